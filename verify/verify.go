@@ -1,0 +1,174 @@
+// Package verify owns the integrity rules for provider packages, applied
+// as Terraform's own installer applies them: the detached OpenPGP signature
+// over a version's SHA256SUMS document, the package's line in that
+// document, and the archive's hashes in the two forms clients check (zh:
+// and h1:).
+//
+// It works on bytes and readers handed to it; it does no network or disk
+// I/O and knows nothing of HTTP or the cache.
+package verify
+
+import (
+	"archive/zip"
+	"bufio"
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"golang.org/x/mod/sumdb/dirhash"
+)
+
+// Reason is why a package was refused. The set is fixed (it labels metrics).
+type Reason string
+
+const (
+	// ReasonSignature: the SHA256SUMS signature does not verify with any given key.
+	ReasonSignature Reason = "signature"
+	// ReasonMissingChecksum: SHA256SUMS has no line for the package's file name.
+	ReasonMissingChecksum Reason = "missing_checksum"
+	// ReasonChecksum: a checksum disagrees (registry shasum vs SHA256SUMS, or archive bytes vs checksum).
+	ReasonChecksum Reason = "checksum_mismatch"
+	// ReasonBadArchive: the archive is not a readable zip.
+	ReasonBadArchive Reason = "bad_archive"
+)
+
+// Reasons lists every Reason.
+var Reasons = []Reason{ReasonSignature, ReasonMissingChecksum, ReasonChecksum, ReasonBadArchive}
+
+// ErrIntegrity matches every *Error with errors.Is.
+var ErrIntegrity = errors.New("integrity check failed")
+
+// Error is a failed integrity check.
+type Error struct {
+	Reason Reason
+	Detail string
+	Err    error
+}
+
+func (e *Error) Error() string {
+	msg := "integrity check failed (" + string(e.Reason) + ")"
+	if e.Detail != "" {
+		msg += ": " + e.Detail
+	}
+	if e.Err != nil {
+		msg += ": " + e.Err.Error()
+	}
+	return msg
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrIntegrity) true for every *Error.
+func (e *Error) Is(target error) bool { return target == ErrIntegrity }
+
+// ParseSHA256SUMS parses a document in the format of the sha256sum tool:
+// one "<64 hex digits>  <file name>" line per file (a single space, or a
+// "*" binary marker before the name, are accepted too). Digests are
+// returned in lowercase.
+func ParseSHA256SUMS(data []byte) (map[string]string, error) {
+	sums := make(map[string]string)
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	for n := 1; sc.Scan(); n++ {
+		line := strings.TrimRight(sc.Text(), "\r")
+		if strings.TrimSpace(line) == "" {
+			continue
+		}
+		sum, name, ok := strings.Cut(line, " ")
+		name = strings.TrimPrefix(strings.TrimPrefix(name, " "), "*")
+		if !ok || !isSHA256Hex(sum) || name == "" {
+			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS line %d is malformed", n)}
+		}
+		name = strings.TrimSpace(name)
+		sum = strings.ToLower(sum)
+		if old, dup := sums[name]; dup && old != sum {
+			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS lists %s twice with different checksums", name)}
+		}
+		sums[name] = sum
+	}
+	if err := sc.Err(); err != nil {
+		return nil, &Error{Reason: ReasonChecksum, Detail: "reading SHA256SUMS", Err: err}
+	}
+	return sums, nil
+}
+
+func isSHA256Hex(s string) bool {
+	if len(s) != 64 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// CheckSignature verifies the detached signature (binary or ASCII-armored)
+// over document with the ASCII-armored public keys, succeeding if any one
+// key verifies it.
+func CheckSignature(document, signature []byte, armoredKeys []string) error {
+	if len(armoredKeys) == 0 {
+		return &Error{Reason: ReasonSignature, Detail: "the origin gave no signing keys"}
+	}
+	var keyring openpgp.EntityList
+	var lastErr error
+	for _, armored := range armoredKeys {
+		keys, err := openpgp.ReadArmoredKeyRing(strings.NewReader(armored))
+		if err != nil {
+			lastErr = err
+			continue
+		}
+		keyring = append(keyring, keys...)
+	}
+	if len(keyring) == 0 {
+		return &Error{Reason: ReasonSignature, Detail: "no usable signing key", Err: lastErr}
+	}
+	check := openpgp.CheckDetachedSignature
+	if bytes.HasPrefix(bytes.TrimSpace(signature), []byte("-----BEGIN PGP SIGNATURE-----")) {
+		check = openpgp.CheckArmoredDetachedSignature
+	}
+	if _, err := check(keyring, bytes.NewReader(document), bytes.NewReader(signature), nil); err != nil {
+		return &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
+	}
+	return nil
+}
+
+// VerifySums checks that sums has a line for filename and that it equals
+// shasum, the checksum the registry reported for the package.
+func VerifySums(sums map[string]string, filename, shasum string) error {
+	want, ok := sums[filename]
+	if !ok {
+		return &Error{Reason: ReasonMissingChecksum, Detail: fmt.Sprintf("SHA256SUMS has no line for %s", filename)}
+	}
+	if !strings.EqualFold(want, shasum) {
+		return &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("registry reports sha256 %s for %s, SHA256SUMS says %s", shasum, filename, want)}
+	}
+	return nil
+}
+
+// ZH returns the zh: hash of an archive with the given hex sha256.
+func ZH(shaHex string) string { return "zh:" + strings.ToLower(shaHex) }
+
+// H1 returns the h1: hash of the zip archive read through r: the hash
+// golang.org/x/mod/sumdb/dirhash.HashZip computes, which is what Terraform
+// and OpenTofu record for an unpacked provider.
+func H1(r io.ReaderAt, size int64) (string, error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return "", &Error{Reason: ReasonBadArchive, Detail: "not a readable zip", Err: err}
+	}
+	byName := make(map[string]*zip.File, len(zr.File))
+	files := make([]string, 0, len(zr.File))
+	// The same listing dirhash.HashZip makes from a zip file on disk.
+	for _, f := range zr.File {
+		byName[f.Name] = f
+		files = append(files, f.Name)
+	}
+	h, err := dirhash.Hash1(files, func(name string) (io.ReadCloser, error) {
+		return byName[name].Open()
+	})
+	if err != nil {
+		return "", &Error{Reason: ReasonBadArchive, Detail: "hashing zip entries", Err: err}
+	}
+	return h, nil
+}
