@@ -1,0 +1,406 @@
+package cache
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// ErrDigestMismatch is returned by Commit when the bytes written do not
+// have the expected sha256.
+var ErrDigestMismatch = errors.New("archive digest mismatch")
+
+// Blob reads a committed archive. ReadAt is safe for concurrent use; Read
+// and Seek share one position and are not.
+type Blob struct {
+	s   *Store
+	rec blobRecord
+	pos int64
+
+	mu     sync.Mutex
+	buf    *[]byte // the chunk last read, so sequential small reads cost one lookup a chunk
+	cached int     // index of the chunk in buf, -1 if none
+}
+
+// Info describes the blob.
+func (b *Blob) Info() BlobInfo { return b.rec.BlobInfo }
+
+// Size is the blob's length in bytes.
+func (b *Blob) Size() int64 { return b.rec.Size }
+
+// ReadAt implements io.ReaderAt.
+func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		return 0, errors.New("cache: negative offset")
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	n := 0
+	for n < len(p) && off < b.rec.Size {
+		idx := int(off / int64(b.rec.ChunkSize))
+		if err := b.load(idx); err != nil {
+			return n, err
+		}
+		chunk := *b.buf
+		c := copy(p[n:], chunk[off-int64(idx)*int64(b.rec.ChunkSize):])
+		n += c
+		off += int64(c)
+	}
+	if n < len(p) {
+		return n, io.EOF
+	}
+	return n, nil
+}
+
+// load makes chunk idx the buffered one.
+func (b *Blob) load(idx int) error {
+	if b.cached == idx {
+		return nil
+	}
+	if b.buf == nil {
+		b.buf = b.s.bufs.Get().(*[]byte)
+	}
+	want := min(int64(b.rec.ChunkSize), b.rec.Size-int64(idx)*int64(b.rec.ChunkSize))
+	if int64(cap(*b.buf)) < want { // stored with a larger chunk size than now configured
+		*b.buf = make([]byte, 0, want)
+	}
+	buf := (*b.buf)[:want]
+	n, err := b.s.readChunk(b.rec.Stage, idx, 0, buf)
+	if err != nil {
+		b.cached = -1
+		return err
+	}
+	if int64(n) != want {
+		b.cached = -1
+		return fmt.Errorf("cache: chunk %d of %s is %d bytes, want %d", idx, b.rec.SHA256, n, want)
+	}
+	*b.buf = buf
+	b.cached = idx
+	return nil
+}
+
+// Read implements io.Reader.
+func (b *Blob) Read(p []byte) (int, error) {
+	if b.pos >= b.rec.Size {
+		return 0, io.EOF
+	}
+	n, err := b.ReadAt(p, b.pos)
+	b.pos += int64(n)
+	if err == io.EOF && n > 0 {
+		err = nil
+	}
+	return n, err
+}
+
+// Seek implements io.Seeker.
+func (b *Blob) Seek(offset int64, whence int) (int64, error) {
+	switch whence {
+	case io.SeekStart:
+	case io.SeekCurrent:
+		offset += b.pos
+	case io.SeekEnd:
+		offset += b.rec.Size
+	default:
+		return 0, errors.New("cache: invalid whence")
+	}
+	if offset < 0 {
+		return 0, errors.New("cache: negative position")
+	}
+	b.pos = offset
+	return offset, nil
+}
+
+// Close releases the blob's buffer.
+func (b *Blob) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.buf != nil {
+		*b.buf = (*b.buf)[:0]
+		b.s.bufs.Put(b.buf)
+		b.buf, b.cached = nil, -1
+	}
+	return nil
+}
+
+// BlobWriter stages an archive as it arrives. One goroutine writes; any
+// number may ReadAt what has been written so far, until Close.
+type BlobWriter struct {
+	s        *Store
+	expected string
+	stage    string
+	hash     hash.Hash // used by the writing goroutine only
+
+	mu          sync.Mutex
+	cur         *[]byte        // the chunk being filled
+	staged      int            // chunks finished (in Badger, or in mem)
+	mem         map[int][]byte // finished chunks that could not be staged
+	written     int64
+	err         error // first staging failure
+	state       writerState
+	dropOnClose bool
+}
+
+type writerState int
+
+const (
+	writing writerState = iota
+	committed
+	aborted
+	closed
+)
+
+// NewBlobWriter starts staging an archive expected to have sha256 expectedSHA.
+func (s *Store) NewBlobWriter(expectedSHA string) (*BlobWriter, error) {
+	if err := checkSHA(expectedSHA); err != nil {
+		return nil, err
+	}
+	w := &BlobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New()}
+	w.cur = s.bufs.Get().(*[]byte)
+	s.mu.Lock()
+	s.active[w.stage] = true
+	s.mu.Unlock()
+	return w, nil
+}
+
+// Write appends p. A failure to store a chunk does not fail Write: the
+// chunk is kept in memory so that readers still get every byte, and Err
+// reports the failure; Commit will then refuse to commit.
+func (w *BlobWriter) Write(p []byte) (int, error) {
+	w.hash.Write(p)
+	total := len(p)
+	for len(p) > 0 {
+		w.mu.Lock()
+		if w.state != writing {
+			w.mu.Unlock()
+			return total - len(p), errors.New("cache: write after commit, abort or close")
+		}
+		cur := *w.cur
+		n := copy(cur[len(cur):cap(cur)], p)
+		*w.cur = cur[:len(cur)+n]
+		w.written += int64(n)
+		full := len(*w.cur) == cap(*w.cur)
+		w.mu.Unlock()
+		p = p[n:]
+		if full {
+			w.finishChunk()
+		}
+	}
+	return total, nil
+}
+
+// finishChunk stages the full current chunk and starts a new one.
+func (w *BlobWriter) finishChunk() {
+	// Readers copy the current chunk under w.mu, and it is replaced only
+	// under w.mu after it is staged, so it can be read outside the lock.
+	idx := w.staged
+	data := *w.cur
+	err := w.stageChunk(idx, data)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil {
+		if w.err == nil {
+			w.err = fmt.Errorf("cache: staging chunk %d: %w", idx, err)
+		}
+		if w.mem == nil {
+			w.mem = make(map[int][]byte)
+		}
+		w.mem[idx] = data // keep it; its buffer is not reused
+		w.cur = w.s.bufs.Get().(*[]byte)
+		*w.cur = (*w.cur)[:0]
+	} else {
+		*w.cur = (*w.cur)[:0]
+	}
+	w.staged++
+}
+
+func (w *BlobWriter) stageChunk(idx int, data []byte) error {
+	if h := w.s.stageHook; h != nil {
+		if err := h(); err != nil {
+			return err
+		}
+	}
+	if w.err != nil {
+		// Once staging failed the blob cannot be committed; stop writing.
+		return w.err
+	}
+	return w.s.db.Update(func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), data) })
+}
+
+// Written is how many bytes have been written.
+func (w *BlobWriter) Written() int64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.written
+}
+
+// Err reports the first failure to store a chunk, if any.
+func (w *BlobWriter) Err() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// Sum is the hex sha256 of everything written so far. Writer goroutine only.
+func (w *BlobWriter) Sum() string { return hex.EncodeToString(w.hash.Sum(nil)) }
+
+// ReadAt reads bytes already written. It is safe to call from any
+// goroutine for off+len(p) <= Written().
+func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
+	cs := int64(w.s.chunkSize)
+	n := 0
+	for n < len(p) {
+		w.mu.Lock()
+		if w.state == aborted || w.state == closed {
+			w.mu.Unlock()
+			return n, errors.New("cache: blob writer is closed")
+		}
+		if off >= w.written {
+			w.mu.Unlock()
+			return n, io.EOF
+		}
+		idx := int(off / cs)
+		inChunk := int(off % cs)
+		var c int
+		switch {
+		case idx == w.staged:
+			c = copy(p[n:], (*w.cur)[inChunk:])
+			w.mu.Unlock()
+		case w.mem[idx] != nil:
+			c = copy(p[n:], w.mem[idx][inChunk:])
+			w.mu.Unlock()
+		default:
+			w.mu.Unlock()
+			var err error
+			if c, err = w.s.readChunk(w.stage, idx, inChunk, p[n:]); err != nil {
+				return n, err
+			}
+		}
+		n += c
+		off += int64(c)
+	}
+	return n, nil
+}
+
+// Commit makes the blob visible under its sha256, with h1 recorded. It
+// fails, leaving nothing behind, if the digest differs from the expected
+// one (ErrDigestMismatch) or a chunk could not be stored. If the blob was
+// committed meanwhile by another writer, that one is kept. ReadAt keeps
+// working until Close.
+func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
+	w.mu.Lock()
+	if w.state != writing {
+		w.mu.Unlock()
+		return BlobInfo{}, errors.New("cache: commit of a finished blob writer")
+	}
+	w.mu.Unlock()
+
+	if sum := w.Sum(); sum != w.expected {
+		w.Abort()
+		return BlobInfo{}, fmt.Errorf("%w: got %s, want %s", ErrDigestMismatch, sum, w.expected)
+	}
+	if len(*w.cur) > 0 {
+		w.finishChunk()
+	}
+	if err := w.Err(); err != nil {
+		w.Abort()
+		return BlobInfo{}, err
+	}
+	if err := w.s.db.Sync(); err != nil {
+		w.Abort()
+		return BlobInfo{}, fmt.Errorf("cache: sync: %w", err)
+	}
+
+	w.mu.Lock()
+	rec := blobRecord{
+		BlobInfo:  BlobInfo{SHA256: w.expected, Size: w.written, H1: h1, Created: time.Now().UTC()},
+		ChunkSize: w.s.chunkSize,
+		Chunks:    w.staged,
+		Stage:     w.stage,
+	}
+	w.mu.Unlock()
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		w.Abort()
+		return BlobInfo{}, err
+	}
+	var existing *blobRecord
+	err = w.s.db.Update(func(txn *badger.Txn) error {
+		if old, err := w.s.record(txn, w.expected); err == nil {
+			existing = &old
+			return nil
+		}
+		return txn.Set(blobKey(w.expected), doc)
+	})
+	if err != nil {
+		w.Abort()
+		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)
+	}
+	w.mu.Lock()
+	w.state = committed
+	if existing != nil {
+		w.dropOnClose = true
+	}
+	w.mu.Unlock()
+	if existing != nil {
+		return existing.BlobInfo, nil
+	}
+	w.s.mu.Lock()
+	w.s.archives++
+	w.s.bytes += rec.Size
+	w.s.mu.Unlock()
+	return rec.BlobInfo, nil
+}
+
+// Abort discards everything staged. Readers get errors from then on.
+func (w *BlobWriter) Abort() error {
+	w.mu.Lock()
+	if w.state != writing {
+		w.mu.Unlock()
+		return nil
+	}
+	w.state = aborted
+	n := w.staged
+	w.mu.Unlock()
+	err := w.s.deleteChunks(w.stage, n)
+	w.forget()
+	return err
+}
+
+// Close releases the writer's memory; an uncommitted writer is aborted.
+func (w *BlobWriter) Close() error {
+	w.mu.Lock()
+	state, drop, n := w.state, w.dropOnClose, w.staged
+	w.mu.Unlock()
+	var err error
+	switch {
+	case state == writing:
+		err = w.Abort()
+	case drop:
+		err = w.s.deleteChunks(w.stage, n)
+	}
+	w.mu.Lock()
+	w.state = closed
+	if w.cur != nil {
+		*w.cur = (*w.cur)[:0]
+		w.s.bufs.Put(w.cur)
+		w.cur = nil
+	}
+	w.mem = nil
+	w.mu.Unlock()
+	w.forget()
+	return err
+}
+
+func (w *BlobWriter) forget() {
+	w.s.mu.Lock()
+	delete(w.s.active, w.stage)
+	w.s.mu.Unlock()
+}

@@ -1,0 +1,508 @@
+// Package cache owns everything tfmirror keeps on disk, in one Badger
+// database: small metadata documents (version lists, verified package
+// metadata) and provider archives.
+//
+// Archives ("blobs") are content-addressed by the lowercase hex sha256 of
+// their bytes and stored in chunks of at most Options.ChunkSize bytes, so
+// that no single value is large and memory stays flat whatever the archive
+// size. The key layout is:
+//
+//	m/<key>               metadata envelope {"t": stored-at, "v": document}
+//	c/<stage>/<idx>       chunk idx (%08x) of the staging area <stage>
+//	b/<sha256>            blob commit record: size, chunk size and count, stage, h1
+//
+// A BlobWriter stages chunks under a fresh random stage id as they arrive.
+// Only Commit makes a blob visible: it checks the digest, writes the last
+// chunk, syncs, and then writes the commit record, last. A crash at any
+// point therefore leaves either a complete blob or unreferenced chunks,
+// which CleanOrphans removes (it runs at Open). Partial archives are never
+// returned by OpenBlob.
+//
+// The package knows nothing of HTTP, origins or signatures.
+package cache
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// ErrNotFound is returned when a metadata document or blob is absent.
+var ErrNotFound = errors.New("not found in cache")
+
+// DefaultChunkSize is the chunk size when Options.ChunkSize is zero.
+const DefaultChunkSize = 1 << 20
+
+// Options configures Open.
+type Options struct {
+	// Dir is the Badger directory. Required unless InMemory.
+	Dir string
+	// InMemory keeps everything in memory (tests).
+	InMemory bool
+	// ChunkSize is the largest value stored for an archive. Default 1 MiB.
+	ChunkSize int
+	// Logger receives Badger's warnings and errors. Default: discard.
+	Logger *slog.Logger
+}
+
+// Store is the cache. It is safe for concurrent use.
+type Store struct {
+	db        *badger.DB
+	chunkSize int
+	log       *slog.Logger
+	bufs      sync.Pool
+
+	mu       sync.Mutex
+	active   map[string]bool // stage ids of writers not yet closed
+	archives int
+	bytes    int64
+
+	// stageHook, when set (tests), is called before each chunk is staged;
+	// an error it returns is treated as a Badger write failure.
+	stageHook func() error
+}
+
+// Open opens (creating if needed) the store in opts.Dir, rebuilds its
+// counters and removes chunks that an interrupted process left behind.
+func Open(opts Options) (*Store, error) {
+	if opts.Dir == "" && !opts.InMemory {
+		return nil, errors.New("cache: a directory is required")
+	}
+	if opts.ChunkSize <= 0 {
+		opts.ChunkSize = DefaultChunkSize
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	dir := opts.Dir
+	if opts.InMemory {
+		dir = ""
+	}
+	bopts := badger.DefaultOptions(dir).
+		WithInMemory(opts.InMemory).
+		WithLogger(badgerLogger{opts.Logger}).
+		// A small, flat memory footprint: archive chunks go to the value
+		// log, only keys and small documents live in the LSM tree.
+		WithMemTableSize(16 << 20).
+		WithNumMemtables(2).
+		WithNumLevelZeroTables(2).
+		WithNumLevelZeroTablesStall(8).
+		WithBlockCacheSize(16 << 20).
+		WithIndexCacheSize(16 << 20).
+		WithValueLogFileSize(256 << 20).
+		WithValueThreshold(64 << 10).
+		WithNumCompactors(2).
+		WithNumVersionsToKeep(1).
+		WithDetectConflicts(false)
+	db, err := badger.Open(bopts)
+	if err != nil {
+		return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
+	}
+	s := &Store{db: db, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool)}
+	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
+	if err := s.recount(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if n, err := s.CleanOrphans(); err != nil {
+		s.log.Warn("cleaning up interrupted archive writes", "error", err)
+	} else if n > 0 {
+		s.log.Info("removed chunks of interrupted archive writes", "chunks", n)
+	}
+	return s, nil
+}
+
+// Close closes the database. Writers still open are abandoned; their
+// chunks are removed by the next Open.
+func (s *Store) Close() error { return s.db.Close() }
+
+// envelope is a stored metadata document.
+type envelope struct {
+	StoredAt time.Time       `json:"t"`
+	Value    json.RawMessage `json:"v"`
+}
+
+func metaKey(key string) ([]byte, error) {
+	if key == "" || len(key) > 1024 {
+		return nil, fmt.Errorf("cache: invalid metadata key %q", key)
+	}
+	for _, r := range key {
+		if !unicode.IsPrint(r) {
+			return nil, fmt.Errorf("cache: metadata key %q has a non-printable character", key)
+		}
+	}
+	return []byte("m/" + key), nil
+}
+
+// PutMeta stores v, JSON-encoded, under key with the current time.
+func (s *Store) PutMeta(key string, v any) error {
+	k, err := metaKey(key)
+	if err != nil {
+		return err
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("cache: encoding %s: %w", key, err)
+	}
+	doc, err := json.Marshal(envelope{StoredAt: time.Now().UTC(), Value: raw})
+	if err != nil {
+		return err
+	}
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
+		return fmt.Errorf("cache: storing %s: %w", key, err)
+	}
+	return nil
+}
+
+// GetMeta decodes the document stored under key into v and returns when
+// it was stored, or ErrNotFound.
+func (s *Store) GetMeta(key string, v any) (time.Time, error) {
+	k, err := metaKey(key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var env envelope
+	err = s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(k)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(val []byte) error { return json.Unmarshal(val, &env) })
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return time.Time{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cache: reading %s: %w", key, err)
+	}
+	if err := json.Unmarshal(env.Value, v); err != nil {
+		return time.Time{}, fmt.Errorf("cache: decoding %s: %w", key, err)
+	}
+	return env.StoredAt, nil
+}
+
+// DeleteMeta removes the document under key, if any.
+func (s *Store) DeleteMeta(key string) error {
+	k, err := metaKey(key)
+	if err != nil {
+		return err
+	}
+	return s.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) })
+}
+
+// ScanMeta calls fn for every document whose key starts with prefix, in
+// key order, until fn returns an error.
+func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
+	p := []byte("m/" + prefix)
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			var env envelope
+			if err := item.Value(func(val []byte) error { return json.Unmarshal(val, &env) }); err != nil {
+				return err
+			}
+			if err := fn(strings.TrimPrefix(string(item.Key()), "m/"), env.StoredAt, env.Value); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// BlobInfo describes a committed archive.
+type BlobInfo struct {
+	SHA256  string    `json:"sha256"`
+	Size    int64     `json:"size"`
+	H1      string    `json:"h1,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// blobRecord is the commit record of a blob.
+type blobRecord struct {
+	BlobInfo
+	ChunkSize int    `json:"chunk_size"`
+	Chunks    int    `json:"chunks"`
+	Stage     string `json:"stage"`
+}
+
+func checkSHA(sha string) error {
+	if len(sha) != 64 {
+		return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
+	}
+	for _, c := range sha {
+		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
+		}
+	}
+	return nil
+}
+
+func blobKey(sha string) []byte { return []byte("b/" + sha) }
+
+func chunkKey(stage string, idx int) []byte { return fmt.Appendf(nil, "c/%s/%08x", stage, idx) }
+
+func (s *Store) record(txn *badger.Txn, sha string) (blobRecord, error) {
+	var rec blobRecord
+	item, err := txn.Get(blobKey(sha))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return rec, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	}
+	if err != nil {
+		return rec, err
+	}
+	err = item.Value(func(val []byte) error { return json.Unmarshal(val, &rec) })
+	return rec, err
+}
+
+// StatBlob returns the committed blob's info, or ErrNotFound.
+func (s *Store) StatBlob(sha string) (BlobInfo, error) {
+	if err := checkSHA(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	var rec blobRecord
+	err := s.db.View(func(txn *badger.Txn) (err error) {
+		rec, err = s.record(txn, sha)
+		return err
+	})
+	return rec.BlobInfo, err
+}
+
+// OpenBlob opens a committed blob for reading, or returns ErrNotFound.
+func (s *Store) OpenBlob(sha string) (*Blob, error) {
+	if err := checkSHA(sha); err != nil {
+		return nil, err
+	}
+	var rec blobRecord
+	err := s.db.View(func(txn *badger.Txn) (err error) {
+		rec, err = s.record(txn, sha)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Blob{s: s, rec: rec, cached: -1}, nil
+}
+
+// DeleteBlob removes a committed blob: its record first, so it is never
+// visible half-deleted, then its chunks.
+func (s *Store) DeleteBlob(sha string) error {
+	if err := checkSHA(sha); err != nil {
+		return err
+	}
+	var rec blobRecord
+	err := s.db.Update(func(txn *badger.Txn) (err error) {
+		if rec, err = s.record(txn, sha); err != nil {
+			return err
+		}
+		return txn.Delete(blobKey(sha))
+	})
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	s.archives--
+	s.bytes -= rec.Size
+	s.mu.Unlock()
+	return s.deleteChunks(rec.Stage, rec.Chunks)
+}
+
+func (s *Store) deleteChunks(stage string, n int) error {
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for i := range n {
+		if err := wb.Delete(chunkKey(stage, i)); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
+// readChunk copies chunk idx of stage, from byte off on, into p.
+func (s *Store) readChunk(stage string, idx int, off int, p []byte) (int, error) {
+	var n int
+	err := s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(chunkKey(stage, idx))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(val []byte) error {
+			if off > len(val) {
+				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
+			}
+			n = copy(p, val[off:])
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cache: reading chunk %d of %s: %w", idx, stage, err)
+	}
+	return n, nil
+}
+
+// Stats returns the number of committed archives and their total size.
+func (s *Store) Stats() (archives int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.archives, s.bytes
+}
+
+// Blobs calls fn for every committed blob.
+func (s *Store) Blobs(fn func(BlobInfo) error) error {
+	return s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var rec blobRecord
+			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+				return err
+			}
+			if err := fn(rec.BlobInfo); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+func (s *Store) recount() error {
+	var n int
+	var total int64
+	err := s.Blobs(func(b BlobInfo) error {
+		n++
+		total += b.Size
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cache: counting archives: %w", err)
+	}
+	s.mu.Lock()
+	s.archives, s.bytes = n, total
+	s.mu.Unlock()
+	return nil
+}
+
+// CleanOrphans removes chunks that belong to no committed blob and to no
+// writer of this process: what a crash or failed write left behind.
+func (s *Store) CleanOrphans() (int, error) {
+	referenced := make(map[string]bool)
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var rec blobRecord
+			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+				return err
+			}
+			referenced[rec.Stage] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	s.mu.Lock()
+	for stage := range s.active {
+		referenced[stage] = true
+	}
+	s.mu.Unlock()
+
+	var orphans [][]byte
+	err = s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			key := it.Item().KeyCopy(nil)
+			stage, _, _ := strings.Cut(strings.TrimPrefix(string(key), "c/"), "/")
+			if !referenced[stage] {
+				orphans = append(orphans, key)
+			}
+		}
+		return nil
+	})
+	if err != nil || len(orphans) == 0 {
+		return 0, err
+	}
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range orphans {
+		if err := wb.Delete(k); err != nil {
+			return 0, err
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return 0, err
+	}
+	return len(orphans), nil
+}
+
+// Ping checks that the database is open and writable.
+func (s *Store) Ping() error {
+	key := []byte("p/ping")
+	val := []byte(time.Now().UTC().Format(time.RFC3339Nano))
+	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
+		return fmt.Errorf("cache: not writable: %w", err)
+	}
+	return s.db.View(func(txn *badger.Txn) error {
+		item, err := txn.Get(key)
+		if err != nil {
+			return fmt.Errorf("cache: not readable: %w", err)
+		}
+		return item.Value(func(got []byte) error {
+			if !bytes.Equal(got, val) {
+				return errors.New("cache: read back a different value")
+			}
+			return nil
+		})
+	})
+}
+
+// RunGC runs Badger's value-log garbage collection every interval until
+// ctx is done, so that space of deleted archives returns to the disk.
+func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		for ctx.Err() == nil && s.db.RunValueLogGC(0.5) == nil {
+		}
+	}
+}
+
+func newStageID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// badgerLogger routes Badger's log to slog: warnings and errors only.
+type badgerLogger struct{ l *slog.Logger }
+
+func (b badgerLogger) Errorf(f string, a ...any) {
+	b.l.Error(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}
+
+func (b badgerLogger) Warningf(f string, a ...any) {
+	b.l.Warn(strings.TrimSpace(fmt.Sprintf(f, a...)), "component", "badger")
+}
+
+func (b badgerLogger) Infof(string, ...any)  {}
+func (b badgerLogger) Debugf(string, ...any) {}

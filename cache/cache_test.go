@@ -1,0 +1,425 @@
+package cache
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+const testChunk = 1024
+
+func openTest(t *testing.T, dir string) *Store {
+	t.Helper()
+	s, err := Open(Options{Dir: dir, InMemory: dir == "", ChunkSize: testChunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func randomBytes(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, seed))
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(r.Uint32())
+	}
+	return b
+}
+
+func shaOf(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// put writes data through a BlobWriter in uneven pieces and commits it.
+func put(t *testing.T, s *Store, data []byte) BlobInfo {
+	t.Helper()
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 700)
+		if _, err := w.Write(rest[:n]); err != nil {
+			t.Fatal(err)
+		}
+		rest = rest[n:]
+	}
+	info, err := w.Commit("h1:test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return info
+}
+
+// chunkCount counts chunk keys in the database.
+func chunkCount(t *testing.T, s *Store) int {
+	t.Helper()
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func TestMetaRoundTrip(t *testing.T) {
+	s := openTest(t, "")
+	type doc struct{ A string }
+	before := time.Now().Add(-time.Second)
+	if err := s.PutMeta("versions/x/a", doc{"one"}); err != nil {
+		t.Fatal(err)
+	}
+	s.PutMeta("versions/x/b", doc{"two"})
+	s.PutMeta("package/x/a/1.0.0", doc{"three"})
+
+	var got doc
+	at, err := s.GetMeta("versions/x/a", &got)
+	if err != nil || got.A != "one" || at.Before(before) {
+		t.Fatalf("GetMeta = %v at %v, %v", got, at, err)
+	}
+	if _, err := s.GetMeta("versions/missing", &got); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("missing key: %v, want ErrNotFound", err)
+	}
+	var keys []string
+	s.ScanMeta("versions/", func(key string, _ time.Time, raw json.RawMessage) error {
+		keys = append(keys, key+"="+string(raw))
+		return nil
+	})
+	if fmt.Sprint(keys) != `[versions/x/a={"A":"one"} versions/x/b={"A":"two"}]` {
+		t.Fatalf("ScanMeta = %v", keys)
+	}
+	s.DeleteMeta("versions/x/a")
+	if _, err := s.GetMeta("versions/x/a", &got); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("after delete: %v", err)
+	}
+	for _, bad := range []string{"", "a\x00b", string(make([]byte, 2000))} {
+		if err := s.PutMeta(bad, doc{}); err == nil {
+			t.Errorf("PutMeta(%q) succeeded", bad)
+		}
+	}
+}
+
+func TestBlobRoundTrip(t *testing.T) {
+	sizes := map[string]int{
+		"empty": 0, "one byte": 1, "chunk minus one": testChunk - 1, "one chunk": testChunk,
+		"chunk plus one": testChunk + 1, "three and a half chunks": testChunk*3 + testChunk/2,
+	}
+	s := openTest(t, "")
+	for name, size := range sizes {
+		t.Run(name, func(t *testing.T) {
+			data := randomBytes(size, uint64(size)+1)
+			info := put(t, s, data)
+			if info.Size != int64(size) || info.SHA256 != shaOf(data) || info.H1 != "h1:test" {
+				t.Fatalf("info %+v", info)
+			}
+			b, err := s.OpenBlob(shaOf(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer b.Close()
+			got, err := io.ReadAll(b)
+			if err != nil || !bytes.Equal(got, data) {
+				t.Fatalf("Read: %d bytes, %v", len(got), err)
+			}
+			// Reads across chunk boundaries at every offset class.
+			for _, off := range []int{0, 1, testChunk - 2, testChunk, size / 2, max(0, size-3)} {
+				if off > size {
+					continue
+				}
+				p := make([]byte, min(testChunk+5, size-off))
+				n, err := b.ReadAt(p, int64(off))
+				if n != len(p) || (err != nil && err != io.EOF) || !bytes.Equal(p, data[off:off+n]) {
+					t.Fatalf("ReadAt(%d): n=%d err=%v", off, n, err)
+				}
+			}
+			if _, err := b.Seek(int64(size/3), io.SeekStart); err != nil {
+				t.Fatal(err)
+			}
+			rest, _ := io.ReadAll(b)
+			if !bytes.Equal(rest, data[size/3:]) {
+				t.Fatal("Seek then Read differs")
+			}
+		})
+	}
+	if n, total := s.Stats(); n != len(sizes) {
+		t.Errorf("Stats = %d archives, %d bytes", n, total)
+	}
+}
+
+func TestWriterReadAtWhileWriting(t *testing.T) {
+	s := openTest(t, "")
+	data := randomBytes(testChunk*20+123, 7)
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	errs := make(chan error, 8)
+	readers := 8
+	var rw sync.WaitGroup
+	stop := make(chan struct{})
+	for r := range readers {
+		rw.Add(1)
+		go func() {
+			defer rw.Done()
+			rnd := rand.New(rand.NewPCG(uint64(r), 1))
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				n := w.Written()
+				if n == 0 {
+					continue
+				}
+				off := rnd.Int64N(n)
+				l := min(n-off, int64(rnd.IntN(3*testChunk)+1))
+				p := make([]byte, l)
+				got, err := w.ReadAt(p, off)
+				if err != nil || int64(got) != l || !bytes.Equal(p, data[off:off+l]) {
+					errs <- fmt.Errorf("ReadAt(%d, %d) = %d, %v", off, l, got, err)
+					return
+				}
+			}
+		}()
+	}
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 333)
+		w.Write(rest[:n])
+		rest = rest[n:]
+	}
+	if _, err := w.Commit(""); err != nil {
+		t.Fatal(err)
+	}
+	// Reading through the writer still works after Commit.
+	p := make([]byte, len(data))
+	if n, err := w.ReadAt(p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
+		t.Fatalf("ReadAt after commit: %d, %v", n, err)
+	}
+	close(stop)
+	rw.Wait()
+	select {
+	case err := <-errs:
+		t.Fatal(err)
+	default:
+	}
+}
+
+func TestFailedWritesLeaveNothing(t *testing.T) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s *Store, data []byte) error
+	}{
+		{"digest mismatch", func(t *testing.T, s *Store, data []byte) error {
+			w, _ := s.NewBlobWriter(shaOf(data))
+			defer w.Close()
+			tampered := bytes.Clone(data)
+			tampered[len(tampered)-1] ^= 1
+			w.Write(tampered)
+			_, err := w.Commit("")
+			if !errors.Is(err, ErrDigestMismatch) {
+				t.Errorf("Commit = %v, want ErrDigestMismatch", err)
+			}
+			return err
+		}},
+		{"abort", func(t *testing.T, s *Store, data []byte) error {
+			w, _ := s.NewBlobWriter(shaOf(data))
+			w.Write(data)
+			w.Abort()
+			return w.Close()
+		}},
+		{"close without commit", func(t *testing.T, s *Store, data []byte) error {
+			w, _ := s.NewBlobWriter(shaOf(data))
+			w.Write(data)
+			return w.Close()
+		}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := openTest(t, "")
+			data := randomBytes(testChunk*3+10, 3)
+			tc.run(t, s, data)
+			if _, err := s.StatBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+				t.Errorf("StatBlob = %v, want ErrNotFound", err)
+			}
+			if n := chunkCount(t, s); n != 0 {
+				t.Errorf("%d chunks left behind", n)
+			}
+			if n, _ := s.Stats(); n != 0 {
+				t.Errorf("Stats counts %d archives", n)
+			}
+		})
+	}
+}
+
+func TestDedupe(t *testing.T) {
+	s := openTest(t, "")
+	data := randomBytes(testChunk*2+1, 9)
+	first := put(t, s, data)
+	second := put(t, s, data)
+	if second.Created != first.Created {
+		t.Error("second commit replaced the first")
+	}
+	if n := chunkCount(t, s); n != 3 {
+		t.Errorf("%d chunks stored, want 3 (one copy)", n)
+	}
+	if n, total := s.Stats(); n != 1 || total != int64(len(data)) {
+		t.Errorf("Stats = %d, %d", n, total)
+	}
+}
+
+func TestRestartAndOrphanCleanup(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, ChunkSize: testChunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := randomBytes(testChunk*4+5, 11)
+	put(t, s, kept)
+	s.PutMeta("versions/a", map[string]int{"x": 1})
+	// A write interrupted by a crash: chunks staged, never committed nor closed.
+	interrupted := randomBytes(testChunk*3, 12)
+	w, _ := s.NewBlobWriter(shaOf(interrupted))
+	w.Write(interrupted)
+	if got := chunkCount(t, s); got != 5+3 {
+		t.Fatalf("%d chunks before restart", got)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	s2, err := Open(Options{Dir: dir, ChunkSize: testChunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	if n, total := s2.Stats(); n != 1 || total != int64(len(kept)) {
+		t.Errorf("Stats after restart = %d, %d", n, total)
+	}
+	if _, err := s2.StatBlob(shaOf(interrupted)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("interrupted archive visible after restart: %v", err)
+	}
+	if got := chunkCount(t, s2); got != 5 {
+		t.Errorf("%d chunks after restart, want 5 (orphans removed)", got)
+	}
+	b, err := s2.OpenBlob(shaOf(kept))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, _ := io.ReadAll(b)
+	if !bytes.Equal(got, kept) {
+		t.Error("archive differs after restart")
+	}
+	var m map[string]int
+	if _, err := s2.GetMeta("versions/a", &m); err != nil || m["x"] != 1 {
+		t.Errorf("metadata after restart: %v %v", m, err)
+	}
+	if err := s2.Ping(); err != nil {
+		t.Errorf("Ping: %v", err)
+	}
+}
+
+func TestStagingFailureStillServesBytes(t *testing.T) {
+	s := openTest(t, "")
+	calls := 0
+	s.stageHook = func() error {
+		calls++
+		if calls >= 2 {
+			return errors.New("no space left on device")
+		}
+		return nil
+	}
+	data := randomBytes(testChunk*4+77, 13)
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if n, err := w.Write(data); n != len(data) || err != nil {
+		t.Fatalf("Write = %d, %v; a storage failure must not fail the stream", n, err)
+	}
+	if w.Err() == nil {
+		t.Fatal("Err() = nil after a staging failure")
+	}
+	p := make([]byte, len(data))
+	if n, err := w.ReadAt(p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
+		t.Fatalf("ReadAt = %d, %v", n, err)
+	}
+	if _, err := w.Commit(""); err == nil {
+		t.Fatal("Commit succeeded after a staging failure")
+	}
+	if _, err := s.StatBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("StatBlob = %v", err)
+	}
+	if n := chunkCount(t, s); n != 0 {
+		t.Errorf("%d chunks left behind", n)
+	}
+}
+
+func TestDeleteBlob(t *testing.T) {
+	s := openTest(t, "")
+	data := randomBytes(testChunk*2, 5)
+	put(t, s, data)
+	if err := s.DeleteBlob(shaOf(data)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.OpenBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OpenBlob after delete: %v", err)
+	}
+	if n := chunkCount(t, s); n != 0 {
+		t.Errorf("%d chunks left", n)
+	}
+	if n, total := s.Stats(); n != 0 || total != 0 {
+		t.Errorf("Stats = %d, %d", n, total)
+	}
+	if _, err := s.StatBlob("NOT-A-SHA"); err == nil || errors.Is(err, ErrNotFound) {
+		t.Errorf("invalid sha: %v", err)
+	}
+}
+
+func BenchmarkBlobRead(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	data := randomBytes(64<<20, 1)
+	w, _ := s.NewBlobWriter(shaOf(data))
+	w.Write(data)
+	if _, err := w.Commit(""); err != nil {
+		b.Fatal(err)
+	}
+	w.Close()
+	b.SetBytes(int64(len(data)))
+	buf := make([]byte, 32<<10)
+	for b.Loop() {
+		blob, _ := s.OpenBlob(shaOf(data))
+		if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{blob}, buf); err != nil {
+			b.Fatal(err)
+		}
+		blob.Close()
+	}
+}
