@@ -1,0 +1,350 @@
+package discovery
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+	"golang.org/x/sync/singleflight"
+)
+
+// Fixed transport limits.
+const (
+	dialTimeout           = 10 * time.Second
+	tlsHandshakeTimeout   = 10 * time.Second
+	responseHeaderTimeout = 30 * time.Second
+	maxRedirects          = 5
+)
+
+// Config configures a Client. The zero value is usable.
+type Config struct {
+	// UserAgent is sent with every request. Default "tfmirror".
+	UserAgent string
+
+	// AllowPrivate permits connections to non-public addresses (loopback,
+	// RFC 1918, link-local, CGNAT, ULA, multicast and so on; see
+	// IsPublicAddr). Default false: such connections are refused with
+	// ErrPrivateAddress. The check is made on the resolved address at dial
+	// time, so DNS rebinding cannot get round it.
+	AllowPrivate bool
+
+	// RootCAs are the CAs trusted for origin TLS. Default nil: the system
+	// roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured).
+	RootCAs *x509.CertPool
+
+	// DialContext, when set, replaces the guarded dialer entirely: the
+	// AllowPrivate policy is then not applied to connections. Meant for
+	// tests. Default nil: the guarded dialer.
+	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// Proxy chooses an HTTP proxy per request. Default
+	// http.ProxyFromEnvironment. Connections to the proxy itself are not
+	// subject to the AllowPrivate policy; the target host is checked before
+	// the request is sent through the proxy (best effort, see IsPublicAddr).
+	Proxy func(*http.Request) (*url.URL, error)
+
+	// Credentials returns the bearer token for an origin host, "" for none.
+	// The token is sent only to requests whose URL host is that origin host
+	// (discovery, the registry API, and downloads served by the origin host
+	// itself), never to other hosts, redirects included. Default nil: no
+	// credentials.
+	Credentials func(host svchost.Hostname) string
+
+	// DiscoveryTTL is how long a discovery result is used before it is
+	// refreshed. A refresh that fails serves the previous result, marked
+	// stale, and is retried no sooner than a minute later (or DiscoveryTTL
+	// if that is shorter). Default 1h.
+	DiscoveryTTL time.Duration
+
+	// RequestTimeout bounds each registry API, SHA256SUMS and signature
+	// request, body included. Default 30s.
+	RequestTimeout time.Duration
+
+	// IdleTimeout aborts an archive download when a read of its body gets no
+	// data for this long. Default 60s.
+	IdleTimeout time.Duration
+
+	// MaxDocumentBytes limits registry JSON responses, and FetchDocument
+	// when its caller passes no limit. Default 16 MiB.
+	MaxDocumentBytes int64
+
+	// MaxArchiveBytes limits provider archives. Default 2 GiB.
+	MaxArchiveBytes int64
+
+	// Now is the clock used for the discovery TTL. Default time.Now.
+	Now func() time.Time
+
+	// Logger receives debug records of origin requests and warnings about
+	// stale discovery results. Default: discard.
+	Logger *slog.Logger
+}
+
+// Client talks to origin registries. It is safe for concurrent use.
+type Client struct {
+	cfg           Config
+	log           *slog.Logger
+	transport     http.RoundTripper // policy (https only, User-Agent) over the guarded *http.Transport
+	httpClient    *http.Client      // registry API and downloads: redirect policy on top of transport
+	guardedDialer *net.Dialer
+	openDialer    *net.Dialer
+	proxyAddrs    sync.Map // proxy dial addresses exempt from the guard
+
+	mu    sync.Mutex
+	hosts map[svchost.Hostname]*discoEntry
+	sf    singleflight.Group
+}
+
+// New validates cfg, fills in defaults and returns a Client.
+func New(cfg Config) (*Client, error) {
+	if cfg.UserAgent == "" {
+		cfg.UserAgent = "tfmirror"
+	}
+	if strings.ContainsAny(cfg.UserAgent, "\r\n\x00") {
+		return nil, errors.New("discovery: UserAgent contains control characters")
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"DiscoveryTTL", &cfg.DiscoveryTTL, time.Hour},
+		{"RequestTimeout", &cfg.RequestTimeout, 30 * time.Second},
+		{"IdleTimeout", &cfg.IdleTimeout, 60 * time.Second},
+	} {
+		if *d.v < 0 {
+			return nil, fmt.Errorf("discovery: %s must not be negative (got %s)", d.name, *d.v)
+		}
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+	}
+	for _, l := range []struct {
+		name string
+		v    *int64
+		def  int64
+	}{
+		{"MaxDocumentBytes", &cfg.MaxDocumentBytes, 16 << 20},
+		{"MaxArchiveBytes", &cfg.MaxArchiveBytes, 2 << 30},
+	} {
+		if *l.v < 0 {
+			return nil, fmt.Errorf("discovery: %s must not be negative (got %d)", l.name, *l.v)
+		}
+		if *l.v == 0 {
+			*l.v = l.def
+		}
+	}
+	if cfg.Proxy == nil {
+		cfg.Proxy = http.ProxyFromEnvironment
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+
+	c := &Client{
+		cfg:           cfg,
+		log:           cfg.Logger,
+		guardedDialer: &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
+		openDialer:    &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+		hosts:         make(map[svchost.Hostname]*discoEntry),
+	}
+	base := &http.Transport{
+		Proxy:                 c.proxyFor,
+		DialContext:           c.dial,
+		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:   tlsHandshakeTimeout,
+		ResponseHeaderTimeout: responseHeaderTimeout,
+		ExpectContinueTimeout: time.Second,
+		IdleConnTimeout:       90 * time.Second,
+		MaxIdleConns:          100,
+		MaxIdleConnsPerHost:   8,
+		ForceAttemptHTTP2:     true,
+	}
+	c.transport = &policyTransport{next: base, userAgent: cfg.UserAgent}
+	c.httpClient = &http.Client{Transport: c.transport, CheckRedirect: checkRedirect}
+	return c, nil
+}
+
+// policyTransport refuses anything but https and sets the User-Agent.
+type policyTransport struct {
+	next      http.RoundTripper
+	userAgent string
+}
+
+// errNotHTTPS's wording makes the retrying client inside disco give up at
+// once instead of retrying.
+var errNotHTTPS = errors.New("unsupported protocol scheme: only https is allowed")
+
+func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "https" {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w (got %q)", errNotHTTPS, req.URL.Scheme)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("User-Agent", t.userAgent)
+	return t.next.RoundTrip(r)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// checkRedirect follows at most maxRedirects redirects, only to https, and
+// drops the Authorization header when a redirect leaves the first request's
+// host (net/http would keep it for subdomains).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > maxRedirects {
+		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+	}
+	if req.URL.Scheme != "https" {
+		return fmt.Errorf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)
+	}
+	if hostKey(req.URL) != hostKey(via[0].URL) {
+		req.Header.Del("Authorization")
+	}
+	return nil
+}
+
+// hostKey spells a URL's host the way svchost.Hostname does for comparison:
+// lowercase, without the default port 443.
+func hostKey(u *url.URL) string {
+	h := strings.ToLower(u.Hostname())
+	if strings.Contains(h, ":") {
+		h = "[" + h + "]"
+	}
+	if p := u.Port(); p != "" && p != "443" {
+		h += ":" + p
+	}
+	return h
+}
+
+// token returns the bearer token to send with a request to u on behalf of
+// the origin host, "" when none may be sent.
+func (c *Client) token(host svchost.Hostname, u *url.URL) string {
+	if c.cfg.Credentials == nil || hostKey(u) != string(host) {
+		return ""
+	}
+	return c.cfg.Credentials(host)
+}
+
+// redactURL is u without userinfo, query and fragment, for logs and errors
+// (download URLs may be pre-signed).
+func redactURL(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	return r.String()
+}
+
+// request describes one GET to an origin.
+type request struct {
+	p      Provider
+	op     string
+	u      *url.URL
+	accept string
+}
+
+func (c *Client) originError(r request, status int, err error) *OriginError {
+	e := &OriginError{Host: string(r.p.Hostname), Op: r.op, StatusCode: status, Err: err}
+	if h := hostKey(r.u); h != string(r.p.Hostname) {
+		e.DownloadHost = h
+	}
+	return e
+}
+
+// do sends r on ctx. Failures are *OriginError, except that the caller's own
+// cancellation or deadline is returned as such.
+func (c *Client) do(ctx, reqCtx context.Context, r request) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, r.u.String(), nil)
+	if err != nil {
+		return nil, c.originError(r, 0, err)
+	}
+	req.Header.Set("Accept", r.accept)
+	if tok := c.token(r.p.Hostname, r.u); tok != "" {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	start := time.Now()
+	resp, err := c.httpClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s for %s: %w", r.op, redactURL(r.u), r.p, ctx.Err())
+		}
+		c.log.LogAttrs(ctx, slog.LevelDebug, "origin request failed",
+			slog.String("op", r.op), slog.String("url", redactURL(r.u)), slog.Any("error", err))
+		return nil, c.originError(r, 0, c.causeOf(reqCtx, stripURL(err)))
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, "origin request",
+		slog.String("op", r.op), slog.String("url", redactURL(r.u)),
+		slog.Int("status", resp.StatusCode), slog.Duration("duration", time.Since(start)))
+	return resp, nil
+}
+
+// causeOf replaces err by the cancellation cause of reqCtx when that is one
+// of ours (a request deadline or a stalled body).
+func (c *Client) causeOf(reqCtx context.Context, err error) error {
+	var te *timeoutError
+	if cause := context.Cause(reqCtx); errors.As(cause, &te) {
+		return cause
+	}
+	return err
+}
+
+// stripURL removes the URL that *url.Error puts into its message: a download
+// URL may carry pre-signed credentials, and OriginError names the host.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// readBody reads a whole response body of at most limit bytes. Failures are
+// *OriginError, except the caller's own cancellation.
+func (c *Client) readBody(ctx, reqCtx context.Context, r request, body io.Reader, limit int64) ([]byte, error) {
+	data, err := readLimited(body, limit)
+	if err == nil && reqCtx.Err() != nil {
+		// net/http can end a body cleanly when its request is canceled
+		// mid-read, so a body that "ended" after the deadline is suspect.
+		err = reqCtx.Err()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s for %s: %w", r.op, r.p, ctx.Err())
+		}
+		return nil, c.originError(r, 0, c.causeOf(reqCtx, err))
+	}
+	return data, nil
+}
+
+// readLimited reads all of body, failing with ErrTooLarge past limit bytes.
+func readLimited(body io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, limit)
+	}
+	return data, nil
+}
+
+// drain discards a little of an unwanted body so the connection can be
+// reused, then closes it.
+func drain(body io.ReadCloser) {
+	io.Copy(io.Discard, io.LimitReader(body, 4<<10))
+	body.Close()
+}

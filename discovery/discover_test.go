@@ -1,0 +1,323 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+const wellKnown = "/.well-known/terraform.json"
+
+func TestProvidersURL(t *testing.T) {
+	tests := []struct {
+		name       string
+		handler    func(s *testServer) http.HandlerFunc
+		want       string // path (or full URL when it starts with https) of providers.v1
+		wantNoSvc  bool
+		wantOp     string
+		wantStatus int
+	}{
+		{
+			name: "relative absolute-path URL",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, discoveryDoc("/v1/providers/")) }
+			},
+			want: "/v1/providers/",
+		},
+		{
+			name: "relative URL resolves against the discovery document",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, discoveryDoc("providers/v1/")) }
+			},
+			want: "/.well-known/providers/v1/",
+		},
+		{
+			name: "absolute URL",
+			handler: func(s *testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					writeJSON(w, discoveryDoc("https://registry.example.com/api/providers/"))
+				}
+			},
+			want: "https://registry.example.com/api/providers/",
+		},
+		{
+			name: "content type with charset",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "application/json; charset=utf-8")
+					w.Write([]byte(discoveryDoc("/p/")))
+				}
+			},
+			want: "/p/",
+		},
+		{
+			name: "no providers.v1",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, `{"modules.v1": "/m/"}`) }
+			},
+			wantNoSvc: true,
+		},
+		{
+			name: "only another providers version",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, `{"providers.v2": "/p2/"}`) }
+			},
+			wantNoSvc: true,
+		},
+		{
+			name:      "no discovery document",
+			handler:   func(*testServer) http.HandlerFunc { return http.NotFound },
+			wantNoSvc: true,
+		},
+		{
+			name: "plain http providers.v1",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					writeJSON(w, discoveryDoc("http://registry.example.com/p/"))
+				}
+			},
+			wantOp: OpDiscovery,
+		},
+		{
+			name: "wrong content type",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", "text/html")
+					w.Write([]byte(discoveryDoc("/p/")))
+				}
+			},
+			wantOp: OpDiscovery,
+		},
+		{
+			name: "not a JSON object",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, `["providers.v1"]`) }
+			},
+			wantOp: OpDiscovery,
+		},
+		{
+			name: "forbidden",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusForbidden) }
+			},
+			wantOp:     OpDiscovery,
+			wantStatus: http.StatusForbidden,
+		},
+		{
+			name: "server error (retried by disco)",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusInternalServerError) }
+			},
+			wantOp:     OpDiscovery,
+			wantStatus: http.StatusInternalServerError,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var s *testServer
+			s = newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if r.URL.Path != wellKnown {
+					http.NotFound(w, r)
+					return
+				}
+				tt.handler(s)(w, r)
+			}))
+			c := newTestClient(t, s, nil)
+			u, err := c.ProvidersURL(context.Background(), s.host)
+			switch {
+			case tt.wantNoSvc:
+				if !errors.Is(err, ErrNoProviderService) {
+					t.Fatalf("err = %v, want ErrNoProviderService", err)
+				}
+			case tt.wantOp != "":
+				wantOriginError(t, err, tt.wantOp, tt.wantStatus)
+			default:
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := tt.want
+				if want[0] == '/' {
+					want = s.url(want)
+				}
+				if u.String() != want {
+					t.Fatalf("providers URL = %s, want %s", u, want)
+				}
+			}
+			if got := s.count(wellKnown); got < 1 {
+				t.Fatalf("discovery requests = %d", got)
+			}
+		})
+	}
+}
+
+func TestDiscoveryTTLAndStale(t *testing.T) {
+	var (
+		mu   sync.Mutex
+		base = "/v1/"
+		fail = false
+	)
+	set := func(b string, f bool) {
+		mu.Lock()
+		base, fail = b, f
+		mu.Unlock()
+	}
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		b, f := base, fail
+		mu.Unlock()
+		if f {
+			w.Header().Set("Content-Type", "text/plain")
+			w.Write([]byte("maintenance"))
+			return
+		}
+		writeJSON(w, discoveryDoc(b))
+	}))
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.DiscoveryTTL = time.Hour
+		cfg.Now = clock.Now
+	})
+	ctx := context.Background()
+
+	steps := []struct {
+		name      string
+		advance   time.Duration
+		base      string
+		fail      bool
+		wantPath  string
+		wantStale bool
+		wantHits  int
+	}{
+		{name: "first lookup", base: "/v1/", wantPath: "/v1/", wantHits: 1},
+		{name: "within TTL uses the cache", advance: 59 * time.Minute, base: "/v2/", wantPath: "/v1/", wantHits: 1},
+		{name: "after TTL refreshes", advance: 2 * time.Minute, base: "/v2/", wantPath: "/v2/", wantHits: 2},
+		{name: "failed refresh serves stale", advance: 61 * time.Minute, fail: true, wantPath: "/v2/", wantStale: true, wantHits: 3},
+		{name: "stale result is not refreshed again at once", advance: 30 * time.Second, base: "/v3/", wantPath: "/v2/", wantStale: true, wantHits: 3},
+		{name: "refresh retried after the retry interval", advance: time.Minute, base: "/v3/", wantPath: "/v3/", wantHits: 4},
+	}
+	for _, st := range steps {
+		clock.Advance(st.advance)
+		set(st.base, st.fail)
+		d, err := c.Discover(ctx, s.host)
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got, want := d.ProvidersURL.String(), s.url(st.wantPath); got != want {
+			t.Errorf("%s: URL = %s, want %s", st.name, got, want)
+		}
+		if d.Stale != st.wantStale {
+			t.Errorf("%s: Stale = %v, want %v", st.name, d.Stale, st.wantStale)
+		}
+		if st.wantStale {
+			var oe *OriginError
+			if !errors.As(d.RefreshErr, &oe) || oe.Op != OpDiscovery {
+				t.Errorf("%s: RefreshErr = %v, want discovery OriginError", st.name, d.RefreshErr)
+			}
+		}
+		if got := s.count(wellKnown); got != st.wantHits {
+			t.Errorf("%s: discovery requests = %d, want %d", st.name, got, st.wantHits)
+		}
+		// ProvidersURL agrees with Discover and does not fail on stale.
+		u, err := c.ProvidersURL(ctx, s.host)
+		if err != nil || u.String() != d.ProvidersURL.String() {
+			t.Errorf("%s: ProvidersURL = %v, %v", st.name, u, err)
+		}
+	}
+}
+
+func TestDiscoveryFailureWithoutPreviousResult(t *testing.T) {
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		w.Write([]byte("nope"))
+	}))
+	c := newTestClient(t, s, nil)
+	for i := range 2 { // failures are not cached
+		_, err := c.ProvidersURL(context.Background(), s.host)
+		wantOriginError(t, err, OpDiscovery, 0)
+		if got := s.count(wellKnown); got != i+1 {
+			t.Fatalf("discovery requests = %d, want %d", got, i+1)
+		}
+	}
+}
+
+func TestDiscoveryCoalescesConcurrentCalls(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 100)
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-release
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	}))
+	c := newTestClient(t, s, nil)
+
+	const n = 20
+	var started, done sync.WaitGroup
+	errs := make(chan error, n)
+	for range n {
+		started.Add(1)
+		done.Add(1)
+		go func() {
+			defer done.Done()
+			started.Done()
+			u, err := c.ProvidersURL(context.Background(), s.host)
+			if err == nil && u.String() != s.url("/v1/providers/") {
+				err = errors.New("wrong URL " + u.String())
+			}
+			errs <- err
+		}()
+	}
+	started.Wait()
+	<-arrived
+	close(release)
+	done.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := s.count(wellKnown); got != 1 {
+		t.Fatalf("discovery requests = %d, want 1", got)
+	}
+}
+
+func TestDiscoveryCallerCancelDoesNotCancelLeader(t *testing.T) {
+	release := make(chan struct{})
+	arrived := make(chan struct{}, 1)
+	var once atomic.Bool
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if once.CompareAndSwap(false, true) {
+			arrived <- struct{}{}
+			<-release
+		}
+		writeJSON(w, discoveryDoc("/v1/"))
+	}))
+	c := newTestClient(t, s, nil)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.ProvidersURL(ctx, s.host)
+		first <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled caller got %v, want context.Canceled", err)
+	}
+	close(release)
+	u, err := c.ProvidersURL(context.Background(), s.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u.String() != s.url("/v1/") {
+		t.Fatalf("URL = %s", u)
+	}
+	if got := s.count(wellKnown); got != 1 {
+		t.Fatalf("discovery requests = %d, want 1 (the first discovery must finish for later callers)", got)
+	}
+}

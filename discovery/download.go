@@ -1,0 +1,191 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"time"
+)
+
+// FetchDocument downloads a small document of p's package, such as its
+// SHA256SUMS or their signature, reading at most limit bytes (limit <= 0
+// means Config.MaxDocumentBytes). The Op of its errors is "signature" when
+// the URL's file name ends in .sig, "shasums" when it contains SHA256SUMS,
+// "document" otherwise. Any status other than 200, 404 included, is an
+// *OriginError: the registry named this URL, so its absence is an origin
+// fault, not a missing provider.
+func (c *Client) FetchDocument(ctx context.Context, p Provider, rawURL string, limit int64) ([]byte, error) {
+	if limit <= 0 {
+		limit = c.cfg.MaxDocumentBytes
+	}
+	r, err := c.downloadRequest(p, documentOp(rawURL), rawURL)
+	if err != nil {
+		return nil, err
+	}
+	reqCtx, cancel := context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
+		&timeoutError{msg: fmt.Sprintf("no complete answer within %s", c.cfg.RequestTimeout)})
+	defer cancel()
+	resp, err := c.do(ctx, reqCtx, r)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	r.u = resp.Request.URL
+	if resp.StatusCode != http.StatusOK {
+		drain(resp.Body)
+		return nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
+	}
+	if resp.ContentLength > limit {
+		return nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+			ErrTooLarge, resp.ContentLength, limit))
+	}
+	return c.readBody(ctx, reqCtx, r, resp.Body, limit)
+}
+
+func documentOp(rawURL string) string {
+	name := rawURL
+	if u, err := url.Parse(rawURL); err == nil {
+		name = path.Base(u.Path)
+	}
+	switch {
+	case strings.HasSuffix(name, ".sig"):
+		return OpSignature
+	case strings.Contains(name, "SHA256SUMS"):
+		return OpShasums
+	}
+	return OpDocument
+}
+
+// OpenArchive starts downloading a provider archive of p. It returns the
+// body and its size (-1 when the origin sends no Content-Length). The body
+// fails (with an *OriginError, Op "archive") when a read waits longer than
+// Config.IdleTimeout for data, when it grows past Config.MaxArchiveBytes, or
+// when it ends before its Content-Length; it never truncates silently. The
+// download has no overall deadline beyond ctx. The caller must Close body.
+// Any status other than 200 is an *OriginError.
+func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (io.ReadCloser, int64, error) {
+	r, err := c.downloadRequest(p, OpArchive, rawURL)
+	if err != nil {
+		return nil, 0, err
+	}
+	reqCtx, cancel := context.WithCancelCause(ctx)
+	// The idle timer also covers the wait for response headers.
+	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", c.cfg.IdleTimeout)}
+	timer := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(idle) })
+	resp, err := c.do(ctx, reqCtx, r)
+	timer.Stop()
+	if err != nil {
+		cancel(nil)
+		return nil, 0, err
+	}
+	r.u = resp.Request.URL
+	fail := func(status int, err error) (io.ReadCloser, int64, error) {
+		drain(resp.Body)
+		cancel(nil)
+		return nil, 0, c.originError(r, status, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return fail(resp.StatusCode, statusError(resp.Status))
+	}
+	if resp.ContentLength > c.cfg.MaxArchiveBytes {
+		return fail(0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+			ErrTooLarge, resp.ContentLength, c.cfg.MaxArchiveBytes))
+	}
+	b := &archiveBody{
+		body:      resp.Body,
+		timer:     timer,
+		idle:      c.cfg.IdleTimeout,
+		max:       c.cfg.MaxArchiveBytes,
+		cancel:    cancel,
+		callerErr: ctx.Err,
+		cause:     func() error { return context.Cause(reqCtx) },
+		wrap: func(err error) error {
+			return c.originError(r, 0, err)
+		},
+	}
+	return b, resp.ContentLength, nil
+}
+
+// downloadRequest checks that rawURL is an absolute https URL.
+func (c *Client) downloadRequest(p Provider, op, rawURL string) (request, error) {
+	u, err := url.Parse(rawURL)
+	r := request{p: p, op: op, u: u, accept: "*/*"}
+	if err != nil {
+		return r, &OriginError{Host: string(p.Hostname), Op: op, Err: errors.New("download URL does not parse")}
+	}
+	if u.Scheme != "https" || u.Host == "" {
+		return r, c.originError(r, 0, fmt.Errorf("download URL %q is not an absolute https URL", redactURL(u)))
+	}
+	return r, nil
+}
+
+// archiveBody enforces the idle timeout and the size limit on an archive.
+// Read and Close may be called from different goroutines; Read calls must
+// not overlap each other.
+type archiveBody struct {
+	body      io.ReadCloser
+	timer     *time.Timer
+	idle      time.Duration
+	max, n    int64
+	err       error
+	cancel    context.CancelCauseFunc
+	callerErr func() error // the caller's context error
+	cause     func() error // the request context's cancellation cause
+	wrap      func(error) error
+	closeOnce sync.Once
+}
+
+func (b *archiveBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if len(p) == 0 {
+		return 0, nil
+	}
+	// Read one byte past the limit at most, to tell "exactly max" from "more".
+	if room := b.max - b.n + 1; int64(len(p)) > room {
+		p = p[:room]
+	}
+	b.timer.Reset(b.idle)
+	n, err := b.body.Read(p)
+	b.timer.Stop()
+	if b.n+int64(n) > b.max {
+		n = int(b.max - b.n)
+		b.n = b.max
+		b.err = b.wrap(fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, b.max))
+		return n, b.err
+	}
+	b.n += int64(n)
+	if err == io.EOF && b.cause() != nil {
+		// net/http can end a body cleanly when its request is canceled
+		// mid-read: after a stall or a cancellation, EOF is not the end.
+		err = b.cause()
+	}
+	switch {
+	case err == nil || err == io.EOF:
+		return n, err
+	case b.callerErr() != nil:
+		b.err = b.callerErr()
+	default:
+		var te *timeoutError
+		if cause := b.cause(); errors.As(cause, &te) {
+			err = cause
+		}
+		b.err = b.wrap(stripURL(err))
+	}
+	return n, b.err
+}
+
+func (b *archiveBody) Close() error {
+	b.closeOnce.Do(func() {
+		b.timer.Stop()
+		b.cancel(nil)
+	})
+	return b.body.Close()
+}

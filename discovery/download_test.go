@@ -1,0 +1,265 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestFetchDocument(t *testing.T) {
+	sums := []byte(strings.Repeat("0123456789abcdef", 4) + "  terraform-provider-random_2.0.0_linux_amd64.zip\n")
+	mux := http.NewServeMux()
+	mux.HandleFunc("/r/SHA256SUMS", func(w http.ResponseWriter, r *http.Request) { w.Write(sums) })
+	mux.HandleFunc("/r/SHA256SUMS.sig", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush() // streamed, no Content-Length
+		w.Write(bytes.Repeat([]byte{0x89}, 600))
+	})
+	mux.HandleFunc("/r/gone", http.NotFound)
+	mux.HandleFunc("/r/redirect", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/r/SHA256SUMS", http.StatusMovedPermanently)
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, nil)
+	p := testProvider(s)
+
+	tests := []struct {
+		name       string
+		url        string
+		limit      int64
+		want       []byte
+		wantOp     string
+		wantStatus int
+		tooLarge   bool
+	}{
+		{name: "ok", url: s.url("/r/SHA256SUMS"), limit: 1024, want: sums},
+		{name: "exactly at limit", url: s.url("/r/SHA256SUMS"), limit: int64(len(sums)), want: sums},
+		{name: "redirect followed", url: s.url("/r/redirect"), limit: 1024, want: sums},
+		{name: "over limit by Content-Length", url: s.url("/r/SHA256SUMS"), limit: int64(len(sums)) - 1, wantOp: OpShasums, tooLarge: true},
+		{name: "over limit streamed", url: s.url("/r/SHA256SUMS.sig"), limit: 599, wantOp: OpSignature, tooLarge: true},
+		{name: "not found is an origin error", url: s.url("/r/gone"), limit: 1024, wantOp: OpDocument, wantStatus: 404},
+		{name: "relative URL refused", url: "/r/SHA256SUMS", limit: 1024, wantOp: OpShasums},
+		{name: "http URL refused", url: "http://" + string(s.host) + "/r/SHA256SUMS", limit: 1024, wantOp: OpShasums},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := c.FetchDocument(context.Background(), p, tt.url, tt.limit)
+			if tt.wantOp != "" {
+				wantOriginError(t, err, tt.wantOp, tt.wantStatus)
+				if tt.tooLarge != errors.Is(err, ErrTooLarge) {
+					t.Fatalf("errors.Is(%v, ErrTooLarge) = %v", err, !tt.tooLarge)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got, tt.want) {
+				t.Fatalf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestFetchDocumentRequestTimeout(t *testing.T) {
+	stop := make(chan struct{})
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(stop) })
+	c := newTestClient(t, s, func(cfg *Config) { cfg.RequestTimeout = 100 * time.Millisecond })
+	_, err := c.FetchDocument(context.Background(), testProvider(s), s.url("/SHA256SUMS"), 1024)
+	oe := wantOriginError(t, err, OpShasums, 0)
+	if !oe.Timeout() {
+		t.Fatalf("Timeout() = false for %v", err)
+	}
+}
+
+func TestFetchDocumentCallerCancel(t *testing.T) {
+	stop := make(chan struct{})
+	arrived := make(chan struct{})
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		close(arrived)
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	}))
+	t.Cleanup(func() { close(stop) })
+	c := newTestClient(t, s, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { <-arrived; cancel() }()
+	_, err := c.FetchDocument(ctx, testProvider(s), s.url("/SHA256SUMS"), 1024)
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("err = %v, want context.Canceled", err)
+	}
+	var oe *OriginError
+	if errors.As(err, &oe) {
+		t.Fatalf("caller cancellation must not be an OriginError: %v", err)
+	}
+}
+
+func TestOpenArchive(t *testing.T) {
+	zip := bytes.Repeat([]byte("PK\x03\x04zipdata!"), 100) // 1200 bytes
+	stop := make(chan struct{})
+	mux := http.NewServeMux()
+	mux.HandleFunc("/sized.zip", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(zip)))
+		w.Write(zip)
+	})
+	mux.HandleFunc("/streamed.zip", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		w.Write(zip)
+	})
+	mux.HandleFunc("/stalls.zip", func(w http.ResponseWriter, r *http.Request) {
+		w.Write(zip[:100])
+		w.(http.Flusher).Flush()
+		select {
+		case <-stop:
+		case <-r.Context().Done():
+		}
+	})
+	mux.HandleFunc("/short.zip", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Length", strconv.Itoa(len(zip)))
+		w.Write(zip[:500])
+	})
+	mux.HandleFunc("/missing.zip", http.NotFound)
+	s := newTestServer(t, mux)
+	t.Cleanup(func() { close(stop) })
+
+	tests := []struct {
+		name       string
+		path       string
+		max        int64
+		wantSize   int64
+		openStatus int  // OriginError status expected from OpenArchive
+		openErr    bool // OpenArchive itself fails
+		readErr    bool // reading the body fails
+		tooLarge   bool
+		timeout    bool
+	}{
+		{name: "known size", path: "/sized.zip", wantSize: 1200},
+		{name: "unknown size", path: "/streamed.zip", wantSize: -1},
+		{name: "exactly max", path: "/streamed.zip", max: 1200, wantSize: -1},
+		{name: "over max by Content-Length", path: "/sized.zip", max: 1199, openErr: true, tooLarge: true},
+		{name: "over max streamed", path: "/streamed.zip", max: 1199, wantSize: -1, readErr: true, tooLarge: true},
+		{name: "stall", path: "/stalls.zip", wantSize: -1, readErr: true, timeout: true},
+		{name: "shorter than Content-Length", path: "/short.zip", wantSize: 1200, readErr: true},
+		{name: "not found", path: "/missing.zip", openErr: true, openStatus: 404},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.IdleTimeout = 100 * time.Millisecond
+				cfg.MaxArchiveBytes = tt.max
+			})
+			body, size, err := c.OpenArchive(context.Background(), testProvider(s), s.url(tt.path))
+			if tt.openErr {
+				wantOriginError(t, err, OpArchive, tt.openStatus)
+				if tt.tooLarge != errors.Is(err, ErrTooLarge) {
+					t.Fatalf("errors.Is(%v, ErrTooLarge) = %v", err, !tt.tooLarge)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer body.Close()
+			if size != tt.wantSize {
+				t.Errorf("size = %d, want %d", size, tt.wantSize)
+			}
+			got, err := io.ReadAll(body)
+			if !tt.readErr {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(got, zip) {
+					t.Fatalf("body differs: %d bytes", len(got))
+				}
+				return
+			}
+			oe := wantOriginError(t, err, OpArchive, 0)
+			if tt.tooLarge != errors.Is(err, ErrTooLarge) {
+				t.Fatalf("errors.Is(%v, ErrTooLarge) = %v", err, !tt.tooLarge)
+			}
+			if tt.tooLarge && int64(len(got)) != tt.max {
+				t.Errorf("read %d bytes before the size error, want %d", len(got), tt.max)
+			}
+			if oe.Timeout() != tt.timeout {
+				t.Fatalf("Timeout() = %v for %v", oe.Timeout(), err)
+			}
+			// The error is sticky.
+			if _, err2 := body.Read(make([]byte, 10)); err2 == nil || err2 == io.EOF {
+				t.Fatalf("read after failure returned %v", err2)
+			}
+		})
+	}
+}
+
+func TestRedirects(t *testing.T) {
+	plain := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("plain"))
+	}))
+	t.Cleanup(plain.Close)
+	var plainHits int
+	plain.Config.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		plainHits++ // only read after the server is closed below
+		w.Write([]byte("plain"))
+	})
+
+	mux := http.NewServeMux()
+	mux.HandleFunc("/to-http", func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, plain.URL+"/file", http.StatusFound)
+	})
+	mux.HandleFunc("/loop/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/loop/"))
+		http.Redirect(w, r, "/loop/"+strconv.Itoa(n+1), http.StatusFound)
+	})
+	mux.HandleFunc("/hop/", func(w http.ResponseWriter, r *http.Request) {
+		n, _ := strconv.Atoi(strings.TrimPrefix(r.URL.Path, "/hop/"))
+		if n < 5 {
+			http.Redirect(w, r, "/hop/"+strconv.Itoa(n+1), http.StatusFound)
+			return
+		}
+		w.Write([]byte("arrived"))
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, nil)
+	p := testProvider(s)
+
+	if _, err := c.FetchDocument(context.Background(), p, s.url("/to-http"), 1024); err == nil {
+		t.Fatal("redirect to http was followed")
+	} else {
+		wantOriginError(t, err, OpDocument, 0)
+	}
+	if _, _, err := c.OpenArchive(context.Background(), p, s.url("/to-http")); err == nil {
+		t.Fatal("redirect to http was followed")
+	} else {
+		wantOriginError(t, err, OpArchive, 0)
+	}
+
+	got, err := c.FetchDocument(context.Background(), p, s.url("/hop/0"), 1024)
+	if err != nil || string(got) != "arrived" {
+		t.Fatalf("5 redirects: %q, %v", got, err)
+	}
+	_, err = c.FetchDocument(context.Background(), p, s.url("/loop/0"), 1024)
+	wantOriginError(t, err, OpDocument, 0)
+	if n := s.count("/loop/5"); n != 1 || s.count("/loop/6") != 0 {
+		t.Fatalf("redirect loop: /loop/5 hits %d, /loop/6 hits %d", n, s.count("/loop/6"))
+	}
+
+	plain.Close()
+	if plainHits != 0 {
+		t.Fatalf("plain http server got %d requests", plainHits)
+	}
+}

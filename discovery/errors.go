@@ -1,0 +1,102 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+var (
+	// ErrNotFound means the origin explicitly answered 404 for the provider,
+	// version or platform asked about. It is returned wrapped with detail.
+	ErrNotFound = errors.New("not found at origin")
+
+	// ErrNoProviderService means the host's service discovery document has
+	// no providers.v1 service (or the host has no discovery document at
+	// all): it is not a provider registry.
+	ErrNoProviderService = errors.New("host does not provide a provider registry (no providers.v1 service)")
+
+	// ErrPrivateAddress means a connection was refused because the address
+	// it would go to is not a public unicast address (see IsPublicAddr). It
+	// is returned wrapped in an *OriginError.
+	ErrPrivateAddress = errors.New("refusing to connect to a non-public address")
+
+	// ErrTooLarge means a response body was larger than the limit for its
+	// kind. It is returned wrapped in an *OriginError.
+	ErrTooLarge = errors.New("response too large")
+)
+
+// Operations named in OriginError.Op.
+const (
+	OpDiscovery = "discovery"
+	OpVersions  = "versions"
+	OpPackage   = "package"
+	OpShasums   = "shasums"
+	OpSignature = "signature"
+	OpDocument  = "document" // FetchDocument of a URL that is neither SHA256SUMS nor a signature
+	OpArchive   = "archive"
+)
+
+// OriginError is a failure to get a usable answer from an origin: a
+// connection or TLS failure, a timeout, an unexpected status, or a malformed
+// response.
+type OriginError struct {
+	// Host is the provider's origin host, in svchost comparison form.
+	Host string
+	// Op is the operation that failed: one of the Op* constants.
+	Op string
+	// DownloadHost is the host actually contacted for a download when it is
+	// not Host (a release CDN, for example); empty otherwise.
+	DownloadHost string
+	// StatusCode is the HTTP status the origin answered with, 0 if the
+	// failure was not an unexpected status.
+	StatusCode int
+	// Err says what went wrong.
+	Err error
+}
+
+func (e *OriginError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "origin %s: %s", e.Host, e.Op)
+	if e.DownloadHost != "" {
+		fmt.Fprintf(&b, " from %s", e.DownloadHost)
+	}
+	b.WriteString(" failed")
+	if e.Err != nil {
+		b.WriteString(": ")
+		b.WriteString(e.Err.Error())
+	} else if e.StatusCode != 0 {
+		fmt.Fprintf(&b, ": HTTP status %d", e.StatusCode)
+	}
+	return b.String()
+}
+
+func (e *OriginError) Unwrap() error { return e.Err }
+
+// Timeout reports whether the failure was a timeout: a dial, TLS handshake,
+// response header or request deadline, or an archive body that stalled
+// longer than Config.IdleTimeout.
+func (e *OriginError) Timeout() bool {
+	if e.Err == nil {
+		return false
+	}
+	if errors.Is(e.Err, context.DeadlineExceeded) {
+		return true
+	}
+	var te interface{ Timeout() bool }
+	return errors.As(e.Err, &te) && te.Timeout()
+}
+
+// timeoutError is a timeout of tfmirror's own making (request deadline,
+// stalled body).
+type timeoutError struct{ msg string }
+
+func (e *timeoutError) Error() string   { return e.msg }
+func (e *timeoutError) Timeout() bool   { return true }
+func (e *timeoutError) Temporary() bool { return true }
+
+// statusError describes an unexpected HTTP status.
+func statusError(status string) error {
+	return fmt.Errorf("unexpected HTTP status %q", status)
+}

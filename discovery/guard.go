@@ -1,0 +1,179 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strings"
+	"syscall"
+)
+
+// Address ranges that are never dialled unless Config.AllowPrivate is set.
+// IPv6 addresses must also lie in global unicast space (2000::/3); the
+// IPv4-mapped, NAT64 and 6to4 forms are judged by the IPv4 address they carry.
+var (
+	blockedV4 = mustPrefixes(
+		"0.0.0.0/8",       // "this network", includes the unspecified address
+		"10.0.0.0/8",      // private
+		"100.64.0.0/10",   // carrier-grade NAT
+		"127.0.0.0/8",     // loopback
+		"169.254.0.0/16",  // link-local (cloud metadata services live here)
+		"172.16.0.0/12",   // private
+		"192.0.0.0/24",    // IETF protocol assignments
+		"192.0.2.0/24",    // documentation
+		"192.88.99.0/24",  // 6to4 relay anycast
+		"192.168.0.0/16",  // private
+		"198.18.0.0/15",   // benchmarking
+		"198.51.100.0/24", // documentation
+		"203.0.113.0/24",  // documentation
+		"224.0.0.0/4",     // multicast
+		"240.0.0.0/4",     // reserved, includes broadcast
+	)
+	globalUnicastV6 = netip.MustParsePrefix("2000::/3")
+	blockedV6       = mustPrefixes(
+		"2001::/23",     // IETF protocol assignments (Teredo, benchmarking, ORCHID)
+		"2001:db8::/32", // documentation
+		"3fff::/20",     // documentation
+	)
+	nat64V6   = netip.MustParsePrefix("64:ff9b::/96") // well-known NAT64 prefix, IPv4 in the last 32 bits
+	sixToFour = netip.MustParsePrefix("2002::/16")    // 6to4, IPv4 in bits 16..47
+)
+
+func mustPrefixes(ss ...string) []netip.Prefix {
+	out := make([]netip.Prefix, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParsePrefix(s)
+	}
+	return out
+}
+
+// IsPublicAddr reports whether a is a public unicast address that tfmirror
+// may connect to when Config.AllowPrivate is false. Loopback, private
+// (RFC 1918, ULA fc00::/7), carrier-grade NAT, link-local, unspecified,
+// multicast, documentation, benchmarking and reserved ranges are not public,
+// nor are IPv4-mapped, NAT64 or 6to4 IPv6 forms of such IPv4 addresses.
+func IsPublicAddr(a netip.Addr) bool {
+	if !a.IsValid() {
+		return false
+	}
+	a = a.WithZone("").Unmap()
+	if a.Is4() {
+		return publicV4(a)
+	}
+	switch {
+	case nat64V6.Contains(a):
+		b := a.As16()
+		return publicV4(netip.AddrFrom4([4]byte(b[12:16])))
+	case sixToFour.Contains(a):
+		b := a.As16()
+		return publicV4(netip.AddrFrom4([4]byte(b[2:6])))
+	case !globalUnicastV6.Contains(a):
+		return false
+	}
+	for _, p := range blockedV6 {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+func publicV4(a netip.Addr) bool {
+	for _, p := range blockedV4 {
+		if p.Contains(a) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkAddr returns an error wrapping ErrPrivateAddress unless a is public.
+func checkAddr(a netip.Addr) error {
+	if IsPublicAddr(a) {
+		return nil
+	}
+	return fmt.Errorf("%w %s", ErrPrivateAddress, a.WithZone(""))
+}
+
+// guardControl is the net.Dialer Control hook: it sees the address actually
+// being connected to, after name resolution, so a name that resolves to a
+// private address (DNS rebinding included) is refused.
+func guardControl(_, address string, _ syscall.RawConn) error {
+	ap, err := netip.ParseAddrPort(address)
+	if err != nil {
+		return fmt.Errorf("%w: unparsable dial address %q", ErrPrivateAddress, address)
+	}
+	return checkAddr(ap.Addr())
+}
+
+// dial is the transport's DialContext. Connections to the HTTP proxy itself
+// (an operator's explicit choice, often on a private network) are exempt
+// from the guard; everything else goes through guardControl.
+func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if c.cfg.DialContext != nil {
+		return c.cfg.DialContext(ctx, network, addr)
+	}
+	if c.cfg.AllowPrivate {
+		return c.openDialer.DialContext(ctx, network, addr)
+	}
+	if _, ok := c.proxyAddrs.Load(addr); ok {
+		return c.openDialer.DialContext(ctx, network, addr)
+	}
+	return c.guardedDialer.DialContext(ctx, network, addr)
+}
+
+// proxyFor wraps Config.Proxy. When a request goes through a proxy, the
+// proxy resolves and connects to the target, so the dial guard only sees the
+// proxy's address: the target host is then checked here instead, as an IP
+// literal or by resolving its name. This is best effort (the proxy resolves
+// again later, and a name that does not resolve here is left to the proxy).
+func (c *Client) proxyFor(req *http.Request) (*url.URL, error) {
+	u, err := c.cfg.Proxy(req)
+	if err != nil || u == nil || c.cfg.AllowPrivate {
+		return u, err
+	}
+	if err := checkTargetHost(req.Context(), req.URL.Hostname()); err != nil {
+		return nil, err
+	}
+	c.proxyAddrs.Store(proxyDialAddr(u), struct{}{})
+	return u, nil
+}
+
+func checkTargetHost(ctx context.Context, host string) error {
+	if a, err := netip.ParseAddr(host); err == nil {
+		return checkAddr(a)
+	}
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
+		return fmt.Errorf("%w: %s", ErrPrivateAddress, host)
+	}
+	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		return nil // the proxy may resolve names this machine cannot
+	}
+	for _, a := range addrs {
+		if err := checkAddr(a); err != nil {
+			return fmt.Errorf("%s resolves to a non-public address: %w", host, err)
+		}
+	}
+	return nil
+}
+
+// proxyDialAddr is the host:port net/http dials for a proxy URL.
+func proxyDialAddr(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		switch u.Scheme {
+		case "https":
+			port = "443"
+		case "socks5", "socks5h":
+			port = "1080"
+		default:
+			port = "80"
+		}
+	}
+	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+}

@@ -1,0 +1,197 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log"
+	"net/http"
+	"net/http/httptest"
+	"net/netip"
+	"net/url"
+	"os"
+	"sync"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	// disco logs its debug lines through the standard logger; keep test
+	// output readable. (Redirecting it in the program is the caller's job.)
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}
+
+func TestIsPublicAddr(t *testing.T) {
+	tests := []struct {
+		addr string
+		want bool
+	}{
+		// IPv4 public
+		{"8.8.8.8", true},
+		{"1.1.1.1", true},
+		{"100.63.255.255", true},
+		{"100.128.0.1", true},
+		{"172.15.255.255", true},
+		{"172.32.0.1", true},
+		{"192.169.0.1", true},
+		{"223.255.255.254", true},
+		// IPv4 not public
+		{"0.0.0.0", false},
+		{"0.1.2.3", false},
+		{"10.1.2.3", false},
+		{"100.64.0.1", false},
+		{"100.127.255.255", false},
+		{"127.0.0.1", false},
+		{"127.255.255.254", false},
+		{"169.254.169.254", false},
+		{"172.16.0.1", false},
+		{"172.31.255.255", false},
+		{"192.0.0.8", false},
+		{"192.0.2.1", false},
+		{"192.168.1.1", false},
+		{"198.18.0.1", false},
+		{"198.51.100.7", false},
+		{"203.0.113.9", false},
+		{"224.0.0.1", false},
+		{"239.255.255.250", false},
+		{"240.0.0.1", false},
+		{"255.255.255.255", false},
+		// IPv6 public
+		{"2606:4700::1", true},
+		{"2001:4860:4860::8888", true},
+		{"2a00:1450:4001:80b::200e", true},
+		// IPv6 not public
+		{"::", false},
+		{"::1", false},
+		{"fc00::1", false},
+		{"fd12:3456:789a::1", false},
+		{"fe80::1", false},
+		{"fe80::1%eth0", false},
+		{"fec0::1", false},
+		{"ff02::1", false},
+		{"ff0e::1", false},
+		{"100::1", false},
+		{"2001:db8::1", false},
+		{"2001::1", false}, // Teredo
+		{"3fff::1", false},
+		{"5f00::1", false},
+		// IPv4 inside IPv6
+		{"::ffff:127.0.0.1", false},
+		{"::ffff:10.0.0.1", false},
+		{"::ffff:169.254.169.254", false},
+		{"::ffff:8.8.8.8", true},
+		{"::127.0.0.1", false}, // IPv4-compatible (deprecated)
+		{"64:ff9b::8.8.8.8", true},
+		{"64:ff9b::10.0.0.1", false},
+		{"64:ff9b::127.0.0.1", false},
+		{"64:ff9b:1::1", false},
+		{"2002:808:808::1", true},
+		{"2002:7f00:1::1", false},
+		{"2002:a9fe:a9fe::1", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.addr, func(t *testing.T) {
+			a := netip.MustParseAddr(tt.addr)
+			if got := IsPublicAddr(a); got != tt.want {
+				t.Fatalf("IsPublicAddr(%s) = %v, want %v", tt.addr, got, tt.want)
+			}
+		})
+	}
+	if IsPublicAddr(netip.Addr{}) {
+		t.Fatal("the zero Addr is public")
+	}
+}
+
+func TestGuardRefusesPrivateAddresses(t *testing.T) {
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	}))
+	c := newTestClient(t, s, func(cfg *Config) { cfg.AllowPrivate = false })
+	p := testProvider(s)
+	ctx := context.Background()
+
+	tests := []struct {
+		name string
+		op   string
+		call func() error
+	}{
+		{"discovery", OpDiscovery, func() error { _, err := c.ProvidersURL(ctx, s.host); return err }},
+		{"versions", OpDiscovery, func() error { _, err := c.Versions(ctx, p); return err }},
+		{"document", OpShasums, func() error { _, err := c.FetchDocument(ctx, p, s.url("/SHA256SUMS"), 1024); return err }},
+		{"archive", OpArchive, func() error { _, _, err := c.OpenArchive(ctx, p, s.url("/a.zip")); return err }},
+		{"archive by name", OpArchive, func() error {
+			// "localhost" resolves to loopback: the check is on the resolved address.
+			u, _ := url.Parse(s.url("/a.zip"))
+			u.Host = "localhost:" + u.Port()
+			_, _, err := c.OpenArchive(ctx, p, u.String())
+			return err
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.call()
+			if !errors.Is(err, ErrPrivateAddress) {
+				t.Fatalf("err = %v, want ErrPrivateAddress", err)
+			}
+			oe := wantOriginError(t, err, tt.op, 0)
+			if oe.Host != string(s.host) {
+				t.Fatalf("OriginError.Host = %q, want %q", oe.Host, s.host)
+			}
+		})
+	}
+	if n := s.total(); n != 0 {
+		t.Fatalf("server saw %d requests, want 0", n)
+	}
+}
+
+// connectRecorder is an HTTP proxy that records CONNECT targets and refuses
+// them all.
+type connectRecorder struct {
+	mu      sync.Mutex
+	targets []string
+}
+
+func (p *connectRecorder) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	p.mu.Lock()
+	p.targets = append(p.targets, r.Host)
+	p.mu.Unlock()
+	http.Error(w, "refused by test proxy", http.StatusForbidden)
+}
+
+func (p *connectRecorder) seen() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.targets...)
+}
+
+func TestGuardWithProxy(t *testing.T) {
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewServer(rec) // on loopback: the proxy itself may be private
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.AllowPrivate = false
+		cfg.Proxy = http.ProxyURL(proxyURL)
+	})
+	p := testProvider(s)
+
+	// A private target is refused before anything reaches the proxy.
+	_, _, err := c.OpenArchive(context.Background(), p, s.url("/a.zip"))
+	if !errors.Is(err, ErrPrivateAddress) {
+		t.Fatalf("private target through proxy: err = %v, want ErrPrivateAddress", err)
+	}
+	if got := rec.seen(); len(got) != 0 {
+		t.Fatalf("proxy saw %v for a private target", got)
+	}
+
+	// A public target goes through the (private) proxy.
+	_, _, err = c.OpenArchive(context.Background(), p, "https://8.8.8.8/a.zip")
+	if err == nil || errors.Is(err, ErrPrivateAddress) {
+		t.Fatalf("public target through proxy: err = %v, want the proxy's refusal", err)
+	}
+	wantOriginError(t, err, OpArchive, 0)
+	if got := rec.seen(); len(got) != 1 || got[0] != "8.8.8.8:443" {
+		t.Fatalf("proxy saw %v, want [8.8.8.8:443]", got)
+	}
+}

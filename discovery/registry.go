@@ -1,0 +1,248 @@
+package discovery
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+)
+
+// Provider is a provider address.
+type Provider struct {
+	Hostname  svchost.Hostname
+	Namespace string
+	Type      string
+}
+
+// String returns "host/namespace/type".
+func (p Provider) String() string {
+	return string(p.Hostname) + "/" + p.Namespace + "/" + p.Type
+}
+
+// Platform is a target platform.
+type Platform struct{ OS, Arch string }
+
+// String returns "os_arch".
+func (pl Platform) String() string { return pl.OS + "_" + pl.Arch }
+
+// VersionInfo is one entry of an origin's versions list, as the origin
+// wrote it (the version string is not validated here).
+type VersionInfo struct {
+	Version   string
+	Protocols []string
+	Platforms []Platform
+}
+
+// Package is an origin's package metadata for one version and platform.
+type Package struct {
+	Protocols []string
+	OS, Arch  string
+	Filename  string
+	// The URLs are absolute https URLs, relative ones resolved against the
+	// final URL of the package response. They may name other hosts.
+	DownloadURL         string
+	SHASumsURL          string
+	SHASumsSignatureURL string
+	// SHASum is the archive's sha256 as the origin states it (hex).
+	SHASum string
+	// SigningKeys are the ASCII-armored OpenPGP public keys the origin lists.
+	SigningKeys []string
+}
+
+// Versions lists the versions of p that its origin registry offers. Entries
+// without a version string are skipped. Errors: ErrNotFound (wrapped) when
+// the origin answers 404; ErrNoProviderService or *OriginError from service
+// discovery; *OriginError with Op "versions"; the caller's context error.
+func (c *Client) Versions(ctx context.Context, p Provider) ([]VersionInfo, error) {
+	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, "versions")
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Versions *[]struct {
+			Version   string   `json:"version"`
+			Protocols []string `json:"protocols"`
+			Platforms []struct {
+				OS   string `json:"os"`
+				Arch string `json:"arch"`
+			} `json:"platforms"`
+		} `json:"versions"`
+		Warnings []string `json:"warnings"`
+	}
+	r := request{p: p, op: OpVersions, u: u, accept: "application/json"}
+	if _, err := c.getJSON(ctx, r, &body, "provider "+p.String()); err != nil {
+		return nil, err
+	}
+	if body.Versions == nil {
+		return nil, c.originError(r, 0, errors.New(`response has no "versions" array`))
+	}
+	for _, w := range body.Warnings {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "origin registry warning",
+			slog.String("provider", p.String()), slog.String("warning", w))
+	}
+	out := make([]VersionInfo, 0, len(*body.Versions))
+	for _, v := range *body.Versions {
+		if v.Version == "" {
+			c.log.LogAttrs(ctx, slog.LevelWarn, "origin lists a version without a version string; skipped",
+				slog.String("provider", p.String()))
+			continue
+		}
+		vi := VersionInfo{Version: v.Version, Protocols: v.Protocols}
+		for _, pl := range v.Platforms {
+			vi.Platforms = append(vi.Platforms, Platform{OS: pl.OS, Arch: pl.Arch})
+		}
+		out = append(out, vi)
+	}
+	return out, nil
+}
+
+// Package fetches the package metadata of p at version for pl. The response
+// must echo pl and carry filename, shasum and all three URLs. Errors:
+// ErrNotFound (wrapped) when the origin answers 404; ErrNoProviderService or
+// *OriginError from service discovery; *OriginError with Op "package"; the
+// caller's context error.
+func (c *Client) Package(ctx context.Context, p Provider, version string, pl Platform) (*Package, error) {
+	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, version, "download", pl.OS, pl.Arch)
+	if err != nil {
+		return nil, err
+	}
+	var body struct {
+		Protocols           []string `json:"protocols"`
+		OS                  string   `json:"os"`
+		Arch                string   `json:"arch"`
+		Filename            string   `json:"filename"`
+		DownloadURL         string   `json:"download_url"`
+		SHASumsURL          string   `json:"shasums_url"`
+		SHASumsSignatureURL string   `json:"shasums_signature_url"`
+		SHASum              string   `json:"shasum"`
+		SigningKeys         struct {
+			GPGPublicKeys []struct {
+				ASCIIArmor string `json:"ascii_armor"`
+			} `json:"gpg_public_keys"`
+		} `json:"signing_keys"`
+	}
+	r := request{p: p, op: OpPackage, u: u, accept: "application/json"}
+	final, err := c.getJSON(ctx, r, &body, fmt.Sprintf("package %s %s %s", p, version, pl))
+	if err != nil {
+		return nil, err
+	}
+	fail := func(format string, args ...any) error {
+		return c.originError(r, 0, fmt.Errorf(format, args...))
+	}
+	if body.OS != pl.OS || body.Arch != pl.Arch {
+		return nil, fail("response is for platform %s_%s, not %s", body.OS, body.Arch, pl)
+	}
+	for _, f := range []struct{ name, v string }{
+		{"filename", body.Filename}, {"shasum", body.SHASum}, {"download_url", body.DownloadURL},
+		{"shasums_url", body.SHASumsURL}, {"shasums_signature_url", body.SHASumsSignatureURL},
+	} {
+		if f.v == "" {
+			return nil, fail("response has no %s", f.name)
+		}
+	}
+	pkg := &Package{
+		Protocols: body.Protocols,
+		OS:        body.OS,
+		Arch:      body.Arch,
+		Filename:  body.Filename,
+		SHASum:    body.SHASum,
+	}
+	for _, f := range []struct {
+		name string
+		raw  string
+		dst  *string
+	}{
+		{"download_url", body.DownloadURL, &pkg.DownloadURL},
+		{"shasums_url", body.SHASumsURL, &pkg.SHASumsURL},
+		{"shasums_signature_url", body.SHASumsSignatureURL, &pkg.SHASumsSignatureURL},
+	} {
+		ref, err := url.Parse(f.raw)
+		if err != nil {
+			return nil, fail("%s is not a URL: %v", f.name, err)
+		}
+		abs := final.ResolveReference(ref)
+		if abs.Scheme != "https" || abs.Host == "" {
+			return nil, fail("%s %q is not an https URL", f.name, redactURL(abs))
+		}
+		*f.dst = abs.String()
+	}
+	for _, k := range body.SigningKeys.GPGPublicKeys {
+		if k.ASCIIArmor != "" {
+			pkg.SigningKeys = append(pkg.SigningKeys, k.ASCIIArmor)
+		}
+	}
+	return pkg, nil
+}
+
+// registryURL resolves path segments, each escaped, against host's
+// providers.v1 base URL.
+func (c *Client) registryURL(ctx context.Context, p Provider, segments ...string) (*url.URL, error) {
+	base, err := c.ProvidersURL(ctx, p.Hostname)
+	if err != nil {
+		return nil, err
+	}
+	esc := make([]string, len(segments))
+	for i, s := range segments {
+		if s == "" || s == "." || s == ".." {
+			return nil, fmt.Errorf("discovery: invalid path segment %q for %s", s, p)
+		}
+		esc[i] = url.PathEscape(s)
+	}
+	// "./" keeps a first segment containing ':' from reading as a scheme.
+	ref, err := url.Parse("./" + strings.Join(esc, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("discovery: building registry URL for %s: %w", p, err)
+	}
+	return base.ResolveReference(ref), nil
+}
+
+// getJSON GETs r.u and decodes the JSON object it returns into v, returning
+// the response's final URL (after redirects). A 404 is ErrNotFound for what.
+func (c *Client) getJSON(ctx context.Context, r request, v any, what string) (*url.URL, error) {
+	reqCtx, cancel := context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
+		&timeoutError{msg: fmt.Sprintf("no complete answer within %s", c.cfg.RequestTimeout)})
+	defer cancel()
+	resp, err := c.do(ctx, reqCtx, r)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	r.u = resp.Request.URL
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		drain(resp.Body)
+		return nil, fmt.Errorf("%w: %s", ErrNotFound, what)
+	case resp.StatusCode != http.StatusOK:
+		drain(resp.Body)
+		return nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
+	}
+	ct := resp.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		drain(resp.Body)
+		return nil, c.originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
+	}
+	if resp.ContentLength > c.cfg.MaxDocumentBytes {
+		drain(resp.Body)
+		return nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+			ErrTooLarge, resp.ContentLength, c.cfg.MaxDocumentBytes))
+	}
+	data, err := c.readBody(ctx, reqCtx, r, resp.Body, c.cfg.MaxDocumentBytes)
+	if err != nil {
+		return nil, err
+	}
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return nil, c.originError(r, 0, errors.New("response is not a JSON object"))
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return nil, c.originError(r, 0, fmt.Errorf("malformed JSON response: %w", err))
+	}
+	return resp.Request.URL, nil
+}
