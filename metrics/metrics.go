@@ -1,0 +1,226 @@
+// Package metrics owns tfmirror's Prometheus collectors: their names,
+// labels and help texts, in one place.
+//
+// It builds every collector on a prometheus.Registerer it is given (no
+// global registry) and offers small methods that the other packages call
+// through interfaces they declare themselves (proxy.Metrics,
+// discovery.Observer). Label values are bounded: routes, kinds, operations,
+// outcomes and reasons are fixed sets, and origins are the configured
+// allowed hosts. Paths, versions and client addresses never become labels.
+package metrics
+
+import (
+	"net/http"
+	"runtime"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Fixed label values, pre-created so that series exist from the start.
+var (
+	Routes     = []string{"index", "version", "archive", "status", "metrics", "health", "other"}
+	CacheKinds = []string{"discovery", "versions", "package", "archive"}
+	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive"}
+	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
+	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive"}
+)
+
+// Metrics holds tfmirror's collectors.
+type Metrics struct {
+	reg prometheus.Gatherer
+
+	httpRequests *prometheus.CounterVec
+	httpDuration *prometheus.HistogramVec
+	httpBytes    *prometheus.CounterVec
+	cacheHits    *prometheus.CounterVec
+	cacheMisses  *prometheus.CounterVec
+	evictions    prometheus.Counter
+	writeErrors  prometheus.Counter
+	originReqs   *prometheus.CounterVec
+	originDur    *prometheus.HistogramVec
+	originBytes  *prometheus.CounterVec
+	inflight     prometheus.Gauge
+	coalesced    *prometheus.CounterVec
+	verifyFails  *prometheus.CounterVec
+	stale        *prometheus.CounterVec
+}
+
+// CacheStats reports what the cache holds, read at scrape time.
+type CacheStats func() (archives int, bytes int64)
+
+// Options configures New.
+type Options struct {
+	Version string   // reported in tfmirror_build_info
+	Origins []string // allowed origin hosts, pre-created as label values
+	// Cache, if set, backs the tfmirror_cache_archives and
+	// tfmirror_cache_stored_bytes gauges.
+	Cache CacheStats
+	// MaxBytes is the configured cache size limit (0 = unlimited).
+	MaxBytes int64
+}
+
+// New registers tfmirror's collectors, the Go and process collectors, and
+// the build-info gauge on reg.
+func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
+	m := &Metrics{
+		reg: reg,
+		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_http_requests_total", Help: "HTTP requests served, by route and status code.",
+		}, []string{"route", "code"}),
+		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tfmirror_http_request_duration_seconds", Help: "Time to serve HTTP requests, by route.",
+			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
+		}, []string{"route"}),
+		httpBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_http_response_bytes_total", Help: "Response body bytes sent, by route.",
+		}, []string{"route"}),
+		cacheHits: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_cache_hits_total", Help: "Lookups answered from the cache, by kind.",
+		}, []string{"kind"}),
+		cacheMisses: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_cache_misses_total", Help: "Lookups that needed the origin, by kind.",
+		}, []string{"kind"}),
+		evictions: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_cache_evictions_total", Help: "Archives evicted to stay under the cache size limit.",
+		}),
+		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_cache_write_errors_total", Help: "Data that could not be written to the cache.",
+		}),
+		originReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_origin_requests_total", Help: "Requests to origin registries and their download hosts, by origin, operation and outcome.",
+		}, []string{"origin", "operation", "outcome"}),
+		originDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tfmirror_origin_request_duration_seconds", Help: "Duration of origin requests (for archives: the whole download), by origin and operation.",
+			Buckets: []float64{.01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600},
+		}, []string{"origin", "operation"}),
+		originBytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_origin_bytes_total", Help: "Archive bytes fetched from origins, by origin.",
+		}, []string{"origin"}),
+		inflight: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tfmirror_origin_inflight_archive_fetches", Help: "Archive downloads from origins under way.",
+		}),
+		coalesced: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_coalesced_requests_total", Help: "Requests that joined an origin fetch already under way instead of starting one, by kind.",
+		}, []string{"kind"}),
+		verifyFails: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_verification_failures_total", Help: "Provider packages refused by verification, by reason.",
+		}, []string{"reason"}),
+		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_stale_responses_total", Help: "Cached answers served because the origin failed, by kind.",
+		}, []string{"kind"}),
+	}
+	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "tfmirror_build_info", Help: "Always 1; labels say which build is running.",
+	}, []string{"version", "goversion"})
+	build.WithLabelValues(opts.Version, runtime.Version()).Set(1)
+	maxBytes := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tfmirror_cache_max_bytes", Help: "Configured cache size limit in bytes (0 = unlimited).",
+	})
+	maxBytes.Set(float64(opts.MaxBytes))
+
+	cs := []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		build, maxBytes,
+		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
+		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
+		m.verifyFails, m.stale,
+	}
+	if opts.Cache != nil {
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tfmirror_cache_archives", Help: "Archives held in the cache.",
+			}, func() float64 { n, _ := opts.Cache(); return float64(n) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tfmirror_cache_stored_bytes", Help: "Bytes of archives held in the cache.",
+			}, func() float64 { _, b := opts.Cache(); return float64(b) }),
+		)
+	}
+	for _, c := range cs {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+
+	for _, r := range Routes {
+		m.httpDuration.WithLabelValues(r)
+		m.httpBytes.WithLabelValues(r)
+	}
+	for _, k := range CacheKinds {
+		m.cacheHits.WithLabelValues(k)
+		m.cacheMisses.WithLabelValues(k)
+		m.coalesced.WithLabelValues(k)
+		m.stale.WithLabelValues(k)
+	}
+	for _, r := range Reasons {
+		m.verifyFails.WithLabelValues(r)
+	}
+	for _, o := range opts.Origins {
+		m.originBytes.WithLabelValues(o)
+		for _, op := range Operations {
+			m.originDur.WithLabelValues(o, op)
+			for _, out := range Outcomes {
+				m.originReqs.WithLabelValues(o, op, out)
+			}
+		}
+	}
+	return m, nil
+}
+
+// Handler serves the registry in the Prometheus exposition format.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
+}
+
+// ObserveRequest records one served HTTP request.
+func (m *Metrics) ObserveRequest(route string, code int, d time.Duration, bytes int64) {
+	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+	m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+	m.httpBytes.WithLabelValues(route).Add(float64(bytes))
+}
+
+// CacheLookup records a cache hit or miss of kind.
+func (m *Metrics) CacheLookup(kind string, hit bool) {
+	if hit {
+		m.cacheHits.WithLabelValues(kind).Inc()
+	} else {
+		m.cacheMisses.WithLabelValues(kind).Inc()
+	}
+}
+
+// StaleServed records a stale answer of kind.
+func (m *Metrics) StaleServed(kind string) { m.stale.WithLabelValues(kind).Inc() }
+
+// Coalesced records a request that joined a fetch under way.
+func (m *Metrics) Coalesced(kind string) { m.coalesced.WithLabelValues(kind).Inc() }
+
+// VerificationFailed records a package refused for reason.
+func (m *Metrics) VerificationFailed(reason string) { m.verifyFails.WithLabelValues(reason).Inc() }
+
+// ArchiveFetchStarted records an archive download; done ends it.
+func (m *Metrics) ArchiveFetchStarted() (done func()) {
+	m.inflight.Inc()
+	return m.inflight.Dec
+}
+
+// CacheWriteFailed records data that could not be stored.
+func (m *Metrics) CacheWriteFailed() { m.writeErrors.Inc() }
+
+// Evicted records n archives evicted.
+func (m *Metrics) Evicted(n int) { m.evictions.Add(float64(n)) }
+
+// OriginRequest records one request to an origin (or its download host,
+// labelled with the origin it serves) with its outcome and duration.
+func (m *Metrics) OriginRequest(origin, operation, outcome string, d time.Duration) {
+	m.originReqs.WithLabelValues(origin, operation, outcome).Inc()
+	m.originDur.WithLabelValues(origin, operation).Observe(d.Seconds())
+}
+
+// OriginBytes records archive bytes fetched from origin.
+func (m *Metrics) OriginBytes(origin string, n int64) {
+	m.originBytes.WithLabelValues(origin).Add(float64(n))
+}

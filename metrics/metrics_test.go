@@ -1,0 +1,97 @@
+package metrics
+
+import (
+	"io"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+)
+
+func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{
+		Version: "1.2.3", Origins: []string{"registry.terraform.io"},
+		Cache: func() (int, int64) { return 3, 4096 }, MaxBytes: 1 << 30,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m, reg
+}
+
+func TestCountersMove(t *testing.T) {
+	m, _ := newTest(t)
+	m.CacheLookup("archive", false)
+	m.CacheLookup("archive", true)
+	m.CacheLookup("archive", true)
+	m.Coalesced("archive")
+	m.VerificationFailed("signature")
+	m.StaleServed("versions")
+	m.OriginRequest("registry.terraform.io", "archive", "success", time.Second)
+	m.OriginBytes("registry.terraform.io", 100)
+	done := m.ArchiveFetchStarted()
+	if got := testutil.ToFloat64(m.inflight); got != 1 {
+		t.Errorf("in-flight fetches = %v, want 1", got)
+	}
+	done()
+	m.ObserveRequest("archive", 200, time.Millisecond, 512)
+
+	tests := []struct {
+		name string
+		c    prometheus.Collector
+		want float64
+	}{
+		{"archive hits", m.cacheHits.WithLabelValues("archive"), 2},
+		{"archive misses", m.cacheMisses.WithLabelValues("archive"), 1},
+		{"coalesced", m.coalesced.WithLabelValues("archive"), 1},
+		{"signature failures", m.verifyFails.WithLabelValues("signature"), 1},
+		{"stale", m.stale.WithLabelValues("versions"), 1},
+		{"origin requests", m.originReqs.WithLabelValues("registry.terraform.io", "archive", "success"), 1},
+		{"origin bytes", m.originBytes.WithLabelValues("registry.terraform.io"), 100},
+		{"in-flight after done", m.inflight, 0},
+		{"http requests", m.httpRequests.WithLabelValues("archive", "200"), 1},
+		{"http bytes", m.httpBytes.WithLabelValues("archive"), 512},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := testutil.ToFloat64(tc.c); got != tc.want {
+				t.Errorf("got %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestExposition(t *testing.T) {
+	m, _ := newTest(t)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	text := string(body)
+	for _, want := range []string{
+		`tfmirror_build_info{goversion="go`,
+		`version="1.2.3"} 1`,
+		"tfmirror_cache_archives 3",
+		"tfmirror_cache_stored_bytes 4096",
+		"tfmirror_cache_max_bytes 1.073741824e+09",
+		// Pre-created series exist before anything happened.
+		`tfmirror_verification_failures_total{reason="checksum_mismatch"} 0`,
+		`tfmirror_origin_requests_total{operation="versions",origin="registry.terraform.io",outcome="timeout"} 0`,
+		"go_goroutines",
+		"process_resident_memory_bytes",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+}
+
+func TestNoGlobalRegistry(t *testing.T) {
+	// Two instances on two registries do not collide.
+	newTest(t)
+	newTest(t)
+}
