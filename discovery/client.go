@@ -88,6 +88,10 @@ type Config struct {
 	// Logger receives debug records of origin requests and warnings about
 	// stale discovery results. Default: discard.
 	Logger *slog.Logger
+
+	// Observer, if set, is told of every origin operation and discovery
+	// cache lookup (package metrics implements it).
+	Observer Observer
 }
 
 // Client talks to origin registries. It is safe for concurrent use.
@@ -146,6 +150,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	if cfg.Proxy == nil {
 		cfg.Proxy = http.ProxyFromEnvironment
+	}
+	if cfg.Observer == nil {
+		cfg.Observer = noObserver{}
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
@@ -347,4 +354,46 @@ func readLimited(body io.Reader, limit int64) ([]byte, error) {
 func drain(body io.ReadCloser) {
 	io.Copy(io.Discard, io.LimitReader(body, 4<<10))
 	body.Close()
+}
+
+// Observer receives what the client observes of origins. Origins are
+// reported by the provider's origin host, also for downloads from other
+// hosts, so the set of values is bounded by the allowed origins.
+type Observer interface {
+	// OriginRequest records one operation (an Op* constant) and its outcome:
+	// success, not_found, refused (network policy), timeout or error.
+	OriginRequest(origin, operation, outcome string, d time.Duration)
+	// OriginBytes records archive bytes received from origin.
+	OriginBytes(origin string, n int64)
+	// CacheLookup records whether a discovery result was cached ("discovery").
+	CacheLookup(kind string, hit bool)
+}
+
+type noObserver struct{}
+
+func (noObserver) OriginRequest(string, string, string, time.Duration) {}
+func (noObserver) OriginBytes(string, int64)                           {}
+func (noObserver) CacheLookup(string, bool)                            {}
+
+// observe reports the outcome of an operation that started at start; it
+// is deferred with a pointer to the operation's named error result.
+func (c *Client) observe(host svchost.Hostname, op string, start time.Time, err *error) {
+	c.cfg.Observer.OriginRequest(string(host), op, Outcome(*err), time.Since(start))
+}
+
+// Outcome classifies an error of this package as a bounded label value.
+func Outcome(err error) string {
+	var oe *OriginError
+	switch {
+	case err == nil:
+		return "success"
+	case errors.Is(err, ErrNotFound):
+		return "not_found"
+	case errors.Is(err, ErrPrivateAddress):
+		return "refused"
+	case errors.As(err, &oe) && oe.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	default:
+		return "error"
+	}
 }

@@ -84,8 +84,10 @@ func (c *Client) Discover(ctx context.Context, host svchost.Hostname) (Discovery
 		return Discovery{}, errors.New("discovery: empty hostname")
 	}
 	if d, ok, err := c.cached(host); ok {
+		c.cfg.Observer.CacheLookup("discovery", true)
 		return d, err
 	}
+	c.cfg.Observer.CacheLookup("discovery", false)
 	ch := c.sf.DoChan(string(host), func() (any, error) {
 		d, err := c.refresh(context.WithoutCancel(ctx), host)
 		return d, err
@@ -125,7 +127,9 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 	}
 	ctx, cancel := context.WithTimeout(ctx, discoveryLeaderTimeout)
 	defer cancel()
+	start := time.Now()
 	entry, err := c.discoverRemote(ctx, host)
+	c.observe(host, OpDiscovery, start, &err)
 	now := c.cfg.Now()
 
 	c.mu.Lock()

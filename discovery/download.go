@@ -20,7 +20,8 @@ import (
 // "document" otherwise. Any status other than 200, 404 included, is an
 // *OriginError: the registry named this URL, so its absence is an origin
 // fault, not a missing provider.
-func (c *Client) FetchDocument(ctx context.Context, p Provider, rawURL string, limit int64) ([]byte, error) {
+func (c *Client) FetchDocument(ctx context.Context, p Provider, rawURL string, limit int64) (_ []byte, err error) {
+	defer c.observe(p.Hostname, documentOp(rawURL), time.Now(), &err)
 	if limit <= 0 {
 		limit = c.cfg.MaxDocumentBytes
 	}
@@ -69,7 +70,13 @@ func documentOp(rawURL string) string {
 // when it ends before its Content-Length; it never truncates silently. The
 // download has no overall deadline beyond ctx. The caller must Close body.
 // Any status other than 200 is an *OriginError.
-func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (io.ReadCloser, int64, error) {
+func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ io.ReadCloser, _ int64, err error) {
+	start := time.Now()
+	defer func() {
+		if err != nil {
+			c.observe(p.Hostname, OpArchive, start, &err)
+		}
+	}()
 	r, err := c.downloadRequest(p, OpArchive, rawURL)
 	if err != nil {
 		return nil, 0, err
@@ -108,6 +115,12 @@ func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (io
 		wrap: func(err error) error {
 			return c.originError(r, 0, err)
 		},
+		// The download is observed when it ends: its outcome, its whole
+		// duration and the bytes received.
+		done: func(n int64, err error) {
+			c.cfg.Observer.OriginBytes(string(p.Hostname), n)
+			c.observe(p.Hostname, OpArchive, start, &err)
+		},
 	}
 	return b, resp.ContentLength, nil
 }
@@ -138,6 +151,8 @@ type archiveBody struct {
 	callerErr func() error // the caller's context error
 	cause     func() error // the request context's cancellation cause
 	wrap      func(error) error
+	done      func(n int64, err error) // called once, at Close
+	sawEOF    bool
 	closeOnce sync.Once
 }
 
@@ -169,6 +184,7 @@ func (b *archiveBody) Read(p []byte) (int, error) {
 	}
 	switch {
 	case err == nil || err == io.EOF:
+		b.sawEOF = b.sawEOF || err == io.EOF
 		return n, err
 	case b.callerErr() != nil:
 		b.err = b.callerErr()
@@ -186,6 +202,11 @@ func (b *archiveBody) Close() error {
 	b.closeOnce.Do(func() {
 		b.timer.Stop()
 		b.cancel(nil)
+		err := b.err
+		if err == nil && !b.sawEOF {
+			err = errors.New("download abandoned before its end")
+		}
+		b.done(b.n, err)
 	})
 	return b.body.Close()
 }

@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 )
@@ -61,7 +62,8 @@ type Package struct {
 // without a version string are skipped. Errors: ErrNotFound (wrapped) when
 // the origin answers 404; ErrNoProviderService or *OriginError from service
 // discovery; *OriginError with Op "versions"; the caller's context error.
-func (c *Client) Versions(ctx context.Context, p Provider) ([]VersionInfo, error) {
+func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err error) {
+	defer c.observe(p.Hostname, OpVersions, time.Now(), &err)
 	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, "versions")
 	if err != nil {
 		return nil, err
@@ -109,7 +111,8 @@ func (c *Client) Versions(ctx context.Context, p Provider) ([]VersionInfo, error
 // ErrNotFound (wrapped) when the origin answers 404; ErrNoProviderService or
 // *OriginError from service discovery; *OriginError with Op "package"; the
 // caller's context error.
-func (c *Client) Package(ctx context.Context, p Provider, version string, pl Platform) (*Package, error) {
+func (c *Client) Package(ctx context.Context, p Provider, version string, pl Platform) (_ *Package, err error) {
+	defer c.observe(p.Hostname, OpPackage, time.Now(), &err)
 	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, version, "download", pl.OS, pl.Arch)
 	if err != nil {
 		return nil, err
