@@ -231,7 +231,7 @@ func (w *BlobWriter) stageChunk(idx int, data []byte) error {
 		// Once staging failed the blob cannot be committed; stop writing.
 		return w.err
 	}
-	return w.s.db.Update(func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), data) })
+	return quiet(w.s.db.Update(func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), data) }))
 }
 
 // Written is how many bytes have been written.

@@ -82,6 +82,12 @@ func Open(opts Options) (*Store, error) {
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
 	}
+	// In memory, values live in the LSM tree and may not exceed 1 MiB.
+	valueThreshold := int64(64 << 10)
+	if opts.InMemory {
+		valueThreshold = 1 << 20
+		opts.ChunkSize = min(opts.ChunkSize, 1<<20)
+	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -101,7 +107,7 @@ func Open(opts Options) (*Store, error) {
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(256 << 20).
-		WithValueThreshold(64 << 10).
+		WithValueThreshold(valueThreshold).
 		WithNumCompactors(2).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
@@ -506,3 +512,21 @@ func (b badgerLogger) Warningf(f string, a ...any) {
 
 func (b badgerLogger) Infof(string, ...any)  {}
 func (b badgerLogger) Debugf(string, ...any) {}
+
+// quiet shortens an error to its first line: some Badger errors carry a
+// hex dump of the value, which has no place in a log.
+func quiet(err error) error {
+	if err == nil {
+		return nil
+	}
+	return quietError{err}
+}
+
+type quietError struct{ err error }
+
+func (e quietError) Error() string {
+	msg, _, _ := strings.Cut(e.err.Error(), "\n")
+	return msg
+}
+
+func (e quietError) Unwrap() error { return e.err }
