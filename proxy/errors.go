@@ -1,0 +1,106 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// Errors of the mirror itself. Origin errors come from package discovery,
+// integrity errors from package verify; statusOf maps all of them.
+var (
+	// ErrOriginNotAllowed: the request names a host outside the allowed origins.
+	ErrOriginNotAllowed = errors.New("origin host is not allowed on this mirror")
+	// ErrVersionNotFound: the origin does not list the requested version.
+	ErrVersionNotFound = errors.New("version not found")
+	// ErrPlatformNotFound: the version has no package for the requested platform.
+	ErrPlatformNotFound = errors.New("platform not available")
+	// ErrOffline: the mirror runs sealed and does not hold what was asked for.
+	ErrOffline = errors.New("mirror is offline and does not have this in its cache")
+)
+
+// RequestError is a malformed request: a bad path part or method.
+type RequestError struct {
+	Status int // 400 unless set
+	Msg    string
+}
+
+func (e *RequestError) Error() string { return e.Msg }
+
+func badRequest(format string, args ...any) error {
+	return &RequestError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+// statusOf is the one place where errors become HTTP status codes. Trouble
+// at an origin is never 404: clients read 404 as "no such provider".
+func statusOf(err error) int {
+	var reqErr *RequestError
+	var originErr *discovery.OriginError
+	switch {
+	case errors.As(err, &reqErr):
+		if reqErr.Status != 0 {
+			return reqErr.Status
+		}
+		return http.StatusBadRequest
+	case errors.Is(err, ErrOriginNotAllowed),
+		errors.Is(err, discovery.ErrNotFound),
+		errors.Is(err, discovery.ErrNoProviderService),
+		errors.Is(err, ErrVersionNotFound),
+		errors.Is(err, ErrPlatformNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, ErrOffline):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, verify.ErrIntegrity):
+		return http.StatusBadGateway
+	case errors.As(err, &originErr):
+		switch {
+		case originErr.Timeout():
+			return http.StatusGatewayTimeout
+		case originErr.StatusCode == http.StatusTooManyRequests,
+			originErr.StatusCode == http.StatusServiceUnavailable:
+			return http.StatusServiceUnavailable
+		default:
+			return http.StatusBadGateway
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	default:
+		return http.StatusInternalServerError
+	}
+}
+
+// errorBody is the JSON error envelope, the same shape registries use.
+type errorBody struct {
+	Errors []string `json:"errors"`
+}
+
+// writeError answers with err's status and a JSON body. Internal errors are
+// not described to the client beyond their status.
+func writeError(w http.ResponseWriter, err error) int {
+	status := statusOf(err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		msg = "internal error"
+	}
+	writeJSON(w, status, errorBody{Errors: []string{msg}})
+	return status
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"errors":["internal error"]}`)
+	}
+	body = append(body, '\n')
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	w.Write(body)
+}

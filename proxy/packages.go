@@ -1,0 +1,305 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// Limits for the checksum documents of a provider version.
+const (
+	maxSumsBytes      = 1 << 20
+	maxSignatureBytes = 64 << 10
+	// packageFetchConcurrency bounds parallel package-metadata requests to
+	// one origin for one version.
+	packageFetchConcurrency = 4
+	// minForcedRefresh keeps a client asking for unknown versions from
+	// making the mirror refetch a version list more often than this.
+	minForcedRefresh = time.Minute
+)
+
+// packageRecord is the verified metadata of one provider version: for
+// each platform, where its archive is and its sha256, checked against a
+// SHA256SUMS document whose signature verified. Once stored it never
+// changes, except that platforms not yet fetched may be added.
+type packageRecord struct {
+	Version string `json:"version"`
+	// Sums is the verified SHA256SUMS content: file name -> sha256.
+	Sums map[string]string `json:"sums"`
+	// SumsURLs are the SHA256SUMS documents verified into Sums.
+	SumsURLs []string `json:"sums_urls"`
+	// Archives are the verified packages by os_arch.
+	Archives map[string]archiveRecord `json:"archives"`
+	// Missing are platforms the origin listed but has no package for.
+	Missing    []string  `json:"missing,omitempty"`
+	VerifiedAt time.Time `json:"verified_at"`
+}
+
+type archiveRecord struct {
+	Filename string `json:"filename"`
+	URL      string `json:"url"`
+	SHA256   string `json:"sha256"`
+}
+
+// covers reports whether rec has an answer for every platform in need.
+func (rec *packageRecord) covers(need []string) bool {
+	for _, pl := range need {
+		if _, ok := rec.Archives[pl]; !ok && !slices.Contains(rec.Missing, pl) {
+			return false
+		}
+	}
+	return true
+}
+
+func packageKey(p discovery.Provider, v versions.Version) string {
+	return "package/" + p.String() + "/" + v.String()
+}
+
+func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discovery.Provider, v versions.Version) {
+	entry, stale, err := s.versionEntry(r.Context(), p, v)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	var need []string
+	for _, pl := range entry.Platforms {
+		if s.wanted(pl) {
+			need = append(need, pl)
+		}
+	}
+	rec, err := s.packageFor(r.Context(), p, v, need, &entry)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	markStale(w, stale)
+	writeJSON(w, http.StatusOK, newVersionDocument(p.Type, v, rec, need, s.h1))
+}
+
+// versionEntry finds version v in p's version list, refreshing a list that
+// lacks it (a release newer than the cached list).
+func (s *Server) versionEntry(ctx context.Context, p discovery.Provider, v versions.Version) (versionEntry, bool, error) {
+	list, st, err := s.versions(ctx, p, false)
+	if err != nil {
+		return versionEntry{}, false, err
+	}
+	if e, ok := list.find(v); ok {
+		return e, st.stale, nil
+	}
+	if !st.stale && !st.fetched && s.cfg.Now().Sub(st.storedAt) >= minForcedRefresh {
+		list, st, err = s.versions(ctx, p, true)
+		if err != nil {
+			return versionEntry{}, false, err
+		}
+		if e, ok := list.find(v); ok {
+			return e, st.stale, nil
+		}
+	}
+	return versionEntry{}, false, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
+}
+
+// h1 returns the h1: hash of a cached archive, or "" when it is not cached.
+func (s *Server) h1(sha string) string {
+	info, err := s.store.StatBlob(sha)
+	if err != nil {
+		return ""
+	}
+	return info.H1
+}
+
+// cachedPackage returns the stored record for v, if any.
+func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packageRecord, bool) {
+	var rec packageRecord
+	if _, err := s.store.GetMeta(packageKey(p, v), &rec); err != nil {
+		if !errors.Is(err, cache.ErrNotFound) {
+			s.log.Warn("reading cached package metadata", "provider", p.String(), "version", v.String(), "error", err)
+		}
+		return nil, false
+	}
+	return &rec, true
+}
+
+// packageFor returns the verified package record of version v of p with an
+// answer for every platform in need, fetching and verifying what the cache
+// lacks. entry is v's version-list entry if the caller has it. Concurrent
+// callers for one version share one origin fetch.
+func (s *Server) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *versionEntry) (*packageRecord, error) {
+	if rec, ok := s.cachedPackage(p, v); ok && rec.covers(need) {
+		s.metrics.CacheLookup("package", true)
+		return rec, nil
+	}
+	s.metrics.CacheLookup("package", false)
+	key := packageKey(p, v)
+	// A fetch under way may have been for fewer platforms than need; then
+	// go again. Each round adds platforms, so this ends.
+	for range 3 {
+		res, err := s.coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
+			return s.fetchPackage(ctx, p, v, need, entry)
+		})
+		if err != nil {
+			return nil, err
+		}
+		if rec := res.(*packageRecord); rec.covers(need) {
+			return rec, nil
+		}
+	}
+	return nil, fmt.Errorf("package metadata for %s %s kept changing while it was fetched", p, v)
+}
+
+// fetchPackage fetches the package metadata of the platforms in need that
+// the stored record lacks, verifies them against the version's signed
+// SHA256SUMS, and stores the merged record. Nothing is stored unless every
+// check passed.
+func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *versionEntry) (*packageRecord, error) {
+	rec, ok := s.cachedPackage(p, v)
+	if !ok {
+		rec = &packageRecord{Version: v.String(), Archives: map[string]archiveRecord{}, Sums: map[string]string{}}
+	}
+	var missing []string
+	for _, pl := range need {
+		if _, ok := rec.Archives[pl]; !ok && !slices.Contains(rec.Missing, pl) {
+			missing = append(missing, pl)
+		}
+	}
+	if len(missing) == 0 {
+		return rec, nil
+	}
+	if entry == nil {
+		e, _, err := s.versionEntry(ctx, p, v)
+		if err != nil {
+			return nil, err
+		}
+		entry = &e
+	}
+	// Platforms the version list does not offer are not asked for.
+	var unlisted []string
+	missing = slices.DeleteFunc(missing, func(pl string) bool {
+		if !slices.Contains(entry.Platforms, pl) {
+			unlisted = append(unlisted, pl)
+			return true
+		}
+		return false
+	})
+
+	pkgs, notFound, err := s.fetchPackageMeta(ctx, p, entry.originVersion(), missing)
+	if err != nil {
+		return nil, err
+	}
+	notFound = append(notFound, unlisted...)
+	for _, pl := range missing {
+		pkg, ok := pkgs[pl]
+		if !ok {
+			continue
+		}
+		if !slices.Contains(rec.SumsURLs, pkg.SHASumsURL) {
+			sums, err := s.fetchSums(ctx, p, pkg)
+			if err != nil {
+				return nil, s.refuse(p, v, pl, err)
+			}
+			for name, sum := range sums {
+				if old, ok := rec.Sums[name]; ok && old != sum {
+					return nil, s.refuse(p, v, pl, &verify.Error{Reason: verify.ReasonChecksum,
+						Detail: fmt.Sprintf("SHA256SUMS documents of one version disagree about %s", name)})
+				}
+				rec.Sums[name] = sum
+			}
+			rec.SumsURLs = append(rec.SumsURLs, pkg.SHASumsURL)
+		}
+		if err := verify.VerifySums(rec.Sums, pkg.Filename, pkg.SHASum); err != nil {
+			return nil, s.refuse(p, v, pl, err)
+		}
+		rec.Archives[pl] = archiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: rec.Sums[pkg.Filename]}
+	}
+	rec.Missing = append(rec.Missing, notFound...)
+	slices.Sort(rec.Missing)
+	rec.VerifiedAt = s.cfg.Now().UTC()
+	if err := s.store.PutMeta(packageKey(p, v), rec); err != nil {
+		s.metrics.CacheWriteFailed()
+		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
+	}
+	return rec, nil
+}
+
+// fetchPackageMeta asks the origin for the package of each platform, a few
+// at a time. Platforms the origin has no package for are returned in notFound.
+func (s *Server) fetchPackageMeta(ctx context.Context, p discovery.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
+	var (
+		mu       sync.Mutex
+		pkgs     = make(map[string]*discovery.Package, len(platforms))
+		notFound []string
+	)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(packageFetchConcurrency)
+	for _, name := range platforms {
+		pl, err := parsePlatform(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		g.Go(func() error {
+			pkg, err := s.origin.Package(gctx, p, version, pl)
+			mu.Lock()
+			defer mu.Unlock()
+			switch {
+			case errors.Is(err, discovery.ErrNotFound):
+				notFound = append(notFound, name)
+				s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", version, "platform", name)
+				return nil
+			case err != nil:
+				return err
+			}
+			pkgs[name] = pkg
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return pkgs, notFound, nil
+}
+
+// fetchSums fetches the SHA256SUMS document pkg refers to and its detached
+// signature, and returns its entries if the signature verifies with one of
+// the keys the origin gave for pkg.
+func (s *Server) fetchSums(ctx context.Context, p discovery.Provider, pkg *discovery.Package) (map[string]string, error) {
+	var doc, sig []byte
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		doc, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsURL, maxSumsBytes)
+		return err
+	})
+	g.Go(func() (err error) {
+		sig, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsSignatureURL, maxSignatureBytes)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, err
+	}
+	if err := verify.CheckSignature(doc, sig, pkg.SigningKeys); err != nil {
+		return nil, err
+	}
+	return verify.ParseSHA256SUMS(doc)
+}
+
+// refuse logs and counts a package that failed verification and returns
+// err for the client.
+func (s *Server) refuse(p discovery.Provider, v versions.Version, platform string, err error) error {
+	var verr *verify.Error
+	if errors.As(err, &verr) {
+		s.metrics.VerificationFailed(string(verr.Reason))
+		s.log.Error("provider package failed verification; nothing was cached",
+			"provider", p.String(), "version", v.String(), "platform", platform, "reason", string(verr.Reason), "error", err)
+		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
+	}
+	return err
+}

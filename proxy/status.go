@@ -1,0 +1,132 @@
+package proxy
+
+import (
+	"bytes"
+	_ "embed"
+	"encoding/json"
+	"html/template"
+	"net/http"
+	"slices"
+	"strings"
+	"time"
+)
+
+//go:embed status.html
+var statusHTML string
+
+var statusTemplate = template.Must(template.New("status").Parse(statusHTML))
+
+// Status is what the status page shows, and its JSON form.
+type Status struct {
+	MirrorURL      string           `json:"mirror_url"`
+	Version        string           `json:"version"`
+	AllowedOrigins []string         `json:"allowed_origins"`
+	Platforms      []string         `json:"platforms,omitempty"`
+	Archives       int              `json:"cached_archives"`
+	Bytes          int64            `json:"cached_bytes"`
+	Providers      []StatusProvider `json:"providers"`
+	Generated      time.Time        `json:"generated"`
+}
+
+// StatusProvider is one provider the mirror has metadata for.
+type StatusProvider struct {
+	Address  string          `json:"address"`
+	Versions []StatusVersion `json:"versions"`
+}
+
+// StatusVersion is one version with verified package metadata.
+type StatusVersion struct {
+	Version   string           `json:"version"`
+	Platforms []StatusPlatform `json:"platforms"`
+}
+
+// StatusPlatform is one platform of a version and whether its archive is cached.
+type StatusPlatform struct {
+	Platform string `json:"platform"`
+	Cached   bool   `json:"cached"`
+	Size     int64  `json:"size,omitempty"`
+}
+
+// status collects the status page's data. The mirror URL is the
+// configured public URL, or else the one this request was made to.
+func (s *Server) status(r *http.Request) (*Status, error) {
+	st := &Status{
+		MirrorURL: s.cfg.PublicURL,
+		Version:   s.cfg.Version,
+		Platforms: slices.Sorted(func(yield func(string) bool) {
+			for p := range s.platforms {
+				if !yield(p) {
+					return
+				}
+			}
+		}),
+		Providers: []StatusProvider{},
+		Generated: s.cfg.Now().UTC(),
+	}
+	if st.MirrorURL == "" {
+		scheme := "https"
+		if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && s.cfg.PlainHTTP {
+			scheme = "http"
+		}
+		st.MirrorURL = scheme + "://" + r.Host + "/"
+	}
+	for h := range s.allowed {
+		st.AllowedOrigins = append(st.AllowedOrigins, string(h))
+	}
+	slices.Sort(st.AllowedOrigins)
+	st.Archives, st.Bytes = s.store.Stats()
+
+	byProvider := map[string]*StatusProvider{}
+	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
+		var rec packageRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			return nil // not ours to judge here; skip
+		}
+		addr := strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version)
+		p, ok := byProvider[addr]
+		if !ok {
+			p = &StatusProvider{Address: addr}
+			byProvider[addr] = p
+		}
+		v := StatusVersion{Version: rec.Version, Platforms: []StatusPlatform{}}
+		for _, pl := range sortedKeys(rec.Archives) {
+			sp := StatusPlatform{Platform: pl}
+			if info, err := s.store.StatBlob(rec.Archives[pl].SHA256); err == nil {
+				sp.Cached, sp.Size = true, info.Size
+			}
+			v.Platforms = append(v.Platforms, sp)
+		}
+		p.Versions = append(p.Versions, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, addr := range sortedKeys(byProvider) {
+		st.Providers = append(st.Providers, *byProvider[addr])
+	}
+	return st, nil
+}
+
+func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+	st, err := s.status(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if r.URL.Query().Get("format") == "json" {
+		writeJSON(w, http.StatusOK, st)
+		return
+	}
+	var buf bytes.Buffer
+	if err := statusTemplate.Execute(&buf, st); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	h := w.Header()
+	h.Set("Content-Type", "text/html; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.Write(buf.Bytes())
+}
