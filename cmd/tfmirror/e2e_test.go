@@ -1,0 +1,294 @@
+package main
+
+// End-to-end tests: the real terraform binary installs providers through a
+// tfmirror wired exactly as `tfmirror serve` wires it, in front of a fake
+// origin registry on loopback.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// terraformBinary finds terraform; in CI its absence fails the test.
+func terraformBinary(t *testing.T) string {
+	t.Helper()
+	path, err := exec.LookPath("terraform")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("terraform is required in CI: %v", err)
+		}
+		t.Skipf("terraform not installed: %v", err)
+	}
+	return path
+}
+
+type e2e struct {
+	t       *testing.T
+	tf      string
+	origin  *fakeorigin.Origin
+	mirror  *mirror
+	url     string // https://127.0.0.1:PORT/
+	caFile  string
+	cliConf string
+	stop    func()
+}
+
+// origins the tests serve: the public registry's name and a private one.
+const privateRegistry = "registry.example.test"
+
+func newE2E(t *testing.T, originOpts fakeorigin.Options) *e2e {
+	t.Helper()
+	e := &e2e{t: t, tf: terraformBinary(t)}
+	originOpts.Hostnames = []string{"registry.terraform.io", privateRegistry}
+	origin, err := fakeorigin.Start(originOpts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	e.origin = origin
+
+	cfg, err := parseServeFlags([]string{
+		"--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--allowed-origins", "registry.terraform.io," + privateRegistry,
+		"--allow-private-origins",
+	}, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d net.Dialer
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m, err := newMirror(cfg, logger, overrides{
+		rootCAs: origin.CertPool(),
+		// Provider host names resolve to the fake origin, for the mirror only.
+		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if host, _, _ := net.SplitHostPort(addr); host == "registry.terraform.io" || host == privateRegistry {
+				addr = origin.Addr
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.mirror = m
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.serve(ctx, ln) }()
+	e.stop = sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("mirror stopped with: %v", err)
+		}
+	})
+	t.Cleanup(e.stop)
+
+	e.url = "https://" + ln.Addr().String() + "/"
+	e.caFile = m.caFile
+	e.cliConf = filepath.Join(t.TempDir(), "cli.tfrc")
+	conf := fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", e.url)
+	if err := os.WriteFile(e.cliConf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// terraform runs terraform in dir with only the mirror configured.
+func (e *e2e) terraform(dir string, args ...string) (string, error) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, e.tf, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"),
+		"HOME=" + dir,
+		"TF_CLI_CONFIG_FILE=" + e.cliConf,
+		"SSL_CERT_FILE=" + e.caFile,
+		"CHECKPOINT_DISABLE=1",
+		"TF_IN_AUTOMATION=1",
+		"TF_INPUT=0",
+	}
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func writeConfig(t *testing.T, providers map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	var b strings.Builder
+	b.WriteString("terraform {\n  required_providers {\n")
+	for name, src := range providers {
+		source, version, _ := strings.Cut(src, "@")
+		fmt.Fprintf(&b, "    %s = {\n      source  = %q\n      version = %q\n    }\n", name, source, version)
+	}
+	b.WriteString("  }\n}\n")
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+func TestTerraformInitThroughMirror(t *testing.T) {
+	e := newE2E(t, fakeorigin.Options{SeparateDownloadHost: true})
+	e.origin.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, []string{"linux_amd64", "darwin_arm64", "windows_amd64"})
+	e.origin.AddProvider("acme", "widget", []string{"0.1.0"}, []string{"linux_amd64", "darwin_arm64"})
+	providers := map[string]string{
+		"random": "hashicorp/random@3.6.0",
+		"widget": privateRegistry + "/acme/widget@0.1.0",
+	}
+
+	dir := writeConfig(t, providers)
+	out, err := e.terraform(dir, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init through the mirror failed: %v\n%s", err, out)
+	}
+	t.Logf("terraform init:\n%s", out)
+	for _, plugin := range []string{
+		"registry.terraform.io/hashicorp/random/3.6.0/linux_amd64/terraform-provider-random_v3.6.0",
+		privateRegistry + "/acme/widget/0.1.0/linux_amd64/terraform-provider-widget_v0.1.0",
+	} {
+		if _, err := os.Stat(filepath.Join(dir, ".terraform", "providers", plugin)); err != nil {
+			t.Errorf("provider not installed: %v", err)
+		}
+	}
+	fetched := e.origin.Hits(fakeorigin.Archive)
+	if fetched != 2 {
+		t.Errorf("origin archive fetches after the first init = %d, want 2", fetched)
+	}
+
+	// A second init in a fresh directory is served from the cache.
+	e.mirror.proxy.Wait(context.Background())
+	dir2 := writeConfig(t, providers)
+	if out, err := e.terraform(dir2, "init", "-no-color"); err != nil {
+		t.Fatalf("second terraform init failed: %v\n%s", err, out)
+	}
+	if n := e.origin.Hits(fakeorigin.Archive); n != fetched {
+		t.Errorf("second init fetched %d more archives from the origin, want 0", n-fetched)
+	}
+
+	// terraform providers lock fetches every named platform from the
+	// mirror and records their hashes.
+	out, err = e.terraform(dir2, "providers", "lock", "-no-color", "-net-mirror="+e.url,
+		"-platform=linux_amd64", "-platform=darwin_arm64")
+	if err != nil {
+		t.Fatalf("terraform providers lock failed: %v\n%s", err, out)
+	}
+	lock, err := os.ReadFile(filepath.Join(dir2, ".terraform.lock.hcl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Terraform records the h1: hash of every platform it fetched.
+	for _, pl := range []string{"linux_amd64", "darwin_arm64"} {
+		data := e.origin.Archive("hashicorp", "random", "3.6.0", pl)
+		h1, err := verify.H1(bytes.NewReader(data), int64(len(data)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Contains(lock, []byte(h1)) {
+			t.Errorf("lock file lacks %s's hash %s:\n%s", pl, h1, lock)
+		}
+	}
+}
+
+func TestTerraformInitRefusesTamperedArchive(t *testing.T) {
+	e := newE2E(t, fakeorigin.Options{})
+	e.origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
+	e.origin.TamperArchive("hashicorp", "null", "3.2.0", "linux_amd64", true)
+	sha := e.origin.SHA256("hashicorp", "null", "3.2.0", "linux_amd64")
+
+	dir := writeConfig(t, map[string]string{"null": "hashicorp/null@3.2.0"})
+	out, err := e.terraform(dir, "init", "-no-color")
+	if err == nil {
+		t.Fatalf("terraform init succeeded with a tampered archive:\n%s", out)
+	}
+	e.mirror.proxy.Wait(context.Background())
+	if _, err := e.mirror.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
+		t.Errorf("the tampered archive is cached: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".terraform", "providers", "registry.terraform.io", "hashicorp", "null")); err == nil {
+		t.Error("terraform installed the tampered provider")
+	}
+}
+
+func TestConcurrentColdDownloadsOverTLS(t *testing.T) {
+	const clients = 20
+	e := newE2E(t, fakeorigin.Options{ArchiveSize: 4 << 20})
+	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	want := e.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")
+
+	pem, err := os.ReadFile(e.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(pem)
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	url := e.url + "registry.terraform.io/hashicorp/random/terraform-provider-random_3.6.0_linux_amd64.zip"
+
+	var wg sync.WaitGroup
+	bodies := make([][]byte, clients)
+	errs := make([]error, clients)
+	for i := range clients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := client.Get(url)
+			if err != nil {
+				errs[i] = err
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != 200 {
+				errs[i] = fmt.Errorf("status %d", resp.StatusCode)
+				return
+			}
+			bodies[i], errs[i] = io.ReadAll(resp.Body)
+		}()
+	}
+	wg.Wait()
+	for i := range clients {
+		if errs[i] != nil || !bytes.Equal(bodies[i], want) {
+			t.Fatalf("client %d: %v, %d bytes (want %d)", i, errs[i], len(bodies[i]), len(want))
+		}
+	}
+	if n := e.origin.ArchiveHits("hashicorp", "random", "3.6.0", "linux_amd64"); n != 1 {
+		t.Errorf("origin archive fetches = %d, want 1", n)
+	}
+}
+
+func TestMain(m *testing.M) {
+	// Service discovery logs through the standard logger.
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}

@@ -1,0 +1,169 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dustin/go-humanize"
+)
+
+var errHelp = errors.New("help requested")
+
+// serveConfig holds the flags of `tfmirror serve`.
+type serveConfig struct {
+	Listen              string
+	DataDir             string
+	TLSCert             string
+	TLSKey              string
+	InsecureHTTP        bool
+	AllowedOrigins      []string
+	AllowPrivateOrigins bool
+	Platforms           []string
+	VersionsTTL         time.Duration
+	DiscoveryTTL        time.Duration
+	MaxArchiveBytes     int64
+	MetricsListen       string
+	PublicURL           string
+	LogFormat           string
+	LogLevel            string
+	ShutdownTimeout     time.Duration
+}
+
+// envName is the environment variable that sets flag name.
+func envName(name string) string {
+	return "TFMIRROR_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// parseServeFlags parses args, then fills every flag not given on the
+// command line from its TFMIRROR_* environment variable.
+func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (serveConfig, error) {
+	var c serveConfig
+	fs := flag.NewFlagSet("tfmirror serve", flag.ContinueOnError)
+	fs.SetOutput(out)
+	fs.StringVar(&c.Listen, "listen", ":8443", "address to serve the mirror on")
+	fs.StringVar(&c.DataDir, "data-dir", "./tfmirror-data", "directory for the cache and generated TLS material")
+	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate chain to serve; with --tls-key. When both are absent a local CA and server certificate are generated in DATA-DIR/tls")
+	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key for --tls-cert")
+	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve plain HTTP, for use behind a TLS-terminating proxy only (clients require https)")
+	origins := listFlag{"registry.terraform.io", "registry.opentofu.org"}
+	fs.Var(&origins, "allowed-origins", "comma-separated origin registry hosts the mirror may serve and contact")
+	fs.BoolVar(&c.AllowPrivateOrigins, "allow-private-origins", false, "allow origin and download hosts that resolve to loopback, private or link-local addresses")
+	var platforms listFlag
+	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms listed in VERSION.json (default all)")
+	fs.DurationVar(&c.VersionsTTL, "versions-ttl", 10*time.Minute, "how long a provider's version list is served before it is refreshed")
+	fs.DurationVar(&c.DiscoveryTTL, "discovery-ttl", time.Hour, "how long an origin's service discovery result is used before it is refreshed")
+	maxArchive := byteSizeFlag(2 << 30)
+	fs.Var(&maxArchive, "max-archive-bytes", "largest provider archive the mirror fetches (e.g. 2GiB)")
+	fs.StringVar(&c.PublicURL, "public-url", "", "the mirror's base URL as clients reach it (e.g. https://mirror.example.com/), shown on the status page; default: taken from each request")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "optional plain-HTTP address that serves only /metrics (e.g. :9090); /metrics is always on the main listener too")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
+		fs.PrintDefaults()
+	}
+
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, errHelp
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	given := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if given[f.Name] || envErr != nil {
+			return
+		}
+		if v, ok := lookupEnv(envName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", envName(f.Name), v, err)
+			}
+		}
+	})
+	if envErr != nil {
+		return c, envErr
+	}
+	c.AllowedOrigins = origins
+	c.Platforms = platforms
+	c.MaxArchiveBytes = int64(maxArchive)
+	return c, c.validate()
+}
+
+func (c serveConfig) validate() error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key must be given together")
+	}
+	if c.InsecureHTTP && c.TLSCert != "" {
+		return errors.New("--insecure-http and --tls-cert are mutually exclusive")
+	}
+	if len(c.AllowedOrigins) == 0 {
+		return errors.New("--allowed-origins must name at least one host")
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	if c.VersionsTTL <= 0 || c.DiscoveryTTL <= 0 || c.ShutdownTimeout <= 0 {
+		return errors.New("durations must be positive")
+	}
+	if c.MaxArchiveBytes <= 0 {
+		return errors.New("--max-archive-bytes must be positive")
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
+		}
+	}
+	switch c.LogFormat {
+	case "json", "text":
+	default:
+		return fmt.Errorf("--log-format %q: want json or text", c.LogFormat)
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	return nil
+}
+
+// listFlag is a comma-separated list; setting it replaces the default.
+type listFlag []string
+
+func (l *listFlag) String() string { return strings.Join(*l, ",") }
+
+func (l *listFlag) Set(s string) error {
+	*l = nil
+	for _, part := range strings.Split(s, ",") {
+		if part = strings.TrimSpace(part); part != "" {
+			*l = append(*l, part)
+		}
+	}
+	return nil
+}
+
+// byteSizeFlag is a size such as 2GiB, 500MB or 1048576.
+type byteSizeFlag int64
+
+func (b *byteSizeFlag) String() string { return humanize.IBytes(uint64(*b)) }
+
+func (b *byteSizeFlag) Set(s string) error {
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		return err
+	}
+	if n > 1<<62 {
+		return fmt.Errorf("%s is too large", s)
+	}
+	*b = byteSizeFlag(n)
+	return nil
+}

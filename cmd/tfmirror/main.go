@@ -1,0 +1,71 @@
+// Command tfmirror runs the tfmirror provider network mirror.
+//
+//	tfmirror serve [flags]   run the mirror
+//	tfmirror version         print the version
+//
+// Every flag of serve can also be set with an environment variable named
+// TFMIRROR_ followed by the flag name in upper snake case (--data-dir is
+// TFMIRROR_DATA_DIR). A flag given on the command line wins.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"runtime"
+	"syscall"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		usage(stderr)
+		return 2
+	}
+	switch args[0] {
+	case "serve":
+		cfg, err := parseServeFlags(args[1:], os.LookupEnv, stderr)
+		if errors.Is(err, errHelp) {
+			return 0
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "tfmirror serve: %v\n", err)
+			return 2
+		}
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		if err := serve(ctx, cfg, stderr); err != nil {
+			fmt.Fprintf(stderr, "tfmirror: %v\n", err)
+			return 1
+		}
+		return 0
+	case "version", "--version", "-version":
+		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		return 0
+	case "help", "-h", "--help", "-help":
+		usage(stdout)
+		return 0
+	default:
+		fmt.Fprintf(stderr, "tfmirror: unknown command %q\n", args[0])
+		usage(stderr)
+		return 2
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprint(w, `tfmirror: a caching pull-through network mirror for Terraform and OpenTofu providers
+
+Usage:
+  tfmirror serve [flags]   run the mirror (tfmirror serve -h lists the flags)
+  tfmirror version         print the version
+`)
+}

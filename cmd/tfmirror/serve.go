@@ -1,0 +1,283 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/certs"
+	"github.com/tfmirror/tfmirror/metrics"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// overrides replace parts of the wiring in tests: how origins are dialled
+// and which CAs they are trusted with.
+type overrides struct {
+	dialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+	rootCAs     *x509.CertPool
+}
+
+// mirror is a wired tfmirror: cache, origin client, protocol server.
+type mirror struct {
+	cfg     serveConfig
+	log     *slog.Logger
+	store   *cache.Store
+	proxy   *proxy.Server
+	metrics *metrics.Metrics
+	handler http.Handler
+	tls     *tls.Config // nil with --insecure-http
+	caFile  string      // generated CA, if any
+}
+
+func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, err error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	m = &mirror{cfg: cfg, log: logger}
+	if !cfg.InsecureHTTP {
+		if err := m.setupTLS(); err != nil {
+			return nil, err
+		}
+	}
+	m.store, err = cache.Open(cache.Options{Dir: filepath.Join(cfg.DataDir, "cache"), Logger: logger})
+	if err != nil {
+		return nil, fmt.Errorf("opening cache: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			m.store.Close()
+		}
+	}()
+	var origins []string
+	for _, o := range cfg.AllowedOrigins {
+		h, err := svchost.ForComparison(o)
+		if err != nil {
+			return nil, fmt.Errorf("--allowed-origins: %q: %w", o, err)
+		}
+		origins = append(origins, h.String())
+	}
+	m.metrics, err = metrics.New(prometheus.NewRegistry(), metrics.Options{
+		Version: version, Origins: origins, Cache: m.store.Stats,
+	})
+	if err != nil {
+		return nil, err
+	}
+	client, err := discovery.New(discovery.Config{
+		UserAgent:       "tfmirror/" + version,
+		AllowPrivate:    cfg.AllowPrivateOrigins,
+		RootCAs:         o.rootCAs,
+		DialContext:     o.dialContext,
+		DiscoveryTTL:    cfg.DiscoveryTTL,
+		MaxArchiveBytes: cfg.MaxArchiveBytes,
+		Logger:          logger,
+		Observer:        m.metrics,
+	})
+	if err != nil {
+		return nil, err
+	}
+	m.proxy, err = proxy.New(proxy.Config{
+		AllowedOrigins:  cfg.AllowedOrigins,
+		Platforms:       cfg.Platforms,
+		VersionsTTL:     cfg.VersionsTTL,
+		MaxArchiveBytes: cfg.MaxArchiveBytes,
+		Logger:          logger,
+		Metrics:         m.metrics,
+		PublicURL:       cfg.PublicURL,
+		PlainHTTP:       cfg.InsecureHTTP,
+		Version:         version,
+	}, client, m.store)
+	if err != nil {
+		return nil, err
+	}
+	router := m.proxy.Router()
+	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
+	router.Handle("/readyz", proxy.Readyz(m.store, logger)).Methods(http.MethodGet, http.MethodHead)
+	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
+	m.handler = proxy.Instrument(router, logger, m.metrics)
+	return m, nil
+}
+
+// setupTLS loads the configured certificate or generates a local CA and
+// server certificate in the data directory.
+func (m *mirror) setupTLS() error {
+	certFile, keyFile := m.cfg.TLSCert, m.cfg.TLSKey
+	if certFile == "" {
+		hosts := []string{"localhost", "127.0.0.1", "::1"}
+		if h, err := os.Hostname(); err == nil && h != "" && h != "localhost" {
+			hosts = append(hosts, strings.ToLower(h))
+		}
+		files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, time.Now())
+		if err != nil {
+			return err
+		}
+		certFile, keyFile = files.Cert, files.Key
+		if m.caFile, err = filepath.Abs(files.CA); err != nil {
+			return err
+		}
+	}
+	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	if err != nil {
+		return fmt.Errorf("loading TLS certificate: %w", err)
+	}
+	m.tls = &tls.Config{
+		MinVersion:   tls.VersionTLS12,
+		Certificates: []tls.Certificate{pair},
+		NextProtos:   []string{"h2", "http/1.1"},
+	}
+	return nil
+}
+
+// serve runs the mirror on ln until ctx is done, then shuts down
+// gracefully: no new connections, requests and downloads in flight get
+// ShutdownTimeout to finish, and the cache is closed cleanly.
+func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
+	srv := &http.Server{
+		Handler:           m.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		MaxHeaderBytes:    64 << 10,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	scheme := "http"
+	if m.tls != nil {
+		scheme = "https"
+		srv.TLSConfig = m.tls
+		ln = tls.NewListener(ln, m.tls)
+	}
+	m.log.Info("tfmirror is serving", "version", version, "address", ln.Addr().String(),
+		"url", scheme+"://"+displayAddr(ln.Addr())+"/", "allowed_origins", m.cfg.AllowedOrigins)
+	if m.caFile != "" {
+		m.log.Info("TLS uses a generated local CA; clients must trust it: export SSL_CERT_FILE="+m.caFile,
+			"ca_file", m.caFile)
+	}
+
+	errc := make(chan error, 2)
+	go func() { errc <- srv.Serve(ln) }()
+	var metricsSrv *http.Server
+	if m.cfg.MetricsListen != "" {
+		mln, err := net.Listen("tcp", m.cfg.MetricsListen)
+		if err != nil {
+			srv.Close()
+			m.store.Close()
+			return fmt.Errorf("--metrics-listen: %w", err)
+		}
+		mux := http.NewServeMux()
+		mux.Handle("GET /metrics", m.metrics.Handler())
+		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		go func() {
+			if err := metricsSrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				errc <- err
+			}
+		}()
+		m.log.Info("serving metrics", "url", "http://"+displayAddr(mln.Addr())+"/metrics")
+	}
+	select {
+	case err := <-errc:
+		m.store.Close()
+		return err
+	case <-ctx.Done():
+	}
+	m.log.Info("shutting down", "timeout", m.cfg.ShutdownTimeout.String())
+	if metricsSrv != nil {
+		defer metricsSrv.Close()
+	}
+	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	defer cancel()
+	err := srv.Shutdown(sctx)
+	if err != nil {
+		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err)
+		srv.Close()
+	}
+	if werr := m.proxy.Wait(sctx); werr != nil {
+		m.log.Warn("archive downloads still running at the shutdown deadline", "error", werr)
+	}
+	if cerr := m.store.Close(); cerr != nil {
+		return fmt.Errorf("closing cache: %w", cerr)
+	}
+	m.log.Info("stopped")
+	if errors.Is(err, context.DeadlineExceeded) {
+		return nil
+	}
+	return err
+}
+
+// serve is `tfmirror serve`.
+func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
+	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
+	if err != nil {
+		return err
+	}
+	// Libraries that log through the standard logger (service discovery)
+	// go to the structured log at debug level.
+	log.SetFlags(0)
+	log.SetOutput(lineLogger{logger})
+
+	m, err := newMirror(cfg, logger, overrides{})
+	if err != nil {
+		return err
+	}
+	ln, err := net.Listen("tcp", cfg.Listen)
+	if err != nil {
+		m.store.Close()
+		return err
+	}
+	return m.serve(ctx, ln)
+}
+
+func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
+	lvl, err := parseLevel(level)
+	if err != nil {
+		return nil, err
+	}
+	opts := &slog.HandlerOptions{Level: lvl}
+	if format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	}
+	return slog.New(slog.NewJSONHandler(w, opts)), nil
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return lvl, nil
+}
+
+// lineLogger writes standard-library log lines to slog at debug level.
+type lineLogger struct{ l *slog.Logger }
+
+func (w lineLogger) Write(p []byte) (int, error) {
+	w.l.Debug(string(bytes.TrimSpace(p)), "source", "library")
+	return len(p), nil
+}
+
+// displayAddr turns a listener address into one a client can use.
+func displayAddr(a net.Addr) string {
+	host, port, err := net.SplitHostPort(a.String())
+	if err != nil {
+		return a.String()
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
