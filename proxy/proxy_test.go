@@ -97,6 +97,8 @@ func TestVersionTranslation(t *testing.T) {
 	if ar.status != http.StatusOK || ar.err != nil {
 		t.Fatalf("archive: status %d err %v", ar.status, ar.err)
 	}
+	// The archive is committed (and its h1 known) just after its last byte went out.
+	h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
 	r = h.get(providerPath("1.0.0.json"))
 	r.json(t, &doc)
 	data := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
