@@ -140,7 +140,9 @@ func (s *Server) streamFetch(w http.ResponseWriter, r *http.Request, f *fetch, c
 			n := int(min(int64(len(buf)), limit-off))
 			n, err := f.w.ReadAt(buf[:n], off)
 			if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
-				s.log.Error("reading archive being fetched", "sha256", f.sha, "offset", off, "error", err)
+				if f.snapshot().err == nil { // not just the fetch failing meanwhile
+					s.log.Error("reading archive being fetched", "sha256", f.sha, "offset", off, "error", err)
+				}
 				panic(http.ErrAbortHandler)
 			}
 			if _, err := w.Write(buf[:n]); err != nil {

@@ -273,16 +273,16 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// fail answers with err and logs it once, at a level that matches whose
-// fault it is.
+// fail answers with err and logs it once, at a level that says whose
+// fault it is: the mirror's (error), an origin's (warn) or the client's (info).
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status := writeError(w, err)
-	level := slog.LevelDebug
+	level := slog.LevelInfo
 	switch {
-	case status >= 500:
+	case status == http.StatusInternalServerError:
 		level = slog.LevelError
-	case status == http.StatusNotFound || status < 500 && status >= 400:
-		level = slog.LevelInfo
+	case status >= 500:
+		level = slog.LevelWarn
 	}
 	s.log.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
 }
