@@ -28,6 +28,7 @@ type Blob struct {
 	mu     sync.Mutex
 	buf    *[]byte // the chunk last read, so sequential small reads cost one lookup a chunk
 	cached int     // index of the chunk in buf, -1 if none
+	closed bool
 }
 
 // Info describes the blob.
@@ -118,15 +119,22 @@ func (b *Blob) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// Close releases the blob's buffer.
+// Close releases the blob's buffer and its protection from eviction.
 func (b *Blob) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
 	if b.buf != nil {
 		*b.buf = (*b.buf)[:0]
 		b.s.bufs.Put(b.buf)
 		b.buf, b.cached = nil, -1
 	}
+	b.mu.Unlock()
+	b.s.lru.release(b.rec.SHA256)
+	b.s.evict() // it may have been the only thing in the way
 	return nil
 }
 
@@ -146,6 +154,7 @@ type BlobWriter struct {
 	err         error // first staging failure
 	state       writerState
 	dropOnClose bool
+	pinned      bool // committed this blob: it is protected from eviction until Close
 }
 
 type writerState int
@@ -356,6 +365,11 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.s.archives++
 	w.s.bytes += rec.Size
 	w.s.mu.Unlock()
+	w.s.lru.addPinned(rec.SHA256)
+	w.mu.Lock()
+	w.pinned = true
+	w.mu.Unlock()
+	w.s.evict()
 	return rec.BlobInfo, nil
 }
 
@@ -377,7 +391,8 @@ func (w *BlobWriter) Abort() error {
 // Close releases the writer's memory; an uncommitted writer is aborted.
 func (w *BlobWriter) Close() error {
 	w.mu.Lock()
-	state, drop, n := w.state, w.dropOnClose, w.staged
+	state, drop, n, pinned := w.state, w.dropOnClose, w.staged, w.pinned
+	w.pinned = false
 	w.mu.Unlock()
 	var err error
 	switch {
@@ -396,6 +411,10 @@ func (w *BlobWriter) Close() error {
 	w.mem = nil
 	w.mu.Unlock()
 	w.forget()
+	if pinned {
+		w.s.lru.release(w.expected)
+		w.s.evict() // the blob this writer committed is evictable from now on
+	}
 	return err
 }
 
