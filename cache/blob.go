@@ -162,6 +162,7 @@ type writerState int
 const (
 	writing writerState = iota
 	committed
+	uncommittable // Commit failed after the bytes were complete: still readable until Close
 	aborted
 	closed
 )
@@ -299,8 +300,10 @@ func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // Commit makes the blob visible under its sha256, with h1 recorded. It
-// fails, leaving nothing behind, if the digest differs from the expected
-// one (ErrDigestMismatch) or a chunk could not be stored. If the blob was
+// fails if the digest differs from the expected one (ErrDigestMismatch:
+// the writer is aborted) or the blob could not be stored (a chunk, the
+// sync or the commit record failed: readers still get every byte until
+// Close, which removes what was staged). If the blob was
 // committed meanwhile by another writer, that one is kept. ReadAt keeps
 // working until Close.
 func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
@@ -319,11 +322,11 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.finishChunk()
 	}
 	if err := w.Err(); err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, err
 	}
 	if err := w.s.db.Sync(); err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: sync: %w", err)
 	}
 
@@ -337,7 +340,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.mu.Unlock()
 	doc, err := json.Marshal(rec)
 	if err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, err
 	}
 	var existing *blobRecord
@@ -349,7 +352,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		return txn.Set(blobKey(w.expected), doc)
 	})
 	if err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)
 	}
 	w.mu.Lock()
@@ -371,6 +374,16 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.mu.Unlock()
 	w.s.evict()
 	return rec.BlobInfo, nil
+}
+
+// giveUp marks a complete, verified writer that could not be committed:
+// readers still get every byte until Close, which deletes what was staged.
+func (w *BlobWriter) giveUp() {
+	w.mu.Lock()
+	if w.state == writing {
+		w.state = uncommittable
+	}
+	w.mu.Unlock()
 }
 
 // Abort discards everything staged. Readers get errors from then on.
@@ -398,7 +411,7 @@ func (w *BlobWriter) Close() error {
 	switch {
 	case state == writing:
 		err = w.Abort()
-	case drop:
+	case state == uncommittable, drop:
 		err = w.s.deleteChunks(w.stage, n)
 	}
 	w.mu.Lock()

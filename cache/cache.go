@@ -98,11 +98,12 @@ func Open(opts Options) (*Store, error) {
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
 	}
-	// In memory, values live in the LSM tree and may not exceed 1 MiB.
+	// In memory, values live in the LSM tree: they must be smaller than
+	// the value threshold, which may not exceed 1 MiB.
 	valueThreshold := int64(64 << 10)
 	if opts.InMemory {
 		valueThreshold = 1 << 20
-		opts.ChunkSize = min(opts.ChunkSize, 1<<20)
+		opts.ChunkSize = min(opts.ChunkSize, 512<<10)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)

@@ -221,3 +221,14 @@ func TestFailWrites(t *testing.T) {
 	put(t, s, data)
 	readBlob(t, s, data)
 }
+
+func TestInMemoryDefaultChunkSize(t *testing.T) {
+	s, err := Open(Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := randomBytes(3<<20+5, 77) // several full default-size chunks
+	put(t, s, data)
+	readBlob(t, s, data)
+}
