@@ -37,7 +37,7 @@ type harness struct {
 type harnessOptions struct {
 	cfg      Config
 	origin   fakeorigin.Options
-	cacheDir string // on-disk cache (to test restarts); "" = in memory
+	cacheDir string        // on-disk cache (to test restarts); "" = in memory
 	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
 }
 
