@@ -6,6 +6,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -136,6 +137,35 @@ func TestCacheSizeLimitEvicts(t *testing.T) {
 	}
 	if n := h.origin.ArchiveHits(ns, typ, version, first); n != 2 {
 		t.Errorf("origin fetches of the evicted archive = %d, want 2", n)
+	}
+	h.waitIdle()
+}
+
+func TestConcurrentRequestsForManyPlatformsOfOneVersion(t *testing.T) {
+	// Each request needs the package metadata of its own platform; while
+	// one fetch runs, requests for other platforms queue behind it.
+	pls := []string{"darwin_amd64", "darwin_arm64", "freebsd_amd64", "linux_386", "linux_amd64", "linux_arm", "linux_arm64", "windows_amd64"}
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, pls)
+	h.origin.SetLatency(5 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan string, len(pls)*4)
+	for _, pl := range pls {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := h.get(archivePath("1.0.0", pl))
+				if r.status != 200 || !bytes.Equal(r.body, h.origin.Archive(ns, typ, "1.0.0", pl)) {
+					errs <- pl + ": " + string(r.body)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
 	}
 	h.waitIdle()
 }
