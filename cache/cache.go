@@ -18,6 +18,10 @@
 // which CleanOrphans removes (it runs at Open). Partial archives are never
 // returned by OpenBlob.
 //
+// With Options.MaxBytes set, the least recently used archives are evicted
+// after each commit until the archives fit; archives open for reading or
+// whose writer is not yet closed are never evicted.
+//
 // The package knows nothing of HTTP, origins or signatures.
 package cache
 

@@ -40,26 +40,36 @@ func (l *lru) stamp(t time.Time) int64 {
 	return l.tick
 }
 
-// add records a committed blob last used at t.
+// add records a committed blob last used at t (at Open: its commit time;
+// blobs are seen in key order, not time order, so t is taken as it is).
 func (l *lru) add(sha string, t time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.entries[sha]
-	if e == nil {
-		e = &lruEntry{}
-		l.entries[sha] = e
-	}
+	e := l.entry(sha)
 	e.committed = true
-	e.last = l.stamp(t)
+	e.last = t.UnixNano()
+	l.tick = max(l.tick, e.last)
 }
 
 // addPinned records a blob just committed by a writer, referenced by that
 // writer until it is closed.
 func (l *lru) addPinned(sha string) {
-	l.add(sha, time.Now())
 	l.mu.Lock()
-	l.entries[sha].refs++
-	l.mu.Unlock()
+	defer l.mu.Unlock()
+	e := l.entry(sha)
+	e.committed = true
+	e.last = l.stamp(time.Now())
+	e.refs++
+}
+
+// entry returns sha's entry, creating it. Caller holds l.mu.
+func (l *lru) entry(sha string) *lruEntry {
+	e := l.entries[sha]
+	if e == nil {
+		e = &lruEntry{}
+		l.entries[sha] = e
+	}
+	return e
 }
 
 // acquire takes a reference on sha and marks it used now. It returns
@@ -67,11 +77,7 @@ func (l *lru) addPinned(sha string) {
 func (l *lru) acquire(sha string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	e := l.entries[sha]
-	if e == nil {
-		e = &lruEntry{}
-		l.entries[sha] = e
-	}
+	e := l.entry(sha)
 	if e.evicting {
 		return false
 	}
