@@ -28,6 +28,7 @@ type Blob struct {
 	mu     sync.Mutex
 	buf    *[]byte // the chunk last read, so sequential small reads cost one lookup a chunk
 	cached int     // index of the chunk in buf, -1 if none
+	closed bool
 }
 
 // Info describes the blob.
@@ -118,15 +119,22 @@ func (b *Blob) Seek(offset int64, whence int) (int64, error) {
 	return offset, nil
 }
 
-// Close releases the blob's buffer.
+// Close releases the blob's buffer and its protection from eviction.
 func (b *Blob) Close() error {
 	b.mu.Lock()
-	defer b.mu.Unlock()
+	if b.closed {
+		b.mu.Unlock()
+		return nil
+	}
+	b.closed = true
 	if b.buf != nil {
 		*b.buf = (*b.buf)[:0]
 		b.s.bufs.Put(b.buf)
 		b.buf, b.cached = nil, -1
 	}
+	b.mu.Unlock()
+	b.s.lru.release(b.rec.SHA256)
+	b.s.evict() // it may have been the only thing in the way
 	return nil
 }
 
@@ -146,6 +154,7 @@ type BlobWriter struct {
 	err         error // first staging failure
 	state       writerState
 	dropOnClose bool
+	pinned      bool // committed this blob: it is protected from eviction until Close
 }
 
 type writerState int
@@ -153,6 +162,7 @@ type writerState int
 const (
 	writing writerState = iota
 	committed
+	uncommittable // Commit failed after the bytes were complete: still readable until Close
 	aborted
 	closed
 )
@@ -290,8 +300,10 @@ func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // Commit makes the blob visible under its sha256, with h1 recorded. It
-// fails, leaving nothing behind, if the digest differs from the expected
-// one (ErrDigestMismatch) or a chunk could not be stored. If the blob was
+// fails if the digest differs from the expected one (ErrDigestMismatch:
+// the writer is aborted) or the blob could not be stored (a chunk, the
+// sync or the commit record failed: readers still get every byte until
+// Close, which removes what was staged). If the blob was
 // committed meanwhile by another writer, that one is kept. ReadAt keeps
 // working until Close.
 func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
@@ -310,11 +322,11 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.finishChunk()
 	}
 	if err := w.Err(); err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, err
 	}
 	if err := w.s.db.Sync(); err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: sync: %w", err)
 	}
 
@@ -328,7 +340,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.mu.Unlock()
 	doc, err := json.Marshal(rec)
 	if err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, err
 	}
 	var existing *blobRecord
@@ -340,7 +352,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		return txn.Set(blobKey(w.expected), doc)
 	})
 	if err != nil {
-		w.Abort()
+		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)
 	}
 	w.mu.Lock()
@@ -356,7 +368,22 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.s.archives++
 	w.s.bytes += rec.Size
 	w.s.mu.Unlock()
+	w.s.lru.addPinned(rec.SHA256)
+	w.mu.Lock()
+	w.pinned = true
+	w.mu.Unlock()
+	w.s.evict()
 	return rec.BlobInfo, nil
+}
+
+// giveUp marks a complete, verified writer that could not be committed:
+// readers still get every byte until Close, which deletes what was staged.
+func (w *BlobWriter) giveUp() {
+	w.mu.Lock()
+	if w.state == writing {
+		w.state = uncommittable
+	}
+	w.mu.Unlock()
 }
 
 // Abort discards everything staged. Readers get errors from then on.
@@ -377,13 +404,14 @@ func (w *BlobWriter) Abort() error {
 // Close releases the writer's memory; an uncommitted writer is aborted.
 func (w *BlobWriter) Close() error {
 	w.mu.Lock()
-	state, drop, n := w.state, w.dropOnClose, w.staged
+	state, drop, n, pinned := w.state, w.dropOnClose, w.staged, w.pinned
+	w.pinned = false
 	w.mu.Unlock()
 	var err error
 	switch {
 	case state == writing:
 		err = w.Abort()
-	case drop:
+	case state == uncommittable, drop:
 		err = w.s.deleteChunks(w.stage, n)
 	}
 	w.mu.Lock()
@@ -396,6 +424,10 @@ func (w *BlobWriter) Close() error {
 	w.mem = nil
 	w.mu.Unlock()
 	w.forget()
+	if pinned {
+		w.s.lru.release(w.expected)
+		w.s.evict() // the blob this writer committed is evictable from now on
+	}
 	return err
 }
 

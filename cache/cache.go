@@ -18,6 +18,10 @@
 // which CleanOrphans removes (it runs at Open). Partial archives are never
 // returned by OpenBlob.
 //
+// With Options.MaxBytes set, the least recently used archives are evicted
+// after each commit until the archives fit; archives open for reading or
+// whose writer is not yet closed are never evicted.
+//
 // The package knows nothing of HTTP, origins or signatures.
 package cache
 
@@ -54,6 +58,19 @@ type Options struct {
 	ChunkSize int
 	// Logger receives Badger's warnings and errors. Default: discard.
 	Logger *slog.Logger
+	// MaxBytes bounds the total size of committed archives: after each
+	// commit the least recently used archives are evicted until the total
+	// is at most MaxBytes. Archives open for reading or still being
+	// written are never evicted. Default 0: unlimited.
+	MaxBytes int64
+	// OnEvict, if set, is called once for every archive evicted to stay
+	// under MaxBytes (for metrics). Default: none.
+	OnEvict func(BlobInfo)
+	// FailWrites is for tests and fault injection only: when set, it is
+	// called before each archive chunk and metadata document is written,
+	// and an error it returns is treated as a failed write (as on a full
+	// disk). Default nil.
+	FailWrites func() error
 }
 
 // Store is the cache. It is safe for concurrent use.
@@ -68,9 +85,12 @@ type Store struct {
 	archives int
 	bytes    int64
 
-	// stageHook, when set (tests), is called before each chunk is staged;
-	// an error it returns is treated as a Badger write failure.
+	// stageHook, when set (Options.FailWrites, tests), is called before
+	// each chunk and metadata document is written; an error it returns is
+	// treated as a Badger write failure.
 	stageHook func() error
+
+	lru lru // access order, references and eviction of committed blobs
 }
 
 // Open opens (creating if needed) the store in opts.Dir, rebuilds its
@@ -82,11 +102,12 @@ func Open(opts Options) (*Store, error) {
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
 	}
-	// In memory, values live in the LSM tree and may not exceed 1 MiB.
+	// In memory, values live in the LSM tree: they must be smaller than
+	// the value threshold, which may not exceed 1 MiB.
 	valueThreshold := int64(64 << 10)
 	if opts.InMemory {
 		valueThreshold = 1 << 20
-		opts.ChunkSize = min(opts.ChunkSize, 1<<20)
+		opts.ChunkSize = min(opts.ChunkSize, 512<<10)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
@@ -115,7 +136,9 @@ func Open(opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 	}
-	s := &Store{db: db, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool)}
+	s := &Store{db: db, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
+		stageHook: opts.FailWrites}
+	s.lru.init(opts.MaxBytes, opts.OnEvict)
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 	if err := s.recount(); err != nil {
 		db.Close()
@@ -126,6 +149,7 @@ func Open(opts Options) (*Store, error) {
 	} else if n > 0 {
 		s.log.Info("removed chunks of interrupted archive writes", "chunks", n)
 	}
+	s.evict()
 	return s, nil
 }
 
@@ -164,6 +188,11 @@ func (s *Store) PutMeta(key string, v any) error {
 	doc, err := json.Marshal(envelope{StoredAt: time.Now().UTC(), Value: raw})
 	if err != nil {
 		return err
+	}
+	if h := s.stageHook; h != nil {
+		if err := h(); err != nil {
+			return fmt.Errorf("cache: storing %s: %w", key, err)
+		}
 	}
 	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
 		return fmt.Errorf("cache: storing %s: %w", key, err)
@@ -291,12 +320,18 @@ func (s *Store) OpenBlob(sha string) (*Blob, error) {
 	if err := checkSHA(sha); err != nil {
 		return nil, err
 	}
+	// Take the reference before reading the record, so that eviction,
+	// which skips referenced blobs, cannot delete it while it is read.
+	if !s.lru.acquire(sha) {
+		return nil, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	}
 	var rec blobRecord
 	err := s.db.View(func(txn *badger.Txn) (err error) {
 		rec, err = s.record(txn, sha)
 		return err
 	})
 	if err != nil {
+		s.lru.release(sha)
 		return nil, err
 	}
 	return &Blob{s: s, rec: rec, cached: -1}, nil
@@ -322,6 +357,7 @@ func (s *Store) DeleteBlob(sha string) error {
 	s.archives--
 	s.bytes -= rec.Size
 	s.mu.Unlock()
+	s.lru.forget(sha)
 	return s.deleteChunks(rec.Stage, rec.Chunks)
 }
 
@@ -389,6 +425,7 @@ func (s *Store) recount() error {
 	err := s.Blobs(func(b BlobInfo) error {
 		n++
 		total += b.Size
+		s.lru.add(b.SHA256, b.Created)
 		return nil
 	})
 	if err != nil {
@@ -452,6 +489,22 @@ func (s *Store) CleanOrphans() (int, error) {
 		return 0, err
 	}
 	return len(orphans), nil
+}
+
+// ChunkCount returns how many archive chunks the database holds, committed
+// or not. It is for diagnostics and tests: after CleanOrphans, every chunk
+// belongs to a committed archive or to a write under way.
+func (s *Store) ChunkCount() (int, error) {
+	n := 0
+	err := s.db.View(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
 }
 
 // Ping checks that the database is open and writable.

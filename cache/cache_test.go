@@ -374,6 +374,12 @@ func TestStagingFailureStillServesBytes(t *testing.T) {
 	if _, err := s.StatBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
 		t.Errorf("StatBlob = %v", err)
 	}
+	// Clients still streaming from the writer get every byte until Close.
+	clear(p)
+	if n, err := w.ReadAt(p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
+		t.Fatalf("ReadAt after the failed Commit = %d, %v", n, err)
+	}
+	w.Close()
 	if n := chunkCount(t, s); n != 0 {
 		t.Errorf("%d chunks left behind", n)
 	}

@@ -37,7 +37,8 @@ type harness struct {
 type harnessOptions struct {
 	cfg      Config
 	origin   fakeorigin.Options
-	cacheDir string // on-disk cache (to test restarts); "" = in memory
+	cacheDir string        // on-disk cache (to test restarts); "" = in memory
+	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
 }
 
 func newHarness(t *testing.T, opts harnessOptions) *harness {
@@ -60,7 +61,9 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 func (h *harness) start(opts harnessOptions) {
 	t := h.t
 	t.Helper()
-	store, err := cache.Open(cache.Options{Dir: opts.cacheDir, InMemory: opts.cacheDir == ""})
+	copts := opts.store
+	copts.Dir, copts.InMemory = opts.cacheDir, opts.cacheDir == ""
+	store, err := cache.Open(copts)
 	if err != nil {
 		t.Fatal(err)
 	}

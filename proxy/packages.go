@@ -130,6 +130,10 @@ func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packa
 	return &rec, true
 }
 
+// maxPackageRounds bounds how often packageFor joins a fetch of the same
+// version's metadata that was for other platforms.
+const maxPackageRounds = 32
+
 // packageFor returns the verified package record of version v of p with an
 // answer for every platform in need, fetching and verifying what the cache
 // lacks. entry is v's version-list entry if the caller has it. Concurrent
@@ -141,9 +145,12 @@ func (s *Server) packageFor(ctx context.Context, p discovery.Provider, v version
 	}
 	s.metrics.CacheLookup("package", false)
 	key := packageKey(p, v)
-	// A fetch under way may have been for fewer platforms than need; then
-	// go again. Each round adds platforms, so this ends.
-	for range 3 {
+	// A fetch under way may have been for other platforms than need; then
+	// go again. Fetches of one version run one at a time, and a round that
+	// leads fetches all of need, so this ends once this caller leads; under
+	// many concurrent requests for different platforms that can take a few
+	// rounds.
+	for range maxPackageRounds {
 		res, err := s.coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
 			return s.fetchPackage(ctx, p, v, need, entry)
 		})

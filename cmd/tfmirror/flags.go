@@ -32,6 +32,7 @@ type serveConfig struct {
 	LogFormat           string
 	LogLevel            string
 	ShutdownTimeout     time.Duration
+	CacheMaxBytes       int64
 }
 
 // envName is the environment variable that sets flag name.
@@ -64,6 +65,8 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
+	cacheMax := byteSizeFlag(0)
+	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -97,6 +100,7 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	c.AllowedOrigins = origins
 	c.Platforms = platforms
 	c.MaxArchiveBytes = int64(maxArchive)
+	c.CacheMaxBytes = int64(cacheMax)
 	return c, c.validate()
 }
 

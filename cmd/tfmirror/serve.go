@@ -56,15 +56,6 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 			return nil, err
 		}
 	}
-	m.store, err = cache.Open(cache.Options{Dir: filepath.Join(cfg.DataDir, "cache"), Logger: logger})
-	if err != nil {
-		return nil, fmt.Errorf("opening cache: %w", err)
-	}
-	defer func() {
-		if err != nil {
-			m.store.Close()
-		}
-	}()
 	var origins []string
 	for _, o := range cfg.AllowedOrigins {
 		h, err := svchost.ForComparison(o)
@@ -73,12 +64,29 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		}
 		origins = append(origins, h.String())
 	}
+	// Metrics first, so that the cache can report evictions from Open on;
+	// the cache gauges read the store at scrape time.
 	m.metrics, err = metrics.New(prometheus.NewRegistry(), metrics.Options{
-		Version: version, Origins: origins, Cache: m.store.Stats,
+		Version: version, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
+		Cache: func() (int, int64) { return m.store.Stats() },
 	})
 	if err != nil {
 		return nil, err
 	}
+	m.store, err = cache.Open(cache.Options{
+		Dir:      filepath.Join(cfg.DataDir, "cache"),
+		Logger:   logger,
+		MaxBytes: cfg.CacheMaxBytes,
+		OnEvict:  func(cache.BlobInfo) { m.metrics.Evicted(1) },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("opening cache: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			m.store.Close()
+		}
+	}()
 	client, err := discovery.New(discovery.Config{
 		UserAgent:       "tfmirror/" + version,
 		AllowPrivate:    cfg.AllowPrivateOrigins,
@@ -144,6 +152,9 @@ func (m *mirror) setupTLS() error {
 	return nil
 }
 
+// gcInterval is how often the cache's value-log garbage collection runs.
+const gcInterval = 5 * time.Minute
+
 // serve runs the mirror on ln until ctx is done, then shuts down
 // gracefully: no new connections, requests and downloads in flight get
 // ShutdownTimeout to finish, and the cache is closed cleanly.
@@ -171,11 +182,19 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
+	// Value-log GC returns the space of evicted and replaced archives to
+	// the disk; it stops before the cache is closed.
+	gcCtx, cancelGC := context.WithCancel(context.Background())
+	gcDone := make(chan struct{})
+	go func() { defer close(gcDone); m.store.RunGC(gcCtx, gcInterval) }()
+	stopGC := func() { cancelGC(); <-gcDone }
+	defer cancelGC()
 	var metricsSrv *http.Server
 	if m.cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", m.cfg.MetricsListen)
 		if err != nil {
 			srv.Close()
+			stopGC()
 			m.store.Close()
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
@@ -191,6 +210,7 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 	}
 	select {
 	case err := <-errc:
+		stopGC()
 		m.store.Close()
 		return err
 	case <-ctx.Done():
@@ -209,6 +229,7 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 	if werr := m.proxy.Wait(sctx); werr != nil {
 		m.log.Warn("archive downloads still running at the shutdown deadline", "error", werr)
 	}
+	stopGC()
 	if cerr := m.store.Close(); cerr != nil {
 		return fmt.Errorf("closing cache: %w", cerr)
 	}

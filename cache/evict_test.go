@@ -1,0 +1,235 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"sync"
+	"testing"
+)
+
+func openLimited(t *testing.T, dir string, maxBytes int64, evicted *[]string) *Store {
+	t.Helper()
+	var mu sync.Mutex
+	s, err := Open(Options{Dir: dir, InMemory: dir == "", ChunkSize: testChunk, MaxBytes: maxBytes,
+		OnEvict: func(b BlobInfo) {
+			mu.Lock()
+			defer mu.Unlock()
+			*evicted = append(*evicted, b.SHA256)
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s
+}
+
+func cached(s *Store, data []byte) bool {
+	_, err := s.StatBlob(shaOf(data))
+	return err == nil
+}
+
+func readBlob(t *testing.T, s *Store, data []byte) {
+	t.Helper()
+	b, err := s.OpenBlob(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	got, err := io.ReadAll(b)
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("reading blob: %v", err)
+	}
+}
+
+func TestEvictionLeastRecentlyUsed(t *testing.T) {
+	const size = testChunk * 3
+	tests := []struct {
+		name     string
+		touch    []int // blobs read after all four were written
+		wantGone []int
+	}{
+		{name: "oldest commit goes first", wantGone: []int{0}},
+		{name: "a read makes a blob recent", touch: []int{0}, wantGone: []int{1}},
+		{name: "reads in order", touch: []int{1, 0, 2}, wantGone: []int{3}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var evicted []string
+			// Room for four archives; the fifth forces one out.
+			s := openLimited(t, "", 4*size, &evicted)
+			var blobs [][]byte
+			for i := range 4 {
+				blobs = append(blobs, randomBytes(size, uint64(100+i)))
+				put(t, s, blobs[i])
+			}
+			for _, i := range tc.touch {
+				readBlob(t, s, blobs[i])
+			}
+			if len(evicted) != 0 {
+				t.Fatalf("evicted %d archives while under the limit", len(evicted))
+			}
+			extra := randomBytes(size, 200)
+			put(t, s, extra)
+			gone := map[int]bool{}
+			for _, i := range tc.wantGone {
+				gone[i] = true
+			}
+			for i, b := range blobs {
+				if cached(s, b) == gone[i] {
+					t.Errorf("blob %d cached = %v, want %v", i, cached(s, b), !gone[i])
+				}
+			}
+			if !cached(s, extra) {
+				t.Error("the archive just committed was evicted")
+			}
+			if len(evicted) != len(tc.wantGone) || evicted[0] != shaOf(blobs[tc.wantGone[0]]) {
+				t.Errorf("OnEvict saw %d archives, want %d", len(evicted), len(tc.wantGone))
+			}
+			if n, total := s.Stats(); n != 4 || total != 4*size {
+				t.Errorf("Stats after eviction = %d, %d; want 4, %d", n, total, 4*size)
+			}
+			if n, err := s.ChunkCount(); err != nil || n != 4*3 {
+				t.Errorf("ChunkCount = %d, %v; want 12 (evicted chunks deleted)", n, err)
+			}
+		})
+	}
+}
+
+func TestEvictionSkipsBlobsInUse(t *testing.T) {
+	const size = testChunk * 2
+	var evicted []string
+	s := openLimited(t, "", 2*size, &evicted)
+	a, b, c := randomBytes(size, 1), randomBytes(size, 2), randomBytes(size, 3)
+	put(t, s, a)
+	put(t, s, b)
+	reader, err := s.OpenBlob(shaOf(a)) // a is open: b is now the oldest unused one
+	if err != nil {
+		t.Fatal(err)
+	}
+	readBlob(t, s, b) // b is more recent than a, but a is open
+	put(t, s, c)
+	if !cached(s, a) || cached(s, b) || !cached(s, c) {
+		t.Fatalf("cached a, b, c = %v %v %v; want the open blob a kept and b evicted", cached(s, a), cached(s, b), cached(s, c))
+	}
+	got, err := io.ReadAll(reader)
+	if err != nil || !bytes.Equal(got, a) {
+		t.Fatalf("reading the open blob after an eviction pass: %v", err)
+	}
+
+	// With everything in use the cache may go over its limit; the excess
+	// is evicted as soon as a reader lets go.
+	reader2, err := s.OpenBlob(shaOf(c))
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := randomBytes(size, 4)
+	w, err := s.NewBlobWriter(shaOf(d))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(d)
+	if _, err := w.Commit(""); err != nil {
+		t.Fatal(err)
+	}
+	// a and c are open and d's writer is not closed: nothing can go.
+	if n, total := s.Stats(); n != 3 || total != 3*size {
+		t.Fatalf("Stats = %d, %d; want 3 archives over the limit while all are in use", n, total)
+	}
+	p := make([]byte, len(d))
+	if n, err := w.ReadAt(p, 0); n != len(d) || err != nil || !bytes.Equal(p, d) {
+		t.Fatalf("writer ReadAt after commit = %d, %v", n, err)
+	}
+	reader.Close() // a is the least recently used and now free
+	if cached(s, a) || !cached(s, c) || !cached(s, d) {
+		t.Errorf("after closing a: cached a, c, d = %v %v %v; want a evicted", cached(s, a), cached(s, c), cached(s, d))
+	}
+	if n, total := s.Stats(); n != 2 || total != 2*size {
+		t.Errorf("Stats = %d, %d; want 2, %d", n, total, 2*size)
+	}
+	reader2.Close()
+	w.Close()
+	if len(evicted) != 2 {
+		t.Errorf("OnEvict called %d times, want 2", len(evicted))
+	}
+	if _, err := s.OpenBlob(shaOf(a)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("OpenBlob of an evicted archive: %v", err)
+	}
+}
+
+func TestEvictionAtOpenAndUnlimited(t *testing.T) {
+	const size = testChunk * 2
+	dir := t.TempDir()
+	var none []string
+	s := openLimited(t, dir, 0, &none)
+	var blobs [][]byte
+	for i := range 8 {
+		blobs = append(blobs, randomBytes(size, uint64(10+i)))
+		put(t, s, blobs[i])
+	}
+	if n, _ := s.Stats(); n != 8 || len(none) != 0 {
+		t.Fatalf("unlimited cache holds %d archives, evicted %d", n, len(none))
+	}
+	s.Close()
+
+	// Reopened with a smaller limit, the oldest commits go first, whatever
+	// the (random) order of their keys.
+	var evicted []string
+	s2 := openLimited(t, dir, 2*size, &evicted)
+	if n, total := s2.Stats(); n != 2 || total != 2*size {
+		t.Errorf("Stats after reopening with a limit = %d, %d", n, total)
+	}
+	if !cached(s2, blobs[6]) || !cached(s2, blobs[7]) || len(evicted) != 6 {
+		t.Errorf("kept the wrong archives: last two cached = %v %v, evicted %d", cached(s2, blobs[6]), cached(s2, blobs[7]), len(evicted))
+	}
+	readBlob(t, s2, blobs[7])
+}
+
+func TestFailWrites(t *testing.T) {
+	var mu sync.Mutex
+	failing := true
+	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, FailWrites: func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if failing {
+			return errors.New("no space left on device")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.PutMeta("versions/x", 1); err == nil {
+		t.Error("PutMeta succeeded while writes fail")
+	}
+	data := randomBytes(testChunk*3+1, 9)
+	w, _ := s.NewBlobWriter(shaOf(data))
+	w.Write(data)
+	if _, err := w.Commit(""); err == nil {
+		t.Error("Commit succeeded while writes fail")
+	}
+	w.Close()
+	if n, err := s.ChunkCount(); n != 0 || err != nil {
+		t.Errorf("ChunkCount = %d, %v after a failed write", n, err)
+	}
+	mu.Lock()
+	failing = false
+	mu.Unlock()
+	if err := s.PutMeta("versions/x", 1); err != nil {
+		t.Errorf("PutMeta once writes work: %v", err)
+	}
+	put(t, s, data)
+	readBlob(t, s, data)
+}
+
+func TestInMemoryDefaultChunkSize(t *testing.T) {
+	s, err := Open(Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	data := randomBytes(3<<20+5, 77) // several full default-size chunks
+	put(t, s, data)
+	readBlob(t, s, data)
+}

@@ -1,0 +1,39 @@
+package main
+
+import (
+	"io"
+	"testing"
+)
+
+func TestCacheMaxBytesFlag(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    int64
+		wantErr bool
+	}{
+		{name: "default is unlimited", want: 0},
+		{name: "size syntax", args: []string{"--cache-max-bytes", "50GiB"}, want: 50 << 30},
+		{name: "plain bytes", args: []string{"--cache-max-bytes", "1048576"}, want: 1 << 20},
+		{name: "from the environment", env: map[string]string{"TFMIRROR_CACHE_MAX_BYTES": "2GB"}, want: 2e9},
+		{name: "not a size", args: []string{"--cache-max-bytes", "lots"}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseServeFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
+			if tc.wantErr {
+				if err == nil {
+					t.Fatal("no error")
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.CacheMaxBytes != tc.want {
+				t.Errorf("CacheMaxBytes = %d, want %d", c.CacheMaxBytes, tc.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,262 @@
+package main
+
+// Helpers for tests that run the real tfmirror binary as a subprocess, as
+// an operator would: killed, restarted, stopped with a signal.
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// buildBinary compiles tfmirror into a temporary directory.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "tfmirror")
+	cmd := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// originCAFile writes the fake origin's CA so that a subprocess trusts it
+// through SSL_CERT_FILE.
+func originCAFile(t *testing.T, o *fakeorigin.Origin) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "origin-ca.pem")
+	if err := os.WriteFile(path, o.CACertPEM(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// proc is a running `tfmirror serve` subprocess.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	addr   string // 127.0.0.1:port
+	url    string // https://127.0.0.1:port/
+	client *http.Client
+	exited chan struct{}
+	err    error // of Wait, once exited is closed
+
+	mu      sync.Mutex
+	lines   []map[string]any
+	changed chan struct{} // closed and replaced when a log line arrives
+}
+
+// startMirror runs `tfmirror serve` on a random loopback port with the
+// given data directory, allowing origin, plus extra flags, and waits until
+// it serves.
+func startMirror(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, caFile string, extra ...string) *proc {
+	t.Helper()
+	args := append([]string{"serve",
+		"--listen", "127.0.0.1:0",
+		"--data-dir", dataDir,
+		"--allowed-origins", origin.Addr,
+		"--allow-private-origins",
+		"--log-format", "json",
+	}, extra...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &proc{t: t, cmd: cmd, exited: make(chan struct{}), changed: make(chan struct{})}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	logDone := make(chan struct{})
+	go func() {
+		defer close(logDone)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			var line map[string]any
+			if json.Unmarshal(sc.Bytes(), &line) != nil {
+				line = map[string]any{"msg": sc.Text()}
+			}
+			p.mu.Lock()
+			p.lines = append(p.lines, line)
+			close(p.changed)
+			p.changed = make(chan struct{})
+			p.mu.Unlock()
+		}
+	}()
+	go func() {
+		<-logDone
+		p.err = cmd.Wait()
+		close(p.exited)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.exited:
+		default:
+			cmd.Process.Kill()
+			<-p.exited
+		}
+		if t.Failed() {
+			p.dumpLog()
+		}
+	})
+
+	serving := p.waitLog("tfmirror is serving", 30*time.Second)
+	p.addr, _ = serving["address"].(string)
+	p.url = "https://" + p.addr + "/"
+	pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "ca.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(pem) {
+		t.Fatal("no certificate in DATA-DIR/tls/ca.pem")
+	}
+	p.client = &http.Client{Transport: &http.Transport{
+		TLSClientConfig:     &tls.Config{RootCAs: pool},
+		MaxIdleConnsPerHost: 64,
+	}}
+	return p
+}
+
+// waitLog waits for a log line with message msg and returns it.
+func (p *proc) waitLog(msg string, timeout time.Duration) map[string]any {
+	p.t.Helper()
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	seen := 0
+	for {
+		p.mu.Lock()
+		lines, changed := p.lines, p.changed
+		p.mu.Unlock()
+		for ; seen < len(lines); seen++ {
+			if lines[seen]["msg"] == msg {
+				return lines[seen]
+			}
+		}
+		select {
+		case <-changed:
+		case <-p.exited:
+			p.mu.Lock()
+			n := len(p.lines)
+			p.mu.Unlock()
+			if n == seen {
+				p.t.Fatalf("tfmirror exited (%v) without logging %q", p.err, msg)
+			}
+		case <-deadline.C:
+			p.t.Fatalf("tfmirror did not log %q within %s", msg, timeout)
+		}
+	}
+}
+
+// logged returns the first log line with message msg, or nil.
+func (p *proc) logged(msg string) map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		if l["msg"] == msg {
+			return l
+		}
+	}
+	return nil
+}
+
+func (p *proc) dumpLog() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, l := range p.lines {
+		b, _ := json.Marshal(l)
+		p.t.Logf("tfmirror: %s", b)
+	}
+}
+
+// wait waits for the process to exit and returns Wait's error.
+func (p *proc) wait(timeout time.Duration) error {
+	p.t.Helper()
+	select {
+	case <-p.exited:
+		return p.err
+	case <-time.After(timeout):
+		p.t.Fatalf("tfmirror did not exit within %s", timeout)
+		return nil
+	}
+}
+
+// get fetches path (relative to the mirror's root) and reads the body.
+func (p *proc) get(ctx context.Context, path string) ([]byte, *http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, p.url+strings.TrimPrefix(path, "/"), nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	resp, err := p.client.Do(req)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("status %d: %s", resp.StatusCode, body)
+	}
+	return body, resp, err
+}
+
+// status returns the mirror's status document.
+func (p *proc) status(t *testing.T) mirrorStatus {
+	t.Helper()
+	body, _, err := p.get(context.Background(), "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st mirrorStatus
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("status JSON: %v", err)
+	}
+	return st
+}
+
+type mirrorStatus struct {
+	Archives  int `json:"cached_archives"`
+	Providers []struct {
+		Versions []struct {
+			Platforms []struct {
+				Platform string `json:"platform"`
+				Cached   bool   `json:"cached"`
+			} `json:"platforms"`
+		} `json:"versions"`
+	} `json:"providers"`
+}
+
+// cachedPlatforms lists the platforms whose archive the status reports cached.
+func (st mirrorStatus) cachedPlatforms() []string {
+	var out []string
+	for _, p := range st.Providers {
+		for _, v := range p.Versions {
+			for _, pl := range v.Platforms {
+				if pl.Cached {
+					out = append(out, pl.Platform)
+				}
+			}
+		}
+	}
+	return out
+}
+
+// providerArchivePath is the mirror path of an archive of origin's provider.
+func providerArchivePath(origin *fakeorigin.Origin, ns, typ, version, platform string) string {
+	return fmt.Sprintf("/%s/%s/%s/terraform-provider-%s_%s_%s.zip", origin.Addr, ns, typ, typ, version, platform)
+}

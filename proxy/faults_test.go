@@ -1,0 +1,171 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// countingMetrics counts cache write failures; the rest is discarded.
+type countingMetrics struct {
+	noMetrics
+	writeFailures atomic.Int64
+}
+
+func (m *countingMetrics) CacheWriteFailed() { m.writeFailures.Add(1) }
+
+// switchableFailure fails every cache write while on, like a full disk.
+type switchableFailure struct {
+	mu sync.Mutex
+	on bool
+}
+
+func (f *switchableFailure) set(on bool) {
+	f.mu.Lock()
+	f.on = on
+	f.mu.Unlock()
+}
+
+func (f *switchableFailure) fail() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.on {
+		return errors.New("write /data/cache/000001.vlog: no space left on device")
+	}
+	return nil
+}
+
+func TestDiskFullStillServes(t *testing.T) {
+	disk := &switchableFailure{on: true}
+	met := &countingMetrics{}
+	h := newHarness(t, harnessOptions{
+		cfg:    Config{Metrics: met},
+		origin: fakeorigin.Options{ArchiveSize: 3 << 20},
+		store:  cache.Options{FailWrites: disk.fail},
+	})
+	const version, pl = "1.0.0", "linux_amd64"
+	h.origin.AddProvider(ns, typ, []string{version}, []string{pl})
+	want := h.origin.Archive(ns, typ, version, pl)
+	sha := h.origin.SHA256(ns, typ, version, pl)
+
+	// Metadata that cannot be stored is still answered.
+	if r := h.get(providerPath("index.json")); r.status != 200 {
+		t.Fatalf("index.json with a full disk: status %d %s", r.status, r.body)
+	}
+	if r := h.get(providerPath(version + ".json")); r.status != 200 {
+		t.Fatalf("VERSION.json with a full disk: status %d %s", r.status, r.body)
+	}
+	if n := met.writeFailures.Load(); n < 2 {
+		t.Errorf("write failures after two uncacheable metadata documents = %d, want >= 2", n)
+	}
+	// With room on the disk for a moment the metadata is cached, so that
+	// what follows writes nothing but the archive.
+	disk.set(false)
+	h.get(providerPath("index.json"))
+	h.get(providerPath(version + ".json"))
+	disk.set(true)
+	metaFailures := met.writeFailures.Load()
+
+	r := h.get(archivePath(version, pl))
+	if r.status != 200 || r.err != nil || !bytes.Equal(r.body, want) {
+		t.Fatalf("archive with a full disk: status %d err %v, %d bytes (want %d correct ones)", r.status, r.err, len(r.body), len(want))
+	}
+	h.waitIdle()
+	if _, err := h.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
+		t.Fatalf("archive cached although its chunks could not be written: %v", err)
+	}
+	if got := met.writeFailures.Load(); got != metaFailures+1 {
+		t.Errorf("write failures = %d, want %d (one for the archive)", got, metaFailures+1)
+	}
+	if n, err := h.store.ChunkCount(); n != 0 || err != nil {
+		t.Errorf("ChunkCount = %d, %v after the failed archive write; want nothing left behind", n, err)
+	}
+
+	// Once the disk has room again the next request caches the archive.
+	disk.set(false)
+	r = h.get(archivePath(version, pl))
+	if r.status != 200 || !bytes.Equal(r.body, want) {
+		t.Fatalf("archive after the disk recovered: status %d, %d bytes", r.status, len(r.body))
+	}
+	h.waitCommitted(sha)
+	if n := h.origin.ArchiveHits(ns, typ, version, pl); n != 2 {
+		t.Errorf("origin archive fetches = %d, want 2", n)
+	}
+	r = h.get(archivePath(version, pl))
+	if r.header.Get("X-Tfmirror-Cache") != "hit" || !bytes.Equal(r.body, want) {
+		t.Errorf("third request: cache %q, correct bytes %v", r.header.Get("X-Tfmirror-Cache"), bytes.Equal(r.body, want))
+	}
+}
+
+func TestCacheSizeLimitEvicts(t *testing.T) {
+	const archiveSize = 256 << 10
+	var evicted atomic.Int64
+	h := newHarness(t, harnessOptions{
+		origin: fakeorigin.Options{ArchiveSize: archiveSize},
+		// Room for two archives, not three.
+		store: cache.Options{MaxBytes: archiveSize*5/2 + 4096, OnEvict: func(cache.BlobInfo) { evicted.Add(1) }},
+	})
+	const version = "1.0.0"
+	h.origin.AddProvider(ns, typ, []string{version}, platforms)
+	for _, pl := range platforms {
+		want := h.origin.Archive(ns, typ, version, pl)
+		if r := h.get(archivePath(version, pl)); r.status != 200 || !bytes.Equal(r.body, want) {
+			t.Fatalf("%s: status %d, %d bytes", pl, r.status, len(r.body))
+		}
+		h.waitCommitted(h.origin.SHA256(ns, typ, version, pl))
+	}
+	first := platforms[0]
+	if _, err := h.store.StatBlob(h.origin.SHA256(ns, typ, version, first)); !errors.Is(err, cache.ErrNotFound) {
+		t.Errorf("least recently used archive still cached: %v", err)
+	}
+	if n, total := h.store.Stats(); n != 2 || total > archiveSize*5/2+4096 {
+		t.Errorf("cache holds %d archives, %d bytes; want 2 under the limit", n, total)
+	}
+	if evicted.Load() != 1 {
+		t.Errorf("evictions reported = %d, want 1", evicted.Load())
+	}
+	// An evicted archive is fetched again, correctly.
+	want := h.origin.Archive(ns, typ, version, first)
+	if r := h.get(archivePath(version, first)); r.status != 200 || !bytes.Equal(r.body, want) || r.header.Get("X-Tfmirror-Cache") != "miss" {
+		t.Fatalf("evicted archive: status %d cache %q", r.status, r.header.Get("X-Tfmirror-Cache"))
+	}
+	if n := h.origin.ArchiveHits(ns, typ, version, first); n != 2 {
+		t.Errorf("origin fetches of the evicted archive = %d, want 2", n)
+	}
+	h.waitIdle()
+}
+
+func TestConcurrentRequestsForManyPlatformsOfOneVersion(t *testing.T) {
+	// Each request needs the package metadata of its own platform; while
+	// one fetch runs, requests for other platforms queue behind it.
+	pls := []string{"darwin_amd64", "darwin_arm64", "freebsd_amd64", "linux_386", "linux_amd64", "linux_arm", "linux_arm64", "windows_amd64"}
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, pls)
+	h.origin.SetLatency(5 * time.Millisecond)
+	var wg sync.WaitGroup
+	errs := make(chan string, len(pls)*4)
+	for _, pl := range pls {
+		for range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r := h.get(archivePath("1.0.0", pl))
+				if r.status != 200 || !bytes.Equal(r.body, h.origin.Archive(ns, typ, "1.0.0", pl)) {
+					errs <- pl + ": " + string(r.body)
+				}
+			}()
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	h.waitIdle()
+}
