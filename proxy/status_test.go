@@ -83,14 +83,14 @@ func TestStatusHTML(t *testing.T) {
 	if !strings.Contains(body, wantBlock) {
 		t.Errorf("page lacks the provider_installation block %q:\n%s", wantBlock, body)
 	}
-	row := "<td><code>" + originHost + "/" + ns + "/" + typ + "</code></td><td>1.0.0</td>"
+	row := "<td><code>" + originHost + "/<wbr>" + ns + "/<wbr>" + typ + "</code></td><td>1.0.0</td>"
 	if !strings.Contains(body, row) {
 		t.Errorf("page lacks the provider row %q:\n%s", row, body)
 	}
 	if !strings.Contains(body, `linux_amd64 <span class="ok"`) || strings.Count(body, "✓</span>") != 1 {
 		t.Errorf("want exactly one cached mark, on linux_amd64:\n%s", body)
 	}
-	if !strings.Contains(body, "1 archives,") {
+	if !strings.Contains(body, "1 archive cached, 283 B in all.") {
 		t.Errorf("page lacks the cache totals:\n%s", body)
 	}
 }
