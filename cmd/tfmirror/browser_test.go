@@ -75,6 +75,13 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 	}
 	if shot := os.Getenv("TFMIRROR_SCREENSHOT"); shot != "" {
-		headless(t, bin, tm.url, "--window-size=390,844", "--hide-scrollbars", "--screenshot="+shot)
+		headless(t, bin, tm.url, "--window-size=" + envOr("TFMIRROR_SCREENSHOT_SIZE", "390,844"), "--hide-scrollbars", "--screenshot="+shot)
 	}
+}
+
+func envOr(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
 }
