@@ -75,7 +75,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 		}
 	}
 	if shot := os.Getenv("TFMIRROR_SCREENSHOT"); shot != "" {
-		headless(t, bin, tm.url, "--window-size=" + envOr("TFMIRROR_SCREENSHOT_SIZE", "390,844"), "--hide-scrollbars", "--screenshot="+shot)
+		headless(t, bin, tm.url, "--window-size="+envOr("TFMIRROR_SCREENSHOT_SIZE", "390,844"), "--hide-scrollbars", "--screenshot="+shot)
 	}
 }
 
