@@ -9,12 +9,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/dustin/go-humanize"
 )
 
 //go:embed status.html
 var statusHTML string
 
-var statusTemplate = template.Must(template.New("status").Parse(statusHTML))
+var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
+	"size":  func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
+	"split": func(addr string) []string { return strings.Split(addr, "/") }, // to allow line breaks after slashes
+}).Parse(statusHTML))
 
 // Status is what the status page shows, and its JSON form.
 type Status struct {

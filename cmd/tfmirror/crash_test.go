@@ -42,7 +42,7 @@ func TestKillDuringDownloadsAndRestart(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	ctx := context.Background()
 
-	m := startMirror(t, bin, dataDir, origin, caFile)
+	m := startProcess(t, bin, dataDir, origin, caFile)
 
 	// One archive is complete and committed before the crash.
 	want := origin.Archive(ns, typ, version, committed)
@@ -96,7 +96,7 @@ func TestKillDuringDownloadsAndRestart(t *testing.T) {
 	release()
 
 	// Restart on the same data directory.
-	m2 := startMirror(t, bin, dataDir, origin, caFile)
+	m2 := startProcess(t, bin, dataDir, origin, caFile)
 	cleaned := m2.logged("removed chunks of interrupted archive writes")
 	if cleaned == nil {
 		t.Fatal("restart did not report removing the chunks of interrupted downloads")

@@ -76,7 +76,7 @@ func TestLoad(t *testing.T) {
 		}
 	}
 	dataDir := filepath.Join(t.TempDir(), "data")
-	m := startMirror(t, bin, dataDir, origin, originCAFile(t, origin))
+	m := startProcess(t, bin, dataDir, origin, originCAFile(t, origin))
 
 	// Warm half of the providers.
 	ctx := context.Background()

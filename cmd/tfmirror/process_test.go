@@ -60,10 +60,10 @@ type proc struct {
 	changed chan struct{} // closed and replaced when a log line arrives
 }
 
-// startMirror runs `tfmirror serve` on a random loopback port with the
+// startProcess runs `tfmirror serve` on a random loopback port with the
 // given data directory, allowing origin, plus extra flags, and waits until
 // it serves.
-func startMirror(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, caFile string, extra ...string) *proc {
+func startProcess(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, caFile string, extra ...string) *proc {
 	t.Helper()
 	args := append([]string{"serve",
 		"--listen", "127.0.0.1:0",

@@ -41,9 +41,11 @@ type mirror struct {
 	store   *cache.Store
 	proxy   *proxy.Server
 	metrics *metrics.Metrics
-	handler http.Handler
-	tls     *tls.Config // nil with --insecure-http
-	caFile  string      // generated CA, if any
+	// registry holds every collector, for tests to read metrics.
+	registry *prometheus.Registry
+	handler  http.Handler
+	tls      *tls.Config // nil with --insecure-http
+	caFile   string      // generated CA, if any
 }
 
 func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, err error) {
@@ -66,7 +68,8 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	}
 	// Metrics first, so that the cache can report evictions from Open on;
 	// the cache gauges read the store at scrape time.
-	m.metrics, err = metrics.New(prometheus.NewRegistry(), metrics.Options{
+	m.registry = prometheus.NewRegistry()
+	m.metrics, err = metrics.New(m.registry, metrics.Options{
 		Version: version, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
 		Cache: func() (int, int64) { return m.store.Stats() },
 	})

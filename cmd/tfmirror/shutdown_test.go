@@ -33,7 +33,7 @@ func TestGracefulShutdown(t *testing.T) {
 		t.Cleanup(origin.Close)
 		origin.AddProvider(ns, typ, []string{version}, []string{pl})
 		dataDir := filepath.Join(t.TempDir(), "data")
-		m := startMirror(t, bin, dataDir, origin, originCAFile(t, origin), "--shutdown-timeout", shutdownTimeout)
+		m := startProcess(t, bin, dataDir, origin, originCAFile(t, origin), "--shutdown-timeout", shutdownTimeout)
 		release := origin.GateArchives()
 		t.Cleanup(release)
 		progress := make(chan struct{}, 1)
