@@ -36,8 +36,10 @@ const (
 	ReasonBadArchive Reason = "bad_archive"
 )
 
-// Reasons lists every Reason.
-var Reasons = []Reason{ReasonSignature, ReasonMissingChecksum, ReasonChecksum, ReasonBadArchive}
+// Reasons returns every Reason, e.g. to initialise metric label values.
+func Reasons() []Reason {
+	return []Reason{ReasonSignature, ReasonMissingChecksum, ReasonChecksum, ReasonBadArchive}
+}
 
 // ErrIntegrity matches every *Error with errors.Is.
 var ErrIntegrity = errors.New("integrity check failed")
@@ -68,7 +70,10 @@ func (e *Error) Is(target error) bool { return target == ErrIntegrity }
 // ParseSHA256SUMS parses a document in the format of the sha256sum tool:
 // one "<64 hex digits>  <file name>" line per file (a single space, or a
 // "*" binary marker before the name, are accepted too). Digests are
-// returned in lowercase.
+// returned in lowercase, keyed by file name. Blank lines are skipped; any
+// other line that does not fit, or a file listed twice with different
+// digests, fails the whole document with ReasonChecksum (the document is
+// signed, so a broken one is not trusted in part).
 func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 	sums := make(map[string]string)
 	sc := bufio.NewScanner(bytes.NewReader(data))
@@ -78,11 +83,10 @@ func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 			continue
 		}
 		sum, name, ok := strings.Cut(line, " ")
-		name = strings.TrimPrefix(strings.TrimPrefix(name, " "), "*")
+		name = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(name, " "), "*"))
 		if !ok || !isSHA256Hex(sum) || name == "" {
 			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS line %d is malformed", n)}
 		}
-		name = strings.TrimSpace(name)
 		sum = strings.ToLower(sum)
 		if old, dup := sums[name]; dup && old != sum {
 			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS lists %s twice with different checksums", name)}
@@ -150,8 +154,11 @@ func VerifySums(sums map[string]string, filename, shasum string) error {
 func ZH(shaHex string) string { return "zh:" + strings.ToLower(shaHex) }
 
 // H1 returns the h1: hash of the zip archive read through r: the hash
-// golang.org/x/mod/sumdb/dirhash.HashZip computes, which is what Terraform
-// and OpenTofu record for an unpacked provider.
+// golang.org/x/mod/sumdb/dirhash.HashZip computes for the same bytes, which
+// is what Terraform and OpenTofu record for an unpacked provider. Entries
+// are listed and opened exactly as HashZip does (every entry by its name in
+// the zip, directories included), so the two always agree. An unreadable
+// zip or entry fails with ReasonBadArchive.
 func H1(r io.ReaderAt, size int64) (string, error) {
 	zr, err := zip.NewReader(r, size)
 	if err != nil {

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/mod/sumdb/dirhash"
 )
 
+// newKey generates an EdDSA (Ed25519) key: fast enough for every test run.
 func newKey(t *testing.T, name string) *openpgp.Entity {
 	t.Helper()
 	e, err := openpgp.NewEntity(name, "", name+"@example.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
@@ -36,7 +38,9 @@ func armored(t *testing.T, e *openpgp.Entity) string {
 	if err := e.Serialize(w); err != nil {
 		t.Fatal(err)
 	}
-	w.Close()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
 	return buf.String()
 }
 
@@ -49,6 +53,7 @@ func sign(t *testing.T, e *openpgp.Entity, doc []byte) []byte {
 	return sig.Bytes()
 }
 
+// reasonOf extracts the Reason the way callers do: errors.As to *Error.
 func reasonOf(err error) Reason {
 	var e *Error
 	if errors.As(err, &e) {
@@ -57,60 +62,110 @@ func reasonOf(err error) Reason {
 	return ""
 }
 
+// checkReason fails unless err is nil for want == "", or an integrity
+// error with reason want (also when wrapped).
+func checkReason(t *testing.T, err error, want Reason) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return
+	}
+	wrapped := fmt.Errorf("fetching package: %w", err)
+	if !errors.Is(wrapped, ErrIntegrity) {
+		t.Fatalf("errors.Is(%v, ErrIntegrity) = false", err)
+	}
+	if got := reasonOf(wrapped); got != want {
+		t.Fatalf("reason %q (error %v), want %q", got, err, want)
+	}
+}
+
 func TestCheckSignature(t *testing.T) {
 	good, other := newKey(t, "origin"), newKey(t, "someone else")
 	doc := []byte(strings.Repeat("ab", 32) + "  terraform-provider-x_1.0.0_linux_amd64.zip\n")
 	sig := sign(t, good, doc)
 	var armoredSig bytes.Buffer
-	aw, _ := armor.Encode(&armoredSig, "PGP SIGNATURE", nil)
+	aw, err := armor.Encode(&armoredSig, "PGP SIGNATURE", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	aw.Write(sig)
 	aw.Close()
 	corrupt := bytes.Clone(sig)
 	corrupt[len(corrupt)-5] ^= 0xff
+	goodKey, otherKey := armored(t, good), armored(t, other)
 
 	tests := []struct {
-		name    string
-		doc     []byte
-		sig     []byte
-		keys    []string
-		wantErr bool
+		name string
+		doc  []byte
+		sig  []byte
+		keys []string
+		want Reason
 	}{
-		{name: "good key", doc: doc, sig: sig, keys: []string{armored(t, good)}},
-		{name: "armored signature", doc: doc, sig: armoredSig.Bytes(), keys: []string{armored(t, good)}},
-		{name: "second key matches", doc: doc, sig: sig, keys: []string{armored(t, other), armored(t, good)}},
-		{name: "wrong key", doc: doc, sig: sig, keys: []string{armored(t, other)}, wantErr: true},
-		{name: "corrupted signature", doc: doc, sig: corrupt, keys: []string{armored(t, good)}, wantErr: true},
-		{name: "different document", doc: append(bytes.Clone(doc), 'x'), sig: sig, keys: []string{armored(t, good)}, wantErr: true},
-		{name: "no keys", doc: doc, sig: sig, wantErr: true},
-		{name: "garbage key", doc: doc, sig: sig, keys: []string{"not a key"}, wantErr: true},
+		{name: "good key", doc: doc, sig: sig, keys: []string{goodKey}},
+		{name: "armored signature", doc: doc, sig: armoredSig.Bytes(), keys: []string{goodKey}},
+		{name: "second key matches", doc: doc, sig: sig, keys: []string{otherKey, goodKey}},
+		{name: "unreadable key then matching key", doc: doc, sig: sig, keys: []string{"not a key", goodKey}},
+		{name: "wrong key", doc: doc, sig: sig, keys: []string{otherKey}, want: ReasonSignature},
+		{name: "corrupted signature", doc: doc, sig: corrupt, keys: []string{goodKey}, want: ReasonSignature},
+		{name: "garbage signature", doc: doc, sig: []byte("not a signature"), keys: []string{goodKey}, want: ReasonSignature},
+		{name: "empty signature", doc: doc, sig: nil, keys: []string{goodKey}, want: ReasonSignature},
+		{name: "signature over a different document", doc: append(bytes.Clone(doc), 'x'), sig: sig, keys: []string{goodKey}, want: ReasonSignature},
+		{name: "no keys", doc: doc, sig: sig, want: ReasonSignature},
+		{name: "garbage key", doc: doc, sig: sig, keys: []string{"not a key"}, want: ReasonSignature},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := CheckSignature(tc.doc, tc.sig, tc.keys)
-			if !tc.wantErr {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
+			checkReason(t, CheckSignature(tc.doc, tc.sig, tc.keys), tc.want)
+		})
+	}
+}
+
+func TestParseSHA256SUMS(t *testing.T) {
+	a, b := strings.Repeat("0a", 32), strings.Repeat("0B", 32)
+	tests := []struct {
+		name string
+		doc  string
+		want map[string]string // nil: malformed
+	}{
+		{name: "two spaces", doc: a + "  pkg_linux_amd64.zip\n", want: map[string]string{"pkg_linux_amd64.zip": a}},
+		{name: "binary marker, uppercase hex, CRLF, blank line",
+			doc:  a + "  pkg_linux_amd64.zip\n" + b + " *pkg_darwin_arm64.zip\r\n\n",
+			want: map[string]string{"pkg_linux_amd64.zip": a, "pkg_darwin_arm64.zip": strings.ToLower(b)}},
+		{name: "single space", doc: a + " pkg.zip", want: map[string]string{"pkg.zip": a}},
+		{name: "same line twice", doc: a + "  f.zip\n" + a + "  f.zip\n", want: map[string]string{"f.zip": a}},
+		{name: "empty document", doc: "", want: map[string]string{}},
+		{name: "short digest", doc: "abc  file.zip\n"},
+		{name: "long digest", doc: a + "00  file.zip\n"},
+		{name: "no file name", doc: a + "\n"},
+		{name: "only spaces after digest", doc: a + "    \n"},
+		{name: "not hex", doc: strings.Repeat("zz", 32) + "  file.zip\n"},
+		{name: "tab separator", doc: a + "\tfile.zip\n"},
+		{name: "leading space", doc: " " + a + "  file.zip\n"},
+		{name: "malformed second line", doc: a + "  f.zip\nhello world\n"},
+		{name: "conflicting digests", doc: a + "  f.zip\n" + b + "  f.zip\n"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSHA256SUMS([]byte(tc.doc))
+			if tc.want == nil {
+				checkReason(t, err, ReasonChecksum)
 				return
 			}
-			if !errors.Is(err, ErrIntegrity) || reasonOf(err) != ReasonSignature {
-				t.Fatalf("got %v, want an integrity error with reason signature", err)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tc.want) {
+				t.Fatalf("parsed %v, want %v", got, tc.want)
 			}
 		})
 	}
 }
 
-func TestParseAndVerifySums(t *testing.T) {
-	a, b := strings.Repeat("0a", 32), strings.Repeat("0B", 32)
-	doc := a + "  pkg_linux_amd64.zip\n" + b + " *pkg_darwin_arm64.zip\r\n\n"
-	sums, err := ParseSHA256SUMS([]byte(doc))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if sums["pkg_linux_amd64.zip"] != a || sums["pkg_darwin_arm64.zip"] != strings.ToLower(b) {
-		t.Fatalf("parsed %v", sums)
-	}
-
+func TestVerifySums(t *testing.T) {
+	a, b := strings.Repeat("0a", 32), strings.Repeat("0b", 32)
+	sums := map[string]string{"pkg_linux_amd64.zip": a, "pkg_darwin_arm64.zip": b}
 	tests := []struct {
 		name     string
 		filename string
@@ -118,75 +173,131 @@ func TestParseAndVerifySums(t *testing.T) {
 		want     Reason
 	}{
 		{"match", "pkg_linux_amd64.zip", a, ""},
-		{"match in other case", "pkg_darwin_arm64.zip", b, ""},
-		{"file missing", "pkg_windows_amd64.zip", a, ReasonMissingChecksum},
-		{"mismatch", "pkg_linux_amd64.zip", b, ReasonChecksum},
+		{"match in upper case", "pkg_darwin_arm64.zip", strings.ToUpper(b), ""},
+		{"SHA256SUMS without the file", "pkg_windows_amd64.zip", a, ReasonMissingChecksum},
+		{"checksum mismatch", "pkg_linux_amd64.zip", b, ReasonChecksum},
+		{"empty registry shasum", "pkg_linux_amd64.zip", "", ReasonChecksum},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			err := VerifySums(sums, tc.filename, tc.shasum)
-			if reasonOf(err) != tc.want || (tc.want == "") != (err == nil) {
-				t.Fatalf("got %v, want reason %q", err, tc.want)
-			}
-		})
-	}
-
-	for name, bad := range map[string]string{
-		"short digest": "abc  file.zip\n",
-		"no file name": a + "\n",
-		"not hex":      strings.Repeat("zz", 32) + "  file.zip\n",
-		"conflicting":  a + "  f.zip\n" + b + "  f.zip\n",
-	} {
-		t.Run("malformed/"+name, func(t *testing.T) {
-			if _, err := ParseSHA256SUMS([]byte(bad)); !errors.Is(err, ErrIntegrity) {
-				t.Fatalf("got %v, want an integrity error", err)
-			}
+			checkReason(t, VerifySums(sums, tc.filename, tc.shasum), tc.want)
 		})
 	}
 }
 
-func TestH1MatchesDirhash(t *testing.T) {
+// zipOf builds a zip from entries in order; names ending in "/" are
+// directory entries.
+func zipOf(t *testing.T, entries [][2]string) []byte {
+	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
-	for name, body := range map[string]string{
-		"terraform-provider-x_v1.0.0": "#!/bin/sh\necho hi\n",
-		"LICENSE":                     "MPL",
-		"docs/readme.md":              "# x",
-	} {
-		w, err := zw.Create(name)
+	for _, e := range entries {
+		w, err := zw.Create(e[0])
 		if err != nil {
 			t.Fatal(err)
 		}
-		w.Write([]byte(body))
+		if _, err := w.Write([]byte(e[1])); err != nil {
+			t.Fatal(err)
+		}
 	}
-	zw.Close()
-	data := buf.Bytes()
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
 
-	path := filepath.Join(t.TempDir(), "p.zip")
-	if err := os.WriteFile(path, data, 0o644); err != nil {
-		t.Fatal(err)
+func TestH1(t *testing.T) {
+	tests := []struct {
+		name    string
+		entries [][2]string
+	}{
+		{name: "one executable", entries: [][2]string{{"terraform-provider-x_v1.0.0", "#!/bin/sh\necho hi\n"}}},
+		{name: "several files in subdirectories, unsorted", entries: [][2]string{
+			{"terraform-provider-x_v1.0.0", "#!/bin/sh\necho hi\n"},
+			{"LICENSE", "MPL"},
+			{"docs/", ""},
+			{"docs/readme.md", "# x"},
+			{"docs/deep/nested/a.txt", "a"},
+			{"CHANGELOG.md", ""},
+		}},
+		{name: "empty zip", entries: nil},
 	}
-	want, err := dirhash.HashZip(path, dirhash.Hash1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got, err := H1(bytes.NewReader(data), int64(len(data)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got != want || !strings.HasPrefix(got, "h1:") {
-		t.Fatalf("H1 = %s, dirhash.HashZip = %s", got, want)
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := zipOf(t, tc.entries)
+			path := filepath.Join(t.TempDir(), "p.zip")
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			want, err := dirhash.HashZip(path, dirhash.Hash1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := H1(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != want || !strings.HasPrefix(got, "h1:") {
+				t.Fatalf("H1 = %s, dirhash.HashZip = %s", got, want)
+			}
+		})
 	}
 
-	garbage := []byte("this is not a zip file")
-	if _, err := H1(bytes.NewReader(garbage), int64(len(garbage))); reasonOf(err) != ReasonBadArchive {
-		t.Fatalf("H1 of garbage: %v, want reason bad_archive", err)
+	t.Run("content changes the hash", func(t *testing.T) {
+		a := zipOf(t, [][2]string{{"f", "a"}})
+		b := zipOf(t, [][2]string{{"f", "b"}})
+		ha, _ := H1(bytes.NewReader(a), int64(len(a)))
+		hb, _ := H1(bytes.NewReader(b), int64(len(b)))
+		if ha == hb {
+			t.Fatalf("different contents, same h1 %s", ha)
+		}
+	})
+
+	good := zipOf(t, [][2]string{{"terraform-provider-x_v1.0.0", strings.Repeat("x", 4096)}})
+	corruptEntry := bytes.Clone(good)
+	// Damage the compressed data of the only entry, past its local header.
+	corruptEntry[60] ^= 0xff
+	corruptEntry[61] ^= 0xff
+	bad := []struct {
+		name string
+		data []byte
+	}{
+		{name: "garbage", data: []byte("this is not a zip file")},
+		{name: "empty", data: nil},
+		{name: "truncated", data: good[:len(good)/2]},
+		{name: "corrupted entry", data: corruptEntry},
+	}
+	for _, tc := range bad {
+		t.Run("bad archive/"+tc.name, func(t *testing.T) {
+			_, err := H1(bytes.NewReader(tc.data), int64(len(tc.data)))
+			checkReason(t, err, ReasonBadArchive)
+		})
 	}
 }
 
 func TestZH(t *testing.T) {
 	sum := sha256.Sum256([]byte("archive"))
-	if got, want := ZH(strings.ToUpper(hex.EncodeToString(sum[:]))), "zh:"+hex.EncodeToString(sum[:]); got != want {
-		t.Fatalf("ZH = %s, want %s", got, want)
+	lower := hex.EncodeToString(sum[:])
+	if got := ZH(strings.ToUpper(lower)); got != "zh:"+lower {
+		t.Fatalf("ZH = %s, want zh:%s", got, lower)
+	}
+}
+
+func TestErrorMessageAndUnwrap(t *testing.T) {
+	cause := errors.New("openpgp: invalid signature")
+	err := error(&Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature", Err: cause})
+	if !errors.Is(err, cause) || !errors.Is(err, ErrIntegrity) {
+		t.Fatalf("errors.Is: cause %v, ErrIntegrity %v", errors.Is(err, cause), errors.Is(err, ErrIntegrity))
+	}
+	for _, part := range []string{"signature", "SHA256SUMS signature", cause.Error()} {
+		if !strings.Contains(err.Error(), part) {
+			t.Errorf("message %q lacks %q", err.Error(), part)
+		}
+	}
+	if errors.Is(errors.New("other"), ErrIntegrity) {
+		t.Fatal("an unrelated error is an integrity error")
+	}
+	if len(Reasons()) != 4 {
+		t.Fatalf("Reasons() = %v", Reasons())
 	}
 }

@@ -39,7 +39,7 @@ func buildBinary(t *testing.T) string {
 func originCAFile(t *testing.T, o *fakeorigin.Origin) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "origin-ca.pem")
-	if err := os.WriteFile(path, o.CACertPEM(), 0o644); err != nil {
+	if err := os.WriteFile(path, o.CACertPEM, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return path

@@ -21,10 +21,28 @@ import (
 // fixedTime keeps generated archives byte-for-byte deterministic.
 func fixedTime() time.Time { return time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC) }
 
-// buildArchive makes the provider zip for k: the executable Terraform expects
-// plus, when size > 0, a stored pseudo-random padding entry.
+// buildArchive makes the provider zip for k, size bytes long when size is
+// at least the archive's minimal size: the executable Terraform looks for
+// plus a stored entry of pseudo-random padding seeded by k.
 func buildArchive(k akey, size int64) []byte {
+	minimal := zipArchive(k, -1)
+	if size <= int64(len(minimal)) {
+		return minimal
+	}
+	// The zip overhead does not depend on the padding's length (below the
+	// zip64 limit), so one empty-padding build gives the exact length.
+	pad := size - int64(len(zipArchive(k, 0)))
+	if pad <= 0 {
+		return minimal
+	}
+	return zipArchive(k, pad)
+}
+
+// zipArchive writes the zip with pad bytes of padding; pad < 0 leaves the
+// padding entry out.
+func zipArchive(k akey, pad int64) []byte {
 	var buf bytes.Buffer
+	buf.Grow(int(max(pad, 0)) + 1024)
 	zw := zip.NewWriter(&buf)
 	h := &zip.FileHeader{Name: fmt.Sprintf("terraform-provider-%s_v%s", k.typ, k.version), Method: zip.Deflate, Modified: fixedTime()}
 	h.SetMode(0o755)
@@ -34,7 +52,7 @@ func buildArchive(k akey, size int64) []byte {
 	}
 	fmt.Fprintf(f, "#!/bin/sh\n# fake provider %s/%s %s %s\necho 'fake provider %s/%s v%s %s'\nexit 1\n",
 		k.ns, k.typ, k.version, k.platform, k.ns, k.typ, k.version, k.platform)
-	if pad := size - 512; pad > 0 {
+	if pad >= 0 {
 		ph := &zip.FileHeader{Name: "padding.bin", Method: zip.Store, Modified: fixedTime()}
 		ph.SetMode(0o644)
 		pf, err := zw.CreateHeader(ph)
@@ -43,7 +61,7 @@ func buildArchive(k akey, size int64) []byte {
 		}
 		seed := sha256.Sum256([]byte(k.ns + "/" + k.typ + "/" + k.version + "/" + k.platform))
 		rng := mrand.NewChaCha8(seed)
-		chunk := make([]byte, 64<<10)
+		chunk := make([]byte, min(pad, 64<<10))
 		for pad > 0 {
 			n := min(pad, int64(len(chunk)))
 			rng.Read(chunk[:n]) //nolint:errcheck // never fails
@@ -94,7 +112,14 @@ func newTLS(hostnames []string) (tls.Certificate, []byte, *x509.CertPool, error)
 		KeyUsage:     x509.KeyUsageDigitalSignature,
 		ExtKeyUsage:  []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 		IPAddresses:  []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
-		DNSNames:     append([]string{"localhost"}, hostnames...),
+		DNSNames:     []string{"localhost"},
+	}
+	for _, h := range hostnames {
+		if ip := net.ParseIP(h); ip != nil {
+			tmpl.IPAddresses = append(tmpl.IPAddresses, ip)
+		} else {
+			tmpl.DNSNames = append(tmpl.DNSNames, h)
+		}
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, caCert, &key.PublicKey, caKey)
 	if err != nil {

@@ -1,28 +1,38 @@
 // Package fakeorigin runs a fake origin provider registry for tests and
 // benchmarks: an HTTPS server on 127.0.0.1 (random port) that answers
-// service discovery, the provider registry protocol, signed SHA256SUMS and
-// provider zip archives, with knobs to inject failures, tampering, latency,
-// throttling and gating.
+// service discovery, the provider registry protocol, signed SHA256SUMS
+// documents and provider zip archives, with knobs to inject failures,
+// tampering, wrong signatures, latency, throttling and gating.
 //
 // It owns only the fake server: a throwaway CA, two OpenPGP keys, generated
-// archives and hit counters. It does not implement any part of the mirror and
-// takes no *testing.T, so benchmarks and end-to-end tests can use it too.
+// archives, hit counters and the injection switches. It implements no part
+// of the mirror and takes no *testing.T, so unit tests, end-to-end tests with
+// the real terraform binary and benchmark programs can all use it.
+//
+// Routes (on Addr):
+//
+//	GET /.well-known/terraform.json                           {"providers.v1":"/v1/providers/"}
+//	GET /v1/providers/NS/TYPE/versions                        versions JSON (404: unknown provider)
+//	GET /v1/providers/NS/TYPE/VERSION/download/OS/ARCH        package JSON (404: unknown version or platform)
+//
+// and, on DownloadAddr (the same server unless Options.SeparateDownloadHost):
+//
+//	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_SHA256SUMS      every platform's line
+//	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_SHA256SUMS.sig  binary detached signature
+//	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_OS_ARCH.zip     the archive
 package fakeorigin
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"crypto/x509"
-	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"net"
 	"net/http"
-	"strings"
+	"os"
 	"sync"
 	"time"
 
@@ -31,18 +41,38 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
-// Options configures Start. The zero value is a single small HTTPS server.
+// Options configures Start. The zero value is one HTTPS server with small
+// archives and no authentication.
 type Options struct {
-	// Hostnames are extra DNS names in the server certificate, for tests that
-	// route e.g. "registry.terraform.io" to this server with a custom dialer.
-	// Default: only 127.0.0.1, ::1 and localhost.
+	// Hostnames are extra names (DNS names or IP addresses) in the server
+	// certificate, for tests that route e.g. "registry.terraform.io" to
+	// this server with a custom dialer. 127.0.0.1, ::1 and localhost are
+	// always included. Default: none.
 	Hostnames []string
-	// SeparateDownloadHost serves SHA256SUMS, signatures and zips from a
-	// second TLS server (DownloadAddr), modelling a release CDN. Default false.
+	// SeparateDownloadHost serves SHA256SUMS, signatures and archives from
+	// a second TLS server (DownloadAddr, same CA), modelling a release CDN
+	// on another host. Default false: everything is on Addr.
 	SeparateDownloadHost bool
-	// ArchiveSize pads every zip with a stored, incompressible entry up to
-	// about this many bytes. Default 0: archives of roughly 1-2 KiB.
+	// RelativeDownloadURLs makes the package JSON's download_url,
+	// shasums_url and shasums_signature_url path-absolute references
+	// ("/releases/...") that clients resolve against the package JSON's
+	// URL. Ignored with SeparateDownloadHost. Default false: absolute
+	// https URLs.
+	RelativeDownloadURLs bool
+	// ArchiveSize is the exact size in bytes of every generated zip: the
+	// provider executable plus a stored entry of seeded pseudo-random
+	// (incompressible) padding. Sizes below the smallest possible archive
+	// (about 300 bytes) give the archive without padding. Archives are
+	// generated on first use and kept in memory. Default 0: the smallest
+	// archive, just the executable (its bytes are stable: golden files
+	// depend on them). Negative is an error.
 	ArchiveSize int64
+	// RequireToken, when set, makes the versions and package endpoints
+	// answer 401 unless the request carries "Authorization: Bearer
+	// RequireToken". Discovery and release files (SHA256SUMS, signature,
+	// archive) stay public, as clients fetch those without credentials.
+	// Default "": no authentication.
+	RequireToken string
 }
 
 // Kind names one endpoint of the fake registry, for hit counters and
@@ -51,13 +81,16 @@ type Kind string
 
 // Endpoint kinds.
 const (
-	Discovery Kind = "discovery"
-	Versions  Kind = "versions"
-	Download  Kind = "download"
-	Shasums   Kind = "shasums"
-	Signature Kind = "signature"
-	Archive   Kind = "archive"
+	Discovery Kind = "discovery" // /.well-known/terraform.json
+	Versions  Kind = "versions"  // provider versions list
+	Download  Kind = "download"  // package metadata (download JSON)
+	Shasums   Kind = "shasums"   // SHA256SUMS document
+	Signature Kind = "signature" // SHA256SUMS.sig
+	Archive   Kind = "archive"   // provider zip
 )
+
+// Kinds returns every Kind.
+func Kinds() []Kind { return []Kind{Discovery, Versions, Download, Shasums, Signature, Archive} }
 
 type pkey struct{ ns, typ string }
 
@@ -68,132 +101,167 @@ type provider struct {
 	plats    map[string][]string // version -> platforms
 }
 
-type gate struct {
-	ch   chan struct{}
+// built is one generated archive; data and sha are set once by once.
+type built struct {
 	once sync.Once
+	data []byte
+	sha  string
 }
 
-func (g *gate) open() { g.once.Do(func() { close(g.ch) }) }
+type gate struct {
+	release     chan struct{}
+	releaseOnce sync.Once
+	started     chan struct{} // closed when a response has sent its first half
+	startedOnce sync.Once
+}
 
-// Origin is a running fake registry. Its methods are safe for concurrent use.
+type canned struct {
+	body        []byte
+	contentType string
+}
+
+type failN struct{ n, status int }
+
+// Origin is a running fake registry. Its methods are safe for concurrent
+// use, and every injection can be changed while requests are in flight.
 type Origin struct {
-	// URL is the base URL of the registry server, "https://127.0.0.1:port".
+	// URL is the registry server's base URL, "https://127.0.0.1:port".
 	URL string
 	// Addr is the registry server's "127.0.0.1:port".
 	Addr string
-	// DownloadAddr is the address serving SHA256SUMS, signatures and zips:
-	// equal to Addr unless Options.SeparateDownloadHost.
+	// Host equals Addr: the host name to use in provider addresses and
+	// svchost lookups when no custom dialer maps another name here.
+	Host string
+	// DownloadAddr is the "127.0.0.1:port" serving SHA256SUMS, signatures
+	// and archives: Addr unless Options.SeparateDownloadHost.
 	DownloadAddr string
+	// CACertPEM is the PEM of the throwaway CA that signed the server
+	// certificate(s). Do not modify it.
+	CACertPEM []byte
 
-	opts    Options
-	caPEM   []byte
-	pool    *x509.CertPool
-	keyA    *openpgp.Entity // advertised in signing_keys
-	keyB    *openpgp.Entity // signs when SetWrongSigningKey(true)
-	armorA  string
-	servers []*http.Server
-	closed  chan struct{}
-	closeMu sync.Once
+	opts      Options
+	pool      *x509.CertPool
+	keyA      *openpgp.Entity // advertised in signing_keys
+	keyB      *openpgp.Entity // signs when SetWrongSigningKey(true)
+	armorA    string
+	servers   []*http.Server
+	closed    chan struct{}
+	closeOnce sync.Once
 
-	started     chan struct{}
-	startedOnce sync.Once
-
-	mu          sync.Mutex
-	providers   map[pkey]*provider
-	archives    map[akey][]byte
-	hits        map[Kind]int
-	archiveHits map[akey]int
-	down        int
-	kindStatus  map[Kind]int
-	tamper      map[akey]bool
-	omit        map[akey]bool
-	shaOverride map[akey]string
-	wrongKey    bool
-	gate        *gate
-	rate        int64
-	latency     time.Duration
+	mu           sync.Mutex
+	providers    map[pkey]*provider
+	archives     map[akey]*built
+	hits         map[Kind]int
+	archiveHits  map[akey]int
+	lastAuth     map[Kind][]string
+	down         int
+	kindStatus   map[Kind]int
+	kindBody     map[Kind]canned
+	failNext     map[Kind]failN
+	retryAfter   string
+	tamper       map[akey]bool
+	omit         map[akey]bool
+	shaOverride  map[akey]string
+	wrongKey     bool
+	gate         *gate         // nil when archives are not gated
+	started      chan struct{} // the latest gate's started
+	gated        int           // archive responses blocked at a gate right now
+	gatedChanged chan struct{} // closed and replaced whenever gated changes
+	rate         int64
+	latency      time.Duration
 }
 
-// Start generates a CA, server certificate and signing keys and starts the
-// server(s). Call Close when done.
+// Start generates a CA, a server certificate and two signing keys and
+// starts the server(s) on 127.0.0.1. Call Close when done.
 func Start(opts Options) (*Origin, error) {
 	if opts.ArchiveSize < 0 {
 		return nil, errors.New("fakeorigin: ArchiveSize must not be negative")
 	}
 	o := &Origin{
-		opts:        opts,
-		closed:      make(chan struct{}),
-		started:     make(chan struct{}),
-		providers:   map[pkey]*provider{},
-		archives:    map[akey][]byte{},
-		hits:        map[Kind]int{},
-		archiveHits: map[akey]int{},
-		kindStatus:  map[Kind]int{},
-		tamper:      map[akey]bool{},
-		omit:        map[akey]bool{},
-		shaOverride: map[akey]string{},
+		opts:         opts,
+		closed:       make(chan struct{}),
+		providers:    map[pkey]*provider{},
+		archives:     map[akey]*built{},
+		hits:         map[Kind]int{},
+		archiveHits:  map[akey]int{},
+		lastAuth:     map[Kind][]string{},
+		kindStatus:   map[Kind]int{},
+		kindBody:     map[Kind]canned{},
+		failNext:     map[Kind]failN{},
+		tamper:       map[akey]bool{},
+		omit:         map[akey]bool{},
+		shaOverride:  map[akey]string{},
+		started:      make(chan struct{}),
+		gatedChanged: make(chan struct{}),
 	}
 	cert, caPEM, pool, err := newTLS(opts.Hostnames)
 	if err != nil {
+		return nil, fmt.Errorf("fakeorigin: certificates: %w", err)
+	}
+	o.CACertPEM, o.pool = caPEM, pool
+	if o.keyA, o.armorA, err = newSigningKey("fakeorigin key A", "a@fakeorigin.invalid"); err != nil {
 		return nil, err
 	}
-	o.caPEM, o.pool = caPEM, pool
-	cfg := &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA}
-	if o.keyA, err = openpgp.NewEntity("fakeorigin A", "test", "a@fakeorigin.invalid", cfg); err != nil {
-		return nil, fmt.Errorf("fakeorigin: key A: %w", err)
-	}
-	if o.keyB, err = openpgp.NewEntity("fakeorigin B", "test", "b@fakeorigin.invalid", cfg); err != nil {
-		return nil, fmt.Errorf("fakeorigin: key B: %w", err)
-	}
-	var ab bytes.Buffer
-	aw, err := armor.Encode(&ab, openpgp.PublicKeyType, nil)
-	if err != nil {
+	if o.keyB, _, err = newSigningKey("fakeorigin key B", "b@fakeorigin.invalid"); err != nil {
 		return nil, err
 	}
-	if err := o.keyA.Serialize(aw); err != nil {
-		return nil, err
-	}
-	if err := aw.Close(); err != nil {
-		return nil, err
-	}
-	o.armorA = ab.String()
 
 	mainLn, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("fakeorigin: %w", err)
 	}
 	o.Addr = mainLn.Addr().String()
+	o.Host = o.Addr
 	o.URL = "https://" + o.Addr
 	o.DownloadAddr = o.Addr
 	lns := []net.Listener{mainLn}
-	muxes := []*http.ServeMux{o.mux(!opts.SeparateDownloadHost, true)}
+	handlers := []http.Handler{o.mux(true, !opts.SeparateDownloadHost)}
 	if opts.SeparateDownloadHost {
 		dl, err := net.Listen("tcp", "127.0.0.1:0")
 		if err != nil {
 			mainLn.Close()
-			return nil, err
+			return nil, fmt.Errorf("fakeorigin: %w", err)
 		}
 		o.DownloadAddr = dl.Addr().String()
 		lns = append(lns, dl)
-		muxes = append(muxes, o.mux(true, false))
+		handlers = append(handlers, o.mux(false, true))
 	}
 	for i, ln := range lns {
 		srv := &http.Server{
-			Handler:           muxes[i],
+			Handler:           handlers[i],
 			TLSConfig:         tlsConfig(cert),
 			ReadHeaderTimeout: 10 * time.Second,
-			ErrorLog:          log.New(io.Discard, "", 0),
+			ErrorLog:          log.New(io.Discard, "", 0), // handshake noise from clients that do not trust the CA
 		}
 		o.servers = append(o.servers, srv)
-		go srv.ServeTLS(ln, "", "") //nolint:errcheck // ends with ErrServerClosed
+		go srv.ServeTLS(ln, "", "") //nolint:errcheck // returns ErrServerClosed after Close
 	}
 	return o, nil
 }
 
-// Close stops the servers, aborting in-flight responses (including gated or
-// throttled archives).
+func newSigningKey(name, email string) (*openpgp.Entity, string, error) {
+	e, err := openpgp.NewEntity(name, "test only", email, &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+	if err != nil {
+		return nil, "", fmt.Errorf("fakeorigin: signing key: %w", err)
+	}
+	var b bytes.Buffer
+	w, err := armor.Encode(&b, openpgp.PublicKeyType, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := e.Serialize(w); err != nil {
+		return nil, "", err
+	}
+	if err := w.Close(); err != nil {
+		return nil, "", err
+	}
+	return e, b.String(), nil
+}
+
+// Close stops the servers, aborting in-flight responses (including gated
+// and throttled archives). It is idempotent.
 func (o *Origin) Close() {
-	o.closeMu.Do(func() {
+	o.closeOnce.Do(func() {
 		close(o.closed)
 		for _, s := range o.servers {
 			s.Close()
@@ -201,15 +269,35 @@ func (o *Origin) Close() {
 	})
 }
 
-// CertPool returns a pool trusting the server certificate(s).
+// CertPool returns a new pool trusting the server certificate(s).
 func (o *Origin) CertPool() *x509.CertPool { return o.pool.Clone() }
 
-// CACertPEM returns the PEM of the throwaway CA that signed the server certificate.
-func (o *Origin) CACertPEM() []byte { return bytes.Clone(o.caPEM) }
+// CAFile writes CACertPEM to a new file in dir (for SSL_CERT_FILE) and
+// returns its path.
+func (o *Origin) CAFile(dir string) (string, error) {
+	f, err := os.CreateTemp(dir, "fakeorigin-ca-*.pem")
+	if err != nil {
+		return "", err
+	}
+	_, werr := f.Write(o.CACertPEM)
+	if err := errors.Join(werr, f.Close()); err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// ArmoredPublicKey returns the ASCII-armored public key the registry
+// advertises in signing_keys (and signs with, unless SetWrongSigningKey).
+func (o *Origin) ArmoredPublicKey() string { return o.armorA }
+
+// KeyID returns the advertised key's ID as the package JSON's key_id
+// (16 uppercase hex digits).
+func (o *Origin) KeyID() string { return o.keyA.PrimaryKey.KeyIdString() }
 
 // AddProvider registers versions of NAMESPACE/TYPE, each available for the
 // given platforms ("os_arch", e.g. "linux_amd64"). Calling it again for the
-// same provider adds versions (or replaces a version's platforms).
+// same provider adds versions, or replaces a known version's platforms.
 func (o *Origin) AddProvider(namespace, typ string, versions []string, platforms []string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -227,28 +315,42 @@ func (o *Origin) AddProvider(namespace, typ string, versions []string, platforms
 	}
 }
 
-// Archive returns the true zip bytes for a registered provider package, or
+// Archive returns a copy of the true zip bytes of a registered package, or
 // nil when it is not registered.
 func (o *Origin) Archive(ns, typ, version, platform string) []byte {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	b := o.archiveLocked(akey{ns, typ, version, platform})
-	return bytes.Clone(b)
+	if b := o.archive(akey{ns, typ, version, platform}); b != nil {
+		return bytes.Clone(b.data)
+	}
+	return nil
 }
 
 // SHA256 returns the lowercase hex sha256 of the true archive bytes ("" when
-// not registered).
+// the package is not registered).
 func (o *Origin) SHA256(ns, typ, version, platform string) string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	b := o.archiveLocked(akey{ns, typ, version, platform})
-	if b == nil {
-		return ""
+	if b := o.archive(akey{ns, typ, version, platform}); b != nil {
+		return b.sha
 	}
-	return sha(b)
+	return ""
 }
 
-// Hits returns how many requests of kind k arrived (failed ones included).
+// Filename returns the package's file name,
+// "terraform-provider-TYPE_VERSION_OS_ARCH.zip".
+func (o *Origin) Filename(ns, typ, version, platform string) string {
+	return zipName(typ, version, platform)
+}
+
+// ArchivePath returns the URL path of the package's archive on DownloadAddr.
+func (o *Origin) ArchivePath(ns, typ, version, platform string) string {
+	return releasePath(ns, typ, version) + zipName(typ, version, platform)
+}
+
+// ArchiveURL returns the absolute URL of the package's archive.
+func (o *Origin) ArchiveURL(ns, typ, version, platform string) string {
+	return "https://" + o.DownloadAddr + o.ArchivePath(ns, typ, version, platform)
+}
+
+// Hits returns how many requests of kind k arrived since Start or
+// ResetHits, failed and injected ones included.
 func (o *Origin) Hits(k Kind) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -273,124 +375,30 @@ func (o *Origin) ArchiveHits(ns, typ, version, platform string) int {
 	return o.archiveHits[akey{ns, typ, version, platform}]
 }
 
-// SetDown makes every request answer status with a JSON error body; 0 restores
-// normal service.
-func (o *Origin) SetDown(status int) {
+// LastAuthHeaders returns the Authorization header values of the most
+// recent request of kind k: empty when it had none, nil when no request of
+// that kind arrived since Start or ResetHits.
+func (o *Origin) LastAuthHeaders(k Kind) []string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.down = status
-}
-
-// SetKindStatus makes requests of kind k answer status with a JSON error
-// body; 0 restores normal service.
-func (o *Origin) SetKindStatus(k Kind, status int) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	if status == 0 {
-		delete(o.kindStatus, k)
-		return
+	v, ok := o.lastAuth[k]
+	if !ok {
+		return nil
 	}
-	o.kindStatus[k] = status
+	return append([]string{}, v...)
 }
 
-// TamperArchive serves, while on, the archive with one byte flipped near its
-// end (same length). Metadata and SHA256SUMS keep the true sha256.
-func (o *Origin) TamperArchive(ns, typ, version, platform string, on bool) {
+// ResetHits zeroes every hit counter and forgets the recorded
+// Authorization headers.
+func (o *Origin) ResetHits() {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	o.tamper[akey{ns, typ, version, platform}] = on
+	clear(o.hits)
+	clear(o.archiveHits)
+	clear(o.lastAuth)
 }
 
-// SetWrongSigningKey makes the registry advertise key A but sign SHA256SUMS
-// with key B, so signature verification fails.
-func (o *Origin) SetWrongSigningKey(on bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.wrongKey = on
-}
-
-// OmitFromSums drops that package's line from its version's SHA256SUMS.
-func (o *Origin) OmitFromSums(ns, typ, version, platform string, on bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.omit[akey{ns, typ, version, platform}] = on
-}
-
-// SetShasumOverride makes the download JSON's "shasum" report hex instead of
-// the true value; "" turns the override off.
-func (o *Origin) SetShasumOverride(ns, typ, version, platform, hex string) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	k := akey{ns, typ, version, platform}
-	if hex == "" {
-		delete(o.shaOverride, k)
-		return
-	}
-	o.shaOverride[k] = hex
-}
-
-// GateArchives gates archive responses starting from now: each sends its
-// headers (with Content-Length) and the first half of the body, flushes, then
-// blocks until release is called, the request ends or the Origin closes.
-// release is idempotent and ungates later requests too.
-func (o *Origin) GateArchives() (release func()) {
-	g := &gate{ch: make(chan struct{})}
-	o.mu.Lock()
-	o.gate = g
-	o.mu.Unlock()
-	return func() {
-		g.open()
-		o.mu.Lock()
-		if o.gate == g {
-			o.gate = nil
-		}
-		o.mu.Unlock()
-	}
-}
-
-// WaitArchiveStarted blocks until at least one gated archive response has
-// flushed its first half (ever, on this Origin), or the Origin is closed.
-func (o *Origin) WaitArchiveStarted() {
-	select {
-	case <-o.started:
-	case <-o.closed:
-	}
-}
-
-// SetArchiveRate throttles archive bodies to about bytesPerSecond; 0 means
-// unlimited. It applies to responses already in flight too.
-func (o *Origin) SetArchiveRate(bytesPerSecond int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.rate = bytesPerSecond
-}
-
-// SetLatency adds d before every response.
-func (o *Origin) SetLatency(d time.Duration) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.latency = d
-}
-
-func sha(b []byte) string {
-	s := sha256.Sum256(b)
-	return hex.EncodeToString(s[:])
-}
-
-func splitPlatform(p string) (goos, arch string) {
-	goos, arch, _ = strings.Cut(p, "_")
-	return goos, arch
-}
-
-func zipName(typ, version, platform string) string {
-	return fmt.Sprintf("terraform-provider-%s_%s_%s.zip", typ, version, platform)
-}
-
-func sumsName(typ, version string) string {
-	return fmt.Sprintf("terraform-provider-%s_%s_SHA256SUMS", typ, version)
-}
-
-// known reports whether the package is registered. Caller holds o.mu.
+// knownLocked reports whether the package is registered. Caller holds o.mu.
 func (o *Origin) knownLocked(k akey) bool {
 	p := o.providers[pkey{k.ns, k.typ}]
 	if p == nil {
@@ -404,30 +412,26 @@ func (o *Origin) knownLocked(k akey) bool {
 	return false
 }
 
-// archiveLocked returns the cached true archive, building it on first use.
-// Caller holds o.mu.
-func (o *Origin) archiveLocked(k akey) []byte {
+// archive returns the package's generated archive, building it on first
+// use (outside o.mu, so large archives do not stall other requests); nil
+// when the package is not registered.
+func (o *Origin) archive(k akey) *built {
+	o.mu.Lock()
 	if !o.knownLocked(k) {
+		o.mu.Unlock()
 		return nil
 	}
-	if b, ok := o.archives[k]; ok {
-		return b
+	b := o.archives[k]
+	if b == nil {
+		b = &built{}
+		o.archives[k] = b
 	}
-	b := buildArchive(k, o.opts.ArchiveSize)
-	o.archives[k] = b
+	o.mu.Unlock()
+	b.once.Do(func() {
+		b.data = buildArchive(k, o.opts.ArchiveSize)
+		b.sha = sha(b.data)
+	})
 	return b
-}
-
-func writeJSON(w http.ResponseWriter, status int, v any) {
-	b, _ := json.Marshal(v)
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("Content-Length", fmt.Sprint(len(b)))
-	w.WriteHeader(status)
-	w.Write(b) //nolint:errcheck // client may be gone
-}
-
-func writeError(w http.ResponseWriter, status int) {
-	writeJSON(w, status, map[string][]string{"errors": {http.StatusText(status)}})
 }
 
 // sleep waits d unless ctx ends or the Origin closes; it reports whether the
@@ -445,27 +449,4 @@ func (o *Origin) sleep(ctx context.Context, d time.Duration) bool {
 	case <-o.closed:
 	}
 	return false
-}
-
-// begin counts the hit and applies latency and injected failures; it reports
-// whether the handler should go on.
-func (o *Origin) begin(w http.ResponseWriter, r *http.Request, k Kind, ak *akey) bool {
-	o.mu.Lock()
-	o.hits[k]++
-	if ak != nil {
-		o.archiveHits[*ak]++
-	}
-	lat, status := o.latency, o.down
-	if status == 0 {
-		status = o.kindStatus[k]
-	}
-	o.mu.Unlock()
-	if !o.sleep(r.Context(), lat) {
-		return false
-	}
-	if status != 0 {
-		writeError(w, status)
-		return false
-	}
-	return true
 }

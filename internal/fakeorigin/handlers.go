@@ -2,6 +2,9 @@ package fakeorigin
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"sort"
@@ -12,8 +15,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 )
 
-// mux builds the routes of one server: registry endpoints and/or release files.
-func (o *Origin) mux(releases, registry bool) *http.ServeMux {
+// mux builds the routes of one server: the registry API and/or release files.
+func (o *Origin) mux(registry, releases bool) *http.ServeMux {
 	m := http.NewServeMux()
 	if registry {
 		m.HandleFunc("GET /.well-known/terraform.json", o.serveDiscovery)
@@ -25,6 +28,60 @@ func (o *Origin) mux(releases, registry bool) *http.ServeMux {
 	}
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) { writeError(w, http.StatusNotFound) })
 	return m
+}
+
+// begin counts the hit, records its Authorization header, applies latency
+// and the injected failures and bodies; it reports whether the real
+// handler should go on.
+func (o *Origin) begin(w http.ResponseWriter, r *http.Request, k Kind, ak *akey) bool {
+	o.mu.Lock()
+	o.hits[k]++
+	if ak != nil {
+		o.archiveHits[*ak]++
+	}
+	o.lastAuth[k] = append([]string{}, r.Header.Values("Authorization")...)
+	lat, status := o.latency, o.down
+	if status == 0 {
+		if f := o.failNext[k]; f.n > 0 {
+			status = f.status
+			if f.n--; f.n == 0 {
+				delete(o.failNext, k)
+			} else {
+				o.failNext[k] = f
+			}
+		}
+	}
+	if status == 0 {
+		status = o.kindStatus[k]
+	}
+	retryAfter := o.retryAfter
+	body, hasBody := o.kindBody[k]
+	o.mu.Unlock()
+
+	if !o.sleep(r.Context(), lat) {
+		return false
+	}
+	if status != 0 {
+		if retryAfter != "" {
+			w.Header().Set("Retry-After", retryAfter)
+		}
+		writeError(w, status)
+		return false
+	}
+	if tok := o.opts.RequireToken; tok != "" && (k == Versions || k == Download) &&
+		r.Header.Get("Authorization") != "Bearer "+tok {
+		writeError(w, http.StatusUnauthorized)
+		return false
+	}
+	if hasBody {
+		if body.contentType != "" {
+			w.Header().Set("Content-Type", body.contentType)
+		}
+		w.Header().Set("Content-Length", strconv.Itoa(len(body.body)))
+		w.Write(body.body) //nolint:errcheck // client may be gone
+		return false
+	}
+	return true
 }
 
 func (o *Origin) serveDiscovery(w http.ResponseWriter, r *http.Request) {
@@ -96,18 +153,21 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	k := akey{r.PathValue("ns"), r.PathValue("typ"), r.PathValue("version"), goos + "_" + arch}
-	o.mu.Lock()
-	b := o.archiveLocked(k)
-	shasum, over := o.shaOverride[k]
-	o.mu.Unlock()
+	b := o.archive(k)
 	if b == nil {
 		writeError(w, http.StatusNotFound)
 		return
 	}
+	o.mu.Lock()
+	shasum, over := o.shaOverride[k]
+	o.mu.Unlock()
 	if !over {
-		shasum = sha(b)
+		shasum = b.sha
 	}
-	base := fmt.Sprintf("https://%s/releases/%s/%s/%s/", o.DownloadAddr, k.ns, k.typ, k.version)
+	base := releasePath(k.ns, k.typ, k.version)
+	if o.opts.SeparateDownloadHost || !o.opts.RelativeDownloadURLs {
+		base = "https://" + o.DownloadAddr + base
+	}
 	d := downloadJSON{
 		Protocols:           []string{"5.0"},
 		OS:                  goos,
@@ -118,7 +178,7 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 		ShasumsSignatureURL: base + sumsName(k.typ, k.version) + ".sig",
 		Shasum:              shasum,
 	}
-	d.SigningKeys.GPGPublicKeys = []gpgKeyJSON{{KeyID: o.keyA.PrimaryKey.KeyIdString(), ASCIIArmor: o.armorA}}
+	d.SigningKeys.GPGPublicKeys = []gpgKeyJSON{{KeyID: o.KeyID(), ASCIIArmor: o.armorA}}
 	writeJSON(w, http.StatusOK, d)
 }
 
@@ -145,36 +205,42 @@ func (o *Origin) serveRelease(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// sumsLocked renders SHA256SUMS for one version; nil when unknown. Caller holds o.mu.
-func (o *Origin) sumsLocked(ns, typ, version string) []byte {
-	p := o.providers[pkey{ns, typ}]
-	if p == nil {
-		return nil
-	}
-	plats, ok := p.plats[version]
-	if !ok {
-		return nil
-	}
-	var lines []string
-	for _, pl := range plats {
-		k := akey{ns, typ, version, pl}
-		if o.omit[k] {
-			continue
-		}
-		lines = append(lines, sha(o.archiveLocked(k))+"  "+zipName(typ, version, pl)+"\n")
-	}
-	sort.Strings(lines)
-	return []byte(strings.Join(lines, ""))
-}
-
-func (o *Origin) serveSums(w http.ResponseWriter, ns, typ, version string, sig bool) {
+// sums renders SHA256SUMS for one version (nil when the version is unknown)
+// and picks the key to sign it with.
+func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity) {
 	o.mu.Lock()
-	body := o.sumsLocked(ns, typ, version)
 	signer := o.keyA
 	if o.wrongKey {
 		signer = o.keyB
 	}
+	var keys []akey
+	p := o.providers[pkey{ns, typ}]
+	if p == nil {
+		o.mu.Unlock()
+		return nil, signer
+	}
+	plats, ok := p.plats[version]
+	for _, pl := range plats {
+		if k := (akey{ns, typ, version, pl}); !o.omit[k] {
+			keys = append(keys, k)
+		}
+	}
 	o.mu.Unlock()
+	if !ok {
+		return nil, signer
+	}
+	lines := make([]string, 0, len(keys))
+	for _, k := range keys {
+		if b := o.archive(k); b != nil {
+			lines = append(lines, b.sha+"  "+zipName(typ, version, k.platform)+"\n")
+		}
+	}
+	sort.Strings(lines)
+	return []byte(strings.Join(lines, "")), signer
+}
+
+func (o *Origin) serveSums(w http.ResponseWriter, ns, typ, version string, sig bool) {
+	body, signer := o.sums(ns, typ, version)
 	if body == nil {
 		writeError(w, http.StatusNotFound)
 		return
@@ -195,15 +261,16 @@ func (o *Origin) serveSums(w http.ResponseWriter, ns, typ, version string, sig b
 }
 
 func (o *Origin) serveArchive(w http.ResponseWriter, r *http.Request, k akey) {
-	o.mu.Lock()
-	body := o.archiveLocked(k)
-	tamper := o.tamper[k]
-	g := o.gate
-	o.mu.Unlock()
-	if body == nil {
+	b := o.archive(k)
+	if b == nil {
 		writeError(w, http.StatusNotFound)
 		return
 	}
+	body := b.data
+	o.mu.Lock()
+	tamper := o.tamper[k]
+	g := o.gate
+	o.mu.Unlock()
 	if tamper {
 		body = bytes.Clone(body)
 		body[tamperIndex(len(body))] ^= 0xff
@@ -211,28 +278,34 @@ func (o *Origin) serveArchive(w http.ResponseWriter, r *http.Request, k akey) {
 	w.Header().Set("Content-Type", "application/zip")
 	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(http.StatusOK)
-	rest := body
 	if g != nil {
 		half := len(body) / 2
 		if !o.writeBody(w, r, body[:half]) {
 			return
 		}
-		http.NewResponseController(w).Flush() //nolint:errcheck // best effort
-		o.startedOnce.Do(func() { close(o.started) })
-		select {
-		case <-g.ch:
-		case <-r.Context().Done():
-			return
-		case <-o.closed:
+		if err := http.NewResponseController(w).Flush(); err != nil {
 			return
 		}
-		rest = body[half:]
+		o.addGated(1)
+		g.startedOnce.Do(func() { close(g.started) })
+		select {
+		case <-g.release:
+		case <-r.Context().Done():
+		case <-o.closed:
+		}
+		o.addGated(-1)
+		select {
+		case <-g.release:
+		default:
+			return // the client left or the Origin closed: cut the body short
+		}
+		body = body[half:]
 	}
-	o.writeBody(w, r, rest)
+	o.writeBody(w, r, body)
 }
 
-// tamperIndex picks the byte to flip: near the end, so a streaming client has
-// received most of the body before the damage arrives.
+// tamperIndex picks the byte to flip: near the end, so a streaming client
+// has received most of the body before the damage arrives.
 func tamperIndex(n int) int {
 	if n > 64 {
 		return n - 32
@@ -251,8 +324,7 @@ func (o *Origin) writeBody(w http.ResponseWriter, r *http.Request, b []byte) boo
 			_, err := w.Write(b)
 			return err == nil
 		}
-		chunk := max(rate/20, 1) // ~50ms slices
-		n := min(int64(len(b)), chunk)
+		n := min(int64(len(b)), max(rate/20, 1)) // about 50ms per slice
 		start := time.Now()
 		if _, err := w.Write(b[:n]); err != nil {
 			return false
@@ -265,4 +337,38 @@ func (o *Origin) writeBody(w http.ResponseWriter, r *http.Request, b []byte) boo
 		}
 	}
 	return true
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, _ := json.Marshal(v)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+	w.WriteHeader(status)
+	w.Write(b) //nolint:errcheck // client may be gone
+}
+
+func writeError(w http.ResponseWriter, status int) {
+	writeJSON(w, status, map[string][]string{"errors": {http.StatusText(status)}})
+}
+
+func sha(b []byte) string {
+	s := sha256.Sum256(b)
+	return hex.EncodeToString(s[:])
+}
+
+func splitPlatform(p string) (goos, arch string) {
+	goos, arch, _ = strings.Cut(p, "_")
+	return goos, arch
+}
+
+func zipName(typ, version, platform string) string {
+	return fmt.Sprintf("terraform-provider-%s_%s_%s.zip", typ, version, platform)
+}
+
+func sumsName(typ, version string) string {
+	return fmt.Sprintf("terraform-provider-%s_%s_SHA256SUMS", typ, version)
+}
+
+func releasePath(ns, typ, version string) string {
+	return fmt.Sprintf("/releases/%s/%s/%s/", ns, typ, version)
 }

@@ -1,0 +1,192 @@
+package fakeorigin
+
+import (
+	"context"
+	"time"
+)
+
+// SetDown makes every request answer status with a JSON error body; 0
+// restores normal service. It takes precedence over every other injection.
+func (o *Origin) SetDown(status int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.down = status
+}
+
+// SetKindStatus makes requests of kind k answer status with a JSON error
+// body; 0 restores normal service.
+func (o *Origin) SetKindStatus(k Kind, status int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if status == 0 {
+		delete(o.kindStatus, k)
+		return
+	}
+	o.kindStatus[k] = status
+}
+
+// SetKindBody makes requests of kind k answer 200 with body and the given
+// Content-Type instead of the real document (garbage, truncated or
+// oversized bodies); a nil body restores the real one.
+func (o *Origin) SetKindBody(k Kind, body []byte, contentType string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if body == nil {
+		delete(o.kindBody, k)
+		return
+	}
+	o.kindBody[k] = canned{body: body, contentType: contentType}
+}
+
+// SetFailNextN makes only the next n requests of kind k answer status (with
+// a JSON error body); later ones are served normally. It replaces any
+// earlier count for k; n <= 0 cancels it. SetDown takes precedence and does
+// not consume the count.
+func (o *Origin) SetFailNextN(k Kind, n, status int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if n <= 0 || status == 0 {
+		delete(o.failNext, k)
+		return
+	}
+	o.failNext[k] = failN{n: n, status: status}
+}
+
+// SetRetryAfter adds "Retry-After: value" to every injected failure
+// response (SetDown, SetKindStatus, SetFailNextN); "" removes it.
+func (o *Origin) SetRetryAfter(value string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.retryAfter = value
+}
+
+// TamperArchive serves, while on, the package's archive with one byte
+// flipped near its end (same length). Package metadata and SHA256SUMS keep
+// the true sha256, and Archive/SHA256 keep returning the true values.
+func (o *Origin) TamperArchive(ns, typ, version, platform string, on bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.tamper[akey{ns, typ, version, platform}] = on
+}
+
+// SetWrongSigningKey makes the registry keep advertising key A but sign
+// SHA256SUMS with key B, so signature verification fails.
+func (o *Origin) SetWrongSigningKey(on bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.wrongKey = on
+}
+
+// OmitFromSums drops, while on, the package's line from its version's
+// SHA256SUMS (which stays correctly signed).
+func (o *Origin) OmitFromSums(ns, typ, version, platform string, on bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.omit[akey{ns, typ, version, platform}] = on
+}
+
+// SetShasumOverride makes the package JSON's "shasum" report hex instead of
+// the true value; "" turns the override off.
+func (o *Origin) SetShasumOverride(ns, typ, version, platform, hex string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := akey{ns, typ, version, platform}
+	if hex == "" {
+		delete(o.shaOverride, k)
+		return
+	}
+	o.shaOverride[k] = hex
+}
+
+// GateArchives gates archive responses that start from now on: each sends
+// its headers (with the full Content-Length) and the first half of the
+// body, flushes, then blocks until release is called, its request ends or
+// the Origin closes. release is idempotent and also ungates later requests.
+// ArchiveStarted, WaitArchiveStarted and WaitGated observe the gate.
+func (o *Origin) GateArchives() (release func()) {
+	g := &gate{release: make(chan struct{}), started: make(chan struct{})}
+	o.mu.Lock()
+	o.gate = g
+	o.started = g.started
+	o.mu.Unlock()
+	return func() {
+		g.releaseOnce.Do(func() { close(g.release) })
+		o.mu.Lock()
+		if o.gate == g {
+			o.gate = nil
+		}
+		o.mu.Unlock()
+	}
+}
+
+// ArchiveStarted returns a channel that is closed once an archive response
+// gated by the latest GateArchives call has flushed its first half, i.e.
+// the origin is mid-download. Before any GateArchives call it is never
+// closed.
+func (o *Origin) ArchiveStarted() <-chan struct{} {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.started
+}
+
+// WaitArchiveStarted blocks until ArchiveStarted is closed or the Origin
+// is closed.
+func (o *Origin) WaitArchiveStarted() {
+	select {
+	case <-o.ArchiveStarted():
+	case <-o.closed:
+	}
+}
+
+// Gated returns how many archive responses are blocked at a gate right now.
+func (o *Origin) Gated() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.gated
+}
+
+// WaitGated blocks until at least n archive responses are blocked at a
+// gate at the same time. It returns ctx's error if ctx ends first, and
+// context.Canceled if the Origin closes.
+func (o *Origin) WaitGated(ctx context.Context, n int) error {
+	for {
+		o.mu.Lock()
+		got, changed := o.gated, o.gatedChanged
+		o.mu.Unlock()
+		if got >= n {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-o.closed:
+			return context.Canceled
+		}
+	}
+}
+
+// addGated changes the count of gated responses and wakes WaitGated.
+func (o *Origin) addGated(delta int) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.gated += delta
+	close(o.gatedChanged)
+	o.gatedChanged = make(chan struct{})
+}
+
+// SetArchiveRate throttles archive bodies to about bytesPerSecond per
+// response; 0 means unlimited. It applies to responses in flight too.
+func (o *Origin) SetArchiveRate(bytesPerSecond int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.rate = bytesPerSecond
+}
+
+// SetLatency delays every response (of every kind, before any injected
+// failure) by d; 0 removes the delay.
+func (o *Origin) SetLatency(d time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.latency = d
+}
