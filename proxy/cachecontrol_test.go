@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"testing"
 	"time"
@@ -107,5 +108,23 @@ func TestStaleAnswersMustBeRevalidated(t *testing.T) {
 	}
 	if stale.header.Get("ETag") != fresh.header.Get("ETag") {
 		t.Errorf("same list, different ETags: %q and %q", fresh.header.Get("ETag"), stale.header.Get("ETag"))
+	}
+}
+
+// TestUncacheableAnswers: health answers and the status JSON describe this
+// moment and this replica; no cache may keep them.
+func TestUncacheableAnswers(t *testing.T) {
+	rec := httptest.NewRecorder()
+	Healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+	if got := rec.Header().Get("Cache-Control"); got != "no-store" {
+		t.Errorf("/healthz Cache-Control %q, want no-store", got)
+	}
+	h := newHarness(t, harnessOptions{})
+	r := h.get("/?format=json")
+	if r.status != http.StatusOK || r.header.Get("Cache-Control") != "no-store" {
+		t.Errorf("/?format=json: status %d Cache-Control %q, want 200 no-store", r.status, r.header.Get("Cache-Control"))
+	}
+	if got := h.get("/").header.Get("Cache-Control"); got != "no-cache" {
+		t.Errorf("status page Cache-Control %q, want no-cache", got)
 	}
 }
