@@ -37,9 +37,18 @@ const (
 
 var (
 	buildOnce sync.Once
+	binDir    string
 	binPath   string
 	buildErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binDir != "" {
+		os.RemoveAll(binDir)
+	}
+	os.Exit(code)
+}
 
 // binary builds ./cmd/tfmirror with the go build command of the
 // Dockerfile's build stage (its environment and flags, VERSION set to
@@ -47,12 +56,11 @@ var (
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "tfmirror-deploy-test")
-		if err != nil {
-			buildErr = err
+		binDir, buildErr = os.MkdirTemp("", "tfmirror-deploy-test")
+		if buildErr != nil {
 			return
 		}
-		binPath = filepath.Join(dir, "tfmirror")
+		binPath = filepath.Join(binDir, "tfmirror")
 		env, args, err := dockerBuildCommand(binPath)
 		if err != nil {
 			buildErr = err
