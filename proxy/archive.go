@@ -21,10 +21,6 @@ const copyBufferSize = 256 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
-// Archive responses are immutable: a URL names one version and platform,
-// and its bytes are fixed by the origin's signed checksum.
-const archiveCacheControl = "public, max-age=31536000, immutable"
-
 func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, p discovery.Provider, v versions.Version, pl discovery.Platform) {
 	if !s.wanted(pl.String()) {
 		s.fail(w, r, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl))
@@ -82,16 +78,16 @@ func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, sha string) b
 		return false
 	}
 	defer blob.Close()
-	setArchiveHeaders(w, sha, "hit")
+	s.setArchiveHeaders(w, sha, "hit")
 	http.ServeContent(w, r, "", blob.Info().Created, blob)
 	return true
 }
 
-func setArchiveHeaders(w http.ResponseWriter, sha, cacheState string) {
+func (s *Server) setArchiveHeaders(w http.ResponseWriter, sha, cacheState string) {
 	h := w.Header()
 	h.Set("Content-Type", "application/zip")
 	h.Set("ETag", `"`+sha+`"`)
-	h.Set("Cache-Control", archiveCacheControl)
+	h.Set("Cache-Control", s.cacheControl(kindArchive, false))
 	h.Set("X-Tfmirror-Cache", cacheState)
 }
 
@@ -111,7 +107,7 @@ func (s *Server) streamFetch(w http.ResponseWriter, r *http.Request, f *fetch, c
 		s.fail(w, r, err)
 		return
 	}
-	setArchiveHeaders(w, f.sha, cacheState)
+	s.setArchiveHeaders(w, f.sha, cacheState)
 	if size >= 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(size))
 	}

@@ -87,6 +87,8 @@ func writeError(w http.ResponseWriter, err error) int {
 	if status == http.StatusInternalServerError {
 		msg = "internal error"
 	}
+	w.Header().Set("Cache-Control", errorCacheControl)
+	w.Header().Del("ETag")
 	writeJSON(w, status, errorBody{Errors: []string{msg}})
 	return status
 }
@@ -101,6 +103,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
+	if h.Get("Cache-Control") == "" {
+		h.Set("Cache-Control", "no-store")
+	}
 	w.WriteHeader(status)
 	w.Write(body)
 }

@@ -84,7 +84,7 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 		return
 	}
 	markStale(w, stale)
-	writeJSON(w, http.StatusOK, newVersionDocument(p.Type, v, rec, need, s.h1))
+	writeDocument(w, r, newVersionDocument(p.Type, v, rec, need, s.h1), s.cacheControl(kindVersion, stale))
 }
 
 // versionEntry finds version v in p's version list, refreshing a list that

@@ -238,7 +238,7 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	markStale(w, st.stale)
-	writeJSON(w, http.StatusOK, newIndexDocument(list))
+	writeDocument(w, r, newIndexDocument(list), s.cacheControl(kindIndex, st.stale))
 }
 
 // handleFile serves VERSION.json and archives, which share one path shape.

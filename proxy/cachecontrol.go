@@ -1,0 +1,84 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"time"
+)
+
+// What HTTP caches (a CDN, nginx, Varnish, a corporate proxy) in front of
+// the mirror may do with its answers. Every successful mirror response
+// carries a strong ETag, so a cache revalidates with If-None-Match and gets
+// 304 Not Modified when nothing changed.
+
+// responseKind names the mirror responses that have a caching policy.
+type responseKind int
+
+const (
+	// kindIndex is HOST/NAMESPACE/TYPE/index.json, the version list.
+	kindIndex responseKind = iota
+	// kindVersion is HOST/NAMESPACE/TYPE/VERSION.json, the archive list.
+	kindVersion
+	// kindArchive is a provider archive.
+	kindArchive
+)
+
+const (
+	// documentMaxAge bounds how long a shared cache may reuse index.json
+	// and VERSION.json. A version list changes when the origin publishes;
+	// VERSION.json gains h1 hashes as its archives get cached.
+	documentMaxAge = time.Minute
+
+	// archiveCacheControl: an archive URL names one version and platform,
+	// and its bytes are fixed by the origin's signed checksum.
+	archiveCacheControl = "public, max-age=31536000, immutable"
+
+	// staleCacheControl is sent with answers served from the cache because
+	// the origin failed: a shared cache may keep them but must ask again
+	// (cheaply, with If-None-Match) before reusing them.
+	staleCacheControl = "no-cache"
+
+	// errorCacheControl is sent with every error answer: errors are often
+	// transient (an origin outage) and must not be replayed by caches.
+	errorCacheControl = "no-store"
+)
+
+// cacheControl is the one place that decides the Cache-Control header of
+// successful mirror responses. stale says the answer was served from the
+// cache because the origin could not be reached.
+func (s *Server) cacheControl(kind responseKind, stale bool) string {
+	if stale {
+		return staleCacheControl
+	}
+	switch kind {
+	case kindArchive:
+		return archiveCacheControl
+	default:
+		age := min(documentMaxAge, s.cfg.VersionsTTL)
+		return fmt.Sprintf("public, max-age=%d", int(age/time.Second))
+	}
+}
+
+// writeDocument answers 200 with v as JSON, the given Cache-Control and a
+// strong ETag of the body; a request whose If-None-Match matches gets 304.
+// HEAD and Range are handled as for any static file.
+func writeDocument(w http.ResponseWriter, r *http.Request, v any, cacheControl string) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, fmt.Errorf("encoding response: %w", err))
+		return
+	}
+	body = append(body, '\n')
+	sum := sha256.Sum256(body)
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Cache-Control", cacheControl)
+	h.Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+	// A zero modification time: no Last-Modified, validation by ETag only.
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+}
