@@ -84,7 +84,9 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 		return
 	}
 	markStale(w, stale)
-	writeJSON(w, http.StatusOK, newVersionDocument(p.Type, v, rec, need, s.h1))
+	doc := newVersionDocument(p.Type, v, rec, need, s.h1)
+	s.signArchiveURLs(p, &doc)
+	writeJSON(w, http.StatusOK, doc)
 }
 
 // versionEntry finds version v in p's version list, refreshing a list that
