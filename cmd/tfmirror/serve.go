@@ -103,7 +103,12 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	auth, err := loadAuth(cfg)
+	if err != nil {
+		return nil, err
+	}
 	m.proxy, err = proxy.New(proxy.Config{
+		Auth:            auth,
 		AllowedOrigins:  cfg.AllowedOrigins,
 		Platforms:       cfg.Platforms,
 		VersionsTTL:     cfg.VersionsTTL,

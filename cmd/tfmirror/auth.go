@@ -1,0 +1,83 @@
+package main
+
+import (
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// signingKeyName is the URL-signing key generated in the data directory
+// when --url-signing-key-file is not given.
+const signingKeyName = "url-signing.key"
+
+// loadAuth sets up client authentication from --auth-tokens-file; nil
+// when it is not given.
+func loadAuth(cfg serveConfig) (*proxy.Auth, error) {
+	if cfg.AuthTokensFile == "" {
+		return nil, nil
+	}
+	f, err := os.Open(cfg.AuthTokensFile)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-tokens-file: %w", err)
+	}
+	defer f.Close()
+	hashes, err := proxy.ParseTokens(f)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-tokens-file %s: %w", cfg.AuthTokensFile, err)
+	}
+	var key []byte
+	if cfg.URLSigningKeyFile != "" {
+		key, err = os.ReadFile(cfg.URLSigningKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--url-signing-key-file: %w", err)
+		}
+		if len(key) < proxy.MinSigningKeyLen {
+			return nil, fmt.Errorf("--url-signing-key-file %s: %d bytes, want at least %d (e.g. head -c 32 /dev/urandom > FILE)",
+				cfg.URLSigningKeyFile, len(key), proxy.MinSigningKeyLen)
+		}
+	} else if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName)); err != nil {
+		return nil, err
+	}
+	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL})
+}
+
+// dataDirKey reads the URL-signing key at path, creating a random one
+// (mode 0600) on first use so that signed URLs survive restarts.
+func dataDirKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err == nil {
+		if len(key) < proxy.MinSigningKeyLen {
+			return nil, fmt.Errorf("URL-signing key %s is %d bytes, want at least %d (delete it to generate a new one)", path, len(key), proxy.MinSigningKeyLen)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	key = make([]byte, 32)
+	rand.Read(key)
+	// O_EXCL: of two processes starting on one data directory, the second
+	// reads the first one's key.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return dataDirKey(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	if _, err := f.Write(key); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	return key, nil
+}
