@@ -144,7 +144,7 @@ func (a *Auth) verify(p discovery.Provider, file string, q url.Values) bool {
 	if exp == "" || sig == "" || len(exp) > 20 || len(sig) > 64 {
 		return false
 	}
-	got, err := base64.RawURLEncoding.DecodeString(sig)
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil || !hmac.Equal(got, a.mac(p, file, exp)) {
 		return false
 	}
