@@ -17,6 +17,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/gorilla/mux"
@@ -57,7 +58,7 @@ type AuthConfig struct {
 
 // Auth checks client credentials and signs archive URLs.
 type Auth struct {
-	tokens [][sha256.Size]byte
+	tokens atomic.Pointer[[][sha256.Size]byte]
 	key    []byte
 	ttl    time.Duration
 	now    func() time.Time
@@ -71,7 +72,8 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 	if len(cfg.SigningKey) < MinSigningKeyLen {
 		return nil, fmt.Errorf("proxy: URL-signing key is %d bytes, want at least %d", len(cfg.SigningKey), MinSigningKeyLen)
 	}
-	a := &Auth{tokens: cfg.TokenHashes, key: cfg.SigningKey, ttl: cfg.URLTTL, now: cfg.Now}
+	a := &Auth{key: cfg.SigningKey, ttl: cfg.URLTTL, now: cfg.Now}
+	a.tokens.Store(&cfg.TokenHashes)
 	if a.ttl <= 0 {
 		a.ttl = time.Hour
 	}
@@ -79,6 +81,17 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 		a.now = time.Now
 	}
 	return a, nil
+}
+
+// SetTokens replaces the accepted token hashes (on a reload of the tokens
+// file). Requests already checked are not affected. An empty list is
+// refused, so a mistake cannot lock every client out silently.
+func (a *Auth) SetTokens(hashes [][sha256.Size]byte) error {
+	if len(hashes) == 0 {
+		return errors.New("proxy: client authentication needs at least one token")
+	}
+	a.tokens.Store(&hashes)
+	return nil
 }
 
 // ParseTokens reads a tokens file: one token per line, blank lines and
@@ -121,9 +134,10 @@ func (a *Auth) checkBearer(header string) bool {
 		return false
 	}
 	sum := sha256.Sum256([]byte(tok))
+	tokens := *a.tokens.Load()
 	match := 0
-	for i := range a.tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], a.tokens[i][:])
+	for i := range tokens {
+		match |= subtle.ConstantTimeCompare(sum[:], tokens[i][:])
 	}
 	return match == 1
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
+	"os/signal"
 	"path/filepath"
+	"syscall"
 
 	"github.com/tfmirror/tfmirror/proxy"
 )
@@ -21,14 +24,9 @@ func loadAuth(cfg serveConfig) (*proxy.Auth, error) {
 	if cfg.AuthTokensFile == "" {
 		return nil, nil
 	}
-	f, err := os.Open(cfg.AuthTokensFile)
+	hashes, err := readTokens(cfg.AuthTokensFile)
 	if err != nil {
-		return nil, fmt.Errorf("--auth-tokens-file: %w", err)
-	}
-	defer f.Close()
-	hashes, err := proxy.ParseTokens(f)
-	if err != nil {
-		return nil, fmt.Errorf("--auth-tokens-file %s: %w", cfg.AuthTokensFile, err)
+		return nil, err
 	}
 	var key []byte
 	if cfg.URLSigningKeyFile != "" {
@@ -80,4 +78,60 @@ func dataDirKey(path string) ([]byte, error) {
 		return nil, fmt.Errorf("URL-signing key: %w", err)
 	}
 	return key, nil
+}
+
+func readTokens(path string) ([][32]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-tokens-file: %w", err)
+	}
+	defer f.Close()
+	hashes, err := proxy.ParseTokens(f)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-tokens-file %s: %w", path, err)
+	}
+	return hashes, nil
+}
+
+// reloadTokens reads --auth-tokens-file again. On any error the tokens in
+// use stay in force.
+func (m *mirror) reloadTokens() error {
+	hashes, err := readTokens(m.cfg.AuthTokensFile)
+	if err == nil {
+		err = m.auth.SetTokens(hashes)
+	}
+	if err != nil {
+		m.log.Error("reloading client tokens failed; the previous tokens stay in force", "error", err)
+		return err
+	}
+	m.log.Info("client tokens reloaded", "tokens", len(hashes))
+	return nil
+}
+
+// reloadTokensOnHangup reloads the tokens file on SIGHUP until ctx is done
+// or the returned function is called.
+func (m *mirror) reloadTokensOnHangup(ctx context.Context) (stop func()) {
+	if m.auth == nil {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				m.reloadTokens()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
 }
