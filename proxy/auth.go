@@ -201,7 +201,9 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 				s.fail(w, r, ErrBadSignature)
 				return
 			}
-			next.ServeHTTP(w, r)
+			// A shared cache would keep serving a signed URL after it
+			// expired, to anyone holding it.
+			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
 			return
 		}
 		if !a.checkBearer(r.Header.Get("Authorization")) {
@@ -210,8 +212,9 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 			return
 		}
 		// Answers to authenticated requests, and VERSION.json with its
-		// signed URLs, must not be kept by shared caches. Set when the
-		// header is written so that it overrides any other caching policy.
+		// signed URLs, must not be kept by shared caches. privateWriter
+		// sets this when the header is written, overriding any other
+		// caching policy.
 		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
 	})
 }
@@ -227,7 +230,8 @@ func (s *Server) signArchiveURLs(p discovery.Provider, doc *versionDocument) {
 	}
 }
 
-// privateWriter marks a response as private to one client.
+// privateWriter marks a response as private to one client and not to be
+// stored, whatever Cache-Control the handler chose.
 type privateWriter struct {
 	http.ResponseWriter
 	wrote bool

@@ -197,7 +197,11 @@ func TestSignedArchiveURLs(t *testing.T) {
 			if r.status != tc.wantStatus {
 				t.Fatalf("status %d, want %d: %.200s", r.status, tc.wantStatus, r.body)
 			}
-			if tc.wantStatus != 200 {
+			if tc.wantStatus == 200 {
+				if cc := r.header.Get("Cache-Control"); cc != "private, no-store" {
+					t.Errorf("archive Cache-Control %q, want private, no-store", cc)
+				}
+			} else {
 				var body errorBody
 				r.json(t, &body)
 				if len(body.Errors) != 1 || !strings.Contains(body.Errors[0], "signature") {
