@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
 )
@@ -256,3 +257,20 @@ func (w *privateWriter) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *privateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// credentialsHost is the label of the CLI configuration's credentials
+// block for a mirror at mirrorURL, or "" without client authentication.
+func (s *Server) credentialsHost(mirrorURL string) string {
+	if s.cfg.Auth == nil {
+		return ""
+	}
+	u, err := url.Parse(mirrorURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	h, err := svchost.ForComparison(u.Host)
+	if err != nil {
+		return u.Host
+	}
+	return h.String()
+}

@@ -267,3 +267,24 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+func TestStatusPageShowsCredentialsBlock(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	h.server.cfg.PublicURL = "https://Mirror.Example.com:443/"
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if st.CredentialsHost != "mirror.example.com" {
+		t.Errorf("credentials host %q, want mirror.example.com", st.CredentialsHost)
+	}
+	page := h.get("/", "Accept", "text/html")
+	if !bytes.Contains(page.body, []byte(`credentials &#34;mirror.example.com&#34; {`)) && !bytes.Contains(page.body, []byte(`credentials "mirror.example.com" {`)) {
+		t.Errorf("status page lacks the credentials block:\n%s", page.body)
+	}
+	open := newHarness(t, harnessOptions{})
+	var openSt Status
+	open.get("/?format=json").json(t, &openSt)
+	if openSt.CredentialsHost != "" {
+		t.Errorf("without authentication: credentials host %q", openSt.CredentialsHost)
+	}
+}
