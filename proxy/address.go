@@ -66,6 +66,11 @@ func parseHost(s string) (svchost.Hostname, error) {
 	if h.String() != s {
 		return "", badRequest("host %q is not in canonical form (want %q)", s, h.String())
 	}
+	// svchost lets trailing dots through ("example.com.", even "a.."):
+	// one host would have several cache keys, and ".." has no place in a path.
+	if name, _, _ := strings.Cut(s, ":"); strings.HasSuffix(name, ".") {
+		return "", badRequest("invalid host %q: trailing dot", s)
+	}
 	return h, nil
 }
 

@@ -47,6 +47,10 @@ func statusOf(err error) int {
 			return reqErr.Status
 		}
 		return http.StatusBadRequest
+	case errors.Is(err, ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrBadSignature):
+		return http.StatusForbidden
 	case errors.Is(err, ErrOriginNotAllowed),
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),

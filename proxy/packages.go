@@ -84,7 +84,9 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 		return
 	}
 	markStale(w, stale)
-	writeDocument(w, r, newVersionDocument(p.Type, v, rec, need, s.h1), s.cacheControl(kindVersion, stale))
+	doc := newVersionDocument(p.Type, v, rec, need, s.h1)
+	s.signArchiveURLs(p, &doc)
+	writeDocument(w, r, doc, s.cacheControl(kindVersion, stale))
 }
 
 // versionEntry finds version v in p's version list, refreshing a list that

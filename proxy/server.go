@@ -94,6 +94,10 @@ type Config struct {
 	Metrics Metrics
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Auth, when set, requires a bearer token for index.json and
+	// VERSION.json and signs the archive URLs in VERSION.json. Default:
+	// no client authentication.
+	Auth *Auth
 }
 
 // Server serves the provider network mirror protocol from the cache,
@@ -194,6 +198,7 @@ func (s *Server) routes() *mux.Router {
 	r.UseEncodedPath()
 	r.SkipClean(true)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
+	protocol.Use(s.authorize)
 	protocol.HandleFunc("/", s.handleStatus)
 	protocol.HandleFunc("/{host}/{namespace}/{type}/index.json", s.handleIndex)
 	protocol.HandleFunc("/{host}/{namespace}/{type}/{file}", s.handleFile)

@@ -31,6 +31,9 @@ type Status struct {
 	Bytes          int64            `json:"cached_bytes"`
 	Providers      []StatusProvider `json:"providers"`
 	Generated      time.Time        `json:"generated"`
+	// CredentialsHost is set when clients need a token: the host name
+	// (with its port unless 443) of their CLI configuration's credentials block.
+	CredentialsHost string `json:"credentials_host,omitempty"`
 }
 
 // StatusProvider is one provider the mirror has metadata for.
@@ -75,6 +78,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		}
 		st.MirrorURL = scheme + "://" + r.Host + "/"
 	}
+	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
 	for h := range s.allowed {
 		st.AllowedOrigins = append(st.AllowedOrigins, string(h))
 	}

@@ -33,6 +33,9 @@ type serveConfig struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 	CacheMaxBytes       int64
+	AuthTokensFile      string
+	URLSigningKeyFile   string
+	SignedURLTTL        time.Duration
 }
 
 // envName is the environment variable that sets flag name.
@@ -67,6 +70,9 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
 	cacheMax := byteSizeFlag(0)
 	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
+	fs.StringVar(&c.AuthTokensFile, "auth-tokens-file", "", "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs")
+	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
+	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -119,6 +125,12 @@ func (c serveConfig) validate() error {
 	}
 	if c.VersionsTTL <= 0 || c.DiscoveryTTL <= 0 || c.ShutdownTimeout <= 0 {
 		return errors.New("durations must be positive")
+	}
+	if c.SignedURLTTL <= 0 {
+		return errors.New("--signed-url-ttl must be positive")
+	}
+	if c.URLSigningKeyFile != "" && c.AuthTokensFile == "" {
+		return errors.New("--url-signing-key-file needs --auth-tokens-file")
 	}
 	if c.MaxArchiveBytes <= 0 {
 		return errors.New("--max-archive-bytes must be positive")

@@ -46,6 +46,7 @@ type mirror struct {
 	handler  http.Handler
 	tls      *tls.Config // nil with --insecure-http
 	caFile   string      // generated CA, if any
+	auth     *proxy.Auth // nil without --auth-tokens-file
 }
 
 func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, err error) {
@@ -103,7 +104,12 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	m.auth, err = loadAuth(cfg)
+	if err != nil {
+		return nil, err
+	}
 	m.proxy, err = proxy.New(proxy.Config{
+		Auth:            m.auth,
 		AllowedOrigins:  cfg.AllowedOrigins,
 		Platforms:       cfg.Platforms,
 		VersionsTTL:     cfg.VersionsTTL,
@@ -263,6 +269,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
 		m.store.Close()
 		return err
 	}
+	defer m.reloadTokensOnHangup(ctx)()
 	return m.serve(ctx, ln)
 }
 

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// signingKeyName is the URL-signing key generated in the data directory
+// when --url-signing-key-file is not given.
+const signingKeyName = "url-signing.key"
+
+// loadAuth sets up client authentication from --auth-tokens-file; nil
+// when it is not given.
+func loadAuth(cfg serveConfig) (*proxy.Auth, error) {
+	if cfg.AuthTokensFile == "" {
+		return nil, nil
+	}
+	hashes, err := readTokens(cfg.AuthTokensFile)
+	if err != nil {
+		return nil, err
+	}
+	var key []byte
+	if cfg.URLSigningKeyFile != "" {
+		key, err = os.ReadFile(cfg.URLSigningKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--url-signing-key-file: %w", err)
+		}
+		if len(key) < proxy.MinSigningKeyLen {
+			return nil, fmt.Errorf("--url-signing-key-file %s: %d bytes, want at least %d (e.g. head -c 32 /dev/urandom > FILE)",
+				cfg.URLSigningKeyFile, len(key), proxy.MinSigningKeyLen)
+		}
+	} else if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName)); err != nil {
+		return nil, err
+	}
+	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL})
+}
+
+// dataDirKey reads the URL-signing key at path, creating a random one
+// (mode 0600) on first use so that signed URLs survive restarts.
+func dataDirKey(path string) ([]byte, error) {
+	key, err := os.ReadFile(path)
+	if err == nil {
+		if len(key) < proxy.MinSigningKeyLen {
+			return nil, fmt.Errorf("URL-signing key %s is %d bytes, want at least %d (delete it to generate a new one)", path, len(key), proxy.MinSigningKeyLen)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	key = make([]byte, 32)
+	rand.Read(key)
+	// O_EXCL: of two processes starting on one data directory, the second
+	// reads the first one's key.
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return dataDirKey(path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	if _, err := f.Write(key); err != nil {
+		f.Close()
+		os.Remove(path)
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	if err := f.Close(); err != nil {
+		os.Remove(path)
+		return nil, fmt.Errorf("URL-signing key: %w", err)
+	}
+	return key, nil
+}
+
+func readTokens(path string) ([][32]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-tokens-file: %w", err)
+	}
+	defer f.Close()
+	hashes, err := proxy.ParseTokens(f)
+	if err != nil {
+		return nil, fmt.Errorf("--auth-tokens-file %s: %w", path, err)
+	}
+	return hashes, nil
+}
+
+// reloadTokens reads --auth-tokens-file again. On any error the tokens in
+// use stay in force.
+func (m *mirror) reloadTokens() error {
+	hashes, err := readTokens(m.cfg.AuthTokensFile)
+	if err == nil {
+		err = m.auth.SetTokens(hashes)
+	}
+	if err != nil {
+		m.log.Error("reloading client tokens failed; the previous tokens stay in force", "error", err)
+		return err
+	}
+	m.log.Info("client tokens reloaded", "tokens", len(hashes))
+	return nil
+}
+
+// reloadTokensOnHangup reloads the tokens file on SIGHUP until ctx is done
+// or the returned function is called.
+func (m *mirror) reloadTokensOnHangup(ctx context.Context) (stop func()) {
+	if m.auth == nil {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				m.reloadTokens()
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
+}

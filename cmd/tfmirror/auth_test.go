@@ -1,0 +1,94 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func authFlags(t *testing.T, args ...string) serveConfig {
+	t.Helper()
+	cfg, err := parseServeFlags(args, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func TestLoadAuthErrors(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	good := write("tokens", "tok\n")
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{name: "missing tokens file", args: []string{"--auth-tokens-file", filepath.Join(dir, "nope")}, wantErr: "--auth-tokens-file"},
+		{name: "empty tokens file", args: []string{"--auth-tokens-file", write("empty", "# none\n\n")}, wantErr: "no tokens"},
+		{name: "short signing key", args: []string{"--auth-tokens-file", good, "--url-signing-key-file", write("short", "0123456789")}, wantErr: "at least 32"},
+		{name: "missing signing key", args: []string{"--auth-tokens-file", good, "--url-signing-key-file", filepath.Join(dir, "nokey")}, wantErr: "--url-signing-key-file"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := authFlags(t, append([]string{"--data-dir", t.TempDir()}, tc.args...)...)
+			_, err := loadAuth(cfg)
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+			}
+		})
+	}
+	_, err := parseServeFlags([]string{"--url-signing-key-file", good}, func(string) (string, bool) { return "", false }, io.Discard)
+	if err == nil {
+		t.Error("--url-signing-key-file without --auth-tokens-file accepted")
+	}
+	_, err = parseServeFlags([]string{"--signed-url-ttl", "0s"}, func(string) (string, bool) { return "", false }, io.Discard)
+	if err == nil {
+		t.Error("--signed-url-ttl 0 accepted")
+	}
+	if a, err := loadAuth(authFlags(t)); a != nil || err != nil {
+		t.Errorf("without --auth-tokens-file: %v, %v; want no authentication", a, err)
+	}
+}
+
+func TestSigningKeyPersistsInDataDir(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, signingKeyName)
+	first, err := dataDirKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fi.Mode().Perm() != 0o600 {
+		t.Errorf("key file mode %v, want 0600", fi.Mode().Perm())
+	}
+	if len(first) != 32 || bytes.Equal(first, make([]byte, 32)) {
+		t.Errorf("generated key %x is not 32 random bytes", first)
+	}
+	again, err := dataDirKey(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(first, again) {
+		t.Error("a restart generated a new key: signed URLs would not survive it")
+	}
+	other, err := dataDirKey(filepath.Join(t.TempDir(), signingKeyName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Equal(first, other) {
+		t.Error("two data directories got the same key")
+	}
+}

@@ -1,0 +1,276 @@
+package proxy
+
+// Client authentication: bearer tokens for the JSON documents, signed
+// expiring URLs for archives (clients never send credentials for archive
+// downloads).
+
+import (
+	"bufio"
+	"crypto/hmac"
+	"crypto/sha256"
+	"crypto/subtle"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/gorilla/mux"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+// Authentication errors, mapped to 401 and 403 by statusOf.
+var (
+	// ErrUnauthorized: a JSON document was requested without a valid bearer token.
+	ErrUnauthorized = errors.New("unauthorized: a valid bearer token is required (configure credentials for this mirror's host in the CLI configuration)")
+	// ErrBadSignature: an archive URL has no valid, unexpired signature.
+	ErrBadSignature = errors.New("forbidden: the archive URL's signature is missing, invalid or expired (fetch VERSION.json again)")
+)
+
+// Query parameters of a signed archive URL.
+const (
+	expiryParam    = "exp"
+	signatureParam = "sig"
+)
+
+// MinSigningKeyLen is the shortest URL-signing key accepted, in bytes.
+const MinSigningKeyLen = 32
+
+// AuthConfig configures client authentication.
+type AuthConfig struct {
+	// TokenHashes are the SHA-256 hashes of the accepted bearer tokens
+	// (see ParseTokens). At least one is required.
+	TokenHashes [][sha256.Size]byte
+	// SigningKey is the HMAC-SHA256 key for archive URLs, at least
+	// MinSigningKeyLen bytes. Mirrors behind one load balancer must share it.
+	SigningKey []byte
+	// URLTTL is how long a signed archive URL stays valid. Default 1 hour.
+	URLTTL time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Auth checks client credentials and signs archive URLs.
+type Auth struct {
+	tokens atomic.Pointer[[][sha256.Size]byte]
+	key    []byte
+	ttl    time.Duration
+	now    func() time.Time
+}
+
+// NewAuth validates cfg and returns an Auth.
+func NewAuth(cfg AuthConfig) (*Auth, error) {
+	if len(cfg.TokenHashes) == 0 {
+		return nil, errors.New("proxy: client authentication needs at least one token")
+	}
+	if len(cfg.SigningKey) < MinSigningKeyLen {
+		return nil, fmt.Errorf("proxy: URL-signing key is %d bytes, want at least %d", len(cfg.SigningKey), MinSigningKeyLen)
+	}
+	a := &Auth{key: cfg.SigningKey, ttl: cfg.URLTTL, now: cfg.Now}
+	a.tokens.Store(&cfg.TokenHashes)
+	if a.ttl <= 0 {
+		a.ttl = time.Hour
+	}
+	if a.now == nil {
+		a.now = time.Now
+	}
+	return a, nil
+}
+
+// SetTokens replaces the accepted token hashes (on a reload of the tokens
+// file). Requests already checked are not affected. An empty list is
+// refused, so a mistake cannot lock every client out silently.
+func (a *Auth) SetTokens(hashes [][sha256.Size]byte) error {
+	if len(hashes) == 0 {
+		return errors.New("proxy: client authentication needs at least one token")
+	}
+	a.tokens.Store(&hashes)
+	return nil
+}
+
+// ParseTokens reads a tokens file: one token per line, blank lines and
+// lines starting with '#' ignored, surrounding space trimmed. It returns
+// only the tokens' SHA-256 hashes; no token is kept in memory. A file
+// without any token is an error.
+func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
+	var hashes [][sha256.Size]byte
+	sc := bufio.NewScanner(r)
+	line := 0
+	for sc.Scan() {
+		line++
+		tok := strings.TrimSpace(sc.Text())
+		if tok == "" || strings.HasPrefix(tok, "#") {
+			continue
+		}
+		if strings.ContainsAny(tok, " \t") {
+			return nil, fmt.Errorf("line %d: a token may not contain spaces", line)
+		}
+		hashes = append(hashes, sha256.Sum256([]byte(tok)))
+	}
+	if err := sc.Err(); err != nil {
+		return nil, err
+	}
+	if len(hashes) == 0 {
+		return nil, errors.New("no tokens (one per line; '#' starts a comment)")
+	}
+	return hashes, nil
+}
+
+// checkBearer reports whether the Authorization header carries an accepted
+// token. Every stored hash is compared, in constant time.
+func (a *Auth) checkBearer(header string) bool {
+	scheme, tok, ok := strings.Cut(header, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	tok = strings.TrimSpace(tok)
+	if tok == "" {
+		return false
+	}
+	sum := sha256.Sum256([]byte(tok))
+	tokens := *a.tokens.Load()
+	match := 0
+	for i := range tokens {
+		match |= subtle.ConstantTimeCompare(sum[:], tokens[i][:])
+	}
+	return match == 1
+}
+
+// sign returns the query string that authorizes a GET of file of provider
+// p until the TTL has passed.
+func (a *Auth) sign(p discovery.Provider, file string) string {
+	exp := strconv.FormatInt(a.now().Add(a.ttl).Unix(), 10)
+	q := url.Values{}
+	q.Set(expiryParam, exp)
+	q.Set(signatureParam, base64.RawURLEncoding.EncodeToString(a.mac(p, file, exp)))
+	return q.Encode()
+}
+
+// verify checks the signature of an archive request for file of p.
+func (a *Auth) verify(p discovery.Provider, file string, q url.Values) bool {
+	exp, sig := q.Get(expiryParam), q.Get(signatureParam)
+	if exp == "" || sig == "" || len(exp) > 20 || len(sig) > 64 {
+		return false
+	}
+	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
+	if err != nil || !hmac.Equal(got, a.mac(p, file, exp)) {
+		return false
+	}
+	unix, err := strconv.ParseInt(exp, 10, 64)
+	return err == nil && a.now().Unix() < unix
+}
+
+// mac is the HMAC of one archive path and expiry. The provider address is
+// in its canonical (parsed) form, so every spelling of a path that the
+// router accepts signs the same.
+func (a *Auth) mac(p discovery.Provider, file, exp string) []byte {
+	m := hmac.New(sha256.New, a.key)
+	fmt.Fprintf(m, "tfmirror archive v1\n%s/%s\n%s", p, file, exp)
+	return m.Sum(nil)
+}
+
+// authorize guards the protocol routes when client authentication is on:
+// index.json and VERSION.json need a bearer token, archives a valid
+// signature. The status page is not guarded.
+func (s *Server) authorize(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := s.cfg.Auth
+		if a == nil || r.URL.Path == "/" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		vars := mux.Vars(r)
+		if strings.HasSuffix(vars["file"], ".zip") {
+			p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			file, err := unescapePart("file name", vars["file"], 2*maxVersionLen+maxPartLen)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if !a.verify(p, file, r.URL.Query()) {
+				s.fail(w, r, ErrBadSignature)
+				return
+			}
+			// A shared cache would keep serving a signed URL after it
+			// expired, to anyone holding it.
+			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
+			return
+		}
+		if !a.checkBearer(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
+			s.fail(w, r, ErrUnauthorized)
+			return
+		}
+		// Answers to authenticated requests, and VERSION.json with its
+		// signed URLs, must not be kept by shared caches. privateWriter
+		// sets this when the header is written, overriding any other
+		// caching policy.
+		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
+	})
+}
+
+// signArchiveURLs appends a signature to every archive URL of doc.
+func (s *Server) signArchiveURLs(p discovery.Provider, doc *versionDocument) {
+	if s.cfg.Auth == nil {
+		return
+	}
+	for name, a := range doc.Archives {
+		a.URL += "?" + s.cfg.Auth.sign(p, a.URL)
+		doc.Archives[name] = a
+	}
+}
+
+// privateWriter marks a response as private to one client and not to be
+// stored, whatever Cache-Control the handler chose.
+type privateWriter struct {
+	http.ResponseWriter
+	wrote bool
+}
+
+func (w *privateWriter) WriteHeader(code int) {
+	if !w.wrote {
+		w.wrote = true
+		h := w.Header()
+		h.Set("Cache-Control", "private, no-store")
+		h.Add("Vary", "Authorization")
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *privateWriter) Write(p []byte) (int, error) {
+	if !w.wrote {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController reach the underlying writer.
+func (w *privateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// credentialsHost is the label of the CLI configuration's credentials
+// block for a mirror at mirrorURL, or "" without client authentication.
+func (s *Server) credentialsHost(mirrorURL string) string {
+	if s.cfg.Auth == nil {
+		return ""
+	}
+	u, err := url.Parse(mirrorURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	h, err := svchost.ForComparison(u.Host)
+	if err != nil {
+		return u.Host
+	}
+	return h.String()
+}

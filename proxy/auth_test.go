@@ -1,0 +1,290 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const testToken = "s3cret-token-for-tests"
+
+func TestParseTokens(t *testing.T) {
+	tests := []struct {
+		name    string
+		in      string
+		want    []string
+		wantErr string
+	}{
+		{name: "comments and blanks", in: "# team tokens\n\n  alpha  \n#beta\nbravo\n", want: []string{"alpha", "bravo"}},
+		{name: "crlf", in: "alpha\r\nbravo\r\n", want: []string{"alpha", "bravo"}},
+		{name: "empty", in: "", wantErr: "no tokens"},
+		{name: "only comments", in: "# nothing\n\n", wantErr: "no tokens"},
+		{name: "space inside", in: "a b\n", wantErr: "line 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseTokens(strings.NewReader(tc.in))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d hashes, want %d", len(got), len(tc.want))
+			}
+			for i, tok := range tc.want {
+				if got[i] != sha256.Sum256([]byte(tok)) {
+					t.Errorf("hash %d is not sha256(%q)", i, tok)
+				}
+			}
+		})
+	}
+}
+
+func TestNewAuthValidates(t *testing.T) {
+	hashes := [][32]byte{sha256.Sum256([]byte("x"))}
+	if _, err := NewAuth(AuthConfig{SigningKey: make([]byte, 32)}); err == nil {
+		t.Error("no tokens accepted")
+	}
+	if _, err := NewAuth(AuthConfig{TokenHashes: hashes, SigningKey: make([]byte, 16)}); err == nil {
+		t.Error("16-byte signing key accepted")
+	}
+}
+
+// testClock is a settable clock.
+type testClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *testClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *testClock) Add(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+func newAuthHarness(t *testing.T, clock *testClock, key []byte) *harness {
+	t.Helper()
+	a, err := NewAuth(AuthConfig{
+		TokenHashes: [][32]byte{sha256.Sum256([]byte("other-token")), sha256.Sum256([]byte(testToken))},
+		SigningKey:  key,
+		URLTTL:      time.Hour,
+		Now:         clock.Now,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{cfg: Config{Auth: a}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	return h
+}
+
+func TestClientAuthTokens(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+
+	tests := []struct {
+		name       string
+		path       string
+		auth       string
+		wantStatus int
+	}{
+		{name: "index without token", path: providerPath("index.json"), wantStatus: 401},
+		{name: "index with wrong token", path: providerPath("index.json"), auth: "Bearer nope", wantStatus: 401},
+		{name: "index with basic auth", path: providerPath("index.json"), auth: "Basic " + testToken, wantStatus: 401},
+		{name: "index with empty bearer", path: providerPath("index.json"), auth: "Bearer ", wantStatus: 401},
+		{name: "version without token", path: providerPath("1.0.0.json"), wantStatus: 401},
+		{name: "disallowed host without token", path: "/evil.example.com/a/b/index.json", wantStatus: 401},
+		{name: "index with token", path: providerPath("index.json"), auth: "Bearer " + testToken, wantStatus: 200},
+		{name: "scheme is case-insensitive", path: providerPath("index.json"), auth: "bearer " + testToken, wantStatus: 200},
+		{name: "version with token", path: providerPath("1.0.0.json"), auth: "Bearer " + testToken, wantStatus: 200},
+		{name: "status page stays open", path: "/?format=json", wantStatus: 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var hdr []string
+			if tc.auth != "" {
+				hdr = []string{"Authorization", tc.auth}
+			}
+			r := h.get(tc.path, hdr...)
+			if r.status != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %s", r.status, tc.wantStatus, r.body)
+			}
+			if ct := r.header.Get("Content-Type"); ct != "application/json" {
+				t.Errorf("Content-Type %q, want application/json", ct)
+			}
+			switch {
+			case tc.wantStatus == 401:
+				if got := r.header.Get("WWW-Authenticate"); !strings.HasPrefix(got, "Bearer") {
+					t.Errorf("WWW-Authenticate %q, want Bearer", got)
+				}
+				var body errorBody
+				r.json(t, &body)
+				if len(body.Errors) != 1 || !strings.Contains(body.Errors[0], "unauthorized") {
+					t.Errorf("errors %q", body.Errors)
+				}
+			case tc.path != "/?format=json":
+				if cc := r.header.Get("Cache-Control"); cc != "private, no-store" {
+					t.Errorf("Cache-Control %q, want private, no-store", cc)
+				}
+			}
+		})
+	}
+}
+
+func TestSignedArchiveURLs(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+
+	var doc versionDocument
+	h.get(providerPath("1.0.0.json"), "Authorization", "Bearer "+testToken).json(t, &doc)
+	signed := doc.Archives["linux_amd64"].URL
+	u, err := url.Parse(signed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := "terraform-provider-" + typ + "_1.0.0_linux_amd64.zip"
+	if u.Path != name || u.Query().Get("sig") == "" || u.Query().Get("exp") == "" {
+		t.Fatalf("archive URL %q: want %s?exp=...&sig=...", signed, name)
+	}
+	other, _ := url.Parse(doc.Archives["darwin_arm64"].URL)
+
+	tamper := func(s string) string {
+		b := []byte(s)
+		if b[0] == 'A' {
+			b[0] = 'B'
+		} else {
+			b[0] = 'A'
+		}
+		return string(b)
+	}
+	q := u.Query()
+	tests := []struct {
+		name       string
+		query      string
+		file       string
+		wantStatus int
+	}{
+		{name: "no signature", query: "", wantStatus: 403},
+		{name: "tampered signature", query: url.Values{"exp": {q.Get("exp")}, "sig": {tamper(q.Get("sig"))}}.Encode(), wantStatus: 403},
+		{name: "extended expiry", query: url.Values{"exp": {q.Get("exp") + "0"}, "sig": {q.Get("sig")}}.Encode(), wantStatus: 403},
+		{name: "signature of another platform", query: other.RawQuery, wantStatus: 403},
+		{name: "bearer token is not enough", query: "", wantStatus: 403},
+		{name: "valid", query: u.RawQuery, wantStatus: 200},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := providerPath(name)
+			if tc.query != "" {
+				path += "?" + tc.query
+			}
+			var hdr []string
+			if strings.Contains(tc.name, "bearer") {
+				hdr = []string{"Authorization", "Bearer " + testToken}
+			}
+			r := h.get(path, hdr...)
+			if r.status != tc.wantStatus {
+				t.Fatalf("status %d, want %d: %.200s", r.status, tc.wantStatus, r.body)
+			}
+			if tc.wantStatus == 200 {
+				if cc := r.header.Get("Cache-Control"); cc != "private, no-store" {
+					t.Errorf("archive Cache-Control %q, want private, no-store", cc)
+				}
+			} else {
+				var body errorBody
+				r.json(t, &body)
+				if len(body.Errors) != 1 || !strings.Contains(body.Errors[0], "signature") {
+					t.Errorf("errors %q", body.Errors)
+				}
+			}
+		})
+	}
+	h.waitIdle()
+
+	// After the TTL the same URL is refused; a fresh VERSION.json signs anew.
+	clock.Add(time.Hour + time.Second)
+	if r := h.get(providerPath(signed)); r.status != http.StatusForbidden {
+		t.Errorf("expired URL: status %d, want 403", r.status)
+	}
+	h.get(providerPath("1.0.0.json"), "Authorization", "Bearer "+testToken).json(t, &doc)
+	if r := h.get(providerPath(doc.Archives["linux_amd64"].URL)); r.status != http.StatusOK {
+		t.Errorf("freshly signed URL: status %d, want 200", r.status)
+	}
+
+	// A mirror with another key (a replica not sharing it) refuses the URL.
+	h2 := newAuthHarness(t, clock, bytes.Repeat([]byte{8}, 32))
+	if r := h2.get(providerPath(doc.Archives["linux_amd64"].URL)); r.status != http.StatusForbidden {
+		t.Errorf("URL signed with another key: status %d, want 403", r.status)
+	}
+}
+
+func TestAccessLogHidesCredentials(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	var buf bytes.Buffer
+	var mu sync.Mutex
+	logger := slog.New(slog.NewJSONHandler(lockedWriter{&mu, &buf}, nil))
+	h.http.Config.Handler = Instrument(h.server, logger, nil)
+
+	var doc versionDocument
+	h.get(providerPath("1.0.0.json"), "Authorization", "Bearer "+testToken).json(t, &doc)
+	u, _ := url.Parse(doc.Archives["linux_amd64"].URL)
+	h.get(providerPath(doc.Archives["linux_amd64"].URL))
+	h.get(providerPath("index.json"), "Authorization", "Bearer wrong-"+testToken)
+	h.waitIdle()
+
+	mu.Lock()
+	logged := buf.String()
+	mu.Unlock()
+	if !strings.Contains(logged, "1.0.0.json") || !strings.Contains(logged, "linux_amd64.zip") {
+		t.Fatalf("access log lacks the requests:\n%s", logged)
+	}
+	for _, secret := range []string{testToken, u.Query().Get("sig"), "sig="} {
+		if strings.Contains(logged, secret) {
+			t.Errorf("access log contains %q:\n%s", secret, logged)
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestStatusPageShowsCredentialsBlock(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	h.server.cfg.PublicURL = "https://Mirror.Example.com:443/"
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if st.CredentialsHost != "mirror.example.com" {
+		t.Errorf("credentials host %q, want mirror.example.com", st.CredentialsHost)
+	}
+	page := h.get("/", "Accept", "text/html")
+	if !bytes.Contains(page.body, []byte(`credentials &#34;mirror.example.com&#34; {`)) && !bytes.Contains(page.body, []byte(`credentials "mirror.example.com" {`)) {
+		t.Errorf("status page lacks the credentials block:\n%s", page.body)
+	}
+	open := newHarness(t, harnessOptions{})
+	var openSt Status
+	open.get("/?format=json").json(t, &openSt)
+	if openSt.CredentialsHost != "" {
+		t.Errorf("without authentication: credentials host %q", openSt.CredentialsHost)
+	}
+}
