@@ -128,7 +128,14 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 	ctx, cancel := context.WithTimeout(ctx, discoveryLeaderTimeout)
 	defer cancel()
 	start := time.Now()
-	entry, err := c.discoverRemote(ctx, host)
+	var entry *discoEntry
+	probe, err := c.breaker.allow(string(host))
+	if err != nil {
+		err = &OriginError{Host: string(host), Op: OpDiscovery, Err: err}
+	} else {
+		entry, err = c.discoverRemote(ctx, host)
+		c.breaker.record(string(host), probe, discoveryResult(ctx, err))
+	}
 	c.observe(host, OpDiscovery, start, &err)
 	now := c.cfg.Now()
 
