@@ -33,6 +33,9 @@ type serveConfig struct {
 	LogLevel            string
 	ShutdownTimeout     time.Duration
 	CacheMaxBytes       int64
+	Offline             bool
+	UpstreamProxy       string
+	CredentialsFile     string
 }
 
 // envName is the environment variable that sets flag name.
@@ -67,6 +70,9 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
 	cacheMax := byteSizeFlag(0)
 	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
+	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
+	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
+	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -127,6 +133,17 @@ func (c serveConfig) validate() error {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
+		}
+	}
+	if c.UpstreamProxy != "" {
+		u, err := url.Parse(c.UpstreamProxy)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", c.UpstreamProxy)
+		}
+		switch u.Scheme {
+		case "http", "https", "socks5", "socks5h":
+		default:
+			return fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", c.UpstreamProxy)
 		}
 	}
 	switch c.LogFormat {
