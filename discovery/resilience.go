@@ -126,7 +126,9 @@ func (c *Client) send(ctx context.Context, r request, begin func() (context.Cont
 		reqCtx, end := begin()
 		resp, err := c.do(ctx, reqCtx, r)
 		res, retry := classify(ctx, resp, err)
-		c.breaker.record(host, probe, res)
+		if c.breaker.record(host, probe, res) {
+			retry = false // this failure opened the circuit: report it, not the open circuit
+		}
 		var wait time.Duration
 		if retry && n < c.cfg.Retries {
 			wait = c.backoff(n)
@@ -223,16 +225,18 @@ func (b *breaker) allow(host string) (probe bool, err error) {
 	return true, nil
 }
 
-func (b *breaker) record(host string, probe bool, res attemptResult) {
+// record counts the outcome of an attempt; it reports whether the circuit
+// is now open.
+func (b *breaker) record(host string, probe bool, res attemptResult) bool {
 	if b.threshold <= 0 {
-		return
+		return false
 	}
 	b.mu.Lock()
 	c := b.hosts[host]
 	if c == nil {
 		if res != attemptFailed {
 			b.mu.Unlock()
-			return
+			return false
 		}
 		c = &circuit{}
 		b.hosts[host] = c
@@ -252,10 +256,12 @@ func (b *breaker) record(host string, probe bool, res attemptResult) {
 			c.state, c.openedAt = circuitOpen, b.now()
 		}
 	}
+	nowOpen := c.state == circuitOpen
 	b.mu.Unlock()
 	if changed && b.notify != nil {
 		b.notify(host, open)
 	}
+	return nowOpen
 }
 
 // circuitChanged logs circuit changes before passing them on to next.

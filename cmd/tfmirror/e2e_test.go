@@ -56,7 +56,7 @@ type e2e struct {
 // origins the tests serve: the public registry's name and a private one.
 const privateRegistry = "registry.example.test"
 
-func newE2E(t *testing.T, originOpts fakeorigin.Options) *e2e {
+func newE2E(t *testing.T, originOpts fakeorigin.Options, args ...string) *e2e {
 	t.Helper()
 	e := &e2e{t: t, tf: terraformBinary(t)}
 	originOpts.Hostnames = []string{"registry.terraform.io", privateRegistry}
@@ -67,11 +67,11 @@ func newE2E(t *testing.T, originOpts fakeorigin.Options) *e2e {
 	t.Cleanup(origin.Close)
 	e.origin = origin
 
-	cfg, err := parseServeFlags([]string{
+	cfg, err := parseServeFlags(append([]string{
 		"--data-dir", filepath.Join(t.TempDir(), "data"),
 		"--allowed-origins", "registry.terraform.io," + privateRegistry,
 		"--allow-private-origins",
-	}, func(string) (string, bool) { return "", false }, io.Discard)
+	}, args...), func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
