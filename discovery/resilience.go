@@ -25,6 +25,13 @@ type CircuitObserver interface {
 	CircuitOpen(origin string, open bool)
 }
 
+// StaleObserver is implemented by an Observer that also counts stale
+// answers: StaleServed("discovery") is called when a discovery refresh
+// failed and the previous result is used instead.
+type StaleObserver interface {
+	StaleServed(kind string)
+}
+
 // outcome of one attempt, as the breaker sees it.
 type attemptResult int
 
