@@ -89,9 +89,10 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, fmt.Errorf("opening cache: %w", err)
 	}
+	store := m.store // m is nil when an error is returned
 	defer func() {
 		if err != nil {
-			m.store.Close()
+			store.Close()
 		}
 	}()
 	originCfg := discovery.Config{
