@@ -5,6 +5,9 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"strings"
+
+	"golang.org/x/net/http/httpproxy"
 
 	"github.com/tfmirror/tfmirror/discovery"
 )
@@ -23,6 +26,18 @@ func originNetwork(dc *discovery.Config, cfg serveConfig, o overrides, logger *s
 		}
 		dc.Proxy = http.ProxyURL(u)
 		logger.Info("origin traffic goes through the upstream proxy", "proxy", (&url.URL{Scheme: u.Scheme, Host: u.Host}).String())
+	} else {
+		// The same rules as http.ProxyFromEnvironment, read from environ.
+		pc := httpproxy.Config{
+			HTTPProxy:  getenv(environ, "HTTP_PROXY"),
+			HTTPSProxy: getenv(environ, "HTTPS_PROXY"),
+			NoProxy:    getenv(environ, "NO_PROXY"),
+		}
+		if pc.HTTPSProxy != "" {
+			logger.Info("origin traffic goes through HTTPS_PROXY, except hosts in NO_PROXY", "no_proxy", pc.NoProxy)
+		}
+		proxyFor := pc.ProxyFunc()
+		dc.Proxy = func(r *http.Request) (*url.URL, error) { return proxyFor(r.URL) }
 	}
 	creds, err := discovery.LoadCredentials(cfg.CredentialsFile, environ)
 	if err != nil {
@@ -36,4 +51,16 @@ func originNetwork(dc *discovery.Config, cfg serveConfig, o overrides, logger *s
 		logger.Info("offline: origins are never contacted; only cached data is served")
 	}
 	return nil
+}
+
+// getenv looks name up in environ in upper, then lower case.
+func getenv(environ []string, name string) string {
+	for _, n := range []string{name, strings.ToLower(name)} {
+		for _, kv := range environ {
+			if k, v, ok := strings.Cut(kv, "="); ok && k == n && v != "" {
+				return v
+			}
+		}
+	}
+	return ""
 }

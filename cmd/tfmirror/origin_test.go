@@ -503,3 +503,41 @@ func TestTerraformInitWithOriginDownAfterWarming(t *testing.T) {
 		t.Fatalf("tfmirror_stale_responses_total{kind=versions} = %v, want >= 1", got)
 	}
 }
+
+func TestEnvironmentProxy(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	var d net.Dialer
+	route := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
+			addr = origin.Addr
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	tests := []struct {
+		name        string
+		environ     func(proxy string) []string
+		wantTunnels bool
+	}{
+		{"HTTPS_PROXY", func(p string) []string { return []string{"HTTPS_PROXY=http://" + p} }, true},
+		{"https_proxy", func(p string) []string { return []string{"https_proxy=http://" + p} }, true},
+		{"NO_PROXY exempts the origin", func(p string) []string {
+			return []string{"HTTPS_PROXY=http://" + p, "NO_PROXY=example.com,registry.terraform.io"}
+		}, false},
+		{"no proxy variables", func(string) []string { return []string{} }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy := startConnectProxy(t, origin)
+			tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{
+				dialContext: route, origin: fastRetries, environ: tc.environ(proxy.ln.Addr().String()),
+			}, "--allow-private-origins")
+			if resp, body, err := tm.get(tfRegistry + "/hashicorp/random/index.json"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("index.json: %v %v %s", resp, err, body)
+			}
+			if got := proxy.tunnels.Load() > 0; got != tc.wantTunnels {
+				t.Fatalf("tunnels through the proxy: %d (targets %v), want some: %v", proxy.tunnels.Load(), proxy.seen(), tc.wantTunnels)
+			}
+		})
+	}
+}
