@@ -82,6 +82,35 @@ type Config struct {
 	// MaxArchiveBytes limits provider archives. Default 2 GiB.
 	MaxArchiveBytes int64
 
+	// Retries is how many times a failed idempotent origin request is
+	// retried: connection failures, timeouts, 429 and 5xx answers other
+	// than 501. Archive downloads are retried only before their body
+	// started. Default 2; negative disables retries.
+	Retries int
+
+	// RetryBaseDelay is the wait before the first retry; it doubles for each
+	// further one, with jitter (a random wait between half and all of it).
+	// Default 250ms.
+	RetryBaseDelay time.Duration
+
+	// RetryMaxDelay caps the wait between retries. Default 5s.
+	RetryMaxDelay time.Duration
+
+	// RetryAfterMax is the longest Retry-After an origin may ask for that
+	// is obeyed; an origin asking for a longer wait is not retried. Default 10s.
+	RetryAfterMax time.Duration
+
+	// BreakerThreshold is how many consecutive failed requests (as counted
+	// for retries) open an origin's circuit breaker. While it is open,
+	// requests to that origin fail at once with ErrCircuitOpen; after
+	// BreakerCooldown one probe request is let through, whose success
+	// closes the circuit. Requests to an origin's download hosts count for
+	// that origin. Default 5; negative disables the breaker.
+	BreakerThreshold int
+
+	// BreakerCooldown is how long an open circuit stays open. Default 30s.
+	BreakerCooldown time.Duration
+
 	// Now is the clock used for the discovery TTL. Default time.Now.
 	Now func() time.Time
 
@@ -103,6 +132,8 @@ type Client struct {
 	guardedDialer *net.Dialer
 	openDialer    *net.Dialer
 	proxyAddrs    sync.Map // proxy dial addresses exempt from the guard
+	breaker       *breaker
+	sleep         func(ctx context.Context, d time.Duration) error // between retries; tests replace it
 
 	mu    sync.Mutex
 	hosts map[svchost.Hostname]*discoEntry
@@ -125,6 +156,10 @@ func New(cfg Config) (*Client, error) {
 		{"DiscoveryTTL", &cfg.DiscoveryTTL, time.Hour},
 		{"RequestTimeout", &cfg.RequestTimeout, 30 * time.Second},
 		{"IdleTimeout", &cfg.IdleTimeout, 60 * time.Second},
+		{"RetryBaseDelay", &cfg.RetryBaseDelay, 250 * time.Millisecond},
+		{"RetryMaxDelay", &cfg.RetryMaxDelay, 5 * time.Second},
+		{"RetryAfterMax", &cfg.RetryAfterMax, 10 * time.Second},
+		{"BreakerCooldown", &cfg.BreakerCooldown, 30 * time.Second},
 	} {
 		if *d.v < 0 {
 			return nil, fmt.Errorf("discovery: %s must not be negative (got %s)", d.name, *d.v)
@@ -148,6 +183,18 @@ func New(cfg Config) (*Client, error) {
 			*l.v = l.def
 		}
 	}
+	switch {
+	case cfg.Retries == 0:
+		cfg.Retries = 2
+	case cfg.Retries < 0:
+		cfg.Retries = 0
+	}
+	switch {
+	case cfg.BreakerThreshold == 0:
+		cfg.BreakerThreshold = 5
+	case cfg.BreakerThreshold < 0:
+		cfg.BreakerThreshold = 0
+	}
 	if cfg.Proxy == nil {
 		cfg.Proxy = http.ProxyFromEnvironment
 	}
@@ -167,7 +214,18 @@ func New(cfg Config) (*Client, error) {
 		guardedDialer: &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
 		openDialer:    &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
 		hosts:         make(map[svchost.Hostname]*discoEntry),
+		sleep:         sleepCtx,
+		breaker: &breaker{
+			threshold: cfg.BreakerThreshold,
+			cooldown:  cfg.BreakerCooldown,
+			now:       cfg.Now,
+			hosts:     make(map[string]*circuit),
+		},
 	}
+	if co, ok := cfg.Observer.(CircuitObserver); ok {
+		c.breaker.notify = co.CircuitOpen
+	}
+	c.breaker.notify = c.circuitChanged(c.breaker.notify)
 	base := &http.Transport{
 		Proxy:                 c.proxyFor,
 		DialContext:           c.dial,
@@ -216,10 +274,10 @@ func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { r
 // host (net/http would keep it for subdomains).
 func checkRedirect(req *http.Request, via []*http.Request) error {
 	if len(via) > maxRedirects {
-		return fmt.Errorf("stopped after %d redirects", maxRedirects)
+		return &redirectRefused{fmt.Sprintf("stopped after %d redirects", maxRedirects)}
 	}
 	if req.URL.Scheme != "https" {
-		return fmt.Errorf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)
+		return &redirectRefused{fmt.Sprintf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)}
 	}
 	if hostKey(req.URL) != hostKey(via[0].URL) {
 		req.Header.Del("Authorization")

@@ -128,7 +128,14 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 	ctx, cancel := context.WithTimeout(ctx, discoveryLeaderTimeout)
 	defer cancel()
 	start := time.Now()
-	entry, err := c.discoverRemote(ctx, host)
+	var entry *discoEntry
+	probe, err := c.breaker.allow(string(host))
+	if err != nil {
+		err = &OriginError{Host: string(host), Op: OpDiscovery, Err: err}
+	} else {
+		entry, err = c.discoverRemote(ctx, host)
+		c.breaker.record(string(host), probe, discoveryResult(ctx, err))
+	}
 	c.observe(host, OpDiscovery, start, &err)
 	now := c.cfg.Now()
 
@@ -144,6 +151,9 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 		return Discovery{}, err
 	}
 	prev.refreshErr, prev.refreshFailedAt = err, now
+	if so, ok := c.cfg.Observer.(StaleObserver); ok {
+		so.StaleServed("discovery")
+	}
 	c.log.LogAttrs(ctx, slog.LevelWarn, "service discovery refresh failed; using the previous result",
 		slog.String("host", string(host)), slog.Time("fetched_at", prev.fetchedAt), slog.Any("error", err))
 	return prev.result(true)

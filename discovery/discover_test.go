@@ -177,9 +177,11 @@ func TestDiscoveryTTLAndStale(t *testing.T) {
 		writeJSON(w, discoveryDoc(b))
 	}))
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	stale := &staleCounter{}
 	c := newTestClient(t, s, func(cfg *Config) {
 		cfg.DiscoveryTTL = time.Hour
 		cfg.Now = clock.Now
+		cfg.Observer = stale
 	})
 	ctx := context.Background()
 
@@ -220,6 +222,14 @@ func TestDiscoveryTTLAndStale(t *testing.T) {
 		}
 		if got := s.count(wellKnown); got != st.wantHits {
 			t.Errorf("%s: discovery requests = %d, want %d", st.name, got, st.wantHits)
+		}
+		// Stale answers are counted once per failed refresh.
+		wantStaleCalls := int32(0)
+		if st.wantHits >= 3 { // from the failed refresh on
+			wantStaleCalls = 1
+		}
+		if got := stale.n.Load(); got != wantStaleCalls {
+			t.Errorf("%s: StaleServed(discovery) called %d times, want %d", st.name, got, wantStaleCalls)
 		}
 		// ProvidersURL agrees with Discover and does not fail on stale.
 		u, err := c.ProvidersURL(ctx, s.host)
@@ -319,5 +329,17 @@ func TestDiscoveryCallerCancelDoesNotCancelLeader(t *testing.T) {
 	}
 	if got := s.count(wellKnown); got != 1 {
 		t.Fatalf("discovery requests = %d, want 1 (the first discovery must finish for later callers)", got)
+	}
+}
+
+// staleCounter counts StaleServed("discovery") calls.
+type staleCounter struct {
+	noObserver
+	n atomic.Int32
+}
+
+func (s *staleCounter) StaleServed(kind string) {
+	if kind == "discovery" {
+		s.n.Add(1)
 	}
 }

@@ -14,7 +14,13 @@
 //     network policy: https only (redirects too, at most 5), no connections to
 //     loopback, private, link-local and other non-public addresses (checked on
 //     the resolved address at dial time), bounded dial, TLS and header waits,
-//     and bearer tokens sent only to the origin host they belong to.
+//     and bearer tokens sent only to the origin host they belong to;
+//   - resilience: bounded retries with exponential backoff, jitter and a
+//     capped Retry-After for idempotent requests (archives only before their
+//     body), and a per-origin circuit breaker that fails fast with
+//     ErrCircuitOpen while an origin keeps failing;
+//   - reading origin credentials the way Terraform does (LoadCredentials:
+//     CLI-config credentials blocks and TF_TOKEN_<host> variables).
 //
 // It does not decide which origin hosts may be used (package proxy does), does
 // not verify hashes or signatures (package verify does), and caches nothing

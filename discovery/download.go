@@ -29,13 +29,11 @@ func (c *Client) FetchDocument(ctx context.Context, p Provider, rawURL string, l
 	if err != nil {
 		return nil, err
 	}
-	reqCtx, cancel := context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
-		&timeoutError{msg: fmt.Sprintf("no complete answer within %s", c.cfg.RequestTimeout)})
-	defer cancel()
-	resp, err := c.do(ctx, reqCtx, r)
+	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	defer resp.Body.Close()
 	r.u = resp.Request.URL
 	if resp.StatusCode != http.StatusOK {
@@ -81,16 +79,24 @@ func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ 
 	if err != nil {
 		return nil, 0, err
 	}
-	reqCtx, cancel := context.WithCancelCause(ctx)
-	// The idle timer also covers the wait for response headers.
+	// Each attempt has its own request context; the idle timer also covers
+	// the wait for response headers. Retries happen only before the body
+	// is handed out.
+	var (
+		cancel context.CancelCauseFunc
+		timer  *time.Timer
+	)
 	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", c.cfg.IdleTimeout)}
-	timer := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(idle) })
-	resp, err := c.do(ctx, reqCtx, r)
-	timer.Stop()
+	resp, reqCtx, _, err := c.send(ctx, r, func() (context.Context, func()) {
+		reqCtx, cancelAttempt := context.WithCancelCause(ctx)
+		t := time.AfterFunc(c.cfg.IdleTimeout, func() { cancelAttempt(idle) })
+		cancel, timer = cancelAttempt, t
+		return reqCtx, func() { t.Stop(); cancelAttempt(nil) }
+	})
 	if err != nil {
-		cancel(nil)
 		return nil, 0, err
 	}
+	timer.Stop()
 	r.u = resp.Request.URL
 	fail := func(status int, err error) (io.ReadCloser, int64, error) {
 		drain(resp.Body)

@@ -173,6 +173,7 @@ func TestGuardWithProxy(t *testing.T) {
 	c := newTestClient(t, s, func(cfg *Config) {
 		cfg.AllowPrivate = false
 		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.Retries = -1 // count CONNECTs one to one
 	})
 	p := testProvider(s)
 

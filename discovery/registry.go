@@ -210,13 +210,11 @@ func (c *Client) registryURL(ctx context.Context, p Provider, segments ...string
 // getJSON GETs r.u and decodes the JSON object it returns into v, returning
 // the response's final URL (after redirects). A 404 is ErrNotFound for what.
 func (c *Client) getJSON(ctx context.Context, r request, v any, what string) (*url.URL, error) {
-	reqCtx, cancel := context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
-		&timeoutError{msg: fmt.Sprintf("no complete answer within %s", c.cfg.RequestTimeout)})
-	defer cancel()
-	resp, err := c.do(ctx, reqCtx, r)
+	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
 	if err != nil {
 		return nil, err
 	}
+	defer end()
 	defer resp.Body.Close()
 	r.u = resp.Request.URL
 	switch {

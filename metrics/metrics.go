@@ -47,6 +47,7 @@ type Metrics struct {
 	coalesced    *prometheus.CounterVec
 	verifyFails  *prometheus.CounterVec
 	stale        *prometheus.CounterVec
+	circuitOpen  *prometheus.GaugeVec
 }
 
 // CacheStats reports what the cache holds, read at scrape time.
@@ -112,6 +113,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_stale_responses_total", Help: "Cached answers served because the origin failed, by kind.",
 		}, []string{"kind"}),
+		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tfmirror_origin_circuit_open", Help: "1 while an origin's circuit breaker is open (requests to it fail fast), 0 otherwise.",
+		}, []string{"origin"}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tfmirror_build_info", Help: "Always 1; labels say which build is running.",
@@ -128,7 +132,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale,
+		m.verifyFails, m.stale, m.circuitOpen,
 	}
 	if opts.Cache != nil {
 		cs = append(cs,
@@ -161,6 +165,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	for _, o := range opts.Origins {
 		m.originBytes.WithLabelValues(o)
+		m.circuitOpen.WithLabelValues(o)
 		for _, op := range Operations {
 			m.originDur.WithLabelValues(o, op)
 			for _, out := range Outcomes {
@@ -223,4 +228,13 @@ func (m *Metrics) OriginRequest(origin, operation, outcome string, d time.Durati
 // OriginBytes records archive bytes fetched from origin.
 func (m *Metrics) OriginBytes(origin string, n int64) {
 	m.originBytes.WithLabelValues(origin).Add(float64(n))
+}
+
+// CircuitOpen records that origin's circuit breaker opened or closed.
+func (m *Metrics) CircuitOpen(origin string, open bool) {
+	v := 0.0
+	if open {
+		v = 1
+	}
+	m.circuitOpen.WithLabelValues(origin).Set(v)
 }

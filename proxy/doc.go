@@ -15,6 +15,9 @@
 //     on a context no single client can cancel, streamed to every waiting
 //     client while it is staged in the cache, and committed only when its
 //     sha256 matched; the final bytes are withheld from clients until then.
+//   - with Config.Offline the mirror is sealed: no origin is ever contacted,
+//     cached version lists are served however old, and anything not cached
+//     fails with ErrOffline (503).
 //
 // It does not speak to origins itself (package discovery does), store
 // anything itself (package cache does), or implement the cryptographic

@@ -21,7 +21,7 @@ var (
 	// ErrPlatformNotFound: the version has no package for the requested platform.
 	ErrPlatformNotFound = errors.New("platform not available")
 	// ErrOffline: the mirror runs sealed and does not hold what was asked for.
-	ErrOffline = errors.New("mirror is offline and does not have this in its cache")
+	ErrOffline = errors.New("mirror is offline (never contacts origins) and does not have this in its cache")
 )
 
 // RequestError is a malformed request: a bad path part or method.
@@ -57,7 +57,7 @@ func statusOf(err error) int {
 		errors.Is(err, ErrVersionNotFound),
 		errors.Is(err, ErrPlatformNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrOffline):
+	case errors.Is(err, ErrOffline), errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, verify.ErrIntegrity):
 		return http.StatusBadGateway

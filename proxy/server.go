@@ -98,6 +98,10 @@ type Config struct {
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
 	// no client authentication.
 	Auth *Auth
+	// Offline seals the mirror: no origin is ever contacted, cached
+	// version lists are served however old, and whatever is not cached
+	// fails with ErrOffline. Default false.
+	Offline bool
 }
 
 // Server serves the provider network mirror protocol from the cache,
@@ -172,6 +176,9 @@ func New(cfg Config, origin Origin, store Store) (*Server, error) {
 	}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
+	}
+	if s.cfg.Offline {
+		s.origin = offlineOrigin{}
 	}
 	s.archives = newFetcher(s)
 	s.router = s.routes()

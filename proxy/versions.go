@@ -66,7 +66,7 @@ func (s *Server) versions(ctx context.Context, p discovery.Provider, force bool)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
-	if haveCached && !force && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL {
+	if haveCached && (s.cfg.Offline || (!force && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL)) {
 		s.metrics.CacheLookup("versions", true)
 		return &cached, listState{storedAt: storedAt}, nil
 	}

@@ -36,6 +36,9 @@ type serveConfig struct {
 	AuthTokensFile      string
 	URLSigningKeyFile   string
 	SignedURLTTL        time.Duration
+	Offline             bool
+	UpstreamProxy       string
+	CredentialsFile     string
 }
 
 // envName is the environment variable that sets flag name.
@@ -73,6 +76,9 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.AuthTokensFile, "auth-tokens-file", "", "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs")
 	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
 	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
+	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
+	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
+	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -139,6 +145,17 @@ func (c serveConfig) validate() error {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
+		}
+	}
+	if c.UpstreamProxy != "" {
+		u, err := url.Parse(c.UpstreamProxy)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", c.UpstreamProxy)
+		}
+		switch u.Scheme {
+		case "http", "https", "socks5", "socks5h":
+		default:
+			return fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", c.UpstreamProxy)
 		}
 	}
 	switch c.LogFormat {

@@ -44,10 +44,18 @@ type testMirror struct {
 // test log).
 func startMirror(t *testing.T, origin *fakeorigin.Origin, dir string, logOut io.Writer, args ...string) *testMirror {
 	t.Helper()
+	return startMirrorWith(t, origin, dir, logOut, nil, append([]string{"--allow-private-origins"}, args...)...)
+}
+
+// startMirrorWith is startMirror with overrides o: nil routes tfRegistry to
+// origin with fast origin retries; a non-nil o is used as given (its
+// rootCAs defaulting to origin's). The private-address guard applies
+// unless args include --allow-private-origins or o has a dialContext.
+func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut io.Writer, o *overrides, args ...string) *testMirror {
+	t.Helper()
 	cfg, err := parseServeFlags(append([]string{
 		"--data-dir", dir,
 		"--allowed-origins", tfRegistry,
-		"--allow-private-origins",
 	}, args...), func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -58,16 +66,22 @@ func startMirror(t *testing.T, origin *fakeorigin.Origin, dir string, logOut io.
 	} else {
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
-	var d net.Dialer
-	m, err := newMirror(cfg, logger, overrides{
-		rootCAs: origin.CertPool(),
-		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
-				addr = origin.Addr
-			}
-			return d.DialContext(ctx, network, addr)
-		},
-	})
+	if o == nil {
+		var d net.Dialer
+		o = &overrides{
+			dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+				if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
+					addr = origin.Addr
+				}
+				return d.DialContext(ctx, network, addr)
+			},
+			origin: fastRetries,
+		}
+	}
+	if o.rootCAs == nil {
+		o.rootCAs = origin.CertPool()
+	}
+	m, err := newMirror(cfg, logger, *o)
 	if err != nil {
 		t.Fatal(err)
 	}

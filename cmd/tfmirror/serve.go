@@ -32,6 +32,10 @@ import (
 type overrides struct {
 	dialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 	rootCAs     *x509.CertPool
+	// origin adjusts the origin client's config (retry delays, breaker).
+	origin func(*discovery.Config)
+	// environ replaces os.Environ for TF_TOKEN_ and proxy variables.
+	environ []string
 }
 
 // mirror is a wired tfmirror: cache, origin client, protocol server.
@@ -86,12 +90,13 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, fmt.Errorf("opening cache: %w", err)
 	}
+	store := m.store // m is nil when an error is returned
 	defer func() {
 		if err != nil {
-			m.store.Close()
+			store.Close()
 		}
 	}()
-	client, err := discovery.New(discovery.Config{
+	originCfg := discovery.Config{
 		UserAgent:       "tfmirror/" + version,
 		AllowPrivate:    cfg.AllowPrivateOrigins,
 		RootCAs:         o.rootCAs,
@@ -100,7 +105,14 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
 		Logger:          logger,
 		Observer:        m.metrics,
-	})
+	}
+	if err := originNetwork(&originCfg, cfg, o, logger); err != nil {
+		return nil, err
+	}
+	if o.origin != nil {
+		o.origin(&originCfg)
+	}
+	client, err := discovery.New(originCfg)
 	if err != nil {
 		return nil, err
 	}
@@ -119,6 +131,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		PublicURL:       cfg.PublicURL,
 		PlainHTTP:       cfg.InsecureHTTP,
 		Version:         version,
+		Offline:         cfg.Offline,
 	}, client, m.store)
 	if err != nil {
 		return nil, err

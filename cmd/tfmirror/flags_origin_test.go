@@ -1,0 +1,67 @@
+package main
+
+import (
+	"io"
+	"log/slog"
+	"strings"
+	"testing"
+)
+
+func TestOriginFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		check   func(serveConfig) bool
+		wantErr string
+	}{
+		{name: "defaults", check: func(c serveConfig) bool {
+			return !c.Offline && c.UpstreamProxy == "" && c.CredentialsFile == ""
+		}},
+		{name: "flags", args: []string{"--offline", "--upstream-proxy", "http://proxy.corp:3128", "--credentials-file", "/etc/tfmirror/creds.tfrc"},
+			check: func(c serveConfig) bool {
+				return c.Offline && c.UpstreamProxy == "http://proxy.corp:3128" && c.CredentialsFile == "/etc/tfmirror/creds.tfrc"
+			}},
+		{name: "from the environment", env: map[string]string{"TFMIRROR_OFFLINE": "true", "TFMIRROR_UPSTREAM_PROXY": "socks5://10.0.0.1:1080", "TFMIRROR_CREDENTIALS_FILE": "/c"},
+			check: func(c serveConfig) bool {
+				return c.Offline && c.UpstreamProxy == "socks5://10.0.0.1:1080" && c.CredentialsFile == "/c"
+			}},
+		{name: "proxy without scheme", args: []string{"--upstream-proxy", "proxy.corp:3128"}, wantErr: "--upstream-proxy"},
+		{name: "proxy with an unknown scheme", args: []string{"--upstream-proxy", "ftp://proxy.corp"}, wantErr: "scheme"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseServeFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one mentioning %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !tc.check(c) {
+				t.Errorf("config %+v", c)
+			}
+		})
+	}
+}
+
+func TestBadCredentialsFileStopsStartup(t *testing.T) {
+	cfg, err := parseServeFlags([]string{"--data-dir", t.TempDir(), "--insecure-http", "--credentials-file", "/nonexistent/creds.tfrc"},
+		func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newMirror(cfg, discardLogger(), overrides{environ: []string{}})
+	if err == nil {
+		m.store.Close()
+		t.Fatal("mirror started with a missing credentials file")
+	}
+	if !strings.Contains(err.Error(), "credentials file") {
+		t.Fatalf("err = %v", err)
+	}
+}
+
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

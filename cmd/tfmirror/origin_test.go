@@ -1,0 +1,543 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// fastRetries keeps origin retries quick in tests.
+func fastRetries(c *discovery.Config) {
+	c.RetryBaseDelay = time.Millisecond
+	c.RetryMaxDelay = 5 * time.Millisecond
+}
+
+// wantJSONError fails unless resp has status and a JSON error body
+// containing every one of words.
+func wantJSONError(t *testing.T, what string, resp *http.Response, body []byte, status int, words ...string) {
+	t.Helper()
+	if resp.StatusCode != status {
+		t.Fatalf("%s: status %d, want %d: %s", what, resp.StatusCode, status, body)
+	}
+	var eb struct{ Errors []string }
+	if ct := resp.Header.Get("Content-Type"); ct != "application/json" || json.Unmarshal(body, &eb) != nil || len(eb.Errors) == 0 {
+		t.Fatalf("%s: not a JSON error body (%s): %s", what, ct, body)
+	}
+	for _, w := range words {
+		if !strings.Contains(eb.Errors[0], w) {
+			t.Fatalf("%s: error %q does not mention %q", what, eb.Errors[0], w)
+		}
+	}
+}
+
+func TestOriginFailuresServeStale(t *testing.T) {
+	huge := []byte(`{"versions":[` + strings.Repeat(`{"version":"1.0.0"},`, 200) + `{"version":"1.0.1"}]}`)
+	tests := []struct {
+		name       string
+		inject     func(o *fakeorigin.Origin)
+		coldStatus int // for a provider the mirror has never seen
+	}{
+		{"origin down (connection refused)", func(o *fakeorigin.Origin) { o.Close() }, http.StatusBadGateway},
+		{"500", func(o *fakeorigin.Origin) { o.SetKindStatus(fakeorigin.Versions, 500) }, http.StatusBadGateway},
+		{"429 with a long Retry-After", func(o *fakeorigin.Origin) {
+			o.SetRetryAfter("3600")
+			o.SetKindStatus(fakeorigin.Versions, 429)
+		}, http.StatusServiceUnavailable},
+		{"garbage body", func(o *fakeorigin.Origin) {
+			o.SetKindBody(fakeorigin.Versions, []byte("<html>maintenance</html>"), "text/html")
+		}, http.StatusBadGateway},
+		{"JSON that is not an object", func(o *fakeorigin.Origin) {
+			o.SetKindBody(fakeorigin.Versions, []byte(`["x"]`), "application/json")
+		}, http.StatusBadGateway},
+		{"oversize body", func(o *fakeorigin.Origin) {
+			o.SetKindBody(fakeorigin.Versions, huge, "application/json")
+		}, http.StatusBadGateway},
+		{"timeout", func(o *fakeorigin.Origin) { o.SetLatency(time.Second) }, http.StatusGatewayTimeout},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			origin := newOrigin(t, fakeorigin.Options{})
+			origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+			origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
+			var d net.Dialer
+			tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{
+				dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+					if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
+						addr = origin.Addr
+					}
+					return d.DialContext(ctx, network, addr)
+				},
+				origin: func(c *discovery.Config) {
+					fastRetries(c)
+					c.MaxDocumentBytes = 1 << 10
+					c.RequestTimeout = 200 * time.Millisecond
+				},
+			}, "--allow-private-origins", "--versions-ttl", "1ns")
+			index := tfRegistry + "/hashicorp/random/index.json"
+			if resp, body, err := tm.get(index); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("warming: %v %v %s", resp, err, body)
+			}
+			tc.inject(origin)
+
+			resp, body, err := tm.get(index)
+			if err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Tfmirror-Stale") != "1" {
+				t.Fatalf("cached index.json with a failing origin: %v %v %s", resp, err, body)
+			}
+			if !bytes.Contains(body, []byte(`"3.6.0"`)) {
+				t.Fatalf("stale index.json lacks the cached version: %s", body)
+			}
+			expectMetrics(t, tm.m.registry, "after the stale answer",
+				expectation{"tfmirror_stale_responses_total", []string{"kind", "versions"}, 1})
+
+			// Never seen before: an upstream error, never 404.
+			resp, body, err = tm.get(tfRegistry + "/hashicorp/null/index.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantJSONError(t, "uncached provider", resp, body, tc.coldStatus, tfRegistry)
+		})
+	}
+}
+
+func TestOriginNotFoundIsNotFoundEvenWhenCached(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	tm := startMirror(t, origin, t.TempDir(), nil, "--versions-ttl", "1ns")
+	index := tfRegistry + "/hashicorp/random/index.json"
+	if resp, body, err := tm.get(index); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("warming: %v %v %s", resp, err, body)
+	}
+	origin.SetKindStatus(fakeorigin.Versions, http.StatusNotFound)
+	resp, body, err := tm.get(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSONError(t, "provider the origin says is gone", resp, body, http.StatusNotFound)
+}
+
+func TestCircuitBreakerFailsFastAndServesStale(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
+	tm := startMirror(t, origin, t.TempDir(), nil, "--versions-ttl", "1ns")
+	index := tfRegistry + "/hashicorp/random/index.json"
+	if resp, body, err := tm.get(index); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("warming: %v %v %s", resp, err, body)
+	}
+	origin.SetKindStatus(fakeorigin.Versions, http.StatusInternalServerError)
+	origin.ResetHits()
+	// Three attempts per request: the second request opens the circuit
+	// (default threshold 5).
+	for range 2 {
+		if resp, body, err := tm.get(index); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("stale index.json: %v %v %s", resp, err, body)
+		}
+	}
+	expectMetrics(t, tm.m.registry, "after five failures",
+		expectation{"tfmirror_origin_circuit_open", []string{"origin", tfRegistry}, 1})
+	hits := origin.TotalHits()
+	if hits != 5 {
+		t.Fatalf("origin saw %d requests, want 5 (then the circuit opens)", hits)
+	}
+	// Open: cached data is still served, nothing reaches the origin, and an
+	// uncached provider fails fast with 503 naming the origin.
+	if resp, body, err := tm.get(index); err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Tfmirror-Stale") != "1" {
+		t.Fatalf("stale index.json with the circuit open: %v %v %s", resp, err, body)
+	}
+	resp, body, err := tm.get(tfRegistry + "/hashicorp/null/index.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSONError(t, "uncached provider with the circuit open", resp, body, http.StatusServiceUnavailable, tfRegistry, "circuit breaker")
+	if got := origin.TotalHits(); got != hits {
+		t.Fatalf("origin saw %d more requests while the circuit was open", got-hits)
+	}
+}
+
+// warm fetches index.json, VERSION.json and the archive of one provider.
+func warm(t *testing.T, tm *testMirror, typ, version, platform string) {
+	t.Helper()
+	for _, p := range []string{
+		tfRegistry + "/hashicorp/" + typ + "/index.json",
+		tfRegistry + "/hashicorp/" + typ + "/" + version + ".json",
+		archiveURL(typ, version, platform),
+	} {
+		if resp, body, err := tm.get(p); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %v %v %.200s", p, resp, err, body)
+		}
+	}
+	tm.idle()
+}
+
+func TestOfflineServesOnlyTheCache(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64", "darwin_arm64"})
+	origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
+	dir := t.TempDir()
+	tm := startMirror(t, origin, dir, nil)
+	warm(t, tm, "random", "3.6.0", "linux_amd64")
+	tm.stop()
+
+	origin.ResetHits()
+	tm = startMirror(t, origin, dir, nil, "--offline", "--versions-ttl", "1ns")
+	for _, p := range []string{
+		tfRegistry + "/hashicorp/random/index.json",
+		tfRegistry + "/hashicorp/random/3.6.0.json",
+		archiveURL("random", "3.6.0", "linux_amd64"),
+	} {
+		resp, body, err := tm.get(p)
+		if err != nil || resp.StatusCode != 200 || resp.Header.Get("X-Tfmirror-Stale") != "" {
+			t.Fatalf("offline, cached %s: %v %v %.200s", p, resp, err, body)
+		}
+	}
+	for _, p := range []string{
+		tfRegistry + "/hashicorp/null/index.json",
+		tfRegistry + "/hashicorp/null/3.2.0.json",
+		archiveURL("random", "3.6.0", "darwin_arm64"),
+	} {
+		resp, body, err := tm.get(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSONError(t, "offline, uncached "+p, resp, body, http.StatusServiceUnavailable, "offline")
+	}
+	if n := origin.TotalHits(); n != 0 {
+		t.Fatalf("offline mirror sent %d requests to the origin", n)
+	}
+}
+
+func TestOriginTokens(t *testing.T) {
+	const token = "s3cret-origin-token"
+	origin := newOrigin(t, fakeorigin.Options{RequireToken: token, SeparateDownloadHost: true})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	credFile := filepath.Join(t.TempDir(), "terraform.rc")
+	err := os.WriteFile(credFile, []byte(fmt.Sprintf("credentials %q {\n  token = %q\n}\n", tfRegistry, token)), 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var d net.Dialer
+	route := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
+			addr = origin.Addr
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		environ []string
+	}{
+		{"credentials file", []string{"--credentials-file", credFile}, []string{}},
+		{"TF_TOKEN_ variable", nil, []string{"TF_TOKEN_registry_terraform_io=" + token}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			origin.ResetHits()
+			var logs bytes.Buffer
+			tm := startMirrorWith(t, origin, t.TempDir(), &syncWriter{w: &logs}, &overrides{
+				dialContext: route, origin: fastRetries, environ: tc.environ,
+			}, append([]string{"--allow-private-origins", "--log-level", "debug"}, tc.args...)...)
+			warm(t, tm, "random", "3.6.0", "linux_amd64")
+			tm.stop()
+			for _, k := range []fakeorigin.Kind{fakeorigin.Versions, fakeorigin.Download} {
+				if got := origin.LastAuthHeaders(k); len(got) == 0 || got[len(got)-1] != "Bearer "+token {
+					t.Errorf("%s requests carried Authorization %q", k, got)
+				}
+			}
+			for _, k := range []fakeorigin.Kind{fakeorigin.Shasums, fakeorigin.Signature, fakeorigin.Archive} {
+				for _, h := range origin.LastAuthHeaders(k) {
+					if h != "" {
+						t.Errorf("%s request to the download host carried Authorization %q", k, h)
+					}
+				}
+			}
+			if strings.Contains(logs.String(), token) {
+				t.Errorf("the token appears in the log")
+			}
+		})
+	}
+
+	t.Run("no credentials", func(t *testing.T) {
+		tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{dialContext: route, origin: fastRetries, environ: []string{}},
+			"--allow-private-origins")
+		resp, body, err := tm.get(tfRegistry + "/hashicorp/random/index.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSONError(t, "origin refusing the mirror", resp, body, http.StatusBadGateway, "401")
+	})
+}
+
+// syncWriter serialises writes of concurrent loggers.
+type syncWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (s *syncWriter) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.Write(p)
+}
+
+func TestSSRFGuards(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	_, port, _ := net.SplitHostPort(origin.Addr)
+	local := "localhost:" + port
+
+	t.Run("host not allowed", func(t *testing.T) {
+		tm := startMirror(t, origin, t.TempDir(), nil)
+		for _, host := range []string{local, "127.0.0.1:" + port, "169.254.169.254", "evil.example.com"} {
+			resp, body, err := tm.get(host + "/hashicorp/random/index.json")
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantJSONError(t, "host "+host, resp, body, http.StatusNotFound)
+		}
+		if n := origin.TotalHits(); n != 0 {
+			t.Fatalf("origin saw %d requests for hosts that are not allowed", n)
+		}
+	})
+
+	t.Run("allowed host resolving to loopback", func(t *testing.T) {
+		origin.ResetHits()
+		tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{origin: fastRetries},
+			"--allowed-origins", local)
+		resp, body, err := tm.get(local + "/hashicorp/random/index.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSONError(t, "loopback origin", resp, body, http.StatusBadGateway, "non-public address")
+		if n := origin.TotalHits(); n != 0 {
+			t.Fatalf("origin on loopback saw %d requests", n)
+		}
+		// The same with --allow-private-origins works.
+		tm = startMirrorWith(t, origin, t.TempDir(), nil, &overrides{origin: fastRetries},
+			"--allowed-origins", local, "--allow-private-origins")
+		if resp, body, err := tm.get(local + "/hashicorp/random/index.json"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("loopback origin with --allow-private-origins: %v %v %s", resp, err, body)
+		}
+	})
+}
+
+// connectProxy is an HTTP CONNECT proxy on loopback that counts tunnels
+// and routes tfRegistry to the fake origin.
+type connectProxy struct {
+	origin  *fakeorigin.Origin
+	tunnels atomic.Int32
+	mu      sync.Mutex
+	targets []string
+	conns   map[net.Conn]bool // open client and upstream connections
+	ln      net.Listener
+	wg      sync.WaitGroup
+}
+
+func startConnectProxy(t *testing.T, origin *fakeorigin.Origin) *connectProxy {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &connectProxy{origin: origin, ln: ln, conns: map[net.Conn]bool{}}
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			p.track(c, true)
+			p.wg.Add(1)
+			go func() { defer p.wg.Done(); defer p.track(c, false); p.serve(c) }()
+		}
+	}()
+	// The mirror keeps idle origin connections open: cut the tunnels.
+	t.Cleanup(func() {
+		ln.Close()
+		p.mu.Lock()
+		for c := range p.conns {
+			c.Close()
+		}
+		p.mu.Unlock()
+		p.wg.Wait()
+	})
+	return p
+}
+
+func (p *connectProxy) track(c net.Conn, open bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if open {
+		p.conns[c] = true
+	} else {
+		delete(p.conns, c)
+	}
+}
+
+func (p *connectProxy) serve(c net.Conn) {
+	defer c.Close()
+	br := bufio.NewReader(c)
+	req, err := http.ReadRequest(br)
+	if err != nil || req.Method != http.MethodConnect {
+		io.WriteString(c, "HTTP/1.1 405 Method Not Allowed\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
+	p.mu.Lock()
+	p.targets = append(p.targets, req.Host)
+	p.mu.Unlock()
+	target := req.Host
+	if host, _, _ := net.SplitHostPort(target); host == tfRegistry {
+		target = p.origin.Addr
+	}
+	up, err := net.DialTimeout("tcp", target, 5*time.Second)
+	if err != nil {
+		io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\n\r\n")
+		return
+	}
+	defer up.Close()
+	p.track(up, true)
+	defer p.track(up, false)
+	p.tunnels.Add(1)
+	io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n")
+	done := make(chan struct{}, 2)
+	go func() { io.Copy(up, br); up.(*net.TCPConn).CloseWrite(); done <- struct{}{} }()
+	go func() { io.Copy(c, up); done <- struct{}{} }()
+	<-done
+	<-done
+}
+
+func (p *connectProxy) seen() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.targets...)
+}
+
+func TestUpstreamConnectProxy(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+
+	t.Run("everything through the proxy", func(t *testing.T) {
+		proxy := startConnectProxy(t, origin)
+		// No dialContext override: the mirror dials only the proxy.
+		tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{origin: fastRetries},
+			"--allow-private-origins", "--upstream-proxy", "http://"+proxy.ln.Addr().String())
+		warm(t, tm, "random", "3.6.0", "linux_amd64")
+		if proxy.tunnels.Load() == 0 {
+			t.Fatal("no tunnel went through the proxy")
+		}
+		for _, target := range proxy.seen() {
+			if target != tfRegistry+":443" && target != origin.DownloadAddr {
+				t.Errorf("proxy tunnelled to unexpected %s", target)
+			}
+		}
+		if n := origin.TotalHits(); n == 0 {
+			t.Fatal("origin saw nothing")
+		}
+	})
+
+	t.Run("proxy on loopback is allowed, private targets are not", func(t *testing.T) {
+		// Without --allow-private-origins: the proxy itself is on loopback
+		// and is used, the registry name is left to the proxy to resolve,
+		// but the download URLs the registry names point at 127.0.0.1 and
+		// are refused before anything is sent.
+		proxy := startConnectProxy(t, origin)
+		origin.ResetHits()
+		tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{origin: fastRetries},
+			"--upstream-proxy", "http://"+proxy.ln.Addr().String())
+		if resp, body, err := tm.get(tfRegistry + "/hashicorp/random/index.json"); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("index.json through the proxy: %v %v %s", resp, err, body)
+		}
+		resp, body, err := tm.get(tfRegistry + "/hashicorp/random/3.6.0.json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSONError(t, "download URL on a private address", resp, body, http.StatusBadGateway, "non-public address")
+		for _, target := range proxy.seen() {
+			if target != tfRegistry+":443" {
+				t.Errorf("proxy was asked for %s; private targets must be refused before the proxy", target)
+			}
+		}
+		if origin.Hits(fakeorigin.Shasums) != 0 || origin.Hits(fakeorigin.Archive) != 0 {
+			t.Error("the private download host was contacted")
+		}
+	})
+}
+
+func TestTerraformInitWithOriginDownAfterWarming(t *testing.T) {
+	e := newE2E(t, fakeorigin.Options{SeparateDownloadHost: true}, "--versions-ttl", "1ns")
+	host := runtime.GOOS + "_" + runtime.GOARCH
+	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{host})
+	providers := map[string]string{"random": "hashicorp/random@3.6.0"}
+	if out, err := e.terraform(writeConfig(t, providers), "init", "-no-color"); err != nil {
+		t.Fatalf("warming terraform init failed: %v\n%s", err, out)
+	}
+	e.mirror.proxy.Wait(context.Background())
+
+	e.origin.SetDown(http.StatusBadGateway)
+	e.origin.ResetHits()
+	if out, err := e.terraform(writeConfig(t, providers), "init", "-no-color"); err != nil {
+		t.Fatalf("terraform init with the origin down failed: %v\n%s", err, out)
+	}
+	if e.origin.Hits(fakeorigin.Versions) == 0 {
+		t.Fatal("the mirror did not try to refresh the version list")
+	}
+	if got := metric(t, e.mirror.registry, "tfmirror_stale_responses_total", "kind", "versions"); got < 1 {
+		t.Fatalf("tfmirror_stale_responses_total{kind=versions} = %v, want >= 1", got)
+	}
+}
+
+func TestEnvironmentProxy(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	var d net.Dialer
+	route := func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
+			addr = origin.Addr
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+	tests := []struct {
+		name        string
+		environ     func(proxy string) []string
+		wantTunnels bool
+	}{
+		{"HTTPS_PROXY", func(p string) []string { return []string{"HTTPS_PROXY=http://" + p} }, true},
+		{"https_proxy", func(p string) []string { return []string{"https_proxy=http://" + p} }, true},
+		{"NO_PROXY exempts the origin", func(p string) []string {
+			return []string{"HTTPS_PROXY=http://" + p, "NO_PROXY=example.com,registry.terraform.io"}
+		}, false},
+		{"no proxy variables", func(string) []string { return []string{} }, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			proxy := startConnectProxy(t, origin)
+			tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{
+				dialContext: route, origin: fastRetries, environ: tc.environ(proxy.ln.Addr().String()),
+			}, "--allow-private-origins")
+			if resp, body, err := tm.get(tfRegistry + "/hashicorp/random/index.json"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("index.json: %v %v %s", resp, err, body)
+			}
+			if got := proxy.tunnels.Load() > 0; got != tc.wantTunnels {
+				t.Fatalf("tunnels through the proxy: %d (targets %v), want some: %v", proxy.tunnels.Load(), proxy.seen(), tc.wantTunnels)
+			}
+		})
+	}
+}

@@ -1,0 +1,313 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// ErrCircuitOpen means a request was not sent because the origin's circuit
+// breaker is open: the origin failed too many times in a row and is left
+// alone until its cooldown has passed. It is returned wrapped in an
+// *OriginError.
+var ErrCircuitOpen = errors.New("origin circuit breaker is open (the origin keeps failing)")
+
+// CircuitObserver is implemented by an Observer that also wants to know
+// when an origin's circuit breaker opens (open=true, including the
+// half-open probe phase) and closes again.
+type CircuitObserver interface {
+	CircuitOpen(origin string, open bool)
+}
+
+// StaleObserver is implemented by an Observer that also counts stale
+// answers: StaleServed("discovery") is called when a discovery refresh
+// failed and the previous result is used instead.
+type StaleObserver interface {
+	StaleServed(kind string)
+}
+
+// outcome of one attempt, as the breaker sees it.
+type attemptResult int
+
+const (
+	attemptNeutral attemptResult = iota // says nothing about the origin's health (policy refusal, caller gave up)
+	attemptOK
+	attemptFailed
+)
+
+// redirectRefused is a redirect that checkRedirect refused: a policy
+// decision, not an origin failure, and never worth a retry.
+type redirectRefused struct{ msg string }
+
+func (e *redirectRefused) Error() string { return e.msg }
+
+// classify judges the result of one request: whether it tells of a failing
+// origin, and whether it is worth retrying. Connection failures, timeouts,
+// 429 and 5xx other than 501 are failures and retried; refusals by the
+// network policy and the caller's own cancellation are neither.
+func classify(ctx context.Context, resp *http.Response, err error) (attemptResult, bool) {
+	if err != nil {
+		var rr *redirectRefused
+		switch {
+		case ctx.Err() != nil,
+			errors.Is(err, ErrPrivateAddress),
+			errors.Is(err, errNotHTTPS),
+			errors.Is(err, ErrCircuitOpen),
+			errors.As(err, &rr):
+			return attemptNeutral, false
+		}
+		return attemptFailed, true
+	}
+	if retryableStatus(resp.StatusCode) {
+		return attemptFailed, true
+	}
+	return attemptOK, false
+}
+
+func retryableStatus(code int) bool {
+	return code == http.StatusTooManyRequests || (code >= 500 && code != http.StatusNotImplemented)
+}
+
+// retryAfter parses a Retry-After header (seconds or an HTTP date); ok is
+// false when there is none or it does not parse.
+func retryAfter(h string, now time.Time) (time.Duration, bool) {
+	if h == "" {
+		return 0, false
+	}
+	if s, err := strconv.Atoi(h); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		return time.Duration(s) * time.Second, true
+	}
+	if t, err := http.ParseTime(h); err == nil {
+		return max(t.Sub(now), 0), true
+	}
+	return 0, false
+}
+
+// backoff is the wait before retry number n (0-based): exponential from
+// RetryBaseDelay, capped at RetryMaxDelay, with jitter over its upper half.
+func (c *Client) backoff(n int) time.Duration {
+	d := c.cfg.RetryBaseDelay << min(n, 20)
+	if d <= 0 || d > c.cfg.RetryMaxDelay {
+		d = c.cfg.RetryMaxDelay
+	}
+	half := d / 2
+	return half + rand.N(d-half+1)
+}
+
+// sleep waits for d or until ctx ends.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// send sends the idempotent GET r, retrying connection failures, timeouts,
+// 429 and 5xx answers up to Config.Retries times with backoff and jitter
+// (a Retry-After up to Config.RetryAfterMax is obeyed; a longer one ends
+// the retries). Each attempt runs on a request context made by begin; the
+// returned end releases the last one and must be called once the response
+// body is done with. The response returned may have any status; the
+// caller judges it. The origin's circuit breaker is consulted before each
+// attempt and told of its outcome.
+func (c *Client) send(ctx context.Context, r request, begin func() (context.Context, func())) (*http.Response, context.Context, func(), error) {
+	host := string(r.p.Hostname)
+	for n := 0; ; n++ {
+		probe, err := c.breaker.allow(host)
+		if err != nil {
+			return nil, nil, nil, c.originError(r, 0, err)
+		}
+		reqCtx, end := begin()
+		resp, err := c.do(ctx, reqCtx, r)
+		res, retry := classify(ctx, resp, err)
+		if c.breaker.record(host, probe, res) {
+			retry = false // this failure opened the circuit: report it, not the open circuit
+		}
+		var wait time.Duration
+		if retry && n < c.cfg.Retries {
+			wait = c.backoff(n)
+			if resp != nil {
+				if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
+					if ra > c.cfg.RetryAfterMax {
+						retry = false
+					}
+					wait = ra
+				}
+			}
+		}
+		if !retry || n >= c.cfg.Retries {
+			if err != nil {
+				end()
+				return nil, nil, nil, err
+			}
+			return resp, reqCtx, end, nil
+		}
+		if resp != nil {
+			drain(resp.Body)
+		}
+		end()
+		what := "error"
+		if resp != nil {
+			what = resp.Status
+		} else if err != nil {
+			what = err.Error()
+		}
+		c.log.LogAttrs(ctx, slog.LevelWarn, "origin request failed; retrying",
+			slog.String("origin", host), slog.String("op", r.op), slog.String("url", redactURL(r.u)),
+			slog.String("failure", what), slog.Int("attempt", n+1), slog.Duration("wait", wait))
+		if err := c.sleep(ctx, wait); err != nil {
+			return nil, nil, nil, fmt.Errorf("%s %s for %s: %w", r.op, redactURL(r.u), r.p, err)
+		}
+	}
+}
+
+// breakerState of one origin.
+type circuitState int
+
+const (
+	circuitClosed circuitState = iota
+	circuitOpen
+	circuitHalfOpen
+)
+
+type circuit struct {
+	state    circuitState
+	failures int // consecutive
+	openedAt time.Time
+	probing  bool // half-open: the one probe request is under way
+}
+
+// breaker is a per-origin circuit breaker: after Threshold consecutive
+// failures an origin's circuit opens and requests fail fast with
+// ErrCircuitOpen for Cooldown; then one probe request is let through
+// (half-open). Its success closes the circuit, its failure opens it again.
+type breaker struct {
+	threshold int // <= 0 disables the breaker
+	cooldown  time.Duration
+	now       func() time.Time
+	notify    func(origin string, open bool)
+
+	mu    sync.Mutex
+	hosts map[string]*circuit
+}
+
+func (b *breaker) allow(host string) (probe bool, err error) {
+	if b.threshold <= 0 {
+		return false, nil
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.hosts[host]
+	if c == nil {
+		return false, nil
+	}
+	switch c.state {
+	case circuitClosed:
+		return false, nil
+	case circuitOpen:
+		if wait := b.cooldown - b.now().Sub(c.openedAt); wait > 0 {
+			return false, fmt.Errorf("%w: %d consecutive failures; next attempt in %s",
+				ErrCircuitOpen, c.failures, wait.Round(time.Second))
+		}
+		c.state = circuitHalfOpen
+	}
+	if c.probing {
+		return false, fmt.Errorf("%w: %d consecutive failures; a probe request is under way",
+			ErrCircuitOpen, c.failures)
+	}
+	c.probing = true
+	return true, nil
+}
+
+// record counts the outcome of an attempt; it reports whether the circuit
+// is now open.
+func (b *breaker) record(host string, probe bool, res attemptResult) bool {
+	if b.threshold <= 0 {
+		return false
+	}
+	b.mu.Lock()
+	c := b.hosts[host]
+	if c == nil {
+		if res != attemptFailed {
+			b.mu.Unlock()
+			return false
+		}
+		c = &circuit{}
+		b.hosts[host] = c
+	}
+	if probe {
+		c.probing = false
+	}
+	changed, open := false, false
+	switch res {
+	case attemptOK:
+		changed = c.state != circuitClosed
+		c.state, c.failures = circuitClosed, 0
+	case attemptFailed:
+		c.failures++
+		if (c.state == circuitHalfOpen && probe) || (c.state == circuitClosed && c.failures >= b.threshold) {
+			changed, open = c.state == circuitClosed, true
+			c.state, c.openedAt = circuitOpen, b.now()
+		}
+	}
+	nowOpen := c.state == circuitOpen
+	b.mu.Unlock()
+	if changed && b.notify != nil {
+		b.notify(host, open)
+	}
+	return nowOpen
+}
+
+// circuitChanged logs circuit changes before passing them on to next.
+func (c *Client) circuitChanged(next func(string, bool)) func(string, bool) {
+	return func(origin string, open bool) {
+		if open {
+			c.log.Warn("origin keeps failing; circuit breaker opened, requests to it fail fast",
+				"origin", origin, "cooldown", c.cfg.BreakerCooldown.String())
+		} else {
+			c.log.Info("origin answers again; circuit breaker closed", "origin", origin)
+		}
+		if next != nil {
+			next(origin, open)
+		}
+	}
+}
+
+// requestContext makes the per-attempt context of a metadata request: it
+// ends after Config.RequestTimeout, body included.
+func (c *Client) requestContext(ctx context.Context) func() (context.Context, func()) {
+	return func() (context.Context, func()) {
+		return context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
+			&timeoutError{msg: fmt.Sprintf("no complete answer within %s", c.cfg.RequestTimeout)})
+	}
+}
+
+// discoveryResult judges a discovery (which retries on its own) for the
+// circuit breaker.
+func discoveryResult(ctx context.Context, err error) attemptResult {
+	var oe *OriginError
+	if err == nil || !errors.As(err, &oe) {
+		return attemptOK
+	}
+	if oe.StatusCode != 0 {
+		if retryableStatus(oe.StatusCode) {
+			return attemptFailed
+		}
+		return attemptOK
+	}
+	res, _ := classify(ctx, nil, err)
+	return res
+}

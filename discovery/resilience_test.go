@@ -1,0 +1,307 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// flakyRegistry serves discovery and a versions list; the versions
+// endpoint answers with the statuses in fail (one per request) before it
+// succeeds, each with retryAfter as Retry-After when set.
+func flakyRegistry(t *testing.T, retryAfter string, fail ...int) *testServer {
+	t.Helper()
+	var mu sync.Mutex
+	mux := http.NewServeMux()
+	mux.HandleFunc(wellKnown, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	})
+	mux.HandleFunc("/v1/providers/hashicorp/random/versions", func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		var status int
+		if len(fail) > 0 {
+			status, fail = fail[0], fail[1:]
+		}
+		mu.Unlock()
+		if status != 0 {
+			if retryAfter != "" {
+				w.Header().Set("Retry-After", retryAfter)
+			}
+			http.Error(w, "injected", status)
+			return
+		}
+		writeJSON(w, `{"versions":[{"version":"1.0.0"}]}`)
+	})
+	return newTestServer(t, mux)
+}
+
+const versionsPath = "/v1/providers/hashicorp/random/versions"
+
+// recordSleeps replaces the client's sleep between retries by one that
+// records the waits and returns at once.
+func recordSleeps(c *Client) func() []time.Duration {
+	var mu sync.Mutex
+	var waits []time.Duration
+	c.sleep = func(ctx context.Context, d time.Duration) error {
+		mu.Lock()
+		waits = append(waits, d)
+		mu.Unlock()
+		return ctx.Err()
+	}
+	return func() []time.Duration {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]time.Duration(nil), waits...)
+	}
+}
+
+func TestRetries(t *testing.T) {
+	tests := []struct {
+		name       string
+		retryAfter string
+		fail       []int
+		wantHits   int
+		wantStatus int // 0 = success
+		wantWaits  []time.Duration
+	}{
+		{name: "500 then 502 then success", fail: []int{500, 502}, wantHits: 3},
+		{name: "three 503s exhaust the retries", fail: []int{503, 503, 503}, wantHits: 3, wantStatus: 503},
+		{name: "429 obeys Retry-After", retryAfter: "3", fail: []int{429}, wantHits: 2, wantWaits: []time.Duration{3 * time.Second}},
+		{name: "Retry-After beyond the cap is not retried", retryAfter: "60", fail: []int{429}, wantHits: 1, wantStatus: 429},
+		{name: "501 is not retried", fail: []int{501}, wantHits: 1, wantStatus: 501},
+		{name: "403 is not retried", fail: []int{403}, wantHits: 1, wantStatus: 403},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := flakyRegistry(t, tc.retryAfter, tc.fail...)
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.RetryAfterMax = 10 * time.Second
+				cfg.BreakerThreshold = -1
+			})
+			waits := recordSleeps(c)
+			_, err := c.Versions(context.Background(), testProvider(s))
+			if tc.wantStatus == 0 && err != nil {
+				t.Fatalf("Versions: %v", err)
+			}
+			if tc.wantStatus != 0 {
+				wantOriginError(t, err, OpVersions, tc.wantStatus)
+			}
+			if got := s.count(versionsPath); got != tc.wantHits {
+				t.Fatalf("origin saw %d versions requests, want %d", got, tc.wantHits)
+			}
+			got := waits()
+			if len(got) != tc.wantHits-1 {
+				t.Fatalf("waited %v between %d attempts", got, tc.wantHits)
+			}
+			if tc.wantWaits != nil && !equalDurations(got, tc.wantWaits) {
+				t.Fatalf("waits = %v, want %v", got, tc.wantWaits)
+			}
+			for _, w := range got {
+				if tc.wantWaits == nil && (w <= 0 || w > 2*time.Millisecond) {
+					t.Fatalf("backoff %s outside (0, RetryMaxDelay]", w)
+				}
+			}
+		})
+	}
+}
+
+func equalDurations(a, b []time.Duration) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func TestBackoffGrowsWithJitterAndCap(t *testing.T) {
+	c, err := New(Config{RetryBaseDelay: 100 * time.Millisecond, RetryMaxDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for n, want := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
+		want *= time.Millisecond
+		for range 50 {
+			if d := c.backoff(n); d < want/2 || d > want {
+				t.Fatalf("backoff(%d) = %s, want within [%s, %s]", n, d, want/2, want)
+			}
+		}
+	}
+}
+
+func TestRetryConnectionFailure(t *testing.T) {
+	// The second attempt's dial fails; the third succeeds.
+	s := flakyRegistry(t, "")
+	var dials atomic.Int32
+	inner := mapDialer()
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if dials.Add(1) == 2 {
+				return nil, errors.New("injected connection refused")
+			}
+			return inner(ctx, network, addr)
+		}
+	})
+	c.httpClient.Transport.(*policyTransport).next.(*http.Transport).DisableKeepAlives = true
+	if _, err := c.Versions(context.Background(), testProvider(s)); err != nil {
+		t.Fatalf("Versions: %v", err)
+	}
+	if got := s.count(versionsPath); got != 1 {
+		t.Fatalf("origin saw %d versions requests, want 1", got)
+	}
+	if got := dials.Load(); got != 3 {
+		t.Fatalf("%d dials, want 3 (discovery, failed attempt, retry)", got)
+	}
+}
+
+// circuitLog records CircuitOpen calls next to a no-op Observer.
+type circuitLog struct {
+	noObserver
+	mu     sync.Mutex
+	events []bool
+}
+
+func (l *circuitLog) CircuitOpen(origin string, open bool) {
+	l.mu.Lock()
+	l.events = append(l.events, open)
+	l.mu.Unlock()
+}
+
+func (l *circuitLog) get() []bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]bool(nil), l.events...)
+}
+
+func TestCircuitBreaker(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	mux := http.NewServeMux()
+	mux.HandleFunc(wellKnown, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	})
+	mux.HandleFunc(versionsPath, func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, `{"versions":[{"version":"1.0.0"}]}`)
+	})
+	s := newTestServer(t, mux)
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	obs := &circuitLog{}
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.Retries = -1
+		cfg.BreakerThreshold = 3
+		cfg.BreakerCooldown = time.Minute
+		cfg.Now = clock.Now
+		cfg.Observer = obs
+	})
+	p := testProvider(s)
+	ctx := context.Background()
+
+	for i := range 3 {
+		_, err := c.Versions(ctx, p)
+		wantOriginError(t, err, OpVersions, 500)
+		if i < 2 && len(obs.get()) != 0 {
+			t.Fatalf("circuit opened after %d failures", i+1)
+		}
+	}
+	if got := obs.get(); len(got) != 1 || !got[0] {
+		t.Fatalf("circuit events %v, want [open]", got)
+	}
+	// Open: fail fast without contacting the origin, naming it.
+	_, err := c.Versions(ctx, p)
+	oe := wantOriginError(t, err, OpVersions, 0)
+	if !errors.Is(err, ErrCircuitOpen) || oe.Host != string(s.host) {
+		t.Fatalf("err = %v, want ErrCircuitOpen for %s", err, s.host)
+	}
+	if got := s.count(versionsPath); got != 3 {
+		t.Fatalf("origin saw %d requests while the circuit was open, want 3", got)
+	}
+	if _, err := c.FetchDocument(ctx, p, s.url("/SHA256SUMS"), 0); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("document fetch with open circuit: %v", err)
+	}
+
+	// After the cooldown one probe goes through; it fails: open again.
+	clock.Advance(time.Minute)
+	_, err = c.Versions(ctx, p)
+	wantOriginError(t, err, OpVersions, 500)
+	if _, err := c.Versions(ctx, p); !errors.Is(err, ErrCircuitOpen) {
+		t.Fatalf("after a failed probe: %v, want ErrCircuitOpen", err)
+	}
+	if got := s.count(versionsPath); got != 4 {
+		t.Fatalf("origin saw %d requests, want 4", got)
+	}
+
+	// The next probe succeeds: closed, requests flow again.
+	down.Store(false)
+	clock.Advance(time.Minute)
+	for range 2 {
+		if _, err := c.Versions(ctx, p); err != nil {
+			t.Fatalf("after recovery: %v", err)
+		}
+	}
+	if got := obs.get(); len(got) != 2 || got[1] {
+		t.Fatalf("circuit events %v, want [open closed]", got)
+	}
+}
+
+func TestCircuitIgnoresNotFoundAndPolicy(t *testing.T) {
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.BreakerThreshold = 1
+		cfg.Retries = -1
+		cfg.AllowPrivate = false
+	})
+	p := testProvider(s)
+	for range 3 {
+		if _, err := c.FetchDocument(context.Background(), p, s.url("/x"), 0); !errors.Is(err, ErrPrivateAddress) {
+			t.Fatalf("loopback document: %v, want ErrPrivateAddress", err)
+		}
+	}
+	if _, err := c.breaker.allow(string(s.host)); err != nil {
+		t.Fatalf("circuit opened on refusals by the address policy: %v", err)
+	}
+	open := newTestClient(t, s, func(cfg *Config) { cfg.BreakerThreshold = 1 })
+	for range 3 {
+		_, err := open.FetchDocument(context.Background(), p, s.url("/missing"), 0)
+		wantOriginError(t, err, OpDocument, 404)
+	}
+	if got := s.count("/missing"); got != 3 {
+		t.Fatalf("404s: origin saw %d requests, want 3 (no retries, no open circuit)", got)
+	}
+}
+
+func TestArchiveRetriedBeforeBody(t *testing.T) {
+	var n atomic.Int32
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if n.Add(1) == 1 {
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte("zipbytes"))
+	}))
+	c := newTestClient(t, s, nil)
+	body, _, err := c.OpenArchive(context.Background(), testProvider(s), s.url("/a.zip"))
+	if err != nil {
+		t.Fatalf("OpenArchive: %v", err)
+	}
+	defer body.Close()
+	data, err := io.ReadAll(body)
+	if err != nil || string(data) != "zipbytes" {
+		t.Fatalf("body %q, %v", data, err)
+	}
+	if got := s.count("/a.zip"); got != 2 {
+		t.Fatalf("origin saw %d archive requests, want 2", got)
+	}
+}
