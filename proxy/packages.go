@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
@@ -118,16 +119,40 @@ func (s *Server) h1(sha string) string {
 	return info.H1
 }
 
-// cachedPackage returns the stored record for v, if any.
+// cachedPackage returns the stored record for v, if any, from memory when
+// it was read before. The record must not be modified (see clone).
 func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packageRecord, bool) {
+	key := packageKey(p, v)
+	val, _, gen, ok := s.memo.get(key)
+	if ok {
+		return val.(*packageRecord), true
+	}
 	var rec packageRecord
-	if _, err := s.store.GetMeta(packageKey(p, v), &rec); err != nil {
+	storedAt, err := s.store.GetMeta(key, &rec)
+	if err != nil {
 		if !errors.Is(err, cache.ErrNotFound) {
 			s.log.Warn("reading cached package metadata", "provider", p.String(), "version", v.String(), "error", err)
 		}
 		return nil, false
 	}
+	s.memo.put(key, gen, &rec, storedAt)
 	return &rec, true
+}
+
+// clone returns a deep copy of rec, for adding platforms.
+func (rec *packageRecord) clone() *packageRecord {
+	c := *rec
+	c.Sums = maps.Clone(rec.Sums)
+	c.SumsURLs = slices.Clone(rec.SumsURLs)
+	c.Archives = maps.Clone(rec.Archives)
+	c.Missing = slices.Clone(rec.Missing)
+	if c.Sums == nil {
+		c.Sums = map[string]string{}
+	}
+	if c.Archives == nil {
+		c.Archives = map[string]archiveRecord{}
+	}
+	return &c
 }
 
 // maxPackageRounds bounds how often packageFor joins a fetch of the same
@@ -173,6 +198,7 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 	if !ok {
 		rec = &packageRecord{Version: v.String(), Archives: map[string]archiveRecord{}, Sums: map[string]string{}}
 	}
+	rec = rec.clone() // the cached one is shared
 	var missing []string
 	for _, pl := range need {
 		if _, ok := rec.Archives[pl]; !ok && !slices.Contains(rec.Missing, pl) {
@@ -231,7 +257,9 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 	rec.Missing = append(rec.Missing, notFound...)
 	slices.Sort(rec.Missing)
 	rec.VerifiedAt = s.cfg.Now().UTC()
-	if err := s.store.PutMeta(packageKey(p, v), rec); err != nil {
+	err = s.store.PutMeta(packageKey(p, v), rec)
+	s.memo.forget(packageKey(p, v))
+	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}

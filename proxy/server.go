@@ -110,6 +110,7 @@ type Server struct {
 
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
+	memo     *metaMemo // decoded version lists and package metadata
 }
 
 // New validates cfg and returns a Server using origin and store.
@@ -127,6 +128,7 @@ func New(cfg Config, origin Origin, store Store) (*Server, error) {
 		store:   store,
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
+		memo:    newMetaMemo(),
 	}
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
