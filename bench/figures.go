@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -254,6 +255,9 @@ func (e *env) coldTTFB(ctx context.Context) error {
 }
 
 // Figure 5: peak RSS while serving concurrent downloads, warm and cold.
+// VmHWM is the kernel's peak; it counts the pages of Badger's
+// memory-mapped value log that reads touch, which are page cache, so the
+// anonymous part (heap and stacks) is sampled too.
 func (e *env) memory(ctx context.Context) error {
 	n := e.cfg.MemClients
 	size := int64(e.cfg.ArchiveMiB) << 20
@@ -274,36 +278,58 @@ func (e *env) memory(ctx context.Context) error {
 		return err
 	}
 	var peaks []string
-	var worst int64
+	var worstHWM, worstAnon int64
 	since := "since reset"
 	for _, tc := range []struct{ name, version string }{{"warm", warmVersion}, {"cold", "4.0.0"}} {
 		if err := resetPeak(pid); err != nil {
 			since = "since start (clear_refs failed: " + err.Error() + ")"
 		}
-		_, base, err := memStatus(pid)
+		before, err := memStatus(pid)
 		if err != nil {
 			return err
 		}
-		progress("figure 5: %d concurrent %s downloads, RSS before %s", n, tc.name, mib(base))
-		if _, _, err := coldClients(ctx, c, e.mirror.url+zipPath(e.big.Addr, bigNS, bigType, tc.version), warmURL,
-			n, size, e.big.SHA256(bigNS, bigType, tc.version, platform)); err != nil {
-			return err
-		}
-		hwm, _, err := memStatus(pid)
+		progress("figure 5: %d concurrent %s downloads, RSS before %s (anon %s, file %s)", n, tc.name, mib(before.rss), mib(before.anon), mib(before.file))
+		stop := make(chan struct{})
+		sampled := make(chan mem)
+		go func() {
+			var peak mem
+			t := time.NewTicker(5 * time.Millisecond)
+			defer t.Stop()
+			for {
+				if m, err := memStatus(pid); err == nil {
+					peak.anon, peak.file = max(peak.anon, m.anon), max(peak.file, m.file)
+				}
+				select {
+				case <-t.C:
+				case <-stop:
+					sampled <- peak
+					return
+				}
+			}
+		}()
+		_, _, err = coldClients(ctx, c, e.mirror.url+zipPath(e.big.Addr, bigNS, bigType, tc.version), warmURL,
+			n, size, e.big.SHA256(bigNS, bigType, tc.version, platform))
+		close(stop)
+		peak := <-sampled
 		if err != nil {
 			return err
 		}
-		progress("  peak RSS %s", mib(hwm))
-		peaks = append(peaks, fmt.Sprintf("%s %s", tc.name, mib(hwm)))
-		worst = max(worst, hwm)
+		after, err := memStatus(pid)
+		if err != nil {
+			return err
+		}
+		progress("  peak RSS %s; sampled peaks: anon %s, file %s", mib(after.hwm), mib(peak.anon), mib(peak.file))
+		peaks = append(peaks, fmt.Sprintf("%s: VmHWM %s, anon %s", tc.name, mib(after.hwm), mib(peak.anon)))
+		worstHWM, worstAnon = max(worstHWM, after.hwm), max(worstAnon, peak.anon)
 		if err := e.waitCached(ctx, c, zipPath(e.big.Addr, bigNS, bigType, tc.version)); err != nil {
 			return err
 		}
 	}
 	e.report.add(row{
-		fig: "5", name: fmt.Sprintf("Peak RSS (VmHWM %s), %d concurrent %d MiB downloads", since, n, e.cfg.ArchiveMiB),
-		mirror: fmt.Sprintf("%s, %s", peaks[0], peaks[1]), ref: "—",
-		ratio: "—", target: "< 100 MiB", met: worst < 100<<20,
+		fig: "5", name: fmt.Sprintf("Peak RSS (VmHWM %s; anon = sampled peak RssAnon), %d concurrent %d MiB downloads", since, n, e.cfg.ArchiveMiB),
+		mirror: strings.Join(peaks, "; "), ref: "—",
+		ratio: "—", target: "< 100 MiB", met: worstHWM < 100<<20,
 	})
+	e.report.memNote = worstAnon < 100<<20 && worstHWM >= 100<<20
 	return nil
 }

@@ -231,12 +231,21 @@ func startNginx(ctx context.Context, bin, dir, root, cert, key string) (*nginxPr
 	return &nginxProc{process: p, url: "https://" + addr + "/", version: version}, nil
 }
 
-// memStatus reads VmHWM (peak) and VmRSS of pid, in bytes.
-func memStatus(pid int) (hwm, rss int64, err error) {
+// mem is a process's memory use from /proc/PID/status, in bytes.
+type mem struct {
+	hwm  int64 // VmHWM: peak resident set size
+	rss  int64 // VmRSS
+	anon int64 // RssAnon: heap, stacks (what the process allocated)
+	file int64 // RssFile: mapped file pages (Badger's memory-mapped files), reclaimable page cache
+}
+
+// memStatus reads pid's memory use.
+func memStatus(pid int) (mem, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return 0, 0, err
+		return mem{}, err
 	}
+	var m mem
 	for _, line := range strings.Split(string(b), "\n") {
 		k, v, _ := strings.Cut(line, ":")
 		fields := strings.Fields(v)
@@ -249,12 +258,16 @@ func memStatus(pid int) (hwm, rss int64, err error) {
 		}
 		switch k {
 		case "VmHWM":
-			hwm = n << 10
+			m.hwm = n << 10
 		case "VmRSS":
-			rss = n << 10
+			m.rss = n << 10
+		case "RssAnon":
+			m.anon = n << 10
+		case "RssFile":
+			m.file = n << 10
 		}
 	}
-	return hwm, rss, nil
+	return m, nil
 }
 
 // resetPeak resets pid's VmHWM to its current RSS (Linux clear_refs 5).

@@ -29,6 +29,7 @@ type report struct {
 	rows     []row
 	machine  machine
 	protocol string
+	memNote  bool // VmHWM over the target only because of mapped file pages
 }
 
 func newReport(cfg config) *report { return &report{cfg: cfg, started: time.Now().UTC()} }
@@ -50,6 +51,9 @@ func (r *report) print(w io.Writer) {
 		fmt.Fprintf(w, "| %s | %s | %s | %s | %s | %s | %s |\n", x.fig, x.name, x.mirror, x.ref, x.ratio, x.target, met)
 	}
 	fmt.Fprintln(w)
+	if r.memNote {
+		fmt.Fprintln(w, "- Figure 5: VmHWM is over the target only because it counts mapped pages of Badger's value log (page cache); the anonymous peak is under it.")
+	}
 	fmt.Fprintf(w, "- Machine: %d CPUs (%s), %s RAM, Linux %s, %s\n", runtime.NumCPU(), cpuModel(), memTotal(), kernel(), runtime.Version())
 	if r.machine.nginx != "" {
 		fmt.Fprintf(w, "- nginx: %s\n", r.machine.nginx)
