@@ -38,6 +38,7 @@ type config struct {
 	TFArchive   int
 	TFRuns      int
 	Nginx       string
+	Wrk         string
 	Terraform   string
 	Out         string
 	Only        string
@@ -59,6 +60,7 @@ func parseFlags() config {
 	flag.IntVar(&c.TFArchive, "tf-archive-mib", 8, "archive size of each terraform provider (figure 6), in MiB")
 	flag.IntVar(&c.TFRuns, "tf-runs", 3, "terraform init runs per variant (figure 6); the median is reported")
 	flag.StringVar(&c.Nginx, "nginx", "nginx", "nginx binary (Debian package nginx-light; see bench/setup.sh)")
+	flag.StringVar(&c.Wrk, "wrk", "wrk", "wrk binary, for a second measurement of figure 2 with a load generator in C; \"\" skips it")
 	flag.StringVar(&c.Terraform, "terraform", "terraform", "terraform binary for figure 6")
 	flag.StringVar(&c.Out, "out", "", "also write the results as Markdown to this file")
 	flag.StringVar(&c.Only, "only", "", "comma-separated figures to run (e.g. 1,2); default all")
