@@ -83,8 +83,8 @@ type mirrorProc struct {
 
 // startMirror runs `tfmirror serve` on a random loopback port and waits for
 // it to log its address.
-func startMirror(ctx context.Context, bin, dir string, args []string, env []string) (*mirrorProc, error) {
-	logFile := filepath.Join(dir, "mirror.log")
+func startMirror(ctx context.Context, bin, dir, logName string, args []string, env []string) (*mirrorProc, error) {
+	logFile := filepath.Join(dir, logName)
 	cmd := exec.Command(bin, append([]string{"serve", "--listen", "127.0.0.1:0", "--log-format", "json"}, args...)...)
 	cmd.Env = append(os.Environ(), env...)
 	p, err := startProcess("tfmirror", cmd, logFile, syscall.SIGKILL)

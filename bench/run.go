@@ -40,6 +40,25 @@ type env struct {
 	tf       *fakeorigin.Origin
 	report   *report
 	warmRate float64 // mirror's warm throughput from figure 1, for context in figure 3
+
+	bin        string   // the tfmirror binary
+	mirrorArgs []string // its flags
+	mirrorEnv  []string // and environment
+	starts     int      // how many times it was started
+}
+
+// startMirror starts (or restarts) the tfmirror subprocess.
+func (e *env) startMirror(ctx context.Context) error {
+	if e.mirror != nil {
+		e.mirror.stop(syscall.SIGTERM, 30*time.Second)
+	}
+	e.starts++
+	m, err := startMirror(ctx, e.bin, e.dir, fmt.Sprintf("mirror-%d.log", e.starts), e.mirrorArgs, e.mirrorEnv)
+	if err != nil {
+		return err
+	}
+	e.mirror = m
+	return nil
 }
 
 func (e *env) want(fig int) bool {
@@ -146,16 +165,18 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 
 	progress("starting tfmirror")
-	e.mirror, err = startMirror(ctx, bin, dir, []string{
+	e.bin = bin
+	e.mirrorArgs = []string{
 		"--data-dir", filepath.Join(dir, "data"),
 		"--tls-cert", tlsFiles.Cert, "--tls-key", tlsFiles.Key,
 		"--allowed-origins", strings.Join([]string{e.big.Addr, e.json.Addr, tfHost}, ","),
 		"--allow-private-origins",
-	}, []string{"SSL_CERT_FILE=" + originCAs, "HTTPS_PROXY=" + proxy.URL(), "https_proxy=", "NO_PROXY=", "no_proxy="})
-	if err != nil {
+	}
+	e.mirrorEnv = []string{"SSL_CERT_FILE=" + originCAs, "HTTPS_PROXY=" + proxy.URL(), "https_proxy=", "NO_PROXY=", "no_proxy="}
+	if err := e.startMirror(ctx); err != nil {
 		return err
 	}
-	defer e.mirror.stop(syscall.SIGTERM, 10*time.Second)
+	defer func() { e.mirror.stop(syscall.SIGTERM, 10*time.Second) }()
 
 	if e.want(1) || e.want(2) {
 		if err := e.startReference(ctx); err != nil {
