@@ -29,17 +29,16 @@ const (
 
 // env is everything the figures share.
 type env struct {
-	cfg      config
-	dir      string
-	pool     *x509.CertPool // trusts the mirror and nginx
-	caFile   string
-	mirror   *mirrorProc
-	nginx    *nginxProc
-	big      *fakeorigin.Origin
-	json     *fakeorigin.Origin
-	tf       *fakeorigin.Origin
-	report   *report
-	warmRate float64 // mirror's warm throughput from figure 1, for context in figure 3
+	cfg    config
+	dir    string
+	pool   *x509.CertPool // trusts the mirror and nginx
+	caFile string
+	mirror *mirrorProc
+	nginx  *nginxProc
+	big    *fakeorigin.Origin
+	json   *fakeorigin.Origin
+	tf     *fakeorigin.Origin
+	report *report
 
 	bin        string   // the tfmirror binary
 	mirrorArgs []string // its flags
@@ -178,7 +177,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	defer func() { e.mirror.stop(syscall.SIGTERM, 10*time.Second) }()
 
-	if e.want(1) || e.want(2) {
+	if e.want(1) || e.want(2) || e.want(3) {
 		if err := e.startReference(ctx); err != nil {
 			return err
 		}
