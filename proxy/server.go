@@ -240,7 +240,7 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	markStale(w, st.stale)
-	writeJSON(w, http.StatusOK, newIndexDocument(list))
+	writeJSONBody(w, http.StatusOK, list.indexJSON())
 }
 
 // handleFile serves VERSION.json and archives, which share one path shape.

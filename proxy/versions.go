@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,19 @@ import (
 // VersionsTTL, served stale when a refresh fails.
 type versionList struct {
 	Versions []versionEntry `json:"versions"`
+
+	// index is the rendered index.json, made on first use: a list is not
+	// modified once built or read, and remembered lists serve many requests.
+	index struct {
+		once sync.Once
+		body []byte
+	}
+}
+
+// indexJSON returns the list's index.json body.
+func (l *versionList) indexJSON() []byte {
+	l.index.once.Do(func() { l.index.body = renderJSON(newIndexDocument(l)) })
+	return l.index.body
 }
 
 type versionEntry struct {
