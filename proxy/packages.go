@@ -7,7 +7,9 @@ import (
 	"maps"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -45,6 +47,41 @@ type packageRecord struct {
 	// Missing are platforms the origin listed but has no package for.
 	Missing    []string  `json:"missing,omitempty"`
 	VerifiedAt time.Time `json:"verified_at"`
+
+	// rendered is the VERSION.json last made from this record, for the
+	// platforms and h1: hashes in its key.
+	rendered atomic.Pointer[renderedVersion]
+}
+
+type renderedVersion struct {
+	key  string // the platforms and their h1: hashes
+	body []byte
+}
+
+// versionJSON returns the VERSION.json body for the platforms in need,
+// made again only when the platforms or the h1: hashes of the cached
+// archives differ from the last call. The record must be the one of
+// provider type typ and version v.
+func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []string, h1 func(sha string) string) []byte {
+	var key strings.Builder
+	hashes := make(map[string]string, len(need))
+	for _, pl := range need {
+		key.WriteString(pl)
+		key.WriteByte('=')
+		if a, ok := rec.Archives[pl]; ok {
+			h := h1(a.SHA256)
+			hashes[a.SHA256] = h
+			key.WriteString(h)
+		}
+		key.WriteByte(';')
+	}
+	if r := rec.rendered.Load(); r != nil && r.key == key.String() {
+		return r.body
+	}
+	// Render with the hashes the key was made of.
+	body := renderJSON(newVersionDocument(typ, v, rec, need, func(sha string) string { return hashes[sha] }))
+	rec.rendered.Store(&renderedVersion{key: key.String(), body: body})
+	return body
 }
 
 type archiveRecord struct {
@@ -85,7 +122,7 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 		return
 	}
 	markStale(w, stale)
-	writeJSON(w, http.StatusOK, newVersionDocument(p.Type, v, rec, need, s.h1))
+	writeJSONBody(w, http.StatusOK, rec.versionJSON(p.Type, v, need, s.h1))
 }
 
 // versionEntry finds version v in p's version list, refreshing a list that
@@ -141,11 +178,14 @@ func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packa
 
 // clone returns a deep copy of rec, for adding platforms.
 func (rec *packageRecord) clone() *packageRecord {
-	c := *rec
-	c.Sums = maps.Clone(rec.Sums)
-	c.SumsURLs = slices.Clone(rec.SumsURLs)
-	c.Archives = maps.Clone(rec.Archives)
-	c.Missing = slices.Clone(rec.Missing)
+	c := packageRecord{
+		Version:    rec.Version,
+		Sums:       maps.Clone(rec.Sums),
+		SumsURLs:   slices.Clone(rec.SumsURLs),
+		Archives:   maps.Clone(rec.Archives),
+		Missing:    slices.Clone(rec.Missing),
+		VerifiedAt: rec.VerifiedAt,
+	}
 	if c.Sums == nil {
 		c.Sums = map[string]string{}
 	}
