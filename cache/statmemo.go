@@ -3,7 +3,7 @@ package cache
 import "sync"
 
 // statMemoMax bounds the blob records (and known absences) kept in memory.
-const statMemoMax = 65536
+const statMemoMax = 16384 // about 4 MiB
 
 // statMemo remembers, per sha256, the commit record StatBlob last read, or
 // that there was none, so that warm VERSION.json requests (which ask about

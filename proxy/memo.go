@@ -6,8 +6,11 @@ import (
 )
 
 // memoMaxEntries bounds the decoded metadata kept in memory: with more
-// documents than this, one is dropped for every one added.
-const memoMaxEntries = 16384
+// documents than this, one is dropped for every one added. A package record
+// with its rendered VERSION.json takes a few KiB, a long version list with
+// its index.json tens of KiB, so a busy mirror holds at most some tens of
+// MiB here; most hold far less, as few providers are in use at a time.
+const memoMaxEntries = 4096
 
 // metaMemo keeps metadata documents decoded from the cache in memory, so
 // that warm index.json and VERSION.json requests do not read and decode
