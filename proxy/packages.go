@@ -7,7 +7,6 @@ import (
 	"maps"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -54,7 +53,8 @@ type packageRecord struct {
 }
 
 type renderedVersion struct {
-	key  string // the platforms and their h1: hashes
+	need []string // the platforms asked for
+	h1s  []string // their h1: hashes ("" when not cached), by index in need
 	body []byte
 }
 
@@ -63,25 +63,36 @@ type renderedVersion struct {
 // archives differ from the last call. The record must be the one of
 // provider type typ and version v.
 func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []string, h1 func(sha string) string) []byte {
-	var key strings.Builder
-	hashes := make(map[string]string, len(need))
-	for _, pl := range need {
-		key.WriteString(pl)
-		key.WriteByte('=')
+	hashOf := func(pl string) string {
 		if a, ok := rec.Archives[pl]; ok {
-			h := h1(a.SHA256)
-			hashes[a.SHA256] = h
-			key.WriteString(h)
+			return h1(a.SHA256)
 		}
-		key.WriteByte(';')
+		return ""
 	}
-	if r := rec.rendered.Load(); r != nil && r.key == key.String() {
-		return r.body
+	if r := rec.rendered.Load(); r != nil && slices.Equal(r.need, need) {
+		same := true
+		for i, pl := range need {
+			if hashOf(pl) != r.h1s[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return r.body
+		}
 	}
-	// Render with the hashes the key was made of.
-	body := renderJSON(newVersionDocument(typ, v, rec, need, func(sha string) string { return hashes[sha] }))
-	rec.rendered.Store(&renderedVersion{key: key.String(), body: body})
-	return body
+	r := &renderedVersion{need: slices.Clone(need), h1s: make([]string, len(need))}
+	bySHA := make(map[string]string, len(need))
+	for i, pl := range need {
+		r.h1s[i] = hashOf(pl)
+		if a, ok := rec.Archives[pl]; ok {
+			bySHA[a.SHA256] = r.h1s[i]
+		}
+	}
+	// Render with the hashes just looked up, which the next call compares.
+	r.body = renderJSON(newVersionDocument(typ, v, rec, need, func(sha string) string { return bySHA[sha] }))
+	rec.rendered.Store(r)
+	return r.body
 }
 
 type archiveRecord struct {
