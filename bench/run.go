@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -60,11 +61,14 @@ func (e *env) startMirror(ctx context.Context) error {
 	return nil
 }
 
-func (e *env) want(fig int) bool {
-	if e.cfg.Only == "" {
+func (e *env) want(fig int) bool { return e.cfg.want(fig) }
+
+// want reports whether -only selects figure fig.
+func (c config) want(fig int) bool {
+	if c.Only == "" {
 		return true
 	}
-	for _, f := range strings.Split(e.cfg.Only, ",") {
+	for _, f := range strings.Split(c.Only, ",") {
 		if strings.TrimSpace(f) == fmt.Sprint(fig) {
 			return true
 		}
@@ -80,6 +84,17 @@ func zipPath(host, ns, typ, version string) string {
 func run(ctx context.Context, cfg config) (err error) {
 	if runtime.GOOS != "linux" {
 		return errors.New("the harness reads /proc and needs Linux")
+	}
+	// Fail before minutes of measuring, not after.
+	if cfg.want(1) || cfg.want(2) || cfg.want(3) {
+		if _, err := exec.LookPath(cfg.Nginx); err != nil {
+			return fmt.Errorf("nginx not found (%v); install it with bench/setup.sh (apt-get install nginx-light), pass -nginx, or run other figures with -only", err)
+		}
+	}
+	if cfg.want(6) {
+		if _, err := exec.LookPath(cfg.Terraform); err != nil {
+			return fmt.Errorf("terraform not found (%v); pass -terraform or skip figure 6 with -only 1,2,3,4,5", err)
+		}
 	}
 	dir, err := os.MkdirTemp("", "tfmirror-bench-")
 	if err != nil {
