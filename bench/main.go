@@ -41,6 +41,7 @@ type config struct {
 	Wrk         string
 	Terraform   string
 	Out         string
+	MirrorEnv   string
 	Only        string
 	KeepTemp    bool
 }
@@ -62,6 +63,7 @@ func parseFlags() config {
 	flag.StringVar(&c.Nginx, "nginx", "nginx", "nginx binary (Debian package nginx-light; see bench/setup.sh)")
 	flag.StringVar(&c.Wrk, "wrk", "wrk", "wrk binary, for a second measurement of figure 2 with a load generator in C; \"\" skips it")
 	flag.StringVar(&c.Terraform, "terraform", "terraform", "terraform binary for figure 6")
+	flag.StringVar(&c.MirrorEnv, "mirror-env", "", "comma-separated KEY=VALUE settings for tfmirror's environment only (e.g. GOMEMLIMIT=64MiB)")
 	flag.StringVar(&c.Out, "out", "", "also write the results as Markdown to this file")
 	flag.StringVar(&c.Only, "only", "", "comma-separated figures to run (e.g. 1,2); default all")
 	flag.BoolVar(&c.KeepTemp, "keep-temp", false, "keep the temporary directory (logs, nginx configuration) for inspection")

@@ -187,6 +187,14 @@ func run(ctx context.Context, cfg config) (err error) {
 		"--allow-private-origins",
 	}
 	e.mirrorEnv = []string{"SSL_CERT_FILE=" + originCAs, "HTTPS_PROXY=" + proxy.URL(), "https_proxy=", "NO_PROXY=", "no_proxy="}
+	for _, kv := range strings.Split(cfg.MirrorEnv, ",") {
+		if kv = strings.TrimSpace(kv); kv != "" {
+			if !strings.Contains(kv, "=") {
+				return fmt.Errorf("-mirror-env: %q is not KEY=VALUE", kv)
+			}
+			e.mirrorEnv = append(e.mirrorEnv, kv)
+		}
+	}
 	if err := e.startMirror(ctx); err != nil {
 		return err
 	}
