@@ -18,7 +18,7 @@ func (e *env) warmThroughput(ctx context.Context) error {
 	want := e.big.SHA256(bigNS, bigType, warmVersion, platform)
 	var best [2]float64
 	var ciphers [2]string
-	for round := range rounds {
+	for round := range e.cfg.Rounds {
 		for i, base := range []string{e.mirror.url, e.nginx.url} {
 			c := newClient(e.pool, e.cfg.Clients)
 			if round == 0 {
@@ -48,11 +48,6 @@ func (e *env) warmThroughput(ctx context.Context) error {
 	return nil
 }
 
-// rounds is how many times figures 1 and 2 alternate between tfmirror and
-// nginx; the best round of each is reported, as other load on the machine
-// only ever slows a round down.
-const rounds = 2
-
 func serverName(i int) string { return [2]string{"tfmirror", "nginx"}[i] }
 
 // Figure 2: warm index.json and VERSION.json against nginx.
@@ -63,7 +58,7 @@ func (e *env) warmJSON(ctx context.Context) error {
 	}
 	for _, d := range docs {
 		var best [2]rpsResult
-		for round := range rounds {
+		for round := range e.cfg.Rounds {
 			for i, base := range []string{e.mirror.url, e.nginx.url} {
 				c := newClient(e.pool, e.cfg.JSONConns)
 				progress("figure 2: %s from %s, %d connections for %s (round %d)", d.name, serverName(i), e.cfg.JSONConns, e.cfg.Duration, round+1)
