@@ -351,6 +351,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		}
 		return txn.Set(blobKey(w.expected), doc)
 	})
+	w.s.stats.forget(w.expected)
 	if err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)

@@ -90,7 +90,8 @@ type Store struct {
 	// treated as a Badger write failure.
 	stageHook func() error
 
-	lru lru // access order, references and eviction of committed blobs
+	lru   lru      // access order, references and eviction of committed blobs
+	stats statMemo // StatBlob answers
 }
 
 // Open opens (creating if needed) the store in opts.Dir, rebuilds its
@@ -307,11 +308,24 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
 		return BlobInfo{}, err
 	}
+	e, gen, ok := s.stats.get(sha)
+	if ok {
+		if !e.found {
+			return BlobInfo{}, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+		}
+		return e.info, nil
+	}
 	var rec blobRecord
 	err := s.db.View(func(txn *badger.Txn) (err error) {
 		rec, err = s.record(txn, sha)
 		return err
 	})
+	switch {
+	case err == nil:
+		s.stats.put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
+	case errors.Is(err, ErrNotFound):
+		s.stats.put(sha, gen, statEntry{})
+	}
 	return rec.BlobInfo, err
 }
 
@@ -350,6 +364,7 @@ func (s *Store) DeleteBlob(sha string) error {
 		}
 		return txn.Delete(blobKey(sha))
 	})
+	s.stats.forget(sha)
 	if err != nil {
 		return err
 	}

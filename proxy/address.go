@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"fmt"
 	"net/url"
 	"strings"
 	"unicode"
@@ -136,7 +135,14 @@ func validPlatformWord(s string) bool {
 // same layout `terraform providers mirror` writes, so VERSION.json can link
 // to it with a relative URL.
 func archiveName(typ string, v versions.Version, pl discovery.Platform) string {
-	return fmt.Sprintf("terraform-provider-%s_%s_%s_%s.zip", typ, v, pl.OS, pl.Arch)
+	return archiveNameOf(typ, v.String(), pl)
+}
+
+// archiveNameOf is archiveName with the version already formatted (VERSION.json
+// names an archive per platform; formatting the version each time showed in
+// profiles).
+func archiveNameOf(typ, version string, pl discovery.Platform) string {
+	return "terraform-provider-" + typ + "_" + version + "_" + pl.OS + "_" + pl.Arch + ".zip"
 }
 
 // parseArchiveName is the inverse of archiveName for a provider of type typ.

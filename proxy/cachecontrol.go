@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"net/http"
 	"time"
@@ -63,16 +62,15 @@ func (s *Server) cacheControl(kind responseKind, stale bool) string {
 	}
 }
 
-// writeDocument answers 200 with v as JSON, the given Cache-Control and a
-// strong ETag of the body; a request whose If-None-Match matches gets 304.
-// HEAD and Range are handled as for any static file.
-func writeDocument(w http.ResponseWriter, r *http.Request, v any, cacheControl string) {
-	body, err := json.Marshal(v)
-	if err != nil {
-		writeError(w, fmt.Errorf("encoding response: %w", err))
+// writeDocument answers 200 with body (JSON as rendered by renderJSON;
+// nil is an internal error), the given Cache-Control and a strong ETag of
+// the body; a request whose If-None-Match matches gets 304. HEAD and Range
+// are handled as for any static file.
+func writeDocument(w http.ResponseWriter, r *http.Request, body []byte, cacheControl string) {
+	if body == nil {
+		writeJSONBody(w, http.StatusInternalServerError, nil)
 		return
 	}
-	body = append(body, '\n')
 	sum := sha256.Sum256(body)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")

@@ -98,12 +98,24 @@ func writeError(w http.ResponseWriter, err error) int {
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
+	writeJSONBody(w, status, renderJSON(v))
+}
+
+// renderJSON encodes v with a trailing newline, or returns nil.
+func renderJSON(v any) []byte {
 	body, err := json.Marshal(v)
 	if err != nil {
-		status = http.StatusInternalServerError
-		body = []byte(`{"errors":["internal error"]}`)
+		return nil
 	}
-	body = append(body, '\n')
+	return append(body, '\n')
+}
+
+// writeJSONBody sends body, as rendered by renderJSON (nil: an internal error).
+func writeJSONBody(w http.ResponseWriter, status int, body []byte) {
+	if body == nil {
+		status = http.StatusInternalServerError
+		body = []byte(`{"errors":["internal error"]}` + "\n")
+	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -44,6 +46,53 @@ type packageRecord struct {
 	// Missing are platforms the origin listed but has no package for.
 	Missing    []string  `json:"missing,omitempty"`
 	VerifiedAt time.Time `json:"verified_at"`
+
+	// rendered is the VERSION.json last made from this record, for the
+	// platforms and h1: hashes in its key.
+	rendered atomic.Pointer[renderedVersion]
+}
+
+type renderedVersion struct {
+	need []string // the platforms asked for
+	h1s  []string // their h1: hashes ("" when not cached), by index in need
+	body []byte
+}
+
+// versionJSON returns the VERSION.json body for the platforms in need,
+// made again only when the platforms or the h1: hashes of the cached
+// archives differ from the last call. The record must be the one of
+// provider type typ and version v.
+func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []string, h1 func(sha string) string) []byte {
+	hashOf := func(pl string) string {
+		if a, ok := rec.Archives[pl]; ok {
+			return h1(a.SHA256)
+		}
+		return ""
+	}
+	if r := rec.rendered.Load(); r != nil && slices.Equal(r.need, need) {
+		same := true
+		for i, pl := range need {
+			if hashOf(pl) != r.h1s[i] {
+				same = false
+				break
+			}
+		}
+		if same {
+			return r.body
+		}
+	}
+	r := &renderedVersion{need: slices.Clone(need), h1s: make([]string, len(need))}
+	bySHA := make(map[string]string, len(need))
+	for i, pl := range need {
+		r.h1s[i] = hashOf(pl)
+		if a, ok := rec.Archives[pl]; ok {
+			bySHA[a.SHA256] = r.h1s[i]
+		}
+	}
+	// Render with the hashes just looked up, which the next call compares.
+	r.body = renderJSON(newVersionDocument(typ, v, rec, need, func(sha string) string { return bySHA[sha] }))
+	rec.rendered.Store(r)
+	return r.body
 }
 
 type archiveRecord struct {
@@ -84,9 +133,16 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 		return
 	}
 	markStale(w, stale)
-	doc := newVersionDocument(p.Type, v, rec, need, s.h1)
-	s.signArchiveURLs(p, &doc)
-	writeDocument(w, r, doc, s.cacheControl(kindVersion, stale))
+	var body []byte
+	if s.cfg.Auth == nil {
+		body = rec.versionJSON(p.Type, v, need, s.h1)
+	} else {
+		// Signatures differ per request: render afresh.
+		doc := newVersionDocument(p.Type, v, rec, need, s.h1)
+		s.signArchiveURLs(p, &doc)
+		body = renderJSON(doc)
+	}
+	writeDocument(w, r, body, s.cacheControl(kindVersion, stale))
 }
 
 // versionEntry finds version v in p's version list, refreshing a list that
@@ -120,16 +176,43 @@ func (s *Server) h1(sha string) string {
 	return info.H1
 }
 
-// cachedPackage returns the stored record for v, if any.
+// cachedPackage returns the stored record for v, if any, from memory when
+// it was read before. The record must not be modified (see clone).
 func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packageRecord, bool) {
+	key := packageKey(p, v)
+	val, _, gen, ok := s.memo.get(key)
+	if ok {
+		return val.(*packageRecord), true
+	}
 	var rec packageRecord
-	if _, err := s.store.GetMeta(packageKey(p, v), &rec); err != nil {
+	storedAt, err := s.store.GetMeta(key, &rec)
+	if err != nil {
 		if !errors.Is(err, cache.ErrNotFound) {
 			s.log.Warn("reading cached package metadata", "provider", p.String(), "version", v.String(), "error", err)
 		}
 		return nil, false
 	}
+	s.memo.put(key, gen, &rec, storedAt)
 	return &rec, true
+}
+
+// clone returns a deep copy of rec, for adding platforms.
+func (rec *packageRecord) clone() *packageRecord {
+	c := packageRecord{
+		Version:    rec.Version,
+		Sums:       maps.Clone(rec.Sums),
+		SumsURLs:   slices.Clone(rec.SumsURLs),
+		Archives:   maps.Clone(rec.Archives),
+		Missing:    slices.Clone(rec.Missing),
+		VerifiedAt: rec.VerifiedAt,
+	}
+	if c.Sums == nil {
+		c.Sums = map[string]string{}
+	}
+	if c.Archives == nil {
+		c.Archives = map[string]archiveRecord{}
+	}
+	return &c
 }
 
 // maxPackageRounds bounds how often packageFor joins a fetch of the same
@@ -175,6 +258,7 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 	if !ok {
 		rec = &packageRecord{Version: v.String(), Archives: map[string]archiveRecord{}, Sums: map[string]string{}}
 	}
+	rec = rec.clone() // the cached one is shared
 	var missing []string
 	for _, pl := range need {
 		if _, ok := rec.Archives[pl]; !ok && !slices.Contains(rec.Missing, pl) {
@@ -233,7 +317,9 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 	rec.Missing = append(rec.Missing, notFound...)
 	slices.Sort(rec.Missing)
 	rec.VerifiedAt = s.cfg.Now().UTC()
-	if err := s.store.PutMeta(packageKey(p, v), rec); err != nil {
+	err = s.store.PutMeta(packageKey(p, v), rec)
+	s.memo.forget(packageKey(p, v))
+	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}

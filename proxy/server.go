@@ -118,6 +118,7 @@ type Server struct {
 
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
+	memo     *metaMemo // decoded version lists and package metadata
 }
 
 // New validates cfg and returns a Server using origin and store.
@@ -135,6 +136,7 @@ func New(cfg Config, origin Origin, store Store) (*Server, error) {
 		store:   store,
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
+		memo:    newMetaMemo(),
 	}
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
@@ -250,7 +252,7 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	markStale(w, st.stale)
-	writeDocument(w, r, newIndexDocument(list), s.cacheControl(kindIndex, st.stale))
+	writeDocument(w, r, list.indexJSON(), s.cacheControl(kindIndex, st.stale))
 }
 
 // handleFile serves VERSION.json and archives, which share one path shape.

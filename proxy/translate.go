@@ -92,7 +92,8 @@ type archiveDocument struct {
 // its zh: hash (the origin's signed sha256) and, where h1 knows it, its h1:
 // hash.
 func newVersionDocument(typ string, v versions.Version, rec *packageRecord, platforms []string, h1 func(sha string) string) versionDocument {
-	doc := versionDocument{Archives: make(map[string]archiveDocument)}
+	doc := versionDocument{Archives: make(map[string]archiveDocument, len(platforms))}
+	version := v.String()
 	for _, name := range platforms {
 		a, ok := rec.Archives[name]
 		if !ok {
@@ -107,7 +108,7 @@ func newVersionDocument(typ string, v versions.Version, rec *packageRecord, plat
 			hashes = append(hashes, h)
 		}
 		hashes = append(hashes, verify.ZH(a.SHA256))
-		doc.Archives[name] = archiveDocument{URL: archiveName(typ, v, pl), Hashes: hashes}
+		doc.Archives[name] = archiveDocument{URL: archiveNameOf(typ, version, pl), Hashes: hashes}
 	}
 	return doc
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -17,6 +18,19 @@ import (
 // VersionsTTL, served stale when a refresh fails.
 type versionList struct {
 	Versions []versionEntry `json:"versions"`
+
+	// index is the rendered index.json, made on first use: a list is not
+	// modified once built or read, and remembered lists serve many requests.
+	index struct {
+		once sync.Once
+		body []byte
+	}
+}
+
+// indexJSON returns the list's index.json body.
+func (l *versionList) indexJSON() []byte {
+	l.index.once.Do(func() { l.index.body = renderJSON(newIndexDocument(l)) })
+	return l.index.body
 }
 
 type versionEntry struct {
@@ -60,15 +74,14 @@ type listState struct {
 // marked stale. force refreshes a fresh list too.
 func (s *Server) versions(ctx context.Context, p discovery.Provider, force bool) (*versionList, listState, error) {
 	key := versionsKey(p)
-	var cached versionList
-	storedAt, err := s.store.GetMeta(key, &cached)
+	cached, storedAt, err := s.cachedVersions(key)
 	haveCached := err == nil
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
 	if haveCached && (s.cfg.Offline || (!force && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL)) {
 		s.metrics.CacheLookup("versions", true)
-		return &cached, listState{storedAt: storedAt}, nil
+		return cached, listState{storedAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("versions", false)
 
@@ -81,7 +94,7 @@ func (s *Server) versions(ctx context.Context, p discovery.Provider, force bool)
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("versions")
 		s.log.Warn("origin failed, serving cached version list", "provider", p.String(), "stored_at", storedAt, "error", err)
-		return &cached, listState{stale: true, storedAt: storedAt}, nil
+		return cached, listState{stale: true, storedAt: storedAt}, nil
 	}
 	return nil, listState{}, err
 }
@@ -94,11 +107,29 @@ func (s *Server) refreshVersions(ctx context.Context, p discovery.Provider) (*ve
 	list := translateVersions(infos, func(raw string, err error) {
 		s.log.Warn("origin lists an invalid version; skipped", "provider", p.String(), "version", raw, "error", err)
 	})
-	if err := s.store.PutMeta(versionsKey(p), list); err != nil {
+	err = s.store.PutMeta(versionsKey(p), list)
+	s.memo.forget(versionsKey(p))
+	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
 	return list, nil
+}
+
+// cachedVersions returns the stored version list under key, from memory
+// when it was read before. The list must not be modified.
+func (s *Server) cachedVersions(key string) (*versionList, time.Time, error) {
+	val, storedAt, gen, ok := s.memo.get(key)
+	if ok {
+		return val.(*versionList), storedAt, nil
+	}
+	var list versionList
+	storedAt, err := s.store.GetMeta(key, &list)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	s.memo.put(key, gen, &list, storedAt)
+	return &list, storedAt, nil
 }
 
 // coalesce runs fn once for all concurrent callers with the same key, on a

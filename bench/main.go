@@ -1,0 +1,86 @@
+// Command bench measures tfmirror against references on loopback and prints
+// a table of ratios: warm archive throughput and warm JSON against nginx
+// serving the same files as a static mirror, cold fan-out and cold time to
+// first byte against the fake origin, peak memory, and `terraform init`
+// through the mirror against installing directly from the origin.
+//
+//	go run ./bench            (see BENCHMARKS.md; -h lists the flags)
+//
+// It builds tfmirror and runs it as a subprocess (so that its memory is
+// measurable and the load generator does not share its process), runs the
+// fake origin (internal/fakeorigin) in this process, and starts nginx from
+// the PATH with a generated configuration. Every subprocess is stopped when
+// the run ends, fails or is interrupted.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+)
+
+// config holds the command-line flags.
+type config struct {
+	ArchiveMiB  int
+	Clients     int
+	JSONConns   int
+	Duration    time.Duration
+	Rounds      int
+	FanOut      int
+	OriginRate  int64
+	TTFBSamples int
+	MemClients  int
+	TFProviders int
+	TFLatency   time.Duration
+	TFArchive   int
+	TFRuns      int
+	Nginx       string
+	Wrk         string
+	Terraform   string
+	Out         string
+	MirrorEnv   string
+	Only        string
+	KeepTemp    bool
+}
+
+func parseFlags() config {
+	var c config
+	flag.IntVar(&c.ArchiveMiB, "archive-mib", 64, "size of the provider archive for figures 1, 3, 4 and 5, in MiB")
+	flag.IntVar(&c.Clients, "clients", 32, "concurrent clients for warm archive throughput (figure 1)")
+	flag.IntVar(&c.JSONConns, "json-conns", 64, "concurrent keep-alive connections for warm JSON (figure 2)")
+	flag.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each throughput and requests-per-second measurement runs")
+	flag.IntVar(&c.Rounds, "rounds", 3, "times figures 1 and 2 alternate between tfmirror and nginx; the best round of each is reported, as other load on the machine only ever slows a round down")
+	flag.IntVar(&c.FanOut, "fanout", 50, "concurrent clients of one uncached archive (figure 3)")
+	flag.Int64Var(&c.OriginRate, "origin-rate", 100_000_000, "origin archive throttle for figures 3 and 4, in bytes per second")
+	flag.IntVar(&c.TTFBSamples, "ttfb-samples", 5, "uncached archives measured for time to first byte (figure 4)")
+	flag.IntVar(&c.MemClients, "mem-clients", 20, "concurrent downloads while peak memory is measured (figure 5)")
+	flag.IntVar(&c.TFProviders, "tf-providers", 4, "providers in the terraform configuration (figure 6)")
+	flag.DurationVar(&c.TFLatency, "tf-latency", 50*time.Millisecond, "latency injected on every origin response for figure 6")
+	flag.IntVar(&c.TFArchive, "tf-archive-mib", 8, "archive size of each terraform provider (figure 6), in MiB")
+	flag.IntVar(&c.TFRuns, "tf-runs", 3, "terraform init runs per variant (figure 6); the median is reported")
+	flag.StringVar(&c.Nginx, "nginx", "nginx", "nginx binary (Debian package nginx-light; see bench/setup.sh)")
+	flag.StringVar(&c.Wrk, "wrk", "wrk", "wrk binary, for a second measurement of figure 2 with a load generator in C; \"\" skips it")
+	flag.StringVar(&c.Terraform, "terraform", "terraform", "terraform binary for figure 6")
+	flag.StringVar(&c.MirrorEnv, "mirror-env", "", "comma-separated KEY=VALUE settings for tfmirror's environment only (e.g. GOMEMLIMIT=64MiB)")
+	flag.StringVar(&c.Out, "out", "", "also write the results as Markdown to this file")
+	flag.StringVar(&c.Only, "only", "", "comma-separated figures to run (e.g. 1,2); default all")
+	flag.BoolVar(&c.KeepTemp, "keep-temp", false, "keep the temporary directory (logs, nginx configuration) for inspection")
+	flag.Parse()
+	c.Rounds = max(c.Rounds, 1)
+	return c
+}
+
+func main() {
+	cfg := parseFlags()
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if err := run(ctx, cfg); err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		stop()
+		os.Exit(1)
+	}
+}

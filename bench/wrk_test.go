@@ -1,0 +1,62 @@
+package main
+
+import (
+	"testing"
+	"time"
+)
+
+func TestParseWrk(t *testing.T) {
+	tests := []struct {
+		name    string
+		out     string
+		want    rpsResult
+		wantErr bool
+	}{
+		{
+			name: "milliseconds and microseconds",
+			out: `Running 10s test @ https://127.0.0.1:1234/x/index.json
+  2 threads and 64 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     2.10ms    1.20ms  40.00ms   90.00%
+  Latency Distribution
+     50%  850.00us
+     75%    2.00ms
+     90%    3.50ms
+     99%    7.64ms
+  329710 requests in 10.00s, 150.00MB read
+Requests/sec:  32971.00
+Transfer/sec:     15.00MB
+`,
+			want: rpsResult{rps: 32971, p50: 850 * time.Microsecond, p99: 7640 * time.Microsecond},
+		},
+		{
+			name: "seconds",
+			out: `     50%    1.50s
+     99%    2.00s
+Requests/sec:     10.50
+`,
+			want: rpsResult{rps: 10.5, p50: 1500 * time.Millisecond, p99: 2 * time.Second},
+		},
+		{
+			name:    "error responses",
+			out:     "     99%    2.00ms\n  Non-2xx or 3xx responses: 12\nRequests/sec:  100.00\n",
+			wantErr: true,
+		},
+		{
+			name:    "no numbers",
+			out:     "unable to connect to 127.0.0.1:1 Connection refused\n",
+			wantErr: true,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseWrk([]byte(tc.out))
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if !tc.wantErr && got != tc.want {
+				t.Errorf("got %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
