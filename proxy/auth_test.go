@@ -288,3 +288,33 @@ func TestStatusPageShowsCredentialsBlock(t *testing.T) {
 		t.Errorf("without authentication: credentials host %q", openSt.CredentialsHost)
 	}
 }
+
+func TestStatusPageHidesProvidersWithoutToken(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	// Cache a provider's metadata through the guarded protocol.
+	if r := h.get(providerPath("1.0.0.json"), "Authorization", "Bearer "+testToken); r.status != 200 {
+		t.Fatalf("VERSION.json: status %d: %s", r.status, r.body)
+	}
+
+	var anon Status
+	h.get("/?format=json").json(t, &anon)
+	if !anon.ProvidersHidden || len(anon.Providers) != 0 {
+		t.Errorf("without a token: providers_hidden=%v, %d providers listed; want hidden and none", anon.ProvidersHidden, len(anon.Providers))
+	}
+	page := h.get("/", "Accept", "text/html")
+	if bytes.Contains(page.body, []byte(`id="providers"`)) || !bytes.Contains(page.body, []byte("requires a token")) {
+		t.Errorf("status page without a token shows the provider table or lacks the note:\n%s", page.body)
+	}
+	var wrong Status
+	h.get("/?format=json", "Authorization", "Bearer nope").json(t, &wrong)
+	if !wrong.ProvidersHidden {
+		t.Error("a wrong token sees the provider list")
+	}
+
+	var authed Status
+	h.get("/?format=json", "Authorization", "Bearer "+testToken).json(t, &authed)
+	if authed.ProvidersHidden || len(authed.Providers) != 1 {
+		t.Fatalf("with a token: providers_hidden=%v, providers %+v; want the one cached provider", authed.ProvidersHidden, authed.Providers)
+	}
+}

@@ -34,6 +34,9 @@ type Status struct {
 	// CredentialsHost is set when clients need a token: the host name
 	// (with its port unless 443) of their CLI configuration's credentials block.
 	CredentialsHost string `json:"credentials_host,omitempty"`
+	// ProvidersHidden is set when client authentication is on and the
+	// request carried no valid token: the provider list is then left out.
+	ProvidersHidden bool `json:"providers_hidden,omitempty"`
 }
 
 // StatusProvider is one provider the mirror has metadata for.
@@ -84,6 +87,12 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	}
 	slices.Sort(st.AllowedOrigins)
 	st.Archives, st.Bytes = s.store.Stats()
+	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
+		// Which providers a company uses is not for anyone who can
+		// reach the mirror; a client with a token may see the list.
+		st.ProvidersHidden = true
+		return st, nil
+	}
 
 	byProvider := map[string]*StatusProvider{}
 	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
