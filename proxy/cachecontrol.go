@@ -62,21 +62,35 @@ func (s *Server) cacheControl(kind responseKind, stale bool) string {
 	}
 }
 
-// writeDocument answers 200 with body (JSON as rendered by renderJSON;
-// nil is an internal error), the given Cache-Control and a strong ETag of
-// the body; a request whose If-None-Match matches gets 304. HEAD and Range
-// are handled as for any static file.
-func writeDocument(w http.ResponseWriter, r *http.Request, body []byte, cacheControl string) {
+// document is a rendered JSON answer (as made by renderJSON; nil body: an
+// internal error) with its strong ETag, kept together so that remembered
+// documents are not hashed again on every request.
+type document struct {
+	body []byte
+	etag string
+}
+
+func newDocument(body []byte) document {
 	if body == nil {
+		return document{}
+	}
+	sum := sha256.Sum256(body)
+	return document{body: body, etag: `"` + hex.EncodeToString(sum[:]) + `"`}
+}
+
+// writeDocument answers 200 with doc, the given Cache-Control and doc's
+// ETag; a request whose If-None-Match matches gets 304. HEAD and Range are
+// handled as for any static file.
+func writeDocument(w http.ResponseWriter, r *http.Request, doc document, cacheControl string) {
+	if doc.body == nil {
 		writeJSONBody(w, http.StatusInternalServerError, nil)
 		return
 	}
-	sum := sha256.Sum256(body)
 	h := w.Header()
 	h.Set("Content-Type", "application/json")
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", cacheControl)
-	h.Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+	h.Set("ETag", doc.etag)
 	// A zero modification time: no Last-Modified, validation by ETag only.
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(doc.body))
 }

@@ -55,14 +55,14 @@ type packageRecord struct {
 type renderedVersion struct {
 	need []string // the platforms asked for
 	h1s  []string // their h1: hashes ("" when not cached), by index in need
-	body []byte
+	doc  document
 }
 
-// versionJSON returns the VERSION.json body for the platforms in need,
+// versionJSON returns the VERSION.json document for the platforms in need,
 // made again only when the platforms or the h1: hashes of the cached
 // archives differ from the last call. The record must be the one of
 // provider type typ and version v.
-func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []string, h1 func(sha string) string) []byte {
+func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []string, h1 func(sha string) string) document {
 	hashOf := func(pl string) string {
 		if a, ok := rec.Archives[pl]; ok {
 			return h1(a.SHA256)
@@ -78,7 +78,7 @@ func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []str
 			}
 		}
 		if same {
-			return r.body
+			return r.doc
 		}
 	}
 	r := &renderedVersion{need: slices.Clone(need), h1s: make([]string, len(need))}
@@ -90,9 +90,9 @@ func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []str
 		}
 	}
 	// Render with the hashes just looked up, which the next call compares.
-	r.body = renderJSON(newVersionDocument(typ, v, rec, need, func(sha string) string { return bySHA[sha] }))
+	r.doc = newDocument(renderJSON(newVersionDocument(typ, v, rec, need, func(sha string) string { return bySHA[sha] })))
 	rec.rendered.Store(r)
-	return r.body
+	return r.doc
 }
 
 type archiveRecord struct {
@@ -133,16 +133,16 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 		return
 	}
 	markStale(w, stale)
-	var body []byte
+	var doc document
 	if s.cfg.Auth == nil {
-		body = rec.versionJSON(p.Type, v, need, s.h1)
+		doc = rec.versionJSON(p.Type, v, need, s.h1)
 	} else {
 		// Signatures differ per request: render afresh.
-		doc := newVersionDocument(p.Type, v, rec, need, s.h1)
-		s.signArchiveURLs(p, &doc)
-		body = renderJSON(doc)
+		vd := newVersionDocument(p.Type, v, rec, need, s.h1)
+		s.signArchiveURLs(p, &vd)
+		doc = newDocument(renderJSON(vd))
 	}
-	writeDocument(w, r, body, s.cacheControl(kindVersion, stale))
+	writeDocument(w, r, doc, s.cacheControl(kindVersion, stale))
 }
 
 // versionEntry finds version v in p's version list, refreshing a list that

@@ -23,14 +23,14 @@ type versionList struct {
 	// modified once built or read, and remembered lists serve many requests.
 	index struct {
 		once sync.Once
-		body []byte
+		doc  document
 	}
 }
 
-// indexJSON returns the list's index.json body.
-func (l *versionList) indexJSON() []byte {
-	l.index.once.Do(func() { l.index.body = renderJSON(newIndexDocument(l)) })
-	return l.index.body
+// indexJSON returns the list's index.json document.
+func (l *versionList) indexJSON() document {
+	l.index.once.Do(func() { l.index.doc = newDocument(renderJSON(newIndexDocument(l))) })
+	return l.index.doc
 }
 
 type versionEntry struct {
