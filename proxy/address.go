@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"fmt"
 	"net/url"
 	"strings"
 	"unicode"
@@ -100,7 +101,7 @@ func parseVersion(s string) (versions.Version, error) {
 	if s == "" || len(s) > maxVersionLen {
 		return versions.Version{}, badRequest("invalid version %q", s)
 	}
-	v, err := versions.ParseVersion(s)
+	v, err := parseSemver(s)
 	if err != nil {
 		return versions.Version{}, badRequest("invalid version %q: %v", s, err)
 	}
@@ -108,6 +109,18 @@ func parseVersion(s string) (versions.Version, error) {
 		return versions.Version{}, badRequest("version %q is not in canonical form (want %q)", s, v.String())
 	}
 	return v, nil
+}
+
+// parseSemver is versions.ParseVersion without its panic: the library
+// panics on a numeric part that does not fit in 64 bits, and both request
+// paths and origin answers can carry such a part.
+func parseSemver(s string) (v versions.Version, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("version %q is out of range", s)
+		}
+	}()
+	return versions.ParseVersion(s)
 }
 
 // parsePlatform parses "os_arch".

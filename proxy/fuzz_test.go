@@ -130,7 +130,7 @@ func FuzzTranslateVersions(f *testing.F) {
 				vi.Platforms = append(vi.Platforms, discovery.Platform{OS: pl.OS, Arch: pl.Arch})
 			}
 			infos = append(infos, vi)
-			if pv, err := versions.ParseVersion(v.Version); err == nil {
+			if pv, err := parseSemver(v.Version); err == nil {
 				want[pv.String()] = true
 			}
 		}

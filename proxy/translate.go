@@ -20,7 +20,7 @@ func translateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 	byVersion := make(map[string]*versionEntry)
 	parsed := make(map[string]versions.Version)
 	for _, info := range infos {
-		v, err := versions.ParseVersion(info.Version)
+		v, err := parseSemver(info.Version)
 		if err != nil {
 			skip(info.Version, err)
 			continue
