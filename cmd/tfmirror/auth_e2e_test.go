@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -65,13 +63,7 @@ func TestTerraformInitWithClientAuth(t *testing.T) {
 
 	// The archive URL in VERSION.json works as given, and not when its
 	// signature or expiry is changed.
-	pem, err := os.ReadFile(e.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := trustingClient(t, e.caFile)
 	defer client.CloseIdleConnections()
 	base := e.url + "registry.terraform.io/hashicorp/random/"
 	req, _ := http.NewRequest(http.MethodGet, base+"3.6.0.json", nil)

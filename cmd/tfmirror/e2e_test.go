@@ -7,15 +7,12 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"log"
 	"log/slog"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -247,13 +244,7 @@ func TestConcurrentColdDownloadsOverTLS(t *testing.T) {
 	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
 	want := e.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")
 
-	pem, err := os.ReadFile(e.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(pem)
-	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	client := trustingClient(t, e.caFile)
 	url := e.url + "registry.terraform.io/hashicorp/random/terraform-provider-random_3.6.0_linux_amd64.zip"
 
 	var wg sync.WaitGroup

@@ -7,14 +7,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
 	"runtime"
 	"strings"
 	"sync"
@@ -67,15 +64,9 @@ func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut
 		logger = slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	}
 	if o == nil {
-		var d net.Dialer
 		o = &overrides{
-			dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-				if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
-					addr = origin.Addr
-				}
-				return d.DialContext(ctx, network, addr)
-			},
-			origin: fastRetries,
+			dialContext: routeRegistryTo(origin),
+			origin:      fastRetries,
 		}
 	}
 	if o.rootCAs == nil {
@@ -103,13 +94,7 @@ func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut
 	tm.url = "http://" + ln.Addr().String() + "/"
 	if m.tls != nil {
 		tm.url = "https://" + ln.Addr().String() + "/"
-		pem, err := os.ReadFile(m.caFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
-		tm.client.Transport = &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}
+		tm.client = trustingClient(t, m.caFile)
 	}
 	return tm
 }

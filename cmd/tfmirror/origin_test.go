@@ -75,14 +75,8 @@ func TestOriginFailuresServeStale(t *testing.T) {
 			origin := newOrigin(t, fakeorigin.Options{})
 			origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
 			origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
-			var d net.Dialer
 			tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{
-				dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-					if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
-						addr = origin.Addr
-					}
-					return d.DialContext(ctx, network, addr)
-				},
+				dialContext: routeRegistryTo(origin),
 				origin: func(c *discovery.Config) {
 					fastRetries(c)
 					c.MaxDocumentBytes = 1 << 10
@@ -231,13 +225,7 @@ func TestOriginTokens(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var d net.Dialer
-	route := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
-			addr = origin.Addr
-		}
-		return d.DialContext(ctx, network, addr)
-	}
+	route := routeRegistryTo(origin)
 	tests := []struct {
 		name    string
 		args    []string
@@ -507,13 +495,7 @@ func TestTerraformInitWithOriginDownAfterWarming(t *testing.T) {
 func TestEnvironmentProxy(t *testing.T) {
 	origin := newOrigin(t, fakeorigin.Options{})
 	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
-	var d net.Dialer
-	route := func(ctx context.Context, network, addr string) (net.Conn, error) {
-		if host, _, _ := net.SplitHostPort(addr); host == tfRegistry {
-			addr = origin.Addr
-		}
-		return d.DialContext(ctx, network, addr)
-	}
+	route := routeRegistryTo(origin)
 	tests := []struct {
 		name        string
 		environ     func(proxy string) []string

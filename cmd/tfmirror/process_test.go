@@ -6,8 +6,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
-	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -119,18 +117,7 @@ func startProcess(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, 
 	serving := p.waitLog("tfmirror is serving", 30*time.Second)
 	p.addr, _ = serving["address"].(string)
 	p.url = "https://" + p.addr + "/"
-	pem, err := os.ReadFile(filepath.Join(dataDir, "tls", "ca.pem"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	if !pool.AppendCertsFromPEM(pem) {
-		t.Fatal("no certificate in DATA-DIR/tls/ca.pem")
-	}
-	p.client = &http.Client{Transport: &http.Transport{
-		TLSClientConfig:     &tls.Config{RootCAs: pool},
-		MaxIdleConnsPerHost: 64,
-	}}
+	p.client = trustingClient(t, filepath.Join(dataDir, "tls", "ca.pem"))
 	return p
 }
 
