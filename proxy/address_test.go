@@ -78,6 +78,12 @@ func TestParseVersion(t *testing.T) {
 		{"01.2.3", false},
 		{"", false},
 		{"1.2.3." + strings.Repeat("9", 200), false},
+		{"18700000000000000000.0.0", false}, // overflows 64 bits
+		{"1.0.0-rc.1+linux-amd64.2", true},
+		{"0.0.0+.", false},
+		{"1.0.0-a..b", false},
+		{"1.0.0-rc_1", false},
+		{"1.0.0+build.", false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.in, func(t *testing.T) {

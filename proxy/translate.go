@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"slices"
+	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -59,7 +60,9 @@ func translateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		case vb.LessThan(va):
 			return 1
 		}
-		return 0
+		// Equal precedence differs only in build metadata
+		// ("1.0.0+a", "1.0.0+b"): keep the order stable.
+		return strings.Compare(a.Version, b.Version)
 	})
 	return list
 }
