@@ -18,6 +18,27 @@ import (
 // *OriginError.
 var ErrCircuitOpen = errors.New("origin circuit breaker is open (the origin keeps failing)")
 
+// CircuitOpenError is the error behind ErrCircuitOpen (errors.Is matches
+// it): how many failures opened the circuit and when to try again.
+type CircuitOpenError struct {
+	// Failures is the number of consecutive failed attempts.
+	Failures int
+	// RetryAfter is how long until the breaker lets a probe request
+	// through; 0 when a probe is already under way.
+	RetryAfter time.Duration
+}
+
+func (e *CircuitOpenError) Error() string {
+	if e.RetryAfter > 0 {
+		return fmt.Sprintf("%v: %d consecutive failures; next attempt in %s",
+			ErrCircuitOpen, e.Failures, e.RetryAfter.Round(time.Second))
+	}
+	return fmt.Sprintf("%v: %d consecutive failures; a probe request is under way", ErrCircuitOpen, e.Failures)
+}
+
+// Is makes errors.Is(err, ErrCircuitOpen) true.
+func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }
+
 // CircuitObserver is implemented by an Observer that also wants to know
 // when an origin's circuit breaker opens (open=true, including the
 // half-open probe phase) and closes again.
@@ -219,14 +240,12 @@ func (b *breaker) allow(host string) (probe bool, err error) {
 		return false, nil
 	case circuitOpen:
 		if wait := b.cooldown - b.now().Sub(c.openedAt); wait > 0 {
-			return false, fmt.Errorf("%w: %d consecutive failures; next attempt in %s",
-				ErrCircuitOpen, c.failures, wait.Round(time.Second))
+			return false, &CircuitOpenError{Failures: c.failures, RetryAfter: wait}
 		}
 		c.state = circuitHalfOpen
 	}
 	if c.probing {
-		return false, fmt.Errorf("%w: %d consecutive failures; a probe request is under way",
-			ErrCircuitOpen, c.failures)
+		return false, &CircuitOpenError{Failures: c.failures}
 	}
 	c.probing = true
 	return true, nil

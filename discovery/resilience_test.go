@@ -225,6 +225,14 @@ func TestCircuitBreaker(t *testing.T) {
 	if !errors.Is(err, ErrCircuitOpen) || oe.Host != string(s.host) {
 		t.Fatalf("err = %v, want ErrCircuitOpen for %s", err, s.host)
 	}
+	var open *CircuitOpenError
+	if !errors.As(err, &open) || open.Failures != 3 || open.RetryAfter != time.Minute {
+		t.Fatalf("err = %#v, want 3 failures and a retry after the 1m cooldown", open)
+	}
+	clock.Advance(45 * time.Second)
+	if _, err := c.Versions(ctx, p); !errors.As(err, &open) || open.RetryAfter != 15*time.Second {
+		t.Fatalf("45s into the cooldown: %v, want a retry after 15s", err)
+	}
 	if got := s.count(versionsPath); got != 3 {
 		t.Fatalf("origin saw %d requests while the circuit was open, want 3", got)
 	}

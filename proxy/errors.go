@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
+	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/verify"
@@ -93,8 +95,18 @@ func writeError(w http.ResponseWriter, err error) int {
 	}
 	w.Header().Set("Cache-Control", errorCacheControl)
 	w.Header().Del("ETag")
+	var open *discovery.CircuitOpenError
+	if errors.As(err, &open) {
+		w.Header().Set("Retry-After", retryAfterSeconds(open.RetryAfter))
+	}
 	writeJSON(w, status, errorBody{Errors: []string{msg}})
 	return status
+}
+
+// retryAfterSeconds is d as a Retry-After value: whole seconds, rounded
+// up, at least 1 (a probe under way has no known end).
+func retryAfterSeconds(d time.Duration) string {
+	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

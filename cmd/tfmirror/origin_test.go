@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -159,6 +160,10 @@ func TestCircuitBreakerFailsFastAndServesStale(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantJSONError(t, "uncached provider with the circuit open", resp, body, http.StatusServiceUnavailable, tfRegistry, "circuit breaker")
+	// The default cooldown is 30s: the client is told when to come back.
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 1 || ra > 30 {
+		t.Fatalf("Retry-After %q with the circuit open, want 1..30 seconds", resp.Header.Get("Retry-After"))
+	}
 	if got := origin.TotalHits(); got != hits {
 		t.Fatalf("origin saw %d more requests while the circuit was open", got-hits)
 	}
