@@ -39,6 +39,10 @@ type serveConfig struct {
 	Offline             bool
 	UpstreamProxy       string
 	CredentialsFile     string
+	OriginTimeout       time.Duration
+	OriginRetries       int
+	BreakerThreshold    int
+	BreakerCooldown     time.Duration
 }
 
 // envName is the environment variable that sets flag name.
@@ -79,6 +83,10 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
+	fs.DurationVar(&c.OriginTimeout, "origin-timeout", 30*time.Second, "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)")
+	fs.IntVar(&c.OriginRetries, "origin-retries", 2, "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx); 0 disables retries")
+	fs.IntVar(&c.BreakerThreshold, "origin-breaker-threshold", 5, "consecutive failed origin requests that open an origin's circuit breaker; 0 disables the breaker")
+	fs.DurationVar(&c.BreakerCooldown, "origin-breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails requests to its origin at once before letting a probe through")
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -131,6 +139,12 @@ func (c serveConfig) validate() error {
 	}
 	if c.VersionsTTL <= 0 || c.DiscoveryTTL <= 0 || c.ShutdownTimeout <= 0 {
 		return errors.New("durations must be positive")
+	}
+	if c.OriginTimeout <= 0 || c.BreakerCooldown <= 0 {
+		return errors.New("--origin-timeout and --origin-breaker-cooldown must be positive")
+	}
+	if c.OriginRetries < 0 || c.BreakerThreshold < 0 {
+		return errors.New("--origin-retries and --origin-breaker-threshold must not be negative (0 disables)")
 	}
 	if c.SignedURLTTL <= 0 {
 		return errors.New("--signed-url-ttl must be positive")

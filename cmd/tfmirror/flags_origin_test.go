@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestOriginFlags(t *testing.T) {
@@ -16,8 +17,18 @@ func TestOriginFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(c serveConfig) bool {
-			return !c.Offline && c.UpstreamProxy == "" && c.CredentialsFile == ""
+			return !c.Offline && c.UpstreamProxy == "" && c.CredentialsFile == "" &&
+				c.OriginTimeout == 30*time.Second && c.OriginRetries == 2 &&
+				c.BreakerThreshold == 5 && c.BreakerCooldown == 30*time.Second
 		}},
+		{name: "retries and breaker", args: []string{"--origin-timeout", "5s", "--origin-retries", "0", "--origin-breaker-threshold", "0"},
+			env: map[string]string{"TFMIRROR_ORIGIN_BREAKER_COOLDOWN": "2m"},
+			check: func(c serveConfig) bool {
+				return c.OriginTimeout == 5*time.Second && c.OriginRetries == 0 &&
+					c.BreakerThreshold == 0 && c.BreakerCooldown == 2*time.Minute
+			}},
+		{name: "negative retries", args: []string{"--origin-retries", "-1"}, wantErr: "--origin-retries"},
+		{name: "zero timeout", args: []string{"--origin-timeout", "0s"}, wantErr: "--origin-timeout"},
 		{name: "flags", args: []string{"--offline", "--upstream-proxy", "http://proxy.corp:3128", "--credentials-file", "/etc/tfmirror/creds.tfrc"},
 			check: func(c serveConfig) bool {
 				return c.Offline && c.UpstreamProxy == "http://proxy.corp:3128" && c.CredentialsFile == "/etc/tfmirror/creds.tfrc"

@@ -169,6 +169,37 @@ func TestCircuitBreakerFailsFastAndServesStale(t *testing.T) {
 	}
 }
 
+func TestOriginRetryAndBreakerFlags(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	origin.SetKindStatus(fakeorigin.Versions, http.StatusInternalServerError)
+	tm := startMirror(t, origin, t.TempDir(), nil,
+		"--origin-retries", "0", "--origin-breaker-threshold", "2", "--origin-breaker-cooldown", "1h")
+	index := tfRegistry + "/hashicorp/random/index.json"
+	for i := range 2 {
+		resp, body, err := tm.get(index)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantJSONError(t, "origin failing", resp, body, http.StatusBadGateway, tfRegistry)
+		// Discovery succeeds once; each versions request is tried once.
+		if got := origin.Hits(fakeorigin.Versions); got != i+1 {
+			t.Fatalf("after request %d the origin saw %d versions requests, want %d (no retries)", i+1, got, i+1)
+		}
+	}
+	resp, body, err := tm.get(index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSONError(t, "circuit open after two failures", resp, body, http.StatusServiceUnavailable, "circuit breaker")
+	if ra, err := strconv.Atoi(resp.Header.Get("Retry-After")); err != nil || ra < 3500 || ra > 3600 {
+		t.Fatalf("Retry-After %q, want about an hour (--origin-breaker-cooldown 1h)", resp.Header.Get("Retry-After"))
+	}
+	if got := origin.Hits(fakeorigin.Versions); got != 2 {
+		t.Fatalf("the origin saw %d versions requests with the circuit open, want 2", got)
+	}
+}
+
 // warm fetches index.json, VERSION.json and the archive of one provider.
 func warm(t *testing.T, tm *testMirror, typ, version, platform string) {
 	t.Helper()

@@ -103,8 +103,13 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		DialContext:     o.dialContext,
 		DiscoveryTTL:    cfg.DiscoveryTTL,
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
-		Logger:          logger,
-		Observer:        m.metrics,
+		RequestTimeout:  cfg.OriginTimeout,
+		// The flags say 0 for "none"; discovery.Config says negative.
+		Retries:          disabledIfZero(cfg.OriginRetries),
+		BreakerThreshold: disabledIfZero(cfg.BreakerThreshold),
+		BreakerCooldown:  cfg.BreakerCooldown,
+		Logger:           logger,
+		Observer:         m.metrics,
 	}
 	if err := originNetwork(&originCfg, cfg, o, logger); err != nil {
 		return nil, err
@@ -324,4 +329,13 @@ func displayAddr(a net.Addr) string {
 		host = "localhost"
 	}
 	return net.JoinHostPort(host, port)
+}
+
+// disabledIfZero maps a flag's 0 ("none") to discovery.Config's -1; 0
+// there means "the default".
+func disabledIfZero(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
