@@ -68,6 +68,31 @@ func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err
 	if err != nil {
 		return nil, err
 	}
+	r := request{p: p, op: OpVersions, u: u, accept: "application/json"}
+	data, final, err := c.getJSON(ctx, r, "provider "+p.String())
+	if err != nil {
+		return nil, err
+	}
+	out, warnings, skipped, err := parseVersions(data)
+	if err != nil {
+		r.u = final
+		return nil, c.originError(r, 0, err)
+	}
+	for _, w := range warnings {
+		c.log.LogAttrs(ctx, slog.LevelInfo, "origin registry warning",
+			slog.String("provider", p.String()), slog.String("warning", w))
+	}
+	if skipped > 0 {
+		c.log.LogAttrs(ctx, slog.LevelWarn, "origin lists versions without a version string; skipped",
+			slog.String("provider", p.String()), slog.Int("count", skipped))
+	}
+	return out, nil
+}
+
+// parseVersions decodes a registry's versions response. It returns the
+// entries that have a version string, the registry's warnings, and how many
+// entries were skipped for having none.
+func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int, _ error) {
 	var body struct {
 		Versions *[]struct {
 			Version   string   `json:"version"`
@@ -79,22 +104,16 @@ func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err
 		} `json:"versions"`
 		Warnings []string `json:"warnings"`
 	}
-	r := request{p: p, op: OpVersions, u: u, accept: "application/json"}
-	if _, err := c.getJSON(ctx, r, &body, "provider "+p.String()); err != nil {
-		return nil, err
+	if err := decodeObject(data, &body); err != nil {
+		return nil, nil, 0, err
 	}
 	if body.Versions == nil {
-		return nil, c.originError(r, 0, errors.New(`response has no "versions" array`))
-	}
-	for _, w := range body.Warnings {
-		c.log.LogAttrs(ctx, slog.LevelInfo, "origin registry warning",
-			slog.String("provider", p.String()), slog.String("warning", w))
+		return nil, nil, 0, errors.New(`response has no "versions" array`)
 	}
 	out := make([]VersionInfo, 0, len(*body.Versions))
 	for _, v := range *body.Versions {
 		if v.Version == "" {
-			c.log.LogAttrs(ctx, slog.LevelWarn, "origin lists a version without a version string; skipped",
-				slog.String("provider", p.String()))
+			skipped++
 			continue
 		}
 		vi := VersionInfo{Version: v.Version, Protocols: v.Protocols}
@@ -103,7 +122,7 @@ func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err
 		}
 		out = append(out, vi)
 	}
-	return out, nil
+	return out, body.Warnings, skipped, nil
 }
 
 // Package fetches the package metadata of p at version for pl. The response
@@ -117,6 +136,23 @@ func (c *Client) Package(ctx context.Context, p Provider, version string, pl Pla
 	if err != nil {
 		return nil, err
 	}
+	r := request{p: p, op: OpPackage, u: u, accept: "application/json"}
+	data, final, err := c.getJSON(ctx, r, fmt.Sprintf("package %s %s %s", p, version, pl))
+	if err != nil {
+		return nil, err
+	}
+	pkg, err := parsePackage(data, final, pl)
+	if err != nil {
+		r.u = final
+		return nil, c.originError(r, 0, err)
+	}
+	return pkg, nil
+}
+
+// parsePackage decodes a registry's package response for pl. Relative URLs
+// in it are resolved against final, the URL the response came from; every
+// URL must then be an absolute https URL.
+func parsePackage(data []byte, final *url.URL, pl Platform) (*Package, error) {
 	var body struct {
 		Protocols           []string `json:"protocols"`
 		OS                  string   `json:"os"`
@@ -132,23 +168,18 @@ func (c *Client) Package(ctx context.Context, p Provider, version string, pl Pla
 			} `json:"gpg_public_keys"`
 		} `json:"signing_keys"`
 	}
-	r := request{p: p, op: OpPackage, u: u, accept: "application/json"}
-	final, err := c.getJSON(ctx, r, &body, fmt.Sprintf("package %s %s %s", p, version, pl))
-	if err != nil {
+	if err := decodeObject(data, &body); err != nil {
 		return nil, err
 	}
-	fail := func(format string, args ...any) error {
-		return c.originError(r, 0, fmt.Errorf(format, args...))
-	}
 	if body.OS != pl.OS || body.Arch != pl.Arch {
-		return nil, fail("response is for platform %s_%s, not %s", body.OS, body.Arch, pl)
+		return nil, fmt.Errorf("response is for platform %s_%s, not %s", body.OS, body.Arch, pl)
 	}
 	for _, f := range []struct{ name, v string }{
 		{"filename", body.Filename}, {"shasum", body.SHASum}, {"download_url", body.DownloadURL},
 		{"shasums_url", body.SHASumsURL}, {"shasums_signature_url", body.SHASumsSignatureURL},
 	} {
 		if f.v == "" {
-			return nil, fail("response has no %s", f.name)
+			return nil, fmt.Errorf("response has no %s", f.name)
 		}
 	}
 	pkg := &Package{
@@ -169,11 +200,11 @@ func (c *Client) Package(ctx context.Context, p Provider, version string, pl Pla
 	} {
 		ref, err := url.Parse(f.raw)
 		if err != nil {
-			return nil, fail("%s is not a URL: %v", f.name, err)
+			return nil, fmt.Errorf("%s is not a URL: %v", f.name, err)
 		}
 		abs := final.ResolveReference(ref)
 		if abs.Scheme != "https" || abs.Host == "" {
-			return nil, fail("%s %q is not an https URL", f.name, redactURL(abs))
+			return nil, fmt.Errorf("%s %q is not an https URL", f.name, redactURL(abs))
 		}
 		*f.dst = abs.String()
 	}
@@ -183,6 +214,17 @@ func (c *Client) Package(ctx context.Context, p Provider, version string, pl Pla
 		}
 	}
 	return pkg, nil
+}
+
+// decodeObject decodes data, which must be a JSON object, into v.
+func decodeObject(data []byte, v any) error {
+	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return errors.New("response is not a JSON object")
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return fmt.Errorf("malformed JSON response: %w", err)
+	}
+	return nil
 }
 
 // registryURL resolves path segments, each escaped, against host's
@@ -207,12 +249,12 @@ func (c *Client) registryURL(ctx context.Context, p Provider, segments ...string
 	return base.ResolveReference(ref), nil
 }
 
-// getJSON GETs r.u and decodes the JSON object it returns into v, returning
+// getJSON GETs r.u and returns the body, which must be a JSON object, and
 // the response's final URL (after redirects). A 404 is ErrNotFound for what.
-func (c *Client) getJSON(ctx context.Context, r request, v any, what string) (*url.URL, error) {
+func (c *Client) getJSON(ctx context.Context, r request, what string) ([]byte, *url.URL, error) {
 	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer end()
 	defer resp.Body.Close()
@@ -220,30 +262,24 @@ func (c *Client) getJSON(ctx context.Context, r request, v any, what string) (*u
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		drain(resp.Body)
-		return nil, fmt.Errorf("%w: %s", ErrNotFound, what)
+		return nil, nil, fmt.Errorf("%w: %s", ErrNotFound, what)
 	case resp.StatusCode != http.StatusOK:
 		drain(resp.Body)
-		return nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
+		return nil, nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
 	}
 	ct := resp.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 		drain(resp.Body)
-		return nil, c.originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
+		return nil, nil, c.originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
 	}
 	if resp.ContentLength > c.cfg.MaxDocumentBytes {
 		drain(resp.Body)
-		return nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+		return nil, nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
 			ErrTooLarge, resp.ContentLength, c.cfg.MaxDocumentBytes))
 	}
 	data, err := c.readBody(ctx, reqCtx, r, resp.Body, c.cfg.MaxDocumentBytes)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
-		return nil, c.originError(r, 0, errors.New("response is not a JSON object"))
-	}
-	if err := json.Unmarshal(data, v); err != nil {
-		return nil, c.originError(r, 0, fmt.Errorf("malformed JSON response: %w", err))
-	}
-	return resp.Request.URL, nil
+	return data, r.u, nil
 }

@@ -10,9 +10,15 @@ import (
 	"time"
 )
 
-// fuzzers are the fuzz tests of this package that CI runs beyond their seed
-// corpora.
-var fuzzers = []string{"FuzzParseRequestPath", "FuzzTranslateVersions", "FuzzArchiveSignature"}
+// fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
+// package's, and those of the origin client's response parsers.
+var fuzzers = []struct{ dir, name string }{
+	{".", "FuzzParseRequestPath"},
+	{".", "FuzzTranslateVersions"},
+	{".", "FuzzArchiveSignature"},
+	{"../discovery", "FuzzParseVersions"},
+	{"../discovery", "FuzzParsePackage"},
+}
 
 // TestFuzzersBriefly runs each fuzzer for a short while (10 s, or
 // TFMIRROR_FUZZTIME) on top of its committed seed corpus, so that the one
@@ -41,17 +47,18 @@ func TestFuzzersBriefly(t *testing.T) {
 			t.Fatalf("no go command to run the fuzzers with: %v", err)
 		}
 	}
-	for _, name := range fuzzers {
-		t.Run(name, func(t *testing.T) {
+	for _, fz := range fuzzers {
+		t.Run(fz.name, func(t *testing.T) {
 			// Compiling with coverage instrumentation takes a while on a
 			// busy machine; the fuzzing itself is bounded by -fuzztime.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
 			cmd := exec.CommandContext(ctx, gobin, "test", "-run", "^$",
-				"-fuzz", "^"+name+"$", "-fuzztime", fuzztime, "-parallel", "2", ".")
+				"-fuzz", "^"+fz.name+"$", "-fuzztime", fuzztime, "-parallel", "2", ".")
+			cmd.Dir = fz.dir
 			out, err := cmd.CombinedOutput()
 			if err != nil {
-				t.Fatalf("go test -fuzz %s: %v\n%s", name, err, out)
+				t.Fatalf("go test -fuzz %s in %s: %v\n%s", fz.name, fz.dir, err, out)
 			}
 			t.Logf("%s", lastLines(out, 3))
 		})
