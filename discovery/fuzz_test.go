@@ -20,17 +20,7 @@ func FuzzParseVersions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, warnings, skipped, err := parseVersions(data)
 		// The oracle decodes the same shape with encoding/json directly.
-		var want struct {
-			Versions *[]struct {
-				Version   string   `json:"version"`
-				Protocols []string `json:"protocols"`
-				Platforms []struct {
-					OS   string `json:"os"`
-					Arch string `json:"arch"`
-				} `json:"platforms"`
-			} `json:"versions"`
-			Warnings []string `json:"warnings"`
-		}
+		var want versionsResponse
 		decodes := json.Unmarshal(data, &want) == nil
 		trimmed := strings.TrimLeft(string(data), " \t\r\n")
 		isObject := strings.HasPrefix(trimmed, "{")

@@ -89,21 +89,24 @@ func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err
 	return out, nil
 }
 
+// versionsResponse is the JSON of a registry's versions response.
+type versionsResponse struct {
+	Versions *[]struct {
+		Version   string   `json:"version"`
+		Protocols []string `json:"protocols"`
+		Platforms []struct {
+			OS   string `json:"os"`
+			Arch string `json:"arch"`
+		} `json:"platforms"`
+	} `json:"versions"`
+	Warnings []string `json:"warnings"`
+}
+
 // parseVersions decodes a registry's versions response. It returns the
 // entries that have a version string, the registry's warnings, and how many
 // entries were skipped for having none.
 func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int, _ error) {
-	var body struct {
-		Versions *[]struct {
-			Version   string   `json:"version"`
-			Protocols []string `json:"protocols"`
-			Platforms []struct {
-				OS   string `json:"os"`
-				Arch string `json:"arch"`
-			} `json:"platforms"`
-		} `json:"versions"`
-		Warnings []string `json:"warnings"`
-	}
+	var body versionsResponse
 	if err := decodeObject(data, &body); err != nil {
 		return nil, nil, 0, err
 	}
