@@ -976,4 +976,24 @@ func TestAlertRules(t *testing.T) {
 	if pr.Kind != "PrometheusRule" || !reflect.DeepEqual(pr.Spec, rules) {
 		t.Error("kubernetes/prometheusrule.yaml differs from monitoring/alerts.yaml")
 	}
+
+	// Prometheus's own checker and the alerts' unit tests
+	// (monitoring/alerts_test.yaml), where promtool is installed (Debian's
+	// prometheus package; .ci/run installs it).
+	promtool, err := exec.LookPath("promtool")
+	if err != nil {
+		t.Log("promtool not installed; rules not checked or unit-tested by Prometheus")
+		return
+	}
+	for _, args := range [][]string{
+		{"check", "rules", "monitoring/alerts.yaml"},
+		{"test", "rules", "monitoring/alerts_test.yaml"},
+	} {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		out, err := exec.CommandContext(ctx, promtool, args...).CombinedOutput()
+		cancel()
+		if err != nil {
+			t.Errorf("promtool %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+	}
 }
