@@ -150,6 +150,9 @@ type BlobWriter struct {
 	cur         *[]byte        // the chunk being filled
 	staged      int            // chunks finished (in Badger, or in mem)
 	mem         map[int][]byte // finished chunks that could not be staged
+	memBytes    int64          // their size, reserved from Store.unstaged
+	dropped     map[int]bool   // finished chunks neither staged nor kept (ErrChunkDropped)
+	spare       int            // the chunk in mem kept over the budget (-1: none)
 	written     int64
 	err         error // first staging failure
 	state       writerState
@@ -172,7 +175,7 @@ func (s *Store) NewBlobWriter(expectedSHA string) (*BlobWriter, error) {
 	if err := checkSHA(expectedSHA); err != nil {
 		return nil, err
 	}
-	w := &BlobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New()}
+	w := &BlobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
 	w.cur = s.bufs.Get().(*[]byte)
 	s.mu.Lock()
 	s.active[w.stage] = true
@@ -221,6 +224,24 @@ func (w *BlobWriter) finishChunk() {
 		}
 		if w.mem == nil {
 			w.mem = make(map[int][]byte)
+		}
+		if w.s.reserveUnstaged(int64(len(data))) {
+			w.memBytes += int64(len(data))
+		} else {
+			// Over the budget, the newest chunk is still kept (the final
+			// bytes, which clients are held back on until the checksum
+			// matched, may be in it), in place of the one kept this way
+			// before, which is dropped: one chunk per writer at most.
+			if w.spare >= 0 {
+				if w.dropped == nil {
+					w.dropped = make(map[int]bool)
+					w.s.log.Warn("cache not writable and unstaged-memory limit reached: clients behind in this download will fail",
+						"sha256", w.expected, "limit_bytes", w.s.maxUnstaged)
+				}
+				w.dropped[w.spare] = true
+				delete(w.mem, w.spare) // readers copy under w.mu: no one holds it
+			}
+			w.spare = idx
 		}
 		w.mem[idx] = data // keep it; its buffer is not reused
 		w.cur = w.s.bufs.Get().(*[]byte)
@@ -286,6 +307,9 @@ func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
 		case w.mem[idx] != nil:
 			c = copy(p[n:], w.mem[idx][inChunk:])
 			w.mu.Unlock()
+		case w.dropped[idx]:
+			w.mu.Unlock()
+			return n, fmt.Errorf("%w (chunk %d)", ErrChunkDropped, idx)
 		default:
 			w.mu.Unlock()
 			var err error
@@ -396,7 +420,10 @@ func (w *BlobWriter) Abort() error {
 	}
 	w.state = aborted
 	n := w.staged
+	held := w.memBytes
+	w.mem, w.dropped, w.memBytes = nil, nil, 0 // readers fail from now on
 	w.mu.Unlock()
+	w.s.releaseUnstaged(held)
 	err := w.s.deleteChunks(w.stage, n)
 	w.forget()
 	return err
@@ -422,8 +449,11 @@ func (w *BlobWriter) Close() error {
 		w.s.bufs.Put(w.cur)
 		w.cur = nil
 	}
-	w.mem = nil
+	w.mem, w.dropped = nil, nil
+	held := w.memBytes
+	w.memBytes = 0
 	w.mu.Unlock()
+	w.s.releaseUnstaged(held)
 	w.forget()
 	if pinned {
 		w.s.lru.release(w.expected)
@@ -436,4 +466,26 @@ func (w *BlobWriter) forget() {
 	w.s.mu.Lock()
 	delete(w.s.active, w.stage)
 	w.s.mu.Unlock()
+}
+
+// reserveUnstaged takes n bytes of the unstaged-memory budget, if there
+// are that many left.
+func (s *Store) reserveUnstaged(n int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.maxUnstaged < 0 || s.unstaged+n > s.maxUnstaged {
+		return false
+	}
+	s.unstaged += n
+	return true
+}
+
+// releaseUnstaged returns n bytes to the unstaged-memory budget.
+func (s *Store) releaseUnstaged(n int64) {
+	if n == 0 {
+		return
+	}
+	s.mu.Lock()
+	s.unstaged -= n
+	s.mu.Unlock()
 }

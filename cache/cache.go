@@ -48,6 +48,14 @@ var ErrNotFound = errors.New("not found in cache")
 // DefaultChunkSize is the chunk size when Options.ChunkSize is zero.
 const DefaultChunkSize = 1 << 20
 
+// DefaultMaxUnstagedBytes is Options.MaxUnstagedBytes when it is zero.
+const DefaultMaxUnstagedBytes = 256 << 20
+
+// ErrChunkDropped is returned by BlobWriter.ReadAt for bytes of a download
+// in progress that could be neither stored nor kept in memory (a full disk
+// and Options.MaxUnstagedBytes reached).
+var ErrChunkDropped = errors.New("cache: part of this download was neither stored (cache not writable) nor kept in memory (unstaged-memory limit reached)")
+
 // Options configures Open.
 type Options struct {
 	// Dir is the Badger directory. Required unless InMemory.
@@ -66,6 +74,14 @@ type Options struct {
 	// OnEvict, if set, is called once for every archive evicted to stay
 	// under MaxBytes (for metrics). Default: none.
 	OnEvict func(BlobInfo)
+	// MaxUnstagedBytes bounds the memory held, across all downloads in
+	// progress, for archive chunks that could not be written to Badger
+	// (a full disk): such chunks are kept in memory so that clients
+	// streaming the download still get every byte. A chunk beyond the
+	// bound is not kept, and a reader that still needs it gets
+	// ErrChunkDropped; readers that are past it and the download itself
+	// go on. Default DefaultMaxUnstagedBytes; negative: keep none.
+	MaxUnstagedBytes int64
 	// FailWrites is for tests and fault injection only: when set, it is
 	// called before each archive chunk and metadata document is written,
 	// and an error it returns is treated as a failed write (as on a full
@@ -84,6 +100,11 @@ type Store struct {
 	active   map[string]bool // stage ids of writers not yet closed
 	archives int
 	bytes    int64
+
+	// unstaged is the memory held by writers for chunks that could not
+	// be stored, at most maxUnstaged.
+	unstaged    int64
+	maxUnstaged int64
 
 	// stageHook, when set (Options.FailWrites, tests), is called before
 	// each chunk and metadata document is written; an error it returns is
@@ -138,7 +159,10 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 	}
 	s := &Store{db: db, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
-		stageHook: opts.FailWrites}
+		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes}
+	if s.maxUnstaged == 0 {
+		s.maxUnstaged = DefaultMaxUnstagedBytes
+	}
 	s.lru.init(opts.MaxBytes, opts.OnEvict)
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 	if err := s.recount(); err != nil {

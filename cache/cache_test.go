@@ -385,6 +385,79 @@ func TestStagingFailureStillServesBytes(t *testing.T) {
 	}
 }
 
+func TestUnstagedMemoryIsBounded(t *testing.T) {
+	// The disk is full; the store may hold three chunks in memory in all.
+	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, MaxUnstagedBytes: 3 * testChunk,
+		FailWrites: func() error { return errors.New("no space left on device") }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+
+	// The first download keeps its first two chunks.
+	a := randomBytes(testChunk*2+10, 21)
+	wa, _ := s.NewBlobWriter(shaOf(a))
+	defer wa.Close()
+	wa.Write(a)
+	// The second download keeps its first chunk within the limit and its
+	// newest finished one (chunk 3) over it; chunks 1 and 2 are dropped.
+	b := randomBytes(testChunk*4+10, 22)
+	wb, _ := s.NewBlobWriter(shaOf(b))
+	defer wb.Close()
+	wb.Write(b)
+
+	p := make([]byte, len(a))
+	if n, err := wa.ReadAt(p, 0); n != len(a) || err != nil || !bytes.Equal(p, a) {
+		t.Fatalf("first download: ReadAt = %d, %v; want every byte", n, err)
+	}
+	p = make([]byte, testChunk)
+	if n, err := wb.ReadAt(p, 0); n != testChunk || err != nil || !bytes.Equal(p, b[:testChunk]) {
+		t.Fatalf("second download, kept chunk: ReadAt = %d, %v", n, err)
+	}
+	if n, err := wb.ReadAt(p, testChunk+5); !errors.Is(err, ErrChunkDropped) || n != 0 {
+		t.Fatalf("second download, dropped chunk: ReadAt = %d, %v; want ErrChunkDropped", n, err)
+	}
+	// Reading across the boundary returns what was kept, then the error.
+	p = make([]byte, 20)
+	if n, err := wb.ReadAt(p, testChunk-10); n != 10 || !errors.Is(err, ErrChunkDropped) || !bytes.Equal(p[:10], b[testChunk-10:testChunk]) {
+		t.Fatalf("across the boundary: ReadAt = %d, %v", n, err)
+	}
+	// The newest finished chunk and the one being filled are still
+	// readable: readers at the front, and the final bytes clients are
+	// held back on, are not affected.
+	p = make([]byte, testChunk+10)
+	if n, err := wb.ReadAt(p, testChunk*3); n != len(p) || err != nil || !bytes.Equal(p, b[testChunk*3:]) {
+		t.Fatalf("newest chunk: ReadAt = %d, %v", n, err)
+	}
+	p = make([]byte, 10)
+	if n, err := wb.ReadAt(p, testChunk*4); n != 10 || err != nil || !bytes.Equal(p, b[testChunk*4:]) {
+		t.Fatalf("current chunk: ReadAt = %d, %v", n, err)
+	}
+	if wb.Written() != int64(len(b)) || wb.Sum() != shaOf(b) {
+		t.Fatal("the download must go on whole (written bytes and sha256) when chunks are dropped")
+	}
+
+	// Closing the first download returns its memory: a third keeps two chunks.
+	wa.Close()
+	c := randomBytes(testChunk*2+1, 23)
+	wc, _ := s.NewBlobWriter(shaOf(c))
+	defer wc.Close()
+	wc.Write(c)
+	p = make([]byte, len(c))
+	if n, err := wc.ReadAt(p, 0); n != len(c) || err != nil || !bytes.Equal(p, c) {
+		t.Fatalf("after the first download closed: ReadAt = %d, %v; want every byte", n, err)
+	}
+	// Aborting returns memory too.
+	wc.Abort()
+	wb.Close()
+	s.mu.Lock()
+	held := s.unstaged
+	s.mu.Unlock()
+	if held != 0 {
+		t.Fatalf("%d unstaged bytes still accounted after every writer ended", held)
+	}
+}
+
 func TestDeleteBlob(t *testing.T) {
 	s := openTest(t, "")
 	data := randomBytes(testChunk*2, 5)

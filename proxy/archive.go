@@ -246,6 +246,13 @@ func (fr *fetcher) run(f *fetch, p discovery.Provider, a archiveRecord) {
 		return
 	}
 	// Every byte is verified and clients have been released; store it.
+	if err := f.w.Err(); err != nil {
+		// The cache could not be written: nothing to commit (and parts of
+		// the archive may no longer be at hand to compute h1 from).
+		s.metrics.CacheWriteFailed()
+		s.log.Error("archive served but not cached", "provider", p.String(), "file", a.Filename, "error", err)
+		return
+	}
 	h1, err := verify.H1(f.w, f.w.Written())
 	if err != nil {
 		s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
