@@ -69,13 +69,12 @@ func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err
 		return nil, err
 	}
 	r := request{p: p, op: OpVersions, u: u, accept: "application/json"}
-	data, final, err := c.getJSON(ctx, r, "provider "+p.String())
+	data, r, err := c.getJSON(ctx, r, "provider "+p.String())
 	if err != nil {
 		return nil, err
 	}
 	out, warnings, skipped, err := parseVersions(data)
 	if err != nil {
-		r.u = final
 		return nil, c.originError(r, 0, err)
 	}
 	for _, w := range warnings {
@@ -140,13 +139,12 @@ func (c *Client) Package(ctx context.Context, p Provider, version string, pl Pla
 		return nil, err
 	}
 	r := request{p: p, op: OpPackage, u: u, accept: "application/json"}
-	data, final, err := c.getJSON(ctx, r, fmt.Sprintf("package %s %s %s", p, version, pl))
+	data, r, err := c.getJSON(ctx, r, fmt.Sprintf("package %s %s %s", p, version, pl))
 	if err != nil {
 		return nil, err
 	}
-	pkg, err := parsePackage(data, final, pl)
+	pkg, err := parsePackage(data, r.u, pl)
 	if err != nil {
-		r.u = final
 		return nil, c.originError(r, 0, err)
 	}
 	return pkg, nil
@@ -252,12 +250,14 @@ func (c *Client) registryURL(ctx context.Context, p Provider, segments ...string
 	return base.ResolveReference(ref), nil
 }
 
-// getJSON GETs r.u and returns the body, which must be a JSON object, and
-// the response's final URL (after redirects). A 404 is ErrNotFound for what.
-func (c *Client) getJSON(ctx context.Context, r request, what string) ([]byte, *url.URL, error) {
+// getJSON GETs r.u and returns the body of its application/json answer,
+// and r with u set to the response's final URL (after redirects), for
+// resolving relative URLs and naming the host in errors. A 404 is
+// ErrNotFound for what.
+func (c *Client) getJSON(ctx context.Context, r request, what string) ([]byte, request, error) {
 	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
 	if err != nil {
-		return nil, nil, err
+		return nil, r, err
 	}
 	defer end()
 	defer resp.Body.Close()
@@ -265,24 +265,24 @@ func (c *Client) getJSON(ctx context.Context, r request, what string) ([]byte, *
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		drain(resp.Body)
-		return nil, nil, fmt.Errorf("%w: %s", ErrNotFound, what)
+		return nil, r, fmt.Errorf("%w: %s", ErrNotFound, what)
 	case resp.StatusCode != http.StatusOK:
 		drain(resp.Body)
-		return nil, nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
+		return nil, r, c.originError(r, resp.StatusCode, statusError(resp.Status))
 	}
 	ct := resp.Header.Get("Content-Type")
 	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
 		drain(resp.Body)
-		return nil, nil, c.originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
+		return nil, r, c.originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
 	}
 	if resp.ContentLength > c.cfg.MaxDocumentBytes {
 		drain(resp.Body)
-		return nil, nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+		return nil, r, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
 			ErrTooLarge, resp.ContentLength, c.cfg.MaxDocumentBytes))
 	}
 	data, err := c.readBody(ctx, reqCtx, r, resp.Body, c.cfg.MaxDocumentBytes)
 	if err != nil {
-		return nil, nil, err
+		return nil, r, err
 	}
-	return data, r.u, nil
+	return data, r, nil
 }
