@@ -57,9 +57,16 @@ func (s *Server) cacheControl(kind responseKind, stale bool) string {
 	case kindArchive:
 		return archiveCacheControl
 	default:
-		age := min(documentMaxAge, s.cfg.VersionsTTL)
-		return fmt.Sprintf("public, max-age=%d", int(age/time.Second))
+		return s.documentCacheControl
 	}
+}
+
+// documentCacheControl is the Cache-Control of fresh index.json and
+// VERSION.json answers: shared caches may reuse them for a minute, or for
+// the version-list TTL if that is shorter.
+func documentCacheControl(versionsTTL time.Duration) string {
+	age := min(documentMaxAge, versionsTTL)
+	return fmt.Sprintf("public, max-age=%d", int(age/time.Second))
 }
 
 // document is a rendered JSON answer (as made by renderJSON; nil body: an

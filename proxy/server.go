@@ -119,6 +119,8 @@ type Server struct {
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
 	memo     *metaMemo // decoded version lists and package metadata
+
+	documentCacheControl string // Cache-Control of fresh index.json and VERSION.json, from cfg.VersionsTTL
 }
 
 // New validates cfg and returns a Server using origin and store.
@@ -182,6 +184,7 @@ func New(cfg Config, origin Origin, store Store) (*Server, error) {
 	if s.cfg.Offline {
 		s.origin = offlineOrigin{}
 	}
+	s.documentCacheControl = documentCacheControl(s.cfg.VersionsTTL)
 	s.archives = newFetcher(s)
 	s.router = s.routes()
 	return s, nil
