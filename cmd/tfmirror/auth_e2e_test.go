@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -66,21 +65,8 @@ func TestTerraformInitWithClientAuth(t *testing.T) {
 	client := trustingClient(t, e.caFile)
 	defer client.CloseIdleConnections()
 	base := e.url + "registry.terraform.io/hashicorp/random/"
-	req, _ := http.NewRequest(http.MethodGet, base+"3.6.0.json", nil)
-	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := client.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc struct {
-		Archives map[string]struct{ URL string } `json:"archives"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&doc)
-	resp.Body.Close()
-	if err != nil {
-		t.Fatal(err)
-	}
-	signed, err := url.Parse(doc.Archives["linux_amd64"].URL)
+	urls, _ := archiveURLs(t, client, base+"3.6.0.json", token)
+	signed, err := url.Parse(urls["linux_amd64"])
 	if err != nil {
 		t.Fatal(err)
 	}

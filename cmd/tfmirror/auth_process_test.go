@@ -79,21 +79,11 @@ func TestClientAuthProcess(t *testing.T) {
 	check(m, tokenB, 200)
 
 	// A signed archive URL survives a restart (the key is kept in the data dir).
-	req, _ := http.NewRequest(http.MethodGet, base+version+".json", nil)
-	req.Header.Set("Authorization", "Bearer "+tokenB)
-	resp, err := m.client.Do(req)
-	if err != nil {
-		t.Fatal(err)
+	urls, header := archiveURLs(t, m.client, base+version+".json", tokenB)
+	if cc := header.Get("Cache-Control"); cc != "private, no-store" {
+		t.Fatalf("VERSION.json: Cache-Control %q", cc)
 	}
-	var doc struct {
-		Archives map[string]struct{ URL string } `json:"archives"`
-	}
-	err = json.NewDecoder(resp.Body).Decode(&doc)
-	resp.Body.Close()
-	if err != nil || resp.Header.Get("Cache-Control") != "private, no-store" {
-		t.Fatalf("VERSION.json: %v, Cache-Control %q", err, resp.Header.Get("Cache-Control"))
-	}
-	signed := doc.Archives["linux_amd64"].URL
+	signed := urls["linux_amd64"]
 	if fi, err := os.Stat(filepath.Join(dataDir, signingKeyName)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Errorf("signing key in the data dir: %v, %v", fi, err)
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"net"
 	"net/http"
 	"os"
@@ -40,4 +41,32 @@ func trustingClient(t *testing.T, caFile string) *http.Client {
 		TLSClientConfig:     &tls.Config{RootCAs: pool},
 		MaxIdleConnsPerHost: 64,
 	}}
+}
+
+// archiveURLs GETs versionURL (a VERSION.json) with the bearer token and
+// returns the archive URL it lists for each platform, and the answer's
+// headers.
+func archiveURLs(t *testing.T, client *http.Client, versionURL, token string) (map[string]string, http.Header) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, versionURL, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var doc struct {
+		Archives map[string]struct{ URL string } `json:"archives"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&doc); err != nil {
+		t.Fatalf("VERSION.json: %v", err)
+	}
+	urls := make(map[string]string, len(doc.Archives))
+	for pl, a := range doc.Archives {
+		urls[pl] = a.URL
+	}
+	return urls, resp.Header
 }
