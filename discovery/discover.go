@@ -65,8 +65,8 @@ func (e *discoEntry) result(stale bool) (Discovery, error) {
 // ProvidersURL returns the base URL of host's provider registry from service
 // discovery, fetched at most once per DiscoveryTTL. When a refresh fails the
 // previous result is returned (and a warning logged). Errors are
-// ErrNoProviderService (wrapped), *OriginError with Op "discovery", or the
-// caller's context error.
+// ErrHostNotAllowed or ErrNoProviderService (wrapped), *OriginError with Op
+// "discovery", or the caller's context error.
 func (c *Client) ProvidersURL(ctx context.Context, host svchost.Hostname) (*url.URL, error) {
 	d, err := c.Discover(ctx, host)
 	if err != nil {
@@ -82,6 +82,9 @@ func (c *Client) ProvidersURL(ctx context.Context, host svchost.Hostname) (*url.
 func (c *Client) Discover(ctx context.Context, host svchost.Hostname) (Discovery, error) {
 	if host == "" {
 		return Discovery{}, errors.New("discovery: empty hostname")
+	}
+	if err := c.checkHost(host); err != nil {
+		return Discovery{}, err
 	}
 	if d, ok, err := c.cached(host); ok {
 		c.cfg.Observer.CacheLookup("discovery", true)

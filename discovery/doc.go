@@ -22,8 +22,10 @@
 //   - reading origin credentials the way Terraform does (LoadCredentials:
 //     CLI-config credentials blocks and TF_TOKEN_<host> variables).
 //
-// It does not decide which origin hosts may be used (package proxy does), does
-// not verify hashes or signatures (package verify does), and caches nothing
+// It enforces which origin hosts may be used (Config.AllowedOrigins, refused
+// with ErrHostNotAllowed before any lookup or connection) but does not choose
+// them (the operator does, through cmd/tfmirror). It does not verify hashes
+// or signatures (package verify does), and caches nothing
 // except service discovery results for their TTL. Its errors know nothing of
 // the HTTP status codes tfmirror answers with: ErrNotFound, ErrNoProviderService
 // and *OriginError are mapped to statuses by package proxy.

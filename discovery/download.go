@@ -19,8 +19,12 @@ import (
 // the URL's file name ends in .sig, "shasums" when it contains SHA256SUMS,
 // "document" otherwise. Any status other than 200, 404 included, is an
 // *OriginError: the registry named this URL, so its absence is an origin
-// fault, not a missing provider.
+// fault, not a missing provider. ErrHostNotAllowed (wrapped) when p's
+// host is not allowed; rawURL itself may name any host.
 func (c *Client) FetchDocument(ctx context.Context, p Provider, rawURL string, limit int64) (_ []byte, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, err
+	}
 	defer c.observe(p.Hostname, documentOp(rawURL), time.Now(), &err)
 	if limit <= 0 {
 		limit = c.cfg.MaxDocumentBytes
@@ -67,8 +71,12 @@ func documentOp(rawURL string) string {
 // Config.IdleTimeout for data, when it grows past Config.MaxArchiveBytes, or
 // when it ends before its Content-Length; it never truncates silently. The
 // download has no overall deadline beyond ctx. The caller must Close body.
-// Any status other than 200 is an *OriginError.
+// Any status other than 200 is an *OriginError. ErrHostNotAllowed (wrapped)
+// when p's host is not allowed; rawURL itself may name any host.
 func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ io.ReadCloser, _ int64, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, 0, err
+	}
 	start := time.Now()
 	defer func() {
 		if err != nil {

@@ -76,10 +76,14 @@ func (p *Package) ArmoredKeys() []string {
 }
 
 // Versions lists the versions of p that its origin registry offers. Entries
-// without a version string are skipped. Errors: ErrNotFound (wrapped) when
-// the origin answers 404; ErrNoProviderService or *OriginError from service
-// discovery; *OriginError with Op "versions"; the caller's context error.
+// without a version string are skipped. Errors: ErrHostNotAllowed (wrapped)
+// when p's host is not allowed; ErrNotFound (wrapped) when the origin answers
+// 404; ErrNoProviderService or *OriginError from service discovery;
+// *OriginError with Op "versions"; the caller's context error.
 func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, err
+	}
 	defer c.observe(p.Hostname, OpVersions, time.Now(), &err)
 	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, "versions")
 	if err != nil {
@@ -133,10 +137,14 @@ func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int
 
 // Package fetches the package metadata of p at version for pl. The response
 // must echo pl and carry filename, shasum and all three URLs. Errors:
-// ErrNotFound (wrapped) when the origin answers 404; ErrNoProviderService or
+// ErrHostNotAllowed (wrapped) when p's host is not allowed; ErrNotFound
+// (wrapped) when the origin answers 404; ErrNoProviderService or
 // *OriginError from service discovery; *OriginError with Op "package"; the
 // caller's context error.
 func (c *Client) Package(ctx context.Context, p Provider, version string, pl Platform) (_ *Package, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, err
+	}
 	defer c.observe(p.Hostname, OpPackage, time.Now(), &err)
 	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, version, "download", pl.OS, pl.Arch)
 	if err != nil {

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/discovery"
 )
 
 var errHelp = errors.New("help requested")
@@ -61,7 +63,7 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate chain to serve; with --tls-key. When both are absent a local CA and server certificate are generated in DATA-DIR/tls")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve plain HTTP, for use behind a TLS-terminating proxy only (clients require https)")
-	origins := listFlag{"registry.terraform.io", "registry.opentofu.org"}
+	origins := listFlag(discovery.DefaultAllowedOrigins())
 	fs.Var(&origins, "allowed-origins", "comma-separated origin registry hosts the mirror may serve and contact")
 	fs.BoolVar(&c.AllowPrivateOrigins, "allow-private-origins", false, "allow origin and download hosts that resolve to loopback, private or link-local addresses")
 	var platforms listFlag

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -197,6 +198,46 @@ func TestOriginRetryAndBreakerFlags(t *testing.T) {
 	}
 	if got := origin.Hits(fakeorigin.Versions); got != 2 {
 		t.Fatalf("the origin saw %d versions requests with the circuit open, want 2", got)
+	}
+}
+
+// TestAllowedOriginsReachTheOriginClient: --allowed-origins is the origin
+// client's own rule, not only the proxy's early check. Asked directly for a
+// provider of a host the flag leaves out (but which the client allows by
+// default), the mirror's origin client refuses it without dialling.
+func TestAllowedOriginsReachTheOriginClient(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	var (
+		mu     sync.Mutex
+		dialed []string
+	)
+	toOrigin := routeRegistryTo(origin)
+	tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{
+		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if host, _, _ := net.SplitHostPort(addr); host != tfRegistry {
+				mu.Lock()
+				dialed = append(dialed, addr)
+				mu.Unlock()
+				return nil, fmt.Errorf("test dialer: no connections to %s", addr)
+			}
+			return toOrigin(ctx, network, addr)
+		},
+		origin: fastRetries,
+	}, "--allow-private-origins")
+	ctx := context.Background()
+	tofu := discovery.Provider{Hostname: "registry.opentofu.org", Namespace: "hashicorp", Type: "random"}
+	if _, err := tm.m.origin.Versions(ctx, tofu); !errors.Is(err, discovery.ErrHostNotAllowed) {
+		t.Fatalf("Versions of %s with --allowed-origins %s: err = %v, want ErrHostNotAllowed", tofu, tfRegistry, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialed) != 0 {
+		t.Fatalf("the origin client dialled %v for a host that is not allowed", dialed)
+	}
+	tf := discovery.Provider{Hostname: tfRegistry, Namespace: "hashicorp", Type: "random"}
+	if _, err := tm.m.origin.Versions(ctx, tf); err != nil {
+		t.Fatalf("Versions of allowed %s: %v", tf, err)
 	}
 }
 

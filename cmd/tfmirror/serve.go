@@ -44,6 +44,7 @@ type mirror struct {
 	log     *slog.Logger
 	store   *cache.Store
 	proxy   *proxy.Server
+	origin  *discovery.Client
 	metrics *metrics.Metrics
 	// registry holds every collector, for tests to read metrics.
 	registry *prometheus.Registry
@@ -97,6 +98,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		}
 	}()
 	originCfg := discovery.Config{
+		AllowedOrigins:  cfg.AllowedOrigins,
 		UserAgent:       "tfmirror/" + version,
 		AllowPrivate:    cfg.AllowPrivateOrigins,
 		RootCAs:         o.rootCAs,
@@ -121,6 +123,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	m.origin = client
 	m.auth, err = loadAuth(cfg)
 	if err != nil {
 		return nil, err
