@@ -281,8 +281,7 @@ type policyTransport struct {
 	userAgent string
 }
 
-// errNotHTTPS's wording makes the retrying client inside disco give up at
-// once instead of retrying.
+// errNotHTTPS is a policy refusal, never retried.
 var errNotHTTPS = errors.New("unsupported protocol scheme: only https is allowed")
 
 func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {

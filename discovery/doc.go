@@ -3,11 +3,14 @@
 // It owns everything tfmirror does when it talks to an origin:
 //
 //   - remote service discovery (GET https://HOST/.well-known/terraform.json,
-//     service "providers.v1") through github.com/hashicorp/terraform-svchost/disco,
-//     with a TTL, coalescing of concurrent lookups of one host, and a stale
-//     result when a refresh fails;
+//     service "providers.v1"), fetched like every registry request (same
+//     timeout, retries and circuit breaker) and parsed by
+//     github.com/hashicorp/terraform-svchost/disco, with a TTL, coalescing of
+//     concurrent lookups of one host, and a stale result when a refresh fails;
 //   - the provider registry protocol (the versions list of a provider and the
-//     package metadata of one version and platform);
+//     package metadata of one version and platform), whose JSON documents are
+//     declared once, in the subpackage registryjson, for every party that
+//     speaks the protocol;
 //   - downloading SHA256SUMS, signatures and provider archives, with size
 //     limits and a stall timeout;
 //   - the HTTP transport all of this goes through, which enforces tfmirror's

@@ -91,9 +91,9 @@ func newTestClient(t *testing.T, s *testServer, mod func(*Config)) *Client {
 	t.Helper()
 	cfg := Config{
 		AllowedOrigins: []string{string(s.host)},
-		RootCAs:      rootCAs(t, s),
-		AllowPrivate: true,
-		Proxy:        func(*http.Request) (*url.URL, error) { return nil, nil },
+		RootCAs:        rootCAs(t, s),
+		AllowPrivate:   true,
+		Proxy:          func(*http.Request) (*url.URL, error) { return nil, nil },
 		// Retries are quick in tests; tests of retries set their own.
 		RetryBaseDelay: time.Millisecond,
 		RetryMaxDelay:  2 * time.Millisecond,

@@ -76,3 +76,36 @@ func TestBadCredentialsFileStopsStartup(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestMetadataTimeoutIsDerived: the limit on one whole metadata operation
+// follows the origin limits (four requests with all their retries), so
+// that raising --origin-timeout or --origin-retries is never cut short by
+// a fixed cap.
+func TestMetadataTimeoutIsDerived(t *testing.T) {
+	tests := []struct {
+		args []string
+		want time.Duration
+	}{
+		// 3 attempts of 30s, 2 waits of at most 10s (the Retry-After cap).
+		{nil, 4 * (3*30*time.Second + 2*10*time.Second)},
+		{[]string{"--origin-timeout", "3m", "--origin-retries", "0"}, 4 * 3 * time.Minute},
+		{[]string{"--origin-timeout", "5s", "--origin-retries", "4"}, 4 * (5*5*time.Second + 4*10*time.Second)},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cfg, err := parseServeFlags(append([]string{"--data-dir", t.TempDir(), "--insecure-http"}, tc.args...),
+				func(string) (string, bool) { return "", false }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := newMirror(cfg, discardLogger(), overrides{environ: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.store.Close()
+			if m.metadataTimeout != tc.want || m.metadataTimeout != metadataStages*m.origin.MaxRequestTime() {
+				t.Fatalf("metadata operation limit %s, want %s", m.metadataTimeout, tc.want)
+			}
+		})
+	}
+}

@@ -40,12 +40,15 @@ type overrides struct {
 
 // mirror is a wired tfmirror: cache, origin client, protocol server.
 type mirror struct {
-	cfg     serveConfig
-	log     *slog.Logger
-	store   *cache.Store
-	proxy   *proxy.Server
-	origin  *discovery.Client
-	metrics *metrics.Metrics
+	cfg    serveConfig
+	log    *slog.Logger
+	store  *cache.Store
+	proxy  *proxy.Server
+	origin *discovery.Client
+	// metadataTimeout bounds one metadata operation against an origin
+	// (proxy.Config.OriginTimeout), derived from the origin limits.
+	metadataTimeout time.Duration
+	metrics         *metrics.Metrics
 	// registry holds every collector, for tests to read metrics.
 	registry *prometheus.Registry
 	handler  http.Handler
@@ -124,6 +127,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		return nil, err
 	}
 	m.origin = client
+	m.metadataTimeout = metadataStages * client.MaxRequestTime()
 	m.auth, err = loadAuth(cfg)
 	if err != nil {
 		return nil, err
@@ -133,6 +137,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		AllowedOrigins:  cfg.AllowedOrigins,
 		Platforms:       cfg.Platforms,
 		VersionsTTL:     cfg.VersionsTTL,
+		OriginTimeout:   m.metadataTimeout,
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
 		Logger:          logger,
 		Metrics:         m.metrics,
@@ -181,6 +186,14 @@ func (m *mirror) setupTLS() error {
 	}
 	return nil
 }
+
+// metadataStages is how many origin requests, one after the other, one
+// metadata operation is given time for, each with all its retries:
+// service discovery, the version list, the package metadata, then
+// SHA256SUMS and its signature (fetched together). An operation that
+// needs more rounds (package metadata of many platforms, a few at a time)
+// shares this budget.
+const metadataStages = 4
 
 // gcInterval is how often the cache's value-log garbage collection runs.
 const gcInterval = 5 * time.Minute
