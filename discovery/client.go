@@ -87,6 +87,17 @@ type Config struct {
 	// data for this long. Default 60s.
 	IdleTimeout time.Duration
 
+	// MinSpeed and MinSpeedWindow are the low-speed limit of archive
+	// downloads, in the spirit of curl's --speed-limit and --speed-time: a
+	// download that receives fewer than MinSpeed bytes per second on
+	// average over a window of MinSpeedWindow is aborted as a timeout
+	// (OriginError.Timeout). Windows follow each other from when the body
+	// starts, in wall time. It catches origins that drip bytes just often
+	// enough to never trip IdleTimeout. Defaults 1024 (1 KiB/s) and 30s; a
+	// negative value of either disables the limit.
+	MinSpeed       int64
+	MinSpeedWindow time.Duration
+
 	// MaxDocumentBytes limits registry JSON responses, and FetchDocument
 	// when its caller passes no limit. Default 16 MiB.
 	MaxDocumentBytes int64
@@ -212,6 +223,17 @@ func New(cfg Config) (*Client, error) {
 		}
 		if *l.v == 0 {
 			*l.v = l.def
+		}
+	}
+	switch {
+	case cfg.MinSpeed < 0 || cfg.MinSpeedWindow < 0:
+		cfg.MinSpeed, cfg.MinSpeedWindow = 0, 0 // disabled
+	default:
+		if cfg.MinSpeed == 0 {
+			cfg.MinSpeed = 1 << 10
+		}
+		if cfg.MinSpeedWindow == 0 {
+			cfg.MinSpeedWindow = 30 * time.Second
 		}
 	}
 	switch {

@@ -141,6 +141,7 @@ func TestNewValidatesConfig(t *testing.T) {
 			if tt.ok && (c.cfg.UserAgent != "tfmirror" || c.cfg.DiscoveryTTL != time.Hour ||
 				c.cfg.RequestTimeout != 30*time.Second || c.cfg.IdleTimeout != time.Minute ||
 				c.cfg.MaxDocumentBytes != 16<<20 || c.cfg.MaxArchiveBytes != 2<<30 ||
+				c.cfg.MinSpeed != 1<<10 || c.cfg.MinSpeedWindow != 30*time.Second ||
 				!c.allowed["registry.terraform.io"] || !c.allowed["registry.opentofu.org"] || len(c.allowed) != 2) {
 				t.Fatalf("defaults not applied: %+v", c.cfg)
 			}

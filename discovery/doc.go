@@ -12,7 +12,7 @@
 //     declared once, in the subpackage registryjson, for every party that
 //     speaks the protocol;
 //   - downloading SHA256SUMS, signatures and provider archives, with size
-//     limits and a stall timeout;
+//     limits, a stall timeout and a low-speed limit;
 //   - the HTTP transport all of this goes through, which enforces tfmirror's
 //     network policy: https only (redirects too, at most 5), no connections to
 //     loopback, private, link-local and other non-public addresses (checked on

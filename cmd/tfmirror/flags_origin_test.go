@@ -19,6 +19,7 @@ func TestOriginFlags(t *testing.T) {
 		{name: "defaults", check: func(c serveConfig) bool {
 			return !c.Offline && c.UpstreamProxy == "" && c.CredentialsFile == "" &&
 				c.OriginTimeout == 30*time.Second && c.OriginRetries == 2 &&
+				c.OriginMinSpeed == 1024 && c.OriginMinSpeedWindow == 30*time.Second &&
 				c.BreakerThreshold == 5 && c.BreakerCooldown == 30*time.Second
 		}},
 		{name: "retries and breaker", args: []string{"--origin-timeout", "5s", "--origin-retries", "0", "--origin-breaker-threshold", "0"},
@@ -27,6 +28,14 @@ func TestOriginFlags(t *testing.T) {
 				return c.OriginTimeout == 5*time.Second && c.OriginRetries == 0 &&
 					c.BreakerThreshold == 0 && c.BreakerCooldown == 2*time.Minute
 			}},
+		{name: "low-speed limit", args: []string{"--origin-min-speed", "10KiB"},
+			env: map[string]string{"TFMIRROR_ORIGIN_MIN_SPEED_WINDOW": "1m"},
+			check: func(c serveConfig) bool {
+				return c.OriginMinSpeed == 10<<10 && c.OriginMinSpeedWindow == time.Minute
+			}},
+		{name: "low-speed limit off", args: []string{"--origin-min-speed", "0"},
+			check: func(c serveConfig) bool { return c.OriginMinSpeed == 0 }},
+		{name: "negative low-speed window", args: []string{"--origin-min-speed-window", "-1s"}, wantErr: "--origin-min-speed-window"},
 		{name: "negative retries", args: []string{"--origin-retries", "-1"}, wantErr: "--origin-retries"},
 		{name: "zero timeout", args: []string{"--origin-timeout", "0s"}, wantErr: "--origin-timeout"},
 		{name: "flags", args: []string{"--offline", "--upstream-proxy", "http://proxy.corp:3128", "--credentials-file", "/etc/tfmirror/creds.tfrc"},

@@ -201,6 +201,42 @@ func TestOriginRetryAndBreakerFlags(t *testing.T) {
 	}
 }
 
+// TestOriginLowSpeedLimit: an origin that drips an archive far below
+// --origin-min-speed (but often enough never to stall for the idle
+// timeout) is given up after about one --origin-min-speed-window instead
+// of the hour-long archive limit, and counted as an origin timeout.
+func TestOriginLowSpeedLimit(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 4 << 10})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	tm := startMirror(t, origin, t.TempDir(), nil,
+		"--origin-min-speed", "1KiB", "--origin-min-speed-window", "300ms")
+	for _, p := range []string{tfRegistry + "/hashicorp/random/index.json", tfRegistry + "/hashicorp/random/3.6.0.json"} {
+		if resp, body, err := tm.get(p); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %v %v %.200s", p, resp, err, body)
+		}
+	}
+	origin.SetArchiveRate(50) // bytes per second: 80 s for the archive
+	start := time.Now()
+	resp, body, err := tm.get(archiveURL("random", "3.6.0", "linux_amd64"))
+	elapsed := time.Since(start)
+	if err == nil && resp.StatusCode == http.StatusOK && len(body) == 4<<10 {
+		t.Fatalf("the whole archive arrived after %s", elapsed)
+	}
+	if elapsed > 10*time.Second {
+		t.Fatalf("the mirror gave up after %s, want about the 300ms window", elapsed)
+	}
+	tm.idle()
+	if got := metric(t, tm.m.registry, "tfmirror_origin_requests_total",
+		"origin", tfRegistry, "operation", "archive", "outcome", "timeout"); got != 1 {
+		t.Fatalf("archive timeouts counted: %v, want 1", got)
+	}
+	// The next request starts a new download; at full speed it succeeds.
+	origin.SetArchiveRate(0)
+	if resp, body, err := tm.get(archiveURL("random", "3.6.0", "linux_amd64")); err != nil || resp.StatusCode != 200 || len(body) != 4<<10 {
+		t.Fatalf("archive at full speed: %v %v (%d bytes)", resp, err, len(body))
+	}
+}
+
 // TestAllowedOriginsReachTheOriginClient: --allowed-origins is the origin
 // client's own rule, not only the proxy's early check. Asked directly for a
 // provider of a host the flag leaves out (but which the client allows by

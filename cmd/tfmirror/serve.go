@@ -110,6 +110,8 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
 		RequestTimeout:  cfg.OriginTimeout,
 		// The flags say 0 for "none"; discovery.Config says negative.
+		MinSpeed:         disabledIfZero(cfg.OriginMinSpeed),
+		MinSpeedWindow:   disabledIfZero(cfg.OriginMinSpeedWindow),
 		Retries:          disabledIfZero(cfg.OriginRetries),
 		BreakerThreshold: disabledIfZero(cfg.BreakerThreshold),
 		BreakerCooldown:  cfg.BreakerCooldown,
@@ -349,7 +351,7 @@ func displayAddr(a net.Addr) string {
 
 // disabledIfZero maps a flag's 0 ("none") to discovery.Config's -1; 0
 // there means "the default".
-func disabledIfZero(n int) int {
+func disabledIfZero[T int | int64 | time.Duration](n T) T {
 	if n == 0 {
 		return -1
 	}
