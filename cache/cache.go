@@ -44,6 +44,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -214,7 +216,7 @@ func Open(opts Options) (*Store, error) {
 	s.lru.init(opts.MaxBytes, opts.OnEvict)
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 
-	if s.space.refresh(0) {
+	if s.space.refresh(sstBytes(opts.Dir)) {
 		db, err := badger.Open(bopts)
 		if err != nil {
 			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
@@ -239,7 +241,9 @@ func Open(opts Options) (*Store, error) {
 // afterWritableOpen removes what interrupted writes left, trims the cache
 // to its limit, and has the value-log GC return the space soon.
 func (s *Store) afterWritableOpen() {
-	s.space.refresh(s.lsmSize())
+	if !s.space.refresh(s.lsmSize()) {
+		return // retried when there is room (checkSpace)
+	}
 	if n, err := s.CleanOrphans(); err != nil {
 		s.log.Warn("cleaning up interrupted archive writes", "error", err)
 	} else if n > 0 {
@@ -357,16 +361,36 @@ func (s *Store) checkSpace() {
 	}
 }
 
-// lsmSize is the size of Badger's LSM tree on disk.
+// lsmSize is the size of Badger's LSM tree on disk, as Badger last
+// measured it (at Open and every minute since): the tree grows slowly.
 func (s *Store) lsmSize() int64 {
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
 	if s.db == nil {
+		return sstBytes(s.space.dir)
+	}
+	lsm, _ := s.db.Size()
+	return lsm
+}
+
+// sstBytes is the size of the LSM tree's files in dir, before the
+// database is open.
+func sstBytes(dir string) int64 {
+	if dir == "" {
+		return 0
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
 		return 0
 	}
 	var n int64
-	for _, t := range s.db.Tables() {
-		n += int64(t.OnDiskSize)
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) != ".sst" {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
 	}
 	return n
 }

@@ -165,7 +165,7 @@ func (sp *space) admit(n int64) error {
 	defer sp.mu.Unlock()
 	if !sp.known {
 		sp.check()
-		sp.setWritable(sp.statErr == nil && sp.room() >= sp.floor())
+		sp.setWritable(sp.statErr == nil && sp.room() >= sp.resumeAt())
 	}
 	if !sp.writable {
 		// Only the watcher (refresh) makes the store writable again, so
@@ -206,9 +206,10 @@ func (sp *space) refresh(lsm int64) bool {
 	switch {
 	case sp.statErr != nil:
 		sp.setWritable(false)
-	case sp.writable || !sp.known:
+	case sp.writable:
 		sp.setWritable(sp.room() >= sp.floor())
 	default:
+		// Also at start-up, where opening read-write writes itself.
 		sp.setWritable(sp.room() >= sp.resumeAt())
 	}
 	return sp.writable
