@@ -174,4 +174,3 @@ func (p *proc) count(msg string) int {
 	}
 	return n
 }
-
