@@ -262,7 +262,8 @@ func (w *BlobWriter) stageChunk(idx int, data []byte) error {
 		// Once staging failed the blob cannot be committed; stop writing.
 		return w.err
 	}
-	return quiet(w.s.db.Update(func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), data) }))
+	key := chunkKey(w.stage, idx)
+	return quiet(w.s.update(entryCost(len(key), len(data)), func(txn *badger.Txn) error { return txn.Set(key, data) }))
 }
 
 // Written is how many bytes have been written.
@@ -349,7 +350,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.giveUp()
 		return BlobInfo{}, err
 	}
-	if err := w.s.db.Sync(); err != nil {
+	if err := w.s.sync(); err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: sync: %w", err)
 	}
@@ -368,7 +369,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		return BlobInfo{}, err
 	}
 	var existing *blobRecord
-	err = w.s.db.Update(func(txn *badger.Txn) error {
+	err = w.s.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
 		if old, err := w.s.record(txn, w.expected); err == nil {
 			existing = &old
 			return nil

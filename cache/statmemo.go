@@ -53,3 +53,11 @@ func (m *statMemo) forget(sha string) {
 	m.gen++
 	delete(m.m, sha)
 }
+
+// reset forgets everything (the database was reopened).
+func (m *statMemo) reset() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen++
+	clear(m.m)
+}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 )
 
@@ -35,6 +36,7 @@ type serveConfig struct {
 	LogLevel             string
 	ShutdownTimeout      time.Duration
 	CacheMaxBytes        int64
+	DiskReserve          int64 // 0: free space not checked
 	AuthTokensFile       string
 	URLSigningKeyFile    string
 	SignedURLTTL         time.Duration
@@ -81,6 +83,8 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
 	cacheMax := byteSizeFlag(0)
 	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
+	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
+	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
 	fs.StringVar(&c.AuthTokensFile, "auth-tokens-file", "", "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs")
 	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
 	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
@@ -129,6 +133,7 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	c.MaxArchiveBytes = int64(maxArchive)
 	c.CacheMaxBytes = int64(cacheMax)
 	c.OriginMinSpeed = int64(minSpeed)
+	c.DiskReserve = int64(diskReserve)
 	return c, c.validate()
 }
 

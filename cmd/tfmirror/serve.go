@@ -81,15 +81,23 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	m.metrics, err = metrics.New(m.registry, metrics.Options{
 		Version: version, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
 		Cache: func() (int, int64) { return m.store.Stats() },
+		Disk: func() (free, reserve int64, writable bool) {
+			return m.store.FreeBytes(), m.store.Reserve(), m.store.Writable() == nil
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
+	reserve := cfg.DiskReserve
+	if reserve == 0 {
+		reserve = -1 // the flag's "no check"
+	}
 	m.store, err = cache.Open(cache.Options{
-		Dir:      filepath.Join(cfg.DataDir, "cache"),
-		Logger:   logger,
-		MaxBytes: cfg.CacheMaxBytes,
-		OnEvict:  func(cache.BlobInfo) { m.metrics.Evicted(1) },
+		Dir:         filepath.Join(cfg.DataDir, "cache"),
+		Logger:      logger,
+		MaxBytes:    cfg.CacheMaxBytes,
+		OnEvict:     func(cache.BlobInfo) { m.metrics.Evicted(1) },
+		DiskReserve: reserve,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening cache: %w", err)
