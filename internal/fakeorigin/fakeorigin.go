@@ -160,6 +160,7 @@ type Origin struct {
 	failNext     map[Kind]failN
 	retryAfter   string
 	tamper       map[akey]bool
+	replaced     map[akey]*built // SetArchiveBytes
 	omit         map[akey]bool
 	shaOverride  map[akey]string
 	wrongKey     bool
@@ -189,6 +190,7 @@ func Start(opts Options) (*Origin, error) {
 		kindBody:     map[Kind]canned{},
 		failNext:     map[Kind]failN{},
 		tamper:       map[akey]bool{},
+		replaced:     map[akey]*built{},
 		omit:         map[akey]bool{},
 		shaOverride:  map[akey]string{},
 		started:      make(chan struct{}),
@@ -420,6 +422,10 @@ func (o *Origin) archive(k akey) *built {
 	if !o.knownLocked(k) {
 		o.mu.Unlock()
 		return nil
+	}
+	if b := o.replaced[k]; b != nil {
+		o.mu.Unlock()
+		return b
 	}
 	b := o.archives[k]
 	if b == nil {
