@@ -9,7 +9,9 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -209,4 +211,106 @@ func TestArchiveNotReleasedWhenItCannotBeChecked(t *testing.T) {
 		t.Fatalf("after the disk recovered: status %d err %v, %d bytes", r.status, r.err, len(r.body))
 	}
 	h.waitCommitted(sha)
+}
+
+// A platform the origin once had no package for is asked for again after
+// the versions TTL, or once the version list is refreshed, and not on
+// every request before that.
+func TestMissingPlatformIsAskedForAgain(t *testing.T) {
+	const version, pl = "1.0.0", "linux_amd64"
+	var now atomic.Int64
+	setup := func(t *testing.T) *harness {
+		now.Store(time.Now().UnixNano())
+		h := newHarness(t, harnessOptions{cfg: Config{
+			VersionsTTL: 10 * time.Minute,
+			Now:         func() time.Time { return time.Unix(0, now.Load()) },
+			Platforms:   []string{pl},
+		}})
+		h.origin.AddProvider(ns, typ, []string{version}, platforms)
+		return h
+	}
+	listed := func(t *testing.T, h *harness) bool {
+		t.Helper()
+		r := h.get(providerPath(version + ".json"))
+		if r.status != http.StatusOK {
+			t.Fatalf("VERSION.json: status %d: %s", r.status, r.body)
+		}
+		var doc versionDocument
+		r.json(t, &doc)
+		_, ok := doc.Archives[pl]
+		return ok
+	}
+	// The origin lists the platform but answers 404 for its package once.
+	missingOnce := func(t *testing.T, h *harness, first func() bool) {
+		t.Helper()
+		h.origin.SetFailNextN(fakeorigin.Download, 1, http.StatusNotFound)
+		if first() {
+			t.Fatal("platform served although the origin had no package for it")
+		}
+		for range 3 {
+			if listed(t, h) {
+				t.Fatal("within the TTL: platform listed, want it still missing")
+			}
+			if r := h.get(archivePath(version, pl)); r.status != http.StatusNotFound {
+				t.Fatalf("within the TTL: archive status %d, want 404", r.status)
+			}
+		}
+		if n := h.origin.Hits(fakeorigin.Download); n != 1 {
+			t.Fatalf("package metadata requests within the TTL = %d, want 1", n)
+		}
+	}
+	archiveOK := func(t *testing.T, h *harness) {
+		t.Helper()
+		r := h.get(archivePath(version, pl))
+		if r.status != http.StatusOK || r.err != nil || !bytes.Equal(r.body, h.origin.Archive(ns, typ, version, pl)) {
+			t.Fatalf("archive: status %d err %v, %d bytes", r.status, r.err, len(r.body))
+		}
+		h.waitIdle()
+	}
+
+	t.Run("after the TTL", func(t *testing.T) {
+		h := setup(t)
+		missingOnce(t, h, func() bool { return h.get(archivePath(version, pl)).status != http.StatusNotFound })
+		now.Add(int64(11 * time.Minute))
+		archiveOK(t, h)
+		if !listed(t, h) {
+			t.Error("VERSION.json lacks the platform the origin now has")
+		}
+		if n := h.origin.Hits(fakeorigin.Download); n != 2 {
+			t.Errorf("package metadata requests = %d, want 2", n)
+		}
+	})
+
+	t.Run("when the version list is refreshed", func(t *testing.T) {
+		h := setup(t)
+		h.get(providerPath("index.json")) // the list is stored now
+		now.Add(int64(5 * time.Minute))
+		missingOnce(t, h, func() bool { return listed(t, h) })
+		// The list is due for a refresh; the finding is not yet.
+		now.Add(int64(6 * time.Minute))
+		if !listed(t, h) {
+			t.Fatal("VERSION.json with a refreshed version list lacks the platform the origin now has")
+		}
+		if n := h.origin.Hits(fakeorigin.Versions); n != 2 {
+			t.Errorf("version list requests = %d, want 2", n)
+		}
+		archiveOK(t, h)
+	})
+
+	// The answer made before is served when asking again fails.
+	t.Run("origin failing when asked again", func(t *testing.T) {
+		h := setup(t)
+		missingOnce(t, h, func() bool { return listed(t, h) })
+		now.Add(int64(11 * time.Minute))
+		h.origin.SetKindStatus(fakeorigin.Download, http.StatusServiceUnavailable)
+		if listed(t, h) {
+			t.Fatal("platform listed although the origin failed")
+		}
+		if r := h.get(archivePath(version, pl)); r.status != http.StatusNotFound {
+			t.Fatalf("archive: status %d, want 404", r.status)
+		}
+		if n := h.origin.Hits(fakeorigin.Download); n < 2 {
+			t.Fatalf("package metadata requests = %d: the platform was not asked for again", n)
+		}
+	})
 }
