@@ -364,6 +364,22 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 	if err != nil {
 		return nil, err
 	}
+	// Another spelling of the version may have what the first lacks: a
+	// platform is missing only once every spelling said so.
+	for _, alias := range entry.Aliases {
+		if len(notFound) == 0 {
+			break
+		}
+		more, still, err := s.fetchPackageMeta(ctx, p, alias, notFound)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(pkgs, more)
+		notFound = still
+	}
+	for _, pl := range notFound {
+		s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", v.String(), "platform", pl)
+	}
 	notFound = append(notFound, unlisted...)
 	for _, pl := range missing {
 		pkg, ok := pkgs[pl]
@@ -437,7 +453,6 @@ func (s *Server) fetchPackageMeta(ctx context.Context, p discovery.Provider, ver
 			switch {
 			case errors.Is(err, discovery.ErrNotFound):
 				notFound = append(notFound, name)
-				s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", version, "platform", name)
 				return nil
 			case err != nil:
 				return err

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -313,4 +315,114 @@ func TestMissingPlatformIsAskedForAgain(t *testing.T) {
 			t.Fatalf("package metadata requests = %d: the platform was not asked for again", n)
 		}
 	})
+}
+
+// An origin may list one version in several spellings; the mirror asks
+// for the canonical one when it is listed, and a platform is missing only
+// when no spelling has a package for it.
+func TestVersionSpellings(t *testing.T) {
+	const version = "1.0.0"
+	tests := []struct {
+		name  string
+		setup func(o *fakeorigin.Origin)
+		// want maps each platform served to the origin's spelling it
+		// comes from (its archive is that spelling's).
+		want map[string]string
+	}{
+		{
+			name: "alias listed first, without packages",
+			setup: func(o *fakeorigin.Origin) {
+				o.AddProvider(ns, typ, []string{"1.0"}, nil)
+				o.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+			},
+			want: map[string]string{"darwin_arm64": "1.0.0", "linux_amd64": "1.0.0", "windows_amd64": "1.0.0"},
+		},
+		{
+			name: "platforms split between the spellings",
+			setup: func(o *fakeorigin.Origin) {
+				o.AddProvider(ns, typ, []string{"1.0"}, []string{"linux_amd64", "windows_amd64"})
+				o.AddProvider(ns, typ, []string{"1.0.0"}, []string{"darwin_arm64", "linux_amd64"})
+			},
+			want: map[string]string{"darwin_arm64": "1.0.0", "linux_amd64": "1.0.0", "windows_amd64": "1.0"},
+		},
+		{
+			name:  "only a short spelling",
+			setup: func(o *fakeorigin.Origin) { o.AddProvider(ns, typ, []string{"1.0"}, platforms) },
+			want:  map[string]string{"darwin_arm64": "1.0", "linux_amd64": "1.0", "windows_amd64": "1.0"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			tc.setup(h.origin)
+			r := h.get(providerPath(version + ".json"))
+			if r.status != http.StatusOK {
+				t.Fatalf("VERSION.json: status %d: %s", r.status, r.body)
+			}
+			var doc versionDocument
+			r.json(t, &doc)
+			if len(doc.Archives) != len(tc.want) {
+				t.Errorf("VERSION.json lists %d platforms, want %d: %s", len(doc.Archives), len(tc.want), r.body)
+			}
+			for pl, spelling := range tc.want {
+				a, ok := doc.Archives[pl]
+				if !ok {
+					t.Errorf("VERSION.json lacks %s", pl)
+					continue
+				}
+				if want := verify.ZH(h.origin.SHA256(ns, typ, spelling, pl)); !slices.Contains(a.Hashes, want) {
+					t.Errorf("%s: hashes %v, want %s (of the origin's %s)", pl, a.Hashes, want, spelling)
+				}
+				r := h.get(archivePath(version, pl))
+				if r.status != http.StatusOK || r.err != nil || !bytes.Equal(r.body, h.origin.Archive(ns, typ, spelling, pl)) {
+					t.Errorf("%s archive: status %d err %v, %d bytes", pl, r.status, r.err, len(r.body))
+				}
+				h.waitIdle()
+			}
+			rec, ok := h.server.cachedPackage(mustProvider(t), mustVersion(t, version))
+			if !ok || len(rec.Missing) != 0 {
+				t.Errorf("package record %v: want one with no platform missing", rec)
+			}
+		})
+	}
+}
+
+func TestTranslateVersionsSpellings(t *testing.T) {
+	info := func(v string, pls ...string) discovery.VersionInfo {
+		vi := discovery.VersionInfo{Version: v}
+		for _, pl := range pls {
+			goos, arch, _ := strings.Cut(pl, "_")
+			vi.Platforms = append(vi.Platforms, discovery.Platform{OS: goos, Arch: arch})
+		}
+		return vi
+	}
+	tests := []struct {
+		name  string
+		infos []discovery.VersionInfo
+		want  versionEntry
+	}{
+		{"canonical only", []discovery.VersionInfo{info("1.0.0", "linux_amd64")},
+			versionEntry{Version: "1.0.0", Platforms: []string{"linux_amd64"}}},
+		{"short only", []discovery.VersionInfo{info("1.0", "linux_amd64")},
+			versionEntry{Version: "1.0.0", Origin: "1.0", Platforms: []string{"linux_amd64"}}},
+		{"short first", []discovery.VersionInfo{info("1.0", "windows_amd64"), info("1.0.0", "linux_amd64")},
+			versionEntry{Version: "1.0.0", Aliases: []string{"1.0"}, Platforms: []string{"linux_amd64", "windows_amd64"}}},
+		{"canonical first", []discovery.VersionInfo{info("1.0.0", "linux_amd64"), info("1", "linux_amd64"), info("1.0")},
+			versionEntry{Version: "1.0.0", Aliases: []string{"1", "1.0"}, Platforms: []string{"linux_amd64"}}},
+		{"two short ones, listed twice", []discovery.VersionInfo{info("1.0"), info("1", "linux_arm64"), info("1.0", "linux_amd64")},
+			versionEntry{Version: "1.0.0", Origin: "1.0", Aliases: []string{"1"}, Platforms: []string{"linux_amd64", "linux_arm64"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			list := translateVersions(tc.infos, func(raw string, err error) { t.Errorf("skipped %q: %v", raw, err) })
+			if len(list.Versions) != 1 {
+				t.Fatalf("versions %+v, want one", list.Versions)
+			}
+			got := list.Versions[0]
+			if got.Version != tc.want.Version || got.Origin != tc.want.Origin ||
+				!slices.Equal(got.Aliases, tc.want.Aliases) || !slices.Equal(got.Platforms, tc.want.Platforms) {
+				t.Errorf("entry %+v, want %+v", got, tc.want)
+			}
+		})
+	}
 }
