@@ -1,8 +1,8 @@
 // Package verify owns the integrity rules for provider packages, applied
 // as Terraform's own installer applies them: the detached OpenPGP signature
 // over a version's SHA256SUMS document, the package's line in that
-// document, and the archive's hashes in the two forms clients check (zh:
-// and h1:).
+// document, the archive's hashes in the two forms clients check (zh:
+// and h1:), and that the archive is a package the clients can install.
 //
 // It works on bytes and readers handed to it; it does no network or disk
 // I/O and knows nothing of HTTP or the cache.
