@@ -232,9 +232,14 @@ func (fr *fetcher) run(f *fetch, p discovery.Provider, a archiveRecord) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ArchiveTimeout)
 	defer cancel()
 
-	err := fr.download(ctx, f, p, a)
+	h1, err := fr.download(ctx, f, p, a)
 	if err != nil {
+		// Failed before aborting the writer, so that no client reading
+		// it mistakes the abort for a fault of its own.
 		f.fail(err)
+		if f.w != nil { // set by download, on this goroutine
+			f.w.Abort()
+		}
 		var verr *verify.Error
 		if errors.As(err, &verr) {
 			s.metrics.VerificationFailed(string(verr.Reason))
@@ -247,17 +252,9 @@ func (fr *fetcher) run(f *fetch, p discovery.Provider, a archiveRecord) {
 	}
 	// Every byte is verified and clients have been released; store it.
 	if err := f.w.Err(); err != nil {
-		// The cache could not be written: nothing to commit (and parts of
-		// the archive may no longer be at hand to compute h1 from).
+		// The cache could not be written: nothing to commit.
 		s.metrics.CacheWriteFailed()
 		s.log.Error("archive served but not cached", "provider", p.String(), "file", a.Filename, "error", err)
-		return
-	}
-	h1, err := verify.H1(f.w, f.w.Written())
-	if err != nil {
-		s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
-		s.log.Error("archive is not a readable zip; not cached", "provider", p.String(), "file", a.Filename, "error", err)
-		f.w.Abort()
 		return
 	}
 	if _, err := f.w.Commit(h1); err != nil {
@@ -266,22 +263,25 @@ func (fr *fetcher) run(f *fetch, p discovery.Provider, a archiveRecord) {
 	}
 }
 
-// download copies the origin's archive into the fetch's cache writer and
-// checks it against the verified sha256. On success the fetch is marked
-// verified; the writer is not yet committed.
-func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a archiveRecord) error {
+// download copies the origin's archive into the fetch's cache writer,
+// checks it against the verified sha256 and checks that it is a provider
+// package the clients can install, and returns its h1: hash. Only then is
+// the fetch marked verified, which releases the held-back final bytes to
+// clients; the writer is not yet committed. On failure the caller aborts
+// the writer.
+func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a archiveRecord) (string, error) {
 	s := fr.s
 	body, size, err := s.origin.OpenArchive(ctx, p, a.URL)
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer body.Close()
 	if size > s.cfg.MaxArchiveBytes {
-		return fmt.Errorf("archive %s is %d bytes, more than the %d allowed", a.Filename, size, s.cfg.MaxArchiveBytes)
+		return "", fmt.Errorf("archive %s is %d bytes, more than the %d allowed", a.Filename, size, s.cfg.MaxArchiveBytes)
 	}
 	w, err := s.store.NewBlobWriter(a.SHA256)
 	if err != nil {
-		return fmt.Errorf("staging archive: %w", err)
+		return "", fmt.Errorf("staging archive: %w", err)
 	}
 	f.start(size, w)
 
@@ -292,12 +292,10 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 		n, rerr := body.Read(buf)
 		if n > 0 {
 			if _, err := w.Write(buf[:n]); err != nil {
-				w.Abort()
-				return fmt.Errorf("staging archive: %w", err)
+				return "", fmt.Errorf("staging archive: %w", err)
 			}
 			if w.Written() > s.cfg.MaxArchiveBytes {
-				w.Abort()
-				return fmt.Errorf("archive %s is larger than the %d bytes allowed", a.Filename, s.cfg.MaxArchiveBytes)
+				return "", fmt.Errorf("archive %s is larger than the %d bytes allowed", a.Filename, s.cfg.MaxArchiveBytes)
 			}
 			f.progress(w.Written())
 		}
@@ -305,21 +303,25 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 			break
 		}
 		if rerr != nil {
-			w.Abort()
-			return rerr
+			return "", rerr
 		}
 	}
 	if size >= 0 && w.Written() != size {
-		w.Abort()
-		return fmt.Errorf("origin sent %d bytes of %s, announced %d", w.Written(), a.Filename, size)
+		return "", fmt.Errorf("origin sent %d bytes of %s, announced %d", w.Written(), a.Filename, size)
 	}
 	if got := w.Sum(); got != a.SHA256 {
-		w.Abort()
-		return &verify.Error{Reason: verify.ReasonChecksum,
+		return "", &verify.Error{Reason: verify.ReasonChecksum,
 			Detail: fmt.Sprintf("%s has sha256 %s, the signed SHA256SUMS says %s", a.Filename, got, a.SHA256)}
 	}
+	// A signed archive may still be no provider package at all. Checked
+	// from the staged bytes; if some of them could not be kept (a full
+	// disk), the check cannot run and the archive is not released.
+	h1, err := verify.CheckArchive(w, w.Written(), p.Type)
+	if err != nil {
+		return "", err
+	}
 	f.verify()
-	return nil
+	return h1, nil
 }
 
 // fetch is one origin download that clients stream from.

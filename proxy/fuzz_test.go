@@ -103,7 +103,9 @@ func wantRequestError(t *testing.T, err error) {
 // index.json and VERSION.json. Every version the origin lists that parses
 // is served in canonical form, sorted and once; every platform is a valid
 // os_arch; the documents are valid JSON; every archive URL is a plain file
-// name that parses back to its version and platform.
+// name that parses back to its version and platform. The spellings the
+// origin used for a version are all kept, the canonical one first when it
+// is among them.
 func FuzzTranslateVersions(f *testing.F) {
 	f.Add([]byte(`{"versions":[{"version":"2.0.0","protocols":["5.0"],"platforms":[{"os":"linux","arch":"amd64"},{"os":"darwin","arch":"arm64"}]}]}`))
 	f.Add([]byte(`{"versions":[{"version":"1.2","platforms":[{"os":"linux","arch":"amd64"}]},{"version":"1.2.0","platforms":[{"os":"linux","arch":"arm64"}]},{"version":"v1","platforms":[]}]}`))
@@ -124,6 +126,7 @@ func FuzzTranslateVersions(f *testing.F) {
 		}
 		var infos []discovery.VersionInfo
 		want := map[string]bool{}
+		spelt := map[string][]string{} // canonical -> the origin's spellings
 		for _, v := range body.Versions {
 			vi := discovery.VersionInfo{Version: v.Version}
 			for _, pl := range v.Platforms {
@@ -132,6 +135,9 @@ func FuzzTranslateVersions(f *testing.F) {
 			infos = append(infos, vi)
 			if pv, err := parseSemver(v.Version); err == nil {
 				want[pv.String()] = true
+				if !slices.Contains(spelt[pv.String()], v.Version) {
+					spelt[pv.String()] = append(spelt[pv.String()], v.Version)
+				}
 			}
 		}
 		list := translateVersions(infos, func(string, error) {})
@@ -150,6 +156,14 @@ func FuzzTranslateVersions(f *testing.F) {
 				t.Fatalf("served version %q the origin did not list", e.Version)
 			}
 			delete(want, e.Version)
+			got := append([]string{e.originVersion()}, e.Aliases...)
+			wantSpelt := slices.Sorted(slices.Values(spelt[e.Version]))
+			if !slices.Equal(slices.Sorted(slices.Values(got)), wantSpelt) {
+				t.Fatalf("spellings of %s kept: %q, the origin listed %q", e.Version, got, wantSpelt)
+			}
+			if e.Origin != "" && slices.Contains(wantSpelt, e.Version) {
+				t.Fatalf("%s is asked for as %q although the origin lists it canonically", e.Version, e.Origin)
+			}
 			if !slices.IsSorted(e.Platforms) || len(slices.Compact(slices.Clone(e.Platforms))) != len(e.Platforms) {
 				t.Fatalf("platforms of %s not sorted and unique: %q", e.Version, e.Platforms)
 			}

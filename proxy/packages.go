@@ -33,8 +33,10 @@ const (
 
 // packageRecord is the verified metadata of one provider version: for
 // each platform, where its archive is and its sha256, checked against a
-// SHA256SUMS document whose signature verified. Once stored it never
-// changes, except that platforms not yet fetched may be added.
+// SHA256SUMS document whose signature verified. Once stored its archives
+// never change, except that platforms not yet fetched may be added, and
+// platforms the origin had no package for are asked for again (see
+// believedMissing) and may then be added.
 type packageRecord struct {
 	Version string `json:"version"`
 	// Sums is the verified SHA256SUMS content: file name -> sha256.
@@ -44,8 +46,12 @@ type packageRecord struct {
 	// Archives are the verified packages by os_arch.
 	Archives map[string]archiveRecord `json:"archives"`
 	// Missing are platforms the origin listed but has no package for.
-	Missing    []string  `json:"missing,omitempty"`
-	VerifiedAt time.Time `json:"verified_at"`
+	Missing []string `json:"missing,omitempty"`
+	// MissingChecked says when each platform in Missing was last found
+	// missing. A platform without an entry (records stored before it was
+	// kept) is asked for again.
+	MissingChecked map[string]missingCheck `json:"missing_checked,omitempty"`
+	VerifiedAt     time.Time               `json:"verified_at"`
 
 	// rendered is the VERSION.json last made from this record, for the
 	// platforms and h1: hashes in its key.
@@ -95,20 +101,75 @@ func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []str
 	return r.doc
 }
 
+// missingCheck is one finding that the origin has no package for a platform.
+type missingCheck struct {
+	At time.Time `json:"at"` // by Config.Now
+	// List is when the version list in the cache then was stored (zero
+	// when there was none): the finding holds for that list only.
+	List time.Time `json:"list"`
+}
+
 type archiveRecord struct {
 	Filename string `json:"filename"`
 	URL      string `json:"url"`
 	SHA256   string `json:"sha256"`
 }
 
-// covers reports whether rec has an answer for every platform in need.
-func (rec *packageRecord) covers(need []string) bool {
+// covers reports whether rec has an answer for every platform in need:
+// an archive, or a finding that it is missing that missing believes.
+func (rec *packageRecord) covers(need []string, missing func(pl string) bool) bool {
 	for _, pl := range need {
-		if _, ok := rec.Archives[pl]; !ok && !slices.Contains(rec.Missing, pl) {
+		if _, ok := rec.Archives[pl]; !ok && !missing(pl) {
 			return false
 		}
 	}
 	return true
+}
+
+// believedMissing returns a function that reports whether rec's finding
+// that the origin has no package for a platform still holds. A finding is
+// believed for VersionsTTL, and only while the cached version list is the
+// one it was made with: after either the origin is asked again, so a
+// package the origin adds (or a failure it repairs) is seen, at most once
+// per TTL or list refresh. A finding made at or after since is believed
+// regardless (it answers a request made since). A sealed mirror believes
+// every finding, as it cannot ask.
+func (s *Server) believedMissing(p discovery.Provider, rec *packageRecord, since time.Time) func(pl string) bool {
+	var (
+		listRead bool
+		listAt   time.Time
+	)
+	return func(pl string) bool {
+		if !slices.Contains(rec.Missing, pl) {
+			return false
+		}
+		if s.cfg.Offline {
+			return true
+		}
+		c, ok := rec.MissingChecked[pl]
+		switch {
+		case !ok:
+			return false
+		case !since.IsZero() && !c.At.Before(since):
+			return true
+		case s.cfg.Now().Sub(c.At) >= s.cfg.VersionsTTL:
+			return false
+		}
+		if !listRead {
+			listAt, listRead = s.listStoredAt(p), true
+		}
+		return listAt.Equal(c.List)
+	}
+}
+
+// listStoredAt returns when p's cached version list was stored, or the
+// zero time when there is none.
+func (s *Server) listStoredAt(p discovery.Provider) time.Time {
+	_, storedAt, err := s.cachedVersions(versionsKey(p))
+	if err != nil {
+		return time.Time{}
+	}
+	return storedAt
 }
 
 func packageKey(p discovery.Provider, v versions.Version) string {
@@ -199,12 +260,13 @@ func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packa
 // clone returns a deep copy of rec, for adding platforms.
 func (rec *packageRecord) clone() *packageRecord {
 	c := packageRecord{
-		Version:    rec.Version,
-		Sums:       maps.Clone(rec.Sums),
-		SumsURLs:   slices.Clone(rec.SumsURLs),
-		Archives:   maps.Clone(rec.Archives),
-		Missing:    slices.Clone(rec.Missing),
-		VerifiedAt: rec.VerifiedAt,
+		Version:        rec.Version,
+		Sums:           maps.Clone(rec.Sums),
+		SumsURLs:       slices.Clone(rec.SumsURLs),
+		Archives:       maps.Clone(rec.Archives),
+		Missing:        slices.Clone(rec.Missing),
+		MissingChecked: maps.Clone(rec.MissingChecked),
+		VerifiedAt:     rec.VerifiedAt,
 	}
 	if c.Sums == nil {
 		c.Sums = map[string]string{}
@@ -222,11 +284,15 @@ const maxPackageRounds = 32
 // packageFor returns the verified package record of version v of p with an
 // answer for every platform in need, fetching and verifying what the cache
 // lacks. entry is v's version-list entry if the caller has it. Concurrent
-// callers for one version share one origin fetch.
+// callers for one version share one origin fetch. When the origin fails
+// while platforms found missing before are asked for again, the cached
+// record is returned as it is.
 func (s *Server) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *versionEntry) (*packageRecord, error) {
-	if rec, ok := s.cachedPackage(p, v); ok && rec.covers(need) {
+	start := s.cfg.Now()
+	cached, haveCached := s.cachedPackage(p, v)
+	if haveCached && cached.covers(need, s.believedMissing(p, cached, time.Time{})) {
 		s.metrics.CacheLookup("package", true)
-		return rec, nil
+		return cached, nil
 	}
 	s.metrics.CacheLookup("package", false)
 	key := packageKey(p, v)
@@ -240,9 +306,17 @@ func (s *Server) packageFor(ctx context.Context, p discovery.Provider, v version
 			return s.fetchPackage(ctx, p, v, need, entry)
 		})
 		if err != nil {
+			stillMissing := func(pl string) bool { return slices.Contains(cached.Missing, pl) }
+			if haveCached && cached.covers(need, stillMissing) && ctx.Err() == nil &&
+				!errors.Is(err, discovery.ErrNotFound) && !errors.Is(err, ErrVersionNotFound) {
+				s.metrics.StaleServed("package")
+				s.log.Warn("origin failed asking again for platforms it had no package for; serving cached package metadata",
+					"provider", p.String(), "version", v.String(), "error", err)
+				return cached, nil
+			}
 			return nil, err
 		}
-		if rec := res.(*packageRecord); rec.covers(need) {
+		if rec := res.(*packageRecord); rec.covers(need, s.believedMissing(p, rec, start)) {
 			return rec, nil
 		}
 	}
@@ -259,9 +333,10 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		rec = &packageRecord{Version: v.String(), Archives: map[string]archiveRecord{}, Sums: map[string]string{}}
 	}
 	rec = rec.clone() // the cached one is shared
+	believed := s.believedMissing(p, rec, time.Time{})
 	var missing []string
 	for _, pl := range need {
-		if _, ok := rec.Archives[pl]; !ok && !slices.Contains(rec.Missing, pl) {
+		if _, ok := rec.Archives[pl]; !ok && !believed(pl) {
 			missing = append(missing, pl)
 		}
 	}
@@ -289,6 +364,22 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 	if err != nil {
 		return nil, err
 	}
+	// Another spelling of the version may have what the first lacks: a
+	// platform is missing only once every spelling said so.
+	for _, alias := range entry.Aliases {
+		if len(notFound) == 0 {
+			break
+		}
+		more, still, err := s.fetchPackageMeta(ctx, p, alias, notFound)
+		if err != nil {
+			return nil, err
+		}
+		maps.Copy(pkgs, more)
+		notFound = still
+	}
+	for _, pl := range notFound {
+		s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", v.String(), "platform", pl)
+	}
 	notFound = append(notFound, unlisted...)
 	for _, pl := range missing {
 		pkg, ok := pkgs[pl]
@@ -314,7 +405,21 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		}
 		rec.Archives[pl] = archiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: rec.Sums[pkg.Filename]}
 	}
-	rec.Missing = append(rec.Missing, notFound...)
+	// Findings of missing platforms, old and new, are made again.
+	rec.Missing = slices.DeleteFunc(rec.Missing, func(pl string) bool {
+		return slices.Contains(missing, pl) || slices.Contains(unlisted, pl)
+	})
+	if rec.MissingChecked == nil {
+		rec.MissingChecked = map[string]missingCheck{}
+	}
+	for _, pl := range missing {
+		delete(rec.MissingChecked, pl)
+	}
+	check := missingCheck{At: s.cfg.Now(), List: s.listStoredAt(p)}
+	for _, pl := range notFound {
+		rec.Missing = append(rec.Missing, pl)
+		rec.MissingChecked[pl] = check
+	}
 	slices.Sort(rec.Missing)
 	rec.VerifiedAt = s.cfg.Now().UTC()
 	err = s.store.PutMeta(packageKey(p, v), rec)
@@ -348,7 +453,6 @@ func (s *Server) fetchPackageMeta(ctx context.Context, p discovery.Provider, ver
 			switch {
 			case errors.Is(err, discovery.ErrNotFound):
 				notFound = append(notFound, name)
-				s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", version, "platform", name)
 				return nil
 			case err != nil:
 				return err

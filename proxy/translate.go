@@ -17,9 +17,16 @@ import (
 // canonical version strings (clients re-serialise "1.2" as "1.2.0" and ask
 // for that), sorted, duplicates merged. Invalid versions are reported to
 // skip and dropped, as the clients themselves do.
+//
+// When the origin lists one version in several spellings ("1.0" and
+// "1.0.0"), the entry offers the platforms of all of them, and is asked
+// for by the canonical spelling if the origin lists it (the first listed
+// otherwise), the others being kept as aliases to ask when that one has
+// no package for a platform.
 func translateVersions(infos []discovery.VersionInfo, skip func(raw string, err error)) *versionList {
 	byVersion := make(map[string]*versionEntry)
 	parsed := make(map[string]versions.Version)
+	spellings := make(map[string][]string) // canonical -> the origin's, in order
 	for _, info := range infos {
 		v, err := parseSemver(info.Version)
 		if err != nil {
@@ -30,11 +37,11 @@ func translateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		e, ok := byVersion[canon]
 		if !ok {
 			e = &versionEntry{Version: canon, Platforms: []string{}}
-			if info.Version != canon {
-				e.Origin = info.Version
-			}
 			byVersion[canon] = e
 			parsed[canon] = v
+		}
+		if !slices.Contains(spellings[canon], info.Version) {
+			spellings[canon] = append(spellings[canon], info.Version)
 		}
 		for _, pl := range info.Platforms {
 			name := pl.String()
@@ -48,7 +55,20 @@ func translateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		}
 	}
 	list := &versionList{Versions: make([]versionEntry, 0, len(byVersion))}
-	for _, e := range byVersion {
+	for canon, e := range byVersion {
+		spelt := spellings[canon]
+		first := 0
+		if i := slices.Index(spelt, canon); i >= 0 {
+			first = i
+		}
+		if spelt[first] != canon {
+			e.Origin = spelt[first]
+		}
+		for i, alias := range spelt {
+			if i != first {
+				e.Aliases = append(e.Aliases, alias)
+			}
+		}
 		slices.Sort(e.Platforms)
 		list.Versions = append(list.Versions, *e)
 	}

@@ -37,7 +37,10 @@ type versionEntry struct {
 	// Version is the canonical form clients use.
 	Version string `json:"version"`
 	// Origin is the string the origin used, when it differs ("1.2").
-	Origin    string   `json:"origin,omitempty"`
+	Origin string `json:"origin,omitempty"`
+	// Aliases are the origin's other spellings of the version, to ask
+	// for a platform the first has no package for ("1.0" beside "1.0.0").
+	Aliases   []string `json:"aliases,omitempty"`
 	Platforms []string `json:"platforms"`
 }
 

@@ -1,8 +1,8 @@
 // Package verify owns the integrity rules for provider packages, applied
 // as Terraform's own installer applies them: the detached OpenPGP signature
 // over a version's SHA256SUMS document, the package's line in that
-// document, and the archive's hashes in the two forms clients check (zh:
-// and h1:).
+// document, the archive's hashes in the two forms clients check (zh:
+// and h1:), and that the archive is a package the clients can install.
 //
 // It works on bytes and readers handed to it; it does no network or disk
 // I/O and knows nothing of HTTP or the cache.
@@ -16,6 +16,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
+	"slices"
 	"strings"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
@@ -32,7 +34,8 @@ const (
 	ReasonMissingChecksum Reason = "missing_checksum"
 	// ReasonChecksum: a checksum disagrees (registry shasum vs SHA256SUMS, or archive bytes vs checksum).
 	ReasonChecksum Reason = "checksum_mismatch"
-	// ReasonBadArchive: the archive is not a readable zip.
+	// ReasonBadArchive: the archive is not a readable zip, or not a
+	// provider package (no provider executable in it).
 	ReasonBadArchive Reason = "bad_archive"
 )
 
@@ -164,6 +167,10 @@ func H1(r io.ReaderAt, size int64) (string, error) {
 	if err != nil {
 		return "", &Error{Reason: ReasonBadArchive, Detail: "not a readable zip", Err: err}
 	}
+	return hashZip(zr)
+}
+
+func hashZip(zr *zip.Reader) (string, error) {
 	byName := make(map[string]*zip.File, len(zr.File))
 	files := make([]string, 0, len(zr.File))
 	// The same listing dirhash.HashZip makes from a zip file on disk.
@@ -178,4 +185,65 @@ func H1(r io.ReaderAt, size int64) (string, error) {
 		return "", &Error{Reason: ReasonBadArchive, Detail: "hashing zip entries", Err: err}
 	}
 	return h, nil
+}
+
+// CheckArchive checks that the archive read through r (size bytes) is a
+// package the clients can install as provider type providerType, and
+// returns its h1: hash (see H1), which the check computes on the way. The
+// clients unpack the zip and run the first top-level file named
+// terraform-provider-TYPE, or that followed by "_" or "." and anything
+// ("terraform-provider-random_v3.6.0", "terraform-provider-random.exe");
+// an archive that is not a readable zip, has an entry that does not
+// decompress, or has no such file fails with ReasonBadArchive.
+//
+// When r itself fails (other than io.EOF), the archive could not be
+// checked: that error is returned wrapped, and is not an *Error.
+func CheckArchive(r io.ReaderAt, size int64, providerType string) (string, error) {
+	rr := &recordingReaderAt{r: r}
+	h1, err := checkArchive(rr, size, providerType)
+	if rr.err != nil {
+		return "", fmt.Errorf("reading the archive to check it: %w", rr.err)
+	}
+	return h1, err
+}
+
+func checkArchive(r io.ReaderAt, size int64, providerType string) (string, error) {
+	zr, err := zip.NewReader(r, size)
+	if err != nil {
+		return "", &Error{Reason: ReasonBadArchive, Detail: "not a readable zip", Err: err}
+	}
+	if !slices.ContainsFunc(zr.File, func(f *zip.File) bool { return isProviderExecutable(f, providerType) }) {
+		return "", &Error{Reason: ReasonBadArchive,
+			Detail: fmt.Sprintf("the zip has no terraform-provider-%s executable at its top level", providerType)}
+	}
+	return hashZip(zr)
+}
+
+// isProviderExecutable reports whether f is a file the clients would take
+// for the provider's executable once the zip is unpacked.
+func isProviderExecutable(f *zip.File, providerType string) bool {
+	if f.FileInfo().IsDir() || strings.HasSuffix(f.Name, "/") {
+		return false
+	}
+	name := path.Clean(f.Name)
+	if strings.ContainsAny(name, `/\`) {
+		return false // not at the top level once unpacked
+	}
+	rest, ok := strings.CutPrefix(name, "terraform-provider-"+providerType)
+	return ok && (rest == "" || rest[0] == '_' || rest[0] == '.')
+}
+
+// recordingReaderAt keeps the first error of the underlying reader (other
+// than io.EOF), which the zip package may report only in its own words.
+type recordingReaderAt struct {
+	r   io.ReaderAt
+	err error
+}
+
+func (rr *recordingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	n, err := rr.r.ReadAt(p, off)
+	if err != nil && !errors.Is(err, io.EOF) && rr.err == nil {
+		rr.err = err
+	}
+	return n, err
 }

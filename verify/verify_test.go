@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -273,6 +274,77 @@ func TestH1(t *testing.T) {
 			checkReason(t, err, ReasonBadArchive)
 		})
 	}
+}
+
+func TestCheckArchive(t *testing.T) {
+	exe := "#!/bin/sh\necho hi\n"
+	tests := []struct {
+		name    string
+		entries [][2]string
+		want    Reason // "" = accepted
+	}{
+		{name: "versioned executable", entries: [][2]string{{"LICENSE", "MPL"}, {"terraform-provider-x_v1.0.0", exe}}},
+		{name: "bare executable", entries: [][2]string{{"terraform-provider-x", exe}}},
+		{name: "windows executable", entries: [][2]string{{"terraform-provider-x.exe", exe}}},
+		{name: "executable named with ./", entries: [][2]string{{"./terraform-provider-x_v1", exe}}},
+		{name: "no executable", entries: [][2]string{{"README.md", "# x"}}, want: ReasonBadArchive},
+		{name: "empty zip", entries: nil, want: ReasonBadArchive},
+		{name: "another provider's executable", entries: [][2]string{{"terraform-provider-xy_v1.0.0", exe}}, want: ReasonBadArchive},
+		{name: "executable in a subdirectory", entries: [][2]string{{"bin/terraform-provider-x", exe}}, want: ReasonBadArchive},
+		{name: "directory named like the executable", entries: [][2]string{{"terraform-provider-x/", ""}}, want: ReasonBadArchive},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			data := zipOf(t, tc.entries)
+			h1, err := CheckArchive(bytes.NewReader(data), int64(len(data)), "x")
+			checkReason(t, err, tc.want)
+			if tc.want != "" {
+				return
+			}
+			if want, _ := H1(bytes.NewReader(data), int64(len(data))); h1 != want {
+				t.Fatalf("h1 %q, H1 says %q", h1, want)
+			}
+		})
+	}
+
+	good := zipOf(t, [][2]string{{"terraform-provider-x_v1.0.0", strings.Repeat("x", 4096)}})
+	corruptEntry := bytes.Clone(good)
+	corruptEntry[60] ^= 0xff // the entry's compressed data
+	corruptEntry[61] ^= 0xff
+	for name, data := range map[string][]byte{
+		"garbage":         []byte("this is not a zip file"),
+		"truncated":       good[:len(good)/2],
+		"corrupted entry": corruptEntry,
+	} {
+		t.Run("bad archive/"+name, func(t *testing.T) {
+			_, err := CheckArchive(bytes.NewReader(data), int64(len(data)), "x")
+			checkReason(t, err, ReasonBadArchive)
+		})
+	}
+
+	// Bytes that cannot be read are not a verdict on the archive.
+	t.Run("unreadable bytes", func(t *testing.T) {
+		gone := errors.New("chunk dropped")
+		r := failingReaderAt{r: bytes.NewReader(good), from: 30, err: gone}
+		_, err := CheckArchive(r, int64(len(good)), "x")
+		if !errors.Is(err, gone) || errors.Is(err, ErrIntegrity) {
+			t.Fatalf("error %v: want the read error, not an integrity error", err)
+		}
+	})
+}
+
+// failingReaderAt fails reads that reach offset from or beyond.
+type failingReaderAt struct {
+	r    io.ReaderAt
+	from int64
+	err  error
+}
+
+func (f failingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) > f.from {
+		return 0, f.err
+	}
+	return f.r.ReadAt(p, off)
 }
 
 func TestZH(t *testing.T) {

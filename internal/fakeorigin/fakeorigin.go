@@ -162,6 +162,7 @@ type Origin struct {
 	failNext     map[Kind]failN
 	retryAfter   string
 	tamper       map[akey]bool
+	replaced     map[akey]*built // SetArchiveBytes
 	omit         map[akey]bool
 	shaOverride  map[akey]string
 	wrongKey     bool
@@ -191,6 +192,7 @@ func Start(opts Options) (*Origin, error) {
 		kindBody:     map[Kind]canned{},
 		failNext:     map[Kind]failN{},
 		tamper:       map[akey]bool{},
+		replaced:     map[akey]*built{},
 		omit:         map[akey]bool{},
 		shaOverride:  map[akey]string{},
 		started:      make(chan struct{}),
@@ -435,6 +437,10 @@ func (o *Origin) archive(k akey) *built {
 	if !o.knownLocked(k) {
 		o.mu.Unlock()
 		return nil
+	}
+	if b := o.replaced[k]; b != nil {
+		o.mu.Unlock()
+		return b
 	}
 	b := o.archives[k]
 	if b == nil {

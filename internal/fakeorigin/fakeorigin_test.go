@@ -507,6 +507,31 @@ func TestInjections(t *testing.T) {
 			},
 		},
 		{
+			name: "signed replacement bytes",
+			inject: func(o *Origin, on bool) {
+				var data []byte
+				if on {
+					data = []byte("not a zip, but signed")
+				}
+				o.SetArchiveBytes(ns, typ, ver, pl, data)
+			},
+			check: func(t *testing.T, o *Origin, c *http.Client) {
+				want := []byte("not a zip, but signed")
+				p := download(t, o, c)
+				b, err := authenticate(t, c, p)
+				if err != nil || !bytes.Equal(b, want) {
+					t.Fatalf("err %v, archive %q, want the replacement authenticated", err, b)
+				}
+				if p.Shasum != sha(want) || o.SHA256(ns, typ, ver, pl) != sha(want) || !bytes.Equal(o.Archive(ns, typ, ver, pl), want) {
+					t.Fatal("package JSON or accessors do not describe the replacement")
+				}
+				// Other platforms keep their generated archives.
+				if _, err := zip.NewReader(bytes.NewReader(o.Archive(ns, typ, ver, "darwin_arm64")), int64(len(o.Archive(ns, typ, ver, "darwin_arm64")))); err != nil {
+					t.Fatalf("other platform's archive: %v", err)
+				}
+			},
+		},
+		{
 			name: "fail next is cancelled",
 			inject: func(o *Origin, on bool) {
 				if on {

@@ -1,6 +1,7 @@
 package fakeorigin
 
 import (
+	"bytes"
 	"context"
 	"time"
 )
@@ -67,6 +68,25 @@ func (o *Origin) TamperArchive(ns, typ, version, platform string, on bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.tamper[akey{ns, typ, version, platform}] = on
+}
+
+// SetArchiveBytes makes the package's archive data instead of the
+// generated zip, as from an origin that signs whatever it built (bytes
+// that are not a zip, or a zip without the provider executable): the
+// package JSON, the correctly signed SHA256SUMS, Archive and SHA256 all
+// describe data. nil restores the generated archive. The package must be
+// registered with AddProvider for data to be served.
+func (o *Origin) SetArchiveBytes(ns, typ, version, platform string, data []byte) {
+	k := akey{ns, typ, version, platform}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if data == nil {
+		delete(o.replaced, k)
+		return
+	}
+	b := &built{data: bytes.Clone(data), sha: sha(data)}
+	b.once.Do(func() {}) // data and sha are set
+	o.replaced[k] = b
 }
 
 // SetWrongSigningKey makes the registry keep advertising key A but sign
