@@ -799,6 +799,7 @@ func registered(t *testing.T) map[string]bool {
 	m, err := metrics.New(reg, metrics.Options{
 		Version: "test", Origins: []string{"registry.terraform.io"},
 		Cache: func() (int, int64) { return 0, 0 },
+		Disk:  func() (int64, int64, bool) { return 0, 0, true },
 	})
 	if err != nil {
 		t.Fatal(err)
