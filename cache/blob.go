@@ -327,9 +327,12 @@ func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
 // fails if the digest differs from the expected one (ErrDigestMismatch:
 // the writer is aborted) or the blob could not be stored (a chunk, the
 // sync or the commit record failed: readers still get every byte until
-// Close, which removes what was staged). If the blob was
-// committed meanwhile by another writer, that one is kept. ReadAt keeps
-// working until Close.
+// Close, which removes what was staged). ReadAt keeps working until Close.
+//
+// Any number of writers may commit the same sha256 concurrently: one
+// record is written, and every other writer's Commit succeeds too,
+// returning that record's BlobInfo (its Created is the first writer's);
+// the other writers' staged copies are deleted when they are closed.
 func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.mu.Lock()
 	if w.state != writing {
@@ -367,15 +370,35 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.giveUp()
 		return BlobInfo{}, err
 	}
+	// Under the blob's lock, the record, the counters and the LRU entry
+	// change together: of any number of writers of this sha256, exactly
+	// one writes the record and counts it; the others find it and drop
+	// their copy when they are closed.
 	var existing *blobRecord
+	unlock := w.s.lockBlob(w.expected)
 	err = w.s.db.Update(func(txn *badger.Txn) error {
-		if old, err := w.s.record(txn, w.expected); err == nil {
+		old, err := w.s.record(txn, w.expected)
+		switch {
+		case err == nil:
 			existing = &old
 			return nil
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if h := w.s.hooks.recordRead; h != nil {
+			h(w.expected)
 		}
 		return txn.Set(blobKey(w.expected), doc)
 	})
 	w.s.stats.forget(w.expected)
+	if err == nil && existing == nil {
+		w.s.mu.Lock()
+		w.s.archives++
+		w.s.bytes += rec.Size
+		w.s.mu.Unlock()
+		w.s.lru.addPinned(rec.SHA256)
+	}
+	unlock()
 	if err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)
@@ -384,19 +407,13 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.state = committed
 	if existing != nil {
 		w.dropOnClose = true
+	} else {
+		w.pinned = true
 	}
 	w.mu.Unlock()
 	if existing != nil {
 		return existing.BlobInfo, nil
 	}
-	w.s.mu.Lock()
-	w.s.archives++
-	w.s.bytes += rec.Size
-	w.s.mu.Unlock()
-	w.s.lru.addPinned(rec.SHA256)
-	w.mu.Lock()
-	w.pinned = true
-	w.mu.Unlock()
 	w.s.evict()
 	return rec.BlobInfo, nil
 }

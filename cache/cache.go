@@ -113,6 +113,55 @@ type Store struct {
 
 	lru   lru      // access order, references and eviction of committed blobs
 	stats statMemo // StatBlob answers
+
+	// blobLocks serialise, per sha256, the read-then-write of a blob's
+	// commit record together with the counters and LRU entry that follow
+	// it (Commit, DeleteBlob): see lockBlob.
+	blobLocks [256]sync.Mutex
+
+	hooks testHooks // set by tests only
+}
+
+// lockBlob locks the commit record of sha (a checked sha256) and returns
+// the unlock function.
+//
+// A lock, rather than Badger's conflict detection: detection is a
+// database-wide option that makes every transaction, archive chunks
+// included, track its reads, and a conflicting commit would still have to
+// be retried; and the counters (Stats) and the LRU entry live outside
+// Badger, so they would need a lock of their own anyway. Badger's
+// directory lock keeps other processes out, so a lock in the Store covers
+// every writer. The locks are striped by the first byte of the sha256:
+// 256 mutexes, no map to grow or clean, and records of different archives
+// rarely wait for each other (and then only for one small write).
+func (s *Store) lockBlob(sha string) (unlock func()) {
+	m := &s.blobLocks[hexNibble(sha[0])<<4|hexNibble(sha[1])]
+	if !m.TryLock() {
+		if h := s.hooks.recordWaits; h != nil {
+			h(sha)
+		}
+		m.Lock()
+	}
+	return m.Unlock
+}
+
+func hexNibble(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
+}
+
+// testHooks let tests stop the store at the points where concurrent
+// callers interleave. Every field is nil outside tests.
+type testHooks struct {
+	// recordRead is called by Commit after it found no commit record and
+	// before it writes one, and by DeleteBlob after it read the record and
+	// before it deletes it.
+	recordRead func(sha string)
+	// recordWaits is called by Commit and DeleteBlob when they must wait
+	// for another Commit or DeleteBlob of the same sha256 to finish.
+	recordWaits func(sha string)
 }
 
 // Open opens (creating if needed) the store in opts.Dir, rebuilds its
@@ -382,21 +431,28 @@ func (s *Store) DeleteBlob(sha string) error {
 		return err
 	}
 	var rec blobRecord
+	unlock := s.lockBlob(sha)
 	err := s.db.Update(func(txn *badger.Txn) (err error) {
 		if rec, err = s.record(txn, sha); err != nil {
 			return err
 		}
+		if h := s.hooks.recordRead; h != nil {
+			h(sha)
+		}
 		return txn.Delete(blobKey(sha))
 	})
 	s.stats.forget(sha)
+	if err == nil {
+		s.mu.Lock()
+		s.archives--
+		s.bytes -= rec.Size
+		s.mu.Unlock()
+		s.lru.forget(sha)
+	}
+	unlock()
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.archives--
-	s.bytes -= rec.Size
-	s.mu.Unlock()
-	s.lru.forget(sha)
 	return s.deleteChunks(rec.Stage, rec.Chunks)
 }
 
