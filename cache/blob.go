@@ -170,16 +170,21 @@ const (
 	closed
 )
 
-// NewBlobWriter starts staging an archive expected to have sha256 expectedSHA.
+// NewBlobWriter starts staging an archive expected to have sha256
+// expectedSHA. It fails with ErrClosed once Shutdown or Close began.
 func (s *Store) NewBlobWriter(expectedSHA string) (*BlobWriter, error) {
 	if err := checkSHA(expectedSHA); err != nil {
 		return nil, err
 	}
 	w := &BlobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
-	w.cur = s.bufs.Get().(*[]byte)
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
 	s.active[w.stage] = true
 	s.mu.Unlock()
+	w.cur = s.bufs.Get().(*[]byte)
 	return w, nil
 }
 
@@ -262,7 +267,7 @@ func (w *BlobWriter) stageChunk(idx int, data []byte) error {
 		// Once staging failed the blob cannot be committed; stop writing.
 		return w.err
 	}
-	return quiet(w.s.db.Update(func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), data) }))
+	return quiet(w.s.update(func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), data) }))
 }
 
 // Written is how many bytes have been written.
@@ -352,7 +357,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.giveUp()
 		return BlobInfo{}, err
 	}
-	if err := w.s.db.Sync(); err != nil {
+	if err := w.s.sync(); err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: sync: %w", err)
 	}
@@ -376,7 +381,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	// their copy when they are closed.
 	var existing *blobRecord
 	unlock := w.s.lockBlob(w.expected)
-	err = w.s.db.Update(func(txn *badger.Txn) error {
+	err = w.s.update(func(txn *badger.Txn) error {
 		old, err := w.s.record(txn, w.expected)
 		switch {
 		case err == nil:
@@ -479,10 +484,24 @@ func (w *BlobWriter) Close() error {
 	return err
 }
 
+// forget ends the writer for the store: it no longer holds Shutdown up.
 func (w *BlobWriter) forget() {
-	w.s.mu.Lock()
-	delete(w.s.active, w.stage)
-	w.s.mu.Unlock()
+	s := w.s
+	s.mu.Lock()
+	delete(s.active, w.stage)
+	if len(s.active) == 0 && s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+	s.mu.Unlock()
+}
+
+func (s *Store) sync() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.db.Sync()
 }
 
 // reserveUnstaged takes n bytes of the unstaged-memory budget, if there

@@ -22,6 +22,11 @@
 // after each commit until the archives fit; archives open for reading or
 // whose writer is not yet closed are never evicted.
 //
+// The Store is safe on its own: any number of writers of one sha256 may
+// commit concurrently (one record is kept, see BlobWriter.Commit), and
+// Shutdown lets open writers finish before closing Badger, after which
+// every method fails with ErrClosed.
+//
 // The package knows nothing of HTTP, origins or signatures.
 package cache
 
@@ -98,6 +103,8 @@ type Store struct {
 
 	mu       sync.Mutex
 	active   map[string]bool // stage ids of writers not yet closed
+	closing  bool            // Shutdown or Close began: no new writers
+	drained  chan struct{}   // closed when active empties while closing
 	archives int
 	bytes    int64
 
@@ -118,6 +125,8 @@ type Store struct {
 	// commit record together with the counters and LRU entry that follow
 	// it (Commit, DeleteBlob): see lockBlob.
 	blobLocks [256]sync.Mutex
+
+	gate opGate // Badger operations under way, and whether it is closed
 
 	hooks testHooks // set by tests only
 }
@@ -159,6 +168,9 @@ type testHooks struct {
 	// before it writes one, and by DeleteBlob after it read the record and
 	// before it deletes it.
 	recordRead func(sha string)
+	// shutdownWaits is called when Shutdown starts waiting for writers,
+	// closeWaits when Shutdown or Close waits for operations under way.
+	shutdownWaits, closeWaits func()
 	// recordWaits is called by Commit and DeleteBlob when they must wait
 	// for another Commit or DeleteBlob of the same sha256 to finish.
 	recordWaits func(sha string)
@@ -227,10 +239,6 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// Close closes the database. Writers still open are abandoned; their
-// chunks are removed by the next Open.
-func (s *Store) Close() error { return s.db.Close() }
-
 // envelope is a stored metadata document.
 type envelope struct {
 	StoredAt time.Time       `json:"t"`
@@ -249,11 +257,15 @@ func metaKey(key string) ([]byte, error) {
 	return []byte("m/" + key), nil
 }
 
-// PutMeta stores v, JSON-encoded, under key with the current time.
+// PutMeta stores v, JSON-encoded, under key with the current time. It
+// fails with ErrClosed once Shutdown or Close began.
 func (s *Store) PutMeta(key string, v any) error {
 	k, err := metaKey(key)
 	if err != nil {
 		return err
+	}
+	if s.refusing() {
+		return fmt.Errorf("storing %s: %w", key, ErrClosed)
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -268,7 +280,7 @@ func (s *Store) PutMeta(key string, v any) error {
 			return fmt.Errorf("cache: storing %s: %w", key, err)
 		}
 	}
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
+	if err := s.update(func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
 		return fmt.Errorf("cache: storing %s: %w", key, err)
 	}
 	return nil
@@ -282,7 +294,7 @@ func (s *Store) GetMeta(key string, v any) (time.Time, error) {
 		return time.Time{}, err
 	}
 	var env envelope
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if err != nil {
 			return err
@@ -301,20 +313,24 @@ func (s *Store) GetMeta(key string, v any) (time.Time, error) {
 	return env.StoredAt, nil
 }
 
-// DeleteMeta removes the document under key, if any.
+// DeleteMeta removes the document under key, if any. It fails with
+// ErrClosed once Shutdown or Close began.
 func (s *Store) DeleteMeta(key string) error {
 	k, err := metaKey(key)
 	if err != nil {
 		return err
 	}
-	return s.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) })
+	if s.refusing() {
+		return fmt.Errorf("deleting %s: %w", key, ErrClosed)
+	}
+	return s.update(func(txn *badger.Txn) error { return txn.Delete(k) })
 }
 
 // ScanMeta calls fn for every document whose key starts with prefix, in
 // key order, until fn returns an error.
 func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
 	p := []byte("m/" + prefix)
-	return s.db.View(func(txn *badger.Txn) error {
+	return s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -381,6 +397,9 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
 		return BlobInfo{}, err
 	}
+	if s.isClosed() {
+		return BlobInfo{}, ErrClosed
+	}
 	e, gen, ok := s.stats.get(sha)
 	if ok {
 		if !e.found {
@@ -389,7 +408,7 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 		return e.info, nil
 	}
 	var rec blobRecord
-	err := s.db.View(func(txn *badger.Txn) (err error) {
+	err := s.view(func(txn *badger.Txn) (err error) {
 		rec, err = s.record(txn, sha)
 		return err
 	})
@@ -413,7 +432,7 @@ func (s *Store) OpenBlob(sha string) (*Blob, error) {
 		return nil, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
 	}
 	var rec blobRecord
-	err := s.db.View(func(txn *badger.Txn) (err error) {
+	err := s.view(func(txn *badger.Txn) (err error) {
 		rec, err = s.record(txn, sha)
 		return err
 	})
@@ -432,7 +451,7 @@ func (s *Store) DeleteBlob(sha string) error {
 	}
 	var rec blobRecord
 	unlock := s.lockBlob(sha)
-	err := s.db.Update(func(txn *badger.Txn) (err error) {
+	err := s.update(func(txn *badger.Txn) (err error) {
 		if rec, err = s.record(txn, sha); err != nil {
 			return err
 		}
@@ -457,6 +476,10 @@ func (s *Store) DeleteBlob(sha string) error {
 }
 
 func (s *Store) deleteChunks(stage string, n int) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	wb := s.db.NewWriteBatch()
 	defer wb.Cancel()
 	for i := range n {
@@ -470,7 +493,7 @@ func (s *Store) deleteChunks(stage string, n int) error {
 // readChunk copies chunk idx of stage, from byte off on, into p.
 func (s *Store) readChunk(stage string, idx int, off int, p []byte) (int, error) {
 	var n int
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(chunkKey(stage, idx))
 		if err != nil {
 			return err
@@ -498,7 +521,7 @@ func (s *Store) Stats() (archives int, bytes int64) {
 
 // Blobs calls fn for every committed blob.
 func (s *Store) Blobs(fn func(BlobInfo) error) error {
-	return s.db.View(func(txn *badger.Txn) error {
+	return s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -535,8 +558,12 @@ func (s *Store) recount() error {
 // CleanOrphans removes chunks that belong to no committed blob and to no
 // writer of this process: what a crash or failed write left behind.
 func (s *Store) CleanOrphans() (int, error) {
+	if err := s.enter(); err != nil {
+		return 0, err
+	}
+	defer s.leave()
 	referenced := make(map[string]bool)
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -558,7 +585,7 @@ func (s *Store) CleanOrphans() (int, error) {
 	s.mu.Unlock()
 
 	var orphans [][]byte
-	err = s.db.View(func(txn *badger.Txn) error {
+	err = s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -591,7 +618,7 @@ func (s *Store) CleanOrphans() (int, error) {
 // belongs to a committed archive or to a write under way.
 func (s *Store) ChunkCount() (int, error) {
 	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -606,10 +633,10 @@ func (s *Store) ChunkCount() (int, error) {
 func (s *Store) Ping() error {
 	key := []byte("p/ping")
 	val := []byte(time.Now().UTC().Format(time.RFC3339Nano))
-	if err := s.db.Update(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
+	if err := s.update(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
 		return fmt.Errorf("cache: not writable: %w", err)
 	}
-	return s.db.View(func(txn *badger.Txn) error {
+	return s.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
 		if err != nil {
 			return fmt.Errorf("cache: not readable: %w", err)
@@ -624,7 +651,7 @@ func (s *Store) Ping() error {
 }
 
 // RunGC runs Badger's value-log garbage collection every interval until
-// ctx is done, so that space of deleted archives returns to the disk.
+// ctx is done or the store is closed, so that space of deleted archives returns to the disk.
 func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -634,9 +661,24 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 			return
 		case <-t.C:
 		}
-		for ctx.Err() == nil && s.db.RunValueLogGC(0.5) == nil {
+		for ctx.Err() == nil {
+			err := s.runGC()
+			if errors.Is(err, ErrClosed) {
+				return
+			}
+			if err != nil {
+				break // nothing (more) to collect this time
+			}
 		}
 	}
+}
+
+func (s *Store) runGC() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	return s.db.RunValueLogGC(0.5)
 }
 
 func newStageID() string {
