@@ -20,7 +20,7 @@ var ErrDigestMismatch = errors.New("archive digest mismatch")
 
 // Blob reads a committed archive. ReadAt is safe for concurrent use; Read
 // and Seek share one position and are not.
-type Blob struct {
+type blob struct {
 	s   *Store
 	rec blobRecord
 	pos int64
@@ -32,13 +32,13 @@ type Blob struct {
 }
 
 // Info describes the blob.
-func (b *Blob) Info() BlobInfo { return b.rec.BlobInfo }
+func (b *blob) Info() BlobInfo { return b.rec.BlobInfo }
 
 // Size is the blob's length in bytes.
-func (b *Blob) Size() int64 { return b.rec.Size }
+func (b *blob) Size() int64 { return b.rec.Size }
 
 // ReadAt implements io.ReaderAt.
-func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
+func (b *blob) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errors.New("cache: negative offset")
 	}
@@ -62,7 +62,7 @@ func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // load makes chunk idx the buffered one.
-func (b *Blob) load(idx int) error {
+func (b *blob) load(idx int) error {
 	if b.cached == idx {
 		return nil
 	}
@@ -89,7 +89,7 @@ func (b *Blob) load(idx int) error {
 }
 
 // Read implements io.Reader.
-func (b *Blob) Read(p []byte) (int, error) {
+func (b *blob) Read(p []byte) (int, error) {
 	if b.pos >= b.rec.Size {
 		return 0, io.EOF
 	}
@@ -102,7 +102,7 @@ func (b *Blob) Read(p []byte) (int, error) {
 }
 
 // Seek implements io.Seeker.
-func (b *Blob) Seek(offset int64, whence int) (int64, error) {
+func (b *blob) Seek(offset int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekStart:
 	case io.SeekCurrent:
@@ -120,7 +120,7 @@ func (b *Blob) Seek(offset int64, whence int) (int64, error) {
 }
 
 // Close releases the blob's buffer and its protection from eviction.
-func (b *Blob) Close() error {
+func (b *blob) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -140,7 +140,7 @@ func (b *Blob) Close() error {
 
 // BlobWriter stages an archive as it arrives. One goroutine writes; any
 // number may ReadAt what has been written so far, until Close.
-type BlobWriter struct {
+type blobWriter struct {
 	s        *Store
 	expected string
 	stage    string
@@ -172,11 +172,11 @@ const (
 
 // NewBlobWriter starts staging an archive expected to have sha256
 // expectedSHA. It fails with ErrClosed once Shutdown or Close began.
-func (s *Store) NewBlobWriter(expectedSHA string) (*BlobWriter, error) {
+func (s *Store) NewBlobWriter(expectedSHA string) (BlobWriter, error) {
 	if err := checkSHA(expectedSHA); err != nil {
 		return nil, err
 	}
-	w := &BlobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
+	w := &blobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
 	s.mu.Lock()
 	if s.closing {
 		s.mu.Unlock()
@@ -191,7 +191,7 @@ func (s *Store) NewBlobWriter(expectedSHA string) (*BlobWriter, error) {
 // Write appends p. A failure to store a chunk does not fail Write: the
 // chunk is kept in memory so that readers still get every byte, and Err
 // reports the failure; Commit will then refuse to commit.
-func (w *BlobWriter) Write(p []byte) (int, error) {
+func (w *blobWriter) Write(p []byte) (int, error) {
 	w.hash.Write(p)
 	total := len(p)
 	for len(p) > 0 {
@@ -215,7 +215,7 @@ func (w *BlobWriter) Write(p []byte) (int, error) {
 }
 
 // finishChunk stages the full current chunk and starts a new one.
-func (w *BlobWriter) finishChunk() {
+func (w *blobWriter) finishChunk() {
 	// Readers copy the current chunk under w.mu, and it is replaced only
 	// under w.mu after it is staged, so it can be read outside the lock.
 	idx := w.staged
@@ -257,7 +257,7 @@ func (w *BlobWriter) finishChunk() {
 	w.staged++
 }
 
-func (w *BlobWriter) stageChunk(idx int, data []byte) error {
+func (w *blobWriter) stageChunk(idx int, data []byte) error {
 	if h := w.s.stageHook; h != nil {
 		if err := h(); err != nil {
 			return err
@@ -271,25 +271,25 @@ func (w *BlobWriter) stageChunk(idx int, data []byte) error {
 }
 
 // Written is how many bytes have been written.
-func (w *BlobWriter) Written() int64 {
+func (w *blobWriter) Written() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.written
 }
 
 // Err reports the first failure to store a chunk, if any.
-func (w *BlobWriter) Err() error {
+func (w *blobWriter) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
 // Sum is the hex sha256 of everything written so far. Writer goroutine only.
-func (w *BlobWriter) Sum() string { return hex.EncodeToString(w.hash.Sum(nil)) }
+func (w *blobWriter) Sum() string { return hex.EncodeToString(w.hash.Sum(nil)) }
 
 // ReadAt reads bytes already written. It is safe to call from any
 // goroutine for off+len(p) <= Written().
-func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
+func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
 	cs := int64(w.s.chunkSize)
 	n := 0
 	for n < len(p) {
@@ -338,7 +338,7 @@ func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
 // record is written, and every other writer's Commit succeeds too,
 // returning that record's BlobInfo (its Created is the first writer's);
 // the other writers' staged copies are deleted when they are closed.
-func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
+func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.mu.Lock()
 	if w.state != writing {
 		w.mu.Unlock()
@@ -425,7 +425,7 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 
 // giveUp marks a complete, verified writer that could not be committed:
 // readers still get every byte until Close, which deletes what was staged.
-func (w *BlobWriter) giveUp() {
+func (w *blobWriter) giveUp() {
 	w.mu.Lock()
 	if w.state == writing {
 		w.state = uncommittable
@@ -434,7 +434,7 @@ func (w *BlobWriter) giveUp() {
 }
 
 // Abort discards everything staged. Readers get errors from then on.
-func (w *BlobWriter) Abort() error {
+func (w *blobWriter) Abort() error {
 	w.mu.Lock()
 	if w.state != writing {
 		w.mu.Unlock()
@@ -452,7 +452,7 @@ func (w *BlobWriter) Abort() error {
 }
 
 // Close releases the writer's memory; an uncommitted writer is aborted.
-func (w *BlobWriter) Close() error {
+func (w *blobWriter) Close() error {
 	w.mu.Lock()
 	state, drop, n, pinned := w.state, w.dropOnClose, w.staged, w.pinned
 	w.pinned = false
@@ -485,7 +485,7 @@ func (w *BlobWriter) Close() error {
 }
 
 // forget ends the writer for the store: it no longer holds Shutdown up.
-func (w *BlobWriter) forget() {
+func (w *blobWriter) forget() {
 	s := w.s
 	s.mu.Lock()
 	delete(s.active, w.stage)

@@ -22,6 +22,15 @@
 // after each commit until the archives fit; archives open for reading or
 // whose writer is not yet closed are never evicted.
 //
+// OpenBlob and NewBlobWriter return the small interfaces BlobReader and
+// BlobWriter, not the concrete types, so that another tier (an object
+// store, later) can offer the same methods with readers and writers of its
+// own that wrap these, and a caller's Store interface (proxy's) fits both
+// tiers unchanged. They are declared here, with the contract every
+// implementation keeps (reads while writing, what Commit guarantees),
+// rather than by each consumer: a consumer-side declaration could not be
+// named in the Store's method results, so no second tier could fit it.
+//
 // The Store is safe on its own: any number of writers of one sha256 may
 // commit concurrently (one record is kept, see BlobWriter.Commit), and
 // Shutdown lets open writers finish before closing Badger, after which
@@ -422,7 +431,7 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 }
 
 // OpenBlob opens a committed blob for reading, or returns ErrNotFound.
-func (s *Store) OpenBlob(sha string) (*Blob, error) {
+func (s *Store) OpenBlob(sha string) (BlobReader, error) {
 	if err := checkSHA(sha); err != nil {
 		return nil, err
 	}
@@ -440,7 +449,7 @@ func (s *Store) OpenBlob(sha string) (*Blob, error) {
 		s.lru.release(sha)
 		return nil, err
 	}
-	return &Blob{s: s, rec: rec, cached: -1}, nil
+	return &blob{s: s, rec: rec, cached: -1}, nil
 }
 
 // DeleteBlob removes a committed blob: its record first, so it is never

@@ -26,7 +26,7 @@ func TestConcurrentCommitsOfOneArchive(t *testing.T) {
 	}
 	s.hooks.recordWaits = func(string) { arrived <- "waits" }
 
-	ws := make([]*BlobWriter, writers)
+	ws := make([]BlobWriter, writers)
 	for i := range ws {
 		w, err := s.NewBlobWriter(sha)
 		if err != nil {
@@ -42,7 +42,7 @@ func TestConcurrentCommitsOfOneArchive(t *testing.T) {
 		err  error
 	}
 	results := make(chan result, writers)
-	commit := func(w *BlobWriter) {
+	commit := func(w BlobWriter) {
 		info, err := w.Commit("h1:test")
 		results <- result{info, err}
 	}
