@@ -395,7 +395,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		}
 		return txn.Set(blobKey(w.expected), doc)
 	})
-	w.s.stats.forget(w.expected)
+	w.s.stats.Forget(w.expected)
 	if err == nil && existing == nil {
 		w.s.mu.Lock()
 		w.s.archives++

@@ -127,8 +127,8 @@ type Store struct {
 	// treated as a Badger write failure.
 	stageHook func() error
 
-	lru   lru      // access order, references and eviction of committed blobs
-	stats statMemo // StatBlob answers
+	lru   lru       // access order, references and eviction of committed blobs
+	stats *statMemo // StatBlob answers
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
@@ -229,7 +229,7 @@ func Open(opts Options) (*Store, error) {
 		return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 	}
 	s := &Store{db: db, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
-		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes}
+		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, stats: newStatMemo()}
 	if s.maxUnstaged == 0 {
 		s.maxUnstaged = DefaultMaxUnstagedBytes
 	}
@@ -409,7 +409,7 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	if s.isClosed() {
 		return BlobInfo{}, ErrClosed
 	}
-	e, gen, ok := s.stats.get(sha)
+	e, gen, ok := s.stats.Get(sha)
 	if ok {
 		if !e.found {
 			return BlobInfo{}, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
@@ -423,9 +423,9 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	})
 	switch {
 	case err == nil:
-		s.stats.put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
+		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
 	case errors.Is(err, ErrNotFound):
-		s.stats.put(sha, gen, statEntry{})
+		s.stats.Put(sha, gen, statEntry{})
 	}
 	return rec.BlobInfo, err
 }
@@ -469,7 +469,7 @@ func (s *Store) DeleteBlob(sha string) error {
 		}
 		return txn.Delete(blobKey(sha))
 	})
-	s.stats.forget(sha)
+	s.stats.Forget(sha)
 	if err == nil {
 		s.mu.Lock()
 		s.archives--
