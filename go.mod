@@ -17,6 +17,7 @@ require (
 	golang.org/x/mod v0.42.0
 	golang.org/x/net v0.59.0
 	golang.org/x/sync v0.24.0
+	golang.org/x/sys v0.48.0
 )
 
 require (
@@ -45,7 +46,6 @@ require (
 	go.opentelemetry.io/otel/trace v1.41.0 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
 	golang.org/x/oauth2 v0.37.0 // indirect
-	golang.org/x/sys v0.48.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
 	golang.org/x/tools v0.51.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect

@@ -34,12 +34,15 @@ type env struct {
 	dir    string
 	pool   *x509.CertPool // trusts the mirror and nginx
 	caFile string
-	mirror *mirrorProc
-	nginx  *nginxProc
-	big    *fakeorigin.Origin
-	json   *fakeorigin.Origin
-	tf     *fakeorigin.Origin
-	report *report
+	// staticRoot is nginx's document root: the static mirror of figures
+	// 1 and 2 and the `terraform providers mirror` output of figure 6.
+	staticRoot string
+	mirror     *mirrorProc
+	nginx      *nginxProc
+	big        *fakeorigin.Origin
+	json       *fakeorigin.Origin
+	tf         *fakeorigin.Origin
+	report     *report
 
 	bin        string   // the tfmirror binary
 	mirrorArgs []string // its flags
@@ -86,7 +89,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		return errors.New("the harness reads /proc and needs Linux")
 	}
 	// Fail before minutes of measuring, not after.
-	if cfg.want(1) || cfg.want(2) || cfg.want(3) {
+	if cfg.want(1) || cfg.want(2) || cfg.want(3) || cfg.want(6) {
 		if _, err := exec.LookPath(cfg.Nginx); err != nil {
 			return fmt.Errorf("nginx not found (%v); install it with bench/setup.sh (apt-get install nginx-light), pass -nginx, or run other figures with -only", err)
 		}
@@ -110,7 +113,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	} else {
 		defer os.RemoveAll(dir)
 	}
-	e := &env{cfg: cfg, dir: dir, report: newReport(cfg)}
+	e := &env{cfg: cfg, dir: dir, staticRoot: filepath.Join(dir, "static"), report: newReport(cfg)}
 	e.report.machine.loadStart = loadAvg()
 
 	progress("building tfmirror")
@@ -155,7 +158,6 @@ func run(ctx context.Context, cfg config) (err error) {
 	e.json.AddProvider(jsonNS, jsonType, jsonVersions,
 		[]string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64", "windows_amd64", "freebsd_amd64"})
 
-	tfPlatform := runtime.GOOS + "_" + runtime.GOARCH
 	if e.tf, err = fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfHost}, ArchiveSize: int64(cfg.TFArchive) << 20}); err != nil {
 		return err
 	}
@@ -165,7 +167,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		tfVersions = append(tfVersions, fmt.Sprintf("1.0.%d", i))
 	}
 	for i := range cfg.TFProviders {
-		e.tf.AddProvider(tfNS, fmt.Sprintf("tfp%d", i), tfVersions, []string{tfPlatform})
+		e.tf.AddProvider(tfNS, fmt.Sprintf("tfp%d", i), tfVersions, []string{tfPlatform()})
 	}
 	proxy, err := startConnectProxy(map[string]string{tfHost + ":443": e.tf.Addr})
 	if err != nil {
@@ -200,7 +202,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	defer func() { e.mirror.stop(syscall.SIGTERM, 10*time.Second) }()
 
-	if e.want(1) || e.want(2) || e.want(3) {
+	if e.want(1) || e.want(2) || e.want(3) || e.want(6) {
 		if err := e.startReference(ctx); err != nil {
 			return err
 		}
@@ -247,7 +249,7 @@ func (e *env) startReference(ctx context.Context) error {
 	progress("warming the mirror and writing the static mirror for nginx")
 	c := newClient(e.pool, 4)
 	defer closeIdle(c)
-	root := filepath.Join(e.dir, "static")
+	root := e.staticRoot
 	files := []string{
 		e.big.Addr + "/" + bigNS + "/" + bigType + "/index.json",
 		e.big.Addr + "/" + bigNS + "/" + bigType + "/" + warmVersion + ".json",

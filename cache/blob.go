@@ -18,8 +18,7 @@ import (
 // have the expected sha256.
 var ErrDigestMismatch = errors.New("archive digest mismatch")
 
-// Blob reads a committed archive. ReadAt is safe for concurrent use; Read
-// and Seek share one position and are not.
+// blob is the Store's BlobReader.
 type blob struct {
 	s   *Store
 	rec blobRecord
@@ -138,8 +137,7 @@ func (b *blob) Close() error {
 	return nil
 }
 
-// BlobWriter stages an archive as it arrives. One goroutine writes; any
-// number may ReadAt what has been written so far, until Close.
+// blobWriter is the Store's BlobWriter.
 type blobWriter struct {
 	s        *Store
 	expected string
@@ -267,7 +265,8 @@ func (w *blobWriter) stageChunk(idx int, data []byte) error {
 		// Once staging failed the blob cannot be committed; stop writing.
 		return w.err
 	}
-	return quiet(w.s.update(func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), data) }))
+	key := chunkKey(w.stage, idx)
+	return quiet(w.s.update(entryCost(len(key), len(data)), func(txn *badger.Txn) error { return txn.Set(key, data) }))
 }
 
 // Written is how many bytes have been written.
@@ -381,7 +380,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	// their copy when they are closed.
 	var existing *blobRecord
 	unlock := w.s.lockBlob(w.expected)
-	err = w.s.update(func(txn *badger.Txn) error {
+	err = w.s.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
 		old, err := w.s.record(txn, w.expected)
 		switch {
 		case err == nil:
@@ -494,14 +493,6 @@ func (w *blobWriter) forget() {
 		s.drained = nil
 	}
 	s.mu.Unlock()
-}
-
-func (s *Store) sync() error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.db.Sync()
 }
 
 // reserveUnstaged takes n bytes of the unstaged-memory budget, if there

@@ -18,6 +18,16 @@
 // which CleanOrphans removes (it runs at Open). Partial archives are never
 // returned by OpenBlob.
 //
+// Badger writes through memory-mapped files, where a full disk is not an
+// error but SIGBUS. So the store writes only while the file system has
+// more free space than Options.DiskReserve (plus the LSM tree's size): it
+// checks before every write, cheaply (statfs at most every
+// Options.SpaceCheckInterval, bytes admitted since accounted), and below
+// the reserve every write fails with ErrNotWritable without touching
+// Badger. A store opened on a disk already below the reserve opens the
+// database read-only (or, if Badger cannot open it read-only, not at all:
+// every lookup misses) and reopens it read-write once there is room.
+//
 // With Options.MaxBytes set, the least recently used archives are evicted
 // after each commit until the archives fit; archives open for reading or
 // whose writer is not yet closed are never evicted.
@@ -48,6 +58,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -96,6 +108,19 @@ type Options struct {
 	// ErrChunkDropped; readers that are past it and the download itself
 	// go on. Default DefaultMaxUnstagedBytes; negative: keep none.
 	MaxUnstagedBytes int64
+	// DiskReserve is the free space below which the cache writes nothing
+	// (ErrNotWritable); the size of Badger's LSM tree is added to it.
+	// Default DefaultDiskReserve; negative: free space is not checked.
+	// Ignored InMemory.
+	DiskReserve int64
+	// FreeSpace returns the bytes free on the file system holding dir.
+	// Default: statfs (blocks available to unprivileged users).
+	FreeSpace func(dir string) (int64, error)
+	// SpaceCheckInterval is how often free space is asked for: writes use
+	// an answer at most this old (minus what they wrote since), and a
+	// store that stopped writing checks at this interval whether it may
+	// write again. Default DefaultSpaceCheckInterval.
+	SpaceCheckInterval time.Duration
 	// FailWrites is for tests and fault injection only: when set, it is
 	// called before each archive chunk and metadata document is written,
 	// and an error it returns is treated as a failed write (as on a full
@@ -105,7 +130,7 @@ type Options struct {
 
 // Store is the cache. It is safe for concurrent use.
 type Store struct {
-	db        *badger.DB
+	bopts     badger.Options
 	chunkSize int
 	log       *slog.Logger
 	bufs      sync.Pool
@@ -130,14 +155,42 @@ type Store struct {
 	lru   lru       // access order, references and eviction of committed blobs
 	stats *statMemo // StatBlob answers
 
+	// dbmu guards db and readOnly: every use of db holds it for reading;
+	// reopening read-write holds it for writing.
+	dbmu     sync.RWMutex
+	db       *badger.DB // nil: not open (disk full at start-up and not readable)
+	readOnly bool       // db was opened read-only (disk full at start-up)
+
+	space     space
+	gcKick    chan struct{} // asks RunGC for a round now
+	stopWatch context.CancelFunc
+	watchDone chan struct{}
+
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
 	// it (Commit, DeleteBlob): see lockBlob.
 	blobLocks [256]sync.Mutex
 
-	gate opGate // Badger operations under way, and whether it is closed
+	// gate counts the database operations under way and refuses new ones
+	// once the store is closed (close.go).
+	gate opGate
 
 	hooks testHooks // set by tests only
+}
+
+// testHooks let tests stop the store at the points where concurrent
+// callers interleave. Every field is nil outside tests.
+type testHooks struct {
+	// recordRead is called by Commit after it found no commit record and
+	// before it writes one, and by DeleteBlob after it read the record and
+	// before it deletes it.
+	recordRead func(sha string)
+	// recordWaits is called by Commit and DeleteBlob when they must wait
+	// for another Commit or DeleteBlob of the same sha256 to finish.
+	recordWaits func(sha string)
+	// shutdownWaits is called when Shutdown starts waiting for writers,
+	// closeWaits when Shutdown or Close waits for operations under way.
+	shutdownWaits, closeWaits func()
 }
 
 // lockBlob locks the commit record of sha (a checked sha256) and returns
@@ -170,20 +223,8 @@ func hexNibble(c byte) byte {
 	return c - '0'
 }
 
-// testHooks let tests stop the store at the points where concurrent
-// callers interleave. Every field is nil outside tests.
-type testHooks struct {
-	// recordRead is called by Commit after it found no commit record and
-	// before it writes one, and by DeleteBlob after it read the record and
-	// before it deletes it.
-	recordRead func(sha string)
-	// shutdownWaits is called when Shutdown starts waiting for writers,
-	// closeWaits when Shutdown or Close waits for operations under way.
-	shutdownWaits, closeWaits func()
-	// recordWaits is called by Commit and DeleteBlob when they must wait
-	// for another Commit or DeleteBlob of the same sha256 to finish.
-	recordWaits func(sha string)
-}
+// errNoDB is what reads get while the database is not open: a miss.
+var errNoDB = fmt.Errorf("%w (the cache could not be opened: disk full at start-up)", ErrNotFound)
 
 // Open opens (creating if needed) the store in opts.Dir, rebuilds its
 // counters and removes chunks that an interrupted process left behind.
@@ -212,40 +253,348 @@ func Open(opts Options) (*Store, error) {
 		WithInMemory(opts.InMemory).
 		WithLogger(badgerLogger{opts.Logger}).
 		// A small, flat memory footprint: archive chunks go to the value
-		// log, only keys and small documents live in the LSM tree.
-		WithMemTableSize(16 << 20).
-		WithNumMemtables(2).
+		// log, only keys and small documents live in the LSM tree. These
+		// sizes decide DefaultDiskReserve (space.go).
+		WithMemTableSize(memTableSize).
+		WithNumMemtables(numMemtables).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithBlockCacheSize(16 << 20).
 		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(256 << 20).
+		WithValueLogFileSize(valueLogFileSize).
 		WithValueThreshold(valueThreshold).
 		WithNumCompactors(2).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
-	db, err := badger.Open(bopts)
-	if err != nil {
-		return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
-	}
-	s := &Store{db: db, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
-		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, stats: newStatMemo()}
+	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
+		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1),
+		stats: newStatMemo()}
 	if s.maxUnstaged == 0 {
 		s.maxUnstaged = DefaultMaxUnstagedBytes
 	}
+	s.space = space{dir: opts.Dir, free: opts.FreeSpace, reserve: opts.DiskReserve,
+		interval: opts.SpaceCheckInterval, log: opts.Logger, now: time.Now}
+	if s.space.free == nil {
+		s.space.free = statfsFree
+	}
+	if s.space.reserve == 0 {
+		s.space.reserve = DefaultDiskReserve
+	}
+	if s.space.interval <= 0 {
+		s.space.interval = DefaultSpaceCheckInterval
+	}
+	if opts.InMemory {
+		s.space.reserve = -1
+	}
 	s.lru.init(opts.MaxBytes, opts.OnEvict)
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
-	if err := s.recount(); err != nil {
-		db.Close()
-		return nil, err
+
+	if s.space.refresh(sstBytes(opts.Dir)) {
+		db, err := badger.Open(bopts)
+		if err != nil {
+			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
+		}
+		s.db = db
+		if err := s.recount(); err != nil {
+			db.Close()
+			return nil, err
+		}
+		s.afterWritableOpen()
+	} else {
+		s.openReadOnly()
+	}
+	if !s.space.disabled() {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopWatch, s.watchDone = cancel, make(chan struct{})
+		go s.watch(ctx)
+	}
+	return s, nil
+}
+
+// afterWritableOpen removes what interrupted writes left, trims the cache
+// to its limit, and has the value-log GC return the space soon.
+func (s *Store) afterWritableOpen() {
+	if !s.space.refresh(s.lsmSize()) {
+		return // retried when there is room (checkSpace)
 	}
 	if n, err := s.CleanOrphans(); err != nil {
 		s.log.Warn("cleaning up interrupted archive writes", "error", err)
 	} else if n > 0 {
 		s.log.Info("removed chunks of interrupted archive writes", "chunks", n)
+		s.kickGC()
 	}
 	s.evict()
-	return s, nil
+}
+
+// openReadOnly opens the database without writing anything, because the
+// disk is below the reserve at start-up. Badger refuses when its
+// write-ahead logs need replaying (after a crash); then the store has no
+// database until there is room, and every lookup misses.
+func (s *Store) openReadOnly() {
+	db, err := badger.Open(s.bopts.WithReadOnly(true))
+	if err != nil {
+		s.log.Warn("disk full at start-up and the cache cannot be opened read-only: serving without the cache until there is room",
+			"dir", s.space.dir, "error", quiet(err))
+		return
+	}
+	s.db, s.readOnly = db, true
+	if err := s.recount(); err != nil {
+		s.log.Warn("disk full at start-up and the cache cannot be read: serving without the cache until there is room",
+			"dir", s.space.dir, "error", err)
+		s.db, s.readOnly = nil, false
+		db.Close()
+		return
+	}
+	archives, bytes := s.Stats()
+	s.log.Warn("disk full at start-up: cache opened read-only, serving what it holds until there is room",
+		"dir", s.space.dir, "archives", archives, "bytes", bytes)
+}
+
+// reopenWritable replaces a read-only (or missing) database by a
+// read-write one, once there is room.
+func (s *Store) reopenWritable() {
+	s.dbmu.Lock()
+	if s.db != nil && !s.readOnly {
+		s.dbmu.Unlock()
+		return
+	}
+	if s.db != nil {
+		if err := s.db.Close(); err != nil {
+			s.log.Warn("closing the read-only cache", "error", quiet(err))
+		}
+		s.db = nil
+	}
+	db, err := badger.Open(s.bopts)
+	if err != nil {
+		s.dbmu.Unlock()
+		s.log.Error("opening the cache read-write now that there is room", "dir", s.space.dir, "error", quiet(err))
+		s.openReadOnlyLocked()
+		return
+	}
+	s.db, s.readOnly = db, false
+	s.dbmu.Unlock()
+	s.stats.Clear() // absences seen without the database
+	if err := s.recount(); err != nil {
+		s.log.Error("reopening cache", "error", err)
+	}
+	s.log.Info("cache opened read-write: there is room again", "dir", s.space.dir)
+	s.afterWritableOpen()
+}
+
+// openReadOnlyLocked retries the read-only database after a failed
+// reopen, so that cached archives stay served.
+func (s *Store) openReadOnlyLocked() {
+	s.dbmu.Lock()
+	defer s.dbmu.Unlock()
+	if s.db != nil {
+		return
+	}
+	db, err := badger.Open(s.bopts.WithReadOnly(true))
+	if err != nil {
+		return
+	}
+	s.db, s.readOnly = db, true
+}
+
+// watch checks the free space every interval until ctx is done: it keeps
+// the writable state current when nothing writes, reopens the database
+// read-write when space returns, and then removes what failed writes left.
+func (s *Store) watch(ctx context.Context) {
+	defer close(s.watchDone)
+	t := time.NewTicker(s.space.interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		s.checkSpace()
+	}
+}
+
+// checkSpace is one round of watch.
+func (s *Store) checkSpace() {
+	was := s.space.canWrite() == nil
+	if !s.space.refresh(s.lsmSize()) {
+		return
+	}
+	s.dbmu.RLock()
+	writable := s.db != nil && !s.readOnly
+	s.dbmu.RUnlock()
+	switch {
+	case !writable:
+		s.reopenWritable()
+	case !was:
+		// Writers that failed could not delete their chunks.
+		if _, err := s.CleanOrphans(); err != nil {
+			s.log.Warn("cleaning up failed archive writes", "error", err)
+		}
+		s.kickGC()
+	}
+}
+
+// lsmSize is the size of Badger's LSM tree on disk, as Badger last
+// measured it (at Open and every minute since): the tree grows slowly.
+func (s *Store) lsmSize() int64 {
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
+	if s.db == nil {
+		return sstBytes(s.space.dir)
+	}
+	lsm, _ := s.db.Size()
+	return lsm
+}
+
+// sstBytes is the size of the LSM tree's files in dir, before the
+// database is open.
+func sstBytes(dir string) int64 {
+	if dir == "" {
+		return 0
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return 0
+	}
+	var n int64
+	for _, e := range entries {
+		if filepath.Ext(e.Name()) != ".sst" {
+			continue
+		}
+		if fi, err := e.Info(); err == nil {
+			n += fi.Size()
+		}
+	}
+	return n
+}
+
+// Writable returns nil when the cache stores what it is given, or why not
+// (an error wrapping ErrNotWritable).
+func (s *Store) Writable() error {
+	if s.isClosed() {
+		return ErrClosed
+	}
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
+	return s.writableLocked()
+}
+
+// writableLocked is Writable; caller holds dbmu.
+func (s *Store) writableLocked() error {
+	if s.db == nil || s.readOnly {
+		if err := s.space.canWrite(); err != nil {
+			return err
+		}
+		return fmt.Errorf("%w: the disk was full at start-up; the cache is reopened read-write within %s", ErrNotWritable, s.space.interval)
+	}
+	return s.space.canWrite()
+}
+
+// FreeBytes is the free space on the cache's file system at the last
+// check, or -1 when unknown (in memory, checks disabled or failing).
+func (s *Store) FreeBytes() int64 {
+	if s.space.disabled() {
+		return -1
+	}
+	return s.space.freeBytes()
+}
+
+// Reserve is the free space below which the cache does not write (the
+// configured reserve plus the LSM tree), or -1 when not checked.
+func (s *Store) Reserve() int64 {
+	if s.space.disabled() {
+		return -1
+	}
+	s.space.mu.Lock()
+	defer s.space.mu.Unlock()
+	return s.space.floor()
+}
+
+// view runs fn in a read-only transaction.
+func (s *Store) view(fn func(txn *badger.Txn) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
+	if s.db == nil {
+		return errNoDB
+	}
+	return s.db.View(fn)
+}
+
+// update runs fn in a read-write transaction that writes at most cost
+// bytes (entryCost), if the disk has room for them above the reserve.
+func (s *Store) update(cost int64, fn func(txn *badger.Txn) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	if err := s.space.admit(cost); err != nil {
+		return err
+	}
+	defer s.space.done(cost)
+	return s.db.Update(fn)
+}
+
+// deleteKeys deletes keys in batches, if the disk has room for the
+// tombstones above the reserve.
+func (s *Store) deleteKeys(keys [][]byte) error {
+	if len(keys) == 0 {
+		return nil
+	}
+	var cost int64
+	for _, k := range keys {
+		cost += entryCost(len(k), 0)
+	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	if err := s.space.admit(cost); err != nil {
+		return err
+	}
+	defer s.space.done(cost)
+	wb := s.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}
+
+// sync flushes what was written to disk (writes nothing new).
+func (s *Store) sync() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	return s.db.Sync()
+}
+
+func (s *Store) kickGC() {
+	select {
+	case s.gcKick <- struct{}{}:
+	default:
+	}
 }
 
 // envelope is a stored metadata document.
@@ -289,7 +638,7 @@ func (s *Store) PutMeta(key string, v any) error {
 			return fmt.Errorf("cache: storing %s: %w", key, err)
 		}
 	}
-	if err := s.update(func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
+	if err := s.update(entryCost(len(k), len(doc)), func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
 		return fmt.Errorf("cache: storing %s: %w", key, err)
 	}
 	return nil
@@ -332,14 +681,14 @@ func (s *Store) DeleteMeta(key string) error {
 	if s.refusing() {
 		return fmt.Errorf("deleting %s: %w", key, ErrClosed)
 	}
-	return s.update(func(txn *badger.Txn) error { return txn.Delete(k) })
+	return s.update(entryCost(len(k), 0), func(txn *badger.Txn) error { return txn.Delete(k) })
 }
 
 // ScanMeta calls fn for every document whose key starts with prefix, in
 // key order, until fn returns an error.
 func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
 	p := []byte("m/" + prefix)
-	return s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -354,6 +703,10 @@ func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, 
 		}
 		return nil
 	})
+	if errors.Is(err, errNoDB) {
+		return nil
+	}
+	return err
 }
 
 // BlobInfo describes a committed archive.
@@ -422,6 +775,8 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 		return err
 	})
 	switch {
+	case errors.Is(err, errNoDB):
+		// Not remembered: the database may open.
 	case err == nil:
 		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
 	case errors.Is(err, ErrNotFound):
@@ -460,7 +815,7 @@ func (s *Store) DeleteBlob(sha string) error {
 	}
 	var rec blobRecord
 	unlock := s.lockBlob(sha)
-	err := s.update(func(txn *badger.Txn) (err error) {
+	err := s.update(entryCost(len(blobKey(sha)), 0), func(txn *badger.Txn) (err error) {
 		if rec, err = s.record(txn, sha); err != nil {
 			return err
 		}
@@ -485,18 +840,11 @@ func (s *Store) DeleteBlob(sha string) error {
 }
 
 func (s *Store) deleteChunks(stage string, n int) error {
-	if err := s.enter(); err != nil {
-		return err
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = chunkKey(stage, i)
 	}
-	defer s.leave()
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for i := range n {
-		if err := wb.Delete(chunkKey(stage, i)); err != nil {
-			return err
-		}
-	}
-	return wb.Flush()
+	return s.deleteKeys(keys)
 }
 
 // readChunk copies chunk idx of stage, from byte off on, into p.
@@ -530,7 +878,7 @@ func (s *Store) Stats() (archives int, bytes int64) {
 
 // Blobs calls fn for every committed blob.
 func (s *Store) Blobs(fn func(BlobInfo) error) error {
-	return s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -544,6 +892,10 @@ func (s *Store) Blobs(fn func(BlobInfo) error) error {
 		}
 		return nil
 	})
+	if errors.Is(err, errNoDB) {
+		return nil
+	}
+	return err
 }
 
 func (s *Store) recount() error {
@@ -565,14 +917,32 @@ func (s *Store) recount() error {
 }
 
 // CleanOrphans removes chunks that belong to no committed blob and to no
-// writer of this process: what a crash or failed write left behind.
+// writer of this process: what a crash or failed write left behind. It is
+// safe while writers run: chunks are listed first, then the writers under
+// way, then the commit records; a writer whose chunk was listed was
+// registered before it wrote it, so it is either still under way, or
+// committed (its record is written before it stops being under way), or
+// abandoned.
 func (s *Store) CleanOrphans() (int, error) {
-	if err := s.enter(); err != nil {
-		return 0, err
-	}
-	defer s.leave()
-	referenced := make(map[string]bool)
+	stages := make(map[string]int)
 	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			stage, _, _ := strings.Cut(strings.TrimPrefix(string(it.Item().Key()), "c/"), "/")
+			stages[stage]++
+		}
+		return nil
+	})
+	if err != nil || len(stages) == 0 {
+		return 0, ignoreNoDB(err)
+	}
+	s.mu.Lock()
+	for stage := range s.active {
+		delete(stages, stage)
+	}
+	s.mu.Unlock()
+	err = s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -580,46 +950,38 @@ func (s *Store) CleanOrphans() (int, error) {
 			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
 				return err
 			}
-			referenced[rec.Stage] = true
+			delete(stages, rec.Stage)
+		}
+		return nil
+	})
+	if err != nil || len(stages) == 0 {
+		return 0, ignoreNoDB(err)
+	}
+	var orphans [][]byte
+	err = s.view(func(txn *badger.Txn) error {
+		for stage := range stages {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/" + stage + "/"), PrefetchValues: false})
+			for it.Rewind(); it.Valid(); it.Next() {
+				orphans = append(orphans, it.Item().KeyCopy(nil))
+			}
+			it.Close()
 		}
 		return nil
 	})
 	if err != nil {
-		return 0, err
+		return 0, ignoreNoDB(err)
 	}
-	s.mu.Lock()
-	for stage := range s.active {
-		referenced[stage] = true
-	}
-	s.mu.Unlock()
-
-	var orphans [][]byte
-	err = s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			key := it.Item().KeyCopy(nil)
-			stage, _, _ := strings.Cut(strings.TrimPrefix(string(key), "c/"), "/")
-			if !referenced[stage] {
-				orphans = append(orphans, key)
-			}
-		}
-		return nil
-	})
-	if err != nil || len(orphans) == 0 {
-		return 0, err
-	}
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range orphans {
-		if err := wb.Delete(k); err != nil {
-			return 0, err
-		}
-	}
-	if err := wb.Flush(); err != nil {
+	if err := s.deleteKeys(orphans); err != nil {
 		return 0, err
 	}
 	return len(orphans), nil
+}
+
+func ignoreNoDB(err error) error {
+	if errors.Is(err, errNoDB) {
+		return nil
+	}
+	return err
 }
 
 // ChunkCount returns how many archive chunks the database holds, committed
@@ -638,11 +1000,15 @@ func (s *Store) ChunkCount() (int, error) {
 	return n, err
 }
 
-// Ping checks that the database is open and writable.
+// Ping checks that the database is open and writable. Below the disk
+// reserve it writes nothing and returns the ErrNotWritable that says why.
 func (s *Store) Ping() error {
 	key := []byte("p/ping")
 	val := []byte(time.Now().UTC().Format(time.RFC3339Nano))
-	if err := s.update(func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
+	if err := s.update(entryCost(len(key), len(val)), func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
+		if errors.Is(err, ErrNotWritable) {
+			return err
+		}
 		return fmt.Errorf("cache: not writable: %w", err)
 	}
 	return s.view(func(txn *badger.Txn) error {
@@ -659,8 +1025,12 @@ func (s *Store) Ping() error {
 	})
 }
 
-// RunGC runs Badger's value-log garbage collection every interval until
-// ctx is done or the store is closed, so that space of deleted archives returns to the disk.
+// RunGC runs Badger's value-log garbage collection every interval, and
+// soon after start-up removed interrupted writes or archives were evicted,
+// until ctx is done, so that space of deleted archives returns to the
+// disk. A round rewrites the live part of a value-log file before deleting
+// it, up to valueLogFileSize: it runs only when that much is free above the
+// reserve, and never on a read-only cache.
 func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
@@ -669,24 +1039,27 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
+		case <-s.gcKick:
 		}
-		for ctx.Err() == nil {
-			err := s.runGC()
-			if errors.Is(err, ErrClosed) {
-				return
-			}
-			if err != nil {
-				break // nothing (more) to collect this time
-			}
+		for ctx.Err() == nil && s.gcRound() == nil {
 		}
 	}
 }
 
-func (s *Store) runGC() error {
+// gcRound rewrites (and deletes) at most one value-log file.
+func (s *Store) gcRound() error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
+	s.dbmu.RLock()
+	defer s.dbmu.RUnlock()
+	if err := s.writableLocked(); err != nil {
+		return err
+	}
+	if !s.space.spare(valueLogFileSize) {
+		return ErrNotWritable
+	}
 	return s.db.RunValueLogGC(0.5)
 }
 

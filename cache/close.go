@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 // ErrClosed is returned by a Store's methods once it is shut down or
@@ -53,24 +51,6 @@ func (s *Store) isClosed() bool {
 	s.gate.mu.Lock()
 	defer s.gate.mu.Unlock()
 	return s.gate.closed
-}
-
-// view runs fn in a read-only transaction, unless the store is closed.
-func (s *Store) view(fn func(*badger.Txn) error) error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.db.View(fn)
-}
-
-// update runs fn in a read-write transaction, unless the store is closed.
-func (s *Store) update(fn func(*badger.Txn) error) error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	return s.db.Update(fn)
 }
 
 // refuseWriters makes NewBlobWriter, PutMeta and DeleteMeta fail with
@@ -136,8 +116,13 @@ func (s *Store) Close() error {
 	return s.closeDB()
 }
 
-// closeDB closes Badger once no operation is under way.
+// closeDB stops the free-space checks and closes Badger once no
+// operation is under way.
 func (s *Store) closeDB() error {
+	if s.stopWatch != nil { // it may reopen the database
+		s.stopWatch()
+		<-s.watchDone
+	}
 	s.gate.mu.Lock()
 	if s.gate.closed {
 		s.gate.mu.Unlock()
@@ -156,7 +141,14 @@ func (s *Store) closeDB() error {
 		}
 		<-idle
 	}
-	if err := s.db.Close(); err != nil {
+	s.dbmu.Lock()
+	defer s.dbmu.Unlock()
+	if s.db == nil { // never opened: the disk was full at start-up
+		return nil
+	}
+	err := s.db.Close()
+	s.db = nil
+	if err != nil {
 		return fmt.Errorf("cache: closing: %w", err)
 	}
 	return nil

@@ -155,8 +155,17 @@ func (s *Store) evict() {
 	if _, total := s.Stats(); total <= l.max {
 		return
 	}
+	if s.Writable() != nil {
+		return // deleting is writing; retried once the cache writes again
+	}
 	l.evicting.Lock()
 	defer l.evicting.Unlock()
+	evicted := 0
+	defer func() {
+		if evicted > 0 {
+			s.kickGC() // return the space to the disk soon
+		}
+	}()
 	for {
 		if _, total := s.Stats(); total <= l.max {
 			return
@@ -182,6 +191,7 @@ func (s *Store) evict() {
 			s.log.Warn("evicting archive", "sha256", sha, "error", err)
 			return
 		}
+		evicted++
 		s.log.Info("evicted least recently used archive", "sha256", sha, "size", info.Size, "max_bytes", l.max)
 		if l.onEvict != nil {
 			l.onEvict(info)

@@ -27,8 +27,20 @@ const (
 	maxRedirects          = 5
 )
 
-// Config configures a Client. The zero value is usable.
+// Config configures a Client. The zero value is usable: it serves the
+// public registries only.
 type Config struct {
+	// AllowedOrigins are the origin registry hosts whose providers the
+	// client may fetch, in any form svchost.ForComparison accepts (names,
+	// IDN, an optional port). Every method refuses a provider, or a
+	// discovery, of any other host with ErrHostNotAllowed before any name
+	// lookup or connection. The hosts that the registry's package responses
+	// name for SHA256SUMS, signatures and archives (release CDNs) are not
+	// limited to these; the address policy (AllowPrivate) applies to them.
+	// Default: registry.terraform.io and registry.opentofu.org
+	// (DefaultAllowedOrigins).
+	AllowedOrigins []string
+
 	// UserAgent is sent with every request. Default "tfmirror".
 	UserAgent string
 
@@ -74,6 +86,17 @@ type Config struct {
 	// IdleTimeout aborts an archive download when a read of its body gets no
 	// data for this long. Default 60s.
 	IdleTimeout time.Duration
+
+	// MinSpeed and MinSpeedWindow are the low-speed limit of archive
+	// downloads, in the spirit of curl's --speed-limit and --speed-time: a
+	// download that receives fewer than MinSpeed bytes per second on
+	// average over a window of MinSpeedWindow is aborted as a timeout
+	// (OriginError.Timeout). Windows follow each other from when the body
+	// starts, in wall time. It catches origins that drip bytes just often
+	// enough to never trip IdleTimeout. Defaults 1024 (1 KiB/s) and 30s; a
+	// negative value of either disables the limit.
+	MinSpeed       int64
+	MinSpeedWindow time.Duration
 
 	// MaxDocumentBytes limits registry JSON responses, and FetchDocument
 	// when its caller passes no limit. Default 16 MiB.
@@ -135,13 +158,32 @@ type Client struct {
 	breaker       *breaker
 	sleep         func(ctx context.Context, d time.Duration) error // between retries; tests replace it
 
+	allowed map[svchost.Hostname]bool // from Config.AllowedOrigins
+
 	mu    sync.Mutex
 	hosts map[svchost.Hostname]*discoEntry
 	sf    singleflight.Group
 }
 
+// DefaultAllowedOrigins returns the origin hosts a Client allows when
+// Config.AllowedOrigins is empty: the public Terraform and OpenTofu registries.
+func DefaultAllowedOrigins() []string {
+	return []string{"registry.terraform.io", "registry.opentofu.org"}
+}
+
 // New validates cfg, fills in defaults and returns a Client.
 func New(cfg Config) (*Client, error) {
+	if len(cfg.AllowedOrigins) == 0 {
+		cfg.AllowedOrigins = DefaultAllowedOrigins()
+	}
+	allowed := make(map[svchost.Hostname]bool, len(cfg.AllowedOrigins))
+	for _, h := range cfg.AllowedOrigins {
+		host, err := svchost.ForComparison(strings.TrimSpace(h))
+		if err != nil {
+			return nil, fmt.Errorf("discovery: allowed origin %q: %w", h, err)
+		}
+		allowed[host] = true
+	}
 	if cfg.UserAgent == "" {
 		cfg.UserAgent = "tfmirror"
 	}
@@ -184,6 +226,17 @@ func New(cfg Config) (*Client, error) {
 		}
 	}
 	switch {
+	case cfg.MinSpeed < 0 || cfg.MinSpeedWindow < 0:
+		cfg.MinSpeed, cfg.MinSpeedWindow = 0, 0 // disabled
+	default:
+		if cfg.MinSpeed == 0 {
+			cfg.MinSpeed = 1 << 10
+		}
+		if cfg.MinSpeedWindow == 0 {
+			cfg.MinSpeedWindow = 30 * time.Second
+		}
+	}
+	switch {
 	case cfg.Retries == 0:
 		cfg.Retries = 2
 	case cfg.Retries < 0:
@@ -214,6 +267,7 @@ func New(cfg Config) (*Client, error) {
 		guardedDialer: &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
 		openDialer:    &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
 		hosts:         make(map[svchost.Hostname]*discoEntry),
+		allowed:       allowed,
 		sleep:         sleepCtx,
 		breaker: &breaker{
 			threshold: cfg.BreakerThreshold,
@@ -249,8 +303,7 @@ type policyTransport struct {
 	userAgent string
 }
 
-// errNotHTTPS's wording makes the retrying client inside disco give up at
-// once instead of retrying.
+// errNotHTTPS is a policy refusal, never retried.
 var errNotHTTPS = errors.New("unsupported protocol scheme: only https is allowed")
 
 func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
@@ -296,6 +349,15 @@ func hostKey(u *url.URL) string {
 		h += ":" + p
 	}
 	return h
+}
+
+// checkHost refuses a host that is not one of Config.AllowedOrigins. It is
+// the first thing every method does, before any lookup or connection.
+func (c *Client) checkHost(host svchost.Hostname) error {
+	if !c.allowed[host] {
+		return fmt.Errorf("%w: %q", ErrHostNotAllowed, host.ForDisplay())
+	}
+	return nil
 }
 
 // token returns the bearer token to send with a request to u on behalf of
@@ -447,7 +509,7 @@ func Outcome(err error) string {
 		return "success"
 	case errors.Is(err, ErrNotFound):
 		return "not_found"
-	case errors.Is(err, ErrPrivateAddress):
+	case errors.Is(err, ErrPrivateAddress), errors.Is(err, ErrHostNotAllowed):
 		return "refused"
 	case errors.As(err, &oe) && oe.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return "timeout"

@@ -130,6 +130,7 @@ func TestNewValidatesConfig(t *testing.T) {
 		{"negative document limit", Config{MaxDocumentBytes: -1}, false},
 		{"negative archive limit", Config{MaxArchiveBytes: -1}, false},
 		{"user agent with newline", Config{UserAgent: "tfmirror\r\nX-Evil: 1"}, false},
+		{"invalid allowed origin", Config{AllowedOrigins: []string{"not a host!"}}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -139,7 +140,9 @@ func TestNewValidatesConfig(t *testing.T) {
 			}
 			if tt.ok && (c.cfg.UserAgent != "tfmirror" || c.cfg.DiscoveryTTL != time.Hour ||
 				c.cfg.RequestTimeout != 30*time.Second || c.cfg.IdleTimeout != time.Minute ||
-				c.cfg.MaxDocumentBytes != 16<<20 || c.cfg.MaxArchiveBytes != 2<<30) {
+				c.cfg.MaxDocumentBytes != 16<<20 || c.cfg.MaxArchiveBytes != 2<<30 ||
+				c.cfg.MinSpeed != 1<<10 || c.cfg.MinSpeedWindow != 30*time.Second ||
+				!c.allowed["registry.terraform.io"] || !c.allowed["registry.opentofu.org"] || len(c.allowed) != 2) {
 				t.Fatalf("defaults not applied: %+v", c.cfg)
 			}
 		})

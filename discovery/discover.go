@@ -1,13 +1,14 @@
 package discovery
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
-	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -17,9 +18,11 @@ import (
 const (
 	providersService = "providers.v1"
 
-	// discoveryLeaderTimeout bounds one discovery, which disco itself
-	// bounds to 5 s per attempt and 4 attempts.
-	discoveryLeaderTimeout = 30 * time.Second
+	// discoveryPath is where a host publishes its discovery document.
+	discoveryPath = "/.well-known/terraform.json"
+
+	// maxDiscoveryBytes limits a discovery document, as disco does.
+	maxDiscoveryBytes = 1 << 20
 
 	// staleRetryInterval is the least time between refresh attempts of a
 	// host whose last refresh failed (capped at DiscoveryTTL).
@@ -65,8 +68,8 @@ func (e *discoEntry) result(stale bool) (Discovery, error) {
 // ProvidersURL returns the base URL of host's provider registry from service
 // discovery, fetched at most once per DiscoveryTTL. When a refresh fails the
 // previous result is returned (and a warning logged). Errors are
-// ErrNoProviderService (wrapped), *OriginError with Op "discovery", or the
-// caller's context error.
+// ErrHostNotAllowed or ErrNoProviderService (wrapped), *OriginError with Op
+// "discovery", or the caller's context error.
 func (c *Client) ProvidersURL(ctx context.Context, host svchost.Hostname) (*url.URL, error) {
 	d, err := c.Discover(ctx, host)
 	if err != nil {
@@ -82,6 +85,9 @@ func (c *Client) ProvidersURL(ctx context.Context, host svchost.Hostname) (*url.
 func (c *Client) Discover(ctx context.Context, host svchost.Hostname) (Discovery, error) {
 	if host == "" {
 		return Discovery{}, errors.New("discovery: empty hostname")
+	}
+	if err := c.checkHost(host); err != nil {
+		return Discovery{}, err
 	}
 	if d, ok, err := c.cached(host); ok {
 		c.cfg.Observer.CacheLookup("discovery", true)
@@ -125,17 +131,8 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 	if d, ok, err := c.cached(host); ok {
 		return d, err // another leader finished just before this one started
 	}
-	ctx, cancel := context.WithTimeout(ctx, discoveryLeaderTimeout)
-	defer cancel()
 	start := time.Now()
-	var entry *discoEntry
-	probe, err := c.breaker.allow(string(host))
-	if err != nil {
-		err = &OriginError{Host: string(host), Op: OpDiscovery, Err: err}
-	} else {
-		entry, err = c.discoverRemote(ctx, host)
-		c.breaker.record(string(host), probe, discoveryResult(ctx, err))
-	}
+	entry, err := c.discoverRemote(ctx, host)
 	c.observe(host, OpDiscovery, start, &err)
 	now := c.cfg.Now()
 
@@ -159,90 +156,80 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 	return prev.result(true)
 }
 
-// discoverRemote runs disco against host. A fresh disco.Disco per call
-// keeps disco's own (TTL-less) cache out of the way and lets its transport
-// record what happened on the wire, which disco's errors do not carry.
+// discoverRemote fetches host's discovery document like every other
+// registry request (send: the per-request timeout, retries with backoff,
+// the circuit breaker, the network policy and credentials) and lets disco
+// parse it. Every attempt is bounded, so the discovery is too; it needs no
+// deadline of its own.
 func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*discoEntry, error) {
-	var (
-		mu         sync.Mutex
-		lastErr    error
-		lastStatus int
-	)
+	r := request{
+		p:      Provider{Hostname: host},
+		op:     OpDiscovery,
+		u:      &url.URL{Scheme: "https", Host: host.String(), Path: discoveryPath},
+		accept: "application/json",
+	}
+	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
+	if err != nil {
+		return nil, err
+	}
+	defer end()
+	defer resp.Body.Close()
+	r.u = resp.Request.URL
+	noService := &discoEntry{noService: fmt.Errorf("%s: %w", host, ErrNoProviderService)}
+	switch resp.StatusCode {
+	case http.StatusOK:
+	case http.StatusNotFound:
+		drain(resp.Body) // no discovery document: not a registry
+		return noService, nil
+	default:
+		drain(resp.Body)
+		return nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
+	}
+	if resp.ContentLength > maxDiscoveryBytes {
+		drain(resp.Body)
+		return nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+			ErrTooLarge, resp.ContentLength, maxDiscoveryBytes))
+	}
+	data, err := c.readBody(ctx, reqCtx, r, resp.Body, maxDiscoveryBytes)
+	if err != nil {
+		return nil, err
+	}
+
+	// disco parses the document it is handed: the answer already
+	// received, with the request it answered, so that relative service
+	// URLs resolve against the document's final URL as disco would. A
+	// fresh disco.Disco per call keeps disco's own (TTL-less) cache out of
+	// the way.
 	d := disco.New()
-	d.Transport = roundTripperFunc(func(req *http.Request) (*http.Response, error) {
-		if err := ctx.Err(); err != nil {
-			return nil, err // the leader gave up: make disco's remaining retries fail at once
-		}
-		if tok := c.token(host, req.URL); tok != "" {
-			req = req.Clone(req.Context())
-			req.Header.Set("Authorization", "Bearer "+tok)
-		}
-		resp, err := c.transport.RoundTrip(req)
-		if err == nil {
-			// disco's retrying client would sleep for as long as
-			// Retry-After says; its own bounded backoff is enough.
-			resp.Header.Del("Retry-After")
-		}
-		mu.Lock()
-		if err != nil {
-			lastErr, lastStatus = err, 0
-		} else {
-			lastErr, lastStatus = nil, resp.StatusCode
-		}
-		mu.Unlock()
-		if err == nil {
-			c.log.LogAttrs(ctx, slog.LevelDebug, "origin request", slog.String("op", OpDiscovery),
-				slog.String("url", redactURL(req.URL)), slog.Int("status", resp.StatusCode))
-		}
-		return resp, err
+	d.Transport = roundTripperFunc(func(*http.Request) (*http.Response, error) {
+		return &http.Response{
+			Status:        resp.Status,
+			StatusCode:    resp.StatusCode,
+			Proto:         resp.Proto,
+			ProtoMajor:    resp.ProtoMajor,
+			ProtoMinor:    resp.ProtoMinor,
+			Header:        resp.Header.Clone(),
+			Body:          io.NopCloser(bytes.NewReader(data)),
+			ContentLength: int64(len(data)),
+			Request:       resp.Request,
+		}, nil
 	})
-
-	type outcome struct {
-		u   *url.URL
-		err error
+	h, err := d.Discover(host)
+	var u *url.URL
+	if err == nil {
+		u, err = h.ServiceURL(providersService)
 	}
-	done := make(chan outcome, 1)
-	go func() {
-		h, err := d.Discover(host)
-		if err != nil {
-			done <- outcome{err: err}
-			return
-		}
-		u, err := h.ServiceURL(providersService)
-		done <- outcome{u, err}
-	}()
-
-	originErr := func(err error) *OriginError {
-		return &OriginError{Host: string(host), Op: OpDiscovery, Err: err}
-	}
-	var o outcome
-	select {
-	case o = <-done:
-	case <-ctx.Done():
-		return nil, originErr(&timeoutError{msg: fmt.Sprintf("no answer within %s", discoveryLeaderTimeout)})
-	}
-
 	var notProvided *disco.ErrServiceNotProvided
 	var notSupported *disco.ErrVersionNotSupported
 	switch {
-	case o.err == nil:
-	case errors.As(o.err, &notProvided), errors.As(o.err, &notSupported):
-		return &discoEntry{noService: fmt.Errorf("%s: %w", host, ErrNoProviderService)}, nil
+	case err == nil:
+	case errors.As(err, &notProvided), errors.As(err, &notSupported):
+		return noService, nil
 	default:
-		mu.Lock()
-		tErr, status := lastErr, lastStatus
-		mu.Unlock()
-		if tErr != nil {
-			return nil, originErr(stripURL(tErr))
-		}
-		e := originErr(o.err)
-		if status != http.StatusOK && status != http.StatusNotFound {
-			e.StatusCode = status
-		}
-		return nil, e
+		return nil, c.originError(r, 0, err)
 	}
-	if o.u.Scheme != "https" {
-		return nil, originErr(fmt.Errorf("%s URL %q is not https", providersService, redactURL(o.u)))
+	if u.Scheme != "https" {
+		return nil, c.originError(r, 0, fmt.Errorf("%s URL %q is not https", providersService, redactURL(u)))
 	}
-	return &discoEntry{providers: o.u}, nil
+	return &discoEntry{providers: u}, nil
 }

@@ -108,7 +108,7 @@ func TestProvidersURL(t *testing.T) {
 			wantStatus: http.StatusForbidden,
 		},
 		{
-			name: "server error (retried by disco)",
+			name: "server error (retried)",
 			handler: func(*testServer) http.HandlerFunc {
 				return func(w http.ResponseWriter, r *http.Request) { http.Error(w, "down", http.StatusInternalServerError) }
 			},
@@ -341,5 +341,107 @@ type staleCounter struct {
 func (s *staleCounter) StaleServed(kind string) {
 	if kind == "discovery" {
 		s.n.Add(1)
+	}
+}
+
+// TestDiscoveryObeysRetriesAndBreaker counts discovery requests against an
+// origin whose discovery document keeps failing: the attempts are the
+// configured retries plus one, with the client's own backoff between them,
+// and each attempt counts for the circuit breaker like any registry request.
+func TestDiscoveryObeysRetriesAndBreaker(t *testing.T) {
+	tests := []struct {
+		name      string
+		retries   int // Config.Retries
+		threshold int // Config.BreakerThreshold
+		wantHits  int
+		wantOpen  bool
+	}{
+		{"no retries", -1, -1, 1, false},
+		{"one retry", 1, -1, 2, false},
+		{"five retries", 5, -1, 6, false},
+		{"breaker opens after two failed attempts", 5, 2, 2, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				http.Error(w, "down", http.StatusServiceUnavailable)
+			}))
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.Retries = tt.retries
+				cfg.BreakerThreshold = tt.threshold
+			})
+			sleeps := recordSleeps(c)
+			_, err := c.ProvidersURL(context.Background(), s.host)
+			wantOriginError(t, err, OpDiscovery, http.StatusServiceUnavailable)
+			if got := s.count(wellKnown); got != tt.wantHits {
+				t.Fatalf("discovery requests = %d, want %d", got, tt.wantHits)
+			}
+			if got := len(sleeps()); got != tt.wantHits-1 {
+				t.Fatalf("%d waits between %d attempts: %v", got, tt.wantHits, sleeps())
+			}
+			// The next call does not wait for the TTL (failures are not
+			// cached): with the circuit open it fails without a request.
+			_, err = c.ProvidersURL(context.Background(), s.host)
+			if got := errors.Is(err, ErrCircuitOpen); got != tt.wantOpen {
+				t.Fatalf("second call: %v; circuit open = %v, want %v", err, got, tt.wantOpen)
+			}
+			if tt.wantOpen && s.count(wellKnown) != tt.wantHits {
+				t.Fatalf("discovery requests with the circuit open = %d, want %d", s.count(wellKnown), tt.wantHits)
+			}
+		})
+	}
+}
+
+// TestDiscoveryObeysRequestTimeout: a discovery document that never comes
+// is given up after Config.RequestTimeout per attempt, the configured
+// retries included, and the failure is a timeout.
+func TestDiscoveryObeysRequestTimeout(t *testing.T) {
+	stop := make(chan struct{})
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-stop:
+		}
+	}))
+	t.Cleanup(func() { close(stop) }) // runs before the server closes
+	const timeout = 150 * time.Millisecond
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.RequestTimeout = timeout
+		cfg.Retries = 1
+	})
+	start := time.Now()
+	_, err := c.ProvidersURL(context.Background(), s.host)
+	elapsed := time.Since(start)
+	oe := wantOriginError(t, err, OpDiscovery, 0)
+	if !oe.Timeout() || Outcome(err) != "timeout" {
+		t.Fatalf("err = %v, want a timeout", err)
+	}
+	if got := s.count(wellKnown); got != 2 {
+		t.Fatalf("discovery requests = %d, want 2 (one retry)", got)
+	}
+	if elapsed < 2*timeout || elapsed > 2*timeout+3*time.Second {
+		t.Fatalf("discovery gave up after %s; want about 2 x %s", elapsed, timeout)
+	}
+}
+
+// TestDiscoveryRedirectResolvesAgainstFinalURL: a relative providers.v1
+// URL in a redirected discovery document resolves against the document's
+// final URL, as disco does.
+func TestDiscoveryRedirectResolvesAgainstFinalURL(t *testing.T) {
+	mux := http.NewServeMux()
+	mux.HandleFunc(wellKnown, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "/moved/here/terraform.json", http.StatusFound)
+	})
+	mux.HandleFunc("/moved/here/terraform.json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("providers/"))
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, nil)
+	u, err := c.ProvidersURL(context.Background(), s.host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := s.url("/moved/here/providers/"); u.String() != want {
+		t.Fatalf("providers URL = %s, want %s", u, want)
 	}
 }

@@ -3,13 +3,16 @@
 // It owns everything tfmirror does when it talks to an origin:
 //
 //   - remote service discovery (GET https://HOST/.well-known/terraform.json,
-//     service "providers.v1") through github.com/hashicorp/terraform-svchost/disco,
-//     with a TTL, coalescing of concurrent lookups of one host, and a stale
-//     result when a refresh fails;
+//     service "providers.v1"), fetched like every registry request (same
+//     timeout, retries and circuit breaker) and parsed by
+//     github.com/hashicorp/terraform-svchost/disco, with a TTL, coalescing of
+//     concurrent lookups of one host, and a stale result when a refresh fails;
 //   - the provider registry protocol (the versions list of a provider and the
-//     package metadata of one version and platform);
+//     package metadata of one version and platform), whose JSON documents are
+//     declared once, in the subpackage registryjson, for every party that
+//     speaks the protocol;
 //   - downloading SHA256SUMS, signatures and provider archives, with size
-//     limits and a stall timeout;
+//     limits, a stall timeout and a low-speed limit;
 //   - the HTTP transport all of this goes through, which enforces tfmirror's
 //     network policy: https only (redirects too, at most 5), no connections to
 //     loopback, private, link-local and other non-public addresses (checked on
@@ -22,8 +25,10 @@
 //   - reading origin credentials the way Terraform does (LoadCredentials:
 //     CLI-config credentials blocks and TF_TOKEN_<host> variables).
 //
-// It does not decide which origin hosts may be used (package proxy does), does
-// not verify hashes or signatures (package verify does), and caches nothing
+// It enforces which origin hosts may be used (Config.AllowedOrigins, refused
+// with ErrHostNotAllowed before any lookup or connection) but does not choose
+// them (the operator does, through cmd/tfmirror). It does not verify hashes
+// or signatures (package verify does), and caches nothing
 // except service discovery results for their TTL. Its errors know nothing of
 // the HTTP status codes tfmirror answers with: ErrNotFound, ErrNoProviderService
 // and *OriginError are mapped to statuses by package proxy.

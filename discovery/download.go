@@ -10,6 +10,7 @@ import (
 	"path"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -19,8 +20,12 @@ import (
 // the URL's file name ends in .sig, "shasums" when it contains SHA256SUMS,
 // "document" otherwise. Any status other than 200, 404 included, is an
 // *OriginError: the registry named this URL, so its absence is an origin
-// fault, not a missing provider.
+// fault, not a missing provider. ErrHostNotAllowed (wrapped) when p's
+// host is not allowed; rawURL itself may name any host.
 func (c *Client) FetchDocument(ctx context.Context, p Provider, rawURL string, limit int64) (_ []byte, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, err
+	}
 	defer c.observe(p.Hostname, documentOp(rawURL), time.Now(), &err)
 	if limit <= 0 {
 		limit = c.cfg.MaxDocumentBytes
@@ -64,11 +69,17 @@ func documentOp(rawURL string) string {
 // OpenArchive starts downloading a provider archive of p. It returns the
 // body and its size (-1 when the origin sends no Content-Length). The body
 // fails (with an *OriginError, Op "archive") when a read waits longer than
-// Config.IdleTimeout for data, when it grows past Config.MaxArchiveBytes, or
-// when it ends before its Content-Length; it never truncates silently. The
-// download has no overall deadline beyond ctx. The caller must Close body.
-// Any status other than 200 is an *OriginError.
+// Config.IdleTimeout for data, when it arrives slower than the low-speed
+// limit (Config.MinSpeed over Config.MinSpeedWindow; both of these are
+// timeouts), when it grows past Config.MaxArchiveBytes, or when it ends
+// before its Content-Length; it never truncates silently. The download has
+// no overall deadline beyond ctx. The caller must Close body.
+// Any status other than 200 is an *OriginError. ErrHostNotAllowed (wrapped)
+// when p's host is not allowed; rawURL itself may name any host.
 func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ io.ReadCloser, _ int64, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, 0, err
+	}
 	start := time.Now()
 	defer func() {
 		if err != nil {
@@ -111,6 +122,7 @@ func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ 
 			ErrTooLarge, resp.ContentLength, c.cfg.MaxArchiveBytes))
 	}
 	b := &archiveBody{
+		speed:     c.startSpeedCheck(cancel),
 		body:      resp.Body,
 		timer:     timer,
 		idle:      c.cfg.IdleTimeout,
@@ -144,10 +156,11 @@ func (c *Client) downloadRequest(p Provider, op, rawURL string) (request, error)
 	return r, nil
 }
 
-// archiveBody enforces the idle timeout and the size limit on an archive.
-// Read and Close may be called from different goroutines; Read calls must
-// not overlap each other.
+// archiveBody enforces the idle timeout, the low-speed limit and the size
+// limit on an archive. Read and Close may be called from different
+// goroutines; Read calls must not overlap each other.
 type archiveBody struct {
+	speed     *speedCheck // nil when the low-speed limit is off
 	body      io.ReadCloser
 	timer     *time.Timer
 	idle      time.Duration
@@ -183,6 +196,10 @@ func (b *archiveBody) Read(p []byte) (int, error) {
 		return n, b.err
 	}
 	b.n += int64(n)
+	b.speed.add(n)
+	if err != nil {
+		b.speed.stop() // the body is over either way
+	}
 	if err == io.EOF && b.cause() != nil {
 		// net/http can end a body cleanly when its request is canceled
 		// mid-read: after a stall or a cancellation, EOF is not the end.
@@ -207,6 +224,7 @@ func (b *archiveBody) Read(p []byte) (int, error) {
 func (b *archiveBody) Close() error {
 	b.closeOnce.Do(func() {
 		b.timer.Stop()
+		b.speed.stop()
 		b.cancel(nil)
 		err := b.err
 		if err == nil && !b.sawEOF {
@@ -215,4 +233,70 @@ func (b *archiveBody) Close() error {
 		b.done(b.n, err)
 	})
 	return b.body.Close()
+}
+
+// speedCheck is the low-speed limit of one archive download. Its timer,
+// owned by the archiveBody and stopped by it, checks at the end of each
+// window that enough bytes arrived during it, and otherwise cancels the
+// download's request with a timeout as the cause.
+type speedCheck struct {
+	minBytes int64 // per window
+	window   time.Duration
+	abort    func()
+	received atomic.Int64
+
+	mu      sync.Mutex
+	last    int64 // received at the start of the current window
+	timer   *time.Timer
+	stopped bool
+}
+
+// startSpeedCheck starts the low-speed limit of a download whose request
+// cancel ends; nil when the limit is off.
+func (c *Client) startSpeedCheck(cancel context.CancelCauseFunc) *speedCheck {
+	if c.cfg.MinSpeed <= 0 || c.cfg.MinSpeedWindow <= 0 {
+		return nil
+	}
+	window := c.cfg.MinSpeedWindow
+	minBytes := max(1, int64(float64(c.cfg.MinSpeed)*window.Seconds()))
+	cause := &timeoutError{msg: fmt.Sprintf("fewer than %d bytes received in %s (low-speed limit %d bytes/s)",
+		minBytes, window, c.cfg.MinSpeed)}
+	s := &speedCheck{minBytes: minBytes, window: window, abort: func() { cancel(cause) }}
+	s.mu.Lock()
+	s.timer = time.AfterFunc(window, s.check)
+	s.mu.Unlock()
+	return s
+}
+
+func (s *speedCheck) add(n int) {
+	if s != nil {
+		s.received.Add(int64(n))
+	}
+}
+
+// check runs at the end of a window.
+func (s *speedCheck) check() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped {
+		return
+	}
+	got := s.received.Load()
+	if got-s.last < s.minBytes {
+		s.stopped = true
+		s.abort()
+		return
+	}
+	s.last = got
+	s.timer.Reset(s.window)
+}
+
+func (s *speedCheck) stop() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	s.timer.Stop()
 }

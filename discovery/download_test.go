@@ -9,6 +9,7 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -261,5 +262,111 @@ func TestRedirects(t *testing.T) {
 	plain.Close()
 	if plainHits != 0 {
 		t.Fatalf("plain http server got %d requests", plainHits)
+	}
+}
+
+// outcomeLog records the outcomes of archive operations.
+type outcomeLog struct {
+	noObserver
+	mu       sync.Mutex
+	outcomes []string
+}
+
+func (l *outcomeLog) OriginRequest(_, op, outcome string, _ time.Duration) {
+	if op != OpArchive {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.outcomes = append(l.outcomes, outcome)
+}
+
+func (l *outcomeLog) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]string(nil), l.outcomes...)
+}
+
+// TestOpenArchiveLowSpeed drips archive bytes far more often than the idle
+// timeout but far slower than the low-speed limit: the download is aborted
+// after about one window, as a timeout, and observed as one; a fast enough
+// download, or one with the limit off, is not.
+func TestOpenArchiveLowSpeed(t *testing.T) {
+	// drip sends size bytes in pieces of chunk every interval, or until the
+	// request ends.
+	drip := func(size, chunk int, interval time.Duration) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", strconv.Itoa(size))
+			tick := time.NewTicker(interval)
+			defer tick.Stop()
+			for sent := 0; sent < size; sent += chunk {
+				w.Write(bytes.Repeat([]byte{'z'}, min(chunk, size-sent)))
+				w.(http.Flusher).Flush()
+				select {
+				case <-tick.C:
+				case <-r.Context().Done():
+					return
+				}
+			}
+		}
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/drip.zip", drip(2000, 1, 20*time.Millisecond))   // 50 bytes/s: 40 s for the whole body
+	mux.Handle("/fast.zip", drip(2000, 100, 10*time.Millisecond)) // 10 KB/s: 0.2 s
+	mux.Handle("/trickle.zip", drip(20, 1, 10*time.Millisecond))  // 100 bytes/s: 0.2 s
+	s := newTestServer(t, mux)
+
+	tests := []struct {
+		name     string
+		path     string
+		minSpeed int64
+		window   time.Duration
+		size     int
+		abort    bool
+	}{
+		{"dripping origin is aborted", "/drip.zip", 1000, 150 * time.Millisecond, 2000, true},
+		{"fast enough", "/fast.zip", 100, 150 * time.Millisecond, 2000, false},
+		{"slow with the limit off", "/trickle.zip", -1, 50 * time.Millisecond, 20, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := &outcomeLog{}
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.IdleTimeout = time.Minute // never the reason here
+				cfg.MinSpeed = tt.minSpeed
+				cfg.MinSpeedWindow = tt.window
+				cfg.Observer = obs
+			})
+			start := time.Now()
+			body, _, err := c.OpenArchive(context.Background(), testProvider(s), s.url(tt.path))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := io.ReadAll(body)
+			body.Close()
+			elapsed := time.Since(start)
+			if !tt.abort {
+				if err != nil || len(got) != tt.size {
+					t.Fatalf("read %d bytes, err %v; want the whole body", len(got), err)
+				}
+				if o := obs.get(); len(o) != 1 || o[0] != "success" {
+					t.Fatalf("outcomes %v, want [success]", o)
+				}
+				return
+			}
+			oe := wantOriginError(t, err, OpArchive, 0)
+			if !oe.Timeout() || !strings.Contains(err.Error(), "low-speed limit") {
+				t.Fatalf("err = %v, want a low-speed timeout", err)
+			}
+			if len(got) == 0 || len(got) >= tt.size/10 {
+				t.Fatalf("read %d bytes before the abort", len(got))
+			}
+			if elapsed < tt.window || elapsed > tt.window+5*time.Second {
+				t.Fatalf("aborted after %s with a %s window", elapsed, tt.window)
+			}
+			if o := obs.get(); len(o) != 1 || o[0] != "timeout" {
+				t.Fatalf("outcomes %v, want [timeout]", o)
+			}
+		})
 	}
 }

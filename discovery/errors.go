@@ -17,6 +17,11 @@ var (
 	// all): it is not a provider registry.
 	ErrNoProviderService = errors.New("host does not provide a provider registry (no providers.v1 service)")
 
+	// ErrHostNotAllowed means the provider's origin host is not one of
+	// Config.AllowedOrigins: nothing was looked up or sent. It is returned
+	// wrapped with the host's name.
+	ErrHostNotAllowed = errors.New("origin host is not allowed")
+
 	// ErrPrivateAddress means a connection was refused because the address
 	// it would go to is not a public unicast address (see IsPublicAddr). It
 	// is returned wrapped in an *OriginError.

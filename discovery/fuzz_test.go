@@ -3,8 +3,11 @@ package discovery
 import (
 	"encoding/json"
 	"net/url"
+	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
 
 // FuzzParseVersions feeds arbitrary bodies to the parser of a registry's
@@ -19,8 +22,14 @@ func FuzzParseVersions(f *testing.F) {
 	f.Add([]byte(`{}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, warnings, skipped, err := parseVersions(data)
-		// The oracle decodes the same shape with encoding/json directly.
-		var want versionsResponse
+		// The oracle decodes the protocol's shape with encoding/json
+		// directly, declared here independently of registryjson.
+		var want struct {
+			Versions *[]struct {
+				Version string `json:"version"`
+			} `json:"versions"`
+			Warnings []string `json:"warnings"`
+		}
 		decodes := json.Unmarshal(data, &want) == nil
 		trimmed := strings.TrimLeft(string(data), " \t\r\n")
 		isObject := strings.HasPrefix(trimmed, "{")
@@ -53,13 +62,15 @@ func FuzzParseVersions(f *testing.F) {
 
 // FuzzParsePackage feeds arbitrary bodies and response URLs to the parser
 // of a registry's package response: whatever it accepts is for the platform
-// asked, has a file name and shasum, and only absolute https URLs, however
-// the response spelled them.
+// asked, has a file name and shasum, only absolute https URLs, however the
+// response spelled them, and every signing key the response gave with a
+// key in it, all five fields as given and in order.
 func FuzzParsePackage(f *testing.F) {
 	pkg := `{"protocols":["5.0"],"os":"linux","arch":"amd64","filename":"terraform-provider-random_1.0.0_linux_amd64.zip",` +
 		`"download_url":"/dl/terraform-provider-random_1.0.0_linux_amd64.zip","shasums_url":"SHA256SUMS",` +
 		`"shasums_signature_url":"https://example.com/SHA256SUMS.sig","shasum":"` + strings.Repeat("ab", 32) + `",` +
-		`"signing_keys":{"gpg_public_keys":[{"key_id":"X","ascii_armor":"-----BEGIN PGP PUBLIC KEY BLOCK-----"}]}}`
+		`"signing_keys":{"gpg_public_keys":[{"key_id":"X","ascii_armor":"-----BEGIN PGP PUBLIC KEY BLOCK-----",` +
+		`"trust_signature":"","source":"HashiCorp","source_url":"https://www.hashicorp.com/security.html"},{"key_id":"Y","ascii_armor":""}]}}`
 	const final = "https://registry.example/v1/providers/hashicorp/random/1.0.0/download/linux/amd64"
 	f.Add([]byte(pkg), final)
 	f.Add([]byte(strings.Replace(pkg, `"/dl/`, `"http://127.0.0.1/dl/`, 1)), final)
@@ -90,10 +101,30 @@ func FuzzParsePackage(f *testing.F) {
 				t.Fatalf("accepted package URL %q is not an absolute https URL (%v)", raw, err)
 			}
 		}
-		for _, k := range got.SigningKeys {
-			if k == "" {
-				t.Fatalf("empty signing key kept: %+v", got)
+		// The oracle decodes the keys with encoding/json directly, declared
+		// here independently of registryjson.
+		var want struct {
+			SigningKeys struct {
+				GPGPublicKeys []struct {
+					KeyID          string `json:"key_id"`
+					ASCIIArmor     string `json:"ascii_armor"`
+					TrustSignature string `json:"trust_signature"`
+					Source         string `json:"source"`
+					SourceURL      string `json:"source_url"`
+				} `json:"gpg_public_keys"`
+			} `json:"signing_keys"`
+		}
+		if err := json.Unmarshal(data, &want); err != nil {
+			t.Fatalf("accepted %q, which encoding/json refuses: %v", data, err)
+		}
+		var keys []registryjson.GPGPublicKey
+		for _, k := range want.SigningKeys.GPGPublicKeys {
+			if k.ASCIIArmor != "" {
+				keys = append(keys, registryjson.GPGPublicKey(k))
 			}
+		}
+		if !reflect.DeepEqual(got.SigningKeys, keys) {
+			t.Fatalf("%q: signing keys\n%+v\nwant\n%+v", data, got.SigningKeys, keys)
 		}
 	})
 }

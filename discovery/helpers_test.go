@@ -84,14 +84,16 @@ func rootCAs(t *testing.T, s *testServer) *x509.CertPool {
 	return pool
 }
 
-// newTestClient returns a client trusting s, allowed to reach loopback and
-// ignoring proxy environment variables; mod adjusts the config.
+// newTestClient returns a client trusting s, allowing s's host as an
+// origin, allowed to reach loopback and ignoring proxy environment
+// variables; mod adjusts the config.
 func newTestClient(t *testing.T, s *testServer, mod func(*Config)) *Client {
 	t.Helper()
 	cfg := Config{
-		RootCAs:      rootCAs(t, s),
-		AllowPrivate: true,
-		Proxy:        func(*http.Request) (*url.URL, error) { return nil, nil },
+		AllowedOrigins: []string{string(s.host)},
+		RootCAs:        rootCAs(t, s),
+		AllowPrivate:   true,
+		Proxy:          func(*http.Request) (*url.URL, error) { return nil, nil },
 		// Retries are quick in tests; tests of retries set their own.
 		RetryBaseDelay: time.Millisecond,
 		RetryMaxDelay:  2 * time.Millisecond,

@@ -14,6 +14,8 @@ import (
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
 
 // Provider is a provider address.
@@ -42,8 +44,11 @@ type VersionInfo struct {
 	Platforms []Platform
 }
 
-// Package is an origin's package metadata for one version and platform.
+// Package is an origin's package metadata for one version and platform:
+// everything its package response said, checked, with its URLs made
+// absolute.
 type Package struct {
+	// Protocols are the plugin protocol versions, as the origin gave them.
 	Protocols []string
 	OS, Arch  string
 	Filename  string
@@ -54,15 +59,31 @@ type Package struct {
 	SHASumsSignatureURL string
 	// SHASum is the archive's sha256 as the origin states it (hex).
 	SHASum string
-	// SigningKeys are the ASCII-armored OpenPGP public keys the origin lists.
-	SigningKeys []string
+	// SigningKeys are the origin's signing_keys.gpg_public_keys, in its
+	// order, each with all its fields as given; entries without an
+	// ascii_armor (no key at all) are left out.
+	SigningKeys []registryjson.GPGPublicKey
+}
+
+// ArmoredKeys returns the ASCII-armored public keys of SigningKeys, for
+// checking the SHA256SUMS signature.
+func (p *Package) ArmoredKeys() []string {
+	out := make([]string, len(p.SigningKeys))
+	for i, k := range p.SigningKeys {
+		out[i] = k.ASCIIArmor
+	}
+	return out
 }
 
 // Versions lists the versions of p that its origin registry offers. Entries
-// without a version string are skipped. Errors: ErrNotFound (wrapped) when
-// the origin answers 404; ErrNoProviderService or *OriginError from service
-// discovery; *OriginError with Op "versions"; the caller's context error.
+// without a version string are skipped. Errors: ErrHostNotAllowed (wrapped)
+// when p's host is not allowed; ErrNotFound (wrapped) when the origin answers
+// 404; ErrNoProviderService or *OriginError from service discovery;
+// *OriginError with Op "versions"; the caller's context error.
 func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, err
+	}
 	defer c.observe(p.Hostname, OpVersions, time.Now(), &err)
 	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, "versions")
 	if err != nil {
@@ -88,32 +109,19 @@ func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err
 	return out, nil
 }
 
-// versionsResponse is the JSON of a registry's versions response.
-type versionsResponse struct {
-	Versions *[]struct {
-		Version   string   `json:"version"`
-		Protocols []string `json:"protocols"`
-		Platforms []struct {
-			OS   string `json:"os"`
-			Arch string `json:"arch"`
-		} `json:"platforms"`
-	} `json:"versions"`
-	Warnings []string `json:"warnings"`
-}
-
 // parseVersions decodes a registry's versions response. It returns the
 // entries that have a version string, the registry's warnings, and how many
 // entries were skipped for having none.
 func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int, _ error) {
-	var body versionsResponse
+	var body registryjson.Versions
 	if err := decodeObject(data, &body); err != nil {
 		return nil, nil, 0, err
 	}
 	if body.Versions == nil {
 		return nil, nil, 0, errors.New(`response has no "versions" array`)
 	}
-	out := make([]VersionInfo, 0, len(*body.Versions))
-	for _, v := range *body.Versions {
+	out := make([]VersionInfo, 0, len(body.Versions))
+	for _, v := range body.Versions {
 		if v.Version == "" {
 			skipped++
 			continue
@@ -129,10 +137,14 @@ func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int
 
 // Package fetches the package metadata of p at version for pl. The response
 // must echo pl and carry filename, shasum and all three URLs. Errors:
-// ErrNotFound (wrapped) when the origin answers 404; ErrNoProviderService or
+// ErrHostNotAllowed (wrapped) when p's host is not allowed; ErrNotFound
+// (wrapped) when the origin answers 404; ErrNoProviderService or
 // *OriginError from service discovery; *OriginError with Op "package"; the
 // caller's context error.
 func (c *Client) Package(ctx context.Context, p Provider, version string, pl Platform) (_ *Package, err error) {
+	if err := c.checkHost(p.Hostname); err != nil {
+		return nil, err
+	}
 	defer c.observe(p.Hostname, OpPackage, time.Now(), &err)
 	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, version, "download", pl.OS, pl.Arch)
 	if err != nil {
@@ -154,21 +166,7 @@ func (c *Client) Package(ctx context.Context, p Provider, version string, pl Pla
 // in it are resolved against final, the URL the response came from; every
 // URL must then be an absolute https URL.
 func parsePackage(data []byte, final *url.URL, pl Platform) (*Package, error) {
-	var body struct {
-		Protocols           []string `json:"protocols"`
-		OS                  string   `json:"os"`
-		Arch                string   `json:"arch"`
-		Filename            string   `json:"filename"`
-		DownloadURL         string   `json:"download_url"`
-		SHASumsURL          string   `json:"shasums_url"`
-		SHASumsSignatureURL string   `json:"shasums_signature_url"`
-		SHASum              string   `json:"shasum"`
-		SigningKeys         struct {
-			GPGPublicKeys []struct {
-				ASCIIArmor string `json:"ascii_armor"`
-			} `json:"gpg_public_keys"`
-		} `json:"signing_keys"`
-	}
+	var body registryjson.Package
 	if err := decodeObject(data, &body); err != nil {
 		return nil, err
 	}
@@ -211,7 +209,7 @@ func parsePackage(data []byte, final *url.URL, pl Platform) (*Package, error) {
 	}
 	for _, k := range body.SigningKeys.GPGPublicKeys {
 		if k.ASCIIArmor != "" {
-			pkg.SigningKeys = append(pkg.SigningKeys, k.ASCIIArmor)
+			pkg.SigningKeys = append(pkg.SigningKeys, k)
 		}
 	}
 	return pkg, nil

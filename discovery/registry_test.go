@@ -8,6 +8,8 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
 
 var testProvider = func(s *testServer) Provider {
@@ -180,10 +182,26 @@ func packageJSON(os, arch, download, sums, sig string) string {
 		"download_url": %q, "shasums_url": %q, "shasums_signature_url": %q,
 		"shasum": "5f9c7aa76b7c34d722fc9123208e26b22d60440cb47150dd04733b9b94f4541a",
 		"signing_keys": {"gpg_public_keys": [
-			{"key_id": "51852D87348FFC4C", "ascii_armor": "-----BEGIN PGP PUBLIC KEY BLOCK-----\nkey1\n-----END PGP PUBLIC KEY BLOCK-----"},
-			{"key_id": "AAAA", "ascii_armor": ""}
+			{"key_id": "51852D87348FFC4C", "ascii_armor": "-----BEGIN PGP PUBLIC KEY BLOCK-----\nkey1\n-----END PGP PUBLIC KEY BLOCK-----",
+			 "trust_signature": "-----BEGIN PGP SIGNATURE-----\ntrust1\n-----END PGP SIGNATURE-----",
+			 "source": "HashiCorp", "source_url": "https://www.hashicorp.com/security.html"},
+			{"key_id": "AAAA", "ascii_armor": ""},
+			{"key_id": "B2", "ascii_armor": "-----BEGIN PGP PUBLIC KEY BLOCK-----\nkey2\n-----END PGP PUBLIC KEY BLOCK-----"}
 		]}
 	}`, os, arch, download, sums, sig)
+}
+
+// wantSigningKeys are packageJSON's keys as Package must carry them: every
+// field as given, in order, without the entry that has no key.
+var wantSigningKeys = []registryjson.GPGPublicKey{
+	{
+		KeyID:          "51852D87348FFC4C",
+		ASCIIArmor:     "-----BEGIN PGP PUBLIC KEY BLOCK-----\nkey1\n-----END PGP PUBLIC KEY BLOCK-----",
+		TrustSignature: "-----BEGIN PGP SIGNATURE-----\ntrust1\n-----END PGP SIGNATURE-----",
+		Source:         "HashiCorp",
+		SourceURL:      "https://www.hashicorp.com/security.html",
+	},
+	{KeyID: "B2", ASCIIArmor: "-----BEGIN PGP PUBLIC KEY BLOCK-----\nkey2\n-----END PGP PUBLIC KEY BLOCK-----"},
 }
 
 func TestPackage(t *testing.T) {
@@ -212,7 +230,7 @@ func TestPackage(t *testing.T) {
 					SHASumsURL:          s.url("/files/SHA256SUMS"),
 					SHASumsSignatureURL: "https://releases.example.com/random/2.0.0/SHA256SUMS.sig?X-Sig=abc",
 					SHASum:              "5f9c7aa76b7c34d722fc9123208e26b22d60440cb47150dd04733b9b94f4541a",
-					SigningKeys:         []string{"-----BEGIN PGP PUBLIC KEY BLOCK-----\nkey1\n-----END PGP PUBLIC KEY BLOCK-----"},
+					SigningKeys:         wantSigningKeys,
 				}
 			},
 		},
@@ -236,7 +254,7 @@ func TestPackage(t *testing.T) {
 					SHASumsURL:          s.url("/elsewhere/meta/SHA256SUMS"),
 					SHASumsSignatureURL: s.url("/elsewhere/meta/SHA256SUMS.sig"),
 					SHASum:              "5f9c7aa76b7c34d722fc9123208e26b22d60440cb47150dd04733b9b94f4541a",
-					SigningKeys:         []string{"-----BEGIN PGP PUBLIC KEY BLOCK-----\nkey1\n-----END PGP PUBLIC KEY BLOCK-----"},
+					SigningKeys:         wantSigningKeys,
 				}
 			},
 		},
@@ -288,6 +306,10 @@ func TestPackage(t *testing.T) {
 				}
 				if want := tt.want(s); !reflect.DeepEqual(got, want) {
 					t.Fatalf("package =\n%+v\nwant\n%+v", got, want)
+				}
+				wantArmor := []string{wantSigningKeys[0].ASCIIArmor, wantSigningKeys[1].ASCIIArmor}
+				if a := got.ArmoredKeys(); !reflect.DeepEqual(a, wantArmor) {
+					t.Fatalf("ArmoredKeys = %q, want %q", a, wantArmor)
 				}
 			}
 		})

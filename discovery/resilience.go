@@ -305,6 +305,17 @@ func (c *Client) circuitChanged(next func(string, bool)) func(string, bool) {
 	}
 }
 
+// MaxRequestTime is the longest one service discovery, registry JSON,
+// SHA256SUMS or signature request can take, its retries included:
+// Retries+1 attempts of at most RequestTimeout each (connecting and reading
+// the body included) and, between them, waits of at most the larger of
+// RetryMaxDelay and RetryAfterMax. With the defaults: 3 x 30s + 2 x 10s =
+// 1m50s. Archive downloads have no such bound (see OpenArchive).
+func (c *Client) MaxRequestTime() time.Duration {
+	wait := max(c.cfg.RetryMaxDelay, c.cfg.RetryAfterMax)
+	return time.Duration(c.cfg.Retries+1)*c.cfg.RequestTimeout + time.Duration(c.cfg.Retries)*wait
+}
+
 // requestContext makes the per-attempt context of a metadata request: it
 // ends after Config.RequestTimeout, body included.
 func (c *Client) requestContext(ctx context.Context) func() (context.Context, func()) {
@@ -312,21 +323,4 @@ func (c *Client) requestContext(ctx context.Context) func() (context.Context, fu
 		return context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
 			&timeoutError{msg: fmt.Sprintf("no complete answer within %s", c.cfg.RequestTimeout)})
 	}
-}
-
-// discoveryResult judges a discovery (which retries on its own) for the
-// circuit breaker.
-func discoveryResult(ctx context.Context, err error) attemptResult {
-	var oe *OriginError
-	if err == nil || !errors.As(err, &oe) {
-		return attemptOK
-	}
-	if oe.StatusCode != 0 {
-		if retryableStatus(oe.StatusCode) {
-			return attemptFailed
-		}
-		return attemptOK
-	}
-	res, _ := classify(ctx, nil, err)
-	return res
 }

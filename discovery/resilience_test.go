@@ -313,3 +313,29 @@ func TestArchiveRetriedBeforeBody(t *testing.T) {
 		t.Fatalf("origin saw %d archive requests, want 2", got)
 	}
 }
+
+func TestMaxRequestTime(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want time.Duration
+	}{
+		{"defaults", Config{}, 3*30*time.Second + 2*10*time.Second},
+		{"no retries", Config{Retries: -1, RequestTimeout: 5 * time.Second}, 5 * time.Second},
+		{"backoff cap above Retry-After cap", Config{Retries: 3, RequestTimeout: time.Minute, RetryMaxDelay: 20 * time.Second},
+			4*time.Minute + 3*20*time.Second},
+		{"Retry-After cap above backoff cap", Config{Retries: 1, RequestTimeout: time.Second, RetryAfterMax: time.Minute},
+			2*time.Second + time.Minute},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := New(tt.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := c.MaxRequestTime(); got != tt.want {
+				t.Fatalf("MaxRequestTime = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

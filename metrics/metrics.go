@@ -62,7 +62,16 @@ type Options struct {
 	Cache CacheStats
 	// MaxBytes is the configured cache size limit (0 = unlimited).
 	MaxBytes int64
+	// Disk, if set, backs the tfmirror_cache_disk_free_bytes,
+	// tfmirror_cache_disk_reserve_bytes and tfmirror_cache_writable
+	// gauges: free space on the cache's file system and the reserve
+	// (negative when not checked), and whether the cache writes. Default
+	// nil: no such gauges.
+	Disk DiskStats
 }
+
+// DiskStats reports the cache's disk space, read at scrape time.
+type DiskStats func() (free, reserve int64, writable bool)
 
 // New registers tfmirror's collectors, the Go and process collectors, and
 // the build-info gauge on reg.
@@ -142,6 +151,24 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "tfmirror_cache_stored_bytes", Help: "Bytes of archives held in the cache.",
 			}, func() float64 { _, b := opts.Cache(); return float64(b) }),
+		)
+	}
+	if opts.Disk != nil {
+		cs = append(cs,
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tfmirror_cache_disk_free_bytes", Help: "Free bytes on the cache's file system at the last check (-1: not checked).",
+			}, func() float64 { f, _, _ := opts.Disk(); return float64(f) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tfmirror_cache_disk_reserve_bytes", Help: "Free bytes below which nothing is written to the cache: --disk-reserve plus Badger's LSM tree (-1: not checked).",
+			}, func() float64 { _, r, _ := opts.Disk(); return float64(r) }),
+			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+				Name: "tfmirror_cache_writable", Help: "1 while the cache stores what it is given, 0 while it does not (disk below the reserve).",
+			}, func() float64 {
+				if _, _, ok := opts.Disk(); ok {
+					return 1
+				}
+				return 0
+			}),
 		)
 	}
 	for _, c := range cs {

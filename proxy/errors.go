@@ -54,6 +54,7 @@ func statusOf(err error) int {
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusForbidden
 	case errors.Is(err, ErrOriginNotAllowed),
+		errors.Is(err, discovery.ErrHostNotAllowed),
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
 		errors.Is(err, ErrVersionNotFound),

@@ -3,10 +3,13 @@ package proxy
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strings"
 	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
 )
 
 // RequestObserver records served requests. Package metrics implements it.
@@ -140,8 +143,14 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 func Readyz(store Pinger, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := store.Ping(); err != nil {
-			log.Error("readiness check failed", "error", err)
-			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable", "error": "cache is not writable"})
+			if errors.Is(err, cache.ErrNotWritable) {
+				// The cache logged when it stopped writing; not once a probe.
+				log.Debug("readiness check failed", "error", err)
+			} else {
+				log.Error("readiness check failed", "error", err)
+			}
+			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
+				"error": "cache is not writable", "reason": err.Error()})
 			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})

@@ -380,7 +380,7 @@ func (s *Server) fetchSums(ctx context.Context, p discovery.Provider, pkg *disco
 	if err := g.Wait(); err != nil {
 		return nil, err
 	}
-	if err := verify.CheckSignature(doc, sig, pkg.SigningKeys); err != nil {
+	if err := verify.CheckSignature(doc, sig, pkg.ArmoredKeys()); err != nil {
 		return nil, err
 	}
 	return verify.ParseSHA256SUMS(doc)

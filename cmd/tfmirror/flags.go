@@ -10,39 +10,45 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
 )
 
 var errHelp = errors.New("help requested")
 
 // serveConfig holds the flags of `tfmirror serve`.
 type serveConfig struct {
-	Listen              string
-	DataDir             string
-	TLSCert             string
-	TLSKey              string
-	InsecureHTTP        bool
-	AllowedOrigins      []string
-	AllowPrivateOrigins bool
-	Platforms           []string
-	VersionsTTL         time.Duration
-	DiscoveryTTL        time.Duration
-	MaxArchiveBytes     int64
-	MetricsListen       string
-	PublicURL           string
-	LogFormat           string
-	LogLevel            string
-	ShutdownTimeout     time.Duration
-	CacheMaxBytes       int64
-	AuthTokensFile      string
-	URLSigningKeyFile   string
-	SignedURLTTL        time.Duration
-	Offline             bool
-	UpstreamProxy       string
-	CredentialsFile     string
-	OriginTimeout       time.Duration
-	OriginRetries       int
-	BreakerThreshold    int
-	BreakerCooldown     time.Duration
+	Listen               string
+	DataDir              string
+	TLSCert              string
+	TLSKey               string
+	InsecureHTTP         bool
+	AllowedOrigins       []string
+	AllowPrivateOrigins  bool
+	Platforms            []string
+	VersionsTTL          time.Duration
+	DiscoveryTTL         time.Duration
+	MaxArchiveBytes      int64
+	MetricsListen        string
+	PublicURL            string
+	LogFormat            string
+	LogLevel             string
+	ShutdownTimeout      time.Duration
+	CacheMaxBytes        int64
+	DiskReserve          int64 // 0: free space not checked
+	AuthTokensFile       string
+	URLSigningKeyFile    string
+	SignedURLTTL         time.Duration
+	Offline              bool
+	UpstreamProxy        string
+	CredentialsFile      string
+	OriginTimeout        time.Duration
+	OriginMinSpeed       int64
+	OriginMinSpeedWindow time.Duration
+	OriginRetries        int
+	BreakerThreshold     int
+	BreakerCooldown      time.Duration
 }
 
 // envName is the environment variable that sets flag name.
@@ -61,7 +67,7 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate chain to serve; with --tls-key. When both are absent a local CA and server certificate are generated in DATA-DIR/tls")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve plain HTTP, for use behind a TLS-terminating proxy only (clients require https)")
-	origins := listFlag{"registry.terraform.io", "registry.opentofu.org"}
+	origins := listFlag(discovery.DefaultAllowedOrigins())
 	fs.Var(&origins, "allowed-origins", "comma-separated origin registry hosts the mirror may serve and contact")
 	fs.BoolVar(&c.AllowPrivateOrigins, "allow-private-origins", false, "allow origin and download hosts that resolve to loopback, private or link-local addresses")
 	var platforms listFlag
@@ -77,6 +83,8 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
 	cacheMax := byteSizeFlag(0)
 	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
+	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
+	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
 	fs.StringVar(&c.AuthTokensFile, "auth-tokens-file", "", "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs")
 	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
 	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
@@ -84,6 +92,9 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", 30*time.Second, "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)")
+	minSpeed := byteSizeFlag(1 << 10)
+	fs.Var(&minSpeed, "origin-min-speed", "low-speed limit of archive downloads, in bytes per second (e.g. 1KiB): a download averaging less over --origin-min-speed-window is aborted as an origin timeout; 0 disables")
+	fs.DurationVar(&c.OriginMinSpeedWindow, "origin-min-speed-window", 30*time.Second, "the window over which --origin-min-speed is measured; 0 disables the low-speed limit")
 	fs.IntVar(&c.OriginRetries, "origin-retries", 2, "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx); 0 disables retries")
 	fs.IntVar(&c.BreakerThreshold, "origin-breaker-threshold", 5, "consecutive failed origin requests that open an origin's circuit breaker; 0 disables the breaker")
 	fs.DurationVar(&c.BreakerCooldown, "origin-breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails requests to its origin at once before letting a probe through")
@@ -121,6 +132,8 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	c.Platforms = platforms
 	c.MaxArchiveBytes = int64(maxArchive)
 	c.CacheMaxBytes = int64(cacheMax)
+	c.OriginMinSpeed = int64(minSpeed)
+	c.DiskReserve = int64(diskReserve)
 	return c, c.validate()
 }
 
@@ -142,6 +155,9 @@ func (c serveConfig) validate() error {
 	}
 	if c.OriginTimeout <= 0 || c.BreakerCooldown <= 0 {
 		return errors.New("--origin-timeout and --origin-breaker-cooldown must be positive")
+	}
+	if c.OriginMinSpeedWindow < 0 {
+		return errors.New("--origin-min-speed-window must not be negative (0 disables)")
 	}
 	if c.OriginRetries < 0 || c.BreakerThreshold < 0 {
 		return errors.New("--origin-retries and --origin-breaker-threshold must not be negative (0 disables)")

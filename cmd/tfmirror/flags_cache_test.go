@@ -3,6 +3,8 @@ package main
 import (
 	"io"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/cache"
 )
 
 func TestCacheMaxBytesFlag(t *testing.T) {
@@ -33,6 +35,31 @@ func TestCacheMaxBytesFlag(t *testing.T) {
 			}
 			if c.CacheMaxBytes != tc.want {
 				t.Errorf("CacheMaxBytes = %d, want %d", c.CacheMaxBytes, tc.want)
+			}
+		})
+	}
+}
+
+func TestDiskReserveFlag(t *testing.T) {
+	tests := []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int64
+	}{
+		{name: "default is derived from the cache's Badger options", want: cache.DefaultDiskReserve},
+		{name: "size syntax", args: []string{"--disk-reserve", "1GiB"}, want: 1 << 30},
+		{name: "zero disables the check", args: []string{"--disk-reserve", "0"}, want: 0},
+		{name: "from the environment", env: map[string]string{"TFMIRROR_DISK_RESERVE": "100MiB"}, want: 100 << 20},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseServeFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.DiskReserve != tc.want {
+				t.Errorf("DiskReserve = %d, want %d", c.DiskReserve, tc.want)
 			}
 		})
 	}

@@ -19,6 +19,7 @@ func TestOriginFlags(t *testing.T) {
 		{name: "defaults", check: func(c serveConfig) bool {
 			return !c.Offline && c.UpstreamProxy == "" && c.CredentialsFile == "" &&
 				c.OriginTimeout == 30*time.Second && c.OriginRetries == 2 &&
+				c.OriginMinSpeed == 1024 && c.OriginMinSpeedWindow == 30*time.Second &&
 				c.BreakerThreshold == 5 && c.BreakerCooldown == 30*time.Second
 		}},
 		{name: "retries and breaker", args: []string{"--origin-timeout", "5s", "--origin-retries", "0", "--origin-breaker-threshold", "0"},
@@ -27,6 +28,14 @@ func TestOriginFlags(t *testing.T) {
 				return c.OriginTimeout == 5*time.Second && c.OriginRetries == 0 &&
 					c.BreakerThreshold == 0 && c.BreakerCooldown == 2*time.Minute
 			}},
+		{name: "low-speed limit", args: []string{"--origin-min-speed", "10KiB"},
+			env: map[string]string{"TFMIRROR_ORIGIN_MIN_SPEED_WINDOW": "1m"},
+			check: func(c serveConfig) bool {
+				return c.OriginMinSpeed == 10<<10 && c.OriginMinSpeedWindow == time.Minute
+			}},
+		{name: "low-speed limit off", args: []string{"--origin-min-speed", "0"},
+			check: func(c serveConfig) bool { return c.OriginMinSpeed == 0 }},
+		{name: "negative low-speed window", args: []string{"--origin-min-speed-window", "-1s"}, wantErr: "--origin-min-speed-window"},
 		{name: "negative retries", args: []string{"--origin-retries", "-1"}, wantErr: "--origin-retries"},
 		{name: "zero timeout", args: []string{"--origin-timeout", "0s"}, wantErr: "--origin-timeout"},
 		{name: "flags", args: []string{"--offline", "--upstream-proxy", "http://proxy.corp:3128", "--credentials-file", "/etc/tfmirror/creds.tfrc"},
@@ -76,3 +85,36 @@ func TestBadCredentialsFileStopsStartup(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// TestMetadataTimeoutIsDerived: the limit on one whole metadata operation
+// follows the origin limits (four requests with all their retries), so
+// that raising --origin-timeout or --origin-retries is never cut short by
+// a fixed cap.
+func TestMetadataTimeoutIsDerived(t *testing.T) {
+	tests := []struct {
+		args []string
+		want time.Duration
+	}{
+		// 3 attempts of 30s, 2 waits of at most 10s (the Retry-After cap).
+		{nil, 4 * (3*30*time.Second + 2*10*time.Second)},
+		{[]string{"--origin-timeout", "3m", "--origin-retries", "0"}, 4 * 3 * time.Minute},
+		{[]string{"--origin-timeout", "5s", "--origin-retries", "4"}, 4 * (5*5*time.Second + 4*10*time.Second)},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			cfg, err := parseServeFlags(append([]string{"--data-dir", t.TempDir(), "--insecure-http"}, tc.args...),
+				func(string) (string, bool) { return "", false }, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			m, err := newMirror(cfg, discardLogger(), overrides{environ: []string{}})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer m.store.Close()
+			if m.metadataTimeout != tc.want || m.metadataTimeout != metadataStages*m.origin.MaxRequestTime() {
+				t.Fatalf("metadata operation limit %s, want %s", m.metadataTimeout, tc.want)
+			}
+		})
+	}
+}

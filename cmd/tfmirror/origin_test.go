@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -197,6 +198,82 @@ func TestOriginRetryAndBreakerFlags(t *testing.T) {
 	}
 	if got := origin.Hits(fakeorigin.Versions); got != 2 {
 		t.Fatalf("the origin saw %d versions requests with the circuit open, want 2", got)
+	}
+}
+
+// TestOriginLowSpeedLimit: an origin that drips an archive far below
+// --origin-min-speed (but often enough never to stall for the idle
+// timeout) is given up after about one --origin-min-speed-window instead
+// of the hour-long archive limit, and counted as an origin timeout.
+func TestOriginLowSpeedLimit(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 4 << 10})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	tm := startMirror(t, origin, t.TempDir(), nil,
+		"--origin-min-speed", "1KiB", "--origin-min-speed-window", "300ms")
+	for _, p := range []string{tfRegistry + "/hashicorp/random/index.json", tfRegistry + "/hashicorp/random/3.6.0.json"} {
+		if resp, body, err := tm.get(p); err != nil || resp.StatusCode != 200 {
+			t.Fatalf("GET %s: %v %v %.200s", p, resp, err, body)
+		}
+	}
+	origin.SetArchiveRate(50) // bytes per second: 80 s for the archive
+	start := time.Now()
+	resp, body, err := tm.get(archiveURL("random", "3.6.0", "linux_amd64"))
+	elapsed := time.Since(start)
+	if err == nil && resp.StatusCode == http.StatusOK && len(body) == 4<<10 {
+		t.Fatalf("the whole archive arrived after %s", elapsed)
+	}
+	if elapsed > 10*time.Second {
+		t.Fatalf("the mirror gave up after %s, want about the 300ms window", elapsed)
+	}
+	tm.idle()
+	if got := metric(t, tm.m.registry, "tfmirror_origin_requests_total",
+		"origin", tfRegistry, "operation", "archive", "outcome", "timeout"); got != 1 {
+		t.Fatalf("archive timeouts counted: %v, want 1", got)
+	}
+	// The next request starts a new download; at full speed it succeeds.
+	origin.SetArchiveRate(0)
+	if resp, body, err := tm.get(archiveURL("random", "3.6.0", "linux_amd64")); err != nil || resp.StatusCode != 200 || len(body) != 4<<10 {
+		t.Fatalf("archive at full speed: %v %v (%d bytes)", resp, err, len(body))
+	}
+}
+
+// TestAllowedOriginsReachTheOriginClient: --allowed-origins is the origin
+// client's own rule, not only the proxy's early check. Asked directly for a
+// provider of a host the flag leaves out (but which the client allows by
+// default), the mirror's origin client refuses it without dialling.
+func TestAllowedOriginsReachTheOriginClient(t *testing.T) {
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	var (
+		mu     sync.Mutex
+		dialed []string
+	)
+	toOrigin := routeRegistryTo(origin)
+	tm := startMirrorWith(t, origin, t.TempDir(), nil, &overrides{
+		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			if host, _, _ := net.SplitHostPort(addr); host != tfRegistry {
+				mu.Lock()
+				dialed = append(dialed, addr)
+				mu.Unlock()
+				return nil, fmt.Errorf("test dialer: no connections to %s", addr)
+			}
+			return toOrigin(ctx, network, addr)
+		},
+		origin: fastRetries,
+	}, "--allow-private-origins")
+	ctx := context.Background()
+	tofu := discovery.Provider{Hostname: "registry.opentofu.org", Namespace: "hashicorp", Type: "random"}
+	if _, err := tm.m.origin.Versions(ctx, tofu); !errors.Is(err, discovery.ErrHostNotAllowed) {
+		t.Fatalf("Versions of %s with --allowed-origins %s: err = %v, want ErrHostNotAllowed", tofu, tfRegistry, err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dialed) != 0 {
+		t.Fatalf("the origin client dialled %v for a host that is not allowed", dialed)
+	}
+	tf := discovery.Provider{Hostname: tfRegistry, Namespace: "hashicorp", Type: "random"}
+	if _, err := tm.m.origin.Versions(ctx, tf); err != nil {
+		t.Fatalf("Versions of allowed %s: %v", tf, err)
 	}
 }
 

@@ -40,11 +40,15 @@ type overrides struct {
 
 // mirror is a wired tfmirror: cache, origin client, protocol server.
 type mirror struct {
-	cfg     serveConfig
-	log     *slog.Logger
-	store   *cache.Store
-	proxy   *proxy.Server
-	metrics *metrics.Metrics
+	cfg    serveConfig
+	log    *slog.Logger
+	store  *cache.Store
+	proxy  *proxy.Server
+	origin *discovery.Client
+	// metadataTimeout bounds one metadata operation against an origin
+	// (proxy.Config.OriginTimeout), derived from the origin limits.
+	metadataTimeout time.Duration
+	metrics         *metrics.Metrics
 	// registry holds every collector, for tests to read metrics.
 	registry *prometheus.Registry
 	handler  http.Handler
@@ -77,15 +81,23 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	m.metrics, err = metrics.New(m.registry, metrics.Options{
 		Version: version, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
 		Cache: func() (int, int64) { return m.store.Stats() },
+		Disk: func() (free, reserve int64, writable bool) {
+			return m.store.FreeBytes(), m.store.Reserve(), m.store.Writable() == nil
+		},
 	})
 	if err != nil {
 		return nil, err
 	}
+	reserve := cfg.DiskReserve
+	if reserve == 0 {
+		reserve = -1 // the flag's "no check"
+	}
 	m.store, err = cache.Open(cache.Options{
-		Dir:      filepath.Join(cfg.DataDir, "cache"),
-		Logger:   logger,
-		MaxBytes: cfg.CacheMaxBytes,
-		OnEvict:  func(cache.BlobInfo) { m.metrics.Evicted(1) },
+		Dir:         filepath.Join(cfg.DataDir, "cache"),
+		Logger:      logger,
+		MaxBytes:    cfg.CacheMaxBytes,
+		OnEvict:     func(cache.BlobInfo) { m.metrics.Evicted(1) },
+		DiskReserve: reserve,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("opening cache: %w", err)
@@ -97,6 +109,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		}
 	}()
 	originCfg := discovery.Config{
+		AllowedOrigins:  cfg.AllowedOrigins,
 		UserAgent:       "tfmirror/" + version,
 		AllowPrivate:    cfg.AllowPrivateOrigins,
 		RootCAs:         o.rootCAs,
@@ -105,6 +118,8 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
 		RequestTimeout:  cfg.OriginTimeout,
 		// The flags say 0 for "none"; discovery.Config says negative.
+		MinSpeed:         disabledIfZero(cfg.OriginMinSpeed),
+		MinSpeedWindow:   disabledIfZero(cfg.OriginMinSpeedWindow),
 		Retries:          disabledIfZero(cfg.OriginRetries),
 		BreakerThreshold: disabledIfZero(cfg.BreakerThreshold),
 		BreakerCooldown:  cfg.BreakerCooldown,
@@ -121,6 +136,8 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	m.origin = client
+	m.metadataTimeout = metadataStages * client.MaxRequestTime()
 	m.auth, err = loadAuth(cfg)
 	if err != nil {
 		return nil, err
@@ -130,6 +147,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		AllowedOrigins:  cfg.AllowedOrigins,
 		Platforms:       cfg.Platforms,
 		VersionsTTL:     cfg.VersionsTTL,
+		OriginTimeout:   m.metadataTimeout,
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
 		Logger:          logger,
 		Metrics:         m.metrics,
@@ -178,6 +196,14 @@ func (m *mirror) setupTLS() error {
 	}
 	return nil
 }
+
+// metadataStages is how many origin requests, one after the other, one
+// metadata operation is given time for, each with all its retries:
+// service discovery, the version list, the package metadata, then
+// SHA256SUMS and its signature (fetched together). An operation that
+// needs more rounds (package metadata of many platforms, a few at a time)
+// shares this budget.
+const metadataStages = 4
 
 // gcInterval is how often the cache's value-log garbage collection runs.
 const gcInterval = 5 * time.Minute
@@ -333,7 +359,7 @@ func displayAddr(a net.Addr) string {
 
 // disabledIfZero maps a flag's 0 ("none") to discovery.Config's -1; 0
 // there means "the default".
-func disabledIfZero(n int) int {
+func disabledIfZero[T int | int64 | time.Duration](n T) T {
 	if n == 0 {
 		return -1
 	}

@@ -39,6 +39,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
+
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
 
 // Options configures Start. The zero value is one HTTPS server with small
@@ -294,6 +296,19 @@ func (o *Origin) ArmoredPublicKey() string { return o.armorA }
 // KeyID returns the advertised key's ID as the package JSON's key_id
 // (16 uppercase hex digits).
 func (o *Origin) KeyID() string { return o.keyA.PrimaryKey.KeyIdString() }
+
+// SigningKey is the entry of signing_keys.gpg_public_keys in every package
+// response: key A with its id, and a source and source URL naming the fake
+// origin (no trust signature), so that tests can see all five fields
+// passed on.
+func (o *Origin) SigningKey() registryjson.GPGPublicKey {
+	return registryjson.GPGPublicKey{
+		KeyID:      o.KeyID(),
+		ASCIIArmor: o.armorA,
+		Source:     "fakeorigin",
+		SourceURL:  "https://fakeorigin.invalid/security",
+	}
+}
 
 // AddProvider registers versions of NAMESPACE/TYPE, each available for the
 // given platforms ("os_arch", e.g. "linux_amd64"). Calling it again for the

@@ -97,8 +97,11 @@ type pkg struct {
 	Shasum              string   `json:"shasum"`
 	SigningKeys         struct {
 		GPGPublicKeys []struct {
-			KeyID      string `json:"key_id"`
-			ASCIIArmor string `json:"ascii_armor"`
+			KeyID          string  `json:"key_id"`
+			ASCIIArmor     string  `json:"ascii_armor"`
+			TrustSignature *string `json:"trust_signature"`
+			Source         string  `json:"source"`
+			SourceURL      string  `json:"source_url"`
 		} `json:"gpg_public_keys"`
 	} `json:"signing_keys"`
 }
@@ -215,7 +218,9 @@ func TestWalk(t *testing.T) {
 				}
 			}
 			if k := p.SigningKeys.GPGPublicKeys; len(k) != 1 || k[0].ASCIIArmor != o.ArmoredPublicKey() || k[0].KeyID != o.KeyID() ||
-				len(k[0].KeyID) != 16 || strings.ToUpper(k[0].KeyID) != k[0].KeyID {
+				len(k[0].KeyID) != 16 || strings.ToUpper(k[0].KeyID) != k[0].KeyID ||
+				k[0].TrustSignature == nil || *k[0].TrustSignature != "" ||
+				k[0].Source != o.SigningKey().Source || k[0].SourceURL != o.SigningKey().SourceURL || k[0].Source == "" {
 				t.Fatalf("signing keys %+v", k)
 			}
 

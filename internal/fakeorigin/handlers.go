@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
 
 // mux builds the routes of one server: the registry API and/or release files.
@@ -91,31 +93,20 @@ func (o *Origin) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"providers.v1": "/v1/providers/"})
 }
 
-type platformJSON struct {
-	OS   string `json:"os"`
-	Arch string `json:"arch"`
-}
-
-type versionJSON struct {
-	Version   string         `json:"version"`
-	Protocols []string       `json:"protocols"`
-	Platforms []platformJSON `json:"platforms"`
-}
-
 func (o *Origin) serveVersions(w http.ResponseWriter, r *http.Request) {
 	if !o.begin(w, r, Versions, nil) {
 		return
 	}
 	o.mu.Lock()
 	p := o.providers[pkey{r.PathValue("ns"), r.PathValue("typ")}]
-	var out []versionJSON
+	var out []registryjson.Version
 	if p != nil {
-		out = []versionJSON{}
+		out = []registryjson.Version{}
 		for _, v := range p.versions {
-			vj := versionJSON{Version: v, Protocols: []string{"5.0"}, Platforms: []platformJSON{}}
+			vj := registryjson.Version{Version: v, Protocols: []string{"5.0"}, Platforms: []registryjson.Platform{}}
 			for _, pl := range p.plats[v] {
 				goos, arch := splitPlatform(pl)
-				vj.Platforms = append(vj.Platforms, platformJSON{goos, arch})
+				vj.Platforms = append(vj.Platforms, registryjson.Platform{OS: goos, Arch: arch})
 			}
 			out = append(out, vj)
 		}
@@ -125,26 +116,7 @@ func (o *Origin) serveVersions(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound)
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"versions": out})
-}
-
-type gpgKeyJSON struct {
-	KeyID      string `json:"key_id"`
-	ASCIIArmor string `json:"ascii_armor"`
-}
-
-type downloadJSON struct {
-	Protocols           []string `json:"protocols"`
-	OS                  string   `json:"os"`
-	Arch                string   `json:"arch"`
-	Filename            string   `json:"filename"`
-	DownloadURL         string   `json:"download_url"`
-	ShasumsURL          string   `json:"shasums_url"`
-	ShasumsSignatureURL string   `json:"shasums_signature_url"`
-	Shasum              string   `json:"shasum"`
-	SigningKeys         struct {
-		GPGPublicKeys []gpgKeyJSON `json:"gpg_public_keys"`
-	} `json:"signing_keys"`
+	writeJSON(w, http.StatusOK, registryjson.Versions{Versions: out})
 }
 
 func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
@@ -168,17 +140,17 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 	if o.opts.SeparateDownloadHost || !o.opts.RelativeDownloadURLs {
 		base = "https://" + o.DownloadAddr + base
 	}
-	d := downloadJSON{
+	d := registryjson.Package{
 		Protocols:           []string{"5.0"},
 		OS:                  goos,
 		Arch:                arch,
 		Filename:            zipName(k.typ, k.version, k.platform),
 		DownloadURL:         base + zipName(k.typ, k.version, k.platform),
-		ShasumsURL:          base + sumsName(k.typ, k.version),
-		ShasumsSignatureURL: base + sumsName(k.typ, k.version) + ".sig",
-		Shasum:              shasum,
+		SHASumsURL:          base + sumsName(k.typ, k.version),
+		SHASumsSignatureURL: base + sumsName(k.typ, k.version) + ".sig",
+		SHASum:              shasum,
 	}
-	d.SigningKeys.GPGPublicKeys = []gpgKeyJSON{{KeyID: o.KeyID(), ASCIIArmor: o.armorA}}
+	d.SigningKeys.GPGPublicKeys = []registryjson.GPGPublicKey{o.SigningKey()}
 	writeJSON(w, http.StatusOK, d)
 }
 

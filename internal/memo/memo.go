@@ -103,6 +103,16 @@ func (m *Memo[K, V]) Forget(k K) {
 	}
 }
 
+// Clear drops every entry and advances the generation, as Forget does
+// for one key: for when the store behind the memo changed as a whole.
+func (m *Memo[K, V]) Clear() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.gen++
+	clear(m.m)
+	m.root.next, m.root.prev = &m.root, &m.root
+}
+
 // Len is the number of entries remembered.
 func (m *Memo[K, V]) Len() int {
 	m.mu.Lock()

@@ -31,6 +31,7 @@ func TestLeastRecentlyUsedIsEvicted(t *testing.T) {
 			wantKeys: []string{"e", "d", "b"}, wantGone: "c", wantValue: map[string]int{"b": 100}},
 		{name: "a miss changes nothing", ops: []string{"get x", "put d"}, wantKeys: []string{"d", "c", "b"}, wantGone: "a"},
 		{name: "forget frees a place", ops: []string{"forget b", "put d"}, wantKeys: []string{"d", "c", "a"}, wantGone: "b"},
+		{name: "clear empties it", ops: []string{"clear -", "put d"}, wantKeys: []string{"d"}, wantGone: "c"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -48,6 +49,8 @@ func TestLeastRecentlyUsedIsEvicted(t *testing.T) {
 					m.Get(k)
 				case "forget":
 					m.Forget(k)
+				case "clear":
+					m.Clear()
 				}
 			}
 			if got := m.Keys(); !slices.Equal(got, tc.wantKeys) {
@@ -94,6 +97,7 @@ func TestGenerationRule(t *testing.T) {
 		{"nothing happened", func(*Memo[string, int]) {}, true},
 		{"k was forgotten", func(m *Memo[string, int]) { m.Forget("k") }, false},
 		{"another key was forgotten", func(m *Memo[string, int]) { m.Forget("other") }, false},
+		{"everything was cleared", func(m *Memo[string, int]) { m.Clear() }, false},
 		{"another key was put", func(m *Memo[string, int]) {
 			_, gen, _ := m.Get("other")
 			m.Put("other", gen, 2)

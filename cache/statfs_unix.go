@@ -1,0 +1,34 @@
+//go:build unix
+
+package cache
+
+import (
+	"errors"
+	"io/fs"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+)
+
+// statfsFree is the space on dir's file system that this process may use
+// (blocks available to unprivileged users: root's reserved blocks on ext4
+// are not counted, which errs on the safe side). A directory not created
+// yet is on the file system of its nearest existing parent.
+func statfsFree(dir string) (int64, error) {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return 0, err
+	}
+	for {
+		var st unix.Statfs_t
+		err := unix.Statfs(dir, &st)
+		if err == nil {
+			return int64(st.Bavail) * int64(st.Bsize), nil
+		}
+		parent := filepath.Dir(dir)
+		if !errors.Is(err, fs.ErrNotExist) || parent == dir {
+			return 0, err
+		}
+		dir = parent
+	}
+}

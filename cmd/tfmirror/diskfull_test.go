@@ -1,0 +1,176 @@
+//go:build linux
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// mountSmallFS mounts a tmpfs of size bytes on a fresh directory and
+// unmounts it when the test ends, or skips the test where mounting is not
+// permitted (not root, no CAP_SYS_ADMIN).
+func mountSmallFS(t *testing.T, size string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := syscall.Mount("tmpfs", dir, "tmpfs", 0, "size="+size); err != nil {
+		t.Skipf("needs a small file system: mounting a tmpfs on %s is not permitted here (%v); run as root to run this test", dir, err)
+	}
+	// Registered before the processes are started, so it runs after they
+	// are killed.
+	t.Cleanup(func() {
+		if err := syscall.Unmount(dir, 0); err != nil {
+			t.Errorf("unmounting %s: %v", dir, err)
+		}
+	})
+	return dir
+}
+
+// TestFullDiskDoesNotCrash fills a 64 MiB file system through the mirror,
+// with the default --disk-reserve, and checks that the process stays up,
+// that clients get correct archives or clean failures, that /readyz says
+// why it is not ready, and that a restart on the full file system serves.
+func TestFullDiskDoesNotCrash(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const (
+		ns, typ, version = "hashicorp", "random", "1.0.0"
+		archiveSize      = 16 << 20
+		clientsPerFile   = 2
+	)
+	mnt := mountSmallFS(t, "64m")
+	bin := buildBinary(t)
+	origin, err := fakeorigin.Start(fakeorigin.Options{ArchiveSize: archiveSize})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	warm := "linux_amd64"
+	others := []string{"darwin_arm64", "linux_arm64", "windows_amd64", "freebsd_amd64"}
+	origin.AddProvider(ns, typ, []string{version}, append([]string{warm}, others...))
+	caFile := originCAFile(t, origin)
+	dataDir := filepath.Join(mnt, "data")
+	ctx := context.Background()
+
+	m := startProcess(t, bin, dataDir, origin, caFile)
+	if body, _, err := m.get(ctx, providerArchivePath(origin, ns, typ, version, warm)); err != nil ||
+		!bytes.Equal(body, origin.Archive(ns, typ, version, warm)) {
+		t.Fatalf("first download: %v, %d bytes", err, len(body))
+	}
+	waitCached(t, m, 1)
+
+	// 64 MiB more than the file system can take, all at once.
+	type result struct {
+		platform string
+		body     []byte
+		err      error
+	}
+	results := make(chan result, len(others)*clientsPerFile)
+	var wg sync.WaitGroup
+	for _, pl := range others {
+		for range clientsPerFile {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				body, _, err := m.get(ctx, providerArchivePath(origin, ns, typ, version, pl))
+				results <- result{pl, body, err}
+			}()
+		}
+	}
+	wg.Wait()
+	close(results)
+	complete := 0
+	for r := range results {
+		switch {
+		case r.err != nil:
+			t.Logf("%s: clean failure: %v", r.platform, r.err)
+		case !bytes.Equal(r.body, origin.Archive(ns, typ, version, r.platform)):
+			t.Errorf("%s: a complete response with the wrong bytes (%d bytes)", r.platform, len(r.body))
+		default:
+			complete++
+		}
+	}
+	if complete == 0 {
+		t.Error("no client got its archive: the mirror should stream archives it cannot cache")
+	}
+	select {
+	case <-m.exited:
+		t.Fatalf("tfmirror died on the full file system: %v", m.err)
+	default:
+	}
+
+	reason := notReady(t, m)
+	if !strings.Contains(reason, "reserve") {
+		t.Errorf("/readyz reason %q does not mention the reserve", reason)
+	}
+	if n := m.count("cache not writable: free disk space below the reserve; archives are served but not cached until there is room"); n != 1 {
+		t.Errorf("the cache logged going not writable %d times, want once", n)
+	}
+	if m.logged("archive served but not cached") == nil {
+		t.Error("no archive was reported served but not cached")
+	}
+
+	// A restart on the full file system starts and serves, the cached
+	// archive included.
+	if err := m.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.wait(30 * time.Second); err != nil {
+		t.Fatalf("tfmirror exited with %v after SIGTERM", err)
+	}
+	m2 := startProcess(t, bin, dataDir, origin, caFile)
+	if m2.logged("disk full at start-up: cache opened read-only, serving what it holds until there is room") == nil {
+		t.Error("restart did not report opening the cache read-only")
+	}
+	body, resp, err := m2.get(ctx, providerArchivePath(origin, ns, typ, version, warm))
+	if err != nil || !bytes.Equal(body, origin.Archive(ns, typ, version, warm)) || resp.Header.Get("X-Tfmirror-Cache") != "hit" {
+		t.Errorf("cached archive after restart on the full disk: %v", err)
+	}
+	body, _, err = m2.get(ctx, providerArchivePath(origin, ns, typ, version, others[0]))
+	if err != nil || !bytes.Equal(body, origin.Archive(ns, typ, version, others[0])) {
+		t.Errorf("uncached archive after restart on the full disk: %v", err)
+	}
+	notReady(t, m2)
+}
+
+// notReady checks that /readyz answers 503 and returns its reason.
+func notReady(t *testing.T, m *proc) string {
+	t.Helper()
+	resp, err := m.client.Get(m.url + "readyz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusServiceUnavailable {
+		t.Errorf("/readyz = %d %s, want 503", resp.StatusCode, raw)
+	}
+	var body struct{ Reason string }
+	json.Unmarshal(raw, &body)
+	return body.Reason
+}
+
+// count is how many log lines have message msg.
+func (p *proc) count(msg string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if l["msg"] == msg {
+			n++
+		}
+	}
+	return n
+}
