@@ -18,9 +18,8 @@ import (
 // have the expected sha256.
 var ErrDigestMismatch = errors.New("archive digest mismatch")
 
-// Blob reads a committed archive. ReadAt is safe for concurrent use; Read
-// and Seek share one position and are not.
-type Blob struct {
+// blob is the Store's BlobReader.
+type blob struct {
 	s   *Store
 	rec blobRecord
 	pos int64
@@ -32,13 +31,13 @@ type Blob struct {
 }
 
 // Info describes the blob.
-func (b *Blob) Info() BlobInfo { return b.rec.BlobInfo }
+func (b *blob) Info() BlobInfo { return b.rec.BlobInfo }
 
 // Size is the blob's length in bytes.
-func (b *Blob) Size() int64 { return b.rec.Size }
+func (b *blob) Size() int64 { return b.rec.Size }
 
 // ReadAt implements io.ReaderAt.
-func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
+func (b *blob) ReadAt(p []byte, off int64) (int, error) {
 	if off < 0 {
 		return 0, errors.New("cache: negative offset")
 	}
@@ -62,7 +61,7 @@ func (b *Blob) ReadAt(p []byte, off int64) (int, error) {
 }
 
 // load makes chunk idx the buffered one.
-func (b *Blob) load(idx int) error {
+func (b *blob) load(idx int) error {
 	if b.cached == idx {
 		return nil
 	}
@@ -89,7 +88,7 @@ func (b *Blob) load(idx int) error {
 }
 
 // Read implements io.Reader.
-func (b *Blob) Read(p []byte) (int, error) {
+func (b *blob) Read(p []byte) (int, error) {
 	if b.pos >= b.rec.Size {
 		return 0, io.EOF
 	}
@@ -102,7 +101,7 @@ func (b *Blob) Read(p []byte) (int, error) {
 }
 
 // Seek implements io.Seeker.
-func (b *Blob) Seek(offset int64, whence int) (int64, error) {
+func (b *blob) Seek(offset int64, whence int) (int64, error) {
 	switch whence {
 	case io.SeekStart:
 	case io.SeekCurrent:
@@ -120,7 +119,7 @@ func (b *Blob) Seek(offset int64, whence int) (int64, error) {
 }
 
 // Close releases the blob's buffer and its protection from eviction.
-func (b *Blob) Close() error {
+func (b *blob) Close() error {
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -138,9 +137,8 @@ func (b *Blob) Close() error {
 	return nil
 }
 
-// BlobWriter stages an archive as it arrives. One goroutine writes; any
-// number may ReadAt what has been written so far, until Close.
-type BlobWriter struct {
+// blobWriter is the Store's BlobWriter.
+type blobWriter struct {
 	s        *Store
 	expected string
 	stage    string
@@ -170,23 +168,28 @@ const (
 	closed
 )
 
-// NewBlobWriter starts staging an archive expected to have sha256 expectedSHA.
-func (s *Store) NewBlobWriter(expectedSHA string) (*BlobWriter, error) {
+// NewBlobWriter starts staging an archive expected to have sha256
+// expectedSHA. It fails with ErrClosed once Shutdown or Close began.
+func (s *Store) NewBlobWriter(expectedSHA string) (BlobWriter, error) {
 	if err := checkSHA(expectedSHA); err != nil {
 		return nil, err
 	}
-	w := &BlobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
-	w.cur = s.bufs.Get().(*[]byte)
+	w := &blobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
 	s.mu.Lock()
+	if s.closing {
+		s.mu.Unlock()
+		return nil, ErrClosed
+	}
 	s.active[w.stage] = true
 	s.mu.Unlock()
+	w.cur = s.bufs.Get().(*[]byte)
 	return w, nil
 }
 
 // Write appends p. A failure to store a chunk does not fail Write: the
 // chunk is kept in memory so that readers still get every byte, and Err
 // reports the failure; Commit will then refuse to commit.
-func (w *BlobWriter) Write(p []byte) (int, error) {
+func (w *blobWriter) Write(p []byte) (int, error) {
 	w.hash.Write(p)
 	total := len(p)
 	for len(p) > 0 {
@@ -210,7 +213,7 @@ func (w *BlobWriter) Write(p []byte) (int, error) {
 }
 
 // finishChunk stages the full current chunk and starts a new one.
-func (w *BlobWriter) finishChunk() {
+func (w *blobWriter) finishChunk() {
 	// Readers copy the current chunk under w.mu, and it is replaced only
 	// under w.mu after it is staged, so it can be read outside the lock.
 	idx := w.staged
@@ -252,7 +255,7 @@ func (w *BlobWriter) finishChunk() {
 	w.staged++
 }
 
-func (w *BlobWriter) stageChunk(idx int, data []byte) error {
+func (w *blobWriter) stageChunk(idx int, data []byte) error {
 	if h := w.s.stageHook; h != nil {
 		if err := h(); err != nil {
 			return err
@@ -267,25 +270,25 @@ func (w *BlobWriter) stageChunk(idx int, data []byte) error {
 }
 
 // Written is how many bytes have been written.
-func (w *BlobWriter) Written() int64 {
+func (w *blobWriter) Written() int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.written
 }
 
 // Err reports the first failure to store a chunk, if any.
-func (w *BlobWriter) Err() error {
+func (w *blobWriter) Err() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.err
 }
 
 // Sum is the hex sha256 of everything written so far. Writer goroutine only.
-func (w *BlobWriter) Sum() string { return hex.EncodeToString(w.hash.Sum(nil)) }
+func (w *blobWriter) Sum() string { return hex.EncodeToString(w.hash.Sum(nil)) }
 
 // ReadAt reads bytes already written. It is safe to call from any
 // goroutine for off+len(p) <= Written().
-func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
+func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
 	cs := int64(w.s.chunkSize)
 	n := 0
 	for n < len(p) {
@@ -328,10 +331,13 @@ func (w *BlobWriter) ReadAt(p []byte, off int64) (int, error) {
 // fails if the digest differs from the expected one (ErrDigestMismatch:
 // the writer is aborted) or the blob could not be stored (a chunk, the
 // sync or the commit record failed: readers still get every byte until
-// Close, which removes what was staged). If the blob was
-// committed meanwhile by another writer, that one is kept. ReadAt keeps
-// working until Close.
-func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
+// Close, which removes what was staged). ReadAt keeps working until Close.
+//
+// Any number of writers may commit the same sha256 concurrently: one
+// record is written, and every other writer's Commit succeeds too,
+// returning that record's BlobInfo (its Created is the first writer's);
+// the other writers' staged copies are deleted when they are closed.
+func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.mu.Lock()
 	if w.state != writing {
 		w.mu.Unlock()
@@ -368,15 +374,35 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.giveUp()
 		return BlobInfo{}, err
 	}
+	// Under the blob's lock, the record, the counters and the LRU entry
+	// change together: of any number of writers of this sha256, exactly
+	// one writes the record and counts it; the others find it and drop
+	// their copy when they are closed.
 	var existing *blobRecord
+	unlock := w.s.lockBlob(w.expected)
 	err = w.s.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
-		if old, err := w.s.record(txn, w.expected); err == nil {
+		old, err := w.s.record(txn, w.expected)
+		switch {
+		case err == nil:
 			existing = &old
 			return nil
+		case !errors.Is(err, ErrNotFound):
+			return err
+		}
+		if h := w.s.hooks.recordRead; h != nil {
+			h(w.expected)
 		}
 		return txn.Set(blobKey(w.expected), doc)
 	})
-	w.s.stats.forget(w.expected)
+	w.s.stats.Forget(w.expected)
+	if err == nil && existing == nil {
+		w.s.mu.Lock()
+		w.s.archives++
+		w.s.bytes += rec.Size
+		w.s.mu.Unlock()
+		w.s.lru.addPinned(rec.SHA256)
+	}
+	unlock()
 	if err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)
@@ -385,26 +411,20 @@ func (w *BlobWriter) Commit(h1 string) (BlobInfo, error) {
 	w.state = committed
 	if existing != nil {
 		w.dropOnClose = true
+	} else {
+		w.pinned = true
 	}
 	w.mu.Unlock()
 	if existing != nil {
 		return existing.BlobInfo, nil
 	}
-	w.s.mu.Lock()
-	w.s.archives++
-	w.s.bytes += rec.Size
-	w.s.mu.Unlock()
-	w.s.lru.addPinned(rec.SHA256)
-	w.mu.Lock()
-	w.pinned = true
-	w.mu.Unlock()
 	w.s.evict()
 	return rec.BlobInfo, nil
 }
 
 // giveUp marks a complete, verified writer that could not be committed:
 // readers still get every byte until Close, which deletes what was staged.
-func (w *BlobWriter) giveUp() {
+func (w *blobWriter) giveUp() {
 	w.mu.Lock()
 	if w.state == writing {
 		w.state = uncommittable
@@ -413,7 +433,7 @@ func (w *BlobWriter) giveUp() {
 }
 
 // Abort discards everything staged. Readers get errors from then on.
-func (w *BlobWriter) Abort() error {
+func (w *blobWriter) Abort() error {
 	w.mu.Lock()
 	if w.state != writing {
 		w.mu.Unlock()
@@ -431,7 +451,7 @@ func (w *BlobWriter) Abort() error {
 }
 
 // Close releases the writer's memory; an uncommitted writer is aborted.
-func (w *BlobWriter) Close() error {
+func (w *blobWriter) Close() error {
 	w.mu.Lock()
 	state, drop, n, pinned := w.state, w.dropOnClose, w.staged, w.pinned
 	w.pinned = false
@@ -463,10 +483,16 @@ func (w *BlobWriter) Close() error {
 	return err
 }
 
-func (w *BlobWriter) forget() {
-	w.s.mu.Lock()
-	delete(w.s.active, w.stage)
-	w.s.mu.Unlock()
+// forget ends the writer for the store: it no longer holds Shutdown up.
+func (w *blobWriter) forget() {
+	s := w.s
+	s.mu.Lock()
+	delete(s.active, w.stage)
+	if len(s.active) == 0 && s.drained != nil {
+		close(s.drained)
+		s.drained = nil
+	}
+	s.mu.Unlock()
 }
 
 // reserveUnstaged takes n bytes of the unstaged-memory budget, if there

@@ -32,6 +32,20 @@
 // after each commit until the archives fit; archives open for reading or
 // whose writer is not yet closed are never evicted.
 //
+// OpenBlob and NewBlobWriter return the small interfaces BlobReader and
+// BlobWriter, not the concrete types, so that another tier (an object
+// store, later) can offer the same methods with readers and writers of its
+// own that wrap these, and a caller's Store interface (proxy's) fits both
+// tiers unchanged. They are declared here, with the contract every
+// implementation keeps (reads while writing, what Commit guarantees),
+// rather than by each consumer: a consumer-side declaration could not be
+// named in the Store's method results, so no second tier could fit it.
+//
+// The Store is safe on its own: any number of writers of one sha256 may
+// commit concurrently (one record is kept, see BlobWriter.Commit), and
+// Shutdown lets open writers finish before closing Badger, after which
+// every method fails with ErrClosed.
+//
 // The package knows nothing of HTTP, origins or signatures.
 package cache
 
@@ -123,6 +137,8 @@ type Store struct {
 
 	mu       sync.Mutex
 	active   map[string]bool // stage ids of writers not yet closed
+	closing  bool            // Shutdown or Close began: no new writers
+	drained  chan struct{}   // closed when active empties while closing
 	archives int
 	bytes    int64
 
@@ -136,8 +152,8 @@ type Store struct {
 	// treated as a Badger write failure.
 	stageHook func() error
 
-	lru   lru      // access order, references and eviction of committed blobs
-	stats statMemo // StatBlob answers
+	lru   lru       // access order, references and eviction of committed blobs
+	stats *statMemo // StatBlob answers
 
 	// dbmu guards db and readOnly: every use of db holds it for reading;
 	// reopening read-write holds it for writing.
@@ -149,6 +165,62 @@ type Store struct {
 	gcKick    chan struct{} // asks RunGC for a round now
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+
+	// blobLocks serialise, per sha256, the read-then-write of a blob's
+	// commit record together with the counters and LRU entry that follow
+	// it (Commit, DeleteBlob): see lockBlob.
+	blobLocks [256]sync.Mutex
+
+	// gate counts the database operations under way and refuses new ones
+	// once the store is closed (close.go).
+	gate opGate
+
+	hooks testHooks // set by tests only
+}
+
+// testHooks let tests stop the store at the points where concurrent
+// callers interleave. Every field is nil outside tests.
+type testHooks struct {
+	// recordRead is called by Commit after it found no commit record and
+	// before it writes one, and by DeleteBlob after it read the record and
+	// before it deletes it.
+	recordRead func(sha string)
+	// recordWaits is called by Commit and DeleteBlob when they must wait
+	// for another Commit or DeleteBlob of the same sha256 to finish.
+	recordWaits func(sha string)
+	// shutdownWaits is called when Shutdown starts waiting for writers,
+	// closeWaits when Shutdown or Close waits for operations under way.
+	shutdownWaits, closeWaits func()
+}
+
+// lockBlob locks the commit record of sha (a checked sha256) and returns
+// the unlock function.
+//
+// A lock, rather than Badger's conflict detection: detection is a
+// database-wide option that makes every transaction, archive chunks
+// included, track its reads, and a conflicting commit would still have to
+// be retried; and the counters (Stats) and the LRU entry live outside
+// Badger, so they would need a lock of their own anyway. Badger's
+// directory lock keeps other processes out, so a lock in the Store covers
+// every writer. The locks are striped by the first byte of the sha256:
+// 256 mutexes, no map to grow or clean, and records of different archives
+// rarely wait for each other (and then only for one small write).
+func (s *Store) lockBlob(sha string) (unlock func()) {
+	m := &s.blobLocks[hexNibble(sha[0])<<4|hexNibble(sha[1])]
+	if !m.TryLock() {
+		if h := s.hooks.recordWaits; h != nil {
+			h(sha)
+		}
+		m.Lock()
+	}
+	return m.Unlock
+}
+
+func hexNibble(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
 }
 
 // errNoDB is what reads get while the database is not open: a miss.
@@ -195,7 +267,8 @@ func Open(opts Options) (*Store, error) {
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
 	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
-		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1)}
+		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1),
+		stats: newStatMemo()}
 	if s.maxUnstaged == 0 {
 		s.maxUnstaged = DefaultMaxUnstagedBytes
 	}
@@ -300,7 +373,7 @@ func (s *Store) reopenWritable() {
 	}
 	s.db, s.readOnly = db, false
 	s.dbmu.Unlock()
-	s.stats.reset() // absences seen without the database
+	s.stats.Clear() // absences seen without the database
 	if err := s.recount(); err != nil {
 		s.log.Error("reopening cache", "error", err)
 	}
@@ -398,6 +471,9 @@ func sstBytes(dir string) int64 {
 // Writable returns nil when the cache stores what it is given, or why not
 // (an error wrapping ErrNotWritable).
 func (s *Store) Writable() error {
+	if s.isClosed() {
+		return ErrClosed
+	}
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
 	return s.writableLocked()
@@ -436,6 +512,10 @@ func (s *Store) Reserve() int64 {
 
 // view runs fn in a read-only transaction.
 func (s *Store) view(fn func(txn *badger.Txn) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
 	if s.db == nil {
@@ -447,6 +527,10 @@ func (s *Store) view(fn func(txn *badger.Txn) error) error {
 // update runs fn in a read-write transaction that writes at most cost
 // bytes (entryCost), if the disk has room for them above the reserve.
 func (s *Store) update(cost int64, fn func(txn *badger.Txn) error) error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
 	if err := s.writableLocked(); err != nil {
@@ -469,6 +553,10 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 	for _, k := range keys {
 		cost += entryCost(len(k), 0)
 	}
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
 	if err := s.writableLocked(); err != nil {
@@ -490,6 +578,10 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 
 // sync flushes what was written to disk (writes nothing new).
 func (s *Store) sync() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
 	if err := s.writableLocked(); err != nil {
@@ -503,23 +595,6 @@ func (s *Store) kickGC() {
 	case s.gcKick <- struct{}{}:
 	default:
 	}
-}
-
-// Close stops the free-space checks and closes the database. Writers
-// still open are abandoned; their chunks are removed by the next Open.
-func (s *Store) Close() error {
-	if s.stopWatch != nil {
-		s.stopWatch()
-		<-s.watchDone
-	}
-	s.dbmu.Lock()
-	defer s.dbmu.Unlock()
-	if s.db == nil {
-		return nil
-	}
-	err := s.db.Close()
-	s.db = nil
-	return err
 }
 
 // envelope is a stored metadata document.
@@ -540,11 +615,15 @@ func metaKey(key string) ([]byte, error) {
 	return []byte("m/" + key), nil
 }
 
-// PutMeta stores v, JSON-encoded, under key with the current time.
+// PutMeta stores v, JSON-encoded, under key with the current time. It
+// fails with ErrClosed once Shutdown or Close began.
 func (s *Store) PutMeta(key string, v any) error {
 	k, err := metaKey(key)
 	if err != nil {
 		return err
+	}
+	if s.refusing() {
+		return fmt.Errorf("storing %s: %w", key, ErrClosed)
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -592,11 +671,15 @@ func (s *Store) GetMeta(key string, v any) (time.Time, error) {
 	return env.StoredAt, nil
 }
 
-// DeleteMeta removes the document under key, if any.
+// DeleteMeta removes the document under key, if any. It fails with
+// ErrClosed once Shutdown or Close began.
 func (s *Store) DeleteMeta(key string) error {
 	k, err := metaKey(key)
 	if err != nil {
 		return err
+	}
+	if s.refusing() {
+		return fmt.Errorf("deleting %s: %w", key, ErrClosed)
 	}
 	return s.update(entryCost(len(k), 0), func(txn *badger.Txn) error { return txn.Delete(k) })
 }
@@ -676,7 +759,10 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
 		return BlobInfo{}, err
 	}
-	e, gen, ok := s.stats.get(sha)
+	if s.isClosed() {
+		return BlobInfo{}, ErrClosed
+	}
+	e, gen, ok := s.stats.Get(sha)
 	if ok {
 		if !e.found {
 			return BlobInfo{}, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
@@ -692,15 +778,15 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	case errors.Is(err, errNoDB):
 		// Not remembered: the database may open.
 	case err == nil:
-		s.stats.put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
+		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
 	case errors.Is(err, ErrNotFound):
-		s.stats.put(sha, gen, statEntry{})
+		s.stats.Put(sha, gen, statEntry{})
 	}
 	return rec.BlobInfo, err
 }
 
 // OpenBlob opens a committed blob for reading, or returns ErrNotFound.
-func (s *Store) OpenBlob(sha string) (*Blob, error) {
+func (s *Store) OpenBlob(sha string) (BlobReader, error) {
 	if err := checkSHA(sha); err != nil {
 		return nil, err
 	}
@@ -718,7 +804,7 @@ func (s *Store) OpenBlob(sha string) (*Blob, error) {
 		s.lru.release(sha)
 		return nil, err
 	}
-	return &Blob{s: s, rec: rec, cached: -1}, nil
+	return &blob{s: s, rec: rec, cached: -1}, nil
 }
 
 // DeleteBlob removes a committed blob: its record first, so it is never
@@ -728,21 +814,28 @@ func (s *Store) DeleteBlob(sha string) error {
 		return err
 	}
 	var rec blobRecord
+	unlock := s.lockBlob(sha)
 	err := s.update(entryCost(len(blobKey(sha)), 0), func(txn *badger.Txn) (err error) {
 		if rec, err = s.record(txn, sha); err != nil {
 			return err
 		}
+		if h := s.hooks.recordRead; h != nil {
+			h(sha)
+		}
 		return txn.Delete(blobKey(sha))
 	})
-	s.stats.forget(sha)
+	s.stats.Forget(sha)
+	if err == nil {
+		s.mu.Lock()
+		s.archives--
+		s.bytes -= rec.Size
+		s.mu.Unlock()
+		s.lru.forget(sha)
+	}
+	unlock()
 	if err != nil {
 		return err
 	}
-	s.mu.Lock()
-	s.archives--
-	s.bytes -= rec.Size
-	s.mu.Unlock()
-	s.lru.forget(sha)
 	return s.deleteChunks(rec.Stage, rec.Chunks)
 }
 
@@ -955,6 +1048,10 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 
 // gcRound rewrites (and deletes) at most one value-log file.
 func (s *Store) gcRound() error {
+	if err := s.enter(); err != nil {
+		return err
+	}
+	defer s.leave()
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
 	if err := s.writableLocked(); err != nil {

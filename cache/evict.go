@@ -149,7 +149,7 @@ func (l *lru) unmark(sha string) {
 // size is at most Options.MaxBytes, or nothing more may be evicted.
 func (s *Store) evict() {
 	l := &s.lru
-	if l.max <= 0 {
+	if l.max <= 0 || s.isClosed() {
 		return
 	}
 	if _, total := s.Stats(); total <= l.max {
@@ -181,6 +181,10 @@ func (s *Store) evict() {
 		if errors.Is(err, ErrNotFound) {
 			l.forget(sha)
 			continue
+		}
+		if errors.Is(err, ErrClosed) {
+			l.unmark(sha)
+			return
 		}
 		if err != nil {
 			l.unmark(sha)

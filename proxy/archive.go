@@ -332,7 +332,7 @@ type fetch struct {
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every change below
 	size     int64
-	w        *cache.BlobWriter
+	w        cache.BlobWriter
 	written  int64
 	verified bool
 	err      error
@@ -368,7 +368,7 @@ func (f *fetch) notifyLocked() {
 	f.changed = make(chan struct{})
 }
 
-func (f *fetch) start(size int64, w *cache.BlobWriter) {
+func (f *fetch) start(size int64, w cache.BlobWriter) {
 	f.mu.Lock()
 	f.size, f.w = size, w
 	f.mu.Unlock()

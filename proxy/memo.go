@@ -1,15 +1,17 @@
 package proxy
 
 import (
-	"sync"
 	"time"
+
+	"github.com/tfmirror/tfmirror/internal/memo"
 )
 
 // memoMaxEntries bounds the decoded metadata kept in memory: with more
-// documents than this, one is dropped for every one added. A package record
-// with its rendered VERSION.json takes a few KiB, a long version list with
-// its index.json tens of KiB, so a busy mirror holds at most some tens of
-// MiB here; most hold far less, as few providers are in use at a time.
+// documents than this, the least recently used is dropped for every one
+// added. A package record with its rendered VERSION.json takes a few KiB,
+// a long version list with its index.json tens of KiB, so a busy mirror
+// holds at most some tens of MiB here; most hold far less, as few
+// providers are in use at a time.
 const memoMaxEntries = 4096
 
 // metaMemo keeps metadata documents decoded from the cache in memory, so
@@ -21,9 +23,7 @@ const memoMaxEntries = 4096
 //
 // Values are shared between requests and must not be modified.
 type metaMemo struct {
-	mu  sync.Mutex
-	gen uint64 // incremented by every forget
-	m   map[string]memoEntry
+	m *memo.Memo[string, memoEntry]
 }
 
 type memoEntry struct {
@@ -31,39 +31,23 @@ type memoEntry struct {
 	val      any
 }
 
-func newMetaMemo() *metaMemo { return &metaMemo{m: make(map[string]memoEntry)} }
+func newMetaMemo() *metaMemo {
+	return &metaMemo{m: memo.New[string, memoEntry](memoMaxEntries)}
+}
 
 // get returns the remembered document under key and when it was stored.
 // When there is none, it returns the generation to pass to put after
 // reading the document from the store.
 func (m *metaMemo) get(key string) (val any, storedAt time.Time, gen uint64, ok bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	e, ok := m.m[key]
-	return e.val, e.storedAt, m.gen, ok
+	e, gen, ok := m.m.Get(key)
+	return e.val, e.storedAt, gen, ok
 }
 
 // put remembers a document read from the store, unless a write happened
 // since get returned gen.
 func (m *metaMemo) put(key string, gen uint64, val any, storedAt time.Time) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if gen != m.gen {
-		return
-	}
-	if _, ok := m.m[key]; !ok && len(m.m) >= memoMaxEntries {
-		for k := range m.m { // an arbitrary one
-			delete(m.m, k)
-			break
-		}
-	}
-	m.m[key] = memoEntry{storedAt: storedAt, val: val}
+	m.m.Put(key, gen, memoEntry{storedAt: storedAt, val: val})
 }
 
 // forget drops key; call it after writing (or failing to write) key.
-func (m *metaMemo) forget(key string) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.gen++
-	delete(m.m, key)
-}
+func (m *metaMemo) forget(key string) { m.m.Forget(key) }

@@ -34,8 +34,8 @@ type Store interface {
 	PutMeta(key string, v any) error
 	GetMeta(key string, v any) (time.Time, error)
 	StatBlob(sha string) (cache.BlobInfo, error)
-	OpenBlob(sha string) (*cache.Blob, error)
-	NewBlobWriter(expectedSHA string) (*cache.BlobWriter, error)
+	OpenBlob(sha string) (cache.BlobReader, error)
+	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 	Stats() (archives int, bytes int64)
 }

@@ -1,0 +1,49 @@
+package cache
+
+import "io"
+
+// BlobReader reads a committed archive; OpenBlob returns one. ReadAt is
+// safe for concurrent use; Read and Seek share one position and are not.
+// After the store is closed its reads fail with ErrClosed.
+type BlobReader interface {
+	io.ReaderAt
+	io.ReadSeekCloser // Close releases the archive's protection from eviction
+	// Size is the archive's length in bytes.
+	Size() int64
+	// Info describes the archive.
+	Info() BlobInfo
+}
+
+// BlobWriter stages an archive as it arrives and then commits it;
+// NewBlobWriter returns one. One goroutine calls Write, Sum and Commit;
+// any number may call ReadAt for bytes already written, Written and Err,
+// until Close. Close must always be called: it releases the writer's
+// memory, aborts it if it was not committed, and ends it for Shutdown.
+type BlobWriter interface {
+	// Write appends p. A failure to store it does not fail Write (readers
+	// still get every byte); Err reports it and Commit then fails.
+	io.Writer
+	// ReadAt reads bytes already written, for off+len(p) <= Written().
+	io.ReaderAt
+	// Written is how many bytes have been written.
+	Written() int64
+	// Sum is the hex sha256 of everything written so far.
+	Sum() string
+	// Err reports the first failure to store what was written, if any.
+	Err() error
+	// Commit makes the archive visible under its sha256, recording h1.
+	// It fails with ErrDigestMismatch (and aborts the writer) when the
+	// bytes do not have the expected sha256, and with another error when
+	// they could not be stored (readers still get every byte until
+	// Close). Any number of writers may commit one sha256 concurrently:
+	// one record is kept, and every Commit succeeds with its BlobInfo.
+	Commit(h1 string) (BlobInfo, error)
+	// Abort discards what was staged; readers get errors from then on.
+	Abort() error
+	io.Closer
+}
+
+var (
+	_ BlobReader = (*blob)(nil)
+	_ BlobWriter = (*blobWriter)(nil)
+)

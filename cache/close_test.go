@@ -1,0 +1,214 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"testing"
+	"time"
+)
+
+// Shutdown refuses new writers at once, lets the writer already open
+// finish and commit, and only then closes the database; afterwards every
+// read fails with ErrClosed instead of reaching a closed Badger.
+func TestShutdownWaitsForOpenWriter(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, ChunkSize: testChunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutMeta("versions/a", "doc"); err != nil {
+		t.Fatal(err)
+	}
+	old := randomBytes(testChunk*2+1, 30)
+	put(t, s, old)
+	reader, err := s.OpenBlob(shaOf(old)) // open across the shutdown
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+
+	data := randomBytes(testChunk*3+5, 31)
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(data[:testChunk+7])
+
+	waiting := make(chan struct{})
+	s.hooks.shutdownWaits = func() { close(waiting) }
+	done := make(chan error, 1)
+	go func() { done <- s.Shutdown(t.Context()) }()
+	<-waiting
+
+	if _, err := s.NewBlobWriter(shaOf(old)); !errors.Is(err, ErrClosed) {
+		t.Errorf("NewBlobWriter during shutdown: %v, want ErrClosed", err)
+	}
+	if err := s.PutMeta("versions/b", "doc"); !errors.Is(err, ErrClosed) {
+		t.Errorf("PutMeta during shutdown: %v, want ErrClosed", err)
+	}
+	var doc string
+	if _, err := s.GetMeta("versions/a", &doc); err != nil || doc != "doc" {
+		t.Errorf("GetMeta during shutdown = %q, %v; reads go on until the writers are done", doc, err)
+	}
+	// The open writer finishes its work.
+	w.Write(data[testChunk+7:])
+	if _, err := w.Commit("h1:test"); err != nil {
+		t.Fatalf("Commit during shutdown: %v", err)
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Shutdown returned (%v) while a writer was still open", err)
+	default:
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("Shutdown: %v", err)
+	}
+
+	// Everything fails cleanly now.
+	if _, err := s.GetMeta("versions/a", &doc); !errors.Is(err, ErrClosed) {
+		t.Errorf("GetMeta after shutdown: %v, want ErrClosed", err)
+	}
+	if err := s.ScanMeta("", func(string, time.Time, json.RawMessage) error { return nil }); !errors.Is(err, ErrClosed) {
+		t.Errorf("ScanMeta after shutdown: %v, want ErrClosed", err)
+	}
+	if _, err := s.StatBlob(shaOf(data)); !errors.Is(err, ErrClosed) {
+		t.Errorf("StatBlob after shutdown: %v, want ErrClosed", err)
+	}
+	if _, err := s.OpenBlob(shaOf(data)); !errors.Is(err, ErrClosed) {
+		t.Errorf("OpenBlob after shutdown: %v, want ErrClosed", err)
+	}
+	if _, err := reader.ReadAt(make([]byte, 10), testChunk); !errors.Is(err, ErrClosed) {
+		t.Errorf("ReadAt of a blob left open: %v, want ErrClosed", err)
+	}
+	if err := s.DeleteBlob(shaOf(old)); !errors.Is(err, ErrClosed) {
+		t.Errorf("DeleteBlob after shutdown: %v, want ErrClosed", err)
+	}
+	if _, err := s.ChunkCount(); !errors.Is(err, ErrClosed) {
+		t.Errorf("ChunkCount after shutdown: %v, want ErrClosed", err)
+	}
+	if err := s.Ping(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Ping after shutdown: %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("Close after Shutdown: %v", err)
+	}
+
+	// The writer's archive was committed before the database closed.
+	s2, err := Open(Options{Dir: dir, ChunkSize: testChunk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s2.Close()
+	b, err := s2.OpenBlob(shaOf(data))
+	if err != nil {
+		t.Fatalf("archive committed during shutdown is gone: %v", err)
+	}
+	got := make([]byte, len(data))
+	if _, err := b.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("archive committed during shutdown reads back wrong: %v", err)
+	}
+	b.Close()
+	if n, err := s2.ChunkCount(); err != nil || n != 4+3 {
+		t.Errorf("ChunkCount after reopening = %d, %v; want 7", n, err)
+	}
+}
+
+// When the wait ends (ctx) or is not wanted (Close), the writers still
+// open are abandoned: the database closes, they fail with ErrClosed
+// without panicking, and the next Open removes what they staged.
+func TestCloseAbandonsOpenWriter(t *testing.T) {
+	tests := []struct {
+		name    string
+		close   func(s *Store) error
+		wantErr error
+	}{
+		{"close", func(s *Store) error { return s.Close() }, nil},
+		{"shutdown cancelled", func(s *Store) error {
+			ctx, cancel := context.WithCancel(context.Background())
+			s.hooks.shutdownWaits = cancel
+			return s.Shutdown(ctx)
+		}, context.Canceled},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, err := Open(Options{Dir: dir, ChunkSize: testChunk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			data := randomBytes(testChunk*3+5, 32)
+			w, err := s.NewBlobWriter(shaOf(data))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(data[:testChunk*2])
+			if err := tc.close(s); !errors.Is(err, tc.wantErr) || (tc.wantErr == nil) != (err == nil) {
+				t.Fatalf("closing: %v, want %v", err, tc.wantErr)
+			}
+			// The abandoned writer goes on without reaching Badger.
+			w.Write(data[testChunk*2:])
+			if _, err := w.Commit("h1:test"); !errors.Is(err, ErrClosed) {
+				t.Errorf("Commit after close: %v, want ErrClosed", err)
+			}
+			if _, err := w.ReadAt(make([]byte, 10), 0); !errors.Is(err, ErrClosed) {
+				t.Errorf("ReadAt of a staged chunk after close: %v, want ErrClosed", err)
+			}
+			if err := w.Close(); !errors.Is(err, ErrClosed) {
+				t.Errorf("writer Close after close: %v, want ErrClosed", err)
+			}
+
+			s2, err := Open(Options{Dir: dir, ChunkSize: testChunk})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s2.Close()
+			if n, err := s2.ChunkCount(); err != nil || n != 0 {
+				t.Errorf("ChunkCount after reopening = %d, %v; want 0", n, err)
+			}
+			if _, err := s2.StatBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+				t.Errorf("StatBlob after reopening: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// Close waits for an operation under way: a scan's callback still runs
+// while Close waits, sees ErrClosed for anything new, and Badger closes
+// only once the scan is over.
+func TestCloseWaitsForOperationUnderWay(t *testing.T) {
+	s := openTest(t, "")
+	if err := s.PutMeta("versions/a", "doc"); err != nil {
+		t.Fatal(err)
+	}
+	inScan := make(chan struct{})
+	closing := make(chan struct{})
+	s.hooks.closeWaits = func() { close(closing) }
+	done := make(chan error, 1)
+	err := s.ScanMeta("versions/", func(string, time.Time, json.RawMessage) error {
+		close(inScan)
+		go func() { done <- s.Close() }()
+		<-closing
+		var doc string
+		if _, err := s.GetMeta("versions/a", &doc); !errors.Is(err, ErrClosed) {
+			t.Errorf("GetMeta while Close waits: %v, want ErrClosed", err)
+		}
+		select {
+		case err := <-done:
+			t.Errorf("Close returned (%v) during a scan", err)
+		default:
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("ScanMeta: %v", err)
+	}
+	<-inScan
+	if err := <-done; err != nil {
+		t.Fatalf("Close: %v", err)
+	}
+}
