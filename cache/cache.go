@@ -684,29 +684,53 @@ func (s *Store) DeleteMeta(key string) error {
 	return s.update(entryCost(len(k), 0), func(txn *badger.Txn) error { return txn.Delete(k) })
 }
 
+// scanBatch is how many documents ScanMeta reads per read transaction.
+const scanBatch = 256
+
 // ScanMeta calls fn for every document whose key starts with prefix, in
-// key order, until fn returns an error.
+// key order, until fn returns an error. fn runs outside any transaction
+// or lock of the store, so it may call the store itself: documents are
+// read in batches, each in a transaction of its own, so a document
+// written during the scan may or may not be seen.
 func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
+	type doc struct {
+		key string
+		env envelope
+	}
 	p := []byte("m/" + prefix)
-	err := s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			var env envelope
-			if err := item.Value(func(val []byte) error { return json.Unmarshal(val, &env) }); err != nil {
-				return err
+	start := p
+	for {
+		var batch []doc
+		err := s.view(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
+			defer it.Close()
+			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
+				item := it.Item()
+				d := doc{key: string(item.Key())}
+				if err := item.Value(func(val []byte) error { return json.Unmarshal(val, &d.env) }); err != nil {
+					return err
+				}
+				batch = append(batch, d)
 			}
-			if err := fn(strings.TrimPrefix(string(item.Key()), "m/"), env.StoredAt, env.Value); err != nil {
+			return nil
+		})
+		if errors.Is(err, errNoDB) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, d := range batch {
+			if err := fn(strings.TrimPrefix(d.key, "m/"), d.env.StoredAt, d.env.Value); err != nil {
 				return err
 			}
 		}
-		return nil
-	})
-	if errors.Is(err, errNoDB) {
-		return nil
+		if len(batch) < scanBatch {
+			return nil
+		}
+		// Resume just after the last key read.
+		start = append([]byte(batch[len(batch)-1].key), 0)
 	}
-	return err
 }
 
 // BlobInfo describes a committed archive.

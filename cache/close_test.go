@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -177,38 +178,66 @@ func TestCloseAbandonsOpenWriter(t *testing.T) {
 	}
 }
 
-// Close waits for an operation under way: a scan's callback still runs
-// while Close waits, sees ErrClosed for anything new, and Badger closes
-// only once the scan is over.
-func TestCloseWaitsForOperationUnderWay(t *testing.T) {
+// A scan's callback runs outside the store's locks: it may read the store,
+// and the database may be closed or swapped meanwhile (the free-space
+// watcher reopening it read-write), without a deadlock.
+func TestScanCallbackHoldsNoLock(t *testing.T) {
 	s := openTest(t, "")
-	if err := s.PutMeta("versions/a", "doc"); err != nil {
-		t.Fatal(err)
-	}
-	inScan := make(chan struct{})
-	closing := make(chan struct{})
-	s.hooks.closeWaits = func() { close(closing) }
-	done := make(chan error, 1)
-	err := s.ScanMeta("versions/", func(string, time.Time, json.RawMessage) error {
-		close(inScan)
-		go func() { done <- s.Close() }()
-		<-closing
-		var doc string
-		if _, err := s.GetMeta("versions/a", &doc); !errors.Is(err, ErrClosed) {
-			t.Errorf("GetMeta while Close waits: %v, want ErrClosed", err)
+	for i := range scanBatch + 1 {
+		if err := s.PutMeta(fmt.Sprintf("versions/%04d", i), "doc"); err != nil {
+			t.Fatal(err)
 		}
+	}
+	var seen int
+	err := s.ScanMeta("versions/", func(key string, _ time.Time, _ json.RawMessage) error {
+		seen++
+		if seen > 1 {
+			return nil
+		}
+		// Takes the store's database lock for writing: it would wait
+		// forever for a callback run under the read lock.
+		swapped := make(chan struct{})
+		go func() { s.reopenWritable(); close(swapped) }()
 		select {
-		case err := <-done:
-			t.Errorf("Close returned (%v) during a scan", err)
-		default:
+		case <-swapped:
+		case <-time.After(10 * time.Second):
+			panic("reopening the database waited for a scan callback: deadlock")
+		}
+		var doc string
+		if _, err := s.GetMeta(key, &doc); err != nil || doc != "doc" {
+			t.Errorf("GetMeta from a scan callback = %q, %v", doc, err)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatalf("ScanMeta: %v", err)
+	if err != nil || seen != scanBatch+1 {
+		t.Fatalf("ScanMeta saw %d documents, err %v; want %d", seen, err, scanBatch+1)
 	}
-	<-inScan
-	if err := <-done; err != nil {
-		t.Fatalf("Close: %v", err)
+}
+
+// Close during a scan does not wait for the callback; the scan ends with
+// ErrClosed at its next read of the store.
+func TestCloseDuringScan(t *testing.T) {
+	s := openTest(t, "")
+	for i := range scanBatch + 1 {
+		if err := s.PutMeta(fmt.Sprintf("versions/%04d", i), "doc"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := true
+	err := s.ScanMeta("versions/", func(string, time.Time, json.RawMessage) error {
+		if first {
+			first = false
+			if err := s.Close(); err != nil {
+				t.Errorf("Close during a scan: %v", err)
+			}
+			var doc string
+			if _, err := s.GetMeta("versions/0000", &doc); !errors.Is(err, ErrClosed) {
+				t.Errorf("GetMeta after Close: %v, want ErrClosed", err)
+			}
+		}
+		return nil
+	})
+	if !errors.Is(err, ErrClosed) {
+		t.Fatalf("ScanMeta across Close: %v, want ErrClosed", err)
 	}
 }
