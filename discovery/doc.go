@@ -22,7 +22,7 @@
 //   - reading origin credentials the way Terraform does (LoadCredentials:
 //     CLI-config credentials blocks and TF_TOKEN_<host> variables).
 //
-// It does not decide which origin hosts may be used (package proxy does), does
+// It does not decide which origin hosts may be used (package mirror does), does
 // not verify hashes or signatures (package verify does), and caches nothing
 // except service discovery results for their TTL. Its errors know nothing of
 // the HTTP status codes tfmirror answers with: ErrNotFound, ErrNoProviderService

@@ -10,20 +10,8 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
-)
-
-// Errors of the mirror itself. Origin errors come from package discovery,
-// integrity errors from package verify; statusOf maps all of them.
-var (
-	// ErrOriginNotAllowed: the request names a host outside the allowed origins.
-	ErrOriginNotAllowed = errors.New("origin host is not allowed on this mirror")
-	// ErrVersionNotFound: the origin does not list the requested version.
-	ErrVersionNotFound = errors.New("version not found")
-	// ErrPlatformNotFound: the version has no package for the requested platform.
-	ErrPlatformNotFound = errors.New("platform not available")
-	// ErrOffline: the mirror runs sealed and does not hold what was asked for.
-	ErrOffline = errors.New("mirror is offline (never contacts origins) and does not have this in its cache")
 )
 
 // RequestError is a malformed request: a bad path part or method.
@@ -38,8 +26,10 @@ func badRequest(format string, args ...any) error {
 	return &RequestError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
 }
 
-// statusOf is the one place where errors become HTTP status codes. Trouble
-// at an origin is never 404: clients read 404 as "no such provider".
+// statusOf is the one place where errors become HTTP status codes: the
+// engine's (package mirror), the origin client's (package discovery),
+// verification's (package verify) and the front door's own. Trouble at an
+// origin is never 404: clients read 404 as "no such provider".
 func statusOf(err error) int {
 	var reqErr *RequestError
 	var originErr *discovery.OriginError
@@ -53,13 +43,14 @@ func statusOf(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusForbidden
-	case errors.Is(err, ErrOriginNotAllowed),
+	case errors.Is(err, mirror.ErrOriginNotAllowed),
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
-		errors.Is(err, ErrVersionNotFound),
-		errors.Is(err, ErrPlatformNotFound):
+		errors.Is(err, mirror.ErrVersionNotFound),
+		errors.Is(err, mirror.ErrPlatformNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrOffline), errors.Is(err, discovery.ErrCircuitOpen):
+	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
+		errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable
 	case errors.Is(err, verify.ErrIntegrity):
 		return http.StatusBadGateway

@@ -19,6 +19,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // FuzzParseRequestPath feeds raw (percent-encoded) path segments to the
@@ -130,11 +131,11 @@ func FuzzTranslateVersions(f *testing.F) {
 				vi.Platforms = append(vi.Platforms, discovery.Platform{OS: pl.OS, Arch: pl.Arch})
 			}
 			infos = append(infos, vi)
-			if pv, err := parseSemver(v.Version); err == nil {
+			if pv, err := mirror.ParseSemver(v.Version); err == nil {
 				want[pv.String()] = true
 			}
 		}
-		list := translateVersions(infos, func(string, error) {})
+		list := mirror.TranslateVersions(infos, func(string, error) {})
 
 		var prev *versions.Version
 		for _, e := range list.Versions {
@@ -176,11 +177,11 @@ func FuzzTranslateVersions(f *testing.F) {
 		base, _ := url.Parse("https://mirror.example/registry.terraform.io/hashicorp/random/x.json")
 		for _, e := range list.Versions {
 			v, _ := parseVersion(e.Version)
-			rec := &packageRecord{Version: e.Version, Archives: map[string]archiveRecord{}}
+			var archives []mirror.PlatformArchive
 			for _, pl := range e.Platforms {
-				rec.Archives[pl] = archiveRecord{SHA256: strings.Repeat("ab", 32)}
+				archives = append(archives, mirror.PlatformArchive{Platform: pl, ArchiveRecord: mirror.ArchiveRecord{SHA256: strings.Repeat("ab", 32)}})
 			}
-			vd := newVersionDocument(typ, v, rec, e.Platforms, func(string) string { return "" })
+			vd := newVersionDocument(typ, v, archives)
 			raw, err := json.Marshal(vd)
 			if err != nil || !json.Valid(raw) || bytes.Contains(raw, []byte(`"archives":null`)) {
 				t.Fatalf("VERSION.json %s: %v", raw, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
 	"github.com/tfmirror/tfmirror/metrics"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
@@ -38,13 +39,17 @@ type overrides struct {
 	environ []string
 }
 
-// mirror is a wired tfmirror: cache, origin client, protocol server.
+// mirror is a wired tfmirror: cache, origin client, pull-through engine,
+// protocol server.
 type mirror struct {
-	cfg     serveConfig
-	log     *slog.Logger
-	store   *cache.Store
-	proxy   *proxy.Server
-	metrics *metrics.Metrics
+	cfg    serveConfig
+	log    *slog.Logger
+	store  *cache.Store
+	engine *pullthrough.Engine
+	// closeEngine shuts the engine down, then closes the cache.
+	closeEngine func(ctx context.Context) error
+	proxy       *proxy.Server
+	metrics     *metrics.Metrics
 	// registry holds every collector, for tests to read metrics.
 	registry *prometheus.Registry
 	handler  http.Handler
@@ -81,63 +86,27 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
-	m.store, err = cache.Open(cache.Options{
-		Dir:      filepath.Join(cfg.DataDir, "cache"),
-		Logger:   logger,
-		MaxBytes: cfg.CacheMaxBytes,
-		OnEvict:  func(cache.BlobInfo) { m.metrics.Evicted(1) },
-	})
+	m.engine, m.store, m.closeEngine, err = openEngine(cfg, logger, o, m.metrics)
 	if err != nil {
-		return nil, fmt.Errorf("opening cache: %w", err)
+		return nil, err
 	}
-	store := m.store // m is nil when an error is returned
+	closeEngine := m.closeEngine // m is nil when an error is returned
 	defer func() {
 		if err != nil {
-			store.Close()
+			closeEngine(context.Background())
 		}
 	}()
-	originCfg := discovery.Config{
-		UserAgent:       "tfmirror/" + version,
-		AllowPrivate:    cfg.AllowPrivateOrigins,
-		RootCAs:         o.rootCAs,
-		DialContext:     o.dialContext,
-		DiscoveryTTL:    cfg.DiscoveryTTL,
-		MaxArchiveBytes: cfg.MaxArchiveBytes,
-		RequestTimeout:  cfg.OriginTimeout,
-		// The flags say 0 for "none"; discovery.Config says negative.
-		Retries:          disabledIfZero(cfg.OriginRetries),
-		BreakerThreshold: disabledIfZero(cfg.BreakerThreshold),
-		BreakerCooldown:  cfg.BreakerCooldown,
-		Logger:           logger,
-		Observer:         m.metrics,
-	}
-	if err := originNetwork(&originCfg, cfg, o, logger); err != nil {
-		return nil, err
-	}
-	if o.origin != nil {
-		o.origin(&originCfg)
-	}
-	client, err := discovery.New(originCfg)
-	if err != nil {
-		return nil, err
-	}
 	m.auth, err = loadAuth(cfg)
 	if err != nil {
 		return nil, err
 	}
 	m.proxy, err = proxy.New(proxy.Config{
-		Auth:            m.auth,
-		AllowedOrigins:  cfg.AllowedOrigins,
-		Platforms:       cfg.Platforms,
-		VersionsTTL:     cfg.VersionsTTL,
-		MaxArchiveBytes: cfg.MaxArchiveBytes,
-		Logger:          logger,
-		Metrics:         m.metrics,
-		PublicURL:       cfg.PublicURL,
-		PlainHTTP:       cfg.InsecureHTTP,
-		Version:         version,
-		Offline:         cfg.Offline,
-	}, client, m.store)
+		Auth:      m.auth,
+		Logger:    logger,
+		PublicURL: cfg.PublicURL,
+		PlainHTTP: cfg.InsecureHTTP,
+		Version:   version,
+	}, m.engine)
 	if err != nil {
 		return nil, err
 	}
@@ -184,7 +153,8 @@ const gcInterval = 5 * time.Minute
 
 // serve runs the mirror on ln until ctx is done, then shuts down
 // gracefully: no new connections, requests and downloads in flight get
-// ShutdownTimeout to finish, and the cache is closed cleanly.
+// ShutdownTimeout to finish; then the engine is shut down (downloads still
+// running are cancelled and waited for) and the cache is closed cleanly.
 func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           m.handler,
@@ -222,7 +192,7 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		if err != nil {
 			srv.Close()
 			stopGC()
-			m.store.Close()
+			m.closeEngine(context.Background())
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
 		mux := http.NewServeMux()
@@ -237,8 +207,9 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 	}
 	select {
 	case err := <-errc:
+		srv.Close()
 		stopGC()
-		m.store.Close()
+		m.closeEngine(context.Background())
 		return err
 	case <-ctx.Done():
 	}
@@ -253,12 +224,12 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err)
 		srv.Close()
 	}
-	if werr := m.proxy.Wait(sctx); werr != nil {
-		m.log.Warn("archive downloads still running at the shutdown deadline", "error", werr)
-	}
 	stopGC()
-	if cerr := m.store.Close(); cerr != nil {
-		return fmt.Errorf("closing cache: %w", cerr)
+	// The engine after the server, so that no request starts work it
+	// would not wait for; the cache after the engine, so that nothing
+	// writes to it once closed.
+	if cerr := m.closeEngine(sctx); cerr != nil {
+		return cerr
 	}
 	m.log.Info("stopped")
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -284,7 +255,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		m.store.Close()
+		m.closeEngine(context.Background())
 		return err
 	}
 	defer m.reloadTokensOnHangup(ctx)()
