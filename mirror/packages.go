@@ -71,7 +71,10 @@ func packageKey(p discovery.Provider, v versions.Version) string {
 }
 
 // versionEntry finds version v in p's version list, refreshing a list that
-// lacks it (a release newer than the cached list).
+// lacks it (a release newer than the cached list). Only a list that the
+// origin answered lately says that v does not exist (ErrVersionNotFound):
+// when the list could not be refreshed the error is why, and offline it is
+// ErrOffline.
 func (s *Engine) versionEntry(ctx context.Context, p discovery.Provider, v versions.Version) (VersionEntry, bool, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
@@ -88,6 +91,12 @@ func (s *Engine) versionEntry(ctx context.Context, p discovery.Provider, v versi
 		if e, ok := list.Find(v); ok {
 			return e, st.stale, nil
 		}
+	}
+	switch {
+	case st.stale:
+		return VersionEntry{}, false, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
+	case s.cfg.Offline:
+		return VersionEntry{}, false, fmt.Errorf("%w: %s has no version %s in its cached version list", ErrOffline, p, v)
 	}
 	return VersionEntry{}, false, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
 }

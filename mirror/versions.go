@@ -67,6 +67,7 @@ type listState struct {
 	stale    bool      // cached copy served because the refresh failed
 	fetched  bool      // fetched from the origin for this call
 	storedAt time.Time // when the list was fetched from the origin
+	err      error     // why the refresh failed, when stale
 }
 
 // versions returns p's version list, from the cache while it is fresh and
@@ -95,7 +96,7 @@ func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool)
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("versions")
 		s.log.Warn("origin failed, serving cached version list", "provider", p.String(), "stored_at", storedAt, "error", err)
-		return cached, listState{stale: true, storedAt: storedAt}, nil
+		return cached, listState{stale: true, storedAt: storedAt, err: err}, nil
 	}
 	return nil, listState{}, err
 }
