@@ -14,6 +14,18 @@ import (
 	"github.com/tfmirror/tfmirror/verify"
 )
 
+// StatusClientClosedRequest is the status recorded for a request whose
+// client went away before it was answered (nginx's 499). Nobody receives
+// it; it keeps such requests apart from the mirror's own failures in logs
+// and metrics.
+const StatusClientClosedRequest = 499
+
+// clientGoneError is err met while the client had gone away.
+type clientGoneError struct{ err error }
+
+func (e *clientGoneError) Error() string { return "client went away: " + e.err.Error() }
+func (e *clientGoneError) Unwrap() error { return e.err }
+
 // RequestError is a malformed request: a bad path part or method.
 type RequestError struct {
 	Status int // 400 unless set
@@ -33,7 +45,10 @@ func badRequest(format string, args ...any) error {
 func statusOf(err error) int {
 	var reqErr *RequestError
 	var originErr *discovery.OriginError
+	var goneErr *clientGoneError
 	switch {
+	case errors.As(err, &goneErr):
+		return StatusClientClosedRequest
 	case errors.As(err, &reqErr):
 		if reqErr.Status != 0 {
 			return reqErr.Status

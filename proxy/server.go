@@ -178,11 +178,17 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 }
 
 // fail answers with err and logs it once, at a level that says whose
-// fault it is: the mirror's (error), an origin's (warn) or the client's (info).
+// fault it is: the mirror's (error), an origin's (warn) or the client's
+// (info). A client that went away is told nothing and logged at debug.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		err = &clientGoneError{err}
+	}
 	status := writeError(w, err)
 	level := slog.LevelInfo
 	switch {
+	case status == StatusClientClosedRequest:
+		level = slog.LevelDebug
 	case status == http.StatusInternalServerError:
 		level = slog.LevelError
 	case status >= 500:
