@@ -130,6 +130,10 @@ func (src Source) String() string {
 	return fmt.Sprintf("Source(%d)", int(src))
 }
 
+// maxOpenAttempts bounds how often OpenArchive looks for an archive that
+// is committed and evicted between its looking and opening.
+const maxOpenAttempts = 3
+
 // OpenArchive opens the archive of version v of p for platform pl: from
 // the cache, or else from the origin download of it under way, starting
 // one if there is none. The download runs on the engine's context, so
@@ -148,18 +152,24 @@ func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versio
 	if err != nil {
 		return nil, err
 	}
-	if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
-		return arc, err
-	}
-	f, leader, err := s.archives.join(p, a)
-	if err != nil {
-		return nil, err
-	}
-	if f == nil { // committed since we looked
+	var f *fetch
+	var leader bool
+	for attempt := 1; ; attempt++ {
 		if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
 			return arc, err
 		}
-		return nil, errors.New("archive vanished from the cache")
+		f, leader, err = s.archives.join(p, a)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			break
+		}
+		// Committed since we looked, and evicted again by the time we
+		// opened it: look again (the next join fetches it anew).
+		if attempt == maxOpenAttempts {
+			return nil, fmt.Errorf("archive %s keeps vanishing from the cache as it is opened", a.Filename)
+		}
 	}
 	s.metrics.CacheLookup("archive", false)
 	src := Miss

@@ -141,6 +141,7 @@ type fetcher struct {
 	mu       sync.Mutex
 	inflight map[string]*fetch
 	onJoin   func() // test hook: called for every client that joins or starts a fetch
+	onFail   func() // test hook: called when a fetch has failed, before it leaves inflight
 }
 
 func newFetcher(s *Engine) *fetcher {
@@ -200,6 +201,9 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 	err := fr.download(ctx, f, p, a)
 	if err != nil {
 		f.fail(err)
+		if fr.onFail != nil {
+			fr.onFail()
+		}
 		var verr *verify.Error
 		if errors.As(err, &verr) {
 			s.metrics.VerificationFailed(string(verr.Reason))
@@ -242,7 +246,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 	}
 	defer body.Close()
 	if size > s.cfg.MaxArchiveBytes {
-		return fmt.Errorf("archive %s is %d bytes, more than the %d allowed", a.Filename, size, s.cfg.MaxArchiveBytes)
+		return &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed", size, s.cfg.MaxArchiveBytes)}
 	}
 	w, err := s.store.NewBlobWriter(a.SHA256)
 	if err != nil {
@@ -262,7 +266,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 			}
 			if w.Written() > s.cfg.MaxArchiveBytes {
 				w.Abort()
-				return fmt.Errorf("archive %s is larger than the %d bytes allowed", a.Filename, s.cfg.MaxArchiveBytes)
+				return &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
 			}
 			f.progress(w.Written())
 		}
@@ -276,7 +280,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 	}
 	if size >= 0 && w.Written() != size {
 		w.Abort()
-		return fmt.Errorf("origin sent %d bytes of %s, announced %d", w.Written(), a.Filename, size)
+		return &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("%d bytes sent, %d announced", w.Written(), size)}
 	}
 	if got := w.Sum(); got != a.SHA256 {
 		w.Abort()
@@ -317,11 +321,11 @@ func (f *fetch) snapshot() fetchState {
 }
 
 // header returns the archive size once ready, or the error that ended the
-// fetch before it started.
+// fetch, before it started or since.
 func (f *fetch) header() (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.w == nil {
+	if f.w == nil || f.err != nil {
 		return 0, f.err
 	}
 	return f.size, nil

@@ -1,6 +1,9 @@
 package mirror
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // Errors of the engine itself. Origin errors come from package discovery
 // (ErrNotFound, ErrNoProviderService, *OriginError, ErrCircuitOpen),
@@ -19,3 +22,17 @@ var (
 	// ErrShutDown: the engine is shutting down and starts no more origin work.
 	ErrShutDown = errors.New("mirror is shutting down")
 )
+
+// BadArchiveError is a fault the engine found itself in an archive an
+// origin sent: larger than Config.MaxArchiveBytes, or a body of another
+// length than announced. Like a *discovery.OriginError it is the origin's
+// fault, not the mirror's. (An archive whose sha256 differs from the
+// signed checksum is a *verify.Error instead.)
+type BadArchiveError struct {
+	Filename string // the origin's file name
+	Detail   string
+}
+
+func (e *BadArchiveError) Error() string {
+	return fmt.Sprintf("origin sent a bad archive %s: %s", e.Filename, e.Detail)
+}

@@ -43,6 +43,8 @@ type harnessOptions struct {
 	origin   fakeorigin.Options
 	cacheDir string        // on-disk cache (to test restarts); "" = in memory
 	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
+	// wrap, if set, stands between the engine and the cache.
+	wrap func(Store) Store
 }
 
 func newHarness(t *testing.T, opts harnessOptions) *harness {
@@ -90,7 +92,11 @@ func (h *harness) start(opts harnessOptions) {
 	if cfg.AllowedOrigins == nil {
 		cfg.AllowedOrigins = []string{originHost}
 	}
-	engine, err := New(cfg, client, store)
+	var engineStore Store = store
+	if opts.wrap != nil {
+		engineStore = opts.wrap(store)
+	}
+	engine, err := New(cfg, client, engineStore)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,6 +143,7 @@ func mustPlatform(t *testing.T, s string) discovery.Platform {
 
 // archive is what a reader of one archive got.
 type archive struct {
+	opened bool // OpenArchive succeeded
 	body   []byte
 	source Source
 	err    error // opening or reading failed
@@ -152,7 +159,7 @@ func (h *harness) read(ctx context.Context, version, platform string) archive {
 	}
 	defer a.Close()
 	body, err := io.ReadAll(a)
-	return archive{body: body, source: a.Source, err: err}
+	return archive{opened: true, body: body, source: a.Source, err: err}
 }
 
 // packages returns the package metadata of version for platforms (nil: all).

@@ -46,6 +46,7 @@ func statusOf(err error) int {
 	var reqErr *RequestError
 	var originErr *discovery.OriginError
 	var goneErr *clientGoneError
+	var badArchive *mirror.BadArchiveError
 	switch {
 	case errors.As(err, &goneErr):
 		return StatusClientClosedRequest
@@ -67,7 +68,7 @@ func statusOf(err error) int {
 	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
 		errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, verify.ErrIntegrity):
+	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive):
 		return http.StatusBadGateway
 	case errors.As(err, &originErr):
 		switch {

@@ -77,3 +77,19 @@ func TestUnknownVersionWhileListCannotBeRefreshed(t *testing.T) {
 		}
 	})
 }
+
+// An archive the engine refuses for a fault of the origin's (here: larger
+// than allowed) is a 502, like any origin fault, not a 500.
+func TestArchiveOriginFaultIsBadGateway(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: mirror.Config{MaxArchiveBytes: 100}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	r := h.get(archivePath("1.0.0", "linux_amd64"))
+	if r.status != http.StatusBadGateway {
+		t.Fatalf("archive larger than allowed: status %d, want 502: %s", r.status, r.body)
+	}
+	var body errorBody
+	r.json(t, &body)
+	if len(body.Errors) != 1 || !strings.Contains(body.Errors[0], "more than the 100 allowed") {
+		t.Errorf("errors %q do not say what was wrong", body.Errors)
+	}
+}
