@@ -1,7 +1,6 @@
 package proxy
 
 import (
-	"fmt"
 	"net/url"
 	"strings"
 	"unicode"
@@ -11,15 +10,15 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // Limits on request path parts. Real provider addresses are far shorter;
 // anything longer is refused before it reaches the cache or an origin.
 const (
-	maxPartLen     = 64
-	maxHostLen     = 253 + len(":65535")
-	maxVersionLen  = 128
-	maxPlatformLen = 32
+	maxPartLen    = 64
+	maxHostLen    = 253 + len(":65535")
+	maxVersionLen = 128
 )
 
 // parseProvider validates the HOST/NAMESPACE/TYPE parts of a request path,
@@ -101,7 +100,7 @@ func parseVersion(s string) (versions.Version, error) {
 	if s == "" || len(s) > maxVersionLen {
 		return versions.Version{}, badRequest("invalid version %q", s)
 	}
-	v, err := parseSemver(s)
+	v, err := mirror.ParseSemver(s)
 	if err != nil {
 		return versions.Version{}, badRequest("invalid version %q: %v", s, err)
 	}
@@ -111,66 +110,13 @@ func parseVersion(s string) (versions.Version, error) {
 	return v, nil
 }
 
-// parseSemver is versions.ParseVersion made strict and safe. The library
-// panics on a numeric part that does not fit in 64 bits, and both request
-// paths and origin answers can carry such a part; it also accepts
-// prerelease and build parts that semantic versioning forbids, such as
-// "1.0.0+." or "1.0.0-a..b". Both become errors here.
-func parseSemver(s string) (v versions.Version, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			v, err = versions.Version{}, fmt.Errorf("version %q is out of range", s)
-		}
-	}()
-	if v, err = versions.ParseVersion(s); err != nil {
-		return versions.Version{}, err
-	}
-	for _, extra := range []struct{ what, s string }{
-		{"prerelease", string(v.Prerelease)},
-		{"build metadata", string(v.Metadata)},
-	} {
-		if extra.s != "" && !validSemverExtra(extra.s) {
-			return versions.Version{}, fmt.Errorf("%s %q must be dot-separated, non-empty identifiers of letters, digits and dashes", extra.what, extra.s)
-		}
-	}
-	return v, nil
-}
-
-// validSemverExtra reports whether s is a dot-separated series of
-// non-empty [0-9A-Za-z-] identifiers (semver.org items 9 and 10).
-func validSemverExtra(s string) bool {
-	for ident := range strings.SplitSeq(s, ".") {
-		if ident == "" {
-			return false
-		}
-		for _, r := range ident {
-			if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-') {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// parsePlatform parses "os_arch".
+// parsePlatform parses "os_arch" from a request path.
 func parsePlatform(s string) (discovery.Platform, error) {
-	goos, arch, ok := strings.Cut(s, "_")
-	if !ok || !validPlatformWord(goos) || !validPlatformWord(arch) {
-		return discovery.Platform{}, badRequest("invalid platform %q (want os_arch, such as linux_amd64)", s)
+	pl, err := mirror.ParsePlatform(s)
+	if err != nil {
+		return discovery.Platform{}, badRequest("%v", err)
 	}
-	return discovery.Platform{OS: goos, Arch: arch}, nil
-}
-
-func validPlatformWord(s string) bool {
-	if s == "" || len(s) > maxPlatformLen {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9') {
-			return false
-		}
-	}
-	return true
+	return pl, nil
 }
 
 // archiveName is the file name this mirror gives a provider package, the

@@ -12,6 +12,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // benchServer is a mirror in front of a fake origin whose provider has 40
@@ -44,7 +45,12 @@ func benchServer(b *testing.B) *Server {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv, err := New(Config{AllowedOrigins: []string{originHost}, Logger: slog.New(slog.DiscardHandler)}, client, store)
+	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{originHost}, Logger: slog.New(slog.DiscardHandler)}, client, store)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { engine.Close() })
+	srv, err := New(Config{Logger: slog.New(slog.DiscardHandler)}, engine)
 	if err != nil {
 		b.Fatal(err)
 	}

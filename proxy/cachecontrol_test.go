@@ -6,6 +6,8 @@ import (
 	"regexp"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 var strongETag = regexp.MustCompile(`^"[0-9a-f]{64}"$`)
@@ -30,7 +32,7 @@ func TestCacheHeaders(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{cfg: Config{VersionsTTL: tc.ttl}})
+			h := newHarness(t, harnessOptions{engine: mirror.Config{VersionsTTL: tc.ttl}})
 			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 			r := h.get(tc.path)
 			if r.err != nil {
@@ -92,7 +94,7 @@ func TestVersionETagChangesWithHashes(t *testing.T) {
 // TestStaleAnswersMustBeRevalidated: a version list served because the
 // origin is down may be kept by a shared cache but not reused unchecked.
 func TestStaleAnswersMustBeRevalidated(t *testing.T) {
-	h := newHarness(t, harnessOptions{cfg: Config{VersionsTTL: 1}}) // every request refreshes
+	h := newHarness(t, harnessOptions{engine: mirror.Config{VersionsTTL: 1}}) // every request refreshes
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	fresh := h.get(providerPath("index.json"))
 	if fresh.status != http.StatusOK {

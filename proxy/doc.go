@@ -1,25 +1,16 @@
-// Package proxy serves the provider network mirror protocol and fills it
-// from origin registries on demand.
+// Package proxy is tfmirror's HTTP front door: it serves the provider
+// network mirror protocol from the pull-through engine (package mirror).
 //
 // It owns the HTTP routes (HOST/NAMESPACE/TYPE/index.json, VERSION.json and
 // the archives those documents link to), the validation of every request
-// path part, the translation from the provider registry protocol to the
-// mirror protocol, the one function (statusOf) that turns errors into HTTP
-// status codes, and the pull-through orchestration:
+// path part, the rendering of the engine's records as the mirror
+// protocol's JSON (remembered per provider and version), client
+// authentication and signed archive URLs, caching headers, the status
+// page, request instrumentation, and the one function (statusOf) that
+// turns errors, the engine's included, into HTTP status codes.
 //
-//   - version lists are cached for Config.VersionsTTL and served stale when
-//     a refresh fails; only an origin's explicit 404 becomes a 404;
-//   - a version's package metadata is verified against the origin's signed
-//     SHA256SUMS before it is stored, and never changes afterwards;
-//   - an archive is fetched from its origin once however many clients ask,
-//     on a context no single client can cancel, streamed to every waiting
-//     client while it is staged in the cache, and committed only when its
-//     sha256 matched; the final bytes are withheld from clients until then.
-//   - with Config.Offline the mirror is sealed: no origin is ever contacted,
-//     cached version lists are served however old, and anything not cached
-//     fails with ErrOffline (503).
-//
-// It does not speak to origins itself (package discovery does), store
-// anything itself (package cache does), or implement the cryptographic
-// checks (package verify does).
+// It calls the engine through the small Engine interface and never fetches,
+// verifies or stores anything itself: what is cached, when a version list
+// is refreshed or served stale, how an archive download is shared and
+// verified, and offline mode are the engine's business.
 package proxy

@@ -10,21 +10,21 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// Errors of the mirror itself. Origin errors come from package discovery,
-// integrity errors from package verify; statusOf maps all of them.
-var (
-	// ErrOriginNotAllowed: the request names a host outside the allowed origins.
-	ErrOriginNotAllowed = errors.New("origin host is not allowed on this mirror")
-	// ErrVersionNotFound: the origin does not list the requested version.
-	ErrVersionNotFound = errors.New("version not found")
-	// ErrPlatformNotFound: the version has no package for the requested platform.
-	ErrPlatformNotFound = errors.New("platform not available")
-	// ErrOffline: the mirror runs sealed and does not hold what was asked for.
-	ErrOffline = errors.New("mirror is offline (never contacts origins) and does not have this in its cache")
-)
+// StatusClientClosedRequest is the status recorded for a request whose
+// client went away before it was answered (nginx's 499). Nobody receives
+// it; it keeps such requests apart from the mirror's own failures in logs
+// and metrics.
+const StatusClientClosedRequest = 499
+
+// clientGoneError is err met while the client had gone away.
+type clientGoneError struct{ err error }
+
+func (e *clientGoneError) Error() string { return "client went away: " + e.err.Error() }
+func (e *clientGoneError) Unwrap() error { return e.err }
 
 // RequestError is a malformed request: a bad path part or method.
 type RequestError struct {
@@ -38,12 +38,18 @@ func badRequest(format string, args ...any) error {
 	return &RequestError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
 }
 
-// statusOf is the one place where errors become HTTP status codes. Trouble
-// at an origin is never 404: clients read 404 as "no such provider".
+// statusOf is the one place where errors become HTTP status codes: the
+// engine's (package mirror), the origin client's (package discovery),
+// verification's (package verify) and the front door's own. Trouble at an
+// origin is never 404: clients read 404 as "no such provider".
 func statusOf(err error) int {
 	var reqErr *RequestError
 	var originErr *discovery.OriginError
+	var goneErr *clientGoneError
+	var badArchive *mirror.BadArchiveError
 	switch {
+	case errors.As(err, &goneErr):
+		return StatusClientClosedRequest
 	case errors.As(err, &reqErr):
 		if reqErr.Status != 0 {
 			return reqErr.Status
@@ -53,16 +59,17 @@ func statusOf(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusForbidden
-	case errors.Is(err, ErrOriginNotAllowed),
+	case errors.Is(err, mirror.ErrOriginNotAllowed),
 		errors.Is(err, discovery.ErrHostNotAllowed),
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
-		errors.Is(err, ErrVersionNotFound),
-		errors.Is(err, ErrPlatformNotFound):
+		errors.Is(err, mirror.ErrVersionNotFound),
+		errors.Is(err, mirror.ErrPlatformNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, ErrOffline), errors.Is(err, discovery.ErrCircuitOpen):
+	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
+		errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, verify.ErrIntegrity):
+	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive):
 		return http.StatusBadGateway
 	case errors.As(err, &originErr):
 		switch {

@@ -19,6 +19,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // FuzzParseRequestPath feeds raw (percent-encoded) path segments to the
@@ -133,14 +134,14 @@ func FuzzTranslateVersions(f *testing.F) {
 				vi.Platforms = append(vi.Platforms, discovery.Platform{OS: pl.OS, Arch: pl.Arch})
 			}
 			infos = append(infos, vi)
-			if pv, err := parseSemver(v.Version); err == nil {
+			if pv, err := mirror.ParseSemver(v.Version); err == nil {
 				want[pv.String()] = true
 				if !slices.Contains(spelt[pv.String()], v.Version) {
 					spelt[pv.String()] = append(spelt[pv.String()], v.Version)
 				}
 			}
 		}
-		list := translateVersions(infos, func(string, error) {})
+		list := mirror.TranslateVersions(infos, func(string, error) {})
 
 		var prev *versions.Version
 		for _, e := range list.Versions {
@@ -156,7 +157,11 @@ func FuzzTranslateVersions(f *testing.F) {
 				t.Fatalf("served version %q the origin did not list", e.Version)
 			}
 			delete(want, e.Version)
-			got := append([]string{e.originVersion()}, e.Aliases...)
+			asked := e.Origin // the spelling the origin is asked for
+			if asked == "" {
+				asked = e.Version
+			}
+			got := append([]string{asked}, e.Aliases...)
 			wantSpelt := slices.Sorted(slices.Values(spelt[e.Version]))
 			if !slices.Equal(slices.Sorted(slices.Values(got)), wantSpelt) {
 				t.Fatalf("spellings of %s kept: %q, the origin listed %q", e.Version, got, wantSpelt)
@@ -190,11 +195,11 @@ func FuzzTranslateVersions(f *testing.F) {
 		base, _ := url.Parse("https://mirror.example/registry.terraform.io/hashicorp/random/x.json")
 		for _, e := range list.Versions {
 			v, _ := parseVersion(e.Version)
-			rec := &packageRecord{Version: e.Version, Archives: map[string]archiveRecord{}}
+			var archives []mirror.PlatformArchive
 			for _, pl := range e.Platforms {
-				rec.Archives[pl] = archiveRecord{SHA256: strings.Repeat("ab", 32)}
+				archives = append(archives, mirror.PlatformArchive{Platform: pl, ArchiveRecord: mirror.ArchiveRecord{SHA256: strings.Repeat("ab", 32)}})
 			}
-			vd := newVersionDocument(typ, v, rec, e.Platforms, func(string) string { return "" })
+			vd := newVersionDocument(typ, v, archives)
 			raw, err := json.Marshal(vd)
 			if err != nil || !json.Valid(raw) || bytes.Contains(raw, []byte(`"archives":null`)) {
 				t.Fatalf("VERSION.json %s: %v", raw, err)

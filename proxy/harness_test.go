@@ -14,11 +14,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/apparentlymart/go-versions/versions"
-
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // originHost is the provider host the tests use; its name resolves, for
@@ -29,13 +28,15 @@ type harness struct {
 	t      *testing.T
 	origin *fakeorigin.Origin
 	store  *cache.Store
+	engine *mirror.Engine
 	server *Server
 	http   *httptest.Server
 	dir    string
 }
 
 type harnessOptions struct {
-	cfg      Config
+	cfg      Config        // the front door's
+	engine   mirror.Config // the engine's (AllowedOrigins defaults to originHost)
 	origin   fakeorigin.Options
 	cacheDir string        // on-disk cache (to test restarts); "" = in memory
 	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
@@ -76,14 +77,24 @@ func (h *harness) start(opts harnessOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logger := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	ecfg := opts.engine
+	if ecfg.Logger == nil {
+		ecfg.Logger = logger
+	}
+	if ecfg.AllowedOrigins == nil {
+		ecfg.AllowedOrigins = []string{originHost}
+	}
+	engine, err := mirror.New(ecfg, client, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine = engine
 	cfg := opts.cfg
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = logger
 	}
-	if cfg.AllowedOrigins == nil {
-		cfg.AllowedOrigins = []string{originHost}
-	}
-	srv, err := New(cfg, client, store)
+	srv, err := New(cfg, engine)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +110,7 @@ func (h *harness) stop() {
 	h.http.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := h.server.Wait(ctx); err != nil {
+	if err := h.engine.Shutdown(ctx); err != nil {
 		h.t.Errorf("archive fetches still running: %v", err)
 	}
 	h.store.Close()
@@ -163,7 +174,7 @@ func (h *harness) waitIdle() {
 	h.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := h.server.Wait(ctx); err != nil {
+	if err := h.engine.Wait(ctx); err != nil {
 		h.t.Fatalf("archive fetch did not end: %v", err)
 	}
 }
@@ -175,24 +186,6 @@ func (h *harness) waitCommitted(sha string) {
 	if _, err := h.store.StatBlob(sha); err != nil {
 		h.t.Fatalf("archive %s not cached: %v", sha, err)
 	}
-}
-
-func mustProvider(t *testing.T) discovery.Provider {
-	t.Helper()
-	p, err := parseProvider(originHost, ns, typ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return p
-}
-
-func mustVersion(t *testing.T, s string) versions.Version {
-	t.Helper()
-	v, err := parseVersion(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return v
 }
 
 type testLogWriter struct{ t *testing.T }

@@ -5,16 +5,17 @@ import (
 	"context"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -114,7 +115,7 @@ func TestVersionTranslation(t *testing.T) {
 }
 
 func TestPlatformFilter(t *testing.T) {
-	h := newHarness(t, harnessOptions{cfg: Config{Platforms: []string{"linux_amd64"}}})
+	h := newHarness(t, harnessOptions{engine: mirror.Config{Platforms: []string{"linux_amd64"}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 
 	var doc versionDocument
@@ -184,7 +185,7 @@ func TestErrorStatuses(t *testing.T) {
 }
 
 func TestNotAllowedHostMakesNoConnection(t *testing.T) {
-	h := newHarness(t, harnessOptions{cfg: Config{AllowedOrigins: []string{"registry.opentofu.org"}}})
+	h := newHarness(t, harnessOptions{engine: mirror.Config{AllowedOrigins: []string{"registry.opentofu.org"}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	for _, path := range []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64")} {
 		if r := h.get(path); r.status != http.StatusNotFound {
@@ -211,7 +212,7 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{cfg: Config{Platforms: []string{pl}}})
+			h := newHarness(t, harnessOptions{engine: mirror.Config{Platforms: []string{pl}}})
 			h.origin.AddProvider(ns, typ, []string{version}, platforms)
 			tc.inject(h.origin)
 
@@ -229,8 +230,10 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 			if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
 				t.Errorf("archive downloaded %d times although its metadata failed verification", n)
 			}
-			if _, ok := h.server.cachedPackage(mustProvider(t), mustVersion(t, version)); ok {
-				t.Error("package metadata was cached despite failing verification")
+			if err := h.engine.ListCached(func(cv mirror.CachedVersion) error {
+				return fmt.Errorf("%s %s", cv.Provider, cv.Version)
+			}); err != nil {
+				t.Errorf("package metadata was cached despite failing verification: %v", err)
 			}
 		})
 	}
@@ -299,46 +302,8 @@ func TestTamperedArchiveIsRefused(t *testing.T) {
 	}
 }
 
-func TestConcurrentColdDownloadsShareOneFetch(t *testing.T) {
-	const clients = 20
-	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{ArchiveSize: 1 << 20}})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	want := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
-	// Warm the metadata so that all clients race for the archive itself.
-	h.get(providerPath("1.0.0.json"))
-
-	joined := make(chan struct{}, clients)
-	h.server.archives.onJoin = func() { joined <- struct{}{} }
-	release := h.origin.GateArchives()
-	var wg sync.WaitGroup
-	results := make([]response, clients)
-	for i := range clients {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			results[i] = h.get(archivePath("1.0.0", "linux_amd64"))
-		}()
-	}
-	// The origin holds the download half-way until every client has
-	// reached the mirror, so they all overlap with the one fetch.
-	for range clients {
-		<-joined
-	}
-	release()
-	wg.Wait()
-
-	for i, r := range results {
-		if r.status != 200 || r.err != nil || !bytes.Equal(r.body, want) {
-			t.Fatalf("client %d: status %d err %v, %d bytes", i, r.status, r.err, len(r.body))
-		}
-	}
-	if n := h.origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
-		t.Fatalf("origin archive fetches = %d, want exactly 1", n)
-	}
-}
-
 func TestFirstBytesBeforeOriginFinishes(t *testing.T) {
-	h := newHarness(t, harnessOptions{cfg: Config{HoldBack: 1024}, origin: fakeorigin.Options{ArchiveSize: 1 << 20}})
+	h := newHarness(t, harnessOptions{engine: mirror.Config{HoldBack: 1024}, origin: fakeorigin.Options{ArchiveSize: 1 << 20}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.get(providerPath("1.0.0.json"))
 	want := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
@@ -389,7 +354,7 @@ func TestClientDisconnectDoesNotCancelFetch(t *testing.T) {
 }
 
 func TestStaleVersionListWhenOriginDown(t *testing.T) {
-	h := newHarness(t, harnessOptions{cfg: Config{VersionsTTL: 1}}) // every request refreshes
+	h := newHarness(t, harnessOptions{engine: mirror.Config{VersionsTTL: 1}}) // every request refreshes
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	if r := h.get(providerPath("index.json")); r.status != 200 {
 		t.Fatalf("warm-up: %d", r.status)

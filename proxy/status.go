@@ -3,14 +3,16 @@ package proxy
 import (
 	"bytes"
 	_ "embed"
-	"encoding/json"
 	"html/template"
+	"maps"
 	"net/http"
 	"slices"
 	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 //go:embed status.html
@@ -61,18 +63,14 @@ type StatusPlatform struct {
 // status collects the status page's data. The mirror URL is the
 // configured public URL, or else the one this request was made to.
 func (s *Server) status(r *http.Request) (*Status, error) {
+	ecfg := s.engine.Config()
 	st := &Status{
-		MirrorURL: s.cfg.PublicURL,
-		Version:   s.cfg.Version,
-		Platforms: slices.Sorted(func(yield func(string) bool) {
-			for p := range s.platforms {
-				if !yield(p) {
-					return
-				}
-			}
-		}),
-		Providers: []StatusProvider{},
-		Generated: s.cfg.Now().UTC(),
+		MirrorURL:      s.cfg.PublicURL,
+		Version:        s.cfg.Version,
+		AllowedOrigins: ecfg.AllowedOrigins,
+		Platforms:      ecfg.Platforms,
+		Providers:      []StatusProvider{},
+		Generated:      s.cfg.Now().UTC(),
 	}
 	if st.MirrorURL == "" {
 		scheme := "https"
@@ -82,11 +80,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		st.MirrorURL = scheme + "://" + r.Host + "/"
 	}
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
-	for h := range s.allowed {
-		st.AllowedOrigins = append(st.AllowedOrigins, string(h))
-	}
-	slices.Sort(st.AllowedOrigins)
-	st.Archives, st.Bytes = s.store.Stats()
+	st.Archives, st.Bytes = s.engine.Stats()
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
 		// reach the mirror; a client with a token may see the list.
@@ -95,24 +89,15 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	}
 
 	byProvider := map[string]*StatusProvider{}
-	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
-		var rec packageRecord
-		if err := json.Unmarshal(raw, &rec); err != nil {
-			return nil // not ours to judge here; skip
-		}
-		addr := strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version)
-		p, ok := byProvider[addr]
+	err := s.engine.ListCached(func(cv mirror.CachedVersion) error {
+		p, ok := byProvider[cv.Provider]
 		if !ok {
-			p = &StatusProvider{Address: addr}
-			byProvider[addr] = p
+			p = &StatusProvider{Address: cv.Provider}
+			byProvider[cv.Provider] = p
 		}
-		v := StatusVersion{Version: rec.Version, Platforms: []StatusPlatform{}}
-		for _, pl := range sortedKeys(rec.Archives) {
-			sp := StatusPlatform{Platform: pl}
-			if info, err := s.store.StatBlob(rec.Archives[pl].SHA256); err == nil {
-				sp.Cached, sp.Size = true, info.Size
-			}
-			v.Platforms = append(v.Platforms, sp)
+		v := StatusVersion{Version: cv.Version, Platforms: make([]StatusPlatform, 0, len(cv.Platforms))}
+		for _, cp := range cv.Platforms {
+			v.Platforms = append(v.Platforms, StatusPlatform{Platform: cp.Platform, Cached: cp.Cached, Size: cp.Size})
 		}
 		p.Versions = append(p.Versions, v)
 		return nil
@@ -120,7 +105,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, addr := range sortedKeys(byProvider) {
+	for _, addr := range slices.Sorted(maps.Keys(byProvider)) {
 		st.Providers = append(st.Providers, *byProvider[addr])
 	}
 	return st, nil

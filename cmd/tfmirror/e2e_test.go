@@ -185,7 +185,7 @@ func TestTerraformInitThroughMirror(t *testing.T) {
 	}
 
 	// A second init in a fresh directory is served from the cache.
-	e.mirror.proxy.Wait(context.Background())
+	e.mirror.engine.Wait(context.Background())
 	dir2 := writeConfig(t, providers)
 	if out, err := e.terraform(dir2, "init", "-no-color"); err != nil {
 		t.Fatalf("second terraform init failed: %v\n%s", err, out)
@@ -229,7 +229,7 @@ func TestTerraformInitRefusesTamperedArchive(t *testing.T) {
 	if err == nil {
 		t.Fatalf("terraform init succeeded with a tampered archive:\n%s", out)
 	}
-	e.mirror.proxy.Wait(context.Background())
+	e.mirror.engine.Wait(context.Background())
 	if _, err := e.mirror.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 		t.Errorf("the tampered archive is cached: %v", err)
 	}

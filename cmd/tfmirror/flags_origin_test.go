@@ -76,7 +76,7 @@ func TestBadCredentialsFileStopsStartup(t *testing.T) {
 	}
 	m, err := newMirror(cfg, discardLogger(), overrides{environ: []string{}})
 	if err == nil {
-		m.store.Close()
+		m.shutdown(t.Context())
 		t.Fatal("mirror started with a missing credentials file")
 	}
 	if !strings.Contains(err.Error(), "credentials file") {

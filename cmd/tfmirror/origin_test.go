@@ -590,7 +590,7 @@ func TestTerraformInitWithOriginDownAfterWarming(t *testing.T) {
 	if out, err := e.terraform(writeConfig(t, providers), "init", "-no-color"); err != nil {
 		t.Fatalf("warming terraform init failed: %v\n%s", err, out)
 	}
-	e.mirror.proxy.Wait(context.Background())
+	e.mirror.engine.Wait(context.Background())
 
 	e.origin.SetDown(http.StatusBadGateway)
 	e.origin.ResetHits()

@@ -49,7 +49,7 @@ func TestTerraformInitRefusesSignedArchiveWithoutExecutable(t *testing.T) {
 	if bytes.Contains([]byte(out), []byte("could not find executable")) {
 		t.Errorf("terraform received the whole archive and looked for the executable in it:\n%s", out)
 	}
-	e.mirror.proxy.Wait(context.Background())
+	e.mirror.engine.Wait(context.Background())
 	if _, err := e.mirror.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 		t.Errorf("the archive is cached: %v", err)
 	}

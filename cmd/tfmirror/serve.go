@@ -20,7 +20,6 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
 	"github.com/tfmirror/tfmirror/metrics"
@@ -38,17 +37,14 @@ type overrides struct {
 	environ []string
 }
 
-// mirror is a wired tfmirror: cache, origin client, protocol server.
+// mirror is a wired tfmirror: cache, origin client, pull-through engine,
+// protocol server.
 type mirror struct {
-	cfg    serveConfig
-	log    *slog.Logger
-	store  *cache.Store
-	proxy  *proxy.Server
-	origin *discovery.Client
-	// metadataTimeout bounds one metadata operation against an origin
-	// (proxy.Config.OriginTimeout), derived from the origin limits.
-	metadataTimeout time.Duration
-	metrics         *metrics.Metrics
+	cfg          serveConfig
+	log          *slog.Logger
+	*engineParts // the engine, its cache and origin client
+	proxy        *proxy.Server
+	metrics      *metrics.Metrics
 	// registry holds every collector, for tests to read metrics.
 	registry *prometheus.Registry
 	handler  http.Handler
@@ -88,74 +84,27 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
-	reserve := cfg.DiskReserve
-	if reserve == 0 {
-		reserve = -1 // the flag's "no check"
-	}
-	m.store, err = cache.Open(cache.Options{
-		Dir:         filepath.Join(cfg.DataDir, "cache"),
-		Logger:      logger,
-		MaxBytes:    cfg.CacheMaxBytes,
-		OnEvict:     func(cache.BlobInfo) { m.metrics.Evicted(1) },
-		DiskReserve: reserve,
-	})
+	m.engineParts, err = openEngine(cfg, logger, o, m.metrics)
 	if err != nil {
-		return nil, fmt.Errorf("opening cache: %w", err)
+		return nil, err
 	}
-	store := m.store // m is nil when an error is returned
+	shutdown := m.shutdown // m is nil when an error is returned
 	defer func() {
 		if err != nil {
-			store.Close()
+			shutdown(context.Background())
 		}
 	}()
-	originCfg := discovery.Config{
-		AllowedOrigins:  cfg.AllowedOrigins,
-		UserAgent:       "tfmirror/" + version,
-		AllowPrivate:    cfg.AllowPrivateOrigins,
-		RootCAs:         o.rootCAs,
-		DialContext:     o.dialContext,
-		DiscoveryTTL:    cfg.DiscoveryTTL,
-		MaxArchiveBytes: cfg.MaxArchiveBytes,
-		RequestTimeout:  cfg.OriginTimeout,
-		// The flags say 0 for "none"; discovery.Config says negative.
-		MinSpeed:         disabledIfZero(cfg.OriginMinSpeed),
-		MinSpeedWindow:   disabledIfZero(cfg.OriginMinSpeedWindow),
-		Retries:          disabledIfZero(cfg.OriginRetries),
-		BreakerThreshold: disabledIfZero(cfg.BreakerThreshold),
-		BreakerCooldown:  cfg.BreakerCooldown,
-		Logger:           logger,
-		Observer:         m.metrics,
-	}
-	if err := originNetwork(&originCfg, cfg, o, logger); err != nil {
-		return nil, err
-	}
-	if o.origin != nil {
-		o.origin(&originCfg)
-	}
-	client, err := discovery.New(originCfg)
-	if err != nil {
-		return nil, err
-	}
-	m.origin = client
-	m.metadataTimeout = metadataStages * client.MaxRequestTime()
 	m.auth, err = loadAuth(cfg)
 	if err != nil {
 		return nil, err
 	}
 	m.proxy, err = proxy.New(proxy.Config{
-		Auth:            m.auth,
-		AllowedOrigins:  cfg.AllowedOrigins,
-		Platforms:       cfg.Platforms,
-		VersionsTTL:     cfg.VersionsTTL,
-		OriginTimeout:   m.metadataTimeout,
-		MaxArchiveBytes: cfg.MaxArchiveBytes,
-		Logger:          logger,
-		Metrics:         m.metrics,
-		PublicURL:       cfg.PublicURL,
-		PlainHTTP:       cfg.InsecureHTTP,
-		Version:         version,
-		Offline:         cfg.Offline,
-	}, client, m.store)
+		Auth:      m.auth,
+		Logger:    logger,
+		PublicURL: cfg.PublicURL,
+		PlainHTTP: cfg.InsecureHTTP,
+		Version:   version,
+	}, m.engine)
 	if err != nil {
 		return nil, err
 	}
@@ -197,20 +146,13 @@ func (m *mirror) setupTLS() error {
 	return nil
 }
 
-// metadataStages is how many origin requests, one after the other, one
-// metadata operation is given time for, each with all its retries:
-// service discovery, the version list, the package metadata, then
-// SHA256SUMS and its signature (fetched together). An operation that
-// needs more rounds (package metadata of many platforms, a few at a time)
-// shares this budget.
-const metadataStages = 4
-
 // gcInterval is how often the cache's value-log garbage collection runs.
 const gcInterval = 5 * time.Minute
 
 // serve runs the mirror on ln until ctx is done, then shuts down
 // gracefully: no new connections, requests and downloads in flight get
-// ShutdownTimeout to finish, and the cache is closed cleanly.
+// ShutdownTimeout to finish; then the engine is shut down (downloads still
+// running are cancelled and waited for) and the cache is closed cleanly.
 func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           m.handler,
@@ -248,7 +190,7 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		if err != nil {
 			srv.Close()
 			stopGC()
-			m.store.Close()
+			m.shutdown(context.Background())
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
 		mux := http.NewServeMux()
@@ -263,8 +205,9 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 	}
 	select {
 	case err := <-errc:
+		srv.Close()
 		stopGC()
-		m.store.Close()
+		m.shutdown(context.Background())
 		return err
 	case <-ctx.Done():
 	}
@@ -279,12 +222,12 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err)
 		srv.Close()
 	}
-	if werr := m.proxy.Wait(sctx); werr != nil {
-		m.log.Warn("archive downloads still running at the shutdown deadline", "error", werr)
-	}
 	stopGC()
-	if cerr := m.store.Close(); cerr != nil {
-		return fmt.Errorf("closing cache: %w", cerr)
+	// The engine after the server, so that no request starts work it
+	// would not wait for; the cache after the engine, so that nothing
+	// writes to it once closed.
+	if cerr := m.shutdown(sctx); cerr != nil {
+		return cerr
 	}
 	m.log.Info("stopped")
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -310,7 +253,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
 	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
-		m.store.Close()
+		m.shutdown(context.Background())
 		return err
 	}
 	defer m.reloadTokensOnHangup(ctx)()

@@ -159,3 +159,33 @@ func waitRefused(t *testing.T, addr string) {
 		}
 	}
 }
+
+// TestShutdownEndsDownloadsBeforeClosingCache stops a mirror whose
+// shutdown deadline passes while an archive download is held at the
+// origin: the engine must cancel the download and wait for it to end
+// before the cache is closed, so that nothing writes to a closed cache.
+func TestShutdownEndsDownloadsBeforeClosingCache(t *testing.T) {
+	const ns, typ, version, pl = "hashicorp", "random", "1.0.0", "linux_amd64"
+	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 1 << 20})
+	origin.AddProvider(ns, typ, []string{version}, []string{pl})
+	tm := startMirror(t, origin, t.TempDir(), nil, "--insecure-http", "--shutdown-timeout", "100ms")
+	release := origin.GateArchives()
+	defer release()
+
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := tm.get(archiveURL(typ, version, pl))
+		done <- err
+	}()
+	origin.WaitArchiveStarted()
+	if n := metric(t, tm.m.registry, "tfmirror_origin_inflight_archive_fetches"); n != 1 {
+		t.Fatalf("archive fetches in flight = %v, want 1", n)
+	}
+	tm.stop() // waits for serve to return
+	if err := <-done; err == nil {
+		t.Error("the held download completed across the shutdown deadline?")
+	}
+	if n := metric(t, tm.m.registry, "tfmirror_origin_inflight_archive_fetches"); n != 0 {
+		t.Errorf("archive fetches in flight once serve returned = %v, want 0 (the cache is closed)", n)
+	}
+}

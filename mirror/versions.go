@@ -1,10 +1,9 @@
-package proxy
+package mirror
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -14,26 +13,27 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 )
 
-// versionList is a provider's version list as cached: refreshed after
-// VersionsTTL, served stale when a refresh fails.
-type versionList struct {
-	Versions []versionEntry `json:"versions"`
+// recordSchema is the layout of the stored records (VersionList,
+// PackageRecord) this engine writes. Records stored before the field
+// existed read as 0 and have the layout of 1; a record of a later schema
+// (written by a newer tfmirror sharing the cache) is treated as absent.
+const recordSchema = 1
 
-	// index is the rendered index.json, made on first use: a list is not
-	// modified once built or read, and remembered lists serve many requests.
-	index struct {
-		once sync.Once
-		doc  document
-	}
+// knownSchema reports whether a stored record of schema n can be read.
+func knownSchema(n int) bool { return n <= recordSchema }
+
+// VersionList is a provider's version list as cached: refreshed after
+// VersionsTTL, served stale when a refresh fails. Lists handed out by the
+// engine are shared and must not be modified.
+type VersionList struct {
+	// Schema is the record's layout (recordSchema when written).
+	Schema   int            `json:"schema"`
+	Versions []VersionEntry `json:"versions"`
 }
 
-// indexJSON returns the list's index.json document.
-func (l *versionList) indexJSON() document {
-	l.index.once.Do(func() { l.index.doc = newDocument(renderJSON(newIndexDocument(l))) })
-	return l.index.doc
-}
-
-type versionEntry struct {
+// VersionEntry is one version of a provider and the platforms the origin
+// lists for it.
+type VersionEntry struct {
 	// Version is the canonical form clients use.
 	Version string `json:"version"`
 	// Origin is the string the origin used, when it differs ("1.2").
@@ -44,18 +44,19 @@ type versionEntry struct {
 	Platforms []string `json:"platforms"`
 }
 
-func (l *versionList) find(v versions.Version) (versionEntry, bool) {
+// Find returns the entry of version v, if the list has it.
+func (l *VersionList) Find(v versions.Version) (VersionEntry, bool) {
 	want := v.String()
 	for _, e := range l.Versions {
 		if e.Version == want {
 			return e, true
 		}
 	}
-	return versionEntry{}, false
+	return VersionEntry{}, false
 }
 
 // originVersion is the version string to use in origin requests.
-func (e versionEntry) originVersion() string {
+func (e VersionEntry) originVersion() string {
 	if e.Origin != "" {
 		return e.Origin
 	}
@@ -69,13 +70,14 @@ type listState struct {
 	stale    bool      // cached copy served because the refresh failed
 	fetched  bool      // fetched from the origin for this call
 	storedAt time.Time // when the list was fetched from the origin
+	err      error     // why the refresh failed, when stale
 }
 
 // versions returns p's version list, from the cache while it is fresh and
 // from the origin otherwise. When the refresh fails for any reason but the
 // origin saying the provider does not exist, a cached list is returned
 // marked stale. force refreshes a fresh list too.
-func (s *Server) versions(ctx context.Context, p discovery.Provider, force bool) (*versionList, listState, error) {
+func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool) (*VersionList, listState, error) {
 	key := versionsKey(p)
 	cached, storedAt, err := s.cachedVersions(key)
 	haveCached := err == nil
@@ -92,22 +94,22 @@ func (s *Server) versions(ctx context.Context, p discovery.Provider, force bool)
 		return s.refreshVersions(ctx, p)
 	})
 	if err == nil {
-		return res.(*versionList), listState{fetched: true, storedAt: s.cfg.Now()}, nil
+		return res.(*VersionList), listState{fetched: true, storedAt: s.cfg.Now()}, nil
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("versions")
 		s.log.Warn("origin failed, serving cached version list", "provider", p.String(), "stored_at", storedAt, "error", err)
-		return cached, listState{stale: true, storedAt: storedAt}, nil
+		return cached, listState{stale: true, storedAt: storedAt, err: err}, nil
 	}
 	return nil, listState{}, err
 }
 
-func (s *Server) refreshVersions(ctx context.Context, p discovery.Provider) (*versionList, error) {
+func (s *Engine) refreshVersions(ctx context.Context, p discovery.Provider) (*VersionList, error) {
 	infos, err := s.origin.Versions(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	list := translateVersions(infos, func(raw string, err error) {
+	list := TranslateVersions(infos, func(raw string, err error) {
 		s.log.Warn("origin lists an invalid version; skipped", "provider", p.String(), "version", raw, "error", err)
 	})
 	err = s.store.PutMeta(versionsKey(p), list)
@@ -121,29 +123,35 @@ func (s *Server) refreshVersions(ctx context.Context, p discovery.Provider) (*ve
 
 // cachedVersions returns the stored version list under key, from memory
 // when it was read before. The list must not be modified.
-func (s *Server) cachedVersions(key string) (*versionList, time.Time, error) {
+func (s *Engine) cachedVersions(key string) (*VersionList, time.Time, error) {
 	val, storedAt, gen, ok := s.memo.get(key)
 	if ok {
-		return val.(*versionList), storedAt, nil
+		return val.(*VersionList), storedAt, nil
 	}
-	var list versionList
+	var list VersionList
 	storedAt, err := s.store.GetMeta(key, &list)
 	if err != nil {
 		return nil, time.Time{}, err
+	}
+	if !knownSchema(list.Schema) {
+		return nil, time.Time{}, fmt.Errorf("%w: version list of schema %d", cache.ErrNotFound, list.Schema)
 	}
 	s.memo.put(key, gen, &list, storedAt)
 	return &list, storedAt, nil
 }
 
 // coalesce runs fn once for all concurrent callers with the same key, on a
-// context detached from any one of them. A caller whose own context ends
-// stops waiting; the work goes on for the others.
-func (s *Server) coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+// context detached from any one of them (the engine's). A caller whose own
+// context ends stops waiting; the work goes on for the others.
+func (s *Engine) coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
 	var led atomic.Bool
 	ch := s.meta.DoChan(key, func() (any, error) {
 		led.Store(true)
-		ctx, cancel := s.detached(ctx, s.cfg.OriginTimeout)
-		defer cancel()
+		ctx, done, err := s.detached(s.cfg.OriginTimeout)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
 		return fn(ctx)
 	})
 	select {

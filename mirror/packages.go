@@ -1,14 +1,12 @@
-package proxy
+package mirror
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"maps"
-	"net/http"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -31,20 +29,22 @@ const (
 	minForcedRefresh = time.Minute
 )
 
-// packageRecord is the verified metadata of one provider version: for
+// PackageRecord is the verified metadata of one provider version: for
 // each platform, where its archive is and its sha256, checked against a
 // SHA256SUMS document whose signature verified. Once stored its archives
 // never change, except that platforms not yet fetched may be added, and
 // platforms the origin had no package for are asked for again (see
 // believedMissing) and may then be added.
-type packageRecord struct {
+type PackageRecord struct {
+	// Schema is the record's layout (recordSchema when written).
+	Schema  int    `json:"schema"`
 	Version string `json:"version"`
 	// Sums is the verified SHA256SUMS content: file name -> sha256.
 	Sums map[string]string `json:"sums"`
 	// SumsURLs are the SHA256SUMS documents verified into Sums.
 	SumsURLs []string `json:"sums_urls"`
 	// Archives are the verified packages by os_arch.
-	Archives map[string]archiveRecord `json:"archives"`
+	Archives map[string]ArchiveRecord `json:"archives"`
 	// Missing are platforms the origin listed but has no package for.
 	Missing []string `json:"missing,omitempty"`
 	// MissingChecked says when each platform in Missing was last found
@@ -52,53 +52,6 @@ type packageRecord struct {
 	// kept) is asked for again.
 	MissingChecked map[string]missingCheck `json:"missing_checked,omitempty"`
 	VerifiedAt     time.Time               `json:"verified_at"`
-
-	// rendered is the VERSION.json last made from this record, for the
-	// platforms and h1: hashes in its key.
-	rendered atomic.Pointer[renderedVersion]
-}
-
-type renderedVersion struct {
-	need []string // the platforms asked for
-	h1s  []string // their h1: hashes ("" when not cached), by index in need
-	doc  document
-}
-
-// versionJSON returns the VERSION.json document for the platforms in need,
-// made again only when the platforms or the h1: hashes of the cached
-// archives differ from the last call. The record must be the one of
-// provider type typ and version v.
-func (rec *packageRecord) versionJSON(typ string, v versions.Version, need []string, h1 func(sha string) string) document {
-	hashOf := func(pl string) string {
-		if a, ok := rec.Archives[pl]; ok {
-			return h1(a.SHA256)
-		}
-		return ""
-	}
-	if r := rec.rendered.Load(); r != nil && slices.Equal(r.need, need) {
-		same := true
-		for i, pl := range need {
-			if hashOf(pl) != r.h1s[i] {
-				same = false
-				break
-			}
-		}
-		if same {
-			return r.doc
-		}
-	}
-	r := &renderedVersion{need: slices.Clone(need), h1s: make([]string, len(need))}
-	bySHA := make(map[string]string, len(need))
-	for i, pl := range need {
-		r.h1s[i] = hashOf(pl)
-		if a, ok := rec.Archives[pl]; ok {
-			bySHA[a.SHA256] = r.h1s[i]
-		}
-	}
-	// Render with the hashes just looked up, which the next call compares.
-	r.doc = newDocument(renderJSON(newVersionDocument(typ, v, rec, need, func(sha string) string { return bySHA[sha] })))
-	rec.rendered.Store(r)
-	return r.doc
 }
 
 // missingCheck is one finding that the origin has no package for a platform.
@@ -109,7 +62,9 @@ type missingCheck struct {
 	List time.Time `json:"list"`
 }
 
-type archiveRecord struct {
+// ArchiveRecord is the verified package of one platform: the origin's
+// file name and download URL, and the sha256 of the archive.
+type ArchiveRecord struct {
 	Filename string `json:"filename"`
 	URL      string `json:"url"`
 	SHA256   string `json:"sha256"`
@@ -117,7 +72,7 @@ type archiveRecord struct {
 
 // covers reports whether rec has an answer for every platform in need:
 // an archive, or a finding that it is missing that missing believes.
-func (rec *packageRecord) covers(need []string, missing func(pl string) bool) bool {
+func (rec *PackageRecord) covers(need []string, missing func(pl string) bool) bool {
 	for _, pl := range need {
 		if _, ok := rec.Archives[pl]; !ok && !missing(pl) {
 			return false
@@ -134,7 +89,7 @@ func (rec *packageRecord) covers(need []string, missing func(pl string) bool) bo
 // per TTL or list refresh. A finding made at or after since is believed
 // regardless (it answers a request made since). A sealed mirror believes
 // every finding, as it cannot ask.
-func (s *Server) believedMissing(p discovery.Provider, rec *packageRecord, since time.Time) func(pl string) bool {
+func (s *Engine) believedMissing(p discovery.Provider, rec *PackageRecord, since time.Time) func(pl string) bool {
 	var (
 		listRead bool
 		listAt   time.Time
@@ -164,7 +119,7 @@ func (s *Server) believedMissing(p discovery.Provider, rec *packageRecord, since
 
 // listStoredAt returns when p's cached version list was stored, or the
 // zero time when there is none.
-func (s *Server) listStoredAt(p discovery.Provider) time.Time {
+func (s *Engine) listStoredAt(p discovery.Provider) time.Time {
 	_, storedAt, err := s.cachedVersions(versionsKey(p))
 	if err != nil {
 		return time.Time{}
@@ -176,60 +131,39 @@ func packageKey(p discovery.Provider, v versions.Version) string {
 	return "package/" + p.String() + "/" + v.String()
 }
 
-func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discovery.Provider, v versions.Version) {
-	entry, stale, err := s.versionEntry(r.Context(), p, v)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	var need []string
-	for _, pl := range entry.Platforms {
-		if s.wanted(pl) {
-			need = append(need, pl)
-		}
-	}
-	rec, err := s.packageFor(r.Context(), p, v, need, &entry)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	markStale(w, stale)
-	var doc document
-	if s.cfg.Auth == nil {
-		doc = rec.versionJSON(p.Type, v, need, s.h1)
-	} else {
-		// Signatures differ per request: render afresh.
-		vd := newVersionDocument(p.Type, v, rec, need, s.h1)
-		s.signArchiveURLs(p, &vd)
-		doc = newDocument(renderJSON(vd))
-	}
-	writeDocument(w, r, doc, s.cacheControl(kindVersion, stale))
-}
-
 // versionEntry finds version v in p's version list, refreshing a list that
-// lacks it (a release newer than the cached list).
-func (s *Server) versionEntry(ctx context.Context, p discovery.Provider, v versions.Version) (versionEntry, bool, error) {
+// lacks it (a release newer than the cached list). Only a list that the
+// origin answered lately says that v does not exist (ErrVersionNotFound):
+// when the list could not be refreshed the error is why, and offline it is
+// ErrOffline.
+func (s *Engine) versionEntry(ctx context.Context, p discovery.Provider, v versions.Version) (VersionEntry, bool, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
-		return versionEntry{}, false, err
+		return VersionEntry{}, false, err
 	}
-	if e, ok := list.find(v); ok {
+	if e, ok := list.Find(v); ok {
 		return e, st.stale, nil
 	}
 	if !st.stale && !st.fetched && s.cfg.Now().Sub(st.storedAt) >= minForcedRefresh {
 		list, st, err = s.versions(ctx, p, true)
 		if err != nil {
-			return versionEntry{}, false, err
+			return VersionEntry{}, false, err
 		}
-		if e, ok := list.find(v); ok {
+		if e, ok := list.Find(v); ok {
 			return e, st.stale, nil
 		}
 	}
-	return versionEntry{}, false, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
+	switch {
+	case st.stale:
+		return VersionEntry{}, false, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
+	case s.cfg.Offline:
+		return VersionEntry{}, false, fmt.Errorf("%w: %s has no version %s in its cached version list", ErrOffline, p, v)
+	}
+	return VersionEntry{}, false, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
 }
 
 // h1 returns the h1: hash of a cached archive, or "" when it is not cached.
-func (s *Server) h1(sha string) string {
+func (s *Engine) h1(sha string) string {
 	info, err := s.store.StatBlob(sha)
 	if err != nil {
 		return ""
@@ -239,13 +173,13 @@ func (s *Server) h1(sha string) string {
 
 // cachedPackage returns the stored record for v, if any, from memory when
 // it was read before. The record must not be modified (see clone).
-func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packageRecord, bool) {
+func (s *Engine) cachedPackage(p discovery.Provider, v versions.Version) (*PackageRecord, bool) {
 	key := packageKey(p, v)
 	val, _, gen, ok := s.memo.get(key)
 	if ok {
-		return val.(*packageRecord), true
+		return val.(*PackageRecord), true
 	}
-	var rec packageRecord
+	var rec PackageRecord
 	storedAt, err := s.store.GetMeta(key, &rec)
 	if err != nil {
 		if !errors.Is(err, cache.ErrNotFound) {
@@ -253,13 +187,17 @@ func (s *Server) cachedPackage(p discovery.Provider, v versions.Version) (*packa
 		}
 		return nil, false
 	}
+	if !knownSchema(rec.Schema) {
+		return nil, false
+	}
 	s.memo.put(key, gen, &rec, storedAt)
 	return &rec, true
 }
 
 // clone returns a deep copy of rec, for adding platforms.
-func (rec *packageRecord) clone() *packageRecord {
-	c := packageRecord{
+func (rec *PackageRecord) clone() *PackageRecord {
+	c := PackageRecord{
+		Schema:         recordSchema,
 		Version:        rec.Version,
 		Sums:           maps.Clone(rec.Sums),
 		SumsURLs:       slices.Clone(rec.SumsURLs),
@@ -272,7 +210,7 @@ func (rec *packageRecord) clone() *packageRecord {
 		c.Sums = map[string]string{}
 	}
 	if c.Archives == nil {
-		c.Archives = map[string]archiveRecord{}
+		c.Archives = map[string]ArchiveRecord{}
 	}
 	return &c
 }
@@ -287,7 +225,7 @@ const maxPackageRounds = 32
 // callers for one version share one origin fetch. When the origin fails
 // while platforms found missing before are asked for again, the cached
 // record is returned as it is.
-func (s *Server) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *versionEntry) (*packageRecord, error) {
+func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
 	if haveCached && cached.covers(need, s.believedMissing(p, cached, time.Time{})) {
@@ -316,7 +254,7 @@ func (s *Server) packageFor(ctx context.Context, p discovery.Provider, v version
 			}
 			return nil, err
 		}
-		if rec := res.(*packageRecord); rec.covers(need, s.believedMissing(p, rec, start)) {
+		if rec := res.(*PackageRecord); rec.covers(need, s.believedMissing(p, rec, start)) {
 			return rec, nil
 		}
 	}
@@ -327,10 +265,10 @@ func (s *Server) packageFor(ctx context.Context, p discovery.Provider, v version
 // the stored record lacks, verifies them against the version's signed
 // SHA256SUMS, and stores the merged record. Nothing is stored unless every
 // check passed.
-func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *versionEntry) (*packageRecord, error) {
+func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
 	if !ok {
-		rec = &packageRecord{Version: v.String(), Archives: map[string]archiveRecord{}, Sums: map[string]string{}}
+		rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Archives: map[string]ArchiveRecord{}, Sums: map[string]string{}}
 	}
 	rec = rec.clone() // the cached one is shared
 	believed := s.believedMissing(p, rec, time.Time{})
@@ -403,7 +341,7 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		if err := verify.VerifySums(rec.Sums, pkg.Filename, pkg.SHASum); err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		rec.Archives[pl] = archiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: rec.Sums[pkg.Filename]}
+		rec.Archives[pl] = ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: rec.Sums[pkg.Filename]}
 	}
 	// Findings of missing platforms, old and new, are made again.
 	rec.Missing = slices.DeleteFunc(rec.Missing, func(pl string) bool {
@@ -433,7 +371,7 @@ func (s *Server) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 
 // fetchPackageMeta asks the origin for the package of each platform, a few
 // at a time. Platforms the origin has no package for are returned in notFound.
-func (s *Server) fetchPackageMeta(ctx context.Context, p discovery.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
+func (s *Engine) fetchPackageMeta(ctx context.Context, p discovery.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
 	var (
 		mu       sync.Mutex
 		pkgs     = make(map[string]*discovery.Package, len(platforms))
@@ -442,7 +380,7 @@ func (s *Server) fetchPackageMeta(ctx context.Context, p discovery.Provider, ver
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(packageFetchConcurrency)
 	for _, name := range platforms {
-		pl, err := parsePlatform(name)
+		pl, err := ParsePlatform(name)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -470,7 +408,7 @@ func (s *Server) fetchPackageMeta(ctx context.Context, p discovery.Provider, ver
 // fetchSums fetches the SHA256SUMS document pkg refers to and its detached
 // signature, and returns its entries if the signature verifies with one of
 // the keys the origin gave for pkg.
-func (s *Server) fetchSums(ctx context.Context, p discovery.Provider, pkg *discovery.Package) (map[string]string, error) {
+func (s *Engine) fetchSums(ctx context.Context, p discovery.Provider, pkg *discovery.Package) (map[string]string, error) {
 	var doc, sig []byte
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() (err error) {
@@ -492,7 +430,7 @@ func (s *Server) fetchSums(ctx context.Context, p discovery.Provider, pkg *disco
 
 // refuse logs and counts a package that failed verification and returns
 // err for the client.
-func (s *Server) refuse(p discovery.Provider, v versions.Version, platform string, err error) error {
+func (s *Engine) refuse(p discovery.Provider, v versions.Version, platform string, err error) error {
 	var verr *verify.Error
 	if errors.As(err, &verr) {
 		s.metrics.VerificationFailed(string(verr.Reason))

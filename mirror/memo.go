@@ -1,4 +1,4 @@
-package proxy
+package mirror
 
 import (
 	"time"

@@ -1,8 +1,10 @@
-package proxy
+package mirror
 
 import (
 	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -55,11 +57,11 @@ func TestDiskFullStillServes(t *testing.T) {
 	sha := h.origin.SHA256(ns, typ, version, pl)
 
 	// Metadata that cannot be stored is still answered.
-	if r := h.get(providerPath("index.json")); r.status != 200 {
-		t.Fatalf("index.json with a full disk: status %d %s", r.status, r.body)
+	if _, _, err := h.engine.Versions(t.Context(), h.provider()); err != nil {
+		t.Fatalf("version list with a full disk: %v", err)
 	}
-	if r := h.get(providerPath(version + ".json")); r.status != 200 {
-		t.Fatalf("VERSION.json with a full disk: status %d %s", r.status, r.body)
+	if _, err := h.packages(version); err != nil {
+		t.Fatalf("package metadata with a full disk: %v", err)
 	}
 	if n := met.writeFailures.Load(); n < 2 {
 		t.Errorf("write failures after two uncacheable metadata documents = %d, want >= 2", n)
@@ -67,14 +69,14 @@ func TestDiskFullStillServes(t *testing.T) {
 	// With room on the disk for a moment the metadata is cached, so that
 	// what follows writes nothing but the archive.
 	disk.set(false)
-	h.get(providerPath("index.json"))
-	h.get(providerPath(version + ".json"))
+	h.engine.Versions(t.Context(), h.provider())
+	h.packages(version)
 	disk.set(true)
 	metaFailures := met.writeFailures.Load()
 
-	r := h.get(archivePath(version, pl))
-	if r.status != 200 || r.err != nil || !bytes.Equal(r.body, want) {
-		t.Fatalf("archive with a full disk: status %d err %v, %d bytes (want %d correct ones)", r.status, r.err, len(r.body), len(want))
+	r := h.read(t.Context(), version, pl)
+	if r.err != nil || !bytes.Equal(r.body, want) {
+		t.Fatalf("archive with a full disk: err %v, %d bytes (want %d correct ones)", r.err, len(r.body), len(want))
 	}
 	h.waitIdle()
 	if _, err := h.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
@@ -89,17 +91,17 @@ func TestDiskFullStillServes(t *testing.T) {
 
 	// Once the disk has room again the next request caches the archive.
 	disk.set(false)
-	r = h.get(archivePath(version, pl))
-	if r.status != 200 || !bytes.Equal(r.body, want) {
-		t.Fatalf("archive after the disk recovered: status %d, %d bytes", r.status, len(r.body))
+	r = h.read(t.Context(), version, pl)
+	if r.err != nil || !bytes.Equal(r.body, want) {
+		t.Fatalf("archive after the disk recovered: err %v, %d bytes", r.err, len(r.body))
 	}
 	h.waitCommitted(sha)
 	if n := h.origin.ArchiveHits(ns, typ, version, pl); n != 2 {
 		t.Errorf("origin archive fetches = %d, want 2", n)
 	}
-	r = h.get(archivePath(version, pl))
-	if r.header.Get("X-Tfmirror-Cache") != "hit" || !bytes.Equal(r.body, want) {
-		t.Errorf("third request: cache %q, correct bytes %v", r.header.Get("X-Tfmirror-Cache"), bytes.Equal(r.body, want))
+	r = h.read(t.Context(), version, pl)
+	if r.source != Hit || !bytes.Equal(r.body, want) {
+		t.Errorf("third request: source %v, correct bytes %v", r.source, bytes.Equal(r.body, want))
 	}
 }
 
@@ -115,8 +117,8 @@ func TestCacheSizeLimitEvicts(t *testing.T) {
 	h.origin.AddProvider(ns, typ, []string{version}, platforms)
 	for _, pl := range platforms {
 		want := h.origin.Archive(ns, typ, version, pl)
-		if r := h.get(archivePath(version, pl)); r.status != 200 || !bytes.Equal(r.body, want) {
-			t.Fatalf("%s: status %d, %d bytes", pl, r.status, len(r.body))
+		if r := h.read(t.Context(), version, pl); r.err != nil || !bytes.Equal(r.body, want) {
+			t.Fatalf("%s: err %v, %d bytes", pl, r.err, len(r.body))
 		}
 		h.waitCommitted(h.origin.SHA256(ns, typ, version, pl))
 	}
@@ -132,8 +134,8 @@ func TestCacheSizeLimitEvicts(t *testing.T) {
 	}
 	// An evicted archive is fetched again, correctly.
 	want := h.origin.Archive(ns, typ, version, first)
-	if r := h.get(archivePath(version, first)); r.status != 200 || !bytes.Equal(r.body, want) || r.header.Get("X-Tfmirror-Cache") != "miss" {
-		t.Fatalf("evicted archive: status %d cache %q", r.status, r.header.Get("X-Tfmirror-Cache"))
+	if r := h.read(t.Context(), version, first); r.err != nil || !bytes.Equal(r.body, want) || r.source != Miss {
+		t.Fatalf("evicted archive: err %v source %v", r.err, r.source)
 	}
 	if n := h.origin.ArchiveHits(ns, typ, version, first); n != 2 {
 		t.Errorf("origin fetches of the evicted archive = %d, want 2", n)
@@ -142,8 +144,8 @@ func TestCacheSizeLimitEvicts(t *testing.T) {
 }
 
 func TestConcurrentRequestsForManyPlatformsOfOneVersion(t *testing.T) {
-	// Each request needs the package metadata of its own platform; while
-	// one fetch runs, requests for other platforms queue behind it.
+	// Each caller needs the package metadata of its own platform; while
+	// one fetch runs, callers for other platforms queue behind it.
 	pls := []string{"darwin_amd64", "darwin_arm64", "freebsd_amd64", "linux_386", "linux_amd64", "linux_arm", "linux_arm64", "windows_amd64"}
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, pls)
@@ -155,9 +157,9 @@ func TestConcurrentRequestsForManyPlatformsOfOneVersion(t *testing.T) {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r := h.get(archivePath("1.0.0", pl))
-				if r.status != 200 || !bytes.Equal(r.body, h.origin.Archive(ns, typ, "1.0.0", pl)) {
-					errs <- pl + ": " + string(r.body)
+				r := h.read(context.Background(), "1.0.0", pl)
+				if r.err != nil || !bytes.Equal(r.body, h.origin.Archive(ns, typ, "1.0.0", pl)) {
+					errs <- fmt.Sprintf("%s: %v", pl, r.err)
 				}
 			}()
 		}

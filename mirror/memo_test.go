@@ -1,8 +1,7 @@
-package proxy
+package mirror
 
 import (
-	"fmt"
-	"net/http"
+	"context"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -24,15 +23,13 @@ func TestRememberedVersionListIsRefreshed(t *testing.T) {
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	listed := func() []string {
 		t.Helper()
-		r := h.get(providerPath("index.json"))
-		if r.status != http.StatusOK {
-			t.Fatalf("status %d: %s", r.status, r.body)
+		list, _, err := h.engine.Versions(context.Background(), h.provider())
+		if err != nil {
+			t.Fatal(err)
 		}
-		var doc indexDocument
-		r.json(t, &doc)
 		var vs []string
-		for v := range doc.Versions {
-			vs = append(vs, v)
+		for _, e := range list.Versions {
+			vs = append(vs, e.Version)
 		}
 		slices.Sort(vs)
 		return vs
@@ -67,95 +64,61 @@ func TestRememberedVersionListIsRefreshed(t *testing.T) {
 	}
 }
 
-// A package record read from memory is shared by concurrent requests, so
+// A package record read from memory is shared by concurrent callers, so
 // adding platforms to it must work on a copy (the race detector checks),
-// and the grown record must be what later requests see.
+// and the grown record must be what later callers see.
 func TestRememberedPackageRecordGrows(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	archive := func(pl string) string {
-		return fmt.Sprintf("/%s/%s/%s/terraform-provider-%s_1.0.0_%s.zip", originHost, ns, typ, typ, pl)
+	open := func(pl string) error {
+		a, err := h.engine.OpenArchive(t.Context(), h.provider(), mustVersion(t, "1.0.0"), mustPlatform(t, pl))
+		if err != nil {
+			return err
+		}
+		return a.Close()
 	}
 	// A record with one platform, then read (and remembered) again.
 	for range 2 {
-		if r := h.do(t.Context(), http.MethodHead, archive(platforms[0])); r.status != http.StatusOK {
-			t.Fatalf("HEAD archive: status %d: %s", r.status, r.body)
+		if err := open(platforms[0]); err != nil {
+			t.Fatalf("open archive: %v", err)
 		}
 	}
 	var wg sync.WaitGroup
-	docs := make([]versionDocument, 4)
+	pkgs := make([]*Package, 4)
 	for i := range 8 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			if i%2 == 0 {
-				r := h.get(providerPath("1.0.0.json"))
-				if r.status != http.StatusOK {
-					t.Errorf("VERSION.json: status %d: %s", r.status, r.body)
+				pkg, err := h.packages("1.0.0")
+				if err != nil {
+					t.Errorf("package: %v", err)
 					return
 				}
-				r.json(t, &docs[i/2])
+				pkgs[i/2] = pkg
 				return
 			}
-			if r := h.do(t.Context(), http.MethodHead, archive(platforms[0])); r.status != http.StatusOK {
-				t.Errorf("HEAD archive: status %d", r.status)
+			if err := open(platforms[0]); err != nil {
+				t.Errorf("open archive: %v", err)
 			}
 		}()
 	}
 	wg.Wait()
 	h.waitIdle()
-	for i, doc := range docs {
-		if len(doc.Archives) != len(platforms) {
-			t.Errorf("VERSION.json %d lists %d platforms, want %d", i, len(doc.Archives), len(platforms))
+	for i, pkg := range pkgs {
+		if pkg != nil && len(pkg.Archives) != len(platforms) {
+			t.Errorf("package %d lists %d platforms, want %d", i, len(pkg.Archives), len(platforms))
 		}
 	}
 	// Every platform is now known without asking the origin again.
 	hits := h.origin.Hits(fakeorigin.Download)
 	for _, pl := range platforms {
-		if r := h.do(t.Context(), http.MethodHead, archive(pl)); r.status != http.StatusOK {
-			t.Errorf("HEAD %s archive: status %d", pl, r.status)
+		if err := open(pl); err != nil {
+			t.Errorf("open %s archive: %v", pl, err)
 		}
 	}
 	h.waitIdle()
 	if n := h.origin.Hits(fakeorigin.Download); n != hits {
 		t.Errorf("package metadata fetched %d more times, want 0", n-hits)
-	}
-}
-
-// VERSION.json is rendered again when an archive's h1: hash appears
-// (cached) or disappears (evicted).
-func TestRenderedVersionFollowsArchiveCache(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	hashes := func() []string {
-		t.Helper()
-		r := h.get(providerPath("1.0.0.json"))
-		if r.status != http.StatusOK {
-			t.Fatalf("status %d: %s", r.status, r.body)
-		}
-		var doc versionDocument
-		r.json(t, &doc)
-		return doc.Archives["linux_amd64"].Hashes
-	}
-	for range 2 {
-		if got := hashes(); len(got) != 1 {
-			t.Fatalf("hashes before caching %v, want only zh:", got)
-		}
-	}
-	sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-	if r := h.get(fmt.Sprintf("/%s/%s/%s/terraform-provider-%s_1.0.0_linux_amd64.zip", originHost, ns, typ, typ)); r.status != http.StatusOK {
-		t.Fatalf("archive: status %d", r.status)
-	}
-	h.waitCommitted(sha)
-	for range 2 {
-		if got := hashes(); len(got) != 2 {
-			t.Fatalf("hashes once cached %v, want h1: and zh:", got)
-		}
-	}
-	if err := h.store.DeleteBlob(sha); err != nil {
-		t.Fatal(err)
-	}
-	if got := hashes(); len(got) != 1 {
-		t.Errorf("hashes after eviction %v, want only zh:", got)
 	}
 }

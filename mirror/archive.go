@@ -1,12 +1,12 @@
-package proxy
+package mirror
 
 import (
 	"context"
 	"errors"
 	"fmt"
 	"io"
-	"net/http"
 	"sync"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -21,165 +21,139 @@ const copyBufferSize = 256 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
-func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, p discovery.Provider, v versions.Version, pl discovery.Platform) {
-	if !s.wanted(pl.String()) {
-		s.fail(w, r, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl))
-		return
-	}
-	a, err := s.archiveFor(r.Context(), p, v, pl.String())
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	if s.serveBlob(w, r, a.SHA256) {
-		s.metrics.CacheLookup("archive", true)
-		return
-	}
-	f, leader := s.archives.join(p, a)
-	if f == nil { // committed since we looked
-		if s.serveBlob(w, r, a.SHA256) {
-			s.metrics.CacheLookup("archive", true)
-			return
-		}
-		s.fail(w, r, errors.New("archive vanished from the cache"))
-		return
-	}
-	defer f.release()
-	s.metrics.CacheLookup("archive", false)
-	state := "miss"
-	if !leader {
-		state = "coalesced"
-		s.metrics.Coalesced("archive")
-	}
-	s.streamFetch(w, r, f, state)
-}
-
 // archiveFor returns the verified archive record for one platform of v.
-func (s *Server) archiveFor(ctx context.Context, p discovery.Provider, v versions.Version, pl string) (archiveRecord, error) {
+func (s *Engine) archiveFor(ctx context.Context, p discovery.Provider, v versions.Version, pl string) (ArchiveRecord, error) {
 	rec, err := s.packageFor(ctx, p, v, []string{pl}, nil)
 	if err != nil {
-		return archiveRecord{}, err
+		return ArchiveRecord{}, err
 	}
 	a, ok := rec.Archives[pl]
 	if !ok {
-		return archiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", ErrPlatformNotFound, p, v, pl)
+		return ArchiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", ErrPlatformNotFound, p, v, pl)
 	}
 	return a, nil
 }
 
-// serveBlob serves a cached archive, with Range, If-None-Match and
-// If-Modified-Since support. It returns false when the archive is not cached.
-func (s *Server) serveBlob(w http.ResponseWriter, r *http.Request, sha string) bool {
-	blob, err := s.store.OpenBlob(sha)
-	if err != nil {
-		if !errors.Is(err, cache.ErrNotFound) {
-			s.log.Error("opening cached archive", "sha256", sha, "error", err)
-		}
-		return false
-	}
-	defer blob.Close()
-	s.setArchiveHeaders(w, sha, "hit")
-	http.ServeContent(w, r, "", blob.Info().Created, blob)
-	return true
+// Archive is an opened provider archive. Read it, then Close it. A cached
+// archive (Source Hit) is also an io.Seeker, see Content; an archive
+// being downloaded is read as it arrives, except for its final
+// Config.HoldBack bytes, which Read returns only once the whole archive's
+// sha256 matched. If the download fails, Read returns its error: a reader
+// never sees all the bytes of an archive that did not verify. Read is not
+// safe for concurrent use.
+type Archive struct {
+	// SHA256 is the archive's verified sha256, in hex.
+	SHA256 string
+	// Size is the archive's length in bytes, or -1 when the origin did
+	// not announce it.
+	Size int64
+	// ModTime is when the archive was stored (zero unless cached).
+	ModTime time.Time
+	// Source says whether the archive was cached, or is being downloaded.
+	Source Source
+
+	blob cache.BlobReader // Source Hit
+
+	// Source Miss or Coalesced:
+	f        *fetch
+	holdBack int64
+	off      int64
+	gone     chan struct{} // closed when the context given to OpenArchive ends
+	goneErr  error         // why; set before gone is closed
+	stop     func() bool   // stops watching that context
+	s        *Engine
+
+	closeOnce sync.Once
 }
 
-func (s *Server) setArchiveHeaders(w http.ResponseWriter, sha, cacheState string) {
-	h := w.Header()
-	h.Set("Content-Type", "application/zip")
-	h.Set("ETag", `"`+sha+`"`)
-	h.Set("Cache-Control", s.cacheControl(kindArchive, false))
-	h.Set("X-Tfmirror-Cache", cacheState)
+// Content returns the archive as an io.ReadSeeker when it is cached
+// (Source Hit), for serving with Range and conditional requests; nil
+// while it is being downloaded.
+func (a *Archive) Content() io.ReadSeeker {
+	if a.blob == nil {
+		return nil
+	}
+	return a.blob
 }
 
-// streamFetch streams an archive while it is being fetched. Bytes reach the
-// client as they arrive, except the final HoldBack bytes, which are sent
-// only once the whole archive's sha256 has matched. If the fetch fails the
-// response is aborted, so no client ever holds a complete unverified archive.
-func (s *Server) streamFetch(w http.ResponseWriter, r *http.Request, f *fetch, cacheState string) {
-	ctx := r.Context()
-	select {
-	case <-f.ready:
-	case <-ctx.Done():
-		return
+// Read reads the archive. While it is being downloaded, Read waits for
+// bytes to arrive; it returns the download's error if the download fails,
+// and the context's error once the context given to OpenArchive ends
+// (the download goes on for others).
+func (a *Archive) Read(p []byte) (int, error) {
+	if a.blob != nil {
+		return a.blob.Read(p)
 	}
-	size, err := f.header()
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	s.setArchiveHeaders(w, f.sha, cacheState)
-	if size >= 0 {
-		w.Header().Set("Content-Length", fmt.Sprint(size))
-	}
-	w.WriteHeader(http.StatusOK)
-	if r.Method == http.MethodHead {
-		return
-	}
-
-	rc := http.NewResponseController(w)
-	bufp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bufp)
-	buf := *bufp
-	var off int64
+	f := a.f
 	for {
 		st := f.snapshot()
 		if st.err != nil {
-			// Headers are gone; only a broken connection tells the
-			// client that the body is not to be trusted.
-			panic(http.ErrAbortHandler)
+			return 0, st.err
 		}
 		limit := st.written
 		if !st.verified {
-			limit = max(0, st.written-s.cfg.HoldBack)
+			limit = max(0, st.written-a.holdBack)
 		}
-		if off < limit {
-			n := int(min(int64(len(buf)), limit-off))
-			n, err := f.w.ReadAt(buf[:n], off)
+		if a.off < limit {
+			n := int(min(int64(len(p)), limit-a.off))
+			n, err := f.w.ReadAt(p[:n], a.off)
 			if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
-				if f.snapshot().err == nil { // not just the fetch failing meanwhile
-					s.log.Error("reading archive being fetched", "sha256", f.sha, "offset", off, "error", err)
+				if err := f.snapshot().err; err != nil { // the fetch failed meanwhile
+					return 0, err
 				}
-				panic(http.ErrAbortHandler)
+				a.s.log.Error("reading archive being fetched", "sha256", f.sha, "offset", a.off, "error", err)
+				return 0, fmt.Errorf("reading archive being fetched: %w", err)
 			}
-			if _, err := w.Write(buf[:n]); err != nil {
-				return // client went away; the fetch goes on for the others
-			}
-			off += int64(n)
-			continue
+			a.off += int64(n)
+			return n, nil
 		}
-		if st.verified && off == st.written {
-			return
-		}
-		if err := rc.Flush(); err != nil {
-			return
+		if st.verified && a.off == st.written {
+			return 0, io.EOF
 		}
 		select {
 		case <-st.changed:
-		case <-ctx.Done():
-			return
+		case <-a.gone:
+			return 0, a.goneErr
 		}
 	}
+}
+
+// Close releases the archive. The download, if any, goes on. Shutdown
+// waits for every opened archive to be closed.
+func (a *Archive) Close() error {
+	var err error
+	a.closeOnce.Do(func() {
+		if a.blob != nil {
+			err = a.blob.Close()
+		} else {
+			a.stop()
+			a.f.release()
+		}
+		a.s.work.done()
+	})
+	return err
 }
 
 // fetcher runs at most one origin download per archive (by sha256) and lets
 // any number of clients stream from it.
 type fetcher struct {
-	s        *Server
+	s        *Engine
 	mu       sync.Mutex
 	inflight map[string]*fetch
-	running  sync.WaitGroup
 	onJoin   func() // test hook: called for every client that joins or starts a fetch
+	onFail   func() // test hook: called when a fetch has failed, before it leaves inflight
 }
 
-func newFetcher(s *Server) *fetcher {
+func newFetcher(s *Engine) *fetcher {
 	return &fetcher{s: s, inflight: make(map[string]*fetch)}
 }
 
 // join returns the fetch of a's archive under way, starting one if there is
 // none; leader reports whether this call started it. It returns nil when
-// the archive is already committed to the cache. The caller must release
-// the fetch.
-func (fr *fetcher) join(p discovery.Provider, a archiveRecord) (f *fetch, leader bool) {
+// the archive is already committed to the cache, and ErrShutDown when a
+// fetch would be needed but the engine is shutting down. The caller must
+// release the fetch.
+func (fr *fetcher) join(p discovery.Provider, a ArchiveRecord) (f *fetch, leader bool, err error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.onJoin != nil {
@@ -187,29 +161,21 @@ func (fr *fetcher) join(p discovery.Provider, a archiveRecord) (f *fetch, leader
 	}
 	if f, ok := fr.inflight[a.SHA256]; ok {
 		f.acquire()
-		return f, false
+		return f, false, nil
 	}
 	// A fetch removes itself only after its commit, so under fr.mu an
 	// archive is either in flight or committed (or neither).
 	if _, err := fr.s.store.StatBlob(a.SHA256); err == nil {
-		return nil, false
+		return nil, false, nil
 	}
-	f = &fetch{sha: a.SHA256, ready: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
+	ctx, done, err := fr.s.detached(fr.s.cfg.ArchiveTimeout)
+	if err != nil {
+		return nil, false, err
+	}
+	f = &fetch{sha: a.SHA256, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
 	fr.inflight[a.SHA256] = f
-	fr.running.Add(1)
-	go fr.run(f, p, a)
-	return f, true
-}
-
-func (fr *fetcher) wait(ctx context.Context) error {
-	done := make(chan struct{})
-	go func() { fr.running.Wait(); close(done) }()
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	go fr.run(ctx, done, f, p, a)
+	return f, true, nil
 }
 
 func (fr *fetcher) remove(f *fetch) {
@@ -220,17 +186,17 @@ func (fr *fetcher) remove(f *fetch) {
 	fr.mu.Unlock()
 }
 
-// run downloads the archive on a context of its own, so that no client
-// going away cancels it, staging it in the cache as it arrives.
-func (fr *fetcher) run(f *fetch, p discovery.Provider, a archiveRecord) {
+// run downloads the archive on ctx, the engine's and not any client's, so
+// that no client going away cancels it, staging it in the cache as it
+// arrives. finished is called when it has ended.
+func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord) {
 	s := fr.s
-	defer fr.running.Done()
+	defer finished()
 	defer f.release()
 	defer fr.remove(f)
+	defer close(f.done)
 	done := s.metrics.ArchiveFetchStarted()
 	defer done()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ArchiveTimeout)
-	defer cancel()
 
 	h1, err := fr.download(ctx, f, p, a)
 	if err != nil {
@@ -239,6 +205,9 @@ func (fr *fetcher) run(f *fetch, p discovery.Provider, a archiveRecord) {
 		f.fail(err)
 		if f.w != nil { // set by download, on this goroutine
 			f.w.Abort()
+		}
+		if fr.onFail != nil {
+			fr.onFail()
 		}
 		var verr *verify.Error
 		if errors.As(err, &verr) {
@@ -269,7 +238,7 @@ func (fr *fetcher) run(f *fetch, p discovery.Provider, a archiveRecord) {
 // the fetch marked verified, which releases the held-back final bytes to
 // clients; the writer is not yet committed. On failure the caller aborts
 // the writer.
-func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a archiveRecord) (string, error) {
+func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) (string, error) {
 	s := fr.s
 	body, size, err := s.origin.OpenArchive(ctx, p, a.URL)
 	if err != nil {
@@ -277,7 +246,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 	}
 	defer body.Close()
 	if size > s.cfg.MaxArchiveBytes {
-		return "", fmt.Errorf("archive %s is %d bytes, more than the %d allowed", a.Filename, size, s.cfg.MaxArchiveBytes)
+		return "", &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed", size, s.cfg.MaxArchiveBytes)}
 	}
 	w, err := s.store.NewBlobWriter(a.SHA256)
 	if err != nil {
@@ -295,7 +264,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 				return "", fmt.Errorf("staging archive: %w", err)
 			}
 			if w.Written() > s.cfg.MaxArchiveBytes {
-				return "", fmt.Errorf("archive %s is larger than the %d bytes allowed", a.Filename, s.cfg.MaxArchiveBytes)
+				return "", &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
 			}
 			f.progress(w.Written())
 		}
@@ -307,7 +276,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 		}
 	}
 	if size >= 0 && w.Written() != size {
-		return "", fmt.Errorf("origin sent %d bytes of %s, announced %d", w.Written(), a.Filename, size)
+		return "", &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("%d bytes sent, %d announced", w.Written(), size)}
 	}
 	if got := w.Sum(); got != a.SHA256 {
 		return "", &verify.Error{Reason: verify.ReasonChecksum,
@@ -328,6 +297,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 type fetch struct {
 	sha   string
 	ready chan struct{} // closed once size and w are set, or err
+	done  chan struct{} // closed once the fetch has ended, committed or not
 
 	mu       sync.Mutex
 	changed  chan struct{} // closed and replaced on every change below
@@ -353,11 +323,11 @@ func (f *fetch) snapshot() fetchState {
 }
 
 // header returns the archive size once ready, or the error that ended the
-// fetch before it started.
+// fetch, before it started or since.
 func (f *fetch) header() (int64, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if f.w == nil {
+	if f.w == nil || f.err != nil {
 		return 0, f.err
 	}
 	return f.size, nil

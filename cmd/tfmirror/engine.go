@@ -1,0 +1,134 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/metrics"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
+)
+
+// engineParts is what openEngine opens: the pull-through engine with the
+// cache and the origin client it uses.
+type engineParts struct {
+	engine *pullthrough.Engine
+	store  *cache.Store
+	origin *discovery.Client
+	// metadataTimeout bounds one metadata operation against an origin
+	// (mirror.Config.OriginTimeout), derived from the origin limits.
+	metadataTimeout time.Duration
+	// shutdown shuts the engine down (work under way gets until ctx is done,
+	// then is cancelled) and then closes the cache, so that nothing
+	// writes to the cache once it is closed.
+	shutdown func(ctx context.Context) error
+}
+
+// metadataStages is how many origin requests, one after the other, one
+// metadata operation is given time for, each with all its retries:
+// service discovery, the version list, the package metadata, then
+// SHA256SUMS and its signature (fetched together). An operation that
+// needs more rounds (package metadata of many platforms, a few at a time)
+// shares this budget.
+const metadataStages = 4
+
+// openEngine opens the pull-through engine without any server, so that
+// serve and subcommands that work on the cache share one wiring: config ->
+// cache store (in DATA-DIR/cache) -> origin client -> engine. met, when
+// not nil, receives the cache's, the origin client's and the engine's
+// observations. The caller must call the returned parts' shutdown.
+func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.Metrics) (_ *engineParts, err error) {
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	reserve := cfg.DiskReserve
+	if reserve == 0 {
+		reserve = -1 // the flag's "no check"
+	}
+	copts := cache.Options{
+		Dir:         filepath.Join(cfg.DataDir, "cache"),
+		Logger:      logger,
+		MaxBytes:    cfg.CacheMaxBytes,
+		DiskReserve: reserve,
+	}
+	if met != nil {
+		copts.OnEvict = func(cache.BlobInfo) { met.Evicted(1) }
+	}
+	store, err := cache.Open(copts)
+	if err != nil {
+		return nil, fmt.Errorf("opening cache: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			store.Close()
+		}
+	}()
+	originCfg := discovery.Config{
+		AllowedOrigins:  cfg.AllowedOrigins,
+		UserAgent:       "tfmirror/" + version,
+		AllowPrivate:    cfg.AllowPrivateOrigins,
+		RootCAs:         o.rootCAs,
+		DialContext:     o.dialContext,
+		DiscoveryTTL:    cfg.DiscoveryTTL,
+		MaxArchiveBytes: cfg.MaxArchiveBytes,
+		RequestTimeout:  cfg.OriginTimeout,
+		// The flags say 0 for "none"; discovery.Config says negative.
+		MinSpeed:         disabledIfZero(cfg.OriginMinSpeed),
+		MinSpeedWindow:   disabledIfZero(cfg.OriginMinSpeedWindow),
+		Retries:          disabledIfZero(cfg.OriginRetries),
+		BreakerThreshold: disabledIfZero(cfg.BreakerThreshold),
+		BreakerCooldown:  cfg.BreakerCooldown,
+		Logger:           logger,
+	}
+	if met != nil {
+		originCfg.Observer = met
+	}
+	if err := originNetwork(&originCfg, cfg, o, logger); err != nil {
+		return nil, err
+	}
+	if o.origin != nil {
+		o.origin(&originCfg)
+	}
+	client, err := discovery.New(originCfg)
+	if err != nil {
+		return nil, err
+	}
+	parts := &engineParts{store: store, origin: client, metadataTimeout: metadataStages * client.MaxRequestTime()}
+	ecfg := pullthrough.Config{
+		AllowedOrigins:  cfg.AllowedOrigins,
+		Platforms:       cfg.Platforms,
+		VersionsTTL:     cfg.VersionsTTL,
+		OriginTimeout:   parts.metadataTimeout,
+		MaxArchiveBytes: cfg.MaxArchiveBytes,
+		Logger:          logger,
+		Offline:         cfg.Offline,
+	}
+	if met != nil {
+		ecfg.Metrics = met
+	}
+	engine, err := pullthrough.New(ecfg, client, store)
+	if err != nil {
+		return nil, err
+	}
+	parts.engine = engine
+	parts.shutdown = func(ctx context.Context) error {
+		serr := engine.Shutdown(ctx)
+		if serr != nil {
+			logger.Warn("archive downloads still running at the shutdown deadline were cancelled", "error", serr)
+		}
+		if err := store.Close(); err != nil {
+			return fmt.Errorf("closing cache: %w", err)
+		}
+		if errors.Is(serr, context.DeadlineExceeded) || errors.Is(serr, context.Canceled) {
+			return nil
+		}
+		return serr
+	}
+	return parts, nil
+}

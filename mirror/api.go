@@ -1,0 +1,308 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+// This file is the engine's API: what front doors (the HTTP mirror
+// protocol today) and subcommands call. Every method takes the caller's
+// context, which bounds only the caller's wait: work shared with other
+// callers goes on when it ends.
+
+// ListState says where a version list came from.
+type ListState struct {
+	// Stale says the cached list was served because the refresh failed.
+	Stale bool
+	// Fetched says the list was fetched from the origin for this call.
+	Fetched bool
+	// StoredAt is when the list was fetched from the origin.
+	StoredAt time.Time
+}
+
+// Versions returns p's version list: from the cache while it is younger
+// than Config.VersionsTTL (or however old, offline), from the origin
+// otherwise. When the refresh fails for any reason but the origin saying
+// the provider does not exist (discovery.ErrNotFound), the cached list is
+// returned with ListState.Stale set. The list is shared and must not be
+// modified.
+func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionList, ListState, error) {
+	if err := s.CheckOrigin(p); err != nil {
+		return nil, ListState{}, err
+	}
+	list, st, err := s.versions(ctx, p, false)
+	if err != nil {
+		return nil, ListState{}, err
+	}
+	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt}, nil
+}
+
+// Package is the verified package metadata of one version for a set of
+// platforms.
+type Package struct {
+	// Archives has one entry for each platform asked for that has a
+	// package, in the order asked.
+	Archives []PlatformArchive
+	// Stale says the version list that named the version's platforms was
+	// served from the cache because the origin failed.
+	Stale bool
+}
+
+// PlatformArchive is the verified package of one platform.
+type PlatformArchive struct {
+	Platform string // os_arch
+	ArchiveRecord
+	// H1 is the archive's h1: hash when the archive is cached, else "".
+	H1 string
+}
+
+// Package returns the verified package metadata of version v of p for
+// platforms, fetching and verifying what the cache lacks (concurrent
+// callers for one version share one origin fetch). A nil platforms means
+// every platform the version list offers. Platforms the engine does not
+// serve (Config.Platforms) are left out. Errors: ErrOriginNotAllowed,
+// ErrVersionNotFound, verify.ErrIntegrity, ErrOffline, origin errors.
+func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*Package, error) {
+	if err := s.CheckOrigin(p); err != nil {
+		return nil, err
+	}
+	entry, stale, err := s.versionEntry(ctx, p, v)
+	if err != nil {
+		return nil, err
+	}
+	var need []string
+	if platforms == nil {
+		for _, pl := range entry.Platforms {
+			if s.wanted(pl) {
+				need = append(need, pl)
+			}
+		}
+	} else {
+		for _, pl := range platforms {
+			if s.wanted(pl.String()) {
+				need = append(need, pl.String())
+			}
+		}
+	}
+	rec, err := s.packageFor(ctx, p, v, need, &entry)
+	if err != nil {
+		return nil, err
+	}
+	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: stale}
+	for _, pl := range need {
+		if a, ok := rec.Archives[pl]; ok {
+			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.h1(a.SHA256)})
+		}
+	}
+	return pkg, nil
+}
+
+// Source says where the bytes of an opened archive come from.
+type Source int
+
+const (
+	// Hit: the cache.
+	Hit Source = iota
+	// Miss: an origin download that this call started.
+	Miss
+	// Coalesced: an origin download already under way for another caller.
+	Coalesced
+)
+
+func (src Source) String() string {
+	switch src {
+	case Hit:
+		return "hit"
+	case Miss:
+		return "miss"
+	case Coalesced:
+		return "coalesced"
+	}
+	return fmt.Sprintf("Source(%d)", int(src))
+}
+
+// maxOpenAttempts bounds how often OpenArchive looks for an archive that
+// is committed and evicted between its looking and opening.
+const maxOpenAttempts = 3
+
+// OpenArchive opens the archive of version v of p for platform pl: from
+// the cache, or else from the origin download of it under way, starting
+// one if there is none. The download runs on the engine's context, so
+// that no caller going away cancels it, and is committed to the cache
+// only once its sha256 matched. OpenArchive waits until the download has
+// begun (its size is known) or failed; ctx bounds that wait and the
+// Reads. Errors: those of Package, and ErrPlatformNotFound.
+func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (*Archive, error) {
+	if err := s.CheckOrigin(p); err != nil {
+		return nil, err
+	}
+	if !s.wanted(pl.String()) {
+		return nil, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl)
+	}
+	a, err := s.archiveFor(ctx, p, v, pl.String())
+	if err != nil {
+		return nil, err
+	}
+	var f *fetch
+	var leader bool
+	for attempt := 1; ; attempt++ {
+		if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
+			return arc, err
+		}
+		f, leader, err = s.archives.join(p, a)
+		if err != nil {
+			return nil, err
+		}
+		if f != nil {
+			break
+		}
+		// Committed since we looked, and evicted again by the time we
+		// opened it: look again (the next join fetches it anew).
+		if attempt == maxOpenAttempts {
+			return nil, fmt.Errorf("archive %s keeps vanishing from the cache as it is opened", a.Filename)
+		}
+	}
+	s.metrics.CacheLookup("archive", false)
+	src := Miss
+	if !leader {
+		src = Coalesced
+		s.metrics.Coalesced("archive")
+	}
+	select {
+	case <-f.ready:
+	case <-ctx.Done():
+		f.release()
+		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+	}
+	size, err := f.header()
+	if err != nil {
+		f.release()
+		return nil, err
+	}
+	if !s.work.add() {
+		f.release()
+		return nil, ErrShutDown
+	}
+	arc := &Archive{SHA256: a.SHA256, Size: size, Source: src, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), s: s}
+	arc.stop = context.AfterFunc(ctx, func() {
+		arc.goneErr = context.Cause(ctx)
+		close(arc.gone)
+	})
+	return arc, nil
+}
+
+// openCached opens the cached archive sha, counting a cache hit; it
+// returns nil, nil when the archive is not cached.
+func (s *Engine) openCached(sha string) (*Archive, error) {
+	if !s.work.add() {
+		return nil, ErrShutDown
+	}
+	blob, err := s.store.OpenBlob(sha)
+	if err != nil {
+		s.work.done()
+		if !errors.Is(err, cache.ErrNotFound) {
+			s.log.Error("opening cached archive", "sha256", sha, "error", err)
+		}
+		return nil, nil
+	}
+	s.metrics.CacheLookup("archive", true)
+	info := blob.Info()
+	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: Hit, blob: blob, s: s}, nil
+}
+
+// EnsureArchive makes sure the archive of version v of p for platform pl
+// is cached, without any client to stream it to: it fetches the metadata
+// and the archive if need be, verifies them and waits for the commit. It
+// returns where the archive came from. ctx bounds the wait only.
+func (s *Engine) EnsureArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (Source, error) {
+	if err := s.CheckOrigin(p); err != nil {
+		return 0, err
+	}
+	if !s.wanted(pl.String()) {
+		return 0, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl)
+	}
+	a, err := s.archiveFor(ctx, p, v, pl.String())
+	if err != nil {
+		return 0, err
+	}
+	f, leader, err := s.archives.join(p, a)
+	if err != nil {
+		return 0, err
+	}
+	if f == nil {
+		s.metrics.CacheLookup("archive", true)
+		return Hit, nil
+	}
+	defer f.release()
+	s.metrics.CacheLookup("archive", false)
+	src := Miss
+	if !leader {
+		src = Coalesced
+		s.metrics.Coalesced("archive")
+	}
+	select {
+	case <-f.done:
+	case <-ctx.Done():
+		return src, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+	}
+	if _, err := s.store.StatBlob(a.SHA256); err == nil {
+		return src, nil
+	}
+	if err := f.snapshot().err; err != nil {
+		return src, err
+	}
+	return src, fmt.Errorf("archive %s was verified but could not be stored in the cache", a.Filename)
+}
+
+// CachedVersion is a provider version the engine holds verified package
+// metadata for.
+type CachedVersion struct {
+	// Provider is the provider's address, HOST/NAMESPACE/TYPE.
+	Provider string
+	// Version is the version, canonical.
+	Version string
+	// Platforms are the verified packages, by platform name.
+	Platforms []CachedPlatform
+}
+
+// CachedPlatform is one verified package and whether its archive is cached.
+type CachedPlatform struct {
+	Platform string // os_arch
+	Archive  ArchiveRecord
+	Cached   bool
+	Size     int64 // bytes, when cached
+}
+
+// ListCached calls fn for every provider version with verified package
+// metadata in the cache, in key order, until fn returns an error (which
+// ListCached returns).
+func (s *Engine) ListCached(fn func(CachedVersion) error) error {
+	return s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
+		var rec PackageRecord
+		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
+			return nil // not ours to judge here; skip
+		}
+		cv := CachedVersion{
+			Provider:  strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version),
+			Version:   rec.Version,
+			Platforms: []CachedPlatform{},
+		}
+		for _, pl := range sortedKeys(rec.Archives) {
+			cp := CachedPlatform{Platform: pl, Archive: rec.Archives[pl]}
+			if info, err := s.store.StatBlob(cp.Archive.SHA256); err == nil {
+				cp.Cached, cp.Size = true, info.Size
+			}
+			cv.Platforms = append(cv.Platforms, cp)
+		}
+		return fn(cv)
+	})
+}

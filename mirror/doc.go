@@ -1,0 +1,34 @@
+// Package mirror is tfmirror's pull-through engine: it answers for
+// provider versions and archives from the cache and fills the cache from
+// origin registries on demand, without knowing how its callers talk to
+// their clients. Its API takes a context and returns data or typed
+// errors; front doors (package proxy's HTTP routes, subcommands) decide
+// what to tell their clients.
+//
+// It owns the stored records and their keys (VersionList, PackageRecord,
+// ArchiveRecord, each with a schema version), the in-memory memo of
+// decoded records, the archive fetcher and its fan-out to many readers,
+// offline mode, and the errors of the mirror itself (ErrVersionNotFound,
+// ErrPlatformNotFound, ErrOriginNotAllowed, ErrOffline, ErrShutDown):
+//
+//   - version lists are cached for Config.VersionsTTL and served stale when
+//     a refresh fails; only an origin's explicit 404 is believed;
+//   - a version's package metadata is verified against the origin's signed
+//     SHA256SUMS before it is stored, and never changes afterwards;
+//   - an archive is fetched from its origin once however many callers ask,
+//     on the engine's context (no single caller can cancel it), read by
+//     every waiting caller while it is staged in the cache, and committed
+//     only when its sha256 matched; the final bytes are withheld from
+//     readers until then;
+//   - with Config.Offline the mirror is sealed: no origin is ever
+//     contacted, cached version lists are served however old, and anything
+//     not cached fails with ErrOffline.
+//
+// Work done for many callers runs on a context the engine creates in New;
+// Shutdown lets it finish (or cancels it at a deadline) and waits for it,
+// so that the cache can be closed after it.
+//
+// It does not speak HTTP to clients (package proxy does), speak to origins
+// itself (package discovery does), store anything itself (package cache
+// does), or implement the cryptographic checks (package verify does).
+package mirror

@@ -1,0 +1,346 @@
+package mirror
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+// Origin is what the engine needs from origin registries. *discovery.Client
+// implements it.
+type Origin interface {
+	Versions(ctx context.Context, p discovery.Provider) ([]discovery.VersionInfo, error)
+	Package(ctx context.Context, p discovery.Provider, version string, pl discovery.Platform) (*discovery.Package, error)
+	FetchDocument(ctx context.Context, p discovery.Provider, rawURL string, limit int64) ([]byte, error)
+	OpenArchive(ctx context.Context, p discovery.Provider, rawURL string) (io.ReadCloser, int64, error)
+}
+
+// Store is what the engine needs from the cache. *cache.Store implements it.
+type Store interface {
+	PutMeta(key string, v any) error
+	GetMeta(key string, v any) (time.Time, error)
+	StatBlob(sha string) (cache.BlobInfo, error)
+	OpenBlob(sha string) (cache.BlobReader, error)
+	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+	Stats() (archives int, bytes int64)
+}
+
+// Metrics receives what the engine observes. Package metrics implements it;
+// a nil Metrics in Config records nothing.
+type Metrics interface {
+	// CacheLookup records a hit or miss for kind "versions", "package" or "archive".
+	CacheLookup(kind string, hit bool)
+	// StaleServed records a cached answer served because the origin failed.
+	StaleServed(kind string)
+	// Coalesced records a request that joined an origin fetch already under way.
+	Coalesced(kind string)
+	// VerificationFailed records a package refused for reason (a verify.Reason).
+	VerificationFailed(reason string)
+	// ArchiveFetchStarted records an origin archive fetch; done is called when it ends.
+	ArchiveFetchStarted() (done func())
+	// CacheWriteFailed records data that could not be stored.
+	CacheWriteFailed()
+}
+
+// Config configures an Engine. Zero values take the documented defaults.
+type Config struct {
+	// AllowedOrigins are the origin registry hosts this mirror serves, in
+	// any form svchost accepts. Providers of other hosts fail with
+	// ErrOriginNotAllowed and cause no outbound connection. Required.
+	AllowedOrigins []string
+	// Platforms limits the engine to these os_arch platforms. Empty means all.
+	Platforms []string
+	// VersionsTTL is how long a provider's version list is served from the
+	// cache before it is refreshed from the origin. Default 10 minutes.
+	VersionsTTL time.Duration
+	// OriginTimeout bounds one metadata operation against an origin
+	// (discovery, version list, package metadata and checksums of a
+	// version). It runs detached from the callers waiting for it.
+	// Default 2 minutes.
+	OriginTimeout time.Duration
+	// ArchiveTimeout bounds one archive download from an origin. Default 1 hour.
+	ArchiveTimeout time.Duration
+	// MaxArchiveBytes refuses larger archives. Default 2 GiB.
+	MaxArchiveBytes int64
+	// HoldBack is how many final bytes of an archive streamed while it is
+	// still being fetched are withheld until its checksum has matched.
+	// Default 64 KiB.
+	HoldBack int64
+	// Logger receives errors, once each. Default: discard.
+	Logger *slog.Logger
+	// Metrics receives observations. Default: none.
+	Metrics Metrics
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+	// Offline seals the mirror: no origin is ever contacted, cached
+	// version lists are served however old, and whatever is not cached
+	// fails with ErrOffline. Default false.
+	Offline bool
+}
+
+// Engine is the pull-through engine: it answers from the cache and fills
+// it from origin registries, verifying everything before it is kept. Its
+// methods are safe for concurrent use. Work done for many callers at once
+// (origin fetches, archive downloads) runs on the engine's own context,
+// which Shutdown and Close end.
+type Engine struct {
+	cfg       Config
+	allowed   map[svchost.Hostname]bool
+	platforms map[string]bool // nil = all
+	origin    Origin
+	store     Store
+	log       *slog.Logger
+	metrics   Metrics
+
+	meta     singleflight.Group // version lists and package metadata
+	archives *fetcher
+	memo     *metaMemo // decoded version lists and package metadata
+
+	// root is the engine's lifetime, not any caller's: the parent of the
+	// contexts that origin fetches and archive downloads run on. Shutdown
+	// and Close cancel it.
+	root   context.Context
+	cancel context.CancelFunc
+	work   *tasks // origin fetches and downloads running on root
+}
+
+// New validates cfg and returns an Engine using origin and store. Call
+// Shutdown or Close when done with it, before closing the store.
+func New(cfg Config, origin Origin, store Store) (*Engine, error) {
+	if origin == nil || store == nil {
+		return nil, errors.New("mirror: origin and store are required")
+	}
+	if len(cfg.AllowedOrigins) == 0 {
+		return nil, errors.New("mirror: at least one allowed origin host is required")
+	}
+	s := &Engine{
+		cfg:     cfg,
+		allowed: make(map[svchost.Hostname]bool),
+		origin:  origin,
+		store:   store,
+		log:     cfg.Logger,
+		metrics: cfg.Metrics,
+		memo:    newMetaMemo(),
+		work:    newTasks(),
+	}
+	s.cfg.AllowedOrigins = nil
+	for _, h := range cfg.AllowedOrigins {
+		host, err := svchost.ForComparison(strings.TrimSpace(h))
+		if err != nil {
+			return nil, fmt.Errorf("mirror: allowed origin %q: %w", h, err)
+		}
+		if !s.allowed[host] {
+			s.allowed[host] = true
+			s.cfg.AllowedOrigins = append(s.cfg.AllowedOrigins, host.String())
+		}
+	}
+	slices.Sort(s.cfg.AllowedOrigins)
+	s.cfg.Platforms = nil
+	if len(cfg.Platforms) > 0 {
+		s.platforms = make(map[string]bool)
+		for _, p := range cfg.Platforms {
+			pl, err := ParsePlatform(strings.TrimSpace(p))
+			if err != nil {
+				return nil, fmt.Errorf("mirror: platforms: %w", err)
+			}
+			if !s.platforms[pl.String()] {
+				s.platforms[pl.String()] = true
+				s.cfg.Platforms = append(s.cfg.Platforms, pl.String())
+			}
+		}
+		slices.Sort(s.cfg.Platforms)
+	}
+	if s.cfg.VersionsTTL <= 0 {
+		s.cfg.VersionsTTL = 10 * time.Minute
+	}
+	if s.cfg.OriginTimeout <= 0 {
+		s.cfg.OriginTimeout = 2 * time.Minute
+	}
+	if s.cfg.ArchiveTimeout <= 0 {
+		s.cfg.ArchiveTimeout = time.Hour
+	}
+	if s.cfg.MaxArchiveBytes <= 0 {
+		s.cfg.MaxArchiveBytes = 2 << 30
+	}
+	if s.cfg.HoldBack <= 0 {
+		s.cfg.HoldBack = 64 << 10
+	}
+	if s.cfg.Now == nil {
+		s.cfg.Now = time.Now
+	}
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+		s.cfg.Logger = s.log
+	}
+	if s.metrics == nil {
+		s.metrics = noMetrics{}
+	}
+	if s.cfg.Offline {
+		s.origin = offlineOrigin{}
+	}
+	s.root, s.cancel = context.WithCancel(context.Background())
+	s.archives = newFetcher(s)
+	return s, nil
+}
+
+// Config returns the configuration in effect: cfg as given to New with
+// every default filled in, AllowedOrigins in svchost comparison form and
+// Platforms canonical, both sorted. Slices are copies.
+func (s *Engine) Config() Config {
+	c := s.cfg
+	c.AllowedOrigins = slices.Clone(c.AllowedOrigins)
+	c.Platforms = slices.Clone(c.Platforms)
+	return c
+}
+
+// CheckOrigin returns nil when p's host is an allowed origin, and an error
+// wrapping ErrOriginNotAllowed otherwise. Every method that takes a
+// provider checks it first.
+func (s *Engine) CheckOrigin(p discovery.Provider) error {
+	if !s.allowed[p.Hostname] {
+		return fmt.Errorf("%w: %s", ErrOriginNotAllowed, p.Hostname)
+	}
+	return nil
+}
+
+// Wait blocks until every origin fetch and archive download under way has
+// ended, or ctx is done. The engine keeps working; see Shutdown.
+func (s *Engine) Wait(ctx context.Context) error { return s.work.wait(ctx) }
+
+// Shutdown stops the engine: it starts no more work (new calls that would
+// need the origin fail with ErrShutDown), lets the fetches and downloads
+// under way finish until ctx is done, then cancels those still running
+// and waits for them to end. When it returns, the engine no longer uses
+// the store, which may then be closed. It returns ctx's error when work
+// had to be cancelled.
+func (s *Engine) Shutdown(ctx context.Context) error {
+	s.work.close()
+	err := s.work.wait(ctx)
+	s.cancel()
+	if err != nil {
+		// Cancelled downloads end promptly: they wait only on the origin.
+		s.work.wait(context.Background())
+	}
+	return err
+}
+
+// Close is Shutdown without a grace period: work under way is cancelled.
+func (s *Engine) Close() error {
+	s.work.close()
+	s.cancel()
+	return s.work.wait(context.Background())
+}
+
+// Stats returns how many archives the cache holds, and their total size.
+func (s *Engine) Stats() (archives int, bytes int64) { return s.store.Stats() }
+
+// wanted reports whether platform pl is served (the --platforms filter).
+func (s *Engine) wanted(pl string) bool {
+	return s.platforms == nil || s.platforms[pl]
+}
+
+// detached returns a context for work done on behalf of every caller that
+// waits for it: it does not end when the caller that started it goes away,
+// only at its timeout or when the engine shuts down. done must be called
+// when the work ends. It fails with ErrShutDown once Shutdown or Close was
+// called.
+func (s *Engine) detached(timeout time.Duration) (ctx context.Context, done func(), err error) {
+	if !s.work.add() {
+		return nil, nil, ErrShutDown
+	}
+	ctx, cancel := context.WithTimeout(s.root, timeout)
+	return ctx, func() { cancel(); s.work.done() }, nil
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// tasks counts work running on the engine's context, so that Wait and
+// Shutdown can wait for it (a sync.WaitGroup may not be waited on while
+// it can be incremented from zero).
+type tasks struct {
+	mu      sync.Mutex
+	n       int
+	closed  bool
+	idle    chan struct{} // closed while n == 0
+	onClose func()        // test hook: called once no more tasks are taken
+}
+
+func newTasks() *tasks {
+	t := &tasks{idle: make(chan struct{})}
+	close(t.idle)
+	return t
+}
+
+// add counts one more task, unless the engine is shutting down.
+func (t *tasks) add() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	return true
+}
+
+func (t *tasks) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 {
+		close(t.idle)
+	}
+}
+
+func (t *tasks) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	if t.onClose != nil {
+		t.onClose()
+	}
+}
+
+func (t *tasks) wait(ctx context.Context) error {
+	t.mu.Lock()
+	idle := t.idle
+	t.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type noMetrics struct{}
+
+func (noMetrics) CacheLookup(string, bool)    {}
+func (noMetrics) StaleServed(string)          {}
+func (noMetrics) Coalesced(string)            {}
+func (noMetrics) VerificationFailed(string)   {}
+func (noMetrics) ArchiveFetchStarted() func() { return func() {} }
+func (noMetrics) CacheWriteFailed()           {}

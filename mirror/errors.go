@@ -1,0 +1,38 @@
+package mirror
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Errors of the engine itself. Origin errors come from package discovery
+// (ErrNotFound, ErrNoProviderService, *OriginError, ErrCircuitOpen),
+// integrity errors from package verify (ErrIntegrity); callers map all of
+// them to what they tell their own clients.
+var (
+	// ErrOriginNotAllowed: the provider's host is not an allowed origin.
+	ErrOriginNotAllowed = errors.New("origin host is not allowed on this mirror")
+	// ErrVersionNotFound: the origin does not list the requested version.
+	ErrVersionNotFound = errors.New("version not found")
+	// ErrPlatformNotFound: the version has no package for the requested
+	// platform, or the platform is not served (Config.Platforms).
+	ErrPlatformNotFound = errors.New("platform not available")
+	// ErrOffline: the mirror runs sealed and does not hold what was asked for.
+	ErrOffline = errors.New("mirror is offline (never contacts origins) and does not have this in its cache")
+	// ErrShutDown: the engine is shutting down and starts no more origin work.
+	ErrShutDown = errors.New("mirror is shutting down")
+)
+
+// BadArchiveError is a fault the engine found itself in an archive an
+// origin sent: larger than Config.MaxArchiveBytes, or a body of another
+// length than announced. Like a *discovery.OriginError it is the origin's
+// fault, not the mirror's. (An archive whose sha256 differs from the
+// signed checksum is a *verify.Error instead.)
+type BadArchiveError struct {
+	Filename string // the origin's file name
+	Detail   string
+}
+
+func (e *BadArchiveError) Error() string {
+	return fmt.Sprintf("origin sent a bad archive %s: %s", e.Filename, e.Detail)
+}

@@ -1,0 +1,205 @@
+package mirror
+
+import (
+	"context"
+	"io"
+	"log"
+	"log/slog"
+	"net"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// originHost is the provider host the tests use; its name resolves, for
+// the engine under test only, to the fake origin on loopback.
+const originHost = "registry.terraform.io"
+
+const (
+	ns  = "hashicorp"
+	typ = "random"
+)
+
+var platforms = []string{"darwin_arm64", "linux_amd64", "windows_amd64"}
+
+// harness is an engine on a cache, in front of a fake origin.
+type harness struct {
+	t      *testing.T
+	origin *fakeorigin.Origin
+	store  *cache.Store
+	engine *Engine
+	closed bool
+}
+
+type harnessOptions struct {
+	cfg      Config
+	origin   fakeorigin.Options
+	cacheDir string        // on-disk cache (to test restarts); "" = in memory
+	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
+	// wrap, if set, stands between the engine and the cache.
+	wrap func(Store) Store
+}
+
+func newHarness(t *testing.T, opts harnessOptions) *harness {
+	t.Helper()
+	h := &harness{t: t}
+	if opts.origin.Hostnames == nil {
+		opts.origin.Hostnames = []string{originHost}
+	}
+	origin, err := fakeorigin.Start(opts.origin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	h.origin = origin
+	h.start(opts)
+	return h
+}
+
+// start (re)creates the engine on the harness's origin.
+func (h *harness) start(opts harnessOptions) {
+	t := h.t
+	t.Helper()
+	copts := opts.store
+	copts.Dir, copts.InMemory = opts.cacheDir, opts.cacheDir == ""
+	store, err := cache.Open(copts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.store = store
+	var d net.Dialer
+	client, err := discovery.New(discovery.Config{
+		AllowPrivate: true,
+		RootCAs:      h.origin.CertPool(),
+		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, network, h.origin.Addr)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := opts.cfg
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
+	if cfg.AllowedOrigins == nil {
+		cfg.AllowedOrigins = []string{originHost}
+	}
+	var engineStore Store = store
+	if opts.wrap != nil {
+		engineStore = opts.wrap(store)
+	}
+	engine, err := New(cfg, client, engineStore)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine = engine
+	h.closed = false
+	t.Cleanup(h.stop)
+}
+
+// stop shuts the engine down, then closes the cache.
+func (h *harness) stop() {
+	if h.closed {
+		return
+	}
+	h.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.engine.Shutdown(ctx); err != nil {
+		h.t.Errorf("archive fetches still running: %v", err)
+	}
+	h.store.Close()
+}
+
+func (h *harness) provider() discovery.Provider {
+	return discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+}
+
+func mustVersion(t *testing.T, s string) versions.Version {
+	t.Helper()
+	v, err := ParseSemver(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func mustPlatform(t *testing.T, s string) discovery.Platform {
+	t.Helper()
+	pl, err := ParsePlatform(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+// archive is what a reader of one archive got.
+type archive struct {
+	opened bool // OpenArchive succeeded
+	body   []byte
+	source Source
+	err    error // opening or reading failed
+}
+
+// read opens the archive of version of the test provider for platform and
+// reads it to the end.
+func (h *harness) read(ctx context.Context, version, platform string) archive {
+	h.t.Helper()
+	a, err := h.engine.OpenArchive(ctx, h.provider(), mustVersion(h.t, version), mustPlatform(h.t, platform))
+	if err != nil {
+		return archive{err: err}
+	}
+	defer a.Close()
+	body, err := io.ReadAll(a)
+	return archive{opened: true, body: body, source: a.Source, err: err}
+}
+
+// packages returns the package metadata of version for platforms (nil: all).
+func (h *harness) packages(version string, platforms ...string) (*Package, error) {
+	h.t.Helper()
+	var pls []discovery.Platform
+	for _, pl := range platforms {
+		pls = append(pls, mustPlatform(h.t, pl))
+	}
+	return h.engine.Package(context.Background(), h.provider(), mustVersion(h.t, version), pls)
+}
+
+// waitIdle waits until no archive fetch is running.
+func (h *harness) waitIdle() {
+	h.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.engine.Wait(ctx); err != nil {
+		h.t.Fatalf("archive fetch did not end: %v", err)
+	}
+}
+
+// waitCommitted waits for fetches to end and checks sha is cached.
+func (h *harness) waitCommitted(sha string) {
+	h.t.Helper()
+	h.waitIdle()
+	if _, err := h.store.StatBlob(sha); err != nil {
+		h.t.Fatalf("archive %s not cached: %v", sha, err)
+	}
+}
+
+type testLogWriter struct{ t *testing.T }
+
+func (w testLogWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+func TestMain(m *testing.M) {
+	// Service discovery logs through the standard logger.
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}

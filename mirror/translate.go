@@ -1,0 +1,84 @@
+package mirror
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+// TranslateVersions turns an origin's version list into the cached form:
+// canonical version strings (clients re-serialise "1.2" as "1.2.0" and ask
+// for that), sorted, duplicates merged. Invalid versions are reported to
+// skip and dropped, as the clients themselves do.
+//
+// When the origin lists one version in several spellings ("1.0" and
+// "1.0.0"), the entry offers the platforms of all of them, and is asked
+// for by the canonical spelling if the origin lists it (the first listed
+// otherwise), the others being kept as aliases to ask when that one has
+// no package for a platform.
+func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err error)) *VersionList {
+	byVersion := make(map[string]*VersionEntry)
+	parsed := make(map[string]versions.Version)
+	spellings := make(map[string][]string) // canonical -> the origin's, in order
+	for _, info := range infos {
+		v, err := ParseSemver(info.Version)
+		if err != nil {
+			skip(info.Version, err)
+			continue
+		}
+		canon := v.String()
+		e, ok := byVersion[canon]
+		if !ok {
+			e = &VersionEntry{Version: canon, Platforms: []string{}}
+			byVersion[canon] = e
+			parsed[canon] = v
+		}
+		if !slices.Contains(spellings[canon], info.Version) {
+			spellings[canon] = append(spellings[canon], info.Version)
+		}
+		for _, pl := range info.Platforms {
+			name := pl.String()
+			if _, err := ParsePlatform(name); err != nil {
+				skip(info.Version+" "+name, err)
+				continue
+			}
+			if !slices.Contains(e.Platforms, name) {
+				e.Platforms = append(e.Platforms, name)
+			}
+		}
+	}
+	list := &VersionList{Schema: recordSchema, Versions: make([]VersionEntry, 0, len(byVersion))}
+	for canon, e := range byVersion {
+		spelt := spellings[canon]
+		first := 0
+		if i := slices.Index(spelt, canon); i >= 0 {
+			first = i
+		}
+		if spelt[first] != canon {
+			e.Origin = spelt[first]
+		}
+		for i, alias := range spelt {
+			if i != first {
+				e.Aliases = append(e.Aliases, alias)
+			}
+		}
+		slices.Sort(e.Platforms)
+		list.Versions = append(list.Versions, *e)
+	}
+	slices.SortFunc(list.Versions, func(a, b VersionEntry) int {
+		va, vb := parsed[a.Version], parsed[b.Version]
+		switch {
+		case va.LessThan(vb):
+			return -1
+		case vb.LessThan(va):
+			return 1
+		}
+		// Equal precedence differs only in build metadata
+		// ("1.0.0+a", "1.0.0+b"): keep the order stable.
+		return strings.Compare(a.Version, b.Version)
+	})
+	return list
+}
