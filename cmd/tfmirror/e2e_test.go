@@ -281,5 +281,7 @@ func TestConcurrentColdDownloadsOverTLS(t *testing.T) {
 func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }
