@@ -18,6 +18,7 @@ import (
 // for the mirror's host, and is refused without them; archive URLs work
 // only with their signature.
 func TestTerraformInitWithClientAuth(t *testing.T) {
+	t.Parallel()
 	const token = "e2e-client-token.0123456789"
 	tokens := filepath.Join(t.TempDir(), "tokens")
 	if err := os.WriteFile(tokens, []byte("# CI\nsomeone-else\n"+token+"\n"), 0o600); err != nil {

@@ -19,6 +19,7 @@ import (
 // reloads the tokens (a broken file keeps the old ones), a restart keeps
 // signed archive URLs valid, and no token or signature reaches the log.
 func TestClientAuthProcess(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -21,6 +21,7 @@ import (
 // many clients download archives, restarts it on the same data directory
 // and checks that nothing partial is served or kept.
 func TestKillDuringDownloadsAndRestart(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

@@ -157,6 +157,7 @@ func writeConfig(t *testing.T, providers map[string]string) string {
 }
 
 func TestTerraformInitThroughMirror(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, fakeorigin.Options{SeparateDownloadHost: true})
 	e.origin.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, []string{"linux_amd64", "darwin_arm64", "windows_amd64"})
 	e.origin.AddProvider("acme", "widget", []string{"0.1.0"}, []string{"linux_amd64", "darwin_arm64"})
@@ -219,6 +220,7 @@ func TestTerraformInitThroughMirror(t *testing.T) {
 }
 
 func TestTerraformInitRefusesTamperedArchive(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, fakeorigin.Options{})
 	e.origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
 	e.origin.TamperArchive("hashicorp", "null", "3.2.0", "linux_amd64", true)
@@ -281,5 +283,7 @@ func TestConcurrentColdDownloadsOverTLS(t *testing.T) {
 func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
-	os.Exit(m.Run())
+	code := m.Run()
+	removeBinary()
+	os.Exit(code)
 }

@@ -200,6 +200,7 @@ func archiveURL(typ, version, platform string) string {
 }
 
 func TestMetricsColdThenWarmTerraformInit(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, fakeorigin.Options{})
 	host := runtime.GOOS + "_" + runtime.GOARCH
 	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{host, "windows_386"})

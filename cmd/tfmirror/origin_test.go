@@ -583,6 +583,7 @@ func TestUpstreamConnectProxy(t *testing.T) {
 }
 
 func TestTerraformInitWithOriginDownAfterWarming(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, fakeorigin.Options{SeparateDownloadHost: true}, "--versions-ttl", "1ns")
 	host := runtime.GOOS + "_" + runtime.GOARCH
 	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{host})

@@ -21,15 +21,55 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
-// buildBinary compiles tfmirror into a temporary directory.
+// built is the tfmirror binary of this test run: compiled by the first
+// test that asks for it, shared by the others, removed by TestMain.
+var built struct {
+	once sync.Once
+	dir  string // temporary directory holding the binary
+	path string
+	err  error
+}
+
+// buildBinary returns the path of tfmirror compiled from this package's
+// source. `go build` runs once per test run of the package, when the first
+// test asks (tests that do not run the binary do not pay for it); every
+// later call returns the same binary, which tests run but must not modify.
+// Each run builds afresh (go's build cache makes that quick), so the
+// binary is never older than the source under test.
+//
+// The binary is built as the release is (deploy/Dockerfile): static, with
+// CGO_ENABLED=0 and -trimpath. Besides testing what operators run, this
+// lets the deploy package's test build reuse every compiled package from
+// the build cache: with other settings a cold cache compiles the whole
+// dependency tree twice.
 func buildBinary(t *testing.T) string {
 	t.Helper()
-	bin := filepath.Join(t.TempDir(), "tfmirror")
-	cmd := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.dir, built.err = os.MkdirTemp("", "tfmirror-test-bin-")
+		if built.err != nil {
+			return
+		}
+		bin := filepath.Join(built.dir, "tfmirror")
+		cmd := exec.Command("go", "build", "-trimpath", "-o", bin, ".")
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+			return
+		}
+		built.path = bin
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return bin
+	return built.path
+}
+
+// removeBinary deletes the binary buildBinary made, if any; TestMain calls
+// it once every test has finished.
+func removeBinary() {
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
 }
 
 // originCAFile writes the fake origin's CA so that a subprocess trusts it

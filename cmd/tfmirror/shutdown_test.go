@@ -18,6 +18,7 @@ import (
 // TestGracefulShutdown stops tfmirror with SIGTERM while an archive is
 // being downloaded through it.
 func TestGracefulShutdown(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
@@ -54,6 +55,7 @@ func TestGracefulShutdown(t *testing.T) {
 	}
 
 	t.Run("download in flight completes", func(t *testing.T) {
+		t.Parallel()
 		origin, m, dataDir, release, done := start(t, "20s")
 		// The listener closes at once; the download goes on.
 		waitRefused(t, m.addr)
@@ -81,6 +83,7 @@ func TestGracefulShutdown(t *testing.T) {
 	})
 
 	t.Run("deadline cuts off a stuck download", func(t *testing.T) {
+		t.Parallel()
 		origin, m, dataDir, _, done := start(t, "1s")
 		if err := m.wait(30 * time.Second); err != nil {
 			t.Fatalf("exit after SIGTERM: %v", err)
