@@ -75,6 +75,14 @@ func (s *Server) streamArchive(w http.ResponseWriter, r *http.Request, a *mirror
 		return
 	}
 	rc := http.NewResponseController(w)
+	// The client sees the status at once, not with the first released
+	// bytes (the held-back tail may be all of a small archive): so that a
+	// download failing later breaks a response the client has, which it
+	// does not retry, rather than a connection that answered nothing,
+	// which clients retry as a new request (and a new origin download).
+	if err := rc.Flush(); err != nil {
+		return
+	}
 	bufp := copyBuffers.Get().(*[]byte)
 	defer copyBuffers.Put(bufp)
 	buf := *bufp
