@@ -30,8 +30,8 @@ type ListState struct {
 }
 
 // Versions returns p's version list: from the cache while it is younger
-// than Config.VersionsTTL (or however old, offline), from the origin
-// otherwise. When the refresh fails for any reason but the origin saying
+// than Config.VersionsTTL (or however old, offline) and was stored by this
+// release's schema, from the origin otherwise. When the refresh fails for any reason but the origin saying
 // the provider does not exist (discovery.ErrNotFound), the cached list is
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
