@@ -193,8 +193,10 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 	s := fr.s
 	defer finished()
 	defer f.release()
-	defer fr.remove(f)
+	// Out of inflight before done is closed: a caller that saw done and
+	// then the committed archive must not join this fetch again.
 	defer close(f.done)
+	defer fr.remove(f)
 	done := s.metrics.ArchiveFetchStarted()
 	defer done()
 
