@@ -9,7 +9,8 @@
 // ArchiveRecord, each with a schema version), the in-memory memo of
 // decoded records, the archive fetcher and its fan-out to many readers,
 // offline mode, and the errors of the mirror itself (ErrVersionNotFound,
-// ErrPlatformNotFound, ErrOriginNotAllowed, ErrOffline, ErrShutDown):
+// ErrPlatformNotFound, ErrOriginNotAllowed, ErrOffline, ErrShutDown,
+// ErrNotCached, ErrNoEvidence):
 //
 //   - version lists are cached for Config.VersionsTTL and served stale when
 //     a refresh fails; only an origin's explicit 404 is believed;
