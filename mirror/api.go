@@ -30,8 +30,8 @@ type ListState struct {
 }
 
 // Versions returns p's version list: from the cache while it is younger
-// than Config.VersionsTTL (or however old, offline), from the origin
-// otherwise. When the refresh fails for any reason but the origin saying
+// than Config.VersionsTTL (or however old, offline) and was stored by this
+// release's schema, from the origin otherwise. When the refresh fails for any reason but the origin saying
 // the provider does not exist (discovery.ErrNotFound), the cached list is
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
@@ -79,21 +79,8 @@ func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.V
 	if err != nil {
 		return nil, err
 	}
-	var need []string
-	if platforms == nil {
-		for _, pl := range entry.Platforms {
-			if s.wanted(pl) {
-				need = append(need, pl)
-			}
-		}
-	} else {
-		for _, pl := range platforms {
-			if s.wanted(pl.String()) {
-				need = append(need, pl.String())
-			}
-		}
-	}
-	rec, err := s.packageFor(ctx, p, v, need, &entry)
+	need := s.platformsFor(entry, platforms)
+	rec, err := s.packageFor(ctx, p, v, need, &entry, false)
 	if err != nil {
 		return nil, err
 	}
@@ -272,6 +259,10 @@ type CachedVersion struct {
 	Version string
 	// Platforms are the verified packages, by platform name.
 	Platforms []CachedPlatform
+	// HasEvidence says the origin's signed evidence is kept (see
+	// Engine.Evidence); false for versions cached by an earlier release
+	// and not fetched since.
+	HasEvidence bool
 }
 
 // CachedPlatform is one verified package and whether its archive is cached.
@@ -292,9 +283,10 @@ func (s *Engine) ListCached(fn func(CachedVersion) error) error {
 			return nil // not ours to judge here; skip
 		}
 		cv := CachedVersion{
-			Provider:  strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version),
-			Version:   rec.Version,
-			Platforms: []CachedPlatform{},
+			Provider:    strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version),
+			Version:     rec.Version,
+			Platforms:   []CachedPlatform{},
+			HasEvidence: rec.hasEvidence(),
 		}
 		for _, pl := range sortedKeys(rec.Archives) {
 			cp := CachedPlatform{Platform: pl, Archive: rec.Archives[pl]}

@@ -23,7 +23,7 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 
 // archiveFor returns the verified archive record for one platform of v.
 func (s *Engine) archiveFor(ctx context.Context, p discovery.Provider, v versions.Version, pl string) (ArchiveRecord, error) {
-	rec, err := s.packageFor(ctx, p, v, []string{pl}, nil)
+	rec, err := s.packageFor(ctx, p, v, []string{pl}, nil, false)
 	if err != nil {
 		return ArchiveRecord{}, err
 	}
@@ -193,8 +193,10 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 	s := fr.s
 	defer finished()
 	defer f.release()
-	defer fr.remove(f)
+	// Out of inflight before done is closed: a caller that saw done and
+	// then the committed archive must not join this fetch again.
 	defer close(f.done)
+	defer fr.remove(f)
 	done := s.metrics.ArchiveFetchStarted()
 	defer done()
 

@@ -9,12 +9,15 @@
 // ArchiveRecord, each with a schema version), the in-memory memo of
 // decoded records, the archive fetcher and its fan-out to many readers,
 // offline mode, and the errors of the mirror itself (ErrVersionNotFound,
-// ErrPlatformNotFound, ErrOriginNotAllowed, ErrOffline, ErrShutDown):
+// ErrPlatformNotFound, ErrOriginNotAllowed, ErrOffline, ErrShutDown,
+// ErrNotCached, ErrNoEvidence):
 //
 //   - version lists are cached for Config.VersionsTTL and served stale when
 //     a refresh fails; only an origin's explicit 404 is believed;
 //   - a version's package metadata is verified against the origin's signed
-//     SHA256SUMS before it is stored, and never changes afterwards;
+//     SHA256SUMS before it is stored, with that evidence (the documents,
+//     signatures and signing keys byte for byte, see Evidence and Verify),
+//     and never changes afterwards;
 //   - an archive is fetched from its origin once however many callers ask,
 //     on the engine's context (no single caller can cancel it), read by
 //     every waiting caller while it is staged in the cache, and committed

@@ -21,6 +21,13 @@ var (
 	ErrOffline = errors.New("mirror is offline (never contacts origins) and does not have this in its cache")
 	// ErrShutDown: the engine is shutting down and starts no more origin work.
 	ErrShutDown = errors.New("mirror is shutting down")
+	// ErrNotCached: Verify was asked for a version, platform or archive the
+	// cache does not hold.
+	ErrNotCached = errors.New("not in the cache")
+	// ErrNoEvidence: the version's package metadata was cached by an
+	// earlier release, which kept none of the origin's signed evidence,
+	// and it could not be fetched again (offline, for instance).
+	ErrNoEvidence = errors.New("cached without the origin's signed evidence")
 )
 
 // BadArchiveError is a fault the engine found itself in an archive an

@@ -45,6 +45,8 @@ type harnessOptions struct {
 	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
 	// wrap, if set, stands between the engine and the cache.
 	wrap func(Store) Store
+	// wrapOrigin, if set, stands between the engine and the origin client.
+	wrapOrigin func(Origin) Origin
 }
 
 func newHarness(t *testing.T, opts harnessOptions) *harness {
@@ -96,7 +98,11 @@ func (h *harness) start(opts harnessOptions) {
 	if opts.wrap != nil {
 		engineStore = opts.wrap(store)
 	}
-	engine, err := New(cfg, client, engineStore)
+	var origin Origin = client
+	if opts.wrapOrigin != nil {
+		origin = opts.wrapOrigin(client)
+	}
+	engine, err := New(cfg, origin, engineStore)
 	if err != nil {
 		t.Fatal(err)
 	}

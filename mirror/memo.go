@@ -8,7 +8,8 @@ import (
 
 // memoMaxEntries bounds the decoded metadata kept in memory: with more
 // documents than this, the least recently used is dropped for every one
-// added. A package record with its rendered VERSION.json takes a few KiB,
+// added. A package record with its rendered VERSION.json takes a few KiB
+// (up to some tens with the origin's SHA256SUMS, signature and keys),
 // a long version list with its index.json tens of KiB, so a busy mirror
 // holds at most some tens of MiB here; most hold far less, as few
 // providers are in use at a time.

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -30,19 +31,26 @@ const (
 )
 
 // PackageRecord is the verified metadata of one provider version: for
-// each platform, where its archive is and its sha256, checked against a
-// SHA256SUMS document whose signature verified. Once stored its archives
-// never change, except that platforms not yet fetched may be added, and
-// platforms the origin had no package for are asked for again (see
-// believedMissing) and may then be added.
+// each platform, the origin's package metadata and the sha256 of its
+// archive, checked against a SHA256SUMS document whose signature verified,
+// with that document, its signature and the signing keys kept as the
+// origin gave them (the evidence). Once stored its archives never change,
+// except that platforms not yet fetched may be added, and platforms the
+// origin had no package for are asked for again (see believedMissing) and
+// may then be added.
+//
+// A record of a schema before evidenceSchema (written by an earlier
+// release) has no Documents, and Archives without Evidence.
 type PackageRecord struct {
 	// Schema is the record's layout (recordSchema when written).
 	Schema  int    `json:"schema"`
 	Version string `json:"version"`
-	// Sums is the verified SHA256SUMS content: file name -> sha256.
+	// Sums is the verified content of Documents: file name -> sha256.
 	Sums map[string]string `json:"sums"`
-	// SumsURLs are the SHA256SUMS documents verified into Sums.
-	SumsURLs []string `json:"sums_urls"`
+	// Documents are the version's SHA256SUMS documents that verified, each
+	// with its signature and keys; usually one. Only appended to, so an
+	// ArchiveRecord's Document index stays valid.
+	Documents []SumsDocument `json:"documents,omitempty"`
 	// Archives are the verified packages by os_arch.
 	Archives map[string]ArchiveRecord `json:"archives"`
 	// Missing are platforms the origin listed but has no package for.
@@ -54,6 +62,28 @@ type PackageRecord struct {
 	VerifiedAt     time.Time               `json:"verified_at"`
 }
 
+// hasEvidence reports whether rec keeps the origin's evidence for every
+// archive in it (every record of evidenceSchema or later does).
+func (rec *PackageRecord) hasEvidence() bool { return rec.Schema >= evidenceSchema }
+
+// SumsDocument is one SHA256SUMS document of a version, byte for byte as
+// the origin served it, with its detached signature and the signing keys
+// the origin's package metadata gave, one of which verified the signature.
+type SumsDocument struct {
+	// URL and SignatureURL are the origin's shasums_url and
+	// shasums_signature_url, absolute.
+	URL          string `json:"url"`
+	SignatureURL string `json:"signature_url"`
+	// Content is the SHA256SUMS document.
+	Content []byte `json:"content"`
+	// Signature is the detached signature over Content (binary or
+	// ASCII-armored, as the origin served it).
+	Signature []byte `json:"signature"`
+	// SigningKeys are the origin's signing_keys.gpg_public_keys for the
+	// packages that refer to this document, every field as given.
+	SigningKeys []registryjson.GPGPublicKey `json:"signing_keys"`
+}
+
 // missingCheck is one finding that the origin has no package for a platform.
 type missingCheck struct {
 	At time.Time `json:"at"` // by Config.Now
@@ -63,11 +93,36 @@ type missingCheck struct {
 }
 
 // ArchiveRecord is the verified package of one platform: the origin's
-// file name and download URL, and the sha256 of the archive.
+// file name and download URL, the sha256 of the archive, and the rest of
+// the origin's package metadata. It is comparable: Evidence is shared,
+// never modified.
 type ArchiveRecord struct {
+	// Filename is the archive's name as SHA256SUMS records it.
 	Filename string `json:"filename"`
-	URL      string `json:"url"`
-	SHA256   string `json:"sha256"`
+	// URL is the origin's download_url, absolute.
+	URL string `json:"url"`
+	// SHA256 is the archive's verified sha256, lowercase hex (the line of
+	// Filename in the SHA256SUMS document).
+	SHA256 string `json:"sha256"`
+	// Evidence is the rest of the origin's package metadata and which
+	// SHA256SUMS document verified it; nil in records of a schema before
+	// evidenceSchema. Shared: do not modify.
+	Evidence *PackageEvidence `json:"evidence,omitempty"`
+}
+
+// PackageEvidence is what the origin's package metadata for one platform
+// said besides the file name and download URL (kept in ArchiveRecord),
+// as it said it, and the SHA256SUMS document that verified it.
+type PackageEvidence struct {
+	// Protocols, OS and Arch are the origin's protocols, os and arch.
+	Protocols []string `json:"protocols"`
+	OS        string   `json:"os"`
+	Arch      string   `json:"arch"`
+	// Shasum is the origin's shasum, as it wrote it.
+	Shasum string `json:"shasum"`
+	// Document is the index in PackageRecord.Documents of the SHA256SUMS
+	// document that verified this package.
+	Document int `json:"document"`
 }
 
 // covers reports whether rec has an answer for every platform in need:
@@ -200,7 +255,7 @@ func (rec *PackageRecord) clone() *PackageRecord {
 		Schema:         recordSchema,
 		Version:        rec.Version,
 		Sums:           maps.Clone(rec.Sums),
-		SumsURLs:       slices.Clone(rec.SumsURLs),
+		Documents:      slices.Clone(rec.Documents),
 		Archives:       maps.Clone(rec.Archives),
 		Missing:        slices.Clone(rec.Missing),
 		MissingChecked: maps.Clone(rec.MissingChecked),
@@ -225,10 +280,23 @@ const maxPackageRounds = 32
 // callers for one version share one origin fetch. When the origin fails
 // while platforms found missing before are asked for again, the cached
 // record is returned as it is.
-func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
+//
+// A cached record without evidence (stored by an earlier release) is
+// fetched and verified again, for every platform it has and need; when
+// that fails for any reason, or the mirror is offline, it is returned as
+// it is, unless evidence is set: then the returned record always has
+// evidence, and the error says why there is none (offline: ErrOffline
+// and ErrNoEvidence).
+func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (*PackageRecord, error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
-	if haveCached && cached.covers(need, s.believedMissing(p, cached, time.Time{})) {
+	// old: a record without evidence, which is served only while it
+	// cannot be replaced.
+	old := haveCached && !cached.hasEvidence()
+	if haveCached && (!old || s.cfg.Offline) && cached.covers(need, s.believedMissing(p, cached, time.Time{})) {
+		if old && evidence {
+			return nil, fmt.Errorf("%w: %w: %s %s was cached by an earlier release", ErrOffline, ErrNoEvidence, p, v)
+		}
 		s.metrics.CacheLookup("package", true)
 		return cached, nil
 	}
@@ -244,9 +312,20 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 			return s.fetchPackage(ctx, p, v, need, entry)
 		})
 		if err != nil {
+			if !haveCached || ctx.Err() != nil {
+				return nil, err
+			}
 			stillMissing := func(pl string) bool { return slices.Contains(cached.Missing, pl) }
-			if haveCached && cached.covers(need, stillMissing) && ctx.Err() == nil &&
-				!errors.Is(err, discovery.ErrNotFound) && !errors.Is(err, ErrVersionNotFound) {
+			switch {
+			case old && !evidence && cached.covers(need, stillMissing):
+				// The record of an earlier release served as it was
+				// served then: whatever the origin says now.
+				s.metrics.StaleServed("package")
+				s.log.Warn("could not fetch the origin's evidence for package metadata cached by an earlier release; serving it as it is",
+					"provider", p.String(), "version", v.String(), "error", err)
+				return cached, nil
+			case !old && cached.covers(need, stillMissing) &&
+				!errors.Is(err, discovery.ErrNotFound) && !errors.Is(err, ErrVersionNotFound):
 				s.metrics.StaleServed("package")
 				s.log.Warn("origin failed asking again for platforms it had no package for; serving cached package metadata",
 					"provider", p.String(), "version", v.String(), "error", err)
@@ -263,14 +342,28 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 
 // fetchPackage fetches the package metadata of the platforms in need that
 // the stored record lacks, verifies them against the version's signed
-// SHA256SUMS, and stores the merged record. Nothing is stored unless every
-// check passed.
+// SHA256SUMS, and stores the merged record with the evidence. Nothing is
+// stored unless every check passed. A stored record without evidence is
+// replaced by a new one for its platforms and need, whose archives must
+// have the sha256 they had.
 func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
-	if !ok {
+	var old *PackageRecord // a record without evidence being replaced
+	switch {
+	case ok && !rec.hasEvidence():
+		old = rec
+		need = slices.Clone(need)
+		for _, pl := range sortedKeys(old.Archives) {
+			if !slices.Contains(need, pl) {
+				need = append(need, pl)
+			}
+		}
+		fallthrough
+	case !ok:
 		rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Archives: map[string]ArchiveRecord{}, Sums: map[string]string{}}
+	default:
+		rec = rec.clone() // the cached one is shared
 	}
-	rec = rec.clone() // the cached one is shared
 	believed := s.believedMissing(p, rec, time.Time{})
 	var missing []string
 	for _, pl := range need {
@@ -319,29 +412,43 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		s.log.Warn("origin lists a platform it has no package for", "provider", p.String(), "version", v.String(), "platform", pl)
 	}
 	notFound = append(notFound, unlisted...)
+	for _, pl := range notFound {
+		if _, ok := old.archive(pl); ok {
+			// Served since an earlier release cached it: it stays so,
+			// without evidence, rather than vanish.
+			return nil, fmt.Errorf("%s %s: the origin no longer offers the package for %s that an earlier release cached", p, v, pl)
+		}
+	}
+	sums := map[int]map[string]string{} // parsed Documents, by index
 	for _, pl := range missing {
 		pkg, ok := pkgs[pl]
 		if !ok {
 			continue
 		}
-		if !slices.Contains(rec.SumsURLs, pkg.SHASumsURL) {
-			sums, err := s.fetchSums(ctx, p, pkg)
-			if err != nil {
-				return nil, s.refuse(p, v, pl, err)
-			}
-			for name, sum := range sums {
-				if old, ok := rec.Sums[name]; ok && old != sum {
-					return nil, s.refuse(p, v, pl, &verify.Error{Reason: verify.ReasonChecksum,
-						Detail: fmt.Sprintf("SHA256SUMS documents of one version disagree about %s", name)})
-				}
-				rec.Sums[name] = sum
-			}
-			rec.SumsURLs = append(rec.SumsURLs, pkg.SHASumsURL)
-		}
-		if err := verify.VerifySums(rec.Sums, pkg.Filename, pkg.SHASum); err != nil {
+		doc, err := s.sumsDocument(ctx, p, rec, pkg, sums)
+		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		rec.Archives[pl] = ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: rec.Sums[pkg.Filename]}
+		if err := verify.VerifySums(sums[doc], pkg.Filename, pkg.SHASum); err != nil {
+			return nil, s.refuse(p, v, pl, err)
+		}
+		a := ArchiveRecord{
+			Filename: pkg.Filename,
+			URL:      pkg.DownloadURL,
+			SHA256:   sums[doc][pkg.Filename],
+			Evidence: &PackageEvidence{
+				Protocols: pkg.Protocols,
+				OS:        pkg.OS,
+				Arch:      pkg.Arch,
+				Shasum:    pkg.SHASum,
+				Document:  doc,
+			},
+		}
+		if was, ok := old.archive(pl); ok && was.SHA256 != a.SHA256 {
+			return nil, s.refuse(p, v, pl, &verify.Error{Reason: verify.ReasonChecksum,
+				Detail: fmt.Sprintf("the origin's signed sha256 of %s is %s now, but was %s when it was cached", a.Filename, a.SHA256, was.SHA256)})
+		}
+		rec.Archives[pl] = a
 	}
 	// Findings of missing platforms, old and new, are made again.
 	rec.Missing = slices.DeleteFunc(rec.Missing, func(pl string) bool {
@@ -367,6 +474,87 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
 	return rec, nil
+}
+
+// archive returns the archive record of platform pl; none when rec is nil.
+func (rec *PackageRecord) archive(pl string) (ArchiveRecord, bool) {
+	if rec == nil {
+		return ArchiveRecord{}, false
+	}
+	a, ok := rec.Archives[pl]
+	return a, ok
+}
+
+// sumsDocument returns the index in rec.Documents of the SHA256SUMS
+// document pkg refers to, verified with pkg's signing keys, adding it to
+// rec (and its lines to rec.Sums) if need be, and sets sums[index] to its
+// parsed lines. A document rec already has is not fetched again; when
+// pkg gives other keys than those it was verified with, the stored bytes
+// are verified with pkg's keys and kept again with them, so that every
+// platform refers to a document its own keys verify.
+func (s *Engine) sumsDocument(ctx context.Context, p discovery.Provider, rec *PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
+	var known *SumsDocument
+	for i := range rec.Documents {
+		d := &rec.Documents[i]
+		if d.URL != pkg.SHASumsURL || d.SignatureURL != pkg.SHASumsSignatureURL {
+			continue
+		}
+		if slices.Equal(d.SigningKeys, pkg.SigningKeys) {
+			if sums[i] == nil {
+				parsed, err := verify.ParseSHA256SUMS(d.Content)
+				if err != nil {
+					return 0, err
+				}
+				sums[i] = parsed
+			}
+			return i, nil
+		}
+		known = d
+	}
+	doc := SumsDocument{URL: pkg.SHASumsURL, SignatureURL: pkg.SHASumsSignatureURL, SigningKeys: pkg.SigningKeys}
+	if known != nil {
+		doc.Content, doc.Signature = known.Content, known.Signature
+	} else {
+		g, gctx := errgroup.WithContext(ctx)
+		g.Go(func() (err error) {
+			doc.Content, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsURL, maxSumsBytes)
+			return err
+		})
+		g.Go(func() (err error) {
+			doc.Signature, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsSignatureURL, maxSignatureBytes)
+			return err
+		})
+		if err := g.Wait(); err != nil {
+			return 0, err
+		}
+	}
+	if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+		return 0, err
+	}
+	parsed, err := verify.ParseSHA256SUMS(doc.Content)
+	if err != nil {
+		return 0, err
+	}
+	for name, sum := range parsed {
+		if old, ok := rec.Sums[name]; ok && old != sum {
+			return 0, &verify.Error{Reason: verify.ReasonChecksum,
+				Detail: fmt.Sprintf("SHA256SUMS documents of one version disagree about %s", name)}
+		}
+	}
+	maps.Copy(rec.Sums, parsed)
+	rec.Documents = append(rec.Documents, doc)
+	i := len(rec.Documents) - 1
+	sums[i] = parsed
+	return i, nil
+}
+
+// armoredKeys returns the ASCII-armored public keys of keys.
+func armoredKeys(keys []registryjson.GPGPublicKey) []string {
+	out := make([]string, len(keys))
+	for i, k := range keys {
+		out[i] = k.ASCIIArmor
+	}
+	return out
 }
 
 // fetchPackageMeta asks the origin for the package of each platform, a few
@@ -403,29 +591,6 @@ func (s *Engine) fetchPackageMeta(ctx context.Context, p discovery.Provider, ver
 		return nil, nil, err
 	}
 	return pkgs, notFound, nil
-}
-
-// fetchSums fetches the SHA256SUMS document pkg refers to and its detached
-// signature, and returns its entries if the signature verifies with one of
-// the keys the origin gave for pkg.
-func (s *Engine) fetchSums(ctx context.Context, p discovery.Provider, pkg *discovery.Package) (map[string]string, error) {
-	var doc, sig []byte
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() (err error) {
-		doc, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsURL, maxSumsBytes)
-		return err
-	})
-	g.Go(func() (err error) {
-		sig, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsSignatureURL, maxSignatureBytes)
-		return err
-	})
-	if err := g.Wait(); err != nil {
-		return nil, err
-	}
-	if err := verify.CheckSignature(doc, sig, pkg.ArmoredKeys()); err != nil {
-		return nil, err
-	}
-	return verify.ParseSHA256SUMS(doc)
 }
 
 // refuse logs and counts a package that failed verification and returns

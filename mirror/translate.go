@@ -39,6 +39,11 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		if !slices.Contains(spellings[canon], info.Version) {
 			spellings[canon] = append(spellings[canon], info.Version)
 		}
+		for _, proto := range info.Protocols {
+			if !slices.Contains(e.Protocols, proto) {
+				e.Protocols = append(e.Protocols, proto)
+			}
+		}
 		for _, pl := range info.Platforms {
 			name := pl.String()
 			if _, err := ParsePlatform(name); err != nil {

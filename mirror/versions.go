@@ -14,10 +14,24 @@ import (
 )
 
 // recordSchema is the layout of the stored records (VersionList,
-// PackageRecord) this engine writes. Records stored before the field
-// existed read as 0 and have the layout of 1; a record of a later schema
-// (written by a newer tfmirror sharing the cache) is treated as absent.
-const recordSchema = 1
+// PackageRecord) this engine writes. A record of a later schema (written
+// by a newer tfmirror sharing the cache) is treated as absent.
+//
+//   - 0 (records stored before the field existed) and 1: no evidence.
+//   - 2: a PackageRecord keeps the origin's signed evidence (its
+//     SHA256SUMS documents with their signatures and signing keys, and
+//     every platform's package metadata), and a VersionEntry the
+//     version's protocols.
+//
+// Records of an earlier schema are still read and served, but are
+// refreshed from the origin on first use (see evidenceSchema).
+const recordSchema = 2
+
+// evidenceSchema is the first schema whose records hold the origin's
+// evidence. An older version list is refreshed as if it had expired, an
+// older package record is fetched and verified again (see packageFor);
+// either is served as it is when that fails, and offline.
+const evidenceSchema = 2
 
 // knownSchema reports whether a stored record of schema n can be read.
 func knownSchema(n int) bool { return n <= recordSchema }
@@ -40,7 +54,11 @@ type VersionEntry struct {
 	Origin string `json:"origin,omitempty"`
 	// Aliases are the origin's other spellings of the version, to ask
 	// for a platform the first has no package for ("1.0" beside "1.0.0").
-	Aliases   []string `json:"aliases,omitempty"`
+	Aliases []string `json:"aliases,omitempty"`
+	// Protocols are the plugin protocol versions the origin lists for the
+	// version ("5.0"), in its order (those of every spelling, each once).
+	// Nil in lists stored before schema 2.
+	Protocols []string `json:"protocols,omitempty"`
 	Platforms []string `json:"platforms"`
 }
 
@@ -84,7 +102,8 @@ func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
-	if haveCached && (s.cfg.Offline || (!force && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL)) {
+	fresh := !force && cached != nil && cached.Schema >= evidenceSchema && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
+	if haveCached && (s.cfg.Offline || fresh) {
 		s.metrics.CacheLookup("versions", true)
 		return cached, listState{storedAt: storedAt}, nil
 	}

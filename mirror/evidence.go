@@ -1,0 +1,255 @@
+package mirror
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// This file is the engine's API to the origin's signed evidence of the
+// versions it verified: what a provider-registry front door serves (the
+// origin's package metadata with its own URLs, and the SHA256SUMS
+// documents and signatures themselves), and what an export re-verifies.
+
+// Evidence is what the origin gave for one verified version and the
+// platforms asked for, byte for byte: the SHA256SUMS documents with their
+// signatures and signing keys, and each platform's package metadata. Its
+// slices are shared and must not be modified.
+type Evidence struct {
+	// Provider and Version (canonical) are the version's.
+	Provider discovery.Provider
+	Version  string
+	// Documents are the version's SHA256SUMS documents that verified;
+	// a Platform refers to its own by index (usually all to the only one).
+	Documents []SumsDocument
+	// Platforms are the verified packages of the platforms asked for that
+	// have one, in the order asked.
+	Platforms []PlatformEvidence
+	// VerifiedAt is when the record was last verified and stored.
+	VerifiedAt time.Time
+}
+
+// PlatformEvidence is the origin's package metadata of one platform, as
+// its package response gave it (URLs made absolute), and the sha256 the
+// mirror verified.
+type PlatformEvidence struct {
+	Platform  string // os_arch
+	Protocols []string
+	OS, Arch  string
+	Filename  string
+	// DownloadURL is the origin's download_url.
+	DownloadURL string
+	// Shasum is the origin's shasum as it wrote it; SHA256 is the same
+	// checksum as SHA256SUMS states it (lowercase hex), the archive's.
+	Shasum string
+	SHA256 string
+	// Document is the index in Evidence.Documents of the SHA256SUMS
+	// document (with its signature and keys) that verified this package.
+	Document int
+}
+
+// Platform returns the evidence of platform pl (os_arch), if e has it.
+func (e *Evidence) Platform(pl string) (PlatformEvidence, bool) {
+	for _, pe := range e.Platforms {
+		if pe.Platform == pl {
+			return pe, true
+		}
+	}
+	return PlatformEvidence{}, false
+}
+
+// Package returns the origin's package response for platform pl as the
+// origin gave it, with the origin's absolute URLs: a provider-registry
+// front door replaces DownloadURL, SHASumsURL and SHASumsSignatureURL with
+// its own and serves the rest unchanged. The result shares slices with e.
+func (e *Evidence) Package(pl string) (registryjson.Package, bool) {
+	pe, ok := e.Platform(pl)
+	if !ok {
+		return registryjson.Package{}, false
+	}
+	doc := e.Documents[pe.Document]
+	return registryjson.Package{
+		Protocols:           pe.Protocols,
+		OS:                  pe.OS,
+		Arch:                pe.Arch,
+		Filename:            pe.Filename,
+		DownloadURL:         pe.DownloadURL,
+		SHASumsURL:          doc.URL,
+		SHASumsSignatureURL: doc.SignatureURL,
+		SHASum:              pe.Shasum,
+		SigningKeys:         registryjson.SigningKeys{GPGPublicKeys: doc.SigningKeys},
+	}, true
+}
+
+// Evidence returns the origin's evidence for version v of p and platforms
+// (nil: every platform the version list offers; platforms not served,
+// see Config.Platforms, are left out), fetching and verifying what the
+// cache lacks, as Package does: it returns only what the mirror verified.
+// Package metadata cached by an earlier release, which kept no evidence,
+// is fetched and verified again; when that fails the error says why (for
+// a sealed mirror it wraps both ErrOffline and ErrNoEvidence). Errors:
+// those of Package.
+func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*Evidence, error) {
+	if err := s.CheckOrigin(p); err != nil {
+		return nil, err
+	}
+	entry, _, err := s.versionEntry(ctx, p, v)
+	if err != nil {
+		return nil, err
+	}
+	need := s.platformsFor(entry, platforms)
+	rec, err := s.packageFor(ctx, p, v, need, &entry, true)
+	if err != nil {
+		return nil, err
+	}
+	ev := &Evidence{Provider: p, Version: rec.Version, Documents: rec.Documents,
+		Platforms: make([]PlatformEvidence, 0, len(need)), VerifiedAt: rec.VerifiedAt}
+	for _, pl := range need {
+		a, ok := rec.Archives[pl]
+		if !ok {
+			continue
+		}
+		pe := a.Evidence
+		ev.Platforms = append(ev.Platforms, PlatformEvidence{
+			Platform:    pl,
+			Protocols:   pe.Protocols,
+			OS:          pe.OS,
+			Arch:        pe.Arch,
+			Filename:    a.Filename,
+			DownloadURL: a.URL,
+			Shasum:      pe.Shasum,
+			SHA256:      a.SHA256,
+			Document:    pe.Document,
+		})
+	}
+	return ev, nil
+}
+
+// platformsFor returns the names of platforms (nil: every platform entry
+// offers) that the engine serves.
+func (s *Engine) platformsFor(entry VersionEntry, platforms []discovery.Platform) []string {
+	var need []string
+	if platforms == nil {
+		for _, pl := range entry.Platforms {
+			if s.wanted(pl) {
+				need = append(need, pl)
+			}
+		}
+		return need
+	}
+	for _, pl := range platforms {
+		if s.wanted(pl.String()) {
+			need = append(need, pl.String())
+		}
+	}
+	return need
+}
+
+// Verify checks again, from what the cache holds alone and without asking
+// any origin, that the cached archive of version v of p for platform pl
+// is the one the origin signed: the stored signature over the stored
+// SHA256SUMS document with the stored signing keys, the platform's
+// shasum against its line in that document, and the sha256 of the cached
+// archive's bytes against it; then that the archive is still a package
+// the clients can install, with the h1: hash recorded when it was cached.
+// ctx bounds the reading of the archive.
+//
+// Errors: a *verify.Error (verify.ErrIntegrity) when a check fails;
+// ErrNotCached when the cache has no package metadata of v, none for pl,
+// or not its archive; ErrNoEvidence when the metadata was cached by an
+// earlier release without evidence (fetching the version again, with
+// Package or Evidence, stores it); ErrOriginNotAllowed; ErrShutDown.
+func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) error {
+	if err := s.CheckOrigin(p); err != nil {
+		return err
+	}
+	if !s.work.add() {
+		return ErrShutDown
+	}
+	defer s.work.done()
+	// Reading a large archive must not hold up Shutdown past its deadline.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.root, cancel)()
+
+	rec, ok := s.cachedPackage(p, v)
+	if !ok {
+		return fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
+	}
+	if !rec.hasEvidence() {
+		return fmt.Errorf("%w: %s %s", ErrNoEvidence, p, v)
+	}
+	a, ok := rec.Archives[pl.String()]
+	if !ok {
+		return fmt.Errorf("%w: package metadata of %s %s for %s", ErrNotCached, p, v, pl)
+	}
+	if a.Evidence == nil || a.Evidence.Document < 0 || a.Evidence.Document >= len(rec.Documents) {
+		return &verify.Error{Reason: verify.ReasonMissingChecksum,
+			Detail: fmt.Sprintf("the stored record of %s %s %s refers to no stored SHA256SUMS document", p, v, pl)}
+	}
+	doc := rec.Documents[a.Evidence.Document]
+	if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+		return err
+	}
+	sums, err := verify.ParseSHA256SUMS(doc.Content)
+	if err != nil {
+		return err
+	}
+	if err := verify.VerifySums(sums, a.Filename, a.Evidence.Shasum); err != nil {
+		return err
+	}
+	if !strings.EqualFold(sums[a.Filename], a.SHA256) {
+		return &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("the stored record gives sha256 %s for %s, its SHA256SUMS %s", a.SHA256, a.Filename, sums[a.Filename])}
+	}
+
+	blob, err := s.store.OpenBlob(a.SHA256)
+	if errors.Is(err, cache.ErrNotFound) {
+		return fmt.Errorf("%w: archive %s", ErrNotCached, a.Filename)
+	}
+	if err != nil {
+		return fmt.Errorf("opening cached archive %s: %w", a.Filename, err)
+	}
+	defer blob.Close()
+	h := sha256.New()
+	bufp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bufp)
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		n, err := blob.Read(*bufp)
+		h.Write((*bufp)[:n])
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return fmt.Errorf("reading cached archive %s: %w", a.Filename, err)
+		}
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(a.SHA256) {
+		return &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("the cached archive %s has sha256 %s, SHA256SUMS says %s", a.Filename, got, a.SHA256)}
+	}
+	h1, err := verify.CheckArchive(blob, blob.Size(), p.Type)
+	if err != nil {
+		return err
+	}
+	if want := blob.Info().H1; want != "" && h1 != want {
+		return &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("the cached archive %s has %s, %s when it was cached", a.Filename, h1, want)}
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package mirror
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// The records as the release before schema 2 stored them, under the same
+// keys: {{BASE}} is the fake origin's release URL, {{SHA_os_arch}} the
+// sha256 of its archives (both differ between runs).
+const (
+	oldVersionList = `{"schema":1,"versions":[{"version":"1.0.0","platforms":["darwin_arm64","linux_amd64","windows_amd64"]}]}`
+
+	oldPackageRecord = `{"schema":1,"version":"1.0.0",` +
+		`"sums":{"terraform-provider-random_1.0.0_darwin_arm64.zip":"{{SHA_darwin_arm64}}",` +
+		`"terraform-provider-random_1.0.0_linux_amd64.zip":"{{SHA_linux_amd64}}",` +
+		`"terraform-provider-random_1.0.0_windows_amd64.zip":"{{SHA_windows_amd64}}"},` +
+		`"sums_urls":["{{BASE}}terraform-provider-random_1.0.0_SHA256SUMS"],` +
+		`"archives":{"linux_amd64":{"filename":"terraform-provider-random_1.0.0_linux_amd64.zip",` +
+		`"url":"{{BASE}}terraform-provider-random_1.0.0_linux_amd64.zip","sha256":"{{SHA_linux_amd64}}"}},` +
+		`"verified_at":"2025-06-01T12:00:00Z"}`
+)
+
+// A data directory written by the release before evidence was kept still
+// works: with the origin down, or offline, its records are served as
+// before; with the origin up, the package record is fetched and verified
+// again and gets its evidence, and the archive already cached is not
+// downloaded again.
+func TestOldLayoutRecords(t *testing.T) {
+	tests := []struct {
+		name    string
+		version string // the version list as stored
+		record  string // the package record as stored
+	}{
+		{"schema 1", oldVersionList, oldPackageRecord},
+		// Records stored before the schema field existed.
+		{"no schema field", strings.Replace(oldVersionList, `"schema":1,`, "", 1), strings.Replace(oldPackageRecord, `"schema":1,`, "", 1)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			testOldLayout(t, tc.version, tc.record)
+		})
+	}
+}
+
+func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
+	opts := harnessOptions{cacheDir: t.TempDir()}
+	h := newHarness(t, opts)
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	p, v, linux := h.provider(), mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64")
+	archiveURL := h.origin.ArchiveURL(ns, typ, "1.0.0", "linux_amd64")
+	fill := []string{"{{BASE}}", archiveURL[:strings.LastIndex(archiveURL, "/")+1]}
+	for _, pl := range platforms {
+		fill = append(fill, "{{SHA_"+pl+"}}", h.origin.SHA256(ns, typ, "1.0.0", pl))
+	}
+	recordJSON = strings.NewReplacer(fill...).Replace(recordJSON)
+
+	// The old release's data directory: its records and the archive it cached.
+	if err := h.store.PutMeta(versionsKey(p), json.RawMessage(versionJSON)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.PutMeta(packageKey(p, v), json.RawMessage(recordJSON)); err != nil {
+		t.Fatal(err)
+	}
+	zip := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	h1, err := verify.H1(bytes.NewReader(zip), int64(len(zip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := h.store.NewBlobWriter(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(zip)
+	if _, err := w.Commit(h1); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+
+	// served checks that the old records are served as before.
+	served := func(t *testing.T) {
+		t.Helper()
+		list, _, err := h.engine.Versions(t.Context(), p)
+		if err != nil {
+			t.Fatalf("Versions: %v", err)
+		}
+		if e, ok := list.Find(v); !ok || !slices.Equal(e.Platforms, platforms) {
+			t.Errorf("version list %+v, want 1.0.0 for %v", list.Versions, platforms)
+		}
+		pkg, err := h.packages("1.0.0", "linux_amd64")
+		if err != nil {
+			t.Fatalf("Package: %v", err)
+		}
+		if len(pkg.Archives) != 1 || pkg.Archives[0].SHA256 != h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64") || pkg.Archives[0].H1 != h1 {
+			t.Errorf("Package: %+v, want linux_amd64 with the cached archive's hashes", pkg.Archives)
+		}
+		got := h.read(t.Context(), "1.0.0", "linux_amd64")
+		if got.err != nil || got.source != Hit || !bytes.Equal(got.body, zip) {
+			t.Errorf("archive: source %v, %d bytes, error %v; want the cached archive", got.source, len(got.body), got.err)
+		}
+	}
+	storedSchema := func(t *testing.T) int {
+		t.Helper()
+		var rec PackageRecord
+		if _, err := h.store.GetMeta(packageKey(p, v), &rec); err != nil {
+			t.Fatal(err)
+		}
+		return rec.Schema
+	}
+
+	t.Run("origin down", func(t *testing.T) {
+		h.stop()
+		h.origin.SetDown(http.StatusServiceUnavailable)
+		h.start(opts)
+		served(t)
+		if _, err := h.engine.Evidence(t.Context(), p, v, []discovery.Platform{linux}); err == nil {
+			t.Error("Evidence without the origin: no error")
+		}
+		if err := h.engine.Verify(t.Context(), p, v, linux); !errors.Is(err, ErrNoEvidence) {
+			t.Errorf("Verify: %v, want ErrNoEvidence", err)
+		}
+		if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
+			t.Errorf("archive requested %d times, want 0", n)
+		}
+	})
+
+	t.Run("offline", func(t *testing.T) {
+		h.stop()
+		h.origin.ResetHits()
+		offline := opts
+		offline.cfg.Offline = true
+		h.start(offline)
+		served(t)
+		_, err := h.engine.Evidence(t.Context(), p, v, []discovery.Platform{linux})
+		if !errors.Is(err, ErrOffline) || !errors.Is(err, ErrNoEvidence) {
+			t.Errorf("Evidence offline: %v, want ErrOffline and ErrNoEvidence", err)
+		}
+		if n := h.origin.TotalHits(); n != 0 {
+			t.Errorf("origin asked %d times offline, want 0", n)
+		}
+		if s := storedSchema(t); s >= evidenceSchema {
+			t.Errorf("stored record has schema %d offline, want the old one", s)
+		}
+	})
+
+	t.Run("origin up", func(t *testing.T) {
+		h.stop()
+		h.origin.SetDown(0)
+		h.origin.ResetHits()
+		h.start(opts)
+		served(t)
+		if s := storedSchema(t); s != recordSchema {
+			t.Errorf("stored record has schema %d, want %d", s, recordSchema)
+		}
+		if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
+			t.Errorf("archive downloaded %d times, want 0 (it was cached)", n)
+		}
+		if n := h.origin.Hits(fakeorigin.Download); n != 1 {
+			t.Errorf("package metadata fetched %d times, want 1 (the platform the old record had)", n)
+		}
+		if err := h.engine.Verify(t.Context(), p, v, linux); err != nil {
+			t.Errorf("Verify: %v", err)
+		}
+		ev, err := h.engine.Evidence(t.Context(), p, v, []discovery.Platform{linux})
+		if err != nil {
+			t.Fatalf("Evidence: %v", err)
+		}
+		if got, ok := ev.Package("linux_amd64"); !ok || !reflect.DeepEqual(got, originPackage(t, h.origin, "1.0.0", "linux_amd64")) {
+			t.Errorf("evidence of linux_amd64: %+v", got)
+		}
+		list, st, err := h.engine.Versions(t.Context(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e, _ := list.Find(v); st.Stale || !slices.Equal(e.Protocols, []string{"5.0"}) {
+			t.Errorf("version list (stale %v) protocols %q, want refreshed with [5.0]", st.Stale, e.Protocols)
+		}
+		cached := 0
+		err = h.engine.ListCached(func(cv CachedVersion) error {
+			cached++
+			if !cv.HasEvidence {
+				t.Errorf("ListCached: %s %s has no evidence", cv.Provider, cv.Version)
+			}
+			return nil
+		})
+		if err != nil || cached != 1 {
+			t.Errorf("ListCached: %d versions, %v", cached, err)
+		}
+	})
+}
