@@ -142,6 +142,7 @@ type fetcher struct {
 	inflight map[string]*fetch
 	onJoin   func() // test hook: called for every client that joins or starts a fetch
 	onFail   func() // test hook: called when a fetch has failed, before it leaves inflight
+	onWait   func() // test hook: called when a fetch waits for another replica's download
 }
 
 func newFetcher(s *Engine) *fetcher {
@@ -190,8 +191,15 @@ func (fr *fetcher) remove(f *fetch) {
 // that no client going away cancels it, staging it in the cache as it
 // arrives. finished is called when it has ended.
 func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord) {
-	s := fr.s
 	defer finished()
+	fr.fetchAndCommit(ctx, f, p, a)
+	fr.share(ctx, f, a)
+}
+
+// fetchAndCommit downloads the archive and commits it to the cache; by the
+// time it returns, the fetch has left inflight and its done is closed.
+func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) {
+	s := fr.s
 	defer f.release()
 	// Out of inflight before done is closed: a caller that saw done and
 	// then the committed archive must not join this fetch again.
@@ -234,7 +242,8 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 	}
 }
 
-// download copies the origin's archive into the fetch's cache writer,
+// download copies the archive (from the shared tier or the origin, see
+// openSource) into the fetch's cache writer,
 // checks it against the verified sha256 and checks that it is a provider
 // package the clients can install, and returns its h1: hash. Only then is
 // the fetch marked verified, which releases the held-back final bytes to
@@ -242,7 +251,7 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 // the writer.
 func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) (string, error) {
 	s := fr.s
-	body, size, err := s.origin.OpenArchive(ctx, p, a.URL)
+	body, size, err := fr.openSource(ctx, f, p, a)
 	if err != nil {
 		return "", err
 	}
@@ -309,6 +318,10 @@ type fetch struct {
 	verified bool
 	err      error
 	refs     int
+
+	// Set and read by the fetch's goroutine only:
+	fromShared bool       // the bytes come from the shared tier
+	lease      *heldLease // the shared tier's lease on the origin download
 }
 
 type fetchState struct {

@@ -25,7 +25,16 @@
 //     readers until then;
 //   - with Config.Offline the mirror is sealed: no origin is ever
 //     contacted, cached version lists are served however old, and anything
-//     not cached fails with ErrOffline.
+//     not cached fails with ErrOffline;
+//   - with Config.Shared (a SharedTier, the bucket that replicas share) a
+//     cache miss looks there before the origin: archives stream from it
+//     through the same staging and sha256 check as origin downloads,
+//     package records are copied from it into the cache, version lists are
+//     taken with their age there; what the engine verified is put there
+//     after its local commit; of all replicas one downloads an archive
+//     from the origin under the tier's lease while the others wait for it
+//     to appear (taking over when the lease expires). A failing tier is
+//     gone around, never a reason to fail a call.
 //
 // Work done for many callers runs on a context the engine creates in New;
 // Shutdown lets it finish (or cancels it at a deadline) and waits for it,

@@ -290,6 +290,9 @@ const maxPackageRounds = 32
 func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (*PackageRecord, error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
+	if !haveCached {
+		cached, haveCached = s.sharedPackage(ctx, p, v)
+	}
 	// old: a record without evidence, which is served only while it
 	// cannot be replaced.
 	old := haveCached && !cached.hasEvidence()
@@ -473,6 +476,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
+	s.putShared(ctx, packageKey(p, v), rec)
 	return rec, nil
 }
 

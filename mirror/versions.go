@@ -102,6 +102,9 @@ func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
+	if !haveCached {
+		cached, storedAt, haveCached = s.sharedVersions(ctx, key)
+	}
 	fresh := !force && cached != nil && cached.Schema >= evidenceSchema && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
 	if haveCached && (s.cfg.Offline || fresh) {
 		s.metrics.CacheLookup("versions", true)
@@ -137,6 +140,7 @@ func (s *Engine) refreshVersions(ctx context.Context, p discovery.Provider) (*Ve
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
+	s.putShared(ctx, versionsKey(p), list)
 	return list, nil
 }
 

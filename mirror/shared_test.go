@@ -1,0 +1,294 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/sharedstore"
+)
+
+// sharedTier is a sharedstore.Store as a SharedTier.
+type sharedTier struct{ *sharedstore.Store }
+
+func (t sharedTier) TryLease(ctx context.Context, sha string) (SharedLease, error) {
+	l, err := t.Store.TryLease(ctx, sha)
+	if l == nil {
+		return nil, err
+	}
+	return l, err
+}
+
+const (
+	bucket       = "tfm"
+	sharedPrefix = "shared"
+)
+
+// sharedCounts counts a shared store's calls by operation/outcome.
+type sharedCounts struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (c *sharedCounts) SharedStoreRequest(op, outcome string, _ time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.n == nil {
+		c.n = map[string]int{}
+	}
+	c.n[op+"/"+outcome]++
+}
+func (c *sharedCounts) SharedStoreDown(bool) {}
+func (c *sharedCounts) get(k string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n[k]
+}
+
+// replica is an engine with its own cache on the shared tier.
+type replica struct {
+	*harness
+	shared *sharedstore.Store
+	counts *sharedCounts
+}
+
+// newSharedStore opens the test bucket as replica name would.
+func newSharedStore(t *testing.T, srv *s3test.Server, name string, counts sharedstore.Observer) *sharedstore.Store {
+	t.Helper()
+	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 3 * time.Second,
+		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond}
+	if counts != nil {
+		cfg.Observer = counts
+	}
+	s, err := sharedstore.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// newReplicas starts n engines, each with its own cache, on one fake
+// origin and one bucket of a versitygw started for the test.
+// gate, when not nil, holds every origin archive download until it is
+// closed.
+func newReplicas(t *testing.T, n int, gate <-chan struct{}) (*s3test.Server, []*replica) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	srv.CreateBucket(bucket)
+	var rs []*replica
+	var first *harness
+	for i := range n {
+		r := &replica{counts: &sharedCounts{}}
+		r.shared = newSharedStore(t, srv, string(rune('a'+i)), r.counts)
+		opts := harnessOptions{cfg: Config{Shared: sharedTier{r.shared}}}
+		if gate != nil {
+			opts.wrapOrigin = func(o Origin) Origin { return gatedOrigin{o, gate} }
+		}
+		if first == nil {
+			r.harness = newHarness(t, opts)
+			first = r.harness
+		} else {
+			r.harness = &harness{t: t, origin: first.origin}
+			r.start(opts)
+		}
+		rs = append(rs, r)
+	}
+	first.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	return srv, rs
+}
+
+// gatedOrigin holds archive downloads until gate is closed.
+type gatedOrigin struct {
+	Origin
+	gate <-chan struct{}
+}
+
+func (g gatedOrigin) OpenArchive(ctx context.Context, p discovery.Provider, rawURL string) (io.ReadCloser, int64, error) {
+	select {
+	case <-g.gate:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	return g.Origin.OpenArchive(ctx, p, rawURL)
+}
+
+// Thirty clients asking three replicas at once for one archive none of
+// them has: one origin download, every client gets the archive, and the
+// bucket ends up with the archive and the records, and no lease. The
+// origin's answer is held until the two replicas that did not get the
+// lease wait for the one that did.
+func TestSharedOneOriginDownload(t *testing.T) {
+	gate := make(chan struct{})
+	srv, rs := newReplicas(t, 3, gate)
+	origin := rs[0].origin
+	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+
+	var waiting sync.WaitGroup
+	waiting.Add(2)
+	for _, r := range rs {
+		var once sync.Once
+		r.engine.archives.onWait = func() { once.Do(waiting.Done) }
+	}
+	var wg sync.WaitGroup
+	got := make([]archive, 30)
+	for i := range got {
+		r := rs[i%len(rs)]
+		wg.Go(func() { got[i] = r.read(context.Background(), "1.0.0", "linux_amd64") })
+	}
+	waited := make(chan struct{})
+	go func() { waiting.Wait(); close(waited) }()
+	select {
+	case <-waited:
+	case <-time.After(30 * time.Second):
+		t.Error("two replicas did not wait for the lease holder's download")
+	}
+	close(gate)
+	wg.Wait()
+	for i, a := range got {
+		if a.err != nil || !bytes.Equal(a.body, want) {
+			t.Errorf("client %d: %d bytes, %v", i, len(a.body), a.err)
+		}
+	}
+	for _, r := range rs {
+		r.waitCommitted(origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+	}
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
+		t.Errorf("%d origin downloads of the archive, want 1", n)
+	}
+	var fromShared int
+	for _, r := range rs {
+		fromShared += r.counts.get("get_archive/ok")
+	}
+	if fromShared != 2 {
+		t.Errorf("%d replicas took the archive from the shared store, want 2", fromShared)
+	}
+	keys := srv.Keys(bucket, sharedPrefix+"/")
+	wantKeys := []string{
+		sharedPrefix + "/archives/" + origin.SHA256(ns, typ, "1.0.0", "linux_amd64"),
+		sharedPrefix + "/meta/package/" + originHost + "/" + ns + "/" + typ + "/1.0.0",
+		sharedPrefix + "/meta/versions/" + originHost + "/" + ns + "/" + typ,
+	}
+	if !slices.Equal(keys, wantKeys) {
+		t.Errorf("bucket holds\n%s\nwant\n%s", strings.Join(keys, "\n"), strings.Join(wantKeys, "\n"))
+	}
+}
+
+// A sealed replica with an empty cache serves what another replica
+// verified, from the shared tier alone.
+func TestSharedOffline(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	origin := rs[0].origin
+	want := origin.Archive(ns, typ, "1.0.0", "darwin_arm64")
+	if a := rs[0].read(context.Background(), "1.0.0", "darwin_arm64"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	rs[0].waitIdle()
+	hits := origin.TotalHits()
+
+	sealed := &harness{t: t, origin: origin}
+	sealed.start(harnessOptions{cfg: Config{Offline: true, Shared: sharedTier{newSharedStore(t, srv, "sealed", nil)}}})
+	list, _, err := sealed.engine.Versions(context.Background(), sealed.provider())
+	if err != nil || len(list.Versions) != 1 {
+		t.Fatalf("versions: %v", err)
+	}
+	pkg, err := sealed.packages("1.0.0", "darwin_arm64")
+	if err != nil || len(pkg.Archives) != 1 {
+		t.Fatalf("package: %v", err)
+	}
+	a := sealed.read(context.Background(), "1.0.0", "darwin_arm64")
+	if a.err != nil || !bytes.Equal(a.body, want) {
+		t.Fatalf("archive: %d bytes, %v", len(a.body), a.err)
+	}
+	sealed.waitCommitted(origin.SHA256(ns, typ, "1.0.0", "darwin_arm64"))
+	// Not in the shared tier: offline, that is not cached.
+	if b := sealed.read(context.Background(), "1.0.0", "linux_amd64"); b.err == nil {
+		t.Error("a sealed replica served an archive that no replica has")
+	}
+	if n := origin.TotalHits(); n != hits {
+		t.Errorf("the sealed replica made %d origin requests", n-hits)
+	}
+}
+
+// With the store down, replicas serve from their caches and the origin and
+// count the failures; once it is back, they share again.
+func TestSharedStoreDown(t *testing.T) {
+	srv, rs := newReplicas(t, 2, nil)
+	origin := rs[0].origin
+	srv.Stop()
+	for _, r := range rs {
+		a := r.read(context.Background(), "1.0.0", "linux_amd64")
+		if a.err != nil || !bytes.Equal(a.body, origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
+			t.Fatalf("store down: %d bytes, %v", len(a.body), a.err)
+		}
+		r.waitIdle()
+		if r.counts.get("get_meta/error")+r.counts.get("get_archive/error") == 0 {
+			t.Error("no failure of the store counted")
+		}
+	}
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 2 {
+		t.Errorf("%d origin downloads with the store down, want one per replica", n)
+	}
+	// Cached locally: served without the store.
+	if a := rs[0].read(context.Background(), "1.0.0", "linux_amd64"); a.err != nil || a.source != Hit {
+		t.Fatalf("cached archive with the store down: %v, %v", a.source, a.err)
+	}
+
+	srv.Restart()
+	// The breakers' cooldown (50ms) passes while the store restarts.
+	if a := rs[0].read(context.Background(), "1.0.0", "windows_amd64"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	rs[0].waitIdle()
+	if a := rs[1].read(context.Background(), "1.0.0", "windows_amd64"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	rs[1].waitIdle()
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "windows_amd64"); n != 1 {
+		t.Errorf("%d origin downloads with the store back, want 1", n)
+	}
+	if rs[1].counts.get("get_archive/ok") != 1 {
+		t.Error("second replica did not take the archive from the store")
+	}
+}
+
+// A lease whose holder died (never renewed) is taken over once it
+// expires: the waiting replica downloads the archive itself.
+func TestSharedLeaseTakeover(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	origin := rs[0].origin
+	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	dead := newSharedStore(t, srv, "dead", nil)
+	if l, err := dead.TryLease(context.Background(), sha); err != nil || l == nil {
+		t.Fatalf("lease: %v", err)
+	}
+	waited := make(chan struct{})
+	var once sync.Once
+	rs[0].engine.archives.onWait = func() { once.Do(func() { close(waited) }) }
+	start := time.Now()
+	a := rs[0].read(context.Background(), "1.0.0", "linux_amd64")
+	if a.err != nil || !bytes.Equal(a.body, origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
+		t.Fatalf("%d bytes, %v", len(a.body), a.err)
+	}
+	select {
+	case <-waited:
+	default:
+		t.Error("the replica did not wait for the lease holder")
+	}
+	if d := time.Since(start); d < 2*time.Second {
+		t.Errorf("took the lease over after %v, before it expired", d)
+	}
+	rs[0].waitCommitted(sha)
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
+		t.Errorf("%d origin downloads", n)
+	}
+	if keys := srv.Keys(bucket, sharedPrefix+"/leases/"); len(keys) != 0 {
+		t.Errorf("leases left: %q", keys)
+	}
+}
