@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
 var errHelp = errors.New("help requested")
@@ -41,6 +42,8 @@ type serveConfig struct {
 	URLSigningKeyFile    string
 	SignedURLTTL         time.Duration
 	Offline              bool
+	SharedStore          string
+	SharedLeaseTTL       time.Duration
 	UpstreamProxy        string
 	CredentialsFile      string
 	OriginTimeout        time.Duration
@@ -89,6 +92,8 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
 	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
 	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
+	fs.StringVar(&c.SharedStore, "shared-store", "", "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources")
+	fs.DurationVar(&c.SharedLeaseTTL, "shared-store-lease-ttl", 30*time.Second, "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over")
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", 30*time.Second, "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)")
@@ -170,6 +175,17 @@ func (c serveConfig) validate() error {
 	}
 	if c.MaxArchiveBytes <= 0 {
 		return errors.New("--max-archive-bytes must be positive")
+	}
+	if c.SharedStore != "" {
+		if c.SharedLeaseTTL < 3*time.Second {
+			return errors.New("--shared-store-lease-ttl must be at least 3s")
+		}
+		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
+			return fmt.Errorf("--shared-store: %w", err)
+		}
+		if c.MaxArchiveBytes > sharedstore.MaxArchiveBytes {
+			return fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes))
+		}
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

@@ -110,7 +110,11 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	}
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
-	router.Handle("/readyz", proxy.Readyz(m.store, logger)).Methods(http.MethodGet, http.MethodHead)
+	var sharedDown func() error
+	if m.shared != nil {
+		sharedDown = m.shared.Status
+	}
+	router.Handle("/readyz", proxy.Readyz(m.store, logger, sharedDown)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
 	m.handler = proxy.Instrument(router, logger, m.metrics)
 	return m, nil
