@@ -205,8 +205,11 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Pro
 	// then the committed archive must not join this fetch again.
 	defer close(f.done)
 	defer fr.remove(f)
-	done := s.metrics.ArchiveFetchStarted()
-	defer done()
+	defer func() {
+		if f.originDone != nil {
+			f.originDone()
+		}
+	}()
 
 	h1, err := fr.download(ctx, f, p, a)
 	if err != nil {
@@ -322,6 +325,7 @@ type fetch struct {
 	// Set and read by the fetch's goroutine only:
 	fromShared bool       // the bytes come from the shared tier
 	lease      *heldLease // the shared tier's lease on the origin download
+	originDone func()     // ends the metrics' origin fetch, once one started
 }
 
 type fetchState struct {

@@ -93,6 +93,7 @@ func (fr *fetcher) openSource(ctx context.Context, f *fetch, p discovery.Provide
 	s := fr.s
 	sh := s.cfg.Shared
 	if sh == nil {
+		f.originDone = s.metrics.ArchiveFetchStarted()
 		return s.origin.OpenArchive(ctx, p, a.URL)
 	}
 	wait := sharedPollMin
@@ -137,6 +138,7 @@ func (fr *fetcher) openSource(ctx context.Context, f *fetch, p discovery.Provide
 		}
 		wait = min(2*wait, sharedPollMax)
 	}
+	f.originDone = s.metrics.ArchiveFetchStarted()
 	return s.origin.OpenArchive(ctx, p, a.URL)
 }
 

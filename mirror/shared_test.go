@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -52,11 +53,20 @@ func (c *sharedCounts) get(k string) int {
 	return c.n[k]
 }
 
+// originFetches counts the origin archive fetches the engine reports.
+type originFetches struct {
+	noMetrics
+	started atomic.Int64
+}
+
+func (m *originFetches) ArchiveFetchStarted() func() { m.started.Add(1); return func() {} }
+
 // replica is an engine with its own cache on the shared tier.
 type replica struct {
 	*harness
-	shared *sharedstore.Store
-	counts *sharedCounts
+	shared  *sharedstore.Store
+	counts  *sharedCounts
+	fetches *originFetches
 }
 
 // newSharedStore opens the test bucket as replica name would.
@@ -85,9 +95,9 @@ func newReplicas(t *testing.T, n int, gate <-chan struct{}) (*s3test.Server, []*
 	var rs []*replica
 	var first *harness
 	for i := range n {
-		r := &replica{counts: &sharedCounts{}}
+		r := &replica{counts: &sharedCounts{}, fetches: &originFetches{}}
 		r.shared = newSharedStore(t, srv, string(rune('a'+i)), r.counts)
-		opts := harnessOptions{cfg: Config{Shared: sharedTier{r.shared}}}
+		opts := harnessOptions{cfg: Config{Shared: sharedTier{r.shared}, Metrics: r.fetches}}
 		if gate != nil {
 			opts.wrapOrigin = func(o Origin) Origin { return gatedOrigin{o, gate} }
 		}
@@ -162,9 +172,13 @@ func TestSharedOneOriginDownload(t *testing.T) {
 	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
 		t.Errorf("%d origin downloads of the archive, want 1", n)
 	}
-	var fromShared int
+	var fromShared, fetches int
 	for _, r := range rs {
 		fromShared += r.counts.get("get_archive/ok")
+		fetches += int(r.fetches.started.Load())
+	}
+	if fetches != 1 {
+		t.Errorf("the replicas report %d origin archive fetches, want 1", fetches)
 	}
 	if fromShared != 2 {
 		t.Errorf("%d replicas took the archive from the shared store, want 2", fromShared)
