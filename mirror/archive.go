@@ -143,6 +143,12 @@ type fetcher struct {
 	onJoin   func() // test hook: called for every client that joins or starts a fetch
 	onFail   func() // test hook: called when a fetch has failed, before it leaves inflight
 	onWait   func() // test hook: called when a fetch waits for another replica's download
+
+	// distrusted are the archives (by sha256) whose copy in the shared
+	// tier failed verification: fetched from the origin, without the
+	// tier. Few, if any: the tier checks every archive's sha256 as it is
+	// stored.
+	distrusted map[string]bool
 }
 
 func newFetcher(s *Engine) *fetcher {
@@ -177,6 +183,21 @@ func (fr *fetcher) join(p discovery.Provider, a ArchiveRecord) (f *fetch, leader
 	fr.inflight[a.SHA256] = f
 	go fr.run(ctx, done, f, p, a)
 	return f, true, nil
+}
+
+func (fr *fetcher) distrustShared(sha string) {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	if fr.distrusted == nil {
+		fr.distrusted = make(map[string]bool)
+	}
+	fr.distrusted[sha] = true
+}
+
+func (fr *fetcher) trustsShared(sha string) bool {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	return !fr.distrusted[sha]
 }
 
 func (fr *fetcher) remove(f *fetch) {
@@ -223,6 +244,12 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Pro
 			fr.onFail()
 		}
 		var verr *verify.Error
+		var berr *BadArchiveError
+		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
+			fr.distrustShared(a.SHA256)
+			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
+				"provider", p.String(), "file", a.Filename, "sha256", a.SHA256, "error", err)
+		}
 		if errors.As(err, &verr) {
 			s.metrics.VerificationFailed(string(verr.Reason))
 			s.log.Error("archive failed verification; nothing was cached", "provider", p.String(),

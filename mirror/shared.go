@@ -88,11 +88,12 @@ func (h *heldLease) release(ctx context.Context) {
 // archive, else from the origin under the tier's lease, so that of all
 // replicas one downloads it while the others wait for it to appear in the
 // shared tier (taking over if the lease expires). A shared tier that fails
-// is gone around to the origin.
+// is gone around to the origin, and so is its copy of an archive that
+// failed verification before.
 func (fr *fetcher) openSource(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr.s
 	sh := s.cfg.Shared
-	if sh == nil {
+	if sh == nil || !fr.trustsShared(a.SHA256) {
 		f.originDone = s.metrics.ArchiveFetchStarted()
 		return s.origin.OpenArchive(ctx, p, a.URL)
 	}

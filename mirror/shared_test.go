@@ -3,6 +3,7 @@ package mirror
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"slices"
 	"strings"
@@ -11,9 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // sharedTier is a sharedstore.Store as a SharedTier.
@@ -304,5 +309,36 @@ func TestSharedLeaseTakeover(t *testing.T) {
 	}
 	if keys := srv.Keys(bucket, sharedPrefix+"/leases/"); len(keys) != 0 {
 		t.Errorf("leases left: %q", keys)
+	}
+}
+
+// A copy in the shared tier that is not the archive it is stored as is
+// never served whole: the request streaming it fails, and from then on the
+// replica fetches the archive from the origin.
+func TestSharedCorruptCopy(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	origin := rs[0].origin
+	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	bad := bytes.Clone(want)
+	bad[len(bad)/2] ^= 1
+	if _, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String(sharedPrefix + "/archives/" + sha), Body: bytes.NewReader(bad)}); err != nil {
+		t.Fatal(err)
+	}
+	if a := rs[0].read(context.Background(), "1.0.0", "linux_amd64"); !errors.Is(a.err, verify.ErrIntegrity) {
+		t.Fatalf("corrupt copy: %d bytes, %v; want an integrity error", len(a.body), a.err)
+	}
+	rs[0].waitIdle()
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 0 {
+		t.Fatalf("%d origin downloads before the corrupt copy was found out", n)
+	}
+	a := rs[0].read(context.Background(), "1.0.0", "linux_amd64")
+	if a.err != nil || !bytes.Equal(a.body, want) {
+		t.Fatalf("after the corrupt copy: %d bytes, %v", len(a.body), a.err)
+	}
+	rs[0].waitCommitted(sha)
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
+		t.Errorf("%d origin downloads, want 1", n)
 	}
 }
