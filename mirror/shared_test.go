@@ -5,6 +5,8 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -340,5 +342,68 @@ func TestSharedCorruptCopy(t *testing.T) {
 	rs[0].waitCommitted(sha)
 	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
 		t.Errorf("%d origin downloads, want 1", n)
+	}
+}
+
+// A store that accepts connections and never answers costs each call its
+// timeout until the breaker opens; then it is not called, and the replica
+// serves from the origin throughout.
+func TestSharedStoreHangs(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conns sync.WaitGroup
+	held := make(chan net.Conn, 64)
+	t.Cleanup(func() {
+		l.Close()
+		conns.Wait()
+		close(held)
+		for c := range held {
+			c.Close()
+		}
+	})
+	conns.Go(func() {
+		for range 64 {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			held <- c // never answered
+		}
+	})
+	t.Setenv("AWS_ACCESS_KEY_ID", s3test.AccessKey)
+	t.Setenv("AWS_SECRET_ACCESS_KEY", s3test.SecretKey)
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	counts := &sharedCounts{}
+	store, err := sharedstore.Open(context.Background(), sharedstore.Config{
+		URL:         "s3://" + bucket + "/p?endpoint=http://" + l.Addr().String() + "&region=us-east-1&path_style=true",
+		CallTimeout: 100 * time.Millisecond, BreakerThreshold: 2, BreakerCooldown: time.Hour, Observer: counts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{cfg: Config{Shared: sharedTier{store}}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	for _, pl := range platforms {
+		a := h.read(context.Background(), "1.0.0", pl)
+		if a.err != nil || !bytes.Equal(a.body, h.origin.Archive(ns, typ, "1.0.0", pl)) {
+			t.Fatalf("%s: %d bytes, %v", pl, len(a.body), a.err)
+		}
+		h.waitIdle()
+	}
+	var failed, skipped int
+	counts.mu.Lock()
+	defer counts.mu.Unlock()
+	for k, n := range counts.n {
+		switch {
+		case strings.HasSuffix(k, "/error"):
+			failed += n
+		case strings.HasSuffix(k, "/unavailable"):
+			skipped += n
+		}
+	}
+	if failed != 2 || skipped == 0 || store.Status() == nil {
+		t.Errorf("%d calls timed out, %d skipped (%v); want 2, then the breaker open", failed, skipped, counts.n)
 	}
 }
