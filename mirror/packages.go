@@ -476,7 +476,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
-	s.putShared(ctx, packageKey(p, v), rec)
+	s.putShared(packageKey(p, v), rec)
 	return rec, nil
 }
 

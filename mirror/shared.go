@@ -165,14 +165,24 @@ func (fr *fetcher) share(ctx context.Context, f *fetch, a ArchiveRecord) {
 	}
 }
 
-// putShared puts a record just stored in the cache in the shared tier.
-func (s *Engine) putShared(ctx context.Context, key string, record any) {
+// putShared puts a record just stored in the cache in the shared tier, in
+// the background (an engine task, which Shutdown waits for), so that a
+// slow tier does not slow the callers waiting for the record. record must
+// not be modified afterwards (records handed out never are).
+func (s *Engine) putShared(key string, record any) {
 	if s.cfg.Shared == nil {
 		return
 	}
-	if err := s.cfg.Shared.PutMeta(ctx, key, record); err != nil {
-		s.log.Warn("record not stored in the shared store", "key", key, "error", err)
+	ctx, done, err := s.detached(s.cfg.OriginTimeout)
+	if err != nil {
+		return // shutting down
 	}
+	go func() {
+		defer done()
+		if err := s.cfg.Shared.PutMeta(ctx, key, record); err != nil {
+			s.log.Warn("record not stored in the shared store", "key", key, "error", err)
+		}
+	}()
 }
 
 // sharedVersions returns the version list under key from the shared tier,

@@ -3,6 +3,7 @@ package mirror
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"net"
@@ -405,5 +406,63 @@ func TestSharedStoreHangs(t *testing.T) {
 	}
 	if failed != 2 || skipped == 0 || store.Status() == nil {
 		t.Errorf("%d calls timed out, %d skipped (%v); want 2, then the breaker open", failed, skipped, counts.n)
+	}
+}
+
+// blockingTier is an empty shared tier whose PutMeta waits for gate.
+type blockingTier struct {
+	gate chan struct{}
+	puts atomic.Int64
+}
+
+type nopLease struct{}
+
+func (nopLease) Keep(ctx context.Context) error { <-ctx.Done(); return nil }
+func (nopLease) Release(context.Context) error  { return nil }
+func (*blockingTier) OpenArchive(context.Context, string) (io.ReadCloser, int64, error) {
+	return nil, 0, nil
+}
+func (*blockingTier) PutArchive(context.Context, string, io.ReadSeeker, int64) error { return nil }
+func (*blockingTier) TryLease(context.Context, string) (SharedLease, error)          { return nopLease{}, nil }
+func (*blockingTier) GetMeta(context.Context, string) (json.RawMessage, time.Time, error) {
+	return nil, time.Time{}, nil
+}
+func (b *blockingTier) PutMeta(ctx context.Context, _ string, _ any) error {
+	select {
+	case <-b.gate:
+		b.puts.Add(1)
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Records go to the shared tier in the background: a slow tier does not
+// hold up the callers, and the engine waits for the writes when asked to.
+func TestSharedRecordsWrittenInBackground(t *testing.T) {
+	tier := &blockingTier{gate: make(chan struct{})}
+	h := newHarness(t, harnessOptions{cfg: Config{Shared: tier}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	answered := make(chan error, 1)
+	go func() {
+		_, err := h.packages("1.0.0", "linux_amd64")
+		answered <- err
+	}()
+	select {
+	case err := <-answered:
+		if err != nil {
+			t.Fatalf("with the tier's writes held: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		close(tier.gate)
+		t.Fatal("the caller waited for the shared tier's writes")
+	}
+	if n := tier.puts.Load(); n != 0 {
+		t.Fatalf("%d writes done while held", n)
+	}
+	close(tier.gate)
+	h.waitIdle()
+	if n := tier.puts.Load(); n != 2 {
+		t.Errorf("%d records written, want 2 (version list, package record)", n)
 	}
 }

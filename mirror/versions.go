@@ -140,7 +140,7 @@ func (s *Engine) refreshVersions(ctx context.Context, p discovery.Provider) (*Ve
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
-	s.putShared(ctx, versionsKey(p), list)
+	s.putShared(versionsKey(p), list)
 	return list, nil
 }
 
