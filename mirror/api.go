@@ -103,6 +103,9 @@ const (
 	Miss
 	// Coalesced: an origin download already under way for another caller.
 	Coalesced
+	// Shared: a copy from the shared tier (Config.Shared) that this call
+	// started.
+	Shared
 )
 
 func (src Source) String() string {
@@ -113,6 +116,8 @@ func (src Source) String() string {
 		return "miss"
 	case Coalesced:
 		return "coalesced"
+	case Shared:
+		return "shared"
 	}
 	return fmt.Sprintf("Source(%d)", int(src))
 }
@@ -174,6 +179,9 @@ func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versio
 	if err != nil {
 		f.release()
 		return nil, err
+	}
+	if leader && f.fromShared { // set before ready was closed
+		src = Shared
 	}
 	if !s.work.add() {
 		f.release()
@@ -240,6 +248,9 @@ func (s *Engine) EnsureArchive(ctx context.Context, p discovery.Provider, v vers
 	case <-f.done:
 	case <-ctx.Done():
 		return src, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+	}
+	if leader && f.fromShared { // set before done was closed
+		src = Shared
 	}
 	if _, err := s.store.StatBlob(a.SHA256); err == nil {
 		return src, nil

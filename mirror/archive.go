@@ -350,7 +350,7 @@ type fetch struct {
 	refs     int
 
 	// Set and read by the fetch's goroutine only:
-	fromShared bool       // the bytes come from the shared tier
+	fromShared bool       // the bytes come from the shared tier; set before ready is closed
 	lease      *heldLease // the shared tier's lease on the origin download
 	originDone func()     // ends the metrics' origin fetch, once one started
 }

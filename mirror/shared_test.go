@@ -169,10 +169,15 @@ func TestSharedOneOriginDownload(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
+	sources := map[Source]int{}
 	for i, a := range got {
 		if a.err != nil || !bytes.Equal(a.body, want) {
 			t.Errorf("client %d: %d bytes, %v", i, len(a.body), a.err)
 		}
+		sources[a.source]++
+	}
+	if sources[Miss] != 1 || sources[Shared] != 2 {
+		t.Errorf("sources %v, want one miss (the origin download) and two shared (one per other replica)", sources)
 	}
 	for _, r := range rs {
 		r.waitCommitted(origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
