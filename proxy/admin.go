@@ -111,13 +111,15 @@ func (a *Admin) Versions(ctx context.Context, p discovery.Provider) ([]AdminVers
 
 // Package returns the verified packages of version of p for platforms
 // (fetching and verifying their metadata, not the archives), and whether
-// each archive is cached. Platforms without a package are left out.
+// each archive is cached. Empty platforms means every platform of the
+// version that the engine serves. Platforms without a package are left
+// out.
 func (a *Admin) Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]AdminArchive, error) {
 	v, err := mirror.ParseSemver(version)
 	if err != nil {
 		return nil, badRequest("version %q: %v", version, err)
 	}
-	pls := make([]discovery.Platform, 0, len(platforms))
+	var pls []discovery.Platform // nil: all
 	for _, s := range platforms {
 		pl, err := mirror.ParsePlatform(s)
 		if err != nil {

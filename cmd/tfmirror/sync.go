@@ -301,7 +301,10 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 		if len(want) == 0 {
 			continue
 		}
-		archives, err := r.ops.Package(ctx, p.Address, v.String(), want)
+		// The metadata of every platform, not only those synced: a sealed
+		// mirror (serve --offline) answers VERSION.json only when it
+		// holds the package metadata of each platform it lists.
+		archives, err := r.ops.Package(ctx, p.Address, v.String(), nil)
 		if err != nil {
 			plan.failures = append(plan.failures, fmt.Sprintf("%s %s: package metadata: %v", p.Address, v, err))
 			continue
