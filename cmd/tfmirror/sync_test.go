@@ -218,6 +218,8 @@ func TestSyncAloneThenServeOffline(t *testing.T) {
 
 	origin.SetDown(503)
 	p := startProcess(t, bin, dataDir, origin, originCAFile(t, origin), "--offline", "--allowed-origins", tfRegistry)
+	// The stale socket file was replaced.
+	p.waitLog("admin API listening", 10*time.Second)
 	terraformInitOffline(t, tf, p, dataDir)
 	if n := origin.TotalHits(); n == 0 {
 		t.Fatal("origin hit counters are not counting")
@@ -284,5 +286,200 @@ func TestSyncThroughRunningServe(t *testing.T) {
 	}
 	if _, err := os.Stat(adminSocketPath(dataDir)); !os.IsNotExist(err) {
 		t.Errorf("admin socket left behind after shutdown: %v", err)
+	}
+}
+
+// TestSyncExitStatus: a sync exits non-zero when anything asked for
+// failed, and still syncs the rest.
+func TestSyncExitStatus(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name        string
+		extra       string // added to the manifest
+		setup       func(*fakeorigin.Origin)
+		wantCode    int
+		wantFetched int // origin archive requests that succeeded
+		wantOut     []string
+	}{
+		{
+			name:        "all there",
+			wantCode:    0,
+			wantFetched: 9,
+			wantOut:     []string{"sync summary: 9 packages fetched", "0 failed"},
+		},
+		{
+			name:        "origin 404 for one provider",
+			extra:       "provider \"registry.terraform.io/acme/missing\" {\n  versions = [\">= 1.0\"]\n}\n",
+			wantCode:    1,
+			wantFetched: 9,
+			wantOut:     []string{"sync summary: 9 packages fetched", "1 failed", "failed: registry.terraform.io/acme/missing: version list:"},
+		},
+		{
+			name:        "no version matches",
+			extra:       "provider \"registry.terraform.io/hashicorp/null\" {\n  versions = [\"~> 9.0\"]\n}\n",
+			setup:       func(o *fakeorigin.Origin) { o.AddProvider("hashicorp", "null", []string{"3.2.0"}, syncPlatforms) },
+			wantCode:    1,
+			wantFetched: 9,
+			wantOut:     []string{`failed: registry.terraform.io/hashicorp/null: no version matches "~> 9.0" (`},
+		},
+		{
+			name:        "one archive fails verification",
+			setup:       func(o *fakeorigin.Origin) { o.TamperArchive("acme", "widget", "0.2.0", "darwin_arm64", true) },
+			wantCode:    1,
+			wantFetched: 8,
+			wantOut:     []string{"sync summary: 8 packages fetched", "1 failed", "failed: registry.terraform.io/acme/widget 0.2.0 darwin_arm64:"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			origin := syncOrigin(t)
+			if tt.setup != nil {
+				tt.setup(origin)
+			}
+			dataDir := filepath.Join(t.TempDir(), "data")
+			stdout, _, code := syncInProcess(t, origin, dataDir, "--parallel", "2", syncManifest(t, tfRegistry, tt.extra))
+			if code != tt.wantCode {
+				t.Errorf("exit status %d, want %d", code, tt.wantCode)
+			}
+			for _, want := range tt.wantOut {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("output lacks %q", want)
+				}
+			}
+			// What was fetched is cached: a second run fetches only what failed.
+			before := origin.Hits(fakeorigin.Archive)
+			stdout, _, _ = syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, tt.extra))
+			if again := origin.Hits(fakeorigin.Archive) - before; again != 9-tt.wantFetched {
+				t.Errorf("second run fetched %d archives, want %d", again, 9-tt.wantFetched)
+			}
+			if want := fmt.Sprintf("%d of 9 packages already cached", tt.wantFetched); tt.wantFetched < 9 && !strings.Contains(stdout, want) {
+				t.Errorf("second run output lacks %q", want)
+			}
+		})
+	}
+}
+
+// TestSyncDryRun: --dry-run lists what a sync would fetch and downloads
+// no archive.
+func TestSyncDryRun(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	manifestPath := syncManifest(t, tfRegistry, "")
+	stdout, _, code := syncInProcess(t, origin, dataDir, "--dry-run", manifestPath)
+	if code != 0 {
+		t.Errorf("dry run exited %d", code)
+	}
+	if n := strings.Count(stdout, "would fetch "); n != 9 {
+		t.Errorf("dry run lists %d packages, want 9", n)
+	}
+	if !strings.Contains(stdout, "would fetch registry.terraform.io/hashicorp/random 3.5.0 darwin_arm64 (terraform-provider-random_3.5.0_darwin_arm64.zip, size unknown)") {
+		t.Error("dry run does not name random 3.5.0 darwin_arm64 with its file")
+	}
+	if n := origin.Hits(fakeorigin.Archive); n != 0 {
+		t.Errorf("dry run made %d origin archive requests", n)
+	}
+	if _, _, code := syncInProcess(t, origin, dataDir, manifestPath); code != 0 {
+		t.Fatalf("sync exited %d", code)
+	}
+	stdout, _, _ = syncInProcess(t, origin, dataDir, "--dry-run", manifestPath)
+	if !strings.Contains(stdout, "nothing to do") || strings.Contains(stdout, "would fetch") {
+		t.Error("dry run after a sync does not say nothing to do")
+	}
+}
+
+// TestSyncFromDirectory: from a directory, sync takes the lock file's
+// versions and, for providers it does not lock, the newest version that
+// meets the configuration's constraints, for the --platforms given.
+func TestSyncFromDirectory(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dir := t.TempDir()
+	files := map[string]string{
+		"main.tf": `terraform {
+  required_providers {
+    random = {
+      source  = "hashicorp/random"
+      version = "~> 3.5"
+    }
+    widget = {
+      source = "acme/widget"
+    }
+  }
+}
+`,
+		".terraform.lock.hcl": `provider "registry.terraform.io/acme/widget" {
+  version = "0.1.0"
+  hashes  = ["h1:unchecked="]
+}
+`,
+	}
+	for name, body := range files {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if _, _, code := syncInProcess(t, origin, dataDir, "--platforms", "linux_amd64,windows_amd64", dir); code != 0 {
+		t.Fatalf("sync exited %d", code)
+	}
+	for _, want := range [][4]string{
+		{"hashicorp", "random", "3.6.0", "linux_amd64"}, {"hashicorp", "random", "3.6.0", "windows_amd64"},
+		{"acme", "widget", "0.1.0", "linux_amd64"}, {"acme", "widget", "0.1.0", "windows_amd64"},
+	} {
+		if n := origin.ArchiveHits(want[0], want[1], want[2], want[3]); n != 1 {
+			t.Errorf("%v fetched %d times, want 1", want, n)
+		}
+	}
+	if n := origin.Hits(fakeorigin.Archive); n != 4 {
+		t.Errorf("origin archive requests = %d, want 4", n)
+	}
+}
+
+// TestSyncUsageErrors: bad input is exit status 2 with a message saying
+// what is wrong, before any data directory is touched.
+func TestSyncUsageErrors(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	lock := filepath.Join(dir, ".terraform.lock.hcl")
+	bad := filepath.Join(dir, "bad.hcl")
+	for path, body := range map[string]string{
+		lock: "provider \"registry.terraform.io/hashicorp/random\" {\n  version = \"3.6.0\"\n}\n",
+		bad:  "platforms = [\"linux_amd64\"]\nprovider \"hashicorp/random\" {\n  versions = [\"~> 3.5\"]\n  latset = 1\n}\n",
+	} {
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tests := []struct {
+		name    string
+		args    []string
+		wantErr string
+	}{
+		{"no path", nil, "no PATH given"},
+		{"lock file without platforms", []string{lock}, "no platforms to sync for registry.terraform.io/hashicorp/random"},
+		{"bad platform", []string{"--platforms", "linux", lock}, `--platforms: invalid platform "linux"`},
+		{"bad manifest", []string{bad}, "bad.hcl:4: Unsupported argument"},
+		{"missing path", []string{filepath.Join(dir, "nope.hcl")}, "nope.hcl: no such file"},
+		{"parallel 0", []string{"--parallel", "0", lock}, "--parallel must be between 1 and 64"},
+		{"unknown flag", []string{"--listen", ":1", lock}, "flag provided but not defined: -listen"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dataDir := filepath.Join(t.TempDir(), "data")
+			var stdout, stderr bytes.Buffer
+			code := runSync(context.Background(), append([]string{"--data-dir", dataDir}, tt.args...),
+				func(string) (string, bool) { return "", false }, &stdout, &stderr, overrides{keepStdLog: true})
+			if code != 2 {
+				t.Errorf("exit status %d, want 2", code)
+			}
+			if !strings.Contains(stderr.String(), tt.wantErr) {
+				t.Errorf("stderr %q lacks %q", stderr.String(), tt.wantErr)
+			}
+			if _, err := os.Stat(dataDir); !os.IsNotExist(err) {
+				t.Errorf("the data directory was created: %v", err)
+			}
+		})
 	}
 }
