@@ -27,6 +27,9 @@ var (
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive"}
+	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a
+	// running mirror for: fetched from the origin, already cached, failed.
+	SyncOutcomes = []string{"fetched", "cached", "failed"}
 )
 
 // Metrics holds tfmirror's collectors.
@@ -48,6 +51,8 @@ type Metrics struct {
 	verifyFails  *prometheus.CounterVec
 	stale        *prometheus.CounterVec
 	circuitOpen  *prometheus.GaugeVec
+	syncPackages *prometheus.CounterVec
+	syncBytes    prometheus.Counter
 }
 
 // CacheStats reports what the cache holds, read at scrape time.
@@ -125,6 +130,12 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tfmirror_origin_circuit_open", Help: "1 while an origin's circuit breaker is open (requests to it fail fast), 0 otherwise.",
 		}, []string{"origin"}),
+		syncPackages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_sync_packages_total", Help: "Packages (one version, one platform) that tfmirror sync asked this mirror to cache, by outcome: fetched, cached (already), failed.",
+		}, []string{"outcome"}),
+		syncBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_sync_bytes_total", Help: "Archive bytes fetched from origins for tfmirror sync.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tfmirror_build_info", Help: "Always 1; labels say which build is running.",
@@ -141,7 +152,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen,
+		m.verifyFails, m.stale, m.circuitOpen, m.syncPackages, m.syncBytes,
 	}
 	if opts.Cache != nil {
 		cs = append(cs,
@@ -190,6 +201,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	for _, r := range Reasons {
 		m.verifyFails.WithLabelValues(r)
 	}
+	for _, o := range SyncOutcomes {
+		m.syncPackages.WithLabelValues(o)
+	}
 	for _, o := range opts.Origins {
 		m.originBytes.WithLabelValues(o)
 		m.circuitOpen.WithLabelValues(o)
@@ -237,6 +251,13 @@ func (m *Metrics) VerificationFailed(reason string) { m.verifyFails.WithLabelVal
 func (m *Metrics) ArchiveFetchStarted() (done func()) {
 	m.inflight.Inc()
 	return m.inflight.Dec
+}
+
+// Synced records a package tfmirror sync asked for, with its outcome (one
+// of SyncOutcomes) and the archive bytes fetched from the origin for it.
+func (m *Metrics) Synced(outcome string, fetchedBytes int64) {
+	m.syncPackages.WithLabelValues(outcome).Inc()
+	m.syncBytes.Add(float64(fetchedBytes))
 }
 
 // CacheWriteFailed records data that could not be stored.

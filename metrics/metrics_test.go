@@ -40,6 +40,9 @@ func TestCountersMove(t *testing.T) {
 	}
 	done()
 	m.ObserveRequest("archive", 200, time.Millisecond, 512)
+	m.Synced("fetched", 300)
+	m.Synced("cached", 0)
+	m.Synced("failed", 0)
 
 	tests := []struct {
 		name string
@@ -56,6 +59,9 @@ func TestCountersMove(t *testing.T) {
 		{"in-flight after done", m.inflight, 0},
 		{"http requests", m.httpRequests.WithLabelValues("archive", "200"), 1},
 		{"http bytes", m.httpBytes.WithLabelValues("archive"), 512},
+		{"synced fetched", m.syncPackages.WithLabelValues("fetched"), 1},
+		{"synced failed", m.syncPackages.WithLabelValues("failed"), 1},
+		{"synced bytes", m.syncBytes, 300},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -81,6 +87,8 @@ func TestExposition(t *testing.T) {
 		// Pre-created series exist before anything happened.
 		`tfmirror_verification_failures_total{reason="checksum_mismatch"} 0`,
 		`tfmirror_origin_requests_total{operation="versions",origin="registry.terraform.io",outcome="timeout"} 0`,
+		`tfmirror_sync_packages_total{outcome="failed"} 0`,
+		"tfmirror_sync_bytes_total 0",
 		"go_goroutines",
 		"process_resident_memory_bytes",
 	} {

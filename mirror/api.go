@@ -250,6 +250,16 @@ func (s *Engine) EnsureArchive(ctx context.Context, p discovery.Provider, v vers
 	return src, fmt.Errorf("archive %s was verified but could not be stored in the cache", a.Filename)
 }
 
+// CachedSize returns the size of the cached archive whose sha256 is sha,
+// and whether it is cached.
+func (s *Engine) CachedSize(sha string) (int64, bool) {
+	info, err := s.store.StatBlob(sha)
+	if err != nil {
+		return 0, false
+	}
+	return info.Size, true
+}
+
 // CachedVersion is a provider version the engine holds verified package
 // metadata for.
 type CachedVersion struct {

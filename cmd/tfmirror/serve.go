@@ -35,6 +35,9 @@ type overrides struct {
 	origin func(*discovery.Config)
 	// environ replaces os.Environ for TF_TOKEN_ and proxy variables.
 	environ []string
+	// keepStdLog leaves the standard logger alone (tests running
+	// subcommands in process).
+	keepStdLog bool
 }
 
 // mirror is a wired tfmirror: cache, origin client, pull-through engine,
@@ -51,6 +54,8 @@ type mirror struct {
 	tls      *tls.Config // nil with --insecure-http
 	caFile   string      // generated CA, if any
 	auth     *proxy.Auth // nil without --auth-tokens-file
+	// admin runs the admin API (tfmirror sync) on this mirror's engine.
+	admin *proxy.Admin
 }
 
 func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, err error) {
@@ -108,6 +113,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics)
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/readyz", proxy.Readyz(m.store, logger)).Methods(http.MethodGet, http.MethodHead)
@@ -203,9 +209,13 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		}()
 		m.log.Info("serving metrics", "url", "http://"+displayAddr(mln.Addr())+"/metrics")
 	}
+	adminSrv := m.serveAdmin(ctx, errc)
 	select {
 	case err := <-errc:
 		srv.Close()
+		if adminSrv != nil {
+			adminSrv.Close()
+		}
 		stopGC()
 		m.shutdown(context.Background())
 		return err
@@ -222,6 +232,13 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err)
 		srv.Close()
 	}
+	if adminSrv != nil {
+		// Closing the listener removes the socket file.
+		if aerr := adminSrv.Shutdown(sctx); aerr != nil {
+			m.log.Warn("admin requests still running at the shutdown deadline were cut off", "error", aerr)
+			adminSrv.Close()
+		}
+	}
 	stopGC()
 	// The engine after the server, so that no request starts work it
 	// would not wait for; the cache after the engine, so that nothing
@@ -234,6 +251,32 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// serveAdmin serves the admin API on the data directory's unix socket,
+// for `tfmirror sync` to work through this process while it holds the
+// cache. Without the socket (a data directory path too long for one, a
+// file system without sockets) the mirror serves on, and says so. It
+// returns nil then; errors of the running server go to errc.
+func (m *mirror) serveAdmin(ctx context.Context, errc chan<- error) *http.Server {
+	ln, err := listenAdmin(m.cfg.DataDir)
+	if err != nil {
+		m.log.Warn("admin socket unavailable: tfmirror sync cannot use this data directory while the mirror runs", "error", err)
+		return nil
+	}
+	srv := &http.Server{
+		Handler:           m.admin.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin socket: %w", err)
+		}
+	}()
+	m.log.Info("admin API listening", "socket", ln.Addr().String())
+	return srv
 }
 
 // serve is `tfmirror serve`.
