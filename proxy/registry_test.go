@@ -302,3 +302,56 @@ func TestRegistryRouteLabels(t *testing.T) {
 		}
 	}
 }
+
+// The status page gives, for every allowed origin, the host block that
+// points its providers.v1 service at the mirror, with the origin's
+// modules.v1 when discovery knows it, and says which token goes where
+// when clients authenticate.
+func TestStatusHostBlocks(t *testing.T) {
+	modules := map[string]string{"registry.terraform.io": "https://registry.terraform.io/v1/modules/"}
+	h := newHarness(t, harnessOptions{
+		cfg:    Config{PublicURL: "https://mirror.example.com/tf", ModulesURL: func(host string) string { return modules[host] }},
+		engine: mirror.Config{AllowedOrigins: []string{"registry.terraform.io", "Registry.OpenTofu.org"}},
+	})
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	want := map[string]string{
+		"registry.terraform.io": `host "registry.terraform.io" {
+  services = {
+    "providers.v1" = "https://mirror.example.com/tf/registry/registry.terraform.io/v1/providers/"
+    "modules.v1"   = "https://registry.terraform.io/v1/modules/"
+  }
+}
+`,
+		"registry.opentofu.org": `host "registry.opentofu.org" {
+  services = {
+    "providers.v1" = "https://mirror.example.com/tf/registry/registry.opentofu.org/v1/providers/"
+    # "modules.v1" = "..." (the modules.v1 URL in https://registry.opentofu.org/.well-known/terraform.json)
+  }
+}
+`,
+	}
+	if !reflect.DeepEqual(st.HostBlocks, want) {
+		t.Errorf("host_blocks %q\nwant %q", st.HostBlocks, want)
+	}
+	if st.HostBlockNote != "" {
+		t.Errorf("host_block_note without client authentication: %q", st.HostBlockNote)
+	}
+	page := string(h.get("/").body)
+	for _, s := range []string{"registry.opentofu.org/v1/providers/", "registry.terraform.io/v1/modules/", "module installs from it stop working"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("status page lacks %q", s)
+		}
+	}
+
+	clock := &testClock{now: time.Now()}
+	ah := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	var ast Status
+	ah.get("/?format=json").json(t, &ast)
+	if !strings.Contains(ast.HostBlockNote, "origin's host name") || !strings.Contains(ast.HostBlockNote, "modules.v1") {
+		t.Errorf("host_block_note with client authentication: %q", ast.HostBlockNote)
+	}
+	if page := string(ah.get("/").body); !strings.Contains(page, "hands this mirror&#39;s token to it") && !strings.Contains(page, "hands this mirror's token to it") {
+		t.Errorf("status page with client authentication does not warn about the token:\n%s", page)
+	}
+}

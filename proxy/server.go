@@ -45,6 +45,11 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// ModulesURL, when set, returns the modules.v1 URL of an origin host
+	// (comparison form) that service discovery knows, or "", for the
+	// status page's host blocks. Default: none known (the blocks have a
+	// placeholder).
+	ModulesURL func(host string) string
 	// Auth, when set, requires a bearer token for index.json and
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
 	// no client authentication.

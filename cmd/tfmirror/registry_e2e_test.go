@@ -8,6 +8,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
@@ -35,12 +36,12 @@ func registryPlatforms() []string {
 }
 
 // hostBlockConf writes a CLI configuration whose only provider source is
-// registry.terraform.io's providers.v1 service at providersURL, with
-// extra appended, and returns its path.
-func hostBlockConf(t *testing.T, providersURL, extra string) string {
+// registry.terraform.io's providers.v1 service at providersURL, and
+// returns its path.
+func hostBlockConf(t *testing.T, providersURL string) string {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "cli.tfrc")
-	conf := fmt.Sprintf("host %q {\n  services = {\n    \"providers.v1\" = %q\n  }\n}\n%s", tfRegistry, providersURL, extra)
+	conf := fmt.Sprintf("host %q {\n  services = {\n    \"providers.v1\" = %q\n  }\n}\n", tfRegistry, providersURL)
 	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
@@ -61,12 +62,31 @@ func direct(t *testing.T, e *e2e) registryRun {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return registryRun{e: e, conf: hostBlockConf(t, e.origin.URL+"/v1/providers/", ""), caFile: ca}
+	return registryRun{e: e, conf: hostBlockConf(t, e.origin.URL+"/v1/providers/"), caFile: ca}
 }
 
+// throughMirror is terraform with the host block that the mirror's status
+// page gives for registry.terraform.io, and extra, as its CLI configuration.
 func throughMirror(t *testing.T, e *e2e, extra string) registryRun {
 	t.Helper()
-	return registryRun{e: e, conf: hostBlockConf(t, e.url+proxy.RegistryPath(tfRegistry), extra), caFile: e.caFile}
+	resp, err := trustingClient(t, e.caFile).Get(e.url + "?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st proxy.Status
+	if err := json.NewDecoder(resp.Body).Decode(&st); err != nil {
+		t.Fatal(err)
+	}
+	block := st.HostBlocks[tfRegistry]
+	if !strings.Contains(block, `"providers.v1" = "`+e.url+proxy.RegistryPath(tfRegistry)+`"`) {
+		t.Fatalf("the status page's host block for %s does not point at the mirror:\n%s", tfRegistry, block)
+	}
+	path := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(path, []byte(block+extra), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return registryRun{e: e, conf: path, caFile: e.caFile}
 }
 
 // run runs terraform with args in dir and returns its output; it fails
