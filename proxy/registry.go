@@ -22,6 +22,7 @@ package proxy
 import (
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -95,7 +96,7 @@ func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Vers
 			rv.Protocols = []string{}
 		}
 		for _, name := range e.Platforms {
-			if len(served) > 0 && !contains(served, name) {
+			if len(served) > 0 && !slices.Contains(served, name) {
 				continue
 			}
 			pl, err := mirror.ParsePlatform(name)
@@ -107,15 +108,6 @@ func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Vers
 		doc.Versions = append(doc.Versions, rv)
 	}
 	return doc
-}
-
-func contains(list []string, s string) bool {
-	for _, x := range list {
-		if x == s {
-			return true
-		}
-	}
-	return false
 }
 
 // registryTarget parses the provider, version and platform of a download
