@@ -22,7 +22,8 @@ import (
 
 // Fixed label values, pre-created so that series exist from the start.
 var (
-	Routes     = []string{"index", "version", "archive", "status", "metrics", "health", "other"}
+	Routes = []string{"index", "version", "archive", "registry_versions", "registry_download",
+		"registry_shasums", "registry_signature", "status", "metrics", "health", "other"}
 	CacheKinds = []string{"discovery", "versions", "package", "archive"}
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}

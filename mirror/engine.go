@@ -32,6 +32,7 @@ type Origin interface {
 type Store interface {
 	PutMeta(key string, v any) error
 	GetMeta(key string, v any) (time.Time, error)
+	DeleteMeta(key string) error
 	StatBlob(sha string) (cache.BlobInfo, error)
 	OpenBlob(sha string) (cache.BlobReader, error)
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)

@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -60,6 +61,10 @@ type PackageRecord struct {
 	// kept) is asked for again.
 	MissingChecked map[string]missingCheck `json:"missing_checked,omitempty"`
 	VerifiedAt     time.Time               `json:"verified_at"`
+
+	// evidenceChecked says checkEvidence passed for this record as it
+	// is in memory (never stored).
+	evidenceChecked atomic.Bool
 }
 
 // hasEvidence reports whether rec keeps the origin's evidence for every

@@ -89,12 +89,17 @@ func newDocument(body []byte) document {
 // ETag; a request whose If-None-Match matches gets 304. HEAD and Range are
 // handled as for any static file.
 func writeDocument(w http.ResponseWriter, r *http.Request, doc document, cacheControl string) {
+	writeFile(w, r, doc, "application/json", cacheControl)
+}
+
+// writeFile is writeDocument for a body of any content type.
+func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType, cacheControl string) {
 	if doc.body == nil {
 		writeJSONBody(w, http.StatusInternalServerError, nil)
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
+	h.Set("Content-Type", contentType)
 	h.Set("X-Content-Type-Options", "nosniff")
 	h.Set("Cache-Control", cacheControl)
 	h.Set("ETag", doc.etag)

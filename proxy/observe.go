@@ -18,8 +18,12 @@ type RequestObserver interface {
 }
 
 // Route classifies a request path into the bounded set of route labels:
-// index, version, archive, status, metrics, health or other.
+// index, version, archive, registry_versions, registry_download,
+// registry_shasums, registry_signature, status, metrics, health or other.
 func Route(path string) string {
+	if rest, ok := strings.CutPrefix(path, "/"+registryRoot+"/"); ok {
+		return registryRoute(rest)
+	}
 	switch {
 	case path == "/":
 		return "status"
@@ -35,6 +39,26 @@ func Route(path string) string {
 		return "version"
 	case strings.HasSuffix(path, ".zip"):
 		return "archive"
+	}
+	return "other"
+}
+
+// registryRoute classifies a path below /registry/.
+func registryRoute(rest string) string {
+	parts := strings.Split(rest, "/")
+	if len(parts) < 4 || parts[1] != "v1" || parts[2] != "providers" {
+		return "other"
+	}
+	parts = parts[3:] // NS/TYPE/...
+	switch {
+	case len(parts) == 3 && parts[2] == "versions":
+		return "registry_versions"
+	case len(parts) == 6 && parts[3] == "download":
+		return "registry_download"
+	case len(parts) == 7 && parts[3] == "download" && parts[6] == sumsFile:
+		return "registry_shasums"
+	case len(parts) == 7 && parts[3] == "download" && parts[6] == signatureFile:
+		return "registry_signature"
 	}
 	return "other"
 }

@@ -26,6 +26,7 @@ type Engine interface {
 	CheckOrigin(p discovery.Provider) error
 	Versions(ctx context.Context, p discovery.Provider) (*mirror.VersionList, mirror.ListState, error)
 	Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Package, error)
+	Evidence(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Evidence, error)
 	OpenArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (*mirror.Archive, error)
 	ListCached(fn func(mirror.CachedVersion) error) error
 	Stats() (archives int, bytes int64)
@@ -44,14 +45,19 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// ModulesURL, when set, returns the modules.v1 URL of an origin host
+	// (comparison form) that service discovery knows, or "", for the
+	// status page's host blocks. Default: none known (the blocks have a
+	// placeholder).
+	ModulesURL func(host string) string
 	// Auth, when set, requires a bearer token for index.json and
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
 	// no client authentication.
 	Auth *Auth
 }
 
-// Server serves the provider network mirror protocol from the
-// pull-through engine.
+// Server serves the provider network mirror protocol, and the provider
+// registry protocol (see registry.go), from the pull-through engine.
 type Server struct {
 	cfg    Config
 	engine Engine
@@ -99,6 +105,7 @@ func (s *Server) routes() *mux.Router {
 	// error, not a different route.
 	r.UseEncodedPath()
 	r.SkipClean(true)
+	s.registryRoutes(r)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
 	protocol.Use(s.authorize)
 	protocol.HandleFunc("/", s.handleStatus)

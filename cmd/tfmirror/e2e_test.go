@@ -46,6 +46,7 @@ type e2e struct {
 	mirror  *mirror
 	url     string // https://127.0.0.1:PORT/
 	caFile  string
+	dataDir string
 	cliConf string
 	stop    func()
 }
@@ -63,9 +64,24 @@ func newE2E(t *testing.T, originOpts fakeorigin.Options, extraFlags ...string) *
 	}
 	t.Cleanup(origin.Close)
 	e.origin = origin
+	e.startMirror(filepath.Join(t.TempDir(), "data"), extraFlags...)
+	e.cliConf = filepath.Join(t.TempDir(), "cli.tfrc")
+	conf := fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", e.url)
+	if err := os.WriteFile(e.cliConf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
 
+// startMirror starts a mirror on dataDir in front of e's origin, as
+// `tfmirror serve` wires it, and sets e.mirror, e.url, e.caFile and
+// e.stop (called at the end of the test too).
+func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
+	t, origin := e.t, e.origin
+	t.Helper()
+	e.dataDir = dataDir
 	cfg, err := parseServeFlags(append([]string{
-		"--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--data-dir", dataDir,
 		"--allowed-origins", "registry.terraform.io," + privateRegistry,
 		"--allow-private-origins",
 	}, extraFlags...), func(string) (string, bool) { return "", false }, io.Discard)
@@ -105,12 +121,6 @@ func newE2E(t *testing.T, originOpts fakeorigin.Options, extraFlags ...string) *
 
 	e.url = "https://" + ln.Addr().String() + "/"
 	e.caFile = m.caFile
-	e.cliConf = filepath.Join(t.TempDir(), "cli.tfrc")
-	conf := fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", e.url)
-	if err := os.WriteFile(e.cliConf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
 
 type testWriter struct{ t *testing.T }
@@ -123,6 +133,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 // terraform runs terraform in dir with only the mirror configured.
 func (e *e2e) terraform(dir string, args ...string) (string, error) {
 	e.t.Helper()
+	return e.terraformWith(dir, e.cliConf, e.caFile, args...)
+}
+
+// terraformWith runs terraform in dir with the CLI configuration file
+// cliConf, trusting the CA certificates in caFile.
+func (e *e2e) terraformWith(dir, cliConf, caFile string, args ...string) (string, error) {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.tf, args...)
@@ -130,8 +147,8 @@ func (e *e2e) terraform(dir string, args ...string) (string, error) {
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + dir,
-		"TF_CLI_CONFIG_FILE=" + e.cliConf,
-		"SSL_CERT_FILE=" + e.caFile,
+		"TF_CLI_CONFIG_FILE=" + cliConf,
+		"SSL_CERT_FILE=" + caFile,
 		"CHECKPOINT_DISABLE=1",
 		"TF_IN_AUTOMATION=1",
 		"TF_INPUT=0",

@@ -103,7 +103,14 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	origin := m.origin
 	m.proxy, err = proxy.New(proxy.Config{
+		ModulesURL: func(host string) string {
+			if u := origin.KnownModulesURL(svchost.Hostname(host)); u != nil {
+				return u.String()
+			}
+			return ""
+		},
 		Auth:      m.auth,
 		Logger:    logger,
 		PublicURL: cfg.PublicURL,
