@@ -1,6 +1,8 @@
 // Command tfmirror runs the tfmirror provider network mirror.
 //
 //	tfmirror serve [flags]   run the mirror
+//	tfmirror export OUT      write the cache as a static mirror directory or tar file
+//	tfmirror import IN       load such an export into the cache
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
@@ -48,6 +50,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "export":
+		return runExport(args[1:], stdout, stderr)
+	case "import":
+		return runImport(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
@@ -66,6 +72,10 @@ func usage(w io.Writer) {
 
 Usage:
   tfmirror serve [flags]   run the mirror (tfmirror serve -h lists the flags)
+  tfmirror export [flags] OUT
+                           write the cache as a static mirror (directory or .tar/.tar.gz)
+  tfmirror import [flags] IN
+                           load an export (directory or tar file) into the cache
   tfmirror version         print the version
 `)
 }
