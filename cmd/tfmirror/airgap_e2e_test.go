@@ -212,6 +212,15 @@ func TestExportImportAirGap(t *testing.T) {
 		t.Errorf("second export: exit %d\n%s%s", code, stdout, stderr)
 	}
 
+	// Sealed, the connected mirror's data directory lists only the
+	// versions it can install: the origin listed 3.5.0 too.
+	sealed := startMirror(t, origin, data, nil, "--offline")
+	if _, body, err := sealed.get("registry.terraform.io/hashicorp/random/index.json"); err != nil ||
+		strings.Contains(string(body), "3.5.0") || !strings.Contains(string(body), "3.6.0") {
+		t.Errorf("sealed index.json: %s, %v; want 3.6.0 only", body, err)
+	}
+	sealed.stop()
+
 	t.Run("static network mirror and filesystem mirror", func(t *testing.T) {
 		srv := httptest.NewTLSServer(http.FileServer(http.Dir(export)))
 		defer srv.Close()
@@ -303,6 +312,7 @@ func TestExportImportAirGap(t *testing.T) {
 				if code != 1 || !strings.Contains(stderr, filepath.Join(bad, random, tc.file)) {
 					t.Errorf("import: exit %d, want 1 and a message naming %s:\n%s%s", code, tc.file, stdout, stderr)
 				}
+				t.Logf("import said: %s", stderr)
 				for _, v := range cachedVersions(t, fresh) {
 					if strings.HasPrefix(v, "registry.terraform.io/hashicorp/random 3.6.0") {
 						t.Errorf("the tampered version is in the cache: %s", v)
