@@ -248,7 +248,10 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, p discovery.
 	case ef.Unsigned && !allowUnsigned:
 		return fmt.Errorf("%s says the version was imported without signature; to accept it so, import with --allow-unsigned", filepath.Join(shown, filepath.Base(evPath)))
 	}
-	hashes := versionHashes(filepath.Join(dir, version+".json"))
+	hashes, err := versionHashes(filepath.Join(dir, version+".json"))
+	if err != nil {
+		return fmt.Errorf("%s: %w", filepath.Join(shown, version+".json"), err)
+	}
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
 		pkg := pullthrough.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1}
@@ -316,15 +319,18 @@ func openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
 
 // versionHashes returns the h1: hash of each platform that the
 // VERSION.json at path lists, if it exists.
-func versionHashes(path string) map[string]string {
+func versionHashes(path string) (map[string]string, error) {
 	out := map[string]string{}
 	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return out, nil
+	}
 	if err != nil {
-		return out
+		return nil, err
 	}
 	var doc mirrorVersion
-	if json.Unmarshal(data, &doc) != nil {
-		return out
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, err
 	}
 	for pl, a := range doc.Archives {
 		for _, h := range a.Hashes {
@@ -334,5 +340,5 @@ func versionHashes(path string) map[string]string {
 			}
 		}
 	}
-	return out
+	return out, nil
 }
