@@ -404,4 +404,20 @@ func TestImportInHouseProvider(t *testing.T) {
 		len(st.Providers[0].Versions) != 1 || st.Providers[0].Versions[0].Provenance != "imported without signature" {
 		t.Errorf("status lists %+v, want the in-house provider imported without signature", st.Providers)
 	}
+
+	// Exported again, it says it has no signature: importing it needs the
+	// flag again.
+	m.stop()
+	export := filepath.Join(t.TempDir(), "export")
+	if code, stdout, stderr := runCommand("export", "--data-dir", data, export); code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	code, stdout, stderr = runCommand("import", "--data-dir", fresh, export)
+	if code != 1 || !strings.Contains(stderr, "--allow-unsigned") {
+		t.Errorf("import of the exported in-house provider without --allow-unsigned: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--allow-unsigned", export); code != 0 {
+		t.Errorf("import of the exported in-house provider: exit %d\n%s%s", code, stdout, stderr)
+	}
 }
