@@ -196,3 +196,32 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 		t.Errorf("the origin was asked %d times", n)
 	}
 }
+
+// On a connected mirror, a version list that an import added to is
+// refreshed from the origin on next use, whose list may have more.
+func TestImportedListRefreshedWhenConnected(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
+	v := mustVersion(t, "1.0.0")
+	ev, err := h.engine.Evidence(t.Context(), h.provider(), v, []discovery.Platform{mustPlatform(t, "linux_amd64")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newHarness(t, harnessOptions{})
+	dst.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
+	in := importedFrom(ev, func(pl string) []byte { return h.origin.Archive(ns, typ, "1.0.0", pl) })
+	in.Version = v
+	if _, err := dst.engine.Import(t.Context(), in); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	if n := dst.origin.TotalHits(); n != 0 {
+		t.Errorf("Import asked the origin %d times", n)
+	}
+	list, st, err := dst.engine.Versions(t.Context(), dst.provider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Fetched || len(list.Versions) != 2 {
+		t.Errorf("version list after import: fetched %v, %+v; want the origin's two versions", st.Fetched, list.Versions)
+	}
+}
