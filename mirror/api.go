@@ -30,8 +30,11 @@ type ListState struct {
 }
 
 // Versions returns p's version list: from the cache while it is younger
-// than Config.VersionsTTL (or however old, offline) and was stored by this
-// release's schema, from the origin otherwise. When the refresh fails for any reason but the origin saying
+// than Config.VersionsTTL (or however old, offline, or for a local-only
+// host of imported providers) and was stored by this release's schema,
+// from the origin otherwise. A sealed mirror (Config.Offline) lists only
+// the versions with at least one cached archive of a platform it serves,
+// so that no client picks a version it cannot install. When the refresh fails for any reason but the origin saying
 // the provider does not exist (discovery.ErrNotFound), the cached list is
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
@@ -42,6 +45,9 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
 		return nil, ListState{}, err
+	}
+	if s.cfg.Offline {
+		list = s.sealedList(p, list)
 	}
 	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt}, nil
 }
@@ -271,8 +277,11 @@ type CachedVersion struct {
 	Platforms []CachedPlatform
 	// HasEvidence says the origin's signed evidence is kept (see
 	// Engine.Evidence); false for versions cached by an earlier release
-	// and not fetched since.
+	// and not fetched since, and for versions imported without signature.
 	HasEvidence bool
+	// Provenance says whether the version came from the origin or an
+	// import, and whether with a signature.
+	Provenance Provenance
 }
 
 // CachedPlatform is one verified package and whether its archive is cached.
@@ -296,7 +305,8 @@ func (s *Engine) ListCached(fn func(CachedVersion) error) error {
 			Provider:    strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version),
 			Version:     rec.Version,
 			Platforms:   []CachedPlatform{},
-			HasEvidence: rec.hasEvidence(),
+			HasEvidence: rec.hasEvidence() && rec.Provenance != ProvenanceUnsigned,
+			Provenance:  rec.Provenance,
 		}
 		for _, pl := range sortedKeys(rec.Archives) {
 			cp := CachedPlatform{Platform: pl, Archive: rec.Archives[pl]}

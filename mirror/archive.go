@@ -154,6 +154,21 @@ func newFetcher(s *Engine) *fetcher {
 // fetch would be needed but the engine is shutting down. The caller must
 // release the fetch.
 func (fr *fetcher) join(p discovery.Provider, a ArchiveRecord) (f *fetch, leader bool, err error) {
+	return fr.joinFrom(p, a, nil)
+}
+
+// archiveSource is where a fetch reads an archive from instead of its
+// origin: an imported file. Everything else (staging, the sha256 and
+// installability checks, the commit) is the same.
+type archiveSource struct {
+	open func(ctx context.Context) (io.ReadCloser, int64, error)
+	// h1, when set, is the h1: hash the archive must have.
+	h1 string
+}
+
+// joinFrom is join, with the archive read from src when this call starts
+// the fetch (nil: the origin).
+func (fr *fetcher) joinFrom(p discovery.Provider, a ArchiveRecord, src *archiveSource) (f *fetch, leader bool, err error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.onJoin != nil {
@@ -174,7 +189,7 @@ func (fr *fetcher) join(p discovery.Provider, a ArchiveRecord) (f *fetch, leader
 	}
 	f = &fetch{sha: a.SHA256, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
 	fr.inflight[a.SHA256] = f
-	go fr.run(ctx, done, f, p, a)
+	go fr.run(ctx, done, f, p, a, src)
 	return f, true, nil
 }
 
@@ -189,7 +204,7 @@ func (fr *fetcher) remove(f *fetch) {
 // run downloads the archive on ctx, the engine's and not any client's, so
 // that no client going away cancels it, staging it in the cache as it
 // arrives. finished is called when it has ended.
-func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord) {
+func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) {
 	s := fr.s
 	defer finished()
 	defer f.release()
@@ -200,7 +215,7 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 	done := s.metrics.ArchiveFetchStarted()
 	defer done()
 
-	h1, err := fr.download(ctx, f, p, a)
+	h1, err := fr.download(ctx, f, p, a, src)
 	if err != nil {
 		// Failed before aborting the writer, so that no client reading
 		// it mistakes the abort for a fault of its own.
@@ -234,15 +249,24 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 	}
 }
 
-// download copies the origin's archive into the fetch's cache writer,
+// download copies the origin's archive (src's, when set) into the fetch's cache writer,
 // checks it against the verified sha256 and checks that it is a provider
 // package the clients can install, and returns its h1: hash. Only then is
 // the fetch marked verified, which releases the held-back final bytes to
 // clients; the writer is not yet committed. On failure the caller aborts
 // the writer.
-func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) (string, error) {
+func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) (string, error) {
 	s := fr.s
-	body, size, err := s.origin.OpenArchive(ctx, p, a.URL)
+	var (
+		body io.ReadCloser
+		size int64
+		err  error
+	)
+	if src != nil {
+		body, size, err = src.open(ctx)
+	} else {
+		body, size, err = s.origin.OpenArchive(ctx, p, a.URL)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -290,6 +314,10 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 	h1, err := verify.CheckArchive(w, w.Written(), p.Type)
 	if err != nil {
 		return "", err
+	}
+	if src != nil && src.h1 != "" && h1 != src.h1 {
+		return "", &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, h1, src.h1)}
 	}
 	f.verify()
 	return h1, nil

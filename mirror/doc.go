@@ -24,8 +24,14 @@
 //     only when its sha256 matched; the final bytes are withheld from
 //     readers until then;
 //   - with Config.Offline the mirror is sealed: no origin is ever
-//     contacted, cached version lists are served however old, and anything
-//     not cached fails with ErrOffline.
+//     contacted, cached version lists are served however old (listing only
+//     versions with a cached archive of a served platform), and anything
+//     not cached fails with ErrOffline;
+//   - Import loads a version from outside (an export, in-house builds),
+//     verified by the same checks and committed by the same archive
+//     fetcher as an origin download; Stored and OpenStored read the cache
+//     for an export. A host of imported providers that is not an allowed
+//     origin is local-only: served from the cache, never contacted.
 //
 // Work done for many callers runs on a context the engine creates in New;
 // Shutdown lets it finish (or cancels it at a deadline) and waits for it,

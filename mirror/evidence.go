@@ -42,6 +42,9 @@ type Evidence struct {
 	// Stale says the version list that named the version's platforms was
 	// served from the cache because the origin failed.
 	Stale bool
+	// Provenance says whether the version came from the origin or an
+	// import.
+	Provenance Provenance
 }
 
 // PlatformEvidence is the origin's package metadata of one platform, as
@@ -59,7 +62,8 @@ type PlatformEvidence struct {
 	Shasum string
 	SHA256 string
 	// Document is the index in Evidence.Documents of the SHA256SUMS
-	// document (with its signature and keys) that verified this package.
+	// document (with its signature and keys) that verified this package;
+	// -1 for a package imported without signature (see Stored).
 	Document int
 }
 
@@ -125,27 +129,27 @@ func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.
 	if err := s.checkEvidence(p, v, rec); err != nil {
 		return nil, err
 	}
+	ev := evidenceOf(p, rec, need)
+	ev.Stale = stale
+	return ev, nil
+}
+
+// evidenceOf returns the evidence in rec of the platforms in need.
+func evidenceOf(p discovery.Provider, rec *PackageRecord, need []string) *Evidence {
 	ev := &Evidence{Provider: p, Version: rec.Version, Documents: rec.Documents,
-		Platforms: make([]PlatformEvidence, 0, len(need)), VerifiedAt: rec.VerifiedAt, Stale: stale}
+		Platforms: make([]PlatformEvidence, 0, len(need)), VerifiedAt: rec.VerifiedAt, Provenance: rec.Provenance}
 	for _, pl := range need {
 		a, ok := rec.Archives[pl]
 		if !ok {
 			continue
 		}
-		pe := a.Evidence
-		ev.Platforms = append(ev.Platforms, PlatformEvidence{
-			Platform:    pl,
-			Protocols:   pe.Protocols,
-			OS:          pe.OS,
-			Arch:        pe.Arch,
-			Filename:    a.Filename,
-			DownloadURL: a.URL,
-			Shasum:      pe.Shasum,
-			SHA256:      a.SHA256,
-			Document:    pe.Document,
-		})
+		pe := PlatformEvidence{Platform: pl, Filename: a.Filename, DownloadURL: a.URL, SHA256: a.SHA256, Document: -1}
+		if e := a.Evidence; e != nil {
+			pe.Protocols, pe.OS, pe.Arch, pe.Shasum, pe.Document = e.Protocols, e.OS, e.Arch, e.Shasum, e.Document
+		}
+		ev.Platforms = append(ev.Platforms, pe)
 	}
-	return ev, nil
+	return ev
 }
 
 // platformsFor returns the names of platforms (nil: every platform entry
@@ -198,6 +202,9 @@ func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Ve
 	rec, ok := s.cachedPackage(p, v)
 	if !ok {
 		return fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
+	}
+	if rec.Provenance == ProvenanceUnsigned {
+		return fmt.Errorf("%w: %s %s was %s", ErrNoEvidence, p, v, ProvenanceUnsigned)
 	}
 	if !rec.hasEvidence() {
 		return fmt.Errorf("%w: %s %s", ErrNoEvidence, p, v)

@@ -61,10 +61,37 @@ type PackageRecord struct {
 	// kept) is asked for again.
 	MissingChecked map[string]missingCheck `json:"missing_checked,omitempty"`
 	VerifiedAt     time.Time               `json:"verified_at"`
+	// Provenance says where the record came from (ProvenanceOrigin,
+	// ProvenanceImported, ProvenanceUnsigned).
+	Provenance Provenance `json:"provenance,omitempty"`
 
 	// evidenceChecked says checkEvidence passed for this record as it
 	// is in memory (never stored).
 	evidenceChecked atomic.Bool
+}
+
+// Provenance says how a version's packages reached the cache.
+type Provenance string
+
+const (
+	// ProvenanceOrigin: fetched from the origin and verified against its
+	// signed SHA256SUMS.
+	ProvenanceOrigin Provenance = ""
+	// ProvenanceImported: loaded by Import from an export and verified
+	// against the origin's signed SHA256SUMS that came with it.
+	ProvenanceImported Provenance = "imported"
+	// ProvenanceUnsigned: loaded by Import without any signature
+	// (Imported.Unsigned): checked only against the h1: hashes given with
+	// it, if any. Such a version has no evidence and is never completed
+	// from an origin.
+	ProvenanceUnsigned Provenance = "imported without signature"
+)
+
+func (pr Provenance) String() string {
+	if pr == ProvenanceOrigin {
+		return "origin"
+	}
+	return string(pr)
 }
 
 // hasEvidence reports whether rec keeps the origin's evidence for every
@@ -158,7 +185,7 @@ func (s *Engine) believedMissing(p discovery.Provider, rec *PackageRecord, since
 		if !slices.Contains(rec.Missing, pl) {
 			return false
 		}
-		if s.cfg.Offline {
+		if s.cfg.Offline || s.local(p.Hostname) {
 			return true
 		}
 		c, ok := rec.MissingChecked[pl]
@@ -265,6 +292,7 @@ func (rec *PackageRecord) clone() *PackageRecord {
 		Missing:        slices.Clone(rec.Missing),
 		MissingChecked: maps.Clone(rec.MissingChecked),
 		VerifiedAt:     rec.VerifiedAt,
+		Provenance:     rec.Provenance,
 	}
 	if c.Sums == nil {
 		c.Sums = map[string]string{}
@@ -295,6 +323,14 @@ const maxPackageRounds = 32
 func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (*PackageRecord, error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
+	if haveCached && cached.Provenance == ProvenanceUnsigned {
+		// Imported without a signature: nothing to complete it from.
+		if evidence {
+			return nil, fmt.Errorf("%w: %s %s was %s", ErrNoEvidence, p, v, ProvenanceUnsigned)
+		}
+		s.metrics.CacheLookup("package", true)
+		return cached, nil
+	}
 	// old: a record without evidence, which is served only while it
 	// cannot be replaced.
 	old := haveCached && !cached.hasEvidence()

@@ -71,6 +71,9 @@ type StatusProvider struct {
 type StatusVersion struct {
 	Version   string           `json:"version"`
 	Platforms []StatusPlatform `json:"platforms"`
+	// Provenance is "" for a version fetched from its origin, else how it
+	// was imported ("imported", "imported without signature").
+	Provenance string `json:"provenance,omitempty"`
 }
 
 // StatusPlatform is one platform of a version and whether its archive is cached.
@@ -116,7 +119,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 			p = &StatusProvider{Address: cv.Provider}
 			byProvider[cv.Provider] = p
 		}
-		v := StatusVersion{Version: cv.Version, Platforms: make([]StatusPlatform, 0, len(cv.Platforms))}
+		v := StatusVersion{Version: cv.Version, Platforms: make([]StatusPlatform, 0, len(cv.Platforms)), Provenance: string(cv.Provenance)}
 		for _, cp := range cv.Platforms {
 			v.Platforms = append(v.Platforms, StatusPlatform{Platform: cp.Platform, Cached: cp.Cached, Size: cp.Size})
 		}
