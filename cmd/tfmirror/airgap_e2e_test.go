@@ -28,6 +28,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // tfRun runs terraform in dir with the CLI configuration conf and the CA
@@ -127,7 +128,6 @@ func TestExportImportAirGap(t *testing.T) {
 	origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64", "darwin_arm64"})
 	providers := map[string]string{"random": "hashicorp/random@3.6.0", "null": "hashicorp/null@3.2.0"}
 	data := filepath.Join(t.TempDir(), "data")
-	var directLock []byte
 
 	// What `terraform providers mirror` writes, from the origin itself
 	// (its service discovery set in the CLI configuration).
@@ -139,6 +139,17 @@ func TestExportImportAirGap(t *testing.T) {
 	originCA, err := origin.CAFile(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A direct install from the origin: the lock file the host block of
+	// the imported, sealed mirror must write too.
+	directDir := writeConfig(t, providers)
+	directOut, err := tfRun(t, directDir, originConf, originCA, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init from the origin: %v\n%s", err, directOut)
+	}
+	directLock := readLock(t, directDir)
+	if n := zhCount(directLock); n != 5 {
+		t.Fatalf("a direct install recorded %d zh: hashes, want 5 (the set-up is broken):\n%s", n, directLock)
 	}
 	tfMirror := t.TempDir()
 	if out, err := tfRun(t, writeConfig(t, providers), originConf, originCA, "providers", "mirror",
@@ -153,14 +164,11 @@ func TestExportImportAirGap(t *testing.T) {
 		warm(t, m, "random", "3.6.0", pl)
 		warm(t, m, "null", "3.2.0", pl)
 	}
-	direct := writeConfig(t, providers)
-	if out, err := tfRun(t, direct, conf, m.m.caFile, "init", "-no-color"); err != nil {
+	connected := writeConfig(t, providers)
+	if out, err := tfRun(t, connected, conf, m.m.caFile, "init", "-no-color"); err != nil {
 		t.Fatalf("terraform init through the connected mirror: %v\n%s", err, out)
 	}
-	directLock, err = os.ReadFile(filepath.Join(direct, ".terraform.lock.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	connectedLock := readLock(t, connected)
 	m.idle()
 
 	// While serve holds the data directory, export says so.
@@ -254,13 +262,17 @@ func TestExportImportAirGap(t *testing.T) {
 		if err != nil {
 			t.Fatalf("terraform init from the imported, sealed mirror: %v\n%s", err, out)
 		}
-		lock, err := os.ReadFile(filepath.Join(dir, ".terraform.lock.hcl"))
+		if lock := readLock(t, dir); !bytes.Equal(lock, connectedLock) {
+			t.Errorf("network mirror lock file differs from the connected mirror's:\n got %s\nwant %s", lock, connectedLock)
+		}
+		// Through the host block, the lock file is a direct install's:
+		// the origin's signed SHA256SUMS came across the gap.
+		dir = writeConfig(t, providers)
+		out, err = tfRun(t, dir, statusHostBlock(t, m2), m2.m.caFile, "init", "-no-color")
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("terraform init through the host block of the imported, sealed mirror: %v\n%s", err, out)
 		}
-		if !bytes.Equal(lock, directLock) {
-			t.Errorf("lock file differs from a direct install's:\n got %s\nwant %s", lock, directLock)
-		}
+		checkSameInstall(t, "host block of the imported, sealed mirror", directLock, readLock(t, dir), directOut, out)
 		// 3.5.0 was never cached: the sealed mirror does not list it.
 		_, body, err := m2.get("registry.terraform.io/hashicorp/random/index.json")
 		if err != nil {
@@ -321,6 +333,29 @@ func TestExportImportAirGap(t *testing.T) {
 			})
 		}
 	})
+}
+
+// statusHostBlock writes a CLI configuration holding the host block that
+// tm's status page gives for registry.terraform.io, and returns its path.
+func statusHostBlock(t *testing.T, tm *testMirror) string {
+	t.Helper()
+	_, body, err := tm.get("?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st proxy.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, body)
+	}
+	block := st.HostBlocks[tfRegistry]
+	if !strings.Contains(block, `"providers.v1" = "`+tm.url+proxy.RegistryPath(tfRegistry)+`"`) {
+		t.Fatalf("the status page's host block for %s does not point at the mirror:\n%s", tfRegistry, block)
+	}
+	path := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // flipByte changes the middle byte of the file at path.
