@@ -15,13 +15,20 @@ type countingSync struct{ outcomes map[string]int }
 
 func (c *countingSync) Synced(outcome string, _ int64) { c.outcomes[outcome]++ }
 
+func (c *countingSync) AirGap(op string, packages map[string]int, bytes int64) {
+	for outcome, n := range packages {
+		c.outcomes[op+" "+outcome] += n
+	}
+	c.outcomes[op+" bytes"] += int(bytes)
+}
+
 // TestAdminHandler: the admin API answers through the engine, maps errors
 // with statusOf and counts what sync asked for.
 func TestAdminHandler(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, []string{"linux_amd64", "darwin_arm64"})
 	met := &countingSync{outcomes: map[string]int{}}
-	srv := httptest.NewServer(NewAdmin(h.engine, nil, met).Handler())
+	srv := httptest.NewServer(NewAdmin(h.engine, nil, met, AdminOptions{}).Handler())
 	defer srv.Close()
 	post := func(path, body string) (int, []byte) {
 		t.Helper()
