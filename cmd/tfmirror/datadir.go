@@ -34,6 +34,14 @@ type dataDir struct {
 	close func(ctx context.Context) error
 }
 
+// where says how the subcommand reaches the data directory.
+func (dd *dataDir) where() string {
+	if dd.viaServer {
+		return "working through the running tfmirror's admin socket"
+	}
+	return "opened the data directory"
+}
+
 // openDataDir is the one place subcommands get at a data directory: when
 // a tfmirror serve runs on it (its admin socket answers), through that
 // process, since Badger lets one process open the cache; otherwise by

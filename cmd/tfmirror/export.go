@@ -82,6 +82,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeDataDir(dd, "export", stderr)
+	fmt.Fprintf(stderr, "tfmirror export: %s (%s)\n", dd.where(), cfg.DataDir)
 
 	res, err := dd.ops.Export(ctx, req)
 	for _, line := range res.Failures {

@@ -57,6 +57,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	defer closeDataDir(dd, "import", stderr)
+	fmt.Fprintf(stderr, "tfmirror import: %s (%s)\n", dd.where(), cfg.DataDir)
 
 	res, err := dd.ops.Import(ctx, req)
 	for _, line := range res.Failures {
