@@ -16,8 +16,8 @@ import (
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
-// This file is the local admin API: what `tfmirror sync` (and later
-// subcommands) ask of the engine, as Go methods for a command that opened
+// This file is the local admin API: what `tfmirror sync`, `export` and
+// `import` ask of the engine, as Go methods for a command that opened
 // the engine itself and as JSON over HTTP for one that reaches a running
 // `tfmirror serve` through its unix socket in the data directory. Both go
 // through the same methods, so a package is fetched and verified the same
