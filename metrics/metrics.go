@@ -31,6 +31,11 @@ var (
 	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a
 	// running mirror for: fetched from the origin, already cached, failed.
 	SyncOutcomes = []string{"fetched", "cached", "failed"}
+	// ImportOutcomes and ExportOutcomes are the outcomes of packages
+	// `tfmirror import` and `tfmirror export` ran through a running
+	// mirror: done, already present, failed (a failed version counts once).
+	ImportOutcomes = []string{"imported", "present", "failed"}
+	ExportOutcomes = []string{"exported", "present", "failed"}
 )
 
 // Metrics holds tfmirror's collectors.
@@ -54,6 +59,8 @@ type Metrics struct {
 	circuitOpen  *prometheus.GaugeVec
 	syncPackages *prometheus.CounterVec
 	syncBytes    prometheus.Counter
+	airGapPkgs   map[string]*prometheus.CounterVec // by op: import, export
+	airGapBytes  map[string]prometheus.Counter
 }
 
 // CacheStats reports what the cache holds, read at scrape time.
@@ -138,6 +145,22 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 			Name: "tfmirror_sync_bytes_total", Help: "Archive bytes fetched from origins for tfmirror sync.",
 		}),
 	}
+	m.airGapPkgs = map[string]*prometheus.CounterVec{
+		"import": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_import_packages_total", Help: "Packages (one version, one platform) that tfmirror import loaded through this mirror, by outcome: imported, present (already), failed (a refused version counts once).",
+		}, []string{"outcome"}),
+		"export": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_export_packages_total", Help: "Packages (one version, one platform) that tfmirror export wrote through this mirror, by outcome: exported, present (already in the export), failed (a failed version counts once).",
+		}, []string{"outcome"}),
+	}
+	m.airGapBytes = map[string]prometheus.Counter{
+		"import": prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_import_bytes_total", Help: "Archive bytes that tfmirror import added to the cache through this mirror.",
+		}),
+		"export": prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_export_bytes_total", Help: "Archive bytes that tfmirror export wrote through this mirror.",
+		}),
+	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tfmirror_build_info", Help: "Always 1; labels say which build is running.",
 	}, []string{"version", "goversion"})
@@ -154,6 +177,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
 		m.verifyFails, m.stale, m.circuitOpen, m.syncPackages, m.syncBytes,
+		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	if opts.Cache != nil {
 		cs = append(cs,
@@ -204,6 +228,12 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	for _, o := range SyncOutcomes {
 		m.syncPackages.WithLabelValues(o)
+	}
+	for _, o := range ImportOutcomes {
+		m.airGapPkgs["import"].WithLabelValues(o)
+	}
+	for _, o := range ExportOutcomes {
+		m.airGapPkgs["export"].WithLabelValues(o)
 	}
 	for _, o := range opts.Origins {
 		m.originBytes.WithLabelValues(o)
@@ -259,6 +289,21 @@ func (m *Metrics) ArchiveFetchStarted() (done func()) {
 func (m *Metrics) Synced(outcome string, fetchedBytes int64) {
 	m.syncPackages.WithLabelValues(outcome).Inc()
 	m.syncBytes.Add(float64(fetchedBytes))
+}
+
+// AirGap records what a tfmirror import or export (op "import" or
+// "export") run through this mirror did: packages by outcome (of
+// ImportOutcomes or ExportOutcomes) and the archive bytes imported or
+// written.
+func (m *Metrics) AirGap(op string, packages map[string]int, bytes int64) {
+	vec, ok := m.airGapPkgs[op]
+	if !ok {
+		return
+	}
+	for outcome, n := range packages {
+		vec.WithLabelValues(outcome).Add(float64(n))
+	}
+	m.airGapBytes[op].Add(float64(bytes))
 }
 
 // CacheWriteFailed records data that could not be stored.

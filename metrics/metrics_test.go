@@ -43,6 +43,9 @@ func TestCountersMove(t *testing.T) {
 	m.Synced("fetched", 300)
 	m.Synced("cached", 0)
 	m.Synced("failed", 0)
+	m.AirGap("import", map[string]int{"imported": 3, "present": 1, "failed": 0}, 700)
+	m.AirGap("export", map[string]int{"exported": 2, "failed": 1}, 50)
+	m.AirGap("export", map[string]int{"exported": 1}, 25)
 
 	tests := []struct {
 		name string
@@ -62,6 +65,12 @@ func TestCountersMove(t *testing.T) {
 		{"synced fetched", m.syncPackages.WithLabelValues("fetched"), 1},
 		{"synced failed", m.syncPackages.WithLabelValues("failed"), 1},
 		{"synced bytes", m.syncBytes, 300},
+		{"imported", m.airGapPkgs["import"].WithLabelValues("imported"), 3},
+		{"import present", m.airGapPkgs["import"].WithLabelValues("present"), 1},
+		{"imported bytes", m.airGapBytes["import"], 700},
+		{"exported", m.airGapPkgs["export"].WithLabelValues("exported"), 3},
+		{"export failed", m.airGapPkgs["export"].WithLabelValues("failed"), 1},
+		{"exported bytes", m.airGapBytes["export"], 75},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -7,15 +7,17 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"strings"
 
+	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
-// This file is the local admin API: what `tfmirror sync` (and later
-// subcommands) ask of the engine, as Go methods for a command that opened
+// This file is the local admin API: what `tfmirror sync`, `export` and
+// `import` ask of the engine, as Go methods for a command that opened
 // the engine itself and as JSON over HTTP for one that reaches a running
 // `tfmirror serve` through its unix socket in the data directory. Both go
 // through the same methods, so a package is fetched and verified the same
@@ -63,11 +65,57 @@ type AdminError struct {
 	Error string `json:"error"`
 }
 
+// AdminExportRequest asks for an export (airgap.Export) to Out, an
+// absolute path the serving process writes; empty lists select all.
+type AdminExportRequest struct {
+	Out       string   `json:"out"`
+	Providers []string `json:"providers,omitempty"` // HOST/NAMESPACE/TYPE
+	Versions  []string `json:"versions,omitempty"`
+	Platforms []string `json:"platforms,omitempty"`
+}
+
+// AdminExported is the result of an export: its summary and one line per
+// version that failed.
+type AdminExported struct {
+	airgap.ExportSummary
+	Failures []string `json:"failures,omitempty"`
+}
+
+// AdminImportRequest asks for an import (airgap.Import) of In, an
+// absolute path the serving process reads; Shown is In as the user named
+// it, for messages.
+type AdminImportRequest struct {
+	In            string `json:"in"`
+	Shown         string `json:"shown,omitempty"`
+	AllowUnsigned bool   `json:"allow_unsigned,omitempty"`
+}
+
+// AdminImported is the result of an import: its summary and one line per
+// version refused.
+type AdminImported struct {
+	airgap.ImportSummary
+	Failures []string `json:"failures,omitempty"`
+}
+
 // AdminMetrics receives what the admin API did. *metrics.Metrics implements it.
 type AdminMetrics interface {
 	// Synced records a package asked for with its outcome (fetched,
 	// cached, failed) and the bytes fetched for it.
 	Synced(outcome string, fetchedBytes int64)
+	// AirGap records what an export or import (op) did: packages by
+	// outcome (exported or imported, present, failed) and the bytes
+	// written or imported.
+	AirGap(op string, packages map[string]int, bytes int64)
+}
+
+// AdminOptions configure an Admin.
+type AdminOptions struct {
+	// ScratchDir is where an import unpacks a tar file; default
+	// os.TempDir(). tfmirror uses the data directory: it is where the
+	// space is.
+	ScratchDir string
+	// MaxFileBytes bounds each file of an imported tar file; default 1 GiB.
+	MaxFileBytes int64
 }
 
 // Admin runs admin operations on an engine.
@@ -75,15 +123,71 @@ type Admin struct {
 	engine  *mirror.Engine
 	log     *slog.Logger
 	metrics AdminMetrics
+	opts    AdminOptions
 }
 
 // NewAdmin returns the admin operations of engine. A nil logger discards;
 // a nil metrics records nothing.
-func NewAdmin(engine *mirror.Engine, logger *slog.Logger, met AdminMetrics) *Admin {
+func NewAdmin(engine *mirror.Engine, logger *slog.Logger, met AdminMetrics, opts AdminOptions) *Admin {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Admin{engine: engine, log: logger, metrics: met}
+	return &Admin{engine: engine, log: logger, metrics: met, opts: opts}
+}
+
+// Export exports the cached packages req selects to req.Out through
+// airgap.Export.
+func (a *Admin) Export(ctx context.Context, req AdminExportRequest) (AdminExported, error) {
+	var res AdminExported
+	if !filepath.IsAbs(req.Out) {
+		return res, badRequest("out %q: want an absolute path", req.Out)
+	}
+	var sel airgap.Selection
+	for _, s := range req.Providers {
+		p, err := airgap.ParseProvider(s)
+		if err != nil {
+			return res, badRequest("%v", err)
+		}
+		sel.Providers = append(sel.Providers, p)
+	}
+	for _, s := range req.Versions {
+		v, err := mirror.ParseSemver(s)
+		if err != nil {
+			return res, badRequest("version %q: %v", s, err)
+		}
+		sel.Versions = append(sel.Versions, v.String())
+	}
+	for _, s := range req.Platforms {
+		if _, err := mirror.ParsePlatform(s); err != nil {
+			return res, badRequest("%v", err)
+		}
+		sel.Platforms = append(sel.Platforms, s)
+	}
+	sum, err := airgap.Export(ctx, a.engine, sel, req.Out, func(line string) { res.Failures = append(res.Failures, line) })
+	res.ExportSummary = sum
+	if a.metrics != nil {
+		a.metrics.AirGap("export", map[string]int{"exported": sum.Written, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
+	}
+	return res, err
+}
+
+// Import imports req.In into the cache through airgap.Import.
+func (a *Admin) Import(ctx context.Context, req AdminImportRequest) (AdminImported, error) {
+	var res AdminImported
+	if !filepath.IsAbs(req.In) {
+		return res, badRequest("in %q: want an absolute path", req.In)
+	}
+	sum, err := airgap.Import(ctx, a.engine, req.In, airgap.ImportOptions{
+		AllowUnsigned: req.AllowUnsigned,
+		Shown:         req.Shown,
+		ScratchDir:    a.opts.ScratchDir,
+		MaxFileBytes:  a.opts.MaxFileBytes,
+	}, func(line string) { res.Failures = append(res.Failures, line) })
+	res.ImportSummary = sum
+	if a.metrics != nil {
+		a.metrics.AirGap("import", map[string]int{"imported": sum.Imported, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
+	}
+	return res, err
 }
 
 // parseAddress parses a provider address HOST/NAMESPACE/TYPE in the form
@@ -195,6 +299,8 @@ const maxAdminRequest = 64 << 10
 //	POST /v1/versions {"provider"}                          -> [AdminVersion]
 //	POST /v1/package  {"provider","version","platforms"}    -> [AdminArchive]
 //	POST /v1/ensure   {"provider","version","platform"}     -> AdminEnsured
+//	POST /v1/export   AdminExportRequest                    -> AdminExported
+//	POST /v1/import   AdminImportRequest                    -> AdminImported
 //
 // Errors answer the status statusOf gives and an AdminError.
 func (a *Admin) Handler() http.Handler {
@@ -208,12 +314,34 @@ func (a *Admin) Handler() http.Handler {
 	mux.HandleFunc("POST /v1/ensure", a.serve(func(ctx context.Context, p discovery.Provider, r AdminRequest) (any, error) {
 		return a.Ensure(ctx, p, r.Version, r.Platform)
 	}))
+	mux.HandleFunc("POST /v1/export", serveAdmin(a, func(ctx context.Context, r AdminExportRequest) (any, []any, error) {
+		res, err := a.Export(ctx, r)
+		return res, []any{"out", r.Out}, err
+	}))
+	mux.HandleFunc("POST /v1/import", serveAdmin(a, func(ctx context.Context, r AdminImportRequest) (any, []any, error) {
+		res, err := a.Import(ctx, r)
+		return res, []any{"in", r.In}, err
+	}))
 	return mux
 }
 
 func (a *Admin) serve(op func(context.Context, discovery.Provider, AdminRequest) (any, error)) http.HandlerFunc {
+	return serveAdmin(a, func(ctx context.Context, req AdminRequest) (any, []any, error) {
+		attrs := []any{"provider", req.Provider, "version", req.Version, "platform", req.Platform}
+		p, err := parseAddress(req.Provider)
+		if err != nil {
+			return nil, attrs, err
+		}
+		res, err := op(ctx, p, req)
+		return res, attrs, err
+	})
+}
+
+// serveAdmin serves an admin operation whose request body is a Req; op
+// returns the answer, and the request's attributes for the log.
+func serveAdmin[Req any](a *Admin, op func(context.Context, Req) (any, []any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		var req AdminRequest
+		var req Req
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxAdminRequest))
 		if err == nil {
 			if err = json.Unmarshal(body, &req); err != nil {
@@ -223,11 +351,9 @@ func (a *Admin) serve(op func(context.Context, discovery.Provider, AdminRequest)
 			err = badRequest("request body: %v", err)
 		}
 		var res any
+		var attrs []any
 		if err == nil {
-			var p discovery.Provider
-			if p, err = parseAddress(req.Provider); err == nil {
-				res, err = op(r.Context(), p, req)
-			}
+			res, attrs, err = op(r.Context(), req)
 		}
 		if err != nil {
 			if r.Context().Err() != nil {
@@ -240,8 +366,8 @@ func (a *Admin) serve(op func(context.Context, discovery.Provider, AdminRequest)
 			} else if status == http.StatusInternalServerError {
 				level = slog.LevelError
 			}
-			a.log.Log(r.Context(), level, "admin request failed", "path", r.URL.Path,
-				"provider", req.Provider, "version", req.Version, "platform", req.Platform, "status", status, "error", err)
+			a.log.Log(r.Context(), level, "admin request failed",
+				append(append([]any{"path", r.URL.Path}, attrs...), "status", status, "error", err)...)
 			writeJSON(w, status, AdminError{Error: err.Error()})
 			return
 		}

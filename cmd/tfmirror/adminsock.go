@@ -78,7 +78,7 @@ var errNoServer = errors.New("no tfmirror serves this data directory")
 
 func (c *adminClient) close() { c.http.CloseIdleConnections() }
 
-func (c *adminClient) call(ctx context.Context, path string, req proxy.AdminRequest, out any) error {
+func (c *adminClient) call(ctx context.Context, path string, req, out any) error {
 	body, err := json.Marshal(req)
 	if err != nil {
 		return err
@@ -116,4 +116,14 @@ func (c *adminClient) Package(ctx context.Context, p discovery.Provider, version
 func (c *adminClient) Ensure(ctx context.Context, p discovery.Provider, version, platform string) (proxy.AdminEnsured, error) {
 	var out proxy.AdminEnsured
 	return out, c.call(ctx, "/v1/ensure", proxy.AdminRequest{Provider: p.String(), Version: version, Platform: platform}, &out)
+}
+
+func (c *adminClient) Export(ctx context.Context, req proxy.AdminExportRequest) (proxy.AdminExported, error) {
+	var out proxy.AdminExported
+	return out, c.call(ctx, "/v1/export", req, &out)
+}
+
+func (c *adminClient) Import(ctx context.Context, req proxy.AdminImportRequest) (proxy.AdminImported, error) {
+	var out proxy.AdminImported
+	return out, c.call(ctx, "/v1/import", req, &out)
 }

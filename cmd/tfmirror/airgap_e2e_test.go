@@ -28,6 +28,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // tfRun runs terraform in dir with the CLI configuration conf and the CA
@@ -104,7 +105,8 @@ func cachedVersions(t *testing.T, dataDir string) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	parts, err := openCacheEngine(cfg, discardLogger())
+	cfg.Offline = true
+	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +129,6 @@ func TestExportImportAirGap(t *testing.T) {
 	origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64", "darwin_arm64"})
 	providers := map[string]string{"random": "hashicorp/random@3.6.0", "null": "hashicorp/null@3.2.0"}
 	data := filepath.Join(t.TempDir(), "data")
-	var directLock []byte
 
 	// What `terraform providers mirror` writes, from the origin itself
 	// (its service discovery set in the CLI configuration).
@@ -139,6 +140,17 @@ func TestExportImportAirGap(t *testing.T) {
 	originCA, err := origin.CAFile(t.TempDir())
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A direct install from the origin: the lock file the host block of
+	// the imported, sealed mirror must write too.
+	directDir := writeConfig(t, providers)
+	directOut, err := tfRun(t, directDir, originConf, originCA, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init from the origin: %v\n%s", err, directOut)
+	}
+	directLock := readLock(t, directDir)
+	if n := zhCount(directLock); n != 5 {
+		t.Fatalf("a direct install recorded %d zh: hashes, want 5 (the set-up is broken):\n%s", n, directLock)
 	}
 	tfMirror := t.TempDir()
 	if out, err := tfRun(t, writeConfig(t, providers), originConf, originCA, "providers", "mirror",
@@ -153,31 +165,21 @@ func TestExportImportAirGap(t *testing.T) {
 		warm(t, m, "random", "3.6.0", pl)
 		warm(t, m, "null", "3.2.0", pl)
 	}
-	direct := writeConfig(t, providers)
-	if out, err := tfRun(t, direct, conf, m.m.caFile, "init", "-no-color"); err != nil {
+	connected := writeConfig(t, providers)
+	if out, err := tfRun(t, connected, conf, m.m.caFile, "init", "-no-color"); err != nil {
 		t.Fatalf("terraform init through the connected mirror: %v\n%s", err, out)
 	}
-	directLock, err = os.ReadFile(filepath.Join(direct, ".terraform.lock.hcl"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	connectedLock := readLock(t, connected)
 	m.idle()
 
-	// While serve holds the data directory, export says so.
-	code, _, stderr := runCommand("export", "--data-dir", data, filepath.Join(t.TempDir(), "busy"))
-	if code != 1 || !strings.Contains(stderr, filepath.Join(data, "cache", "LOCK")) {
-		t.Errorf("export of a data directory in use: exit %d, %s; want 1 and a message naming the lock", code, stderr)
+	// While serve holds the data directory, export works through it.
+	export := filepath.Join(t.TempDir(), "export")
+	code, stdout, stderr := runCommand("export", "--data-dir", data, export)
+	if code != 0 || !strings.Contains(stdout, "exported 4 packages") {
+		t.Fatalf("export through the running mirror: exit %d\n%s%s", code, stdout, stderr)
 	}
 	m.stop()
 
-	export := filepath.Join(t.TempDir(), "export")
-	code, stdout, stderr := runCommand("export", "--data-dir", data, export)
-	if code != 0 {
-		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
-	}
-	if !strings.Contains(stdout, "exported 4 packages") {
-		t.Errorf("export summary: %s", stdout)
-	}
 	// Every file `terraform providers mirror` wrote is in the export with
 	// the same bytes: the zips, index.json and VERSION.json.
 	compared := 0
@@ -206,7 +208,7 @@ func TestExportImportAirGap(t *testing.T) {
 		}
 	}
 
-	// A second export finds everything present.
+	// A second export, with no server, finds everything present.
 	code, stdout, stderr = runCommand("export", "--data-dir", data, export)
 	if code != 0 || !strings.Contains(stdout, "exported 0 packages (0 bytes), 4 already present") {
 		t.Errorf("second export: exit %d\n%s%s", code, stdout, stderr)
@@ -254,13 +256,17 @@ func TestExportImportAirGap(t *testing.T) {
 		if err != nil {
 			t.Fatalf("terraform init from the imported, sealed mirror: %v\n%s", err, out)
 		}
-		lock, err := os.ReadFile(filepath.Join(dir, ".terraform.lock.hcl"))
+		if lock := readLock(t, dir); !bytes.Equal(lock, connectedLock) {
+			t.Errorf("network mirror lock file differs from the connected mirror's:\n got %s\nwant %s", lock, connectedLock)
+		}
+		// Through the host block, the lock file is a direct install's:
+		// the origin's signed SHA256SUMS came across the gap.
+		dir = writeConfig(t, providers)
+		out, err = tfRun(t, dir, statusHostBlock(t, m2), m2.m.caFile, "init", "-no-color")
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("terraform init through the host block of the imported, sealed mirror: %v\n%s", err, out)
 		}
-		if !bytes.Equal(lock, directLock) {
-			t.Errorf("lock file differs from a direct install's:\n got %s\nwant %s", lock, directLock)
-		}
+		checkSameInstall(t, "host block of the imported, sealed mirror", directLock, readLock(t, dir), directOut, out)
 		// 3.5.0 was never cached: the sealed mirror does not list it.
 		_, body, err := m2.get("registry.terraform.io/hashicorp/random/index.json")
 		if err != nil {
@@ -321,6 +327,29 @@ func TestExportImportAirGap(t *testing.T) {
 			})
 		}
 	})
+}
+
+// statusHostBlock writes a CLI configuration holding the host block that
+// tm's status page gives for registry.terraform.io, and returns its path.
+func statusHostBlock(t *testing.T, tm *testMirror) string {
+	t.Helper()
+	_, body, err := tm.get("?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st proxy.Status
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatalf("status JSON: %v\n%s", err, body)
+	}
+	block := st.HostBlocks[tfRegistry]
+	if !strings.Contains(block, `"providers.v1" = "`+tm.url+proxy.RegistryPath(tfRegistry)+`"`) {
+		t.Fatalf("the status page's host block for %s does not point at the mirror:\n%s", tfRegistry, block)
+	}
+	path := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(path, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // flipByte changes the middle byte of the file at path.

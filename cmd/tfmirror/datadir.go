@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -18,6 +20,8 @@ type engineOps interface {
 	Versions(ctx context.Context, p discovery.Provider) ([]proxy.AdminVersion, error)
 	Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]proxy.AdminArchive, error)
 	Ensure(ctx context.Context, p discovery.Provider, version, platform string) (proxy.AdminEnsured, error)
+	Export(ctx context.Context, req proxy.AdminExportRequest) (proxy.AdminExported, error)
+	Import(ctx context.Context, req proxy.AdminImportRequest) (proxy.AdminImported, error)
 }
 
 // dataDir is a data directory's engine as a subcommand reaches it.
@@ -28,6 +32,14 @@ type dataDir struct {
 	// parts is the engine this process opened; nil via a server.
 	parts *engineParts
 	close func(ctx context.Context) error
+}
+
+// where says how the subcommand reaches the data directory.
+func (dd *dataDir) where() string {
+	if dd.viaServer {
+		return "working through the running tfmirror's admin socket"
+	}
+	return "opened the data directory"
 }
 
 // openDataDir is the one place subcommands get at a data directory: when
@@ -55,5 +67,21 @@ func openDataDir(ctx context.Context, cfg serveConfig, logger *slog.Logger, o ov
 		}
 		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, adminSocketPath(cfg.DataDir))
 	}
-	return &dataDir{ops: proxy.NewAdmin(parts.engine, logger, nil), parts: parts, close: parts.shutdown}, nil
+	admin := proxy.NewAdmin(parts.engine, logger, nil, adminOptions(cfg))
+	return &dataDir{ops: admin, parts: parts, close: parts.shutdown}, nil
+}
+
+// adminOptions are the admin API's options for cfg: an import unpacks a
+// tar file into the data directory, where the space is.
+func adminOptions(cfg serveConfig) proxy.AdminOptions {
+	return proxy.AdminOptions{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes}
+}
+
+// closeDataDir closes dd for the subcommand name, saying what failed.
+func closeDataDir(dd *dataDir, name string, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := dd.close(ctx); err != nil {
+		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
+	}
 }

@@ -120,7 +120,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
-	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics)
+	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, adminOptions(cfg))
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/readyz", proxy.Readyz(m.store, logger)).Methods(http.MethodGet, http.MethodHead)
@@ -261,14 +261,14 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 }
 
 // serveAdmin serves the admin API on the data directory's unix socket,
-// for `tfmirror sync` to work through this process while it holds the
-// cache. Without the socket (a data directory path too long for one, a
-// file system without sockets) the mirror serves on, and says so. It
-// returns nil then; errors of the running server go to errc.
+// for `tfmirror sync`, `export` and `import` to work through this process
+// while it holds the cache. Without the socket (a data directory path too
+// long for one, a file system without sockets) the mirror serves on, and
+// says so. It returns nil then; errors of the running server go to errc.
 func (m *mirror) serveAdmin(ctx context.Context, errc chan<- error) *http.Server {
 	ln, err := listenAdmin(m.cfg.DataDir)
 	if err != nil {
-		m.log.Warn("admin socket unavailable: tfmirror sync cannot use this data directory while the mirror runs", "error", err)
+		m.log.Warn("admin socket unavailable: tfmirror sync, export and import cannot use this data directory while the mirror runs", "error", err)
 		return nil
 	}
 	srv := &http.Server{

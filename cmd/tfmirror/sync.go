@@ -147,11 +147,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 			fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		}
 	}()
-	where := "opened the data directory"
-	if dd.viaServer {
-		where = "working through the running tfmirror's admin socket"
-	}
-	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", where, cfg.DataDir)
+	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", dd.where(), cfg.DataDir)
 	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: isTerminal(stderr), now: time.Now}
 	if !r.run(ctx, spec) {
 		return 1

@@ -1,19 +1,20 @@
-package main
-
-// The directory format export writes and import reads: the layout of
-// `terraform providers mirror` (packed zips, index.json, VERSION.json),
-// plus evidence files beside the zips under names that neither a static
-// network mirror nor a filesystem_mirror looks at (they do not end in
-// .zip).
+// Package airgap carries a mirror's cache across an air gap: Export
+// writes what the cache holds as a directory (or one tar file) in the
+// layout of `terraform providers mirror` (packed zips, index.json,
+// VERSION.json), plus evidence files beside the zips (the origin's
+// SHA256SUMS, signature and signing keys) under names that neither a
+// static network mirror nor a filesystem_mirror looks at (they do not end
+// in .zip); Import loads such a directory into a cache through the
+// engine's Import, which re-verifies every package from its evidence.
+//
+// Both work on a *mirror.Engine that the caller opened: `tfmirror export`
+// and `tfmirror import` on their own, or a running `tfmirror serve` for
+// them through its admin API (proxy.Admin), so the work has one code path.
+package airgap
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -104,74 +105,14 @@ func parsePackedName(typ, name string) (version, platform string, ok bool) {
 	return version, platform, true
 }
 
-// isTarName reports whether path names a tar archive by its suffix.
-func isTarName(path string) bool {
+// IsTarName reports whether path names a tar archive by its suffix.
+func IsTarName(path string) bool {
 	for _, suffix := range []string{".tar", ".tar.gz", ".tgz"} {
 		if strings.HasSuffix(path, suffix) {
 			return true
 		}
 	}
 	return false
-}
-
-// parseCacheCommandFlags parses the flags a subcommand on the data
-// directory shares with serve (--data-dir, --log-level, --log-format;
-// each also from its TFMIRROR_ variable) besides its own, added by own,
-// and returns the serve configuration with serve's defaults for the rest.
-func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (serveConfig, []string, error) {
-	fs := flag.NewFlagSet("tfmirror "+name, flag.ContinueOnError)
-	fs.SetOutput(out)
-	dataDir := fs.String("data-dir", "./tfmirror-data", "directory of the cache (as for serve)")
-	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
-	own(fs)
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", usage)
-		fs.PrintDefaults()
-	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return serveConfig{}, nil, errHelp
-		}
-		return serveConfig{}, nil, err
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var serveArgs []string
-	for _, f := range []struct{ name, value string }{{"data-dir", *dataDir}, {"log-level", *logLevel}} {
-		if given[f.name] {
-			serveArgs = append(serveArgs, "--"+f.name, f.value)
-		}
-	}
-	cfg, err := parseServeFlags(serveArgs, lookupEnv, io.Discard)
-	if err != nil {
-		return serveConfig{}, nil, err
-	}
-	if !given["log-level"] {
-		if _, ok := lookupEnv(envName("log-level")); !ok {
-			cfg.LogLevel = *logLevel
-		}
-	}
-	return cfg, fs.Args(), nil
-}
-
-// openCacheEngine opens the engine on cfg's data directory for a
-// subcommand: sealed (it never contacts an origin). A data directory that
-// a running serve holds fails with a message naming the lock.
-func openCacheEngine(cfg serveConfig, logger *slog.Logger) (*engineParts, error) {
-	cfg.Offline = true
-	parts, err := openEngine(cfg, logger, overrides{}, nil)
-	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
-		return nil, fmt.Errorf("the data directory %s is in use by a running tfmirror (its cache lock %s is held): stop it, or run this on a data directory no server uses",
-			cfg.DataDir, filepath.Join(cfg.DataDir, "cache", "LOCK"))
-	}
-	return parts, err
-}
-
-// closeEngine shuts the engine down and closes the cache.
-func closeEngine(parts *engineParts, stderr io.Writer) {
-	if err := parts.shutdown(context.Background()); err != nil {
-		fmt.Fprintf(stderr, "tfmirror: %v\n", err)
-	}
 }
 
 // writeJSONFile writes v as `terraform providers mirror` writes its
