@@ -58,6 +58,8 @@ type PlatformEvidence struct {
 	// checksum as SHA256SUMS states it (lowercase hex), the archive's.
 	Shasum string
 	SHA256 string
+	// Packages is the origin's "packages", as it gave them (nil: none).
+	Packages map[string]registryjson.PackageHashes
 	// Document is the index in Evidence.Documents of the SHA256SUMS
 	// document (with its signature and keys) that verified this package.
 	Document int
@@ -93,6 +95,7 @@ func (e *Evidence) Package(pl string) (registryjson.Package, bool) {
 		SHASumsSignatureURL: doc.SignatureURL,
 		SHASum:              pe.Shasum,
 		SigningKeys:         registryjson.SigningKeys{GPGPublicKeys: doc.SigningKeys},
+		Packages:            pe.Packages,
 	}, true
 }
 
@@ -142,6 +145,7 @@ func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.
 			DownloadURL: a.URL,
 			Shasum:      pe.Shasum,
 			SHA256:      a.SHA256,
+			Packages:    pe.Packages,
 			Document:    pe.Document,
 		})
 	}
