@@ -197,3 +197,24 @@ func TestTofuInitThroughHostBlock(t *testing.T) {
 		t.Errorf("providers lock through the host block wrote\n%s\nagainst the origin\n%s", gotLock, wantLock)
 	}
 }
+
+// One invalid version string in the origin's versions answer fails
+// OpenTofu's whole query when it installs from the origin directly
+// (Terraform skips it); the mirror leaves such versions out of its
+// answer, so through the host block OpenTofu installs as it would from a
+// clean origin.
+func TestTofuHostBlockSkipsAnInvalidOriginVersion(t *testing.T) {
+	t.Parallel()
+	e := newTofuE2E(t)
+	origin, mirror := directAs(t, e, tofuRegistry), throughMirrorAs(t, e, tofuRegistry, "")
+	want, wantOut := origin.init(t, tofuProviders)
+
+	e.origin.AddProvider("hashicorp", "random", []string{"not-a-version"}, registryPlatforms())
+	dir := writeConfig(t, tofuProviders)
+	out, err := e.terraformWith(dir, origin.conf, origin.caFile, "init", "-no-color")
+	if err == nil || !strings.Contains(out, `invalid version string "not-a-version"`) {
+		t.Fatalf("a direct tofu init with an invalid version at the origin: err %v, want the failure the test is about:\n%s", err, out)
+	}
+	got, out := mirror.init(t, tofuProviders)
+	checkSameInstall(t, "through the host block", want, got, wantOut, out)
+}
