@@ -61,6 +61,8 @@ type PlatformEvidence struct {
 	// checksum as SHA256SUMS states it (lowercase hex), the archive's.
 	Shasum string
 	SHA256 string
+	// Packages is the origin's "packages", as it gave them (nil: none).
+	Packages map[string]registryjson.PackageHashes
 	// Document is the index in Evidence.Documents of the SHA256SUMS
 	// document (with its signature and keys) that verified this package;
 	// -1 for a package imported without signature (see Stored).
@@ -97,6 +99,7 @@ func (e *Evidence) Package(pl string) (registryjson.Package, bool) {
 		SHASumsSignatureURL: doc.SignatureURL,
 		SHASum:              pe.Shasum,
 		SigningKeys:         registryjson.SigningKeys{GPGPublicKeys: doc.SigningKeys},
+		Packages:            pe.Packages,
 	}, true
 }
 
@@ -146,6 +149,7 @@ func evidenceOf(p discovery.Provider, rec *PackageRecord, need []string) *Eviden
 		pe := PlatformEvidence{Platform: pl, Filename: a.Filename, DownloadURL: a.URL, SHA256: a.SHA256, Document: -1}
 		if e := a.Evidence; e != nil {
 			pe.Protocols, pe.OS, pe.Arch, pe.Shasum, pe.Document = e.Protocols, e.OS, e.Arch, e.Shasum, e.Document
+			pe.Packages = e.Packages
 		}
 		ev.Platforms = append(ev.Platforms, pe)
 	}

@@ -152,6 +152,10 @@ type PackageEvidence struct {
 	Arch      string   `json:"arch"`
 	// Shasum is the origin's shasum, as it wrote it.
 	Shasum string `json:"shasum"`
+	// Packages is the origin's "packages" (OpenTofu's hashes and sizes
+	// of every platform's archive of the version), as it gave them;
+	// omitted when it gave none, and in records stored before it was kept.
+	Packages map[string]registryjson.PackageHashes `json:"packages,omitempty"`
 	// Document is the index in PackageRecord.Documents of the SHA256SUMS
 	// document that verified this package.
 	Document int `json:"document"`
@@ -482,6 +486,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 				OS:        pkg.OS,
 				Arch:      pkg.Arch,
 				Shasum:    pkg.SHASum,
+				Packages:  pkg.Packages,
 				Document:  doc,
 			},
 		}

@@ -56,10 +56,11 @@ func resolve(t *testing.T, base, ref string) string {
 }
 
 // The download answer is the origin's but for the three URLs, which lead
-// to the origin's SHA256SUMS, signature and archive, byte for byte; the
+// to the origin's SHA256SUMS, signature and archive, byte for byte (with
+// OpenTofu's "packages", which OpenTofu records in the lock file); the
 // versions answer has the origin's protocols and the served platforms.
 func TestRegistryPassesTheOriginsAnswersThrough(t *testing.T) {
-	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{SeparateDownloadHost: true},
+	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{SeparateDownloadHost: true, PackageHashes: true},
 		engine: mirror.Config{Platforms: []string{"linux_amd64", "darwin_arm64"}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "1.1.0"}, platforms)
 
@@ -122,6 +123,9 @@ func TestRegistryPassesTheOriginsAnswersThrough(t *testing.T) {
 	}
 	if want.SigningKeys.GPGPublicKeys[0].TrustSignature == "" && want.SigningKeys.GPGPublicKeys[0].Source == "" {
 		t.Fatal("the origin's signing key has neither trust_signature nor source: the test proves little")
+	}
+	if len(want.Packages) != len(platforms) {
+		t.Fatalf("the origin's answer has packages %v, want one per platform: the test proves little", want.Packages)
 	}
 	got.DownloadURL, got.SHASumsURL, got.SHASumsSignatureURL = want.DownloadURL, want.SHASumsURL, want.SHASumsSignatureURL
 	if !reflect.DeepEqual(got, want) {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,7 +42,7 @@ func terraformBinary(t *testing.T) string {
 
 type e2e struct {
 	t       *testing.T
-	tf      string
+	tf      string // the client binary: terraform, or OpenTofu's tofu
 	origin  *fakeorigin.Origin
 	mirror  *mirror
 	url     string // https://127.0.0.1:PORT/
@@ -51,13 +52,25 @@ type e2e struct {
 	stop    func()
 }
 
-// origins the tests serve: the public registry's name and a private one.
-const privateRegistry = "registry.example.test"
+// origins the tests serve: the public registries' names and a private one.
+const (
+	privateRegistry = "registry.example.test"
+	tofuRegistry    = "registry.opentofu.org"
+)
+
+// e2eOrigins are the host names the fake origin answers as, for the mirror.
+var e2eOrigins = []string{tfRegistry, tofuRegistry, privateRegistry}
 
 func newE2E(t *testing.T, originOpts fakeorigin.Options, extraFlags ...string) *e2e {
 	t.Helper()
-	e := &e2e{t: t, tf: terraformBinary(t)}
-	originOpts.Hostnames = []string{"registry.terraform.io", privateRegistry}
+	return newClientE2E(t, terraformBinary(t), originOpts, extraFlags...)
+}
+
+// newClientE2E is newE2E with the client binary client (terraform or tofu).
+func newClientE2E(t *testing.T, client string, originOpts fakeorigin.Options, extraFlags ...string) *e2e {
+	t.Helper()
+	e := &e2e{t: t, tf: client}
+	originOpts.Hostnames = e2eOrigins
 	origin, err := fakeorigin.Start(originOpts)
 	if err != nil {
 		t.Fatal(err)
@@ -82,7 +95,7 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 	e.dataDir = dataDir
 	cfg, err := parseServeFlags(append([]string{
 		"--data-dir", dataDir,
-		"--allowed-origins", "registry.terraform.io," + privateRegistry,
+		"--allowed-origins", strings.Join(e2eOrigins, ","),
 		"--allow-private-origins",
 	}, extraFlags...), func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {
@@ -94,7 +107,7 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 		rootCAs: origin.CertPool(),
 		// Provider host names resolve to the fake origin, for the mirror only.
 		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if host, _, _ := net.SplitHostPort(addr); host == "registry.terraform.io" || host == privateRegistry {
+			if host, _, _ := net.SplitHostPort(addr); slices.Contains(e2eOrigins, host) {
 				addr = origin.Addr
 			}
 			return d.DialContext(ctx, network, addr)
