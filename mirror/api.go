@@ -27,6 +27,9 @@ type ListState struct {
 	Fetched bool
 	// StoredAt is when the list was fetched from the origin.
 	StoredAt time.Time
+	// Stamp says, through Engine.Reuse, for how long the list may be
+	// reused without calling Versions again.
+	Stamp Stamp
 }
 
 // Versions returns p's version list: from the cache while it is younger
@@ -39,11 +42,12 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, ListState{}, err
 	}
+	gen := s.generation()
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt}, nil
+	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.stamp(gen, st, stampVersions)}, nil
 }
 
 // Package is the verified package metadata of one version for a set of
@@ -55,6 +59,10 @@ type Package struct {
 	// Stale says the version list that named the version's platforms was
 	// served from the cache because the origin failed.
 	Stale bool
+	// Stamp says, through Engine.Reuse, for how long the package may be
+	// reused (with the same platforms asked for) without calling Package
+	// again.
+	Stamp Stamp
 }
 
 // PlatformArchive is the verified package of one platform.
@@ -75,7 +83,8 @@ func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.V
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	entry, stale, err := s.versionEntry(ctx, p, v)
+	gen := s.generation()
+	entry, st, err := s.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +102,15 @@ func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.V
 			}
 		}
 	}
-	rec, err := s.packageFor(ctx, p, v, need, &entry)
+	rec, hit, err := s.packageFor(ctx, p, v, need, &entry)
 	if err != nil {
 		return nil, err
 	}
-	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: stale}
+	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: st.stale}
+	if hit {
+		pkg.Stamp = s.stamp(gen, st, stampPackage)
+		pkg.Stamp.until = s.missingUntil(rec, need, pkg.Stamp.until)
+	}
 	for _, pl := range need {
 		if a, ok := rec.Archives[pl]; ok {
 			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.h1(a.SHA256)})
