@@ -17,6 +17,10 @@ type Stamp struct {
 	kind  stampKind
 }
 
+// IsZero reports whether st is the zero Stamp: the answer is never
+// reusable, and there is no point keeping it for reuse.
+func (st Stamp) IsZero() bool { return st.kind == stampNone }
+
 type stampKind uint8
 
 const (
