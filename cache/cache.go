@@ -369,6 +369,7 @@ func (s *Store) reopenWritable() {
 		s.dbmu.Unlock()
 		s.log.Error("opening the cache read-write now that there is room", "dir", s.space.dir, "error", quiet(err))
 		s.openReadOnlyLocked()
+		s.stats.Clear() // answers given while there was no database
 		return
 	}
 	s.db, s.readOnly = db, false
@@ -803,6 +804,12 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	}
 	return rec.BlobInfo, err
 }
+
+// StatGeneration changes (grows) whenever an answer of StatBlob may have
+// changed since: an archive committed or deleted, the database reopened.
+// It takes no lock, so callers that keep what they made from StatBlob's
+// answers can check cheaply, on every use, that it still holds.
+func (s *Store) StatGeneration() uint64 { return s.stats.Generation() }
 
 // OpenBlob opens a committed blob for reading, or returns ErrNotFound.
 func (s *Store) OpenBlob(sha string) (BlobReader, error) {

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -61,6 +63,46 @@ type Metrics struct {
 	syncBytes    prometheus.Counter
 	airGapPkgs   map[string]*prometheus.CounterVec // by op: import, export
 	airGapBytes  map[string]prometheus.Counter
+
+	// Children of the vectors bound to their labels, for what every
+	// request records: WithLabelValues hashes the values and looks them
+	// up under a lock each time. Read-only after New.
+	routes map[string]*routeMetrics
+	hits   map[string]prometheus.Counter
+	misses map[string]prometheus.Counter
+}
+
+// routeMetrics are one route's request collectors.
+type routeMetrics struct {
+	duration prometheus.Observer
+	bytes    prometheus.Counter
+	requests *prometheus.CounterVec // for codes not yet in codes
+	route    string
+	mu       sync.Mutex // serialises additions to codes
+	// codes holds the request counter of each status code served so
+	// far; replaced, never modified, under mu.
+	codes atomic.Pointer[map[int]prometheus.Counter]
+}
+
+// counter returns the request counter of code.
+func (r *routeMetrics) counter(code int) prometheus.Counter {
+	if c, ok := (*r.codes.Load())[code]; ok {
+		return c
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.codes.Load()
+	if c, ok := old[code]; ok {
+		return c
+	}
+	c := r.requests.WithLabelValues(r.route, strconv.Itoa(code))
+	codes := make(map[int]prometheus.Counter, len(old)+1)
+	for k, v := range old {
+		codes[k] = v
+	}
+	codes[code] = c
+	r.codes.Store(&codes)
+	return c
 }
 
 // CacheStats reports what the cache holds, read at scrape time.
@@ -213,13 +255,22 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		}
 	}
 
+	m.routes = make(map[string]*routeMetrics, len(Routes))
 	for _, r := range Routes {
-		m.httpDuration.WithLabelValues(r)
-		m.httpBytes.WithLabelValues(r)
+		rm := &routeMetrics{
+			duration: m.httpDuration.WithLabelValues(r),
+			bytes:    m.httpBytes.WithLabelValues(r),
+			requests: m.httpRequests,
+			route:    r,
+		}
+		rm.codes.Store(&map[int]prometheus.Counter{})
+		m.routes[r] = rm
 	}
+	m.hits = make(map[string]prometheus.Counter, len(CacheKinds))
+	m.misses = make(map[string]prometheus.Counter, len(CacheKinds))
 	for _, k := range CacheKinds {
-		m.cacheHits.WithLabelValues(k)
-		m.cacheMisses.WithLabelValues(k)
+		m.hits[k] = m.cacheHits.WithLabelValues(k)
+		m.misses[k] = m.cacheMisses.WithLabelValues(k)
 		m.coalesced.WithLabelValues(k)
 		m.stale.WithLabelValues(k)
 	}
@@ -255,18 +306,29 @@ func (m *Metrics) Handler() http.Handler {
 
 // ObserveRequest records one served HTTP request.
 func (m *Metrics) ObserveRequest(route string, code int, d time.Duration, bytes int64) {
-	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
-	m.httpBytes.WithLabelValues(route).Add(float64(bytes))
+	r, ok := m.routes[route]
+	if !ok {
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+		m.httpBytes.WithLabelValues(route).Add(float64(bytes))
+		return
+	}
+	r.counter(code).Inc()
+	r.duration.Observe(d.Seconds())
+	r.bytes.Add(float64(bytes))
 }
 
 // CacheLookup records a cache hit or miss of kind.
 func (m *Metrics) CacheLookup(kind string, hit bool) {
+	bound, vec := m.misses, m.cacheMisses
 	if hit {
-		m.cacheHits.WithLabelValues(kind).Inc()
-	} else {
-		m.cacheMisses.WithLabelValues(kind).Inc()
+		bound, vec = m.hits, m.cacheHits
 	}
+	if c, ok := bound[kind]; ok {
+		c.Inc()
+		return
+	}
+	vec.WithLabelValues(kind).Inc()
 }
 
 // StaleServed records a stale answer of kind.

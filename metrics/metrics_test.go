@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -78,6 +79,44 @@ func TestCountersMove(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Requests are counted by route and code, from many goroutines at once,
+// for codes seen for the first time as for known ones, and for a route
+// outside the fixed set; a code never served has no series.
+func TestRequestsByRouteAndCode(t *testing.T) {
+	m, reg := newTest(t)
+	codes := []int{200, 304, 404, 200, 503}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				m.ObserveRequest("index", codes[i%len(codes)], time.Millisecond, 10)
+			}
+		}()
+	}
+	wg.Wait()
+	m.ObserveRequest("elsewhere", 200, time.Millisecond, 7)
+	tests := []struct {
+		route, code string
+		want        float64
+	}{
+		{"index", "200", 8 * 20}, {"index", "304", 8 * 10}, {"index", "404", 8 * 10}, {"index", "503", 8 * 10},
+		{"elsewhere", "200", 1},
+	}
+	for _, tc := range tests {
+		if got := testutil.ToFloat64(m.httpRequests.WithLabelValues(tc.route, tc.code)); got != tc.want {
+			t.Errorf("requests{route=%q,code=%q} = %v, want %v", tc.route, tc.code, got, tc.want)
+		}
+	}
+	if got := testutil.ToFloat64(m.httpBytes.WithLabelValues("index")); got != 8*50*10 {
+		t.Errorf("index bytes = %v, want %v", got, 8*50*10)
+	}
+	if n, err := testutil.GatherAndCount(reg, "tfmirror_http_requests_total"); err != nil || n != 5 {
+		t.Errorf("%d request series (%v), want 5: one per route and code served", n, err)
 	}
 }
 

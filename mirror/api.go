@@ -27,6 +27,9 @@ type ListState struct {
 	Fetched bool
 	// StoredAt is when the list was fetched from the origin.
 	StoredAt time.Time
+	// Stamp says, through Engine.Reuse, for how long the list may be
+	// reused without calling Versions again.
+	Stamp Stamp
 }
 
 // Versions returns p's version list: from the cache while it is younger
@@ -42,6 +45,7 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, ListState{}, err
 	}
+	gen := s.generation()
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
 		return nil, ListState{}, err
@@ -49,7 +53,7 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 	if s.cfg.Offline {
 		list = s.sealedList(p, list)
 	}
-	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt}, nil
+	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.stamp(gen, st, stampVersions)}, nil
 }
 
 // Package is the verified package metadata of one version for a set of
@@ -61,6 +65,10 @@ type Package struct {
 	// Stale says the version list that named the version's platforms was
 	// served from the cache because the origin failed.
 	Stale bool
+	// Stamp says, through Engine.Reuse, for how long the package may be
+	// reused (with the same platforms asked for) without calling Package
+	// again.
+	Stamp Stamp
 }
 
 // PlatformArchive is the verified package of one platform.
@@ -81,16 +89,21 @@ func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.V
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	entry, stale, err := s.versionEntry(ctx, p, v)
+	gen := s.generation()
+	entry, st, err := s.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
 	need := s.platformsFor(entry, platforms)
-	rec, err := s.packageFor(ctx, p, v, need, &entry, false)
+	rec, hit, err := s.packageFor(ctx, p, v, need, &entry, false)
 	if err != nil {
 		return nil, err
 	}
-	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: stale}
+	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: st.stale}
+	if hit {
+		pkg.Stamp = s.stamp(gen, st, stampPackage)
+		pkg.Stamp.until = s.missingUntil(rec, need, pkg.Stamp.until)
+	}
 	for _, pl := range need {
 		if a, ok := rec.Archives[pl]; ok {
 			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.h1(a.SHA256)})

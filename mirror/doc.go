@@ -23,6 +23,9 @@
 //     every waiting caller while it is staged in the cache, and committed
 //     only when its sha256 matched; the final bytes are withheld from
 //     readers until then;
+//   - answers of Versions and Package made from the cache carry a Stamp,
+//     with which front doors reuse what they made of an answer while
+//     Engine.Reuse says it holds (nothing written since, list fresh);
 //   - with Config.Offline the mirror is sealed: no origin is ever
 //     contacted, cached version lists are served however old (listing only
 //     versions with a cached archive of a served platform), and anything

@@ -34,6 +34,8 @@ type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
 	DeleteMeta(key string) error
 	StatBlob(sha string) (cache.BlobInfo, error)
+	// StatGeneration changes whenever an answer of StatBlob may have.
+	StatGeneration() uint64
 	OpenBlob(sha string) (cache.BlobReader, error)
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error

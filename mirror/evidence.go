@@ -120,12 +120,12 @@ func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	entry, stale, err := s.versionEntry(ctx, p, v)
+	entry, st, err := s.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
 	need := s.platformsFor(entry, platforms)
-	rec, err := s.packageFor(ctx, p, v, need, &entry, true)
+	rec, _, err := s.packageFor(ctx, p, v, need, &entry, true)
 	if err != nil {
 		return nil, err
 	}
@@ -133,7 +133,7 @@ func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.
 		return nil, err
 	}
 	ev := evidenceOf(p, rec, need)
-	ev.Stale = stale
+	ev.Stale = st.stale
 	return ev, nil
 }
 

@@ -79,7 +79,8 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 		route := Route(r.URL.Path)
 		aborted := true
 		defer func() {
-			d := time.Since(start)
+			end := time.Now()
+			d := end.Sub(start)
 			status := rw.status
 			if status == 0 {
 				status = http.StatusOK
@@ -91,7 +92,15 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			if route == "health" || route == "metrics" {
 				level = slog.LevelDebug
 			}
-			log.LogAttrs(r.Context(), level, "request",
+			ctx := r.Context()
+			if !log.Enabled(ctx, level) {
+				return
+			}
+			// As log.LogAttrs, without looking up the caller's program
+			// counter for a source location that would only ever name
+			// this function.
+			rec := slog.NewRecord(end, level, "request", 0)
+			rec.AddAttrs(
 				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.EscapedPath()),
@@ -103,6 +112,7 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 				slog.Bool("aborted", aborted),
 				slog.String("user_agent", r.UserAgent()),
 			)
+			log.Handler().Handle(ctx, rec)
 		}()
 		next.ServeHTTP(rw, r)
 		aborted = false

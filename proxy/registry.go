@@ -205,13 +205,19 @@ func (s *Server) handleRegistryFile(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	doc := ev.Documents[pe.Document]
-	body, contentType := doc.Content, "text/plain; charset=utf-8"
+	body, contentType := doc.Content, sumsContentType
 	if file == signatureFile {
-		body, contentType = doc.Signature, "application/octet-stream"
+		body, contentType = doc.Signature, signatureContentType
 	}
 	markStale(w, ev.Stale)
 	writeFile(w, r, newDocument(body), contentType, s.cacheControl(kindVersion, ev.Stale))
 }
+
+// Content types of the evidence files.
+var (
+	sumsContentType      = headerValue("text/plain; charset=utf-8")
+	signatureContentType = headerValue("application/octet-stream")
+)
 
 // authorizeRegistry guards the registry routes when client authentication
 // is on: the versions and download answers need a bearer token (the

@@ -28,6 +28,9 @@ type Engine interface {
 	Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Package, error)
 	Evidence(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Evidence, error)
 	OpenArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (*mirror.Archive, error)
+	// Reuse says whether an answer of Versions or Package with this
+	// stamp is still the one the same call would give.
+	Reuse(st mirror.Stamp) bool
 	ListCached(fn func(mirror.CachedVersion) error) error
 	Stats() (archives int, bytes int64)
 }
@@ -64,8 +67,9 @@ type Server struct {
 	log    *slog.Logger
 	router *mux.Router
 	docs   *renderMemo // rendered index.json and VERSION.json
+	hot    *hotDocs    // answers to send again while the engine says they hold
 
-	documentCacheControl string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
+	documentCacheControl []string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
 }
 
 // New returns a Server answering from engine.
@@ -78,6 +82,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 		engine: engine,
 		log:    cfg.Logger,
 		docs:   newRenderMemo(),
+		hot:    newHotDocs(),
 	}
 	if s.cfg.Now == nil {
 		s.cfg.Now = time.Now
@@ -85,13 +90,18 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.documentCacheControl = documentCacheControl(engine.Config().VersionsTTL)
+	s.documentCacheControl = headerValue(documentCacheControl(engine.Config().VersionsTTL))
 	s.router = s.routes()
 	return s, nil
 }
 
-// ServeHTTP serves the mirror protocol.
+// ServeHTTP serves the mirror protocol, and whatever else is mounted on
+// Router. A warm index.json or VERSION.json is answered from the document
+// sent last for the same path, while the engine says it holds.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveHot(w, r) {
+		return
+	}
 	s.router.ServeHTTP(w, r)
 }
 
@@ -149,7 +159,9 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	markStale(w, st.Stale)
-	writeDocument(w, r, s.docs.index(p, list), s.cacheControl(kindIndex, st.Stale))
+	doc := s.docs.index(p, list)
+	s.keepHot(r, doc, st.Stale, st.Stamp)
+	writeDocument(w, r, doc, s.cacheControl(kindIndex, st.Stale))
 }
 
 // handleFile serves VERSION.json and archives, which share one path shape.

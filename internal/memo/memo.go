@@ -20,14 +20,17 @@
 // modified.
 package memo
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Memo is a bounded map from K to V with least-recently-used eviction and
 // generation-guarded puts. Create it with New.
 type Memo[K comparable, V any] struct {
 	mu   sync.Mutex
 	max  int
-	gen  uint64
+	gen  atomic.Uint64 // written under mu; read without it by Generation
 	m    map[K]*node[K, V]
 	root node[K, V] // sentinel: root.next is the most recently used, root.prev the least
 }
@@ -56,10 +59,10 @@ func (m *Memo[K, V]) Get(k K) (v V, gen uint64, ok bool) {
 	defer m.mu.Unlock()
 	n := m.m[k]
 	if n == nil {
-		return v, m.gen, false
+		return v, m.gen.Load(), false
 	}
 	m.moveToFront(n)
-	return n.val, m.gen, true
+	return n.val, m.gen.Load(), true
 }
 
 // Put remembers v under k as the most recently used entry, evicting the
@@ -68,7 +71,7 @@ func (m *Memo[K, V]) Get(k K) (v V, gen uint64, ok bool) {
 func (m *Memo[K, V]) Put(k K, gen uint64, v V) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if gen != m.gen {
+	if gen != m.gen.Load() {
 		return false
 	}
 	if n := m.m[k]; n != nil {
@@ -96,7 +99,7 @@ func (m *Memo[K, V]) Put(k K, gen uint64, v V) bool {
 func (m *Memo[K, V]) Forget(k K) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gen++
+	m.gen.Add(1)
 	if n := m.m[k]; n != nil {
 		m.unlink(n)
 		delete(m.m, k)
@@ -108,10 +111,16 @@ func (m *Memo[K, V]) Forget(k K) {
 func (m *Memo[K, V]) Clear() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gen++
+	m.gen.Add(1)
 	clear(m.m)
 	m.root.next, m.root.prev = &m.root, &m.root
 }
+
+// Generation returns the current generation, without taking the memo's
+// lock: it changes (grows) on every Forget and Clear, so a caller that
+// made something from values of the memo and its store can tell later,
+// cheaply, whether anything has been written since.
+func (m *Memo[K, V]) Generation() uint64 { return m.gen.Load() }
 
 // Len is the number of entries remembered.
 func (m *Memo[K, V]) Len() int {

@@ -107,7 +107,13 @@ func TestGenerationRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := New[string, int](10)
 			_, gen, _ := m.Get("k")
+			if g := m.Generation(); g != gen {
+				t.Fatalf("Generation = %d, Get handed out %d", g, gen)
+			}
 			tc.between(m)
+			if unchanged := m.Generation() == gen; unchanged != tc.want {
+				t.Errorf("Generation unchanged = %v, want %v", unchanged, tc.want)
+			}
 			if got := m.Put("k", gen, 1); got != tc.want {
 				t.Errorf("Put = %v, want %v", got, tc.want)
 			}
