@@ -369,6 +369,7 @@ func (s *Store) reopenWritable() {
 		s.dbmu.Unlock()
 		s.log.Error("opening the cache read-write now that there is room", "dir", s.space.dir, "error", quiet(err))
 		s.openReadOnlyLocked()
+		s.stats.Clear() // answers given while there was no database
 		return
 	}
 	s.db, s.readOnly = db, false
@@ -524,9 +525,10 @@ func (s *Store) view(fn func(txn *badger.Txn) error) error {
 	return s.db.View(fn)
 }
 
-// update runs fn in a read-write transaction that writes at most cost
-// bytes (entryCost), if the disk has room for them above the reserve.
-func (s *Store) update(cost int64, fn func(txn *badger.Txn) error) error {
+// withWritable runs fn on the database while the store is open and
+// writable (the database lock held for reading, so that it is not
+// swapped or closed under fn).
+func (s *Store) withWritable(fn func(db *badger.DB) error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -536,11 +538,25 @@ func (s *Store) update(cost int64, fn func(txn *badger.Txn) error) error {
 	if err := s.writableLocked(); err != nil {
 		return err
 	}
-	if err := s.space.admit(cost); err != nil {
-		return err
-	}
-	defer s.space.done(cost)
-	return s.db.Update(fn)
+	return fn(s.db)
+}
+
+// withRoom runs fn on the writable database if the disk has room for
+// cost bytes (entryCost) above the reserve; fn must write no more.
+func (s *Store) withRoom(cost int64, fn func(db *badger.DB) error) error {
+	return s.withWritable(func(db *badger.DB) error {
+		if err := s.space.admit(cost); err != nil {
+			return err
+		}
+		defer s.space.done(cost)
+		return fn(db)
+	})
+}
+
+// update runs fn in a read-write transaction that writes at most cost
+// bytes (entryCost), if the disk has room for them above the reserve.
+func (s *Store) update(cost int64, fn func(txn *badger.Txn) error) error {
+	return s.withRoom(cost, func(db *badger.DB) error { return db.Update(fn) })
 }
 
 // deleteKeys deletes keys in batches, if the disk has room for the
@@ -553,41 +569,21 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 	for _, k := range keys {
 		cost += entryCost(len(k), 0)
 	}
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	s.dbmu.RLock()
-	defer s.dbmu.RUnlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	if err := s.space.admit(cost); err != nil {
-		return err
-	}
-	defer s.space.done(cost)
-	wb := s.db.NewWriteBatch()
-	defer wb.Cancel()
-	for _, k := range keys {
-		if err := wb.Delete(k); err != nil {
-			return err
+	return s.withRoom(cost, func(db *badger.DB) error {
+		wb := db.NewWriteBatch()
+		defer wb.Cancel()
+		for _, k := range keys {
+			if err := wb.Delete(k); err != nil {
+				return err
+			}
 		}
-	}
-	return wb.Flush()
+		return wb.Flush()
+	})
 }
 
 // sync flushes what was written to disk (writes nothing new).
 func (s *Store) sync() error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	s.dbmu.RLock()
-	defer s.dbmu.RUnlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	return s.db.Sync()
+	return s.withWritable(func(db *badger.DB) error { return db.Sync() })
 }
 
 func (s *Store) kickGC() {
@@ -808,6 +804,12 @@ func (s *Store) StatBlob(sha string) (BlobInfo, error) {
 	}
 	return rec.BlobInfo, err
 }
+
+// StatGeneration changes (grows) whenever an answer of StatBlob may have
+// changed since: an archive committed or deleted, the database reopened.
+// It takes no lock, so callers that keep what they made from StatBlob's
+// answers can check cheaply, on every use, that it still holds.
+func (s *Store) StatGeneration() uint64 { return s.stats.Generation() }
 
 // OpenBlob opens a committed blob for reading, or returns ErrNotFound.
 func (s *Store) OpenBlob(sha string) (BlobReader, error) {
@@ -1072,19 +1074,12 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 
 // gcRound rewrites (and deletes) at most one value-log file.
 func (s *Store) gcRound() error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	s.dbmu.RLock()
-	defer s.dbmu.RUnlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	if !s.space.spare(valueLogFileSize) {
-		return ErrNotWritable
-	}
-	return s.db.RunValueLogGC(0.5)
+	return s.withWritable(func(db *badger.DB) error {
+		if !s.space.spare(valueLogFileSize) {
+			return ErrNotWritable
+		}
+		return db.RunValueLogGC(0.5)
+	})
 }
 
 func newStageID() string {

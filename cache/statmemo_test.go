@@ -36,6 +36,33 @@ func TestStatBlobFollowsCommitAndDelete(t *testing.T) {
 	}
 }
 
+// StatGeneration changes with every commit and delete, and not with
+// lookups, so that what was made from StatBlob's answers can be kept
+// until it does.
+func TestStatGenerationFollowsCommitAndDelete(t *testing.T) {
+	s := openTest(t, "")
+	data := randomBytes(testChunk, 11)
+	sha := shaOf(data)
+	gen := s.StatGeneration()
+	for range 2 {
+		s.StatBlob(sha)
+	}
+	if g := s.StatGeneration(); g != gen {
+		t.Fatalf("StatGeneration went from %d to %d with lookups only", gen, g)
+	}
+	put(t, s, data)
+	if g := s.StatGeneration(); g == gen {
+		t.Fatal("StatGeneration unchanged by a commit")
+	}
+	gen = s.StatGeneration()
+	if err := s.DeleteBlob(sha); err != nil {
+		t.Fatal(err)
+	}
+	if g := s.StatGeneration(); g == gen {
+		t.Fatal("StatGeneration unchanged by a delete")
+	}
+}
+
 // Lookups racing with a commit never leave a stale "not found" behind.
 func TestStatBlobRacingCommit(t *testing.T) {
 	s := openTest(t, "")

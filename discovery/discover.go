@@ -17,6 +17,7 @@ import (
 
 const (
 	providersService = "providers.v1"
+	modulesService   = "modules.v1"
 
 	// discoveryPath is where a host publishes its discovery document.
 	discoveryPath = "/.well-known/terraform.json"
@@ -46,6 +47,7 @@ type Discovery struct {
 // modified, except for the refresh-failure fields under Client.mu.
 type discoEntry struct {
 	providers *url.URL // nil when the host has no providers.v1
+	modules   *url.URL // the host's modules.v1, nil when it has none
 	noService error    // ErrNoProviderService with detail, when providers is nil
 	fetchedAt time.Time
 
@@ -124,6 +126,21 @@ func (c *Client) cached(host svchost.Hostname) (Discovery, bool, error) {
 		return d, true, err
 	}
 	return Discovery{}, false, nil
+}
+
+// KnownModulesURL returns the base URL of host's module registry (the
+// modules.v1 service) as the last successful service discovery of host
+// gave it, or nil when there was none or it lists no https modules.v1. It
+// never contacts the host.
+func (c *Client) KnownModulesURL(host svchost.Hostname) *url.URL {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e := c.hosts[host]
+	if e == nil || e.modules == nil {
+		return nil
+	}
+	u := *e.modules
+	return &u
 }
 
 // refresh is the single-flight leader for host.
@@ -231,5 +248,9 @@ func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*di
 	if u.Scheme != "https" {
 		return nil, c.originError(r, 0, fmt.Errorf("%s URL %q is not https", providersService, redactURL(u)))
 	}
-	return &discoEntry{providers: u}, nil
+	entry := &discoEntry{providers: u}
+	if mu, err := h.ServiceURL(modulesService); err == nil && mu.Scheme == "https" {
+		entry.modules = mu
+	}
+	return entry, nil
 }

@@ -445,3 +445,29 @@ func TestDiscoveryRedirectResolvesAgainstFinalURL(t *testing.T) {
 		t.Fatalf("providers URL = %s, want %s", u, want)
 	}
 }
+
+// KnownModulesURL gives the modules.v1 URL of the last discovery, without
+// ever contacting the host itself.
+func TestKnownModulesURL(t *testing.T) {
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case wellKnown:
+			writeJSON(w, discoveryDoc("/v1/providers/"))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	c := newTestClient(t, s, nil)
+	if u := c.KnownModulesURL(s.host); u != nil {
+		t.Fatalf("before any discovery: %s, want nil", u)
+	}
+	if n := s.count(wellKnown); n != 0 {
+		t.Fatalf("KnownModulesURL made %d discovery requests", n)
+	}
+	if _, err := c.ProvidersURL(context.Background(), s.host); err != nil {
+		t.Fatal(err)
+	}
+	if u := c.KnownModulesURL(s.host); u == nil || u.String() != s.url("/v1/modules/") {
+		t.Fatalf("after discovery: %v, want %s", u, s.url("/v1/modules/"))
+	}
+}

@@ -63,6 +63,9 @@ type Package struct {
 	// order, each with all its fields as given; entries without an
 	// ascii_armor (no key at all) are left out.
 	SigningKeys []registryjson.GPGPublicKey
+	// Packages is the origin's "packages" (OpenTofu's hashes and sizes of
+	// every platform's archive), as given; nil when it gave none.
+	Packages map[string]registryjson.PackageHashes
 }
 
 // ArmoredKeys returns the ASCII-armored public keys of SigningKeys, for
@@ -187,6 +190,7 @@ func parsePackage(data []byte, final *url.URL, pl Platform) (*Package, error) {
 		Arch:      body.Arch,
 		Filename:  body.Filename,
 		SHASum:    body.SHASum,
+		Packages:  body.Packages,
 	}
 	for _, f := range []struct {
 		name string

@@ -13,6 +13,8 @@ import (
 	"net/http"
 	"runtime"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -22,7 +24,8 @@ import (
 
 // Fixed label values, pre-created so that series exist from the start.
 var (
-	Routes     = []string{"index", "version", "archive", "status", "metrics", "health", "other"}
+	Routes = []string{"index", "version", "archive", "registry_versions", "registry_download",
+		"registry_shasums", "registry_signature", "status", "metrics", "health", "other"}
 	CacheKinds = []string{"discovery", "versions", "package", "archive"}
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
@@ -31,6 +34,14 @@ var (
 	// outcomes (see sharedstore.Observer).
 	SharedOps      = []string{"get_archive", "put_archive", "get_meta", "put_meta", "lease", "check"}
 	SharedOutcomes = []string{"ok", "absent", "exists", "held", "lost", "error", "unavailable"}
+	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a
+	// running mirror for: fetched from the origin, already cached, failed.
+	SyncOutcomes = []string{"fetched", "cached", "failed"}
+	// ImportOutcomes and ExportOutcomes are the outcomes of packages
+	// `tfmirror import` and `tfmirror export` ran through a running
+	// mirror: done, already present, failed (a failed version counts once).
+	ImportOutcomes = []string{"imported", "present", "failed"}
+	ExportOutcomes = []string{"exported", "present", "failed"}
 )
 
 // Metrics holds tfmirror's collectors.
@@ -55,6 +66,50 @@ type Metrics struct {
 	sharedReqs   *prometheus.CounterVec
 	sharedDur    *prometheus.HistogramVec
 	sharedDown   prometheus.Gauge
+	syncPackages *prometheus.CounterVec
+	syncBytes    prometheus.Counter
+	airGapPkgs   map[string]*prometheus.CounterVec // by op: import, export
+	airGapBytes  map[string]prometheus.Counter
+
+	// Children of the vectors bound to their labels, for what every
+	// request records: WithLabelValues hashes the values and looks them
+	// up under a lock each time. Read-only after New.
+	routes map[string]*routeMetrics
+	hits   map[string]prometheus.Counter
+	misses map[string]prometheus.Counter
+}
+
+// routeMetrics are one route's request collectors.
+type routeMetrics struct {
+	duration prometheus.Observer
+	bytes    prometheus.Counter
+	requests *prometheus.CounterVec // for codes not yet in codes
+	route    string
+	mu       sync.Mutex // serialises additions to codes
+	// codes holds the request counter of each status code served so
+	// far; replaced, never modified, under mu.
+	codes atomic.Pointer[map[int]prometheus.Counter]
+}
+
+// counter returns the request counter of code.
+func (r *routeMetrics) counter(code int) prometheus.Counter {
+	if c, ok := (*r.codes.Load())[code]; ok {
+		return c
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	old := *r.codes.Load()
+	if c, ok := old[code]; ok {
+		return c
+	}
+	c := r.requests.WithLabelValues(r.route, strconv.Itoa(code))
+	codes := make(map[int]prometheus.Counter, len(old)+1)
+	for k, v := range old {
+		codes[k] = v
+	}
+	codes[code] = c
+	r.codes.Store(&codes)
+	return c
 }
 
 // CacheStats reports what the cache holds, read at scrape time.
@@ -142,6 +197,28 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		sharedDown: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tfmirror_shared_store_down", Help: "1 while the shared store's circuit breaker is open (the replica serves from its cache and the origins alone), 0 otherwise.",
 		}),
+		syncPackages: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_sync_packages_total", Help: "Packages (one version, one platform) that tfmirror sync asked this mirror to cache, by outcome: fetched, cached (already), failed.",
+		}, []string{"outcome"}),
+		syncBytes: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_sync_bytes_total", Help: "Archive bytes fetched from origins for tfmirror sync.",
+		}),
+	}
+	m.airGapPkgs = map[string]*prometheus.CounterVec{
+		"import": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_import_packages_total", Help: "Packages (one version, one platform) that tfmirror import loaded through this mirror, by outcome: imported, present (already), failed (a refused version counts once).",
+		}, []string{"outcome"}),
+		"export": prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_export_packages_total", Help: "Packages (one version, one platform) that tfmirror export wrote through this mirror, by outcome: exported, present (already in the export), failed (a failed version counts once).",
+		}, []string{"outcome"}),
+	}
+	m.airGapBytes = map[string]prometheus.Counter{
+		"import": prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_import_bytes_total", Help: "Archive bytes that tfmirror import added to the cache through this mirror.",
+		}),
+		"export": prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_export_bytes_total", Help: "Archive bytes that tfmirror export wrote through this mirror.",
+		}),
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tfmirror_build_info", Help: "Always 1; labels say which build is running.",
@@ -158,7 +235,8 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown,
+		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.syncPackages, m.syncBytes,
+		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	if opts.Cache != nil {
 		cs = append(cs,
@@ -194,18 +272,36 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		}
 	}
 
+	m.routes = make(map[string]*routeMetrics, len(Routes))
 	for _, r := range Routes {
-		m.httpDuration.WithLabelValues(r)
-		m.httpBytes.WithLabelValues(r)
+		rm := &routeMetrics{
+			duration: m.httpDuration.WithLabelValues(r),
+			bytes:    m.httpBytes.WithLabelValues(r),
+			requests: m.httpRequests,
+			route:    r,
+		}
+		rm.codes.Store(&map[int]prometheus.Counter{})
+		m.routes[r] = rm
 	}
+	m.hits = make(map[string]prometheus.Counter, len(CacheKinds))
+	m.misses = make(map[string]prometheus.Counter, len(CacheKinds))
 	for _, k := range CacheKinds {
-		m.cacheHits.WithLabelValues(k)
-		m.cacheMisses.WithLabelValues(k)
+		m.hits[k] = m.cacheHits.WithLabelValues(k)
+		m.misses[k] = m.cacheMisses.WithLabelValues(k)
 		m.coalesced.WithLabelValues(k)
 		m.stale.WithLabelValues(k)
 	}
 	for _, r := range Reasons {
 		m.verifyFails.WithLabelValues(r)
+	}
+	for _, o := range SyncOutcomes {
+		m.syncPackages.WithLabelValues(o)
+	}
+	for _, o := range ImportOutcomes {
+		m.airGapPkgs["import"].WithLabelValues(o)
+	}
+	for _, o := range ExportOutcomes {
+		m.airGapPkgs["export"].WithLabelValues(o)
 	}
 	for _, o := range opts.Origins {
 		m.originBytes.WithLabelValues(o)
@@ -227,18 +323,29 @@ func (m *Metrics) Handler() http.Handler {
 
 // ObserveRequest records one served HTTP request.
 func (m *Metrics) ObserveRequest(route string, code int, d time.Duration, bytes int64) {
-	m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
-	m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
-	m.httpBytes.WithLabelValues(route).Add(float64(bytes))
+	r, ok := m.routes[route]
+	if !ok {
+		m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+		m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
+		m.httpBytes.WithLabelValues(route).Add(float64(bytes))
+		return
+	}
+	r.counter(code).Inc()
+	r.duration.Observe(d.Seconds())
+	r.bytes.Add(float64(bytes))
 }
 
 // CacheLookup records a cache hit or miss of kind.
 func (m *Metrics) CacheLookup(kind string, hit bool) {
+	bound, vec := m.misses, m.cacheMisses
 	if hit {
-		m.cacheHits.WithLabelValues(kind).Inc()
-	} else {
-		m.cacheMisses.WithLabelValues(kind).Inc()
+		bound, vec = m.hits, m.cacheHits
 	}
+	if c, ok := bound[kind]; ok {
+		c.Inc()
+		return
+	}
+	vec.WithLabelValues(kind).Inc()
 }
 
 // StaleServed records a stale answer of kind.
@@ -254,6 +361,28 @@ func (m *Metrics) VerificationFailed(reason string) { m.verifyFails.WithLabelVal
 func (m *Metrics) ArchiveFetchStarted() (done func()) {
 	m.inflight.Inc()
 	return m.inflight.Dec
+}
+
+// Synced records a package tfmirror sync asked for, with its outcome (one
+// of SyncOutcomes) and the archive bytes fetched from the origin for it.
+func (m *Metrics) Synced(outcome string, fetchedBytes int64) {
+	m.syncPackages.WithLabelValues(outcome).Inc()
+	m.syncBytes.Add(float64(fetchedBytes))
+}
+
+// AirGap records what a tfmirror import or export (op "import" or
+// "export") run through this mirror did: packages by outcome (of
+// ImportOutcomes or ExportOutcomes) and the archive bytes imported or
+// written.
+func (m *Metrics) AirGap(op string, packages map[string]int, bytes int64) {
+	vec, ok := m.airGapPkgs[op]
+	if !ok {
+		return
+	}
+	for outcome, n := range packages {
+		vec.WithLabelValues(outcome).Add(float64(n))
+	}
+	m.airGapBytes[op].Add(float64(bytes))
 }
 
 // CacheWriteFailed records data that could not be stored.

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -40,6 +41,12 @@ func TestCountersMove(t *testing.T) {
 	}
 	done()
 	m.ObserveRequest("archive", 200, time.Millisecond, 512)
+	m.Synced("fetched", 300)
+	m.Synced("cached", 0)
+	m.Synced("failed", 0)
+	m.AirGap("import", map[string]int{"imported": 3, "present": 1, "failed": 0}, 700)
+	m.AirGap("export", map[string]int{"exported": 2, "failed": 1}, 50)
+	m.AirGap("export", map[string]int{"exported": 1}, 25)
 
 	tests := []struct {
 		name string
@@ -56,6 +63,15 @@ func TestCountersMove(t *testing.T) {
 		{"in-flight after done", m.inflight, 0},
 		{"http requests", m.httpRequests.WithLabelValues("archive", "200"), 1},
 		{"http bytes", m.httpBytes.WithLabelValues("archive"), 512},
+		{"synced fetched", m.syncPackages.WithLabelValues("fetched"), 1},
+		{"synced failed", m.syncPackages.WithLabelValues("failed"), 1},
+		{"synced bytes", m.syncBytes, 300},
+		{"imported", m.airGapPkgs["import"].WithLabelValues("imported"), 3},
+		{"import present", m.airGapPkgs["import"].WithLabelValues("present"), 1},
+		{"imported bytes", m.airGapBytes["import"], 700},
+		{"exported", m.airGapPkgs["export"].WithLabelValues("exported"), 3},
+		{"export failed", m.airGapPkgs["export"].WithLabelValues("failed"), 1},
+		{"exported bytes", m.airGapBytes["export"], 75},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +79,44 @@ func TestCountersMove(t *testing.T) {
 				t.Errorf("got %v, want %v", got, tc.want)
 			}
 		})
+	}
+}
+
+// Requests are counted by route and code, from many goroutines at once,
+// for codes seen for the first time as for known ones, and for a route
+// outside the fixed set; a code never served has no series.
+func TestRequestsByRouteAndCode(t *testing.T) {
+	m, reg := newTest(t)
+	codes := []int{200, 304, 404, 200, 503}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 50 {
+				m.ObserveRequest("index", codes[i%len(codes)], time.Millisecond, 10)
+			}
+		}()
+	}
+	wg.Wait()
+	m.ObserveRequest("elsewhere", 200, time.Millisecond, 7)
+	tests := []struct {
+		route, code string
+		want        float64
+	}{
+		{"index", "200", 8 * 20}, {"index", "304", 8 * 10}, {"index", "404", 8 * 10}, {"index", "503", 8 * 10},
+		{"elsewhere", "200", 1},
+	}
+	for _, tc := range tests {
+		if got := testutil.ToFloat64(m.httpRequests.WithLabelValues(tc.route, tc.code)); got != tc.want {
+			t.Errorf("requests{route=%q,code=%q} = %v, want %v", tc.route, tc.code, got, tc.want)
+		}
+	}
+	if got := testutil.ToFloat64(m.httpBytes.WithLabelValues("index")); got != 8*50*10 {
+		t.Errorf("index bytes = %v, want %v", got, 8*50*10)
+	}
+	if n, err := testutil.GatherAndCount(reg, "tfmirror_http_requests_total"); err != nil || n != 5 {
+		t.Errorf("%d request series (%v), want 5: one per route and code served", n, err)
 	}
 }
 
@@ -81,6 +135,8 @@ func TestExposition(t *testing.T) {
 		// Pre-created series exist before anything happened.
 		`tfmirror_verification_failures_total{reason="checksum_mismatch"} 0`,
 		`tfmirror_origin_requests_total{operation="versions",origin="registry.terraform.io",outcome="timeout"} 0`,
+		`tfmirror_sync_packages_total{outcome="failed"} 0`,
+		"tfmirror_sync_bytes_total 0",
 		"go_goroutines",
 		"process_resident_memory_bytes",
 	} {

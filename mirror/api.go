@@ -27,11 +27,17 @@ type ListState struct {
 	Fetched bool
 	// StoredAt is when the list was fetched from the origin.
 	StoredAt time.Time
+	// Stamp says, through Engine.Reuse, for how long the list may be
+	// reused without calling Versions again.
+	Stamp Stamp
 }
 
 // Versions returns p's version list: from the cache while it is younger
-// than Config.VersionsTTL (or however old, offline) and was stored by this
-// release's schema, from the origin otherwise. When the refresh fails for any reason but the origin saying
+// than Config.VersionsTTL (or however old, offline, or for a local-only
+// host of imported providers) and was stored by this release's schema,
+// from the origin otherwise. A sealed mirror (Config.Offline) lists only
+// the versions with at least one cached archive of a platform it serves,
+// so that no client picks a version it cannot install. When the refresh fails for any reason but the origin saying
 // the provider does not exist (discovery.ErrNotFound), the cached list is
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
@@ -39,11 +45,15 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, ListState{}, err
 	}
+	gen := s.generation()
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt}, nil
+	if s.cfg.Offline {
+		list = s.sealedList(ctx, p, list)
+	}
+	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.stamp(gen, st, stampVersions)}, nil
 }
 
 // Package is the verified package metadata of one version for a set of
@@ -55,6 +65,10 @@ type Package struct {
 	// Stale says the version list that named the version's platforms was
 	// served from the cache because the origin failed.
 	Stale bool
+	// Stamp says, through Engine.Reuse, for how long the package may be
+	// reused (with the same platforms asked for) without calling Package
+	// again.
+	Stamp Stamp
 }
 
 // PlatformArchive is the verified package of one platform.
@@ -75,16 +89,21 @@ func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.V
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	entry, stale, err := s.versionEntry(ctx, p, v)
+	gen := s.generation()
+	entry, st, err := s.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
 	need := s.platformsFor(entry, platforms)
-	rec, err := s.packageFor(ctx, p, v, need, &entry, false)
+	rec, hit, err := s.packageFor(ctx, p, v, need, &entry, false)
 	if err != nil {
 		return nil, err
 	}
-	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: stale}
+	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: st.stale}
+	if hit {
+		pkg.Stamp = s.stamp(gen, st, stampPackage)
+		pkg.Stamp.until = s.missingUntil(rec, need, pkg.Stamp.until)
+	}
 	for _, pl := range need {
 		if a, ok := rec.Archives[pl]; ok {
 			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.h1(a.SHA256)})
@@ -261,6 +280,16 @@ func (s *Engine) EnsureArchive(ctx context.Context, p discovery.Provider, v vers
 	return src, fmt.Errorf("archive %s was verified but could not be stored in the cache", a.Filename)
 }
 
+// CachedSize returns the size of the cached archive whose sha256 is sha,
+// and whether it is cached.
+func (s *Engine) CachedSize(sha string) (int64, bool) {
+	info, err := s.store.StatBlob(sha)
+	if err != nil {
+		return 0, false
+	}
+	return info.Size, true
+}
+
 // CachedVersion is a provider version the engine holds verified package
 // metadata for.
 type CachedVersion struct {
@@ -272,8 +301,11 @@ type CachedVersion struct {
 	Platforms []CachedPlatform
 	// HasEvidence says the origin's signed evidence is kept (see
 	// Engine.Evidence); false for versions cached by an earlier release
-	// and not fetched since.
+	// and not fetched since, and for versions imported without signature.
 	HasEvidence bool
+	// Provenance says whether the version came from the origin or an
+	// import, and whether with a signature.
+	Provenance Provenance
 }
 
 // CachedPlatform is one verified package and whether its archive is cached.
@@ -297,7 +329,8 @@ func (s *Engine) ListCached(fn func(CachedVersion) error) error {
 			Provider:    strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version),
 			Version:     rec.Version,
 			Platforms:   []CachedPlatform{},
-			HasEvidence: rec.hasEvidence(),
+			HasEvidence: rec.hasEvidence() && rec.Provenance != ProvenanceUnsigned,
+			Provenance:  rec.Provenance,
 		}
 		for _, pl := range sortedKeys(rec.Archives) {
 			cp := CachedPlatform{Platform: pl, Archive: rec.Archives[pl]}

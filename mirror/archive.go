@@ -23,7 +23,7 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 
 // archiveFor returns the verified archive record for one platform of v.
 func (s *Engine) archiveFor(ctx context.Context, p discovery.Provider, v versions.Version, pl string) (ArchiveRecord, error) {
-	rec, err := s.packageFor(ctx, p, v, []string{pl}, nil, false)
+	rec, _, err := s.packageFor(ctx, p, v, []string{pl}, nil, false)
 	if err != nil {
 		return ArchiveRecord{}, err
 	}
@@ -161,6 +161,21 @@ func newFetcher(s *Engine) *fetcher {
 // fetch would be needed but the engine is shutting down. The caller must
 // release the fetch.
 func (fr *fetcher) join(p discovery.Provider, a ArchiveRecord) (f *fetch, leader bool, err error) {
+	return fr.joinFrom(p, a, nil)
+}
+
+// archiveSource is where a fetch reads an archive from instead of its
+// origin: an imported file. Everything else (staging, the sha256 and
+// installability checks, the commit) is the same.
+type archiveSource struct {
+	open func(ctx context.Context) (io.ReadCloser, int64, error)
+	// h1, when set, is the h1: hash the archive must have.
+	h1 string
+}
+
+// joinFrom is join, with the archive read from src when this call starts
+// the fetch (nil: the origin).
+func (fr *fetcher) joinFrom(p discovery.Provider, a ArchiveRecord, src *archiveSource) (f *fetch, leader bool, err error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.onJoin != nil {
@@ -181,7 +196,7 @@ func (fr *fetcher) join(p discovery.Provider, a ArchiveRecord) (f *fetch, leader
 	}
 	f = &fetch{sha: a.SHA256, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
 	fr.inflight[a.SHA256] = f
-	go fr.run(ctx, done, f, p, a)
+	go fr.run(ctx, done, f, p, a, src)
 	return f, true, nil
 }
 
@@ -211,15 +226,16 @@ func (fr *fetcher) remove(f *fetch) {
 // run downloads the archive on ctx, the engine's and not any client's, so
 // that no client going away cancels it, staging it in the cache as it
 // arrives. finished is called when it has ended.
-func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord) {
+func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) {
 	defer finished()
-	fr.fetchAndCommit(ctx, f, p, a)
+	fr.fetchAndCommit(ctx, f, p, a, src)
 	fr.share(ctx, f, a)
 }
 
-// fetchAndCommit downloads the archive and commits it to the cache; by the
-// time it returns, the fetch has left inflight and its done is closed.
-func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) {
+// fetchAndCommit downloads the archive (from src when set) and commits it
+// to the cache; by the time it returns, the fetch has left inflight and
+// its done is closed.
+func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) {
 	s := fr.s
 	defer f.release()
 	// Out of inflight before done is closed: a caller that saw done and
@@ -232,7 +248,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Pro
 		}
 	}()
 
-	h1, err := fr.download(ctx, f, p, a)
+	h1, err := fr.download(ctx, f, p, a, src)
 	if err != nil {
 		// Failed before aborting the writer, so that no client reading
 		// it mistakes the abort for a fault of its own.
@@ -272,16 +288,25 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Pro
 	}
 }
 
-// download copies the archive (from the shared tier or the origin, see
-// openSource) into the fetch's cache writer,
+// download copies the archive (src's when set, else from the shared tier
+// or the origin, see openSource) into the fetch's cache writer,
 // checks it against the verified sha256 and checks that it is a provider
 // package the clients can install, and returns its h1: hash. Only then is
 // the fetch marked verified, which releases the held-back final bytes to
 // clients; the writer is not yet committed. On failure the caller aborts
 // the writer.
-func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) (string, error) {
+func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) (string, error) {
 	s := fr.s
-	body, size, err := fr.openSource(ctx, f, p, a)
+	var (
+		body io.ReadCloser
+		size int64
+		err  error
+	)
+	if src != nil {
+		body, size, err = src.open(ctx) // not an origin fetch: originDone stays nil
+	} else {
+		body, size, err = fr.openSource(ctx, f, p, a)
+	}
 	if err != nil {
 		return "", err
 	}
@@ -329,6 +354,10 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 	h1, err := verify.CheckArchive(w, w.Written(), p.Type)
 	if err != nil {
 		return "", err
+	}
+	if src != nil && src.h1 != "" && h1 != src.h1 {
+		return "", &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, h1, src.h1)}
 	}
 	f.verify()
 	return h1, nil

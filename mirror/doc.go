@@ -23,8 +23,12 @@
 //     every waiting caller while it is staged in the cache, and committed
 //     only when its sha256 matched; the final bytes are withheld from
 //     readers until then;
+//   - answers of Versions and Package made from the cache carry a Stamp,
+//     with which front doors reuse what they made of an answer while
+//     Engine.Reuse says it holds (nothing written since, list fresh);
 //   - with Config.Offline the mirror is sealed: no origin is ever
-//     contacted, cached version lists are served however old, and anything
+//     contacted, cached version lists are served however old (listing only
+//     versions with a cached archive of a served platform), and anything
 //     not cached fails with ErrOffline;
 //   - with Config.Shared (a SharedTier, the bucket that replicas share) a
 //     cache miss looks there before the origin: archives stream from it
@@ -34,7 +38,12 @@
 //     after its local commit; of all replicas one downloads an archive
 //     from the origin under the tier's lease while the others wait for it
 //     to appear (taking over when the lease expires). A failing tier is
-//     gone around, never a reason to fail a call.
+//     gone around, never a reason to fail a call;
+//   - Import loads a version from outside (an export, in-house builds),
+//     verified by the same checks and committed by the same archive
+//     fetcher as an origin download; Stored and OpenStored read the cache
+//     for an export. A host of imported providers that is not an allowed
+//     origin is local-only: served from the cache, never contacted.
 //
 // Work done for many callers runs on a context the engine creates in New;
 // Shutdown lets it finish (or cancels it at a deadline) and waits for it,

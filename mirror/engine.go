@@ -32,7 +32,10 @@ type Origin interface {
 type Store interface {
 	PutMeta(key string, v any) error
 	GetMeta(key string, v any) (time.Time, error)
+	DeleteMeta(key string) error
 	StatBlob(sha string) (cache.BlobInfo, error)
+	// StatGeneration changes whenever an answer of StatBlob may have.
+	StatGeneration() uint64
 	OpenBlob(sha string) (cache.BlobReader, error)
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
@@ -110,6 +113,12 @@ type Engine struct {
 	log       *slog.Logger
 	metrics   Metrics
 
+	// importedHosts are the provider hosts Import has loaded providers
+	// of; those that are not allowed origins are local-only (see local).
+	hostsMu       sync.RWMutex
+	importedHosts map[svchost.Hostname]bool
+	importMu      sync.Mutex // one Import at a time
+
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
 	memo     *metaMemo // decoded version lists and package metadata
@@ -140,6 +149,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		metrics: cfg.Metrics,
 		memo:    newMetaMemo(),
 		work:    newTasks(),
+
+		importedHosts: make(map[svchost.Hostname]bool),
 	}
 	s.cfg.AllowedOrigins = nil
 	for _, h := range cfg.AllowedOrigins {
@@ -196,6 +207,16 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.cfg.Offline {
 		s.origin = offlineOrigin{}
 	}
+	s.origin = localGuard{s: s, next: s.origin}
+	err := store.ScanMeta(importedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
+		if host, err := svchost.ForComparison(strings.TrimPrefix(key, importedHostPrefix)); err == nil {
+			s.importedHosts[host] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("mirror: reading the hosts of imported providers: %w", err)
+	}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
 	return s, nil
@@ -214,11 +235,26 @@ func (s *Engine) Config() Config {
 // CheckOrigin returns nil when p's host is an allowed origin, and an error
 // wrapping ErrOriginNotAllowed otherwise. Every method that takes a
 // provider checks it first.
+//
+// A host that is not an allowed origin but that Import has loaded
+// providers of is local-only: its providers are served from the cache
+// and the host is never contacted.
 func (s *Engine) CheckOrigin(p discovery.Provider) error {
-	if !s.allowed[p.Hostname] {
+	if !s.allowed[p.Hostname] && !s.local(p.Hostname) {
 		return fmt.Errorf("%w: %s", ErrOriginNotAllowed, p.Hostname)
 	}
 	return nil
+}
+
+// local reports whether host is local-only: not an allowed origin, but a
+// host Import has loaded providers of.
+func (s *Engine) local(host svchost.Hostname) bool {
+	if s.allowed[host] {
+		return false
+	}
+	s.hostsMu.RLock()
+	defer s.hostsMu.RUnlock()
+	return s.importedHosts[host]
 }
 
 // Wait blocks until every origin fetch and archive download under way has

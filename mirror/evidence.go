@@ -39,6 +39,12 @@ type Evidence struct {
 	Platforms []PlatformEvidence
 	// VerifiedAt is when the record was last verified and stored.
 	VerifiedAt time.Time
+	// Stale says the version list that named the version's platforms was
+	// served from the cache because the origin failed.
+	Stale bool
+	// Provenance says whether the version came from the origin or an
+	// import.
+	Provenance Provenance
 }
 
 // PlatformEvidence is the origin's package metadata of one platform, as
@@ -55,8 +61,11 @@ type PlatformEvidence struct {
 	// checksum as SHA256SUMS states it (lowercase hex), the archive's.
 	Shasum string
 	SHA256 string
+	// Packages is the origin's "packages", as it gave them (nil: none).
+	Packages map[string]registryjson.PackageHashes
 	// Document is the index in Evidence.Documents of the SHA256SUMS
-	// document (with its signature and keys) that verified this package.
+	// document (with its signature and keys) that verified this package;
+	// -1 for a package imported without signature (see Stored).
 	Document int
 }
 
@@ -90,6 +99,7 @@ func (e *Evidence) Package(pl string) (registryjson.Package, bool) {
 		SHASumsSignatureURL: doc.SignatureURL,
 		SHASum:              pe.Shasum,
 		SigningKeys:         registryjson.SigningKeys{GPGPublicKeys: doc.SigningKeys},
+		Packages:            pe.Packages,
 	}, true
 }
 
@@ -99,42 +109,51 @@ func (e *Evidence) Package(pl string) (registryjson.Package, bool) {
 // cache lacks, as Package does: it returns only what the mirror verified.
 // Package metadata cached by an earlier release, which kept no evidence,
 // is fetched and verified again; when that fails the error says why (for
-// a sealed mirror it wraps both ErrOffline and ErrNoEvidence). Errors:
-// those of Package.
+// a sealed mirror it wraps both ErrOffline and ErrNoEvidence). Before a
+// record's evidence is handed out the first time after it was read from
+// the cache, every stored signature is checked again over the stored
+// SHA256SUMS bytes, and every platform's shasum against its line (see
+// checkEvidence): a record that fails is dropped from the cache, so that
+// the next call fetches it anew, and the call fails with the
+// *verify.Error. Errors: those of Package, and verify.ErrIntegrity.
 func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*Evidence, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	entry, _, err := s.versionEntry(ctx, p, v)
+	entry, st, err := s.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
 	need := s.platformsFor(entry, platforms)
-	rec, err := s.packageFor(ctx, p, v, need, &entry, true)
+	rec, _, err := s.packageFor(ctx, p, v, need, &entry, true)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkEvidence(p, v, rec); err != nil {
+		return nil, err
+	}
+	ev := evidenceOf(p, rec, need)
+	ev.Stale = st.stale
+	return ev, nil
+}
+
+// evidenceOf returns the evidence in rec of the platforms in need.
+func evidenceOf(p discovery.Provider, rec *PackageRecord, need []string) *Evidence {
 	ev := &Evidence{Provider: p, Version: rec.Version, Documents: rec.Documents,
-		Platforms: make([]PlatformEvidence, 0, len(need)), VerifiedAt: rec.VerifiedAt}
+		Platforms: make([]PlatformEvidence, 0, len(need)), VerifiedAt: rec.VerifiedAt, Provenance: rec.Provenance}
 	for _, pl := range need {
 		a, ok := rec.Archives[pl]
 		if !ok {
 			continue
 		}
-		pe := a.Evidence
-		ev.Platforms = append(ev.Platforms, PlatformEvidence{
-			Platform:    pl,
-			Protocols:   pe.Protocols,
-			OS:          pe.OS,
-			Arch:        pe.Arch,
-			Filename:    a.Filename,
-			DownloadURL: a.URL,
-			Shasum:      pe.Shasum,
-			SHA256:      a.SHA256,
-			Document:    pe.Document,
-		})
+		pe := PlatformEvidence{Platform: pl, Filename: a.Filename, DownloadURL: a.URL, SHA256: a.SHA256, Document: -1}
+		if e := a.Evidence; e != nil {
+			pe.Protocols, pe.OS, pe.Arch, pe.Shasum, pe.Document = e.Protocols, e.OS, e.Arch, e.Shasum, e.Document
+			pe.Packages = e.Packages
+		}
+		ev.Platforms = append(ev.Platforms, pe)
 	}
-	return ev, nil
+	return ev
 }
 
 // platformsFor returns the names of platforms (nil: every platform entry
@@ -187,6 +206,9 @@ func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Ve
 	rec, ok := s.cachedPackage(p, v)
 	if !ok {
 		return fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
+	}
+	if rec.Provenance == ProvenanceUnsigned {
+		return fmt.Errorf("%w: %s %s was %s", ErrNoEvidence, p, v, ProvenanceUnsigned)
 	}
 	if !rec.hasEvidence() {
 		return fmt.Errorf("%w: %s %s", ErrNoEvidence, p, v)
@@ -250,6 +272,67 @@ func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Ve
 	if want := blob.Info().H1; want != "" && h1 != want {
 		return &verify.Error{Reason: verify.ReasonChecksum,
 			Detail: fmt.Sprintf("the cached archive %s has %s, %s when it was cached", a.Filename, h1, want)}
+	}
+	return nil
+}
+
+// checkEvidence checks rec's stored evidence again before it is served:
+// each SHA256SUMS document's signature over its stored bytes with its
+// stored keys, and each archive's shasum and sha256 against its line in
+// its document. The result is remembered in rec, which is only ever
+// shared in memory, so a record is checked once per reading from the
+// cache. A record that fails is deleted from the cache (it is fetched and
+// verified anew on the next call) and the *verify.Error returned.
+func (s *Engine) checkEvidence(p discovery.Provider, v versions.Version, rec *PackageRecord) error {
+	if rec.evidenceChecked.Load() {
+		return nil
+	}
+	err := rec.verifyEvidence()
+	if err == nil {
+		rec.evidenceChecked.Store(true)
+		return nil
+	}
+	var verr *verify.Error
+	reason := "unknown"
+	if errors.As(err, &verr) {
+		reason = string(verr.Reason)
+	}
+	s.metrics.VerificationFailed(reason)
+	key := packageKey(p, v)
+	derr := s.store.DeleteMeta(key)
+	s.memo.forget(key)
+	s.log.Error("cached evidence failed verification; dropped the record to fetch it again",
+		"provider", p.String(), "version", v.String(), "reason", reason, "error", err, "drop_error", derr)
+	return fmt.Errorf("%s %s: cached evidence: %w", p, v, err)
+}
+
+// verifyEvidence is checkEvidence's check, without remembering.
+func (rec *PackageRecord) verifyEvidence() error {
+	sums := make([]map[string]string, len(rec.Documents))
+	for i, doc := range rec.Documents {
+		if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+			return err
+		}
+		parsed, err := verify.ParseSHA256SUMS(doc.Content)
+		if err != nil {
+			return err
+		}
+		sums[i] = parsed
+	}
+	for _, pl := range sortedKeys(rec.Archives) {
+		a := rec.Archives[pl]
+		if a.Evidence == nil || a.Evidence.Document < 0 || a.Evidence.Document >= len(sums) {
+			return &verify.Error{Reason: verify.ReasonMissingChecksum,
+				Detail: fmt.Sprintf("the stored record of %s refers to no stored SHA256SUMS document", pl)}
+		}
+		doc := sums[a.Evidence.Document]
+		if err := verify.VerifySums(doc, a.Filename, a.Evidence.Shasum); err != nil {
+			return err
+		}
+		if !strings.EqualFold(doc[a.Filename], a.SHA256) {
+			return &verify.Error{Reason: verify.ReasonChecksum,
+				Detail: fmt.Sprintf("the stored record gives sha256 %s for %s, its SHA256SUMS %s", a.SHA256, a.Filename, doc[a.Filename])}
+		}
 	}
 	return nil
 }

@@ -373,3 +373,69 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 		t.Errorf("Verify asked the origin %d times, want 0", n)
 	}
 }
+
+// A changed byte in a cached SHA256SUMS document or signature is never
+// handed out as evidence: Evidence fails with an integrity error, drops
+// the record, and the next call fetches and verifies it anew.
+func TestEvidenceRefusesTamperedCache(t *testing.T) {
+	flip := func(b []byte, i int) []byte {
+		b = bytes.Clone(b)
+		b[i] ^= 0x01
+		return b
+	}
+	tests := []struct {
+		name   string
+		change func(doc *SumsDocument)
+	}{
+		{"SHA256SUMS first byte", func(doc *SumsDocument) { doc.Content = flip(doc.Content, 0) }},
+		{"SHA256SUMS middle byte", func(doc *SumsDocument) { doc.Content = flip(doc.Content, len(doc.Content)/2) }},
+		{"SHA256SUMS last byte", func(doc *SumsDocument) { doc.Content = flip(doc.Content, len(doc.Content)-1) }},
+		{"signature byte", func(doc *SumsDocument) { doc.Signature = flip(doc.Signature, len(doc.Signature)-8) }},
+		{"signature first byte", func(doc *SumsDocument) { doc.Signature = flip(doc.Signature, 0) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+			v := mustVersion(t, "1.0.0")
+			pls := []discovery.Platform{mustPlatform(t, "linux_amd64")}
+			intact, err := h.engine.Evidence(t.Context(), h.provider(), v, pls)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := intact.Documents[0]
+
+			key := packageKey(h.provider(), v)
+			var rec PackageRecord
+			if _, err := h.store.GetMeta(key, &rec); err != nil {
+				t.Fatal(err)
+			}
+			tc.change(&rec.Documents[0])
+			if err := h.store.PutMeta(key, &rec); err != nil {
+				t.Fatal(err)
+			}
+			h.engine.memo.forget(key) // as after a restart
+			h.origin.ResetHits()
+
+			ev, err := h.engine.Evidence(t.Context(), h.provider(), v, pls)
+			if !errors.Is(err, verify.ErrIntegrity) {
+				t.Fatalf("Evidence of a tampered record: %v; want an integrity error", err)
+			}
+			if _, err := h.store.GetMeta(key, &PackageRecord{}); !errors.Is(err, cache.ErrNotFound) {
+				t.Fatalf("the tampered record is still cached: %v", err)
+			}
+			ev, err = h.engine.Evidence(t.Context(), h.provider(), v, pls)
+			if err != nil {
+				t.Fatalf("Evidence after the drop: %v", err)
+			}
+			if h.origin.Hits(fakeorigin.Shasums) == 0 || h.origin.Hits(fakeorigin.Signature) == 0 {
+				t.Error("the dropped record was not fetched again from the origin")
+			}
+			// The fake origin signs every request afresh (the signature
+			// differs each time); the document is the same.
+			if got := ev.Documents[0]; !bytes.Equal(got.Content, want.Content) {
+				t.Error("the refetched SHA256SUMS differs from the origin's")
+			}
+		})
+	}
+}

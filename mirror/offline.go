@@ -27,3 +27,46 @@ func (offlineOrigin) FetchDocument(_ context.Context, p discovery.Provider, _ st
 func (offlineOrigin) OpenArchive(_ context.Context, p discovery.Provider, _ string) (io.ReadCloser, int64, error) {
 	return nil, 0, fmt.Errorf("%w: archive of %s is not cached", ErrOffline, p)
 }
+
+// localGuard stands between the engine and its origins: a local-only host
+// (see Engine.local) is never contacted, whatever asks.
+type localGuard struct {
+	s    *Engine
+	next Origin
+}
+
+func (g localGuard) check(p discovery.Provider) error {
+	if g.s.local(p.Hostname) {
+		return fmt.Errorf("%w: %s is a local-only host of imported providers and is never contacted; %s was not imported",
+			discovery.ErrNotFound, p.Hostname, p)
+	}
+	return nil
+}
+
+func (g localGuard) Versions(ctx context.Context, p discovery.Provider) ([]discovery.VersionInfo, error) {
+	if err := g.check(p); err != nil {
+		return nil, err
+	}
+	return g.next.Versions(ctx, p)
+}
+
+func (g localGuard) Package(ctx context.Context, p discovery.Provider, version string, pl discovery.Platform) (*discovery.Package, error) {
+	if err := g.check(p); err != nil {
+		return nil, err
+	}
+	return g.next.Package(ctx, p, version, pl)
+}
+
+func (g localGuard) FetchDocument(ctx context.Context, p discovery.Provider, rawURL string, limit int64) ([]byte, error) {
+	if err := g.check(p); err != nil {
+		return nil, err
+	}
+	return g.next.FetchDocument(ctx, p, rawURL, limit)
+}
+
+func (g localGuard) OpenArchive(ctx context.Context, p discovery.Provider, rawURL string) (io.ReadCloser, int64, error) {
+	if err := g.check(p); err != nil {
+		return nil, 0, err
+	}
+	return g.next.OpenArchive(ctx, p, rawURL)
+}

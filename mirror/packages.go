@@ -7,6 +7,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -60,6 +61,37 @@ type PackageRecord struct {
 	// kept) is asked for again.
 	MissingChecked map[string]missingCheck `json:"missing_checked,omitempty"`
 	VerifiedAt     time.Time               `json:"verified_at"`
+	// Provenance says where the record came from (ProvenanceOrigin,
+	// ProvenanceImported, ProvenanceUnsigned).
+	Provenance Provenance `json:"provenance,omitempty"`
+
+	// evidenceChecked says checkEvidence passed for this record as it
+	// is in memory (never stored).
+	evidenceChecked atomic.Bool
+}
+
+// Provenance says how a version's packages reached the cache.
+type Provenance string
+
+const (
+	// ProvenanceOrigin: fetched from the origin and verified against its
+	// signed SHA256SUMS.
+	ProvenanceOrigin Provenance = ""
+	// ProvenanceImported: loaded by Import from an export and verified
+	// against the origin's signed SHA256SUMS that came with it.
+	ProvenanceImported Provenance = "imported"
+	// ProvenanceUnsigned: loaded by Import without any signature
+	// (Imported.Unsigned): checked only against the h1: hashes given with
+	// it, if any. Such a version has no evidence and is never completed
+	// from an origin.
+	ProvenanceUnsigned Provenance = "imported without signature"
+)
+
+func (pr Provenance) String() string {
+	if pr == ProvenanceOrigin {
+		return "origin"
+	}
+	return string(pr)
 }
 
 // hasEvidence reports whether rec keeps the origin's evidence for every
@@ -120,6 +152,10 @@ type PackageEvidence struct {
 	Arch      string   `json:"arch"`
 	// Shasum is the origin's shasum, as it wrote it.
 	Shasum string `json:"shasum"`
+	// Packages is the origin's "packages" (OpenTofu's hashes and sizes
+	// of every platform's archive of the version), as it gave them;
+	// omitted when it gave none, and in records stored before it was kept.
+	Packages map[string]registryjson.PackageHashes `json:"packages,omitempty"`
 	// Document is the index in PackageRecord.Documents of the SHA256SUMS
 	// document that verified this package.
 	Document int `json:"document"`
@@ -153,7 +189,7 @@ func (s *Engine) believedMissing(p discovery.Provider, rec *PackageRecord, since
 		if !slices.Contains(rec.Missing, pl) {
 			return false
 		}
-		if s.cfg.Offline {
+		if s.cfg.Offline || s.local(p.Hostname) {
 			return true
 		}
 		c, ok := rec.MissingChecked[pl]
@@ -186,35 +222,35 @@ func packageKey(p discovery.Provider, v versions.Version) string {
 	return "package/" + p.String() + "/" + v.String()
 }
 
-// versionEntry finds version v in p's version list, refreshing a list that
-// lacks it (a release newer than the cached list). Only a list that the
-// origin answered lately says that v does not exist (ErrVersionNotFound):
-// when the list could not be refreshed the error is why, and offline it is
-// ErrOffline.
-func (s *Engine) versionEntry(ctx context.Context, p discovery.Provider, v versions.Version) (VersionEntry, bool, error) {
+// versionEntry finds version v in p's version list, and says where the
+// list came from, refreshing a list that lacks it (a release newer than
+// the cached list). Only a list that the origin answered lately says that
+// v does not exist (ErrVersionNotFound): when the list could not be
+// refreshed the error is why, and offline it is ErrOffline.
+func (s *Engine) versionEntry(ctx context.Context, p discovery.Provider, v versions.Version) (VersionEntry, listState, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
-		return VersionEntry{}, false, err
+		return VersionEntry{}, listState{}, err
 	}
 	if e, ok := list.Find(v); ok {
-		return e, st.stale, nil
+		return e, st, nil
 	}
 	if !st.stale && !st.fetched && s.cfg.Now().Sub(st.storedAt) >= minForcedRefresh {
 		list, st, err = s.versions(ctx, p, true)
 		if err != nil {
-			return VersionEntry{}, false, err
+			return VersionEntry{}, listState{}, err
 		}
 		if e, ok := list.Find(v); ok {
-			return e, st.stale, nil
+			return e, st, nil
 		}
 	}
 	switch {
 	case st.stale:
-		return VersionEntry{}, false, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
+		return VersionEntry{}, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
 	case s.cfg.Offline:
-		return VersionEntry{}, false, fmt.Errorf("%w: %s has no version %s in its cached version list", ErrOffline, p, v)
+		return VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", ErrOffline, p, v)
 	}
-	return VersionEntry{}, false, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
+	return VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
 }
 
 // h1 returns the h1: hash of a cached archive, or "" when it is not cached.
@@ -260,6 +296,7 @@ func (rec *PackageRecord) clone() *PackageRecord {
 		Missing:        slices.Clone(rec.Missing),
 		MissingChecked: maps.Clone(rec.MissingChecked),
 		VerifiedAt:     rec.VerifiedAt,
+		Provenance:     rec.Provenance,
 	}
 	if c.Sums == nil {
 		c.Sums = map[string]string{}
@@ -279,7 +316,8 @@ const maxPackageRounds = 32
 // lacks. entry is v's version-list entry if the caller has it. Concurrent
 // callers for one version share one origin fetch. When the origin fails
 // while platforms found missing before are asked for again, the cached
-// record is returned as it is.
+// record is returned as it is. hit says the record was the cached one,
+// answering for need without asking the origin.
 //
 // A cached record without evidence (stored by an earlier release) is
 // fetched and verified again, for every platform it has and need; when
@@ -287,21 +325,29 @@ const maxPackageRounds = 32
 // it is, unless evidence is set: then the returned record always has
 // evidence, and the error says why there is none (offline: ErrOffline
 // and ErrNoEvidence).
-func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (*PackageRecord, error) {
+func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (rec *PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
 	if !haveCached {
 		cached, haveCached = s.sharedPackage(ctx, p, v)
+	}
+	if haveCached && cached.Provenance == ProvenanceUnsigned {
+		// Imported without a signature: nothing to complete it from.
+		if evidence {
+			return nil, false, fmt.Errorf("%w: %s %s was %s", ErrNoEvidence, p, v, ProvenanceUnsigned)
+		}
+		s.metrics.CacheLookup("package", true)
+		return cached, true, nil
 	}
 	// old: a record without evidence, which is served only while it
 	// cannot be replaced.
 	old := haveCached && !cached.hasEvidence()
 	if haveCached && (!old || s.cfg.Offline) && cached.covers(need, s.believedMissing(p, cached, time.Time{})) {
 		if old && evidence {
-			return nil, fmt.Errorf("%w: %w: %s %s was cached by an earlier release", ErrOffline, ErrNoEvidence, p, v)
+			return nil, false, fmt.Errorf("%w: %w: %s %s was cached by an earlier release", ErrOffline, ErrNoEvidence, p, v)
 		}
 		s.metrics.CacheLookup("package", true)
-		return cached, nil
+		return cached, true, nil
 	}
 	s.metrics.CacheLookup("package", false)
 	key := packageKey(p, v)
@@ -316,7 +362,7 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 		})
 		if err != nil {
 			if !haveCached || ctx.Err() != nil {
-				return nil, err
+				return nil, false, err
 			}
 			stillMissing := func(pl string) bool { return slices.Contains(cached.Missing, pl) }
 			switch {
@@ -326,21 +372,21 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 				s.metrics.StaleServed("package")
 				s.log.Warn("could not fetch the origin's evidence for package metadata cached by an earlier release; serving it as it is",
 					"provider", p.String(), "version", v.String(), "error", err)
-				return cached, nil
+				return cached, false, nil
 			case !old && cached.covers(need, stillMissing) &&
 				!errors.Is(err, discovery.ErrNotFound) && !errors.Is(err, ErrVersionNotFound):
 				s.metrics.StaleServed("package")
 				s.log.Warn("origin failed asking again for platforms it had no package for; serving cached package metadata",
 					"provider", p.String(), "version", v.String(), "error", err)
-				return cached, nil
+				return cached, false, nil
 			}
-			return nil, err
+			return nil, false, err
 		}
 		if rec := res.(*PackageRecord); rec.covers(need, s.believedMissing(p, rec, start)) {
-			return rec, nil
+			return rec, false, nil
 		}
 	}
-	return nil, fmt.Errorf("package metadata for %s %s kept changing while it was fetched", p, v)
+	return nil, false, fmt.Errorf("package metadata for %s %s kept changing while it was fetched", p, v)
 }
 
 // fetchPackage fetches the package metadata of the platforms in need that
@@ -444,6 +490,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 				OS:        pkg.OS,
 				Arch:      pkg.Arch,
 				Shasum:    pkg.SHASum,
+				Packages:  pkg.Packages,
 				Document:  doc,
 			},
 		}

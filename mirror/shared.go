@@ -187,7 +187,9 @@ func (s *Engine) putShared(key string, record any) {
 
 // sharedVersions returns the version list under key from the shared tier,
 // with when it was stored there, and remembers it (not in the cache, so
-// that its age stays the shared copy's).
+// that its age stays the shared copy's). Remembering it changes what the
+// engine answers from, as a write to the cache would: the generation
+// advances, so that no Stamp taken before holds on (see Engine.Reuse).
 func (s *Engine) sharedVersions(ctx context.Context, key string) (*VersionList, time.Time, bool) {
 	if s.cfg.Shared == nil {
 		return nil, time.Time{}, false
@@ -198,7 +200,7 @@ func (s *Engine) sharedVersions(ctx context.Context, key string) (*VersionList, 
 	if !ok || !knownSchema(list.Schema) {
 		return nil, time.Time{}, false
 	}
-	s.memo.put(key, gen, &list, storedAt)
+	s.memo.adopt(key, gen, &list, storedAt)
 	return &list, storedAt, true
 }
 
@@ -220,6 +222,38 @@ func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v vers
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
 	return &rec, true
+}
+
+// sharedInstallable reports whether a sealed mirror can serve version v of
+// p from the shared tier: the version's package record (rec, the cached
+// one, if any; else the shared tier's, copied into the cache) has an
+// archive of a served platform that the shared tier holds and that this
+// engine trusts it for.
+func (s *Engine) sharedInstallable(ctx context.Context, p discovery.Provider, v versions.Version, rec *PackageRecord) bool {
+	if s.cfg.Shared == nil {
+		return false
+	}
+	if rec == nil {
+		var ok bool
+		if rec, ok = s.sharedPackage(ctx, p, v); !ok {
+			return false
+		}
+	}
+	for _, pl := range sortedKeys(rec.Archives) {
+		a := rec.Archives[pl]
+		if !s.wanted(pl) || !s.archives.trustsShared(a.SHA256) {
+			continue
+		}
+		body, _, err := s.cfg.Shared.OpenArchive(ctx, a.SHA256)
+		if err != nil {
+			return false // a failing tier is gone around: not listed
+		}
+		if body != nil {
+			body.Close()
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Engine) getShared(ctx context.Context, key string, v any) (time.Time, bool) {

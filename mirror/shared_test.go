@@ -471,3 +471,58 @@ func TestSharedRecordsWrittenInBackground(t *testing.T) {
 		t.Errorf("%d records written, want 2 (version list, package record)", n)
 	}
 }
+
+// What a replica takes from the shared tier on a local miss is, like a
+// write to its cache, something it now answers from: the call that took
+// it has moved the engine's generation, so its answer is not reused, and
+// the next answers, from the replica's memo and cache, are, until the
+// version list's age in the shared tier reaches the TTL.
+func TestSharedStamps(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	if a := rs[0].read(context.Background(), "1.0.0", "linux_amd64"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	rs[0].waitIdle()
+
+	clock := newFakeClock()
+	b := &harness{t: t, origin: rs[0].origin}
+	b.start(harnessOptions{cfg: Config{VersionsTTL: 10 * time.Minute, Now: clock.Now,
+		Shared: sharedTier{newSharedStore(t, srv, "b", nil)}}})
+	hits := rs[0].origin.TotalHits()
+
+	first := b.listState()
+	if first.Fetched || first.Stale {
+		t.Fatalf("version list: fetched %v, stale %v; want it from the shared tier", first.Fetched, first.Stale)
+	}
+	if b.engine.Reuse(first.Stamp) {
+		t.Error("the answer that took the version list from the shared tier is reusable")
+	}
+	list := b.listState()
+	if !b.engine.Reuse(list.Stamp) {
+		t.Error("a version list taken from the shared tier before is not reusable")
+	}
+
+	pkg, err := b.packages("1.0.0", "linux_amd64")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b.engine.Reuse(pkg.Stamp) {
+		t.Error("the answer that copied the package record from the shared tier is reusable")
+	}
+	if b.engine.Reuse(list.Stamp) {
+		t.Error("a version list answer is reusable after a package record was copied into the cache")
+	}
+	if pkg, err = b.packages("1.0.0", "linux_amd64"); err != nil {
+		t.Fatal(err)
+	}
+	if !b.engine.Reuse(pkg.Stamp) {
+		t.Error("a package record copied from the shared tier before is not reusable")
+	}
+	clock.Set(list.StoredAt.Add(10 * time.Minute))
+	if b.engine.Reuse(pkg.Stamp) {
+		t.Error("a package answer is reusable once the version list's age in the shared tier reached the TTL")
+	}
+	if n := rs[0].origin.TotalHits(); n != hits {
+		t.Errorf("%d origin requests, want none", n-hits)
+	}
+}

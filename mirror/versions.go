@@ -43,6 +43,10 @@ type VersionList struct {
 	// Schema is the record's layout (recordSchema when written).
 	Schema   int            `json:"schema"`
 	Versions []VersionEntry `json:"versions"`
+	// Imported says Import added versions to the list: it is refreshed
+	// from the origin on next use (when the host is an origin and the
+	// mirror is not sealed), as the origin's list may have more.
+	Imported bool `json:"imported,omitempty"`
 }
 
 // VersionEntry is one version of a provider and the platforms the origin
@@ -105,8 +109,8 @@ func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool)
 	if !haveCached {
 		cached, storedAt, haveCached = s.sharedVersions(ctx, key)
 	}
-	fresh := !force && cached != nil && cached.Schema >= evidenceSchema && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
-	if haveCached && (s.cfg.Offline || fresh) {
+	fresh := !force && cached != nil && cached.Schema >= evidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
+	if haveCached && (s.cfg.Offline || fresh || s.local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
 		return cached, listState{storedAt: storedAt}, nil
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 )
 
@@ -48,18 +49,24 @@ const (
 
 // cacheControl is the one place that decides the Cache-Control header of
 // successful mirror responses. stale says the answer was served from the
-// cache because the origin could not be reached.
-func (s *Server) cacheControl(kind responseKind, stale bool) string {
+// cache because the origin could not be reached. The value is from
+// headerValue: it may be put in a header map as it is.
+func (s *Server) cacheControl(kind responseKind, stale bool) []string {
 	if stale {
-		return staleCacheControl
+		return staleCacheControlValue
 	}
 	switch kind {
 	case kindArchive:
-		return archiveCacheControl
+		return archiveCacheControlValue
 	default:
 		return s.documentCacheControl
 	}
 }
+
+var (
+	staleCacheControlValue   = headerValue(staleCacheControl)
+	archiveCacheControlValue = headerValue(archiveCacheControl)
+)
 
 // documentCacheControl is the Cache-Control of fresh index.json and
 // VERSION.json answers: shared caches may reuse them for a minute, or for
@@ -70,11 +77,13 @@ func documentCacheControl(versionsTTL time.Duration) string {
 }
 
 // document is a rendered JSON answer (as made by renderJSON; nil body: an
-// internal error) with its strong ETag, kept together so that remembered
-// documents are not hashed again on every request.
+// internal error) with its strong ETag and Content-Length, kept together
+// (as header values ready to put in a header map) so that remembered
+// documents are not hashed and formatted again on every request.
 type document struct {
-	body []byte
-	etag string
+	body   []byte
+	etag   []string
+	length []string
 }
 
 func newDocument(body []byte) document {
@@ -82,22 +91,64 @@ func newDocument(body []byte) document {
 		return document{}
 	}
 	sum := sha256.Sum256(body)
-	return document{body: body, etag: `"` + hex.EncodeToString(sum[:]) + `"`}
+	return document{
+		body:   body,
+		etag:   headerValue(`"` + hex.EncodeToString(sum[:]) + `"`),
+		length: headerValue(strconv.Itoa(len(body))),
+	}
 }
 
-// writeDocument answers 200 with doc, the given Cache-Control and doc's
-// ETag; a request whose If-None-Match matches gets 304. HEAD and Range are
-// handled as for any static file.
-func writeDocument(w http.ResponseWriter, r *http.Request, doc document, cacheControl string) {
+// headerValue is a header value to put in header maps as it is, saving a
+// slice per response. Its capacity is its length, so that an Add to the
+// header appends to a copy; nothing in net/http modifies a value in
+// place (it clones the map when the header is written).
+func headerValue(v string) []string { return []string{v}[:1:1] }
+
+// Header values shared by every document.
+var (
+	jsonContentType   = headerValue("application/json")
+	nosniff           = headerValue("nosniff")
+	acceptRangesBytes = headerValue("bytes")
+)
+
+// writeDocument answers 200 with doc, the given Cache-Control (from
+// headerValue) and doc's ETag; a request whose If-None-Match matches gets
+// 304. HEAD and Range are handled as for any static file.
+func writeDocument(w http.ResponseWriter, r *http.Request, doc document, cacheControl []string) {
+	writeFile(w, r, doc, jsonContentType, cacheControl)
+}
+
+// writeFile is writeDocument for a body of any content type (from
+// headerValue).
+func writeFile(w http.ResponseWriter, r *http.Request, doc document, contentType, cacheControl []string) {
 	if doc.body == nil {
 		writeJSONBody(w, http.StatusInternalServerError, nil)
 		return
 	}
 	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Cache-Control", cacheControl)
-	h.Set("ETag", doc.etag)
-	// A zero modification time: no Last-Modified, validation by ETag only.
-	http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(doc.body))
+	h["Content-Type"] = contentType
+	h["X-Content-Type-Options"] = nosniff
+	h["Cache-Control"] = cacheControl
+	h["Etag"] = doc.etag
+	if conditional(r) {
+		// A zero modification time: no Last-Modified, validation by ETag only.
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(doc.body))
+		return
+	}
+	// What http.ServeContent answers to a request without preconditions
+	// or Range, without its checks and copying.
+	h["Accept-Ranges"] = acceptRangesBytes
+	h["Content-Length"] = doc.length
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(doc.body)
+	}
+}
+
+// conditional reports whether r has a header that http.ServeContent acts
+// on for a document without a modification time: a precondition on the
+// ETag, or Range.
+func conditional(r *http.Request) bool {
+	h := r.Header
+	return len(h["If-None-Match"]) > 0 || len(h["If-Match"]) > 0 || len(h["Range"]) > 0
 }

@@ -4,7 +4,9 @@
 // It owns the HTTP routes (HOST/NAMESPACE/TYPE/index.json, VERSION.json and
 // the archives those documents link to), the validation of every request
 // path part, the rendering of the engine's records as the mirror
-// protocol's JSON (remembered per provider and version), client
+// protocol's JSON (remembered per provider and version, and sent again by
+// request path, before any routing, while the engine's Stamp of the
+// answer holds: see hot.go), client
 // authentication and signed archive URLs, caching headers, the status
 // page, request instrumentation, and the one function (statusOf) that
 // turns errors, the engine's included, into HTTP status codes.

@@ -69,6 +69,10 @@ func statusOf(err error) int {
 	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
 		errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable
+	case errors.Is(err, mirror.ErrNoEvidence):
+		// A version imported without signature has no registry-protocol
+		// answer (offline, a record of an earlier release is 503 above).
+		return http.StatusNotFound
 	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive):
 		return http.StatusBadGateway
 	case errors.As(err, &originErr):

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // TestStatusOfHostNotAllowed: the origin client's own refusal of a host
@@ -18,6 +19,25 @@ func TestStatusOfHostNotAllowed(t *testing.T) {
 	} {
 		if got := statusOf(err); got != http.StatusNotFound {
 			t.Errorf("statusOf(%v) = %d, want 404", err, got)
+		}
+	}
+}
+
+// TestStatusOfNoEvidence: a version without the origin's evidence (imported
+// without signature) has no registry-protocol answer, 404; but offline, a
+// record of an earlier release that could not be completed is the sealed
+// mirror's 503, not a "does not exist".
+func TestStatusOfNoEvidence(t *testing.T) {
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("%w: tf.corp.example/platform/thing 1.0.0 was imported without signature", mirror.ErrNoEvidence), http.StatusNotFound},
+		{fmt.Errorf("%w: %w: registry.terraform.io/hashicorp/random 3.6.0 was cached by an earlier release", mirror.ErrOffline, mirror.ErrNoEvidence), http.StatusServiceUnavailable},
+	}
+	for _, tc := range tests {
+		if got := statusOf(tc.err); got != tc.want {
+			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
 }

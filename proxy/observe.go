@@ -18,8 +18,12 @@ type RequestObserver interface {
 }
 
 // Route classifies a request path into the bounded set of route labels:
-// index, version, archive, status, metrics, health or other.
+// index, version, archive, registry_versions, registry_download,
+// registry_shasums, registry_signature, status, metrics, health or other.
 func Route(path string) string {
+	if rest, ok := strings.CutPrefix(path, "/"+registryRoot+"/"); ok {
+		return registryRoute(rest)
+	}
 	switch {
 	case path == "/":
 		return "status"
@@ -35,6 +39,26 @@ func Route(path string) string {
 		return "version"
 	case strings.HasSuffix(path, ".zip"):
 		return "archive"
+	}
+	return "other"
+}
+
+// registryRoute classifies a path below /registry/.
+func registryRoute(rest string) string {
+	parts := strings.Split(rest, "/")
+	if len(parts) < 4 || parts[1] != "v1" || parts[2] != "providers" {
+		return "other"
+	}
+	parts = parts[3:] // NS/TYPE/...
+	switch {
+	case len(parts) == 3 && parts[2] == "versions":
+		return "registry_versions"
+	case len(parts) == 6 && parts[3] == "download":
+		return "registry_download"
+	case len(parts) == 7 && parts[3] == "download" && parts[6] == sumsFile:
+		return "registry_shasums"
+	case len(parts) == 7 && parts[3] == "download" && parts[6] == signatureFile:
+		return "registry_signature"
 	}
 	return "other"
 }
@@ -55,7 +79,8 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 		route := Route(r.URL.Path)
 		aborted := true
 		defer func() {
-			d := time.Since(start)
+			end := time.Now()
+			d := end.Sub(start)
 			status := rw.status
 			if status == 0 {
 				status = http.StatusOK
@@ -67,7 +92,15 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			if route == "health" || route == "metrics" {
 				level = slog.LevelDebug
 			}
-			log.LogAttrs(r.Context(), level, "request",
+			ctx := r.Context()
+			if !log.Enabled(ctx, level) {
+				return
+			}
+			// As log.LogAttrs, without looking up the caller's program
+			// counter for a source location that would only ever name
+			// this function.
+			rec := slog.NewRecord(end, level, "request", 0)
+			rec.AddAttrs(
 				slog.String("request_id", id),
 				slog.String("method", r.Method),
 				slog.String("path", r.URL.EscapedPath()),
@@ -79,6 +112,7 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 				slog.Bool("aborted", aborted),
 				slog.String("user_agent", r.UserAgent()),
 			)
+			log.Handler().Handle(ctx, rec)
 		}()
 		next.ServeHTTP(rw, r)
 		aborted = false

@@ -24,6 +24,7 @@ const renderMemoMaxEntries = 4096
 type renderMemo struct {
 	mu       sync.Mutex
 	indexes  map[string]renderedIndex   // by provider address
+	regLists map[string]renderedIndex   // registry versions answers, by provider address
 	versions map[string]renderedVersion // by provider address and version
 }
 
@@ -38,7 +39,8 @@ type renderedVersion struct {
 }
 
 func newRenderMemo() *renderMemo {
-	return &renderMemo{indexes: make(map[string]renderedIndex), versions: make(map[string]renderedVersion)}
+	return &renderMemo{indexes: make(map[string]renderedIndex), regLists: make(map[string]renderedIndex),
+		versions: make(map[string]renderedVersion)}
 }
 
 // index returns p's index.json document made from list.
@@ -53,6 +55,23 @@ func (m *renderMemo) index(p discovery.Provider, list *mirror.VersionList) docum
 	r = renderedIndex{list: list, doc: newDocument(renderJSON(newIndexDocument(list)))}
 	m.mu.Lock()
 	remember(m.indexes, key, r)
+	m.mu.Unlock()
+	return r.doc
+}
+
+// registryVersions returns p's registry versions answer made from list by
+// render.
+func (m *renderMemo) registryVersions(p discovery.Provider, list *mirror.VersionList, render func() document) document {
+	key := p.String()
+	m.mu.Lock()
+	r, ok := m.regLists[key]
+	m.mu.Unlock()
+	if ok && r.list == list {
+		return r.doc
+	}
+	r = renderedIndex{list: list, doc: render()}
+	m.mu.Lock()
+	remember(m.regLists, key, r)
 	m.mu.Unlock()
 	return r.doc
 }

@@ -29,6 +29,7 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 	var doc document
 	if s.cfg.Auth == nil {
 		doc = s.docs.version(p, v, pkg)
+		s.keepHot(r, doc, pkg.Stale, pkg.Stamp)
 	} else {
 		// Signatures differ per request: render afresh.
 		vd := newVersionDocument(p.Type, v, pkg.Archives)
@@ -58,7 +59,7 @@ func (s *Server) setArchiveHeaders(w http.ResponseWriter, sha, cacheState string
 	h := w.Header()
 	h.Set("Content-Type", "application/zip")
 	h.Set("ETag", `"`+sha+`"`)
-	h.Set("Cache-Control", s.cacheControl(kindArchive, false))
+	h["Cache-Control"] = s.cacheControl(kindArchive, false)
 	h.Set("X-Tfmirror-Cache", cacheState)
 }
 

@@ -26,7 +26,11 @@ type Engine interface {
 	CheckOrigin(p discovery.Provider) error
 	Versions(ctx context.Context, p discovery.Provider) (*mirror.VersionList, mirror.ListState, error)
 	Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Package, error)
+	Evidence(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Evidence, error)
 	OpenArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (*mirror.Archive, error)
+	// Reuse says whether an answer of Versions or Package with this
+	// stamp is still the one the same call would give.
+	Reuse(st mirror.Stamp) bool
 	ListCached(fn func(mirror.CachedVersion) error) error
 	Stats() (archives int, bytes int64)
 }
@@ -44,22 +48,28 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// ModulesURL, when set, returns the modules.v1 URL of an origin host
+	// (comparison form) that service discovery knows, or "", for the
+	// status page's host blocks. Default: none known (the blocks have a
+	// placeholder).
+	ModulesURL func(host string) string
 	// Auth, when set, requires a bearer token for index.json and
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
 	// no client authentication.
 	Auth *Auth
 }
 
-// Server serves the provider network mirror protocol from the
-// pull-through engine.
+// Server serves the provider network mirror protocol, and the provider
+// registry protocol (see registry.go), from the pull-through engine.
 type Server struct {
 	cfg    Config
 	engine Engine
 	log    *slog.Logger
 	router *mux.Router
 	docs   *renderMemo // rendered index.json and VERSION.json
+	hot    *hotDocs    // answers to send again while the engine says they hold
 
-	documentCacheControl string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
+	documentCacheControl []string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
 }
 
 // New returns a Server answering from engine.
@@ -72,6 +82,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 		engine: engine,
 		log:    cfg.Logger,
 		docs:   newRenderMemo(),
+		hot:    newHotDocs(),
 	}
 	if s.cfg.Now == nil {
 		s.cfg.Now = time.Now
@@ -79,13 +90,18 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	if s.log == nil {
 		s.log = slog.New(slog.DiscardHandler)
 	}
-	s.documentCacheControl = documentCacheControl(engine.Config().VersionsTTL)
+	s.documentCacheControl = headerValue(documentCacheControl(engine.Config().VersionsTTL))
 	s.router = s.routes()
 	return s, nil
 }
 
-// ServeHTTP serves the mirror protocol.
+// ServeHTTP serves the mirror protocol, and whatever else is mounted on
+// Router. A warm index.json or VERSION.json is answered from the document
+// sent last for the same path, while the engine says it holds.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.serveHot(w, r) {
+		return
+	}
 	s.router.ServeHTTP(w, r)
 }
 
@@ -99,6 +115,7 @@ func (s *Server) routes() *mux.Router {
 	// error, not a different route.
 	r.UseEncodedPath()
 	r.SkipClean(true)
+	s.registryRoutes(r)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
 	protocol.Use(s.authorize)
 	protocol.HandleFunc("/", s.handleStatus)
@@ -142,7 +159,9 @@ func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	markStale(w, st.Stale)
-	writeDocument(w, r, s.docs.index(p, list), s.cacheControl(kindIndex, st.Stale))
+	doc := s.docs.index(p, list)
+	s.keepHot(r, doc, st.Stale, st.Stamp)
+	writeDocument(w, r, doc, s.cacheControl(kindIndex, st.Stale))
 }
 
 // handleFile serves VERSION.json and archives, which share one path shape.

@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	_ "embed"
+	"fmt"
 	"html/template"
 	"maps"
 	"net/http"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -39,6 +41,24 @@ type Status struct {
 	// ProvidersHidden is set when client authentication is on and the
 	// request carried no valid token: the provider list is then left out.
 	ProvidersHidden bool `json:"providers_hidden,omitempty"`
+	// HostBlocks is, for each allowed origin host, the CLI configuration
+	// host block that points the host's providers.v1 service at this
+	// mirror's registry protocol (see RegistryPath).
+	HostBlocks map[string]string `json:"host_blocks"`
+	// HostBlockNote is set with client authentication on: which token
+	// the clients send through a host block, and to whom.
+	HostBlockNote string `json:"host_block_note,omitempty"`
+	// HostBlockList is HostBlocks in host order, for the HTML page.
+	HostBlockList []HostBlock `json:"-"`
+}
+
+// HostBlock is the host block of one origin host.
+type HostBlock struct {
+	Host  string
+	Block string
+	// ModulesKnown says the block names the origin's modules.v1 URL
+	// (else it has a commented-out placeholder).
+	ModulesKnown bool
 }
 
 // StatusProvider is one provider the mirror has metadata for.
@@ -51,6 +71,9 @@ type StatusProvider struct {
 type StatusVersion struct {
 	Version   string           `json:"version"`
 	Platforms []StatusPlatform `json:"platforms"`
+	// Provenance is "" for a version fetched from its origin, else how it
+	// was imported ("imported", "imported without signature").
+	Provenance string `json:"provenance,omitempty"`
 }
 
 // StatusPlatform is one platform of a version and whether its archive is cached.
@@ -80,6 +103,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		st.MirrorURL = scheme + "://" + r.Host + "/"
 	}
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
+	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
@@ -95,7 +119,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 			p = &StatusProvider{Address: cv.Provider}
 			byProvider[cv.Provider] = p
 		}
-		v := StatusVersion{Version: cv.Version, Platforms: make([]StatusPlatform, 0, len(cv.Platforms))}
+		v := StatusVersion{Version: cv.Version, Platforms: make([]StatusPlatform, 0, len(cv.Platforms)), Provenance: string(cv.Provenance)}
 		for _, cp := range cv.Platforms {
 			v.Platforms = append(v.Platforms, StatusPlatform{Platform: cp.Platform, Cached: cp.Cached, Size: cp.Size})
 		}
@@ -109,6 +133,44 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		st.Providers = append(st.Providers, *byProvider[addr])
 	}
 	return st, nil
+}
+
+// hostBlocks fills st's host blocks for the origin hosts.
+func (s *Server) hostBlocks(st *Status, origins []string) {
+	st.HostBlocks = make(map[string]string, len(origins))
+	base := st.MirrorURL
+	if !strings.HasSuffix(base, "/") {
+		base += "/"
+	}
+	for _, o := range origins {
+		host := o
+		if h, err := svchost.ForComparison(o); err == nil {
+			host = h.String()
+		}
+		if _, dup := st.HostBlocks[host]; dup {
+			continue
+		}
+		modules := ""
+		if s.cfg.ModulesURL != nil {
+			modules = s.cfg.ModulesURL(host)
+		}
+		var b strings.Builder
+		fmt.Fprintf(&b, "host %q {\n  services = {\n    \"providers.v1\" = %q\n", host, base+RegistryPath(host))
+		if modules != "" {
+			fmt.Fprintf(&b, "    \"modules.v1\"   = %q\n", modules)
+		} else {
+			fmt.Fprintf(&b, "    # \"modules.v1\" = \"...\" (the modules.v1 URL in https://%s/.well-known/terraform.json)\n", host)
+		}
+		b.WriteString("  }\n}\n")
+		st.HostBlocks[host] = b.String()
+		st.HostBlockList = append(st.HostBlockList, HostBlock{Host: host, Block: b.String(), ModulesKnown: modules != ""})
+	}
+	if s.cfg.Auth != nil {
+		st.HostBlockNote = "Through a host block the clients send the token configured for the origin's host name " +
+			"(credentials \"ORIGIN-HOST\" { token = ... }), and send it to every service of the block: " +
+			"a modules.v1 entry pointing at the public registry would hand it this mirror's token."
+	}
+	slices.SortFunc(st.HostBlockList, func(a, b HostBlock) int { return strings.Compare(a.Host, b.Host) })
 }
 
 func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {

@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -41,32 +42,60 @@ func terraformBinary(t *testing.T) string {
 
 type e2e struct {
 	t       *testing.T
-	tf      string
+	tf      string // the client binary: terraform, or OpenTofu's tofu
 	origin  *fakeorigin.Origin
 	mirror  *mirror
 	url     string // https://127.0.0.1:PORT/
 	caFile  string
+	dataDir string
 	cliConf string
 	stop    func()
 }
 
-// origins the tests serve: the public registry's name and a private one.
-const privateRegistry = "registry.example.test"
+// origins the tests serve: the public registries' names and a private one.
+const (
+	privateRegistry = "registry.example.test"
+	tofuRegistry    = "registry.opentofu.org"
+)
+
+// e2eOrigins are the host names the fake origin answers as, for the mirror.
+var e2eOrigins = []string{tfRegistry, tofuRegistry, privateRegistry}
 
 func newE2E(t *testing.T, originOpts fakeorigin.Options, extraFlags ...string) *e2e {
 	t.Helper()
-	e := &e2e{t: t, tf: terraformBinary(t)}
-	originOpts.Hostnames = []string{"registry.terraform.io", privateRegistry}
+	return newClientE2E(t, terraformBinary(t), originOpts, extraFlags...)
+}
+
+// newClientE2E is newE2E with the client binary client (terraform or tofu).
+func newClientE2E(t *testing.T, client string, originOpts fakeorigin.Options, extraFlags ...string) *e2e {
+	t.Helper()
+	e := &e2e{t: t, tf: client}
+	originOpts.Hostnames = e2eOrigins
 	origin, err := fakeorigin.Start(originOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(origin.Close)
 	e.origin = origin
+	e.startMirror(filepath.Join(t.TempDir(), "data"), extraFlags...)
+	e.cliConf = filepath.Join(t.TempDir(), "cli.tfrc")
+	conf := fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", e.url)
+	if err := os.WriteFile(e.cliConf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
 
+// startMirror starts a mirror on dataDir in front of e's origin, as
+// `tfmirror serve` wires it, and sets e.mirror, e.url, e.caFile and
+// e.stop (called at the end of the test too).
+func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
+	t, origin := e.t, e.origin
+	t.Helper()
+	e.dataDir = dataDir
 	cfg, err := parseServeFlags(append([]string{
-		"--data-dir", filepath.Join(t.TempDir(), "data"),
-		"--allowed-origins", "registry.terraform.io," + privateRegistry,
+		"--data-dir", dataDir,
+		"--allowed-origins", strings.Join(e2eOrigins, ","),
 		"--allow-private-origins",
 	}, extraFlags...), func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {
@@ -78,7 +107,7 @@ func newE2E(t *testing.T, originOpts fakeorigin.Options, extraFlags ...string) *
 		rootCAs: origin.CertPool(),
 		// Provider host names resolve to the fake origin, for the mirror only.
 		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-			if host, _, _ := net.SplitHostPort(addr); host == "registry.terraform.io" || host == privateRegistry {
+			if host, _, _ := net.SplitHostPort(addr); slices.Contains(e2eOrigins, host) {
 				addr = origin.Addr
 			}
 			return d.DialContext(ctx, network, addr)
@@ -105,12 +134,6 @@ func newE2E(t *testing.T, originOpts fakeorigin.Options, extraFlags ...string) *
 
 	e.url = "https://" + ln.Addr().String() + "/"
 	e.caFile = m.caFile
-	e.cliConf = filepath.Join(t.TempDir(), "cli.tfrc")
-	conf := fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", e.url)
-	if err := os.WriteFile(e.cliConf, []byte(conf), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return e
 }
 
 type testWriter struct{ t *testing.T }
@@ -123,6 +146,13 @@ func (w testWriter) Write(p []byte) (int, error) {
 // terraform runs terraform in dir with only the mirror configured.
 func (e *e2e) terraform(dir string, args ...string) (string, error) {
 	e.t.Helper()
+	return e.terraformWith(dir, e.cliConf, e.caFile, args...)
+}
+
+// terraformWith runs terraform in dir with the CLI configuration file
+// cliConf, trusting the CA certificates in caFile.
+func (e *e2e) terraformWith(dir, cliConf, caFile string, args ...string) (string, error) {
+	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, e.tf, args...)
@@ -130,8 +160,8 @@ func (e *e2e) terraform(dir string, args ...string) (string, error) {
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),
 		"HOME=" + dir,
-		"TF_CLI_CONFIG_FILE=" + e.cliConf,
-		"SSL_CERT_FILE=" + e.caFile,
+		"TF_CLI_CONFIG_FILE=" + cliConf,
+		"SSL_CERT_FILE=" + caFile,
 		"CHECKPOINT_DISABLE=1",
 		"TF_IN_AUTOMATION=1",
 		"TF_INPUT=0",

@@ -65,33 +65,56 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	var c serveConfig
 	fs := flag.NewFlagSet("tfmirror serve", flag.ContinueOnError)
 	fs.SetOutput(out)
+	finish := addEngineFlags(fs, &c)
 	fs.StringVar(&c.Listen, "listen", ":8443", "address to serve the mirror on")
-	fs.StringVar(&c.DataDir, "data-dir", "./tfmirror-data", "directory for the cache and generated TLS material")
 	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate chain to serve; with --tls-key. When both are absent a local CA and server certificate are generated in DATA-DIR/tls")
 	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key for --tls-cert")
 	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve plain HTTP, for use behind a TLS-terminating proxy only (clients require https)")
-	origins := listFlag(discovery.DefaultAllowedOrigins())
-	fs.Var(&origins, "allowed-origins", "comma-separated origin registry hosts the mirror may serve and contact")
-	fs.BoolVar(&c.AllowPrivateOrigins, "allow-private-origins", false, "allow origin and download hosts that resolve to loopback, private or link-local addresses")
 	var platforms listFlag
 	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms listed in VERSION.json (default all)")
 	fs.DurationVar(&c.VersionsTTL, "versions-ttl", 10*time.Minute, "how long a provider's version list is served before it is refreshed")
-	fs.DurationVar(&c.DiscoveryTTL, "discovery-ttl", time.Hour, "how long an origin's service discovery result is used before it is refreshed")
-	maxArchive := byteSizeFlag(2 << 30)
-	fs.Var(&maxArchive, "max-archive-bytes", "largest provider archive the mirror fetches (e.g. 2GiB)")
 	fs.StringVar(&c.PublicURL, "public-url", "", "the mirror's base URL as clients reach it (e.g. https://mirror.example.com/), shown on the status page; default: taken from each request")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "optional plain-HTTP address that serves only /metrics (e.g. :9090); /metrics is always on the main listener too")
-	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
-	cacheMax := byteSizeFlag(0)
-	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
-	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
-	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
 	fs.StringVar(&c.AuthTokensFile, "auth-tokens-file", "", "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs")
 	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
 	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
 	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
+		fs.PrintDefaults()
+	}
+
+	if err := parseWithEnv(fs, args, lookupEnv); err != nil {
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	finish()
+	c.Platforms = platforms
+	return c, c.validate()
+}
+
+// addEngineFlags registers on fs the flags of every command that opens
+// the engine on a data directory (serve, sync): the data directory, the
+// cache limits, the origin flags and logging. The returned function
+// stores the values of the flags that need converting into c; call it
+// once fs is parsed.
+func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
+	fs.StringVar(&c.DataDir, "data-dir", "./tfmirror-data", "directory for the cache and generated TLS material")
+	origins := listFlag(discovery.DefaultAllowedOrigins())
+	fs.Var(&origins, "allowed-origins", "comma-separated origin registry hosts the mirror may serve and contact")
+	fs.BoolVar(&c.AllowPrivateOrigins, "allow-private-origins", false, "allow origin and download hosts that resolve to loopback, private or link-local addresses")
+	fs.DurationVar(&c.DiscoveryTTL, "discovery-ttl", time.Hour, "how long an origin's service discovery result is used before it is refreshed")
+	maxArchive := byteSizeFlag(2 << 30)
+	fs.Var(&maxArchive, "max-archive-bytes", "largest provider archive the mirror fetches (e.g. 2GiB)")
+	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
+	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
+	cacheMax := byteSizeFlag(0)
+	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
+	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
+	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
 	fs.StringVar(&c.SharedStore, "shared-store", "", "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources")
 	fs.DurationVar(&c.SharedLeaseTTL, "shared-store-lease-ttl", 30*time.Second, "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over")
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
@@ -103,19 +126,24 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.IntVar(&c.OriginRetries, "origin-retries", 2, "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx); 0 disables retries")
 	fs.IntVar(&c.BreakerThreshold, "origin-breaker-threshold", 5, "consecutive failed origin requests that open an origin's circuit breaker; 0 disables the breaker")
 	fs.DurationVar(&c.BreakerCooldown, "origin-breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails requests to its origin at once before letting a probe through")
-	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
-		fs.PrintDefaults()
+	return func() {
+		c.AllowedOrigins = origins
+		c.MaxArchiveBytes = int64(maxArchive)
+		c.CacheMaxBytes = int64(cacheMax)
+		c.OriginMinSpeed = int64(minSpeed)
+		c.DiskReserve = int64(diskReserve)
 	}
+}
 
+// parseWithEnv parses args with fs, then fills every flag not given on
+// the command line from its TFMIRROR_* environment variable. -h gives
+// errHelp.
+func parseWithEnv(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return c, errHelp
+			return errHelp
 		}
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -130,16 +158,7 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 			}
 		}
 	})
-	if envErr != nil {
-		return c, envErr
-	}
-	c.AllowedOrigins = origins
-	c.Platforms = platforms
-	c.MaxArchiveBytes = int64(maxArchive)
-	c.CacheMaxBytes = int64(cacheMax)
-	c.OriginMinSpeed = int64(minSpeed)
-	c.DiskReserve = int64(diskReserve)
-	return c, c.validate()
+	return envErr
 }
 
 func (c serveConfig) validate() error {
@@ -149,13 +168,33 @@ func (c serveConfig) validate() error {
 	if c.InsecureHTTP && c.TLSCert != "" {
 		return errors.New("--insecure-http and --tls-cert are mutually exclusive")
 	}
+	if c.VersionsTTL <= 0 || c.ShutdownTimeout <= 0 {
+		return errors.New("durations must be positive")
+	}
+	if c.SignedURLTTL <= 0 {
+		return errors.New("--signed-url-ttl must be positive")
+	}
+	if c.URLSigningKeyFile != "" && c.AuthTokensFile == "" {
+		return errors.New("--url-signing-key-file needs --auth-tokens-file")
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
+		}
+	}
+	return c.validateEngine()
+}
+
+// validateEngine checks the flags addEngineFlags registers.
+func (c serveConfig) validateEngine() error {
 	if len(c.AllowedOrigins) == 0 {
 		return errors.New("--allowed-origins must name at least one host")
 	}
 	if c.DataDir == "" {
 		return errors.New("--data-dir must not be empty")
 	}
-	if c.VersionsTTL <= 0 || c.DiscoveryTTL <= 0 || c.ShutdownTimeout <= 0 {
+	if c.DiscoveryTTL <= 0 {
 		return errors.New("durations must be positive")
 	}
 	if c.OriginTimeout <= 0 || c.BreakerCooldown <= 0 {
@@ -166,12 +205,6 @@ func (c serveConfig) validate() error {
 	}
 	if c.OriginRetries < 0 || c.BreakerThreshold < 0 {
 		return errors.New("--origin-retries and --origin-breaker-threshold must not be negative (0 disables)")
-	}
-	if c.SignedURLTTL <= 0 {
-		return errors.New("--signed-url-ttl must be positive")
-	}
-	if c.URLSigningKeyFile != "" && c.AuthTokensFile == "" {
-		return errors.New("--url-signing-key-file needs --auth-tokens-file")
 	}
 	if c.MaxArchiveBytes <= 0 {
 		return errors.New("--max-archive-bytes must be positive")
@@ -185,12 +218,6 @@ func (c serveConfig) validate() error {
 		}
 		if c.MaxArchiveBytes > sharedstore.MaxArchiveBytes {
 			return fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes))
-		}
-	}
-	if c.PublicURL != "" {
-		u, err := url.Parse(c.PublicURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
 		}
 	}
 	if c.UpstreamProxy != "" {

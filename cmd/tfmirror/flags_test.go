@@ -10,11 +10,16 @@ import (
 )
 
 // TestREADMEDocumentsEveryFlag keeps the README's configuration reference
-// in step with the flags: every flag of `tfmirror serve` has a row.
+// in step with the flags: every flag of `tfmirror serve` and `tfmirror
+// sync` has a row.
 func TestREADMEDocumentsEveryFlag(t *testing.T) {
 	var usage bytes.Buffer
 	if _, err := parseServeFlags([]string{"-help"}, func(string) (string, bool) { return "", false }, &usage); !errors.Is(err, errHelp) {
 		t.Fatalf("-help: %v", err)
+	}
+	// sync's flags: the shared ones and its own.
+	if _, err := parseSyncFlags([]string{"-help"}, func(string) (string, bool) { return "", false }, &usage); !errors.Is(err, errHelp) {
+		t.Fatalf("sync -help: %v", err)
 	}
 	names := regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`).FindAllStringSubmatch(usage.String(), -1)
 	if len(names) < 20 {

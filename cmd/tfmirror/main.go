@@ -1,11 +1,15 @@
 // Command tfmirror runs the tfmirror provider network mirror.
 //
 //	tfmirror serve [flags]   run the mirror
+//	tfmirror sync [flags] PATH...   fill the cache from manifests, lock files or .tf directories
+//	tfmirror export OUT      write the cache as a static mirror directory or tar file
+//	tfmirror import IN       load such an export into the cache
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
 // TFMIRROR_ followed by the flag name in upper snake case (--data-dir is
-// TFMIRROR_DATA_DIR). A flag given on the command line wins.
+// TFMIRROR_DATA_DIR), and so can those of sync. A flag given on the
+// command line wins.
 package main
 
 import (
@@ -48,6 +52,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "sync":
+		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		defer stop()
+		return runSync(ctx, args[1:], os.LookupEnv, stdout, stderr, overrides{})
+	case "export":
+		return runExport(args[1:], stdout, stderr)
+	case "import":
+		return runImport(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
@@ -66,6 +78,13 @@ func usage(w io.Writer) {
 
 Usage:
   tfmirror serve [flags]   run the mirror (tfmirror serve -h lists the flags)
+  tfmirror sync [flags] PATH...
+                           fill the cache from sync manifests, lock files or
+                           directories of .tf files (tfmirror sync -h)
+  tfmirror export [flags] OUT
+                           write the cache as a static mirror (directory or .tar/.tar.gz)
+  tfmirror import [flags] IN
+                           load an export (directory or tar file) into the cache
   tfmirror version         print the version
 `)
 }

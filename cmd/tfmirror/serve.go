@@ -35,6 +35,9 @@ type overrides struct {
 	origin func(*discovery.Config)
 	// environ replaces os.Environ for TF_TOKEN_ and proxy variables.
 	environ []string
+	// keepStdLog leaves the standard logger alone (tests running
+	// subcommands in process).
+	keepStdLog bool
 }
 
 // mirror is a wired tfmirror: cache, origin client, pull-through engine,
@@ -51,6 +54,8 @@ type mirror struct {
 	tls      *tls.Config // nil with --insecure-http
 	caFile   string      // generated CA, if any
 	auth     *proxy.Auth // nil without --auth-tokens-file
+	// admin runs the admin API (tfmirror sync) on this mirror's engine.
+	admin *proxy.Admin
 }
 
 func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, err error) {
@@ -98,7 +103,14 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	origin := m.origin
 	m.proxy, err = proxy.New(proxy.Config{
+		ModulesURL: func(host string) string {
+			if u := origin.KnownModulesURL(svchost.Hostname(host)); u != nil {
+				return u.String()
+			}
+			return ""
+		},
 		Auth:      m.auth,
 		Logger:    logger,
 		PublicURL: cfg.PublicURL,
@@ -108,6 +120,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
+	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, adminOptions(cfg))
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
 	var sharedDown func() error
@@ -116,7 +129,8 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	}
 	router.Handle("/readyz", proxy.Readyz(m.store, logger, sharedDown)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
-	m.handler = proxy.Instrument(router, logger, m.metrics)
+	// The server, not its router: it answers warm documents before routing.
+	m.handler = proxy.Instrument(m.proxy, logger, m.metrics)
 	return m, nil
 }
 
@@ -207,9 +221,13 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		}()
 		m.log.Info("serving metrics", "url", "http://"+displayAddr(mln.Addr())+"/metrics")
 	}
+	adminSrv := m.serveAdmin(ctx, errc)
 	select {
 	case err := <-errc:
 		srv.Close()
+		if adminSrv != nil {
+			adminSrv.Close()
+		}
 		stopGC()
 		m.shutdown(context.Background())
 		return err
@@ -226,6 +244,13 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err)
 		srv.Close()
 	}
+	if adminSrv != nil {
+		// Closing the listener removes the socket file.
+		if aerr := adminSrv.Shutdown(sctx); aerr != nil {
+			m.log.Warn("admin requests still running at the shutdown deadline were cut off", "error", aerr)
+			adminSrv.Close()
+		}
+	}
 	stopGC()
 	// The engine after the server, so that no request starts work it
 	// would not wait for; the cache after the engine, so that nothing
@@ -238,6 +263,32 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// serveAdmin serves the admin API on the data directory's unix socket,
+// for `tfmirror sync`, `export` and `import` to work through this process
+// while it holds the cache. Without the socket (a data directory path too
+// long for one, a file system without sockets) the mirror serves on, and
+// says so. It returns nil then; errors of the running server go to errc.
+func (m *mirror) serveAdmin(ctx context.Context, errc chan<- error) *http.Server {
+	ln, err := listenAdmin(m.cfg.DataDir)
+	if err != nil {
+		m.log.Warn("admin socket unavailable: tfmirror sync, export and import cannot use this data directory while the mirror runs", "error", err)
+		return nil
+	}
+	srv := &http.Server{
+		Handler:           m.admin.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			errc <- fmt.Errorf("admin socket: %w", err)
+		}
+	}()
+	m.log.Info("admin API listening", "socket", ln.Addr().String())
+	return srv
 }
 
 // serve is `tfmirror serve`.
@@ -273,6 +324,7 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	if format == "text" {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
+	// slog's JSON handler, with a faster way through for access-log lines.
 	return slog.New(slog.NewJSONHandler(w, opts)), nil
 }
 

@@ -59,6 +59,20 @@ type Package struct {
 	// SHASum is the archive's sha256, in hex.
 	SHASum      string      `json:"shasum"`
 	SigningKeys SigningKeys `json:"signing_keys"`
+	// Packages is OpenTofu's addition to the protocol (OpenTofu 1.12,
+	// served by registry.opentofu.org): for every platform ("os_arch") of
+	// the version, the hashes ("zh:..." and "h1:...") and size of its
+	// archive. OpenTofu checks the installed archive against its platform's
+	// entry and records every platform's hashes in the lock file;
+	// Terraform ignores it. Omitted when empty, as registries without it
+	// send nothing.
+	Packages map[string]PackageHashes `json:"packages,omitempty"`
+}
+
+// PackageHashes is one platform's entry of Package.Packages.
+type PackageHashes struct {
+	Hashes      []string `json:"hashes"`
+	PackageSize int64    `json:"package_size"`
 }
 
 // SigningKeys are the keys that may have signed a package's SHA256SUMS.

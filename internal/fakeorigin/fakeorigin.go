@@ -61,6 +61,11 @@ type Options struct {
 	// URL. Ignored with SeparateDownloadHost. Default false: absolute
 	// https URLs.
 	RelativeDownloadURLs bool
+	// PackageHashes adds OpenTofu's "packages" to the package JSON, as
+	// registry.opentofu.org serves it: the zh: and h1: hashes and the size
+	// of the archive of every platform of the version. Default false: the
+	// package JSON has no "packages", as registry.terraform.io's.
+	PackageHashes bool
 	// ArchiveSize is the exact size in bytes of every generated zip: the
 	// provider executable plus a stored entry of seeded pseudo-random
 	// (incompressible) padding. Sizes below the smallest possible archive

@@ -13,11 +13,13 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -271,6 +273,37 @@ func TestSHA256SUMSCoversEveryPlatform(t *testing.T) {
 	for _, plat := range platforms {
 		if got := sums[o.Filename(ns, typ, ver, plat)]; got != o.SHA256(ns, typ, ver, plat) {
 			t.Errorf("%s: SHA256SUMS says %q, SHA256 %q", plat, got, o.SHA256(ns, typ, ver, plat))
+		}
+	}
+}
+
+// With PackageHashes, the package JSON lists every platform's zh:, h1:
+// and size, computed from the archives served; without it, nothing.
+func TestPackageHashes(t *testing.T) {
+	u := "/v1/providers/" + ns + "/" + typ + "/" + ver + "/download/linux/amd64"
+	for _, on := range []bool{false, true} {
+		o, c := start(t, Options{PackageHashes: on})
+		var doc registryjson.Package
+		getJSON(t, c, o.URL+u, &doc)
+		if !on {
+			if doc.Packages != nil {
+				t.Errorf("without PackageHashes: packages %v", doc.Packages)
+			}
+			continue
+		}
+		if len(doc.Packages) != len(platforms) {
+			t.Fatalf("packages %v, want one per platform %v", doc.Packages, platforms)
+		}
+		for _, plat := range platforms {
+			data := o.Archive(ns, typ, ver, plat)
+			h1, err := verify.H1(bytes.NewReader(data), int64(len(data)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := registryjson.PackageHashes{Hashes: []string{"zh:" + o.SHA256(ns, typ, ver, plat), h1}, PackageSize: int64(len(data))}
+			if got := doc.Packages[plat]; !reflect.DeepEqual(got, want) {
+				t.Errorf("%s: packages entry %+v, want %+v", plat, got, want)
+			}
 		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // mux builds the routes of one server: the registry API and/or release files.
@@ -151,7 +153,39 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 		SHASum:              shasum,
 	}
 	d.SigningKeys.GPGPublicKeys = []registryjson.GPGPublicKey{o.SigningKey()}
+	if o.opts.PackageHashes {
+		var err error
+		if d.Packages, err = o.packageHashes(k.ns, k.typ, k.version); err != nil {
+			writeError(w, http.StatusInternalServerError)
+			return
+		}
+	}
 	writeJSON(w, http.StatusOK, d)
+}
+
+// packageHashes is the "packages" of a version's package JSON: the zh:
+// and h1: hashes and size of the archive of each of its platforms, as
+// served (a replaced archive's own).
+func (o *Origin) packageHashes(ns, typ, version string) (map[string]registryjson.PackageHashes, error) {
+	o.mu.Lock()
+	var plats []string
+	if p := o.providers[pkey{ns, typ}]; p != nil {
+		plats = slices.Clone(p.plats[version])
+	}
+	o.mu.Unlock()
+	out := make(map[string]registryjson.PackageHashes, len(plats))
+	for _, pl := range plats {
+		b := o.archive(akey{ns, typ, version, pl})
+		if b == nil {
+			continue
+		}
+		h1, err := verify.H1(bytes.NewReader(b.data), int64(len(b.data)))
+		if err != nil {
+			return nil, err
+		}
+		out[pl] = registryjson.PackageHashes{Hashes: []string{"zh:" + b.sha, h1}, PackageSize: int64(len(b.data))}
+	}
+	return out, nil
 }
 
 func (o *Origin) serveRelease(w http.ResponseWriter, r *http.Request) {

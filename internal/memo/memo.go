@@ -14,20 +14,26 @@
 // of any key discards the puts under way for all keys, which costs one
 // extra read at worst and needs no memory for keys already forgotten.
 //
+// A value that is not read from the store but adopted (Adopt) advances
+// the generation as a write does.
+//
 // It knows nothing of what it stores: no expiry by time, no sizes in
 // bytes, no loading (callers read the store themselves, between Get and
 // Put). Values are shared by every caller that gets them and must not be
 // modified.
 package memo
 
-import "sync"
+import (
+	"sync"
+	"sync/atomic"
+)
 
 // Memo is a bounded map from K to V with least-recently-used eviction and
 // generation-guarded puts. Create it with New.
 type Memo[K comparable, V any] struct {
 	mu   sync.Mutex
 	max  int
-	gen  uint64
+	gen  atomic.Uint64 // written under mu; read without it by Generation
 	m    map[K]*node[K, V]
 	root node[K, V] // sentinel: root.next is the most recently used, root.prev the least
 }
@@ -56,10 +62,10 @@ func (m *Memo[K, V]) Get(k K) (v V, gen uint64, ok bool) {
 	defer m.mu.Unlock()
 	n := m.m[k]
 	if n == nil {
-		return v, m.gen, false
+		return v, m.gen.Load(), false
 	}
 	m.moveToFront(n)
-	return n.val, m.gen, true
+	return n.val, m.gen.Load(), true
 }
 
 // Put remembers v under k as the most recently used entry, evicting the
@@ -68,7 +74,26 @@ func (m *Memo[K, V]) Get(k K) (v V, gen uint64, ok bool) {
 func (m *Memo[K, V]) Put(k K, gen uint64, v V) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if gen != m.gen {
+	return m.putLocked(k, gen, v)
+}
+
+// Adopt is Put for a value the store does not hold (one taken from
+// elsewhere, which callers now answer from as if it had been written):
+// under the same rule as Put, it remembers v and then advances the
+// generation, as a write followed by Forget would, so that whatever was
+// made from the memo before can tell.
+func (m *Memo[K, V]) Adopt(k K, gen uint64, v V) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.putLocked(k, gen, v) {
+		return false
+	}
+	m.gen.Add(1)
+	return true
+}
+
+func (m *Memo[K, V]) putLocked(k K, gen uint64, v V) bool {
+	if gen != m.gen.Load() {
 		return false
 	}
 	if n := m.m[k]; n != nil {
@@ -96,7 +121,7 @@ func (m *Memo[K, V]) Put(k K, gen uint64, v V) bool {
 func (m *Memo[K, V]) Forget(k K) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gen++
+	m.gen.Add(1)
 	if n := m.m[k]; n != nil {
 		m.unlink(n)
 		delete(m.m, k)
@@ -108,10 +133,16 @@ func (m *Memo[K, V]) Forget(k K) {
 func (m *Memo[K, V]) Clear() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.gen++
+	m.gen.Add(1)
 	clear(m.m)
 	m.root.next, m.root.prev = &m.root, &m.root
 }
+
+// Generation returns the current generation, without taking the memo's
+// lock: it changes (grows) on every Forget and Clear, so a caller that
+// made something from values of the memo and its store can tell later,
+// cheaply, whether anything has been written since.
+func (m *Memo[K, V]) Generation() uint64 { return m.gen.Load() }
 
 // Len is the number of entries remembered.
 func (m *Memo[K, V]) Len() int {

@@ -1,0 +1,452 @@
+package airgap
+
+import (
+	"archive/tar"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// Selection is what Export writes: empty lists select everything.
+type Selection struct {
+	Providers []discovery.Provider
+	Versions  []string // canonical
+	Platforms []string // os_arch
+}
+
+func (sel Selection) wants(cv pullthrough.CachedVersion) bool {
+	if len(sel.Versions) > 0 && !slices.Contains(sel.Versions, cv.Version) {
+		return false
+	}
+	if len(sel.Providers) == 0 {
+		return true
+	}
+	return slices.ContainsFunc(sel.Providers, func(p discovery.Provider) bool { return p.String() == cv.Provider })
+}
+
+// ExportSummary counts what Export did, in packages (one version, one
+// platform).
+type ExportSummary struct {
+	// Written packages were written, Bytes their size; Present ones were
+	// in the export already with the right sha256.
+	Written int   `json:"written"`
+	Bytes   int64 `json:"bytes"`
+	Present int   `json:"present"`
+	// Failed counts the versions that failed (each reported).
+	Failed int `json:"failed"`
+}
+
+// Export writes the cached packages sel selects, with their evidence, to
+// out: a directory, or (IsTarName) one tar file. Each version that fails
+// is passed to report (one line, naming it) and counted, and the export
+// goes on; the error is for what stops it.
+func Export(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, report func(string)) (ExportSummary, error) {
+	var sum ExportSummary
+	var err error
+	if IsTarName(out) {
+		err = exportTar(ctx, engine, sel, out, report, &sum)
+	} else {
+		err = exportDir(ctx, engine, sel, out, report, &sum)
+	}
+	return sum, err
+}
+
+// ParseProvider parses HOST/NAMESPACE/TYPE, or NAMESPACE/TYPE of the
+// public registry.
+func ParseProvider(s string) (discovery.Provider, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) == 2 {
+		parts = append([]string{"registry.terraform.io"}, parts...)
+	}
+	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
+		return discovery.Provider{}, fmt.Errorf("provider %q: want HOST/NAMESPACE/TYPE", s)
+	}
+	host, err := svchost.ForComparison(parts[0])
+	if err != nil {
+		return discovery.Provider{}, fmt.Errorf("provider %q: %w", s, err)
+	}
+	return discovery.Provider{Hostname: host, Namespace: strings.ToLower(parts[1]), Type: strings.ToLower(parts[2])}, nil
+}
+
+// exportTar exports into a temporary directory beside out, then writes
+// it as one tar file (gzip-compressed for .tar.gz and .tgz).
+func exportTar(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, report func(string), sum *ExportSummary) error {
+	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tmp)
+	if err := exportDir(ctx, engine, sel, tmp, report, sum); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(filepath.Dir(out), ".tfmirror-export-*.tar")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	defer f.Close()
+	var w io.Writer = f
+	var zw *gzip.Writer
+	if !strings.HasSuffix(out, ".tar") {
+		zw = gzip.NewWriter(f)
+		w = zw
+	}
+	tw := tar.NewWriter(w)
+	err = filepath.WalkDir(tmp, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || path == tmp {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(tmp, path)
+		if err != nil {
+			return err
+		}
+		hdr, err := tar.FileInfoHeader(info, "")
+		if err != nil {
+			return err
+		}
+		hdr.Name = filepath.ToSlash(rel)
+		if d.IsDir() {
+			hdr.Name += "/"
+		}
+		hdr.Uid, hdr.Gid, hdr.Uname, hdr.Gname = 0, 0, "", ""
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if d.IsDir() {
+			return nil
+		}
+		src, err := os.Open(path)
+		if err != nil {
+			return err
+		}
+		defer src.Close()
+		_, err = io.Copy(tw, src)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if err := tw.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	if zw != nil {
+		if err := zw.Close(); err != nil {
+			return fmt.Errorf("writing %s: %w", out, err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
+	}
+	return os.Rename(f.Name(), out)
+}
+
+// exportDir writes the selected cached packages into the directory out,
+// with their evidence, and then index.json and VERSION.json of every
+// provider in out, as `terraform providers mirror` does.
+func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, report func(string), sum *ExportSummary) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	var selected []pullthrough.CachedVersion
+	err := engine.ListCached(func(cv pullthrough.CachedVersion) error {
+		if sel.wants(cv) {
+			selected = append(selected, cv)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("listing the cache: %w", err)
+	}
+	for _, cv := range selected {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := exportVersion(engine, sel, cv, out, sum); err != nil {
+			sum.Failed++
+			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
+		}
+	}
+	return writeIndexes(out)
+}
+
+// exportVersion writes the cached archives of one version that sel
+// selects, skipping those present with the right sha256, and its
+// evidence.
+func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.CachedVersion, out string, sum *ExportSummary) error {
+	p, err := ParseProvider(cv.Provider)
+	if err != nil {
+		return err
+	}
+	v, err := pullthrough.ParseSemver(cv.Version)
+	if err != nil {
+		return err
+	}
+	ev, err := engine.Stored(p, v)
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	cached := map[string]bool{}
+	for _, cp := range cv.Platforms {
+		cached[cp.Platform] = cp.Cached
+	}
+	var exported []pullthrough.PlatformEvidence
+	var failed error
+	for _, pe := range ev.Platforms {
+		if len(sel.Platforms) > 0 && !slices.Contains(sel.Platforms, pe.Platform) || !cached[pe.Platform] {
+			continue
+		}
+		path := filepath.Join(dir, packedName(p.Type, ev.Version, pe.Platform))
+		wrote, n, err := exportArchive(engine, pe.SHA256, path)
+		switch {
+		case err != nil:
+			failed = errors.Join(failed, fmt.Errorf("%s: %w", path, err))
+			continue
+		case wrote:
+			sum.Written++
+			sum.Bytes += n
+		default:
+			sum.Present++
+		}
+		exported = append(exported, pe)
+	}
+	if len(exported) > 0 {
+		if err := writeEvidence(dir, p, ev, exported); err != nil {
+			failed = errors.Join(failed, err)
+		}
+	}
+	return failed
+}
+
+// exportArchive writes the cached archive sha to path unless path has
+// those bytes already; it reports whether it wrote, and how many bytes.
+func exportArchive(engine *pullthrough.Engine, sha, path string) (bool, int64, error) {
+	if got, err := fileSHA256(path); err == nil && got == sha {
+		return false, 0, nil
+	}
+	arc, err := engine.OpenStored(sha)
+	if err != nil {
+		return false, 0, err
+	}
+	defer arc.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return false, 0, err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), arc)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return false, 0, err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); got != sha {
+		return false, 0, fmt.Errorf("the cached archive has sha256 %s, want %s", got, sha)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return false, 0, err
+	}
+	return true, n, os.Rename(tmp.Name(), path)
+}
+
+func fileSHA256(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// writeEvidence writes the evidence of the exported platforms of ev into
+// dir, keeping the platforms an earlier export wrote there whose archives
+// are still present.
+func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, exported []pullthrough.PlatformEvidence) error {
+	unsigned := ev.Provenance == pullthrough.ProvenanceUnsigned
+	docs := slices.Clone(ev.Documents)
+	pkgs := map[string]evidencePackage{}
+	for _, pe := range exported {
+		pkgs[pe.Platform] = evidencePackage{Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
+			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, SHA256: pe.SHA256, Document: pe.Document}
+	}
+	path := filepath.Join(dir, evidenceName(p.Type, ev.Version))
+	if old, oldDocs, err := readEvidence(dir, path); err == nil && old.Unsigned == unsigned {
+		for pl, pkg := range old.Packages {
+			if _, ok := pkgs[pl]; ok {
+				continue
+			}
+			if got, err := fileSHA256(filepath.Join(dir, packedName(p.Type, ev.Version, pl))); err != nil || got != pkg.SHA256 {
+				continue
+			}
+			if !unsigned {
+				doc := oldDocs[pkg.Document]
+				i := slices.IndexFunc(docs, func(d pullthrough.SumsDocument) bool {
+					return string(d.Content) == string(doc.Content) && string(d.Signature) == string(doc.Signature) && slices.Equal(d.SigningKeys, doc.SigningKeys)
+				})
+				if i < 0 {
+					docs = append(docs, doc)
+					i = len(docs) - 1
+				}
+				pkg.Document = i
+			}
+			pkgs[pl] = pkg
+		}
+	}
+	ef := evidenceFile{Format: evidenceFormat, Provider: p.String(), Version: ev.Version, Unsigned: unsigned, Packages: pkgs}
+	for i, doc := range docs {
+		docName, sigName := sumsNames(p.Type, ev.Version, i)
+		if _, err := writeFileIfChanged(filepath.Join(dir, docName), doc.Content); err != nil {
+			return err
+		}
+		if _, err := writeFileIfChanged(filepath.Join(dir, sigName), doc.Signature); err != nil {
+			return err
+		}
+		ef.Documents = append(ef.Documents, evidenceDocument{File: docName, SignatureFile: sigName, URL: doc.URL,
+			SignatureURL: doc.SignatureURL, SigningKeys: doc.SigningKeys})
+	}
+	_, err := writeJSONFile(path, ef)
+	return err
+}
+
+// readEvidence reads an evidence file and the documents it names (from dir).
+func readEvidence(dir, path string) (*evidenceFile, []pullthrough.SumsDocument, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	var ef evidenceFile
+	if err := json.Unmarshal(data, &ef); err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	if ef.Format != evidenceFormat {
+		return nil, nil, fmt.Errorf("%s: evidence format %d, this release reads %d", path, ef.Format, evidenceFormat)
+	}
+	docs := make([]pullthrough.SumsDocument, len(ef.Documents))
+	for i, d := range ef.Documents {
+		if !filepath.IsLocal(d.File) || !filepath.IsLocal(d.SignatureFile) || strings.ContainsRune(d.File+d.SignatureFile, '/') {
+			return nil, nil, fmt.Errorf("%s: document %d names a file outside its directory", path, i)
+		}
+		content, err := os.ReadFile(filepath.Join(dir, d.File))
+		if err != nil {
+			return nil, nil, err
+		}
+		sig, err := os.ReadFile(filepath.Join(dir, d.SignatureFile))
+		if err != nil {
+			return nil, nil, err
+		}
+		docs[i] = pullthrough.SumsDocument{URL: d.URL, SignatureURL: d.SignatureURL, Content: content, Signature: sig, SigningKeys: d.SigningKeys}
+	}
+	for pl, pkg := range ef.Packages {
+		if !ef.Unsigned && (pkg.Document < 0 || pkg.Document >= len(docs)) {
+			return nil, nil, fmt.Errorf("%s: package %s refers to document %d, which it does not list", path, pl, pkg.Document)
+		}
+	}
+	return &ef, docs, nil
+}
+
+// mirrorIndex and mirrorVersion are index.json and VERSION.json as
+// `terraform providers mirror` writes them.
+type mirrorIndex struct {
+	Versions map[string]struct{} `json:"versions"`
+}
+
+type mirrorVersion struct {
+	Archives map[string]mirrorArchive `json:"archives"`
+}
+
+type mirrorArchive struct {
+	Hashes []string `json:"hashes,omitempty"`
+	URL    string   `json:"url"`
+}
+
+// writeIndexes writes index.json and every VERSION.json of each provider
+// directory (HOST/NAMESPACE/TYPE) in out from the packed archives there,
+// as `terraform providers mirror` does after every run.
+func writeIndexes(out string) error {
+	dirs, err := filepath.Glob(filepath.Join(out, "*", "*", "*"))
+	if err != nil {
+		return err
+	}
+	for _, dir := range dirs {
+		if info, err := os.Stat(dir); err != nil || !info.IsDir() {
+			continue
+		}
+		typ := filepath.Base(dir)
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		byVersion := map[string]map[string]mirrorArchive{}
+		for _, e := range entries {
+			version, platform, ok := parsePackedName(typ, e.Name())
+			if !ok || !e.Type().IsRegular() {
+				continue
+			}
+			v, err := pullthrough.ParseSemver(version)
+			if err != nil {
+				continue
+			}
+			f, err := os.Open(filepath.Join(dir, e.Name()))
+			if err != nil {
+				return err
+			}
+			info, err := f.Stat()
+			if err != nil {
+				f.Close()
+				return err
+			}
+			h1, err := verify.H1(f, info.Size())
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", filepath.Join(dir, e.Name()), err)
+			}
+			if byVersion[v.String()] == nil {
+				byVersion[v.String()] = map[string]mirrorArchive{}
+			}
+			byVersion[v.String()][platform] = mirrorArchive{Hashes: []string{h1}, URL: e.Name()}
+		}
+		if len(byVersion) == 0 {
+			continue
+		}
+		index := mirrorIndex{Versions: map[string]struct{}{}}
+		for version, archives := range byVersion {
+			index.Versions[version] = struct{}{}
+			if _, err := writeJSONFile(filepath.Join(dir, version+".json"), mirrorVersion{Archives: archives}); err != nil {
+				return err
+			}
+		}
+		if _, err := writeJSONFile(filepath.Join(dir, "index.json"), index); err != nil {
+			return err
+		}
+	}
+	return nil
+}

@@ -1,0 +1,151 @@
+// Package airgap carries a mirror's cache across an air gap: Export
+// writes what the cache holds as a directory (or one tar file) in the
+// layout of `terraform providers mirror` (packed zips, index.json,
+// VERSION.json), plus evidence files beside the zips (the origin's
+// SHA256SUMS, signature and signing keys) under names that neither a
+// static network mirror nor a filesystem_mirror looks at (they do not end
+// in .zip); Import loads such a directory into a cache through the
+// engine's Import, which re-verifies every package from its evidence.
+//
+// Both work on a *mirror.Engine that the caller opened: `tfmirror export`
+// and `tfmirror import` on their own, or a running `tfmirror serve` for
+// them through its admin API (proxy.Admin), so the work has one code path.
+package airgap
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
+)
+
+// evidenceFormat is the layout of the evidence file this release writes.
+const evidenceFormat = 1
+
+// evidenceFile is one version's evidence file,
+// terraform-provider-TYPE_VERSION_evidence.json.
+type evidenceFile struct {
+	Format   int    `json:"format"`
+	Provider string `json:"provider"`
+	Version  string `json:"version"`
+	// Unsigned says the version was imported without signature: it has
+	// no documents, and importing it needs --allow-unsigned.
+	Unsigned  bool                       `json:"unsigned,omitempty"`
+	Documents []evidenceDocument         `json:"documents,omitempty"`
+	Packages  map[string]evidencePackage `json:"packages"`
+}
+
+// evidenceDocument is one SHA256SUMS document, kept in File with its
+// signature in SignatureFile (both beside the evidence file).
+type evidenceDocument struct {
+	File          string                      `json:"file"`
+	SignatureFile string                      `json:"signature_file"`
+	URL           string                      `json:"url"`
+	SignatureURL  string                      `json:"signature_url"`
+	SigningKeys   []registryjson.GPGPublicKey `json:"signing_keys"`
+}
+
+// evidencePackage is the origin's package metadata of one platform.
+type evidencePackage struct {
+	// Filename is the origin's, as SHA256SUMS lists it.
+	Filename    string   `json:"filename"`
+	DownloadURL string   `json:"download_url,omitempty"`
+	Protocols   []string `json:"protocols,omitempty"`
+	OS          string   `json:"os,omitempty"`
+	Arch        string   `json:"arch,omitempty"`
+	Shasum      string   `json:"shasum,omitempty"`
+	SHA256      string   `json:"sha256"`
+	Document    int      `json:"document"`
+}
+
+// packedName is the name `terraform providers mirror` gives an archive.
+func packedName(typ, version, platform string) string {
+	return "terraform-provider-" + typ + "_" + version + "_" + platform + ".zip"
+}
+
+func evidenceName(typ, version string) string {
+	return "terraform-provider-" + typ + "_" + version + "_evidence.json"
+}
+
+// sumsNames are the file names of a version's document i and its signature.
+func sumsNames(typ, version string, i int) (doc, sig string) {
+	doc = "terraform-provider-" + typ + "_" + version + "_SHA256SUMS"
+	if i > 0 {
+		doc += fmt.Sprintf(".%d", i)
+	}
+	return doc, doc + ".sig"
+}
+
+// parsePackedName parses terraform-provider-TYPE_VERSION_OS_ARCH.zip.
+func parsePackedName(typ, name string) (version, platform string, ok bool) {
+	rest, ok := strings.CutPrefix(name, "terraform-provider-"+typ+"_")
+	if !ok {
+		return "", "", false
+	}
+	rest, ok = strings.CutSuffix(rest, ".zip")
+	if !ok {
+		return "", "", false
+	}
+	i := strings.LastIndexByte(rest, '_')
+	if i < 0 {
+		return "", "", false
+	}
+	j := strings.LastIndexByte(rest[:i], '_')
+	if j <= 0 {
+		return "", "", false
+	}
+	version, platform = rest[:j], rest[j+1:]
+	if _, err := pullthrough.ParsePlatform(platform); err != nil {
+		return "", "", false
+	}
+	return version, platform, true
+}
+
+// IsTarName reports whether path names a tar archive by its suffix.
+func IsTarName(path string) bool {
+	for _, suffix := range []string{".tar", ".tar.gz", ".tgz"} {
+		if strings.HasSuffix(path, suffix) {
+			return true
+		}
+	}
+	return false
+}
+
+// writeJSONFile writes v as `terraform providers mirror` writes its
+// documents (json.MarshalIndent with two spaces, no trailing newline),
+// unless path holds those bytes already. It reports whether it wrote.
+func writeJSONFile(path string, v any) (bool, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return false, err
+	}
+	return writeFileIfChanged(path, data)
+}
+
+// writeFileIfChanged writes data to path through a temporary file, unless
+// path holds data already. It reports whether it wrote.
+func writeFileIfChanged(path string, data []byte) (bool, error) {
+	if old, err := os.ReadFile(path); err == nil && string(old) == string(data) {
+		return false, nil
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return false, err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return false, err
+	}
+	if err := tmp.Close(); err != nil {
+		return false, err
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return false, err
+	}
+	return true, os.Rename(tmp.Name(), path)
+}

@@ -1,0 +1,87 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// engineOps are the admin operations subcommands run on a data
+// directory's engine. *proxy.Admin (the engine opened by this process) and
+// *adminClient (the engine of the tfmirror serving the directory, through
+// its admin socket) implement them.
+type engineOps interface {
+	Versions(ctx context.Context, p discovery.Provider) ([]proxy.AdminVersion, error)
+	Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]proxy.AdminArchive, error)
+	Ensure(ctx context.Context, p discovery.Provider, version, platform string) (proxy.AdminEnsured, error)
+	Export(ctx context.Context, req proxy.AdminExportRequest) (proxy.AdminExported, error)
+	Import(ctx context.Context, req proxy.AdminImportRequest) (proxy.AdminImported, error)
+}
+
+// dataDir is a data directory's engine as a subcommand reaches it.
+type dataDir struct {
+	ops engineOps
+	// viaServer says ops go to a running tfmirror serve.
+	viaServer bool
+	// parts is the engine this process opened; nil via a server.
+	parts *engineParts
+	close func(ctx context.Context) error
+}
+
+// where says how the subcommand reaches the data directory.
+func (dd *dataDir) where() string {
+	if dd.viaServer {
+		return "working through the running tfmirror's admin socket"
+	}
+	return "opened the data directory"
+}
+
+// openDataDir is the one place subcommands get at a data directory: when
+// a tfmirror serve runs on it (its admin socket answers), through that
+// process, since Badger lets one process open the cache; otherwise by
+// opening the engine here. A socket file left by a killed process does
+// not answer and is ignored. The caller must call close.
+func openDataDir(ctx context.Context, cfg serveConfig, logger *slog.Logger, o overrides) (*dataDir, error) {
+	remote := func(c *adminClient) *dataDir {
+		logger.Debug("a tfmirror serves this data directory; working through its admin socket", "data_dir", cfg.DataDir)
+		return &dataDir{ops: c, viaServer: true, close: func(context.Context) error { c.close(); return nil }}
+	}
+	c, err := dialAdmin(ctx, cfg.DataDir)
+	if err == nil {
+		return remote(c), nil
+	}
+	if !errors.Is(err, errNoServer) {
+		return nil, err
+	}
+	parts, err := openEngine(cfg, logger, o, nil)
+	if err != nil {
+		// A serve may have started since we looked.
+		if c, derr := dialAdmin(ctx, cfg.DataDir); derr == nil {
+			return remote(c), nil
+		}
+		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, adminSocketPath(cfg.DataDir))
+	}
+	admin := proxy.NewAdmin(parts.engine, logger, nil, adminOptions(cfg))
+	return &dataDir{ops: admin, parts: parts, close: parts.shutdown}, nil
+}
+
+// adminOptions are the admin API's options for cfg: an import unpacks a
+// tar file into the data directory, where the space is.
+func adminOptions(cfg serveConfig) proxy.AdminOptions {
+	return proxy.AdminOptions{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes}
+}
+
+// closeDataDir closes dd for the subcommand name, saying what failed.
+func closeDataDir(dd *dataDir, name string, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := dd.close(ctx); err != nil {
+		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
+	}
+}

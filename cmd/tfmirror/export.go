@@ -1,0 +1,100 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"syscall"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/airgap"
+	"github.com/tfmirror/tfmirror/discovery"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+const exportUsage = "tfmirror export [--data-dir DIR] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
+
+// runExport is `tfmirror export`. When a tfmirror serve runs on the data
+// directory, that process does the export (and writes OUT); otherwise
+// this one opens the cache, sealed.
+func runExport(args []string, stdout, stderr io.Writer) int {
+	var providers, versionList, platforms listFlag
+	cfg, rest, err := parseCacheCommandFlags("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
+		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all")
+		fs.Var(&versionList, "version", "comma-separated versions to export; default all")
+		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
+	})
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err == nil && len(rest) != 1 {
+		err = fmt.Errorf("want one OUT (a directory, or a file ending in .tar or .tar.gz), got %d arguments", len(rest))
+	}
+	var req proxy.AdminExportRequest
+	for _, s := range providers {
+		if err != nil {
+			break
+		}
+		var p discovery.Provider
+		p, err = airgap.ParseProvider(s)
+		req.Providers = append(req.Providers, p.String())
+	}
+	for _, s := range versionList {
+		if err != nil {
+			break
+		}
+		var v versions.Version
+		v, err = pullthrough.ParseSemver(s)
+		req.Versions = append(req.Versions, v.String())
+	}
+	for _, s := range platforms {
+		if err != nil {
+			break
+		}
+		_, err = pullthrough.ParsePlatform(s)
+		req.Platforms = append(req.Platforms, s)
+	}
+	if err == nil {
+		req.Out, err = filepath.Abs(rest[0])
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror export: %v\nUsage: %s\n", err, exportUsage)
+		return 2
+	}
+	logger, err := newLogger("text", cfg.LogLevel, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror export: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg.Offline = true // on its own, export never contacts an origin
+	dd, err := openDataDir(ctx, cfg, logger, overrides{})
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror export: %v\n", err)
+		return 1
+	}
+	defer closeDataDir(dd, "export", stderr)
+	fmt.Fprintf(stderr, "tfmirror export: %s (%s)\n", dd.where(), cfg.DataDir)
+
+	res, err := dd.ops.Export(ctx, req)
+	for _, line := range res.Failures {
+		fmt.Fprintf(stderr, "tfmirror export: %s\n", line)
+	}
+	fmt.Fprintf(stdout, "exported %d packages (%d bytes), %d already present, %d failed\n", res.Written, res.Bytes, res.Present, res.Failed)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror export: %v\n", err)
+		return 1
+	}
+	if res.Failed > 0 {
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,369 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/manifest"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// syncConfig holds the flags of `tfmirror sync`.
+type syncConfig struct {
+	serveConfig // the data directory, cache and origin flags
+	// SyncPlatforms, when set by --platforms, replaces the manifests'
+	// top-level platforms.
+	SyncPlatforms []string
+	Parallel      int
+	DryRun        bool
+	Paths         []string
+}
+
+func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (syncConfig, error) {
+	var c syncConfig
+	fs := flag.NewFlagSet("tfmirror sync", flag.ContinueOnError)
+	fs.SetOutput(out)
+	finish := addEngineFlags(fs, &c.serveConfig)
+	// A command's log is for its operator: text, and only trouble.
+	for name, def := range map[string]string{"log-format": "text", "log-level": "warn"} {
+		f := fs.Lookup(name)
+		f.DefValue = def
+		f.Value.Set(def)
+	}
+	var platforms listFlag
+	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to sync; given, it replaces the manifests' top-level platforms (providers' own platforms are still added)")
+	fs.IntVar(&c.Parallel, "parallel", 4, "how many archives to fetch at once")
+	fs.BoolVar(&c.DryRun, "dry-run", false, "list what would be fetched, without downloading any archive")
+	fs.Usage = func() {
+		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a directory of .tf files.\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
+		fs.PrintDefaults()
+	}
+	if err := parseWithEnv(fs, args, lookupEnv); err != nil {
+		return c, err
+	}
+	finish()
+	c.SyncPlatforms = platforms
+	c.Paths = fs.Args()
+	// The engine of a sync serves every platform: what to fetch is the
+	// manifest's business.
+	c.Platforms = nil
+	c.VersionsTTL = 10 * time.Minute
+	if len(c.Paths) == 0 {
+		return c, errors.New("no PATH given: name a sync manifest, a .terraform.lock.hcl or a directory")
+	}
+	for _, pl := range c.SyncPlatforms {
+		if _, err := pullthrough.ParsePlatform(pl); err != nil {
+			return c, fmt.Errorf("--platforms: %w", err)
+		}
+	}
+	if c.Parallel < 1 || c.Parallel > 64 {
+		return c, errors.New("--parallel must be between 1 and 64")
+	}
+	return c, c.validateEngine()
+}
+
+// syncItem is one package to sync: a version of a provider for a platform.
+type syncItem struct {
+	provider discovery.Provider
+	version  string
+	platform string
+	filename string
+	cached   bool
+	size     int64 // when cached
+}
+
+func (it syncItem) String() string {
+	return fmt.Sprintf("%s %s %s", it.provider, it.version, it.platform)
+}
+
+// syncPlan is what a sync does.
+type syncPlan struct {
+	items       []syncItem
+	unpublished []string // provider version platform the origin has no package for
+	failures    []string
+}
+
+// syncRun is one `tfmirror sync`.
+type syncRun struct {
+	cfg    syncConfig
+	ops    engineOps
+	out    io.Writer // summary and dry-run listing
+	status io.Writer // progress
+	tty    bool      // status is a terminal: redraw one line
+	now    func() time.Time
+}
+
+// runSync is `tfmirror sync`; it returns the exit status.
+func runSync(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, o overrides) int {
+	cfg, err := parseSyncFlags(args, lookupEnv, stderr)
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
+		return 2
+	}
+	spec, err := manifest.Load(cfg.Paths...)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
+		return 2
+	}
+	if err := resolvePlatforms(spec, cfg.SyncPlatforms); err != nil {
+		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
+		return 2
+	}
+	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
+		return 2
+	}
+	if !o.keepStdLog {
+		log.SetFlags(0)
+		log.SetOutput(lineLogger{logger})
+	}
+
+	dd, err := openDataDir(ctx, cfg.serveConfig, logger, o)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
+		return 1
+	}
+	defer func() {
+		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := dd.close(sctx); err != nil {
+			fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
+		}
+	}()
+	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", dd.where(), cfg.DataDir)
+	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: isTerminal(stderr), now: time.Now}
+	if !r.run(ctx, spec) {
+		return 1
+	}
+	return 0
+}
+
+// resolvePlatforms settles each provider's platforms: --platforms, when
+// given, replaces the manifests' top-level list; each provider's own
+// platforms are added. A provider left without any is an error.
+func resolvePlatforms(spec *manifest.Spec, flagPlatforms []string) error {
+	global := spec.Platforms
+	if len(flagPlatforms) > 0 {
+		global = flagPlatforms
+	}
+	var none []string
+	for _, p := range spec.Providers {
+		p.Platforms = appendMissing(slices.Clone(global), p.Platforms...)
+		if len(p.Platforms) == 0 {
+			none = append(none, p.Address.String())
+		}
+	}
+	if len(none) > 0 {
+		return fmt.Errorf("no platforms to sync for %s: give --platforms os_arch,... or platforms = [...] in the manifest", strings.Join(none, ", "))
+	}
+	return nil
+}
+
+func appendMissing(list []string, add ...string) []string {
+	for _, a := range add {
+		if !slices.Contains(list, a) {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+// run syncs spec and reports; it returns whether everything asked for was done.
+func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
+	plan := r.plan(ctx, spec)
+	var todo []syncItem
+	for _, it := range plan.items {
+		if !it.cached {
+			todo = append(todo, it)
+		}
+	}
+	for _, u := range plan.unpublished {
+		fmt.Fprintf(r.status, "not published by the origin: %s\n", u)
+	}
+	for _, f := range plan.failures {
+		fmt.Fprintf(r.status, "failed: %s\n", f)
+	}
+	total := len(plan.items)
+	switch {
+	case total > 0 && len(todo) == 0:
+		fmt.Fprintf(r.out, "nothing to do: all %d packages are cached\n", total)
+	case total > 0:
+		fmt.Fprintf(r.out, "%d of %d packages already cached; %d to fetch\n", total-len(todo), total, len(todo))
+	}
+	if r.cfg.DryRun {
+		for _, it := range todo {
+			fmt.Fprintf(r.out, "would fetch %s (%s, size unknown)\n", it, it.filename)
+		}
+		return len(plan.failures) == 0
+	}
+	fetched, bytes, failed := r.fetch(ctx, todo)
+	fmt.Fprintf(r.out, "sync summary: %d packages fetched (%s), %d already cached, %d failed",
+		fetched, humanize.IBytes(uint64(bytes)), total-len(todo), len(failed)+len(plan.failures))
+	if len(plan.unpublished) > 0 {
+		fmt.Fprintf(r.out, ", %d not published by the origin", len(plan.unpublished))
+	}
+	fmt.Fprintln(r.out)
+	for _, f := range append(plan.failures, failed...) {
+		fmt.Fprintf(r.out, "  failed: %s\n", f)
+	}
+	return len(failed) == 0 && len(plan.failures) == 0
+}
+
+// plan resolves every provider's selections against its version list and
+// asks for the verified package metadata of the selected versions (no
+// archive is fetched), a few providers at a time.
+func (r *syncRun) plan(ctx context.Context, spec *manifest.Spec) syncPlan {
+	plans := make([]syncPlan, len(spec.Providers))
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, r.cfg.Parallel)
+	for i, p := range spec.Providers {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			plans[i] = r.planProvider(ctx, p)
+		}()
+	}
+	wg.Wait()
+	var out syncPlan
+	for _, p := range plans {
+		out.items = append(out.items, p.items...)
+		out.unpublished = append(out.unpublished, p.unpublished...)
+		out.failures = append(out.failures, p.failures...)
+	}
+	return out
+}
+
+func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPlan {
+	var plan syncPlan
+	fail := func(format string, args ...any) syncPlan {
+		plan.failures = append(plan.failures, fmt.Sprintf(format, args...))
+		return plan
+	}
+	list, err := r.ops.Versions(ctx, p.Address)
+	if err != nil {
+		return fail("%s: version list: %v", p.Address, err)
+	}
+	offered := map[string][]string{}
+	var available versions.List
+	for _, e := range list {
+		v, err := pullthrough.ParseSemver(e.Version)
+		if err != nil {
+			continue
+		}
+		available = append(available, v)
+		offered[v.String()] = e.Platforms
+	}
+	var selected versions.List
+	for _, sel := range p.Selections {
+		got := sel.Select(available)
+		if len(got) == 0 {
+			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %q (%s)", p.Address, sel.Text, sel.Where))
+		}
+		for _, v := range got {
+			if !slices.ContainsFunc(selected, v.Same) {
+				selected = append(selected, v)
+			}
+		}
+	}
+	selected.Sort()
+	for _, v := range selected {
+		var want []string
+		for _, pl := range p.Platforms {
+			if slices.Contains(offered[v.String()], pl) {
+				want = append(want, pl)
+			} else {
+				plan.unpublished = append(plan.unpublished, fmt.Sprintf("%s %s %s", p.Address, v, pl))
+			}
+		}
+		if len(want) == 0 {
+			continue
+		}
+		// The metadata of every platform, not only those synced: a sealed
+		// mirror (serve --offline) answers VERSION.json only when it
+		// holds the package metadata of each platform it lists.
+		archives, err := r.ops.Package(ctx, p.Address, v.String(), nil)
+		if err != nil {
+			plan.failures = append(plan.failures, fmt.Sprintf("%s %s: package metadata: %v", p.Address, v, err))
+			continue
+		}
+		for _, pl := range want {
+			i := slices.IndexFunc(archives, func(a proxy.AdminArchive) bool { return a.Platform == pl })
+			if i < 0 {
+				plan.failures = append(plan.failures, fmt.Sprintf("%s %s %s: not served by this mirror (see its --platforms)", p.Address, v, pl))
+				continue
+			}
+			a := archives[i]
+			plan.items = append(plan.items, syncItem{provider: p.Address, version: v.String(), platform: pl, filename: a.Filename, cached: a.Cached, size: a.Size})
+		}
+	}
+	return plan
+}
+
+// fetch makes sure every item is cached, --parallel at a time, showing
+// progress. It returns how many archives were fetched, their bytes, and
+// the failures.
+func (r *syncRun) fetch(ctx context.Context, todo []syncItem) (fetched int, bytes int64, failed []string) {
+	if len(todo) == 0 {
+		return 0, 0, nil
+	}
+	prog := newProgress(r.status, r.tty, len(todo), r.now)
+	stop := prog.start()
+	defer stop()
+	items := make(chan syncItem)
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for range min(r.cfg.Parallel, len(todo)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range items {
+				res, err := r.ops.Ensure(ctx, it.provider, it.version, it.platform)
+				mu.Lock()
+				if err != nil {
+					failed = append(failed, fmt.Sprintf("%s: %v", it, err))
+				} else if !res.CachedAlready {
+					fetched++
+					bytes += res.Bytes
+				}
+				mu.Unlock()
+				prog.done(it, res.Bytes, err)
+			}
+		}()
+	}
+	for _, it := range todo {
+		select {
+		case items <- it:
+		case <-ctx.Done():
+		}
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	close(items)
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		mu.Lock()
+		failed = append(failed, fmt.Sprintf("interrupted: %v", err))
+		mu.Unlock()
+	}
+	return fetched, bytes, failed
+}

@@ -1,0 +1,189 @@
+// Package manifest reads what `tfmirror sync` is asked to put in the cache:
+// sync manifests, Terraform dependency lock files (.terraform.lock.hcl) and
+// the required_providers blocks of a directory of .tf files, all parsed
+// with HashiCorp's HCL library.
+//
+// It owns the formats and their validation (errors name file:line) and
+// turns them into a Spec: providers, each with version selections, and
+// platforms. It does not resolve selections against any version list
+// (Selection.Select does that for a list its caller obtained) and contacts
+// nothing.
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+// DefaultHost is the registry host of provider addresses that name none,
+// as in Terraform.
+const DefaultHost = "registry.terraform.io"
+
+// LockFileName is the name Terraform gives dependency lock files.
+const LockFileName = ".terraform.lock.hcl"
+
+// Spec is what to sync: providers with their selections, and platforms.
+type Spec struct {
+	// Platforms are the os_arch platforms every provider is synced for,
+	// from the manifests' top-level platforms attributes, in first-seen
+	// order.
+	Platforms []string
+	// Providers are the providers asked for, each once, in first-seen
+	// order.
+	Providers []*Provider
+}
+
+// Provider is one provider asked for, with everything that asked for it.
+type Provider struct {
+	Address discovery.Provider
+	// Selections say which versions to sync; the union of what they
+	// select is synced.
+	Selections []Selection
+	// Platforms are platforms this provider is synced for in addition
+	// to Spec.Platforms.
+	Platforms []string
+}
+
+// Selection selects versions of a provider from its version list.
+type Selection struct {
+	// Text is the constraint as written ("~> 5.0", "4.67.0"), or the
+	// exact version of a lock file.
+	Text string
+	// Set is the set of versions the constraint allows, with Terraform's
+	// rules (prereleases only when named exactly).
+	Set versions.Set
+	// Latest, when positive, keeps only the newest Latest versions of
+	// the list that Set allows; 0 keeps them all.
+	Latest int
+	// Where is the file:line that asked for it.
+	Where string
+}
+
+// Select returns the versions of available that s selects, newest first.
+func (s Selection) Select(available versions.List) versions.List {
+	var out versions.List
+	for _, v := range available {
+		if s.Set.Has(v) {
+			out = append(out, v)
+		}
+	}
+	out.Sort()
+	slices.Reverse(out)
+	out = slices.CompactFunc(out, func(a, b versions.Version) bool { return a.Same(b) })
+	if s.Latest > 0 && len(out) > s.Latest {
+		out = out[:s.Latest]
+	}
+	return out
+}
+
+// Load reads each path: a directory (its *.tf files and its lock file), a
+// file named .terraform.lock.hcl (a lock file), or any other file (a
+// sync manifest). What the paths ask for is merged into one Spec.
+func Load(paths ...string) (*Spec, error) {
+	spec := &Spec{}
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case fi.IsDir():
+			err = spec.loadDir(path)
+		case filepath.Base(path) == LockFileName:
+			var locked []lockedProvider
+			if locked, err = parseLockFile(path); err == nil {
+				for _, l := range locked {
+					spec.add(l.addr, []Selection{l.selection}, nil)
+				}
+			}
+		default:
+			err = spec.loadManifest(path)
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return spec, nil
+}
+
+// add merges selections and platforms for addr into the spec.
+func (s *Spec) add(addr discovery.Provider, sel []Selection, platforms []string) {
+	for _, p := range s.Providers {
+		if p.Address == addr {
+			p.Selections = append(p.Selections, sel...)
+			p.Platforms = appendNew(p.Platforms, platforms...)
+			return
+		}
+	}
+	s.Providers = append(s.Providers, &Provider{Address: addr, Selections: sel, Platforms: appendNew(nil, platforms...)})
+}
+
+// appendNew appends the items of add that list does not hold yet.
+func appendNew(list []string, add ...string) []string {
+	for _, a := range add {
+		if !slices.Contains(list, a) {
+			list = append(list, a)
+		}
+	}
+	return list
+}
+
+// ParseProvider parses a provider source address as Terraform does:
+// [HOST/]NAMESPACE/TYPE, the host defaulting to registry.terraform.io.
+// Namespace and type are letters, digits and dashes and are compared in
+// lowercase; the host is normalised as svchost does.
+func ParseProvider(s string) (discovery.Provider, error) {
+	parts := strings.Split(s, "/")
+	host := DefaultHost
+	switch len(parts) {
+	case 2:
+	case 3:
+		host, parts = parts[0], parts[1:]
+	default:
+		return discovery.Provider{}, fmt.Errorf("provider address %q: want [HOST/]NAMESPACE/TYPE", s)
+	}
+	h, err := svchost.ForComparison(host)
+	if err != nil {
+		return discovery.Provider{}, fmt.Errorf("provider address %q: invalid host: %v", s, err)
+	}
+	for i, what := range []string{"namespace", "type"} {
+		parts[i] = strings.ToLower(parts[i])
+		if !validPart(parts[i]) {
+			return discovery.Provider{}, fmt.Errorf("provider address %q: invalid %s %q (letters, digits and dashes)", s, what, parts[i])
+		}
+	}
+	return discovery.Provider{Hostname: h, Namespace: parts[0], Type: parts[1]}, nil
+}
+
+func validPart(s string) bool {
+	if s == "" || len(s) > 64 || s[0] == '-' || s[len(s)-1] == '-' || strings.Contains(s, "--") {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// parseConstraint parses a Terraform provider version constraint ("~> 5.0",
+// ">= 1.2, < 2.0", "4.67.0"), as Terraform does.
+func parseConstraint(s string) (versions.Set, error) {
+	if strings.TrimSpace(s) == "" {
+		return versions.None, fmt.Errorf("empty version constraint")
+	}
+	set, err := versions.MeetingConstraintsStringRuby(s)
+	if err != nil {
+		return versions.None, fmt.Errorf("version constraint %q: %v", s, err)
+	}
+	return set, nil
+}

@@ -1,0 +1,468 @@
+package manifest
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclparse"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// where formats a source position as file:line.
+func where(r hcl.Range) string { return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line) }
+
+// posError is an error at a position in a file.
+func posError(r hcl.Range, format string, args ...any) error {
+	return fmt.Errorf("%s: %s", where(r), fmt.Sprintf(format, args...))
+}
+
+// diagError turns HCL's error diagnostics into one error naming file:line.
+func diagError(diags hcl.Diagnostics) error {
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		msg := d.Summary
+		if d.Detail != "" {
+			msg += ": " + d.Detail
+		}
+		if d.Subject != nil {
+			return posError(*d.Subject, "%s", msg)
+		}
+		return fmt.Errorf("%s", msg)
+	}
+	return nil
+}
+
+func parseFile(p *hclparse.Parser, path string) (*hcl.File, error) {
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	f, diags := p.ParseHCL(src, path)
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	return f, nil
+}
+
+var manifestSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "platforms"}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "provider", LabelNames: []string{"source"}}},
+}
+
+var manifestProviderSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "versions", Required: true},
+		{Name: "latest"},
+		{Name: "platforms"},
+	},
+}
+
+// loadManifest reads a sync manifest:
+//
+//	platforms = ["linux_amd64", "darwin_arm64"]
+//	provider "registry.terraform.io/hashicorp/aws" {
+//	  versions  = [">= 5.0, < 6.0", "4.67.0"]
+//	  latest    = 1                 # optional
+//	  platforms = ["linux_arm64"]   # optional, added to the top-level list
+//	}
+func (s *Spec) loadManifest(path string) error {
+	f, err := parseFile(hclparse.NewParser(), path)
+	if err != nil {
+		return err
+	}
+	content, diags := f.Body.Content(manifestSchema)
+	if diags.HasErrors() {
+		return diagError(diags)
+	}
+	if attr, ok := content.Attributes["platforms"]; ok {
+		pls, err := platformList(attr)
+		if err != nil {
+			return err
+		}
+		s.Platforms = appendNew(s.Platforms, pls...)
+	}
+	if len(content.Blocks) == 0 {
+		return fmt.Errorf("%s: no provider blocks: a manifest names at least one provider \"HOST/NAMESPACE/TYPE\" { versions = [...] }", path)
+	}
+	seen := map[discovery.Provider]string{}
+	for _, b := range content.Blocks {
+		addr, err := ParseProvider(b.Labels[0])
+		if err != nil {
+			return posError(b.LabelRanges[0], "%v", err)
+		}
+		if prev, dup := seen[addr]; dup {
+			return posError(b.DefRange, "provider %s is already declared at %s", addr, prev)
+		}
+		seen[addr] = where(b.DefRange)
+		pc, diags := b.Body.Content(manifestProviderSchema)
+		if diags.HasErrors() {
+			return diagError(diags)
+		}
+		latest := 0
+		if attr, ok := pc.Attributes["latest"]; ok {
+			v, err := attrValue(attr, cty.Number)
+			if err != nil {
+				return err
+			}
+			n, acc := v.AsBigFloat().Int64()
+			if acc != 0 || n < 1 || n > 1<<20 {
+				return posError(attr.Expr.Range(), "latest must be a whole number of at least 1")
+			}
+			latest = int(n)
+		}
+		attr := pc.Attributes["versions"]
+		list, err := stringList(attr)
+		if err != nil {
+			return err
+		}
+		if len(list) == 0 {
+			return posError(attr.Expr.Range(), "versions must name at least one version constraint")
+		}
+		var sels []Selection
+		for _, c := range list {
+			set, err := parseConstraint(c)
+			if err != nil {
+				return posError(attr.Expr.Range(), "%v", err)
+			}
+			sels = append(sels, Selection{Text: c, Set: set, Latest: latest, Where: where(attr.Range)})
+		}
+		var pls []string
+		if attr, ok := pc.Attributes["platforms"]; ok {
+			if pls, err = platformList(attr); err != nil {
+				return err
+			}
+		}
+		s.add(addr, sels, pls)
+	}
+	return nil
+}
+
+// attrValue evaluates attr (constants only) as type ty.
+func attrValue(attr *hcl.Attribute, ty cty.Type) (cty.Value, error) {
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		return cty.NilVal, diagError(diags)
+	}
+	if v.IsNull() || !v.IsKnown() {
+		return cty.NilVal, posError(attr.Expr.Range(), "%s must not be null", attr.Name)
+	}
+	if !v.Type().Equals(ty) {
+		return cty.NilVal, posError(attr.Expr.Range(), "%s must be a %s", attr.Name, ty.FriendlyName())
+	}
+	return v, nil
+}
+
+// stringList evaluates attr as a list of strings.
+func stringList(attr *hcl.Attribute) ([]string, error) {
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	if v.IsNull() || !(v.Type().IsTupleType() || v.Type().IsListType()) {
+		return nil, posError(attr.Expr.Range(), "%s must be a list of strings", attr.Name)
+	}
+	var out []string
+	for it := v.ElementIterator(); it.Next(); {
+		_, e := it.Element()
+		if e.IsNull() || !e.Type().Equals(cty.String) {
+			return nil, posError(attr.Expr.Range(), "%s must be a list of strings", attr.Name)
+		}
+		out = append(out, e.AsString())
+	}
+	return out, nil
+}
+
+// platformList evaluates attr as a list of os_arch platforms.
+func platformList(attr *hcl.Attribute) ([]string, error) {
+	list, err := stringList(attr)
+	if err != nil {
+		return nil, err
+	}
+	for _, pl := range list {
+		if _, err := mirror.ParsePlatform(pl); err != nil {
+			return nil, posError(attr.Expr.Range(), "%v", err)
+		}
+	}
+	return appendNew(nil, list...), nil
+}
+
+// lockedProvider is one provider of a lock file.
+type lockedProvider struct {
+	addr      discovery.Provider
+	selection Selection // the locked version, exactly
+}
+
+var lockSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "provider", LabelNames: []string{"source"}}},
+}
+
+var lockProviderSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{{Name: "version", Required: true}},
+}
+
+// parseLockFile reads the provider blocks of a Terraform dependency lock
+// file. Attributes other than version (constraints, hashes) and other
+// blocks are not needed and not checked.
+func parseLockFile(path string) ([]lockedProvider, error) {
+	f, err := parseFile(hclparse.NewParser(), path)
+	if err != nil {
+		return nil, err
+	}
+	content, _, diags := f.Body.PartialContent(lockSchema)
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	var out []lockedProvider
+	for _, b := range content.Blocks {
+		addr, err := ParseProvider(b.Labels[0])
+		if err != nil {
+			return nil, posError(b.LabelRanges[0], "%v", err)
+		}
+		pc, _, diags := b.Body.PartialContent(lockProviderSchema)
+		if diags.HasErrors() {
+			return nil, diagError(diags)
+		}
+		attr := pc.Attributes["version"]
+		v, err := attrValue(attr, cty.String)
+		if err != nil {
+			return nil, err
+		}
+		ver, err := mirror.ParseSemver(v.AsString())
+		if err != nil {
+			return nil, posError(attr.Expr.Range(), "version: %v", err)
+		}
+		out = append(out, lockedProvider{addr: addr, selection: Selection{
+			Text: ver.String(), Set: versions.Only(ver), Where: where(attr.Range),
+		}})
+	}
+	return out, nil
+}
+
+var configSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "terraform"},
+		{Type: "provider", LabelNames: []string{"name"}},
+	},
+}
+
+var terraformBlockSchema = &hcl.BodySchema{
+	Blocks: []hcl.BlockHeaderSchema{{Type: "required_providers"}},
+}
+
+// requirement is what a configuration asks of one provider.
+type requirement struct {
+	addr        discovery.Provider
+	constraints []string
+	set         versions.Set
+	where       string
+}
+
+// loadDir reads the *.tf files of dir and its lock file, if any, and asks
+// for what `terraform providers mirror` would install there: each locked
+// provider's locked version, and for each provider the configuration needs
+// that the lock file lacks, the newest version meeting its constraints.
+func (s *Spec) loadDir(dir string) error {
+	files, err := filepath.Glob(filepath.Join(dir, "*.tf"))
+	if err != nil {
+		return err
+	}
+	sort.Strings(files)
+	var locked []lockedProvider
+	lockPath := filepath.Join(dir, LockFileName)
+	if _, err := os.Stat(lockPath); err == nil {
+		if locked, err = parseLockFile(lockPath); err != nil {
+			return err
+		}
+	}
+	if len(files) == 0 && len(locked) == 0 {
+		return fmt.Errorf("%s: no *.tf files and no %s", dir, LockFileName)
+	}
+	reqs, err := parseConfig(files)
+	if err != nil {
+		return err
+	}
+	isLocked := map[discovery.Provider]bool{}
+	for _, l := range locked {
+		isLocked[l.addr] = true
+		s.add(l.addr, []Selection{l.selection}, nil)
+	}
+	for _, r := range reqs {
+		if isLocked[r.addr] {
+			continue
+		}
+		text := "any version"
+		if len(r.constraints) > 0 {
+			text = joinConstraints(r.constraints)
+		}
+		s.add(r.addr, []Selection{{Text: text, Set: r.set, Latest: 1, Where: r.where}}, nil)
+	}
+	return nil
+}
+
+func joinConstraints(cs []string) string {
+	out := cs[0]
+	for _, c := range cs[1:] {
+		out += ", " + c
+	}
+	return out
+}
+
+// parseConfig reads the required_providers blocks and provider blocks of
+// files. Providers are keyed by local name, as in Terraform: a local name
+// without a source address means hashicorp/NAME; constraints given for one
+// provider in several places all apply.
+func parseConfig(files []string) ([]*requirement, error) {
+	p := hclparse.NewParser()
+	byName := map[string]*requirement{}
+	var order []string
+	get := func(name string, r hcl.Range) *requirement {
+		if req, ok := byName[name]; ok {
+			return req
+		}
+		req := &requirement{set: versions.Released, where: where(r)}
+		byName[name] = req
+		order = append(order, name)
+		return req
+	}
+	sources := map[string]discovery.Provider{}
+	for _, path := range files {
+		f, err := parseFile(p, path)
+		if err != nil {
+			return nil, err
+		}
+		content, _, diags := f.Body.PartialContent(configSchema)
+		if diags.HasErrors() {
+			return nil, diagError(diags)
+		}
+		for _, b := range content.Blocks {
+			if b.Type == "provider" {
+				get(b.Labels[0], b.DefRange)
+				continue
+			}
+			tc, _, diags := b.Body.PartialContent(terraformBlockSchema)
+			if diags.HasErrors() {
+				return nil, diagError(diags)
+			}
+			for _, rp := range tc.Blocks {
+				attrs, diags := rp.Body.JustAttributes()
+				if diags.HasErrors() {
+					return nil, diagError(diags)
+				}
+				names := make([]string, 0, len(attrs))
+				for name := range attrs {
+					names = append(names, name)
+				}
+				sort.Slice(names, func(i, j int) bool { return attrs[names[i]].Range.Start.Byte < attrs[names[j]].Range.Start.Byte })
+				for _, name := range names {
+					attr := attrs[name]
+					source, constraint, err := requiredProvider(attr)
+					if err != nil {
+						return nil, err
+					}
+					req := get(name, attr.Range)
+					req.where = where(attr.Range)
+					if source != "" {
+						addr, err := ParseProvider(source)
+						if err != nil {
+							return nil, posError(attr.Expr.Range(), "%v", err)
+						}
+						if prev, ok := sources[name]; ok && prev != addr {
+							return nil, posError(attr.Range, "provider %q has two source addresses: %s and %s", name, prev, addr)
+						}
+						sources[name] = addr
+					}
+					if constraint != "" {
+						set, err := parseConstraint(constraint)
+						if err != nil {
+							return nil, posError(attr.Expr.Range(), "%v", err)
+						}
+						req.constraints = append(req.constraints, constraint)
+						req.set = versions.Intersection(req.set, set)
+					}
+				}
+			}
+		}
+	}
+	var out []*requirement
+	for _, name := range order {
+		req := byName[name]
+		addr, ok := sources[name]
+		if !ok {
+			var err error
+			if addr, err = ParseProvider("hashicorp/" + name); err != nil {
+				return nil, fmt.Errorf("%s: provider local name %q: %v", req.where, name, err)
+			}
+		}
+		req.addr = addr
+		out = append(out, req)
+	}
+	// Two local names may stand for one provider: merge them.
+	merged := out[:0]
+	for _, r := range out {
+		dup := false
+		for _, m := range merged {
+			if m.addr == r.addr {
+				m.constraints = append(m.constraints, r.constraints...)
+				m.set = versions.Intersection(m.set, r.set)
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			merged = append(merged, r)
+		}
+	}
+	return merged, nil
+}
+
+// requiredProvider reads one entry of required_providers: an object with
+// source and version (other keys, such as configuration_aliases, are not
+// evaluated), or a version constraint string (the pre-0.13 form).
+func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error) {
+	if obj, ok := attr.Expr.(*hclsyntax.ObjectConsExpr); ok {
+		for _, item := range obj.Items {
+			key := hcl.ExprAsKeyword(item.KeyExpr)
+			if key == "" {
+				kv, diags := item.KeyExpr.Value(nil)
+				if diags.HasErrors() || kv.IsNull() || !kv.Type().Equals(cty.String) {
+					return "", "", posError(item.KeyExpr.Range(), "invalid key in required_providers entry %q", attr.Name)
+				}
+				key = kv.AsString()
+			}
+			if key != "source" && key != "version" {
+				continue
+			}
+			v, diags := item.ValueExpr.Value(nil)
+			if diags.HasErrors() {
+				return "", "", diagError(diags)
+			}
+			if v.IsNull() || !v.Type().Equals(cty.String) {
+				return "", "", posError(item.ValueExpr.Range(), "%s of provider %q must be a string", key, attr.Name)
+			}
+			if key == "source" {
+				source = v.AsString()
+			} else {
+				constraint = v.AsString()
+			}
+		}
+		return source, constraint, nil
+	}
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		return "", "", diagError(diags)
+	}
+	if v.IsNull() || !v.Type().Equals(cty.String) {
+		return "", "", posError(attr.Expr.Range(), "required_providers entry %q must be an object { source, version } or a version constraint string", attr.Name)
+	}
+	return "", v.AsString(), nil
+}

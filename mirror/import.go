@@ -1,0 +1,509 @@
+package mirror
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// This file is the engine's API for carrying a cache across an air gap:
+// what an export reads (Stored, OpenStored) and what an import loads
+// (Import), and the version list of a sealed mirror.
+
+// importedHostPrefix keys the record of a host Import loaded providers of.
+const importedHostPrefix = "imported-host/"
+
+// Imported is one provider version loaded from outside the origin (an
+// export of another mirror, a `terraform providers mirror` directory or
+// in-house builds), for Import.
+type Imported struct {
+	Provider discovery.Provider
+	Version  versions.Version
+	// Documents are the origin's SHA256SUMS documents with their
+	// signatures and signing keys, byte for byte; each package refers to
+	// its own by index. Empty when Unsigned.
+	Documents []SumsDocument
+	// Packages are the version's packages, one per platform.
+	Packages []ImportedPackage
+	// Protocols are the version's plugin protocol versions ("5.0"), for
+	// the version list; optional.
+	Protocols []string
+	// Unsigned accepts packages without any signature: they are checked
+	// against their H1 where given, and recorded as ProvenanceUnsigned.
+	Unsigned bool
+}
+
+// ImportedPackage is one platform's package of an Imported version.
+type ImportedPackage struct {
+	// Platform is os_arch.
+	Platform string
+	// Filename is the archive's name as the SHA256SUMS document lists it
+	// (any name when Unsigned); it names the archive in errors.
+	Filename string
+	// DownloadURL, Protocols, OS, Arch and Shasum are the origin's package
+	// metadata, as it gave them (empty when Unsigned).
+	DownloadURL string
+	Protocols   []string
+	OS, Arch    string
+	Shasum      string
+	// Document is the index in Imported.Documents of the SHA256SUMS
+	// document that lists this package.
+	Document int
+	// H1 is the h1: hash the archive must have, when known ("").
+	H1 string
+	// Open opens the archive's bytes and returns its size (-1 if unknown).
+	Open func(ctx context.Context) (io.ReadCloser, int64, error)
+}
+
+// ImportError is a failure of Import that one imported item caused: a
+// SHA256SUMS document (Document >= 0) or a package (Package >= 0), so
+// that the caller can name the file it read it from.
+type ImportError struct {
+	Document int // index in Imported.Documents, or -1
+	Package  int // index in Imported.Packages, or -1
+	Err      error
+}
+
+func (e *ImportError) Error() string { return e.Err.Error() }
+func (e *ImportError) Unwrap() error { return e.Err }
+
+func docError(i int, err error) error { return &ImportError{Document: i, Package: -1, Err: err} }
+func pkgError(i int, err error) error { return &ImportError{Document: -1, Package: i, Err: err} }
+
+// ImportResult says what Import did with each package, in the order given.
+type ImportResult struct {
+	Packages []ImportedOutcome
+}
+
+// ImportedOutcome is what Import did with one package.
+type ImportedOutcome struct {
+	Platform string
+	// Present says the cache held the package already; nothing was read.
+	Present bool
+	// Size is the archive's size in bytes.
+	Size int64
+}
+
+// Import verifies an imported version exactly as if it came from the
+// origin and stores it: the signature over each SHA256SUMS document with
+// its signing keys, each package's shasum against its line there, and
+// then each archive's sha256 and that it is an installable package, as
+// the archive fetcher checks an origin download (the same code commits
+// it). Only once every archive is committed is the version's record
+// stored and the version added to its provider's cached version list;
+// a version that fails any check leaves no record, so nothing of it is
+// served. The provider's host needs not be an allowed origin: a host that
+// is not one becomes local-only (served from the cache, never contacted).
+//
+// Packages the cache holds already are checked against the record: the
+// same sha256 (or nothing is stored). A version cached with a signature
+// is not completed by an unsigned import, nor the other way round.
+//
+// Errors: a *verify.Error (verify.ErrIntegrity) naming the file when a
+// check fails; ErrShutDown; errors opening or storing the archives. An
+// error that one document or package caused is an *ImportError.
+func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) {
+	if !s.work.add() {
+		return ImportResult{}, ErrShutDown
+	}
+	defer s.work.done()
+	s.importMu.Lock()
+	defer s.importMu.Unlock()
+	p, v := in.Provider, in.Version
+	if len(in.Packages) == 0 {
+		return ImportResult{}, fmt.Errorf("%s %s: nothing to import", p, v)
+	}
+	provenance := ProvenanceImported
+	if in.Unsigned {
+		provenance = ProvenanceUnsigned
+	}
+
+	// The metadata: checked before any archive is read.
+	archives := make([]ArchiveRecord, len(in.Packages))
+	sums := map[int]map[string]string{}
+	if !in.Unsigned {
+		if len(in.Documents) == 0 {
+			return ImportResult{}, &verify.Error{Reason: verify.ReasonMissingChecksum,
+				Detail: fmt.Sprintf("%s %s comes without any SHA256SUMS document", p, v)}
+		}
+		all := map[string]string{}
+		for i, doc := range in.Documents {
+			if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+				return ImportResult{}, docError(i, s.refuse(p, v, "", err))
+			}
+			parsed, err := verify.ParseSHA256SUMS(doc.Content)
+			if err != nil {
+				return ImportResult{}, docError(i, s.refuse(p, v, "", err))
+			}
+			for name, sum := range parsed {
+				if old, ok := all[name]; ok && old != sum {
+					return ImportResult{}, docError(i, s.refuse(p, v, "", &verify.Error{Reason: verify.ReasonChecksum,
+						Detail: fmt.Sprintf("SHA256SUMS documents of one version disagree about %s", name)}))
+				}
+				all[name] = sum
+			}
+			sums[i] = parsed
+		}
+	}
+	seen := map[string]bool{}
+	for i, pkg := range in.Packages {
+		if _, err := ParsePlatform(pkg.Platform); err != nil {
+			return ImportResult{}, pkgError(i, err)
+		}
+		if seen[pkg.Platform] {
+			return ImportResult{}, pkgError(i, fmt.Errorf("%s %s: platform %s given twice", p, v, pkg.Platform))
+		}
+		seen[pkg.Platform] = true
+		a := ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL}
+		if in.Unsigned {
+			sha, err := s.sumArchive(ctx, pkg)
+			if err != nil {
+				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
+			}
+			a.SHA256 = sha
+		} else {
+			doc, ok := sums[pkg.Document]
+			if !ok {
+				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonMissingChecksum,
+					Detail: fmt.Sprintf("%s refers to SHA256SUMS document %d, which was not given", pkg.Filename, pkg.Document)}))
+			}
+			if err := verify.VerifySums(doc, pkg.Filename, pkg.Shasum); err != nil {
+				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
+			}
+			a.SHA256 = doc[pkg.Filename]
+			a.Evidence = &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum, Document: pkg.Document}
+		}
+		archives[i] = a
+	}
+
+	// The record it will join, if the cache has one.
+	cached, haveCached := s.cachedPackage(p, v)
+	if haveCached && !cached.hasEvidence() {
+		haveCached = false // an earlier release's record: replaced, keeping its sha256s
+	}
+	for i, pkg := range in.Packages {
+		was, ok := cached.archive(pkg.Platform)
+		if !ok {
+			continue
+		}
+		if was.SHA256 != archives[i].SHA256 {
+			return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
+		}
+	}
+	if haveCached && (cached.Provenance == ProvenanceUnsigned) != in.Unsigned {
+		for i, pkg := range in.Packages {
+			if _, ok := cached.Archives[pkg.Platform]; !ok {
+				return ImportResult{}, pkgError(i, fmt.Errorf("%s %s is cached %s; its package for %s cannot be added from an import %s",
+					p, v, describe(cached.Provenance), in.Packages[i].Platform, describe(provenance)))
+			}
+		}
+	}
+
+	// The archives, through the fetcher.
+	res := ImportResult{Packages: make([]ImportedOutcome, len(in.Packages))}
+	for i, pkg := range in.Packages {
+		out, err := s.importArchive(ctx, p, archives[i], pkg)
+		if err != nil {
+			// The fetcher logged and counted it.
+			return ImportResult{}, pkgError(i, fmt.Errorf("%s %s %s: %w", p, v, pkg.Platform, err))
+		}
+		res.Packages[i] = out
+	}
+
+	// The record, then the version list, then the host.
+	if err := s.storeImported(ctx, p, v, in, archives, provenance); err != nil {
+		return ImportResult{}, err
+	}
+	if err := s.listImported(ctx, p, v, in); err != nil {
+		return ImportResult{}, err
+	}
+	s.hostsMu.RLock()
+	known := s.importedHosts[p.Hostname]
+	s.hostsMu.RUnlock()
+	if !known {
+		if err := s.store.PutMeta(importedHostPrefix+string(p.Hostname), struct{}{}); err != nil {
+			return ImportResult{}, fmt.Errorf("recording imported host %s: %w", p.Hostname, err)
+		}
+		s.hostsMu.Lock()
+		s.importedHosts[p.Hostname] = true
+		s.hostsMu.Unlock()
+	}
+	return res, nil
+}
+
+func describe(pr Provenance) string {
+	if pr == ProvenanceUnsigned {
+		return "without signature"
+	}
+	return "with the origin's signature"
+}
+
+// sumArchive returns the sha256 of pkg's archive.
+func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, error) {
+	body, _, err := pkg.Open(ctx)
+	if err != nil {
+		return "", err
+	}
+	defer body.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, io.LimitReader(body, s.cfg.MaxArchiveBytes+1))
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", pkg.Filename, err)
+	}
+	if n > s.cfg.MaxArchiveBytes {
+		return "", &verify.Error{Reason: verify.ReasonBadArchive,
+			Detail: fmt.Sprintf("%s is larger than the %d bytes allowed", pkg.Filename, s.cfg.MaxArchiveBytes)}
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// importArchive commits pkg's archive, verified as a, to the cache
+// through the fetcher (reading it from pkg.Open rather than the origin),
+// unless the cache has it already.
+func (s *Engine) importArchive(ctx context.Context, p discovery.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
+	out := ImportedOutcome{Platform: pkg.Platform}
+	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
+	f, _, err := s.archives.joinFrom(p, a, src)
+	if err != nil {
+		return out, err
+	}
+	if f != nil {
+		defer f.release()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+	} else {
+		out.Present = true
+	}
+	info, err := s.store.StatBlob(a.SHA256)
+	if err != nil {
+		if f != nil {
+			if ferr := f.snapshot().err; ferr != nil {
+				return out, ferr
+			}
+		}
+		return out, fmt.Errorf("archive %s was verified but could not be stored in the cache: %w", a.Filename, err)
+	}
+	if pkg.H1 != "" && info.H1 != "" && info.H1 != pkg.H1 {
+		return out, &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, info.H1, pkg.H1)}
+	}
+	out.Size = info.Size
+	return out, nil
+}
+
+// storeImported merges the imported packages into v's record and stores
+// it, in turn with package-metadata fetches of the same version.
+func (s *Engine) storeImported(ctx context.Context, p discovery.Provider, v versions.Version, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+	key := packageKey(p, v)
+	for range maxPackageRounds {
+		ran := false
+		_, err := s.coalesce(ctx, "package", key, func(context.Context) (any, error) {
+			ran = true
+			rec, ok := s.cachedPackage(p, v)
+			if ok && rec.hasEvidence() {
+				rec = rec.clone()
+			} else {
+				rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Sums: map[string]string{},
+					Archives: map[string]ArchiveRecord{}, Provenance: provenance}
+			}
+			// The imported documents, each once, by their new index.
+			index := make([]int, len(in.Documents))
+			for i, doc := range in.Documents {
+				index[i] = -1
+				for j, have := range rec.Documents {
+					if string(have.Content) == string(doc.Content) && string(have.Signature) == string(doc.Signature) &&
+						slices.Equal(have.SigningKeys, doc.SigningKeys) && have.URL == doc.URL && have.SignatureURL == doc.SignatureURL {
+						index[i] = j
+					}
+				}
+				if index[i] < 0 {
+					rec.Documents = append(rec.Documents, doc)
+					index[i] = len(rec.Documents) - 1
+					parsed, err := verify.ParseSHA256SUMS(doc.Content)
+					if err != nil {
+						return nil, err
+					}
+					maps.Copy(rec.Sums, parsed)
+				}
+			}
+			for i, pkg := range in.Packages {
+				if _, ok := rec.Archives[pkg.Platform]; ok {
+					continue
+				}
+				a := archives[i]
+				if a.Evidence != nil {
+					ev := *a.Evidence
+					ev.Document = index[ev.Document]
+					a.Evidence = &ev
+				}
+				rec.Archives[pkg.Platform] = a
+				rec.Missing = slices.DeleteFunc(rec.Missing, func(pl string) bool { return pl == pkg.Platform })
+				delete(rec.MissingChecked, pkg.Platform)
+			}
+			rec.VerifiedAt = s.cfg.Now().UTC()
+			err := s.store.PutMeta(key, rec)
+			s.memo.forget(key)
+			if err != nil {
+				s.metrics.CacheWriteFailed()
+				return nil, fmt.Errorf("storing package metadata of %s %s: %w", p, v, err)
+			}
+			return rec, nil
+		})
+		if ran || err != nil && ctx.Err() != nil {
+			return err
+		}
+		// A metadata fetch of this version was under way: go again.
+	}
+	return fmt.Errorf("package metadata for %s %s kept changing while it was imported", p, v)
+}
+
+// listImported adds v with the imported platforms to p's cached version
+// list, in turn with refreshes of it.
+func (s *Engine) listImported(ctx context.Context, p discovery.Provider, v versions.Version, in Imported) error {
+	key := versionsKey(p)
+	for range maxPackageRounds {
+		ran := false
+		_, err := s.coalesce(ctx, "versions", key, func(context.Context) (any, error) {
+			ran = true
+			list := &VersionList{Schema: recordSchema}
+			if cached, _, err := s.cachedVersions(key); err == nil {
+				list.Versions = slices.Clone(cached.Versions)
+			} else if !errors.Is(err, cache.ErrNotFound) {
+				return nil, err
+			}
+			list.Imported = true
+			i := slices.IndexFunc(list.Versions, func(e VersionEntry) bool { return e.Version == v.String() })
+			if i < 0 {
+				list.Versions = append(list.Versions, VersionEntry{Version: v.String(), Platforms: []string{}})
+				i = len(list.Versions) - 1
+			}
+			e := &list.Versions[i]
+			e.Platforms = slices.Clone(e.Platforms)
+			for _, pkg := range in.Packages {
+				if !slices.Contains(e.Platforms, pkg.Platform) {
+					e.Platforms = append(e.Platforms, pkg.Platform)
+				}
+			}
+			slices.Sort(e.Platforms)
+			if len(e.Protocols) == 0 {
+				e.Protocols = slices.Clone(in.Protocols)
+			}
+			sortVersions(list.Versions)
+			err := s.store.PutMeta(key, list)
+			s.memo.forget(key)
+			if err != nil {
+				s.metrics.CacheWriteFailed()
+				return nil, fmt.Errorf("storing version list of %s: %w", p, err)
+			}
+			return list, nil
+		})
+		if ran || err != nil && ctx.Err() != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("version list of %s kept changing while it was imported", p)
+}
+
+// sortVersions sorts entries by version precedence, as TranslateVersions.
+func sortVersions(entries []VersionEntry) {
+	parsed := make(map[string]versions.Version, len(entries))
+	for _, e := range entries {
+		parsed[e.Version], _ = ParseSemver(e.Version)
+	}
+	slices.SortStableFunc(entries, func(a, b VersionEntry) int {
+		va, vb := parsed[a.Version], parsed[b.Version]
+		switch {
+		case va.LessThan(vb):
+			return -1
+		case vb.LessThan(va):
+			return 1
+		}
+		return strings.Compare(a.Version, b.Version)
+	})
+}
+
+// Stored returns what the cache holds of version v of p, every platform
+// with verified package metadata, without asking any origin and for any
+// host (what an export writes): the origin's evidence, or for a version
+// imported without signature (Provenance ProvenanceUnsigned) the file
+// names and sha256s only, with Document -1. Errors: ErrNotCached;
+// ErrNoEvidence for a version cached by an earlier release.
+func (s *Engine) Stored(p discovery.Provider, v versions.Version) (*Evidence, error) {
+	rec, ok := s.cachedPackage(p, v)
+	if !ok {
+		return nil, fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
+	}
+	if !rec.hasEvidence() {
+		return nil, fmt.Errorf("%w: %s %s was cached by an earlier release", ErrNoEvidence, p, v)
+	}
+	return evidenceOf(p, rec, sortedKeys(rec.Archives)), nil
+}
+
+// OpenStored opens the cached archive whose sha256 is sha (from Stored),
+// without asking any origin. Errors: ErrNotCached; ErrShutDown.
+func (s *Engine) OpenStored(sha string) (*Archive, error) {
+	arc, err := s.openCached(sha)
+	if err != nil {
+		return nil, err
+	}
+	if arc == nil {
+		return nil, fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+	}
+	return arc, nil
+}
+
+// sealedList returns list without the versions of which neither the cache
+// nor the shared tier (Config.Shared; see sharedInstallable) holds an
+// archive of a served platform; list itself when it lacks none.
+func (s *Engine) sealedList(ctx context.Context, p discovery.Provider, list *VersionList) *VersionList {
+	var (
+		keep    []VersionEntry
+		dropped bool
+	)
+	for i, e := range list.Versions {
+		installable := false
+		if v, err := ParseSemver(e.Version); err == nil {
+			rec, ok := s.cachedPackage(p, v)
+			if ok {
+				for pl, a := range rec.Archives {
+					if !s.wanted(pl) {
+						continue
+					}
+					if _, err := s.store.StatBlob(a.SHA256); err == nil {
+						installable = true
+						break
+					}
+				}
+			}
+			if !installable {
+				installable = s.sharedInstallable(ctx, p, v, rec)
+			}
+		}
+		switch {
+		case !installable && !dropped:
+			keep, dropped = slices.Clone(list.Versions[:i]), true
+		case installable && dropped:
+			keep = append(keep, e)
+		}
+	}
+	if !dropped {
+		return list
+	}
+	return &VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
+}

@@ -1,0 +1,227 @@
+package mirror
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"reflect"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// importedFrom makes an Imported from the evidence ev, each archive's
+// bytes given by body.
+func importedFrom(ev *Evidence, body func(pl string) []byte) Imported {
+	in := Imported{Provider: ev.Provider, Documents: ev.Documents}
+	for _, pe := range ev.Platforms {
+		data := body(pe.Platform)
+		in.Packages = append(in.Packages, ImportedPackage{
+			Platform: pe.Platform, Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
+			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, Document: pe.Document,
+			Open: func(context.Context) (io.ReadCloser, int64, error) {
+				return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+			},
+		})
+	}
+	return in
+}
+
+// A version imported from another cache's evidence into a sealed engine
+// is served from it as if fetched from the origin: the same evidence, and
+// Verify passes from the cache alone. An archive of other bytes than the
+// signed SHA256SUMS says is refused, and nothing of that version stored.
+func TestImportFromEvidence(t *testing.T) {
+	src := newHarness(t, harnessOptions{})
+	src.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	v := mustVersion(t, "1.0.0")
+	ev, err := src.engine.Evidence(t.Context(), src.provider(), v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := func(pl string) []byte { return src.origin.Archive(ns, typ, "1.0.0", pl) }
+
+	t.Run("tampered archive", func(t *testing.T) {
+		dst := newHarness(t, harnessOptions{cfg: Config{Offline: true}})
+		in := importedFrom(ev, func(pl string) []byte {
+			b := bytes.Clone(body(pl))
+			if pl == "linux_amd64" {
+				b[len(b)/2] ^= 1
+			}
+			return b
+		})
+		in.Version = v
+		_, err := dst.engine.Import(t.Context(), in)
+		var ierr *ImportError
+		if !errors.Is(err, verify.ErrIntegrity) || !errors.As(err, &ierr) || in.Packages[ierr.Package].Platform != "linux_amd64" {
+			t.Fatalf("Import of a tampered archive: %v, want an integrity error of linux_amd64", err)
+		}
+		if _, _, err := dst.engine.Versions(t.Context(), dst.provider()); err == nil {
+			t.Error("the refused version is listed")
+		}
+		if _, err := dst.packages("1.0.0"); err == nil {
+			t.Error("the refused version is served")
+		}
+	})
+
+	dst := newHarness(t, harnessOptions{cfg: Config{Offline: true}})
+	in := importedFrom(ev, body)
+	in.Version = v
+	res, err := dst.engine.Import(t.Context(), in)
+	if err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	if len(res.Packages) != len(platforms) || res.Packages[0].Present || res.Packages[0].Size == 0 {
+		t.Errorf("Import result %+v", res)
+	}
+	for _, pl := range platforms {
+		if err := dst.engine.Verify(t.Context(), dst.provider(), v, mustPlatform(t, pl)); err != nil {
+			t.Errorf("Verify %s after import: %v", pl, err)
+		}
+		if a := dst.read(t.Context(), "1.0.0", pl); a.err != nil || !bytes.Equal(a.body, body(pl)) || a.source != Hit {
+			t.Errorf("archive %s after import: %v, %d bytes from %s", pl, a.err, len(a.body), a.source)
+		}
+	}
+	got, err := dst.engine.Evidence(t.Context(), dst.provider(), v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got.Documents, ev.Documents) || !reflect.DeepEqual(got.Platforms, ev.Platforms) || got.Provenance != ProvenanceImported {
+		t.Errorf("evidence after import differs:\n got %+v\nwant %+v", got, ev)
+	}
+	// Again: everything is present, nothing read.
+	in = importedFrom(ev, func(string) []byte { return nil })
+	in.Version = v
+	res, err = dst.engine.Import(t.Context(), in)
+	if err != nil || !res.Packages[0].Present {
+		t.Errorf("second Import: %+v, %v", res, err)
+	}
+}
+
+// inHouseZip is a provider package of type typ built by the test.
+func inHouseZip(t *testing.T, typ string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	h := &zip.FileHeader{Name: "terraform-provider-" + typ, Method: zip.Deflate}
+	h.SetMode(0o755)
+	f, err := zw.CreateHeader(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(f, "#!/bin/sh\nexit 1\n")
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+// An unsigned import under a host that is no allowed origin makes the
+// host local-only, across restarts: its imported providers are served,
+// others are not found, and the host is never contacted. A package whose
+// h1: differs from the one given is refused.
+func TestImportUnsignedLocalOnlyHost(t *testing.T) {
+	opts := harnessOptions{cacheDir: t.TempDir()}
+	h := newHarness(t, opts)
+	p := discovery.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
+	v := mustVersion(t, "1.0.0")
+	zipped := inHouseZip(t, "thing")
+	h1, err := verify.H1(bytes.NewReader(zipped), int64(len(zipped)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	imported := func(h1 string) Imported {
+		return Imported{Provider: p, Version: v, Unsigned: true, Packages: []ImportedPackage{{
+			Platform: "linux_amd64", Filename: "terraform-provider-thing_1.0.0_linux_amd64.zip", H1: h1, Document: -1,
+			Open: func(context.Context) (io.ReadCloser, int64, error) {
+				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
+			},
+		}}}
+	}
+	if err := h.engine.CheckOrigin(p); !errors.Is(err, ErrOriginNotAllowed) {
+		t.Fatalf("before import, CheckOrigin: %v", err)
+	}
+	if _, err := h.engine.Import(t.Context(), imported("h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")); !errors.Is(err, verify.ErrIntegrity) {
+		t.Fatalf("Import with a wrong h1: %v, want an integrity error", err)
+	}
+	if _, err := h.engine.Import(t.Context(), imported(h1)); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+
+	h.stop()
+	h.start(opts)
+	list, _, err := h.engine.Versions(t.Context(), p)
+	if err != nil {
+		t.Fatalf("Versions of the in-house provider: %v", err)
+	}
+	if _, ok := list.Find(v); !ok || len(list.Versions) != 1 {
+		t.Errorf("version list %+v", list.Versions)
+	}
+	pkg, err := h.engine.Package(t.Context(), p, v, nil)
+	if err != nil || len(pkg.Archives) != 1 || pkg.Archives[0].H1 != h1 {
+		t.Fatalf("Package: %+v, %v", pkg, err)
+	}
+	arc, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "linux_amd64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(arc)
+	arc.Close()
+	if err != nil || !bytes.Equal(got, zipped) {
+		t.Errorf("archive: %v, %d bytes", err, len(got))
+	}
+	if _, err := h.engine.Evidence(t.Context(), p, v, nil); !errors.Is(err, ErrNoEvidence) {
+		t.Errorf("Evidence of an unsigned import: %v, want ErrNoEvidence", err)
+	}
+	if _, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "darwin_arm64")); !errors.Is(err, ErrPlatformNotFound) {
+		t.Errorf("a platform not imported: %v, want ErrPlatformNotFound", err)
+	}
+	other := discovery.Provider{Hostname: p.Hostname, Namespace: "platform", Type: "other"}
+	if _, _, err := h.engine.Versions(t.Context(), other); !errors.Is(err, discovery.ErrNotFound) {
+		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
+	}
+	err = h.engine.ListCached(func(cv CachedVersion) error {
+		if cv.Provenance != ProvenanceUnsigned || cv.HasEvidence {
+			t.Errorf("ListCached: %+v", cv)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := h.origin.TotalHits(); n != 0 {
+		t.Errorf("the origin was asked %d times", n)
+	}
+}
+
+// On a connected mirror, a version list that an import added to is
+// refreshed from the origin on next use, whose list may have more.
+func TestImportedListRefreshedWhenConnected(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
+	v := mustVersion(t, "1.0.0")
+	ev, err := h.engine.Evidence(t.Context(), h.provider(), v, []discovery.Platform{mustPlatform(t, "linux_amd64")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newHarness(t, harnessOptions{})
+	dst.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
+	in := importedFrom(ev, func(pl string) []byte { return h.origin.Archive(ns, typ, "1.0.0", pl) })
+	in.Version = v
+	if _, err := dst.engine.Import(t.Context(), in); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	if n := dst.origin.TotalHits(); n != 0 {
+		t.Errorf("Import asked the origin %d times", n)
+	}
+	list, st, err := dst.engine.Versions(t.Context(), dst.provider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !st.Fetched || len(list.Versions) != 2 {
+		t.Errorf("version list after import: fetched %v, %+v; want the origin's two versions", st.Fetched, list.Versions)
+	}
+}

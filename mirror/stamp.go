@@ -1,0 +1,86 @@
+package mirror
+
+import "time"
+
+// Stamp tells whether an answer of Versions or Package is still the one
+// the same call would give, so that a front door can keep what it made
+// from the answer (a rendered document) and reuse it, asking only
+// Engine.Reuse, which reads two counters and the clock. An answer holds
+// while nothing the engine answers from has been written (metadata
+// records, archives cached or evicted: any of them, for any provider) and
+// its version list is fresh. Answers that needed the origin, or that were
+// served stale because it failed, are never reused: the next call must
+// ask again. The zero Stamp is never reusable.
+type Stamp struct {
+	gen   uint64    // the engine's generation when the call began
+	until time.Time // by Config.Now, when the answer expires; zero: never (offline)
+	kind  stampKind
+}
+
+// IsZero reports whether st is the zero Stamp: the answer is never
+// reusable, and there is no point keeping it for reuse.
+func (st Stamp) IsZero() bool { return st.kind == stampNone }
+
+type stampKind uint8
+
+const (
+	stampNone     stampKind = iota // not reusable
+	stampVersions                  // a version list from the cache
+	stampPackage                   // package metadata from the cache
+)
+
+// generation changes whenever something the engine answers from may have
+// changed: every metadata write forgets its memo entry, which advances the
+// memo's generation, and the store's StatGeneration follows archives
+// committed and deleted (their h1: hashes). Both only grow, so their sum
+// is unchanged only while both are.
+func (s *Engine) generation() uint64 { return s.memo.m.Generation() + s.store.StatGeneration() }
+
+// stamp returns the stamp of an answer made from a version list in state
+// st, the engine's generation having been gen when the call began.
+func (s *Engine) stamp(gen uint64, st listState, kind stampKind) Stamp {
+	if st.stale || st.fetched {
+		return Stamp{}
+	}
+	if s.cfg.Offline {
+		return Stamp{gen: gen, kind: kind} // cached lists are served however old
+	}
+	return Stamp{gen: gen, until: st.storedAt.Add(s.cfg.VersionsTTL), kind: kind}
+}
+
+// missingUntil returns until, or earlier when a platform of need that rec
+// has no package for stops being believed missing before (see
+// believedMissing), so that the origin is asked again then.
+func (s *Engine) missingUntil(rec *PackageRecord, need []string, until time.Time) time.Time {
+	if s.cfg.Offline {
+		return until
+	}
+	for _, pl := range need {
+		if _, ok := rec.Archives[pl]; ok {
+			continue
+		}
+		if c, ok := rec.MissingChecked[pl]; ok {
+			if end := c.At.Add(s.cfg.VersionsTTL); until.IsZero() || end.Before(until) {
+				until = end
+			}
+		}
+	}
+	return until
+}
+
+// Reuse reports whether an answer stamped st is still the one the call
+// that made it would give now. When it is, the cache lookups that call
+// would have made are counted, as if it had been made again.
+func (s *Engine) Reuse(st Stamp) bool {
+	if st.kind == stampNone || st.gen != s.generation() {
+		return false
+	}
+	if !st.until.IsZero() && !s.cfg.Now().Before(st.until) {
+		return false
+	}
+	s.metrics.CacheLookup("versions", true)
+	if st.kind == stampPackage {
+		s.metrics.CacheLookup("package", true)
+	}
+	return true
+}

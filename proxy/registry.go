@@ -1,0 +1,269 @@
+package proxy
+
+// The provider registry protocol (providers.v1), served from the same
+// engine as the network mirror protocol, one base URL per allowed origin
+// host: RegistryPath(HOST). A CLI configuration's host block points the
+// origin host's providers.v1 service at it; the clients then install as
+// they do from the origin itself, check the origin's signature, and record
+// every platform's zh: hash in the lock file.
+//
+//	GET /registry/HOST/v1/providers/NS/TYPE/versions
+//	GET /registry/HOST/v1/providers/NS/TYPE/VERSION/download/OS/ARCH
+//	GET /registry/HOST/v1/providers/NS/TYPE/VERSION/download/OS/ARCH/SHA256SUMS
+//	GET /registry/HOST/v1/providers/NS/TYPE/VERSION/download/OS/ARCH/SHA256SUMS.sig
+//
+// The download answer is the origin's, with only download_url (this
+// mirror's archive route, shared with the network mirror),
+// shasums_url and shasums_signature_url (the SHA256SUMS document and
+// signature that verified the package, byte for byte as the origin served
+// them) pointing at the mirror, as URLs relative to the answer's own, so
+// that they hold behind any path prefix.
+
+import (
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"github.com/gorilla/mux"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// registryRoot is the first path segment of the registry protocol's routes.
+const registryRoot = "registry"
+
+// The files served beside a download answer.
+const (
+	sumsFile      = "SHA256SUMS"
+	signatureFile = "SHA256SUMS.sig"
+)
+
+// downloadDepth is how many directories deep a download answer's URL is
+// below the mirror's root: registry/HOST/v1/providers/NS/TYPE/VERSION/download/OS/.
+const downloadDepth = 9
+
+// RegistryPath is the path, below the mirror's base URL, of the
+// providers.v1 service for origin host (in its comparison form), with the
+// trailing slash the clients need.
+func RegistryPath(host string) string {
+	return registryRoot + "/" + host + "/v1/providers/"
+}
+
+// registryRoutes adds the registry protocol's routes to r.
+func (s *Server) registryRoutes(r *mux.Router) {
+	reg := r.PathPrefix("/"+registryRoot+"/{host}/v1/providers/").
+		Methods(http.MethodGet, http.MethodHead).Subrouter()
+	reg.Use(s.authorizeRegistry)
+	reg.HandleFunc("/{namespace}/{type}/versions", s.handleRegistryVersions)
+	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}", s.handleRegistryDownload)
+	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}/{file}", s.handleRegistryFile)
+	reg.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.fail(w, r, &RequestError{Status: http.StatusNotFound,
+			Msg: "not a provider registry path (want NAMESPACE/TYPE/versions or NAMESPACE/TYPE/VERSION/download/OS/ARCH)"})
+	})
+}
+
+func (s *Server) handleRegistryVersions(w http.ResponseWriter, r *http.Request) {
+	p, err := s.provider(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	list, st, err := s.engine.Versions(r.Context(), p)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	markStale(w, st.Stale)
+	doc := s.docs.registryVersions(p, list, func() document {
+		return newDocument(renderJSON(s.newRegistryVersions(list)))
+	})
+	writeDocument(w, r, doc, s.cacheControl(kindIndex, st.Stale))
+}
+
+// newRegistryVersions is the versions answer for list: every version with
+// the origin's protocols and the platforms this mirror serves.
+func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Versions {
+	served := s.engine.Config().Platforms
+	doc := registryjson.Versions{Versions: make([]registryjson.Version, 0, len(list.Versions))}
+	for _, e := range list.Versions {
+		rv := registryjson.Version{Version: e.Version, Protocols: e.Protocols, Platforms: make([]registryjson.Platform, 0, len(e.Platforms))}
+		if rv.Protocols == nil {
+			rv.Protocols = []string{}
+		}
+		for _, name := range e.Platforms {
+			if len(served) > 0 && !slices.Contains(served, name) {
+				continue
+			}
+			pl, err := mirror.ParsePlatform(name)
+			if err != nil {
+				continue
+			}
+			rv.Platforms = append(rv.Platforms, registryjson.Platform{OS: pl.OS, Arch: pl.Arch})
+		}
+		doc.Versions = append(doc.Versions, rv)
+	}
+	return doc
+}
+
+// registryTarget parses the provider, version and platform of a download
+// or file request.
+func (s *Server) registryTarget(r *http.Request) (discovery.Provider, versions.Version, discovery.Platform, error) {
+	p, err := s.provider(r)
+	if err != nil {
+		return p, versions.Version{}, discovery.Platform{}, err
+	}
+	vars := mux.Vars(r)
+	rawVersion, err := unescapePart("version", vars["version"], maxVersionLen)
+	if err != nil {
+		return p, versions.Version{}, discovery.Platform{}, err
+	}
+	v, err := parseVersion(rawVersion)
+	if err != nil {
+		return p, v, discovery.Platform{}, err
+	}
+	goos, err := unescapePart("os", vars["os"], maxPartLen)
+	if err != nil {
+		return p, v, discovery.Platform{}, err
+	}
+	arch, err := unescapePart("arch", vars["arch"], maxPartLen)
+	if err != nil {
+		return p, v, discovery.Platform{}, err
+	}
+	if strings.Contains(goos, "_") {
+		return p, v, discovery.Platform{}, badRequest("invalid os %q", goos)
+	}
+	pl, err := parsePlatform(goos + "_" + arch)
+	return p, v, pl, err
+}
+
+// evidence returns the verified evidence of pl, failing with
+// mirror.ErrPlatformNotFound when the version has no package for it.
+func (s *Server) evidence(r *http.Request, p discovery.Provider, v versions.Version, pl discovery.Platform) (*mirror.Evidence, mirror.PlatformEvidence, error) {
+	ev, err := s.engine.Evidence(r.Context(), p, v, []discovery.Platform{pl})
+	if err != nil {
+		return nil, mirror.PlatformEvidence{}, err
+	}
+	pe, ok := ev.Platform(pl.String())
+	if !ok {
+		return nil, pe, fmt.Errorf("%w: %s %s has no package for %s", mirror.ErrPlatformNotFound, p, v, pl)
+	}
+	return ev, pe, nil
+}
+
+func (s *Server) handleRegistryDownload(w http.ResponseWriter, r *http.Request) {
+	p, v, pl, err := s.registryTarget(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	ev, _, err := s.evidence(r, p, v, pl)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	pkg, _ := ev.Package(pl.String())
+	archive := archiveName(p.Type, v, pl)
+	pkg.DownloadURL = strings.Repeat("../", downloadDepth) + p.Hostname.String() + "/" + p.Namespace + "/" + p.Type + "/" + archive
+	pkg.SHASumsURL = pl.Arch + "/" + sumsFile
+	pkg.SHASumsSignatureURL = pl.Arch + "/" + signatureFile
+	if a := s.cfg.Auth; a != nil {
+		pkg.DownloadURL += "?" + a.sign(p, archive)
+		pkg.SHASumsURL += "?" + a.sign(p, registryFileName(v, pl, sumsFile))
+		pkg.SHASumsSignatureURL += "?" + a.sign(p, registryFileName(v, pl, signatureFile))
+	}
+	markStale(w, ev.Stale)
+	writeDocument(w, r, newDocument(renderJSON(pkg)), s.cacheControl(kindVersion, ev.Stale))
+}
+
+// registryFileName names a SHA256SUMS document or signature for URL
+// signing: unlike an archive name, it has slashes.
+func registryFileName(v versions.Version, pl discovery.Platform, file string) string {
+	return registryRoot + "/" + v.String() + "/" + pl.String() + "/" + file
+}
+
+// handleRegistryFile serves the SHA256SUMS document, or its signature,
+// that verified a package, byte for byte as the origin served it.
+func (s *Server) handleRegistryFile(w http.ResponseWriter, r *http.Request) {
+	p, v, pl, err := s.registryTarget(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	file := mux.Vars(r)["file"]
+	if file != sumsFile && file != signatureFile {
+		s.fail(w, r, &RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want %s or %s)", file, sumsFile, signatureFile)})
+		return
+	}
+	ev, pe, err := s.evidence(r, p, v, pl)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	doc := ev.Documents[pe.Document]
+	body, contentType := doc.Content, sumsContentType
+	if file == signatureFile {
+		body, contentType = doc.Signature, signatureContentType
+	}
+	markStale(w, ev.Stale)
+	writeFile(w, r, newDocument(body), contentType, s.cacheControl(kindVersion, ev.Stale))
+}
+
+// Content types of the evidence files.
+var (
+	sumsContentType      = headerValue("text/plain; charset=utf-8")
+	signatureContentType = headerValue("application/octet-stream")
+)
+
+// authorizeRegistry guards the registry routes when client authentication
+// is on: the versions and download answers need a bearer token (the
+// clients send the one configured for the origin's host name), the
+// SHA256SUMS document and signature a valid URL signature (the clients
+// send no token for them).
+func (s *Server) authorizeRegistry(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		a := s.cfg.Auth
+		if a == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		vars := mux.Vars(r)
+		if file := vars["file"]; file != "" {
+			p, v, pl, err := s.registryTarget(r)
+			if err != nil {
+				s.fail(w, r, err)
+				return
+			}
+			if !a.verify(p, registryFileName(v, pl, file), r.URL.Query()) {
+				s.fail(w, r, errBadRegistrySignature)
+				return
+			}
+			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
+			return
+		}
+		if !a.checkBearer(r.Header.Get("Authorization")) {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
+			s.fail(w, r, &registryAuthError{host: vars["host"]})
+			return
+		}
+		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
+	})
+}
+
+// registryAuthError is ErrUnauthorized on a registry route, saying which
+// credentials block the clients read the token from there.
+type registryAuthError struct{ host string }
+
+func (e *registryAuthError) Error() string {
+	return fmt.Sprintf("unauthorized: a valid bearer token is required (through a host block the clients send the token configured for the provider's host: credentials %q { token = ... } in the CLI configuration)", e.host)
+}
+
+func (e *registryAuthError) Unwrap() error { return ErrUnauthorized }
+
+// errBadRegistrySignature is ErrBadSignature for a SHA256SUMS document or
+// signature URL.
+var errBadRegistrySignature = fmt.Errorf("%w: ask for the download answer again", ErrBadSignature)
