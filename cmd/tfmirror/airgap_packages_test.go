@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -82,5 +83,62 @@ func TestImportedMirrorServesTheOriginsPackages(t *testing.T) {
 		if !bytes.Equal(gotRaw["packages"], wantRaw["packages"]) {
 			t.Errorf("%s: packages\n%s\nthe origin's\n%s", pl, gotRaw["packages"], wantRaw["packages"])
 		}
+	}
+
+	sealed.stop()
+
+	// "packages" in the evidence file are checked on import as the
+	// origin's are: a wrong zh: of any platform, or a wrong h1: of an
+	// imported archive, refuses the version.
+	random := filepath.Join(export, "registry.terraform.io", "hashicorp", "random")
+	evidence := "terraform-provider-random_3.6.0_evidence.json"
+	for _, tc := range []struct{ name, platform, hash string }{
+		{"wrong zh of a platform not exported", "windows_amd64", "zh:" + strings.Repeat("ab", 32)},
+		{"wrong h1 of an imported archive", "darwin_arm64", "h1:wrongwrongwrongwrongwrongwrongwrongwrongwro="},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			bad := filepath.Join(t.TempDir(), "export")
+			copyTree(t, export, bad)
+			path := filepath.Join(bad, "registry.terraform.io", "hashicorp", "random", evidence)
+			raw, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ev map[string]any
+			if err := json.Unmarshal(raw, &ev); err != nil {
+				t.Fatal(err)
+			}
+			prefix, _, _ := strings.Cut(tc.hash, ":")
+			replaced := 0
+			for _, pkg := range ev["packages"].(map[string]any) {
+				hashes := pkg.(map[string]any)["packages"].(map[string]any)[tc.platform].(map[string]any)["hashes"].([]any)
+				for i, h := range hashes {
+					if strings.HasPrefix(h.(string), prefix+":") {
+						hashes[i] = tc.hash
+						replaced++
+					}
+				}
+			}
+			if replaced != 2 {
+				t.Fatalf("replaced %d %s: hashes of %s in %s, want one in each of 2 packages", replaced, prefix, tc.platform, random)
+			}
+			if raw, err = json.Marshal(ev); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(path, raw, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			fresh := filepath.Join(t.TempDir(), "fresh")
+			code, stdout, stderr := runCommand("import", "--data-dir", fresh, bad)
+			if code != 1 || !strings.Contains(stderr, "checksum_mismatch") {
+				t.Errorf("import: exit %d, want 1 and a checksum mismatch:\n%s%s", code, stdout, stderr)
+			}
+			t.Logf("import said: %s", stderr)
+			for _, v := range cachedVersions(t, fresh) {
+				if strings.HasPrefix(v, "registry.terraform.io/hashicorp/random 3.6.0") {
+					t.Errorf("the version with wrong packages hashes is in the cache: %s", v)
+				}
+			}
+		})
 	}
 }
