@@ -296,7 +296,7 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 	pkgs := map[string]evidencePackage{}
 	for _, pe := range exported {
 		pkgs[pe.Platform] = evidencePackage{Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
-			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, SHA256: pe.SHA256, Document: pe.Document}
+			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, SHA256: pe.SHA256, Packages: pe.Packages, Document: pe.Document}
 	}
 	path := filepath.Join(dir, evidenceName(p.Type, ev.Version))
 	if old, oldDocs, err := readEvidence(dir, path); err == nil && old.Unsigned == unsigned {

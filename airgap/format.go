@@ -59,7 +59,11 @@ type evidencePackage struct {
 	Arch        string   `json:"arch,omitempty"`
 	Shasum      string   `json:"shasum,omitempty"`
 	SHA256      string   `json:"sha256"`
-	Document    int      `json:"document"`
+	// Packages is the origin's "packages" (OpenTofu's hashes and sizes of
+	// every platform's archive), as it gave them; omitted when it gave
+	// none, and in files of earlier releases.
+	Packages map[string]registryjson.PackageHashes `json:"packages,omitempty"`
+	Document int                                   `json:"document"`
 }
 
 // packedName is the name `terraform providers mirror` gives an archive.

@@ -251,6 +251,7 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, p discovery.
 			}
 			pkg.Filename, pkg.DownloadURL, pkg.Protocols = epkg.Filename, epkg.DownloadURL, epkg.Protocols
 			pkg.OS, pkg.Arch, pkg.Shasum, pkg.Document = epkg.OS, epkg.Arch, epkg.Shasum, epkg.Document
+			pkg.Packages = epkg.Packages
 			for _, proto := range epkg.Protocols {
 				if !slices.Contains(in.Protocols, proto) {
 					in.Protocols = append(in.Protocols, proto)

@@ -279,7 +279,8 @@ func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Ve
 // checkEvidence checks rec's stored evidence again before it is served:
 // each SHA256SUMS document's signature over its stored bytes with its
 // stored keys, and each archive's shasum and sha256 against its line in
-// its document. The result is remembered in rec, which is only ever
+// its document, and the zh: hashes of its "packages" against theirs. The
+// result is remembered in rec, which is only ever
 // shared in memory, so a record is checked once per reading from the
 // cache. A record that fails is deleted from the cache (it is fetched and
 // verified anew on the next call) and the *verify.Error returned.
@@ -332,6 +333,9 @@ func (rec *PackageRecord) verifyEvidence() error {
 		if !strings.EqualFold(doc[a.Filename], a.SHA256) {
 			return &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("the stored record gives sha256 %s for %s, its SHA256SUMS %s", a.SHA256, a.Filename, doc[a.Filename])}
+		}
+		if err := checkPackageHashes(a.Evidence.Packages, a.Filename, pl, doc, nil); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -374,7 +374,8 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 	}
 }
 
-// A changed byte in a cached SHA256SUMS document or signature is never
+// A changed byte in a cached SHA256SUMS document or signature, or a
+// cached "packages" zh: hash that is not its signed line, is never
 // handed out as evidence: Evidence fails with an integrity error, drops
 // the record, and the next call fetches and verifies it anew.
 func TestEvidenceRefusesTamperedCache(t *testing.T) {
@@ -385,17 +386,27 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 	}
 	tests := []struct {
 		name   string
-		change func(doc *SumsDocument)
+		change func(rec *PackageRecord)
 	}{
-		{"SHA256SUMS first byte", func(doc *SumsDocument) { doc.Content = flip(doc.Content, 0) }},
-		{"SHA256SUMS middle byte", func(doc *SumsDocument) { doc.Content = flip(doc.Content, len(doc.Content)/2) }},
-		{"SHA256SUMS last byte", func(doc *SumsDocument) { doc.Content = flip(doc.Content, len(doc.Content)-1) }},
-		{"signature byte", func(doc *SumsDocument) { doc.Signature = flip(doc.Signature, len(doc.Signature)-8) }},
-		{"signature first byte", func(doc *SumsDocument) { doc.Signature = flip(doc.Signature, 0) }},
+		{"SHA256SUMS first byte", func(rec *PackageRecord) { rec.Documents[0].Content = flip(rec.Documents[0].Content, 0) }},
+		{"SHA256SUMS middle byte", func(rec *PackageRecord) {
+			rec.Documents[0].Content = flip(rec.Documents[0].Content, len(rec.Documents[0].Content)/2)
+		}},
+		{"SHA256SUMS last byte", func(rec *PackageRecord) {
+			rec.Documents[0].Content = flip(rec.Documents[0].Content, len(rec.Documents[0].Content)-1)
+		}},
+		{"signature byte", func(rec *PackageRecord) {
+			rec.Documents[0].Signature = flip(rec.Documents[0].Signature, len(rec.Documents[0].Signature)-8)
+		}},
+		{"signature first byte", func(rec *PackageRecord) { rec.Documents[0].Signature = flip(rec.Documents[0].Signature, 0) }},
+		{"packages zh of another platform", func(rec *PackageRecord) {
+			rec.Archives["linux_amd64"].Evidence.Packages["windows_amd64"] = registryjson.PackageHashes{
+				Hashes: []string{"zh:" + strings.Repeat("ab", 32)}, PackageSize: 1}
+		}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{})
+			h := newHarness(t, harnessOptions{origin: fakeorigin.Options{PackageHashes: true}})
 			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 			v := mustVersion(t, "1.0.0")
 			pls := []discovery.Platform{mustPlatform(t, "linux_amd64")}
@@ -410,7 +421,7 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 			if _, err := h.store.GetMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}
-			tc.change(&rec.Documents[0])
+			tc.change(&rec)
 			if err := h.store.PutMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -58,6 +59,10 @@ type ImportedPackage struct {
 	Protocols   []string
 	OS, Arch    string
 	Shasum      string
+	// Packages is the origin's "packages" (OpenTofu's hashes and sizes of
+	// every platform's archive of the version), as it gave them; nil when
+	// it gave none. Checked as an origin's are (ignored when Unsigned).
+	Packages map[string]registryjson.PackageHashes
 	// Document is the index in Imported.Documents of the SHA256SUMS
 	// document that lists this package.
 	Document int
@@ -98,7 +103,9 @@ type ImportedOutcome struct {
 
 // Import verifies an imported version exactly as if it came from the
 // origin and stores it: the signature over each SHA256SUMS document with
-// its signing keys, each package's shasum against its line there, and
+// its signing keys, each package's shasum against its line there (and
+// its "packages" hashes as far as they can be checked, see
+// checkPackageHashes: the h1: ones once the archives are cached), and
 // then each archive's sha256 and that it is an installable package, as
 // the archive fetcher checks an origin download (the same code commits
 // it). Only once every archive is committed is the version's record
@@ -182,8 +189,12 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 			if err := verify.VerifySums(doc, pkg.Filename, pkg.Shasum); err != nil {
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 			}
+			if err := checkPackageHashes(pkg.Packages, pkg.Filename, pkg.Platform, doc, s.h1); err != nil {
+				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
+			}
 			a.SHA256 = doc[pkg.Filename]
-			a.Evidence = &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum, Document: pkg.Document}
+			a.Evidence = &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
+				Packages: pkg.Packages, Document: pkg.Document}
 		}
 		archives[i] = a
 	}
@@ -221,6 +232,14 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 			return ImportResult{}, pkgError(i, fmt.Errorf("%s %s %s: %w", p, v, pkg.Platform, err))
 		}
 		res.Packages[i] = out
+	}
+	// The h1: hashes of "packages" against the archives now cached.
+	if !in.Unsigned {
+		for i, pkg := range in.Packages {
+			if err := checkPackageHashes(pkg.Packages, pkg.Filename, pkg.Platform, sums[pkg.Document], s.h1); err != nil {
+				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
+			}
+		}
 	}
 
 	// The record, then the version list, then the host.

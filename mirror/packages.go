@@ -153,8 +153,9 @@ type PackageEvidence struct {
 	// Shasum is the origin's shasum, as it wrote it.
 	Shasum string `json:"shasum"`
 	// Packages is the origin's "packages" (OpenTofu's hashes and sizes
-	// of every platform's archive of the version), as it gave them;
-	// omitted when it gave none, and in records stored before it was kept.
+	// of every platform's archive of the version), as it gave them, once
+	// checked by checkPackageHashes; omitted when it gave none, and in
+	// records stored before it was kept.
 	Packages map[string]registryjson.PackageHashes `json:"packages,omitempty"`
 	// Document is the index in PackageRecord.Documents of the SHA256SUMS
 	// document that verified this package.
@@ -391,8 +392,9 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 
 // fetchPackage fetches the package metadata of the platforms in need that
 // the stored record lacks, verifies them against the version's signed
-// SHA256SUMS, and stores the merged record with the evidence. Nothing is
-// stored unless every check passed. A stored record without evidence is
+// SHA256SUMS (and their OpenTofu "packages" hashes as far as they can be
+// checked, see checkPackageHashes), and stores the merged record with the
+// evidence. Nothing is stored unless every check passed. A stored record without evidence is
 // replaced by a new one for its platforms and need, whose archives must
 // have the sha256 they had.
 func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
@@ -479,6 +481,9 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 			return nil, s.refuse(p, v, pl, err)
 		}
 		if err := verify.VerifySums(sums[doc], pkg.Filename, pkg.SHASum); err != nil {
+			return nil, s.refuse(p, v, pl, err)
+		}
+		if err := checkPackageHashes(pkg.Packages, pkg.Filename, pl, sums[doc], s.h1); err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
 		a := ArchiveRecord{

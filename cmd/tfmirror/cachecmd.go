@@ -1,10 +1,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
+	"syscall"
 )
 
 // parseCacheCommandFlags parses the flags a subcommand on the data
@@ -45,4 +49,48 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 		}
 	}
 	return cfg, fs.Args(), nil
+}
+
+// airGapResult is what runSealed reports of an export or import.
+type airGapResult struct {
+	summary  string   // one line for stdout
+	failures []string // one line each for stderr
+	failed   int
+}
+
+// runSealed runs op, an export or import, on the data directory: through
+// the tfmirror serve holding it, or else on an engine this process opens
+// sealed (a command on its own never contacts an origin). It reports
+// op's failures on stderr and its summary on stdout, and returns the exit
+// status: 1 when anything failed.
+func runSealed(name string, cfg serveConfig, stdout, stderr io.Writer, op func(context.Context, engineOps) (airGapResult, error)) int {
+	logger, err := newLogger("text", cfg.LogLevel, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg.Offline = true
+	dd, err := openDataDir(ctx, cfg, logger, overrides{})
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
+		return 1
+	}
+	defer closeDataDir(dd, name, stderr)
+	fmt.Fprintf(stderr, "tfmirror %s: %s (%s)\n", name, dd.where(), cfg.DataDir)
+
+	res, err := op(ctx, dd.ops)
+	for _, line := range res.failures {
+		fmt.Fprintf(stderr, "tfmirror %s: %s\n", name, line)
+	}
+	fmt.Fprintln(stdout, res.summary)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
+		return 1
+	}
+	if res.failed > 0 {
+		return 1
+	}
+	return 0
 }

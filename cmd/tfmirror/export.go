@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -68,33 +66,11 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror export: %v\nUsage: %s\n", err, exportUsage)
 		return 2
 	}
-	logger, err := newLogger("text", cfg.LogLevel, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "tfmirror export: %v\n", err)
-		return 2
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg.Offline = true // on its own, export never contacts an origin
-	dd, err := openDataDir(ctx, cfg, logger, overrides{})
-	if err != nil {
-		fmt.Fprintf(stderr, "tfmirror export: %v\n", err)
-		return 1
-	}
-	defer closeDataDir(dd, "export", stderr)
-	fmt.Fprintf(stderr, "tfmirror export: %s (%s)\n", dd.where(), cfg.DataDir)
-
-	res, err := dd.ops.Export(ctx, req)
-	for _, line := range res.Failures {
-		fmt.Fprintf(stderr, "tfmirror export: %s\n", line)
-	}
-	fmt.Fprintf(stdout, "exported %d packages (%d bytes), %d already present, %d failed\n", res.Written, res.Bytes, res.Present, res.Failed)
-	if err != nil {
-		fmt.Fprintf(stderr, "tfmirror export: %v\n", err)
-		return 1
-	}
-	if res.Failed > 0 {
-		return 1
-	}
-	return 0
+	return runSealed("export", cfg, stdout, stderr, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+		res, err := ops.Export(ctx, req)
+		return airGapResult{
+			summary:  fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed),
+			failures: res.Failures, failed: res.Failed,
+		}, err
+	})
 }

@@ -7,9 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/tfmirror/tfmirror/proxy"
 )
@@ -39,38 +37,16 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror import: %v\nUsage: %s\n", err, importUsage)
 		return 2
 	}
-	logger, err := newLogger("text", cfg.LogLevel, stderr)
-	if err != nil {
-		fmt.Fprintf(stderr, "tfmirror import: %v\n", err)
-		return 2
-	}
 	if _, err := os.Stat(req.In); err != nil {
 		fmt.Fprintf(stderr, "tfmirror import: %v\n", err)
 		return 1
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	cfg.Offline = true // on its own, import never contacts an origin
-	dd, err := openDataDir(ctx, cfg, logger, overrides{})
-	if err != nil {
-		fmt.Fprintf(stderr, "tfmirror import: %v\n", err)
-		return 1
-	}
-	defer closeDataDir(dd, "import", stderr)
-	fmt.Fprintf(stderr, "tfmirror import: %s (%s)\n", dd.where(), cfg.DataDir)
-
-	res, err := dd.ops.Import(ctx, req)
-	for _, line := range res.Failures {
-		fmt.Fprintf(stderr, "tfmirror import: %s\n", line)
-	}
-	fmt.Fprintf(stdout, "imported %d packages (%d bytes), %d already present, %d failed, %d files ignored\n",
-		res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored)
-	if err != nil {
-		fmt.Fprintf(stderr, "tfmirror import: %v\n", err)
-		return 1
-	}
-	if res.Failed > 0 {
-		return 1
-	}
-	return 0
+	return runSealed("import", cfg, stdout, stderr, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+		res, err := ops.Import(ctx, req)
+		return airGapResult{
+			summary: fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",
+				res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored),
+			failures: res.Failures, failed: res.Failed,
+		}, err
+	})
 }

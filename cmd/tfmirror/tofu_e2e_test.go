@@ -218,3 +218,30 @@ func TestTofuHostBlockSkipsAnInvalidOriginVersion(t *testing.T) {
 	got, out := mirror.init(t, tofuProviders)
 	checkSameInstall(t, "through the host block", want, got, wantOut, out)
 }
+
+// Through the host block of a sealed mirror that imported an export,
+// OpenTofu writes the lock file of a direct install, with every
+// platform's h1: from the origin's "packages" that came across the gap.
+func TestTofuHostBlockAfterImport(t *testing.T) {
+	t.Parallel()
+	e := newTofuE2E(t)
+	origin, mirror := directAs(t, e, tofuRegistry), throughMirrorAs(t, e, tofuRegistry, "")
+	want, wantOut := origin.init(t, tofuProviders)
+	if got, out := mirror.init(t, tofuProviders); !bytes.Equal(got, want) {
+		t.Fatalf("through the connected mirror's host block the lock file differs from a direct install's (the set-up is broken):\n%s\n%s", got, out)
+	}
+	e.mirror.engine.Wait(context.Background())
+	e.stop()
+
+	export := filepath.Join(t.TempDir(), "export")
+	if code, stdout, stderr := runCommand("export", "--data-dir", e.dataDir, export); code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
+	}
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, export); code != 0 || !strings.Contains(stdout, "imported 1 packages") {
+		t.Fatalf("import: exit %d\n%s%s", code, stdout, stderr)
+	}
+	e.startMirror(fresh, "--offline")
+	got, out := throughMirrorAs(t, e, tofuRegistry, "").init(t, tofuProviders)
+	checkSameInstall(t, "host block of the imported, sealed mirror", want, got, wantOut, out)
+}

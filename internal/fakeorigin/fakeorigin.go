@@ -170,6 +170,7 @@ type Origin struct {
 	replaced     map[akey]*built // SetArchiveBytes
 	omit         map[akey]bool
 	shaOverride  map[akey]string
+	hashOverride map[akey][]string
 	wrongKey     bool
 	gate         *gate         // nil when archives are not gated
 	started      chan struct{} // the latest gate's started
@@ -200,6 +201,7 @@ func Start(opts Options) (*Origin, error) {
 		replaced:     map[akey]*built{},
 		omit:         map[akey]bool{},
 		shaOverride:  map[akey]string{},
+		hashOverride: map[akey][]string{},
 		started:      make(chan struct{}),
 		gatedChanged: make(chan struct{}),
 	}

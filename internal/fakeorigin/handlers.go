@@ -183,7 +183,13 @@ func (o *Origin) packageHashes(ns, typ, version string) (map[string]registryjson
 		if err != nil {
 			return nil, err
 		}
-		out[pl] = registryjson.PackageHashes{Hashes: []string{"zh:" + b.sha, h1}, PackageSize: int64(len(b.data))}
+		hashes := []string{"zh:" + b.sha, h1}
+		o.mu.Lock()
+		if over, ok := o.hashOverride[akey{ns, typ, version, pl}]; ok {
+			hashes = slices.Clone(over)
+		}
+		o.mu.Unlock()
+		out[pl] = registryjson.PackageHashes{Hashes: hashes, PackageSize: int64(len(b.data))}
 	}
 	return out, nil
 }

@@ -3,6 +3,7 @@ package fakeorigin
 import (
 	"bytes"
 	"context"
+	"slices"
 	"time"
 )
 
@@ -209,4 +210,19 @@ func (o *Origin) SetLatency(d time.Duration) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.latency = d
+}
+
+// SetPackageHashes makes the "packages" entry of the package's platform,
+// in the package JSON of every platform of its version (with
+// Options.PackageHashes), list hashes instead of the true zh: and h1:;
+// nil restores the true ones. SHA256SUMS and the archive stay true.
+func (o *Origin) SetPackageHashes(ns, typ, version, platform string, hashes []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := akey{ns, typ, version, platform}
+	if hashes == nil {
+		delete(o.hashOverride, k)
+		return
+	}
+	o.hashOverride[k] = slices.Clone(hashes)
 }

@@ -1,0 +1,68 @@
+package mirror
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// checkPackageHashes checks OpenTofu's "packages" of one platform's package
+// metadata (the hashes of every platform's archive of the version), which
+// no signature covers, as far as the mirror can: each zh: hash against the
+// sha256 that sums (the signed SHA256SUMS lines the package verified
+// against) gives that platform's archive, and each h1: hash of a platform
+// whose archive is cached against the cached archive's h1 (h1 returns it
+// for a sha256, "" when it is not cached). filename and platform are the
+// package's own: another platform's archive is the SHA256SUMS line named
+// as filename but for the platform, else the only line ending in
+// "_os_arch.zip". A zh: hash of a platform that SHA256SUMS has no line
+// for cannot be checked and fails with verify.ReasonMissingChecksum; a
+// mismatch fails with verify.ReasonChecksum.
+func checkPackageHashes(pkgs map[string]registryjson.PackageHashes, filename, platform string, sums map[string]string, h1 func(sha string) string) error {
+	for _, pl := range sortedKeys(pkgs) {
+		name, sha, listed := archiveLine(sums, filename, platform, pl)
+		for _, hash := range pkgs[pl].Hashes {
+			switch {
+			case strings.HasPrefix(hash, "zh:"):
+				if !listed {
+					return &verify.Error{Reason: verify.ReasonMissingChecksum,
+						Detail: fmt.Sprintf("the package metadata of %s gives %s for %s, whose archive SHA256SUMS has no line for", filename, hash, pl)}
+				}
+				if !strings.EqualFold(hash[len("zh:"):], sha) {
+					return &verify.Error{Reason: verify.ReasonChecksum,
+						Detail: fmt.Sprintf("the package metadata of %s gives %s for %s, SHA256SUMS says sha256 %s for %s", filename, hash, pl, sha, name)}
+				}
+			case strings.HasPrefix(hash, "h1:") && listed && h1 != nil:
+				if want := h1(sha); want != "" && hash != want {
+					return &verify.Error{Reason: verify.ReasonChecksum,
+						Detail: fmt.Sprintf("the package metadata of %s gives %s for %s, the cached archive %s has %s", filename, hash, pl, name, want)}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// archiveLine returns the name and sha256 of platform pl's archive in
+// sums, for the package of platform own whose archive is filename.
+func archiveLine(sums map[string]string, filename, own, pl string) (name, sha string, ok bool) {
+	if prefix, cut := strings.CutSuffix(filename, "_"+own+".zip"); cut {
+		name = prefix + "_" + pl + ".zip"
+		if sha, ok := sums[name]; ok {
+			return name, strings.ToLower(sha), true
+		}
+	}
+	found := 0
+	for n, s := range sums {
+		if strings.HasSuffix(n, "_"+pl+".zip") {
+			name, sha = n, strings.ToLower(s)
+			found++
+		}
+	}
+	if found != 1 {
+		return "", "", false
+	}
+	return name, sha, true
+}
