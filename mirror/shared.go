@@ -205,7 +205,10 @@ func (s *Engine) sharedVersions(ctx context.Context, key string) (*VersionList, 
 }
 
 // sharedPackage copies the package record of v from the shared tier to the
-// cache, if the shared tier has one with evidence.
+// cache, if the shared tier has one with evidence that still verifies
+// (see checkEvidence): a copy that does not is left where it is, so that
+// the version is fetched and verified anew, as when the cached record
+// fails, and its record then replaces the shared tier's.
 func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v versions.Version) (*PackageRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false
@@ -215,6 +218,14 @@ func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v vers
 	if _, ok := s.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || !rec.hasEvidence() {
 		return nil, false
 	}
+	if err := rec.verifyEvidence(); err != nil {
+		reason := reasonOf(err)
+		s.metrics.VerificationFailed(reason)
+		s.log.Error("the shared store's package record failed verification; fetching the version from the origin",
+			"provider", p.String(), "version", v.String(), "reason", reason, "error", err)
+		return nil, false
+	}
+	rec.evidenceChecked.Store(true)
 	err := s.store.PutMeta(key, &rec)
 	s.memo.forget(key)
 	if err != nil {

@@ -526,3 +526,52 @@ func TestSharedStamps(t *testing.T) {
 		t.Errorf("%d origin requests, want none", n-hits)
 	}
 }
+
+// A package record in the shared tier whose evidence no longer verifies
+// is not copied: the replica fetches and verifies the version from the
+// origin, as when its own cached record fails, and its record replaces
+// the shared tier's. Copied, the record would fail every Evidence call,
+// copied again on every local miss.
+func TestSharedRecordFailingEvidence(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	ctx := context.Background()
+	if _, err := rs[0].packages("1.0.0", "linux_amd64"); err != nil {
+		t.Fatal(err)
+	}
+	rs[0].waitIdle()
+	key := packageKey(rs[0].provider(), mustVersion(t, "1.0.0"))
+	raw, _, err := rs[0].shared.GetMeta(ctx, key)
+	if err != nil || raw == nil {
+		t.Fatalf("the shared tier has no package record: %v", err)
+	}
+	var rec PackageRecord
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		t.Fatal(err)
+	}
+	doc := &rec.Documents[rec.Archives["linux_amd64"].Evidence.Document]
+	doc.Signature = bytes.Clone(doc.Signature)
+	doc.Signature[len(doc.Signature)-8] ^= 0x01
+	if err := rs[0].shared.PutMeta(ctx, key, &rec); err != nil {
+		t.Fatal(err)
+	}
+
+	b := &harness{t: t, origin: rs[0].origin}
+	b.start(harnessOptions{cfg: Config{Shared: sharedTier{newSharedStore(t, srv, "b", nil)}}})
+	linux := []discovery.Platform{mustPlatform(t, "linux_amd64")}
+	for i := range 2 {
+		if _, err := b.engine.Evidence(ctx, b.provider(), mustVersion(t, "1.0.0"), linux); err != nil {
+			t.Fatalf("Evidence, call %d: %v", i+1, err)
+		}
+	}
+	b.waitIdle()
+	if raw, _, err = rs[0].shared.GetMeta(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	var replaced PackageRecord
+	if err := json.Unmarshal(raw, &replaced); err != nil {
+		t.Fatal(err)
+	}
+	if err := replaced.verifyEvidence(); err != nil {
+		t.Errorf("the shared tier's record still fails verification: %v", err)
+	}
+}
