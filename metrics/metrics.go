@@ -30,6 +30,10 @@ var (
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive"}
+	// SharedOps and SharedOutcomes are the shared store's calls and their
+	// outcomes (see sharedstore.Observer).
+	SharedOps      = []string{"get_archive", "put_archive", "get_meta", "put_meta", "lease", "check"}
+	SharedOutcomes = []string{"ok", "absent", "exists", "held", "lost", "error", "unavailable"}
 	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a
 	// running mirror for: fetched from the origin, already cached, failed.
 	SyncOutcomes = []string{"fetched", "cached", "failed"}
@@ -59,6 +63,9 @@ type Metrics struct {
 	verifyFails  *prometheus.CounterVec
 	stale        *prometheus.CounterVec
 	circuitOpen  *prometheus.GaugeVec
+	sharedReqs   *prometheus.CounterVec
+	sharedDur    *prometheus.HistogramVec
+	sharedDown   prometheus.Gauge
 	syncPackages *prometheus.CounterVec
 	syncBytes    prometheus.Counter
 	airGapPkgs   map[string]*prometheus.CounterVec // by op: import, export
@@ -180,6 +187,16 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tfmirror_origin_circuit_open", Help: "1 while an origin's circuit breaker is open (requests to it fail fast), 0 otherwise.",
 		}, []string{"origin"}),
+		sharedReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_shared_store_requests_total", Help: "Calls to the shared store (--shared-store), by operation and outcome; \"unavailable\" calls were not made because its circuit breaker was open.",
+		}, []string{"operation", "outcome"}),
+		sharedDur: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name: "tfmirror_shared_store_request_duration_seconds", Help: "Duration of calls to the shared store, archive bodies excluded but uploads included, by operation.",
+			Buckets: prometheus.ExponentialBuckets(0.005, 4, 8),
+		}, []string{"operation"}),
+		sharedDown: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tfmirror_shared_store_down", Help: "1 while the shared store's circuit breaker is open (the replica serves from its cache and the origins alone), 0 otherwise.",
+		}),
 		syncPackages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_sync_packages_total", Help: "Packages (one version, one platform) that tfmirror sync asked this mirror to cache, by outcome: fetched, cached (already), failed.",
 		}, []string{"outcome"}),
@@ -218,7 +235,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.syncPackages, m.syncBytes,
+		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	if opts.Cache != nil {
@@ -393,4 +410,22 @@ func (m *Metrics) CircuitOpen(origin string, open bool) {
 		v = 1
 	}
 	m.circuitOpen.WithLabelValues(origin).Set(v)
+}
+
+// SharedStoreRequest records one call to the shared store.
+func (m *Metrics) SharedStoreRequest(op, outcome string, d time.Duration) {
+	m.sharedReqs.WithLabelValues(op, outcome).Inc()
+	if outcome != "unavailable" {
+		m.sharedDur.WithLabelValues(op).Observe(d.Seconds())
+	}
+}
+
+// SharedStoreDown records that the shared store's circuit breaker opened
+// or closed.
+func (m *Metrics) SharedStoreDown(down bool) {
+	v := 0.0
+	if down {
+		v = 1
+	}
+	m.sharedDown.Set(v)
 }

@@ -51,7 +51,7 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 		return nil, ListState{}, err
 	}
 	if s.cfg.Offline {
-		list = s.sealedList(p, list)
+		list = s.sealedList(ctx, p, list)
 	}
 	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.stamp(gen, st, stampVersions)}, nil
 }
@@ -122,6 +122,9 @@ const (
 	Miss
 	// Coalesced: an origin download already under way for another caller.
 	Coalesced
+	// Shared: a copy from the shared tier (Config.Shared) that this call
+	// started.
+	Shared
 )
 
 func (src Source) String() string {
@@ -132,6 +135,8 @@ func (src Source) String() string {
 		return "miss"
 	case Coalesced:
 		return "coalesced"
+	case Shared:
+		return "shared"
 	}
 	return fmt.Sprintf("Source(%d)", int(src))
 }
@@ -193,6 +198,9 @@ func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versio
 	if err != nil {
 		f.release()
 		return nil, err
+	}
+	if leader && f.fromShared { // set before ready was closed
+		src = Shared
 	}
 	if !s.work.add() {
 		f.release()
@@ -259,6 +267,9 @@ func (s *Engine) EnsureArchive(ctx context.Context, p discovery.Provider, v vers
 	case <-f.done:
 	case <-ctx.Done():
 		return src, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+	}
+	if leader && f.fromShared { // set before done was closed
+		src = Shared
 	}
 	if _, err := s.store.StatBlob(a.SHA256); err == nil {
 		return src, nil

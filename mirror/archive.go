@@ -142,6 +142,13 @@ type fetcher struct {
 	inflight map[string]*fetch
 	onJoin   func() // test hook: called for every client that joins or starts a fetch
 	onFail   func() // test hook: called when a fetch has failed, before it leaves inflight
+	onWait   func() // test hook: called when a fetch waits for another replica's download
+
+	// distrusted are the archives (by sha256) whose copy in the shared
+	// tier failed verification: fetched from the origin, without the
+	// tier. Few, if any: the tier checks every archive's sha256 as it is
+	// stored.
+	distrusted map[string]bool
 }
 
 func newFetcher(s *Engine) *fetcher {
@@ -193,6 +200,21 @@ func (fr *fetcher) joinFrom(p discovery.Provider, a ArchiveRecord, src *archiveS
 	return f, true, nil
 }
 
+func (fr *fetcher) distrustShared(sha string) {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	if fr.distrusted == nil {
+		fr.distrusted = make(map[string]bool)
+	}
+	fr.distrusted[sha] = true
+}
+
+func (fr *fetcher) trustsShared(sha string) bool {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	return !fr.distrusted[sha]
+}
+
 func (fr *fetcher) remove(f *fetch) {
 	fr.mu.Lock()
 	if fr.inflight[f.sha] == f {
@@ -205,15 +227,26 @@ func (fr *fetcher) remove(f *fetch) {
 // that no client going away cancels it, staging it in the cache as it
 // arrives. finished is called when it has ended.
 func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) {
-	s := fr.s
 	defer finished()
+	fr.fetchAndCommit(ctx, f, p, a, src)
+	fr.share(ctx, f, a)
+}
+
+// fetchAndCommit downloads the archive (from src when set) and commits it
+// to the cache; by the time it returns, the fetch has left inflight and
+// its done is closed.
+func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) {
+	s := fr.s
 	defer f.release()
 	// Out of inflight before done is closed: a caller that saw done and
 	// then the committed archive must not join this fetch again.
 	defer close(f.done)
 	defer fr.remove(f)
-	done := s.metrics.ArchiveFetchStarted()
-	defer done()
+	defer func() {
+		if f.originDone != nil {
+			f.originDone()
+		}
+	}()
 
 	h1, err := fr.download(ctx, f, p, a, src)
 	if err != nil {
@@ -227,6 +260,12 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 			fr.onFail()
 		}
 		var verr *verify.Error
+		var berr *BadArchiveError
+		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
+			fr.distrustShared(a.SHA256)
+			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
+				"provider", p.String(), "file", a.Filename, "sha256", a.SHA256, "error", err)
+		}
 		if errors.As(err, &verr) {
 			s.metrics.VerificationFailed(string(verr.Reason))
 			s.log.Error("archive failed verification; nothing was cached", "provider", p.String(),
@@ -249,7 +288,8 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 	}
 }
 
-// download copies the origin's archive (src's, when set) into the fetch's cache writer,
+// download copies the archive (src's when set, else from the shared tier
+// or the origin, see openSource) into the fetch's cache writer,
 // checks it against the verified sha256 and checks that it is a provider
 // package the clients can install, and returns its h1: hash. Only then is
 // the fetch marked verified, which releases the held-back final bytes to
@@ -263,9 +303,9 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 		err  error
 	)
 	if src != nil {
-		body, size, err = src.open(ctx)
+		body, size, err = src.open(ctx) // not an origin fetch: originDone stays nil
 	} else {
-		body, size, err = s.origin.OpenArchive(ctx, p, a.URL)
+		body, size, err = fr.openSource(ctx, f, p, a)
 	}
 	if err != nil {
 		return "", err
@@ -337,6 +377,11 @@ type fetch struct {
 	verified bool
 	err      error
 	refs     int
+
+	// Set and read by the fetch's goroutine only:
+	fromShared bool       // the bytes come from the shared tier; set before ready is closed
+	lease      *heldLease // the shared tier's lease on the origin download
+	originDone func()     // ends the metrics' origin fetch, once one started
 }
 
 type fetchState struct {

@@ -30,6 +30,15 @@
 //     contacted, cached version lists are served however old (listing only
 //     versions with a cached archive of a served platform), and anything
 //     not cached fails with ErrOffline;
+//   - with Config.Shared (a SharedTier, the bucket that replicas share) a
+//     cache miss looks there before the origin: archives stream from it
+//     through the same staging and sha256 check as origin downloads,
+//     package records are copied from it into the cache, version lists are
+//     taken with their age there; what the engine verified is put there
+//     after its local commit; of all replicas one downloads an archive
+//     from the origin under the tier's lease while the others wait for it
+//     to appear (taking over when the lease expires). A failing tier is
+//     gone around, never a reason to fail a call;
 //   - Import loads a version from outside (an export, in-house builds),
 //     verified by the same checks and committed by the same archive
 //     fetcher as an origin download; Stored and OpenStored read the cache

@@ -93,6 +93,10 @@ type Config struct {
 	// version lists are served however old, and whatever is not cached
 	// fails with ErrOffline. Default false.
 	Offline bool
+	// Shared is the tier shared with other replicas, consulted on a cache
+	// miss before the origin and given what was verified (see SharedTier).
+	// Offline, whatever it holds is served. Default nil: none.
+	Shared SharedTier
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills

@@ -293,11 +293,7 @@ func (s *Engine) checkEvidence(p discovery.Provider, v versions.Version, rec *Pa
 		rec.evidenceChecked.Store(true)
 		return nil
 	}
-	var verr *verify.Error
-	reason := "unknown"
-	if errors.As(err, &verr) {
-		reason = string(verr.Reason)
-	}
+	reason := reasonOf(err)
 	s.metrics.VerificationFailed(reason)
 	key := packageKey(p, v)
 	derr := s.store.DeleteMeta(key)
@@ -305,6 +301,16 @@ func (s *Engine) checkEvidence(p discovery.Provider, v versions.Version, rec *Pa
 	s.log.Error("cached evidence failed verification; dropped the record to fetch it again",
 		"provider", p.String(), "version", v.String(), "reason", reason, "error", err, "drop_error", derr)
 	return fmt.Errorf("%s %s: cached evidence: %w", p, v, err)
+}
+
+// reasonOf is the verification failure reason of err, for metrics and
+// logs: its *verify.Error's, or "unknown".
+func reasonOf(err error) string {
+	var verr *verify.Error
+	if errors.As(err, &verr) {
+		return string(verr.Reason)
+	}
+	return "unknown"
 }
 
 // verifyEvidence is checkEvidence's check, without remembering.

@@ -487,9 +487,10 @@ func (s *Engine) OpenStored(sha string) (*Archive, error) {
 	return arc, nil
 }
 
-// sealedList returns list without the versions of which the cache holds
-// no archive of a served platform; list itself when it lacks none.
-func (s *Engine) sealedList(p discovery.Provider, list *VersionList) *VersionList {
+// sealedList returns list without the versions of which neither the cache
+// nor the shared tier (Config.Shared; see sharedInstallable) holds an
+// archive of a served platform; list itself when it lacks none.
+func (s *Engine) sealedList(ctx context.Context, p discovery.Provider, list *VersionList) *VersionList {
 	var (
 		keep    []VersionEntry
 		dropped bool
@@ -497,7 +498,8 @@ func (s *Engine) sealedList(p discovery.Provider, list *VersionList) *VersionLis
 	for i, e := range list.Versions {
 		installable := false
 		if v, err := ParseSemver(e.Version); err == nil {
-			if rec, ok := s.cachedPackage(p, v); ok {
+			rec, ok := s.cachedPackage(p, v)
+			if ok {
 				for pl, a := range rec.Archives {
 					if !s.wanted(pl) {
 						continue
@@ -507,6 +509,9 @@ func (s *Engine) sealedList(p discovery.Provider, list *VersionList) *VersionLis
 						break
 					}
 				}
+			}
+			if !installable {
+				installable = s.sharedInstallable(ctx, p, v, rec)
 			}
 		}
 		switch {

@@ -50,5 +50,12 @@ func (m *metaMemo) put(key string, gen uint64, val any, storedAt time.Time) {
 	m.m.Put(key, gen, memoEntry{storedAt: storedAt, val: val})
 }
 
+// adopt remembers a document that is not in the store (a copy from the
+// shared tier), unless a write happened since get returned gen; it
+// advances the generation as a write does.
+func (m *metaMemo) adopt(key string, gen uint64, val any, storedAt time.Time) {
+	m.m.Adopt(key, gen, memoEntry{storedAt: storedAt, val: val})
+}
+
 // forget drops key; call it after writing (or failing to write) key.
 func (m *metaMemo) forget(key string) { m.m.Forget(key) }

@@ -329,6 +329,9 @@ const maxPackageRounds = 32
 func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (rec *PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
+	if !haveCached {
+		cached, haveCached = s.sharedPackage(ctx, p, v)
+	}
 	if haveCached && cached.Provenance == ProvenanceUnsigned {
 		// Imported without a signature: nothing to complete it from.
 		if evidence {
@@ -525,6 +528,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
+	s.putShared(packageKey(p, v), rec)
 	return rec, nil
 }
 

@@ -106,6 +106,9 @@ func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
+	if !haveCached {
+		cached, storedAt, haveCached = s.sharedVersions(ctx, key)
+	}
 	fresh := !force && cached != nil && cached.Schema >= evidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
 	if haveCached && (s.cfg.Offline || fresh || s.local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
@@ -141,6 +144,7 @@ func (s *Engine) refreshVersions(ctx context.Context, p discovery.Provider) (*Ve
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
+	s.putShared(versionsKey(p), list)
 	return list, nil
 }
 

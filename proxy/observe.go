@@ -173,8 +173,11 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 
 // Readyz answers 200 when the cache is open and writable, 503 otherwise.
 // It never depends on origins: an origin outage must not take the mirror
-// out of a load balancer, since it still serves what it holds.
-func Readyz(store Pinger, log *slog.Logger) http.HandlerFunc {
+// out of a load balancer, since it still serves what it holds. Nor does it
+// depend on the shared store: sharedDown, when given, is reported as
+// {"status": "degraded", "shared_store": why} in a 200 while it returns
+// an error.
+func Readyz(store Pinger, log *slog.Logger, sharedDown func() error) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if err := store.Ping(); err != nil {
 			if errors.Is(err, cache.ErrNotWritable) {
@@ -186,6 +189,12 @@ func Readyz(store Pinger, log *slog.Logger) http.HandlerFunc {
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
 				"error": "cache is not writable", "reason": err.Error()})
 			return
+		}
+		if sharedDown != nil {
+			if err := sharedDown(); err != nil {
+				writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "shared_store": err.Error()})
+				return
+			}
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}

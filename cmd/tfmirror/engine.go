@@ -13,6 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/metrics"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
 // engineParts is what openEngine opens: the pull-through engine with the
@@ -21,6 +22,7 @@ type engineParts struct {
 	engine *pullthrough.Engine
 	store  *cache.Store
 	origin *discovery.Client
+	shared *sharedstore.Store // nil without --shared-store
 	// metadataTimeout bounds one metadata operation against an origin
 	// (mirror.Config.OriginTimeout), derived from the origin limits.
 	metadataTimeout time.Duration
@@ -108,6 +110,14 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
 		Logger:          logger,
 		Offline:         cfg.Offline,
+	}
+	shared, err := openShared(context.Background(), cfg, logger, met)
+	if err != nil {
+		return nil, err
+	}
+	if shared != nil {
+		parts.shared = shared
+		ecfg.Shared = sharedTier{shared}
 	}
 	if met != nil {
 		ecfg.Metrics = met

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
 var errHelp = errors.New("help requested")
@@ -41,6 +42,8 @@ type serveConfig struct {
 	URLSigningKeyFile    string
 	SignedURLTTL         time.Duration
 	Offline              bool
+	SharedStore          string
+	SharedLeaseTTL       time.Duration
 	UpstreamProxy        string
 	CredentialsFile      string
 	OriginTimeout        time.Duration
@@ -112,6 +115,8 @@ func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
 	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
 	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
 	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
+	fs.StringVar(&c.SharedStore, "shared-store", "", "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources")
+	fs.DurationVar(&c.SharedLeaseTTL, "shared-store-lease-ttl", 30*time.Second, "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over")
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", 30*time.Second, "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)")
@@ -203,6 +208,17 @@ func (c serveConfig) validateEngine() error {
 	}
 	if c.MaxArchiveBytes <= 0 {
 		return errors.New("--max-archive-bytes must be positive")
+	}
+	if c.SharedStore != "" {
+		if c.SharedLeaseTTL < 3*time.Second {
+			return errors.New("--shared-store-lease-ttl must be at least 3s")
+		}
+		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
+			return fmt.Errorf("--shared-store: %w", err)
+		}
+		if c.MaxArchiveBytes > sharedstore.MaxArchiveBytes {
+			return fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes))
+		}
 	}
 	if c.UpstreamProxy != "" {
 		u, err := url.Parse(c.UpstreamProxy)

@@ -123,7 +123,11 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, adminOptions(cfg))
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
-	router.Handle("/readyz", proxy.Readyz(m.store, logger)).Methods(http.MethodGet, http.MethodHead)
+	var sharedDown func() error
+	if m.shared != nil {
+		sharedDown = m.shared.Status
+	}
+	router.Handle("/readyz", proxy.Readyz(m.store, logger, sharedDown)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
 	// The server, not its router: it answers warm documents before routing.
 	m.handler = proxy.Instrument(m.proxy, logger, m.metrics)

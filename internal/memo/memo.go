@@ -14,6 +14,9 @@
 // of any key discards the puts under way for all keys, which costs one
 // extra read at worst and needs no memory for keys already forgotten.
 //
+// A value that is not read from the store but adopted (Adopt) advances
+// the generation as a write does.
+//
 // It knows nothing of what it stores: no expiry by time, no sizes in
 // bytes, no loading (callers read the store themselves, between Get and
 // Put). Values are shared by every caller that gets them and must not be
@@ -71,6 +74,25 @@ func (m *Memo[K, V]) Get(k K) (v V, gen uint64, ok bool) {
 func (m *Memo[K, V]) Put(k K, gen uint64, v V) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	return m.putLocked(k, gen, v)
+}
+
+// Adopt is Put for a value the store does not hold (one taken from
+// elsewhere, which callers now answer from as if it had been written):
+// under the same rule as Put, it remembers v and then advances the
+// generation, as a write followed by Forget would, so that whatever was
+// made from the memo before can tell.
+func (m *Memo[K, V]) Adopt(k K, gen uint64, v V) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.putLocked(k, gen, v) {
+		return false
+	}
+	m.gen.Add(1)
+	return true
+}
+
+func (m *Memo[K, V]) putLocked(k K, gen uint64, v V) bool {
 	if gen != m.gen.Load() {
 		return false
 	}

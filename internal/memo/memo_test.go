@@ -102,6 +102,10 @@ func TestGenerationRule(t *testing.T) {
 			_, gen, _ := m.Get("other")
 			m.Put("other", gen, 2)
 		}, true},
+		{"another key was adopted", func(m *Memo[string, int]) {
+			_, gen, _ := m.Get("other")
+			m.Adopt("other", gen, 2)
+		}, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -130,6 +134,29 @@ func TestGenerationRule(t *testing.T) {
 }
 
 // Concurrent use is safe (the race detector checks) and keeps the bound.
+// Adopt remembers a value under Put's rule and advances the generation.
+func TestAdopt(t *testing.T) {
+	m := New[string, int](10)
+	_, gen, _ := m.Get("k")
+	if !m.Adopt("k", gen, 1) {
+		t.Fatal("Adopt with a fresh generation was refused")
+	}
+	if m.Generation() == gen {
+		t.Error("Adopt left the generation as it was")
+	}
+	if v, _, ok := m.Get("k"); !ok || v != 1 {
+		t.Errorf("Get = %d, %v after Adopt; want 1, true", v, ok)
+	}
+	_, gen, _ = m.Get("k")
+	m.Forget("k")
+	if m.Adopt("k", gen, 2) {
+		t.Error("Adopt after a Forget since its Get was accepted")
+	}
+	if _, _, ok := m.Get("k"); ok {
+		t.Error("a refused Adopt remembered its value")
+	}
+}
+
 func TestConcurrentUse(t *testing.T) {
 	m := New[int, int](16)
 	var wg sync.WaitGroup

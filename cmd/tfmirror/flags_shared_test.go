@@ -1,0 +1,46 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSharedStoreFlags(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    string
+		wantTTL time.Duration
+		wantErr string
+	}{
+		{name: "default is none", wantTTL: 30 * time.Second},
+		{name: "full URL", args: []string{"--shared-store", "s3://b/p?endpoint=http://127.0.0.1:7070&region=x&path_style=true"},
+			want: "s3://b/p?endpoint=http://127.0.0.1:7070&region=x&path_style=true", wantTTL: 30 * time.Second},
+		{name: "from the environment", env: map[string]string{"TFMIRROR_SHARED_STORE": "s3://b", "TFMIRROR_SHARED_STORE_LEASE_TTL": "1m"},
+			want: "s3://b", wantTTL: time.Minute},
+		{name: "not s3", args: []string{"--shared-store", "https://b/p"}, wantErr: "scheme"},
+		{name: "unknown parameter", args: []string{"--shared-store", "s3://b/p?secret=x"}, wantErr: "unknown parameter"},
+		{name: "lease too short", args: []string{"--shared-store", "s3://b", "--shared-store-lease-ttl", "1s"}, wantErr: "at least 3s"},
+		{name: "archives larger than one PUT", args: []string{"--shared-store", "s3://b", "--max-archive-bytes", "6GiB"}, wantErr: "one PUT"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := parseServeFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.SharedStore != tc.want || c.SharedLeaseTTL != tc.wantTTL {
+				t.Errorf("SharedStore %q, lease TTL %v; want %q, %v", c.SharedStore, c.SharedLeaseTTL, tc.want, tc.wantTTL)
+			}
+		})
+	}
+}

@@ -1,0 +1,35 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+
+	"github.com/tfmirror/tfmirror/metrics"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/sharedstore"
+)
+
+// sharedTier is a sharedstore.Store as the engine's shared tier.
+type sharedTier struct{ *sharedstore.Store }
+
+func (t sharedTier) TryLease(ctx context.Context, sha string) (pullthrough.SharedLease, error) {
+	l, err := t.Store.TryLease(ctx, sha)
+	if l == nil {
+		return nil, err
+	}
+	return l, err
+}
+
+// openShared opens the --shared-store, if any: nil without the flag. It
+// does not contact the store, so that a store that is down delays no
+// start.
+func openShared(ctx context.Context, cfg serveConfig, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
+	if cfg.SharedStore == "" {
+		return nil, nil
+	}
+	scfg := sharedstore.Config{URL: cfg.SharedStore, LeaseTTL: cfg.SharedLeaseTTL, Logger: logger}
+	if met != nil {
+		scfg.Observer = met
+	}
+	return sharedstore.Open(ctx, scfg)
+}

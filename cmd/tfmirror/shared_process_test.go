@@ -1,0 +1,272 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/s3test"
+)
+
+const sharedBucket = "tfm"
+
+// sharedSetup is a versitygw bucket, a fake origin and the flags of
+// replicas sharing the bucket.
+type sharedSetup struct {
+	srv    *s3test.Server
+	origin *fakeorigin.Origin
+	bin    string
+	caFile string
+	flags  []string
+}
+
+func newSharedSetup(t *testing.T, platforms ...string) *sharedSetup {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	srv := s3test.Start(t)
+	srv.SetEnv(t) // the replicas' credentials, inherited from this process
+	srv.CreateBucket(sharedBucket)
+	origin, err := fakeorigin.Start(fakeorigin.Options{ArchiveSize: 1 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, platforms)
+	return &sharedSetup{srv: srv, origin: origin, bin: buildBinary(t), caFile: originCAFile(t, origin),
+		flags: []string{"--shared-store", srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s"}}
+}
+
+func (s *sharedSetup) start(t *testing.T, extra ...string) *proc {
+	t.Helper()
+	return startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile, append(slices.Clone(s.flags), extra...)...)
+}
+
+func (s *sharedSetup) path(pl string) string {
+	return providerArchivePath(s.origin, "hashicorp", "random", "1.0.0", pl)
+}
+
+func (s *sharedSetup) archive(pl string) []byte {
+	return s.origin.Archive("hashicorp", "random", "1.0.0", pl)
+}
+
+func (s *sharedSetup) hits(pl string) int {
+	return s.origin.ArchiveHits("hashicorp", "random", "1.0.0", pl)
+}
+
+// metric returns the value of one series on p's /metrics (0 if absent).
+func (p *proc) metric(t *testing.T, series string) float64 {
+	t.Helper()
+	body, _, err := p.get(context.Background(), "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(body), "\n") {
+		if v, ok := strings.CutPrefix(line, series+" "); ok {
+			f, err := strconv.ParseFloat(v, 64)
+			if err != nil {
+				t.Fatalf("%s: %v", line, err)
+			}
+			return f
+		}
+	}
+	return 0
+}
+
+func leaseSeries(outcome string) string {
+	return `tfmirror_shared_store_requests_total{operation="lease",outcome="` + outcome + `"}`
+}
+
+// waitLeases waits (polling /metrics, at most 60s) until one of ms took
+// the lease on an origin download and every other one found it held, and
+// returns the holder's index.
+func waitLeases(t *testing.T, ms []*proc) int {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(60 * time.Second)
+	for {
+		holder, waiting := -1, 0
+		for i, m := range ms {
+			if m.metric(t, leaseSeries("ok")) > 0 {
+				holder = i
+			} else if m.metric(t, leaseSeries("held")) > 0 {
+				waiting++
+			}
+		}
+		if holder >= 0 && waiting == len(ms)-1 {
+			return holder
+		}
+		select {
+		case <-tick.C:
+		case <-deadline:
+			t.Fatalf("replicas did not settle on one lease holder (holder %d, %d waiting)", holder, waiting)
+		}
+	}
+}
+
+func waitStarted(t *testing.T, o *fakeorigin.Origin) {
+	t.Helper()
+	select {
+	case <-o.ArchiveStarted():
+	case <-time.After(60 * time.Second):
+		t.Fatal("no origin archive download started")
+	}
+}
+
+// Three `tfmirror serve` replicas on one bucket: 30 clients at once, one
+// origin download; a sealed replica with an empty cache serves what they
+// cached; with the store stopped the replicas serve from their caches and
+// the origin and count the failures; with the store back they share again.
+func TestSharedStoreReplicas(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64", "darwin_arm64", "windows_amd64")
+	ms := []*proc{s.start(t), s.start(t), s.start(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := s.archive("linux_amd64")
+
+	release := s.origin.GateArchives()
+	defer release()
+	var wg sync.WaitGroup
+	errs := make([]error, 30)
+	for i := range errs {
+		m := ms[i%len(ms)]
+		wg.Go(func() {
+			body, _, err := m.get(ctx, s.path("linux_amd64"))
+			if err == nil && !bytes.Equal(body, want) {
+				err = fmt.Errorf("wrong bytes (%d)", len(body))
+			}
+			errs[i] = err
+		})
+	}
+	waitStarted(t, s.origin)
+	waitLeases(t, ms)
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("client %d: %v", i, err)
+		}
+	}
+	if n := s.hits("linux_amd64"); n != 1 {
+		t.Errorf("%d origin downloads, want 1", n)
+	}
+
+	// A sealed replica with an empty cache.
+	sealed := s.start(t, "--offline")
+	if body, _, err := sealed.get(ctx, s.path("linux_amd64")); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("sealed replica: %v (%d bytes)", err, len(body))
+	}
+	if n := s.hits("linux_amd64"); n != 1 {
+		t.Errorf("%d origin downloads after the sealed replica served it", n)
+	}
+
+	// The store stopped.
+	s.srv.Stop()
+	if body, _, err := ms[0].get(ctx, s.path("darwin_arm64")); err != nil || !bytes.Equal(body, s.archive("darwin_arm64")) {
+		t.Fatalf("store down, new archive: %v", err)
+	}
+	if body, resp, err := ms[1].get(ctx, s.path("linux_amd64")); err != nil || !bytes.Equal(body, want) || resp.Header.Get("X-Tfmirror-Cache") != "hit" {
+		t.Fatalf("store down, cached archive: %v", err)
+	}
+	if n := ms[0].metric(t, `tfmirror_shared_store_requests_total{operation="get_archive",outcome="error"}`); n < 1 {
+		t.Errorf("the failing store is not in the metrics (%v get_archive errors)", n)
+	}
+	if _, resp, err := ms[0].get(ctx, "/readyz"); err != nil || resp.StatusCode != 200 {
+		t.Errorf("a replica with its store down is not ready: %v", err)
+	}
+
+	// The store back.
+	s.srv.Restart()
+	for i, m := range ms[:2] {
+		if body, _, err := m.get(ctx, s.path("windows_amd64")); err != nil || !bytes.Equal(body, s.archive("windows_amd64")) {
+			t.Fatalf("store back, replica %d: %v", i, err)
+		}
+		waitCached(t, m, 3-i) // the first has darwin_arm64 too
+	}
+	if n := s.hits("windows_amd64"); n != 1 {
+		t.Errorf("%d origin downloads with the store back, want 1", n)
+	}
+}
+
+// The replica holding the lease is killed mid-download: another replica
+// takes the download over once the lease expires, its clients get the
+// archive, none of the killed replica's clients gets a complete one, and
+// the bucket holds the whole archive and no lease.
+func TestSharedStoreLeaseHolderKilled(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	ms := []*proc{s.start(t), s.start(t), s.start(t)}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	want := s.archive("linux_amd64")
+
+	release := s.origin.GateArchives()
+	defer release()
+	var wg sync.WaitGroup
+	errs := make([]error, 9)
+	for i := range errs {
+		m := ms[i%len(ms)]
+		wg.Go(func() {
+			body, _, err := m.get(ctx, s.path("linux_amd64"))
+			if err == nil && !bytes.Equal(body, want) {
+				err = fmt.Errorf("wrong bytes (%d)", len(body))
+			}
+			errs[i] = err
+		})
+	}
+	waitStarted(t, s.origin)
+	holder := waitLeases(t, ms)
+	if err := ms[holder].cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	if err := ms[holder].wait(30 * time.Second); err == nil {
+		t.Fatal("tfmirror exited cleanly after SIGKILL?")
+	}
+	release()
+	wg.Wait()
+	for i, err := range errs {
+		switch {
+		case i%len(ms) == holder && err == nil:
+			t.Errorf("client %d of the killed replica got a complete archive", i)
+		case i%len(ms) != holder && err != nil:
+			t.Errorf("client %d: %v", i, err)
+		}
+	}
+	if n := s.hits("linux_amd64"); n != 2 {
+		t.Errorf("%d origin downloads, want 2 (the killed one, the one that took over)", n)
+	}
+	for i, m := range ms {
+		if i != holder {
+			waitCached(t, m, 1)
+		}
+	}
+
+	sha := s.origin.SHA256("hashicorp", "random", "1.0.0", "linux_amd64")
+	keys := s.srv.Keys(sharedBucket, "mirror/")
+	if !slices.Contains(keys, "mirror/archives/"+sha) || slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, "mirror/leases/") }) {
+		t.Errorf("bucket holds %q", keys)
+	}
+	o, err := s.srv.Client().GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(sharedBucket), Key: aws.String("mirror/archives/" + sha)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	if got, err := io.ReadAll(o.Body); err != nil || !bytes.Equal(got, want) {
+		t.Errorf("the bucket's archive is not the archive: %d bytes, %v", len(got), errors.Join(err))
+	}
+}

@@ -1,0 +1,41 @@
+// Package sharedstore is the optional shared tier of tfmirror replicas: an
+// S3-compatible bucket (AWS S3, MinIO, Ceph RGW, versitygw, ...) that
+// replicas share, behind each replica's own local cache.
+//
+// It owns the object layout under the configured prefix:
+//
+//	PREFIX/archives/<sha256>  a verified provider archive, content-addressed;
+//	                          written once, by a single conditional PUT
+//	                          (If-None-Match: *) of the committed local copy
+//	                          with its x-amz-checksum-sha256, so that the
+//	                          store itself refuses bytes that do not match
+//	                          and nothing partial is ever visible
+//	PREFIX/meta/<key>         a verified record (version list, package
+//	                          record with the origin's evidence), JSON with
+//	                          the time it was stored
+//	PREFIX/leases/<sha256>    who is downloading that archive from the
+//	                          origin: JSON {holder, expires}, created with
+//	                          If-None-Match: *, renewed with If-Match on its
+//	                          ETag, released or taken over once expired
+//	                          with a DELETE If-Match on the ETag read
+//
+// A lease's expiry is written by its holder's clock: replicas sharing a
+// bucket need clocks that agree to well within Config.LeaseTTL.
+//
+// The bucket is trusted as the local cache is: anyone who can write it can
+// make the replicas serve what they wrote. Archives are checked against
+// the sha256 of the verified record as they stream, so corruption is
+// caught, not forgery of the records.
+//
+// Every call is bounded by Config.CallTimeout (archive bodies by the
+// caller's context), and a circuit breaker stops calling a store that
+// keeps failing: calls then fail at once with ErrUnavailable until the
+// cooldown has passed, and the callers go on without the shared tier.
+//
+// The client is aws-sdk-go-v2: it is AWS's own, maintained SDK, its config
+// loader reads every standard credential source (environment, shared
+// config and credentials files, SSO, web identity / IRSA, ECS and EC2
+// instance roles), and its S3 client speaks the conditional writes
+// (If-None-Match, If-Match) and additional checksums this package relies
+// on.
+package sharedstore

@@ -1,0 +1,464 @@
+package sharedstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// ErrUnavailable is returned, wrapped, while the circuit breaker is open:
+// the store failed too often and is not called until its cooldown ends.
+var ErrUnavailable = errors.New("shared store unavailable")
+
+// Observer receives what the store observes. Package metrics implements
+// it; nil records nothing.
+type Observer interface {
+	// SharedStoreRequest records one call: op ("get_archive",
+	// "put_archive", "get_meta", "put_meta", "lease") and outcome ("ok",
+	// "absent", "held", "error", "unavailable").
+	SharedStoreRequest(op, outcome string, d time.Duration)
+	// SharedStoreDown records the breaker opening (true) or closing.
+	SharedStoreDown(down bool)
+}
+
+// Config configures a Store. Zero values take the documented defaults.
+type Config struct {
+	// URL is s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true;
+	// PREFIX, endpoint (default: AWS's), region (default: from the AWS
+	// config, else us-east-1) and path_style (default false) are optional.
+	// Required.
+	URL string
+	// Holder names this replica in the leases it takes. Default: the host
+	// name, the process id and a random suffix.
+	Holder string
+	// LeaseTTL is how long a lease lasts unless renewed; its holder renews
+	// it every third of that. Default 30 seconds.
+	LeaseTTL time.Duration
+	// CallTimeout bounds every call but the transfer of an archive's body.
+	// Default 10 seconds.
+	CallTimeout time.Duration
+	// BreakerThreshold is how many failed calls in a row open the breaker.
+	// Default 5.
+	BreakerThreshold int
+	// BreakerCooldown is how long an open breaker refuses calls. Default
+	// 30 seconds.
+	BreakerCooldown time.Duration
+	// HTTPClient makes the requests. Default: the SDK's.
+	HTTPClient *http.Client
+	// Logger receives the breaker's changes. Default: discard.
+	Logger *slog.Logger
+	// Observer receives observations. Default: none.
+	Observer Observer
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// MaxArchiveBytes is the largest archive PutArchive stores: S3's limit on
+// one PUT (5 GiB).
+const MaxArchiveBytes = 5 << 30
+
+// Location is a parsed store URL.
+type Location struct {
+	Bucket    string
+	Prefix    string // "" or ending in "/"
+	Endpoint  string // "" = AWS
+	Region    string // "" = from the AWS config
+	PathStyle bool
+}
+
+// ParseURL parses s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true.
+func ParseURL(raw string) (Location, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return Location{}, fmt.Errorf("shared store URL: %w", err)
+	}
+	if u.Scheme != "s3" {
+		return Location{}, fmt.Errorf("shared store URL %q: the scheme must be s3", raw)
+	}
+	if u.Host == "" || u.User != nil || u.Fragment != "" {
+		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX", raw)
+	}
+	loc := Location{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
+	if loc.Prefix != "" {
+		loc.Prefix += "/"
+	}
+	for k, vs := range u.Query() {
+		if len(vs) != 1 {
+			return Location{}, fmt.Errorf("shared store URL: %s given %d times", k, len(vs))
+		}
+		switch v := vs[0]; k {
+		case "endpoint":
+			e, err := url.Parse(v)
+			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
+				return Location{}, fmt.Errorf("shared store URL: endpoint %q is not an http(s) URL", v)
+			}
+			loc.Endpoint = v
+		case "region":
+			loc.Region = v
+		case "path_style":
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return Location{}, fmt.Errorf("shared store URL: path_style %q: %w", v, err)
+			}
+			loc.PathStyle = b
+		default:
+			return Location{}, fmt.Errorf("shared store URL: unknown parameter %q (endpoint, region, path_style)", k)
+		}
+	}
+	return loc, nil
+}
+
+// Store is the shared tier in one bucket. Its methods are safe for
+// concurrent use.
+type Store struct {
+	cfg    Config
+	loc    Location
+	client *s3.Client
+	log    *slog.Logger
+	obs    Observer
+
+	mu        sync.Mutex
+	failures  int       // calls failed in a row
+	openUntil time.Time // breaker open until then
+	lastErr   error
+}
+
+// Open parses cfg.URL and makes a client with credentials from the
+// standard AWS sources. It does not contact the store; see Check.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	loc, err := ParseURL(cfg.URL)
+	if err != nil {
+		return nil, err
+	}
+	if cfg.Holder == "" {
+		host, _ := os.Hostname()
+		var b [4]byte
+		rand.Read(b[:])
+		cfg.Holder = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b[:]))
+	}
+	if cfg.LeaseTTL <= 0 {
+		cfg.LeaseTTL = 30 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 10 * time.Second
+	}
+	if cfg.BreakerThreshold <= 0 {
+		cfg.BreakerThreshold = 5
+	}
+	if cfg.BreakerCooldown <= 0 {
+		cfg.BreakerCooldown = 30 * time.Second
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	opts := []func(*config.LoadOptions) error{}
+	if loc.Region != "" {
+		opts = append(opts, config.WithRegion(loc.Region))
+	}
+	if cfg.HTTPClient != nil {
+		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	}
+	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("shared store: AWS config: %w", err)
+	}
+	if awsCfg.Region == "" {
+		awsCfg.Region = "us-east-1"
+	}
+	client := s3.NewFromConfig(awsCfg, func(o *s3.Options) {
+		if loc.Endpoint != "" {
+			o.BaseEndpoint = aws.String(loc.Endpoint)
+		}
+		o.UsePathStyle = loc.PathStyle
+		// Checksums only where the API requires them (and the sha256
+		// this package sends itself): S3-compatible servers differ in
+		// which of the SDK's default ones they accept.
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+		o.ResponseChecksumValidation = aws.ResponseChecksumValidationWhenRequired
+		// Retries are the breaker's business, and a call's timeout
+		// must bound the call.
+		o.RetryMaxAttempts = 1
+	})
+	return &Store{cfg: cfg, loc: loc, client: client, log: cfg.Logger, obs: cfg.Observer}, nil
+}
+
+// Location returns where the store is.
+func (s *Store) Location() Location { return s.loc }
+
+// Holder returns the name this store's leases are taken under.
+func (s *Store) Holder() string { return s.cfg.Holder }
+
+// Status returns nil while the store is used, and why not while the
+// breaker is open.
+func (s *Store) Status() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.cfg.Now().Before(s.openUntil) {
+		return fmt.Errorf("%w: %w", ErrUnavailable, s.lastErr)
+	}
+	return nil
+}
+
+// Check asks the store whether the bucket can be reached, counting the
+// answer like any call.
+func (s *Store) Check(ctx context.Context) error {
+	return s.call(ctx, "check", func(ctx context.Context) (string, error) {
+		_, err := s.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &s.loc.Bucket})
+		return "ok", err
+	})
+}
+
+// call runs fn with the call timeout, through the breaker. fn returns its
+// outcome for the metrics; errors that are answers (absent, held) must be
+// returned by fn as a nil error with that outcome.
+func (s *Store) call(ctx context.Context, op string, fn func(ctx context.Context) (string, error)) error {
+	start := s.cfg.Now()
+	if err := s.Status(); err != nil {
+		s.observe(op, "unavailable", 0)
+		return err
+	}
+	cctx, cancel := context.WithTimeout(ctx, s.cfg.CallTimeout)
+	defer cancel()
+	outcome, err := fn(cctx)
+	if err != nil && ctx.Err() != nil {
+		// The caller went away: no fault of the store's.
+		return err
+	}
+	if err != nil {
+		outcome = "error"
+	}
+	s.observe(op, outcome, s.cfg.Now().Sub(start))
+	s.record(err)
+	if err != nil {
+		return fmt.Errorf("shared store %s: %w", op, err)
+	}
+	return nil
+}
+
+func (s *Store) observe(op, outcome string, d time.Duration) {
+	if s.obs != nil {
+		s.obs.SharedStoreRequest(op, outcome, d)
+	}
+}
+
+// record counts a call's result for the breaker.
+func (s *Store) record(err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		if s.failures >= s.cfg.BreakerThreshold {
+			s.log.Info("shared store is answering again; using it")
+			if s.obs != nil {
+				s.obs.SharedStoreDown(false)
+			}
+		}
+		s.failures, s.openUntil, s.lastErr = 0, time.Time{}, nil
+		return
+	}
+	s.failures++
+	s.lastErr = err
+	if s.failures >= s.cfg.BreakerThreshold {
+		if s.failures == s.cfg.BreakerThreshold {
+			s.log.Warn("shared store keeps failing; going on without it for a while",
+				"failures", s.failures, "cooldown", s.cfg.BreakerCooldown, "error", err)
+			if s.obs != nil {
+				s.obs.SharedStoreDown(true)
+			}
+		}
+		s.openUntil = s.cfg.Now().Add(s.cfg.BreakerCooldown)
+	}
+}
+
+func (s *Store) archiveKey(sha string) string { return s.loc.Prefix + "archives/" + sha }
+func (s *Store) leaseKey(sha string) string   { return s.loc.Prefix + "leases/" + sha }
+func (s *Store) metaKey(key string) string    { return s.loc.Prefix + "meta/" + key }
+
+func checkSHA(sha string) error {
+	if len(sha) != 64 || strings.Trim(sha, "0123456789abcdef") != "" {
+		return fmt.Errorf("shared store: %q is not a hex sha256", sha)
+	}
+	return nil
+}
+
+// statusOf returns the HTTP status of an S3 error, or 0.
+func statusOf(err error) int {
+	var re *awshttp.ResponseError
+	if errors.As(err, &re) {
+		return re.HTTPStatusCode()
+	}
+	return 0
+}
+
+// OpenArchive opens the archive sha; it returns a nil body when the store
+// does not have it. The call timeout bounds the wait for the answer, ctx
+// the reading of the body. The caller must close the body.
+func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
+	if err := checkSHA(sha); err != nil {
+		return nil, 0, err
+	}
+	var out *s3.GetObjectOutput
+	bodyCtx, cancelBody := context.WithCancel(ctx)
+	err := s.call(ctx, "get_archive", func(cctx context.Context) (string, error) {
+		// The body must outlive cctx: the request runs on bodyCtx, which
+		// the call's timeout cancels only until the answer has come.
+		stop := context.AfterFunc(cctx, cancelBody)
+		o, err := s.client.GetObject(bodyCtx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.archiveKey(sha))})
+		if !stop() && err == nil {
+			o.Body.Close()
+			return "", cctx.Err()
+		}
+		if statusOf(err) == http.StatusNotFound {
+			return "absent", nil
+		}
+		out = o
+		return "ok", err
+	})
+	if err != nil || out == nil {
+		cancelBody()
+		return nil, 0, err
+	}
+	size := int64(-1)
+	if out.ContentLength != nil {
+		size = *out.ContentLength
+	}
+	return &body{ReadCloser: out.Body, cancel: cancelBody}, size, nil
+}
+
+type body struct {
+	io.ReadCloser
+	cancel context.CancelFunc
+}
+
+func (b *body) Close() error {
+	err := b.ReadCloser.Close()
+	b.cancel()
+	return err
+}
+
+// PutArchive stores the archive sha of size bytes read from r, unless the
+// store has it already. The store checks the bytes against sha and keeps
+// nothing unless they match; ctx (not the call timeout) bounds the upload.
+func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, size int64) error {
+	if err := checkSHA(sha); err != nil {
+		return err
+	}
+	if size > MaxArchiveBytes {
+		return fmt.Errorf("shared store: archive %s is %d bytes, more than one PUT takes", sha, size)
+	}
+	sum, _ := hex.DecodeString(sha)
+	start := s.cfg.Now()
+	if err := s.Status(); err != nil {
+		s.observe("put_archive", "unavailable", 0)
+		return err
+	}
+	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		Bucket:         &s.loc.Bucket,
+		Key:            aws.String(s.archiveKey(sha)),
+		Body:           r,
+		ContentLength:  aws.Int64(size),
+		ContentType:    aws.String("application/zip"),
+		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum)),
+		IfNoneMatch:    aws.String("*"),
+	})
+	outcome := "ok"
+	if statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusConflict {
+		outcome, err = "exists", nil // another replica stored it first
+	}
+	if err != nil && ctx.Err() != nil {
+		return err
+	}
+	if err != nil {
+		outcome = "error"
+	}
+	s.observe("put_archive", outcome, s.cfg.Now().Sub(start))
+	s.record(err)
+	if err != nil {
+		return fmt.Errorf("shared store put_archive: %w", err)
+	}
+	return nil
+}
+
+// metaDoc is how a record is kept in the store.
+type metaDoc struct {
+	StoredAt time.Time       `json:"stored_at"`
+	Record   json.RawMessage `json:"record"`
+}
+
+// maxMetaBytes bounds a record read from the store.
+const maxMetaBytes = 16 << 20
+
+// GetMeta returns the record under key and when it was stored; a nil
+// record when the store has none.
+func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
+	var doc metaDoc
+	var found bool
+	err := s.call(ctx, "get_meta", func(ctx context.Context) (string, error) {
+		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.metaKey(key))})
+		if statusOf(err) == http.StatusNotFound {
+			return "absent", nil
+		}
+		if err != nil {
+			return "", err
+		}
+		defer o.Body.Close()
+		raw, err := io.ReadAll(io.LimitReader(o.Body, maxMetaBytes+1))
+		if err != nil {
+			return "", err
+		}
+		if len(raw) > maxMetaBytes {
+			return "", fmt.Errorf("record %s is larger than %d bytes", key, maxMetaBytes)
+		}
+		if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
+			return "", fmt.Errorf("record %s is not a stored record: %v", key, err)
+		}
+		found = true
+		return "ok", nil
+	})
+	if err != nil || !found {
+		return nil, time.Time{}, err
+	}
+	return doc.Record, doc.StoredAt, nil
+}
+
+// PutMeta stores record under key, stamped with the time now, replacing
+// any record there.
+func (s *Store) PutMeta(ctx context.Context, key string, record any) error {
+	raw, err := json.Marshal(record)
+	if err != nil {
+		return err
+	}
+	doc, err := json.Marshal(metaDoc{StoredAt: s.cfg.Now().UTC(), Record: raw})
+	if err != nil {
+		return err
+	}
+	return s.call(ctx, "put_meta", func(ctx context.Context) (string, error) {
+		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &s.loc.Bucket, Key: aws.String(s.metaKey(key)),
+			Body: bytes.NewReader(doc), ContentLength: aws.Int64(int64(len(doc))),
+			ContentType: aws.String("application/json"),
+		})
+		return "ok", err
+	})
+}

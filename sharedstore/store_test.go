@@ -1,0 +1,276 @@
+package sharedstore_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/sharedstore"
+)
+
+// clock is a settable test clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
+func (c *clock) Add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// observer counts observations.
+type observer struct {
+	mu   sync.Mutex
+	reqs map[string]int // op/outcome
+	down atomic.Bool
+}
+
+func (o *observer) SharedStoreRequest(op, outcome string, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.reqs == nil {
+		o.reqs = map[string]int{}
+	}
+	o.reqs[op+"/"+outcome]++
+}
+func (o *observer) SharedStoreDown(down bool) { o.down.Store(down) }
+func (o *observer) count(k string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.reqs[k]
+}
+
+func open(t *testing.T, srv *s3test.Server, holder string, c *clock, obs sharedstore.Observer) *sharedstore.Store {
+	t.Helper()
+	cfg := sharedstore.Config{URL: srv.URL("tfm", "replicas/a"), Holder: holder, LeaseTTL: 30 * time.Second,
+		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Minute}
+	if c != nil {
+		cfg.Now = c.Now
+	}
+	if obs != nil {
+		cfg.Observer = obs
+	}
+	s, err := sharedstore.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func startServer(t *testing.T) *s3test.Server {
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	srv.CreateBucket("tfm")
+	return srv
+}
+
+func shaOf(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
+
+func TestParseURL(t *testing.T) {
+	loc, err := sharedstore.ParseURL("s3://bkt/some/prefix/?endpoint=http://127.0.0.1:9000&region=eu-west-1&path_style=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := sharedstore.Location{Bucket: "bkt", Prefix: "some/prefix/", Endpoint: "http://127.0.0.1:9000", Region: "eu-west-1", PathStyle: true}
+	if loc != want {
+		t.Errorf("got %+v, want %+v", loc, want)
+	}
+	if loc, err := sharedstore.ParseURL("s3://bkt"); err != nil || loc.Prefix != "" || loc.PathStyle {
+		t.Errorf("s3://bkt: %+v, %v", loc, err)
+	}
+	for _, bad := range []string{"http://bkt/p", "s3:///p", "s3://bkt/p?foo=1", "s3://bkt/p?path_style=maybe",
+		"s3://bkt/p?endpoint=ftp://x", "s3://u:p@bkt/p", "s3://bkt/p?region=a&region=b"} {
+		if _, err := sharedstore.ParseURL(bad); err == nil {
+			t.Errorf("%s: no error", bad)
+		}
+	}
+}
+
+// An archive is stored once under its sha256, read back whole, and the
+// store refuses bytes that do not have the sha256 they are stored under.
+func TestArchives(t *testing.T) {
+	srv := startServer(t)
+	s := open(t, srv, "a", nil, nil)
+	ctx := context.Background()
+	data := bytes.Repeat([]byte("provider archive "), 10000)
+	sha := shaOf(data)
+
+	if body, _, err := s.OpenArchive(ctx, sha); err != nil || body != nil {
+		t.Fatalf("absent archive: %v, %v", body, err)
+	}
+	if err := s.PutArchive(ctx, sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	// A second writer (another replica) finds it there: no error.
+	if err := s.PutArchive(ctx, sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatalf("second put: %v", err)
+	}
+	body, size, err := s.OpenArchive(ctx, sha)
+	if err != nil || body == nil {
+		t.Fatalf("open: %v", err)
+	}
+	got, err := io.ReadAll(body)
+	body.Close()
+	if err != nil || !bytes.Equal(got, data) || size != int64(len(data)) {
+		t.Fatalf("read back %d bytes (size %d), %v", len(got), size, err)
+	}
+
+	wrong := append(bytes.Clone(data[:len(data)-1]), 'X')
+	other := shaOf(append(bytes.Clone(data), 'Y'))
+	if err := s.PutArchive(ctx, other, bytes.NewReader(wrong), int64(len(wrong))); err == nil {
+		t.Fatal("bytes with another sha256 were accepted")
+	}
+	if body, _, err := s.OpenArchive(ctx, other); err != nil || body != nil {
+		t.Fatalf("an archive that did not match is visible: %v", err)
+	}
+	keys := srv.Keys("tfm", "")
+	if !slices.Equal(keys, []string{"replicas/a/archives/" + sha}) {
+		t.Errorf("bucket holds %q", keys)
+	}
+}
+
+func TestMeta(t *testing.T) {
+	srv := startServer(t)
+	c := &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
+	s := open(t, srv, "a", c, nil)
+	ctx := context.Background()
+	if raw, _, err := s.GetMeta(ctx, "versions/registry.terraform.io/hashicorp/random"); err != nil || raw != nil {
+		t.Fatalf("absent: %s, %v", raw, err)
+	}
+	if err := s.PutMeta(ctx, "versions/registry.terraform.io/hashicorp/random", map[string]int{"schema": 2}); err != nil {
+		t.Fatal(err)
+	}
+	raw, at, err := s.GetMeta(ctx, "versions/registry.terraform.io/hashicorp/random")
+	if err != nil || string(raw) != `{"schema":2}` || !at.Equal(c.Now()) {
+		t.Fatalf("got %s stored at %v, %v", raw, at, err)
+	}
+}
+
+// Of two replicas, one gets the lease; the other gets it only once the
+// first released it or let it expire; a holder whose lease was taken over
+// learns that it lost it.
+func TestLease(t *testing.T) {
+	srv := startServer(t)
+	c := &clock{now: time.Now()}
+	a, b := open(t, srv, "a", c, nil), open(t, srv, "b", c, nil)
+	ctx := context.Background()
+	sha := shaOf([]byte("x"))
+
+	la, err := a.TryLease(ctx, sha)
+	if err != nil || la == nil {
+		t.Fatalf("first lease: %v, %v", la, err)
+	}
+	if lb, err := b.TryLease(ctx, sha); err != nil || lb != nil {
+		t.Fatalf("second replica got the lease held by the first: %v", err)
+	}
+	c.Add(20 * time.Second)
+	if err := la.Renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c.Add(20 * time.Second) // 40s after taking it, 20s after renewing
+	if lb, err := b.TryLease(ctx, sha); err != nil || lb != nil {
+		t.Fatalf("renewed lease taken over: %v", err)
+	}
+	c.Add(11 * time.Second) // expired
+	lb, err := b.TryLease(ctx, sha)
+	if err != nil || lb == nil {
+		t.Fatalf("expired lease not taken over: %v", err)
+	}
+	if err := la.Renew(ctx); !errors.Is(err, sharedstore.ErrLeaseLost) {
+		t.Fatalf("renewing a lease taken over: %v", err)
+	}
+	if err := la.Release(ctx); err != nil { // not ours any more: leaves b's alone
+		t.Fatal(err)
+	}
+	if la2, err := a.TryLease(ctx, sha); err != nil || la2 != nil {
+		t.Fatalf("old holder's release removed the new lease: %v", err)
+	}
+	if err := lb.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if la3, err := a.TryLease(ctx, sha); err != nil || la3 == nil {
+		t.Fatalf("released lease not taken: %v", err)
+	}
+}
+
+// Of many replicas taking over one expired lease at once, one wins.
+func TestLeaseTakeoverRace(t *testing.T) {
+	srv := startServer(t)
+	c := &clock{now: time.Now()}
+	ctx := context.Background()
+	sha := shaOf([]byte("y"))
+	if l, err := open(t, srv, "dead", c, nil).TryLease(ctx, sha); err != nil || l == nil {
+		t.Fatal(err)
+	}
+	c.Add(time.Minute)
+	var won atomic.Int32
+	var wg sync.WaitGroup
+	for i := range 8 {
+		s := open(t, srv, string(rune('a'+i)), c, nil)
+		wg.Go(func() {
+			l, err := s.TryLease(ctx, sha)
+			if err != nil {
+				t.Error(err)
+			}
+			if l != nil {
+				won.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if won.Load() != 1 {
+		t.Errorf("%d replicas took the lease over", won.Load())
+	}
+}
+
+// A store that is down fails calls until the breaker opens; then they fail
+// at once, and once it is back and the cooldown over, they succeed.
+func TestBreaker(t *testing.T) {
+	srv := startServer(t)
+	c := &clock{now: time.Now()}
+	obs := &observer{}
+	s := open(t, srv, "a", c, obs)
+	ctx := context.Background()
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	srv.Stop()
+	for range 2 {
+		if _, _, err := s.GetMeta(ctx, "k"); err == nil || errors.Is(err, sharedstore.ErrUnavailable) {
+			t.Fatalf("store down: %v", err)
+		}
+	}
+	if !obs.down.Load() || s.Status() == nil {
+		t.Fatal("breaker not open after 2 failures")
+	}
+	if _, _, err := s.GetMeta(ctx, "k"); !errors.Is(err, sharedstore.ErrUnavailable) {
+		t.Fatalf("breaker open: %v", err)
+	}
+	if n := obs.count("get_meta/unavailable"); n != 1 {
+		t.Errorf("%d unavailable calls counted", n)
+	}
+	srv.Restart()
+	c.Add(time.Minute)
+	if err := s.PutMeta(ctx, "k", "v"); err != nil {
+		t.Fatalf("store back: %v", err)
+	}
+	if obs.down.Load() || s.Status() != nil {
+		t.Error("breaker still open")
+	}
+	if n := obs.count("get_meta/error"); n != 2 || !strings.Contains(s.Holder(), "a") {
+		t.Errorf("%d errors counted", n)
+	}
+}
