@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 	"go.yaml.in/yaml/v3"
@@ -429,43 +430,100 @@ func readYAML(t *testing.T, path string) []object {
 	return out
 }
 
-// kustomizeBase reads every resource the kustomization lists, by kind.
-func kustomizeBase(t *testing.T) map[string][]object {
+// kustomizeDir reads every resource the kustomization in dir lists, by
+// kind: files, and directories holding a kustomization of their own (read
+// the same way). It then applies the kustomization's patches as kustomize
+// would for the subset of strategic-merge patches the manifests use: a
+// patch with "$patch: delete" removes the object of its kind and name, any
+// other patch is merged into that object map by map. A patch holding a
+// list is refused, since kustomize merges lists by key and this does not.
+func kustomizeDir(t *testing.T, dir string) map[string][]object {
 	t.Helper()
-	dir := "kubernetes"
 	k := readYAML(t, filepath.Join(dir, "kustomization.yaml"))
 	if len(k) != 1 || k[0].kind() != "Kustomization" {
-		t.Fatalf("kustomization.yaml: want one Kustomization")
+		t.Fatalf("%s/kustomization.yaml: want one Kustomization", dir)
 	}
 	byKind := map[string][]object{}
 	listed := map[string]bool{}
 	for _, r := range list(k[0], "resources") {
 		name := fmt.Sprint(r)
 		listed[name] = true
-		for _, o := range readYAML(t, filepath.Join(dir, name)) {
+		path := filepath.Join(dir, name)
+		if fi, err := os.Stat(path); err == nil && fi.IsDir() {
+			for kind, objs := range kustomizeDir(t, path) {
+				byKind[kind] = append(byKind[kind], objs...)
+			}
+			continue
+		}
+		for _, o := range readYAML(t, path) {
 			if o.kind() == "" || str(o, "apiVersion") == "" || o.name() == "" {
-				t.Errorf("%s: object without kind, apiVersion or name", name)
+				t.Errorf("%s: object without kind, apiVersion or name", path)
 			}
 			byKind[o.kind()] = append(byKind[o.kind()], o)
 		}
 	}
+	for _, p := range list(k[0], "patches") {
+		name := str(p, "path")
+		if name == "" || len(p.(map[string]any)) != 1 {
+			t.Errorf("%s: patch %v: only patches given by path alone are read here", dir, p)
+			continue
+		}
+		listed[name] = true
+		for _, patch := range readYAML(t, filepath.Join(dir, name)) {
+			applyPatch(t, dir+"/"+name, byKind, patch)
+		}
+	}
 	// kustomize's own build, where installed (go install
-	// sigs.k8s.io/kustomize/kustomize/v5): the base must render.
+	// sigs.k8s.io/kustomize/kustomize/v5): the manifests must render.
 	if kustomize, err := exec.LookPath("kustomize"); err == nil {
 		out, err := exec.Command(kustomize, "build", dir).CombinedOutput()
 		if err != nil {
-			t.Errorf("kustomize build: %v\n%s", err, out)
+			t.Errorf("kustomize build %s: %v\n%s", dir, err, out)
 		}
 	} else {
-		t.Log("kustomize not installed; the base was not rendered")
+		t.Logf("kustomize not installed; %s was not rendered", dir)
 	}
 	files, _ := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	for _, f := range files {
 		if b := filepath.Base(f); b != "kustomization.yaml" && !listed[b] {
-			t.Errorf("%s is not listed in kustomization.yaml", b)
+			t.Errorf("%s is not listed in %s/kustomization.yaml", b, dir)
 		}
 	}
 	return byKind
+}
+
+// applyPatch applies one strategic-merge patch (see kustomizeDir).
+func applyPatch(t *testing.T, where string, byKind map[string][]object, patch object) {
+	t.Helper()
+	objs := byKind[patch.kind()]
+	i := slices.IndexFunc(objs, func(o object) bool { return o.name() == patch.name() })
+	if i < 0 {
+		t.Errorf("%s: no %s %q to patch", where, patch.kind(), patch.name())
+		return
+	}
+	if patch["$patch"] == "delete" {
+		byKind[patch.kind()] = slices.Delete(objs, i, i+1)
+		return
+	}
+	var merge func(dst, src map[string]any, path string)
+	merge = func(dst, src map[string]any, path string) {
+		for k, v := range src {
+			switch v := v.(type) {
+			case []any:
+				t.Errorf("%s: %s.%s is a list, which this reading of patches does not merge", where, path, k)
+			case map[string]any:
+				d, ok := dst[k].(map[string]any)
+				if !ok {
+					d = map[string]any{}
+					dst[k] = d
+				}
+				merge(d, v, path+"."+k)
+			default:
+				dst[k] = v
+			}
+		}
+	}
+	merge(objs[i], patch, patch.kind())
 }
 
 func one(t *testing.T, byKind map[string][]object, kind string) object {
@@ -476,19 +534,34 @@ func one(t *testing.T, byKind map[string][]object, kind string) object {
 	return byKind[kind][0]
 }
 
-func TestKubernetes(t *testing.T) {
-	byKind := kustomizeBase(t)
-	sts := one(t, byKind, "StatefulSet")
-	pod := get(sts, "spec", "template")
+// workload is what checkWorkload found in a StatefulSet or Deployment.
+type workload struct {
+	pod, container object
+	env            map[string]string // explicit values and the ConfigMaps' data
+	mounts         map[string]string // volume name -> mount path
+	volumes        map[string]object // by name
+	services       map[string]object // by name
+}
+
+// checkWorkload checks what the base and its variants have in common: a
+// StatefulSet or Deployment w of at least two replicas whose one container
+// runs tfmirror serve with valid TFMIRROR_* settings, ports and probes as
+// the flags say, resources, a non-root security context, the certificate
+// from a Secret, a grace period longer than the shutdown timeout; Services
+// that select the pods and target their ports; a ServiceMonitor selecting
+// the one Service with the metrics port; a PodDisruptionBudget.
+func checkWorkload(t *testing.T, byKind map[string][]object, w object) workload {
+	t.Helper()
+	pod := object(get(w, "spec", "template").(map[string]any))
 	podLabels := labels(pod, "metadata", "labels")
-	if !subset(labels(sts, "spec", "selector", "matchLabels"), podLabels) {
-		t.Errorf("StatefulSet selector does not select its pods %v", podLabels)
+	if !subset(labels(w, "spec", "selector", "matchLabels"), podLabels) {
+		t.Errorf("%s selector does not select its pods %v", w.kind(), podLabels)
 	}
 	containers := list(pod, "spec", "containers")
 	if len(containers) != 1 {
 		t.Fatalf("want one container, have %d", len(containers))
 	}
-	c := containers[0]
+	c := object(containers[0].(map[string]any))
 
 	// Ports by name.
 	ports := map[string]int{}
@@ -496,7 +569,8 @@ func TestKubernetes(t *testing.T) {
 		ports[str(p, "name")] = get(p, "containerPort").(int)
 	}
 
-	// Environment: explicit values plus the ConfigMap it loads.
+	// Environment: explicit values plus the ConfigMaps it loads (Secrets
+	// loaded whole are the variants' business).
 	env := map[string]string{}
 	for _, e := range list(c, "env") {
 		env[str(e, "name")] = str(e, "value")
@@ -506,15 +580,18 @@ func TestKubernetes(t *testing.T) {
 		configMaps[cm.name()] = cm
 	}
 	for _, from := range list(c, "envFrom") {
+		if get(from, "configMapRef") == nil {
+			continue
+		}
 		name := str(from, "configMapRef", "name")
 		cm, ok := configMaps[name]
 		if !ok {
-			t.Errorf("envFrom: no ConfigMap %q in the base", name)
+			t.Errorf("envFrom: no ConfigMap %q", name)
 			continue
 		}
 		for k, v := range labels(cm, "data") {
 			if _, dup := env[k]; dup {
-				t.Errorf("%s is set both in the StatefulSet and ConfigMap %s", k, name)
+				t.Errorf("%s is set both in the %s and ConfigMap %s", k, w.kind(), name)
 			}
 			env[k] = v
 		}
@@ -522,7 +599,7 @@ func TestKubernetes(t *testing.T) {
 	if fmt.Sprint(get(c, "args")) != "[serve]" {
 		t.Errorf("container args %v, want [serve]", get(c, "args"))
 	}
-	checkEnv(t, "StatefulSet", env)
+	checkEnv(t, w.kind(), env)
 	httpsPort := portOf(t, env["TFMIRROR_LISTEN"])
 	metricsPort := portOf(t, env["TFMIRROR_METRICS_LISTEN"])
 	if ports["https"] != httpsPort || ports["metrics"] != metricsPort {
@@ -566,32 +643,21 @@ func TestKubernetes(t *testing.T) {
 		t.Error("container securityContext: want allowPrivilegeEscalation false and readOnlyRootFilesystem true")
 	}
 
-	// Volumes: a claim per replica at the data dir, the TLS Secret at the
-	// certificate paths.
+	// Volumes: the TLS Secret at the certificate paths.
 	mounts := map[string]string{}
 	for _, m := range list(c, "volumeMounts") {
 		mounts[str(m, "name")] = str(m, "mountPath")
 	}
-	claims := list(sts, "spec", "volumeClaimTemplates")
-	if len(claims) != 1 || mounts[str(claims[0], "metadata", "name")] != env["TFMIRROR_DATA_DIR"] || env["TFMIRROR_DATA_DIR"] != dataDir {
-		t.Errorf("want one volumeClaimTemplate mounted at TFMIRROR_DATA_DIR=%s; mounts %v, TFMIRROR_DATA_DIR=%q", dataDir, mounts, env["TFMIRROR_DATA_DIR"])
-	}
-	if get(claims[0], "spec", "resources", "requests", "storage") == nil {
-		t.Error("volumeClaimTemplate requests no storage")
-	}
-	secretVolume := ""
+	volumes := map[string]object{}
 	for _, v := range list(pod, "spec", "volumes") {
-		if s := str(v, "secret", "secretName"); s != "" {
-			secretVolume = str(v, "name")
-		}
+		volumes[str(v, "name")] = object(v.(map[string]any))
 	}
-	tlsDir := mounts[secretVolume]
-	if secretVolume == "" || tlsDir == "" {
-		t.Fatal("no Secret volume mounted for TLS")
+	if env["TFMIRROR_DATA_DIR"] != dataDir {
+		t.Errorf("TFMIRROR_DATA_DIR=%q, want %s", env["TFMIRROR_DATA_DIR"], dataDir)
 	}
 	for _, k := range []string{"TFMIRROR_TLS_CERT", "TFMIRROR_TLS_KEY"} {
-		if filepath.Dir(env[k]) != tlsDir {
-			t.Errorf("%s=%q is not in the Secret's mount %s", k, env[k], tlsDir)
+		if v := secretVolumeAt(mounts, volumes, filepath.Dir(env[k])); v == "" {
+			t.Errorf("%s=%q is not in a Secret's mount (mounts %v)", k, env[k], mounts)
 		}
 	}
 	// Shutdown: the grace period outlasts --shutdown-timeout.
@@ -603,7 +669,7 @@ func TestKubernetes(t *testing.T) {
 		t.Errorf("terminationGracePeriodSeconds %d does not outlast the shutdown timeout %v", grace, shutdown)
 	}
 
-	// Services: both select the pods; target ports exist; the headless one governs the StatefulSet.
+	// Services select the pods; target ports exist.
 	services := map[string]object{}
 	for _, s := range byKind["Service"] {
 		services[s.name()] = s
@@ -615,9 +681,6 @@ func TestKubernetes(t *testing.T) {
 				t.Errorf("Service %s port %s targets %v, not a container port", s.name(), str(p, "name"), get(p, "targetPort"))
 			}
 		}
-	}
-	if h, ok := services[str(sts, "spec", "serviceName")]; !ok || str(h, "spec", "clusterIP") != "None" {
-		t.Errorf("StatefulSet serviceName %q is not a headless Service of the base", str(sts, "spec", "serviceName"))
 	}
 
 	// The ServiceMonitor selects exactly the Services that have its port.
@@ -649,9 +712,161 @@ func TestKubernetes(t *testing.T) {
 	if !subset(labels(pdb, "spec", "selector", "matchLabels"), podLabels) {
 		t.Errorf("PodDisruptionBudget does not select the pods %v", podLabels)
 	}
-	if replicas, _ := get(sts, "spec", "replicas").(int); replicas < 2 {
+	if replicas, _ := get(w, "spec", "replicas").(int); replicas < 2 {
 		t.Errorf("replicas %d: a PodDisruptionBudget needs at least 2 to allow drains", replicas)
 	}
+	return workload{pod: pod, container: c, env: env, mounts: mounts, volumes: volumes, services: services}
+}
+
+// secretVolumeAt returns the name of the Secret mounted at dir, or "".
+func secretVolumeAt(mounts map[string]string, volumes map[string]object, dir string) string {
+	for name, path := range mounts {
+		if path == dir && str(volumes[name], "secret", "secretName") != "" {
+			return str(volumes[name], "secret", "secretName")
+		}
+	}
+	return ""
+}
+
+func TestKubernetes(t *testing.T) {
+	byKind := kustomizeDir(t, "kubernetes")
+	sts := one(t, byKind, "StatefulSet")
+	w := checkWorkload(t, byKind, sts)
+
+	// A claim per replica at the data dir.
+	claims := list(sts, "spec", "volumeClaimTemplates")
+	if len(claims) != 1 || w.mounts[str(claims[0], "metadata", "name")] != w.env["TFMIRROR_DATA_DIR"] {
+		t.Errorf("want one volumeClaimTemplate mounted at TFMIRROR_DATA_DIR=%s; mounts %v", w.env["TFMIRROR_DATA_DIR"], w.mounts)
+	} else if get(claims[0], "spec", "resources", "requests", "storage") == nil {
+		t.Error("volumeClaimTemplate requests no storage")
+	}
+	// The headless Service governs the StatefulSet.
+	if h, ok := w.services[str(sts, "spec", "serviceName")]; !ok || str(h, "spec", "clusterIP") != "None" {
+		t.Errorf("StatefulSet serviceName %q is not a headless Service of the base", str(sts, "spec", "serviceName"))
+	}
+}
+
+// TestKubernetesSharedStore checks the variant for replicas sharing a
+// bucket: a Deployment in place of the StatefulSet, a local cache in an
+// emptyDir that the cache's limits fit, the shared store configured, the
+// URL signing key shared from a Secret, bucket credentials from IRSA or a
+// Secret, spread over nodes.
+func TestKubernetesSharedStore(t *testing.T) {
+	byKind := kustomizeDir(t, "kubernetes/shared-store")
+	if n := len(byKind["StatefulSet"]); n != 0 {
+		t.Errorf("%d StatefulSets left: the Deployment replaces the base's", n)
+	}
+	for _, s := range byKind["Service"] {
+		if str(s, "spec", "clusterIP") == "None" {
+			t.Errorf("headless Service %s left: only the StatefulSet needed it", s.name())
+		}
+	}
+	d := one(t, byKind, "Deployment")
+	w := checkWorkload(t, byKind, d)
+	if replicas, _ := get(d, "spec", "replicas").(int); replicas < 3 {
+		t.Errorf("replicas %d, want at least 3 sharing the bucket", replicas)
+	}
+	if get(d, "spec", "strategy", "rollingUpdate", "maxUnavailable") != 0 {
+		t.Error("rolling updates may take replicas down before new ones are ready: want maxUnavailable 0")
+	}
+
+	// The shared store (its URL was validated by checkWorkload's run of the binary).
+	if !strings.HasPrefix(w.env["TFMIRROR_SHARED_STORE"], "s3://") {
+		t.Errorf("TFMIRROR_SHARED_STORE=%q, want an s3:// URL", w.env["TFMIRROR_SHARED_STORE"])
+	}
+
+	// The local cache: an emptyDir at the data dir, with a size limit that
+	// the archives' limit leaves a quarter of for Badger's own files, and
+	// room for it requested from the node.
+	data := ""
+	for name, path := range w.mounts {
+		if path == w.env["TFMIRROR_DATA_DIR"] {
+			data = name
+		}
+	}
+	sizeLimit := quantity(t, str(w.volumes[data], "emptyDir", "sizeLimit"))
+	if get(w.volumes[data], "emptyDir") == nil || sizeLimit == 0 {
+		t.Fatalf("the data dir %s is not an emptyDir with a sizeLimit: volume %v", w.env["TFMIRROR_DATA_DIR"], w.volumes[data])
+	}
+	cacheMax := byteSize(t, w.env["TFMIRROR_CACHE_MAX_BYTES"])
+	if cacheMax == 0 || cacheMax > sizeLimit/4*3 {
+		t.Errorf("TFMIRROR_CACHE_MAX_BYTES=%q: want a limit of at most 3/4 of the emptyDir's sizeLimit %d", w.env["TFMIRROR_CACHE_MAX_BYTES"], sizeLimit)
+	}
+	if reserve, ok := w.env["TFMIRROR_DISK_RESERVE"]; !ok || byteSize(t, reserve) == 0 {
+		t.Errorf("TFMIRROR_DISK_RESERVE=%q: the emptyDir shares the node's disk, want an explicit reserve", reserve)
+	}
+	if req := quantity(t, str(w.container, "resources", "requests", "ephemeral-storage")); req < sizeLimit {
+		t.Errorf("ephemeral-storage request %d is less than the cache's sizeLimit %d", req, sizeLimit)
+	}
+
+	// One URL signing key for all replicas, from a Secret (it needs client
+	// authentication, whose tokens come from there too).
+	for _, k := range []string{"TFMIRROR_URL_SIGNING_KEY_FILE", "TFMIRROR_AUTH_TOKENS_FILE"} {
+		if secretVolumeAt(w.mounts, w.volumes, filepath.Dir(w.env[k])) == "" {
+			t.Errorf("%s=%q is not in a Secret's mount (mounts %v)", k, w.env[k], w.mounts)
+		}
+	}
+
+	// Bucket credentials: a ServiceAccount annotated for IRSA, and an
+	// optional Secret for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY.
+	sa := str(w.pod, "spec", "serviceAccountName")
+	i := slices.IndexFunc(byKind["ServiceAccount"], func(o object) bool { return o.name() == sa })
+	if i < 0 {
+		t.Errorf("serviceAccountName %q is not a ServiceAccount of the variant", sa)
+	} else if arn := labels(byKind["ServiceAccount"][i], "metadata", "annotations")["eks.amazonaws.com/role-arn"]; !strings.HasPrefix(arn, "arn:aws:iam::") {
+		t.Errorf("ServiceAccount %s: eks.amazonaws.com/role-arn %q, want an IAM role ARN", sa, arn)
+	}
+	secretEnv := false
+	for _, from := range list(w.container, "envFrom") {
+		if str(from, "secretRef", "name") != "" {
+			secretEnv = true
+			if get(from, "secretRef", "optional") != true {
+				t.Errorf("envFrom Secret %s is not optional: IRSA needs no Secret", str(from, "secretRef", "name"))
+			}
+		}
+	}
+	if !secretEnv {
+		t.Error("no envFrom Secret for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY")
+	}
+
+	// Spread over nodes.
+	spread := false
+	for _, c := range list(w.pod, "spec", "topologySpreadConstraints") {
+		if str(c, "topologyKey") == "kubernetes.io/hostname" && subset(labels(c, "labelSelector", "matchLabels"), labels(w.pod, "metadata", "labels")) {
+			spread = true
+		}
+	}
+	if !spread {
+		t.Error("no topologySpreadConstraint over kubernetes.io/hostname selecting the pods")
+	}
+}
+
+// byteSize parses a TFMIRROR_* size as the flags do.
+func byteSize(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		t.Errorf("size %q: %v", s, err)
+	}
+	return int64(n)
+}
+
+// quantity parses a Kubernetes quantity in the forms the manifests use:
+// an integer with a binary suffix (Ki, Mi, Gi, Ti) or none.
+func quantity(t *testing.T, s string) int64 {
+	t.Helper()
+	shift := 0
+	for i, suffix := range []string{"Ki", "Mi", "Gi", "Ti"} {
+		if n, ok := strings.CutSuffix(s, suffix); ok {
+			s, shift = n, 10*(i+1)
+			break
+		}
+	}
+	var n int64
+	if _, err := fmt.Sscan(s, &n); err != nil {
+		t.Errorf("quantity %q: %v", s, err)
+	}
+	return n << shift
 }
 
 // selects evaluates a ServiceMonitor's label selector.
