@@ -78,8 +78,8 @@ func (e *env) warmJSON(ctx context.Context) error {
 			fig: "2", name: fmt.Sprintf("Warm %s, %d keep-alive connections", d.name, e.cfg.JSONConns),
 			mirror: fmt.Sprintf("%.0f req/s, p99 %s", m.rps, ms(m.p99)),
 			ref:    fmt.Sprintf("nginx %.0f req/s, p99 %s", n.rps, ms(n.p99)),
-			ratio:  ratio(m.rps / n.rps), target: "≥ 0.8x, p99 < 5 ms",
-			met: m.rps/n.rps >= 0.8 && m.p99 < 5*time.Millisecond,
+			ratio:  ratio(m.rps / n.rps), target: "≥ 0.9x, p99 < 5 ms",
+			met: m.rps/n.rps >= 0.9 && m.p99 < 5*time.Millisecond,
 		})
 		if e.cfg.Wrk == "" {
 			continue
@@ -102,8 +102,8 @@ func (e *env) warmJSON(ctx context.Context) error {
 			fig: "2w", name: fmt.Sprintf("Warm %s, %d connections, measured with wrk", d.name, e.cfg.JSONConns),
 			mirror: fmt.Sprintf("%.0f req/s, p99 %s", m.rps, ms(m.p99)),
 			ref:    fmt.Sprintf("nginx %.0f req/s, p99 %s", n.rps, ms(n.p99)),
-			ratio:  ratio(m.rps / n.rps), target: "≥ 0.8x, p99 < 5 ms",
-			met: m.rps/n.rps >= 0.8 && m.p99 < 5*time.Millisecond,
+			ratio:  ratio(m.rps / n.rps), target: "≥ 0.9x, p99 < 5 ms",
+			met: m.rps/n.rps >= 0.9 && m.p99 < 5*time.Millisecond,
 		})
 	}
 	return nil
