@@ -310,7 +310,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 	if err != nil {
 		return "", err
 	}
-	defer body.Close()
+	defer func() { body.Close() }() // body may be replaced below
 	if size > s.cfg.MaxArchiveBytes {
 		return "", &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed", size, s.cfg.MaxArchiveBytes)}
 	}
@@ -338,7 +338,19 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 			break
 		}
 		if rerr != nil {
-			return "", rerr
+			if !f.fromShared || src != nil || ctx.Err() != nil {
+				return "", rerr
+			}
+			// The shared tier broke off: the origin gives the rest, so
+			// that a store in trouble never fails a download this
+			// replica could make alone. The sha256 check below covers
+			// the bytes of both.
+			next, err := fr.resumeFromOrigin(ctx, f, p, a, w.Written(), rerr)
+			if err != nil {
+				return "", err
+			}
+			body.Close()
+			body = next
 		}
 	}
 	if size >= 0 && w.Written() != size {
@@ -361,6 +373,30 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 	}
 	f.verify()
 	return h1, nil
+}
+
+// resumeFromOrigin opens the origin's archive a for a download whose
+// stream from the shared tier broke off (with cause) after from bytes,
+// and skips those bytes. Offline, there is no origin: it returns cause.
+func (fr *fetcher) resumeFromOrigin(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
+	s := fr.s
+	if s.cfg.Offline {
+		return nil, cause
+	}
+	s.log.Warn("the shared store broke off an archive; the origin gives the rest",
+		"provider", p.String(), "file", a.Filename, "offset", from, "error", cause)
+	if f.originDone == nil {
+		f.originDone = s.metrics.ArchiveFetchStarted()
+	}
+	body, _, err := s.origin.OpenArchive(ctx, p, a.URL)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, body, from); err != nil {
+		body.Close()
+		return nil, fmt.Errorf("origin: skipping the %d bytes of %s the shared store gave: %w", from, a.Filename, err)
+	}
+	return body, nil
 }
 
 // fetch is one origin download that clients stream from.

@@ -575,3 +575,57 @@ func TestSharedRecordFailingEvidence(t *testing.T) {
 		t.Errorf("the shared tier's record still fails verification: %v", err)
 	}
 }
+
+// breakingTier is the bucket, but every archive stream from it breaks off
+// after `after` bytes, as a store going away mid-download does.
+type breakingTier struct {
+	sharedTier
+	after int64
+}
+
+type failingReader struct{ err error }
+
+func (r failingReader) Read([]byte) (int, error) { return 0, r.err }
+
+func (b breakingTier) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
+	body, size, err := b.sharedTier.OpenArchive(ctx, sha)
+	if err != nil || body == nil {
+		return body, size, err
+	}
+	broken := io.MultiReader(io.LimitReader(body, b.after), failingReader{errors.New("read: connection reset by peer")})
+	return struct {
+		io.Reader
+		io.Closer
+	}{broken, body}, size, nil
+}
+
+// A stream from the shared tier that breaks off midway does not fail the
+// download: the origin gives the rest, and the readers get the whole,
+// verified archive.
+func TestSharedStreamBrokenOffMidway(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	a := rs[0]
+	origin := a.origin
+	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	if got := a.read(context.Background(), "1.0.0", "linux_amd64"); got.err != nil || !bytes.Equal(got.body, want) {
+		t.Fatalf("first replica: %d bytes, %v", len(got.body), got.err)
+	}
+	a.waitIdle() // committed and put in the bucket
+
+	b := &replica{counts: &sharedCounts{}, fetches: &originFetches{}}
+	b.shared = newSharedStore(t, srv, "b", b.counts)
+	b.harness = &harness{t: t, origin: origin}
+	b.start(harnessOptions{cfg: Config{Shared: breakingTier{sharedTier{b.shared}, int64(len(want) / 2)}, Metrics: b.fetches}})
+	got := b.read(context.Background(), "1.0.0", "linux_amd64")
+	if got.err != nil || !bytes.Equal(got.body, want) {
+		t.Fatalf("replica whose bucket stream broke off: %d of %d bytes, %v", len(got.body), len(want), got.err)
+	}
+	b.waitCommitted(sha)
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 2 {
+		t.Errorf("%d origin downloads, want 2 (the first replica's, and the rest of the broken stream)", n)
+	}
+	if n := b.fetches.started.Load(); n != 1 {
+		t.Errorf("second replica counted %d origin fetches, want 1", n)
+	}
+}
