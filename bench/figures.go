@@ -113,11 +113,18 @@ func (e *env) warmJSON(ctx context.Context) error {
 // already open) and returns each one's time and the time the last
 // finished, checking every length and the first client's sha256.
 func coldClients(ctx context.Context, c *http.Client, url, warmURL string, n int, size int64, sha string) (last time.Duration, each []time.Duration, err error) {
+	return coldClientsOver(ctx, c, []string{url}, []string{warmURL}, n, size, sha, false)
+}
+
+// coldClientsOver is coldClients with client i asking urls[i%len(urls)]
+// (its connection opened with warmURLs[i%len(warmURLs)]); with hashAll
+// every client's sha256 is checked, not only the first one's.
+func coldClientsOver(ctx context.Context, c *http.Client, urls, warmURLs []string, n int, size int64, sha string, hashAll bool) (last time.Duration, each []time.Duration, err error) {
 	// Open n connections with a small request each.
 	var wg sync.WaitGroup
-	for range n {
+	for i := range n {
 		wg.Add(1)
-		go func() { defer wg.Done(); _, _ = get(ctx, c, warmURL) }()
+		go func() { defer wg.Done(); _, _ = get(ctx, c, warmURLs[i%len(warmURLs)]) }()
 	}
 	wg.Wait()
 	start := make(chan struct{})
@@ -129,14 +136,15 @@ func coldClients(ctx context.Context, c *http.Client, url, warmURL string, n int
 		go func() {
 			defer wg.Done()
 			<-start
-			got, sum, err := download(ctx, c, url, i == 0)
+			hash := hashAll || i == 0
+			got, sum, err := download(ctx, c, urls[i%len(urls)], hash)
 			each[i] = time.Since(t0)
 			switch {
 			case err != nil:
 				errs[i] = err
 			case got != size:
 				errs[i] = fmt.Errorf("client %d got %d bytes, want %d", i, got, size)
-			case i == 0 && sum != sha:
+			case hash && sum != sha:
 				errs[i] = fmt.Errorf("client %d got sha256 %s, want %s", i, sum, sha)
 			}
 		}()

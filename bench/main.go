@@ -1,15 +1,17 @@
 // Command bench measures tfmirror against references on loopback and prints
 // a table of ratios: warm archive throughput and warm JSON against nginx
 // serving the same files as a static mirror, cold fan-out and cold time to
-// first byte against the fake origin, peak memory, and `terraform init`
-// through the mirror against installing directly from the origin.
+// first byte against the fake origin, peak memory, `terraform init`
+// through the mirror against installing directly from the origin, and
+// origin downloads of three replicas with and without a shared store.
 //
 //	go run ./bench            (see BENCHMARKS.md; -h lists the flags)
 //
 // It builds tfmirror and runs it as a subprocess (so that its memory is
 // measurable and the load generator does not share its process), runs the
 // fake origin (internal/fakeorigin) in this process, and starts nginx from
-// the PATH with a generated configuration. Every subprocess is stopped when
+// the PATH with a generated configuration, and versitygw (an S3-compatible
+// server) on loopback for figure 7. Every subprocess is stopped when
 // the run ends, fails or is interrupted.
 package main
 
@@ -25,43 +27,47 @@ import (
 
 // config holds the command-line flags.
 type config struct {
-	ArchiveMiB  int
-	Clients     int
-	JSONConns   int
-	Duration    time.Duration
-	Rounds      int
-	FanOut      int
-	OriginRate  int64
-	TTFBSamples int
-	MemClients  int
-	TFProviders int
-	TFLatency   time.Duration
-	TFArchive   int
-	TFRuns      int
-	Nginx       string
-	Wrk         string
-	Terraform   string
-	Out         string
-	MirrorEnv   string
-	Only        string
-	KeepTemp    bool
+	ArchiveMiB    int
+	Clients       int
+	JSONConns     int
+	Duration      time.Duration
+	Rounds        int
+	FanOut        int
+	OriginRate    int64
+	TTFBSamples   int
+	MemClients    int
+	TFProviders   int
+	TFLatency     time.Duration
+	TFArchive     int
+	TFRuns        int
+	SharedClients int
+	Versitygw     string
+	Nginx         string
+	Wrk           string
+	Terraform     string
+	Out           string
+	MirrorEnv     string
+	Only          string
+	KeepTemp      bool
 }
 
 func parseFlags() config {
 	var c config
-	flag.IntVar(&c.ArchiveMiB, "archive-mib", 64, "size of the provider archive for figures 1, 3, 4 and 5, in MiB")
+	flag.IntVar(&c.ArchiveMiB, "archive-mib", 64, "size of the provider archive for figures 1, 3, 4, 5 and 7, in MiB")
 	flag.IntVar(&c.Clients, "clients", 32, "concurrent clients for warm archive throughput (figure 1)")
 	flag.IntVar(&c.JSONConns, "json-conns", 64, "concurrent keep-alive connections for warm JSON (figure 2)")
 	flag.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each throughput and requests-per-second measurement runs")
 	flag.IntVar(&c.Rounds, "rounds", 3, "times figures 1 and 2 alternate between tfmirror and nginx; the best round of each is reported, as other load on the machine only ever slows a round down")
 	flag.IntVar(&c.FanOut, "fanout", 50, "concurrent clients of one uncached archive (figure 3)")
-	flag.Int64Var(&c.OriginRate, "origin-rate", 100_000_000, "origin archive throttle for figures 3 and 4, in bytes per second")
+	flag.Int64Var(&c.OriginRate, "origin-rate", 100_000_000, "origin archive throttle for figures 3, 4 and 7, in bytes per second")
 	flag.IntVar(&c.TTFBSamples, "ttfb-samples", 5, "uncached archives measured for time to first byte (figure 4)")
 	flag.IntVar(&c.MemClients, "mem-clients", 20, "concurrent downloads while peak memory is measured (figure 5)")
 	flag.IntVar(&c.TFProviders, "tf-providers", 4, "providers in the terraform configuration (figure 6)")
 	flag.DurationVar(&c.TFLatency, "tf-latency", 50*time.Millisecond, "latency injected on every origin response for figure 6")
 	flag.IntVar(&c.TFArchive, "tf-archive-mib", 8, "archive size of each terraform provider (figure 6), in MiB")
 	flag.IntVar(&c.TFRuns, "tf-runs", 3, "terraform init runs per variant (figure 6); the median is reported")
+	flag.IntVar(&c.SharedClients, "shared-clients", 30, "concurrent clients, spread round-robin over the three replicas, of one uncached archive (figure 7)")
+	flag.StringVar(&c.Versitygw, "versitygw", "", "versitygw binary, the S3-compatible server of figure 7 (default: versitygw on PATH, else .ci/bin/versitygw; see bench/setup.sh)")
 	flag.StringVar(&c.Nginx, "nginx", "nginx", "nginx binary (Debian package nginx-light; see bench/setup.sh)")
 	flag.StringVar(&c.Wrk, "wrk", "wrk", "wrk binary, for a second measurement of figure 2 with a load generator in C; \"\" skips it")
 	flag.StringVar(&c.Terraform, "terraform", "terraform", "terraform binary for figure 6")

@@ -20,7 +20,7 @@ import (
 
 // Providers the origins serve.
 const (
-	bigNS, bigType   = "bench", "big"  // one platform, large archives (figures 1, 3, 4, 5)
+	bigNS, bigType   = "bench", "big"  // one platform, large archives (figures 1, 3, 4, 5, 7)
 	jsonNS, jsonType = "bench", "json" // many versions and platforms, small archives (figure 2)
 	tfNS             = "hashicorp"     // figure 6: tfp0, tfp1, ...
 	tfHost           = "registry.terraform.io"
@@ -96,7 +96,12 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	if cfg.want(6) {
 		if _, err := exec.LookPath(cfg.Terraform); err != nil {
-			return fmt.Errorf("terraform not found (%v); pass -terraform or skip figure 6 with -only 1,2,3,4,5", err)
+			return fmt.Errorf("terraform not found (%v); pass -terraform or skip figure 6 with -only 1,2,3,4,5,7", err)
+		}
+	}
+	if cfg.want(7) {
+		if _, err := findVersitygw(cfg.Versitygw); err != nil {
+			return err
 		}
 	}
 	dir, err := os.MkdirTemp("", "tfmirror-bench-")
@@ -139,7 +144,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	}
 	defer e.big.Close()
 	var bigVersions []string
-	for _, v := range []string{warmVersion, "2.0.0", "2.1.0", "4.0.0"} {
+	for _, v := range []string{warmVersion, "2.0.0", "2.1.0", "4.0.0", sharedVersion, localVersion} {
 		bigVersions = append(bigVersions, v)
 	}
 	for i := range cfg.TTFBSamples {
@@ -212,7 +217,7 @@ func run(ctx context.Context, cfg config) (err error) {
 	figures := []struct {
 		n int
 		f func(context.Context) error
-	}{{1, e.warmThroughput}, {2, e.warmJSON}, {3, e.coldFanOut}, {4, e.coldTTFB}, {5, e.memory}, {6, e.terraformInit}}
+	}{{1, e.warmThroughput}, {2, e.warmJSON}, {3, e.coldFanOut}, {4, e.coldTTFB}, {5, e.memory}, {6, e.terraformInit}, {7, e.sharedTier}}
 	for _, fig := range figures {
 		if !e.want(fig.n) {
 			continue
