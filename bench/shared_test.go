@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/internal/s3test"
 )
 
 // coldClientsOver spreads the clients round-robin over the URLs and, with
@@ -109,5 +111,23 @@ func TestFindVersitygw(t *testing.T) {
 	}
 	if _, err := findVersitygw(""); err == nil {
 		t.Error("no versitygw anywhere: no error")
+	}
+}
+
+// TestVersitygwVersionsInStep: the versitygw release is pinned in four
+// places; the tests run against the one .ci/run installs, so the bench
+// and its setup script must install the same.
+func TestVersitygwVersionsInStep(t *testing.T) {
+	if versitygwVersion != s3test.Version {
+		t.Errorf("bench/shared.go pins versitygw %s, internal/s3test %s", versitygwVersion, s3test.Version)
+	}
+	for _, f := range []string{"../.ci/run", "setup.sh"} {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := "versitygw_version=" + s3test.Version; !strings.Contains(string(data), want) {
+			t.Errorf("%s does not pin %s", f, want)
+		}
 	}
 }
