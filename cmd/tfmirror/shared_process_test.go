@@ -142,22 +142,11 @@ func TestSharedStoreReplicas(t *testing.T) {
 
 	release := s.origin.GateArchives()
 	defer release()
-	var wg sync.WaitGroup
-	errs := make([]error, 30)
-	for i := range errs {
-		m := ms[i%len(ms)]
-		wg.Go(func() {
-			body, _, err := m.get(ctx, s.path("linux_amd64"))
-			if err == nil && !bytes.Equal(body, want) {
-				err = fmt.Errorf("wrong bytes (%d)", len(body))
-			}
-			errs[i] = err
-		})
-	}
+	errs, wait := getSpread(ctx, ms, 30, s.path("linux_amd64"), want)
 	waitStarted(t, s.origin)
 	waitLeases(t, ms)
 	release()
-	wg.Wait()
+	wait()
 	for i, err := range errs {
 		if err != nil {
 			t.Errorf("client %d: %v", i, err)
@@ -217,18 +206,7 @@ func TestSharedStoreLeaseHolderKilled(t *testing.T) {
 
 	release := s.origin.GateArchives()
 	defer release()
-	var wg sync.WaitGroup
-	errs := make([]error, 9)
-	for i := range errs {
-		m := ms[i%len(ms)]
-		wg.Go(func() {
-			body, _, err := m.get(ctx, s.path("linux_amd64"))
-			if err == nil && !bytes.Equal(body, want) {
-				err = fmt.Errorf("wrong bytes (%d)", len(body))
-			}
-			errs[i] = err
-		})
-	}
+	errs, wait := getSpread(ctx, ms, 9, s.path("linux_amd64"), want)
 	waitStarted(t, s.origin)
 	holder := waitLeases(t, ms)
 	if err := ms[holder].cmd.Process.Signal(syscall.SIGKILL); err != nil {
@@ -238,7 +216,7 @@ func TestSharedStoreLeaseHolderKilled(t *testing.T) {
 		t.Fatal("tfmirror exited cleanly after SIGKILL?")
 	}
 	release()
-	wg.Wait()
+	wait()
 	for i, err := range errs {
 		switch {
 		case i%len(ms) == holder && err == nil:
@@ -269,4 +247,23 @@ func TestSharedStoreLeaseHolderKilled(t *testing.T) {
 	if got, err := io.ReadAll(o.Body); err != nil || !bytes.Equal(got, want) {
 		t.Errorf("the bucket's archive is not the archive: %d bytes, %v", len(got), errors.Join(err))
 	}
+}
+
+// getSpread has n clients ask for path at once, spread round-robin over
+// the replicas ms. wait waits for them all; then errs holds each client's
+// error, or a wrong-bytes error when its body is not want.
+func getSpread(ctx context.Context, ms []*proc, n int, path string, want []byte) (errs []error, wait func()) {
+	var wg sync.WaitGroup
+	errs = make([]error, n)
+	for i := range errs {
+		m := ms[i%len(ms)]
+		wg.Go(func() {
+			body, _, err := m.get(ctx, path)
+			if err == nil && !bytes.Equal(body, want) {
+				err = fmt.Errorf("wrong bytes (%d)", len(body))
+			}
+			errs[i] = err
+		})
+	}
+	return errs, wg.Wait
 }
