@@ -1019,8 +1019,10 @@ func registered(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Series labelled by status code exist once a request was served.
+	// Labelled series exist once something was observed: a request
+	// served, a shared-store call made.
 	m.ObserveRequest("index", 200, time.Millisecond, 1)
+	m.SharedStoreRequest("get_archive", "ok", time.Millisecond)
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)
@@ -1122,6 +1124,9 @@ func TestGrafanaDashboard(t *testing.T) {
 		"tfmirror_http_requests_total", "tfmirror_cache_hits_total", "tfmirror_cache_misses_total",
 		"tfmirror_origin_requests_total", "tfmirror_origin_request_duration_seconds_bucket",
 		"tfmirror_http_response_bytes_total", "tfmirror_origin_bytes_total", "tfmirror_cache_stored_bytes",
+		// The mirror's own health, as the status page shows it.
+		"tfmirror_cache_disk_free_bytes", "tfmirror_cache_disk_reserve_bytes", "tfmirror_cache_writable",
+		"tfmirror_shared_store_requests_total", "tfmirror_shared_store_down",
 	} {
 		if !strings.Contains(all.String(), want) {
 			t.Errorf("no panel shows %s", want)

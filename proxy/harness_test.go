@@ -94,6 +94,9 @@ func (h *harness) start(opts harnessOptions) {
 	if cfg.Logger == nil {
 		cfg.Logger = logger
 	}
+	if cfg.Health == nil {
+		cfg.Health = &HealthSource{Store: store}
+	}
 	srv, err := New(cfg, engine)
 	if err != nil {
 		t.Fatal(err)

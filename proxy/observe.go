@@ -171,6 +171,83 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 }
 
+// HealthSource is where the mirror's own state is read from: /readyz and
+// the status page's health block both ask it, so that they agree.
+type HealthSource struct {
+	// Store is the cache: its Ping says whether it takes writes. When it
+	// also reports free disk space and the reserve (FreeBytes and Reserve,
+	// as *cache.Store does, -1 for unknown), those are shown too. Required.
+	Store Pinger
+	// SharedDown, when set, returns why the shared store is not used (its
+	// circuit is open), or nil. Default nil: no shared store configured.
+	SharedDown func() error
+}
+
+// diskSpace is what a cache may report about its disk.
+type diskSpace interface {
+	FreeBytes() int64
+	Reserve() int64
+}
+
+// Health states.
+const (
+	HealthCacheWritable    = "writable"
+	HealthCacheNotWritable = "not_writable"
+	HealthSharedOK         = "ok"
+	HealthSharedDegraded   = "degraded"
+)
+
+// Health is the mirror's own state, as the status page shows it. It names
+// no provider: it is shown to everyone.
+type Health struct {
+	// Cache is "writable" or "not_writable" (then /readyz answers 503);
+	// empty when the page has no health source.
+	Cache string `json:"cache,omitempty"`
+	// CacheError says why the cache is not writable.
+	CacheError string `json:"cache_error,omitempty"`
+	// DiskFreeBytes and DiskReserveBytes are the free space on the cache's
+	// file system and the free space below which it stops writing; absent
+	// when not known (in-memory cache, disk checks off).
+	DiskFreeBytes    *int64 `json:"disk_free_bytes,omitempty"`
+	DiskReserveBytes *int64 `json:"disk_reserve_bytes,omitempty"`
+	// Offline says the mirror is sealed (--offline): no origin is contacted.
+	Offline bool `json:"offline"`
+	// SharedStore is "ok" or "degraded" (circuit open: the mirror serves
+	// from its own cache and the origins); absent without a shared store.
+	SharedStore string `json:"shared_store,omitempty"`
+	// SharedStoreError says why the shared store is degraded.
+	SharedStoreError string `json:"shared_store_error,omitempty"`
+
+	cacheErr error // for /readyz's log
+}
+
+// Check reads the mirror's state now. Offline is the caller's to set.
+func (src *HealthSource) Check() Health {
+	var h Health
+	if src == nil || src.Store == nil {
+		return h
+	}
+	h.Cache = HealthCacheWritable
+	if err := src.Store.Ping(); err != nil {
+		h.Cache, h.CacheError, h.cacheErr = HealthCacheNotWritable, err.Error(), err
+	}
+	if d, ok := src.Store.(diskSpace); ok {
+		if free := d.FreeBytes(); free >= 0 {
+			h.DiskFreeBytes = &free
+		}
+		if reserve := d.Reserve(); reserve >= 0 {
+			h.DiskReserveBytes = &reserve
+		}
+	}
+	if src.SharedDown != nil {
+		h.SharedStore = HealthSharedOK
+		if err := src.SharedDown(); err != nil {
+			h.SharedStore, h.SharedStoreError = HealthSharedDegraded, err.Error()
+		}
+	}
+	return h
+}
+
 // Readyz answers 200 when the cache is open and writable, 503 otherwise.
 // It never depends on origins: an origin outage must not take the mirror
 // out of a load balancer, since it still serves what it holds. Nor does it
@@ -178,8 +255,10 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 // {"status": "degraded", "shared_store": why} in a 200 while it returns
 // an error.
 func Readyz(store Pinger, log *slog.Logger, sharedDown func() error) http.HandlerFunc {
+	src := &HealthSource{Store: store, SharedDown: sharedDown}
 	return func(w http.ResponseWriter, r *http.Request) {
-		if err := store.Ping(); err != nil {
+		h := src.Check()
+		if err := h.cacheErr; err != nil {
 			if errors.Is(err, cache.ErrNotWritable) {
 				// The cache logged when it stopped writing; not once a probe.
 				log.Debug("readiness check failed", "error", err)
@@ -187,14 +266,12 @@ func Readyz(store Pinger, log *slog.Logger, sharedDown func() error) http.Handle
 				log.Error("readiness check failed", "error", err)
 			}
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
-				"error": "cache is not writable", "reason": err.Error()})
+				"error": "cache is not writable", "reason": h.CacheError})
 			return
 		}
-		if sharedDown != nil {
-			if err := sharedDown(); err != nil {
-				writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "shared_store": err.Error()})
-				return
-			}
+		if h.SharedStore == HealthSharedDegraded {
+			writeJSON(w, http.StatusOK, map[string]string{"status": "degraded", "shared_store": h.SharedStoreError})
+			return
 		}
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	}

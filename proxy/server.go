@@ -57,6 +57,10 @@ type Config struct {
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
 	// no client authentication.
 	Auth *Auth
+	// Health, when set, is the source of the status page's health block
+	// (cache writable, disk space, shared store), the same as /readyz's.
+	// Default: the block shows only whether the mirror is sealed.
+	Health *HealthSource
 }
 
 // Server serves the provider network mirror protocol, and the provider

@@ -35,6 +35,8 @@ type Status struct {
 	Bytes          int64            `json:"cached_bytes"`
 	Providers      []StatusProvider `json:"providers"`
 	Generated      time.Time        `json:"generated"`
+	// Health is the mirror's own state, shown to everyone.
+	Health Health `json:"health"`
 	// CredentialsHost is set when clients need a token: the host name
 	// (with its port unless 443) of their CLI configuration's credentials block.
 	CredentialsHost string `json:"credentials_host,omitempty"`
@@ -105,6 +107,8 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()
+	st.Health = s.cfg.Health.Check()
+	st.Health.Offline = ecfg.Offline
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
 		// reach the mirror; a client with a token may see the list.

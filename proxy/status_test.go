@@ -2,11 +2,19 @@ package proxy
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // statusHarness returns a mirror that has cached version 1.0.0 of the test
@@ -115,6 +123,7 @@ func TestStatusTemplateEscapes(t *testing.T) {
 			Versions: []StatusVersion{{Version: evil, Platforms: []StatusPlatform{{Platform: evil, Cached: true, Size: 1}}}},
 		}},
 		Generated: time.Unix(0, 0).UTC(),
+		Health:    Health{Cache: HealthCacheNotWritable, CacheError: evil, SharedStore: HealthSharedDegraded, SharedStoreError: evil},
 	}
 	var buf bytes.Buffer
 	if err := statusTemplate.Execute(&buf, st); err != nil {
@@ -126,7 +135,147 @@ func TestStatusTemplateEscapes(t *testing.T) {
 			t.Errorf("output contains unescaped %q:\n%s", bad, out)
 		}
 	}
-	if n := strings.Count(out, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < 6 {
-		t.Errorf("hostile text shown escaped %d times, want at least 6 (every field):\n%s", n, out)
+	if n := strings.Count(out, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < 8 {
+		t.Errorf("hostile text shown escaped %d times, want at least 8 (every field):\n%s", n, out)
+	}
+}
+
+// fakeHealthStore is a cache as the health block sees it.
+type fakeHealthStore struct {
+	pingErr       error
+	free, reserve int64
+}
+
+func (f fakeHealthStore) Ping() error      { return f.pingErr }
+func (f fakeHealthStore) FreeBytes() int64 { return f.free }
+func (f fakeHealthStore) Reserve() int64   { return f.reserve }
+
+func TestStatusHealthJSON(t *testing.T) {
+	full := fmt.Errorf("%w: 10 MiB free, below the 1.0 GiB reserve", cache.ErrNotWritable)
+	down := func() error { return errors.New("shared store unavailable: connection refused") }
+	tests := []struct {
+		name    string
+		health  *HealthSource // nil: the harness's in-memory cache
+		offline bool
+		want    Health
+	}{
+		{name: "in-memory cache, no shared store",
+			want: Health{Cache: HealthCacheWritable}},
+		{name: "cache not writable, shared store down",
+			health: &HealthSource{Store: fakeHealthStore{pingErr: full, free: 10 << 20, reserve: 1 << 30}, SharedDown: down},
+			want: Health{Cache: HealthCacheNotWritable, CacheError: full.Error(), DiskFreeBytes: ptr(int64(10 << 20)), DiskReserveBytes: ptr(int64(1 << 30)),
+				SharedStore: HealthSharedDegraded, SharedStoreError: down().Error()}},
+		{name: "writable, disk known, shared store up",
+			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
+			want:   Health{Cache: HealthCacheWritable, DiskFreeBytes: ptr(int64(5 << 30)), DiskReserveBytes: ptr(int64(1 << 30)), SharedStore: HealthSharedOK}},
+		{name: "disk checks off",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}},
+			want:   Health{Cache: HealthCacheWritable}},
+		{name: "sealed", offline: true,
+			want: Health{Cache: HealthCacheWritable, Offline: true}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{cfg: Config{Health: tc.health}, engine: mirror.Config{Offline: tc.offline}})
+			r := h.get("/?format=json")
+			if r.status != 200 {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			var st Status
+			r.json(t, &st)
+			if !reflect.DeepEqual(st.Health, tc.want) {
+				t.Errorf("health %s, want %s", healthString(st.Health), healthString(tc.want))
+			}
+			// The JSON names the fields README documents, and only those.
+			var raw struct {
+				Health map[string]any `json:"health"`
+			}
+			r.json(t, &raw)
+			for k := range raw.Health {
+				if !slices.Contains([]string{"cache", "cache_error", "disk_free_bytes", "disk_reserve_bytes", "offline", "shared_store", "shared_store_error"}, k) {
+					t.Errorf("undocumented health field %q", k)
+				}
+			}
+			if _, ok := raw.Health["offline"]; !ok {
+				t.Errorf("health lacks offline: %v", raw.Health)
+			}
+		})
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func healthString(h Health) string {
+	b, _ := json.Marshal(h)
+	return string(b)
+}
+
+// The health block names no provider, so it is shown to every request,
+// also when client authentication hides the provider list.
+func TestStatusHealthShownWithoutToken(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32), URLTTL: time.Hour, Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	down := func() error { return errors.New("shared store unavailable: timeout") }
+	h := newHarness(t, harnessOptions{cfg: Config{Auth: a, Health: &HealthSource{Store: fakeHealthStore{pingErr: cache.ErrNotWritable, free: 1, reserve: 2}, SharedDown: down}}})
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if !st.ProvidersHidden {
+		t.Fatal("providers not hidden without a token")
+	}
+	if st.Health.Cache != HealthCacheNotWritable || st.Health.SharedStore != HealthSharedDegraded {
+		t.Errorf("health without a token: %s", healthString(st.Health))
+	}
+	body := string(h.get("/").body)
+	for _, want := range []string{`Cache: <span class="bad">not writable</span>`, `Shared store: <span class="bad">degraded</span>`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page without a token lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+func TestStatusHealthHTML(t *testing.T) {
+	tests := []struct {
+		name    string
+		health  *HealthSource
+		offline bool
+		want    []string
+		notWant []string
+	}{
+		{name: "healthy, online, no shared store",
+			want:    []string{`<li id="health-cache">Cache: <span class="ok">writable</span>.</li>`, `<li id="health-offline">Online:`},
+			notWant: []string{`id="health-shared"`, "Sealed"}},
+		{name: "full disk, shared store down",
+			health: &HealthSource{Store: fakeHealthStore{pingErr: errors.New("cache: not writable: disk full"), free: 10 << 20, reserve: 1 << 30},
+				SharedDown: func() error { return errors.New("shared store unavailable: refused") }},
+			want: []string{`Cache: <span class="bad">not writable</span>: cache: not writable: disk full.`,
+				"; 10 MiB free on its disk, writes stop below 1.0 GiB.</li>",
+				`Shared store: <span class="bad">degraded</span>`, "shared store unavailable: refused"}},
+		{name: "sealed, shared store up", offline: true,
+			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
+			want: []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB.</li>`,
+				`<li id="health-offline">Sealed (<code>--offline</code>)`, `Shared store: <span class="ok">reachable</span>`}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{cfg: Config{Health: tc.health}, engine: mirror.Config{Offline: tc.offline}})
+			r := h.get("/")
+			if r.status != 200 {
+				t.Fatalf("status %d: %s", r.status, r.body)
+			}
+			body := string(r.body)
+			for _, w := range tc.want {
+				if !strings.Contains(body, w) {
+					t.Errorf("page lacks %q:\n%s", w, body)
+				}
+			}
+			for _, w := range tc.notWant {
+				if strings.Contains(body, w) {
+					t.Errorf("page has %q:\n%s", w, body)
+				}
+			}
+		})
 	}
 }

@@ -69,6 +69,11 @@ func TestStatusPageInBrowser(t *testing.T) {
 		`<span class="plat">darwin_arm64</span>`,
 		`url = "` + tm.url + `"`,
 		`1 archive cached, `,
+		// The health block, from the same source as /readyz: the
+		// on-disk cache writable, with its free space and reserve.
+		`<li id="health-cache">Cache: <span class="ok">writable</span>; `,
+		` free on its disk, writes stop below `,
+		`<li id="health-offline">Online:`,
 	} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("rendered page lacks %q:\n%s", want, dom)

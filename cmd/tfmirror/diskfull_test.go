@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // mountSmallFS mounts a tmpfs of size bytes on a fresh directory and
@@ -114,6 +115,18 @@ func TestFullDiskDoesNotCrash(t *testing.T) {
 	reason := notReady(t, m)
 	if !strings.Contains(reason, "reserve") {
 		t.Errorf("/readyz reason %q does not mention the reserve", reason)
+	}
+	// The status page says so too, from the same source.
+	if raw, _, err := m.get(ctx, "/?format=json"); err != nil {
+		t.Errorf("status page: %v", err)
+	} else {
+		var st proxy.Status
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Errorf("status JSON: %v", err)
+		} else if h := st.Health; h.Cache != proxy.HealthCacheNotWritable || !strings.Contains(h.CacheError, "reserve") ||
+			h.DiskFreeBytes == nil || h.DiskReserveBytes == nil {
+			t.Errorf("status health %s, want the cache not writable below the reserve, with free space and reserve", raw)
+		}
 	}
 	if n := m.count("cache not writable: free disk space below the reserve; archives are served but not cached until there is room"); n != 1 {
 		t.Errorf("the cache logged going not writable %d times, want once", n)

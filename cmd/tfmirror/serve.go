@@ -104,6 +104,11 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		return nil, err
 	}
 	origin := m.origin
+	// One source of the mirror's own state, for /readyz and the status page.
+	health := &proxy.HealthSource{Store: m.store}
+	if m.shared != nil {
+		health.SharedDown = m.shared.Status
+	}
 	m.proxy, err = proxy.New(proxy.Config{
 		ModulesURL: func(host string) string {
 			if u := origin.KnownModulesURL(svchost.Hostname(host)); u != nil {
@@ -116,6 +121,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 		PublicURL: cfg.PublicURL,
 		PlainHTTP: cfg.InsecureHTTP,
 		Version:   version,
+		Health:    health,
 	}, m.engine)
 	if err != nil {
 		return nil, err
@@ -123,11 +129,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, adminOptions(cfg))
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
-	var sharedDown func() error
-	if m.shared != nil {
-		sharedDown = m.shared.Status
-	}
-	router.Handle("/readyz", proxy.Readyz(m.store, logger, sharedDown)).Methods(http.MethodGet, http.MethodHead)
+	router.Handle("/readyz", proxy.Readyz(health.Store, logger, health.SharedDown)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
 	// The server, not its router: it answers warm documents before routing.
 	m.handler = proxy.Instrument(m.proxy, logger, m.metrics)
