@@ -18,11 +18,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
@@ -35,21 +33,7 @@ import (
 // certificates in caFile trusted.
 func tfRun(t *testing.T, dir, conf, caFile string, args ...string) (string, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, terraformBinary(t), args...)
-	cmd.Dir = dir
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + dir,
-		"TF_CLI_CONFIG_FILE=" + conf,
-		"SSL_CERT_FILE=" + caFile,
-		"CHECKPOINT_DISABLE=1",
-		"TF_IN_AUTOMATION=1",
-		"TF_INPUT=0",
-	}
-	out, err := cmd.CombinedOutput()
-	return string(out), err
+	return runCLI(terraformBinary(t), dir, conf, caFile, args...)
 }
 
 // cliConfig writes a CLI configuration whose only installation method is

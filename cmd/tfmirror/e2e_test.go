@@ -153,9 +153,16 @@ func (e *e2e) terraform(dir string, args ...string) (string, error) {
 // cliConf, trusting the CA certificates in caFile.
 func (e *e2e) terraformWith(dir, cliConf, caFile string, args ...string) (string, error) {
 	e.t.Helper()
+	return runCLI(e.tf, dir, cliConf, caFile, args...)
+}
+
+// runCLI runs the client binary bin (terraform or tofu) in dir, with HOME
+// there, the CLI configuration file cliConf, the CA certificates in
+// caFile trusted and nothing else of the environment but PATH.
+func runCLI(bin, dir, cliConf, caFile string, args ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, e.tf, args...)
+	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"),

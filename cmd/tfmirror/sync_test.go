@@ -111,20 +111,7 @@ func terraformInitOffline(t *testing.T, tf string, p *proc, dataDir string) {
 	if err := os.WriteFile(cliConf, []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, tf, "init", "-no-color")
-	cmd.Dir = dir
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"),
-		"HOME=" + dir,
-		"TF_CLI_CONFIG_FILE=" + cliConf,
-		"SSL_CERT_FILE=" + filepath.Join(dataDir, "tls", "ca.pem"),
-		"CHECKPOINT_DISABLE=1",
-		"TF_IN_AUTOMATION=1",
-		"TF_INPUT=0",
-	}
-	out, err := cmd.CombinedOutput()
+	out, err := runCLI(tf, dir, cliConf, filepath.Join(dataDir, "tls", "ca.pem"), "init", "-no-color")
 	if err != nil {
 		t.Fatalf("terraform init through serve --offline failed: %v\n%s", err, out)
 	}
