@@ -22,6 +22,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
+	"github.com/tfmirror/tfmirror/internal/logwriter"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/proxy"
 )
@@ -295,7 +296,12 @@ func (m *mirror) serveAdmin(ctx context.Context, errc chan<- error) *http.Server
 
 // serve is `tfmirror serve`.
 func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
-	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
+	// Log lines are written by one goroutine, in batches under load, so
+	// that requests do not queue on the log's lock behind the kernel. The
+	// deferred Close writes what is left before serve returns.
+	logOut := logwriter.New(stderr, 0)
+	defer logOut.Close()
+	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, logOut)
 	if err != nil {
 		return err
 	}
