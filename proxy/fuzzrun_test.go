@@ -11,13 +11,16 @@ import (
 )
 
 // fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
-// package's, and those of the origin client's response parsers.
+// package's, those of the origin client's response parsers, and the
+// access-log encoder's comparisons with log/slog.
 var fuzzers = []struct{ dir, name string }{
 	{".", "FuzzParseRequestPath"},
 	{".", "FuzzTranslateVersions"},
 	{".", "FuzzArchiveSignature"},
 	{"../discovery", "FuzzParseVersions"},
 	{"../discovery", "FuzzParsePackage"},
+	{"../internal/jsonlog", "FuzzSameAsSlog"},
+	{"../internal/jsonlog", "FuzzAppendTime"},
 }
 
 // TestFuzzersBriefly runs each fuzzer for a short while (10 s, or

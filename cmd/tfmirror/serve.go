@@ -22,6 +22,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
+	"github.com/tfmirror/tfmirror/internal/jsonlog"
 	"github.com/tfmirror/tfmirror/internal/logwriter"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -333,7 +334,7 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	// slog's JSON handler, with a faster way through for access-log lines.
-	return slog.New(slog.NewJSONHandler(w, opts)), nil
+	return slog.New(jsonlog.New(w, opts)), nil
 }
 
 func parseLevel(s string) (slog.Level, error) {
