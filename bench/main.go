@@ -32,6 +32,7 @@ type config struct {
 	JSONConns     int
 	Duration      time.Duration
 	Rounds        int
+	JSONRounds    int
 	FanOut        int
 	OriginRate    int64
 	TTFBSamples   int
@@ -57,7 +58,8 @@ func parseFlags() config {
 	flag.IntVar(&c.Clients, "clients", 32, "concurrent clients for warm archive throughput (figure 1)")
 	flag.IntVar(&c.JSONConns, "json-conns", 64, "concurrent keep-alive connections for warm JSON (figure 2)")
 	flag.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each throughput and requests-per-second measurement runs")
-	flag.IntVar(&c.Rounds, "rounds", 3, "times figures 1 and 2 alternate between tfmirror and nginx; the best round of each is reported, as other load on the machine only ever slows a round down")
+	flag.IntVar(&c.JSONRounds, "json-rounds", 5, "rounds of figure 2, each measuring tfmirror and then nginx with each load generator; the median of the rounds' ratios is reported")
+	flag.IntVar(&c.Rounds, "rounds", 3, "times figure 1 alternates between tfmirror and nginx; the best round of each is reported, as other load on the machine only ever slows a round down")
 	flag.IntVar(&c.FanOut, "fanout", 50, "concurrent clients of one uncached archive (figure 3)")
 	flag.Int64Var(&c.OriginRate, "origin-rate", 100_000_000, "origin archive throttle for figures 3, 4 and 7, in bytes per second")
 	flag.IntVar(&c.TTFBSamples, "ttfb-samples", 5, "uncached archives measured for time to first byte (figure 4)")
@@ -77,6 +79,7 @@ func parseFlags() config {
 	flag.BoolVar(&c.KeepTemp, "keep-temp", false, "keep the temporary directory (logs, nginx configuration) for inspection")
 	flag.Parse()
 	c.Rounds = max(c.Rounds, 1)
+	c.JSONRounds = max(c.JSONRounds, 1)
 	return c
 }
 

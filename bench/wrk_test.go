@@ -60,3 +60,32 @@ Requests/sec:     10.50
 		})
 	}
 }
+
+// Figure 2's row reports the median of the rounds' ratios and its range,
+// and each server's median rate, so that one lucky or unlucky round does
+// not decide the result.
+func TestJSONRowMedianOfRounds(t *testing.T) {
+	r := func(rps float64, p99 time.Duration) rpsResult { return rpsResult{rps: rps, p99: p99} }
+	rounds := [][2]rpsResult{
+		{r(20000, 4*time.Millisecond), r(20000, 3*time.Millisecond)}, // 1.00
+		{r(18000, 4*time.Millisecond), r(30000, 3*time.Millisecond)}, // 0.60: nginx caught a quiet moment
+		{r(19000, 6*time.Millisecond), r(20000, 3*time.Millisecond)}, // 0.95
+	}
+	got := jsonRow("2", "x", rounds)
+	if got.ratio != "0.95x (0.60x–1.00x)" {
+		t.Errorf("ratio = %q", got.ratio)
+	}
+	if got.mirror != "19000 req/s, p99 4.00 ms" || got.ref != "nginx 20000 req/s, p99 3.00 ms" {
+		t.Errorf("mirror %q, ref %q", got.mirror, got.ref)
+	}
+	if !got.met {
+		t.Error("a median ratio of 0.95x with a median p99 of 4 ms is not reported as met")
+	}
+	rounds[2][0].rps = 17000 // 0.85: now the median
+	if got := jsonRow("2", "x", rounds); got.met || got.ratio != "0.85x (0.60x–1.00x)" {
+		t.Errorf("ratio %q met %v, want 0.85x and not met", got.ratio, got.met)
+	}
+	if m := median([]float64{4, 1, 3, 2}); m != 2.5 {
+		t.Errorf("median of an even count = %v, want 2.5", m)
+	}
+}
