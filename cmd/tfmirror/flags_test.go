@@ -21,7 +21,7 @@ func TestREADMEDocumentsEveryFlag(t *testing.T) {
 	if _, err := parseSyncFlags([]string{"-help"}, func(string) (string, bool) { return "", false }, &usage); !errors.Is(err, errHelp) {
 		t.Fatalf("sync -help: %v", err)
 	}
-	names := regexp.MustCompile(`(?m)^  -([a-z][a-z-]*)`).FindAllStringSubmatch(usage.String(), -1)
+	names := regexp.MustCompile(`(?m)^  -([a-z][a-z0-9-]*)`).FindAllStringSubmatch(usage.String(), -1)
 	if len(names) < 20 {
 		t.Fatalf("found only %d flags in the usage text:\n%s", len(names), usage.String())
 	}

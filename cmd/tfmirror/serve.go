@@ -163,9 +163,22 @@ func (m *mirror) setupTLS() error {
 	m.tls = &tls.Config{
 		MinVersion:   tls.VersionTLS12,
 		Certificates: []tls.Certificate{pair},
-		NextProtos:   []string{"h2", "http/1.1"},
+		NextProtos:   nextProtos(m.cfg.HTTP2),
 	}
 	return nil
+}
+
+// nextProtos is what the mirror offers in TLS's protocol negotiation.
+// HTTP/1.1 only, unless http2: Terraform and OpenTofu ask for a provider's
+// documents and archive one request at a time, so HTTP/2's multiplexing
+// brings them nothing, and net/http's HTTP/2 server moves a response in 16
+// KiB frames that each pass between two goroutines; a warm 8 MiB archive
+// took 1.7 times as long as over HTTP/1.1 (BENCHMARKS.md, figure 6c).
+func nextProtos(http2 bool) []string {
+	if http2 {
+		return []string{"h2", "http/1.1"}
+	}
+	return []string{"http/1.1"}
 }
 
 // gcInterval is how often the cache's value-log garbage collection runs.
