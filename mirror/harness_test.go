@@ -4,10 +4,7 @@ import (
 	"context"
 	"io"
 	"log"
-	"log/slog"
-	"net"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
@@ -15,12 +12,13 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
 // originHost is the provider host the tests use; its name resolves, for
 // the engine under test only, to the fake origin on loopback.
-const originHost = "registry.terraform.io"
+const originHost = enginetest.OriginHost
 
 const (
 	ns  = "hashicorp"
@@ -51,16 +49,7 @@ type harnessOptions struct {
 
 func newHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t}
-	if opts.origin.Hostnames == nil {
-		opts.origin.Hostnames = []string{originHost}
-	}
-	origin, err := fakeorigin.Start(opts.origin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
-	h.origin = origin
+	h := &harness{t: t, origin: enginetest.StartOrigin(t, opts.origin)}
 	h.start(opts)
 	return h
 }
@@ -69,38 +58,21 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 func (h *harness) start(opts harnessOptions) {
 	t := h.t
 	t.Helper()
-	copts := opts.store
-	copts.Dir, copts.InMemory = opts.cacheDir, opts.cacheDir == ""
-	store, err := cache.Open(copts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.store = store
-	var d net.Dialer
-	client, err := discovery.New(discovery.Config{
-		AllowPrivate: true,
-		RootCAs:      h.origin.CertPool(),
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, h.origin.Addr)
-		},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	h.store = enginetest.OpenStore(t, opts.cacheDir, opts.store)
 	cfg := opts.cfg
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		cfg.Logger = enginetest.Logger(t)
 	}
 	if cfg.AllowedOrigins == nil {
 		cfg.AllowedOrigins = []string{originHost}
 	}
-	var engineStore Store = store
+	var engineStore Store = h.store
 	if opts.wrap != nil {
-		engineStore = opts.wrap(store)
+		engineStore = opts.wrap(h.store)
 	}
-	var origin Origin = client
+	var origin Origin = enginetest.OriginClient(t, h.origin)
 	if opts.wrapOrigin != nil {
-		origin = opts.wrapOrigin(client)
+		origin = opts.wrapOrigin(origin)
 	}
 	engine, err := New(cfg, origin, engineStore)
 	if err != nil {
@@ -179,29 +151,12 @@ func (h *harness) packages(version string, platforms ...string) (*Package, error
 }
 
 // waitIdle waits until no archive fetch is running.
-func (h *harness) waitIdle() {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := h.engine.Wait(ctx); err != nil {
-		h.t.Fatalf("archive fetch did not end: %v", err)
-	}
-}
+func (h *harness) waitIdle() { h.t.Helper(); enginetest.WaitIdle(h.t, h.engine) }
 
 // waitCommitted waits for fetches to end and checks sha is cached.
 func (h *harness) waitCommitted(sha string) {
 	h.t.Helper()
-	h.waitIdle()
-	if _, err := h.store.StatBlob(sha); err != nil {
-		h.t.Fatalf("archive %s not cached: %v", sha, err)
-	}
-}
-
-type testLogWriter struct{ t *testing.T }
-
-func (w testLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+	enginetest.WaitCommitted(h.t, h.engine, h.store, sha)
 }
 
 func TestMain(m *testing.M) {

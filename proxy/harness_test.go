@@ -5,24 +5,21 @@ import (
 	"encoding/json"
 	"io"
 	"log"
-	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // originHost is the provider host the tests use; its name resolves, for
 // the mirror under test only, to the fake origin on loopback.
-const originHost = "registry.terraform.io"
+const originHost = enginetest.OriginHost
 
 type harness struct {
 	t      *testing.T
@@ -44,16 +41,7 @@ type harnessOptions struct {
 
 func newHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: opts.cacheDir}
-	if opts.origin.Hostnames == nil {
-		opts.origin.Hostnames = []string{originHost}
-	}
-	origin, err := fakeorigin.Start(opts.origin)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
-	h.origin = origin
+	h := &harness{t: t, dir: opts.cacheDir, origin: enginetest.StartOrigin(t, opts.origin)}
 	h.start(opts)
 	return h
 }
@@ -62,22 +50,8 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 func (h *harness) start(opts harnessOptions) {
 	t := h.t
 	t.Helper()
-	copts := opts.store
-	copts.Dir, copts.InMemory = opts.cacheDir, opts.cacheDir == ""
-	store, err := cache.Open(copts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.store = store
-	client, err := discovery.New(discovery.Config{
-		AllowPrivate: true,
-		RootCAs:      h.origin.CertPool(),
-		DialContext:  h.dialer(),
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logger := slog.New(slog.NewTextHandler(testLogWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	h.store = enginetest.OpenStore(t, opts.cacheDir, opts.store)
+	logger := enginetest.Logger(t)
 	ecfg := opts.engine
 	if ecfg.Logger == nil {
 		ecfg.Logger = logger
@@ -85,7 +59,7 @@ func (h *harness) start(opts harnessOptions) {
 	if ecfg.AllowedOrigins == nil {
 		ecfg.AllowedOrigins = []string{originHost}
 	}
-	engine, err := mirror.New(ecfg, client, store)
+	engine, err := mirror.New(ecfg, enginetest.OriginClient(t, h.origin), h.store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -95,7 +69,7 @@ func (h *harness) start(opts harnessOptions) {
 		cfg.Logger = logger
 	}
 	if cfg.Health == nil {
-		cfg.Health = &HealthSource{Store: store}
+		cfg.Health = &HealthSource{Store: h.store}
 	}
 	srv, err := New(cfg, engine)
 	if err != nil {
@@ -118,18 +92,6 @@ func (h *harness) stop() {
 	}
 	h.store.Close()
 	h.http = nil
-}
-
-// dialer sends the test's provider host names to the fake origin.
-func (h *harness) dialer() func(ctx context.Context, network, addr string) (net.Conn, error) {
-	var d net.Dialer
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		host, _, err := net.SplitHostPort(addr)
-		if err == nil && host != "127.0.0.1" && host != "localhost" {
-			addr = h.origin.Addr
-		}
-		return d.DialContext(ctx, network, addr)
-	}
 }
 
 type response struct {
@@ -173,29 +135,12 @@ func (r response) json(t *testing.T, v any) {
 }
 
 // waitIdle waits until no archive fetch is running.
-func (h *harness) waitIdle() {
-	h.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := h.engine.Wait(ctx); err != nil {
-		h.t.Fatalf("archive fetch did not end: %v", err)
-	}
-}
+func (h *harness) waitIdle() { h.t.Helper(); enginetest.WaitIdle(h.t, h.engine) }
 
 // waitCommitted waits for fetches to end and checks sha is cached.
 func (h *harness) waitCommitted(sha string) {
 	h.t.Helper()
-	h.waitIdle()
-	if _, err := h.store.StatBlob(sha); err != nil {
-		h.t.Fatalf("archive %s not cached: %v", sha, err)
-	}
-}
-
-type testLogWriter struct{ t *testing.T }
-
-func (w testLogWriter) Write(p []byte) (int, error) {
-	w.t.Log(strings.TrimSpace(string(p)))
-	return len(p), nil
+	enginetest.WaitCommitted(h.t, h.engine, h.store, sha)
 }
 
 func TestMain(m *testing.M) {

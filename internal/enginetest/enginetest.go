@@ -1,0 +1,111 @@
+// Package enginetest holds what the tests of the pull-through engine
+// (package mirror) and of its front doors (package proxy) both set up: a
+// fake origin registry on loopback, a cache, an origin client that sends
+// the registry's host name to that origin, a test logger, and waits for
+// archive fetches to end. It imports neither mirror nor proxy, so that
+// mirror's own tests can use it. Tests only.
+package enginetest
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// OriginHost is the provider host the tests use; its name resolves, for
+// the origin client of OriginClient only, to the fake origin.
+const OriginHost = "registry.terraform.io"
+
+// StartOrigin starts a fake origin (serving OriginHost unless opts names
+// other hosts), closed when the test ends.
+func StartOrigin(t testing.TB, opts fakeorigin.Options) *fakeorigin.Origin {
+	t.Helper()
+	if opts.Hostnames == nil {
+		opts.Hostnames = []string{OriginHost}
+	}
+	origin, err := fakeorigin.Start(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	return origin
+}
+
+// OpenStore opens a cache in dir, or in memory when dir is "", with the
+// further options opts. The caller closes it.
+func OpenStore(t testing.TB, dir string, opts cache.Options) *cache.Store {
+	t.Helper()
+	opts.Dir, opts.InMemory = dir, dir == ""
+	store, err := cache.Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return store
+}
+
+// OriginClient returns an origin client that trusts origin's certificate
+// and connects to origin for every host name but loopback addresses
+// (other test servers), private addresses allowed.
+func OriginClient(t testing.TB, origin *fakeorigin.Origin) *discovery.Client {
+	t.Helper()
+	var d net.Dialer
+	client, err := discovery.New(discovery.Config{
+		AllowPrivate: true,
+		RootCAs:      origin.CertPool(),
+		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+			host, _, err := net.SplitHostPort(addr)
+			if err == nil && host != "127.0.0.1" && host != "localhost" {
+				addr = origin.Addr
+			}
+			return d.DialContext(ctx, network, addr)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client
+}
+
+// Logger writes to the test's log, debug level and up.
+func Logger(t testing.TB) *slog.Logger {
+	return slog.New(slog.NewTextHandler(logWriter{t}, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+type logWriter struct{ t testing.TB }
+
+func (w logWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSpace(string(p)))
+	return len(p), nil
+}
+
+// Waiter is an engine: Wait returns when no archive fetch is running.
+type Waiter interface {
+	Wait(ctx context.Context) error
+}
+
+// WaitIdle waits (30 s at most) until no archive fetch of engine runs.
+func WaitIdle(t testing.TB, engine Waiter) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := engine.Wait(ctx); err != nil {
+		t.Fatalf("archive fetch did not end: %v", err)
+	}
+}
+
+// WaitCommitted waits until engine's fetches end and checks that the
+// archive with sha is in store.
+func WaitCommitted(t testing.TB, engine Waiter, store *cache.Store, sha string) {
+	t.Helper()
+	WaitIdle(t, engine)
+	if _, err := store.StatBlob(sha); err != nil {
+		t.Fatalf("archive %s not cached: %v", sha, err)
+	}
+}
