@@ -156,12 +156,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		return err
 	}
 	defer e.json.Close()
-	var jsonVersions []string
-	for i := range 40 {
-		jsonVersions = append(jsonVersions, fmt.Sprintf("%d.%d.0", 1+i/10, i%10))
-	}
-	e.json.AddProvider(jsonNS, jsonType, jsonVersions,
-		[]string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64", "windows_amd64", "freebsd_amd64"})
+	e.json.AddProvider(jsonNS, jsonType, fakeorigin.BenchVersions(), fakeorigin.BenchPlatforms)
 
 	if e.tf, err = fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfHost}, ArchiveSize: int64(cfg.TFArchive) << 20}); err != nil {
 		return err

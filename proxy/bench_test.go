@@ -1,16 +1,13 @@
 package proxy
 
 import (
-	"context"
-	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -19,33 +16,12 @@ import (
 // versions for 6 platforms, with its metadata already cached.
 func benchServer(b *testing.B) *Server {
 	b.Helper()
-	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: []string{originHost}})
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(origin.Close)
-	var vs []string
-	for i := range 40 {
-		vs = append(vs, fmt.Sprintf("%d.%d.0", 1+i/10, i%10))
-	}
-	origin.AddProvider(ns, typ, vs, []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64", "windows_amd64", "freebsd_amd64"})
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		b.Fatal(err)
-	}
+	origin := enginetest.StartOrigin(b, fakeorigin.Options{})
+	origin.AddProvider(ns, typ, fakeorigin.BenchVersions(), fakeorigin.BenchPlatforms)
+	store := enginetest.OpenStore(b, "", cache.Options{})
 	b.Cleanup(func() { store.Close() })
-	var d net.Dialer
-	client, err := discovery.New(discovery.Config{
-		AllowPrivate: true,
-		RootCAs:      origin.CertPool(),
-		DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
-			return d.DialContext(ctx, network, origin.Addr)
-		},
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{originHost}, Logger: slog.New(slog.DiscardHandler)}, client, store)
+	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{originHost}, Logger: slog.New(slog.DiscardHandler)},
+		enginetest.OriginClient(b, origin), store)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -22,11 +21,7 @@ func benchHandler(b *testing.B) (http.Handler, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(origin.Close)
-	var vs []string
-	for i := range 40 {
-		vs = append(vs, fmt.Sprintf("%d.%d.0", 1+i/10, i%10))
-	}
-	origin.AddProvider("hashicorp", "random", vs, []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64", "windows_amd64", "freebsd_amd64"})
+	origin.AddProvider("hashicorp", "random", fakeorigin.BenchVersions(), fakeorigin.BenchPlatforms)
 	cfg, err := parseServeFlags([]string{
 		"--data-dir", b.TempDir(),
 		"--allowed-origins", tfRegistry,

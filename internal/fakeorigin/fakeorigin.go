@@ -478,3 +478,18 @@ func (o *Origin) sleep(ctx context.Context, d time.Duration) bool {
 	}
 	return false
 }
+
+// BenchVersions returns the 40 versions, 1.0.0 to 4.9.0, of the provider
+// whose index.json and VERSION.json figure 2 of BENCHMARKS.md measures;
+// BenchPlatforms are its 6 platforms. The bench harness and the in-process
+// benchmarks of proxy and cmd/tfmirror serve the same provider.
+func BenchVersions() []string {
+	vs := make([]string, 0, 40)
+	for i := range 40 {
+		vs = append(vs, fmt.Sprintf("%d.%d.0", 1+i/10, i%10))
+	}
+	return vs
+}
+
+// BenchPlatforms are the platforms of the figure-2 provider (BenchVersions).
+var BenchPlatforms = []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64", "windows_amd64", "freebsd_amd64"}
