@@ -72,6 +72,7 @@ type Server struct {
 	router *mux.Router
 	docs   *renderMemo // rendered index.json and VERSION.json
 	hot    *hotDocs    // answers to send again while the engine says they hold
+	health healthMemo  // the status page's last health check
 
 	documentCacheControl []string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
 }

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -107,7 +108,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()
-	st.Health = s.cfg.Health.Check()
+	st.Health = s.health.check(s.cfg.Health, s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
@@ -198,4 +199,27 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	h.Set("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'")
 	h.Set("X-Content-Type-Options", "nosniff")
 	w.Write(buf.Bytes())
+}
+
+// healthMemoTTL is how long the status page shows a health check before it
+// checks again.
+const healthMemoTTL = time.Second
+
+// healthMemo keeps the status page's last health check for healthMemoTTL.
+// The check pings the cache with a small write, as /readyz does; the page
+// may be loaded by anyone who reaches the mirror, as often as they like,
+// and so costs the cache at most one such write a second.
+type healthMemo struct {
+	mu sync.Mutex
+	at time.Time
+	h  Health
+}
+
+func (m *healthMemo) check(src *HealthSource, now time.Time) Health {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if age := now.Sub(m.at); m.at.IsZero() || age < 0 || age >= healthMemoTTL {
+		m.h, m.at = src.Check(), now
+	}
+	return m.h
 }

@@ -9,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,5 +278,65 @@ func TestStatusHealthHTML(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// countingStore counts the status page's pings of the cache.
+type countingStore struct {
+	mu    sync.Mutex
+	pings int
+	err   error
+}
+
+func (c *countingStore) Ping() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pings++
+	return c.err
+}
+
+func (c *countingStore) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.pings
+}
+
+// However often the status page is loaded, it pings the cache (a small
+// write) at most once a second, and shows a change after that second.
+func TestStatusHealthChecksAtMostOnceASecond(t *testing.T) {
+	store := &countingStore{}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	var clock sync.Mutex
+	h := newHarness(t, harnessOptions{cfg: Config{Health: &HealthSource{Store: store}, Now: func() time.Time {
+		clock.Lock()
+		defer clock.Unlock()
+		return now
+	}}})
+	health := func() Health {
+		t.Helper()
+		r := h.get("/?format=json")
+		if r.status != 200 {
+			t.Fatalf("status %d: %s", r.status, r.body)
+		}
+		var st Status
+		r.json(t, &st)
+		return st.Health
+	}
+	for range 20 {
+		if got := health(); got.Cache != HealthCacheWritable {
+			t.Fatalf("health %s, want writable", healthString(got))
+		}
+	}
+	if n := store.count(); n != 1 {
+		t.Fatalf("20 views within a second pinged the cache %d times, want 1", n)
+	}
+	store.mu.Lock()
+	store.err = fmt.Errorf("%w: disk full", cache.ErrNotWritable)
+	store.mu.Unlock()
+	clock.Lock()
+	now = now.Add(healthMemoTTL)
+	clock.Unlock()
+	if got := health(); got.Cache != HealthCacheNotWritable || store.count() != 2 {
+		t.Fatalf("a second later: health %s after %d pings, want not writable after 2", healthString(got), store.count())
 	}
 }
