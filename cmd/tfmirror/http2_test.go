@@ -1,10 +1,7 @@
 package main
 
 import (
-	"crypto/tls"
-	"crypto/x509"
 	"net/http"
-	"os"
 	"strings"
 	"testing"
 
@@ -24,16 +21,8 @@ func TestHTTP2OnlyWhenAsked(t *testing.T) {
 		{[]string{"--http2"}, 2},
 	} {
 		tm := startMirror(t, origin, t.TempDir(), nil, tc.args...)
-		pem, err := os.ReadFile(tm.m.caFile)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pool := x509.NewCertPool()
-		pool.AppendCertsFromPEM(pem)
-		c := &http.Client{Transport: &http.Transport{
-			TLSClientConfig:   &tls.Config{RootCAs: pool},
-			ForceAttemptHTTP2: true,
-		}}
+		c := trustingClient(t, tm.m.caFile)
+		c.Transport.(*http.Transport).ForceAttemptHTTP2 = true
 		for _, path := range []string{"/" + tfRegistry + "/hashicorp/random/index.json", "/" + tfRegistry + "/hashicorp/random/terraform-provider-random_3.6.0_linux_amd64.zip"} {
 			resp, err := c.Get(tm.url + strings.TrimPrefix(path, "/"))
 			if err != nil {

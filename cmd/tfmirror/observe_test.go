@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -102,12 +103,7 @@ func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut
 func newOrigin(t *testing.T, opts fakeorigin.Options) *fakeorigin.Origin {
 	t.Helper()
 	opts.Hostnames = []string{tfRegistry}
-	o, err := fakeorigin.Start(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(o.Close)
-	return o
+	return enginetest.StartOrigin(t, opts)
 }
 
 // get requests path (relative to the mirror's base URL) and reads the body.
