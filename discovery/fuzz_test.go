@@ -23,10 +23,17 @@ func FuzzParseVersions(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		got, warnings, skipped, err := parseVersions(data)
 		// The oracle decodes the protocol's shape with encoding/json
-		// directly, declared here independently of registryjson.
+		// directly, declared here independently of registryjson: an entry
+		// whose protocols or platforms have the wrong type makes the whole
+		// response malformed, as it does for Terraform's client.
 		var want struct {
 			Versions *[]struct {
-				Version string `json:"version"`
+				Version   string   `json:"version"`
+				Protocols []string `json:"protocols"`
+				Platforms []struct {
+					OS   string `json:"os"`
+					Arch string `json:"arch"`
+				} `json:"platforms"`
 			} `json:"versions"`
 			Warnings []string `json:"warnings"`
 		}
