@@ -48,7 +48,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	fs.IntVar(&c.Parallel, "parallel", 4, "how many archives to fetch at once")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "list what would be fetched, without downloading any archive")
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a directory of .tf files.\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
+		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
 	}
 	if err := parseWithEnv(fs, args, lookupEnv); err != nil {

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -421,6 +422,69 @@ func TestSyncFromDirectory(t *testing.T) {
 	}
 	if n := origin.Hits(fakeorigin.Archive); n != 4 {
 		t.Errorf("origin archive requests = %d, want 4", n)
+	}
+}
+
+// TestSyncFromModulesThenInitOffline: sync of a configuration directory
+// reads what terraform init will need from it: the providers its local
+// child modules require (here in JSON syntax) and those its resources imply,
+// so that terraform init of that configuration works through a sealed
+// serve --offline with the origin down.
+func TestSyncFromModulesThenInitOffline(t *testing.T) {
+	t.Parallel()
+	tf := terraformBinary(t)
+	bin := buildBinary(t)
+	origin := syncOrigin(t)
+	config := t.TempDir()
+	files := map[string]string{
+		"main.tf": `module "app" {
+  source = "./modules/app"
+}
+resource "random_id" "suffix" {}
+`,
+		"modules/app/versions.tf.json": `{"terraform": {"required_providers": {
+  "widget": {"source": "acme/widget", "version": "0.2.0"},
+  "random": {"source": "hashicorp/random", "version": "~> 3.5"}
+}}}
+`,
+	}
+	for name, body := range files {
+		p := filepath.Join(config, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	platform := runtime.GOOS + "_" + runtime.GOARCH
+	if _, _, code := syncInProcess(t, origin, dataDir, "--platforms", platform, config); code != 0 {
+		t.Fatalf("sync exited %d", code)
+	}
+	for _, want := range [][3]string{{"hashicorp", "random", "3.6.0"}, {"acme", "widget", "0.2.0"}} {
+		if n := origin.ArchiveHits(want[0], want[1], want[2], platform); n != 1 {
+			t.Errorf("%v fetched %d times, want 1", want, n)
+		}
+	}
+
+	origin.SetDown(503)
+	p := startProcess(t, bin, dataDir, origin, originCAFile(t, origin), "--offline", "--allowed-origins", tfRegistry)
+	cliConf := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(cliConf, []byte(fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", p.url)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := runCLI(tf, config, cliConf, filepath.Join(dataDir, "tls", "ca.pem"), "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init through serve --offline failed: %v\n%s", err, out)
+	}
+	for _, plugin := range []string{
+		tfRegistry + "/hashicorp/random/3.6.0/" + platform + "/terraform-provider-random_v3.6.0",
+		tfRegistry + "/acme/widget/0.2.0/" + platform + "/terraform-provider-widget_v0.2.0",
+	} {
+		if _, err := os.Stat(filepath.Join(config, ".terraform", "providers", plugin)); err != nil {
+			t.Errorf("provider not installed: %v", err)
+		}
 	}
 }
 

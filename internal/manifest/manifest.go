@@ -1,7 +1,9 @@
 // Package manifest reads what `tfmirror sync` is asked to put in the cache:
 // sync manifests, Terraform dependency lock files (.terraform.lock.hcl) and
-// the required_providers blocks of a directory of .tf files, all parsed
-// with HashiCorp's HCL library.
+// the providers a configuration directory needs (its .tf and .tf.json
+// files and those of its local child modules: required_providers,
+// provider blocks, and the providers resources and data sources imply),
+// all parsed with HashiCorp's HCL library.
 //
 // It owns the formats and their validation (errors name file:line) and
 // turns them into a Spec: providers, each with version selections, and
@@ -84,7 +86,7 @@ func (s Selection) Select(available versions.List) versions.List {
 	return out
 }
 
-// Load reads each path: a directory (its *.tf files and its lock file), a
+// Load reads each path: a directory (its configuration and lock file), a
 // file named .terraform.lock.hcl (a lock file), or any other file (a
 // sync manifest). What the paths ask for is merged into one Spec.
 func Load(paths ...string) (*Spec, error) {

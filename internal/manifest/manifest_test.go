@@ -46,7 +46,11 @@ func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
 	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -194,7 +198,7 @@ terraform {
   }
 }
 provider "google" {}
-resource "x" "y" { z = var.q }
+resource "google_compute_instance" "y" { z = var.q }
 `,
 				"versions.tf": `
 terraform {
@@ -232,7 +236,79 @@ terraform {
 		{
 			name:    "empty directory",
 			files:   map[string]string{"README": "nothing"},
-			wantErr: "no *.tf files",
+			wantErr: "no *.tf or *.tf.json files",
+		},
+		{
+			name: "directory: JSON syntax",
+			files: map[string]string{"main.tf.json": `{
+  "terraform": {"required_providers": {
+    "aws": {"source": "hashicorp/aws", "version": "~> 5.0"},
+    "legacy": ">= 6.0"
+  }},
+  "provider": {"random": {}},
+  "resource": {"google_compute_instance": {"vm": {"provider": "google-beta.west"}}}
+}`},
+			want: []string{
+				"registry.terraform.io/hashicorp/aws: 5.1.0",
+				"registry.terraform.io/hashicorp/legacy: 6.0.0",
+				"registry.terraform.io/hashicorp/random: 6.0.0",
+				"registry.terraform.io/hashicorp/google-beta: 6.0.0",
+			},
+		},
+		{
+			name:    "directory: JSON version not a string",
+			files:   map[string]string{"main.tf.json": `{"terraform": {"required_providers": {"aws": {"version": 5}}}}`},
+			wantErr: `main.tf.json:1: version of provider "aws" must be a string`,
+		},
+		{
+			name: "directory: providers implied by resources and data sources",
+			files: map[string]string{"main.tf": `
+resource "google_compute_instance" "a" {}
+resource "aws_instance" "b" {
+  provider = awsalt.west
+}
+data "http" "c" {}
+resource "terraform_data" "d" {}
+data "terraform_remote_state" "e" {}
+`},
+			want: []string{
+				"registry.terraform.io/hashicorp/google: 6.0.0",
+				"registry.terraform.io/hashicorp/awsalt: 6.0.0",
+				"registry.terraform.io/hashicorp/http: 6.0.0",
+			},
+		},
+		{
+			name: "directory: local child modules, remote ones not read",
+			files: map[string]string{
+				"main.tf": `
+terraform {
+  required_providers {
+    aws = { source = "hashicorp/aws", version = "~> 5.0" }
+  }
+}
+module "net" { source = "./modules/net" }
+module "vpc" { source = "terraform-aws-modules/vpc/aws" }
+module "again" { source = "./" }
+`,
+				"modules/net/net.tf": `
+terraform {
+  required_providers {
+    amazon = { source = "hashicorp/aws", version = ">= 5.1" }
+  }
+}
+module "deeper" { source = "../deep" }
+`,
+				"modules/deep/deep.tf.json": `{"resource": {"random_id": {"x": {}}}}`,
+			},
+			want: []string{
+				"registry.terraform.io/hashicorp/aws: 5.1.0",
+				"registry.terraform.io/hashicorp/random: 6.0.0",
+			},
+		},
+		{
+			name:    "directory: local module that is not there",
+			files:   map[string]string{"main.tf": "\nmodule \"net\" {\n  source = \"./modules/net\"\n}\n"},
+			wantErr: `main.tf:3: module source "./modules/net": `,
 		},
 	}
 	for _, tt := range tests {

@@ -1,10 +1,12 @@
 package manifest
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/hashicorp/hcl/v2"
@@ -47,7 +49,11 @@ func parseFile(p *hclparse.Parser, path string) (*hcl.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	f, diags := p.ParseHCL(src, path)
+	parse := p.ParseHCL
+	if strings.HasSuffix(path, ".json") {
+		parse = p.ParseJSON
+	}
+	f, diags := parse(src, path)
 	if diags.HasErrors() {
 		return nil, diagError(diags)
 	}
@@ -252,8 +258,18 @@ var configSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{
 		{Type: "terraform"},
 		{Type: "provider", LabelNames: []string{"name"}},
+		{Type: "resource", LabelNames: []string{"type", "name"}},
+		{Type: "data", LabelNames: []string{"type", "name"}},
+		{Type: "module", LabelNames: []string{"name"}},
 	},
 }
+
+// providerArgSchema is the provider meta-argument of a resource or data
+// block.
+var providerArgSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider"}}}
+
+// moduleSchema is the part of a module block that says where it is.
+var moduleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "source"}}}
 
 var terraformBlockSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "required_providers"}},
@@ -267,16 +283,13 @@ type requirement struct {
 	where       string
 }
 
-// loadDir reads the *.tf files of dir and its lock file, if any, and asks
-// for what `terraform providers mirror` would install there: each locked
-// provider's locked version, and for each provider the configuration needs
-// that the lock file lacks, the newest version meeting its constraints.
+// loadDir reads the configuration in dir (its *.tf and *.tf.json files,
+// and those of the local child modules it calls) and its lock file, if
+// any, and asks for what `terraform providers mirror` would install there:
+// each locked provider's locked version, and for each provider the
+// configuration needs that the lock file lacks, the newest version meeting
+// its constraints from every module.
 func (s *Spec) loadDir(dir string) error {
-	files, err := filepath.Glob(filepath.Join(dir, "*.tf"))
-	if err != nil {
-		return err
-	}
-	sort.Strings(files)
 	var locked []lockedProvider
 	lockPath := filepath.Join(dir, LockFileName)
 	if _, err := os.Stat(lockPath); err == nil {
@@ -284,10 +297,14 @@ func (s *Spec) loadDir(dir string) error {
 			return err
 		}
 	}
-	if len(files) == 0 && len(locked) == 0 {
-		return fmt.Errorf("%s: no *.tf files and no %s", dir, LockFileName)
+	files, err := configFiles(dir)
+	if err != nil {
+		return err
 	}
-	reqs, err := parseConfig(files)
+	if len(files) == 0 && len(locked) == 0 {
+		return fmt.Errorf("%s: no *.tf or *.tf.json files and no %s", dir, LockFileName)
+	}
+	reqs, err := loadModule(dir, files, map[string]bool{})
 	if err != nil {
 		return err
 	}
@@ -309,6 +326,82 @@ func (s *Spec) loadDir(dir string) error {
 	return nil
 }
 
+// configFiles lists the configuration files of the module in dir, sorted.
+func configFiles(dir string) ([]string, error) {
+	var files []string
+	for _, pattern := range []string{"*.tf", "*.tf.json"} {
+		m, err := filepath.Glob(filepath.Join(dir, pattern))
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, m...)
+	}
+	sort.Strings(files)
+	return files, nil
+}
+
+// loadModule returns the provider requirements of the module in dir (its
+// configuration files) and of the local modules it calls (source "./..."
+// or "../..."), merged by provider: constraints from several modules all
+// apply, as in Terraform. Modules from a registry or another remote source
+// are not read: their requirements are not known without downloading them.
+// seen guards against a module that calls itself.
+func loadModule(dir string, files []string, seen map[string]bool) ([]*requirement, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return nil, err
+	}
+	if seen[abs] {
+		return nil, nil
+	}
+	seen[abs] = true
+	reqs, calls, err := parseConfig(files)
+	if err != nil {
+		return nil, err
+	}
+	for _, c := range calls {
+		child := filepath.Join(dir, filepath.FromSlash(c.source))
+		childFiles, err := configFiles(child)
+		if err == nil && len(childFiles) == 0 {
+			err = errors.New("no *.tf or *.tf.json files there")
+		}
+		if err != nil {
+			return nil, posError(c.rng, "module source %q: %v", c.source, err)
+		}
+		childReqs, err := loadModule(child, childFiles, seen)
+		if err != nil {
+			return nil, err
+		}
+		reqs = mergeRequirements(reqs, childReqs)
+	}
+	return reqs, nil
+}
+
+// mergeRequirements adds the requirements of add to reqs, one per provider.
+func mergeRequirements(reqs, add []*requirement) []*requirement {
+	for _, r := range add {
+		dup := false
+		for _, m := range reqs {
+			if m.addr == r.addr {
+				m.constraints = append(m.constraints, r.constraints...)
+				m.set = versions.Intersection(m.set, r.set)
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			reqs = append(reqs, r)
+		}
+	}
+	return reqs
+}
+
+// moduleCall is a module block with a local source.
+type moduleCall struct {
+	source string
+	rng    hcl.Range
+}
+
 func joinConstraints(cs []string) string {
 	out := cs[0]
 	for _, c := range cs[1:] {
@@ -317,11 +410,14 @@ func joinConstraints(cs []string) string {
 	return out
 }
 
-// parseConfig reads the required_providers blocks and provider blocks of
-// files. Providers are keyed by local name, as in Terraform: a local name
+// parseConfig reads the providers one module's files need: those of its
+// required_providers blocks and provider blocks, and those its resource and
+// data blocks imply (the provider meta-argument's local name, or else the
+// type's prefix: aws for aws_instance), and the module calls with a local
+// source. Providers are keyed by local name, as in Terraform: a local name
 // without a source address means hashicorp/NAME; constraints given for one
 // provider in several places all apply.
-func parseConfig(files []string) ([]*requirement, error) {
+func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 	p := hclparse.NewParser()
 	byName := map[string]*requirement{}
 	var order []string
@@ -335,28 +431,48 @@ func parseConfig(files []string) ([]*requirement, error) {
 		return req
 	}
 	sources := map[string]discovery.Provider{}
+	var calls []moduleCall
 	for _, path := range files {
 		f, err := parseFile(p, path)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		content, _, diags := f.Body.PartialContent(configSchema)
 		if diags.HasErrors() {
-			return nil, diagError(diags)
+			return nil, nil, diagError(diags)
 		}
 		for _, b := range content.Blocks {
-			if b.Type == "provider" {
+			switch b.Type {
+			case "provider":
 				get(b.Labels[0], b.DefRange)
+				continue
+			case "resource", "data":
+				name, err := impliedProvider(b)
+				if err != nil {
+					return nil, nil, err
+				}
+				if name != builtinProvider {
+					get(name, b.DefRange)
+				}
+				continue
+			case "module":
+				call, ok, err := localModule(b)
+				if err != nil {
+					return nil, nil, err
+				}
+				if ok {
+					calls = append(calls, call)
+				}
 				continue
 			}
 			tc, _, diags := b.Body.PartialContent(terraformBlockSchema)
 			if diags.HasErrors() {
-				return nil, diagError(diags)
+				return nil, nil, diagError(diags)
 			}
 			for _, rp := range tc.Blocks {
 				attrs, diags := rp.Body.JustAttributes()
 				if diags.HasErrors() {
-					return nil, diagError(diags)
+					return nil, nil, diagError(diags)
 				}
 				names := make([]string, 0, len(attrs))
 				for name := range attrs {
@@ -367,24 +483,24 @@ func parseConfig(files []string) ([]*requirement, error) {
 					attr := attrs[name]
 					source, constraint, err := requiredProvider(attr)
 					if err != nil {
-						return nil, err
+						return nil, nil, err
 					}
 					req := get(name, attr.Range)
 					req.where = where(attr.Range)
 					if source != "" {
 						addr, err := ParseProvider(source)
 						if err != nil {
-							return nil, posError(attr.Expr.Range(), "%v", err)
+							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
 						if prev, ok := sources[name]; ok && prev != addr {
-							return nil, posError(attr.Range, "provider %q has two source addresses: %s and %s", name, prev, addr)
+							return nil, nil, posError(attr.Range, "provider %q has two source addresses: %s and %s", name, prev, addr)
 						}
 						sources[name] = addr
 					}
 					if constraint != "" {
 						set, err := parseConstraint(constraint)
 						if err != nil {
-							return nil, posError(attr.Expr.Range(), "%v", err)
+							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
 						req.constraints = append(req.constraints, constraint)
 						req.set = versions.Intersection(req.set, set)
@@ -400,29 +516,67 @@ func parseConfig(files []string) ([]*requirement, error) {
 		if !ok {
 			var err error
 			if addr, err = ParseProvider("hashicorp/" + name); err != nil {
-				return nil, fmt.Errorf("%s: provider local name %q: %v", req.where, name, err)
+				return nil, nil, fmt.Errorf("%s: provider local name %q: %v", req.where, name, err)
 			}
 		}
 		req.addr = addr
 		out = append(out, req)
 	}
 	// Two local names may stand for one provider: merge them.
-	merged := out[:0]
-	for _, r := range out {
-		dup := false
-		for _, m := range merged {
-			if m.addr == r.addr {
-				m.constraints = append(m.constraints, r.constraints...)
-				m.set = versions.Intersection(m.set, r.set)
-				dup = true
-				break
+	return mergeRequirements(nil, out), calls, nil
+}
+
+// builtinProvider is the local name of Terraform's built-in provider
+// (terraform_data, terraform_remote_state), which no registry serves.
+const builtinProvider = "terraform"
+
+// impliedProvider returns the local name of the provider a resource or
+// data block uses: its provider meta-argument's (aws for aws.west), or
+// else its type's prefix before the first underscore.
+func impliedProvider(b *hcl.Block) (string, error) {
+	content, _, diags := b.Body.PartialContent(providerArgSchema)
+	if diags.HasErrors() {
+		return "", diagError(diags)
+	}
+	if attr, ok := content.Attributes["provider"]; ok {
+		tr, diags := hcl.AbsTraversalForExpr(attr.Expr)
+		if diags.HasErrors() {
+			// In JSON the reference is a string: "aws.west".
+			var s string
+			if v, vd := attr.Expr.Value(nil); !vd.HasErrors() && v.Type().Equals(cty.String) && !v.IsNull() {
+				s = v.AsString()
+			}
+			if tr, diags = hclsyntax.ParseTraversalAbs([]byte(s), attr.Expr.Range().Filename, attr.Expr.Range().Start); diags.HasErrors() || s == "" {
+				return "", posError(attr.Expr.Range(), "provider of %s %q must be a provider reference such as aws.west", b.Type, b.Labels[0])
 			}
 		}
-		if !dup {
-			merged = append(merged, r)
-		}
+		return tr.RootName(), nil
 	}
-	return merged, nil
+	name, _, _ := strings.Cut(b.Labels[0], "_")
+	return name, nil
+}
+
+// localModule returns the call of a module block whose source is a local
+// path, and false for other sources (registries, git, archives), which
+// are not read.
+func localModule(b *hcl.Block) (moduleCall, bool, error) {
+	content, _, diags := b.Body.PartialContent(moduleSchema)
+	if diags.HasErrors() {
+		return moduleCall{}, false, diagError(diags)
+	}
+	attr, ok := content.Attributes["source"]
+	if !ok {
+		return moduleCall{}, false, posError(b.DefRange, "module %q has no source", b.Labels[0])
+	}
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
+		return moduleCall{}, false, posError(attr.Expr.Range(), "source of module %q must be a string", b.Labels[0])
+	}
+	src := v.AsString()
+	if !strings.HasPrefix(src, "./") && !strings.HasPrefix(src, "../") {
+		return moduleCall{}, false, nil
+	}
+	return moduleCall{source: src, rng: attr.Range}, true, nil
 }
 
 // requiredProvider reads one entry of required_providers: an object with
@@ -461,8 +615,26 @@ func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error
 	if diags.HasErrors() {
 		return "", "", diagError(diags)
 	}
-	if v.IsNull() || !v.Type().Equals(cty.String) {
-		return "", "", posError(attr.Expr.Range(), "required_providers entry %q must be an object { source, version } or a version constraint string", attr.Name)
+	if !v.IsNull() && v.Type().Equals(cty.String) {
+		return "", v.AsString(), nil
 	}
-	return "", v.AsString(), nil
+	if !v.IsNull() && v.Type().IsObjectType() {
+		// JSON syntax: { "source": "...", "version": "..." }.
+		for _, key := range []string{"source", "version"} {
+			if !v.Type().HasAttribute(key) {
+				continue
+			}
+			kv := v.GetAttr(key)
+			if kv.IsNull() || !kv.Type().Equals(cty.String) {
+				return "", "", posError(attr.Expr.Range(), "%s of provider %q must be a string", key, attr.Name)
+			}
+			if key == "source" {
+				source = kv.AsString()
+			} else {
+				constraint = kv.AsString()
+			}
+		}
+		return source, constraint, nil
+	}
+	return "", "", posError(attr.Expr.Range(), "required_providers entry %q must be an object { source, version } or a version constraint string", attr.Name)
 }
