@@ -1,7 +1,7 @@
 // Command tfmirror runs the tfmirror provider network mirror.
 //
 //	tfmirror serve [flags]   run the mirror
-//	tfmirror sync [flags] PATH...   fill the cache from manifests, lock files or .tf directories
+//	tfmirror sync [flags] PATH...   fill the cache from manifests, lock files or configuration directories
 //	tfmirror export OUT      write the cache as a static mirror directory or tar file
 //	tfmirror import IN       load such an export into the cache
 //	tfmirror version         print the version
@@ -80,7 +80,7 @@ Usage:
   tfmirror serve [flags]   run the mirror (tfmirror serve -h lists the flags)
   tfmirror sync [flags] PATH...
                            fill the cache from sync manifests, lock files or
-                           directories of .tf files (tfmirror sync -h)
+                           Terraform configuration directories (tfmirror sync -h)
   tfmirror export [flags] OUT
                            write the cache as a static mirror (directory or .tar/.tar.gz)
   tfmirror import [flags] IN
