@@ -212,13 +212,18 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	// Value-log GC returns the space of evicted and replaced archives to
-	// the disk; it stops before the cache is closed.
-	gcCtx, cancelGC := context.WithCancel(context.Background())
+	// Background work, cancelled before the cache is closed. Value-log GC
+	// returns the space of evicted and replaced archives to the disk.
+	bgCtx, cancelBG := context.WithCancel(context.Background())
 	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); m.store.RunGC(gcCtx, gcInterval) }()
-	stopGC := func() { cancelGC(); <-gcDone }
-	defer cancelGC()
+	go func() { defer close(gcDone); m.store.RunGC(bgCtx, gcInterval) }()
+	stopGC := func() { cancelBG(); <-gcDone }
+	defer cancelBG()
+	if m.shared != nil {
+		checkDone := make(chan struct{})
+		go func() { defer close(checkDone); m.checkShared(bgCtx) }()
+		defer func() { cancelBG(); <-checkDone }()
+	}
 	var metricsSrv *http.Server
 	if m.cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", m.cfg.MetricsListen)
@@ -280,6 +285,22 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		return nil
 	}
 	return err
+}
+
+// checkShared asks the shared store once, at start-up, whether its bucket
+// answers, and says so in the log, so that a wrong bucket, endpoint or
+// credentials show when the mirror starts rather than at the first
+// download. It holds up nothing: the mirror serves either way, from its
+// own cache and the origins while the store does not answer.
+func (m *mirror) checkShared(ctx context.Context) {
+	if err := m.shared.Check(ctx); err != nil {
+		if ctx.Err() == nil {
+			m.log.Warn("shared store check failed at start-up; serving from the local cache and the origins until it answers",
+				"error", err)
+		}
+		return
+	}
+	m.log.Info("shared store reachable")
 }
 
 // serveAdmin serves the admin API on the data directory's unix socket,

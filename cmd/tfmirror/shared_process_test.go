@@ -139,6 +139,7 @@ func TestSharedStoreReplicas(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	want := s.archive("linux_amd64")
+	ms[0].waitLog("shared store reachable", 30*time.Second)
 
 	release := s.origin.GateArchives()
 	defer release()
@@ -190,6 +191,23 @@ func TestSharedStoreReplicas(t *testing.T) {
 	}
 	if n := s.hits("windows_amd64"); n != 1 {
 		t.Errorf("%d origin downloads with the store back, want 1", n)
+	}
+}
+
+// A replica whose bucket does not exist says so in its log when it starts,
+// and serves from the origin all the same.
+func TestSharedStoreCheckedAtStart(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	flags := []string{"--shared-store", s.srv.URL("no-such-bucket", "mirror")}
+	m := startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile, flags...)
+	m.waitLog("shared store check failed at start-up; serving from the local cache and the origins until it answers", 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if body, resp, err := m.get(ctx, s.path("linux_amd64")); err != nil || resp.StatusCode != 200 || !bytes.Equal(body, s.archive("linux_amd64")) {
+		t.Fatalf("replica with a missing bucket: %v", err)
+	}
+	if m.logged("shared store reachable") != nil {
+		t.Error(`"shared store reachable" logged for a bucket that does not exist`)
 	}
 }
 
