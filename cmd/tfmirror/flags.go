@@ -45,6 +45,9 @@ type serveConfig struct {
 	Offline              bool
 	SharedStore          string
 	SharedLeaseTTL       time.Duration
+	SharedTimeout        time.Duration
+	SharedBreakerThresh  int
+	SharedBreakerCool    time.Duration
 	UpstreamProxy        string
 	CredentialsFile      string
 	OriginTimeout        time.Duration
@@ -119,6 +122,9 @@ func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
 	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
 	fs.StringVar(&c.SharedStore, "shared-store", "", "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources")
 	fs.DurationVar(&c.SharedLeaseTTL, "shared-store-lease-ttl", 30*time.Second, "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over")
+	fs.DurationVar(&c.SharedTimeout, "shared-store-timeout", 10*time.Second, "limit on each call to the --shared-store but an archive body's transfer")
+	fs.IntVar(&c.SharedBreakerThresh, "shared-store-breaker-threshold", 5, "failed --shared-store calls in a row after which the replica stops calling it for --shared-store-breaker-cooldown")
+	fs.DurationVar(&c.SharedBreakerCool, "shared-store-breaker-cooldown", 30*time.Second, "how long the replica leaves a failing --shared-store alone (serving from its own cache and the origins) before trying it again")
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", 30*time.Second, "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)")
@@ -217,6 +223,9 @@ func (c serveConfig) validateEngine() error {
 	if c.SharedStore != "" {
 		if c.SharedLeaseTTL < 3*time.Second {
 			return errors.New("--shared-store-lease-ttl must be at least 3s")
+		}
+		if c.SharedTimeout <= 0 || c.SharedBreakerCool <= 0 || c.SharedBreakerThresh < 1 {
+			return errors.New("--shared-store-timeout and --shared-store-breaker-cooldown must be positive, --shared-store-breaker-threshold at least 1")
 		}
 		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
 			return fmt.Errorf("--shared-store: %w", err)

@@ -25,6 +25,8 @@ func TestSharedStoreFlags(t *testing.T) {
 		{name: "unknown parameter", args: []string{"--shared-store", "s3://b/p?secret=x"}, wantErr: "unknown parameter"},
 		{name: "lease too short", args: []string{"--shared-store", "s3://b", "--shared-store-lease-ttl", "1s"}, wantErr: "at least 3s"},
 		{name: "archives larger than one PUT", args: []string{"--shared-store", "s3://b", "--max-archive-bytes", "6GiB"}, wantErr: "one PUT"},
+		{name: "no timeout", args: []string{"--shared-store", "s3://b", "--shared-store-timeout", "0s"}, wantErr: "--shared-store-timeout"},
+		{name: "breaker that never opens", args: []string{"--shared-store", "s3://b", "--shared-store-breaker-threshold", "0"}, wantErr: "--shared-store-breaker-threshold"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -42,5 +44,26 @@ func TestSharedStoreFlags(t *testing.T) {
 				t.Errorf("SharedStore %q, lease TTL %v; want %q, %v", c.SharedStore, c.SharedLeaseTTL, tc.want, tc.wantTTL)
 			}
 		})
+	}
+}
+
+// The call limit and breaker flags reach the store's configuration;
+// unset, they are the documented defaults.
+func TestSharedStoreLimitFlags(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	c, err := parseServeFlags([]string{"--shared-store", "s3://b"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedConfig(c); got.CallTimeout != 10*time.Second || got.BreakerThreshold != 5 || got.BreakerCooldown != 30*time.Second || got.LeaseTTL != 30*time.Second {
+		t.Errorf("defaults: timeout %v, threshold %d, cooldown %v, lease %v", got.CallTimeout, got.BreakerThreshold, got.BreakerCooldown, got.LeaseTTL)
+	}
+	c, err = parseServeFlags([]string{"--shared-store", "s3://b", "--shared-store-timeout", "3s",
+		"--shared-store-breaker-threshold", "2", "--shared-store-breaker-cooldown", "1m"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedConfig(c); got.CallTimeout != 3*time.Second || got.BreakerThreshold != 2 || got.BreakerCooldown != time.Minute || got.URL != "s3://b" {
+		t.Errorf("set: %+v", got)
 	}
 }

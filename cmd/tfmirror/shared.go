@@ -27,9 +27,21 @@ func openShared(ctx context.Context, cfg serveConfig, logger *slog.Logger, met *
 	if cfg.SharedStore == "" {
 		return nil, nil
 	}
-	scfg := sharedstore.Config{URL: cfg.SharedStore, LeaseTTL: cfg.SharedLeaseTTL, Logger: logger}
+	scfg := sharedConfig(cfg)
+	scfg.Logger = logger
 	if met != nil {
 		scfg.Observer = met
 	}
 	return sharedstore.Open(ctx, scfg)
+}
+
+// sharedConfig is the shared store's configuration from the flags.
+func sharedConfig(cfg serveConfig) sharedstore.Config {
+	return sharedstore.Config{
+		URL:              cfg.SharedStore,
+		LeaseTTL:         cfg.SharedLeaseTTL,
+		CallTimeout:      cfg.SharedTimeout,
+		BreakerThreshold: cfg.SharedBreakerThresh,
+		BreakerCooldown:  cfg.SharedBreakerCool,
+	}
 }
