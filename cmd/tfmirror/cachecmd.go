@@ -11,15 +11,25 @@ import (
 	"syscall"
 )
 
+// sharedStoreFlags are serve's flags of the shared store, which export and
+// import take too: when they open the data directory themselves, they use
+// the bucket as a replica does.
+var sharedStoreFlags = []string{"shared-store", "shared-store-lease-ttl", "shared-store-timeout",
+	"shared-store-breaker-threshold", "shared-store-breaker-cooldown"}
+
 // parseCacheCommandFlags parses the flags a subcommand on the data
-// directory shares with serve (--data-dir, --log-level, --log-format;
-// each also from its TFMIRROR_ variable) besides its own, added by own,
-// and returns the serve configuration with serve's defaults for the rest.
+// directory shares with serve (--data-dir, --log-level and the shared
+// store's; each also from its TFMIRROR_ variable) besides its own, added
+// by own, and returns the serve configuration with serve's defaults for
+// the rest.
 func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (serveConfig, []string, error) {
 	fs := flag.NewFlagSet("tfmirror "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
-	dataDir := fs.String("data-dir", "./tfmirror-data", "directory of the cache (as for serve)")
+	fs.String("data-dir", "./tfmirror-data", "directory of the cache (as for serve)")
 	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
+	// The shared store's flags as serve defines them; given ones are
+	// handed to serve's parser, which checks them.
+	addSharedStoreFlags(fs, &serveConfig{})
 	own(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", usage)
@@ -34,9 +44,9 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var serveArgs []string
-	for _, f := range []struct{ name, value string }{{"data-dir", *dataDir}, {"log-level", *logLevel}} {
-		if given[f.name] {
-			serveArgs = append(serveArgs, "--"+f.name, f.value)
+	for _, n := range append([]string{"data-dir", "log-level"}, sharedStoreFlags...) {
+		if given[n] {
+			serveArgs = append(serveArgs, "--"+n, fs.Lookup(n).Value.String())
 		}
 	}
 	cfg, err := parseServeFlags(serveArgs, lookupEnv, io.Discard)

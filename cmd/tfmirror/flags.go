@@ -120,11 +120,7 @@ func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
 	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
 	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
 	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
-	fs.StringVar(&c.SharedStore, "shared-store", "", "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources")
-	fs.DurationVar(&c.SharedLeaseTTL, "shared-store-lease-ttl", 30*time.Second, "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over")
-	fs.DurationVar(&c.SharedTimeout, "shared-store-timeout", 10*time.Second, "limit on each call to the --shared-store but an archive body's transfer")
-	fs.IntVar(&c.SharedBreakerThresh, "shared-store-breaker-threshold", 5, "failed --shared-store calls in a row after which the replica stops calling it for --shared-store-breaker-cooldown")
-	fs.DurationVar(&c.SharedBreakerCool, "shared-store-breaker-cooldown", 30*time.Second, "how long the replica leaves a failing --shared-store alone (serving from its own cache and the origins) before trying it again")
+	addSharedStoreFlags(fs, c)
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
 	fs.DurationVar(&c.OriginTimeout, "origin-timeout", 30*time.Second, "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)")
@@ -195,6 +191,16 @@ func (c serveConfig) validate() error {
 		}
 	}
 	return c.validateEngine()
+}
+
+// addSharedStoreFlags registers the shared store's flags: serve's and
+// sync's (through addEngineFlags), and those of export and import.
+func addSharedStoreFlags(fs *flag.FlagSet, c *serveConfig) {
+	fs.StringVar(&c.SharedStore, "shared-store", "", "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources")
+	fs.DurationVar(&c.SharedLeaseTTL, "shared-store-lease-ttl", 30*time.Second, "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over")
+	fs.DurationVar(&c.SharedTimeout, "shared-store-timeout", 10*time.Second, "limit on each call to the --shared-store but an archive body's transfer")
+	fs.IntVar(&c.SharedBreakerThresh, "shared-store-breaker-threshold", 5, "failed --shared-store calls in a row after which the replica stops calling it for --shared-store-breaker-cooldown")
+	fs.DurationVar(&c.SharedBreakerCool, "shared-store-breaker-cooldown", 30*time.Second, "how long the replica leaves a failing --shared-store alone (serving from its own cache and the origins) before trying it again")
 }
 
 // validateEngine checks the flags addEngineFlags registers.

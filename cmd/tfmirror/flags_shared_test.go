@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"io"
 	"strings"
 	"testing"
@@ -65,5 +66,25 @@ func TestSharedStoreLimitFlags(t *testing.T) {
 	}
 	if got := sharedConfig(c); got.CallTimeout != 3*time.Second || got.BreakerThreshold != 2 || got.BreakerCooldown != time.Minute || got.URL != "s3://b" {
 		t.Errorf("set: %+v", got)
+	}
+}
+
+// export and import take the shared store's flags as serve does, checked
+// by serve's rules.
+func TestSharedStoreFlagsOfExportAndImport(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	own := func(*flag.FlagSet) {}
+	cfg, rest, err := parseCacheCommandFlags("export", []string{"--shared-store", "s3://b/p", "--shared-store-timeout", "3s",
+		"--shared-store-breaker-threshold", "2", "out"}, noEnv, io.Discard, "tfmirror export OUT", own)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SharedStore != "s3://b/p" || cfg.SharedTimeout != 3*time.Second || cfg.SharedBreakerThresh != 2 ||
+		cfg.SharedLeaseTTL != 30*time.Second || len(rest) != 1 || rest[0] != "out" {
+		t.Errorf("got store %q timeout %v threshold %d lease %v args %v", cfg.SharedStore, cfg.SharedTimeout, cfg.SharedBreakerThresh, cfg.SharedLeaseTTL, rest)
+	}
+	if _, _, err := parseCacheCommandFlags("import", []string{"--shared-store", "s3://b", "--shared-store-lease-ttl", "1s", "in"},
+		noEnv, io.Discard, "tfmirror import IN", own); err == nil || !strings.Contains(err.Error(), "at least 3s") {
+		t.Errorf("a too short lease: err = %v", err)
 	}
 }
