@@ -9,7 +9,6 @@ import (
 	"io"
 	"maps"
 	"slices"
-	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -437,24 +436,6 @@ func (s *Engine) listImported(ctx context.Context, p discovery.Provider, v versi
 		}
 	}
 	return fmt.Errorf("version list of %s kept changing while it was imported", p)
-}
-
-// sortVersions sorts entries by version precedence, as TranslateVersions.
-func sortVersions(entries []VersionEntry) {
-	parsed := make(map[string]versions.Version, len(entries))
-	for _, e := range entries {
-		parsed[e.Version], _ = ParseSemver(e.Version)
-	}
-	slices.SortStableFunc(entries, func(a, b VersionEntry) int {
-		va, vb := parsed[a.Version], parsed[b.Version]
-		switch {
-		case va.LessThan(vb):
-			return -1
-		case vb.LessThan(va):
-			return 1
-		}
-		return strings.Compare(a.Version, b.Version)
-	})
 }
 
 // Stored returns what the cache holds of version v of p, every platform

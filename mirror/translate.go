@@ -21,7 +21,6 @@ import (
 // no package for a platform.
 func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err error)) *VersionList {
 	byVersion := make(map[string]*VersionEntry)
-	parsed := make(map[string]versions.Version)
 	spellings := make(map[string][]string) // canonical -> the origin's, in order
 	for _, info := range infos {
 		v, err := ParseSemver(info.Version)
@@ -34,7 +33,6 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		if !ok {
 			e = &VersionEntry{Version: canon, Platforms: []string{}}
 			byVersion[canon] = e
-			parsed[canon] = v
 		}
 		if !slices.Contains(spellings[canon], info.Version) {
 			spellings[canon] = append(spellings[canon], info.Version)
@@ -73,7 +71,19 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		slices.Sort(e.Platforms)
 		list.Versions = append(list.Versions, *e)
 	}
-	slices.SortFunc(list.Versions, func(a, b VersionEntry) int {
+	sortVersions(list.Versions)
+	return list
+}
+
+// sortVersions sorts entries by version precedence. Versions of equal
+// precedence differ only in build metadata ("1.0.0+a", "1.0.0+b"): they
+// keep the order of their strings.
+func sortVersions(entries []VersionEntry) {
+	parsed := make(map[string]versions.Version, len(entries))
+	for _, e := range entries {
+		parsed[e.Version], _ = ParseSemver(e.Version)
+	}
+	slices.SortStableFunc(entries, func(a, b VersionEntry) int {
 		va, vb := parsed[a.Version], parsed[b.Version]
 		switch {
 		case va.LessThan(vb):
@@ -81,9 +91,6 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		case vb.LessThan(va):
 			return 1
 		}
-		// Equal precedence differs only in build metadata
-		// ("1.0.0+a", "1.0.0+b"): keep the order stable.
 		return strings.Compare(a.Version, b.Version)
 	})
-	return list
 }
