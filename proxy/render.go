@@ -45,54 +45,50 @@ func newRenderMemo() *renderMemo {
 
 // index returns p's index.json document made from list.
 func (m *renderMemo) index(p discovery.Provider, list *mirror.VersionList) document {
-	key := p.String()
-	m.mu.Lock()
-	r, ok := m.indexes[key]
-	m.mu.Unlock()
-	if ok && r.list == list {
-		return r.doc
-	}
-	r = renderedIndex{list: list, doc: newDocument(renderJSON(newIndexDocument(list)))}
-	m.mu.Lock()
-	remember(m.indexes, key, r)
-	m.mu.Unlock()
-	return r.doc
+	return m.listDoc(m.indexes, p, list, func() document { return newDocument(renderJSON(newIndexDocument(list))) })
 }
 
 // registryVersions returns p's registry versions answer made from list by
 // render.
 func (m *renderMemo) registryVersions(p discovery.Provider, list *mirror.VersionList, render func() document) document {
-	key := p.String()
-	m.mu.Lock()
-	r, ok := m.regLists[key]
-	m.mu.Unlock()
-	if ok && r.list == list {
-		return r.doc
-	}
-	r = renderedIndex{list: list, doc: render()}
-	m.mu.Lock()
-	remember(m.regLists, key, r)
-	m.mu.Unlock()
-	return r.doc
+	return m.listDoc(m.regLists, p, list, render)
+}
+
+// listDoc returns the document of table made from list for p, rendering
+// it anew when the list is not the one it was made from.
+func (m *renderMemo) listDoc(table map[string]renderedIndex, p discovery.Provider, list *mirror.VersionList, render func() document) document {
+	return memoized(&m.mu, table, p.String(),
+		func(r renderedIndex) bool { return r.list == list },
+		func() renderedIndex { return renderedIndex{list: list, doc: render()} }).doc
 }
 
 // version returns the VERSION.json document of version v of p made from pkg.
 func (m *renderMemo) version(p discovery.Provider, v versions.Version, pkg *mirror.Package) document {
-	key := p.String() + "/" + v.String()
-	m.mu.Lock()
-	r, ok := m.versions[key]
-	m.mu.Unlock()
-	if ok && slices.Equal(r.archives, pkg.Archives) {
-		return r.doc
+	return memoized(&m.mu, m.versions, p.String()+"/"+v.String(),
+		func(r renderedVersion) bool { return slices.Equal(r.archives, pkg.Archives) },
+		func() renderedVersion {
+			return renderedVersion{
+				archives: slices.Clone(pkg.Archives),
+				doc:      newDocument(renderJSON(newVersionDocument(p.Type, v, pkg.Archives))),
+			}
+		}).doc
+}
+
+// memoized returns table[key] while holds says it is still right, and
+// otherwise the entry build returns, remembered. mu guards table; build
+// runs without it.
+func memoized[V any](mu *sync.Mutex, table map[string]V, key string, holds func(V) bool, build func() V) V {
+	mu.Lock()
+	r, ok := table[key]
+	mu.Unlock()
+	if ok && holds(r) {
+		return r
 	}
-	r = renderedVersion{
-		archives: slices.Clone(pkg.Archives),
-		doc:      newDocument(renderJSON(newVersionDocument(p.Type, v, pkg.Archives))),
-	}
-	m.mu.Lock()
-	remember(m.versions, key, r)
-	m.mu.Unlock()
-	return r.doc
+	r = build()
+	mu.Lock()
+	remember(table, key, r)
+	mu.Unlock()
+	return r
 }
 
 // remember sets m[key], dropping an arbitrary entry when m is full.
