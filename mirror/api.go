@@ -182,12 +182,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versio
 			return nil, fmt.Errorf("archive %s keeps vanishing from the cache as it is opened", a.Filename)
 		}
 	}
-	s.metrics.CacheLookup("archive", false)
-	src := Miss
-	if !leader {
-		src = Coalesced
-		s.metrics.Coalesced("archive")
-	}
+	src := s.countMiss(leader)
 	select {
 	case <-f.ready:
 	case <-ctx.Done():
@@ -257,12 +252,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p discovery.Provider, v vers
 		return Hit, nil
 	}
 	defer f.release()
-	s.metrics.CacheLookup("archive", false)
-	src := Miss
-	if !leader {
-		src = Coalesced
-		s.metrics.Coalesced("archive")
-	}
+	src := s.countMiss(leader)
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -341,4 +331,16 @@ func (s *Engine) ListCached(fn func(CachedVersion) error) error {
 		}
 		return fn(cv)
 	})
+}
+
+// countMiss counts an archive that was not in the cache, and a join of a
+// fetch under way, and returns the source: Miss for the fetch's leader,
+// Coalesced for the others.
+func (s *Engine) countMiss(leader bool) Source {
+	s.metrics.CacheLookup("archive", false)
+	if leader {
+		return Miss
+	}
+	s.metrics.Coalesced("archive")
+	return Coalesced
 }
