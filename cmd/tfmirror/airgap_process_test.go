@@ -17,10 +17,18 @@ import (
 // stdout, stderr and exit status.
 func runProcess(t *testing.T, bin, dir string, args ...string) (string, string, int) {
 	t.Helper()
+	return runProcessEnv(t, bin, dir, nil, args...)
+}
+
+// runProcessEnv is runProcess with the environment env (nil: this
+// process's).
+func runProcessEnv(t *testing.T, bin, dir string, env []string, args ...string) (string, string, int) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Dir = dir
+	cmd.Env = env
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
 	err := cmd.Run()

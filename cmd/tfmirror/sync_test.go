@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -62,27 +61,11 @@ provider "%[1]s/acme/widget" {
 // returns its stdout, stderr and exit status.
 func syncProcess(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, caFile string, args ...string) (string, string, int) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, append([]string{"sync",
+	return runProcessEnv(t, bin, "", append(os.Environ(), "SSL_CERT_FILE="+caFile), append([]string{"sync",
 		"--data-dir", dataDir,
 		"--allowed-origins", origin.Addr,
 		"--allow-private-origins",
 	}, args...)...)
-	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	code := 0
-	if err != nil {
-		ee, ok := err.(*exec.ExitError)
-		if !ok {
-			t.Fatalf("tfmirror sync: %v", err)
-		}
-		code = ee.ExitCode()
-	}
-	t.Logf("tfmirror sync %v: exit %d\nstdout:\n%sstderr:\n%s", args, code, stdout.String(), stderr.String())
-	return stdout.String(), stderr.String(), code
 }
 
 // terraformInitOffline runs terraform init through p for random ~> 3.5
@@ -403,11 +386,7 @@ func TestSyncFromDirectory(t *testing.T) {
 }
 `,
 	}
-	for name, body := range files {
-		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, dir, files)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	if _, _, code := syncInProcess(t, origin, dataDir, "--platforms", "linux_amd64,windows_amd64", dir); code != 0 {
 		t.Fatalf("sync exited %d", code)
@@ -448,15 +427,7 @@ resource "random_id" "suffix" {}
 }}}
 `,
 	}
-	for name, body := range files {
-		p := filepath.Join(config, filepath.FromSlash(name))
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
+	writeTree(t, config, files)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	platform := runtime.GOOS + "_" + runtime.GOARCH
 	if _, _, code := syncInProcess(t, origin, dataDir, "--platforms", platform, config); code != 0 {
@@ -532,5 +503,20 @@ func TestSyncUsageErrors(t *testing.T) {
 				t.Errorf("the data directory was created: %v", err)
 			}
 		})
+	}
+}
+
+// writeTree writes files (slash-separated paths relative to dir, and their
+// contents) below dir.
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
