@@ -281,11 +281,6 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 		})
 	}
 	linuxSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-	flip := func(b []byte, i int) []byte {
-		b = bytes.Clone(b)
-		b[i] ^= 0x01
-		return b
-	}
 	tests := []struct {
 		name     string
 		platform string
@@ -379,11 +374,6 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 // handed out as evidence: Evidence fails with an integrity error, drops
 // the record, and the next call fetches and verifies it anew.
 func TestEvidenceRefusesTamperedCache(t *testing.T) {
-	flip := func(b []byte, i int) []byte {
-		b = bytes.Clone(b)
-		b[i] ^= 0x01
-		return b
-	}
 	tests := []struct {
 		name   string
 		change func(rec *PackageRecord)
@@ -449,4 +439,11 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 			}
 		})
 	}
+}
+
+// flip returns a copy of b with the lowest bit of byte i changed.
+func flip(b []byte, i int) []byte {
+	b = bytes.Clone(b)
+	b[i] ^= 0x01
+	return b
 }
