@@ -71,11 +71,15 @@ func registryRoute(rest string) string {
 func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		start := time.Now()
-		id := r.Header.Get("X-Request-Id")
-		if !validRequestID(id) {
+		// The header maps are indexed by their canonical keys directly:
+		// this runs on every request.
+		var id string
+		if v := r.Header["X-Request-Id"]; len(v) > 0 && validRequestID(v[0]) {
+			id = v[0]
+		} else {
 			id = newRequestID()
 		}
-		w.Header().Set("X-Request-Id", id)
+		w.Header()["X-Request-Id"] = []string{id}
 		rw := &recorder{ResponseWriter: w}
 		route := Route(r.URL.Path)
 		aborted := true
@@ -97,27 +101,29 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			if !log.Enabled(ctx, level) {
 				return
 			}
+			rw.line = requestLine{
+				id: id, method: r.Method, path: r.URL.EscapedPath(), route: route,
+				status: status, bytes: rw.bytes, duration: d,
+				cache: firstValue(w.Header(), "X-Tfmirror-Cache"), aborted: aborted, userAgent: r.UserAgent(),
+			}
 			// As log.LogAttrs, without looking up the caller's program
 			// counter for a source location that would only ever name
 			// this function.
 			rec := slog.NewRecord(end, level, "request", 0)
-			rec.AddAttrs(
-				slog.String("request_id", id),
-				slog.String("method", r.Method),
-				slog.String("path", r.URL.EscapedPath()),
-				slog.String("route", route),
-				slog.Int("status", status),
-				slog.Int64("bytes", rw.bytes),
-				slog.Duration("duration", d),
-				slog.String("cache", w.Header().Get("X-Tfmirror-Cache")),
-				slog.Bool("aborted", aborted),
-				slog.String("user_agent", r.UserAgent()),
-			)
+			rec.AddAttrs(slog.Any("", &rw.line))
 			log.Handler().Handle(ctx, rec)
 		}()
 		next.ServeHTTP(rw, r)
 		aborted = false
 	})
+}
+
+// firstValue is h.Get(key) for a key already in canonical form.
+func firstValue(h http.Header, key string) string {
+	if v := h[key]; len(v) > 0 {
+		return v[0]
+	}
+	return ""
 }
 
 func validRequestID(id string) bool {
@@ -141,11 +147,50 @@ func newRequestID() string {
 	return hex.EncodeToString(b[:])
 }
 
-// recorder captures the status and body size of a response.
+// recorder captures the status and body size of a response, and holds
+// its access-log line (which thus takes no allocation of its own).
 type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
+	line   requestLine
+}
+
+// requestLine is the access log's line for one request: the attributes
+// request_id, method, path, route, status, bytes, duration (nanoseconds in
+// JSON), cache (X-Tfmirror-Cache), aborted and user_agent, in that order.
+// Logged as slog.Any("", line), it is written as if each attribute had
+// been added to the record (see jsonlog.Fields).
+type requestLine struct {
+	id, method, path, route string
+	status                  int
+	bytes                   int64
+	duration                time.Duration
+	cache                   string
+	aborted                 bool
+	userAgent               string
+}
+
+// Attrs yields the line's attributes.
+func (l *requestLine) Attrs(yield func(slog.Attr) bool) {
+	_ = yield(slog.String("request_id", l.id)) &&
+		yield(slog.String("method", l.method)) &&
+		yield(slog.String("path", l.path)) &&
+		yield(slog.String("route", l.route)) &&
+		yield(slog.Int("status", l.status)) &&
+		yield(slog.Int64("bytes", l.bytes)) &&
+		yield(slog.Duration("duration", l.duration)) &&
+		yield(slog.String("cache", l.cache)) &&
+		yield(slog.Bool("aborted", l.aborted)) &&
+		yield(slog.String("user_agent", l.userAgent))
+}
+
+// LogValue is the line as a group of its attributes, for handlers other
+// than jsonlog's.
+func (l *requestLine) LogValue() slog.Value {
+	attrs := make([]slog.Attr, 0, 10)
+	l.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
+	return slog.GroupValue(attrs...)
 }
 
 func (r *recorder) WriteHeader(code int) {

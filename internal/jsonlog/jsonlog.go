@@ -1,9 +1,10 @@
 // Package jsonlog is log/slog's JSON handler with a faster way through for
 // the records a server writes on every request (the access log): records
-// whose attributes are all strings, integers, booleans and durations are
-// encoded here, byte for byte as slog.JSONHandler encodes them, without
-// slog's general machinery; every other record, and every handler derived
-// with WithAttrs or WithGroup, is slog.JSONHandler's.
+// whose attributes are all strings, integers, booleans and durations,
+// added one by one or held in a Fields value, are encoded here in a single
+// pass, byte for byte as slog.JSONHandler encodes them, without slog's
+// general machinery and without allocating; every other record, and every
+// handler derived with WithAttrs or WithGroup, is slog.JSONHandler's.
 package jsonlog
 
 import (
@@ -60,16 +61,68 @@ func (h *Handler) WithAttrs(attrs []slog.Attr) slog.Handler { return h.json.With
 // WithGroup returns slog.JSONHandler's handler with the group.
 func (h *Handler) WithGroup(name string) slog.Handler { return h.json.WithGroup(name) }
 
-var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+// Fields stands for several attributes of a record: log it as
+// slog.Any("", f). Every slog handler resolves it with LogValue, which
+// must return slog.GroupValue of the attributes that Attrs yields, and
+// writes a group without a key inline, as if each of its attributes had
+// been added to the record; Handler's fast path reads them with Attrs
+// instead, without building the group. A server's access log uses it to
+// keep each request's line in one value that it already allocated, where
+// ten attributes added to a record one by one would take an allocation of
+// their own.
+type Fields interface {
+	slog.LogValuer
+	// Attrs calls yield with each attribute, in order, until it returns
+	// false.
+	Attrs(yield func(slog.Attr) bool)
+}
+
+// encoder appends a record's attributes to b until one is not its to
+// encode. Encoders are pooled with their buffers; yield is bound once, so
+// that handing it to Record.Attrs and Fields.Attrs allocates nothing.
+type encoder struct {
+	b     []byte
+	ok    bool
+	yield func(slog.Attr) bool // e.attr
+}
+
+var encoders = sync.Pool{New: func() any {
+	e := &encoder{b: make([]byte, 0, 1024)}
+	e.yield = e.attr
+	return e
+}}
 
 // Handle writes r as one JSON line.
 func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
-	if !h.fast || !simple(r) {
+	if !h.fast || !timeFits(r.Time) {
 		return h.json.Handle(ctx, r)
 	}
-	bp := bufs.Get().(*[]byte)
-	b := (*bp)[:0]
-	b = append(b, '{')
+	e := encoders.Get().(*encoder)
+	defer func() {
+		if cap(e.b) <= 64<<10 {
+			encoders.Put(e)
+		}
+	}()
+	if !e.record(r) {
+		return h.json.Handle(ctx, r)
+	}
+	_, err := h.w.Write(e.b)
+	return err
+}
+
+// timeFits reports whether t is zero or has a year RFC 3339 can write.
+func timeFits(t time.Time) bool {
+	if t.IsZero() {
+		return true
+	}
+	y := t.Year()
+	return y >= 0 && y < 10000
+}
+
+// record sets e.b to r as one JSON line, and reports false (leaving the
+// rest to slog.JSONHandler) at the first attribute it does not encode.
+func (e *encoder) record(r slog.Record) bool {
+	b := append(e.b[:0], '{')
 	if !r.Time.IsZero() {
 		b = append(b, `"time":"`...)
 		b = appendTime(b, r.Time)
@@ -78,52 +131,56 @@ func (h *Handler) Handle(ctx context.Context, r slog.Record) error {
 	b = append(b, `"level":`...)
 	b = appendString(b, r.Level.String())
 	b = append(b, `,"msg":`...)
-	b = appendString(b, r.Message)
-	r.Attrs(func(a slog.Attr) bool {
-		b = append(b, ',')
-		b = appendString(b, a.Key)
-		b = append(b, ':')
-		switch v := a.Value; v.Kind() {
-		case slog.KindString:
-			b = appendString(b, v.String())
-		case slog.KindInt64:
-			b = strconv.AppendInt(b, v.Int64(), 10)
-		case slog.KindUint64:
-			b = strconv.AppendUint(b, v.Uint64(), 10)
-		case slog.KindBool:
-			b = strconv.AppendBool(b, v.Bool())
-		case slog.KindDuration:
-			b = strconv.AppendInt(b, int64(v.Duration()), 10) // nanoseconds, as json.Marshal
-		}
-		return true
-	})
-	b = append(b, '}', '\n')
-	_, err := h.w.Write(b)
-	if cap(b) <= 64<<10 {
-		*bp = b
-		bufs.Put(bp)
-	}
-	return err
+	e.b = appendString(b, r.Message)
+	e.ok = true
+	r.Attrs(e.yield)
+	e.b = append(e.b, '}', '\n')
+	return e.ok
 }
 
-// simple reports whether every attribute of r has a key and a value of a
-// kind the fast path encodes, and its time a year RFC 3339 can write.
-func simple(r slog.Record) bool {
-	if y := r.Time.Year(); !r.Time.IsZero() && (y < 0 || y >= 10000) {
+// attr appends a, and reports false if a has no key (and is not Fields)
+// or a value of a kind the fast path does not encode.
+func (e *encoder) attr(a slog.Attr) bool {
+	v := a.Value
+	if a.Key == "" {
+		// Only Fields may go without a key: slog writes them inline.
+		if v.Kind() == slog.KindLogValuer {
+			if f, isFields := v.Any().(Fields); isFields {
+				f.Attrs(e.yield)
+				return e.ok
+			}
+		}
+		e.ok = false
 		return false
 	}
-	ok := true
-	r.Attrs(func(a slog.Attr) bool {
-		switch a.Value.Kind() {
-		case slog.KindString, slog.KindInt64, slog.KindUint64, slog.KindBool, slog.KindDuration:
-			ok = a.Key != ""
-		default:
-			ok = false
-		}
-		return ok
-	})
-	return ok
+	b := append(e.b, ',')
+	b = appendString(b, a.Key)
+	b = append(b, ':')
+	switch v.Kind() {
+	case slog.KindString:
+		b = appendString(b, v.String())
+	case slog.KindInt64:
+		b = strconv.AppendInt(b, v.Int64(), 10)
+	case slog.KindUint64:
+		b = strconv.AppendUint(b, v.Uint64(), 10)
+	case slog.KindBool:
+		b = strconv.AppendBool(b, v.Bool())
+	case slog.KindDuration:
+		b = strconv.AppendInt(b, int64(v.Duration()), 10) // nanoseconds, as json.Marshal
+	default:
+		e.ok = false
+	}
+	e.b = b
+	return e.ok
 }
+
+// plain[c] says whether ASCII byte c is written as itself in a JSON string.
+var plain = func() (t [utf8.RuneSelf]bool) {
+	for c := 0x20; c < utf8.RuneSelf; c++ {
+		t[c] = c != '"' && c != '\\'
+	}
+	return t
+}()
 
 // appendString appends s as a JSON string, escaped as slog.JSONHandler
 // escapes it: '"', '\\' and control characters (\n, \r and \t by name,
@@ -136,7 +193,7 @@ func appendString(b []byte, s string) []byte {
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' {
+			if plain[c] {
 				i++
 				continue
 			}

@@ -65,6 +65,15 @@ func TestSameAsSlog(t *testing.T) {
 		{name: "ReplaceAttr (slog's path)", r: record(at, slog.LevelInfo, "m", slog.String("a", "b")),
 			opts: &slog.HandlerOptions{ReplaceAttr: func(_ []string, a slog.Attr) slog.Attr { a.Key = strings.ToUpper(a.Key); return a }}},
 		{name: "AddSource (slog's path)", r: record(at, slog.LevelInfo, "m"), opts: &slog.HandlerOptions{AddSource: true}},
+		{name: "fields inline", r: record(at, slog.LevelInfo, "request", slog.String("before", "x"),
+			slog.Any("", fields{slog.String("a", "1"), slog.Int("n", 2), slog.Bool("b", true)}), slog.String("after", "y"))},
+		{name: "fields in fields", r: record(at, slog.LevelInfo, "m",
+			slog.Any("", fields{slog.String("a", "1"), slog.Any("", fields{slog.Duration("d", time.Millisecond)})}))},
+		{name: "empty fields", r: record(at, slog.LevelInfo, "m", slog.Any("", fields{}), slog.String("k", "v"))},
+		{name: "fields with an error (slog's path)", r: record(at, slog.LevelInfo, "m",
+			slog.Any("", fields{slog.String("a", "1"), slog.Any("error", errors.New("boom"))}))},
+		{name: "fields under a key (slog's path)", r: record(at, slog.LevelInfo, "m", slog.Any("g", fields{slog.String("a", "1")}))},
+		{name: "another LogValuer without a key (slog's path)", r: record(at, slog.LevelInfo, "m", slog.Any("", valuer{}))},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -73,6 +82,36 @@ func TestSameAsSlog(t *testing.T) {
 				t.Errorf("got  %s\nwant %s", got, want)
 			}
 		})
+	}
+}
+
+// fields is a Fields of a fixed list of attributes.
+type fields []slog.Attr
+
+func (f fields) LogValue() slog.Value { return slog.GroupValue(f...) }
+
+func (f fields) Attrs(yield func(slog.Attr) bool) {
+	for _, a := range f {
+		if !yield(a) {
+			return
+		}
+	}
+}
+
+// valuer is a LogValuer that is not Fields.
+type valuer struct{}
+
+func (valuer) LogValue() slog.Value { return slog.GroupValue(slog.String("from", "valuer")) }
+
+// The fast path takes records with Fields without allocating.
+func TestFieldsWithoutAllocating(t *testing.T) {
+	if raceEnabled {
+		t.Skip("under the race detector sync.Pool drops pooled encoders at random")
+	}
+	h := New(discard{}, nil)
+	r := record(time.Now(), slog.LevelInfo, "request", slog.Any("", fields{slog.String("a", "1"), slog.Int("n", 2)}))
+	if n := testing.AllocsPerRun(100, func() { h.Handle(context.Background(), r) }); n != 0 {
+		t.Errorf("%v allocations per line, want 0", n)
 	}
 }
 
@@ -170,6 +209,17 @@ func BenchmarkAccessLine(b *testing.B) {
 			}
 		})
 	}
+	// The same line as one Fields attribute, as the access log writes it.
+	var attrs fields
+	r.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
+	rf := record(r.Time, r.Level, r.Message, slog.Any("", attrs))
+	b.Run("jsonlog-fields", func(b *testing.B) {
+		b.ReportAllocs()
+		h := New(discard{}, nil)
+		for b.Loop() {
+			h.Handle(context.Background(), rf)
+		}
+	})
 }
 
 type discard struct{}

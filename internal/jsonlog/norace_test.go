@@ -1,0 +1,5 @@
+//go:build !race
+
+package jsonlog
+
+const raceEnabled = false

@@ -1,0 +1,54 @@
+package proxy
+
+import (
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/internal/jsonlog"
+)
+
+// The access-log line is the same whichever slog handler writes it: the
+// fast JSON handler, slog's own JSON handler (which it must match byte for
+// byte), or the text handler of --log-format text.
+func TestAccessLineWithEveryHandler(t *testing.T) {
+	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("X-Tfmirror-Cache", "hit")
+		w.WriteHeader(http.StatusTeapot)
+		w.Write([]byte("short"))
+	})
+	line := func(h slog.Handler, buf *bytes.Buffer) string {
+		req := httptest.NewRequest(http.MethodGet, "/registry.terraform.io/hashicorp/random/index.json?sig=x", nil)
+		req.Header.Set("X-Request-Id", "ci-42")
+		req.Header.Set("User-Agent", `Terraform/1.9 "quoted"`)
+		Instrument(next, slog.New(h), nil).ServeHTTP(httptest.NewRecorder(), req)
+		// Time and duration differ from request to request.
+		return regexp.MustCompile(`("time":"|time=)[^" ]+|("duration":|duration=)[0-9.µnms]+`).ReplaceAllString(buf.String(), "${1}${2}X")
+	}
+	var fast, std, text bytes.Buffer
+	gotFast := line(jsonlog.New(&fast, nil), &fast)
+	gotStd := line(slog.NewJSONHandler(&std, nil), &std)
+	gotText := line(slog.NewTextHandler(&text, nil), &text)
+
+	wantJSON := `{"time":"X","level":"INFO","msg":"request","request_id":"ci-42","method":"GET",` +
+		`"path":"/registry.terraform.io/hashicorp/random/index.json","route":"index","status":418,"bytes":5,` +
+		`"duration":X,"cache":"hit","aborted":false,"user_agent":"Terraform/1.9 \"quoted\""}` + "\n"
+	if gotFast != wantJSON {
+		t.Errorf("fast JSON handler wrote\n%s\nwant\n%s", gotFast, wantJSON)
+	}
+	if gotStd != wantJSON {
+		t.Errorf("slog's JSON handler wrote\n%s\nwant\n%s", gotStd, wantJSON)
+	}
+	wantText := `time=X level=INFO msg=request request_id=ci-42 method=GET ` +
+		`path=/registry.terraform.io/hashicorp/random/index.json route=index status=418 bytes=5 ` +
+		`duration=X cache=hit aborted=false user_agent="Terraform/1.9 \"quoted\""` + "\n"
+	if gotText != wantText {
+		t.Errorf("text handler wrote\n%s\nwant\n%s", gotText, wantText)
+	}
+}
+
+// The access-log line takes jsonlog's way through without allocating.
+var _ jsonlog.Fields = (*requestLine)(nil)
