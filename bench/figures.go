@@ -67,11 +67,14 @@ func (e *env) warmJSON(ctx context.Context) error {
 		// Each round measures both servers with the Go client, then with
 		// wrk, back to back, so that the two servers of a round see about
 		// the same machine; the ratio reported is the median of the
-		// rounds' ratios.
+		// rounds' ratios. Rounds alternate which server goes first, so
+		// that neither is always measured right after the other's load.
 		var goRounds, wrkRounds [][2]rpsResult
+		bases := [2]string{e.mirror.url, e.nginx.url}
 		for round := range e.cfg.JSONRounds {
 			var res [2]rpsResult
-			for i, base := range []string{e.mirror.url, e.nginx.url} {
+			for _, i := range roundOrder(round) {
+				base := bases[i]
 				c := newClient(e.pool, e.cfg.JSONConns)
 				progress("figure 2: %s from %s, %d connections for %s (round %d)", d.name, serverName(i), e.cfg.JSONConns, e.cfg.Duration, round+1)
 				r, err := requestRate(ctx, c, base+d.path, e.cfg.JSONConns, e.cfg.Duration)
@@ -86,7 +89,8 @@ func (e *env) warmJSON(ctx context.Context) error {
 			if wrk == "" {
 				continue
 			}
-			for i, base := range []string{e.mirror.url, e.nginx.url} {
+			for _, i := range roundOrder(round) {
+				base := bases[i]
 				progress("figure 2: %s from %s with wrk, %d connections for %s (round %d)", d.name, serverName(i), e.cfg.JSONConns, e.cfg.Duration, round+1)
 				r, err := wrkRate(ctx, wrk, base+d.path, e.cfg.JSONConns, e.cfg.Duration)
 				if err != nil {
@@ -103,6 +107,16 @@ func (e *env) warmJSON(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// roundOrder is the order in which round measures the two servers
+// (0: tfmirror, 1: nginx): tfmirror first in even rounds, nginx first in
+// odd ones.
+func roundOrder(round int) [2]int {
+	if round%2 == 1 {
+		return [2]int{1, 0}
+	}
+	return [2]int{0, 1}
 }
 
 // jsonRow is figure 2's row for rounds of tfmirror (round[0]) against

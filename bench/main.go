@@ -58,7 +58,7 @@ func parseFlags() config {
 	flag.IntVar(&c.Clients, "clients", 32, "concurrent clients for warm archive throughput (figure 1)")
 	flag.IntVar(&c.JSONConns, "json-conns", 64, "concurrent keep-alive connections for warm JSON (figure 2)")
 	flag.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each throughput and requests-per-second measurement runs")
-	flag.IntVar(&c.JSONRounds, "json-rounds", 5, "rounds of figure 2, each measuring tfmirror and then nginx with each load generator; the median of the rounds' ratios is reported")
+	flag.IntVar(&c.JSONRounds, "json-rounds", 5, "rounds of figure 2, each measuring tfmirror and nginx back to back with each load generator, alternating which goes first; the median of the rounds' ratios is reported")
 	flag.IntVar(&c.Rounds, "rounds", 3, "times figure 1 alternates between tfmirror and nginx; the best round of each is reported, as other load on the machine only ever slows a round down")
 	flag.IntVar(&c.FanOut, "fanout", 50, "concurrent clients of one uncached archive (figure 3)")
 	flag.Int64Var(&c.OriginRate, "origin-rate", 100_000_000, "origin archive throttle for figures 3, 4 and 7, in bytes per second")

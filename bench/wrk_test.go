@@ -89,3 +89,18 @@ func TestJSONRowMedianOfRounds(t *testing.T) {
 		t.Errorf("median of an even count = %v, want 2.5", m)
 	}
 }
+
+// Over rounds, each server is measured first as often as the other.
+func TestRoundOrderAlternates(t *testing.T) {
+	first := [2]int{}
+	for round := range 6 {
+		o := roundOrder(round)
+		if o[0] == o[1] {
+			t.Fatalf("round %d measures server %d twice", round, o[0])
+		}
+		first[o[0]]++
+	}
+	if first[0] != 3 || first[1] != 3 {
+		t.Errorf("over 6 rounds tfmirror went first %d times and nginx %d, want 3 each", first[0], first[1])
+	}
+}
