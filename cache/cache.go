@@ -513,32 +513,35 @@ func (s *Store) Reserve() int64 {
 
 // view runs fn in a read-only transaction.
 func (s *Store) view(fn func(txn *badger.Txn) error) error {
-	if err := s.enter(); err != nil {
-		return err
-	}
-	defer s.leave()
-	s.dbmu.RLock()
-	defer s.dbmu.RUnlock()
-	if s.db == nil {
-		return errNoDB
-	}
-	return s.db.View(fn)
+	return s.withDB(func() error {
+		if s.db == nil {
+			return errNoDB
+		}
+		return s.db.View(fn)
+	})
 }
 
 // withWritable runs fn on the database while the store is open and
-// writable (the database lock held for reading, so that it is not
-// swapped or closed under fn).
+// writable.
 func (s *Store) withWritable(fn func(db *badger.DB) error) error {
+	return s.withDB(func() error {
+		if err := s.writableLocked(); err != nil {
+			return err
+		}
+		return fn(s.db)
+	})
+}
+
+// withDB runs fn while the store is open, with the database lock held for
+// reading, so that the database is not swapped or closed under fn.
+func (s *Store) withDB(fn func() error) error {
 	if err := s.enter(); err != nil {
 		return err
 	}
 	defer s.leave()
 	s.dbmu.RLock()
 	defer s.dbmu.RUnlock()
-	if err := s.writableLocked(); err != nil {
-		return err
-	}
-	return fn(s.db)
+	return fn()
 }
 
 // withRoom runs fn on the writable database if the disk has room for

@@ -68,17 +68,10 @@ func (s *Server) registryRoutes(r *mux.Router) {
 }
 
 func (s *Server) handleRegistryVersions(w http.ResponseWriter, r *http.Request) {
-	p, err := s.provider(r)
-	if err != nil {
-		s.fail(w, r, err)
+	p, list, st, ok := s.versions(w, r)
+	if !ok {
 		return
 	}
-	list, st, err := s.engine.Versions(r.Context(), p)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	markStale(w, st.Stale)
 	doc := s.docs.registryVersions(p, list, func() document {
 		return newDocument(renderJSON(s.newRegistryVersions(list)))
 	})

@@ -152,18 +152,27 @@ func (s *Server) provider(r *http.Request) (discovery.Provider, error) {
 	return p, s.engine.CheckOrigin(p)
 }
 
-func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
+// versions reads the version list of the request's provider, for the
+// mirror's index.json and the registry's versions answer. On an error it
+// answers the request and returns ok false.
+func (s *Server) versions(w http.ResponseWriter, r *http.Request) (p discovery.Provider, list *mirror.VersionList, st mirror.ListState, ok bool) {
 	p, err := s.provider(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
+	if err == nil {
+		list, st, err = s.engine.Versions(r.Context(), p)
 	}
-	list, st, err := s.engine.Versions(r.Context(), p)
 	if err != nil {
 		s.fail(w, r, err)
-		return
+		return p, nil, st, false
 	}
 	markStale(w, st.Stale)
+	return p, list, st, true
+}
+
+func (s *Server) handleIndex(w http.ResponseWriter, r *http.Request) {
+	p, list, st, ok := s.versions(w, r)
+	if !ok {
+		return
+	}
 	doc := s.docs.index(p, list)
 	s.keepHot(r, doc, st.Stale, st.Stamp)
 	writeDocument(w, r, doc, s.cacheControl(kindIndex, st.Stale))
