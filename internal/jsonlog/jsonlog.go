@@ -84,6 +84,9 @@ type encoder struct {
 	b     []byte
 	ok    bool
 	yield func(slog.Attr) bool // e.attr
+
+	second []byte // "2006-01-02T15:04:05" of the Unix second sec, once written
+	sec    int64
 }
 
 var encoders = sync.Pool{New: func() any {
@@ -125,7 +128,7 @@ func (e *encoder) record(r slog.Record) bool {
 	b := append(e.b[:0], '{')
 	if !r.Time.IsZero() {
 		b = append(b, `"time":"`...)
-		b = appendTime(b, r.Time)
+		b = e.time(b, r.Time)
 		b = append(b, `",`...)
 	}
 	b = append(b, `"level":`...)
@@ -191,6 +194,12 @@ func appendString(b []byte, s string) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
+		for i+8 <= len(s) && plainWord(s[i:i+8]) {
+			i += 8
+		}
+		if i == len(s) {
+			break
+		}
 		c := s[i]
 		if c < utf8.RuneSelf {
 			if plain[c] {
@@ -233,6 +242,21 @@ func appendString(b []byte, s string) []byte {
 	return append(b, '"')
 }
 
+// plainWord reports whether all 8 bytes of w are plain (see plain): none
+// is below 0x20, '"', '\\' or outside ASCII. It tests the 8 bytes at once,
+// with the bit tricks for "has a byte less than n" and "has a zero byte".
+func plainWord(w string) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	x := uint64(w[0]) | uint64(w[1])<<8 | uint64(w[2])<<16 | uint64(w[3])<<24 |
+		uint64(w[4])<<32 | uint64(w[5])<<40 | uint64(w[6])<<48 | uint64(w[7])<<56
+	quote, backslash := x^(ones*'"'), x^(ones*'\\')
+	special := x | // outside ASCII
+		(x - ones*0x20) | // below 0x20 (exact once no byte is outside ASCII)
+		(quote-ones)&^quote | // '"'
+		(backslash-ones)&^backslash // '\\'
+	return special&highs == 0
+}
+
 // appendTime appends t as t.AppendFormat(b, time.RFC3339Nano) does. Times
 // in UTC (the zone of a server's log, and of time.Now in a container) are
 // written digit by digit, without parsing the layout on every line; the
@@ -241,6 +265,24 @@ func appendTime(b []byte, t time.Time) []byte {
 	if _, offset := t.Zone(); offset != 0 {
 		return t.AppendFormat(b, time.RFC3339Nano)
 	}
+	b = appendSeconds(b, t.UTC())
+	return appendFraction(b, t.Nanosecond())
+}
+
+// time is appendTime, remembering the last second it wrote: the lines of
+// one second differ only in their fraction.
+func (e *encoder) time(b []byte, t time.Time) []byte {
+	if _, offset := t.Zone(); offset != 0 {
+		return t.AppendFormat(b, time.RFC3339Nano)
+	}
+	if sec := t.Unix(); sec != e.sec || len(e.second) == 0 {
+		e.second, e.sec = appendSeconds(e.second[:0], t.UTC()), sec
+	}
+	return appendFraction(append(b, e.second...), t.Nanosecond())
+}
+
+// appendSeconds appends t (in UTC) to the second, as "2006-01-02T15:04:05".
+func appendSeconds(b []byte, t time.Time) []byte {
 	year, month, day := t.Date()
 	hour, min, sec := t.Clock()
 	b = appendDigits(b, year, 4)
@@ -253,9 +295,13 @@ func appendTime(b []byte, t time.Time) []byte {
 	b = append(b, ':')
 	b = appendDigits(b, min, 2)
 	b = append(b, ':')
-	b = appendDigits(b, sec, 2)
-	if ns := t.Nanosecond(); ns != 0 {
-		// A fraction without its trailing zeros, as ".999999999" writes.
+	return appendDigits(b, sec, 2)
+}
+
+// appendFraction appends ns nanoseconds as ".999999999Z" writes them:
+// without trailing zeros, nothing but the 'Z' for none.
+func appendFraction(b []byte, ns int) []byte {
+	if ns != 0 {
 		digits := 9
 		for ns%10 == 0 {
 			ns /= 10

@@ -144,11 +144,37 @@ func FuzzAppendTime(f *testing.F) {
 		if y := tm.Year(); y < 0 || y >= 10000 {
 			t.Skip("the caller hands such years to slog")
 		}
-		got, want := string(appendTime(nil, tm)), tm.Format(time.RFC3339Nano)
-		if got != want {
+		want := tm.Format(time.RFC3339Nano)
+		if got := string(appendTime(nil, tm)); got != want {
 			t.Errorf("appendTime(%v) = %s, want %s", tm, got, want)
 		}
+		// An encoder remembers the second it last wrote: a time in the
+		// same second, one in another second, and the first again.
+		var e encoder
+		other := tm.Add(time.Duration(unixNano%1000) * time.Millisecond)
+		if y := other.Year(); y < 0 || y >= 10000 {
+			other = tm
+		}
+		for _, at := range []time.Time{tm, tm.Truncate(time.Second), other, tm} {
+			if got, want := string(e.time(nil, at)), at.Format(time.RFC3339Nano); got != want {
+				t.Errorf("encoder.time(%v) = %s, want %s", at, got, want)
+			}
+		}
 	})
+}
+
+// plainWord agrees with plain for every byte at every position.
+func TestPlainWord(t *testing.T) {
+	for pos := range 8 {
+		for c := range 256 {
+			w := []byte("abcdefgh")
+			w[pos] = byte(c)
+			want := c < len(plain) && plain[c]
+			if got := plainWord(string(w)); got != want {
+				t.Errorf("plainWord(%q) = %v, want %v", w, got, want)
+			}
+		}
+	}
 }
 
 // Levels below the configured one are not enabled, and derived handlers
