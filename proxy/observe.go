@@ -297,6 +297,14 @@ func (src *HealthSource) Check() Health {
 	return h
 }
 
+// stoppedWriting reports whether the cache says, without a test write,
+// that it does not take writes (Writable, as *cache.Store has). A cache
+// without that check never says so.
+func (src *HealthSource) stoppedWriting() bool {
+	w, ok := src.Store.(interface{ Writable() error })
+	return ok && w.Writable() != nil
+}
+
 // Readyz answers 200 when the cache is open and writable, 503 otherwise.
 // It never depends on origins: an origin outage must not take the mirror
 // out of a load balancer, since it still serves what it holds. Nor does it

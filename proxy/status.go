@@ -208,7 +208,9 @@ const healthMemoTTL = time.Second
 // healthMemo keeps the status page's last health check for healthMemoTTL.
 // The check pings the cache with a small write, as /readyz does; the page
 // may be loaded by anyone who reaches the mirror, as often as they like,
-// and so costs the cache at most one such write a second.
+// and so costs the cache at most one such write a second. A cache that
+// says, without a write, that it has stopped writing (below the disk
+// reserve, say) is shown at once, as /readyz shows it.
 type healthMemo struct {
 	mu sync.Mutex
 	at time.Time
@@ -218,7 +220,12 @@ type healthMemo struct {
 func (m *healthMemo) check(src *HealthSource, now time.Time) Health {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if age := now.Sub(m.at); m.at.IsZero() || age < 0 || age >= healthMemoTTL {
+	age := now.Sub(m.at)
+	fresh := !m.at.IsZero() && age >= 0 && age < healthMemoTTL
+	if fresh && m.h.Cache == HealthCacheWritable && src.stoppedWriting() {
+		fresh = false
+	}
+	if !fresh {
 		m.h, m.at = src.Check(), now
 	}
 	return m.h

@@ -340,3 +340,52 @@ func TestStatusHealthChecksAtMostOnceASecond(t *testing.T) {
 		t.Fatalf("a second later: health %s after %d pings, want not writable after 2", healthString(got), store.count())
 	}
 }
+
+// writableStore is a countingStore that can also say, without a write,
+// that it has stopped writing, as *cache.Store does below the reserve.
+type writableStore struct {
+	countingStore
+	stopped error
+}
+
+func (w *writableStore) Writable() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.stopped
+}
+
+// A cache that has stopped writing shows on the status page at once, as on
+// /readyz, not a second later; while it writes, the page still pings at
+// most once a second.
+func TestStatusHealthShowsACacheThatStoppedWritingAtOnce(t *testing.T) {
+	store := &writableStore{}
+	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	h := newHarness(t, harnessOptions{cfg: Config{Health: &HealthSource{Store: store}, Now: func() time.Time { return now }}})
+	health := func() Health {
+		t.Helper()
+		r := h.get("/?format=json")
+		var st Status
+		r.json(t, &st)
+		return st.Health
+	}
+	for range 5 {
+		if got := health(); got.Cache != HealthCacheWritable {
+			t.Fatalf("health %s, want writable", healthString(got))
+		}
+	}
+	if n := store.count(); n != 1 {
+		t.Fatalf("5 views pinged the cache %d times, want 1", n)
+	}
+	reason := fmt.Errorf("%w: below the reserve", cache.ErrNotWritable)
+	store.mu.Lock()
+	store.stopped, store.err = reason, reason
+	store.mu.Unlock()
+	for range 3 {
+		if got := health(); got.Cache != HealthCacheNotWritable || !strings.Contains(got.CacheError, "reserve") {
+			t.Fatalf("within the same second: health %s, want not writable below the reserve", healthString(got))
+		}
+	}
+	if n := store.count(); n != 2 {
+		t.Errorf("the cache was pinged %d times, want 2: once more when it stopped writing, then the memo", n)
+	}
+}
