@@ -301,6 +301,18 @@ func (c *countingStore) count() int {
 	return c.pings
 }
 
+// pageHealth loads the status page's JSON and returns its health block.
+func pageHealth(t *testing.T, h *harness) Health {
+	t.Helper()
+	r := h.get("/?format=json")
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	var st Status
+	r.json(t, &st)
+	return st.Health
+}
+
 // However often the status page is loaded, it pings the cache (a small
 // write) at most once a second, and shows a change after that second.
 func TestStatusHealthChecksAtMostOnceASecond(t *testing.T) {
@@ -312,18 +324,8 @@ func TestStatusHealthChecksAtMostOnceASecond(t *testing.T) {
 		defer clock.Unlock()
 		return now
 	}}})
-	health := func() Health {
-		t.Helper()
-		r := h.get("/?format=json")
-		if r.status != 200 {
-			t.Fatalf("status %d: %s", r.status, r.body)
-		}
-		var st Status
-		r.json(t, &st)
-		return st.Health
-	}
 	for range 20 {
-		if got := health(); got.Cache != HealthCacheWritable {
+		if got := pageHealth(t, h); got.Cache != HealthCacheWritable {
 			t.Fatalf("health %s, want writable", healthString(got))
 		}
 	}
@@ -336,7 +338,7 @@ func TestStatusHealthChecksAtMostOnceASecond(t *testing.T) {
 	clock.Lock()
 	now = now.Add(healthMemoTTL)
 	clock.Unlock()
-	if got := health(); got.Cache != HealthCacheNotWritable || store.count() != 2 {
+	if got := pageHealth(t, h); got.Cache != HealthCacheNotWritable || store.count() != 2 {
 		t.Fatalf("a second later: health %s after %d pings, want not writable after 2", healthString(got), store.count())
 	}
 }
@@ -361,15 +363,8 @@ func TestStatusHealthShowsACacheThatStoppedWritingAtOnce(t *testing.T) {
 	store := &writableStore{}
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	h := newHarness(t, harnessOptions{cfg: Config{Health: &HealthSource{Store: store}, Now: func() time.Time { return now }}})
-	health := func() Health {
-		t.Helper()
-		r := h.get("/?format=json")
-		var st Status
-		r.json(t, &st)
-		return st.Health
-	}
 	for range 5 {
-		if got := health(); got.Cache != HealthCacheWritable {
+		if got := pageHealth(t, h); got.Cache != HealthCacheWritable {
 			t.Fatalf("health %s, want writable", healthString(got))
 		}
 	}
@@ -381,7 +376,7 @@ func TestStatusHealthShowsACacheThatStoppedWritingAtOnce(t *testing.T) {
 	store.stopped, store.err = reason, reason
 	store.mu.Unlock()
 	for range 3 {
-		if got := health(); got.Cache != HealthCacheNotWritable || !strings.Contains(got.CacheError, "reserve") {
+		if got := pageHealth(t, h); got.Cache != HealthCacheNotWritable || !strings.Contains(got.CacheError, "reserve") {
 			t.Fatalf("within the same second: health %s, want not writable below the reserve", healthString(got))
 		}
 	}
