@@ -15,6 +15,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -212,24 +213,23 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
-	// Background work, cancelled before the cache is closed. Value-log GC
+	// Background work, stopped (cancelled and waited for) before the
+	// engine, the shared store and the cache are closed. Value-log GC
 	// returns the space of evicted and replaced archives to the disk.
 	bgCtx, cancelBG := context.WithCancel(context.Background())
-	gcDone := make(chan struct{})
-	go func() { defer close(gcDone); m.store.RunGC(bgCtx, gcInterval) }()
-	stopGC := func() { cancelBG(); <-gcDone }
-	defer cancelBG()
+	var bg sync.WaitGroup
+	bg.Go(func() { m.store.RunGC(bgCtx, gcInterval) })
 	if m.shared != nil {
-		checkDone := make(chan struct{})
-		go func() { defer close(checkDone); m.checkShared(bgCtx) }()
-		defer func() { cancelBG(); <-checkDone }()
+		bg.Go(func() { m.checkShared(bgCtx) })
 	}
+	stopBackground := func() { cancelBG(); bg.Wait() }
+	defer stopBackground()
 	var metricsSrv *http.Server
 	if m.cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", m.cfg.MetricsListen)
 		if err != nil {
 			srv.Close()
-			stopGC()
+			stopBackground()
 			m.shutdown(context.Background())
 			return fmt.Errorf("--metrics-listen: %w", err)
 		}
@@ -250,7 +250,7 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 		if adminSrv != nil {
 			adminSrv.Close()
 		}
-		stopGC()
+		stopBackground()
 		m.shutdown(context.Background())
 		return err
 	case <-ctx.Done():
@@ -273,7 +273,7 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 			adminSrv.Close()
 		}
 	}
-	stopGC()
+	stopBackground()
 	// The engine after the server, so that no request starts work it
 	// would not wait for; the cache after the engine, so that nothing
 	// writes to it once closed.
