@@ -301,6 +301,9 @@ func (src *HealthSource) Check() Health {
 // that it does not take writes (Writable, as *cache.Store has). A cache
 // without that check never says so.
 func (src *HealthSource) stoppedWriting() bool {
+	if src == nil {
+		return false
+	}
 	w, ok := src.Store.(interface{ Writable() error })
 	return ok && w.Writable() != nil
 }
@@ -309,10 +312,9 @@ func (src *HealthSource) stoppedWriting() bool {
 // It never depends on origins: an origin outage must not take the mirror
 // out of a load balancer, since it still serves what it holds. Nor does it
 // depend on the shared store: sharedDown, when given, is reported as
-// {"status": "degraded", "shared_store": why} in a 200 while it returns
-// an error.
-func Readyz(store Pinger, log *slog.Logger, sharedDown func() error) http.HandlerFunc {
-	src := &HealthSource{Store: store, SharedDown: sharedDown}
+// {"status": "degraded", "shared_store": why} in a 200 while src's
+// SharedDown returns an error. src is the status page's health source too.
+func Readyz(src *HealthSource, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		h := src.Check()
 		if err := h.cacheErr; err != nil {

@@ -25,10 +25,10 @@ func TestReadyzSharedStore(t *testing.T) {
 		wantCode   int
 		wantStatus string
 	}{
-		{"no shared store", Readyz(pinger{}, log, nil), 200, "ok"},
-		{"shared store up", Readyz(pinger{}, log, func() error { return nil }), 200, "ok"},
-		{"shared store down", Readyz(pinger{}, log, down), 200, "degraded"},
-		{"cache not writable", Readyz(pinger{errors.New("disk full")}, log, down), 503, "unavailable"},
+		{"no shared store", Readyz(&HealthSource{Store: pinger{}}, log), 200, "ok"},
+		{"shared store up", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil }}, log), 200, "ok"},
+		{"shared store down", Readyz(&HealthSource{Store: pinger{}, SharedDown: down}, log), 200, "degraded"},
+		{"cache not writable", Readyz(&HealthSource{Store: pinger{errors.New("disk full")}, SharedDown: down}, log), 503, "unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -132,7 +132,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, adminOptions(cfg))
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
-	router.Handle("/readyz", proxy.Readyz(health.Store, logger, health.SharedDown)).Methods(http.MethodGet, http.MethodHead)
+	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
 	// The server, not its router: it answers warm documents before routing.
 	m.handler = proxy.Instrument(m.proxy, logger, m.metrics)
