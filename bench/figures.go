@@ -71,33 +71,39 @@ func (e *env) warmJSON(ctx context.Context) error {
 		// that neither is always measured right after the other's load.
 		var goRounds, wrkRounds [][2]rpsResult
 		bases := [2]string{e.mirror.url, e.nginx.url}
-		for round := range e.cfg.JSONRounds {
+		// pair measures both servers in round's order with measure; how
+		// names the load generator in the progress lines.
+		pair := func(round int, how string, measure func(url string) (rpsResult, error)) ([2]rpsResult, error) {
 			var res [2]rpsResult
 			for _, i := range roundOrder(round) {
-				base := bases[i]
-				c := newClient(e.pool, e.cfg.JSONConns)
-				progress("figure 2: %s from %s, %d connections for %s (round %d)", d.name, serverName(i), e.cfg.JSONConns, e.cfg.Duration, round+1)
-				r, err := requestRate(ctx, c, base+d.path, e.cfg.JSONConns, e.cfg.Duration)
-				closeIdle(c)
+				progress("figure 2: %s from %s%s, %d connections for %s (round %d)", d.name, serverName(i), how, e.cfg.JSONConns, e.cfg.Duration, round+1)
+				r, err := measure(bases[i] + d.path)
 				if err != nil {
-					return fmt.Errorf("%s: %w", serverName(i), err)
+					return res, fmt.Errorf("%s: %w", serverName(i), err)
 				}
 				progress("  %.0f req/s, p50 %s, p99 %s", r.rps, ms(r.p50), ms(r.p99))
 				res[i] = r
+			}
+			return res, nil
+		}
+		for round := range e.cfg.JSONRounds {
+			res, err := pair(round, "", func(url string) (rpsResult, error) {
+				c := newClient(e.pool, e.cfg.JSONConns)
+				defer closeIdle(c)
+				return requestRate(ctx, c, url, e.cfg.JSONConns, e.cfg.Duration)
+			})
+			if err != nil {
+				return err
 			}
 			goRounds = append(goRounds, res)
 			if wrk == "" {
 				continue
 			}
-			for _, i := range roundOrder(round) {
-				base := bases[i]
-				progress("figure 2: %s from %s with wrk, %d connections for %s (round %d)", d.name, serverName(i), e.cfg.JSONConns, e.cfg.Duration, round+1)
-				r, err := wrkRate(ctx, wrk, base+d.path, e.cfg.JSONConns, e.cfg.Duration)
-				if err != nil {
-					return fmt.Errorf("%s: %w", serverName(i), err)
-				}
-				progress("  %.0f req/s, p50 %s, p99 %s", r.rps, ms(r.p50), ms(r.p99))
-				res[i] = r
+			res, err = pair(round, " with wrk", func(url string) (rpsResult, error) {
+				return wrkRate(ctx, wrk, url, e.cfg.JSONConns, e.cfg.Duration)
+			})
+			if err != nil {
+				return err
 			}
 			wrkRounds = append(wrkRounds, res)
 		}
