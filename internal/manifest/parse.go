@@ -583,6 +583,18 @@ func localModule(b *hcl.Block) (moduleCall, bool, error) {
 // source and version (other keys, such as configuration_aliases, are not
 // evaluated), or a version constraint string (the pre-0.13 form).
 func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error) {
+	// field sets source or constraint, whichever key names, to v.
+	field := func(key string, v cty.Value, rng hcl.Range) error {
+		if v.IsNull() || !v.Type().Equals(cty.String) {
+			return posError(rng, "%s of provider %q must be a string", key, attr.Name)
+		}
+		if key == "source" {
+			source = v.AsString()
+		} else {
+			constraint = v.AsString()
+		}
+		return nil
+	}
 	if obj, ok := attr.Expr.(*hclsyntax.ObjectConsExpr); ok {
 		for _, item := range obj.Items {
 			key := hcl.ExprAsKeyword(item.KeyExpr)
@@ -600,13 +612,8 @@ func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error
 			if diags.HasErrors() {
 				return "", "", diagError(diags)
 			}
-			if v.IsNull() || !v.Type().Equals(cty.String) {
-				return "", "", posError(item.ValueExpr.Range(), "%s of provider %q must be a string", key, attr.Name)
-			}
-			if key == "source" {
-				source = v.AsString()
-			} else {
-				constraint = v.AsString()
+			if err := field(key, v, item.ValueExpr.Range()); err != nil {
+				return "", "", err
 			}
 		}
 		return source, constraint, nil
@@ -624,14 +631,8 @@ func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error
 			if !v.Type().HasAttribute(key) {
 				continue
 			}
-			kv := v.GetAttr(key)
-			if kv.IsNull() || !kv.Type().Equals(cty.String) {
-				return "", "", posError(attr.Expr.Range(), "%s of provider %q must be a string", key, attr.Name)
-			}
-			if key == "source" {
-				source = kv.AsString()
-			} else {
-				constraint = kv.AsString()
+			if err := field(key, v.GetAttr(key), attr.Expr.Range()); err != nil {
+				return "", "", err
 			}
 		}
 		return source, constraint, nil
