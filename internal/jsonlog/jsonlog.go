@@ -257,20 +257,12 @@ func plainWord(w string) bool {
 	return special&highs == 0
 }
 
-// appendTime appends t as t.AppendFormat(b, time.RFC3339Nano) does. Times
-// in UTC (the zone of a server's log, and of time.Now in a container) are
-// written digit by digit, without parsing the layout on every line; the
-// caller has checked that the year has four digits.
-func appendTime(b []byte, t time.Time) []byte {
-	if _, offset := t.Zone(); offset != 0 {
-		return t.AppendFormat(b, time.RFC3339Nano)
-	}
-	b = appendSeconds(b, t.UTC())
-	return appendFraction(b, t.Nanosecond())
-}
-
-// time is appendTime, remembering the last second it wrote: the lines of
-// one second differ only in their fraction.
+// time appends t as t.AppendFormat(b, time.RFC3339Nano) does. Times in
+// UTC (the zone of a server's log, and of time.Now in a container) are
+// written digit by digit, without parsing the layout on every line, and
+// the date and time of the last second written are remembered: the lines
+// of one second differ only in their fraction. The caller has checked
+// that the year has four digits.
 func (e *encoder) time(b []byte, t time.Time) []byte {
 	if _, offset := t.Zone(); offset != 0 {
 		return t.AppendFormat(b, time.RFC3339Nano)

@@ -129,7 +129,7 @@ func FuzzSameAsSlog(f *testing.F) {
 	})
 }
 
-// appendTime writes what time.RFC3339Nano does, in every zone.
+// encoder.time writes what time.RFC3339Nano does, in every zone.
 func FuzzAppendTime(f *testing.F) {
 	f.Add(int64(1700000000123456789), 0)
 	f.Add(int64(0), 3600)
@@ -145,8 +145,8 @@ func FuzzAppendTime(f *testing.F) {
 			t.Skip("the caller hands such years to slog")
 		}
 		want := tm.Format(time.RFC3339Nano)
-		if got := string(appendTime(nil, tm)); got != want {
-			t.Errorf("appendTime(%v) = %s, want %s", tm, got, want)
+		if got := string(new(encoder).time(nil, tm)); got != want {
+			t.Errorf("encoder.time(%v) = %s, want %s", tm, got, want)
 		}
 		// An encoder remembers the second it last wrote: a time in the
 		// same second, one in another second, and the first again.
