@@ -129,8 +129,8 @@ func (lw *Writer) run() {
 			if err != nil && lw.err == nil {
 				lw.err = err
 			}
-			// Keep the larger of the two buffers for the next batch, but
-			// not one that a burst grew far past the limit.
+			// The written batch's buffer takes the next turn, unless a
+			// burst grew it far past the limit.
 			if cap(batch) <= 2*lw.limit {
 				lw.spare = batch[:0]
 			}
