@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
@@ -221,15 +222,59 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 }
 
 // HealthSource is where the mirror's own state is read from: /readyz and
-// the status page's health block both ask it, so that they agree.
+// the status page's health block both ask it, so that they agree. It keeps
+// its last answer for HealthTTL, so that probes and page views, however
+// many and however concurrent, cost the cache at most one check a second
+// between them.
 type HealthSource struct {
 	// Store is the cache: its Ping says whether it takes writes. When it
 	// also reports free disk space and the reserve (FreeBytes and Reserve,
 	// as *cache.Store does, -1 for unknown), those are shown too. Required.
 	Store Pinger
 	// SharedDown, when set, returns why the shared store is not used (its
-	// circuit is open), or nil. Default nil: no shared store configured.
+	// circuit is open, or it does not honour conditional writes), or nil.
+	// Default nil: no shared store configured.
 	SharedDown func() error
+	// Now is the clock of Readyz's checks (the status page uses its
+	// server's). Default time.Now.
+	Now func() time.Time
+
+	memo healthMemo
+}
+
+// HealthTTL is how long a HealthSource keeps a check before it checks
+// again.
+const HealthTTL = time.Second
+
+// healthMemo is a HealthSource's last check. The mutex is held during a
+// check, so that concurrent callers wait for one check and share it.
+type healthMemo struct {
+	mu sync.Mutex
+	at time.Time
+	h  Health
+}
+
+// check returns the state at now: the last check while it is younger than
+// HealthTTL, else a new one (fresh is then true). A cache that says,
+// without a write, that it has stopped writing (below the disk reserve,
+// say) is shown at once, not a second later.
+func (src *HealthSource) check(now time.Time) (h Health, fresh bool) {
+	if src == nil || src.Store == nil {
+		return Health{}, false
+	}
+	m := &src.memo
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	age := now.Sub(m.at)
+	valid := !m.at.IsZero() && age >= 0 && age < HealthTTL
+	if valid && m.h.Cache == HealthCacheWritable && src.stoppedWriting() {
+		valid = false
+	}
+	if !valid {
+		m.h, m.at = src.Check(), now
+		return m.h, true
+	}
+	return m.h, false
 }
 
 // diskSpace is what a cache may report about its disk.
@@ -311,18 +356,26 @@ func (src *HealthSource) stoppedWriting() bool {
 // Readyz answers 200 when the cache is open and writable, 503 otherwise.
 // It never depends on origins: an origin outage must not take the mirror
 // out of a load balancer, since it still serves what it holds. Nor does it
-// depend on the shared store: sharedDown, when given, is reported as
-// {"status": "degraded", "shared_store": why} in a 200 while src's
-// SharedDown returns an error. src is the status page's health source too.
+// depend on the shared store: while src's SharedDown returns an error,
+// the answer is a 200 {"status": "degraded", "shared_store": why}. src is
+// the status page's health source too, and its answers are shared with
+// the page's for HealthTTL: a probe costs the cache nothing but a memory
+// read, however many come at once.
 func Readyz(src *HealthSource, log *slog.Logger) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		h := src.Check()
+		now := time.Now
+		if src != nil && src.Now != nil {
+			now = src.Now
+		}
+		h, fresh := src.check(now())
 		if err := h.cacheErr; err != nil {
-			if errors.Is(err, cache.ErrNotWritable) {
-				// The cache logged when it stopped writing; not once a probe.
-				log.Debug("readiness check failed", "error", err)
-			} else {
-				log.Error("readiness check failed", "error", err)
+			if fresh {
+				if errors.Is(err, cache.ErrNotWritable) {
+					// The cache logged when it stopped writing; not once a probe.
+					log.Debug("readiness check failed", "error", err)
+				} else {
+					log.Error("readiness check failed", "error", err)
+				}
 			}
 			writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "unavailable",
 				"error": "cache is not writable", "reason": h.CacheError})

@@ -3,10 +3,18 @@ package proxy
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 )
 
 type pinger struct{ err error }
@@ -45,5 +53,52 @@ func TestReadyzSharedStore(t *testing.T) {
 				t.Error("degraded without saying why")
 			}
 		})
+	}
+}
+
+// realPinger counts the pings of a real cache.
+type realPinger struct {
+	*cache.Store
+	pings atomic.Int64
+}
+
+func (p *realPinger) Ping() error { p.pings.Add(1); return p.Store.Ping() }
+
+// Many load balancer nodes probing at once never make /readyz fail, and
+// cost the cache one check between them (per HealthTTL).
+func TestReadyzConcurrentProbes(t *testing.T) {
+	store := &realPinger{Store: enginetest.OpenStore(t, t.TempDir(), cache.Options{})}
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	src := &HealthSource{Store: store, Now: func() time.Time { return now }}
+	srv := httptest.NewServer(Readyz(src, slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	client := srv.Client()
+	var wg sync.WaitGroup
+	var failed atomic.Int64
+	var firstErr atomic.Value
+	for range 64 {
+		wg.Go(func() {
+			for range 20 {
+				resp, err := client.Get(srv.URL)
+				if err != nil {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, err.Error())
+					continue
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != http.StatusOK {
+					failed.Add(1)
+					firstErr.CompareAndSwap(nil, fmt.Sprintf("%d %s", resp.StatusCode, body))
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := failed.Load(); n > 0 {
+		t.Errorf("%d of 1280 concurrent probes failed; first: %v", n, firstErr.Load())
+	}
+	if n := store.pings.Load(); n != 1 {
+		t.Errorf("1280 probes within a second pinged the cache %d times, want 1", n)
 	}
 }

@@ -66,13 +66,13 @@ type Config struct {
 // Server serves the provider network mirror protocol, and the provider
 // registry protocol (see registry.go), from the pull-through engine.
 type Server struct {
-	cfg    Config
-	engine Engine
-	log    *slog.Logger
-	router *mux.Router
-	docs   *renderMemo // rendered index.json and VERSION.json
-	hot    *hotDocs    // answers to send again while the engine says they hold
-	health healthMemo  // the status page's last health check
+	cfg       Config
+	engine    Engine
+	log       *slog.Logger
+	router    *mux.Router
+	docs      *renderMemo   // rendered index.json and VERSION.json
+	hot       *hotDocs      // answers to send again while the engine says they hold
+	providers providersMemo // the status page's last list of cached providers
 
 	documentCacheControl []string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
 }

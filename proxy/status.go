@@ -108,7 +108,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()
-	st.Health = s.health.check(s.cfg.Health, s.cfg.Now())
+	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
@@ -117,6 +117,16 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		return st, nil
 	}
 
+	providers, err := s.providers.get(s.cfg.Now(), s.scanProviders)
+	if err != nil {
+		return nil, err
+	}
+	st.Providers = providers
+	return st, nil
+}
+
+// scanProviders lists the cached providers for the status page.
+func (s *Server) scanProviders() ([]StatusProvider, error) {
 	byProvider := map[string]*StatusProvider{}
 	err := s.engine.ListCached(func(cv mirror.CachedVersion) error {
 		p, ok := byProvider[cv.Provider]
@@ -134,10 +144,11 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	if err != nil {
 		return nil, err
 	}
+	providers := make([]StatusProvider, 0, len(byProvider))
 	for _, addr := range slices.Sorted(maps.Keys(byProvider)) {
-		st.Providers = append(st.Providers, *byProvider[addr])
+		providers = append(providers, *byProvider[addr])
 	}
-	return st, nil
+	return providers, nil
 }
 
 // hostBlocks fills st's host blocks for the origin hosts.
@@ -201,32 +212,30 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	w.Write(buf.Bytes())
 }
 
-// healthMemoTTL is how long the status page shows a health check before it
-// checks again.
-const healthMemoTTL = time.Second
+// statusScanTTL is how long the status page shows a list of cached
+// providers before it reads the cache again.
+const statusScanTTL = time.Second
 
-// healthMemo keeps the status page's last health check for healthMemoTTL.
-// The check pings the cache with a small write, as /readyz does; the page
-// may be loaded by anyone who reaches the mirror, as often as they like,
-// and so costs the cache at most one such write a second. A cache that
-// says, without a write, that it has stopped writing (below the disk
-// reserve, say) is shown at once, as /readyz shows it.
-type healthMemo struct {
-	mu sync.Mutex
-	at time.Time
-	h  Health
+// providersMemo keeps the status page's list of cached providers for
+// statusScanTTL: the list is a scan of the whole cache, and the page may
+// be loaded by anyone who reaches the mirror, as often as they like. The
+// mutex is held during a scan, so that concurrent views wait for one
+// scan and share it. The list is shared and never modified.
+type providersMemo struct {
+	mu        sync.Mutex
+	at        time.Time
+	providers []StatusProvider
+	err       error
 }
 
-func (m *healthMemo) check(src *HealthSource, now time.Time) Health {
+// get returns the list as of now: the last scan while it is younger than
+// statusScanTTL (a failed one too), else a new one.
+func (m *providersMemo) get(now time.Time, scan func() ([]StatusProvider, error)) ([]StatusProvider, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	age := now.Sub(m.at)
-	fresh := !m.at.IsZero() && age >= 0 && age < healthMemoTTL
-	if fresh && m.h.Cache == HealthCacheWritable && src.stoppedWriting() {
-		fresh = false
+	if age := now.Sub(m.at); m.at.IsZero() || age < 0 || age >= statusScanTTL {
+		m.providers, m.err = scan()
+		m.at = now
 	}
-	if !fresh {
-		m.h, m.at = src.Check(), now
-	}
-	return m.h
+	return m.providers, m.err
 }

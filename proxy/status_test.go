@@ -6,10 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net/http/httptest"
 	"reflect"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -336,7 +339,7 @@ func TestStatusHealthChecksAtMostOnceASecond(t *testing.T) {
 	store.err = fmt.Errorf("%w: disk full", cache.ErrNotWritable)
 	store.mu.Unlock()
 	clock.Lock()
-	now = now.Add(healthMemoTTL)
+	now = now.Add(HealthTTL)
 	clock.Unlock()
 	if got := pageHealth(t, h); got.Cache != HealthCacheNotWritable || store.count() != 2 {
 		t.Fatalf("a second later: health %s after %d pings, want not writable after 2", healthString(got), store.count())
@@ -382,5 +385,84 @@ func TestStatusHealthShowsACacheThatStoppedWritingAtOnce(t *testing.T) {
 	}
 	if n := store.count(); n != 2 {
 		t.Errorf("the cache was pinged %d times, want 2: once more when it stopped writing, then the memo", n)
+	}
+}
+
+// scanCounter is an engine whose ListCached calls are counted.
+type scanCounter struct {
+	Engine
+	scans atomic.Int64
+}
+
+func (c *scanCounter) ListCached(fn func(mirror.CachedVersion) error) error {
+	c.scans.Add(1)
+	return c.Engine.ListCached(fn)
+}
+
+// However many views of the status page, HTML and JSON, come at once, the
+// cache is scanned at most once a second; a second later the page shows
+// what was cached meanwhile.
+func TestStatusScansAtMostOnceASecond(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	var clock sync.Mutex
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	engine := &scanCounter{Engine: h.engine}
+	srv, err := New(Config{Health: &HealthSource{Store: h.store}, Now: func() time.Time {
+		clock.Lock()
+		defer clock.Unlock()
+		return now
+	}}, engine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := httptest.NewServer(srv)
+	defer ts.Close()
+	view := func(path string) Status {
+		resp, err := ts.Client().Get(ts.URL + path)
+		if err != nil {
+			t.Error(err)
+			return Status{}
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Errorf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		var st Status
+		if path != "/" {
+			json.Unmarshal(body, &st)
+		}
+		return st
+	}
+	var wg sync.WaitGroup
+	for i := range 32 {
+		wg.Go(func() {
+			for range 10 {
+				if i%2 == 0 {
+					view("/")
+				} else {
+					view("/?format=json")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := engine.scans.Load(); n != 1 {
+		t.Fatalf("320 views within a second scanned the cache %d times, want 1", n)
+	}
+
+	if r := h.get(archivePath("1.0.0", "linux_amd64")); r.status != 200 || r.err != nil {
+		t.Fatalf("archive: status %d err %v", r.status, r.err)
+	}
+	h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+	if st := view("/?format=json"); len(st.Providers) != 0 {
+		t.Errorf("within the second: %d providers, want the remembered 0", len(st.Providers))
+	}
+	clock.Lock()
+	now = now.Add(statusScanTTL)
+	clock.Unlock()
+	if st := view("/?format=json"); len(st.Providers) != 1 || engine.scans.Load() != 2 {
+		t.Errorf("a second later: %d providers after %d scans, want 1 after 2", len(st.Providers), engine.scans.Load())
 	}
 }
