@@ -133,7 +133,7 @@ func (b *blob) Close() error {
 	}
 	b.mu.Unlock()
 	b.s.lru.release(b.rec.SHA256)
-	b.s.evict() // it may have been the only thing in the way
+	b.s.kickEvict() // it may have been the only thing in the way
 	return nil
 }
 
@@ -418,7 +418,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	if existing != nil {
 		return existing.BlobInfo, nil
 	}
-	w.s.evict()
+	w.s.kickEvict()
 	return rec.BlobInfo, nil
 }
 
@@ -478,7 +478,7 @@ func (w *blobWriter) Close() error {
 	w.forget()
 	if pinned {
 		w.s.lru.release(w.expected)
-		w.s.evict() // the blob this writer committed is evictable from now on
+		w.s.kickEvict() // the blob this writer committed is evictable from now on
 	}
 	return err
 }

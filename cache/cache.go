@@ -29,8 +29,9 @@
 // every lookup misses) and reopens it read-write once there is room.
 //
 // With Options.MaxBytes set, the least recently used archives are evicted
-// after each commit until the archives fit; archives open for reading or
-// whose writer is not yet closed are never evicted.
+// once a commit has taken the archives over the limit, until they fit, by
+// a goroutine of the store's (no caller waits for it); archives open for
+// reading or whose writer is not yet closed are never evicted.
 //
 // OpenBlob and NewBlobWriter return the small interfaces BlobReader and
 // BlobWriter, not the concrete types, so that another tier (an object
@@ -93,10 +94,11 @@ type Options struct {
 	ChunkSize int
 	// Logger receives Badger's warnings and errors. Default: discard.
 	Logger *slog.Logger
-	// MaxBytes bounds the total size of committed archives: after each
-	// commit the least recently used archives are evicted until the total
-	// is at most MaxBytes. Archives open for reading or still being
-	// written are never evicted. Default 0: unlimited.
+	// MaxBytes bounds the total size of committed archives: once a commit
+	// takes the total over it, the least recently used archives are
+	// evicted, in the background, until the total is at most MaxBytes.
+	// Archives open for reading or still being written are never evicted.
+	// Default 0: unlimited.
 	MaxBytes int64
 	// OnEvict, if set, is called once for every archive evicted to stay
 	// under MaxBytes (for metrics). Default: none.
@@ -167,6 +169,14 @@ type Store struct {
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 
+	// The eviction goroutine (evict.go): kicked when the archives may be
+	// over MaxBytes, stopped by Close and Shutdown; evictFlush asks it for
+	// a pass and is answered when the pass is over (tests).
+	evictKick  chan struct{}
+	evictFlush chan chan struct{}
+	stopEvict  context.CancelFunc
+	evictDone  chan struct{}
+
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
 	// it (Commit, DeleteBlob): see lockBlob.
@@ -199,6 +209,11 @@ type testHooks struct {
 	// shutdownWaits is called when Shutdown starts waiting for writers,
 	// closeWaits when Shutdown or Close waits for operations under way.
 	shutdownWaits, closeWaits func()
+	// evicting is called by the eviction goroutine when it has picked an
+	// archive to delete, before it deletes it; evictStopWaits when Close
+	// or Shutdown is about to stop and wait for that goroutine.
+	evicting       func(sha string)
+	evictStopWaits func()
 	// pingWrite is called by Ping before its probe writes; an error it
 	// returns is the write's.
 	pingWrite func() error
@@ -279,7 +294,7 @@ func Open(opts Options) (*Store, error) {
 		WithDetectConflicts(false)
 	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
 		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1),
-		stats: newStatMemo()}
+		stats: newStatMemo(), evictKick: make(chan struct{}, 1), evictFlush: make(chan chan struct{})}
 	if s.maxUnstaged == 0 {
 		s.maxUnstaged = DefaultMaxUnstagedBytes
 	}
@@ -314,6 +329,7 @@ func Open(opts Options) (*Store, error) {
 	} else {
 		s.openReadOnly()
 	}
+	s.startEvicting()
 	if !s.space.disabled() {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopWatch, s.watchDone = cancel, make(chan struct{})
@@ -334,7 +350,7 @@ func (s *Store) afterWritableOpen() {
 		s.log.Info("removed chunks of interrupted archive writes", "chunks", n)
 		s.kickGC()
 	}
-	s.evict()
+	s.kickEvict()
 }
 
 // openReadOnly opens the database without writing anything, because the

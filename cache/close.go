@@ -116,13 +116,14 @@ func (s *Store) Close() error {
 	return s.closeDB()
 }
 
-// closeDB stops the free-space checks and closes Badger once no
-// operation is under way.
+// closeDB stops the free-space checks and the eviction goroutine, and
+// closes Badger once no operation is under way.
 func (s *Store) closeDB() error {
 	if s.stopWatch != nil { // it may reopen the database
 		s.stopWatch()
 		<-s.watchDone
 	}
+	s.stopEvicting()
 	s.gate.mu.Lock()
 	if s.gate.closed {
 		s.gate.mu.Unlock()

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"errors"
 	"sync"
 	"time"
@@ -11,11 +12,15 @@ import (
 // and evicts the least recently used unreferenced blobs when the cache is
 // over its size limit. Access times live in memory only; at Open they are
 // seeded from each blob's commit time.
+//
+// Eviction runs in a goroutine of the store's (evictLoop), never in the
+// caller of Commit or Close: deleting an archive is thousands of chunk
+// deletions, which must not stall the requests that serve the archives
+// that stay. Callers only signal (kickEvict) when the cache may be over
+// its limit; l.mu is held only to pick a victim, never while deleting.
 type lru struct {
 	max     int64
 	onEvict func(BlobInfo)
-
-	evicting sync.Mutex // one eviction pass at a time
 
 	mu      sync.Mutex
 	tick    int64 // last access stamp handed out; strictly increasing
@@ -145,9 +150,68 @@ func (l *lru) unmark(sha string) {
 	}
 }
 
+// kickEvict asks the eviction goroutine for a pass when the archives are
+// over Options.MaxBytes. It never waits.
+func (s *Store) kickEvict() {
+	if s.lru.max <= 0 {
+		return
+	}
+	if _, total := s.Stats(); total <= s.lru.max {
+		return
+	}
+	select {
+	case s.evictKick <- struct{}{}:
+	default: // a pass is asked for already
+	}
+}
+
+// startEvicting starts the eviction goroutine, which Close and Shutdown
+// stop and wait for; a kick from Open is taken up at once.
+func (s *Store) startEvicting() {
+	if s.lru.max <= 0 {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopEvict, s.evictDone = cancel, make(chan struct{})
+	go s.evictLoop(ctx)
+}
+
+// evictLoop runs an eviction pass for every kick, and for every flush
+// (tests), until ctx is done.
+func (s *Store) evictLoop(ctx context.Context) {
+	defer close(s.evictDone)
+	for {
+		var flushed chan struct{}
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.evictKick:
+		case flushed = <-s.evictFlush:
+		}
+		s.evict(ctx)
+		if flushed != nil {
+			close(flushed)
+		}
+	}
+}
+
+// stopEvicting stops the eviction goroutine and waits for it: a pass
+// under way ends after the archive it is deleting.
+func (s *Store) stopEvicting() {
+	if s.stopEvict == nil {
+		return
+	}
+	if h := s.hooks.evictStopWaits; h != nil {
+		h()
+	}
+	s.stopEvict()
+	<-s.evictDone
+}
+
 // evict deletes least recently used archives until the archives' total
-// size is at most Options.MaxBytes, or nothing more may be evicted.
-func (s *Store) evict() {
+// size is at most Options.MaxBytes, or nothing more may be evicted, or ctx
+// is done. Only evictLoop calls it.
+func (s *Store) evict(ctx context.Context) {
 	l := &s.lru
 	if l.max <= 0 || s.isClosed() {
 		return
@@ -158,21 +222,22 @@ func (s *Store) evict() {
 	if s.Writable() != nil {
 		return // deleting is writing; retried once the cache writes again
 	}
-	l.evicting.Lock()
-	defer l.evicting.Unlock()
 	evicted := 0
 	defer func() {
 		if evicted > 0 {
 			s.kickGC() // return the space to the disk soon
 		}
 	}()
-	for {
+	for ctx.Err() == nil {
 		if _, total := s.Stats(); total <= l.max {
 			return
 		}
 		sha := l.victim()
 		if sha == "" {
 			return // everything left is in use; retried on the next commit or close
+		}
+		if h := s.hooks.evicting; h != nil {
+			h(sha)
 		}
 		info, err := s.StatBlob(sha)
 		if err == nil {

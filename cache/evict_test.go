@@ -6,6 +6,7 @@ import (
 	"io"
 	"sync"
 	"testing"
+	"time"
 )
 
 func openLimited(t *testing.T, dir string, maxBytes int64, evicted *[]string) *Store {
@@ -22,6 +23,17 @@ func openLimited(t *testing.T, dir string, maxBytes int64, evicted *[]string) *S
 	}
 	t.Cleanup(func() { s.Close() })
 	return s
+}
+
+// settle waits until the eviction goroutine has run a pass after every
+// kick so far.
+func (s *Store) settle() {
+	if s.stopEvict == nil {
+		return
+	}
+	done := make(chan struct{})
+	s.evictFlush <- done
+	<-done
 }
 
 func cached(s *Store, data []byte) bool {
@@ -71,6 +83,7 @@ func TestEvictionLeastRecentlyUsed(t *testing.T) {
 			}
 			extra := randomBytes(size, 200)
 			put(t, s, extra)
+			s.settle()
 			gone := map[int]bool{}
 			for _, i := range tc.wantGone {
 				gone[i] = true
@@ -109,6 +122,7 @@ func TestEvictionSkipsBlobsInUse(t *testing.T) {
 	}
 	readBlob(t, s, b) // b is more recent than a, but a is open
 	put(t, s, c)
+	s.settle()
 	if !cached(s, a) || cached(s, b) || !cached(s, c) {
 		t.Fatalf("cached a, b, c = %v %v %v; want the open blob a kept and b evicted", cached(s, a), cached(s, b), cached(s, c))
 	}
@@ -132,6 +146,7 @@ func TestEvictionSkipsBlobsInUse(t *testing.T) {
 	if _, err := w.Commit(""); err != nil {
 		t.Fatal(err)
 	}
+	s.settle()
 	// a and c are open and d's writer is not closed: nothing can go.
 	if n, total := s.Stats(); n != 3 || total != 3*size {
 		t.Fatalf("Stats = %d, %d; want 3 archives over the limit while all are in use", n, total)
@@ -141,6 +156,7 @@ func TestEvictionSkipsBlobsInUse(t *testing.T) {
 		t.Fatalf("writer ReadAt after commit = %d, %v", n, err)
 	}
 	reader.Close() // a is the least recently used and now free
+	s.settle()
 	if cached(s, a) || !cached(s, c) || !cached(s, d) {
 		t.Errorf("after closing a: cached a, c, d = %v %v %v; want a evicted", cached(s, a), cached(s, c), cached(s, d))
 	}
@@ -149,6 +165,7 @@ func TestEvictionSkipsBlobsInUse(t *testing.T) {
 	}
 	reader2.Close()
 	w.Close()
+	s.settle()
 	if len(evicted) != 2 {
 		t.Errorf("OnEvict called %d times, want 2", len(evicted))
 	}
@@ -176,6 +193,7 @@ func TestEvictionAtOpenAndUnlimited(t *testing.T) {
 	// the (random) order of their keys.
 	var evicted []string
 	s2 := openLimited(t, dir, 2*size, &evicted)
+	s2.settle()
 	if n, total := s2.Stats(); n != 2 || total != 2*size {
 		t.Errorf("Stats after reopening with a limit = %d, %d", n, total)
 	}
@@ -232,4 +250,62 @@ func TestInMemoryDefaultChunkSize(t *testing.T) {
 	data := randomBytes(3<<20+5, 77) // several full default-size chunks
 	put(t, s, data)
 	readBlob(t, s, data)
+}
+
+// A commit that takes the cache over its limit returns without deleting
+// anything: the eviction goroutine deletes, and while it does, reads of
+// other archives, and their Close, do not wait for it. Close waits for
+// the goroutine.
+func TestEvictionInBackground(t *testing.T) {
+	const size = testChunk * 4
+	var evicted []string
+	s := openLimited(t, "", 2*size, &evicted)
+	a, b, c := randomBytes(size, 1), randomBytes(size, 2), randomBytes(size, 3)
+	put(t, s, a)
+	put(t, s, b)
+
+	picked := make(chan string, 1)
+	release := make(chan struct{})
+	s.hooks.evicting = func(sha string) {
+		picked <- sha
+		<-release
+	}
+	put(t, s, c) // returns while the eviction is held
+	var victim string
+	select {
+	case victim = <-picked:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no eviction after a commit over the limit")
+	}
+	if victim != shaOf(a) {
+		t.Fatalf("evicting %s, want the least recently used archive", victim)
+	}
+	if !cached(s, a) {
+		t.Fatal("the archive was deleted before the eviction goroutine was let go")
+	}
+	// Reads of other archives go on while the eviction is under way,
+	// Close included (which asks for another pass).
+	for range 3 {
+		readBlob(t, s, b)
+		readBlob(t, s, c)
+	}
+
+	closed := make(chan error, 1)
+	stopping := make(chan struct{})
+	var once sync.Once
+	s.hooks.evictStopWaits = func() { once.Do(func() { close(stopping) }) }
+	go func() { closed <- s.Close() }()
+	<-stopping
+	select {
+	case err := <-closed:
+		t.Fatalf("Close returned (%v) while the eviction goroutine was deleting", err)
+	default:
+	}
+	close(release)
+	if err := <-closed; err != nil {
+		t.Fatal(err)
+	}
+	if len(evicted) != 1 || evicted[0] != shaOf(a) {
+		t.Errorf("evicted %d archives, want a", len(evicted))
+	}
 }

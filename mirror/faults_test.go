@@ -108,10 +108,14 @@ func TestDiskFullStillServes(t *testing.T) {
 func TestCacheSizeLimitEvicts(t *testing.T) {
 	const archiveSize = 256 << 10
 	var evicted atomic.Int64
+	evictions := make(chan struct{}, 8)
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: archiveSize},
 		// Room for two archives, not three.
-		store: cache.Options{MaxBytes: archiveSize*5/2 + 4096, OnEvict: func(cache.BlobInfo) { evicted.Add(1) }},
+		store: cache.Options{MaxBytes: archiveSize*5/2 + 4096, OnEvict: func(cache.BlobInfo) {
+			evicted.Add(1)
+			evictions <- struct{}{}
+		}},
 	})
 	const version = "1.0.0"
 	h.origin.AddProvider(ns, typ, []string{version}, platforms)
@@ -121,6 +125,12 @@ func TestCacheSizeLimitEvicts(t *testing.T) {
 			t.Fatalf("%s: err %v, %d bytes", pl, r.err, len(r.body))
 		}
 		h.waitCommitted(h.origin.SHA256(ns, typ, version, pl))
+	}
+	// Eviction runs in the background.
+	select {
+	case <-evictions:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no archive evicted over the limit")
 	}
 	first := platforms[0]
 	if _, err := h.store.StatBlob(h.origin.SHA256(ns, typ, version, first)); !errors.Is(err, cache.ErrNotFound) {
