@@ -66,10 +66,12 @@ type Metrics struct {
 	sharedReqs   *prometheus.CounterVec
 	sharedDur    *prometheus.HistogramVec
 	sharedDown   prometheus.Gauge
-	syncPackages *prometheus.CounterVec
-	syncBytes    prometheus.Counter
-	airGapPkgs   map[string]*prometheus.CounterVec // by op: import, export
-	airGapBytes  map[string]prometheus.Counter
+	// sharedConditional: 1 honoured, 0 ignored, -1 not probed.
+	sharedConditional prometheus.Gauge
+	syncPackages      *prometheus.CounterVec
+	syncBytes         prometheus.Counter
+	airGapPkgs        map[string]*prometheus.CounterVec // by op: import, export
+	airGapBytes       map[string]prometheus.Counter
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -197,6 +199,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		sharedDown: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tfmirror_shared_store_down", Help: "1 while the shared store's circuit breaker is open (the replica serves from its cache and the origins alone), 0 otherwise.",
 		}),
+		sharedConditional: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "tfmirror_shared_store_conditional_writes", Help: "1 when the shared store was found to honour conditional writes (If-None-Match, If-Match), 0 when it ignores them (replicas then do not coordinate origin downloads through it), -1 before it was probed.",
+		}),
 		syncPackages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_sync_packages_total", Help: "Packages (one version, one platform) that tfmirror sync asked this mirror to cache, by outcome: fetched, cached (already), failed.",
 		}, []string{"outcome"}),
@@ -224,6 +229,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		Name: "tfmirror_build_info", Help: "Always 1; labels say which build is running.",
 	}, []string{"version", "goversion"})
 	build.WithLabelValues(opts.Version, runtime.Version()).Set(1)
+	m.sharedConditional.Set(-1)
 	maxBytes := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tfmirror_cache_max_bytes", Help: "Configured cache size limit in bytes (0 = unlimited).",
 	})
@@ -235,7 +241,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.syncPackages, m.syncBytes,
+		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	if opts.Cache != nil {
@@ -418,6 +424,16 @@ func (m *Metrics) SharedStoreRequest(op, outcome string, d time.Duration) {
 	if outcome != "unavailable" {
 		m.sharedDur.WithLabelValues(op).Observe(d.Seconds())
 	}
+}
+
+// SharedStoreConditional records whether the shared store honours
+// conditional writes.
+func (m *Metrics) SharedStoreConditional(honoured bool) {
+	v := 0.0
+	if honoured {
+		v = 1
+	}
+	m.sharedConditional.Set(v)
 }
 
 // SharedStoreDown records that the shared store's circuit breaker opened

@@ -54,7 +54,8 @@ func (c *sharedCounts) SharedStoreRequest(op, outcome string, _ time.Duration) {
 	}
 	c.n[op+"/"+outcome]++
 }
-func (c *sharedCounts) SharedStoreDown(bool) {}
+func (c *sharedCounts) SharedStoreDown(bool)        {}
+func (c *sharedCounts) SharedStoreConditional(bool) {}
 func (c *sharedCounts) get(k string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -627,5 +628,96 @@ func TestSharedStreamBrokenOffMidway(t *testing.T) {
 	}
 	if n := b.fetches.started.Load(); n != 1 {
 		t.Errorf("second replica counted %d origin fetches, want 1", n)
+	}
+}
+
+// enteredOrigin reports every archive download that reaches it, then
+// holds it until gate is closed.
+type enteredOrigin struct {
+	Origin
+	gate    <-chan struct{}
+	entered chan<- struct{}
+}
+
+func (o enteredOrigin) OpenArchive(ctx context.Context, p discovery.Provider, rawURL string) (io.ReadCloser, int64, error) {
+	o.entered <- struct{}{}
+	select {
+	case <-o.gate:
+	case <-ctx.Done():
+		return nil, 0, ctx.Err()
+	}
+	return o.Origin.OpenArchive(ctx, p, rawURL)
+}
+
+// Two replicas whose clocks are five minutes apart, twenty clients on
+// both: the archive is downloaded from the origin once. The lease is taken
+// by the replica whose clock is behind, so that the other would find it
+// expired by its own clock; it is judged by the store's.
+func TestSharedLeaseClocksApart(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	srv.CreateBucket(bucket)
+	gate := make(chan struct{})
+	entered := make(chan struct{}, 8)
+	skews := []time.Duration{0, 5 * time.Minute}
+	var rs []*harness
+	for i, skew := range skews {
+		now := func() time.Time { return time.Now().Add(skew) }
+		store, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.URL(bucket, sharedPrefix),
+			Holder: string(rune('a' + i)), LeaseTTL: 3 * time.Second, CallTimeout: 5 * time.Second, Now: now})
+		if err != nil {
+			t.Fatal(err)
+		}
+		opts := harnessOptions{cfg: Config{Shared: sharedTier{store}, Now: now},
+			wrapOrigin: func(o Origin) Origin { return enteredOrigin{o, gate, entered} }}
+		if i == 0 {
+			rs = append(rs, newHarness(t, opts))
+		} else {
+			h := &harness{t: t, origin: rs[0].origin}
+			h.start(opts)
+			rs = append(rs, h)
+		}
+	}
+	origin := rs[0].origin
+	origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	waited := make(chan struct{})
+	var once sync.Once
+	rs[1].engine.archives.onWait = func() { once.Do(func() { close(waited) }) }
+
+	var wg sync.WaitGroup
+	got := make([]archive, 20)
+	clients := func(r *harness, from int) {
+		for i := from; i < from+10; i++ {
+			wg.Go(func() { got[i] = r.read(context.Background(), "1.0.0", "linux_amd64") })
+		}
+	}
+	clients(rs[0], 0) // the replica behind takes the lease
+	select {
+	case <-entered:
+	case <-time.After(30 * time.Second):
+		close(gate)
+		t.Fatal("no origin download")
+	}
+	clients(rs[1], 10)
+	select {
+	case <-waited:
+	case <-entered:
+		t.Error("the replica five minutes ahead took over a live lease")
+	case <-time.After(30 * time.Second):
+		t.Error("the replica five minutes ahead did not wait for the lease holder")
+	}
+	close(gate)
+	wg.Wait()
+	for i, a := range got {
+		if a.err != nil || !bytes.Equal(a.body, want) {
+			t.Errorf("client %d: %d bytes, %v", i, len(a.body), a.err)
+		}
+	}
+	for _, r := range rs {
+		r.waitCommitted(origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+	}
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
+		t.Errorf("%d origin downloads of the archive, want 1", n)
 	}
 }

@@ -14,13 +14,25 @@
 //	                          record with the origin's evidence), JSON with
 //	                          the time it was stored
 //	PREFIX/leases/<sha256>    who is downloading that archive from the
-//	                          origin: JSON {holder, expires}, created with
-//	                          If-None-Match: *, renewed with If-Match on its
-//	                          ETag, released or taken over once expired
-//	                          with a DELETE If-Match on the ETag read
+//	                          origin: JSON {holder, expires, ttl_ms},
+//	                          created with If-None-Match: *, renewed with
+//	                          If-Match on its ETag, released or taken over
+//	                          once expired with a DELETE If-Match on the
+//	                          ETag read
+//	PREFIX/probes/<random>    a short-lived object of ProbeConditional's
 //
-// A lease's expiry is written by its holder's clock: replicas sharing a
-// bucket need clocks that agree to well within Config.LeaseTTL.
+// A lease expires ttl_ms after its LastModified, judged at the Date of the
+// store's answer: by the store's clock alone, so that replicas whose
+// clocks disagree (by minutes, even) still download an archive once. Only
+// a store that dates neither its objects nor its answers has the holder's
+// expires judged by the reader's clock.
+//
+// Leases rely on the store honouring conditional writes. ProbeConditional
+// checks that it does (at start-up, or at the first lease); a store that
+// does not is reported (Health, the Observer) and not trusted: TryLease
+// then hands every replica a lease of its own without asking the store,
+// so replicas download for themselves, as without a shared store, and
+// still share what they downloaded.
 //
 // The bucket is trusted as the local cache is: anyone who can write it can
 // make the replicas serve what they wrote. Archives are checked against

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 )
 
@@ -19,10 +20,32 @@ import (
 // removed by someone else.
 var ErrLeaseLost = errors.New("lease lost")
 
-// leaseDoc is a lease object's body.
+// leaseDoc is a lease object's body. A lease expires TTL after the store
+// last wrote it (its LastModified), by the store's clock (the Date of its
+// answers): replicas' own clocks never decide. Expires, by the holder's
+// clock, is for people reading the bucket, and for leases of a store that
+// dates neither its objects nor its answers.
 type leaseDoc struct {
 	Holder  string    `json:"holder"`
 	Expires time.Time `json:"expires"`
+	// TTLMillis is the lease's time to live; 0 in leases written before
+	// it was recorded: the reader's own TTL is taken then.
+	TTLMillis int64 `json:"ttl_ms,omitempty"`
+}
+
+// expired reports whether the lease doc, last written by the store at
+// modified (zero: not known), has expired at storeNow, the store's time
+// (zero: not known). Without both store times, the holder's Expires is
+// judged by this replica's clock.
+func (s *Store) expired(doc *leaseDoc, modified, storeNow time.Time) bool {
+	if modified.IsZero() || storeNow.IsZero() {
+		return !s.cfg.Now().Before(doc.Expires)
+	}
+	ttl := time.Duration(doc.TTLMillis) * time.Millisecond
+	if ttl <= 0 {
+		ttl = s.cfg.LeaseTTL
+	}
+	return !storeNow.Before(modified.Add(ttl))
 }
 
 // Lease is a lease on one archive's origin download, held by this store's
@@ -30,6 +53,9 @@ type leaseDoc struct {
 type Lease struct {
 	s   *Store
 	sha string
+	// local: the store does not honour conditional writes, so the lease
+	// is not in the store; it coordinates nothing beyond this replica.
+	local bool
 
 	mu   sync.Mutex
 	etag string // of the lease object as last written by us
@@ -37,10 +63,16 @@ type Lease struct {
 
 // TryLease takes the lease on archive sha: it creates the lease object
 // only if there is none (If-None-Match: *), or replaces one that has
-// expired. It returns nil, nil when another holder has the lease.
+// expired by the store's clock. It returns nil, nil when another holder
+// has the lease. A store found to ignore conditional writes (see
+// ProbeConditional) is not asked: every replica gets a local lease then,
+// and downloads for itself.
 func (s *Store) TryLease(ctx context.Context, sha string) (*Lease, error) {
 	if err := checkSHA(sha); err != nil {
 		return nil, err
+	}
+	if s.conditionalIgnored(ctx) {
+		return &Lease{s: s, sha: sha, local: true}, nil
 	}
 	var l *Lease
 	err := s.call(ctx, "lease", func(ctx context.Context) (string, error) {
@@ -53,14 +85,14 @@ func (s *Store) TryLease(ctx context.Context, sha string) (*Lease, error) {
 				l = &Lease{s: s, sha: sha, etag: etag}
 				return "ok", nil
 			}
-			doc, etag, err := s.readLease(ctx, sha)
+			doc, etag, modified, storeNow, err := s.readLease(ctx, sha)
 			if err != nil {
 				return "", err
 			}
 			if etag == "" {
 				continue // gone since: try again
 			}
-			if doc != nil && s.cfg.Now().Before(doc.Expires) {
+			if doc != nil && !s.expired(doc, modified, storeNow) {
 				return "held", nil
 			}
 			// Expired (or unreadable): remove exactly what we read, so
@@ -83,7 +115,8 @@ func (s *Store) TryLease(ctx context.Context, sha string) (*Lease, error) {
 // is "", else a replacement of the version etag. ok is false when the
 // condition failed.
 func (s *Store) putLease(ctx context.Context, sha, etag string) (newETag string, ok bool, err error) {
-	doc, _ := json.Marshal(leaseDoc{Holder: s.cfg.Holder, Expires: s.cfg.Now().Add(s.cfg.LeaseTTL).UTC()})
+	doc, _ := json.Marshal(leaseDoc{Holder: s.cfg.Holder, Expires: s.cfg.Now().Add(s.cfg.LeaseTTL).UTC(),
+		TTLMillis: s.cfg.LeaseTTL.Milliseconds()})
 	in := &s3.PutObjectInput{
 		Bucket: &s.loc.Bucket, Key: aws.String(s.leaseKey(sha)),
 		Body: bytes.NewReader(doc), ContentLength: aws.Int64(int64(len(doc))),
@@ -105,30 +138,37 @@ func (s *Store) putLease(ctx context.Context, sha, etag string) (newETag string,
 }
 
 // readLease reads the lease object: nil doc when it is not a lease we can
-// read, "" etag when there is none.
-func (s *Store) readLease(ctx context.Context, sha string) (*leaseDoc, string, error) {
+// read, "" etag when there is none; with when the store last wrote it and
+// the store's time of the answer (zero when the store did not say).
+func (s *Store) readLease(ctx context.Context, sha string) (doc *leaseDoc, etag string, modified, storeNow time.Time, err error) {
 	o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.leaseKey(sha))})
 	if statusOf(err) == http.StatusNotFound {
-		return nil, "", nil
+		return nil, "", time.Time{}, time.Time{}, nil
 	}
 	if err != nil {
-		return nil, "", err
+		return nil, "", time.Time{}, time.Time{}, err
 	}
 	defer o.Body.Close()
 	raw, err := io.ReadAll(io.LimitReader(o.Body, 4096))
 	if err != nil {
-		return nil, "", err
+		return nil, "", time.Time{}, time.Time{}, err
 	}
-	var doc leaseDoc
-	if json.Unmarshal(raw, &doc) != nil {
-		return nil, aws.ToString(o.ETag), nil
+	etag = aws.ToString(o.ETag)
+	modified = aws.ToTime(o.LastModified)
+	storeNow, _ = awsmiddleware.GetServerTime(o.ResultMetadata)
+	var d leaseDoc
+	if json.Unmarshal(raw, &d) != nil {
+		return nil, etag, modified, storeNow, nil
 	}
-	return &doc, aws.ToString(o.ETag), nil
+	return &d, etag, modified, storeNow, nil
 }
 
 // Renew extends the lease by the lease TTL. It fails with ErrLeaseLost
 // when the lease is no longer ours.
 func (l *Lease) Renew(ctx context.Context) error {
+	if l.local {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	lost := false
@@ -171,6 +211,9 @@ func (l *Lease) Keep(ctx context.Context) error {
 
 // Release deletes the lease if it is still ours.
 func (l *Lease) Release(ctx context.Context) error {
+	if l.local {
+		return nil
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.s.call(ctx, "lease", func(ctx context.Context) (string, error) {

@@ -33,11 +33,15 @@ var ErrUnavailable = errors.New("shared store unavailable")
 // it; nil records nothing.
 type Observer interface {
 	// SharedStoreRequest records one call: op ("get_archive",
-	// "put_archive", "get_meta", "put_meta", "lease") and outcome ("ok",
-	// "absent", "held", "error", "unavailable").
+	// "put_archive", "get_meta", "put_meta", "lease", "check", "probe")
+	// and outcome ("ok", "absent", "held", "ignored", "error",
+	// "unavailable").
 	SharedStoreRequest(op, outcome string, d time.Duration)
 	// SharedStoreDown records the breaker opening (true) or closing.
 	SharedStoreDown(down bool)
+	// SharedStoreConditional records what ProbeConditional found: whether
+	// the store honours conditional writes.
+	SharedStoreConditional(honoured bool)
 }
 
 // Config configures a Store. Zero values take the documented defaults.
@@ -140,6 +144,10 @@ type Store struct {
 	failures  int       // calls failed in a row
 	openUntil time.Time // breaker open until then
 	lastErr   error
+
+	// condMu is held during a probe of conditional writes (probe.go).
+	condMu sync.Mutex
+	cond   condState
 }
 
 // Open parses cfg.URL and makes a client with credentials from the

@@ -36,6 +36,8 @@ type observer struct {
 	mu   sync.Mutex
 	reqs map[string]int // op/outcome
 	down atomic.Bool
+	// conditional is 0 before a probe's report, then 1 ignored, 2 honoured.
+	conditional atomic.Int32
 }
 
 func (o *observer) SharedStoreRequest(op, outcome string, _ time.Duration) {
@@ -47,6 +49,13 @@ func (o *observer) SharedStoreRequest(op, outcome string, _ time.Duration) {
 	o.reqs[op+"/"+outcome]++
 }
 func (o *observer) SharedStoreDown(down bool) { o.down.Store(down) }
+func (o *observer) SharedStoreConditional(ok bool) {
+	if ok {
+		o.conditional.Store(2)
+	} else {
+		o.conditional.Store(1)
+	}
+}
 func (o *observer) count(k string) int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
@@ -159,13 +168,31 @@ func TestMeta(t *testing.T) {
 	}
 }
 
+// skewed is this machine's clock moved by d, as a replica's whose clock
+// disagrees with the others'.
+func skewed(d time.Duration) func() time.Time { return func() time.Time { return time.Now().Add(d) } }
+
+// openWith opens the test bucket with cfg's Holder, Now and LeaseTTL.
+func openWith(t *testing.T, srv *s3test.Server, cfg sharedstore.Config) *sharedstore.Store {
+	t.Helper()
+	cfg.URL = srv.URL("tfm", "replicas/a")
+	cfg.CallTimeout, cfg.BreakerThreshold, cfg.BreakerCooldown = 5*time.Second, 2, time.Minute
+	s, err := sharedstore.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
 // Of two replicas, one gets the lease; the other gets it only once the
-// first released it or let it expire; a holder whose lease was taken over
-// learns that it lost it.
+// first released it or let it expire, by the store's clock: the replicas'
+// own clocks, five minutes apart here, do not matter. A holder whose lease
+// was taken over learns that it lost it.
 func TestLease(t *testing.T) {
 	srv := startServer(t)
-	c := &clock{now: time.Now()}
-	a, b := open(t, srv, "a", c, nil), open(t, srv, "b", c, nil)
+	const ttl = 2 * time.Second
+	a := openWith(t, srv, sharedstore.Config{Holder: "a", LeaseTTL: ttl, Now: skewed(-5 * time.Minute)})
+	b := openWith(t, srv, sharedstore.Config{Holder: "b", LeaseTTL: ttl})
 	ctx := context.Background()
 	sha := shaOf([]byte("x"))
 
@@ -174,20 +201,28 @@ func TestLease(t *testing.T) {
 		t.Fatalf("first lease: %v, %v", la, err)
 	}
 	if lb, err := b.TryLease(ctx, sha); err != nil || lb != nil {
-		t.Fatalf("second replica got the lease held by the first: %v", err)
+		t.Fatalf("a replica whose clock is 5 minutes ahead got the lease held by the first: %v", err)
 	}
-	c.Add(20 * time.Second)
 	if err := la.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	c.Add(20 * time.Second) // 40s after taking it, 20s after renewing
-	if lb, err := b.TryLease(ctx, sha); err != nil || lb != nil {
-		t.Fatalf("renewed lease taken over: %v", err)
+	renewed := time.Now()
+	// Expired ttl after the renewal by the store's clock, which dates in
+	// whole seconds: between ttl-1s and ttl+1s from here.
+	var lb *sharedstore.Lease
+	for lb == nil {
+		if time.Since(renewed) > ttl+10*time.Second {
+			t.Fatal("expired lease not taken over")
+		}
+		if lb, err = b.TryLease(ctx, sha); err != nil {
+			t.Fatal(err)
+		}
+		if lb == nil {
+			time.Sleep(100 * time.Millisecond) // for the lease to expire
+		}
 	}
-	c.Add(11 * time.Second) // expired
-	lb, err := b.TryLease(ctx, sha)
-	if err != nil || lb == nil {
-		t.Fatalf("expired lease not taken over: %v", err)
+	if d := time.Since(renewed); d < ttl-time.Second {
+		t.Fatalf("lease taken over %v after its renewal, before it expired", d)
 	}
 	if err := la.Renew(ctx); !errors.Is(err, sharedstore.ErrLeaseLost) {
 		t.Fatalf("renewing a lease taken over: %v", err)
@@ -206,20 +241,24 @@ func TestLease(t *testing.T) {
 	}
 }
 
-// Of many replicas taking over one expired lease at once, one wins.
+// Of many replicas taking over one expired lease at once, one wins; their
+// clocks, an hour behind the store's, do not keep them from seeing it
+// expired.
 func TestLeaseTakeoverRace(t *testing.T) {
 	srv := startServer(t)
-	c := &clock{now: time.Now()}
 	ctx := context.Background()
 	sha := shaOf([]byte("y"))
-	if l, err := open(t, srv, "dead", c, nil).TryLease(ctx, sha); err != nil || l == nil {
+	dead := openWith(t, srv, sharedstore.Config{Holder: "dead", LeaseTTL: time.Millisecond})
+	if l, err := dead.TryLease(ctx, sha); err != nil || l == nil {
 		t.Fatal(err)
 	}
-	c.Add(time.Minute)
+	// The store dates in whole seconds: a second later the lease is
+	// expired by its clock.
+	time.Sleep(1100 * time.Millisecond)
 	var won atomic.Int32
 	var wg sync.WaitGroup
 	for i := range 8 {
-		s := open(t, srv, string(rune('a'+i)), c, nil)
+		s := openWith(t, srv, sharedstore.Config{Holder: string(rune('a' + i)), LeaseTTL: time.Minute, Now: skewed(-time.Hour)})
 		wg.Go(func() {
 			l, err := s.TryLease(ctx, sha)
 			if err != nil {

@@ -27,6 +27,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/logwriter"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
 // overrides replace parts of the wiring in tests: how origins are dialled
@@ -110,7 +111,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	// One source of the mirror's own state, for /readyz and the status page.
 	health := &proxy.HealthSource{Store: m.store}
 	if m.shared != nil {
-		health.SharedDown = m.shared.Status
+		health.SharedDown = m.shared.Health
 	}
 	m.proxy, err = proxy.New(proxy.Config{
 		ModulesURL: func(host string) string {
@@ -288,10 +289,14 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 }
 
 // checkShared asks the shared store once, at start-up, whether its bucket
-// answers, and says so in the log, so that a wrong bucket, endpoint or
-// credentials show when the mirror starts rather than at the first
-// download. It holds up nothing: the mirror serves either way, from its
-// own cache and the origins while the store does not answer.
+// answers, and whether it honours the conditional writes that leases rely
+// on, and says so in the log, so that a wrong bucket, endpoint or
+// credentials, or a store that would let two replicas download one
+// archive, show when the mirror starts rather than at the first download.
+// It holds up nothing: the mirror serves either way, from its own cache
+// and the origins while the store does not answer; a store that ignores
+// conditional writes is used without leases (each replica downloads for
+// itself) and /readyz reports it as degraded.
 func (m *mirror) checkShared(ctx context.Context) {
 	if err := m.shared.Check(ctx); err != nil {
 		if ctx.Err() == nil {
@@ -301,6 +306,11 @@ func (m *mirror) checkShared(ctx context.Context) {
 		return
 	}
 	m.log.Info("shared store reachable")
+	// The store logs it when it ignores conditional writes.
+	if err := m.shared.ProbeConditional(ctx); err != nil && !errors.Is(err, sharedstore.ErrConditionalIgnored) && ctx.Err() == nil {
+		m.log.Warn("shared store's conditional writes could not be checked at start-up; checked again at the first lease",
+			"error", err)
+	}
 }
 
 // serveAdmin serves the admin API on the data directory's unix socket,

@@ -1,0 +1,150 @@
+package sharedstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// ErrConditionalIgnored is returned, wrapped, by ProbeConditional and
+// Health when the store does not honour the conditional writes that
+// leases rely on: a create that fails when the object exists
+// (If-None-Match: *) and a delete that fails when the object changed
+// (If-Match). Leases are then kept by each replica for itself (TryLease).
+var ErrConditionalIgnored = errors.New("shared store does not honour conditional writes; leases on origin downloads are not used: each replica downloads for itself")
+
+// condState is what ProbeConditional found.
+type condState struct {
+	known   bool      // a probe got its answers
+	ignored error     // known: nil, or why the store is not trusted with leases
+	tried   time.Time // by Config.Now, the last probe
+}
+
+// ProbeConditional checks, with an object of its own under
+// PREFIX/probes/, that the store refuses a second create of one object
+// with If-None-Match: * and a delete with If-Match on an ETag the object
+// does not have, as leases need. It returns nil when both are refused, an
+// error wrapping ErrConditionalIgnored when either is done (or not
+// understood), and another error when the store could not be asked (the
+// probe is then retried by TryLease, at most once per breaker cooldown,
+// and leases are used meanwhile). What it found is kept for TryLease and
+// Health, and reported to the Observer. Concurrent calls wait for one
+// probe.
+func (s *Store) ProbeConditional(ctx context.Context) error {
+	s.condMu.Lock()
+	defer s.condMu.Unlock()
+	return s.probeLocked(ctx)
+}
+
+func (s *Store) probeLocked(ctx context.Context) error {
+	s.cond.tried = s.cfg.Now()
+	var ignored error
+	err := s.call(ctx, "probe", func(ctx context.Context) (string, error) {
+		var err error
+		ignored, err = s.probeConditional(ctx)
+		if err != nil {
+			return "", err
+		}
+		if ignored != nil {
+			return "ignored", nil
+		}
+		return "ok", nil
+	})
+	if err != nil {
+		return err
+	}
+	first := !s.cond.known
+	s.cond.known, s.cond.ignored = true, ignored
+	if s.obs != nil {
+		s.obs.SharedStoreConditional(ignored == nil)
+	}
+	if ignored != nil {
+		if first {
+			s.log.Warn("shared store ignores conditional writes: replicas will not coordinate origin downloads through it",
+				"bucket", s.loc.Bucket, "error", ignored)
+		}
+		return ignored
+	}
+	return nil
+}
+
+// probeConditional makes the probe's calls. ignored says how the store
+// failed the probe; err that it could not be asked.
+func (s *Store) probeConditional(ctx context.Context) (ignored, err error) {
+	var b [8]byte
+	rand.Read(b[:])
+	key := aws.String(s.loc.Prefix + "probes/" + hex.EncodeToString(b[:]))
+	put := func() error {
+		body := []byte("tfmirror conditional write probe")
+		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+			Bucket: &s.loc.Bucket, Key: key, Body: bytes.NewReader(body),
+			ContentLength: aws.Int64(int64(len(body))), IfNoneMatch: aws.String("*")})
+		return err
+	}
+	if err := put(); err != nil {
+		return nil, fmt.Errorf("creating a probe object: %w", err)
+	}
+	defer func() {
+		// Unconditionally: whatever the probe found, the object goes.
+		_, derr := s.client.DeleteObject(context.WithoutCancel(ctx), &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: key})
+		if derr != nil && err == nil && statusOf(derr) != http.StatusNotFound {
+			s.log.Warn("shared store probe object not removed", "key", *key, "error", derr)
+		}
+	}()
+	// judge sorts the answer to a write the store should refuse: refused
+	// (412 or 409), done or not understood (ignored, with how), or not
+	// an answer (err).
+	judge := func(what string, werr error) (ignored, err error) {
+		switch st := statusOf(werr); {
+		case st == http.StatusPreconditionFailed || st == http.StatusConflict:
+			return nil, nil
+		case werr == nil:
+			return fmt.Errorf("%w: %s succeeded", ErrConditionalIgnored, what), nil
+		case st == http.StatusNotImplemented || st == http.StatusBadRequest:
+			return fmt.Errorf("%w: %s failed otherwise: %w", ErrConditionalIgnored, what, werr), nil
+		default:
+			return nil, fmt.Errorf("probing conditional writes: %w", werr)
+		}
+	}
+	if ignored, err := judge("a create with If-None-Match: * of an existing object", put()); ignored != nil || err != nil {
+		return ignored, err
+	}
+	_, derr := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: key,
+		IfMatch: aws.String(`"00000000000000000000000000000000"`)})
+	if ignored, err := judge("a delete with If-Match of an ETag the object does not have", derr); ignored != nil || err != nil {
+		return ignored, err
+	}
+	return nil, nil
+}
+
+// conditionalIgnored reports whether the store is known to ignore
+// conditional writes. Not known yet, it probes, at most once per breaker
+// cooldown; a probe that could not ask the store leaves leases in use.
+func (s *Store) conditionalIgnored(ctx context.Context) bool {
+	s.condMu.Lock()
+	defer s.condMu.Unlock()
+	if !s.cond.known && (s.cond.tried.IsZero() || !s.cfg.Now().Before(s.cond.tried.Add(s.cfg.BreakerCooldown))) {
+		s.probeLocked(ctx)
+	}
+	return s.cond.known && s.cond.ignored != nil
+}
+
+// Health returns nil while the store is used as configured, else why not:
+// its breaker is open (Status), or it ignores conditional writes, so that
+// replicas do not coordinate their origin downloads through it.
+func (s *Store) Health() error {
+	if err := s.Status(); err != nil {
+		return err
+	}
+	s.condMu.Lock()
+	defer s.condMu.Unlock()
+	return s.cond.ignored
+}
