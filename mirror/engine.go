@@ -122,6 +122,9 @@ type Engine struct {
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
 	memo     *metaMemo // decoded version lists and package metadata
+	// sharedSeen remembers what the shared tier holds, for a sealed
+	// mirror's version lists (see sharedInstallable).
+	sharedSeen sharedAnswers
 
 	// root is the engine's lifetime, not any caller's: the parent of the
 	// contexts that origin fetches and archive downloads run on. Shutdown

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -239,14 +240,22 @@ func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v vers
 // p from the shared tier: the version's package record (rec, the cached
 // one, if any; else the shared tier's, copied into the cache) has an
 // archive of a served platform that the shared tier holds and that this
-// engine trusts it for.
+// engine trusts it for. What the shared tier answered is remembered for
+// sharedSeenTTL (see sharedAnswers), so that a warm version list asks it
+// nothing.
 func (s *Engine) sharedInstallable(ctx context.Context, p discovery.Provider, v versions.Version, rec *PackageRecord) bool {
 	if s.cfg.Shared == nil {
 		return false
 	}
+	now := s.cfg.Now()
 	if rec == nil {
+		key := "package/" + packageKey(p, v)
+		if has, ok := s.sharedSeen.get(key, now); ok && !has {
+			return false
+		}
 		var ok bool
 		if rec, ok = s.sharedPackage(ctx, p, v); !ok {
+			s.sharedSeen.put(key, false, now)
 			return false
 		}
 	}
@@ -255,16 +264,75 @@ func (s *Engine) sharedInstallable(ctx context.Context, p discovery.Provider, v 
 		if !s.wanted(pl) || !s.archives.trustsShared(a.SHA256) {
 			continue
 		}
+		key := "archive/" + a.SHA256
+		if has, ok := s.sharedSeen.get(key, now); ok {
+			if has {
+				return true
+			}
+			continue
+		}
 		body, _, err := s.cfg.Shared.OpenArchive(ctx, a.SHA256)
 		if err != nil {
 			return false // a failing tier is gone around: not listed
 		}
+		s.sharedSeen.put(key, body != nil, now)
 		if body != nil {
 			body.Close()
 			return true
 		}
 	}
 	return false
+}
+
+// sharedSeenTTL is how long a sealed mirror takes the shared tier's word
+// that it holds, or lacks, a package record or an archive.
+const sharedSeenTTL = time.Minute
+
+// sharedSeenMax bounds the answers remembered: beyond it they are all
+// forgotten, and asked again.
+const sharedSeenMax = 16384
+
+// sharedAnswers remembers, by key ("package/..." or "archive/SHA256"),
+// whether the shared tier held the thing, and when it said so. A sealed
+// mirror lists the versions whose archives are in its cache or the shared
+// tier's; without it, every version list asked the shared tier about
+// every version not cached, however warm. A version another replica
+// stores meanwhile is listed within sharedSeenTTL of its arrival (once
+// the version list is asked for again). Errors are not remembered.
+type sharedAnswers struct {
+	mu sync.Mutex
+	m  map[string]sharedAnswer
+}
+
+type sharedAnswer struct {
+	has bool
+	at  time.Time
+}
+
+// get returns what the shared tier said of key, if it said so within
+// sharedSeenTTL of now.
+func (a *sharedAnswers) get(key string, now time.Time) (has, ok bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	e, found := a.m[key]
+	if !found {
+		return false, false
+	}
+	if age := now.Sub(e.at); age < 0 || age >= sharedSeenTTL {
+		delete(a.m, key)
+		return false, false
+	}
+	return e.has, true
+}
+
+// put remembers what the shared tier said of key at now.
+func (a *sharedAnswers) put(key string, has bool, now time.Time) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.m == nil || len(a.m) >= sharedSeenMax {
+		a.m = make(map[string]sharedAnswer)
+	}
+	a.m[key] = sharedAnswer{has: has, at: now}
 }
 
 func (s *Engine) getShared(ctx context.Context, key string, v any) (time.Time, bool) {

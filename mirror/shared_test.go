@@ -721,3 +721,83 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 		t.Errorf("%d origin downloads of the archive, want 1", n)
 	}
 }
+
+// A sealed replica lists a version it lacks when the shared tier has an
+// archive of it; a warm version list asks the shared tier nothing, and an
+// answer, once made, stays reusable. What the shared tier lacked is asked
+// again after sharedSeenTTL, and a version stored there meanwhile listed.
+func TestSharedSealedListRemembers(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	origin := rs[0].origin
+	origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0", "3.0.0"}, platforms)
+	if a := rs[0].read(context.Background(), "1.0.0", "linux_amd64"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	if _, err := rs[0].packages("2.0.0", "linux_amd64"); err != nil { // its record, no archive
+		t.Fatal(err)
+	}
+	rs[0].waitIdle()
+
+	counts := &sharedCounts{}
+	clock := newFakeClock()
+	sealed := &harness{t: t, origin: origin}
+	sealed.start(harnessOptions{cfg: Config{Offline: true, Now: clock.Now, Shared: sharedTier{newSharedStore(t, srv, "sealed", counts)}}})
+	calls := func() int {
+		counts.mu.Lock()
+		defer counts.mu.Unlock()
+		n := 0
+		for _, c := range counts.n {
+			n += c
+		}
+		return n
+	}
+	versionsOf := func(list *VersionList) []string {
+		var vs []string
+		for _, e := range list.Versions {
+			vs = append(vs, e.Version)
+		}
+		return vs
+	}
+	var stamp Stamp
+	for i := range 2 {
+		list, st, err := sealed.engine.Versions(context.Background(), sealed.provider())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := versionsOf(list); !slices.Equal(got, []string{"1.0.0"}) {
+			t.Fatalf("call %d: versions %v, want the one the shared tier has an archive of", i+1, got)
+		}
+		stamp = st.Stamp
+	}
+	if !sealed.engine.Reuse(stamp) {
+		t.Error("a warm sealed version list is not reusable")
+	}
+	before := calls()
+	for i := range 5 {
+		list, st, err := sealed.engine.Versions(context.Background(), sealed.provider())
+		if err != nil || len(list.Versions) != 1 {
+			t.Fatalf("warm call %d: %v", i+1, err)
+		}
+		if !sealed.engine.Reuse(st.Stamp) {
+			t.Errorf("warm call %d: its answer is not reusable", i+1)
+		}
+	}
+	if n := calls() - before; n != 0 {
+		counts.mu.Lock()
+		t.Errorf("5 warm version lists made %d shared store requests (%v), want 0", n, counts.n)
+		counts.mu.Unlock()
+	}
+
+	if a := rs[0].read(context.Background(), "3.0.0", "linux_amd64"); a.err != nil {
+		t.Fatal(a.err)
+	}
+	rs[0].waitIdle()
+	clock.Add(sharedSeenTTL)
+	list, _, err := sealed.engine.Versions(context.Background(), sealed.provider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := versionsOf(list); !slices.Equal(got, []string{"1.0.0", "3.0.0"}) {
+		t.Errorf("after sharedSeenTTL: versions %v, want 1.0.0 and 3.0.0, stored in the shared tier meanwhile", got)
+	}
+}
