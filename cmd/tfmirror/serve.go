@@ -307,7 +307,10 @@ func (m *mirror) checkShared(ctx context.Context) {
 	}
 	m.log.Info("shared store reachable")
 	// The store logs it when it ignores conditional writes.
-	if err := m.shared.ProbeConditional(ctx); err != nil && !errors.Is(err, sharedstore.ErrConditionalIgnored) && ctx.Err() == nil {
+	switch err := m.shared.ProbeConditional(ctx); {
+	case err == nil:
+		m.log.Info("shared store honours conditional writes")
+	case !errors.Is(err, sharedstore.ErrConditionalIgnored) && ctx.Err() == nil:
 		m.log.Warn("shared store's conditional writes could not be checked at start-up; checked again at the first lease",
 			"error", err)
 	}

@@ -140,6 +140,10 @@ func TestSharedStoreReplicas(t *testing.T) {
 	defer cancel()
 	want := s.archive("linux_amd64")
 	ms[0].waitLog("shared store reachable", 30*time.Second)
+	ms[0].waitLog("shared store honours conditional writes", 30*time.Second)
+	if n := ms[0].metric(t, "tfmirror_shared_store_conditional_writes"); n != 1 {
+		t.Errorf("tfmirror_shared_store_conditional_writes = %v, want 1", n)
+	}
 
 	release := s.origin.GateArchives()
 	defer release()
