@@ -121,6 +121,7 @@ func (s *Server) routes() *mux.Router {
 	r.UseEncodedPath()
 	r.SkipClean(true)
 	s.registryRoutes(r)
+	s.moduleRoutes(r)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
 	protocol.Use(s.authorize)
 	protocol.HandleFunc("/", s.handleStatus)

@@ -45,8 +45,9 @@ type Status struct {
 	// request carried no valid token: the provider list is then left out.
 	ProvidersHidden bool `json:"providers_hidden,omitempty"`
 	// HostBlocks is, for each allowed origin host, the CLI configuration
-	// host block that points the host's providers.v1 service at this
-	// mirror's registry protocol (see RegistryPath).
+	// host block that points the host's providers.v1 and modules.v1
+	// services at this mirror's registry protocol (see RegistryPath and
+	// ModulesPath).
 	HostBlocks map[string]string `json:"host_blocks"`
 	// HostBlockNote is set with client authentication on: which token
 	// the clients send through a host block, and to whom.
@@ -59,7 +60,7 @@ type Status struct {
 type HostBlock struct {
 	Host  string
 	Block string
-	// ModulesKnown says the block names the origin's modules.v1 URL
+	// ModulesKnown says the block names a modules.v1 URL, this mirror's
 	// (else it has a commented-out placeholder).
 	ModulesKnown bool
 }
@@ -156,7 +157,9 @@ func (s *Server) hostBlocks(st *Status, origins []string) {
 			continue
 		}
 		modules := ""
-		if s.cfg.ModulesURL != nil {
+		if _, ok := s.engine.(ModuleEngine); ok {
+			modules = base + ModulesPath(host) // this mirror's, see modules.go
+		} else if s.cfg.ModulesURL != nil {
 			modules = s.cfg.ModulesURL(host)
 		}
 		var b strings.Builder
@@ -173,7 +176,7 @@ func (s *Server) hostBlocks(st *Status, origins []string) {
 	if s.cfg.Auth != nil {
 		st.HostBlockNote = "Through a host block the clients send the token configured for the origin's host name " +
 			"(credentials \"ORIGIN-HOST\" { token = ... }), and send it to every service of the block: " +
-			"a modules.v1 entry pointing at the public registry would hand it this mirror's token."
+			"providers.v1 and modules.v1 both point at this mirror; a service pointed at another registry would hand it this mirror's token."
 	}
 	slices.SortFunc(st.HostBlockList, func(a, b HostBlock) int { return strings.Compare(a.Host, b.Host) })
 }
