@@ -272,3 +272,74 @@ func (s *Server) authorizeModules(next http.Handler) http.Handler {
 		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
 	})
 }
+
+// StatusModule is one registry module the mirror has records of, for the
+// status page.
+type StatusModule struct {
+	Address  string                `json:"address"` // HOST/NAMESPACE/NAME/SYSTEM
+	Versions []StatusModuleVersion `json:"versions"`
+}
+
+// StatusModuleVersion is one version of a module: where its package comes
+// from and whether it is cached.
+type StatusModuleVersion struct {
+	Version string `json:"version"`
+	// Source is the package's location without its subdirectory;
+	// Subdir the subdirectory the clients use.
+	Source string `json:"source"`
+	Subdir string `json:"subdir,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Cached bool   `json:"cached"`
+	Size   int64  `json:"size,omitempty"`
+}
+
+// statusModules lists the module versions the engine has records of, by
+// module, newest version first.
+func (s *Server) statusModules() ([]StatusModule, error) {
+	me, ok := s.engine.(ModuleEngine)
+	if !ok {
+		return nil, nil
+	}
+	byModule := map[string]*StatusModule{}
+	var order []string
+	err := me.ListCachedModules(func(cm mirror.CachedModule) error {
+		m, ok := byModule[cm.Module]
+		if !ok {
+			m = &StatusModule{Address: cm.Module}
+			byModule[cm.Module] = m
+			order = append(order, cm.Module)
+		}
+		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Package, Subdir: cm.Record.Subdir,
+			Commit: cm.Record.Commit, SHA256: cm.Record.SHA256, Cached: cm.Cached}
+		if cm.Cached {
+			v.Size = cm.Record.Size
+		}
+		m.Versions = append(m.Versions, v)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := make([]StatusModule, 0, len(order))
+	for _, addr := range order { // key order: sorted
+		m := byModule[addr]
+		vs := make([]string, len(m.Versions))
+		for i, v := range m.Versions {
+			vs[i] = v.Version
+		}
+		mirror.SortModuleVersions(vs)
+		sorted := make([]StatusModuleVersion, 0, len(vs))
+		for _, v := range vs {
+			for _, mv := range m.Versions {
+				if mv.Version == v {
+					sorted = append(sorted, mv)
+					break
+				}
+			}
+		}
+		m.Versions = sorted
+		out = append(out, *m)
+	}
+	return out, nil
+}

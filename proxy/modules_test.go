@@ -160,6 +160,20 @@ func TestModulePullThrough(t *testing.T) {
 	if _, sub := download(t, h, "acme/vpc/aws", "1.0.0"); sub != "modules/vpc" {
 		t.Errorf("download answer with the origin down: subdir %q", sub)
 	}
+
+	// The status page lists them, newest first.
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if len(st.Modules) != 1 || st.Modules[0].Address != originHost+"/acme/vpc/aws" || len(st.Modules[0].Versions) != 2 {
+		t.Fatalf("status modules: %+v", st.Modules)
+	}
+	if v := st.Modules[0].Versions[0]; v.Version != "1.1.0" || !v.Cached || v.Commit != commit || v.Subdir != "modules/vpc" ||
+		v.Source != "git::"+o.GitURL("mono")+"?ref="+commit {
+		t.Errorf("status module version: %+v", v)
+	}
+	if page := string(h.get("/").body); !strings.Contains(page, "Cached registry modules") || !strings.Contains(page, "acme/<wbr>vpc") {
+		t.Errorf("status page lacks the modules")
+	}
 }
 
 func TestModuleSourceFailures(t *testing.T) {

@@ -35,7 +35,9 @@ type Status struct {
 	Archives       int              `json:"cached_archives"`
 	Bytes          int64            `json:"cached_bytes"`
 	Providers      []StatusProvider `json:"providers"`
-	Generated      time.Time        `json:"generated"`
+	// Modules are the registry modules with records (see modules.go).
+	Modules   []StatusModule `json:"modules,omitempty"`
+	Generated time.Time      `json:"generated"`
 	// Health is the mirror's own state, shown to everyone.
 	Health Health `json:"health"`
 	// CredentialsHost is set when clients need a token: the host name
@@ -137,6 +139,9 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	}
 	for _, addr := range slices.Sorted(maps.Keys(byProvider)) {
 		st.Providers = append(st.Providers, *byProvider[addr])
+	}
+	if st.Modules, err = s.statusModules(); err != nil {
+		return nil, err
 	}
 	return st, nil
 }
