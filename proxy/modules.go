@@ -343,3 +343,17 @@ func (s *Server) statusModules() ([]StatusModule, error) {
 	}
 	return out, nil
 }
+
+// moduleRoute classifies a path below /registry/HOST/v1/modules/ (parts
+// are NS/NAME/SYSTEM/...) for metrics.
+func moduleRoute(parts []string) string {
+	switch {
+	case len(parts) == 4 && parts[3] == "versions":
+		return "module_versions"
+	case len(parts) == 5 && parts[4] == "download":
+		return "module_download"
+	case len(parts) == 5 && parts[4] == modulePackageFile:
+		return "module_package"
+	}
+	return "other"
+}

@@ -208,3 +208,17 @@ func TestModuleSourceFailures(t *testing.T) {
 		t.Errorf("%d blobs cached after failed fetches, want 0", n)
 	}
 }
+
+func TestModuleRoutes(t *testing.T) {
+	for path, want := range map[string]string{
+		modBase + "acme/vpc/aws/versions":             "module_versions",
+		modBase + "acme/vpc/aws/1.0.0/download":       "module_download",
+		modBase + "acme/vpc/aws/1.0.0/package.tar.gz": "module_package",
+		modBase + "acme/vpc/aws/1.0.0/other":          "other",
+		modBase + "acme/vpc/versions":                 "other",
+	} {
+		if got := Route(path); got != want {
+			t.Errorf("Route(%s) = %s, want %s", path, got, want)
+		}
+	}
+}
