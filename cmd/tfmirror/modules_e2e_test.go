@@ -179,6 +179,8 @@ func checkSameModules(t *testing.T, what string, want, got map[string]string) {
 	}
 }
 
+// Not parallel: it reopens the cache of a mirror it stopped (see
+// TestTerraformHostBlockOriginDownAndOffline).
 func TestTerraformModulesThroughHostBlock(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
 		t.Skip(err) // a direct install clones with git
@@ -216,6 +218,18 @@ func TestTerraformModulesThroughHostBlock(t *testing.T) {
 	dir, out = mr.init(t)
 	checkSameModules(t, "origin down", want, moduleTree(t, dir))
 	checkSameInstall(t, "origin down", wantLock, readLock(t, dir), wantOut, out)
+
+	// The same cache, sealed: no request at all.
+	e.stop()
+	e.startMirror(e.dataDir, "--offline")
+	e.origin.ResetHits()
+	mr = mirrorModules(t, e)
+	dir, out = mr.init(t)
+	checkSameModules(t, "--offline", want, moduleTree(t, dir))
+	checkSameInstall(t, "--offline", wantLock, readLock(t, dir), wantOut, out)
+	if n := e.origin.TotalHits(); n != 0 {
+		t.Errorf("the offline mirror made %d origin requests", n)
+	}
 
 	// The status page lists the cached module versions.
 	resp, err := trustingClient(t, e.caFile).Get(e.url + "?format=json")
