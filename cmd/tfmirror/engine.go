@@ -111,6 +111,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Logger:          logger,
 		Offline:         cfg.Offline,
 	}
+	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, cfg.moduleConfig.limits()
 	shared, err := openShared(context.Background(), cfg, logger, met)
 	if err != nil {
 		return nil, err
