@@ -105,6 +105,10 @@ type Config struct {
 	// ModuleLimits bound one registry module package. Defaults: 256 MiB
 	// downloaded, 512 MiB of files, 20000 entries, submodules 3 deep.
 	ModuleLimits modsource.Limits
+	// ScratchDir is where module packages are unpacked and normalized
+	// while they are fetched (up to the ModuleLimits' sizes each).
+	// Default: os.TempDir().
+	ScratchDir string
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills

@@ -385,9 +385,10 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		Open: func(ctx context.Context, u string) (io.ReadCloser, int64, error) {
 			return mo.OpenSource(ctx, m.Hostname, u)
 		},
-		Limits: s.cfg.ModuleLimits,
+		Limits:  s.cfg.ModuleLimits,
+		TempDir: s.cfg.ScratchDir,
 	}
-	spool, err := os.CreateTemp("", "tfmirror-module-*.tar.gz")
+	spool, err := os.CreateTemp(s.cfg.ScratchDir, "tfmirror-module-*.tar.gz")
 	if err != nil {
 		return nil, err
 	}
