@@ -19,6 +19,7 @@ import (
 	"net/url"
 	"path"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -40,7 +41,8 @@ type Address struct {
 	// Ref is the Git ref (tag, branch or commit id); "" is the remote's
 	// default branch.
 	Ref string
-	// Format is the archive's format: "tar.gz", "tgz", "tar" or "zip".
+	// Format is the archive's format: "tar.gz", "tgz", "tar.bz2",
+	// "tbz2" or "zip".
 	Format string
 	// Subdir is the //SUBDIR part, "" for none. The whole package is
 	// fetched; the clients use the subdirectory of it.
@@ -91,7 +93,9 @@ func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupport
 var (
 	forcedGetter = regexp.MustCompile(`^([A-Za-z0-9]+)::(.+)$`)
 	scpLike      = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
-	archiveExts  = []string{"tar.gz", "tgz", "zip", "tar"}
+	// archiveExts are the archive formats both the clients and this
+	// mirror unpack (the clients also take .tar.xz and .txz).
+	archiveExts = []string{"tar.gz", "tgz", "tar.bz2", "tbz2", "zip"}
 )
 
 // Parse parses a download location. Locations this mirror cannot fetch
@@ -170,10 +174,10 @@ func Parse(location string) (Address, error) {
 			}
 		}
 	}
-	switch format {
-	case "tar.gz", "tgz", "zip", "tar":
-	case "":
-		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("https location %s is not an archive (.tar.gz, .tgz, .tar, .zip or ?archive=) nor git::", redact(u))}
+	switch {
+	case slices.Contains(archiveExts, format):
+	case format == "":
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("https location %s is not an archive (.tar.gz, .tgz, .tar.bz2, .tbz2, .zip or ?archive=) nor git::", redact(u))}
 	default:
 		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("archive format %q", format)}
 	}

@@ -3,6 +3,7 @@ package modsource
 import (
 	"archive/tar"
 	"archive/zip"
+	"compress/bzip2"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -262,8 +263,8 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, root, tmp string,
 			return fmt.Errorf("the package is not a zip archive: %w", err)
 		}
 		return unzip(zr, tw)
-	case "tar":
-		return untar(ctx, r, tw)
+	case "tar.bz2", "tbz2":
+		return untar(ctx, bzip2.NewReader(r), tw)
 	default:
 		gz, err := gzip.NewReader(r)
 		if err != nil {

@@ -30,6 +30,7 @@ func TestParse(t *testing.T) {
 		{"tgz subdir glob", "https://h.test/x/m.tgz//*", Address{Kind: KindArchive, URL: "https://h.test/x/m.tgz", Format: "tgz", Subdir: "*"}},
 		{"archive param", "https://api.h.test/repos/o/r/tarball/v1//*?archive=tar.gz&token=x", Address{Kind: KindArchive, URL: "https://api.h.test/repos/o/r/tarball/v1?token=x", Format: "tar.gz", Subdir: "*"}},
 		{"zip", "https://h.test/m.zip", Address{Kind: KindArchive, URL: "https://h.test/m.zip", Format: "zip"}},
+		{"tbz2", "https://h.test/m.tbz2", Address{Kind: KindArchive, URL: "https://h.test/m.tbz2", Format: "tbz2"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Parse(tc.in)
@@ -46,6 +47,8 @@ func TestParse(t *testing.T) {
 		{"git@github.com:org/repo.git", "ssh"},
 		{"http://h.test/m.tar.gz", "http"},
 		{"https://h.test/page", ""},
+		{"https://h.test/m.tar", ""},
+		{"https://h.test/m?archive=rar", ""},
 		{"./local", ""},
 	} {
 		_, err := Parse(tc.in)
