@@ -143,7 +143,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*Modul
 		return nil, ListState{}, err
 	}
 	if s.cfg.Offline {
-		return s.sealedModuleVersions(m)
+		return s.sealedModuleVersions(ctx, m)
 	}
 	key := moduleVersionsKey(m)
 	var cached ModuleVersionList
@@ -151,6 +151,11 @@ func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*Modul
 	haveCached := err == nil && knownSchema(cached.Schema)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
+	}
+	if !haveCached && s.cfg.Shared != nil {
+		if at, ok := s.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
+			haveCached, storedAt = true, at
+		}
 	}
 	if haveCached && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL {
 		s.metrics.CacheLookup("module_versions", true)
@@ -171,6 +176,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*Modul
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
 		}
+		s.putShared(key, list)
 		return list, nil
 	})
 	if err == nil {
@@ -184,8 +190,9 @@ func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*Modul
 	return nil, ListState{}, err
 }
 
-// sealedModuleVersions lists the versions of m whose package is cached.
-func (s *Engine) sealedModuleVersions(m discovery.Module) (*ModuleVersionList, ListState, error) {
+// sealedModuleVersions lists the versions of m whose package is cached,
+// or held by the shared tier.
+func (s *Engine) sealedModuleVersions(ctx context.Context, m discovery.Module) (*ModuleVersionList, ListState, error) {
 	list := &ModuleVersionList{Schema: recordSchema, Versions: []string{}}
 	err := s.store.ScanMeta(moduleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
 		var rec ModuleRecord
@@ -199,6 +206,19 @@ func (s *Engine) sealedModuleVersions(m discovery.Module) (*ModuleVersionList, L
 	})
 	if err != nil {
 		return nil, ListState{}, err
+	}
+	var shared ModuleVersionList
+	if s.cfg.Shared != nil {
+		if _, ok := s.getShared(ctx, moduleVersionsKey(m), &shared); ok {
+			for _, v := range shared.Versions {
+				if slices.ContainsFunc(list.Versions, func(l string) bool { return canonicalModuleVersion(l) == canonicalModuleVersion(v) }) {
+					continue
+				}
+				if s.sharedModuleInstallable(ctx, moduleRecordKey(m, v)) {
+					list.Versions = append(list.Versions, v)
+				}
+			}
+		}
 	}
 	if len(list.Versions) == 0 {
 		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", ErrOffline, m)
@@ -224,6 +244,9 @@ func (s *Engine) ModuleLocation(ctx context.Context, m discovery.Module, version
 		s.log.Warn("reading module record", "module", m.String(), "version", version, "error", err)
 	}
 	s.metrics.CacheLookup("module_location", false)
+	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
+		return rec, nil
+	}
 	res, err := s.coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
 		if err != nil {
@@ -309,19 +332,19 @@ func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version str
 		return pkg, nil
 	}
 	s.metrics.CacheLookup("module_package", false)
-	if s.cfg.Offline {
+	if s.cfg.Offline && s.cfg.Shared == nil {
 		return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, version)
 	}
-	key := "modpkg/" + m.String() + "/" + canonicalModuleVersion(version)
+	recKey := moduleRecordKey(m, version)
 	var led atomic.Bool
-	ch := s.meta.DoChan(key, func() (any, error) {
+	ch := s.meta.DoChan("modpkg/"+recKey, func() (any, error) {
 		led.Store(true)
 		ctx, done, err := s.detached(s.cfg.ModuleTimeout)
 		if err != nil {
 			return nil, err
 		}
 		defer done()
-		return s.fetchModule(ctx, m, *rec)
+		return s.fetchModuleShared(ctx, m, recKey, *rec)
 	})
 	var res ModuleRecord
 	select {
@@ -436,6 +459,7 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}
 	}
+	s.shareModule(ctx, moduleRecordKey(m, rec.Version), &rec, spool)
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Package,
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil
