@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -220,5 +221,54 @@ func TestModuleRoutes(t *testing.T) {
 		if got := Route(path); got != want {
 			t.Errorf("Route(%s) = %s, want %s", path, got, want)
 		}
+	}
+}
+
+// With client authentication on, the versions and download answers need
+// the token and the package a valid, unexpired URL signature for that
+// module version.
+func TestModulesClientAuth(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	o := h.origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("#\n")}))
+	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("m.tar.gz"))
+	o.AddModule("acme", "vpc", "aws", "2.0.0", o.TarballURL("m.tar.gz"))
+	bearer := "Bearer " + testToken
+
+	for _, path := range []string{modBase + "acme/vpc/aws/versions", modBase + "acme/vpc/aws/1.0.0/download"} {
+		if r := h.get(path); r.status != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d", path, r.status)
+		}
+		if r := h.get(path, "Authorization", bearer); r.status != http.StatusOK {
+			t.Errorf("%s with the token: %d %s", path, r.status, r.body)
+		}
+	}
+	r := h.get(modBase+"acme/vpc/aws/1.0.0/download", "Authorization", bearer)
+	loc := r.header.Get("X-Terraform-Get")
+	rel, query, ok := strings.Cut(strings.TrimPrefix(loc, "./"), "?")
+	if !ok || rel != "package.tar.gz" {
+		t.Fatalf("location %q has no signature", loc)
+	}
+	pkg := modBase + "acme/vpc/aws/1.0.0/" + rel
+	if r := h.get(pkg + "?" + query); r.status != http.StatusOK || r.header.Get("Cache-Control") == "" || !strings.Contains(r.header.Get("Cache-Control"), "private") {
+		t.Errorf("signed package: %d, Cache-Control %q", r.status, r.header.Get("Cache-Control"))
+	}
+	for name, path := range map[string]string{
+		"unsigned":            pkg,
+		"signed for 1.0.0":    modBase + "acme/vpc/aws/2.0.0/" + rel + "?" + query,
+		"token, no signature": pkg,
+	} {
+		hdr := []string{}
+		if name == "token, no signature" {
+			hdr = []string{"Authorization", bearer}
+		}
+		if r := h.get(path, hdr...); r.status != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, r.status)
+		}
+	}
+	clock.Add(2 * time.Hour)
+	if r := h.get(pkg + "?" + query); r.status != http.StatusForbidden {
+		t.Errorf("expired signature: %d, want 403", r.status)
 	}
 }

@@ -243,3 +243,39 @@ func TestTerraformModulesThroughHostBlock(t *testing.T) {
 		t.Errorf("status page does not list the cached modules:\n%s", body.String())
 	}
 }
+
+// With client authentication on, the download answer needs the token
+// configured for the origin's host name, and the package location it
+// gives carries a URL signature (the clients send no token there).
+func TestTerraformModulesWithClientAuth(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip(err)
+	}
+	t.Parallel()
+	const token = "e2e-module-token.0123456789"
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newE2E(t, fakeorigin.Options{}, "--auth-tokens-file", tokens)
+	addModules(t, e)
+	dir, wantOut := directModules(t, e).init(t)
+	want, wantLock := moduleTree(t, dir), readLock(t, dir)
+
+	mr := mirrorModules(t, e)
+	creds := fmt.Sprintf("credentials %q {\n  token = %q\n}\n", tfRegistry, token)
+	conf, err := os.ReadFile(mr.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(mr.conf, append(conf, creds...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir, out := mr.init(t)
+	checkSameModules(t, "with client authentication", want, moduleTree(t, dir))
+	checkSameInstall(t, "with client authentication", wantLock, readLock(t, dir), wantOut, out)
+	// go-getter sends HEAD, then GET, for each of the three packages.
+	if n := metric(t, e.mirror.registry, "tfmirror_http_requests_total", "route", "module_package", "code", "200"); n != 6 {
+		t.Errorf("the mirror answered %v module package requests with 200, want 6", n)
+	}
+}
