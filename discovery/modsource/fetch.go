@@ -168,6 +168,8 @@ func (t *treeWriter) dir(name string) error {
 	return os.MkdirAll(p, 0o755)
 }
 
+// file writes a file of size bytes read from r (which must give that
+// many: fewer fail, more are not read).
 func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error {
 	p, err := t.target(name)
 	if err != nil || p == "" {
@@ -176,10 +178,11 @@ func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error
 	if err := t.b.entry(); err != nil {
 		return err
 	}
-	if size >= 0 {
-		if err := t.b.file(size); err != nil {
-			return err
-		}
+	if size < 0 {
+		return fmt.Errorf("the package's entry %q has a negative size", name)
+	}
+	if err := t.b.file(size); err != nil {
+		return err
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return err
@@ -193,24 +196,13 @@ func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error
 	if err != nil {
 		return err
 	}
-	var n int64
-	if size >= 0 {
-		n, err = io.Copy(out, io.LimitReader(r, size))
-	} else {
-		// Unknown size: count as it comes.
-		room := int64(1<<62 - 1)
-		if max := t.b.limits.MaxTreeBytes; max > 0 {
-			room = max - t.b.tree
-		}
-		n, err = io.Copy(out, io.LimitReader(r, room+1))
-		if err == nil {
-			err = t.b.file(n)
-		}
+	n, err := io.Copy(out, io.LimitReader(r, size))
+	if err == nil && n < size {
+		err = fmt.Errorf("the package's entry %q ends after %d of its %d bytes", name, n, size)
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	_ = n
 	return err
 }
 
@@ -326,16 +318,15 @@ func unzip(zr *zip.Reader, tw *treeWriter) error {
 		if !zf.Mode().IsRegular() {
 			return fmt.Errorf("the package's zip entry %q is not a file", zf.Name)
 		}
-		// The declared size is checked first, then the bytes actually
-		// inflated are held to it.
-		if err := tw.b.file(int64(zf.UncompressedSize64)); err != nil {
-			return err
+		// The declared size counts against the limits before anything
+		// is inflated, and the bytes inflated are held to it.
+		if zf.UncompressedSize64 > 1<<62 {
+			return &LimitError{Detail: fmt.Sprintf("zip entry %q declares %d bytes", zf.Name, zf.UncompressedSize64)}
 		}
 		rc, err := zf.Open()
 		if err != nil {
 			return fmt.Errorf("reading the package's zip entry %q: %w", zf.Name, err)
 		}
-		tw.b.tree -= int64(zf.UncompressedSize64) // file() counts it again
 		err = tw.file(zf.Name, zf.Mode()&0o111 != 0, int64(zf.UncompressedSize64), rc)
 		rc.Close()
 		if err != nil {
