@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
 	"errors"
 	"io"
 	"net/http"
@@ -178,7 +179,7 @@ func TestModulePullThrough(t *testing.T) {
 }
 
 func TestModuleSourceFailures(t *testing.T) {
-	h := newHarness(t, harnessOptions{engine: mirror.Config{ModuleLimits: modsource.Limits{MaxTreeBytes: 1 << 20}}})
+	h := newHarness(t, harnessOptions{engine: mirror.Config{ModuleLimits: modsource.Limits{MaxTreeBytes: 1 << 20, MaxDownloadBytes: 1 << 20}}})
 	o := h.origin
 	o.AddModule("acme", "s3", "aws", "1.0.0", "s3::https://s3.amazonaws.com/bucket/vpc.zip")
 	o.AddModule("acme", "ssh", "aws", "1.0.0", "git::ssh://git@example.test/org/repo.git?ref=v1")
@@ -200,6 +201,21 @@ func TestModuleSourceFailures(t *testing.T) {
 	r := h.get(pkg)
 	if r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "larger than") {
 		t.Errorf("tarball bomb: %d %s, want 502 saying it is too large", r.status, r.body)
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		// A repository larger than the limit: incompressible bytes.
+		big := make([]byte, 0, 3<<20)
+		for sum := sha256.Sum256([]byte("huge")); len(big) < 3<<20; sum = sha256.Sum256(sum[:]) {
+			big = append(big, sum[:]...)
+		}
+		if _, err := o.AddGitRepo("huge", map[string][]byte{"main.tf": nil, "blob.bin": big}, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		o.AddModule("acme", "huge", "aws", "1.0.0", "git::"+o.GitURL("huge")+"?ref=v1")
+		pkg, _ := download(t, h, "acme/huge/aws", "1.0.0")
+		if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "bytes to download") {
+			t.Errorf("huge Git repository: %d %s, want 502 saying it is too large", r.status, r.body)
+		}
 	}
 	pkg, _ = download(t, h, "acme/gone/aws", "1.0.0")
 	if r := h.get(pkg); r.status != http.StatusBadGateway {
