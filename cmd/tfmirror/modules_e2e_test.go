@@ -10,12 +10,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -277,5 +279,54 @@ func TestTerraformModulesWithClientAuth(t *testing.T) {
 	// go-getter sends HEAD, then GET, for each of the three packages.
 	if n := metric(t, e.mirror.registry, "tfmirror_http_requests_total", "route", "module_package", "code", "200"); n != 6 {
 		t.Errorf("the mirror answered %v module package requests with 200, want 6", n)
+	}
+}
+
+// Twenty clients asking the served mirror at once for the package of a
+// module version it has not fetched: one Git fetch (the ref
+// advertisement and one upload-pack), every client the same package.
+func TestModulePackageConcurrentColdRequests(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip(err)
+	}
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	addModules(t, e)
+	c := trustingClient(t, e.caFile)
+	base := e.url + "registry/" + tfRegistry + "/v1/modules/acme/vpc/aws/1.0.0/"
+	resp, err := c.Get(base + "download")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	loc := resp.Header.Get("X-Terraform-Get")
+	if resp.StatusCode != http.StatusOK || loc != "./package.tar.gz" {
+		t.Fatalf("download answer: %d, X-Terraform-Get %q", resp.StatusCode, loc)
+	}
+	e.origin.ResetHits()
+	var wg sync.WaitGroup
+	bodies := make([][]byte, 20)
+	for i := range bodies {
+		wg.Go(func() {
+			resp, err := c.Get(base + "package.tar.gz")
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("client %d: status %d", i, resp.StatusCode)
+			}
+			bodies[i], _ = io.ReadAll(resp.Body)
+		})
+	}
+	wg.Wait()
+	for i, b := range bodies {
+		if len(b) == 0 || !bytes.Equal(b, bodies[0]) {
+			t.Errorf("client %d got %d bytes, client 0 %d", i, len(b), len(bodies[0]))
+		}
+	}
+	if n := e.origin.Hits(fakeorigin.Git); n != 2 {
+		t.Errorf("20 clients caused %d Git requests, want the 2 of one fetch", n)
 	}
 }
