@@ -35,6 +35,48 @@ func (m Module) String() string {
 	return string(m.Hostname) + "/" + m.Namespace + "/" + m.Name + "/" + m.System
 }
 
+// DefaultModuleHost is the host of a module address that names none.
+const DefaultModuleHost = "registry.terraform.io"
+
+// ParseModule parses a registry module address as Terraform does:
+// [HOST/]NAMESPACE/NAME/SYSTEM (no //SUBDIR), the host defaulting to
+// registry.terraform.io and normalised as svchost does. Namespace, name
+// and system are letters, digits, dashes and underscores; the system is
+// compared in lowercase.
+func ParseModule(s string) (Module, error) {
+	parts := strings.Split(s, "/")
+	host := DefaultModuleHost
+	switch len(parts) {
+	case 3:
+	case 4:
+		host, parts = parts[0], parts[1:]
+	default:
+		return Module{}, fmt.Errorf("module address %q: want [HOST/]NAMESPACE/NAME/SYSTEM", s)
+	}
+	h, err := svchost.ForComparison(host)
+	if err != nil {
+		return Module{}, fmt.Errorf("module address %q: invalid host: %v", s, err)
+	}
+	for i, what := range []string{"namespace", "name", "system"} {
+		if !validModulePart(parts[i]) {
+			return Module{}, fmt.Errorf("module address %q: invalid %s %q", s, what, parts[i])
+		}
+	}
+	return Module{Hostname: h, Namespace: parts[0], Name: parts[1], System: strings.ToLower(parts[2])}, nil
+}
+
+func validModulePart(s string) bool {
+	if s == "" || len(s) > 64 || strings.Trim(s, "-_") != s {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
 // provider is m as a Provider of its host, for the requests and errors
 // that share the provider side's machinery (Provider.Type is NAME/SYSTEM).
 func (m Module) provider() Provider {

@@ -404,3 +404,15 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 	}
 	return files, gz.Close()
 }
+
+// Unpack writes the files of a package as Fetch wrote it (a tar.gz) under
+// dir, within limits: for callers that read a package's configuration.
+func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
+	b := &budget{limits: limits}
+	gz, err := gzip.NewReader(&limitReader{r: r, b: b})
+	if err != nil {
+		return fmt.Errorf("the package is not a gzip archive: %w", err)
+	}
+	defer gz.Close()
+	return untar(ctx, gz, &treeWriter{root: dir, b: b})
+}

@@ -237,3 +237,22 @@ func TestFetchArchives(t *testing.T) {
 		t.Errorf("too many entries: %v, want a LimitError", err)
 	}
 }
+
+func TestUnpack(t *testing.T) {
+	data := fakeorigin.TarGz(map[string][]byte{"a/": nil, "a/main.tf": []byte("# a\n"), "../b.tf": []byte("# b\n")})
+	dir := t.TempDir()
+	if err := Unpack(context.Background(), bytes.NewReader(data), dir, defaultLimits); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"a/main.tf": "# a\n", "b.tf": "# b\n"} {
+		if got, err := os.ReadFile(dir + "/" + name); err != nil || string(got) != want {
+			t.Errorf("%s: %q, %v", name, got, err)
+		}
+	}
+	few := defaultLimits
+	few.MaxEntries = 1
+	var le *LimitError
+	if err := Unpack(context.Background(), bytes.NewReader(data), t.TempDir(), few); !errors.As(err, &le) {
+		t.Errorf("over the entry limit: %v", err)
+	}
+}
