@@ -330,3 +330,58 @@ func TestModulePackageConcurrentColdRequests(t *testing.T) {
 		t.Errorf("20 clients caused %d Git requests, want the 2 of one fetch", n)
 	}
 }
+
+// tfmirror sync of a configuration that calls registry modules caches the
+// modules, the modules they call and the providers they all require; a
+// sealed mirror on that data directory then lets terraform init install
+// the same module files and lock file as a direct install, with the
+// origin down. Module sources that are not registry addresses are listed.
+// Not parallel: it restarts the mirror on another data directory.
+func TestSyncModulesThenInitOffline(t *testing.T) {
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip(err)
+	}
+	e := newE2E(t, fakeorigin.Options{})
+	addModules(t, e)
+	dir, wantOut := directModules(t, e).init(t)
+	want, wantLock := moduleTree(t, dir), readLock(t, dir)
+
+	config := t.TempDir()
+	root := moduleRoot + "module \"elsewhere\" {\n  source = \"git::https://git.example.test/x.git?ref=v1\"\n}\n"
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(root), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "synced")
+	platforms := strings.Join(registryPlatforms(), ",")
+	out, errOut, code := syncInProcess(t, e.origin, dataDir, "--platforms", platforms, config)
+	if code != 0 {
+		t.Fatalf("sync exited %d", code)
+	}
+	if !strings.Contains(out, "modules: 3 packages fetched, 0 already cached") {
+		t.Errorf("sync output does not count the three modules:\n%s", out)
+	}
+	if !strings.Contains(errOut, "git::https://git.example.test/x.git?ref=v1") {
+		t.Errorf("sync does not list the module it cannot mirror:\n%s", errOut)
+	}
+	// The root module must go: terraform would fetch the git source.
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(moduleRoot), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	// A second sync has nothing to fetch.
+	e.origin.ResetHits()
+	out, _, code = syncInProcess(t, e.origin, dataDir, "--platforms", platforms, config)
+	if code != 0 || !strings.Contains(out, "modules: 0 packages fetched, 3 already cached") {
+		t.Errorf("second sync (exit %d):\n%s", code, out)
+	}
+	if n := e.origin.Hits(fakeorigin.Git) + e.origin.Hits(fakeorigin.Tarball); n != 0 {
+		t.Errorf("the second sync made %d requests to the Git or tarball host", n)
+	}
+
+	e.origin.SetDown(http.StatusBadGateway)
+	e.stop()
+	e.startMirror(dataDir, "--offline")
+	dir, out = mirrorModules(t, e).init(t)
+	checkSameModules(t, "sealed mirror after sync", want, moduleTree(t, dir))
+	checkSameInstall(t, "sealed mirror after sync", wantLock, readLock(t, dir), wantOut, out)
+}
