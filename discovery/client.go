@@ -382,6 +382,9 @@ type request struct {
 	op     string
 	u      *url.URL
 	accept string
+	// anonymous sends no credentials, even to the origin host itself
+	// (module sources: see OpenSource).
+	anonymous bool
 }
 
 func (c *Client) originError(r request, status int, err error) *OriginError {
@@ -400,7 +403,7 @@ func (c *Client) do(ctx, reqCtx context.Context, r request) (*http.Response, err
 		return nil, c.originError(r, 0, err)
 	}
 	req.Header.Set("Accept", r.accept)
-	if tok := c.token(r.p.Hostname, r.u); tok != "" {
+	if tok := c.token(r.p.Hostname, r.u); tok != "" && !r.anonymous {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
 	start := time.Now()

@@ -23,7 +23,12 @@
 //     body), and a per-origin circuit breaker that fails fast with
 //     ErrCircuitOpen while an origin keeps failing;
 //   - reading origin credentials the way Terraform does (LoadCredentials:
-//     CLI-config credentials blocks and TF_TOKEN_<host> variables).
+//     CLI-config credentials blocks and TF_TOKEN_<host> variables);
+//   - the module registry protocol (modules.v1: a module's versions and a
+//     version's download location, modules.go), and the transport to the
+//     source hosts that locations name (OpenSource, SourceHTTPClient), under
+//     the same network policy and limits as archive downloads but always
+//     anonymous. Subpackage modsource fetches and normalizes the packages.
 //
 // It enforces which origin hosts may be used (Config.AllowedOrigins, refused
 // with ErrHostNotAllowed before any lookup or connection) but does not choose

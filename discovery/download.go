@@ -77,19 +77,26 @@ func documentOp(rawURL string) string {
 // Any status other than 200 is an *OriginError. ErrHostNotAllowed (wrapped)
 // when p's host is not allowed; rawURL itself may name any host.
 func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ io.ReadCloser, _ int64, err error) {
+	return c.openDownload(ctx, p, OpArchive, rawURL, false)
+}
+
+// openDownload is OpenArchive for a download of operation op, sent
+// without credentials when anonymous.
+func (c *Client) openDownload(ctx context.Context, p Provider, op, rawURL string, anonymous bool) (_ io.ReadCloser, _ int64, err error) {
 	if err := c.checkHost(p.Hostname); err != nil {
 		return nil, 0, err
 	}
 	start := time.Now()
 	defer func() {
 		if err != nil {
-			c.observe(p.Hostname, OpArchive, start, &err)
+			c.observe(p.Hostname, op, start, &err)
 		}
 	}()
-	r, err := c.downloadRequest(p, OpArchive, rawURL)
+	r, err := c.downloadRequest(p, op, rawURL)
 	if err != nil {
 		return nil, 0, err
 	}
+	r.anonymous = anonymous
 	// Each attempt has its own request context; the idle timer also covers
 	// the wait for response headers. Retries happen only before the body
 	// is handed out.
@@ -137,7 +144,7 @@ func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ 
 		// duration and the bytes received.
 		done: func(n int64, err error) {
 			c.cfg.Observer.OriginBytes(string(p.Hostname), n)
-			c.observe(p.Hostname, OpArchive, start, &err)
+			c.observe(p.Hostname, op, start, &err)
 		},
 	}
 	return b, resp.ContentLength, nil

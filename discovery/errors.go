@@ -41,6 +41,10 @@ const (
 	OpSignature = "signature"
 	OpDocument  = "document" // FetchDocument of a URL that is neither SHA256SUMS nor a signature
 	OpArchive   = "archive"
+
+	OpModuleVersions = "module_versions" // a registry module's versions list
+	OpModuleLocation = "module_location" // a registry module version's download location
+	OpModuleSource   = "module_source"   // a module package from its source host (Git or archive)
 )
 
 // OriginError is a failure to get a usable answer from an origin: a

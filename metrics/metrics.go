@@ -25,9 +25,10 @@ import (
 // Fixed label values, pre-created so that series exist from the start.
 var (
 	Routes = []string{"index", "version", "archive", "registry_versions", "registry_download",
-		"registry_shasums", "registry_signature", "status", "metrics", "health", "other"}
-	CacheKinds = []string{"discovery", "versions", "package", "archive"}
-	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive"}
+		"registry_shasums", "registry_signature", "module_versions", "module_download", "module_package",
+		"status", "metrics", "health", "other"}
+	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package"}
+	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "module_versions", "module_location", "module_source"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive"}
 	// SharedOps and SharedOutcomes are the shared store's calls and their
@@ -72,6 +73,7 @@ type Metrics struct {
 	syncBytes         prometheus.Counter
 	airGapPkgs        map[string]*prometheus.CounterVec // by op: import, export
 	airGapBytes       map[string]prometheus.Counter
+	modules           moduleMetrics // modules.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -244,6 +246,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
+	cs = append(cs, m.modules.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -43,7 +43,14 @@
 //     verified by the same checks and committed by the same archive
 //     fetcher as an origin download; Stored and OpenStored read the cache
 //     for an export. A host of imported providers that is not an allowed
-//     origin is local-only: served from the cache, never contacted.
+//     origin is local-only: served from the cache, never contacted;
+//   - registry modules (modules.go) go through the same cache, blob store,
+//     detached work and shared tier: a module version's record (the
+//     origin's download location, the resolved Git commit, the sha256 of
+//     its normalized package) is written once and kept, its package is
+//     fetched from the source host once however many callers ask (package
+//     discovery/modsource fetches and normalizes it) and a refetch after
+//     eviction that gives other bytes is refused (ErrModuleChanged).
 //
 // Work done for many callers runs on a context the engine creates in New;
 // Shutdown lets it finish (or cancels it at a deadline) and waits for it,

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
 )
 
 // Origin is what the engine needs from origin registries. *discovery.Client
@@ -97,6 +98,17 @@ type Config struct {
 	// miss before the origin and given what was verified (see SharedTier).
 	// Offline, whatever it holds is served. Default nil: none.
 	Shared SharedTier
+	// ModuleTimeout bounds one registry module package fetch from its
+	// source host (a Git clone or an archive download, and its
+	// normalization). Default 10 minutes.
+	ModuleTimeout time.Duration
+	// ModuleLimits bound one registry module package. Defaults: 256 MiB
+	// downloaded, 512 MiB of files, 20000 entries, submodules 3 deep.
+	ModuleLimits modsource.Limits
+	// ScratchDir is where module packages are unpacked and normalized
+	// while they are fetched (up to the ModuleLimits' sizes each).
+	// Default: os.TempDir().
+	ScratchDir string
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills
@@ -109,6 +121,7 @@ type Engine struct {
 	allowed   map[svchost.Hostname]bool
 	platforms map[string]bool // nil = all
 	origin    Origin
+	rawOrigin Origin // as given to New, for its module side (see ModuleOrigin)
 	store     Store
 	log       *slog.Logger
 	metrics   Metrics
@@ -155,6 +168,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 
 		importedHosts: make(map[svchost.Hostname]bool),
 	}
+	s.rawOrigin = origin
 	s.cfg.AllowedOrigins = nil
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
@@ -193,6 +207,22 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	if s.cfg.MaxArchiveBytes <= 0 {
 		s.cfg.MaxArchiveBytes = 2 << 30
+	}
+	if s.cfg.ModuleTimeout <= 0 {
+		s.cfg.ModuleTimeout = 10 * time.Minute
+	}
+	l := &s.cfg.ModuleLimits
+	if l.MaxDownloadBytes <= 0 {
+		l.MaxDownloadBytes = 256 << 20
+	}
+	if l.MaxTreeBytes <= 0 {
+		l.MaxTreeBytes = 512 << 20
+	}
+	if l.MaxEntries <= 0 {
+		l.MaxEntries = 20000
+	}
+	if l.MaxSubmoduleDepth <= 0 {
+		l.MaxSubmoduleDepth = 3
 	}
 	if s.cfg.HoldBack <= 0 {
 		s.cfg.HoldBack = 64 << 10

@@ -322,6 +322,7 @@ func (a *Admin) Handler() http.Handler {
 		res, err := a.Import(ctx, r)
 		return res, []any{"in", r.In}, err
 	}))
+	a.moduleRoutes(mux) // adminmodules.go
 	return mux
 }
 

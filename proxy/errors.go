@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -63,6 +64,7 @@ func statusOf(err error) int {
 		errors.Is(err, discovery.ErrHostNotAllowed),
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
+		errors.Is(err, discovery.ErrNoModuleService),
 		errors.Is(err, mirror.ErrVersionNotFound),
 		errors.Is(err, mirror.ErrPlatformNotFound):
 		return http.StatusNotFound
@@ -73,7 +75,8 @@ func statusOf(err error) int {
 		// A version imported without signature has no registry-protocol
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound
-	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive):
+	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive),
+		errors.Is(err, modsource.ErrUnsupported), errors.As(err, new(*modsource.LimitError)):
 		return http.StatusBadGateway
 	case errors.As(err, &originErr):
 		switch {

@@ -21,7 +21,8 @@ type RequestObserver interface {
 
 // Route classifies a request path into the bounded set of route labels:
 // index, version, archive, registry_versions, registry_download,
-// registry_shasums, registry_signature, status, metrics, health or other.
+// registry_shasums, registry_signature, module_versions, module_download,
+// module_package, status, metrics, health or other.
 func Route(path string) string {
 	if rest, ok := strings.CutPrefix(path, "/"+registryRoot+"/"); ok {
 		return registryRoute(rest)
@@ -48,6 +49,9 @@ func Route(path string) string {
 // registryRoute classifies a path below /registry/.
 func registryRoute(rest string) string {
 	parts := strings.Split(rest, "/")
+	if len(parts) >= 4 && parts[1] == "v1" && parts[2] == "modules" {
+		return moduleRoute(parts[3:])
+	}
 	if len(parts) < 4 || parts[1] != "v1" || parts[2] != "providers" {
 		return "other"
 	}

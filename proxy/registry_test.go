@@ -308,9 +308,9 @@ func TestRegistryRouteLabels(t *testing.T) {
 }
 
 // The status page gives, for every allowed origin, the host block that
-// points its providers.v1 service at the mirror, with the origin's
-// modules.v1 when discovery knows it, and says which token goes where
-// when clients authenticate.
+// points its providers.v1 and modules.v1 services at the mirror (not at
+// the origin's modules.v1, which discovery may know), and says which
+// token goes where when clients authenticate.
 func TestStatusHostBlocks(t *testing.T) {
 	modules := map[string]string{"registry.terraform.io": "https://registry.terraform.io/v1/modules/"}
 	h := newHarness(t, harnessOptions{
@@ -323,14 +323,14 @@ func TestStatusHostBlocks(t *testing.T) {
 		"registry.terraform.io": `host "registry.terraform.io" {
   services = {
     "providers.v1" = "https://mirror.example.com/tf/registry/registry.terraform.io/v1/providers/"
-    "modules.v1"   = "https://registry.terraform.io/v1/modules/"
+    "modules.v1"   = "https://mirror.example.com/tf/registry/registry.terraform.io/v1/modules/"
   }
 }
 `,
 		"registry.opentofu.org": `host "registry.opentofu.org" {
   services = {
     "providers.v1" = "https://mirror.example.com/tf/registry/registry.opentofu.org/v1/providers/"
-    # "modules.v1" = "..." (the modules.v1 URL in https://registry.opentofu.org/.well-known/terraform.json)
+    "modules.v1"   = "https://mirror.example.com/tf/registry/registry.opentofu.org/v1/modules/"
   }
 }
 `,
@@ -342,7 +342,7 @@ func TestStatusHostBlocks(t *testing.T) {
 		t.Errorf("host_block_note without client authentication: %q", st.HostBlockNote)
 	}
 	page := string(h.get("/").body)
-	for _, s := range []string{"registry.opentofu.org/v1/providers/", "registry.terraform.io/v1/modules/", "module installs from it stop working"} {
+	for _, s := range []string{"registry.opentofu.org/v1/providers/", "tf/registry/registry.terraform.io/v1/modules/", "points at this mirror too"} {
 		if !strings.Contains(page, s) {
 			t.Errorf("status page lacks %q", s)
 		}

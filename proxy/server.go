@@ -50,8 +50,9 @@ type Config struct {
 	Now func() time.Time
 	// ModulesURL, when set, returns the modules.v1 URL of an origin host
 	// (comparison form) that service discovery knows, or "", for the
-	// status page's host blocks. Default: none known (the blocks have a
-	// placeholder).
+	// status page's host blocks of an engine that serves no modules (one
+	// that implements ModuleEngine gets this mirror's modules.v1 URL
+	// instead). Default: none known (the blocks have a placeholder).
 	ModulesURL func(host string) string
 	// Auth, when set, requires a bearer token for index.json and
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
@@ -121,6 +122,7 @@ func (s *Server) routes() *mux.Router {
 	r.UseEncodedPath()
 	r.SkipClean(true)
 	s.registryRoutes(r)
+	s.moduleRoutes(r)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
 	protocol.Use(s.authorize)
 	protocol.HandleFunc("/", s.handleStatus)

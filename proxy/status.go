@@ -35,7 +35,9 @@ type Status struct {
 	Archives       int              `json:"cached_archives"`
 	Bytes          int64            `json:"cached_bytes"`
 	Providers      []StatusProvider `json:"providers"`
-	Generated      time.Time        `json:"generated"`
+	// Modules are the registry modules with records (see modules.go).
+	Modules   []StatusModule `json:"modules,omitempty"`
+	Generated time.Time      `json:"generated"`
 	// Health is the mirror's own state, shown to everyone.
 	Health Health `json:"health"`
 	// CredentialsHost is set when clients need a token: the host name
@@ -45,8 +47,9 @@ type Status struct {
 	// request carried no valid token: the provider list is then left out.
 	ProvidersHidden bool `json:"providers_hidden,omitempty"`
 	// HostBlocks is, for each allowed origin host, the CLI configuration
-	// host block that points the host's providers.v1 service at this
-	// mirror's registry protocol (see RegistryPath).
+	// host block that points the host's providers.v1 and modules.v1
+	// services at this mirror's registry protocol (see RegistryPath and
+	// ModulesPath).
 	HostBlocks map[string]string `json:"host_blocks"`
 	// HostBlockNote is set with client authentication on: which token
 	// the clients send through a host block, and to whom.
@@ -59,7 +62,7 @@ type Status struct {
 type HostBlock struct {
 	Host  string
 	Block string
-	// ModulesKnown says the block names the origin's modules.v1 URL
+	// ModulesKnown says the block names a modules.v1 URL, this mirror's
 	// (else it has a commented-out placeholder).
 	ModulesKnown bool
 }
@@ -117,16 +120,24 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		return st, nil
 	}
 
-	providers, err := s.providers.get(s.cfg.Now(), s.scanProviders)
+	lists, err := s.providers.get(s.cfg.Now(), s.scanProviders)
 	if err != nil {
 		return nil, err
 	}
-	st.Providers = providers
+	st.Providers = lists.providers
+	st.Modules = lists.modules
 	return st, nil
 }
 
-// scanProviders lists the cached providers for the status page.
-func (s *Server) scanProviders() ([]StatusProvider, error) {
+// statusLists are the status page's lists of what the cache holds.
+type statusLists struct {
+	providers []StatusProvider
+	modules   []StatusModule
+}
+
+// scanProviders lists the cached providers and module versions for the
+// status page.
+func (s *Server) scanProviders() (statusLists, error) {
 	byProvider := map[string]*StatusProvider{}
 	err := s.engine.ListCached(func(cv mirror.CachedVersion) error {
 		p, ok := byProvider[cv.Provider]
@@ -142,13 +153,17 @@ func (s *Server) scanProviders() ([]StatusProvider, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return statusLists{}, err
 	}
 	providers := make([]StatusProvider, 0, len(byProvider))
 	for _, addr := range slices.Sorted(maps.Keys(byProvider)) {
 		providers = append(providers, *byProvider[addr])
 	}
-	return providers, nil
+	modules, err := s.statusModules()
+	if err != nil {
+		return statusLists{}, err
+	}
+	return statusLists{providers: providers, modules: modules}, nil
 }
 
 // hostBlocks fills st's host blocks for the origin hosts.
@@ -167,7 +182,9 @@ func (s *Server) hostBlocks(st *Status, origins []string) {
 			continue
 		}
 		modules := ""
-		if s.cfg.ModulesURL != nil {
+		if _, ok := s.engine.(ModuleEngine); ok {
+			modules = base + ModulesPath(host) // this mirror's, see modules.go
+		} else if s.cfg.ModulesURL != nil {
 			modules = s.cfg.ModulesURL(host)
 		}
 		var b strings.Builder
@@ -184,7 +201,7 @@ func (s *Server) hostBlocks(st *Status, origins []string) {
 	if s.cfg.Auth != nil {
 		st.HostBlockNote = "Through a host block the clients send the token configured for the origin's host name " +
 			"(credentials \"ORIGIN-HOST\" { token = ... }), and send it to every service of the block: " +
-			"a modules.v1 entry pointing at the public registry would hand it this mirror's token."
+			"providers.v1 and modules.v1 both point at this mirror; a service pointed at another registry would hand it this mirror's token."
 	}
 	slices.SortFunc(st.HostBlockList, func(a, b HostBlock) int { return strings.Compare(a.Host, b.Host) })
 }
@@ -222,20 +239,20 @@ const statusScanTTL = time.Second
 // mutex is held during a scan, so that concurrent views wait for one
 // scan and share it. The list is shared and never modified.
 type providersMemo struct {
-	mu        sync.Mutex
-	at        time.Time
-	providers []StatusProvider
-	err       error
+	mu    sync.Mutex
+	at    time.Time
+	lists statusLists
+	err   error
 }
 
 // get returns the list as of now: the last scan while it is younger than
 // statusScanTTL (a failed one too), else a new one.
-func (m *providersMemo) get(now time.Time, scan func() ([]StatusProvider, error)) ([]StatusProvider, error) {
+func (m *providersMemo) get(now time.Time, scan func() (statusLists, error)) (statusLists, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if age := now.Sub(m.at); m.at.IsZero() || age < 0 || age >= statusScanTTL {
-		m.providers, m.err = scan()
+		m.lists, m.err = scan()
 		m.at = now
 	}
-	return m.providers, m.err
+	return m.lists, m.err
 }

@@ -111,6 +111,8 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Logger:          logger,
 		Offline:         cfg.Offline,
 	}
+	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, cfg.moduleConfig.limits()
+	ecfg.ScratchDir = cfg.DataDir // module packages are unpacked beside the cache, not in a small /tmp
 	shared, err := openShared(context.Background(), cfg, logger, met)
 	if err != nil {
 		return nil, err

@@ -56,6 +56,7 @@ type serveConfig struct {
 	OriginRetries        int
 	BreakerThreshold     int
 	BreakerCooldown      time.Duration
+	moduleConfig         // modflags.go
 }
 
 // envName is the environment variable that sets flag name.
@@ -130,7 +131,9 @@ func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
 	fs.IntVar(&c.OriginRetries, "origin-retries", 2, "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx); 0 disables retries")
 	fs.IntVar(&c.BreakerThreshold, "origin-breaker-threshold", 5, "consecutive failed origin requests that open an origin's circuit breaker; 0 disables the breaker")
 	fs.DurationVar(&c.BreakerCooldown, "origin-breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails requests to its origin at once before letting a probe through")
+	finishModules := addModuleFlags(fs, &c.moduleConfig)
 	return func() {
+		finishModules()
 		c.AllowedOrigins = origins
 		c.MaxArchiveBytes = int64(maxArchive)
 		c.CacheMaxBytes = int64(cacheMax)
@@ -225,6 +228,9 @@ func (c serveConfig) validateEngine() error {
 	}
 	if c.MaxArchiveBytes <= 0 {
 		return errors.New("--max-archive-bytes must be positive")
+	}
+	if err := c.moduleConfig.validate(); err != nil {
+		return err
 	}
 	if c.SharedStore != "" {
 		if c.SharedLeaseTTL < 3*time.Second {

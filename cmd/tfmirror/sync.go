@@ -187,7 +187,9 @@ func appendMissing(list []string, add ...string) []string {
 
 // run syncs spec and reports; it returns whether everything asked for was done.
 func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
+	mods := r.modules(ctx, spec) // syncmodules.go; adds the providers modules need
 	plan := r.plan(ctx, spec)
+	plan.failures = append(mods.failures, plan.failures...)
 	var todo []syncItem
 	for _, it := range plan.items {
 		if !it.cached {

@@ -11,7 +11,7 @@
 //
 // Routes (on Addr):
 //
-//	GET /.well-known/terraform.json                           {"providers.v1":"/v1/providers/"}
+//	GET /.well-known/terraform.json                           {"providers.v1":"/v1/providers/","modules.v1":"/v1/modules/"}
 //	GET /v1/providers/NS/TYPE/versions                        versions JSON (404: unknown provider)
 //	GET /v1/providers/NS/TYPE/VERSION/download/OS/ARCH        package JSON (404: unknown version or platform)
 //
@@ -20,6 +20,9 @@
 //	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_SHA256SUMS      every platform's line
 //	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_SHA256SUMS.sig  binary detached signature
 //	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_OS_ARCH.zip     the archive
+//
+// Registry modules, Git repositories and tarballs are served on Addr too
+// (see modules.go).
 package fakeorigin
 
 import (
@@ -178,6 +181,7 @@ type Origin struct {
 	gatedChanged chan struct{} // closed and replaced whenever gated changes
 	rate         int64
 	latency      time.Duration
+	mods         *moduleState // modules.go; nil until used
 }
 
 // Start generates a CA, a server certificate and two signing keys and

@@ -26,6 +26,7 @@ func (o *Origin) mux(registry, releases bool) *http.ServeMux {
 		m.HandleFunc("GET /.well-known/terraform.json", o.serveDiscovery)
 		m.HandleFunc("GET /v1/providers/{ns}/{typ}/versions", o.serveVersions)
 		m.HandleFunc("GET /v1/providers/{ns}/{typ}/{version}/download/{os}/{arch}", o.serveDownload)
+		o.moduleRoutes(m)
 	}
 	if releases {
 		m.HandleFunc("GET /releases/{ns}/{typ}/{version}/{file}", o.serveRelease)
@@ -92,7 +93,7 @@ func (o *Origin) serveDiscovery(w http.ResponseWriter, r *http.Request) {
 	if !o.begin(w, r, Discovery, nil) {
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]string{"providers.v1": "/v1/providers/"})
+	writeJSON(w, http.StatusOK, map[string]string{"providers.v1": "/v1/providers/", "modules.v1": "/v1/modules/"})
 }
 
 func (o *Origin) serveVersions(w http.ResponseWriter, r *http.Request) {

@@ -41,6 +41,14 @@ type Spec struct {
 	// Providers are the providers asked for, each once, in first-seen
 	// order.
 	Providers []*Provider
+	// Modules are the registry modules asked for (by manifests' module
+	// blocks and configurations' module calls), each once, in first-seen
+	// order (see modules.go).
+	Modules []*Module
+	// Unmirrorable are the module calls of configurations whose source is
+	// neither local nor a registry address (git::, URLs), as "file:line:
+	// source": the clients fetch those themselves.
+	Unmirrorable []string
 }
 
 // Provider is one provider asked for, with everything that asked for it.

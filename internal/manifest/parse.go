@@ -62,7 +62,7 @@ func parseFile(p *hclparse.Parser, path string) (*hcl.File, error) {
 
 var manifestSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "platforms"}},
-	Blocks:     []hcl.BlockHeaderSchema{{Type: "provider", LabelNames: []string{"source"}}},
+	Blocks:     []hcl.BlockHeaderSchema{{Type: "provider", LabelNames: []string{"source"}}, {Type: "module", LabelNames: []string{"source"}}},
 }
 
 var manifestProviderSchema = &hcl.BodySchema{
@@ -98,10 +98,17 @@ func (s *Spec) loadManifest(path string) error {
 		s.Platforms = appendNew(s.Platforms, pls...)
 	}
 	if len(content.Blocks) == 0 {
-		return fmt.Errorf("%s: no provider blocks: a manifest names at least one provider \"HOST/NAMESPACE/TYPE\" { versions = [...] }", path)
+		return fmt.Errorf("%s: no provider blocks: a manifest names at least one provider \"HOST/NAMESPACE/TYPE\" { versions = [...] } or module \"HOST/NAMESPACE/NAME/SYSTEM\" { versions = [...] }", path)
 	}
 	seen := map[discovery.Provider]string{}
+	seenModules := map[discovery.Module]string{}
 	for _, b := range content.Blocks {
+		if b.Type == "module" {
+			if err := s.loadManifestModule(b, seenModules); err != nil {
+				return err
+			}
+			continue
+		}
 		addr, err := ParseProvider(b.Labels[0])
 		if err != nil {
 			return posError(b.LabelRanges[0], "%v", err)
@@ -269,7 +276,7 @@ var configSchema = &hcl.BodySchema{
 var providerArgSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "provider"}}}
 
 // moduleSchema is the part of a module block that says where it is.
-var moduleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "source"}}}
+var moduleSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{{Name: "source"}, {Name: "version"}}}
 
 var terraformBlockSchema = &hcl.BodySchema{
 	Blocks: []hcl.BlockHeaderSchema{{Type: "required_providers"}},
@@ -304,10 +311,12 @@ func (s *Spec) loadDir(dir string) error {
 	if len(files) == 0 && len(locked) == 0 {
 		return fmt.Errorf("%s: no *.tf or *.tf.json files and no %s", dir, LockFileName)
 	}
-	reqs, err := loadModule(dir, files, map[string]bool{})
+	var remotes []remoteCall
+	reqs, err := loadModule(dir, files, map[string]bool{}, &remotes)
 	if err != nil {
 		return err
 	}
+	s.addRemoteCalls(remotes)
 	isLocked := map[discovery.Provider]bool{}
 	for _, l := range locked {
 		isLocked[l.addr] = true
@@ -343,10 +352,11 @@ func configFiles(dir string) ([]string, error) {
 // loadModule returns the provider requirements of the module in dir (its
 // configuration files) and of the local modules it calls (source "./..."
 // or "../..."), merged by provider: constraints from several modules all
-// apply, as in Terraform. Modules from a registry or another remote source
-// are not read: their requirements are not known without downloading them.
+// apply, as in Terraform. Calls of modules from a registry or another
+// remote source are added to remotes: their requirements are known only
+// once they are downloaded (tfmirror sync does, for registry modules).
 // seen guards against a module that calls itself.
-func loadModule(dir string, files []string, seen map[string]bool) ([]*requirement, error) {
+func loadModule(dir string, files []string, seen map[string]bool, remotes *[]remoteCall) ([]*requirement, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -360,6 +370,10 @@ func loadModule(dir string, files []string, seen map[string]bool) ([]*requiremen
 		return nil, err
 	}
 	for _, c := range calls {
+		if c.remote != nil {
+			*remotes = append(*remotes, *c.remote)
+			continue
+		}
 		child := filepath.Join(dir, filepath.FromSlash(c.source))
 		childFiles, err := configFiles(child)
 		if err == nil && len(childFiles) == 0 {
@@ -368,7 +382,7 @@ func loadModule(dir string, files []string, seen map[string]bool) ([]*requiremen
 		if err != nil {
 			return nil, posError(c.rng, "module source %q: %v", c.source, err)
 		}
-		childReqs, err := loadModule(child, childFiles, seen)
+		childReqs, err := loadModule(child, childFiles, seen, remotes)
 		if err != nil {
 			return nil, err
 		}
@@ -396,10 +410,12 @@ func mergeRequirements(reqs, add []*requirement) []*requirement {
 	return reqs
 }
 
-// moduleCall is a module block with a local source.
+// moduleCall is a module block with a local source, or with another
+// source (remote set, see modules.go).
 type moduleCall struct {
 	source string
 	rng    hcl.Range
+	remote *remoteCall
 }
 
 func joinConstraints(cs []string) string {
@@ -460,9 +476,14 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 				if err != nil {
 					return nil, nil, err
 				}
-				if ok {
-					calls = append(calls, call)
+				if !ok {
+					rc, err := remoteModule(b)
+					if err != nil {
+						return nil, nil, err
+					}
+					call = moduleCall{remote: &rc}
 				}
+				calls = append(calls, call)
 				continue
 			}
 			tc, _, diags := b.Body.PartialContent(terraformBlockSchema)

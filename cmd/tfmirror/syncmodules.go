@@ -1,0 +1,184 @@
+package main
+
+// Registry modules in `tfmirror sync`: the modules a manifest or a
+// configuration asks for are resolved against the origin's version list,
+// their packages cached, and their configuration read for the providers
+// and further registry modules they call, which are synced too.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/manifest"
+	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// moduleOps is what sync needs for registry modules; *proxy.Admin and
+// *adminClient implement it.
+type moduleOps interface {
+	ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error)
+	UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (proxy.AdminModule, error)
+}
+
+func (c *adminClient) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
+	var out []string
+	return out, c.call(ctx, "/v1/module/versions", proxy.AdminModuleRequest{Module: m.String()}, &out)
+}
+
+func (c *adminClient) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (proxy.AdminModule, error) {
+	var out proxy.AdminModule
+	return out, c.call(ctx, "/v1/module/unpack", proxy.AdminModuleRequest{Module: m.String(), Version: version, Dir: dir}, &out)
+}
+
+// maxModuleDepth bounds how deep registry modules calling registry
+// modules are followed.
+const maxModuleDepth = 16
+
+// moduleSync is the outcome of syncing the registry modules of a spec.
+type moduleSync struct {
+	fetched, cached int
+	failures        []string
+}
+
+// syncModules caches every registry module version spec asks for (and
+// those they call, recursively), adding the providers they require to
+// spec. It lists the module sources that are not registry addresses.
+func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSync {
+	var res moduleSync
+	if len(spec.Modules) == 0 {
+		return res
+	}
+	ops, ok := r.ops.(moduleOps)
+	if !ok {
+		res.failures = append(res.failures, "registry modules: this mirror cannot sync modules")
+		return res
+	}
+	type item struct {
+		mod   *manifest.Module
+		depth int
+	}
+	queue := make([]item, 0, len(spec.Modules))
+	for _, m := range spec.Modules {
+		queue = append(queue, item{m, 0})
+	}
+	done := map[string]bool{}
+	scratch, err := os.MkdirTemp(r.cfg.DataDir, "sync-modules-*")
+	if err != nil {
+		res.failures = append(res.failures, fmt.Sprintf("registry modules: %v", err))
+		return res
+	}
+	defer os.RemoveAll(scratch)
+	for len(queue) > 0 {
+		it := queue[0]
+		queue = queue[1:]
+		m := it.mod
+		raw, err := ops.ModuleVersions(ctx, m.Address)
+		if err != nil {
+			res.failures = append(res.failures, fmt.Sprintf("module %s: version list: %v", m.Address, err))
+			continue
+		}
+		byVersion := map[string]string{}
+		var available versions.List
+		for _, s := range raw {
+			v, err := pullthrough.ParseSemver(trimV(s))
+			if err != nil {
+				continue
+			}
+			available = append(available, v)
+			byVersion[v.String()] = s
+		}
+		var selected versions.List
+		for _, sel := range m.Selections {
+			got := sel.Select(available)
+			if len(got) == 0 {
+				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, sel.Where))
+			}
+			for _, v := range got {
+				if !slices.ContainsFunc(selected, v.Same) {
+					selected = append(selected, v)
+				}
+			}
+		}
+		for _, v := range selected {
+			key := m.Address.String() + "@" + v.String()
+			if done[key] {
+				continue
+			}
+			done[key] = true
+			dir, err := os.MkdirTemp(scratch, "pkg-*")
+			if err != nil {
+				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
+				continue
+			}
+			dir, _ = filepath.Abs(dir)
+			got, err := ops.UnpackModule(ctx, m.Address, v.String(), dir)
+			if err != nil {
+				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
+				continue
+			}
+			if got.CachedAlready {
+				res.cached++
+			} else {
+				res.fetched++
+			}
+			fmt.Fprintf(r.status, "module %s %s: cached (%s)\n", m.Address, byVersion[v.String()], got.SHA256[:12])
+			for _, sub := range m.Subdirs {
+				modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
+				calls, err := spec.AddModuleDir(modDir, fmt.Sprintf("module %s %s", m.Address, v))
+				if err != nil {
+					res.failures = append(res.failures, fmt.Sprintf("module %s %s: reading its configuration: %v", m.Address, v, err))
+					continue
+				}
+				for _, c := range calls {
+					if it.depth+1 > maxModuleDepth {
+						res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
+						continue
+					}
+					queue = append(queue, item{c, it.depth + 1})
+				}
+			}
+			os.RemoveAll(dir)
+		}
+	}
+	return res
+}
+
+func trimV(s string) string {
+	if len(s) > 1 && s[0] == 'v' {
+		return s[1:]
+	}
+	return s
+}
+
+// modules syncs spec's registry modules (listing them only, on a dry
+// run), says which module sources cannot be mirrored, and settles the
+// platforms of the providers the modules added.
+func (r *syncRun) modules(ctx context.Context, spec *manifest.Spec) moduleSync {
+	for _, u := range spec.Unmirrorable {
+		fmt.Fprintf(r.status, "not a registry module, fetched by the clients themselves (use a registry address to mirror it): %s\n", u)
+	}
+	var res moduleSync
+	if len(spec.Modules) == 0 {
+		return res
+	}
+	if r.cfg.DryRun {
+		for _, m := range spec.Modules {
+			fmt.Fprintf(r.out, "would sync module %s and the providers and modules it calls\n", m.Address)
+		}
+		return res
+	}
+	res = r.syncModules(ctx, spec)
+	fmt.Fprintf(r.out, "modules: %d packages fetched, %d already cached\n", res.fetched, res.cached)
+	if err := resolvePlatforms(spec, r.cfg.SyncPlatforms); err != nil {
+		res.failures = append(res.failures, err.Error())
+	}
+	return res
+}

@@ -1,0 +1,223 @@
+// Package modsource fetches registry module packages from the source
+// hosts that module download locations name, and writes each as one
+// normalized archive.
+//
+// It owns: parsing a download location (the subset of go-getter's syntax
+// that the clients accept from registries and that the mirror can fetch:
+// git::https with ?ref=, https archives, GitHub and Bitbucket shorthands,
+// //SUBDIR), fetching a Git repository shallowly at one ref with go-git
+// (submodules included) or an archive over HTTPS, and writing the tree as
+// a deterministic tar.gz within limits of bytes and entries. It does not
+// choose which hosts may be contacted or how (the HTTP client and the
+// archive opener it is given enforce the network policy: see
+// discovery.Client.SourceHTTPClient and OpenSource), and caches nothing.
+package modsource
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"path"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// Kind is how a package is fetched.
+type Kind string
+
+// Kinds of source.
+const (
+	KindGit     Kind = "git"     // a Git repository over https
+	KindArchive Kind = "archive" // an archive over https
+)
+
+// Address is a parsed download location.
+type Address struct {
+	Kind Kind
+	// URL is the https URL of the repository or archive, without the
+	// parameters that go-getter consumes (ref, archive, depth).
+	URL string
+	// Ref is the Git ref (tag, branch or commit id); "" is the remote's
+	// default branch.
+	Ref string
+	// Format is the archive's format: "tar.gz", "tgz", "tar.bz2",
+	// "tbz2" or "zip".
+	Format string
+	// Subdir is the //SUBDIR part, "" for none. The whole package is
+	// fetched; the clients use the subdirectory of it.
+	Subdir string
+}
+
+// Package is the address of the package without Subdir, in the
+// location syntax (git::URL?ref=REF or URL?archive=FORMAT).
+func (a Address) Package() string {
+	switch a.Kind {
+	case KindGit:
+		s := "git::" + a.URL
+		if a.Ref != "" {
+			s += sep(a.URL) + "ref=" + url.QueryEscape(a.Ref)
+		}
+		return s
+	default:
+		return a.URL + sep(a.URL) + "archive=" + a.Format
+	}
+}
+
+func sep(u string) string {
+	if strings.Contains(u, "?") {
+		return "&"
+	}
+	return "?"
+}
+
+// UnsupportedError is a location this mirror cannot fetch: its scheme or
+// getter (s3, gcs, hg, ssh, ...) or its form.
+type UnsupportedError struct {
+	Scheme string // the getter or URL scheme, "" when the form is the problem
+	Detail string
+}
+
+func (e *UnsupportedError) Error() string {
+	if e.Scheme != "" {
+		return fmt.Sprintf("module source scheme %q is not supported by this mirror (only git::https, https archives and GitHub/Bitbucket shorthands are): %s", e.Scheme, e.Detail)
+	}
+	return "module source not supported by this mirror: " + e.Detail
+}
+
+// ErrUnsupported is matched by every *UnsupportedError.
+var ErrUnsupported = errors.New("module source not supported")
+
+func (e *UnsupportedError) Is(target error) bool { return target == ErrUnsupported }
+
+var (
+	forcedGetter = regexp.MustCompile(`^([A-Za-z0-9]+)::(.+)$`)
+	scpLike      = regexp.MustCompile(`^[A-Za-z0-9._-]+@[A-Za-z0-9.-]+:`)
+	// archiveExts are the archive formats both the clients and this
+	// mirror unpack (the clients also take .tar.xz and .txz).
+	archiveExts = []string{"tar.gz", "tgz", "tar.bz2", "tbz2", "zip"}
+)
+
+// Parse parses a download location. Locations this mirror cannot fetch
+// are *UnsupportedError.
+func Parse(location string) (Address, error) {
+	src := strings.TrimSpace(location)
+	if src == "" {
+		return Address{}, &UnsupportedError{Detail: "empty location"}
+	}
+	forced := ""
+	if m := forcedGetter.FindStringSubmatch(src); m != nil {
+		forced, src = strings.ToLower(m[1]), m[2]
+	}
+	src, subdir := splitSubdir(src)
+	if scpLike.MatchString(src) {
+		return Address{}, &UnsupportedError{Scheme: "ssh", Detail: "Git over SSH needs keys the mirror does not hold for modules"}
+	}
+	switch forced {
+	case "", "git", "http", "https":
+	default:
+		return Address{}, &UnsupportedError{Scheme: forced, Detail: location}
+	}
+	if !strings.Contains(src, "://") {
+		// Shorthands the clients accept.
+		switch {
+		case strings.HasPrefix(src, "github.com/"), strings.HasPrefix(src, "bitbucket.org/"):
+			host, rest, _ := strings.Cut(src, "/")
+			repo, query, _ := strings.Cut(rest, "?")
+			if strings.Count(strings.TrimSuffix(repo, ".git"), "/") != 1 {
+				return Address{}, &UnsupportedError{Detail: fmt.Sprintf("%s shorthand %q is not ORG/REPO", host, src)}
+			}
+			src = "https://" + host + "/" + strings.TrimSuffix(repo, ".git") + ".git"
+			if query != "" {
+				src += "?" + query
+			}
+			if forced == "" {
+				forced = "git"
+			}
+		default:
+			return Address{}, &UnsupportedError{Detail: fmt.Sprintf("%q is neither a URL nor a GitHub or Bitbucket shorthand", location)}
+		}
+	}
+	u, err := url.Parse(src)
+	if err != nil {
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("location %q does not parse: %v", location, err)}
+	}
+	scheme := strings.ToLower(u.Scheme)
+	if scheme != "https" {
+		return Address{}, &UnsupportedError{Scheme: scheme, Detail: "only https source hosts are fetched"}
+	}
+	if u.Host == "" || u.User != nil {
+		return Address{}, &UnsupportedError{Detail: "source URL has no host, or carries credentials"}
+	}
+	if u.Fragment != "" {
+		u.Fragment = ""
+	}
+	q := u.Query()
+	a := Address{Subdir: subdir}
+	if forced == "git" {
+		a.Kind, a.Ref = KindGit, q.Get("ref")
+		if q.Has("sshkey") {
+			return Address{}, &UnsupportedError{Scheme: "ssh", Detail: "sshkey parameter"}
+		}
+		q.Del("ref")
+		q.Del("depth")
+		u.RawQuery = q.Encode()
+		a.URL = u.String()
+		return a, nil
+	}
+	format := q.Get("archive")
+	if format == "" {
+		for _, ext := range archiveExts {
+			if strings.HasSuffix(strings.ToLower(u.Path), "."+ext) {
+				format = ext
+				break
+			}
+		}
+	}
+	switch {
+	case slices.Contains(archiveExts, format):
+	case format == "":
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("https location %s is not an archive (.tar.gz, .tgz, .tar.bz2, .tbz2, .zip or ?archive=) nor git::", redact(u))}
+	default:
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("archive format %q", format)}
+	}
+	if q.Has("checksum") {
+		return Address{}, &UnsupportedError{Detail: "the checksum parameter"}
+	}
+	q.Del("archive")
+	u.RawQuery = q.Encode()
+	a.Kind, a.Format, a.URL = KindArchive, format, u.String()
+	return a, nil
+}
+
+// splitSubdir splits off go-getter's //SUBDIR, which follows the package
+// address (after any scheme's "://") and ends before its query, which
+// stays with the package.
+func splitSubdir(src string) (pkg, subdir string) {
+	offset := 0
+	if i := strings.Index(src, "://"); i >= 0 {
+		offset = i + 3
+	}
+	i := strings.Index(src[offset:], "//")
+	if i < 0 {
+		return src, ""
+	}
+	i += offset
+	pkg, subdir = src[:i], src[i+2:]
+	if q := strings.Index(subdir, "?"); q >= 0 {
+		pkg += subdir[q:]
+		subdir = subdir[:q]
+	}
+	return pkg, cleanSubdir(subdir)
+}
+
+func cleanSubdir(s string) string {
+	s = path.Clean("/" + s)
+	return strings.TrimPrefix(s, "/")
+}
+
+// redact is u without userinfo and query, for messages.
+func redact(u *url.URL) string {
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
+	return r.String()
+}

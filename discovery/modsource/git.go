@@ -1,0 +1,290 @@
+package modsource
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"regexp"
+	"strings"
+
+	"github.com/go-git/go-billy/v5/osfs"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/cache"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/packfile"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
+	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
+	"github.com/go-git/go-git/v5/storage/filesystem"
+)
+
+var commitID = regexp.MustCompile(`^[0-9a-f]{40}$`)
+
+// fetchGit fetches the repository at repoURL shallowly at ref, writes its
+// tree (submodules included, up to Limits.MaxSubmoduleDepth deep) under
+// root and returns the commit id.
+func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, b *budget, depth int) (string, error) {
+	ep, err := transport.NewEndpoint(repoURL)
+	if err != nil {
+		return "", fmt.Errorf("git repository URL: %w", err)
+	}
+	sess, err := githttp.NewClient(f.HTTP).NewUploadPackSession(ep, nil)
+	if err != nil {
+		return "", err
+	}
+	defer sess.Close()
+	adv, err := sess.AdvertisedReferencesContext(ctx)
+	if err != nil {
+		return "", gitError(repoURL, err)
+	}
+	want, err := resolveRef(adv, ref)
+	if err != nil {
+		return "", fmt.Errorf("%s: %w", redactString(repoURL), err)
+	}
+
+	store := filepath.Join(tmp, fmt.Sprintf("git-%d-%s", depth, want.String()[:12]))
+	storer := filesystem.NewStorage(osfs.New(store), cache.NewObjectLRUDefault())
+	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
+	req.Wants = []plumbing.Hash{want}
+	req.Depth = packp.DepthCommits(1)
+	if err := req.Capabilities.Set(capability.Shallow); err != nil {
+		return "", err
+	}
+	if adv.Capabilities.Supports(capability.NoProgress) {
+		req.Capabilities.Set(capability.NoProgress) //nolint:errcheck // optional
+	}
+	resp, err := sess.UploadPack(ctx, req)
+	if err != nil {
+		return "", gitError(repoURL, err)
+	}
+	var pack io.Reader = &limitReader{r: resp, b: b}
+	switch {
+	case req.Capabilities.Supports(capability.Sideband64k):
+		pack = sideband.NewDemuxer(sideband.Sideband64k, pack)
+	case req.Capabilities.Supports(capability.Sideband):
+		pack = sideband.NewDemuxer(sideband.Sideband, pack)
+	}
+	err = packfile.UpdateObjectStorage(storer, pack)
+	resp.Close()
+	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return "", le
+		}
+		return "", gitError(repoURL, err)
+	}
+
+	commit, err := peelToCommit(storer, want)
+	if err != nil {
+		return "", fmt.Errorf("%s at %q: %w", redactString(repoURL), ref, err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		return "", err
+	}
+	tw := &treeWriter{root: root, b: b}
+	var submodules []submodule
+	walker := object.NewTreeWalker(tree, true, nil)
+	defer walker.Close()
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		name, entry, err := walker.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading the tree of %s: %w", redactString(repoURL), err)
+		}
+		switch entry.Mode {
+		case filemode.Dir:
+			err = tw.dir(name)
+		case filemode.Regular, filemode.Deprecated, filemode.Executable:
+			var blob *object.Blob
+			if blob, err = object.GetBlob(storer, entry.Hash); err == nil {
+				var r io.ReadCloser
+				if r, err = blob.Reader(); err == nil {
+					err = tw.file(name, entry.Mode == filemode.Executable, blob.Size, r)
+					r.Close()
+				}
+			}
+		case filemode.Symlink:
+			var blob *object.Blob
+			if blob, err = object.GetBlob(storer, entry.Hash); err == nil {
+				var r io.ReadCloser
+				if r, err = blob.Reader(); err == nil {
+					var target []byte
+					target, err = io.ReadAll(io.LimitReader(r, 4096))
+					r.Close()
+					if err == nil {
+						err = tw.symlink(name, string(target))
+					}
+				}
+			}
+		case filemode.Submodule:
+			submodules = append(submodules, submodule{path: name, commit: entry.Hash})
+			err = tw.dir(name)
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+	if len(submodules) > 0 {
+		if err := f.fetchSubmodules(ctx, repoURL, tree, submodules, root, tmp, b, depth); err != nil {
+			return "", err
+		}
+	}
+	os.RemoveAll(store) // early: a submodule-rich package may need the room
+	return commit.Hash.String(), nil
+}
+
+type submodule struct {
+	path   string
+	commit plumbing.Hash
+}
+
+// fetchSubmodules fetches each submodule at its recorded commit into its
+// directory, as go-getter's `git submodule update --init --recursive`.
+func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *object.Tree, subs []submodule, root, tmp string, b *budget, depth int) error {
+	if depth+1 > f.Limits.MaxSubmoduleDepth {
+		return &LimitError{Detail: fmt.Sprintf("Git submodules nested more than %d deep", f.Limits.MaxSubmoduleDepth)}
+	}
+	gm, err := tree.File(".gitmodules")
+	if err != nil {
+		return fmt.Errorf("%s has submodules but no .gitmodules", redactString(parentURL))
+	}
+	content, err := gm.Contents()
+	if err != nil {
+		return err
+	}
+	mods := config.NewModules()
+	if err := mods.Unmarshal([]byte(content)); err != nil {
+		return fmt.Errorf("%s: .gitmodules: %w", redactString(parentURL), err)
+	}
+	for _, s := range subs {
+		var rawURL string
+		for _, m := range mods.Submodules {
+			if path.Clean(m.Path) == s.path {
+				rawURL = m.URL
+			}
+		}
+		if rawURL == "" {
+			return fmt.Errorf("%s: submodule %q is not in .gitmodules", redactString(parentURL), s.path)
+		}
+		subURL, err := resolveSubmoduleURL(parentURL, rawURL)
+		if err != nil {
+			return err
+		}
+		if _, err := f.fetchGit(ctx, subURL, s.commit.String(), filepath.Join(root, filepath.FromSlash(s.path)), tmp, b, depth+1); err != nil {
+			return fmt.Errorf("submodule %s: %w", s.path, err)
+		}
+	}
+	return nil
+}
+
+// resolveSubmoduleURL resolves a .gitmodules URL (absolute https, or
+// relative to the parent repository's URL as Git resolves it).
+func resolveSubmoduleURL(parent, raw string) (string, error) {
+	if strings.HasPrefix(raw, "./") || strings.HasPrefix(raw, "../") {
+		p, err := url.Parse(parent)
+		if err != nil {
+			return "", err
+		}
+		p.Path = path.Join(strings.TrimSuffix(p.Path, "/"), raw)
+		p.RawQuery = ""
+		return p.String(), nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil || strings.ToLower(u.Scheme) != "https" || u.Host == "" {
+		scheme := "ssh"
+		if err == nil && u.Scheme != "" {
+			scheme = u.Scheme
+		}
+		return "", &UnsupportedError{Scheme: scheme, Detail: fmt.Sprintf("submodule URL %q", raw)}
+	}
+	return u.String(), nil
+}
+
+// resolveRef finds what to fetch for ref: a commit id as is, else a tag,
+// else a branch, and "" the default branch (HEAD).
+func resolveRef(adv *packp.AdvRefs, ref string) (plumbing.Hash, error) {
+	if commitID.MatchString(ref) {
+		return plumbing.NewHash(ref), nil
+	}
+	refs, err := adv.AllReferences()
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	names := []plumbing.ReferenceName{plumbing.HEAD}
+	if ref != "" {
+		names = []plumbing.ReferenceName{plumbing.NewTagReferenceName(ref), plumbing.NewBranchReferenceName(ref), plumbing.ReferenceName(ref)}
+	}
+	for _, n := range names {
+		r, ok := refs[n]
+		if !ok {
+			continue
+		}
+		if r.Type() == plumbing.SymbolicReference {
+			if t, ok := refs[r.Target()]; ok {
+				r = t
+			} else if adv.Head != nil {
+				return *adv.Head, nil
+			}
+		}
+		if r.Type() == plumbing.HashReference {
+			return r.Hash(), nil
+		}
+	}
+	if ref == "" && adv.Head != nil {
+		return *adv.Head, nil
+	}
+	return plumbing.ZeroHash, fmt.Errorf("no tag, branch or commit %q", ref)
+}
+
+// peelToCommit follows annotated tags to the commit.
+func peelToCommit(s *filesystem.Storage, h plumbing.Hash) (*object.Commit, error) {
+	for range 10 {
+		obj, err := object.GetObject(s, h)
+		if err != nil {
+			return nil, err
+		}
+		switch o := obj.(type) {
+		case *object.Commit:
+			return o, nil
+		case *object.Tag:
+			h = o.Target
+		default:
+			return nil, fmt.Errorf("ref names a %s, not a commit", obj.Type())
+		}
+	}
+	return nil, errors.New("tag chain too long")
+}
+
+// gitError makes a go-git transport error say which repository.
+func gitError(repoURL string, err error) error {
+	switch {
+	case errors.Is(err, transport.ErrRepositoryNotFound):
+		return fmt.Errorf("git repository %s not found (or not public: sources are fetched anonymously): %w", redactString(repoURL), err)
+	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
+		return fmt.Errorf("git repository %s needs credentials (sources are fetched anonymously): %w", redactString(repoURL), err)
+	}
+	return fmt.Errorf("git repository %s: %w", redactString(repoURL), err)
+}
+
+func redactString(raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "(unparsable URL)"
+	}
+	return redact(u)
+}

@@ -1,0 +1,301 @@
+package discovery
+
+// The module registry protocol (modules.v1) of origin registries, and the
+// transport to the source hosts that a module version's download location
+// names (Git hosts, archive hosts).
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+)
+
+// ErrNoModuleService means the origin's service discovery lists no
+// modules.v1 service.
+var ErrNoModuleService = errors.New("host does not provide a module registry (no modules.v1 service)")
+
+// Module is a registry module's address: HOST/NAMESPACE/NAME/SYSTEM.
+type Module struct {
+	Hostname  svchost.Hostname
+	Namespace string
+	Name      string
+	System    string
+}
+
+// String is HOST/NAMESPACE/NAME/SYSTEM.
+func (m Module) String() string {
+	return string(m.Hostname) + "/" + m.Namespace + "/" + m.Name + "/" + m.System
+}
+
+// DefaultModuleHost is the host of a module address that names none.
+const DefaultModuleHost = "registry.terraform.io"
+
+// ParseModule parses a registry module address as Terraform does:
+// [HOST/]NAMESPACE/NAME/SYSTEM (no //SUBDIR), the host defaulting to
+// registry.terraform.io and normalised as svchost does. Namespace, name
+// and system are letters, digits, dashes and underscores; the system is
+// compared in lowercase.
+func ParseModule(s string) (Module, error) {
+	parts := strings.Split(s, "/")
+	host := DefaultModuleHost
+	switch len(parts) {
+	case 3:
+	case 4:
+		host, parts = parts[0], parts[1:]
+	default:
+		return Module{}, fmt.Errorf("module address %q: want [HOST/]NAMESPACE/NAME/SYSTEM", s)
+	}
+	h, err := svchost.ForComparison(host)
+	if err != nil {
+		return Module{}, fmt.Errorf("module address %q: invalid host: %v", s, err)
+	}
+	for i, what := range []string{"namespace", "name", "system"} {
+		if !validModulePart(parts[i]) {
+			return Module{}, fmt.Errorf("module address %q: invalid %s %q", s, what, parts[i])
+		}
+	}
+	return Module{Hostname: h, Namespace: parts[0], Name: parts[1], System: strings.ToLower(parts[2])}, nil
+}
+
+func validModulePart(s string) bool {
+	if s == "" || len(s) > 64 || strings.Trim(s, "-_") != s {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+			return false
+		}
+	}
+	return true
+}
+
+// provider is m as a Provider of its host, for the requests and errors
+// that share the provider side's machinery (Provider.Type is NAME/SYSTEM).
+func (m Module) provider() Provider {
+	return Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
+}
+
+// moduleVersionsBody is a module registry's versions answer.
+type moduleVersionsBody struct {
+	Modules []struct {
+		Versions []struct {
+			Version string `json:"version"`
+		} `json:"versions"`
+	} `json:"modules"`
+}
+
+// ModuleVersions lists the versions of m that its origin registry offers,
+// in the origin's order. Errors: ErrHostNotAllowed (wrapped); ErrNotFound
+// (wrapped) when the origin answers 404; ErrNoModuleService; *OriginError
+// (Op "module_versions" or "discovery"); the caller's context error.
+func (c *Client) ModuleVersions(ctx context.Context, m Module) (_ []string, err error) {
+	if err := c.checkHost(m.Hostname); err != nil {
+		return nil, err
+	}
+	defer c.observe(m.Hostname, OpModuleVersions, time.Now(), &err)
+	u, err := c.moduleURL(ctx, m, "versions")
+	if err != nil {
+		return nil, err
+	}
+	r := request{p: m.provider(), op: OpModuleVersions, u: u, accept: "application/json"}
+	data, r, err := c.getJSON(ctx, r, "module "+m.String())
+	if err != nil {
+		return nil, err
+	}
+	var body moduleVersionsBody
+	if err := decodeObject(data, &body); err != nil {
+		return nil, c.originError(r, 0, err)
+	}
+	if len(body.Modules) == 0 {
+		return nil, c.originError(r, 0, errors.New(`response has no "modules"`))
+	}
+	out := []string{}
+	for _, v := range body.Modules[0].Versions {
+		if v.Version != "" {
+			out = append(out, v.Version)
+		}
+	}
+	return out, nil
+}
+
+// maxLocationBytes limits a download answer's body and location.
+const maxLocationBytes = 64 << 10
+
+// ModuleLocation returns where the package of version of m is, as the
+// origin's download answer gives it: the X-Terraform-Get header of a 204
+// or 200 answer, or the "location" of a 200 answer's JSON body (as
+// OpenTofu reads it). The location is go-getter syntax; one that starts
+// with "/", "./" or "../" is resolved against the download URL, as the
+// clients do. Errors: those of ModuleVersions, Op "module_location".
+func (c *Client) ModuleLocation(ctx context.Context, m Module, version string) (_ string, err error) {
+	if err := c.checkHost(m.Hostname); err != nil {
+		return "", err
+	}
+	defer c.observe(m.Hostname, OpModuleLocation, time.Now(), &err)
+	u, err := c.moduleURL(ctx, m, version, "download")
+	if err != nil {
+		return "", err
+	}
+	r := request{p: m.provider(), op: OpModuleLocation, u: u, accept: "application/json"}
+	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
+	if err != nil {
+		return "", err
+	}
+	defer end()
+	defer resp.Body.Close()
+	r.u = resp.Request.URL
+	switch resp.StatusCode {
+	case http.StatusOK, http.StatusNoContent:
+	case http.StatusNotFound:
+		drain(resp.Body)
+		return "", fmt.Errorf("%w: module %s version %s", ErrNotFound, m, version)
+	default:
+		drain(resp.Body)
+		return "", c.originError(r, resp.StatusCode, statusError(resp.Status))
+	}
+	data, err := c.readBody(ctx, reqCtx, r, resp.Body, maxLocationBytes)
+	if err != nil {
+		return "", err
+	}
+	location := resp.Header.Get("X-Terraform-Get")
+	if location == "" && resp.StatusCode == http.StatusOK {
+		var body struct {
+			Location string `json:"location"`
+		}
+		if err := decodeObject(data, &body); err != nil {
+			return "", c.originError(r, 0, err)
+		}
+		location = body.Location
+	}
+	if location == "" {
+		return "", c.originError(r, 0, errors.New("download answer names no location (no X-Terraform-Get, no JSON location)"))
+	}
+	if len(location) > maxLocationBytes || strings.ContainsAny(location, "\r\n\x00") {
+		return "", c.originError(r, 0, errors.New("download answer's location is malformed"))
+	}
+	if strings.HasPrefix(location, "/") || strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") {
+		ref, err := url.Parse(location)
+		if err != nil {
+			return "", c.originError(r, 0, fmt.Errorf("relative location does not parse: %v", err))
+		}
+		location = r.u.ResolveReference(ref).String()
+	}
+	c.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
+		slog.String("version", version), slog.String("location", location))
+	return location, nil
+}
+
+// moduleURL resolves path segments, each escaped, against the modules.v1
+// base URL of m's host.
+func (c *Client) moduleURL(ctx context.Context, m Module, segments ...string) (*url.URL, error) {
+	if _, err := c.Discover(ctx, m.Hostname); err != nil && !errors.Is(err, ErrNoProviderService) {
+		return nil, err
+	}
+	base := c.KnownModulesURL(m.Hostname)
+	if base == nil {
+		return nil, fmt.Errorf("%s: %w", m.Hostname, ErrNoModuleService)
+	}
+	if !strings.HasSuffix(base.Path, "/") {
+		base.Path += "/"
+	}
+	all := append([]string{m.Namespace, m.Name, m.System}, segments...)
+	esc := make([]string, len(all))
+	for i, s := range all {
+		if s == "" || s == "." || s == ".." {
+			return nil, fmt.Errorf("discovery: invalid path segment %q for module %s", s, m)
+		}
+		esc[i] = url.PathEscape(s)
+	}
+	ref, err := url.Parse("./" + strings.Join(esc, "/"))
+	if err != nil {
+		return nil, fmt.Errorf("discovery: building module URL for %s: %w", m, err)
+	}
+	return base.ResolveReference(ref), nil
+}
+
+// OpenSource starts downloading a module package (an archive) from
+// rawURL, a source host that the download location of a module of origin
+// host named. It is OpenArchive with Op "module_source", and anonymous:
+// no credentials are sent, not even to the origin host itself.
+func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error) {
+	return c.openDownload(ctx, Provider{Hostname: origin}, OpModuleSource, rawURL, true)
+}
+
+// SourceHTTPClient returns an HTTP client for the source hosts that the
+// download locations of modules of origin host name, for protocols that
+// need more than one GET (Git's smart HTTP): it goes through the network
+// policy of every origin request (https only, the address guard, the
+// outbound proxy, at most 5 redirects), sends no credentials, and bounds
+// every response body by the idle timeout, the low-speed limit and
+// Config.MaxArchiveBytes (errors are *OriginError, Op "module_source").
+// Responses are observed as Op "module_source" of origin.
+func (c *Client) SourceHTTPClient(origin svchost.Hostname) *http.Client {
+	return &http.Client{Transport: &sourceTransport{c: c, origin: origin}, CheckRedirect: checkRedirect}
+}
+
+type sourceTransport struct {
+	c      *Client
+	origin svchost.Hostname
+}
+
+func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err error) {
+	c := t.c
+	if err := c.checkHost(t.origin); err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	start := time.Now()
+	r := request{p: Provider{Hostname: t.origin}, op: OpModuleSource, u: req.URL, anonymous: true}
+	ctx, cancel := context.WithCancelCause(req.Context())
+	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", c.cfg.IdleTimeout)}
+	timer := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(idle) })
+	out := req.Clone(ctx)
+	out.Header.Del("Authorization")
+	resp, err := c.transport.RoundTrip(out)
+	timer.Stop()
+	if err != nil {
+		cancel(nil)
+		if req.Context().Err() != nil {
+			return nil, req.Context().Err()
+		}
+		err = c.originError(r, 0, c.causeOf(ctx, stripURL(err)))
+		c.observe(t.origin, OpModuleSource, start, &err)
+		return nil, err
+	}
+	if resp.ContentLength > c.cfg.MaxArchiveBytes {
+		drain(resp.Body)
+		cancel(nil)
+		err = c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes", ErrTooLarge, resp.ContentLength, c.cfg.MaxArchiveBytes))
+		c.observe(t.origin, OpModuleSource, start, &err)
+		return nil, err
+	}
+	resp.Body = &archiveBody{
+		speed:     c.startSpeedCheck(cancel),
+		body:      resp.Body,
+		timer:     timer,
+		idle:      c.cfg.IdleTimeout,
+		max:       c.cfg.MaxArchiveBytes,
+		cancel:    cancel,
+		callerErr: req.Context().Err,
+		cause:     func() error { return context.Cause(ctx) },
+		wrap:      func(err error) error { return c.originError(r, 0, err) },
+		done: func(n int64, err error) {
+			c.cfg.Observer.OriginBytes(string(t.origin), n)
+			if err == nil && resp.StatusCode >= 400 {
+				err = c.originError(r, resp.StatusCode, statusError(resp.Status))
+			}
+			c.observe(t.origin, OpModuleSource, start, &err)
+		},
+	}
+	return resp, nil
+}

@@ -1,0 +1,113 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+)
+
+func moduleServer(t *testing.T) *testServer {
+	t.Helper()
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /.well-known/terraform.json", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/versions", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, `{"modules":[{"source":"acme/vpc/aws","versions":[{"version":"1.0.0"},{"version":""},{"version":"v2.0.0"}]}]}`)
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/1.0.0/download", func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Terraform-Get", "git::https://git.example.test/vpc.git?ref=v1.0.0")
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/1.1.0/download", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, `{"location":"./archives/vpc-1.1.0.tar.gz"}`) // OpenTofu's form, relative
+	})
+	mux.HandleFunc("GET /v1/modules/acme/vpc/aws/1.2.0/download", func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusNoContent) // no location
+	})
+	mux.HandleFunc("GET /archives/vpc.tar.gz", func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get("Authorization") != "" {
+			http.Error(w, "credentials sent to a source host", http.StatusTeapot)
+			return
+		}
+		io.WriteString(w, "tarball")
+	})
+	return newTestServer(t, mux)
+}
+
+func TestModuleRegistryProtocol(t *testing.T) {
+	s := moduleServer(t)
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.Credentials = func(svchost.Hostname) string { return "origin-token" }
+	})
+	m := Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
+	ctx := context.Background()
+
+	vs, err := c.ModuleVersions(ctx, m)
+	if err != nil || strings.Join(vs, ",") != "1.0.0,v2.0.0" {
+		t.Errorf("ModuleVersions = %v, %v", vs, err)
+	}
+	if got := s.header("/v1/modules/acme/vpc/aws/versions").Get("Authorization"); got != "Bearer origin-token" {
+		t.Errorf("versions request carried %q, want the origin's token", got)
+	}
+	for version, want := range map[string]string{
+		"1.0.0": "git::https://git.example.test/vpc.git?ref=v1.0.0",
+		"1.1.0": s.url("/v1/modules/acme/vpc/aws/1.1.0/archives/vpc-1.1.0.tar.gz"),
+	} {
+		if got, err := c.ModuleLocation(ctx, m, version); err != nil || got != want {
+			t.Errorf("ModuleLocation(%s) = %q, %v; want %q", version, got, err, want)
+		}
+	}
+	if _, err := c.ModuleLocation(ctx, m, "1.2.0"); err == nil || !strings.Contains(err.Error(), "no location") {
+		t.Errorf("answer without a location: %v", err)
+	}
+	if _, err := c.ModuleLocation(ctx, m, "9.9.9"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("unknown version: %v, want ErrNotFound", err)
+	}
+	other := m
+	other.Hostname = "registry.example.invalid"
+	if _, err := c.ModuleVersions(ctx, other); !errors.Is(err, ErrHostNotAllowed) {
+		t.Errorf("module of another host: %v, want ErrHostNotAllowed", err)
+	}
+
+	// Sources are fetched anonymously, even from the origin host.
+	body, _, err := c.OpenSource(ctx, s.host, s.url("/archives/vpc.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(body)
+	body.Close()
+	if string(b) != "tarball" {
+		t.Errorf("OpenSource read %q", b)
+	}
+	resp, err := c.SourceHTTPClient(s.host).Get(s.url("/archives/vpc.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Errorf("SourceHTTPClient sent credentials (status %d)", resp.StatusCode)
+	}
+}
+
+func TestSourceHostsGuarded(t *testing.T) {
+	s := moduleServer(t)
+	c := newTestClient(t, s, func(cfg *Config) { cfg.AllowPrivate = false })
+	if _, _, err := c.OpenSource(context.Background(), s.host, s.url("/archives/vpc.tar.gz")); !errors.Is(err, ErrPrivateAddress) {
+		t.Errorf("OpenSource to loopback: %v, want ErrPrivateAddress", err)
+	}
+	if _, err := c.SourceHTTPClient(s.host).Get(s.url("/archives/vpc.tar.gz")); !errors.Is(err, ErrPrivateAddress) {
+		t.Errorf("SourceHTTPClient to loopback: %v, want ErrPrivateAddress", err)
+	}
+	if _, err := c.SourceHTTPClient(s.host).Get("http://example.test/x.tar.gz"); err == nil || !strings.Contains(err.Error(), "https") {
+		t.Errorf("SourceHTTPClient over http: %v", err)
+	}
+	if _, err := c.SourceHTTPClient("registry.example.invalid").Get(s.url("/archives/vpc.tar.gz")); !errors.Is(err, ErrHostNotAllowed) {
+		t.Errorf("SourceHTTPClient for a host that is not an origin: %v", err)
+	}
+}

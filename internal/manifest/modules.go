@@ -1,0 +1,235 @@
+package manifest
+
+// Registry modules in sync specs: manifests' module blocks, and the
+// module calls of configurations whose source is a registry address.
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+// Module is one registry module asked for, with everything that asked
+// for it.
+type Module struct {
+	Address discovery.Module
+	// Selections say which versions to sync; the union of what they
+	// select is synced.
+	Selections []Selection
+	// Subdirs are the subdirectories of the module's package that calls
+	// use (a source's //SUBDIR; "" is the module itself), whose
+	// configuration is read for the providers and modules they need.
+	Subdirs []string
+}
+
+// remoteCall is a module call whose source is not a local path.
+type remoteCall struct {
+	// module is set for a registry address; else source is the source
+	// the clients fetch themselves.
+	module     *discovery.Module
+	subdir     string
+	constraint string
+	set        versions.Set
+	source     string
+	where      string
+}
+
+var manifestModuleSchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "versions", Required: true},
+		{Name: "latest"},
+	},
+}
+
+// loadManifestModule reads a manifest's module block:
+//
+//	module "registry.terraform.io/terraform-aws-modules/vpc/aws" {
+//	  versions = ["~> 5.0"]
+//	  latest   = 1            # optional
+//	}
+func (s *Spec) loadManifestModule(b *hcl.Block, seen map[discovery.Module]string) error {
+	addr, err := discovery.ParseModule(b.Labels[0])
+	if err != nil {
+		return posError(b.LabelRanges[0], "%v", err)
+	}
+	if prev, dup := seen[addr]; dup {
+		return posError(b.DefRange, "module %s is already declared at %s", addr, prev)
+	}
+	seen[addr] = where(b.DefRange)
+	mc, diags := b.Body.Content(manifestModuleSchema)
+	if diags.HasErrors() {
+		return diagError(diags)
+	}
+	latest := 0
+	if attr, ok := mc.Attributes["latest"]; ok {
+		v, err := attrValue(attr, cty.Number)
+		if err != nil {
+			return err
+		}
+		n, acc := v.AsBigFloat().Int64()
+		if acc != 0 || n < 1 || n > 1<<20 {
+			return posError(attr.Expr.Range(), "latest must be a whole number of at least 1")
+		}
+		latest = int(n)
+	}
+	attr := mc.Attributes["versions"]
+	list, err := stringList(attr)
+	if err != nil {
+		return err
+	}
+	if len(list) == 0 {
+		return posError(attr.Expr.Range(), "versions must name at least one version constraint")
+	}
+	var sels []Selection
+	for _, c := range list {
+		set, err := parseConstraint(c)
+		if err != nil {
+			return posError(attr.Expr.Range(), "%v", err)
+		}
+		sels = append(sels, Selection{Text: c, Set: set, Latest: latest, Where: where(attr.Range)})
+	}
+	s.addModule(addr, sels, "")
+	return nil
+}
+
+// addModule merges selections and a subdirectory for addr into the spec,
+// and returns its entry.
+func (s *Spec) addModule(addr discovery.Module, sels []Selection, subdir string) *Module {
+	for _, m := range s.Modules {
+		if m.Address == addr {
+			m.Selections = append(m.Selections, sels...)
+			m.Subdirs = appendNew(m.Subdirs, subdir)
+			return m
+		}
+	}
+	m := &Module{Address: addr, Selections: sels, Subdirs: []string{subdir}}
+	s.Modules = append(s.Modules, m)
+	return m
+}
+
+// addRemoteCalls adds the registry module calls of a configuration to
+// the spec and lists the others as unmirrorable.
+func (s *Spec) addRemoteCalls(calls []remoteCall) {
+	for _, c := range calls {
+		if c.module == nil {
+			s.Unmirrorable = appendNew(s.Unmirrorable, c.where+": "+c.source)
+			continue
+		}
+		s.addModule(*c.module, []Selection{c.selection()}, c.subdir)
+	}
+}
+
+// selection is what a module call selects: the newest version meeting
+// its constraint, as Terraform installs.
+func (c remoteCall) selection() Selection {
+	text := c.constraint
+	if text == "" {
+		text = "any version"
+	}
+	return Selection{Text: text, Set: c.set, Latest: 1, Where: c.where}
+}
+
+// AddModuleDir reads the configuration of the module in dir (a module of
+// a downloaded package; what names it, for messages), with the local
+// modules it calls, adds the providers it needs to the spec (the newest
+// version meeting its constraints, as for a configuration directory),
+// lists its unmirrorable module calls, and returns the registry modules
+// it calls, each as its own Module (not added to the spec's Modules).
+func (s *Spec) AddModuleDir(dir, what string) ([]*Module, error) {
+	files, err := configFiles(dir)
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		return nil, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
+	}
+	var remotes []remoteCall
+	reqs, err := loadModule(dir, files, map[string]bool{}, &remotes)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range reqs {
+		text := "any version"
+		if len(r.constraints) > 0 {
+			text = joinConstraints(r.constraints)
+		}
+		s.add(r.addr, []Selection{{Text: text, Set: r.set, Latest: 1, Where: r.where}}, nil)
+	}
+	var out []*Module
+	for _, c := range remotes {
+		if c.module == nil {
+			s.Unmirrorable = appendNew(s.Unmirrorable, what+": "+c.source)
+			continue
+		}
+		i := slices.IndexFunc(out, func(m *Module) bool { return m.Address == *c.module })
+		if i < 0 {
+			out = append(out, &Module{Address: *c.module})
+			i = len(out) - 1
+		}
+		out[i].Selections = append(out[i].Selections, c.selection())
+		out[i].Subdirs = appendNew(out[i].Subdirs, c.subdir)
+	}
+	return out, nil
+}
+
+// remoteModule reads a module block whose source is not a local path:
+// a registry address ([HOST/]NAMESPACE/NAME/SYSTEM[//SUBDIR], with an
+// optional version constraint), or any other source.
+func remoteModule(b *hcl.Block) (remoteCall, error) {
+	content, _, diags := b.Body.PartialContent(moduleSchema)
+	if diags.HasErrors() {
+		return remoteCall{}, diagError(diags)
+	}
+	attr := content.Attributes["source"] // localModule checked it
+	v, _ := attr.Expr.Value(nil)
+	src := v.AsString()
+	rc := remoteCall{source: src, where: where(attr.Range), set: versions.Released}
+	addr, subdir, ok := registrySource(src)
+	if !ok {
+		return rc, nil
+	}
+	rc.module, rc.subdir = &addr, subdir
+	if va, ok := content.Attributes["version"]; ok {
+		cv, diags := va.Expr.Value(nil)
+		if diags.HasErrors() || cv.IsNull() || !cv.Type().Equals(cty.String) {
+			return rc, posError(va.Expr.Range(), "version of module %q must be a string", b.Labels[0])
+		}
+		set, err := parseConstraint(cv.AsString())
+		if err != nil {
+			return rc, posError(va.Expr.Range(), "%v", err)
+		}
+		rc.constraint, rc.set = cv.AsString(), set
+	}
+	return rc, nil
+}
+
+// registrySource reports whether src is a module registry address, as
+// Terraform tells them from go-getter sources, and parses it.
+func registrySource(src string) (discovery.Module, string, bool) {
+	pkg, subdir, _ := strings.Cut(src, "//")
+	if strings.Contains(pkg, ":") || strings.Contains(pkg, "?") {
+		return discovery.Module{}, "", false // a scheme, a forced getter, scp-like SSH, parameters
+	}
+	parts := strings.Split(pkg, "/")
+	if len(parts) == 4 {
+		switch strings.ToLower(parts[0]) {
+		case "github.com", "bitbucket.org":
+			return discovery.Module{}, "", false // go-getter shorthands
+		}
+	}
+	m, err := discovery.ParseModule(pkg)
+	if err != nil {
+		return discovery.Module{}, "", false
+	}
+	if subdir != "" {
+		subdir = strings.TrimPrefix(path.Clean("/"+subdir), "/")
+	}
+	return m, subdir, true
+}

@@ -1,0 +1,128 @@
+package manifest
+
+import (
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// resolvedModules flattens a spec's modules into "module: v1 v2 [subdirs]" lines.
+func resolvedModules(s *Spec) []string {
+	var out []string
+	for _, m := range s.Modules {
+		var vs []string
+		for _, sel := range m.Selections {
+			for _, v := range sel.Select(available) {
+				if !slices.Contains(vs, v.String()) {
+					vs = append(vs, v.String())
+				}
+			}
+		}
+		out = append(out, m.Address.String()+": "+strings.Join(vs, " ")+" ["+strings.Join(m.Subdirs, ",")+"]")
+	}
+	return out
+}
+
+func TestLoadModules(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"sync.hcl": `platforms = ["linux_amd64"]
+module "registry.terraform.io/terraform-aws-modules/vpc/aws" {
+  versions = ["~> 5.0", "4.67.0"]
+}
+module "example.com/Team/net_work/AWS" {
+  versions = [">= 4.0"]
+  latest   = 2
+}
+`,
+		"config/main.tf": `module "vpc" {
+  source  = "terraform-aws-modules/vpc/aws"
+  version = "6.0.0"
+}
+module "sub" {
+  source = "acme/platform/aws//modules/app"
+}
+module "git" {
+  source = "git::https://example.com/x.git?ref=v1"
+}
+module "gh" {
+  source = "github.com/org/repo"
+}
+module "local" {
+  source = "./child"
+}
+`,
+		"config/child/main.tf": `module "deep" {
+  source  = "app.terraform.io/corp/deep/azurerm"
+  version = "~> 4.66"
+}
+`,
+	})
+	spec, err := Load(filepath.Join(dir, "sync.hcl"), filepath.Join(dir, "config"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"registry.terraform.io/terraform-aws-modules/vpc/aws: 5.1.0 5.0.0 4.67.0 6.0.0 []",
+		"example.com/Team/net_work/aws: 6.0.0 5.1.0 []",
+		"registry.terraform.io/acme/platform/aws: 6.0.0 [modules/app]",
+		"app.terraform.io/corp/deep/azurerm: 4.67.0 []",
+	}
+	if got := resolvedModules(spec); !slices.Equal(got, want) {
+		t.Errorf("modules\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if len(spec.Unmirrorable) != 2 || !strings.Contains(spec.Unmirrorable[0], "git::https://example.com/x.git") ||
+		!strings.Contains(spec.Unmirrorable[1], "main.tf:12: github.com/org/repo") {
+		t.Errorf("unmirrorable %q", spec.Unmirrorable)
+	}
+
+	for name, body := range map[string]string{
+		"bad address": `module "vpc/aws" { versions = ["1.0.0"] }`,
+		"no versions": `module "a/b/c" { latest = 1 }`,
+		"duplicate":   `module "a/b/c" { versions = ["1.0.0"] }` + "\n" + `module "registry.terraform.io/a/b/c" { versions = ["2.0.0"] }`,
+		"bad latest":  `module "a/b/c" { versions = ["1.0.0"] latest = 0 }`,
+	} {
+		d := writeFiles(t, map[string]string{"m.hcl": body})
+		if _, err := Load(filepath.Join(d, "m.hcl")); err == nil {
+			t.Errorf("%s: no error", name)
+		}
+	}
+}
+
+// AddModuleDir reads a downloaded module: its providers join the spec,
+// the registry modules it calls come back.
+func TestAddModuleDir(t *testing.T) {
+	dir := writeFiles(t, map[string]string{
+		"modules/app/main.tf": `module "shared" {
+  source = "../shared"
+}
+module "next" {
+  source  = "acme/next/aws"
+  version = "~> 5.0"
+}
+`,
+		"modules/shared/versions.tf": `terraform {
+  required_providers {
+    aws = { source = "hashicorp/aws", version = ">= 4.67" }
+  }
+}
+`,
+	})
+	spec := &Spec{}
+	calls, err := spec.AddModuleDir(filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := resolved(spec); !slices.Equal(got, []string{"registry.terraform.io/hashicorp/aws: 6.0.0"}) {
+		t.Errorf("providers %q", got)
+	}
+	if len(calls) != 1 || calls[0].Address.String() != "registry.terraform.io/acme/next/aws" || len(calls[0].Selections) != 1 {
+		t.Fatalf("calls %+v", calls)
+	}
+	if got := calls[0].Selections[0].Select(available); len(got) != 1 || got[0].String() != "5.1.0" {
+		t.Errorf("the call selects %v, want the newest 5.x", got)
+	}
+	if _, err := spec.AddModuleDir(filepath.Join(dir, "nope"), "x"); err == nil {
+		t.Error("a directory without configuration: no error")
+	}
+}

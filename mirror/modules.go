@@ -1,0 +1,533 @@
+package mirror
+
+// Registry modules: the second kind of thing the engine mirrors, through
+// the same cache, blob store, detached work and limits as provider
+// archives.
+//
+// A module version has one record (ModuleRecord, key
+// module/HOST/NS/NAME/SYSTEM/VERSION) written when its download location
+// is first asked for, and completed with the package's sha256 once the
+// package has been fetched from its source host and normalized into one
+// tar.gz (package modsource), stored as a blob. The record is never
+// replaced: the blob may be evicted, and a refetch must then give the same
+// bytes, or it is refused (a tag moved upstream does not change what the
+// mirror serves).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// ModuleOrigin is what the engine needs for registry modules from origin
+// registries and source hosts. *discovery.Client implements it. The
+// engine uses it when the Origin given to New implements it too;
+// otherwise (and offline) module calls that need an origin fail.
+type ModuleOrigin interface {
+	ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error)
+	ModuleLocation(ctx context.Context, m discovery.Module, version string) (string, error)
+	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
+	SourceHTTPClient(origin svchost.Hostname) *http.Client
+}
+
+// ModuleMetrics receives what the engine observes of modules. Package
+// metrics implements it; the engine uses Config.Metrics for it when that
+// implements it too.
+type ModuleMetrics interface {
+	// ModuleFetch records one fetch of a module package from its source
+	// host: the source kind (git, archive), the outcome (success, error,
+	// too_large, changed, timeout), the bytes of the stored package.
+	ModuleFetch(kind, outcome string, bytes int64, d time.Duration)
+}
+
+// ErrModuleChanged matches a module package whose refetch (after its
+// blob was evicted) does not give the bytes first stored: the source
+// moved the tag, or rewrote the archive. It is an integrity error.
+var ErrModuleChanged = errors.New("module package changed at its source since it was first mirrored")
+
+// ModuleVersionList is a module's version list as cached.
+type ModuleVersionList struct {
+	Schema int `json:"schema"`
+	// Versions are the origin's version strings, in its order.
+	Versions []string `json:"versions"`
+}
+
+// ModuleRecord is what the engine keeps of one module version.
+type ModuleRecord struct {
+	Schema  int    `json:"schema"`
+	Module  string `json:"module"`  // HOST/NS/NAME/SYSTEM
+	Version string `json:"version"` // as the origin spells it
+	// Location is the origin's download location, as it gave it.
+	Location string `json:"location"`
+	// Kind is the source kind: git or archive.
+	Kind modsource.Kind `json:"kind"`
+	// Package is the location without its subdirectory.
+	Package string `json:"package"`
+	// Subdir is the location's //SUBDIR, "" for none.
+	Subdir string `json:"subdir,omitempty"`
+	// Commit is the Git commit id the package was fetched at.
+	Commit string `json:"commit,omitempty"`
+	// SHA256 is the sha256 of the normalized package (a tar.gz), "" until
+	// it was first fetched; Size its length.
+	SHA256    string    `json:"sha256,omitempty"`
+	Size      int64     `json:"size,omitempty"`
+	FetchedAt time.Time `json:"fetched_at,omitzero"`
+}
+
+func moduleVersionsKey(m discovery.Module) string  { return "modversions/" + m.String() }
+func moduleRecordPrefix(m discovery.Module) string { return "module/" + m.String() + "/" }
+
+// moduleRecordKey keys a record by the canonical version, so that every
+// spelling of one version shares it.
+func moduleRecordKey(m discovery.Module, version string) string {
+	return moduleRecordPrefix(m) + canonicalModuleVersion(version)
+}
+
+// canonicalModuleVersion is version without a leading "v", in semver's
+// canonical form when it parses.
+func canonicalModuleVersion(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if pv, err := versions.ParseVersion(v); err == nil {
+		return pv.String()
+	}
+	return v
+}
+
+// CheckModuleOrigin fails with ErrOriginNotAllowed for a module of a host
+// the engine does not serve.
+func (s *Engine) CheckModuleOrigin(m discovery.Module) error {
+	if !s.allowed[m.Hostname] {
+		return fmt.Errorf("%w: %s", ErrOriginNotAllowed, m.Hostname)
+	}
+	return nil
+}
+
+// moduleOrigin returns the origin for modules, or an error saying why
+// there is none.
+func (s *Engine) moduleOrigin(what string) (ModuleOrigin, error) {
+	if s.cfg.Offline {
+		return nil, fmt.Errorf("%w: %s", ErrOffline, what)
+	}
+	mo, ok := s.rawOrigin.(ModuleOrigin)
+	if !ok {
+		return nil, fmt.Errorf("%w: %s (this origin client has no module support)", discovery.ErrNoModuleService, what)
+	}
+	return mo, nil
+}
+
+// ModuleVersions returns m's version list: from the cache while it is
+// younger than Config.VersionsTTL, from the origin otherwise, and the
+// cached list, marked stale, when the origin fails for any reason but
+// saying the module does not exist. A sealed mirror (Config.Offline)
+// lists only the versions whose package is cached.
+func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*ModuleVersionList, ListState, error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return nil, ListState{}, err
+	}
+	if s.cfg.Offline {
+		return s.sealedModuleVersions(ctx, m)
+	}
+	key := moduleVersionsKey(m)
+	var cached ModuleVersionList
+	storedAt, err := s.store.GetMeta(key, &cached)
+	haveCached := err == nil && knownSchema(cached.Schema)
+	if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
+	}
+	if !haveCached && s.cfg.Shared != nil {
+		if at, ok := s.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
+			haveCached, storedAt = true, at
+		}
+	}
+	if haveCached && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL {
+		s.metrics.CacheLookup("module_versions", true)
+		return &cached, ListState{StoredAt: storedAt}, nil
+	}
+	s.metrics.CacheLookup("module_versions", false)
+	res, err := s.coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
+		mo, err := s.moduleOrigin("module versions of " + m.String())
+		if err != nil {
+			return nil, err
+		}
+		vs, err := mo.ModuleVersions(ctx, m)
+		if err != nil {
+			return nil, err
+		}
+		list := &ModuleVersionList{Schema: recordSchema, Versions: vs}
+		if err := s.store.PutMeta(key, list); err != nil {
+			s.metrics.CacheWriteFailed()
+			s.log.Error("storing module version list", "module", m.String(), "error", err)
+		}
+		s.putShared(key, list)
+		return list, nil
+	})
+	if err == nil {
+		return res.(*ModuleVersionList), ListState{Fetched: true, StoredAt: s.cfg.Now()}, nil
+	}
+	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
+		s.metrics.StaleServed("module_versions")
+		s.log.Warn("origin failed, serving cached module version list", "module", m.String(), "stored_at", storedAt, "error", err)
+		return &cached, ListState{Stale: true, StoredAt: storedAt}, nil
+	}
+	return nil, ListState{}, err
+}
+
+// sealedModuleVersions lists the versions of m whose package is cached,
+// or held by the shared tier.
+func (s *Engine) sealedModuleVersions(ctx context.Context, m discovery.Module) (*ModuleVersionList, ListState, error) {
+	list := &ModuleVersionList{Schema: recordSchema, Versions: []string{}}
+	err := s.store.ScanMeta(moduleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
+		var rec ModuleRecord
+		if json.Unmarshal(raw, &rec) != nil || rec.SHA256 == "" {
+			return nil
+		}
+		if _, err := s.store.StatBlob(rec.SHA256); err == nil {
+			list.Versions = append(list.Versions, rec.Version)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, ListState{}, err
+	}
+	var shared ModuleVersionList
+	if s.cfg.Shared != nil {
+		if _, ok := s.getShared(ctx, moduleVersionsKey(m), &shared); ok {
+			for _, v := range shared.Versions {
+				if slices.ContainsFunc(list.Versions, func(l string) bool { return canonicalModuleVersion(l) == canonicalModuleVersion(v) }) {
+					continue
+				}
+				if s.sharedModuleInstallable(ctx, moduleRecordKey(m, v)) {
+					list.Versions = append(list.Versions, v)
+				}
+			}
+		}
+	}
+	if len(list.Versions) == 0 {
+		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", ErrOffline, m)
+	}
+	return list, ListState{}, nil
+}
+
+// ModuleLocation returns the record of version of m, asking the origin
+// for its download location when the engine has none yet (a record,
+// once written, is kept). Locations this mirror cannot fetch fail with a
+// *modsource.UnsupportedError. Errors: ErrOriginNotAllowed, ErrOffline,
+// discovery.ErrNotFound and origin errors.
+func (s *Engine) ModuleLocation(ctx context.Context, m discovery.Module, version string) (*ModuleRecord, error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return nil, err
+	}
+	key := moduleRecordKey(m, version)
+	var rec ModuleRecord
+	if _, err := s.store.GetMeta(key, &rec); err == nil && knownSchema(rec.Schema) {
+		s.metrics.CacheLookup("module_location", true)
+		return &rec, nil
+	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		s.log.Warn("reading module record", "module", m.String(), "version", version, "error", err)
+	}
+	s.metrics.CacheLookup("module_location", false)
+	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
+		return rec, nil
+	}
+	res, err := s.coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
+		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
+		if err != nil {
+			return nil, err
+		}
+		originVersion := s.originModuleVersion(m, version)
+		loc, err := mo.ModuleLocation(ctx, m, originVersion)
+		if err != nil {
+			return nil, err
+		}
+		addr, err := modsource.Parse(loc)
+		if err != nil {
+			return nil, fmt.Errorf("module %s %s: %w", m, version, err)
+		}
+		rec := &ModuleRecord{Schema: recordSchema, Module: m.String(), Version: originVersion, Location: loc,
+			Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
+		if err := s.store.PutMeta(key, rec); err != nil {
+			s.metrics.CacheWriteFailed()
+			s.log.Error("storing module record", "module", m.String(), "version", version, "error", err)
+		}
+		return rec, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return res.(*ModuleRecord), nil
+}
+
+// originModuleVersion is the origin's spelling of version, from the
+// cached version list ("v1.0.0" when the client asks for "1.0.0").
+func (s *Engine) originModuleVersion(m discovery.Module, version string) string {
+	var list ModuleVersionList
+	if _, err := s.store.GetMeta(moduleVersionsKey(m), &list); err == nil {
+		want := canonicalModuleVersion(version)
+		for _, v := range list.Versions {
+			if canonicalModuleVersion(v) == want {
+				return v
+			}
+		}
+	}
+	return version
+}
+
+// ModulePackage is an opened module package (a normalized tar.gz), read
+// from the cache. Close it.
+type ModulePackage struct {
+	Record  ModuleRecord
+	SHA256  string
+	Size    int64
+	ModTime time.Time
+	// Source is Hit when the package was cached, Miss when this call
+	// fetched it, Coalesced when it waited for another call's fetch.
+	Source Source
+	blob   cache.BlobReader
+	s      *Engine
+}
+
+// Content is the package, for serving with Range and conditional requests.
+func (p *ModulePackage) Content() io.ReadSeeker { return p.blob }
+
+// Close releases the package.
+func (p *ModulePackage) Close() error {
+	err := p.blob.Close()
+	p.s.work.done()
+	return err
+}
+
+// OpenModule opens the package of version of m: from the cache, or else
+// fetched from its source host (one fetch per version, however many
+// callers ask at once, on the engine's context: a caller that gives up
+// does not stop it), normalized, checked against the record's sha256
+// when there is one, and stored. ctx bounds the caller's wait only.
+// Errors: those of ModuleLocation, *modsource.UnsupportedError,
+// *modsource.LimitError, ErrModuleChanged (an integrity error) and
+// source host errors.
+func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version string) (*ModulePackage, error) {
+	rec, err := s.ModuleLocation(ctx, m, version)
+	if err != nil {
+		return nil, err
+	}
+	if pkg := s.openModuleBlob(*rec, Hit); pkg != nil {
+		s.metrics.CacheLookup("module_package", true)
+		return pkg, nil
+	}
+	s.metrics.CacheLookup("module_package", false)
+	if s.cfg.Offline && s.cfg.Shared == nil {
+		return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, version)
+	}
+	recKey := moduleRecordKey(m, version)
+	var led atomic.Bool
+	ch := s.meta.DoChan("modpkg/"+recKey, func() (any, error) {
+		led.Store(true)
+		ctx, done, err := s.detached(s.cfg.ModuleTimeout)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		return s.fetchModuleShared(ctx, m, recKey, *rec)
+	})
+	var res ModuleRecord
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		res = *r.Val.(*ModuleRecord)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the module's source: %w", ctx.Err())
+	}
+	src := Coalesced
+	if led.Load() {
+		src = Miss
+	} else {
+		s.metrics.Coalesced("module_package")
+	}
+	if pkg := s.openModuleBlob(res, src); pkg != nil {
+		return pkg, nil
+	}
+	return nil, fmt.Errorf("module %s %s was fetched but could not be stored in the cache", m, version)
+}
+
+// openModuleBlob opens rec's cached package, nil when it is not cached.
+func (s *Engine) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
+	if rec.SHA256 == "" {
+		return nil
+	}
+	if !s.work.add() {
+		return nil
+	}
+	blob, err := s.store.OpenBlob(rec.SHA256)
+	if err != nil {
+		s.work.done()
+		return nil
+	}
+	info := blob.Info()
+	return &ModulePackage{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, blob: blob, s: s}
+}
+
+// fetchModule fetches, normalizes and stores the package of rec, and
+// returns the record completed with its sha256.
+func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec ModuleRecord) (_ *ModuleRecord, err error) {
+	start := time.Now()
+	var size int64
+	defer func() {
+		if mm, ok := s.cfg.Metrics.(ModuleMetrics); ok {
+			mm.ModuleFetch(string(rec.Kind), moduleOutcome(ctx, err), size, time.Since(start))
+		}
+	}()
+	mo, err := s.moduleOrigin("module package")
+	if err != nil {
+		return nil, err
+	}
+	addr, err := modsource.Parse(rec.Location)
+	if err != nil {
+		return nil, err
+	}
+	f := &modsource.Fetcher{
+		HTTP: mo.SourceHTTPClient(m.Hostname),
+		Open: func(ctx context.Context, u string) (io.ReadCloser, int64, error) {
+			return mo.OpenSource(ctx, m.Hostname, u)
+		},
+		Limits:  s.cfg.ModuleLimits,
+		TempDir: s.cfg.ScratchDir,
+	}
+	spool, err := os.CreateTemp(s.cfg.ScratchDir, "tfmirror-module-*.tar.gz")
+	if err != nil {
+		return nil, err
+	}
+	defer func() { spool.Close(); os.Remove(spool.Name()) }()
+	h := sha256.New()
+	res, err := f.Fetch(ctx, addr, io.MultiWriter(spool, h))
+	if err != nil {
+		s.log.Error("module package fetch failed; nothing was cached", "module", m.String(), "version", rec.Version,
+			"package", rec.Package, "error", err)
+		return nil, err
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if size, err = spool.Seek(0, io.SeekCurrent); err != nil {
+		return nil, err
+	}
+	if rec.SHA256 != "" && rec.SHA256 != sum {
+		detail := fmt.Sprintf("%s %s at %s: sha256 %s, first mirrored as %s", m, rec.Version, rec.Package, sum, rec.SHA256)
+		if rec.Commit != "" && res.Commit != rec.Commit {
+			detail += fmt.Sprintf(" (commit %s, first %s: the tag moved)", res.Commit, rec.Commit)
+		}
+		s.metrics.VerificationFailed(string(verify.ReasonChecksum))
+		s.log.Error("module package changed at its source; refused, nothing was cached", "module", m.String(),
+			"version", rec.Version, "detail", detail)
+		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	w, err := s.store.NewBlobWriter(sum)
+	if err != nil {
+		return nil, fmt.Errorf("staging module package: %w", err)
+	}
+	defer w.Close()
+	if _, err := io.Copy(w, spool); err != nil {
+		return nil, fmt.Errorf("staging module package: %w", err)
+	}
+	if _, err := w.Commit(""); err != nil {
+		s.metrics.CacheWriteFailed()
+		return nil, fmt.Errorf("storing module package: %w", err)
+	}
+	if rec.SHA256 == "" {
+		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
+		if err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec); err != nil {
+			s.metrics.CacheWriteFailed()
+			return nil, fmt.Errorf("storing module record: %w", err)
+		}
+	}
+	s.shareModule(ctx, moduleRecordKey(m, rec.Version), &rec, spool)
+	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Package,
+		"commit", rec.Commit, "sha256", sum, "size", size)
+	return &rec, nil
+}
+
+// moduleOutcome classifies a module fetch's error as a bounded label value.
+func moduleOutcome(ctx context.Context, err error) string {
+	var le *modsource.LimitError
+	var ue *modsource.UnsupportedError
+	switch {
+	case err == nil:
+		return "success"
+	case errors.As(err, &le):
+		return "too_large"
+	case errors.As(err, &ue):
+		return "unsupported"
+	case errors.Is(err, ErrModuleChanged):
+		return "changed"
+	case ctx.Err() != nil, discovery.Outcome(err) == "timeout":
+		return "timeout"
+	}
+	return "error"
+}
+
+// CachedModule is a module version the engine holds a record of.
+type CachedModule struct {
+	Module  string // HOST/NS/NAME/SYSTEM
+	Version string
+	Record  ModuleRecord
+	// Cached says the package is in the cache.
+	Cached bool
+}
+
+// ListCachedModules calls fn for every module version with a record, in
+// key order, until fn returns an error (which it returns).
+func (s *Engine) ListCachedModules(fn func(CachedModule) error) error {
+	return s.store.ScanMeta("module/", func(_ string, _ time.Time, raw json.RawMessage) error {
+		var rec ModuleRecord
+		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
+			return nil
+		}
+		cm := CachedModule{Module: rec.Module, Version: rec.Version, Record: rec}
+		if rec.SHA256 != "" {
+			_, err := s.store.StatBlob(rec.SHA256)
+			cm.Cached = err == nil
+		}
+		return fn(cm)
+	})
+}
+
+// SortModuleVersions sorts version strings newest first where they parse
+// as semver, the others after them in their order.
+func SortModuleVersions(vs []string) {
+	slices.SortStableFunc(vs, func(a, b string) int {
+		va, ea := versions.ParseVersion(strings.TrimPrefix(a, "v"))
+		vb, eb := versions.ParseVersion(strings.TrimPrefix(b, "v"))
+		switch {
+		case ea != nil && eb != nil:
+			return 0
+		case ea != nil:
+			return 1
+		case eb != nil:
+			return -1
+		case va.GreaterThan(vb):
+			return -1
+		case vb.GreaterThan(va):
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,160 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+func needGit(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+// moduleRecorder records module fetch outcomes.
+type moduleRecorder struct {
+	noMetrics
+	mu       sync.Mutex
+	outcomes []string
+}
+
+func (r *moduleRecorder) ModuleFetch(kind, outcome string, _ int64, _ time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.outcomes = append(r.outcomes, kind+"/"+outcome)
+}
+
+func (r *moduleRecorder) got() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]string(nil), r.outcomes...)
+}
+
+var testModule = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
+
+func readModule(t *testing.T, h *harness, version string) (*ModulePackage, []byte, error) {
+	t.Helper()
+	pkg, err := h.engine.OpenModule(context.Background(), testModule, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pkg.Close()
+	b, err := io.ReadAll(pkg.Content())
+	return pkg, b, err
+}
+
+// A module version is immutable once cached: when its package was
+// evicted and the tag moved upstream, the refetch is refused, counted and
+// nothing is cached; an unchanged source is fetched again.
+func TestModuleImmutableOnceCached(t *testing.T) {
+	needGit(t)
+	rec := &moduleRecorder{}
+	h := newHarness(t, harnessOptions{cfg: Config{Metrics: rec}})
+	o := h.origin
+	first, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# one\n")}, "v1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "v1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+
+	list, _, err := h.engine.ModuleVersions(context.Background(), testModule)
+	if err != nil || len(list.Versions) != 1 {
+		t.Fatalf("versions: %v, %v", list, err)
+	}
+	// The client asks for the canonical "1.0.0" of the origin's "v1.0.0".
+	pkg, want, err := readModule(t, h, "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if pkg.Source != Miss || pkg.Record.Commit != first || pkg.Record.Version != "v1.0.0" {
+		t.Errorf("first open: source %v, record %+v", pkg.Source, pkg.Record)
+	}
+	sha := pkg.SHA256
+
+	// Evicted, source unchanged: fetched again, same bytes.
+	if err := h.store.DeleteBlob(sha); err != nil {
+		t.Fatal(err)
+	}
+	if _, got, err := readModule(t, h, "1.0.0"); err != nil || string(got) != string(want) {
+		t.Fatalf("refetch of an unchanged source: %v", err)
+	}
+
+	// Evicted, tag moved: refused.
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# two\n")}, "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.DeleteBlob(sha); err != nil {
+		t.Fatal(err)
+	}
+	_, _, err = readModule(t, h, "1.0.0")
+	if !errors.Is(err, ErrModuleChanged) || !errors.Is(err, verify.ErrIntegrity) {
+		t.Fatalf("refetch after the tag moved: %v, want ErrModuleChanged", err)
+	}
+	if n, _ := h.store.Stats(); n != 0 {
+		t.Errorf("%d blobs cached after the refused refetch", n)
+	}
+	var r ModuleRecord
+	if _, err := h.store.GetMeta(moduleRecordKey(testModule, "1.0.0"), &r); err != nil || r.SHA256 != sha || r.Commit != first {
+		t.Errorf("record after the refused refetch: %+v, %v (want it unchanged)", r, err)
+	}
+	if got := rec.got(); len(got) != 3 || got[0] != "git/success" || got[2] != "git/changed" {
+		t.Errorf("fetch outcomes %v", got)
+	}
+}
+
+// A sealed mirror lists only the module versions whose package it holds
+// and fails the others with ErrOffline.
+func TestModulesOffline(t *testing.T) {
+	needGit(t)
+	dir := filepath.Join(t.TempDir(), "cache")
+	h := newHarness(t, harnessOptions{cacheDir: dir})
+	o := h.origin
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("#\n")}, "v1", "v2"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1")
+	o.AddModule("acme", "vpc", "aws", "2.0.0", "git::"+o.GitURL("vpc")+"?ref=v2")
+	if _, _, err := h.engine.ModuleVersions(context.Background(), testModule); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := readModule(t, h, "1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.engine.ModuleLocation(context.Background(), testModule, "2.0.0"); err != nil {
+		t.Fatal(err) // a record, no package
+	}
+	h.stop()
+	o.ResetHits()
+	h.start(harnessOptions{cacheDir: dir, cfg: Config{Offline: true}})
+	list, _, err := h.engine.ModuleVersions(context.Background(), testModule)
+	if err != nil || len(list.Versions) != 1 || list.Versions[0] != "1.0.0" {
+		t.Errorf("sealed versions: %+v, %v; want only 1.0.0", list, err)
+	}
+	if pkg, _, err := readModule(t, h, "1.0.0"); err != nil || pkg.Source != Hit {
+		t.Errorf("sealed, cached: %v", err)
+	}
+	if _, _, err := readModule(t, h, "2.0.0"); !errors.Is(err, ErrOffline) {
+		t.Errorf("sealed, not cached: %v, want ErrOffline", err)
+	}
+	other := discovery.Module{Hostname: originHost, Namespace: "acme", Name: "nope", System: "aws"}
+	if _, _, err := h.engine.ModuleVersions(context.Background(), other); !errors.Is(err, ErrOffline) {
+		t.Errorf("sealed, unknown module: %v, want ErrOffline", err)
+	}
+	if n := o.TotalHits(); n != 0 {
+		t.Errorf("the sealed engine made %d origin requests", n)
+	}
+}

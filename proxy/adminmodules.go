@@ -1,0 +1,107 @@
+package proxy
+
+// Admin operations on registry modules, for `tfmirror sync`:
+//
+//	POST /v1/module/versions {"module"}                  -> ["1.0.0", ...]
+//	POST /v1/module/unpack   {"module","version","dir"}  -> AdminModule
+//
+// unpack makes sure the package of the module version is cached (fetching
+// it from its source host if need be) and writes its files under dir, a
+// directory of the caller's on this machine, so that the caller can read
+// the module's configuration.
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// AdminModuleRequest names a registry module (HOST/NAMESPACE/NAME/SYSTEM),
+// a version and, for unpack, an empty directory.
+type AdminModuleRequest struct {
+	Module  string `json:"module"`
+	Version string `json:"version,omitempty"`
+	Dir     string `json:"dir,omitempty"`
+}
+
+// AdminModule is a module version whose package is cached.
+type AdminModule struct {
+	Version string `json:"version"`
+	// Subdir is the subdirectory of the package the clients use (the
+	// origin location's //SUBDIR), "" for its root.
+	Subdir string `json:"subdir,omitempty"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	// CachedAlready says the package was cached before this call.
+	CachedAlready bool `json:"cached_already"`
+}
+
+// ModuleVersions lists the versions of module m.
+func (a *Admin) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
+	list, _, err := a.engine.ModuleVersions(ctx, m)
+	if err != nil {
+		return nil, err
+	}
+	return append([]string{}, list.Versions...), nil
+}
+
+// UnpackModule makes sure the package of version of m is cached and
+// writes its files under dir, which must be an absolute path to an
+// existing empty directory.
+func (a *Admin) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (AdminModule, error) {
+	if !filepath.IsAbs(dir) {
+		return AdminModule{}, badRequest("dir %q is not an absolute path", dir)
+	}
+	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
+		return AdminModule{}, badRequest("dir %q is not an existing empty directory", dir)
+	}
+	pkg, err := a.engine.OpenModule(ctx, m, version)
+	if err != nil {
+		return AdminModule{}, err
+	}
+	defer pkg.Close()
+	limits := a.engine.Config().ModuleLimits
+	if err := modsource.Unpack(ctx, pkg.Content(), dir, limits); err != nil {
+		return AdminModule{}, fmt.Errorf("unpacking module %s %s: %w", m, version, err)
+	}
+	return AdminModule{Version: pkg.Record.Version, Subdir: pkg.Record.Subdir, SHA256: pkg.SHA256, Size: pkg.Size,
+		CachedAlready: pkg.Source == mirror.Hit}, nil
+}
+
+// moduleRoutes adds the module operations to mux.
+func (a *Admin) moduleRoutes(mux *http.ServeMux) {
+	parse := func(req AdminModuleRequest) (discovery.Module, []any, error) {
+		attrs := []any{"module", req.Module, "version", req.Version}
+		m, err := discovery.ParseModule(req.Module)
+		if err != nil {
+			return m, attrs, badRequest("%v", err)
+		}
+		if strings.Contains(req.Version, "/") {
+			return m, attrs, badRequest("invalid version %q", req.Version)
+		}
+		return m, attrs, nil
+	}
+	mux.HandleFunc("POST /v1/module/versions", serveAdmin(a, func(ctx context.Context, req AdminModuleRequest) (any, []any, error) {
+		m, attrs, err := parse(req)
+		if err != nil {
+			return nil, attrs, err
+		}
+		res, err := a.ModuleVersions(ctx, m)
+		return res, attrs, err
+	}))
+	mux.HandleFunc("POST /v1/module/unpack", serveAdmin(a, func(ctx context.Context, req AdminModuleRequest) (any, []any, error) {
+		m, attrs, err := parse(req)
+		if err != nil {
+			return nil, attrs, err
+		}
+		res, err := a.UnpackModule(ctx, m, req.Version, req.Dir)
+		return res, attrs, err
+	}))
+}

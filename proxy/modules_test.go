@@ -1,0 +1,340 @@
+package proxy
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+const modBase = "/registry/" + originHost + "/v1/modules/"
+
+func needGit(t *testing.T) {
+	t.Helper()
+	if _, err := exec.LookPath("git"); err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+}
+
+// tarFiles returns the regular files of a tar.gz.
+func tarFiles(t *testing.T, data []byte) map[string]string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		t.Fatalf("package is not gzip: %v", err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h.Typeflag == tar.TypeReg {
+			b, _ := io.ReadAll(tr)
+			out[h.Name] = string(b)
+		}
+	}
+}
+
+// download asks for the download answer of a module version and returns
+// the package path it names (relative to the mirror's root) and the
+// //SUBDIR.
+func download(t *testing.T, h *harness, module, version string) (pkgPath, subdir string) {
+	t.Helper()
+	r := h.get(modBase + module + "/" + version + "/download")
+	if r.status != http.StatusOK {
+		t.Fatalf("download answer: %d %s", r.status, r.body)
+	}
+	var body struct{ Location string }
+	r.json(t, &body)
+	loc := r.header.Get("X-Terraform-Get")
+	if loc == "" || body.Location != loc {
+		t.Fatalf("X-Terraform-Get %q and JSON location %q differ", loc, body.Location)
+	}
+	rel, query, _ := strings.Cut(strings.TrimPrefix(loc, "./"), "?")
+	rel, subdir, _ = strings.Cut(rel, "//")
+	pkgPath = modBase + module + "/" + version + "/" + rel
+	if query != "" {
+		pkgPath += "?" + query
+	}
+	return pkgPath, subdir
+}
+
+func TestModulePullThrough(t *testing.T) {
+	needGit(t)
+	h := newHarness(t, harnessOptions{})
+	o := h.origin
+	commit, err := o.AddGitRepo("mono", map[string][]byte{
+		"modules/vpc/main.tf":    []byte("module \"shared\" {\n  source = \"../shared\"\n}\n"),
+		"modules/shared/main.tf": []byte("# shared\n"),
+	}, "v1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("mono")+"//modules/vpc?ref=v1.0.0")
+	o.AddModule("acme", "vpc", "aws", "1.1.0", "git::"+o.GitURL("mono")+"//modules/vpc?ref="+commit)
+
+	var list struct {
+		Modules []struct {
+			Versions []struct{ Version string }
+		}
+	}
+	h.get(modBase+"acme/vpc/aws/versions").json(t, &list)
+	if len(list.Modules) != 1 || len(list.Modules[0].Versions) != 2 || list.Modules[0].Versions[0].Version != "1.0.0" {
+		t.Fatalf("versions answer: %+v", list)
+	}
+
+	pkgPath, subdir := download(t, h, "acme/vpc/aws", "1.0.0")
+	if subdir != "modules/vpc" || o.Hits(fakeorigin.Git) != 0 {
+		t.Errorf("download answer: subdir %q, %d Git requests (want modules/vpc, none before the package is asked for)", subdir, o.Hits(fakeorigin.Git))
+	}
+
+	// 20 clients at once ask for the uncached package: one Git fetch.
+	var wg sync.WaitGroup
+	bodies := make([]response, 20)
+	for i := range bodies {
+		wg.Add(1)
+		go func() { defer wg.Done(); bodies[i] = h.get(pkgPath) }()
+	}
+	wg.Wait()
+	for i, r := range bodies {
+		if r.status != http.StatusOK || !bytes.Equal(r.body, bodies[0].body) {
+			t.Fatalf("client %d: %d %s", i, r.status, r.body)
+		}
+	}
+	if n := o.Hits(fakeorigin.Git); n != 2 { // ref advertisement + upload-pack
+		t.Errorf("20 clients caused %d Git requests, want the 2 of one fetch", n)
+	}
+	files := tarFiles(t, bodies[0].body)
+	if files["modules/shared/main.tf"] != "# shared\n" || !strings.Contains(files["modules/vpc/main.tf"], "../shared") {
+		t.Errorf("package files: %v", files)
+	}
+	if ct := bodies[0].header.Get("Content-Type"); ct != "application/gzip" {
+		t.Errorf("Content-Type %q", ct)
+	}
+
+	// Cached: Range and ETag, no origin request.
+	o.ResetHits()
+	r := h.get(pkgPath, "Range", "bytes=0-9")
+	if r.status != http.StatusPartialContent || len(r.body) != 10 || r.header.Get("X-Tfmirror-Cache") != "hit" {
+		t.Errorf("range request: %d, %d bytes, cache %q", r.status, len(r.body), r.header.Get("X-Tfmirror-Cache"))
+	}
+	if r := h.get(pkgPath, "If-None-Match", r.header.Get("ETag")); r.status != http.StatusNotModified {
+		t.Errorf("conditional request: %d", r.status)
+	}
+	// The same tree at the commit id is the same package.
+	pkg2, _ := download(t, h, "acme/vpc/aws", "1.1.0")
+	if r := h.get(pkg2); r.status != http.StatusOK || !bytes.Equal(r.body, bodies[0].body) {
+		t.Errorf("the package at the tag's commit id differs from the tag's: %d", r.status)
+	}
+
+	// The origin down: the stale list and the cached package are served.
+	o.SetDown(http.StatusBadGateway)
+	h.engine.Wait(t.Context())
+	var cached []mirror.CachedModule
+	h.engine.ListCachedModules(func(cm mirror.CachedModule) error { cached = append(cached, cm); return nil })
+	if len(cached) != 2 || !cached[0].Cached || cached[0].Record.Commit != commit || cached[0].Record.SHA256 == "" {
+		t.Errorf("cached modules: %+v", cached)
+	}
+	if r := h.get(pkgPath); r.status != http.StatusOK || !bytes.Equal(r.body, bodies[0].body) {
+		t.Errorf("package with the origin down: %d", r.status)
+	}
+	if _, sub := download(t, h, "acme/vpc/aws", "1.0.0"); sub != "modules/vpc" {
+		t.Errorf("download answer with the origin down: subdir %q", sub)
+	}
+
+	// The status page lists them, newest first.
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if len(st.Modules) != 1 || st.Modules[0].Address != originHost+"/acme/vpc/aws" || len(st.Modules[0].Versions) != 2 {
+		t.Fatalf("status modules: %+v", st.Modules)
+	}
+	if v := st.Modules[0].Versions[0]; v.Version != "1.1.0" || !v.Cached || v.Commit != commit || v.Subdir != "modules/vpc" ||
+		v.Source != "git::"+o.GitURL("mono")+"?ref="+commit {
+		t.Errorf("status module version: %+v", v)
+	}
+	if page := string(h.get("/").body); !strings.Contains(page, "Cached registry modules") || !strings.Contains(page, "acme/<wbr>vpc") {
+		t.Errorf("status page lacks the modules")
+	}
+}
+
+func TestModuleSourceFailures(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: mirror.Config{ModuleLimits: modsource.Limits{MaxTreeBytes: 1 << 20, MaxDownloadBytes: 1 << 20}}})
+	o := h.origin
+	o.AddModule("acme", "s3", "aws", "1.0.0", "s3::https://s3.amazonaws.com/bucket/vpc.zip")
+	o.AddModule("acme", "ssh", "aws", "1.0.0", "git::ssh://git@example.test/org/repo.git?ref=v1")
+	o.AddModule("acme", "bomb", "aws", "1.0.0", o.TarballURL("bomb.tar.gz"))
+	o.AddTarball("bomb.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": nil, "zeros": make([]byte, 8<<20)}))
+	o.AddModule("acme", "gone", "aws", "1.0.0", o.TarballURL("missing.tar.gz"))
+
+	for module, scheme := range map[string]string{"acme/s3/aws": `\"s3\"`, "acme/ssh/aws": `\"ssh\"`} {
+		r := h.get(modBase + module + "/1.0.0/download")
+		if r.status != http.StatusBadGateway || !strings.Contains(string(r.body), scheme) {
+			t.Errorf("%s: %d %s, want 502 naming %s", module, r.status, r.body, scheme)
+		}
+	}
+	if r := h.get(modBase + "acme/nope/aws/versions"); r.status != http.StatusNotFound {
+		t.Errorf("unknown module: %d", r.status)
+	}
+
+	pkg, _ := download(t, h, "acme/bomb/aws", "1.0.0")
+	r := h.get(pkg)
+	if r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "larger than") {
+		t.Errorf("tarball bomb: %d %s, want 502 saying it is too large", r.status, r.body)
+	}
+	if _, err := exec.LookPath("git"); err == nil {
+		// A repository larger than the limit: incompressible bytes.
+		big := make([]byte, 0, 3<<20)
+		for sum := sha256.Sum256([]byte("huge")); len(big) < 3<<20; sum = sha256.Sum256(sum[:]) {
+			big = append(big, sum[:]...)
+		}
+		if _, err := o.AddGitRepo("huge", map[string][]byte{"main.tf": nil, "blob.bin": big}, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		o.AddModule("acme", "huge", "aws", "1.0.0", "git::"+o.GitURL("huge")+"?ref=v1")
+		pkg, _ := download(t, h, "acme/huge/aws", "1.0.0")
+		if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "bytes to download") {
+			t.Errorf("huge Git repository: %d %s, want 502 saying it is too large", r.status, r.body)
+		}
+	}
+	pkg, _ = download(t, h, "acme/gone/aws", "1.0.0")
+	if r := h.get(pkg); r.status != http.StatusBadGateway {
+		t.Errorf("missing tarball: %d %s, want 502", r.status, r.body)
+	}
+	if n, _ := h.engine.Stats(); n != 0 {
+		t.Errorf("%d blobs cached after failed fetches, want 0", n)
+	}
+}
+
+func TestModuleRoutes(t *testing.T) {
+	for path, want := range map[string]string{
+		modBase + "acme/vpc/aws/versions":             "module_versions",
+		modBase + "acme/vpc/aws/1.0.0/download":       "module_download",
+		modBase + "acme/vpc/aws/1.0.0/package.tar.gz": "module_package",
+		modBase + "acme/vpc/aws/1.0.0/other":          "other",
+		modBase + "acme/vpc/versions":                 "other",
+	} {
+		if got := Route(path); got != want {
+			t.Errorf("Route(%s) = %s, want %s", path, got, want)
+		}
+	}
+}
+
+// With client authentication on, the versions and download answers need
+// the token and the package a valid, unexpired URL signature for that
+// module version.
+func TestModulesClientAuth(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	o := h.origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("#\n")}))
+	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("m.tar.gz"))
+	o.AddModule("acme", "vpc", "aws", "2.0.0", o.TarballURL("m.tar.gz"))
+	bearer := "Bearer " + testToken
+
+	for _, path := range []string{modBase + "acme/vpc/aws/versions", modBase + "acme/vpc/aws/1.0.0/download"} {
+		if r := h.get(path); r.status != http.StatusUnauthorized {
+			t.Errorf("%s without a token: %d", path, r.status)
+		}
+		if r := h.get(path, "Authorization", bearer); r.status != http.StatusOK {
+			t.Errorf("%s with the token: %d %s", path, r.status, r.body)
+		}
+	}
+	r := h.get(modBase+"acme/vpc/aws/1.0.0/download", "Authorization", bearer)
+	loc := r.header.Get("X-Terraform-Get")
+	rel, query, ok := strings.Cut(strings.TrimPrefix(loc, "./"), "?")
+	if !ok || rel != "package.tar.gz" {
+		t.Fatalf("location %q has no signature", loc)
+	}
+	pkg := modBase + "acme/vpc/aws/1.0.0/" + rel
+	if r := h.get(pkg + "?" + query); r.status != http.StatusOK || r.header.Get("Cache-Control") == "" || !strings.Contains(r.header.Get("Cache-Control"), "private") {
+		t.Errorf("signed package: %d, Cache-Control %q", r.status, r.header.Get("Cache-Control"))
+	}
+	for name, path := range map[string]string{
+		"unsigned":            pkg,
+		"signed for 1.0.0":    modBase + "acme/vpc/aws/2.0.0/" + rel + "?" + query,
+		"token, no signature": pkg,
+	} {
+		hdr := []string{}
+		if name == "token, no signature" {
+			hdr = []string{"Authorization", bearer}
+		}
+		if r := h.get(path, hdr...); r.status != http.StatusForbidden {
+			t.Errorf("%s: %d, want 403", name, r.status)
+		}
+	}
+	clock.Add(2 * time.Hour)
+	if r := h.get(pkg + "?" + query); r.status != http.StatusForbidden {
+		t.Errorf("expired signature: %d, want 403", r.status)
+	}
+}
+
+// The admin API lists module versions and unpacks a version's package
+// into an empty directory of the caller's.
+func TestAdminModules(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	o := h.origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"sub/main.tf": []byte("# m\n")}))
+	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("m.tar.gz")+"//sub")
+	srv := httptest.NewServer(NewAdmin(h.engine, nil, nil, AdminOptions{}).Handler())
+	defer srv.Close()
+	post := func(path, body string) (int, []byte) {
+		t.Helper()
+		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, b
+	}
+	const mod = `"module":"registry.terraform.io/acme/vpc/aws"`
+	if status, body := post("/v1/module/versions", "{"+mod+"}"); status != 200 || string(body) != "[\"1.0.0\"]\n" {
+		t.Errorf("versions: %d %s", status, body)
+	}
+	dir := t.TempDir()
+	status, body := post("/v1/module/unpack", "{"+mod+`,"version":"1.0.0","dir":`+strconv.Quote(dir)+"}")
+	var got AdminModule
+	if status != 200 || json.Unmarshal(body, &got) != nil || got.Subdir != "sub" || got.CachedAlready || got.SHA256 == "" {
+		t.Fatalf("unpack: %d %s", status, body)
+	}
+	if b, err := os.ReadFile(filepath.Join(dir, "sub", "main.tf")); err != nil || string(b) != "# m\n" {
+		t.Errorf("unpacked file: %q, %v", b, err)
+	}
+	for name, req := range map[string]string{
+		"not empty":    "{" + mod + `,"version":"1.0.0","dir":` + strconv.Quote(dir) + "}",
+		"relative dir": "{" + mod + `,"version":"1.0.0","dir":"x"}`,
+		"bad address":  `{"module":"vpc/aws","version":"1.0.0","dir":"/tmp"}`,
+	} {
+		if status, body := post("/v1/module/unpack", req); status != http.StatusBadRequest {
+			t.Errorf("%s: %d %s, want 400", name, status, body)
+		}
+	}
+	if status, _ := post("/v1/module/unpack", "{"+mod+`,"version":"9.9.9","dir":`+strconv.Quote(t.TempDir())+"}"); status != http.StatusNotFound {
+		t.Errorf("unknown version: %d, want 404", status)
+	}
+}
