@@ -13,7 +13,6 @@
 package airgap
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,17 +116,6 @@ func IsTarName(path string) bool {
 		}
 	}
 	return false
-}
-
-// writeJSONFile writes v as `terraform providers mirror` writes its
-// documents (json.MarshalIndent with two spaces, no trailing newline),
-// unless path holds those bytes already. It reports whether it wrote.
-func writeJSONFile(path string, v any) (bool, error) {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return false, err
-	}
-	return writeFileIfChanged(path, data)
 }
 
 // writeFileIfChanged writes data to path through a temporary file, unless

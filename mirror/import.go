@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -67,6 +68,11 @@ type ImportedPackage struct {
 	Document int
 	// H1 is the h1: hash the archive must have, when known ("").
 	H1 string
+	// SHA256 is the sha256 (lowercase hex) the archive must have, when
+	// known (""): what the caller's trust anchor vouched for. A signed
+	// package's line in its SHA256SUMS must agree; an unsigned one is
+	// then stored without being read twice.
+	SHA256 string
 	// Open opens the archive's bytes and returns its size (-1 if unknown).
 	Open func(ctx context.Context) (io.ReadCloser, int64, error)
 }
@@ -173,13 +179,16 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		}
 		seen[pkg.Platform] = true
 		a := ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL}
-		if in.Unsigned {
+		switch {
+		case in.Unsigned && pkg.SHA256 != "":
+			a.SHA256 = strings.ToLower(pkg.SHA256)
+		case in.Unsigned:
 			sha, err := s.sumArchive(ctx, pkg)
 			if err != nil {
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 			}
 			a.SHA256 = sha
-		} else {
+		default:
 			doc, ok := sums[pkg.Document]
 			if !ok {
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonMissingChecksum,
@@ -192,6 +201,10 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 			}
 			a.SHA256 = doc[pkg.Filename]
+			if pkg.SHA256 != "" && !strings.EqualFold(pkg.SHA256, a.SHA256) {
+				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+					Detail: fmt.Sprintf("SHA256SUMS gives sha256 %s for %s, the import vouches for %s", a.SHA256, pkg.Filename, pkg.SHA256)}))
+			}
 			a.Evidence = &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
 				Packages: pkg.Packages, Document: pkg.Document}
 		}
