@@ -211,27 +211,11 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		archives[i] = a
 	}
 
-	// The record it will join, if the cache has one.
-	cached, haveCached := s.cachedPackage(p, v)
-	if haveCached && !cached.hasEvidence() {
-		haveCached = false // an earlier release's record: replaced, keeping its sha256s
-	}
-	for i, pkg := range in.Packages {
-		was, ok := cached.archive(pkg.Platform)
-		if !ok {
-			continue
-		}
-		if was.SHA256 != archives[i].SHA256 {
-			return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
-				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
-		}
-	}
-	if haveCached && (cached.Provenance == ProvenanceUnsigned) != in.Unsigned {
-		for i, pkg := range in.Packages {
-			if _, ok := cached.Archives[pkg.Platform]; !ok {
-				return ImportResult{}, pkgError(i, fmt.Errorf("%s %s is cached %s; its package for %s cannot be added from an import %s",
-					p, v, describe(cached.Provenance), in.Packages[i].Platform, describe(provenance)))
-			}
+	// The record it will join, if the cache has one (checked again when
+	// the record is stored: it may change in between).
+	if cached, ok := s.cachedPackage(p, v); ok {
+		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
+			return ImportResult{}, err
 		}
 	}
 
@@ -273,6 +257,34 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		s.hostsMu.Unlock()
 	}
 	return res, nil
+}
+
+// joinable checks that the imported packages, verified as archives, may
+// join the cached record of p v: the same sha256 for every platform both
+// have, and no platform added to a record of the other provenance
+// (signed or not). A record of an earlier release, without evidence, is
+// replaced, keeping its sha256s.
+func (s *Engine) joinable(p discovery.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+	for i, pkg := range in.Packages {
+		was, ok := cached.archive(pkg.Platform)
+		if !ok {
+			continue
+		}
+		if was.SHA256 != archives[i].SHA256 {
+			return pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
+		}
+	}
+	if !cached.hasEvidence() || (cached.Provenance == ProvenanceUnsigned) == in.Unsigned {
+		return nil
+	}
+	for i, pkg := range in.Packages {
+		if _, ok := cached.Archives[pkg.Platform]; !ok {
+			return pkgError(i, fmt.Errorf("%s %s is cached %s; its package for %s cannot be added from an import %s",
+				p, v, describe(cached.Provenance), in.Packages[i].Platform, describe(provenance)))
+		}
+	}
+	return nil
 }
 
 func describe(pr Provenance) string {
@@ -347,6 +359,15 @@ func (s *Engine) storeImported(ctx context.Context, p discovery.Provider, v vers
 		_, err := s.coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
 			rec, ok := s.cachedPackage(p, v)
+			if ok {
+				// What Import checked may have changed since (a metadata
+				// fetch of the version stored the origin's record): an
+				// unsigned archive must not join a signed record, nor
+				// the other way round.
+				if err := s.joinable(p, v, rec, in, archives, provenance); err != nil {
+					return nil, err
+				}
+			}
 			if ok && rec.hasEvidence() {
 				rec = rec.clone()
 			} else {
