@@ -107,7 +107,11 @@ type ImportedOutcome struct {
 }
 
 // Import verifies an imported version exactly as if it came from the
-// origin and stores it: the signature over each SHA256SUMS document with
+// origin and stores it. Whether the input is to be trusted at all is the
+// caller's decision (airgap's, from the operator's keys): the signing keys
+// in Documents are what the signatures are checked against, not a reason
+// to trust them; ImportedPackage.SHA256 carries what the caller's anchor
+// vouched for. It checks: the signature over each SHA256SUMS document with
 // its signing keys, each package's shasum against its line there (and
 // its "packages" hashes as far as they can be checked, see
 // checkPackageHashes: the h1: ones once the archives are cached), and
@@ -121,7 +125,9 @@ type ImportedOutcome struct {
 //
 // Packages the cache holds already are checked against the record: the
 // same sha256 (or nothing is stored). A version cached with a signature
-// is not completed by an unsigned import, nor the other way round.
+// is not completed by an unsigned import, nor the other way round; both
+// are checked again against the record the import joins when it is
+// stored, which a metadata fetch may have written meanwhile.
 //
 // Errors: a *verify.Error (verify.ErrIntegrity) naming the file when a
 // check fails; ErrShutDown; errors opening or storing the archives. An
