@@ -382,10 +382,10 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 	return err
 }
 
-// Bounds on the files of a version that are read whole, as the origin
-// path bounds them.
+// Bounds on the files of a version that are read whole: an evidence
+// file (or VERSION.json) holds the package metadata of every platform.
 const (
-	maxEvidenceBytes = 1 << 20
+	maxEvidenceBytes = 16 << 20
 	maxSumsBytes     = 1 << 20
 )
 
