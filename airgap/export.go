@@ -50,19 +50,32 @@ type ExportSummary struct {
 	Present int   `json:"present"`
 	// Failed counts the versions that failed (each reported).
 	Failed int `json:"failed"`
+	// Signer is the fingerprint of the export key that signed the
+	// manifest.
+	Signer string `json:"signer,omitempty"`
+	// Unlisted counts the files in the output that the manifest leaves
+	// out (each reported): neither written nor checked by this export,
+	// nor listed by an earlier one's manifest signed with the same key.
+	Unlisted int `json:"unlisted,omitempty"`
 }
 
 // Export writes the cached packages sel selects, with their evidence, to
-// out: a directory, or (IsTarName) one tar file. Each version that fails
-// is passed to report (one line, naming it) and counted, and the export
-// goes on; the error is for what stops it.
-func Export(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, report func(string)) (ExportSummary, error) {
+// out: a directory, or (IsTarName) one tar file; and the manifest of
+// every file there, signed by key (see writeManifest). Each version that
+// fails is passed to report (one line, naming it) and counted, and the
+// export goes on; so is each file the manifest leaves out. The error is
+// for what stops it.
+func Export(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
 	var sum ExportSummary
+	if key == nil {
+		return sum, errors.New("no export key to sign the export's manifest with")
+	}
+	sum.Signer = key.Fingerprint()
 	var err error
 	if IsTarName(out) {
-		err = exportTar(ctx, engine, sel, out, report, &sum)
+		err = exportTar(ctx, engine, sel, out, key, report, &sum)
 	} else {
-		err = exportDir(ctx, engine, sel, out, report, &sum)
+		err = exportDir(ctx, engine, sel, out, key, report, &sum)
 	}
 	return sum, err
 }
@@ -86,13 +99,13 @@ func ParseProvider(s string) (discovery.Provider, error) {
 
 // exportTar exports into a temporary directory beside out, then writes
 // it as one tar file (gzip-compressed for .tar.gz and .tgz).
-func exportTar(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, report func(string), sum *ExportSummary) error {
+func exportTar(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := exportDir(ctx, engine, sel, tmp, report, sum); err != nil {
+	if err := exportDir(ctx, engine, sel, tmp, key, report, sum); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), ".tfmirror-export-*.tar")
@@ -161,12 +174,14 @@ func exportTar(ctx context.Context, engine *pullthrough.Engine, sel Selection, o
 }
 
 // exportDir writes the selected cached packages into the directory out,
-// with their evidence, and then index.json and VERSION.json of every
-// provider in out, as `terraform providers mirror` does.
-func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, report func(string), sum *ExportSummary) error {
+// with their evidence, then index.json and VERSION.json of every provider
+// in out, as `terraform providers mirror` does, and last the manifest
+// signed by key.
+func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
+	files := newExportFiles(out, key)
 	var selected []pullthrough.CachedVersion
 	err := engine.ListCached(func(cv pullthrough.CachedVersion) error {
 		if sel.wants(cv) {
@@ -181,18 +196,30 @@ func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, o
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := exportVersion(engine, sel, cv, out, sum); err != nil {
+		if err := exportVersion(engine, sel, cv, out, files, sum); err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
 		}
 	}
-	return writeIndexes(out)
+	if err := writeIndexes(out, files); err != nil {
+		return err
+	}
+	unlisted, err := writeManifest(out, key, files)
+	if err != nil {
+		return fmt.Errorf("writing the manifest: %w", err)
+	}
+	for _, rel := range unlisted {
+		sum.Unlisted++
+		report(fmt.Sprintf("%s: left out of the signed manifest (neither written nor checked by this export, nor listed by an earlier export signed with this key); an import refuses what it belongs to",
+			filepath.Join(out, filepath.FromSlash(rel))))
+	}
+	return nil
 }
 
 // exportVersion writes the cached archives of one version that sel
 // selects, skipping those present with the right sha256, and its
 // evidence.
-func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.CachedVersion, out string, sum *ExportSummary) error {
+func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
 	p, err := ParseProvider(cv.Provider)
 	if err != nil {
 		return err
@@ -220,7 +247,7 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 			continue
 		}
 		path := filepath.Join(dir, packedName(p.Type, ev.Version, pe.Platform))
-		wrote, n, err := exportArchive(engine, pe.SHA256, path)
+		wrote, n, err := exportArchive(engine, pe.SHA256, path, files)
 		switch {
 		case err != nil:
 			failed = errors.Join(failed, fmt.Errorf("%s: %w", path, err))
@@ -234,7 +261,7 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 		exported = append(exported, pe)
 	}
 	if len(exported) > 0 {
-		if err := writeEvidence(dir, p, ev, exported); err != nil {
+		if err := writeEvidence(dir, p, ev, exported, files); err != nil {
 			failed = errors.Join(failed, err)
 		}
 	}
@@ -242,9 +269,11 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 }
 
 // exportArchive writes the cached archive sha to path unless path has
-// those bytes already; it reports whether it wrote, and how many bytes.
-func exportArchive(engine *pullthrough.Engine, sha, path string) (bool, int64, error) {
-	if got, err := fileSHA256(path); err == nil && got == sha {
+// those bytes already, and records it in files; it reports whether it
+// wrote, and how many bytes.
+func exportArchive(engine *pullthrough.Engine, sha, path string, files *exportFiles) (bool, int64, error) {
+	if got, n, err := fileSHA256Size(path); err == nil && got == sha {
+		files.add(path, n, sha)
 		return false, 0, nil
 	}
 	arc, err := engine.OpenStored(sha)
@@ -271,26 +300,39 @@ func exportArchive(engine *pullthrough.Engine, sha, path string) (bool, int64, e
 	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
 		return false, 0, err
 	}
-	return true, n, os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return false, 0, err
+	}
+	files.add(path, n, sha)
+	return true, n, nil
 }
 
 func fileSHA256(path string) (string, error) {
+	sha, _, err := fileSHA256Size(path)
+	return sha, err
+}
+
+// fileSHA256Size returns the sha256 and size of the file at path.
+func fileSHA256Size(path string) (string, int64, error) {
 	f, err := os.Open(path)
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
 	defer f.Close()
 	h := sha256.New()
-	if _, err := io.Copy(h, f); err != nil {
-		return "", err
+	n, err := io.Copy(h, f)
+	if err != nil {
+		return "", 0, err
 	}
-	return hex.EncodeToString(h.Sum(nil)), nil
+	return hex.EncodeToString(h.Sum(nil)), n, nil
 }
 
 // writeEvidence writes the evidence of the exported platforms of ev into
 // dir, keeping the platforms an earlier export wrote there whose archives
-// are still present.
-func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, exported []pullthrough.PlatformEvidence) error {
+// are still present, when that export's manifest, signed with the same
+// key, vouches for its evidence; it records what it wrote and kept in
+// files.
+func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, exported []pullthrough.PlatformEvidence, files *exportFiles) error {
 	unsigned := ev.Provenance == pullthrough.ProvenanceUnsigned
 	docs := slices.Clone(ev.Documents)
 	pkgs := map[string]evidencePackage{}
@@ -299,14 +341,17 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, SHA256: pe.SHA256, Packages: pe.Packages, Document: pe.Document}
 	}
 	path := filepath.Join(dir, evidenceName(p.Type, ev.Version))
-	if old, oldDocs, err := readEvidence(dir, path); err == nil && old.Unsigned == unsigned {
+	if old, oldDocs, err := readEvidence(dir, path, files.readVouched); err == nil && old.Unsigned == unsigned {
 		for pl, pkg := range old.Packages {
 			if _, ok := pkgs[pl]; ok {
 				continue
 			}
-			if got, err := fileSHA256(filepath.Join(dir, packedName(p.Type, ev.Version, pl))); err != nil || got != pkg.SHA256 {
+			zip := filepath.Join(dir, packedName(p.Type, ev.Version, pl))
+			got, n, err := fileSHA256Size(zip)
+			if err != nil || got != pkg.SHA256 {
 				continue
 			}
+			files.add(zip, n, got)
 			if !unsigned {
 				doc := oldDocs[pkg.Document]
 				i := slices.IndexFunc(docs, func(d pullthrough.SumsDocument) bool {
@@ -324,22 +369,30 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 	ef := evidenceFile{Format: evidenceFormat, Provider: p.String(), Version: ev.Version, Unsigned: unsigned, Packages: pkgs}
 	for i, doc := range docs {
 		docName, sigName := sumsNames(p.Type, ev.Version, i)
-		if _, err := writeFileIfChanged(filepath.Join(dir, docName), doc.Content); err != nil {
+		if _, err := files.writeFile(filepath.Join(dir, docName), doc.Content); err != nil {
 			return err
 		}
-		if _, err := writeFileIfChanged(filepath.Join(dir, sigName), doc.Signature); err != nil {
+		if _, err := files.writeFile(filepath.Join(dir, sigName), doc.Signature); err != nil {
 			return err
 		}
 		ef.Documents = append(ef.Documents, evidenceDocument{File: docName, SignatureFile: sigName, URL: doc.URL,
 			SignatureURL: doc.SignatureURL, SigningKeys: doc.SigningKeys})
 	}
-	_, err := writeJSONFile(path, ef)
+	_, err := files.writeJSON(path, ef)
 	return err
 }
 
-// readEvidence reads an evidence file and the documents it names (from dir).
-func readEvidence(dir, path string) (*evidenceFile, []pullthrough.SumsDocument, error) {
-	data, err := os.ReadFile(path)
+// Bounds on the files of a version that are read whole: an evidence
+// file (or VERSION.json) holds the package metadata of every platform.
+const (
+	maxEvidenceBytes = 16 << 20
+	maxSumsBytes     = 1 << 20
+)
+
+// readEvidence reads an evidence file and the documents it names (from
+// dir), each through read.
+func readEvidence(dir, path string, read func(path string, limit int64) ([]byte, error)) (*evidenceFile, []pullthrough.SumsDocument, error) {
+	data, err := read(path, maxEvidenceBytes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -355,11 +408,11 @@ func readEvidence(dir, path string) (*evidenceFile, []pullthrough.SumsDocument, 
 		if !filepath.IsLocal(d.File) || !filepath.IsLocal(d.SignatureFile) || strings.ContainsRune(d.File+d.SignatureFile, '/') {
 			return nil, nil, fmt.Errorf("%s: document %d names a file outside its directory", path, i)
 		}
-		content, err := os.ReadFile(filepath.Join(dir, d.File))
+		content, err := read(filepath.Join(dir, d.File), maxSumsBytes)
 		if err != nil {
 			return nil, nil, err
 		}
-		sig, err := os.ReadFile(filepath.Join(dir, d.SignatureFile))
+		sig, err := read(filepath.Join(dir, d.SignatureFile), maxSignatureBytes)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -390,8 +443,9 @@ type mirrorArchive struct {
 
 // writeIndexes writes index.json and every VERSION.json of each provider
 // directory (HOST/NAMESPACE/TYPE) in out from the packed archives there,
-// as `terraform providers mirror` does after every run.
-func writeIndexes(out string) error {
+// as `terraform providers mirror` does after every run, and records them
+// in files.
+func writeIndexes(out string, files *exportFiles) error {
 	dirs, err := filepath.Glob(filepath.Join(out, "*", "*", "*"))
 	if err != nil {
 		return err
@@ -440,11 +494,11 @@ func writeIndexes(out string) error {
 		index := mirrorIndex{Versions: map[string]struct{}{}}
 		for version, archives := range byVersion {
 			index.Versions[version] = struct{}{}
-			if _, err := writeJSONFile(filepath.Join(dir, version+".json"), mirrorVersion{Archives: archives}); err != nil {
+			if _, err := files.writeJSON(filepath.Join(dir, version+".json"), mirrorVersion{Archives: archives}); err != nil {
 				return err
 			}
 		}
-		if _, err := writeJSONFile(filepath.Join(dir, "index.json"), index); err != nil {
+		if _, err := files.writeJSON(filepath.Join(dir, "index.json"), index); err != nil {
 			return err
 		}
 	}

@@ -4,8 +4,12 @@
 // VERSION.json), plus evidence files beside the zips (the origin's
 // SHA256SUMS, signature and signing keys) under names that neither a
 // static network mirror nor a filesystem_mirror looks at (they do not end
-// in .zip); Import loads such a directory into a cache through the
-// engine's Import, which re-verifies every package from its evidence.
+// in .zip), and a manifest of every file signed by the mirror's export
+// key; Import loads such a directory into a cache through the engine's
+// Import, which re-verifies every package from its evidence, once one of
+// the operator's keys (Trust) vouches for the version: the manifest's
+// signer, or a key pinned for the provider's namespace. Nothing in the
+// input vouches for itself.
 //
 // Both work on a *mirror.Engine that the caller opened: `tfmirror export`
 // and `tfmirror import` on their own, or a running `tfmirror serve` for
@@ -13,7 +17,6 @@
 package airgap
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -117,17 +120,6 @@ func IsTarName(path string) bool {
 		}
 	}
 	return false
-}
-
-// writeJSONFile writes v as `terraform providers mirror` writes its
-// documents (json.MarshalIndent with two spaces, no trailing newline),
-// unless path holds those bytes already. It reports whether it wrote.
-func writeJSONFile(path string, v any) (bool, error) {
-	data, err := json.MarshalIndent(v, "", "  ")
-	if err != nil {
-		return false, err
-	}
-	return writeFileIfChanged(path, data)
 }
 
 // writeFileIfChanged writes data to path through a temporary file, unless

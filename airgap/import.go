@@ -5,6 +5,8 @@ import (
 	"bufio"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -35,8 +37,13 @@ type ImportSummary struct {
 
 // ImportOptions are how Import reads its input.
 type ImportOptions struct {
+	// Trust is what vouches for a version: without any key, nothing
+	// but (with AllowUnsigned) local builds is imported.
+	Trust Trust
 	// AllowUnsigned also imports packages without the origin's signed
-	// evidence, checked against VERSION.json's h1: hashes where present.
+	// evidence from an input without manifest (a plain directory of
+	// local builds), checked against VERSION.json's h1: hashes where
+	// present.
 	AllowUnsigned bool
 	// Shown is the input as the user named it, for messages; default the
 	// path Import was given.
@@ -49,9 +56,11 @@ type ImportOptions struct {
 
 // Import loads the export at in (a directory, or a tar file, compressed
 // or not) into engine's cache through engine.Import, which verifies
-// every package as if it came from its origin. Each version refused is
-// passed to report (one line, naming the file at fault) and counted, and
-// the import goes on; the error is for what stops it.
+// every package as if it came from its origin, once a key of
+// opts.Trust vouches for its version (see importVersion). Each version
+// refused is passed to report (one line, naming the file at fault and the
+// key it would need) and counted, and the import goes on; the error is
+// for what stops it.
 func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
 	var sum ImportSummary
 	if opts.Shown == "" {
@@ -76,8 +85,47 @@ func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts Imp
 		}
 		dir = tmp
 	}
-	err = importDir(ctx, engine, dir, opts.Shown, opts.AllowUnsigned, report, &sum)
+	b := openBundle(dir, opts)
+	err = importDir(ctx, engine, b, report, &sum)
 	return sum, err
+}
+
+// bundle is an import's input as its trust anchors see it.
+type bundle struct {
+	dir, shown    string
+	trust         Trust
+	allowUnsigned bool
+	// manifest is the input's manifest, by path, when a trusted export
+	// key signed it (signer); nil otherwise, and why says why.
+	manifest map[string]manifestFile
+	signer   string
+	why      string
+	// hasManifest says the input has a manifest or its signature: it is
+	// an export, not a plain directory.
+	hasManifest bool
+}
+
+// openBundle reads the manifest of the input in dir, if any.
+func openBundle(dir string, opts ImportOptions) *bundle {
+	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true}
+	m, err := readManifest(dir, opts.Trust.ExportKeys)
+	var merr *manifestError
+	switch {
+	case err == nil:
+		b.manifest, b.signer = map[string]manifestFile{}, m.Signer
+		for _, f := range m.Files {
+			b.manifest[f.Path] = f
+		}
+	case errors.Is(err, errNoManifest):
+		b.hasManifest = false
+		b.why = fmt.Sprintf("%s has no signed manifest %s (a bundle made by tfmirror 1.x, or a plain directory): from it, only versions whose SHA256SUMS is signed by a key pinned for their namespace are imported (--trusted-publisher-keys)",
+			b.shown, manifestName)
+	case errors.As(err, &merr):
+		b.why = fmt.Sprintf("the manifest %s %s", filepath.Join(b.shown, manifestName), merr.Msg)
+	default:
+		b.why = fmt.Sprintf("the manifest %s: %v", filepath.Join(b.shown, manifestName), err)
+	}
+	return b
 }
 
 // untar unpacks the tar file path (gzip-compressed or not) into dir:
@@ -145,7 +193,8 @@ func untar(path, dir string, limit int64) error {
 // importDir imports every provider version in dir (laid out as export and
 // `terraform providers mirror` write it). Names in messages are given
 // under shown, the directory or tar file the user named.
-func importDir(ctx context.Context, engine *pullthrough.Engine, dir, shown string, allowUnsigned bool, report func(string), sum *ImportSummary) error {
+func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, report func(string), sum *ImportSummary) error {
+	dir, shown := b.dir, b.shown
 	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
 	if err != nil {
 		return err
@@ -175,7 +224,7 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, dir, shown strin
 			if err := ctx.Err(); err != nil {
 				return err
 			}
-			if err := importVersion(ctx, engine, p, pdir, filepath.Join(shown, rel), version, versions[version], allowUnsigned, sum); err != nil {
+			if err := importVersion(ctx, engine, b, p, pdir, version, versions[version], sum); err != nil {
 				sum.Failed++
 				report(fmt.Sprintf("%s %s refused: %v", p, version, err))
 			}
@@ -211,39 +260,192 @@ func scanProviderDir(dir, typ string) (map[string]map[string]string, int, error)
 	return out, ignored, nil
 }
 
-// importVersion imports one version: with its evidence file when there
-// is one, else (with allowUnsigned only) without signature, checked
-// against VERSION.json's h1: hashes where present.
-func importVersion(ctx context.Context, engine *pullthrough.Engine, p discovery.Provider, dir, shown, version string, zips map[string]string, allowUnsigned bool, sum *ImportSummary) error {
+// versionFiles are the files of one version that an import read or
+// found, by path relative to the input's top.
+type versionFiles struct {
+	b *bundle
+	// read are the files read whole; zips the archives, by size.
+	read map[string]manifestFile
+	zips map[string]int64
+}
+
+// readFile reads the file at path (in b.dir) with limit, and records it.
+func (vf *versionFiles) readFile(path string, limit int64) ([]byte, error) {
+	data, err := readCapped(path, limit)
+	if err != nil {
+		return nil, err
+	}
+	rel := vf.b.rel(path)
+	sum := sha256.Sum256(data)
+	vf.read[rel] = manifestFile{Path: rel, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
+	return data, nil
+}
+
+// rel is path (in b.dir) relative to b.dir, with slashes.
+func (b *bundle) rel(path string) string {
+	rel, err := filepath.Rel(b.dir, path)
+	if err != nil {
+		return path
+	}
+	return filepath.ToSlash(rel)
+}
+
+// shownPath is rel (relative to b.dir) as the user named the input.
+func (b *bundle) shownPath(rel string) string { return filepath.Join(b.shown, filepath.FromSlash(rel)) }
+
+// covers checks that the signed manifest lists every file of the version
+// (prefix: its files' common path prefix, versionJSON its VERSION.json)
+// with the bytes read, and the archives with their sizes; and that every
+// file of the version the manifest lists is there. It returns the
+// manifest's sha256 of each archive, which the engine then requires.
+func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[string]string, error) {
+	where := fmt.Sprintf("the manifest %s (signed by the trusted export key %s)", b.shownPath(manifestName), b.signer)
+	shas := map[string]string{}
+	for _, rel := range slices.Sorted(maps.Keys(vf.zips)) {
+		want, ok := b.manifest[rel]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%s is not in %s", b.shownPath(rel), where)
+		case want.Size != vf.zips[rel]:
+			return nil, fmt.Errorf("%s differs from %s: %d bytes, the manifest says %d", b.shownPath(rel), where, vf.zips[rel], want.Size)
+		}
+		shas[rel] = want.SHA256
+	}
+	for _, rel := range slices.Sorted(maps.Keys(vf.read)) {
+		got := vf.read[rel]
+		want, ok := b.manifest[rel]
+		switch {
+		case !ok:
+			return nil, fmt.Errorf("%s is not in %s", b.shownPath(rel), where)
+		case want.Size != got.Size || want.SHA256 != got.SHA256:
+			return nil, fmt.Errorf("%s differs from %s: sha256 %s, %d bytes; the manifest says %s, %d bytes",
+				b.shownPath(rel), where, got.SHA256, got.Size, want.SHA256, want.Size)
+		}
+	}
+	for _, rel := range slices.Sorted(maps.Keys(b.manifest)) {
+		if !strings.HasPrefix(rel, prefix) && rel != versionJSON {
+			continue
+		}
+		if _, ok := vf.read[rel]; ok {
+			continue
+		}
+		if _, ok := vf.zips[rel]; ok {
+			continue
+		}
+		return nil, fmt.Errorf("%s is listed in %s but missing", b.shownPath(rel), where)
+	}
+	return shas, nil
+}
+
+// publisherVouches checks every SHA256SUMS document of a signed version
+// of p against the keys pinned for p's namespace.
+func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidenceFile, docs []pullthrough.SumsDocument) error {
+	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
+	keys := b.trust.PublisherKeys[ns]
+	if len(docs) == 0 {
+		return fmt.Errorf("its evidence lists no SHA256SUMS document")
+	}
+	for i, doc := range docs {
+		path := b.shownPath(b.rel(filepath.Join(dir, ef.Documents[i].File)))
+		issuer := signatureIssuer(doc.Signature)
+		if len(keys) == 0 {
+			return fmt.Errorf("%s is signed by key %s, and no publisher key is pinned for %s (--trusted-publisher-keys)", path, orUnknown(issuer), ns)
+		}
+		if _, err := checkDetached(keys, doc.Content, doc.Signature); err != nil {
+			if issuer != "" && hasKeyID(keys, issuer) {
+				return fmt.Errorf("%s does not verify with the key %s pinned for %s: it was changed after it was signed (%v)", path, issuer, ns, err)
+			}
+			return fmt.Errorf("%s is signed by key %s, which is not among the keys pinned for %s (--trusted-publisher-keys)", path, orUnknown(issuer), ns)
+		}
+	}
+	return nil
+}
+
+// importVersion imports one version of p from dir, with its evidence file
+// when there is one, once one of the operator's keys vouches for it:
+//
+//   - the input's manifest, signed by a trusted export key, lists every
+//     file of the version with the bytes found (signed or not); or else
+//   - the version is signed, and a key pinned for p's namespace signed
+//     every one of its SHA256SUMS documents; or else
+//   - the input has no manifest (a plain directory), the version has no
+//     signature, and b.allowUnsigned: a local build, checked against
+//     VERSION.json's h1: hashes where present.
+//
+// Nothing in the input vouches for itself: the signing keys in an
+// evidence file are checked against, never trusted. A version no key
+// vouches for is refused whole, saying why each anchor does not.
+func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p discovery.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
 	v, err := pullthrough.ParseSemver(version)
 	if err != nil {
 		return err
 	}
+	shown := b.shownPath(b.rel(dir))
+	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
 	in := pullthrough.Imported{Provider: p, Version: v}
 	var paths []string // per package, as shown
 	evPath := filepath.Join(dir, evidenceName(p.Type, version))
-	ef, docs, err := readEvidence(dir, evPath)
+	ef, docs, err := readEvidence(dir, evPath, vf.readFile)
 	switch {
-	case errors.Is(err, os.ErrNotExist):
-		if !allowUnsigned {
-			return fmt.Errorf("%s has no evidence file %s (the origin's signed SHA256SUMS); to accept it without signature, import with --allow-unsigned",
-				shown, evidenceName(p.Type, version))
-		}
+	case errors.Is(err, os.ErrNotExist) && !fileExists(evPath):
 		ef = nil
 	case err != nil:
 		return err
 	case ef.Provider != p.String() || ef.Version != version:
 		return fmt.Errorf("%s is of %s %s", filepath.Join(shown, filepath.Base(evPath)), ef.Provider, ef.Version)
-	case ef.Unsigned && !allowUnsigned:
-		return fmt.Errorf("%s says the version was imported without signature; to accept it so, import with --allow-unsigned", filepath.Join(shown, filepath.Base(evPath)))
 	}
-	hashes, err := versionHashes(filepath.Join(dir, version+".json"))
+	versionJSON := filepath.Join(dir, version+".json")
+	hashes, err := versionHashes(versionJSON, vf.readFile)
 	if err != nil {
 		return fmt.Errorf("%s: %w", filepath.Join(shown, version+".json"), err)
 	}
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
+		info, err := os.Lstat(filepath.Join(dir, zips[pl]))
+		if err != nil {
+			return err
+		}
+		vf.zips[b.rel(filepath.Join(dir, zips[pl]))] = info.Size()
+	}
+	signed := ef != nil && !ef.Unsigned
+
+	// What vouches for it.
+	var why []string
+	var shas map[string]string // by path, the manifest's, when it vouches
+	if b.manifest != nil {
+		prefix := b.rel(filepath.Join(dir, "terraform-provider-"+p.Type+"_"+version+"_"))
+		if shas, err = b.covers(vf, prefix, b.rel(versionJSON)); err != nil {
+			why = append(why, err.Error())
+		}
+	} else {
+		why = append(why, b.why)
+	}
+	if shas == nil {
+		switch {
+		case signed:
+			if err := b.publisherVouches(p, dir, ef, docs); err != nil {
+				why = append(why, err.Error())
+			} else {
+				why = nil
+			}
+		case b.hasManifest:
+			why = append(why, "the version has no signature, and only the exporting mirror's manifest can vouch for it (--allow-unsigned is for plain directories of local builds)")
+		case !b.allowUnsigned && ef == nil:
+			why = append(why, fmt.Sprintf("%s has no evidence file %s (the origin's signed SHA256SUMS); to accept it without signature as a local build, import with --allow-unsigned",
+				shown, evidenceName(p.Type, version)))
+		case !b.allowUnsigned:
+			why = append(why, fmt.Sprintf("%s says the version was imported without signature; to accept it so, import with --allow-unsigned", filepath.Join(shown, filepath.Base(evPath))))
+		default:
+			why = nil // a local build, accepted with --allow-unsigned
+		}
+		if len(why) > 0 {
+			return fmt.Errorf("no trusted key vouches for it: %s", strings.Join(why, "; and "))
+		}
+	}
+
+	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
-		pkg := pullthrough.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1}
+		pkg := pullthrough.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
+			SHA256: shas[b.rel(path)]}
 		if ef != nil {
 			epkg, ok := ef.Packages[pl]
 			if !ok {
@@ -261,7 +463,7 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, p discovery.
 		in.Packages = append(in.Packages, pkg)
 		paths = append(paths, filepath.Join(shown, zips[pl]))
 	}
-	if ef != nil && !ef.Unsigned {
+	if signed {
 		in.Documents = docs
 	} else {
 		in.Unsigned = true
@@ -291,6 +493,11 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, p discovery.
 	return nil
 }
 
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
+}
+
 // openFile returns an ImportedPackage.Open for path.
 func openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
 	return func(context.Context) (io.ReadCloser, int64, error) {
@@ -309,9 +516,9 @@ func openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
 
 // versionHashes returns the h1: hash of each platform that the
 // VERSION.json at path lists, if it exists.
-func versionHashes(path string) (map[string]string, error) {
+func versionHashes(path string, read func(string, int64) ([]byte, error)) (map[string]string, error) {
 	out := map[string]string{}
-	data, err := os.ReadFile(path)
+	data, err := read(path, maxEvidenceBytes)
 	if errors.Is(err, os.ErrNotExist) {
 		return out, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"io"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -67,6 +68,11 @@ type ImportedPackage struct {
 	Document int
 	// H1 is the h1: hash the archive must have, when known ("").
 	H1 string
+	// SHA256 is the sha256 (lowercase hex) the archive must have, when
+	// known (""): what the caller's trust anchor vouched for. A signed
+	// package's line in its SHA256SUMS must agree; an unsigned one is
+	// then stored without being read twice.
+	SHA256 string
 	// Open opens the archive's bytes and returns its size (-1 if unknown).
 	Open func(ctx context.Context) (io.ReadCloser, int64, error)
 }
@@ -101,7 +107,11 @@ type ImportedOutcome struct {
 }
 
 // Import verifies an imported version exactly as if it came from the
-// origin and stores it: the signature over each SHA256SUMS document with
+// origin and stores it. Whether the input is to be trusted at all is the
+// caller's decision (airgap's, from the operator's keys): the signing keys
+// in Documents are what the signatures are checked against, not a reason
+// to trust them; ImportedPackage.SHA256 carries what the caller's anchor
+// vouched for. It checks: the signature over each SHA256SUMS document with
 // its signing keys, each package's shasum against its line there (and
 // its "packages" hashes as far as they can be checked, see
 // checkPackageHashes: the h1: ones once the archives are cached), and
@@ -115,7 +125,9 @@ type ImportedOutcome struct {
 //
 // Packages the cache holds already are checked against the record: the
 // same sha256 (or nothing is stored). A version cached with a signature
-// is not completed by an unsigned import, nor the other way round.
+// is not completed by an unsigned import, nor the other way round; both
+// are checked again against the record the import joins when it is
+// stored, which a metadata fetch may have written meanwhile.
 //
 // Errors: a *verify.Error (verify.ErrIntegrity) naming the file when a
 // check fails; ErrShutDown; errors opening or storing the archives. An
@@ -173,13 +185,16 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		}
 		seen[pkg.Platform] = true
 		a := ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL}
-		if in.Unsigned {
+		switch {
+		case in.Unsigned && pkg.SHA256 != "":
+			a.SHA256 = strings.ToLower(pkg.SHA256)
+		case in.Unsigned:
 			sha, err := s.sumArchive(ctx, pkg)
 			if err != nil {
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 			}
 			a.SHA256 = sha
-		} else {
+		default:
 			doc, ok := sums[pkg.Document]
 			if !ok {
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonMissingChecksum,
@@ -192,33 +207,21 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 			}
 			a.SHA256 = doc[pkg.Filename]
+			if pkg.SHA256 != "" && !strings.EqualFold(pkg.SHA256, a.SHA256) {
+				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+					Detail: fmt.Sprintf("SHA256SUMS gives sha256 %s for %s, the import vouches for %s", a.SHA256, pkg.Filename, pkg.SHA256)}))
+			}
 			a.Evidence = &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
 				Packages: pkg.Packages, Document: pkg.Document}
 		}
 		archives[i] = a
 	}
 
-	// The record it will join, if the cache has one.
-	cached, haveCached := s.cachedPackage(p, v)
-	if haveCached && !cached.hasEvidence() {
-		haveCached = false // an earlier release's record: replaced, keeping its sha256s
-	}
-	for i, pkg := range in.Packages {
-		was, ok := cached.archive(pkg.Platform)
-		if !ok {
-			continue
-		}
-		if was.SHA256 != archives[i].SHA256 {
-			return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
-				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
-		}
-	}
-	if haveCached && (cached.Provenance == ProvenanceUnsigned) != in.Unsigned {
-		for i, pkg := range in.Packages {
-			if _, ok := cached.Archives[pkg.Platform]; !ok {
-				return ImportResult{}, pkgError(i, fmt.Errorf("%s %s is cached %s; its package for %s cannot be added from an import %s",
-					p, v, describe(cached.Provenance), in.Packages[i].Platform, describe(provenance)))
-			}
+	// The record it will join, if the cache has one (checked again when
+	// the record is stored: it may change in between).
+	if cached, ok := s.cachedPackage(p, v); ok {
+		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
+			return ImportResult{}, err
 		}
 	}
 
@@ -260,6 +263,34 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		s.hostsMu.Unlock()
 	}
 	return res, nil
+}
+
+// joinable checks that the imported packages, verified as archives, may
+// join the cached record of p v: the same sha256 for every platform both
+// have, and no platform added to a record of the other provenance
+// (signed or not). A record of an earlier release, without evidence, is
+// replaced, keeping its sha256s.
+func (s *Engine) joinable(p discovery.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+	for i, pkg := range in.Packages {
+		was, ok := cached.archive(pkg.Platform)
+		if !ok {
+			continue
+		}
+		if was.SHA256 != archives[i].SHA256 {
+			return pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
+		}
+	}
+	if !cached.hasEvidence() || (cached.Provenance == ProvenanceUnsigned) == in.Unsigned {
+		return nil
+	}
+	for i, pkg := range in.Packages {
+		if _, ok := cached.Archives[pkg.Platform]; !ok {
+			return pkgError(i, fmt.Errorf("%s %s is cached %s; its package for %s cannot be added from an import %s",
+				p, v, describe(cached.Provenance), in.Packages[i].Platform, describe(provenance)))
+		}
+	}
+	return nil
 }
 
 func describe(pr Provenance) string {
@@ -334,6 +365,15 @@ func (s *Engine) storeImported(ctx context.Context, p discovery.Provider, v vers
 		_, err := s.coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
 			rec, ok := s.cachedPackage(p, v)
+			if ok {
+				// What Import checked may have changed since (a metadata
+				// fetch of the version stored the origin's record): an
+				// unsigned archive must not join a signed record, nor
+				// the other way round.
+				if err := s.joinable(p, v, rec, in, archives, provenance); err != nil {
+					return nil, err
+				}
+			}
 			if ok && rec.hasEvidence() {
 				rec = rec.clone()
 			} else {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/discovery"
@@ -223,5 +224,48 @@ func TestImportedListRefreshedWhenConnected(t *testing.T) {
 	}
 	if !st.Fetched || len(list.Versions) != 2 {
 		t.Errorf("version list after import: fetched %v, %+v; want the origin's two versions", st.Fetched, list.Versions)
+	}
+}
+
+// An unsigned import that Import checked against no cached record must
+// not end up inside the origin's signed record stored while its archives
+// were read (a client's metadata fetch of the same version): it is
+// refused, and the record stays the origin's alone.
+func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	p, v := h.provider(), mustVersion(t, "1.0.0")
+	zipped := inHouseZip(t, typ)
+	opens := 0
+	in := Imported{Provider: p, Version: v, Unsigned: true, Packages: []ImportedPackage{{
+		Platform: "freebsd_amd64", Filename: "terraform-provider-" + typ + "_1.0.0_freebsd_amd64.zip", Document: -1,
+		Open: func(ctx context.Context) (io.ReadCloser, int64, error) {
+			// The first read sums the archive; the second commits it,
+			// after Import looked for a cached record. In between, a
+			// metadata fetch stores the origin's.
+			if opens++; opens == 2 {
+				if _, err := h.engine.Package(ctx, p, v, nil); err != nil {
+					t.Errorf("Package while importing: %v", err)
+				}
+			}
+			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
+		},
+	}}}
+	_, err := h.engine.Import(t.Context(), in)
+	if err == nil || !strings.Contains(err.Error(), "cannot be added from an import without signature") {
+		t.Fatalf("Import: %v, want it refused: the version is cached with the origin's signature meanwhile", err)
+	}
+	if opens != 2 {
+		t.Fatalf("the archive was opened %d times, want 2 (the test did not interleave)", opens)
+	}
+	ev, err := h.engine.Evidence(t.Context(), p, v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ev.Provenance != ProvenanceOrigin || len(ev.Platforms) != len(platforms) {
+		t.Errorf("after the refused import the record is %s with %d platforms, want the origin's %d", ev.Provenance, len(ev.Platforms), len(platforms))
+	}
+	if pkg, err := h.engine.Package(t.Context(), p, v, []discovery.Platform{mustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {
+		t.Errorf("the unsigned archive is served inside the origin's record: %+v", pkg.Archives)
 	}
 }

@@ -116,6 +116,12 @@ type AdminOptions struct {
 	ScratchDir string
 	// MaxFileBytes bounds each file of an imported tar file; default 1 GiB.
 	MaxFileBytes int64
+	// ExportKey returns the key that signs an export's manifest; nil:
+	// exports fail.
+	ExportKey func() (*airgap.ExportKey, error)
+	// Trust is what an import trusts: the serving process's keys, never
+	// a caller's.
+	Trust airgap.Trust
 }
 
 // Admin runs admin operations on an engine.
@@ -163,7 +169,14 @@ func (a *Admin) Export(ctx context.Context, req AdminExportRequest) (AdminExport
 		}
 		sel.Platforms = append(sel.Platforms, s)
 	}
-	sum, err := airgap.Export(ctx, a.engine, sel, req.Out, func(line string) { res.Failures = append(res.Failures, line) })
+	if a.opts.ExportKey == nil {
+		return res, fmt.Errorf("no export key is configured to sign the export's manifest")
+	}
+	key, err := a.opts.ExportKey()
+	if err != nil {
+		return res, fmt.Errorf("export key: %w", err)
+	}
+	sum, err := airgap.Export(ctx, a.engine, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ExportSummary = sum
 	if a.metrics != nil {
 		a.metrics.AirGap("export", map[string]int{"exported": sum.Written, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
@@ -178,6 +191,7 @@ func (a *Admin) Import(ctx context.Context, req AdminImportRequest) (AdminImport
 		return res, badRequest("in %q: want an absolute path", req.In)
 	}
 	sum, err := airgap.Import(ctx, a.engine, req.In, airgap.ImportOptions{
+		Trust:         a.opts.Trust,
 		AllowUnsigned: req.AllowUnsigned,
 		Shown:         req.Shown,
 		ScratchDir:    a.opts.ScratchDir,

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
 )
 
@@ -126,7 +127,19 @@ func TestAdminExportImport(t *testing.T) {
 		b, _ := io.ReadAll(resp.Body)
 		return resp.StatusCode, b
 	}
-	src := NewAdmin(from.engine, nil, met, AdminOptions{})
+	key, err := airgap.GenerateExportKey("exporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var public bytes.Buffer
+	if err := key.WritePublic(&public); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := airgap.ReadPublicKeys(&public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := NewAdmin(from.engine, nil, met, AdminOptions{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
 	if _, err := src.Ensure(context.Background(), discovery.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}
@@ -135,14 +148,16 @@ func TestAdminExportImport(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "export")
 	status, body := post(src, "/v1/export", AdminExportRequest{Out: out})
 	var exp AdminExported
-	if status != 200 || json.Unmarshal(body, &exp) != nil || exp.Written != 1 || exp.Bytes != size || exp.Failed != 0 {
+	if status != 200 || json.Unmarshal(body, &exp) != nil || exp.Written != 1 || exp.Bytes != size || exp.Failed != 0 || exp.Signer != key.Fingerprint() {
 		t.Fatalf("export: %d %s, want 1 package of %d bytes written", status, body, size)
 	}
 	if _, err := os.Stat(filepath.Join(out, "registry.terraform.io", "hashicorp", "random", "terraform-provider-random_3.6.0_linux_amd64.zip")); err != nil {
 		t.Errorf("export did not write the archive: %v", err)
 	}
 
-	dst := NewAdmin(to.engine, nil, met, AdminOptions{ScratchDir: t.TempDir()})
+	// The importing side trusts the exporter's key: its own setting,
+	// which no request can change.
+	dst := NewAdmin(to.engine, nil, met, AdminOptions{ScratchDir: t.TempDir(), Trust: airgap.Trust{ExportKeys: trusted}})
 	status, body = post(dst, "/v1/import", AdminImportRequest{In: out})
 	var imp AdminImported
 	if status != 200 || json.Unmarshal(body, &imp) != nil || imp.Imported != 1 || imp.Bytes != size || imp.Failed != 0 {

@@ -19,6 +19,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -163,6 +164,15 @@ func TestExportImportAirGap(t *testing.T) {
 		t.Fatalf("export through the running mirror: exit %d\n%s%s", code, stdout, stderr)
 	}
 	m.stop()
+	// The exporting mirror's public key, carried across the gap out of
+	// band: the one whose fingerprint the export printed.
+	exporter := exporterKey(t, data)
+	_, _, keyOut := runCommand("export-key", "--data-dir", data)
+	fingerprint := strings.TrimPrefix(stdout[strings.Index(stdout, "export key "):], "export key ")
+	fingerprint = strings.TrimSpace(fingerprint)
+	if len(fingerprint) != 40 || !strings.Contains(keyOut, "key "+fingerprint) {
+		t.Errorf("export printed the key %q, export-key says %s", fingerprint, keyOut)
+	}
 
 	// Every file `terraform providers mirror` wrote is in the export with
 	// the same bytes: the zips, index.json and VERSION.json.
@@ -230,6 +240,10 @@ func TestExportImportAirGap(t *testing.T) {
 		}
 		fresh := filepath.Join(t.TempDir(), "fresh")
 		code, stdout, stderr := runCommand("import", "--data-dir", fresh, tarFile)
+		if code != 1 || !strings.Contains(stderr, "--trusted-export-keys") || !strings.Contains(stdout, "imported 0 packages") {
+			t.Errorf("import without trusted keys: exit %d, want 1, nothing imported and a hint\n%s%s", code, stdout, stderr)
+		}
+		code, stdout, stderr = runCommand("import", "--data-dir", fresh, "--trusted-export-keys", exporter, tarFile)
 		if code != 0 || !strings.Contains(stdout, "imported 4 packages") {
 			t.Fatalf("import: exit %d\n%s%s", code, stdout, stderr)
 		}
@@ -261,7 +275,7 @@ func TestExportImportAirGap(t *testing.T) {
 		}
 		// A second import finds everything present.
 		m2.stop()
-		code, stdout, stderr = runCommand("import", "--data-dir", fresh, tarFile)
+		code, stdout, stderr = runCommand("import", "--data-dir", fresh, "--trusted-export-keys", exporter, tarFile)
 		if code != 0 || !strings.Contains(stdout, "imported 0 packages (0 bytes), 4 already present") {
 			t.Errorf("second import: exit %d\n%s%s", code, stdout, stderr)
 		}
@@ -298,7 +312,7 @@ func TestExportImportAirGap(t *testing.T) {
 				copyTree(t, export, bad)
 				tc.tamper(filepath.Join(bad, random, tc.file))
 				fresh := filepath.Join(t.TempDir(), "fresh")
-				code, stdout, stderr := runCommand("import", "--data-dir", fresh, bad)
+				code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--trusted-export-keys", exporter, bad)
 				if code != 1 || !strings.Contains(stderr, filepath.Join(bad, random, tc.file)) {
 					t.Errorf("import: exit %d, want 1 and a message naming %s:\n%s%s", code, tc.file, stdout, stderr)
 				}
@@ -310,6 +324,96 @@ func TestExportImportAirGap(t *testing.T) {
 				}
 			})
 		}
+	})
+
+	t.Run("forged bundles are refused", func(t *testing.T) {
+		for _, tc := range []struct {
+			name string
+			mode forgery
+			// want is in the message besides the provider and the
+			// forger's key.
+			want string
+		}{
+			{"the exporter's manifest kept", keepManifest, "differs from the manifest"},
+			{"the manifest signed by the forger", resignManifest, "which is not among the trusted export keys (--trusted-export-keys)"},
+			{"no manifest, as from tfmirror 1.x", dropManifest, "a bundle made by tfmirror 1.x"},
+		} {
+			t.Run(tc.name, func(t *testing.T) {
+				bad, forger := forgeBundle(t, export, "registry.terraform.io/hashicorp/random", "3.6.0", tc.mode)
+				for _, trust := range [][]string{{"--trusted-export-keys", exporter}, nil} {
+					fresh := filepath.Join(t.TempDir(), "fresh")
+					args := append(append([]string{"import", "--data-dir", fresh}, trust...), bad)
+					code, stdout, stderr := runCommand(args...)
+					t.Logf("import %v said: %s%s", trust, stdout, stderr)
+					if code != 1 || !strings.Contains(stderr, "registry.terraform.io/hashicorp/random 3.6.0 refused") ||
+						!strings.Contains(stderr, "signed by key "+testKeyID(forger)) {
+						t.Errorf("import %v: exit %d, want 1 and a refusal naming the provider and the forger's key %s", trust, code, testKeyID(forger))
+					}
+					if trust != nil && !strings.Contains(stderr, tc.want) {
+						t.Errorf("import %v: the refusal does not say %q", trust, tc.want)
+					}
+					for _, v := range cachedVersions(t, fresh) {
+						if strings.HasPrefix(v, "registry.terraform.io/hashicorp/random 3.6.0") {
+							t.Errorf("the forged version is in the cache: %s", v)
+						}
+					}
+					if trust == nil || tc.mode != keepManifest {
+						continue
+					}
+					// The other provider of the bundle is untouched, and
+					// imported; the sealed mirror serves it, not the forgery.
+					sealed := startMirror(t, origin, fresh, nil, "--offline")
+					if resp, body, err := sealed.get("registry.terraform.io/hashicorp/null/index.json"); err != nil || resp.StatusCode != 200 {
+						t.Errorf("sealed mirror's null index.json: %v %v %s", resp, err, body)
+					}
+					for _, path := range []string{"registry.terraform.io/hashicorp/random/index.json", "registry.terraform.io/hashicorp/random/3.6.0.json"} {
+						resp, body, err := sealed.get(path)
+						if err != nil || resp.StatusCode == 200 {
+							t.Errorf("sealed mirror's %s: %v %v %s, want it not served", path, resp, err, body)
+						}
+					}
+					sealed.stop()
+				}
+			})
+		}
+	})
+
+	t.Run("through a running sealed serve", func(t *testing.T) {
+		fresh := filepath.Join(t.TempDir(), "fresh")
+		sealed := startMirror(t, origin, fresh, nil, "--offline", "--trusted-export-keys", exporter)
+		defer sealed.stop()
+		// Keys are the serving process's setting, never the caller's.
+		code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--trusted-export-keys", exporter, export)
+		if code != 2 || !strings.Contains(stderr, "--trusted-export-keys given, but the tfmirror serving this data directory does the import") {
+			t.Errorf("import with trust flags through the serve: exit %d, want 2 and why\n%s%s", code, stdout, stderr)
+		}
+		code, stdout, stderr = runCommand("export", "--data-dir", fresh, "--export-key", filepath.Join(data, exportKeyName), filepath.Join(t.TempDir(), "out"))
+		if code != 2 || !strings.Contains(stderr, "--export-key given, but the tfmirror serving this data directory does the export") {
+			t.Errorf("export with --export-key through the serve: exit %d, want 2 and why\n%s%s", code, stdout, stderr)
+		}
+
+		bad, forger := forgeBundle(t, export, "registry.terraform.io/hashicorp/random", "3.6.0", keepManifest)
+		code, stdout, stderr = runCommand("import", "--data-dir", fresh, bad)
+		if code != 1 || !strings.Contains(stderr, "registry.terraform.io/hashicorp/random 3.6.0 refused") ||
+			!strings.Contains(stderr, "signed by key "+testKeyID(forger)) || !strings.Contains(stdout, "imported 2 packages") {
+			t.Errorf("import of the forged bundle through the serve: exit %d, want 1, null imported and random refused naming the forger's key\n%s%s", code, stdout, stderr)
+		}
+		for _, path := range []string{"registry.terraform.io/hashicorp/random/index.json", "registry.terraform.io/hashicorp/random/3.6.0.json"} {
+			if resp, body, err := sealed.get(path); err != nil || resp.StatusCode == 200 {
+				t.Errorf("after the forged import, the serve's %s: %v %v %s, want it not served", path, resp, err, body)
+			}
+		}
+
+		code, stdout, stderr = runCommand("import", "--data-dir", fresh, export)
+		if code != 0 || !strings.Contains(stdout, "imported 2 packages") || !strings.Contains(stdout, "2 already present") {
+			t.Fatalf("import of the genuine bundle through the serve: exit %d\n%s%s", code, stdout, stderr)
+		}
+		dir := writeConfig(t, providers)
+		out, err := tfRun(t, dir, statusHostBlock(t, sealed), sealed.m.caFile, "init", "-no-color")
+		if err != nil {
+			t.Fatalf("terraform init through the host block of the serve that imported: %v\n%s", err, out)
+		}
+		checkSameInstall(t, "host block of the serve that imported", directLock, readLock(t, dir), directOut, out)
 	})
 }
 
@@ -425,12 +529,24 @@ func TestImportInHouseProvider(t *testing.T) {
 	if code, stdout, stderr := runCommand("export", "--data-dir", data, export); code != 0 {
 		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
 	}
+	// Exported again, the exporting mirror's signed manifest vouches for
+	// it: it is imported with that mirror's key, and only so;
+	// --allow-unsigned does not take what a bundle's manifest does not
+	// vouch for.
 	fresh := filepath.Join(t.TempDir(), "fresh")
-	code, stdout, stderr = runCommand("import", "--data-dir", fresh, export)
-	if code != 1 || !strings.Contains(stderr, "--allow-unsigned") {
-		t.Errorf("import of the exported in-house provider without --allow-unsigned: exit %d\n%s%s", code, stdout, stderr)
+	for _, args := range [][]string{nil, {"--allow-unsigned"}, {"--trusted-export-keys", writeKeyFile(t, newTestKey(t, "other mirror"))}} {
+		code, stdout, stderr = runCommand(append(append([]string{"import", "--data-dir", fresh}, args...), export)...)
+		if code != 1 || !strings.Contains(stderr, "tf.corp.example/platform/thing 1.0.0 refused") || !strings.Contains(stderr, "--trusted-export-keys") {
+			t.Errorf("import %v of the exported in-house provider: exit %d, want it refused\n%s%s", args, code, stdout, stderr)
+		}
 	}
-	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--allow-unsigned", export); code != 0 {
-		t.Errorf("import of the exported in-house provider: exit %d\n%s%s", code, stdout, stderr)
+	if n := len(cachedVersions(t, fresh)); n != 0 {
+		t.Errorf("the refused imports cached %d versions", n)
+	}
+	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--trusted-export-keys", exporterKey(t, data), export); code != 0 || !strings.Contains(stdout, "imported 1 packages") {
+		t.Errorf("import of the exported in-house provider with its exporter's key: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := cachedVersions(t, fresh); !slices.Equal(got, []string{"tf.corp.example/platform/thing 1.0.0"}) {
+		t.Errorf("after the import, the cache holds %v", got)
 	}
 }

@@ -35,8 +35,9 @@ func TestImportedMirrorServesTheOriginsPackages(t *testing.T) {
 	if code, stdout, stderr := runCommand("export", "--data-dir", data, export); code != 0 {
 		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
 	}
+	exporter := exporterKey(t, data)
 	fresh := filepath.Join(t.TempDir(), "fresh")
-	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, export); code != 0 || !strings.Contains(stdout, "imported 2 packages") {
+	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--trusted-export-keys", exporter, export); code != 0 || !strings.Contains(stdout, "imported 2 packages") {
 		t.Fatalf("import: exit %d\n%s%s", code, stdout, stderr)
 	}
 	sealed := startMirror(t, origin, fresh, nil, "--offline")
@@ -89,8 +90,15 @@ func TestImportedMirrorServesTheOriginsPackages(t *testing.T) {
 
 	// "packages" in the evidence file are checked on import as the
 	// origin's are: a wrong zh: of any platform, or a wrong h1: of an
-	// imported archive, refuses the version.
+	// imported archive, refuses the version. The exporter's manifest
+	// would refuse the changed evidence file first: the bundle here has
+	// none, and the origin's key is pinned for the namespace instead.
 	random := filepath.Join(export, "registry.terraform.io", "hashicorp", "random")
+	publisher := filepath.Join(t.TempDir(), "hashicorp.asc")
+	if err := os.WriteFile(publisher, []byte(origin.ArmoredPublicKey()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pinned := "registry.terraform.io/hashicorp=" + publisher
 	evidence := "terraform-provider-random_3.6.0_evidence.json"
 	for _, tc := range []struct{ name, platform, hash string }{
 		{"wrong zh of a platform not exported", "windows_amd64", "zh:" + strings.Repeat("ab", 32)},
@@ -128,8 +136,13 @@ func TestImportedMirrorServesTheOriginsPackages(t *testing.T) {
 			if err := os.WriteFile(path, raw, 0o644); err != nil {
 				t.Fatal(err)
 			}
+			for _, name := range []string{"tfmirror-manifest.json", "tfmirror-manifest.json.sig"} {
+				if err := os.Remove(filepath.Join(bad, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
 			fresh := filepath.Join(t.TempDir(), "fresh")
-			code, stdout, stderr := runCommand("import", "--data-dir", fresh, bad)
+			code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--trusted-publisher-keys", pinned, bad)
 			if code != 1 || !strings.Contains(stderr, "checksum_mismatch") {
 				t.Errorf("import: exit %d, want 1 and a checksum mismatch:\n%s%s", code, stdout, stderr)
 			}

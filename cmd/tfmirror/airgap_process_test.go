@@ -101,9 +101,22 @@ func TestExportImportThroughRunningServe(t *testing.T) {
 		t.Errorf("exported bytes counted: %v, want > 0", got)
 	}
 
+	// The exporting mirror's key, which the importing serve trusts.
+	key, _, code := runProcess(t, bin, work, "export-key", "--data-dir", from)
+	if code != 0 || !strings.Contains(stdout, "signed the manifest with export key") {
+		t.Fatalf("export-key: exit %d; export said %q", code, stdout)
+	}
+	if err := os.WriteFile(filepath.Join(work, "EXPORTER.asc"), []byte(key), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
 	to := filepath.Join(t.TempDir(), "to")
-	q := startProcess(t, bin, to, origin, caFile, "--offline", "--allowed-origins", tfRegistry)
+	q := startProcess(t, bin, to, origin, caFile, "--offline", "--allowed-origins", tfRegistry, "--trusted-export-keys", filepath.Join(work, "EXPORTER.asc"))
 	q.waitLog("admin API listening", 10*time.Second)
+	if _, stderr, code := runProcess(t, bin, work, "import", "--data-dir", to, "--trusted-export-keys", "EXPORTER.asc", "export.tar.gz"); code != 2 ||
+		!strings.Contains(stderr, "give them to tfmirror serve") {
+		t.Errorf("import with trust flags through the running serve: exit %d, want 2 and why", code)
+	}
 	stdout, stderr, code = runProcess(t, bin, work, "import", "--data-dir", to, "export.tar.gz")
 	if code != 0 || !strings.Contains(stdout, "imported 9 packages") {
 		t.Fatalf("import through the running serve: exit %d, want 0 and 9 packages imported", code)

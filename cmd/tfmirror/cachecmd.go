@@ -70,10 +70,12 @@ type airGapResult struct {
 
 // runSealed runs op, an export or import, on the data directory: through
 // the tfmirror serve holding it, or else on an engine this process opens
-// sealed (a command on its own never contacts an origin). It reports
-// op's failures on stderr and its summary on stdout, and returns the exit
+// sealed (a command on its own never contacts an origin). viaServer, when
+// not nil, is told when it goes through a serve, and an error from it
+// stops the command (exit status 2) before op runs. It reports op's
+// failures on stderr and its summary on stdout, and returns the exit
 // status: 1 when anything failed.
-func runSealed(name string, cfg serveConfig, stdout, stderr io.Writer, op func(context.Context, engineOps) (airGapResult, error)) int {
+func runSealed(name string, cfg serveConfig, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
 	logger, err := newLogger("text", cfg.LogLevel, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
@@ -89,6 +91,12 @@ func runSealed(name string, cfg serveConfig, stdout, stderr io.Writer, op func(c
 	}
 	defer closeDataDir(dd, name, stderr)
 	fmt.Fprintf(stderr, "tfmirror %s: %s (%s)\n", name, dd.where(), cfg.DataDir)
+	if dd.viaServer && viaServer != nil {
+		if err := viaServer(); err != nil {
+			fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
+			return 2
+		}
+	}
 
 	res, err := op(ctx, dd.ops)
 	for _, line := range res.failures {

@@ -67,14 +67,28 @@ func openDataDir(ctx context.Context, cfg serveConfig, logger *slog.Logger, o ov
 		}
 		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, adminSocketPath(cfg.DataDir))
 	}
-	admin := proxy.NewAdmin(parts.engine, logger, nil, adminOptions(cfg))
+	opts, err := adminOptions(cfg)
+	if err != nil {
+		parts.shutdown(ctx)
+		return nil, err
+	}
+	admin := proxy.NewAdmin(parts.engine, logger, nil, opts)
 	return &dataDir{ops: admin, parts: parts, close: parts.shutdown}, nil
 }
 
 // adminOptions are the admin API's options for cfg: an import unpacks a
-// tar file into the data directory, where the space is.
-func adminOptions(cfg serveConfig) proxy.AdminOptions {
-	return proxy.AdminOptions{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes}
+// tar file into the data directory, where the space is, and trusts the
+// keys cfg names; an export is signed by cfg's export key.
+func adminOptions(cfg serveConfig) (proxy.AdminOptions, error) {
+	trust, err := loadTrust(cfg)
+	if err != nil {
+		return proxy.AdminOptions{}, err
+	}
+	key, err := exportKeySource(cfg)
+	if err != nil {
+		return proxy.AdminOptions{}, err
+	}
+	return proxy.AdminOptions{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes, ExportKey: key, Trust: trust}, nil
 }
 
 // closeDataDir closes dd for the subcommand name, saying what failed.

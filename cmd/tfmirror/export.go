@@ -17,20 +17,30 @@ import (
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
-const exportUsage = "tfmirror export [--data-dir DIR] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
+const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
 
 // runExport is `tfmirror export`. When a tfmirror serve runs on the data
-// directory, that process does the export (and writes OUT); otherwise
-// this one opens the cache, sealed.
+// directory, that process does the export (and writes OUT) and signs it
+// with its export key, and --export-key given here is an error;
+// otherwise this one opens the cache, sealed, and signs with the key
+// --export-key names or the data directory's.
 func runExport(args []string, stdout, stderr io.Writer) int {
 	var providers, versionList, platforms listFlag
+	var exportKey string
+	var ifs *flag.FlagSet
 	cfg, rest, err := parseCacheCommandFlags("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
+		ifs = fs
 		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all")
 		fs.Var(&versionList, "version", "comma-separated versions to export; default all")
 		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
+		addExportKeyFlag(fs, &exportKey)
 	})
 	if errors.Is(err, errHelp) {
 		return 0
+	}
+	keyGiven := err == nil && flagGiven(ifs, "export-key")
+	if keyGiven {
+		cfg.ExportKeyFile = exportKey
 	}
 	if err == nil && len(rest) != 1 {
 		err = fmt.Errorf("want one OUT (a directory, or a file ending in .tar or .tar.gz), got %d arguments", len(rest))
@@ -66,11 +76,18 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror export: %v\nUsage: %s\n", err, exportUsage)
 		return 2
 	}
-	return runSealed("export", cfg, stdout, stderr, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+	viaServer := func() error {
+		if keyGiven {
+			return errors.New("--export-key given, but the tfmirror serving this data directory does the export and signs it with its own export key: give --export-key to tfmirror serve")
+		}
+		return nil
+	}
+	return runSealed("export", cfg, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Export(ctx, req)
-		return airGapResult{
-			summary:  fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed),
-			failures: res.Failures, failed: res.Failed,
-		}, err
+		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
+		if res.Signer != "" && err == nil {
+			summary += fmt.Sprintf("\nsigned the manifest with export key %s", res.Signer)
+		}
+		return airGapResult{summary: summary, failures: res.Failures, failed: res.Failed}, err
 	})
 }

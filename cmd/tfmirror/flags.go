@@ -57,6 +57,15 @@ type serveConfig struct {
 	BreakerThreshold     int
 	BreakerCooldown      time.Duration
 	moduleConfig         // modflags.go
+	// ExportKeyFile is the armored private key that signs exports' manifests;
+	// "": DATA-DIR/export-key.asc, made on first use.
+	ExportKeyFile string
+	// TrustedExportKeys are files of armored public keys of exporting
+	// mirrors whose signed manifests an import trusts.
+	TrustedExportKeys []string
+	// TrustedPublisherKeys are HOST/NAMESPACE=FILE entries: keys pinned
+	// for the SHA256SUMS of one namespace's providers on import.
+	TrustedPublisherKeys []string
 }
 
 // envName is the environment variable that sets flag name.
@@ -86,6 +95,9 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
 	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
 	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
+	var trustedExport, trustedPublisher listFlag
+	addExportKeyFlag(fs, &c.ExportKeyFile)
+	addImportTrustFlags(fs, &trustedExport, &trustedPublisher)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -99,7 +111,21 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	}
 	finish()
 	c.Platforms = platforms
+	c.TrustedExportKeys, c.TrustedPublisherKeys = trustedExport, trustedPublisher
 	return c, c.validate()
+}
+
+// addExportKeyFlag registers the flag of the key that signs exports:
+// serve's, export's and export-key's.
+func addExportKeyFlag(fs *flag.FlagSet, exportKey *string) {
+	fs.StringVar(exportKey, "export-key", "", "file holding the ASCII-armored OpenPGP private key that signs the manifest of every export (e.g. a mounted Secret, so that replicas and restarts keep one key); default DATA-DIR/"+exportKeyName+", made on first use")
+}
+
+// addImportTrustFlags registers the flags of the keys imports trust:
+// serve's and import's.
+func addImportTrustFlags(fs *flag.FlagSet, trustedExport, trustedPublisher *listFlag) {
+	fs.Var(trustedExport, "trusted-export-keys", "comma-separated files of ASCII-armored OpenPGP public keys (several per file allowed) of exporting mirrors (tfmirror export-key prints one): an import takes the versions whose files the manifest signed by one of them lists")
+	fs.Var(trustedPublisher, "trusted-publisher-keys", "comma-separated HOST/NAMESPACE=FILE: ASCII-armored OpenPGP public keys pinned for one namespace; an import takes a version of that namespace whose SHA256SUMS one of them signed")
 }
 
 // addEngineFlags registers on fs the flags of every command that opens
@@ -186,6 +212,11 @@ func (c serveConfig) validate() error {
 	}
 	if c.URLSigningKeyFile != "" && c.AuthTokensFile == "" {
 		return errors.New("--url-signing-key-file needs --auth-tokens-file")
+	}
+	for _, entry := range c.TrustedPublisherKeys {
+		if _, _, err := parsePublisherEntry(entry); err != nil {
+			return fmt.Errorf("--trusted-publisher-keys: %w", err)
+		}
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)

@@ -8,22 +8,48 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
-const importUsage = "tfmirror import [--data-dir DIR] [--allow-unsigned] IN"
+const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned] IN"
+
+// trustFlags are the flags of the keys an import trusts.
+var trustFlags = []string{"trusted-export-keys", "trusted-publisher-keys"}
 
 // runImport is `tfmirror import`. When a tfmirror serve runs on the data
-// directory, that process does the import (and reads IN); otherwise this
-// one opens the cache, sealed.
+// directory, that process does the import (and reads IN) with the keys
+// it trusts, and trust flags given here are an error; otherwise this one
+// opens the cache, sealed, and trusts the keys its flags name.
 func runImport(args []string, stdout, stderr io.Writer) int {
-	var allowUnsigned bool
+	var (
+		allowUnsigned                   bool
+		trustedExport, trustedPublisher listFlag
+		ifs                             *flag.FlagSet
+	)
 	cfg, rest, err := parseCacheCommandFlags("import", args, os.LookupEnv, stderr, importUsage, func(fs *flag.FlagSet) {
-		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without the origin's signed evidence (a `terraform providers mirror` directory, in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
+		ifs = fs
+		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (a `terraform providers mirror` directory of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
+		addImportTrustFlags(fs, &trustedExport, &trustedPublisher)
 	})
 	if errors.Is(err, errHelp) {
 		return 0
+	}
+	var given []string
+	if err == nil {
+		for _, name := range trustFlags {
+			if flagGiven(ifs, name) {
+				given = append(given, "--"+name)
+			}
+		}
+		if flagGiven(ifs, "trusted-export-keys") {
+			cfg.TrustedExportKeys = trustedExport
+		}
+		if flagGiven(ifs, "trusted-publisher-keys") {
+			cfg.TrustedPublisherKeys = trustedPublisher
+			err = cfg.validate()
+		}
 	}
 	if err == nil && len(rest) != 1 {
 		err = fmt.Errorf("want one IN (a directory, or a tar file), got %d arguments", len(rest))
@@ -41,7 +67,18 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror import: %v\n", err)
 		return 1
 	}
-	return runSealed("import", cfg, stdout, stderr, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+	viaServer := func() error {
+		if len(given) > 0 {
+			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the import, with the keys it trusts: give them to tfmirror serve (keys are never sent over the admin socket)", strings.Join(given, " and "))
+		}
+		for _, name := range trustFlags {
+			if _, ok := os.LookupEnv(envName(name)); ok {
+				fmt.Fprintf(stderr, "tfmirror import: %s is ignored: the tfmirror serving this data directory imports with the keys it trusts\n", envName(name))
+			}
+		}
+		return nil
+	}
+	return runSealed("import", cfg, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Import(ctx, req)
 		return airGapResult{
 			summary: fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",

@@ -4,6 +4,7 @@
 //	tfmirror sync [flags] PATH...   fill the cache from manifests, lock files or configuration directories
 //	tfmirror export OUT      write the cache as a static mirror directory or tar file
 //	tfmirror import IN       load such an export into the cache
+//	tfmirror export-key      print the public key that signs exports
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
@@ -60,6 +61,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runExport(args[1:], stdout, stderr)
 	case "import":
 		return runImport(args[1:], stdout, stderr)
+	case "export-key":
+		return runExportKey(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
@@ -85,6 +88,8 @@ Usage:
                            write the cache as a static mirror (directory or .tar/.tar.gz)
   tfmirror import [flags] IN
                            load an export (directory or tar file) into the cache
+  tfmirror export-key [flags]
+                           print the public key that signs this mirror's exports
   tfmirror version         print the version
 `)
 }

@@ -130,7 +130,14 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if err != nil {
 		return nil, err
 	}
-	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, adminOptions(cfg))
+	aopts, err := adminOptions(cfg)
+	if err != nil {
+		return nil, err
+	}
+	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
+		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
+	}
+	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, aopts)
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)

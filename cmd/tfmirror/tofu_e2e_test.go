@@ -238,7 +238,7 @@ func TestTofuHostBlockAfterImport(t *testing.T) {
 		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
 	}
 	fresh := filepath.Join(t.TempDir(), "fresh")
-	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, export); code != 0 || !strings.Contains(stdout, "imported 1 packages") {
+	if code, stdout, stderr := runCommand("import", "--data-dir", fresh, "--trusted-export-keys", exporterKey(t, e.dataDir), export); code != 0 || !strings.Contains(stdout, "imported 1 packages") {
 		t.Fatalf("import: exit %d\n%s%s", code, stdout, stderr)
 	}
 	e.startMirror(fresh, "--offline")

@@ -1,0 +1,283 @@
+package airgap
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+)
+
+// The manifest of an export lists every file of it that the exporting
+// mirror wrote or checked (path, size, sha256), and the exporting
+// mirror's key signs it: with that key trusted, an import takes a
+// version whose every file the manifest lists with those bytes as the
+// exporting mirror had it, and refuses any other. It lies at the
+// export's top, where neither a static network mirror nor a
+// filesystem_mirror looks.
+const (
+	manifestName    = "tfmirror-manifest.json"
+	manifestSigName = manifestName + ".sig"
+	// manifestFormat is the layout of the manifest this release writes.
+	manifestFormat = 1
+	// maxManifestBytes bounds a manifest (some 200 bytes per file).
+	maxManifestBytes = 64 << 20
+	// maxSignatureBytes bounds a detached signature, as the origin path does.
+	maxSignatureBytes = 64 << 10
+)
+
+// manifest is tfmirror-manifest.json.
+type manifest struct {
+	Format int `json:"format"`
+	// Signer is the fingerprint of the export key whose signature lies
+	// beside the manifest, for people; the signature decides.
+	Signer string         `json:"signer"`
+	Files  []manifestFile `json:"files"`
+}
+
+// manifestFile is one file of an export: Path relative to its top, with
+// slashes.
+type manifestFile struct {
+	Path   string `json:"path"`
+	Size   int64  `json:"size"`
+	SHA256 string `json:"sha256"`
+}
+
+// exportFiles records the files an export wrote or checked, by path
+// relative to its top, for its manifest.
+type exportFiles struct {
+	out   string
+	files map[string]manifestFile
+	// prior are the files that the manifest an earlier export into out
+	// signed with the same key lists.
+	prior map[string]manifestFile
+}
+
+// newExportFiles starts the record of an export into out by key.
+func newExportFiles(out string, key *ExportKey) *exportFiles {
+	ef := &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}
+	if m, err := readManifest(out, key.keyring()); err == nil {
+		for _, f := range m.Files {
+			ef.prior[f.Path] = f
+		}
+	}
+	return ef
+}
+
+// rel is path relative to out, with slashes.
+func (ef *exportFiles) rel(path string) string {
+	rel, err := filepath.Rel(ef.out, path)
+	if err != nil {
+		return path
+	}
+	return filepath.ToSlash(rel)
+}
+
+// readVouched reads the file at path when the earlier export's manifest
+// lists it with its bytes, and fails otherwise.
+func (ef *exportFiles) readVouched(path string, limit int64) ([]byte, error) {
+	f, ok := ef.prior[ef.rel(path)]
+	if !ok {
+		return nil, fmt.Errorf("%s is not in the manifest of an earlier export by this key", path)
+	}
+	data, err := readCapped(path, limit)
+	if err != nil {
+		return nil, err
+	}
+	sum := sha256.Sum256(data)
+	if int64(len(data)) != f.Size || hex.EncodeToString(sum[:]) != f.SHA256 {
+		return nil, fmt.Errorf("%s differs from the manifest of an earlier export by this key", path)
+	}
+	return data, nil
+}
+
+// add records the file at path (under out) as having size bytes of sha256 sha.
+func (ef *exportFiles) add(path string, size int64, sha string) {
+	rel := ef.rel(path)
+	ef.files[rel] = manifestFile{Path: rel, Size: size, SHA256: sha}
+}
+
+// addData records the file at path as holding data.
+func (ef *exportFiles) addData(path string, data []byte) {
+	sum := sha256.Sum256(data)
+	ef.add(path, int64(len(data)), hex.EncodeToString(sum[:]))
+}
+
+// writeFile writes data to path unless it holds data already (see
+// writeFileIfChanged), and records it.
+func (ef *exportFiles) writeFile(path string, data []byte) (bool, error) {
+	wrote, err := writeFileIfChanged(path, data)
+	if err == nil {
+		ef.addData(path, data)
+	}
+	return wrote, err
+}
+
+// writeJSON writes v as `terraform providers mirror` writes its
+// documents (json.MarshalIndent with two spaces, no trailing newline),
+// unless path holds those bytes already, and records it. It reports
+// whether it wrote.
+func (ef *exportFiles) writeJSON(path string, v any) (bool, error) {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return false, err
+	}
+	return ef.writeFile(path, data)
+}
+
+// writeManifest writes the manifest of the export in out and its
+// signature by key: every file recorded in ef, and every other file in
+// out that the manifest an earlier export signed with the same key lists
+// with the same size and sha256 (an incremental export keeps covering
+// what earlier ones wrote). Other files are left out, and returned (paths
+// relative to out): an import refuses the versions they belong to.
+func writeManifest(out string, key *ExportKey, ef *exportFiles) ([]string, error) {
+	prior := ef.prior
+	m := manifest{Format: manifestFormat, Signer: key.Fingerprint(), Files: []manifestFile{}}
+	var unlisted []string
+	err := filepath.WalkDir(out, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(out, path)
+		if err != nil {
+			return err
+		}
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() || rel == manifestName || rel == manifestSigName {
+			return nil
+		}
+		if f, ok := ef.files[rel]; ok {
+			m.Files = append(m.Files, f)
+			return nil
+		}
+		if f, ok := prior[rel]; ok && d.Type().IsRegular() {
+			if info, err := d.Info(); err == nil && info.Size() == f.Size {
+				if sha, err := fileSHA256(path); err == nil && sha == f.SHA256 {
+					m.Files = append(m.Files, f)
+					return nil
+				}
+			}
+		}
+		unlisted = append(unlisted, rel)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(m.Files, func(a, b manifestFile) int { return strings.Compare(a.Path, b.Path) })
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	sig, err := key.sign(data)
+	if err != nil {
+		return nil, fmt.Errorf("signing the manifest: %w", err)
+	}
+	if _, err := writeFileIfChanged(filepath.Join(out, manifestName), data); err != nil {
+		return nil, err
+	}
+	if _, err := writeFileIfChanged(filepath.Join(out, manifestSigName), sig); err != nil {
+		return nil, err
+	}
+	return unlisted, nil
+}
+
+// errNoManifest is readManifest's error for a directory without manifest.
+var errNoManifest = errors.New("no manifest")
+
+// manifestError is a manifest that vouches for nothing, and why.
+type manifestError struct {
+	// Signer is the key ID of the key that signed it, when known.
+	Signer string
+	Msg    string
+}
+
+func (e *manifestError) Error() string { return e.Msg }
+
+// readManifest reads the manifest in dir and checks its signature with
+// keyring. Errors: errNoManifest (wrapped) when dir has neither manifest
+// nor signature; a *manifestError, whose message names no file, when it
+// vouches for nothing; errors reading it.
+func readManifest(dir string, keyring openpgp.EntityList) (*manifest, error) {
+	data, derr := readCapped(filepath.Join(dir, manifestName), maxManifestBytes)
+	sig, serr := readCapped(filepath.Join(dir, manifestSigName), maxSignatureBytes)
+	switch {
+	case errors.Is(derr, os.ErrNotExist) && errors.Is(serr, os.ErrNotExist):
+		return nil, fmt.Errorf("%w in %s", errNoManifest, dir)
+	case errors.Is(derr, os.ErrNotExist):
+		return nil, &manifestError{Msg: "is missing, but its signature " + manifestSigName + " is there"}
+	case errors.Is(serr, os.ErrNotExist):
+		return nil, &manifestError{Msg: "has no signature " + manifestSigName + " beside it"}
+	case derr != nil:
+		return nil, derr
+	case serr != nil:
+		return nil, serr
+	}
+	issuer := signatureIssuer(sig)
+	if len(keyring) == 0 {
+		return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by key %s, and no export key is trusted (--trusted-export-keys)", orUnknown(issuer))}
+	}
+	if _, err := checkDetached(keyring, data, sig); err != nil {
+		if issuer != "" && hasKeyID(keyring, issuer) {
+			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("does not verify with the trusted export key %s: it was changed after it was signed (%v)", issuer, err)}
+		}
+		return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by key %s, which is not among the trusted export keys (--trusted-export-keys)", orUnknown(issuer))}
+	}
+	var m manifest
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by the trusted export key %s but does not parse: %v", issuer, err)}
+	}
+	if m.Format != manifestFormat {
+		return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("has format %d, this release reads %d", m.Format, manifestFormat)}
+	}
+	seen := map[string]bool{}
+	for _, f := range m.Files {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || seen[f.Path] || f.Size < 0 || !isSHA256(f.SHA256) {
+			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by the trusted export key %s but has a malformed entry %q", issuer, f.Path)}
+		}
+		seen[f.Path] = true
+	}
+	m.Signer = issuer
+	return &m, nil
+}
+
+func orUnknown(id string) string {
+	if id == "" {
+		return "(unknown: the signature does not parse)"
+	}
+	return id
+}
+
+func isSHA256(s string) bool {
+	if len(s) != 64 || strings.ToLower(s) != s {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil
+}
+
+// readCapped reads the file at path, failing when it is larger than limit.
+func readCapped(path string, limit int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s is larger than the %d bytes allowed", path, limit)
+	}
+	return data, nil
+}

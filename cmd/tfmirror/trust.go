@@ -1,0 +1,240 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"github.com/tfmirror/tfmirror/airgap"
+)
+
+// This file wires the keys of exports and imports: the mirror's own
+// export key, and the keys an import trusts, all from the operator's
+// files and never from an import's input or an admin request.
+
+// exportKeyName is the export key in the data directory, made on first use.
+const exportKeyName = "export-key.asc"
+
+// parsePublisherEntry parses HOST/NAMESPACE=FILE.
+func parsePublisherEntry(entry string) (airgap.Namespace, string, error) {
+	scope, file, ok := strings.Cut(entry, "=")
+	if !ok || file == "" {
+		return airgap.Namespace{}, "", fmt.Errorf("%q: want HOST/NAMESPACE=FILE", entry)
+	}
+	ns, err := airgap.ParseNamespace(scope)
+	if err != nil {
+		return airgap.Namespace{}, "", err
+	}
+	return ns, file, nil
+}
+
+// loadTrust reads the keys cfg's trust flags name.
+func loadTrust(cfg serveConfig) (airgap.Trust, error) {
+	var t airgap.Trust
+	for _, file := range cfg.TrustedExportKeys {
+		keys, err := readPublicKeysFile(file)
+		if err != nil {
+			return t, fmt.Errorf("--trusted-export-keys: %w", err)
+		}
+		t.ExportKeys = append(t.ExportKeys, keys...)
+	}
+	for _, entry := range cfg.TrustedPublisherKeys {
+		ns, file, err := parsePublisherEntry(entry)
+		if err != nil {
+			return t, fmt.Errorf("--trusted-publisher-keys: %w", err)
+		}
+		keys, err := readPublicKeysFile(file)
+		if err != nil {
+			return t, fmt.Errorf("--trusted-publisher-keys %s: %w", ns, err)
+		}
+		if t.PublisherKeys == nil {
+			t.PublisherKeys = map[airgap.Namespace]openpgp.EntityList{}
+		}
+		t.PublisherKeys[ns] = append(t.PublisherKeys[ns], keys...)
+	}
+	return t, nil
+}
+
+func readPublicKeysFile(path string) (openpgp.EntityList, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	keys, err := airgap.ReadPublicKeys(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return keys, nil
+}
+
+// trustAttrs describes t for the log: the fingerprints of the export
+// keys and the namespaces with pinned keys.
+func trustAttrs(t airgap.Trust) []any {
+	var exporters, namespaces []string
+	for _, e := range t.ExportKeys {
+		exporters = append(exporters, fmt.Sprintf("%X", e.PrimaryKey.Fingerprint))
+	}
+	for ns := range t.PublisherKeys {
+		namespaces = append(namespaces, ns.String())
+	}
+	return []any{"trusted_export_keys", exporters, "trusted_publisher_namespaces", namespaces}
+}
+
+// exportKeySource returns what gives the key that signs cfg's exports:
+// --export-key's, read at once so that a bad file fails at start; or the
+// data directory's, read (or made) on first use.
+func exportKeySource(cfg serveConfig) (func() (*airgap.ExportKey, error), error) {
+	if cfg.ExportKeyFile != "" {
+		k, err := readExportKeyFile(cfg.ExportKeyFile)
+		if err != nil {
+			return nil, fmt.Errorf("--export-key: %w", err)
+		}
+		return func() (*airgap.ExportKey, error) { return k, nil }, nil
+	}
+	var (
+		mu  sync.Mutex
+		key *airgap.ExportKey
+	)
+	return func() (*airgap.ExportKey, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if key != nil {
+			return key, nil
+		}
+		k, _, err := ensureDataDirKey(cfg.DataDir)
+		if err != nil {
+			return nil, err
+		}
+		key = k
+		return k, nil
+	}, nil
+}
+
+func readExportKeyFile(path string) (*airgap.ExportKey, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	k, err := airgap.ReadExportKey(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return k, nil
+}
+
+// ensureDataDirKey reads the export key of dataDir, making it first
+// (mode 0600) when there is none; created says it did. Two processes
+// making it at once end up with one key: the file is linked into place
+// only if absent.
+func ensureDataDirKey(dataDir string) (key *airgap.ExportKey, created bool, err error) {
+	path := filepath.Join(dataDir, exportKeyName)
+	k, err := readExportKeyFile(path)
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		return k, false, err
+	}
+	if err := os.MkdirAll(dataDir, 0o700); err != nil {
+		return nil, false, fmt.Errorf("data directory: %w", err)
+	}
+	name := "tfmirror export key"
+	if h, err := os.Hostname(); err == nil && h != "" {
+		name += " on " + h
+	}
+	k, err = airgap.GenerateExportKey(name)
+	if err != nil {
+		return nil, false, fmt.Errorf("making the export key: %w", err)
+	}
+	tmp, err := os.CreateTemp(dataDir, ".export-key-*")
+	if err != nil {
+		return nil, false, err
+	}
+	defer os.Remove(tmp.Name())
+	if err := tmp.Chmod(0o600); err != nil {
+		tmp.Close()
+		return nil, false, err
+	}
+	if err := k.WritePrivate(tmp); err != nil {
+		tmp.Close()
+		return nil, false, err
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return nil, false, err
+	}
+	if err := tmp.Close(); err != nil {
+		return nil, false, err
+	}
+	if err := os.Link(tmp.Name(), path); err != nil {
+		if errors.Is(err, os.ErrExist) {
+			k, err := readExportKeyFile(path)
+			return k, false, err
+		}
+		return nil, false, fmt.Errorf("storing the export key: %w", err)
+	}
+	return k, true, nil
+}
+
+const exportKeyUsage = "tfmirror export-key [--data-dir DIR] [--export-key FILE]"
+
+// runExportKey is `tfmirror export-key`: it prints the public key of the
+// key that signs the data directory's exports (--export-key's, or the
+// data directory's, made now if there is none yet), to carry to the
+// importing side out of band.
+func runExportKey(args []string, stdout, stderr io.Writer) int {
+	var keyFile string
+	var ifs *flag.FlagSet
+	cfg, rest, err := parseCacheCommandFlags("export-key", args, os.LookupEnv, stderr, exportKeyUsage, func(fs *flag.FlagSet) {
+		ifs = fs
+		addExportKeyFlag(fs, &keyFile)
+	})
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	if err == nil && len(rest) != 0 {
+		err = fmt.Errorf("unexpected arguments: %q", rest)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror export-key: %v\nUsage: %s\n", err, exportKeyUsage)
+		return 2
+	}
+	if flagGiven(ifs, "export-key") {
+		cfg.ExportKeyFile = keyFile
+	}
+	var k *airgap.ExportKey
+	where := cfg.ExportKeyFile
+	if where != "" {
+		k, err = readExportKeyFile(where)
+	} else {
+		var created bool
+		where = filepath.Join(cfg.DataDir, exportKeyName)
+		k, created, err = ensureDataDirKey(cfg.DataDir)
+		if err == nil && created {
+			fmt.Fprintf(stderr, "tfmirror export-key: made a new export key in %s\n", where)
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror export-key: %v\n", err)
+		return 1
+	}
+	fmt.Fprintf(stderr, "tfmirror export-key: key %s (%s)\n", k.Fingerprint(), where)
+	if err := k.WritePublic(stdout); err != nil {
+		fmt.Fprintf(stderr, "tfmirror export-key: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// flagGiven reports whether flag name was given on fs's command line.
+func flagGiven(fs *flag.FlagSet, name string) bool {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == name })
+	return given
+}
