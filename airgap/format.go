@@ -13,7 +13,7 @@
 //
 // Both work on a *mirror.Engine that the caller opened: `tfmirror export`
 // and `tfmirror import` on their own, or a running `tfmirror serve` for
-// them through its admin API (proxy.Admin), so the work has one code path.
+// them through its admin API (package admin), so the work has one code path.
 package airgap
 
 import (

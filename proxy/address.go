@@ -190,3 +190,14 @@ func unescapePart(what, raw string, limit int) (string, error) {
 	}
 	return s, nil
 }
+
+// ParseProviderAddress parses a provider address HOST/NAMESPACE/TYPE with
+// the rules of a request path's parts (host in canonical form), for the
+// admin API. A malformed address is a RequestError (400).
+func ParseProviderAddress(s string) (discovery.Provider, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return discovery.Provider{}, badRequest("provider %q: want HOST/NAMESPACE/TYPE", s)
+	}
+	return parseProvider(parts[0], parts[1], parts[2])
+}
