@@ -171,7 +171,7 @@ func (s *Server) handleRegistryDownload(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	pkg, _ := ev.Package(pl.String())
-	archive := archiveName(p.Type, v, pl)
+	archive := mirror.ArchiveName(p.Type, v.String(), pl.String())
 	pkg.DownloadURL = strings.Repeat("../", downloadDepth) + p.Hostname.String() + "/" + p.Namespace + "/" + p.Type + "/" + archive
 	pkg.SHASumsURL = pl.Arch + "/" + sumsFile
 	pkg.SHASumsSignatureURL = pl.Arch + "/" + signatureFile
