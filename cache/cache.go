@@ -209,6 +209,10 @@ type testHooks struct {
 	// pingWrite is called by Ping before its probe writes; an error it
 	// returns is the write's.
 	pingWrite func() error
+	// recounted is called by recount after it read the commit records
+	// and before it sets the counters; dbWaits when a database access
+	// must wait for the database to be reopened.
+	recounted, dbWaits func()
 }
 
 // lockBlob locks the commit record of sha (a checked sha256) and returns
@@ -313,7 +317,7 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 		}
 		s.db = db
-		if err := s.recount(); err != nil {
+		if err := s.recount(db); err != nil {
 			db.Close()
 			return nil, err
 		}

@@ -31,7 +31,12 @@ func (s *Store) withDB(fn func() error) error {
 		return err
 	}
 	defer s.leave()
-	s.dbmu.RLock()
+	if !s.dbmu.TryRLock() {
+		if h := s.hooks.dbWaits; h != nil {
+			h()
+		}
+		s.dbmu.RLock()
+	}
 	defer s.dbmu.RUnlock()
 	return fn()
 }

@@ -186,37 +186,49 @@ func (s *Store) Stats() (archives int, bytes int64) {
 
 // Blobs calls fn for every committed blob.
 func (s *Store) Blobs(fn func(BlobInfo) error) error {
-	err := s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			var rec blobRecord
-			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
-				return err
-			}
-			if err := fn(rec.BlobInfo); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := s.view(func(txn *badger.Txn) error { return eachBlob(txn, fn) })
 	if errors.Is(err, errNoDB) {
 		return nil
 	}
 	return err
 }
 
-func (s *Store) recount() error {
+// eachBlob calls fn for every commit record txn sees.
+func eachBlob(txn *badger.Txn, fn func(BlobInfo) error) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		var rec blobRecord
+		if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+			return err
+		}
+		if err := fn(rec.BlobInfo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recount sets the counters and the LRU from the commit records in db.
+// No commit or delete may run from the read to the counters' update, or
+// its change would be lost (or counted twice): the caller is Open, before
+// the store is returned, or holds dbmu for writing.
+func (s *Store) recount(db *badger.DB) error {
 	var n int
 	var total int64
-	err := s.Blobs(func(b BlobInfo) error {
-		n++
-		total += b.Size
-		s.lru.add(b.SHA256, b.Created)
-		return nil
+	err := db.View(func(txn *badger.Txn) error {
+		return eachBlob(txn, func(b BlobInfo) error {
+			n++
+			total += b.Size
+			s.lru.add(b.SHA256, b.Created)
+			return nil
+		})
 	})
 	if err != nil {
 		return fmt.Errorf("cache: counting archives: %w", err)
+	}
+	if h := s.hooks.recounted; h != nil {
+		h()
 	}
 	s.mu.Lock()
 	s.archives, s.bytes = n, total

@@ -38,7 +38,7 @@ func (s *Store) openReadOnly() {
 		return
 	}
 	s.db, s.readOnly = db, true
-	if err := s.recount(); err != nil {
+	if err := s.recount(db); err != nil {
 		s.log.Warn("disk full at start-up and the cache cannot be read: serving without the cache until there is room",
 			"dir", s.space.dir, "error", err)
 		s.db, s.readOnly = nil, false
@@ -72,12 +72,15 @@ func (s *Store) reopenWritable() {
 		s.stats.Clear() // answers given while there was no database
 		return
 	}
+	// Count while dbmu is held for writing: the store is writable from
+	// here on, and a commit or delete before the counters are set would
+	// be lost from them (or counted twice).
 	s.db, s.readOnly = db, false
-	s.dbmu.Unlock()
-	s.stats.Clear() // absences seen without the database
-	if err := s.recount(); err != nil {
+	if err := s.recount(db); err != nil {
 		s.log.Error("reopening cache", "error", err)
 	}
+	s.dbmu.Unlock()
+	s.stats.Clear() // absences seen without the database
 	s.log.Info("cache opened read-write: there is room again", "dir", s.space.dir)
 	s.afterWritableOpen()
 }
