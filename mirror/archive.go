@@ -360,10 +360,12 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 		return "", &verify.Error{Reason: verify.ReasonChecksum,
 			Detail: fmt.Sprintf("%s has sha256 %s, the signed SHA256SUMS says %s", a.Filename, got, a.SHA256)}
 	}
-	// A signed archive may still be no provider package at all. Checked
-	// from the staged bytes; if some of them could not be kept (a full
-	// disk), the check cannot run and the archive is not released.
-	h1, err := verify.CheckArchive(w, w.Written(), p.Type)
+	// A signed archive may still be no provider package at all, or a zip
+	// bomb (anyone can sign what they publish). Checked from the staged
+	// bytes, within Config.ArchiveLimits and under the download's context;
+	// if some of the bytes could not be kept (a full disk), the check
+	// cannot run and the archive is not released.
+	h1, err := verify.CheckArchive(ctx, w, w.Written(), p.Type, s.cfg.ArchiveLimits)
 	if err != nil {
 		return "", err
 	}

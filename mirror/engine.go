@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // Origin is what the engine needs from origin registries. *discovery.Client
@@ -80,6 +81,11 @@ type Config struct {
 	ArchiveTimeout time.Duration
 	// MaxArchiveBytes refuses larger archives. Default 2 GiB.
 	MaxArchiveBytes int64
+	// ArchiveLimits bound the check that an archive is an installable
+	// package (the bytes it unpacks to, its entries), which runs under the
+	// download's context (ArchiveTimeout, Shutdown). Zero fields take
+	// verify's defaults: 2 GiB unpacked, 10,000 entries.
+	ArchiveLimits verify.Limits
 	// HoldBack is how many final bytes of an archive streamed while it is
 	// still being fetched are withheld until its checksum has matched.
 	// Default 64 KiB.

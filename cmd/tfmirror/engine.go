@@ -14,6 +14,7 @@ import (
 	"github.com/tfmirror/tfmirror/metrics"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // engineParts is what openEngine opens: the pull-through engine with the
@@ -108,6 +109,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		VersionsTTL:     cfg.VersionsTTL,
 		OriginTimeout:   parts.metadataTimeout,
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
+		ArchiveLimits:   verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
 		Logger:          logger,
 		Offline:         cfg.Offline,
 	}
