@@ -117,13 +117,19 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 		{"a bomb", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(bomb)},
 			func(err error) bool { var le *modsource.LimitError; return errors.As(err, &le) }},
 		{"a link out of the package", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(escape)},
-			func(err error) bool { return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "points outside") }},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "points outside")
+			}},
 		{"a //SUBDIR the package lacks", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz//sub", Open: opener(ok)},
-			func(err error) bool { return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), `no directory "sub"`) }},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), `no directory "sub"`)
+			}},
 		{"a location the mirror cannot fetch", ImportedModule{Module: tarballMod, Location: "s3::https://bucket.example.test/m.zip", Open: opener(ok)},
 			func(err error) bool { return errors.Is(err, modsource.ErrUnsupported) }},
 		{"the bytes are not what the import vouches for", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", SHA256: sha256Hex(bomb), Open: opener(ok)},
-			func(err error) bool { return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "the import vouches for") }},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "the import vouches for")
+			}},
 		{"a local module under an allowed origin", ImportedModule{Module: tarballMod, Local: true, Open: opener(ok)},
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "is an allowed origin") }},
 		{"a local module under another host, too large", ImportedModule{Module: local, Local: true, Open: opener(bomb)},
