@@ -48,7 +48,13 @@ type ExportSummary struct {
 	Written int   `json:"written"`
 	Bytes   int64 `json:"bytes"`
 	Present int   `json:"present"`
-	// Failed counts the versions that failed (each reported).
+	// Modules are the module packages written, ModuleBytes their
+	// size; ModulesPresent those in the export already.
+	Modules        int   `json:"modules,omitempty"`
+	ModuleBytes    int64 `json:"module_bytes,omitempty"`
+	ModulesPresent int   `json:"modules_present,omitempty"`
+	// Failed counts the versions that failed (each reported), of
+	// providers and modules.
 	Failed int `json:"failed"`
 	// Signer is the fingerprint of the export key that signed the
 	// manifest.
@@ -59,7 +65,8 @@ type ExportSummary struct {
 	Unlisted int `json:"unlisted,omitempty"`
 }
 
-// Export writes the cached packages sel selects, with their evidence, to
+// Export writes the cached packages sel selects, with their evidence, and
+// the cached module packages (see exportModules), to
 // out: a directory, or (IsTarName) one tar file; and the manifest of
 // every file there, signed by key (see writeManifest). Each version that
 // fails is passed to report (one line, naming it) and counted, and the
@@ -199,6 +206,11 @@ func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, o
 		if err := exportVersion(engine, sel, cv, out, files, sum); err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
+		}
+	}
+	if sel.wantsModules() {
+		if err := exportModules(ctx, engine, out, files, report, sum); err != nil {
+			return err
 		}
 	}
 	if err := writeIndexes(out, files); err != nil {

@@ -29,8 +29,14 @@ type ImportSummary struct {
 	Imported int   `json:"imported"`
 	Bytes    int64 `json:"bytes"`
 	Present  int   `json:"present"`
+	// Modules are the module packages added to the cache, ModuleBytes
+	// their size; ModulesPresent those there already.
+	Modules        int   `json:"modules,omitempty"`
+	ModuleBytes    int64 `json:"module_bytes,omitempty"`
+	ModulesPresent int   `json:"modules_present,omitempty"`
 	// Failed counts the versions (or provider directories) refused, each
-	// reported; Ignored the entries of the input that are not imported.
+	// reported, of providers and modules; Ignored the entries of the
+	// input that are not imported.
 	Failed  int `json:"failed"`
 	Ignored int `json:"ignored"`
 }
@@ -87,6 +93,9 @@ func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts Imp
 	}
 	b := openBundle(dir, opts)
 	err = importDir(ctx, engine, b, report, &sum)
+	if err == nil {
+		err = importModules(ctx, engine, b, opts.ScratchDir, report, &sum)
+	}
 	return sum, err
 }
 
@@ -206,6 +215,9 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 		}
 		rel, _ := filepath.Rel(dir, pdir)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if parts[0] == modulesDir {
+			continue // see importModules
+		}
 		p, err := ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
 			sum.Failed++
@@ -230,7 +242,7 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 			}
 		}
 	}
-	if !found {
+	if !found && !hasModules(dir) {
 		return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip)", shown)
 	}
 	return nil

@@ -85,6 +85,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	return runSealed("export", cfg, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Export(ctx, req)
 		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
+		if res.Modules+res.ModulesPresent > 0 {
+			summary += fmt.Sprintf("\nmodules: %d packages exported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
+		}
 		if res.Signer != "" && err == nil {
 			summary += fmt.Sprintf("\nsigned the manifest with export key %s", res.Signer)
 		}
