@@ -188,14 +188,14 @@ type retainer struct {
 	// a pinned version, until a named Prune removes them: a rebuild may
 	// have read the records before theirs was written.
 	extra map[[32]byte]struct{}
-	ready     atomic.Bool
+	ready atomic.Bool
 
 	mu      sync.Mutex
 	uses    map[string]time.Time // last uses not yet written, by version key
 	pins    *Pins
 	pinErr  error
 	status  RetentionStatus
-	unmet   bool           // logged that the limit cannot be met
+	unmet   bool // logged that the limit cannot be met
 	pinList []PinnedVersion
 
 	passMu sync.Mutex // one pass or prune at a time

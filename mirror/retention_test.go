@@ -216,7 +216,7 @@ func TestRetentionUnusedAcrossRestart(t *testing.T) {
 	h.stop() // writes the last uses
 	h.start(opts)
 	clock.Add(2 * time.Hour) // day 7 1h: 1.0.0 and 3.0.0 unused for 7 days
-	h.readAll("3.0.0")           // ...but 3.0.0 is downloaded now, not yet written
+	h.readAll("3.0.0")       // ...but 3.0.0 is downloaded now, not yet written
 	done, err := h.engine.Prune(t.Context(), PruneRequest{})
 	if err != nil {
 		t.Fatal(err)
