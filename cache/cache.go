@@ -95,6 +95,12 @@ type Options struct {
 	// OnEvict, if set, is called once for every archive evicted to stay
 	// under MaxBytes (for metrics). Default: none.
 	OnEvict func(BlobInfo)
+	// Evictable says which archives MaxBytes may evict until
+	// SetEvictable replaces it: those for which it returns true. A store
+	// whose owner knows what cannot be fetched again only once it has
+	// read the store passes a function that returns false, so that the
+	// eviction at Open removes nothing. Default nil: every archive.
+	Evictable func(sha string) bool
 	// MaxUnstagedBytes bounds the memory held, across all downloads in
 	// progress, for archive chunks that could not be written to Badger
 	// (a full disk): such chunks are kept in memory so that clients
@@ -308,7 +314,7 @@ func Open(opts Options) (*Store, error) {
 	if opts.InMemory {
 		s.space.reserve = -1
 	}
-	s.lru.init(opts.MaxBytes, opts.OnEvict)
+	s.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 
 	if s.space.refresh(sstBytes(opts.Dir)) {

@@ -73,7 +73,8 @@ type Metrics struct {
 	syncBytes         prometheus.Counter
 	airGapPkgs        map[string]*prometheus.CounterVec // by op: import, export
 	airGapBytes       map[string]prometheus.Counter
-	modules           moduleMetrics // modules.go
+	modules           moduleMetrics    // modules.go
+	retention         retentionMetrics // retention.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -247,6 +248,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	cs = append(cs, m.modules.collectors()...)
+	cs = append(cs, m.retention.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -59,6 +59,9 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Logger:      logger,
 		MaxBytes:    cfg.CacheMaxBytes,
 		DiskReserve: reserve,
+		// Nothing is evicted before the engine has read what cannot be
+		// fetched again (it then says what may be: mirror.Engine.Evictable).
+		Evictable: func(string) bool { return false },
 	}
 	if met != nil {
 		copts.OnEvict = func(cache.BlobInfo) { met.Evicted(1) }
