@@ -230,6 +230,13 @@ func TestFetchArchives(t *testing.T) {
 	if _, err := f.Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) {
 		t.Errorf("tarball bomb: %v, want a LimitError", err)
 	}
+	// Entries that are not kept (.git) inflate all the same: 16 MiB of
+	// zeros in 16 KiB, far over the files' limit.
+	o.AddTarball("hidden.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": nil, ".git/zeros": make([]byte, 16<<20)}))
+	a, _ = Parse(o.TarballURL("hidden.tar.gz"))
+	if _, err := f.Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) || !strings.Contains(err.Error(), "unpacks to more than") {
+		t.Errorf("tarball bomb in a skipped entry: %v, want a LimitError about the bytes it unpacks to", err)
+	}
 	few := defaultLimits
 	few.MaxEntries = 2
 	a, _ = Parse(o.TarballURL("m.tar.gz"))
