@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"slices"
 	"strings"
@@ -164,12 +165,13 @@ func ZH(shaHex string) string { return "zh:" + strings.ToLower(shaHex) }
 // golang.org/x/mod/sumdb/dirhash.HashZip computes for the same bytes, which
 // is what Terraform and OpenTofu record for an unpacked provider. Entries
 // are listed and opened exactly as HashZip does (every entry by its name in
-// the zip, directories included), so the two always agree. The archive is
-// read within the default Limits. An unreadable zip or entry, or one that
-// overlaps another or repeats its name, fails with ReasonBadArchive; one
-// over the limits with ReasonTooLarge.
+// the zip, directories included), so the two always agree. An unreadable
+// zip or entry, or one that overlaps another or repeats its name, fails
+// with ReasonBadArchive. H1 sets no limit on the bytes or entries it
+// reads: it is for archives that were checked (CheckArchive) when they
+// were cached, within limits an operator may have raised.
 func H1(r io.ReaderAt, size int64) (string, error) {
-	return hashArchive(context.Background(), r, size, Limits{}, nil)
+	return hashArchive(context.Background(), r, size, Limits{MaxUnpackedBytes: math.MaxInt64, MaxEntries: math.MaxInt32}, nil)
 }
 
 // CheckArchive checks that the archive read through r (size bytes) is a
