@@ -1,9 +1,6 @@
 package airgap
 
 import (
-	"archive/tar"
-	"bufio"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -48,10 +45,16 @@ type ImportOptions struct {
 	// Shown is the input as the user named it, for messages; default the
 	// path Import was given.
 	Shown string
-	// ScratchDir is where a tar file is unpacked; default os.TempDir().
+	// ScratchDir is where a tar file is unpacked, in a directory of its
+	// own that is removed when the import ends (and by RemoveScratch if
+	// the process did not get to it); default os.TempDir().
 	ScratchDir string
 	// MaxFileBytes bounds each file of a tar file; default 1 GiB.
 	MaxFileBytes int64
+	// MaxEntries bounds the entries of a tar file, and the provider
+	// directories and files of a directory import; default
+	// DefaultMaxEntries.
+	MaxEntries int
 }
 
 // Import loads the export at in (a directory, or a tar file, compressed
@@ -69,19 +72,25 @@ func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts Imp
 	if opts.MaxFileBytes <= 0 {
 		opts.MaxFileBytes = 1 << 30
 	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
 	info, err := os.Stat(in)
 	if err != nil {
 		return sum, err
 	}
 	dir := in
 	if !info.IsDir() {
-		tmp, err := os.MkdirTemp(opts.ScratchDir, "import-*")
+		// Unpacked beside the cache, within the room above its disk
+		// reserve; a tar file refused leaves nothing behind.
+		tmp, err := newScratch(opts.ScratchDir)
 		if err != nil {
 			return sum, err
 		}
 		defer os.RemoveAll(tmp)
-		if err := untar(in, tmp, opts.MaxFileBytes); err != nil {
-			return sum, fmt.Errorf("%s: %w", opts.Shown, err)
+		lim := unpackLimits{maxFileBytes: opts.MaxFileBytes, maxEntries: opts.MaxEntries, space: diskSpace(engine.DiskHeadroom, tmp)}
+		if err := untar(ctx, in, tmp, lim); err != nil {
+			return sum, fmt.Errorf("%s refused: %w", opts.Shown, err)
 		}
 		dir = tmp
 	}
@@ -103,11 +112,14 @@ type bundle struct {
 	// hasManifest says the input has a manifest or its signature: it is
 	// an export, not a plain directory.
 	hasManifest bool
+	// maxEntries bounds the entries of a directory import.
+	maxEntries int
 }
 
 // openBundle reads the manifest of the input in dir, if any.
 func openBundle(dir string, opts ImportOptions) *bundle {
-	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true}
+	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true,
+		maxEntries: opts.MaxEntries}
 	m, err := readManifest(dir, opts.Trust.ExportKeys)
 	var merr *manifestError
 	switch {
@@ -128,68 +140,6 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 	return b
 }
 
-// untar unpacks the tar file path (gzip-compressed or not) into dir:
-// regular files and directories only, every name inside dir, no file
-// larger than limit.
-func untar(path, dir string, limit int64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := strings.TrimSuffix(hdr.Name, "/")
-		if !filepath.IsLocal(name) {
-			return fmt.Errorf("entry %q is outside the archive's directory", hdr.Name)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if hdr.Size > limit {
-				return fmt.Errorf("entry %q is larger than the %d bytes allowed", hdr.Name, limit)
-			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, io.LimitReader(tr, limit))
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("entry %q is not a regular file or directory", hdr.Name)
-		}
-	}
-}
-
 // importDir imports every provider version in dir (laid out as export and
 // `terraform providers mirror` write it). Names in messages are given
 // under shown, the directory or tar file the user named.
@@ -198,6 +148,10 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
 	if err != nil {
 		return err
+	}
+	budget := b.maxEntries - len(providerDirs) // entries left to look at
+	if budget < 0 {
+		return fmt.Errorf("%s holds more than %d provider directories, the most an import takes", shown, b.maxEntries)
 	}
 	found := false
 	for _, pdir := range providerDirs {
@@ -212,7 +166,10 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
 		}
-		versions, ignored, err := scanProviderDir(pdir, p.Type)
+		versions, ignored, err := scanProviderDir(pdir, p.Type, &budget)
+		if errors.Is(err, errTooManyEntries) {
+			return fmt.Errorf("%s holds more than %d entries, the most an import takes", shown, b.maxEntries)
+		}
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
@@ -236,12 +193,24 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 	return nil
 }
 
+// errTooManyEntries is scanProviderDir's error past its budget.
+var errTooManyEntries = errors.New("too many entries")
+
 // scanProviderDir returns the packed archives in dir by version (as
-// named) and platform, and how many other entries it ignored.
-func scanProviderDir(dir, typ string) (map[string]map[string]string, int, error) {
-	entries, err := os.ReadDir(dir)
+// named) and platform, and how many other entries it ignored. It takes
+// its entries from *budget, and fails with errTooManyEntries past it.
+func scanProviderDir(dir, typ string, budget *int) (map[string]map[string]string, int, error) {
+	f, err := os.Open(dir)
 	if err != nil {
 		return nil, 0, err
+	}
+	entries, err := f.ReadDir(*budget + 1)
+	f.Close()
+	if err != nil && err != io.EOF {
+		return nil, 0, err
+	}
+	if *budget -= len(entries); *budget < 0 {
+		return nil, 0, errTooManyEntries
 	}
 	out := map[string]map[string]string{}
 	ignored := 0
