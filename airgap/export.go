@@ -48,7 +48,13 @@ type ExportSummary struct {
 	Written int   `json:"written"`
 	Bytes   int64 `json:"bytes"`
 	Present int   `json:"present"`
-	// Failed counts the versions that failed (each reported).
+	// Modules are the module packages written, ModuleBytes their
+	// size; ModulesPresent those in the export already.
+	Modules        int   `json:"modules,omitempty"`
+	ModuleBytes    int64 `json:"module_bytes,omitempty"`
+	ModulesPresent int   `json:"modules_present,omitempty"`
+	// Failed counts the versions that failed (each reported), of
+	// providers and modules.
 	Failed int `json:"failed"`
 	// Signer is the fingerprint of the export key that signed the
 	// manifest.
@@ -59,7 +65,8 @@ type ExportSummary struct {
 	Unlisted int `json:"unlisted,omitempty"`
 }
 
-// Export writes the cached packages sel selects, with their evidence, to
+// Export writes the cached packages sel selects, with their evidence, and
+// the cached module packages (see exportModules), to
 // out: a directory, or (IsTarName) one tar file; and the manifest of
 // every file there, signed by key (see writeManifest). Each version that
 // fails is passed to report (one line, naming it) and counted, and the
@@ -201,6 +208,11 @@ func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, o
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
 		}
 	}
+	if sel.wantsModules() {
+		if err := exportModules(ctx, engine, out, files, report, sum); err != nil {
+			return err
+		}
+	}
 	if err := writeIndexes(out, files); err != nil {
 		return err
 	}
@@ -246,7 +258,7 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 		if len(sel.Platforms) > 0 && !slices.Contains(sel.Platforms, pe.Platform) || !cached[pe.Platform] {
 			continue
 		}
-		path := filepath.Join(dir, packedName(p.Type, ev.Version, pe.Platform))
+		path := filepath.Join(dir, pullthrough.ArchiveName(p.Type, ev.Version, pe.Platform))
 		wrote, n, err := exportArchive(engine, pe.SHA256, path, files)
 		switch {
 		case err != nil:
@@ -346,7 +358,7 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 			if _, ok := pkgs[pl]; ok {
 				continue
 			}
-			zip := filepath.Join(dir, packedName(p.Type, ev.Version, pl))
+			zip := filepath.Join(dir, pullthrough.ArchiveName(p.Type, ev.Version, pl))
 			got, n, err := fileSHA256Size(zip)
 			if err != nil || got != pkg.SHA256 {
 				continue
@@ -464,8 +476,8 @@ func writeIndexes(out string, files *exportFiles) error {
 		}
 		byVersion := map[string]map[string]mirrorArchive{}
 		for _, e := range entries {
-			version, platform, ok := parsePackedName(typ, e.Name())
-			if !ok || !e.Type().IsRegular() {
+			version, pl, err := pullthrough.ParseArchiveName(typ, e.Name())
+			if err != nil || !e.Type().IsRegular() {
 				continue
 			}
 			v, err := pullthrough.ParseSemver(version)
@@ -489,7 +501,7 @@ func writeIndexes(out string, files *exportFiles) error {
 			if byVersion[v.String()] == nil {
 				byVersion[v.String()] = map[string]mirrorArchive{}
 			}
-			byVersion[v.String()][platform] = mirrorArchive{Hashes: []string{h1}, URL: e.Name()}
+			byVersion[v.String()][pl.String()] = mirrorArchive{Hashes: []string{h1}, URL: e.Name()}
 		}
 		if len(byVersion) == 0 {
 			continue

@@ -26,8 +26,14 @@ type ImportSummary struct {
 	Imported int   `json:"imported"`
 	Bytes    int64 `json:"bytes"`
 	Present  int   `json:"present"`
+	// Modules are the module packages added to the cache, ModuleBytes
+	// their size; ModulesPresent those there already.
+	Modules        int   `json:"modules,omitempty"`
+	ModuleBytes    int64 `json:"module_bytes,omitempty"`
+	ModulesPresent int   `json:"modules_present,omitempty"`
 	// Failed counts the versions (or provider directories) refused, each
-	// reported; Ignored the entries of the input that are not imported.
+	// reported, of providers and modules; Ignored the entries of the
+	// input that are not imported.
 	Failed  int `json:"failed"`
 	Ignored int `json:"ignored"`
 }
@@ -96,6 +102,9 @@ func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts Imp
 	}
 	b := openBundle(dir, opts)
 	err = importDir(ctx, engine, b, report, &sum)
+	if err == nil {
+		err = importModules(ctx, engine, b, opts.ScratchDir, report, &sum)
+	}
 	return sum, err
 }
 
@@ -160,6 +169,9 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 		}
 		rel, _ := filepath.Rel(dir, pdir)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
+		if parts[0] == modulesDir {
+			continue // see importModules
+		}
 		p, err := ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
 			sum.Failed++
@@ -187,7 +199,7 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 			}
 		}
 	}
-	if !found {
+	if !found && !hasModules(dir) {
 		return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip)", shown)
 	}
 	return nil
@@ -215,13 +227,13 @@ func scanProviderDir(dir, typ string, budget *int) (map[string]map[string]string
 	out := map[string]map[string]string{}
 	ignored := 0
 	for _, e := range entries {
-		version, platform, ok := parsePackedName(typ, e.Name())
+		version, pl, err := pullthrough.ParseArchiveName(typ, e.Name())
 		switch {
-		case ok && e.Type().IsRegular():
+		case err == nil && e.Type().IsRegular():
 			if out[version] == nil {
 				out[version] = map[string]string{}
 			}
-			out[version][platform] = e.Name()
+			out[version][pl.String()] = e.Name()
 		case e.IsDir():
 			ignored++ // unpacked layouts are not imported
 		}

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
@@ -275,18 +276,28 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	if err := s.listImported(ctx, p, v, in); err != nil {
 		return ImportResult{}, err
 	}
-	s.hostsMu.RLock()
-	known := s.importedHosts[p.Hostname]
-	s.hostsMu.RUnlock()
-	if !known {
-		if err := s.store.PutMeta(importedHostPrefix+string(p.Hostname), struct{}{}); err != nil {
-			return ImportResult{}, fmt.Errorf("recording imported host %s: %w", p.Hostname, err)
-		}
-		s.hostsMu.Lock()
-		s.importedHosts[p.Hostname] = true
-		s.hostsMu.Unlock()
+	if err := s.recordImportedHost(p.Hostname); err != nil {
+		return ImportResult{}, err
 	}
 	return res, nil
+}
+
+// recordImportedHost records host as one that Import or ImportModule
+// loaded packages of (local-only unless it is an allowed origin).
+func (s *Engine) recordImportedHost(host svchost.Hostname) error {
+	s.hostsMu.RLock()
+	known := s.importedHosts[host]
+	s.hostsMu.RUnlock()
+	if known {
+		return nil
+	}
+	if err := s.store.PutMeta(importedHostPrefix+string(host), struct{}{}); err != nil {
+		return fmt.Errorf("recording imported host %s: %w", host, err)
+	}
+	s.hostsMu.Lock()
+	s.importedHosts[host] = true
+	s.hostsMu.Unlock()
+	return nil
 }
 
 // joinable checks that the imported packages, verified as archives, may
@@ -349,6 +360,7 @@ func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 func (s *Engine) importArchive(ctx context.Context, p discovery.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
 	out := ImportedOutcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
+	s.ret.protect(a.SHA256) // an imported package cannot be fetched again
 	f, _, err := s.archives.joinFrom(p, a, src)
 	if err != nil {
 		return out, err

@@ -90,6 +90,12 @@ type ModuleRecord struct {
 	SHA256    string    `json:"sha256,omitempty"`
 	Size      int64     `json:"size,omitempty"`
 	FetchedAt time.Time `json:"fetched_at,omitzero"`
+	// Provenance is how the package reached the cache: fetched from its
+	// source (ProvenanceOrigin), loaded by ImportModule from an export
+	// that vouched for it (ProvenanceImported), or a local module
+	// imported without any origin (ProvenanceUnsigned: no Location, never
+	// fetched again).
+	Provenance Provenance `json:"provenance,omitempty"`
 }
 
 func moduleVersionsKey(m discovery.Module) string  { return "modversions/" + m.String() }
@@ -112,9 +118,11 @@ func canonicalModuleVersion(v string) string {
 }
 
 // CheckModuleOrigin fails with ErrOriginNotAllowed for a module of a host
-// the engine does not serve.
+// the engine does not serve: neither an allowed origin nor a local-only
+// host (one that Import or ImportModule loaded packages of), whose
+// modules are served from the cache only.
 func (s *Engine) CheckModuleOrigin(m discovery.Module) error {
-	if !s.allowed[m.Hostname] {
+	if !s.allowed[m.Hostname] && !s.local(m.Hostname) {
 		return fmt.Errorf("%w: %s", ErrOriginNotAllowed, m.Hostname)
 	}
 	return nil
@@ -142,7 +150,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*Modul
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline {
+	if s.cfg.Offline || s.local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
 	key := moduleVersionsKey(m)
@@ -221,6 +229,9 @@ func (s *Engine) sealedModuleVersions(ctx context.Context, m discovery.Module) (
 		}
 	}
 	if len(list.Versions) == 0 {
+		if !s.cfg.Offline {
+			return nil, ListState{}, fmt.Errorf("%w: no version of module %s of the local-only host %s is cached", discovery.ErrNotFound, m, m.Hostname)
+		}
 		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", ErrOffline, m)
 	}
 	return list, ListState{}, nil
@@ -246,6 +257,9 @@ func (s *Engine) ModuleLocation(ctx context.Context, m discovery.Module, version
 	s.metrics.CacheLookup("module_location", false)
 	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
 		return rec, nil
+	}
+	if s.local(m.Hostname) {
+		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
 	res, err := s.coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
@@ -327,6 +341,10 @@ func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version str
 	if err != nil {
 		return nil, err
 	}
+	s.ret.used(moduleRecordKey(m, version))
+	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
+		s.ret.protectIfPinned("module", m.String(), v, rec.SHA256)
+	}
 	if pkg := s.openModuleBlob(*rec, Hit); pkg != nil {
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
@@ -334,6 +352,9 @@ func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version str
 	s.metrics.CacheLookup("module_package", false)
 	if s.cfg.Offline && s.cfg.Shared == nil {
 		return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, version)
+	}
+	if rec.Location == "" && s.cfg.Shared == nil {
+		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", ErrNotCached, m, version)
 	}
 	recKey := moduleRecordKey(m, version)
 	var led atomic.Bool

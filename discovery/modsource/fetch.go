@@ -215,8 +215,10 @@ func (t *treeWriter) symlink(name, target string) error {
 		return err
 	}
 	// Only links that stay inside the package.
-	rel := path.Clean(path.Join(path.Dir("/"+strings.TrimPrefix(path.Clean("/"+name), "/")), target))
-	if path.IsAbs(target) || !strings.HasPrefix(rel, "/") || strings.HasPrefix(rel, "/..") {
+	// (Resolved relative to the package's top: a rooted path would
+	// swallow the ".." that climb out of it.)
+	rel := path.Join(path.Dir(strings.TrimPrefix(path.Clean("/"+name), "/")), target)
+	if path.IsAbs(target) || rel == ".." || strings.HasPrefix(rel, "../") {
 		return fmt.Errorf("the package's link %q points outside it (%q)", name, target)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
