@@ -121,14 +121,16 @@ type bundle struct {
 	// hasManifest says the input has a manifest or its signature: it is
 	// an export, not a plain directory.
 	hasManifest bool
-	// maxEntries bounds the entries of a directory import.
-	maxEntries int
+	// maxEntries bounds the entries of the input looked at (the tar file
+	// it was unpacked from had as many at most); entriesLeft are those
+	// still to look at.
+	maxEntries, entriesLeft int
 }
 
 // openBundle reads the manifest of the input in dir, if any.
 func openBundle(dir string, opts ImportOptions) *bundle {
 	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true,
-		maxEntries: opts.MaxEntries}
+		maxEntries: opts.MaxEntries, entriesLeft: opts.MaxEntries}
 	m, err := readManifest(dir, opts.Trust.ExportKeys)
 	var merr *manifestError
 	switch {
@@ -158,9 +160,8 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 	if err != nil {
 		return err
 	}
-	budget := b.maxEntries - len(providerDirs) // entries left to look at
-	if budget < 0 {
-		return fmt.Errorf("%s holds more than %d provider directories, the most an import takes", shown, b.maxEntries)
+	if err := b.take(len(providerDirs)); err != nil {
+		return err
 	}
 	found := false
 	for _, pdir := range providerDirs {
@@ -178,9 +179,9 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
 		}
-		versions, ignored, err := scanProviderDir(pdir, p.Type, &budget)
+		versions, ignored, err := scanProviderDir(b, pdir, p.Type)
 		if errors.Is(err, errTooManyEntries) {
-			return fmt.Errorf("%s holds more than %d entries, the most an import takes", shown, b.maxEntries)
+			return err
 		}
 		if err != nil {
 			sum.Failed++
@@ -205,24 +206,40 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 	return nil
 }
 
-// errTooManyEntries is scanProviderDir's error past its budget.
+// errTooManyEntries is the error of an input with more entries than an
+// import looks at (ImportOptions.MaxEntries).
 var errTooManyEntries = errors.New("too many entries")
 
-// scanProviderDir returns the packed archives in dir by version (as
-// named) and platform, and how many other entries it ignored. It takes
-// its entries from *budget, and fails with errTooManyEntries past it.
-func scanProviderDir(dir, typ string, budget *int) (map[string]map[string]string, int, error) {
+// take takes n entries looked at from the input's budget, failing with
+// errTooManyEntries past it.
+func (b *bundle) take(n int) error {
+	if b.entriesLeft -= n; b.entriesLeft < 0 {
+		return fmt.Errorf("%s holds more than %d entries (directories and files), the most an import takes: %w", b.shown, b.maxEntries, errTooManyEntries)
+	}
+	return nil
+}
+
+// readDir returns the entries of dir (unsorted), taken from the input's
+// budget: past it, without reading the rest, errTooManyEntries.
+func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
 	f, err := os.Open(dir)
 	if err != nil {
-		return nil, 0, err
+		return nil, err
 	}
-	entries, err := f.ReadDir(*budget + 1)
-	f.Close()
+	defer f.Close()
+	entries, err := f.ReadDir(max(b.entriesLeft, 0) + 1)
 	if err != nil && err != io.EOF {
-		return nil, 0, err
+		return nil, err
 	}
-	if *budget -= len(entries); *budget < 0 {
-		return nil, 0, errTooManyEntries
+	return entries, b.take(len(entries))
+}
+
+// scanProviderDir returns the packed archives in dir by version (as
+// named) and platform, and how many other entries it ignored.
+func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, int, error) {
+	entries, err := b.readDir(dir)
+	if err != nil {
+		return nil, 0, err
 	}
 	out := map[string]map[string]string{}
 	ignored := 0
