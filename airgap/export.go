@@ -394,11 +394,14 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 	return err
 }
 
-// Bounds on the files of a version that are read whole: an evidence
-// file (or VERSION.json) holds the package metadata of every platform.
+// Bounds on the files of a version that are read whole, as the origin
+// path bounds them: an evidence file (or VERSION.json) holds the package
+// metadata of every platform, each of which the origin client takes up to
+// 16 MiB of (discovery.Config.MaxDocumentBytes's default); a SHA256SUMS
+// document and its signature as the engine fetches them.
 const (
 	maxEvidenceBytes = 16 << 20
-	maxSumsBytes     = 1 << 20
+	maxSumsBytes     = pullthrough.MaxSumsBytes
 )
 
 // readEvidence reads an evidence file and the documents it names (from

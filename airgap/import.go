@@ -1,9 +1,6 @@
 package airgap
 
 import (
-	"archive/tar"
-	"bufio"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -54,10 +51,16 @@ type ImportOptions struct {
 	// Shown is the input as the user named it, for messages; default the
 	// path Import was given.
 	Shown string
-	// ScratchDir is where a tar file is unpacked; default os.TempDir().
+	// ScratchDir is where a tar file is unpacked, in a directory of its
+	// own that is removed when the import ends (and by RemoveScratch if
+	// the process did not get to it); default os.TempDir().
 	ScratchDir string
 	// MaxFileBytes bounds each file of a tar file; default 1 GiB.
 	MaxFileBytes int64
+	// MaxEntries bounds the entries of a tar file, and the provider
+	// directories and files of a directory import; default
+	// DefaultMaxEntries.
+	MaxEntries int
 }
 
 // Import loads the export at in (a directory, or a tar file, compressed
@@ -75,19 +78,25 @@ func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts Imp
 	if opts.MaxFileBytes <= 0 {
 		opts.MaxFileBytes = 1 << 30
 	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
 	info, err := os.Stat(in)
 	if err != nil {
 		return sum, err
 	}
 	dir := in
 	if !info.IsDir() {
-		tmp, err := os.MkdirTemp(opts.ScratchDir, "import-*")
+		// Unpacked beside the cache, within the room above its disk
+		// reserve; a tar file refused leaves nothing behind.
+		tmp, err := newScratch(opts.ScratchDir)
 		if err != nil {
 			return sum, err
 		}
 		defer os.RemoveAll(tmp)
-		if err := untar(in, tmp, opts.MaxFileBytes); err != nil {
-			return sum, fmt.Errorf("%s: %w", opts.Shown, err)
+		lim := unpackLimits{maxFileBytes: opts.MaxFileBytes, maxEntries: opts.MaxEntries, space: diskSpace(engine.DiskHeadroom, tmp)}
+		if err := untar(ctx, in, tmp, lim); err != nil {
+			return sum, fmt.Errorf("%s refused: %w", opts.Shown, err)
 		}
 		dir = tmp
 	}
@@ -112,11 +121,16 @@ type bundle struct {
 	// hasManifest says the input has a manifest or its signature: it is
 	// an export, not a plain directory.
 	hasManifest bool
+	// maxEntries bounds the entries of the input looked at (the tar file
+	// it was unpacked from had as many at most); entriesLeft are those
+	// still to look at.
+	maxEntries, entriesLeft int
 }
 
 // openBundle reads the manifest of the input in dir, if any.
 func openBundle(dir string, opts ImportOptions) *bundle {
-	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true}
+	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true,
+		maxEntries: opts.MaxEntries, entriesLeft: opts.MaxEntries}
 	m, err := readManifest(dir, opts.Trust.ExportKeys)
 	var merr *manifestError
 	switch {
@@ -137,68 +151,6 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 	return b
 }
 
-// untar unpacks the tar file path (gzip-compressed or not) into dir:
-// regular files and directories only, every name inside dir, no file
-// larger than limit.
-func untar(path, dir string, limit int64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := strings.TrimSuffix(hdr.Name, "/")
-		if !filepath.IsLocal(name) {
-			return fmt.Errorf("entry %q is outside the archive's directory", hdr.Name)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if hdr.Size > limit {
-				return fmt.Errorf("entry %q is larger than the %d bytes allowed", hdr.Name, limit)
-			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, io.LimitReader(tr, limit))
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("entry %q is not a regular file or directory", hdr.Name)
-		}
-	}
-}
-
 // importDir imports every provider version in dir (laid out as export and
 // `terraform providers mirror` write it). Names in messages are given
 // under shown, the directory or tar file the user named.
@@ -206,6 +158,9 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 	dir, shown := b.dir, b.shown
 	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
 	if err != nil {
+		return err
+	}
+	if err := b.take(len(providerDirs)); err != nil {
 		return err
 	}
 	found := false
@@ -224,7 +179,10 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
 		}
-		versions, ignored, err := scanProviderDir(pdir, p.Type)
+		versions, ignored, err := scanProviderDir(b, pdir, p.Type)
+		if errors.Is(err, errTooManyEntries) {
+			return err
+		}
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
@@ -248,10 +206,38 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 	return nil
 }
 
+// errTooManyEntries is the error of an input with more entries than an
+// import looks at (ImportOptions.MaxEntries).
+var errTooManyEntries = errors.New("too many entries")
+
+// take takes n entries looked at from the input's budget, failing with
+// errTooManyEntries past it.
+func (b *bundle) take(n int) error {
+	if b.entriesLeft -= n; b.entriesLeft < 0 {
+		return fmt.Errorf("%s holds more than %d entries (directories and files), the most an import takes: %w", b.shown, b.maxEntries, errTooManyEntries)
+	}
+	return nil
+}
+
+// readDir returns the entries of dir (unsorted), taken from the input's
+// budget: past it, without reading the rest, errTooManyEntries.
+func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(max(b.entriesLeft, 0) + 1)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return entries, b.take(len(entries))
+}
+
 // scanProviderDir returns the packed archives in dir by version (as
 // named) and platform, and how many other entries it ignored.
-func scanProviderDir(dir, typ string) (map[string]map[string]string, int, error) {
-	entries, err := os.ReadDir(dir)
+func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, int, error) {
+	entries, err := b.readDir(dir)
 	if err != nil {
 		return nil, 0, err
 	}

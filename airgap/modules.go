@@ -21,6 +21,7 @@ package airgap
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -156,6 +157,9 @@ func importModules(ctx context.Context, engine *pullthrough.Engine, b *bundle, s
 	if err != nil {
 		return err
 	}
+	if err := b.take(len(dirs)); err != nil {
+		return err
+	}
 	for _, mdir := range dirs {
 		if info, err := os.Stat(mdir); err != nil || !info.IsDir() {
 			continue
@@ -167,7 +171,10 @@ func importModules(ctx context.Context, engine *pullthrough.Engine, b *bundle, s
 			report(fmt.Sprintf("%s: %v", b.shownPath(rel), err))
 			continue
 		}
-		entries, err := os.ReadDir(mdir)
+		entries, err := b.readDir(mdir)
+		if errors.Is(err, errTooManyEntries) {
+			return err
+		}
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", b.shownPath(rel), err))

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/metrics"
@@ -75,6 +76,11 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 			store.Close()
 		}
 	}()
+	// Imports unpack tar files into the data directory (adminOptions):
+	// what one whose process died left there goes, once the cache is ours.
+	if err := airgap.RemoveScratch(cfg.DataDir, logger); err != nil {
+		logger.Warn("could not remove what an interrupted import left unpacked", "error", err)
+	}
 	originCfg := discovery.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
 		UserAgent:       "tfmirror/" + version,
