@@ -16,6 +16,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 
@@ -136,6 +137,7 @@ type API struct {
 	log     *slog.Logger
 	metrics Metrics
 	opts    Options
+	uid     int // the user the process runs as, who may call (see peer.go)
 }
 
 // New returns the admin operations of engine. A nil logger discards;
@@ -144,7 +146,7 @@ func New(engine *mirror.Engine, logger *slog.Logger, met Metrics, opts Options) 
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{engine: engine, log: logger, metrics: met, opts: opts}
+	return &API{engine: engine, log: logger, metrics: met, opts: opts, uid: os.Getuid()}
 }
 
 // Export exports the cached packages req selects to req.Out through

@@ -5,9 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -34,18 +31,7 @@ func TestAdminHandler(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, []string{"linux_amd64", "darwin_arm64"})
 	met := &countingSync{outcomes: map[string]int{}}
-	srv := httptest.NewServer(New(h.engine, nil, met, Options{}).Handler())
-	defer srv.Close()
-	post := func(path, body string) (int, []byte) {
-		t.Helper()
-		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
+	_, post := socket(t, New(h.engine, nil, met, Options{}))
 	const random = `"provider":"registry.terraform.io/hashicorp/random"`
 
 	status, body := post("/v1/versions", "{"+random+"}")
@@ -116,16 +102,9 @@ func TestAdminExportImport(t *testing.T) {
 	met := &countingSync{outcomes: map[string]int{}}
 	post := func(a *API, path string, req any) (int, []byte) {
 		t.Helper()
-		srv := httptest.NewServer(a.Handler())
-		defer srv.Close()
+		_, post := socket(t, a)
 		body, _ := json.Marshal(req)
-		resp, err := http.Post(srv.URL+path, "application/json", bytes.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
+		return post(path, string(body))
 	}
 	key, err := airgap.GenerateExportKey("exporter")
 	if err != nil {

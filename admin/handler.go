@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
+	"slices"
+	"strings"
+	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/httperr"
@@ -15,55 +19,102 @@ import (
 // maxRequest bounds an admin request body.
 const maxRequest = 64 << 10
 
-// Handler serves the admin API, for a unix socket only (it has no
-// authentication: the socket's file mode is its access control):
+// NewServer returns the HTTP server of the admin API for a unix socket
+// (Listen): it reads each connection's caller credentials (peer.go) and
+// serves Handler. Requests run on base, detached from its cancellation;
+// the caller shuts the server down.
+func (a *API) NewServer(base context.Context) *http.Server {
+	return &http.Server{
+		Handler:           a.Handler(),
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(base) },
+		ConnContext:       connContext,
+	}
+}
+
+// Handler serves the admin API, for a unix socket only: a caller is let
+// in by the socket's file mode, then only if it runs as the serving
+// process's user or root (403 otherwise, and for a request whose
+// caller's credentials were not read: serve it with NewServer):
 //
 //	POST /v1/versions {"provider"}                          -> [Version]
 //	POST /v1/package  {"provider","version","platforms"}    -> [Archive]
 //	POST /v1/ensure   {"provider","version","platform"}     -> Ensured
-//	POST /v1/export   ExportRequest                    -> Exported
-//	POST /v1/import   ImportRequest                    -> Imported
+//	POST /v1/export   ExportRequest                         -> Exported
+//	POST /v1/import   ImportRequest                         -> Imported
 //
-// Errors answer the status httperr.Status gives and an ErrorBody.
+// Errors answer the status httperr.Status gives and an ErrorBody. What
+// changes the cache or writes files (ensure, module unpack, export,
+// import) is logged at info level, succeeded or failed, with what it
+// changed and the caller's uid and pid: the audit log.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/versions", a.serve(func(ctx context.Context, p discovery.Provider, r Request) (any, error) {
-		return a.Versions(ctx, p)
+	mux.HandleFunc("POST /v1/versions", a.serve(slog.LevelDebug, "admin sync: versions listed", func(ctx context.Context, p discovery.Provider, r Request) (any, []any, error) {
+		res, err := a.Versions(ctx, p)
+		return res, []any{"versions", len(res)}, err
 	}))
-	mux.HandleFunc("POST /v1/package", a.serve(func(ctx context.Context, p discovery.Provider, r Request) (any, error) {
-		return a.Package(ctx, p, r.Version, r.Platforms)
+	mux.HandleFunc("POST /v1/package", a.serve(slog.LevelDebug, "admin sync: packages listed", func(ctx context.Context, p discovery.Provider, r Request) (any, []any, error) {
+		res, err := a.Package(ctx, p, r.Version, r.Platforms)
+		return res, []any{"packages", len(res)}, err
 	}))
-	mux.HandleFunc("POST /v1/ensure", a.serve(func(ctx context.Context, p discovery.Provider, r Request) (any, error) {
-		return a.Ensure(ctx, p, r.Version, r.Platform)
+	mux.HandleFunc("POST /v1/ensure", a.serve(slog.LevelInfo, "admin sync: package ensured", func(ctx context.Context, p discovery.Provider, r Request) (any, []any, error) {
+		res, err := a.Ensure(ctx, p, r.Version, r.Platform)
+		if err != nil {
+			return nil, nil, err
+		}
+		return res, []any{"fetched", !res.CachedAlready, "source", res.Source, "bytes", res.Bytes, "sha256", res.SHA256}, nil
 	}))
-	mux.HandleFunc("POST /v1/export", handle(a, func(ctx context.Context, r ExportRequest) (any, []any, error) {
+	mux.HandleFunc("POST /v1/export", handle(a, slog.LevelInfo, "admin export", func(ctx context.Context, r ExportRequest) (any, []any, error) {
 		res, err := a.Export(ctx, r)
-		return res, []any{"out", r.Out}, err
+		return res, []any{"out", r.Out, "selected_providers", r.Providers, "selected_versions", r.Versions, "selected_platforms", r.Platforms,
+			"providers", providersOf(res.Versions), "versions", res.Versions, "packages_written", res.Written, "packages_present", res.Present,
+			"bytes", res.Bytes, "failed", res.Failed, "failures", res.Failures, "unlisted", res.Unlisted, "signer", res.Signer}, err
 	}))
-	mux.HandleFunc("POST /v1/import", handle(a, func(ctx context.Context, r ImportRequest) (any, []any, error) {
+	mux.HandleFunc("POST /v1/import", handle(a, slog.LevelInfo, "admin import", func(ctx context.Context, r ImportRequest) (any, []any, error) {
 		res, err := a.Import(ctx, r)
-		return res, []any{"in", r.In}, err
+		return res, []any{"in", r.In, "allow_unsigned", r.AllowUnsigned,
+			"providers", providersOf(res.Versions), "versions", res.Versions, "packages_imported", res.Imported, "packages_present", res.Present,
+			"bytes", res.Bytes, "refused", res.Failed, "refusals", res.Failures, "ignored", res.Ignored}, err
 	}))
 	a.moduleRoutes(mux) // modules.go
-	return mux
+	return a.guard(mux)
 }
 
-func (a *API) serve(op func(context.Context, discovery.Provider, Request) (any, error)) http.HandlerFunc {
-	return handle(a, func(ctx context.Context, req Request) (any, []any, error) {
+// providersOf returns the providers of versions ("HOST/NAMESPACE/TYPE
+// VERSION"), each once, sorted.
+func providersOf(versions []string) []string {
+	out := []string{}
+	for _, v := range versions {
+		p, _, _ := strings.Cut(v, " ")
+		if !slices.Contains(out, p) {
+			out = append(out, p)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (a *API) serve(level slog.Level, msg string, op func(context.Context, discovery.Provider, Request) (any, []any, error)) http.HandlerFunc {
+	return handle(a, level, msg, func(ctx context.Context, req Request) (any, []any, error) {
 		attrs := []any{"provider", req.Provider, "version", req.Version, "platform", req.Platform}
 		p, err := proxy.ParseProviderAddress(req.Provider)
 		if err != nil {
 			return nil, attrs, err
 		}
-		res, err := op(ctx, p, req)
-		return res, attrs, err
+		res, more, err := op(ctx, p, req)
+		return res, append(attrs, more...), err
 	})
 }
 
 // handle serves an admin operation whose request body is a Req; op
-// returns the answer, and the request's attributes for the log.
-func handle[Req any](a *API, op func(context.Context, Req) (any, []any, error)) http.HandlerFunc {
+// returns the answer, and the request's attributes and what it did for
+// the log. A success is logged at level as msg; a failure at a level by
+// its status (and at least level), with what op did before it failed.
+// Every line names the caller (uid and pid).
+func handle[Req any](a *API, level slog.Level, msg string, op func(context.Context, Req) (any, []any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		peer, _ := peerOf(r.Context()) // guard let it in
 		var req Req
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, maxRequest))
 		if err == nil {
@@ -78,22 +129,24 @@ func handle[Req any](a *API, op func(context.Context, Req) (any, []any, error)) 
 		if err == nil {
 			res, attrs, err = op(r.Context(), req)
 		}
+		caller := []any{"caller_uid", peer.UID, "caller_pid", peer.PID}
 		if err != nil {
 			if r.Context().Err() != nil {
 				err = &httperr.ClientGoneError{Err: err}
 			}
 			status := httperr.Status(err)
-			level := slog.LevelWarn
+			flevel := slog.LevelWarn
 			if status == httperr.StatusClientClosedRequest || status == http.StatusNotFound {
-				level = slog.LevelInfo
+				flevel = slog.LevelInfo
 			} else if status == http.StatusInternalServerError {
-				level = slog.LevelError
+				flevel = slog.LevelError
 			}
-			a.log.Log(r.Context(), level, "admin request failed",
-				append(append([]any{"path", r.URL.Path}, attrs...), "status", status, "error", err)...)
+			a.log.Log(r.Context(), max(flevel, level), "admin request failed",
+				slices.Concat([]any{"path", r.URL.Path}, attrs, caller, []any{"status", status, "error", err})...)
 			writeJSON(w, status, ErrorBody{Error: err.Error()})
 			return
 		}
+		a.log.Log(r.Context(), level, msg, slices.Concat(attrs, caller)...)
 		writeJSON(w, http.StatusOK, res)
 	}
 }

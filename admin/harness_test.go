@@ -4,7 +4,10 @@ import (
 	"context"
 	"io"
 	"log"
+	"net"
+	"net/http"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,4 +62,47 @@ func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
 	os.Exit(m.Run())
+}
+
+// socket serves a over a unix socket in a new directory, as tfmirror
+// serve does (Listen, NewServer), until the test ends, and returns the
+// socket's data directory and a function that posts body to path
+// through it and returns the status and the answer.
+func socket(t *testing.T, a *API) (dataDir string, post func(path, body string) (int, []byte)) {
+	t.Helper()
+	dataDir = t.TempDir()
+	ln, err := Listen(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := a.NewServer(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	client := &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", SocketPath(dataDir))
+		},
+	}}
+	t.Cleanup(func() {
+		client.CloseIdleConnections()
+		srv.Close()
+		<-done
+	})
+	return dataDir, func(path, body string) (int, []byte) {
+		t.Helper()
+		resp, err := client.Post("http://tfmirror"+path, "application/json", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, b
+	}
 }

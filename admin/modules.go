@@ -13,6 +13,7 @@ package admin
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -89,20 +90,23 @@ func (a *API) moduleRoutes(mux *http.ServeMux) {
 		}
 		return m, attrs, nil
 	}
-	mux.HandleFunc("POST /v1/module/versions", handle(a, func(ctx context.Context, req ModuleRequest) (any, []any, error) {
+	mux.HandleFunc("POST /v1/module/versions", handle(a, slog.LevelDebug, "admin sync: module versions listed", func(ctx context.Context, req ModuleRequest) (any, []any, error) {
 		m, attrs, err := parse(req)
 		if err != nil {
 			return nil, attrs, err
 		}
 		res, err := a.ModuleVersions(ctx, m)
-		return res, attrs, err
+		return res, append(attrs, "versions", len(res)), err
 	}))
-	mux.HandleFunc("POST /v1/module/unpack", handle(a, func(ctx context.Context, req ModuleRequest) (any, []any, error) {
+	mux.HandleFunc("POST /v1/module/unpack", handle(a, slog.LevelInfo, "admin sync: module package ensured", func(ctx context.Context, req ModuleRequest) (any, []any, error) {
 		m, attrs, err := parse(req)
 		if err != nil {
 			return nil, attrs, err
 		}
 		res, err := a.UnpackModule(ctx, m, req.Version, req.Dir)
-		return res, attrs, err
+		if err != nil {
+			return nil, attrs, err
+		}
+		return res, append(attrs, "dir", req.Dir, "fetched", !res.CachedAlready, "bytes", res.Size, "sha256", res.SHA256), nil
 	}))
 }

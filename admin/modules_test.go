@@ -2,13 +2,10 @@ package admin
 
 import (
 	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -21,18 +18,7 @@ func TestModules(t *testing.T) {
 	o := h.origin
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"sub/main.tf": []byte("# m\n")}))
 	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("m.tar.gz")+"//sub")
-	srv := httptest.NewServer(New(h.engine, nil, nil, Options{}).Handler())
-	defer srv.Close()
-	post := func(path, body string) (int, []byte) {
-		t.Helper()
-		resp, err := http.Post(srv.URL+path, "application/json", strings.NewReader(body))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, b
-	}
+	_, post := socket(t, New(h.engine, nil, nil, Options{}))
 	const mod = `"module":"registry.terraform.io/acme/vpc/aws"`
 	if status, body := post("/v1/module/versions", "{"+mod+"}"); status != 200 || string(body) != "[\"1.0.0\"]\n" {
 		t.Errorf("versions: %d %s", status, body)

@@ -63,6 +63,9 @@ type ExportSummary struct {
 	// out (each reported): neither written nor checked by this export,
 	// nor listed by an earlier one's manifest signed with the same key.
 	Unlisted int `json:"unlisted,omitempty"`
+	// Versions are the provider versions it wrote packages of,
+	// "HOST/NAMESPACE/TYPE VERSION", for the audit log.
+	Versions []string `json:"versions,omitempty"`
 }
 
 // Export writes the cached packages sel selects, with their evidence, and
@@ -254,6 +257,7 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 	}
 	var exported []pullthrough.PlatformEvidence
 	var failed error
+	written := sum.Written
 	for _, pe := range ev.Platforms {
 		if len(sel.Platforms) > 0 && !slices.Contains(sel.Platforms, pe.Platform) || !cached[pe.Platform] {
 			continue
@@ -276,6 +280,9 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 		if err := writeEvidence(dir, p, ev, exported, files); err != nil {
 			failed = errors.Join(failed, err)
 		}
+	}
+	if sum.Written > written {
+		sum.Versions = append(sum.Versions, p.String()+" "+ev.Version)
 	}
 	return failed
 }

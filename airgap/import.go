@@ -36,6 +36,9 @@ type ImportSummary struct {
 	// input that are not imported.
 	Failed  int `json:"failed"`
 	Ignored int `json:"ignored"`
+	// Versions are the provider versions it added packages of,
+	// "HOST/NAMESPACE/TYPE VERSION", for the audit log.
+	Versions []string `json:"versions,omitempty"`
 }
 
 // ImportOptions are how Import reads its input.
@@ -480,13 +483,18 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p
 	if err != nil {
 		return err
 	}
+	added := false
 	for _, out := range res.Packages {
 		if out.Present {
 			sum.Present++
 		} else {
 			sum.Imported++
 			sum.Bytes += out.Size
+			added = true
 		}
+	}
+	if added {
+		sum.Versions = append(sum.Versions, p.String()+" "+v.String())
 	}
 	return nil
 }

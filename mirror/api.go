@@ -37,7 +37,8 @@ type ListState struct {
 // host of imported providers) and was stored by this release's schema,
 // from the origin otherwise. A sealed mirror (Config.Offline) lists only
 // the versions with at least one cached archive of a platform it serves,
-// so that no client picks a version it cannot install. When the refresh fails for any reason but the origin saying
+// so that no client picks a version it cannot install. Versions withheld
+// (see Withheld) are left out. When the refresh fails for any reason but the origin saying
 // the provider does not exist (discovery.ErrNotFound), the cached list is
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
@@ -54,6 +55,7 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 		// What cannot be fetched again is listed only while it is held.
 		list = s.sealedList(ctx, p, list)
 	}
+	list = s.withholdFrom(p, list)
 	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.stamp(gen, st, stampVersions)}, nil
 }
 

@@ -67,6 +67,13 @@ type Config struct {
 	// any form svchost accepts. Providers of other hosts fail with
 	// ErrOriginNotAllowed and cause no outbound connection. Required.
 	AllowedOrigins []string
+	// UnsignedHosts are allowed origins under which versions without
+	// signature (in-house builds) may be imported and are served; see
+	// unsigned.go. Under any other allowed origin, Import refuses them
+	// and versions imported so by an earlier release are withheld
+	// (Withheld). Hosts that are not allowed origins need no entry: they
+	// are local-only. Each must be in AllowedOrigins. Default: none.
+	UnsignedHosts []string
 	// Platforms limits the engine to these os_arch platforms. Empty means all.
 	Platforms []string
 	// VersionsTTL is how long a provider's version list is served from the
@@ -127,9 +134,14 @@ type Config struct {
 // (origin fetches, archive downloads) runs on the engine's own context,
 // which Shutdown and Close end.
 type Engine struct {
-	cfg       Config
-	allowed   map[svchost.Hostname]bool
-	platforms map[string]bool // nil = all
+	cfg     Config
+	allowed map[svchost.Hostname]bool
+	// unsigned are the allowed origins of Config.UnsignedHosts; withheld
+	// the versions imported without signature under the others, found
+	// at start (see unsigned.go).
+	unsigned  map[svchost.Hostname]bool
+	withheld  map[string][]WithheldVersion // by provider
+	platforms map[string]bool              // nil = all
 	origin    Origin
 	rawOrigin Origin // as given to New, for its module side (see ModuleOrigin)
 	store     Store
@@ -192,6 +204,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		}
 	}
 	slices.Sort(s.cfg.AllowedOrigins)
+	if err := s.setUnsignedHosts(cfg.UnsignedHosts); err != nil {
+		return nil, err
+	}
 	s.cfg.Platforms = nil
 	if len(cfg.Platforms) > 0 {
 		s.platforms = make(map[string]bool)
@@ -261,6 +276,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror: reading the hosts of imported providers: %w", err)
 	}
+	if err := s.findWithheld(); err != nil {
+		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
+	}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
 	s.ret = newRetainer(s, cfg.Retention)
@@ -272,11 +290,12 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 }
 
 // Config returns the configuration in effect: cfg as given to New with
-// every default filled in, AllowedOrigins in svchost comparison form and
-// Platforms canonical, both sorted. Slices are copies.
+// every default filled in, AllowedOrigins and UnsignedHosts in svchost
+// comparison form and Platforms canonical, all sorted. Slices are copies.
 func (s *Engine) Config() Config {
 	c := s.cfg
 	c.AllowedOrigins = slices.Clone(c.AllowedOrigins)
+	c.UnsignedHosts = slices.Clone(c.UnsignedHosts)
 	c.Platforms = slices.Clone(c.Platforms)
 	return c
 }

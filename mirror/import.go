@@ -147,6 +147,9 @@ type ImportedOutcome struct {
 // a version that fails any check leaves no record, so nothing of it is
 // served. The provider's host needs not be an allowed origin: a host that
 // is not one becomes local-only (served from the cache, never contacted).
+// An Unsigned version under an allowed origin is refused (ErrUnsignedOrigin)
+// unless Config.UnsignedHosts names the host: it would shadow the
+// origin's provider (see unsigned.go).
 //
 // Packages the cache holds already are checked against the record: the
 // same sha256 (or nothing is stored). A version cached with a signature
@@ -171,6 +174,10 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	provenance := ProvenanceImported
 	if in.Unsigned {
 		provenance = ProvenanceUnsigned
+		if !s.unsignedAllowed(p.Hostname) {
+			s.log.Warn("import without signature refused under an allowed origin host", "provider", p.String(), "version", v.String())
+			return ImportResult{}, unsignedRefused(p)
+		}
 	}
 
 	// The metadata: checked before any archive is read.

@@ -232,7 +232,9 @@ func TestImportedListRefreshedWhenConnected(t *testing.T) {
 // were read (a client's metadata fetch of the same version): it is
 // refused, and the record stays the origin's alone.
 func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
-	h := newHarness(t, harnessOptions{})
+	// The host takes unsigned imports (Config.UnsignedHosts); without,
+	// Import would refuse at once (TestUnsignedImportStaysInItsLane).
+	h := newHarness(t, harnessOptions{cfg: Config{UnsignedHosts: []string{originHost}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	p, v := h.provider(), mustVersion(t, "1.0.0")
 	zipped := inHouseZip(t, typ)

@@ -332,6 +332,10 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 	if !haveCached {
 		cached, haveCached = s.sharedPackage(ctx, p, v)
 	}
+	if haveCached && cached.Provenance == ProvenanceUnsigned && !s.unsignedAllowed(p.Hostname) {
+		// It would shadow the origin's provider (see unsigned.go).
+		return nil, false, withheldError(p, v.String())
+	}
 	if haveCached && cached.Provenance == ProvenanceUnsigned {
 		// Imported without a signature: nothing to complete it from.
 		if evidence {

@@ -35,6 +35,11 @@ type Status struct {
 	Archives       int              `json:"cached_archives"`
 	Bytes          int64            `json:"cached_bytes"`
 	Providers      []StatusProvider `json:"providers"`
+	// Withheld are the versions the engine keeps but does not serve:
+	// imported without signature under an allowed origin host that its
+	// configuration does not name (mirror.Engine.Withheld). Left out with
+	// ProvidersHidden.
+	Withheld []mirror.WithheldVersion `json:"withheld,omitempty"`
 	// Modules are the registry modules with records (see modules.go).
 	Modules   []StatusModule `json:"modules,omitempty"`
 	Generated time.Time      `json:"generated"`
@@ -126,7 +131,17 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	}
 	st.Providers = lists.providers
 	st.Modules = lists.modules
+	if we, ok := s.engine.(WithheldEngine); ok {
+		st.Withheld = we.Withheld()
+	}
 	return st, nil
+}
+
+// WithheldEngine is an engine that withholds versions it keeps (see
+// mirror.Engine.Withheld), for the status page. *mirror.Engine
+// implements it.
+type WithheldEngine interface {
+	Withheld() []mirror.WithheldVersion
 }
 
 // statusLists are the status page's lists of what the cache holds.

@@ -127,6 +127,12 @@ func TestExportImportThroughRunningServe(t *testing.T) {
 	if got := metricValue(t, q, `tfmirror_import_packages_total{outcome="imported"}`); got != 9 {
 		t.Errorf("imported packages counted: %v, want 9", got)
 	}
+	// The serve's audit log says what the import changed, and who asked.
+	audit := q.waitLog("admin import", 10*time.Second)
+	if audit["packages_imported"] != float64(9) || audit["refused"] != float64(0) || audit["caller_uid"] != float64(os.Getuid()) ||
+		audit["caller_pid"] == nil || audit["caller_pid"] == float64(q.cmd.Process.Pid) || audit["caller_pid"] == float64(0) {
+		t.Errorf("audit log line of the import: %v", audit)
+	}
 	imported := metricValue(t, q, `tfmirror_import_bytes_total`)
 	if imported <= 0 {
 		t.Errorf("imported bytes counted: %v, want > 0", imported)

@@ -114,6 +114,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	parts := &engineParts{store: store, origin: client, metadataTimeout: metadataStages * client.MaxRequestTime()}
 	ecfg := pullthrough.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
+		UnsignedHosts:   cfg.AllowUnsignedHosts,
 		Platforms:       cfg.Platforms,
 		VersionsTTL:     cfg.VersionsTTL,
 		OriginTimeout:   parts.metadataTimeout,

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
@@ -71,6 +73,9 @@ type serveConfig struct {
 	// TrustedPublisherKeys are HOST/NAMESPACE=FILE entries: keys pinned
 	// for the SHA256SUMS of one namespace's providers on import.
 	TrustedPublisherKeys []string
+	// AllowUnsignedHosts are allowed origins under which versions without
+	// signature may be imported and are served (mirror.Config.UnsignedHosts).
+	AllowUnsignedHosts []string
 }
 
 // envName is the environment variable that sets flag name.
@@ -100,9 +105,10 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
 	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
 	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
-	var trustedExport, trustedPublisher listFlag
+	var trustedExport, trustedPublisher, unsignedHosts listFlag
 	addExportKeyFlag(fs, &c.ExportKeyFile)
 	addImportTrustFlags(fs, &trustedExport, &trustedPublisher)
+	addUnsignedHostsFlag(fs, &unsignedHosts)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -117,6 +123,7 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	finish()
 	c.Platforms = platforms
 	c.TrustedExportKeys, c.TrustedPublisherKeys = trustedExport, trustedPublisher
+	c.AllowUnsignedHosts = unsignedHosts
 	return c, c.validate()
 }
 
@@ -131,6 +138,12 @@ func addExportKeyFlag(fs *flag.FlagSet, exportKey *string) {
 func addImportTrustFlags(fs *flag.FlagSet, trustedExport, trustedPublisher *listFlag) {
 	fs.Var(trustedExport, "trusted-export-keys", "comma-separated files of ASCII-armored OpenPGP public keys (several per file allowed) of exporting mirrors (tfmirror export-key prints one): an import takes the versions whose files the manifest signed by one of them lists")
 	fs.Var(trustedPublisher, "trusted-publisher-keys", "comma-separated HOST/NAMESPACE=FILE: ASCII-armored OpenPGP public keys pinned for one namespace; an import takes a version of that namespace whose SHA256SUMS one of them signed")
+}
+
+// addUnsignedHostsFlag registers the flag of the allowed origins that
+// take versions without signature: serve's and import's.
+func addUnsignedHostsFlag(fs *flag.FlagSet, hosts *listFlag) {
+	fs.Var(hosts, "allow-unsigned-hosts", "comma-separated allowed origin hosts under which versions without signature (in-house builds) may be imported and are served; under any other allowed origin an import with --allow-unsigned refuses them and versions imported so earlier are withheld, since they would shadow the origin's providers. Hosts that are not origins need no entry")
 }
 
 // addEngineFlags registers on fs the flags of every command that opens
@@ -227,6 +240,9 @@ func (c serveConfig) validate() error {
 			return fmt.Errorf("--trusted-publisher-keys: %w", err)
 		}
 	}
+	if err := c.checkUnsignedHosts(); err != nil {
+		return err
+	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
@@ -234,6 +250,28 @@ func (c serveConfig) validate() error {
 		}
 	}
 	return c.validateEngine()
+}
+
+// checkUnsignedHosts checks that every --allow-unsigned-hosts host is an
+// allowed origin: others take imports without signature unnamed (they
+// are local-only), and naming one is likely a typo.
+func (c serveConfig) checkUnsignedHosts() error {
+	var origins []svchost.Hostname
+	for _, h := range c.AllowedOrigins {
+		if host, err := svchost.ForComparison(h); err == nil {
+			origins = append(origins, host)
+		}
+	}
+	for _, h := range c.AllowUnsignedHosts {
+		host, err := svchost.ForComparison(h)
+		if err != nil {
+			return fmt.Errorf("--allow-unsigned-hosts: %q: %v", h, err)
+		}
+		if !slices.Contains(origins, host) {
+			return fmt.Errorf("--allow-unsigned-hosts: %s is not among --allowed-origins (hosts that are not origins take imports without signature without being named)", h)
+		}
+	}
+	return nil
 }
 
 // addSharedStoreFlags registers the shared store's flags: serve's and

@@ -13,10 +13,12 @@ import (
 	"github.com/tfmirror/tfmirror/admin"
 )
 
-const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned] IN"
+const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned [--allow-unsigned-hosts HOST,...]] IN"
 
-// trustFlags are the flags of the keys an import trusts.
-var trustFlags = []string{"trusted-export-keys", "trusted-publisher-keys"}
+// trustFlags are the flags of what an import trusts: keys, and the
+// origin hosts that take versions without signature. Through a running
+// serve, the serve's apply.
+var trustFlags = []string{"trusted-export-keys", "trusted-publisher-keys", "allow-unsigned-hosts"}
 
 // runImport is `tfmirror import`. When a tfmirror serve runs on the data
 // directory, that process does the import (and reads IN) with the keys
@@ -24,14 +26,15 @@ var trustFlags = []string{"trusted-export-keys", "trusted-publisher-keys"}
 // opens the cache, sealed, and trusts the keys its flags name.
 func runImport(args []string, stdout, stderr io.Writer) int {
 	var (
-		allowUnsigned                   bool
-		trustedExport, trustedPublisher listFlag
-		ifs                             *flag.FlagSet
+		allowUnsigned                                  bool
+		trustedExport, trustedPublisher, unsignedHosts listFlag
+		ifs                                            *flag.FlagSet
 	)
 	cfg, rest, err := parseCacheCommandFlags("import", args, os.LookupEnv, stderr, importUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (a `terraform providers mirror` directory of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
 		addImportTrustFlags(fs, &trustedExport, &trustedPublisher)
+		addUnsignedHostsFlag(fs, &unsignedHosts)
 	})
 	if errors.Is(err, errHelp) {
 		return 0
@@ -48,6 +51,11 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		}
 		if flagGiven(ifs, "trusted-publisher-keys") {
 			cfg.TrustedPublisherKeys = trustedPublisher
+		}
+		if flagGiven(ifs, "allow-unsigned-hosts") {
+			cfg.AllowUnsignedHosts = unsignedHosts
+		}
+		if len(given) > 0 {
 			err = cfg.validate()
 		}
 	}
@@ -69,11 +77,11 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	viaServer := func() error {
 		if len(given) > 0 {
-			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the import, with the keys it trusts: give them to tfmirror serve (keys are never sent over the admin socket)", strings.Join(given, " and "))
+			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the import, with the keys it trusts and the hosts it allows unsigned versions under: give them to tfmirror serve (neither is ever sent over the admin socket)", strings.Join(given, " and "))
 		}
 		for _, name := range trustFlags {
 			if _, ok := os.LookupEnv(envName(name)); ok {
-				fmt.Fprintf(stderr, "tfmirror import: %s is ignored: the tfmirror serving this data directory imports with the keys it trusts\n", envName(name))
+				fmt.Fprintf(stderr, "tfmirror import: %s is ignored: the tfmirror serving this data directory imports with its own settings\n", envName(name))
 			}
 		}
 		return nil

@@ -335,12 +335,7 @@ func (m *mirror) serveAdmin(ctx context.Context, errc chan<- error) *http.Server
 		m.log.Warn("admin socket unavailable: tfmirror sync, export and import cannot use this data directory while the mirror runs", "error", err)
 		return nil
 	}
-	srv := &http.Server{
-		Handler:           m.admin.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	srv := m.admin.NewServer(ctx)
 	go func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin socket: %w", err)

@@ -82,6 +82,10 @@ func Status(err error) int {
 		errors.Is(err, mirror.ErrVersionNotFound),
 		errors.Is(err, mirror.ErrPlatformNotFound):
 		return http.StatusNotFound
+	case errors.Is(err, mirror.ErrUnsignedOrigin):
+		// An import refused (served versions that are withheld are
+		// ErrVersionNotFound too, 404 above).
+		return http.StatusForbidden
 	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
 		errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable

@@ -1,0 +1,268 @@
+package admin
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/airgap"
+)
+
+// lockedBuffer is a bytes.Buffer for a logger used from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines returns the JSON log lines whose msg is msg.
+func (b *lockedBuffer) lines(t *testing.T, msg string) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if m["msg"] == msg {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func jsonLogger(b *lockedBuffer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(b, &slog.HandlerOptions{Level: slog.LevelInfo}))
+}
+
+// TestAuthorize: the admin API takes callers running as the server's
+// user or root, and nobody else.
+func TestAuthorize(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		peer      Peer
+		serverUID int
+		ok        bool
+	}{
+		{"the server's user", Peer{UID: 1000, PID: 42}, 1000, true},
+		{"root, server not root", Peer{UID: 0, PID: 42}, 1000, true},
+		{"root, server root", Peer{UID: 0, PID: 42}, 0, true},
+		{"another user", Peer{UID: 1001, PID: 42}, 1000, false},
+		{"another user, server root", Peer{UID: 65534, PID: 42}, 0, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := authorize(tc.peer, tc.serverUID)
+			if (err == nil) != tc.ok {
+				t.Fatalf("authorize(%+v, %d) = %v, want ok %v", tc.peer, tc.serverUID, err, tc.ok)
+			}
+			if err != nil {
+				for _, want := range []string{fmt.Sprintf("uid %d", tc.peer.UID), "pid 42", fmt.Sprintf("(uid %d)", tc.serverUID), "nor root"} {
+					if !strings.Contains(err.Error(), want) {
+						t.Errorf("refusal %q does not say %q", err, want)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A request whose caller's credentials were not read (the handler served
+// over TCP, not through NewServer on a unix socket) is refused.
+func TestAdminRefusesUnknownCaller(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	var logs lockedBuffer
+	srv := httptest.NewServer(New(h.engine, jsonLogger(&logs), nil, Options{}).Handler())
+	defer srv.Close()
+	resp, err := http.Post(srv.URL+"/v1/versions", "application/json", strings.NewReader(`{"provider":"registry.terraform.io/hashicorp/random"}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body ErrorBody
+	json.NewDecoder(resp.Body).Decode(&body)
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(body.Error, "credentials") {
+		t.Errorf("%d %q, want 403 about the caller's credentials", resp.StatusCode, body.Error)
+	}
+	if n := h.origin.TotalHits(); n != 0 {
+		t.Errorf("the refused request reached the origin %d times", n)
+	}
+	if len(logs.lines(t, "admin request refused")) != 1 {
+		t.Errorf("the refusal was not logged")
+	}
+}
+
+// TestAdminAudit: what sync (ensure), export and import change through
+// the admin socket is logged at info level with what changed and the
+// caller's uid and pid, refusals included.
+func TestAdminAudit(t *testing.T) {
+	from := newHarness(t, harnessOptions{})
+	from.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	to := newHarness(t, harnessOptions{})
+	key, err := airgap.GenerateExportKey("exporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var public bytes.Buffer
+	if err := key.WritePublic(&public); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := airgap.ReadPublicKeys(&public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs lockedBuffer
+	_, postFrom := socket(t, New(from.engine, jsonLogger(&logs), nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }}))
+	size := float64(len(from.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")))
+	caller := func(t *testing.T, line map[string]any) {
+		t.Helper()
+		if line["caller_uid"] != float64(os.Getuid()) || line["caller_pid"] != float64(os.Getpid()) || line["level"] != "INFO" {
+			t.Errorf("log line %v: want level INFO, caller_uid %d, caller_pid %d", line, os.Getuid(), os.Getpid())
+		}
+	}
+
+	if status, body := postFrom("/v1/ensure", `{"provider":"registry.terraform.io/hashicorp/random","version":"3.6.0","platform":"linux_amd64"}`); status != 200 {
+		t.Fatalf("ensure: %d %s", status, body)
+	}
+	ensured := logs.lines(t, "admin sync: package ensured")
+	if len(ensured) != 1 {
+		t.Fatalf("%d lines for one ensure", len(ensured))
+	}
+	caller(t, ensured[0])
+	if e := ensured[0]; e["provider"] != "registry.terraform.io/hashicorp/random" || e["version"] != "3.6.0" || e["platform"] != "linux_amd64" ||
+		e["fetched"] != true || e["bytes"] != size {
+		t.Errorf("ensure line %v", e)
+	}
+
+	out := filepath.Join(t.TempDir(), "export")
+	if status, body := postFrom("/v1/export", `{"out":`+jsonString(out)+`}`); status != 200 {
+		t.Fatalf("export: %d %s", status, body)
+	}
+	exported := logs.lines(t, "admin export")
+	if len(exported) != 1 {
+		t.Fatalf("%d lines for one export", len(exported))
+	}
+	caller(t, exported[0])
+	if e := exported[0]; e["out"] != out || e["packages_written"] != float64(1) || e["bytes"] != size || e["failed"] != float64(0) ||
+		!slices.Equal(anyStrings(e["versions"]), []string{"registry.terraform.io/hashicorp/random 3.6.0"}) ||
+		!slices.Equal(anyStrings(e["providers"]), []string{"registry.terraform.io/hashicorp/random"}) {
+		t.Errorf("export line %v", e)
+	}
+
+	// An import that trusts no key refuses the version; one that trusts
+	// the exporter's imports it.
+	for _, trust := range []airgap.Trust{{}, {ExportKeys: trusted}} {
+		_, postTo := socket(t, New(to.engine, jsonLogger(&logs), nil, Options{ScratchDir: t.TempDir(), Trust: trust}))
+		if status, body := postTo("/v1/import", `{"in":`+jsonString(out)+`}`); status != 200 {
+			t.Fatalf("import: %d %s", status, body)
+		}
+	}
+	imported := logs.lines(t, "admin import")
+	if len(imported) != 2 {
+		t.Fatalf("%d lines for two imports", len(imported))
+	}
+	refused, taken := imported[0], imported[1]
+	caller(t, refused)
+	caller(t, taken)
+	if refused["refused"] != float64(1) || refused["packages_imported"] != float64(0) || len(anyStrings(refused["refusals"])) != 1 ||
+		!strings.Contains(anyStrings(refused["refusals"])[0], "registry.terraform.io/hashicorp/random 3.6.0 refused") {
+		t.Errorf("refused import line %v", refused)
+	}
+	if taken["refused"] != float64(0) || taken["packages_imported"] != float64(1) || taken["bytes"] != size || taken["in"] != out ||
+		!slices.Equal(anyStrings(taken["versions"]), []string{"registry.terraform.io/hashicorp/random 3.6.0"}) ||
+		!slices.Equal(anyStrings(taken["providers"]), []string{"registry.terraform.io/hashicorp/random"}) {
+		t.Errorf("import line %v", taken)
+	}
+}
+
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// anyStrings is a JSON array of strings as decoded into any.
+func anyStrings(v any) []string {
+	list, _ := v.([]any)
+	out := []string{}
+	for _, e := range list {
+		s, _ := e.(string)
+		out = append(out, s)
+	}
+	return out
+}
+
+// TestAdminRefusesOtherUser: a process of another user that reaches the
+// socket (its mode widened here on purpose) is refused with 403 and a
+// message saying why, and the refusal is logged with its uid. It runs a
+// client as uid 65534 (nobody), so it needs root and /usr/bin/python3;
+// it skips, saying so, without them.
+func TestAdminRefusesOtherUser(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("needs root, to run the client as another user")
+	}
+	// The system's python3: one under root's home is out of nobody's reach.
+	const python = "/usr/bin/python3"
+	if _, err := os.Stat(python); err != nil {
+		t.Skip("needs " + python + " for the client run as another user")
+	}
+	h := newHarness(t, harnessOptions{})
+	var logs lockedBuffer
+	dataDir, _ := socket(t, New(h.engine, jsonLogger(&logs), nil, Options{}))
+	// Let nobody reach the socket: what a mistaken file mode allows.
+	for dir := dataDir; dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
+		if err := os.Chmod(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(SocketPath(dataDir), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	const client = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+body = b'{"provider":"registry.terraform.io/hashicorp/random"}'
+s.sendall(b"POST /v1/versions HTTP/1.1\r\nHost: tfmirror\r\nContent-Type: application/json\r\nConnection: close\r\nContent-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+data = b""
+while True:
+    chunk = s.recv(65536)
+    if not chunk:
+        break
+    data += chunk
+sys.stdout.write(data.decode())
+`
+	cmd := exec.CommandContext(t.Context(), python, "-c", client, SocketPath(dataDir))
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	cmd.Dir = "/"
+	answer, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("client as uid 65534: %v\n%s", err, answer)
+	}
+	if !strings.HasPrefix(string(answer), "HTTP/1.1 403") || !strings.Contains(string(answer), "uid 65534") || !strings.Contains(string(answer), "nor root") {
+		t.Errorf("answer to uid 65534:\n%s", answer)
+	}
+	if n := h.origin.TotalHits(); n != 0 {
+		t.Errorf("the refused request reached the origin %d times", n)
+	}
+	refusals := logs.lines(t, "admin request refused")
+	if len(refusals) != 1 || refusals[0]["caller_uid"] != float64(65534) || refusals[0]["path"] != "/v1/versions" {
+		t.Errorf("refusals logged: %v", refusals)
+	}
+}

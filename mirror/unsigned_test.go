@@ -1,0 +1,229 @@
+package mirror
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+)
+
+// unsignedImport is an unsigned import of version v of p, one in-house
+// package for linux_amd64, and the package's sha256.
+func unsignedImport(t *testing.T, p discovery.Provider, version string) (Imported, string) {
+	t.Helper()
+	zipped := inHouseZip(t, p.Type)
+	sum := sha256.Sum256(zipped)
+	return Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []ImportedPackage{{
+		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
+		Open: func(context.Context) (io.ReadCloser, int64, error) {
+			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
+		},
+	}}}, hex.EncodeToString(sum[:])
+}
+
+// An unsigned import of HOST/NS/TYPE under an allowed origin host adds and
+// replaces no version of that provider: neither one the origin publishes
+// (before or after it is cached) nor a new one, and nothing of it is
+// cached; unless the engine's configuration names the host.
+func TestUnsignedImportStaysInItsLane(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		version string
+		cached  bool // the origin's version is cached before the import
+	}{
+		{"a version the origin publishes", "1.0.0", false},
+		{"a version the origin publishes, cached", "1.0.0", true},
+		{"a new version", "9.0.0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{})
+			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+			p := h.provider()
+			if tc.cached {
+				h.read(t.Context(), "1.0.0", "linux_amd64")
+				h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+			}
+			in, sha := unsignedImport(t, p, tc.version)
+			_, err := h.engine.Import(t.Context(), in)
+			if !errors.Is(err, ErrUnsignedOrigin) {
+				t.Fatalf("Import: %v, want ErrUnsignedOrigin", err)
+			}
+			for _, want := range []string{p.String(), "registry.terraform.io is an allowed origin", "--allow-unsigned-hosts"} {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("refusal %q does not say %q", err, want)
+				}
+			}
+			if _, ok := h.engine.CachedSize(sha); ok {
+				t.Errorf("the in-house archive was cached")
+			}
+			list, _, err := h.engine.Versions(t.Context(), p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(list.Versions) != 1 || list.Versions[0].Version != "1.0.0" {
+				t.Errorf("version list %+v, want the origin's 1.0.0 only", list.Versions)
+			}
+			// Whatever the client asks for is the origin's.
+			a := h.read(t.Context(), "1.0.0", "linux_amd64")
+			if a.err != nil || !bytes.Equal(a.body, h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
+				t.Errorf("1.0.0 linux_amd64: %v, not the origin's archive", a.err)
+			}
+			if _, err := h.engine.Package(t.Context(), p, mustVersion(t, "9.0.0"), nil); !errors.Is(err, ErrVersionNotFound) {
+				t.Errorf("9.0.0: %v, want ErrVersionNotFound", err)
+			}
+			h.waitIdle()
+			err = h.engine.ListCached(func(cv CachedVersion) error {
+				if cv.Provenance == ProvenanceUnsigned {
+					t.Errorf("an unsigned record was stored: %+v", cv)
+				}
+				return nil
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+
+	// Named, the host takes them: a version the origin publishes (served
+	// as imported) and, sealed (a connected mirror's list is the
+	// origin's), a new one.
+	for _, tc := range []struct {
+		version string
+		offline bool
+	}{{"1.0.0", false}, {"9.0.0", true}} {
+		t.Run("allowed for the host "+tc.version, func(t *testing.T) {
+			h := newHarness(t, harnessOptions{cfg: Config{UnsignedHosts: []string{originHost}, Offline: tc.offline}})
+			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+			p := h.provider()
+			in, sha := unsignedImport(t, p, tc.version)
+			if _, err := h.engine.Import(t.Context(), in); err != nil {
+				t.Fatalf("Import: %v", err)
+			}
+			pkg, err := h.engine.Package(t.Context(), p, mustVersion(t, tc.version), nil)
+			if err != nil || len(pkg.Archives) != 1 || pkg.Archives[0].SHA256 != sha {
+				t.Errorf("Package of the in-house version: %+v, %v", pkg, err)
+			}
+			if got := h.engine.Config().UnsignedHosts; len(got) != 1 || got[0] != originHost {
+				t.Errorf("Config().UnsignedHosts = %q", got)
+			}
+		})
+	}
+
+	t.Run("a host that is no allowed origin", func(t *testing.T) {
+		h := newHarness(t, harnessOptions{})
+		_, err := New(Config{AllowedOrigins: []string{originHost}, UnsignedHosts: []string{"tf.corp.example"}},
+			enginetest.OriginClient(t, h.origin), h.store)
+		if err == nil || !strings.Contains(err.Error(), "tf.corp.example is not an allowed origin") {
+			t.Errorf("New: %v, want the host refused", err)
+		}
+	})
+}
+
+// lockedBuffer is a bytes.Buffer for a logger used from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Versions imported without signature under an allowed origin host (as
+// an earlier release allowed) are found at start, logged, listed by
+// Withheld and not served (left out of the version list, not found,
+// their archives not opened) unless the configuration names the host;
+// their data is kept: named again, they are served again. Connected and
+// sealed.
+func TestWithheldAtStart(t *testing.T) {
+	for _, offline := range []bool{false, true} {
+		t.Run(map[bool]string{false: "connected", true: "sealed"}[offline], func(t *testing.T) { testWithheldAtStart(t, offline) })
+	}
+}
+
+func testWithheldAtStart(t *testing.T, offline bool) {
+	allowed := harnessOptions{cacheDir: t.TempDir(), cfg: Config{UnsignedHosts: []string{originHost}, Offline: offline}}
+	h := newHarness(t, allowed)
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	p := h.provider()
+	shas := map[string]string{}
+	for _, v := range []string{"1.0.0", "9.0.0"} {
+		in, sha := unsignedImport(t, p, v)
+		if _, err := h.engine.Import(t.Context(), in); err != nil {
+			t.Fatalf("seeding %s: %v", v, err)
+		}
+		shas[v] = sha
+	}
+	h.stop()
+
+	var logs lockedBuffer
+	strict := harnessOptions{cacheDir: allowed.cacheDir, cfg: Config{Offline: offline, Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
+	h.start(strict)
+	got := h.engine.Withheld()
+	if len(got) != 2 || got[0].Provider != p.String() || got[0].Version != "1.0.0" || got[1].Version != "9.0.0" ||
+		len(got[0].Platforms) != 1 || got[0].Platforms[0] != "linux_amd64" {
+		t.Errorf("Withheld() = %+v", got)
+	}
+	for _, v := range []string{"1.0.0", "9.0.0"} {
+		if !strings.Contains(logs.String(), "withholding a version imported without signature") || !strings.Contains(logs.String(), "version="+v) {
+			t.Errorf("no warning about %s %s in the log:\n%s", p, v, logs.String())
+		}
+	}
+	list, _, err := h.engine.Versions(t.Context(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Versions) != 0 {
+		t.Errorf("version list %+v, want none (1.0.0 and 9.0.0 are withheld)", list.Versions)
+	}
+	for _, v := range []string{"1.0.0", "9.0.0"} {
+		_, err := h.engine.Package(t.Context(), p, mustVersion(t, v), nil)
+		// Connected, 9.0.0 is not in the origin's list at all.
+		if !errors.Is(err, ErrVersionNotFound) || (v == "1.0.0" || offline) && !errors.Is(err, ErrUnsignedOrigin) {
+			t.Errorf("Package %s: %v, want withheld", v, err)
+		}
+		if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, ErrVersionNotFound) {
+			t.Errorf("OpenArchive %s: %v, want withheld", v, err)
+			if err == nil {
+				arc.Close()
+			}
+		}
+		if _, ok := h.engine.CachedSize(shas[v]); !ok {
+			t.Errorf("the archive of %s is gone", v)
+		}
+	}
+	if n := h.origin.Hits("archive"); n != 0 {
+		t.Errorf("origin archive requests = %d, want 0", n)
+	}
+	h.stop()
+
+	h.start(allowed)
+	if w := h.engine.Withheld(); len(w) != 0 {
+		t.Errorf("with the host named, Withheld() = %+v", w)
+	}
+	served := "1.0.0"
+	if offline {
+		served = "9.0.0"
+	}
+	a := h.read(t.Context(), served, "linux_amd64")
+	if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != shas[served] {
+		t.Errorf("with the host named, %s is not served: %v", served, a.err)
+	}
+}

@@ -1,0 +1,142 @@
+package proxy
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// lockedBuffer is a bytes.Buffer for a logger used from several goroutines.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// importInHouse imports an unsigned in-house package of version of p for
+// linux_amd64 into h's engine.
+func importInHouse(t *testing.T, h *harness, p discovery.Provider, version string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	fh := &zip.FileHeader{Name: "terraform-provider-" + p.Type, Method: zip.Deflate}
+	fh.SetMode(0o755)
+	f, err := zw.CreateHeader(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(f, "#!/bin/sh\necho in-house\n")
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	v, err := mirror.ParseSemver(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zipped := buf.Bytes()
+	_, err = h.engine.Import(t.Context(), mirror.Imported{Provider: p, Version: v, Unsigned: true, Packages: []mirror.ImportedPackage{{
+		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
+		Open: func(context.Context) (io.ReadCloser, int64, error) {
+			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
+		},
+	}}})
+	if err != nil {
+		t.Fatalf("importing %s %s: %v", p, version, err)
+	}
+}
+
+// A mirror that holds versions imported without signature under an
+// allowed origin host (as 1.x imported them), started without that host
+// in its unsigned hosts: it logs them, lists them on the status page
+// (HTML and JSON) and does not serve them (left out of index.json, their
+// VERSION.json and archives 404), while the origin's other versions are
+// served; named again, the host's versions are served again.
+func TestWithheldVersions(t *testing.T) {
+	dir := t.TempDir()
+	allowed := harnessOptions{cacheDir: dir, engine: mirror.Config{Offline: true, UnsignedHosts: []string{originHost}}}
+	h := newHarness(t, allowed)
+	p := discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	for _, v := range []string{"1.0.0", "9.0.0"} {
+		importInHouse(t, h, p, v)
+	}
+	other := discovery.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
+	importInHouse(t, h, other, "1.0.0")
+	h.stop()
+
+	var logs lockedBuffer
+	h.start(harnessOptions{cacheDir: dir, engine: mirror.Config{Offline: true, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	for _, v := range []string{"1.0.0", "9.0.0"} {
+		want := `msg="withholding a version imported without signature under an allowed origin host`
+		if !strings.Contains(logs.String(), want) || !strings.Contains(logs.String(), "provider="+p.String()+" version="+v) {
+			t.Errorf("the start-up log does not name %s %s:\n%s", p, v, logs.String())
+		}
+	}
+	if strings.Contains(logs.String(), other.String()) {
+		t.Errorf("the log names %s, whose host is no origin:\n%s", other, logs.String())
+	}
+
+	base := "/" + originHost + "/" + ns + "/" + typ + "/"
+	r := h.get(base + "index.json")
+	if r.status != 200 || strings.Contains(string(r.body), "1.0.0") || strings.Contains(string(r.body), "9.0.0") {
+		t.Errorf("index.json: %d %s, want neither withheld version", r.status, r.body)
+	}
+	for _, v := range []string{"1.0.0", "9.0.0"} {
+		if r := h.get(base + v + ".json"); r.status != 404 || !strings.Contains(string(r.body), "withheld") {
+			t.Errorf("%s.json: %d %s, want 404 saying it is withheld", v, r.status, r.body)
+		}
+		if r := h.get(base + "terraform-provider-" + typ + "_" + v + "_linux_amd64.zip"); r.status != 404 {
+			t.Errorf("%s archive: %d, want 404", v, r.status)
+		}
+	}
+	if r := h.get("/tf.corp.example/platform/thing/1.0.0.json"); r.status != 200 {
+		t.Errorf("the in-house provider of a host that is no origin: %d %s, want 200", r.status, r.body)
+	}
+
+	r = h.get("/?format=json")
+	var st Status
+	r.json(t, &st)
+	if len(st.Withheld) != 2 || st.Withheld[0].Provider != p.String() || st.Withheld[0].Version != "1.0.0" ||
+		st.Withheld[1].Version != "9.0.0" || strings.Join(st.Withheld[0].Platforms, ",") != "linux_amd64" {
+		t.Errorf("status JSON withheld = %+v", st.Withheld)
+	}
+	var raw map[string]json.RawMessage
+	json.Unmarshal(r.body, &raw)
+	if _, ok := raw["withheld"]; !ok {
+		t.Errorf("status JSON has no \"withheld\": %s", r.body)
+	}
+	r = h.get("/")
+	page := string(r.body)
+	if i := strings.Index(page, `<table id="withheld">`); i < 0 || !strings.Contains(page[i:], "9.0.0") ||
+		!strings.Contains(page, "Withheld versions") || !strings.Contains(page, "--allow-unsigned-hosts") {
+		t.Errorf("the status page does not list the withheld versions:\n%s", page)
+	}
+	h.stop()
+
+	h.start(allowed)
+	if r := h.get(base + "9.0.0.json"); r.status != 200 {
+		t.Errorf("with the host named again, 9.0.0.json: %d %s", r.status, r.body)
+	}
+	if r := h.get("/?format=json"); strings.Contains(string(r.body), `"withheld"`) {
+		t.Errorf("with the host named again, the status still lists withheld versions: %s", r.body)
+	}
+}
