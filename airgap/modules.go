@@ -226,17 +226,19 @@ func importModulePackage(ctx context.Context, engine *pullthrough.Engine, b *bun
 	if !safeVersion(version) {
 		return fmt.Errorf("%s: version %q cannot name a file", b.shownPath(b.rel(dir)), version)
 	}
+	for _, p := range []string{jsonPath, pkgPath} {
+		if info, err := os.Lstat(p); err != nil || !info.Mode().IsRegular() {
+			return fmt.Errorf("%s is missing or not a regular file (a module version is its package VERSION.tar.gz and its record VERSION.json)", b.shownPath(b.rel(p)))
+		}
+	}
 	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
 	data, err := vf.readFile(jsonPath, maxModuleFileBytes)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", b.shownPath(b.rel(jsonPath)), err)
 	}
 	info, err := os.Lstat(pkgPath)
 	if err != nil {
 		return err
-	}
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", b.shownPath(b.rel(pkgPath)))
 	}
 	pkgRel := b.rel(pkgPath)
 	vf.zips[pkgRel] = info.Size()
