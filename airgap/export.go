@@ -258,7 +258,7 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 		if len(sel.Platforms) > 0 && !slices.Contains(sel.Platforms, pe.Platform) || !cached[pe.Platform] {
 			continue
 		}
-		path := filepath.Join(dir, packedName(p.Type, ev.Version, pe.Platform))
+		path := filepath.Join(dir, pullthrough.ArchiveName(p.Type, ev.Version, pe.Platform))
 		wrote, n, err := exportArchive(engine, pe.SHA256, path, files)
 		switch {
 		case err != nil:
@@ -358,7 +358,7 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 			if _, ok := pkgs[pl]; ok {
 				continue
 			}
-			zip := filepath.Join(dir, packedName(p.Type, ev.Version, pl))
+			zip := filepath.Join(dir, pullthrough.ArchiveName(p.Type, ev.Version, pl))
 			got, n, err := fileSHA256Size(zip)
 			if err != nil || got != pkg.SHA256 {
 				continue
@@ -473,8 +473,8 @@ func writeIndexes(out string, files *exportFiles) error {
 		}
 		byVersion := map[string]map[string]mirrorArchive{}
 		for _, e := range entries {
-			version, platform, ok := parsePackedName(typ, e.Name())
-			if !ok || !e.Type().IsRegular() {
+			version, pl, err := pullthrough.ParseArchiveName(typ, e.Name())
+			if err != nil || !e.Type().IsRegular() {
 				continue
 			}
 			v, err := pullthrough.ParseSemver(version)
@@ -498,7 +498,7 @@ func writeIndexes(out string, files *exportFiles) error {
 			if byVersion[v.String()] == nil {
 				byVersion[v.String()] = map[string]mirrorArchive{}
 			}
-			byVersion[v.String()][platform] = mirrorArchive{Hashes: []string{h1}, URL: e.Name()}
+			byVersion[v.String()][pl.String()] = mirrorArchive{Hashes: []string{h1}, URL: e.Name()}
 		}
 		if len(byVersion) == 0 {
 			continue

@@ -258,13 +258,13 @@ func scanProviderDir(dir, typ string) (map[string]map[string]string, int, error)
 	out := map[string]map[string]string{}
 	ignored := 0
 	for _, e := range entries {
-		version, platform, ok := parsePackedName(typ, e.Name())
+		version, pl, err := pullthrough.ParseArchiveName(typ, e.Name())
 		switch {
-		case ok && e.Type().IsRegular():
+		case err == nil && e.Type().IsRegular():
 			if out[version] == nil {
 				out[version] = map[string]string{}
 			}
-			out[version][platform] = e.Name()
+			out[version][pl.String()] = e.Name()
 		case e.IsDir():
 			ignored++ // unpacked layouts are not imported
 		}

@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // Origin is what the engine needs from origin registries. *discovery.Client
@@ -80,6 +81,11 @@ type Config struct {
 	ArchiveTimeout time.Duration
 	// MaxArchiveBytes refuses larger archives. Default 2 GiB.
 	MaxArchiveBytes int64
+	// ArchiveLimits bound the check that an archive is an installable
+	// package (the bytes it unpacks to, its entries), which runs under the
+	// download's context (ArchiveTimeout, Shutdown). Zero fields take
+	// verify's defaults: 2 GiB unpacked, 10,000 entries.
+	ArchiveLimits verify.Limits
 	// HoldBack is how many final bytes of an archive streamed while it is
 	// still being fetched are withheld until its checksum has matched.
 	// Default 64 KiB.
@@ -109,6 +115,10 @@ type Config struct {
 	// while they are fetched (up to the ModuleLimits' sizes each).
 	// Default: os.TempDir().
 	ScratchDir string
+	// Retention are the retention rules and pins (retention.go). Default:
+	// no rules, no pins; what cannot be fetched again is still kept from
+	// the cache's size limit.
+	Retention Retention
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills
@@ -145,6 +155,7 @@ type Engine struct {
 	root   context.Context
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
+	ret    *retainer
 }
 
 // New validates cfg and returns an Engine using origin and store. Call
@@ -252,6 +263,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
+	s.ret = newRetainer(s, cfg.Retention)
+	if es, ok := store.(evictableSetter); ok {
+		es.SetEvictable(s.Evictable)
+	}
+	s.ret.start()
 	return s, nil
 }
 
@@ -308,6 +324,7 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 		// Cancelled downloads end promptly: they wait only on the origin.
 		s.work.wait(context.Background())
 	}
+	s.ret.stop()
 	return err
 }
 
@@ -315,7 +332,9 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 func (s *Engine) Close() error {
 	s.work.close()
 	s.cancel()
-	return s.work.wait(context.Background())
+	err := s.work.wait(context.Background())
+	s.ret.stop()
+	return err
 }
 
 // Stats returns how many archives the cache holds, and their total size.

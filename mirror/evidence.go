@@ -265,7 +265,7 @@ func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Ve
 		return &verify.Error{Reason: verify.ReasonChecksum,
 			Detail: fmt.Sprintf("the cached archive %s has sha256 %s, SHA256SUMS says %s", a.Filename, got, a.SHA256)}
 	}
-	h1, err := verify.CheckArchive(blob, blob.Size(), p.Type)
+	h1, err := verify.CheckArchive(ctx, blob, blob.Size(), p.Type, s.cfg.ArchiveLimits)
 	if err != nil {
 		return err
 	}

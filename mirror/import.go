@@ -336,6 +336,7 @@ func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 func (s *Engine) importArchive(ctx context.Context, p discovery.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
 	out := ImportedOutcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
+	s.ret.protect(a.SHA256) // an imported package cannot be fetched again
 	f, _, err := s.archives.joinFrom(p, a, src)
 	if err != nil {
 		return out, err

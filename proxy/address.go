@@ -119,44 +119,15 @@ func parsePlatform(s string) (discovery.Platform, error) {
 	return pl, nil
 }
 
-// archiveName is the file name this mirror gives a provider package, the
-// same layout `terraform providers mirror` writes, so VERSION.json can link
-// to it with a relative URL.
-func archiveName(typ string, v versions.Version, pl discovery.Platform) string {
-	return archiveNameOf(typ, v.String(), pl)
-}
-
-// archiveNameOf is archiveName with the version already formatted (VERSION.json
-// names an archive per platform; formatting the version each time showed in
-// profiles).
-func archiveNameOf(typ, version string, pl discovery.Platform) string {
-	return "terraform-provider-" + typ + "_" + version + "_" + pl.OS + "_" + pl.Arch + ".zip"
-}
-
-// parseArchiveName is the inverse of archiveName for a provider of type typ.
+// parseArchiveName parses an archive file name of a request path for a
+// provider of type typ (mirror.ParseArchiveName), with a version in the
+// canonical form the clients request.
 func parseArchiveName(typ, name string) (versions.Version, discovery.Platform, error) {
-	prefix := "terraform-provider-" + typ + "_"
-	rest, ok := strings.CutPrefix(name, prefix)
-	if ok {
-		rest, ok = strings.CutSuffix(rest, ".zip")
-	}
-	if !ok {
-		return versions.Version{}, discovery.Platform{}, badRequest("archive name %q does not match %sVERSION_OS_ARCH.zip", name, prefix)
-	}
-	// Versions never contain "_", so the last two separate OS and arch.
-	i := strings.LastIndex(rest, "_")
-	if i < 0 {
-		return versions.Version{}, discovery.Platform{}, badRequest("archive name %q has no platform", name)
-	}
-	j := strings.LastIndex(rest[:i], "_")
-	if j < 0 {
-		return versions.Version{}, discovery.Platform{}, badRequest("archive name %q has no platform", name)
-	}
-	v, err := parseVersion(rest[:j])
+	version, pl, err := mirror.ParseArchiveName(typ, name)
 	if err != nil {
-		return versions.Version{}, discovery.Platform{}, err
+		return versions.Version{}, discovery.Platform{}, badRequest("%v", err)
 	}
-	pl, err := parsePlatform(rest[j+1:])
+	v, err := parseVersion(version)
 	if err != nil {
 		return versions.Version{}, discovery.Platform{}, err
 	}
@@ -189,4 +160,15 @@ func unescapePart(what, raw string, limit int) (string, error) {
 		}
 	}
 	return s, nil
+}
+
+// ParseProviderAddress parses a provider address HOST/NAMESPACE/TYPE with
+// the rules of a request path's parts (host in canonical form), for the
+// admin API. A malformed address is a RequestError (400).
+func ParseProviderAddress(s string) (discovery.Provider, error) {
+	parts := strings.Split(s, "/")
+	if len(parts) != 3 {
+		return discovery.Provider{}, badRequest("provider %q: want HOST/NAMESPACE/TYPE", s)
+	}
+	return parseProvider(parts[0], parts[1], parts[2])
 }

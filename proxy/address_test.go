@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 func TestParseProvider(t *testing.T) {
@@ -110,6 +112,8 @@ func TestArchiveNameRoundTrip(t *testing.T) {
 		{name: "half platform", typ: "random", file: "terraform-provider-random_1.0.0_linux.zip", wantErr: true},
 		{name: "bad arch", typ: "random", file: "terraform-provider-random_1.0.0_linux_AMD64.zip", wantErr: true},
 		{name: "not zip", typ: "random", file: "terraform-provider-random_1.0.0_linux_amd64.tar", wantErr: true},
+		{name: "empty version", typ: "random", file: "terraform-provider-random__linux_amd64.zip", wantErr: true},
+		{name: "version not canonical", typ: "random", file: "terraform-provider-random_1.0_linux_amd64.zip", wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +130,7 @@ func TestArchiveNameRoundTrip(t *testing.T) {
 			if v.String() != tc.wantVersion || pl.String() != tc.wantPlatform {
 				t.Fatalf("got %s %s", v, pl)
 			}
-			if back := archiveName(tc.typ, v, pl); back != tc.file {
+			if back := mirror.ArchiveName(tc.typ, v.String(), pl.String()); back != tc.file {
 				t.Fatalf("archiveName = %q, want %q", back, tc.file)
 			}
 		})

@@ -24,14 +24,15 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/httperr"
 )
 
 // Authentication errors, mapped to 401 and 403 by statusOf.
 var (
 	// ErrUnauthorized: a JSON document was requested without a valid bearer token.
-	ErrUnauthorized = errors.New("unauthorized: a valid bearer token is required (configure credentials for this mirror's host in the CLI configuration)")
+	ErrUnauthorized = httperr.ErrUnauthorized
 	// ErrBadSignature: an archive URL has no valid, unexpired signature.
-	ErrBadSignature = errors.New("forbidden: the archive URL's signature is missing, invalid or expired (fetch VERSION.json again)")
+	ErrBadSignature = httperr.ErrBadSignature
 )
 
 // Query parameters of a signed archive URL.

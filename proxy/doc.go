@@ -8,8 +8,9 @@
 // request path, before any routing, while the engine's Stamp of the
 // answer holds: see hot.go), client
 // authentication and signed archive URLs, caching headers, the status
-// page, request instrumentation, and the one function (statusOf) that
-// turns errors, the engine's included, into HTTP status codes.
+// page and request instrumentation. Errors, the engine's included, become
+// HTTP status codes in internal/httperr, the one mapping this front door
+// shares with the admin API (package admin).
 //
 // It calls the engine through the small Engine interface and never fetches,
 // verifies or stores anything itself: what is cached, when a version list

@@ -217,7 +217,7 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 // (info). A client that went away is told nothing and logged at debug.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
-		err = &clientGoneError{err}
+		err = &clientGoneError{Err: err}
 	}
 	status := writeError(w, err)
 	level := slog.LevelInfo

@@ -8,20 +8,20 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // engineOps are the admin operations subcommands run on a data
-// directory's engine. *proxy.Admin (the engine opened by this process) and
-// *adminClient (the engine of the tfmirror serving the directory, through
+// directory's engine. *admin.API (the engine opened by this process) and
+// *admin.Client (the engine of the tfmirror serving the directory, through
 // its admin socket) implement them.
 type engineOps interface {
-	Versions(ctx context.Context, p discovery.Provider) ([]proxy.AdminVersion, error)
-	Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]proxy.AdminArchive, error)
-	Ensure(ctx context.Context, p discovery.Provider, version, platform string) (proxy.AdminEnsured, error)
-	Export(ctx context.Context, req proxy.AdminExportRequest) (proxy.AdminExported, error)
-	Import(ctx context.Context, req proxy.AdminImportRequest) (proxy.AdminImported, error)
+	Versions(ctx context.Context, p discovery.Provider) ([]admin.Version, error)
+	Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]admin.Archive, error)
+	Ensure(ctx context.Context, p discovery.Provider, version, platform string) (admin.Ensured, error)
+	Export(ctx context.Context, req admin.ExportRequest) (admin.Exported, error)
+	Import(ctx context.Context, req admin.ImportRequest) (admin.Imported, error)
 }
 
 // dataDir is a data directory's engine as a subcommand reaches it.
@@ -48,47 +48,47 @@ func (dd *dataDir) where() string {
 // opening the engine here. A socket file left by a killed process does
 // not answer and is ignored. The caller must call close.
 func openDataDir(ctx context.Context, cfg serveConfig, logger *slog.Logger, o overrides) (*dataDir, error) {
-	remote := func(c *adminClient) *dataDir {
+	remote := func(c *admin.Client) *dataDir {
 		logger.Debug("a tfmirror serves this data directory; working through its admin socket", "data_dir", cfg.DataDir)
-		return &dataDir{ops: c, viaServer: true, close: func(context.Context) error { c.close(); return nil }}
+		return &dataDir{ops: c, viaServer: true, close: func(context.Context) error { c.Close(); return nil }}
 	}
-	c, err := dialAdmin(ctx, cfg.DataDir)
+	c, err := admin.Dial(ctx, cfg.DataDir)
 	if err == nil {
 		return remote(c), nil
 	}
-	if !errors.Is(err, errNoServer) {
+	if !errors.Is(err, admin.ErrNoServer) {
 		return nil, err
 	}
 	parts, err := openEngine(cfg, logger, o, nil)
 	if err != nil {
 		// A serve may have started since we looked.
-		if c, derr := dialAdmin(ctx, cfg.DataDir); derr == nil {
+		if c, derr := admin.Dial(ctx, cfg.DataDir); derr == nil {
 			return remote(c), nil
 		}
-		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, adminSocketPath(cfg.DataDir))
+		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, admin.SocketPath(cfg.DataDir))
 	}
 	opts, err := adminOptions(cfg)
 	if err != nil {
 		parts.shutdown(ctx)
 		return nil, err
 	}
-	admin := proxy.NewAdmin(parts.engine, logger, nil, opts)
-	return &dataDir{ops: admin, parts: parts, close: parts.shutdown}, nil
+	api := admin.New(parts.engine, logger, nil, opts)
+	return &dataDir{ops: api, parts: parts, close: parts.shutdown}, nil
 }
 
 // adminOptions are the admin API's options for cfg: an import unpacks a
 // tar file into the data directory, where the space is, and trusts the
 // keys cfg names; an export is signed by cfg's export key.
-func adminOptions(cfg serveConfig) (proxy.AdminOptions, error) {
+func adminOptions(cfg serveConfig) (admin.Options, error) {
 	trust, err := loadTrust(cfg)
 	if err != nil {
-		return proxy.AdminOptions{}, err
+		return admin.Options{}, err
 	}
 	key, err := exportKeySource(cfg)
 	if err != nil {
-		return proxy.AdminOptions{}, err
+		return admin.Options{}, err
 	}
-	return proxy.AdminOptions{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes, ExportKey: key, Trust: trust}, nil
+	return admin.Options{ScratchDir: cfg.DataDir, MaxFileBytes: cfg.MaxArchiveBytes, ExportKey: key, Trust: trust}, nil
 }
 
 // closeDataDir closes dd for the subcommand name, saying what failed.

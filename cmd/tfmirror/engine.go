@@ -14,6 +14,7 @@ import (
 	"github.com/tfmirror/tfmirror/metrics"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // engineParts is what openEngine opens: the pull-through engine with the
@@ -58,6 +59,9 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Logger:      logger,
 		MaxBytes:    cfg.CacheMaxBytes,
 		DiskReserve: reserve,
+		// Nothing is evicted before the engine has read what cannot be
+		// fetched again (it then says what may be: mirror.Engine.Evictable).
+		Evictable: func(string) bool { return false },
 	}
 	if met != nil {
 		copts.OnEvict = func(cache.BlobInfo) { met.Evicted(1) }
@@ -108,6 +112,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		VersionsTTL:     cfg.VersionsTTL,
 		OriginTimeout:   parts.metadataTimeout,
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
+		ArchiveLimits:   verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
 		Logger:          logger,
 		Offline:         cfg.Offline,
 	}

@@ -11,10 +11,10 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/proxy"
 )
 
 const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
@@ -45,7 +45,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	if err == nil && len(rest) != 1 {
 		err = fmt.Errorf("want one OUT (a directory, or a file ending in .tar or .tar.gz), got %d arguments", len(rest))
 	}
-	var req proxy.AdminExportRequest
+	var req admin.ExportRequest
 	for _, s := range providers {
 		if err != nil {
 			break

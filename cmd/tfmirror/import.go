@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/admin"
 )
 
 const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned] IN"
@@ -54,7 +54,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	if err == nil && len(rest) != 1 {
 		err = fmt.Errorf("want one IN (a directory, or a tar file), got %d arguments", len(rest))
 	}
-	req := proxy.AdminImportRequest{AllowUnsigned: allowUnsigned}
+	req := admin.ImportRequest{AllowUnsigned: allowUnsigned}
 	if err == nil {
 		req.Shown = rest[0]
 		req.In, err = filepath.Abs(rest[0])

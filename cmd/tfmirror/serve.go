@@ -21,6 +21,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
 	"github.com/tfmirror/tfmirror/internal/jsonlog"
@@ -59,7 +60,7 @@ type mirror struct {
 	caFile   string      // generated CA, if any
 	auth     *proxy.Auth // nil without --auth-tokens-file
 	// admin runs the admin API (tfmirror sync) on this mirror's engine.
-	admin *proxy.Admin
+	admin *admin.API
 }
 
 func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, err error) {
@@ -137,7 +138,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
 		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
 	}
-	m.admin = proxy.NewAdmin(m.engine, logger, m.metrics, aopts)
+	m.admin = admin.New(m.engine, logger, m.metrics, aopts)
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)
@@ -329,7 +330,7 @@ func (m *mirror) checkShared(ctx context.Context) {
 // long for one, a file system without sockets) the mirror serves on, and
 // says so. It returns nil then; errors of the running server go to errc.
 func (m *mirror) serveAdmin(ctx context.Context, errc chan<- error) *http.Server {
-	ln, err := listenAdmin(m.cfg.DataDir)
+	ln, err := admin.Listen(m.cfg.DataDir)
 	if err != nil {
 		m.log.Warn("admin socket unavailable: tfmirror sync, export and import cannot use this data directory while the mirror runs", "error", err)
 		return nil

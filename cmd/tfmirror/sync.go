@@ -15,10 +15,10 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/dustin/go-humanize"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/manifest"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
@@ -308,7 +308,7 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 			continue
 		}
 		for _, pl := range want {
-			i := slices.IndexFunc(archives, func(a proxy.AdminArchive) bool { return a.Platform == pl })
+			i := slices.IndexFunc(archives, func(a admin.Archive) bool { return a.Platform == pl })
 			if i < 0 {
 				plan.failures = append(plan.failures, fmt.Sprintf("%s %s %s: not served by this mirror (see its --platforms)", p.Address, v, pl))
 				continue

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -143,7 +144,7 @@ func TestSyncAloneThenServeOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A socket file nobody listens on, as a killed serve leaves it.
-	ln, err := net.Listen("unix", adminSocketPath(dataDir))
+	ln, err := net.Listen("unix", admin.SocketPath(dataDir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +213,7 @@ func TestSyncThroughRunningServe(t *testing.T) {
 	dataDir := filepath.Join(t.TempDir(), "data")
 	p := startProcess(t, bin, dataDir, origin, caFile)
 	p.waitLog("admin API listening", 10*time.Second)
-	if fi, err := os.Stat(adminSocketPath(dataDir)); err != nil || fi.Mode().Perm() != 0o600 {
+	if fi, err := os.Stat(admin.SocketPath(dataDir)); err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("admin socket: %v, mode %v, want 0600", err, fi.Mode().Perm())
 	}
 	manifestPath := syncManifest(t, origin.Addr, "")
@@ -255,7 +256,7 @@ func TestSyncThroughRunningServe(t *testing.T) {
 	if err := p.wait(time.Minute); err != nil {
 		t.Fatalf("serve exited with %v", err)
 	}
-	if _, err := os.Stat(adminSocketPath(dataDir)); !os.IsNotExist(err) {
+	if _, err := os.Stat(admin.SocketPath(dataDir)); !os.IsNotExist(err) {
 		t.Errorf("admin socket left behind after shutdown: %v", err)
 	}
 }

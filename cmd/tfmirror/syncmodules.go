@@ -15,27 +15,17 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/manifest"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/proxy"
 )
 
-// moduleOps is what sync needs for registry modules; *proxy.Admin and
-// *adminClient implement it.
+// moduleOps is what sync needs for registry modules; *admin.API and
+// *admin.Client implement it.
 type moduleOps interface {
 	ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error)
-	UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (proxy.AdminModule, error)
-}
-
-func (c *adminClient) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
-	var out []string
-	return out, c.call(ctx, "/v1/module/versions", proxy.AdminModuleRequest{Module: m.String()}, &out)
-}
-
-func (c *adminClient) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (proxy.AdminModule, error) {
-	var out proxy.AdminModule
-	return out, c.call(ctx, "/v1/module/unpack", proxy.AdminModuleRequest{Module: m.String(), Version: version, Dir: dir}, &out)
+	UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (admin.Module, error)
 }
 
 // maxModuleDepth bounds how deep registry modules calling registry

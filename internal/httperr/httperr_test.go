@@ -1,4 +1,4 @@
-package proxy
+package httperr
 
 import (
 	"fmt"
@@ -17,8 +17,8 @@ func TestStatusOfHostNotAllowed(t *testing.T) {
 		fmt.Errorf("%w: %q", discovery.ErrHostNotAllowed, "evil.example"),
 		fmt.Errorf("fetching versions: %w", fmt.Errorf("%w: %q", discovery.ErrHostNotAllowed, "evil.example")),
 	} {
-		if got := statusOf(err); got != http.StatusNotFound {
-			t.Errorf("statusOf(%v) = %d, want 404", err, got)
+		if got := Status(err); got != http.StatusNotFound {
+			t.Errorf("Status(%v) = %d, want 404", err, got)
 		}
 	}
 }
@@ -36,8 +36,8 @@ func TestStatusOfNoEvidence(t *testing.T) {
 		{fmt.Errorf("%w: %w: registry.terraform.io/hashicorp/random 3.6.0 was cached by an earlier release", mirror.ErrOffline, mirror.ErrNoEvidence), http.StatusServiceUnavailable},
 	}
 	for _, tc := range tests {
-		if got := statusOf(tc.err); got != tc.want {
-			t.Errorf("statusOf(%v) = %d, want %d", tc.err, got, tc.want)
+		if got := Status(tc.err); got != tc.want {
+			t.Errorf("Status(%v) = %d, want %d", tc.err, got, tc.want)
 		}
 	}
 }

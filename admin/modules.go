@@ -1,9 +1,9 @@
-package proxy
+package admin
 
 // Admin operations on registry modules, for `tfmirror sync`:
 //
 //	POST /v1/module/versions {"module"}                  -> ["1.0.0", ...]
-//	POST /v1/module/unpack   {"module","version","dir"}  -> AdminModule
+//	POST /v1/module/unpack   {"module","version","dir"}  -> Module
 //
 // unpack makes sure the package of the module version is cached (fetching
 // it from its source host if need be) and writes its files under dir, a
@@ -20,19 +20,20 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
-// AdminModuleRequest names a registry module (HOST/NAMESPACE/NAME/SYSTEM),
+// ModuleRequest names a registry module (HOST/NAMESPACE/NAME/SYSTEM),
 // a version and, for unpack, an empty directory.
-type AdminModuleRequest struct {
+type ModuleRequest struct {
 	Module  string `json:"module"`
 	Version string `json:"version,omitempty"`
 	Dir     string `json:"dir,omitempty"`
 }
 
-// AdminModule is a module version whose package is cached.
-type AdminModule struct {
+// Module is a module version whose package is cached.
+type Module struct {
 	Version string `json:"version"`
 	// Subdir is the subdirectory of the package the clients use (the
 	// origin location's //SUBDIR), "" for its root.
@@ -44,7 +45,7 @@ type AdminModule struct {
 }
 
 // ModuleVersions lists the versions of module m.
-func (a *Admin) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
+func (a *API) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
 	list, _, err := a.engine.ModuleVersions(ctx, m)
 	if err != nil {
 		return nil, err
@@ -55,40 +56,40 @@ func (a *Admin) ModuleVersions(ctx context.Context, m discovery.Module) ([]strin
 // UnpackModule makes sure the package of version of m is cached and
 // writes its files under dir, which must be an absolute path to an
 // existing empty directory.
-func (a *Admin) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (AdminModule, error) {
+func (a *API) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (Module, error) {
 	if !filepath.IsAbs(dir) {
-		return AdminModule{}, badRequest("dir %q is not an absolute path", dir)
+		return Module{}, httperr.BadRequest("dir %q is not an absolute path", dir)
 	}
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
-		return AdminModule{}, badRequest("dir %q is not an existing empty directory", dir)
+		return Module{}, httperr.BadRequest("dir %q is not an existing empty directory", dir)
 	}
 	pkg, err := a.engine.OpenModule(ctx, m, version)
 	if err != nil {
-		return AdminModule{}, err
+		return Module{}, err
 	}
 	defer pkg.Close()
 	limits := a.engine.Config().ModuleLimits
 	if err := modsource.Unpack(ctx, pkg.Content(), dir, limits); err != nil {
-		return AdminModule{}, fmt.Errorf("unpacking module %s %s: %w", m, version, err)
+		return Module{}, fmt.Errorf("unpacking module %s %s: %w", m, version, err)
 	}
-	return AdminModule{Version: pkg.Record.Version, Subdir: pkg.Record.Subdir, SHA256: pkg.SHA256, Size: pkg.Size,
+	return Module{Version: pkg.Record.Version, Subdir: pkg.Record.Subdir, SHA256: pkg.SHA256, Size: pkg.Size,
 		CachedAlready: pkg.Source == mirror.Hit}, nil
 }
 
 // moduleRoutes adds the module operations to mux.
-func (a *Admin) moduleRoutes(mux *http.ServeMux) {
-	parse := func(req AdminModuleRequest) (discovery.Module, []any, error) {
+func (a *API) moduleRoutes(mux *http.ServeMux) {
+	parse := func(req ModuleRequest) (discovery.Module, []any, error) {
 		attrs := []any{"module", req.Module, "version", req.Version}
 		m, err := discovery.ParseModule(req.Module)
 		if err != nil {
-			return m, attrs, badRequest("%v", err)
+			return m, attrs, httperr.BadRequest("%v", err)
 		}
 		if strings.Contains(req.Version, "/") {
-			return m, attrs, badRequest("invalid version %q", req.Version)
+			return m, attrs, httperr.BadRequest("invalid version %q", req.Version)
 		}
 		return m, attrs, nil
 	}
-	mux.HandleFunc("POST /v1/module/versions", serveAdmin(a, func(ctx context.Context, req AdminModuleRequest) (any, []any, error) {
+	mux.HandleFunc("POST /v1/module/versions", handle(a, func(ctx context.Context, req ModuleRequest) (any, []any, error) {
 		m, attrs, err := parse(req)
 		if err != nil {
 			return nil, attrs, err
@@ -96,7 +97,7 @@ func (a *Admin) moduleRoutes(mux *http.ServeMux) {
 		res, err := a.ModuleVersions(ctx, m)
 		return res, attrs, err
 	}))
-	mux.HandleFunc("POST /v1/module/unpack", serveAdmin(a, func(ctx context.Context, req AdminModuleRequest) (any, []any, error) {
+	mux.HandleFunc("POST /v1/module/unpack", handle(a, func(ctx context.Context, req ModuleRequest) (any, []any, error) {
 		m, attrs, err := parse(req)
 		if err != nil {
 			return nil, attrs, err

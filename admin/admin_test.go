@@ -1,4 +1,4 @@
-package proxy
+package admin
 
 import (
 	"bytes"
@@ -34,7 +34,7 @@ func TestAdminHandler(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, []string{"linux_amd64", "darwin_arm64"})
 	met := &countingSync{outcomes: map[string]int{}}
-	srv := httptest.NewServer(NewAdmin(h.engine, nil, met, AdminOptions{}).Handler())
+	srv := httptest.NewServer(New(h.engine, nil, met, Options{}).Handler())
 	defer srv.Close()
 	post := func(path, body string) (int, []byte) {
 		t.Helper()
@@ -49,19 +49,19 @@ func TestAdminHandler(t *testing.T) {
 	const random = `"provider":"registry.terraform.io/hashicorp/random"`
 
 	status, body := post("/v1/versions", "{"+random+"}")
-	var vs []AdminVersion
+	var vs []Version
 	if status != 200 || json.Unmarshal(body, &vs) != nil || len(vs) != 2 {
 		t.Fatalf("versions: %d %s", status, body)
 	}
 
 	status, body = post("/v1/package", "{"+random+`,"version":"3.6.0"}`)
-	var arcs []AdminArchive
+	var arcs []Archive
 	if status != 200 || json.Unmarshal(body, &arcs) != nil || len(arcs) != 2 || arcs[0].Cached {
 		t.Fatalf("package (every platform, none cached): %d %s", status, body)
 	}
 
-	var first, second AdminEnsured
-	for _, res := range []*AdminEnsured{&first, &second} {
+	var first, second Ensured
+	for _, res := range []*Ensured{&first, &second} {
 		status, body = post("/v1/ensure", "{"+random+`,"version":"3.6.0","platform":"linux_amd64"}`)
 		if status != 200 || json.Unmarshal(body, res) != nil {
 			t.Fatalf("ensure: %d %s", status, body)
@@ -93,8 +93,8 @@ func TestAdminHandler(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			status, body := post(tc.path, tc.body)
-			err := DecodeAdminError(status, body)
-			var ce *AdminCallError
+			err := DecodeError(status, body)
+			var ce *CallError
 			if status != tc.status || !errors.As(err, &ce) || !strings.Contains(ce.Msg, tc.msg) {
 				t.Errorf("%d %s, want %d with %q", status, bytes.TrimSpace(body), tc.status, tc.msg)
 			}
@@ -114,7 +114,7 @@ func TestAdminExportImport(t *testing.T) {
 	from.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64", "darwin_arm64"})
 	to := newHarness(t, harnessOptions{})
 	met := &countingSync{outcomes: map[string]int{}}
-	post := func(a *Admin, path string, req any) (int, []byte) {
+	post := func(a *API, path string, req any) (int, []byte) {
 		t.Helper()
 		srv := httptest.NewServer(a.Handler())
 		defer srv.Close()
@@ -139,15 +139,15 @@ func TestAdminExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := NewAdmin(from.engine, nil, met, AdminOptions{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
+	src := New(from.engine, nil, met, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
 	if _, err := src.Ensure(context.Background(), discovery.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}
 	size := int64(len(from.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")))
 
 	out := filepath.Join(t.TempDir(), "export")
-	status, body := post(src, "/v1/export", AdminExportRequest{Out: out})
-	var exp AdminExported
+	status, body := post(src, "/v1/export", ExportRequest{Out: out})
+	var exp Exported
 	if status != 200 || json.Unmarshal(body, &exp) != nil || exp.Written != 1 || exp.Bytes != size || exp.Failed != 0 || exp.Signer != key.Fingerprint() {
 		t.Fatalf("export: %d %s, want 1 package of %d bytes written", status, body, size)
 	}
@@ -157,9 +157,9 @@ func TestAdminExportImport(t *testing.T) {
 
 	// The importing side trusts the exporter's key: its own setting,
 	// which no request can change.
-	dst := NewAdmin(to.engine, nil, met, AdminOptions{ScratchDir: t.TempDir(), Trust: airgap.Trust{ExportKeys: trusted}})
-	status, body = post(dst, "/v1/import", AdminImportRequest{In: out})
-	var imp AdminImported
+	dst := New(to.engine, nil, met, Options{ScratchDir: t.TempDir(), Trust: airgap.Trust{ExportKeys: trusted}})
+	status, body = post(dst, "/v1/import", ImportRequest{In: out})
+	var imp Imported
 	if status != 200 || json.Unmarshal(body, &imp) != nil || imp.Imported != 1 || imp.Bytes != size || imp.Failed != 0 {
 		t.Fatalf("import: %d %s, want 1 package of %d bytes imported", status, body, size)
 	}
@@ -179,9 +179,9 @@ func TestAdminExportImport(t *testing.T) {
 		req  any
 		msg  string
 	}{
-		{"/v1/export", AdminExportRequest{Out: "export"}, "want an absolute path"},
-		{"/v1/import", AdminImportRequest{In: "export"}, "want an absolute path"},
-		{"/v1/export", AdminExportRequest{Out: out, Platforms: []string{"linux"}}, "linux"},
+		{"/v1/export", ExportRequest{Out: "export"}, "want an absolute path"},
+		{"/v1/import", ImportRequest{In: "export"}, "want an absolute path"},
+		{"/v1/export", ExportRequest{Out: out, Platforms: []string{"linux"}}, "linux"},
 	} {
 		status, body := post(dst, tc.path, tc.req)
 		if status != 400 || !strings.Contains(string(body), tc.msg) {

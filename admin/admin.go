@@ -1,0 +1,301 @@
+// Package admin is tfmirror's local admin API: what `tfmirror sync`,
+// `export` and `import` ask of the engine, as Go methods (API) for a
+// command that opened the engine itself, and as JSON over HTTP on a unix
+// socket in the data directory (Handler, Listen) for one that reaches a
+// running `tfmirror serve` (Client, Dial).
+//
+// It owns the admin operations, their wire format, the socket and its
+// access control (the socket's file mode and the caller's uid) and the
+// audit log of what each operation changed. It does not fetch, verify or
+// store anything itself (the engine, package mirror, and airgap do), and
+// it maps errors to status codes through internal/httperr, like the
+// mirror's own front door (package proxy).
+package admin
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"slices"
+
+	"github.com/tfmirror/tfmirror/airgap"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/httperr"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// Both doors go through the same methods, so a package is fetched and
+// verified the same way whichever door it comes through, and exactly as
+// for a client.
+
+// Version is one version of a provider and the platforms its origin
+// lists for it.
+type Version struct {
+	Version   string   `json:"version"`
+	Platforms []string `json:"platforms"`
+}
+
+// Archive is the verified package of one platform of a version.
+type Archive struct {
+	Platform string `json:"platform"`
+	Filename string `json:"filename"`
+	SHA256   string `json:"sha256"`
+	// Cached says the archive is in the cache; Size is then its size.
+	Cached bool  `json:"cached"`
+	Size   int64 `json:"size,omitempty"`
+}
+
+// Ensured is the result of making sure one archive is cached.
+type Ensured struct {
+	SHA256 string `json:"sha256"`
+	// Bytes is the archive's size.
+	Bytes int64 `json:"bytes"`
+	// CachedAlready says the archive was in the cache before the call.
+	CachedAlready bool `json:"cached_already"`
+	// Source is the mirror.Source: hit, miss or coalesced.
+	Source string `json:"source"`
+}
+
+// Request is the body of every admin API call; each uses the fields
+// it needs.
+type Request struct {
+	Provider  string   `json:"provider"` // HOST/NAMESPACE/TYPE
+	Version   string   `json:"version,omitempty"`
+	Platform  string   `json:"platform,omitempty"`
+	Platforms []string `json:"platforms,omitempty"`
+}
+
+// ErrorBody is the body of an admin API call that failed.
+type ErrorBody struct {
+	Error string `json:"error"`
+}
+
+// ExportRequest asks for an export (airgap.Export) to Out, an
+// absolute path the serving process writes; empty lists select all.
+type ExportRequest struct {
+	Out       string   `json:"out"`
+	Providers []string `json:"providers,omitempty"` // HOST/NAMESPACE/TYPE
+	Versions  []string `json:"versions,omitempty"`
+	Platforms []string `json:"platforms,omitempty"`
+}
+
+// Exported is the result of an export: its summary and one line per
+// version that failed.
+type Exported struct {
+	airgap.ExportSummary
+	Failures []string `json:"failures,omitempty"`
+}
+
+// ImportRequest asks for an import (airgap.Import) of In, an
+// absolute path the serving process reads; Shown is In as the user named
+// it, for messages.
+type ImportRequest struct {
+	In            string `json:"in"`
+	Shown         string `json:"shown,omitempty"`
+	AllowUnsigned bool   `json:"allow_unsigned,omitempty"`
+}
+
+// Imported is the result of an import: its summary and one line per
+// version refused.
+type Imported struct {
+	airgap.ImportSummary
+	Failures []string `json:"failures,omitempty"`
+}
+
+// Metrics receives what the admin API did. *metrics.Metrics implements it.
+type Metrics interface {
+	// Synced records a package asked for with its outcome (fetched,
+	// cached, failed) and the bytes fetched for it.
+	Synced(outcome string, fetchedBytes int64)
+	// AirGap records what an export or import (op) did: packages by
+	// outcome (exported or imported, present, failed) and the bytes
+	// written or imported.
+	AirGap(op string, packages map[string]int, bytes int64)
+}
+
+// Options configure an Admin.
+type Options struct {
+	// ScratchDir is where an import unpacks a tar file; default
+	// os.TempDir(). tfmirror uses the data directory: it is where the
+	// space is.
+	ScratchDir string
+	// MaxFileBytes bounds each file of an imported tar file; default 1 GiB.
+	MaxFileBytes int64
+	// ExportKey returns the key that signs an export's manifest; nil:
+	// exports fail.
+	ExportKey func() (*airgap.ExportKey, error)
+	// Trust is what an import trusts: the serving process's keys, never
+	// a caller's.
+	Trust airgap.Trust
+}
+
+// API runs admin operations on an engine.
+type API struct {
+	engine  *mirror.Engine
+	log     *slog.Logger
+	metrics Metrics
+	opts    Options
+}
+
+// New returns the admin operations of engine. A nil logger discards;
+// a nil metrics records nothing.
+func New(engine *mirror.Engine, logger *slog.Logger, met Metrics, opts Options) *API {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	return &API{engine: engine, log: logger, metrics: met, opts: opts}
+}
+
+// Export exports the cached packages req selects to req.Out through
+// airgap.Export.
+func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
+	var res Exported
+	if !filepath.IsAbs(req.Out) {
+		return res, httperr.BadRequest("out %q: want an absolute path", req.Out)
+	}
+	var sel airgap.Selection
+	for _, s := range req.Providers {
+		p, err := airgap.ParseProvider(s)
+		if err != nil {
+			return res, httperr.BadRequest("%v", err)
+		}
+		sel.Providers = append(sel.Providers, p)
+	}
+	for _, s := range req.Versions {
+		v, err := mirror.ParseSemver(s)
+		if err != nil {
+			return res, httperr.BadRequest("version %q: %v", s, err)
+		}
+		sel.Versions = append(sel.Versions, v.String())
+	}
+	for _, s := range req.Platforms {
+		if _, err := mirror.ParsePlatform(s); err != nil {
+			return res, httperr.BadRequest("%v", err)
+		}
+		sel.Platforms = append(sel.Platforms, s)
+	}
+	if a.opts.ExportKey == nil {
+		return res, fmt.Errorf("no export key is configured to sign the export's manifest")
+	}
+	key, err := a.opts.ExportKey()
+	if err != nil {
+		return res, fmt.Errorf("export key: %w", err)
+	}
+	sum, err := airgap.Export(ctx, a.engine, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
+	res.ExportSummary = sum
+	if a.metrics != nil {
+		a.metrics.AirGap("export", map[string]int{"exported": sum.Written, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
+	}
+	return res, err
+}
+
+// Import imports req.In into the cache through airgap.Import.
+func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
+	var res Imported
+	if !filepath.IsAbs(req.In) {
+		return res, httperr.BadRequest("in %q: want an absolute path", req.In)
+	}
+	sum, err := airgap.Import(ctx, a.engine, req.In, airgap.ImportOptions{
+		Trust:         a.opts.Trust,
+		AllowUnsigned: req.AllowUnsigned,
+		Shown:         req.Shown,
+		ScratchDir:    a.opts.ScratchDir,
+		MaxFileBytes:  a.opts.MaxFileBytes,
+	}, func(line string) { res.Failures = append(res.Failures, line) })
+	res.ImportSummary = sum
+	if a.metrics != nil {
+		a.metrics.AirGap("import", map[string]int{"imported": sum.Imported, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
+	}
+	return res, err
+}
+
+// Versions returns p's versions, oldest first as the origin lists them.
+func (a *API) Versions(ctx context.Context, p discovery.Provider) ([]Version, error) {
+	list, _, err := a.engine.Versions(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Version, 0, len(list.Versions))
+	for _, e := range list.Versions {
+		out = append(out, Version{Version: e.Version, Platforms: slices.Clone(e.Platforms)})
+	}
+	return out, nil
+}
+
+// Package returns the verified packages of version of p for platforms
+// (fetching and verifying their metadata, not the archives), and whether
+// each archive is cached. Empty platforms means every platform of the
+// version that the engine serves. Platforms without a package are left
+// out.
+func (a *API) Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]Archive, error) {
+	v, err := mirror.ParseSemver(version)
+	if err != nil {
+		return nil, httperr.BadRequest("version %q: %v", version, err)
+	}
+	var pls []discovery.Platform // nil: all
+	for _, s := range platforms {
+		pl, err := mirror.ParsePlatform(s)
+		if err != nil {
+			return nil, httperr.BadRequest("%v", err)
+		}
+		pls = append(pls, pl)
+	}
+	pkg, err := a.engine.Package(ctx, p, v, pls)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Archive, 0, len(pkg.Archives))
+	for _, arc := range pkg.Archives {
+		aa := Archive{Platform: arc.Platform, Filename: arc.Filename, SHA256: arc.SHA256}
+		aa.Size, aa.Cached = a.engine.CachedSize(arc.SHA256)
+		out = append(out, aa)
+	}
+	return out, nil
+}
+
+// Ensure makes sure the archive of version of p for platform is cached:
+// through the engine's EnsureArchive, fetched and verified exactly as for
+// a client.
+func (a *API) Ensure(ctx context.Context, p discovery.Provider, version, platform string) (Ensured, error) {
+	res, err := a.ensure(ctx, p, version, platform)
+	if a.metrics != nil {
+		switch {
+		case err != nil:
+			a.metrics.Synced("failed", 0)
+		case res.CachedAlready:
+			a.metrics.Synced("cached", 0)
+		default:
+			a.metrics.Synced("fetched", res.Bytes)
+		}
+	}
+	return res, err
+}
+
+func (a *API) ensure(ctx context.Context, p discovery.Provider, version, platform string) (Ensured, error) {
+	v, err := mirror.ParseSemver(version)
+	if err != nil {
+		return Ensured{}, httperr.BadRequest("version %q: %v", version, err)
+	}
+	pl, err := mirror.ParsePlatform(platform)
+	if err != nil {
+		return Ensured{}, httperr.BadRequest("%v", err)
+	}
+	pkg, err := a.engine.Package(ctx, p, v, []discovery.Platform{pl})
+	if err != nil {
+		return Ensured{}, err
+	}
+	if len(pkg.Archives) == 0 {
+		return Ensured{}, fmt.Errorf("%w: %s %s has no package for %s", mirror.ErrPlatformNotFound, p, v, pl)
+	}
+	sha := pkg.Archives[0].SHA256
+	src, err := a.engine.EnsureArchive(ctx, p, v, pl)
+	if err != nil {
+		return Ensured{}, err
+	}
+	size, ok := a.engine.CachedSize(sha)
+	if !ok {
+		return Ensured{}, fmt.Errorf("archive %s was cached and is gone again (evicted: is --cache-max-bytes too small?)", pkg.Archives[0].Filename)
+	}
+	return Ensured{SHA256: sha, Bytes: size, CachedAlready: src == mirror.Hit, Source: src.String()}, nil
+}

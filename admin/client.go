@@ -1,0 +1,152 @@
+package admin
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"syscall"
+	"time"
+
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+// The client lives beside the server: the routes, the request and answer
+// types and the error body are one wire format, and tests in this package
+// drive both ends through a real socket.
+
+// SocketName is the admin API's unix socket in the data directory. A
+// running `tfmirror serve` listens on it; subcommands that need the data
+// directory while it runs (Badger lets one process open it) go through it.
+const SocketName = "tfmirror.sock"
+
+// SocketPath is the admin socket of dataDir.
+func SocketPath(dataDir string) string { return filepath.Join(dataDir, SocketName) }
+
+// Listen listens on the admin socket of dataDir, mode 0600. The caller
+// holds the data directory's cache open, so no live tfmirror owns a socket
+// file found there: it is left by a process that was killed, and replaced.
+// Closing the listener removes the socket file.
+func Listen(dataDir string) (net.Listener, error) {
+	path := SocketPath(dataDir)
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("removing stale admin socket: %w", err)
+	}
+	ln, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		ln.Close()
+		return nil, err
+	}
+	return ln, nil
+}
+
+// Client calls the admin API of the tfmirror serving a data directory.
+type Client struct {
+	http *http.Client
+}
+
+// Dial connects to the admin socket of dataDir. It returns
+// ErrNoServer when no process listens there: no socket file, or one left
+// by a process that is gone.
+func Dial(ctx context.Context, dataDir string) (*Client, error) {
+	path := SocketPath(dataDir)
+	var d net.Dialer
+	dctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	conn, err := d.DialContext(dctx, "unix", path)
+	cancel()
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
+			return nil, ErrNoServer
+		}
+		return nil, fmt.Errorf("admin socket %s: %w", path, err)
+	}
+	conn.Close()
+	return &Client{http: &http.Client{Transport: &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return d.DialContext(ctx, "unix", path)
+		},
+		MaxIdleConnsPerHost: 16,
+	}}}, nil
+}
+
+// ErrNoServer: no process listens on the admin socket.
+var ErrNoServer = errors.New("no tfmirror serves this data directory")
+
+// Close closes the client's idle connections.
+func (c *Client) Close() { c.http.CloseIdleConnections() }
+
+func (c *Client) call(ctx context.Context, path string, req, out any) error {
+	body, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://tfmirror"+path, bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	hreq.Header.Set("Content-Type", "application/json")
+	resp, err := c.http.Do(hreq)
+	if err != nil {
+		return fmt.Errorf("running tfmirror: %w", err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(io.LimitReader(resp.Body, 16<<20))
+	if err != nil {
+		return fmt.Errorf("running tfmirror: %w", err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		return DecodeError(resp.StatusCode, data)
+	}
+	return json.Unmarshal(data, out)
+}
+
+// Versions is API.Versions through the socket.
+func (c *Client) Versions(ctx context.Context, p discovery.Provider) ([]Version, error) {
+	var out []Version
+	return out, c.call(ctx, "/v1/versions", Request{Provider: p.String()}, &out)
+}
+
+// Package is API.Package through the socket.
+func (c *Client) Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]Archive, error) {
+	var out []Archive
+	return out, c.call(ctx, "/v1/package", Request{Provider: p.String(), Version: version, Platforms: platforms}, &out)
+}
+
+// Ensure is API.Ensure through the socket.
+func (c *Client) Ensure(ctx context.Context, p discovery.Provider, version, platform string) (Ensured, error) {
+	var out Ensured
+	return out, c.call(ctx, "/v1/ensure", Request{Provider: p.String(), Version: version, Platform: platform}, &out)
+}
+
+// Export is API.Export through the socket.
+func (c *Client) Export(ctx context.Context, req ExportRequest) (Exported, error) {
+	var out Exported
+	return out, c.call(ctx, "/v1/export", req, &out)
+}
+
+// Import is API.Import through the socket.
+func (c *Client) Import(ctx context.Context, req ImportRequest) (Imported, error) {
+	var out Imported
+	return out, c.call(ctx, "/v1/import", req, &out)
+}
+
+// ModuleVersions is API.ModuleVersions through the socket.
+func (c *Client) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
+	var out []string
+	return out, c.call(ctx, "/v1/module/versions", ModuleRequest{Module: m.String()}, &out)
+}
+
+// UnpackModule is API.UnpackModule through the socket.
+func (c *Client) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (Module, error) {
+	var out Module
+	return out, c.call(ctx, "/v1/module/unpack", ModuleRequest{Module: m.String(), Version: version, Dir: dir}, &out)
+}

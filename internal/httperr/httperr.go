@@ -1,0 +1,110 @@
+// Package httperr is the one place where errors become HTTP status codes,
+// for both of tfmirror's HTTP front doors: the mirror and registry
+// protocols (package proxy) and the local admin API (package admin).
+//
+// It owns the mapping (Status) of the engine's errors (package mirror),
+// the origin client's (package discovery), verification's (package
+// verify) and the front doors' own (RequestError, ClientGoneError,
+// ErrUnauthorized, ErrBadSignature). It does not write responses: each
+// front door renders its own error body.
+package httperr
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// StatusClientClosedRequest is the status recorded for a request whose
+// client went away before it was answered (nginx's 499). Nobody receives
+// it; it keeps such requests apart from the mirror's own failures in logs
+// and metrics.
+const StatusClientClosedRequest = 499
+
+// ClientGoneError is Err met while the client had gone away.
+type ClientGoneError struct{ Err error }
+
+func (e *ClientGoneError) Error() string { return "client went away: " + e.Err.Error() }
+func (e *ClientGoneError) Unwrap() error { return e.Err }
+
+// RequestError is a malformed or refused request: a bad path part, body or
+// method.
+type RequestError struct {
+	Status int // 400 unless set
+	Msg    string
+}
+
+func (e *RequestError) Error() string { return e.Msg }
+
+// BadRequest is a RequestError with status 400.
+func BadRequest(format string, args ...any) error {
+	return &RequestError{Status: http.StatusBadRequest, Msg: fmt.Sprintf(format, args...)}
+}
+
+// Authentication errors of the front doors, mapped to 401 and 403.
+var (
+	// ErrUnauthorized: a JSON document was requested without a valid bearer token.
+	ErrUnauthorized = errors.New("unauthorized: a valid bearer token is required (configure credentials for this mirror's host in the CLI configuration)")
+	// ErrBadSignature: an archive URL has no valid, unexpired signature.
+	ErrBadSignature = errors.New("forbidden: the archive URL's signature is missing, invalid or expired (fetch VERSION.json again)")
+)
+
+// Status is the HTTP status code of err. Trouble at an origin is never
+// 404: clients read 404 as "no such provider".
+func Status(err error) int {
+	var reqErr *RequestError
+	var originErr *discovery.OriginError
+	var goneErr *ClientGoneError
+	var badArchive *mirror.BadArchiveError
+	switch {
+	case errors.As(err, &goneErr):
+		return StatusClientClosedRequest
+	case errors.As(err, &reqErr):
+		if reqErr.Status != 0 {
+			return reqErr.Status
+		}
+		return http.StatusBadRequest
+	case errors.Is(err, ErrUnauthorized):
+		return http.StatusUnauthorized
+	case errors.Is(err, ErrBadSignature):
+		return http.StatusForbidden
+	case errors.Is(err, mirror.ErrOriginNotAllowed),
+		errors.Is(err, discovery.ErrHostNotAllowed),
+		errors.Is(err, discovery.ErrNotFound),
+		errors.Is(err, discovery.ErrNoProviderService),
+		errors.Is(err, discovery.ErrNoModuleService),
+		errors.Is(err, mirror.ErrVersionNotFound),
+		errors.Is(err, mirror.ErrPlatformNotFound):
+		return http.StatusNotFound
+	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
+		errors.Is(err, discovery.ErrCircuitOpen):
+		return http.StatusServiceUnavailable
+	case errors.Is(err, mirror.ErrNoEvidence):
+		// A version imported without signature has no registry-protocol
+		// answer (offline, a record of an earlier release is 503 above).
+		return http.StatusNotFound
+	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive),
+		errors.Is(err, modsource.ErrUnsupported), errors.As(err, new(*modsource.LimitError)):
+		return http.StatusBadGateway
+	case errors.As(err, &originErr):
+		switch {
+		case originErr.Timeout():
+			return http.StatusGatewayTimeout
+		case originErr.StatusCode == http.StatusTooManyRequests,
+			originErr.StatusCode == http.StatusServiceUnavailable:
+			return http.StatusServiceUnavailable
+		default:
+			return http.StatusBadGateway
+		}
+	case errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout
+	default:
+		return http.StatusInternalServerError
+	}
+}
