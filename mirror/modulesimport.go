@@ -197,6 +197,7 @@ func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in Importe
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
+	s.ret.protect(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}
