@@ -14,9 +14,9 @@ package airgap
 //
 //	modules/HOST/NAMESPACE/NAME/SYSTEM/VERSION/         the module's files
 //
-// The top directory "modules" is no provider host: the provider side of
-// an import skips it, and neither a static network mirror nor a
-// filesystem_mirror finds a provider package in it.
+// The provider side of an import skips the top directory "modules" (it
+// is not read as a provider host), and neither a static network mirror
+// nor a filesystem_mirror finds a provider package in it.
 
 import (
 	"context"
