@@ -113,7 +113,9 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 			}
 		}
 	}
-	// A local module's bytes decide (it has no sha256 vouched for).
+	// Staged and checked: a new version, a local module (no sha256 is
+	// vouched for, its bytes decide), or a package the cache no longer
+	// holds.
 	sum, size, err := s.stageModule(ctx, m, in, rec)
 	if err != nil {
 		return out, err
