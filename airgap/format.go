@@ -9,7 +9,8 @@
 // Import, which re-verifies every package from its evidence, once one of
 // the operator's keys (Trust) vouches for the version: the manifest's
 // signer, or a key pinned for the provider's namespace. Nothing in the
-// input vouches for itself.
+// input vouches for itself. Registry modules travel beside the providers,
+// under modules/, vouched for by the manifest only (see modules.go).
 //
 // Both work on a *mirror.Engine that the caller opened: `tfmirror export`
 // and `tfmirror import` on their own, or a running `tfmirror serve` for

@@ -14,9 +14,9 @@ package airgap
 //
 //	modules/HOST/NAMESPACE/NAME/SYSTEM/VERSION/         the module's files
 //
-// The top directory "modules" is no provider host: the provider side of
-// an import skips it, and neither a static network mirror nor a
-// filesystem_mirror finds a provider package in it.
+// The provider side of an import skips the top directory "modules" (it
+// is not read as a provider host), and neither a static network mirror
+// nor a filesystem_mirror finds a provider package in it.
 
 import (
 	"context"
@@ -233,17 +233,19 @@ func importModulePackage(ctx context.Context, engine *pullthrough.Engine, b *bun
 	if !safeVersion(version) {
 		return fmt.Errorf("%s: version %q cannot name a file", b.shownPath(b.rel(dir)), version)
 	}
+	for _, p := range []string{jsonPath, pkgPath} {
+		if info, err := os.Lstat(p); err != nil || !info.Mode().IsRegular() {
+			return fmt.Errorf("%s is missing or not a regular file (a module version is its package VERSION.tar.gz and its record VERSION.json)", b.shownPath(b.rel(p)))
+		}
+	}
 	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
 	data, err := vf.readFile(jsonPath, maxModuleFileBytes)
 	if err != nil {
-		return err
+		return fmt.Errorf("%s: %w", b.shownPath(b.rel(jsonPath)), err)
 	}
 	info, err := os.Lstat(pkgPath)
 	if err != nil {
 		return err
-	}
-	if !info.Mode().IsRegular() {
-		return fmt.Errorf("%s is not a regular file", b.shownPath(b.rel(pkgPath)))
 	}
 	pkgRel := b.rel(pkgPath)
 	vf.zips[pkgRel] = info.Size()

@@ -179,7 +179,7 @@ func TestImportModuleRefused(t *testing.T) {
 		}, trusted, false, []string{tarballRel + ".json", "differs from the manifest"}},
 		{"the package missing", func(t *testing.T, dir string) {
 			os.Remove(filepath.Join(dir, filepath.FromSlash(tarballRel+".tar.gz")))
-		}, trusted, false, []string{tarballRel + ".tar.gz"}},
+		}, trusted, false, []string{tarballRel + ".tar.gz is missing"}},
 		{"no export key trusted", nil, Trust{}, false, []string{"no export key is trusted", "--trusted-export-keys"}},
 		{"another export key trusted", nil, Trust{ExportKeys: publicOf(t, newKey(t, "other"))}, false, []string{"not among the trusted export keys"}},
 		{"a plain directory, --allow-unsigned", func(t *testing.T, dir string) {

@@ -474,8 +474,21 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		return nil, fmt.Errorf("storing module package: %w", err)
 	}
 	if rec.SHA256 == "" {
+		// In turn with ImportModule, which may have completed the record
+		// since this fetch read it: the first sha256 stays.
+		s.importMu.Lock()
+		var now ModuleRecord
+		if _, err := s.store.GetMeta(moduleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
+			s.importMu.Unlock()
+			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
+			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Package, sum, now.SHA256)
+			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
+			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
+		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
-		if err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec); err != nil {
+		err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec)
+		s.importMu.Unlock()
+		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}

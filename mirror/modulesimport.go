@@ -113,7 +113,9 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 			}
 		}
 	}
-	// A local module's bytes decide (it has no sha256 vouched for).
+	// Staged and checked: a new version, a local module (no sha256 is
+	// vouched for, its bytes decide), or a package the cache no longer
+	// holds.
 	sum, size, err := s.stageModule(ctx, m, in, rec)
 	if err != nil {
 		return out, err
@@ -197,6 +199,7 @@ func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in Importe
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
+	s.ret.protect(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}

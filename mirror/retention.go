@@ -476,8 +476,12 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 		if err != nil {
 			return nil
 		}
+		// An imported module version (from a bundle, or a local module
+		// without origin location) is not fetched again, as imported
+		// providers are not.
 		h := &heldVersion{kind: "module", addr: rec.Module, version: v, raw: rec.Version, key: key,
-			archives: []string{rec.SHA256}, refetch: !s.cfg.Offline}
+			archives: []string{rec.SHA256}, imported: rec.Provenance != ProvenanceOrigin}
+		h.refetch = !s.cfg.Offline && !h.imported && rec.Location != ""
 		stat(h)
 		out = append(out, h)
 		return nil

@@ -30,8 +30,8 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	var ifs *flag.FlagSet
 	cfg, rest, err := parseCacheCommandFlags("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
-		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all")
-		fs.Var(&versionList, "version", "comma-separated versions to export; default all")
+		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
+		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
 		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
 		addExportKeyFlag(fs, &exportKey)
 	})

@@ -261,3 +261,46 @@ func waitAdminSocket(t *testing.T, dataDir string) {
 	}
 	t.Fatalf("no admin socket %s after 10s", path)
 }
+
+// An in-house module, a plain directory of its files imported with
+// --allow-unsigned into a sealed mirror, is installed and applied by
+// terraform through a host block for its host (no origin) that points
+// modules.v1 at the mirror.
+func TestImportLocalModuleThenApply(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	e.stop()
+	in := t.TempDir()
+	mod := filepath.Join(in, "modules", "tf.corp.example", "platform", "network", "aws", "1.2.0")
+	files := map[string]string{
+		"main.tf":         "module \"subnets\" {\n  source = \"./subnets\"\n}\n\noutput \"cidr\" {\n  value = module.subnets.cidr\n}\n",
+		"subnets/cidr.tf": "output \"cidr\" {\n  value = \"10.0.0.0/16\"\n}\n",
+	}
+	for name, data := range files {
+		p := filepath.Join(mod, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	data := filepath.Join(t.TempDir(), "data")
+	if code, out, errOut := runCommand("import", "--data-dir", data, "--allow-unsigned", in); code != 0 || !strings.Contains(out, "modules: 1 packages imported") {
+		t.Fatalf("import exited %d:\n%s%s", code, out, errOut)
+	}
+	e.startMirror(data, "--offline")
+	conf := filepath.Join(t.TempDir(), "cli.tfrc")
+	block := "host \"tf.corp.example\" {\n  services = {\n    \"modules.v1\" = \"" + e.url + "registry/tf.corp.example/v1/modules/\"\n  }\n}\n"
+	if err := os.WriteFile(conf, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	root := "module \"network\" {\n  source  = \"tf.corp.example/platform/network/aws\"\n  version = \"~> 1.2\"\n}\n\noutput \"cidr\" {\n  value = module.network.cidr\n}\n"
+	files2, outputs := moduleRun{registryRun{e: e, conf: conf, caFile: e.caFile}, "/nonexistent"}.apply(t, root)
+	if got := outputs["cidr"].(map[string]any)["value"]; got != "10.0.0.0/16" {
+		t.Errorf("output cidr is %v", got)
+	}
+	if _, ok := files2["network/subnets/cidr.tf"]; !ok {
+		t.Errorf("the module's files were not installed: %v", files2)
+	}
+}
