@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
 // The manifest of an export lists every file of it that the exporting
@@ -241,7 +243,7 @@ func readManifest(dir string, keyring openpgp.EntityList) (*manifest, error) {
 	}
 	seen := map[string]bool{}
 	for _, f := range m.Files {
-		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || seen[f.Path] || f.Size < 0 || !isSHA256(f.SHA256) {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || seen[f.Path] || f.Size < 0 || !sha256hex.Valid(f.SHA256) {
 			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by the trusted export key %s but has a malformed entry %q", issuer, f.Path)}
 		}
 		seen[f.Path] = true
@@ -255,14 +257,6 @@ func orUnknown(id string) string {
 		return "(unknown: the signature does not parse)"
 	}
 	return id
-}
-
-func isSHA256(s string) bool {
-	if len(s) != 64 || strings.ToLower(s) != s {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // readCapped reads the file at path, failing when it is larger than limit.

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
 // BlobInfo describes a committed archive.
@@ -28,13 +30,8 @@ type blobRecord struct {
 }
 
 func checkSHA(sha string) error {
-	if len(sha) != 64 {
+	if !sha256hex.Valid(sha) {
 		return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
-	}
-	for _, c := range sha {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
-		}
 	}
 	return nil
 }
