@@ -44,7 +44,7 @@ type e2e struct {
 	t       *testing.T
 	tf      string // the client binary: terraform, or OpenTofu's tofu
 	origin  *fakeorigin.Origin
-	mirror  *mirror
+	mirror  *server
 	url     string // https://127.0.0.1:PORT/
 	caFile  string
 	dataDir string
@@ -103,7 +103,7 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 	}
 	var d net.Dialer
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := newMirror(cfg, logger, overrides{
+	m, err := newServer(cfg, logger, overrides{
 		rootCAs: origin.CertPool(),
 		// Provider host names resolve to the fake origin, for the mirror only.
 		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {

@@ -13,7 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
@@ -59,14 +59,14 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		var v versions.Version
-		v, err = pullthrough.ParseSemver(s)
+		v, err = mirror.ParseSemver(s)
 		req.Versions = append(req.Versions, v.String())
 	}
 	for _, s := range platforms {
 		if err != nil {
 			break
 		}
-		_, err = pullthrough.ParsePlatform(s)
+		_, err = mirror.ParsePlatform(s)
 		req.Platforms = append(req.Platforms, s)
 	}
 	if err == nil {

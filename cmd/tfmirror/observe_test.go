@@ -26,11 +26,11 @@ import (
 
 const tfRegistry = "registry.terraform.io"
 
-// testMirror is a mirror wired by newMirror and serving on loopback in
+// testMirror is a mirror wired by newServer and serving on loopback in
 // front of a fake origin.
 type testMirror struct {
 	t      *testing.T
-	m      *mirror
+	m      *server
 	origin *fakeorigin.Origin
 	url    string // base URL with trailing slash
 	client *http.Client
@@ -73,7 +73,7 @@ func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut
 	if o.rootCAs == nil {
 		o.rootCAs = origin.CertPool()
 	}
-	m, err := newMirror(cfg, logger, *o)
+	m, err := newServer(cfg, logger, *o)
 	if err != nil {
 		t.Fatal(err)
 	}
