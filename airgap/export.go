@@ -16,8 +16,6 @@ import (
 	"slices"
 	"strings"
 
-	svchost "github.com/hashicorp/terraform-svchost"
-
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
@@ -80,22 +78,11 @@ func Export(ctx context.Context, engine *mirror.Engine, sel Selection, out strin
 	return sum, err
 }
 
-// ParseProvider parses HOST/NAMESPACE/TYPE, or NAMESPACE/TYPE of the
-// public registry.
-func ParseProvider(s string) (discovery.Provider, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) == 2 {
-		parts = append([]string{"registry.terraform.io"}, parts...)
-	}
-	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-		return discovery.Provider{}, fmt.Errorf("provider %q: want HOST/NAMESPACE/TYPE", s)
-	}
-	host, err := svchost.ForComparison(parts[0])
-	if err != nil {
-		return discovery.Provider{}, fmt.Errorf("provider %q: %w", s, err)
-	}
-	return discovery.Provider{Hostname: host, Namespace: strings.ToLower(parts[1]), Type: strings.ToLower(parts[2])}, nil
-}
+// ParseProvider is discovery.ParseProvider, for the admin API until it
+// calls that itself.
+//
+// Deprecated: use discovery.ParseProvider.
+func ParseProvider(s string) (discovery.Provider, error) { return discovery.ParseProvider(s) }
 
 // exportTar exports into a temporary directory beside out, then writes
 // it as one tar file (gzip-compressed for .tar.gz and .tgz).
@@ -220,7 +207,7 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 // selects, skipping those present with the right sha256, and its
 // evidence.
 func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
-	p, err := ParseProvider(cv.Provider)
+	p, err := discovery.ParseProvider(cv.Provider)
 	if err != nil {
 		return err
 	}

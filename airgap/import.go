@@ -206,7 +206,7 @@ func importDir(ctx context.Context, engine *mirror.Engine, b *bundle, report fun
 		}
 		rel, _ := filepath.Rel(dir, pdir)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
-		p, err := ParseProvider(strings.Join(parts, "/"))
+		p, err := discovery.ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))

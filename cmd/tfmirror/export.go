@@ -11,7 +11,6 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -51,7 +50,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		var p discovery.Provider
-		p, err = airgap.ParseProvider(s)
+		p, err = discovery.ParseProvider(s)
 		req.Providers = append(req.Providers, p.String())
 	}
 	for _, s := range versionList {
