@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -223,7 +224,7 @@ func TestTerraformInitThroughMirror(t *testing.T) {
 	}
 
 	// A second init in a fresh directory is served from the cache.
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	dir2 := writeConfig(t, providers)
 	if out, err := e.terraform(dir2, "init", "-no-color"); err != nil {
 		t.Fatalf("second terraform init failed: %v\n%s", err, out)
@@ -268,7 +269,7 @@ func TestTerraformInitRefusesTamperedArchive(t *testing.T) {
 	if err == nil {
 		t.Fatalf("terraform init succeeded with a tampered archive:\n%s", out)
 	}
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	if _, err := e.mirror.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 		t.Errorf("the tampered archive is cached: %v", err)
 	}
