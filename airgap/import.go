@@ -15,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // ImportSummary counts what Import did, in packages (one version, one
@@ -73,7 +73,7 @@ type ImportOptions struct {
 // refused is passed to report (one line, naming the file at fault and the
 // key it would need) and counted, and the import goes on; the error is
 // for what stops it.
-func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
+func Import(ctx context.Context, engine *mirror.Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
 	var sum ImportSummary
 	if opts.Shown == "" {
 		opts.Shown = in
@@ -157,7 +157,7 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 // importDir imports every provider version in dir (laid out as export and
 // `terraform providers mirror` write it). Names in messages are given
 // under shown, the directory or tar file the user named.
-func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, report func(string), sum *ImportSummary) error {
+func importDir(ctx context.Context, engine *mirror.Engine, b *bundle, report func(string), sum *ImportSummary) error {
 	dir, shown := b.dir, b.shown
 	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
 	if err != nil {
@@ -176,7 +176,7 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 		if parts[0] == modulesDir {
 			continue // see importModules
 		}
-		p, err := ParseProvider(strings.Join(parts, "/"))
+		p, err := discovery.ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
@@ -247,7 +247,7 @@ func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, 
 	out := map[string]map[string]string{}
 	ignored := 0
 	for _, e := range entries {
-		version, pl, err := pullthrough.ParseArchiveName(typ, e.Name())
+		version, pl, err := mirror.ParseArchiveName(typ, e.Name())
 		switch {
 		case err == nil && e.Type().IsRegular():
 			if out[version] == nil {
@@ -340,7 +340,7 @@ func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[strin
 
 // publisherVouches checks every SHA256SUMS document of a signed version
 // of p against the keys pinned for p's namespace.
-func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidenceFile, docs []pullthrough.SumsDocument) error {
+func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidenceFile, docs []mirror.SumsDocument) error {
 	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
 	keys := b.trust.PublisherKeys[ns]
 	if len(docs) == 0 {
@@ -376,14 +376,14 @@ func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidence
 // Nothing in the input vouches for itself: the signing keys in an
 // evidence file are checked against, never trusted. A version no key
 // vouches for is refused whole, saying why each anchor does not.
-func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p discovery.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
-	v, err := pullthrough.ParseSemver(version)
+func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p discovery.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
+	v, err := mirror.ParseSemver(version)
 	if err != nil {
 		return err
 	}
 	shown := b.shownPath(b.rel(dir))
 	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
-	in := pullthrough.Imported{Provider: p, Version: v}
+	in := mirror.Imported{Provider: p, Version: v}
 	var paths []string // per package, as shown
 	evPath := filepath.Join(dir, evidenceName(p.Type, version))
 	ef, docs, err := readEvidence(dir, evPath, vf.readFile)
@@ -445,7 +445,7 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p
 
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
-		pkg := pullthrough.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
+		pkg := mirror.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
 			SHA256: shas[b.rel(path)]}
 		if ef != nil {
 			epkg, ok := ef.Packages[pl]
@@ -470,7 +470,7 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p
 		in.Unsigned = true
 	}
 	res, err := engine.Import(ctx, in)
-	var ierr *pullthrough.ImportError
+	var ierr *mirror.ImportError
 	if errors.As(err, &ierr) {
 		switch {
 		case ierr.Document >= 0 && ef != nil && ierr.Document < len(ef.Documents):

@@ -15,7 +15,8 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // The manifest of an export lists every file of it that the exporting
@@ -33,7 +34,7 @@ const (
 	// maxManifestBytes bounds a manifest (some 200 bytes per file).
 	maxManifestBytes = 64 << 20
 	// maxSignatureBytes bounds a detached signature, as the origin path does.
-	maxSignatureBytes = pullthrough.MaxSignatureBytes
+	maxSignatureBytes = mirror.MaxSignatureBytes
 )
 
 // manifest is tfmirror-manifest.json.
@@ -243,7 +244,7 @@ func readManifest(dir string, keyring openpgp.EntityList) (*manifest, error) {
 	}
 	seen := map[string]bool{}
 	for _, f := range m.Files {
-		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || seen[f.Path] || f.Size < 0 || !isSHA256(f.SHA256) {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || seen[f.Path] || f.Size < 0 || !sha256hex.Valid(f.SHA256) {
 			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by the trusted export key %s but has a malformed entry %q", issuer, f.Path)}
 		}
 		seen[f.Path] = true
@@ -257,14 +258,6 @@ func orUnknown(id string) string {
 		return "(unknown: the signature does not parse)"
 	}
 	return id
-}
-
-func isSHA256(s string) bool {
-	if len(s) != 64 || strings.ToLower(s) != s {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // readCapped reads the file at path, failing when it is larger than limit

@@ -31,7 +31,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 const (
@@ -88,9 +88,9 @@ func moduleDir(top string, m discovery.Module) string {
 // exportModules writes every module version whose package is cached,
 // with its record, into out (see the layout above) and records them in
 // files. Each version that fails is reported and counted.
-func exportModules(ctx context.Context, engine *pullthrough.Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
-	var cached []pullthrough.CachedModule
-	err := engine.ListCachedModules(func(cm pullthrough.CachedModule) error {
+func exportModules(ctx context.Context, engine *mirror.Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
+	var cached []mirror.CachedModule
+	err := engine.ListCachedModules(func(cm mirror.CachedModule) error {
 		if cm.Cached {
 			cached = append(cached, cm)
 		}
@@ -113,7 +113,7 @@ func exportModules(ctx context.Context, engine *pullthrough.Engine, out string, 
 
 // exportModule writes one module version's package, unless it is there
 // with the right sha256, and its record.
-func exportModule(engine *pullthrough.Engine, cm pullthrough.CachedModule, out string, files *exportFiles, sum *ExportSummary) error {
+func exportModule(engine *mirror.Engine, cm mirror.CachedModule, out string, files *exportFiles, sum *ExportSummary) error {
 	m, err := discovery.ParseModule(cm.Module)
 	if err != nil {
 		return err
@@ -137,7 +137,7 @@ func exportModule(engine *pullthrough.Engine, cm pullthrough.CachedModule, out s
 		sum.ModulesPresent++
 	}
 	mf := moduleFile{Format: moduleFileFormat, Module: m.String(), Version: rec.Version, Location: rec.Location,
-		Commit: rec.Commit, Local: rec.Provenance == pullthrough.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
+		Commit: rec.Commit, Local: rec.Provenance == mirror.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
 	_, err = files.writeJSON(filepath.Join(dir, rec.Version+".json"), mf)
 	return err
 }
@@ -152,7 +152,7 @@ func hasModules(dir string) bool {
 // directory (see the layout above), each once a key of the operator's
 // vouches for it, or as a local module with b.allowUnsigned. Each version
 // refused is reported and counted.
-func importModules(ctx context.Context, engine *pullthrough.Engine, b *bundle, scratch string, report func(string), sum *ImportSummary) error {
+func importModules(ctx context.Context, engine *mirror.Engine, b *bundle, scratch string, report func(string), sum *ImportSummary) error {
 	dirs, err := filepath.Glob(filepath.Join(b.dir, modulesDir, "*", "*", "*", "*"))
 	if err != nil {
 		return err
@@ -220,7 +220,7 @@ func importModules(ctx context.Context, engine *pullthrough.Engine, b *bundle, s
 // with its record VERSION.json, once the input's manifest, signed by a
 // trusted export key, lists both with the bytes found: modules have no
 // publisher signature, and nothing in the input vouches for itself.
-func importModulePackage(ctx context.Context, engine *pullthrough.Engine, b *bundle, m discovery.Module, dir, version string, sum *ImportSummary) error {
+func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, m discovery.Module, dir, version string, sum *ImportSummary) error {
 	jsonPath, pkgPath := filepath.Join(dir, version+".json"), filepath.Join(dir, version+".tar.gz")
 	if b.manifest == nil {
 		why := b.why
@@ -265,7 +265,7 @@ func importModulePackage(ctx context.Context, engine *pullthrough.Engine, b *bun
 	case mf.SHA256 != shas[pkgRel]:
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
-	res, err := engine.ImportModule(ctx, pullthrough.ImportedModule{Module: m, Version: version, Location: mf.Location,
+	res, err := engine.ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Location: mf.Location,
 		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
@@ -277,7 +277,7 @@ func importModulePackage(ctx context.Context, engine *pullthrough.Engine, b *bun
 // importLocalModule packs the module files in dir and imports them as
 // version of the local module m, when the input is a plain directory
 // (no manifest) and b.allowUnsigned.
-func importLocalModule(ctx context.Context, engine *pullthrough.Engine, b *bundle, m discovery.Module, dir, version, scratch string, sum *ImportSummary) error {
+func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m discovery.Module, dir, version, scratch string, sum *ImportSummary) error {
 	shown := b.shownPath(b.rel(dir))
 	switch {
 	case b.hasManifest:
@@ -285,7 +285,7 @@ func importLocalModule(ctx context.Context, engine *pullthrough.Engine, b *bundl
 	case !b.allowUnsigned:
 		return fmt.Errorf("%s holds a local module's files, which nothing signs; to accept it as a local module, import with --allow-unsigned", shown)
 	}
-	if _, err := pullthrough.ParseSemver(strings.TrimPrefix(version, "v")); err != nil || !safeVersion(version) {
+	if _, err := mirror.ParseSemver(strings.TrimPrefix(version, "v")); err != nil || !safeVersion(version) {
 		return fmt.Errorf("%s: the directory's name %q is not a version", shown, version)
 	}
 	tmp, err := os.CreateTemp(scratch, "tfmirror-local-module-*.tar.gz")
@@ -299,7 +299,7 @@ func importLocalModule(ctx context.Context, engine *pullthrough.Engine, b *bundl
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	res, err := engine.ImportModule(ctx, pullthrough.ImportedModule{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
+	res, err := engine.ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
 	if err != nil {
 		return fmt.Errorf("%s: %w", shown, err)
 	}
@@ -307,7 +307,7 @@ func importLocalModule(ctx context.Context, engine *pullthrough.Engine, b *bundl
 	return nil
 }
 
-func countModule(res pullthrough.ImportedModuleOutcome, sum *ImportSummary) {
+func countModule(res mirror.ImportedModuleOutcome, sum *ImportSummary) {
 	if res.Present {
 		sum.ModulesPresent++
 		return

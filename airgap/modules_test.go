@@ -16,23 +16,23 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // newEngine returns an engine on a fresh in-memory cache: connected to
 // origin, or sealed when origin is nil.
-func newEngine(t *testing.T, origin *fakeorigin.Origin) *pullthrough.Engine {
+func newEngine(t *testing.T, origin *fakeorigin.Origin) *mirror.Engine {
 	t.Helper()
 	store := enginetest.OpenStore(t, "", cache.Options{})
-	cfg := pullthrough.Config{AllowedOrigins: []string{enginetest.OriginHost}, Logger: enginetest.Logger(t), ScratchDir: t.TempDir()}
-	var o pullthrough.Origin
+	cfg := mirror.Config{AllowedOrigins: []string{enginetest.OriginHost}, Logger: enginetest.Logger(t), ScratchDir: t.TempDir()}
+	var o mirror.Origin
 	if origin != nil {
 		o = enginetest.OriginClient(t, origin)
 	} else {
 		cfg.Offline = true
 		o = enginetest.OriginClient(t, enginetest.StartOrigin(t, fakeorigin.Options{}))
 	}
-	engine, err := pullthrough.New(cfg, o, store)
+	engine, err := mirror.New(cfg, o, store)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ var tarballModule = discovery.Module{Hostname: enginetest.OriginHost, Namespace:
 const tarballRel = "modules/registry.terraform.io/acme/tarball/aws/0.1.0"
 
 // moduleBytes returns the package of version of m as engine serves it.
-func moduleBytes(t *testing.T, engine *pullthrough.Engine, m discovery.Module, version string) (*pullthrough.ModulePackage, []byte) {
+func moduleBytes(t *testing.T, engine *mirror.Engine, m discovery.Module, version string) (*mirror.ModulePackage, []byte) {
 	t.Helper()
 	pkg, err := engine.OpenModule(context.Background(), m, version)
 	if err != nil {
@@ -85,7 +85,7 @@ func exportedModule(t *testing.T) (out string, key *ExportKey, want []byte) {
 	return out, key, want
 }
 
-func importInto(t *testing.T, engine *pullthrough.Engine, in string, opts ImportOptions) (ImportSummary, []string) {
+func importInto(t *testing.T, engine *mirror.Engine, in string, opts ImportOptions) (ImportSummary, []string) {
 	t.Helper()
 	var reports []string
 	if opts.ScratchDir == "" {
@@ -125,7 +125,7 @@ func TestExportImportModules(t *testing.T) {
 		t.Fatalf("the sealed mirror lists %v, %v", list, err)
 	}
 	rec, err := sealed.ModuleLocation(context.Background(), tarballModule, "0.1.0")
-	if err != nil || rec.Subdir != "modules/app" || rec.Provenance != pullthrough.ProvenanceImported {
+	if err != nil || rec.Subdir != "modules/app" || rec.Provenance != mirror.ProvenanceImported {
 		t.Fatalf("record %+v, %v", rec, err)
 	}
 	if _, got := moduleBytes(t, sealed, tarballModule, "0.1.0"); string(got) != string(want) {
@@ -205,7 +205,7 @@ func TestImportModuleRefused(t *testing.T) {
 					t.Errorf("the report does not say %q:\n%s", w, reports[0])
 				}
 			}
-			if _, _, err := sealed.ModuleVersions(context.Background(), tarballModule); !errors.Is(err, pullthrough.ErrOffline) {
+			if _, _, err := sealed.ModuleVersions(context.Background(), tarballModule); !errors.Is(err, mirror.ErrOffline) {
 				t.Errorf("the refused module is listed: %v", err)
 			}
 			if _, err := sealed.OpenModule(context.Background(), tarballModule, "0.1.0"); err == nil {
@@ -251,7 +251,7 @@ func TestImportLocalModule(t *testing.T) {
 		t.Fatalf("the local module's versions: %v, %v", list, err)
 	}
 	pkg, data := moduleBytes(t, engine, local, "1.2.0")
-	if pkg.Record.Provenance != pullthrough.ProvenanceUnsigned || pkg.Record.Location != "" {
+	if pkg.Record.Provenance != mirror.ProvenanceUnsigned || pkg.Record.Location != "" {
 		t.Errorf("record %+v", pkg.Record)
 	}
 	files := unpackModule(t, data)

@@ -15,7 +15,7 @@
 // Only Commit makes a blob visible: it checks the digest, writes the last
 // chunk, syncs, and then writes the commit record, last. A crash at any
 // point therefore leaves either a complete blob or unreferenced chunks,
-// which CleanOrphans removes (it runs at Open). Partial archives are never
+// which cleanOrphans removes (it runs at Open). Partial archives are never
 // returned by OpenBlob.
 //
 // Badger writes through memory-mapped files, where a full disk is not an
@@ -177,7 +177,7 @@ type Store struct {
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
-	// it (Commit, DeleteBlob): see lockBlob.
+	// it (Commit, deleteBlob): see lockBlob.
 	blobLocks [256]sync.Mutex
 
 	// gate counts the database operations under way and refuses new ones
@@ -198,11 +198,11 @@ type Store struct {
 // callers interleave. Every field is nil outside tests.
 type testHooks struct {
 	// recordRead is called by Commit after it found no commit record and
-	// before it writes one, and by DeleteBlob after it read the record and
+	// before it writes one, and by deleteBlob after it read the record and
 	// before it deletes it.
 	recordRead func(sha string)
-	// recordWaits is called by Commit and DeleteBlob when they must wait
-	// for another Commit or DeleteBlob of the same sha256 to finish.
+	// recordWaits is called by Commit and deleteBlob when they must wait
+	// for another Commit or deleteBlob of the same sha256 to finish.
 	recordWaits func(sha string)
 	// shutdownWaits is called when Shutdown starts waiting for writers,
 	// closeWaits when Shutdown or Close waits for operations under way.

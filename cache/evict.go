@@ -208,7 +208,7 @@ func (s *Store) EvictBlob(sha string) (BlobInfo, error) {
 	}
 	info, err := s.StatBlob(sha)
 	if err == nil {
-		err = s.DeleteBlob(sha) // forgets the entry
+		err = s.deleteBlob(sha) // forgets the entry
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):
@@ -326,7 +326,7 @@ func (s *Store) evict(ctx context.Context) {
 		}
 		info, err := s.StatBlob(sha)
 		if err == nil {
-			err = s.DeleteBlob(sha) // forgets the entry
+			err = s.deleteBlob(sha) // forgets the entry
 		}
 		if errors.Is(err, ErrNotFound) {
 			l.forget(sha)

@@ -10,14 +10,14 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
-// CleanOrphans removes chunks that belong to no committed blob and to no
+// cleanOrphans removes chunks that belong to no committed blob and to no
 // writer of this process: what a crash or failed write left behind. It is
 // safe while writers run: chunks are listed first, then the writers under
 // way, then the commit records; a writer whose chunk was listed was
 // registered before it wrote it, so it is either still under way, or
 // committed (its record is written before it stops being under way), or
 // abandoned.
-func (s *Store) CleanOrphans() (int, error) {
+func (s *Store) cleanOrphans() (int, error) {
 	stages := make(map[string]int)
 	err := s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
@@ -78,10 +78,11 @@ func ignoreNoDB(err error) error {
 	return err
 }
 
-// ChunkCount returns how many archive chunks the database holds, committed
-// or not. It is for diagnostics and tests: after CleanOrphans, every chunk
-// belongs to a committed archive or to a write under way.
-func (s *Store) ChunkCount() (int, error) {
+// chunkCount returns how many archive chunks the database holds, committed
+// or not. It is for tests (internal/cachetest gives it to other packages'):
+// after cleanOrphans, every chunk belongs to a committed archive or to a
+// write under way.
+func (s *Store) chunkCount() (int, error) {
 	n := 0
 	err := s.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
 // BlobInfo describes a committed archive.
@@ -28,13 +30,8 @@ type blobRecord struct {
 }
 
 func checkSHA(sha string) error {
-	if len(sha) != 64 {
+	if !sha256hex.Valid(sha) {
 		return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
-	}
-	for _, c := range sha {
-		if !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
-		}
 	}
 	return nil
 }
@@ -115,9 +112,10 @@ func (s *Store) OpenBlob(sha string) (BlobReader, error) {
 	return &blob{s: s, rec: rec, cached: -1}, nil
 }
 
-// DeleteBlob removes a committed blob: its record first, so it is never
-// visible half-deleted, then its chunks.
-func (s *Store) DeleteBlob(sha string) error {
+// deleteBlob removes a committed blob: its record first, so it is never
+// visible half-deleted, then its chunks. Eviction uses it; tests of other
+// packages get it through internal/cachetest.
+func (s *Store) deleteBlob(sha string) error {
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
@@ -182,15 +180,6 @@ func (s *Store) Stats() (archives int, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.archives, s.bytes
-}
-
-// Blobs calls fn for every committed blob.
-func (s *Store) Blobs(fn func(BlobInfo) error) error {
-	err := s.view(func(txn *badger.Txn) error { return eachBlob(txn, fn) })
-	if errors.Is(err, errNoDB) {
-		return nil
-	}
-	return err
 }
 
 // eachBlob calls fn for every commit record txn sees.

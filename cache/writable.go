@@ -17,7 +17,7 @@ func (s *Store) afterWritableOpen() {
 	if !s.space.refresh(s.lsmSize()) {
 		return // retried when there is room (checkSpace)
 	}
-	if n, err := s.CleanOrphans(); err != nil {
+	if n, err := s.cleanOrphans(); err != nil {
 		s.log.Warn("cleaning up interrupted archive writes", "error", err)
 	} else if n > 0 {
 		s.log.Info("removed chunks of interrupted archive writes", "chunks", n)
@@ -131,7 +131,7 @@ func (s *Store) checkSpace() {
 		s.reopenWritable()
 	case !was:
 		// Writers that failed could not delete their chunks.
-		if _, err := s.CleanOrphans(); err != nil {
+		if _, err := s.cleanOrphans(); err != nil {
 			s.log.Warn("cleaning up failed archive writes", "error", err)
 		}
 		s.kickGC()

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/verify"
 	"github.com/tfmirror/tfmirror/verify/verifytest"
 )
@@ -55,7 +56,7 @@ func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 		if _, err := h.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 			t.Errorf("archive in the cache: %v", err)
 		}
-		if n, err := h.store.ChunkCount(); n != 0 || err != nil {
+		if n, err := cachetest.ChunkCount(h.store); n != 0 || err != nil {
 			t.Errorf("ChunkCount = %d, %v; want nothing left behind", n, err)
 		}
 		for _, reason := range verify.Reasons() {

@@ -325,9 +325,10 @@ func (s *Engine) local(host svchost.Hostname) bool {
 	return s.importedHosts[host]
 }
 
-// Wait blocks until every origin fetch and archive download under way has
-// ended, or ctx is done. The engine keeps working; see Shutdown.
-func (s *Engine) Wait(ctx context.Context) error { return s.work.wait(ctx) }
+// wait blocks until every origin fetch and archive download under way has
+// ended, or ctx is done. The engine keeps working; see Shutdown. Tests of
+// other packages get it through internal/enginetest.
+func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 
 // Shutdown stops the engine: it starts no more work (new calls that would
 // need the origin fail with ErrShutDown), lets the fetches and downloads

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 	"github.com/tfmirror/tfmirror/verify/verifytest"
@@ -212,7 +213,7 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 			if _, err := h.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 				t.Errorf("refused archive in the cache: %v", err)
 			}
-			if n, err := h.store.ChunkCount(); n != 0 || err != nil {
+			if n, err := cachetest.ChunkCount(h.store); n != 0 || err != nil {
 				t.Errorf("ChunkCount = %d, %v; want nothing left behind", n, err)
 			}
 			if n := met.count(string(tc.want)); n != 1 {
@@ -239,7 +240,7 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 			if n := met.count(string(tc.want)); n != 2 {
 				t.Errorf("%s verification failures after asking again = %d, want 2", tc.want, n)
 			}
-			if n, err := h.store.ChunkCount(); n != 0 || err != nil {
+			if n, err := cachetest.ChunkCount(h.store); n != 0 || err != nil {
 				t.Errorf("ChunkCount after asking again = %d, %v; want nothing left behind", n, err)
 			}
 		})

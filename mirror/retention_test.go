@@ -21,6 +21,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -470,7 +471,7 @@ func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 		}
 	}
 	// Lost as an earlier release's size limit lost them.
-	if err := h.store.DeleteBlob(shas["1.0.0"]); err != nil {
+	if err := cachetest.DeleteBlob(h.store, shas["1.0.0"]); err != nil {
 		t.Fatal(err)
 	}
 	list, _, err := h.engine.Versions(t.Context(), local)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -150,7 +151,7 @@ func TestModulePullThrough(t *testing.T) {
 
 	// The origin down: the stale list and the cached package are served.
 	o.SetDown(http.StatusBadGateway)
-	h.engine.Wait(t.Context())
+	enginetest.Wait(t.Context(), h.engine)
 	var cached []mirror.CachedModule
 	h.engine.ListCachedModules(func(cm mirror.CachedModule) error { cached = append(cached, cm); return nil })
 	if len(cached) != 2 || !cached[0].Cached || cached[0].Record.Commit != commit || cached[0].Record.SHA256 == "" {

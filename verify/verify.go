@@ -13,7 +13,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"strings"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
 // Reason is why a package was refused. The set is fixed (it labels metrics).
@@ -91,11 +91,11 @@ func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 			continue
 		}
 		sum, name, ok := strings.Cut(line, " ")
+		sum = strings.ToLower(sum)
 		name = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(name, " "), "*"))
-		if !ok || !isSHA256Hex(sum) || name == "" {
+		if !ok || !sha256hex.Valid(sum) || name == "" {
 			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS line %d is malformed", n)}
 		}
-		sum = strings.ToLower(sum)
 		if old, dup := sums[name]; dup && old != sum {
 			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS lists %s twice with different checksums", name)}
 		}
@@ -105,14 +105,6 @@ func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 		return nil, &Error{Reason: ReasonChecksum, Detail: "reading SHA256SUMS", Err: err}
 	}
 	return sums, nil
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // CheckSignature verifies the detached signature (binary or ASCII-armored)

@@ -13,7 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/metrics"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/sharedstore"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -21,7 +21,7 @@ import (
 // engineParts is what openEngine opens: the pull-through engine with the
 // cache and the origin client it uses.
 type engineParts struct {
-	engine *pullthrough.Engine
+	engine *mirror.Engine
 	store  *cache.Store
 	origin *discovery.Client
 	shared *sharedstore.Store // nil without --shared-store
@@ -112,7 +112,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		return nil, err
 	}
 	parts := &engineParts{store: store, origin: client, metadataTimeout: metadataStages * client.MaxRequestTime()}
-	ecfg := pullthrough.Config{
+	ecfg := mirror.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
 		UnsignedHosts:   cfg.AllowUnsignedHosts,
 		Platforms:       cfg.Platforms,
@@ -136,7 +136,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	if met != nil {
 		ecfg.Metrics = met
 	}
-	engine, err := pullthrough.New(ecfg, client, store)
+	engine, err := mirror.New(ecfg, client, store)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,8 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
@@ -51,7 +50,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		var p discovery.Provider
-		p, err = airgap.ParseProvider(s)
+		p, err = discovery.ParseProvider(s)
 		req.Providers = append(req.Providers, p.String())
 	}
 	for _, s := range versionList {
@@ -59,14 +58,14 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		var v versions.Version
-		v, err = pullthrough.ParseSemver(s)
+		v, err = mirror.ParseSemver(s)
 		req.Versions = append(req.Versions, v.String())
 	}
 	for _, s := range platforms {
 		if err != nil {
 			break
 		}
-		_, err = pullthrough.ParsePlatform(s)
+		_, err = mirror.ParsePlatform(s)
 		req.Platforms = append(req.Platforms, s)
 	}
 	if err == nil {

@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -238,7 +239,7 @@ func TestTerraformModulesApplySameOutputs(t *testing.T) {
 	files, got := mirrorModules(t, e).apply(t, outputsRoot)
 	check("through the mirror", files, got)
 
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	e.stop()
 	e.origin.Close()
 	e.startMirror(e.dataDir, "--offline")

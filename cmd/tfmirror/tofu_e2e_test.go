@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -107,7 +108,7 @@ func TestTofuInitThroughMirror(t *testing.T) {
 		if n, want := e.origin.Hits(fakeorigin.Archive), 1-i; n != want {
 			t.Errorf("%s: %d origin archive fetches, want %d", what, n, want)
 		}
-		e.mirror.engine.Wait(context.Background())
+		enginetest.Wait(context.Background(), e.mirror.engine)
 	}
 }
 
@@ -130,7 +131,7 @@ func cacheOtherPlatform(t *testing.T, e *e2e, host string) string {
 	if resp.StatusCode != 200 {
 		t.Fatalf("archive for %s: status %d", other, resp.StatusCode)
 	}
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	return other
 }
 
@@ -223,7 +224,7 @@ func TestTofuInitThroughHostBlock(t *testing.T) {
 		if n, want := e.origin.Hits(fakeorigin.Archive), 1-i; n != want {
 			t.Errorf("%s: %d origin archive fetches, want %d", what, n, want)
 		}
-		e.mirror.engine.Wait(context.Background())
+		enginetest.Wait(context.Background(), e.mirror.engine)
 	}
 
 	// tofu providers lock for two platforms writes what it writes
@@ -271,7 +272,7 @@ func TestTofuHostBlockAfterImport(t *testing.T) {
 	if got, out := mirror.init(t, tofuProviders); !bytes.Equal(got, want) {
 		t.Fatalf("through the connected mirror's host block the lock file differs from a direct install's (the set-up is broken):\n%s\n%s", got, out)
 	}
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	e.stop()
 
 	export := filepath.Join(t.TempDir(), "export")
