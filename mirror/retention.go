@@ -741,6 +741,9 @@ func (r *retainer) named(held []*heldVersion, req PruneRequest) (map[*heldVersio
 	} else {
 		kind, addr = "module", req.Module.String()
 	}
+	if len(req.Versions) == 0 {
+		return nil, errNothingNamed(kind+" "+addr, "(none named)")
+	}
 	out := map[*heldVersion]string{}
 	for _, want := range req.Versions {
 		found := false

@@ -315,6 +315,7 @@ const maxAdminRequest = 64 << 10
 //	POST /v1/ensure   {"provider","version","platform"}     -> AdminEnsured
 //	POST /v1/export   AdminExportRequest                    -> AdminExported
 //	POST /v1/import   AdminImportRequest                    -> AdminImported
+//	POST /v1/prune    AdminPruneRequest                     -> AdminPruned
 //
 // Errors answer the status statusOf gives and an AdminError.
 func (a *Admin) Handler() http.Handler {
@@ -337,6 +338,7 @@ func (a *Admin) Handler() http.Handler {
 		return res, []any{"in", r.In}, err
 	}))
 	a.moduleRoutes(mux) // adminmodules.go
+	a.pruneRoutes(mux)  // adminprune.go
 	return mux
 }
 

@@ -22,6 +22,7 @@ type engineOps interface {
 	Ensure(ctx context.Context, p discovery.Provider, version, platform string) (proxy.AdminEnsured, error)
 	Export(ctx context.Context, req proxy.AdminExportRequest) (proxy.AdminExported, error)
 	Import(ctx context.Context, req proxy.AdminImportRequest) (proxy.AdminImported, error)
+	Prune(ctx context.Context, req proxy.AdminPruneRequest) (proxy.AdminPruned, error)
 }
 
 // dataDir is a data directory's engine as a subcommand reaches it.
