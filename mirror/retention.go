@@ -105,7 +105,7 @@ type PinSelection struct {
 	Where string
 }
 
-// PinnedVersion is a pinned version that the cache holds.
+// PinnedVersion is a pinned version that the cache has metadata of.
 type PinnedVersion struct {
 	Kind    string `json:"kind"`    // provider or module
 	Address string `json:"address"` // HOST/NAMESPACE/TYPE or HOST/NAMESPACE/NAME/SYSTEM
@@ -131,7 +131,7 @@ type Removal struct {
 
 // RetentionStatus is what the status page says of retention.
 type RetentionStatus struct {
-	// Pinned are the pinned versions the cache holds.
+	// Pinned are the pinned versions the cache has metadata of.
 	Pinned []PinnedVersion `json:"pinned"`
 	// PinsError is why the pins could not be read ("" if they could; the
 	// pins read before are kept).
@@ -244,13 +244,19 @@ func (s *Engine) Evictable(sha string) bool {
 	return !kept && !extra
 }
 
-// protect keeps sha from the size limit.
-func (r *retainer) protect(sha string) {
-	if k, ok := shaKey(sha); ok {
-		r.protMu.Lock()
-		r.extra[k] = struct{}{}
-		r.protMu.Unlock()
+// protect keeps sha from the size limit; it reports whether sha was
+// not kept yet.
+func (r *retainer) protect(sha string) bool {
+	k, ok := shaKey(sha)
+	if !ok {
+		return false
 	}
+	r.protMu.Lock()
+	defer r.protMu.Unlock()
+	_, had := r.extra[k]
+	_, kept := r.protected[k]
+	r.extra[k] = struct{}{}
+	return !had && !kept
 }
 
 // protectIfPinned keeps sha, an archive of version v of addr (kind
@@ -270,7 +276,12 @@ func (r *retainer) protectIfPinned(kind, addr string, v versions.Version, sha st
 	}
 	for _, sel := range sels {
 		if sel.Latest <= 0 && sel.Set.Has(v) {
-			r.protect(sha)
+			if r.protect(sha) {
+				select { // a rebuild lists it as pinned
+				case r.wake <- struct{}{}:
+				default:
+				}
+			}
 			return
 		}
 	}
@@ -519,7 +530,7 @@ func (r *retainer) rebuild() {
 	var pinList []PinnedVersion
 	seen := map[string]bool{}
 	for _, h := range held {
-		if h.pinnedBy != "" && len(h.cached) > 0 {
+		if h.pinnedBy != "" {
 			pinList = append(pinList, PinnedVersion{Kind: h.kind, Address: h.addr, Version: h.raw, Where: h.pinnedBy})
 		}
 		if h.refetch && h.pinnedBy == "" {
