@@ -319,6 +319,46 @@ func (r *retainer) flush() {
 	if failed > 0 {
 		r.s.log.Warn("the last use of versions could not be written; tried again later", "versions", failed)
 	}
+	r.shareUses(uses)
+}
+
+// sharedUseTimeout bounds the shared tier's calls for one batch of last
+// uses, or for the candidates of one pass.
+const sharedUseTimeout = 30 * time.Second
+
+// shareUses writes last uses to the shared tier (Config.Shared), unless
+// another replica wrote a later one, so that the unused rule of every
+// replica counts the downloads of all. A failing tier is logged; each
+// replica's own record still counts for it.
+func (r *retainer) shareUses(uses map[string]time.Time) {
+	tier := r.s.cfg.Shared
+	if tier == nil || len(uses) == 0 || r.cfg.UnusedAfter <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
+	defer cancel()
+	for key, at := range uses {
+		if theirs, ok := r.sharedUse(ctx, key); ok && !theirs.Before(at) {
+			continue
+		}
+		if err := tier.PutMeta(ctx, lastUsePrefix+key, lastUseDoc{At: at}); err != nil {
+			r.s.log.Warn("writing the last use of versions to the shared store; other replicas may not count them", "error", err)
+			return
+		}
+	}
+}
+
+// sharedUse returns the last use of key that the shared tier holds.
+func (r *retainer) sharedUse(ctx context.Context, key string) (time.Time, bool) {
+	raw, _, err := r.s.cfg.Shared.GetMeta(ctx, lastUsePrefix+key)
+	if err != nil || raw == nil {
+		return time.Time{}, false
+	}
+	var doc lastUseDoc
+	if json.Unmarshal(raw, &doc) != nil {
+		return time.Time{}, false
+	}
+	return doc.At, true
 }
 
 // start runs the retention goroutine until the engine's context ends.
@@ -715,9 +755,18 @@ func (r *retainer) byRules(held []*heldVersion) map[*heldVersion]string {
 			if !ok {
 				at = h.newest
 			}
-			if now.Sub(at) >= d {
-				out[h] = RuleUnused
+			if now.Sub(at) < d {
+				continue
 			}
+			if r.s.cfg.Shared != nil { // a download on another replica counts
+				ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
+				theirs, ok := r.sharedUse(ctx, h.key)
+				cancel()
+				if ok && now.Sub(theirs) < d {
+					continue
+				}
+			}
+			out[h] = RuleUnused
 		}
 	}
 	return out

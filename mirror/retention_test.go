@@ -522,3 +522,27 @@ func TestTinySizeLimitManyClients(t *testing.T) {
 		t.Errorf("the cache holds %d bytes over its %d limit once clients are gone", total, size+size/2)
 	}
 }
+
+// With a shared store, a download on another replica counts as a use.
+func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
+	clock := newFakeClock()
+	tier := newMemTier()
+	cfg := Config{Now: clock.Now, Shared: tier, Retention: Retention{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
+	a := newHarness(t, harnessOptions{cfg: cfg})
+	a.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	b := &harness{t: t, origin: a.origin}
+	b.start(harnessOptions{cfg: cfg})
+	a.readAll("1.0.0")
+	b.readAll("1.0.0")
+	clock.Add(5 * 24 * time.Hour)
+	b.readAll("1.0.0") // day 5, on b only
+	b.stop()           // written to the shared store
+	clock.Add(3 * 24 * time.Hour)
+	if done, err := a.engine.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
+		t.Errorf("day 8: removed %v (%v); b downloaded it on day 5", removalNames(done), err)
+	}
+	clock.Add(5 * 24 * time.Hour)
+	if done, err := a.engine.Prune(t.Context(), PruneRequest{}); err != nil || !reflect.DeepEqual(removalNames(done), []string{"1.0.0 unused"}) {
+		t.Errorf("day 13: removed %v (%v), want 1.0.0", removalNames(done), err)
+	}
+}
