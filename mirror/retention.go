@@ -476,11 +476,21 @@ type heldVersion struct {
 	imported   bool
 }
 
-// holdings reads every cached version (of providers and modules) with
-// the pins applied.
-func (r *retainer) holdings() ([]*heldVersion, error) {
+// recordSummary is what retention reads of a PackageRecord: not the
+// evidence documents.
+type recordSummary struct {
+	Schema   int    `json:"schema"`
+	Version  string `json:"version"`
+	Archives map[string]struct {
+		SHA256 string `json:"sha256"`
+	} `json:"archives"`
+	Provenance Provenance `json:"provenance,omitempty"`
+}
+
+// scanHeld calls fn for every version the engine has a record of (of
+// providers and modules), without its pin; fn may keep h.
+func (r *retainer) scanHeld(fn func(h *heldVersion)) error {
 	s := r.s
-	var out []*heldVersion
 	stat := func(h *heldVersion) {
 		h.cached = map[string]int64{}
 		for _, sha := range h.archives {
@@ -493,7 +503,7 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 		}
 	}
 	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
-		var rec PackageRecord
+		var rec recordSummary
 		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
 			return nil
 		}
@@ -512,13 +522,13 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 		}
 		h.refetch = !s.cfg.Offline && !h.imported && !s.local(p.Hostname)
 		stat(h)
-		out = append(out, h)
+		fn(h)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = s.store.ScanMeta("module/", func(key string, _ time.Time, raw json.RawMessage) error {
+	return s.store.ScanMeta("module/", func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec ModuleRecord
 		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) || rec.SHA256 == "" {
 			return nil
@@ -530,15 +540,48 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 		h := &heldVersion{kind: "module", addr: rec.Module, version: v, raw: rec.Version, key: key,
 			archives: []string{rec.SHA256}, refetch: !s.cfg.Offline}
 		stat(h)
-		out = append(out, h)
+		fn(h)
 		return nil
 	})
-	if err != nil {
+}
+
+// currentPins returns the pins, and whether a selection of the newest N
+// needs every cached version to be resolved.
+func (r *retainer) currentPins() (pins *Pins, latest bool) {
+	r.mu.Lock()
+	pins = r.pins
+	r.mu.Unlock()
+	if pins == nil {
+		return nil, false
+	}
+	for _, m := range []map[string][]PinSelection{pins.Providers, pins.Modules} {
+		for _, sels := range m {
+			for _, sel := range sels {
+				latest = latest || sel.Latest > 0
+			}
+		}
+	}
+	return pins, latest
+}
+
+func pinSelections(pins *Pins, h *heldVersion) []PinSelection {
+	if pins == nil {
+		return nil
+	}
+	if h.kind == "module" {
+		return pins.Modules[h.addr]
+	}
+	return pins.Providers[h.addr]
+}
+
+// holdings reads every version the engine has a record of, with the
+// pins applied.
+func (r *retainer) holdings() ([]*heldVersion, error) {
+	var out []*heldVersion
+	if err := r.scanHeld(func(h *heldVersion) { out = append(out, h) }); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	pins := r.pins
-	r.mu.Unlock()
+	pins, _ := r.currentPins()
 	if pins != nil {
 		cached := map[string]versions.List{}
 		for _, h := range out {
@@ -547,50 +590,74 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 			}
 		}
 		for _, h := range out {
-			sels := pins.Providers[h.addr]
-			if h.kind == "module" {
-				sels = pins.Modules[h.addr]
-			}
-			h.pinnedBy, _ = pinnedBy(sels, h.version, cached[h.kind+" "+h.addr])
+			h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.version, cached[h.kind+" "+h.addr])
 		}
 	}
 	return out, nil
 }
 
 // rebuild recomputes what the size limit may not evict and the pinned
-// versions, and says when what is kept exceeds the limit.
+// versions, and says when what is kept exceeds the limit. Unless pins
+// select the newest N versions, it reads the records one at a time,
+// keeping none: its memory does not grow with the cache.
 func (r *retainer) rebuild() {
-	held, err := r.holdings()
-	if err != nil {
-		r.s.log.Warn("reading the cache for retention; nothing is evicted meanwhile", "error", err)
-		return
-	}
 	protected := map[[32]byte]struct{}{}
+	seen := map[[32]byte]struct{}{} // archives of every record read
+	counted := map[[32]byte]struct{}{}
 	var kept int64
 	var pinList []PinnedVersion
-	seen := map[string]bool{}
-	for _, h := range held {
+	visit := func(h *heldVersion) {
 		if h.pinnedBy != "" {
 			pinList = append(pinList, PinnedVersion{Kind: h.kind, Address: h.addr, Version: h.raw, Where: h.pinnedBy})
 		}
-		if h.refetch && h.pinnedBy == "" {
-			continue
-		}
+		keep := !h.refetch || h.pinnedBy != ""
 		for _, sha := range h.archives {
-			if k, ok := shaKey(sha); ok {
-				protected[k] = struct{}{}
+			k, ok := shaKey(sha)
+			if !ok {
+				continue
 			}
-			if size, ok := h.cached[sha]; ok && !seen[sha] {
-				seen[sha] = true
-				kept += size
+			seen[k] = struct{}{}
+			if !keep {
+				continue
+			}
+			protected[k] = struct{}{}
+			if size, ok := h.cached[sha]; ok {
+				if _, dup := counted[k]; !dup {
+					counted[k] = struct{}{}
+					kept += size
+				}
 			}
 		}
+	}
+	pins, latest := r.currentPins()
+	var err error
+	if latest {
+		var held []*heldVersion
+		if held, err = r.holdings(); err == nil {
+			for _, h := range held {
+				visit(h)
+			}
+		}
+	} else {
+		err = r.scanHeld(func(h *heldVersion) {
+			h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.version, nil)
+			visit(h)
+		})
+	}
+	if err != nil {
+		r.s.log.Warn("reading the cache for retention; what may be evicted is not updated", "error", err)
+		return
 	}
 	if r.s.cfg.Offline {
 		_, kept = r.s.store.Stats()
 	}
 	r.protMu.Lock()
 	r.protected = protected
+	// Archives kept as they were imported or fetched for a pin are now
+	// decided by their records.
+	for k := range seen {
+		delete(r.extra, k)
+	}
 	r.protMu.Unlock()
 	r.ready.Store(true)
 	if es, ok := r.s.store.(evictableSetter); ok {

@@ -546,3 +546,30 @@ func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
 		t.Errorf("day 13: removed %v (%v), want 1.0.0", removalNames(done), err)
 	}
 }
+
+func TestPinnedBy(t *testing.T) {
+	cached := versions.List{mustVersion(t, "3.4.0"), mustVersion(t, "3.5.0"), mustVersion(t, "3.6.0"), mustVersion(t, "4.0.0")}
+	tilde3, err := versions.MeetingConstraintsStringRuby("~> 3.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		sel     PinSelection
+		version string
+		want    bool
+	}{
+		{"exact", PinSelection{Set: versions.Only(mustVersion(t, "3.5.0"))}, "3.5.0", true},
+		{"exact, other version", PinSelection{Set: versions.Only(mustVersion(t, "3.5.0"))}, "3.6.0", false},
+		{"constraint", PinSelection{Set: tilde3}, "3.4.0", true},
+		{"constraint excludes", PinSelection{Set: tilde3}, "4.0.0", false},
+		{"newest 2 of the constraint", PinSelection{Set: tilde3, Latest: 2}, "3.5.0", true},
+		{"third newest of the constraint", PinSelection{Set: tilde3, Latest: 2}, "3.4.0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, got := pinnedBy([]PinSelection{tc.sel}, mustVersion(t, tc.version), cached); got != tc.want {
+				t.Errorf("pinned = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
