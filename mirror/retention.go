@@ -774,6 +774,11 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 	if req.DryRun {
 		return plan, nil
 	}
+	if req.Provider == nil && req.Module == nil {
+		r.mu.Lock()
+		r.status.LastPass = s.cfg.Now().UTC()
+		r.mu.Unlock()
+	}
 	done, err := r.remove(ctx, plan)
 	r.rebuild()
 	return done, err

@@ -168,6 +168,9 @@ func TestRetentionKeepNewest(t *testing.T) {
 		t.Errorf("metrics: %v versions, bytes removed by keep-versions; want 1, %d", got, size)
 	}
 	st := h.engine.RetentionStatus()
+	if st.LastPass.IsZero() {
+		t.Error("the status gives no time of the last pass")
+	}
 	if len(st.Pinned) != 1 || st.Pinned[0].Version != "1.0.0" || st.Pinned[0].Address != p.String() {
 		t.Errorf("status lists pinned %+v, want 1.0.0", st.Pinned)
 	}
