@@ -576,3 +576,39 @@ func TestPinnedBy(t *testing.T) {
 		})
 	}
 }
+
+// Module packages are kept by the same rules: the newest N versions.
+func TestRetentionKeepNewestModules(t *testing.T) {
+	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 2, Interval: -1}}})
+	o := h.origin
+	vs := []string{"1.0.0", "2.0.0", "3.0.0"}
+	for _, v := range vs {
+		file := "vpc-" + v + ".tar.gz"
+		o.AddTarball(file, fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
+		o.AddModule("acme", "vpc", "aws", v, o.TarballURL(file))
+	}
+	shas := map[string]string{}
+	for _, v := range vs {
+		pkg, _, err := readModule(t, h, v)
+		if err != nil {
+			t.Fatalf("module %s: %v", v, err)
+		}
+		shas[v] = pkg.SHA256
+	}
+	done, err := h.engine.Prune(t.Context(), PruneRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 1 || done[0].Kind != "module" || done[0].Address != testModule.String() || done[0].Version != "1.0.0" ||
+		done[0].Rule != RuleKeepVersions || len(done[0].Archives) != 1 || done[0].Archives[0] != shas["1.0.0"] {
+		t.Fatalf("removed %+v, want module 1.0.0's package", done)
+	}
+	for v, sha := range shas {
+		if _, err := h.store.StatBlob(sha); (err == nil) != (v != "1.0.0") {
+			t.Errorf("%s: cached %v", v, err == nil)
+		}
+	}
+	if _, _, err := readModule(t, h, "1.0.0"); err != nil {
+		t.Errorf("the removed module version is not fetched again: %v", err)
+	}
+}
