@@ -602,8 +602,13 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 // keeping none: its memory does not grow with the cache.
 func (r *retainer) rebuild() {
 	protected := map[[32]byte]struct{}{}
-	seen := map[[32]byte]struct{}{} // archives of every record read
-	counted := map[[32]byte]struct{}{}
+	// extra's archives whose records are read: those records decide now.
+	r.protMu.RLock()
+	extra := make(map[[32]byte]bool, len(r.extra))
+	for k := range r.extra {
+		extra[k] = false
+	}
+	r.protMu.RUnlock()
 	var kept int64
 	var pinList []PinnedVersion
 	visit := func(h *heldVersion) {
@@ -616,17 +621,17 @@ func (r *retainer) rebuild() {
 			if !ok {
 				continue
 			}
-			seen[k] = struct{}{}
+			if _, ok := extra[k]; ok {
+				extra[k] = true
+			}
 			if !keep {
 				continue
 			}
-			protected[k] = struct{}{}
-			if size, ok := h.cached[sha]; ok {
-				if _, dup := counted[k]; !dup {
-					counted[k] = struct{}{}
-					kept += size
-				}
+			if _, dup := protected[k]; dup {
+				continue
 			}
+			protected[k] = struct{}{}
+			kept += h.cached[sha] // 0 when not cached
 		}
 	}
 	pins, latest := r.currentPins()
@@ -655,8 +660,10 @@ func (r *retainer) rebuild() {
 	r.protected = protected
 	// Archives kept as they were imported or fetched for a pin are now
 	// decided by their records.
-	for k := range seen {
-		delete(r.extra, k)
+	for k, read := range extra {
+		if read {
+			delete(r.extra, k)
+		}
 	}
 	r.protMu.Unlock()
 	r.ready.Store(true)
