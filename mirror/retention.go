@@ -198,9 +198,10 @@ type retainer struct {
 	unmet   bool // logged that the limit cannot be met
 	pinList []PinnedVersion
 
-	passMu sync.Mutex // one pass or prune at a time
-	wake   chan struct{}
-	done   chan struct{}
+	passMu     sync.Mutex // one pass or prune at a time
+	lastShared time.Time  // when the bucket was last pruned (the goroutine's)
+	wake       chan struct{}
+	done       chan struct{}
 }
 
 func newRetainer(s *Engine, cfg Retention) *retainer {
@@ -407,11 +408,18 @@ func (r *retainer) loop(ctx context.Context) {
 	}
 }
 
-// apply runs the rules once, in the background.
+// apply runs the rules once, in the background: on the cache, and at
+// most every sharedPruneEvery on the shared store's bucket.
 func (r *retainer) apply(ctx context.Context) {
 	r.flush()
 	if _, err := r.s.Prune(ctx, PruneRequest{}); err != nil && ctx.Err() == nil {
 		r.s.log.Warn("applying the retention rules", "error", err)
+	}
+	if now := r.s.cfg.Now(); r.s.cfg.Shared != nil && now.Sub(r.lastShared) >= sharedPruneEvery {
+		r.lastShared = now
+		if _, err := r.pruneShared(ctx); err != nil && ctx.Err() == nil {
+			r.s.log.Warn("applying the retention rules to the shared store", "error", err)
+		}
 	}
 }
 
@@ -734,7 +742,6 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 	if err != nil {
 		return nil, err
 	}
-	var plan []Removal
 	var removed map[*heldVersion]string
 	if req.Provider != nil || req.Module != nil {
 		removed, err = r.named(held, req)
@@ -744,6 +751,24 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 	if err != nil {
 		return nil, err
 	}
+	plan := r.plan(held, removed)
+	if req.DryRun {
+		return plan, nil
+	}
+	if req.Provider == nil && req.Module == nil {
+		r.mu.Lock()
+		r.status.LastPass = s.cfg.Now().UTC()
+		r.mu.Unlock()
+	}
+	done, err := r.remove(ctx, plan)
+	r.rebuild()
+	return done, err
+}
+
+// plan is the removal of the versions removed (with their rule): of
+// their cached archives, those no version kept needs.
+func (r *retainer) plan(held []*heldVersion, removed map[*heldVersion]string) []Removal {
+	var plan []Removal
 	// What kept versions need stays.
 	needed := map[string]bool{}
 	for _, h := range held {
@@ -778,17 +803,7 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 	slices.SortFunc(plan, func(a, b Removal) int {
 		return strings.Compare(a.Kind+" "+a.Address+" "+a.Version, b.Kind+" "+b.Address+" "+b.Version)
 	})
-	if req.DryRun {
-		return plan, nil
-	}
-	if req.Provider == nil && req.Module == nil {
-		r.mu.Lock()
-		r.status.LastPass = s.cfg.Now().UTC()
-		r.mu.Unlock()
-	}
-	done, err := r.remove(ctx, plan)
-	r.rebuild()
-	return done, err
+	return plan
 }
 
 // byRules picks the versions the rules remove, with the rule.

@@ -22,6 +22,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/s3test"
 )
 
 // staticPins pins exact versions of the test provider.
@@ -610,5 +611,64 @@ func TestRetentionKeepNewestModules(t *testing.T) {
 	}
 	if _, _, err := readModule(t, h, "1.0.0"); err != nil {
 		t.Errorf("the removed module version is not fetched again: %v", err)
+	}
+}
+
+// The shared store's bucket is kept by the same rules, by the replica
+// that holds the retention lease: the archives of versions the rules
+// remove are deleted from it (whichever replica put them there).
+func TestRetentionPrunesSharedStore(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	srv.CreateBucket(bucket)
+	ret := Retention{KeepVersions: 1, Interval: -1}
+	sa, sb := newSharedStore(t, srv, "a", nil), newSharedStore(t, srv, "b", nil)
+	a := newHarness(t, harnessOptions{cfg: Config{Shared: sharedTier{sa}, Retention: ret}})
+	b := &harness{t: t, origin: a.origin}
+	b.start(harnessOptions{cfg: Config{Shared: sharedTier{sb}, Retention: ret}})
+	vs := []string{"1.0.0", "2.0.0", "3.0.0"}
+	a.origin.AddProvider(ns, typ, vs, []string{"linux_amd64"})
+	a.readAll("1.0.0", "2.0.0")
+	b.readAll("3.0.0")
+	a.waitIdle()
+	b.waitIdle()
+	inBucket := func() map[string]bool {
+		t.Helper()
+		got := map[string]bool{}
+		if err := sa.ListArchives(t.Context(), func(sha string, _ int64, _ time.Time) error { got[sha] = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	sha := func(v string) string { return a.origin.SHA256(ns, typ, v, "linux_amd64") }
+	deadline := time.Now().Add(30 * time.Second)
+	for len(inBucket()) < 3 { // each replica puts what it fetched, in the background
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket holds %d archives, want 3", len(inBucket()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// While b holds the lease, a leaves the bucket alone.
+	lease, err := sb.TryLease(t.Context(), retentionLeaseID)
+	if err != nil || lease == nil {
+		t.Fatalf("lease: %v", err)
+	}
+	if done, err := a.engine.ret.pruneShared(t.Context()); err != nil || done != nil {
+		t.Errorf("pruned the bucket under b's lease: %v, %v", removalNames(done), err)
+	}
+	lease.Release(t.Context())
+	done, err := a.engine.ret.pruneShared(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := removalNames(done), []string{"1.0.0 keep-versions", "2.0.0 keep-versions"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("removed from the bucket %v, want %v", got, want)
+	}
+	if got := inBucket(); len(got) != 1 || !got[sha("3.0.0")] {
+		t.Errorf("the bucket holds %v, want only 3.0.0's archive", got)
+	}
+	// a's own cache is a's: pruned by its own rules, not by the bucket's pass.
+	if !a.isCached("1.0.0") || !a.isCached("2.0.0") {
+		t.Error("the bucket's pass removed archives from the replica's cache")
 	}
 }
