@@ -42,6 +42,7 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/ensure   {"provider","version","platform"}     -> Ensured
 //	POST /v1/export   ExportRequest                         -> Exported
 //	POST /v1/import   ImportRequest                         -> Imported
+//	POST /v1/prune    PruneRequest                          -> Pruned
 //
 // Errors answer the status httperr.Status gives and an ErrorBody. What
 // changes the cache or writes files (ensure, module unpack, export,
@@ -77,6 +78,7 @@ func (a *API) Handler() http.Handler {
 			"bytes", res.Bytes, "refused", res.Failed, "refusals", res.Failures, "ignored", res.Ignored}, err
 	}))
 	a.moduleRoutes(mux) // modules.go
+	a.pruneRoutes(mux)  // prune.go
 	return a.guard(mux)
 }
 

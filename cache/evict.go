@@ -315,7 +315,7 @@ func (s *Store) evict(ctx context.Context) {
 		if sha == "" {
 			if kept > 0 && !l.unmet.Swap(true) {
 				_, total := s.Stats()
-				s.log.Warn("the cache is over its size limit, and what is over may not be evicted (it cannot be fetched again, or is pinned)",
+				s.log.Info("the cache is over its size limit, and what is left may not be evicted now (see the engine's retention)",
 					"bytes", total, "max_bytes", l.max, "kept_archives", kept)
 			}
 			return // everything left is in use or kept; retried on the next commit or close

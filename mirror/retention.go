@@ -105,7 +105,7 @@ type PinSelection struct {
 	Where string
 }
 
-// PinnedVersion is a pinned version that the cache holds.
+// PinnedVersion is a pinned version that the cache has metadata of.
 type PinnedVersion struct {
 	Kind    string `json:"kind"`    // provider or module
 	Address string `json:"address"` // HOST/NAMESPACE/TYPE or HOST/NAMESPACE/NAME/SYSTEM
@@ -131,7 +131,7 @@ type Removal struct {
 
 // RetentionStatus is what the status page says of retention.
 type RetentionStatus struct {
-	// Pinned are the pinned versions the cache holds.
+	// Pinned are the pinned versions the cache has metadata of.
 	Pinned []PinnedVersion `json:"pinned"`
 	// PinsError is why the pins could not be read ("" if they could; the
 	// pins read before are kept).
@@ -198,9 +198,10 @@ type retainer struct {
 	unmet   bool // logged that the limit cannot be met
 	pinList []PinnedVersion
 
-	passMu sync.Mutex // one pass or prune at a time
-	wake   chan struct{}
-	done   chan struct{}
+	passMu     sync.Mutex // one pass or prune at a time
+	lastShared time.Time  // when the bucket was last pruned (the goroutine's)
+	wake       chan struct{}
+	done       chan struct{}
 }
 
 func newRetainer(s *Engine, cfg Retention) *retainer {
@@ -244,13 +245,19 @@ func (s *Engine) Evictable(sha string) bool {
 	return !kept && !extra
 }
 
-// protect keeps sha from the size limit.
-func (r *retainer) protect(sha string) {
-	if k, ok := shaKey(sha); ok {
-		r.protMu.Lock()
-		r.extra[k] = struct{}{}
-		r.protMu.Unlock()
+// protect keeps sha from the size limit; it reports whether sha was
+// not kept yet.
+func (r *retainer) protect(sha string) bool {
+	k, ok := shaKey(sha)
+	if !ok {
+		return false
 	}
+	r.protMu.Lock()
+	defer r.protMu.Unlock()
+	_, had := r.extra[k]
+	_, kept := r.protected[k]
+	r.extra[k] = struct{}{}
+	return !had && !kept
 }
 
 // protectIfPinned keeps sha, an archive of version v of addr (kind
@@ -270,7 +277,12 @@ func (r *retainer) protectIfPinned(kind, addr string, v versions.Version, sha st
 	}
 	for _, sel := range sels {
 		if sel.Latest <= 0 && sel.Set.Has(v) {
-			r.protect(sha)
+			if r.protect(sha) {
+				select { // a rebuild lists it as pinned
+				case r.wake <- struct{}{}:
+				default:
+				}
+			}
 			return
 		}
 	}
@@ -308,6 +320,46 @@ func (r *retainer) flush() {
 	if failed > 0 {
 		r.s.log.Warn("the last use of versions could not be written; tried again later", "versions", failed)
 	}
+	r.shareUses(uses)
+}
+
+// sharedUseTimeout bounds the shared tier's calls for one batch of last
+// uses, or for the candidates of one pass.
+const sharedUseTimeout = 30 * time.Second
+
+// shareUses writes last uses to the shared tier (Config.Shared), unless
+// another replica wrote a later one, so that the unused rule of every
+// replica counts the downloads of all. A failing tier is logged; each
+// replica's own record still counts for it.
+func (r *retainer) shareUses(uses map[string]time.Time) {
+	tier := r.s.cfg.Shared
+	if tier == nil || len(uses) == 0 || r.cfg.UnusedAfter <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
+	defer cancel()
+	for key, at := range uses {
+		if theirs, ok := r.sharedUse(ctx, key); ok && !theirs.Before(at) {
+			continue
+		}
+		if err := tier.PutMeta(ctx, lastUsePrefix+key, lastUseDoc{At: at}); err != nil {
+			r.s.log.Warn("writing the last use of versions to the shared store; other replicas may not count them", "error", err)
+			return
+		}
+	}
+}
+
+// sharedUse returns the last use of key that the shared tier holds.
+func (r *retainer) sharedUse(ctx context.Context, key string) (time.Time, bool) {
+	raw, _, err := r.s.cfg.Shared.GetMeta(ctx, lastUsePrefix+key)
+	if err != nil || raw == nil {
+		return time.Time{}, false
+	}
+	var doc lastUseDoc
+	if json.Unmarshal(raw, &doc) != nil {
+		return time.Time{}, false
+	}
+	return doc.At, true
 }
 
 // start runs the retention goroutine until the engine's context ends.
@@ -356,11 +408,18 @@ func (r *retainer) loop(ctx context.Context) {
 	}
 }
 
-// apply runs the rules once, in the background.
+// apply runs the rules once, in the background: on the cache, and at
+// most every sharedPruneEvery on the shared store's bucket.
 func (r *retainer) apply(ctx context.Context) {
 	r.flush()
 	if _, err := r.s.Prune(ctx, PruneRequest{}); err != nil && ctx.Err() == nil {
 		r.s.log.Warn("applying the retention rules", "error", err)
+	}
+	if now := r.s.cfg.Now(); r.s.cfg.Shared != nil && now.Sub(r.lastShared) >= sharedPruneEvery {
+		r.lastShared = now
+		if _, err := r.pruneShared(ctx); err != nil && ctx.Err() == nil {
+			r.s.log.Warn("applying the retention rules to the shared store", "error", err)
+		}
 	}
 }
 
@@ -425,11 +484,21 @@ type heldVersion struct {
 	imported   bool
 }
 
-// holdings reads every cached version (of providers and modules) with
-// the pins applied.
-func (r *retainer) holdings() ([]*heldVersion, error) {
+// recordSummary is what retention reads of a PackageRecord: not the
+// evidence documents.
+type recordSummary struct {
+	Schema   int    `json:"schema"`
+	Version  string `json:"version"`
+	Archives map[string]struct {
+		SHA256 string `json:"sha256"`
+	} `json:"archives"`
+	Provenance Provenance `json:"provenance,omitempty"`
+}
+
+// scanHeld calls fn for every version the engine has a record of (of
+// providers and modules), without its pin; fn may keep h.
+func (r *retainer) scanHeld(fn func(h *heldVersion)) error {
 	s := r.s
-	var out []*heldVersion
 	stat := func(h *heldVersion) {
 		h.cached = map[string]int64{}
 		for _, sha := range h.archives {
@@ -442,7 +511,7 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 		}
 	}
 	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
-		var rec PackageRecord
+		var rec recordSummary
 		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
 			return nil
 		}
@@ -461,13 +530,13 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 		}
 		h.refetch = !s.cfg.Offline && !h.imported && !s.local(p.Hostname)
 		stat(h)
-		out = append(out, h)
+		fn(h)
 		return nil
 	})
 	if err != nil {
-		return nil, err
+		return err
 	}
-	err = s.store.ScanMeta("module/", func(key string, _ time.Time, raw json.RawMessage) error {
+	return s.store.ScanMeta("module/", func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec ModuleRecord
 		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) || rec.SHA256 == "" {
 			return nil
@@ -483,15 +552,48 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 			archives: []string{rec.SHA256}, imported: rec.Provenance != ProvenanceOrigin}
 		h.refetch = !s.cfg.Offline && !h.imported && rec.Location != ""
 		stat(h)
-		out = append(out, h)
+		fn(h)
 		return nil
 	})
-	if err != nil {
+}
+
+// currentPins returns the pins, and whether a selection of the newest N
+// needs every cached version to be resolved.
+func (r *retainer) currentPins() (pins *Pins, latest bool) {
+	r.mu.Lock()
+	pins = r.pins
+	r.mu.Unlock()
+	if pins == nil {
+		return nil, false
+	}
+	for _, m := range []map[string][]PinSelection{pins.Providers, pins.Modules} {
+		for _, sels := range m {
+			for _, sel := range sels {
+				latest = latest || sel.Latest > 0
+			}
+		}
+	}
+	return pins, latest
+}
+
+func pinSelections(pins *Pins, h *heldVersion) []PinSelection {
+	if pins == nil {
+		return nil
+	}
+	if h.kind == "module" {
+		return pins.Modules[h.addr]
+	}
+	return pins.Providers[h.addr]
+}
+
+// holdings reads every version the engine has a record of, with the
+// pins applied.
+func (r *retainer) holdings() ([]*heldVersion, error) {
+	var out []*heldVersion
+	if err := r.scanHeld(func(h *heldVersion) { out = append(out, h) }); err != nil {
 		return nil, err
 	}
-	r.mu.Lock()
-	pins := r.pins
-	r.mu.Unlock()
+	pins, _ := r.currentPins()
 	if pins != nil {
 		cached := map[string]versions.List{}
 		for _, h := range out {
@@ -500,50 +602,81 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 			}
 		}
 		for _, h := range out {
-			sels := pins.Providers[h.addr]
-			if h.kind == "module" {
-				sels = pins.Modules[h.addr]
-			}
-			h.pinnedBy, _ = pinnedBy(sels, h.version, cached[h.kind+" "+h.addr])
+			h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.version, cached[h.kind+" "+h.addr])
 		}
 	}
 	return out, nil
 }
 
 // rebuild recomputes what the size limit may not evict and the pinned
-// versions, and says when what is kept exceeds the limit.
+// versions, and says when what is kept exceeds the limit. Unless pins
+// select the newest N versions, it reads the records one at a time,
+// keeping none: its memory does not grow with the cache.
 func (r *retainer) rebuild() {
-	held, err := r.holdings()
-	if err != nil {
-		r.s.log.Warn("reading the cache for retention; nothing is evicted meanwhile", "error", err)
-		return
-	}
 	protected := map[[32]byte]struct{}{}
+	// extra's archives whose records are read: those records decide now.
+	r.protMu.RLock()
+	extra := make(map[[32]byte]bool, len(r.extra))
+	for k := range r.extra {
+		extra[k] = false
+	}
+	r.protMu.RUnlock()
 	var kept int64
 	var pinList []PinnedVersion
-	seen := map[string]bool{}
-	for _, h := range held {
-		if h.pinnedBy != "" && len(h.cached) > 0 {
+	visit := func(h *heldVersion) {
+		if h.pinnedBy != "" {
 			pinList = append(pinList, PinnedVersion{Kind: h.kind, Address: h.addr, Version: h.raw, Where: h.pinnedBy})
 		}
-		if h.refetch && h.pinnedBy == "" {
-			continue
-		}
+		keep := !h.refetch || h.pinnedBy != ""
 		for _, sha := range h.archives {
-			if k, ok := shaKey(sha); ok {
-				protected[k] = struct{}{}
+			k, ok := shaKey(sha)
+			if !ok {
+				continue
 			}
-			if size, ok := h.cached[sha]; ok && !seen[sha] {
-				seen[sha] = true
-				kept += size
+			if _, ok := extra[k]; ok {
+				extra[k] = true
+			}
+			if !keep {
+				continue
+			}
+			if _, dup := protected[k]; dup {
+				continue
+			}
+			protected[k] = struct{}{}
+			kept += h.cached[sha] // 0 when not cached
+		}
+	}
+	pins, latest := r.currentPins()
+	var err error
+	if latest {
+		var held []*heldVersion
+		if held, err = r.holdings(); err == nil {
+			for _, h := range held {
+				visit(h)
 			}
 		}
+	} else {
+		err = r.scanHeld(func(h *heldVersion) {
+			h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.version, nil)
+			visit(h)
+		})
+	}
+	if err != nil {
+		r.s.log.Warn("reading the cache for retention; what may be evicted is not updated", "error", err)
+		return
 	}
 	if r.s.cfg.Offline {
 		_, kept = r.s.store.Stats()
 	}
 	r.protMu.Lock()
 	r.protected = protected
+	// Archives kept as they were imported or fetched for a pin are now
+	// decided by their records.
+	for k, read := range extra {
+		if read {
+			delete(r.extra, k)
+		}
+	}
 	r.protMu.Unlock()
 	r.ready.Store(true)
 	if es, ok := r.s.store.(evictableSetter); ok {
@@ -613,7 +746,6 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 	if err != nil {
 		return nil, err
 	}
-	var plan []Removal
 	var removed map[*heldVersion]string
 	if req.Provider != nil || req.Module != nil {
 		removed, err = r.named(held, req)
@@ -623,6 +755,24 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 	if err != nil {
 		return nil, err
 	}
+	plan := r.plan(held, removed)
+	if req.DryRun {
+		return plan, nil
+	}
+	if req.Provider == nil && req.Module == nil {
+		r.mu.Lock()
+		r.status.LastPass = s.cfg.Now().UTC()
+		r.mu.Unlock()
+	}
+	done, err := r.remove(ctx, plan)
+	r.rebuild()
+	return done, err
+}
+
+// plan is the removal of the versions removed (with their rule): of
+// their cached archives, those no version kept needs.
+func (r *retainer) plan(held []*heldVersion, removed map[*heldVersion]string) []Removal {
+	var plan []Removal
 	// What kept versions need stays.
 	needed := map[string]bool{}
 	for _, h := range held {
@@ -657,12 +807,7 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 	slices.SortFunc(plan, func(a, b Removal) int {
 		return strings.Compare(a.Kind+" "+a.Address+" "+a.Version, b.Kind+" "+b.Address+" "+b.Version)
 	})
-	if req.DryRun {
-		return plan, nil
-	}
-	done, err := r.remove(ctx, plan)
-	r.rebuild()
-	return done, err
+	return plan
 }
 
 // byRules picks the versions the rules remove, with the rule.
@@ -708,9 +853,18 @@ func (r *retainer) byRules(held []*heldVersion) map[*heldVersion]string {
 			if !ok {
 				at = h.newest
 			}
-			if now.Sub(at) >= d {
-				out[h] = RuleUnused
+			if now.Sub(at) < d {
+				continue
 			}
+			if r.s.cfg.Shared != nil { // a download on another replica counts
+				ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
+				theirs, ok := r.sharedUse(ctx, h.key)
+				cancel()
+				if ok && now.Sub(theirs) < d {
+					continue
+				}
+			}
+			out[h] = RuleUnused
 		}
 	}
 	return out
@@ -744,6 +898,9 @@ func (r *retainer) named(held []*heldVersion, req PruneRequest) (map[*heldVersio
 		addr = req.Provider.String()
 	} else {
 		kind, addr = "module", req.Module.String()
+	}
+	if len(req.Versions) == 0 {
+		return nil, errNothingNamed(kind+" "+addr, "(none named)")
 	}
 	out := map[*heldVersion]string{}
 	for _, want := range req.Versions {

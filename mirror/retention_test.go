@@ -23,6 +23,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/s3test"
 )
 
 // staticPins pins exact versions of the test provider.
@@ -169,6 +170,9 @@ func TestRetentionKeepNewest(t *testing.T) {
 		t.Errorf("metrics: %v versions, bytes removed by keep-versions; want 1, %d", got, size)
 	}
 	st := h.engine.RetentionStatus()
+	if st.LastPass.IsZero() {
+		t.Error("the status gives no time of the last pass")
+	}
 	if len(st.Pinned) != 1 || st.Pinned[0].Version != "1.0.0" || st.Pinned[0].Address != p.String() {
 		t.Errorf("status lists pinned %+v, want 1.0.0", st.Pinned)
 	}
@@ -521,5 +525,151 @@ func TestTinySizeLimitManyClients(t *testing.T) {
 	}
 	if _, total := h.store.Stats(); total > size+size/2 {
 		t.Errorf("the cache holds %d bytes over its %d limit once clients are gone", total, size+size/2)
+	}
+}
+
+// With a shared store, a download on another replica counts as a use.
+func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
+	clock := newFakeClock()
+	tier := newMemTier()
+	cfg := Config{Now: clock.Now, Shared: tier, Retention: Retention{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
+	a := newHarness(t, harnessOptions{cfg: cfg})
+	a.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	b := &harness{t: t, origin: a.origin}
+	b.start(harnessOptions{cfg: cfg})
+	a.readAll("1.0.0")
+	b.readAll("1.0.0")
+	clock.Add(5 * 24 * time.Hour)
+	b.readAll("1.0.0") // day 5, on b only
+	b.stop()           // written to the shared store
+	clock.Add(3 * 24 * time.Hour)
+	if done, err := a.engine.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
+		t.Errorf("day 8: removed %v (%v); b downloaded it on day 5", removalNames(done), err)
+	}
+	clock.Add(5 * 24 * time.Hour)
+	if done, err := a.engine.Prune(t.Context(), PruneRequest{}); err != nil || !reflect.DeepEqual(removalNames(done), []string{"1.0.0 unused"}) {
+		t.Errorf("day 13: removed %v (%v), want 1.0.0", removalNames(done), err)
+	}
+}
+
+func TestPinnedBy(t *testing.T) {
+	cached := versions.List{mustVersion(t, "3.4.0"), mustVersion(t, "3.5.0"), mustVersion(t, "3.6.0"), mustVersion(t, "4.0.0")}
+	tilde3, err := versions.MeetingConstraintsStringRuby("~> 3.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		sel     PinSelection
+		version string
+		want    bool
+	}{
+		{"exact", PinSelection{Set: versions.Only(mustVersion(t, "3.5.0"))}, "3.5.0", true},
+		{"exact, other version", PinSelection{Set: versions.Only(mustVersion(t, "3.5.0"))}, "3.6.0", false},
+		{"constraint", PinSelection{Set: tilde3}, "3.4.0", true},
+		{"constraint excludes", PinSelection{Set: tilde3}, "4.0.0", false},
+		{"newest 2 of the constraint", PinSelection{Set: tilde3, Latest: 2}, "3.5.0", true},
+		{"third newest of the constraint", PinSelection{Set: tilde3, Latest: 2}, "3.4.0", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if _, got := pinnedBy([]PinSelection{tc.sel}, mustVersion(t, tc.version), cached); got != tc.want {
+				t.Errorf("pinned = %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// Module packages are kept by the same rules: the newest N versions.
+func TestRetentionKeepNewestModules(t *testing.T) {
+	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 2, Interval: -1}}})
+	o := h.origin
+	vs := []string{"1.0.0", "2.0.0", "3.0.0"}
+	for _, v := range vs {
+		file := "vpc-" + v + ".tar.gz"
+		o.AddTarball(file, fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
+		o.AddModule("acme", "vpc", "aws", v, o.TarballURL(file))
+	}
+	shas := map[string]string{}
+	for _, v := range vs {
+		pkg, _, err := readModule(t, h, v)
+		if err != nil {
+			t.Fatalf("module %s: %v", v, err)
+		}
+		shas[v] = pkg.SHA256
+	}
+	done, err := h.engine.Prune(t.Context(), PruneRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 1 || done[0].Kind != "module" || done[0].Address != testModule.String() || done[0].Version != "1.0.0" ||
+		done[0].Rule != RuleKeepVersions || len(done[0].Archives) != 1 || done[0].Archives[0] != shas["1.0.0"] {
+		t.Fatalf("removed %+v, want module 1.0.0's package", done)
+	}
+	for v, sha := range shas {
+		if _, err := h.store.StatBlob(sha); (err == nil) != (v != "1.0.0") {
+			t.Errorf("%s: cached %v", v, err == nil)
+		}
+	}
+	if _, _, err := readModule(t, h, "1.0.0"); err != nil {
+		t.Errorf("the removed module version is not fetched again: %v", err)
+	}
+}
+
+// The shared store's bucket is kept by the same rules, by the replica
+// that holds the retention lease: the archives of versions the rules
+// remove are deleted from it (whichever replica put them there).
+func TestRetentionPrunesSharedStore(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	srv.CreateBucket(bucket)
+	ret := Retention{KeepVersions: 1, Interval: -1}
+	sa, sb := newSharedStore(t, srv, "a", nil), newSharedStore(t, srv, "b", nil)
+	a := newHarness(t, harnessOptions{cfg: Config{Shared: sharedTier{sa}, Retention: ret}})
+	b := &harness{t: t, origin: a.origin}
+	b.start(harnessOptions{cfg: Config{Shared: sharedTier{sb}, Retention: ret}})
+	vs := []string{"1.0.0", "2.0.0", "3.0.0"}
+	a.origin.AddProvider(ns, typ, vs, []string{"linux_amd64"})
+	a.readAll("1.0.0", "2.0.0")
+	b.readAll("3.0.0")
+	a.waitIdle()
+	b.waitIdle()
+	inBucket := func() map[string]bool {
+		t.Helper()
+		got := map[string]bool{}
+		if err := sa.ListArchives(t.Context(), func(sha string, _ int64, _ time.Time) error { got[sha] = true; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	sha := func(v string) string { return a.origin.SHA256(ns, typ, v, "linux_amd64") }
+	deadline := time.Now().Add(30 * time.Second)
+	for len(inBucket()) < 3 { // each replica puts what it fetched, in the background
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket holds %d archives, want 3", len(inBucket()))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	// While b holds the lease, a leaves the bucket alone.
+	lease, err := sb.TryLease(t.Context(), retentionLeaseID)
+	if err != nil || lease == nil {
+		t.Fatalf("lease: %v", err)
+	}
+	if done, err := a.engine.ret.pruneShared(t.Context()); err != nil || done != nil {
+		t.Errorf("pruned the bucket under b's lease: %v, %v", removalNames(done), err)
+	}
+	lease.Release(t.Context())
+	done, err := a.engine.ret.pruneShared(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := removalNames(done), []string{"1.0.0 keep-versions", "2.0.0 keep-versions"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("removed from the bucket %v, want %v", got, want)
+	}
+	if got := inBucket(); len(got) != 1 || !got[sha("3.0.0")] {
+		t.Errorf("the bucket holds %v, want only 3.0.0's archive", got)
+	}
+	// a's own cache is a's: pruned by its own rules, not by the bucket's pass.
+	if !a.isCached("1.0.0") || !a.isCached("2.0.0") {
+		t.Error("the bucket's pass removed archives from the replica's cache")
 	}
 }

@@ -61,6 +61,9 @@ type Status struct {
 	HostBlockNote string `json:"host_block_note,omitempty"`
 	// HostBlockList is HostBlocks in host order, for the HTML page.
 	HostBlockList []HostBlock `json:"-"`
+	// Retention is what retention keeps (retention.go); its pinned
+	// versions are left out with ProvidersHidden.
+	Retention *mirror.RetentionStatus `json:"retention,omitempty"`
 }
 
 // HostBlock is the host block of one origin host.
@@ -118,10 +121,14 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.Archives, st.Bytes = s.engine.Stats()
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
+	st.Retention = s.retentionStatus()
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
 		// reach the mirror; a client with a token may see the list.
 		st.ProvidersHidden = true
+		if st.Retention != nil {
+			st.Retention.Pinned = nil
+		}
 		return st, nil
 	}
 

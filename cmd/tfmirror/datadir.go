@@ -22,6 +22,7 @@ type engineOps interface {
 	Ensure(ctx context.Context, p discovery.Provider, version, platform string) (admin.Ensured, error)
 	Export(ctx context.Context, req admin.ExportRequest) (admin.Exported, error)
 	Import(ctx context.Context, req admin.ImportRequest) (admin.Imported, error)
+	Prune(ctx context.Context, req admin.PruneRequest) (admin.Pruned, error)
 }
 
 // dataDir is a data directory's engine as a subcommand reaches it.

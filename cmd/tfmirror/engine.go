@@ -124,6 +124,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Offline:         cfg.Offline,
 	}
 	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, cfg.moduleConfig.limits()
+	ecfg.Retention = cfg.retentionConfig.engine(cfg.CacheMaxBytes)
 	ecfg.ScratchDir = cfg.DataDir // module packages are unpacked beside the cache, not in a small /tmp
 	shared, err := openShared(context.Background(), cfg, logger, met)
 	if err != nil {

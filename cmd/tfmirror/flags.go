@@ -64,6 +64,7 @@ type serveConfig struct {
 	BreakerThreshold     int
 	BreakerCooldown      time.Duration
 	moduleConfig         // modflags.go
+	retentionConfig      // retentionflags.go
 	// ExportKeyFile is the armored private key that signs exports' manifests;
 	// "": DATA-DIR/export-key.asc, made on first use.
 	ExportKeyFile string
@@ -109,6 +110,7 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	addExportKeyFlag(fs, &c.ExportKeyFile)
 	addImportTrustFlags(fs, &trustedExport, &trustedPublisher)
 	addUnsignedHostsFlag(fs, &unsignedHosts)
+	addRetentionFlags(fs, &c.retentionConfig, true)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -248,6 +250,9 @@ func (c serveConfig) validate() error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
 		}
+	}
+	if err := c.retentionConfig.validate(); err != nil {
+		return err
 	}
 	return c.validateEngine()
 }

@@ -5,6 +5,7 @@
 //	tfmirror export OUT      write the cache as a static mirror directory or tar file
 //	tfmirror import IN       load such an export into the cache
 //	tfmirror export-key      print the public key that signs exports
+//	tfmirror cache prune     list or apply the retention rules, or remove named versions
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
@@ -63,6 +64,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runImport(args[1:], stdout, stderr)
 	case "export-key":
 		return runExportKey(args[1:], stdout, stderr)
+	case "cache":
+		return runCache(args[1:], stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
@@ -90,6 +93,9 @@ Usage:
                            load an export (directory or tar file) into the cache
   tfmirror export-key [flags]
                            print the public key that signs this mirror's exports
+  tfmirror cache prune [flags] [HOST/NAMESPACE/TYPE VERSION...]
+                           list (--dry-run) or remove what the retention rules
+                           would remove now, or the versions named
   tfmirror version         print the version
 `)
 }

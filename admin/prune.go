@@ -1,0 +1,92 @@
+package admin
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/httperr"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// maxPruneVersions bounds the versions one prune call may name.
+const maxPruneVersions = 1000
+
+// PruneRequest asks for a prune (mirror.Engine.Prune): the retention
+// rules' removals now, or, with Provider or Module, the Versions named.
+type PruneRequest struct {
+	DryRun   bool     `json:"dry_run"`
+	Provider string   `json:"provider,omitempty"` // HOST/NAMESPACE/TYPE
+	Module   string   `json:"module,omitempty"`   // HOST/NAMESPACE/NAME/SYSTEM
+	Versions []string `json:"versions,omitempty"`
+}
+
+// Pruned is what a prune removed (or, dry run, would remove).
+type Pruned struct {
+	DryRun   bool             `json:"dry_run"`
+	Removals []mirror.Removal `json:"removals"`
+	// Versions and Bytes total the removals.
+	Versions int   `json:"versions"`
+	Bytes    int64 `json:"bytes"`
+}
+
+// Prune runs a prune on the engine.
+func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
+	var preq mirror.PruneRequest
+	preq.DryRun, preq.Versions = req.DryRun, req.Versions
+	switch {
+	case req.Provider != "" && req.Module != "":
+		return Pruned{}, httperr.BadRequest("name a provider or a module, not both")
+	case req.Provider != "":
+		p, err := discovery.ParseProvider(req.Provider)
+		if err != nil {
+			return Pruned{}, httperr.BadRequest("%v", err)
+		}
+		preq.Provider = &p
+	case req.Module != "":
+		m, err := discovery.ParseModule(req.Module)
+		if err != nil {
+			return Pruned{}, httperr.BadRequest("%v", err)
+		}
+		preq.Module = &m
+	case len(req.Versions) > 0:
+		return Pruned{}, httperr.BadRequest("versions name no provider or module")
+	}
+	if (preq.Provider != nil || preq.Module != nil) && len(req.Versions) == 0 {
+		return Pruned{}, httperr.BadRequest("name the versions to remove")
+	}
+	if len(req.Versions) > maxPruneVersions {
+		return Pruned{}, httperr.BadRequest("at most %d versions per call", maxPruneVersions)
+	}
+	for _, v := range req.Versions {
+		if v == "" || len(v) > 128 || strings.ContainsAny(v, "/ ") {
+			return Pruned{}, httperr.BadRequest("invalid version %q", v)
+		}
+	}
+	rs, err := a.engine.Prune(ctx, preq)
+	out := Pruned{DryRun: req.DryRun, Removals: rs}
+	if out.Removals == nil {
+		out.Removals = []mirror.Removal{}
+	}
+	for _, r := range rs {
+		out.Versions++
+		out.Bytes += r.Bytes
+	}
+	return out, err
+}
+
+// pruneRoutes adds POST /v1/prune (PruneRequest -> Pruned).
+func (a *API) pruneRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/prune", handle(a, slog.LevelInfo, "admin prune", func(ctx context.Context, req PruneRequest) (any, []any, error) {
+		res, err := a.Prune(ctx, req)
+		return res, []any{"provider", req.Provider, "module", req.Module, "dry_run", req.DryRun, "versions", res.Versions, "bytes", res.Bytes}, err
+	}))
+}
+
+// Prune is API.Prune through the socket.
+func (c *Client) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
+	var out Pruned
+	return out, c.call(ctx, "/v1/prune", req, &out)
+}

@@ -1,0 +1,67 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// POST /v1/prune: a dry run lists the rules' removals, the real one does
+// them; named versions are checked.
+func TestAdminPrune(t *testing.T) {
+	h := newHarness(t, harnessOptions{engine: mirror.Config{Retention: mirror.Retention{KeepVersions: 1, Interval: -1}}})
+	const ns, typ = "acme", "widget"
+	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
+	a := New(h.engine, nil, nil, Options{})
+	p, err := discovery.ParseProvider(originHost + "/" + ns + "/" + typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		if _, err := a.Ensure(context.Background(), p, v, "linux_amd64"); err != nil {
+			t.Fatalf("ensure %s: %v", v, err)
+		}
+	}
+	enginetest.Wait(context.Background(), h.engine)
+	_, post := socket(t, a)
+	call := func(body string) (int, Pruned) {
+		t.Helper()
+		code, raw := post("/v1/prune", body)
+		var out Pruned
+		if code == 200 {
+			if err := json.Unmarshal(raw, &out); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return code, out
+	}
+	size := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")))
+	code, dry := call(`{"dry_run":true}`)
+	if code != 200 || dry.Versions != 1 || dry.Bytes != size || dry.Removals[0].Version != "1.0.0" || dry.Removals[0].Rule != mirror.RuleKeepVersions {
+		t.Fatalf("dry run: %d %+v", code, dry)
+	}
+	code, done := call(`{}`)
+	if code != 200 || done.Versions != 1 || done.Bytes != size || done.DryRun {
+		t.Errorf("prune: %d %+v", code, done)
+	}
+	addr := `"` + p.String() + `"`
+	for _, tc := range []struct {
+		body string
+		want int
+	}{
+		{`{"provider":` + addr + `}`, 400},
+		{`{"versions":["1.0.0"]}`, 400},
+		{`{"provider":"nope","versions":["1.0.0"]}`, 400},
+		{`{"provider":` + addr + `,"module":"a/b/c","versions":["1.0.0"]}`, 400},
+		{`{"provider":` + addr + `,"versions":["9.0.0"]}`, 404},
+		{`{"provider":` + addr + `,"versions":["2.0.0"],"dry_run":true}`, 200},
+	} {
+		if code, _ := call(tc.body); code != tc.want {
+			t.Errorf("%s: status %d, want %d", tc.body, code, tc.want)
+		}
+	}
+}

@@ -1,0 +1,142 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/discovery"
+)
+
+const pruneUsage = "tfmirror cache prune [--data-dir DIR] [--dry-run] [--keep-versions N] [--keep-versions-per-major] [--evict-unused-after D] [--pins-dir DIR] [--offline] [HOST/NAMESPACE/TYPE | --module HOST/NAMESPACE/NAME/SYSTEM VERSION...]"
+
+// runCache is `tfmirror cache SUBCOMMAND`.
+func runCache(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 {
+		fmt.Fprintf(stderr, "tfmirror cache: want a subcommand: prune\nUsage: %s\n", pruneUsage)
+		return 2
+	}
+	switch args[0] {
+	case "prune":
+		return runPrune(args[1:], os.LookupEnv, stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "tfmirror cache: unknown subcommand %q (want prune)\n", args[0])
+		return 2
+	}
+}
+
+// runPrune is `tfmirror cache prune`: it lists (--dry-run) or removes
+// what the retention rules would remove now, or the versions named. When
+// a tfmirror serve runs on the data directory, that process prunes, by
+// its own rules and pins (rule flags given here are then an error);
+// otherwise this one opens the data directory and applies the rules
+// given here.
+func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	var (
+		dryRun, offline bool
+		module          string
+		rc              retentionConfig
+		pfs             *flag.FlagSet
+	)
+	cfg, rest, err := parseCacheCommandFlags("cache prune", args, lookupEnv, stderr, pruneUsage, func(fs *flag.FlagSet) {
+		pfs = fs
+		fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, with sizes, and remove nothing")
+		fs.StringVar(&module, "module", "", "the registry module (HOST/NAMESPACE/NAME/SYSTEM) whose VERSIONs to remove")
+		fs.BoolVar(&offline, "offline", false, "the data directory is a sealed mirror's (serve --offline): nothing can be fetched again, so the rules remove nothing (only named versions)")
+		addRetentionFlags(fs, &rc, false)
+	})
+	if errors.Is(err, errHelp) {
+		return 0
+	}
+	var req admin.PruneRequest
+	req.DryRun = dryRun
+	if err == nil {
+		err = rc.validate()
+	}
+	if err == nil {
+		switch {
+		case module != "":
+			var m discovery.Module
+			if m, err = discovery.ParseModule(module); err == nil {
+				req.Module, req.Versions = m.String(), rest
+			}
+			if err == nil && len(rest) == 0 {
+				err = errors.New("--module needs the VERSIONs to remove")
+			}
+		case len(rest) > 0:
+			var p discovery.Provider
+			if p, err = discovery.ParseProvider(rest[0]); err == nil {
+				req.Provider, req.Versions = p.String(), rest[1:]
+			}
+			if err == nil && len(req.Versions) == 0 {
+				err = fmt.Errorf("name the versions of %s to remove", rest[0])
+			}
+		}
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror cache prune: %v\nUsage: %s\n", err, pruneUsage)
+		return 2
+	}
+	var ruleFlags []string
+	for _, n := range []string{"keep-versions", "keep-versions-per-major", "evict-unused-after", "pins-dir", "offline"} {
+		if flagGiven(pfs, n) {
+			ruleFlags = append(ruleFlags, "--"+n)
+		}
+	}
+
+	logger, err := newLogger("text", cfg.LogLevel, stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	cfg.Offline = offline
+	cfg.retentionConfig = rc
+	dd, err := openDataDir(ctx, cfg, logger, overrides{})
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
+		return 1
+	}
+	defer closeDataDir(dd, "cache prune", stderr)
+	fmt.Fprintf(stderr, "tfmirror cache prune: %s (%s)\n", dd.where(), cfg.DataDir)
+	if dd.viaServer && len(ruleFlags) > 0 {
+		fmt.Fprintf(stderr, "tfmirror cache prune: %s given, but the tfmirror serving this data directory prunes by its own rules and pins: give them to tfmirror serve\n", strings.Join(ruleFlags, ", "))
+		return 2
+	}
+	res, err := dd.ops.Prune(ctx, req)
+	printPruned(stdout, res)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// printPruned writes one line per removal and a total.
+func printPruned(w io.Writer, res admin.Pruned) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	for _, r := range res.Removals {
+		note := ""
+		if r.Unlisted {
+			note = "unlisted"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d archives\t%s\t%s\n", r.Rule, r.Kind, r.Address, r.Version, len(r.Archives), humanize.IBytes(uint64(r.Bytes)), note)
+	}
+	tw.Flush()
+	verb := "removed"
+	if res.DryRun {
+		verb = "would remove"
+	}
+	fmt.Fprintf(w, "%s the packages of %d versions, %s (%d bytes)\n", verb, res.Versions, humanize.IBytes(uint64(res.Bytes)), res.Bytes)
+}

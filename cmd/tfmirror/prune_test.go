@@ -1,0 +1,61 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func pruneInProcess(t *testing.T, dataDir string, args ...string) (string, string, int) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runPrune(append([]string{"--data-dir", dataDir}, args...), func(string) (string, bool) { return "", false }, &stdout, &stderr)
+	t.Logf("tfmirror cache prune %v: exit %d\nstdout:\n%sstderr:\n%s", args, code, stdout.String(), stderr.String())
+	return stdout.String(), stderr.String(), code
+}
+
+// cache prune on a data directory: --dry-run lists exactly what the real
+// prune then removes, with sizes; pins keep a version from every rule;
+// named versions are removed whatever the rules say.
+func TestCachePrune(t *testing.T) {
+	origin := syncOrigin(t)
+	dataDir := t.TempDir()
+	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
+		t.Fatalf("sync exit %d", code)
+	}
+	pins := t.TempDir()
+	lock := `provider "` + tfRegistry + `/hashicorp/random" {
+  version = "3.5.0"
+}
+`
+	if err := os.WriteFile(filepath.Join(pins, ".terraform.lock.hcl"), []byte(lock), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, _, code := pruneInProcess(t, dataDir, "--dry-run", "--keep-versions", "1", "--pins-dir", pins); code != 0 || !strings.Contains(out, "would remove the packages of 0 versions") {
+		t.Errorf("with 3.5.0 pinned: exit %d, %q; want nothing to remove", code, out)
+	}
+	dry, _, code := pruneInProcess(t, dataDir, "--dry-run", "--keep-versions", "1")
+	if code != 0 || !strings.Contains(dry, "keep-versions  provider  "+tfRegistry+"/hashicorp/random  3.5.0  3 archives") ||
+		!strings.Contains(dry, "would remove the packages of 1 versions") {
+		t.Fatalf("dry run: exit %d\n%s", code, dry)
+	}
+	real, _, code := pruneInProcess(t, dataDir, "--keep-versions", "1")
+	if code != 0 || strings.Replace(dry, "would remove", "removed", 1) != real {
+		t.Errorf("prune: exit %d\n%s\nthe dry run listed:\n%s", code, real, dry)
+	}
+	if out, _, code := pruneInProcess(t, dataDir, "--dry-run", "--keep-versions", "1"); code != 0 || !strings.Contains(out, "would remove the packages of 0 versions") {
+		t.Errorf("after the prune: exit %d, %q; want nothing left to remove", code, out)
+	}
+	out, _, code := pruneInProcess(t, dataDir, tfRegistry+"/acme/widget", "0.2.0")
+	if code != 0 || !strings.Contains(out, "named  provider  "+tfRegistry+"/acme/widget  0.2.0  3 archives") {
+		t.Errorf("named prune: exit %d\n%s", code, out)
+	}
+	if _, stderr, code := pruneInProcess(t, dataDir, tfRegistry+"/acme/widget", "0.9.0"); code != 1 || !strings.Contains(stderr, "no version 0.9.0") {
+		t.Errorf("named prune of a version not held: exit %d, %q", code, stderr)
+	}
+	if _, _, code := pruneInProcess(t, dataDir, tfRegistry+"/acme/widget"); code != 2 {
+		t.Errorf("a provider without versions: exit %d, want 2", code)
+	}
+}

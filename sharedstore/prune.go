@@ -1,0 +1,76 @@
+package sharedstore
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+)
+
+// maxListPages bounds one listing: 1000 keys a page, ten million keys.
+const maxListPages = 10000
+
+// list calls fn for every key (without prefix) and size under prefix,
+// a page per call to the store.
+func (s *Store) list(ctx context.Context, prefix string, fn func(key string, size int64, modified time.Time) error) error {
+	full := s.loc.Prefix + prefix
+	var token *string
+	for range maxListPages {
+		var out *s3.ListObjectsV2Output
+		err := s.call(ctx, "list", func(ctx context.Context) (string, error) {
+			var err error
+			out, err = s.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &s.loc.Bucket, Prefix: aws.String(full), ContinuationToken: token})
+			return "ok", err
+		})
+		if err != nil {
+			return err
+		}
+		for _, o := range out.Contents {
+			if o.Key == nil {
+				continue
+			}
+			if err := fn(strings.TrimPrefix(*o.Key, full), aws.ToInt64(o.Size), aws.ToTime(o.LastModified)); err != nil {
+				return err
+			}
+		}
+		if !aws.ToBool(out.IsTruncated) || out.NextContinuationToken == nil {
+			return nil
+		}
+		token = out.NextContinuationToken
+	}
+	return nil
+}
+
+// ListMeta calls fn with the key of every record whose key starts with
+// prefix.
+func (s *Store) ListMeta(ctx context.Context, prefix string, fn func(key string) error) error {
+	return s.list(ctx, "meta/"+prefix, func(key string, _ int64, _ time.Time) error { return fn(prefix + key) })
+}
+
+// ListArchives calls fn with the sha256, size and time of storing of
+// every archive.
+func (s *Store) ListArchives(ctx context.Context, fn func(sha string, size int64, stored time.Time) error) error {
+	return s.list(ctx, "archives/", func(key string, size int64, modified time.Time) error {
+		if checkSHA(key) != nil {
+			return nil // not ours
+		}
+		return fn(key, size, modified)
+	})
+}
+
+// DeleteArchive deletes the archive sha (absent: nothing to do).
+func (s *Store) DeleteArchive(ctx context.Context, sha string) error {
+	if err := checkSHA(sha); err != nil {
+		return err
+	}
+	return s.call(ctx, "delete_archive", func(ctx context.Context) (string, error) {
+		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.archiveKey(sha))})
+		if statusOf(err) == http.StatusNotFound {
+			return "absent", nil
+		}
+		return "ok", err
+	})
+}
