@@ -267,15 +267,9 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Pro
 
 	h1, err := fr.download(ctx, f, p, a, src)
 	if err != nil {
-		// Failed before aborting the writer, so that no client reading
-		// it mistakes the abort for a fault of its own.
-		f.fail(err)
-		if f.w != nil { // set by download, on this goroutine
-			f.w.Abort()
-		}
-		if fr.onFail != nil {
-			fr.onFail()
-		}
+		// Logged and counted before the waiters are released, so that
+		// whatever they do next comes after (a caller's own output to
+		// the log's writer, a metrics read).
 		var verr *verify.Error
 		var berr *BadArchiveError
 		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
@@ -289,6 +283,15 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Pro
 				"file", a.Filename, "reason", string(verr.Reason), "error", err)
 		} else {
 			s.log.Error("archive fetch failed", "provider", p.String(), "file", a.Filename, "error", err)
+		}
+		// Failed before aborting the writer, so that no client reading
+		// it mistakes the abort for a fault of its own.
+		f.fail(err)
+		if f.w != nil { // set by download, on this goroutine
+			f.w.Abort()
+		}
+		if fr.onFail != nil {
+			fr.onFail()
 		}
 		return
 	}
