@@ -15,6 +15,7 @@ require (
 	github.com/go-git/go-git/v5 v5.19.3
 	github.com/gorilla/mux v1.8.1
 	github.com/hashicorp/hcl/v2 v2.25.0
+	github.com/hashicorp/terraform-registry-address v0.4.0
 	github.com/hashicorp/terraform-svchost v0.2.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -158,7 +158,7 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	}
 	var sel airgap.Selection
 	for _, s := range req.Providers {
-		p, err := airgap.ParseProvider(s)
+		p, err := discovery.ParseProvider(s)
 		if err != nil {
 			return res, httperr.BadRequest("%v", err)
 		}

@@ -73,7 +73,7 @@ func TestAdminHandler(t *testing.T) {
 		{"unknown version", "/v1/ensure", "{" + random + `,"version":"9.9.9","platform":"linux_amd64"}`, 404, "version not found"},
 		{"unpublished platform", "/v1/ensure", "{" + random + `,"version":"3.6.0","platform":"windows_amd64"}`, 404, "no package for windows_amd64"},
 		{"origin not allowed", "/v1/versions", `{"provider":"evil.example.com/a/b"}`, 404, "not allowed"},
-		{"bad address", "/v1/versions", `{"provider":"random"}`, 400, "want HOST/NAMESPACE/TYPE"},
+		{"bad address", "/v1/versions", `{"provider":"random"}`, 400, "want [HOST/]NAMESPACE/TYPE"},
 		{"bad version", "/v1/ensure", "{" + random + `,"version":"x","platform":"linux_amd64"}`, 400, `version "x"`},
 		{"bad json", "/v1/versions", `{`, 400, "request body"},
 	} {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/httperr"
-	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // maxRequest bounds an admin request body.
@@ -98,11 +97,9 @@ func providersOf(versions []string) []string {
 func (a *API) serve(level slog.Level, msg string, op func(context.Context, discovery.Provider, Request) (any, []any, error)) http.HandlerFunc {
 	return handle(a, level, msg, func(ctx context.Context, req Request) (any, []any, error) {
 		attrs := []any{"provider", req.Provider, "version", req.Version, "platform", req.Platform}
-		// The rules of the mirror protocol's request paths (host in
-		// canonical form), as before this package left proxy.
-		p, err := proxy.ParseProviderAddress(req.Provider)
+		p, err := discovery.ParseProvider(req.Provider)
 		if err != nil {
-			return nil, attrs, err
+			return nil, attrs, httperr.BadRequest("%v", err)
 		}
 		res, more, err := op(ctx, p, req)
 		return res, append(attrs, more...), err

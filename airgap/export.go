@@ -16,10 +16,8 @@ import (
 	"slices"
 	"strings"
 
-	svchost "github.com/hashicorp/terraform-svchost"
-
 	"github.com/tfmirror/tfmirror/discovery"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -30,7 +28,7 @@ type Selection struct {
 	Platforms []string // os_arch
 }
 
-func (sel Selection) wants(cv pullthrough.CachedVersion) bool {
+func (sel Selection) wants(cv mirror.CachedVersion) bool {
 	if len(sel.Versions) > 0 && !slices.Contains(sel.Versions, cv.Version) {
 		return false
 	}
@@ -48,7 +46,13 @@ type ExportSummary struct {
 	Written int   `json:"written"`
 	Bytes   int64 `json:"bytes"`
 	Present int   `json:"present"`
-	// Failed counts the versions that failed (each reported).
+	// Modules are the module packages written, ModuleBytes their
+	// size; ModulesPresent those in the export already.
+	Modules        int   `json:"modules,omitempty"`
+	ModuleBytes    int64 `json:"module_bytes,omitempty"`
+	ModulesPresent int   `json:"modules_present,omitempty"`
+	// Failed counts the versions that failed (each reported), of
+	// providers and modules.
 	Failed int `json:"failed"`
 	// Signer is the fingerprint of the export key that signed the
 	// manifest.
@@ -62,13 +66,14 @@ type ExportSummary struct {
 	Versions []string `json:"versions,omitempty"`
 }
 
-// Export writes the cached packages sel selects, with their evidence, to
+// Export writes the cached packages sel selects, with their evidence, and
+// the cached module packages (see exportModules), to
 // out: a directory, or (IsTarName) one tar file; and the manifest of
 // every file there, signed by key (see writeManifest). Each version that
 // fails is passed to report (one line, naming it) and counted, and the
 // export goes on; so is each file the manifest leaves out. The error is
 // for what stops it.
-func Export(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
+func Export(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
 	var sum ExportSummary
 	if key == nil {
 		return sum, errors.New("no export key to sign the export's manifest with")
@@ -83,26 +88,9 @@ func Export(ctx context.Context, engine *pullthrough.Engine, sel Selection, out 
 	return sum, err
 }
 
-// ParseProvider parses HOST/NAMESPACE/TYPE, or NAMESPACE/TYPE of the
-// public registry.
-func ParseProvider(s string) (discovery.Provider, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) == 2 {
-		parts = append([]string{"registry.terraform.io"}, parts...)
-	}
-	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-		return discovery.Provider{}, fmt.Errorf("provider %q: want HOST/NAMESPACE/TYPE", s)
-	}
-	host, err := svchost.ForComparison(parts[0])
-	if err != nil {
-		return discovery.Provider{}, fmt.Errorf("provider %q: %w", s, err)
-	}
-	return discovery.Provider{Hostname: host, Namespace: strings.ToLower(parts[1]), Type: strings.ToLower(parts[2])}, nil
-}
-
 // exportTar exports into a temporary directory beside out, then writes
 // it as one tar file (gzip-compressed for .tar.gz and .tgz).
-func exportTar(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportTar(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
 	if err != nil {
 		return err
@@ -180,13 +168,13 @@ func exportTar(ctx context.Context, engine *pullthrough.Engine, sel Selection, o
 // with their evidence, then index.json and VERSION.json of every provider
 // in out, as `terraform providers mirror` does, and last the manifest
 // signed by key.
-func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
 	files := newExportFiles(out, key)
-	var selected []pullthrough.CachedVersion
-	err := engine.ListCached(func(cv pullthrough.CachedVersion) error {
+	var selected []mirror.CachedVersion
+	err := engine.ListCached(func(cv mirror.CachedVersion) error {
 		if sel.wants(cv) {
 			selected = append(selected, cv)
 		}
@@ -202,6 +190,11 @@ func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, o
 		if err := exportVersion(engine, sel, cv, out, files, sum); err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
+		}
+	}
+	if sel.wantsModules() {
+		if err := exportModules(ctx, engine, out, files, report, sum); err != nil {
+			return err
 		}
 	}
 	if err := writeIndexes(out, files); err != nil {
@@ -222,12 +215,12 @@ func exportDir(ctx context.Context, engine *pullthrough.Engine, sel Selection, o
 // exportVersion writes the cached archives of one version that sel
 // selects, skipping those present with the right sha256, and its
 // evidence.
-func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
-	p, err := ParseProvider(cv.Provider)
+func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
+	p, err := discovery.ParseProvider(cv.Provider)
 	if err != nil {
 		return err
 	}
-	v, err := pullthrough.ParseSemver(cv.Version)
+	v, err := mirror.ParseSemver(cv.Version)
 	if err != nil {
 		return err
 	}
@@ -243,14 +236,14 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 	for _, cp := range cv.Platforms {
 		cached[cp.Platform] = cp.Cached
 	}
-	var exported []pullthrough.PlatformEvidence
+	var exported []mirror.PlatformEvidence
 	var failed error
 	written := sum.Written
 	for _, pe := range ev.Platforms {
 		if len(sel.Platforms) > 0 && !slices.Contains(sel.Platforms, pe.Platform) || !cached[pe.Platform] {
 			continue
 		}
-		path := filepath.Join(dir, packedName(p.Type, ev.Version, pe.Platform))
+		path := filepath.Join(dir, mirror.ArchiveName(p.Type, ev.Version, pe.Platform))
 		wrote, n, err := exportArchive(engine, pe.SHA256, path, files)
 		switch {
 		case err != nil:
@@ -278,7 +271,7 @@ func exportVersion(engine *pullthrough.Engine, sel Selection, cv pullthrough.Cac
 // exportArchive writes the cached archive sha to path unless path has
 // those bytes already, and records it in files; it reports whether it
 // wrote, and how many bytes.
-func exportArchive(engine *pullthrough.Engine, sha, path string, files *exportFiles) (bool, int64, error) {
+func exportArchive(engine *mirror.Engine, sha, path string, files *exportFiles) (bool, int64, error) {
 	if got, n, err := fileSHA256Size(path); err == nil && got == sha {
 		files.add(path, n, sha)
 		return false, 0, nil
@@ -339,8 +332,8 @@ func fileSHA256Size(path string) (string, int64, error) {
 // are still present, when that export's manifest, signed with the same
 // key, vouches for its evidence; it records what it wrote and kept in
 // files.
-func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, exported []pullthrough.PlatformEvidence, files *exportFiles) error {
-	unsigned := ev.Provenance == pullthrough.ProvenanceUnsigned
+func writeEvidence(dir string, p discovery.Provider, ev *mirror.Evidence, exported []mirror.PlatformEvidence, files *exportFiles) error {
+	unsigned := ev.Provenance == mirror.ProvenanceUnsigned
 	docs := slices.Clone(ev.Documents)
 	pkgs := map[string]evidencePackage{}
 	for _, pe := range exported {
@@ -353,7 +346,7 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 			if _, ok := pkgs[pl]; ok {
 				continue
 			}
-			zip := filepath.Join(dir, packedName(p.Type, ev.Version, pl))
+			zip := filepath.Join(dir, mirror.ArchiveName(p.Type, ev.Version, pl))
 			got, n, err := fileSHA256Size(zip)
 			if err != nil || got != pkg.SHA256 {
 				continue
@@ -361,7 +354,7 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 			files.add(zip, n, got)
 			if !unsigned {
 				doc := oldDocs[pkg.Document]
-				i := slices.IndexFunc(docs, func(d pullthrough.SumsDocument) bool {
+				i := slices.IndexFunc(docs, func(d mirror.SumsDocument) bool {
 					return string(d.Content) == string(doc.Content) && string(d.Signature) == string(doc.Signature) && slices.Equal(d.SigningKeys, doc.SigningKeys)
 				})
 				if i < 0 {
@@ -389,16 +382,19 @@ func writeEvidence(dir string, p discovery.Provider, ev *pullthrough.Evidence, e
 	return err
 }
 
-// Bounds on the files of a version that are read whole: an evidence
-// file (or VERSION.json) holds the package metadata of every platform.
+// Bounds on the files of a version that are read whole, as the origin
+// path bounds them: an evidence file (or VERSION.json) holds the package
+// metadata of every platform, each of which the origin client takes up to
+// 16 MiB of (discovery.Config.MaxDocumentBytes's default); a SHA256SUMS
+// document and its signature as the engine fetches them.
 const (
 	maxEvidenceBytes = 16 << 20
-	maxSumsBytes     = 1 << 20
+	maxSumsBytes     = mirror.MaxSumsBytes
 )
 
 // readEvidence reads an evidence file and the documents it names (from
 // dir), each through read.
-func readEvidence(dir, path string, read func(path string, limit int64) ([]byte, error)) (*evidenceFile, []pullthrough.SumsDocument, error) {
+func readEvidence(dir, path string, read func(path string, limit int64) ([]byte, error)) (*evidenceFile, []mirror.SumsDocument, error) {
 	data, err := read(path, maxEvidenceBytes)
 	if err != nil {
 		return nil, nil, err
@@ -410,7 +406,7 @@ func readEvidence(dir, path string, read func(path string, limit int64) ([]byte,
 	if ef.Format != evidenceFormat {
 		return nil, nil, fmt.Errorf("%s: evidence format %d, this release reads %d", path, ef.Format, evidenceFormat)
 	}
-	docs := make([]pullthrough.SumsDocument, len(ef.Documents))
+	docs := make([]mirror.SumsDocument, len(ef.Documents))
 	for i, d := range ef.Documents {
 		if !filepath.IsLocal(d.File) || !filepath.IsLocal(d.SignatureFile) || strings.ContainsRune(d.File+d.SignatureFile, '/') {
 			return nil, nil, fmt.Errorf("%s: document %d names a file outside its directory", path, i)
@@ -423,7 +419,7 @@ func readEvidence(dir, path string, read func(path string, limit int64) ([]byte,
 		if err != nil {
 			return nil, nil, err
 		}
-		docs[i] = pullthrough.SumsDocument{URL: d.URL, SignatureURL: d.SignatureURL, Content: content, Signature: sig, SigningKeys: d.SigningKeys}
+		docs[i] = mirror.SumsDocument{URL: d.URL, SignatureURL: d.SignatureURL, Content: content, Signature: sig, SigningKeys: d.SigningKeys}
 	}
 	for pl, pkg := range ef.Packages {
 		if !ef.Unsigned && (pkg.Document < 0 || pkg.Document >= len(docs)) {
@@ -468,11 +464,11 @@ func writeIndexes(out string, files *exportFiles) error {
 		}
 		byVersion := map[string]map[string]mirrorArchive{}
 		for _, e := range entries {
-			version, platform, ok := parsePackedName(typ, e.Name())
-			if !ok || !e.Type().IsRegular() {
+			version, pl, err := mirror.ParseArchiveName(typ, e.Name())
+			if err != nil || !e.Type().IsRegular() {
 				continue
 			}
-			v, err := pullthrough.ParseSemver(version)
+			v, err := mirror.ParseSemver(version)
 			if err != nil {
 				continue
 			}
@@ -493,7 +489,7 @@ func writeIndexes(out string, files *exportFiles) error {
 			if byVersion[v.String()] == nil {
 				byVersion[v.String()] = map[string]mirrorArchive{}
 			}
-			byVersion[v.String()][platform] = mirrorArchive{Hashes: []string{h1}, URL: e.Name()}
+			byVersion[v.String()][pl.String()] = mirrorArchive{Hashes: []string{h1}, URL: e.Name()}
 		}
 		if len(byVersion) == 0 {
 			continue

@@ -9,7 +9,8 @@
 // Import, which re-verifies every package from its evidence, once one of
 // the operator's keys (Trust) vouches for the version: the manifest's
 // signer, or a key pinned for the provider's namespace. Nothing in the
-// input vouches for itself.
+// input vouches for itself. Registry modules travel beside the providers,
+// under modules/, vouched for by the manifest only (see modules.go).
 //
 // Both work on a *mirror.Engine that the caller opened: `tfmirror export`
 // and `tfmirror import` on their own, or a running `tfmirror serve` for
@@ -23,7 +24,6 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
 )
 
 // evidenceFormat is the layout of the evidence file this release writes.
@@ -69,11 +69,6 @@ type evidencePackage struct {
 	Document int                                   `json:"document"`
 }
 
-// packedName is the name `terraform providers mirror` gives an archive.
-func packedName(typ, version, platform string) string {
-	return "terraform-provider-" + typ + "_" + version + "_" + platform + ".zip"
-}
-
 func evidenceName(typ, version string) string {
 	return "terraform-provider-" + typ + "_" + version + "_evidence.json"
 }
@@ -85,31 +80,6 @@ func sumsNames(typ, version string, i int) (doc, sig string) {
 		doc += fmt.Sprintf(".%d", i)
 	}
 	return doc, doc + ".sig"
-}
-
-// parsePackedName parses terraform-provider-TYPE_VERSION_OS_ARCH.zip.
-func parsePackedName(typ, name string) (version, platform string, ok bool) {
-	rest, ok := strings.CutPrefix(name, "terraform-provider-"+typ+"_")
-	if !ok {
-		return "", "", false
-	}
-	rest, ok = strings.CutSuffix(rest, ".zip")
-	if !ok {
-		return "", "", false
-	}
-	i := strings.LastIndexByte(rest, '_')
-	if i < 0 {
-		return "", "", false
-	}
-	j := strings.LastIndexByte(rest[:i], '_')
-	if j <= 0 {
-		return "", "", false
-	}
-	version, platform = rest[:j], rest[j+1:]
-	if _, err := pullthrough.ParsePlatform(platform); err != nil {
-		return "", "", false
-	}
-	return version, platform, true
 }
 
 // IsTarName reports whether path names a tar archive by its suffix.

@@ -1,9 +1,6 @@
 package airgap
 
 import (
-	"archive/tar"
-	"bufio"
-	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -18,7 +15,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // ImportSummary counts what Import did, in packages (one version, one
@@ -29,8 +26,14 @@ type ImportSummary struct {
 	Imported int   `json:"imported"`
 	Bytes    int64 `json:"bytes"`
 	Present  int   `json:"present"`
+	// Modules are the module packages added to the cache, ModuleBytes
+	// their size; ModulesPresent those there already.
+	Modules        int   `json:"modules,omitempty"`
+	ModuleBytes    int64 `json:"module_bytes,omitempty"`
+	ModulesPresent int   `json:"modules_present,omitempty"`
 	// Failed counts the versions (or provider directories) refused, each
-	// reported; Ignored the entries of the input that are not imported.
+	// reported, of providers and modules; Ignored the entries of the
+	// input that are not imported.
 	Failed  int `json:"failed"`
 	Ignored int `json:"ignored"`
 	// Versions are the provider versions it added packages of,
@@ -51,10 +54,16 @@ type ImportOptions struct {
 	// Shown is the input as the user named it, for messages; default the
 	// path Import was given.
 	Shown string
-	// ScratchDir is where a tar file is unpacked; default os.TempDir().
+	// ScratchDir is where a tar file is unpacked, in a directory of its
+	// own that is removed when the import ends (and by RemoveScratch if
+	// the process did not get to it); default os.TempDir().
 	ScratchDir string
 	// MaxFileBytes bounds each file of a tar file; default 1 GiB.
 	MaxFileBytes int64
+	// MaxEntries bounds the entries of a tar file, and the provider
+	// directories and files of a directory import; default
+	// DefaultMaxEntries.
+	MaxEntries int
 }
 
 // Import loads the export at in (a directory, or a tar file, compressed
@@ -64,7 +73,7 @@ type ImportOptions struct {
 // refused is passed to report (one line, naming the file at fault and the
 // key it would need) and counted, and the import goes on; the error is
 // for what stops it.
-func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
+func Import(ctx context.Context, engine *mirror.Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
 	var sum ImportSummary
 	if opts.Shown == "" {
 		opts.Shown = in
@@ -72,24 +81,33 @@ func Import(ctx context.Context, engine *pullthrough.Engine, in string, opts Imp
 	if opts.MaxFileBytes <= 0 {
 		opts.MaxFileBytes = 1 << 30
 	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = DefaultMaxEntries
+	}
 	info, err := os.Stat(in)
 	if err != nil {
 		return sum, err
 	}
 	dir := in
 	if !info.IsDir() {
-		tmp, err := os.MkdirTemp(opts.ScratchDir, "import-*")
+		// Unpacked beside the cache, within the room above its disk
+		// reserve; a tar file refused leaves nothing behind.
+		tmp, err := newScratch(opts.ScratchDir)
 		if err != nil {
 			return sum, err
 		}
 		defer os.RemoveAll(tmp)
-		if err := untar(in, tmp, opts.MaxFileBytes); err != nil {
-			return sum, fmt.Errorf("%s: %w", opts.Shown, err)
+		lim := unpackLimits{maxFileBytes: opts.MaxFileBytes, maxEntries: opts.MaxEntries, space: diskSpace(engine.DiskHeadroom, tmp)}
+		if err := untar(ctx, in, tmp, lim); err != nil {
+			return sum, fmt.Errorf("%s refused: %w", opts.Shown, err)
 		}
 		dir = tmp
 	}
 	b := openBundle(dir, opts)
 	err = importDir(ctx, engine, b, report, &sum)
+	if err == nil {
+		err = importModules(ctx, engine, b, opts.ScratchDir, report, &sum)
+	}
 	return sum, err
 }
 
@@ -106,11 +124,16 @@ type bundle struct {
 	// hasManifest says the input has a manifest or its signature: it is
 	// an export, not a plain directory.
 	hasManifest bool
+	// maxEntries bounds the entries of the input looked at (the tar file
+	// it was unpacked from had as many at most); entriesLeft are those
+	// still to look at.
+	maxEntries, entriesLeft int
 }
 
 // openBundle reads the manifest of the input in dir, if any.
 func openBundle(dir string, opts ImportOptions) *bundle {
-	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true}
+	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true,
+		maxEntries: opts.MaxEntries, entriesLeft: opts.MaxEntries}
 	m, err := readManifest(dir, opts.Trust.ExportKeys)
 	var merr *manifestError
 	switch {
@@ -131,75 +154,16 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 	return b
 }
 
-// untar unpacks the tar file path (gzip-compressed or not) into dir:
-// regular files and directories only, every name inside dir, no file
-// larger than limit.
-func untar(path, dir string, limit int64) error {
-	f, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return err
-		}
-		defer zr.Close()
-		r = zr
-	}
-	tr := tar.NewReader(r)
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		name := strings.TrimSuffix(hdr.Name, "/")
-		if !filepath.IsLocal(name) {
-			return fmt.Errorf("entry %q is outside the archive's directory", hdr.Name)
-		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
-		switch hdr.Typeflag {
-		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
-				return err
-			}
-		case tar.TypeReg:
-			if hdr.Size > limit {
-				return fmt.Errorf("entry %q is larger than the %d bytes allowed", hdr.Name, limit)
-			}
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if err != nil {
-				return err
-			}
-			_, err = io.Copy(out, io.LimitReader(tr, limit))
-			if cerr := out.Close(); err == nil {
-				err = cerr
-			}
-			if err != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("entry %q is not a regular file or directory", hdr.Name)
-		}
-	}
-}
-
 // importDir imports every provider version in dir (laid out as export and
 // `terraform providers mirror` write it). Names in messages are given
 // under shown, the directory or tar file the user named.
-func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, report func(string), sum *ImportSummary) error {
+func importDir(ctx context.Context, engine *mirror.Engine, b *bundle, report func(string), sum *ImportSummary) error {
 	dir, shown := b.dir, b.shown
 	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
 	if err != nil {
+		return err
+	}
+	if err := b.take(len(providerDirs)); err != nil {
 		return err
 	}
 	found := false
@@ -209,13 +173,19 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 		}
 		rel, _ := filepath.Rel(dir, pdir)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
-		p, err := ParseProvider(strings.Join(parts, "/"))
+		if parts[0] == modulesDir {
+			continue // see importModules
+		}
+		p, err := discovery.ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
 			continue
 		}
-		versions, ignored, err := scanProviderDir(pdir, p.Type)
+		versions, ignored, err := scanProviderDir(b, pdir, p.Type)
+		if errors.Is(err, errTooManyEntries) {
+			return err
+		}
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
@@ -233,29 +203,57 @@ func importDir(ctx context.Context, engine *pullthrough.Engine, b *bundle, repor
 			}
 		}
 	}
-	if !found {
+	if !found && !hasModules(dir) {
 		return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip)", shown)
 	}
 	return nil
 }
 
+// errTooManyEntries is the error of an input with more entries than an
+// import looks at (ImportOptions.MaxEntries).
+var errTooManyEntries = errors.New("too many entries")
+
+// take takes n entries looked at from the input's budget, failing with
+// errTooManyEntries past it.
+func (b *bundle) take(n int) error {
+	if b.entriesLeft -= n; b.entriesLeft < 0 {
+		return fmt.Errorf("%s holds more than %d entries (directories and files), the most an import takes: %w", b.shown, b.maxEntries, errTooManyEntries)
+	}
+	return nil
+}
+
+// readDir returns the entries of dir (unsorted), taken from the input's
+// budget: past it, without reading the rest, errTooManyEntries.
+func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
+	f, err := os.Open(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	entries, err := f.ReadDir(max(b.entriesLeft, 0) + 1)
+	if err != nil && err != io.EOF {
+		return nil, err
+	}
+	return entries, b.take(len(entries))
+}
+
 // scanProviderDir returns the packed archives in dir by version (as
 // named) and platform, and how many other entries it ignored.
-func scanProviderDir(dir, typ string) (map[string]map[string]string, int, error) {
-	entries, err := os.ReadDir(dir)
+func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, int, error) {
+	entries, err := b.readDir(dir)
 	if err != nil {
 		return nil, 0, err
 	}
 	out := map[string]map[string]string{}
 	ignored := 0
 	for _, e := range entries {
-		version, platform, ok := parsePackedName(typ, e.Name())
+		version, pl, err := mirror.ParseArchiveName(typ, e.Name())
 		switch {
-		case ok && e.Type().IsRegular():
+		case err == nil && e.Type().IsRegular():
 			if out[version] == nil {
 				out[version] = map[string]string{}
 			}
-			out[version][platform] = e.Name()
+			out[version][pl.String()] = e.Name()
 		case e.IsDir():
 			ignored++ // unpacked layouts are not imported
 		}
@@ -342,7 +340,7 @@ func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[strin
 
 // publisherVouches checks every SHA256SUMS document of a signed version
 // of p against the keys pinned for p's namespace.
-func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidenceFile, docs []pullthrough.SumsDocument) error {
+func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidenceFile, docs []mirror.SumsDocument) error {
 	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
 	keys := b.trust.PublisherKeys[ns]
 	if len(docs) == 0 {
@@ -378,14 +376,14 @@ func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidence
 // Nothing in the input vouches for itself: the signing keys in an
 // evidence file are checked against, never trusted. A version no key
 // vouches for is refused whole, saying why each anchor does not.
-func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p discovery.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
-	v, err := pullthrough.ParseSemver(version)
+func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p discovery.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
+	v, err := mirror.ParseSemver(version)
 	if err != nil {
 		return err
 	}
 	shown := b.shownPath(b.rel(dir))
 	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
-	in := pullthrough.Imported{Provider: p, Version: v}
+	in := mirror.Imported{Provider: p, Version: v}
 	var paths []string // per package, as shown
 	evPath := filepath.Join(dir, evidenceName(p.Type, version))
 	ef, docs, err := readEvidence(dir, evPath, vf.readFile)
@@ -447,7 +445,7 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p
 
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
-		pkg := pullthrough.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
+		pkg := mirror.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
 			SHA256: shas[b.rel(path)]}
 		if ef != nil {
 			epkg, ok := ef.Packages[pl]
@@ -472,7 +470,7 @@ func importVersion(ctx context.Context, engine *pullthrough.Engine, b *bundle, p
 		in.Unsigned = true
 	}
 	res, err := engine.Import(ctx, in)
-	var ierr *pullthrough.ImportError
+	var ierr *mirror.ImportError
 	if errors.As(err, &ierr) {
 		switch {
 		case ierr.Document >= 0 && ef != nil && ierr.Document < len(ef.Documents):

@@ -14,6 +14,9 @@ import (
 	"strings"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // The manifest of an export lists every file of it that the exporting
@@ -31,7 +34,7 @@ const (
 	// maxManifestBytes bounds a manifest (some 200 bytes per file).
 	maxManifestBytes = 64 << 20
 	// maxSignatureBytes bounds a detached signature, as the origin path does.
-	maxSignatureBytes = 64 << 10
+	maxSignatureBytes = mirror.MaxSignatureBytes
 )
 
 // manifest is tfmirror-manifest.json.
@@ -241,7 +244,7 @@ func readManifest(dir string, keyring openpgp.EntityList) (*manifest, error) {
 	}
 	seen := map[string]bool{}
 	for _, f := range m.Files {
-		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || seen[f.Path] || f.Size < 0 || !isSHA256(f.SHA256) {
+		if !filepath.IsLocal(filepath.FromSlash(f.Path)) || strings.Contains(f.Path, `\`) || seen[f.Path] || f.Size < 0 || !sha256hex.Valid(f.SHA256) {
 			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by the trusted export key %s but has a malformed entry %q", issuer, f.Path)}
 		}
 		seen[f.Path] = true
@@ -257,21 +260,25 @@ func orUnknown(id string) string {
 	return id
 }
 
-func isSHA256(s string) bool {
-	if len(s) != 64 || strings.ToLower(s) != s {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
-}
-
-// readCapped reads the file at path, failing when it is larger than limit.
+// readCapped reads the file at path, failing when it is larger than limit
+// or not a regular file (a link, which could lead anywhere, a FIFO, which
+// would never end, a device).
 func readCapped(path string, limit int64) ([]byte, error) {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s; an import reads regular files only", path, fileKind(info.Mode()))
+	}
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if st, err := f.Stat(); err != nil || !os.SameFile(info, st) {
+		return nil, fmt.Errorf("%s changed while it was opened", path)
+	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
@@ -280,4 +287,22 @@ func readCapped(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than the %d bytes allowed", path, limit)
 	}
 	return data, nil
+}
+
+// fileKind names the kind of a file that is not regular.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeSymlink != 0:
+		return "a symbolic link"
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a FIFO"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	default:
+		return "not a regular file"
+	}
 }

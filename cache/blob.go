@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -516,3 +517,13 @@ func (s *Store) releaseUnstaged(n int64) {
 	s.unstaged -= n
 	s.mu.Unlock()
 }
+
+func newStageID() string {
+	var b [12]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		panic(err)
+	}
+	return hex.EncodeToString(b[:])
+}
+
+// badgerLogger routes Badger's log to slog: warnings and errors only.

@@ -3,9 +3,15 @@ package cache
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 )
+
+// ErrInUse is returned by EvictBlob for an archive open for reading or
+// whose writer is not yet closed: it is not deleted from under them.
+var ErrInUse = errors.New("cache: archive in use")
 
 // lru tracks, for every committed blob, when it was last used and how many
 // readers (and the writer that committed it, until it is closed) hold it,
@@ -21,6 +27,12 @@ import (
 type lru struct {
 	max     int64
 	onEvict func(BlobInfo)
+	// evictable, when set (SetEvictable), says which committed blobs the
+	// size limit may evict; the others are kept whatever the limit.
+	evictable atomic.Pointer[func(sha string) bool]
+	// unmet says the last pass ended over the limit with only kept
+	// blobs left (logged once until a pass evicts again).
+	unmet atomic.Bool
 
 	mu      sync.Mutex
 	tick    int64 // last access stamp handed out; strictly increasing
@@ -34,8 +46,11 @@ type lruEntry struct {
 	evicting  bool  // chosen for eviction: no new references
 }
 
-func (l *lru) init(max int64, onEvict func(BlobInfo)) {
+func (l *lru) init(max int64, onEvict func(BlobInfo), evictable func(string) bool) {
 	l.max, l.onEvict = max, onEvict
+	if evictable != nil {
+		l.evictable.Store(&evictable)
+	}
 	l.entries = make(map[string]*lruEntry)
 }
 
@@ -122,14 +137,22 @@ func (l *lru) forget(sha string) {
 }
 
 // victim picks the least recently used committed blob nobody references
-// and marks it as being evicted, or returns "".
-func (l *lru) victim() string {
+// that may be evicted, and marks it as being evicted, or returns "";
+// kept counts the blobs passed over because they may not be evicted.
+func (l *lru) victim() (sha string, kept int) {
+	may := func(string) bool { return true }
+	if fn := l.evictable.Load(); fn != nil {
+		may = *fn
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	var sha string
 	var oldest int64
 	for k, e := range l.entries {
 		if !e.committed || e.refs > 0 || e.evicting {
+			continue
+		}
+		if !may(k) {
+			kept++
 			continue
 		}
 		if sha == "" || e.last < oldest {
@@ -139,9 +162,65 @@ func (l *lru) victim() string {
 	if sha != "" {
 		l.entries[sha].evicting = true
 	}
-	return sha
+	return sha, kept
 }
 
+// claim marks sha as being evicted if it is committed and nobody
+// references it.
+func (l *lru) claim(sha string) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	e := l.entries[sha]
+	switch {
+	case e == nil || !e.committed:
+		return fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	case e.refs > 0 || e.evicting:
+		return fmt.Errorf("%w: %s", ErrInUse, sha)
+	}
+	e.evicting = true
+	return nil
+}
+
+// SetEvictable sets which committed archives the size limit
+// (Options.MaxBytes) may evict: those for which fn returns true. The
+// others are kept, over the limit if need be. fn is called by the
+// eviction goroutine, with a lock of the store's held: it must be quick
+// and must not call the store. nil: every archive may be evicted (the
+// default). EvictBlob does not ask fn.
+func (s *Store) SetEvictable(fn func(sha string) bool) {
+	if fn == nil {
+		s.lru.evictable.Store(nil)
+		return
+	}
+	s.lru.evictable.Store(&fn)
+	s.kickEvict()
+}
+
+// EvictBlob deletes the committed archive sha unless it is open for
+// reading or its writer is not yet closed (ErrInUse): what retention
+// removes, never from under a reader. It returns what was deleted.
+func (s *Store) EvictBlob(sha string) (BlobInfo, error) {
+	if err := checkSHA(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	if err := s.lru.claim(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	info, err := s.StatBlob(sha)
+	if err == nil {
+		err = s.deleteBlob(sha) // forgets the entry
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		s.lru.forget(sha)
+		return BlobInfo{}, err
+	case err != nil:
+		s.lru.unmark(sha)
+		return BlobInfo{}, err
+	}
+	s.kickGC()
+	return info, nil
+}
 func (l *lru) unmark(sha string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -232,16 +311,22 @@ func (s *Store) evict(ctx context.Context) {
 		if _, total := s.Stats(); total <= l.max {
 			return
 		}
-		sha := l.victim()
+		sha, kept := l.victim()
 		if sha == "" {
-			return // everything left is in use; retried on the next commit or close
+			if kept > 0 && !l.unmet.Swap(true) {
+				_, total := s.Stats()
+				s.log.Warn("the cache is over its size limit, and what is over may not be evicted (it cannot be fetched again, or is pinned)",
+					"bytes", total, "max_bytes", l.max, "kept_archives", kept)
+			}
+			return // everything left is in use or kept; retried on the next commit or close
 		}
+		l.unmet.Store(false)
 		if h := s.hooks.evicting; h != nil {
 			h(sha)
 		}
 		info, err := s.StatBlob(sha)
 		if err == nil {
-			err = s.DeleteBlob(sha) // forgets the entry
+			err = s.deleteBlob(sha) // forgets the entry
 		}
 		if errors.Is(err, ErrNotFound) {
 			l.forget(sha)
@@ -261,5 +346,29 @@ func (s *Store) evict(ctx context.Context) {
 		if l.onEvict != nil {
 			l.onEvict(info)
 		}
+	}
+}
+
+// Evict runs an eviction pass now and waits until it is over, or ctx is
+// done: after it, the archives are within Options.MaxBytes unless what
+// is left is in use or may not be evicted (see SetEvictable). Without a
+// size limit it does nothing.
+func (s *Store) Evict(ctx context.Context) error {
+	if s.evictDone == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case s.evictFlush <- done:
+	case <-s.evictDone:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }

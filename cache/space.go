@@ -248,3 +248,32 @@ func (sp *space) freeBytes() int64 {
 	}
 	return sp.avail
 }
+
+// headroom asks the file system now and returns the free space above the
+// floor not yet promised to admitted writes; ok is false when it cannot
+// tell.
+func (sp *space) headroom() (room int64, ok bool) {
+	if sp.disabled() {
+		return 0, false
+	}
+	sp.mu.Lock()
+	defer sp.mu.Unlock()
+	sp.check()
+	if sp.statErr != nil {
+		return 0, false
+	}
+	return sp.room() - sp.floor(), true
+}
+
+// Headroom is how many bytes others may still write to the cache's file
+// system (an import unpacking a bundle beside it) before the free space
+// reaches the reserve (DiskReserve plus the LSM tree), less the cache's
+// own writes admitted but not yet on disk; asked of the file system now,
+// so it may be negative. ok is false when free space is not checked
+// (a negative DiskReserve, or no way to ask).
+func (s *Store) Headroom() (room int64, ok bool) { return s.space.headroom() }
+
+// FreeSpace is the free space on dir's file system that this process may
+// use (a directory not created yet is on its parent's), as the cache
+// measures its own; an error where that cannot be asked.
+func FreeSpace(dir string) (int64, error) { return statfsFree(dir) }

@@ -729,7 +729,7 @@ func secretVolumeAt(mounts map[string]string, volumes map[string]object, dir str
 }
 
 func TestKubernetes(t *testing.T) {
-	byKind := kustomizeDir(t, "kubernetes")
+	byKind := kustomizeDir(t, "kubernetes/base")
 	sts := one(t, byKind, "StatefulSet")
 	w := checkWorkload(t, byKind, sts)
 
@@ -1187,7 +1187,7 @@ func TestAlertRules(t *testing.T) {
 		Kind string     `yaml:"kind"`
 		Spec ruleGroups `yaml:"spec"`
 	}
-	data, err = os.ReadFile("kubernetes/prometheusrule.yaml")
+	data, err = os.ReadFile("kubernetes/base/prometheusrule.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -1195,7 +1195,7 @@ func TestAlertRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	if pr.Kind != "PrometheusRule" || !reflect.DeepEqual(pr.Spec, rules) {
-		t.Error("kubernetes/prometheusrule.yaml differs from monitoring/alerts.yaml")
+		t.Error("kubernetes/base/prometheusrule.yaml differs from monitoring/alerts.yaml")
 	}
 
 	// Prometheus's own checker and the alerts' unit tests

@@ -30,6 +30,10 @@
 //     the same network policy and limits as archive downloads but always
 //     anonymous. Subpackage modsource fetches and normalizes the packages.
 //
+// It also owns the provider address (Provider) and its one parser
+// (ParseProvider, NewProvider), with the clients' rules, for every package
+// that reads an address: request paths, sync's inputs, export and import.
+//
 // It enforces which origin hosts may be used (Config.AllowedOrigins, refused
 // with ErrHostNotAllowed before any lookup or connection) but does not choose
 // them (the operator does, through cmd/tfmirror). It does not verify hashes

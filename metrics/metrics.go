@@ -30,7 +30,7 @@ var (
 	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package"}
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "module_versions", "module_location", "module_source"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
-	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive"}
+	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large"}
 	// SharedOps and SharedOutcomes are the shared store's calls and their
 	// outcomes (see sharedstore.Observer).
 	SharedOps      = []string{"get_archive", "put_archive", "get_meta", "put_meta", "lease", "check"}
@@ -73,7 +73,8 @@ type Metrics struct {
 	syncBytes         prometheus.Counter
 	airGapPkgs        map[string]*prometheus.CounterVec // by op: import, export
 	airGapBytes       map[string]prometheus.Counter
-	modules           moduleMetrics // modules.go
+	modules           moduleMetrics    // modules.go
+	retention         retentionMetrics // retention.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -247,6 +248,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	cs = append(cs, m.modules.collectors()...)
+	cs = append(cs, m.retention.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -10,6 +10,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
@@ -150,4 +152,18 @@ func TestNoGlobalRegistry(t *testing.T) {
 	// Two instances on two registries do not collide.
 	newTest(t)
 	newTest(t)
+}
+
+// Every reason package verify refuses a package for has its series from
+// the start.
+func TestVerificationReasonsPreCreated(t *testing.T) {
+	m, _ := newTest(t)
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, r := range verify.Reasons() {
+		if want := `tfmirror_verification_failures_total{reason="` + string(r) + `"} 0`; !strings.Contains(string(body), want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
 }

@@ -51,7 +51,8 @@ func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionLi
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline {
+	if s.cfg.Offline || s.local(p.Hostname) {
+		// What cannot be fetched again is listed only while it is held.
 		list = s.sealedList(ctx, p, list)
 	}
 	list = s.withholdFrom(p, list)
@@ -143,10 +144,6 @@ func (src Source) String() string {
 	return fmt.Sprintf("Source(%d)", int(src))
 }
 
-// maxOpenAttempts bounds how often OpenArchive looks for an archive that
-// is committed and evicted between its looking and opening.
-const maxOpenAttempts = 3
-
 // OpenArchive opens the archive of version v of p for platform pl: from
 // the cache, or else from the origin download of it under way, starting
 // one if there is none. The download runs on the engine's context, so
@@ -165,24 +162,26 @@ func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versio
 	if err != nil {
 		return nil, err
 	}
-	var f *fetch
-	var leader bool
-	for attempt := 1; ; attempt++ {
-		if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
-			return arc, err
+	s.ret.used(packageKey(p, v))
+	s.ret.protectIfPinned("provider", p.String(), v, a.SHA256)
+	if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
+		return arc, err
+	}
+	// Committed since we looked: joinOrOpen opens it with the reference
+	// taken before the fetcher's lock is let go, so that eviction cannot
+	// delete it between being found and being opened.
+	blob, f, leader, err := s.archives.joinOrOpen(p, a)
+	if err != nil {
+		return nil, err
+	}
+	if blob != nil {
+		if !s.work.add() {
+			blob.Close()
+			return nil, ErrShutDown
 		}
-		f, leader, err = s.archives.join(p, a)
-		if err != nil {
-			return nil, err
-		}
-		if f != nil {
-			break
-		}
-		// Committed since we looked, and evicted again by the time we
-		// opened it: look again (the next join fetches it anew).
-		if attempt == maxOpenAttempts {
-			return nil, fmt.Errorf("archive %s keeps vanishing from the cache as it is opened", a.Filename)
-		}
+		s.metrics.CacheLookup("archive", true)
+		info := blob.Info()
+		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: Hit, blob: blob, s: s}, nil
 	}
 	src := s.countMiss(leader)
 	select {

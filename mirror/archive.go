@@ -176,6 +176,19 @@ type archiveSource struct {
 // joinFrom is join, with the archive read from src when this call starts
 // the fetch (nil: the origin).
 func (fr *fetcher) joinFrom(p discovery.Provider, a ArchiveRecord, src *archiveSource) (f *fetch, leader bool, err error) {
+	_, f, leader, err = fr.start(p, a, src, false)
+	return f, leader, err
+}
+
+// joinOrOpen is join, except that an archive already committed is opened
+// (blob) rather than only found: the reader's reference is taken under
+// fr.mu, so that the archive cannot be evicted between being found and
+// being opened. An archive evicted before is fetched again.
+func (fr *fetcher) joinOrOpen(p discovery.Provider, a ArchiveRecord) (blob cache.BlobReader, f *fetch, leader bool, err error) {
+	return fr.start(p, a, nil, true)
+}
+
+func (fr *fetcher) start(p discovery.Provider, a ArchiveRecord, src *archiveSource, open bool) (blob cache.BlobReader, f *fetch, leader bool, err error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.onJoin != nil {
@@ -183,21 +196,25 @@ func (fr *fetcher) joinFrom(p discovery.Provider, a ArchiveRecord, src *archiveS
 	}
 	if f, ok := fr.inflight[a.SHA256]; ok {
 		f.acquire()
-		return f, false, nil
+		return nil, f, false, nil
 	}
 	// A fetch removes itself only after its commit, so under fr.mu an
 	// archive is either in flight or committed (or neither).
-	if _, err := fr.s.store.StatBlob(a.SHA256); err == nil {
-		return nil, false, nil
+	if open {
+		if blob, err := fr.s.store.OpenBlob(a.SHA256); err == nil {
+			return blob, nil, false, nil
+		}
+	} else if _, err := fr.s.store.StatBlob(a.SHA256); err == nil {
+		return nil, nil, false, nil
 	}
 	ctx, done, err := fr.s.detached(fr.s.cfg.ArchiveTimeout)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, false, err
 	}
 	f = &fetch{sha: a.SHA256, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
 	fr.inflight[a.SHA256] = f
 	go fr.run(ctx, done, f, p, a, src)
-	return f, true, nil
+	return nil, f, true, nil
 }
 
 func (fr *fetcher) distrustShared(sha string) {
@@ -360,10 +377,12 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 		return "", &verify.Error{Reason: verify.ReasonChecksum,
 			Detail: fmt.Sprintf("%s has sha256 %s, the signed SHA256SUMS says %s", a.Filename, got, a.SHA256)}
 	}
-	// A signed archive may still be no provider package at all. Checked
-	// from the staged bytes; if some of them could not be kept (a full
-	// disk), the check cannot run and the archive is not released.
-	h1, err := verify.CheckArchive(w, w.Written(), p.Type)
+	// A signed archive may still be no provider package at all, or a zip
+	// bomb (anyone can sign what they publish). Checked from the staged
+	// bytes, within Config.ArchiveLimits and under the download's context;
+	// if some of the bytes could not be kept (a full disk), the check
+	// cannot run and the archive is not released.
+	h1, err := verify.CheckArchive(ctx, w, w.Written(), p.Type, s.cfg.ArchiveLimits)
 	if err != nil {
 		return "", err
 	}

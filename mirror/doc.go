@@ -16,7 +16,7 @@
 //     a refresh fails; only an origin's explicit 404 is believed;
 //   - a version's package metadata is verified against the origin's signed
 //     SHA256SUMS before it is stored, with that evidence (the documents,
-//     signatures and signing keys byte for byte, see Evidence and Verify),
+//     signatures and signing keys byte for byte, see Evidence and verifyCached),
 //     and never changes afterwards;
 //   - an archive is fetched from its origin once however many callers ask,
 //     on the engine's context (no single caller can cancel it), read by

@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // Origin is what the engine needs from origin registries. *discovery.Client
@@ -87,6 +88,11 @@ type Config struct {
 	ArchiveTimeout time.Duration
 	// MaxArchiveBytes refuses larger archives. Default 2 GiB.
 	MaxArchiveBytes int64
+	// ArchiveLimits bound the check that an archive is an installable
+	// package (the bytes it unpacks to, its entries), which runs under the
+	// download's context (ArchiveTimeout, Shutdown). Zero fields take
+	// verify's defaults: 2 GiB unpacked, 10,000 entries.
+	ArchiveLimits verify.Limits
 	// HoldBack is how many final bytes of an archive streamed while it is
 	// still being fetched are withheld until its checksum has matched.
 	// Default 64 KiB.
@@ -116,6 +122,10 @@ type Config struct {
 	// while they are fetched (up to the ModuleLimits' sizes each).
 	// Default: os.TempDir().
 	ScratchDir string
+	// Retention are the retention rules and pins (retention.go). Default:
+	// no rules, no pins; what cannot be fetched again is still kept from
+	// the cache's size limit.
+	Retention Retention
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills
@@ -157,6 +167,7 @@ type Engine struct {
 	root   context.Context
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
+	ret    *retainer
 }
 
 // New validates cfg and returns an Engine using origin and store. Call
@@ -270,6 +281,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
+	s.ret = newRetainer(s, cfg.Retention)
+	if es, ok := store.(evictableSetter); ok {
+		es.SetEvictable(s.Evictable)
+	}
+	s.ret.start()
 	return s, nil
 }
 
@@ -309,9 +325,10 @@ func (s *Engine) local(host svchost.Hostname) bool {
 	return s.importedHosts[host]
 }
 
-// Wait blocks until every origin fetch and archive download under way has
-// ended, or ctx is done. The engine keeps working; see Shutdown.
-func (s *Engine) Wait(ctx context.Context) error { return s.work.wait(ctx) }
+// wait blocks until every origin fetch and archive download under way has
+// ended, or ctx is done. The engine keeps working; see Shutdown. Tests of
+// other packages get it through internal/enginetest.
+func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 
 // Shutdown stops the engine: it starts no more work (new calls that would
 // need the origin fail with ErrShutDown), lets the fetches and downloads
@@ -327,6 +344,7 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 		// Cancelled downloads end promptly: they wait only on the origin.
 		s.work.wait(context.Background())
 	}
+	s.ret.stop()
 	return err
 }
 
@@ -334,7 +352,9 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 func (s *Engine) Close() error {
 	s.work.close()
 	s.cancel()
-	return s.work.wait(context.Background())
+	err := s.work.wait(context.Background())
+	s.ret.stop()
+	return err
 }
 
 // Stats returns how many archives the cache holds, and their total size.

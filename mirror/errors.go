@@ -21,7 +21,7 @@ var (
 	ErrOffline = errors.New("mirror is offline (never contacts origins) and does not have this in its cache")
 	// ErrShutDown: the engine is shutting down and starts no more origin work.
 	ErrShutDown = errors.New("mirror is shutting down")
-	// ErrNotCached: Verify was asked for a version, platform or archive the
+	// ErrNotCached: verifyCached was asked for a version, platform or archive the
 	// cache does not hold.
 	ErrNotCached = errors.New("not in the cache")
 	// ErrNoEvidence: the version's package metadata was cached by an

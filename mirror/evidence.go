@@ -176,7 +176,7 @@ func (s *Engine) platformsFor(entry VersionEntry, platforms []discovery.Platform
 	return need
 }
 
-// Verify checks again, from what the cache holds alone and without asking
+// verifyCached checks again, from what the cache holds alone and without asking
 // any origin, that the cached archive of version v of p for platform pl
 // is the one the origin signed: the stored signature over the stored
 // SHA256SUMS document with the stored signing keys, the platform's
@@ -190,7 +190,7 @@ func (s *Engine) platformsFor(entry VersionEntry, platforms []discovery.Platform
 // or not its archive; ErrNoEvidence when the metadata was cached by an
 // earlier release without evidence (fetching the version again, with
 // Package or Evidence, stores it); ErrOriginNotAllowed; ErrShutDown.
-func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) error {
+func (s *Engine) verifyCached(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) error {
 	if err := s.CheckOrigin(p); err != nil {
 		return err
 	}
@@ -265,7 +265,7 @@ func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Ve
 		return &verify.Error{Reason: verify.ReasonChecksum,
 			Detail: fmt.Sprintf("the cached archive %s has sha256 %s, SHA256SUMS says %s", a.Filename, got, a.SHA256)}
 	}
-	h1, err := verify.CheckArchive(blob, blob.Size(), p.Type)
+	h1, err := verify.CheckArchive(ctx, blob, blob.Size(), p.Type, s.cfg.ArchiveLimits)
 	if err != nil {
 		return err
 	}

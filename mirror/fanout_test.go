@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -53,7 +54,7 @@ func (s *evictingStore) OpenBlob(sha string) (cache.BlobReader, error) {
 		case 1:
 			return nil, cache.ErrNotFound
 		case 2:
-			if err := s.store.DeleteBlob(sha); err != nil {
+			if err := cachetest.DeleteBlob(s.store, sha); err != nil {
 				return nil, err
 			}
 		}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -85,7 +86,7 @@ func TestDiskFullStillServes(t *testing.T) {
 	if got := met.writeFailures.Load(); got != metaFailures+1 {
 		t.Errorf("write failures = %d, want %d (one for the archive)", got, metaFailures+1)
 	}
-	if n, err := h.store.ChunkCount(); n != 0 || err != nil {
+	if n, err := cachetest.ChunkCount(h.store); n != 0 || err != nil {
 		t.Errorf("ChunkCount = %d, %v after the failed archive write; want nothing left behind", n, err)
 	}
 

@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
@@ -25,6 +26,30 @@ import (
 
 // importedHostPrefix keys the record of a host Import loaded providers of.
 const importedHostPrefix = "imported-host/"
+
+// What an import reads whole of a version is bounded as the origin path
+// bounds it: a SHA256SUMS document and its detached signature.
+const (
+	MaxSumsBytes      = maxSumsBytes
+	MaxSignatureBytes = maxSignatureBytes
+)
+
+// headroomer is what a Store may tell of its disk. *cache.Store does.
+type headroomer interface {
+	Headroom() (room int64, ok bool)
+}
+
+// DiskHeadroom is how many bytes an import may still write to the cache's
+// file system (unpacking a bundle beside it) before the cache's free space
+// reaches its disk reserve, asked now (see cache.Store.Headroom); ok is
+// false when the cache does not check free space.
+func (s *Engine) DiskHeadroom() (room int64, ok bool) {
+	h, isH := s.store.(headroomer)
+	if !isH {
+		return 0, false
+	}
+	return h.Headroom()
+}
 
 // Imported is one provider version loaded from outside the origin (an
 // export of another mirror, a `terraform providers mirror` directory or
@@ -258,18 +283,28 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	if err := s.listImported(ctx, p, v, in); err != nil {
 		return ImportResult{}, err
 	}
-	s.hostsMu.RLock()
-	known := s.importedHosts[p.Hostname]
-	s.hostsMu.RUnlock()
-	if !known {
-		if err := s.store.PutMeta(importedHostPrefix+string(p.Hostname), struct{}{}); err != nil {
-			return ImportResult{}, fmt.Errorf("recording imported host %s: %w", p.Hostname, err)
-		}
-		s.hostsMu.Lock()
-		s.importedHosts[p.Hostname] = true
-		s.hostsMu.Unlock()
+	if err := s.recordImportedHost(p.Hostname); err != nil {
+		return ImportResult{}, err
 	}
 	return res, nil
+}
+
+// recordImportedHost records host as one that Import or ImportModule
+// loaded packages of (local-only unless it is an allowed origin).
+func (s *Engine) recordImportedHost(host svchost.Hostname) error {
+	s.hostsMu.RLock()
+	known := s.importedHosts[host]
+	s.hostsMu.RUnlock()
+	if known {
+		return nil
+	}
+	if err := s.store.PutMeta(importedHostPrefix+string(host), struct{}{}); err != nil {
+		return fmt.Errorf("recording imported host %s: %w", host, err)
+	}
+	s.hostsMu.Lock()
+	s.importedHosts[host] = true
+	s.hostsMu.Unlock()
+	return nil
 }
 
 // joinable checks that the imported packages, verified as archives, may
@@ -332,6 +367,7 @@ func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 func (s *Engine) importArchive(ctx context.Context, p discovery.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
 	out := ImportedOutcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
+	s.ret.protect(a.SHA256) // an imported package cannot be fetched again
 	f, _, err := s.archives.joinFrom(p, a, src)
 	if err != nil {
 		return out, err

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
 // moduleLeaseID names the shared tier's lease on fetching the module
@@ -43,7 +44,7 @@ func (s *Engine) sharedModuleRecord(ctx context.Context, key string) (*ModuleRec
 }
 
 func checkModuleSHA(sha string) error {
-	if b, err := hex.DecodeString(sha); err != nil || len(b) != sha256.Size || hex.EncodeToString(b) != sha {
+	if !sha256hex.Valid(sha) {
 		return fmt.Errorf("%q is not a sha256", sha)
 	}
 	return nil

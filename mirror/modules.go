@@ -90,6 +90,12 @@ type ModuleRecord struct {
 	SHA256    string    `json:"sha256,omitempty"`
 	Size      int64     `json:"size,omitempty"`
 	FetchedAt time.Time `json:"fetched_at,omitzero"`
+	// Provenance is how the package reached the cache: fetched from its
+	// source (ProvenanceOrigin), loaded by ImportModule from an export
+	// that vouched for it (ProvenanceImported), or a local module
+	// imported without any origin (ProvenanceUnsigned: no Location, never
+	// fetched again).
+	Provenance Provenance `json:"provenance,omitempty"`
 }
 
 func moduleVersionsKey(m discovery.Module) string  { return "modversions/" + m.String() }
@@ -112,9 +118,11 @@ func canonicalModuleVersion(v string) string {
 }
 
 // CheckModuleOrigin fails with ErrOriginNotAllowed for a module of a host
-// the engine does not serve.
+// the engine does not serve: neither an allowed origin nor a local-only
+// host (one that Import or ImportModule loaded packages of), whose
+// modules are served from the cache only.
 func (s *Engine) CheckModuleOrigin(m discovery.Module) error {
-	if !s.allowed[m.Hostname] {
+	if !s.allowed[m.Hostname] && !s.local(m.Hostname) {
 		return fmt.Errorf("%w: %s", ErrOriginNotAllowed, m.Hostname)
 	}
 	return nil
@@ -142,7 +150,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*Modul
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline {
+	if s.cfg.Offline || s.local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
 	key := moduleVersionsKey(m)
@@ -221,6 +229,9 @@ func (s *Engine) sealedModuleVersions(ctx context.Context, m discovery.Module) (
 		}
 	}
 	if len(list.Versions) == 0 {
+		if !s.cfg.Offline {
+			return nil, ListState{}, fmt.Errorf("%w: no version of module %s of the local-only host %s is cached", discovery.ErrNotFound, m, m.Hostname)
+		}
 		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", ErrOffline, m)
 	}
 	return list, ListState{}, nil
@@ -246,6 +257,9 @@ func (s *Engine) ModuleLocation(ctx context.Context, m discovery.Module, version
 	s.metrics.CacheLookup("module_location", false)
 	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
 		return rec, nil
+	}
+	if s.local(m.Hostname) {
+		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
 	res, err := s.coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
@@ -327,6 +341,10 @@ func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version str
 	if err != nil {
 		return nil, err
 	}
+	s.ret.used(moduleRecordKey(m, version))
+	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
+		s.ret.protectIfPinned("module", m.String(), v, rec.SHA256)
+	}
 	if pkg := s.openModuleBlob(*rec, Hit); pkg != nil {
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
@@ -334,6 +352,9 @@ func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version str
 	s.metrics.CacheLookup("module_package", false)
 	if s.cfg.Offline && s.cfg.Shared == nil {
 		return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, version)
+	}
+	if rec.Location == "" && s.cfg.Shared == nil {
+		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", ErrNotCached, m, version)
 	}
 	recKey := moduleRecordKey(m, version)
 	var led atomic.Bool
@@ -453,8 +474,21 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		return nil, fmt.Errorf("storing module package: %w", err)
 	}
 	if rec.SHA256 == "" {
+		// In turn with ImportModule, which may have completed the record
+		// since this fetch read it: the first sha256 stays.
+		s.importMu.Lock()
+		var now ModuleRecord
+		if _, err := s.store.GetMeta(moduleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
+			s.importMu.Unlock()
+			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
+			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Package, sum, now.SHA256)
+			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
+			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
+		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
-		if err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec); err != nil {
+		err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec)
+		s.importMu.Unlock()
+		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}

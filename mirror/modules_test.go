@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -86,7 +87,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	sha := pkg.SHA256
 
 	// Evicted, source unchanged: fetched again, same bytes.
-	if err := h.store.DeleteBlob(sha); err != nil {
+	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
 		t.Fatal(err)
 	}
 	if _, got, err := readModule(t, h, "1.0.0"); err != nil || string(got) != string(want) {
@@ -97,7 +98,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# two\n")}, "v1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.store.DeleteBlob(sha); err != nil {
+	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
 		t.Fatal(err)
 	}
 	_, _, err = readModule(t, h, "1.0.0")

@@ -73,3 +73,43 @@ func validPlatformWord(s string) bool {
 	}
 	return true
 }
+
+// ArchiveName is the file name of a provider package,
+// terraform-provider-TYPE_VERSION_OS_ARCH.zip: the origins' name for it
+// and the layout `terraform providers mirror` writes, which the mirror's
+// answers and exports follow. platform is "os_arch".
+func ArchiveName(typ, version, platform string) string {
+	return archivePrefix + typ + "_" + version + "_" + platform + ".zip"
+}
+
+const archivePrefix = "terraform-provider-"
+
+// ParseArchiveName is the inverse of ArchiveName for a provider of type
+// typ. The version is returned as written (non-empty, for the caller to
+// parse), the platform parsed by ParsePlatform.
+func ParseArchiveName(typ, name string) (version string, pl discovery.Platform, err error) {
+	prefix := archivePrefix + typ + "_"
+	rest, ok := strings.CutPrefix(name, prefix)
+	if ok {
+		rest, ok = strings.CutSuffix(rest, ".zip")
+	}
+	if !ok {
+		return "", pl, fmt.Errorf("archive name %q does not match %sVERSION_OS_ARCH.zip", name, prefix)
+	}
+	// Versions never contain "_", so the last two separate OS and arch.
+	i := strings.LastIndexByte(rest, '_')
+	j := -1
+	if i > 0 {
+		j = strings.LastIndexByte(rest[:i], '_')
+	}
+	if j < 0 {
+		return "", pl, fmt.Errorf("archive name %q has no platform", name)
+	}
+	if j == 0 {
+		return "", pl, fmt.Errorf("archive name %q has no version", name)
+	}
+	if pl, err = ParsePlatform(rest[j+1:]); err != nil {
+		return "", pl, fmt.Errorf("archive name %q: %w", name, err)
+	}
+	return rest[:j], pl, nil
+}

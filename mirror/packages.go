@@ -619,7 +619,18 @@ func armoredKeys(keys []registryjson.GPGPublicKey) []string {
 
 // fetchPackageMeta asks the origin for the package of each platform, a few
 // at a time. Platforms the origin has no package for are returned in notFound.
+// It returns once every request it started has ended.
 func (s *Engine) fetchPackageMeta(ctx context.Context, p discovery.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
+	// Every name is checked before the first request starts, so that no
+	// return path leaves a request running.
+	parsed := make([]discovery.Platform, len(platforms))
+	for i, name := range platforms {
+		pl, err := ParsePlatform(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		parsed[i] = pl
+	}
 	var (
 		mu       sync.Mutex
 		pkgs     = make(map[string]*discovery.Package, len(platforms))
@@ -627,11 +638,8 @@ func (s *Engine) fetchPackageMeta(ctx context.Context, p discovery.Provider, ver
 	)
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(packageFetchConcurrency)
-	for _, name := range platforms {
-		pl, err := ParsePlatform(name)
-		if err != nil {
-			return nil, nil, err
-		}
+	for i, name := range platforms {
+		pl := parsed[i]
 		g.Go(func() error {
 			pkg, err := s.origin.Package(gctx, p, version, pl)
 			mu.Lock()

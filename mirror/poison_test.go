@@ -17,8 +17,10 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/verify/verifytest"
 )
 
 // refusalMetrics counts verification failures by reason; the rest is discarded.
@@ -130,8 +132,13 @@ func (w *fetchWatcher) released() (seen, released int) {
 // isBadArchive reports whether err is a verification failure for an
 // archive the clients cannot install.
 func isBadArchive(err error) bool {
+	return isRefused(err, verify.ReasonBadArchive)
+}
+
+// isRefused reports whether err is a verification failure for reason.
+func isRefused(err error, reason verify.Reason) bool {
 	var verr *verify.Error
-	return errors.As(err, &verr) && verr.Reason == verify.ReasonBadArchive
+	return errors.As(err, &verr) && verr.Reason == reason
 }
 
 // An origin that signs an archive Terraform cannot install (the sha256
@@ -143,12 +150,18 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 	const version, pl, readers = "1.0.0", "linux_amd64", 16
 	garbage := make([]byte, 100<<10)
 	rand.NewChaCha8([32]byte{1}).Read(garbage) //nolint:errcheck // never fails
+	exe := "terraform-provider-" + typ + "_v" + version
 	tests := []struct {
 		name string
 		data []byte
+		want verify.Reason
 	}{
-		{"not a zip", garbage},
-		{"zip without the provider executable", zipOf(t, "README.md", "terraform-provider-"+typ+"x_v1.0.0", "docs/terraform-provider-"+typ)},
+		{"not a zip", garbage, verify.ReasonBadArchive},
+		{"zip without the provider executable", zipOf(t, "README.md", "terraform-provider-"+typ+"x_v1.0.0", "docs/terraform-provider-"+typ), verify.ReasonBadArchive},
+		// Zip bombs: a few MiB that unpack to many GiB.
+		{"6 GiB of zeros", verifytest.Zeros(exe, 6<<30), verify.ReasonTooLarge},
+		// 64 entries of 32 MiB: 2 GiB declared, within the default limit.
+		{"overlapping entries", verifytest.Overlapping(exe, 64, 32<<20), verify.ReasonBadArchive},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -186,8 +199,8 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 				switch {
 				case r.err == nil:
 					t.Errorf("reader %d got the whole archive (%d bytes) without an error", i, len(r.body))
-				case !isBadArchive(r.err):
-					t.Errorf("reader %d: %v (opened %v, %d bytes), want the bad_archive refusal", i, r.err, r.opened, len(r.body))
+				case !isRefused(r.err, tc.want):
+					t.Errorf("reader %d: %v (opened %v, %d bytes), want the %s refusal", i, r.err, r.opened, len(r.body), tc.want)
 				}
 			}
 			// Every reader joined before the origin sent the archive: one fetch.
@@ -200,11 +213,11 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 			if _, err := h.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 				t.Errorf("refused archive in the cache: %v", err)
 			}
-			if n, err := h.store.ChunkCount(); n != 0 || err != nil {
+			if n, err := cachetest.ChunkCount(h.store); n != 0 || err != nil {
 				t.Errorf("ChunkCount = %d, %v; want nothing left behind", n, err)
 			}
-			if n := met.count(string(verify.ReasonBadArchive)); n != 1 {
-				t.Errorf("bad_archive verification failures = %d, want 1 (one per fetch)", n)
+			if n := met.count(string(tc.want)); n != 1 {
+				t.Errorf("%s verification failures = %d, want 1 (one per fetch)", tc.want, n)
 			}
 			if l := logs.String(); strings.Contains(l, "blob writer is closed") {
 				t.Errorf("a reader read the aborted writer; log:\n%s", l)
@@ -214,8 +227,8 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 			r := h.read(context.Background(), version, pl)
 			if r.err == nil {
 				t.Errorf("second reader got the whole archive (%d bytes) without an error", len(r.body))
-			} else if !isBadArchive(r.err) {
-				t.Errorf("second reader: %v, want the bad_archive refusal", r.err)
+			} else if !isRefused(r.err, tc.want) {
+				t.Errorf("second reader: %v, want the %s refusal", r.err, tc.want)
 			}
 			h.waitIdle()
 			if n := h.origin.ArchiveHits(ns, typ, version, pl); n != 2 {
@@ -224,10 +237,10 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 			if seen, released := fetches.released(); seen != 2 || released != 0 {
 				t.Errorf("downloads seen %d, released to readers %d; want 2, 0", seen, released)
 			}
-			if n := met.count(string(verify.ReasonBadArchive)); n != 2 {
-				t.Errorf("bad_archive verification failures after asking again = %d, want 2", n)
+			if n := met.count(string(tc.want)); n != 2 {
+				t.Errorf("%s verification failures after asking again = %d, want 2", tc.want, n)
 			}
-			if n, err := h.store.ChunkCount(); n != 0 || err != nil {
+			if n, err := cachetest.ChunkCount(h.store); n != 0 || err != nil {
 				t.Errorf("ChunkCount after asking again = %d, %v; want nothing left behind", n, err)
 			}
 		})

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -160,7 +161,7 @@ func TestReusePackageFollowsArchiveCache(t *testing.T) {
 	if !h.engine.Reuse(pkg.Stamp) {
 		t.Fatal("package metadata read again after the archive was cached is not reusable")
 	}
-	if err := h.store.DeleteBlob(sha); err != nil {
+	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
 		t.Fatal(err)
 	}
 	if h.engine.Reuse(pkg.Stamp) {

@@ -22,7 +22,10 @@ const (
 )
 
 // parseProvider validates the HOST/NAMESPACE/TYPE parts of a request path,
-// given in their raw (still percent-encoded) form.
+// given in their raw (still percent-encoded) form, by the clients' rules
+// (discovery.NewProvider). Every part must be in the form the clients
+// send: another spelling of a provider is refused rather than normalised,
+// so that one provider has one cache key.
 func parseProvider(rawHost, rawNamespace, rawType string) (discovery.Provider, error) {
 	hostPart, err := unescapePart("host", rawHost, maxHostLen)
 	if err != nil {
@@ -36,17 +39,20 @@ func parseProvider(rawHost, rawNamespace, rawType string) (discovery.Provider, e
 	if err != nil {
 		return discovery.Provider{}, err
 	}
-	if err := checkProviderPart("namespace", ns); err != nil {
-		return discovery.Provider{}, err
-	}
 	typ, err := unescapePart("type", rawType, maxPartLen)
 	if err != nil {
 		return discovery.Provider{}, err
 	}
-	if err := checkProviderPart("type", typ); err != nil {
-		return discovery.Provider{}, err
+	p, err := discovery.NewProvider(host, ns, typ)
+	if err != nil {
+		return discovery.Provider{}, badRequest("%v", err)
 	}
-	return discovery.Provider{Hostname: host, Namespace: ns, Type: typ}, nil
+	for _, part := range []struct{ what, given, normal string }{{"namespace", ns, p.Namespace}, {"type", typ, p.Type}} {
+		if part.given != part.normal {
+			return discovery.Provider{}, badRequest("%s %q is not in normal form: the clients send it lowercase, as %q", part.what, part.given, part.normal)
+		}
+	}
+	return p, nil
 }
 
 // parseHost accepts a host exactly as Terraform and OpenTofu send it:
@@ -71,27 +77,6 @@ func parseHost(s string) (svchost.Hostname, error) {
 		return "", badRequest("invalid host %q: trailing dot", s)
 	}
 	return h, nil
-}
-
-// checkProviderPart applies the rules for provider namespaces and types:
-// letters, digits and dashes, no leading, trailing or doubled dash, given in
-// lowercase.
-func checkProviderPart(what, s string) error {
-	if s == "" {
-		return badRequest("%s is empty", what)
-	}
-	if s != strings.ToLower(s) {
-		return badRequest("%s %q must be lowercase", what, s)
-	}
-	if strings.HasPrefix(s, "-") || strings.HasSuffix(s, "-") || strings.Contains(s, "--") {
-		return badRequest("%s %q may not start or end with a dash or contain two in a row", what, s)
-	}
-	for _, r := range s {
-		if r != '-' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			return badRequest("%s %q may contain only letters, digits and dashes", what, s)
-		}
-	}
-	return nil
 }
 
 // parseVersion accepts a semantic version in the canonical form the
@@ -119,44 +104,15 @@ func parsePlatform(s string) (discovery.Platform, error) {
 	return pl, nil
 }
 
-// archiveName is the file name this mirror gives a provider package, the
-// same layout `terraform providers mirror` writes, so VERSION.json can link
-// to it with a relative URL.
-func archiveName(typ string, v versions.Version, pl discovery.Platform) string {
-	return archiveNameOf(typ, v.String(), pl)
-}
-
-// archiveNameOf is archiveName with the version already formatted (VERSION.json
-// names an archive per platform; formatting the version each time showed in
-// profiles).
-func archiveNameOf(typ, version string, pl discovery.Platform) string {
-	return "terraform-provider-" + typ + "_" + version + "_" + pl.OS + "_" + pl.Arch + ".zip"
-}
-
-// parseArchiveName is the inverse of archiveName for a provider of type typ.
+// parseArchiveName parses an archive file name of a request path for a
+// provider of type typ (mirror.ParseArchiveName), with a version in the
+// canonical form the clients request.
 func parseArchiveName(typ, name string) (versions.Version, discovery.Platform, error) {
-	prefix := "terraform-provider-" + typ + "_"
-	rest, ok := strings.CutPrefix(name, prefix)
-	if ok {
-		rest, ok = strings.CutSuffix(rest, ".zip")
-	}
-	if !ok {
-		return versions.Version{}, discovery.Platform{}, badRequest("archive name %q does not match %sVERSION_OS_ARCH.zip", name, prefix)
-	}
-	// Versions never contain "_", so the last two separate OS and arch.
-	i := strings.LastIndex(rest, "_")
-	if i < 0 {
-		return versions.Version{}, discovery.Platform{}, badRequest("archive name %q has no platform", name)
-	}
-	j := strings.LastIndex(rest[:i], "_")
-	if j < 0 {
-		return versions.Version{}, discovery.Platform{}, badRequest("archive name %q has no platform", name)
-	}
-	v, err := parseVersion(rest[:j])
+	version, pl, err := mirror.ParseArchiveName(typ, name)
 	if err != nil {
-		return versions.Version{}, discovery.Platform{}, err
+		return versions.Version{}, discovery.Platform{}, badRequest("%v", err)
 	}
-	pl, err := parsePlatform(rest[j+1:])
+	v, err := parseVersion(version)
 	if err != nil {
 		return versions.Version{}, discovery.Platform{}, err
 	}
@@ -189,15 +145,4 @@ func unescapePart(what, raw string, limit int) (string, error) {
 		}
 	}
 	return s, nil
-}
-
-// ParseProviderAddress parses a provider address HOST/NAMESPACE/TYPE with
-// the rules of a request path's parts (host in canonical form), for the
-// admin API. A malformed address is a RequestError (400).
-func ParseProviderAddress(s string) (discovery.Provider, error) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 3 {
-		return discovery.Provider{}, badRequest("provider %q: want HOST/NAMESPACE/TYPE", s)
-	}
-	return parseProvider(parts[0], parts[1], parts[2])
 }

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 func TestParseProvider(t *testing.T) {
@@ -31,7 +33,10 @@ func TestParseProvider(t *testing.T) {
 		{name: "encoded backslash", host: "example.com", ns: "a%5Cb", typ: "c", wantErrContains: "forbidden"},
 		{name: "dot dot", host: "example.com", ns: "..", typ: "c", wantErrContains: "dot"},
 		{name: "encoded dot dot", host: "example.com", ns: "%2E%2E", typ: "c", wantErrContains: "dot"},
-		{name: "underscore", host: "example.com", ns: "a_b", typ: "c", wantErrContains: "letters, digits and dashes"},
+		{name: "underscore", host: "example.com", ns: "a_b", typ: "c", wantErrContains: "letters, digits"},
+		{name: "uppercase unicode namespace", host: "example.com", ns: "CAF%C3%89", typ: "foo", wantErrContains: "lowercase"},
+		{name: "fullwidth namespace", host: "example.com", ns: "%EF%BD%81", typ: "foo", wantErrContains: "normal form"},
+		{name: "terraform- type", host: "example.com", ns: "a", typ: "terraform-provider-foo", wantErrContains: "terraform-"},
 		{name: "leading dash", host: "example.com", ns: "-a", typ: "c", wantErrContains: "dash"},
 		{name: "double dash", host: "example.com", ns: "a--b", typ: "c", wantErrContains: "dash"},
 		{name: "overlong type", host: "example.com", ns: "a", typ: strings.Repeat("x", 65), wantErrContains: "too long"},
@@ -110,6 +115,8 @@ func TestArchiveNameRoundTrip(t *testing.T) {
 		{name: "half platform", typ: "random", file: "terraform-provider-random_1.0.0_linux.zip", wantErr: true},
 		{name: "bad arch", typ: "random", file: "terraform-provider-random_1.0.0_linux_AMD64.zip", wantErr: true},
 		{name: "not zip", typ: "random", file: "terraform-provider-random_1.0.0_linux_amd64.tar", wantErr: true},
+		{name: "empty version", typ: "random", file: "terraform-provider-random__linux_amd64.zip", wantErr: true},
+		{name: "version not canonical", typ: "random", file: "terraform-provider-random_1.0_linux_amd64.zip", wantErr: true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -126,7 +133,7 @@ func TestArchiveNameRoundTrip(t *testing.T) {
 			if v.String() != tc.wantVersion || pl.String() != tc.wantPlatform {
 				t.Fatalf("got %s %s", v, pl)
 			}
-			if back := archiveName(tc.typ, v, pl); back != tc.file {
+			if back := mirror.ArchiveName(tc.typ, v.String(), pl.String()); back != tc.file {
 				t.Fatalf("archiveName = %q, want %q", back, tc.file)
 			}
 		})

@@ -67,7 +67,7 @@ func FuzzParseRequestPath(f *testing.F) {
 				wantRequestError(t, err)
 				return
 			}
-			if got := archiveName(p.Type, v, pl); got != name {
+			if got := mirror.ArchiveName(p.Type, v.String(), pl.String()); got != name {
 				t.Fatalf("archive %q accepted but its canonical name is %q", name, got)
 			}
 		case strings.HasSuffix(name, ".json"):

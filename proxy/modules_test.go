@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -150,7 +151,7 @@ func TestModulePullThrough(t *testing.T) {
 
 	// The origin down: the stale list and the cached package are served.
 	o.SetDown(http.StatusBadGateway)
-	h.engine.Wait(t.Context())
+	enginetest.Wait(t.Context(), h.engine)
 	var cached []mirror.CachedModule
 	h.engine.ListCachedModules(func(cm mirror.CachedModule) error { cached = append(cached, cm); return nil })
 	if len(cached) != 2 || !cached[0].Cached || cached[0].Record.Commit != commit || cached[0].Record.SHA256 == "" {
@@ -179,7 +180,7 @@ func TestModulePullThrough(t *testing.T) {
 }
 
 func TestModuleSourceFailures(t *testing.T) {
-	h := newHarness(t, harnessOptions{engine: mirror.Config{ModuleLimits: modsource.Limits{MaxTreeBytes: 1 << 20, MaxDownloadBytes: 1 << 20}}})
+	h := newHarness(t, harnessOptions{engine: mirror.Config{ModuleLimits: modsource.Limits{MaxTreeBytes: 1 << 20, MaxDownloadBytes: 1 << 20, MaxEntries: 100}}})
 	o := h.origin
 	o.AddModule("acme", "s3", "aws", "1.0.0", "s3::https://s3.amazonaws.com/bucket/vpc.zip")
 	o.AddModule("acme", "ssh", "aws", "1.0.0", "git::ssh://git@example.test/org/repo.git?ref=v1")
@@ -202,6 +203,13 @@ func TestModuleSourceFailures(t *testing.T) {
 	if r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "larger than") {
 		t.Errorf("tarball bomb: %d %s, want 502 saying it is too large", r.status, r.body)
 	}
+	// Zeros in an entry the package does not keep still inflate.
+	o.AddModule("acme", "hidden", "aws", "1.0.0", o.TarballURL("hidden.tar.gz"))
+	o.AddTarball("hidden.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": nil, ".git/zeros": make([]byte, 16<<20)}))
+	pkg, _ = download(t, h, "acme/hidden/aws", "1.0.0")
+	if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "unpacks to more than") {
+		t.Errorf("tarball bomb in a skipped entry: %d %s, want 502 saying what it unpacks to", r.status, r.body)
+	}
 	if _, err := exec.LookPath("git"); err == nil {
 		// A repository larger than the limit: incompressible bytes.
 		big := make([]byte, 0, 3<<20)
@@ -215,6 +223,15 @@ func TestModuleSourceFailures(t *testing.T) {
 		pkg, _ := download(t, h, "acme/huge/aws", "1.0.0")
 		if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "bytes to download") {
 			t.Errorf("huge Git repository: %d %s, want 502 saying it is too large", r.status, r.body)
+		}
+		// A small pack holding a large blob of zeros.
+		if _, err := o.AddGitRepo("zeros", map[string][]byte{"main.tf": nil, "zeros.bin": make([]byte, 16<<20)}, "v1"); err != nil {
+			t.Fatal(err)
+		}
+		o.AddModule("acme", "zeros", "aws", "1.0.0", "git::"+o.GitURL("zeros")+"?ref=v1")
+		pkg, _ = download(t, h, "acme/zeros/aws", "1.0.0")
+		if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "Git objects") {
+			t.Errorf("Git repository of zeros: %d %s, want 502 saying its objects are too large", r.status, r.body)
 		}
 	}
 	pkg, _ = download(t, h, "acme/gone/aws", "1.0.0")

@@ -104,13 +104,24 @@ func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Vers
 }
 
 // registryTarget parses the provider, version and platform of a download
-// or file request.
+// or file request, and checks that the provider's host is an origin this
+// mirror serves.
 func (s *Server) registryTarget(r *http.Request) (discovery.Provider, versions.Version, discovery.Platform, error) {
-	p, err := s.provider(r)
+	p, v, pl, err := parseRegistryTarget(r)
+	if err != nil {
+		return p, v, pl, err
+	}
+	return p, v, pl, s.engine.CheckOrigin(p)
+}
+
+// parseRegistryTarget is registryTarget without the origin check, for
+// what must not depend on which hosts this mirror serves.
+func parseRegistryTarget(r *http.Request) (discovery.Provider, versions.Version, discovery.Platform, error) {
+	vars := mux.Vars(r)
+	p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
 	if err != nil {
 		return p, versions.Version{}, discovery.Platform{}, err
 	}
-	vars := mux.Vars(r)
 	rawVersion, err := unescapePart("version", vars["version"], maxVersionLen)
 	if err != nil {
 		return p, versions.Version{}, discovery.Platform{}, err
@@ -160,7 +171,7 @@ func (s *Server) handleRegistryDownload(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	pkg, _ := ev.Package(pl.String())
-	archive := archiveName(p.Type, v, pl)
+	archive := mirror.ArchiveName(p.Type, v.String(), pl.String())
 	pkg.DownloadURL = strings.Repeat("../", downloadDepth) + p.Hostname.String() + "/" + p.Namespace + "/" + p.Type + "/" + archive
 	pkg.SHASumsURL = pl.Arch + "/" + sumsFile
 	pkg.SHASumsSignatureURL = pl.Arch + "/" + signatureFile
@@ -226,7 +237,10 @@ func (s *Server) authorizeRegistry(next http.Handler) http.Handler {
 		}
 		vars := mux.Vars(r)
 		if file := vars["file"]; file != "" {
-			p, v, pl, err := s.registryTarget(r)
+			// The URL signature is checked before the origin: a caller
+			// without one gets the same answer for any host, and learns
+			// nothing of the in-house ones.
+			p, v, pl, err := parseRegistryTarget(r)
 			if err != nil {
 				s.fail(w, r, err)
 				return

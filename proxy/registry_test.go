@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
@@ -286,6 +288,42 @@ func TestRegistryClientAuth(t *testing.T) {
 	_, query, _ := strings.Cut(sums, "?")
 	if r := h.get(registryPath("1.0.0/download/linux/amd64/SHA256SUMS.sig?" + query)); r.status != http.StatusForbidden {
 		t.Errorf("signature file with the SHA256SUMS signature: status %d, want 403", r.status)
+	}
+	h.waitIdle()
+}
+
+// Without a valid URL signature, the SHA256SUMS document and signature of
+// a host this mirror serves and of one it does not get the same answer: a
+// caller cannot learn which (in-house) hosts the mirror serves.
+func TestRegistryFilesHideServedHosts(t *testing.T) {
+	clock := &testClock{now: time.Now()}
+	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
+	const unknown = "tf.corp.example"
+	path := func(host, file string) string {
+		return "/" + RegistryPath(host) + ns + "/" + typ + "/1.0.0/download/linux/amd64/" + file
+	}
+	// A signature made for the served host's file, to try on the other's.
+	signed := h.server.cfg.Auth.sign(discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ},
+		registryFileName(versions.MustParseVersion("1.0.0"), discovery.Platform{OS: "linux", Arch: "amd64"}, sumsFile))
+	for _, file := range []string{sumsFile, signatureFile} {
+		for name, query := range map[string]string{
+			"unsigned":          "",
+			"bad signature":     "?exp=99999999999&sig=AAAA",
+			"other's signature": "?" + signed,
+		} {
+			if name == "other's signature" && file == sumsFile {
+				continue // valid for the served host
+			}
+			known := h.get(path(originHost, file) + query)
+			other := h.get(path(unknown, file) + query)
+			if known.status != http.StatusForbidden {
+				t.Errorf("%s %s of a served host: status %d, want 403", name, file, known.status)
+			}
+			if other.status != known.status || !bytes.Equal(other.body, known.body) {
+				t.Errorf("%s %s: a served host gets %d %q, another host %d %q: want the same answer",
+					name, file, known.status, known.body, other.status, other.body)
+			}
+		}
 	}
 	h.waitIdle()
 }

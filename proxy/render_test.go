@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 )
 
 // VERSION.json is rendered again when an archive's h1: hash appears
@@ -36,7 +38,7 @@ func TestRenderedVersionFollowsArchiveCache(t *testing.T) {
 			t.Fatalf("hashes once cached %v, want h1: and zh:", got)
 		}
 	}
-	if err := h.store.DeleteBlob(sha); err != nil {
+	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
 		t.Fatal(err)
 	}
 	if got := hashes(); len(got) != 1 {

@@ -42,8 +42,7 @@ func newVersionDocument(typ string, v versions.Version, archives []mirror.Platfo
 	doc := versionDocument{Archives: make(map[string]archiveDocument, len(archives))}
 	version := v.String()
 	for _, a := range archives {
-		pl, err := mirror.ParsePlatform(a.Platform)
-		if err != nil {
+		if _, err := mirror.ParsePlatform(a.Platform); err != nil {
 			continue
 		}
 		hashes := make([]string, 0, 2)
@@ -51,7 +50,7 @@ func newVersionDocument(typ string, v versions.Version, archives []mirror.Platfo
 			hashes = append(hashes, a.H1)
 		}
 		hashes = append(hashes, verify.ZH(a.SHA256))
-		doc.Archives[a.Platform] = archiveDocument{URL: archiveNameOf(typ, version, pl), Hashes: hashes}
+		doc.Archives[a.Platform] = archiveDocument{URL: mirror.ArchiveName(typ, version, a.Platform), Hashes: hashes}
 	}
 	return doc
 }

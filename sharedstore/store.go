@@ -23,6 +23,8 @@ import (
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
 // ErrUnavailable is returned, wrapped, while the circuit breaker is open:
@@ -304,7 +306,7 @@ func (s *Store) leaseKey(sha string) string   { return s.loc.Prefix + "leases/" 
 func (s *Store) metaKey(key string) string    { return s.loc.Prefix + "meta/" + key }
 
 func checkSHA(sha string) error {
-	if len(sha) != 64 || strings.Trim(sha, "0123456789abcdef") != "" {
+	if !sha256hex.Valid(sha) {
 		return fmt.Errorf("shared store: %q is not a hex sha256", sha)
 	}
 	return nil

@@ -12,16 +12,17 @@ import (
 	"archive/zip"
 	"bufio"
 	"bytes"
-	"encoding/hex"
+	"context"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"path"
 	"slices"
 	"strings"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"golang.org/x/mod/sumdb/dirhash"
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
 // Reason is why a package was refused. The set is fixed (it labels metrics).
@@ -35,13 +36,17 @@ const (
 	// ReasonChecksum: a checksum disagrees (registry shasum vs SHA256SUMS, or archive bytes vs checksum).
 	ReasonChecksum Reason = "checksum_mismatch"
 	// ReasonBadArchive: the archive is not a readable zip, or not a
-	// provider package (no provider executable in it).
+	// provider package (no provider executable in it), or its entries
+	// overlap or repeat a name.
 	ReasonBadArchive Reason = "bad_archive"
+	// ReasonTooLarge: the archive unpacks to more bytes or more entries
+	// than Limits allow.
+	ReasonTooLarge Reason = "archive_too_large"
 )
 
 // Reasons returns every Reason, e.g. to initialise metric label values.
 func Reasons() []Reason {
-	return []Reason{ReasonSignature, ReasonMissingChecksum, ReasonChecksum, ReasonBadArchive}
+	return []Reason{ReasonSignature, ReasonMissingChecksum, ReasonChecksum, ReasonBadArchive, ReasonTooLarge}
 }
 
 // ErrIntegrity matches every *Error with errors.Is.
@@ -86,11 +91,11 @@ func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 			continue
 		}
 		sum, name, ok := strings.Cut(line, " ")
+		sum = strings.ToLower(sum)
 		name = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(name, " "), "*"))
-		if !ok || !isSHA256Hex(sum) || name == "" {
+		if !ok || !sha256hex.Valid(sum) || name == "" {
 			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS line %d is malformed", n)}
 		}
-		sum = strings.ToLower(sum)
 		if old, dup := sums[name]; dup && old != sum {
 			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS lists %s twice with different checksums", name)}
 		}
@@ -100,14 +105,6 @@ func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 		return nil, &Error{Reason: ReasonChecksum, Detail: "reading SHA256SUMS", Err: err}
 	}
 	return sums, nil
-}
-
-func isSHA256Hex(s string) bool {
-	if len(s) != 64 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil
 }
 
 // CheckSignature verifies the detached signature (binary or ASCII-armored)
@@ -161,30 +158,12 @@ func ZH(shaHex string) string { return "zh:" + strings.ToLower(shaHex) }
 // is what Terraform and OpenTofu record for an unpacked provider. Entries
 // are listed and opened exactly as HashZip does (every entry by its name in
 // the zip, directories included), so the two always agree. An unreadable
-// zip or entry fails with ReasonBadArchive.
+// zip or entry, or one that overlaps another or repeats its name, fails
+// with ReasonBadArchive. H1 sets no limit on the bytes or entries it
+// reads: it is for archives that were checked (CheckArchive) when they
+// were cached, within limits an operator may have raised.
 func H1(r io.ReaderAt, size int64) (string, error) {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return "", &Error{Reason: ReasonBadArchive, Detail: "not a readable zip", Err: err}
-	}
-	return hashZip(zr)
-}
-
-func hashZip(zr *zip.Reader) (string, error) {
-	byName := make(map[string]*zip.File, len(zr.File))
-	files := make([]string, 0, len(zr.File))
-	// The same listing dirhash.HashZip makes from a zip file on disk.
-	for _, f := range zr.File {
-		byName[f.Name] = f
-		files = append(files, f.Name)
-	}
-	h, err := dirhash.Hash1(files, func(name string) (io.ReadCloser, error) {
-		return byName[name].Open()
-	})
-	if err != nil {
-		return "", &Error{Reason: ReasonBadArchive, Detail: "hashing zip entries", Err: err}
-	}
-	return h, nil
+	return hashArchive(context.Background(), r, size, Limits{MaxUnpackedBytes: math.MaxInt64, MaxEntries: math.MaxInt32}, nil)
 }
 
 // CheckArchive checks that the archive read through r (size bytes) is a
@@ -194,29 +173,24 @@ func hashZip(zr *zip.Reader) (string, error) {
 // terraform-provider-TYPE, or that followed by "_" or "." and anything
 // ("terraform-provider-random_v3.6.0", "terraform-provider-random.exe");
 // an archive that is not a readable zip, has an entry that does not
-// decompress, or has no such file fails with ReasonBadArchive.
+// decompress, has entries that overlap or share a name, or has no such
+// file fails with ReasonBadArchive. One that would unpack to more bytes
+// or entries than lim allows fails with ReasonTooLarge, as soon as that is
+// known: from the sizes the zip declares, before anything is inflated,
+// and from the bytes actually inflated, whatever the zip declares.
 //
-// When r itself fails (other than io.EOF), the archive could not be
-// checked: that error is returned wrapped, and is not an *Error.
-func CheckArchive(r io.ReaderAt, size int64, providerType string) (string, error) {
-	rr := &recordingReaderAt{r: r}
-	h1, err := checkArchive(rr, size, providerType)
-	if rr.err != nil {
-		return "", fmt.Errorf("reading the archive to check it: %w", rr.err)
-	}
-	return h1, err
-}
-
-func checkArchive(r io.ReaderAt, size int64, providerType string) (string, error) {
-	zr, err := zip.NewReader(r, size)
-	if err != nil {
-		return "", &Error{Reason: ReasonBadArchive, Detail: "not a readable zip", Err: err}
-	}
-	if !slices.ContainsFunc(zr.File, func(f *zip.File) bool { return isProviderExecutable(f, providerType) }) {
-		return "", &Error{Reason: ReasonBadArchive,
-			Detail: fmt.Sprintf("the zip has no terraform-provider-%s executable at its top level", providerType)}
-	}
-	return hashZip(zr)
+// The check runs under ctx: once ctx ends it stops within one chunk of
+// reading and returns ctx's error (wrapped). When r itself fails (other
+// than io.EOF), the archive could not be checked either: that error is
+// returned wrapped. Neither is an *Error.
+func CheckArchive(ctx context.Context, r io.ReaderAt, size int64, providerType string, lim Limits) (string, error) {
+	return hashArchive(ctx, r, size, lim, func(zr *zip.Reader) error {
+		if !slices.ContainsFunc(zr.File, func(f *zip.File) bool { return isProviderExecutable(f, providerType) }) {
+			return &Error{Reason: ReasonBadArchive,
+				Detail: fmt.Sprintf("the zip has no terraform-provider-%s executable at its top level", providerType)}
+		}
+		return nil
+	})
 }
 
 // isProviderExecutable reports whether f is a file the clients would take

@@ -3,6 +3,7 @@ package verify
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -296,7 +297,7 @@ func TestCheckArchive(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			data := zipOf(t, tc.entries)
-			h1, err := CheckArchive(bytes.NewReader(data), int64(len(data)), "x")
+			h1, err := CheckArchive(context.Background(), bytes.NewReader(data), int64(len(data)), "x", Limits{})
 			checkReason(t, err, tc.want)
 			if tc.want != "" {
 				return
@@ -317,7 +318,7 @@ func TestCheckArchive(t *testing.T) {
 		"corrupted entry": corruptEntry,
 	} {
 		t.Run("bad archive/"+name, func(t *testing.T) {
-			_, err := CheckArchive(bytes.NewReader(data), int64(len(data)), "x")
+			_, err := CheckArchive(context.Background(), bytes.NewReader(data), int64(len(data)), "x", Limits{})
 			checkReason(t, err, ReasonBadArchive)
 		})
 	}
@@ -326,7 +327,7 @@ func TestCheckArchive(t *testing.T) {
 	t.Run("unreadable bytes", func(t *testing.T) {
 		gone := errors.New("chunk dropped")
 		r := failingReaderAt{r: bytes.NewReader(good), from: 30, err: gone}
-		_, err := CheckArchive(r, int64(len(good)), "x")
+		_, err := CheckArchive(context.Background(), r, int64(len(good)), "x", Limits{})
 		if !errors.Is(err, gone) || errors.Is(err, ErrIntegrity) {
 			t.Fatalf("error %v: want the read error, not an integrity error", err)
 		}
@@ -369,7 +370,7 @@ func TestErrorMessageAndUnwrap(t *testing.T) {
 	if errors.Is(errors.New("other"), ErrIntegrity) {
 		t.Fatal("an unrelated error is an integrity error")
 	}
-	if len(Reasons()) != 4 {
+	if len(Reasons()) != 5 {
 		t.Fatalf("Reasons() = %v", Reasons())
 	}
 }

@@ -26,7 +26,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
@@ -97,7 +97,7 @@ func cachedVersions(t *testing.T, dataDir string) []string {
 	}
 	defer parts.shutdown(context.Background())
 	var out []string
-	err = parts.engine.ListCached(func(cv pullthrough.CachedVersion) error {
+	err = parts.engine.ListCached(func(cv mirror.CachedVersion) error {
 		out = append(out, cv.Provider+" "+cv.Version)
 		return nil
 	})

@@ -95,7 +95,7 @@ func readTokens(path string) ([][32]byte, error) {
 
 // reloadTokens reads --auth-tokens-file again. On any error the tokens in
 // use stay in force.
-func (m *mirror) reloadTokens() error {
+func (m *server) reloadTokens() error {
 	hashes, err := readTokens(m.cfg.AuthTokensFile)
 	if err == nil {
 		err = m.auth.SetTokens(hashes)
@@ -110,7 +110,7 @@ func (m *mirror) reloadTokens() error {
 
 // reloadTokensOnHangup reloads the tokens file on SIGHUP until ctx is done
 // or the returned function is called.
-func (m *mirror) reloadTokensOnHangup(ctx context.Context) (stop func()) {
+func (m *server) reloadTokensOnHangup(ctx context.Context) (stop func()) {
 	if m.auth == nil {
 		return func() {}
 	}

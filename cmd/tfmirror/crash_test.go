@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -160,7 +161,7 @@ func TestKillDuringDownloadsAndRestart(t *testing.T) {
 		}
 		wantChunks += int((info.Size + cache.DefaultChunkSize - 1) / cache.DefaultChunkSize)
 	}
-	if n, err := store.ChunkCount(); err != nil || n != wantChunks {
+	if n, err := cachetest.ChunkCount(store); err != nil || n != wantChunks {
 		t.Errorf("ChunkCount = %d, %v; want %d (only committed archives' chunks)", n, err, wantChunks)
 	}
 }

@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -44,7 +45,7 @@ type e2e struct {
 	t       *testing.T
 	tf      string // the client binary: terraform, or OpenTofu's tofu
 	origin  *fakeorigin.Origin
-	mirror  *mirror
+	mirror  *server
 	url     string // https://127.0.0.1:PORT/
 	caFile  string
 	dataDir string
@@ -103,7 +104,7 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 	}
 	var d net.Dialer
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := newMirror(cfg, logger, overrides{
+	m, err := newServer(cfg, logger, overrides{
 		rootCAs: origin.CertPool(),
 		// Provider host names resolve to the fake origin, for the mirror only.
 		dialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
@@ -223,7 +224,7 @@ func TestTerraformInitThroughMirror(t *testing.T) {
 	}
 
 	// A second init in a fresh directory is served from the cache.
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	dir2 := writeConfig(t, providers)
 	if out, err := e.terraform(dir2, "init", "-no-color"); err != nil {
 		t.Fatalf("second terraform init failed: %v\n%s", err, out)
@@ -268,7 +269,7 @@ func TestTerraformInitRefusesTamperedArchive(t *testing.T) {
 	if err == nil {
 		t.Fatalf("terraform init succeeded with a tampered archive:\n%s", out)
 	}
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	if _, err := e.mirror.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 		t.Errorf("the tampered archive is cached: %v", err)
 	}

@@ -9,17 +9,19 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/metrics"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // engineParts is what openEngine opens: the pull-through engine with the
 // cache and the origin client it uses.
 type engineParts struct {
-	engine *pullthrough.Engine
+	engine *mirror.Engine
 	store  *cache.Store
 	origin *discovery.Client
 	shared *sharedstore.Store // nil without --shared-store
@@ -58,6 +60,9 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Logger:      logger,
 		MaxBytes:    cfg.CacheMaxBytes,
 		DiskReserve: reserve,
+		// Nothing is evicted before the engine has read what cannot be
+		// fetched again (it then says what may be: mirror.Engine.Evictable).
+		Evictable: func(string) bool { return false },
 	}
 	if met != nil {
 		copts.OnEvict = func(cache.BlobInfo) { met.Evicted(1) }
@@ -71,6 +76,11 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 			store.Close()
 		}
 	}()
+	// Imports unpack tar files into the data directory (adminOptions):
+	// what one whose process died left there goes, once the cache is ours.
+	if err := airgap.RemoveScratch(cfg.DataDir, logger); err != nil {
+		logger.Warn("could not remove what an interrupted import left unpacked", "error", err)
+	}
 	originCfg := discovery.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
 		UserAgent:       "tfmirror/" + version,
@@ -102,13 +112,14 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		return nil, err
 	}
 	parts := &engineParts{store: store, origin: client, metadataTimeout: metadataStages * client.MaxRequestTime()}
-	ecfg := pullthrough.Config{
+	ecfg := mirror.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
 		UnsignedHosts:   cfg.AllowUnsignedHosts,
 		Platforms:       cfg.Platforms,
 		VersionsTTL:     cfg.VersionsTTL,
 		OriginTimeout:   parts.metadataTimeout,
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
+		ArchiveLimits:   verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
 		Logger:          logger,
 		Offline:         cfg.Offline,
 	}
@@ -125,7 +136,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	if met != nil {
 		ecfg.Metrics = met
 	}
-	engine, err := pullthrough.New(ecfg, client, store)
+	engine, err := mirror.New(ecfg, client, store)
 	if err != nil {
 		return nil, err
 	}

@@ -12,9 +12,8 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
@@ -30,8 +29,8 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	var ifs *flag.FlagSet
 	cfg, rest, err := parseCacheCommandFlags("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
-		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all")
-		fs.Var(&versionList, "version", "comma-separated versions to export; default all")
+		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
+		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
 		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
 		addExportKeyFlag(fs, &exportKey)
 	})
@@ -51,7 +50,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		var p discovery.Provider
-		p, err = airgap.ParseProvider(s)
+		p, err = discovery.ParseProvider(s)
 		req.Providers = append(req.Providers, p.String())
 	}
 	for _, s := range versionList {
@@ -59,14 +58,14 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		var v versions.Version
-		v, err = pullthrough.ParseSemver(s)
+		v, err = mirror.ParseSemver(s)
 		req.Versions = append(req.Versions, v.String())
 	}
 	for _, s := range platforms {
 		if err != nil {
 			break
 		}
-		_, err = pullthrough.ParsePlatform(s)
+		_, err = mirror.ParsePlatform(s)
 		req.Platforms = append(req.Platforms, s)
 	}
 	if err == nil {
@@ -85,6 +84,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	return runSealed("export", cfg, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Export(ctx, req)
 		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
+		if res.Modules+res.ModulesPresent > 0 {
+			summary += fmt.Sprintf("\nmodules: %d packages exported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
+		}
 		if res.Signer != "" && err == nil {
 			summary += fmt.Sprintf("\nsigned the manifest with export key %s", res.Signer)
 		}

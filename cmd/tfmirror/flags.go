@@ -16,24 +16,29 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 var errHelp = errors.New("help requested")
 
 // serveConfig holds the flags of `tfmirror serve`.
 type serveConfig struct {
-	Listen               string
-	DataDir              string
-	TLSCert              string
-	TLSKey               string
-	InsecureHTTP         bool
-	HTTP2                bool
-	AllowedOrigins       []string
-	AllowPrivateOrigins  bool
-	Platforms            []string
-	VersionsTTL          time.Duration
-	DiscoveryTTL         time.Duration
-	MaxArchiveBytes      int64
+	Listen              string
+	DataDir             string
+	TLSCert             string
+	TLSKey              string
+	InsecureHTTP        bool
+	HTTP2               bool
+	AllowedOrigins      []string
+	AllowPrivateOrigins bool
+	Platforms           []string
+	VersionsTTL         time.Duration
+	DiscoveryTTL        time.Duration
+	MaxArchiveBytes     int64
+	// ArchiveMaxUnpacked and ArchiveMaxEntries bound the check of a
+	// provider archive (see verify.Limits).
+	ArchiveMaxUnpacked   int64
+	ArchiveMaxEntries    int
 	MetricsListen        string
 	PublicURL            string
 	LogFormat            string
@@ -154,6 +159,9 @@ func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
 	fs.DurationVar(&c.DiscoveryTTL, "discovery-ttl", time.Hour, "how long an origin's service discovery result is used before it is refreshed")
 	maxArchive := byteSizeFlag(2 << 30)
 	fs.Var(&maxArchive, "max-archive-bytes", "largest provider archive the mirror fetches (e.g. 2GiB)")
+	maxUnpacked := byteSizeFlag(verify.DefaultMaxUnpackedBytes)
+	fs.Var(&maxUnpacked, "archive-max-unpacked-bytes", "most bytes a provider archive may unpack to, all its files together (e.g. 2GiB): a larger one (a zip bomb) is refused, counted from what its zip declares and from the bytes actually inflated")
+	fs.IntVar(&c.ArchiveMaxEntries, "archive-max-entries", verify.DefaultMaxEntries, "most files and directories a provider archive may hold")
 	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
 	cacheMax := byteSizeFlag(0)
@@ -175,6 +183,7 @@ func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
 		finishModules()
 		c.AllowedOrigins = origins
 		c.MaxArchiveBytes = int64(maxArchive)
+		c.ArchiveMaxUnpacked = int64(maxUnpacked)
 		c.CacheMaxBytes = int64(cacheMax)
 		c.OriginMinSpeed = int64(minSpeed)
 		c.DiskReserve = int64(diskReserve)
@@ -297,6 +306,9 @@ func (c serveConfig) validateEngine() error {
 	}
 	if c.MaxArchiveBytes <= 0 {
 		return errors.New("--max-archive-bytes must be positive")
+	}
+	if c.ArchiveMaxUnpacked <= 0 || c.ArchiveMaxEntries <= 0 {
+		return errors.New("--archive-max-unpacked-bytes and --archive-max-entries must be positive")
 	}
 	if err := c.moduleConfig.validate(); err != nil {
 		return err

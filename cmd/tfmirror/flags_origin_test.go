@@ -74,7 +74,7 @@ func TestBadCredentialsFileStopsStartup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	m, err := newMirror(cfg, discardLogger(), overrides{environ: []string{}})
+	m, err := newServer(cfg, discardLogger(), overrides{environ: []string{}})
 	if err == nil {
 		m.shutdown(t.Context())
 		t.Fatal("mirror started with a missing credentials file")
@@ -107,7 +107,7 @@ func TestMetadataTimeoutIsDerived(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			m, err := newMirror(cfg, discardLogger(), overrides{environ: []string{}})
+			m, err := newServer(cfg, discardLogger(), overrides{environ: []string{}})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -88,9 +88,13 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	return runSealed("import", cfg, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Import(ctx, req)
+		summary := fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",
+			res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored)
+		if res.Modules+res.ModulesPresent > 0 {
+			summary += fmt.Sprintf("\nmodules: %d packages imported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
+		}
 		return airGapResult{
-			summary: fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",
-				res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored),
+			summary:  summary,
 			failures: res.Failures, failed: res.Failed,
 		}, err
 	})

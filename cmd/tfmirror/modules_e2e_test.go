@@ -21,6 +21,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -206,7 +207,7 @@ func TestTerraformModulesThroughHostBlock(t *testing.T) {
 	}
 
 	// A second init in a fresh directory: nothing from the source hosts.
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	e.origin.ResetHits()
 	dir, out = mr.init(t)
 	checkSameModules(t, "second init", want, moduleTree(t, dir))

@@ -26,11 +26,11 @@ import (
 
 const tfRegistry = "registry.terraform.io"
 
-// testMirror is a mirror wired by newMirror and serving on loopback in
+// testMirror is a mirror wired by newServer and serving on loopback in
 // front of a fake origin.
 type testMirror struct {
 	t      *testing.T
-	m      *mirror
+	m      *server
 	origin *fakeorigin.Origin
 	url    string // base URL with trailing slash
 	client *http.Client
@@ -73,7 +73,7 @@ func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut
 	if o.rootCAs == nil {
 		o.rootCAs = origin.CertPool()
 	}
-	m, err := newMirror(cfg, logger, *o)
+	m, err := newServer(cfg, logger, *o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +130,7 @@ func (tm *testMirror) idle() {
 	tm.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := tm.m.engine.Wait(ctx); err != nil {
+	if err := enginetest.Wait(ctx, tm.m.engine); err != nil {
 		tm.t.Fatalf("archive fetches did not end: %v", err)
 	}
 }
@@ -209,7 +209,7 @@ func TestMetricsColdThenWarmTerraformInit(t *testing.T) {
 	if out, err := e.terraform(writeConfig(t, providers), "init", "-no-color"); err != nil {
 		t.Fatalf("cold terraform init failed: %v\n%s", err, out)
 	}
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	misses := metric(t, reg, "tfmirror_cache_misses_total", "kind", "archive")
 	hits := metric(t, reg, "tfmirror_cache_hits_total", "kind", "archive")
 	if misses < 1 || misses+hits != 2 {

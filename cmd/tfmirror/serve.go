@@ -45,9 +45,9 @@ type overrides struct {
 	keepStdLog bool
 }
 
-// mirror is a wired tfmirror: cache, origin client, pull-through engine,
+// server is a wired tfmirror: cache, origin client, pull-through engine,
 // protocol server.
-type mirror struct {
+type server struct {
 	cfg          serveConfig
 	log          *slog.Logger
 	*engineParts // the engine, its cache and origin client
@@ -63,11 +63,11 @@ type mirror struct {
 	admin *admin.API
 }
 
-func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, err error) {
+func newServer(cfg serveConfig, logger *slog.Logger, o overrides) (m *server, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	m = &mirror{cfg: cfg, log: logger}
+	m = &server{cfg: cfg, log: logger}
 	if !cfg.InsecureHTTP {
 		if err := m.setupTLS(); err != nil {
 			return nil, err
@@ -150,7 +150,7 @@ func newMirror(cfg serveConfig, logger *slog.Logger, o overrides) (m *mirror, er
 
 // setupTLS loads the configured certificate or generates a local CA and
 // server certificate in the data directory.
-func (m *mirror) setupTLS() error {
+func (m *server) setupTLS() error {
 	certFile, keyFile := m.cfg.TLSCert, m.cfg.TLSKey
 	if certFile == "" {
 		hosts := []string{"localhost", "127.0.0.1", "::1"}
@@ -198,7 +198,7 @@ const gcInterval = 5 * time.Minute
 // gracefully: no new connections, requests and downloads in flight get
 // ShutdownTimeout to finish; then the engine is shut down (downloads still
 // running are cancelled and waited for) and the cache is closed cleanly.
-func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
+func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	srv := &http.Server{
 		Handler:           m.handler,
 		ReadHeaderTimeout: 10 * time.Second,
@@ -305,7 +305,7 @@ func (m *mirror) serve(ctx context.Context, ln net.Listener) error {
 // and the origins while the store does not answer; a store that ignores
 // conditional writes is used without leases (each replica downloads for
 // itself) and /readyz reports it as degraded.
-func (m *mirror) checkShared(ctx context.Context) {
+func (m *server) checkShared(ctx context.Context) {
 	if err := m.shared.Check(ctx); err != nil {
 		if ctx.Err() == nil {
 			m.log.Warn("shared store check failed at start-up; serving from the local cache and the origins until it answers",
@@ -329,7 +329,7 @@ func (m *mirror) checkShared(ctx context.Context) {
 // while it holds the cache. Without the socket (a data directory path too
 // long for one, a file system without sockets) the mirror serves on, and
 // says so. It returns nil then; errors of the running server go to errc.
-func (m *mirror) serveAdmin(ctx context.Context, errc chan<- error) *http.Server {
+func (m *server) serveAdmin(ctx context.Context, errc chan<- error) *http.Server {
 	ln, err := admin.Listen(m.cfg.DataDir)
 	if err != nil {
 		m.log.Warn("admin socket unavailable: tfmirror sync, export and import cannot use this data directory while the mirror runs", "error", err)
@@ -361,7 +361,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
 	log.SetFlags(0)
 	log.SetOutput(lineLogger{logger})
 
-	m, err := newMirror(cfg, logger, overrides{})
+	m, err := newServer(cfg, logger, overrides{})
 	if err != nil {
 		return err
 	}

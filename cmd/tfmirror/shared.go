@@ -5,14 +5,14 @@ import (
 	"log/slog"
 
 	"github.com/tfmirror/tfmirror/metrics"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
 // sharedTier is a sharedstore.Store as the engine's shared tier.
 type sharedTier struct{ *sharedstore.Store }
 
-func (t sharedTier) TryLease(ctx context.Context, sha string) (pullthrough.SharedLease, error) {
+func (t sharedTier) TryLease(ctx context.Context, sha string) (mirror.SharedLease, error) {
 	l, err := t.Store.TryLease(ctx, sha)
 	if l == nil {
 		return nil, err

@@ -18,7 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/manifest"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
@@ -65,7 +65,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 		return c, errors.New("no PATH given: name a sync manifest, a .terraform.lock.hcl or a directory")
 	}
 	for _, pl := range c.SyncPlatforms {
-		if _, err := pullthrough.ParsePlatform(pl); err != nil {
+		if _, err := mirror.ParsePlatform(pl); err != nil {
 			return c, fmt.Errorf("--platforms: %w", err)
 		}
 	}
@@ -267,7 +267,7 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 	offered := map[string][]string{}
 	var available versions.List
 	for _, e := range list {
-		v, err := pullthrough.ParseSemver(e.Version)
+		v, err := mirror.ParseSemver(e.Version)
 		if err != nil {
 			continue
 		}

@@ -18,7 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/manifest"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // moduleOps is what sync needs for registry modules; *admin.API and
@@ -78,7 +78,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		byVersion := map[string]string{}
 		var available versions.List
 		for _, s := range raw {
-			v, err := pullthrough.ParseSemver(trimV(s))
+			v, err := mirror.ParseSemver(trimV(s))
 			if err != nil {
 				continue
 			}

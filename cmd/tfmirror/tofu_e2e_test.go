@@ -16,6 +16,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -107,29 +108,22 @@ func TestTofuInitThroughMirror(t *testing.T) {
 		if n, want := e.origin.Hits(fakeorigin.Archive), 1-i; n != want {
 			t.Errorf("%s: %d origin archive fetches, want %d", what, n, want)
 		}
-		e.mirror.engine.Wait(context.Background())
+		enginetest.Wait(context.Background(), e.mirror.engine)
 	}
 }
 
-// TestTofuTrustAllHashes checks what README says of OpenTofu's
-// network_mirror { trust_all_hashes = true }: the lock file gets the
-// signed zh: of every platform and the h1: of the platforms whose archive
-// the mirror has cached, without the incomplete lock file warning.
-func TestTofuTrustAllHashes(t *testing.T) {
-	t.Parallel()
-	e := newTofuE2E(t)
-	pls := registryPlatforms()
-	host := runtime.GOOS + "_" + runtime.GOARCH
-
-	// Cache one more platform than the one tofu runs on.
+// cacheOtherPlatform has e's mirror cache the archive of random 3.6.0 of
+// host for a platform other than the one tofu runs on, and returns it.
+func cacheOtherPlatform(t *testing.T, e *e2e, host string) string {
+	t.Helper()
 	var other string
-	for _, pl := range pls {
-		if pl != host {
+	for _, pl := range registryPlatforms() {
+		if pl != runtime.GOOS+"_"+runtime.GOARCH {
 			other = pl
 			break
 		}
 	}
-	resp, err := trustingClient(t, e.caFile).Get(e.url + tofuRegistry + "/hashicorp/random/terraform-provider-random_3.6.0_" + other + ".zip")
+	resp, err := trustingClient(t, e.caFile).Get(e.url + host + "/hashicorp/random/terraform-provider-random_3.6.0_" + other + ".zip")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -137,7 +131,21 @@ func TestTofuTrustAllHashes(t *testing.T) {
 	if resp.StatusCode != 200 {
 		t.Fatalf("archive for %s: status %d", other, resp.StatusCode)
 	}
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
+	return other
+}
+
+// TestTofuTrustAllHashes checks what README says of OpenTofu's
+// network_mirror { trust_all_hashes = true } for a provider of
+// registry.opentofu.org: the lock file gets the signed zh: of every
+// platform and the h1: of the platforms whose archive the mirror has
+// cached, without the incomplete lock file warning.
+func TestTofuTrustAllHashes(t *testing.T) {
+	t.Parallel()
+	e := newTofuE2E(t)
+	pls := registryPlatforms()
+	host := runtime.GOOS + "_" + runtime.GOARCH
+	other := cacheOtherPlatform(t, e, tofuRegistry)
 
 	dir := writeConfig(t, tofuProviders)
 	out, err := e.terraformWith(dir, mirrorConf(t, e, "    trust_all_hashes = true\n"), e.caFile, "init", "-no-color")
@@ -163,6 +171,40 @@ func TestTofuTrustAllHashes(t *testing.T) {
 	}
 }
 
+// The other side of the line README draws: for a provider of any other
+// host (here registry.terraform.io), OpenTofu keeps in the lock file only
+// hashes it checked against a signature itself, so trust_all_hashes
+// changes nothing: the hashes of the platform it runs on only, and the
+// incomplete lock file warning, as without it; even a platform whose
+// archive the mirror has cached gets no hash.
+func TestTofuTrustAllHashesOtherHost(t *testing.T) {
+	t.Parallel()
+	e := newTofuE2E(t)
+	host := runtime.GOOS + "_" + runtime.GOARCH
+	other := cacheOtherPlatform(t, e, tfRegistry)
+
+	dir := writeConfig(t, map[string]string{"random": tfRegistry + "/hashicorp/random@3.6.0"})
+	out, err := e.terraformWith(dir, mirrorConf(t, e, "    trust_all_hashes = true\n"), e.caFile, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("tofu init with trust_all_hashes failed: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "Incomplete lock file information") {
+		t.Errorf("tofu did not warn of incomplete lock file information:\n%s", out)
+	}
+	lock := readLock(t, dir)
+	for _, pl := range []string{host, other} {
+		h1, zh := hashesOf(t, e, pl)
+		for _, h := range []string{h1, zh} {
+			if got := bytes.Contains(lock, []byte(`"`+h+`"`)); got != (pl == host) {
+				t.Errorf("the lock file has %s's %s: %v, want %v:\n%s", pl, h, got, pl == host, lock)
+			}
+		}
+	}
+	if n := zhCount(lock); n != 1 {
+		t.Errorf("the lock file has %d zh: hashes, want 1:\n%s", n, lock)
+	}
+}
+
 func TestTofuInitThroughHostBlock(t *testing.T) {
 	t.Parallel()
 	e := newTofuE2E(t)
@@ -182,7 +224,7 @@ func TestTofuInitThroughHostBlock(t *testing.T) {
 		if n, want := e.origin.Hits(fakeorigin.Archive), 1-i; n != want {
 			t.Errorf("%s: %d origin archive fetches, want %d", what, n, want)
 		}
-		e.mirror.engine.Wait(context.Background())
+		enginetest.Wait(context.Background(), e.mirror.engine)
 	}
 
 	// tofu providers lock for two platforms writes what it writes
@@ -230,7 +272,7 @@ func TestTofuHostBlockAfterImport(t *testing.T) {
 	if got, out := mirror.init(t, tofuProviders); !bytes.Equal(got, want) {
 		t.Fatalf("through the connected mirror's host block the lock file differs from a direct install's (the set-up is broken):\n%s\n%s", got, out)
 	}
-	e.mirror.engine.Wait(context.Background())
+	enginetest.Wait(context.Background(), e.mirror.engine)
 	e.stop()
 
 	export := filepath.Join(t.TempDir(), "export")

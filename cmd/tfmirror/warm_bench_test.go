@@ -35,7 +35,7 @@ func benchHandler(b *testing.B) (http.Handler, string) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	m, err := newMirror(cfg, logger, overrides{dialContext: routeRegistryTo(origin), rootCAs: origin.CertPool()})
+	m, err := newServer(cfg, logger, overrides{dialContext: routeRegistryTo(origin), rootCAs: origin.CertPool()})
 	if err != nil {
 		b.Fatal(err)
 	}

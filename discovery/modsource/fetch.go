@@ -121,6 +121,38 @@ func (b *budget) file(n int64) error {
 	return nil
 }
 
+// inflateOverheadPerEntry is what a tar stream may hold per entry besides
+// the file's bytes: its header, a long name's extended header, padding.
+const inflateOverheadPerEntry = 3 << 10
+
+// inflateReader counts the bytes a compressed archive inflates to, all of
+// them, not only the files kept: entries that are skipped (.git, the
+// root) or that are not files still cost their inflation. It stops once
+// they pass the files' limit plus what the entries' headers may take, or
+// when ctx ends.
+type inflateReader struct {
+	ctx      context.Context
+	r        io.Reader
+	b        *budget
+	inflated int64
+}
+
+func (l *inflateReader) Read(p []byte) (int, error) {
+	if err := l.ctx.Err(); err != nil {
+		return 0, err
+	}
+	n, err := l.r.Read(p)
+	l.inflated += int64(n)
+	lim := l.b.limits
+	if lim.MaxTreeBytes > 0 {
+		limit := lim.MaxTreeBytes + int64(max(lim.MaxEntries, 0))*inflateOverheadPerEntry + 1<<20
+		if l.inflated > limit {
+			return n, &LimitError{Detail: fmt.Sprintf("the archive unpacks to more than %d bytes", limit)}
+		}
+	}
+	return n, err
+}
+
 // limitReader counts downloaded bytes against the budget.
 type limitReader struct {
 	r io.Reader
@@ -215,8 +247,10 @@ func (t *treeWriter) symlink(name, target string) error {
 		return err
 	}
 	// Only links that stay inside the package.
-	rel := path.Clean(path.Join(path.Dir("/"+strings.TrimPrefix(path.Clean("/"+name), "/")), target))
-	if path.IsAbs(target) || !strings.HasPrefix(rel, "/") || strings.HasPrefix(rel, "/..") {
+	// (Resolved relative to the package's top: a rooted path would
+	// swallow the ".." that climb out of it.)
+	rel := path.Join(path.Dir(strings.TrimPrefix(path.Clean("/"+name), "/")), target)
+	if path.IsAbs(target) || rel == ".." || strings.HasPrefix(rel, "../") {
 		return fmt.Errorf("the package's link %q points outside it (%q)", name, target)
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -256,14 +290,14 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, root, tmp string,
 		}
 		return unzip(zr, tw)
 	case "tar.bz2", "tbz2":
-		return untar(ctx, bzip2.NewReader(r), tw)
+		return untar(ctx, &inflateReader{ctx: ctx, r: bzip2.NewReader(r), b: b}, tw)
 	default:
 		gz, err := gzip.NewReader(r)
 		if err != nil {
 			return fmt.Errorf("the package is not a gzip archive: %w", err)
 		}
 		defer gz.Close()
-		return untar(ctx, gz, tw)
+		return untar(ctx, &inflateReader{ctx: ctx, r: gz, b: b}, tw)
 	}
 }
 
@@ -414,5 +448,5 @@ func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}
 	defer gz.Close()
-	return untar(ctx, gz, &treeWriter{root: dir, b: b})
+	return untar(ctx, &inflateReader{ctx: ctx, r: gz, b: b}, &treeWriter{root: dir, b: b})
 }

@@ -1,6 +1,7 @@
 package modsource
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -73,15 +74,39 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, pack)
 	}
-	err = packfile.UpdateObjectStorage(storer, pack)
+	// The pack is spooled (within the download limit), and the sizes its
+	// objects declare checked, before go-git indexes it.
+	spool, err := os.CreateTemp(tmp, "pack-*")
+	if err != nil {
+		return "", err
+	}
+	defer os.Remove(spool.Name())
+	defer spool.Close()
+	_, err = io.Copy(spool, pack)
 	resp.Close()
+	if err == nil {
+		_, err = spool.Seek(0, io.SeekStart)
+	}
+	if err == nil {
+		err = checkPack(ctx, bufio.NewReader(spool), packLimit(f.Limits))
+	}
+	if err == nil {
+		if _, err = spool.Seek(0, io.SeekStart); err == nil {
+			err = packfile.UpdateObjectStorage(storer, bufio.NewReader(spool))
+		}
+	}
 	if err != nil {
 		var le *LimitError
 		if errors.As(err, &le) {
 			return "", le
 		}
+		if ctx.Err() != nil {
+			return "", err
+		}
 		return "", gitError(repoURL, err)
 	}
+	spool.Close()
+	os.Remove(spool.Name())
 
 	commit, err := peelToCommit(storer, want)
 	if err != nil {

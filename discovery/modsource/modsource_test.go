@@ -169,14 +169,16 @@ func TestFetchGitLimits(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer o.Close()
-	big := make([]byte, 4<<20) // zeros: a small pack, a large tree
+	big := make([]byte, 16<<20) // zeros: a small pack, a large tree
 	if _, err := o.AddGitRepo("bomb", map[string][]byte{"main.tf": []byte("#\n"), "zeros.bin": big}, "v1"); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := Parse("git::" + o.GitURL("bomb") + "?ref=v1")
 	var le *LimitError
-	if _, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) {
-		t.Errorf("git bomb: %v, want a LimitError", err)
+	// Refused from the pack's object headers, before go-git inflates the
+	// blob (whole, in memory) to index the pack.
+	if _, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) || !strings.Contains(err.Error(), "Git objects") {
+		t.Errorf("git bomb: %v, want a LimitError about the pack's objects", err)
 	}
 	small := defaultLimits
 	small.MaxDownloadBytes, small.MaxTreeBytes = 2<<10, 64<<20
@@ -229,6 +231,13 @@ func TestFetchArchives(t *testing.T) {
 	var le *LimitError
 	if _, err := f.Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) {
 		t.Errorf("tarball bomb: %v, want a LimitError", err)
+	}
+	// Entries that are not kept (.git) inflate all the same: 16 MiB of
+	// zeros in 16 KiB, far over the files' limit.
+	o.AddTarball("hidden.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": nil, ".git/zeros": make([]byte, 16<<20)}))
+	a, _ = Parse(o.TarballURL("hidden.tar.gz"))
+	if _, err := f.Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) || !strings.Contains(err.Error(), "unpacks to more than") {
+		t.Errorf("tarball bomb in a skipped entry: %v, want a LimitError about the bytes it unpacks to", err)
 	}
 	few := defaultLimits
 	few.MaxEntries = 2

@@ -20,14 +20,9 @@ import (
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
 )
-
-// DefaultHost is the registry host of provider addresses that name none,
-// as in Terraform.
-const DefaultHost = "registry.terraform.io"
 
 // LockFileName is the name Terraform gives dependency lock files.
 const LockFileName = ".terraform.lock.hcl"
@@ -144,45 +139,6 @@ func appendNew(list []string, add ...string) []string {
 		}
 	}
 	return list
-}
-
-// ParseProvider parses a provider source address as Terraform does:
-// [HOST/]NAMESPACE/TYPE, the host defaulting to registry.terraform.io.
-// Namespace and type are letters, digits and dashes and are compared in
-// lowercase; the host is normalised as svchost does.
-func ParseProvider(s string) (discovery.Provider, error) {
-	parts := strings.Split(s, "/")
-	host := DefaultHost
-	switch len(parts) {
-	case 2:
-	case 3:
-		host, parts = parts[0], parts[1:]
-	default:
-		return discovery.Provider{}, fmt.Errorf("provider address %q: want [HOST/]NAMESPACE/TYPE", s)
-	}
-	h, err := svchost.ForComparison(host)
-	if err != nil {
-		return discovery.Provider{}, fmt.Errorf("provider address %q: invalid host: %v", s, err)
-	}
-	for i, what := range []string{"namespace", "type"} {
-		parts[i] = strings.ToLower(parts[i])
-		if !validPart(parts[i]) {
-			return discovery.Provider{}, fmt.Errorf("provider address %q: invalid %s %q (letters, digits and dashes)", s, what, parts[i])
-		}
-	}
-	return discovery.Provider{Hostname: h, Namespace: parts[0], Type: parts[1]}, nil
-}
-
-func validPart(s string) bool {
-	if s == "" || len(s) > 64 || s[0] == '-' || s[len(s)-1] == '-' || strings.Contains(s, "--") {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // parseConstraint parses a Terraform provider version constraint ("~> 5.0",

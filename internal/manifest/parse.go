@@ -109,7 +109,7 @@ func (s *Spec) loadManifest(path string) error {
 			}
 			continue
 		}
-		addr, err := ParseProvider(b.Labels[0])
+		addr, err := discovery.ParseProvider(b.Labels[0])
 		if err != nil {
 			return posError(b.LabelRanges[0], "%v", err)
 		}
@@ -237,7 +237,7 @@ func parseLockFile(path string) ([]lockedProvider, error) {
 	}
 	var out []lockedProvider
 	for _, b := range content.Blocks {
-		addr, err := ParseProvider(b.Labels[0])
+		addr, err := discovery.ParseProvider(b.Labels[0])
 		if err != nil {
 			return nil, posError(b.LabelRanges[0], "%v", err)
 		}
@@ -509,7 +509,7 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 					req := get(name, attr.Range)
 					req.where = where(attr.Range)
 					if source != "" {
-						addr, err := ParseProvider(source)
+						addr, err := discovery.ParseProvider(source)
 						if err != nil {
 							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
@@ -536,7 +536,7 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 		addr, ok := sources[name]
 		if !ok {
 			var err error
-			if addr, err = ParseProvider("hashicorp/" + name); err != nil {
+			if addr, err = discovery.ParseProvider("hashicorp/" + name); err != nil {
 				return nil, nil, fmt.Errorf("%s: provider local name %q: %v", req.where, name, err)
 			}
 		}

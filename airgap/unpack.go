@@ -1,0 +1,283 @@
+package airgap
+
+import (
+	"archive/tar"
+	"bufio"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/cache"
+)
+
+// Bounds on what an import unpacks and reads.
+const (
+	// DefaultMaxEntries is ImportOptions.MaxEntries when it is zero: a
+	// manifest (at most 64 MiB, some 250 bytes a file) lists about as
+	// many files.
+	DefaultMaxEntries = 250_000
+	// entryBlock is the unit file sizes are counted in on disk, and what
+	// each entry of a tar file costs beyond its bytes (inode, name).
+	entryBlock = 4 << 10
+	// spaceCheckBytes is how often, in bytes written, the free space is
+	// asked again while one file is unpacked.
+	spaceCheckBytes = 16 << 20
+	// scratchPrefix names the directories a tar file is unpacked into
+	// (scratchPrefix + PID + "-" + random), so that what an import that
+	// did not end left behind is known as such (RemoveScratch).
+	scratchPrefix = ".tfmirror-import-"
+)
+
+// spaceCheck is asked before each entry of a tar file is unpacked and
+// again every spaceCheckBytes written while it is: pending bytes are still
+// to be written into the scratch directory for it, and unpacked are the
+// bytes of the entries unpacked so far with it, which the import then
+// copies into the cache. It returns why they do not fit, or nil.
+type spaceCheck func(pending, unpacked int64) error
+
+// unpackLimits bound untar.
+type unpackLimits struct {
+	maxFileBytes int64
+	maxEntries   int
+	space        spaceCheck // nil: not checked
+}
+
+// diskSpace is the spaceCheck of an import into engine's cache with its
+// scratch directory in scratch. An unpacked bundle is first written to
+// the scratch directory, then copied into the cache: both must fit above
+// the cache's disk reserve (asked of the cache's file system each time;
+// checked as if the scratch directory were on it, which in tfmirror it
+// is: the data directory), and the unpacked files on the scratch
+// directory's file system.
+func diskSpace(headroom func() (int64, bool), scratch string) spaceCheck {
+	return func(pending, unpacked int64) error {
+		if room, ok := headroom(); ok && room < pending+unpacked {
+			return fmt.Errorf("%w: the files up to this one take %s unpacked, and as much again in the cache once imported; that needs %s more, and only %s is free above the cache's disk reserve (--disk-reserve). Unpack it elsewhere and import the directory, or make room",
+				errNoRoom, humanize.IBytes(uint64(unpacked)), humanize.IBytes(uint64(pending+unpacked)), humanize.IBytes(uint64(max(room, 0))))
+		}
+		if free, err := cache.FreeSpace(scratch); err == nil && free < pending {
+			return fmt.Errorf("%w: %s more to unpack and only %s free on the file system of %s",
+				errNoRoom, humanize.IBytes(uint64(pending)), humanize.IBytes(uint64(max(free, 0))), scratch)
+		}
+		return nil
+	}
+}
+
+// errNoRoom is untar's error for a tar file that does not fit.
+var errNoRoom = errors.New("not enough disk space")
+
+// blocks is n rounded up to whole entryBlocks.
+func blocks(n int64) int64 { return (n + entryBlock - 1) / entryBlock * entryBlock }
+
+// untar unpacks the tar file path (gzip-compressed or not) into dir:
+// regular files and directories only (links, devices, FIFOs and sparse
+// files are refused, naming the entry), every name inside dir, no file
+// larger than lim.maxFileBytes, at most lim.maxEntries entries, and each
+// entry only once lim.space says it fits (before it is written, by its
+// header's size, and again as its bytes, counted as written, go on).
+// On error, dir holds part of the tar file: the caller removes it.
+func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	br := bufio.NewReader(f)
+	var r io.Reader = br
+	if magic, err := br.Peek(2); err == nil && magic[0] == 0x1f && magic[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return err
+		}
+		defer zr.Close()
+		r = zr
+	}
+	tr := tar.NewReader(r)
+	var unpacked int64 // bytes charged so far, entries included
+	for entries := 0; ; entries++ {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		hdr, err := tr.Next()
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if entries >= lim.maxEntries {
+			return fmt.Errorf("holds more than %d entries, the most an import takes", lim.maxEntries)
+		}
+		name := strings.TrimSuffix(hdr.Name, "/")
+		if !filepath.IsLocal(name) {
+			return fmt.Errorf("entry %q is outside the archive's directory", hdr.Name)
+		}
+		if err := refuseKind(hdr); err != nil {
+			return err
+		}
+		target := filepath.Join(dir, filepath.FromSlash(name))
+		charge := entryBlock + blocks(hdr.Size)
+		if hdr.Typeflag == tar.TypeReg && hdr.Size > lim.maxFileBytes {
+			return fmt.Errorf("entry %q is larger than the %d bytes allowed (--max-archive-bytes)", hdr.Name, lim.maxFileBytes)
+		}
+		if lim.space != nil {
+			if err := lim.space(charge, unpacked+charge); err != nil {
+				return fmt.Errorf("entry %q (%s): %w", hdr.Name, humanize.IBytes(uint64(hdr.Size)), err)
+			}
+		}
+		unpacked += charge
+		switch hdr.Typeflag {
+		case tar.TypeDir:
+			if err := os.MkdirAll(target, 0o755); err != nil {
+				return err
+			}
+		case tar.TypeReg:
+			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
+				return err
+			}
+			out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
+			if errors.Is(err, os.ErrExist) {
+				return fmt.Errorf("entry %q is in the archive twice", hdr.Name)
+			}
+			if err != nil {
+				return err
+			}
+			w := &countingWriter{ctx: ctx, w: out, name: hdr.Name, declared: hdr.Size, charge: charge, unpacked: unpacked, space: lim.space}
+			_, err = io.Copy(w, tr)
+			if cerr := out.Close(); err == nil {
+				err = cerr
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// refuseKind refuses every kind of entry but regular files and
+// directories: a link could point outside the scratch directory, a device
+// or FIFO is no file to import, and a sparse file takes more room than its
+// bytes in the tar file say.
+func refuseKind(hdr *tar.Header) error {
+	for k := range hdr.PAXRecords {
+		if strings.HasPrefix(k, "GNU.sparse.") {
+			return fmt.Errorf("entry %q is a sparse file; an import takes regular files and directories only", hdr.Name)
+		}
+	}
+	var kind string
+	switch hdr.Typeflag {
+	case tar.TypeReg, tar.TypeDir:
+		return nil
+	case tar.TypeSymlink:
+		kind = "a symbolic link (to " + strconv.Quote(hdr.Linkname) + ")"
+	case tar.TypeLink:
+		kind = "a hard link (to " + strconv.Quote(hdr.Linkname) + ")"
+	case tar.TypeChar, tar.TypeBlock:
+		kind = "a device"
+	case tar.TypeFifo:
+		kind = "a FIFO"
+	case tar.TypeGNUSparse:
+		kind = "a sparse file"
+	default:
+		kind = fmt.Sprintf("of type %q", hdr.Typeflag)
+	}
+	return fmt.Errorf("entry %q is %s; an import takes regular files and directories only", hdr.Name, kind)
+}
+
+// countingWriter writes one entry's bytes, counting them: more than the
+// header declared is refused, and every spaceCheckBytes the free space is
+// asked again for what remains (others write to the file system too).
+type countingWriter struct {
+	ctx      context.Context
+	w        io.Writer
+	name     string
+	declared int64
+	charge   int64 // what the entry was charged (spaceCheck's pending)
+	unpacked int64 // bytes charged with this entry (spaceCheck's unpacked)
+	space    spaceCheck
+	written  int64
+	next     int64 // written at the next check
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	if err := c.ctx.Err(); err != nil {
+		return 0, err
+	}
+	if c.written+int64(len(p)) > c.declared {
+		return 0, fmt.Errorf("entry %q holds more than the %d bytes its header declares", c.name, c.declared)
+	}
+	if c.space != nil && c.written >= c.next {
+		c.next = c.written + spaceCheckBytes
+		if c.written > 0 {
+			if err := c.space(max(c.charge-c.written, 0), c.unpacked); err != nil {
+				return 0, fmt.Errorf("entry %q, after %s of %s: %w", c.name, humanize.IBytes(uint64(c.written)), humanize.IBytes(uint64(c.declared)), err)
+			}
+		}
+	}
+	n, err := c.w.Write(p)
+	c.written += int64(n)
+	return n, err
+}
+
+// newScratch makes the directory an import unpacks a tar file into, in
+// parent (os.TempDir() when ""), named so that RemoveScratch knows it.
+func newScratch(parent string) (string, error) {
+	return os.MkdirTemp(parent, scratchPrefix+strconv.Itoa(os.Getpid())+"-*")
+}
+
+// RemoveScratch removes from dir what imports that did not end (their
+// process was killed, or crashed) left unpacked there: the scratch
+// directories of processes no longer running. A process calls it at
+// start, before it imports, on the directory its imports unpack into.
+// Each directory removed is logged.
+func RemoveScratch(dir string, logger *slog.Logger) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), scratchPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, _ := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if err == nil && pid != os.Getpid() && running(pid) {
+			continue // an import under way in another process
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.RemoveAll(path); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		logger.Info("removed what an interrupted import left unpacked", "dir", path)
+	}
+	return errors.Join(errs...)
+}
+
+// running reports whether a process with id pid exists.
+func running(pid int) bool {
+	if pid <= 0 {
+		return false
+	}
+	p, err := os.FindProcess(pid)
+	if err != nil {
+		return false
+	}
+	err = p.Signal(syscall.Signal(0))
+	return err == nil || errors.Is(err, syscall.EPERM)
+}

@@ -1,0 +1,67 @@
+package cache
+
+import (
+	"errors"
+	"testing"
+)
+
+// Archives the owner says may not be evicted stay over the limit, and the
+// least recently used of the others goes; at Open, Options.Evictable
+// decides until SetEvictable is called.
+func TestEvictionKeepsWhatMayNotBeEvicted(t *testing.T) {
+	const size = testChunk * 3
+	dir := t.TempDir()
+	var evicted []string
+	s := openLimited(t, dir, 10*size, &evicted)
+	var blobs [][]byte
+	for i := range 4 {
+		blobs = append(blobs, randomBytes(size, uint64(300+i)))
+		put(t, s, blobs[i])
+	}
+	s.Close()
+
+	// Reopened with a limit of two archives and nothing evictable yet.
+	s, err := Open(Options{Dir: dir, ChunkSize: testChunk, MaxBytes: 2 * size, Evictable: func(string) bool { return false }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.settle()
+	if n, _ := s.Stats(); n != 4 {
+		t.Fatalf("evicted at Open before the owner said what may go: %d archives left", n)
+	}
+	keep := map[string]bool{shaOf(blobs[0]): true, shaOf(blobs[1]): true, shaOf(blobs[2]): true}
+	s.SetEvictable(func(sha string) bool { return !keep[sha] })
+	s.settle()
+	for i, b := range blobs {
+		if got, want := cached(s, b), i < 3; got != want {
+			t.Errorf("blob %d cached = %v, want %v", i, got, want)
+		}
+	}
+}
+
+// EvictBlob never deletes an archive from under a reader.
+func TestEvictBlobInUse(t *testing.T) {
+	s := openLimited(t, "", 0, new([]string))
+	data := randomBytes(testChunk*2, 400)
+	put(t, s, data)
+	r, err := s.OpenBlob(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EvictBlob(shaOf(data)); !errors.Is(err, ErrInUse) {
+		t.Errorf("EvictBlob of an open archive: %v, want ErrInUse", err)
+	}
+	readBlob(t, s, data)
+	r.Close()
+	info, err := s.EvictBlob(shaOf(data))
+	if err != nil || info.Size != int64(len(data)) {
+		t.Fatalf("EvictBlob: %+v, %v", info, err)
+	}
+	if cached(s, data) {
+		t.Error("still cached")
+	}
+	if _, err := s.EvictBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+		t.Errorf("EvictBlob of a removed archive: %v, want ErrNotFound", err)
+	}
+}

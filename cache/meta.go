@@ -1,0 +1,149 @@
+// Metadata documents: JSON under a key, with the time they were stored.
+
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+type envelope struct {
+	StoredAt time.Time       `json:"t"`
+	Value    json.RawMessage `json:"v"`
+}
+
+func metaKey(key string) ([]byte, error) {
+	if key == "" || len(key) > 1024 {
+		return nil, fmt.Errorf("cache: invalid metadata key %q", key)
+	}
+	for _, r := range key {
+		if !unicode.IsPrint(r) {
+			return nil, fmt.Errorf("cache: metadata key %q has a non-printable character", key)
+		}
+	}
+	return []byte("m/" + key), nil
+}
+
+// PutMeta stores v, JSON-encoded, under key with the current time. It
+// fails with ErrClosed once Shutdown or Close began.
+func (s *Store) PutMeta(key string, v any) error {
+	k, err := metaKey(key)
+	if err != nil {
+		return err
+	}
+	if s.refusing() {
+		return fmt.Errorf("storing %s: %w", key, ErrClosed)
+	}
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("cache: encoding %s: %w", key, err)
+	}
+	doc, err := json.Marshal(envelope{StoredAt: time.Now().UTC(), Value: raw})
+	if err != nil {
+		return err
+	}
+	if h := s.stageHook; h != nil {
+		if err := h(); err != nil {
+			return fmt.Errorf("cache: storing %s: %w", key, err)
+		}
+	}
+	if err := s.update(entryCost(len(k), len(doc)), func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
+		return fmt.Errorf("cache: storing %s: %w", key, err)
+	}
+	return nil
+}
+
+// GetMeta decodes the document stored under key into v and returns when
+// it was stored, or ErrNotFound.
+func (s *Store) GetMeta(key string, v any) (time.Time, error) {
+	k, err := metaKey(key)
+	if err != nil {
+		return time.Time{}, err
+	}
+	var env envelope
+	err = s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(k)
+		if err != nil {
+			return err
+		}
+		return item.Value(func(val []byte) error { return json.Unmarshal(val, &env) })
+	})
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return time.Time{}, fmt.Errorf("%w: %s", ErrNotFound, key)
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("cache: reading %s: %w", key, err)
+	}
+	if err := json.Unmarshal(env.Value, v); err != nil {
+		return time.Time{}, fmt.Errorf("cache: decoding %s: %w", key, err)
+	}
+	return env.StoredAt, nil
+}
+
+// DeleteMeta removes the document under key, if any. It fails with
+// ErrClosed once Shutdown or Close began.
+func (s *Store) DeleteMeta(key string) error {
+	k, err := metaKey(key)
+	if err != nil {
+		return err
+	}
+	if s.refusing() {
+		return fmt.Errorf("deleting %s: %w", key, ErrClosed)
+	}
+	return s.update(entryCost(len(k), 0), func(txn *badger.Txn) error { return txn.Delete(k) })
+}
+
+// scanBatch is how many documents ScanMeta reads per read transaction.
+const scanBatch = 256
+
+// ScanMeta calls fn for every document whose key starts with prefix, in
+// key order, until fn returns an error. fn runs outside any transaction
+// or lock of the store, so it may call the store itself: documents are
+// read in batches, each in a transaction of its own, so a document
+// written during the scan may or may not be seen.
+func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
+	type doc struct {
+		key string
+		env envelope
+	}
+	p := []byte("m/" + prefix)
+	start := p
+	for {
+		var batch []doc
+		err := s.view(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
+			defer it.Close()
+			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
+				item := it.Item()
+				d := doc{key: string(item.Key())}
+				if err := item.Value(func(val []byte) error { return json.Unmarshal(val, &d.env) }); err != nil {
+					return err
+				}
+				batch = append(batch, d)
+			}
+			return nil
+		})
+		if errors.Is(err, errNoDB) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, d := range batch {
+			if err := fn(strings.TrimPrefix(d.key, "m/"), d.env.StoredAt, d.env.Value); err != nil {
+				return err
+			}
+		}
+		if len(batch) < scanBatch {
+			return nil
+		}
+		// Resume just after the last key read.
+		start = append([]byte(batch[len(batch)-1].key), 0)
+	}
+}

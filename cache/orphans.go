@@ -1,0 +1,96 @@
+// Chunks that belong to no committed blob and no open writer.
+
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"strings"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// cleanOrphans removes chunks that belong to no committed blob and to no
+// writer of this process: what a crash or failed write left behind. It is
+// safe while writers run: chunks are listed first, then the writers under
+// way, then the commit records; a writer whose chunk was listed was
+// registered before it wrote it, so it is either still under way, or
+// committed (its record is written before it stops being under way), or
+// abandoned.
+func (s *Store) cleanOrphans() (int, error) {
+	stages := make(map[string]int)
+	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			stage, _, _ := strings.Cut(strings.TrimPrefix(string(it.Item().Key()), "c/"), "/")
+			stages[stage]++
+		}
+		return nil
+	})
+	if err != nil || len(stages) == 0 {
+		return 0, ignoreNoDB(err)
+	}
+	s.mu.Lock()
+	for stage := range s.active {
+		delete(stages, stage)
+	}
+	s.mu.Unlock()
+	err = s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			var rec blobRecord
+			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+				return err
+			}
+			delete(stages, rec.Stage)
+		}
+		return nil
+	})
+	if err != nil || len(stages) == 0 {
+		return 0, ignoreNoDB(err)
+	}
+	var orphans [][]byte
+	err = s.view(func(txn *badger.Txn) error {
+		for stage := range stages {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/" + stage + "/"), PrefetchValues: false})
+			for it.Rewind(); it.Valid(); it.Next() {
+				orphans = append(orphans, it.Item().KeyCopy(nil))
+			}
+			it.Close()
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, ignoreNoDB(err)
+	}
+	if err := s.deleteKeys(orphans); err != nil {
+		return 0, err
+	}
+	return len(orphans), nil
+}
+
+func ignoreNoDB(err error) error {
+	if errors.Is(err, errNoDB) {
+		return nil
+	}
+	return err
+}
+
+// chunkCount returns how many archive chunks the database holds, committed
+// or not. It is for tests (internal/cachetest gives it to other packages'):
+// after cleanOrphans, every chunk belongs to a committed archive or to a
+// write under way.
+func (s *Store) chunkCount() (int, error) {
+	n := 0
+	err := s.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}

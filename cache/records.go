@@ -1,0 +1,226 @@
+// Committed blob records: stat, open, delete, list and count.
+
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
+)
+
+// BlobInfo describes a committed archive.
+type BlobInfo struct {
+	SHA256  string    `json:"sha256"`
+	Size    int64     `json:"size"`
+	H1      string    `json:"h1,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// blobRecord is the commit record of a blob.
+type blobRecord struct {
+	BlobInfo
+	ChunkSize int    `json:"chunk_size"`
+	Chunks    int    `json:"chunks"`
+	Stage     string `json:"stage"`
+}
+
+func checkSHA(sha string) error {
+	if !sha256hex.Valid(sha) {
+		return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
+	}
+	return nil
+}
+
+func blobKey(sha string) []byte { return []byte("b/" + sha) }
+
+func chunkKey(stage string, idx int) []byte { return fmt.Appendf(nil, "c/%s/%08x", stage, idx) }
+
+func (s *Store) record(txn *badger.Txn, sha string) (blobRecord, error) {
+	var rec blobRecord
+	item, err := txn.Get(blobKey(sha))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return rec, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	}
+	if err != nil {
+		return rec, err
+	}
+	err = item.Value(func(val []byte) error { return json.Unmarshal(val, &rec) })
+	return rec, err
+}
+
+// StatBlob returns the committed blob's info, or ErrNotFound.
+func (s *Store) StatBlob(sha string) (BlobInfo, error) {
+	if err := checkSHA(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	if s.isClosed() {
+		return BlobInfo{}, ErrClosed
+	}
+	e, gen, ok := s.stats.Get(sha)
+	if ok {
+		if !e.found {
+			return BlobInfo{}, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+		}
+		return e.info, nil
+	}
+	var rec blobRecord
+	err := s.view(func(txn *badger.Txn) (err error) {
+		rec, err = s.record(txn, sha)
+		return err
+	})
+	switch {
+	case errors.Is(err, errNoDB):
+		// Not remembered: the database may open.
+	case err == nil:
+		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
+	case errors.Is(err, ErrNotFound):
+		s.stats.Put(sha, gen, statEntry{})
+	}
+	return rec.BlobInfo, err
+}
+
+// StatGeneration changes (grows) whenever an answer of StatBlob may have
+// changed since: an archive committed or deleted, the database reopened.
+// It takes no lock, so callers that keep what they made from StatBlob's
+// answers can check cheaply, on every use, that it still holds.
+func (s *Store) StatGeneration() uint64 { return s.stats.Generation() }
+
+// OpenBlob opens a committed blob for reading, or returns ErrNotFound.
+func (s *Store) OpenBlob(sha string) (BlobReader, error) {
+	if err := checkSHA(sha); err != nil {
+		return nil, err
+	}
+	// Take the reference before reading the record, so that eviction,
+	// which skips referenced blobs, cannot delete it while it is read.
+	if !s.lru.acquire(sha) {
+		return nil, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	}
+	var rec blobRecord
+	err := s.view(func(txn *badger.Txn) (err error) {
+		rec, err = s.record(txn, sha)
+		return err
+	})
+	if err != nil {
+		s.lru.release(sha)
+		return nil, err
+	}
+	return &blob{s: s, rec: rec, cached: -1}, nil
+}
+
+// deleteBlob removes a committed blob: its record first, so it is never
+// visible half-deleted, then its chunks. Eviction uses it; tests of other
+// packages get it through internal/cachetest.
+func (s *Store) deleteBlob(sha string) error {
+	if err := checkSHA(sha); err != nil {
+		return err
+	}
+	var rec blobRecord
+	unlock := s.lockBlob(sha)
+	err := s.update(entryCost(len(blobKey(sha)), 0), func(txn *badger.Txn) (err error) {
+		if rec, err = s.record(txn, sha); err != nil {
+			return err
+		}
+		if h := s.hooks.recordRead; h != nil {
+			h(sha)
+		}
+		return txn.Delete(blobKey(sha))
+	})
+	s.stats.Forget(sha)
+	if err == nil {
+		s.mu.Lock()
+		s.archives--
+		s.bytes -= rec.Size
+		s.mu.Unlock()
+		s.lru.forget(sha)
+	}
+	unlock()
+	if err != nil {
+		return err
+	}
+	return s.deleteChunks(rec.Stage, rec.Chunks)
+}
+
+func (s *Store) deleteChunks(stage string, n int) error {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = chunkKey(stage, i)
+	}
+	return s.deleteKeys(keys)
+}
+
+// readChunk copies chunk idx of stage, from byte off on, into p.
+func (s *Store) readChunk(stage string, idx int, off int, p []byte) (int, error) {
+	var n int
+	err := s.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(chunkKey(stage, idx))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(val []byte) error {
+			if off > len(val) {
+				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
+			}
+			n = copy(p, val[off:])
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cache: reading chunk %d of %s: %w", idx, stage, err)
+	}
+	return n, nil
+}
+
+// Stats returns the number of committed archives and their total size.
+func (s *Store) Stats() (archives int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.archives, s.bytes
+}
+
+// eachBlob calls fn for every commit record txn sees.
+func eachBlob(txn *badger.Txn, fn func(BlobInfo) error) error {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		var rec blobRecord
+		if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+			return err
+		}
+		if err := fn(rec.BlobInfo); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recount sets the counters and the LRU from the commit records in db.
+// No commit or delete may run from the read to the counters' update, or
+// its change would be lost (or counted twice): the caller is Open, before
+// the store is returned, or holds dbmu for writing.
+func (s *Store) recount(db *badger.DB) error {
+	var n int
+	var total int64
+	err := db.View(func(txn *badger.Txn) error {
+		return eachBlob(txn, func(b BlobInfo) error {
+			n++
+			total += b.Size
+			s.lru.add(b.SHA256, b.Created)
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("cache: counting archives: %w", err)
+	}
+	if h := s.hooks.recounted; h != nil {
+		h()
+	}
+	s.mu.Lock()
+	s.archives, s.bytes = n, total
+	s.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,19 @@
+// Package cachetest gives the tests of other packages what the cache does
+// not offer production code: deleting a committed archive (as eviction
+// does) and counting archive chunks (to check that nothing was left
+// behind). Tests only.
+package cachetest
+
+import (
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/testhooks"
+)
+
+// DeleteBlob deletes the committed archive sha from store: its record,
+// then its chunks.
+func DeleteBlob(store *cache.Store, sha string) error { return testhooks.DeleteBlob(store, sha) }
+
+// ChunkCount returns how many archive chunks store holds, committed or
+// not: after a failed or interrupted write, and once the store cleaned
+// up, only committed archives' chunks remain.
+func ChunkCount(store *cache.Store) (int, error) { return testhooks.ChunkCount(store) }

@@ -1,0 +1,137 @@
+package manifest
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// Bounds of a pins directory: it is the operator's, but a mistake (the
+// wrong mount) should not make the mirror read a whole volume.
+const (
+	maxPinFiles     = 10000
+	maxPinFileBytes = 4 << 20
+	maxPinDepth     = 8
+)
+
+// PinsDir reads the versions pinned by the lock files and sync manifests
+// in a directory (and its subdirectories): a file whose name ends in
+// .lock.hcl (.terraform.lock.hcl, team-a.lock.hcl) is a Terraform
+// dependency lock file, pinning its locked versions; any other .hcl file
+// is a sync manifest, pinning what its selections select (the newest N
+// of the cached versions for latest = N); other files, and names starting
+// with a dot (a Kubernetes volume's ..data), are skipped. It implements
+// mirror.PinSource: the files are read again only when their names,
+// sizes or modification times change.
+type PinsDir struct {
+	dir string
+
+	mu   sync.Mutex
+	sig  string // of the files last read
+	read bool
+}
+
+// NewPinsDir returns the pins of dir.
+func NewPinsDir(dir string) *PinsDir { return &PinsDir{dir: dir} }
+
+// Pins reads the pins when the directory changed since the last call.
+// A file that does not parse is an error naming it, and no pins of this
+// reading are taken (the caller keeps those it had).
+func (d *PinsDir) Pins() (*mirror.Pins, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	files, sig, err := d.scan()
+	if err != nil {
+		return nil, false, err
+	}
+	if d.read && sig == d.sig {
+		return nil, false, nil
+	}
+	pins := &mirror.Pins{Providers: map[string][]mirror.PinSelection{}, Modules: map[string][]mirror.PinSelection{}}
+	for _, path := range files {
+		spec := &Spec{}
+		if strings.HasSuffix(filepath.Base(path), ".lock.hcl") {
+			locked, err := parseLockFile(path)
+			if err != nil {
+				return nil, false, err
+			}
+			for _, l := range locked {
+				spec.add(l.addr, []Selection{l.selection}, nil)
+			}
+		} else if err := spec.loadManifest(path); err != nil {
+			return nil, false, err
+		}
+		for _, p := range spec.Providers {
+			k := p.Address.String()
+			for _, sel := range p.Selections {
+				pins.Providers[k] = append(pins.Providers[k], mirror.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
+			}
+		}
+		for _, m := range spec.Modules {
+			k := m.Address.String()
+			for _, sel := range m.Selections {
+				pins.Modules[k] = append(pins.Modules[k], mirror.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
+			}
+		}
+	}
+	d.sig, d.read = sig, true
+	return pins, true, nil
+}
+
+// scan lists the pin files, sorted, and a signature of their names,
+// sizes and modification times.
+func (d *PinsDir) scan() ([]string, string, error) {
+	var files []string
+	h := sha256.New()
+	root := filepath.Clean(d.dir)
+	err := filepath.WalkDir(root, func(path string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		name := e.Name()
+		if path != root && strings.HasPrefix(name, ".") && name != ".terraform.lock.hcl" {
+			if e.IsDir() {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if e.IsDir() {
+			if rel, _ := filepath.Rel(root, path); strings.Count(rel, string(filepath.Separator)) >= maxPinDepth {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(name, ".hcl") {
+			return nil
+		}
+		fi, err := os.Stat(path) // follows a symbolic link (a mounted ConfigMap's files are links)
+		if err != nil {
+			return err
+		}
+		if !fi.Mode().IsRegular() {
+			return nil
+		}
+		if fi.Size() > maxPinFileBytes {
+			return fmt.Errorf("pins: %s is %d bytes, more than the %d allowed", path, fi.Size(), maxPinFileBytes)
+		}
+		if len(files) == maxPinFiles {
+			return fmt.Errorf("pins: more than %d files in %s", maxPinFiles, d.dir)
+		}
+		files = append(files, path)
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", path, fi.Size(), fi.ModTime().UnixNano())
+		return nil
+	})
+	if err != nil {
+		return nil, "", fmt.Errorf("pins directory: %w", err)
+	}
+	slices.Sort(files)
+	return files, hex.EncodeToString(h.Sum(nil)), nil
+}

@@ -1,0 +1,65 @@
+package manifest
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+)
+
+// A pins directory gives the locked versions and the manifests'
+// selections, is read again only when a file changes, and keeps
+// reporting a file that does not parse.
+func TestPinsDir(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string, mtime time.Time) {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		os.MkdirAll(filepath.Dir(path), 0o755)
+		if err := os.WriteFile(path, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.Chtimes(path, mtime, mtime)
+	}
+	t0 := time.Now().Add(-time.Hour)
+	write("team-a/.terraform.lock.hcl", `provider "registry.terraform.io/hashicorp/aws" {
+  version = "5.1.0"
+  hashes  = []
+}
+`, t0)
+	write("README.md", "not a pin", t0)
+	d := NewPinsDir(dir)
+	pins, changed, err := d.Pins()
+	if err != nil || !changed {
+		t.Fatalf("first read: changed %v, %v", changed, err)
+	}
+	sels := pins.Providers["registry.terraform.io/hashicorp/aws"]
+	if len(sels) != 1 || !sels[0].Set.Has(versions.MustParseVersion("5.1.0")) || sels[0].Set.Has(versions.MustParseVersion("5.2.0")) {
+		t.Fatalf("pins %+v", pins.Providers)
+	}
+	if _, changed, err := d.Pins(); changed || err != nil {
+		t.Errorf("unchanged directory read again: changed %v, %v", changed, err)
+	}
+	write("keep.hcl", `provider "registry.terraform.io/hashicorp/random" {
+  versions = ["~> 3.0"]
+  latest   = 2
+}
+`, t0.Add(time.Minute))
+	pins, changed, err = d.Pins()
+	if err != nil || !changed {
+		t.Fatalf("after a manifest was added: changed %v, %v", changed, err)
+	}
+	r := pins.Providers["registry.terraform.io/hashicorp/random"]
+	if len(r) != 1 || r[0].Latest != 2 || !r[0].Set.Has(versions.MustParseVersion("3.4.0")) || len(pins.Providers) != 2 {
+		t.Errorf("pins %+v", pins.Providers)
+	}
+	write("broken.hcl", `provider {`, t0.Add(2*time.Minute))
+	if _, _, err := d.Pins(); err == nil {
+		t.Error("a file that does not parse gave no error")
+	}
+	if _, _, err := d.Pins(); err == nil {
+		t.Error("the error was reported once only")
+	}
+}

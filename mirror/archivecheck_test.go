@@ -1,0 +1,89 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/verify/verifytest"
+)
+
+// A zip bomb within the size limits takes long to check: the check runs
+// under the download's context (the one Config.ArchiveTimeout bounds), so
+// Shutdown stops it; the archive is then neither released nor cached, and
+// no verification failure is counted (the archive was not judged).
+func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
+	const version, pl = "1.0.0", "linux_amd64"
+	// 4 GiB of zeros in 4 MiB, allowed: seconds to inflate.
+	bomb := verifytest.Zeros("terraform-provider-"+typ+"_v"+version, 4<<30)
+	limits := verify.Limits{MaxUnpackedBytes: 8 << 30}
+
+	// stagedWhole waits until the fetch of sha has staged all of the
+	// archive: its check is then under way.
+	stagedWhole := func(t *testing.T, w *fetchWatcher) *fetch {
+		t.Helper()
+		for {
+			w.mu.Lock()
+			var f *fetch
+			if len(w.fetches) > 0 {
+				f = w.fetches[0]
+			}
+			w.mu.Unlock()
+			if f == nil {
+				t.Fatal("no fetch was started")
+			}
+			st := f.snapshot()
+			if st.err != nil {
+				t.Fatalf("the fetch failed before its check: %v", st.err)
+			}
+			if st.written == int64(len(bomb)) {
+				return f
+			}
+			<-st.changed
+		}
+	}
+	check := func(t *testing.T, h *harness, met *refusalMetrics, r archive, sha string) {
+		t.Helper()
+		if r.err == nil {
+			t.Fatalf("got the whole archive (%d bytes) without an error", len(r.body))
+		}
+		if errors.Is(r.err, verify.ErrIntegrity) {
+			t.Errorf("reader: %v; the check was stopped, not failed", r.err)
+		}
+		if _, err := h.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
+			t.Errorf("archive in the cache: %v", err)
+		}
+		if n, err := cachetest.ChunkCount(h.store); n != 0 || err != nil {
+			t.Errorf("ChunkCount = %d, %v; want nothing left behind", n, err)
+		}
+		for _, reason := range verify.Reasons() {
+			if n := met.count(string(reason)); n != 0 {
+				t.Errorf("%d verification failures (%s) for a check that was stopped", n, reason)
+			}
+		}
+	}
+
+	t.Run("shutdown", func(t *testing.T) {
+		met := &refusalMetrics{}
+		h := newHarness(t, harnessOptions{cfg: Config{Metrics: met, ArchiveLimits: limits}})
+		h.origin.AddProvider(ns, typ, []string{version}, platforms)
+		h.origin.SetArchiveBytes(ns, typ, version, pl, bomb)
+		sha := h.origin.SHA256(ns, typ, version, pl)
+		joined := make(chan struct{}, 4)
+		fetches := watchFetches(h, sha, joined)
+		done := make(chan archive, 1)
+		go func() { done <- h.read(context.Background(), version, pl) }()
+		<-joined // the read has started the fetch
+		stagedWhole(t, fetches)
+		// No grace period: Shutdown cancels the check and waits for it.
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := h.engine.Shutdown(ctx); !errors.Is(err, context.Canceled) {
+			t.Errorf("Shutdown: %v, want context.Canceled (work was under way)", err)
+		}
+		check(t, h, met, <-done, sha)
+	})
+}

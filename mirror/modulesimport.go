@@ -1,0 +1,227 @@
+package mirror
+
+// Registry modules carried across an air gap: what an export reads of a
+// module version (ListCachedModules, OpenStored) and what an import loads
+// (ImportModule).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// ImportedModule is one registry module version loaded from outside its
+// origin, for ImportModule: from an export of another mirror, whose
+// record it carries, or a local module that has no origin.
+type ImportedModule struct {
+	Module discovery.Module
+	// Version is the version as the origin spells it ("v1.2.0" or
+	// "1.2.0"); it is listed so.
+	Version string
+	// Location is the origin's download location the package was fetched
+	// from, and Commit the Git commit it resolved to; both empty for a
+	// local module (Local).
+	Location string
+	Commit   string
+	// Local says the module has no origin: it was never fetched, and is
+	// never fetched again. Its host may not be an allowed origin.
+	Local bool
+	// SHA256 is the sha256 (lowercase hex) the package must have, when
+	// known (""): what the caller's trust anchor vouched for.
+	SHA256 string
+	// Open opens the package, a tar.gz as the mirror serves it, and
+	// returns its size (-1 if unknown).
+	Open func(ctx context.Context) (io.ReadCloser, int64, error)
+}
+
+// ImportedModuleOutcome is what ImportModule did.
+type ImportedModuleOutcome struct {
+	// Present says the cache held the package already.
+	Present bool
+	// Size is the package's size in bytes.
+	Size int64
+}
+
+// ImportModule stores an imported module version. Whether the input is
+// to be trusted at all is the caller's decision (airgap's, from the
+// operator's keys). It checks the package as a fetched one is bounded
+// (Config.ModuleLimits: its size, and that it unpacks within the limits
+// of files and entries, with names and links inside it) and its sha256
+// against in.SHA256; a version the cache has a record of already must
+// agree with it (the same location, and the same sha256 once known), so
+// an import never changes what the mirror serves of a version. The
+// package is committed first, then the record, written last; a version
+// that fails any check leaves no record. A host that is not an allowed
+// origin becomes local-only, as with Import.
+//
+// Errors: a *verify.Error (verify.ErrIntegrity) when the package or the
+// record disagree with what vouches for them or with the cache; a
+// *modsource.LimitError; ErrShutDown; errors reading or storing it.
+func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedModuleOutcome, error) {
+	var out ImportedModuleOutcome
+	if !s.work.add() {
+		return out, ErrShutDown
+	}
+	defer s.work.done()
+	s.importMu.Lock()
+	defer s.importMu.Unlock()
+	m := in.Module
+	if in.Version == "" || strings.ContainsAny(in.Version, "/\\") {
+		return out, fmt.Errorf("module %s: invalid version %q", m, in.Version)
+	}
+	rec := ModuleRecord{Schema: recordSchema, Module: m.String(), Version: in.Version, Location: in.Location,
+		Commit: in.Commit, Provenance: ProvenanceImported}
+	switch {
+	case in.Local && s.allowed[m.Hostname]:
+		return out, fmt.Errorf("module %s %s: %s is an allowed origin; a local module without origin is not imported under an origin's host", m, in.Version, m.Hostname)
+	case in.Local:
+		rec.Location, rec.Commit, rec.Provenance = "", "", ProvenanceUnsigned
+	default:
+		addr, err := modsource.Parse(in.Location)
+		if err != nil {
+			return out, fmt.Errorf("module %s %s: %w", m, in.Version, err)
+		}
+		rec.Kind, rec.Package, rec.Subdir = addr.Kind, addr.Package(), addr.Subdir
+	}
+	key := moduleRecordKey(m, in.Version)
+
+	// The record it joins, if the cache has one.
+	var cached ModuleRecord
+	haveCached := false
+	if _, err := s.store.GetMeta(key, &cached); err == nil && knownSchema(cached.Schema) {
+		haveCached = true
+		if cached.Location != rec.Location {
+			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import gives location %q, the cache holds %q", rec.Location, cached.Location))
+		}
+		if cached.SHA256 != "" && in.SHA256 != "" && cached.SHA256 != in.SHA256 {
+			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import vouches for sha256 %s, the cache holds %s", in.SHA256, cached.SHA256))
+		}
+		if cached.SHA256 != "" && cached.SHA256 == in.SHA256 {
+			if info, err := s.store.StatBlob(cached.SHA256); err == nil {
+				out.Present, out.Size = true, info.Size
+				return out, nil
+			}
+		}
+	}
+	// Staged and checked: a new version, a local module (no sha256 is
+	// vouched for, its bytes decide), or a package the cache no longer
+	// holds.
+	sum, size, err := s.stageModule(ctx, m, in, rec)
+	if err != nil {
+		return out, err
+	}
+	if haveCached && cached.SHA256 != "" && cached.SHA256 != sum {
+		return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the imported package has sha256 %s, the cache holds %s", sum, cached.SHA256))
+	}
+	out.Size = size
+	if haveCached && cached.SHA256 == sum {
+		out.Present = true
+	}
+	if !haveCached || cached.SHA256 == "" {
+		rec.SHA256, rec.Size, rec.FetchedAt = sum, size, s.cfg.Now().UTC()
+		if err := s.store.PutMeta(key, &rec); err != nil {
+			s.metrics.CacheWriteFailed()
+			return out, fmt.Errorf("storing module record: %w", err)
+		}
+	}
+	if !s.allowed[m.Hostname] {
+		if err := s.recordImportedHost(m.Hostname); err != nil {
+			return out, err
+		}
+	}
+	s.log.Info("module package imported", "module", m.String(), "version", in.Version, "sha256", sum, "size", size,
+		"provenance", rec.Provenance.String())
+	return out, nil
+}
+
+// stageModule reads in's package into the scratch directory within the
+// module limits, checks its sha256 and that it unpacks within them, and
+// commits it to the blob store. It returns the sha256 and size.
+func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in ImportedModule, rec ModuleRecord) (string, int64, error) {
+	body, size, err := in.Open(ctx)
+	if err != nil {
+		return "", 0, err
+	}
+	defer body.Close()
+	limits := s.cfg.ModuleLimits
+	max := limits.MaxDownloadBytes + limits.MaxTreeBytes // a normalized package is at most about this
+	if size > max {
+		return "", 0, &modsource.LimitError{Detail: fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max)}
+	}
+	spool, err := os.CreateTemp(s.cfg.ScratchDir, "tfmirror-module-import-*.tar.gz")
+	if err != nil {
+		return "", 0, err
+	}
+	defer func() { spool.Close(); os.Remove(spool.Name()) }()
+	h := sha256.New()
+	n, err := io.Copy(io.MultiWriter(spool, h), io.LimitReader(body, max+1))
+	if err != nil {
+		return "", 0, fmt.Errorf("reading the package: %w", err)
+	}
+	if n > max {
+		return "", 0, &modsource.LimitError{Detail: fmt.Sprintf("the package is larger than the %d bytes allowed", max)}
+	}
+	sum := hex.EncodeToString(h.Sum(nil))
+	if in.SHA256 != "" && sum != in.SHA256 {
+		return "", 0, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the package has sha256 %s, the import vouches for %s", sum, in.SHA256))
+	}
+	// It must unpack within the limits, as the clients unpack it.
+	dir, err := os.MkdirTemp(s.cfg.ScratchDir, "tfmirror-module-check-*")
+	if err != nil {
+		return "", 0, err
+	}
+	defer os.RemoveAll(dir)
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return "", 0, err
+	}
+	if err := modsource.Unpack(ctx, spool, dir, limits); err != nil {
+		var le *modsource.LimitError
+		if errors.As(err, &le) || ctx.Err() != nil {
+			return "", 0, fmt.Errorf("module %s %s: %w", m, in.Version, err)
+		}
+		return "", 0, s.refuseModule(m, in.Version, verify.ReasonBadArchive, err.Error())
+	}
+	if rec.Subdir != "" && !strings.ContainsAny(rec.Subdir, "*?[") {
+		if st, err := os.Stat(filepath.Join(dir, filepath.FromSlash(rec.Subdir))); err != nil || !st.IsDir() {
+			return "", 0, s.refuseModule(m, in.Version, verify.ReasonBadArchive, fmt.Sprintf("the package has no directory %q (the location's //SUBDIR)", rec.Subdir))
+		}
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return "", 0, err
+	}
+	s.ret.protect(sum) // an imported package is not fetched again
+	if _, err := s.store.StatBlob(sum); err == nil {
+		return sum, n, nil
+	}
+	w, err := s.store.NewBlobWriter(sum)
+	if err != nil {
+		return "", 0, fmt.Errorf("staging module package: %w", err)
+	}
+	defer w.Close()
+	if _, err := io.Copy(w, spool); err != nil {
+		return "", 0, fmt.Errorf("staging module package: %w", err)
+	}
+	if _, err := w.Commit(""); err != nil {
+		s.metrics.CacheWriteFailed()
+		return "", 0, fmt.Errorf("storing module package: %w", err)
+	}
+	return sum, n, nil
+}
+
+// refuseModule is an imported module version refused as an integrity
+// failure (reason), logged and counted.
+func (s *Engine) refuseModule(m discovery.Module, version string, reason verify.Reason, detail string) error {
+	s.metrics.VerificationFailed(string(reason))
+	s.log.Error("imported module package refused; nothing was cached", "module", m.String(), "version", version, "reason", string(reason), "detail", detail)
+	return &verify.Error{Reason: reason, Detail: fmt.Sprintf("%s %s: %s", m, version, detail)}
+}

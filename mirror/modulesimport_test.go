@@ -1,0 +1,200 @@
+package mirror
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+func opener(b []byte) func(context.Context) (io.ReadCloser, int64, error) {
+	return func(context.Context) (io.ReadCloser, int64, error) {
+		return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// tarGzOf is a tar.gz of one entry h (with body for a file).
+func tarGzOf(t *testing.T, h *tar.Header, body string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	gz := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(gz)
+	if err := tw.WriteHeader(h); err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(tw, body)
+	tw.Close()
+	gz.Close()
+	return buf.Bytes()
+}
+
+var tarballMod = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
+
+// An import never changes what the mirror serves of a module version it
+// has a record of: another location or other bytes are refused as an
+// integrity failure; the same package is present.
+func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
+	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
+	o := h.origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	loc := o.TarballURL("m.tar.gz")
+	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
+	pkg, err := h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := io.ReadAll(pkg.Content())
+	pkg.Close()
+	other := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# two\n")})
+
+	for _, tc := range []struct {
+		name string
+		in   ImportedModule
+		want string
+	}{
+		{"other bytes", ImportedModule{Location: loc, SHA256: sha256Hex(other), Open: opener(other)}, "the cache holds"},
+		{"other bytes, no sha256 vouched for", ImportedModule{Location: loc, Open: opener(other)}, "the cache holds"},
+		{"another location", ImportedModule{Location: loc + "//sub", SHA256: sha256Hex(want), Open: opener(want)}, "the cache holds"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Module, tc.in.Version = tarballMod, "0.1.0"
+			_, err := h.engine.ImportModule(context.Background(), tc.in)
+			if !errors.Is(err, verify.ErrIntegrity) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("ImportModule: %v, want an integrity error saying %q", err, tc.want)
+			}
+			pkg, err := h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, _ := io.ReadAll(pkg.Content())
+			pkg.Close()
+			if !bytes.Equal(got, want) || pkg.Source != Hit {
+				t.Error("the mirror serves another package after a refused import")
+			}
+		})
+	}
+	res, err := h.engine.ImportModule(context.Background(), ImportedModule{Module: tarballMod, Version: "0.1.0", Location: loc,
+		SHA256: sha256Hex(want), Open: opener(want)})
+	if err != nil || !res.Present || res.Size != int64(len(want)) {
+		t.Errorf("importing the cached package: %+v, %v", res, err)
+	}
+}
+
+// An imported package is bounded and checked as a fetched one: it must
+// unpack within the module limits, with its entries inside it; a local
+// module is never imported under an allowed origin's host. A refused
+// import leaves nothing.
+func TestImportModuleRefusesBadPackages(t *testing.T) {
+	limits := modsource.Limits{MaxDownloadBytes: 4 << 10, MaxTreeBytes: 8 << 10, MaxEntries: 10}
+	h := newHarness(t, harnessOptions{cfg: Config{Offline: true, ScratchDir: t.TempDir(), ModuleLimits: limits}})
+	bomb := tarGzOf(t, &tar.Header{Name: "zeros.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}, strings.Repeat("\x00", 1<<20))
+	escape := tarGzOf(t, &tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../../etc/passwd"}, "")
+	ok := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# ok\n")})
+	local := discovery.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
+	for _, tc := range []struct {
+		name string
+		in   ImportedModule
+		want func(error) bool
+	}{
+		{"not a tar.gz", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener([]byte("#!/bin/sh\n"))},
+			func(err error) bool { return errors.Is(err, verify.ErrIntegrity) }},
+		{"a bomb", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(bomb)},
+			func(err error) bool { var le *modsource.LimitError; return errors.As(err, &le) }},
+		{"a link out of the package", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(escape)},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "points outside")
+			}},
+		{"a //SUBDIR the package lacks", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz//sub", Open: opener(ok)},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), `no directory "sub"`)
+			}},
+		{"a location the mirror cannot fetch", ImportedModule{Module: tarballMod, Location: "s3::https://bucket.example.test/m.zip", Open: opener(ok)},
+			func(err error) bool { return errors.Is(err, modsource.ErrUnsupported) }},
+		{"the bytes are not what the import vouches for", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", SHA256: sha256Hex(bomb), Open: opener(ok)},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "the import vouches for")
+			}},
+		{"a local module under an allowed origin", ImportedModule{Module: tarballMod, Local: true, Open: opener(ok)},
+			func(err error) bool { return err != nil && strings.Contains(err.Error(), "is an allowed origin") }},
+		{"a local module under another host, too large", ImportedModule{Module: local, Local: true, Open: opener(bomb)},
+			func(err error) bool { var le *modsource.LimitError; return errors.As(err, &le) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.in.Version = "0.1.0"
+			if _, err := h.engine.ImportModule(context.Background(), tc.in); !tc.want(err) {
+				t.Fatalf("ImportModule: %v", err)
+			}
+			if _, _, err := h.engine.ModuleVersions(context.Background(), tc.in.Module); err == nil {
+				t.Error("the refused module is listed")
+			}
+			n := 0
+			h.engine.ListCachedModules(func(CachedModule) error { n++; return nil })
+			if n != 0 {
+				t.Errorf("%d module records after a refused import", n)
+			}
+		})
+	}
+}
+
+// Imported module versions cannot be fetched again from where they came
+// (a bundle, or a local module without origin): a keep-newest rule leaves
+// them, as it leaves imported providers, while it removes an older module
+// version fetched from its origin.
+func TestRetentionKeepsImportedModules(t *testing.T) {
+	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir(), Retention: Retention{KeepVersions: 1, Interval: -1}}})
+	o := h.origin
+	for _, v := range []string{"0.1.0", "0.2.0"} {
+		o.AddTarball(v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
+		o.AddModule("acme", "tarball", "aws", v, o.TarballURL(v+".tar.gz"))
+		pkg, err := h.engine.OpenModule(context.Background(), tarballMod, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkg.Close()
+	}
+	local := discovery.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
+	imported := discovery.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")})
+		if _, err := h.engine.ImportModule(context.Background(), ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.engine.ImportModule(context.Background(), ImportedModule{Module: imported, Version: v,
+			Location: "https://example.test/" + v + ".tar.gz", SHA256: sha256Hex(pkg), Open: opener(pkg)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := h.engine.Prune(t.Context(), PruneRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 1 || done[0].Address != tarballMod.String() || done[0].Version != "0.1.0" {
+		t.Errorf("prune removed %+v, want the older fetched module version only", done)
+	}
+	for _, m := range []discovery.Module{local, imported} {
+		for _, v := range []string{"1.0.0", "1.1.0"} {
+			pkg, err := h.engine.OpenModule(context.Background(), m, v)
+			if err != nil {
+				t.Errorf("%s %s after prune: %v", m, v, err)
+				continue
+			}
+			pkg.Close()
+		}
+	}
+}
