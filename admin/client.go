@@ -150,3 +150,20 @@ func (c *Client) UnpackModule(ctx context.Context, m discovery.Module, version, 
 	var out Module
 	return out, c.call(ctx, "/v1/module/unpack", ModuleRequest{Module: m.String(), Version: version, Dir: dir}, &out)
 }
+
+// CallError is a failed admin API call as a client sees it.
+type CallError struct {
+	Status int
+	Msg    string
+}
+
+func (e *CallError) Error() string { return e.Msg }
+
+// DecodeError turns a failed admin answer into an error.
+func DecodeError(status int, body []byte) error {
+	var ae ErrorBody
+	if json.Unmarshal(body, &ae) != nil || ae.Error == "" {
+		return &CallError{Status: status, Msg: fmt.Sprintf("admin API status %d: %q", status, body)}
+	}
+	return &CallError{Status: status, Msg: ae.Error}
+}

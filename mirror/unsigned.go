@@ -103,7 +103,7 @@ func (s *Engine) findWithheld() error {
 	}
 	for _, vs := range s.withheld {
 		for _, w := range vs {
-			s.log.Warn("withholding a version imported without signature under an allowed origin host: it is kept but not served, since it would shadow the origin's provider; to serve it, name the host in --allow-unsigned-hosts",
+			s.log.Warn("withholding a version imported without signature under an allowed origin host, which would shadow the origin's provider; to serve it, name the host in --allow-unsigned-hosts",
 				"provider", w.Provider, "version", w.Version, "platforms", w.Platforms)
 		}
 	}

@@ -3,12 +3,17 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
 // writeInHouse lays out an in-house build of HOST/NS/TYPE version for
@@ -71,5 +76,125 @@ func TestImportUnsignedUnderOriginHost(t *testing.T) {
 	}
 	if got := cachedVersions(t, data); !slices.Equal(got, []string{"registry.terraform.io/acme/alpha 1.0.0"}) {
 		t.Errorf("after the allowed import, the cache holds %v", got)
+	}
+}
+
+// watchedLog collects a serve's JSON log lines and says when one with a
+// given message was written.
+type watchedLog struct {
+	mu    sync.Mutex
+	lines []map[string]any
+	seen  chan struct{} // closed at the first line with message want
+	want  string
+}
+
+func newWatchedLog(want string) *watchedLog {
+	return &watchedLog{seen: make(chan struct{}), want: want}
+}
+
+func (w *watchedLog) Write(p []byte) (int, error) {
+	var m map[string]any
+	if json.Unmarshal(p, &m) == nil {
+		w.mu.Lock()
+		w.lines = append(w.lines, m)
+		if m["msg"] == w.want && w.want != "" {
+			close(w.seen)
+			w.want = ""
+		}
+		w.mu.Unlock()
+	}
+	return len(p), nil
+}
+
+// logged returns the lines with message msg.
+func (w *watchedLog) logged(msg string) []map[string]any {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []map[string]any
+	for _, l := range w.lines {
+		if l["msg"] == msg {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// startSealed starts a sealed serve on data with args and waits until its
+// admin socket listens.
+func startSealed(t *testing.T, data string, args ...string) (*testMirror, *watchedLog) {
+	t.Helper()
+	logs := newWatchedLog("admin API listening")
+	m := startMirror(t, newOrigin(t, fakeorigin.Options{}), data, logs, append([]string{"--offline"}, args...)...)
+	select {
+	case <-logs.seen:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the admin socket did not listen within 10s")
+	}
+	return m, logs
+}
+
+// TestImportUnsignedThroughRunningServe: through a running serve, the
+// serve's --allow-unsigned-hosts decides, never the import's; the
+// serve's audit log records the refusal; and versions imported so are
+// withheld by a serve started without the host (logged, on the status
+// page, 404), and served again by one that names it.
+func TestImportUnsignedThroughRunningServe(t *testing.T) {
+	in := writeInHouse(t, t.TempDir(), tfRegistry, "acme", "alpha", "1.0.0")
+	data := filepath.Join(t.TempDir(), "data")
+	const versionJSON = tfRegistry + "/acme/alpha/1.0.0.json"
+
+	m, logs := startSealed(t, data)
+	code, stdout, stderr := runCommand("import", "--data-dir", data, "--allow-unsigned", in)
+	if code != 1 || !strings.Contains(stderr, "working through the running tfmirror's admin socket") ||
+		!strings.Contains(stderr, tfRegistry+"/acme/alpha 1.0.0 refused") || !strings.Contains(stderr, "--allow-unsigned-hosts") {
+		t.Errorf("import --allow-unsigned through a serve without the host: exit %d\n%s%s", code, stdout, stderr)
+	}
+	audit := logs.logged("admin import")
+	if len(audit) != 1 || audit[0]["refused"] != float64(1) || audit[0]["packages_imported"] != float64(0) ||
+		audit[0]["allow_unsigned"] != true || audit[0]["caller_uid"] != float64(os.Getuid()) || audit[0]["caller_pid"] != float64(os.Getpid()) {
+		t.Errorf("audit log of the refused import: %v", audit)
+	}
+	code, stdout, stderr = runCommand("import", "--data-dir", data, "--allow-unsigned", "--allow-unsigned-hosts", tfRegistry, in)
+	if code != 2 || !strings.Contains(stderr, "--allow-unsigned-hosts given, but the tfmirror serving this data directory does the import") {
+		t.Errorf("import --allow-unsigned-hosts through a serve: exit %d, want 2 and why\n%s%s", code, stdout, stderr)
+	}
+	// Nothing of it is cached: the sealed mirror's answer for what it
+	// does not have.
+	if resp, body, err := m.get(versionJSON); err != nil || resp.StatusCode != 503 {
+		t.Errorf("%s after the refused imports: %v %s, want 503", versionJSON, err, body)
+	}
+	m.stop()
+
+	m, _ = startSealed(t, data, "--allow-unsigned-hosts", tfRegistry)
+	if code, stdout, stderr := runCommand("import", "--data-dir", data, "--allow-unsigned", in); code != 0 || !strings.Contains(stdout, "imported 1 packages") {
+		t.Fatalf("import --allow-unsigned through a serve with the host: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if resp, body, err := m.get(versionJSON); err != nil || resp.StatusCode != 200 {
+		t.Errorf("%s once imported: %v %s", versionJSON, err, body)
+	}
+	m.stop()
+
+	m, logs = startSealed(t, data)
+	if w := logs.logged("withholding a version imported without signature under an allowed origin host, which would shadow the origin's provider; to serve it, name the host in --allow-unsigned-hosts"); len(w) != 1 ||
+		w[0]["provider"] != tfRegistry+"/acme/alpha" || w[0]["version"] != "1.0.0" {
+		t.Errorf("start-up log of the withheld version: %v", w)
+	}
+	for _, path := range []string{versionJSON, tfRegistry + "/acme/alpha/terraform-provider-alpha_1.0.0_linux_amd64.zip"} {
+		if resp, body, err := m.get(path); err != nil || resp.StatusCode != 404 {
+			t.Errorf("%s withheld: %v %s, want 404", path, err, body)
+		}
+	}
+	_, body, err := m.get("?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Withheld []struct {
+			Provider, Version string
+			Platforms         []string
+		}
+	}
+	if err := json.Unmarshal(body, &st); err != nil || len(st.Withheld) != 1 || st.Withheld[0].Provider != tfRegistry+"/acme/alpha" || st.Withheld[0].Version != "1.0.0" {
+		t.Errorf("status JSON withheld: %v %s", err, body)
 	}
 }

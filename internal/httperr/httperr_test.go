@@ -41,3 +41,20 @@ func TestStatusOfNoEvidence(t *testing.T) {
 		}
 	}
 }
+
+// TestStatusOfUnsignedOrigin: a withheld version (imported without
+// signature under an allowed origin) is a "does not exist", 404; the
+// refusal of such an import, on its own, 403.
+func TestStatusOfUnsignedOrigin(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("%w: %w: registry.terraform.io/acme/alpha 1.0.0 is withheld", mirror.ErrVersionNotFound, mirror.ErrUnsignedOrigin), http.StatusNotFound},
+		{fmt.Errorf("%w: registry.terraform.io is an allowed origin", mirror.ErrUnsignedOrigin), http.StatusForbidden},
+	} {
+		if got := Status(tc.err); got != tc.want {
+			t.Errorf("Status(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
