@@ -136,4 +136,3 @@ func TestDockerBuildCommand(t *testing.T) {
 		t.Errorf("tfmirror version: %v %q, want it to name %s", err, out, testVersion)
 	}
 }
-

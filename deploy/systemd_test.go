@@ -113,4 +113,3 @@ func readUnit(t *testing.T, path string) map[string][]string {
 	}
 	return out
 }
-

@@ -589,6 +589,3 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 		t.Errorf("%s: no topologySpreadConstraint over kubernetes.io/hostname selecting the pods", m.where)
 	}
 }
-
-
-
