@@ -1,11 +1,35 @@
 // Package deploy holds tfmirror's deployment assets, not code: the
-// container image (Dockerfile), Kubernetes manifests (kubernetes/, a
-// kustomize base), a systemd unit (systemd/), and a Grafana dashboard and
-// Prometheus alert rules (monitoring/).
+// container image (Dockerfile), Kubernetes manifests (kubernetes/base, a
+// kustomize base, and kubernetes/shared-store, an overlay of it), a Helm
+// chart (helm/tfmirror), a systemd unit (systemd/), and a Grafana dashboard
+// and Prometheus alert rules (monitoring/).
 //
-// Its tests check the assets against the program they deploy: every
-// TFMIRROR_* variable is a real flag of `tfmirror serve`, every metric in
-// the dashboard and alerts is one the metrics package registers, and the
-// Dockerfile's build command produces a static binary. It does not test
-// Docker, Kubernetes or Prometheus themselves.
+// Its tests check the assets with the tools' own code and against the
+// program they deploy: the chart is rendered by Helm's engine and linted by
+// Helm's linter, the kustomizations are built by kustomize's krusty, and
+// every object they render is decoded strictly (unknown fields and kinds
+// fail) into its Go API type: Kubernetes' own, the Prometheus Operator's
+// for ServiceMonitor and PrometheusRule, Gateway API's for HTTPRoute. Every
+// TFMIRROR_* variable and flag they set is a real flag of `tfmirror serve`
+// whose value it accepts (the binary is built with the Dockerfile's own
+// build command and run), every file flag points into a mounted Secret or
+// ConfigMap, and probes, ports, selectors and security contexts agree.
+// Every metric in the dashboard and alerts is one the metrics package
+// registers. It does not test Docker, Kubernetes or Prometheus themselves.
+//
+// This directory is a Go module of its own (github.com/tfmirror/tfmirror/deploy),
+// not part of the main one, because of those tools' libraries: Helm,
+// kustomize, k8s.io/api and client-go, the Prometheus Operator's and Gateway
+// API's types come with some two hundred modules. In the main module they
+// would be in its go.sum and module graph, downloaded by the Dockerfile's
+// `go mod download`, and, through minimal version selection, would raise
+// versions of libraries the tfmirror binary is built with (the Prometheus
+// client, x/net, protobuf) for the sake of a test. Here they only build
+// these tests; the binary keeps the main module's versions. The module
+// uses the main one through a replace directive (../) for the metrics
+// package. A go.work is not used: in workspace mode the main module's
+// builds would see this module's versions too.
+//
+// So `go test ./...` at the root does not run these tests: the README's
+// test command and .ci/run run `go test -race ./...` here as well.
 package deploy

@@ -1,0 +1,250 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	dataDir     = "/var/lib/tfmirror"
+	testVersion = "v0.0.0-deploytest"
+)
+
+// ---------------------------------------------------------------------------
+// The binary, built once with the Dockerfile's own build command.
+
+var (
+	binDir   string
+	binPath  string
+	buildErr error
+	built    = make(chan struct{})
+)
+
+// TestMain starts the build of the binary at once, so that it runs while
+// the tests that do not need it (rendering, linting) do.
+func TestMain(m *testing.M) {
+	var err error
+	binDir, err = os.MkdirTemp("", "tfmirror-deploy-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	go func() {
+		defer close(built)
+		binPath, buildErr = build(binDir)
+	}()
+	code := m.Run()
+	<-built // the go command writes into binDir
+	os.RemoveAll(binDir)
+	os.Exit(code)
+}
+
+// build builds ./cmd/tfmirror in dir with the go build command of the
+// Dockerfile's build stage (its environment and flags, VERSION set to
+// testVersion) and returns the binary's path.
+func build(dir string) (string, error) {
+	bin := filepath.Join(dir, "tfmirror")
+	env, args, err := dockerBuildCommand(bin)
+	if err != nil {
+		return "", err
+	}
+	cmd := exec.Command("go", args...)
+	cmd.Dir = ".." // the main module
+	// GOWORK=off: the main module's own dependency versions, whatever
+	// the environment says.
+	cmd.Env = append(os.Environ(), append(env, "GOWORK=off")...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return bin, nil
+}
+
+// binary waits for the build TestMain started and returns the binary.
+func binary(t *testing.T) string {
+	t.Helper()
+	<-built
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// dockerBuildCommand finds the RUN instruction of the Dockerfile that runs
+// go build and returns its environment assignments and go arguments, with
+// -o replaced by out and ${VERSION} by testVersion.
+func dockerBuildCommand(out string) (env, args []string, err error) {
+	df, err := parseDockerfile()
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, in := range df {
+		if in.cmd != "RUN" || !strings.Contains(in.args, "go build") {
+			continue
+		}
+		line := strings.ReplaceAll(in.args, "${VERSION}", testVersion)
+		line, _, _ = strings.Cut(line, "&&")
+		words, err := shellWords(line)
+		if err != nil {
+			return nil, nil, err
+		}
+		for len(words) > 0 && strings.Contains(words[0], "=") {
+			env = append(env, words[0])
+			words = words[1:]
+		}
+		if len(words) < 2 || words[0] != "go" || words[1] != "build" {
+			return nil, nil, fmt.Errorf("RUN %s: want [VAR=value ...] go build ...", in.args)
+		}
+		args = words[1:]
+		i := slices.Index(args, "-o")
+		if i < 0 || i+1 >= len(args) {
+			return nil, nil, fmt.Errorf("RUN %s: no -o", in.args)
+		}
+		args[i+1] = out
+		return env, args, nil
+	}
+	return nil, nil, errors.New("the Dockerfile has no RUN ... go build")
+}
+
+// shellWords splits s as sh would for plain words and double quotes.
+func shellWords(s string) ([]string, error) {
+	var words []string
+	var cur strings.Builder
+	inWord, quoted := false, false
+	for _, r := range s {
+		switch {
+		case r == '"':
+			quoted = !quoted
+			inWord = true
+		case !quoted && (r == ' ' || r == '\t' || r == '\n'):
+			if inWord {
+				words = append(words, cur.String())
+				cur.Reset()
+				inWord = false
+			}
+		default:
+			cur.WriteRune(r)
+			inWord = true
+		}
+	}
+	if quoted {
+		return nil, fmt.Errorf("unbalanced quotes in %q", s)
+	}
+	if inWord {
+		words = append(words, cur.String())
+	}
+	return words, nil
+}
+
+var (
+	flagsOnce sync.Once
+	flagNames map[string]bool
+	flagsErr  error
+)
+
+// serveFlags returns the flag names `tfmirror serve -h` lists.
+func serveFlags(t *testing.T) map[string]bool {
+	t.Helper()
+	bin := binary(t)
+	flagsOnce.Do(func() {
+		var out bytes.Buffer
+		cmd := exec.Command(bin, "serve", "-h")
+		cmd.Stdout, cmd.Stderr = &out, &out
+		if err := cmd.Run(); err != nil {
+			flagsErr = fmt.Errorf("serve -h: %v\n%s", err, out.Bytes())
+			return
+		}
+		flagNames = map[string]bool{}
+		for _, m := range regexp.MustCompile(`(?m)^  -([a-z0-9-]+)`).FindAllStringSubmatch(out.String(), -1) {
+			flagNames[m[1]] = true
+		}
+		if !flagNames["data-dir"] || !flagNames["listen"] {
+			flagsErr = fmt.Errorf("serve -h lists no --data-dir or --listen:\n%s", out.Bytes())
+		}
+	})
+	if flagsErr != nil {
+		t.Fatal(flagsErr)
+	}
+	return flagNames
+}
+
+// envFlag returns the flag a TFMIRROR_* variable sets, or "".
+func envFlag(name string) string {
+	flag, ok := strings.CutPrefix(name, "TFMIRROR_")
+	if !ok {
+		return ""
+	}
+	return strings.ReplaceAll(strings.ToLower(flag), "_", "-")
+}
+
+// argFlag returns the flag name of a command-line argument (-f, --f,
+// --f=v), or "" for a value.
+func argFlag(arg string) string {
+	name, ok := strings.CutPrefix(arg, "-")
+	if !ok || name == "" {
+		return ""
+	}
+	name = strings.TrimPrefix(name, "-")
+	name, _, _ = strings.Cut(name, "=")
+	return name
+}
+
+// checkEnv is checkServe without arguments.
+func checkEnv(t *testing.T, where string, env map[string]string) {
+	t.Helper()
+	checkServe(t, where, nil, env)
+}
+
+// checkServe fails for every TFMIRROR_* name in env and every flag in args
+// that is not a flag of `tfmirror serve`, and then has the binary parse
+// and validate the values.
+func checkServe(t *testing.T, where string, args []string, env map[string]string) {
+	t.Helper()
+	flags := serveFlags(t)
+	for name := range env {
+		if flag := envFlag(name); flag != "" && !flags[flag] {
+			t.Errorf("%s: %s is not a flag of tfmirror serve (no --%s)", where, name, flag)
+		}
+	}
+	for _, a := range args {
+		if flag := argFlag(a); flag != "" && !flags[flag] {
+			t.Errorf("%s: argument %s is not a flag of tfmirror serve", where, a)
+		}
+	}
+	// Values: the binary parses and validates the environment and
+	// arguments before it starts; a missing certificate then stops it
+	// (exit 1) before it listens. A bad value exits 2 with "tfmirror
+	// serve:". The command line wins over the environment, and later
+	// arguments over earlier ones, so paths and addresses are replaced by
+	// harmless ones (and TLS forced on, to stop there) while every other
+	// value is the deployed one.
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	tmp := t.TempDir()
+	cmdArgs := append([]string{"serve"}, args...)
+	cmdArgs = append(cmdArgs,
+		"--data-dir", tmp, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--insecure-http=false",
+		"--tls-cert", filepath.Join(tmp, "missing.pem"), "--tls-key", filepath.Join(tmp, "missing-key.pem"))
+	cmd := exec.CommandContext(ctx, binary(t), cmdArgs...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	for k, v := range env {
+		if strings.HasPrefix(k, "TFMIRROR_") {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+	}
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(string(out), "loading TLS certificate") {
+		t.Errorf("%s: the values were not accepted by tfmirror serve (%v):\n%s", where, err, out)
+	}
+}

@@ -1,0 +1,203 @@
+package deploy_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// TestHelmChart renders the chart with its default values and with each
+// values file in its ci/ directory (one per mode, as chart-testing runs
+// them), lints it as `helm lint --strict` would, and checks what it
+// renders as the kustomizations are checked, and what each mode adds.
+func TestHelmChart(t *testing.T) {
+	t.Parallel()
+	files, err := filepath.Glob(filepath.Join(chartDir, "ci", "*-values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	modes := []string{""}
+	for _, f := range files {
+		modes = append(modes, filepath.Base(f))
+	}
+	for _, want := range []string{"single-replica-values.yaml", "shared-store-values.yaml", "ingress-monitoring-values.yaml"} {
+		if !slices.Contains(modes, want) {
+			t.Errorf("no ci/%s", want)
+		}
+	}
+	for _, mode := range modes {
+		name := mode
+		if name == "" {
+			name = "defaults"
+		}
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			values := chartValues(t, mode)
+			helmLint(t, name, values)
+			m, notes := helmTemplate(t, name, values)
+			w := checkWorkload(t, m)
+			if w.kind != "Deployment" {
+				t.Fatalf("a %s, want a Deployment", w.kind)
+			}
+			if !strings.Contains(notes, "network_mirror") {
+				t.Errorf("NOTES.txt does not say how to point Terraform at the mirror:\n%s", notes)
+			}
+			// One ConfigMap, the one the pods load.
+			if len(m.configMaps) != 1 {
+				t.Errorf("%d ConfigMaps, want 1", len(m.configMaps))
+			}
+			d := m.deployments[0]
+			if len(m.claims) == 1 || w.volumes[mountAt(w.mounts, dataDir)].PersistentVolumeClaim != nil {
+				checkClaim(t, m, w)
+			} else if d.Spec.Strategy.Type == "Recreate" {
+				t.Error("the Recreate strategy without a claim: an update takes the mirror down for nothing")
+			}
+			switch mode {
+			case "":
+				// Defaults: one replica on a claim, nothing that needs a
+				// Secret, CRD or controller the cluster may not have.
+				if len(m.claims) != 1 || w.replicas != 1 {
+					t.Errorf("defaults: %d claims for %d replicas, want one replica with its claim", len(m.claims), w.replicas)
+				}
+				if len(m.ingresses)+len(m.httpRoutes)+len(m.serviceMonitors)+len(m.prometheusRules) != 0 {
+					t.Error("defaults render an Ingress, HTTPRoute, ServiceMonitor or PrometheusRule")
+				}
+				for _, v := range w.volumes {
+					if v.Secret != nil || v.ConfigMap != nil {
+						t.Errorf("defaults mount volume %s from a Secret or ConfigMap nobody created", v.Name)
+					}
+				}
+			case "single-replica-values.yaml":
+				for _, k := range []string{"TFMIRROR_TLS_CERT", "TFMIRROR_AUTH_TOKENS_FILE", "TFMIRROR_EXPORT_KEY", "TFMIRROR_TRUSTED_EXPORT_KEYS", "TFMIRROR_TRUSTED_PUBLISHER_KEYS", "HTTPS_PROXY"} {
+					if w.env[k] == "" {
+						t.Errorf("no %s", k)
+					}
+				}
+				if !slices.Contains(w.args, "--http2") {
+					t.Errorf("args %v: extraArgs --http2 missing", w.args)
+				}
+				if mountAt(w.mounts, "/etc/tfmirror/origin-credentials") == "" || w.volumes["origin-credentials"].Secret == nil {
+					t.Errorf("extraVolumes and extraVolumeMounts: origin-credentials not mounted (mounts %v)", w.mounts)
+				}
+			case "shared-store-values.yaml":
+				checkSharedStore(t, m, w)
+				if len(m.claims) != 0 {
+					t.Errorf("%d PersistentVolumeClaims: the replicas' local caches are emptyDirs", len(m.claims))
+				}
+			case "ingress-monitoring-values.yaml":
+				if len(m.ingresses) != 1 || len(m.httpRoutes) != 1 || len(m.serviceMonitors) != 1 || len(m.prometheusRules) != 1 {
+					t.Errorf("%d Ingresses, %d HTTPRoutes, %d ServiceMonitors, %d PrometheusRules; want one of each",
+						len(m.ingresses), len(m.httpRoutes), len(m.serviceMonitors), len(m.prometheusRules))
+				}
+				if w.scheme != "http" {
+					t.Error("TLS ends at the ingress and gateway: want --insecure-http and HTTP probes")
+				}
+			}
+		})
+	}
+}
+
+// checkClaim checks a single replica's cache on a claim: one replica, the
+// Recreate strategy (a ReadWriteOnce volume, and Badger's lock on the
+// directory, admit one pod at a time), a claim of the chart that requests
+// storage and is kept on uninstall.
+func checkClaim(t *testing.T, m *manifests, w *workload) {
+	t.Helper()
+	d := m.deployments[0]
+	if w.replicas != 1 || d.Spec.Strategy.Type != "Recreate" {
+		t.Errorf("a cache on a claim with %d replicas and strategy %q: want 1 replica and Recreate", w.replicas, d.Spec.Strategy.Type)
+	}
+	v := w.volumes[mountAt(w.mounts, dataDir)]
+	if v.PersistentVolumeClaim == nil || len(m.claims) != 1 || m.claims[0].Name != v.PersistentVolumeClaim.ClaimName {
+		t.Fatalf("the data volume %+v is not the chart's claim", v)
+	}
+	c := m.claims[0]
+	if !slices.Contains(c.Spec.AccessModes, corev1.ReadWriteOnce) || c.Spec.Resources.Requests.Storage().IsZero() {
+		t.Errorf("claim %s: access modes %v, storage %v: want ReadWriteOnce and a size", c.Name, c.Spec.AccessModes, c.Spec.Resources.Requests.Storage())
+	}
+	if c.Annotations["helm.sh/resource-policy"] != "keep" {
+		t.Errorf("claim %s is deleted with the release, and the cache with it", c.Name)
+	}
+	if limit := byteSize(t, w.env["TFMIRROR_CACHE_MAX_BYTES"]); limit == 0 || limit >= c.Spec.Resources.Requests.Storage().Value() {
+		t.Errorf("TFMIRROR_CACHE_MAX_BYTES=%q: want a limit below the claim's %v", w.env["TFMIRROR_CACHE_MAX_BYTES"], c.Spec.Resources.Requests.Storage())
+	}
+}
+
+// TestHelmChartRefuses renders values the chart must refuse, with the
+// reason in the error.
+func TestHelmChartRefuses(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, values, want string
+	}{
+		{"replicas without a shared store", "replicaCount: 2", "needs sharedStore.enabled"},
+		{"shared store without a URL", "sharedStore: {enabled: true}", "needs sharedStore.url"},
+		{"URL signing key without auth", "urlSigningKey: {existingSecret: k}", "needs auth.existingSecret"},
+		{"replicas with auth and no shared key", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p}\nauth: {existingSecret: a}", "urlSigningKey.existingSecret"},
+		{"trusted keys without their ConfigMap", "trustedExportKeys: {files: [a.asc]}", "needs trustedExportKeys.existingConfigMap"},
+		{"HTTPRoute without a Gateway", "httpRoute: {enabled: true}", "httpRoute.parentRefs"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var values map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			_, err := helmRender(values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one saying %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestHelmChartREADME checks that the chart's README describes every
+// value of values.yaml, by its dotted name in backquotes.
+func TestHelmChartREADME(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal(data, &values); err != nil {
+		t.Fatal(err)
+	}
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var keys []string
+	var walk func(prefix string, m map[string]any)
+	walk = func(prefix string, m map[string]any) {
+		for k, v := range m {
+			if sub, ok := v.(map[string]any); ok && len(sub) > 0 {
+				walk(prefix+k+".", sub)
+				continue
+			}
+			keys = append(keys, prefix+k)
+		}
+	}
+	walk("", values)
+	sort.Strings(keys)
+	if len(keys) < 40 {
+		t.Fatalf("only %d values found in values.yaml: %v", len(keys), keys)
+	}
+	for _, k := range keys {
+		if !strings.Contains(string(readme), "`"+k+"`") {
+			t.Errorf("README.md does not describe the value `%s`", k)
+		}
+	}
+	// And names no value that does not exist.
+	for _, m := range regexp.MustCompile("(?m)^\\| `([a-zA-Z0-9.-]+)`").FindAllStringSubmatch(string(readme), -1) {
+		if !slices.Contains(keys, m[1]) && !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, m[1]+".") }) {
+			t.Errorf("README.md describes `%s`, which values.yaml does not have", m[1])
+		}
+	}
+}

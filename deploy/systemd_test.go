@@ -1,0 +1,115 @@
+package deploy_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// ---------------------------------------------------------------------------
+// systemd
+
+func TestSystemdUnit(t *testing.T) {
+	t.Parallel()
+	unit := readUnit(t, "systemd/tfmirror.service")
+	want := map[string]string{
+		"DynamicUser":     "yes",
+		"ProtectSystem":   "strict",
+		"StateDirectory":  "tfmirror",
+		"NoNewPrivileges": "yes",
+		"PrivateTmp":      "yes",
+		"ProtectHome":     "yes",
+	}
+	for k, v := range want {
+		if !slices.Contains(unit[k], v) {
+			t.Errorf("%s=%v, want %s", k, unit[k], v)
+		}
+	}
+	if len(unit["ExecStart"]) != 1 || !strings.HasSuffix(unit["ExecStart"][0], "tfmirror serve") {
+		t.Errorf("ExecStart %v, want .../tfmirror serve", unit["ExecStart"])
+	}
+	env := map[string]string{}
+	for _, e := range unit["Environment"] {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	// The cache lives in the StateDirectory, the only writable place.
+	if env["TFMIRROR_DATA_DIR"] != "/var/lib/"+unit["StateDirectory"][0] {
+		t.Errorf("TFMIRROR_DATA_DIR=%q, want the StateDirectory /var/lib/%s", env["TFMIRROR_DATA_DIR"], unit["StateDirectory"][0])
+	}
+	stop, err := time.ParseDuration(strings.Join(unit["TimeoutStopSec"], ""))
+	if err != nil || stop <= 30*time.Second {
+		t.Errorf("TimeoutStopSec %v: want longer than the 30s shutdown timeout", unit["TimeoutStopSec"])
+	}
+	// The example environment file, commented lines included.
+	data, err := os.ReadFile("systemd/tfmirror.env")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimPrefix(strings.TrimSpace(line), "#")
+		if k, v, ok := strings.Cut(line, "="); ok && strings.HasPrefix(k, "TFMIRROR_") {
+			env[k] = v
+		}
+	}
+	checkEnv(t, "systemd unit and tfmirror.env", env)
+
+	// systemd's own parser, where installed: unknown keys or values are
+	// reported (and ignored by systemd, which would silently weaken the sandbox).
+	analyze, err := exec.LookPath("systemd-analyze")
+	if err != nil {
+		t.Log("systemd-analyze not installed; unit not verified by systemd")
+		return
+	}
+	dir := t.TempDir()
+	text, err := os.ReadFile("systemd/tfmirror.service")
+	if err != nil {
+		t.Fatal(err)
+	}
+	text = bytes.ReplaceAll(text, []byte("/usr/local/bin/tfmirror"), []byte(binary(t)))
+	path := filepath.Join(dir, "tfmirror.service")
+	if err := os.WriteFile(path, text, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, analyze, "verify", path).CombinedOutput()
+	var complaints []string
+	for _, l := range strings.Split(string(out), "\n") {
+		if strings.Contains(l, "tfmirror.service") {
+			complaints = append(complaints, l)
+		}
+	}
+	if err != nil || len(complaints) > 0 {
+		t.Errorf("systemd-analyze verify: %v\n%s", err, strings.Join(complaints, "\n"))
+	}
+}
+
+// readUnit reads a unit file's Key=Value lines (all sections).
+func readUnit(t *testing.T, path string) map[string][]string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for _, line := range strings.Split(string(data), "\n") {
+		line = strings.TrimSpace(line)
+		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Errorf("%s: line %q is not Key=Value", path, line)
+			continue
+		}
+		out[k] = append(out[k], v)
+	}
+	return out
+}

@@ -1,0 +1,591 @@
+package deploy_test
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dustin/go-humanize"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// workload is a StatefulSet or Deployment, and what checkWorkload found in
+// it.
+type workload struct {
+	kind, name string
+	replicas   int32
+	selector   *metav1.LabelSelector
+	pod        *corev1.PodTemplateSpec
+
+	container *corev1.Container
+	env       map[string]string // explicit values and the ConfigMaps' data
+	args      []string          // after "serve"
+	mounts    map[string]string // volume name -> mount path
+	volumes   map[string]corev1.Volume
+	scheme    string // of the mirror's port: https, or http with --insecure-http
+}
+
+// theWorkload returns the one Deployment or StatefulSet of m.
+func theWorkload(t *testing.T, m *manifests) *workload {
+	t.Helper()
+	if n := len(m.deployments) + len(m.statefulSets); n != 1 {
+		t.Fatalf("%s: want one Deployment or StatefulSet, have %d", m.where, n)
+	}
+	if len(m.deployments) == 1 {
+		d := m.deployments[0]
+		return &workload{kind: "Deployment", name: d.Name, replicas: ptrOr(d.Spec.Replicas, 1), selector: d.Spec.Selector, pod: &d.Spec.Template}
+	}
+	s := m.statefulSets[0]
+	return &workload{kind: "StatefulSet", name: s.Name, replicas: ptrOr(s.Spec.Replicas, 1), selector: s.Spec.Selector, pod: &s.Spec.Template}
+}
+
+func ptrOr[T any](p *T, def T) T {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+// selects reports whether sel selects set; an empty selector selects
+// nothing here.
+func selects(t *testing.T, sel *metav1.LabelSelector, set map[string]string) bool {
+	t.Helper()
+	if sel == nil || (len(sel.MatchLabels) == 0 && len(sel.MatchExpressions) == 0) {
+		return false
+	}
+	s, err := metav1.LabelSelectorAsSelector(sel)
+	if err != nil {
+		t.Errorf("selector %v: %v", sel, err)
+		return false
+	}
+	return s.Matches(labels.Set(set))
+}
+
+// checkNames checks every object's name and labels as the API server would.
+func checkNames(t *testing.T, m *manifests) {
+	t.Helper()
+	var metas, templates []metav1.ObjectMeta
+	for _, o := range m.deployments {
+		metas, templates = append(metas, o.ObjectMeta), append(templates, o.Spec.Template.ObjectMeta)
+	}
+	for _, o := range m.statefulSets {
+		metas, templates = append(metas, o.ObjectMeta), append(templates, o.Spec.Template.ObjectMeta)
+	}
+	for _, o := range m.services {
+		metas = append(metas, o.ObjectMeta)
+		if errs := validation.IsDNS1035Label(o.Name); len(errs) > 0 {
+			t.Errorf("%s: Service name %q: %v", m.where, o.Name, errs)
+		}
+	}
+	for _, o := range m.configMaps {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, o := range m.serviceAccounts {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, o := range m.claims {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, o := range m.pdbs {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, o := range m.ingresses {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, o := range m.httpRoutes {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, o := range m.serviceMonitors {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, o := range m.prometheusRules {
+		metas = append(metas, o.ObjectMeta)
+	}
+	for _, meta := range metas {
+		if errs := validation.IsDNS1123Subdomain(meta.Name); len(errs) > 0 {
+			t.Errorf("%s: name %q: %v", m.where, meta.Name, errs)
+		}
+	}
+	// Pod templates have labels but no name.
+	for _, meta := range append(metas, templates...) {
+		for k, v := range meta.Labels {
+			if errs := validation.IsQualifiedName(k); len(errs) > 0 {
+				t.Errorf("%s: %s: label key %q: %v", m.where, meta.Name, k, errs)
+			}
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Errorf("%s: %s: label %s value %q: %v", m.where, meta.Name, k, v, errs)
+			}
+		}
+	}
+}
+
+// checkWorkload checks what every rendering has in common: one workload
+// whose one container runs tfmirror serve with valid TFMIRROR_* settings
+// and flags, ports and probes as the flags say, resources, a non-root
+// security context, every file flag in a mounted Secret or ConfigMap, a
+// grace period longer than the shutdown timeout; Services that select the
+// pods and target their ports; ingresses and routes that name a Service
+// port; a ServiceMonitor selecting the one Service with the metrics port,
+// as job "tfmirror"; a PodDisruptionBudget when there is more than one
+// replica; alert rules as deploy/monitoring's.
+func checkWorkload(t *testing.T, m *manifests) *workload {
+	t.Helper()
+	checkNames(t, m)
+	w := theWorkload(t, m)
+	pod := w.pod
+	if !selects(t, w.selector, pod.Labels) {
+		t.Errorf("%s: %s selector %v does not select its pods %v", m.where, w.kind, w.selector, pod.Labels)
+	}
+	if len(pod.Spec.Containers) != 1 {
+		t.Fatalf("%s: want one container, have %d", m.where, len(pod.Spec.Containers))
+	}
+	c := &pod.Spec.Containers[0]
+	w.container = c
+
+	// Ports by name.
+	ports := map[string]int32{}
+	for _, p := range c.Ports {
+		ports[p.Name] = p.ContainerPort
+	}
+
+	// Environment: explicit values plus the ConfigMaps it loads (Secrets
+	// loaded whole hold credentials, not settings).
+	env := map[string]string{}
+	for _, e := range c.Env {
+		if _, dup := env[e.Name]; dup {
+			t.Errorf("%s: %s is set twice", m.where, e.Name)
+		}
+		if e.ValueFrom != nil && strings.HasPrefix(e.Name, "TFMIRROR_") {
+			t.Errorf("%s: %s comes from valueFrom: settings are values, secrets are files", m.where, e.Name)
+		}
+		env[e.Name] = e.Value
+	}
+	configMaps := map[string]*corev1.ConfigMap{}
+	for _, cm := range m.configMaps {
+		configMaps[cm.Name] = cm
+	}
+	for _, from := range c.EnvFrom {
+		if from.ConfigMapRef == nil {
+			continue
+		}
+		cm, ok := configMaps[from.ConfigMapRef.Name]
+		if !ok {
+			t.Errorf("%s: envFrom: no ConfigMap %q", m.where, from.ConfigMapRef.Name)
+			continue
+		}
+		for k, v := range cm.Data {
+			if _, dup := env[k]; dup {
+				t.Errorf("%s: %s is set both in the %s and ConfigMap %s", m.where, k, w.kind, cm.Name)
+			}
+			env[k] = v
+		}
+	}
+	w.env = env
+	if len(c.Command) != 0 || len(c.Args) == 0 || c.Args[0] != "serve" {
+		t.Errorf("%s: container command %v args %v, want the image's entrypoint with args [serve ...]", m.where, c.Command, c.Args)
+	} else {
+		w.args = c.Args[1:]
+	}
+	for _, a := range w.args {
+		if f := argFlag(a); f != "" && env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(f, "-", "_"))] != "" {
+			t.Errorf("%s: --%s is set both as an argument and in the environment", m.where, f)
+		}
+	}
+	checkServe(t, m.where, w.args, env)
+
+	// Plain HTTP only where asked for; the probes and ports follow.
+	w.scheme = "https"
+	if env["TFMIRROR_INSECURE_HTTP"] == "true" || slices.Contains(w.args, "--insecure-http") {
+		w.scheme = "http"
+	}
+	if ports[w.scheme] != int32(portOf(t, env["TFMIRROR_LISTEN"])) || ports["metrics"] != int32(portOf(t, env["TFMIRROR_METRICS_LISTEN"])) {
+		t.Errorf("%s: container ports %v, want %s on %s and metrics on %s as the flags say", m.where, ports, w.scheme, env["TFMIRROR_LISTEN"], env["TFMIRROR_METRICS_LISTEN"])
+	}
+	for _, probe := range []struct {
+		name, path string
+		p          *corev1.Probe
+	}{
+		{"livenessProbe", "/healthz", c.LivenessProbe},
+		{"readinessProbe", "/readyz", c.ReadinessProbe},
+		{"startupProbe", "/healthz", c.StartupProbe},
+	} {
+		if probe.p == nil || probe.p.HTTPGet == nil {
+			t.Errorf("%s: no %s", m.where, probe.name)
+			continue
+		}
+		g := probe.p.HTTPGet
+		if g.Path != probe.path || !strings.EqualFold(string(g.Scheme), w.scheme) || g.Port != intstr.FromString(w.scheme) {
+			t.Errorf("%s: %s GET %s on %v with %s, want GET %s on port %s with scheme %s", m.where, probe.name, g.Path, g.Port.String(), g.Scheme, probe.path, w.scheme, strings.ToUpper(w.scheme))
+		}
+	}
+
+	// Resources.
+	for _, r := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := c.Resources.Requests[r]; !ok {
+			t.Errorf("%s: no %s request", m.where, r)
+		}
+	}
+	if _, ok := c.Resources.Limits[corev1.ResourceMemory]; !ok {
+		t.Errorf("%s: no memory limit", m.where)
+	}
+
+	// Non-root, as the image; no service account token.
+	psc := pod.Spec.SecurityContext
+	if psc == nil || !ptrOr(psc.RunAsNonRoot, false) || ptrOr(psc.RunAsUser, 0) == 0 || psc.FSGroup == nil {
+		t.Errorf("%s: pod securityContext %+v: want runAsNonRoot, a non-zero runAsUser and an fsGroup (for the volume)", m.where, psc)
+	} else if psc.SeccompProfile == nil || psc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault {
+		t.Errorf("%s: pod seccompProfile %v, want RuntimeDefault", m.where, psc.SeccompProfile)
+	}
+	csc := c.SecurityContext
+	if csc == nil || ptrOr(csc.AllowPrivilegeEscalation, true) || !ptrOr(csc.ReadOnlyRootFilesystem, false) ||
+		csc.Capabilities == nil || !slices.Contains(csc.Capabilities.Drop, "ALL") {
+		t.Errorf("%s: container securityContext %+v: want allowPrivilegeEscalation false, readOnlyRootFilesystem true, capabilities drop ALL", m.where, csc)
+	}
+	if ptrOr(pod.Spec.AutomountServiceAccountToken, true) {
+		t.Errorf("%s: the pods get a service account token they do not use", m.where)
+	}
+
+	// Volumes: each mount has its volume and each volume is mounted; the
+	// data directory and /tmp (the root file system is read-only) are
+	// writable.
+	w.mounts = map[string]string{}
+	w.volumes = map[string]corev1.Volume{}
+	for _, v := range pod.Spec.Volumes {
+		w.volumes[v.Name] = v
+	}
+	for _, vm := range c.VolumeMounts {
+		w.mounts[vm.Name] = vm.MountPath
+		if _, ok := w.volumes[vm.Name]; !ok && !slices.ContainsFunc(claimTemplates(m), func(c corev1.PersistentVolumeClaim) bool { return c.Name == vm.Name }) {
+			t.Errorf("%s: mount %s at %s: no such volume", m.where, vm.Name, vm.MountPath)
+		}
+	}
+	for name := range w.volumes {
+		if _, ok := w.mounts[name]; !ok {
+			t.Errorf("%s: volume %s is not mounted", m.where, name)
+		}
+	}
+	if env["TFMIRROR_DATA_DIR"] != dataDir || mountAt(w.mounts, dataDir) == "" {
+		t.Errorf("%s: TFMIRROR_DATA_DIR=%q, want %s, a mounted volume", m.where, env["TFMIRROR_DATA_DIR"], dataDir)
+	}
+	if mountAt(w.mounts, "/tmp") == "" {
+		t.Errorf("%s: no volume at /tmp: the root file system is read-only", m.where)
+	}
+	checkFiles(t, m, w)
+
+	// Shutdown: the grace period outlasts --shutdown-timeout.
+	shutdown, err := time.ParseDuration(env["TFMIRROR_SHUTDOWN_TIMEOUT"])
+	if err != nil {
+		shutdown = 30 * time.Second
+	}
+	if grace := ptrOr(pod.Spec.TerminationGracePeriodSeconds, 30); time.Duration(grace)*time.Second <= shutdown {
+		t.Errorf("%s: terminationGracePeriodSeconds %d does not outlast the shutdown timeout %v", m.where, grace, shutdown)
+	}
+
+	checkServices(t, m, w, ports)
+	checkMonitoring(t, m)
+
+	// A PodDisruptionBudget with more than one replica (one alone could
+	// never be drained), covering the pods and allowing progress.
+	switch {
+	case w.replicas > 1 && len(m.pdbs) != 1:
+		t.Errorf("%s: %d replicas and %d PodDisruptionBudgets, want one", m.where, w.replicas, len(m.pdbs))
+	case w.replicas <= 1 && len(m.pdbs) != 0:
+		t.Errorf("%s: a PodDisruptionBudget for one replica blocks node drains", m.where)
+	case len(m.pdbs) == 1:
+		pdb := m.pdbs[0]
+		if !selects(t, pdb.Spec.Selector, pod.Labels) {
+			t.Errorf("%s: PodDisruptionBudget does not select the pods %v", m.where, pod.Labels)
+		}
+		if pdb.Spec.MaxUnavailable == nil || pdb.Spec.MaxUnavailable.IntValue() < 1 {
+			t.Errorf("%s: PodDisruptionBudget maxUnavailable %v: want at least 1", m.where, pdb.Spec.MaxUnavailable)
+		}
+	}
+	return w
+}
+
+func claimTemplates(m *manifests) []corev1.PersistentVolumeClaim {
+	if len(m.statefulSets) == 1 {
+		return m.statefulSets[0].Spec.VolumeClaimTemplates
+	}
+	return nil
+}
+
+// mountAt returns the name of the volume mounted at dir, or "".
+func mountAt(mounts map[string]string, dir string) string {
+	for name, p := range mounts {
+		if p == dir {
+			return name
+		}
+	}
+	return ""
+}
+
+// fileFlags are the flags whose values are files tfmirror reads, and
+// whether they hold secrets.
+var fileFlags = map[string]bool{
+	"tls-cert": false, "tls-key": true, "auth-tokens-file": true, "url-signing-key-file": true,
+	"export-key": true, "credentials-file": true, "trusted-export-keys": false, "trusted-publisher-keys": false,
+}
+
+// checkFiles checks that every file a flag names is in a mounted Secret
+// (for secrets) or ConfigMap, under a key the volume has, and that the
+// certificate and key come together.
+func checkFiles(t *testing.T, m *manifests, w *workload) {
+	t.Helper()
+	for flag, secret := range fileFlags {
+		value := w.env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))]
+		for i, a := range w.args {
+			if argFlag(a) == flag {
+				if _, v, ok := strings.Cut(a, "="); ok {
+					value = v
+				} else if i+1 < len(w.args) {
+					value = w.args[i+1]
+				}
+			}
+		}
+		if value == "" {
+			continue
+		}
+		for _, file := range strings.Split(value, ",") {
+			if flag == "trusted-publisher-keys" {
+				ns, f, ok := strings.Cut(file, "=")
+				if host, name, ok2 := strings.Cut(ns, "/"); !ok || !ok2 || host == "" || name == "" || strings.Contains(name, "/") {
+					t.Errorf("%s: --%s entry %q: want HOST/NAMESPACE=FILE", m.where, flag, file)
+					continue
+				}
+				file = f
+			}
+			vol, ok := w.volumes[mountAt(w.mounts, path.Dir(file))]
+			switch {
+			case !ok:
+				t.Errorf("%s: --%s %s is not in a mounted volume (mounts %v)", m.where, flag, file, w.mounts)
+			case secret && vol.Secret == nil:
+				t.Errorf("%s: --%s %s holds a secret and is not in a Secret's volume", m.where, flag, file)
+			case vol.Secret == nil && vol.ConfigMap == nil:
+				t.Errorf("%s: --%s %s is not in a Secret's or ConfigMap's volume", m.where, flag, file)
+			default:
+				var items []corev1.KeyToPath
+				if vol.Secret != nil {
+					items = vol.Secret.Items
+				} else {
+					items = vol.ConfigMap.Items
+				}
+				if len(items) > 0 && !slices.ContainsFunc(items, func(k corev1.KeyToPath) bool { return k.Path == path.Base(file) }) {
+					t.Errorf("%s: --%s %s: volume %s has no item at %s", m.where, flag, file, vol.Name, path.Base(file))
+				}
+			}
+		}
+	}
+	if (w.env["TFMIRROR_TLS_CERT"] == "") != (w.env["TFMIRROR_TLS_KEY"] == "") {
+		t.Errorf("%s: TFMIRROR_TLS_CERT and TFMIRROR_TLS_KEY come together", m.where)
+	}
+}
+
+// checkServices checks that the Services select the pods and target their
+// ports, and that ingresses and routes name a Service port.
+func checkServices(t *testing.T, m *manifests, w *workload, ports map[string]int32) {
+	t.Helper()
+	byName := map[string]*corev1.Service{}
+	for _, s := range m.services {
+		byName[s.Name] = s
+		if !selects(t, &metav1.LabelSelector{MatchLabels: s.Spec.Selector}, w.pod.Labels) {
+			t.Errorf("%s: Service %s selects %v, not the pods %v", m.where, s.Name, s.Spec.Selector, w.pod.Labels)
+		}
+		for _, p := range s.Spec.Ports {
+			if _, ok := ports[p.TargetPort.String()]; !ok || p.TargetPort.Type != intstr.String {
+				t.Errorf("%s: Service %s port %s targets %v, not a named container port", m.where, s.Name, p.Name, p.TargetPort.String())
+			}
+		}
+	}
+	servicePort := func(where, name string, match func(corev1.ServicePort) bool) {
+		s, ok := byName[name]
+		if !ok {
+			t.Errorf("%s: %s: no Service %q", m.where, where, name)
+			return
+		}
+		i := slices.IndexFunc(s.Spec.Ports, match)
+		if i < 0 {
+			t.Errorf("%s: %s: Service %s has no such port", m.where, where, name)
+		} else if s.Spec.Ports[i].TargetPort.String() != w.scheme {
+			t.Errorf("%s: %s: Service %s port %s is not the mirror's", m.where, where, name, s.Spec.Ports[i].Name)
+		}
+	}
+	for _, ing := range m.ingresses {
+		if len(ing.Spec.Rules) == 0 {
+			t.Errorf("%s: Ingress %s has no rules", m.where, ing.Name)
+		}
+		for _, r := range ing.Spec.Rules {
+			if r.HTTP == nil || len(r.HTTP.Paths) == 0 {
+				t.Errorf("%s: Ingress %s rule %s has no paths", m.where, ing.Name, r.Host)
+				continue
+			}
+			for _, p := range r.HTTP.Paths {
+				b := p.Backend.Service
+				if b == nil {
+					t.Errorf("%s: Ingress %s: a backend that is not a Service", m.where, ing.Name)
+					continue
+				}
+				servicePort("Ingress "+ing.Name, b.Name, func(sp corev1.ServicePort) bool {
+					return (b.Port.Name != "" && sp.Name == b.Port.Name) || (b.Port.Number != 0 && sp.Port == b.Port.Number)
+				})
+			}
+		}
+	}
+	for _, r := range m.httpRoutes {
+		if len(r.Spec.ParentRefs) == 0 || len(r.Spec.Rules) == 0 {
+			t.Errorf("%s: HTTPRoute %s needs parentRefs and rules", m.where, r.Name)
+		}
+		for _, rule := range r.Spec.Rules {
+			for _, b := range rule.BackendRefs {
+				if ptrOr(b.Kind, "Service") != "Service" || b.Port == nil {
+					t.Errorf("%s: HTTPRoute %s: backend %s is not a Service port", m.where, r.Name, b.Name)
+					continue
+				}
+				port := int32(*b.Port)
+				servicePort("HTTPRoute "+r.Name, string(b.Name), func(sp corev1.ServicePort) bool { return sp.Port == port })
+			}
+		}
+	}
+}
+
+// checkMonitoring checks the ServiceMonitor and PrometheusRule, where
+// there are: the ServiceMonitor selects exactly one Service, which has the
+// metrics port, and names the job "tfmirror" as the alerts expect; the
+// rules are deploy/monitoring/alerts.yaml's.
+func checkMonitoring(t *testing.T, m *manifests) {
+	t.Helper()
+	if len(m.serviceMonitors) > 1 || len(m.prometheusRules) > 1 {
+		t.Errorf("%s: %d ServiceMonitors and %d PrometheusRules, want at most one of each", m.where, len(m.serviceMonitors), len(m.prometheusRules))
+	}
+	for _, sm := range m.serviceMonitors {
+		if len(sm.Spec.Endpoints) != 1 || sm.Spec.Endpoints[0].Port != "metrics" || sm.Spec.Endpoints[0].Path != "/metrics" {
+			t.Errorf("%s: ServiceMonitor endpoints %+v, want /metrics on port metrics", m.where, sm.Spec.Endpoints)
+		}
+		var selected []*corev1.Service
+		for _, s := range m.services {
+			if selects(t, &sm.Spec.Selector, s.Labels) {
+				selected = append(selected, s)
+			}
+		}
+		if len(selected) != 1 {
+			t.Errorf("%s: ServiceMonitor selects %d Services, want 1", m.where, len(selected))
+			continue
+		}
+		s := selected[0]
+		if !slices.ContainsFunc(s.Spec.Ports, func(p corev1.ServicePort) bool { return p.Name == "metrics" }) {
+			t.Errorf("%s: ServiceMonitor selects Service %s, which has no metrics port", m.where, s.Name)
+		}
+		// The Prometheus Operator names the job after the Service, or
+		// after the Service's label that jobLabel names.
+		job := s.Name
+		if sm.Spec.JobLabel != "" {
+			job = s.Labels[sm.Spec.JobLabel]
+		}
+		if job != "tfmirror" {
+			t.Errorf("%s: the scrape job is %q, want tfmirror as the alert rules say", m.where, job)
+		}
+	}
+	for _, pr := range m.prometheusRules {
+		checkRuleGroups(t, m.where+": PrometheusRule "+pr.Name, pr.Spec.Groups)
+	}
+}
+
+// byteSize parses a TFMIRROR_* size as the flags do.
+func byteSize(t *testing.T, s string) int64 {
+	t.Helper()
+	n, err := humanize.ParseBytes(s)
+	if err != nil {
+		t.Errorf("size %q: %v", s, err)
+	}
+	return int64(n)
+}
+
+func portOf(t *testing.T, addr string) int {
+	t.Helper()
+	var port int
+	_, p, _ := strings.Cut(addr, ":")
+	if _, err := fmt.Sscan(p, &port); err != nil {
+		t.Errorf("address %q: no port", addr)
+	}
+	return port
+}
+
+// quantity is q in bytes.
+func quantity(q resource.Quantity) int64 { return q.Value() }
+
+// checkSharedStore checks a workload of replicas sharing a bucket: a
+// Deployment of at least three replicas rolling with none down, a local
+// cache in an emptyDir that the cache's limits fit, the shared store
+// configured, the URL signing key and client tokens from Secrets, bucket
+// credentials from an annotated ServiceAccount or a Secret, spread over
+// nodes.
+func checkSharedStore(t *testing.T, m *manifests, w *workload) {
+	t.Helper()
+	if w.kind != "Deployment" {
+		t.Fatalf("%s: a %s, want a Deployment", m.where, w.kind)
+	}
+	d := m.deployments[0]
+	if w.replicas < 3 {
+		t.Errorf("%s: replicas %d, want at least 3 sharing the bucket", m.where, w.replicas)
+	}
+	if ru := d.Spec.Strategy.RollingUpdate; d.Spec.Strategy.Type != "RollingUpdate" || ru == nil || ru.MaxUnavailable == nil || ru.MaxUnavailable.IntValue() != 0 {
+		t.Errorf("%s: strategy %+v: rolling updates may take replicas down before new ones are ready: want maxUnavailable 0", m.where, d.Spec.Strategy)
+	}
+	if !strings.HasPrefix(w.env["TFMIRROR_SHARED_STORE"], "s3://") {
+		t.Errorf("%s: TFMIRROR_SHARED_STORE=%q, want an s3:// URL", m.where, w.env["TFMIRROR_SHARED_STORE"])
+	}
+
+	// The local cache: an emptyDir at the data dir, with a size limit that
+	// the archives' limit leaves a quarter of for Badger's own files, and
+	// room for it requested from the node.
+	data := w.volumes[mountAt(w.mounts, dataDir)]
+	if data.EmptyDir == nil || data.EmptyDir.SizeLimit == nil {
+		t.Fatalf("%s: the data dir is not an emptyDir with a sizeLimit: volume %+v", m.where, data)
+	}
+	sizeLimit := quantity(*data.EmptyDir.SizeLimit)
+	if cacheMax := byteSize(t, w.env["TFMIRROR_CACHE_MAX_BYTES"]); cacheMax == 0 || cacheMax > sizeLimit/4*3 {
+		t.Errorf("%s: TFMIRROR_CACHE_MAX_BYTES=%q: want a limit of at most 3/4 of the emptyDir's sizeLimit %d", m.where, w.env["TFMIRROR_CACHE_MAX_BYTES"], sizeLimit)
+	}
+	if reserve, ok := w.env["TFMIRROR_DISK_RESERVE"]; !ok || byteSize(t, reserve) == 0 {
+		t.Errorf("%s: TFMIRROR_DISK_RESERVE=%q: the emptyDir shares the node's disk, want an explicit reserve", m.where, reserve)
+	}
+	if req := quantity(w.container.Resources.Requests[corev1.ResourceEphemeralStorage]); req < sizeLimit {
+		t.Errorf("%s: ephemeral-storage request %d is less than the cache's sizeLimit %d", m.where, req, sizeLimit)
+	}
+
+	// One URL signing key for all replicas, from a Secret, with the
+	// client tokens it comes with.
+	for _, k := range []string{"TFMIRROR_URL_SIGNING_KEY_FILE", "TFMIRROR_AUTH_TOKENS_FILE"} {
+		if w.env[k] == "" {
+			t.Errorf("%s: no %s: every replica must sign archive URLs with one key", m.where, k)
+		}
+	}
+
+	// Bucket credentials: a ServiceAccount annotated for IRSA, and a
+	// Secret for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY.
+	sa := w.pod.Spec.ServiceAccountName
+	i := slices.IndexFunc(m.serviceAccounts, func(o *corev1.ServiceAccount) bool { return o.Name == sa })
+	if i < 0 {
+		t.Errorf("%s: serviceAccountName %q is not a ServiceAccount rendered here", m.where, sa)
+	} else if arn := m.serviceAccounts[i].Annotations["eks.amazonaws.com/role-arn"]; !strings.HasPrefix(arn, "arn:aws:iam::") {
+		t.Errorf("%s: ServiceAccount %s: eks.amazonaws.com/role-arn %q, want an IAM role ARN", m.where, sa, arn)
+	}
+	if !slices.ContainsFunc(w.container.EnvFrom, func(e corev1.EnvFromSource) bool { return e.SecretRef != nil && e.SecretRef.Name != "" }) {
+		t.Errorf("%s: no envFrom Secret for AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY", m.where)
+	}
+
+	// Spread over nodes.
+	if !slices.ContainsFunc(w.pod.Spec.TopologySpreadConstraints, func(c corev1.TopologySpreadConstraint) bool {
+		return c.TopologyKey == "kubernetes.io/hostname" && selects(t, c.LabelSelector, w.pod.Labels)
+	}) {
+		t.Errorf("%s: no topologySpreadConstraint over kubernetes.io/hostname selecting the pods", m.where)
+	}
+}
