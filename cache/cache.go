@@ -15,8 +15,9 @@
 // Only Commit makes a blob visible: it checks the digest, writes the last
 // chunk, syncs, and then writes the commit record, last. A crash at any
 // point therefore leaves either a complete blob or unreferenced chunks,
-// which CleanOrphans removes (it runs at Open). Partial archives are never
-// returned by OpenBlob.
+// which CleanOrphans removes (it runs soon after Open, in the background,
+// once the archives are counted). Partial archives are never returned by
+// OpenBlob.
 //
 // Badger writes through memory-mapped files, where a full disk is not an
 // error but SIGBUS. So the store writes only while the file system has
@@ -136,6 +137,7 @@ type Store struct {
 	drained  chan struct{}   // closed when active empties while closing
 	archives int
 	bytes    int64
+	count    counting // of the archives, after the database opened
 
 	// unstaged is the memory held by writers for chunks that could not
 	// be stored, at most maxUnstaged.
@@ -313,11 +315,8 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 		}
 		s.db = db
-		if err := s.recount(); err != nil {
-			db.Close()
-			return nil, err
-		}
-		s.afterWritableOpen()
+		// Counted beside the requests; cleaning up and trimming follow.
+		s.startCount(db.NewTransaction(false), s.afterWritableOpen)
 	} else {
 		s.openReadOnly()
 	}

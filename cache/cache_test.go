@@ -25,6 +25,7 @@ func openTest(t *testing.T, dir string) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.waitCount()
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -371,6 +372,7 @@ func TestRestartAndOrphanCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
+	s2.waitCount() // the clean-up follows the count, in the background
 	if n, total := s2.Stats(); n != 1 || total != int64(len(kept)) {
 		t.Errorf("Stats after restart = %d, %d", n, total)
 	}

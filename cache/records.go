@@ -178,7 +178,10 @@ func (s *Store) readChunk(stage string, idx int, off int, p []byte) (int, error)
 }
 
 // Stats returns the number of committed archives and their total size.
+// Right after Open, while the archives are counted, it waits for the
+// count.
 func (s *Store) Stats() (archives int, bytes int64) {
+	s.counted()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.archives, s.bytes
@@ -206,20 +209,3 @@ func (s *Store) Blobs(fn func(BlobInfo) error) error {
 	return err
 }
 
-func (s *Store) recount() error {
-	var n int
-	var total int64
-	err := s.Blobs(func(b BlobInfo) error {
-		n++
-		total += b.Size
-		s.lru.add(b.SHA256, b.Created)
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("cache: counting archives: %w", err)
-	}
-	s.mu.Lock()
-	s.archives, s.bytes = n, total
-	s.mu.Unlock()
-	return nil
-}
