@@ -158,8 +158,13 @@ type Store struct {
 	db       *badger.DB // nil: not open (disk full at start-up and not readable)
 	readOnly bool       // db was opened read-only (disk full at start-up)
 
-	space     space
-	gcKick    chan struct{} // asks RunGC for a round now
+	space  space
+	gcKick chan struct{} // asks RunGC for a round now
+	// deletes counts the deletions of archive chunks since RunGC last
+	// settled them (gc.go); writeMu is held for reading by every write of
+	// the store, and for writing while RunGC has Badger refuse writes.
+	deletes   atomic.Int64
+	writeMu   sync.RWMutex
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 

@@ -208,4 +208,3 @@ func (s *Store) Blobs(fn func(BlobInfo) error) error {
 	}
 	return err
 }
-
