@@ -284,10 +284,11 @@ func Open(opts Options) (*Store, error) {
 		WithNumMemtables(numMemtables).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
-		WithBlockCacheSize(16 << 20).
+		WithBlockCacheSize(blockCacheSize).
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(valueLogFileSize).
 		WithValueThreshold(valueThreshold).
+		WithBaseTableSize(baseTableSize).
 		WithNumCompactors(2).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
