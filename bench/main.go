@@ -50,6 +50,10 @@ type config struct {
 	MirrorEnv     string
 	Only          string
 	KeepTemp      bool
+	GrowthSizes   string
+	DiskLimitMiB  int
+	Fixture       int
+	FixtureDir    string
 }
 
 func parseFlags() config {
@@ -77,6 +81,10 @@ func parseFlags() config {
 	flag.StringVar(&c.Out, "out", "", "also write the results as Markdown to this file")
 	flag.StringVar(&c.Only, "only", "", "comma-separated figures to run (e.g. 1,2); default all")
 	flag.BoolVar(&c.KeepTemp, "keep-temp", false, "keep the temporary directory (logs, nginx configuration) for inspection")
+	flag.StringVar(&c.GrowthSizes, "growth-sizes", "1000,10000,100000", "cache sizes of figure 8, in tiny in-house packages (a cache of 10 is measured too, as the reference)")
+	flag.IntVar(&c.DiskLimitMiB, "disk-limit-mib", 64, "--cache-max-bytes of figure 9, in MiB; twice as much is pulled through")
+	flag.IntVar(&c.Fixture, "write-fixture", 0, "only write this many in-house packages (figure 8's fixture) into the data directory -fixture-dir, and exit")
+	flag.StringVar(&c.FixtureDir, "fixture-dir", "", "data directory for -write-fixture")
 	flag.Parse()
 	c.Rounds = max(c.Rounds, 1)
 	c.JSONRounds = max(c.JSONRounds, 1)
@@ -87,6 +95,16 @@ func main() {
 	cfg := parseFlags()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Fixture > 0 {
+		start := time.Now()
+		n, err := writeFixture(ctx, cfg.FixtureDir, cfg.Fixture)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote %d providers (%d packages) in %s\n", n, n*fixtureVersions*len(fixturePlatforms), time.Since(start).Round(time.Millisecond))
+		return
+	}
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		stop()
