@@ -2,8 +2,10 @@
 // a table of ratios: warm archive throughput and warm JSON against nginx
 // serving the same files as a static mirror, cold fan-out and cold time to
 // first byte against the fake origin, peak memory, `terraform init`
-// through the mirror against installing directly from the origin, and
-// origin downloads of three replicas with and without a shared store.
+// through the mirror against installing directly from the origin, origin
+// downloads of three replicas with and without a shared store, what
+// start-up, memory and the status page cost as the cache grows to 100,000
+// packages, and whether the disk follows the cache after evictions.
 //
 //	go run ./bench            (see BENCHMARKS.md; -h lists the flags)
 //
