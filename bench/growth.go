@@ -128,7 +128,7 @@ func (e *env) growthAt(ctx context.Context, n int) (growthResult, error) {
 	progress("  started in %s", r.start.Round(time.Millisecond))
 	// Whatever start-up left to the background (cleaning up, trimming
 	// to the limit) is given time to finish before memory is read.
-	if err := sleep(ctx, 2*time.Second); err != nil {
+	if err := sleep(ctx, 5*time.Second); err != nil {
 		return r, err
 	}
 	if r.memStart, err = memStatus(m.pid()); err != nil {
