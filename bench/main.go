@@ -54,6 +54,9 @@ type config struct {
 	KeepTemp      bool
 	GrowthSizes   string
 	DiskLimitMiB  int
+	SoakClients   int
+	SoakLimitMiB  int
+	SoakDuration  time.Duration
 	Fixture       int
 	FixtureDir    string
 }
@@ -85,6 +88,9 @@ func parseFlags() config {
 	flag.BoolVar(&c.KeepTemp, "keep-temp", false, "keep the temporary directory (logs, nginx configuration) for inspection")
 	flag.StringVar(&c.GrowthSizes, "growth-sizes", "1000,10000,100000", "cache sizes of figure 8, in tiny in-house packages (a cache of 10 is measured too, as the reference)")
 	flag.IntVar(&c.DiskLimitMiB, "disk-limit-mib", 64, "--cache-max-bytes of figure 9, in MiB; twice as much is pulled through")
+	flag.IntVar(&c.SoakClients, "soak-clients", 6, "clients of the soak (figure 10)")
+	flag.IntVar(&c.SoakLimitMiB, "soak-limit-mib", 200, "--cache-max-bytes of the soak (figure 10), in MiB; the working set is twice that")
+	flag.DurationVar(&c.SoakDuration, "soak-duration", 10*time.Minute, "how long the soak (figure 10) runs")
 	flag.IntVar(&c.Fixture, "write-fixture", 0, "only write this many in-house packages (figure 8's fixture) into the data directory -fixture-dir, and exit")
 	flag.StringVar(&c.FixtureDir, "fixture-dir", "", "data directory for -write-fixture")
 	flag.Parse()

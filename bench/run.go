@@ -154,7 +154,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		n int
 		f func(context.Context) error
 	}{{1, e.warmThroughput}, {2, e.warmJSON}, {3, e.coldFanOut}, {4, e.coldTTFB}, {5, e.memory}, {6, e.terraformInit}, {7, e.sharedTier},
-		{8, e.growth}, {9, e.diskUse}}
+		{8, e.growth}, {9, e.diskUse}, {10, e.soak}}
 	for _, fig := range figures {
 		if !e.want(fig.n) {
 			continue
