@@ -322,7 +322,7 @@ func Open(opts Options) (*Store, error) {
 		}
 		s.db = db
 		// Counted beside the requests; cleaning up and trimming follow.
-		s.startCount(db.NewTransaction(false), s.afterWritableOpen)
+		s.startCount(db.NewTransaction(false), false, s.afterWritableOpen)
 	} else {
 		s.openReadOnly()
 	}

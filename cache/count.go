@@ -39,17 +39,22 @@ type countedRecord struct {
 // the read transaction snap sees, adds them to the counters (which hold
 // only what was committed and deleted since snap was taken) and to the
 // LRU, and then runs then (nil: nothing), unless the store is closing.
+// With reset, the counters start from zero (a database reopened): Stats
+// never sees them zeroed before the count is done.
 // The counters are right once the count is done: an archive committed
 // after snap is counted by its Commit and not seen by snap, one deleted
 // after snap is subtracted by DeleteBlob and counted here. Hence snap must
 // be taken before any Commit or DeleteBlob can change the counters (while
 // Open runs, or under dbmu's write lock). Close and Shutdown stop the
 // count and wait for it.
-func (s *Store) startCount(snap *badger.Txn, then func()) {
+func (s *Store) startCount(snap *badger.Txn, reset bool, then func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := counting{done: make(chan struct{}), stop: cancel, exited: make(chan struct{})}
 	s.mu.Lock()
 	s.count = c
+	if reset {
+		s.archives, s.bytes = 0, 0
+	}
 	s.mu.Unlock()
 	go func() {
 		defer close(c.exited)

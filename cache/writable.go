@@ -77,14 +77,10 @@ func (s *Store) reopenWritable() {
 	// Counted again from nothing: nothing was committed or deleted while
 	// the database was read-only or missing, nor can be before the lock
 	// is released.
-	s.mu.Lock()
-	s.archives, s.bytes = 0, 0
-	s.mu.Unlock()
-	snap := db.NewTransaction(false)
+	s.startCount(db.NewTransaction(false), true, s.afterWritableOpen)
 	s.dbmu.Unlock()
 	s.stats.Clear() // absences seen without the database
 	s.log.Info("cache opened read-write: there is room again", "dir", s.space.dir)
-	s.startCount(snap, s.afterWritableOpen)
 }
 
 // openReadOnlyLocked retries the read-only database after a failed
