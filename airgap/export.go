@@ -174,14 +174,27 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 	}
 	files := newExportFiles(out, key)
 	var selected []mirror.CachedVersion
-	err := engine.ListCached(func(cv mirror.CachedVersion) error {
+	collect := func(cv mirror.CachedVersion) error {
 		if sel.wants(cv) {
 			selected = append(selected, cv)
 		}
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("listing the cache: %w", err)
+	}
+	// Named providers are listed each on its own, so that exporting one
+	// costs what it holds, not what the whole cache does.
+	prefixes := []string{""}
+	if len(sel.Providers) > 0 {
+		prefixes = nil
+		for _, p := range sel.Providers {
+			if pre := p.String() + "/"; !slices.Contains(prefixes, pre) {
+				prefixes = append(prefixes, pre)
+			}
+		}
+	}
+	for _, pre := range prefixes {
+		if err := engine.ListCachedAfter(pre, "", collect); err != nil {
+			return fmt.Errorf("listing the cache: %w", err)
+		}
 	}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {

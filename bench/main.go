@@ -2,8 +2,10 @@
 // a table of ratios: warm archive throughput and warm JSON against nginx
 // serving the same files as a static mirror, cold fan-out and cold time to
 // first byte against the fake origin, peak memory, `terraform init`
-// through the mirror against installing directly from the origin, and
-// origin downloads of three replicas with and without a shared store.
+// through the mirror against installing directly from the origin, origin
+// downloads of three replicas with and without a shared store, what
+// start-up, memory and the status page cost as the cache grows to 100,000
+// packages, and whether the disk follows the cache after evictions.
 //
 //	go run ./bench            (see BENCHMARKS.md; -h lists the flags)
 //
@@ -50,6 +52,13 @@ type config struct {
 	MirrorEnv     string
 	Only          string
 	KeepTemp      bool
+	GrowthSizes   string
+	DiskLimitMiB  int
+	SoakClients   int
+	SoakLimitMiB  int
+	SoakDuration  time.Duration
+	Fixture       int
+	FixtureDir    string
 }
 
 func parseFlags() config {
@@ -77,6 +86,13 @@ func parseFlags() config {
 	flag.StringVar(&c.Out, "out", "", "also write the results as Markdown to this file")
 	flag.StringVar(&c.Only, "only", "", "comma-separated figures to run (e.g. 1,2); default all")
 	flag.BoolVar(&c.KeepTemp, "keep-temp", false, "keep the temporary directory (logs, nginx configuration) for inspection")
+	flag.StringVar(&c.GrowthSizes, "growth-sizes", "1000,10000,100000", "cache sizes of figure 8, in tiny in-house packages (a cache of 10 is measured too, as the reference)")
+	flag.IntVar(&c.DiskLimitMiB, "disk-limit-mib", 64, "--cache-max-bytes of figure 9, in MiB; twice as much is pulled through")
+	flag.IntVar(&c.SoakClients, "soak-clients", 6, "clients of the soak (figure 10)")
+	flag.IntVar(&c.SoakLimitMiB, "soak-limit-mib", 200, "--cache-max-bytes of the soak (figure 10), in MiB; the working set is twice that")
+	flag.DurationVar(&c.SoakDuration, "soak-duration", 10*time.Minute, "how long the soak (figure 10) runs")
+	flag.IntVar(&c.Fixture, "write-fixture", 0, "only write this many in-house packages (figure 8's fixture) into the data directory -fixture-dir, and exit")
+	flag.StringVar(&c.FixtureDir, "fixture-dir", "", "data directory for -write-fixture")
 	flag.Parse()
 	c.Rounds = max(c.Rounds, 1)
 	c.JSONRounds = max(c.JSONRounds, 1)
@@ -87,6 +103,16 @@ func main() {
 	cfg := parseFlags()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	if cfg.Fixture > 0 {
+		start := time.Now()
+		n, err := writeFixture(ctx, cfg.FixtureDir, cfg.Fixture)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "bench:", err)
+			os.Exit(1)
+		}
+		fmt.Printf("wrote %d providers (%d packages) in %s\n", n, n*fixtureVersions*len(fixturePlatforms), time.Since(start).Round(time.Millisecond))
+		return
+	}
 	if err := run(ctx, cfg); err != nil {
 		fmt.Fprintln(os.Stderr, "bench:", err)
 		stop()

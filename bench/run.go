@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -34,6 +35,7 @@ type env struct {
 	dir    string
 	pool   *x509.CertPool // trusts the mirror and nginx
 	caFile string
+	tls    certs.Files
 	// staticRoot is nginx's document root: the static mirror of figures
 	// 1 and 2 and the `terraform providers mirror` output of figure 6.
 	staticRoot string
@@ -138,81 +140,21 @@ func run(ctx context.Context, cfg config) (err error) {
 	e.pool = x509.NewCertPool()
 	e.pool.AppendCertsFromPEM(pem)
 
-	progress("starting fake origins")
-	if e.big, err = fakeorigin.Start(fakeorigin.Options{ArchiveSize: int64(cfg.ArchiveMiB) << 20}); err != nil {
-		return err
-	}
-	defer e.big.Close()
-	var bigVersions []string
-	for _, v := range []string{warmVersion, "2.0.0", "2.1.0", "4.0.0", sharedVersion, localVersion} {
-		bigVersions = append(bigVersions, v)
-	}
-	for i := range cfg.TTFBSamples {
-		bigVersions = append(bigVersions, fmt.Sprintf("3.0.%d", i))
-	}
-	e.big.AddProvider(bigNS, bigType, bigVersions, []string{platform})
-
-	if e.json, err = fakeorigin.Start(fakeorigin.Options{}); err != nil {
-		return err
-	}
-	defer e.json.Close()
-	e.json.AddProvider(jsonNS, jsonType, fakeorigin.BenchVersions(), fakeorigin.BenchPlatforms)
-
-	if e.tf, err = fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfHost}, ArchiveSize: int64(cfg.TFArchive) << 20}); err != nil {
-		return err
-	}
-	defer e.tf.Close()
-	var tfVersions []string
-	for i := range cfg.TFRuns {
-		tfVersions = append(tfVersions, fmt.Sprintf("1.0.%d", i))
-	}
-	for i := range cfg.TFProviders {
-		e.tf.AddProvider(tfNS, fmt.Sprintf("tfp%d", i), tfVersions, []string{tfPlatform()})
-	}
-	proxy, err := startConnectProxy(map[string]string{tfHost + ":443": e.tf.Addr})
-	if err != nil {
-		return err
-	}
-	defer proxy.Close()
-
-	originCAs := filepath.Join(dir, "origin-cas.pem")
-	if err := os.WriteFile(originCAs, append(append(append([]byte{}, e.big.CACertPEM...), e.json.CACertPEM...), e.tf.CACertPEM...), 0o644); err != nil {
-		return err
-	}
-
-	progress("starting tfmirror")
+	e.tls = tlsFiles
 	e.bin = bin
-	e.mirrorArgs = []string{
-		"--data-dir", filepath.Join(dir, "data"),
-		"--tls-cert", tlsFiles.Cert, "--tls-key", tlsFiles.Key,
-		"--allowed-origins", strings.Join([]string{e.big.Addr, e.json.Addr, tfHost}, ","),
-		"--allow-private-origins",
-	}
-	e.mirrorEnv = []string{"SSL_CERT_FILE=" + originCAs, "HTTPS_PROXY=" + proxy.URL(), "https_proxy=", "NO_PROXY=", "no_proxy="}
-	for _, kv := range strings.Split(cfg.MirrorEnv, ",") {
-		if kv = strings.TrimSpace(kv); kv != "" {
-			if !strings.Contains(kv, "=") {
-				return fmt.Errorf("-mirror-env: %q is not KEY=VALUE", kv)
-			}
-			e.mirrorEnv = append(e.mirrorEnv, kv)
-		}
-	}
-	if err := e.startMirror(ctx); err != nil {
-		return err
-	}
-	defer func() { e.mirror.stop(syscall.SIGTERM, 10*time.Second) }()
-
-	if e.want(1) || e.want(2) || e.want(3) || e.want(6) {
-		if err := e.startReference(ctx); err != nil {
+	if cfg.wantAny(1, 2, 3, 4, 5, 6, 7) {
+		stopMain, err := e.setupMain(ctx)
+		if err != nil {
 			return err
 		}
-		defer e.nginx.stop(syscall.SIGTERM, 10*time.Second)
+		defer stopMain()
 	}
 
 	figures := []struct {
 		n int
 		f func(context.Context) error
-	}{{1, e.warmThroughput}, {2, e.warmJSON}, {3, e.coldFanOut}, {4, e.coldTTFB}, {5, e.memory}, {6, e.terraformInit}, {7, e.sharedTier}}
+	}{{1, e.warmThroughput}, {2, e.warmJSON}, {3, e.coldFanOut}, {4, e.coldTTFB}, {5, e.memory}, {6, e.terraformInit}, {7, e.sharedTier},
+		{8, e.growth}, {9, e.diskUse}, {10, e.soak}}
 	for _, fig := range figures {
 		if !e.want(fig.n) {
 			continue
@@ -240,6 +182,98 @@ func run(ctx context.Context, cfg config) (err error) {
 		}
 	}
 	return nil
+}
+
+// setupMain starts what figures 1 to 7 share: the fake origins, a CONNECT
+// proxy, tfmirror and, for figures 1, 2, 3 and 6, nginx; stop stops them.
+func (e *env) setupMain(ctx context.Context) (stop func(), err error) {
+	var stops []func()
+	stop = func() {
+		for i := len(stops) - 1; i >= 0; i-- {
+			stops[i]()
+		}
+	}
+	defer func() {
+		if err != nil {
+			stop()
+		}
+	}()
+	progress("starting fake origins")
+	if e.big, err = fakeorigin.Start(fakeorigin.Options{ArchiveSize: int64(e.cfg.ArchiveMiB) << 20}); err != nil {
+		return stop, err
+	}
+	stops = append(stops, e.big.Close)
+	var bigVersions []string
+	for _, v := range []string{warmVersion, "2.0.0", "2.1.0", "4.0.0", sharedVersion, localVersion} {
+		bigVersions = append(bigVersions, v)
+	}
+	for i := range e.cfg.TTFBSamples {
+		bigVersions = append(bigVersions, fmt.Sprintf("3.0.%d", i))
+	}
+	e.big.AddProvider(bigNS, bigType, bigVersions, []string{platform})
+
+	if e.json, err = fakeorigin.Start(fakeorigin.Options{}); err != nil {
+		return stop, err
+	}
+	stops = append(stops, e.json.Close)
+	e.json.AddProvider(jsonNS, jsonType, fakeorigin.BenchVersions(), fakeorigin.BenchPlatforms)
+
+	if e.tf, err = fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfHost}, ArchiveSize: int64(e.cfg.TFArchive) << 20}); err != nil {
+		return stop, err
+	}
+	stops = append(stops, e.tf.Close)
+	var tfVersions []string
+	for i := range e.cfg.TFRuns {
+		tfVersions = append(tfVersions, fmt.Sprintf("1.0.%d", i))
+	}
+	for i := range e.cfg.TFProviders {
+		e.tf.AddProvider(tfNS, fmt.Sprintf("tfp%d", i), tfVersions, []string{tfPlatform()})
+	}
+	proxy, err := startConnectProxy(map[string]string{tfHost + ":443": e.tf.Addr})
+	if err != nil {
+		return stop, err
+	}
+	stops = append(stops, proxy.Close)
+
+	originCAs := filepath.Join(e.dir, "origin-cas.pem")
+	if err := os.WriteFile(originCAs, append(append(append([]byte{}, e.big.CACertPEM...), e.json.CACertPEM...), e.tf.CACertPEM...), 0o644); err != nil {
+		return stop, err
+	}
+
+	progress("starting tfmirror")
+	e.mirrorArgs = []string{
+		"--data-dir", filepath.Join(e.dir, "data"),
+		"--tls-cert", e.tls.Cert, "--tls-key", e.tls.Key,
+		"--allowed-origins", strings.Join([]string{e.big.Addr, e.json.Addr, tfHost}, ","),
+		"--allow-private-origins",
+	}
+	e.mirrorEnv = []string{"SSL_CERT_FILE=" + originCAs, "HTTPS_PROXY=" + proxy.URL(), "https_proxy=", "NO_PROXY=", "no_proxy="}
+	for _, kv := range strings.Split(e.cfg.MirrorEnv, ",") {
+		if kv = strings.TrimSpace(kv); kv != "" {
+			if !strings.Contains(kv, "=") {
+				return stop, fmt.Errorf("-mirror-env: %q is not KEY=VALUE", kv)
+			}
+			e.mirrorEnv = append(e.mirrorEnv, kv)
+		}
+	}
+	if err := e.startMirror(ctx); err != nil {
+		return stop, err
+	}
+	stops = append(stops, func() { e.mirror.stop(syscall.SIGTERM, 10*time.Second) })
+
+	if e.cfg.wantAny(1, 2, 3, 6) {
+		if err := e.startReference(ctx); err != nil {
+			return stop, err
+		}
+		stops = append(stops, func() { e.nginx.stop(syscall.SIGTERM, 10*time.Second) })
+	}
+
+	return stop, nil
+}
+
+// wantAny reports whether -only selects any of figs.
+func (c config) wantAny(figs ...int) bool {
+	return slices.ContainsFunc(figs, c.want)
 }
 
 // startReference warms the mirror with the files figures 1 and 2 serve,

@@ -15,8 +15,9 @@
 // Only Commit makes a blob visible: it checks the digest, writes the last
 // chunk, syncs, and then writes the commit record, last. A crash at any
 // point therefore leaves either a complete blob or unreferenced chunks,
-// which cleanOrphans removes (it runs at Open). Partial archives are never
-// returned by OpenBlob.
+// which cleanOrphans removes (it runs soon after Open, in the background,
+// once the archives are counted). Partial archives are never returned by
+// OpenBlob.
 //
 // Badger writes through memory-mapped files, where a full disk is not an
 // error but SIGBUS. So the store writes only while the file system has
@@ -142,6 +143,7 @@ type Store struct {
 	drained  chan struct{}   // closed when active empties while closing
 	archives int
 	bytes    int64
+	count    counting // of the archives, after the database opened
 
 	// unstaged is the memory held by writers for chunks that could not
 	// be stored, at most maxUnstaged.
@@ -162,8 +164,13 @@ type Store struct {
 	db       *badger.DB // nil: not open (disk full at start-up and not readable)
 	readOnly bool       // db was opened read-only (disk full at start-up)
 
-	space     space
-	gcKick    chan struct{} // asks RunGC for a round now
+	space  space
+	gcKick chan struct{} // asks RunGC for a round now
+	// deletes counts the deletions of archive chunks since RunGC last
+	// settled them (gc.go); writeMu is held for reading by every write of
+	// the store, and for writing while RunGC has Badger refuse writes.
+	deletes   atomic.Int64
+	writeMu   sync.RWMutex
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 
@@ -215,8 +222,8 @@ type testHooks struct {
 	// pingWrite is called by Ping before its probe writes; an error it
 	// returns is the write's.
 	pingWrite func() error
-	// recounted is called by recount after it read the commit records
-	// and before it sets the counters; dbWaits when a database access
+	// recounted is called by a count after it read the commit records
+	// and before it adds them to the counters; dbWaits when a database access
 	// must wait for the database to be reopened.
 	recounted, dbWaits func()
 }
@@ -287,10 +294,11 @@ func Open(opts Options) (*Store, error) {
 		WithNumMemtables(numMemtables).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
-		WithBlockCacheSize(16 << 20).
+		WithBlockCacheSize(blockCacheSize).
 		WithIndexCacheSize(16 << 20).
 		WithValueLogFileSize(valueLogFileSize).
 		WithValueThreshold(valueThreshold).
+		WithBaseTableSize(baseTableSize).
 		WithNumCompactors(2).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
@@ -323,11 +331,8 @@ func Open(opts Options) (*Store, error) {
 			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 		}
 		s.db = db
-		if err := s.recount(db); err != nil {
-			db.Close()
-			return nil, err
-		}
-		s.afterWritableOpen()
+		// Counted beside the requests; cleaning up and trimming follow.
+		s.startCount(db.NewTransaction(false), false, s.afterWritableOpen)
 	} else {
 		s.openReadOnly()
 	}

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +25,7 @@ func openTest(t *testing.T, dir string) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.waitCount()
 	t.Cleanup(func() { s.Close() })
 	return s
 }
@@ -116,6 +118,61 @@ func TestMetaRoundTrip(t *testing.T) {
 		if err := s.PutMeta(bad, doc{}); err == nil {
 			t.Errorf("PutMeta(%q) succeeded", bad)
 		}
+	}
+}
+
+// ScanMetaAfter resumes a listing after a key, across read batches, and
+// reads no further than its callback asks.
+func TestScanMetaAfter(t *testing.T) {
+	s := openTest(t, "")
+	for i := range 600 {
+		if err := s.PutMeta(fmt.Sprintf("package/p%03d", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.PutMeta("versions/x", 0)
+	scan := func(prefix, after string, stop int) []string {
+		var keys []string
+		errStop := errors.New("stop")
+		err := s.ScanMetaAfter(prefix, after, func(key string, _ time.Time, _ json.RawMessage) error {
+			if len(keys) == stop {
+				return errStop
+			}
+			keys = append(keys, key)
+			return nil
+		})
+		if err != nil && !errors.Is(err, errStop) {
+			t.Fatal(err)
+		}
+		return keys
+	}
+	tests := []struct {
+		name          string
+		prefix, after string
+		stop          int
+		first, last   string
+		n             int
+	}{
+		{"from the start", "package/", "", -1, "package/p000", "package/p599", 600},
+		{"after a key", "package/", "package/p299", -1, "package/p300", "package/p599", 300},
+		{"after a key that is not stored", "package/", "package/p299x", -1, "package/p300", "package/p599", 300},
+		{"after a key before the prefix", "package/p5", "package/", -1, "package/p500", "package/p599", 100},
+		{"after the last key", "package/", "package/p599", -1, "", "", 0},
+		{"stopped by the callback", "package/", "package/p010", 3, "package/p011", "package/p013", 3},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			keys := scan(tc.prefix, tc.after, tc.stop)
+			if len(keys) != tc.n {
+				t.Fatalf("%d keys, want %d: %v", len(keys), tc.n, keys)
+			}
+			if tc.n > 0 && (keys[0] != tc.first || keys[len(keys)-1] != tc.last) {
+				t.Errorf("keys %s .. %s, want %s .. %s", keys[0], keys[len(keys)-1], tc.first, tc.last)
+			}
+			if !slices.IsSorted(keys) {
+				t.Errorf("keys out of order")
+			}
+		})
 	}
 }
 
@@ -315,6 +372,7 @@ func TestRestartAndOrphanCleanup(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s2.Close()
+	s2.waitCount() // the clean-up follows the count, in the background
 	if n, total := s2.Stats(); n != 1 || total != int64(len(kept)) {
 		t.Errorf("Stats after restart = %d, %d", n, total)
 	}

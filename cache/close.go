@@ -123,6 +123,7 @@ func (s *Store) closeDB() error {
 		s.stopWatch()
 		<-s.watchDone
 	}
+	s.stopCounting()
 	s.stopEvicting()
 	s.gate.mu.Lock()
 	if s.gate.closed {

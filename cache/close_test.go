@@ -168,6 +168,7 @@ func TestCloseAbandonsOpenWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s2.Close()
+			s2.waitCount() // the clean-up follows the count, in the background
 			if n, err := s2.ChunkCount(); err != nil || n != 0 {
 				t.Errorf("ChunkCount after reopening = %d, %v; want 0", n, err)
 			}

@@ -48,6 +48,8 @@ func (s *Store) withRoom(cost int64, fn func(db *badger.DB) error) error {
 		if err := s.space.admit(cost); err != nil {
 			return err
 		}
+		s.writeMu.RLock()
+		defer s.writeMu.RUnlock()
 		defer s.space.done(cost)
 		s.writes.Add(1)
 		if err := fn(db); err != nil {
@@ -82,7 +84,12 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 				return err
 			}
 		}
-		return wb.Flush()
+		if err := wb.Flush(); err != nil {
+			return err
+		}
+		s.deletes.Add(1)
+		s.kickGC() // the space returns to the disk once RunGC settled the deletions
+		return nil
 	})
 }
 

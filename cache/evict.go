@@ -67,7 +67,7 @@ func (l *lru) add(sha string, t time.Time) {
 	defer l.mu.Unlock()
 	e := l.entry(sha)
 	e.committed = true
-	e.last = t.UnixNano()
+	e.last = max(e.last, t.UnixNano()) // used since Open: keep that
 	l.tick = max(l.tick, e.last)
 }
 
@@ -235,7 +235,7 @@ func (s *Store) kickEvict() {
 	if s.lru.max <= 0 {
 		return
 	}
-	if _, total := s.Stats(); total <= s.lru.max {
+	if _, total := s.statsNow(); total <= s.lru.max {
 		return
 	}
 	select {

@@ -21,6 +21,7 @@ func openLimited(t *testing.T, dir string, maxBytes int64, evicted *[]string) *S
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.waitCount()
 	t.Cleanup(func() { s.Close() })
 	return s
 }

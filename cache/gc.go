@@ -1,23 +1,53 @@
-// Value-log garbage collection.
+// Returning the space of deleted archives to the disk: the memtable flush
+// and compaction that mark it, then value-log garbage collection.
 
 package cache
 
 import (
 	"context"
+	"errors"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 )
 
-// RunGC runs Badger's value-log garbage collection every interval, and
-// soon after start-up removed interrupted writes or archives were evicted,
-// until ctx is done, so that space of deleted archives returns to the
-// disk. A round rewrites the live part of a value-log file before deleting
-// it, up to valueLogFileSize: it runs only when that much is free above the
-// reserve, and never on a read-only cache.
+// Value-log GC rewrites a value-log file (its live part, into the newest
+// file) and deletes it once at least a ratio of it is garbage. Files at
+// least gcRatio garbage are always rewritten; while the value log is
+// larger than the archives by more than the quarter the size limit allows
+// (see collect), files at least gcRatioTight garbage are too.
+const (
+	gcRatio      = 0.5
+	gcRatioTight = 0.2
+)
+
+// minSettleInterval is the least time between two settles (flush and
+// compaction, see settleDeletes): evictions under churn come in a stream,
+// and each settle rewrites the LSM tree.
+const minSettleInterval = 10 * time.Second
+
+// flushKey is the key settleDeletes writes and drops to have Badger flush
+// its memtable.
+var flushKey = []byte("x/flush")
+
+// RunGC returns the space of deleted archives to the disk, until ctx is
+// done: every interval, and soon after archives were evicted or deleted
+// or interrupted writes removed (kickGC). Badger's value-log GC only
+// rewrites value-log files that compactions have marked as garbage, and
+// the deletion markers of evicted archives stay in the memtable, marking
+// nothing, until it fills up (which deletions alone never make it do). So
+// after deletions RunGC first has Badger flush its memtable and compact
+// the LSM tree into one level (settleDeletes), at most every
+// minSettleInterval, and then runs the value-log GC until it finds no file
+// worth rewriting. A GC round rewrites up to valueLogFileSize: it runs only
+// when that much is free above the reserve, and never on a read-only
+// cache.
 func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var settled time.Time
 	for {
 		select {
 		case <-ctx.Done():
@@ -25,9 +55,52 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-s.gcKick:
 		}
+		if wait := minSettleInterval - time.Since(settled); s.deletes.Load() > 0 && wait > 0 {
+			select { // let the deletions of the moment gather
+			case <-ctx.Done():
+				return
+			case <-time.After(wait):
+			}
+		}
+		if s.deletes.Swap(0) > 0 {
+			settled = time.Now()
+			if err := s.settleDeletes(); err != nil {
+				s.deletes.Add(1) // try again next time
+				if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotWritable) {
+					s.log.Warn("compacting the cache after deletions", "error", quiet(err))
+				}
+			}
+		}
 		for ctx.Err() == nil && s.gcRound() == nil {
 		}
 	}
+}
+
+// settleDeletes has Badger flush its memtable (where the deletion markers
+// of recent deletions are) into a table, and compact the tables into one
+// level, so that every deleted value's place in the value log is counted
+// as garbage. Badger has no call that only flushes the memtable:
+// DropPrefix flushes it before it drops, so a key is written to be
+// dropped. DropPrefix refuses writes while it runs; the store's own
+// writes wait for it instead (writeMu).
+func (s *Store) settleDeletes() error {
+	if s.space.dir == "" {
+		return nil // in memory: no value log
+	}
+	return s.withWritable(func(db *badger.DB) error {
+		err := func() error {
+			s.writeMu.Lock()
+			defer s.writeMu.Unlock()
+			if err := db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, nil) }); err != nil {
+				return err
+			}
+			return db.DropPrefix(flushKey)
+		}()
+		if err != nil {
+			return err
+		}
+		return db.Flatten(1)
+	})
 }
 
 // gcRound rewrites (and deletes) at most one value-log file.
@@ -36,6 +109,23 @@ func (s *Store) gcRound() error {
 		if !s.space.spare(valueLogFileSize) {
 			return ErrNotWritable
 		}
-		return db.RunValueLogGC(0.5)
+		ratio := gcRatio
+		if _, archives := s.statsNow(); vlogBytes(s.space.dir) > archives+archives/4+valueLogFileSize {
+			ratio = gcRatioTight
+		}
+		return db.RunValueLogGC(ratio)
 	})
+}
+
+// vlogBytes is the disk space the value-log files in dir take (allocated
+// blocks: Badger maps them at twice their size, sparsely).
+func vlogBytes(dir string) int64 {
+	files, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	var n int64
+	for _, f := range files {
+		if fi, err := os.Stat(f); err == nil {
+			n += allocated(fi)
+		}
+	}
+	return n
 }

@@ -3,6 +3,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -99,8 +100,14 @@ func (s *Store) DeleteMeta(key string) error {
 	return s.update(entryCost(len(k), 0), func(txn *badger.Txn) error { return txn.Delete(k) })
 }
 
-// scanBatch is how many documents ScanMeta reads per read transaction.
-const scanBatch = 256
+// scanBatch is the most documents ScanMeta reads per read transaction;
+// the first transaction reads scanFirstBatch, and each next one twice as
+// many as the last, so that a scan that fn stops early (a page of a
+// listing) reads little more than it uses.
+const (
+	scanBatch      = 256
+	scanFirstBatch = 16
+)
 
 // ScanMeta calls fn for every document whose key starts with prefix, in
 // key order, until fn returns an error. fn runs outside any transaction
@@ -108,18 +115,32 @@ const scanBatch = 256
 // read in batches, each in a transaction of its own, so a document
 // written during the scan may or may not be seen.
 func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
+	return s.ScanMetaAfter(prefix, "", fn)
+}
+
+// ScanMetaAfter is ScanMeta of the documents whose key is greater than
+// after (a key, or "": from the start), so that a listing can resume
+// where an earlier one stopped: its cost is that of the documents it
+// reads, not of those before them.
+func (s *Store) ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
 	type doc struct {
 		key string
 		env envelope
 	}
 	p := []byte("m/" + prefix)
 	start := p
+	if after != "" {
+		if a := []byte("m/" + after + "\x00"); bytes.Compare(a, start) > 0 {
+			start = a
+		}
+	}
+	size := scanFirstBatch
 	for {
 		var batch []doc
 		err := s.view(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
 			defer it.Close()
-			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
+			for it.Seek(start); it.Valid() && len(batch) < size; it.Next() {
 				item := it.Item()
 				d := doc{key: string(item.Key())}
 				if err := item.Value(func(val []byte) error { return json.Unmarshal(val, &d.env) }); err != nil {
@@ -140,10 +161,11 @@ func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, 
 				return err
 			}
 		}
-		if len(batch) < scanBatch {
+		if len(batch) < size {
 			return nil
 		}
 		// Resume just after the last key read.
 		start = append([]byte(batch[len(batch)-1].key), 0)
+		size = min(2*size, scanBatch)
 	}
 }

@@ -176,7 +176,10 @@ func (s *Store) readChunk(stage string, idx int, off int, p []byte) (int, error)
 }
 
 // Stats returns the number of committed archives and their total size.
+// Right after Open, while the archives are counted, it waits for the
+// count.
 func (s *Store) Stats() (archives int, bytes int64) {
+	s.counted()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.archives, s.bytes
@@ -195,32 +198,5 @@ func eachBlob(txn *badger.Txn, fn func(BlobInfo) error) error {
 			return err
 		}
 	}
-	return nil
-}
-
-// recount sets the counters and the LRU from the commit records in db.
-// No commit or delete may run from the read to the counters' update, or
-// its change would be lost (or counted twice): the caller is Open, before
-// the store is returned, or holds dbmu for writing.
-func (s *Store) recount(db *badger.DB) error {
-	var n int
-	var total int64
-	err := db.View(func(txn *badger.Txn) error {
-		return eachBlob(txn, func(b BlobInfo) error {
-			n++
-			total += b.Size
-			s.lru.add(b.SHA256, b.Created)
-			return nil
-		})
-	})
-	if err != nil {
-		return fmt.Errorf("cache: counting archives: %w", err)
-	}
-	if h := s.hooks.recounted; h != nil {
-		h()
-	}
-	s.mu.Lock()
-	s.archives, s.bytes = n, total
-	s.mu.Unlock()
 	return nil
 }

@@ -41,6 +41,18 @@ const (
 	// cost is four times as many files (one descriptor and one mapping
 	// each: 16 Ki for 1 TiB of archives).
 	valueLogFileSize = 64 << 20
+	// baseTableSize is Badger's BaseTableSize, the size of the LSM tree's
+	// tables at its top level (twice that a level down). A compaction
+	// builds up to 8 tables at once, each in a buffer of twice the
+	// table's size that Badger keeps pooled afterwards: with Badger's
+	// 2 MiB that was 60 to 90 MiB of memory in use as soon as a large
+	// tree (100,000 archives) was compacted. Smaller tables only mean
+	// more, smaller files for a tree that holds keys and small documents.
+	baseTableSize = 512 << 10
+	// blockCacheSize is Badger's BlockCacheSize: decompressed blocks of
+	// the LSM tree's tables, kept for reads that the engine's memos do
+	// not answer.
+	blockCacheSize = 8 << 20
 	// discardStatsSize is the size of Badger's DISCARD file, mapped and
 	// written page by page as value-log files gain garbage.
 	discardStatsSize = 1 << 20

@@ -43,6 +43,7 @@ func openSpace(t *testing.T, dir string, disk *fakeDisk) *Store {
 	if err != nil {
 		t.Fatal(err)
 	}
+	s.waitCount()
 	t.Cleanup(func() { s.Close() })
 	return s
 }

@@ -2,7 +2,10 @@
 
 package cache
 
-import "errors"
+import (
+	"errors"
+	"io/fs"
+)
 
 // statfsFree is not implemented here: the free space is unknown and the
 // cache is treated as not writable unless Options.DiskReserve is negative
@@ -10,3 +13,6 @@ import "errors"
 func statfsFree(string) (int64, error) {
 	return 0, errors.New("free space of a file system is not known on this platform")
 }
+
+// allocated is the disk space a file takes: here, its size.
+func allocated(fi fs.FileInfo) int64 { return fi.Size() }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io/fs"
 	"path/filepath"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -31,4 +32,13 @@ func statfsFree(dir string) (int64, error) {
 		}
 		dir = parent
 	}
+}
+
+// allocated is the disk space a file takes: its allocated blocks, which
+// for a sparse file are fewer than its size.
+func allocated(fi fs.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return st.Blocks * 512
+	}
+	return fi.Size()
 }

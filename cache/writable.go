@@ -38,7 +38,7 @@ func (s *Store) openReadOnly() {
 		return
 	}
 	s.db, s.readOnly = db, true
-	if err := s.recount(db); err != nil {
+	if err := s.countNow(); err != nil {
 		s.log.Warn("disk full at start-up and the cache cannot be read: serving without the cache until there is room",
 			"dir", s.space.dir, "error", err)
 		s.db, s.readOnly = nil, false
@@ -53,6 +53,7 @@ func (s *Store) openReadOnly() {
 // reopenWritable replaces a read-only (or missing) database by a
 // read-write one, once there is room.
 func (s *Store) reopenWritable() {
+	s.stopCounting() // of the read-only database
 	s.dbmu.Lock()
 	if s.db != nil && !s.readOnly {
 		s.dbmu.Unlock()
@@ -76,13 +77,13 @@ func (s *Store) reopenWritable() {
 	// here on, and a commit or delete before the counters are set would
 	// be lost from them (or counted twice).
 	s.db, s.readOnly = db, false
-	if err := s.recount(db); err != nil {
-		s.log.Error("reopening cache", "error", err)
-	}
+	// Counted again from nothing: nothing was committed or deleted while
+	// the database was read-only or missing, nor can be before the lock
+	// is released.
+	s.startCount(db.NewTransaction(false), true, s.afterWritableOpen)
 	s.dbmu.Unlock()
 	s.stats.Clear() // absences seen without the database
 	s.log.Info("cache opened read-write: there is room again", "dir", s.space.dir)
-	s.afterWritableOpen()
 }
 
 // openReadOnlyLocked retries the read-only database after a failed

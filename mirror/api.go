@@ -297,7 +297,12 @@ type CachedVersion struct {
 	// Provenance says whether the version came from the origin or an
 	// import, and whether with a signature.
 	Provenance Provenance
+
+	cursor string
 }
+
+// Cursor names the version for ListCachedAfter: the listing after it.
+func (cv CachedVersion) Cursor() string { return cv.cursor }
 
 // CachedPlatform is one verified package and whether its archive is cached.
 type CachedPlatform struct {
@@ -311,8 +316,20 @@ type CachedPlatform struct {
 // metadata in the cache, in key order, until fn returns an error (which
 // ListCached returns).
 func (s *Engine) ListCached(fn func(CachedVersion) error) error {
-	return s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
-		var rec PackageRecord
+	return s.ListCachedAfter("", "", fn)
+}
+
+// ListCachedAfter is ListCached of the provider versions whose address
+// (HOST/NAMESPACE/TYPE) starts with prefix and that come after the one
+// whose Cursor is after ("": from the first), in the same order, so that
+// a listing can be read a page at a time: a page costs what it holds, not
+// what comes before it.
+func (s *Engine) ListCachedAfter(prefix, after string, fn func(CachedVersion) error) error {
+	if after != "" {
+		after = "package/" + after
+	}
+	return s.store.ScanMetaAfter("package/"+prefix, after, func(key string, _ time.Time, raw json.RawMessage) error {
+		var rec listedRecord
 		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
 			return nil // not ours to judge here; skip
 		}
@@ -320,8 +337,9 @@ func (s *Engine) ListCached(fn func(CachedVersion) error) error {
 			Provider:    strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version),
 			Version:     rec.Version,
 			Platforms:   []CachedPlatform{},
-			HasEvidence: rec.hasEvidence() && rec.Provenance != ProvenanceUnsigned,
+			HasEvidence: rec.Schema >= evidenceSchema && rec.Provenance != ProvenanceUnsigned,
 			Provenance:  rec.Provenance,
+			cursor:      strings.TrimPrefix(key, "package/"),
 		}
 		for _, pl := range sortedKeys(rec.Archives) {
 			cp := CachedPlatform{Platform: pl, Archive: rec.Archives[pl]}
@@ -332,6 +350,15 @@ func (s *Engine) ListCached(fn func(CachedVersion) error) error {
 		}
 		return fn(cv)
 	})
+}
+
+// listedRecord is the part of a PackageRecord that ListCached reads: the
+// documents, signatures and keys (most of a record's bytes) are skipped.
+type listedRecord struct {
+	Schema     int                      `json:"schema"`
+	Version    string                   `json:"version"`
+	Archives   map[string]ArchiveRecord `json:"archives"`
+	Provenance Provenance               `json:"provenance,omitempty"`
 }
 
 // countMiss counts an archive that was not in the cache, and a join of a

@@ -41,6 +41,8 @@ type Store interface {
 	OpenBlob(sha string) (cache.BlobReader, error)
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+	// ScanMetaAfter is ScanMeta from the first key greater than after.
+	ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 	Stats() (archives int, bytes int64)
 }
 

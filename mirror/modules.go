@@ -525,17 +525,34 @@ type CachedModule struct {
 	Record  ModuleRecord
 	// Cached says the package is in the cache.
 	Cached bool
+
+	cursor string
 }
+
+// Cursor names the module version for ListCachedModulesAfter: the
+// listing after it.
+func (cm CachedModule) Cursor() string { return cm.cursor }
 
 // ListCachedModules calls fn for every module version with a record, in
 // key order, until fn returns an error (which it returns).
 func (s *Engine) ListCachedModules(fn func(CachedModule) error) error {
-	return s.store.ScanMeta("module/", func(_ string, _ time.Time, raw json.RawMessage) error {
+	return s.ListCachedModulesAfter("", "", fn)
+}
+
+// ListCachedModulesAfter is ListCachedModules of the module versions
+// whose address (HOST/NAMESPACE/NAME/SYSTEM) starts with prefix and that
+// come after the one whose Cursor is after ("": from the first), in the
+// same order: a page of the listing costs what it holds.
+func (s *Engine) ListCachedModulesAfter(prefix, after string, fn func(CachedModule) error) error {
+	if after != "" {
+		after = "module/" + after
+	}
+	return s.store.ScanMetaAfter("module/"+prefix, after, func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec ModuleRecord
 		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
 			return nil
 		}
-		cm := CachedModule{Module: rec.Module, Version: rec.Version, Record: rec}
+		cm := CachedModule{Module: rec.Module, Version: rec.Version, Record: rec, cursor: strings.TrimPrefix(key, "module/")}
 		if rec.SHA256 != "" {
 			_, err := s.store.StatBlob(rec.SHA256)
 			cm.Cached = err == nil

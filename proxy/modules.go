@@ -18,6 +18,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -36,7 +37,7 @@ type ModuleEngine interface {
 	ModuleVersions(ctx context.Context, m discovery.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
 	ModuleLocation(ctx context.Context, m discovery.Module, version string) (*mirror.ModuleRecord, error)
 	OpenModule(ctx context.Context, m discovery.Module, version string) (*mirror.ModulePackage, error)
-	ListCachedModules(fn func(mirror.CachedModule) error) error
+	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
 }
 
 // modulePackageFile is the package's file name below its version.
@@ -294,16 +295,23 @@ type StatusModuleVersion struct {
 	Size   int64  `json:"size,omitempty"`
 }
 
-// statusModules lists the module versions the engine has records of, by
-// module, newest version first.
-func (s *Server) statusModules() ([]StatusModule, error) {
+// statusModules lists the module versions the engine has records of
+// that q selects, by module, newest version first within the page, and
+// the cursor of the next page ("" when this is the last).
+func (s *Server) statusModules(q statusQuery) ([]StatusModule, string, error) {
 	me, ok := s.engine.(ModuleEngine)
 	if !ok {
-		return nil, nil
+		return nil, "", nil
 	}
 	byModule := map[string]*StatusModule{}
 	var order []string
-	err := me.ListCachedModules(func(cm mirror.CachedModule) error {
+	rows, next := 0, ""
+	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm mirror.CachedModule) error {
+		if rows == q.Limit {
+			return errPageFull
+		}
+		rows++
+		next = cm.Cursor()
 		m, ok := byModule[cm.Module]
 		if !ok {
 			m = &StatusModule{Address: cm.Module}
@@ -318,8 +326,12 @@ func (s *Server) statusModules() ([]StatusModule, error) {
 		m.Versions = append(m.Versions, v)
 		return nil
 	})
-	if err != nil {
-		return nil, err
+	switch {
+	case errors.Is(err, errPageFull):
+	case err != nil:
+		return nil, "", err
+	default:
+		next = "" // the listing ended within the page
 	}
 	out := make([]StatusModule, 0, len(order))
 	for _, addr := range order { // key order: sorted
@@ -341,7 +353,7 @@ func (s *Server) statusModules() ([]StatusModule, error) {
 		m.Versions = sorted
 		out = append(out, *m)
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // moduleRoute classifies a path below /registry/HOST/v1/modules/ (parts

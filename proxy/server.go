@@ -31,7 +31,9 @@ type Engine interface {
 	// Reuse says whether an answer of Versions or Package with this
 	// stamp is still the one the same call would give.
 	Reuse(st mirror.Stamp) bool
-	ListCached(fn func(mirror.CachedVersion) error) error
+	// ListCachedAfter lists the cached provider versions whose address
+	// starts with prefix, from the one after the cursor after on.
+	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
 	Stats() (archives int, bytes int64)
 }
 

@@ -3,11 +3,13 @@ package proxy
 import (
 	"bytes"
 	_ "embed"
+	"errors"
 	"fmt"
 	"html/template"
-	"maps"
 	"net/http"
+	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -64,6 +66,60 @@ type Status struct {
 	// Retention is what retention keeps (retention.go); its pinned
 	// versions are left out with ProvidersHidden.
 	Retention *mirror.RetentionStatus `json:"retention,omitempty"`
+	// Page says which part of the cache's lists Providers and Modules
+	// hold, and where the next part starts.
+	Page StatusPage `json:"page"`
+}
+
+// StatusPage is the part of the cache's lists a view of the status page
+// shows: at most Limit provider versions (and Limit module versions),
+// those whose address starts with Prefix, from the one after After (or
+// ModuleAfter) on. A view with After lists providers only, one with
+// ModuleAfter modules only.
+type StatusPage struct {
+	Prefix      string `json:"prefix,omitempty"`
+	After       string `json:"after,omitempty"`
+	ModuleAfter string `json:"module_after,omitempty"`
+	Limit       int    `json:"limit"`
+	// NextAfter is the After of the next page of providers, when there
+	// are more; Next is that page's query string (with "?").
+	NextAfter string `json:"next_after,omitempty"`
+	Next      string `json:"next,omitempty"`
+	// NextModuleAfter and NextModules are the same for modules.
+	NextModuleAfter string `json:"next_module_after,omitempty"`
+	NextModules     string `json:"next_modules,omitempty"`
+}
+
+// Status page list sizes: statusDefaultLimit versions a page unless
+// ?limit= says otherwise, up to statusMaxLimit.
+const (
+	statusDefaultLimit = 100
+	statusMaxLimit     = 1000
+)
+
+// statusQuery is what a view asks of the lists (see StatusPage).
+type statusQuery struct {
+	Prefix, After, ModuleAfter string
+	Limit                      int
+}
+
+// parseStatusQuery reads ?prefix=, ?after=, ?module_after= and ?limit=.
+func parseStatusQuery(r *http.Request) (statusQuery, error) {
+	v := r.URL.Query()
+	q := statusQuery{Prefix: strings.ToLower(v.Get("prefix")), After: v.Get("after"), ModuleAfter: v.Get("module_after"), Limit: statusDefaultLimit}
+	for _, p := range []string{q.Prefix, q.After, q.ModuleAfter} {
+		if len(p) > 512 {
+			return q, badRequest("status page: prefix and cursors are at most 512 bytes")
+		}
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > statusMaxLimit {
+			return q, badRequest("status page: limit must be a number from 1 to %d", statusMaxLimit)
+		}
+		q.Limit = n
+	}
+	return q, nil
 }
 
 // HostBlock is the host block of one origin host.
@@ -109,6 +165,11 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		Providers:      []StatusProvider{},
 		Generated:      s.cfg.Now().UTC(),
 	}
+	q, err := parseStatusQuery(r)
+	if err != nil {
+		return nil, err
+	}
+	st.Page = StatusPage{Prefix: q.Prefix, After: q.After, ModuleAfter: q.ModuleAfter, Limit: q.Limit}
 	if st.MirrorURL == "" {
 		scheme := "https"
 		if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && s.cfg.PlainHTTP {
@@ -132,7 +193,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 		return st, nil
 	}
 
-	lists, err := s.providers.get(s.cfg.Now(), s.scanProviders)
+	lists, err := s.providers.get(s.cfg.Now(), q, s.scanLists)
 	if err != nil {
 		return nil, err
 	}
@@ -140,6 +201,14 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.Modules = lists.modules
 	if we, ok := s.engine.(WithheldEngine); ok {
 		st.Withheld = we.Withheld()
+	}
+	if lists.nextAfter != "" {
+		st.Page.NextAfter = lists.nextAfter
+		st.Page.Next = pageQuery(q.Prefix, "after", lists.nextAfter, q.Limit)
+	}
+	if lists.nextModuleAfter != "" {
+		st.Page.NextModuleAfter = lists.nextModuleAfter
+		st.Page.NextModules = pageQuery(q.Prefix, "module_after", lists.nextModuleAfter, q.Limit)
 	}
 	return st, nil
 }
@@ -151,22 +220,70 @@ type WithheldEngine interface {
 	Withheld() []mirror.WithheldVersion
 }
 
-// statusLists are the status page's lists of what the cache holds.
-type statusLists struct {
-	providers []StatusProvider
-	modules   []StatusModule
+// pageQuery is the query string of a next page.
+func pageQuery(prefix, cursor, after string, limit int) string {
+	v := url.Values{cursor: {after}}
+	if prefix != "" {
+		v.Set("prefix", prefix)
+	}
+	if limit != statusDefaultLimit {
+		v.Set("limit", strconv.Itoa(limit))
+	}
+	return "?" + v.Encode()
 }
 
-// scanProviders lists the cached providers and module versions for the
-// status page.
-func (s *Server) scanProviders() (statusLists, error) {
-	byProvider := map[string]*StatusProvider{}
-	err := s.engine.ListCached(func(cv mirror.CachedVersion) error {
-		p, ok := byProvider[cv.Provider]
-		if !ok {
-			p = &StatusProvider{Address: cv.Provider}
-			byProvider[cv.Provider] = p
+// statusLists are the status page's lists of what the cache holds: one
+// page of each.
+type statusLists struct {
+	providers                  []StatusProvider
+	modules                    []StatusModule
+	nextAfter, nextModuleAfter string
+}
+
+// errPageFull stops a listing once a page is full.
+var errPageFull = errors.New("page full")
+
+// scanLists reads the page of the cached providers and module versions
+// that q selects: at most q.Limit+1 records of each are read, whatever
+// the cache holds.
+func (s *Server) scanLists(q statusQuery) (statusLists, error) {
+	var out statusLists
+	if q.ModuleAfter == "" {
+		providers, next, err := s.statusProviders(q)
+		if err != nil {
+			return statusLists{}, err
 		}
+		out.providers, out.nextAfter = providers, next
+	}
+	if q.After == "" {
+		modules, next, err := s.statusModules(q)
+		if err != nil {
+			return statusLists{}, err
+		}
+		out.modules, out.nextModuleAfter = modules, next
+	}
+	if out.providers == nil {
+		out.providers = []StatusProvider{}
+	}
+	return out, nil
+}
+
+// statusProviders lists the cached provider versions q selects, grouped
+// by provider in address order, and the cursor of the next page ("" when
+// this is the last).
+func (s *Server) statusProviders(q statusQuery) ([]StatusProvider, string, error) {
+	var providers []StatusProvider
+	rows, next := 0, ""
+	err := s.engine.ListCachedAfter(q.Prefix, q.After, func(cv mirror.CachedVersion) error {
+		if rows == q.Limit {
+			return errPageFull
+		}
+		rows++
+		next = cv.Cursor()
+		if len(providers) == 0 || providers[len(providers)-1].Address != cv.Provider {
+			providers = append(providers, StatusProvider{Address: cv.Provider})
+		}
+		p := &providers[len(providers)-1]
 		v := StatusVersion{Version: cv.Version, Platforms: make([]StatusPlatform, 0, len(cv.Platforms)), Provenance: string(cv.Provenance)}
 		for _, cp := range cv.Platforms {
 			v.Platforms = append(v.Platforms, StatusPlatform{Platform: cp.Platform, Cached: cp.Cached, Size: cp.Size})
@@ -174,18 +291,17 @@ func (s *Server) scanProviders() (statusLists, error) {
 		p.Versions = append(p.Versions, v)
 		return nil
 	})
-	if err != nil {
-		return statusLists{}, err
+	switch {
+	case errors.Is(err, errPageFull):
+	case err != nil:
+		return nil, "", err
+	default:
+		next = "" // the listing ended within the page
 	}
-	providers := make([]StatusProvider, 0, len(byProvider))
-	for _, addr := range slices.Sorted(maps.Keys(byProvider)) {
-		providers = append(providers, *byProvider[addr])
+	if providers == nil {
+		providers = []StatusProvider{}
 	}
-	modules, err := s.statusModules()
-	if err != nil {
-		return statusLists{}, err
-	}
-	return statusLists{providers: providers, modules: modules}, nil
+	return providers, next, nil
 }
 
 // hostBlocks fills st's host blocks for the origin hosts.
@@ -251,30 +367,33 @@ func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
 	w.Write(buf.Bytes())
 }
 
-// statusScanTTL is how long the status page shows a list of cached
-// providers before it reads the cache again.
+// statusScanTTL is how long the status page shows a page of the lists
+// of cached providers and modules before it reads the cache again.
 const statusScanTTL = time.Second
 
-// providersMemo keeps the status page's list of cached providers for
-// statusScanTTL: the list is a scan of the whole cache, and the page may
-// be loaded by anyone who reaches the mirror, as often as they like. The
-// mutex is held during a scan, so that concurrent views wait for one
-// scan and share it. The list is shared and never modified.
+// providersMemo keeps the last page of the status page's lists for
+// statusScanTTL: the page may be loaded by anyone who reaches the mirror,
+// as often as they like. The mutex is held during a scan, so that
+// concurrent views wait for one scan and share it. It keeps one page,
+// the last one asked for (most views ask for the first); a view of
+// another page reads that page, which costs what the page holds. The
+// lists are shared and never modified.
 type providersMemo struct {
 	mu    sync.Mutex
 	at    time.Time
+	query statusQuery
 	lists statusLists
 	err   error
 }
 
-// get returns the list as of now: the last scan while it is younger than
-// statusScanTTL (a failed one too), else a new one.
-func (m *providersMemo) get(now time.Time, scan func() (statusLists, error)) (statusLists, error) {
+// get returns the page q asks for as of now: the last scan while it is of
+// q and younger than statusScanTTL (a failed one too), else a new one.
+func (m *providersMemo) get(now time.Time, q statusQuery, scan func(statusQuery) (statusLists, error)) (statusLists, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if age := now.Sub(m.at); m.at.IsZero() || age < 0 || age >= statusScanTTL {
-		m.lists, m.err = scan()
-		m.at = now
+	if age := now.Sub(m.at); m.at.IsZero() || q != m.query || age < 0 || age >= statusScanTTL {
+		m.lists, m.err = scan(q)
+		m.at, m.query = now, q
 	}
 	return m.lists, m.err
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http/httptest"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -388,15 +389,15 @@ func TestStatusHealthShowsACacheThatStoppedWritingAtOnce(t *testing.T) {
 	}
 }
 
-// scanCounter is an engine whose ListCached calls are counted.
+// scanCounter is an engine whose ListCachedAfter calls are counted.
 type scanCounter struct {
 	Engine
 	scans atomic.Int64
 }
 
-func (c *scanCounter) ListCached(fn func(mirror.CachedVersion) error) error {
+func (c *scanCounter) ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error {
 	c.scans.Add(1)
-	return c.Engine.ListCached(fn)
+	return c.Engine.ListCachedAfter(prefix, after, fn)
 }
 
 // However many views of the status page, HTML and JSON, come at once, the
@@ -464,5 +465,95 @@ func TestStatusScansAtMostOnceASecond(t *testing.T) {
 	clock.Unlock()
 	if st := view("/?format=json"); len(st.Providers) != 1 || engine.scans.Load() != 2 {
 		t.Errorf("a second later: %d providers after %d scans, want 1 after 2", len(st.Providers), engine.scans.Load())
+	}
+}
+
+// The status page lists the cache a page at a time: ?limit= versions,
+// the next page from ?after= on (the JSON's next_after, the HTML's "Next"
+// link), and ?prefix= keeps the providers whose address starts with it.
+func TestStatusPages(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	vs := []string{"1.0.0", "1.1.0", "1.2.0", "1.3.0", "1.4.0"}
+	h.origin.AddProvider(ns, typ, vs, platforms)
+	h.origin.AddProvider(ns, "other", []string{"2.0.0"}, platforms)
+	for _, v := range vs {
+		if r := h.get(providerPath(v + ".json")); r.status != 200 {
+			t.Fatalf("%s.json: %d %s", v, r.status, r.body)
+		}
+	}
+	if r := h.get("/" + originHost + "/" + ns + "/other/2.0.0.json"); r.status != 200 {
+		t.Fatalf("other 2.0.0.json: %d %s", r.status, r.body)
+	}
+	addr := originHost + "/" + ns + "/" + typ
+	page := func(query string) Status {
+		t.Helper()
+		r := h.get("/?format=json&" + query)
+		if r.status != 200 {
+			t.Fatalf("?%s: %d %s", query, r.status, r.body)
+		}
+		var st Status
+		r.json(t, &st)
+		return st
+	}
+	listed := func(st Status) []string {
+		var out []string
+		for _, p := range st.Providers {
+			for _, v := range p.Versions {
+				out = append(out, p.Address+" "+v.Version)
+			}
+		}
+		return out
+	}
+
+	// Three pages of two: random 1.0.0 to 1.4.0, then other 2.0.0 (key order: "other" < "random").
+	var all []string
+	query := "limit=2"
+	for i := 0; ; i++ {
+		if i == 4 {
+			t.Fatalf("more than 3 pages: %v", all)
+		}
+		st := page(query)
+		if st.Page.Limit != 2 || len(listed(st)) > 2 {
+			t.Fatalf("page %d: limit %d, %d versions", i, st.Page.Limit, len(listed(st)))
+		}
+		all = append(all, listed(st)...)
+		if st.Page.NextAfter == "" {
+			if st.Page.Next != "" {
+				t.Errorf("last page has next %q", st.Page.Next)
+			}
+			break
+		}
+		if want := "?after=" + url.QueryEscape(st.Page.NextAfter) + "&limit=2"; st.Page.Next != want {
+			t.Errorf("next %q, want %q", st.Page.Next, want)
+		}
+		query = strings.TrimPrefix(st.Page.Next, "?")
+	}
+	want := []string{originHost + "/" + ns + "/other 2.0.0"}
+	for _, v := range vs {
+		want = append(want, addr+" "+v)
+	}
+	if !slices.Equal(all, want) {
+		t.Errorf("pages listed %v, want %v", all, want)
+	}
+
+	// A prefix: only that provider; case does not matter.
+	st := page("prefix=" + url.QueryEscape(strings.ToUpper(originHost+"/"+ns+"/RAN")))
+	if got := listed(st); len(got) != len(vs) || got[0] != addr+" 1.0.0" || st.Page.NextAfter != "" {
+		t.Errorf("prefix: listed %v, next %q", got, st.Page.NextAfter)
+	}
+	if st := page("prefix=nothing.example/"); len(st.Providers) != 0 {
+		t.Errorf("prefix matching nothing listed %v", listed(st))
+	}
+
+	// The HTML page links the next page.
+	r := h.get("/?limit=2")
+	if r.status != 200 || !strings.Contains(string(r.body), `<p id="next"><a href="./?after=`) {
+		t.Errorf("HTML page with more versions than the limit has no next link: %d\n%s", r.status, r.body)
+	}
+
+	for _, bad := range []string{"limit=0", "limit=1001", "limit=x", "after=" + strings.Repeat("a", 513)} {
+		if r := h.get("/?format=json&" + bad); r.status != 400 {
+			t.Errorf("?%s: status %d, want 400", bad, r.status)
+		}
 	}
 }

@@ -1,0 +1,165 @@
+package main
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// The in-house packages of the growth curve (figure 8): a local-only host,
+// providers of fixtureVersions versions × fixturePlatforms platforms each.
+const (
+	fixtureHost = "tf.corp.test"
+	fixtureNS   = "platform"
+)
+
+var (
+	fixtureVersions  = 10
+	fixturePlatforms = []string{"linux_amd64", "darwin_arm64"}
+)
+
+func fixtureProvider(i int) string { return fmt.Sprintf("p%05d", i) }
+
+func fixtureVersion(j int) string { return fmt.Sprintf("1.%d.0", j) }
+
+// fixtureArchive is a tiny installable provider package, different for
+// every provider, version and platform.
+func fixtureArchive(typ, version, platform string) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	w, _ := zw.Create("terraform-provider-" + typ + "_v" + version)
+	fmt.Fprintf(w, "#!/bin/sh\n# %s %s %s\n", typ, version, platform)
+	zw.Close()
+	return buf.Bytes()
+}
+
+// writeFixture writes packages in-house packages (rounded up to whole
+// providers) into the cache of the data directory dataDir, as
+// `tfmirror import --allow-unsigned` stores them, without HTTP: the
+// archives are committed straight into the cache by several writers at
+// once, then every version goes through the engine's Import, which finds
+// its archives cached and writes the records and version lists. It
+// returns the number of providers.
+func writeFixture(ctx context.Context, dataDir string, packages int) (int, error) {
+	perProvider := fixtureVersions * len(fixturePlatforms)
+	providers := (packages + perProvider - 1) / perProvider
+	store, err := cache.Open(cache.Options{Dir: filepath.Join(dataDir, "cache"), DiskReserve: -1})
+	if err != nil {
+		return 0, err
+	}
+	defer store.Close()
+
+	type pkg struct {
+		sha, h1, filename string
+	}
+	// sums[provider][version*platforms+platform]
+	sums := make([][]pkg, providers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for i := range providers {
+		sums[i] = make([]pkg, perProvider)
+		g.Go(func() error {
+			if err := gctx.Err(); err != nil {
+				return err
+			}
+			typ := fixtureProvider(i)
+			for j := range fixtureVersions {
+				for k, pl := range fixturePlatforms {
+					b := fixtureArchive(typ, fixtureVersion(j), pl)
+					s := sha256.Sum256(b)
+					sha := hex.EncodeToString(s[:])
+					h1, err := verify.H1(bytes.NewReader(b), int64(len(b)))
+					if err != nil {
+						return err
+					}
+					w, err := store.NewBlobWriter(sha)
+					if err != nil {
+						return err
+					}
+					if _, err := w.Write(b); err != nil {
+						w.Close()
+						return err
+					}
+					if _, err := w.Commit(h1); err != nil {
+						w.Close()
+						return err
+					}
+					if err := w.Close(); err != nil {
+						return err
+					}
+					sums[i][j*len(fixturePlatforms)+k] = pkg{sha: sha, h1: h1,
+						filename: fmt.Sprintf("terraform-provider-%s_%s_%s.zip", typ, fixtureVersion(j), pl)}
+				}
+			}
+			return nil
+		})
+	}
+	if err := g.Wait(); err != nil {
+		return 0, fmt.Errorf("writing archives: %w", err)
+	}
+
+	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{"registry.terraform.io"}}, noOrigin{}, store)
+	if err != nil {
+		return 0, err
+	}
+	defer engine.Close()
+	for i := range providers {
+		p, err := discovery.ParseProvider(fixtureHost + "/" + fixtureNS + "/" + fixtureProvider(i))
+		if err != nil {
+			return 0, err
+		}
+		for j := range fixtureVersions {
+			v, err := mirror.ParseSemver(fixtureVersion(j))
+			if err != nil {
+				return 0, err
+			}
+			in := mirror.Imported{Provider: p, Version: v, Protocols: []string{"5.0"}, Unsigned: true}
+			for k, pl := range fixturePlatforms {
+				s := sums[i][j*len(fixturePlatforms)+k]
+				in.Packages = append(in.Packages, mirror.ImportedPackage{Platform: pl, Filename: s.filename,
+					SHA256: s.sha, H1: s.h1, Open: func(context.Context) (io.ReadCloser, int64, error) {
+						return nil, 0, errors.New("the fixture's archives are cached before they are imported")
+					}})
+			}
+			if _, err := engine.Import(ctx, in); err != nil {
+				return 0, fmt.Errorf("importing %s %s: %w", p, v, err)
+			}
+		}
+	}
+	return providers, nil
+}
+
+// noOrigin is the fixture engine's origin: the fixture's host is
+// local-only, never contacted.
+type noOrigin struct{}
+
+var errNoOrigin = errors.New("the fixture has no origin")
+
+func (noOrigin) Versions(context.Context, discovery.Provider) ([]discovery.VersionInfo, error) {
+	return nil, errNoOrigin
+}
+
+func (noOrigin) Package(context.Context, discovery.Provider, string, discovery.Platform) (*discovery.Package, error) {
+	return nil, errNoOrigin
+}
+
+func (noOrigin) FetchDocument(context.Context, discovery.Provider, string, int64) ([]byte, error) {
+	return nil, errNoOrigin
+}
+
+func (noOrigin) OpenArchive(context.Context, discovery.Provider, string) (io.ReadCloser, int64, error) {
+	return nil, 0, errNoOrigin
+}

@@ -1,0 +1,157 @@
+// Counting the committed archives when the database opens, in the
+// background.
+
+package cache
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// counting is the state of the count of the committed archives that Open
+// (and a reopen) start: reading every commit record takes time in
+// proportion to the archives (about a second per 100,000 on a busy
+// machine), so it runs beside the requests rather than before them.
+type counting struct {
+	// done is closed once the archives are counted (or the count
+	// failed or was stopped): Stats waits for it. Guarded by Store.mu.
+	done chan struct{}
+	// stop ends the count and what follows it; exited is closed when its
+	// goroutine has returned. Guarded by Store.mu.
+	stop   context.CancelFunc
+	exited chan struct{}
+}
+
+// countedRecord is the part of a commit record that counting reads.
+type countedRecord struct {
+	SHA256  string    `json:"sha256"`
+	Size    int64     `json:"size"`
+	Created time.Time `json:"created"`
+}
+
+// startCount counts, in a goroutine of the store's, the archives that
+// the read transaction snap sees, adds them to the counters (which hold
+// only what was committed and deleted since snap was taken) and to the
+// LRU, and then runs then (nil: nothing), unless the store is closing.
+// With reset, the counters start from zero (a database reopened): Stats
+// never sees them zeroed before the count is done.
+// The counters are right once the count is done: an archive committed
+// after snap is counted by its Commit and not seen by snap, one deleted
+// after snap is subtracted by DeleteBlob and counted here. Hence snap must
+// be taken before any Commit or DeleteBlob can change the counters (while
+// Open runs, or under dbmu's write lock). Close and Shutdown stop the
+// count and wait for it.
+func (s *Store) startCount(snap *badger.Txn, reset bool, then func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	c := counting{done: make(chan struct{}), stop: cancel, exited: make(chan struct{})}
+	s.mu.Lock()
+	s.count = c
+	if reset {
+		s.archives, s.bytes = 0, 0
+	}
+	s.mu.Unlock()
+	go func() {
+		defer close(c.exited)
+		err := s.countArchives(ctx, snap)
+		close(c.done)
+		switch {
+		case errors.Is(err, ErrClosed) || ctx.Err() != nil:
+			return
+		case err != nil:
+			s.log.Error("counting the cached archives: the cache's totals and size limit count only those committed since", "error", err)
+		}
+		if then != nil {
+			then()
+		}
+		// Reading every record left garbage in proportion to the cache;
+		// the Go runtime would keep that memory for minutes.
+		debug.FreeOSMemory()
+	}()
+}
+
+// stopCounting stops the count under way and what follows it, if any,
+// and waits for them.
+func (s *Store) stopCounting() {
+	s.mu.Lock()
+	c := s.count
+	s.mu.Unlock()
+	if c.stop == nil {
+		return
+	}
+	c.stop()
+	<-c.exited
+}
+
+// statsNow is Stats without waiting for the count: the totals so far.
+func (s *Store) statsNow() (archives int, bytes int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.archives, s.bytes
+}
+
+// counted waits until the archives are counted.
+func (s *Store) counted() {
+	s.mu.Lock()
+	done := s.count.done
+	s.mu.Unlock()
+	if done != nil {
+		<-done
+	}
+}
+
+// countArchives adds the archives snap sees to the counters and the LRU,
+// and discards snap.
+func (s *Store) countArchives(ctx context.Context, snap *badger.Txn) error {
+	defer snap.Discard()
+	var n int
+	var total int64
+	err := s.withDB(func() error {
+		it := snap.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			if n%1024 == 0 && ctx.Err() != nil {
+				return ctx.Err()
+			}
+			var rec countedRecord
+			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+				return err
+			}
+			n++
+			total += rec.Size
+			if s.lru.max > 0 { // only eviction needs every archive's entry
+				s.lru.add(rec.SHA256, rec.Created)
+			}
+		}
+		return nil
+	})
+	if h := s.hooks.recounted; h != nil {
+		h()
+	}
+	s.mu.Lock()
+	s.archives += n
+	s.bytes += total
+	s.mu.Unlock()
+	if err != nil {
+		return fmt.Errorf("cache: counting archives: %w", err)
+	}
+	return nil
+}
+
+// countNow counts the archives of the open database before returning
+// (the read-only start-up, which must know whether the database can be
+// read at all).
+func (s *Store) countNow() error {
+	snap := s.db.NewTransaction(false)
+	c := counting{done: make(chan struct{})}
+	s.mu.Lock()
+	s.count = c
+	s.mu.Unlock()
+	defer close(c.done)
+	return s.countArchives(context.Background(), snap)
+}

@@ -1,0 +1,114 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+)
+
+// dirBytes is the disk space the files under dir take.
+func dirBytes(t *testing.T, dir string) int64 {
+	t.Helper()
+	var n int64
+	err := filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err == nil {
+			n += allocated(fi)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// After evictions the data directory returns to within 1.25 times the
+// cached bytes plus the disk reserve, within 2 minutes: a cache limited to
+// 64 MiB is filled with twice that, in archives of 4 MiB, while RunGC runs
+// as `tfmirror serve` runs it. Every archive left reads back intact.
+func TestDiskFollowsTheCacheAfterEvictions(t *testing.T) {
+	const (
+		limit = 64 << 20
+		size  = 4 << 20
+	)
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MaxBytes: limit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var gc sync.WaitGroup
+	gc.Go(func() { s.RunGC(ctx, time.Hour) }) // only kicks: deletions
+	defer func() { cancel(); gc.Wait() }()
+
+	var blobs [][]byte
+	for i := range 2 * limit / size {
+		b := make([]byte, size)
+		rand.NewChaCha8([32]byte{byte(i)}).Read(b) // fast under -race, unlike randomBytes
+		blobs = append(blobs, b)
+		w, err := s.NewBlobWriter(shaOf(blobs[i]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(blobs[i])
+		if _, err := w.Commit(""); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+	}
+	s.settle()
+	archives, cachedBytes := s.Stats()
+	if cachedBytes > limit || archives != limit/size {
+		t.Fatalf("after eviction: %d archives, %d bytes; want %d archives under the %d-byte limit", archives, cachedBytes, limit/size, limit)
+	}
+	bound := cachedBytes + cachedBytes/4 + DefaultDiskReserve
+	start := time.Now()
+	var used int64
+	for used = dirBytes(t, dir); used > bound; used = dirBytes(t, dir) {
+		if time.Since(start) > 2*time.Minute {
+			t.Fatalf("the data directory holds %d MiB 2 minutes after evicting down to %d MiB; want at most %d MiB",
+				used>>20, cachedBytes>>20, bound>>20)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("%d MiB written, %d MiB cached: the data directory is %d MiB (bound %d MiB) %s after the last eviction",
+		len(blobs)*size>>20, cachedBytes>>20, used>>20, bound>>20, time.Since(start).Round(time.Millisecond))
+
+	if testing.Verbose() {
+		entries, _ := filepath.Glob(filepath.Join(dir, "*"))
+		for _, e := range entries {
+			var st fs.FileInfo
+			if st, err = os.Stat(e); err == nil {
+				t.Logf("%s: size %d, allocated %d", filepath.Base(e), st.Size(), allocated(st))
+			}
+		}
+	}
+	kept := 0
+	for _, b := range blobs {
+		r, err := s.OpenBlob(shaOf(b))
+		if err != nil {
+			continue
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("archive %s reads back wrong after value-log GC: %v", shaOf(b), err)
+		}
+		kept++
+	}
+	if kept != archives {
+		t.Errorf("%d archives readable, want %d", kept, archives)
+	}
+}
