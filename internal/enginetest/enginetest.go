@@ -61,6 +61,10 @@ func OriginClient(t testing.TB, origin *fakeorigin.Origin) *discovery.Client {
 	client, err := discovery.New(discovery.Config{
 		AllowPrivate: true,
 		RootCAs:      origin.CertPool(),
+		// Retries still happen, as many as by default, without the
+		// production backoff (250 ms doubling) that tests would wait out.
+		RetryBaseDelay: time.Millisecond,
+		RetryMaxDelay:  5 * time.Millisecond,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			host, _, err := net.SplitHostPort(addr)
 			if err == nil && host != "127.0.0.1" && host != "localhost" {
