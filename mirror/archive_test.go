@@ -13,6 +13,7 @@ import (
 )
 
 func TestConcurrentColdDownloadsShareOneFetch(t *testing.T) {
+	t.Parallel()
 	const clients = 20
 	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{ArchiveSize: 1 << 20}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
@@ -59,6 +60,7 @@ func TestConcurrentColdDownloadsShareOneFetch(t *testing.T) {
 
 // The context given to OpenArchive stops that reader, never the download.
 func TestReaderHonoursItsContext(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{HoldBack: 1024}, origin: fakeorigin.Options{ArchiveSize: 1 << 20}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
@@ -112,6 +114,7 @@ func TestReaderHonoursItsContext(t *testing.T) {
 
 // A tampered download is never read whole: Read fails, and nothing is cached.
 func TestTamperedDownloadFailsReaders(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.TamperArchive(ns, typ, "1.0.0", "linux_amd64", true)
@@ -132,6 +135,7 @@ func TestTamperedDownloadFailsReaders(t *testing.T) {
 
 // EnsureArchive caches an archive with no reader, and knows when it is there.
 func TestEnsureArchive(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	p, v, pl := h.provider(), mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64")

@@ -16,6 +16,7 @@ import (
 // Shutdown stops it; the archive is then neither released nor cached, and
 // no verification failure is counted (the archive was not judged).
 func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
+	t.Parallel()
 	const version, pl = "1.0.0", "linux_amd64"
 	// 4 GiB of zeros in 4 MiB, allowed: seconds to inflate.
 	bomb := verifytest.Zeros("terraform-provider-"+typ+"_v"+version, 4<<30)

@@ -69,6 +69,7 @@ func originPackage(t *testing.T, o *fakeorigin.Origin, version, pl string) regis
 // each platform's package response is rebuilt exactly as the origin sent
 // it. The version list keeps the protocols.
 func TestEvidenceKeptAsTheOriginGaveIt(t *testing.T) {
+	t.Parallel()
 	rec := &documentRecorder{docs: map[string][]byte{}}
 	opts := harnessOptions{
 		cacheDir:   t.TempDir(),
@@ -170,6 +171,7 @@ func (r packageRewriter) Package(ctx context.Context, p discovery.Provider, vers
 // is verified with its own keys from the kept bytes, without fetching the
 // document again.
 func TestEvidenceOfSeveralDocuments(t *testing.T) {
+	t.Parallel()
 	otherKeys := func(keys []registryjson.GPGPublicKey) []registryjson.GPGPublicKey {
 		keys = slices.Clone(keys)
 		keys[0].Source = "another source"
@@ -245,6 +247,7 @@ func (b *blobSwapper) OpenBlob(sha string) (cache.BlobReader, error) {
 // Verify checks a cached archive again from the stored evidence alone,
 // and refuses it when any stored piece was altered.
 func TestVerifyFromStoredEvidence(t *testing.T) {
+	t.Parallel()
 	swapper := &blobSwapper{swap: map[string]string{}}
 	h := newHarness(t, harnessOptions{wrap: func(s Store) Store { swapper.Store = s; return swapper }})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
@@ -374,6 +377,7 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 // handed out as evidence: Evidence fails with an integrity error, drops
 // the record, and the next call fetches and verifies it anew.
 func TestEvidenceRefusesTamperedCache(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name   string
 		change func(rec *PackageRecord)

@@ -18,6 +18,7 @@ import (
 // HTTP client), not an archive whose first Read fails (a 200 and then a
 // reset).
 func TestJoiningAFailedDownload(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.TamperArchive(ns, typ, "1.0.0", "linux_amd64", true)
@@ -65,6 +66,7 @@ func (s *evictingStore) OpenBlob(sha string) (cache.BlobReader, error) {
 // An archive evicted between lookup and open is fetched again, not a
 // failure ("archive vanished").
 func TestArchiveEvictedBetweenLookupAndOpen(t *testing.T) {
+	t.Parallel()
 	var es *evictingStore
 	h := newHarness(t, harnessOptions{wrap: func(s Store) Store {
 		es = &evictingStore{Store: s, store: s.(*cache.Store)}
@@ -93,6 +95,7 @@ func TestArchiveEvictedBetweenLookupAndOpen(t *testing.T) {
 // Faults the engine finds itself in what an origin sends are the origin's
 // faults, typed as such.
 func TestArchiveTooLargeIsAnOriginFault(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{MaxArchiveBytes: 100}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	_, err := h.engine.EnsureArchive(context.Background(), h.provider(), mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64"))

@@ -45,6 +45,7 @@ func (f *switchableFailure) fail() error {
 }
 
 func TestDiskFullStillServes(t *testing.T) {
+	t.Parallel()
 	disk := &switchableFailure{on: true}
 	met := &countingMetrics{}
 	h := newHarness(t, harnessOptions{
@@ -107,6 +108,7 @@ func TestDiskFullStillServes(t *testing.T) {
 }
 
 func TestCacheSizeLimitEvicts(t *testing.T) {
+	t.Parallel()
 	const archiveSize = 256 << 10
 	var evicted atomic.Int64
 	evictions := make(chan struct{}, 8)
@@ -155,6 +157,7 @@ func TestCacheSizeLimitEvicts(t *testing.T) {
 }
 
 func TestConcurrentRequestsForManyPlatformsOfOneVersion(t *testing.T) {
+	t.Parallel()
 	// Each caller needs the package metadata of its own platform; while
 	// one fetch runs, callers for other platforms queue behind it.
 	pls := []string{"darwin_amd64", "darwin_arm64", "freebsd_amd64", "linux_386", "linux_amd64", "linux_arm", "linux_arm64", "windows_amd64"}

@@ -36,6 +36,7 @@ func importedFrom(ev *Evidence, body func(pl string) []byte) Imported {
 // Verify passes from the cache alone. An archive of other bytes than the
 // signed SHA256SUMS says is refused, and nothing of that version stored.
 func TestImportFromEvidence(t *testing.T) {
+	t.Parallel()
 	src := newHarness(t, harnessOptions{})
 	src.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	v := mustVersion(t, "1.0.0")
@@ -125,6 +126,7 @@ func inHouseZip(t *testing.T, typ string) []byte {
 // others are not found, and the host is never contacted. A package whose
 // h1: differs from the one given is refused.
 func TestImportUnsignedLocalOnlyHost(t *testing.T) {
+	t.Parallel()
 	opts := harnessOptions{cacheDir: t.TempDir()}
 	h := newHarness(t, opts)
 	p := discovery.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
@@ -201,6 +203,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 // On a connected mirror, a version list that an import added to is
 // refreshed from the origin on next use, whose list may have more.
 func TestImportedListRefreshedWhenConnected(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
 	v := mustVersion(t, "1.0.0")
@@ -232,6 +235,7 @@ func TestImportedListRefreshedWhenConnected(t *testing.T) {
 // were read (a client's metadata fetch of the same version): it is
 // refused, and the record stays the origin's alone.
 func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
+	t.Parallel()
 	// The host takes unsigned imports (Config.UnsignedHosts); without,
 	// Import would refuse at once (TestUnsignedImportStaysInItsLane).
 	h := newHarness(t, harnessOptions{cfg: Config{UnsignedHosts: []string{originHost}}})

@@ -14,6 +14,7 @@ import (
 // Version lists are kept decoded in memory; a refresh after the TTL must
 // still replace them, and within the TTL the origin is not asked again.
 func TestRememberedVersionListIsRefreshed(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	h := newHarness(t, harnessOptions{cfg: Config{
@@ -68,6 +69,7 @@ func TestRememberedVersionListIsRefreshed(t *testing.T) {
 // adding platforms to it must work on a copy (the race detector checks),
 // and the grown record must be what later callers see.
 func TestRememberedPackageRecordGrows(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	open := func(pl string) error {

@@ -62,6 +62,7 @@ func readModule(t *testing.T, h *harness, version string) (*ModulePackage, []byt
 // evicted and the tag moved upstream, the refetch is refused, counted and
 // nothing is cached; an unchanged source is fetched again.
 func TestModuleImmutableOnceCached(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	rec := &moduleRecorder{}
 	h := newHarness(t, harnessOptions{cfg: Config{Metrics: rec}})
@@ -120,6 +121,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 // A sealed mirror lists only the module versions whose package it holds
 // and fails the others with ErrOffline.
 func TestModulesOffline(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	dir := filepath.Join(t.TempDir(), "cache")
 	h := newHarness(t, harnessOptions{cacheDir: dir})

@@ -50,6 +50,7 @@ var tarballMod = discovery.Module{Hostname: originHost, Namespace: "acme", Name:
 // has a record of: another location or other bytes are refused as an
 // integrity failure; the same package is present.
 func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
 	o := h.origin
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
@@ -101,6 +102,7 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 // module is never imported under an allowed origin's host. A refused
 // import leaves nothing.
 func TestImportModuleRefusesBadPackages(t *testing.T) {
+	t.Parallel()
 	limits := modsource.Limits{MaxDownloadBytes: 4 << 10, MaxTreeBytes: 8 << 10, MaxEntries: 10}
 	h := newHarness(t, harnessOptions{cfg: Config{Offline: true, ScratchDir: t.TempDir(), ModuleLimits: limits}})
 	bomb := tarGzOf(t, &tar.Header{Name: "zeros.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}, strings.Repeat("\x00", 1<<20))
@@ -157,6 +159,7 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 // them, as it leaves imported providers, while it removes an older module
 // version fetched from its origin.
 func TestRetentionKeepsImportedModules(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir(), Retention: Retention{KeepVersions: 1, Interval: -1}}})
 	o := h.origin
 	for _, v := range []string{"0.1.0", "0.2.0"} {

@@ -3,6 +3,7 @@ package mirror
 import "testing"
 
 func TestArchiveName(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, typ, file string
 		wantVersion     string

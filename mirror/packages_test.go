@@ -33,6 +33,7 @@ func (o *heldOrigin) Package(ctx context.Context, p discovery.Provider, version 
 // fails on a platform name after others were asked for: when it returns,
 // none is running.
 func TestFetchPackageMetaLeavesNoRequestRunning(t *testing.T) {
+	t.Parallel()
 	held := &heldOrigin{release: make(chan struct{})}
 	h := newHarness(t, harnessOptions{wrapOrigin: func(o Origin) Origin { held.Origin = o; return held }})
 	names := []string{"linux_amd64", "linux_arm64", "darwin_amd64", "darwin_arm64", "windows_amd64", "not-a-platform"}

@@ -16,6 +16,7 @@ import (
 // failure does (counted, nothing stored); what cannot be checked (the h1:
 // of an archive not cached) is passed on.
 func TestPackageHashesAreChecked(t *testing.T) {
+	t.Parallel()
 	const version, asked = "1.0.0", "linux_amd64"
 	wrongSHA := strings.Repeat("ab", 32)
 	tests := []struct {

@@ -147,6 +147,7 @@ func isRefused(err error, reason verify.Reason) bool {
 // is cached, and each fetch is one bad_archive failure, without errors
 // from readers reading a writer that was aborted under them.
 func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
+	t.Parallel()
 	const version, pl, readers = "1.0.0", "linux_amd64", 16
 	garbage := make([]byte, 100<<10)
 	rand.NewChaCha8([32]byte{1}).Read(garbage) //nolint:errcheck // never fails
@@ -252,6 +253,7 @@ func TestSignedUninstallableArchiveIsRefusedForEveryReader(t *testing.T) {
 // is then not released (not even to a reader that kept up), and the fetch
 // fails as such, not as a verification failure.
 func TestArchiveNotReleasedWhenItCannotBeChecked(t *testing.T) {
+	t.Parallel()
 	const version, pl = "1.0.0", "linux_amd64"
 	met := &refusalMetrics{}
 	logs := &logRecorder{t: t}
@@ -303,6 +305,7 @@ func TestArchiveNotReleasedWhenItCannotBeChecked(t *testing.T) {
 // the versions TTL, or once the version list is refreshed, and not on
 // every request before that.
 func TestMissingPlatformIsAskedForAgain(t *testing.T) {
+	t.Parallel()
 	const version, pl = "1.0.0", "linux_amd64"
 	var now atomic.Int64
 	setup := func(t *testing.T) *harness {
@@ -409,6 +412,7 @@ func TestMissingPlatformIsAskedForAgain(t *testing.T) {
 // for the canonical one when it is listed, and a platform is missing only
 // when no spelling has a package for it.
 func TestVersionSpellings(t *testing.T) {
+	t.Parallel()
 	const version = "1.0.0"
 	tests := []struct {
 		name  string
@@ -474,6 +478,7 @@ func TestVersionSpellings(t *testing.T) {
 }
 
 func TestTranslateVersionsSpellings(t *testing.T) {
+	t.Parallel()
 	info := func(v string, pls ...string) discovery.VersionInfo {
 		vi := discovery.VersionInfo{Version: v}
 		for _, pl := range pls {

@@ -127,6 +127,7 @@ func removalNames(rs []Removal) []string {
 // older version stays, and a dry run lists exactly what the prune then
 // removes, with sizes.
 func TestRetentionKeepNewest(t *testing.T) {
+	t.Parallel()
 	const size = 8 << 10
 	p := discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	met := &retentionMetrics{}
@@ -188,6 +189,7 @@ func TestRetentionKeepNewest(t *testing.T) {
 
 // Per major version: the newest N of each major are kept.
 func TestRetentionKeepNewestPerMajor(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 1, KeepPerMajor: true, Interval: -1}}})
 	all := []string{"1.0.0", "1.1.0", "2.0.0", "2.1.0"}
 	h.origin.AddProvider(ns, typ, all, []string{"linux_amd64"})
@@ -204,6 +206,7 @@ func TestRetentionKeepNewestPerMajor(t *testing.T) {
 // Unused for 7 days: exactly the versions not downloaded in the last 7
 // days go, with the last uses written before a restart counting after it.
 func TestRetentionUnusedAcrossRestart(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	opts := harnessOptions{
 		cacheDir: t.TempDir(),
@@ -246,6 +249,7 @@ func TestRetentionUnusedAcrossRestart(t *testing.T) {
 
 // The rules also run in the background, on the engine's goroutine.
 func TestRetentionAppliedInBackground(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 1, Interval: time.Millisecond}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	h.readAll("1.0.0", "2.0.0")
@@ -264,6 +268,7 @@ func TestRetentionAppliedInBackground(t *testing.T) {
 // A pinned version survives a size limit smaller than the pinned set,
 // and a log line and the metrics say the limit cannot be met.
 func TestRetentionPinnedOverSizeLimit(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 10
 	p := discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	met := &retentionMetrics{}
@@ -340,6 +345,7 @@ func zipOfSize(t *testing.T, typ string, size int, seed uint64) []byte {
 // servable; only a prune naming a version removes one, and that version
 // is then no longer listed.
 func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
+	t.Parallel()
 	const size = 32 << 10
 	src := newHarness(t, harnessOptions{origin: fakeorigin.Options{ArchiveSize: size}})
 	signedVersions := []string{"1.0.0", "2.0.0", "3.0.0"}
@@ -457,6 +463,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 
 // A version of a local-only host whose packages are gone is not listed.
 func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	shas := map[string]string{}
@@ -491,6 +498,7 @@ func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 // size limit and many clients at once, every client gets every archive
 // whole (from the cache, a download under way, or the origin again).
 func TestTinySizeLimitManyClients(t *testing.T) {
+	t.Parallel()
 	const size = 32 << 10
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: size},
@@ -530,6 +538,7 @@ func TestTinySizeLimitManyClients(t *testing.T) {
 
 // With a shared store, a download on another replica counts as a use.
 func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	tier := newMemTier()
 	cfg := Config{Now: clock.Now, Shared: tier, Retention: Retention{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
@@ -553,6 +562,7 @@ func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
 }
 
 func TestPinnedBy(t *testing.T) {
+	t.Parallel()
 	cached := versions.List{mustVersion(t, "3.4.0"), mustVersion(t, "3.5.0"), mustVersion(t, "3.6.0"), mustVersion(t, "4.0.0")}
 	tilde3, err := versions.MeetingConstraintsStringRuby("~> 3.0")
 	if err != nil {
@@ -581,6 +591,7 @@ func TestPinnedBy(t *testing.T) {
 
 // Module packages are kept by the same rules: the newest N versions.
 func TestRetentionKeepNewestModules(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 2, Interval: -1}}})
 	o := h.origin
 	vs := []string{"1.0.0", "2.0.0", "3.0.0"}

@@ -23,6 +23,7 @@ func (m *fetchMetrics) ArchiveFetchStarted() func() {
 }
 
 func TestShutdown(t *testing.T) {
+	t.Parallel()
 	const version, pl = "1.0.0", "linux_amd64"
 	// start begins a download that the origin holds at half way, with no
 	// reader left (EnsureArchive gives up waiting; the download goes on).

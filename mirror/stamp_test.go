@@ -60,6 +60,7 @@ func (h *harness) listState() ListState {
 // out, and reusing it counts as the cache hit the call would have been;
 // one fetched from the origin, or served stale, is not reusable.
 func TestReuseVersionList(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	met := &lookupMetrics{hits: map[string]int{}}
 	h := newHarness(t, harnessOptions{cfg: Config{VersionsTTL: 10 * time.Minute, Now: clock.Now, Metrics: met}})
@@ -101,6 +102,7 @@ func TestReuseVersionList(t *testing.T) {
 // Any metadata write, of any provider, ends reuse: the engine does not
 // know which answers it changes.
 func TestReuseEndsWithAWrite(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.AddProvider(ns, "other", []string{"1.0.0"}, platforms)
@@ -124,6 +126,7 @@ func TestReuseEndsWithAWrite(t *testing.T) {
 // Package metadata is reusable until an archive is cached (its h1: hash
 // joins the answer) or evicted, and reuse counts both cache hits.
 func TestReusePackageFollowsArchiveCache(t *testing.T) {
+	t.Parallel()
 	met := &lookupMetrics{hits: map[string]int{}}
 	h := newHarness(t, harnessOptions{cfg: Config{Metrics: met}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
@@ -173,6 +176,7 @@ func TestReusePackageFollowsArchiveCache(t *testing.T) {
 // reusable only until those findings are to be checked again, even when
 // its version list stays fresh for longer.
 func TestReusePackageWithMissingPlatforms(t *testing.T) {
+	t.Parallel()
 	clock := newFakeClock()
 	// The cache stamps lists with the real time; an engine clock an hour
 	// behind keeps the list fresh long after the finding is due.

@@ -35,6 +35,7 @@ func unsignedImport(t *testing.T, p discovery.Provider, version string) (Importe
 // (before or after it is cached) nor a new one, and nothing of it is
 // cached; unless the engine's configuration names the host.
 func TestUnsignedImportStaysInItsLane(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		version string
@@ -153,6 +154,7 @@ func (b *lockedBuffer) String() string {
 // their data is kept: named again, they are served again. Connected and
 // sealed.
 func TestWithheldAtStart(t *testing.T) {
+	t.Parallel()
 	for _, offline := range []bool{false, true} {
 		t.Run(map[bool]string{false: "connected", true: "sealed"}[offline], func(t *testing.T) { testWithheldAtStart(t, offline) })
 	}

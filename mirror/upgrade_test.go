@@ -37,6 +37,7 @@ const (
 // again and gets its evidence, and the archive already cached is not
 // downloaded again.
 func TestOldLayoutRecords(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		version string // the version list as stored

@@ -9,6 +9,7 @@ import (
 )
 
 func TestParseProvider(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name            string
 		host, ns, typ   string
@@ -71,6 +72,7 @@ func TestParseProvider(t *testing.T) {
 }
 
 func TestParseVersion(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		in string
 		ok bool
@@ -101,6 +103,7 @@ func TestParseVersion(t *testing.T) {
 }
 
 func TestArchiveNameRoundTrip(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name, typ, file string
 		wantVersion     string

@@ -15,6 +15,7 @@ import (
 const testToken = "s3cret-token-for-tests"
 
 func TestParseTokens(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		in      string
@@ -52,6 +53,7 @@ func TestParseTokens(t *testing.T) {
 }
 
 func TestNewAuthValidates(t *testing.T) {
+	t.Parallel()
 	hashes := [][32]byte{sha256.Sum256([]byte("x"))}
 	if _, err := NewAuth(AuthConfig{SigningKey: make([]byte, 32)}); err == nil {
 		t.Error("no tokens accepted")
@@ -91,6 +93,7 @@ func newAuthHarness(t *testing.T, clock *testClock, key []byte) *harness {
 }
 
 func TestClientAuthTokens(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 
@@ -144,6 +147,7 @@ func TestClientAuthTokens(t *testing.T) {
 }
 
 func TestSignedArchiveURLs(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 
@@ -230,6 +234,7 @@ func TestSignedArchiveURLs(t *testing.T) {
 }
 
 func TestAccessLogHidesCredentials(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 	var buf bytes.Buffer
@@ -269,6 +274,7 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 }
 
 func TestStatusPageShowsCredentialsBlock(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 	h.server.cfg.PublicURL = "https://Mirror.Example.com:443/"
@@ -290,6 +296,7 @@ func TestStatusPageShowsCredentialsBlock(t *testing.T) {
 }
 
 func TestStatusPageHidesProvidersWithoutToken(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 	// Cache a provider's metadata through the guarded protocol.

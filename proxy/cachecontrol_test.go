@@ -15,6 +15,7 @@ var strongETag = regexp.MustCompile(`^"[0-9a-f]{64}"$`)
 // TestCacheHeaders checks what an HTTP cache or CDN in front of the mirror
 // is told about each kind of answer, and that it can revalidate.
 func TestCacheHeaders(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		ttl       time.Duration
@@ -71,6 +72,7 @@ func TestCacheHeaders(t *testing.T) {
 // archives get cached, so a cache revalidating an older copy must get the
 // new document, not 304.
 func TestVersionETagChangesWithHashes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	before := h.get(providerPath("1.0.0.json"))
@@ -94,6 +96,7 @@ func TestVersionETagChangesWithHashes(t *testing.T) {
 // TestStaleAnswersMustBeRevalidated: a version list served because the
 // origin is down may be kept by a shared cache but not reused unchecked.
 func TestStaleAnswersMustBeRevalidated(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{engine: mirror.Config{VersionsTTL: 1}}) // every request refreshes
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	fresh := h.get(providerPath("index.json"))
@@ -116,6 +119,7 @@ func TestStaleAnswersMustBeRevalidated(t *testing.T) {
 // TestUncacheableAnswers: health answers and the status JSON describe this
 // moment and this replica; no cache may keep them.
 func TestUncacheableAnswers(t *testing.T) {
+	t.Parallel()
 	rec := httptest.NewRecorder()
 	Healthz(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
 	if got := rec.Header().Get("Cache-Control"); got != "no-store" {

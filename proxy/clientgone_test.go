@@ -53,6 +53,7 @@ func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int
 // server error: the request is counted with its own code, 499, and its
 // failure is logged at debug, not as an error that pages someone.
 func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
+	t.Parallel()
 	logs := &recordingHandler{}
 	h := newHarness(t, harnessOptions{cfg: Config{Logger: slog.New(logs)}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)

@@ -15,6 +15,7 @@ import (
 // every archive request is answered 200 with the whole archive, never a
 // 5xx of the mirror's own making (eviction never fails a client).
 func TestTinyCacheLimitNoServerErrors(t *testing.T) {
+	t.Parallel()
 	const size = 32 << 10
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: size},

@@ -22,6 +22,7 @@ import (
 // conditional and Range requests and imitates for the others): same
 // status, headers and body for every kind of request.
 func TestWriteDocumentIsServeContent(t *testing.T) {
+	t.Parallel()
 	doc := newDocument([]byte(`{"versions":{"1.0.0":{}}}` + "\n"))
 	cacheControl := headerValue("public, max-age=60")
 	// What writeDocument did before it wrote plain answers itself.
@@ -100,6 +101,7 @@ func (e *countingEngine) Package(ctx context.Context, p discovery.Provider, v ve
 // hash joins VERSION.json) or the version list's TTL runs out; stale and
 // authenticated answers are never sent again without asking.
 func TestWarmDocumentsSkipTheEngine(t *testing.T) {
+	t.Parallel()
 	var now atomic.Int64
 	now.Store(time.Now().UnixNano())
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
@@ -158,6 +160,7 @@ func TestWarmDocumentsSkipTheEngine(t *testing.T) {
 // With client authentication, every request is checked and every
 // VERSION.json signed afresh: nothing is sent again as it was.
 func TestWarmDocumentsWithAuthAskTheEngine(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	engine := &countingEngine{Engine: h.engine}

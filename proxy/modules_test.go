@@ -82,6 +82,7 @@ func download(t *testing.T, h *harness, module, version string) (pkgPath, subdir
 }
 
 func TestModulePullThrough(t *testing.T) {
+	t.Parallel()
 	needGit(t)
 	h := newHarness(t, harnessOptions{})
 	o := h.origin
@@ -180,6 +181,7 @@ func TestModulePullThrough(t *testing.T) {
 }
 
 func TestModuleSourceFailures(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{engine: mirror.Config{ModuleLimits: modsource.Limits{MaxTreeBytes: 1 << 20, MaxDownloadBytes: 1 << 20, MaxEntries: 100}}})
 	o := h.origin
 	o.AddModule("acme", "s3", "aws", "1.0.0", "s3::https://s3.amazonaws.com/bucket/vpc.zip")
@@ -244,6 +246,7 @@ func TestModuleSourceFailures(t *testing.T) {
 }
 
 func TestModuleRoutes(t *testing.T) {
+	t.Parallel()
 	for path, want := range map[string]string{
 		modBase + "acme/vpc/aws/versions":             "module_versions",
 		modBase + "acme/vpc/aws/1.0.0/download":       "module_download",
@@ -261,6 +264,7 @@ func TestModuleRoutes(t *testing.T) {
 // the token and the package a valid, unexpired URL signature for that
 // module version.
 func TestModulesClientAuth(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 	o := h.origin

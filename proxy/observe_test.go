@@ -15,6 +15,7 @@ import (
 // fast JSON handler, slog's own JSON handler (which it must match byte for
 // byte), or the text handler of --log-format text.
 func TestAccessLineWithEveryHandler(t *testing.T) {
+	t.Parallel()
 	next := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("X-Tfmirror-Cache", "hit")
 		w.WriteHeader(http.StatusTeapot)

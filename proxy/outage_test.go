@@ -16,6 +16,7 @@ import (
 // that the mirror is offline (503): a client must not conclude that the
 // version does not exist.
 func TestUnknownVersionWhileListCannotBeRefreshed(t *testing.T) {
+	t.Parallel()
 	t.Run("refresh after the TTL fails", func(t *testing.T) {
 		h := newHarness(t, harnessOptions{engine: mirror.Config{VersionsTTL: 1}}) // every request refreshes
 		h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
@@ -81,6 +82,7 @@ func TestUnknownVersionWhileListCannotBeRefreshed(t *testing.T) {
 // An archive the engine refuses for a fault of the origin's (here: larger
 // than allowed) is a 502, like any origin fault, not a 500.
 func TestArchiveOriginFaultIsBadGateway(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{engine: mirror.Config{MaxArchiveBytes: 100}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	r := h.get(archivePath("1.0.0", "linux_amd64"))

@@ -53,6 +53,7 @@ func golden(t *testing.T, name string, got []byte) {
 }
 
 func TestIndexTranslation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.1.0", "2.0.0-beta1"}, platforms)
 
@@ -72,6 +73,7 @@ func TestIndexTranslation(t *testing.T) {
 }
 
 func TestVersionTranslation(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 
@@ -115,6 +117,7 @@ func TestVersionTranslation(t *testing.T) {
 }
 
 func TestPlatformFilter(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{engine: mirror.Config{Platforms: []string{"linux_amd64"}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 
@@ -132,6 +135,7 @@ func TestPlatformFilter(t *testing.T) {
 }
 
 func TestErrorStatuses(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 
@@ -185,6 +189,7 @@ func TestErrorStatuses(t *testing.T) {
 }
 
 func TestNotAllowedHostMakesNoConnection(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{engine: mirror.Config{AllowedOrigins: []string{"registry.opentofu.org"}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	for _, path := range []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64")} {
@@ -198,6 +203,7 @@ func TestNotAllowedHostMakesNoConnection(t *testing.T) {
 }
 
 func TestVerificationFailuresCacheNothing(t *testing.T) {
+	t.Parallel()
 	const version, pl = "1.0.0", "linux_amd64"
 	tests := []struct {
 		name   string
@@ -240,6 +246,7 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 }
 
 func TestArchivePullThrough(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{SeparateDownloadHost: true}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	want := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
@@ -276,6 +283,7 @@ func TestArchivePullThrough(t *testing.T) {
 }
 
 func TestTamperedArchiveIsRefused(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.TamperArchive(ns, typ, "1.0.0", "linux_amd64", true)
@@ -303,6 +311,7 @@ func TestTamperedArchiveIsRefused(t *testing.T) {
 }
 
 func TestFirstBytesBeforeOriginFinishes(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{engine: mirror.Config{HoldBack: 1024}, origin: fakeorigin.Options{ArchiveSize: 1 << 20}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.get(providerPath("1.0.0.json"))
@@ -334,6 +343,7 @@ func TestFirstBytesBeforeOriginFinishes(t *testing.T) {
 }
 
 func TestClientDisconnectDoesNotCancelFetch(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{ArchiveSize: 1 << 20}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
@@ -354,6 +364,7 @@ func TestClientDisconnectDoesNotCancelFetch(t *testing.T) {
 }
 
 func TestStaleVersionListWhenOriginDown(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{engine: mirror.Config{VersionsTTL: 1}}) // every request refreshes
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	if r := h.get(providerPath("index.json")); r.status != 200 {
@@ -373,6 +384,7 @@ func TestStaleVersionListWhenOriginDown(t *testing.T) {
 }
 
 func TestCacheSurvivesRestart(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	opts := harnessOptions{cacheDir: dir}
 	h := newHarness(t, opts)

@@ -25,6 +25,7 @@ func (p pinger) Ping() error { return p.err }
 // still serves its cache and the origins. A cache that cannot be written
 // is not ready, whatever the shared store says.
 func TestReadyzSharedStore(t *testing.T) {
+	t.Parallel()
 	log := slog.New(slog.DiscardHandler)
 	down := func() error { return errors.New("shared store unavailable: connection refused") }
 	tests := []struct {
@@ -67,6 +68,7 @@ func (p *realPinger) Ping() error { p.pings.Add(1); return p.Store.Ping() }
 // Many load balancer nodes probing at once never make /readyz fail, and
 // cost the cache one check between them (per HealthTTL).
 func TestReadyzConcurrentProbes(t *testing.T) {
+	t.Parallel()
 	store := &realPinger{Store: enginetest.OpenStore(t, t.TempDir(), cache.Options{})}
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
 	src := &HealthSource{Store: store, Now: func() time.Time { return now }}

@@ -62,6 +62,7 @@ func resolve(t *testing.T, base, ref string) string {
 // OpenTofu's "packages", which OpenTofu records in the lock file); the
 // versions answer has the origin's protocols and the served platforms.
 func TestRegistryPassesTheOriginsAnswersThrough(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{SeparateDownloadHost: true, PackageHashes: true},
 		engine: mirror.Config{Platforms: []string{"linux_amd64", "darwin_arm64"}}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "1.1.0"}, platforms)
@@ -159,6 +160,7 @@ func mustDecode(t *testing.T, body []byte) registryjson.Package {
 
 // 404 only for what the origin says does not exist; origin trouble is 5xx.
 func TestRegistryErrors(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
 	tests := []struct {
@@ -198,6 +200,7 @@ func TestRegistryErrors(t *testing.T) {
 // A changed byte in a cached SHA256SUMS or signature is never served: the
 // mirror answers 502 and fetches the record anew on the next request.
 func TestRegistryRefusesTamperedEvidence(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	h := newHarness(t, harnessOptions{cacheDir: dir})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
@@ -254,6 +257,7 @@ func TestRegistryRefusesTamperedEvidence(t *testing.T) {
 // SHA256SUMS, signature and archive URLs in the download answer are
 // signed and work without it, and nothing else does.
 func TestRegistryClientAuth(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 	for _, path := range []string{registryPath("versions"), registryPath("1.0.0/download/linux/amd64")} {
@@ -296,6 +300,7 @@ func TestRegistryClientAuth(t *testing.T) {
 // a host this mirror serves and of one it does not get the same answer: a
 // caller cannot learn which (in-house) hosts the mirror serves.
 func TestRegistryFilesHideServedHosts(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
 	const unknown = "tf.corp.example"
@@ -329,6 +334,7 @@ func TestRegistryFilesHideServedHosts(t *testing.T) {
 }
 
 func TestRegistryRouteLabels(t *testing.T) {
+	t.Parallel()
 	base := "/registry/registry.terraform.io/v1/providers/hashicorp/random/"
 	for path, want := range map[string]string{
 		base + "versions":                                    "registry_versions",
@@ -350,6 +356,7 @@ func TestRegistryRouteLabels(t *testing.T) {
 // the origin's modules.v1, which discovery may know), and says which
 // token goes where when clients authenticate.
 func TestStatusHostBlocks(t *testing.T) {
+	t.Parallel()
 	modules := map[string]string{"registry.terraform.io": "https://registry.terraform.io/v1/modules/"}
 	h := newHarness(t, harnessOptions{
 		cfg:    Config{PublicURL: "https://mirror.example.com/tf", ModulesURL: func(host string) string { return modules[host] }},

@@ -11,6 +11,7 @@ import (
 // VERSION.json is rendered again when an archive's h1: hash appears
 // (cached) or disappears (evicted).
 func TestRenderedVersionFollowsArchiveCache(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	hashes := func() []string {

@@ -16,6 +16,7 @@ import (
 // canonical version and not the origin's file names, serve those bytes.
 // Which spelling the engine asks is mirror's TestVersionSpellings.
 func TestVersionSpellingsOverHTTP(t *testing.T) {
+	t.Parallel()
 	const version = "1.0.0"
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0"}, []string{"linux_amd64", "windows_amd64"})

@@ -36,6 +36,7 @@ func statusHarness(t *testing.T, cfg Config) *harness {
 }
 
 func TestStatusJSON(t *testing.T) {
+	t.Parallel()
 	h := statusHarness(t, Config{PublicURL: "https://mirror.example.com/", Version: "1.2.3"})
 	r := h.get("/?format=json")
 	if r.status != 200 {
@@ -78,6 +79,7 @@ func TestStatusJSON(t *testing.T) {
 }
 
 func TestStatusHTML(t *testing.T) {
+	t.Parallel()
 	h := statusHarness(t, Config{})
 	r := h.get("/")
 	if r.status != 200 {
@@ -109,6 +111,7 @@ func TestStatusHTML(t *testing.T) {
 }
 
 func TestStatusHTMLEmptyCache(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	r := h.get("/")
 	if r.status != 200 || !strings.Contains(string(r.body), "Nothing yet") || strings.Contains(string(r.body), `id="providers"`) {
@@ -117,6 +120,7 @@ func TestStatusHTMLEmptyCache(t *testing.T) {
 }
 
 func TestStatusTemplateEscapes(t *testing.T) {
+	t.Parallel()
 	const evil = `"><script>alert(1)</script><img src=x onerror=alert(2)>`
 	st := &Status{
 		MirrorURL:      "https://m.example/" + evil,
@@ -156,6 +160,7 @@ func (f fakeHealthStore) FreeBytes() int64 { return f.free }
 func (f fakeHealthStore) Reserve() int64   { return f.reserve }
 
 func TestStatusHealthJSON(t *testing.T) {
+	t.Parallel()
 	full := fmt.Errorf("%w: 10 MiB free, below the 1.0 GiB reserve", cache.ErrNotWritable)
 	down := func() error { return errors.New("shared store unavailable: connection refused") }
 	tests := []struct {
@@ -218,6 +223,7 @@ func healthString(h Health) string {
 // The health block names no provider, so it is shown to every request,
 // also when client authentication hides the provider list.
 func TestStatusHealthShownWithoutToken(t *testing.T) {
+	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32), URLTTL: time.Hour, Now: clock.Now})
 	if err != nil {
@@ -242,6 +248,7 @@ func TestStatusHealthShownWithoutToken(t *testing.T) {
 }
 
 func TestStatusHealthHTML(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		health  *HealthSource
@@ -320,6 +327,7 @@ func pageHealth(t *testing.T, h *harness) Health {
 // However often the status page is loaded, it pings the cache (a small
 // write) at most once a second, and shows a change after that second.
 func TestStatusHealthChecksAtMostOnceASecond(t *testing.T) {
+	t.Parallel()
 	store := &countingStore{}
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	var clock sync.Mutex
@@ -364,6 +372,7 @@ func (w *writableStore) Writable() error {
 // /readyz, not a second later; while it writes, the page still pings at
 // most once a second.
 func TestStatusHealthShowsACacheThatStoppedWritingAtOnce(t *testing.T) {
+	t.Parallel()
 	store := &writableStore{}
 	now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 	h := newHarness(t, harnessOptions{cfg: Config{Health: &HealthSource{Store: store}, Now: func() time.Time { return now }}})
@@ -404,6 +413,7 @@ func (c *scanCounter) ListCachedAfter(prefix, after string, fn func(mirror.Cache
 // cache is scanned at most once a second; a second later the page shows
 // what was cached meanwhile.
 func TestStatusScansAtMostOnceASecond(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	var clock sync.Mutex

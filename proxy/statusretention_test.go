@@ -29,6 +29,7 @@ func (p *onePin) Pins() (*mirror.Pins, bool, error) {
 // The status page lists pinned versions, and says when what may not be
 // evicted exceeds the size limit.
 func TestStatusRetention(t *testing.T) {
+	t.Parallel()
 	pins := &onePin{pins: &mirror.Pins{Providers: map[string][]mirror.PinSelection{
 		originHost + "/" + ns + "/" + typ: {{Set: versions.Only(versions.MustParseVersion("1.0.0")), Where: "ci.lock.hcl:3"}},
 	}}}

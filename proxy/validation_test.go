@@ -12,6 +12,7 @@ import (
 // TestHostileRequestPaths sends hostile paths and methods through the
 // router: each gets a 4xx JSON error and reaches no origin.
 func TestHostileRequestPaths(t *testing.T) {
+	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	long := strings.Repeat("a", 200)

@@ -72,6 +72,7 @@ func importInHouse(t *testing.T, h *harness, p discovery.Provider, version strin
 // VERSION.json and archives 404), while the origin's other versions are
 // served; named again, the host's versions are served again.
 func TestWithheldVersions(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	allowed := harnessOptions{cacheDir: dir, engine: mirror.Config{Offline: true, UnsignedHosts: []string{originHost}}}
 	h := newHarness(t, allowed)

@@ -24,6 +24,7 @@ import (
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -283,7 +284,7 @@ func TestExportImportAirGap(t *testing.T) {
 
 	t.Run("tampered exports are refused", func(t *testing.T) {
 		random := filepath.Join("registry.terraform.io", "hashicorp", "random")
-		other, err := openpgp.NewEntity("other", "", "other@example.test", nil)
+		other, err := openpgp.NewEntity("other", "", "other@example.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -43,6 +43,7 @@ func mountSmallFS(t *testing.T, size string) string {
 // that clients get correct archives or clean failures, that /readyz says
 // why it is not ready, and that a restart on the full file system serves.
 func TestFullDiskDoesNotCrash(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}

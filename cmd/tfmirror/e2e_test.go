@@ -279,6 +279,7 @@ func TestTerraformInitRefusesTamperedArchive(t *testing.T) {
 }
 
 func TestConcurrentColdDownloadsOverTLS(t *testing.T) {
+	t.Parallel()
 	const clients = 20
 	e := newE2E(t, fakeorigin.Options{ArchiveSize: 4 << 20})
 	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})

@@ -16,6 +16,7 @@ import (
 // An origin listing a version as both 1.0 and 1.0.0, the packages being
 // under 1.0.0 only, still installs.
 func TestTerraformInitVersionListedInTwoSpellings(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, fakeorigin.Options{})
 	e.origin.AddProvider("hashicorp", "null", []string{"1.0"}, nil)
 	e.origin.AddProvider("hashicorp", "null", []string{"1.0.0"}, []string{"linux_amd64"})
@@ -34,6 +35,7 @@ func TestTerraformInitVersionListedInTwoSpellings(t *testing.T) {
 // A signed archive without the provider executable is refused by the
 // mirror before terraform gets all of it, and not cached.
 func TestTerraformInitRefusesSignedArchiveWithoutExecutable(t *testing.T) {
+	t.Parallel()
 	e := newE2E(t, fakeorigin.Options{})
 	e.origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
 	// A zip holding the executable of another provider.

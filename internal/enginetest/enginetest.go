@@ -46,6 +46,14 @@ func OpenStore(t testing.TB, dir string, opts cache.Options) *cache.Store {
 	t.Helper()
 	opts.Dir, opts.InMemory = dir, dir == ""
 	store, err := cache.Open(opts)
+	// Reopening a directory just closed can find Badger's lock still
+	// held, for a moment, by a child process that a parallel test forked
+	// while the lock file was open (it closes on exec). Bounded retry.
+	for deadline := time.Now().Add(10 * time.Second); err != nil && dir != "" &&
+		strings.Contains(err.Error(), "Cannot acquire directory lock") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		store, err = cache.Open(opts)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,6 +69,10 @@ func OriginClient(t testing.TB, origin *fakeorigin.Origin) *discovery.Client {
 	client, err := discovery.New(discovery.Config{
 		AllowPrivate: true,
 		RootCAs:      origin.CertPool(),
+		// Retries still happen, as many as by default, without the
+		// production backoff (250 ms doubling) that tests would wait out.
+		RetryBaseDelay: time.Millisecond,
+		RetryMaxDelay:  5 * time.Millisecond,
 		DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
 			host, _, err := net.SplitHostPort(addr)
 			if err == nil && host != "127.0.0.1" && host != "localhost" {
