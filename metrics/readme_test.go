@@ -1,0 +1,98 @@
+package metrics
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// TestREADMEDocumentsEveryMetric keeps the README's metrics table in step
+// with what the package registers: every tfmirror_* family has a row, and
+// every row names a family that exists.
+func TestREADMEDocumentsEveryMetric(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := New(reg, Options{
+		Version: "test", Origins: []string{"registry.terraform.io"},
+		Cache: func() (int, int64) { return 0, 0 },
+		Disk:  func() (int64, int64, bool) { return 0, 0, true },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Vectors without pre-created series appear once observed.
+	m.ObserveRequest("index", 200, time.Millisecond, 1)
+	m.SharedStoreRequest("get_archive", "ok", time.Millisecond)
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := map[string]bool{}
+	for _, f := range families {
+		if strings.HasPrefix(f.GetName(), "tfmirror_") {
+			names[f.GetName()] = true
+		}
+	}
+	// And whatever the sources name, in case a vector has no series yet.
+	sources, err := filepath.Glob("*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nameLit := regexp.MustCompile(`Name:\s*"(tfmirror_[a-z0-9_]+)"`)
+	for _, src := range sources {
+		if strings.HasSuffix(src, "_test.go") {
+			continue
+		}
+		data, err := os.ReadFile(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range nameLit.FindAllStringSubmatch(string(data), -1) {
+			names[m[1]] = true
+		}
+	}
+	if len(names) < 30 || !names["tfmirror_http_requests_total"] || !names["tfmirror_module_fetches_total"] {
+		t.Fatalf("found too few metrics to check: %v", names)
+	}
+
+	readme, err := os.ReadFile("../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := strings.Index(string(readme), "\n## Metrics\n")
+	if start < 0 {
+		t.Fatal("README.md has no Metrics section")
+	}
+	section := string(readme)[start+1:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	rows := map[string]bool{}
+	for _, m := range regexp.MustCompile("(?m)^\\| `(tfmirror_[a-z0-9_]+)` \\|").FindAllStringSubmatch(section, -1) {
+		rows[m[1]] = true
+	}
+	var missing, stale []string
+	for n := range names {
+		if !rows[n] {
+			missing = append(missing, n)
+		}
+	}
+	for n := range rows {
+		if !names[n] {
+			stale = append(stale, n)
+		}
+	}
+	sort.Strings(missing)
+	sort.Strings(stale)
+	for _, n := range missing {
+		t.Errorf("README.md's metrics table has no row for %s", n)
+	}
+	for _, n := range stale {
+		t.Errorf("README.md's metrics table has a row for %s, which the metrics package does not register", n)
+	}
+}
