@@ -20,11 +20,12 @@
 // This directory is a Go module of its own (github.com/tfmirror/tfmirror/deploy),
 // not part of the main one, because of those tools' libraries: Helm,
 // kustomize, k8s.io/api and client-go, the Prometheus Operator's and Gateway
-// API's types come with some two hundred modules. In the main module they
-// would be in its go.sum and module graph, downloaded by the Dockerfile's
+// API's types bring about a hundred modules into go.sum (and some eight
+// hundred packages into the test's build). In the main module they would
+// be in its go.sum and module graph, downloaded by the Dockerfile's
 // `go mod download`, and, through minimal version selection, would raise
-// versions of libraries the tfmirror binary is built with (the Prometheus
-// client, x/net, protobuf) for the sake of a test. Here they only build
+// versions of libraries the tfmirror binary is built with (today x/net,
+// x/sys and x/text) for the sake of a test. Here they only build
 // these tests; the binary keeps the main module's versions. The module
 // uses the main one through a replace directive (../) for the metrics
 // package. A go.work is not used: in workspace mode the main module's

@@ -112,21 +112,21 @@ func checkClaim(t *testing.T, m *manifests, w *workload) {
 	t.Helper()
 	d := m.deployments[0]
 	if w.replicas != 1 || d.Spec.Strategy.Type != "Recreate" {
-		t.Errorf("a cache on a claim with %d replicas and strategy %q: want 1 replica and Recreate", w.replicas, d.Spec.Strategy.Type)
+		t.Errorf("%s: a cache on a claim with %d replicas and strategy %q: want 1 replica and Recreate", m.where, w.replicas, d.Spec.Strategy.Type)
 	}
 	v := w.volumes[mountAt(w.mounts, dataDir)]
 	if v.PersistentVolumeClaim == nil || len(m.claims) != 1 || m.claims[0].Name != v.PersistentVolumeClaim.ClaimName {
-		t.Fatalf("the data volume %+v is not the chart's claim", v)
+		t.Fatalf("%s: the data volume %+v is not the chart's claim", m.where, v)
 	}
 	c := m.claims[0]
 	if !slices.Contains(c.Spec.AccessModes, corev1.ReadWriteOnce) || c.Spec.Resources.Requests.Storage().IsZero() {
-		t.Errorf("claim %s: access modes %v, storage %v: want ReadWriteOnce and a size", c.Name, c.Spec.AccessModes, c.Spec.Resources.Requests.Storage())
+		t.Errorf("%s: claim %s: access modes %v, storage %v: want ReadWriteOnce and a size", m.where, c.Name, c.Spec.AccessModes, c.Spec.Resources.Requests.Storage())
 	}
 	if c.Annotations["helm.sh/resource-policy"] != "keep" {
-		t.Errorf("claim %s is deleted with the release, and the cache with it", c.Name)
+		t.Errorf("%s: claim %s is deleted with the release, and the cache with it", m.where, c.Name)
 	}
 	if limit := byteSize(t, w.env["TFMIRROR_CACHE_MAX_BYTES"]); limit == 0 || limit >= c.Spec.Resources.Requests.Storage().Value() {
-		t.Errorf("TFMIRROR_CACHE_MAX_BYTES=%q: want a limit below the claim's %v", w.env["TFMIRROR_CACHE_MAX_BYTES"], c.Spec.Resources.Requests.Storage())
+		t.Errorf("%s: TFMIRROR_CACHE_MAX_BYTES=%q: want a limit below the claim's %v", m.where, w.env["TFMIRROR_CACHE_MAX_BYTES"], c.Spec.Resources.Requests.Storage())
 	}
 }
 

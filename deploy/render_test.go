@@ -87,7 +87,11 @@ func (m *manifests) decode(t *testing.T, where string, stream []byte) {
 		obj, gvk, err := decoder.Decode(doc, nil, nil)
 		if err != nil {
 			t.Errorf("%s: %v\n%s", where, err, doc)
-			continue
+			if !runtime.IsStrictDecodingError(err) {
+				continue
+			}
+			// The object decoded but for unknown or duplicate fields:
+			// check the rest of it too.
 		}
 		switch o := obj.(type) {
 		case *appsv1.Deployment:
