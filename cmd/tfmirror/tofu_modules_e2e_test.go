@@ -1,0 +1,131 @@
+package main
+
+// End-to-end tests of registry modules through the registry front door
+// with the real OpenTofu client: the root module of modules_e2e_test.go,
+// whose registry modules OpenTofu looks up at registry.opentofu.org (its
+// default registry), installed with only the mirror's host block in the
+// CLI configuration. OpenTofu reads the download answer's JSON "location"
+// on 200, where Terraform reads the X-Terraform-Get header. Gated by
+// TFMIRROR_TOFU like the other OpenTofu tests.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// newTofuModulesE2E is a mirror and fake origin with the modules of
+// addModules, and OpenTofu as the client.
+func newTofuModulesE2E(t *testing.T, extraFlags ...string) *e2e {
+	t.Helper()
+	tofu := tofuBinary(t)
+	if _, err := exec.LookPath("git"); err != nil {
+		t.Skip(err) // a direct install clones with git
+	}
+	e := newClientE2E(t, tofu, fakeorigin.Options{}, extraFlags...)
+	addModules(t, e)
+	return e
+}
+
+// directTofuModules is OpenTofu installing from the origin directly: a
+// host block for registry.opentofu.org with the origin's own providers.v1
+// and modules.v1.
+func directTofuModules(t *testing.T, e *e2e) moduleRun {
+	t.Helper()
+	ca, err := e.origin.CAFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "cli.tfrc")
+	conf := fmt.Sprintf("host %q {\n  services = {\n    \"providers.v1\" = %q\n    \"modules.v1\" = %q\n  }\n}\n",
+		tofuRegistry, e.origin.URL+"/v1/providers/", e.origin.URL+"/v1/modules/")
+	if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return moduleRun{registryRun{e: e, conf: path, caFile: ca}, ca}
+}
+
+// mirrorTofuModules is OpenTofu with only the host block the mirror's
+// status page gives for registry.opentofu.org, and extra; git is not
+// given the origin's CA, so that a clone that bypassed the mirror would
+// fail.
+func mirrorTofuModules(t *testing.T, e *e2e, extra string) moduleRun {
+	t.Helper()
+	r := throughMirrorAs(t, e, tofuRegistry, extra)
+	conf, err := os.ReadFile(r.conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(conf), `"modules.v1"   = "`+e.url+"registry/"+tofuRegistry+`/v1/modules/"`) {
+		t.Fatalf("the status page's host block does not point modules.v1 at the mirror:\n%s", conf)
+	}
+	return moduleRun{r, "/nonexistent"}
+}
+
+// tofu init of a root module calling a module from a Git tag, one from a
+// Git monorepo subdirectory (with a relative source inside it) and one
+// from an HTTPS tarball installs through the mirror the module files and
+// lock file of a direct install, and a second init takes nothing from the
+// source hosts.
+func TestTofuModulesThroughHostBlock(t *testing.T) {
+	t.Parallel()
+	e := newTofuModulesE2E(t)
+
+	dir, wantOut := directTofuModules(t, e).init(t)
+	want, wantLock := moduleTree(t, dir), readLock(t, dir)
+	if _, ok := want["app/modules/shared/main.tf"]; !ok || len(want) < 7 {
+		t.Fatalf("the direct install is not what the test expects (set-up broken): %v", want)
+	}
+
+	e.origin.ResetHits()
+	mr := mirrorTofuModules(t, e, "")
+	dir, out := mr.init(t)
+	checkSameModules(t, "first init through the mirror", want, moduleTree(t, dir))
+	checkSameInstall(t, "first init through the mirror", wantLock, readLock(t, dir), wantOut, out)
+	if e.origin.Hits(fakeorigin.Git) == 0 || e.origin.Hits(fakeorigin.Tarball) != 1 {
+		t.Errorf("first init: %d Git and %d tarball requests at the origin", e.origin.Hits(fakeorigin.Git), e.origin.Hits(fakeorigin.Tarball))
+	}
+
+	enginetest.Wait(context.Background(), e.mirror.engine)
+	e.origin.ResetHits()
+	dir, out = mr.init(t)
+	checkSameModules(t, "second init", want, moduleTree(t, dir))
+	checkSameInstall(t, "second init", wantLock, readLock(t, dir), wantOut, out)
+	if n := e.origin.Hits(fakeorigin.Git) + e.origin.Hits(fakeorigin.Tarball); n != 0 {
+		t.Errorf("the second init made %d requests to the Git or tarball host", n)
+	}
+	if n := metric(t, e.mirror.registry, "tfmirror_http_requests_total", "route", "module_package", "code", "200"); n == 0 {
+		t.Error("OpenTofu fetched no module package from the mirror")
+	}
+}
+
+// With client authentication on, OpenTofu sends the token of the
+// registry.opentofu.org credentials block to the download answer and
+// fetches the package from the signed location it gives (with its query
+// and, for the monorepo module, its //SUBDIR).
+func TestTofuModulesWithClientAuth(t *testing.T) {
+	t.Parallel()
+	const token = "e2e-tofu-module-token.0123456789"
+	tokens := filepath.Join(t.TempDir(), "tokens")
+	if err := os.WriteFile(tokens, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e := newTofuModulesE2E(t, "--auth-tokens-file", tokens)
+	dir, wantOut := directTofuModules(t, e).init(t)
+	want, wantLock := moduleTree(t, dir), readLock(t, dir)
+
+	creds := fmt.Sprintf("credentials %q {\n  token = %q\n}\n", tofuRegistry, token)
+	dir, out := mirrorTofuModules(t, e, creds).init(t)
+	checkSameModules(t, "with client authentication", want, moduleTree(t, dir))
+	checkSameInstall(t, "with client authentication", wantLock, readLock(t, dir), wantOut, out)
+	if n := metric(t, e.mirror.registry, "tfmirror_http_requests_total", "route", "module_package", "code", "200"); n == 0 {
+		t.Error("OpenTofu fetched no module package from the mirror")
+	}
+}
