@@ -81,6 +81,9 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	if err := airgap.RemoveScratch(cfg.DataDir, logger); err != nil {
 		logger.Warn("could not remove what an interrupted import left unpacked", "error", err)
 	}
+	if err := removeModuleScratch(cfg.DataDir, logger); err != nil {
+		logger.Warn("could not remove what interrupted module work left behind", "error", err)
+	}
 	originCfg := discovery.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
 		UserAgent:       "tfmirror/" + version,
