@@ -49,6 +49,20 @@ type Fetcher struct {
 	// TempDir is where packages are unpacked while they are fetched.
 	// Default: os.TempDir().
 	TempDir string
+	// Credentials, when not nil, returns the context for the requests
+	// for the repository or archive at rawURL (submodules each asked
+	// for): one carrying the credential for its host when this fetch may
+	// use one (discovery.WithSourceCredential), ctx otherwise. Default:
+	// every request is anonymous.
+	Credentials func(ctx context.Context, rawURL string) context.Context
+}
+
+// credentials returns the context for requests for rawURL.
+func (f *Fetcher) credentials(ctx context.Context, rawURL string) context.Context {
+	if f.Credentials == nil {
+		return ctx
+	}
+	return f.Credentials(ctx, rawURL)
 }
 
 // Result describes a fetched package.
@@ -262,7 +276,7 @@ func (t *treeWriter) symlink(name, target string) error {
 
 // fetchArchive downloads and unpacks an archive into root.
 func (f *Fetcher) fetchArchive(ctx context.Context, a Address, root, tmp string, b *budget) error {
-	body, size, err := f.Open(ctx, a.URL)
+	body, size, err := f.Open(f.credentials(ctx, a.URL), a.URL)
 	if err != nil {
 		return err
 	}

@@ -38,12 +38,15 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 	if err != nil {
 		return "", fmt.Errorf("git repository URL: %w", err)
 	}
+	// Only this repository's requests carry its host's credential (a
+	// submodule asks for its own).
+	rctx := f.credentials(ctx, repoURL)
 	sess, err := githttp.NewClient(f.HTTP).NewUploadPackSession(ep, nil)
 	if err != nil {
 		return "", err
 	}
 	defer sess.Close()
-	adv, err := sess.AdvertisedReferencesContext(ctx)
+	adv, err := sess.AdvertisedReferencesContext(rctx)
 	if err != nil {
 		return "", gitError(repoURL, err)
 	}
@@ -63,7 +66,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 	if adv.Capabilities.Supports(capability.NoProgress) {
 		req.Capabilities.Set(capability.NoProgress) //nolint:errcheck // optional
 	}
-	resp, err := sess.UploadPack(ctx, req)
+	resp, err := sess.UploadPack(rctx, req)
 	if err != nil {
 		return "", gitError(repoURL, err)
 	}
