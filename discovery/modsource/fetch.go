@@ -38,6 +38,10 @@ type LimitError struct{ Detail string }
 
 func (e *LimitError) Error() string { return "module package refused: " + e.Detail }
 
+// ErrSource matches a package its source host refused: a Git repository
+// that is not found, or that needs credentials this fetch may not use.
+var ErrSource = errors.New("module source host refused the package")
+
 // Fetcher fetches packages.
 type Fetcher struct {
 	// HTTP is the client for Git's smart HTTP protocol.

@@ -302,9 +302,9 @@ func peelToCommit(s *filesystem.Storage, h plumbing.Hash) (*object.Commit, error
 func gitError(repoURL string, err error) error {
 	switch {
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("git repository %s not found (or not public: sources are fetched anonymously): %w", redactString(repoURL), err)
+		return fmt.Errorf("%w: git repository %s not found (or not public: a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redactString(repoURL), err)
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
-		return fmt.Errorf("git repository %s needs credentials (sources are fetched anonymously): %w", redactString(repoURL), err)
+		return fmt.Errorf("%w: git repository %s needs credentials (a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redactString(repoURL), err)
 	}
 	return fmt.Errorf("git repository %s: %w", redactString(repoURL), err)
 }
