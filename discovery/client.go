@@ -406,6 +406,13 @@ func (c *Client) do(ctx, reqCtx context.Context, r request) (*http.Response, err
 	if tok := c.token(r.p.Hostname, r.u); tok != "" && !r.anonymous {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}
+	if r.op == OpModuleSource {
+		// Only a credential the caller tied to this fetch, only to its
+		// host (checkRedirect drops it when a redirect leaves that host).
+		if a := sourceAuthorization(reqCtx, r.u, false); a != "" {
+			req.Header.Set("Authorization", a)
+		}
+	}
 	start := time.Now()
 	resp, err := c.httpClient.Do(req)
 	if err != nil {

@@ -224,7 +224,9 @@ func (c *Client) moduleURL(ctx context.Context, m Module, segments ...string) (*
 // OpenSource starts downloading a module package (an archive) from
 // rawURL, a source host that the download location of a module of origin
 // host named. It is OpenArchive with Op "module_source", and anonymous:
-// no credentials are sent, not even to the origin host itself.
+// the origin's token is not sent, not even to the origin host itself;
+// only a SourceCredential that ctx carries (WithSourceCredential) is, to
+// its own host.
 func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error) {
 	return c.openDownload(ctx, Provider{Hostname: origin}, OpModuleSource, rawURL, true)
 }
@@ -233,7 +235,8 @@ func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL
 // download locations of modules of origin host name, for protocols that
 // need more than one GET (Git's smart HTTP): it goes through the network
 // policy of every origin request (https only, the address guard, the
-// outbound proxy, at most 5 redirects), sends no credentials, and bounds
+// outbound proxy, at most 5 redirects), sends no credentials but the
+// SourceCredential a request's context carries, to its host only, and bounds
 // every response body by the idle timeout, the low-speed limit and
 // Config.MaxArchiveBytes (errors are *OriginError, Op "module_source").
 // Responses are observed as Op "module_source" of origin.
@@ -261,6 +264,11 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 	timer := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(idle) })
 	out := req.Clone(ctx)
 	out.Header.Del("Authorization")
+	// Each hop is decided here: a credential the caller tied to this
+	// fetch goes to its own host only, whatever the redirects.
+	if a := sourceAuthorization(req.Context(), req.URL, true); a != "" {
+		out.Header.Set("Authorization", a)
+	}
 	resp, err := c.transport.RoundTrip(out)
 	timer.Stop()
 	if err != nil {

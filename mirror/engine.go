@@ -124,6 +124,10 @@ type Config struct {
 	// while they are fetched (up to the ModuleLimits' sizes each).
 	// Default: os.TempDir().
 	ScratchDir string
+	// ModuleSourceCredentials are the credentials module packages may be
+	// fetched with, each tied to the origins whose modules may use it.
+	// Default nil: every source is fetched anonymously.
+	ModuleSourceCredentials ModuleSourceCredentials
 	// Retention are the retention rules and pins (retention.go). Default:
 	// no rules, no pins; what cannot be fetched again is still kept from
 	// the cache's size limit.

@@ -22,6 +22,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -46,6 +47,18 @@ type ModuleOrigin interface {
 	ModuleLocation(ctx context.Context, m discovery.Module, version string) (string, error)
 	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
 	SourceHTTPClient(origin svchost.Hostname) *http.Client
+}
+
+// ModuleSourceCredentials give the credential for a module source host
+// that a module of an origin may use. A credential is tied to origins by
+// the operator: a module of an origin it is not tied to is fetched
+// anonymously, so that an origin cannot have the mirror fetch, and hand
+// out, a private repository the mirror can read (a confused deputy).
+type ModuleSourceCredentials interface {
+	// SourceCredential returns the credential for the source host (as a
+	// URL spells it: lowercase, with its port when not 443) that modules
+	// of origin may use, false for none.
+	SourceCredential(origin svchost.Hostname, host string) (discovery.SourceCredential, bool)
 }
 
 // ModuleMetrics receives what the engine observes of modules. Package
@@ -429,8 +442,9 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		Open: func(ctx context.Context, u string) (io.ReadCloser, int64, error) {
 			return mo.OpenSource(ctx, m.Hostname, u)
 		},
-		Limits:  s.cfg.ModuleLimits,
-		TempDir: s.cfg.ScratchDir,
+		Limits:      s.cfg.ModuleLimits,
+		TempDir:     s.cfg.ScratchDir,
+		Credentials: s.moduleCredentials(m.Hostname),
 	}
 	spool, err := os.CreateTemp(s.cfg.ScratchDir, "tfmirror-module-*.tar.gz")
 	if err != nil {
@@ -497,6 +511,34 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Package,
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil
+}
+
+// moduleCredentials returns the modsource.Fetcher's Credentials for
+// modules of origin: the credential the operator tied to origin for a
+// URL's host, none otherwise.
+func (s *Engine) moduleCredentials(origin svchost.Hostname) func(context.Context, string) context.Context {
+	creds := s.cfg.ModuleSourceCredentials
+	if creds == nil {
+		return nil
+	}
+	return func(ctx context.Context, rawURL string) context.Context {
+		u, err := url.Parse(rawURL)
+		if err != nil || u.Scheme != "https" {
+			return ctx
+		}
+		host := strings.ToLower(u.Hostname())
+		if strings.Contains(host, ":") {
+			host = "[" + host + "]"
+		}
+		if p := u.Port(); p != "" && p != "443" {
+			host += ":" + p
+		}
+		if c, ok := creds.SourceCredential(origin, host); ok {
+			c.Host = host
+			return discovery.WithSourceCredential(ctx, c)
+		}
+		return ctx
+	}
 }
 
 // moduleOutcome classifies a module fetch's error as a bounded label value.

@@ -81,6 +81,9 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	if err := airgap.RemoveScratch(cfg.DataDir, logger); err != nil {
 		logger.Warn("could not remove what an interrupted import left unpacked", "error", err)
 	}
+	if err := removeModuleScratch(cfg.DataDir, logger); err != nil {
+		logger.Warn("could not remove what interrupted module work left behind", "error", err)
+	}
 	originCfg := discovery.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
 		UserAgent:       "tfmirror/" + version,
@@ -126,6 +129,14 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, cfg.moduleConfig.limits()
 	ecfg.Retention = cfg.retentionConfig.engine(cfg.CacheMaxBytes)
 	ecfg.ScratchDir = cfg.DataDir // module packages are unpacked beside the cache, not in a small /tmp
+	if cfg.ModuleSourceCredentials != "" {
+		creds, err := loadModuleSourceCredentials(cfg.ModuleSourceCredentials, cfg.AllowedOrigins, o.lookupEnv)
+		if err != nil {
+			return nil, err
+		}
+		ecfg.ModuleSourceCredentials = creds
+		logger.Info("module source credentials loaded", "hosts", creds.summary())
+	}
 	shared, err := openShared(context.Background(), cfg, logger, met)
 	if err != nil {
 		return nil, err

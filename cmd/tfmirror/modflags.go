@@ -14,6 +14,9 @@ type moduleConfig struct {
 	ModuleMaxTreeBytes int64
 	ModuleMaxFiles     int
 	ModuleTimeout      time.Duration
+	// ModuleSourceCredentials is the --module-source-credentials file
+	// (modcreds.go), "" for none: sources are fetched anonymously.
+	ModuleSourceCredentials string
 }
 
 // addModuleFlags registers the module flags on fs; the returned function
@@ -25,6 +28,7 @@ func addModuleFlags(fs *flag.FlagSet, c *moduleConfig) (finish func()) {
 	fs.Var(&maxTree, "module-max-tree-bytes", "largest total size of a registry module package's files once unpacked (catches archive and Git bombs)")
 	fs.IntVar(&c.ModuleMaxFiles, "module-max-files", 20000, "most files, directories and links a registry module package may have")
 	fs.DurationVar(&c.ModuleTimeout, "module-timeout", 10*time.Minute, "time limit for fetching one registry module package from its source host (clone or download, and normalization)")
+	fs.StringVar(&c.ModuleSourceCredentials, "module-source-credentials", "", "HCL (or .json) file of source_host \"HOST\" { origins = [...], token_env = \"VAR\" } blocks: credentials for module source hosts (Git, archives), used only for modules of the origins each names; default: sources are fetched anonymously")
 	return func() {
 		c.ModuleMaxBytes = int64(maxBytes)
 		c.ModuleMaxTreeBytes = int64(maxTree)

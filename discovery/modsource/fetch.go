@@ -38,6 +38,10 @@ type LimitError struct{ Detail string }
 
 func (e *LimitError) Error() string { return "module package refused: " + e.Detail }
 
+// ErrSource matches a package its source host refused: a Git repository
+// that is not found, or that needs credentials this fetch may not use.
+var ErrSource = errors.New("module source host refused the package")
+
 // Fetcher fetches packages.
 type Fetcher struct {
 	// HTTP is the client for Git's smart HTTP protocol.
@@ -49,6 +53,20 @@ type Fetcher struct {
 	// TempDir is where packages are unpacked while they are fetched.
 	// Default: os.TempDir().
 	TempDir string
+	// Credentials, when not nil, returns the context for the requests
+	// for the repository or archive at rawURL (submodules each asked
+	// for): one carrying the credential for its host when this fetch may
+	// use one (discovery.WithSourceCredential), ctx otherwise. Default:
+	// every request is anonymous.
+	Credentials func(ctx context.Context, rawURL string) context.Context
+}
+
+// credentials returns the context for requests for rawURL.
+func (f *Fetcher) credentials(ctx context.Context, rawURL string) context.Context {
+	if f.Credentials == nil {
+		return ctx
+	}
+	return f.Credentials(ctx, rawURL)
 }
 
 // Result describes a fetched package.
@@ -262,7 +280,7 @@ func (t *treeWriter) symlink(name, target string) error {
 
 // fetchArchive downloads and unpacks an archive into root.
 func (f *Fetcher) fetchArchive(ctx context.Context, a Address, root, tmp string, b *budget) error {
-	body, size, err := f.Open(ctx, a.URL)
+	body, size, err := f.Open(f.credentials(ctx, a.URL), a.URL)
 	if err != nil {
 		return err
 	}

@@ -38,12 +38,15 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 	if err != nil {
 		return "", fmt.Errorf("git repository URL: %w", err)
 	}
+	// Only this repository's requests carry its host's credential (a
+	// submodule asks for its own).
+	rctx := f.credentials(ctx, repoURL)
 	sess, err := githttp.NewClient(f.HTTP).NewUploadPackSession(ep, nil)
 	if err != nil {
 		return "", err
 	}
 	defer sess.Close()
-	adv, err := sess.AdvertisedReferencesContext(ctx)
+	adv, err := sess.AdvertisedReferencesContext(rctx)
 	if err != nil {
 		return "", gitError(repoURL, err)
 	}
@@ -63,7 +66,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 	if adv.Capabilities.Supports(capability.NoProgress) {
 		req.Capabilities.Set(capability.NoProgress) //nolint:errcheck // optional
 	}
-	resp, err := sess.UploadPack(ctx, req)
+	resp, err := sess.UploadPack(rctx, req)
 	if err != nil {
 		return "", gitError(repoURL, err)
 	}
@@ -299,9 +302,9 @@ func peelToCommit(s *filesystem.Storage, h plumbing.Hash) (*object.Commit, error
 func gitError(repoURL string, err error) error {
 	switch {
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("git repository %s not found (or not public: sources are fetched anonymously): %w", redactString(repoURL), err)
+		return fmt.Errorf("%w: git repository %s not found (or not public: a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redactString(repoURL), err)
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
-		return fmt.Errorf("git repository %s needs credentials (sources are fetched anonymously): %w", redactString(repoURL), err)
+		return fmt.Errorf("%w: git repository %s needs credentials (a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redactString(repoURL), err)
 	}
 	return fmt.Errorf("git repository %s: %w", redactString(repoURL), err)
 }

@@ -51,6 +51,11 @@ type moduleState struct {
 	gitRoot  string // bare repositories, served
 	gitWork  string // their work trees
 	gitErr   error
+	// gitAuth are the repositories that need basic authentication (repo
+	// -> "user:password"); gitAuthSeen every Authorization header a Git
+	// request carried (gitauth.go).
+	gitAuth     map[string]string
+	gitAuthSeen []string
 }
 
 type moduleVersion struct{ version, location string }
@@ -309,6 +314,9 @@ func (o *Origin) serveGit(w http.ResponseWriter, r *http.Request) {
 	m.mu.Lock()
 	root := m.gitRoot
 	m.mu.Unlock()
+	if !m.gitAuthorized(w, r) {
+		return
+	}
 	if root == "" || r.Method == http.MethodPost && strings.HasSuffix(r.URL.Path, "/git-receive-pack") {
 		writeError(w, http.StatusNotFound)
 		return

@@ -94,7 +94,8 @@ func Status(err error) int {
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound
 	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive),
-		errors.Is(err, modsource.ErrUnsupported), errors.As(err, new(*modsource.LimitError)):
+		errors.Is(err, modsource.ErrUnsupported), errors.As(err, new(*modsource.LimitError)),
+		errors.Is(err, modsource.ErrSource):
 		return http.StatusBadGateway
 	case errors.As(err, &originErr):
 		switch {
