@@ -75,7 +75,9 @@ func TestHelmChart(t *testing.T) {
 					}
 				}
 			case "single-replica-values.yaml":
-				for _, k := range []string{"TFMIRROR_TLS_CERT", "TFMIRROR_AUTH_TOKENS_FILE", "TFMIRROR_EXPORT_KEY", "TFMIRROR_TRUSTED_EXPORT_KEYS", "TFMIRROR_TRUSTED_PUBLISHER_KEYS", "HTTPS_PROXY"} {
+				for _, k := range []string{"TFMIRROR_TLS_CERT", "TFMIRROR_AUTH_TOKENS_FILE", "TFMIRROR_EXPORT_KEY", "TFMIRROR_TRUSTED_EXPORT_KEYS", "TFMIRROR_TRUSTED_PUBLISHER_KEYS", "HTTPS_PROXY",
+					"TFMIRROR_KEEP_VERSIONS", "TFMIRROR_KEEP_VERSIONS_PER_MAJOR", "TFMIRROR_EVICT_UNUSED_AFTER", "TFMIRROR_RETENTION_INTERVAL",
+					"TFMIRROR_PINS_DIR", "TFMIRROR_ARCHIVE_MAX_UNPACKED_BYTES", "TFMIRROR_ARCHIVE_MAX_ENTRIES"} {
 					if w.env[k] == "" {
 						t.Errorf("no %s", k)
 					}
@@ -88,6 +90,11 @@ func TestHelmChart(t *testing.T) {
 				}
 			case "shared-store-values.yaml":
 				checkSharedStore(t, m, w)
+				for _, k := range []string{"TFMIRROR_MODULE_SOURCE_CREDENTIALS", "TFMIRROR_ALLOW_UNSIGNED_HOSTS"} {
+					if w.env[k] == "" {
+						t.Errorf("no %s", k)
+					}
+				}
 				if len(m.claims) != 0 {
 					t.Errorf("%d PersistentVolumeClaims: the replicas' local caches are emptyDirs", len(m.claims))
 				}
@@ -143,6 +150,11 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"replicas with auth and no shared key", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p}\nauth: {existingSecret: a}", "urlSigningKey.existingSecret"},
 		{"trusted keys without their ConfigMap", "trustedExportKeys: {files: [a.asc]}", "needs trustedExportKeys.existingConfigMap"},
 		{"HTTPRoute without a Gateway", "httpRoute: {enabled: true}", "httpRoute.parentRefs"},
+		{"a retention flag in config", "config: {keep-versions: 3}", "set retention.keepVersions instead"},
+		{"pins dir in config", "config: {pins-dir: /pins}", "set pins.existingConfigMap instead"},
+		{"per major without keepVersions", "retention: {keepVersionsPerMajor: true}", "needs retention.keepVersions"},
+		{"unsigned host that is no origin", "unsignedHosts: [tf.corp.example]", "tf.corp.example is not among config.allowed-origins"},
+		{"module source credentials without a key", "modules: {sourceCredentials: {existingSecret: s, key: \"\"}}", "needs modules.sourceCredentials.key"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any

@@ -333,24 +333,38 @@ func mountAt(mounts map[string]string, dir string) string {
 var fileFlags = map[string]bool{
 	"tls-cert": false, "tls-key": true, "auth-tokens-file": true, "url-signing-key-file": true,
 	"export-key": true, "credentials-file": true, "trusted-export-keys": false, "trusted-publisher-keys": false,
+	"module-source-credentials": true,
+}
+
+// dirFlags are the flags whose values are directories tfmirror reads, and
+// whether it reads them again when they change.
+var dirFlags = map[string]bool{"pins-dir": true}
+
+// flagValue is the value w gives tfmirror serve's flag: the last
+// argument naming it, else its TFMIRROR_* variable.
+func flagValue(w *workload, flag string) string {
+	value := w.env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))]
+	for i, a := range w.args {
+		if argFlag(a) == flag {
+			if _, v, ok := strings.Cut(a, "="); ok {
+				value = v
+			} else if i+1 < len(w.args) {
+				value = w.args[i+1]
+			}
+		}
+	}
+	return value
 }
 
 // checkFiles checks that every file a flag names is in a mounted Secret
-// (for secrets) or ConfigMap, under a key the volume has, and that the
-// certificate and key come together.
+// (for secrets) or ConfigMap, under a key the volume has, that every
+// directory a flag names is a mounted Secret or ConfigMap (whole, where
+// tfmirror reads it again on changes), and that the certificate and key
+// come together.
 func checkFiles(t *testing.T, m *manifests, w *workload) {
 	t.Helper()
 	for flag, secret := range fileFlags {
-		value := w.env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))]
-		for i, a := range w.args {
-			if argFlag(a) == flag {
-				if _, v, ok := strings.Cut(a, "="); ok {
-					value = v
-				} else if i+1 < len(w.args) {
-					value = w.args[i+1]
-				}
-			}
-		}
+		value := flagValue(w, flag)
 		if value == "" {
 			continue
 		}
@@ -380,6 +394,28 @@ func checkFiles(t *testing.T, m *manifests, w *workload) {
 				}
 				if len(items) > 0 && !slices.ContainsFunc(items, func(k corev1.KeyToPath) bool { return k.Path == path.Base(file) }) {
 					t.Errorf("%s: --%s %s: volume %s has no item at %s", m.where, flag, file, vol.Name, path.Base(file))
+				}
+			}
+		}
+	}
+	for flag, reread := range dirFlags {
+		dir := flagValue(w, flag)
+		if dir == "" {
+			continue
+		}
+		name := mountAt(w.mounts, path.Clean(dir))
+		vol, ok := w.volumes[name]
+		switch {
+		case !ok:
+			t.Errorf("%s: --%s %s is not a mounted volume (mounts %v)", m.where, flag, dir, w.mounts)
+		case vol.Secret == nil && vol.ConfigMap == nil:
+			t.Errorf("%s: --%s %s is not a Secret's or ConfigMap's volume", m.where, flag, dir)
+		case reread:
+			// The kubelet updates a ConfigMap's or Secret's files in place
+			// only where the volume is mounted whole.
+			for _, vm := range w.container.VolumeMounts {
+				if vm.Name == name && vm.SubPath != "" {
+					t.Errorf("%s: --%s %s is mounted by subPath, which the kubelet never updates", m.where, flag, dir)
 				}
 			}
 		}

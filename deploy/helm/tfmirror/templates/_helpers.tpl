@@ -76,4 +76,26 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and .Values.trustedPublisherKeys.namespaces (not .Values.trustedPublisherKeys.existingConfigMap) }}
 {{- fail "trustedPublisherKeys.namespaces needs trustedPublisherKeys.existingConfigMap" }}
 {{- end }}
+{{- if and .Values.retention.keepVersionsPerMajor (not .Values.retention.keepVersions) }}
+{{- fail "retention.keepVersionsPerMajor needs retention.keepVersions" }}
+{{- end }}
+{{- if and .Values.modules.sourceCredentials.existingSecret (not .Values.modules.sourceCredentials.key) }}
+{{- fail "modules.sourceCredentials.existingSecret needs modules.sourceCredentials.key, the Secret's key holding the file" }}
+{{- end }}
+{{- $origins := list }}
+{{- range splitList "," (toString (index .Values.config "allowed-origins" | default "registry.terraform.io,registry.opentofu.org")) }}
+{{- $origins = append $origins (trim . | lower) }}
+{{- end }}
+{{- range .Values.unsignedHosts }}
+{{- if not (has (lower .) $origins) }}
+{{- fail (printf "unsignedHosts: %s is not among config.allowed-origins" .) }}
+{{- end }}
+{{- end }}
+{{- /* Flags the chart sets from values of their own. */}}
+{{- $owned := dict "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" }}
+{{- range $flag, $value := $owned }}
+{{- if hasKey $.Values.config $flag }}
+{{- fail (printf "config.%s: set %s instead" $flag $value) }}
+{{- end }}
+{{- end }}
 {{- end }}
