@@ -172,10 +172,18 @@ func (l *lru) claim(sha string) error {
 	defer l.mu.Unlock()
 	e := l.entries[sha]
 	switch {
-	case e == nil || !e.committed:
-		return fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	case e == nil:
+		// Not tracked: without a size limit the count adds no entries,
+		// and before the count is done not all are there. EvictBlob's
+		// StatBlob says whether it exists.
+		e = l.entry(sha)
+		e.committed = true
 	case e.refs > 0 || e.evicting:
+		// Open for reading (an untracked archive opened has an entry,
+		// not committed, while it is open) or being removed.
 		return fmt.Errorf("%w: %s", ErrInUse, sha)
+	case !e.committed:
+		return fmt.Errorf("%w: archive %s", ErrNotFound, sha)
 	}
 	e.evicting = true
 	return nil

@@ -65,3 +65,35 @@ func TestEvictBlobInUse(t *testing.T) {
 		t.Errorf("EvictBlob of a removed archive: %v, want ErrNotFound", err)
 	}
 }
+
+// EvictBlob removes an archive committed before the store was opened,
+// also without a size limit (when the count keeps no entry per archive),
+// and still never from under a reader.
+func TestEvictBlobAfterReopen(t *testing.T) {
+	dir := t.TempDir()
+	s := openTest(t, dir)
+	data := randomBytes(testChunk*2, 401)
+	put(t, s, data)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = openTest(t, dir)
+	r, err := s.OpenBlob(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.EvictBlob(shaOf(data)); !errors.Is(err, ErrInUse) {
+		t.Errorf("EvictBlob of an open archive: %v, want ErrInUse", err)
+	}
+	r.Close()
+	info, err := s.EvictBlob(shaOf(data))
+	if err != nil || info.Size != int64(len(data)) {
+		t.Fatalf("EvictBlob after a reopen: %+v, %v", info, err)
+	}
+	if cached(s, data) {
+		t.Error("still cached")
+	}
+	if _, err := s.EvictBlob(shaOf(randomBytes(10, 402))); !errors.Is(err, ErrNotFound) {
+		t.Errorf("EvictBlob of an archive never stored: %v, want ErrNotFound", err)
+	}
+}
