@@ -56,6 +56,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -326,7 +327,7 @@ func Open(opts Options) (*Store, error) {
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 
 	if s.space.refresh(sstBytes(opts.Dir)) {
-		db, err := badger.Open(bopts)
+		db, err := openBadger(bopts)
 		if err != nil {
 			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 		}
@@ -347,3 +348,21 @@ func Open(opts Options) (*Store, error) {
 
 // afterWritableOpen removes what interrupted writes left, trims the cache
 // to its limit, and has the value-log GC return the space soon.
+
+// lockWait is how long openBadger waits for the directory lock.
+const lockWait = 2 * time.Second
+
+// openBadger opens Badger, waiting up to lockWait for its directory lock:
+// a process that closed the cache a moment ago can still hold the lock
+// through a child it forked while the lock file was open (the child
+// closes it on exec), which is over in milliseconds; a tfmirror that
+// really holds the directory still fails after lockWait.
+func openBadger(opts badger.Options) (*badger.DB, error) {
+	db, err := badger.Open(opts)
+	for deadline := time.Now().Add(lockWait); err != nil && !opts.InMemory &&
+		strings.Contains(err.Error(), "Cannot acquire directory lock") && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+		db, err = badger.Open(opts)
+	}
+	return db, err
+}

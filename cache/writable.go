@@ -9,8 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"time"
-
-	"github.com/dgraph-io/badger/v4"
 )
 
 func (s *Store) afterWritableOpen() {
@@ -31,7 +29,7 @@ func (s *Store) afterWritableOpen() {
 // write-ahead logs need replaying (after a crash); then the store has no
 // database until there is room, and every lookup misses.
 func (s *Store) openReadOnly() {
-	db, err := badger.Open(s.bopts.WithReadOnly(true))
+	db, err := openBadger(s.bopts.WithReadOnly(true))
 	if err != nil {
 		s.log.Warn("disk full at start-up and the cache cannot be opened read-only: serving without the cache until there is room",
 			"dir", s.space.dir, "error", quiet(err))
@@ -65,7 +63,7 @@ func (s *Store) reopenWritable() {
 		}
 		s.db = nil
 	}
-	db, err := badger.Open(s.bopts)
+	db, err := openBadger(s.bopts)
 	if err != nil {
 		s.dbmu.Unlock()
 		s.log.Error("opening the cache read-write now that there is room", "dir", s.space.dir, "error", quiet(err))
@@ -94,7 +92,7 @@ func (s *Store) openReadOnlyLocked() {
 	if s.db != nil {
 		return
 	}
-	db, err := badger.Open(s.bopts.WithReadOnly(true))
+	db, err := openBadger(s.bopts.WithReadOnly(true))
 	if err != nil {
 		return
 	}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
@@ -92,6 +93,16 @@ func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut
 		}
 	})
 	t.Cleanup(tm.stop)
+	// The admin socket comes up beside the HTTP listener: wait for it, so
+	// that a subcommand run next works through this mirror instead of
+	// finding the data directory without a server (bounded: a directory
+	// whose socket cannot be made has none).
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+		if c, err := admin.Dial(context.Background(), dir); err == nil {
+			c.Close()
+			break
+		}
+	}
 	tm.url = "http://" + ln.Addr().String() + "/"
 	if m.tls != nil {
 		tm.url = "https://" + ln.Addr().String() + "/"

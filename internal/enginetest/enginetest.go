@@ -46,14 +46,6 @@ func OpenStore(t testing.TB, dir string, opts cache.Options) *cache.Store {
 	t.Helper()
 	opts.Dir, opts.InMemory = dir, dir == ""
 	store, err := cache.Open(opts)
-	// Reopening a directory just closed can find Badger's lock still
-	// held, for a moment, by a child process that a parallel test forked
-	// while the lock file was open (it closes on exec). Bounded retry.
-	for deadline := time.Now().Add(10 * time.Second); err != nil && dir != "" &&
-		strings.Contains(err.Error(), "Cannot acquire directory lock") && time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
-		store, err = cache.Open(opts)
-	}
 	if err != nil {
 		t.Fatal(err)
 	}
