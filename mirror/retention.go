@@ -25,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"sync"
@@ -375,6 +376,9 @@ func (r *retainer) loop(ctx context.Context) {
 	defer r.flush()
 	r.readPins()
 	r.rebuild()
+	// The first rebuild read every package record: garbage in proportion
+	// to the cache, which the Go runtime would keep for minutes.
+	debug.FreeOSMemory()
 	rules := (r.cfg.KeepVersions > 0 || r.cfg.UnusedAfter > 0) && r.cfg.Interval > 0
 	pass := time.NewTicker(max(r.cfg.Interval, time.Hour))
 	if rules {
