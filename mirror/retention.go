@@ -597,19 +597,26 @@ func (r *retainer) holdings() ([]*heldVersion, error) {
 	if err := r.scanHeld(func(h *heldVersion) { out = append(out, h) }); err != nil {
 		return nil, err
 	}
+	r.applyPins(out)
+	return out, nil
+}
+
+// applyPins sets each version's pinnedBy from the current pins; a pin's
+// "latest" selections count among the versions of held that are cached.
+func (r *retainer) applyPins(held []*heldVersion) {
 	pins, _ := r.currentPins()
-	if pins != nil {
-		cached := map[string]versions.List{}
-		for _, h := range out {
-			if len(h.cached) > 0 {
-				cached[h.kind+" "+h.addr] = append(cached[h.kind+" "+h.addr], h.version)
-			}
-		}
-		for _, h := range out {
-			h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.version, cached[h.kind+" "+h.addr])
+	if pins == nil {
+		return
+	}
+	cached := map[string]versions.List{}
+	for _, h := range held {
+		if len(h.cached) > 0 {
+			cached[h.kind+" "+h.addr] = append(cached[h.kind+" "+h.addr], h.version)
 		}
 	}
-	return out, nil
+	for _, h := range held {
+		h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.version, cached[h.kind+" "+h.addr])
+	}
 }
 
 // rebuild recomputes what the size limit may not evict and the pinned

@@ -86,18 +86,7 @@ func (r *retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 			}
 		}
 	}
-	pins, _ := r.currentPins()
-	if pins != nil {
-		cached := map[string]versions.List{}
-		for _, h := range hs {
-			if len(h.cached) > 0 {
-				cached[h.kind+" "+h.addr] = append(cached[h.kind+" "+h.addr], h.version)
-			}
-		}
-		for _, h := range hs {
-			h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.version, cached[h.kind+" "+h.addr])
-		}
-	}
+	r.applyPins(hs)
 	plan := r.plan(hs, r.byRules(hs))
 	var done []Removal
 	for _, rm := range plan {
