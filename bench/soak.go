@@ -11,11 +11,9 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
 // Figure 10: a soak. -soak-clients clients download archives of a working
@@ -27,33 +25,13 @@ import (
 // every 5 s: the data directory against 1.25 times the limit plus the
 // reserve; at start and end: anonymous memory, goroutines, open files.
 func (e *env) soak(ctx context.Context) error {
-	const archiveMiB = 8
 	limit := int64(e.cfg.SoakLimitMiB) << 20
-	n := int(2 * limit / (archiveMiB << 20))
-	origin, err := fakeorigin.Start(fakeorigin.Options{ArchiveSize: archiveMiB << 20})
+	run, err := e.startChurn(ctx, "soak", "soak", limit, "--origin-retries", "0")
 	if err != nil {
 		return err
 	}
-	defer origin.Close()
-	var vs []string
-	for i := range n {
-		vs = append(vs, fmt.Sprintf("1.0.%d", i))
-	}
-	origin.AddProvider("bench", "soak", vs, []string{platform})
-	caFile := filepath.Join(e.dir, "soak-origin-ca.pem")
-	if err := os.WriteFile(caFile, origin.CACertPEM, 0o644); err != nil {
-		return err
-	}
-	dataDir := filepath.Join(e.dir, "soak")
-	defer os.RemoveAll(dataDir)
-	args := []string{"--data-dir", dataDir, "--allowed-origins", origin.Addr, "--allow-private-origins",
-		"--cache-max-bytes", fmt.Sprint(limit), "--tls-cert", e.tls.Cert, "--tls-key", e.tls.Key,
-		"--origin-retries", "0"}
-	m, err := startMirror(ctx, e.bin, e.dir, "soak.log", args, []string{"SSL_CERT_FILE=" + caFile})
-	if err != nil {
-		return err
-	}
-	defer m.stop(syscall.SIGTERM, 30*time.Second)
+	defer run.close()
+	origin, m, vs, dataDir := run.origin, run.m, run.vs, run.dataDir
 	c := newClient(e.pool, e.cfg.SoakClients)
 	defer closeIdle(c)
 	// Warm up: every version's metadata once, so that start-up is not
@@ -74,7 +52,7 @@ func (e *env) soak(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, e.cfg.SoakDuration)
 	defer cancel()
 	progress("figure 10: %d clients for %s over %d archives of %d MiB, limit %d MiB, the origin flipping every 15 s",
-		e.cfg.SoakClients, e.cfg.SoakDuration, n, archiveMiB, e.cfg.SoakLimitMiB)
+		e.cfg.SoakClients, e.cfg.SoakDuration, len(vs), churnArchiveMiB, e.cfg.SoakLimitMiB)
 	var wg sync.WaitGroup
 	// The origin's modes.
 	wg.Go(func() {
