@@ -184,19 +184,3 @@ func (s *Store) Stats() (archives int, bytes int64) {
 	defer s.mu.Unlock()
 	return s.archives, s.bytes
 }
-
-// eachBlob calls fn for every commit record txn sees.
-func eachBlob(txn *badger.Txn, fn func(BlobInfo) error) error {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
-	defer it.Close()
-	for it.Rewind(); it.Valid(); it.Next() {
-		var rec blobRecord
-		if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
-			return err
-		}
-		if err := fn(rec.BlobInfo); err != nil {
-			return err
-		}
-	}
-	return nil
-}

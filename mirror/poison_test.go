@@ -129,12 +129,6 @@ func (w *fetchWatcher) released() (seen, released int) {
 	return len(w.fetches), released
 }
 
-// isBadArchive reports whether err is a verification failure for an
-// archive the clients cannot install.
-func isBadArchive(err error) bool {
-	return isRefused(err, verify.ReasonBadArchive)
-}
-
 // isRefused reports whether err is a verification failure for reason.
 func isRefused(err error, reason verify.Reason) bool {
 	var verr *verify.Error
