@@ -133,10 +133,11 @@ type Options struct {
 
 // Store is the cache. It is safe for concurrent use.
 type Store struct {
-	bopts     badger.Options
-	chunkSize int
-	log       *slog.Logger
-	bufs      sync.Pool
+	bopts        badger.Options
+	vlogFileSize int64 // bopts.ValueLogFileSize
+	chunkSize    int
+	log          *slog.Logger
+	bufs         sync.Pool
 
 	mu       sync.Mutex
 	active   map[string]bool // stage ids of writers not yet closed
@@ -166,7 +167,11 @@ type Store struct {
 	readOnly bool       // db was opened read-only (disk full at start-up)
 
 	space  space
-	gcKick chan struct{} // asks RunGC for a round now
+	budget diskBudget // of the data directory, with a size limit
+	// staging is the size of the chunks that writers not yet committed
+	// nor closed have stored: the size limit counts them too.
+	staging atomic.Int64
+	gcKick  chan struct{} // asks RunGC for a round now
 	// deletes counts the deletions of archive chunks since RunGC last
 	// settled them (gc.go); writeMu is held for reading by every write of
 	// the store, and for writing while RunGC has Badger refuse writes.
@@ -297,13 +302,13 @@ func Open(opts Options) (*Store, error) {
 		WithNumLevelZeroTablesStall(8).
 		WithBlockCacheSize(blockCacheSize).
 		WithIndexCacheSize(16 << 20).
-		WithValueLogFileSize(valueLogFileSize).
+		WithValueLogFileSize(valueLogFileSizeFor(opts.MaxBytes)).
 		WithValueThreshold(valueThreshold).
 		WithBaseTableSize(baseTableSize).
 		WithNumCompactors(2).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
-	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
+	s := &Store{bopts: bopts, vlogFileSize: bopts.ValueLogFileSize, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
 		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1),
 		stats: newStatMemo(), evictKick: make(chan struct{}, 1), evictFlush: make(chan chan struct{})}
 	if s.maxUnstaged == 0 {
@@ -324,6 +329,16 @@ func Open(opts Options) (*Store, error) {
 		s.space.reserve = -1
 	}
 	s.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
+	if opts.MaxBytes > 0 && !opts.InMemory {
+		reserve := s.space.reserve
+		if reserve < 0 {
+			reserve = DefaultDiskReserve
+		}
+		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, limit: func() int64 {
+			_, committed := s.statsNow()
+			return budgetLimit(opts.MaxBytes, reserve, committed)
+		}}
+	}
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 
 	if s.space.refresh(sstBytes(opts.Dir)) {

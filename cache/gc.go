@@ -16,8 +16,9 @@ import (
 // Value-log GC rewrites a value-log file (its live part, into the newest
 // file) and deletes it once at least a ratio of it is garbage. Files at
 // least gcRatio garbage are always rewritten; while the value log is
-// larger than the archives by more than the quarter the size limit allows
-// (see collect), files at least gcRatioTight garbage are too.
+// larger than the archives by more than the quarter the size limit allows,
+// or while writers wait for the data directory's budget, files at least
+// gcRatioTight garbage are too.
 const (
 	gcRatio      = 0.5
 	gcRatioTight = 0.2
@@ -27,6 +28,10 @@ const (
 // compaction, see settleDeletes): evictions under churn come in a stream,
 // and each settle rewrites the LSM tree.
 const minSettleInterval = 10 * time.Second
+
+// urgentSettleInterval replaces minSettleInterval while writers wait for
+// the data directory's budget (budget.go).
+const urgentSettleInterval = time.Second
 
 // flushKey is the key settleDeletes writes and drops to have Badger flush
 // its memtable.
@@ -40,8 +45,9 @@ var flushKey = []byte("x/flush")
 // nothing, until it fills up (which deletions alone never make it do). So
 // after deletions RunGC first has Badger flush its memtable and compact
 // the LSM tree into one level (settleDeletes), at most every
-// minSettleInterval, and then runs the value-log GC until it finds no file
-// worth rewriting. A GC round rewrites up to valueLogFileSize: it runs only
+// minSettleInterval (urgentSettleInterval while writers wait for the data
+// directory's budget), and then runs the value-log GC until it finds no
+// file worth rewriting. A GC round rewrites up to a value-log file: it runs only
 // when that much is free above the reserve, and never on a read-only
 // cache.
 func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
@@ -55,7 +61,11 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-s.gcKick:
 		}
-		if wait := minSettleInterval - time.Since(settled); s.deletes.Load() > 0 && wait > 0 {
+		every := minSettleInterval
+		if s.budget.pressed.Load() {
+			every = urgentSettleInterval // writers wait for the space
+		}
+		if wait := every - time.Since(settled); s.deletes.Load() > 0 && wait > 0 {
 			select { // let the deletions of the moment gather
 			case <-ctx.Done():
 				return
@@ -103,16 +113,23 @@ func (s *Store) settleDeletes() error {
 	})
 }
 
-// gcRound rewrites (and deletes) at most one value-log file.
+// gcRound rewrites (and deletes) at most one value-log file. The store's
+// own writes wait while it runs (writeMu): a rewrite starts by reading the
+// memtable's newest version, which Badger's write goroutine updates
+// without a lock, so a write of the store's at that moment is a data race
+// inside Badger. A round rewrites at most the live part of one value-log
+// file.
 func (s *Store) gcRound() error {
 	return s.withWritable(func(db *badger.DB) error {
-		if !s.space.spare(valueLogFileSize) {
+		if !s.space.spare(s.vlogFileSize) {
 			return ErrNotWritable
 		}
 		ratio := gcRatio
-		if _, archives := s.statsNow(); vlogBytes(s.space.dir) > archives+archives/4+valueLogFileSize {
+		if _, archives := s.statsNow(); s.budget.pressed.Load() || vlogBytes(s.space.dir) > archives+archives/4+s.vlogFileSize {
 			ratio = gcRatioTight
 		}
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
 		return db.RunValueLogGC(ratio)
 	})
 }

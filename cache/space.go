@@ -40,7 +40,10 @@ const (
 	// reclaimed file by file, so smaller files return space sooner. The
 	// cost is four times as many files (one descriptor and one mapping
 	// each: 16 Ki for 1 TiB of archives).
-	valueLogFileSize = 64 << 20
+	// With a size limit, files are smaller still (valueLogFileSizeFor),
+	// down to minValueLogFileSize.
+	valueLogFileSize    = 64 << 20
+	minValueLogFileSize = 4 << 20
 	// baseTableSize is Badger's BaseTableSize, the size of the LSM tree's
 	// tables at its top level (twice that a level down). A compaction
 	// builds up to 8 tables at once, each in a buffer of twice the
@@ -61,6 +64,18 @@ const (
 	// per-entry headers our accounting (entryCost) only estimates.
 	newFileSlack = 1 << 20
 )
+
+// valueLogFileSizeFor is the value-log file size for a size limit: a
+// sixteenth of it, between minValueLogFileSize and valueLogFileSize. A
+// file is the unit in which the space of evicted archives comes back, so
+// a small cache that churns needs small files to stay within its disk
+// budget (budget.go); a file count of about 16 to 20 is still few.
+func valueLogFileSizeFor(maxBytes int64) int64 {
+	if maxBytes <= 0 {
+		return valueLogFileSize
+	}
+	return min(max(maxBytes/16, minValueLogFileSize), valueLogFileSize)
+}
 
 // DefaultDiskReserve is Options.DiskReserve when it is zero: the room
 // Badger may need on disk beyond the writes the store admits itself.
