@@ -31,9 +31,9 @@ const budgetWait = 10 * time.Second
 const budgetMeasureEvery = 20 * time.Millisecond
 
 // diskBudget keeps the data directory within its budget: with a size
-// limit (Options.MaxBytes), 1.25 times the larger of the limit and the
-// committed archives (which may exceed the limit when what is left may not
-// be evicted), plus the disk reserve. Deleted archives return their space
+// limit (Options.MaxBytes), 1.25 times the limit plus the disk reserve;
+// when what is left over the limit may not be evicted (see
+// Store.SetEvictable), 1.25 times what is kept and being written instead. Deleted archives return their space
 // only once value-log GC rewrote the files that held them, which Badger
 // can do only after its compactions counted the deletions; under churn,
 // archives are written faster than that. So each archive chunk is
@@ -44,8 +44,11 @@ const budgetMeasureEvery = 20 * time.Millisecond
 type diskBudget struct {
 	dir  string // "" (in memory, or no size limit): no budget
 	wait time.Duration
-	// limit is the budget for a given size of committed archives.
+	// limit is the budget, which changes with what may be evicted.
 	limit func() int64
+	// gcRoom is kept free below the budget for value-log GC, which writes
+	// the live part of a file (at most a file) before it deletes the file.
+	gcRoom int64
 
 	pressed atomic.Bool // a writer waits, or waited last: GC settles sooner
 	waits   atomic.Int64
@@ -77,7 +80,7 @@ func (b *diskBudget) admit(n int64, kick func(), stop func() bool) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for {
-		limit := b.limit()
+		limit := b.limit() - b.gcRoom
 		if b.used+b.admitted+n > limit && time.Since(b.measured) >= budgetMeasureEvery {
 			b.measure()
 		}
@@ -129,13 +132,6 @@ func dataDirBytes(dir string) int64 {
 		}
 	}
 	return n
-}
-
-// budgetLimit is the data directory's budget for a size limit max, a
-// disk reserve and the committed archives' size.
-func budgetLimit(sizeLimit, reserve, committed int64) int64 {
-	base := max(sizeLimit, committed)
-	return base + base/4 + reserve
 }
 
 // BudgetStats says how often archive writes had to wait for the data

@@ -32,7 +32,10 @@
 // With Options.MaxBytes set, the least recently used archives are evicted
 // once a commit has taken the archives over the limit, until they fit, by
 // a goroutine of the store's (no caller waits for it); archives open for
-// reading or whose writer is not yet closed are never evicted.
+// reading or whose writer is not yet closed are never evicted. The data
+// directory is then kept within a disk budget of 1.25 times the limit
+// plus the reserve: a chunk that would take it over waits for value-log
+// GC to return the space of evicted archives (budget.go).
 //
 // OpenBlob and NewBlobWriter return the small interfaces BlobReader and
 // BlobWriter, not the concrete types, so that another tier (an object
@@ -88,11 +91,13 @@ type Options struct {
 	ChunkSize int
 	// Logger receives Badger's warnings and errors. Default: discard.
 	Logger *slog.Logger
-	// MaxBytes bounds the total size of committed archives: once a commit
-	// takes the total over it, the least recently used archives are
-	// evicted, in the background, until the total is at most MaxBytes.
-	// Archives open for reading or still being written are never evicted.
-	// Default 0: unlimited.
+	// MaxBytes bounds the total size of archives, committed and being
+	// written: once the total is over it, the least recently used
+	// committed archives are evicted, in the background, until it is at
+	// most MaxBytes. Archives open for reading or still being written are
+	// never evicted. It also sets the data directory's disk budget
+	// (budget.go) and the size of Badger's value-log files
+	// (valueLogFileSizeFor). Default 0: unlimited.
 	MaxBytes int64
 	// OnEvict, if set, is called once for every archive evicted to stay
 	// under MaxBytes (for metrics). Default: none.
@@ -334,9 +339,16 @@ func Open(opts Options) (*Store, error) {
 		if reserve < 0 {
 			reserve = DefaultDiskReserve
 		}
-		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, limit: func() int64 {
-			_, committed := s.statsNow()
-			return budgetLimit(opts.MaxBytes, reserve, committed)
+		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, gcRoom: s.vlogFileSize, limit: func() int64 {
+			base := opts.MaxBytes
+			if s.lru.unmet.Load() {
+				// Over the limit with nothing left that may be evicted:
+				// the budget follows what is kept, and what is being
+				// written (an import of what cannot be fetched again).
+				_, committed := s.statsNow()
+				base = max(base, committed+s.staging.Load())
+			}
+			return base + base/4 + reserve
 		}}
 	}
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }

@@ -61,15 +61,21 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-s.gcKick:
 		}
-		every := minSettleInterval
-		if s.budget.pressed.Load() {
-			every = urgentSettleInterval // writers wait for the space
-		}
-		if wait := every - time.Since(settled); s.deletes.Load() > 0 && wait > 0 {
-			select { // let the deletions of the moment gather
+		// Let the deletions of the moment gather, less long once writers
+		// wait for the data directory's budget.
+		for s.deletes.Load() > 0 {
+			every := minSettleInterval
+			if s.budget.pressed.Load() {
+				every = urgentSettleInterval
+			}
+			wait := every - time.Since(settled)
+			if wait <= 0 {
+				break
+			}
+			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(wait):
+			case <-time.After(min(wait, urgentSettleInterval/4)):
 			}
 		}
 		if s.deletes.Swap(0) > 0 {
