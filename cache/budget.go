@@ -134,6 +134,16 @@ func dataDirBytes(dir string) int64 {
 	return n
 }
 
+// DiskBudget returns the data directory's size now and its budget (see
+// Options.MaxBytes); ok is false when there is no budget (no size limit,
+// or in memory).
+func (s *Store) DiskBudget() (used, budget int64, ok bool) {
+	if s.budget.dir == "" {
+		return 0, 0, false
+	}
+	return dataDirBytes(s.budget.dir), s.budget.limit(), true
+}
+
 // BudgetStats says how often archive writes had to wait for the data
 // directory's budget (see Options.MaxBytes), and how many of them gave up
 // (the archive was served without being cached).

@@ -132,6 +132,9 @@ func TestDiskBudgetRefusesWhatCannotFit(t *testing.T) {
 	}
 	defer s.Close()
 	s.budget.wait = 100 * time.Millisecond
+	if used, budget, ok := s.DiskBudget(); !ok || budget != limit+limit/4+reserve || used <= 0 || used > budget {
+		t.Fatalf("DiskBudget() = %d, %d, %v; want a size within the budget of %d", used, budget, ok, limit+limit/4+reserve)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var gc sync.WaitGroup
 	gc.Go(func() { s.RunGC(ctx, time.Hour) })
