@@ -33,14 +33,15 @@ const budgetMeasureEvery = 20 * time.Millisecond
 // diskBudget keeps the data directory within its budget: with a size
 // limit (Options.MaxBytes), 1.25 times the limit plus the disk reserve;
 // when what is left over the limit may not be evicted (see
-// Store.SetEvictable), 1.25 times what is kept and being written instead. Deleted archives return their space
-// only once value-log GC rewrote the files that held them, which Badger
-// can do only after its compactions counted the deletions; under churn,
-// archives are written faster than that. So each archive chunk is
-// admitted only if the data directory, as last measured plus what was
-// admitted since, stays within the budget; otherwise the writer asks for
-// an eviction pass and an urgent GC and waits (budgetWait at most) for
-// the space to come back. Metadata documents are small and not counted.
+// Store.SetEvictable), 1.25 times what is kept and being written
+// instead. Deleted archives return their space only once value-log GC
+// rewrote the files that held them, which Badger can do only after its
+// compactions counted the deletions; under churn, archives are written
+// faster than that. So each archive chunk is admitted only if the data
+// directory, as last measured plus what was admitted since, stays within
+// the budget less gcRoom; otherwise the writer asks for an eviction pass
+// and an urgent GC and waits (budgetWait at most) for the space to come
+// back. Metadata documents are small and not counted.
 type diskBudget struct {
 	dir  string // "" (in memory, or no size limit): no budget
 	wait time.Duration
