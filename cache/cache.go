@@ -283,9 +283,10 @@ func Open(opts Options) (*Store, error) {
 	}
 	// In memory, values live in the LSM tree: they must be smaller than
 	// the value threshold, which may not exceed 1 MiB.
-	valueThreshold := int64(64 << 10)
+	// Badger takes no value larger than a write batch, 15% of a memtable.
+	valueThreshold, memtable := int64(64<<10), int64(memTableSize)
 	if opts.InMemory {
-		valueThreshold = 1 << 20
+		valueThreshold, memtable = 1<<20, 8<<20
 		opts.ChunkSize = min(opts.ChunkSize, 512<<10)
 	}
 	if opts.Logger == nil {
@@ -301,7 +302,7 @@ func Open(opts Options) (*Store, error) {
 		// A small, flat memory footprint: archive chunks go to the value
 		// log, only keys and small documents live in the LSM tree. These
 		// sizes decide DefaultDiskReserve (space.go).
-		WithMemTableSize(memTableSize).
+		WithMemTableSize(memtable).
 		WithNumMemtables(numMemtables).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).

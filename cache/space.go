@@ -25,7 +25,12 @@ var ErrNotWritable = errors.New("cache not writable")
 const (
 	// memTableSize is Badger's MemTableSize: a memtable is flushed to an
 	// L0 table of about this size once its write-ahead log holds this much.
-	memTableSize = 16 << 20
+	// Archive chunks go to the value log, so a memtable holds keys, value
+	// pointers and small documents: 4 MiB is plenty. Each memtable is an
+	// arena of about 1.3 times this on the Go heap, and every settle after
+	// deletions (gc.go) replaces it: with Badger's 64 MiB, or even 16 MiB,
+	// that churn alone took anonymous memory to 150 MiB under churn.
+	memTableSize = 4 << 20
 	// numMemtables is Badger's NumMemtables: how many memtables (the
 	// mutable one and those waiting to be flushed) exist at once.
 	numMemtables = 2
@@ -85,7 +90,7 @@ func valueLogFileSizeFor(maxBytes int64) int64 {
 //
 //   - memtable flushes: each full memtable (numMemtables of them at most)
 //     becomes an L0 table of up to memTableSize before its write-ahead log
-//     is deleted: numMemtables × memTableSize = 32 MiB;
+//     is deleted: numMemtables × memTableSize = 8 MiB;
 //   - the DISCARD file (discardStatsSize, 1 MiB) and the first pages of new
 //     write-ahead-log and value-log files (newFileSlack, 1 MiB);
 //   - compactions, which write their output tables before they delete
@@ -94,7 +99,7 @@ func valueLogFileSizeFor(maxBytes int64) int64 {
 //     the constant: the store adds the current LSM size to the reserve.
 //
 // Value-log GC is not covered by the reserve: it runs only when
-// valueLogFileSize more is free (see RunGC). Hence 34 MiB.
+// valueLogFileSize more is free (see RunGC). Hence 10 MiB.
 const DefaultDiskReserve = numMemtables*memTableSize + discardStatsSize + newFileSlack
 
 // DefaultSpaceCheckInterval is Options.SpaceCheckInterval when it is zero.
