@@ -253,9 +253,7 @@ func (w *blobWriter) finishChunk() {
 		*w.cur = (*w.cur)[:0]
 	} else {
 		*w.cur = (*w.cur)[:0]
-		w.stagedBytes += int64(len(data))
-		w.s.staging.Add(int64(len(data)))
-		w.s.kickEvict() // the size limit counts what is being downloaded
+		w.stagedBytes += int64(len(data)) // counted in Store.staging by stageChunk
 	}
 	w.staged++
 }
@@ -271,12 +269,22 @@ func (w *blobWriter) stageChunk(idx int, data []byte) error {
 		return w.err
 	}
 	key := chunkKey(w.stage, idx)
+	// The size limit counts the chunk from now on, so that eviction makes
+	// room for it in the disk budget.
+	n := int64(len(data))
+	w.s.staging.Add(n)
+	w.s.kickEvict()
 	cost := entryCost(len(key), len(data))
 	if err := w.s.budget.admit(cost, w.s.pressForRoom, w.s.refusing); err != nil {
+		w.s.staging.Add(-n)
 		return err
 	}
 	defer w.s.budget.done(cost)
-	return quiet(w.s.update(cost, func(txn *badger.Txn) error { return txn.Set(key, data) }))
+	if err := w.s.update(cost, func(txn *badger.Txn) error { return txn.Set(key, data) }); err != nil {
+		w.s.staging.Add(-n)
+		return quiet(err)
+	}
+	return nil
 }
 
 // Written is how many bytes have been written.

@@ -30,6 +30,10 @@ const budgetWait = 10 * time.Second
 // directory by writers waiting for room.
 const budgetMeasureEvery = 20 * time.Millisecond
 
+// stuckAfter is how long a writer waits for the budget before GC rewrites
+// files whatever their garbage (diskBudget.stuck).
+const stuckAfter = time.Second
+
 // diskBudget keeps the data directory within its budget: with a size
 // limit (Options.MaxBytes), 1.25 times the limit plus the disk reserve;
 // when what is left over the limit may not be evicted (see
@@ -52,6 +56,11 @@ type diskBudget struct {
 	gcRoom int64
 
 	pressed atomic.Bool // a writer waits, or waited last: GC settles sooner
+	// stuck says a writer has waited longer than stuckAfter: the garbage
+	// left is spread thin (or sits in the newest value-log file, which
+	// cannot be collected until it is full), so GC rewrites files with
+	// any garbage, one per kick.
+	stuck   atomic.Bool
 	waits   atomic.Int64
 	refused atomic.Int64
 
@@ -88,6 +97,7 @@ func (b *diskBudget) admit(n int64, kick func(), stop func() bool) error {
 		if b.used+b.admitted+n <= limit {
 			b.admitted += n
 			b.inflight += n
+			b.stuck.Store(false)
 			if b.used+b.admitted <= limit-limit/8 {
 				b.pressed.Store(false) // GC may settle at its own pace again
 			}
@@ -97,6 +107,9 @@ func (b *diskBudget) admit(n int64, kick func(), stop func() bool) error {
 			deadline = time.Now().Add(b.wait)
 			b.pressed.Store(true)
 			b.waits.Add(1)
+		}
+		if time.Until(deadline) < b.wait-stuckAfter {
+			b.stuck.Store(true)
 		}
 		kick()
 		left := time.Until(deadline)

@@ -18,10 +18,14 @@ import (
 // least gcRatio garbage are always rewritten; while the value log is
 // larger than the archives by more than the quarter the size limit allows,
 // or while writers wait for the data directory's budget, files at least
-// gcRatioTight garbage are too.
+// gcRatioTight garbage are too; once writers have waited long, any file
+// with garbage, one per kick.
 const (
 	gcRatio      = 0.5
 	gcRatioTight = 0.2
+	// gcRatioStuck is the ratio while writers have waited for the disk
+	// budget for long (diskBudget.stuck): one such round per kick.
+	gcRatioStuck = 0.01
 )
 
 // minSettleInterval is the least time between two settles (flush and
@@ -87,7 +91,7 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 				}
 			}
 		}
-		for ctx.Err() == nil && s.gcRound() == nil {
+		for ctx.Err() == nil && s.gcRound() == nil && !s.budget.stuck.Load() {
 		}
 	}
 }
@@ -133,6 +137,9 @@ func (s *Store) gcRound() error {
 		ratio := gcRatio
 		if _, archives := s.statsNow(); s.budget.pressed.Load() || vlogBytes(s.space.dir) > archives+archives/4+s.vlogFileSize {
 			ratio = gcRatioTight
+		}
+		if s.budget.stuck.Load() {
+			ratio = gcRatioStuck
 		}
 		s.writeMu.Lock()
 		defer s.writeMu.Unlock()
