@@ -282,7 +282,7 @@ func TestServeRemovesWhatAKilledImportLeft(t *testing.T) {
 
 	m2 := startProcess(t, bin, dataDir, origin, caFile)
 	line := m2.logged("removed what an interrupted import left unpacked")
-	if line == nil || line["dir"] != filepath.Join(dataDir, left[0]) {
+	if line == nil || line["path"] != filepath.Join(dataDir, left[0]) {
 		t.Errorf("the restarted serve logged %v, want the removal of %s", line, left[0])
 	}
 	if got := scratchDirs(t, dataDir); len(got) != 0 {
