@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -173,6 +174,46 @@ func TestScanMetaAfter(t *testing.T) {
 				t.Errorf("keys out of order")
 			}
 		})
+	}
+}
+
+// ScanBlobs gives every committed archive once, in sha256 order, across
+// its batches, and stops when the callback says so.
+func TestScanBlobs(t *testing.T) {
+	s := openTest(t, "")
+	want := map[string]int64{}
+	for i := range scanBatch + 44 {
+		info := put(t, s, randomBytes(1+i%3, uint64(i)+1))
+		want[info.SHA256] = info.Size
+	}
+	got := map[string]int64{}
+	var order []string
+	if err := s.ScanBlobs(func(info BlobInfo) error {
+		if _, dup := got[info.SHA256]; dup {
+			t.Errorf("%s given twice", info.SHA256)
+		}
+		got[info.SHA256] = info.Size
+		order = append(order, info.SHA256)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("ScanBlobs gave %d archives, want the %d committed (or with other sizes)", len(got), len(want))
+	}
+	if !slices.IsSorted(order) {
+		t.Error("archives out of order")
+	}
+	errStop := errors.New("stop")
+	n := 0
+	err := s.ScanBlobs(func(BlobInfo) error {
+		if n++; n == 3 {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) || n != 3 {
+		t.Errorf("stopped after %d archives with %v; want 3, the callback's error", n, err)
 	}
 }
 

@@ -184,3 +184,46 @@ func (s *Store) Stats() (archives int, bytes int64) {
 	defer s.mu.Unlock()
 	return s.archives, s.bytes
 }
+
+// ScanBlobs calls fn with the info of every committed archive, in
+// sha256 order, until fn returns an error (which ScanBlobs returns). It
+// reads the records in order rather than one lookup each, which is what
+// a pass over many archives wants. Like ScanMeta, it reads in batches,
+// each in a transaction of its own, and calls fn outside them: an
+// archive committed or deleted during the scan may or may not be seen.
+func (s *Store) ScanBlobs(fn func(BlobInfo) error) error {
+	p := []byte("b/")
+	start := p
+	for {
+		var batch []BlobInfo
+		err := s.view(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+			defer it.Close()
+			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
+				var info BlobInfo
+				if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &info) }); err != nil {
+					return err
+				}
+				batch = append(batch, info)
+				if len(batch) == scanBatch { // resume just after it
+					start = append(it.Item().KeyCopy(nil), 0)
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, errNoDB) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, info := range batch {
+			if err := fn(info); err != nil {
+				return err
+			}
+		}
+		if len(batch) < scanBatch {
+			return nil
+		}
+	}
+}
