@@ -173,6 +173,12 @@ type blobEvicter interface {
 	EvictBlob(sha string) (cache.BlobInfo, error)
 }
 
+// readPagesReleaser is what the first rebuild asks of the store once it
+// has read every record: *cache.Store implements it.
+type readPagesReleaser interface {
+	ReleaseReadPages()
+}
+
 type evictableSetter interface {
 	SetEvictable(fn func(sha string) bool)
 }
@@ -395,7 +401,11 @@ func (r *retainer) loop(ctx context.Context) {
 	r.readPins()
 	r.rebuild()
 	// The first rebuild read every package record: garbage in proportion
-	// to the cache, which the Go runtime would keep for minutes.
+	// to the cache, which the Go runtime would keep for minutes, and the
+	// database's pages that hold them.
+	if rp, ok := r.s.store.(readPagesReleaser); ok {
+		rp.ReleaseReadPages()
+	}
 	debug.FreeOSMemory()
 	rules := (r.cfg.KeepVersions > 0 || r.cfg.UnusedAfter > 0) && r.cfg.Interval > 0
 	pass := time.NewTicker(max(r.cfg.Interval, time.Hour))
