@@ -14,10 +14,13 @@ import (
 
 // pageOutTables asks the kernel to reclaim the pages of the table files
 // (*.sst) in dir that this process has mapped (madvise MADV_PAGEOUT,
-// Linux 5.4 and later; an older kernel refuses and nothing changes).
-// The advice is nondestructive: a page read again is read from the file,
-// and applied to memory that is no longer a table's mapping (a table
-// unmapped after /proc/self/maps was read) it changes nothing either.
+// Linux 5.4 and later; an older kernel refuses and nothing changes), and
+// to read only the pages asked for from then on (MADV_RANDOM): the
+// lookups that follow (a record here and there) would otherwise map the
+// pages around each one too. Both advices are nondestructive: a page
+// read again is read from the file, and applied to memory that is no
+// longer a table's mapping (a table unmapped after /proc/self/maps was
+// read) they change nothing either.
 func pageOutTables(dir string) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -54,5 +57,6 @@ func pageOutTables(dir string) {
 		if _, _, errno := unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_PAGEOUT); errno != 0 {
 			return // not supported: no other mapping fares better
 		}
+		unix.Syscall(unix.SYS_MADVISE, uintptr(start), uintptr(end-start), unix.MADV_RANDOM)
 	}
 }
