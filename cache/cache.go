@@ -296,11 +296,20 @@ func Open(opts Options) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithBlockCacheSize(blockCacheSize).
-		WithIndexCacheSize(16 << 20).
+		// Tables are not encrypted: their indexes are read where they
+		// are mapped, and Badger would use an index cache for nothing.
+		WithIndexCacheSize(0).
 		WithValueLogFileSize(valueLogFileSize).
 		WithValueThreshold(valueThreshold).
 		WithBaseTableSize(baseTableSize).
 		WithNumCompactors(2).
+		// The L0 tables (the memtables flushed at Close among them) are
+		// compacted at Close, so that the next start does not compact
+		// them beside its passes over every record, in buffers that
+		// Badger keeps pooled for seconds after (tens of MiB at 100,000
+		// archives). Like any compaction, it writes at most the LSM
+		// tree's size, which the reserve covers (space.go).
+		WithCompactL0OnClose(true).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
 	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
