@@ -173,8 +173,8 @@ type blobEvicter interface {
 	EvictBlob(sha string) (cache.BlobInfo, error)
 }
 
-// readPagesReleaser is what the first rebuild asks of the store once it
-// has read every record: *cache.Store implements it.
+// readPagesReleaser is what a rebuild asks of the store once it has read
+// every record: *cache.Store implements it.
 type readPagesReleaser interface {
 	ReleaseReadPages()
 }
@@ -401,11 +401,7 @@ func (r *retainer) loop(ctx context.Context) {
 	r.readPins()
 	r.rebuild()
 	// The first rebuild read every package record: garbage in proportion
-	// to the cache, which the Go runtime would keep for minutes, and the
-	// database's pages that hold them.
-	if rp, ok := r.s.store.(readPagesReleaser); ok {
-		rp.ReleaseReadPages()
-	}
+	// to the cache, which the Go runtime would keep for minutes.
 	debug.FreeOSMemory()
 	rules := (r.cfg.KeepVersions > 0 || r.cfg.UnusedAfter > 0) && r.cfg.Interval > 0
 	pass := time.NewTicker(max(r.cfg.Interval, time.Hour))
@@ -658,7 +654,14 @@ func (r *retainer) applyPins(held []*heldVersion) {
 // keeping none: what it keeps is the sorted set of protected archives
 // (32 bytes each), whose sizes it then reads in one ordered pass.
 func (r *retainer) rebuild() {
-	var keys [][32]byte
+	// The database's pages that hold the records, which the pass maps
+	// into the process, are given back at the end.
+	if rp, ok := r.s.store.(readPagesReleaser); ok {
+		defer rp.ReleaseReadPages()
+	}
+	r.protMu.RLock()
+	keys := make([][32]byte, 0, len(r.protected)+len(r.extra)) // as many as last time, most often
+	r.protMu.RUnlock()
 	// extra's archives whose records are read: those records decide now.
 	r.protMu.RLock()
 	extra := make(map[[32]byte]bool, len(r.extra))
