@@ -236,12 +236,12 @@ func TestScanBlobs(t *testing.T) {
 	}
 	got := map[string]int64{}
 	var order []string
-	if err := s.ScanBlobs(func(info BlobInfo) error {
-		if _, dup := got[info.SHA256]; dup {
-			t.Errorf("%s given twice", info.SHA256)
+	if err := s.ScanBlobs(func(sha string, size int64) error {
+		if _, dup := got[sha]; dup {
+			t.Errorf("%s given twice", sha)
 		}
-		got[info.SHA256] = info.Size
-		order = append(order, info.SHA256)
+		got[sha] = size
+		order = append(order, sha)
 		return nil
 	}); err != nil {
 		t.Fatal(err)
@@ -254,7 +254,7 @@ func TestScanBlobs(t *testing.T) {
 	}
 	errStop := errors.New("stop")
 	n := 0
-	err := s.ScanBlobs(func(BlobInfo) error {
+	err := s.ScanBlobs(func(string, int64) error {
 		if n++; n == 3 {
 			return errStop
 		}

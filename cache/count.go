@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -28,10 +29,15 @@ type counting struct {
 	exited chan struct{}
 }
 
-// countedRecord is the part of a commit record that counting reads.
+// countedRecord is the part of a commit record that counting reads;
+// lruRecord what it reads too when the size limit needs every archive's
+// entry.
 type countedRecord struct {
-	SHA256  string    `json:"sha256"`
-	Size    int64     `json:"size"`
+	Size int64 `json:"size"`
+}
+
+type lruRecord struct {
+	countedRecord
 	Created time.Time `json:"created"`
 }
 
@@ -133,15 +139,23 @@ func (s *Store) countArchives(ctx context.Context, snap *badger.Txn) error {
 			if n%1024 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			var rec countedRecord
+			if s.lru.max <= 0 {
+				var rec countedRecord
+				if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+					return err
+				}
+				n++
+				total += rec.Size
+				continue
+			}
+			// Only eviction needs every archive's entry.
+			var rec lruRecord
 			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
 				return err
 			}
 			n++
 			total += rec.Size
-			if s.lru.max > 0 { // only eviction needs every archive's entry
-				s.lru.add(rec.SHA256, rec.Created)
-			}
+			s.lru.add(strings.TrimPrefix(string(it.Item().Key()), "b/"), rec.Created)
 		}
 		return nil
 	})

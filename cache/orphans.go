@@ -40,7 +40,9 @@ func (s *Store) cleanOrphans() (int, error) {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			var rec blobRecord
+			var rec struct { // the part of a commit record read here
+				Stage string `json:"stage"`
+			}
 			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
 				return err
 			}

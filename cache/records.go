@@ -3,6 +3,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -185,28 +186,34 @@ func (s *Store) Stats() (archives int, bytes int64) {
 	return s.archives, s.bytes
 }
 
-// ScanBlobs calls fn with the info of every committed archive, in
-// sha256 order, until fn returns an error (which ScanBlobs returns). It
-// reads the records in order rather than one lookup each, which is what
-// a pass over many archives wants. Like ScanMeta, it reads in batches,
-// each in a transaction of its own, and calls fn outside them: an
-// archive committed or deleted during the scan may or may not be seen.
-func (s *Store) ScanBlobs(fn func(BlobInfo) error) error {
+// ScanBlobs calls fn with the sha256 and size of every committed
+// archive, in sha256 order, until fn returns an error (which ScanBlobs
+// returns). It reads the records in order rather than one lookup each,
+// which is what a pass over many archives wants. Like ScanMeta, it reads
+// in batches, each in a transaction of its own, and calls fn outside
+// them: an archive committed or deleted during the scan may or may not
+// be seen.
+func (s *Store) ScanBlobs(fn func(sha string, size int64) error) error {
+	type sized struct {
+		sha  string
+		size int64
+	}
 	p := []byte("b/")
 	start := p
 	for {
-		var batch []BlobInfo
+		var batch []sized
 		err := s.view(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 			defer it.Close()
 			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
-				var info BlobInfo
-				if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &info) }); err != nil {
+				var rec countedRecord
+				if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
 					return err
 				}
-				batch = append(batch, info)
+				key := it.Item().Key()
+				batch = append(batch, sized{sha: string(key[len(p):]), size: rec.Size})
 				if len(batch) == scanBatch { // resume just after it
-					start = append(it.Item().KeyCopy(nil), 0)
+					start = append(bytes.Clone(key), 0)
 				}
 			}
 			return nil
@@ -217,8 +224,8 @@ func (s *Store) ScanBlobs(fn func(BlobInfo) error) error {
 		if err != nil {
 			return err
 		}
-		for _, info := range batch {
-			if err := fn(info); err != nil {
+		for _, b := range batch {
+			if err := fn(b.sha, b.size); err != nil {
 				return err
 			}
 		}

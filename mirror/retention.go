@@ -751,7 +751,7 @@ func (r *retainer) rebuild() {
 // blobScanner is what cachedBytes uses of the store when it has it:
 // *cache.Store implements it.
 type blobScanner interface {
-	ScanBlobs(fn func(cache.BlobInfo) error) error
+	ScanBlobs(fn func(sha string, size int64) error) error
 }
 
 // errScanned stops a ScanBlobs that has seen what it needed.
@@ -777,8 +777,8 @@ func (r *retainer) cachedBytes(set shaSet) (int64, error) {
 		return total, nil
 	}
 	i := 0
-	err := bs.ScanBlobs(func(info cache.BlobInfo) error {
-		k, ok := shaKey(info.SHA256)
+	err := bs.ScanBlobs(func(sha string, size int64) error {
+		k, ok := shaKey(sha)
 		if !ok {
 			return nil
 		}
@@ -789,7 +789,7 @@ func (r *retainer) cachedBytes(set shaSet) (int64, error) {
 			return errScanned
 		}
 		if set[i] == k {
-			total += info.Size
+			total += size
 		}
 		return nil
 	})
