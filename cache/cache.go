@@ -355,9 +355,6 @@ func Open(opts Options) (*Store, error) {
 	return s, nil
 }
 
-// afterWritableOpen removes what interrupted writes left, trims the cache
-// to its limit, and has the value-log GC return the space soon.
-
 // lockWait is how long openBadger waits for the directory lock.
 const lockWait = 2 * time.Second
 

@@ -53,8 +53,23 @@ func (s *Store) cleanOrphans() (int, error) {
 	if err != nil || len(stages) == 0 {
 		return 0, ignoreNoDB(err)
 	}
+	return s.removeStages(stages)
+}
+
+// removeStages deletes the chunks of stages (stage ids, of chunks no
+// commit record refers to), but those of writers under way, and returns
+// how many it deleted.
+func (s *Store) removeStages(stages map[string]int) (int, error) {
+	s.mu.Lock()
+	for stage := range s.active {
+		delete(stages, stage)
+	}
+	s.mu.Unlock()
+	if len(stages) == 0 {
+		return 0, nil
+	}
 	var orphans [][]byte
-	err = s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn *badger.Txn) error {
 		for stage := range stages {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/" + stage + "/"), PrefetchValues: false})
 			for it.Rewind(); it.Valid(); it.Next() {

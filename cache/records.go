@@ -206,7 +206,9 @@ func (s *Store) ScanBlobs(fn func(sha string, size int64) error) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
 			defer it.Close()
 			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
-				var rec countedRecord
+				var rec struct { // the part of a commit record read here
+					Size int64 `json:"size"`
+				}
 				if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
 					return err
 				}
