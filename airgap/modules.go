@@ -31,6 +31,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -277,7 +278,7 @@ func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, 
 // importLocalModule packs the module files in dir and imports them as
 // version of the local module m, when the input is a plain directory
 // (no manifest) and b.allowUnsigned.
-func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m discovery.Module, dir, version, scratch string, sum *ImportSummary) error {
+func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m discovery.Module, dir, version, scratchDir string, sum *ImportSummary) error {
 	shown := b.shownPath(b.rel(dir))
 	switch {
 	case b.hasManifest:
@@ -288,12 +289,12 @@ func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m 
 	if _, err := mirror.ParseSemver(strings.TrimPrefix(version, "v")); err != nil || !safeVersion(version) {
 		return fmt.Errorf("%s: the directory's name %q is not a version", shown, version)
 	}
-	tmp, err := os.CreateTemp(scratch, "tfmirror-local-module-*.tar.gz")
+	tmp, err := os.CreateTemp(scratchDir, scratch.Pattern(scratch.LocalModule, "", ".tar.gz"))
 	if err != nil {
 		return err
 	}
 	defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
-	if _, err := modsource.PackDir(ctx, dir, scratch, tmp, engine.Config().ModuleLimits); err != nil {
+	if _, err := modsource.PackDir(ctx, dir, scratchDir, tmp, engine.Config().ModuleLimits); err != nil {
 		return fmt.Errorf("%s: %w", shown, err)
 	}
 	if err := tmp.Close(); err != nil {

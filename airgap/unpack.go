@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/scratch"
 )
 
 // Bounds on what an import unpacks and reads.
@@ -32,10 +34,6 @@ const (
 	// spaceCheckBytes is how often, in bytes written, the free space is
 	// asked again while one file is unpacked.
 	spaceCheckBytes = 16 << 20
-	// scratchPrefix names the directories a tar file is unpacked into
-	// (scratchPrefix + PID + "-" + random), so that what an import that
-	// did not end left behind is known as such (RemoveScratch).
-	scratchPrefix = ".tfmirror-import-"
 )
 
 // spaceCheck is asked before each entry of a tar file is unpacked and
@@ -230,9 +228,10 @@ func (c *countingWriter) Write(p []byte) (int, error) {
 }
 
 // newScratch makes the directory an import unpacks a tar file into, in
-// parent (os.TempDir() when ""), named so that RemoveScratch knows it.
+// parent (os.TempDir() when ""), named so that RemoveScratch knows it:
+// scratch.Import, this process's id, "-" and a random part.
 func newScratch(parent string) (string, error) {
-	return os.MkdirTemp(parent, scratchPrefix+strconv.Itoa(os.Getpid())+"-*")
+	return os.MkdirTemp(parent, scratch.Pattern(scratch.Import, strconv.Itoa(os.Getpid()), ""))
 }
 
 // RemoveScratch removes from dir what imports that did not end (their
@@ -241,32 +240,14 @@ func newScratch(parent string) (string, error) {
 // start, before it imports, on the directory its imports unpack into.
 // Each directory removed is logged.
 func RemoveScratch(dir string, logger *slog.Logger) error {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, e := range entries {
-		rest, ok := strings.CutPrefix(e.Name(), scratchPrefix)
-		if !ok || !e.IsDir() {
-			continue
+	return scratch.Remove(dir, scratch.Import, func(e fs.DirEntry) bool {
+		if !e.IsDir() {
+			return true
 		}
-		pidText, _, _ := strings.Cut(rest, "-")
+		pidText, _, _ := strings.Cut(strings.TrimPrefix(e.Name(), scratch.Import), "-")
 		pid, err := strconv.Atoi(pidText)
-		if err == nil && pid != os.Getpid() && running(pid) {
-			continue // an import under way in another process
-		}
-		path := filepath.Join(dir, e.Name())
-		if err := os.RemoveAll(path); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		logger.Info("removed what an interrupted import left unpacked", "dir", path)
-	}
-	return errors.Join(errs...)
+		return err == nil && pid != os.Getpid() && running(pid) // an import under way in another process
+	}, logger, "removed what an interrupted import left unpacked")
 }
 
 // running reports whether a process with id pid exists.

@@ -15,6 +15,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/internal/scratch"
 )
 
 // rawHeader is a 512-byte tar header written by hand, for the kinds of
@@ -329,18 +331,18 @@ func TestRemoveScratch(t *testing.T) {
 		return name
 	}
 	gone := []string{
-		mk(scratchPrefix + strconv.Itoa(dead.Process.Pid) + "-123"),
-		mk(scratchPrefix + strconv.Itoa(os.Getpid()) + "-456"),
-		mk(scratchPrefix + "garbled"),
+		mk(scratch.Import + strconv.Itoa(dead.Process.Pid) + "-123"),
+		mk(scratch.Import + strconv.Itoa(os.Getpid()) + "-456"),
+		mk(scratch.Import + "garbled"),
 	}
 	kept := []string{
-		mk(scratchPrefix + strconv.Itoa(os.Getppid()) + "-789"), // under way in a running process
+		mk(scratch.Import + strconv.Itoa(os.Getppid()) + "-789"), // under way in a running process
 		mk("import-123"),
 		"cache",
 	}
 	write(t, filepath.Join(dir, "cache", "MANIFEST"), "x")
-	write(t, filepath.Join(dir, scratchPrefix+"1-file"), "not a directory")
-	kept = append(kept, scratchPrefix+"1-file")
+	write(t, filepath.Join(dir, scratch.Import+"1-file"), "not a directory")
+	kept = append(kept, scratch.Import+"1-file")
 	if err := RemoveScratch(dir, discard()); err != nil {
 		t.Fatal(err)
 	}

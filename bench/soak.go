@@ -34,12 +34,22 @@ func (e *env) soak(ctx context.Context) error {
 	origin, m, vs, dataDir := run.origin, run.m, run.vs, run.dataDir
 	c := newClient(e.pool, e.cfg.SoakClients)
 	defer closeIdle(c)
-	// Warm up: every version's metadata once, so that start-up is not
-	// counted.
+	// Warm up: every version's metadata and archive once (twice the
+	// limit: the cache is full and evicting, its value-log files and
+	// Badger's memtables and caches in use), so that what the soak
+	// leaves is compared with a mirror in service, not with one that
+	// never stored an archive.
+	progress("figure 10: warming up: every version once")
 	for _, v := range vs {
 		if _, err := get(ctx, c, m.url+origin.Addr+"/bench/soak/"+v+".json"); err != nil {
 			return err
 		}
+		if _, _, err := download(ctx, c, m.url+zipPath(origin.Addr, "bench", "soak", v), false); err != nil {
+			return err
+		}
+	}
+	if err := sleep(ctx, 10*time.Second); err != nil { // as before the end is read
+		return err
 	}
 	startMem, _ := memStatus(m.pid())
 	startGo, _ := goroutines(ctx, c, m.url)
@@ -85,14 +95,16 @@ func (e *env) soak(ctx context.Context) error {
 		}
 	})
 	// The data directory.
-	var maxDisk int64
+	var maxDisk, maxAnon int64
 	var overBound int
 	bound := limit + limit/4 + cache.DefaultDiskReserve
 	wg.Go(func() {
 		for {
 			d := dirBytes(filepath.Join(dataDir, "cache"))
+			ms, _ := memStatus(m.pid())
 			mu.Lock()
 			maxDisk = max(maxDisk, d)
+			maxAnon = max(maxAnon, ms.anon)
 			if d > bound {
 				overBound++
 			}
@@ -150,16 +162,17 @@ func (e *env) soak(ctx context.Context) error {
 	for k, v := range codes {
 		cs = append(cs, fmt.Sprintf("%s: %d", k, v))
 	}
-	progress("  answers %v; the mirror's own 5xx: %d; data directory at most %s (bound %s, over it in %d samples); anon %s -> %s, goroutines %d -> %d, open files %d -> %d",
-		cs, own, mib(maxDisk), mib(bound), overBound, mib(startMem.anon), mib(endMem.anon), startGo, endGo, startFDs, endFDs)
+	progress("  answers %v; the mirror's own 5xx: %d; data directory at most %s (bound %s, over it in %d samples); anon %s -> %s (peak %s), goroutines %d -> %d, open files %d -> %d",
+		cs, own, mib(maxDisk), mib(bound), overBound, mib(startMem.anon), mib(endMem.anon), mib(maxAnon), startGo, endGo, startFDs, endFDs)
 	e.report.add(row{
 		fig: "10", name: fmt.Sprintf("Soak: %d clients for %s over twice the %d MiB limit, origin normal/down/500/slow every 15 s", e.cfg.SoakClients, e.cfg.SoakDuration, e.cfg.SoakLimitMiB),
-		mirror: fmt.Sprintf("answers %s; 5xx of the mirror's own making: %d; data directory at most %s (over the bound in %d of its 5 s samples); RssAnon %s at start, %s at end; goroutines %d, %d; open files %d, %d",
-			strings.Join(cs, ", "), own, mib(maxDisk), overBound, mib(startMem.anon), mib(endMem.anon), startGo, endGo, startFDs, endFDs),
+		mirror: fmt.Sprintf("answers %s; 5xx of the mirror's own making: %d; data directory at most %s (over the bound in %d of its 5 s samples); RssAnon %s at start (after a warm-up that filled the cache), %s at end, %s at most; goroutines %d, %d; open files %d, %d",
+			strings.Join(cs, ", "), own, mib(maxDisk), overBound, mib(startMem.anon), mib(endMem.anon), mib(maxAnon), startGo, endGo, startFDs, endFDs),
 		ref:    fmt.Sprintf("bound: 1.25 × limit + reserve = %s", mib(bound)),
 		ratio:  "—",
-		target: "no own 5xx, disk within the bound",
-		met:    own == 0 && overBound == 0,
+		target: "no own 5xx, disk within the bound; anon memory, goroutines and open files back where they started (anon within 25% or 8 MiB, goroutines +2, open files +5: value-log files come and go)",
+		met: own == 0 && overBound == 0 && endMem.anon <= startMem.anon+max(startMem.anon/4, 8<<20) &&
+			endGo <= startGo+2 && endFDs <= startFDs+5,
 	})
 	return nil
 }

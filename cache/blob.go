@@ -153,6 +153,7 @@ type blobWriter struct {
 	dropped     map[int]bool   // finished chunks neither staged nor kept (ErrChunkDropped)
 	spare       int            // the chunk in mem kept over the budget (-1: none)
 	written     int64
+	stagedBytes int64 // of the chunks stored, counted in Store.staging until committed or deleted
 	err         error // first staging failure
 	state       writerState
 	dropOnClose bool
@@ -252,6 +253,7 @@ func (w *blobWriter) finishChunk() {
 		*w.cur = (*w.cur)[:0]
 	} else {
 		*w.cur = (*w.cur)[:0]
+		w.stagedBytes += int64(len(data)) // counted in Store.staging by stageChunk
 	}
 	w.staged++
 }
@@ -267,7 +269,22 @@ func (w *blobWriter) stageChunk(idx int, data []byte) error {
 		return w.err
 	}
 	key := chunkKey(w.stage, idx)
-	return quiet(w.s.update(entryCost(len(key), len(data)), func(txn *badger.Txn) error { return txn.Set(key, data) }))
+	// The size limit counts the chunk from now on, so that eviction makes
+	// room for it in the disk budget.
+	n := int64(len(data))
+	w.s.staging.Add(n)
+	w.s.kickEvict()
+	cost := entryCost(len(key), len(data))
+	if err := w.s.budget.admit(cost, w.s.pressForRoom, w.s.refusing); err != nil {
+		w.s.staging.Add(-n)
+		return err
+	}
+	defer w.s.budget.done(cost)
+	if err := w.s.update(cost, func(txn *badger.Txn) error { return txn.Set(key, data) }); err != nil {
+		w.s.staging.Add(-n)
+		return quiet(err)
+	}
+	return nil
 }
 
 // Written is how many bytes have been written.
@@ -402,6 +419,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.s.bytes += rec.Size
 		w.s.mu.Unlock()
 		w.s.lru.addPinned(rec.SHA256)
+		w.unstage() // counted as committed now
 	}
 	unlock()
 	if err != nil {
@@ -484,8 +502,19 @@ func (w *blobWriter) Close() error {
 	return err
 }
 
+// unstage stops counting the writer's stored chunks as being staged:
+// they were committed, or deleted.
+func (w *blobWriter) unstage() {
+	w.mu.Lock()
+	n := w.stagedBytes
+	w.stagedBytes = 0
+	w.mu.Unlock()
+	w.s.staging.Add(-n)
+}
+
 // forget ends the writer for the store: it no longer holds Shutdown up.
 func (w *blobWriter) forget() {
+	w.unstage()
 	s := w.s
 	s.mu.Lock()
 	delete(s.active, w.stage)

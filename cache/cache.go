@@ -32,7 +32,10 @@
 // With Options.MaxBytes set, the least recently used archives are evicted
 // once a commit has taken the archives over the limit, until they fit, by
 // a goroutine of the store's (no caller waits for it); archives open for
-// reading or whose writer is not yet closed are never evicted.
+// reading or whose writer is not yet closed are never evicted. The data
+// directory is then kept within a disk budget of 1.25 times the limit
+// plus the reserve: a chunk that would take it over waits for value-log
+// GC to return the space of evicted archives (budget.go).
 //
 // OpenBlob and NewBlobWriter return the small interfaces BlobReader and
 // BlobWriter, not the concrete types, so that another tier (an object
@@ -88,11 +91,13 @@ type Options struct {
 	ChunkSize int
 	// Logger receives Badger's warnings and errors. Default: discard.
 	Logger *slog.Logger
-	// MaxBytes bounds the total size of committed archives: once a commit
-	// takes the total over it, the least recently used archives are
-	// evicted, in the background, until the total is at most MaxBytes.
-	// Archives open for reading or still being written are never evicted.
-	// Default 0: unlimited.
+	// MaxBytes bounds the total size of archives, committed and being
+	// written: once the total is over it, the least recently used
+	// committed archives are evicted, in the background, until it is at
+	// most MaxBytes. Archives open for reading or still being written are
+	// never evicted. It also sets the data directory's disk budget
+	// (budget.go) and the size of Badger's value-log files
+	// (valueLogFileSizeFor). Default 0: unlimited.
 	MaxBytes int64
 	// OnEvict, if set, is called once for every archive evicted to stay
 	// under MaxBytes (for metrics). Default: none.
@@ -133,10 +138,11 @@ type Options struct {
 
 // Store is the cache. It is safe for concurrent use.
 type Store struct {
-	bopts     badger.Options
-	chunkSize int
-	log       *slog.Logger
-	bufs      sync.Pool
+	bopts        badger.Options
+	vlogFileSize int64 // bopts.ValueLogFileSize
+	chunkSize    int
+	log          *slog.Logger
+	bufs         sync.Pool
 
 	mu       sync.Mutex
 	active   map[string]bool // stage ids of writers not yet closed
@@ -166,7 +172,11 @@ type Store struct {
 	readOnly bool       // db was opened read-only (disk full at start-up)
 
 	space  space
-	gcKick chan struct{} // asks RunGC for a round now
+	budget diskBudget // of the data directory, with a size limit
+	// staging is the size of the chunks that writers not yet committed
+	// nor closed have stored: the size limit counts them too.
+	staging atomic.Int64
+	gcKick  chan struct{} // asks RunGC for a round now
 	// deletes counts the deletions of archive chunks since RunGC last
 	// settled them (gc.go); writeMu is held for reading by every write of
 	// the store, and for writing while RunGC has Badger refuse writes.
@@ -273,9 +283,10 @@ func Open(opts Options) (*Store, error) {
 	}
 	// In memory, values live in the LSM tree: they must be smaller than
 	// the value threshold, which may not exceed 1 MiB.
-	valueThreshold := int64(64 << 10)
+	// Badger takes no value larger than a write batch, 15% of a memtable.
+	valueThreshold, memtable := int64(64<<10), int64(memTableSize)
 	if opts.InMemory {
-		valueThreshold = 1 << 20
+		valueThreshold, memtable = 1<<20, 8<<20
 		opts.ChunkSize = min(opts.ChunkSize, 512<<10)
 	}
 	if opts.Logger == nil {
@@ -291,7 +302,7 @@ func Open(opts Options) (*Store, error) {
 		// A small, flat memory footprint: archive chunks go to the value
 		// log, only keys and small documents live in the LSM tree. These
 		// sizes decide DefaultDiskReserve (space.go).
-		WithMemTableSize(memTableSize).
+		WithMemTableSize(memtable).
 		WithNumMemtables(numMemtables).
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
@@ -299,7 +310,7 @@ func Open(opts Options) (*Store, error) {
 		// Tables are not encrypted: their indexes are read where they
 		// are mapped, and Badger would use an index cache for nothing.
 		WithIndexCacheSize(0).
-		WithValueLogFileSize(valueLogFileSize).
+		WithValueLogFileSize(valueLogFileSizeFor(opts.MaxBytes)).
 		WithValueThreshold(valueThreshold).
 		WithBaseTableSize(baseTableSize).
 		WithNumCompactors(2).
@@ -312,7 +323,7 @@ func Open(opts Options) (*Store, error) {
 		WithCompactL0OnClose(true).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
-	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
+	s := &Store{bopts: bopts, vlogFileSize: bopts.ValueLogFileSize, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
 		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1),
 		stats: newStatMemo(), evictKick: make(chan struct{}, 1), evictFlush: make(chan chan struct{})}
 	if s.maxUnstaged == 0 {
@@ -333,6 +344,23 @@ func Open(opts Options) (*Store, error) {
 		s.space.reserve = -1
 	}
 	s.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
+	if opts.MaxBytes > 0 && !opts.InMemory {
+		reserve := s.space.reserve
+		if reserve < 0 {
+			reserve = DefaultDiskReserve
+		}
+		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, gcRoom: s.vlogFileSize, limit: func() int64 {
+			base := opts.MaxBytes
+			if s.lru.unmet.Load() {
+				// Over the limit with nothing left that may be evicted:
+				// the budget follows what is kept, and what is being
+				// written (an import of what cannot be fetched again).
+				_, committed := s.statsNow()
+				base = max(base, committed+s.staging.Load())
+			}
+			return base + base/4 + reserve
+		}}
+	}
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 
 	if s.space.refresh(sstBytes(opts.Dir)) {

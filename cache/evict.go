@@ -237,13 +237,27 @@ func (l *lru) unmark(sha string) {
 	}
 }
 
-// kickEvict asks the eviction goroutine for a pass when the archives are
-// over Options.MaxBytes. It never waits.
-func (s *Store) kickEvict() {
-	if s.lru.max <= 0 {
-		return
+// overLimit reports whether the archives, committed and being staged,
+// are over Options.MaxBytes; wait: once the archives are counted.
+func (s *Store) overLimit(wait bool) bool {
+	if wait {
+		s.counted()
 	}
-	if _, total := s.statsNow(); total <= s.lru.max {
+	_, total := s.statsNow()
+	return total+s.staging.Load() > s.lru.max
+}
+
+// pressForRoom asks for an eviction pass and a GC round: a writer waits
+// for the data directory's budget.
+func (s *Store) pressForRoom() {
+	s.kickEvict()
+	s.kickGC()
+}
+
+// kickEvict asks the eviction goroutine for a pass when the archives
+// (those being staged included) are over Options.MaxBytes. It never waits.
+func (s *Store) kickEvict() {
+	if s.lru.max <= 0 || !s.overLimit(false) {
 		return
 	}
 	select {
@@ -303,7 +317,7 @@ func (s *Store) evict(ctx context.Context) {
 	if l.max <= 0 || s.isClosed() {
 		return
 	}
-	if _, total := s.Stats(); total <= l.max {
+	if !s.overLimit(true) {
 		return
 	}
 	if s.Writable() != nil {
@@ -316,7 +330,7 @@ func (s *Store) evict(ctx context.Context) {
 		}
 	}()
 	for ctx.Err() == nil {
-		if _, total := s.Stats(); total <= l.max {
+		if !s.overLimit(true) {
 			return
 		}
 		sha, kept := l.victim()

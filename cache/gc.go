@@ -16,17 +16,26 @@ import (
 // Value-log GC rewrites a value-log file (its live part, into the newest
 // file) and deletes it once at least a ratio of it is garbage. Files at
 // least gcRatio garbage are always rewritten; while the value log is
-// larger than the archives by more than the quarter the size limit allows
-// (see collect), files at least gcRatioTight garbage are too.
+// larger than the archives by more than the quarter the size limit allows,
+// or while writers wait for the data directory's budget, files at least
+// gcRatioTight garbage are too; once writers have waited long, any file
+// with garbage, one per kick.
 const (
 	gcRatio      = 0.5
 	gcRatioTight = 0.2
+	// gcRatioStuck is the ratio while writers have waited for the disk
+	// budget for long (diskBudget.stuck): one such round per kick.
+	gcRatioStuck = 0.01
 )
 
 // minSettleInterval is the least time between two settles (flush and
 // compaction, see settleDeletes): evictions under churn come in a stream,
 // and each settle rewrites the LSM tree.
 const minSettleInterval = 10 * time.Second
+
+// urgentSettleInterval replaces minSettleInterval while writers wait for
+// the data directory's budget (budget.go).
+const urgentSettleInterval = time.Second
 
 // flushKey is the key settleDeletes writes and drops to have Badger flush
 // its memtable.
@@ -40,8 +49,9 @@ var flushKey = []byte("x/flush")
 // nothing, until it fills up (which deletions alone never make it do). So
 // after deletions RunGC first has Badger flush its memtable and compact
 // the LSM tree into one level (settleDeletes), at most every
-// minSettleInterval, and then runs the value-log GC until it finds no file
-// worth rewriting. A GC round rewrites up to valueLogFileSize: it runs only
+// minSettleInterval (urgentSettleInterval while writers wait for the data
+// directory's budget), and then runs the value-log GC until it finds no
+// file worth rewriting. A GC round rewrites up to a value-log file: it runs only
 // when that much is free above the reserve, and never on a read-only
 // cache.
 func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
@@ -55,11 +65,21 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 		case <-t.C:
 		case <-s.gcKick:
 		}
-		if wait := minSettleInterval - time.Since(settled); s.deletes.Load() > 0 && wait > 0 {
-			select { // let the deletions of the moment gather
+		// Let the deletions of the moment gather, less long once writers
+		// wait for the data directory's budget.
+		for s.deletes.Load() > 0 {
+			every := minSettleInterval
+			if s.budget.pressed.Load() {
+				every = urgentSettleInterval
+			}
+			wait := every - time.Since(settled)
+			if wait <= 0 {
+				break
+			}
+			select {
 			case <-ctx.Done():
 				return
-			case <-time.After(wait):
+			case <-time.After(min(wait, urgentSettleInterval/4)):
 			}
 		}
 		if s.deletes.Swap(0) > 0 {
@@ -71,7 +91,7 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 				}
 			}
 		}
-		for ctx.Err() == nil && s.gcRound() == nil {
+		for ctx.Err() == nil && s.gcRound() == nil && !s.budget.stuck.Load() {
 		}
 	}
 }
@@ -103,16 +123,26 @@ func (s *Store) settleDeletes() error {
 	})
 }
 
-// gcRound rewrites (and deletes) at most one value-log file.
+// gcRound rewrites (and deletes) at most one value-log file. The store's
+// own writes wait while it runs (writeMu): a rewrite starts by reading the
+// memtable's newest version, which Badger's write goroutine updates
+// without a lock, so a write of the store's at that moment is a data race
+// inside Badger. A round rewrites at most the live part of one value-log
+// file.
 func (s *Store) gcRound() error {
 	return s.withWritable(func(db *badger.DB) error {
-		if !s.space.spare(valueLogFileSize) {
+		if !s.space.spare(s.vlogFileSize) {
 			return ErrNotWritable
 		}
 		ratio := gcRatio
-		if _, archives := s.statsNow(); vlogBytes(s.space.dir) > archives+archives/4+valueLogFileSize {
+		if _, archives := s.statsNow(); s.budget.pressed.Load() || vlogBytes(s.space.dir) > archives+archives/4+s.vlogFileSize {
 			ratio = gcRatioTight
 		}
+		if s.budget.stuck.Load() {
+			ratio = gcRatioStuck
+		}
+		s.writeMu.Lock()
+		defer s.writeMu.Unlock()
 		return db.RunValueLogGC(ratio)
 	})
 }

@@ -25,7 +25,12 @@ var ErrNotWritable = errors.New("cache not writable")
 const (
 	// memTableSize is Badger's MemTableSize: a memtable is flushed to an
 	// L0 table of about this size once its write-ahead log holds this much.
-	memTableSize = 16 << 20
+	// Archive chunks go to the value log, so a memtable holds keys, value
+	// pointers and small documents: 4 MiB is plenty. Each memtable is an
+	// arena of about 1.3 times this on the Go heap, and every settle after
+	// deletions (gc.go) replaces it: with Badger's 64 MiB, or even 16 MiB,
+	// that churn alone took anonymous memory to 150 MiB under churn.
+	memTableSize = 4 << 20
 	// numMemtables is Badger's NumMemtables: how many memtables (the
 	// mutable one and those waiting to be flushed) exist at once.
 	numMemtables = 2
@@ -40,7 +45,10 @@ const (
 	// reclaimed file by file, so smaller files return space sooner. The
 	// cost is four times as many files (one descriptor and one mapping
 	// each: 16 Ki for 1 TiB of archives).
-	valueLogFileSize = 64 << 20
+	// With a size limit, files are smaller still (valueLogFileSizeFor),
+	// down to minValueLogFileSize.
+	valueLogFileSize    = 64 << 20
+	minValueLogFileSize = 4 << 20
 	// baseTableSize is Badger's BaseTableSize, the size of the LSM tree's
 	// tables at its top level (twice that a level down). A compaction
 	// builds up to 8 tables at once, each in a buffer of twice the
@@ -62,6 +70,18 @@ const (
 	newFileSlack = 1 << 20
 )
 
+// valueLogFileSizeFor is the value-log file size for a size limit: a
+// sixteenth of it, between minValueLogFileSize and valueLogFileSize. A
+// file is the unit in which the space of evicted archives comes back, so
+// a small cache that churns needs small files to stay within its disk
+// budget (budget.go); a file count of about 16 to 20 is still few.
+func valueLogFileSizeFor(maxBytes int64) int64 {
+	if maxBytes <= 0 {
+		return valueLogFileSize
+	}
+	return min(max(maxBytes/16, minValueLogFileSize), valueLogFileSize)
+}
+
 // DefaultDiskReserve is Options.DiskReserve when it is zero: the room
 // Badger may need on disk beyond the writes the store admits itself.
 // Every write of the store is admitted only when it fits above the
@@ -70,7 +90,7 @@ const (
 //
 //   - memtable flushes: each full memtable (numMemtables of them at most)
 //     becomes an L0 table of up to memTableSize before its write-ahead log
-//     is deleted: numMemtables × memTableSize = 32 MiB;
+//     is deleted: numMemtables × memTableSize = 8 MiB;
 //   - the DISCARD file (discardStatsSize, 1 MiB) and the first pages of new
 //     write-ahead-log and value-log files (newFileSlack, 1 MiB);
 //   - compactions, which write their output tables before they delete
@@ -79,7 +99,7 @@ const (
 //     the constant: the store adds the current LSM size to the reserve.
 //
 // Value-log GC is not covered by the reserve: it runs only when
-// valueLogFileSize more is free (see RunGC). Hence 34 MiB.
+// valueLogFileSize more is free (see RunGC). Hence 10 MiB.
 const DefaultDiskReserve = numMemtables*memTableSize + discardStatsSize + newFileSlack
 
 // DefaultSpaceCheckInterval is Options.SpaceCheckInterval when it is zero.

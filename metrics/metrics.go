@@ -135,7 +135,15 @@ type Options struct {
 	// (negative when not checked), and whether the cache writes. Default
 	// nil: no such gauges.
 	Disk DiskStats
+	// Budget, if set, backs tfmirror_cache_budget_waits_total and
+	// tfmirror_cache_budget_refused_total: archive writes that waited for
+	// the data directory's disk budget, and those that gave up (the
+	// archive was served without being cached). Default nil: none.
+	Budget BudgetStats
 }
+
+// BudgetStats reports the cache's disk-budget counters, read at scrape time.
+type BudgetStats func() (waits, refused int64)
 
 // DiskStats reports the cache's disk space, read at scrape time.
 type DiskStats func() (free, reserve int64, writable bool)
@@ -257,6 +265,16 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 				Name: "tfmirror_cache_stored_bytes", Help: "Bytes of archives held in the cache.",
 			}, func() float64 { _, b := opts.Cache(); return float64(b) }),
+		)
+	}
+	if opts.Budget != nil {
+		cs = append(cs,
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "tfmirror_cache_budget_waits_total", Help: "Archive writes that waited for value-log GC to bring the data directory under its budget (1.25 × --cache-max-bytes + the reserve).",
+			}, func() float64 { w, _ := opts.Budget(); return float64(w) }),
+			prometheus.NewCounterFunc(prometheus.CounterOpts{
+				Name: "tfmirror_cache_budget_refused_total", Help: "Archives served without being cached because the data directory stayed at its budget.",
+			}, func() float64 { _, r := opts.Budget(); return float64(r) }),
 		)
 	}
 	if opts.Disk != nil {

@@ -35,6 +35,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -446,7 +447,7 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		TempDir:     s.cfg.ScratchDir,
 		Credentials: s.moduleCredentials(m.Hostname),
 	}
-	spool, err := os.CreateTemp(s.cfg.ScratchDir, "tfmirror-module-*.tar.gz")
+	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".tar.gz"))
 	if err != nil {
 		return nil, err
 	}

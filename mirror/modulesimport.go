@@ -17,6 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -158,7 +159,7 @@ func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in Importe
 	if size > max {
 		return "", 0, &modsource.LimitError{Detail: fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max)}
 	}
-	spool, err := os.CreateTemp(s.cfg.ScratchDir, "tfmirror-module-import-*.tar.gz")
+	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "import", ".tar.gz"))
 	if err != nil {
 		return "", 0, err
 	}
@@ -176,7 +177,7 @@ func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in Importe
 		return "", 0, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the package has sha256 %s, the import vouches for %s", sum, in.SHA256))
 	}
 	// It must unpack within the limits, as the clients unpack it.
-	dir, err := os.MkdirTemp(s.cfg.ScratchDir, "tfmirror-module-check-*")
+	dir, err := os.MkdirTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "check", ""))
 	if err != nil {
 		return "", 0, err
 	}

@@ -122,7 +122,20 @@ func checkModulePart(what, s string) error {
 	return nil
 }
 
-// moduleVersion parses the request's version.
+// moduleVersion parses the request's module and version.
+func (s *Server) moduleVersion(r *http.Request) (ModuleEngine, discovery.Module, string, error) {
+	me, m, err := s.module(r)
+	if err != nil {
+		return nil, discovery.Module{}, "", err
+	}
+	version, err := requestModuleVersion(r)
+	if err != nil {
+		return nil, discovery.Module{}, "", err
+	}
+	return me, m, version, nil
+}
+
+// requestModuleVersion parses the request's version.
 func requestModuleVersion(r *http.Request) (string, error) {
 	v, err := unescapePart("version", mux.Vars(r)["version"], maxVersionLen)
 	if err != nil {
@@ -176,12 +189,7 @@ type moduleLocation struct {
 }
 
 func (s *Server) handleModuleDownload(w http.ResponseWriter, r *http.Request) {
-	me, m, err := s.module(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	version, err := requestModuleVersion(r)
+	me, m, version, err := s.moduleVersion(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -203,12 +211,7 @@ func (s *Server) handleModuleDownload(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) handleModulePackage(w http.ResponseWriter, r *http.Request) {
-	me, m, err := s.module(r)
-	if err != nil {
-		s.fail(w, r, err)
-		return
-	}
-	version, err := requestModuleVersion(r)
+	me, m, version, err := s.moduleVersion(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -248,12 +251,7 @@ func (s *Server) authorizeModules(next http.Handler) http.Handler {
 			return
 		}
 		if strings.HasSuffix(r.URL.Path, "/"+modulePackageFile) {
-			_, m, err := s.module(r)
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			version, err := requestModuleVersion(r)
+			_, m, version, err := s.moduleVersion(r)
 			if err != nil {
 				s.fail(w, r, err)
 				return

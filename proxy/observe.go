@@ -287,6 +287,12 @@ type diskSpace interface {
 	Reserve() int64
 }
 
+// diskBudget is what a cache with a size limit may report about its data
+// directory.
+type diskBudget interface {
+	DiskBudget() (used, budget int64, ok bool)
+}
+
 // Health states.
 const (
 	HealthCacheWritable    = "writable"
@@ -308,6 +314,11 @@ type Health struct {
 	// when not known (in-memory cache, disk checks off).
 	DiskFreeBytes    *int64 `json:"disk_free_bytes,omitempty"`
 	DiskReserveBytes *int64 `json:"disk_reserve_bytes,omitempty"`
+	// DataDirBytes and DiskBudgetBytes are the data directory's size and
+	// the most it may take (1.25 × the size limit plus the reserve);
+	// absent without a size limit.
+	DataDirBytes    *int64 `json:"data_dir_bytes,omitempty"`
+	DiskBudgetBytes *int64 `json:"disk_budget_bytes,omitempty"`
 	// Offline says the mirror is sealed (--offline): no origin is contacted.
 	Offline bool `json:"offline"`
 	// SharedStore is "ok" or "degraded" (circuit open: the mirror serves
@@ -335,6 +346,11 @@ func (src *HealthSource) Check() Health {
 		}
 		if reserve := d.Reserve(); reserve >= 0 {
 			h.DiskReserveBytes = &reserve
+		}
+	}
+	if d, ok := src.Store.(diskBudget); ok {
+		if used, budget, ok := d.DiskBudget(); ok {
+			h.DataDirBytes, h.DiskBudgetBytes = &used, &budget
 		}
 	}
 	if src.SharedDown != nil {

@@ -155,6 +155,14 @@ type fakeHealthStore struct {
 	free, reserve int64
 }
 
+// budgetHealthStore is a cache with a size limit: it has a disk budget.
+type budgetHealthStore struct {
+	fakeHealthStore
+	used, budget int64
+}
+
+func (f budgetHealthStore) DiskBudget() (used, budget int64, ok bool) { return f.used, f.budget, true }
+
 func (f fakeHealthStore) Ping() error      { return f.pingErr }
 func (f fakeHealthStore) FreeBytes() int64 { return f.free }
 func (f fakeHealthStore) Reserve() int64   { return f.reserve }
@@ -265,6 +273,9 @@ func TestStatusHealthHTML(t *testing.T) {
 			want: []string{`Cache: <span class="bad">not writable</span>: cache: not writable: disk full.`,
 				"; 10 MiB free on its disk, writes stop below 1.0 GiB.</li>",
 				`Shared store: <span class="bad">degraded</span>`, "shared store unavailable: refused"}},
+		{name: "size limit",
+			health: &HealthSource{Store: budgetHealthStore{fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, 300 << 20, 284 << 20}},
+			want: []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB; the data directory takes 300 MiB of its 284 MiB budget.</li>`}},
 		{name: "sealed, shared store up", offline: true,
 			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
 			want: []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB.</li>`,

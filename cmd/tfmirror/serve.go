@@ -90,6 +90,7 @@ func newServer(cfg serveConfig, logger *slog.Logger, o overrides) (m *server, er
 		Disk: func() (free, reserve int64, writable bool) {
 			return m.store.FreeBytes(), m.store.Reserve(), m.store.Writable() == nil
 		},
+		Budget: func() (waits, refused int64) { return m.store.BudgetStats() },
 	})
 	if err != nil {
 		return nil, err

@@ -17,6 +17,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/tfmirror/tfmirror/internal/scratch"
 )
 
 // Limits bound what one package may cost. A package over a limit is
@@ -84,7 +86,7 @@ type Result struct {
 // not in it. A Subdir that is not a glob must be a directory of the
 // package.
 func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, error) {
-	tmp, err := os.MkdirTemp(f.TempDir, "tfmirror-module-*")
+	tmp, err := os.MkdirTemp(f.TempDir, scratch.Pattern(scratch.Module, "", ""))
 	if err != nil {
 		return Result{}, err
 	}

@@ -7,6 +7,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/tfmirror/tfmirror/internal/scratch"
 )
 
 // PackDir writes the module files under dir (a directory of the caller's,
@@ -16,7 +18,7 @@ import (
 // The files are copied into a directory it makes (and removes) in
 // tempDir first, so that what is packed is what was checked.
 func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Limits) (Result, error) {
-	tmp, err := os.MkdirTemp(tempDir, "tfmirror-module-*")
+	tmp, err := os.MkdirTemp(tempDir, scratch.Pattern(scratch.Module, "", ""))
 	if err != nil {
 		return Result{}, err
 	}

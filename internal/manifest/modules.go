@@ -67,33 +67,9 @@ func (s *Spec) loadManifestModule(b *hcl.Block, seen map[discovery.Module]string
 	if diags.HasErrors() {
 		return diagError(diags)
 	}
-	latest := 0
-	if attr, ok := mc.Attributes["latest"]; ok {
-		v, err := attrValue(attr, cty.Number)
-		if err != nil {
-			return err
-		}
-		n, acc := v.AsBigFloat().Int64()
-		if acc != 0 || n < 1 || n > 1<<20 {
-			return posError(attr.Expr.Range(), "latest must be a whole number of at least 1")
-		}
-		latest = int(n)
-	}
-	attr := mc.Attributes["versions"]
-	list, err := stringList(attr)
+	sels, err := manifestSelections(mc)
 	if err != nil {
 		return err
-	}
-	if len(list) == 0 {
-		return posError(attr.Expr.Range(), "versions must name at least one version constraint")
-	}
-	var sels []Selection
-	for _, c := range list {
-		set, err := parseConstraint(c)
-		if err != nil {
-			return posError(attr.Expr.Range(), "%v", err)
-		}
-		sels = append(sels, Selection{Text: c, Set: set, Latest: latest, Where: where(attr.Range)})
 	}
 	s.addModule(addr, sels, "")
 	return nil

@@ -121,33 +121,9 @@ func (s *Spec) loadManifest(path string) error {
 		if diags.HasErrors() {
 			return diagError(diags)
 		}
-		latest := 0
-		if attr, ok := pc.Attributes["latest"]; ok {
-			v, err := attrValue(attr, cty.Number)
-			if err != nil {
-				return err
-			}
-			n, acc := v.AsBigFloat().Int64()
-			if acc != 0 || n < 1 || n > 1<<20 {
-				return posError(attr.Expr.Range(), "latest must be a whole number of at least 1")
-			}
-			latest = int(n)
-		}
-		attr := pc.Attributes["versions"]
-		list, err := stringList(attr)
+		sels, err := manifestSelections(pc)
 		if err != nil {
 			return err
-		}
-		if len(list) == 0 {
-			return posError(attr.Expr.Range(), "versions must name at least one version constraint")
-		}
-		var sels []Selection
-		for _, c := range list {
-			set, err := parseConstraint(c)
-			if err != nil {
-				return posError(attr.Expr.Range(), "%v", err)
-			}
-			sels = append(sels, Selection{Text: c, Set: set, Latest: latest, Where: where(attr.Range)})
 		}
 		var pls []string
 		if attr, ok := pc.Attributes["platforms"]; ok {
@@ -158,6 +134,40 @@ func (s *Spec) loadManifest(path string) error {
 		s.add(addr, sels, pls)
 	}
 	return nil
+}
+
+// manifestSelections reads the versions (and latest) of a manifest's
+// provider or module block.
+func manifestSelections(c *hcl.BodyContent) ([]Selection, error) {
+	latest := 0
+	if attr, ok := c.Attributes["latest"]; ok {
+		v, err := attrValue(attr, cty.Number)
+		if err != nil {
+			return nil, err
+		}
+		n, acc := v.AsBigFloat().Int64()
+		if acc != 0 || n < 1 || n > 1<<20 {
+			return nil, posError(attr.Expr.Range(), "latest must be a whole number of at least 1")
+		}
+		latest = int(n)
+	}
+	attr := c.Attributes["versions"]
+	list, err := stringList(attr)
+	if err != nil {
+		return nil, err
+	}
+	if len(list) == 0 {
+		return nil, posError(attr.Expr.Range(), "versions must name at least one version constraint")
+	}
+	var sels []Selection
+	for _, c := range list {
+		set, err := parseConstraint(c)
+		if err != nil {
+			return nil, posError(attr.Expr.Range(), "%v", err)
+		}
+		sels = append(sels, Selection{Text: c, Set: set, Latest: latest, Where: where(attr.Range)})
+	}
+	return sels, nil
 }
 
 // attrValue evaluates attr (constants only) as type ty.

@@ -1,0 +1,193 @@
+package cache
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"testing"
+	"time"
+)
+
+// While archives churn through a size-limited cache (several writers at
+// once, four times the limit in all, faster than value-log GC returns the
+// space of the evicted ones), the data directory never holds more than
+// 1.25 times the limit plus the reserve, and every archive still cached
+// reads back intact.
+func TestDiskBudgetUnderChurn(t *testing.T) {
+	const (
+		limit   = 16 << 20
+		reserve = 8 << 20
+		size    = 1 << 20
+		writers = 4
+		rounds  = 4 // times the limit written
+	)
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MaxBytes: limit, DiskReserve: reserve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.budget.wait = 2 * time.Second // what GC achieves in time depends on the machine's load
+	ctx, cancel := context.WithCancel(context.Background())
+	var bg sync.WaitGroup
+	bg.Go(func() { s.RunGC(ctx, time.Hour) }) // as serve runs it: kicks only
+	bound := int64(limit + limit/4 + reserve)
+	var most int64
+	var breakdown string
+	bg.Go(func() {
+		for ctx.Err() == nil {
+			if n := dataDirBytes(dir); n > most {
+				most = n
+				breakdown = ""
+				entries, _ := os.ReadDir(dir)
+				for _, e := range entries {
+					if fi, err := e.Info(); err == nil {
+						breakdown += fmt.Sprintf(" %s:%d/%d", e.Name(), allocated(fi)>>10, fi.Size()>>10)
+					}
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	})
+
+	var mu sync.Mutex
+	blobs := map[string][]byte{}
+	var notCached int
+	var wg sync.WaitGroup
+	for g := range writers {
+		wg.Go(func() {
+			for i := range rounds * limit / size / writers {
+				b := make([]byte, size)
+				rand.NewChaCha8([32]byte{byte(g), byte(i)}).Read(b)
+				sha := shaOf(b)
+				w, err := s.NewBlobWriter(sha)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				w.Write(b)
+				_, err = w.Commit("")
+				w.Close()
+				mu.Lock()
+				switch {
+				case err == nil:
+					blobs[sha] = b
+				case errors.Is(err, ErrOverBudget):
+					notCached++
+				default:
+					t.Errorf("commit: %v", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	// Once the churn is over, the space comes back and the next archive
+	// is cached.
+	b := make([]byte, size)
+	rand.NewChaCha8([32]byte{0xff}).Read(b)
+	s.budget.wait = time.Minute
+	w, err := s.NewBlobWriter(shaOf(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(b)
+	if _, err := w.Commit(""); err != nil {
+		t.Errorf("an archive after the churn: %v", err)
+	}
+	w.Close()
+	cancel()
+	bg.Wait()
+	waits, refused := s.BudgetStats()
+	t.Logf("%d MiB written by %d writers through a %d MiB limit: the data directory held at most %d MiB (bound %d MiB); %d chunk writes waited for room, %d archives not cached",
+		rounds*limit>>20, writers, limit>>20, most>>20, bound>>20, waits, notCached)
+	t.Log(breakdown)
+	if most > bound {
+		t.Errorf("the data directory held %d MiB, over 1.25 × the %d MiB limit + the %d MiB reserve = %d MiB", most>>20, limit>>20, reserve>>20, bound>>20)
+	}
+	if refused != int64(notCached) && notCached > 0 {
+		t.Errorf("%d archives not cached, but %d chunk writes were refused", notCached, refused)
+	}
+	if len(blobs) < limit/size {
+		t.Errorf("only %d archives cached (%d not, for the budget): fewer than the limit holds", len(blobs), notCached)
+	}
+	for sha, b := range blobs {
+		r, err := s.OpenBlob(sha)
+		if errors.Is(err, ErrNotFound) {
+			continue // evicted
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, b) {
+			t.Fatalf("archive %s reads back wrong: %v", sha, err)
+		}
+	}
+}
+
+// An archive that cannot fit in the budget (larger than 1.25 times the
+// limit plus the reserve) is not cached, after a bounded wait; its reader
+// still gets every byte, and the store takes the next archive that fits.
+func TestDiskBudgetRefusesWhatCannotFit(t *testing.T) {
+	const (
+		limit   = 16 << 20
+		reserve = 1 << 20
+	)
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, MaxBytes: limit, DiskReserve: reserve})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.budget.wait = 100 * time.Millisecond
+	if used, budget, ok := s.DiskBudget(); !ok || budget != limit+limit/4+reserve || used <= 0 || used > budget {
+		t.Fatalf("DiskBudget() = %d, %d, %v; want a size within the budget of %d", used, budget, ok, limit+limit/4+reserve)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var gc sync.WaitGroup
+	gc.Go(func() { s.RunGC(ctx, time.Hour) })
+	defer func() { cancel(); gc.Wait() }()
+
+	big := make([]byte, 3*limit)
+	rand.NewChaCha8([32]byte{1}).Read(big)
+	w, err := s.NewBlobWriter(shaOf(big))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	w.Write(big)
+	took := time.Since(start)
+	got := make([]byte, len(big))
+	if _, err := w.ReadAt(got, 0); err != nil || !bytes.Equal(got, big) {
+		t.Fatalf("reading the download back: %v", err)
+	}
+	if _, err := w.Commit(""); !errors.Is(err, ErrOverBudget) || !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("Commit of an archive larger than the budget: %v, want ErrOverBudget (and ErrNotWritable)", err)
+	}
+	w.Close()
+	if took > 5*time.Second {
+		t.Errorf("writing took %s: only the first chunk over the budget should wait", took)
+	}
+	if _, refused := s.BudgetStats(); refused != 1 {
+		t.Errorf("%d refused writes counted, want 1", refused)
+	}
+
+	small := make([]byte, limit/2)
+	rand.NewChaCha8([32]byte{2}).Read(small)
+	w, err = s.NewBlobWriter(shaOf(small))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(small)
+	if _, err := w.Commit(""); err != nil {
+		t.Fatalf("an archive that fits after the refused one: %v", err)
+	}
+	w.Close()
+}
