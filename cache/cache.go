@@ -307,11 +307,20 @@ func Open(opts Options) (*Store, error) {
 		WithNumLevelZeroTables(2).
 		WithNumLevelZeroTablesStall(8).
 		WithBlockCacheSize(blockCacheSize).
-		WithIndexCacheSize(16 << 20).
+		// Tables are not encrypted: their indexes are read where they
+		// are mapped, and Badger would use an index cache for nothing.
+		WithIndexCacheSize(0).
 		WithValueLogFileSize(valueLogFileSizeFor(opts.MaxBytes)).
 		WithValueThreshold(valueThreshold).
 		WithBaseTableSize(baseTableSize).
 		WithNumCompactors(2).
+		// The L0 tables (the memtables flushed at Close among them) are
+		// compacted at Close, so that the next start does not compact
+		// them beside its passes over every record, in buffers that
+		// Badger keeps pooled for seconds after (tens of MiB at 100,000
+		// archives). Like any compaction, it writes at most the LSM
+		// tree's size, which the reserve covers (space.go).
+		WithCompactL0OnClose(true).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
 	s := &Store{bopts: bopts, vlogFileSize: bopts.ValueLogFileSize, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
@@ -373,9 +382,6 @@ func Open(opts Options) (*Store, error) {
 	}
 	return s, nil
 }
-
-// afterWritableOpen removes what interrupted writes left, trims the cache
-// to its limit, and has the value-log GC return the space soon.
 
 // lockWait is how long openBadger waits for the directory lock.
 const lockWait = 2 * time.Second

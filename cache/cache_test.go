@@ -8,7 +8,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -173,6 +175,93 @@ func TestScanMetaAfter(t *testing.T) {
 				t.Errorf("keys out of order")
 			}
 		})
+	}
+}
+
+// decodeEnvelope reads every envelope as JSON does, those PutMeta writes
+// and any other spelling.
+func TestDecodeEnvelope(t *testing.T) {
+	at := time.Date(2026, 11, 26, 7, 1, 2, 345000000, time.UTC)
+	written := func(v any) string {
+		raw, _ := json.Marshal(v)
+		doc, _ := json.Marshal(envelope{StoredAt: at, Value: raw})
+		return string(doc)
+	}
+	tests := []struct {
+		name, val string
+		wantErr   bool
+	}{
+		{"an object", written(map[string]any{"a": 1, "b": []string{"x"}}), false},
+		{"a string that looks like an envelope's middle", written(`x","v":{"y`), false},
+		{"a number", written(7), false},
+		{"a time without fraction", `{"t":"2026-11-26T07:01:02Z","v":{"a":1}}`, false},
+		{"a time with an offset", `{"t":"2026-11-26T08:01:02+01:00","v":[1,2]}`, false},
+		{"fields the other way round", `{"v":{"a":1},"t":"2026-11-26T07:01:02Z"}`, false},
+		{"spaces", `{ "t": "2026-11-26T07:01:02Z", "v": {"a": 1} }`, false},
+		{"no time", `{"v":{"a":1}}`, false},
+		{"a time that is not one", `{"t":"yesterday","v":1}`, true},
+		{"cut short", `{"t":"2026-11-26T07:01:02Z","v":`, true},
+		{"not JSON", `nonsense`, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got, want envelope
+			err := decodeEnvelope([]byte(tc.val), &got)
+			wantErr := json.Unmarshal([]byte(tc.val), &want)
+			if (err != nil) != tc.wantErr || (wantErr != nil) != tc.wantErr {
+				t.Fatalf("decodeEnvelope: %v, json.Unmarshal: %v; want an error: %v", err, wantErr, tc.wantErr)
+			}
+			if err != nil {
+				return
+			}
+			if !got.StoredAt.Equal(want.StoredAt) {
+				t.Errorf("stored at %v, want %v", got.StoredAt, want.StoredAt)
+			}
+			var g, w any
+			if json.Unmarshal(got.Value, &g) != nil || json.Unmarshal(want.Value, &w) != nil || !reflect.DeepEqual(g, w) {
+				t.Errorf("document %s, want %s", got.Value, want.Value)
+			}
+		})
+	}
+}
+
+// ScanBlobs gives every committed archive once, in sha256 order, across
+// its batches, and stops when the callback says so.
+func TestScanBlobs(t *testing.T) {
+	s := openTest(t, "")
+	want := map[string]int64{}
+	for i := range scanBatch + 44 {
+		info := put(t, s, randomBytes(1+i%3, uint64(i)+1))
+		want[info.SHA256] = info.Size
+	}
+	got := map[string]int64{}
+	var order []string
+	if err := s.ScanBlobs(func(sha string, size int64) error {
+		if _, dup := got[sha]; dup {
+			t.Errorf("%s given twice", sha)
+		}
+		got[sha] = size
+		order = append(order, sha)
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("ScanBlobs gave %d archives, want the %d committed (or with other sizes)", len(got), len(want))
+	}
+	if !slices.IsSorted(order) {
+		t.Error("archives out of order")
+	}
+	errStop := errors.New("stop")
+	n := 0
+	err := s.ScanBlobs(func(string, int64) error {
+		if n++; n == 3 {
+			return errStop
+		}
+		return nil
+	})
+	if !errors.Is(err, errStop) || n != 3 {
+		t.Errorf("stopped after %d archives with %v; want 3, the callback's error", n, err)
 	}
 }
 

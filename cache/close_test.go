@@ -242,3 +242,35 @@ func TestCloseDuringScan(t *testing.T) {
 		t.Fatalf("ScanMeta across Close: %v, want ErrClosed", err)
 	}
 }
+
+// Close compacts the L0 tables (the memtable it flushes among them), so
+// that the next start has none to compact beside its own passes.
+func TestCloseLeavesNoL0Tables(t *testing.T) {
+	dir := t.TempDir()
+	s, err := Open(Options{Dir: dir, DiskReserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if err := s.PutMeta(fmt.Sprintf("package/p%05d", i), i); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	s, err = Open(Options{Dir: dir, DiskReserve: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	s.waitCount()
+	tables := 0
+	for _, l := range s.db.Levels() {
+		if l.Level == 0 && l.NumTables > 0 {
+			t.Errorf("%d L0 tables after Close", l.NumTables)
+		}
+		tables += l.NumTables
+	}
+	if tables == 0 {
+		t.Error("no tables at all: the documents were not flushed at Close")
+	}
+}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -28,17 +29,25 @@ type counting struct {
 	exited chan struct{}
 }
 
-// countedRecord is the part of a commit record that counting reads.
+// countedRecord is the part of a commit record that counting reads;
+// lruRecord what it reads too when the size limit needs every archive's
+// entry.
 type countedRecord struct {
-	SHA256  string    `json:"sha256"`
-	Size    int64     `json:"size"`
+	Size  int64  `json:"size"`
+	Stage string `json:"stage"`
+}
+
+type lruRecord struct {
+	countedRecord
 	Created time.Time `json:"created"`
 }
 
 // startCount counts, in a goroutine of the store's, the archives that
 // the read transaction snap sees, adds them to the counters (which hold
 // only what was committed and deleted since snap was taken) and to the
-// LRU, and then runs then (nil: nothing), unless the store is closing.
+// LRU, and then runs then (nil: nothing) with the stages of the chunks
+// that no commit record refers to in snap (nil if the count failed),
+// unless the store is closing.
 // With reset, the counters start from zero (a database reopened): Stats
 // never sees them zeroed before the count is done.
 // The counters are right once the count is done: an archive committed
@@ -47,7 +56,13 @@ type countedRecord struct {
 // be taken before any Commit or DeleteBlob can change the counters (while
 // Open runs, or under dbmu's write lock). Close and Shutdown stop the
 // count and wait for it.
-func (s *Store) startCount(snap *badger.Txn, reset bool, then func()) {
+//
+// The chunks that no commit record refers to in snap are those of writes
+// that an earlier process (or this one while its database was read-only)
+// did not commit: snap is taken before this process writes any chunk.
+// Finding them in the same pass as the count spares cleanOrphans' second
+// pass over every record.
+func (s *Store) startCount(snap *badger.Txn, reset bool, then func(orphans map[string]int)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := counting{done: make(chan struct{}), stop: cancel, exited: make(chan struct{})}
 	s.mu.Lock()
@@ -58,7 +73,7 @@ func (s *Store) startCount(snap *badger.Txn, reset bool, then func()) {
 	s.mu.Unlock()
 	go func() {
 		defer close(c.exited)
-		err := s.countArchives(ctx, snap)
+		orphans, err := s.countArchives(ctx, snap, then != nil)
 		close(c.done)
 		switch {
 		case errors.Is(err, ErrClosed) || ctx.Err() != nil:
@@ -67,12 +82,27 @@ func (s *Store) startCount(snap *badger.Txn, reset bool, then func()) {
 			s.log.Error("counting the cached archives: the cache's totals and size limit count only those committed since", "error", err)
 		}
 		if then != nil {
-			then()
+			then(orphans)
 		}
-		// Reading every record left garbage in proportion to the cache;
-		// the Go runtime would keep that memory for minutes.
+		// Reading every record left garbage in proportion to the cache,
+		// which the Go runtime would keep for minutes, and the tables
+		// mapped.
+		s.ReleaseReadPages()
 		debug.FreeOSMemory()
 	}()
+}
+
+// ReleaseReadPages has the kernel take back the pages of the database's
+// table files that this process has read. A pass over every record (the
+// count at Open, the engine's own at start-up) otherwise leaves the whole
+// LSM tree resident in the process, in proportion to the cache, though
+// little of it is read again soon; what is read again afterwards is read
+// from the files. Linux only (MADV_PAGEOUT, Linux 5.4 and later);
+// elsewhere, and in memory, it does nothing.
+func (s *Store) ReleaseReadPages() {
+	if s.space.dir != "" && !s.bopts.InMemory {
+		pageOutTables(s.space.dir)
+	}
 }
 
 // stopCounting stops the count under way and what follows it, if any,
@@ -106,26 +136,44 @@ func (s *Store) counted() {
 }
 
 // countArchives adds the archives snap sees to the counters and the LRU,
-// and discards snap.
-func (s *Store) countArchives(ctx context.Context, snap *badger.Txn) error {
+// and discards snap. With orphans, it also returns the stages of the
+// chunks snap sees that no commit record in snap refers to (non-nil when
+// it succeeded).
+func (s *Store) countArchives(ctx context.Context, snap *badger.Txn, orphans bool) (map[string]int, error) {
 	defer snap.Discard()
+	var stages map[string]int
 	var n int
 	var total int64
 	err := s.withDB(func() error {
+		if orphans {
+			stages = map[string]int{}
+			it := snap.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+			for it.Rewind(); it.Valid(); it.Next() {
+				stage, _, _ := strings.Cut(strings.TrimPrefix(string(it.Item().Key()), "c/"), "/")
+				stages[stage]++
+			}
+			it.Close()
+		}
 		it := snap.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
 			if n%1024 == 0 && ctx.Err() != nil {
 				return ctx.Err()
 			}
-			var rec countedRecord
-			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+			// Only eviction needs every archive's entry in the LRU.
+			var rec lruRecord
+			dst := any(&rec.countedRecord)
+			if s.lru.max > 0 {
+				dst = &rec
+			}
+			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, dst) }); err != nil {
 				return err
 			}
 			n++
 			total += rec.Size
-			if s.lru.max > 0 { // only eviction needs every archive's entry
-				s.lru.add(rec.SHA256, rec.Created)
+			delete(stages, rec.Stage)
+			if s.lru.max > 0 {
+				s.lru.add(strings.TrimPrefix(string(it.Item().Key()), "b/"), rec.Created)
 			}
 		}
 		return nil
@@ -138,9 +186,9 @@ func (s *Store) countArchives(ctx context.Context, snap *badger.Txn) error {
 	s.bytes += total
 	s.mu.Unlock()
 	if err != nil {
-		return fmt.Errorf("cache: counting archives: %w", err)
+		return nil, fmt.Errorf("cache: counting archives: %w", err)
 	}
-	return nil
+	return stages, nil
 }
 
 // countNow counts the archives of the open database before returning
@@ -153,5 +201,6 @@ func (s *Store) countNow() error {
 	s.count = c
 	s.mu.Unlock()
 	defer close(c.done)
-	return s.countArchives(context.Background(), snap)
+	_, err := s.countArchives(context.Background(), snap, false)
+	return err
 }

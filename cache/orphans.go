@@ -40,7 +40,9 @@ func (s *Store) cleanOrphans() (int, error) {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
-			var rec blobRecord
+			var rec struct { // the part of a commit record read here
+				Stage string `json:"stage"`
+			}
 			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
 				return err
 			}
@@ -51,8 +53,23 @@ func (s *Store) cleanOrphans() (int, error) {
 	if err != nil || len(stages) == 0 {
 		return 0, ignoreNoDB(err)
 	}
+	return s.removeStages(stages)
+}
+
+// removeStages deletes the chunks of stages (stage ids, of chunks no
+// commit record refers to), but those of writers under way, and returns
+// how many it deleted.
+func (s *Store) removeStages(stages map[string]int) (int, error) {
+	s.mu.Lock()
+	for stage := range s.active {
+		delete(stages, stage)
+	}
+	s.mu.Unlock()
+	if len(stages) == 0 {
+		return 0, nil
+	}
 	var orphans [][]byte
-	err = s.view(func(txn *badger.Txn) error {
+	err := s.view(func(txn *badger.Txn) error {
 		for stage := range stages {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/" + stage + "/"), PrefetchValues: false})
 			for it.Rewind(); it.Valid(); it.Next() {

@@ -3,6 +3,7 @@
 package cache
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -183,4 +184,55 @@ func (s *Store) Stats() (archives int, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.archives, s.bytes
+}
+
+// ScanBlobs calls fn with the sha256 and size of every committed
+// archive, in sha256 order, until fn returns an error (which ScanBlobs
+// returns). It reads the records in order rather than one lookup each,
+// which is what a pass over many archives wants. Like ScanMeta, it reads
+// in batches, each in a transaction of its own, and calls fn outside
+// them: an archive committed or deleted during the scan may or may not
+// be seen.
+func (s *Store) ScanBlobs(fn func(sha string, size int64) error) error {
+	type sized struct {
+		sha  string
+		size int64
+	}
+	p := []byte("b/")
+	start := p
+	for {
+		var batch []sized
+		err := s.view(func(txn *badger.Txn) error {
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
+			defer it.Close()
+			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
+				var rec struct { // the part of a commit record read here
+					Size int64 `json:"size"`
+				}
+				if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+					return err
+				}
+				key := it.Item().Key()
+				batch = append(batch, sized{sha: string(key[len(p):]), size: rec.Size})
+				if len(batch) == scanBatch { // resume just after it
+					start = append(bytes.Clone(key), 0)
+				}
+			}
+			return nil
+		})
+		if errors.Is(err, errNoDB) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		for _, b := range batch {
+			if err := fn(b.sha, b.size); err != nil {
+				return err
+			}
+		}
+		if len(batch) < scanBatch {
+			return nil
+		}
+	}
 }

@@ -11,11 +11,22 @@ import (
 	"time"
 )
 
-func (s *Store) afterWritableOpen() {
+// afterWritableOpen removes what interrupted writes left, trims the cache
+// to its limit, and has the value-log GC return the space soon. orphans
+// are the stages of the chunks that the count found no commit record for
+// (nil: the count failed, cleanOrphans looks for them).
+func (s *Store) afterWritableOpen(orphans map[string]int) {
 	if !s.space.refresh(s.lsmSize()) {
 		return // retried when there is room (checkSpace)
 	}
-	if n, err := s.cleanOrphans(); err != nil {
+	var n int
+	var err error
+	if orphans != nil {
+		n, err = s.removeStages(orphans)
+	} else {
+		n, err = s.cleanOrphans()
+	}
+	if err != nil {
 		s.log.Warn("cleaning up interrupted archive writes", "error", err)
 	} else if n > 0 {
 		s.log.Info("removed chunks of interrupted archive writes", "chunks", n)

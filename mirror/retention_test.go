@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -682,5 +683,63 @@ func TestRetentionPrunesSharedStore(t *testing.T) {
 	// a's own cache is a's: pruned by its own rules, not by the bucket's pass.
 	if !a.isCached("1.0.0") || !a.isCached("2.0.0") {
 		t.Error("the bucket's pass removed archives from the replica's cache")
+	}
+}
+
+// plainStore is a Store with none of the optional methods of
+// *cache.Store (ScanBlobs among them).
+type plainStore struct{ Store }
+
+// The bytes kept from the size limit are the cached sizes of the kept
+// archives, each once, whether they are read in one ordered pass over
+// the cache's archives (a large set) or one lookup each (a small set, or
+// a store that cannot scan).
+func TestRetentionCachedBytes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	var all [][32]byte
+	sizes := map[[32]byte]int64{}
+	for i := range 64 {
+		data := bytes.Repeat([]byte{byte(i)}, 100+i)
+		sum := sha256.Sum256(data)
+		w, err := h.store.NewBlobWriter(hex.EncodeToString(sum[:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Write(data)
+		if _, err := w.Commit("h1:test"); err != nil {
+			t.Fatal(err)
+		}
+		w.Close()
+		all = append(all, sum)
+		sizes[sum] = int64(len(data))
+	}
+	absent := sha256.Sum256([]byte("not cached"))
+	total := func(keys [][32]byte) (n int64) {
+		for _, k := range keys {
+			n += sizes[k]
+		}
+		return n
+	}
+	tests := []struct {
+		name  string
+		store Store
+		keys  [][32]byte
+	}{
+		{"none", h.store, nil},
+		{"every archive and one not cached, in one pass", h.store, append(slices.Clone(all), absent)},
+		{"the last archives, in one pass", h.store, slices.Clone(all[32:])},
+		{"two archives and one not cached, a lookup each", h.store, [][32]byte{all[5], absent, all[40]}},
+		{"every archive, from a store that cannot scan", plainStore{h.store}, slices.Clone(all)},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			want := total(tc.keys)
+			r := &retainer{s: &Engine{cfg: h.engine.cfg, store: tc.store}}
+			got, err := r.cachedBytes(newSHASet(append(tc.keys, tc.keys...))) // duplicates count once
+			if err != nil || got != want {
+				t.Errorf("cachedBytes = %d, %v; want %d", got, err, want)
+			}
+		})
 	}
 }
