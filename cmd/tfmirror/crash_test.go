@@ -99,7 +99,7 @@ func TestKillDuringDownloadsAndRestart(t *testing.T) {
 
 	// Restart on the same data directory.
 	m2 := startProcess(t, bin, dataDir, origin, caFile)
-	cleaned := m2.logged("removed chunks of interrupted archive writes")
+	cleaned := m2.waitLog("removed chunks of interrupted archive writes", 30*time.Second) // in the background, after start-up
 	if cleaned == nil {
 		t.Fatal("restart did not report removing the chunks of interrupted downloads")
 	}

@@ -150,6 +150,19 @@ func TestSyncAloneThenServeOffline(t *testing.T) {
 	}
 	ln.(*net.UnixListener).SetUnlinkOnClose(false)
 	ln.Close()
+	// A child that another test forks at this moment holds the listener
+	// until it execs: wait until nobody does.
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		c, err := net.Dial("unix", admin.SocketPath(dataDir))
+		if err != nil {
+			break
+		}
+		c.Close()
+		if time.Now().After(deadline) {
+			t.Fatal("the closed admin socket still accepts connections")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	manifestPath := syncManifest(t, tfRegistry, "")
 
 	stdout, stderr, code := syncInProcess(t, origin, dataDir, manifestPath)
