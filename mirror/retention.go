@@ -207,6 +207,7 @@ type retainer struct {
 	unmet   bool // logged that the limit cannot be met
 	pinList []PinnedVersion
 
+	pinsOnce   sync.Once  // the first reading of the pins (firstPins)
 	passMu     sync.Mutex // one pass or prune at a time
 	lastShared time.Time  // when the bucket was last pruned (the goroutine's)
 	wake       chan struct{}
@@ -398,7 +399,7 @@ func (r *retainer) stop() { <-r.done }
 func (r *retainer) loop(ctx context.Context) {
 	defer close(r.done)
 	defer r.flush()
-	r.readPins()
+	r.firstPins()
 	r.rebuild()
 	// The first rebuild read every package record: garbage in proportion
 	// to the cache, which the Go runtime would keep for minutes.
@@ -450,6 +451,11 @@ func (r *retainer) apply(ctx context.Context) {
 		}
 	}
 }
+
+// firstPins reads the pins once, for whichever needs them first: the
+// retention goroutine's first rebuild, or a Prune called before it (a
+// `cache prune` on the data directory runs at once).
+func (r *retainer) firstPins() { r.pinsOnce.Do(func() { r.readPins() }) }
 
 // readPins asks the pin source for changes; it reports whether the pins
 // changed.
@@ -840,6 +846,7 @@ func errNothingNamed(what, version string) error {
 // removals made, or that would be made.
 func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error) {
 	r := s.ret
+	r.firstPins()
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
 	held, err := r.holdings()
