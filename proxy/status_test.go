@@ -275,7 +275,7 @@ func TestStatusHealthHTML(t *testing.T) {
 				`Shared store: <span class="bad">degraded</span>`, "shared store unavailable: refused"}},
 		{name: "size limit",
 			health: &HealthSource{Store: budgetHealthStore{fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, 300 << 20, 284 << 20}},
-			want: []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB; the data directory takes 300 MiB of its 284 MiB budget.</li>`}},
+			want:   []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB; the data directory takes 300 MiB of its 284 MiB budget.</li>`}},
 		{name: "sealed, shared store up", offline: true,
 			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
 			want: []string{`Cache: <span class="ok">writable</span>; 5.0 GiB free on its disk, writes stop below 1.0 GiB.</li>`,
