@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 	"unicode"
 
@@ -157,19 +156,40 @@ func (s *Store) ScanMetaAfter(prefix, after string, fn func(key string, storedAt
 			start = a
 		}
 	}
-	size := scanFirstBatch
+	return scanBatched(s, p, start, scanFirstBatch, func(key, val []byte) (doc, error) {
+		d := doc{key: string(key[len("m/"):])}
+		return d, decodeEnvelope(val, &d.env)
+	}, func(d doc) error { return fn(d.key, d.env.StoredAt, d.env.Value) })
+}
+
+// scanBatched decodes the entries whose key starts with prefix, from
+// start on, in key order, and calls fn with each. Entries are read in
+// batches (the first of first entries, each next one twice as large, up
+// to scanBatch), each in a read transaction of its own, and fn runs
+// outside them, so that it may call the store: an entry written during
+// the scan may or may not be seen. A store without a database holds
+// nothing to scan.
+func scanBatched[T any](s *Store, prefix, start []byte, first int, decode func(key, val []byte) (T, error), fn func(T) error) error {
+	size := first
 	for {
-		var batch []doc
+		var batch []T
 		err := s.view(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: p, PrefetchValues: false})
+			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 			defer it.Close()
 			for it.Seek(start); it.Valid() && len(batch) < size; it.Next() {
 				item := it.Item()
-				d := doc{key: string(item.Key())}
-				if err := item.Value(func(val []byte) error { return decodeEnvelope(val, &d.env) }); err != nil {
+				var v T
+				err := item.Value(func(val []byte) (err error) {
+					v, err = decode(item.Key(), val)
+					return err
+				})
+				if err != nil {
 					return err
 				}
-				batch = append(batch, d)
+				batch = append(batch, v)
+				if len(batch) == size { // the next batch resumes just after it
+					start = append(item.KeyCopy(nil), 0)
+				}
 			}
 			return nil
 		})
@@ -179,16 +199,14 @@ func (s *Store) ScanMetaAfter(prefix, after string, fn func(key string, storedAt
 		if err != nil {
 			return err
 		}
-		for _, d := range batch {
-			if err := fn(strings.TrimPrefix(d.key, "m/"), d.env.StoredAt, d.env.Value); err != nil {
+		for _, v := range batch {
+			if err := fn(v); err != nil {
 				return err
 			}
 		}
 		if len(batch) < size {
 			return nil
 		}
-		// Resume just after the last key read.
-		start = append([]byte(batch[len(batch)-1].key), 0)
 		size = min(2*size, scanBatch)
 	}
 }

@@ -3,7 +3,6 @@
 package cache
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -199,40 +198,11 @@ func (s *Store) ScanBlobs(fn func(sha string, size int64) error) error {
 		size int64
 	}
 	p := []byte("b/")
-	start := p
-	for {
-		var batch []sized
-		err := s.view(func(txn *badger.Txn) error {
-			it := txn.NewIterator(badger.IteratorOptions{Prefix: p})
-			defer it.Close()
-			for it.Seek(start); it.Valid() && len(batch) < scanBatch; it.Next() {
-				var rec struct { // the part of a commit record read here
-					Size int64 `json:"size"`
-				}
-				if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
-					return err
-				}
-				key := it.Item().Key()
-				batch = append(batch, sized{sha: string(key[len(p):]), size: rec.Size})
-				if len(batch) == scanBatch { // resume just after it
-					start = append(bytes.Clone(key), 0)
-				}
-			}
-			return nil
-		})
-		if errors.Is(err, errNoDB) {
-			return nil
+	return scanBatched(s, p, p, scanBatch, func(key, val []byte) (sized, error) {
+		var rec struct { // the part of a commit record read here
+			Size int64 `json:"size"`
 		}
-		if err != nil {
-			return err
-		}
-		for _, b := range batch {
-			if err := fn(b.sha, b.size); err != nil {
-				return err
-			}
-		}
-		if len(batch) < scanBatch {
-			return nil
-		}
-	}
+		err := json.Unmarshal(val, &rec)
+		return sized{sha: string(key[len(p):]), size: rec.Size}, err
+	}, func(b sized) error { return fn(b.sha, b.size) })
 }
