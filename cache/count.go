@@ -146,13 +146,7 @@ func (s *Store) countArchives(ctx context.Context, snap *badger.Txn, orphans boo
 	var total int64
 	err := s.withDB(func() error {
 		if orphans {
-			stages = map[string]int{}
-			it := snap.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
-			for it.Rewind(); it.Valid(); it.Next() {
-				stage, _, _ := strings.Cut(strings.TrimPrefix(string(it.Item().Key()), "c/"), "/")
-				stages[stage]++
-			}
-			it.Close()
+			stages = chunkStages(snap)
 		}
 		it := snap.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()

@@ -18,14 +18,9 @@ import (
 // committed (its record is written before it stops being under way), or
 // abandoned.
 func (s *Store) cleanOrphans() (int, error) {
-	stages := make(map[string]int)
+	var stages map[string]int
 	err := s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			stage, _, _ := strings.Cut(strings.TrimPrefix(string(it.Item().Key()), "c/"), "/")
-			stages[stage]++
-		}
+		stages = chunkStages(txn)
 		return nil
 	})
 	if err != nil || len(stages) == 0 {
@@ -54,6 +49,19 @@ func (s *Store) cleanOrphans() (int, error) {
 		return 0, ignoreNoDB(err)
 	}
 	return s.removeStages(stages)
+}
+
+// chunkStages returns the stages of the chunks txn sees, with their
+// chunk counts.
+func chunkStages(txn *badger.Txn) map[string]int {
+	stages := make(map[string]int)
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+	defer it.Close()
+	for it.Rewind(); it.Valid(); it.Next() {
+		stage, _, _ := strings.Cut(strings.TrimPrefix(string(it.Item().Key()), "c/"), "/")
+		stages[stage]++
+	}
+	return stages
 }
 
 // removeStages deletes the chunks of stages (stage ids, of chunks no
