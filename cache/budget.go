@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -134,13 +135,21 @@ func (b *diskBudget) done(n int64) {
 }
 
 // dataDirBytes is the disk space the files in dir take.
-func dataDirBytes(dir string) int64 {
+func dataDirBytes(dir string) int64 { return filesBytes(dir, "") }
+
+// filesBytes is the disk space (allocated blocks: Badger maps its logs at
+// twice their size, sparsely) that the regular files in dir whose names
+// end in suffix take.
+func filesBytes(dir, suffix string) int64 {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return 0
 	}
 	var n int64
 	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), suffix) {
+			continue
+		}
 		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
 			n += allocated(fi)
 		}

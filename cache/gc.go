@@ -6,8 +6,6 @@ package cache
 import (
 	"context"
 	"errors"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -147,15 +145,5 @@ func (s *Store) gcRound() error {
 	})
 }
 
-// vlogBytes is the disk space the value-log files in dir take (allocated
-// blocks: Badger maps them at twice their size, sparsely).
-func vlogBytes(dir string) int64 {
-	files, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
-	var n int64
-	for _, f := range files {
-		if fi, err := os.Stat(f); err == nil {
-			n += allocated(fi)
-		}
-	}
-	return n
-}
+// vlogBytes is the disk space the value-log files in dir take.
+func vlogBytes(dir string) int64 { return filesBytes(dir, ".vlog") }
