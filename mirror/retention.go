@@ -667,9 +667,7 @@ func (r *retainer) rebuild() {
 	}
 	r.protMu.RLock()
 	keys := make([][32]byte, 0, len(r.protected)+len(r.extra)) // as many as last time, most often
-	r.protMu.RUnlock()
 	// extra's archives whose records are read: those records decide now.
-	r.protMu.RLock()
 	extra := make(map[[32]byte]bool, len(r.extra))
 	for k := range r.extra {
 		extra[k] = false
