@@ -549,9 +549,30 @@ func (r *retainer) scanHeld(withStat bool, fn func(h *heldVersion)) error {
 			}
 		}
 	}
-	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
+	for _, prefix := range []string{"package/", "module/"} {
+		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
+			if h := r.heldRecord(key, raw); h != nil {
+				stat(h)
+				fn(h)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// heldRecord is the version of the record raw stored under key (of the
+// cache or the shared store's bucket), without its cached archives; nil
+// for a record that is not one.
+func (r *retainer) heldRecord(key string, raw json.RawMessage) *heldVersion {
+	s := r.s
+	switch {
+	case strings.HasPrefix(key, "package/"):
 		var rec recordSummary
-		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
+		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
 			return nil
 		}
 		p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
@@ -568,16 +589,10 @@ func (r *retainer) scanHeld(withStat bool, fn func(h *heldVersion)) error {
 			h.archives = append(h.archives, rec.Archives[pl].SHA256)
 		}
 		h.refetch = !s.cfg.Offline && !h.imported && !s.local(p.Hostname)
-		stat(h)
-		fn(h)
-		return nil
-	})
-	if err != nil {
-		return err
-	}
-	return s.store.ScanMeta("module/", func(key string, _ time.Time, raw json.RawMessage) error {
+		return h
+	case strings.HasPrefix(key, "module/"):
 		var rec ModuleRecord
-		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) || rec.SHA256 == "" {
+		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) || rec.SHA256 == "" {
 			return nil
 		}
 		v, err := versions.ParseVersion(strings.TrimPrefix(rec.Version, "v"))
@@ -590,10 +605,9 @@ func (r *retainer) scanHeld(withStat bool, fn func(h *heldVersion)) error {
 		h := &heldVersion{kind: "module", addr: rec.Module, version: v, raw: rec.Version, key: key,
 			archives: []string{rec.SHA256}, imported: rec.Provenance != ProvenanceOrigin}
 		h.refetch = !s.cfg.Offline && !h.imported && rec.Location != ""
-		stat(h)
-		fn(h)
-		return nil
-	})
+		return h
+	}
+	return nil
 }
 
 // currentPins returns the pins, and whether a selection of the newest N

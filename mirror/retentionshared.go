@@ -11,10 +11,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"strings"
 	"time"
-
-	"github.com/apparentlymart/go-versions/versions"
 )
 
 // SharedPruner is what the bucket's retention needs of the shared tier
@@ -110,40 +107,8 @@ func (r *retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 // cache), with the bucket's archives as its cached ones; nil for a record
 // that is not one.
 func (r *retainer) sharedHeld(key string, raw json.RawMessage, sizes map[string]int64, stored map[string]time.Time) *heldVersion {
-	s := r.s
-	var h *heldVersion
-	switch {
-	case strings.HasPrefix(key, "package/"):
-		var rec recordSummary
-		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
-			return nil
-		}
-		p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
-		if !ok {
-			return nil
-		}
-		v, err := ParseSemver(rec.Version)
-		if err != nil {
-			return nil
-		}
-		h = &heldVersion{kind: "provider", addr: p.String(), version: v, raw: rec.Version, key: key,
-			imported: rec.Provenance != ProvenanceOrigin}
-		for _, pl := range sortedKeys(rec.Archives) {
-			h.archives = append(h.archives, rec.Archives[pl].SHA256)
-		}
-		h.refetch = !h.imported && !s.local(p.Hostname)
-	case strings.HasPrefix(key, "module/"):
-		var rec ModuleRecord
-		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) || rec.SHA256 == "" {
-			return nil
-		}
-		v, err := versions.ParseVersion(strings.TrimPrefix(rec.Version, "v"))
-		if err != nil {
-			return nil
-		}
-		h = &heldVersion{kind: "module", addr: rec.Module, version: v, raw: rec.Version, key: key,
-			archives: []string{rec.SHA256}, refetch: true}
-	default:
+	h := r.heldRecord(key, raw)
+	if h == nil {
 		return nil
 	}
 	h.cached = map[string]int64{}
