@@ -2,14 +2,12 @@ package discovery
 
 import (
 	"fmt"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
 	svchost "github.com/hashicorp/terraform-svchost"
+	"github.com/tfmirror/tfmirror/internal/hclfile"
 	"github.com/zclconf/go-cty/cty"
 )
 
@@ -58,26 +56,18 @@ func LoadCredentials(file string, environ []string) (*Credentials, error) {
 }
 
 func (c *Credentials) loadFile(file string) error {
-	src, err := os.ReadFile(file)
+	f, diags, err := hclfile.Parse(nil, file)
 	if err != nil {
 		return fmt.Errorf("credentials file: %w", err)
 	}
-	p := hclparse.NewParser()
-	var f *hcl.File
-	var diags hcl.Diagnostics
-	if strings.EqualFold(filepath.Ext(file), ".json") {
-		f, diags = p.ParseJSON(src, file)
-	} else {
-		f, diags = p.ParseHCL(src, file)
-	}
 	if diags.HasErrors() {
-		return fmt.Errorf("credentials file: %w", diags)
+		return fmt.Errorf("credentials file: %s", hclfile.Summary(diags))
 	}
 	content, _, diags := f.Body.PartialContent(&hcl.BodySchema{
 		Blocks: []hcl.BlockHeaderSchema{{Type: "credentials", LabelNames: []string{"host"}}},
 	})
 	if diags.HasErrors() {
-		return fmt.Errorf("credentials file: %w", diags)
+		return fmt.Errorf("credentials file: %s", hclfile.Summary(diags))
 	}
 	for _, b := range content.Blocks {
 		host, err := svchost.ForComparison(b.Labels[0])
@@ -86,7 +76,7 @@ func (c *Credentials) loadFile(file string) error {
 		}
 		attrs, diags := b.Body.JustAttributes()
 		if diags.HasErrors() {
-			return fmt.Errorf("credentials file: %w", diags)
+			return fmt.Errorf("credentials file: %s", hclfile.Summary(diags))
 		}
 		a, ok := attrs["token"]
 		if !ok {
@@ -94,7 +84,7 @@ func (c *Credentials) loadFile(file string) error {
 		}
 		v, diags := a.Expr.Value(nil)
 		if diags.HasErrors() {
-			return fmt.Errorf("credentials file: %w", diags)
+			return fmt.Errorf("credentials file: %s", hclfile.Summary(diags))
 		}
 		if v.IsNull() || !v.IsKnown() || v.Type() != cty.String || v.AsString() == "" {
 			return fmt.Errorf("credentials file %s: token for %q must be a non-empty string", a.Range, b.Labels[0])

@@ -8,11 +8,11 @@ import (
 	"strings"
 
 	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclparse"
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/hclfile"
 )
 
 // moduleSourceCredentials are the credentials of --module-source-credentials:
@@ -43,13 +43,13 @@ func decodeSourceHosts(body hcl.Body) ([]sourceHostBlock, error) {
 		Blocks: []hcl.BlockHeaderSchema{{Type: "source_host", LabelNames: []string{"host"}}},
 	})
 	if diags.HasErrors() {
-		return nil, fmt.Errorf("module source credentials: %s", diagSummary(diags))
+		return nil, fmt.Errorf("module source credentials: %s", hclfile.Summary(diags))
 	}
 	var out []sourceHostBlock
 	for _, blk := range content.Blocks {
 		attrs, diags := blk.Body.JustAttributes()
 		if diags.HasErrors() {
-			return nil, fmt.Errorf("module source credentials: %s", diagSummary(diags))
+			return nil, fmt.Errorf("module source credentials: %s", hclfile.Summary(diags))
 		}
 		b := sourceHostBlock{Host: blk.Labels[0]}
 		strs := map[string]**string{
@@ -59,7 +59,7 @@ func decodeSourceHosts(body hcl.Body) ([]sourceHostBlock, error) {
 		for name, a := range attrs {
 			v, diags := a.Expr.Value(nil)
 			if diags.HasErrors() {
-				return nil, fmt.Errorf("module source credentials: %s", diagSummary(diags))
+				return nil, fmt.Errorf("module source credentials: %s", hclfile.Summary(diags))
 			}
 			if name == "origins" {
 				if v.IsNull() || !v.IsKnown() || !(v.Type().IsListType() || v.Type().IsTupleType()) {
@@ -97,21 +97,13 @@ func decodeSourceHosts(body hcl.Body) ([]sourceHostBlock, error) {
 // newline. lookupEnv reads the *_env variables. Errors never quote a
 // secret.
 func loadModuleSourceCredentials(file string, allowed []string, lookupEnv func(string) (string, bool)) (*moduleSourceCredentials, error) {
-	src, err := os.ReadFile(file)
+	f, diags, err := hclfile.Parse(nil, file)
 	if err != nil {
 		return nil, fmt.Errorf("module source credentials: %w", err)
 	}
-	p := hclparse.NewParser()
-	var f *hcl.File
-	var diags hcl.Diagnostics
-	if strings.HasSuffix(strings.ToLower(file), ".json") {
-		f, diags = p.ParseJSON(src, file)
-	} else {
-		f, diags = p.ParseHCL(src, file)
-	}
 	if diags.HasErrors() {
 		// Diagnostics quote at most the file's text around a syntax error.
-		return nil, fmt.Errorf("module source credentials: %s", diagSummary(diags))
+		return nil, fmt.Errorf("module source credentials: %s", hclfile.Summary(diags))
 	}
 	blocks, err := decodeSourceHosts(f.Body)
 	if err != nil {
@@ -225,20 +217,6 @@ func sourceHostKey(raw string) (string, error) {
 		h += ":" + p
 	}
 	return h, nil
-}
-
-// diagSummary is diags without the source snippets hcl adds, so that an
-// error never repeats a line of the file that may hold a secret.
-func diagSummary(diags hcl.Diagnostics) string {
-	var out []string
-	for _, d := range diags {
-		s := d.Summary
-		if d.Subject != nil {
-			s = d.Subject.String() + ": " + s
-		}
-		out = append(out, s)
-	}
-	return strings.Join(out, "; ")
 }
 
 // SourceCredential implements mirror.ModuleSourceCredentials.

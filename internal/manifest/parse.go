@@ -15,6 +15,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/hclfile"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -45,15 +46,10 @@ func diagError(diags hcl.Diagnostics) error {
 }
 
 func parseFile(p *hclparse.Parser, path string) (*hcl.File, error) {
-	src, err := os.ReadFile(path)
+	f, diags, err := hclfile.Parse(p, path)
 	if err != nil {
 		return nil, err
 	}
-	parse := p.ParseHCL
-	if strings.HasSuffix(path, ".json") {
-		parse = p.ParseJSON
-	}
-	f, diags := parse(src, path)
 	if diags.HasErrors() {
 		return nil, diagError(diags)
 	}
