@@ -192,7 +192,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 			Name: "tfmirror_coalesced_requests_total", Help: "Requests that joined an origin fetch already under way instead of starting one, by kind.",
 		}, []string{"kind"}),
 		verifyFails: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tfmirror_verification_failures_total", Help: "Provider packages refused by verification, by reason.",
+			Name: "tfmirror_verification_failures_total", Help: "Packages refused by verification, and cached packages found damaged, by reason.",
 		}, []string{"reason"}),
 		stale: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_stale_responses_total", Help: "Cached answers served because the origin failed, by kind.",

@@ -16,8 +16,9 @@
 //     a refresh fails; only an origin's explicit 404 is believed;
 //   - a version's package metadata is verified against the origin's signed
 //     SHA256SUMS before it is stored, with that evidence (the documents,
-//     signatures and signing keys byte for byte, see Evidence and verifyCached),
-//     and never changes afterwards;
+//     signatures and signing keys byte for byte, see Evidence), and never
+//     changes afterwards; VerifyCache checks every cached package against
+//     it (or its sha256) again;
 //   - an archive is fetched from its origin once however many callers ask,
 //     on the engine's context (no single caller can cancel it), read by
 //     every waiting caller while it is staged in the cache, and committed

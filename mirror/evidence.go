@@ -189,11 +189,9 @@ func (s *Engine) platformsFor(entry VersionEntry, platforms []discovery.Platform
 // ErrNotCached when the cache has no package metadata of v, none for pl,
 // or not its archive; ErrNoEvidence when the metadata was cached by an
 // earlier release without evidence (fetching the version again, with
-// Package or Evidence, stores it); ErrOriginNotAllowed; ErrShutDown.
+// Package or Evidence, stores it); ErrShutDown. It checks what is cached
+// whatever its origin, allowed now or not.
 func (s *Engine) verifyCached(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) error {
-	if err := s.CheckOrigin(p); err != nil {
-		return err
-	}
 	if !s.work.add() {
 		return ErrShutDown
 	}
@@ -245,23 +243,11 @@ func (s *Engine) verifyCached(ctx context.Context, p discovery.Provider, v versi
 		return fmt.Errorf("opening cached archive %s: %w", a.Filename, err)
 	}
 	defer blob.Close()
-	h := sha256.New()
-	bufp := copyBuffers.Get().(*[]byte)
-	defer copyBuffers.Put(bufp)
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n, err := blob.Read(*bufp)
-		h.Write((*bufp)[:n])
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return fmt.Errorf("reading cached archive %s: %w", a.Filename, err)
-		}
+	got, err := readSHA256(ctx, blob)
+	if err != nil {
+		return fmt.Errorf("reading cached archive %s: %w", a.Filename, err)
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); got != strings.ToLower(a.SHA256) {
+	if got != strings.ToLower(a.SHA256) {
 		return &verify.Error{Reason: verify.ReasonChecksum,
 			Detail: fmt.Sprintf("the cached archive %s has sha256 %s, SHA256SUMS says %s", a.Filename, got, a.SHA256)}
 	}
@@ -274,6 +260,27 @@ func (s *Engine) verifyCached(ctx context.Context, p discovery.Provider, v versi
 			Detail: fmt.Sprintf("the cached archive %s has %s, %s when it was cached", a.Filename, h1, want)}
 	}
 	return nil
+}
+
+// readSHA256 reads r to its end, checking ctx between reads, and returns
+// the hex sha256 of its bytes.
+func readSHA256(ctx context.Context, r io.Reader) (string, error) {
+	h := sha256.New()
+	bufp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bufp)
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		n, err := r.Read(*bufp)
+		h.Write((*bufp)[:n])
+		if err == io.EOF {
+			return hex.EncodeToString(h.Sum(nil)), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
 }
 
 // checkEvidence checks rec's stored evidence again before it is served:

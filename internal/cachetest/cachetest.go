@@ -1,6 +1,6 @@
 // Package cachetest gives the tests of other packages what the cache does
 // not offer production code: deleting a committed archive (as eviction
-// does) and counting archive chunks (to check that nothing was left
+// does), damaging one (as a failing disk does) and counting archive chunks (to check that nothing was left
 // behind). Tests only.
 package cachetest
 
@@ -17,3 +17,9 @@ func DeleteBlob(store *cache.Store, sha string) error { return testhooks.DeleteB
 // not: after a failed or interrupted write, and once the store cleaned
 // up, only committed archives' chunks remain.
 func ChunkCount(store *cache.Store) (int, error) { return testhooks.ChunkCount(store) }
+
+// FlipBlobByte inverts byte off of the committed archive sha where store
+// keeps it, leaving its record as it is: the damage a failing disk does.
+func FlipBlobByte(store *cache.Store, sha string, off int64) error {
+	return testhooks.FlipBlobByte(store, sha, off)
+}

@@ -1,7 +1,7 @@
 // Package testhooks carries the few operations that tests in other
 // packages need and production code must not call, from the package that
-// owns them to its test-support package: deleting an archive and counting
-// archive chunks (package cache, for internal/cachetest), waiting for the
+// owns them to its test-support package: deleting an archive, damaging
+// one, and counting archive chunks (package cache, for internal/cachetest), waiting for the
 // engine's fetches to end (package mirror, for internal/enginetest).
 //
 // The owning packages set the hooks once, when they are initialised
@@ -19,6 +19,9 @@ var (
 	// ChunkCount counts the archive chunks a *cache.Store holds,
 	// committed or not.
 	ChunkCount func(store any) (int, error)
+	// FlipBlobByte inverts one byte of a committed archive of a
+	// *cache.Store where it is stored, as a failing disk would.
+	FlipBlobByte func(store any, sha string, off int64) error
 	// EngineWait returns when no origin fetch or archive download of a
 	// *mirror.Engine runs, or ctx is done.
 	EngineWait func(ctx context.Context, engine any) error

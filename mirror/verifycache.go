@@ -1,0 +1,181 @@
+package mirror
+
+// A check of the whole cache, for an operator who wants to know that what
+// it serves is still what it verified when it kept it: disks and copies
+// of data directories can damage bytes that nothing reads for months.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// What a cached package was checked against (CachedCheck.By).
+const (
+	// CheckedEvidence: the stored SHA256SUMS document and its signature
+	// with the stored keys, the archive's sha256 against its line, and
+	// the h1: hash recorded when it was cached.
+	CheckedEvidence = "evidence"
+	// CheckedSHA256: the sha256 recorded when it was cached, for packages
+	// kept without evidence (unsigned imports, module packages, records of
+	// releases before evidence).
+	CheckedSHA256 = "sha256"
+)
+
+// CachedCheck is the outcome of checking one cached package.
+type CachedCheck struct {
+	Kind     string `json:"kind"` // "provider" or "module"
+	Address  string `json:"address"`
+	Version  string `json:"version"`
+	Platform string `json:"platform,omitempty"` // providers only
+	SHA256   string `json:"sha256"`
+	Bytes    int64  `json:"bytes"`
+	By       string `json:"by"` // CheckedEvidence or CheckedSHA256
+	// Problem says what failed, "" when the package is intact; Reason is
+	// its verification failure reason (as in the metric).
+	Problem string `json:"problem,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+}
+
+// cachedPackageRef is one package VerifyCache checks.
+type cachedPackageRef struct {
+	kind, addr, version, platform, sha string
+	provider                           discovery.Provider
+}
+
+// VerifyCache reads every package in the cache and checks it again, from
+// what the cache holds alone, without asking any origin: a provider
+// package against its stored evidence (CheckedEvidence), else against the
+// sha256 recorded when it was kept (CheckedSHA256). fn is called with
+// each package's outcome, in the order of the cache's records. A package
+// that fails is logged and counted in the verification failures metric,
+// and kept: this is a report, and a version that can be fetched again is
+// removed by Prune naming it. Packages evicted while the check runs are
+// passed over.
+//
+// Errors: what stops the check (ctx's, ErrShutDown, the store's); a
+// failed package is not an error.
+func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
+	if !s.work.add() {
+		return ErrShutDown
+	}
+	defer s.work.done()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(s.root, cancel)()
+
+	// The list is read first, so that no read transaction stays open
+	// while archives are read.
+	var refs []cachedPackageRef
+	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
+		var rec recordSummary
+		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
+			return nil
+		}
+		p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
+		if !ok {
+			return nil
+		}
+		for _, pl := range sortedKeys(rec.Archives) {
+			refs = append(refs, cachedPackageRef{kind: "provider", addr: p.String(), version: rec.Version,
+				platform: pl, sha: rec.Archives[pl].SHA256, provider: p})
+		}
+		return nil
+	})
+	if err == nil {
+		err = s.store.ScanMeta("module/", func(_ string, _ time.Time, raw json.RawMessage) error {
+			var rec ModuleRecord
+			if json.Unmarshal(raw, &rec) == nil && knownSchema(rec.Schema) && rec.SHA256 != "" {
+				refs = append(refs, cachedPackageRef{kind: "module", addr: rec.Module, version: rec.Version, sha: rec.SHA256})
+			}
+			return nil
+		})
+	}
+	if err != nil {
+		return err
+	}
+	for _, ref := range refs {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		info, err := s.store.StatBlob(ref.sha)
+		if errors.Is(err, cache.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		c := CachedCheck{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
+			SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256}
+		err = ErrNoEvidence
+		if ref.kind == "provider" {
+			c.By = CheckedEvidence
+			err = s.checkProviderPackage(ctx, ref)
+		}
+		if errors.Is(err, ErrNoEvidence) {
+			c.By = CheckedSHA256
+			err = s.checkBlobSHA256(ctx, ref.sha)
+		}
+		switch {
+		case errors.Is(err, ErrNotCached):
+			continue // evicted or dropped since the list was read
+		case errors.Is(err, ErrShutDown):
+			return err
+		case err != nil && ctx.Err() != nil:
+			return ctx.Err()
+		case err != nil:
+			c.Problem, c.Reason = err.Error(), reasonOf(err)
+			if c.Reason == "unknown" {
+				c.Reason = ""
+			} else {
+				s.metrics.VerificationFailed(c.Reason)
+			}
+			s.log.Error("a cached package failed its check", "kind", c.Kind, "address", c.Address,
+				"version", c.Version, "platform", c.Platform, "sha256", c.SHA256, "reason", c.Reason, "error", err)
+		}
+		fn(c)
+	}
+	return nil
+}
+
+// checkProviderPackage is verifyCached for ref, a provider package.
+func (s *Engine) checkProviderPackage(ctx context.Context, ref cachedPackageRef) error {
+	v, err := ParseSemver(ref.version)
+	if err != nil {
+		return fmt.Errorf("%w: version %q", ErrNoEvidence, ref.version)
+	}
+	pl, err := ParsePlatform(ref.platform)
+	if err != nil {
+		return fmt.Errorf("%w: platform %q", ErrNoEvidence, ref.platform)
+	}
+	return s.verifyCached(ctx, ref.provider, v, pl)
+}
+
+// checkBlobSHA256 reads the cached archive sha and checks its bytes
+// against its name. Errors: ErrNotCached when it is not cached; a
+// *verify.Error when the bytes differ.
+func (s *Engine) checkBlobSHA256(ctx context.Context, sha string) error {
+	blob, err := s.store.OpenBlob(sha)
+	if errors.Is(err, cache.ErrNotFound) {
+		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+	}
+	if err != nil {
+		return fmt.Errorf("opening cached archive %s: %w", sha, err)
+	}
+	defer blob.Close()
+	got, err := readSHA256(ctx, blob)
+	if err != nil {
+		return fmt.Errorf("reading cached archive %s: %w", sha, err)
+	}
+	if got != strings.ToLower(sha) {
+		return &verify.Error{Reason: verify.ReasonChecksum, Detail: fmt.Sprintf("the cached archive %s has sha256 %s", sha, got)}
+	}
+	return nil
+}
