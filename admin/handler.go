@@ -43,6 +43,7 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/export   ExportRequest                         -> Exported
 //	POST /v1/import   ImportRequest                         -> Imported
 //	POST /v1/prune    PruneRequest                          -> Pruned
+//	POST /v1/verify   VerifyRequest                         -> Verified
 //
 // Errors answer the status httperr.Status gives and an ErrorBody. What
 // changes the cache or writes files (ensure, module unpack, export,
@@ -79,6 +80,7 @@ func (a *API) Handler() http.Handler {
 	}))
 	a.moduleRoutes(mux) // modules.go
 	a.pruneRoutes(mux)  // prune.go
+	a.verifyRoutes(mux) // verify.go
 	return a.guard(mux)
 }
 

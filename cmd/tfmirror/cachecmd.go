@@ -61,14 +61,14 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	return cfg, fs.Args(), nil
 }
 
-// airGapResult is what runSealed reports of an export or import.
+// airGapResult is what runSealed reports of an export, import or check.
 type airGapResult struct {
 	summary  string   // one line for stdout
 	failures []string // one line each for stderr
 	failed   int
 }
 
-// runSealed runs op, an export or import, on the data directory: through
+// runSealed runs op, an export, import or check, on the data directory: through
 // the tfmirror serve holding it, or else on an engine this process opens
 // sealed (a command on its own never contacts an origin). viaServer, when
 // not nil, is told when it goes through a serve, and an error from it

@@ -23,6 +23,7 @@ type engineOps interface {
 	Export(ctx context.Context, req admin.ExportRequest) (admin.Exported, error)
 	Import(ctx context.Context, req admin.ImportRequest) (admin.Imported, error)
 	Prune(ctx context.Context, req admin.PruneRequest) (admin.Pruned, error)
+	Verify(ctx context.Context, req admin.VerifyRequest) (admin.Verified, error)
 }
 
 // dataDir is a data directory's engine as a subcommand reaches it.

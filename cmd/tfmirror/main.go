@@ -6,6 +6,7 @@
 //	tfmirror import IN       load such an export into the cache
 //	tfmirror export-key      print the public key that signs exports
 //	tfmirror cache prune     list or apply the retention rules, or remove named versions
+//	tfmirror cache verify    check every cached package against its stored evidence or sha256
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
@@ -96,6 +97,9 @@ Usage:
   tfmirror cache prune [flags] [HOST/NAMESPACE/TYPE VERSION...]
                            list (--dry-run) or remove what the retention rules
                            would remove now, or the versions named
+  tfmirror cache verify [flags]
+                           check every cached package against its stored evidence
+                           or sha256, asking no origin; exit 1 when any is damaged
   tfmirror version         print the version
 `)
 }

@@ -23,14 +23,16 @@ const pruneUsage = "tfmirror cache prune [--data-dir DIR] [--dry-run] [--keep-ve
 // runCache is `tfmirror cache SUBCOMMAND`.
 func runCache(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
-		fmt.Fprintf(stderr, "tfmirror cache: want a subcommand: prune\nUsage: %s\n", pruneUsage)
+		fmt.Fprintf(stderr, "tfmirror cache: want a subcommand: prune or verify\nUsage: %s\n       %s\n", pruneUsage, verifyUsage)
 		return 2
 	}
 	switch args[0] {
 	case "prune":
 		return runPrune(args[1:], os.LookupEnv, stdout, stderr)
+	case "verify":
+		return runVerify(args[1:], os.LookupEnv, stdout, stderr)
 	default:
-		fmt.Fprintf(stderr, "tfmirror cache: unknown subcommand %q (want prune)\n", args[0])
+		fmt.Fprintf(stderr, "tfmirror cache: unknown subcommand %q (want prune or verify)\n", args[0])
 		return 2
 	}
 }

@@ -1,0 +1,58 @@
+package admin
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// POST /v1/verify checks every cached package and lists the damaged one.
+func TestAdminVerify(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	const ns, typ = "acme", "widget"
+	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
+	a := New(h.engine, nil, nil, Options{})
+	p, err := discovery.ParseProvider(originHost + "/" + ns + "/" + typ)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var size int64
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		if _, err := a.Ensure(context.Background(), p, v, "linux_amd64"); err != nil {
+			t.Fatalf("ensure %s: %v", v, err)
+		}
+		size += int64(len(h.origin.Archive(ns, typ, v, "linux_amd64")))
+	}
+	enginetest.Wait(context.Background(), h.engine)
+	_, post := socket(t, a)
+	call := func() Verified {
+		t.Helper()
+		code, raw := post("/v1/verify", `{}`)
+		var out Verified
+		if code != 200 || json.Unmarshal(raw, &out) != nil {
+			t.Fatalf("status %d: %s", code, raw)
+		}
+		return out
+	}
+	if got := call(); got.Checked != 2 || got.ByEvidence != 2 || got.Bytes != size || got.Failed != 0 || len(got.Failures) != 0 {
+		t.Errorf("intact cache: %+v", got)
+	}
+	sha := h.origin.SHA256(ns, typ, "2.0.0", "linux_amd64")
+	if err := cachetest.FlipBlobByte(h.store, sha, 0); err != nil {
+		t.Fatal(err)
+	}
+	got := call()
+	if got.Checked != 2 || got.Failed != 1 || len(got.Failures) != 1 {
+		t.Fatalf("one damaged archive: %+v", got)
+	}
+	if f := got.Failures[0]; f.Address != p.String() || f.Version != "2.0.0" || f.Platform != "linux_amd64" ||
+		f.SHA256 != sha || f.By != mirror.CheckedEvidence || !strings.Contains(f.Problem, "sha256") {
+		t.Errorf("failure %+v", f)
+	}
+}
