@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin && !freebsd
 
 package admin
 
@@ -7,8 +7,9 @@ import (
 	"net"
 )
 
-// readPeer: the caller's credentials are read on Linux only (SO_PEERCRED);
-// elsewhere every admin request is refused.
+// readPeer: the caller's credentials are read on Linux (SO_PEERCRED),
+// macOS and FreeBSD (LOCAL_PEERCRED); elsewhere every admin request is
+// refused.
 func readPeer(*net.UnixConn) (Peer, error) {
-	return Peer{}, errors.New("the caller's credentials cannot be read on this system (SO_PEERCRED is Linux's)")
+	return Peer{}, errors.New("the caller's credentials cannot be read on this system (only Linux, macOS and FreeBSD tell)")
 }

@@ -24,15 +24,16 @@ type process struct {
 	err    error
 }
 
-// startProcess starts cmd with its output in logFile. The kernel sends the
-// child deathSig should this process die without stopping it.
+// startProcess starts cmd with its output in logFile. On Linux the kernel
+// sends the child deathSig should this process die without stopping it
+// (procattr_linux.go).
 func startProcess(name string, cmd *exec.Cmd, logFile string, deathSig syscall.Signal) (*process, error) {
 	f, err := os.Create(logFile)
 	if err != nil {
 		return nil, err
 	}
 	cmd.Stdout, cmd.Stderr = f, f
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: deathSig}
+	cmd.SysProcAttr = procAttr(deathSig)
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, fmt.Errorf("starting %s: %w", name, err)

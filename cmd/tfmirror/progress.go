@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
-	"golang.org/x/sys/unix"
+	"golang.org/x/term"
 )
 
 // isTerminal reports whether w is a terminal.
@@ -17,8 +17,7 @@ func isTerminal(w io.Writer) bool {
 	if !ok {
 		return false
 	}
-	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
-	return err == nil
+	return term.IsTerminal(int(f.Fd()))
 }
 
 // progress shows how a sync goes: on a terminal one line redrawn in
