@@ -73,8 +73,9 @@ type Metrics struct {
 	syncBytes         prometheus.Counter
 	airGapPkgs        map[string]*prometheus.CounterVec // by op: import, export
 	airGapBytes       map[string]prometheus.Counter
-	modules           moduleMetrics    // modules.go
-	retention         retentionMetrics // retention.go
+	modules           moduleMetrics     // modules.go
+	retention         retentionMetrics  // retention.go
+	cacheCheck        cacheCheckMetrics // cachecheck.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -257,6 +258,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	cs = append(cs, m.modules.collectors()...)
 	cs = append(cs, m.retention.collectors()...)
+	cs = append(cs, m.cacheCheck.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

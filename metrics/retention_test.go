@@ -2,6 +2,7 @@ package metrics
 
 import (
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
@@ -29,5 +30,21 @@ func TestRetention(t *testing.T) {
 	}
 	if n, err := testutil.GatherAndCount(reg, "tfmirror_retention_removed_bytes_total"); err != nil || n != len(RetentionRules) {
 		t.Errorf("series = %d (%v), want every rule pre-created", n, err)
+	}
+}
+
+var _ mirror.CacheCheckMetrics = (*Metrics)(nil)
+
+func TestCacheChecked(t *testing.T) {
+	m, _ := newTest(t)
+	if got := testutil.ToFloat64(m.cacheCheck.last); got != 0 {
+		t.Errorf("before any check: timestamp %v, want 0", got)
+	}
+	m.CacheChecked(time.Unix(1_800_000_000, 500_000_000), 40, 2)
+	if got := testutil.ToFloat64(m.cacheCheck.last); got != 1_800_000_000.5 {
+		t.Errorf("timestamp = %v, want 1800000000.5", got)
+	}
+	if got := testutil.ToFloat64(m.cacheCheck.damaged); got != 2 {
+		t.Errorf("damaged = %v, want 2", got)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -174,6 +175,8 @@ type Engine struct {
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
 	ret    *retainer
+	// lastCheck is the last VerifyCache that read the whole cache.
+	lastCheck atomic.Pointer[CacheCheck]
 }
 
 // New validates cfg and returns an Engine using origin and store. Call

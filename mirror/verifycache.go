@@ -44,6 +44,29 @@ type CachedCheck struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
+// CacheCheck sums up a VerifyCache that read the whole cache.
+type CacheCheck struct {
+	At      time.Time `json:"at"` // when it ended
+	Checked int       `json:"checked"`
+	Failed  int       `json:"failed"`
+}
+
+// CacheCheckMetrics receives the outcome of each VerifyCache that read
+// the whole cache. Package metrics implements it; the engine uses
+// Config.Metrics for it when that implements it too.
+type CacheCheckMetrics interface {
+	CacheChecked(at time.Time, checked, failed int)
+}
+
+// LastCacheCheck returns the last VerifyCache of this engine that read
+// the whole cache; false when none has.
+func (s *Engine) LastCacheCheck() (CacheCheck, bool) {
+	if c := s.lastCheck.Load(); c != nil {
+		return *c, true
+	}
+	return CacheCheck{}, false
+}
+
 // cachedPackageRef is one package VerifyCache checks.
 type cachedPackageRef struct {
 	kind, addr, version, platform, sha string
@@ -58,7 +81,8 @@ type cachedPackageRef struct {
 // that fails is logged and counted in the verification failures metric,
 // and kept: this is a report, and a version that can be fetched again is
 // removed by Prune naming it. Packages evicted while the check runs are
-// passed over.
+// passed over. A check that reads the whole cache is remembered
+// (LastCacheCheck) and given to the metrics.
 //
 // Errors: what stops the check (ctx's, ErrShutDown, the store's); a
 // failed package is not an error.
@@ -101,6 +125,7 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 	if err != nil {
 		return err
 	}
+	var sum CacheCheck
 	for _, ref := range refs {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -140,7 +165,16 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 			s.log.Error("a cached package failed its check", "kind", c.Kind, "address", c.Address,
 				"version", c.Version, "platform", c.Platform, "sha256", c.SHA256, "reason", c.Reason, "error", err)
 		}
+		sum.Checked++
+		if c.Problem != "" {
+			sum.Failed++
+		}
 		fn(c)
+	}
+	sum.At = s.cfg.Now().UTC()
+	s.lastCheck.Store(&sum)
+	if m, ok := s.cfg.Metrics.(CacheCheckMetrics); ok {
+		m.CacheChecked(sum.At, sum.Checked, sum.Failed)
 	}
 	return nil
 }

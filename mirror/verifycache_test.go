@@ -41,6 +41,9 @@ func TestVerifyCache(t *testing.T) {
 		}
 		return got
 	}
+	if _, ok := h.engine.LastCacheCheck(); ok {
+		t.Error("a check is remembered before any ran")
+	}
 	p := h.provider().String()
 	want := map[string]string{ // what each package is checked by
 		"provider " + p + " 1.0.0 linux_amd64":      CheckedEvidence,
@@ -73,6 +76,9 @@ func TestVerifyCache(t *testing.T) {
 		if !bad && c.Problem != "" {
 			t.Errorf("%s is intact, but: %+v", name, c)
 		}
+	}
+	if last, ok := h.engine.LastCacheCheck(); !ok || last.Checked != 3 || last.Failed != 2 || last.At.IsZero() {
+		t.Errorf("last check %+v (%v), want 3 checked, 2 failed", last, ok)
 	}
 	// A report: what failed is kept, for the operator to prune.
 	for _, sha := range []string{damaged, mod.SHA256} {

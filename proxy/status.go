@@ -66,6 +66,10 @@ type Status struct {
 	// Retention is what retention keeps (retention.go); its pinned
 	// versions are left out with ProvidersHidden.
 	Retention *mirror.RetentionStatus `json:"retention,omitempty"`
+	// CacheCheck is the last check of the whole cache by this process
+	// (tfmirror cache verify), absent before the first; it names no
+	// provider.
+	CacheCheck *mirror.CacheCheck `json:"cache_check,omitempty"`
 	// Page says which part of the cache's lists Providers and Modules
 	// hold, and where the next part starts.
 	Page StatusPage `json:"page"`
@@ -183,6 +187,13 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
 	st.Retention = s.retentionStatus()
+	if ce, ok := s.engine.(interface {
+		LastCacheCheck() (mirror.CacheCheck, bool)
+	}); ok {
+		if c, ok := ce.LastCacheCheck(); ok {
+			st.CacheCheck = &c
+		}
+	}
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
 		// reach the mirror; a client with a token may see the list.

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -576,5 +577,29 @@ func TestStatusPages(t *testing.T) {
 		if r := h.get("/?format=json&" + bad); r.status != 400 {
 			t.Errorf("?%s: status %d, want 400", bad, r.status)
 		}
+	}
+}
+
+// The last check of the whole cache is on the status page, with what it
+// found; before the first there is nothing to show.
+func TestStatusCacheCheck(t *testing.T) {
+	t.Parallel()
+	h := statusHarness(t, Config{})
+	if body := string(h.get("/").body); strings.Contains(body, `id="health-cache-check"`) {
+		t.Errorf("a check is shown before any ran:\n%s", body)
+	}
+	if err := cachetest.FlipBlobByte(h.store, h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"), 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.engine.VerifyCache(t.Context(), func(mirror.CachedCheck) {}); err != nil {
+		t.Fatal(err)
+	}
+	if body := string(h.get("/").body); !strings.Contains(body, `<span class="bad">1 of 1 packages damaged</span>`) {
+		t.Errorf("the page does not show the damaged package:\n%s", body)
+	}
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if c := st.CacheCheck; c == nil || c.Checked != 1 || c.Failed != 1 || c.At.IsZero() {
+		t.Errorf("cache_check %+v, want 1 checked, 1 failed", c)
 	}
 }
