@@ -529,6 +529,18 @@ type recordSummary struct {
 	Provenance Provenance `json:"provenance,omitempty"`
 }
 
+// packageSummary decodes raw, the package record stored under key, and
+// the provider the key names; false for what is not a package record of
+// a known schema.
+func packageSummary(key string, raw json.RawMessage) (discovery.Provider, recordSummary, bool) {
+	var rec recordSummary
+	if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
+		return discovery.Provider{}, rec, false
+	}
+	p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
+	return p, rec, ok
+}
+
 // scanHeld calls fn for every version the engine has a record of (of
 // providers and modules), without its pin; fn may keep h. With stat, it
 // asks the store which of each version's archives are cached (h.cached,
@@ -571,11 +583,7 @@ func (r *retainer) heldRecord(key string, raw json.RawMessage) *heldVersion {
 	s := r.s
 	switch {
 	case strings.HasPrefix(key, "package/"):
-		var rec recordSummary
-		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
-			return nil
-		}
-		p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
+		p, rec, ok := packageSummary(key, raw)
 		if !ok {
 			return nil
 		}

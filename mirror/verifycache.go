@@ -99,11 +99,7 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 	// while archives are read.
 	var refs []cachedPackageRef
 	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
-		var rec recordSummary
-		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
-			return nil
-		}
-		p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
+		p, rec, ok := packageSummary(key, raw)
 		if !ok {
 			return nil
 		}
