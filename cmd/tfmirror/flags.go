@@ -377,7 +377,8 @@ func (b *byteSizeFlag) String() string { return humanize.IBytes(uint64(*b)) }
 func (b *byteSizeFlag) Set(s string) error {
 	n, err := humanize.ParseBytes(s)
 	if err != nil {
-		return err
+		// humanize's own message names no part of the input.
+		return fmt.Errorf("not a size: want bytes, or a number and a unit such as 512MiB or 2GB")
 	}
 	if n > 1<<62 {
 		return fmt.Errorf("%s is too large", s)

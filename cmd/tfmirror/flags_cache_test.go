@@ -1,7 +1,6 @@
 package main
 
 import (
-	"io"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
@@ -13,25 +12,19 @@ func TestCacheMaxBytesFlag(t *testing.T) {
 		args    []string
 		env     map[string]string
 		want    int64
-		wantErr bool
+		wantErr string
 	}{
 		{name: "default is unlimited", want: 0},
 		{name: "size syntax", args: []string{"--cache-max-bytes", "50GiB"}, want: 50 << 30},
 		{name: "plain bytes", args: []string{"--cache-max-bytes", "1048576"}, want: 1 << 20},
 		{name: "from the environment", env: map[string]string{"TFMIRROR_CACHE_MAX_BYTES": "2GB"}, want: 2e9},
-		{name: "not a size", args: []string{"--cache-max-bytes", "lots"}, wantErr: true},
+		{name: "not a size", args: []string{"--cache-max-bytes", "lots"}, wantErr: `invalid value "lots" for flag -cache-max-bytes: not a size`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseServeFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
-			if tc.wantErr {
-				if err == nil {
-					t.Fatal("no error")
-				}
+			c, ok := parseServeCase(t, tc.args, tc.env, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.CacheMaxBytes != tc.want {
 				t.Errorf("CacheMaxBytes = %d, want %d", c.CacheMaxBytes, tc.want)
@@ -54,10 +47,7 @@ func TestDiskReserveFlag(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseServeFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
-			if err != nil {
-				t.Fatal(err)
-			}
+			c, _ := parseServeCase(t, tc.args, tc.env, "")
 			if c.DiskReserve != tc.want {
 				t.Errorf("DiskReserve = %d, want %d", c.DiskReserve, tc.want)
 			}

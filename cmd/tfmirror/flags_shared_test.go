@@ -31,15 +31,9 @@ func TestSharedStoreFlags(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, err := parseServeFlags(tc.args, func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok }, io.Discard)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error %v, want one saying %q", err, tc.wantErr)
-				}
+			c, ok := parseServeCase(t, tc.args, tc.env, tc.wantErr)
+			if !ok {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			if c.SharedStore != tc.want || c.SharedLeaseTTL != tc.wantTTL {
 				t.Errorf("SharedStore %q, lease TTL %v; want %q, %v", c.SharedStore, c.SharedLeaseTTL, tc.want, tc.wantTTL)
