@@ -133,6 +133,9 @@ type Config struct {
 	// no rules, no pins; what cannot be fetched again is still kept from
 	// the cache's size limit.
 	Retention Retention
+	// CheckEvery is how often VerifyCache checks the whole cache in the
+	// background; 0: never (only when asked).
+	CheckEvery time.Duration
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills
@@ -175,8 +178,15 @@ type Engine struct {
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
 	ret    *retainer
-	// lastCheck is the last VerifyCache that read the whole cache.
-	lastCheck atomic.Pointer[CacheCheck]
+	// checks are the VerifyCache calls under way. They run on checkCtx,
+	// which Shutdown and Close cancel first: a check serves no client, so
+	// it never holds up a shutdown. checkDone is closed when the
+	// background check goroutine (CheckEvery) ends.
+	checks     *tasks
+	checkCtx   context.Context
+	stopChecks context.CancelFunc
+	checkDone  chan struct{}
+	lastCheck  atomic.Pointer[CacheCheck] // the last VerifyCache that read the whole cache
 }
 
 // New validates cfg and returns an Engine using origin and store. Call
@@ -197,6 +207,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		metrics: cfg.Metrics,
 		memo:    newMetaMemo(),
 		work:    newTasks(),
+		checks:  newTasks(),
 
 		importedHosts: make(map[svchost.Hostname]bool),
 	}
@@ -295,6 +306,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		es.SetEvictable(s.Evictable)
 	}
 	s.ret.start()
+	s.checkCtx, s.stopChecks = context.WithCancel(context.Background())
+	s.checkDone = make(chan struct{})
+	go s.checkLoop()
 	return s, nil
 }
 
@@ -346,6 +360,7 @@ func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 // the store, which may then be closed. It returns ctx's error when work
 // had to be cancelled.
 func (s *Engine) Shutdown(ctx context.Context) error {
+	s.endChecks()
 	s.work.close()
 	err := s.work.wait(ctx)
 	s.cancel()
@@ -359,6 +374,7 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 
 // Close is Shutdown without a grace period: work under way is cancelled.
 func (s *Engine) Close() error {
+	s.endChecks()
 	s.work.close()
 	s.cancel()
 	err := s.work.wait(context.Background())

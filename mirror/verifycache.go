@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -87,13 +88,13 @@ type cachedPackageRef struct {
 // Errors: what stops the check (ctx's, ErrShutDown, the store's); a
 // failed package is not an error.
 func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
-	if !s.work.add() {
+	if !s.checks.add() {
 		return ErrShutDown
 	}
-	defer s.work.done()
+	defer s.checks.done()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(s.root, cancel)()
+	defer context.AfterFunc(s.checkCtx, cancel)()
 
 	// The list is read first, so that no read transaction stays open
 	// while archives are read.
@@ -123,6 +124,9 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 	}
 	var sum CacheCheck
 	for _, ref := range refs {
+		if s.checkCtx.Err() != nil {
+			return ErrShutDown
+		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -149,6 +153,8 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 			continue // evicted or dropped since the list was read
 		case errors.Is(err, ErrShutDown):
 			return err
+		case err != nil && s.checkCtx.Err() != nil:
+			return ErrShutDown
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
@@ -208,4 +214,46 @@ func (s *Engine) checkBlobSHA256(ctx context.Context, sha string) error {
 		return &verify.Error{Reason: verify.ReasonChecksum, Detail: fmt.Sprintf("the cached archive %s has sha256 %s", sha, got)}
 	}
 	return nil
+}
+
+// endChecks stops the checks under way and the background one, and waits
+// for them: they end at their next read. It is the first step of Shutdown
+// and Close.
+func (s *Engine) endChecks() {
+	s.checks.close()
+	s.stopChecks()
+	s.checks.wait(context.Background())
+	<-s.checkDone
+}
+
+// checkLoop runs VerifyCache every Config.CheckEvery until the engine
+// shuts down, and logs what each check found.
+func (s *Engine) checkLoop() {
+	defer close(s.checkDone)
+	if s.cfg.CheckEvery <= 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.CheckEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.checkCtx.Done():
+			return
+		case <-t.C:
+		}
+		var bytes int64
+		err := s.VerifyCache(s.checkCtx, func(c CachedCheck) { bytes += c.Bytes })
+		if err != nil {
+			if !errors.Is(err, ErrShutDown) {
+				s.log.Warn("the scheduled check of the cache stopped", "error", err)
+			}
+			continue
+		}
+		last, _ := s.LastCacheCheck()
+		level := slog.LevelInfo
+		if last.Failed > 0 {
+			level = slog.LevelError
+		}
+		s.log.Log(s.checkCtx, level, "checked the cache", "packages", last.Checked, "bytes", bytes, "damaged", last.Failed)
+	}
 }

@@ -1,9 +1,12 @@
 package mirror
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -90,5 +93,51 @@ func TestVerifyCache(t *testing.T) {
 	h.stop()
 	if err := h.engine.VerifyCache(t.Context(), func(CachedCheck) {}); !errors.Is(err, ErrShutDown) {
 		t.Errorf("after shutdown: %v, want ErrShutDown", err)
+	}
+}
+
+// With CheckEvery the engine checks the whole cache in the background,
+// and a check under way (scheduled or asked for) ends at shutdown
+// without holding it up.
+func TestVerifyCacheScheduled(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{cfg: Config{CheckEvery: 20 * time.Millisecond}})
+	vs := []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0"}
+	h.origin.AddProvider(ns, typ, vs, []string{"linux_amd64"})
+	h.readAll(vs...)
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if last, ok := h.engine.LastCacheCheck(); ok && last.Checked == len(vs) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no background check read the whole cache in 10 s")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+
+	started := make(chan struct{})
+	result := make(chan error, 1)
+	go func() {
+		var once sync.Once
+		result <- h.engine.VerifyCache(context.Background(), func(CachedCheck) {
+			once.Do(func() { close(started) })
+			time.Sleep(200 * time.Millisecond) // a slow caller: the check is still under way
+		})
+	}()
+	<-started
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	begin := time.Now()
+	if err := h.engine.Shutdown(ctx); err != nil {
+		t.Fatal(err)
+	}
+	h.closed = true
+	h.store.Close()
+	if took := time.Since(begin); took > 2*time.Second {
+		t.Errorf("shutdown took %v with a check under way", took)
+	}
+	if err := <-result; !errors.Is(err, ErrShutDown) {
+		t.Errorf("the check under way ended with %v, want ErrShutDown", err)
 	}
 }
