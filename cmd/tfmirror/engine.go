@@ -128,6 +128,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	}
 	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, cfg.moduleConfig.limits()
 	ecfg.Retention = cfg.retentionConfig.engine(cfg.CacheMaxBytes)
+	ecfg.CheckEvery = cfg.CacheVerifyInterval
 	ecfg.ScratchDir = cfg.DataDir // module packages are unpacked beside the cache, not in a small /tmp
 	if cfg.ModuleSourceCredentials != "" {
 		creds, err := loadModuleSourceCredentials(cfg.ModuleSourceCredentials, cfg.AllowedOrigins, o.lookupEnv)

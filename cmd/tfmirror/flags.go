@@ -46,6 +46,7 @@ type serveConfig struct {
 	ShutdownTimeout      time.Duration
 	CacheMaxBytes        int64
 	DiskReserve          int64 // 0: free space not checked
+	CacheVerifyInterval  time.Duration
 	AuthTokensFile       string
 	URLSigningKeyFile    string
 	SignedURLTTL         time.Duration
@@ -170,6 +171,7 @@ func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
 	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
 	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
 	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
+	fs.DurationVar(&c.CacheVerifyInterval, "cache-verify-interval", 0, "check every cached package against its stored evidence or sha256 this often, in the background, as tfmirror cache verify does (e.g. 168h); 0: only when tfmirror cache verify asks")
 	addSharedStoreFlags(fs, c)
 	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
 	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
@@ -250,6 +252,9 @@ func (c serveConfig) validate() error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
 		}
+	}
+	if c.CacheVerifyInterval < 0 {
+		return errors.New("--cache-verify-interval must not be negative (0: only tfmirror cache verify checks the cache)")
 	}
 	if err := c.retentionConfig.validate(); err != nil {
 		return err

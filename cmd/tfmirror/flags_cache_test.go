@@ -2,6 +2,7 @@ package main
 
 import (
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
 )
@@ -50,6 +51,29 @@ func TestDiskReserveFlag(t *testing.T) {
 			c, _ := parseServeCase(t, tc.args, tc.env, "")
 			if c.DiskReserve != tc.want {
 				t.Errorf("DiskReserve = %d, want %d", c.DiskReserve, tc.want)
+			}
+		})
+	}
+}
+
+func TestCacheVerifyIntervalFlag(t *testing.T) {
+	tests := []struct {
+		name    string
+		args    []string
+		env     map[string]string
+		want    time.Duration
+		wantErr string
+	}{
+		{name: "default: only when asked", want: 0},
+		{name: "a week", args: []string{"--cache-verify-interval", "168h"}, want: 168 * time.Hour},
+		{name: "from the environment", env: map[string]string{"TFMIRROR_CACHE_VERIFY_INTERVAL": "24h"}, want: 24 * time.Hour},
+		{name: "negative", args: []string{"--cache-verify-interval", "-1h"}, wantErr: "must not be negative"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, ok := parseServeCase(t, tc.args, tc.env, tc.wantErr)
+			if ok && c.CacheVerifyInterval != tc.want {
+				t.Errorf("CacheVerifyInterval = %v, want %v", c.CacheVerifyInterval, tc.want)
 			}
 		})
 	}
