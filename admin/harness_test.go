@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -105,4 +106,22 @@ func socket(t *testing.T, a *API) (dataDir string, post func(path, body string) 
 		}
 		return resp.StatusCode, b
 	}
+}
+
+// cacheWidget caches versions of acme/widget for linux_amd64 through a's
+// Ensure and waits until they are committed; it returns the provider.
+func (h *harness) cacheWidget(t *testing.T, a *API, versions ...string) discovery.Provider {
+	t.Helper()
+	h.origin.AddProvider("acme", "widget", versions, []string{"linux_amd64"})
+	p, err := discovery.ParseProvider(originHost + "/acme/widget")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range versions {
+		if _, err := a.Ensure(context.Background(), p, v, "linux_amd64"); err != nil {
+			t.Fatalf("ensure %s: %v", v, err)
+		}
+	}
+	enginetest.Wait(context.Background(), h.engine)
+	return p
 }

@@ -1,12 +1,9 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -15,18 +12,8 @@ import (
 func TestAdminPrune(t *testing.T) {
 	h := newHarness(t, harnessOptions{engine: mirror.Config{Retention: mirror.Retention{KeepVersions: 1, Interval: -1}}})
 	const ns, typ = "acme", "widget"
-	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	a := New(h.engine, nil, nil, Options{})
-	p, err := discovery.ParseProvider(originHost + "/" + ns + "/" + typ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, v := range []string{"1.0.0", "2.0.0"} {
-		if _, err := a.Ensure(context.Background(), p, v, "linux_amd64"); err != nil {
-			t.Fatalf("ensure %s: %v", v, err)
-		}
-	}
-	enginetest.Wait(context.Background(), h.engine)
+	p := h.cacheWidget(t, a, "1.0.0", "2.0.0")
 	_, post := socket(t, a)
 	call := func(body string) (int, Pruned) {
 		t.Helper()

@@ -1,14 +1,11 @@
 package admin
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -16,20 +13,9 @@ import (
 func TestAdminVerify(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	const ns, typ = "acme", "widget"
-	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	a := New(h.engine, nil, nil, Options{})
-	p, err := discovery.ParseProvider(originHost + "/" + ns + "/" + typ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var size int64
-	for _, v := range []string{"1.0.0", "2.0.0"} {
-		if _, err := a.Ensure(context.Background(), p, v, "linux_amd64"); err != nil {
-			t.Fatalf("ensure %s: %v", v, err)
-		}
-		size += int64(len(h.origin.Archive(ns, typ, v, "linux_amd64")))
-	}
-	enginetest.Wait(context.Background(), h.engine)
+	p := h.cacheWidget(t, a, "1.0.0", "2.0.0")
+	size := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) + len(h.origin.Archive(ns, typ, "2.0.0", "linux_amd64")))
 	_, post := socket(t, a)
 	call := func() Verified {
 		t.Helper()

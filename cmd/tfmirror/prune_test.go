@@ -2,18 +2,27 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 )
 
-func pruneInProcess(t *testing.T, dataDir string, args ...string) (string, string, int) {
+// cacheInProcess runs `tfmirror cache NAME` (run) on dataDir in this
+// process, with no TFMIRROR_ variables, and returns its stdout, stderr
+// and exit status.
+func cacheInProcess(t *testing.T, name string, run func([]string, func(string) (string, bool), io.Writer, io.Writer) int, dataDir string, args ...string) (string, string, int) {
 	t.Helper()
 	var stdout, stderr bytes.Buffer
-	code := runPrune(append([]string{"--data-dir", dataDir}, args...), func(string) (string, bool) { return "", false }, &stdout, &stderr)
-	t.Logf("tfmirror cache prune %v: exit %d\nstdout:\n%sstderr:\n%s", args, code, stdout.String(), stderr.String())
+	code := run(append([]string{"--data-dir", dataDir}, args...), func(string) (string, bool) { return "", false }, &stdout, &stderr)
+	t.Logf("tfmirror cache %s %v: exit %d\nstdout:\n%sstderr:\n%s", name, args, code, stdout.String(), stderr.String())
 	return stdout.String(), stderr.String(), code
+}
+
+func pruneInProcess(t *testing.T, dataDir string, args ...string) (string, string, int) {
+	t.Helper()
+	return cacheInProcess(t, "prune", runPrune, dataDir, args...)
 }
 
 // cache prune on a data directory: --dry-run lists exactly what the real

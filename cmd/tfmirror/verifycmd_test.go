@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -13,10 +12,7 @@ import (
 
 func verifyInProcess(t *testing.T, dataDir string) (string, string, int) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	code := runCache([]string{"verify", "--data-dir", dataDir}, &stdout, &stderr)
-	t.Logf("tfmirror cache verify: exit %d\nstdout:\n%sstderr:\n%s", code, stdout.String(), stderr.String())
-	return stdout.String(), stderr.String(), code
+	return cacheInProcess(t, "verify", runVerify, dataDir)
 }
 
 // cache verify on a data directory: every synced package checks out
