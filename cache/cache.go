@@ -138,11 +138,10 @@ type Options struct {
 
 // Store is the cache. It is safe for concurrent use.
 type Store struct {
-	bopts        badger.Options
-	vlogFileSize int64 // bopts.ValueLogFileSize
-	chunkSize    int
-	log          *slog.Logger
-	bufs         sync.Pool
+	bopts     badger.Options
+	chunkSize int
+	log       *slog.Logger
+	bufs      sync.Pool
 
 	mu       sync.Mutex
 	active   map[string]bool // stage ids of writers not yet closed
@@ -323,7 +322,7 @@ func Open(opts Options) (*Store, error) {
 		WithCompactL0OnClose(true).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
-	s := &Store{bopts: bopts, vlogFileSize: bopts.ValueLogFileSize, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
+	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
 		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1),
 		stats: newStatMemo(), evictKick: make(chan struct{}, 1), evictFlush: make(chan chan struct{})}
 	if s.maxUnstaged == 0 {
@@ -349,7 +348,7 @@ func Open(opts Options) (*Store, error) {
 		if reserve < 0 {
 			reserve = DefaultDiskReserve
 		}
-		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, gcRoom: s.vlogFileSize, limit: func() int64 {
+		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, gcRoom: bopts.ValueLogFileSize, limit: func() int64 {
 			base := opts.MaxBytes
 			if s.lru.unmet.Load() {
 				// Over the limit with nothing left that may be evicted:

@@ -129,11 +129,11 @@ func (s *Store) settleDeletes() error {
 // file.
 func (s *Store) gcRound() error {
 	return s.withWritable(func(db *badger.DB) error {
-		if !s.space.spare(s.vlogFileSize) {
+		if !s.space.spare(s.bopts.ValueLogFileSize) {
 			return ErrNotWritable
 		}
 		ratio := gcRatio
-		if _, archives := s.statsNow(); s.budget.pressed.Load() || vlogBytes(s.space.dir) > archives+archives/4+s.vlogFileSize {
+		if _, archives := s.statsNow(); s.budget.pressed.Load() || vlogBytes(s.space.dir) > archives+archives/4+s.bopts.ValueLogFileSize {
 			ratio = gcRatioTight
 		}
 		if s.budget.stuck.Load() {
