@@ -92,15 +92,9 @@ func TestDiskBudgetUnderChurn(t *testing.T) {
 	b := make([]byte, size)
 	rand.NewChaCha8([32]byte{0xff}).Read(b)
 	s.budget.wait = time.Minute
-	w, err := s.NewBlobWriter(shaOf(b))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(b)
-	if _, err := w.Commit(""); err != nil {
+	if err := putErr(s, b); err != nil {
 		t.Errorf("an archive after the churn: %v", err)
 	}
-	w.Close()
 	cancel()
 	bg.Wait()
 	waits, refused := s.BudgetStats()
@@ -181,13 +175,7 @@ func TestDiskBudgetRefusesWhatCannotFit(t *testing.T) {
 
 	small := make([]byte, limit/2)
 	rand.NewChaCha8([32]byte{2}).Read(small)
-	w, err = s.NewBlobWriter(shaOf(small))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(small)
-	if _, err := w.Commit(""); err != nil {
+	if err := putErr(s, small); err != nil {
 		t.Fatalf("an archive that fits after the refused one: %v", err)
 	}
-	w.Close()
 }
