@@ -165,6 +165,9 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		return ImportResult{}, ErrShutDown
 	}
 	defer s.work.done()
+	// What is kept from the size limit, and whether it exceeds it, is
+	// recomputed once the import has written its records.
+	defer s.ret.changed()
 	s.importMu.Lock()
 	defer s.importMu.Unlock()
 	p, v := in.Provider, in.Version

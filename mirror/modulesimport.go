@@ -74,6 +74,7 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 		return out, ErrShutDown
 	}
 	defer s.work.done()
+	defer s.ret.changed() // as after Import
 	s.importMu.Lock()
 	defer s.importMu.Unlock()
 	m := in.Module

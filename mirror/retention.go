@@ -304,10 +304,7 @@ func (r *retainer) protectIfPinned(kind, addr string, v versions.Version, sha st
 	for _, sel := range sels {
 		if sel.Latest <= 0 && sel.Set.Has(v) {
 			if r.protect(sha) {
-				select { // a rebuild lists it as pinned
-				case r.wake <- struct{}{}:
-				default:
-				}
+				r.changed() // a rebuild lists it as pinned
 			}
 			return
 		}
@@ -417,6 +414,8 @@ func (r *retainer) loop(ctx context.Context) {
 	if rules {
 		r.apply(ctx)
 	}
+	var lastWoken time.Time    // the last rebuild a wake asked for
+	var again <-chan time.Time // a wake that came within rebuildGap of it
 	for {
 		select {
 		case <-ctx.Done():
@@ -426,6 +425,18 @@ func (r *retainer) loop(ctx context.Context) {
 				r.apply(ctx)
 			}
 		case <-r.wake:
+			// Rebuilds asked for in a row (an import of many versions)
+			// run at most every rebuildGap: each reads every record.
+			if wait := rebuildGap - time.Since(lastWoken); wait > 0 {
+				if again == nil {
+					again = time.After(wait)
+				}
+				continue
+			}
+			lastWoken = time.Now()
+			r.rebuild()
+		case <-again:
+			again, lastWoken = nil, time.Now()
 			r.rebuild()
 		case <-pins.C:
 			if r.readPins() {
@@ -449,6 +460,19 @@ func (r *retainer) apply(ctx context.Context) {
 		if _, err := r.pruneShared(ctx); err != nil && ctx.Err() == nil {
 			r.s.log.Warn("applying the retention rules to the shared store", "error", err)
 		}
+	}
+}
+
+// rebuildGap is the least time between two rebuilds that wakes ask for.
+const rebuildGap = time.Second
+
+// changed asks the retention goroutine for a rebuild: records of
+// versions that cannot be fetched again (imports) were written. It never
+// waits; asks that come while one is pending are one.
+func (r *retainer) changed() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
 	}
 }
 

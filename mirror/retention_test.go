@@ -743,3 +743,53 @@ func TestRetentionCachedBytes(t *testing.T) {
 		})
 	}
 }
+
+// Imports that alone exceed the size limit are said to at once: the
+// status, the metric and a log line, with no retention pass and no
+// restart.
+func TestRetentionImportsOverLimitReported(t *testing.T) {
+	t.Parallel()
+	const size = 32 << 10
+	met := &retentionMetrics{}
+	var logs logBuffer
+	h := newHarness(t, harnessOptions{
+		store: cache.Options{MaxBytes: 2 * size},
+		cfg: Config{Metrics: met, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			Retention: Retention{MaxBytes: 2 * size, Interval: -1}},
+	})
+	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	var total int64
+	for i := range 4 {
+		vs := fmt.Sprintf("1.%d.0", i)
+		zipped := zipOfSize(t, "thing", size, uint64(i))
+		total += int64(len(zipped))
+		in := Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []ImportedPackage{{
+			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
+			Open: func(context.Context) (io.ReadCloser, int64, error) {
+				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
+			},
+		}}}
+		if _, err := h.engine.Import(t.Context(), in); err != nil {
+			t.Fatalf("in-house import of %s: %v", vs, err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		st := h.engine.RetentionStatus()
+		if st.LimitUnmet && st.KeptBytes == total {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("status after the imports: limit unmet %v, kept %d bytes; want true, %d", st.LimitUnmet, st.KeptBytes, total)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	met.mu.Lock()
+	if !met.unmet || met.kept != total {
+		t.Errorf("metrics: kept %d bytes, limit unmet %v; want %d, true", met.kept, met.unmet, total)
+	}
+	met.mu.Unlock()
+	if !strings.Contains(logs.String(), "size limit cannot be met") {
+		t.Errorf("no log line says the limit cannot be met:\n%s", logs.String())
+	}
+}
