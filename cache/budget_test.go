@@ -155,9 +155,7 @@ func TestDiskBudgetRefusesWhatCannotFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := time.Now()
 	w.Write(big)
-	took := time.Since(start)
 	got := make([]byte, len(big))
 	if _, err := w.ReadAt(got, 0); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("reading the download back: %v", err)
@@ -166,13 +164,16 @@ func TestDiskBudgetRefusesWhatCannotFit(t *testing.T) {
 		t.Fatalf("Commit of an archive larger than the budget: %v, want ErrOverBudget (and ErrNotWritable)", err)
 	}
 	w.Close()
-	if took > 5*time.Second {
-		t.Errorf("writing took %s: only the first chunk over the budget should wait", took)
-	}
-	if _, refused := s.BudgetStats(); refused != 1 {
-		t.Errorf("%d refused writes counted, want 1", refused)
+	if waits, refused := s.BudgetStats(); waits != 1 || refused != 1 {
+		t.Errorf("%d waits and %d refused writes counted, want 1 and 1: only the first chunk over the budget waits", waits, refused)
 	}
 
+	// The refused archive's space comes back through value-log GC, which
+	// a loaded machine may take seconds to run: the next archive waits
+	// for that as long as a verdict needs, not the short wait above.
+	s.budget.mu.Lock()
+	s.budget.wait = time.Minute
+	s.budget.mu.Unlock()
 	small := make([]byte, limit/2)
 	rand.NewChaCha8([32]byte{2}).Read(small)
 	if err := putErr(s, small); err != nil {
