@@ -16,6 +16,8 @@ import (
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // ErrNoModuleService means the origin's service discovery lists no
@@ -184,12 +186,12 @@ func (c *Client) ModuleLocation(ctx context.Context, m Module, version string) (
 	if strings.HasPrefix(location, "/") || strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") {
 		ref, err := url.Parse(location)
 		if err != nil {
-			return "", c.originError(r, 0, fmt.Errorf("relative location does not parse: %v", err))
+			return "", c.originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
 		}
 		location = r.u.ResolveReference(ref).String()
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
-		slog.String("version", version), slog.String("location", location))
+		slog.String("version", version), slog.String("location", redact.Location(location)))
 	return location, nil
 }
 

@@ -283,8 +283,9 @@ type StatusModule struct {
 // from and whether it is cached.
 type StatusModuleVersion struct {
 	Version string `json:"version"`
-	// Source is the package's location without its subdirectory;
-	// Subdir the subdirectory the clients use.
+	// Source is the package's location without its subdirectory and
+	// its secrets (see package redact: a pre-signed URL's query is not
+	// shown); Subdir the subdirectory the clients use.
 	Source string `json:"source"`
 	Subdir string `json:"subdir,omitempty"`
 	Commit string `json:"commit,omitempty"`
@@ -316,7 +317,7 @@ func (s *Server) statusModules(q statusQuery) ([]StatusModule, string, error) {
 			byModule[cm.Module] = m
 			order = append(order, cm.Module)
 		}
-		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Package, Subdir: cm.Record.Subdir,
+		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Shown(), Subdir: cm.Record.Subdir,
 			Commit: cm.Record.Commit, SHA256: cm.Record.SHA256, Cached: cm.Cached}
 		if cm.Cached {
 			v.Size = cm.Record.Size
