@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode"
 
 	"github.com/gorilla/mux"
 
@@ -96,30 +95,15 @@ func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error)
 		if err != nil {
 			return nil, m, err
 		}
-		if err := checkModulePart(part.what, v); err != nil {
-			return nil, m, err
+		if err := discovery.CheckModulePart(part.what, v); err != nil {
+			return nil, m, badRequest("%v", err)
+		}
+		if part.what == "system" {
+			v = strings.ToLower(v) // as discovery.ParseModule
 		}
 		*part.dst = v
 	}
 	return me, m, me.CheckModuleOrigin(m)
-}
-
-// checkModulePart accepts a part of a module address as registries
-// name them: letters, digits, dashes and underscores, not starting or
-// ending with a dash or underscore.
-func checkModulePart(what, s string) error {
-	if s == "" {
-		return badRequest("%s is empty", what)
-	}
-	if strings.Trim(s, "-_") != s {
-		return badRequest("%s %q may not start or end with a dash or underscore", what, s)
-	}
-	for _, r := range s {
-		if r != '-' && r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			return badRequest("%s %q may contain only letters, digits, dashes and underscores", what, s)
-		}
-	}
-	return nil
 }
 
 // moduleVersion parses the request's module and version.
