@@ -31,6 +31,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -51,8 +52,12 @@ type moduleFile struct {
 	Module  string `json:"module"`  // HOST/NAMESPACE/NAME/SYSTEM
 	Version string `json:"version"` // as the origin spells it
 	// Location is the origin's download location the package was
-	// fetched from (its //SUBDIR is the part the clients use), Commit
-	// the Git commit it resolved to; both empty for a local module.
+	// fetched from, without its secrets (package redact: no userinfo,
+	// no query but ref, archive and depth), Commit the Git commit it
+	// resolved to; both empty for a local module. An import needs of it
+	// the kind of source and its //SUBDIR (the part the clients use),
+	// which redaction keeps. Fetching from it again, should the package
+	// leave the cache, works only where it needed no credentials.
 	Location string `json:"location,omitempty"`
 	Commit   string `json:"commit,omitempty"`
 	// Local says the module has no origin (imported as a local module).
@@ -137,7 +142,7 @@ func exportModule(engine *mirror.Engine, cm mirror.CachedModule, out string, fil
 	} else {
 		sum.ModulesPresent++
 	}
-	mf := moduleFile{Format: moduleFileFormat, Module: m.String(), Version: rec.Version, Location: rec.Location,
+	mf := moduleFile{Format: moduleFileFormat, Module: m.String(), Version: rec.Version, Location: redact.Location(rec.Location),
 		Commit: rec.Commit, Local: rec.Provenance == mirror.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
 	_, err = files.writeJSON(filepath.Join(dir, rec.Version+".json"), mf)
 	return err

@@ -17,6 +17,8 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/sync/singleflight"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // Fixed transport limits.
@@ -369,13 +371,6 @@ func (c *Client) token(host svchost.Hostname, u *url.URL) string {
 	return c.cfg.Credentials(host)
 }
 
-// redactURL is u without userinfo, query and fragment, for logs and errors
-// (download URLs may be pre-signed).
-func redactURL(u *url.URL) string {
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
-	return r.String()
-}
-
 // request describes one GET to an origin.
 type request struct {
 	p      Provider
@@ -417,14 +412,14 @@ func (c *Client) do(ctx, reqCtx context.Context, r request) (*http.Response, err
 	resp, err := c.httpClient.Do(req)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s %s for %s: %w", r.op, redactURL(r.u), r.p, ctx.Err())
+			return nil, fmt.Errorf("%s %s for %s: %w", r.op, redact.URL(r.u), r.p, ctx.Err())
 		}
 		c.log.LogAttrs(ctx, slog.LevelDebug, "origin request failed",
-			slog.String("op", r.op), slog.String("url", redactURL(r.u)), slog.Any("error", err))
+			slog.String("op", r.op), slog.String("url", redact.URL(r.u)), slog.Any("error", err))
 		return nil, c.originError(r, 0, c.causeOf(reqCtx, stripURL(err)))
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "origin request",
-		slog.String("op", r.op), slog.String("url", redactURL(r.u)),
+		slog.String("op", r.op), slog.String("url", redact.URL(r.u)),
 		slog.Int("status", resp.StatusCode), slog.Duration("duration", time.Since(start)))
 	return resp, nil
 }

@@ -13,6 +13,8 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/hashicorp/terraform-svchost/disco"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 const (
@@ -246,7 +248,7 @@ func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*di
 		return nil, c.originError(r, 0, err)
 	}
 	if u.Scheme != "https" {
-		return nil, c.originError(r, 0, fmt.Errorf("%s URL %q is not https", providersService, redactURL(u)))
+		return nil, c.originError(r, 0, fmt.Errorf("%s URL %q is not https", providersService, redact.URL(u)))
 	}
 	entry := &discoEntry{providers: u}
 	if mu, err := h.ServiceURL(modulesService); err == nil && mu.Scheme == "https" {

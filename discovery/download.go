@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // FetchDocument downloads a small document of p's package, such as its
@@ -158,7 +160,7 @@ func (c *Client) downloadRequest(p Provider, op, rawURL string) (request, error)
 		return r, &OriginError{Host: string(p.Hostname), Op: op, Err: errors.New("download URL does not parse")}
 	}
 	if u.Scheme != "https" || u.Host == "" {
-		return r, c.originError(r, 0, fmt.Errorf("download URL %q is not an absolute https URL", redactURL(u)))
+		return r, c.originError(r, 0, fmt.Errorf("download URL %q is not an absolute https URL", redact.URL(u)))
 	}
 	return r, nil
 }

@@ -12,10 +12,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"regexp"
 	"strings"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // ErrNoModuleService means the origin's service discovery lists no
@@ -40,9 +43,8 @@ const DefaultModuleHost = "registry.terraform.io"
 
 // ParseModule parses a registry module address as Terraform does:
 // [HOST/]NAMESPACE/NAME/SYSTEM (no //SUBDIR), the host defaulting to
-// registry.terraform.io and normalised as svchost does. Namespace, name
-// and system are letters, digits, dashes and underscores; the system is
-// compared in lowercase.
+// registry.terraform.io and normalised as svchost does. Parts are as
+// CheckModulePart accepts them; the system is compared in lowercase.
 func ParseModule(s string) (Module, error) {
 	parts := strings.Split(s, "/")
 	host := DefaultModuleHost
@@ -58,23 +60,36 @@ func ParseModule(s string) (Module, error) {
 		return Module{}, fmt.Errorf("module address %q: invalid host: %v", s, err)
 	}
 	for i, what := range []string{"namespace", "name", "system"} {
-		if !validModulePart(parts[i]) {
-			return Module{}, fmt.Errorf("module address %q: invalid %s %q", s, what, parts[i])
+		if err := CheckModulePart(what, parts[i]); err != nil {
+			return Module{}, fmt.Errorf("module address %q: %w", s, err)
 		}
 	}
 	return Module{Hostname: h, Namespace: parts[0], Name: parts[1], System: strings.ToLower(parts[2])}, nil
 }
 
-func validModulePart(s string) bool {
-	if s == "" || len(s) > 64 || strings.Trim(s, "-_") != s {
-		return false
+// Module address parts as the Terraform client accepts them
+// (terraform-registry-address): a namespace or name is 1 to 64 ASCII
+// letters, digits, dashes and underscores, neither starting nor ending
+// with a dash or underscore; a system is 1 to 64 ASCII letters or digits
+// (the client takes lowercase ones only; this mirror compares it in
+// lowercase).
+var (
+	moduleNamePattern   = regexp.MustCompile(`^[0-9A-Za-z](?:[0-9A-Za-z_-]{0,62}[0-9A-Za-z])?$`)
+	moduleSystemPattern = regexp.MustCompile(`^[0-9A-Za-z]{1,64}$`)
+)
+
+// CheckModulePart checks what ("namespace", "name" or "system") of a
+// module address, s, as the Terraform client does: the one rule for
+// every front door and ParseModule.
+func CheckModulePart(what, s string) error {
+	pattern, rule := moduleNamePattern, "1 to 64 ASCII letters, digits, dashes and underscores, not starting or ending with a dash or underscore"
+	if what == "system" {
+		pattern, rule = moduleSystemPattern, "1 to 64 ASCII letters or digits"
 	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-			return false
-		}
+	if !pattern.MatchString(s) {
+		return fmt.Errorf("invalid %s %q: want %s", what, s, rule)
 	}
-	return true
+	return nil
 }
 
 // provider is m as a Provider of its host, for the requests and errors
@@ -184,12 +199,12 @@ func (c *Client) ModuleLocation(ctx context.Context, m Module, version string) (
 	if strings.HasPrefix(location, "/") || strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") {
 		ref, err := url.Parse(location)
 		if err != nil {
-			return "", c.originError(r, 0, fmt.Errorf("relative location does not parse: %v", err))
+			return "", c.originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
 		}
 		location = r.u.ResolveReference(ref).String()
 	}
 	c.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
-		slog.String("version", version), slog.String("location", location))
+		slog.String("version", version), slog.String("location", redact.Location(location)))
 	return location, nil
 }
 

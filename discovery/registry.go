@@ -16,6 +16,8 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // Provider is a provider address.
@@ -207,7 +209,7 @@ func parsePackage(data []byte, final *url.URL, pl Platform) (*Package, error) {
 		}
 		abs := final.ResolveReference(ref)
 		if abs.Scheme != "https" || abs.Host == "" {
-			return nil, fmt.Errorf("%s %q is not an https URL", f.name, redactURL(abs))
+			return nil, fmt.Errorf("%s %q is not an https URL", f.name, redact.URL(abs))
 		}
 		*f.dst = abs.String()
 	}

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"sync"
 	"time"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // ErrCircuitOpen means a request was not sent because the origin's circuit
@@ -187,10 +189,10 @@ func (c *Client) send(ctx context.Context, r request, begin func() (context.Cont
 			what = err.Error()
 		}
 		c.log.LogAttrs(ctx, slog.LevelWarn, "origin request failed; retrying",
-			slog.String("origin", host), slog.String("op", r.op), slog.String("url", redactURL(r.u)),
+			slog.String("origin", host), slog.String("op", r.op), slog.String("url", redact.URL(r.u)),
 			slog.String("failure", what), slog.Int("attempt", n+1), slog.Duration("wait", wait))
 		if err := c.sleep(ctx, wait); err != nil {
-			return nil, nil, nil, fmt.Errorf("%s %s for %s: %w", r.op, redactURL(r.u), r.p, err)
+			return nil, nil, nil, fmt.Errorf("%s %s for %s: %w", r.op, redact.URL(r.u), r.p, err)
 		}
 	}
 }

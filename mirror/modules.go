@@ -35,6 +35,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -89,7 +90,9 @@ type ModuleRecord struct {
 	Schema  int    `json:"schema"`
 	Module  string `json:"module"`  // HOST/NS/NAME/SYSTEM
 	Version string `json:"version"` // as the origin spells it
-	// Location is the origin's download location, as it gave it.
+	// Location is the origin's download location, as it gave it. It may
+	// carry credentials (a pre-signed URL): it is for fetching only, and
+	// shown, logged or exported only through Shown or redact.Location.
 	Location string `json:"location"`
 	// Kind is the source kind: git or archive.
 	Kind modsource.Kind `json:"kind"`
@@ -111,6 +114,10 @@ type ModuleRecord struct {
 	// fetched again).
 	Provenance Provenance `json:"provenance,omitempty"`
 }
+
+// Shown is the record's package (its location without subdirectory)
+// without its secrets, for logs, pages and messages.
+func (r ModuleRecord) Shown() string { return redact.Location(r.Package) }
 
 func moduleVersionsKey(m discovery.Module) string  { return "modversions/" + m.String() }
 func moduleRecordPrefix(m discovery.Module) string { return "module/" + m.String() + "/" }
@@ -455,8 +462,10 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 	h := sha256.New()
 	res, err := f.Fetch(ctx, addr, io.MultiWriter(spool, h))
 	if err != nil {
+		// The source's libraries may name the URL they were given.
+		err = redact.Error(err, rec.Location)
 		s.log.Error("module package fetch failed; nothing was cached", "module", m.String(), "version", rec.Version,
-			"package", rec.Package, "error", err)
+			"package", rec.Shown(), "error", err)
 		return nil, err
 	}
 	sum := hex.EncodeToString(h.Sum(nil))
@@ -464,7 +473,7 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		return nil, err
 	}
 	if rec.SHA256 != "" && rec.SHA256 != sum {
-		detail := fmt.Sprintf("%s %s at %s: sha256 %s, first mirrored as %s", m, rec.Version, rec.Package, sum, rec.SHA256)
+		detail := fmt.Sprintf("%s %s at %s: sha256 %s, first mirrored as %s", m, rec.Version, rec.Shown(), sum, rec.SHA256)
 		if rec.Commit != "" && res.Commit != rec.Commit {
 			detail += fmt.Sprintf(" (commit %s, first %s: the tag moved)", res.Commit, rec.Commit)
 		}
@@ -496,7 +505,7 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		if _, err := s.store.GetMeta(moduleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
 			s.importMu.Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
-			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Package, sum, now.SHA256)
+			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
 			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
 			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
 		}
@@ -509,7 +518,7 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 		}
 	}
 	s.shareModule(ctx, moduleRecordKey(m, rec.Version), &rec, spool)
-	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Package,
+	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -102,9 +103,12 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 	haveCached := false
 	if _, err := s.store.GetMeta(key, &cached); err == nil && knownSchema(cached.Schema) {
 		haveCached = true
-		if cached.Location != rec.Location {
-			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import gives location %q, the cache holds %q", rec.Location, cached.Location))
+		// An export carries the location redacted (its credentials, as
+		// a pre-signed URL's, expire anyway): what it keeps must agree.
+		if redact.Location(cached.Location) != redact.Location(rec.Location) {
+			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import gives location %q, the cache holds %q", redact.Location(rec.Location), redact.Location(cached.Location)))
 		}
+		rec.Location, rec.Package = cached.Location, cached.Package // the full one, for fetching
 		if cached.SHA256 != "" && in.SHA256 != "" && cached.SHA256 != in.SHA256 {
 			return out, s.refuseModule(m, in.Version, verify.ReasonChecksum, fmt.Sprintf("the import vouches for sha256 %s, the cache holds %s", in.SHA256, cached.SHA256))
 		}

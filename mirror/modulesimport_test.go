@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -198,6 +199,58 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 				continue
 			}
 			pkg.Close()
+		}
+	}
+}
+
+// An export carries a module's location without its secrets (a
+// pre-signed URL's signature): imported into a mirror whose record has
+// the whole location, it joins that record, which keeps the whole one.
+func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
+	o := h.origin
+	data := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")})
+	o.AddTarball("m.tar.gz", data)
+	o.AddTarball("n.tar.gz", data)
+	ctx := context.Background()
+	for _, v := range []string{"0.1.0", "0.2.0"} {
+		full := o.TarballURL("m.tar.gz") + "?X-Amz-Signature=" + strings.Repeat("ab", 32) + "&X-Amz-Credential=AKIAEXAMPLE" + v
+		if v == "0.2.0" {
+			full = o.TarballURL("n.tar.gz") + "?X-Amz-Signature=" + strings.Repeat("cd", 32)
+		}
+		o.AddModule("acme", "tarball", "aws", v, full)
+		if v == "0.1.0" {
+			pkg, err := h.engine.OpenModule(ctx, tarballMod, v) // the record and the package
+			if err != nil {
+				t.Fatal(err)
+			}
+			data, err = io.ReadAll(pkg.Content()) // as normalized
+			pkg.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+		} else if _, err := h.engine.ModuleLocation(ctx, tarballMod, v); err != nil { // the record only
+			t.Fatal(err)
+		}
+		shown := redact.Location(full)
+		if strings.Contains(shown, "X-Amz") {
+			t.Fatalf("redact.Location kept the signature: %s", shown)
+		}
+		res, err := h.engine.ImportModule(ctx, ImportedModule{Module: tarballMod, Version: v, Location: shown,
+			SHA256: sha256Hex(data), Open: opener(data)})
+		if err != nil {
+			t.Fatalf("%s: importing with the location as exported: %v", v, err)
+		}
+		if v == "0.1.0" && !res.Present {
+			t.Errorf("%s: the cached package is not present", v)
+		}
+		rec, err := h.engine.ModuleLocation(ctx, tarballMod, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rec.Location != full || rec.SHA256 != sha256Hex(data) {
+			t.Errorf("%s: the record is %+v, want the whole location %s and the package's sha256", v, rec, full)
 		}
 	}
 }

@@ -64,6 +64,13 @@ type PackageRecord struct {
 	// Provenance says where the record came from (ProvenanceOrigin,
 	// ProvenanceImported, ProvenanceUnsigned).
 	Provenance Provenance `json:"provenance,omitempty"`
+	// Withheld is a version imported without signature under this
+	// allowed origin host (by an earlier release) and withheld (see
+	// unsigned.go), set aside when the origin's own version of the same
+	// number was fetched and verified into this record: kept, as it
+	// cannot be fetched again (retention never evicts its archives), and
+	// never served.
+	Withheld *PackageRecord `json:"withheld,omitempty"`
 
 	// evidenceChecked says checkEvidence passed for this record as it
 	// is in memory (never stored).
@@ -298,6 +305,7 @@ func (rec *PackageRecord) clone() *PackageRecord {
 		MissingChecked: maps.Clone(rec.MissingChecked),
 		VerifiedAt:     rec.VerifiedAt,
 		Provenance:     rec.Provenance,
+		Withheld:       rec.Withheld, // never modified
 	}
 	if c.Sums == nil {
 		c.Sums = map[string]string{}
@@ -332,9 +340,14 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 	if !haveCached {
 		cached, haveCached = s.sharedPackage(ctx, p, v)
 	}
-	if haveCached && cached.Provenance == ProvenanceUnsigned && !s.unsignedAllowed(p.Hostname) {
-		// It would shadow the origin's provider (see unsigned.go).
-		return nil, false, withheldError(p, v.String())
+	if haveCached && s.isWithheld(p, cached) {
+		// It would shadow the origin's provider (see unsigned.go): the
+		// origin's own version is had as if it were not there, and the
+		// import is kept inside its record.
+		if s.cfg.Offline {
+			return nil, false, withheldError(p, v.String())
+		}
+		cached, haveCached = nil, false
 	}
 	if haveCached && cached.Provenance == ProvenanceUnsigned {
 		// Imported without a signature: nothing to complete it from.
@@ -403,6 +416,10 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 // have the sha256 they had.
 func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
+	var withheld *PackageRecord // a withheld import, kept inside the origin's record
+	if ok && s.isWithheld(p, rec) {
+		withheld, rec, ok = rec, nil, false
+	}
 	var old *PackageRecord // a record without evidence being replaced
 	switch {
 	case ok && !rec.hasEvidence():
@@ -415,7 +432,8 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		}
 		fallthrough
 	case !ok:
-		rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Archives: map[string]ArchiveRecord{}, Sums: map[string]string{}}
+		rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Archives: map[string]ArchiveRecord{}, Sums: map[string]string{},
+			Withheld: withheld}
 	default:
 		rec = rec.clone() // the cached one is shared
 	}

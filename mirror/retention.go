@@ -540,6 +540,10 @@ type heldVersion struct {
 	refetch    bool             // can be fetched again
 	pinnedBy   string           // the pin's file:line, "" when not pinned
 	imported   bool
+	// kept are archives of the record that are kept whatever the
+	// version's fate: a withheld import's set aside in it
+	// (PackageRecord.Withheld), which cannot be fetched again.
+	kept []string
 }
 
 // recordSummary is what retention reads of a PackageRecord: not the
@@ -551,6 +555,11 @@ type recordSummary struct {
 		SHA256 string `json:"sha256"`
 	} `json:"archives"`
 	Provenance Provenance `json:"provenance,omitempty"`
+	Withheld   *struct {
+		Archives map[string]struct {
+			SHA256 string `json:"sha256"`
+		} `json:"archives"`
+	} `json:"withheld,omitempty"`
 }
 
 // packageSummary decodes raw, the package record stored under key, and
@@ -619,6 +628,11 @@ func (r *retainer) heldRecord(key string, raw json.RawMessage) *heldVersion {
 			imported: rec.Provenance != ProvenanceOrigin}
 		for _, pl := range sortedKeys(rec.Archives) {
 			h.archives = append(h.archives, rec.Archives[pl].SHA256)
+		}
+		if rec.Withheld != nil {
+			for _, pl := range sortedKeys(rec.Withheld.Archives) {
+				h.kept = append(h.kept, rec.Withheld.Archives[pl].SHA256)
+			}
 		}
 		h.refetch = !s.cfg.Offline && !h.imported && !s.local(p.Hostname)
 		return h
@@ -725,7 +739,7 @@ func (r *retainer) rebuild() {
 			pinList = append(pinList, PinnedVersion{Kind: h.kind, Address: h.addr, Version: h.raw, Where: h.pinnedBy})
 		}
 		keep := !h.refetch || h.pinnedBy != ""
-		for _, sha := range h.archives {
+		for i, sha := range slices.Concat(h.archives, h.kept) {
 			k, ok := shaKey(sha)
 			if !ok {
 				continue
@@ -733,7 +747,7 @@ func (r *retainer) rebuild() {
 			if _, ok := extra[k]; ok {
 				extra[k] = true
 			}
-			if keep {
+			if keep || i >= len(h.archives) {
 				keys = append(keys, k)
 			}
 		}

@@ -20,8 +20,19 @@ import (
 // such a version under an allowed origin unless the engine's
 // configuration (Config.UnsignedHosts, the serving process's, never the
 // caller's) names the host; and versions imported so by an earlier
-// release, found at start, are withheld: left out of version lists and
-// not served, but kept, and listed by Withheld for the operator.
+// release, found at start, are withheld: not served, but kept, and
+// listed by Withheld for the operator.
+//
+// A withheld import never takes a version away from the clients: the
+// origin's own version of the same number is served as if the import
+// were not there (listed as the origin lists it, its package metadata
+// fetched and verified, its archives pulled through). The first fetch
+// of it sets the import aside inside the origin's record
+// (PackageRecord.Withheld), where it is kept, since it cannot be fetched
+// again, and never served. Only a version the origin cannot give (a
+// sealed mirror, a cached list that the import changed and that the
+// origin has not answered since) is left out of version lists, and its
+// package metadata answers ErrVersionNotFound.
 
 // ErrUnsignedOrigin: a version without signature under an allowed origin
 // host that Config.UnsignedHosts does not name.
@@ -70,6 +81,12 @@ func unsignedRefused(p discovery.Provider) error {
 		ErrUnsignedOrigin, p.Hostname, p)
 }
 
+// isWithheld says rec, p's record of a version, is an import without
+// signature that is withheld.
+func (s *Engine) isWithheld(p discovery.Provider, rec *PackageRecord) bool {
+	return rec.Provenance == ProvenanceUnsigned && !s.unsignedAllowed(p.Hostname)
+}
+
 // withheldError is the answer for a version that is withheld.
 func withheldError(p discovery.Provider, version string) error {
 	return fmt.Errorf("%w: %w: %s %s was imported without signature under %s, an allowed origin, and is withheld (see --allow-unsigned-hosts)",
@@ -83,18 +100,25 @@ func withheldError(p discovery.Provider, version string) error {
 func (s *Engine) findWithheld() error {
 	s.withheld = map[string][]WithheldVersion{}
 	for _, host := range s.cfg.AllowedOrigins {
-		if s.unsigned[svchost.Hostname(host)] {
-			continue
-		}
+		named := s.unsigned[svchost.Hostname(host)]
 		prefix := "package/" + host + "/"
 		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
 			var rec PackageRecord
-			if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) || rec.Provenance != ProvenanceUnsigned {
+			if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
+				return nil
+			}
+			w := &rec
+			switch {
+			case rec.Withheld != nil:
+				// Set aside for the origin's version, which is served
+				// whatever the host's setting now.
+				w = rec.Withheld
+			case named || rec.Provenance != ProvenanceUnsigned:
 				return nil
 			}
 			provider := strings.TrimSuffix(key, "/"+rec.Version)[len("package/"):]
 			s.withheld[provider] = append(s.withheld[provider],
-				WithheldVersion{Provider: provider, Version: rec.Version, Platforms: sortedKeys(rec.Archives)})
+				WithheldVersion{Provider: provider, Version: w.Version, Platforms: sortedKeys(w.Archives)})
 			return nil
 		})
 		if err != nil {
@@ -128,15 +152,27 @@ func (s *Engine) Withheld() []WithheldVersion {
 	return out
 }
 
-// withholdFrom returns list without p's withheld versions; list itself
-// when it has none.
+// withholdFrom returns list without p's withheld versions that the
+// origin cannot give in their place; list itself when it has none. A
+// list the origin gave (not changed by an import since) is the origin's:
+// it keeps all its versions. Otherwise a version is left out while its
+// record is still the import's (the origin's verified version of that
+// number has not replaced it).
 func (s *Engine) withholdFrom(p discovery.Provider, list *VersionList) *VersionList {
 	vs := s.withheld[p.String()]
-	if len(vs) == 0 {
+	if len(vs) == 0 || !list.Imported && !s.cfg.Offline {
 		return list
 	}
 	keep := slices.DeleteFunc(slices.Clone(list.Versions), func(e VersionEntry) bool {
-		return slices.ContainsFunc(vs, func(w WithheldVersion) bool { return w.Version == e.Version })
+		if !slices.ContainsFunc(vs, func(w WithheldVersion) bool { return w.Version == e.Version }) {
+			return false
+		}
+		v, err := ParseSemver(e.Version)
+		if err != nil {
+			return true
+		}
+		rec, ok := s.cachedPackage(p, v)
+		return !ok || s.isWithheld(p, rec)
 	})
 	if len(keep) == len(list.Versions) {
 		return list

@@ -149,10 +149,13 @@ func (b *lockedBuffer) String() string {
 
 // Versions imported without signature under an allowed origin host (as
 // an earlier release allowed) are found at start, logged, listed by
-// Withheld and not served (left out of the version list, not found,
-// their archives not opened) unless the configuration names the host;
-// their data is kept: named again, they are served again. Connected and
-// sealed.
+// Withheld and not served unless the configuration names the host; their
+// data is kept: named again, they are served again. A withheld import
+// never takes a version away: connected, the origin's own version of the
+// same number (1.0.0) is listed, its package metadata verified and its
+// archive pulled through as if the import were not there, and the import
+// is kept beside it (listed by Withheld, its archive cached) even once
+// the host is named. Sealed, the origin cannot give it: not found.
 func TestWithheldAtStart(t *testing.T) {
 	t.Parallel()
 	for _, offline := range []bool{false, true} {
@@ -178,11 +181,21 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	var logs lockedBuffer
 	strict := harnessOptions{cacheDir: allowed.cacheDir, cfg: Config{Offline: offline, Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
 	h.start(strict)
-	got := h.engine.Withheld()
-	if len(got) != 2 || got[0].Provider != p.String() || got[0].Version != "1.0.0" || got[1].Version != "9.0.0" ||
-		len(got[0].Platforms) != 1 || got[0].Platforms[0] != "linux_amd64" {
-		t.Errorf("Withheld() = %+v", got)
+	checkWithheld := func(what string, want ...string) {
+		t.Helper()
+		got := h.engine.Withheld()
+		var vs []string
+		for _, w := range got {
+			if w.Provider != p.String() || strings.Join(w.Platforms, ",") != "linux_amd64" {
+				t.Errorf("%s: Withheld() = %+v", what, got)
+			}
+			vs = append(vs, w.Version)
+		}
+		if strings.Join(vs, ",") != strings.Join(want, ",") {
+			t.Errorf("%s: Withheld() = %+v, want versions %v", what, got, want)
+		}
 	}
+	checkWithheld("at start", "1.0.0", "9.0.0")
 	for _, v := range []string{"1.0.0", "9.0.0"} {
 		if !strings.Contains(logs.String(), "withholding a version imported without signature") || !strings.Contains(logs.String(), "version="+v) {
 			t.Errorf("no warning about %s %s in the log:\n%s", p, v, logs.String())
@@ -192,40 +205,70 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Versions) != 0 {
-		t.Errorf("version list %+v, want none (1.0.0 and 9.0.0 are withheld)", list.Versions)
+	wantList := "1.0.0" // the origin's
+	if offline {
+		wantList = ""
 	}
+	var listed []string
+	for _, e := range list.Versions {
+		listed = append(listed, e.Version)
+	}
+	if strings.Join(listed, ",") != wantList {
+		t.Errorf("version list %v, want %q (the origin's; 9.0.0 is withheld, 1.0.0 too when sealed)", listed, wantList)
+	}
+	originSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
 	for _, v := range []string{"1.0.0", "9.0.0"} {
-		_, err := h.engine.Package(t.Context(), p, mustVersion(t, v), nil)
-		// Connected, 9.0.0 is not in the origin's list at all.
-		if !errors.Is(err, ErrVersionNotFound) || (v == "1.0.0" || offline) && !errors.Is(err, ErrUnsignedOrigin) {
-			t.Errorf("Package %s: %v, want withheld", v, err)
-		}
-		if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, ErrVersionNotFound) {
-			t.Errorf("OpenArchive %s: %v, want withheld", v, err)
-			if err == nil {
-				arc.Close()
+		pkg, err := h.engine.Package(t.Context(), p, mustVersion(t, v), []discovery.Platform{mustPlatform(t, "linux_amd64")})
+		if !offline && v == "1.0.0" {
+			if err != nil || len(pkg.Archives) != 1 || pkg.Archives[0].SHA256 != originSHA {
+				t.Errorf("Package 1.0.0: %+v, %v, want the origin's (sha256 %s)", pkg, err, originSHA)
+			}
+			a := h.read(t.Context(), v, "linux_amd64")
+			if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != originSHA {
+				t.Errorf("archive of 1.0.0: %v, want the origin's", a.err)
+			}
+		} else {
+			// Connected, 9.0.0 is not in the origin's list at all.
+			if !errors.Is(err, ErrVersionNotFound) || offline && !errors.Is(err, ErrUnsignedOrigin) {
+				t.Errorf("Package %s: %v, want withheld", v, err)
+			}
+			if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, ErrVersionNotFound) {
+				t.Errorf("OpenArchive %s: %v, want withheld", v, err)
+				if err == nil {
+					arc.Close()
+				}
 			}
 		}
 		if _, ok := h.engine.CachedSize(shas[v]); !ok {
-			t.Errorf("the archive of %s is gone", v)
+			t.Errorf("the imported archive of %s is gone", v)
 		}
 	}
-	if n := h.origin.Hits("archive"); n != 0 {
-		t.Errorf("origin archive requests = %d, want 0", n)
+	wantHits := 1
+	if offline {
+		wantHits = 0
+	}
+	if n := h.origin.Hits("archive"); n != wantHits {
+		t.Errorf("origin archive requests = %d, want %d", n, wantHits)
 	}
 	h.stop()
 
 	h.start(allowed)
-	if w := h.engine.Withheld(); len(w) != 0 {
-		t.Errorf("with the host named, Withheld() = %+v", w)
-	}
-	served := "1.0.0"
 	if offline {
-		served = "9.0.0"
+		checkWithheld("with the host named")
+		a := h.read(t.Context(), "9.0.0", "linux_amd64")
+		if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != shas["9.0.0"] {
+			t.Errorf("with the host named, 9.0.0 is not served: %v", a.err)
+		}
+		return
 	}
-	a := h.read(t.Context(), served, "linux_amd64")
-	if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != shas[served] {
-		t.Errorf("with the host named, %s is not served: %v", served, a.err)
+	// The origin's verified 1.0.0 has the version now; the import stays
+	// set aside in its record, kept and listed.
+	checkWithheld("with the host named", "1.0.0")
+	a := h.read(t.Context(), "1.0.0", "linux_amd64")
+	if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != originSHA {
+		t.Errorf("with the host named, 1.0.0 is not the origin's: %v", a.err)
+	}
+	if _, ok := h.engine.CachedSize(shas["1.0.0"]); !ok {
+		t.Error("the imported archive of 1.0.0 is gone")
 	}
 }

@@ -22,7 +22,6 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
-	"unicode"
 
 	"github.com/gorilla/mux"
 
@@ -96,30 +95,15 @@ func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error)
 		if err != nil {
 			return nil, m, err
 		}
-		if err := checkModulePart(part.what, v); err != nil {
-			return nil, m, err
+		if err := discovery.CheckModulePart(part.what, v); err != nil {
+			return nil, m, badRequest("%v", err)
+		}
+		if part.what == "system" {
+			v = strings.ToLower(v) // as discovery.ParseModule
 		}
 		*part.dst = v
 	}
 	return me, m, me.CheckModuleOrigin(m)
-}
-
-// checkModulePart accepts a part of a module address as registries
-// name them: letters, digits, dashes and underscores, not starting or
-// ending with a dash or underscore.
-func checkModulePart(what, s string) error {
-	if s == "" {
-		return badRequest("%s is empty", what)
-	}
-	if strings.Trim(s, "-_") != s {
-		return badRequest("%s %q may not start or end with a dash or underscore", what, s)
-	}
-	for _, r := range s {
-		if r != '-' && r != '_' && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
-			return badRequest("%s %q may contain only letters, digits, dashes and underscores", what, s)
-		}
-	}
-	return nil
 }
 
 // moduleVersion parses the request's module and version.
@@ -283,8 +267,9 @@ type StatusModule struct {
 // from and whether it is cached.
 type StatusModuleVersion struct {
 	Version string `json:"version"`
-	// Source is the package's location without its subdirectory;
-	// Subdir the subdirectory the clients use.
+	// Source is the package's location without its subdirectory and
+	// its secrets (see package redact: a pre-signed URL's query is not
+	// shown); Subdir the subdirectory the clients use.
 	Source string `json:"source"`
 	Subdir string `json:"subdir,omitempty"`
 	Commit string `json:"commit,omitempty"`
@@ -316,7 +301,7 @@ func (s *Server) statusModules(q statusQuery) ([]StatusModule, string, error) {
 			byModule[cm.Module] = m
 			order = append(order, cm.Module)
 		}
-		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Package, Subdir: cm.Record.Subdir,
+		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Shown(), Subdir: cm.Record.Subdir,
 			Commit: cm.Record.Commit, SHA256: cm.Record.SHA256, Cached: cm.Cached}
 		if cm.Cached {
 			v.Size = cm.Record.Size

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
@@ -15,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -307,5 +309,50 @@ func TestModulesClientAuth(t *testing.T) {
 	clock.Add(2 * time.Hour)
 	if r := h.get(pkg + "?" + query); r.status != http.StatusForbidden {
 		t.Errorf("expired signature: %d, want 403", r.status)
+	}
+}
+
+// The front door takes a module address's parts by the Terraform
+// client's rule, the one discovery.ParseModule applies (ASCII only): what
+// either refuses is a 400 that never reaches the origin.
+func TestModuleAddressPartsFrontDoor(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddModule("acme", "vpc", "aws", "1.0.0", h.origin.TarballURL("none.tar.gz"))
+	h.origin.AddModule("acme_co", "vpc-x", "aws", "1.0.0", h.origin.TarballURL("none.tar.gz"))
+	for _, tc := range []struct {
+		name, ns, mod, system string
+		status                int
+	}{
+		{"plain", "acme", "vpc", "aws", 200},
+		{"dash and underscore inside", "acme_co", "vpc-x", "aws", 200},
+		{"system in capitals, compared in lowercase", "acme", "vpc", "AWS", 200},
+		{"unicode letter in namespace", "caf%C3%A9", "vpc", "aws", 400},
+		{"unicode letter in name", "acme", "v%C3%A9c", "aws", 400},
+		{"unicode digit in system", "acme", "vpc", "aws%D9%A3", 400},
+		{"fullwidth letters", "%EF%BD%81cme", "vpc", "aws", 400},
+		{"leading dash", "-acme", "vpc", "aws", 400},
+		{"trailing underscore", "acme", "vpc_", "aws", 400},
+		{"dash in system", "acme", "vpc", "a-ws", 400},
+		{"65 characters", strings.Repeat("a", 65), "vpc", "aws", 400},
+		{"64 characters", strings.Repeat("a", 64), "vpc", "aws", 404},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := originHost + "/" + tc.ns + "/" + tc.mod + "/" + tc.system
+			if unescaped, err := url.PathUnescape(addr); err == nil {
+				_, perr := discovery.ParseModule(unescaped)
+				if (perr == nil) != (tc.status != 400) {
+					t.Errorf("ParseModule(%q): %v, but the front door is to answer %d", unescaped, perr, tc.status)
+				}
+			}
+			before := h.origin.Hits(fakeorigin.ModuleVersions)
+			r := h.get(modBase + tc.ns + "/" + tc.mod + "/" + tc.system + "/versions")
+			if r.status != tc.status {
+				t.Errorf("versions: %d %s, want %d", r.status, r.body, tc.status)
+			}
+			if tc.status == 400 && h.origin.Hits(fakeorigin.ModuleVersions) != before {
+				t.Error("a refused address reached the origin")
+			}
+		})
 	}
 }

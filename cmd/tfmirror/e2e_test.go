@@ -51,6 +51,9 @@ type e2e struct {
 	dataDir string
 	cliConf string
 	stop    func()
+	// logTo, when set, receives the mirror's log as JSON at debug level
+	// (set before startMirror), instead of the test's log at info level.
+	logTo io.Writer
 }
 
 // origins the tests serve: the public registries' names and a private one.
@@ -104,6 +107,9 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 	}
 	var d net.Dialer
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	if e.logTo != nil {
+		logger = slog.New(slog.NewJSONHandler(e.logTo, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	}
 	m, err := newServer(cfg, logger, overrides{
 		rootCAs: origin.CertPool(),
 		// Provider host names resolve to the fake origin, for the mirror only.

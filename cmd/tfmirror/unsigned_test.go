@@ -198,3 +198,41 @@ func TestImportUnsignedThroughRunningServe(t *testing.T) {
 		t.Errorf("status JSON withheld: %v %s", err, body)
 	}
 }
+
+// TestWithheldImportDoesNotHideOriginVersion: a version imported without
+// signature under an allowed origin (while the host was named), then
+// withheld by a serve that does not name the host, does not hide the
+// origin's own version of that number: terraform init through the
+// mirror's host block installs the origin's package, and its lock file
+// equals a direct install's; the import is kept and still listed.
+func TestWithheldImportDoesNotHideOriginVersion(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	e.origin.AddProvider("acme", "alpha", []string{"1.0.0"}, registryPlatforms())
+	providers := map[string]string{"alpha": "acme/alpha@1.0.0"}
+	wantLock, _ := direct(t, e).init(t, providers)
+	e.origin.ResetHits()
+
+	e.stop()
+	in := writeInHouse(t, t.TempDir(), tfRegistry, "acme", "alpha", "1.0.0")
+	code, stdout, stderr := runCommand("import", "--data-dir", e.dataDir,
+		"--allow-unsigned", "--allow-unsigned-hosts", tfRegistry, in)
+	if code != 0 || !strings.Contains(stdout, "imported 1 packages") {
+		t.Fatalf("import --allow-unsigned-hosts: exit %d\n%s%s", code, stdout, stderr)
+	}
+	e.startMirror(e.dataDir)
+	if w := e.mirror.engine.Withheld(); len(w) != 1 || w[0].Version != "1.0.0" {
+		t.Fatalf("the import is not withheld at start: %+v", w)
+	}
+
+	lock, out := throughMirror(t, e, "").init(t, providers)
+	if !bytes.Equal(lock, wantLock) {
+		t.Errorf("lock file through the mirror:\n%s\nwant the direct install's:\n%s\n%s", lock, wantLock, out)
+	}
+	if n := e.origin.Hits(fakeorigin.Archive); n != 1 {
+		t.Errorf("origin archive fetches = %d, want 1 (the origin's package pulled through)", n)
+	}
+	if w := e.mirror.engine.Withheld(); len(w) != 1 || w[0].Version != "1.0.0" || !slices.Equal(w[0].Platforms, []string{"linux_amd64"}) {
+		t.Errorf("the import is no longer listed as withheld: %+v", w)
+	}
+}

@@ -21,6 +21,8 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // Kind is how a package is fetched.
@@ -116,7 +118,7 @@ func Parse(location string) (Address, error) {
 	switch forced {
 	case "", "git", "http", "https":
 	default:
-		return Address{}, &UnsupportedError{Scheme: forced, Detail: location}
+		return Address{}, &UnsupportedError{Scheme: forced, Detail: redact.Location(location)}
 	}
 	if !strings.Contains(src, "://") {
 		// Shorthands the clients accept.
@@ -125,7 +127,7 @@ func Parse(location string) (Address, error) {
 			host, rest, _ := strings.Cut(src, "/")
 			repo, query, _ := strings.Cut(rest, "?")
 			if strings.Count(strings.TrimSuffix(repo, ".git"), "/") != 1 {
-				return Address{}, &UnsupportedError{Detail: fmt.Sprintf("%s shorthand %q is not ORG/REPO", host, src)}
+				return Address{}, &UnsupportedError{Detail: fmt.Sprintf("%s shorthand %q is not ORG/REPO", host, redact.Location(src))}
 			}
 			src = "https://" + host + "/" + strings.TrimSuffix(repo, ".git") + ".git"
 			if query != "" {
@@ -135,12 +137,12 @@ func Parse(location string) (Address, error) {
 				forced = "git"
 			}
 		default:
-			return Address{}, &UnsupportedError{Detail: fmt.Sprintf("%q is neither a URL nor a GitHub or Bitbucket shorthand", location)}
+			return Address{}, &UnsupportedError{Detail: fmt.Sprintf("%q is neither a URL nor a GitHub or Bitbucket shorthand", redact.Location(location))}
 		}
 	}
 	u, err := url.Parse(src)
 	if err != nil {
-		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("location %q does not parse: %v", location, err)}
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("location %q does not parse", redact.Location(location))}
 	}
 	scheme := strings.ToLower(u.Scheme)
 	if scheme != "https" {
@@ -177,7 +179,7 @@ func Parse(location string) (Address, error) {
 	switch {
 	case slices.Contains(archiveExts, format):
 	case format == "":
-		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("https location %s is not an archive (.tar.gz, .tgz, .tar.bz2, .tbz2, .zip or ?archive=) nor git::", redact(u))}
+		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("https location %s is not an archive (.tar.gz, .tgz, .tar.bz2, .tbz2, .zip or ?archive=) nor git::", redact.URL(u))}
 	default:
 		return Address{}, &UnsupportedError{Detail: fmt.Sprintf("archive format %q", format)}
 	}
@@ -214,10 +216,4 @@ func splitSubdir(src string) (pkg, subdir string) {
 func cleanSubdir(s string) string {
 	s = path.Clean("/" + s)
 	return strings.TrimPrefix(s, "/")
-}
-
-// redact is u without userinfo and query, for messages.
-func redact(u *url.URL) string {
-	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path}
-	return r.String()
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/filesystem"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 var commitID = regexp.MustCompile(`^[0-9a-f]{40}$`)
@@ -52,7 +54,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 	}
 	want, err := resolveRef(adv, ref)
 	if err != nil {
-		return "", fmt.Errorf("%s: %w", redactString(repoURL), err)
+		return "", fmt.Errorf("%s: %w", redact.Location(repoURL), err)
 	}
 
 	store := filepath.Join(tmp, fmt.Sprintf("git-%d-%s", depth, want.String()[:12]))
@@ -113,7 +115,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 
 	commit, err := peelToCommit(storer, want)
 	if err != nil {
-		return "", fmt.Errorf("%s at %q: %w", redactString(repoURL), ref, err)
+		return "", fmt.Errorf("%s at %q: %w", redact.Location(repoURL), ref, err)
 	}
 	tree, err := commit.Tree()
 	if err != nil {
@@ -132,7 +134,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 			break
 		}
 		if err != nil {
-			return "", fmt.Errorf("reading the tree of %s: %w", redactString(repoURL), err)
+			return "", fmt.Errorf("reading the tree of %s: %w", redact.Location(repoURL), err)
 		}
 		switch entry.Mode {
 		case filemode.Dir:
@@ -189,7 +191,7 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 	}
 	gm, err := tree.File(".gitmodules")
 	if err != nil {
-		return fmt.Errorf("%s has submodules but no .gitmodules", redactString(parentURL))
+		return fmt.Errorf("%s has submodules but no .gitmodules", redact.Location(parentURL))
 	}
 	content, err := gm.Contents()
 	if err != nil {
@@ -197,7 +199,7 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 	}
 	mods := config.NewModules()
 	if err := mods.Unmarshal([]byte(content)); err != nil {
-		return fmt.Errorf("%s: .gitmodules: %w", redactString(parentURL), err)
+		return fmt.Errorf("%s: .gitmodules: %w", redact.Location(parentURL), err)
 	}
 	for _, s := range subs {
 		var rawURL string
@@ -207,7 +209,7 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 			}
 		}
 		if rawURL == "" {
-			return fmt.Errorf("%s: submodule %q is not in .gitmodules", redactString(parentURL), s.path)
+			return fmt.Errorf("%s: submodule %q is not in .gitmodules", redact.Location(parentURL), s.path)
 		}
 		subURL, err := resolveSubmoduleURL(parentURL, rawURL)
 		if err != nil {
@@ -300,19 +302,13 @@ func peelToCommit(s *filesystem.Storage, h plumbing.Hash) (*object.Commit, error
 
 // gitError makes a go-git transport error say which repository.
 func gitError(repoURL string, err error) error {
+	// go-git and net/http name the request URL in their messages.
+	err = redact.Error(err, repoURL)
 	switch {
 	case errors.Is(err, transport.ErrRepositoryNotFound):
-		return fmt.Errorf("%w: git repository %s not found (or not public: a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redactString(repoURL), err)
+		return fmt.Errorf("%w: git repository %s not found (or not public: a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), err)
 	case errors.Is(err, transport.ErrAuthenticationRequired), errors.Is(err, transport.ErrAuthorizationFailed):
-		return fmt.Errorf("%w: git repository %s needs credentials (a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redactString(repoURL), err)
+		return fmt.Errorf("%w: git repository %s needs credentials (a source host's credentials are used only for the origins the operator tied them to): %w", ErrSource, redact.Location(repoURL), err)
 	}
-	return fmt.Errorf("git repository %s: %w", redactString(repoURL), err)
-}
-
-func redactString(raw string) string {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "(unparsable URL)"
-	}
-	return redact(u)
+	return fmt.Errorf("git repository %s: %w", redact.Location(repoURL), err)
 }

@@ -1,0 +1,187 @@
+// Package redact removes what may be a secret from URLs and module
+// download locations before they are logged, shown on a page, put into a
+// metric or an error, or exported.
+//
+// It owns the one rule for that: a URL keeps its scheme, host, port and
+// path, and of its query only the parameters that go-getter consumes and
+// that never carry credentials (ref, archive, depth); its userinfo, its
+// other query parameters (a pre-signed URL's X-Amz-Signature,
+// X-Amz-Credential, a token=...) and its fragment go. A module location
+// keeps its forced getter ("git::") and its //SUBDIR. What cannot be
+// parsed keeps what comes before its query and fragment, without
+// userinfo. It does not decide what is logged or stored: the full
+// location stays in the mirror's records, for fetching.
+package redact
+
+import (
+	"net/url"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// kept are the query parameters shown: go-getter's own, never secrets.
+var kept = []string{"ref", "archive", "depth"}
+
+// URL is u without its secrets, for messages.
+func URL(u *url.URL) string {
+	if u == nil {
+		return ""
+	}
+	r := url.URL{Scheme: u.Scheme, Host: u.Host, Path: u.Path, RawPath: u.RawPath}
+	r.RawQuery = keptQuery(u.Query())
+	return r.String()
+}
+
+func keptQuery(q url.Values) string {
+	out := url.Values{}
+	for _, k := range kept {
+		if vs, ok := q[k]; ok {
+			out[k] = vs
+		}
+	}
+	return out.Encode()
+}
+
+var forcedGetter = regexp.MustCompile(`^([A-Za-z0-9]+)::(.+)$`)
+
+// Location is a module download location (go-getter syntax: a URL, a
+// forced getter such as git::, a shorthand such as github.com/ORG/REPO,
+// //SUBDIR) or any URL, without its secrets, for messages and exports.
+func Location(loc string) string {
+	prefix := ""
+	if m := forcedGetter.FindStringSubmatch(loc); m != nil {
+		prefix, loc = m[1]+"::", m[2]
+	}
+	u, err := url.Parse(loc)
+	switch {
+	case err != nil || u.Opaque != "":
+		return prefix + unparsed(loc)
+	case u.Scheme == "" && u.Host == "":
+		// A shorthand (github.com/ORG/REPO?ref=...): a path.
+		r := url.URL{Path: u.Path, RawPath: u.RawPath, RawQuery: keptQuery(u.Query())}
+		return prefix + r.String()
+	}
+	return prefix + URL(u)
+}
+
+// unparsed is what Location keeps of a location that does not parse:
+// what comes before its query and fragment, without userinfo.
+func unparsed(s string) string {
+	if i := strings.IndexAny(s, "?#"); i >= 0 {
+		s = s[:i]
+	}
+	rest, scheme := s, ""
+	if i := strings.Index(s, "://"); i >= 0 {
+		scheme, rest = s[:i+3], s[i+3:]
+	}
+	auth, path, _ := strings.Cut(rest, "/")
+	if i := strings.LastIndex(auth, "@"); i >= 0 {
+		auth = auth[i+1:]
+	}
+	if strings.Contains(rest, "/") {
+		return scheme + auth + "/" + path
+	}
+	return scheme + auth
+}
+
+// Secrets are the parts of loc (a location or URL) that Location leaves
+// out and that are long enough to be told apart in a message: its
+// userinfo and the values of its other query parameters, raw and
+// unescaped, longest first.
+func Secrets(loc string) []string {
+	if m := forcedGetter.FindStringSubmatch(loc); m != nil {
+		loc = m[2]
+	}
+	var out []string
+	add := func(s string) {
+		if len(s) >= minSecret && !slices.Contains(out, s) {
+			out = append(out, s)
+		}
+	}
+	u, err := url.Parse(loc)
+	if err != nil {
+		// All that Location leaves out of an unparsed one.
+		if i := strings.IndexAny(loc, "?#"); i >= 0 {
+			add(loc[i+1:])
+			for _, kv := range strings.FieldsFunc(loc[i+1:], func(r rune) bool { return r == '&' || r == ';' || r == '#' }) {
+				k, v, _ := strings.Cut(kv, "=")
+				if !slices.Contains(kept, k) {
+					add(k)
+					add(v)
+				}
+			}
+		}
+		if i := strings.Index(loc, "://"); i >= 0 {
+			auth, _, _ := strings.Cut(loc[i+3:], "/")
+			if j := strings.LastIndex(auth, "@"); j >= 0 {
+				add(auth[:j])
+			}
+		}
+	} else {
+		if u.User != nil {
+			add(u.User.String())
+			add(u.User.Username())
+			if p, ok := u.User.Password(); ok {
+				add(p)
+			}
+		}
+		add(u.RawQuery)
+		add(u.Fragment)
+		for k, vs := range u.Query() {
+			if slices.Contains(kept, k) {
+				continue
+			}
+			for _, v := range vs {
+				add(v)
+				add(url.QueryEscape(v))
+				add(url.PathEscape(v))
+			}
+			add(k)
+		}
+	}
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// minSecret is the shortest secret Secrets names: shorter values (an
+// expiry of 3600 seconds, a region) are not credentials, and replacing
+// them would garble messages.
+const minSecret = 8
+
+// Error is err with every secret of the locations (as Secrets finds
+// them) replaced by "REDACTED" in its message; errors.Is and errors.As
+// see err. It is for errors of libraries that put a URL they were given
+// into their messages. It returns nil for nil.
+func Error(err error, locations ...string) error {
+	if err == nil {
+		return nil
+	}
+	var secrets []string
+	for _, l := range locations {
+		secrets = append(secrets, Secrets(l)...)
+	}
+	if len(secrets) == 0 {
+		return err
+	}
+	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	return &redacted{err: err, secrets: secrets}
+}
+
+type redacted struct {
+	err     error
+	secrets []string
+}
+
+func (e *redacted) Error() string { return Text(e.err.Error(), e.secrets) }
+func (e *redacted) Unwrap() error { return e.err }
+
+// Text is s with every one of secrets replaced by "REDACTED".
+func Text(s string, secrets []string) string {
+	for _, sec := range secrets {
+		if sec != "" {
+			s = strings.ReplaceAll(s, sec, "REDACTED")
+		}
+	}
+	return s
+}

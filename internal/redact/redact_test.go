@@ -1,0 +1,92 @@
+package redact
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"strings"
+	"testing"
+)
+
+const sig = "f00dfacecafe0123456789abcdefdeadbeef"
+
+func TestLocation(t *testing.T) {
+	for _, tc := range []struct {
+		name, in, want string
+	}{
+		{"pre-signed S3 archive", "https://bucket.s3.amazonaws.com/x.tar.gz?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAEXAMPLE%2F20240101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Signature=" + sig,
+			"https://bucket.s3.amazonaws.com/x.tar.gz"},
+		{"archive parameter kept", "https://h.example/dl?archive=zip&token=" + sig, "https://h.example/dl?archive=zip"},
+		{"git with ref and subdir", "git::https://h.example/r.git//modules/app?ref=v1.2.0&sshkey=" + sig, "git::https://h.example/r.git//modules/app?ref=v1.2.0"},
+		{"userinfo", "git::https://user:" + sig + "@h.example/r.git?ref=v1", "git::https://h.example/r.git?ref=v1"},
+		{"token as user", "https://" + sig + "@h.example/x.zip", "https://h.example/x.zip"},
+		{"fragment", "https://h.example/x.zip#" + sig, "https://h.example/x.zip"},
+		{"github shorthand", "github.com/acme/mod?ref=v1&token=" + sig, "github.com/acme/mod?ref=v1"},
+		{"forced s3 getter", "s3::https://s3.amazonaws.com/b/x.zip?aws_access_key_secret=" + sig, "s3::https://s3.amazonaws.com/b/x.zip"},
+		{"scp-like", "git@github.com:acme/mod.git?ref=v1&x=" + sig, "github.com:acme/mod.git"},
+		{"unparsable with userinfo", "https://u:" + sig + "@h.example/%zz?sig=" + sig, "https://h.example/%zz"},
+		{"key without value", "https://h.example/x.zip?" + sig, "https://h.example/x.zip"},
+		{"opaque", "mailto:u:" + sig + "@h.example?x=" + sig, "h.example"},
+		{"plain", "https://h.example/x.tar.gz", "https://h.example/x.tar.gz"},
+		{"empty", "", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Location(tc.in)
+			if got != tc.want {
+				t.Errorf("Location(%q) = %q, want %q", tc.in, got, tc.want)
+			}
+			if strings.Contains(got, sig) {
+				t.Errorf("Location(%q) = %q keeps the secret", tc.in, got)
+			}
+		})
+	}
+}
+
+func TestURL(t *testing.T) {
+	u, err := url.Parse("https://u:p@releases.example/p/1.0/x.zip?X-Amz-Signature=" + sig + "#frag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := URL(u), "https://releases.example/p/1.0/x.zip"; got != want {
+		t.Errorf("URL = %q, want %q", got, want)
+	}
+	if URL(nil) != "" {
+		t.Error("URL(nil) is not empty")
+	}
+}
+
+// A library's message that repeats the location, escaped or not, loses
+// every secret of it, and errors.Is still sees the cause.
+func TestError(t *testing.T) {
+	loc := "git::https://user:pw-" + sig + "@h.example/r.git?ref=v1&token=" + sig + "%2Fx&X-Amz-Expires=3600"
+	for _, tc := range []struct {
+		name string
+		err  error
+		keep string
+	}{
+		{"raw location", fmt.Errorf("get %q: %w", loc, fs.ErrNotExist), "h.example"},
+		{"url.Error", fmt.Errorf("fetch: %w", &url.Error{Op: "Get", URL: strings.TrimPrefix(loc, "git::") + "/info/refs", Err: fs.ErrNotExist}), "h.example"},
+		{"unescaped value", fmt.Errorf("token %s/x refused after 3600 s: %w", sig, fs.ErrNotExist), "3600 s"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := Error(tc.err, loc)
+			if strings.Contains(err.Error(), sig) {
+				t.Errorf("message keeps the secret: %s", err)
+			}
+			if !strings.Contains(err.Error(), tc.keep) {
+				t.Errorf("message lost %q: %s", tc.keep, err)
+			}
+			if !errors.Is(err, fs.ErrNotExist) {
+				t.Error("errors.Is lost the cause")
+			}
+		})
+	}
+	if Error(nil, loc) != nil {
+		t.Error("Error(nil) is not nil")
+	}
+	plain := errors.New("x")
+	if Error(plain, "https://h.example/x.zip") != plain {
+		t.Error("an error with no secret to remove was wrapped")
+	}
+}
