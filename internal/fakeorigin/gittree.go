@@ -173,3 +173,50 @@ func TarGzEntries(entries []TarEntry) []byte {
 	gz.Close()
 	return buf.Bytes()
 }
+
+// LinkChain is a hostile module tree that writes outside the directory it
+// is unpacked in when links on disk are followed: a link up from a deep
+// directory back to the tree's top, then, made through up, for each n in
+// climbs, a link kN to the directory n levels above the top and a link eN
+// to "victim" there, and files written through them: kN/victim.txt,
+// kN/url-signing.key, kN/export-key.asc and eN/pwned. Checked against
+// its name alone, each link seems to stay inside. sep separates the names
+// under up: "/" for a tarball; `\` for a Git tree, whose entries cannot
+// lie under a link (and Windows separates with it).
+func LinkChain(sep string, climbs ...int) (links map[string]string, files map[string][]byte) {
+	depth := slices.Max(climbs) + 1
+	deep := strings.TrimSuffix(strings.Repeat("d/", depth), "/")
+	up := deep + "/up"
+	links = map[string]string{up: strings.TrimSuffix(strings.Repeat("../", depth), "/")}
+	files = map[string][]byte{"main.tf": []byte("# a module\n")}
+	for _, n := range climbs {
+		k, e := fmt.Sprintf("%s%sk%d", up, sep, n), fmt.Sprintf("%s%se%d", up, sep, n)
+		links[k] = strings.TrimSuffix(strings.Repeat("../", n), "/")
+		links[e] = strings.Repeat("../", n) + "victim"
+		for _, name := range []string{"victim.txt", "url-signing.key", "export-key.asc"} {
+			files[k+sep+name] = []byte("replaced through a link\n")
+		}
+		files[e+sep+"pwned"] = []byte("written through a link\n")
+	}
+	return links, files
+}
+
+// LinkChainTarGz is LinkChain as a tarball, each link before the entries
+// made through it.
+func LinkChainTarGz(climbs ...int) []byte {
+	links, files := LinkChain("/", climbs...)
+	var entries []TarEntry
+	for _, name := range slices.SortedFunc(mapKeys(links), func(a, b string) int { return len(a) - len(b) }) {
+		entries = append(entries, TarEntry{Name: name, Type: tar.TypeSymlink, Target: links[name]})
+	}
+	for _, name := range slices.Sorted(mapKeys(files)) {
+		entries = append(entries, TarEntry{Name: name, Body: string(files[name])})
+	}
+	return TarGzEntries(entries)
+}
+
+// LinkChainGitTree is LinkChain as a Git tree for AddGitTree.
+func LinkChainGitTree(climbs ...int) GitTree {
+	links, files := LinkChain(`\`, climbs...)
+	return GitTree{Files: files, Links: links}
+}
