@@ -12,6 +12,7 @@ package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -22,7 +23,9 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/httperr"
+	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // ModuleRequest names a registry module (HOST/NAMESPACE/NAME/SYSTEM),
@@ -71,6 +74,11 @@ func (a *API) UnpackModule(ctx context.Context, m discovery.Module, version, dir
 	defer pkg.Close()
 	limits := a.engine.Config().ModuleLimits
 	if err := modsource.Unpack(ctx, pkg.Content(), dir, limits); err != nil {
+		if errors.Is(err, safetree.ErrUnsafe) {
+			// A package cached before every package's links were
+			// checked: damaged (tfmirror cache verify says so too).
+			return Module{}, &verify.Error{Reason: verify.ReasonBadArchive, Detail: fmt.Sprintf("the cached package of module %s %s: %v", m, version, err)}
+		}
 		return Module{}, fmt.Errorf("unpacking module %s %s: %w", m, version, err)
 	}
 	return Module{Version: pkg.Record.Version, Subdir: pkg.Record.Subdir, SHA256: pkg.SHA256, Size: pkg.Size,

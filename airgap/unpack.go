@@ -19,6 +19,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 )
 
@@ -77,8 +78,9 @@ var errNoRoom = errors.New("not enough disk space")
 // blocks is n rounded up to whole entryBlocks.
 func blocks(n int64) int64 { return (n + entryBlock - 1) / entryBlock * entryBlock }
 
-// untar unpacks the tar file path (gzip-compressed or not) into dir:
-// regular files and directories only (links, devices, FIFOs and sparse
+// untar unpacks the tar file path (gzip-compressed or not) into dir,
+// through a safetree.Writer (which writes nothing through a link, and
+// refuses a name twice): regular files and directories only (links, devices, FIFOs and sparse
 // files are refused, naming the entry), every name inside dir, no file
 // larger than lim.maxFileBytes, at most lim.maxEntries entries, and each
 // entry only once lim.space says it fits (before it is written, by its
@@ -100,6 +102,11 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 		defer zr.Close()
 		r = zr
 	}
+	tw, err := safetree.Open(dir, safetree.Options{NoReplace: true})
+	if err != nil {
+		return err
+	}
+	defer tw.Close()
 	tr := tar.NewReader(r)
 	var unpacked int64 // bytes charged so far, entries included
 	for entries := 0; ; entries++ {
@@ -108,7 +115,7 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 		}
 		hdr, err := tr.Next()
 		if err == io.EOF {
-			return nil
+			return tw.Finish()
 		}
 		if err != nil {
 			return err
@@ -123,7 +130,6 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 		if err := refuseKind(hdr); err != nil {
 			return err
 		}
-		target := filepath.Join(dir, filepath.FromSlash(name))
 		charge := entryBlock + blocks(hdr.Size)
 		if hdr.Typeflag == tar.TypeReg && hdr.Size > lim.maxFileBytes {
 			return fmt.Errorf("entry %q is larger than the %d bytes allowed (--max-archive-bytes)", hdr.Name, lim.maxFileBytes)
@@ -136,24 +142,14 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 		unpacked += charge
 		switch hdr.Typeflag {
 		case tar.TypeDir:
-			if err := os.MkdirAll(target, 0o755); err != nil {
+			if err := tw.Dir(name); err != nil {
 				return err
 			}
 		case tar.TypeReg:
-			if err := os.MkdirAll(filepath.Dir(target), 0o755); err != nil {
-				return err
-			}
-			out, err := os.OpenFile(target, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o644)
-			if errors.Is(err, os.ErrExist) {
+			cr := &countingReader{ctx: ctx, r: tr, name: hdr.Name, declared: hdr.Size, charge: charge, unpacked: unpacked, space: lim.space}
+			err := tw.File(name, 0o644, hdr.Size, cr)
+			if errors.Is(err, fs.ErrExist) {
 				return fmt.Errorf("entry %q is in the archive twice", hdr.Name)
-			}
-			if err != nil {
-				return err
-			}
-			w := &countingWriter{ctx: ctx, w: out, name: hdr.Name, declared: hdr.Size, charge: charge, unpacked: unpacked, space: lim.space}
-			_, err = io.Copy(w, tr)
-			if cerr := out.Close(); err == nil {
-				err = cerr
 			}
 			if err != nil {
 				return err
@@ -192,38 +188,38 @@ func refuseKind(hdr *tar.Header) error {
 	return fmt.Errorf("entry %q is %s; an import takes regular files and directories only", hdr.Name, kind)
 }
 
-// countingWriter writes one entry's bytes, counting them: more than the
+// countingReader reads one entry's bytes, counting them: more than the
 // header declared is refused, and every spaceCheckBytes the free space is
 // asked again for what remains (others write to the file system too).
-type countingWriter struct {
+type countingReader struct {
 	ctx      context.Context
-	w        io.Writer
+	r        io.Reader
 	name     string
 	declared int64
 	charge   int64 // what the entry was charged (spaceCheck's pending)
 	unpacked int64 // bytes charged with this entry (spaceCheck's unpacked)
 	space    spaceCheck
-	written  int64
-	next     int64 // written at the next check
+	read     int64
+	next     int64 // read at the next check
 }
 
-func (c *countingWriter) Write(p []byte) (int, error) {
+func (c *countingReader) Read(p []byte) (int, error) {
 	if err := c.ctx.Err(); err != nil {
 		return 0, err
 	}
-	if c.written+int64(len(p)) > c.declared {
-		return 0, fmt.Errorf("entry %q holds more than the %d bytes its header declares", c.name, c.declared)
-	}
-	if c.space != nil && c.written >= c.next {
-		c.next = c.written + spaceCheckBytes
-		if c.written > 0 {
-			if err := c.space(max(c.charge-c.written, 0), c.unpacked); err != nil {
-				return 0, fmt.Errorf("entry %q, after %s of %s: %w", c.name, humanize.IBytes(uint64(c.written)), humanize.IBytes(uint64(c.declared)), err)
+	if c.space != nil && c.read >= c.next {
+		c.next = c.read + spaceCheckBytes
+		if c.read > 0 {
+			if err := c.space(max(c.charge-c.read, 0), c.unpacked); err != nil {
+				return 0, fmt.Errorf("entry %q, after %s of %s: %w", c.name, humanize.IBytes(uint64(c.read)), humanize.IBytes(uint64(c.declared)), err)
 			}
 		}
 	}
-	n, err := c.w.Write(p)
-	c.written += int64(n)
+	n, err := c.r.Read(p)
+	c.read += int64(n)
+	if c.read > c.declared {
+		return 0, fmt.Errorf("entry %q holds more than the %d bytes its header declares", c.name, c.declared)
+	}
 	return n, err
 }
 

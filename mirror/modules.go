@@ -36,6 +36,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -461,6 +462,12 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 	defer func() { spool.Close(); os.Remove(spool.Name()) }()
 	h := sha256.New()
 	res, err := f.Fetch(ctx, addr, io.MultiWriter(spool, h))
+	if errors.Is(err, safetree.ErrUnsafe) {
+		// A package that would reach outside its tree is an integrity
+		// failure of its source host's, as a tampered archive is.
+		s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
+		err = &verify.Error{Reason: verify.ReasonBadArchive, Detail: fmt.Sprintf("module %s %s: %v", m, rec.Version, err)}
+	}
 	if err != nil {
 		// The source's libraries may name the URL they were given.
 		err = redact.Error(err, rec.Location)

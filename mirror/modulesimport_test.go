@@ -9,6 +9,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"os"
 	"strings"
 	"testing"
 
@@ -105,7 +106,8 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 func TestImportModuleRefusesBadPackages(t *testing.T) {
 	t.Parallel()
 	limits := modsource.Limits{MaxDownloadBytes: 4 << 10, MaxTreeBytes: 8 << 10, MaxEntries: 10}
-	h := newHarness(t, harnessOptions{cfg: Config{Offline: true, ScratchDir: t.TempDir(), ModuleLimits: limits}})
+	scratchDir := t.TempDir()
+	h := newHarness(t, harnessOptions{cfg: Config{Offline: true, ScratchDir: scratchDir, ModuleLimits: limits}})
 	bomb := tarGzOf(t, &tar.Header{Name: "zeros.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}, strings.Repeat("\x00", 1<<20))
 	escape := tarGzOf(t, &tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../../etc/passwd"}, "")
 	ok := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# ok\n")})
@@ -122,6 +124,12 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 		{"a link out of the package", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(escape)},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "points outside")
+			}},
+		// Checked in scratchDir/tfmirror-module-check-*: one level up is
+		// scratchDir, where the chain would write victim.txt and more.
+		{"the link chain", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(fakeorigin.LinkChainTarGz(1))},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "lies under the link")
 			}},
 		{"a //SUBDIR the package lacks", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz//sub", Open: opener(ok)},
 			func(err error) bool {
@@ -150,6 +158,9 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 			h.engine.ListCachedModules(func(CachedModule) error { n++; return nil })
 			if n != 0 {
 				t.Errorf("%d module records after a refused import", n)
+			}
+			if ents, _ := os.ReadDir(scratchDir); len(ents) > 0 {
+				t.Errorf("the refused import left or wrote %v in the scratch directory", ents)
 			}
 		})
 	}

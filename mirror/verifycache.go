@@ -15,6 +15,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -77,7 +79,8 @@ type cachedPackageRef struct {
 // VerifyCache reads every package in the cache and checks it again, from
 // what the cache holds alone, without asking any origin: a provider
 // package against its stored evidence (CheckedEvidence), else against the
-// sha256 recorded when it was kept (CheckedSHA256). fn is called with
+// sha256 recorded when it was kept (CheckedSHA256); a module package's
+// links too, each of which must resolve inside it. fn is called with
 // each package's outcome, in the order of the cache's records. A package
 // that fails is logged and counted in the verification failures metric,
 // and kept: this is a report, and a version that can be fetched again is
@@ -148,6 +151,9 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 			c.By = CheckedSHA256
 			err = s.checkBlobSHA256(ctx, ref.sha)
 		}
+		if err == nil && ref.kind == "module" {
+			err = s.checkModuleLinks(ctx, ref.sha)
+		}
 		switch {
 		case errors.Is(err, ErrNotCached):
 			continue // evicted or dropped since the list was read
@@ -214,6 +220,31 @@ func (s *Engine) checkBlobSHA256(ctx context.Context, sha string) error {
 		return &verify.Error{Reason: verify.ReasonChecksum, Detail: fmt.Sprintf("the cached archive %s has sha256 %s", sha, got)}
 	}
 	return nil
+}
+
+// checkModuleLinks reads the cached module package sha and refuses it
+// when one of its links resolves outside it (a package kept before every
+// package was checked so): it is damaged, and the mirror never unpacks
+// it (modsource.Unpack refuses it). Errors: ErrNotCached when it is not
+// cached; a *verify.Error (ReasonBadArchive) for such a link.
+func (s *Engine) checkModuleLinks(ctx context.Context, sha string) error {
+	blob, err := s.store.OpenBlob(sha)
+	if errors.Is(err, cache.ErrNotFound) {
+		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+	}
+	if err != nil {
+		return fmt.Errorf("opening cached archive %s: %w", sha, err)
+	}
+	defer blob.Close()
+	// No limits: it was within those of its day, and is read, not kept.
+	err = modsource.CheckPackageLinks(ctx, blob, modsource.Limits{})
+	switch {
+	case err == nil, ctx.Err() != nil:
+		return err
+	case errors.Is(err, safetree.ErrUnsafe):
+		return &verify.Error{Reason: verify.ReasonBadArchive, Detail: fmt.Sprintf("the cached module package %s: %v", sha, err)}
+	}
+	return &verify.Error{Reason: verify.ReasonBadArchive, Detail: fmt.Sprintf("reading the cached module package %s: %v", sha, err)}
 }
 
 // endChecks stops the checks under way and the background one, and waits

@@ -1,9 +1,13 @@
 package mirror
 
 import (
+	"archive/tar"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -139,5 +143,85 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	}
 	if err := <-result; !errors.Is(err, ErrShutDown) {
 		t.Errorf("the check under way ended with %v, want ErrShutDown", err)
+	}
+}
+
+// A module package cached before every package's links were checked, with
+// a link that points out of it, is reported damaged by the check of the
+// cache; one whose links stay inside is intact. Each is a package as such
+// a cache holds it: its record and its bytes, put in place by hand.
+func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
+	t.Parallel()
+	link := func(name, target string) fakeorigin.TarEntry {
+		return fakeorigin.TarEntry{Name: name, Type: tar.TypeSymlink, Target: target}
+	}
+	main := fakeorigin.TarEntry{Name: "main.tf", Body: "# vpc\n"}
+	for _, tc := range []struct {
+		name    string
+		entries []fakeorigin.TarEntry
+		damaged bool
+	}{
+		{"link out", []fakeorigin.TarEntry{main, link("keys", "../../data")}, true},
+		{"absolute link", []fakeorigin.TarEntry{main, link("passwd", "/etc/passwd")}, true},
+		{"chain of links out", []fakeorigin.TarEntry{main, link("a", "b/c"), link("b/c", "../..")}, true},
+		{"link made through a link back to the top", []fakeorigin.TarEntry{main,
+			{Name: "d/d/", Type: tar.TypeDir}, link("d/d/up", "../.."), link("d/d/up/esc", "../victim")}, true},
+		{"links inside", []fakeorigin.TarEntry{main, link("a", "b/c"), link("b/c", ".."), link("m", "main.tf")}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessOptions{})
+			h.origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+			h.origin.AddModule("acme", "vpc", "aws", "1.0.0", h.origin.TarballURL("vpc-1.0.0.tar.gz"))
+			if _, _, err := readModule(t, h, "1.0.0"); err != nil {
+				t.Fatal(err)
+			}
+			h.waitIdle()
+			// The old package, in place of the one fetched.
+			old := fakeorigin.TarGzEntries(tc.entries)
+			sum := sha256.Sum256(old)
+			sha := hex.EncodeToString(sum[:])
+			w, err := h.store.NewBlobWriter(sha)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(old); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Commit(""); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			key := moduleRecordKey(testModule, "1.0.0")
+			var rec ModuleRecord
+			if _, err := h.store.GetMeta(key, &rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.SHA256, rec.Size = sha, int64(len(old))
+			if err := h.store.PutMeta(key, rec); err != nil {
+				t.Fatal(err)
+			}
+
+			var got []CachedCheck
+			if err := h.engine.VerifyCache(t.Context(), func(c CachedCheck) { got = append(got, c) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 1 || got[0].SHA256 != sha {
+				t.Fatalf("checked %+v, want the module package %s", got, sha)
+			}
+			c := got[0]
+			if !tc.damaged {
+				if c.Problem != "" {
+					t.Errorf("links inside reported damaged: %+v", c)
+				}
+				return
+			}
+			if c.Problem == "" || c.Reason != string(verify.ReasonBadArchive) || !strings.Contains(c.Problem, "outside") {
+				t.Errorf("%+v, want damaged (bad_archive) for its link out", c)
+			}
+			if last, _ := h.engine.LastCacheCheck(); last.Failed != 1 {
+				t.Errorf("last check %+v, want 1 failed", last)
+			}
+		})
 	}
 }

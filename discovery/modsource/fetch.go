@@ -18,6 +18,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 )
 
@@ -96,14 +97,22 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 		return Result{}, err
 	}
 	b := &budget{limits: f.Limits}
+	tw, err := openTree(root, b)
+	if err != nil {
+		return Result{}, err
+	}
+	defer tw.w.Close()
 	var res Result
 	switch a.Kind {
 	case KindGit:
-		res.Commit, err = f.fetchGit(ctx, a.URL, a.Ref, root, tmp, b, 0)
+		res.Commit, err = f.fetchGit(ctx, a.URL, a.Ref, tw, tmp, b, 0)
 	case KindArchive:
-		err = f.fetchArchive(ctx, a, root, tmp, b)
+		err = f.fetchArchive(ctx, a, tw, tmp, b)
 	default:
 		err = &UnsupportedError{Detail: fmt.Sprintf("kind %q", a.Kind)}
+	}
+	if err == nil {
+		err = tw.finish()
 	}
 	if err != nil {
 		return Result{}, err
@@ -188,44 +197,64 @@ func (l *limitReader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// treeWriter writes files under root, within the budget.
+// treeWriter writes a package's entries through one safetree.Writer (for
+// a Git repository's submodules too, under prefix), within the budget.
+// Names are cleaned as modules have always been: a backslash separates,
+// and ".." that would climb out of the package stops at its top; .git is
+// left out wherever it is.
 type treeWriter struct {
-	root string
-	b    *budget
+	w      *safetree.Writer
+	b      *budget
+	prefix string // "" or a submodule's directory, ending in "/"
 }
 
-// target returns the path of name (slash-separated, relative) under root,
-// refusing names that escape it.
-func (t *treeWriter) target(name string) (string, error) {
+// openTree opens the writer of the tree under dir.
+func openTree(dir string, b *budget) (*treeWriter, error) {
+	w, err := safetree.Open(dir, safetree.Options{})
+	if err != nil {
+		return nil, err
+	}
+	return &treeWriter{w: w, b: b}, nil
+}
+
+// sub is the writer of the submodule at dir (a name of t's).
+func (t *treeWriter) sub(dir string) (*treeWriter, bool) {
+	n := t.target(dir)
+	return &treeWriter{w: t.w, b: t.b, prefix: n + "/"}, n != ""
+}
+
+// target returns the name of name in the tree, "" for the package's top
+// and for what is left out.
+func (t *treeWriter) target(name string) string {
 	clean := path.Clean("/" + strings.ReplaceAll(name, "\\", "/"))
 	if clean == "/" {
-		return "", nil
+		return ""
 	}
 	for _, part := range strings.Split(clean[1:], "/") {
 		if part == ".git" {
-			return "", nil // never part of a package
+			return "" // never part of a package
 		}
 	}
-	return filepath.Join(t.root, filepath.FromSlash(clean[1:])), nil
+	return t.prefix + clean[1:]
 }
 
 func (t *treeWriter) dir(name string) error {
-	p, err := t.target(name)
-	if err != nil || p == "" {
-		return err
+	n := t.target(name)
+	if n == "" {
+		return nil
 	}
 	if err := t.b.entry(); err != nil {
 		return err
 	}
-	return os.MkdirAll(p, 0o755)
+	return t.refused(t.w.Dir(n))
 }
 
 // file writes a file of size bytes read from r (which must give that
 // many: fewer fail, more are not read).
 func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error {
-	p, err := t.target(name)
-	if err != nil || p == "" {
-		return err
+	n := t.target(name)
+	if n == "" {
+		return nil
 	}
 	if err := t.b.entry(); err != nil {
 		return err
@@ -236,52 +265,45 @@ func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error
 	if err := t.b.file(size); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	mode := os.FileMode(0o644)
+	perm := fs.FileMode(0o644)
 	if exec {
-		mode = 0o755
+		perm = 0o755
 	}
-	os.Remove(p) // a later entry of the same name wins
-	out, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
-	if err != nil {
+	return t.refused(t.w.File(n, perm, size, r))
+}
+
+// symlink records a link; links are made by finish, once every one of
+// them is known to stay inside the package.
+func (t *treeWriter) symlink(name, target string) error {
+	n := t.target(name)
+	if n == "" {
+		return nil
+	}
+	if err := t.b.entry(); err != nil {
 		return err
 	}
-	n, err := io.Copy(out, io.LimitReader(r, size))
-	if err == nil && n < size {
-		err = fmt.Errorf("the package's entry %q ends after %d of its %d bytes", name, n, size)
-	}
-	if cerr := out.Close(); err == nil {
+	return t.refused(t.w.Symlink(n, target))
+}
+
+// finish makes the package's links, all inside it, and closes the tree.
+func (t *treeWriter) finish() error {
+	err := t.refused(t.w.Finish())
+	if cerr := t.w.Close(); err == nil {
 		err = cerr
 	}
 	return err
 }
 
-func (t *treeWriter) symlink(name, target string) error {
-	p, err := t.target(name)
-	if err != nil || p == "" {
-		return err
+// refused says err (safetree's) is the package's.
+func (t *treeWriter) refused(err error) error {
+	if errors.Is(err, safetree.ErrUnsafe) {
+		return fmt.Errorf("module package refused: %w", err)
 	}
-	if err := t.b.entry(); err != nil {
-		return err
-	}
-	// Only links that stay inside the package.
-	// (Resolved relative to the package's top: a rooted path would
-	// swallow the ".." that climb out of it.)
-	rel := path.Join(path.Dir(strings.TrimPrefix(path.Clean("/"+name), "/")), target)
-	if path.IsAbs(target) || rel == ".." || strings.HasPrefix(rel, "../") {
-		return fmt.Errorf("the package's link %q points outside it (%q)", name, target)
-	}
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		return err
-	}
-	os.Remove(p)
-	return os.Symlink(target, p)
+	return err
 }
 
-// fetchArchive downloads and unpacks an archive into root.
-func (f *Fetcher) fetchArchive(ctx context.Context, a Address, root, tmp string, b *budget) error {
+// fetchArchive downloads and unpacks an archive into tw.
+func (f *Fetcher) fetchArchive(ctx context.Context, a Address, tw *treeWriter, tmp string, b *budget) error {
 	body, size, err := f.Open(f.credentials(ctx, a.URL), a.URL)
 	if err != nil {
 		return err
@@ -291,7 +313,6 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, root, tmp string,
 		return &LimitError{Detail: fmt.Sprintf("the archive is %d bytes, more than the %d allowed", size, max)}
 	}
 	r := &limitReader{r: body, b: b}
-	tw := &treeWriter{root: root, b: b}
 	switch a.Format {
 	case "zip":
 		// zip needs random access: spool it first.
@@ -394,7 +415,8 @@ func unzip(zr *zip.Reader, tw *treeWriter) error {
 var fixedTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // writeTarGz writes the tree under root to w as a deterministic tar.gz
-// and returns how many files it holds.
+// and returns how many files it holds. A tree with a link that resolves
+// outside it is refused.
 func writeTarGz(root string, w io.Writer) (int, error) {
 	type entry struct {
 		rel string
@@ -417,6 +439,20 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 		return 0, err
 	}
 	slices.SortFunc(entries, func(a, b entry) int { return strings.Compare(a.rel, b.rel) })
+	// No link out of the package, however the tree came to hold it.
+	links := map[string]string{}
+	for _, e := range entries {
+		if e.fi.Mode()&fs.ModeSymlink != 0 {
+			target, err := os.Readlink(filepath.Join(root, filepath.FromSlash(e.rel)))
+			if err != nil {
+				return 0, err
+			}
+			links[e.rel] = target
+		}
+	}
+	if err := safetree.CheckLinks(links); err != nil {
+		return 0, fmt.Errorf("module package refused: %w", err)
+	}
 	gz, _ := gzip.NewWriterLevel(w, gzip.BestCompression)
 	tw := tar.NewWriter(gz)
 	files := 0
@@ -426,11 +462,7 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 		case e.fi.IsDir():
 			h.Typeflag, h.Name, h.Mode = tar.TypeDir, e.rel+"/", 0o755
 		case e.fi.Mode()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(filepath.Join(root, filepath.FromSlash(e.rel)))
-			if err != nil {
-				return 0, err
-			}
-			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, target, 0o777
+			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, links[e.rel], 0o777
 		default:
 			h.Typeflag, h.Size, h.Mode = tar.TypeReg, e.fi.Size(), 0o644
 			if e.fi.Mode()&0o111 != 0 {
@@ -460,7 +492,10 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 }
 
 // Unpack writes the files of a package as Fetch wrote it (a tar.gz) under
-// dir, within limits: for callers that read a package's configuration.
+// dir, within limits, through one safetree.Writer: for callers that read
+// a package's configuration, and to check a package from elsewhere (an
+// import) before it is kept. A package with a link that resolves outside
+// it, or an entry under a link, is refused, and no link of it is made.
 func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 	b := &budget{limits: limits}
 	gz, err := gzip.NewReader(&limitReader{r: r, b: b})
@@ -468,5 +503,57 @@ func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}
 	defer gz.Close()
-	return untar(ctx, &inflateReader{ctx: ctx, r: gz, b: b}, &treeWriter{root: dir, b: b})
+	tw, err := openTree(dir, b)
+	if err != nil {
+		return err
+	}
+	defer tw.w.Close()
+	if err := untar(ctx, &inflateReader{ctx: ctx, r: gz, b: b}, tw); err != nil {
+		return err
+	}
+	return tw.finish()
+}
+
+// CheckPackageLinks reads a package as Fetch wrote it (a tar.gz), within
+// limits, and refuses it when one of its links resolves outside it: from
+// where the link really is, through a chain of the package's links
+// included. Names are read as Unpack reads them. For packages kept before
+// every package was checked so (a cache check), which Unpack refuses.
+func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
+	b := &budget{limits: limits}
+	gz, err := gzip.NewReader(&limitReader{r: r, b: b})
+	if err != nil {
+		return fmt.Errorf("the package is not a gzip archive: %w", err)
+	}
+	defer gz.Close()
+	tr := tar.NewReader(&inflateReader{ctx: ctx, r: gz, b: b})
+	names := &treeWriter{}
+	links := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			var le *LimitError
+			if errors.As(err, &le) || ctx.Err() != nil {
+				return err
+			}
+			return fmt.Errorf("reading the package's tar archive: %w", err)
+		}
+		if err := b.entry(); err != nil {
+			return err
+		}
+		if n := names.target(h.Name); n != "" {
+			if h.Typeflag == tar.TypeSymlink {
+				links[n] = h.Linkname
+			} else {
+				delete(links, n) // the later entry wins
+			}
+		}
+	}
+	if err := safetree.CheckLinks(links); err != nil {
+		return fmt.Errorf("module package refused: %w", err)
+	}
+	return nil
 }

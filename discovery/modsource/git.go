@@ -33,9 +33,9 @@ import (
 var commitID = regexp.MustCompile(`^[0-9a-f]{40}$`)
 
 // fetchGit fetches the repository at repoURL shallowly at ref, writes its
-// tree (submodules included, up to Limits.MaxSubmoduleDepth deep) under
-// root and returns the commit id.
-func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, b *budget, depth int) (string, error) {
+// tree (submodules included, up to Limits.MaxSubmoduleDepth deep) to tw
+// and returns the commit id.
+func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWriter, tmp string, b *budget, depth int) (string, error) {
 	ep, err := transport.NewEndpoint(repoURL)
 	if err != nil {
 		return "", fmt.Errorf("git repository URL: %w", err)
@@ -121,7 +121,6 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 	if err != nil {
 		return "", err
 	}
-	tw := &treeWriter{root: root, b: b}
 	var submodules []submodule
 	walker := object.NewTreeWalker(tree, true, nil)
 	defer walker.Close()
@@ -170,7 +169,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref, root, tmp string, 
 		}
 	}
 	if len(submodules) > 0 {
-		if err := f.fetchSubmodules(ctx, repoURL, tree, submodules, root, tmp, b, depth); err != nil {
+		if err := f.fetchSubmodules(ctx, repoURL, tree, submodules, tw, tmp, b, depth); err != nil {
 			return "", err
 		}
 	}
@@ -184,8 +183,10 @@ type submodule struct {
 }
 
 // fetchSubmodules fetches each submodule at its recorded commit into its
-// directory, as go-getter's `git submodule update --init --recursive`.
-func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *object.Tree, subs []submodule, root, tmp string, b *budget, depth int) error {
+// directory, as go-getter's `git submodule update --init --recursive`,
+// through the package's one tree writer (a submodule's links are checked
+// with the whole package's).
+func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *object.Tree, subs []submodule, tw *treeWriter, tmp string, b *budget, depth int) error {
 	if depth+1 > f.Limits.MaxSubmoduleDepth {
 		return &LimitError{Detail: fmt.Sprintf("Git submodules nested more than %d deep", f.Limits.MaxSubmoduleDepth)}
 	}
@@ -215,7 +216,11 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 		if err != nil {
 			return err
 		}
-		if _, err := f.fetchGit(ctx, subURL, s.commit.String(), filepath.Join(root, filepath.FromSlash(s.path)), tmp, b, depth+1); err != nil {
+		sub, ok := tw.sub(s.path)
+		if !ok {
+			continue // left out of the package (.git)
+		}
+		if _, err := f.fetchGit(ctx, subURL, s.commit.String(), sub, tmp, b, depth+1); err != nil {
 			return fmt.Errorf("submodule %s: %w", s.path, err)
 		}
 	}

@@ -24,7 +24,11 @@ func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Lim
 	}
 	defer os.RemoveAll(tmp)
 	b := &budget{limits: limits}
-	tw := &treeWriter{root: tmp, b: b}
+	tw, err := openTree(tmp, b)
+	if err != nil {
+		return Result{}, err
+	}
+	defer tw.w.Close()
 	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
@@ -69,6 +73,9 @@ func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Lim
 			return fmt.Errorf("%s is not a file, directory or link", name)
 		}
 	})
+	if err == nil {
+		err = tw.finish()
+	}
 	if err != nil {
 		return Result{}, err
 	}

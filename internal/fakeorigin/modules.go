@@ -106,23 +106,18 @@ func (o *Origin) GitURL(repo string) string { return o.URL + "/git/" + repo + ".
 // that exists). Commits have fixed authors and dates. It returns the
 // commit id. It needs the git command.
 func (o *Origin) AddGitRepo(repo string, files map[string][]byte, tags ...string) (string, error) {
-	m := o.modState()
-	m.gitOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "fakeorigin-git-*")
-		if err != nil {
-			m.gitErr = err
-			return
-		}
-		m.gitRoot, m.gitWork = filepath.Join(dir, "repos"), filepath.Join(dir, "work")
-		m.gitErr = errors.Join(os.Mkdir(m.gitRoot, 0o755), os.Mkdir(m.gitWork, 0o755))
-		go func() { <-o.closed; os.RemoveAll(dir) }()
-	})
-	if m.gitErr != nil {
-		return "", m.gitErr
+	m, err := o.gitState()
+	if err != nil {
+		return "", err
 	}
 	m.mu.Lock() // one repository change at a time
 	defer m.mu.Unlock()
 	work, bare := filepath.Join(m.gitWork, repo), filepath.Join(m.gitRoot, repo+".git")
+	if _, err := os.Stat(bare); err == nil {
+		if _, err := os.Stat(work); errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("fakeorigin: repository %s was made by AddGitTree", repo)
+		}
+	}
 	if _, err := os.Stat(bare); errors.Is(err, os.ErrNotExist) {
 		if err := runGit("", "init", "-q", "--bare", bare); err != nil {
 			return "", err
@@ -186,6 +181,25 @@ func (o *Origin) AddGitRepo(repo string, files map[string][]byte, tags ...string
 		return "", fmt.Errorf("fakeorigin: git rev-parse: %w", err)
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// gitState returns the module state with its Git directories made.
+func (o *Origin) gitState() (*moduleState, error) {
+	m := o.modState()
+	m.gitOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "fakeorigin-git-*")
+		if err != nil {
+			m.gitErr = err
+			return
+		}
+		m.gitRoot, m.gitWork = filepath.Join(dir, "repos"), filepath.Join(dir, "work")
+		m.gitErr = errors.Join(os.Mkdir(m.gitRoot, 0o755), os.Mkdir(m.gitWork, 0o755))
+		go func() { <-o.closed; os.RemoveAll(dir) }()
+	})
+	if m.gitErr != nil {
+		return nil, m.gitErr
+	}
+	return m, nil
 }
 
 // gitEnv makes commits reproducible and independent of the user's

@@ -1,0 +1,205 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// fileState is what the victims' check compares: bytes and mode, or
+// absence.
+type fileState struct {
+	exists bool
+	mode   fs.FileMode
+	data   string
+}
+
+func stateOf(t *testing.T, p string) fileState {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	if os.IsNotExist(err) {
+		return fileState{}
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(p)
+	return fileState{true, fi.Mode(), string(b)}
+}
+
+// victims is the directory beside a data directory (base/victim, empty)
+// and the files the link chain aims at: beside it, and the data
+// directory's keys.
+type victims struct {
+	base, dataDir string
+	before        map[string]fileState
+}
+
+func (v *victims) paths() []string {
+	return []string{filepath.Join(v.base, "victim.txt"),
+		filepath.Join(v.dataDir, "url-signing.key"), filepath.Join(v.dataDir, "export-key.asc")}
+}
+
+// snapshot records the victims, first making the data directory's keys
+// that are not there yet (the export key is made on an export's first
+// use): the chain must find each to replace.
+func (v *victims) snapshot(t *testing.T) {
+	t.Helper()
+	for _, name := range []string{"url-signing.key", "export-key.asc"} {
+		p := filepath.Join(v.dataDir, name)
+		if _, err := os.Lstat(p); os.IsNotExist(err) {
+			if err := os.WriteFile(p, []byte(strings.Repeat("k", 64)), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	v.before = map[string]fileState{}
+	for _, p := range v.paths() {
+		v.before[p] = stateOf(t, p)
+	}
+}
+
+func (v *victims) untouched(t *testing.T) {
+	t.Helper()
+	for p, st := range v.before {
+		if !st.exists {
+			t.Errorf("%s was not there to be replaced", p)
+		}
+	}
+	if ents, err := os.ReadDir(filepath.Join(v.base, "victim")); err != nil || len(ents) > 0 {
+		t.Errorf("the victim directory beside the data directory holds %v (%v)", ents, err)
+	}
+	for _, p := range v.paths() {
+		if got := stateOf(t, p); got != v.before[p] {
+			t.Errorf("%s changed: %+v, was %+v", p, got, v.before[p])
+		}
+	}
+}
+
+func newVictims(t *testing.T) *victims {
+	t.Helper()
+	base := t.TempDir()
+	v := &victims{base: base, dataDir: filepath.Join(base, "data")}
+	if err := os.Mkdir(filepath.Join(base, "victim"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(base, "victim.txt"), []byte("beside\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// addHostileModules puts acme/tarchain/aws and acme/gitchain/aws 1.0.0 at
+// o: the link chain as a tarball and as a Git tree. A fetch unpacks in
+// DATA/tfmirror-module-*/tree: the data directory is 2 levels up, the
+// directory beside it 3.
+func addHostileModules(t *testing.T, o *fakeorigin.Origin) {
+	t.Helper()
+	o.AddTarball("chain.tar.gz", fakeorigin.LinkChainTarGz(1, 2, 3))
+	o.AddModule("acme", "tarchain", "aws", "1.0.0", o.TarballURL("chain.tar.gz"))
+	if _, err := o.AddGitTree("chain", fakeorigin.LinkChainGitTree(1, 2, 3), "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "gitchain", "aws", "1.0.0", "git::"+o.GitURL("chain")+"?ref=v1.0.0")
+}
+
+// TestHostileModulesThroughTheFrontDoor: clients asking the mirror for a
+// module whose package holds the link chain (a tarball, a Git tree) get
+// no package; nothing beside the data directory, nor its keys, changes.
+func TestHostileModulesThroughTheFrontDoor(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/git"); err != nil {
+		t.Skip(err)
+	}
+	v := newVictims(t)
+	e := newE2E(t, fakeorigin.Options{})
+	e.stop()
+	addHostileModules(t, e.origin)
+	e.startMirror(v.dataDir)
+	v.snapshot(t)
+	ca, err := os.ReadFile(e.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	defer c.CloseIdleConnections()
+	for _, name := range []string{"tarchain", "gitchain"} {
+		t.Run(name, func(t *testing.T) {
+			base := e.url + "registry/" + tfRegistry + "/v1/modules/acme/" + name + "/aws/1.0.0/"
+			resp, err := c.Get(base + "download")
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			loc := resp.Header.Get("X-Terraform-Get")
+			u, err := url.Parse(base)
+			if err != nil || loc == "" {
+				t.Fatalf("download answer %d, location %q", resp.StatusCode, loc)
+			}
+			rel, _, _ := strings.Cut(loc, "//")
+			pkgURL, _ := u.Parse(strings.TrimPrefix(rel, "./"))
+			if q := strings.SplitN(loc, "?", 2); len(q) == 2 {
+				pkgURL.RawQuery = q[1]
+			}
+			resp, err = c.Get(pkgURL.String())
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				t.Errorf("the package was served (%d bytes)", len(body))
+			}
+			if !bytes.Contains(body, []byte("link")) {
+				t.Errorf("refused for another reason: %d %s", resp.StatusCode, body)
+			}
+			t.Logf("package answer: %d %s", resp.StatusCode, body)
+			v.untouched(t)
+		})
+	}
+}
+
+// TestHostileModulesThroughSync: `tfmirror sync` of a configuration
+// using the hostile modules fails for them; nothing beside its data
+// directory, nor the directory's keys, changes.
+func TestHostileModulesThroughSync(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/git"); err != nil {
+		t.Skip(err)
+	}
+	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfRegistry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	addHostileModules(t, origin)
+	v := newVictims(t)
+	config := t.TempDir()
+	root := "module \"t\" {\n  source  = \"acme/tarchain/aws\"\n  version = \"1.0.0\"\n}\n" +
+		"module \"g\" {\n  source  = \"acme/gitchain/aws\"\n  version = \"1.0.0\"\n}\n"
+	if err := os.WriteFile(filepath.Join(config, "main.tf"), []byte(root), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(v.dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	v.snapshot(t)
+	_, errOut, code := syncInProcess(t, origin, v.dataDir, "--platforms", "linux_amd64", config)
+	if code == 0 {
+		t.Errorf("sync of the hostile modules exited 0")
+	}
+	if !strings.Contains(errOut, "link") {
+		t.Errorf("sync does not say the packages were refused for their links:\n%s", errOut)
+	}
+	v.untouched(t)
+}

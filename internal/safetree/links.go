@@ -1,0 +1,167 @@
+package safetree
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// CheckLinks checks that every link of a tree, given as name -> target
+// (names as CleanName leaves them), resolves inside the tree: from where
+// the link really is (through the links above it, if any), following the
+// links its target goes through, as the system would. Names that are not
+// in links are taken to be directories or files. It refuses, naming the
+// first such link in byte order of names, a link whose target is empty or
+// absolute, climbs out of the tree, goes through a chain of links that
+// ends outside, or through a loop of links. The work is linear in the
+// bytes of the names and targets.
+func CheckLinks(links map[string]string) error {
+	r := &resolver{root: &node{}}
+	nodes := make(map[string]*node, len(links))
+	for name, target := range links {
+		n, err := CleanName(name)
+		if err != nil {
+			return err
+		}
+		if n == "" {
+			return fmt.Errorf("%w: a link is the tree itself", ErrUnsafe)
+		}
+		if err := checkTarget(name, target); err != nil {
+			return err
+		}
+		l := r.add(n)
+		l.link, l.target = true, target
+		nodes[name] = l
+	}
+	for _, name := range slices.Sorted(mapKeys(links)) {
+		if _, err := r.follow(nodes[name]); err != nil {
+			switch {
+			case errors.Is(err, errOut):
+				return fmt.Errorf("%w: the link %q points outside the tree (%q)", ErrUnsafe, name, links[name])
+			case errors.Is(err, errLoop):
+				return fmt.Errorf("%w: the link %q leads into a loop of links (%q)", ErrUnsafe, name, links[name])
+			}
+			return err
+		}
+	}
+	return nil
+}
+
+var (
+	errOut  = errors.New("outside the tree")
+	errLoop = errors.New("a loop of links")
+)
+
+// node is a name of the tree that is a link or lies above one.
+type node struct {
+	name     string
+	parent   *node
+	children map[string]*node
+	link     bool
+	target   string
+
+	// memos: 0 not yet, 1 under way, 2 done
+	followState, dirState uint8
+	followed, dir         pos
+	followErr, dirErr     error
+}
+
+// pos is a place in the tree, as it really is: node n itself (no link on
+// the way to it, as positions are only reached by resolving), or extra
+// levels below it, where there is no link.
+type pos struct {
+	n     *node
+	extra int
+}
+
+type resolver struct{ root *node }
+
+// add returns the node of the cleaned name n, making those on its way.
+func (r *resolver) add(n string) *node {
+	cur := r.root
+	for comp := range strings.SplitSeq(n, "/") {
+		c := cur.children[comp]
+		if c == nil {
+			c = &node{name: comp, parent: cur}
+			if cur.children == nil {
+				cur.children = map[string]*node{}
+			}
+			cur.children[comp] = c
+		}
+		cur = c
+	}
+	return cur
+}
+
+// step moves p by one component of a path, following a link it meets.
+func (r *resolver) step(p pos, comp string) (pos, error) {
+	switch comp {
+	case "", ".":
+		return p, nil
+	case "..":
+		switch {
+		case p.extra > 0:
+			p.extra--
+			return p, nil
+		case p.n.parent == nil:
+			return p, errOut
+		}
+		return pos{n: p.n.parent}, nil
+	}
+	if p.extra > 0 {
+		p.extra++
+		return p, nil
+	}
+	c := p.n.children[comp]
+	switch {
+	case c == nil:
+		return pos{n: p.n, extra: 1}, nil
+	case c.link:
+		return r.follow(c)
+	}
+	return pos{n: c}, nil
+}
+
+// follow returns where link l leads.
+func (r *resolver) follow(l *node) (pos, error) {
+	switch l.followState {
+	case 1:
+		return pos{}, errLoop
+	case 2:
+		return l.followed, l.followErr
+	}
+	l.followState = 1
+	p, err := r.realDir(l.parent)
+	if err == nil {
+		// A target's separators are those of its names.
+		for comp := range strings.SplitSeq(strings.ReplaceAll(l.target, `\`, "/"), "/") {
+			if p, err = r.step(p, comp); err != nil {
+				break
+			}
+		}
+	}
+	l.followState, l.followed, l.followErr = 2, p, err
+	return p, err
+}
+
+// realDir returns where the directory of node n really is: its parents
+// resolved, and n followed if it is a link.
+func (r *resolver) realDir(n *node) (pos, error) {
+	if n.parent == nil {
+		return pos{n: n}, nil
+	}
+	switch n.dirState {
+	case 1:
+		return pos{}, errLoop
+	case 2:
+		return n.dir, n.dirErr
+	}
+	n.dirState = 1
+	p, err := r.realDir(n.parent)
+	if err == nil {
+		p, err = r.step(p, n.name)
+	}
+	n.dirState, n.dir, n.dirErr = 2, p, err
+	return p, err
+}

@@ -1,0 +1,342 @@
+package safetree
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// op is one entry given to a Writer.
+type op struct {
+	kind         byte // 'd' Dir, 'f' File, 'l' Symlink
+	name, target string
+}
+
+// scene is a tree's directory with, beside it, an empty victim directory
+// and a victim file: from the tree, "../victim" and "../victim.txt".
+type scene struct {
+	base, root string
+}
+
+const victimBytes = "keep me\n"
+
+func newScene(t *testing.T) scene {
+	t.Helper()
+	base := t.TempDir()
+	s := scene{base: base, root: filepath.Join(base, "root")}
+	for _, d := range []string{s.root, filepath.Join(base, "victim")} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(base, "victim.txt"), []byte(victimBytes), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// untouched fails t unless the victim directory is empty and the victim
+// file keeps its bytes and mode.
+func (s scene) untouched(t *testing.T) {
+	t.Helper()
+	if ents, err := os.ReadDir(filepath.Join(s.base, "victim")); err != nil || len(ents) > 0 {
+		t.Errorf("the victim directory beside the tree holds %v (%v)", ents, err)
+	}
+	p := filepath.Join(s.base, "victim.txt")
+	b, err := os.ReadFile(p)
+	fi, serr := os.Lstat(p)
+	if err != nil || serr != nil || string(b) != victimBytes || fi.Mode() != 0o600 {
+		t.Errorf("the victim file beside the tree changed: %q %v (%v %v)", b, fi.Mode(), err, serr)
+	}
+	if ents, _ := os.ReadDir(s.base); len(ents) != 3 {
+		t.Errorf("beside the tree: %v, want only root, victim and victim.txt", ents)
+	}
+}
+
+// linksInside fails t unless every link under the tree resolves inside
+// it, by the system's own resolution too.
+func (s scene) linksInside(t *testing.T) {
+	t.Helper()
+	links, err := Links(os.DirFS(s.root), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := CheckLinks(links); err != nil {
+		t.Errorf("the tree holds a link out: %v", err)
+	}
+	rootReal, _ := filepath.EvalSymlinks(s.root)
+	for name := range links {
+		real, err := filepath.EvalSymlinks(filepath.Join(s.root, name))
+		if err != nil {
+			continue // dangling: it leads nowhere
+		}
+		if real != rootReal && !strings.HasPrefix(real, rootReal+string(filepath.Separator)) {
+			t.Errorf("the link %s resolves to %s, outside the tree", name, real)
+		}
+	}
+}
+
+// run gives ops to a Writer on s.root, then Finish, and returns the
+// first error.
+func (s scene) run(t *testing.T, opts Options, ops []op) error {
+	t.Helper()
+	w, err := Open(s.root, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for _, o := range ops {
+		switch o.kind {
+		case 'd':
+			err = w.Dir(o.name)
+		case 'f':
+			err = w.File(o.name, 0o644, int64(len(o.target)), strings.NewReader(o.target))
+		case 'l':
+			err = w.Symlink(o.name, o.target)
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return w.Finish()
+}
+
+// TestWriterRefusesHostileTrees is the table of hostile trees: each is
+// refused, writes nothing beside the tree, and leaves no link out of it.
+func TestWriterRefusesHostileTrees(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		// onDisk are links already in the tree's directory (name -> target).
+		onDisk map[string]string
+		ops    []op
+		opts   Options
+	}{
+		{name: "link chain escape: a link back to the top, a link out created through it, a file through both", ops: []op{
+			{'d', "a/b/c/", ""},
+			{'l', "a/b/c/up", "../../.."},
+			{'l', "a/b/c/up/esc", "../../../victim"},
+			{'f', "a/b/c/up/esc/pwned", "x"},
+		}},
+		{name: "link chain escape with backslashes", ops: []op{
+			{'l', "up", "."},
+			{'l', `up\esc`, "../victim"},
+			{'f', `up\esc\pwned`, "x"},
+		}},
+		{name: "link back to the top then out, checked where it really is", ops: []op{
+			{'l', "d/x/up", "../.."},
+			{'l', "d/out", "x/up/../victim"},
+		}},
+		{name: "link to a link out", ops: []op{
+			{'l', "a", "b"},
+			{'l', "b", "../victim"},
+		}},
+		{name: "link to a link to a link out", ops: []op{
+			{'l', "a", "d/b"},
+			{'l', "d/b", "../c"},
+			{'l', "c", "../victim.txt"},
+			{'f', "z", "after"},
+		}},
+		{name: "link out then a file of another name", ops: []op{
+			{'l', "v", "../victim.txt"},
+			{'f', "other", "x"},
+		}},
+		{name: "parent is a link already on disk", onDisk: map[string]string{"up": "../victim"}, ops: []op{
+			{'f', "up/pwned", "x"},
+		}},
+		{name: "parent is a link given before", ops: []op{
+			{'l', "l", "."},
+			{'f', "l/pwned", "x"},
+		}},
+		{name: "directory under a link", ops: []op{
+			{'l', "l", "."},
+			{'d', "l/sub/", ""},
+		}},
+		{name: "absolute link", ops: []op{{'l', "abs", "/etc/passwd"}}},
+		{name: "absolute link, Windows drive", ops: []op{{'l', "abs", `C:\Windows`}}},
+		{name: "absolute link, backslash", ops: []op{{'l', "abs", `\etc\passwd`}}},
+		{name: "link climbing out", ops: []op{{'l', "a/b/l", "../../../victim"}}},
+		{name: "link climbing out with backslashes", ops: []op{{'l', "l", `..\victim`}}},
+		{name: "link loop", ops: []op{{'l', "a", "b"}, {'l', "b", "a"}}},
+		{name: "empty link", ops: []op{{'l', "e", ""}}},
+		{name: "dot-dot file name", ops: []op{{'f', "../victim/pwned", "x"}}},
+		{name: "dot-dot inside a file name", ops: []op{{'f', "a/../../victim.txt", "x"}}},
+		{name: "dot-dot directory name", ops: []op{{'d', "../victim/d/", ""}}},
+		{name: "dot-dot link name", ops: []op{{'l', "../victim/l", "."}}},
+		{name: "absolute file name", ops: []op{{'f', "/victim.txt", "x"}}},
+		{name: "dir then link of the same name", ops: []op{
+			{'d', "d/", ""},
+			{'f', "d/x", "x"},
+			{'l', "d", "../victim"},
+		}},
+		{name: "dir then link of the same name, the link inside", ops: []op{
+			{'d', "d/", ""},
+			{'l', "d", "."},
+		}},
+		{name: "link then dir of the same name", ops: []op{
+			{'l', "d", "."},
+			{'d', "d/", ""},
+		}},
+		{name: "file then dir of the same name", ops: []op{
+			{'f', "f", "x"},
+			{'d', "f/", ""},
+		}},
+		{name: "entry under a file", ops: []op{
+			{'f', "f", "x"},
+			{'f', "f/g", "x"},
+		}},
+		{name: "file at a directory's name", ops: []op{
+			{'d', "d/", ""},
+			{'f', "d", "x"},
+		}},
+		{name: "second file of one name when replacing is refused", opts: Options{NoReplace: true}, ops: []op{
+			{'f', "f", "1"},
+			{'f', "f", "2"},
+		}},
+		{name: "existing victim link on disk kept out by a later link out", onDisk: map[string]string{"v": "../victim.txt"}, ops: []op{
+			{'f', "ok", "x"},
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScene(t)
+			for name, target := range tc.onDisk {
+				if err := os.Symlink(target, filepath.Join(s.root, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			err := s.run(t, tc.opts, tc.ops)
+			if err == nil {
+				t.Errorf("accepted")
+			}
+			s.untouched(t)
+			if tc.onDisk == nil {
+				s.linksInside(t)
+			}
+		})
+	}
+}
+
+// TestWriterReplacesTheNameItself: a later file replaces a file or a link
+// of its name, never what the link points to.
+func TestWriterReplacesTheNameItself(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		onDisk map[string]string
+		ops    []op
+	}{
+		{name: "file over a link on disk to the victim file", onDisk: map[string]string{"f": "../victim.txt"}, ops: []op{{'f', "f", "new"}}},
+		{name: "file over a link given before", ops: []op{{'l', "f", "../victim.txt"}, {'f', "f", "new"}}},
+		{name: "file over a file", ops: []op{{'f', "f", "old"}, {'f', "f", "new"}}},
+		{name: "link over a file, then a file again", ops: []op{{'f', "f", "old"}, {'l', "f", "."}, {'f', "f", "new"}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newScene(t)
+			for name, target := range tc.onDisk {
+				if err := os.Symlink(target, filepath.Join(s.root, name)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := s.run(t, Options{}, tc.ops); err != nil {
+				t.Fatal(err)
+			}
+			s.untouched(t)
+			s.linksInside(t)
+			fi, err := os.Lstat(filepath.Join(s.root, "f"))
+			b, _ := os.ReadFile(filepath.Join(s.root, "f"))
+			if err != nil || !fi.Mode().IsRegular() || string(b) != "new" {
+				t.Errorf("f: %v %q (%v), want the later file", fi, b, err)
+			}
+		})
+	}
+}
+
+// TestWriterWritesATree: what a good tree gives, links inside (chains
+// included) created last, modes normalized.
+func TestWriterWritesATree(t *testing.T) {
+	s := newScene(t)
+	err := s.run(t, Options{}, []op{
+		{'l', "modules/current", "v2"},
+		{'l', "latest", "modules/current/main.tf"},
+		{'f', "modules/v2/main.tf", "# v2"},
+		{'l', "modules/v2/self", "../../modules/v2"},
+		{'d', "./", ""},
+		{'d', "empty/", ""},
+		{'l', "dangling", "missing/file"},
+		{'f', `win\style.tf`, "# w"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.untouched(t)
+	s.linksInside(t)
+	for name, want := range map[string]string{"latest": "# v2", "modules/current/self/main.tf": "# v2", "win/style.tf": "# w"} {
+		if b, err := os.ReadFile(filepath.Join(s.root, name)); err != nil || string(b) != want {
+			t.Errorf("%s: %q %v", name, b, err)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(s.root, "empty")); err != nil || !fi.IsDir() {
+		t.Errorf("empty/: %v", err)
+	}
+
+	// Modes: 0755 for any execute bit, else 0644.
+	w, err := Open(s.root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	for name, perm := range map[string]fs.FileMode{"x.sh": 0o4711, "r.txt": 0o600} {
+		if err := w.File(name, perm, 0, strings.NewReader("")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := syscall.Umask(0)
+	syscall.Umask(old)
+	for name, want := range map[string]fs.FileMode{"x.sh": 0o755, "r.txt": 0o644} {
+		if fi, err := os.Lstat(filepath.Join(s.root, name)); err != nil || fi.Mode() != want&^fs.FileMode(old) {
+			t.Errorf("%s: mode %v, want %v", name, fi.Mode(), want)
+		}
+	}
+	if err := w.File("short", 0, 10, strings.NewReader("abc")); err == nil {
+		t.Errorf("a file shorter than its size was accepted")
+	}
+}
+
+// TestCheckLinks is the table of link sets, resolved as the system would.
+func TestCheckLinks(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		links map[string]string
+		ok    bool
+	}{
+		{"none", nil, true},
+		{"sibling", map[string]string{"a/l": "../b"}, true},
+		{"top", map[string]string{"a/b/l": "../.."}, true},
+		{"chain inside", map[string]string{"a": "b", "b": "c/d", "c/d": ".."}, true},
+		{"through a link to a deeper dir and back up", map[string]string{"l": "x/y", "m": "l/../.."}, true},
+		{"through a link to the top and down again", map[string]string{"a/l": "..", "a/m": "l/a/l/a"}, true},
+		{"through a link to the top and up", map[string]string{"a/l": "..", "a/m": "l/.."}, false},
+		{"one level out", map[string]string{"l": ".."}, false},
+		{"out from a subdir", map[string]string{"a/l": "../../x"}, false},
+		{"names under a link: the real parent counts", map[string]string{"a/b/up": "../..", "a/b/up/esc": "../victim"}, false},
+		{"chain ending outside", map[string]string{"a": "b", "b": "c", "c": "../x"}, false},
+		{"up the link's real parent", map[string]string{"l": "d/e", "m": "l/../../.."}, false},
+		{"loop", map[string]string{"a": "b/c", "b": "a"}, false},
+		{"self", map[string]string{"a": "a"}, false},
+		{"absolute", map[string]string{"a": "/"}, false},
+		{"backslash out", map[string]string{"a": `..\..`}, false},
+		{"name out", map[string]string{"../a": "."}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := CheckLinks(tc.links)
+			if (err == nil) != tc.ok {
+				t.Errorf("CheckLinks(%v) = %v, want ok %v", tc.links, err, tc.ok)
+			}
+			if err != nil && !errors.Is(err, ErrUnsafe) {
+				t.Errorf("error %v does not match ErrUnsafe", err)
+			}
+		})
+	}
+}
