@@ -205,7 +205,7 @@ func TestStatusHealthJSON(t *testing.T) {
 			if !reflect.DeepEqual(st.Health, tc.want) {
 				t.Errorf("health %s, want %s", healthString(st.Health), healthString(tc.want))
 			}
-			// The JSON names the fields README documents, and only those.
+			// The JSON names the fields docs/operations.md documents, and only those.
 			var raw struct {
 				Health map[string]any `json:"health"`
 			}

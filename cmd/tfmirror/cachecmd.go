@@ -11,25 +11,32 @@ import (
 	"syscall"
 )
 
-// sharedStoreFlags are serve's flags of the shared store, which export and
-// import take too: when they open the data directory themselves, they use
-// the bucket as a replica does.
-var sharedStoreFlags = []string{"shared-store", "shared-store-lease-ttl", "shared-store-timeout",
-	"shared-store-breaker-threshold", "shared-store-breaker-cooldown"}
-
 // parseCacheCommandFlags parses the flags a subcommand on the data
-// directory shares with serve (--data-dir, --log-level and the shared
-// store's; each also from its TFMIRROR_ variable) besides its own, added
-// by own, and returns the serve configuration with serve's defaults for
-// the rest.
+// directory shares with serve (--data-dir, and the settings every such
+// command takes: --log-level and the shared store's; each also from its
+// TFMIRROR_ variable) besides its own, added by own, and returns the
+// serve configuration with serve's defaults for the rest.
 func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (serveConfig, []string, error) {
 	fs := flag.NewFlagSet("tfmirror "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
+	// --data-dir is theirs: its help speaks of the cache only.
 	fs.String("data-dir", "./tfmirror-data", "directory of the cache (as for serve)")
-	logLevel := fs.String("log-level", "warn", "log level: debug, info, warn or error")
-	// The shared store's flags as serve defines them; given ones are
-	// handed to serve's parser, which checks them.
-	addSharedStoreFlags(fs, &serveConfig{})
+	// The settings every command on a data directory takes as serve
+	// defines them (the shared store's: when they open the data directory
+	// themselves, they use the bucket as a replica does; and the log
+	// level); given ones are handed to serve's parser, which checks them.
+	var mine serveConfig
+	passed := []string{"data-dir"}
+	for _, s := range settings {
+		if s.Commands&cmdOnDataDir == cmdOnDataDir {
+			s.register(fs, &mine)
+			passed = append(passed, s.Name)
+		}
+	}
+	// A command's log is for its operator: only trouble.
+	logLevel := fs.Lookup("log-level")
+	logLevel.DefValue = "warn"
+	logLevel.Value.Set("warn")
 	own(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: %s\n\nFlags:\n", usage)
@@ -44,7 +51,7 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	var serveArgs []string
-	for _, n := range append([]string{"data-dir", "log-level"}, sharedStoreFlags...) {
+	for _, n := range passed {
 		if given[n] {
 			serveArgs = append(serveArgs, "--"+n, fs.Lookup(n).Value.String())
 		}
@@ -55,7 +62,7 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	}
 	if !given["log-level"] {
 		if _, ok := lookupEnv(envName("log-level")); !ok {
-			cfg.LogLevel = *logLevel
+			cfg.LogLevel = mine.LogLevel
 		}
 	}
 	return cfg, fs.Args(), nil

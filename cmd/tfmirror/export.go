@@ -25,21 +25,21 @@ const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--pro
 // --export-key names or the data directory's.
 func runExport(args []string, stdout, stderr io.Writer) int {
 	var providers, versionList, platforms listFlag
-	var exportKey string
+	var own serveConfig // export-key, as serve takes it
 	var ifs *flag.FlagSet
 	cfg, rest, err := parseCacheCommandFlags("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
 		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
 		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
-		addExportKeyFlag(fs, &exportKey)
+		addSettings(fs, &own, "export-key")
 	})
 	if errors.Is(err, errHelp) {
 		return 0
 	}
 	keyGiven := err == nil && flagGiven(ifs, "export-key")
 	if keyGiven {
-		cfg.ExportKeyFile = exportKey
+		cfg.ExportKeyFile = own.ExportKeyFile
 	}
 	if err == nil && len(rest) != 1 {
 		err = fmt.Errorf("want one OUT (a directory, or a file ending in .tar or .tar.gz), got %d arguments", len(rest))

@@ -13,10 +13,7 @@ import (
 	"github.com/dustin/go-humanize"
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/sharedstore"
-	"github.com/tfmirror/tfmirror/verify"
 )
 
 var errHelp = errors.New("help requested")
@@ -86,32 +83,15 @@ func envName(name string) string {
 }
 
 // parseServeFlags parses args, then fills every flag not given on the
-// command line from its TFMIRROR_* environment variable.
+// command line from its TFMIRROR_* environment variable. Every flag is a
+// setting of the table settings.
 func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (serveConfig, error) {
 	var c serveConfig
 	fs := flag.NewFlagSet("tfmirror serve", flag.ContinueOnError)
 	fs.SetOutput(out)
-	finish := addEngineFlags(fs, &c)
-	fs.StringVar(&c.Listen, "listen", ":8443", "address to serve the mirror on")
-	fs.StringVar(&c.TLSCert, "tls-cert", "", "PEM certificate chain to serve; with --tls-key. When both are absent a local CA and server certificate are generated in DATA-DIR/tls")
-	fs.StringVar(&c.TLSKey, "tls-key", "", "PEM private key for --tls-cert")
-	fs.BoolVar(&c.InsecureHTTP, "insecure-http", false, "serve plain HTTP, for use behind a TLS-terminating proxy only (clients require https)")
-	fs.BoolVar(&c.HTTP2, "http2", false, "also offer HTTP/2 to TLS clients; by default they get HTTP/1.1, which moves archives faster (see the README)")
-	var platforms listFlag
-	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms listed in VERSION.json (default all)")
-	fs.DurationVar(&c.VersionsTTL, "versions-ttl", 10*time.Minute, "how long a provider's version list is served before it is refreshed")
-	fs.StringVar(&c.PublicURL, "public-url", "", "the mirror's base URL as clients reach it (e.g. https://mirror.example.com/), shown on the status page; default: taken from each request")
-	fs.StringVar(&c.MetricsListen, "metrics-listen", "", "optional plain-HTTP address that serves only /metrics (e.g. :9090); /metrics is always on the main listener too")
-	fs.DurationVar(&c.ShutdownTimeout, "shutdown-timeout", 30*time.Second, "how long to let requests and downloads in flight finish on SIGTERM")
-	fs.StringVar(&c.AuthTokensFile, "auth-tokens-file", "", "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs")
-	fs.StringVar(&c.URLSigningKeyFile, "url-signing-key-file", "", "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use")
-	fs.DurationVar(&c.SignedURLTTL, "signed-url-ttl", time.Hour, "how long a signed archive URL in VERSION.json stays valid")
-	fs.BoolVar(&c.Offline, "offline", false, "sealed mode: never contact any origin; serve only cached data, anything else is 503")
-	var trustedExport, trustedPublisher, unsignedHosts listFlag
-	addExportKeyFlag(fs, &c.ExportKeyFile)
-	addImportTrustFlags(fs, &trustedExport, &trustedPublisher)
-	addUnsignedHostsFlag(fs, &unsignedHosts)
-	addRetentionFlags(fs, &c.retentionConfig, true)
+	for _, s := range settings {
+		s.register(fs, &c)
+	}
 	fs.Usage = func() {
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
 		fs.PrintDefaults()
@@ -123,75 +103,14 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	finish()
-	c.Platforms = platforms
-	c.TrustedExportKeys, c.TrustedPublisherKeys = trustedExport, trustedPublisher
-	c.AllowUnsignedHosts = unsignedHosts
 	return c, c.validate()
 }
 
-// addExportKeyFlag registers the flag of the key that signs exports:
-// serve's, export's and export-key's.
-func addExportKeyFlag(fs *flag.FlagSet, exportKey *string) {
-	fs.StringVar(exportKey, "export-key", "", "file holding the ASCII-armored OpenPGP private key that signs the manifest of every export (e.g. a mounted Secret, so that replicas and restarts keep one key); default DATA-DIR/"+exportKeyName+", made on first use")
-}
-
-// addImportTrustFlags registers the flags of the keys imports trust:
-// serve's and import's.
-func addImportTrustFlags(fs *flag.FlagSet, trustedExport, trustedPublisher *listFlag) {
-	fs.Var(trustedExport, "trusted-export-keys", "comma-separated files of ASCII-armored OpenPGP public keys (several per file allowed) of exporting mirrors (tfmirror export-key prints one): an import takes the versions whose files the manifest signed by one of them lists")
-	fs.Var(trustedPublisher, "trusted-publisher-keys", "comma-separated HOST/NAMESPACE=FILE: ASCII-armored OpenPGP public keys pinned for one namespace; an import takes a version of that namespace whose SHA256SUMS one of them signed")
-}
-
-// addUnsignedHostsFlag registers the flag of the allowed origins that
-// take versions without signature: serve's and import's.
-func addUnsignedHostsFlag(fs *flag.FlagSet, hosts *listFlag) {
-	fs.Var(hosts, "allow-unsigned-hosts", "comma-separated allowed origin hosts under which versions without signature (in-house builds) may be imported and are served; under any other allowed origin an import with --allow-unsigned refuses them and versions imported so earlier are withheld, since they would shadow the origin's providers. Hosts that are not origins need no entry")
-}
-
-// addEngineFlags registers on fs the flags of every command that opens
-// the engine on a data directory (serve, sync): the data directory, the
-// cache limits, the origin flags and logging. The returned function
-// stores the values of the flags that need converting into c; call it
-// once fs is parsed.
-func addEngineFlags(fs *flag.FlagSet, c *serveConfig) (finish func()) {
-	fs.StringVar(&c.DataDir, "data-dir", "./tfmirror-data", "directory for the cache and generated TLS material")
-	origins := listFlag(discovery.DefaultAllowedOrigins())
-	fs.Var(&origins, "allowed-origins", "comma-separated origin registry hosts the mirror may serve and contact")
-	fs.BoolVar(&c.AllowPrivateOrigins, "allow-private-origins", false, "allow origin and download hosts that resolve to loopback, private or link-local addresses")
-	fs.DurationVar(&c.DiscoveryTTL, "discovery-ttl", time.Hour, "how long an origin's service discovery result is used before it is refreshed")
-	maxArchive := byteSizeFlag(2 << 30)
-	fs.Var(&maxArchive, "max-archive-bytes", "largest provider archive the mirror fetches (e.g. 2GiB)")
-	maxUnpacked := byteSizeFlag(verify.DefaultMaxUnpackedBytes)
-	fs.Var(&maxUnpacked, "archive-max-unpacked-bytes", "most bytes a provider archive may unpack to, all its files together (e.g. 2GiB): a larger one (a zip bomb) is refused, counted from what its zip declares and from the bytes actually inflated")
-	fs.IntVar(&c.ArchiveMaxEntries, "archive-max-entries", verify.DefaultMaxEntries, "most files and directories a provider archive may hold")
-	fs.StringVar(&c.LogFormat, "log-format", "json", "log format: json or text")
-	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn or error")
-	cacheMax := byteSizeFlag(0)
-	fs.Var(&cacheMax, "cache-max-bytes", "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited")
-	diskReserve := byteSizeFlag(cache.DefaultDiskReserve)
-	fs.Var(&diskReserve, "disk-reserve", "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check")
-	fs.DurationVar(&c.CacheVerifyInterval, "cache-verify-interval", 0, "check every cached package against its stored evidence or sha256 this often, in the background, as tfmirror cache verify does (e.g. 168h); 0: only when tfmirror cache verify asks")
-	addSharedStoreFlags(fs, c)
-	fs.StringVar(&c.UpstreamProxy, "upstream-proxy", "", "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment")
-	fs.StringVar(&c.CredentialsFile, "credentials-file", "", "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)")
-	fs.DurationVar(&c.OriginTimeout, "origin-timeout", 30*time.Second, "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)")
-	minSpeed := byteSizeFlag(1 << 10)
-	fs.Var(&minSpeed, "origin-min-speed", "low-speed limit of archive downloads, in bytes per second (e.g. 1KiB): a download averaging less over --origin-min-speed-window is aborted as an origin timeout; 0 disables")
-	fs.DurationVar(&c.OriginMinSpeedWindow, "origin-min-speed-window", 30*time.Second, "the window over which --origin-min-speed is measured; 0 disables the low-speed limit")
-	fs.IntVar(&c.OriginRetries, "origin-retries", 2, "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx); 0 disables retries")
-	fs.IntVar(&c.BreakerThreshold, "origin-breaker-threshold", 5, "consecutive failed origin requests that open an origin's circuit breaker; 0 disables the breaker")
-	fs.DurationVar(&c.BreakerCooldown, "origin-breaker-cooldown", 30*time.Second, "how long an open circuit breaker fails requests to its origin at once before letting a probe through")
-	finishModules := addModuleFlags(fs, &c.moduleConfig)
-	return func() {
-		finishModules()
-		c.AllowedOrigins = origins
-		c.MaxArchiveBytes = int64(maxArchive)
-		c.ArchiveMaxUnpacked = int64(maxUnpacked)
-		c.CacheMaxBytes = int64(cacheMax)
-		c.OriginMinSpeed = int64(minSpeed)
-		c.DiskReserve = int64(diskReserve)
-	}
+// addEngineFlags registers on fs, bound to c, the settings of every
+// command that opens the engine on a data directory (serve, sync): the
+// data directory, the cache limits, the origin settings and logging.
+func addEngineFlags(fs *flag.FlagSet, c *serveConfig) {
+	addSettingsOf(fs, c, cmdSync)
 }
 
 // parseWithEnv parses args with fs, then fills every flag not given on
@@ -282,16 +201,6 @@ func (c serveConfig) checkUnsignedHosts() error {
 		}
 	}
 	return nil
-}
-
-// addSharedStoreFlags registers the shared store's flags: serve's and
-// sync's (through addEngineFlags), and those of export and import.
-func addSharedStoreFlags(fs *flag.FlagSet, c *serveConfig) {
-	fs.StringVar(&c.SharedStore, "shared-store", "", "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources")
-	fs.DurationVar(&c.SharedLeaseTTL, "shared-store-lease-ttl", 30*time.Second, "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over")
-	fs.DurationVar(&c.SharedTimeout, "shared-store-timeout", 10*time.Second, "limit on each call to the --shared-store but an archive body's transfer")
-	fs.IntVar(&c.SharedBreakerThresh, "shared-store-breaker-threshold", 5, "failed --shared-store calls in a row after which the replica stops calling it for --shared-store-breaker-cooldown")
-	fs.DurationVar(&c.SharedBreakerCool, "shared-store-breaker-cooldown", 30*time.Second, "how long the replica leaves a failing --shared-store alone (serving from its own cache and the origins) before trying it again")
 }
 
 // validateEngine checks the flags addEngineFlags registers.

@@ -26,15 +26,14 @@ var trustFlags = []string{"trusted-export-keys", "trusted-publisher-keys", "allo
 // opens the cache, sealed, and trusts the keys its flags name.
 func runImport(args []string, stdout, stderr io.Writer) int {
 	var (
-		allowUnsigned                                  bool
-		trustedExport, trustedPublisher, unsignedHosts listFlag
-		ifs                                            *flag.FlagSet
+		allowUnsigned bool
+		own           serveConfig // the trust flags, as serve takes them
+		ifs           *flag.FlagSet
 	)
 	cfg, rest, err := parseCacheCommandFlags("import", args, os.LookupEnv, stderr, importUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (a `terraform providers mirror` directory of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
-		addImportTrustFlags(fs, &trustedExport, &trustedPublisher)
-		addUnsignedHostsFlag(fs, &unsignedHosts)
+		addSettings(fs, &own, trustFlags...)
 	})
 	if errors.Is(err, errHelp) {
 		return 0
@@ -47,13 +46,13 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 		if flagGiven(ifs, "trusted-export-keys") {
-			cfg.TrustedExportKeys = trustedExport
+			cfg.TrustedExportKeys = own.TrustedExportKeys
 		}
 		if flagGiven(ifs, "trusted-publisher-keys") {
-			cfg.TrustedPublisherKeys = trustedPublisher
+			cfg.TrustedPublisherKeys = own.TrustedPublisherKeys
 		}
 		if flagGiven(ifs, "allow-unsigned-hosts") {
-			cfg.AllowUnsignedHosts = unsignedHosts
+			cfg.AllowUnsignedHosts = own.AllowUnsignedHosts
 		}
 		if len(given) > 0 {
 			err = cfg.validate()

@@ -18,6 +18,11 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 )
 
+// ruleSettings are serve's retention rules, which cache prune takes when
+// it opens the data directory itself (not --retention-interval: it
+// applies them once).
+var ruleSettings = []string{"keep-versions", "keep-versions-per-major", "evict-unused-after", "pins-dir"}
+
 const pruneUsage = "tfmirror cache prune [--data-dir DIR] [--dry-run] [--keep-versions N] [--keep-versions-per-major] [--evict-unused-after D] [--pins-dir DIR] [--offline] [HOST/NAMESPACE/TYPE | --module HOST/NAMESPACE/NAME/SYSTEM VERSION...]"
 
 // runCache is `tfmirror cache SUBCOMMAND`.
@@ -47,7 +52,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	var (
 		dryRun, offline bool
 		module          string
-		rc              retentionConfig
+		own             serveConfig // the retention rules, as serve takes them
 		pfs             *flag.FlagSet
 	)
 	cfg, rest, err := parseCacheCommandFlags("cache prune", args, lookupEnv, stderr, pruneUsage, func(fs *flag.FlagSet) {
@@ -55,11 +60,12 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 		fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, with sizes, and remove nothing")
 		fs.StringVar(&module, "module", "", "the registry module (HOST/NAMESPACE/NAME/SYSTEM) whose VERSIONs to remove")
 		fs.BoolVar(&offline, "offline", false, "the data directory is a sealed mirror's (serve --offline): nothing can be fetched again, so the rules remove nothing (only named versions)")
-		addRetentionFlags(fs, &rc, false)
+		addSettings(fs, &own, ruleSettings...)
 	})
 	if errors.Is(err, errHelp) {
 		return 0
 	}
+	rc := own.retentionConfig
 	var req admin.PruneRequest
 	req.DryRun = dryRun
 	if err == nil {
@@ -90,7 +96,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 		return 2
 	}
 	var ruleFlags []string
-	for _, n := range []string{"keep-versions", "keep-versions-per-major", "evict-unused-after", "pins-dir", "offline"} {
+	for _, n := range append(ruleSettings, "offline") {
 		if flagGiven(pfs, n) {
 			ruleFlags = append(ruleFlags, "--"+n)
 		}

@@ -2,7 +2,6 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -12,7 +11,7 @@ import (
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
 )
 
-// retentionConfig holds the retention flags: serve's, and those of
+// retentionConfig holds the retention settings: serve's, and those of
 // cache prune when it opens the data directory itself.
 type retentionConfig struct {
 	KeepVersions      int
@@ -20,18 +19,6 @@ type retentionConfig struct {
 	EvictUnusedAfter  time.Duration
 	PinsDir           string
 	RetentionInterval time.Duration
-}
-
-// addRetentionFlags registers the retention rules' flags on fs; interval
-// says whether --retention-interval is one of them (serve's).
-func addRetentionFlags(fs *flag.FlagSet, c *retentionConfig, interval bool) {
-	fs.IntVar(&c.KeepVersions, "keep-versions", 0, "keep the packages of only the newest N cached versions of each provider and module; older ones are removed (fetched again if asked for); 0 keeps all")
-	fs.BoolVar(&c.KeepPerMajor, "keep-versions-per-major", false, "apply --keep-versions to each major version apart (the newest N of 4.x, of 5.x, ...)")
-	fs.Var((*daysFlag)(&c.EvictUnusedAfter), "evict-unused-after", "remove the packages of versions nobody downloaded for this long (e.g. 30d, 72h); 0 disables")
-	fs.StringVar(&c.PinsDir, "pins-dir", "", "directory of Terraform lock files (*.lock.hcl) and sync manifests (*.hcl), read again when they change: the versions they select are never removed by any rule or the size limit, and are listed as pinned on the status page")
-	if interval {
-		fs.DurationVar(&c.RetentionInterval, "retention-interval", 10*time.Minute, "how often the retention rules (--keep-versions, --evict-unused-after) are applied in the background; 0: only when tfmirror cache prune asks")
-	}
 }
 
 func (c retentionConfig) validate() error {

@@ -36,7 +36,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	var c syncConfig
 	fs := flag.NewFlagSet("tfmirror sync", flag.ContinueOnError)
 	fs.SetOutput(out)
-	finish := addEngineFlags(fs, &c.serveConfig)
+	addEngineFlags(fs, &c.serveConfig)
 	// A command's log is for its operator: text, and only trouble.
 	for name, def := range map[string]string{"log-format": "text", "log-level": "warn"} {
 		f := fs.Lookup(name)
@@ -54,7 +54,6 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	if err := parseWithEnv(fs, args, lookupEnv); err != nil {
 		return c, err
 	}
-	finish()
 	c.SyncPlatforms = platforms
 	c.Paths = fs.Args()
 	// The engine of a sync serves every platform: what to fetch is the

@@ -135,7 +135,7 @@ func cacheOtherPlatform(t *testing.T, e *e2e, host string) string {
 	return other
 }
 
-// TestTofuTrustAllHashes checks what README says of OpenTofu's
+// TestTofuTrustAllHashes checks what docs/lock-files.md says of OpenTofu's
 // network_mirror { trust_all_hashes = true } for a provider of
 // registry.opentofu.org: the lock file gets the signed zh: of every
 // platform and the h1: of the platforms whose archive the mirror has
@@ -171,7 +171,7 @@ func TestTofuTrustAllHashes(t *testing.T) {
 	}
 }
 
-// The other side of the line README draws: for a provider of any other
+// The other side of the line docs/lock-files.md draws: for a provider of any other
 // host (here registry.terraform.io), OpenTofu keeps in the lock file only
 // hashes it checked against a signature itself, so trust_all_hashes
 // changes nothing: the hashes of the platform it runs on only, and the

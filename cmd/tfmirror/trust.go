@@ -189,11 +189,11 @@ const exportKeyUsage = "tfmirror export-key [--data-dir DIR] [--export-key FILE]
 // data directory's, made now if there is none yet), to carry to the
 // importing side out of band.
 func runExportKey(args []string, stdout, stderr io.Writer) int {
-	var keyFile string
+	var own serveConfig // export-key, as serve takes it
 	var ifs *flag.FlagSet
 	cfg, rest, err := parseCacheCommandFlags("export-key", args, os.LookupEnv, stderr, exportKeyUsage, func(fs *flag.FlagSet) {
 		ifs = fs
-		addExportKeyFlag(fs, &keyFile)
+		addSettings(fs, &own, "export-key")
 	})
 	if errors.Is(err, errHelp) {
 		return 0
@@ -206,7 +206,7 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	if flagGiven(ifs, "export-key") {
-		cfg.ExportKeyFile = keyFile
+		cfg.ExportKeyFile = own.ExportKeyFile
 	}
 	var k *airgap.ExportKey
 	where := cfg.ExportKeyFile

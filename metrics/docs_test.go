@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// TestREADMEDocumentsEveryMetric keeps the README's metrics table in step
-// with what the package registers: every tfmirror_* family has a row, and
+// TestDocsDescribeEveryMetric keeps the metrics table of docs/metrics.md
+// in step with what the package registers: every tfmirror_* family has a row, and
 // every row names a family that exists.
-func TestREADMEDocumentsEveryMetric(t *testing.T) {
+func TestDocsDescribeEveryMetric(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	m, err := New(reg, Options{
 		Version: "test", Origins: []string{"registry.terraform.io"},
@@ -60,15 +60,15 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 		t.Fatalf("found too few metrics to check: %v", names)
 	}
 
-	readme, err := os.ReadFile("../README.md")
+	doc, err := os.ReadFile("../docs/metrics.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := strings.Index(string(readme), "\n## Metrics\n")
-	if start < 0 {
-		t.Fatal("README.md has no Metrics section")
+	// The table is in the guide's first part, before its first section.
+	section, ok := strings.CutPrefix(string(doc), "# Metrics\n")
+	if !ok {
+		t.Fatal("docs/metrics.md does not begin with its Metrics title")
 	}
-	section := string(readme)[start+1:]
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]
 	}
@@ -90,9 +90,9 @@ func TestREADMEDocumentsEveryMetric(t *testing.T) {
 	sort.Strings(missing)
 	sort.Strings(stale)
 	for _, n := range missing {
-		t.Errorf("README.md's metrics table has no row for %s", n)
+		t.Errorf("docs/metrics.md's metrics table has no row for %s", n)
 	}
 	for _, n := range stale {
-		t.Errorf("README.md's metrics table has a row for %s, which the metrics package does not register", n)
+		t.Errorf("docs/metrics.md's metrics table has a row for %s, which the metrics package does not register", n)
 	}
 }
