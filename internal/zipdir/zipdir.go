@@ -40,7 +40,8 @@ func (e *TooManyEntriesError) Error() string {
 var ErrDirectoryTooLarge = errors.New("the zip's central directory is larger than the entries allowed need")
 
 // NewReader opens the zip of size bytes read through r, holding at most
-// maxEntries entries (> 0). It refuses with a *TooManyEntriesError a zip
+// maxEntries entries (0 or less: as many as the zip package reads). It
+// refuses with a *TooManyEntriesError a zip
 // whose end record declares more, before its directory is read, and one
 // whose directory lists more; with ErrDirectoryTooLarge one whose
 // directory takes more than maxEntries*DirectoryBytesPerEntry + 128 KiB
@@ -48,6 +49,9 @@ var ErrDirectoryTooLarge = errors.New("the zip's central directory is larger tha
 // hold more entries than its end record says). Other errors are the zip
 // package's. Entries' data are read through r, unbounded.
 func NewReader(r io.ReaderAt, size int64, maxEntries int) (*zip.Reader, error) {
+	if maxEntries <= 0 {
+		return zip.NewReader(r, size)
+	}
 	if n, ok := DeclaredEntries(r, size); ok && n > uint64(maxEntries) {
 		return nil, &TooManyEntriesError{Entries: n, Max: maxEntries}
 	}
