@@ -238,4 +238,3 @@ func TestCheckArchiveStopsWithContext(t *testing.T) {
 		}
 	})
 }
-
