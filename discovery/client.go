@@ -26,7 +26,11 @@ const (
 	dialTimeout           = 10 * time.Second
 	tlsHandshakeTimeout   = 10 * time.Second
 	responseHeaderTimeout = 30 * time.Second
-	maxRedirects          = 5
+	// maxResponseHeaderBytes bounds a response's headers (net/http's
+	// default is 10 MiB): what a fetch holds of a response before its
+	// body is read.
+	maxResponseHeaderBytes = 1 << 20
+	maxRedirects           = 5
 )
 
 // Config configures a Client. The zero value is usable: it serves the
@@ -283,16 +287,17 @@ func New(cfg Config) (*Client, error) {
 	}
 	c.breaker.notify = c.circuitChanged(c.breaker.notify)
 	base := &http.Transport{
-		Proxy:                 c.proxyFor,
-		DialContext:           c.dial,
-		TLSClientConfig:       &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
-		TLSHandshakeTimeout:   tlsHandshakeTimeout,
-		ResponseHeaderTimeout: responseHeaderTimeout,
-		ExpectContinueTimeout: time.Second,
-		IdleConnTimeout:       90 * time.Second,
-		MaxIdleConns:          100,
-		MaxIdleConnsPerHost:   8,
-		ForceAttemptHTTP2:     true,
+		Proxy:                  c.proxyFor,
+		DialContext:            c.dial,
+		TLSClientConfig:        &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
+		TLSHandshakeTimeout:    tlsHandshakeTimeout,
+		ResponseHeaderTimeout:  responseHeaderTimeout,
+		MaxResponseHeaderBytes: maxResponseHeaderBytes,
+		ExpectContinueTimeout:  time.Second,
+		IdleConnTimeout:        90 * time.Second,
+		MaxIdleConns:           100,
+		MaxIdleConnsPerHost:    8,
+		ForceAttemptHTTP2:      true,
 	}
 	c.transport = &policyTransport{next: base, userAgent: cfg.UserAgent}
 	c.httpClient = &http.Client{Transport: c.transport, CheckRedirect: checkRedirect}

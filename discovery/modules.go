@@ -252,8 +252,8 @@ func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL
 // policy of every origin request (https only, the address guard, the
 // outbound proxy, at most 5 redirects), sends no credentials but the
 // SourceCredential a request's context carries, to its host only, and bounds
-// every response body by the idle timeout, the low-speed limit and
-// Config.MaxArchiveBytes (errors are *OriginError, Op "module_source").
+// every response's headers by 1 MiB and its body by the idle timeout, the
+// low-speed limit and Config.MaxArchiveBytes (errors are *OriginError, Op "module_source").
 // Responses are observed as Op "module_source" of origin.
 func (c *Client) SourceHTTPClient(origin svchost.Hostname) *http.Client {
 	return &http.Client{Transport: &sourceTransport{c: c, origin: origin}, CheckRedirect: checkRedirect}

@@ -4,16 +4,16 @@ import (
 	"archive/zip"
 	"cmp"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
-	"math"
 	"path"
 	"slices"
 	"strings"
 
 	"golang.org/x/mod/sumdb/dirhash"
+
+	"github.com/tfmirror/tfmirror/internal/zipdir"
 )
 
 // Limits bound what reading one archive may cost: a zip of a few MiB can
@@ -45,11 +45,6 @@ func (l Limits) withDefaults() Limits {
 	}
 	return l
 }
-
-// directoryBytesPerEntry bounds the central directory's bytes per entry
-// allowed (its fixed 46 bytes and a generous name): the zip package keeps
-// every entry of the directory in memory before any count can be checked.
-const directoryBytesPerEntry = 1 << 10
 
 // localHeaderLen is the fixed part of a zip entry's local header, which
 // precedes its data.
@@ -87,22 +82,15 @@ func hashArchive(ctx context.Context, r io.ReaderAt, size int64, lim Limits, che
 // sizes add up to more than allowed, entries that share a name, or
 // entries whose data overlap.
 func openZip(r io.ReaderAt, size int64, lim Limits) (*zip.Reader, error) {
-	if n, ok := declaredEntries(r, size); ok && n > uint64(lim.MaxEntries) {
-		return nil, tooManyEntries(n, lim)
-	}
-	// The directory of lim.MaxEntries entries takes far less than this;
-	// reading stops there, whatever the zip's end record says.
-	dirBudget := &budgetReaderAt{r: r, left: int64(lim.MaxEntries)*directoryBytesPerEntry + 128<<10}
-	zr, err := zip.NewReader(dirBudget, size)
-	dirBudget.left = math.MaxInt64 // entries are read through it too, within lim
-	if dirBudget.exceeded {
+	zr, err := zipdir.NewReader(r, size, lim.MaxEntries)
+	var many *zipdir.TooManyEntriesError
+	switch {
+	case errors.As(err, &many):
+		return nil, tooManyEntries(many.Entries, lim)
+	case errors.Is(err, zipdir.ErrDirectoryTooLarge):
 		return nil, &Error{Reason: ReasonTooLarge, Detail: fmt.Sprintf("its central directory is larger than %d entries need", lim.MaxEntries)}
-	}
-	if err != nil {
+	case err != nil:
 		return nil, &Error{Reason: ReasonBadArchive, Detail: "not a readable zip", Err: err}
-	}
-	if n := len(zr.File); n > lim.MaxEntries {
-		return nil, tooManyEntries(uint64(n), lim)
 	}
 	var declared uint64
 	names := make(map[string]bool, len(zr.File))
@@ -209,75 +197,3 @@ func (b *boundedReader) Read(p []byte) (int, error) {
 }
 
 func (b *boundedReader) Close() error { return b.rc.Close() }
-
-// budgetReaderAt fails reads once left bytes have been read.
-type budgetReaderAt struct {
-	r        io.ReaderAt
-	left     int64
-	exceeded bool
-}
-
-var errBudget = errors.New("read budget exceeded")
-
-func (b *budgetReaderAt) ReadAt(p []byte, off int64) (int, error) {
-	if int64(len(p)) > b.left {
-		b.exceeded = true
-		return 0, errBudget
-	}
-	b.left -= int64(len(p))
-	return b.r.ReadAt(p, off)
-}
-
-// declaredEntries returns the number of entries the zip's end of central
-// directory record declares, found as the zip package finds it (the last
-// record signature in the final 1 KiB, else 65 KiB; its zip64 form when
-// the record says so), so that a zip declaring millions of entries is
-// refused before the zip package makes room for them. ok is false when no
-// record is found: the zip package then refuses the zip too.
-func declaredEntries(r io.ReaderAt, size int64) (n uint64, ok bool) {
-	const endLen = 22
-	for _, bufLen := range []int64{1024, 65 * 1024} {
-		bufLen = min(bufLen, size)
-		buf := make([]byte, bufLen)
-		if _, err := r.ReadAt(buf, size-bufLen); err != nil && !errors.Is(err, io.EOF) {
-			return 0, false
-		}
-		p := -1
-		for i := len(buf) - endLen; i >= 0; i-- {
-			if string(buf[i:i+4]) == "PK\x05\x06" {
-				if comment := int(binary.LittleEndian.Uint16(buf[i+endLen-2:])); comment+endLen+i <= len(buf) {
-					p = i
-				}
-				break
-			}
-		}
-		if p < 0 {
-			if bufLen == size {
-				return 0, false
-			}
-			continue
-		}
-		rec := buf[p:]
-		n = uint64(binary.LittleEndian.Uint16(rec[10:]))
-		dirSize, dirOff := binary.LittleEndian.Uint32(rec[12:]), binary.LittleEndian.Uint32(rec[16:])
-		if n != 0xffff && dirSize != 0xffff && dirOff != 0xffffffff {
-			return n, true
-		}
-		// zip64: a locator just before the record points to the zip64 record.
-		locOff := size - bufLen + int64(p) - 20
-		if locOff < 0 {
-			return n, true
-		}
-		loc := make([]byte, 20)
-		if _, err := r.ReadAt(loc, locOff); err != nil || string(loc[:4]) != "PK\x06\x07" ||
-			binary.LittleEndian.Uint32(loc[4:]) != 0 || binary.LittleEndian.Uint32(loc[16:]) != 1 {
-			return n, true // not zip64 after all
-		}
-		end64 := make([]byte, 56)
-		if _, err := r.ReadAt(end64, int64(binary.LittleEndian.Uint64(loc[8:]))); err != nil || string(end64[:4]) != "PK\x06\x06" {
-			return n, true
-		}
-		return binary.LittleEndian.Uint64(end64[32:]), true
-	}
-	return 0, false
-}

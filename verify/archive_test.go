@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/internal/zipdir"
 	"github.com/tfmirror/tfmirror/verify/verifytest"
 )
 
@@ -190,7 +191,7 @@ func TestCheckArchiveDirectoryBudget(t *testing.T) {
 	r := &countingReaderAt{r: bytes.NewReader(data)}
 	_, err := CheckArchive(context.Background(), r, int64(len(data)), "x", Limits{MaxEntries: 10})
 	checkReason(t, err, ReasonTooLarge)
-	if budget := int64(10*directoryBytesPerEntry + 128<<10); r.n.Load() > budget {
+	if budget := int64(10*zipdir.DirectoryBytesPerEntry + 128<<10); r.n.Load() > budget {
 		t.Errorf("read %d bytes of the directory, budget %d", r.n.Load(), budget)
 	}
 }
@@ -236,26 +237,4 @@ func TestCheckArchiveStopsWithContext(t *testing.T) {
 			t.Errorf("read %d of %d bytes after the context ended early", n, len(data))
 		}
 	})
-}
-
-func TestDeclaredEntries(t *testing.T) {
-	small := zipOf(t, [][2]string{{"a", "1"}, {"b", "2"}})
-	big := verifytest.Zeros("big", 5<<30) // zip64
-	for name, tc := range map[string]struct {
-		data []byte
-		want uint64
-		ok   bool
-	}{
-		"plain":          {small, 2, true},
-		"zip64":          {big, 1, true},
-		"not a zip":      {[]byte("hello"), 0, false},
-		"with a comment": {append(bytes.Clone(small[:len(small)-2]), 3, 0, 'a', 'b', 'c'), 2, true},
-	} {
-		t.Run(name, func(t *testing.T) {
-			n, ok := declaredEntries(bytes.NewReader(tc.data), int64(len(tc.data)))
-			if n != tc.want || ok != tc.ok {
-				t.Fatalf("declaredEntries = %d, %v; want %d, %v", n, ok, tc.want, tc.ok)
-			}
-		})
-	}
 }

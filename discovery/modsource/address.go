@@ -7,7 +7,10 @@
 // git::https with ?ref=, https archives, GitHub and Bitbucket shorthands,
 // //SUBDIR), fetching a Git repository shallowly at one ref with go-git
 // (submodules included) or an archive over HTTPS, and writing the tree as
-// a deterministic tar.gz within limits of bytes and entries. It does not
+// a deterministic tar.gz within limits of bytes and entries. Every byte a
+// fetch receives passes one counter, below go-git and the archive
+// readers, that holds it to Limits.MaxDownloadBytes; what a fetch holds
+// in memory besides is MemoryOverhead. It does not
 // choose which hosts may be contacted or how (the HTTP client and the
 // archive opener it is given enforce the network policy: see
 // discovery.Client.SourceHTTPClient and OpenSource), and caches nothing.

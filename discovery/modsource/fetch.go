@@ -20,13 +20,17 @@ import (
 
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/internal/zipdir"
 )
 
 // Limits bound what one package may cost. A package over a limit is
 // refused with a *LimitError.
 type Limits struct {
-	// MaxDownloadBytes bounds the bytes received for one package (an
-	// archive, or a Git pack, submodules' packs included).
+	// MaxDownloadBytes bounds the bytes received for one package: every
+	// response body of its fetch (an archive; a Git repository's ref
+	// advertisement, negotiation lines and pack; error pages and
+	// redirects; the same for each submodule). See MemoryOverhead for
+	// what a fetch holds in memory.
 	MaxDownloadBytes int64
 	// MaxTreeBytes bounds the total size of the package's files.
 	MaxTreeBytes int64
@@ -35,6 +39,27 @@ type Limits struct {
 	// MaxSubmoduleDepth bounds nested Git submodules.
 	MaxSubmoduleDepth int
 }
+
+// MemoryOverhead is what one fetch may hold in memory besides what the
+// limits allow for: 16 MiB. A fetch reads one response at a time, and
+// holds of it at most its headers (1 MiB, the source HTTP client's
+// limit: discovery.Client), what HTTP/2 receives ahead of the reader
+// (4 MiB, Go's default window), a decompressor's state (bzip2's, the
+// largest, is under 4 MiB), a tar entry's extended header (1 MiB, Go's
+// limit) and read buffers of 64 KiB or so.
+//
+// Of what it receives, a fetch keeps in memory less than
+// Limits.MaxDownloadBytes: archives and Git packs are written to disk as
+// they arrive; of a Git ref advertisement only the refs the fetch may use
+// are passed to go-git (which keeps what it is passed); an error page is
+// read no further than its first KiB; go-git keeps upload-pack's shallow
+// and ACK lines, 20 bytes for each line of 49 or more. Besides, a zip's
+// directory and the package's listing take up to about 2 KiB per entry
+// allowed (Limits.MaxEntries), and indexing a Git pack holds its objects,
+// which the pack's headers must declare within Limits.MaxTreeBytes plus
+// 1 KiB per entry allowed plus 1 MiB. The garbage collector lets the heap
+// grow past what is held (GOGC).
+const MemoryOverhead = 16 << 20
 
 // LimitError is a package refused for going over a limit.
 type LimitError struct{ Detail string }
@@ -102,14 +127,27 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 		return Result{}, err
 	}
 	defer tw.w.Close()
+	// Every byte from the source hosts comes through m: what it lets
+	// through is all that go-git and the archive readers see. Requests
+	// still open when the fetch ends (go-git leaves a response it could
+	// not decode open) end with it.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	m := &meter{max: f.Limits.MaxDownloadBytes}
+	mf := m.fetcher(f)
 	var res Result
 	switch a.Kind {
 	case KindGit:
-		res.Commit, err = f.fetchGit(ctx, a.URL, a.Ref, tw, tmp, b, 0)
+		res.Commit, err = mf.fetchGit(ctx, a.URL, a.Ref, tw, tmp, b, 0)
 	case KindArchive:
-		err = f.fetchArchive(ctx, a, tw, tmp, b)
+		err = mf.fetchArchive(ctx, a, tw, tmp, b)
 	default:
 		err = &UnsupportedError{Detail: fmt.Sprintf("kind %q", a.Kind)}
+	}
+	if merr := m.err(); merr != nil {
+		// go-git keeps only the text of some errors: the limit is the
+		// cause whatever the error says.
+		return Result{}, merr
 	}
 	if err == nil {
 		err = tw.finish()
@@ -128,10 +166,9 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 
 // budget counts what a package has cost so far.
 type budget struct {
-	limits     Limits
-	downloaded int64
-	tree       int64
-	entries    int
+	limits  Limits
+	tree    int64
+	entries int
 }
 
 func (b *budget) entry() error {
@@ -178,21 +215,6 @@ func (l *inflateReader) Read(p []byte) (int, error) {
 		if l.inflated > limit {
 			return n, &LimitError{Detail: fmt.Sprintf("the archive unpacks to more than %d bytes", limit)}
 		}
-	}
-	return n, err
-}
-
-// limitReader counts downloaded bytes against the budget.
-type limitReader struct {
-	r io.Reader
-	b *budget
-}
-
-func (l *limitReader) Read(p []byte) (int, error) {
-	n, err := l.r.Read(p)
-	l.b.downloaded += int64(n)
-	if max := l.b.limits.MaxDownloadBytes; max > 0 && l.b.downloaded > max {
-		return n, &LimitError{Detail: fmt.Sprintf("more than %d bytes to download", max)}
 	}
 	return n, err
 }
@@ -312,7 +334,7 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, tw *treeWriter, t
 	if max := f.Limits.MaxDownloadBytes; max > 0 && size > max {
 		return &LimitError{Detail: fmt.Sprintf("the archive is %d bytes, more than the %d allowed", size, max)}
 	}
-	r := &limitReader{r: body, b: b}
+	r := io.Reader(body) // counted by the fetch's meter
 	switch a.Format {
 	case "zip":
 		// zip needs random access: spool it first.
@@ -325,8 +347,16 @@ func (f *Fetcher) fetchArchive(ctx context.Context, a Address, tw *treeWriter, t
 		if err != nil {
 			return err
 		}
-		zr, err := zip.NewReader(spool, n)
-		if err != nil {
+		// The entries its end record declares are counted before the
+		// zip package makes room for each of them.
+		zr, err := zipdir.NewReader(spool, n, f.Limits.MaxEntries)
+		var many *zipdir.TooManyEntriesError
+		switch {
+		case errors.As(err, &many):
+			return &LimitError{Detail: fmt.Sprintf("the zip has %d entries, more than the %d files and directories allowed", many.Entries, many.Max)}
+		case errors.Is(err, zipdir.ErrDirectoryTooLarge):
+			return &LimitError{Detail: fmt.Sprintf("the zip's directory is larger than %d entries need", f.Limits.MaxEntries)}
+		case err != nil:
 			return fmt.Errorf("the package is not a zip archive: %w", err)
 		}
 		return unzip(zr, tw)
@@ -376,10 +406,9 @@ func untar(ctx context.Context, r io.Reader, tw *treeWriter) error {
 	}
 }
 
+// unzip writes the entries of zr (opened by zipdir.NewReader, within
+// the entries allowed) through tw.
 func unzip(zr *zip.Reader, tw *treeWriter) error {
-	if max := tw.b.limits.MaxEntries; max > 0 && len(zr.File) > max {
-		return &LimitError{Detail: fmt.Sprintf("more than %d files and directories", max)}
-	}
 	for _, zf := range zr.File {
 		if strings.HasSuffix(zf.Name, "/") {
 			if err := tw.dir(zf.Name); err != nil {
@@ -498,7 +527,7 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 // it, or an entry under a link, is refused, and no link of it is made.
 func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&limitReader{r: r, b: b})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: limits.MaxDownloadBytes}})
 	if err != nil {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}
@@ -521,7 +550,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 // every package was checked so (a cache check), which Unpack refuses.
 func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&limitReader{r: r, b: b})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: limits.MaxDownloadBytes}})
 	if err != nil {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/url"
 	"os"
 	"path"
@@ -43,7 +44,9 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	// Only this repository's requests carry its host's credential (a
 	// submodule asks for its own).
 	rctx := f.credentials(ctx, repoURL)
-	sess, err := githttp.NewClient(f.HTTP).NewUploadPackSession(ep, nil)
+	sess, err := githttp.NewClient(withTransport(f.HTTP, func(next http.RoundTripper) http.RoundTripper {
+		return &refFilter{next: next, ref: ref}
+	})).NewUploadPackSession(ep, nil)
 	if err != nil {
 		return "", err
 	}
@@ -72,7 +75,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	if err != nil {
 		return "", gitError(repoURL, err)
 	}
-	var pack io.Reader = &limitReader{r: resp, b: b}
+	var pack io.Reader = resp // counted, with the lines before it, by the fetch's meter
 	switch {
 	case req.Capabilities.Supports(capability.Sideband64k):
 		pack = sideband.NewDemuxer(sideband.Sideband64k, pack)

@@ -1,0 +1,141 @@
+package modsource
+
+import (
+	"bytes"
+	"encoding/hex"
+	"io"
+	"net/http"
+	"strings"
+)
+
+// refFilter is the transport of one repository's requests: of its ref
+// advertisement it passes on to go-git only the refs that resolveRef may
+// look at for ref (HEAD, the branch HEAD names, and ref as a tag, a
+// branch or a full name, peeled or not). go-git keeps every ref it is
+// advertised, parsed, in memory (about twice their bytes on the wire);
+// a host advertising millions of refs would cost that much memory,
+// however few of them the fetch needs. What it drops was counted all the
+// same by the meter below it.
+type refFilter struct {
+	next http.RoundTripper
+	ref  string
+}
+
+func (t *refFilter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := t.next.RoundTrip(req)
+	if err != nil || req.Method != http.MethodGet || resp.StatusCode != http.StatusOK || !strings.HasSuffix(req.URL.Path, "/info/refs") {
+		return resp, err
+	}
+	f := &advFilter{r: resp.Body, Closer: resp.Body}
+	if t.ref != "" && !commitID.MatchString(t.ref) {
+		f.wanted = []string{t.ref, "refs/tags/" + t.ref, "refs/heads/" + t.ref}
+	}
+	resp.Body = f
+	resp.ContentLength = -1
+	resp.Header.Del("Content-Length")
+	return resp, nil
+}
+
+// advFilter reads a ref advertisement (pkt-lines) from r and hands out
+// the lines that are not refs, the first ref (it carries the
+// capabilities) and the refs wanted, in order. It holds one pkt-line at
+// most.
+type advFilter struct {
+	r io.Reader
+	io.Closer
+	wanted  []string // besides HEAD and its target
+	head    [4]byte
+	out     []byte // what is left of it to hand out
+	refs    bool   // the first ref has been read
+	target  []byte // of HEAD, from the first ref's symref capability
+	raw     bool   // not pkt-lines: passed as is, for go-git to refuse
+	err     error
+	scratch [65520]byte
+}
+
+func (f *advFilter) Read(p []byte) (int, error) {
+	for len(f.out) == 0 {
+		if f.raw {
+			return f.r.Read(p)
+		}
+		if f.err != nil {
+			return 0, f.err
+		}
+		f.next()
+	}
+	n := copy(p, f.out)
+	f.out = f.out[n:]
+	return n, nil
+}
+
+// next reads the next pkt-line and makes it what is to hand out, if it
+// is passed on.
+func (f *advFilter) next() {
+	if _, err := io.ReadFull(f.r, f.head[:]); err != nil {
+		f.err = err
+		return
+	}
+	var l [2]byte
+	if _, err := hex.Decode(l[:], f.head[:]); err != nil {
+		f.out, f.raw = f.head[:], true
+		return
+	}
+	n := int(l[0])<<8 | int(l[1])
+	if n <= 4 || n > len(f.scratch) { // a flush or other special line, or too long
+		f.out, f.raw = f.head[:], n > 4
+		return
+	}
+	line := f.scratch[:n]
+	copy(line, f.head[:])
+	if _, err := io.ReadFull(f.r, line[4:]); err != nil {
+		f.err = io.ErrUnexpectedEOF
+		return
+	}
+	if f.pass(line[4:]) {
+		f.out = line
+	}
+}
+
+// isRefLine reports whether payload starts as a ref does: an object id
+// and a space.
+func isRefLine(payload []byte) bool {
+	if len(payload) < 41 || payload[40] != ' ' {
+		return false
+	}
+	for _, c := range payload[:40] {
+		if !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// pass reports whether the pkt-line of payload is passed on.
+func (f *advFilter) pass(payload []byte) bool {
+	if !isRefLine(payload) {
+		// The lines before the refs, and whatever go-git is to refuse;
+		// not the shallow lines after them (unused).
+		return !f.refs || !bytes.HasPrefix(payload, []byte("shallow "))
+	}
+	if !f.refs {
+		f.refs = true
+		if i := bytes.IndexByte(payload, 0); i >= 0 {
+			for _, c := range bytes.Fields(payload[i+1:]) {
+				if t, ok := bytes.CutPrefix(c, []byte("symref=HEAD:")); ok {
+					f.target = bytes.Clone(t)
+				}
+			}
+		}
+		return true
+	}
+	name := bytes.TrimSuffix(bytes.TrimRight(payload[41:], "\n"), []byte("^{}"))
+	if string(name) == "HEAD" || f.target != nil && bytes.Equal(name, f.target) {
+		return true
+	}
+	for _, w := range f.wanted {
+		if string(name) == w {
+			return true
+		}
+	}
+	return false
+}

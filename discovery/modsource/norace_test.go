@@ -1,0 +1,5 @@
+//go:build !race
+
+package modsource
+
+const cpuScale = 1
