@@ -173,6 +173,7 @@ type Origin struct {
 	replaced     map[akey]*built // SetArchiveBytes
 	omit         map[akey]bool
 	shaOverride  map[akey]string
+	answerOf     map[akey]akey // download answers given as another package's
 	hashOverride map[akey][]string
 	wrongKey     bool
 	gate         *gate         // nil when archives are not gated
@@ -205,6 +206,7 @@ func Start(opts Options) (*Origin, error) {
 		replaced:     map[akey]*built{},
 		omit:         map[akey]bool{},
 		shaOverride:  map[akey]string{},
+		answerOf:     map[akey]akey{},
 		hashOverride: map[akey][]string{},
 		started:      make(chan struct{}),
 		gatedChanged: make(chan struct{}),

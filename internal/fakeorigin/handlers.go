@@ -128,14 +128,21 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	k := akey{r.PathValue("ns"), r.PathValue("typ"), r.PathValue("version"), goos + "_" + arch}
+	if o.archive(k) == nil {
+		writeError(w, http.StatusNotFound)
+		return
+	}
+	o.mu.Lock()
+	if other, ok := o.answerOf[k]; ok {
+		k = other
+	}
+	shasum, over := o.shaOverride[k]
+	o.mu.Unlock()
 	b := o.archive(k)
 	if b == nil {
 		writeError(w, http.StatusNotFound)
 		return
 	}
-	o.mu.Lock()
-	shasum, over := o.shaOverride[k]
-	o.mu.Unlock()
 	if !over {
 		shasum = b.sha
 	}
