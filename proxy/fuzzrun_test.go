@@ -12,7 +12,8 @@ import (
 )
 
 // fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
-// package's, those of the origin client's response parsers, and the
+// package's, those of the origin client's response parsers, the engine's
+// archive-name parser and import check of signed names, and the
 // access-log encoder's comparisons with log/slog.
 var fuzzers = []struct{ dir, name string }{
 	{".", "FuzzParseRequestPath"},
@@ -20,6 +21,8 @@ var fuzzers = []struct{ dir, name string }{
 	{".", "FuzzArchiveSignature"},
 	{"../discovery", "FuzzParseVersions"},
 	{"../discovery", "FuzzParsePackage"},
+	{"../mirror", "FuzzParseArchiveName"},
+	{"../mirror", "FuzzSignedImport"},
 	{"../internal/jsonlog", "FuzzSameAsSlog"},
 	{"../internal/jsonlog", "FuzzAppendTime"},
 }
