@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -32,7 +33,7 @@ import (
 // key signed. Nothing of it is cached or served. Each is imported as
 // `tfmirror import` does and through a serve's admin socket.
 func TestRelabeledBundlesAreRefused(t *testing.T) {
-	from := newHarness(t, harnessOptions{})
+	from := newHarness(t, harnessOptions{origin: fakeorigin.Options{ReleaseManifest: true}})
 	plats := []string{"darwin_arm64", "linux_amd64"}
 	from.origin.AddProvider("hashicorp", "random", []string{"3.5.0"}, plats)
 	from.origin.AddProvider("hashicorp", "null", []string{"3.5.0"}, plats)

@@ -112,7 +112,7 @@ func TestOriginAnswersMustNameTheRelease(t *testing.T) {
 			t.Parallel()
 			met := &refusalMetrics{}
 			var h *harness
-			h = newHarness(t, harnessOptions{cfg: Config{Metrics: met}, wrapOrigin: func(o Origin) Origin {
+			h = newHarness(t, harnessOptions{cfg: Config{Metrics: met}, origin: fakeorigin.Options{ReleaseManifest: true}, wrapOrigin: func(o Origin) Origin {
 				return packageRewriter{Origin: o, rewrite: func(pl string, pkg *discovery.Package) {
 					if tc.rewrite != nil && pl == asked {
 						tc.rewrite(h, pkg)
@@ -161,7 +161,7 @@ func TestOriginAnswersMustNameTheRelease(t *testing.T) {
 // what it was given as, and nothing of it is stored or served.
 func TestImportMustNameTheRelease(t *testing.T) {
 	t.Parallel()
-	src := newHarness(t, harnessOptions{})
+	src := newHarness(t, harnessOptions{origin: fakeorigin.Options{ReleaseManifest: true}})
 	src.origin.AddProvider(ns, typ, []string{"3.5.0"}, platforms)
 	src.origin.AddProvider(ns, "null", []string{"3.5.0"}, platforms)
 	evidence := func(p discovery.Provider) *Evidence {

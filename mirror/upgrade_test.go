@@ -242,7 +242,7 @@ func TestRecordsOfEarlierReleasesRecheckedForNames(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, harnessOptions{})
+			h := newHarness(t, harnessOptions{origin: fakeorigin.Options{ReleaseManifest: true}})
 			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 			p, v := h.provider(), mustVersion(t, tc.stored)
 			archiveURL := h.origin.ArchiveURL(ns, typ, "1.0.0", "linux_amd64")
