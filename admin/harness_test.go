@@ -31,11 +31,12 @@ type harness struct {
 
 type harnessOptions struct {
 	engine mirror.Config // AllowedOrigins defaults to originHost
+	origin fakeorigin.Options
 }
 
 func newHarness(t *testing.T, opts harnessOptions) *harness {
 	t.Helper()
-	h := &harness{origin: enginetest.StartOrigin(t, fakeorigin.Options{}), store: enginetest.OpenStore(t, "", cache.Options{})}
+	h := &harness{origin: enginetest.StartOrigin(t, opts.origin), store: enginetest.OpenStore(t, "", cache.Options{})}
 	cfg := opts.engine
 	if cfg.Logger == nil {
 		cfg.Logger = enginetest.Logger(t)

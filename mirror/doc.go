@@ -19,6 +19,11 @@
 //     signatures and signing keys byte for byte, see Evidence), and never
 //     changes afterwards; VerifyCache checks every cached package against
 //     it (or its sha256) again;
+//   - a signature vouches for the names it signed (signednames.go): an
+//     archive's name is derived from the provider type, version and
+//     platform and looked up in a SHA256SUMS that must be that release's,
+//     never read from an origin's answer or an import's evidence, on every
+//     way in and every re-check of a stored record;
 //   - an archive is fetched from its origin once however many callers ask,
 //     on the engine's context (no single caller can cancel it), read by
 //     every waiting caller while it is staged in the cache, and committed

@@ -179,9 +179,10 @@ func (s *Engine) platformsFor(entry VersionEntry, platforms []discovery.Platform
 // verifyCached checks again, from what the cache holds alone and without asking
 // any origin, that the cached archive of version v of p for platform pl
 // is the one the origin signed: the stored signature over the stored
-// SHA256SUMS document with the stored signing keys, the platform's
-// shasum against its line in that document, and the sha256 of the cached
-// archive's bytes against it; then that the archive is still a package
+// SHA256SUMS document with the stored signing keys, that the document is
+// of p's type and version v, the platform's file name, os and arch (see
+// signednames.go) and shasum against its line in that document, and the
+// sha256 of the cached archive's bytes against it; then that the archive is still a package
 // the clients can install, with the h1: hash recorded when it was cached.
 // ctx bounds the reading of the archive.
 //
@@ -227,12 +228,12 @@ func (s *Engine) verifyCached(ctx context.Context, p discovery.Provider, v versi
 	if err != nil {
 		return err
 	}
-	if err := verify.VerifySums(sums, a.Filename, a.Evidence.Shasum); err != nil {
+	rel, err := releaseOf(p.Type, v, sums)
+	if err != nil {
 		return err
 	}
-	if !strings.EqualFold(sums[a.Filename], a.SHA256) {
-		return &verify.Error{Reason: verify.ReasonChecksum,
-			Detail: fmt.Sprintf("the stored record gives sha256 %s for %s, its SHA256SUMS %s", a.SHA256, a.Filename, sums[a.Filename])}
+	if err := checkStoredNames(rel, pl.String(), a); err != nil {
+		return err
 	}
 
 	blob, err := s.store.OpenBlob(a.SHA256)
@@ -285,8 +286,10 @@ func readSHA256(ctx context.Context, r io.Reader) (string, error) {
 
 // checkEvidence checks rec's stored evidence again before it is served:
 // each SHA256SUMS document's signature over its stored bytes with its
-// stored keys, and each archive's shasum and sha256 against its line in
-// its document, and the zh: hashes of its "packages" against theirs. The
+// stored keys, that the document is of p's type and version v, each
+// archive's file name, os and arch (those of its platform: see
+// signednames.go), shasum and sha256 against its line in its document,
+// and the zh: hashes of its "packages" against theirs. The
 // result is remembered in rec, which is only ever
 // shared in memory, so a record is checked once per reading from the
 // cache. A record that fails is deleted from the cache (it is fetched and
@@ -295,7 +298,7 @@ func (s *Engine) checkEvidence(p discovery.Provider, v versions.Version, rec *Pa
 	if rec.evidenceChecked.Load() {
 		return nil
 	}
-	err := rec.verifyEvidence()
+	err := rec.verifyEvidence(p.Type, v)
 	if err == nil {
 		rec.evidenceChecked.Store(true)
 		return nil
@@ -320,9 +323,12 @@ func reasonOf(err error) string {
 	return "unknown"
 }
 
-// verifyEvidence is checkEvidence's check, without remembering.
-func (rec *PackageRecord) verifyEvidence() error {
-	sums := make([]map[string]string, len(rec.Documents))
+// verifyEvidence is checkEvidence's check, without remembering, of rec
+// as the record of version v of a provider of type typ: each document's
+// signature, that it is the release's (releaseOf), and each archive's
+// names and sha256 against it (checkStoredNames) and its "packages".
+func (rec *PackageRecord) verifyEvidence(typ string, v versions.Version) error {
+	rels := make([]releaseLines, len(rec.Documents))
 	for i, doc := range rec.Documents {
 		if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
 			return err
@@ -331,23 +337,21 @@ func (rec *PackageRecord) verifyEvidence() error {
 		if err != nil {
 			return err
 		}
-		sums[i] = parsed
+		if rels[i], err = releaseOf(typ, v, parsed); err != nil {
+			return err
+		}
 	}
 	for _, pl := range sortedKeys(rec.Archives) {
 		a := rec.Archives[pl]
-		if a.Evidence == nil || a.Evidence.Document < 0 || a.Evidence.Document >= len(sums) {
+		if a.Evidence == nil || a.Evidence.Document < 0 || a.Evidence.Document >= len(rels) {
 			return &verify.Error{Reason: verify.ReasonMissingChecksum,
 				Detail: fmt.Sprintf("the stored record of %s refers to no stored SHA256SUMS document", pl)}
 		}
-		doc := sums[a.Evidence.Document]
-		if err := verify.VerifySums(doc, a.Filename, a.Evidence.Shasum); err != nil {
+		rel := rels[a.Evidence.Document]
+		if err := checkStoredNames(rel, pl, a); err != nil {
 			return err
 		}
-		if !strings.EqualFold(doc[a.Filename], a.SHA256) {
-			return &verify.Error{Reason: verify.ReasonChecksum,
-				Detail: fmt.Sprintf("the stored record gives sha256 %s for %s, its SHA256SUMS %s", a.SHA256, a.Filename, doc[a.Filename])}
-		}
-		if err := checkPackageHashes(a.Evidence.Packages, a.Filename, pl, doc, nil); err != nil {
+		if err := checkPackageHashes(a.Evidence.Packages, a.Filename, rel, nil); err != nil {
 			return err
 		}
 	}

@@ -75,11 +75,14 @@ type Imported struct {
 type ImportedPackage struct {
 	// Platform is os_arch.
 	Platform string
-	// Filename is the archive's name as the SHA256SUMS document lists it
-	// (any name when Unsigned); it names the archive in errors.
+	// Filename is the archive's name as the input gives it (any name when
+	// Unsigned, which keeps it). A signed package's must be the name
+	// derived from the provider's type, the version and Platform (see
+	// signednames.go), under which the SHA256SUMS document lists it.
 	Filename string
 	// DownloadURL, Protocols, OS, Arch and Shasum are the origin's package
-	// metadata, as it gave them (empty when Unsigned).
+	// metadata, as it gave them (empty when Unsigned); OS and Arch must be
+	// Platform's.
 	DownloadURL string
 	Protocols   []string
 	OS, Arch    string
@@ -137,7 +140,10 @@ type ImportedOutcome struct {
 // in Documents are what the signatures are checked against, not a reason
 // to trust them; ImportedPackage.SHA256 carries what the caller's anchor
 // vouched for. It checks: the signature over each SHA256SUMS document with
-// its signing keys, each package's shasum against its line there (and
+// its signing keys, that each is the document of p's type and version v,
+// each package's file name, os and arch against those of its platform,
+// never believing the input's over the signed names (see signednames.go),
+// and its shasum against the line of that name (and
 // its "packages" hashes as far as they can be checked, see
 // checkPackageHashes: the h1: ones once the archives are cached), and
 // then each archive's sha256 and that it is an installable package, as
@@ -185,71 +191,27 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 
 	// The metadata: checked before any archive is read.
 	archives := make([]ArchiveRecord, len(in.Packages))
-	sums := map[int]map[string]string{}
-	if !in.Unsigned {
-		if len(in.Documents) == 0 {
-			return ImportResult{}, &verify.Error{Reason: verify.ReasonMissingChecksum,
-				Detail: fmt.Sprintf("%s %s comes without any SHA256SUMS document", p, v)}
+	var rels []releaseLines
+	if in.Unsigned {
+		if err := checkPlatforms(in); err != nil {
+			return ImportResult{}, err
 		}
-		all := map[string]string{}
-		for i, doc := range in.Documents {
-			if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
-				return ImportResult{}, docError(i, s.refuse(p, v, "", err))
-			}
-			parsed, err := verify.ParseSHA256SUMS(doc.Content)
-			if err != nil {
-				return ImportResult{}, docError(i, s.refuse(p, v, "", err))
-			}
-			for name, sum := range parsed {
-				if old, ok := all[name]; ok && old != sum {
-					return ImportResult{}, docError(i, s.refuse(p, v, "", &verify.Error{Reason: verify.ReasonChecksum,
-						Detail: fmt.Sprintf("SHA256SUMS documents of one version disagree about %s", name)}))
+		for i, pkg := range in.Packages {
+			a := ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: strings.ToLower(pkg.SHA256)}
+			if a.SHA256 == "" {
+				sha, err := s.sumArchive(ctx, pkg)
+				if err != nil {
+					return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 				}
-				all[name] = sum
+				a.SHA256 = sha
 			}
-			sums[i] = parsed
+			archives[i] = a
 		}
-	}
-	seen := map[string]bool{}
-	for i, pkg := range in.Packages {
-		if _, err := ParsePlatform(pkg.Platform); err != nil {
-			return ImportResult{}, pkgError(i, err)
+	} else {
+		var err error
+		if archives, rels, err = signedArchives(in, s.h1); err != nil {
+			return ImportResult{}, s.refuseImport(in, err)
 		}
-		if seen[pkg.Platform] {
-			return ImportResult{}, pkgError(i, fmt.Errorf("%s %s: platform %s given twice", p, v, pkg.Platform))
-		}
-		seen[pkg.Platform] = true
-		a := ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL}
-		switch {
-		case in.Unsigned && pkg.SHA256 != "":
-			a.SHA256 = strings.ToLower(pkg.SHA256)
-		case in.Unsigned:
-			sha, err := s.sumArchive(ctx, pkg)
-			if err != nil {
-				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
-			}
-			a.SHA256 = sha
-		default:
-			doc, ok := sums[pkg.Document]
-			if !ok {
-				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonMissingChecksum,
-					Detail: fmt.Sprintf("%s refers to SHA256SUMS document %d, which was not given", pkg.Filename, pkg.Document)}))
-			}
-			if err := verify.VerifySums(doc, pkg.Filename, pkg.Shasum); err != nil {
-				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
-			}
-			if err := checkPackageHashes(pkg.Packages, pkg.Filename, pkg.Platform, doc, s.h1); err != nil {
-				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
-			}
-			a.SHA256 = doc[pkg.Filename]
-			if pkg.SHA256 != "" && !strings.EqualFold(pkg.SHA256, a.SHA256) {
-				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
-					Detail: fmt.Sprintf("SHA256SUMS gives sha256 %s for %s, the import vouches for %s", a.SHA256, pkg.Filename, pkg.SHA256)}))
-			}
-			a.Evidence = &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
-				Packages: pkg.Packages, Document: pkg.Document}
-		}
-		archives[i] = a
 	}
 
 	// The record it will join, if the cache has one (checked again when
@@ -273,7 +235,7 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	// The h1: hashes of "packages" against the archives now cached.
 	if !in.Unsigned {
 		for i, pkg := range in.Packages {
-			if err := checkPackageHashes(pkg.Packages, pkg.Filename, pkg.Platform, sums[pkg.Document], s.h1); err != nil {
+			if err := checkPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.h1); err != nil {
 				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 			}
 		}
@@ -290,6 +252,103 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		return ImportResult{}, err
 	}
 	return res, nil
+}
+
+// checkPlatforms checks that each package of in is of a valid platform,
+// given once.
+func checkPlatforms(in Imported) error {
+	seen := map[string]bool{}
+	for i, pkg := range in.Packages {
+		if _, err := ParsePlatform(pkg.Platform); err != nil {
+			return pkgError(i, err)
+		}
+		if seen[pkg.Platform] {
+			return pkgError(i, fmt.Errorf("%s %s: platform %s given twice", in.Provider, in.Version, pkg.Platform))
+		}
+		seen[pkg.Platform] = true
+	}
+	return nil
+}
+
+// signedArchives checks the signed metadata of in (not Unsigned) before
+// any archive is read, trusting nothing of it that no signature covers:
+// each SHA256SUMS document's signature with its signing keys, that it is
+// the release of in's provider type and version (releaseOf) and that the
+// documents agree; then for each package, that its platform is valid and
+// given once, that its filename, os and arch are its platform's and its
+// shasum the line of the name derived for it (releaseLines.signedPackage,
+// see signednames.go), its "packages" hashes (checkPackageHashes, with
+// h1), and the sha256 the caller vouches for, if any. It returns each
+// package's archive record, named as derived with the signed sha256, and
+// each document's release, by index. An error one document or package
+// caused is an *ImportError.
+func signedArchives(in Imported, h1 func(sha string) string) ([]ArchiveRecord, []releaseLines, error) {
+	p, v := in.Provider, in.Version
+	if len(in.Documents) == 0 {
+		return nil, nil, &verify.Error{Reason: verify.ReasonMissingChecksum,
+			Detail: fmt.Sprintf("%s %s comes without any SHA256SUMS document", p, v)}
+	}
+	rels := make([]releaseLines, len(in.Documents))
+	all := map[string]string{}
+	for i, doc := range in.Documents {
+		if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+			return nil, nil, docError(i, err)
+		}
+		parsed, err := verify.ParseSHA256SUMS(doc.Content)
+		if err != nil {
+			return nil, nil, docError(i, err)
+		}
+		if rels[i], err = releaseOf(p.Type, v, parsed); err != nil {
+			return nil, nil, docError(i, err)
+		}
+		for name, sum := range parsed {
+			if old, ok := all[name]; ok && old != sum {
+				return nil, nil, docError(i, &verify.Error{Reason: verify.ReasonChecksum,
+					Detail: fmt.Sprintf("SHA256SUMS documents of one version disagree about %s", name)})
+			}
+			all[name] = sum
+		}
+	}
+	if err := checkPlatforms(in); err != nil {
+		return nil, nil, err
+	}
+	archives := make([]ArchiveRecord, len(in.Packages))
+	for i, pkg := range in.Packages {
+		if pkg.Document < 0 || pkg.Document >= len(rels) {
+			return nil, nil, pkgError(i, &verify.Error{Reason: verify.ReasonMissingChecksum,
+				Detail: fmt.Sprintf("%s refers to SHA256SUMS document %d, which was not given", pkg.Filename, pkg.Document)})
+		}
+		rel := rels[pkg.Document]
+		name, sha, err := rel.signedPackage(pkg.Platform, pkg.Filename, pkg.OS, pkg.Arch, pkg.Shasum)
+		if err != nil {
+			return nil, nil, pkgError(i, err)
+		}
+		if err := checkPackageHashes(pkg.Packages, name, rel, h1); err != nil {
+			return nil, nil, pkgError(i, err)
+		}
+		if pkg.SHA256 != "" && !strings.EqualFold(pkg.SHA256, sha) {
+			return nil, nil, pkgError(i, &verify.Error{Reason: verify.ReasonChecksum,
+				Detail: fmt.Sprintf("SHA256SUMS gives sha256 %s for %s, the import vouches for %s", sha, name, pkg.SHA256)})
+		}
+		archives[i] = ArchiveRecord{Filename: name, URL: pkg.DownloadURL, SHA256: sha,
+			Evidence: &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
+				Packages: pkg.Packages, Document: pkg.Document}}
+	}
+	return archives, rels, nil
+}
+
+// refuseImport is refuse for an error of signedArchives: an
+// *ImportError's own error is logged and counted with its platform.
+func (s *Engine) refuseImport(in Imported, err error) error {
+	var ierr *ImportError
+	if !errors.As(err, &ierr) {
+		return err
+	}
+	pl := ""
+	if ierr.Package >= 0 && ierr.Package < len(in.Packages) {
+		pl = in.Packages[ierr.Package].Platform
+	}
+	return &ImportError{Document: ierr.Document, Package: ierr.Package, Err: s.refuse(in.Provider, in.Version, pl, ierr.Err)}
 }
 
 // recordImportedHost records host as one that Import or ImportModule

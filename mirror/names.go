@@ -85,8 +85,10 @@ func ArchiveName(typ, version, platform string) string {
 const archivePrefix = "terraform-provider-"
 
 // ParseArchiveName is the inverse of ArchiveName for a provider of type
-// typ. The version is returned as written (non-empty, for the caller to
-// parse), the platform parsed by ParsePlatform.
+// typ: whatever it accepts, ArchiveName of the parts gives back exactly.
+// The version is returned as written (non-empty and without "_", which
+// no version has, for the caller to parse), the platform parsed by
+// ParsePlatform.
 func ParseArchiveName(typ, name string) (version string, pl discovery.Platform, err error) {
 	prefix := archivePrefix + typ + "_"
 	rest, ok := strings.CutPrefix(name, prefix)
@@ -107,6 +109,9 @@ func ParseArchiveName(typ, name string) (version string, pl discovery.Platform, 
 	}
 	if j == 0 {
 		return "", pl, fmt.Errorf("archive name %q has no version", name)
+	}
+	if strings.Contains(rest[:j], "_") {
+		return "", pl, fmt.Errorf("archive name %q has a version with \"_\", which versions never have", name)
 	}
 	if pl, err = ParsePlatform(rest[j+1:]); err != nil {
 		return "", pl, fmt.Errorf("archive name %q: %w", name, err)

@@ -17,6 +17,7 @@ func TestArchiveName(t *testing.T) {
 		{name: "version not checked", typ: "random", file: "terraform-provider-random_v1_linux_amd64.zip", wantVersion: "v1", wantPlatform: "linux_amd64"},
 		{name: "other type", typ: "random", file: "terraform-provider-null_1.0.0_linux_amd64.zip", wantErr: true},
 		{name: "type prefix of another", typ: "random", file: "terraform-provider-randomx_1.0.0_linux_amd64.zip", wantErr: true},
+		{name: "underscore in version", typ: "random", file: "terraform-provider-random_1_0_linux_amd64.zip", wantErr: true},
 		{name: "empty version", typ: "random", file: "terraform-provider-random__linux_amd64.zip", wantErr: true},
 		{name: "platform only", typ: "random", file: "terraform-provider-random_linux_amd64.zip", wantErr: true},
 		{name: "no platform", typ: "random", file: "terraform-provider-random_1.0.0.zip", wantErr: true},

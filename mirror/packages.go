@@ -409,8 +409,11 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 
 // fetchPackage fetches the package metadata of the platforms in need that
 // the stored record lacks, verifies them against the version's signed
-// SHA256SUMS (and their OpenTofu "packages" hashes as far as they can be
-// checked, see checkPackageHashes), and stores the merged record with the
+// SHA256SUMS, which must be that of p's type and version v, under the
+// name derived for each platform, whose filename, os and arch the answer
+// must give (see signednames.go), and their OpenTofu "packages" hashes as
+// far as they can be checked (see checkPackageHashes), and stores the
+// merged record with the
 // evidence. Nothing is stored unless every check passed. A stored record without evidence is
 // replaced by a new one for its platforms and need, whose archives must
 // have the sha256 they had.
@@ -502,16 +505,22 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		if err := verify.VerifySums(sums[doc], pkg.Filename, pkg.SHASum); err != nil {
+		// The name is derived, never read from the answer (signednames.go).
+		rel, err := releaseOf(p.Type, v, sums[doc])
+		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		if err := checkPackageHashes(pkg.Packages, pkg.Filename, pl, sums[doc], s.h1); err != nil {
+		name, sha, err := rel.signedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
+		if err != nil {
+			return nil, s.refuse(p, v, pl, err)
+		}
+		if err := checkPackageHashes(pkg.Packages, name, rel, s.h1); err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
 		a := ArchiveRecord{
-			Filename: pkg.Filename,
+			Filename: name,
 			URL:      pkg.DownloadURL,
-			SHA256:   sums[doc][pkg.Filename],
+			SHA256:   sha,
 			Evidence: &PackageEvidence{
 				Protocols: pkg.Protocols,
 				OS:        pkg.OS,

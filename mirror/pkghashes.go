@@ -11,18 +11,17 @@ import (
 // checkPackageHashes checks OpenTofu's "packages" of one platform's package
 // metadata (the hashes of every platform's archive of the version), which
 // no signature covers, as far as the mirror can: each zh: hash against the
-// sha256 that sums (the signed SHA256SUMS lines the package verified
-// against) gives that platform's archive, and each h1: hash of a platform
-// whose archive is cached against the cached archive's h1 (h1 returns it
-// for a sha256, "" when it is not cached). filename and platform are the
-// package's own: another platform's archive is the SHA256SUMS line named
-// as filename but for the platform, else the only line ending in
-// "_os_arch.zip". A zh: hash of a platform that SHA256SUMS has no line
-// for cannot be checked and fails with verify.ReasonMissingChecksum; a
-// mismatch fails with verify.ReasonChecksum.
-func checkPackageHashes(pkgs map[string]registryjson.PackageHashes, filename, platform string, sums map[string]string, h1 func(sha string) string) error {
+// sha256 that rel (the signed SHA256SUMS lines the package verified
+// against) gives that platform's archive, by its derived name (see
+// releaseLines.archive), and each h1: hash of a platform whose archive is
+// cached against the cached archive's h1 (h1 returns it for a sha256, ""
+// when it is not cached). filename is the package's own, for messages. A
+// zh: hash of a platform that SHA256SUMS has no line for cannot be
+// checked and fails with verify.ReasonMissingChecksum; a mismatch fails
+// with verify.ReasonChecksum.
+func checkPackageHashes(pkgs map[string]registryjson.PackageHashes, filename string, rel releaseLines, h1 func(sha string) string) error {
 	for _, pl := range sortedKeys(pkgs) {
-		name, sha, listed := archiveLine(sums, filename, platform, pl)
+		name, sha, listed := rel.archive(pl)
 		for _, hash := range pkgs[pl].Hashes {
 			switch {
 			case strings.HasPrefix(hash, "zh:"):
@@ -43,26 +42,4 @@ func checkPackageHashes(pkgs map[string]registryjson.PackageHashes, filename, pl
 		}
 	}
 	return nil
-}
-
-// archiveLine returns the name and sha256 of platform pl's archive in
-// sums, for the package of platform own whose archive is filename.
-func archiveLine(sums map[string]string, filename, own, pl string) (name, sha string, ok bool) {
-	if prefix, cut := strings.CutSuffix(filename, "_"+own+".zip"); cut {
-		name = prefix + "_" + pl + ".zip"
-		if sha, ok := sums[name]; ok {
-			return name, strings.ToLower(sha), true
-		}
-	}
-	found := 0
-	for n, s := range sums {
-		if strings.HasSuffix(n, "_"+pl+".zip") {
-			name, sha = n, strings.ToLower(s)
-			found++
-		}
-	}
-	if found != 1 {
-		return "", "", false
-	}
-	return name, sha, true
 }

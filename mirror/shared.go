@@ -219,7 +219,7 @@ func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v vers
 	if _, ok := s.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || !rec.hasEvidence() {
 		return nil, false
 	}
-	if err := rec.verifyEvidence(); err != nil {
+	if err := rec.verifyEvidence(p.Type, v); err != nil {
 		reason := reasonOf(err)
 		s.metrics.VerificationFailed(reason)
 		s.log.Error("the shared store's package record failed verification; fetching the version from the origin",

@@ -572,7 +572,7 @@ func TestSharedRecordFailingEvidence(t *testing.T) {
 	if err := json.Unmarshal(raw, &replaced); err != nil {
 		t.Fatal(err)
 	}
-	if err := replaced.verifyEvidence(); err != nil {
+	if err := replaced.verifyEvidence(typ, mustVersion(t, "1.0.0")); err != nil {
 		t.Errorf("the shared tier's record still fails verification: %v", err)
 	}
 }

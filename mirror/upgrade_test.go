@@ -2,8 +2,11 @@ package mirror
 
 import (
 	"bytes"
+	"crypto/tls"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"reflect"
 	"slices"
@@ -198,4 +201,126 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 			t.Errorf("ListCached: %d versions, %v", cached, err)
 		}
 	})
+}
+
+// A package record as the release before the signed-names rule stored it
+// (schema 2, with its evidence): the origin's SHA256SUMS with its
+// signature and key, and the package metadata of one platform. {{SUMS}}
+// and {{SIG}} are the origin's SHA256SUMS and signature (base64), {{KEY}}
+// its signing key (JSON-escaped), {{BASE}} its release URL, {{SHA}} the
+// linux_amd64 archive's sha256, {{VERSION}} the version it is stored as.
+const schema2PackageRecord = `{"schema":2,"version":"{{VERSION}}",` +
+	`"sums":{"terraform-provider-random_1.0.0_darwin_arm64.zip":"{{SHA_darwin_arm64}}",` +
+	`"terraform-provider-random_1.0.0_linux_amd64.zip":"{{SHA_linux_amd64}}",` +
+	`"terraform-provider-random_1.0.0_manifest.json":"{{SHA_manifest}}",` +
+	`"terraform-provider-random_1.0.0_windows_amd64.zip":"{{SHA_windows_amd64}}"},` +
+	`"documents":[{"url":"{{BASE}}terraform-provider-random_1.0.0_SHA256SUMS",` +
+	`"signature_url":"{{BASE}}terraform-provider-random_1.0.0_SHA256SUMS.sig",` +
+	`"content":"{{SUMS}}","signature":"{{SIG}}",` +
+	`"signing_keys":[{"key_id":"{{KEYID}}","ascii_armor":{{KEY}},"trust_signature":"","source":"","source_url":""}]}],` +
+	`"archives":{"linux_amd64":{"filename":"terraform-provider-random_1.0.0_linux_amd64.zip",` +
+	`"url":"{{BASE}}terraform-provider-random_1.0.0_linux_amd64.zip","sha256":"{{SHA_linux_amd64}}",` +
+	`"evidence":{"protocols":["5.0"],"os":"linux","arch":"amd64","shasum":"{{SHA_linux_amd64}}","document":0}}},` +
+	`"verified_at":"2026-01-10T12:00:00Z"}`
+
+// Names are checked again on records stored before the rule: a record the
+// earlier release stored from a real registry's answer (whose SHA256SUMS
+// lists the release's manifest beside the archives) passes `cache verify`
+// and is served through the registry protocol as before; the same signed
+// files stored as another version, as that release's import let a bundle
+// relabel them, are found damaged, for their name.
+func TestRecordsOfEarlierReleasesRecheckedForNames(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name   string
+		stored string        // the version the record is stored as
+		reason verify.Reason // "": intact
+	}{
+		{name: "the signed version", stored: "1.0.0"},
+		{name: "relabeled as another version", stored: "9.9.9", reason: verify.ReasonName},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := newHarness(t, harnessOptions{origin: fakeorigin.Options{ReleaseManifest: true}})
+			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+			p, v := h.provider(), mustVersion(t, tc.stored)
+			archiveURL := h.origin.ArchiveURL(ns, typ, "1.0.0", "linux_amd64")
+			base := archiveURL[:strings.LastIndex(archiveURL, "/")+1]
+			sums := fetchBody(t, h, base+"terraform-provider-random_1.0.0_SHA256SUMS")
+			sig := fetchBody(t, h, base+"terraform-provider-random_1.0.0_SHA256SUMS.sig")
+			parsed, err := verify.ParseSHA256SUMS(sums)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key, _ := json.Marshal(h.origin.ArmoredPublicKey())
+			fill := []string{"{{BASE}}", base, "{{VERSION}}", tc.stored, "{{KEYID}}", h.origin.KeyID(), "{{KEY}}", string(key),
+				"{{SUMS}}", base64.StdEncoding.EncodeToString(sums), "{{SIG}}", base64.StdEncoding.EncodeToString(sig),
+				"{{SHA_manifest}}", parsed["terraform-provider-random_1.0.0_manifest.json"]}
+			for _, pl := range platforms {
+				fill = append(fill, "{{SHA_"+pl+"}}", h.origin.SHA256(ns, typ, "1.0.0", pl))
+			}
+			record := strings.NewReplacer(fill...).Replace(schema2PackageRecord)
+			list := `{"schema":2,"versions":[{"version":"` + tc.stored + `","protocols":["5.0"],"platforms":["linux_amd64"]}]}`
+			if err := h.store.PutMeta(versionsKey(p), json.RawMessage(list)); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.store.PutMeta(packageKey(p, v), json.RawMessage(record)); err != nil {
+				t.Fatal(err)
+			}
+			zip := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+			h1, err := verify.H1(bytes.NewReader(zip), int64(len(zip)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := h.store.NewBlobWriter(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			w.Write(zip)
+			if _, err := w.Commit(h1); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			h.origin.SetDown(http.StatusServiceUnavailable) // what is checked is the cache's alone
+
+			var checks []CachedCheck
+			if err := h.engine.VerifyCache(t.Context(), func(c CachedCheck) { checks = append(checks, c) }); err != nil {
+				t.Fatal(err)
+			}
+			if len(checks) != 1 || checks[0].By != CheckedEvidence || checks[0].Version != tc.stored || checks[0].Reason != string(tc.reason) {
+				t.Fatalf("cache verify: %+v, want %s checked by its evidence with reason %q", checks, tc.stored, tc.reason)
+			}
+			_, err = h.engine.Evidence(t.Context(), p, v, []discovery.Platform{mustPlatform(t, "linux_amd64")})
+			if tc.reason == "" {
+				if err != nil || checks[0].Problem != "" {
+					t.Errorf("a good record: cache verify says %q; Evidence: %v", checks[0].Problem, err)
+				}
+				return
+			}
+			var verr *verify.Error
+			if !errors.As(err, &verr) || verr.Reason != tc.reason {
+				t.Errorf("Evidence of the relabeled record: %v, want a %s failure", err, tc.reason)
+			}
+			if !strings.Contains(checks[0].Problem, "not of version "+tc.stored) {
+				t.Errorf("cache verify says %q, want why", checks[0].Problem)
+			}
+		})
+	}
+}
+
+// fetchBody GETs url from h's origin.
+func fetchBody(t *testing.T, h *harness, url string) []byte {
+	t.Helper()
+	client := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: h.origin.CertPool()}}}
+	resp, err := client.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
+	}
+	return body
 }

@@ -13,7 +13,8 @@ import (
 
 // fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
 // package's, those of the origin client's response parsers, the module
-// package unpacker's (nothing written outside its directory), and the
+// package unpacker's (nothing written outside its directory), the
+// engine's archive-name parser and import check of signed names, and the
 // access-log encoder's comparisons with log/slog.
 var fuzzers = []struct{ dir, name string }{
 	{".", "FuzzParseRequestPath"},
@@ -22,6 +23,8 @@ var fuzzers = []struct{ dir, name string }{
 	{"../discovery", "FuzzParseVersions"},
 	{"../discovery", "FuzzParsePackage"},
 	{"../discovery/modsource", "FuzzUnpack"},
+	{"../mirror", "FuzzParseArchiveName"},
+	{"../mirror", "FuzzSignedImport"},
 	{"../internal/jsonlog", "FuzzSameAsSlog"},
 	{"../internal/jsonlog", "FuzzAppendTime"},
 }

@@ -215,11 +215,19 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 		{"registry shasum disagrees with SHA256SUMS", func(o *fakeorigin.Origin) {
 			o.SetShasumOverride(ns, typ, version, pl, strings.Repeat("ab", 32))
 		}, verify.ReasonChecksum},
+		// The answer gives a signed release of another platform or
+		// version: its archive's name is not the one asked for.
+		{"package answer of another platform", func(o *fakeorigin.Origin) {
+			o.SetAnswerOf(ns, typ, version, pl, version, "darwin_arm64")
+		}, verify.ReasonName},
+		{"package answer of another version", func(o *fakeorigin.Origin) {
+			o.SetAnswerOf(ns, typ, version, pl, "0.9.0", pl)
+		}, verify.ReasonName},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, harnessOptions{engine: mirror.Config{Platforms: []string{pl}}})
-			h.origin.AddProvider(ns, typ, []string{version}, platforms)
+			h.origin.AddProvider(ns, typ, []string{"0.9.0", version}, platforms)
 			tc.inject(h.origin)
 
 			for _, path := range []string{providerPath(version + ".json"), archivePath(version, pl)} {
@@ -229,8 +237,8 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 				}
 				var body errorBody
 				r.json(t, &body)
-				if !strings.Contains(body.Errors[0], "integrity") {
-					t.Errorf("error %q does not say the integrity check failed", body.Errors[0])
+				if !strings.Contains(body.Errors[0], "integrity") || !strings.Contains(body.Errors[0], string(tc.reason)) {
+					t.Errorf("error %q does not say the integrity check failed (%s)", body.Errors[0], tc.reason)
 				}
 			}
 			if n := h.origin.Hits(fakeorigin.Archive); n != 0 {

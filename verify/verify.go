@@ -42,11 +42,15 @@ const (
 	// ReasonTooLarge: the archive unpacks to more bytes or more entries
 	// than Limits allow.
 	ReasonTooLarge Reason = "archive_too_large"
+	// ReasonName: a package's file name, OS or arch is not that of the
+	// provider version and platform it would be stored as, or its
+	// SHA256SUMS lists files of another provider type or version.
+	ReasonName Reason = "name_mismatch"
 )
 
 // Reasons returns every Reason, e.g. to initialise metric label values.
 func Reasons() []Reason {
-	return []Reason{ReasonSignature, ReasonMissingChecksum, ReasonChecksum, ReasonBadArchive, ReasonTooLarge}
+	return []Reason{ReasonSignature, ReasonMissingChecksum, ReasonChecksum, ReasonBadArchive, ReasonTooLarge, ReasonName}
 }
 
 // ErrIntegrity matches every *Error with errors.Is.

@@ -370,7 +370,7 @@ func TestErrorMessageAndUnwrap(t *testing.T) {
 	if errors.Is(errors.New("other"), ErrIntegrity) {
 		t.Fatal("an unrelated error is an integrity error")
 	}
-	if len(Reasons()) != 5 {
+	if len(Reasons()) != 6 {
 		t.Fatalf("Reasons() = %v", Reasons())
 	}
 }

@@ -163,15 +163,17 @@ func zhCount(lock []byte) int { return bytes.Count(lock, []byte(`"zh:`)) }
 
 func TestTerraformInitThroughHostBlock(t *testing.T) {
 	t.Parallel()
-	e := newE2E(t, fakeorigin.Options{SeparateDownloadHost: true})
+	// SHA256SUMS list the release's manifest.json, as real registries'
+	// do, and Terraform records its hash too.
+	e := newE2E(t, fakeorigin.Options{SeparateDownloadHost: true, ReleaseManifest: true})
 	pls := registryPlatforms()
 	e.origin.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, pls)
 	providers := map[string]string{"random": "hashicorp/random@3.6.0"}
 	origin, mirror := direct(t, e), throughMirror(t, e, "")
 
 	want, wantOut := origin.init(t, providers)
-	if n := zhCount(want); n != len(pls) {
-		t.Fatalf("a direct install recorded %d zh: hashes, want %d (the set-up is broken):\n%s", n, len(pls), want)
+	if n := zhCount(want); n != len(pls)+1 {
+		t.Fatalf("a direct install recorded %d zh: hashes, want %d (the set-up is broken):\n%s", n, len(pls)+1, want)
 	}
 	e.origin.ResetHits()
 	got, out := mirror.init(t, providers)

@@ -17,7 +17,7 @@
 //
 // and, on DownloadAddr (the same server unless Options.SeparateDownloadHost):
 //
-//	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_SHA256SUMS      every platform's line
+//	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_SHA256SUMS      every platform's line (and the manifest's)
 //	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_SHA256SUMS.sig  binary detached signature
 //	GET /releases/NS/TYPE/VERSION/terraform-provider-TYPE_VERSION_OS_ARCH.zip     the archive
 //
@@ -69,6 +69,11 @@ type Options struct {
 	// of the archive of every platform of the version. Default false: the
 	// package JSON has no "packages", as registry.terraform.io's.
 	PackageHashes bool
+	// ReleaseManifest lists the release's manifest.json in every
+	// SHA256SUMS, terraform-provider-TYPE_VERSION_manifest.json, as real
+	// registries' SHA256SUMS do (Terraform then records a zh: hash for it
+	// too). Default false: one line per platform.
+	ReleaseManifest bool
 	// ArchiveSize is the exact size in bytes of every generated zip: the
 	// provider executable plus a stored entry of seeded pseudo-random
 	// (incompressible) padding. Sizes below the smallest possible archive
@@ -173,6 +178,7 @@ type Origin struct {
 	replaced     map[akey]*built // SetArchiveBytes
 	omit         map[akey]bool
 	shaOverride  map[akey]string
+	answerOf     map[akey]akey // download answers given as another package's
 	hashOverride map[akey][]string
 	wrongKey     bool
 	gate         *gate         // nil when archives are not gated
@@ -205,6 +211,7 @@ func Start(opts Options) (*Origin, error) {
 		replaced:     map[akey]*built{},
 		omit:         map[akey]bool{},
 		shaOverride:  map[akey]string{},
+		answerOf:     map[akey]akey{},
 		hashOverride: map[akey][]string{},
 		started:      make(chan struct{}),
 		gatedChanged: make(chan struct{}),

@@ -261,18 +261,26 @@ func TestWalk(t *testing.T) {
 }
 
 func TestSHA256SUMSCoversEveryPlatform(t *testing.T) {
-	o, c := start(t, Options{})
-	p := download(t, o, c)
-	sums, err := verify.ParseSHA256SUMS(get(t, c, p.ShasumsURL).body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sums) != len(platforms) {
-		t.Fatalf("SHA256SUMS has %d lines, want %d", len(sums), len(platforms))
-	}
-	for _, plat := range platforms {
-		if got := sums[o.Filename(ns, typ, ver, plat)]; got != o.SHA256(ns, typ, ver, plat) {
-			t.Errorf("%s: SHA256SUMS says %q, SHA256 %q", plat, got, o.SHA256(ns, typ, ver, plat))
+	for _, manifest := range []bool{false, true} {
+		o, c := start(t, Options{ReleaseManifest: manifest})
+		p := download(t, o, c)
+		sums, err := verify.ParseSHA256SUMS(get(t, c, p.ShasumsURL).body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// One line per platform, and with ReleaseManifest the release's
+		// manifest, as real registries' SHA256SUMS have.
+		want := len(platforms)
+		if manifest {
+			want++
+		}
+		if len(sums) != want || manifest != (sums["terraform-provider-"+typ+"_"+ver+"_manifest.json"] != "") {
+			t.Fatalf("ReleaseManifest %v: SHA256SUMS has %d lines (%v), want %d", manifest, len(sums), sums, want)
+		}
+		for _, plat := range platforms {
+			if got := sums[o.Filename(ns, typ, ver, plat)]; got != o.SHA256(ns, typ, ver, plat) {
+				t.Errorf("%s: SHA256SUMS says %q, SHA256 %q", plat, got, o.SHA256(ns, typ, ver, plat))
+			}
 		}
 	}
 }

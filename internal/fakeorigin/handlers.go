@@ -128,14 +128,21 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 	}
 	goos, arch := r.PathValue("os"), r.PathValue("arch")
 	k := akey{r.PathValue("ns"), r.PathValue("typ"), r.PathValue("version"), goos + "_" + arch}
+	if o.archive(k) == nil {
+		writeError(w, http.StatusNotFound)
+		return
+	}
+	o.mu.Lock()
+	if other, ok := o.answerOf[k]; ok {
+		k = other
+	}
+	shasum, over := o.shaOverride[k]
+	o.mu.Unlock()
 	b := o.archive(k)
 	if b == nil {
 		writeError(w, http.StatusNotFound)
 		return
 	}
-	o.mu.Lock()
-	shasum, over := o.shaOverride[k]
-	o.mu.Unlock()
 	if !over {
 		shasum = b.sha
 	}
@@ -242,11 +249,14 @@ func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity) {
 	if !ok {
 		return nil, signer
 	}
-	lines := make([]string, 0, len(keys))
+	lines := make([]string, 0, len(keys)+1)
 	for _, k := range keys {
 		if b := o.archive(k); b != nil {
 			lines = append(lines, b.sha+"  "+zipName(typ, version, k.platform)+"\n")
 		}
+	}
+	if o.opts.ReleaseManifest {
+		lines = append(lines, sha([]byte(releaseManifest))+"  "+fmt.Sprintf("terraform-provider-%s_%s_manifest.json", typ, version)+"\n")
 	}
 	sort.Strings(lines)
 	return []byte(strings.Join(lines, "")), signer
@@ -373,6 +383,10 @@ func splitPlatform(p string) (goos, arch string) {
 	goos, arch, _ = strings.Cut(p, "_")
 	return goos, arch
 }
+
+// releaseManifest is the manifest.json a release built for the registry
+// carries, which its SHA256SUMS lists.
+const releaseManifest = `{"version":1,"metadata":{"protocol_versions":["5.0"]}}` + "\n"
 
 func zipName(typ, version, platform string) string {
 	return fmt.Sprintf("terraform-provider-%s_%s_%s.zip", typ, version, platform)

@@ -119,6 +119,22 @@ func (o *Origin) SetShasumOverride(ns, typ, version, platform, hex string) {
 	o.shaOverride[k] = hex
 }
 
+// SetAnswerOf makes the package JSON of version and platform give the
+// filename, download URL, shasum and SHA256SUMS URLs of the package of
+// otherVersion and otherPlatform (os and arch stay those asked for, as
+// clients check them), as a registry relabeling a signed release would;
+// an empty otherVersion turns it off.
+func (o *Origin) SetAnswerOf(ns, typ, version, platform, otherVersion, otherPlatform string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := akey{ns, typ, version, platform}
+	if otherVersion == "" {
+		delete(o.answerOf, k)
+		return
+	}
+	o.answerOf[k] = akey{ns, typ, otherVersion, otherPlatform}
+}
+
 // GateArchives gates archive responses that start from now on: each sends
 // its headers (with the full Content-Length) and the first half of the
 // body, flushes, then blocks until release is called, its request ends or

@@ -7,6 +7,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // TestStatusOfHostNotAllowed: the origin client's own refusal of a host
@@ -56,5 +57,16 @@ func TestStatusOfUnsignedOrigin(t *testing.T) {
 		if got := Status(tc.err); got != tc.want {
 			t.Errorf("Status(%v) = %d, want %d", tc.err, got, tc.want)
 		}
+	}
+}
+
+// An origin whose package answer names another release than the one asked
+// for fails verification like any package whose signature or checksum
+// does not hold: a bad gateway, not a missing version.
+func TestStatusOfNameMismatch(t *testing.T) {
+	err := fmt.Errorf("registry.terraform.io/hashicorp/random 3.5.0 linux_amd64: %w",
+		&verify.Error{Reason: verify.ReasonName, Detail: "terraform-provider-random_3.4.0_linux_amd64.zip is given as the package of linux_amd64"})
+	if got := Status(err); got != http.StatusBadGateway {
+		t.Errorf("Status(%v) = %d, want 502", err, got)
 	}
 }
