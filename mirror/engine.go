@@ -148,7 +148,8 @@ type Engine struct {
 	allowed map[svchost.Hostname]bool
 	// unsigned are the allowed origins of Config.UnsignedHosts; withheld
 	// the versions imported without signature under the others, found
-	// at start (see unsigned.go).
+	// at start and forgotten when a prune removes them (see unsigned.go),
+	// under withheldMu.
 	unsigned  map[svchost.Hostname]bool
 	withheld  map[string][]WithheldVersion // by provider
 	platforms map[string]bool              // nil = all
@@ -157,6 +158,8 @@ type Engine struct {
 	store     Store
 	log       *slog.Logger
 	metrics   Metrics
+
+	withheldMu sync.RWMutex
 
 	// importedHosts are the provider hosts Import has loaded providers
 	// of; those that are not allowed origins are local-only (see local).

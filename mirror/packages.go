@@ -419,9 +419,8 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 // have the sha256 they had.
 func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
-	var withheld *PackageRecord // a withheld import, kept inside the origin's record
 	if ok && s.isWithheld(p, rec) {
-		withheld, rec, ok = rec, nil, false
+		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
 	var old *PackageRecord // a record without evidence being replaced
 	switch {
@@ -435,8 +434,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 		}
 		fallthrough
 	case !ok:
-		rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Archives: map[string]ArchiveRecord{}, Sums: map[string]string{},
-			Withheld: withheld}
+		rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Archives: map[string]ArchiveRecord{}, Sums: map[string]string{}}
 	default:
 		rec = rec.clone() // the cached one is shared
 	}
@@ -553,13 +551,31 @@ func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versi
 	}
 	slices.Sort(rec.Missing)
 	rec.VerifiedAt = s.cfg.Now().UTC()
+	// The withheld import set aside is the one the cache holds now (a
+	// prune naming the version may have removed it while this fetch ran),
+	// whichever record held it: it cannot be fetched again.
+	rec.Withheld = nil
+	if cur, ok := s.cachedPackage(p, v); ok {
+		if s.isWithheld(p, cur) {
+			rec.Withheld = cur
+		} else {
+			rec.Withheld = cur.Withheld
+		}
+	}
 	err = s.store.PutMeta(packageKey(p, v), rec)
 	s.memo.forget(packageKey(p, v))
 	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
-	s.putShared(packageKey(p, v), rec)
+	// The import is this mirror's: imported records stay out of the
+	// shared tier.
+	shared := rec
+	if rec.Withheld != nil {
+		shared = rec.clone()
+		shared.Withheld = nil
+	}
+	s.putShared(packageKey(p, v), shared)
 	return rec, nil
 }
 

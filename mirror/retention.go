@@ -129,6 +129,10 @@ type Removal struct {
 	// Unlisted says the version is removed from the version list too: it
 	// cannot be fetched again.
 	Unlisted bool `json:"unlisted,omitempty"`
+	// Withheld says the withheld import set aside in the version's record
+	// (PackageRecord.Withheld) is removed too, its archives among
+	// Archives: only a prune naming the version removes it.
+	Withheld bool `json:"withheld,omitempty"`
 }
 
 // RetentionStatus is what the status page says of retention.
@@ -536,13 +540,15 @@ type heldVersion struct {
 	key        string // package/ADDR/V or module/ADDR/V
 	archives   []string
 	cached     map[string]int64 // cached archives and their sizes
+	keptCached map[string]int64 // cached archives of kept and their sizes
 	newest     time.Time        // when the newest cached archive was stored
 	refetch    bool             // can be fetched again
 	pinnedBy   string           // the pin's file:line, "" when not pinned
 	imported   bool
-	// kept are archives of the record that are kept whatever the
-	// version's fate: a withheld import's set aside in it
-	// (PackageRecord.Withheld), which cannot be fetched again.
+	// kept are archives of the record that are kept whatever the rules
+	// and the size limit do with the version: a withheld import's set
+	// aside in it (PackageRecord.Withheld), which cannot be fetched
+	// again. A prune naming the version removes them.
 	kept []string
 }
 
@@ -590,6 +596,14 @@ func (r *retainer) scanHeld(withStat bool, fn func(h *heldVersion)) error {
 				h.cached[sha] = info.Size
 				if info.Created.After(h.newest) {
 					h.newest = info.Created
+				}
+			}
+		}
+		if len(h.kept) > 0 {
+			h.keptCached = map[string]int64{}
+			for _, sha := range h.kept {
+				if info, err := s.store.StatBlob(sha); err == nil {
+					h.keptCached[sha] = info.Size
 				}
 			}
 		}
@@ -886,7 +900,8 @@ type PruneRequest struct {
 	// Provider or Module, with Versions, name versions to remove: then
 	// only those are removed, whatever the rules and the pins say,
 	// including versions that cannot be fetched again (which leave the
-	// version list). Both nil: the rules (Config.Retention) decide.
+	// version list) and a withheld import set aside in a version's
+	// record. Both nil: the rules (Config.Retention) decide.
 	Provider *discovery.Provider
 	Module   *discovery.Module
 	Versions []string
@@ -938,11 +953,19 @@ func (s *Engine) Prune(ctx context.Context, req PruneRequest) ([]Removal, error)
 // their cached archives, those no version kept needs.
 func (r *retainer) plan(held []*heldVersion, removed map[*heldVersion]string) []Removal {
 	var plan []Removal
-	// What kept versions need stays.
+	// What kept versions need stays, and the withheld imports set aside
+	// in the records of versions the rules remove: only a prune naming
+	// the version removes them.
 	needed := map[string]bool{}
 	for _, h := range held {
-		if _, gone := removed[h]; !gone {
+		rule, gone := removed[h]
+		if !gone {
 			for _, sha := range h.archives {
+				needed[sha] = true
+			}
+		}
+		if !gone || rule != RuleNamed {
+			for _, sha := range h.kept {
 				needed[sha] = true
 			}
 		}
@@ -954,9 +977,16 @@ func (r *retainer) plan(held []*heldVersion, removed map[*heldVersion]string) []
 			continue
 		}
 		rm := Removal{Kind: h.kind, Address: h.addr, Version: h.raw, Rule: rule, Archives: []string{},
-			Unlisted: rule == RuleNamed && !h.refetch}
-		for _, sha := range h.archives {
+			Unlisted: rule == RuleNamed && !h.refetch, Withheld: rule == RuleNamed && len(h.kept) > 0}
+		archives := h.archives
+		if rm.Withheld {
+			archives = slices.Concat(h.archives, h.kept)
+		}
+		for _, sha := range archives {
 			size, cached := h.cached[sha]
+			if !cached {
+				size, cached = h.keptCached[sha]
+			}
 			if !cached || needed[sha] || taken[sha] {
 				continue
 			}
@@ -964,7 +994,7 @@ func (r *retainer) plan(held []*heldVersion, removed map[*heldVersion]string) []
 			rm.Archives = append(rm.Archives, sha)
 			rm.Bytes += size
 		}
-		if len(rm.Archives) == 0 && !rm.Unlisted {
+		if len(rm.Archives) == 0 && !rm.Unlisted && !rm.Withheld {
 			continue
 		}
 		plan = append(plan, rm)
@@ -1131,15 +1161,22 @@ func (r *retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 			s.log.Info("an archive of a version being removed is in use; it is removed by a later pass",
 				"kind", rm.Kind, "address", rm.Address, "version", rm.Version)
 		}
-		if rm.Unlisted && !busy {
+		switch {
+		case busy:
+			got.Unlisted, got.Withheld = false, false
+		case rm.Unlisted:
+			// The record goes, with the import set aside in it.
 			if err := r.unlist(rm); err != nil {
 				s.log.Warn("removing a version from the version list", "kind", rm.Kind, "address", rm.Address, "version", rm.Version, "error", err)
-				got.Unlisted = false
+				got.Unlisted, got.Withheld = false, false
 			}
-		} else {
-			got.Unlisted = false
+		case rm.Withheld:
+			if err := r.dropWithheld(rm); err != nil {
+				s.log.Warn("removing the withheld import from a version's record", "address", rm.Address, "version", rm.Version, "error", err)
+				got.Withheld = false
+			}
 		}
-		if len(got.Archives) == 0 && !got.Unlisted {
+		if len(got.Archives) == 0 && !got.Unlisted && !got.Withheld {
 			continue
 		}
 		done = append(done, got)
@@ -1151,7 +1188,7 @@ func (r *retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 		t.versions++
 		t.bytes += got.Bytes
 		s.log.Info("removed the packages of a version", "rule", rm.Rule, "kind", rm.Kind, "address", rm.Address,
-			"version", rm.Version, "bytes", got.Bytes, "unlisted", got.Unlisted)
+			"version", rm.Version, "bytes", got.Bytes, "unlisted", got.Unlisted, "withheld_import", got.Withheld)
 	}
 	if rm, ok := s.cfg.Metrics.(RetentionMetrics); ok {
 		for rule, t := range byRule {
@@ -1205,7 +1242,42 @@ func (r *retainer) unlist(rm Removal) error {
 	pkey := packageKey(p, v)
 	err = s.store.DeleteMeta(pkey)
 	s.memo.forget(pkey)
+	if err == nil {
+		s.forgetWithheld(p, rm.Version)
+	}
 	return err
+}
+
+// dropWithheld removes the withheld import set aside in the record of the
+// provider version rm names, whose archives rm removed: the record stays
+// the origin's, without it.
+func (r *retainer) dropWithheld(rm Removal) error {
+	s := r.s
+	s.importMu.Lock() // as unlist
+	defer s.importMu.Unlock()
+	p, ok := parseProviderKey(rm.Address)
+	if !ok {
+		return fmt.Errorf("provider address %q", rm.Address)
+	}
+	v, err := ParseSemver(rm.Version)
+	if err != nil {
+		return err
+	}
+	key := packageKey(p, v)
+	var rec PackageRecord
+	if _, err := s.store.GetMeta(key, &rec); err != nil {
+		return err
+	}
+	if rec.Withheld != nil {
+		rec.Withheld = nil
+		err = s.store.PutMeta(key, &rec)
+		s.memo.forget(key)
+		if err != nil {
+			return err
+		}
+	}
+	s.forgetWithheld(p, rm.Version)
+	return nil
 }
 
 // parseProviderKey parses HOST/NAMESPACE/TYPE as the engine writes it in

@@ -227,6 +227,9 @@ func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v vers
 		return nil, false
 	}
 	rec.evidenceChecked.Store(true)
+	// A withheld import set aside in it is another replica's, which an
+	// earlier release shared: imported records stay local.
+	rec.Withheld = nil
 	err := s.store.PutMeta(key, &rec)
 	s.memo.forget(key)
 	if err != nil {

@@ -29,10 +29,15 @@ import (
 // fetched and verified, its archives pulled through). The first fetch
 // of it sets the import aside inside the origin's record
 // (PackageRecord.Withheld), where it is kept, since it cannot be fetched
-// again, and never served. Only a version the origin cannot give (a
-// sealed mirror, a cached list that the import changed and that the
-// origin has not answered since) is left out of version lists, and its
-// package metadata answers ErrVersionNotFound.
+// again, and never served: retention and the size limit never evict its
+// archives, and only a prune naming the version removes them (with the
+// origin's, as the operator asked), leaving the origin's record without
+// it. The set-aside import stays in this mirror's cache: it never goes
+// to the shared store's bucket (Config.Shared), where imported records
+// never go, and none is taken from there. Only a version the origin
+// cannot give (a sealed mirror, a cached list that the import changed
+// and that the origin has not answered since) is left out of version
+// lists, and its package metadata answers ErrVersionNotFound.
 
 // ErrUnsignedOrigin: a version without signature under an allowed origin
 // host that Config.UnsignedHosts does not name.
@@ -98,6 +103,8 @@ func withheldError(p discovery.Provider, version string) error {
 // name (Import refuses new ones, so the set does not grow), and logs
 // them.
 func (s *Engine) findWithheld() error {
+	s.withheldMu.Lock()
+	defer s.withheldMu.Unlock()
 	s.withheld = map[string][]WithheldVersion{}
 	for _, host := range s.cfg.AllowedOrigins {
 		named := s.unsigned[svchost.Hostname(host)]
@@ -140,9 +147,11 @@ func (s *Engine) findWithheld() error {
 // provider and version.
 func (s *Engine) Withheld() []WithheldVersion {
 	var out []WithheldVersion
+	s.withheldMu.RLock()
 	for _, vs := range s.withheld {
 		out = append(out, vs...)
 	}
+	s.withheldMu.RUnlock()
 	slices.SortFunc(out, func(a, b WithheldVersion) int {
 		if c := strings.Compare(a.Provider, b.Provider); c != 0 {
 			return c
@@ -159,7 +168,9 @@ func (s *Engine) Withheld() []WithheldVersion {
 // record is still the import's (the origin's verified version of that
 // number has not replaced it).
 func (s *Engine) withholdFrom(p discovery.Provider, list *VersionList) *VersionList {
+	s.withheldMu.RLock()
 	vs := s.withheld[p.String()]
+	s.withheldMu.RUnlock()
 	if len(vs) == 0 || !list.Imported && !s.cfg.Offline {
 		return list
 	}
@@ -178,4 +189,17 @@ func (s *Engine) withholdFrom(p discovery.Provider, list *VersionList) *VersionL
 		return list
 	}
 	return &VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
+}
+
+// forgetWithheld forgets p's withheld version v (as the origin spells
+// it), once a prune naming it removed it.
+func (s *Engine) forgetWithheld(p discovery.Provider, version string) {
+	s.withheldMu.Lock()
+	defer s.withheldMu.Unlock()
+	vs := slices.DeleteFunc(slices.Clone(s.withheld[p.String()]), func(w WithheldVersion) bool { return w.Version == version })
+	if len(vs) == 0 {
+		delete(s.withheld, p.String())
+		return
+	}
+	s.withheld[p.String()] = vs
 }

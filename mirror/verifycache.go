@@ -41,6 +41,11 @@ type CachedCheck struct {
 	SHA256   string `json:"sha256"`
 	Bytes    int64  `json:"bytes"`
 	By       string `json:"by"` // CheckedEvidence or CheckedSHA256
+	// Withheld says the package is of a withheld import set aside in the
+	// record of the origin's version of its number
+	// (PackageRecord.Withheld): kept, never served, checked against its
+	// sha256.
+	Withheld bool `json:"withheld,omitempty"`
 	// Problem says what failed, "" when the package is intact; Reason is
 	// its verification failure reason (as in the metric).
 	Problem string `json:"problem,omitempty"`
@@ -74,13 +79,15 @@ func (s *Engine) LastCacheCheck() (CacheCheck, bool) {
 type cachedPackageRef struct {
 	kind, addr, version, platform, sha string
 	provider                           discovery.Provider
+	withheld                           bool // set aside in the origin's record
 }
 
 // VerifyCache reads every package in the cache and checks it again, from
 // what the cache holds alone, without asking any origin: a provider
 // package against its stored evidence (CheckedEvidence), else against the
-// sha256 recorded when it was kept (CheckedSHA256); a module package's
-// links too, each of which must resolve inside it. fn is called with
+// sha256 recorded when it was kept (CheckedSHA256), as is a withheld
+// import set aside in the record of the origin's version of its number;
+// a module package's links too, each of which must resolve inside it. fn is called with
 // each package's outcome, in the order of the cache's records. A package
 // that fails is logged and counted in the verification failures metric,
 // and kept: this is a report, and a version that can be fetched again is
@@ -110,6 +117,12 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 		for _, pl := range sortedKeys(rec.Archives) {
 			refs = append(refs, cachedPackageRef{kind: "provider", addr: p.String(), version: rec.Version,
 				platform: pl, sha: rec.Archives[pl].SHA256, provider: p})
+		}
+		if w := rec.Withheld; w != nil {
+			for _, pl := range sortedKeys(w.Archives) {
+				refs = append(refs, cachedPackageRef{kind: "provider", addr: p.String(), version: rec.Version,
+					platform: pl, sha: w.Archives[pl].SHA256, provider: p, withheld: true})
+			}
 		}
 		return nil
 	})
@@ -141,9 +154,9 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 			return err
 		}
 		c := CachedCheck{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
-			SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256}
+			SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256, Withheld: ref.withheld}
 		err = ErrNoEvidence
-		if ref.kind == "provider" {
+		if ref.kind == "provider" && !ref.withheld {
 			c.By = CheckedEvidence
 			err = s.checkProviderPackage(ctx, ref)
 		}

@@ -63,8 +63,12 @@ func TestFuzzersBriefly(t *testing.T) {
 			// busy machine; the fuzzing itself is bounded by -fuzztime.
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 			defer cancel()
+			// Minimizing each new input for up to a minute (go test's
+			// default) would take most of a short run where an input
+			// costs milliseconds (FuzzUnpack writes a tree): a second
+			// each, and the run explores.
 			cmd := exec.CommandContext(ctx, gobin, "test", "-run", "^$",
-				"-fuzz", "^"+fz.name+"$", "-fuzztime", fuzztime, "-parallel", "2", ".")
+				"-fuzz", "^"+fz.name+"$", "-fuzztime", fuzztime, "-fuzzminimizetime", "1s", "-parallel", "2", ".")
 			cmd.Dir = fz.dir
 			corpus := filepath.Join(fz.dir, "testdata", "fuzz", fz.name)
 			before := corpusFiles(t, corpus)

@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/hex"
 	"io"
 	"io/fs"
 	"net/http"
@@ -12,6 +14,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
@@ -202,4 +206,118 @@ func TestHostileModulesThroughSync(t *testing.T) {
 		t.Errorf("sync does not say the packages were refused for their links:\n%s", errOut)
 	}
 	v.untouched(t)
+}
+
+// hostileModuleBundle makes an export bundle as `tfmirror export` writes
+// it, of a mirror that synced the module acme/chain/aws 1.0.0 from
+// origin, then puts the link chain (fakeorigin.LinkChainTarGz(climbs...))
+// in place of the module's package and signs the manifest again with the
+// exporting mirror's own key, as that mirror signs what its cache holds.
+// It returns the bundle, the package's path in it and the file of the
+// exporter's public key.
+func hostileModuleBundle(t *testing.T, origin *fakeorigin.Origin, climbs ...int) (bundle, pkg, exporter string) {
+	t.Helper()
+	origin.AddTarball("clean.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# clean\n")}))
+	origin.AddModule("acme", "chain", "aws", "1.0.0", origin.TarballURL("clean.tar.gz"))
+	config := t.TempDir()
+	root := "module \"c\" {\n  source  = \"acme/chain/aws\"\n  version = \"1.0.0\"\n}\n"
+	writeFile(t, filepath.Join(config, "main.tf"), []byte(root))
+	connected := filepath.Join(t.TempDir(), "connected")
+	if out, errOut, code := syncInProcess(t, origin, connected, "--platforms", "linux_amd64", config); code != 0 {
+		t.Fatalf("sync exited %d:\n%s%s", code, out, errOut)
+	}
+	bundle = filepath.Join(t.TempDir(), "bundle")
+	if code, out, errOut := runCommand("export", "--data-dir", connected, bundle); code != 0 || !strings.Contains(out, "modules: 1 packages exported") {
+		t.Fatalf("export exited %d:\n%s%s", code, out, errOut)
+	}
+	exporter = exporterKey(t, connected)
+
+	dir := filepath.Join(bundle, "modules", tfRegistry, "acme", "chain", "aws")
+	pkg = filepath.Join(dir, "1.0.0.tar.gz")
+	chain := fakeorigin.LinkChainTarGz(climbs...)
+	writeFile(t, pkg, chain)
+	var rec map[string]any
+	readJSON(t, filepath.Join(dir, "1.0.0.json"), &rec)
+	sum := sha256.Sum256(chain)
+	rec["sha256"], rec["size"] = hex.EncodeToString(sum[:]), len(chain)
+	writeJSON(t, filepath.Join(dir, "1.0.0.json"), rec)
+	f, err := os.Open(filepath.Join(connected, "export-key.asc"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	keys, err := openpgp.ReadArmoredKeyRing(f)
+	if err != nil || len(keys) != 1 {
+		t.Fatalf("the exporter's key: %d keys, %v", len(keys), err)
+	}
+	signManifest(t, bundle, keys[0])
+	return bundle, pkg, exporter
+}
+
+// TestHostileModuleBundleImported is the table of a module bundle whose
+// package holds the link chain, signed by an export key the importing
+// side trusts, imported by `tfmirror import` on its own and through a
+// running serve's admin socket. The import checks a package in
+// DATA/tfmirror-module-check-*: the chain climbs to the data directory
+// (its keys) and to the directory beside it. The import refuses the
+// package, naming it and its link; nothing beside the data directory,
+// nor its keys, changes; the version is not served.
+func TestHostileModuleBundleImported(t *testing.T) {
+	e := newE2E(t, fakeorigin.Options{})
+	e.stop()
+	bundle, pkg, exporter := hostileModuleBundle(t, e.origin, 1, 2)
+	for _, tc := range []struct {
+		name     string
+		viaServe bool
+	}{
+		{"standalone", false},
+		{"through the admin socket", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := newVictims(t)
+			args := []string{"import", "--data-dir", v.dataDir}
+			if tc.viaServe {
+				e.startMirror(v.dataDir, "--offline", "--trusted-export-keys", exporter)
+				waitAdminSocket(t, v.dataDir)
+			} else {
+				if err := os.Mkdir(v.dataDir, 0o700); err != nil {
+					t.Fatal(err)
+				}
+				args = append(args, "--trusted-export-keys", exporter)
+			}
+			v.snapshot(t)
+			code, out, errOut := runCommand(append(args, bundle)...)
+			t.Logf("import exited %d:\n%s%s", code, out, errOut)
+			if code != 1 || !strings.Contains(out, "imported 0 packages (0 bytes), 0 already present, 1 failed") {
+				t.Errorf("import exited %d, want 1 with no module imported", code)
+			}
+			if via := strings.Contains(errOut, "admin socket"); via != tc.viaServe {
+				t.Errorf("the import went through the admin socket: %v, want %v", via, tc.viaServe)
+			}
+			for _, w := range []string{"module " + tfRegistry + "/acme/chain/aws 1.0.0 refused", pkg, "link"} {
+				if !strings.Contains(errOut, w) {
+					t.Errorf("the import does not say %q", w)
+				}
+			}
+			v.untouched(t)
+
+			if !tc.viaServe {
+				e.startMirror(v.dataDir, "--offline")
+			}
+			defer e.stop()
+			c := trustingClient(t, e.caFile)
+			base := e.url + "registry/" + tfRegistry + "/v1/modules/acme/chain/aws/"
+			for _, path := range []string{"versions", "1.0.0/download"} {
+				resp, err := c.Get(base + path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				body, _ := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode/100 == 2 {
+					t.Errorf("%s: %d %s, want the refused version not served", path, resp.StatusCode, body)
+				}
+			}
+		})
+	}
 }

@@ -135,10 +135,14 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 func printPruned(w io.Writer, res admin.Pruned) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	for _, r := range res.Removals {
-		note := ""
+		var notes []string
 		if r.Unlisted {
-			note = "unlisted"
+			notes = append(notes, "unlisted")
 		}
+		if r.Withheld {
+			notes = append(notes, "with the withheld import set aside in it")
+		}
+		note := strings.Join(notes, ", ")
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d archives\t%s\t%s\n", r.Rule, r.Kind, r.Address, r.Version, len(r.Archives), humanize.IBytes(uint64(r.Bytes)), note)
 	}
 	tw.Flush()

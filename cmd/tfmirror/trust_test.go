@@ -172,38 +172,47 @@ func forgeBundle(t *testing.T, export, provider, version string, mode forgery) (
 			}
 		}
 	case resignManifest:
-		type entry struct {
-			Path   string `json:"path"`
-			Size   int64  `json:"size"`
-			SHA256 string `json:"sha256"`
-		}
-		var files []entry
-		err := filepath.WalkDir(bad, func(path string, d fs.DirEntry, err error) error {
-			if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), "tfmirror-manifest.json") {
-				return err
-			}
-			data, err := os.ReadFile(path)
-			if err != nil {
-				return err
-			}
-			rel, _ := filepath.Rel(bad, path)
-			sum := sha256.Sum256(data)
-			files = append(files, entry{filepath.ToSlash(rel), int64(len(data)), hex.EncodeToString(sum[:])})
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
-		slices.SortFunc(files, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
-		data, _ := json.MarshalIndent(map[string]any{"format": 1, "signer": fmt.Sprintf("%X", forger.PrimaryKey.Fingerprint), "files": files}, "", "  ")
-		var msig bytes.Buffer
-		if err := openpgp.ArmoredDetachSign(&msig, forger, bytes.NewReader(data), nil); err != nil {
-			t.Fatal(err)
-		}
-		writeFile(t, manifest, data)
-		writeFile(t, manifest+".sig", msig.Bytes())
+		signManifest(t, bad, forger)
 	}
 	return bad, forger
+}
+
+// signManifest writes dir's manifest for every file in it and signs it
+// with signer, as an exporting mirror whose key signer is signs its
+// export.
+func signManifest(t *testing.T, dir string, signer *openpgp.Entity) {
+	t.Helper()
+	type entry struct {
+		Path   string `json:"path"`
+		Size   int64  `json:"size"`
+		SHA256 string `json:"sha256"`
+	}
+	var files []entry
+	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.HasPrefix(d.Name(), "tfmirror-manifest.json") {
+			return err
+		}
+		data, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, path)
+		sum := sha256.Sum256(data)
+		files = append(files, entry{filepath.ToSlash(rel), int64(len(data)), hex.EncodeToString(sum[:])})
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(files, func(a, b entry) int { return strings.Compare(a.Path, b.Path) })
+	data, _ := json.MarshalIndent(map[string]any{"format": 1, "signer": fmt.Sprintf("%X", signer.PrimaryKey.Fingerprint), "files": files}, "", "  ")
+	var sig bytes.Buffer
+	if err := openpgp.ArmoredDetachSign(&sig, signer, bytes.NewReader(data), nil); err != nil {
+		t.Fatal(err)
+	}
+	manifest := filepath.Join(dir, "tfmirror-manifest.json")
+	writeFile(t, manifest, data)
+	writeFile(t, manifest+".sig", sig.Bytes())
 }
 
 func readJSON(t *testing.T, path string, v any) {

@@ -235,4 +235,20 @@ func TestWithheldImportDoesNotHideOriginVersion(t *testing.T) {
 	if w := e.mirror.engine.Withheld(); len(w) != 1 || w[0].Version != "1.0.0" || !slices.Equal(w[0].Platforms, []string{"linux_amd64"}) {
 		t.Errorf("the import is no longer listed as withheld: %+v", w)
 	}
+
+	// The operator's view, through the running serve: a check of the
+	// cache reads the import set aside against its sha256; a prune naming
+	// the version removes it with the origin's package, and it is no
+	// longer withheld.
+	code, stdout, stderr = runCommand("cache", "verify", "--data-dir", e.dataDir)
+	if code != 0 || !strings.Contains(stdout, "checked 2 packages") || !strings.Contains(stdout, "(1 against stored evidence, 1 against their sha256): 0 failed") {
+		t.Errorf("cache verify: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCommand("cache", "prune", "--data-dir", e.dataDir, tfRegistry+"/acme/alpha", "1.0.0")
+	if code != 0 || !strings.Contains(stdout, "2 archives") || !strings.Contains(stdout, "with the withheld import set aside in it") {
+		t.Errorf("cache prune of 1.0.0: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if w := e.mirror.engine.Withheld(); len(w) != 0 {
+		t.Errorf("after the prune, withheld: %+v", w)
+	}
 }

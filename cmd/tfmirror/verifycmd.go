@@ -40,6 +40,9 @@ func runVerify(args []string, lookupEnv func(string) (string, bool), stdout, std
 			if c.Platform != "" {
 				what += " " + c.Platform
 			}
+			if c.Withheld {
+				what += " (the withheld import set aside in its record)"
+			}
 			out.failures = append(out.failures, fmt.Sprintf("FAILED %s (sha256 %s): %s", what, c.SHA256, c.Problem))
 		}
 		if res.Failed > len(res.Failures) {

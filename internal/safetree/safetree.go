@@ -8,7 +8,8 @@
 //   - Names are slash-separated paths inside the directory (a backslash
 //     separates too, as it does on Windows, where clients unpack what
 //     tfmirror serves). A name is cleaned lexically; one that is empty,
-//     absolute or climbs out ("..") is refused. What a caller leaves out
+//     absolute, climbs out ("..") or is not UTF-8 (which the tree could
+//     not be walked again with, io/fs) is refused. What a caller leaves out
 //     (Git's .git) it leaves out before it calls.
 //   - Nothing is written through a link: an entry whose parent path holds
 //     a link (given to this Writer, or found on disk) or a file is
@@ -42,6 +43,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 // ErrUnsafe matches every entry refused because it would reach outside
@@ -81,8 +83,11 @@ func (w *Writer) Close() error { return w.root.Close() }
 
 // CleanName returns name cleaned as a Writer cleans it: slash-separated,
 // without "." and ".." components; "" is the directory itself. A name that
-// is absolute or climbs out of the directory is refused.
+// is absolute, climbs out of the directory or is not UTF-8 is refused.
 func CleanName(name string) (string, error) {
+	if !utf8.ValidString(name) {
+		return "", fmt.Errorf("%w: the name %q is not UTF-8", ErrUnsafe, name)
+	}
 	n := strings.ReplaceAll(name, `\`, "/")
 	if strings.HasPrefix(n, "/") || hasVolume(n) {
 		return "", fmt.Errorf("%w: the name %q is absolute", ErrUnsafe, name)

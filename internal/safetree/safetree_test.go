@@ -167,6 +167,9 @@ func TestWriterRefusesHostileTrees(t *testing.T) {
 		{name: "dot-dot directory name", ops: []op{{'d', "../victim/d/", ""}}},
 		{name: "dot-dot link name", ops: []op{{'l', "../victim/l", "."}}},
 		{name: "absolute file name", ops: []op{{'f', "/victim.txt", "x"}}},
+		// A name that is not UTF-8 could not be walked again (io/fs).
+		{name: "file under a directory whose name is not UTF-8", ops: []op{{'f', "\xff/0", "x"}}},
+		{name: "link whose name is not UTF-8", ops: []op{{'l', "\xfe", "."}}},
 		{name: "dir then link of the same name", ops: []op{
 			{'d', "d/", ""},
 			{'f', "d/x", "x"},
