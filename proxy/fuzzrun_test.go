@@ -14,7 +14,8 @@ import (
 // fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
 // package's, those of the origin client's response parsers, the module
 // package unpacker's (nothing written outside its directory), the
-// engine's archive-name parser and import check of signed names, and the
+// engine's archive-name parser and import check of signed names, the
+// export manifest reader's (nothing accepted the trusted key did not sign), and the
 // access-log encoder's comparisons with log/slog.
 var fuzzers = []struct{ dir, name string }{
 	{".", "FuzzParseRequestPath"},
@@ -25,6 +26,7 @@ var fuzzers = []struct{ dir, name string }{
 	{"../discovery/modsource", "FuzzUnpack"},
 	{"../mirror", "FuzzParseArchiveName"},
 	{"../mirror", "FuzzSignedImport"},
+	{"../airgap", "FuzzReadManifest"},
 	{"../internal/jsonlog", "FuzzSameAsSlog"},
 	{"../internal/jsonlog", "FuzzAppendTime"},
 }
