@@ -3,6 +3,7 @@ package main
 import (
 	"archive/zip"
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -239,7 +241,11 @@ func TestWithheldImportDoesNotHideOriginVersion(t *testing.T) {
 	// The operator's view, through the running serve: a check of the
 	// cache reads the import set aside against its sha256; a prune naming
 	// the version removes it with the origin's package, and it is no
-	// longer withheld.
+	// longer withheld. The pulled-through archive is committed once its
+	// download ends, which may be after terraform has its last byte.
+	if err := enginetest.Wait(context.Background(), e.mirror.engine); err != nil {
+		t.Fatal(err)
+	}
 	code, stdout, stderr = runCommand("cache", "verify", "--data-dir", e.dataDir)
 	if code != 0 || !strings.Contains(stdout, "checked 2 packages") || !strings.Contains(stdout, "(1 against stored evidence, 1 against their sha256): 0 failed") {
 		t.Errorf("cache verify: exit %d\n%s%s", code, stdout, stderr)
