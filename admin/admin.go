@@ -8,7 +8,7 @@
 // access control (the socket's file mode and the caller's uid) and the
 // audit log of what each operation changed. It does not fetch, verify or
 // store anything itself (the engine, package mirror, and airgap do), and
-// it maps errors to status codes through internal/httperr, like the
+// it maps errors to status codes through proxy/httperr, like the
 // mirror's own front door (package proxy).
 package admin
 
@@ -22,8 +22,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // Both doors go through the same methods, so a package is fetched and

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/httperr"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // maxRequest bounds an admin request body.

@@ -22,9 +22,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/verify"
 )
 

@@ -7,8 +7,8 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // maxPruneVersions bounds the versions one prune call may name.

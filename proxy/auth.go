@@ -24,7 +24,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/httperr"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // Authentication errors, mapped to 401 and 403 by statusOf.

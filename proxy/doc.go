@@ -9,7 +9,7 @@
 // answer holds: see hot.go), client
 // authentication and signed archive URLs, caching headers, the status
 // page and request instrumentation. Errors, the engine's included, become
-// HTTP status codes in internal/httperr, the one mapping this front door
+// HTTP status codes in proxy/httperr, the one mapping this front door
 // shares with the admin API (package admin).
 //
 // It calls the engine through the small Engine interface and never fetches,

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/httperr"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // StatusClientClosedRequest is the status recorded for a request whose

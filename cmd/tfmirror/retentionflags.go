@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/manifest"
+	"github.com/tfmirror/tfmirror/manifest"
 	pullthrough "github.com/tfmirror/tfmirror/mirror"
 )
 

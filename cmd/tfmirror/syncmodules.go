@@ -17,7 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/manifest"
+	"github.com/tfmirror/tfmirror/manifest"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
