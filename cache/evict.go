@@ -389,28 +389,3 @@ func (e *evictor) pass(ctx context.Context) {
 		}
 	}
 }
-
-// Evict runs an eviction pass now and waits until it is over, or ctx is
-// done: after it, the archives are within Options.MaxBytes unless what
-// is left is in use or may not be evicted (see SetEvictable). Without a
-// size limit it does nothing.
-func (s *Blobs) Evict(ctx context.Context) error {
-	e := s.evict
-	if e.done == nil {
-		return nil
-	}
-	done := make(chan struct{})
-	select {
-	case e.flush <- done:
-	case <-e.done:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-}

@@ -3,6 +3,7 @@
 package cache
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -10,7 +11,8 @@ import (
 
 // Rig does to a store what the tests of other packages need and
 // production code never does: delete an archive whatever holds it,
-// damage one where it is stored, and count the chunks stored. Test rigs reach it through
+// damage one where it is stored, count the chunks stored, and run an
+// eviction pass and wait for it. Test rigs reach it through
 // internal/cachetest. Nothing in the shipped binary calls RigOf, so the
 // linker leaves Rig out: cmd/tfmirror's TestBinaryLinksNoTestHook checks
 // the built binary for its symbols.
@@ -68,4 +70,29 @@ func (r Rig) FlipBlobByte(sha string, off int64) error {
 		val[off%int64(rec.ChunkSize)] ^= 0xff
 		return txn.Set(key, val)
 	})
+}
+
+// Evict runs an eviction pass now and waits until it is over, or ctx is
+// done: after it, the archives are within Options.MaxBytes unless what
+// is left is in use or may not be evicted (see Blobs.SetEvictable).
+// Without a size limit it does nothing.
+func (r Rig) Evict(ctx context.Context) error {
+	e := r.s.evict
+	if e.done == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case e.flush <- done:
+	case <-e.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }

@@ -1,11 +1,15 @@
 // Package cachetest gives the tests of other packages what the cache does
 // not offer production code: deleting a committed archive (as eviction
 // does), damaging one (as a failing disk does), counting archive chunks
-// (to check that nothing was left behind).
+// (to check that nothing was left behind) and running an eviction pass.
 // Tests only: the shipped binary links none of it.
 package cachetest
 
-import "github.com/tfmirror/tfmirror/cache"
+import (
+	"context"
+
+	"github.com/tfmirror/tfmirror/cache"
+)
 
 // DeleteBlob deletes the committed archive sha from store: its record,
 // then its chunks.
@@ -21,3 +25,9 @@ func ChunkCount(store *cache.Store) (int, error) { return cache.RigOf(store).Chu
 func FlipBlobByte(store *cache.Store, sha string, off int64) error {
 	return cache.RigOf(store).FlipBlobByte(sha, off)
 }
+
+// Evict has store's eviction goroutine run a pass now and waits until it
+// is over, or ctx is done: after it, the archives are within the size
+// limit (cache.Options.MaxBytes) unless what is left is in use or may
+// not be evicted. Without a size limit it does nothing.
+func Evict(ctx context.Context, store *cache.Store) error { return cache.RigOf(store).Evict(ctx) }
