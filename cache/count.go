@@ -52,8 +52,8 @@ type lruRecord struct {
 // never sees them zeroed before the count is done.
 // The counters are right once the count is done: an archive committed
 // after snap is counted by its Commit and not seen by snap, one deleted
-// after snap is subtracted by DeleteBlob and counted here. Hence snap must
-// be taken before any Commit or DeleteBlob can change the counters (while
+// after snap is subtracted by deleteBlob and counted here. Hence snap must
+// be taken before any Commit or deleteBlob can change the counters (while
 // Open runs, or under dbmu's write lock). Close and Shutdown stop the
 // count and wait for it.
 //
