@@ -123,6 +123,6 @@ func (h *harness) cacheWidget(t *testing.T, a *API, versions ...string) discover
 			t.Fatalf("ensure %s: %v", v, err)
 		}
 	}
-	enginetest.Wait(context.Background(), h.engine)
+	mirror.WaitIdle(context.Background(), h.engine)
 	return p
 }

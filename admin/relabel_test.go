@@ -18,7 +18,6 @@ import (
 
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -45,7 +44,7 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 			}
 		}
 	}
-	if err := enginetest.Wait(context.Background(), from.engine); err != nil {
+	if err := mirror.WaitIdle(context.Background(), from.engine); err != nil {
 		t.Fatal(err)
 	}
 	exporter, err := airgap.GenerateExportKey("exporter")

@@ -19,9 +19,9 @@ import (
 // have the expected sha256.
 var ErrDigestMismatch = errors.New("archive digest mismatch")
 
-// blob is the Store's BlobReader.
+// blob is the BlobReader of Blobs.
 type blob struct {
-	s   *Store
+	s   *Blobs
 	rec blobRecord
 	pos int64
 
@@ -133,14 +133,14 @@ func (b *blob) Close() error {
 		b.buf, b.cached = nil, -1
 	}
 	b.mu.Unlock()
-	b.s.lru.release(b.rec.SHA256)
-	b.s.kickEvict() // it may have been the only thing in the way
+	b.s.evict.lru.release(b.rec.SHA256)
+	b.s.evict.kick() // it may have been the only thing in the way
 	return nil
 }
 
-// blobWriter is the Store's BlobWriter.
+// blobWriter is the BlobWriter of Blobs.
 type blobWriter struct {
-	s        *Store
+	s        *Blobs
 	expected string
 	stage    string
 	hash     hash.Hash // used by the writing goroutine only
@@ -149,11 +149,11 @@ type blobWriter struct {
 	cur         *[]byte        // the chunk being filled
 	staged      int            // chunks finished (in Badger, or in mem)
 	mem         map[int][]byte // finished chunks that could not be staged
-	memBytes    int64          // their size, reserved from Store.unstaged
+	memBytes    int64          // their size, reserved from the writers' unstaged budget
 	dropped     map[int]bool   // finished chunks neither staged nor kept (ErrChunkDropped)
 	spare       int            // the chunk in mem kept over the budget (-1: none)
 	written     int64
-	stagedBytes int64 // of the chunks stored, counted in Store.staging until committed or deleted
+	stagedBytes int64 // of the chunks stored, counted in Blobs.staging until committed or deleted
 	err         error // first staging failure
 	state       writerState
 	dropOnClose bool
@@ -172,18 +172,14 @@ const (
 
 // NewBlobWriter starts staging an archive expected to have sha256
 // expectedSHA. It fails with ErrClosed once Shutdown or Close began.
-func (s *Store) NewBlobWriter(expectedSHA string) (BlobWriter, error) {
+func (s *Blobs) NewBlobWriter(expectedSHA string) (BlobWriter, error) {
 	if err := checkSHA(expectedSHA); err != nil {
 		return nil, err
 	}
 	w := &blobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
-	s.mu.Lock()
-	if s.closing {
-		s.mu.Unlock()
-		return nil, ErrClosed
+	if err := s.writers.register(w.stage); err != nil {
+		return nil, err
 	}
-	s.active[w.stage] = true
-	s.mu.Unlock()
 	w.cur = s.bufs.Get().(*[]byte)
 	return w, nil
 }
@@ -230,7 +226,7 @@ func (w *blobWriter) finishChunk() {
 		if w.mem == nil {
 			w.mem = make(map[int][]byte)
 		}
-		if w.s.reserveUnstaged(int64(len(data))) {
+		if w.s.writers.reserveUnstaged(int64(len(data))) {
 			w.memBytes += int64(len(data))
 		} else {
 			// Over the budget, the newest chunk is still kept (the final
@@ -241,7 +237,7 @@ func (w *blobWriter) finishChunk() {
 				if w.dropped == nil {
 					w.dropped = make(map[int]bool)
 					w.s.log.Warn("cache not writable and unstaged-memory limit reached: clients behind in this download will fail",
-						"sha256", w.expected, "limit_bytes", w.s.maxUnstaged)
+						"sha256", w.expected, "limit_bytes", w.s.writers.maxUnstaged)
 				}
 				w.dropped[w.spare] = true
 				delete(w.mem, w.spare) // readers copy under w.mu: no one holds it
@@ -253,13 +249,13 @@ func (w *blobWriter) finishChunk() {
 		*w.cur = (*w.cur)[:0]
 	} else {
 		*w.cur = (*w.cur)[:0]
-		w.stagedBytes += int64(len(data)) // counted in Store.staging by stageChunk
+		w.stagedBytes += int64(len(data)) // counted in Blobs.staging by stageChunk
 	}
 	w.staged++
 }
 
 func (w *blobWriter) stageChunk(idx int, data []byte) error {
-	if h := w.s.stageHook; h != nil {
+	if h := w.s.failWrites; h != nil {
 		if err := h(); err != nil {
 			return err
 		}
@@ -273,14 +269,14 @@ func (w *blobWriter) stageChunk(idx int, data []byte) error {
 	// room for it in the disk budget.
 	n := int64(len(data))
 	w.s.staging.Add(n)
-	w.s.kickEvict()
+	w.s.evict.kick()
 	cost := entryCost(len(key), len(data))
-	if err := w.s.budget.admit(cost, w.s.pressForRoom, w.s.refusing); err != nil {
+	if err := w.s.budget.admit(cost, w.s.evict.pressForRoom, w.s.writers.refusing); err != nil {
 		w.s.staging.Add(-n)
 		return err
 	}
 	defer w.s.budget.done(cost)
-	if err := w.s.update(cost, func(txn *badger.Txn) error { return txn.Set(key, data) }); err != nil {
+	if err := w.s.db.update(cost, func(txn *badger.Txn) error { return txn.Set(key, data) }); err != nil {
 		w.s.staging.Add(-n)
 		return quiet(err)
 	}
@@ -374,7 +370,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.giveUp()
 		return BlobInfo{}, err
 	}
-	if err := w.s.sync(); err != nil {
+	if err := w.s.db.sync(); err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: sync: %w", err)
 	}
@@ -398,8 +394,8 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	// their copy when they are closed.
 	var existing *blobRecord
 	unlock := w.s.lockBlob(w.expected)
-	err = w.s.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
-		old, err := w.s.record(txn, w.expected)
+	err = w.s.db.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
+		old, err := readRecord(txn, w.expected)
 		switch {
 		case err == nil:
 			existing = &old
@@ -418,7 +414,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.s.archives++
 		w.s.bytes += rec.Size
 		w.s.mu.Unlock()
-		w.s.lru.addPinned(rec.SHA256)
+		w.s.evict.lru.addPinned(rec.SHA256)
 		w.unstage() // counted as committed now
 	}
 	unlock()
@@ -437,7 +433,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	if existing != nil {
 		return existing.BlobInfo, nil
 	}
-	w.s.kickEvict()
+	w.s.evict.kick()
 	return rec.BlobInfo, nil
 }
 
@@ -463,7 +459,7 @@ func (w *blobWriter) Abort() error {
 	held := w.memBytes
 	w.mem, w.dropped, w.memBytes = nil, nil, 0 // readers fail from now on
 	w.mu.Unlock()
-	w.s.releaseUnstaged(held)
+	w.s.writers.releaseUnstaged(held)
 	err := w.s.deleteChunks(w.stage, n)
 	w.forget()
 	return err
@@ -493,11 +489,11 @@ func (w *blobWriter) Close() error {
 	held := w.memBytes
 	w.memBytes = 0
 	w.mu.Unlock()
-	w.s.releaseUnstaged(held)
+	w.s.writers.releaseUnstaged(held)
 	w.forget()
 	if pinned {
-		w.s.lru.release(w.expected)
-		w.s.kickEvict() // the blob this writer committed is evictable from now on
+		w.s.evict.lru.release(w.expected)
+		w.s.evict.kick() // the blob this writer committed is evictable from now on
 	}
 	return err
 }
@@ -515,36 +511,7 @@ func (w *blobWriter) unstage() {
 // forget ends the writer for the store: it no longer holds Shutdown up.
 func (w *blobWriter) forget() {
 	w.unstage()
-	s := w.s
-	s.mu.Lock()
-	delete(s.active, w.stage)
-	if len(s.active) == 0 && s.drained != nil {
-		close(s.drained)
-		s.drained = nil
-	}
-	s.mu.Unlock()
-}
-
-// reserveUnstaged takes n bytes of the unstaged-memory budget, if there
-// are that many left.
-func (s *Store) reserveUnstaged(n int64) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.maxUnstaged < 0 || s.unstaged+n > s.maxUnstaged {
-		return false
-	}
-	s.unstaged += n
-	return true
-}
-
-// releaseUnstaged returns n bytes to the unstaged-memory budget.
-func (s *Store) releaseUnstaged(n int64) {
-	if n == 0 {
-		return
-	}
-	s.mu.Lock()
-	s.unstaged -= n
-	s.mu.Unlock()
+	w.s.writers.done(w.stage)
 }
 
 func newStageID() string {
@@ -554,5 +521,3 @@ func newStageID() string {
 	}
 	return hex.EncodeToString(b[:])
 }
-
-// badgerLogger routes Badger's log to slog: warnings and errors only.

@@ -2,6 +2,14 @@ package cache
 
 import "io"
 
+// OpenBlob and NewBlobWriter return these interfaces, not their concrete
+// types, so that a consumer's store interface (mirror.Store) names them in
+// its method results and another implementation fits it too: the engine's
+// tests wrap a Store in ones that return readers of their own. They are
+// declared here, with the contract every implementation keeps (reads
+// while writing, what Commit guarantees), because a declaration on the
+// consumer's side could not be named in the results of Blobs' methods.
+
 // BlobReader reads a committed archive; OpenBlob returns one. ReadAt is
 // safe for concurrent use; Read and Seek share one position and are not.
 // After the store is closed its reads fail with ErrClosed.

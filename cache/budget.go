@@ -6,13 +6,13 @@ package cache
 import (
 	"errors"
 	"fmt"
-	"os"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/cache/internal/disk"
 )
 
 // ErrOverBudget is returned (wrapped, with ErrNotWritable) for an archive
@@ -38,7 +38,7 @@ const stuckAfter = time.Second
 // diskBudget keeps the data directory within its budget: with a size
 // limit (Options.MaxBytes), 1.25 times the limit plus the disk reserve;
 // when what is left over the limit may not be evicted (see
-// Store.SetEvictable), 1.25 times what is kept and being written
+// Blobs.SetEvictable), 1.25 times what is kept and being written
 // instead. Deleted archives return their space only once value-log GC
 // rewrote the files that held them, which Badger can do only after its
 // compactions counted the deletions; under churn, archives are written
@@ -135,32 +135,12 @@ func (b *diskBudget) done(n int64) {
 }
 
 // dataDirBytes is the disk space the files in dir take.
-func dataDirBytes(dir string) int64 { return filesBytes(dir, "") }
-
-// filesBytes is the disk space (allocated blocks: Badger maps its logs at
-// twice their size, sparsely) that the regular files in dir whose names
-// end in suffix take.
-func filesBytes(dir, suffix string) int64 {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return 0
-	}
-	var n int64
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), suffix) {
-			continue
-		}
-		if fi, err := e.Info(); err == nil && fi.Mode().IsRegular() {
-			n += allocated(fi)
-		}
-	}
-	return n
-}
+func dataDirBytes(dir string) int64 { return disk.FilesBytes(dir, "") }
 
 // DiskBudget returns the data directory's size now and its budget (see
 // Options.MaxBytes); ok is false when there is no budget (no size limit,
 // or in memory).
-func (s *Store) DiskBudget() (used, budget int64, ok bool) {
+func (s *Blobs) DiskBudget() (used, budget int64, ok bool) {
 	if s.budget.dir == "" {
 		return 0, 0, false
 	}
@@ -170,6 +150,6 @@ func (s *Store) DiskBudget() (used, budget int64, ok bool) {
 // BudgetStats says how often archive writes had to wait for the data
 // directory's budget (see Options.MaxBytes), and how many of them gave up
 // (the archive was served without being cached).
-func (s *Store) BudgetStats() (waits, refused int64) {
+func (s *Blobs) BudgetStats() (waits, refused int64) {
 	return s.budget.waits.Load(), s.budget.refused.Load()
 }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/cache/internal/disk"
 )
 
 // While archives churn through a size-limited cache (several writers at
@@ -47,7 +49,7 @@ func TestDiskBudgetUnderChurn(t *testing.T) {
 				entries, _ := os.ReadDir(dir)
 				for _, e := range entries {
 					if fi, err := e.Info(); err == nil {
-						breakdown += fmt.Sprintf(" %s:%d/%d", e.Name(), allocated(fi)>>10, fi.Size()>>10)
+						breakdown += fmt.Sprintf(" %s:%d/%d", e.Name(), disk.Allocated(fi)>>10, fi.Size()>>10)
 					}
 				}
 			}

@@ -1,57 +1,23 @@
-// Package cache owns everything tfmirror keeps on disk, in one Badger
-// database: small metadata documents (version lists, verified package
-// metadata) and provider archives.
+// Package cache is what tfmirror keeps on disk: one Badger database that
+// holds metadata records (Records: small JSON documents under a key) and
+// archives (Blobs: content-addressed by sha256, stored in chunks, visible
+// only once committed whole). A Store is the two over that one database,
+// with the disk they share: it writes only above a free-space reserve,
+// keeps the archives within a size limit by evicting the least recently
+// used, and returns the space of deleted archives to the disk. It is safe
+// for concurrent use without help from its callers.
 //
-// Archives ("blobs") are content-addressed by the lowercase hex sha256 of
-// their bytes and stored in chunks of at most Options.ChunkSize bytes, so
-// that no single value is large and memory stays flat whatever the archive
-// size. The key layout is:
+// It is not an HTTP cache: it knows nothing of HTTP, origins or
+// signatures, and what a record or an archive means is its callers'.
 //
-//	m/<key>               metadata envelope {"t": stored-at, "v": document}
-//	c/<stage>/<idx>       chunk idx (%08x) of the staging area <stage>
-//	b/<sha256>            blob commit record: size, chunk size and count, stage, h1
+// The keys and values are the on-disk format, which upgrades read as
+// they are (mirror/upgrade_test.go):
 //
-// A BlobWriter stages chunks under a fresh random stage id as they arrive.
-// Only Commit makes a blob visible: it checks the digest, writes the last
-// chunk, syncs, and then writes the commit record, last. A crash at any
-// point therefore leaves either a complete blob or unreferenced chunks,
-// which cleanOrphans removes (it runs soon after Open, in the background,
-// once the archives are counted). Partial archives are never returned by
-// OpenBlob.
-//
-// Badger writes through memory-mapped files, where a full disk is not an
-// error but SIGBUS. So the store writes only while the file system has
-// more free space than Options.DiskReserve (plus the LSM tree's size): it
-// checks before every write, cheaply (statfs at most every
-// Options.SpaceCheckInterval, bytes admitted since accounted), and below
-// the reserve every write fails with ErrNotWritable without touching
-// Badger. A store opened on a disk already below the reserve opens the
-// database read-only (or, if Badger cannot open it read-only, not at all:
-// every lookup misses) and reopens it read-write once there is room.
-//
-// With Options.MaxBytes set, the least recently used archives are evicted
-// once a commit has taken the archives over the limit, until they fit, by
-// a goroutine of the store's (no caller waits for it); archives open for
-// reading or whose writer is not yet closed are never evicted. The data
-// directory is then kept within a disk budget of 1.25 times the limit
-// plus the reserve: a chunk that would take it over waits for value-log
-// GC to return the space of evicted archives (budget.go).
-//
-// OpenBlob and NewBlobWriter return the small interfaces BlobReader and
-// BlobWriter, not the concrete types, so that another tier (an object
-// store, later) can offer the same methods with readers and writers of its
-// own that wrap these, and a caller's Store interface (proxy's) fits both
-// tiers unchanged. They are declared here, with the contract every
-// implementation keeps (reads while writing, what Commit guarantees),
-// rather than by each consumer: a consumer-side declaration could not be
-// named in the Store's method results, so no second tier could fit it.
-//
-// The Store is safe on its own: any number of writers of one sha256 may
-// commit concurrently (one record is kept, see BlobWriter.Commit), and
-// Shutdown lets open writers finish before closing Badger, after which
-// every method fails with ErrClosed.
-//
-// The package knows nothing of HTTP, origins or signatures.
+//	m/<key>          metadata record {"t": stored-at, "v": document}
+//	c/<stage>/<idx>  chunk idx (%08x) of the staging area <stage>
+//	b/<sha256>       archive commit record: size, chunk size and count, stage, h1
+//	p/ping           Ping's probe
+//	x/flush          written and dropped to flush the memtable (gc.go)
 package cache
 
 import (
@@ -60,8 +26,6 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -136,79 +100,23 @@ type Options struct {
 	FailWrites func() error
 }
 
-// Store is the cache. It is safe for concurrent use.
+// Store is an open cache: its Records and its Blobs, which share one
+// Badger database, and the disk under it. Open starts, and Shutdown or
+// Close stops, what keeps them (Store's own methods): the free-space
+// watch that turns writes off below the reserve and reopens the database
+// read-write when room returns, and, with a size limit, the eviction
+// goroutine. After Shutdown or Close every method fails with ErrClosed.
 type Store struct {
-	bopts     badger.Options
-	chunkSize int
-	log       *slog.Logger
-	bufs      sync.Pool
+	*Records // metadata records
+	*Blobs   // archives
 
-	mu       sync.Mutex
-	active   map[string]bool // stage ids of writers not yet closed
-	closing  bool            // Shutdown or Close began: no new writers
-	drained  chan struct{}   // closed when active empties while closing
-	archives int
-	bytes    int64
-	count    counting // of the archives, after the database opened
-
-	// unstaged is the memory held by writers for chunks that could not
-	// be stored, at most maxUnstaged.
-	unstaged    int64
-	maxUnstaged int64
-
-	// stageHook, when set (Options.FailWrites, tests), is called before
-	// each chunk and metadata document is written; an error it returns is
-	// treated as a Badger write failure.
-	stageHook func() error
-
-	lru   lru       // access order, references and eviction of committed blobs
-	stats *statMemo // StatBlob answers
-
-	// dbmu guards db and readOnly: every use of db holds it for reading;
-	// reopening read-write holds it for writing.
-	dbmu     sync.RWMutex
-	db       *badger.DB // nil: not open (disk full at start-up and not readable)
-	readOnly bool       // db was opened read-only (disk full at start-up)
-
-	space  space
-	budget diskBudget // of the data directory, with a size limit
-	// staging is the size of the chunks that writers not yet committed
-	// nor closed have stored: the size limit counts them too.
-	staging atomic.Int64
-	gcKick  chan struct{} // asks RunGC for a round now
-	// deletes counts the deletions of archive chunks since RunGC last
-	// settled them (gc.go); writeMu is held for reading by every write of
-	// the store, and for writing while RunGC has Badger refuse writes.
-	deletes   atomic.Int64
-	writeMu   sync.RWMutex
+	db        *database
+	writers   *writerGate // of both: Shutdown refuses new ones and waits for those open
+	gc        *valueLogGC
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
 
-	// The eviction goroutine (evict.go): kicked when the archives may be
-	// over MaxBytes, stopped by Close and Shutdown; evictFlush asks it for
-	// a pass and is answered when the pass is over (tests).
-	evictKick  chan struct{}
-	evictFlush chan chan struct{}
-	stopEvict  context.CancelFunc
-	evictDone  chan struct{}
-
-	// blobLocks serialise, per sha256, the read-then-write of a blob's
-	// commit record together with the counters and LRU entry that follow
-	// it (Commit, deleteBlob): see lockBlob.
-	blobLocks [256]sync.Mutex
-
-	// gate counts the database operations under way and refuses new ones
-	// once the store is closed (close.go).
-	gate opGate
-
-	// ping is Ping's memo; lastWrite is when a write to Badger last
-	// succeeded (UnixNano, 0: none yet), which Ping takes as its answer;
-	// writes counts the writes tried (tests).
-	ping      pingState
-	lastWrite atomic.Int64
-	writes    atomic.Int64
-
-	hooks testHooks // set by tests only
+	hooks *testHooks // shared with the parts; set by tests only
 }
 
 // testHooks let tests stop the store at the points where concurrent
@@ -238,39 +146,6 @@ type testHooks struct {
 	recounted, dbWaits func()
 }
 
-// lockBlob locks the commit record of sha (a checked sha256) and returns
-// the unlock function.
-//
-// A lock, rather than Badger's conflict detection: detection is a
-// database-wide option that makes every transaction, archive chunks
-// included, track its reads, and a conflicting commit would still have to
-// be retried; and the counters (Stats) and the LRU entry live outside
-// Badger, so they would need a lock of their own anyway. Badger's
-// directory lock keeps other processes out, so a lock in the Store covers
-// every writer. The locks are striped by the first byte of the sha256:
-// 256 mutexes, no map to grow or clean, and records of different archives
-// rarely wait for each other (and then only for one small write).
-func (s *Store) lockBlob(sha string) (unlock func()) {
-	m := &s.blobLocks[hexNibble(sha[0])<<4|hexNibble(sha[1])]
-	if !m.TryLock() {
-		if h := s.hooks.recordWaits; h != nil {
-			h(sha)
-		}
-		m.Lock()
-	}
-	return m.Unlock
-}
-
-func hexNibble(c byte) byte {
-	if c >= 'a' {
-		return c - 'a' + 10
-	}
-	return c - '0'
-}
-
-// errNoDB is what reads get while the database is not open: a miss.
-var errNoDB = fmt.Errorf("%w (the cache could not be opened: disk full at start-up)", ErrNotFound)
-
 // Open opens (creating if needed) the store in opts.Dir, rebuilds its
 // counters and removes chunks that an interrupted process left behind.
 func Open(opts Options) (*Store, error) {
@@ -280,22 +155,59 @@ func Open(opts Options) (*Store, error) {
 	if opts.ChunkSize <= 0 {
 		opts.ChunkSize = DefaultChunkSize
 	}
-	// In memory, values live in the LSM tree: they must be smaller than
-	// the value threshold, which may not exceed 1 MiB.
-	// Badger takes no value larger than a write batch, 15% of a memtable.
-	valueThreshold, memtable := int64(64<<10), int64(memTableSize)
 	if opts.InMemory {
-		valueThreshold, memtable = 1<<20, 8<<20
+		// In memory, values live in the LSM tree, where they must be
+		// smaller than the value threshold (1 MiB at most).
 		opts.ChunkSize = min(opts.ChunkSize, 512<<10)
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
+	if opts.MaxUnstagedBytes == 0 {
+		opts.MaxUnstagedBytes = DefaultMaxUnstagedBytes
+	}
+	hooks := &testHooks{}
+	db := newDatabase(opts, hooks)
+	writers := &writerGate{active: make(map[string]bool), maxUnstaged: opts.MaxUnstagedBytes}
+	s := &Store{
+		Records: &Records{db: db, writers: writers, failWrites: opts.FailWrites},
+		Blobs:   newBlobs(opts, db, writers, hooks),
+		db:      db, writers: writers, hooks: hooks,
+	}
+	s.gc = &valueLogGC{db: db, budget: &s.budget, archiveBytes: func() int64 { _, n := s.statsNow(); return n }}
+
+	if db.space.Refresh(sstBytes(opts.Dir)) {
+		bdb, err := openBadger(db.bopts)
+		if err != nil {
+			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
+		}
+		db.bdb = bdb
+		// Counted beside the requests; cleaning up and trimming follow.
+		s.startCount(bdb.NewTransaction(false), false, s.afterWritableOpen)
+	} else {
+		s.openReadOnly()
+	}
+	s.evict.start()
+	if !db.space.Disabled() {
+		ctx, cancel := context.WithCancel(context.Background())
+		s.stopWatch, s.watchDone = cancel, make(chan struct{})
+		go s.watch(ctx)
+	}
+	return s, nil
+}
+
+// badgerOptions are the options of the Badger database under a store.
+func badgerOptions(opts Options) badger.Options {
+	// Badger takes no value larger than a write batch, 15% of a memtable;
+	// in memory, values live in the LSM tree: they must be smaller than
+	// the value threshold, which may not exceed 1 MiB.
+	valueThreshold, memtable := int64(64<<10), int64(memTableSize)
 	dir := opts.Dir
 	if opts.InMemory {
+		valueThreshold, memtable = 1<<20, 8<<20
 		dir = ""
 	}
-	bopts := badger.DefaultOptions(dir).
+	return badger.DefaultOptions(dir).
 		WithInMemory(opts.InMemory).
 		WithLogger(badgerLogger{opts.Logger}).
 		// A small, flat memory footprint: archive chunks go to the value
@@ -322,64 +234,6 @@ func Open(opts Options) (*Store, error) {
 		WithCompactL0OnClose(true).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
-	s := &Store{bopts: bopts, chunkSize: opts.ChunkSize, log: opts.Logger, active: make(map[string]bool),
-		stageHook: opts.FailWrites, maxUnstaged: opts.MaxUnstagedBytes, gcKick: make(chan struct{}, 1),
-		stats: newStatMemo(), evictKick: make(chan struct{}, 1), evictFlush: make(chan chan struct{})}
-	if s.maxUnstaged == 0 {
-		s.maxUnstaged = DefaultMaxUnstagedBytes
-	}
-	s.space = space{dir: opts.Dir, free: opts.FreeSpace, reserve: opts.DiskReserve,
-		interval: opts.SpaceCheckInterval, log: opts.Logger, now: time.Now}
-	if s.space.free == nil {
-		s.space.free = statfsFree
-	}
-	if s.space.reserve == 0 {
-		s.space.reserve = DefaultDiskReserve
-	}
-	if s.space.interval <= 0 {
-		s.space.interval = DefaultSpaceCheckInterval
-	}
-	if opts.InMemory {
-		s.space.reserve = -1
-	}
-	s.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
-	if opts.MaxBytes > 0 && !opts.InMemory {
-		reserve := s.space.reserve
-		if reserve < 0 {
-			reserve = DefaultDiskReserve
-		}
-		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, gcRoom: bopts.ValueLogFileSize, limit: func() int64 {
-			base := opts.MaxBytes
-			if s.lru.unmet.Load() {
-				// Over the limit with nothing left that may be evicted:
-				// the budget follows what is kept, and what is being
-				// written (an import of what cannot be fetched again).
-				_, committed := s.statsNow()
-				base = max(base, committed+s.staging.Load())
-			}
-			return base + base/4 + reserve
-		}}
-	}
-	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
-
-	if s.space.refresh(sstBytes(opts.Dir)) {
-		db, err := openBadger(bopts)
-		if err != nil {
-			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
-		}
-		s.db = db
-		// Counted beside the requests; cleaning up and trimming follow.
-		s.startCount(db.NewTransaction(false), false, s.afterWritableOpen)
-	} else {
-		s.openReadOnly()
-	}
-	s.startEvicting()
-	if !s.space.disabled() {
-		ctx, cancel := context.WithCancel(context.Background())
-		s.stopWatch, s.watchDone = cancel, make(chan struct{})
-		go s.watch(ctx)
-	}
-	return s, nil
 }
 
 // lockWait is how long openBadger waits for the directory lock.

@@ -72,7 +72,7 @@ func put(t *testing.T, s *Store, data []byte) BlobInfo {
 func chunkCount(t *testing.T, s *Store) int {
 	t.Helper()
 	n := 0
-	err := s.db.View(func(txn *badger.Txn) error {
+	err := s.db.bdb.View(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -492,7 +492,7 @@ func TestRestartAndOrphanCleanup(t *testing.T) {
 func TestStagingFailureStillServesBytes(t *testing.T) {
 	s := openTest(t, "")
 	calls := 0
-	s.stageHook = func() error {
+	s.Blobs.failWrites = func() error {
 		calls++
 		if calls >= 2 {
 			return errors.New("no space left on device")
@@ -597,9 +597,9 @@ func TestUnstagedMemoryIsBounded(t *testing.T) {
 	// Aborting returns memory too.
 	wc.Abort()
 	wb.Close()
-	s.mu.Lock()
-	held := s.unstaged
-	s.mu.Unlock()
+	s.writers.mu.Lock()
+	held := s.writers.unstaged
+	s.writers.mu.Unlock()
 	if held != 0 {
 		t.Fatalf("%d unstaged bytes still accounted after every writer ended", held)
 	}

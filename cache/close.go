@@ -26,54 +26,65 @@ type opGate struct {
 // enter starts an operation on the database, or returns ErrClosed. An
 // operation may enter again inside itself (a scan's callback): it then
 // gets ErrClosed if the store closed meanwhile, and never waits.
-func (s *Store) enter() error {
-	s.gate.mu.Lock()
-	defer s.gate.mu.Unlock()
-	if s.gate.closed {
+func (d *database) enter() error {
+	d.gate.mu.Lock()
+	defer d.gate.mu.Unlock()
+	if d.gate.closed {
 		return ErrClosed
 	}
-	s.gate.n++
+	d.gate.n++
 	return nil
 }
 
 // leave ends an operation started by enter.
-func (s *Store) leave() {
-	s.gate.mu.Lock()
-	defer s.gate.mu.Unlock()
-	s.gate.n--
-	if s.gate.n == 0 && s.gate.idle != nil {
-		close(s.gate.idle)
-		s.gate.idle = nil
+func (d *database) leave() {
+	d.gate.mu.Lock()
+	defer d.gate.mu.Unlock()
+	d.gate.n--
+	if d.gate.n == 0 && d.gate.idle != nil {
+		close(d.gate.idle)
+		d.gate.idle = nil
 	}
 }
 
-func (s *Store) isClosed() bool {
-	s.gate.mu.Lock()
-	defer s.gate.mu.Unlock()
-	return s.gate.closed
+func (d *database) isClosed() bool {
+	d.gate.mu.Lock()
+	defer d.gate.mu.Unlock()
+	return d.gate.closed
 }
 
-// refuseWriters makes NewBlobWriter, PutMeta and DeleteMeta fail with
-// ErrClosed from now on. It returns a channel closed when no writer is
-// open any more (nil when none is open now).
-func (s *Store) refuseWriters() <-chan struct{} {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closing = true
-	if len(s.active) == 0 {
+// close closes Badger once no operation is under way; every later
+// operation fails with ErrClosed. Only the first call closes.
+func (d *database) close() error {
+	d.gate.mu.Lock()
+	if d.gate.closed {
+		d.gate.mu.Unlock()
 		return nil
 	}
-	if s.drained == nil {
-		s.drained = make(chan struct{})
+	d.gate.closed = true
+	var idle chan struct{}
+	if d.gate.n > 0 {
+		idle = make(chan struct{})
+		d.gate.idle = idle
 	}
-	return s.drained
-}
-
-// refusing reports whether the store refuses new writes.
-func (s *Store) refusing() bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.closing
+	d.gate.mu.Unlock()
+	if idle != nil {
+		if h := d.hooks.closeWaits; h != nil {
+			h()
+		}
+		<-idle
+	}
+	d.dbmu.Lock()
+	defer d.dbmu.Unlock()
+	if d.bdb == nil { // never opened: the disk was full at start-up
+		return nil
+	}
+	err := d.bdb.Close()
+	d.bdb = nil
+	if err != nil {
+		return fmt.Errorf("cache: closing: %w", err)
+	}
+	return nil
 }
 
 // Shutdown closes the store gracefully. At once, NewBlobWriter, PutMeta
@@ -91,17 +102,14 @@ func (s *Store) refusing() bool {
 // called more than once; only the first closes the database.
 func (s *Store) Shutdown(ctx context.Context) error {
 	var abandoned error
-	if drained := s.refuseWriters(); drained != nil {
+	if drained := s.writers.refuse(); drained != nil {
 		if h := s.hooks.shutdownWaits; h != nil {
 			h()
 		}
 		select {
 		case <-drained:
 		case <-ctx.Done():
-			s.mu.Lock()
-			n := len(s.active)
-			s.mu.Unlock()
-			abandoned = fmt.Errorf("cache: closed with %d archive writers still open: %w", n, context.Cause(ctx))
+			abandoned = fmt.Errorf("cache: closed with %d archive writers still open: %w", s.writers.open(), context.Cause(ctx))
 		}
 	}
 	return errors.Join(abandoned, s.closeDB())
@@ -112,46 +120,18 @@ func (s *Store) Shutdown(ctx context.Context) error {
 // staged is removed by the next Open. It waits only for the reads and
 // writes under way, as Shutdown does. Use Shutdown to let writers finish.
 func (s *Store) Close() error {
-	s.refuseWriters()
+	s.writers.refuse()
 	return s.closeDB()
 }
 
-// closeDB stops the free-space checks and the eviction goroutine, and
-// closes Badger once no operation is under way.
+// closeDB stops the free-space checks, the count and the eviction
+// goroutine, and closes Badger once no operation is under way.
 func (s *Store) closeDB() error {
 	if s.stopWatch != nil { // it may reopen the database
 		s.stopWatch()
 		<-s.watchDone
 	}
 	s.stopCounting()
-	s.stopEvicting()
-	s.gate.mu.Lock()
-	if s.gate.closed {
-		s.gate.mu.Unlock()
-		return nil
-	}
-	s.gate.closed = true
-	var idle chan struct{}
-	if s.gate.n > 0 {
-		idle = make(chan struct{})
-		s.gate.idle = idle
-	}
-	s.gate.mu.Unlock()
-	if idle != nil {
-		if h := s.hooks.closeWaits; h != nil {
-			h()
-		}
-		<-idle
-	}
-	s.dbmu.Lock()
-	defer s.dbmu.Unlock()
-	if s.db == nil { // never opened: the disk was full at start-up
-		return nil
-	}
-	err := s.db.Close()
-	s.db = nil
-	if err != nil {
-		return fmt.Errorf("cache: closing: %w", err)
-	}
-	return nil
+	s.evict.stop()
+	return s.db.close()
 }

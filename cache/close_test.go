@@ -264,7 +264,7 @@ func TestCloseLeavesNoL0Tables(t *testing.T) {
 	defer s.Close()
 	s.waitCount()
 	tables := 0
-	for _, l := range s.db.Levels() {
+	for _, l := range s.db.bdb.Levels() {
 		if l.Level == 0 && l.NumTables > 0 {
 			t.Errorf("%d L0 tables after Close", l.NumTables)
 		}

@@ -21,10 +21,10 @@ import (
 // machine), so it runs beside the requests rather than before them.
 type counting struct {
 	// done is closed once the archives are counted (or the count
-	// failed or was stopped): Stats waits for it. Guarded by Store.mu.
+	// failed or was stopped): Stats waits for it. Guarded by Blobs.mu.
 	done chan struct{}
 	// stop ends the count and what follows it; exited is closed when its
-	// goroutine has returned. Guarded by Store.mu.
+	// goroutine has returned. Guarded by Blobs.mu.
 	stop   context.CancelFunc
 	exited chan struct{}
 }
@@ -52,8 +52,8 @@ type lruRecord struct {
 // never sees them zeroed before the count is done.
 // The counters are right once the count is done: an archive committed
 // after snap is counted by its Commit and not seen by snap, one deleted
-// after snap is subtracted by DeleteBlob and counted here. Hence snap must
-// be taken before any Commit or DeleteBlob can change the counters (while
+// after snap is subtracted by deleteBlob and counted here. Hence snap must
+// be taken before any Commit or deleteBlob can change the counters (while
 // Open runs, or under dbmu's write lock). Close and Shutdown stop the
 // count and wait for it.
 //
@@ -62,7 +62,7 @@ type lruRecord struct {
 // did not commit: snap is taken before this process writes any chunk.
 // Finding them in the same pass as the count spares cleanOrphans' second
 // pass over every record.
-func (s *Store) startCount(snap *badger.Txn, reset bool, then func(orphans map[string]int)) {
+func (s *Blobs) startCount(snap *badger.Txn, reset bool, then func(orphans map[string]int)) {
 	ctx, cancel := context.WithCancel(context.Background())
 	c := counting{done: make(chan struct{}), stop: cancel, exited: make(chan struct{})}
 	s.mu.Lock()
@@ -87,7 +87,7 @@ func (s *Store) startCount(snap *badger.Txn, reset bool, then func(orphans map[s
 		// Reading every record left garbage in proportion to the cache,
 		// which the Go runtime would keep for minutes, and the tables
 		// mapped.
-		s.ReleaseReadPages()
+		s.db.releaseReadPages()
 		debug.FreeOSMemory()
 	}()
 }
@@ -99,15 +99,11 @@ func (s *Store) startCount(snap *badger.Txn, reset bool, then func(orphans map[s
 // little of it is read again soon; what is read again afterwards is read
 // from the files. Linux only (MADV_PAGEOUT, Linux 5.4 and later);
 // elsewhere, and in memory, it does nothing.
-func (s *Store) ReleaseReadPages() {
-	if s.space.dir != "" && !s.bopts.InMemory {
-		pageOutTables(s.space.dir)
-	}
-}
+func (s *Store) ReleaseReadPages() { s.db.releaseReadPages() }
 
 // stopCounting stops the count under way and what follows it, if any,
 // and waits for them.
-func (s *Store) stopCounting() {
+func (s *Blobs) stopCounting() {
 	s.mu.Lock()
 	c := s.count
 	s.mu.Unlock()
@@ -119,14 +115,14 @@ func (s *Store) stopCounting() {
 }
 
 // statsNow is Stats without waiting for the count: the totals so far.
-func (s *Store) statsNow() (archives int, bytes int64) {
+func (s *Blobs) statsNow() (archives int, bytes int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.archives, s.bytes
 }
 
 // counted waits until the archives are counted.
-func (s *Store) counted() {
+func (s *Blobs) counted() {
 	s.mu.Lock()
 	done := s.count.done
 	s.mu.Unlock()
@@ -139,12 +135,12 @@ func (s *Store) counted() {
 // and discards snap. With orphans, it also returns the stages of the
 // chunks snap sees that no commit record in snap refers to (non-nil when
 // it succeeded).
-func (s *Store) countArchives(ctx context.Context, snap *badger.Txn, orphans bool) (map[string]int, error) {
+func (s *Blobs) countArchives(ctx context.Context, snap *badger.Txn, orphans bool) (map[string]int, error) {
 	defer snap.Discard()
 	var stages map[string]int
 	var n int
 	var total int64
-	err := s.withDB(func() error {
+	err := s.db.withDB(func() error {
 		if orphans {
 			stages = chunkStages(snap)
 		}
@@ -157,7 +153,7 @@ func (s *Store) countArchives(ctx context.Context, snap *badger.Txn, orphans boo
 			// Only eviction needs every archive's entry in the LRU.
 			var rec lruRecord
 			dst := any(&rec.countedRecord)
-			if s.lru.max > 0 {
+			if s.evict.lru.max > 0 {
 				dst = &rec
 			}
 			if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, dst) }); err != nil {
@@ -166,8 +162,8 @@ func (s *Store) countArchives(ctx context.Context, snap *badger.Txn, orphans boo
 			n++
 			total += rec.Size
 			delete(stages, rec.Stage)
-			if s.lru.max > 0 {
-				s.lru.add(strings.TrimPrefix(string(it.Item().Key()), "b/"), rec.Created)
+			if s.evict.lru.max > 0 {
+				s.evict.lru.add(strings.TrimPrefix(string(it.Item().Key()), "b/"), rec.Created)
 			}
 		}
 		return nil
@@ -188,8 +184,8 @@ func (s *Store) countArchives(ctx context.Context, snap *badger.Txn, orphans boo
 // countNow counts the archives of the open database before returning
 // (the read-only start-up, which must know whether the database can be
 // read at all).
-func (s *Store) countNow() error {
-	snap := s.db.NewTransaction(false)
+func (s *Blobs) countNow() error {
+	snap := s.db.bdb.NewTransaction(false)
 	c := counting{done: make(chan struct{})}
 	s.mu.Lock()
 	s.count = c

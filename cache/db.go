@@ -1,74 +1,152 @@
-// Transactions and the guards every database access goes through.
+// The database under a store: the Badger handle, and the guards every
+// access to it goes through.
 
 package cache
 
-import "github.com/dgraph-io/badger/v4"
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
 
-func (s *Store) view(fn func(txn *badger.Txn) error) error {
-	return s.withDB(func() error {
-		if s.db == nil {
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/cache/internal/disk"
+)
+
+// errNoDB is what reads get while the database is not open: a miss.
+var errNoDB = fmt.Errorf("%w (the cache could not be opened: disk full at start-up)", ErrNotFound)
+
+// database is the Badger database under a store's Records and Blobs.
+// Every access goes through its guards: a read while it is open, a write
+// only while the disk has room for it above the reserve, and none once it
+// is closed (gate). Badger writes through memory-mapped files, where a
+// full disk is not an error but SIGBUS: so every write is admitted only
+// while the file system has more free space than Options.DiskReserve plus
+// the LSM tree's size, checked cheaply (disk.Space), and below it fails
+// with ErrNotWritable without touching Badger. Opened on a disk already
+// below the reserve, the database is read-only (or, if Badger cannot
+// open it so, missing: every lookup misses) until Store reopens it
+// read-write when there is room (writable.go).
+type database struct {
+	bopts badger.Options
+	log   *slog.Logger
+	space disk.Space
+
+	// dbmu guards bdb and readOnly: every use of bdb holds it for reading;
+	// reopening read-write holds it for writing.
+	dbmu     sync.RWMutex
+	bdb      *badger.DB // nil: not open (disk full at start-up and not readable)
+	readOnly bool       // bdb was opened read-only (disk full at start-up)
+
+	// gate counts the database operations under way and refuses new ones
+	// once the store is closed (close.go).
+	gate opGate
+
+	// deletes counts the deletions of archive chunks since the value-log
+	// GC last settled them (gc.go), and gcKick asks it for a round now;
+	// writeMu is held for reading by every write, and for writing while
+	// the GC has Badger refuse writes.
+	deletes atomic.Int64
+	gcKick  chan struct{}
+	writeMu sync.RWMutex
+
+	// ping is Ping's memo; lastWrite is when a write to Badger last
+	// succeeded (UnixNano, 0: none yet), which Ping takes as its answer;
+	// writes counts the writes tried (tests).
+	ping      pingState
+	lastWrite atomic.Int64
+	writes    atomic.Int64
+
+	hooks *testHooks
+}
+
+func newDatabase(opts Options, hooks *testHooks) *database {
+	d := &database{bopts: badgerOptions(opts), log: opts.Logger, gcKick: make(chan struct{}, 1), hooks: hooks}
+	d.space = disk.Space{Dir: opts.Dir, Free: opts.FreeSpace, Reserve: opts.DiskReserve,
+		Interval: opts.SpaceCheckInterval, Log: opts.Logger, Now: time.Now, Refusal: ErrNotWritable}
+	if d.space.Free == nil {
+		d.space.Free = disk.Free
+	}
+	if d.space.Reserve == 0 {
+		d.space.Reserve = DefaultDiskReserve
+	}
+	if d.space.Interval <= 0 {
+		d.space.Interval = DefaultSpaceCheckInterval
+	}
+	if opts.InMemory {
+		d.space.Reserve = -1
+	}
+	return d
+}
+
+// view runs fn in a read-only transaction.
+func (d *database) view(fn func(txn *badger.Txn) error) error {
+	return d.withDB(func() error {
+		if d.bdb == nil {
 			return errNoDB
 		}
-		return s.db.View(fn)
+		return d.bdb.View(fn)
 	})
 }
 
 // withWritable runs fn on the database while the store is open and
 // writable.
-func (s *Store) withWritable(fn func(db *badger.DB) error) error {
-	return s.withDB(func() error {
-		if err := s.writableLocked(); err != nil {
+func (d *database) withWritable(fn func(db *badger.DB) error) error {
+	return d.withDB(func() error {
+		if err := d.writableLocked(); err != nil {
 			return err
 		}
-		return fn(s.db)
+		return fn(d.bdb)
 	})
 }
 
 // withDB runs fn while the store is open, with the database lock held for
 // reading, so that the database is not swapped or closed under fn.
-func (s *Store) withDB(fn func() error) error {
-	if err := s.enter(); err != nil {
+func (d *database) withDB(fn func() error) error {
+	if err := d.enter(); err != nil {
 		return err
 	}
-	defer s.leave()
-	if !s.dbmu.TryRLock() {
-		if h := s.hooks.dbWaits; h != nil {
+	defer d.leave()
+	if !d.dbmu.TryRLock() {
+		if h := d.hooks.dbWaits; h != nil {
 			h()
 		}
-		s.dbmu.RLock()
+		d.dbmu.RLock()
 	}
-	defer s.dbmu.RUnlock()
+	defer d.dbmu.RUnlock()
 	return fn()
 }
 
 // withRoom runs fn on the writable database if the disk has room for
 // cost bytes (entryCost) above the reserve; fn must write no more.
-func (s *Store) withRoom(cost int64, fn func(db *badger.DB) error) error {
-	return s.withWritable(func(db *badger.DB) error {
-		if err := s.space.admit(cost); err != nil {
+func (d *database) withRoom(cost int64, fn func(db *badger.DB) error) error {
+	return d.withWritable(func(db *badger.DB) error {
+		if err := d.space.Admit(cost); err != nil {
 			return err
 		}
-		s.writeMu.RLock()
-		defer s.writeMu.RUnlock()
-		defer s.space.done(cost)
-		s.writes.Add(1)
+		d.writeMu.RLock()
+		defer d.writeMu.RUnlock()
+		defer d.space.Done(cost)
+		d.writes.Add(1)
 		if err := fn(db); err != nil {
 			return err
 		}
-		s.lastWrite.Store(s.space.now().UnixNano())
+		d.lastWrite.Store(d.space.Now().UnixNano())
 		return nil
 	})
 }
 
 // update runs fn in a read-write transaction that writes at most cost
 // bytes (entryCost), if the disk has room for them above the reserve.
-func (s *Store) update(cost int64, fn func(txn *badger.Txn) error) error {
-	return s.withRoom(cost, func(db *badger.DB) error { return db.Update(fn) })
+func (d *database) update(cost int64, fn func(txn *badger.Txn) error) error {
+	return d.withRoom(cost, func(db *badger.DB) error { return db.Update(fn) })
 }
 
 // deleteKeys deletes keys in batches, if the disk has room for the
 // tombstones above the reserve.
-func (s *Store) deleteKeys(keys [][]byte) error {
+func (d *database) deleteKeys(keys [][]byte) error {
 	if len(keys) == 0 {
 		return nil
 	}
@@ -76,7 +154,7 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 	for _, k := range keys {
 		cost += entryCost(len(k), 0)
 	}
-	return s.withRoom(cost, func(db *badger.DB) error {
+	return d.withRoom(cost, func(db *badger.DB) error {
 		wb := db.NewWriteBatch()
 		defer wb.Cancel()
 		for _, k := range keys {
@@ -87,22 +165,29 @@ func (s *Store) deleteKeys(keys [][]byte) error {
 		if err := wb.Flush(); err != nil {
 			return err
 		}
-		s.deletes.Add(1)
-		s.kickGC() // the space returns to the disk once RunGC settled the deletions
+		d.deletes.Add(1)
+		d.kickGC() // the space returns to the disk once the GC settled the deletions
 		return nil
 	})
 }
 
 // sync flushes what was written to disk (writes nothing new).
-func (s *Store) sync() error {
-	return s.withWritable(func(db *badger.DB) error { return db.Sync() })
+func (d *database) sync() error {
+	return d.withWritable(func(db *badger.DB) error { return db.Sync() })
 }
 
-func (s *Store) kickGC() {
+// kickGC asks the value-log GC for a round now.
+func (d *database) kickGC() {
 	select {
-	case s.gcKick <- struct{}{}:
+	case d.gcKick <- struct{}{}:
 	default:
 	}
 }
 
-// envelope is a stored metadata document.
+// releaseReadPages has the kernel take back the pages of the table files
+// this process has read (Store.ReleaseReadPages).
+func (d *database) releaseReadPages() {
+	if d.space.Dir != "" && !d.bopts.InMemory {
+		disk.PageOutTables(d.space.Dir)
+	}
+}

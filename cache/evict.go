@@ -19,11 +19,12 @@ var ErrInUse = errors.New("cache: archive in use")
 // over its size limit. Access times live in memory only; at Open they are
 // seeded from each blob's commit time.
 //
-// Eviction runs in a goroutine of the store's (evictLoop), never in the
-// caller of Commit or Close: deleting an archive is thousands of chunk
-// deletions, which must not stall the requests that serve the archives
-// that stay. Callers only signal (kickEvict) when the cache may be over
-// its limit; l.mu is held only to pick a victim, never while deleting.
+// Eviction runs in a goroutine of the store's (evictor.loop), never in
+// the caller of Commit or Close: deleting an archive is thousands of
+// chunk deletions, which must not stall the requests that serve the
+// archives that stay. Callers only signal (evictor.kick) when the cache
+// may be over its limit; l.mu is held only to pick a victim, never while
+// deleting.
 type lru struct {
 	max     int64
 	onEvict func(BlobInfo)
@@ -189,46 +190,7 @@ func (l *lru) claim(sha string) error {
 	return nil
 }
 
-// SetEvictable sets which committed archives the size limit
-// (Options.MaxBytes) may evict: those for which fn returns true. The
-// others are kept, over the limit if need be. fn is called by the
-// eviction goroutine, with a lock of the store's held: it must be quick
-// and must not call the store. nil: every archive may be evicted (the
-// default). EvictBlob does not ask fn.
-func (s *Store) SetEvictable(fn func(sha string) bool) {
-	if fn == nil {
-		s.lru.evictable.Store(nil)
-		return
-	}
-	s.lru.evictable.Store(&fn)
-	s.kickEvict()
-}
-
-// EvictBlob deletes the committed archive sha unless it is open for
-// reading or its writer is not yet closed (ErrInUse): what retention
-// removes, never from under a reader. It returns what was deleted.
-func (s *Store) EvictBlob(sha string) (BlobInfo, error) {
-	if err := checkSHA(sha); err != nil {
-		return BlobInfo{}, err
-	}
-	if err := s.lru.claim(sha); err != nil {
-		return BlobInfo{}, err
-	}
-	info, err := s.StatBlob(sha)
-	if err == nil {
-		err = s.deleteBlob(sha) // forgets the entry
-	}
-	switch {
-	case errors.Is(err, ErrNotFound):
-		s.lru.forget(sha)
-		return BlobInfo{}, err
-	case err != nil:
-		s.lru.unmark(sha)
-		return BlobInfo{}, err
-	}
-	s.kickGC()
-	return info, nil
-}
+// unmark ends the eviction of sha that was not deleted after all.
 func (l *lru) unmark(sha string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -237,100 +199,157 @@ func (l *lru) unmark(sha string) {
 	}
 }
 
+// evictor keeps the archives of Blobs within Options.MaxBytes: a
+// goroutine of the store's deletes the least recently used archives
+// that nobody holds and that may be evicted, whenever it is kicked and
+// they are over the limit.
+type evictor struct {
+	blobs *Blobs
+	lru   lru
+	// kicks asks the goroutine for a pass; flush asks for one and is
+	// answered when it is over (test rigs). stopLoop and done stop it.
+	kicks    chan struct{}
+	flush    chan chan struct{}
+	stopLoop context.CancelFunc
+	done     chan struct{}
+}
+
+// SetEvictable sets which committed archives the size limit
+// (Options.MaxBytes) may evict: those for which fn returns true. The
+// others are kept, over the limit if need be. fn is called by the
+// eviction goroutine, with a lock of the store's held: it must be quick
+// and must not call the store. nil: every archive may be evicted (the
+// default). EvictBlob does not ask fn.
+func (s *Blobs) SetEvictable(fn func(sha string) bool) {
+	if fn == nil {
+		s.evict.lru.evictable.Store(nil)
+		return
+	}
+	s.evict.lru.evictable.Store(&fn)
+	s.evict.kick()
+}
+
+// EvictBlob deletes the committed archive sha unless it is open for
+// reading or its writer is not yet closed (ErrInUse): what retention
+// removes, never from under a reader. It returns what was deleted.
+func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
+	if err := checkSHA(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	l := &s.evict.lru
+	if err := l.claim(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	info, err := s.StatBlob(sha)
+	if err == nil {
+		err = s.deleteBlob(sha) // forgets the entry
+	}
+	switch {
+	case errors.Is(err, ErrNotFound):
+		l.forget(sha)
+		return BlobInfo{}, err
+	case err != nil:
+		l.unmark(sha)
+		return BlobInfo{}, err
+	}
+	s.db.kickGC()
+	return info, nil
+}
+
 // overLimit reports whether the archives, committed and being staged,
 // are over Options.MaxBytes; wait: once the archives are counted.
-func (s *Store) overLimit(wait bool) bool {
+func (e *evictor) overLimit(wait bool) bool {
 	if wait {
-		s.counted()
+		e.blobs.counted()
 	}
-	_, total := s.statsNow()
-	return total+s.staging.Load() > s.lru.max
+	_, total := e.blobs.statsNow()
+	return total+e.blobs.staging.Load() > e.lru.max
 }
 
 // pressForRoom asks for an eviction pass and a GC round: a writer waits
 // for the data directory's budget.
-func (s *Store) pressForRoom() {
-	s.kickEvict()
-	s.kickGC()
+func (e *evictor) pressForRoom() {
+	e.kick()
+	e.blobs.db.kickGC()
 }
 
-// kickEvict asks the eviction goroutine for a pass when the archives
-// (those being staged included) are over Options.MaxBytes. It never waits.
-func (s *Store) kickEvict() {
-	if s.lru.max <= 0 || !s.overLimit(false) {
+// kick asks the eviction goroutine for a pass when the archives (those
+// being staged included) are over Options.MaxBytes. It never waits.
+func (e *evictor) kick() {
+	if e.lru.max <= 0 || !e.overLimit(false) {
 		return
 	}
 	select {
-	case s.evictKick <- struct{}{}:
+	case e.kicks <- struct{}{}:
 	default: // a pass is asked for already
 	}
 }
 
-// startEvicting starts the eviction goroutine, which Close and Shutdown
-// stop and wait for; a kick from Open is taken up at once.
-func (s *Store) startEvicting() {
-	if s.lru.max <= 0 {
+// start starts the eviction goroutine, which Close and Shutdown stop and
+// wait for; a kick from Open is taken up at once.
+func (e *evictor) start() {
+	if e.lru.max <= 0 {
 		return
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	s.stopEvict, s.evictDone = cancel, make(chan struct{})
-	go s.evictLoop(ctx)
+	e.stopLoop, e.done = cancel, make(chan struct{})
+	go e.loop(ctx)
 }
 
-// evictLoop runs an eviction pass for every kick, and for every flush
-// (tests), until ctx is done.
-func (s *Store) evictLoop(ctx context.Context) {
-	defer close(s.evictDone)
+// loop runs an eviction pass for every kick, and for every flush, until
+// ctx is done.
+func (e *evictor) loop(ctx context.Context) {
+	defer close(e.done)
 	for {
 		var flushed chan struct{}
 		select {
 		case <-ctx.Done():
 			return
-		case <-s.evictKick:
-		case flushed = <-s.evictFlush:
+		case <-e.kicks:
+		case flushed = <-e.flush:
 		}
-		s.evict(ctx)
+		e.pass(ctx)
 		if flushed != nil {
 			close(flushed)
 		}
 	}
 }
 
-// stopEvicting stops the eviction goroutine and waits for it: a pass
-// under way ends after the archive it is deleting.
-func (s *Store) stopEvicting() {
-	if s.stopEvict == nil {
+// stop stops the eviction goroutine and waits for it: a pass under way
+// ends after the archive it is deleting.
+func (e *evictor) stop() {
+	if e.stopLoop == nil {
 		return
 	}
-	if h := s.hooks.evictStopWaits; h != nil {
+	if h := e.blobs.hooks.evictStopWaits; h != nil {
 		h()
 	}
-	s.stopEvict()
-	<-s.evictDone
+	e.stopLoop()
+	<-e.done
 }
 
-// evict deletes least recently used archives until the archives' total
+// pass deletes least recently used archives until the archives' total
 // size is at most Options.MaxBytes, or nothing more may be evicted, or ctx
-// is done. Only evictLoop calls it.
-func (s *Store) evict(ctx context.Context) {
-	l := &s.lru
-	if l.max <= 0 || s.isClosed() {
+// is done. Only loop calls it.
+func (e *evictor) pass(ctx context.Context) {
+	s, l := e.blobs, &e.lru
+	if l.max <= 0 || s.db.isClosed() {
 		return
 	}
-	if !s.overLimit(true) {
+	if !e.overLimit(true) {
 		return
 	}
-	if s.Writable() != nil {
+	if s.db.writable() != nil {
 		return // deleting is writing; retried once the cache writes again
 	}
 	evicted := 0
 	defer func() {
 		if evicted > 0 {
-			s.kickGC() // return the space to the disk soon
+			s.db.kickGC() // return the space to the disk soon
 		}
 	}()
 	for ctx.Err() == nil {
-		if !s.overLimit(true) {
+		if !e.overLimit(true) {
 			return
 		}
 		sha, kept := l.victim()
@@ -368,29 +387,5 @@ func (s *Store) evict(ctx context.Context) {
 		if l.onEvict != nil {
 			l.onEvict(info)
 		}
-	}
-}
-
-// Evict runs an eviction pass now and waits until it is over, or ctx is
-// done: after it, the archives are within Options.MaxBytes unless what
-// is left is in use or may not be evicted (see SetEvictable). Without a
-// size limit it does nothing.
-func (s *Store) Evict(ctx context.Context) error {
-	if s.evictDone == nil {
-		return nil
-	}
-	done := make(chan struct{})
-	select {
-	case s.evictFlush <- done:
-	case <-s.evictDone:
-		return ErrClosed
-	case <-ctx.Done():
-		return ctx.Err()
-	}
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
 	}
 }

@@ -29,11 +29,11 @@ func openLimited(t *testing.T, dir string, maxBytes int64, evicted *[]string) *S
 // settle waits until the eviction goroutine has run a pass after every
 // kick so far.
 func (s *Store) settle() {
-	if s.stopEvict == nil {
+	if s.evict.done == nil {
 		return
 	}
 	done := make(chan struct{})
-	s.evictFlush <- done
+	s.evict.flush <- done
 	<-done
 }
 

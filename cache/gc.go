@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/cache/internal/disk"
 )
 
 // Value-log GC rewrites a value-log file (its live part, into the newest
@@ -39,6 +41,14 @@ const urgentSettleInterval = time.Second
 // its memtable.
 var flushKey = []byte("x/flush")
 
+// valueLogGC returns the space of deleted archives to the disk (RunGC).
+type valueLogGC struct {
+	db     *database
+	budget *diskBudget
+	// archiveBytes is the committed archives' total size.
+	archiveBytes func() int64
+}
+
 // RunGC returns the space of deleted archives to the disk, until ctx is
 // done: every interval, and soon after archives were evicted or deleted
 // or interrupted writes removed (kickGC). Badger's value-log GC only
@@ -52,7 +62,11 @@ var flushKey = []byte("x/flush")
 // file worth rewriting. A GC round rewrites up to a value-log file: it runs only
 // when that much is free above the reserve, and never on a read-only
 // cache.
-func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
+func (s *Store) RunGC(ctx context.Context, interval time.Duration) { s.gc.run(ctx, interval) }
+
+// run is RunGC.
+func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
+	d := g.db
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var settled time.Time
@@ -61,13 +75,13 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-		case <-s.gcKick:
+		case <-d.gcKick:
 		}
 		// Let the deletions of the moment gather, less long once writers
 		// wait for the data directory's budget.
-		for s.deletes.Load() > 0 {
+		for d.deletes.Load() > 0 {
 			every := minSettleInterval
-			if s.budget.pressed.Load() {
+			if g.budget.pressed.Load() {
 				every = urgentSettleInterval
 			}
 			wait := every - time.Since(settled)
@@ -80,16 +94,16 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 			case <-time.After(min(wait, urgentSettleInterval/4)):
 			}
 		}
-		if s.deletes.Swap(0) > 0 {
+		if d.deletes.Swap(0) > 0 {
 			settled = time.Now()
-			if err := s.settleDeletes(); err != nil {
-				s.deletes.Add(1) // try again next time
+			if err := g.settleDeletes(); err != nil {
+				d.deletes.Add(1) // try again next time
 				if !errors.Is(err, ErrClosed) && !errors.Is(err, ErrNotWritable) {
-					s.log.Warn("compacting the cache after deletions", "error", quiet(err))
+					d.log.Warn("compacting the cache after deletions", "error", quiet(err))
 				}
 			}
 		}
-		for ctx.Err() == nil && s.gcRound() == nil && !s.budget.stuck.Load() {
+		for ctx.Err() == nil && g.round() == nil && !g.budget.stuck.Load() {
 		}
 	}
 }
@@ -101,14 +115,15 @@ func (s *Store) RunGC(ctx context.Context, interval time.Duration) {
 // DropPrefix flushes it before it drops, so a key is written to be
 // dropped. DropPrefix refuses writes while it runs; the store's own
 // writes wait for it instead (writeMu).
-func (s *Store) settleDeletes() error {
-	if s.space.dir == "" {
+func (g *valueLogGC) settleDeletes() error {
+	d := g.db
+	if d.space.Dir == "" {
 		return nil // in memory: no value log
 	}
-	return s.withWritable(func(db *badger.DB) error {
+	return d.withWritable(func(db *badger.DB) error {
 		err := func() error {
-			s.writeMu.Lock()
-			defer s.writeMu.Unlock()
+			d.writeMu.Lock()
+			defer d.writeMu.Unlock()
 			if err := db.Update(func(txn *badger.Txn) error { return txn.Set(flushKey, nil) }); err != nil {
 				return err
 			}
@@ -121,29 +136,30 @@ func (s *Store) settleDeletes() error {
 	})
 }
 
-// gcRound rewrites (and deletes) at most one value-log file. The store's
+// round rewrites (and deletes) at most one value-log file. The store's
 // own writes wait while it runs (writeMu): a rewrite starts by reading the
 // memtable's newest version, which Badger's write goroutine updates
 // without a lock, so a write of the store's at that moment is a data race
 // inside Badger. A round rewrites at most the live part of one value-log
 // file.
-func (s *Store) gcRound() error {
-	return s.withWritable(func(db *badger.DB) error {
-		if !s.space.spare(s.bopts.ValueLogFileSize) {
+func (g *valueLogGC) round() error {
+	d := g.db
+	return d.withWritable(func(db *badger.DB) error {
+		if !d.space.Spare(d.bopts.ValueLogFileSize) {
 			return ErrNotWritable
 		}
 		ratio := gcRatio
-		if _, archives := s.statsNow(); s.budget.pressed.Load() || vlogBytes(s.space.dir) > archives+archives/4+s.bopts.ValueLogFileSize {
+		if archives := g.archiveBytes(); g.budget.pressed.Load() || vlogBytes(d.space.Dir) > archives+archives/4+d.bopts.ValueLogFileSize {
 			ratio = gcRatioTight
 		}
-		if s.budget.stuck.Load() {
+		if g.budget.stuck.Load() {
 			ratio = gcRatioStuck
 		}
-		s.writeMu.Lock()
-		defer s.writeMu.Unlock()
+		d.writeMu.Lock()
+		defer d.writeMu.Unlock()
 		return db.RunValueLogGC(ratio)
 	})
 }
 
 // vlogBytes is the disk space the value-log files in dir take.
-func vlogBytes(dir string) int64 { return filesBytes(dir, ".vlog") }
+func vlogBytes(dir string) int64 { return disk.FilesBytes(dir, ".vlog") }

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/cache/internal/disk"
 )
 
 // dirBytes is the disk space the files under dir take.
@@ -23,7 +25,7 @@ func dirBytes(t *testing.T, dir string) int64 {
 		}
 		fi, err := d.Info()
 		if err == nil {
-			n += allocated(fi)
+			n += disk.Allocated(fi)
 		}
 		return err
 	})
@@ -91,7 +93,7 @@ func TestDiskFollowsTheCacheAfterEvictions(t *testing.T) {
 		for _, e := range entries {
 			var st fs.FileInfo
 			if st, err = os.Stat(e); err == nil {
-				t.Logf("%s: size %d, allocated %d", filepath.Base(e), st.Size(), allocated(st))
+				t.Logf("%s: size %d, allocated %d", filepath.Base(e), st.Size(), disk.Allocated(st))
 			}
 		}
 	}

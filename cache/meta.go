@@ -1,4 +1,5 @@
-// Metadata documents: JSON under a key, with the time they were stored.
+// Metadata records: JSON documents under a key, with the time they were
+// stored.
 
 package cache
 
@@ -13,6 +14,18 @@ import (
 	"github.com/dgraph-io/badger/v4"
 )
 
+// Records is the metadata record store of a Store: small JSON documents
+// under printable keys, each stored with the time it was stored. It is
+// not for archives (Blobs), and it does not interpret what it stores.
+type Records struct {
+	db      *database
+	writers *writerGate
+	// failWrites (Options.FailWrites, tests) is called before each
+	// document is written; an error it returns fails the write.
+	failWrites func() error
+}
+
+// envelope is a stored metadata document.
 type envelope struct {
 	StoredAt time.Time       `json:"t"`
 	Value    json.RawMessage `json:"v"`
@@ -55,12 +68,12 @@ func metaKey(key string) ([]byte, error) {
 
 // PutMeta stores v, JSON-encoded, under key with the current time. It
 // fails with ErrClosed once Shutdown or Close began.
-func (s *Store) PutMeta(key string, v any) error {
+func (r *Records) PutMeta(key string, v any) error {
 	k, err := metaKey(key)
 	if err != nil {
 		return err
 	}
-	if s.refusing() {
+	if r.writers.refusing() {
 		return fmt.Errorf("storing %s: %w", key, ErrClosed)
 	}
 	raw, err := json.Marshal(v)
@@ -71,12 +84,12 @@ func (s *Store) PutMeta(key string, v any) error {
 	if err != nil {
 		return err
 	}
-	if h := s.stageHook; h != nil {
+	if h := r.failWrites; h != nil {
 		if err := h(); err != nil {
 			return fmt.Errorf("cache: storing %s: %w", key, err)
 		}
 	}
-	if err := s.update(entryCost(len(k), len(doc)), func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
+	if err := r.db.update(entryCost(len(k), len(doc)), func(txn *badger.Txn) error { return txn.Set(k, doc) }); err != nil {
 		return fmt.Errorf("cache: storing %s: %w", key, err)
 	}
 	return nil
@@ -84,13 +97,13 @@ func (s *Store) PutMeta(key string, v any) error {
 
 // GetMeta decodes the document stored under key into v and returns when
 // it was stored, or ErrNotFound.
-func (s *Store) GetMeta(key string, v any) (time.Time, error) {
+func (r *Records) GetMeta(key string, v any) (time.Time, error) {
 	k, err := metaKey(key)
 	if err != nil {
 		return time.Time{}, err
 	}
 	var env envelope
-	err = s.view(func(txn *badger.Txn) error {
+	err = r.db.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(k)
 		if err != nil {
 			return err
@@ -111,15 +124,15 @@ func (s *Store) GetMeta(key string, v any) (time.Time, error) {
 
 // DeleteMeta removes the document under key, if any. It fails with
 // ErrClosed once Shutdown or Close began.
-func (s *Store) DeleteMeta(key string) error {
+func (r *Records) DeleteMeta(key string) error {
 	k, err := metaKey(key)
 	if err != nil {
 		return err
 	}
-	if s.refusing() {
+	if r.writers.refusing() {
 		return fmt.Errorf("deleting %s: %w", key, ErrClosed)
 	}
-	return s.update(entryCost(len(k), 0), func(txn *badger.Txn) error { return txn.Delete(k) })
+	return r.db.update(entryCost(len(k), 0), func(txn *badger.Txn) error { return txn.Delete(k) })
 }
 
 // scanBatch is the most documents ScanMeta reads per read transaction;
@@ -136,15 +149,15 @@ const (
 // or lock of the store, so it may call the store itself: documents are
 // read in batches, each in a transaction of its own, so a document
 // written during the scan may or may not be seen.
-func (s *Store) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
-	return s.ScanMetaAfter(prefix, "", fn)
+func (r *Records) ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
+	return r.ScanMetaAfter(prefix, "", fn)
 }
 
 // ScanMetaAfter is ScanMeta of the documents whose key is greater than
 // after (a key, or "": from the start), so that a listing can resume
 // where an earlier one stopped: its cost is that of the documents it
 // reads, not of those before them.
-func (s *Store) ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
+func (r *Records) ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error {
 	type doc struct {
 		key string
 		env envelope
@@ -156,7 +169,7 @@ func (s *Store) ScanMetaAfter(prefix, after string, fn func(key string, storedAt
 			start = a
 		}
 	}
-	return scanBatched(s, p, start, scanFirstBatch, func(key, val []byte) (doc, error) {
+	return scanBatched(r.db, p, start, scanFirstBatch, func(key, val []byte) (doc, error) {
 		d := doc{key: string(key[len("m/"):])}
 		return d, decodeEnvelope(val, &d.env)
 	}, func(d doc) error { return fn(d.key, d.env.StoredAt, d.env.Value) })
@@ -169,11 +182,11 @@ func (s *Store) ScanMetaAfter(prefix, after string, fn func(key string, storedAt
 // outside them, so that it may call the store: an entry written during
 // the scan may or may not be seen. A store without a database holds
 // nothing to scan.
-func scanBatched[T any](s *Store, prefix, start []byte, first int, decode func(key, val []byte) (T, error), fn func(T) error) error {
+func scanBatched[T any](d *database, prefix, start []byte, first int, decode func(key, val []byte) (T, error), fn func(T) error) error {
 	size := first
 	for {
 		var batch []T
-		err := s.view(func(txn *badger.Txn) error {
+		err := d.view(func(txn *badger.Txn) error {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: prefix, PrefetchValues: false})
 			defer it.Close()
 			for it.Seek(start); it.Valid() && len(batch) < size; it.Next() {

@@ -17,21 +17,17 @@ import (
 // registered before it wrote it, so it is either still under way, or
 // committed (its record is written before it stops being under way), or
 // abandoned.
-func (s *Store) cleanOrphans() (int, error) {
+func (s *Blobs) cleanOrphans() (int, error) {
 	var stages map[string]int
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.db.view(func(txn *badger.Txn) error {
 		stages = chunkStages(txn)
 		return nil
 	})
 	if err != nil || len(stages) == 0 {
 		return 0, ignoreNoDB(err)
 	}
-	s.mu.Lock()
-	for stage := range s.active {
-		delete(stages, stage)
-	}
-	s.mu.Unlock()
-	err = s.view(func(txn *badger.Txn) error {
+	s.writers.notActive(stages)
+	err = s.db.view(func(txn *badger.Txn) error {
 		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/")})
 		defer it.Close()
 		for it.Rewind(); it.Valid(); it.Next() {
@@ -67,17 +63,13 @@ func chunkStages(txn *badger.Txn) map[string]int {
 // removeStages deletes the chunks of stages (stage ids, of chunks no
 // commit record refers to), but those of writers under way, and returns
 // how many it deleted.
-func (s *Store) removeStages(stages map[string]int) (int, error) {
-	s.mu.Lock()
-	for stage := range s.active {
-		delete(stages, stage)
-	}
-	s.mu.Unlock()
+func (s *Blobs) removeStages(stages map[string]int) (int, error) {
+	s.writers.notActive(stages)
 	if len(stages) == 0 {
 		return 0, nil
 	}
 	var orphans [][]byte
-	err := s.view(func(txn *badger.Txn) error {
+	err := s.db.view(func(txn *badger.Txn) error {
 		for stage := range stages {
 			it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/" + stage + "/"), PrefetchValues: false})
 			for it.Rewind(); it.Valid(); it.Next() {
@@ -90,7 +82,7 @@ func (s *Store) removeStages(stages map[string]int) (int, error) {
 	if err != nil {
 		return 0, ignoreNoDB(err)
 	}
-	if err := s.deleteKeys(orphans); err != nil {
+	if err := s.db.deleteKeys(orphans); err != nil {
 		return 0, err
 	}
 	return len(orphans), nil
@@ -101,21 +93,4 @@ func ignoreNoDB(err error) error {
 		return nil
 	}
 	return err
-}
-
-// chunkCount returns how many archive chunks the database holds, committed
-// or not. It is for tests (internal/cachetest gives it to other packages'):
-// after cleanOrphans, every chunk belongs to a committed archive or to a
-// write under way.
-func (s *Store) chunkCount() (int, error) {
-	n := 0
-	err := s.view(func(txn *badger.Txn) error {
-		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			n++
-		}
-		return nil
-	})
-	return n, err
 }

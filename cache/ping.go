@@ -33,44 +33,47 @@ type pingState struct {
 // says the database writes; only when nothing was written for that long
 // does Ping write a small key and read it back. Concurrent calls wait for
 // one probe and share its answer.
-func (s *Store) Ping() error {
-	if err := s.Writable(); err != nil {
+func (s *Store) Ping() error { return s.db.pingNow() }
+
+// pingNow is Ping.
+func (d *database) pingNow() error {
+	if err := d.writable(); err != nil {
 		return err
 	}
-	s.ping.mu.Lock()
-	defer s.ping.mu.Unlock()
-	now := s.space.now()
-	if age := now.Sub(s.ping.at); !s.ping.at.IsZero() && age >= 0 && age < PingInterval {
-		return s.ping.err
+	d.ping.mu.Lock()
+	defer d.ping.mu.Unlock()
+	now := d.space.Now()
+	if age := now.Sub(d.ping.at); !d.ping.at.IsZero() && age >= 0 && age < PingInterval {
+		return d.ping.err
 	}
-	if last := s.lastWrite.Load(); last != 0 {
+	if last := d.lastWrite.Load(); last != 0 {
 		if age := now.Sub(time.Unix(0, last)); age >= 0 && age < PingInterval {
-			s.ping.at, s.ping.err = now, nil
+			d.ping.at, d.ping.err = now, nil
 			return nil
 		}
 	}
-	s.ping.err = s.probe(now)
-	s.ping.at = now
-	return s.ping.err
+	d.ping.err = d.probe(now)
+	d.ping.at = now
+	return d.ping.err
 }
 
-// probe writes a small key and reads it back. Caller holds s.ping.mu, so
+// probe writes a small key and reads it back. Caller holds d.ping.mu, so
 // that no other probe changes the key in between.
-func (s *Store) probe(now time.Time) error {
-	if h := s.hooks.pingWrite; h != nil {
+func (d *database) probe(now time.Time) error {
+	if h := d.hooks.pingWrite; h != nil {
 		if err := h(); err != nil {
 			return fmt.Errorf("cache: not writable: %w", err)
 		}
 	}
 	key := []byte("p/ping")
 	val := []byte(now.UTC().Format(time.RFC3339Nano))
-	if err := s.update(entryCost(len(key), len(val)), func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
+	if err := d.update(entryCost(len(key), len(val)), func(txn *badger.Txn) error { return txn.Set(key, val) }); err != nil {
 		if errors.Is(err, ErrNotWritable) || errors.Is(err, ErrClosed) {
 			return err
 		}
 		return fmt.Errorf("cache: not writable: %w", err)
 	}
-	return s.view(func(txn *badger.Txn) error {
+	return d.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(key)
 		if err != nil {
 			return fmt.Errorf("cache: not readable: %w", err)

@@ -11,7 +11,7 @@ import (
 func withClock(s *Store) (advance func(time.Duration)) {
 	var mu sync.Mutex
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	s.space.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	s.db.space.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
 	return func(d time.Duration) { mu.Lock(); defer mu.Unlock(); now = now.Add(d) }
 }
 
@@ -41,17 +41,17 @@ func TestPingConcurrentProbesWriteOnce(t *testing.T) {
 		}
 	}
 	probe()
-	if n := s.writes.Load(); n != 1 {
+	if n := s.db.writes.Load(); n != 1 {
 		t.Fatalf("3200 concurrent probes wrote %d times, want 1", n)
 	}
 	advance(PingInterval / 2)
 	probe()
-	if n := s.writes.Load(); n != 1 {
+	if n := s.db.writes.Load(); n != 1 {
 		t.Fatalf("probes within PingInterval wrote %d times, want 1 in all", n)
 	}
 	advance(PingInterval)
 	probe()
-	if n := s.writes.Load(); n != 2 {
+	if n := s.db.writes.Load(); n != 2 {
 		t.Fatalf("after PingInterval with nothing written: %d writes, want 2 (one more probe)", n)
 	}
 
@@ -60,9 +60,9 @@ func TestPingConcurrentProbesWriteOnce(t *testing.T) {
 	if err := s.PutMeta("versions/x", 1); err != nil {
 		t.Fatal(err)
 	}
-	before := s.writes.Load()
+	before := s.db.writes.Load()
 	probe()
-	if n := s.writes.Load(); n != before {
+	if n := s.db.writes.Load(); n != before {
 		t.Errorf("probes after a successful write wrote %d times, want 0", n-before)
 	}
 }
@@ -80,7 +80,7 @@ func TestPingFailureMemoized(t *testing.T) {
 			t.Fatalf("Ping = %v, want the write's failure", err)
 		}
 	}
-	if n := s.writes.Load(); n != 0 { // the hook fails before Badger is written
+	if n := s.db.writes.Load(); n != 0 { // the hook fails before Badger is written
 		t.Errorf("%d writes", n)
 	}
 	s.hooks.pingWrite = nil

@@ -16,7 +16,7 @@ import (
 // are the stages of the chunks that the count found no commit record for
 // (nil: the count failed, cleanOrphans looks for them).
 func (s *Store) afterWritableOpen(orphans map[string]int) {
-	if !s.space.refresh(s.lsmSize()) {
+	if !s.db.space.Refresh(s.db.lsmSize()) {
 		return // retried when there is room (checkSpace)
 	}
 	var n int
@@ -27,12 +27,12 @@ func (s *Store) afterWritableOpen(orphans map[string]int) {
 		n, err = s.cleanOrphans()
 	}
 	if err != nil {
-		s.log.Warn("cleaning up interrupted archive writes", "error", err)
+		s.db.log.Warn("cleaning up interrupted archive writes", "error", err)
 	} else if n > 0 {
-		s.log.Info("removed chunks of interrupted archive writes", "chunks", n)
-		s.kickGC()
+		s.db.log.Info("removed chunks of interrupted archive writes", "chunks", n)
+		s.db.kickGC()
 	}
-	s.kickEvict()
+	s.evict.kick()
 }
 
 // openReadOnly opens the database without writing anything, because the
@@ -40,74 +40,76 @@ func (s *Store) afterWritableOpen(orphans map[string]int) {
 // write-ahead logs need replaying (after a crash); then the store has no
 // database until there is room, and every lookup misses.
 func (s *Store) openReadOnly() {
-	db, err := openBadger(s.bopts.WithReadOnly(true))
+	d := s.db
+	db, err := openBadger(d.bopts.WithReadOnly(true))
 	if err != nil {
-		s.log.Warn("disk full at start-up and the cache cannot be opened read-only: serving without the cache until there is room",
-			"dir", s.space.dir, "error", quiet(err))
+		d.log.Warn("disk full at start-up and the cache cannot be opened read-only: serving without the cache until there is room",
+			"dir", d.space.Dir, "error", quiet(err))
 		return
 	}
-	s.db, s.readOnly = db, true
+	d.bdb, d.readOnly = db, true
 	if err := s.countNow(); err != nil {
-		s.log.Warn("disk full at start-up and the cache cannot be read: serving without the cache until there is room",
-			"dir", s.space.dir, "error", err)
-		s.db, s.readOnly = nil, false
+		d.log.Warn("disk full at start-up and the cache cannot be read: serving without the cache until there is room",
+			"dir", d.space.Dir, "error", err)
+		d.bdb, d.readOnly = nil, false
 		db.Close()
 		return
 	}
 	archives, bytes := s.Stats()
-	s.log.Warn("disk full at start-up: cache opened read-only, serving what it holds until there is room",
-		"dir", s.space.dir, "archives", archives, "bytes", bytes)
+	d.log.Warn("disk full at start-up: cache opened read-only, serving what it holds until there is room",
+		"dir", d.space.Dir, "archives", archives, "bytes", bytes)
 }
 
 // reopenWritable replaces a read-only (or missing) database by a
 // read-write one, once there is room.
 func (s *Store) reopenWritable() {
+	d := s.db
 	s.stopCounting() // of the read-only database
-	s.dbmu.Lock()
-	if s.db != nil && !s.readOnly {
-		s.dbmu.Unlock()
+	d.dbmu.Lock()
+	if d.bdb != nil && !d.readOnly {
+		d.dbmu.Unlock()
 		return
 	}
-	if s.db != nil {
-		if err := s.db.Close(); err != nil {
-			s.log.Warn("closing the read-only cache", "error", quiet(err))
+	if d.bdb != nil {
+		if err := d.bdb.Close(); err != nil {
+			d.log.Warn("closing the read-only cache", "error", quiet(err))
 		}
-		s.db = nil
+		d.bdb = nil
 	}
-	db, err := openBadger(s.bopts)
+	db, err := openBadger(d.bopts)
 	if err != nil {
-		s.dbmu.Unlock()
-		s.log.Error("opening the cache read-write now that there is room", "dir", s.space.dir, "error", quiet(err))
-		s.openReadOnlyLocked()
+		d.dbmu.Unlock()
+		d.log.Error("opening the cache read-write now that there is room", "dir", d.space.Dir, "error", quiet(err))
+		d.openReadOnlyLocked()
 		s.stats.Clear() // answers given while there was no database
 		return
 	}
 	// Count while dbmu is held for writing: the store is writable from
 	// here on, and a commit or delete before the counters are set would
 	// be lost from them (or counted twice).
-	s.db, s.readOnly = db, false
+	d.bdb, d.readOnly = db, false
 	// Counted again from nothing: nothing was committed or deleted while
 	// the database was read-only or missing, nor can be before the lock
 	// is released.
 	s.startCount(db.NewTransaction(false), true, s.afterWritableOpen)
-	s.dbmu.Unlock()
+	d.dbmu.Unlock()
 	s.stats.Clear() // absences seen without the database
-	s.log.Info("cache opened read-write: there is room again", "dir", s.space.dir)
+	d.log.Info("cache opened read-write: there is room again", "dir", d.space.Dir)
 }
 
 // openReadOnlyLocked retries the read-only database after a failed
 // reopen, so that cached archives stay served.
-func (s *Store) openReadOnlyLocked() {
-	s.dbmu.Lock()
-	defer s.dbmu.Unlock()
-	if s.db != nil {
+func (d *database) openReadOnlyLocked() {
+	d.dbmu.Lock()
+	defer d.dbmu.Unlock()
+	if d.bdb != nil {
 		return
 	}
-	db, err := openBadger(s.bopts.WithReadOnly(true))
+	db, err := openBadger(d.bopts.WithReadOnly(true))
 	if err != nil {
 		return
 	}
-	s.db, s.readOnly = db, true
+	d.bdb, d.readOnly = db, true
 }
 
 // watch checks the free space every interval until ctx is done: it keeps
@@ -115,7 +117,7 @@ func (s *Store) openReadOnlyLocked() {
 // read-write when space returns, and then removes what failed writes left.
 func (s *Store) watch(ctx context.Context) {
 	defer close(s.watchDone)
-	t := time.NewTicker(s.space.interval)
+	t := time.NewTicker(s.db.space.Interval)
 	defer t.Stop()
 	for {
 		select {
@@ -129,34 +131,35 @@ func (s *Store) watch(ctx context.Context) {
 
 // checkSpace is one round of watch.
 func (s *Store) checkSpace() {
-	was := s.space.canWrite() == nil
-	if !s.space.refresh(s.lsmSize()) {
+	d := s.db
+	was := d.space.CanWrite() == nil
+	if !d.space.Refresh(d.lsmSize()) {
 		return
 	}
-	s.dbmu.RLock()
-	writable := s.db != nil && !s.readOnly
-	s.dbmu.RUnlock()
+	d.dbmu.RLock()
+	writable := d.bdb != nil && !d.readOnly
+	d.dbmu.RUnlock()
 	switch {
 	case !writable:
 		s.reopenWritable()
 	case !was:
 		// Writers that failed could not delete their chunks.
 		if _, err := s.cleanOrphans(); err != nil {
-			s.log.Warn("cleaning up failed archive writes", "error", err)
+			d.log.Warn("cleaning up failed archive writes", "error", err)
 		}
-		s.kickGC()
+		d.kickGC()
 	}
 }
 
 // lsmSize is the size of Badger's LSM tree on disk, as Badger last
 // measured it (at Open and every minute since): the tree grows slowly.
-func (s *Store) lsmSize() int64 {
-	s.dbmu.RLock()
-	defer s.dbmu.RUnlock()
-	if s.db == nil {
-		return sstBytes(s.space.dir)
+func (d *database) lsmSize() int64 {
+	d.dbmu.RLock()
+	defer d.dbmu.RUnlock()
+	if d.bdb == nil {
+		return sstBytes(d.space.Dir)
 	}
-	lsm, _ := s.db.Size()
+	lsm, _ := d.bdb.Size()
 	return lsm
 }
 
@@ -184,44 +187,42 @@ func sstBytes(dir string) int64 {
 
 // Writable returns nil when the cache stores what it is given, or why not
 // (an error wrapping ErrNotWritable).
-func (s *Store) Writable() error {
-	if s.isClosed() {
+func (s *Store) Writable() error { return s.db.writable() }
+
+func (d *database) writable() error {
+	if d.isClosed() {
 		return ErrClosed
 	}
-	s.dbmu.RLock()
-	defer s.dbmu.RUnlock()
-	return s.writableLocked()
+	d.dbmu.RLock()
+	defer d.dbmu.RUnlock()
+	return d.writableLocked()
 }
 
-// writableLocked is Writable; caller holds dbmu.
-func (s *Store) writableLocked() error {
-	if s.db == nil || s.readOnly {
-		if err := s.space.canWrite(); err != nil {
+// writableLocked is writable; caller holds dbmu.
+func (d *database) writableLocked() error {
+	if d.bdb == nil || d.readOnly {
+		if err := d.space.CanWrite(); err != nil {
 			return err
 		}
-		return fmt.Errorf("%w: the disk was full at start-up; the cache is reopened read-write within %s", ErrNotWritable, s.space.interval)
+		return fmt.Errorf("%w: the disk was full at start-up; the cache is reopened read-write within %s", ErrNotWritable, d.space.Interval)
 	}
-	return s.space.canWrite()
+	return d.space.CanWrite()
 }
 
 // FreeBytes is the free space on the cache's file system at the last
 // check, or -1 when unknown (in memory, checks disabled or failing).
 func (s *Store) FreeBytes() int64 {
-	if s.space.disabled() {
+	if s.db.space.Disabled() {
 		return -1
 	}
-	return s.space.freeBytes()
+	return s.db.space.FreeBytes()
 }
 
 // Reserve is the free space below which the cache does not write (the
 // configured reserve plus the LSM tree), or -1 when not checked.
 func (s *Store) Reserve() int64 {
-	if s.space.disabled() {
+	if s.db.space.Disabled() {
 		return -1
 	}
-	s.space.mu.Lock()
-	defer s.space.mu.Unlock()
-	return s.space.floor()
+	return s.db.space.Floor()
 }
-
-// view runs fn in a read-only transaction.

@@ -20,7 +20,7 @@ func TestReopenWritableCountsConcurrentCommit(t *testing.T) {
 
 	disk.free.Store(testReserve - 1)
 	s = openSpace(t, dir, disk)
-	if !s.readOnly {
+	if !s.db.readOnly {
 		t.Fatal("not opened read-only below the reserve")
 	}
 

@@ -151,12 +151,12 @@ func (h *harness) packages(version string, platforms ...string) (*Package, error
 }
 
 // waitIdle waits until no archive fetch is running.
-func (h *harness) waitIdle() { h.t.Helper(); enginetest.WaitIdle(h.t, h.engine) }
+func (h *harness) waitIdle() { h.t.Helper(); enginetest.WaitIdle(h.t, h.engine.wait) }
 
 // waitCommitted waits for fetches to end and checks sha is cached.
 func (h *harness) waitCommitted(sha string) {
 	h.t.Helper()
-	enginetest.WaitCommitted(h.t, h.engine, h.store, sha)
+	enginetest.WaitCommitted(h.t, h.engine.wait, h.store, sha)
 }
 
 func TestMain(m *testing.M) {

@@ -288,7 +288,7 @@ func TestRetentionPinnedOverSizeLimit(t *testing.T) {
 		}
 	}
 	h.waitIdle()
-	if err := h.store.Evict(t.Context()); err != nil {
+	if err := cachetest.Evict(t.Context(), h.store); err != nil {
 		t.Fatal(err)
 	}
 	for v, want := range map[string]bool{"1.0.0": true, "2.0.0": true, "3.0.0": false} {
@@ -387,7 +387,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	}
 	check := func(when string) {
 		t.Helper()
-		if err := dst.store.Evict(t.Context()); err != nil {
+		if err := cachetest.Evict(t.Context(), dst.store); err != nil {
 			t.Fatal(err)
 		}
 		if n, total := dst.store.Stats(); n != 9 || total < 9*size {
@@ -529,7 +529,7 @@ func TestTinySizeLimitManyClients(t *testing.T) {
 		t.Error(e)
 	}
 	h.waitIdle()
-	if err := h.store.Evict(t.Context()); err != nil {
+	if err := cachetest.Evict(t.Context(), h.store); err != nil {
 		t.Fatal(err)
 	}
 	if _, total := h.store.Stats(); total > size+size/2 {

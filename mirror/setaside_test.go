@@ -138,7 +138,7 @@ func TestRetentionKeepsSetAsideImport(t *testing.T) {
 	h.start(limited)
 	h.waitIdle()
 	h.engine.ret.rebuild() // as a pass does
-	if err := h.store.Evict(t.Context()); err != nil {
+	if err := cachetest.Evict(t.Context(), h.store); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := h.engine.CachedSize(importSHA); !ok {

@@ -1,13 +1,9 @@
 package mirror
 
-import (
-	"context"
+import "context"
 
-	"github.com/tfmirror/tfmirror/internal/testhooks"
-)
-
-// What tests in other packages need of an engine and production code must
-// not call, handed to internal/enginetest (see package testhooks).
-func init() {
-	testhooks.EngineWait = func(ctx context.Context, e any) error { return e.(*Engine).wait(ctx) }
-}
+// WaitIdle returns when no origin fetch or archive download of e runs,
+// or ctx is done. Test rigs only (internal/enginetest, and the tests of
+// the front doors): nothing in the shipped binary calls it, so the linker
+// leaves it out, which cmd/tfmirror's TestBinaryLinksNoTestHook checks.
+func WaitIdle(ctx context.Context, e *Engine) error { return e.wait(ctx) }

@@ -135,12 +135,15 @@ func (r response) json(t *testing.T, v any) {
 }
 
 // waitIdle waits until no archive fetch is running.
-func (h *harness) waitIdle() { h.t.Helper(); enginetest.WaitIdle(h.t, h.engine) }
+func (h *harness) waitIdle() { h.t.Helper(); enginetest.WaitIdle(h.t, h.wait) }
+
+// wait returns when no archive fetch is running, or ctx is done.
+func (h *harness) wait(ctx context.Context) error { return mirror.WaitIdle(ctx, h.engine) }
 
 // waitCommitted waits for fetches to end and checks sha is cached.
 func (h *harness) waitCommitted(sha string) {
 	h.t.Helper()
-	enginetest.WaitCommitted(h.t, h.engine, h.store, sha)
+	enginetest.WaitCommitted(h.t, h.wait, h.store, sha)
 }
 
 func TestMain(m *testing.M) {

@@ -18,7 +18,6 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -154,7 +153,7 @@ func TestModulePullThrough(t *testing.T) {
 
 	// The origin down: the stale list and the cached package are served.
 	o.SetDown(http.StatusBadGateway)
-	enginetest.Wait(t.Context(), h.engine)
+	mirror.WaitIdle(t.Context(), h.engine)
 	var cached []mirror.CachedModule
 	h.engine.ListCachedModules(func(cm mirror.CachedModule) error { cached = append(cached, cm); return nil })
 	if len(cached) != 2 || !cached[0].Cached || cached[0].Record.Commit != commit || cached[0].Record.SHA256 == "" {

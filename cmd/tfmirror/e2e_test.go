@@ -23,12 +23,15 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
 // terraformBinary finds terraform; in CI its absence fails the test.
+// waitIdle returns when no origin fetch or archive download of engine runs.
+func waitIdle(engine *mirror.Engine) { mirror.WaitIdle(context.Background(), engine) }
+
 func terraformBinary(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("terraform")
@@ -230,7 +233,7 @@ func TestTerraformInitThroughMirror(t *testing.T) {
 	}
 
 	// A second init in a fresh directory is served from the cache.
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	dir2 := writeConfig(t, providers)
 	if out, err := e.terraform(dir2, "init", "-no-color"); err != nil {
 		t.Fatalf("second terraform init failed: %v\n%s", err, out)
@@ -275,7 +278,7 @@ func TestTerraformInitRefusesTamperedArchive(t *testing.T) {
 	if err == nil {
 		t.Fatalf("terraform init succeeded with a tampered archive:\n%s", out)
 	}
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	if _, err := e.mirror.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 		t.Errorf("the tampered archive is cached: %v", err)
 	}

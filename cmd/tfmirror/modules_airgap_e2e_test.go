@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -239,7 +238,7 @@ func TestTerraformModulesApplySameOutputs(t *testing.T) {
 	files, got := mirrorModules(t, e).apply(t, outputsRoot)
 	check("through the mirror", files, got)
 
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	e.stop()
 	e.origin.Close()
 	e.startMirror(e.dataDir, "--offline")

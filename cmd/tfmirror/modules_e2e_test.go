@@ -21,7 +21,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -207,7 +206,7 @@ func TestTerraformModulesThroughHostBlock(t *testing.T) {
 	}
 
 	// A second init in a fresh directory: nothing from the source hosts.
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	e.origin.ResetHits()
 	dir, out = mr.init(t)
 	checkSameModules(t, "second init", want, moduleTree(t, dir))

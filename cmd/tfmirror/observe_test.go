@@ -23,6 +23,7 @@ import (
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 const tfRegistry = "registry.terraform.io"
@@ -141,7 +142,7 @@ func (tm *testMirror) idle() {
 	tm.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := enginetest.Wait(ctx, tm.m.engine); err != nil {
+	if err := mirror.WaitIdle(ctx, tm.m.engine); err != nil {
 		tm.t.Fatalf("archive fetches did not end: %v", err)
 	}
 }
@@ -220,7 +221,7 @@ func TestMetricsColdThenWarmTerraformInit(t *testing.T) {
 	if out, err := e.terraform(writeConfig(t, providers), "init", "-no-color"); err != nil {
 		t.Fatalf("cold terraform init failed: %v\n%s", err, out)
 	}
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	misses := metric(t, reg, "tfmirror_cache_misses_total", "kind", "archive")
 	hits := metric(t, reg, "tfmirror_cache_hits_total", "kind", "archive")
 	if misses < 1 || misses+hits != 2 {

@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -592,7 +591,7 @@ func TestTerraformInitWithOriginDownAfterWarming(t *testing.T) {
 	if out, err := e.terraform(writeConfig(t, providers), "init", "-no-color"); err != nil {
 		t.Fatalf("warming terraform init failed: %v\n%s", err, out)
 	}
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 
 	e.origin.SetDown(http.StatusBadGateway)
 	e.origin.ResetHits()

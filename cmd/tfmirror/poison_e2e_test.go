@@ -2,14 +2,12 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -52,7 +50,7 @@ func TestTerraformInitRefusesSignedArchiveWithoutExecutable(t *testing.T) {
 	if bytes.Contains([]byte(out), []byte("could not find executable")) {
 		t.Errorf("terraform received the whole archive and looked for the executable in it:\n%s", out)
 	}
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	if _, err := e.mirror.store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
 		t.Errorf("the archive is cached: %v", err)
 	}

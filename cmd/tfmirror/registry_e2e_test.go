@@ -7,7 +7,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -19,7 +18,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/proxy"
 )
@@ -183,7 +181,7 @@ func TestTerraformInitThroughHostBlock(t *testing.T) {
 	}
 
 	// A second init in a fresh directory is served from the cache.
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	e.origin.ResetHits()
 	got, out = mirror.init(t, providers)
 	checkSameInstall(t, "second init through the host block", want, got, wantOut, out)
@@ -221,7 +219,7 @@ func TestTerraformHostBlockOriginDownAndOffline(t *testing.T) {
 	providers := map[string]string{"random": "hashicorp/random@3.6.0"}
 	want, wantOut := direct(t, e).init(t, providers)
 	throughMirror(t, e, "").init(t, providers) // warm
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 
 	e.origin.SetDown(http.StatusBadGateway)
 	e.origin.ResetHits()

@@ -8,7 +8,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -16,7 +15,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -108,7 +106,7 @@ func TestTofuInitThroughMirror(t *testing.T) {
 		if n, want := e.origin.Hits(fakeorigin.Archive), 1-i; n != want {
 			t.Errorf("%s: %d origin archive fetches, want %d", what, n, want)
 		}
-		enginetest.Wait(context.Background(), e.mirror.engine)
+		waitIdle(e.mirror.engine)
 	}
 }
 
@@ -131,7 +129,7 @@ func cacheOtherPlatform(t *testing.T, e *e2e, host string) string {
 	if resp.StatusCode != 200 {
 		t.Fatalf("archive for %s: status %d", other, resp.StatusCode)
 	}
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	return other
 }
 
@@ -224,7 +222,7 @@ func TestTofuInitThroughHostBlock(t *testing.T) {
 		if n, want := e.origin.Hits(fakeorigin.Archive), 1-i; n != want {
 			t.Errorf("%s: %d origin archive fetches, want %d", what, n, want)
 		}
-		enginetest.Wait(context.Background(), e.mirror.engine)
+		waitIdle(e.mirror.engine)
 	}
 
 	// tofu providers lock for two platforms writes what it writes
@@ -272,7 +270,7 @@ func TestTofuHostBlockAfterImport(t *testing.T) {
 	if got, out := mirror.init(t, tofuProviders); !bytes.Equal(got, want) {
 		t.Fatalf("through the connected mirror's host block the lock file differs from a direct install's (the set-up is broken):\n%s\n%s", got, out)
 	}
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	e.stop()
 
 	export := filepath.Join(t.TempDir(), "export")

@@ -9,7 +9,6 @@ package main
 // TFMIRROR_TOFU like the other OpenTofu tests.
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -17,7 +16,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -93,7 +91,7 @@ func TestTofuModulesThroughHostBlock(t *testing.T) {
 		t.Errorf("first init: %d Git and %d tarball requests at the origin", e.origin.Hits(fakeorigin.Git), e.origin.Hits(fakeorigin.Tarball))
 	}
 
-	enginetest.Wait(context.Background(), e.mirror.engine)
+	waitIdle(e.mirror.engine)
 	e.origin.ResetHits()
 	dir, out = mr.init(t)
 	checkSameModules(t, "second init", want, moduleTree(t, dir))

@@ -1,25 +1,33 @@
 // Package cachetest gives the tests of other packages what the cache does
 // not offer production code: deleting a committed archive (as eviction
-// does), damaging one (as a failing disk does) and counting archive chunks (to check that nothing was left
-// behind). Tests only.
+// does), damaging one (as a failing disk does), counting archive chunks
+// (to check that nothing was left behind) and running an eviction pass.
+// Tests only: the shipped binary links none of it.
 package cachetest
 
 import (
+	"context"
+
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/testhooks"
 )
 
 // DeleteBlob deletes the committed archive sha from store: its record,
 // then its chunks.
-func DeleteBlob(store *cache.Store, sha string) error { return testhooks.DeleteBlob(store, sha) }
+func DeleteBlob(store *cache.Store, sha string) error { return cache.RigOf(store).DeleteBlob(sha) }
 
 // ChunkCount returns how many archive chunks store holds, committed or
 // not: after a failed or interrupted write, and once the store cleaned
 // up, only committed archives' chunks remain.
-func ChunkCount(store *cache.Store) (int, error) { return testhooks.ChunkCount(store) }
+func ChunkCount(store *cache.Store) (int, error) { return cache.RigOf(store).ChunkCount() }
 
 // FlipBlobByte inverts byte off of the committed archive sha where store
 // keeps it, leaving its record as it is: the damage a failing disk does.
 func FlipBlobByte(store *cache.Store, sha string, off int64) error {
-	return testhooks.FlipBlobByte(store, sha, off)
+	return cache.RigOf(store).FlipBlobByte(sha, off)
 }
+
+// Evict has store's eviction goroutine run a pass now and waits until it
+// is over, or ctx is done: after it, the archives are within the size
+// limit (cache.Options.MaxBytes) unless what is left is in use or may
+// not be evicted. Without a size limit it does nothing.
+func Evict(ctx context.Context, store *cache.Store) error { return cache.RigOf(store).Evict(ctx) }

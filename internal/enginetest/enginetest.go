@@ -2,9 +2,10 @@
 // (package mirror) and of its front doors (package proxy) both set up: a
 // fake origin registry on loopback, a cache, an origin client that sends
 // the registry's host name to that origin, a test logger, and waits for
-// archive fetches to end (Wait, which the engine offers tests only). It
-// imports neither mirror nor proxy, so that mirror's own tests can use it.
-// Tests only.
+// archive fetches to end (through a Waiter: mirror.WaitIdle, which the
+// engine offers test rigs only). It imports neither mirror nor proxy, so
+// that mirror's own tests can use it. Tests only: the shipped binary
+// links none of it.
 package enginetest
 
 import (
@@ -18,7 +19,6 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
-	"github.com/tfmirror/tfmirror/internal/testhooks"
 )
 
 // OriginHost is the provider host the tests use; its name resolves, for
@@ -91,31 +91,26 @@ func (w logWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-// Engine is a *mirror.Engine, which this package cannot name (mirror's
-// own tests import it).
-type Engine interface {
-	Shutdown(ctx context.Context) error
-}
+// Waiter returns when no origin fetch or archive download of an engine
+// runs, or ctx is done: mirror.WaitIdle bound to the engine, which this
+// package cannot name (mirror's own tests import it).
+type Waiter func(ctx context.Context) error
 
-// Wait returns when no origin fetch or archive download of engine runs,
-// or ctx is done. The engine offers it to tests only (package testhooks).
-func Wait(ctx context.Context, engine Engine) error { return testhooks.EngineWait(ctx, engine) }
-
-// WaitIdle waits (30 s at most) until no archive fetch of engine runs.
-func WaitIdle(t testing.TB, engine Engine) {
+// WaitIdle waits (30 s at most) until no archive fetch runs, by wait.
+func WaitIdle(t testing.TB, wait Waiter) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := Wait(ctx, engine); err != nil {
+	if err := wait(ctx); err != nil {
 		t.Fatalf("archive fetch did not end: %v", err)
 	}
 }
 
-// WaitCommitted waits until engine's fetches end and checks that the
+// WaitCommitted waits until the fetches end, by wait, and checks that the
 // archive with sha is in store.
-func WaitCommitted(t testing.TB, engine Engine, store *cache.Store, sha string) {
+func WaitCommitted(t testing.TB, wait Waiter, store *cache.Store, sha string) {
 	t.Helper()
-	WaitIdle(t, engine)
+	WaitIdle(t, wait)
 	if _, err := store.StatBlob(sha); err != nil {
 		t.Fatalf("archive %s not cached: %v", sha, err)
 	}

@@ -1,6 +1,6 @@
 //go:build linux
 
-package cache
+package disk
 
 import (
 	"bufio"
@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// pageOutTables asks the kernel to reclaim the pages of the table files
+// PageOutTables asks the kernel to reclaim the pages of the table files
 // (*.sst) in dir that this process has mapped (madvise MADV_PAGEOUT,
 // Linux 5.4 and later; an older kernel refuses and nothing changes), and
 // to read only the pages asked for from then on (MADV_RANDOM): the
@@ -21,7 +21,7 @@ import (
 // read again is read from the file, and applied to memory that is no
 // longer a table's mapping (a table unmapped after /proc/self/maps was
 // read) they change nothing either.
-func pageOutTables(dir string) {
+func PageOutTables(dir string) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return

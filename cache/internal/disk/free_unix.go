@@ -1,6 +1,6 @@
 //go:build unix
 
-package cache
+package disk
 
 import (
 	"errors"
@@ -11,11 +11,11 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// statfsFree is the space on dir's file system that this process may use
+// Free is the space on dir's file system that this process may use
 // (blocks available to unprivileged users: root's reserved blocks on ext4
 // are not counted, which errs on the safe side). A directory not created
 // yet is on the file system of its nearest existing parent.
-func statfsFree(dir string) (int64, error) {
+func Free(dir string) (int64, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
 		return 0, err
@@ -34,9 +34,9 @@ func statfsFree(dir string) (int64, error) {
 	}
 }
 
-// allocated is the disk space a file takes: its allocated blocks, which
+// Allocated is the disk space a file takes: its Allocated blocks, which
 // for a sparse file are fewer than its size.
-func allocated(fi fs.FileInfo) int64 {
+func Allocated(fi fs.FileInfo) int64 {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return st.Blocks * 512
 	}

@@ -1,0 +1,316 @@
+// The archive store: committed archives' records, and stat, open,
+// delete, list and count.
+
+package cache
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dgraph-io/badger/v4"
+
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
+)
+
+// Blobs is the archive store of a Store: archives ("blobs"),
+// content-addressed by the lowercase hex sha256 of their bytes and
+// stored in chunks of at most Options.ChunkSize bytes, so that no value
+// is large and memory stays flat whatever the archive's size. It is not
+// for metadata (Records).
+//
+// A BlobWriter stages chunks under a fresh random stage id as they
+// arrive. Only Commit makes an archive visible: it checks the digest,
+// writes the last chunk, syncs, and then writes the commit record, last.
+// A crash at any point therefore leaves either a complete archive or
+// unreferenced chunks, which are removed soon after Open (orphans.go);
+// OpenBlob never returns a partial archive. Any number of writers of one
+// sha256 may commit concurrently: one record is kept.
+//
+// With Options.MaxBytes set, the least recently used archives are
+// evicted once the archives are over the limit (evict.go), and the data
+// directory is kept within a disk budget (budget.go).
+type Blobs struct {
+	db         *database
+	writers    *writerGate
+	chunkSize  int
+	bufs       sync.Pool
+	log        *slog.Logger
+	failWrites func() error // Options.FailWrites: called before each chunk is written
+
+	stats *statMemo // StatBlob answers
+
+	// blobLocks serialise, per sha256, the read-then-write of a blob's
+	// commit record together with the counters and LRU entry that follow
+	// it (Commit, deleteBlob): see lockBlob.
+	blobLocks [256]sync.Mutex
+
+	// mu guards the counters of the committed archives and the state of
+	// their count (count.go).
+	mu       sync.Mutex
+	archives int
+	bytes    int64
+	count    counting
+
+	// staging is the size of the chunks that writers not yet committed
+	// nor closed have stored: the size limit counts them too.
+	staging atomic.Int64
+	budget  diskBudget // of the data directory, with a size limit
+	evict   *evictor   // access order, references and eviction
+
+	hooks *testHooks
+}
+
+func newBlobs(opts Options, db *database, writers *writerGate, hooks *testHooks) *Blobs {
+	s := &Blobs{db: db, writers: writers, chunkSize: opts.ChunkSize, log: opts.Logger,
+		failWrites: opts.FailWrites, stats: newStatMemo(), hooks: hooks}
+	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
+	s.evict = &evictor{blobs: s, kicks: make(chan struct{}, 1), flush: make(chan chan struct{})}
+	s.evict.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
+	if opts.MaxBytes > 0 && !opts.InMemory {
+		reserve := db.space.Reserve
+		if reserve < 0 {
+			reserve = DefaultDiskReserve
+		}
+		s.budget = diskBudget{dir: opts.Dir, wait: budgetWait, gcRoom: db.bopts.ValueLogFileSize, limit: func() int64 {
+			base := opts.MaxBytes
+			if s.evict.lru.unmet.Load() {
+				// Over the limit with nothing left that may be evicted:
+				// the budget follows what is kept, and what is being
+				// written (an import of what cannot be fetched again).
+				_, committed := s.statsNow()
+				base = max(base, committed+s.staging.Load())
+			}
+			return base + base/4 + reserve
+		}}
+	}
+	return s
+}
+
+// lockBlob locks the commit record of sha (a checked sha256) and returns
+// the unlock function.
+//
+// A lock, rather than Badger's conflict detection: detection is a
+// database-wide option that makes every transaction, archive chunks
+// included, track its reads, and a conflicting commit would still have to
+// be retried; and the counters (Stats) and the LRU entry live outside
+// Badger, so they would need a lock of their own anyway. Badger's
+// directory lock keeps other processes out, so a lock in the Store covers
+// every writer. The locks are striped by the first byte of the sha256:
+// 256 mutexes, no map to grow or clean, and records of different archives
+// rarely wait for each other (and then only for one small write).
+func (s *Blobs) lockBlob(sha string) (unlock func()) {
+	m := &s.blobLocks[hexNibble(sha[0])<<4|hexNibble(sha[1])]
+	if !m.TryLock() {
+		if h := s.hooks.recordWaits; h != nil {
+			h(sha)
+		}
+		m.Lock()
+	}
+	return m.Unlock
+}
+
+func hexNibble(c byte) byte {
+	if c >= 'a' {
+		return c - 'a' + 10
+	}
+	return c - '0'
+}
+
+// BlobInfo describes a committed archive.
+type BlobInfo struct {
+	SHA256  string    `json:"sha256"`
+	Size    int64     `json:"size"`
+	H1      string    `json:"h1,omitempty"`
+	Created time.Time `json:"created"`
+}
+
+// blobRecord is the commit record of a blob.
+type blobRecord struct {
+	BlobInfo
+	ChunkSize int    `json:"chunk_size"`
+	Chunks    int    `json:"chunks"`
+	Stage     string `json:"stage"`
+}
+
+func checkSHA(sha string) error {
+	if !sha256hex.Valid(sha) {
+		return fmt.Errorf("cache: %q is not a sha256 in lowercase hex", sha)
+	}
+	return nil
+}
+
+func blobKey(sha string) []byte { return []byte("b/" + sha) }
+
+func chunkKey(stage string, idx int) []byte { return fmt.Appendf(nil, "c/%s/%08x", stage, idx) }
+
+func readRecord(txn *badger.Txn, sha string) (blobRecord, error) {
+	var rec blobRecord
+	item, err := txn.Get(blobKey(sha))
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		return rec, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	}
+	if err != nil {
+		return rec, err
+	}
+	err = item.Value(func(val []byte) error { return json.Unmarshal(val, &rec) })
+	return rec, err
+}
+
+// StatBlob returns the committed blob's info, or ErrNotFound.
+func (s *Blobs) StatBlob(sha string) (BlobInfo, error) {
+	if err := checkSHA(sha); err != nil {
+		return BlobInfo{}, err
+	}
+	if s.db.isClosed() {
+		return BlobInfo{}, ErrClosed
+	}
+	e, gen, ok := s.stats.Get(sha)
+	if ok {
+		if !e.found {
+			return BlobInfo{}, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+		}
+		return e.info, nil
+	}
+	var rec blobRecord
+	err := s.db.view(func(txn *badger.Txn) (err error) {
+		rec, err = readRecord(txn, sha)
+		return err
+	})
+	switch {
+	case errors.Is(err, errNoDB):
+		// Not remembered: the database may open.
+	case err == nil:
+		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
+	case errors.Is(err, ErrNotFound):
+		s.stats.Put(sha, gen, statEntry{})
+	}
+	return rec.BlobInfo, err
+}
+
+// StatGeneration changes (grows) whenever an answer of StatBlob may have
+// changed since: an archive committed or deleted, the database reopened.
+// It takes no lock, so callers that keep what they made from StatBlob's
+// answers can check cheaply, on every use, that it still holds.
+func (s *Blobs) StatGeneration() uint64 { return s.stats.Generation() }
+
+// OpenBlob opens a committed blob for reading, or returns ErrNotFound.
+func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
+	if err := checkSHA(sha); err != nil {
+		return nil, err
+	}
+	// Take the reference before reading the record, so that eviction,
+	// which skips referenced blobs, cannot delete it while it is read.
+	if !s.evict.lru.acquire(sha) {
+		return nil, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+	}
+	var rec blobRecord
+	err := s.db.view(func(txn *badger.Txn) (err error) {
+		rec, err = readRecord(txn, sha)
+		return err
+	})
+	if err != nil {
+		s.evict.lru.release(sha)
+		return nil, err
+	}
+	return &blob{s: s, rec: rec, cached: -1}, nil
+}
+
+// deleteBlob removes a committed blob: its record first, so it is never
+// visible half-deleted, then its chunks, whatever holds it: eviction
+// claims it first (evict.go).
+func (s *Blobs) deleteBlob(sha string) error {
+	if err := checkSHA(sha); err != nil {
+		return err
+	}
+	var rec blobRecord
+	unlock := s.lockBlob(sha)
+	err := s.db.update(entryCost(len(blobKey(sha)), 0), func(txn *badger.Txn) (err error) {
+		if rec, err = readRecord(txn, sha); err != nil {
+			return err
+		}
+		if h := s.hooks.recordRead; h != nil {
+			h(sha)
+		}
+		return txn.Delete(blobKey(sha))
+	})
+	s.stats.Forget(sha)
+	if err == nil {
+		s.mu.Lock()
+		s.archives--
+		s.bytes -= rec.Size
+		s.mu.Unlock()
+		s.evict.lru.forget(sha)
+	}
+	unlock()
+	if err != nil {
+		return err
+	}
+	return s.deleteChunks(rec.Stage, rec.Chunks)
+}
+
+func (s *Blobs) deleteChunks(stage string, n int) error {
+	keys := make([][]byte, n)
+	for i := range keys {
+		keys[i] = chunkKey(stage, i)
+	}
+	return s.db.deleteKeys(keys)
+}
+
+// readChunk copies chunk idx of stage, from byte off on, into p.
+func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error) {
+	var n int
+	err := s.db.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(chunkKey(stage, idx))
+		if err != nil {
+			return err
+		}
+		return item.Value(func(val []byte) error {
+			if off > len(val) {
+				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
+			}
+			n = copy(p, val[off:])
+			return nil
+		})
+	})
+	if err != nil {
+		return 0, fmt.Errorf("cache: reading chunk %d of %s: %w", idx, stage, err)
+	}
+	return n, nil
+}
+
+// Stats returns the number of committed archives and their total size.
+// Right after Open, while the archives are counted, it waits for the
+// count.
+func (s *Blobs) Stats() (archives int, bytes int64) {
+	s.counted()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.archives, s.bytes
+}
+
+// ScanBlobs calls fn with the sha256 and size of every committed
+// archive, in sha256 order, until fn returns an error (which ScanBlobs
+// returns). It reads the records in order rather than one lookup each,
+// which is what a pass over many archives wants. Like ScanMeta, it reads
+// in batches, each in a transaction of its own, and calls fn outside
+// them: an archive committed or deleted during the scan may or may not
+// be seen.
+func (s *Blobs) ScanBlobs(fn func(sha string, size int64) error) error {
+	type sized struct {
+		sha  string
+		size int64
+	}
+	p := []byte("b/")
+	return scanBatched(s.db, p, p, scanBatch, func(key, val []byte) (sized, error) {
+		var rec struct { // the part of a commit record read here
+			Size int64 `json:"size"`
+		}
+		err := json.Unmarshal(val, &rec)
+		return sized{sha: string(key[len(p):]), size: rec.Size}, err
+	}, func(b sized) error { return fn(b.sha, b.size) })
+}

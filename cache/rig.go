@@ -1,0 +1,98 @@
+// What test rigs do to a store and production code never does.
+
+package cache
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Rig does to a store what the tests of other packages need and
+// production code never does: delete an archive whatever holds it,
+// damage one where it is stored, count the chunks stored, and run an
+// eviction pass and wait for it. Test rigs reach it through
+// internal/cachetest. Nothing in the shipped binary calls RigOf, so the
+// linker leaves Rig out: cmd/tfmirror's TestBinaryLinksNoTestHook checks
+// the built binary for its symbols.
+type Rig struct{ s *Blobs }
+
+// RigOf returns the rig of s. Test rigs only.
+func RigOf(s *Store) Rig { return Rig{s.Blobs} }
+
+// DeleteBlob deletes the committed archive sha: its record, then its
+// chunks, whether it is open for reading or not.
+func (r Rig) DeleteBlob(sha string) error {
+	if err := checkSHA(sha); err != nil {
+		return err
+	}
+	return r.s.deleteBlob(sha)
+}
+
+// ChunkCount returns how many archive chunks the database holds,
+// committed or not: once the store cleaned up after a failed or
+// interrupted write, every chunk belongs to a committed archive or to a
+// write under way.
+func (r Rig) ChunkCount() (int, error) {
+	n := 0
+	err := r.s.db.view(func(txn *badger.Txn) error {
+		it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("c/"), PrefetchValues: false})
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+// FlipBlobByte inverts byte off of the committed archive sha where it is
+// stored, as a failing disk would, leaving its record as it is.
+func (r Rig) FlipBlobByte(sha string, off int64) error {
+	return r.s.db.update(entryCost(64, r.s.chunkSize), func(txn *badger.Txn) error {
+		rec, err := readRecord(txn, sha)
+		if err != nil {
+			return err
+		}
+		if off < 0 || off >= rec.Size {
+			return fmt.Errorf("cache: byte %d of a %d-byte archive", off, rec.Size)
+		}
+		key := chunkKey(rec.Stage, int(off/int64(rec.ChunkSize)))
+		item, err := txn.Get(key)
+		if err != nil {
+			return err
+		}
+		val, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		val[off%int64(rec.ChunkSize)] ^= 0xff
+		return txn.Set(key, val)
+	})
+}
+
+// Evict runs an eviction pass now and waits until it is over, or ctx is
+// done: after it, the archives are within Options.MaxBytes unless what
+// is left is in use or may not be evicted (see Blobs.SetEvictable).
+// Without a size limit it does nothing.
+func (r Rig) Evict(ctx context.Context) error {
+	e := r.s.evict
+	if e.done == nil {
+		return nil
+	}
+	done := make(chan struct{})
+	select {
+	case e.flush <- done:
+	case <-e.done:
+		return ErrClosed
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
