@@ -3,7 +3,6 @@ package main
 import (
 	"archive/zip"
 	"bytes"
-	"context"
 	"encoding/json"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -243,9 +241,7 @@ func TestWithheldImportDoesNotHideOriginVersion(t *testing.T) {
 	// the version removes it with the origin's package, and it is no
 	// longer withheld. The pulled-through archive is committed once its
 	// download ends, which may be after terraform has its last byte.
-	if err := enginetest.Wait(context.Background(), e.mirror.engine); err != nil {
-		t.Fatal(err)
-	}
+	waitIdle(e.mirror.engine)
 	code, stdout, stderr = runCommand("cache", "verify", "--data-dir", e.dataDir)
 	if code != 0 || !strings.Contains(stdout, "checked 2 packages") || !strings.Contains(stdout, "(1 against stored evidence, 1 against their sha256): 0 failed") {
 		t.Errorf("cache verify: exit %d\n%s%s", code, stdout, stderr)
