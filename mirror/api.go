@@ -86,8 +86,9 @@ type PlatformArchive struct {
 // platforms, fetching and verifying what the cache lacks (concurrent
 // callers for one version share one origin fetch). A nil platforms means
 // every platform the version list offers. Platforms the engine does not
-// serve (Config.Platforms) are left out. Errors: ErrOriginNotAllowed,
-// ErrVersionNotFound, verify.ErrIntegrity, ErrOffline, origin errors.
+// serve (Config.Platforms) are left out. Errors:
+// discovery.ErrHostNotAllowed, ErrVersionNotFound, verify.ErrIntegrity,
+// ErrOffline, origin errors.
 func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*Package, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err

@@ -144,7 +144,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 			},
 		}}}
 	}
-	if err := h.engine.CheckOrigin(p); !errors.Is(err, ErrOriginNotAllowed) {
+	if err := h.engine.CheckOrigin(p); !errors.Is(err, discovery.ErrHostNotAllowed) {
 		t.Fatalf("before import, CheckOrigin: %v", err)
 	}
 	if _, err := h.engine.Import(t.Context(), imported("h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")); !errors.Is(err, verify.ErrIntegrity) {
