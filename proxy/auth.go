@@ -27,14 +27,6 @@ import (
 	"github.com/tfmirror/tfmirror/internal/httperr"
 )
 
-// Authentication errors, mapped to 401 and 403 by statusOf.
-var (
-	// ErrUnauthorized: a JSON document was requested without a valid bearer token.
-	ErrUnauthorized = httperr.ErrUnauthorized
-	// ErrBadSignature: an archive URL has no valid, unexpired signature.
-	ErrBadSignature = httperr.ErrBadSignature
-)
-
 // Query parameters of a signed archive URL.
 const (
 	expiryParam    = "exp"
@@ -200,7 +192,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 				return
 			}
 			if !a.verify(p, file, r.URL.Query()) {
-				s.fail(w, r, ErrBadSignature)
+				s.fail(w, r, httperr.ErrBadSignature)
 				return
 			}
 			// A shared cache would keep serving a signed URL after it
@@ -210,7 +202,7 @@ func (s *Server) authorize(next http.Handler) http.Handler {
 		}
 		if !a.checkBearer(r.Header.Get("Authorization")) {
 			w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
-			s.fail(w, r, ErrUnauthorized)
+			s.fail(w, r, httperr.ErrUnauthorized)
 			return
 		}
 		// Answers to authenticated requests, and VERSION.json with its

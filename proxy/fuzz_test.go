@@ -19,6 +19,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -90,11 +91,11 @@ func FuzzParseRequestPath(f *testing.F) {
 
 func wantRequestError(t *testing.T, err error) {
 	t.Helper()
-	var reqErr *RequestError
+	var reqErr *httperr.RequestError
 	if !errors.As(err, &reqErr) {
 		t.Fatalf("refusal %v (%T) is not a RequestError", err, err)
 	}
-	if s := statusOf(err); s < 400 || s > 499 {
+	if s := httperr.Status(err); s < 400 || s > 499 {
 		t.Fatalf("refusal %v has status %d, want 4xx", err, s)
 	}
 }

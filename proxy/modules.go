@@ -26,6 +26,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -58,7 +59,7 @@ func (s *Server) moduleRoutes(r *mux.Router) {
 	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/download", s.handleModuleDownload)
 	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+modulePackageFile, s.handleModulePackage)
 	mod.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound,
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a module registry path (want NAMESPACE/NAME/SYSTEM/versions or NAMESPACE/NAME/SYSTEM/VERSION/download)"})
 	})
 }
@@ -66,7 +67,7 @@ func (s *Server) moduleRoutes(r *mux.Router) {
 func (s *Server) moduleEngine() (ModuleEngine, error) {
 	me, ok := s.engine.(ModuleEngine)
 	if !ok {
-		return nil, &RequestError{Status: http.StatusNotFound, Msg: "this mirror serves no registry modules"}
+		return nil, &httperr.RequestError{Status: http.StatusNotFound, Msg: "this mirror serves no registry modules"}
 	}
 	return me, nil
 }
@@ -96,7 +97,7 @@ func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error)
 			return nil, m, err
 		}
 		if err := discovery.CheckModulePart(part.what, v); err != nil {
-			return nil, m, badRequest("%v", err)
+			return nil, m, httperr.BadRequest("%v", err)
 		}
 		if part.what == "system" {
 			v = strings.ToLower(v) // as discovery.ParseModule
@@ -126,7 +127,7 @@ func requestModuleVersion(r *http.Request) (string, error) {
 		return "", err
 	}
 	if strings.ContainsAny(v, "/\\") || v == "." || v == ".." {
-		return "", badRequest("invalid version %q", v)
+		return "", httperr.BadRequest("invalid version %q", v)
 	}
 	return v, nil
 }
@@ -241,7 +242,7 @@ func (s *Server) authorizeModules(next http.Handler) http.Handler {
 				return
 			}
 			if !a.verify(moduleSigner(m), moduleFileName(version), r.URL.Query()) {
-				s.fail(w, r, fmt.Errorf("%w: ask for the download answer again", ErrBadSignature))
+				s.fail(w, r, fmt.Errorf("%w: ask for the download answer again", httperr.ErrBadSignature))
 				return
 			}
 			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)

@@ -30,6 +30,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -62,7 +63,7 @@ func (s *Server) registryRoutes(r *mux.Router) {
 	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}", s.handleRegistryDownload)
 	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}/{file}", s.handleRegistryFile)
 	reg.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound,
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a provider registry path (want NAMESPACE/TYPE/versions or NAMESPACE/TYPE/VERSION/download/OS/ARCH)"})
 	})
 }
@@ -139,7 +140,7 @@ func parseRegistryTarget(r *http.Request) (discovery.Provider, versions.Version,
 		return p, v, discovery.Platform{}, err
 	}
 	if strings.Contains(goos, "_") {
-		return p, v, discovery.Platform{}, badRequest("invalid os %q", goos)
+		return p, v, discovery.Platform{}, httperr.BadRequest("invalid os %q", goos)
 	}
 	pl, err := parsePlatform(goos + "_" + arch)
 	return p, v, pl, err
@@ -200,7 +201,7 @@ func (s *Server) handleRegistryFile(w http.ResponseWriter, r *http.Request) {
 	}
 	file := mux.Vars(r)["file"]
 	if file != sumsFile && file != signatureFile {
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want %s or %s)", file, sumsFile, signatureFile)})
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want %s or %s)", file, sumsFile, signatureFile)})
 		return
 	}
 	ev, pe, err := s.evidence(r, p, v, pl)
@@ -269,8 +270,8 @@ func (e *registryAuthError) Error() string {
 	return fmt.Sprintf("unauthorized: a valid bearer token is required (through a host block the clients send the token configured for the provider's host: credentials %q { token = ... } in the CLI configuration)", e.host)
 }
 
-func (e *registryAuthError) Unwrap() error { return ErrUnauthorized }
+func (e *registryAuthError) Unwrap() error { return httperr.ErrUnauthorized }
 
 // errBadRegistrySignature is ErrBadSignature for a SHA256SUMS document or
 // signature URL.
-var errBadRegistrySignature = fmt.Errorf("%w: ask for the download answer again", ErrBadSignature)
+var errBadRegistrySignature = fmt.Errorf("%w: ask for the download answer again", httperr.ErrBadSignature)

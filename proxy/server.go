@@ -13,6 +13,7 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/httperr"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -21,7 +22,7 @@ import (
 type Engine interface {
 	// Config returns the engine's configuration in effect.
 	Config() mirror.Config
-	// CheckOrigin fails with mirror.ErrOriginNotAllowed for a provider of
+	// CheckOrigin fails with discovery.ErrHostNotAllowed for a provider of
 	// a host the engine does not serve.
 	CheckOrigin(p discovery.Provider) error
 	Versions(ctx context.Context, p discovery.Provider) (*mirror.VersionList, mirror.ListState, error)
@@ -132,15 +133,15 @@ func (s *Server) routes() *mux.Router {
 	protocol.HandleFunc("/{host}/{namespace}/{type}/{file}", s.handleFile)
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
+		writeError(w, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
 	})
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, &RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
+			writeError(w, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
 			return
 		}
-		writeError(w, &RequestError{Status: http.StatusNotFound,
+		writeError(w, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a provider network mirror path (want HOST/NAMESPACE/TYPE/index.json, VERSION.json or an archive)"})
 	})
 	return r
@@ -210,7 +211,7 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveArchive(w, r, p, v, pl)
 	default:
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want VERSION.json or an archive)", file)})
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want VERSION.json or an archive)", file)})
 	}
 }
 
@@ -219,12 +220,12 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 // (info). A client that went away is told nothing and logged at debug.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
-		err = &clientGoneError{Err: err}
+		err = &httperr.ClientGoneError{Err: err}
 	}
 	status := writeError(w, err)
 	level := slog.LevelInfo
 	switch {
-	case status == StatusClientClosedRequest:
+	case status == httperr.StatusClientClosedRequest:
 		level = slog.LevelDebug
 	case status == http.StatusInternalServerError:
 		level = slog.LevelError
