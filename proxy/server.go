@@ -126,9 +126,10 @@ func (s *Server) routes() *mux.Router {
 	r.SkipClean(true)
 	s.registryRoutes(r)
 	s.moduleRoutes(r)
+	// The status page needs no credentials.
+	r.Methods(http.MethodGet, http.MethodHead).Path("/").HandlerFunc(s.handleStatus)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
-	protocol.Use(s.authorize)
-	protocol.HandleFunc("/", s.handleStatus)
+	protocol.Use(s.authorize(mirrorAuth))
 	protocol.HandleFunc("/{host}/{namespace}/{type}/index.json", s.handleIndex)
 	protocol.HandleFunc("/{host}/{namespace}/{type}/{file}", s.handleFile)
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
