@@ -7,6 +7,10 @@
 // discovery.Observer). Label values are bounded: routes, kinds, operations,
 // outcomes and reasons are fixed sets, and origins are the configured
 // allowed hosts. Paths, versions and client addresses never become labels.
+//
+// It decides nothing and observes nothing itself: the other packages tell
+// it what happened. docs/metrics.md describes every family
+// (TestDocsDescribeEveryMetric holds it to the code).
 package metrics
 
 import (
