@@ -316,9 +316,9 @@ func TestOpenArchiveLowSpeed(t *testing.T) {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/drip.zip", drip(2000, 1, 20*time.Millisecond))   // 50 bytes/s: 40 s for the whole body
+	mux.Handle("/drip.zip", drip(2000, 1, 20*time.Millisecond))    // 50 bytes/s: 40 s for the whole body
 	mux.Handle("/fast.zip", drip(25000, 100, 10*time.Millisecond)) // 10 KB/s: 2.5 s
-	mux.Handle("/trickle.zip", drip(20, 1, 10*time.Millisecond))  // 100 bytes/s: 0.2 s
+	mux.Handle("/trickle.zip", drip(20, 1, 10*time.Millisecond))   // 100 bytes/s: 0.2 s
 	s := newTestServer(t, mux)
 
 	tests := []struct {
