@@ -179,7 +179,7 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 							t.Errorf("%s %s is listed", p, tc.version)
 						}
 					}
-					to.engine.ListCached(func(cv mirror.CachedVersion) error {
+					to.engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
 						if cv.Provider == p.String() && cv.Version == v.String() {
 							t.Errorf("%s %s is cached", p, tc.version)
 						}

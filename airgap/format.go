@@ -1,20 +1,20 @@
-// Package airgap carries a mirror's cache across an air gap: Export
-// writes what the cache holds as a directory (or one tar file) in the
-// layout of `terraform providers mirror` (packed zips, index.json,
-// VERSION.json), plus evidence files beside the zips (the origin's
-// SHA256SUMS, signature and signing keys) under names that neither a
-// static network mirror nor a filesystem_mirror looks at (they do not end
-// in .zip), and a manifest of every file signed by the mirror's export
-// key; Import loads such a directory into a cache through the engine's
-// Import, which re-verifies every package from its evidence, once one of
-// the operator's keys (Trust) vouches for the version: the manifest's
-// signer, or a key pinned for the provider's namespace. Nothing in the
-// input vouches for itself. Registry modules travel beside the providers,
-// under modules/, vouched for by the manifest only (see modules.go).
+// Package airgap carries a mirror's cache across an air gap. Export writes
+// what the cache holds as a directory (or one tar file) in the layout of
+// `terraform providers mirror`, with the origin's evidence beside each zip
+// under names no client looks at, registry modules under modules/, and a
+// manifest of every file signed by the mirror's export key. Import loads
+// such a directory into a cache through the engine's Import, which
+// verifies every package again from its evidence.
 //
-// Both work on a *mirror.Engine that the caller opened: `tfmirror export`
-// and `tfmirror import` on their own, or a running `tfmirror serve` for
-// them through its admin API (package admin), so the work has one code path.
+// Trust comes from the operator's keys (Trust), never from the input: a
+// provider version is loaded only when the manifest's signer or a key
+// pinned for its namespace vouches for it; modules are vouched for by the
+// manifest only (modules.go).
+//
+// It is not a front door and opens no cache of its own: both directions
+// work on a *mirror.Engine the caller opened, `tfmirror export` and
+// `tfmirror import` on their own or a running `tfmirror serve` through its
+// admin API (package admin), so the work has one code path.
 package airgap
 
 import (

@@ -161,7 +161,12 @@ func TestOpenArchive(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newTestClient(t, s, func(cfg *Config) {
-				cfg.IdleTimeout = 100 * time.Millisecond
+				// Short only where the stall is the point: elsewhere a
+				// loaded machine's pause must not pass for a stall.
+				cfg.IdleTimeout = time.Minute
+				if tt.timeout {
+					cfg.IdleTimeout = 100 * time.Millisecond
+				}
 				cfg.MaxArchiveBytes = tt.max
 			})
 			body, size, err := c.OpenArchive(context.Background(), testProvider(s), s.url(tt.path))
@@ -311,9 +316,9 @@ func TestOpenArchiveLowSpeed(t *testing.T) {
 		}
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/drip.zip", drip(2000, 1, 20*time.Millisecond))   // 50 bytes/s: 40 s for the whole body
-	mux.Handle("/fast.zip", drip(2000, 100, 10*time.Millisecond)) // 10 KB/s: 0.2 s
-	mux.Handle("/trickle.zip", drip(20, 1, 10*time.Millisecond))  // 100 bytes/s: 0.2 s
+	mux.Handle("/drip.zip", drip(2000, 1, 20*time.Millisecond))    // 50 bytes/s: 40 s for the whole body
+	mux.Handle("/fast.zip", drip(25000, 100, 10*time.Millisecond)) // 10 KB/s: 2.5 s
+	mux.Handle("/trickle.zip", drip(20, 1, 10*time.Millisecond))   // 100 bytes/s: 0.2 s
 	s := newTestServer(t, mux)
 
 	tests := []struct {
@@ -325,7 +330,9 @@ func TestOpenArchiveLowSpeed(t *testing.T) {
 		abort    bool
 	}{
 		{"dripping origin is aborted", "/drip.zip", 1000, 150 * time.Millisecond, 2000, true},
-		{"fast enough", "/fast.zip", 100, 150 * time.Millisecond, 2000, false},
+		// A hundred times the limit, over two windows and a half of a
+		// second: only a pause of a whole second would starve one.
+		{"fast enough", "/fast.zip", 100, time.Second, 25000, false},
 		{"slow with the limit off", "/trickle.zip", -1, 50 * time.Millisecond, 20, false},
 	}
 	for _, tt := range tests {

@@ -17,9 +17,10 @@ var (
 	// all): it is not a provider registry.
 	ErrNoProviderService = errors.New("host does not provide a provider registry (no providers.v1 service)")
 
-	// ErrHostNotAllowed means the provider's origin host is not one of
-	// Config.AllowedOrigins: nothing was looked up or sent. It is returned
-	// wrapped with the host's name.
+	// ErrHostNotAllowed means the origin host of a provider or module is
+	// not one of Config.AllowedOrigins (the client's, or the engine's in
+	// package mirror, which returns it too): nothing was looked up or
+	// sent. It is returned wrapped with the host's name.
 	ErrHostNotAllowed = errors.New("origin host is not allowed")
 
 	// ErrPrivateAddress means a connection was refused because the address

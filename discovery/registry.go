@@ -70,16 +70,6 @@ type Package struct {
 	Packages map[string]registryjson.PackageHashes
 }
 
-// ArmoredKeys returns the ASCII-armored public keys of SigningKeys, for
-// checking the SHA256SUMS signature.
-func (p *Package) ArmoredKeys() []string {
-	out := make([]string, len(p.SigningKeys))
-	for i, k := range p.SigningKeys {
-		out[i] = k.ASCIIArmor
-	}
-	return out
-}
-
 // Versions lists the versions of p that its origin registry offers. Entries
 // without a version string are skipped. Errors: ErrHostNotAllowed (wrapped)
 // when p's host is not allowed; ErrNotFound (wrapped) when the origin answers

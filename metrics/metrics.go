@@ -7,6 +7,10 @@
 // discovery.Observer). Label values are bounded: routes, kinds, operations,
 // outcomes and reasons are fixed sets, and origins are the configured
 // allowed hosts. Paths, versions and client addresses never become labels.
+//
+// It decides nothing and observes nothing itself: the other packages tell
+// it what happened. docs/metrics.md describes every family
+// (TestDocsDescribeEveryMetric holds it to the code).
 package metrics
 
 import (
@@ -31,10 +35,6 @@ var (
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "module_versions", "module_location", "module_source"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}
-	// SharedOps and SharedOutcomes are the shared store's calls and their
-	// outcomes (see sharedstore.Observer).
-	SharedOps      = []string{"get_archive", "put_archive", "get_meta", "put_meta", "lease", "check", "list", "delete_archive"}
-	SharedOutcomes = []string{"ok", "absent", "exists", "held", "lost", "error", "unavailable"}
 	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a
 	// running mirror for: fetched from the origin, already cached, failed.
 	SyncOutcomes = []string{"fetched", "cached", "failed"}

@@ -86,8 +86,9 @@ type PlatformArchive struct {
 // platforms, fetching and verifying what the cache lacks (concurrent
 // callers for one version share one origin fetch). A nil platforms means
 // every platform the version list offers. Platforms the engine does not
-// serve (Config.Platforms) are left out. Errors: ErrOriginNotAllowed,
-// ErrVersionNotFound, verify.ErrIntegrity, ErrOffline, origin errors.
+// serve (Config.Platforms) are left out. Errors:
+// discovery.ErrHostNotAllowed, ErrVersionNotFound, verify.ErrIntegrity,
+// ErrOffline, origin errors.
 func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*Package, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
@@ -312,18 +313,13 @@ type CachedPlatform struct {
 	Size     int64 // bytes, when cached
 }
 
-// ListCached calls fn for every provider version with verified package
-// metadata in the cache, in key order, until fn returns an error (which
-// ListCached returns).
-func (s *Engine) ListCached(fn func(CachedVersion) error) error {
-	return s.ListCachedAfter("", "", fn)
-}
-
-// ListCachedAfter is ListCached of the provider versions whose address
-// (HOST/NAMESPACE/TYPE) starts with prefix and that come after the one
-// whose Cursor is after ("": from the first), in the same order, so that
-// a listing can be read a page at a time: a page costs what it holds, not
-// what comes before it.
+// ListCachedAfter calls fn for every provider version with verified
+// package metadata in the cache whose address (HOST/NAMESPACE/TYPE)
+// starts with prefix and that comes after the one whose Cursor is after
+// ("": from the first), in key order, until fn returns an error (which
+// ListCachedAfter returns). A listing can so be read a page at a time: a
+// page costs what it holds, not what comes before it. ("", "") lists
+// every version.
 func (s *Engine) ListCachedAfter(prefix, after string, fn func(CachedVersion) error) error {
 	if after != "" {
 		after = "package/" + after
@@ -352,7 +348,7 @@ func (s *Engine) ListCachedAfter(prefix, after string, fn func(CachedVersion) er
 	})
 }
 
-// listedRecord is the part of a PackageRecord that ListCached reads: the
+// listedRecord is the part of a PackageRecord that ListCachedAfter reads: the
 // documents, signatures and keys (most of a record's bytes) are skipped.
 type listedRecord struct {
 	Schema     int                      `json:"schema"`

@@ -9,7 +9,7 @@
 // ArchiveRecord, each with a schema version), the in-memory memo of
 // decoded records, the archive fetcher and its fan-out to many readers,
 // offline mode, and the errors of the mirror itself (ErrVersionNotFound,
-// ErrPlatformNotFound, ErrOriginNotAllowed, ErrOffline, ErrShutDown,
+// ErrPlatformNotFound, ErrOffline, ErrShutDown,
 // ErrNotCached, ErrNoEvidence):
 //
 //   - version lists are cached for Config.VersionsTTL and served stale when

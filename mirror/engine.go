@@ -68,7 +68,7 @@ type Metrics interface {
 type Config struct {
 	// AllowedOrigins are the origin registry hosts this mirror serves, in
 	// any form svchost accepts. Providers of other hosts fail with
-	// ErrOriginNotAllowed and cause no outbound connection. Required.
+	// discovery.ErrHostNotAllowed and cause no outbound connection. Required.
 	AllowedOrigins []string
 	// UnsignedHosts are allowed origins under which versions without
 	// signature (in-house builds) may be imported and are served; see
@@ -327,7 +327,7 @@ func (s *Engine) Config() Config {
 }
 
 // CheckOrigin returns nil when p's host is an allowed origin, and an error
-// wrapping ErrOriginNotAllowed otherwise. Every method that takes a
+// wrapping discovery.ErrHostNotAllowed otherwise. Every method that takes a
 // provider checks it first.
 //
 // A host that is not an allowed origin but that Import has loaded
@@ -335,7 +335,7 @@ func (s *Engine) Config() Config {
 // and the host is never contacted.
 func (s *Engine) CheckOrigin(p discovery.Provider) error {
 	if !s.allowed[p.Hostname] && !s.local(p.Hostname) {
-		return fmt.Errorf("%w: %s", ErrOriginNotAllowed, p.Hostname)
+		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, p.Hostname)
 	}
 	return nil
 }

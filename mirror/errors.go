@@ -6,12 +6,11 @@ import (
 )
 
 // Errors of the engine itself. Origin errors come from package discovery
-// (ErrNotFound, ErrNoProviderService, *OriginError, ErrCircuitOpen),
-// integrity errors from package verify (ErrIntegrity); callers map all of
-// them to what they tell their own clients.
+// (ErrNotFound, ErrNoProviderService, *OriginError, ErrCircuitOpen, and
+// ErrHostNotAllowed, which the engine also returns for a host it does not
+// serve), integrity errors from package verify (ErrIntegrity); callers map
+// all of them to what they tell their own clients.
 var (
-	// ErrOriginNotAllowed: the provider's host is not an allowed origin.
-	ErrOriginNotAllowed = errors.New("origin host is not allowed on this mirror")
 	// ErrVersionNotFound: the origin does not list the requested version.
 	ErrVersionNotFound = errors.New("version not found")
 	// ErrPlatformNotFound: the version has no package for the requested

@@ -144,7 +144,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 			},
 		}}}
 	}
-	if err := h.engine.CheckOrigin(p); !errors.Is(err, ErrOriginNotAllowed) {
+	if err := h.engine.CheckOrigin(p); !errors.Is(err, discovery.ErrHostNotAllowed) {
 		t.Fatalf("before import, CheckOrigin: %v", err)
 	}
 	if _, err := h.engine.Import(t.Context(), imported("h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")); !errors.Is(err, verify.ErrIntegrity) {
@@ -186,9 +186,9 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if _, _, err := h.engine.Versions(t.Context(), other); !errors.Is(err, discovery.ErrNotFound) {
 		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
 	}
-	err = h.engine.ListCached(func(cv CachedVersion) error {
+	err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
 		if cv.Provenance != ProvenanceUnsigned || cv.HasEvidence {
-			t.Errorf("ListCached: %+v", cv)
+			t.Errorf("ListCachedAfter: %+v", cv)
 		}
 		return nil
 	})

@@ -139,13 +139,13 @@ func canonicalModuleVersion(v string) string {
 	return v
 }
 
-// CheckModuleOrigin fails with ErrOriginNotAllowed for a module of a host
+// CheckModuleOrigin fails with discovery.ErrHostNotAllowed for a module of a host
 // the engine does not serve: neither an allowed origin nor a local-only
 // host (one that Import or ImportModule loaded packages of), whose
 // modules are served from the cache only.
 func (s *Engine) CheckModuleOrigin(m discovery.Module) error {
 	if !s.allowed[m.Hostname] && !s.local(m.Hostname) {
-		return fmt.Errorf("%w: %s", ErrOriginNotAllowed, m.Hostname)
+		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, m.Hostname)
 	}
 	return nil
 }
@@ -262,7 +262,7 @@ func (s *Engine) sealedModuleVersions(ctx context.Context, m discovery.Module) (
 // ModuleLocation returns the record of version of m, asking the origin
 // for its download location when the engine has none yet (a record,
 // once written, is kept). Locations this mirror cannot fetch fail with a
-// *modsource.UnsupportedError. Errors: ErrOriginNotAllowed, ErrOffline,
+// *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, ErrOffline,
 // discovery.ErrNotFound and origin errors.
 func (s *Engine) ModuleLocation(ctx context.Context, m discovery.Module, version string) (*ModuleRecord, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {

@@ -82,7 +82,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 				t.Errorf("9.0.0: %v, want ErrVersionNotFound", err)
 			}
 			h.waitIdle()
-			err = h.engine.ListCached(func(cv CachedVersion) error {
+			err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
 				if cv.Provenance == ProvenanceUnsigned {
 					t.Errorf("an unsigned record was stored: %+v", cv)
 				}

@@ -190,15 +190,15 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 			t.Errorf("version list (stale %v) protocols %q, want refreshed with [5.0]", st.Stale, e.Protocols)
 		}
 		cached := 0
-		err = h.engine.ListCached(func(cv CachedVersion) error {
+		err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
 			cached++
 			if !cv.HasEvidence {
-				t.Errorf("ListCached: %s %s has no evidence", cv.Provider, cv.Version)
+				t.Errorf("ListCachedAfter: %s %s has no evidence", cv.Provider, cv.Version)
 			}
 			return nil
 		})
 		if err != nil || cached != 1 {
-			t.Errorf("ListCached: %d versions, %v", cached, err)
+			t.Errorf("ListCachedAfter: %d versions, %v", cached, err)
 		}
 	})
 }

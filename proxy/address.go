@@ -11,6 +11,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // Limits on request path parts. Real provider addresses are far shorter;
@@ -45,11 +46,11 @@ func parseProvider(rawHost, rawNamespace, rawType string) (discovery.Provider, e
 	}
 	p, err := discovery.NewProvider(host, ns, typ)
 	if err != nil {
-		return discovery.Provider{}, badRequest("%v", err)
+		return discovery.Provider{}, httperr.BadRequest("%v", err)
 	}
 	for _, part := range []struct{ what, given, normal string }{{"namespace", ns, p.Namespace}, {"type", typ, p.Type}} {
 		if part.given != part.normal {
-			return discovery.Provider{}, badRequest("%s %q is not in normal form: the clients send it lowercase, as %q", part.what, part.given, part.normal)
+			return discovery.Provider{}, httperr.BadRequest("%s %q is not in normal form: the clients send it lowercase, as %q", part.what, part.given, part.normal)
 		}
 	}
 	return p, nil
@@ -61,20 +62,20 @@ func parseProvider(rawHost, rawNamespace, rawType string) (discovery.Provider, e
 // so that one provider has one cache key.
 func parseHost(s string) (svchost.Hostname, error) {
 	if s == "" {
-		return "", badRequest("host is empty")
+		return "", httperr.BadRequest("host is empty")
 	}
 	// svchost refuses punycode input, so go through the display form.
 	h, err := svchost.ForComparison(svchost.ForDisplay(s))
 	if err != nil {
-		return "", badRequest("invalid host %q: %v", s, err)
+		return "", httperr.BadRequest("invalid host %q: %v", s, err)
 	}
 	if h.String() != s {
-		return "", badRequest("host %q is not in canonical form (want %q)", s, h.String())
+		return "", httperr.BadRequest("host %q is not in canonical form (want %q)", s, h.String())
 	}
 	// svchost lets trailing dots through ("example.com.", even "a.."):
 	// one host would have several cache keys, and ".." has no place in a path.
 	if name, _, _ := strings.Cut(s, ":"); strings.HasSuffix(name, ".") {
-		return "", badRequest("invalid host %q: trailing dot", s)
+		return "", httperr.BadRequest("invalid host %q: trailing dot", s)
 	}
 	return h, nil
 }
@@ -83,14 +84,14 @@ func parseHost(s string) (svchost.Hostname, error) {
 // clients request (they re-serialise "1.2" as "1.2.0").
 func parseVersion(s string) (versions.Version, error) {
 	if s == "" || len(s) > maxVersionLen {
-		return versions.Version{}, badRequest("invalid version %q", s)
+		return versions.Version{}, httperr.BadRequest("invalid version %q", s)
 	}
 	v, err := mirror.ParseSemver(s)
 	if err != nil {
-		return versions.Version{}, badRequest("invalid version %q: %v", s, err)
+		return versions.Version{}, httperr.BadRequest("invalid version %q: %v", s, err)
 	}
 	if v.String() != s {
-		return versions.Version{}, badRequest("version %q is not in canonical form (want %q)", s, v.String())
+		return versions.Version{}, httperr.BadRequest("version %q is not in canonical form (want %q)", s, v.String())
 	}
 	return v, nil
 }
@@ -99,7 +100,7 @@ func parseVersion(s string) (versions.Version, error) {
 func parsePlatform(s string) (discovery.Platform, error) {
 	pl, err := mirror.ParsePlatform(s)
 	if err != nil {
-		return discovery.Platform{}, badRequest("%v", err)
+		return discovery.Platform{}, httperr.BadRequest("%v", err)
 	}
 	return pl, nil
 }
@@ -110,7 +111,7 @@ func parsePlatform(s string) (discovery.Platform, error) {
 func parseArchiveName(typ, name string) (versions.Version, discovery.Platform, error) {
 	version, pl, err := mirror.ParseArchiveName(typ, name)
 	if err != nil {
-		return versions.Version{}, discovery.Platform{}, badRequest("%v", err)
+		return versions.Version{}, discovery.Platform{}, httperr.BadRequest("%v", err)
 	}
 	v, err := parseVersion(version)
 	if err != nil {
@@ -124,24 +125,24 @@ func parseArchiveName(typ, name string) (versions.Version, discovery.Platform, e
 // dot segments, control characters and invalid UTF-8.
 func unescapePart(what, raw string, limit int) (string, error) {
 	if len(raw) > 3*limit {
-		return "", badRequest("%s is too long", what)
+		return "", httperr.BadRequest("%s is too long", what)
 	}
 	s, err := url.PathUnescape(raw)
 	if err != nil {
-		return "", badRequest("%s is not a valid path segment: %v", what, err)
+		return "", httperr.BadRequest("%s is not a valid path segment: %v", what, err)
 	}
 	if len(s) > limit {
-		return "", badRequest("%s is too long (at most %d bytes)", what, limit)
+		return "", httperr.BadRequest("%s is too long (at most %d bytes)", what, limit)
 	}
 	if s == "." || s == ".." {
-		return "", badRequest("%s may not be a dot segment", what)
+		return "", httperr.BadRequest("%s may not be a dot segment", what)
 	}
 	if !utf8.ValidString(s) {
-		return "", badRequest("%s is not valid UTF-8", what)
+		return "", httperr.BadRequest("%s is not valid UTF-8", what)
 	}
 	for _, r := range s {
 		if r == '/' || r == '\\' || unicode.IsControl(r) || unicode.IsSpace(r) {
-			return "", badRequest("%s contains a forbidden character %q", what, r)
+			return "", httperr.BadRequest("%s contains a forbidden character %q", what, r)
 		}
 	}
 	return s, nil

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 func TestParseProvider(t *testing.T) {
@@ -58,12 +59,12 @@ func TestParseProvider(t *testing.T) {
 				}
 				return
 			}
-			var reqErr *RequestError
+			var reqErr *httperr.RequestError
 			if !errors.As(err, &reqErr) {
 				t.Fatalf("got %v, want a RequestError", err)
 			}
-			if statusOf(err) != 400 {
-				t.Errorf("status %d, want 400", statusOf(err))
+			if httperr.Status(err) != 400 {
+				t.Errorf("status %d, want 400", httperr.Status(err))
 			}
 			if !strings.Contains(err.Error(), tc.wantErrContains) {
 				t.Errorf("error %q does not mention %q", err, tc.wantErrContains)
@@ -125,7 +126,7 @@ func TestArchiveNameRoundTrip(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			v, pl, err := parseArchiveName(tc.typ, tc.file)
 			if tc.wantErr {
-				if err == nil || statusOf(err) != http.StatusBadRequest {
+				if err == nil || httperr.Status(err) != http.StatusBadRequest {
 					t.Fatalf("parsed %q as %s %s (%v), want a 400 error", tc.file, v, pl, err)
 				}
 				return

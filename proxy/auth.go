@@ -27,14 +27,6 @@ import (
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
-// Authentication errors, mapped to 401 and 403 by statusOf.
-var (
-	// ErrUnauthorized: a JSON document was requested without a valid bearer token.
-	ErrUnauthorized = httperr.ErrUnauthorized
-	// ErrBadSignature: an archive URL has no valid, unexpired signature.
-	ErrBadSignature = httperr.ErrBadSignature
-)
-
 // Query parameters of a signed archive URL.
 const (
 	expiryParam    = "exp"
@@ -177,48 +169,75 @@ func (a *Auth) mac(p discovery.Provider, file, exp string) []byte {
 	return m.Sum(nil)
 }
 
-// authorize guards the protocol routes when client authentication is on:
-// index.json and VERSION.json need a bearer token, archives a valid
-// signature. The status page is not guarded.
-func (s *Server) authorize(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := s.cfg.Auth
-		if a == nil || r.URL.Path == "/" {
-			next.ServeHTTP(w, r)
-			return
-		}
-		vars := mux.Vars(r)
-		if strings.HasSuffix(vars["file"], ".zip") {
-			p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
+// routeAuth says how one family of routes (the provider mirror protocol,
+// the provider registry protocol, the module registry protocol) is
+// guarded when client authentication is on: a request for a file the
+// mirror hands out signed URLs of needs a valid, unexpired signature (the
+// clients send no token for it), any other request a bearer token.
+type routeAuth struct {
+	// signed returns, for a request of a signed file, the provider and
+	// file name its signature must vouch for; ok is false for a request
+	// that needs a bearer token instead. An error (a malformed path) is
+	// the answer, before any signature is checked.
+	signed func(r *http.Request) (signer discovery.Provider, file string, ok bool, err error)
+	// badSignature is the answer to a missing, invalid or expired signature.
+	badSignature error
+	// unauthorized is the answer to a missing or invalid bearer token.
+	unauthorized func(r *http.Request) error
+}
+
+// authorize is the middleware of a family of routes, guarded as ra says.
+// Without client authentication it lets every request through.
+//
+// Answers to authenticated requests, documents with signed URLs and
+// files served on a signed URL (which a shared cache would keep serving
+// after it expired, to anyone holding it) are marked private by
+// privateWriter, overriding any other caching policy.
+func (s *Server) authorize(ra routeAuth) mux.MiddlewareFunc {
+	return func(next http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			a := s.cfg.Auth
+			if a == nil {
+				next.ServeHTTP(w, r)
+				return
+			}
+			signer, file, signed, err := ra.signed(r)
 			if err != nil {
 				s.fail(w, r, err)
 				return
 			}
-			file, err := unescapePart("file name", vars["file"], 2*maxVersionLen+maxPartLen)
-			if err != nil {
-				s.fail(w, r, err)
+			if signed {
+				if !a.verify(signer, file, r.URL.Query()) {
+					s.fail(w, r, ra.badSignature)
+					return
+				}
+			} else if !a.checkBearer(r.Header.Get("Authorization")) {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
+				s.fail(w, r, ra.unauthorized(r))
 				return
 			}
-			if !a.verify(p, file, r.URL.Query()) {
-				s.fail(w, r, ErrBadSignature)
-				return
-			}
-			// A shared cache would keep serving a signed URL after it
-			// expired, to anyone holding it.
 			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
-			return
+		})
+	}
+}
+
+// mirrorAuth guards the provider network mirror protocol: index.json and
+// VERSION.json need a bearer token, archives a signature.
+var mirrorAuth = routeAuth{
+	signed: func(r *http.Request) (discovery.Provider, string, bool, error) {
+		vars := mux.Vars(r)
+		if !strings.HasSuffix(vars["file"], ".zip") {
+			return discovery.Provider{}, "", false, nil
 		}
-		if !a.checkBearer(r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
-			s.fail(w, r, ErrUnauthorized)
-			return
+		p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
+		if err != nil {
+			return p, "", false, err
 		}
-		// Answers to authenticated requests, and VERSION.json with its
-		// signed URLs, must not be kept by shared caches. privateWriter
-		// sets this when the header is written, overriding any other
-		// caching policy.
-		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
-	})
+		file, err := unescapePart("file name", vars["file"], 2*maxVersionLen+maxPartLen)
+		return p, file, err == nil, err
+	},
+	badSignature: httperr.ErrBadSignature,
+	unauthorized: func(*http.Request) error { return httperr.ErrUnauthorized },
 }
 
 // signArchiveURLs appends a signature to every archive URL of doc.

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // recordingHandler keeps every log record's level and message.
@@ -67,16 +69,16 @@ func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 		cancel() // the client has gone away
 		rec := httptest.NewRecorder()
 		handler.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
-		if rec.Code != StatusClientClosedRequest {
-			t.Errorf("%s: status %d, want %d", path, rec.Code, StatusClientClosedRequest)
+		if rec.Code != httperr.StatusClientClosedRequest {
+			t.Errorf("%s: status %d, want %d", path, rec.Code, httperr.StatusClientClosedRequest)
 		}
 	}
 	obs.mu.Lock()
 	codes := obs.codes
 	obs.mu.Unlock()
 	for _, code := range codes {
-		if code != StatusClientClosedRequest {
-			t.Errorf("request counted with code %d, want %d", code, StatusClientClosedRequest)
+		if code != httperr.StatusClientClosedRequest {
+			t.Errorf("request counted with code %d, want %d", code, httperr.StatusClientClosedRequest)
 		}
 	}
 	if level, ok := logs.levelOf("request failed"); !ok || level != slog.LevelDebug {

@@ -1,19 +1,16 @@
 // Package proxy is tfmirror's HTTP front door: it serves the provider
-// network mirror protocol from the pull-through engine (package mirror).
+// network mirror protocol, and the provider and module registry
+// protocols, from the pull-through engine (package mirror).
 //
-// It owns the HTTP routes (HOST/NAMESPACE/TYPE/index.json, VERSION.json and
-// the archives those documents link to), the validation of every request
-// path part, the rendering of the engine's records as the mirror
-// protocol's JSON (remembered per provider and version, and sent again by
-// request path, before any routing, while the engine's Stamp of the
-// answer holds: see hot.go), client
-// authentication and signed archive URLs, caching headers, the status
-// page and request instrumentation. Errors, the engine's included, become
-// HTTP status codes in proxy/httperr, the one mapping this front door
-// shares with the admin API (package admin).
+// It owns the routes and the validation of every request path part, the
+// rendering of the engine's records as the protocols' JSON (and the
+// rendered answers kept for warm requests, hot.go), client authentication
+// and signed URLs (auth.go), caching headers, the status page and request
+// instrumentation.
 //
-// It calls the engine through the small Engine interface and never fetches,
-// verifies or stores anything itself: what is cached, when a version list
-// is refreshed or served stale, how an archive download is shared and
-// verified, and offline mode are the engine's business.
+// It is not the engine: it reaches it through the Engine interface and
+// never fetches, verifies or stores anything itself; what is cached,
+// refreshed or served stale is the engine's business. Nor does it choose
+// status codes: errors, the engine's included, become statuses in
+// proxy/httperr, the one mapping it shares with the admin API.
 package proxy

@@ -11,23 +11,6 @@ import (
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
-// StatusClientClosedRequest is the status recorded for a request whose
-// client went away before it was answered (nginx's 499).
-const StatusClientClosedRequest = httperr.StatusClientClosedRequest
-
-// clientGoneError is err met while the client had gone away.
-type clientGoneError = httperr.ClientGoneError
-
-// RequestError is a malformed request: a bad path part or method.
-type RequestError = httperr.RequestError
-
-func badRequest(format string, args ...any) error { return httperr.BadRequest(format, args...) }
-
-// statusOf is the status code of err: httperr.Status, the one place
-// where errors, the engine's included, become HTTP status codes for both
-// front doors (this one and the admin API).
-func statusOf(err error) int { return httperr.Status(err) }
-
 // errorBody is the JSON error envelope, the same shape registries use.
 type errorBody struct {
 	Errors []string `json:"errors"`
@@ -36,7 +19,7 @@ type errorBody struct {
 // writeError answers with err's status and a JSON body. Internal errors are
 // not described to the client beyond their status.
 func writeError(w http.ResponseWriter, err error) int {
-	status := statusOf(err)
+	status := httperr.Status(err)
 	msg := err.Error()
 	if status == http.StatusInternalServerError {
 		msg = "internal error"

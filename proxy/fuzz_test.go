@@ -20,6 +20,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // FuzzParseRequestPath feeds raw (percent-encoded) path segments to the
@@ -90,11 +91,11 @@ func FuzzParseRequestPath(f *testing.F) {
 
 func wantRequestError(t *testing.T, err error) {
 	t.Helper()
-	var reqErr *RequestError
+	var reqErr *httperr.RequestError
 	if !errors.As(err, &reqErr) {
 		t.Fatalf("refusal %v (%T) is not a RequestError", err, err)
 	}
-	if s := statusOf(err); s < 400 || s > 499 {
+	if s := httperr.Status(err); s < 400 || s > 499 {
 		t.Fatalf("refusal %v has status %d, want 4xx", err, s)
 	}
 }

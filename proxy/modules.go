@@ -27,6 +27,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // ModuleEngine is what the module routes need from the engine.
@@ -53,12 +54,12 @@ func ModulesPath(host string) string {
 func (s *Server) moduleRoutes(r *mux.Router) {
 	mod := r.PathPrefix("/"+registryRoot+"/{host}/v1/modules/").
 		Methods(http.MethodGet, http.MethodHead).Subrouter()
-	mod.Use(s.authorizeModules)
+	mod.Use(s.authorize(s.moduleAuth()))
 	mod.HandleFunc("/{namespace}/{name}/{system}/versions", s.handleModuleVersions)
 	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/download", s.handleModuleDownload)
 	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+modulePackageFile, s.handleModulePackage)
 	mod.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound,
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a module registry path (want NAMESPACE/NAME/SYSTEM/versions or NAMESPACE/NAME/SYSTEM/VERSION/download)"})
 	})
 }
@@ -66,7 +67,7 @@ func (s *Server) moduleRoutes(r *mux.Router) {
 func (s *Server) moduleEngine() (ModuleEngine, error) {
 	me, ok := s.engine.(ModuleEngine)
 	if !ok {
-		return nil, &RequestError{Status: http.StatusNotFound, Msg: "this mirror serves no registry modules"}
+		return nil, &httperr.RequestError{Status: http.StatusNotFound, Msg: "this mirror serves no registry modules"}
 	}
 	return me, nil
 }
@@ -96,7 +97,7 @@ func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error)
 			return nil, m, err
 		}
 		if err := discovery.CheckModulePart(part.what, v); err != nil {
-			return nil, m, badRequest("%v", err)
+			return nil, m, httperr.BadRequest("%v", err)
 		}
 		if part.what == "system" {
 			v = strings.ToLower(v) // as discovery.ParseModule
@@ -126,7 +127,7 @@ func requestModuleVersion(r *http.Request) (string, error) {
 		return "", err
 	}
 	if strings.ContainsAny(v, "/\\") || v == "." || v == ".." {
-		return "", badRequest("invalid version %q", v)
+		return "", httperr.BadRequest("invalid version %q", v)
 	}
 	return v, nil
 }
@@ -223,37 +224,24 @@ func moduleSigner(m discovery.Module) discovery.Provider {
 
 func moduleFileName(version string) string { return "module/" + version + "/" + modulePackageFile }
 
-// authorizeModules guards the module routes when client authentication
-// is on: the versions and download answers need a bearer token (the one
-// configured for the origin's host name), the package a valid URL
-// signature (the clients send no token there).
-func (s *Server) authorizeModules(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := s.cfg.Auth
-		if a == nil {
-			next.ServeHTTP(w, r)
-			return
-		}
-		if strings.HasSuffix(r.URL.Path, "/"+modulePackageFile) {
+// moduleAuth guards the module registry routes: the versions and download
+// answers need a bearer token (the one configured for the origin's host
+// name), the package a signature.
+func (s *Server) moduleAuth() routeAuth {
+	return routeAuth{
+		signed: func(r *http.Request) (discovery.Provider, string, bool, error) {
+			if !strings.HasSuffix(r.URL.Path, "/"+modulePackageFile) {
+				return discovery.Provider{}, "", false, nil
+			}
 			_, m, version, err := s.moduleVersion(r)
 			if err != nil {
-				s.fail(w, r, err)
-				return
+				return discovery.Provider{}, "", false, err
 			}
-			if !a.verify(moduleSigner(m), moduleFileName(version), r.URL.Query()) {
-				s.fail(w, r, fmt.Errorf("%w: ask for the download answer again", ErrBadSignature))
-				return
-			}
-			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
-			return
-		}
-		if !a.checkBearer(r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
-			s.fail(w, r, &registryAuthError{host: mux.Vars(r)["host"]})
-			return
-		}
-		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
-	})
+			return moduleSigner(m), moduleFileName(version), true, nil
+		},
+		badSignature: fmt.Errorf("%w: ask for the download answer again", httperr.ErrBadSignature),
+		unauthorized: registryUnauthorized,
+	}
 }
 
 // StatusModule is one registry module the mirror has records of, for the

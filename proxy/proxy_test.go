@@ -244,7 +244,7 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 			if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
 				t.Errorf("archive downloaded %d times although its metadata failed verification", n)
 			}
-			if err := h.engine.ListCached(func(cv mirror.CachedVersion) error {
+			if err := h.engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
 				return fmt.Errorf("%s %s", cv.Provider, cv.Version)
 			}); err != nil {
 				t.Errorf("package metadata was cached despite failing verification: %v", err)

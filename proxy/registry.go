@@ -31,6 +31,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // registryRoot is the first path segment of the registry protocol's routes.
@@ -57,12 +58,12 @@ func RegistryPath(host string) string {
 func (s *Server) registryRoutes(r *mux.Router) {
 	reg := r.PathPrefix("/"+registryRoot+"/{host}/v1/providers/").
 		Methods(http.MethodGet, http.MethodHead).Subrouter()
-	reg.Use(s.authorizeRegistry)
+	reg.Use(s.authorize(registryAuth))
 	reg.HandleFunc("/{namespace}/{type}/versions", s.handleRegistryVersions)
 	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}", s.handleRegistryDownload)
 	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}/{file}", s.handleRegistryFile)
 	reg.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound,
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a provider registry path (want NAMESPACE/TYPE/versions or NAMESPACE/TYPE/VERSION/download/OS/ARCH)"})
 	})
 }
@@ -139,7 +140,7 @@ func parseRegistryTarget(r *http.Request) (discovery.Provider, versions.Version,
 		return p, v, discovery.Platform{}, err
 	}
 	if strings.Contains(goos, "_") {
-		return p, v, discovery.Platform{}, badRequest("invalid os %q", goos)
+		return p, v, discovery.Platform{}, httperr.BadRequest("invalid os %q", goos)
 	}
 	pl, err := parsePlatform(goos + "_" + arch)
 	return p, v, pl, err
@@ -200,7 +201,7 @@ func (s *Server) handleRegistryFile(w http.ResponseWriter, r *http.Request) {
 	}
 	file := mux.Vars(r)["file"]
 	if file != sumsFile && file != signatureFile {
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want %s or %s)", file, sumsFile, signatureFile)})
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want %s or %s)", file, sumsFile, signatureFile)})
 		return
 	}
 	ev, pe, err := s.evidence(r, p, v, pl)
@@ -223,42 +224,32 @@ var (
 	signatureContentType = headerValue("application/octet-stream")
 )
 
-// authorizeRegistry guards the registry routes when client authentication
-// is on: the versions and download answers need a bearer token (the
-// clients send the one configured for the origin's host name), the
-// SHA256SUMS document and signature a valid URL signature (the clients
-// send no token for them).
-func (s *Server) authorizeRegistry(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		a := s.cfg.Auth
-		if a == nil {
-			next.ServeHTTP(w, r)
-			return
+// registryAuth guards the provider registry routes: the versions and
+// download answers need a bearer token (the clients send the one
+// configured for the origin's host name), the SHA256SUMS document and
+// signature a signature. The signature is checked before the origin: a
+// caller without one gets the same answer for any host, and learns
+// nothing of the in-house ones.
+var registryAuth = routeAuth{
+	signed: func(r *http.Request) (discovery.Provider, string, bool, error) {
+		file := mux.Vars(r)["file"]
+		if file == "" {
+			return discovery.Provider{}, "", false, nil
 		}
-		vars := mux.Vars(r)
-		if file := vars["file"]; file != "" {
-			// The URL signature is checked before the origin: a caller
-			// without one gets the same answer for any host, and learns
-			// nothing of the in-house ones.
-			p, v, pl, err := parseRegistryTarget(r)
-			if err != nil {
-				s.fail(w, r, err)
-				return
-			}
-			if !a.verify(p, registryFileName(v, pl, file), r.URL.Query()) {
-				s.fail(w, r, errBadRegistrySignature)
-				return
-			}
-			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
-			return
+		p, v, pl, err := parseRegistryTarget(r)
+		if err != nil {
+			return p, "", false, err
 		}
-		if !a.checkBearer(r.Header.Get("Authorization")) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
-			s.fail(w, r, &registryAuthError{host: vars["host"]})
-			return
-		}
-		next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
-	})
+		return p, registryFileName(v, pl, file), true, nil
+	},
+	badSignature: errBadRegistrySignature,
+	unauthorized: registryUnauthorized,
+}
+
+// registryUnauthorized is the answer to a registry route's request
+// without a valid bearer token.
+func registryUnauthorized(r *http.Request) error {
+	return &registryAuthError{host: mux.Vars(r)["host"]}
 }
 
 // registryAuthError is ErrUnauthorized on a registry route, saying which
@@ -269,8 +260,8 @@ func (e *registryAuthError) Error() string {
 	return fmt.Sprintf("unauthorized: a valid bearer token is required (through a host block the clients send the token configured for the provider's host: credentials %q { token = ... } in the CLI configuration)", e.host)
 }
 
-func (e *registryAuthError) Unwrap() error { return ErrUnauthorized }
+func (e *registryAuthError) Unwrap() error { return httperr.ErrUnauthorized }
 
 // errBadRegistrySignature is ErrBadSignature for a SHA256SUMS document or
 // signature URL.
-var errBadRegistrySignature = fmt.Errorf("%w: ask for the download answer again", ErrBadSignature)
+var errBadRegistrySignature = fmt.Errorf("%w: ask for the download answer again", httperr.ErrBadSignature)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // Engine is what the front door needs from the pull-through engine.
@@ -21,7 +22,7 @@ import (
 type Engine interface {
 	// Config returns the engine's configuration in effect.
 	Config() mirror.Config
-	// CheckOrigin fails with mirror.ErrOriginNotAllowed for a provider of
+	// CheckOrigin fails with discovery.ErrHostNotAllowed for a provider of
 	// a host the engine does not serve.
 	CheckOrigin(p discovery.Provider) error
 	Versions(ctx context.Context, p discovery.Provider) (*mirror.VersionList, mirror.ListState, error)
@@ -125,22 +126,23 @@ func (s *Server) routes() *mux.Router {
 	r.SkipClean(true)
 	s.registryRoutes(r)
 	s.moduleRoutes(r)
+	// The status page needs no credentials.
+	r.Methods(http.MethodGet, http.MethodHead).Path("/").HandlerFunc(s.handleStatus)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
-	protocol.Use(s.authorize)
-	protocol.HandleFunc("/", s.handleStatus)
+	protocol.Use(s.authorize(mirrorAuth))
 	protocol.HandleFunc("/{host}/{namespace}/{type}/index.json", s.handleIndex)
 	protocol.HandleFunc("/{host}/{namespace}/{type}/{file}", s.handleFile)
 	r.MethodNotAllowedHandler = http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Allow", "GET, HEAD")
-		writeError(w, &RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
+		writeError(w, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
 	})
 	r.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodGet && r.Method != http.MethodHead {
 			w.Header().Set("Allow", "GET, HEAD")
-			writeError(w, &RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
+			writeError(w, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "method not allowed"})
 			return
 		}
-		writeError(w, &RequestError{Status: http.StatusNotFound,
+		writeError(w, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a provider network mirror path (want HOST/NAMESPACE/TYPE/index.json, VERSION.json or an archive)"})
 	})
 	return r
@@ -210,7 +212,7 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 		}
 		s.serveArchive(w, r, p, v, pl)
 	default:
-		s.fail(w, r, &RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want VERSION.json or an archive)", file)})
+		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want VERSION.json or an archive)", file)})
 	}
 }
 
@@ -219,12 +221,12 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 // (info). A client that went away is told nothing and logged at debug.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
-		err = &clientGoneError{Err: err}
+		err = &httperr.ClientGoneError{Err: err}
 	}
 	status := writeError(w, err)
 	level := slog.LevelInfo
 	switch {
-	case status == StatusClientClosedRequest:
+	case status == httperr.StatusClientClosedRequest:
 		level = slog.LevelDebug
 	case status == http.StatusInternalServerError:
 		level = slog.LevelError

@@ -18,6 +18,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 //go:embed status.html
@@ -113,13 +114,13 @@ func parseStatusQuery(r *http.Request) (statusQuery, error) {
 	q := statusQuery{Prefix: strings.ToLower(v.Get("prefix")), After: v.Get("after"), ModuleAfter: v.Get("module_after"), Limit: statusDefaultLimit}
 	for _, p := range []string{q.Prefix, q.After, q.ModuleAfter} {
 		if len(p) > 512 {
-			return q, badRequest("status page: prefix and cursors are at most 512 bytes")
+			return q, httperr.BadRequest("status page: prefix and cursors are at most 512 bytes")
 		}
 	}
 	if l := v.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 1 || n > statusMaxLimit {
-			return q, badRequest("status page: limit must be a number from 1 to %d", statusMaxLimit)
+			return q, httperr.BadRequest("status page: limit must be a number from 1 to %d", statusMaxLimit)
 		}
 		q.Limit = n
 	}

@@ -44,10 +44,9 @@
 // keeps failing: calls then fail at once with ErrUnavailable until the
 // cooldown has passed, and the callers go on without the shared tier.
 //
-// The client is aws-sdk-go-v2: it is AWS's own, maintained SDK, its config
-// loader reads every standard credential source (environment, shared
-// config and credentials files, SSO, web identity / IRSA, ECS and EC2
-// instance roles), and its S3 client speaks the conditional writes
-// (If-None-Match, If-Match) and additional checksums this package relies
-// on.
+// It is not a cache of its own and checks no signatures, only that bytes
+// have the sha256 they are stored under: what is written here was
+// verified by the engine (package mirror), which decides what to share
+// and when. Credentials come from aws-sdk-go-v2's standard
+// sources (environment, shared files, SSO, web identity, instance roles).
 package sharedstore

@@ -190,7 +190,9 @@ func openWith(t *testing.T, srv *s3test.Server, cfg sharedstore.Config) *shareds
 // was taken over learns that it lost it.
 func TestLease(t *testing.T) {
 	srv := startServer(t)
-	const ttl = 2 * time.Second
+	// Long enough that no stall of a loaded machine between the first
+	// lease and the second replica's try lets the lease expire.
+	const ttl = 4 * time.Second
 	a := openWith(t, srv, sharedstore.Config{Holder: "a", LeaseTTL: ttl, Now: skewed(-5 * time.Minute)})
 	b := openWith(t, srv, sharedstore.Config{Holder: "b", LeaseTTL: ttl})
 	ctx := context.Background()
@@ -203,12 +205,14 @@ func TestLease(t *testing.T) {
 	if lb, err := b.TryLease(ctx, sha); err != nil || lb != nil {
 		t.Fatalf("a replica whose clock is 5 minutes ahead got the lease held by the first: %v", err)
 	}
+	// Taken before the renewal, so that no time the answer took to come
+	// back counts as time the lease ran.
+	renewed := time.Now()
 	if err := la.Renew(ctx); err != nil {
 		t.Fatal(err)
 	}
-	renewed := time.Now()
 	// Expired ttl after the renewal by the store's clock, which dates in
-	// whole seconds: between ttl-1s and ttl+1s from here.
+	// whole seconds: at least ttl-1s from here.
 	var lb *sharedstore.Lease
 	for lb == nil {
 		if time.Since(renewed) > ttl+10*time.Second {

@@ -5,7 +5,8 @@
 // and h1:), and that the archive is a package the clients can install.
 //
 // It works on bytes and readers handed to it; it does no network or disk
-// I/O and knows nothing of HTTP or the cache.
+// I/O and knows nothing of HTTP or the cache. It does not decide which
+// keys are trusted: its callers hand it the keys to check against.
 package verify
 
 import (

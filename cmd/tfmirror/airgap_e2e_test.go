@@ -98,7 +98,7 @@ func cachedVersions(t *testing.T, dataDir string) []string {
 	}
 	defer parts.shutdown(context.Background())
 	var out []string
-	err = parts.engine.ListCached(func(cv mirror.CachedVersion) error {
+	err = parts.engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
 		out = append(out, cv.Provider+" "+cv.Version)
 		return nil
 	})

@@ -70,7 +70,7 @@ func TestOriginFailuresServeStale(t *testing.T) {
 		{"oversize body", func(o *fakeorigin.Origin) {
 			o.SetKindBody(fakeorigin.Versions, huge, "application/json")
 		}, http.StatusBadGateway},
-		{"timeout", func(o *fakeorigin.Origin) { o.SetLatency(time.Second) }, http.StatusGatewayTimeout},
+		{"timeout", func(o *fakeorigin.Origin) { o.SetLatency(time.Hour) }, http.StatusGatewayTimeout},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,7 +82,9 @@ func TestOriginFailuresServeStale(t *testing.T) {
 				origin: func(c *discovery.Config) {
 					fastRetries(c)
 					c.MaxDocumentBytes = 1 << 10
-					c.RequestTimeout = 200 * time.Millisecond
+					// Every answer before the failure must fit in
+					// it on a loaded machine.
+					c.RequestTimeout = time.Second
 				},
 			}, "--allow-private-origins", "--versions-ttl", "1ns")
 			index := tfRegistry + "/hashicorp/random/index.json"

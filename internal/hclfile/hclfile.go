@@ -1,6 +1,7 @@
 // Package hclfile reads the project's HCL files (credentials, module
 // source credentials, sync manifests): HCL native syntax, or HCL's JSON
-// syntax when the file's name ends in ".json".
+// syntax when the file's name ends in ".json". It parses only: what the
+// blocks mean is decoded by each file's reader.
 package hclfile
 
 import (

@@ -1,19 +1,12 @@
-// Package logwriter takes the writing of log lines off the request path.
+// Package logwriter takes the writing of log lines off the request path
+// (why: BENCHMARKS.md, "The access log off the request path"). A Writer
+// appends each line to a buffer that one goroutine writes out in a single
+// call, at most Linger after the first line into an empty buffer. Nothing
+// is dropped: when the buffer is full, writers wait.
 //
-// A busy mirror writes one access-log line per request. Written straight
-// to stderr, each line is a write system call made while slog's handler
-// holds its lock, so under load the request goroutines queue on that lock
-// behind the kernel: on the 2-core bench machine that halved the rate of
-// warm index.json answers. A Writer instead appends each line to a buffer;
-// the first line into an empty buffer wakes one goroutine, which lets the
-// buffer gather for a moment (Linger) and then writes all of it in a
-// single call. A line is thus written at most a few milliseconds late, and
-// under load hundreds of lines share one write and one wake-up. Nothing is
-// dropped: when the buffer is full, writers wait for the goroutine to
-// catch up, as they waited for the kernel before.
-//
-// Lines still in the buffer when the process is killed are lost; Close
-// (called on every way out of serve) writes them first.
+// It is not a logger and knows nothing of lines' contents. Lines still in
+// the buffer when the process is killed are lost; Close (called on every
+// way out of serve) writes them first.
 package logwriter
 
 import (

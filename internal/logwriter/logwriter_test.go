@@ -175,16 +175,19 @@ func TestCloseDuringWrites(t *testing.T) {
 	s := &sink{}
 	w := New(s, 256)
 	var wg sync.WaitGroup
+	writing := make(chan struct{})
+	var once sync.Once
 	for range 4 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for range 200 {
 				w.Write([]byte("line\n"))
+				once.Do(func() { close(writing) })
 			}
 		}()
 	}
-	time.Sleep(time.Millisecond)
+	<-writing
 	w.Close()
 	wg.Wait()
 	if got := strings.Count(s.String(), "line\n"); got != 800 {

@@ -74,8 +74,7 @@ func Status(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusForbidden
-	case errors.Is(err, mirror.ErrOriginNotAllowed),
-		errors.Is(err, discovery.ErrHostNotAllowed),
+	case errors.Is(err, discovery.ErrHostNotAllowed),
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
 		errors.Is(err, discovery.ErrNoModuleService),
