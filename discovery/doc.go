@@ -19,5 +19,5 @@
 // signatures (package verify does), nor fetch module packages (the
 // subpackage modsource does, through this client's transport), and it
 // caches nothing but service discovery results for their TTL. Its errors know nothing of HTTP status codes: they are
-// mapped to statuses in internal/httperr.
+// mapped to statuses in proxy/httperr.
 package discovery
