@@ -52,3 +52,15 @@ func TestAdminPrune(t *testing.T) {
 		}
 	}
 }
+
+// The admin API needs the engine's pruner: without it, New fails rather
+// than giving an API whose prune does nothing.
+func TestNewRequiresPruner(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	if _, err := New(h.engine, nil, nil, nil, Options{}); err == nil {
+		t.Error("New took no pruner")
+	}
+	if _, err := New(nil, h.retention, nil, nil, Options{}); err == nil {
+		t.Error("New took no engine")
+	}
+}

@@ -90,10 +90,15 @@ type HeldVersion struct {
 	Refetch bool
 }
 
+// VersionRecordPrefixes are the key prefixes of the records of versions,
+// of providers and of modules: in the cache, and in the shared store's
+// bucket, whose keys are the cache's.
+func VersionRecordPrefixes() []string { return []string{"package/", "module/"} }
+
 // ScanVersions calls fn with every version the cache has a record of, of
 // providers and then of modules.
 func (s *Engine) ScanVersions(fn func(HeldVersion)) error {
-	for _, prefix := range []string{"package/", "module/"} {
+	for _, prefix := range VersionRecordPrefixes() {
 		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
 			if h, ok := s.VersionOfRecord(key, raw); ok {
 				fn(h)

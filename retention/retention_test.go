@@ -19,6 +19,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -632,5 +633,63 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 			}
 			pkg.Close()
 		}
+	}
+}
+
+// Retention wired wrongly stops at start: without the engine or its
+// store, with a shared store that only one of the engine and retention
+// has, or as a second retention of one engine.
+func TestNewRefusesWrongWiring(t *testing.T) {
+	t.Parallel()
+	origin := enginetest.StartOrigin(t, fakeorigin.Options{})
+	engine := func(t *testing.T, shared mirror.SharedTier) (*mirror.Engine, *cache.Store) {
+		t.Helper()
+		store := enginetest.OpenStore(t, "", cache.Options{})
+		e, err := mirror.New(mirror.Config{AllowedOrigins: []string{originHost}, Shared: shared, Logger: enginetest.Logger(t)},
+			enginetest.OriginClient(t, origin), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close(); store.Close() })
+		return e, store
+	}
+	for _, tc := range []struct {
+		name  string
+		setUp func(t *testing.T) (Engine, Store, Shared)
+	}{
+		{"no engine", func(t *testing.T) (Engine, Store, Shared) {
+			_, store := engine(t, nil)
+			return nil, store, nil
+		}},
+		{"no store", func(t *testing.T) (Engine, Store, Shared) {
+			e, _ := engine(t, nil)
+			return e, nil, nil
+		}},
+		{"a shared store for the engine only", func(t *testing.T) (Engine, Store, Shared) {
+			e, store := engine(t, newMemTier())
+			return e, store, nil
+		}},
+		{"a shared store for retention only", func(t *testing.T) (Engine, Store, Shared) {
+			e, store := engine(t, nil)
+			return e, store, newMemTier()
+		}},
+		{"a second retention of one engine", func(t *testing.T) (Engine, Store, Shared) {
+			e, store := engine(t, nil)
+			r, err := New(Config{Interval: -1}, e, store, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			return e, store, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, store, shared := tc.setUp(t)
+			r, err := New(Config{Interval: -1}, e, store, shared)
+			if err == nil {
+				r.Close()
+				t.Fatal("New took it")
+			}
+		})
 	}
 }

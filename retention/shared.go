@@ -55,7 +55,7 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 		return nil, err
 	}
 	var hs []*held
-	for _, prefix := range []string{"package/", "module/"} {
+	for _, prefix := range mirror.VersionRecordPrefixes() {
 		var keys []string
 		if err := sh.ListMeta(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
 			return nil, err
