@@ -6,14 +6,15 @@
 //
 // It owns the admin operations, their wire format, the socket and its
 // access control (the socket's file mode and the caller's uid) and the
-// audit log of what each operation changed. It does not fetch, verify or
-// store anything itself (the engine, package mirror, and airgap do), and
-// it maps errors to status codes through proxy/httperr, like the
-// mirror's own front door (package proxy).
+// audit log of what each operation changed. It does not fetch, verify,
+// store or prune anything itself (the engine, package mirror, airgap and
+// retention do), and it maps errors to status codes through
+// proxy/httperr, like the mirror's own front door (package proxy).
 package admin
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -24,6 +25,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // Both doors go through the same methods, so a package is fetched and
@@ -131,22 +133,32 @@ type Options struct {
 	Trust airgap.Trust
 }
 
+// Pruner prunes the engine's cache (PruneRequest). *retention.Retainer
+// implements it.
+type Pruner interface {
+	Prune(ctx context.Context, req retention.PruneRequest) ([]retention.Removal, error)
+}
+
 // API runs admin operations on an engine.
 type API struct {
 	engine  *mirror.Engine
+	pruner  Pruner
 	log     *slog.Logger
 	metrics Metrics
 	opts    Options
 	uid     int // the user the process runs as, who may call (see peer.go)
 }
 
-// New returns the admin operations of engine. A nil logger discards;
-// a nil metrics records nothing.
-func New(engine *mirror.Engine, logger *slog.Logger, met Metrics, opts Options) *API {
+// New returns the admin operations of engine, whose cache pruner prunes
+// (both required). A nil logger discards; a nil metrics records nothing.
+func New(engine *mirror.Engine, pruner Pruner, logger *slog.Logger, met Metrics, opts Options) (*API, error) {
+	if engine == nil || pruner == nil {
+		return nil, errors.New("admin: an engine and its pruner are required")
+	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{engine: engine, log: logger, metrics: met, opts: opts, uid: os.Getuid()}
+	return &API{engine: engine, pruner: pruner, log: logger, metrics: met, opts: opts, uid: os.Getuid()}, nil
 }
 
 // Export exports the cached packages req selects to req.Out through

@@ -31,7 +31,7 @@ func TestAdminHandler(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider("hashicorp", "random", []string{"3.5.0", "3.6.0"}, []string{"linux_amd64", "darwin_arm64"})
 	met := &countingSync{outcomes: map[string]int{}}
-	_, post := socket(t, New(h.engine, nil, met, Options{}))
+	_, post := socket(t, h.newAPI(t, nil, met, Options{}))
 	const random = `"provider":"registry.terraform.io/hashicorp/random"`
 
 	status, body := post("/v1/versions", "{"+random+"}")
@@ -118,7 +118,7 @@ func TestAdminExportImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	src := New(from.engine, nil, met, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
+	src := from.newAPI(t, nil, met, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
 	if _, err := src.Ensure(context.Background(), discovery.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func TestAdminExportImport(t *testing.T) {
 
 	// The importing side trusts the exporter's key: its own setting,
 	// which no request can change.
-	dst := New(to.engine, nil, met, Options{ScratchDir: t.TempDir(), Trust: airgap.Trust{ExportKeys: trusted}})
+	dst := to.newAPI(t, nil, met, Options{ScratchDir: t.TempDir(), Trust: airgap.Trust{ExportKeys: trusted}})
 	status, body = post(dst, "/v1/import", ImportRequest{In: out})
 	var imp Imported
 	if status != 200 || json.Unmarshal(body, &imp) != nil || imp.Imported != 1 || imp.Bytes != size || imp.Failed != 0 {

@@ -89,7 +89,7 @@ func TestAuthorize(t *testing.T) {
 func TestAdminRefusesUnknownCaller(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	var logs lockedBuffer
-	srv := httptest.NewServer(New(h.engine, jsonLogger(&logs), nil, Options{}).Handler())
+	srv := httptest.NewServer(h.newAPI(t, jsonLogger(&logs), nil, Options{}).Handler())
 	defer srv.Close()
 	resp, err := http.Post(srv.URL+"/v1/versions", "application/json", strings.NewReader(`{"provider":"registry.terraform.io/hashicorp/random"}`))
 	if err != nil {
@@ -129,7 +129,7 @@ func TestAdminAudit(t *testing.T) {
 		t.Fatal(err)
 	}
 	var logs lockedBuffer
-	_, postFrom := socket(t, New(from.engine, jsonLogger(&logs), nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }}))
+	_, postFrom := socket(t, from.newAPI(t, jsonLogger(&logs), nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }}))
 	size := float64(len(from.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")))
 	caller := func(t *testing.T, line map[string]any) {
 		t.Helper()
@@ -169,7 +169,7 @@ func TestAdminAudit(t *testing.T) {
 	// An import that trusts no key refuses the version; one that trusts
 	// the exporter's imports it.
 	for _, trust := range []airgap.Trust{{}, {ExportKeys: trusted}} {
-		_, postTo := socket(t, New(to.engine, jsonLogger(&logs), nil, Options{ScratchDir: t.TempDir(), Trust: trust}))
+		_, postTo := socket(t, to.newAPI(t, jsonLogger(&logs), nil, Options{ScratchDir: t.TempDir(), Trust: trust}))
 		if status, body := postTo("/v1/import", `{"in":`+jsonString(out)+`}`); status != 200 {
 			t.Fatalf("import: %d %s", status, body)
 		}
@@ -224,7 +224,7 @@ func TestAdminRefusesOtherUser(t *testing.T) {
 	}
 	h := newHarness(t, harnessOptions{})
 	var logs lockedBuffer
-	dataDir, _ := socket(t, New(h.engine, jsonLogger(&logs), nil, Options{}))
+	dataDir, _ := socket(t, h.newAPI(t, jsonLogger(&logs), nil, Options{}))
 	// Let nobody reach the socket: what a mistaken file mode allows.
 	for dir := dataDir; dir != "/" && dir != os.TempDir(); dir = filepath.Dir(dir) {
 		if err := os.Chmod(dir, 0o755); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -16,22 +17,26 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // originHost is the provider host the tests use; its name resolves, for
 // the engine under test only, to the fake origin on loopback.
 const originHost = enginetest.OriginHost
 
-// harness is an engine on a fake origin, with an in-memory cache.
+// harness is an engine on a fake origin, with an in-memory cache and
+// its retention.
 type harness struct {
-	origin *fakeorigin.Origin
-	store  *cache.Store
-	engine *mirror.Engine
+	origin    *fakeorigin.Origin
+	store     *cache.Store
+	engine    *mirror.Engine
+	retention *retention.Retainer
 }
 
 type harnessOptions struct {
-	engine mirror.Config // AllowedOrigins defaults to originHost
-	origin fakeorigin.Options
+	engine    mirror.Config // AllowedOrigins defaults to originHost
+	retention retention.Config
+	origin    fakeorigin.Options
 }
 
 func newHarness(t *testing.T, opts harnessOptions) *harness {
@@ -49,15 +54,32 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	h.engine = engine
+	ret, err := retention.New(opts.retention, engine, h.store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.retention = ret
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		if err := engine.Shutdown(ctx); err != nil {
 			t.Errorf("archive fetches still running: %v", err)
 		}
+		ret.Close()
 		h.store.Close()
 	})
 	return h
+}
+
+// newAPI returns the admin operations of the harness's engine and its
+// retention.
+func (h *harness) newAPI(t *testing.T, logger *slog.Logger, met Metrics, opts Options) *API {
+	t.Helper()
+	a, err := New(h.engine, h.retention, logger, met, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
 }
 
 func TestMain(m *testing.M) {

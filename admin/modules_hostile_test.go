@@ -59,7 +59,7 @@ func TestUnpackRefusesHostileModules(t *testing.T) {
 			if tc.cached {
 				putOldModulePackage(t, h, pkg)
 			}
-			_, post := socket(t, New(h.engine, nil, nil, Options{}))
+			_, post := socket(t, h.newAPI(t, nil, nil, Options{}))
 			status, body := post("/v1/module/unpack", "{"+mod+`,"version":"1.0.0","dir":`+strconv.Quote(dir)+"}")
 			if status == http.StatusOK {
 				t.Errorf("unpack: %d %s, want refused", status, body)

@@ -18,7 +18,7 @@ func TestModules(t *testing.T) {
 	o := h.origin
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"sub/main.tf": []byte("# m\n")}))
 	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("m.tar.gz")+"//sub")
-	_, post := socket(t, New(h.engine, nil, nil, Options{}))
+	_, post := socket(t, h.newAPI(t, nil, nil, Options{}))
 	const mod = `"module":"registry.terraform.io/acme/vpc/aws"`
 	if status, body := post("/v1/module/versions", "{"+mod+"}"); status != 200 || string(body) != "[\"1.0.0\"]\n" {
 		t.Errorf("versions: %d %s", status, body)

@@ -7,14 +7,14 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // maxPruneVersions bounds the versions one prune call may name.
 const maxPruneVersions = 1000
 
-// PruneRequest asks for a prune (mirror.Engine.Prune): the retention
+// PruneRequest asks for a prune (retention.Retainer.Prune): the retention
 // rules' removals now, or, with Provider or Module, the Versions named.
 type PruneRequest struct {
 	DryRun   bool     `json:"dry_run"`
@@ -25,8 +25,8 @@ type PruneRequest struct {
 
 // Pruned is what a prune removed (or, dry run, would remove).
 type Pruned struct {
-	DryRun   bool             `json:"dry_run"`
-	Removals []mirror.Removal `json:"removals"`
+	DryRun   bool                `json:"dry_run"`
+	Removals []retention.Removal `json:"removals"`
 	// Versions and Bytes total the removals.
 	Versions int   `json:"versions"`
 	Bytes    int64 `json:"bytes"`
@@ -34,7 +34,7 @@ type Pruned struct {
 
 // Prune runs a prune on the engine.
 func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
-	var preq mirror.PruneRequest
+	var preq retention.PruneRequest
 	preq.DryRun, preq.Versions = req.DryRun, req.Versions
 	switch {
 	case req.Provider != "" && req.Module != "":
@@ -65,10 +65,10 @@ func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
 			return Pruned{}, httperr.BadRequest("invalid version %q", v)
 		}
 	}
-	rs, err := a.engine.Prune(ctx, preq)
+	rs, err := a.pruner.Prune(ctx, preq)
 	out := Pruned{DryRun: req.DryRun, Removals: rs}
 	if out.Removals == nil {
-		out.Removals = []mirror.Removal{}
+		out.Removals = []retention.Removal{}
 	}
 	for _, r := range rs {
 		out.Versions++

@@ -4,15 +4,15 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // POST /v1/prune: a dry run lists the rules' removals, the real one does
 // them; named versions are checked.
 func TestAdminPrune(t *testing.T) {
-	h := newHarness(t, harnessOptions{engine: mirror.Config{Retention: mirror.Retention{KeepVersions: 1, Interval: -1}}})
+	h := newHarness(t, harnessOptions{retention: retention.Config{KeepVersions: 1, Interval: -1}})
 	const ns, typ = "acme", "widget"
-	a := New(h.engine, nil, nil, Options{})
+	a := h.newAPI(t, nil, nil, Options{})
 	p := h.cacheWidget(t, a, "1.0.0", "2.0.0")
 	_, post := socket(t, a)
 	call := func(body string) (int, Pruned) {
@@ -28,7 +28,7 @@ func TestAdminPrune(t *testing.T) {
 	}
 	size := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")))
 	code, dry := call(`{"dry_run":true}`)
-	if code != 200 || dry.Versions != 1 || dry.Bytes != size || dry.Removals[0].Version != "1.0.0" || dry.Removals[0].Rule != mirror.RuleKeepVersions {
+	if code != 200 || dry.Versions != 1 || dry.Bytes != size || dry.Removals[0].Version != "1.0.0" || dry.Removals[0].Rule != retention.RuleKeepVersions {
 		t.Fatalf("dry run: %d %+v", code, dry)
 	}
 	code, done := call(`{}`)
@@ -50,5 +50,17 @@ func TestAdminPrune(t *testing.T) {
 		if code, _ := call(tc.body); code != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.body, code, tc.want)
 		}
+	}
+}
+
+// The admin API needs the engine's pruner: without it, New fails rather
+// than giving an API whose prune does nothing.
+func TestNewRequiresPruner(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	if _, err := New(h.engine, nil, nil, nil, Options{}); err == nil {
+		t.Error("New took no pruner")
+	}
+	if _, err := New(nil, h.retention, nil, nil, Options{}); err == nil {
+		t.Error("New took no engine")
 	}
 }

@@ -36,7 +36,7 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 	plats := []string{"darwin_arm64", "linux_amd64"}
 	from.origin.AddProvider("hashicorp", "random", []string{"3.5.0"}, plats)
 	from.origin.AddProvider("hashicorp", "null", []string{"3.5.0"}, plats)
-	src := New(from.engine, nil, nil, Options{})
+	src := from.newAPI(t, nil, nil, Options{})
 	for _, typ := range []string{"random", "null"} {
 		for _, pl := range plats {
 			if _, err := src.Ensure(context.Background(), provider(t, typ), "3.5.0", pl); err != nil {
@@ -148,7 +148,7 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 							t.Fatalf("import: %+v, %v; want a version refused", sum, err)
 						}
 					case "admin socket":
-						_, post := socket(t, New(to.engine, nil, nil, Options{ScratchDir: t.TempDir(), Trust: tc.trust}))
+						_, post := socket(t, to.newAPI(t, nil, nil, Options{ScratchDir: t.TempDir(), Trust: tc.trust}))
 						body, _ := json.Marshal(ImportRequest{In: bundle})
 						status, answer := post("/v1/import", string(body))
 						var imp Imported

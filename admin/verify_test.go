@@ -13,7 +13,7 @@ import (
 func TestAdminVerify(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	const ns, typ = "acme", "widget"
-	a := New(h.engine, nil, nil, Options{})
+	a := h.newAPI(t, nil, nil, Options{})
 	p := h.cacheWidget(t, a, "1.0.0", "2.0.0")
 	size := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) + len(h.origin.Archive(ns, typ, "2.0.0", "linux_amd64")))
 	_, post := socket(t, a)

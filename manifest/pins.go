@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // Bounds of a pins directory: it is the operator's, but a mistake (the
@@ -29,7 +29,7 @@ const (
 // is a sync manifest, pinning what its selections select (the newest N
 // of the cached versions for latest = N); other files, and names starting
 // with a dot (a Kubernetes volume's ..data), are skipped. It implements
-// mirror.PinSource: the files are read again only when their names,
+// retention.PinSource: the files are read again only when their names,
 // sizes or modification times change.
 type PinsDir struct {
 	dir string
@@ -45,7 +45,7 @@ func NewPinsDir(dir string) *PinsDir { return &PinsDir{dir: dir} }
 // Pins reads the pins when the directory changed since the last call.
 // A file that does not parse is an error naming it, and no pins of this
 // reading are taken (the caller keeps those it had).
-func (d *PinsDir) Pins() (*mirror.Pins, bool, error) {
+func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	files, sig, err := d.scan()
@@ -55,7 +55,7 @@ func (d *PinsDir) Pins() (*mirror.Pins, bool, error) {
 	if d.read && sig == d.sig {
 		return nil, false, nil
 	}
-	pins := &mirror.Pins{Providers: map[string][]mirror.PinSelection{}, Modules: map[string][]mirror.PinSelection{}}
+	pins := &retention.Pins{Providers: map[string][]retention.PinSelection{}, Modules: map[string][]retention.PinSelection{}}
 	for _, path := range files {
 		spec := &Spec{}
 		if strings.HasSuffix(filepath.Base(path), ".lock.hcl") {
@@ -72,13 +72,13 @@ func (d *PinsDir) Pins() (*mirror.Pins, bool, error) {
 		for _, p := range spec.Providers {
 			k := p.Address.String()
 			for _, sel := range p.Selections {
-				pins.Providers[k] = append(pins.Providers[k], mirror.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
+				pins.Providers[k] = append(pins.Providers[k], retention.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
 			}
 		}
 		for _, m := range spec.Modules {
 			k := m.Address.String()
 			for _, sel := range m.Selections {
-				pins.Modules[k] = append(pins.Modules[k], mirror.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
+				pins.Modules[k] = append(pins.Modules[k], retention.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
 			}
 		}
 	}

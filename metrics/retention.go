@@ -2,10 +2,10 @@ package metrics
 
 import "github.com/prometheus/client_golang/prometheus"
 
-// RetentionRules are the label values of removals (mirror's rule names).
+// RetentionRules are the label values of removals (package retention's rule names).
 var RetentionRules = []string{"keep-versions", "unused", "named"}
 
-// retentionMetrics are the collectors of retention (mirror.RetentionMetrics).
+// retentionMetrics are the collectors of retention (retention.Metrics).
 type retentionMetrics struct {
 	versions *prometheus.CounterVec
 	bytes    *prometheus.CounterVec

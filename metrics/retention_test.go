@@ -7,9 +7,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
-var _ mirror.RetentionMetrics = (*Metrics)(nil)
+var _ retention.Metrics = (*Metrics)(nil)
 
 func TestRetention(t *testing.T) {
 	m, reg := newTest(t)

@@ -163,8 +163,9 @@ func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versio
 	if err != nil {
 		return nil, err
 	}
-	s.ret.used(packageKey(p, v))
-	s.ret.protectIfPinned("provider", p.String(), v, a.SHA256)
+	n := s.notify.get()
+	n.Used(packageKey(p, v))
+	n.Serving("provider", p.String(), v, a.SHA256)
 	if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
 		return arc, err
 	}

@@ -129,10 +129,6 @@ type Config struct {
 	// fetched with, each tied to the origins whose modules may use it.
 	// Default nil: every source is fetched anonymously.
 	ModuleSourceCredentials ModuleSourceCredentials
-	// Retention are the retention rules and pins (retention.go). Default:
-	// no rules, no pins; what cannot be fetched again is still kept from
-	// the cache's size limit.
-	Retention Retention
 	// CheckEvery is how often VerifyCache checks the whole cache in the
 	// background; 0: never (only when asked).
 	CheckEvery time.Duration
@@ -180,7 +176,8 @@ type Engine struct {
 	root   context.Context
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
-	ret    *retainer
+	// notify is told what the engine serves and imports (see Notify).
+	notify notifier
 	// checks are the VerifyCache calls under way. They run on checkCtx,
 	// which Shutdown and Close cancel first: a check serves no client, so
 	// it never holds up a shutdown. checkDone is closed when the
@@ -304,11 +301,6 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
-	s.ret = newRetainer(s, cfg.Retention)
-	if es, ok := store.(evictableSetter); ok {
-		es.SetEvictable(s.Evictable)
-	}
-	s.ret.start()
 	s.checkCtx, s.stopChecks = context.WithCancel(context.Background())
 	s.checkDone = make(chan struct{})
 	go s.checkLoop()
@@ -371,7 +363,6 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 		// Cancelled downloads end promptly: they wait only on the origin.
 		s.work.wait(context.Background())
 	}
-	s.ret.stop()
 	return err
 }
 
@@ -380,9 +371,7 @@ func (s *Engine) Close() error {
 	s.endChecks()
 	s.work.close()
 	s.cancel()
-	err := s.work.wait(context.Background())
-	s.ret.stop()
-	return err
+	return s.work.wait(context.Background())
 }
 
 // Stats returns how many archives the cache holds, and their total size.

@@ -173,7 +173,7 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	defer s.work.done()
 	// What is kept from the size limit, and whether it exceeds it, is
 	// recomputed once the import has written its records.
-	defer s.ret.changed()
+	defer s.notify.get().Changed()
 	s.importMu.Lock()
 	defer s.importMu.Unlock()
 	p, v := in.Provider, in.Version
@@ -429,7 +429,7 @@ func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 func (s *Engine) importArchive(ctx context.Context, p discovery.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
 	out := ImportedOutcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
-	s.ret.protect(a.SHA256) // an imported package cannot be fetched again
+	s.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
 	f, _, err := s.archives.joinFrom(p, a, src)
 	if err != nil {
 		return out, err

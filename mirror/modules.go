@@ -363,9 +363,10 @@ func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version str
 	if err != nil {
 		return nil, err
 	}
-	s.ret.used(moduleRecordKey(m, version))
+	n := s.notify.get()
+	n.Used(moduleRecordKey(m, version))
 	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
-		s.ret.protectIfPinned("module", m.String(), v, rec.SHA256)
+		n.Serving("module", m.String(), v, rec.SHA256)
 	}
 	if pkg := s.openModuleBlob(*rec, Hit); pkg != nil {
 		s.metrics.CacheLookup("module_package", true)

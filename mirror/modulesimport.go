@@ -75,7 +75,7 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 		return out, ErrShutDown
 	}
 	defer s.work.done()
-	defer s.ret.changed() // as after Import
+	defer s.notify.get().Changed() // as after Import
 	s.importMu.Lock()
 	defer s.importMu.Unlock()
 	m := in.Module
@@ -205,7 +205,7 @@ func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in Importe
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
-	s.ret.protect(sum) // an imported package is not fetched again
+	s.notify.get().Importing(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}

@@ -166,54 +166,6 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 	}
 }
 
-// Imported module versions cannot be fetched again from where they came
-// (a bundle, or a local module without origin): a keep-newest rule leaves
-// them, as it leaves imported providers, while it removes an older module
-// version fetched from its origin.
-func TestRetentionKeepsImportedModules(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir(), Retention: Retention{KeepVersions: 1, Interval: -1}}})
-	o := h.origin
-	for _, v := range []string{"0.1.0", "0.2.0"} {
-		o.AddTarball(v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
-		o.AddModule("acme", "tarball", "aws", v, o.TarballURL(v+".tar.gz"))
-		pkg, err := h.engine.OpenModule(context.Background(), tarballMod, v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		pkg.Close()
-	}
-	local := discovery.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
-	imported := discovery.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
-	for _, v := range []string{"1.0.0", "1.1.0"} {
-		pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")})
-		if _, err := h.engine.ImportModule(context.Background(), ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := h.engine.ImportModule(context.Background(), ImportedModule{Module: imported, Version: v,
-			Location: "https://example.test/" + v + ".tar.gz", SHA256: sha256Hex(pkg), Open: opener(pkg)}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	done, err := h.engine.Prune(t.Context(), PruneRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(done) != 1 || done[0].Address != tarballMod.String() || done[0].Version != "0.1.0" {
-		t.Errorf("prune removed %+v, want the older fetched module version only", done)
-	}
-	for _, m := range []discovery.Module{local, imported} {
-		for _, v := range []string{"1.0.0", "1.1.0"} {
-			pkg, err := h.engine.OpenModule(context.Background(), m, v)
-			if err != nil {
-				t.Errorf("%s %s after prune: %v", m, v, err)
-				continue
-			}
-			pkg.Close()
-		}
-	}
-}
-
 // An export carries a module's location without its secrets (a
 // pre-signed URL's signature): imported into a mirror whose record has
 // the whole location, it joins that record, which keeps the whole one.

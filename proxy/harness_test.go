@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // originHost is the provider host the tests use; its name resolves, for
@@ -26,6 +27,7 @@ type harness struct {
 	origin *fakeorigin.Origin
 	store  *cache.Store
 	engine *mirror.Engine
+	ret    *retention.Retainer
 	server *Server
 	http   *httptest.Server
 	dir    string
@@ -34,6 +36,7 @@ type harness struct {
 type harnessOptions struct {
 	cfg      Config        // the front door's
 	engine   mirror.Config // the engine's (AllowedOrigins defaults to originHost)
+	ret      retention.Config
 	origin   fakeorigin.Options
 	cacheDir string        // on-disk cache (to test restarts); "" = in memory
 	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
@@ -64,7 +67,14 @@ func (h *harness) start(opts harnessOptions) {
 		t.Fatal(err)
 	}
 	h.engine = engine
+	h.ret, err = retention.New(opts.ret, engine, h.store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	cfg := opts.cfg
+	if cfg.Retention == nil {
+		cfg.Retention = h.ret
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = logger
 	}
@@ -90,6 +100,7 @@ func (h *harness) stop() {
 	if err := h.engine.Shutdown(ctx); err != nil {
 		h.t.Errorf("archive fetches still running: %v", err)
 	}
+	h.ret.Close()
 	h.store.Close()
 	h.http = nil
 }

@@ -65,6 +65,10 @@ type Config struct {
 	// (cache writable, disk space, shared store), the same as /readyz's.
 	// Default: the block shows only whether the mirror is sealed.
 	Health *HealthSource
+	// Retention, when set, is the source of the status page's retention
+	// block (pinned versions, what the size limit may not evict).
+	// *retention.Retainer implements it. Default: no such block.
+	Retention RetentionSource
 }
 
 // Server serves the provider network mirror protocol, and the provider

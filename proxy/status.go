@@ -19,6 +19,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 //go:embed status.html
@@ -64,9 +65,9 @@ type Status struct {
 	HostBlockNote string `json:"host_block_note,omitempty"`
 	// HostBlockList is HostBlocks in host order, for the HTML page.
 	HostBlockList []HostBlock `json:"-"`
-	// Retention is what retention keeps (retention.go); its pinned
+	// Retention is what retention keeps (Config.Retention); its pinned
 	// versions are left out with ProvidersHidden.
-	Retention *mirror.RetentionStatus `json:"retention,omitempty"`
+	Retention *retention.Status `json:"retention,omitempty"`
 	// CacheCheck is the last check of the whole cache by this process
 	// (tfmirror cache verify), absent before the first; it names no
 	// provider.

@@ -1,18 +1,23 @@
 package proxy
 
-import "github.com/tfmirror/tfmirror/mirror"
+import "github.com/tfmirror/tfmirror/retention"
 
 // maxStatusPinned bounds the pinned versions the status page lists.
 const maxStatusPinned = 500
 
-// retentionStatus is the engine's retention status when it has one
-// (*mirror.Engine does), with at most maxStatusPinned pinned versions.
-func (s *Server) retentionStatus() *mirror.RetentionStatus {
-	re, ok := s.engine.(interface{ RetentionStatus() mirror.RetentionStatus })
-	if !ok {
+// RetentionSource says what retention keeps, for the status page
+// (Config.Retention).
+type RetentionSource interface {
+	Status() retention.Status
+}
+
+// retentionStatus is Config.Retention's status, with at most
+// maxStatusPinned pinned versions; nil without it.
+func (s *Server) retentionStatus() *retention.Status {
+	if s.cfg.Retention == nil {
 		return nil
 	}
-	st := re.RetentionStatus()
+	st := s.cfg.Retention.Status()
 	if len(st.Pinned) > maxStatusPinned {
 		st.Pinned = st.Pinned[:maxStatusPinned]
 	}

@@ -8,16 +8,16 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // onePin pins one version, once.
 type onePin struct {
 	once sync.Once
-	pins *mirror.Pins
+	pins *retention.Pins
 }
 
-func (p *onePin) Pins() (*mirror.Pins, bool, error) {
+func (p *onePin) Pins() (*retention.Pins, bool, error) {
 	changed := false
 	p.once.Do(func() { changed = true })
 	if !changed {
@@ -30,17 +30,17 @@ func (p *onePin) Pins() (*mirror.Pins, bool, error) {
 // evicted exceeds the size limit.
 func TestStatusRetention(t *testing.T) {
 	t.Parallel()
-	pins := &onePin{pins: &mirror.Pins{Providers: map[string][]mirror.PinSelection{
+	pins := &onePin{pins: &retention.Pins{Providers: map[string][]retention.PinSelection{
 		originHost + "/" + ns + "/" + typ: {{Set: versions.Only(versions.MustParseVersion("1.0.0")), Where: "ci.lock.hcl:3"}},
 	}}}
 	h := newHarness(t, harnessOptions{origin: fakeorigin.Options{},
-		engine: mirror.Config{Retention: mirror.Retention{MaxBytes: 100, Interval: -1, Pins: pins}}})
+		ret: retention.Config{MaxBytes: 100, Interval: -1, Pins: pins}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	if r := h.get(archivePath("1.0.0", "linux_amd64")); r.status != 200 || r.err != nil {
 		t.Fatalf("archive: status %d err %v", r.status, r.err)
 	}
 	h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
-	if _, err := h.engine.Prune(t.Context(), mirror.PruneRequest{}); err != nil { // as a pass: the status follows
+	if _, err := h.ret.Prune(t.Context(), retention.PruneRequest{}); err != nil { // as a pass: the status follows
 		t.Fatal(err)
 	}
 	var st Status

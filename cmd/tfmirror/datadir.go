@@ -74,7 +74,11 @@ func openDataDir(ctx context.Context, cfg serveConfig, logger *slog.Logger, o ov
 		parts.shutdown(ctx)
 		return nil, err
 	}
-	api := admin.New(parts.engine, logger, nil, opts)
+	api, err := admin.New(parts.engine, parts.retention, logger, nil, opts)
+	if err != nil {
+		parts.shutdown(ctx)
+		return nil, err
+	}
 	return &dataDir{ops: api, parts: parts, close: parts.shutdown}, nil
 }
 

@@ -14,17 +14,19 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 	"github.com/tfmirror/tfmirror/sharedstore"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
 // engineParts is what openEngine opens: the pull-through engine with the
-// cache and the origin client it uses.
+// cache and the origin client it uses, and the cache's retention.
 type engineParts struct {
-	engine *mirror.Engine
-	store  *cache.Store
-	origin *discovery.Client
-	shared *sharedstore.Store // nil without --shared-store
+	engine    *mirror.Engine
+	retention *retention.Retainer
+	store     *cache.Store
+	origin    *discovery.Client
+	shared    *sharedstore.Store // nil without --shared-store
 	// metadataTimeout bounds one metadata operation against an origin
 	// (mirror.Config.OriginTimeout), derived from the origin limits.
 	metadataTimeout time.Duration
@@ -60,8 +62,8 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Logger:      logger,
 		MaxBytes:    cfg.CacheMaxBytes,
 		DiskReserve: reserve,
-		// Nothing is evicted before the engine has read what cannot be
-		// fetched again (it then says what may be: mirror.Engine.Evictable).
+		// Nothing is evicted before retention has read what cannot be
+		// fetched again (it then says what may be: retention.Retainer.Evictable).
 		Evictable: func(string) bool { return false },
 	}
 	if met != nil {
@@ -127,7 +129,6 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Offline:         cfg.Offline,
 	}
 	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, cfg.moduleConfig.limits()
-	ecfg.Retention = cfg.retentionConfig.engine(cfg.CacheMaxBytes)
 	ecfg.CheckEvery = cfg.CacheVerifyInterval
 	ecfg.ScratchDir = cfg.DataDir // module packages are unpacked beside the cache, not in a small /tmp
 	if cfg.ModuleSourceCredentials != "" {
@@ -142,23 +143,35 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	if err != nil {
 		return nil, err
 	}
+	rcfg := cfg.retentionConfig.config(cfg.CacheMaxBytes)
+	var rshared retention.Shared // nil without a shared store
 	if shared != nil {
 		parts.shared = shared
 		ecfg.Shared = sharedTier{shared}
+		rshared = sharedTier{shared}
 	}
 	if met != nil {
 		ecfg.Metrics = met
+		rcfg.Metrics = met
 	}
 	engine, err := mirror.New(ecfg, client, store)
 	if err != nil {
 		return nil, err
 	}
-	parts.engine = engine
+	ret, err := retention.New(rcfg, engine, store, rshared)
+	if err != nil {
+		engine.Close()
+		return nil, err
+	}
+	parts.engine, parts.retention = engine, ret
 	parts.shutdown = func(ctx context.Context) error {
 		serr := engine.Shutdown(ctx)
 		if serr != nil {
 			logger.Warn("archive downloads still running at the shutdown deadline were cancelled", "error", serr)
 		}
+		// After the engine, so that the last uses of the downloads that
+		// ended are written; before the cache is closed.
+		ret.Close()
 		if err := store.Close(); err != nil {
 			return fmt.Errorf("closing cache: %w", err)
 		}

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/manifest"
-	pullthrough "github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/retention"
 )
 
 // retentionConfig holds the retention settings: serve's, and those of
@@ -34,9 +34,9 @@ func (c retentionConfig) validate() error {
 	return nil
 }
 
-// engine is the engine's retention for a cache limited to maxBytes.
-func (c retentionConfig) engine(maxBytes int64) pullthrough.Retention {
-	r := pullthrough.Retention{KeepVersions: c.KeepVersions, KeepPerMajor: c.KeepPerMajor,
+// config is the retention of a cache limited to maxBytes.
+func (c retentionConfig) config(maxBytes int64) retention.Config {
+	r := retention.Config{KeepVersions: c.KeepVersions, KeepPerMajor: c.KeepPerMajor,
 		UnusedAfter: c.EvictUnusedAfter, Interval: c.RetentionInterval, MaxBytes: maxBytes}
 	if r.Interval == 0 {
 		r.Interval = -1 // only when asked: a command that is not serve

@@ -128,6 +128,7 @@ func newServer(cfg serveConfig, logger *slog.Logger, o overrides) (m *server, er
 		PlainHTTP: cfg.InsecureHTTP,
 		Version:   version,
 		Health:    health,
+		Retention: m.retention,
 	}, m.engine)
 	if err != nil {
 		return nil, err
@@ -139,7 +140,10 @@ func newServer(cfg serveConfig, logger *slog.Logger, o overrides) (m *server, er
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
 		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
 	}
-	m.admin = admin.New(m.engine, logger, m.metrics, aopts)
+	m.admin, err = admin.New(m.engine, m.retention, logger, m.metrics, aopts)
+	if err != nil {
+		return nil, err
+	}
 	router := m.proxy.Router()
 	router.HandleFunc("/healthz", proxy.Healthz).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)

@@ -1,7 +1,6 @@
-package mirror
+package retention
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -10,11 +9,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,106 +20,11 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/mirror"
 )
-
-// staticPins pins exact versions of the test provider.
-type staticPins struct {
-	mu      sync.Mutex
-	pins    *Pins
-	changed bool
-}
-
-func pinVersions(t *testing.T, addr string, vs ...string) *staticPins {
-	t.Helper()
-	var sels []PinSelection
-	for _, v := range vs {
-		sels = append(sels, PinSelection{Set: versions.Only(mustVersion(t, v)), Where: "test.lock.hcl:1"})
-	}
-	return &staticPins{pins: &Pins{Providers: map[string][]PinSelection{addr: sels}}, changed: true}
-}
-
-func (p *staticPins) Pins() (*Pins, bool, error) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if !p.changed {
-		return nil, false, nil
-	}
-	p.changed = false
-	return p.pins, true, nil
-}
-
-// retentionMetrics records what retention reports.
-type retentionMetrics struct {
-	noMetrics
-	mu        sync.Mutex
-	removed   map[string][2]int64 // rule -> versions, bytes
-	kept      int64
-	unmet     bool
-	keptCalls int
-}
-
-func (m *retentionMetrics) RetentionRemoved(rule string, versions int, bytes int64) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.removed == nil {
-		m.removed = map[string][2]int64{}
-	}
-	r := m.removed[rule]
-	m.removed[rule] = [2]int64{r[0] + int64(versions), r[1] + bytes}
-}
-
-func (m *retentionMetrics) RetentionKept(bytes int64, unmet bool) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.kept, m.unmet = bytes, unmet
-	m.keptCalls++
-}
-
-// logBuffer collects log lines, safely for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// readAll reads every given version of the test provider for linux_amd64
-// and checks the bytes.
-func (h *harness) readAll(versions ...string) {
-	h.t.Helper()
-	for _, v := range versions {
-		want := h.origin.Archive(ns, typ, v, "linux_amd64")
-		if r := h.read(h.t.Context(), v, "linux_amd64"); r.err != nil || !bytes.Equal(r.body, want) {
-			h.t.Fatalf("%s: err %v, %d bytes", v, r.err, len(r.body))
-		}
-		h.waitCommitted(h.origin.SHA256(ns, typ, v, "linux_amd64"))
-	}
-}
-
-func (h *harness) isCached(v string) bool {
-	_, err := h.store.StatBlob(h.origin.SHA256(ns, typ, v, "linux_amd64"))
-	return err == nil
-}
-
-func removalNames(rs []Removal) []string {
-	var out []string
-	for _, r := range rs {
-		out = append(out, r.Version+" "+r.Rule)
-	}
-	return out
-}
 
 // Keep the newest 3: the fourth-newest version's packages go, a pinned
 // older version stays, and a dry run lists exactly what the prune then
@@ -134,14 +36,13 @@ func TestRetentionKeepNewest(t *testing.T) {
 	met := &retentionMetrics{}
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: size},
-		cfg: Config{Metrics: met, Retention: Retention{KeepVersions: 3, Interval: -1,
-			Pins: pinVersions(t, p.String(), "1.0.0")}},
+		ret:    Config{Metrics: met, KeepVersions: 3, Interval: -1, Pins: pinVersions(t, p.String(), "1.0.0")},
 	})
 	all := []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0", "5.0.0"}
 	h.origin.AddProvider(ns, typ, all, []string{"linux_amd64"})
 	h.readAll(all...)
 
-	dry, err := h.engine.Prune(t.Context(), PruneRequest{DryRun: true})
+	dry, err := h.ret.Prune(t.Context(), PruneRequest{DryRun: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,7 +57,7 @@ func TestRetentionKeepNewest(t *testing.T) {
 			t.Errorf("%s was removed by a dry run", v)
 		}
 	}
-	done, err := h.engine.Prune(t.Context(), PruneRequest{})
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +72,7 @@ func TestRetentionKeepNewest(t *testing.T) {
 	if got := met.removed[RuleKeepVersions]; got != [2]int64{1, size} {
 		t.Errorf("metrics: %v versions, bytes removed by keep-versions; want 1, %d", got, size)
 	}
-	st := h.engine.RetentionStatus()
+	st := h.ret.Status()
 	if st.LastPass.IsZero() {
 		t.Error("the status gives no time of the last pass")
 	}
@@ -179,7 +80,7 @@ func TestRetentionKeepNewest(t *testing.T) {
 		t.Errorf("status lists pinned %+v, want 1.0.0", st.Pinned)
 	}
 	// Nothing more to do; a version removed by a rule is fetched again.
-	if again, err := h.engine.Prune(t.Context(), PruneRequest{DryRun: true}); err != nil || len(again) != 0 {
+	if again, err := h.ret.Prune(t.Context(), PruneRequest{DryRun: true}); err != nil || len(again) != 0 {
 		t.Errorf("second dry run: %v, %v", removalNames(again), err)
 	}
 	h.readAll("2.0.0")
@@ -191,11 +92,11 @@ func TestRetentionKeepNewest(t *testing.T) {
 // Per major version: the newest N of each major are kept.
 func TestRetentionKeepNewestPerMajor(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 1, KeepPerMajor: true, Interval: -1}}})
+	h := newHarness(t, harnessOptions{ret: Config{KeepVersions: 1, KeepPerMajor: true, Interval: -1}})
 	all := []string{"1.0.0", "1.1.0", "2.0.0", "2.1.0"}
 	h.origin.AddProvider(ns, typ, all, []string{"linux_amd64"})
 	h.readAll(all...)
-	done, err := h.engine.Prune(t.Context(), PruneRequest{})
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -211,7 +112,8 @@ func TestRetentionUnusedAcrossRestart(t *testing.T) {
 	clock := newFakeClock()
 	opts := harnessOptions{
 		cacheDir: t.TempDir(),
-		cfg:      Config{Now: clock.Now, Retention: Retention{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}},
+		cfg:      mirror.Config{Now: clock.Now},
+		ret:      Config{UnusedAfter: 7 * 24 * time.Hour, Interval: -1},
 	}
 	h := newHarness(t, opts)
 	all := []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0"}
@@ -226,7 +128,7 @@ func TestRetentionUnusedAcrossRestart(t *testing.T) {
 	h.start(opts)
 	clock.Add(2 * time.Hour) // day 7 1h: 1.0.0 and 3.0.0 unused for 7 days
 	h.readAll("3.0.0")       // ...but 3.0.0 is downloaded now, not yet written
-	done, err := h.engine.Prune(t.Context(), PruneRequest{})
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +136,7 @@ func TestRetentionUnusedAcrossRestart(t *testing.T) {
 		t.Errorf("removed %v, want %v", got, want)
 	}
 	clock.Add(3 * 24 * time.Hour) // day 10 1h: 2.0.0 (day 3) is unused for 7 days
-	done, err = h.engine.Prune(t.Context(), PruneRequest{})
+	done, err = h.ret.Prune(t.Context(), PruneRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +153,7 @@ func TestRetentionUnusedAcrossRestart(t *testing.T) {
 // The rules also run in the background, on the engine's goroutine.
 func TestRetentionAppliedInBackground(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 1, Interval: time.Millisecond}}})
+	h := newHarness(t, harnessOptions{ret: Config{KeepVersions: 1, Interval: time.Millisecond}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	h.readAll("1.0.0", "2.0.0")
 	deadline := time.Now().Add(30 * time.Second)
@@ -277,14 +179,14 @@ func TestRetentionPinnedOverSizeLimit(t *testing.T) {
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: size},
 		store:  cache.Options{MaxBytes: size + size/2},
-		cfg: Config{Metrics: met, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-			Retention: Retention{MaxBytes: size + size/2, Interval: -1, Pins: pinVersions(t, p.String(), "1.0.0", "2.0.0")}},
+		cfg:    mirror.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		ret:    Config{Metrics: met, MaxBytes: size + size/2, Interval: -1, Pins: pinVersions(t, p.String(), "1.0.0", "2.0.0")},
 	})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0", "3.0.0"}, []string{"linux_amd64"})
 	for _, v := range []string{"1.0.0", "2.0.0", "3.0.0"} {
 		// Over the limit from the second on: each is served whole all the same.
-		if r := h.read(t.Context(), v, "linux_amd64"); r.err != nil || !bytes.Equal(r.body, h.origin.Archive(ns, typ, v, "linux_amd64")) {
-			t.Fatalf("%s: err %v, %d bytes", v, r.err, len(r.body))
+		if body, err := h.read(t.Context(), v, "linux_amd64"); err != nil || !bytes.Equal(body, h.origin.Archive(ns, typ, v, "linux_amd64")) {
+			t.Fatalf("%s: err %v, %d bytes", v, err, len(body))
 		}
 	}
 	h.waitIdle()
@@ -296,8 +198,8 @@ func TestRetentionPinnedOverSizeLimit(t *testing.T) {
 			t.Errorf("%s cached = %v, want %v", v, got, want)
 		}
 	}
-	h.engine.ret.rebuild() // as a pass does
-	st := h.engine.RetentionStatus()
+	h.ret.rebuild() // as a pass does
+	st := h.ret.Status()
 	if !st.LimitUnmet || st.KeptBytes != 2*size {
 		t.Errorf("status: limit unmet %v, kept %d bytes; want true, %d", st.LimitUnmet, st.KeptBytes, 2*size)
 	}
@@ -309,35 +211,6 @@ func TestRetentionPinnedOverSizeLimit(t *testing.T) {
 	if !strings.Contains(logs.String(), "size limit cannot be met") {
 		t.Errorf("no log line says the limit cannot be met:\n%s", logs.String())
 	}
-}
-
-// zipOfSize is an in-house provider package of type typ with an
-// incompressible payload of about size bytes, distinct per seed.
-func zipOfSize(t *testing.T, typ string, size int, seed uint64) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	fh := &zip.FileHeader{Name: "terraform-provider-" + typ, Method: zip.Store}
-	fh.SetMode(0o755)
-	f, err := zw.CreateHeader(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(f, "#!/bin/sh\nexit 1\n")
-	pad := make([]byte, size)
-	r := rand.New(rand.NewPCG(seed, seed+1))
-	for i := range pad {
-		pad[i] = byte(r.Uint32())
-	}
-	pf, err := zw.CreateHeader(&zip.FileHeader{Name: "padding", Method: zip.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf.Write(pad)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // The operator's repro of data loss: a size limit below what was
@@ -375,7 +248,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 		vs := fmt.Sprintf("1.%d.0", i)
 		zipped := zipOfSize(t, "thing", size, uint64(i))
 		inHouse[vs] = zipped
-		in := Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []ImportedPackage{{
+		in := mirror.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []mirror.ImportedPackage{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -429,18 +302,18 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 
 	// The rules do not remove them either.
 	dst.stop()
-	opts.cfg.Retention = Retention{KeepVersions: 1, UnusedAfter: time.Nanosecond, Interval: -1}
+	opts.ret = Config{KeepVersions: 1, UnusedAfter: time.Nanosecond, Interval: -1}
 	dst.start(opts)
-	if done, err := dst.engine.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
+	if done, err := dst.ret.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
 		t.Errorf("the rules removed %v (%v)", removalNames(done), err)
 	}
 
 	// A prune naming an in-house version removes it, and unlists it.
-	dry, err := dst.engine.Prune(t.Context(), PruneRequest{DryRun: true, Provider: &local, Versions: []string{"1.2.0"}})
+	dry, err := dst.ret.Prune(t.Context(), PruneRequest{DryRun: true, Provider: &local, Versions: []string{"1.2.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	done, err := dst.engine.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"1.2.0"}})
+	done, err := dst.ret.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"1.2.0"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -457,83 +330,8 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	if _, err := dst.engine.Package(t.Context(), local, mustVersion(t, "1.2.0"), nil); err == nil {
 		t.Error("the pruned version's package metadata is still served")
 	}
-	if _, err := dst.engine.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"9.9.9"}}); !errors.Is(err, ErrVersionNotFound) {
+	if _, err := dst.ret.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"9.9.9"}}); !errors.Is(err, mirror.ErrVersionNotFound) {
 		t.Errorf("prune of a version not held: %v, want ErrVersionNotFound", err)
-	}
-}
-
-// A version of a local-only host whose packages are gone is not listed.
-func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
-	t.Parallel()
-	h := newHarness(t, harnessOptions{})
-	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
-	shas := map[string]string{}
-	for i, vs := range []string{"1.0.0", "2.0.0"} {
-		zipped := zipOfSize(t, "thing", 1024, uint64(i))
-		sum := sha256.Sum256(zipped)
-		shas[vs] = hex.EncodeToString(sum[:])
-		in := Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []ImportedPackage{{
-			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
-			Open: func(context.Context) (io.ReadCloser, int64, error) {
-				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
-			},
-		}}}
-		if _, err := h.engine.Import(t.Context(), in); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// Lost as an earlier release's size limit lost them.
-	if err := cachetest.DeleteBlob(h.store, shas["1.0.0"]); err != nil {
-		t.Fatal(err)
-	}
-	list, _, err := h.engine.Versions(t.Context(), local)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(list.Versions) != 1 || list.Versions[0].Version != "2.0.0" {
-		t.Errorf("versions %+v, want 2.0.0 only", list.Versions)
-	}
-}
-
-// Eviction never fails a client: with a working set far larger than the
-// size limit and many clients at once, every client gets every archive
-// whole (from the cache, a download under way, or the origin again).
-func TestTinySizeLimitManyClients(t *testing.T) {
-	t.Parallel()
-	const size = 32 << 10
-	h := newHarness(t, harnessOptions{
-		origin: fakeorigin.Options{ArchiveSize: size},
-		store:  cache.Options{MaxBytes: size + size/2},
-	})
-	vs := []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0"}
-	h.origin.AddProvider(ns, typ, vs, platforms)
-	var wg sync.WaitGroup
-	errs := make(chan string, 16*len(vs)*len(platforms)*2)
-	for c := range 16 {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(c), 7))
-			for range 2 {
-				for _, i := range r.Perm(len(vs) * len(platforms)) {
-					v, pl := vs[i/len(platforms)], platforms[i%len(platforms)]
-					got := h.read(context.Background(), v, pl)
-					if got.err != nil || !bytes.Equal(got.body, h.origin.Archive(ns, typ, v, pl)) {
-						errs <- fmt.Sprintf("%s %s: %v (%d bytes)", v, pl, got.err, len(got.body))
-					}
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for e := range errs {
-		t.Error(e)
-	}
-	h.waitIdle()
-	if err := cachetest.Evict(t.Context(), h.store); err != nil {
-		t.Fatal(err)
-	}
-	if _, total := h.store.Stats(); total > size+size/2 {
-		t.Errorf("the cache holds %d bytes over its %d limit once clients are gone", total, size+size/2)
 	}
 }
 
@@ -542,22 +340,22 @@ func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
 	t.Parallel()
 	clock := newFakeClock()
 	tier := newMemTier()
-	cfg := Config{Now: clock.Now, Shared: tier, Retention: Retention{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
-	a := newHarness(t, harnessOptions{cfg: cfg})
+	opts := harnessOptions{cfg: mirror.Config{Now: clock.Now}, shared: tier, ret: Config{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
+	a := newHarness(t, opts)
 	a.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
 	b := &harness{t: t, origin: a.origin}
-	b.start(harnessOptions{cfg: cfg})
+	b.start(opts)
 	a.readAll("1.0.0")
 	b.readAll("1.0.0")
 	clock.Add(5 * 24 * time.Hour)
 	b.readAll("1.0.0") // day 5, on b only
 	b.stop()           // written to the shared store
 	clock.Add(3 * 24 * time.Hour)
-	if done, err := a.engine.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
+	if done, err := a.ret.Prune(t.Context(), PruneRequest{}); err != nil || len(done) != 0 {
 		t.Errorf("day 8: removed %v (%v); b downloaded it on day 5", removalNames(done), err)
 	}
 	clock.Add(5 * 24 * time.Hour)
-	if done, err := a.engine.Prune(t.Context(), PruneRequest{}); err != nil || !reflect.DeepEqual(removalNames(done), []string{"1.0.0 unused"}) {
+	if done, err := a.ret.Prune(t.Context(), PruneRequest{}); err != nil || !reflect.DeepEqual(removalNames(done), []string{"1.0.0 unused"}) {
 		t.Errorf("day 13: removed %v (%v), want 1.0.0", removalNames(done), err)
 	}
 }
@@ -593,7 +391,7 @@ func TestPinnedBy(t *testing.T) {
 // Module packages are kept by the same rules: the newest N versions.
 func TestRetentionKeepNewestModules(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{Retention: Retention{KeepVersions: 2, Interval: -1}}})
+	h := newHarness(t, harnessOptions{ret: Config{KeepVersions: 2, Interval: -1}})
 	o := h.origin
 	vs := []string{"1.0.0", "2.0.0", "3.0.0"}
 	for _, v := range vs {
@@ -609,7 +407,7 @@ func TestRetentionKeepNewestModules(t *testing.T) {
 		}
 		shas[v] = pkg.SHA256
 	}
-	done, err := h.engine.Prune(t.Context(), PruneRequest{})
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -634,11 +432,11 @@ func TestRetentionPrunesSharedStore(t *testing.T) {
 	srv := s3test.Start(t)
 	srv.SetEnv(t)
 	srv.CreateBucket(bucket)
-	ret := Retention{KeepVersions: 1, Interval: -1}
-	sa, sb := newSharedStore(t, srv, "a", nil), newSharedStore(t, srv, "b", nil)
-	a := newHarness(t, harnessOptions{cfg: Config{Shared: sharedTier{sa}, Retention: ret}})
+	ret := Config{KeepVersions: 1, Interval: -1}
+	sa, sb := newSharedStore(t, srv, "a"), newSharedStore(t, srv, "b")
+	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: ret})
 	b := &harness{t: t, origin: a.origin}
-	b.start(harnessOptions{cfg: Config{Shared: sharedTier{sb}, Retention: ret}})
+	b.start(harnessOptions{shared: sharedTier{sb}, ret: ret})
 	vs := []string{"1.0.0", "2.0.0", "3.0.0"}
 	a.origin.AddProvider(ns, typ, vs, []string{"linux_amd64"})
 	a.readAll("1.0.0", "2.0.0")
@@ -662,15 +460,15 @@ func TestRetentionPrunesSharedStore(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	// While b holds the lease, a leaves the bucket alone.
-	lease, err := sb.TryLease(t.Context(), retentionLeaseID)
+	lease, err := sb.TryLease(t.Context(), leaseID)
 	if err != nil || lease == nil {
 		t.Fatalf("lease: %v", err)
 	}
-	if done, err := a.engine.ret.pruneShared(t.Context()); err != nil || done != nil {
+	if done, err := a.ret.pruneShared(t.Context()); err != nil || done != nil {
 		t.Errorf("pruned the bucket under b's lease: %v, %v", removalNames(done), err)
 	}
 	lease.Release(t.Context())
-	done, err := a.engine.ret.pruneShared(t.Context())
+	done, err := a.ret.pruneShared(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -686,14 +484,10 @@ func TestRetentionPrunesSharedStore(t *testing.T) {
 	}
 }
 
-// plainStore is a Store with none of the optional methods of
-// *cache.Store (ScanBlobs among them).
-type plainStore struct{ Store }
-
 // The bytes kept from the size limit are the cached sizes of the kept
 // archives, each once, whether they are read in one ordered pass over
-// the cache's archives (a large set) or one lookup each (a small set, or
-// a store that cannot scan).
+// the cache's archives (a large set) or one lookup each (a small set);
+// each way gives the same total for any set.
 func TestRetentionCachedBytes(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
@@ -716,29 +510,30 @@ func TestRetentionCachedBytes(t *testing.T) {
 	}
 	absent := sha256.Sum256([]byte("not cached"))
 	total := func(keys [][32]byte) (n int64) {
-		for _, k := range keys {
+		for _, k := range newSHASet(slices.Clone(keys)) {
 			n += sizes[k]
 		}
 		return n
 	}
+	lookups := func(store Blobs, set shaSet) (int64, error) { return lookedUpBytes(store, set), nil }
 	tests := []struct {
-		name  string
-		store Store
-		keys  [][32]byte
+		name string
+		size func(Blobs, shaSet) (int64, error)
+		keys [][32]byte
 	}{
-		{"none", h.store, nil},
-		{"every archive and one not cached, in one pass", h.store, append(slices.Clone(all), absent)},
-		{"the last archives, in one pass", h.store, slices.Clone(all[32:])},
-		{"two archives and one not cached, a lookup each", h.store, [][32]byte{all[5], absent, all[40]}},
-		{"every archive, from a store that cannot scan", plainStore{h.store}, slices.Clone(all)},
+		{"none", cachedBytes, nil},
+		{"every archive and one not cached, in one pass", cachedBytes, append(slices.Clone(all), absent)},
+		{"the last archives, in one pass", cachedBytes, slices.Clone(all[32:])},
+		{"two archives and one not cached, a lookup each", cachedBytes, [][32]byte{all[5], absent, all[40]}},
+		{"every archive and one not cached, a lookup each", lookups, append(slices.Clone(all), absent)},
+		{"two archives and one not cached, in one pass", scannedBytes, [][32]byte{all[5], absent, all[40]}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			want := total(tc.keys)
-			r := &retainer{s: &Engine{cfg: h.engine.cfg, store: tc.store}}
-			got, err := r.cachedBytes(newSHASet(append(tc.keys, tc.keys...))) // duplicates count once
+			got, err := tc.size(h.store, newSHASet(append(slices.Clone(tc.keys), tc.keys...))) // duplicates count once
 			if err != nil || got != want {
-				t.Errorf("cachedBytes = %d, %v; want %d", got, err, want)
+				t.Errorf("cached bytes = %d, %v; want %d", got, err, want)
 			}
 		})
 	}
@@ -754,8 +549,8 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 	var logs logBuffer
 	h := newHarness(t, harnessOptions{
 		store: cache.Options{MaxBytes: 2 * size},
-		cfg: Config{Metrics: met, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
-			Retention: Retention{MaxBytes: 2 * size, Interval: -1}},
+		cfg:   mirror.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
+		ret:   Config{Metrics: met, MaxBytes: 2 * size, Interval: -1},
 	})
 	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	var total int64
@@ -763,7 +558,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 		vs := fmt.Sprintf("1.%d.0", i)
 		zipped := zipOfSize(t, "thing", size, uint64(i))
 		total += int64(len(zipped))
-		in := Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []ImportedPackage{{
+		in := mirror.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []mirror.ImportedPackage{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -775,7 +570,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 	}
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		st := h.engine.RetentionStatus()
+		st := h.ret.Status()
 		if st.LimitUnmet && st.KeptBytes == total {
 			break
 		}
@@ -791,5 +586,111 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 	met.mu.Unlock()
 	if !strings.Contains(logs.String(), "size limit cannot be met") {
 		t.Errorf("no log line says the limit cannot be met:\n%s", logs.String())
+	}
+}
+
+// Imported module versions cannot be fetched again from where they came
+// (a bundle, or a local module without origin): a keep-newest rule leaves
+// them, as it leaves imported providers, while it removes an older module
+// version fetched from its origin.
+func TestRetentionKeepsImportedModules(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{cfg: mirror.Config{ScratchDir: t.TempDir()}, ret: Config{KeepVersions: 1, Interval: -1}})
+	o := h.origin
+	for _, v := range []string{"0.1.0", "0.2.0"} {
+		o.AddTarball(v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
+		o.AddModule("acme", "tarball", "aws", v, o.TarballURL(v+".tar.gz"))
+		pkg, err := h.engine.OpenModule(context.Background(), tarballMod, v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pkg.Close()
+	}
+	local := discovery.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
+	imported := discovery.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")})
+		if _, err := h.engine.ImportModule(context.Background(), mirror.ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := h.engine.ImportModule(context.Background(), mirror.ImportedModule{Module: imported, Version: v,
+			Location: "https://example.test/" + v + ".tar.gz", SHA256: sha256Hex(pkg), Open: opener(pkg)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 1 || done[0].Address != tarballMod.String() || done[0].Version != "0.1.0" {
+		t.Errorf("prune removed %+v, want the older fetched module version only", done)
+	}
+	for _, m := range []discovery.Module{local, imported} {
+		for _, v := range []string{"1.0.0", "1.1.0"} {
+			pkg, err := h.engine.OpenModule(context.Background(), m, v)
+			if err != nil {
+				t.Errorf("%s %s after prune: %v", m, v, err)
+				continue
+			}
+			pkg.Close()
+		}
+	}
+}
+
+// Retention wired wrongly stops at start: without the engine or its
+// store, with a shared store that only one of the engine and retention
+// has, or as a second retention of one engine.
+func TestNewRefusesWrongWiring(t *testing.T) {
+	t.Parallel()
+	origin := enginetest.StartOrigin(t, fakeorigin.Options{})
+	engine := func(t *testing.T, shared mirror.SharedTier) (*mirror.Engine, *cache.Store) {
+		t.Helper()
+		store := enginetest.OpenStore(t, "", cache.Options{})
+		e, err := mirror.New(mirror.Config{AllowedOrigins: []string{originHost}, Shared: shared, Logger: enginetest.Logger(t)},
+			enginetest.OriginClient(t, origin), store)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { e.Close(); store.Close() })
+		return e, store
+	}
+	for _, tc := range []struct {
+		name  string
+		setUp func(t *testing.T) (Engine, Store, Shared)
+	}{
+		{"no engine", func(t *testing.T) (Engine, Store, Shared) {
+			_, store := engine(t, nil)
+			return nil, store, nil
+		}},
+		{"no store", func(t *testing.T) (Engine, Store, Shared) {
+			e, _ := engine(t, nil)
+			return e, nil, nil
+		}},
+		{"a shared store for the engine only", func(t *testing.T) (Engine, Store, Shared) {
+			e, store := engine(t, newMemTier())
+			return e, store, nil
+		}},
+		{"a shared store for retention only", func(t *testing.T) (Engine, Store, Shared) {
+			e, store := engine(t, nil)
+			return e, store, newMemTier()
+		}},
+		{"a second retention of one engine", func(t *testing.T) (Engine, Store, Shared) {
+			e, store := engine(t, nil)
+			r, err := New(Config{Interval: -1}, e, store, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(r.Close)
+			return e, store, nil
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, store, shared := tc.setUp(t)
+			r, err := New(Config{Interval: -1}, e, store, shared)
+			if err == nil {
+				r.Close()
+				t.Fatal("New took it")
+			}
+		})
 	}
 }

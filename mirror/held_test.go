@@ -1,0 +1,150 @@
+package mirror
+
+import (
+	"context"
+	"fmt"
+	"reflect"
+	"slices"
+	"sync"
+	"testing"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// notifications records what a Notifier is told, in order.
+type notifications struct {
+	mu     sync.Mutex
+	events []string
+}
+
+func (n *notifications) add(format string, args ...any) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.events = append(n.events, fmt.Sprintf(format, args...))
+}
+
+func (n *notifications) Used(key string) { n.add("used %s", key) }
+func (n *notifications) Serving(kind, addr string, v versions.Version, sha string) {
+	n.add("serving %s %s %s %s", kind, addr, v, sha)
+}
+func (n *notifications) Importing(sha string) { n.add("importing %s", sha) }
+func (n *notifications) Changed()             { n.add("changed") }
+
+func (n *notifications) take() []string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	out := n.events
+	n.events = nil
+	return out
+}
+
+// The engine tells its Notifier what it serves (the version's record key,
+// and the archive before it is fetched) and imports (each archive before
+// it is committed, then that the import ended); an engine has one.
+func TestNotifierToldOfServesAndImports(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
+	n := &notifications{}
+	if err := h.engine.Notify(n); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.engine.Notify(&notifications{}); err == nil {
+		t.Error("a second Notifier was taken")
+	}
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	h.readAll("1.0.0")
+	p := h.provider()
+	sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	if got, want := n.take(), []string{
+		"used package/" + p.String() + "/1.0.0",
+		"serving provider " + p.String() + " 1.0.0 " + sha,
+	}; !reflect.DeepEqual(got, want) {
+		t.Errorf("an archive read: told %q, want %q", got, want)
+	}
+
+	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	in, isha := unsignedImport(t, local, "2.0.0")
+	if _, err := h.engine.Import(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := n.take(), []string{"importing " + isha, "changed"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("an import: told %q, want %q", got, want)
+	}
+
+	h.origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# m\n")}))
+	h.origin.AddModule("acme", "tarball", "aws", "0.1.0", h.origin.TarballURL("m.tar.gz"))
+	pkg, err := h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg.Close()
+	if got, want := n.take(), []string{"used module/" + tarballMod.String() + "/0.1.0"}; !reflect.DeepEqual(got, want) {
+		// The first fetch has no sha256 to name yet.
+		t.Errorf("a module fetched: told %q, want %q", got, want)
+	}
+	pkg, err = h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg.Close()
+	if got, want := n.take(), []string{"used module/" + tarballMod.String() + "/0.1.0",
+		"serving module " + tarballMod.String() + " 0.1.0 " + pkg.SHA256}; !reflect.DeepEqual(got, want) {
+		t.Errorf("a cached module: told %q, want %q", got, want)
+	}
+}
+
+// ScanVersions lists every version with a record, with its archives and
+// whether it can be fetched again; RemoveVersion takes one out of its
+// version list and its record away.
+func TestScanAndRemoveVersions(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	h.readAll("1.0.0")
+	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	var shas []string
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		in, sha := unsignedImport(t, local, v)
+		if _, err := h.engine.Import(t.Context(), in); err != nil {
+			t.Fatal(err)
+		}
+		shas = append(shas, sha)
+	}
+	scan := func() []string {
+		t.Helper()
+		var got []string
+		if err := h.engine.ScanVersions(func(v HeldVersion) {
+			got = append(got, fmt.Sprintf("%s %s %s %v %v", v.Kind, v.Address, v.Raw, v.Archives, v.Refetch))
+		}); err != nil {
+			t.Fatal(err)
+		}
+		slices.Sort(got)
+		return got
+	}
+	want := []string{
+		fmt.Sprintf("provider %s 1.0.0 [%s] true", h.provider(), h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")),
+		fmt.Sprintf("provider %s 1.0.0 [%s] false", local, shas[0]),
+		fmt.Sprintf("provider %s 2.0.0 [%s] false", local, shas[1]),
+	}
+	slices.Sort(want)
+	if got := scan(); !reflect.DeepEqual(got, want) {
+		t.Errorf("scanned\n%q\nwant\n%q", got, want)
+	}
+	if err := h.engine.RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := h.engine.Versions(t.Context(), local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Versions) != 1 || list.Versions[0].Version != "2.0.0" {
+		t.Errorf("after RemoveVersion, versions %+v, want 2.0.0", list.Versions)
+	}
+	gone := fmt.Sprintf("provider %s 1.0.0 [%s] false", local, shas[0])
+	if got, want := scan(), slices.DeleteFunc(want, func(s string) bool { return s == gone }); !reflect.DeepEqual(got, want) {
+		t.Errorf("after RemoveVersion, scanned\n%q\nwant\n%q", got, want)
+	}
+}

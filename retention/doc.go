@@ -1,0 +1,22 @@
+// Package retention decides which cached packages tfmirror keeps. It sits
+// above the pull-through engine (package mirror), as a use case of it:
+//
+//   - what the cache's size limit may evict (Retainer.Evictable, which it
+//     gives the cache): never an archive of a version that cannot be
+//     fetched again (imported, of a local-only host, anything on a sealed
+//     mirror) and never one of a pinned version;
+//   - what the rules remove (keep the newest N versions, remove what was
+//     not downloaded for D), from the cache and, under a lease, from the
+//     shared store's bucket: only versions that can be fetched again and
+//     are not pinned; an archive goes only when no kept version needs it;
+//   - Prune naming versions, which alone removes what cannot be fetched
+//     again (the version then leaves its version list);
+//   - the last use of versions, written in batches (never on every
+//     download) to the cache and to the shared store.
+//
+// It reads the engine's records through the engine's listings
+// (mirror.Engine.ScanVersions), is told what the engine serves and imports
+// (mirror.Notifier), and removes versions through the engine. It does not
+// fetch, verify or serve anything, nor choose what the size limit evicts
+// first (package cache does).
+package retention

@@ -1,0 +1,499 @@
+package retention
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"log"
+	"math/rand/v2"
+	"os"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/sharedstore"
+)
+
+// originHost is the provider host the tests use; its name resolves, for
+// the engine under test only, to the fake origin on loopback.
+const originHost = enginetest.OriginHost
+
+const (
+	ns  = "hashicorp"
+	typ = "random"
+)
+
+// harness is an engine on a cache, in front of a fake origin, with the
+// cache's retention.
+type harness struct {
+	t      *testing.T
+	origin *fakeorigin.Origin
+	store  *cache.Store
+	engine *mirror.Engine
+	ret    *Retainer
+	closed bool
+}
+
+type harnessOptions struct {
+	cfg      mirror.Config // the engine's
+	ret      Config        // retention's
+	shared   sharedBoth    // the engine's and retention's shared store; nil: none
+	origin   fakeorigin.Options
+	cacheDir string        // on-disk cache (to test restarts); "" = in memory
+	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
+}
+
+// sharedBoth is a shared store as the engine and retention use it.
+type sharedBoth interface {
+	mirror.SharedTier
+	Shared
+}
+
+func newHarness(t *testing.T, opts harnessOptions) *harness {
+	t.Helper()
+	h := &harness{t: t, origin: enginetest.StartOrigin(t, opts.origin)}
+	h.start(opts)
+	return h
+}
+
+// start (re)creates the engine and its retention on the harness's origin.
+func (h *harness) start(opts harnessOptions) {
+	t := h.t
+	t.Helper()
+	h.store = enginetest.OpenStore(t, opts.cacheDir, opts.store)
+	cfg := opts.cfg
+	if cfg.Logger == nil {
+		cfg.Logger = enginetest.Logger(t)
+	}
+	if cfg.AllowedOrigins == nil {
+		cfg.AllowedOrigins = []string{originHost}
+	}
+	var shared Shared
+	if opts.shared != nil {
+		cfg.Shared, shared = opts.shared, opts.shared
+	}
+	engine, err := mirror.New(cfg, enginetest.OriginClient(t, h.origin), h.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ret, err := New(opts.ret, engine, h.store, shared)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.engine, h.ret = engine, ret
+	h.closed = false
+	t.Cleanup(h.stop)
+}
+
+// stop shuts the engine down, then retention (which writes the last
+// uses), then closes the cache.
+func (h *harness) stop() {
+	if h.closed {
+		return
+	}
+	h.closed = true
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := h.engine.Shutdown(ctx); err != nil {
+		h.t.Errorf("archive fetches still running: %v", err)
+	}
+	h.ret.Close()
+	h.store.Close()
+}
+
+func (h *harness) provider() discovery.Provider {
+	return discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+}
+
+func mustVersion(t *testing.T, s string) versions.Version {
+	t.Helper()
+	v, err := mirror.ParseSemver(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func mustPlatform(t *testing.T, s string) discovery.Platform {
+	t.Helper()
+	pl, err := mirror.ParsePlatform(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pl
+}
+
+// read opens the archive of version of the test provider for platform and
+// reads it to the end.
+func (h *harness) read(ctx context.Context, version, platform string) ([]byte, error) {
+	h.t.Helper()
+	a, err := h.engine.OpenArchive(ctx, h.provider(), mustVersion(h.t, version), mustPlatform(h.t, platform))
+	if err != nil {
+		return nil, err
+	}
+	defer a.Close()
+	return io.ReadAll(a)
+}
+
+// readAll reads every given version of the test provider for linux_amd64
+// and checks the bytes.
+func (h *harness) readAll(versions ...string) {
+	h.t.Helper()
+	for _, v := range versions {
+		want := h.origin.Archive(ns, typ, v, "linux_amd64")
+		if body, err := h.read(h.t.Context(), v, "linux_amd64"); err != nil || !bytes.Equal(body, want) {
+			h.t.Fatalf("%s: err %v, %d bytes", v, err, len(body))
+		}
+		h.waitCommitted(h.origin.SHA256(ns, typ, v, "linux_amd64"))
+	}
+}
+
+func (h *harness) isCached(v string) bool {
+	_, err := h.store.StatBlob(h.origin.SHA256(ns, typ, v, "linux_amd64"))
+	return err == nil
+}
+
+// waitIdle waits until no archive fetch is running.
+func (h *harness) waitIdle() { h.t.Helper(); enginetest.WaitIdle(h.t, h.idle) }
+
+// idle waits for the engine's fetches to end.
+func (h *harness) idle(ctx context.Context) error { return mirror.WaitIdle(ctx, h.engine) }
+
+// waitCommitted waits for fetches to end and checks sha is cached.
+func (h *harness) waitCommitted(sha string) {
+	h.t.Helper()
+	enginetest.WaitCommitted(h.t, h.idle, h.store, sha)
+}
+
+func removalNames(rs []Removal) []string {
+	var out []string
+	for _, r := range rs {
+		out = append(out, r.Version+" "+r.Rule)
+	}
+	return out
+}
+
+// packageKey is the key of a provider version's record in the cache.
+func packageKey(p discovery.Provider, v string) string { return "package/" + p.String() + "/" + v }
+
+// staticPins pins exact versions of the test provider.
+type staticPins struct {
+	mu      sync.Mutex
+	pins    *Pins
+	changed bool
+}
+
+func pinVersions(t *testing.T, addr string, vs ...string) *staticPins {
+	t.Helper()
+	var sels []PinSelection
+	for _, v := range vs {
+		sels = append(sels, PinSelection{Set: versions.Only(mustVersion(t, v)), Where: "test.lock.hcl:1"})
+	}
+	return &staticPins{pins: &Pins{Providers: map[string][]PinSelection{addr: sels}}, changed: true}
+}
+
+func (p *staticPins) Pins() (*Pins, bool, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.changed {
+		return nil, false, nil
+	}
+	p.changed = false
+	return p.pins, true, nil
+}
+
+// retentionMetrics records what retention reports.
+type retentionMetrics struct {
+	mu        sync.Mutex
+	removed   map[string][2]int64 // rule -> versions, bytes
+	kept      int64
+	unmet     bool
+	keptCalls int
+}
+
+func (m *retentionMetrics) RetentionRemoved(rule string, versions int, bytes int64) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.removed == nil {
+		m.removed = map[string][2]int64{}
+	}
+	r := m.removed[rule]
+	m.removed[rule] = [2]int64{r[0] + int64(versions), r[1] + bytes}
+}
+
+func (m *retentionMetrics) RetentionKept(bytes int64, unmet bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.kept, m.unmet = bytes, unmet
+	m.keptCalls++
+}
+
+// logBuffer collects log lines, safely for concurrent writers.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// fakeClock is a Config.Now that tests move.
+type fakeClock struct{ now atomic.Int64 }
+
+func newFakeClock() *fakeClock {
+	c := &fakeClock{}
+	c.now.Store(time.Now().UnixNano())
+	return c
+}
+
+func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.now.Load()) }
+func (c *fakeClock) Add(d time.Duration) { c.now.Add(int64(d)) }
+
+// zipOfSize is an in-house provider package of type typ with an
+// incompressible payload of about size bytes, distinct per seed.
+func zipOfSize(t *testing.T, typ string, size int, seed uint64) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	fh := &zip.FileHeader{Name: "terraform-provider-" + typ, Method: zip.Store}
+	fh.SetMode(0o755)
+	f, err := zw.CreateHeader(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.WriteString(f, "#!/bin/sh\nexit 1\n")
+	pad := make([]byte, size)
+	r := rand.New(rand.NewPCG(seed, seed+1))
+	for i := range pad {
+		pad[i] = byte(r.Uint32())
+	}
+	pf, err := zw.CreateHeader(&zip.FileHeader{Name: "padding", Method: zip.Store})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pf.Write(pad)
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func opener(b []byte) func(context.Context) (io.ReadCloser, int64, error) {
+	return func(context.Context) (io.ReadCloser, int64, error) {
+		return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+	}
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// unsignedImport is an in-house package of p's version for linux_amd64
+// of about size bytes (distinct per seed), and its sha256.
+func unsignedImport(t *testing.T, p discovery.Provider, version string, size int, seed uint64) (mirror.Imported, string) {
+	t.Helper()
+	zipped := zipOfSize(t, p.Type, size, seed)
+	return mirror.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []mirror.ImportedPackage{{
+		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
+		Open: opener(zipped),
+	}}}, sha256Hex(zipped)
+}
+
+// importedFrom makes an Imported from the evidence ev, each archive's
+// bytes given by body.
+func importedFrom(ev *mirror.Evidence, body func(pl string) []byte) mirror.Imported {
+	in := mirror.Imported{Provider: ev.Provider, Documents: ev.Documents}
+	for _, pe := range ev.Platforms {
+		in.Packages = append(in.Packages, mirror.ImportedPackage{
+			Platform: pe.Platform, Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
+			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, Document: pe.Document,
+			Open: opener(body(pe.Platform)),
+		})
+	}
+	return in
+}
+
+// memTier is a shared store in memory: archives, records and leases.
+type memTier struct {
+	mu       sync.Mutex
+	archives map[string][]byte
+	meta     map[string]json.RawMessage
+	leases   map[string]bool
+}
+
+func newMemTier() *memTier {
+	return &memTier{archives: map[string][]byte{}, meta: map[string]json.RawMessage{}, leases: map[string]bool{}}
+}
+
+func (m *memTier) OpenArchive(_ context.Context, sha string) (io.ReadCloser, int64, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	b, ok := m.archives[sha]
+	if !ok {
+		return nil, 0, nil
+	}
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+}
+
+func (m *memTier) PutArchive(_ context.Context, sha string, r io.ReadSeeker, _ int64) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.archives[sha] = b
+	return nil
+}
+
+type memLease struct {
+	m  *memTier
+	id string
+}
+
+func (l memLease) Keep(ctx context.Context) error { <-ctx.Done(); return nil }
+func (l memLease) Release(context.Context) error {
+	l.m.mu.Lock()
+	defer l.m.mu.Unlock()
+	delete(l.m.leases, l.id)
+	return nil
+}
+
+func (m *memTier) TryLease(_ context.Context, id string) (mirror.SharedLease, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.leases[id] {
+		return nil, nil
+	}
+	m.leases[id] = true
+	return memLease{m, id}, nil
+}
+
+func (m *memTier) GetMeta(_ context.Context, key string) (json.RawMessage, time.Time, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.meta[key], time.Now(), nil
+}
+
+func (m *memTier) PutMeta(_ context.Context, key string, record any) error {
+	b, err := json.Marshal(record)
+	if err != nil {
+		return err
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.meta[key] = b
+	return nil
+}
+
+func (m *memTier) ListMeta(_ context.Context, prefix string, fn func(key string) error) error {
+	m.mu.Lock()
+	var keys []string
+	for k := range m.meta {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range keys {
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *memTier) ListArchives(_ context.Context, fn func(sha string, size int64, stored time.Time) error) error {
+	m.mu.Lock()
+	sizes := map[string]int64{}
+	for sha, b := range m.archives {
+		sizes[sha] = int64(len(b))
+	}
+	m.mu.Unlock()
+	for sha, size := range sizes {
+		if err := fn(sha, size, time.Time{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *memTier) DeleteArchive(_ context.Context, sha string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.archives, sha)
+	return nil
+}
+
+// sharedTier is a sharedstore.Store as the engine and retention use it.
+type sharedTier struct{ *sharedstore.Store }
+
+func (t sharedTier) TryLease(ctx context.Context, sha string) (mirror.SharedLease, error) {
+	l, err := t.Store.TryLease(ctx, sha)
+	if l == nil {
+		return nil, err
+	}
+	return l, err
+}
+
+const (
+	bucket       = "tfm"
+	sharedPrefix = "shared"
+)
+
+// newSharedStore opens the test bucket as replica name would.
+func newSharedStore(t *testing.T, srv *s3test.Server, name string) *sharedstore.Store {
+	t.Helper()
+	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 3 * time.Second,
+		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond}
+	s, err := sharedstore.Open(context.Background(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestMain(m *testing.M) {
+	// Service discovery logs through the standard logger.
+	log.SetOutput(io.Discard)
+	os.Exit(m.Run())
+}
+
+var (
+	testModule = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
+	tarballMod = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
+)
+
+func readModule(t *testing.T, h *harness, version string) (*mirror.ModulePackage, []byte, error) {
+	t.Helper()
+	pkg, err := h.engine.OpenModule(context.Background(), testModule, version)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer pkg.Close()
+	b, err := io.ReadAll(pkg.Content())
+	return pkg, b, err
+}

@@ -1,0 +1,187 @@
+package retention
+
+// The versions the engine holds as retention sees them, with their cached
+// archives and their pins.
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// held is one cached version as retention sees it.
+type held struct {
+	mirror.HeldVersion
+	cached     map[string]int64 // cached archives and their sizes
+	keptCached map[string]int64 // cached archives of SetAside and their sizes
+	newest     time.Time        // when the newest cached archive was stored
+	pinnedBy   string           // the pin's file:line, "" when not pinned
+}
+
+// scanHeld calls fn for every version the engine has a record of (of
+// providers and modules), without its pin; fn may keep h. With stat, it
+// asks the store which of each version's archives are cached (h.cached,
+// h.newest); without, those are left empty.
+func (r *Retainer) scanHeld(withStat bool, fn func(h *held)) error {
+	return r.eng.ScanVersions(func(v mirror.HeldVersion) {
+		h := &held{HeldVersion: v}
+		if withStat {
+			h.cached = map[string]int64{}
+			for _, sha := range h.Archives {
+				if info, err := r.store.StatBlob(sha); err == nil {
+					h.cached[sha] = info.Size
+					if info.Created.After(h.newest) {
+						h.newest = info.Created
+					}
+				}
+			}
+			if len(h.SetAside) > 0 {
+				h.keptCached = map[string]int64{}
+				for _, sha := range h.SetAside {
+					if info, err := r.store.StatBlob(sha); err == nil {
+						h.keptCached[sha] = info.Size
+					}
+				}
+			}
+		}
+		fn(h)
+	})
+}
+
+// holdings reads every version the engine has a record of, with the
+// pins applied.
+func (r *Retainer) holdings() ([]*held, error) {
+	var out []*held
+	if err := r.scanHeld(true, func(h *held) { out = append(out, h) }); err != nil {
+		return nil, err
+	}
+	pins, _ := r.pins.current()
+	applyPins(pins, out)
+	return out, nil
+}
+
+// pinState is the pins as last read from the pin source.
+type pinState struct {
+	src  PinSource // nil: none
+	once sync.Once // the first reading (first)
+
+	mu   sync.Mutex
+	pins *Pins
+	err  error // of the last reading
+}
+
+// first reads the pins once, for whichever needs them first: the
+// retention goroutine's first rebuild, or a Prune called before it (a
+// `cache prune` on the data directory runs at once).
+func (p *pinState) first(log *slog.Logger) { p.once.Do(func() { p.read(log) }) }
+
+// read asks the pin source for changes; it reports whether the pins
+// changed.
+func (p *pinState) read(log *slog.Logger) bool {
+	if p.src == nil {
+		return false
+	}
+	pins, changed, err := p.src.Pins()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err != nil {
+		if p.err == nil || p.err.Error() != err.Error() {
+			log.Error("reading the pins; the pins read before are kept", "error", err)
+		}
+		p.err = err
+		return false
+	}
+	p.err = nil
+	if changed {
+		p.pins = pins
+	}
+	return changed
+}
+
+// lastErr is why the pins could not be read last time; nil if they could.
+func (p *pinState) lastErr() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.err
+}
+
+// current returns the pins, and whether a selection of the newest N
+// needs every cached version to be resolved.
+func (p *pinState) current() (pins *Pins, latest bool) {
+	p.mu.Lock()
+	pins = p.pins
+	p.mu.Unlock()
+	if pins == nil {
+		return nil, false
+	}
+	for _, m := range []map[string][]PinSelection{pins.Providers, pins.Modules} {
+		for _, sels := range m {
+			for _, sel := range sels {
+				latest = latest || sel.Latest > 0
+			}
+		}
+	}
+	return pins, latest
+}
+
+// get returns the pins.
+func (p *pinState) get() *Pins {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.pins
+}
+
+// pinnedBy returns the pin's file:line when version v of addr (kind
+// provider or module) is pinned; cached are addr's cached versions, for
+// selections of the newest N.
+func pinnedBy(sels []PinSelection, v versions.Version, cached versions.List) (string, bool) {
+	for _, sel := range sels {
+		if !sel.Set.Has(v) {
+			continue
+		}
+		if sel.Latest <= 0 {
+			return sel.Where, true
+		}
+		newer := 0
+		for _, c := range cached {
+			if sel.Set.Has(c) && c.GreaterThan(v) {
+				newer++
+			}
+		}
+		if newer < sel.Latest {
+			return sel.Where, true
+		}
+	}
+	return "", false
+}
+
+func pinSelections(pins *Pins, h *held) []PinSelection {
+	if pins == nil {
+		return nil
+	}
+	if h.Kind == "module" {
+		return pins.Modules[h.Address]
+	}
+	return pins.Providers[h.Address]
+}
+
+// applyPins sets each version's pinnedBy from pins; a pin's "latest"
+// selections count among the versions of hs that are cached.
+func applyPins(pins *Pins, hs []*held) {
+	if pins == nil {
+		return
+	}
+	cached := map[string]versions.List{}
+	for _, h := range hs {
+		if len(h.cached) > 0 {
+			cached[h.Kind+" "+h.Address] = append(cached[h.Kind+" "+h.Address], h.Version)
+		}
+	}
+	for _, h := range hs {
+		h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.Version, cached[h.Kind+" "+h.Address])
+	}
+}

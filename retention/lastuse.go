@@ -1,0 +1,133 @@
+package retention
+
+// The last use of versions, for the unused rule: recorded in memory on
+// every download, written in one batch every FlushInterval to the cache
+// and to the shared store, so that every replica counts the downloads of
+// all.
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"time"
+)
+
+// lastUsePrefix keys the last use of a version: lastuse/package/ADDR/V
+// or lastuse/module/ADDR/V.
+const lastUsePrefix = "lastuse/"
+
+type lastUseDoc struct {
+	At time.Time `json:"at"`
+}
+
+// sharedUseTimeout bounds the shared store's calls for one batch of last
+// uses, or for the candidates of one pass.
+const sharedUseTimeout = 30 * time.Second
+
+// useLog are the last uses not written yet, by version key.
+type useLog struct {
+	mu      sync.Mutex
+	pending map[string]time.Time
+}
+
+func (u *useLog) record(key string, at time.Time) {
+	u.mu.Lock()
+	u.pending[key] = at
+	u.mu.Unlock()
+}
+
+// take returns the uses not written yet, and forgets them.
+func (u *useLog) take() map[string]time.Time {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	uses := u.pending
+	u.pending = map[string]time.Time{}
+	return uses
+}
+
+// retry puts back a use that could not be written, unless a newer one
+// was recorded since.
+func (u *useLog) retry(key string, at time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if _, newer := u.pending[key]; !newer {
+		u.pending[key] = at
+	}
+}
+
+// merge sets in last the uses not written yet that are later.
+func (u *useLog) merge(last map[string]time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	for k, at := range u.pending {
+		if at.After(last[k]) {
+			last[k] = at
+		}
+	}
+}
+
+// flush writes the last uses recorded since the previous flush.
+func (r *Retainer) flush() {
+	uses := r.uses.take()
+	var failed int
+	for key, at := range uses {
+		if err := r.store.PutMeta(lastUsePrefix+key, lastUseDoc{At: at}); err != nil {
+			failed++
+			r.uses.retry(key, at) // tried again next time
+		}
+	}
+	if failed > 0 {
+		r.log.Warn("the last use of versions could not be written; tried again later", "versions", failed)
+	}
+	r.shareUses(uses)
+}
+
+// shareUses writes last uses to the shared store, unless another replica
+// wrote a later one, so that the unused rule of every replica counts the
+// downloads of all. A failing store is logged; each replica's own record
+// still counts for it.
+func (r *Retainer) shareUses(uses map[string]time.Time) {
+	if r.shared == nil || len(uses) == 0 || r.cfg.UnusedAfter <= 0 {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
+	defer cancel()
+	for key, at := range uses {
+		if theirs, ok := r.sharedUse(ctx, key); ok && !theirs.Before(at) {
+			continue
+		}
+		if err := r.shared.PutMeta(ctx, lastUsePrefix+key, lastUseDoc{At: at}); err != nil {
+			r.log.Warn("writing the last use of versions to the shared store; other replicas may not count them", "error", err)
+			return
+		}
+	}
+}
+
+// sharedUse returns the last use of key that the shared store holds.
+func (r *Retainer) sharedUse(ctx context.Context, key string) (time.Time, bool) {
+	raw, _, err := r.shared.GetMeta(ctx, lastUsePrefix+key)
+	if err != nil || raw == nil {
+		return time.Time{}, false
+	}
+	var doc lastUseDoc
+	if json.Unmarshal(raw, &doc) != nil {
+		return time.Time{}, false
+	}
+	return doc.At, true
+}
+
+// lastUses returns the last use of every version that has one: written
+// ones, and those not written yet.
+func (r *Retainer) lastUses() map[string]time.Time {
+	last := map[string]time.Time{}
+	r.store.ScanMeta(lastUsePrefix, func(key string, _ time.Time, raw json.RawMessage) error {
+		var doc lastUseDoc
+		if json.Unmarshal(raw, &doc) == nil {
+			last[strings.TrimPrefix(key, lastUsePrefix)] = doc.At
+		}
+		return nil
+	})
+	r.uses.merge(last)
+	return last
+}

@@ -1,0 +1,249 @@
+package retention
+
+// What the cache's size limit may not evict: the archives of versions
+// that cannot be fetched again and of pinned versions, recomputed by a
+// rebuild from the engine's records.
+
+import (
+	"bytes"
+	"encoding/hex"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+)
+
+// protection is the set of archives the size limit may not evict.
+type protection struct {
+	mu sync.RWMutex
+	// set are the archives kept, sorted (32 bytes an archive: at 100,000
+	// archives, 3 MiB).
+	set shaSet
+	// extra are archives protected as they were imported or fetched for
+	// a pinned version, until a named Prune removes them: a rebuild may
+	// have read the records before theirs was written.
+	extra map[[32]byte]struct{}
+	// ready says set was read (until then nothing may be evicted).
+	ready atomic.Bool
+}
+
+func shaKey(sha string) (k [32]byte, ok bool) {
+	n, err := hex.Decode(k[:], []byte(sha))
+	return k, err == nil && n == 32
+}
+
+// shaSet is a set of sha256s: sorted, without duplicates.
+type shaSet [][32]byte
+
+func compareSHA(a, b [32]byte) int { return bytes.Compare(a[:], b[:]) }
+
+// newSHASet makes a set of keys, which it sorts in place.
+func newSHASet(keys [][32]byte) shaSet {
+	slices.SortFunc(keys, compareSHA)
+	return slices.Clip(slices.Compact(keys))
+}
+
+func (set shaSet) has(k [32]byte) bool {
+	_, found := slices.BinarySearchFunc(set, k, compareSHA)
+	return found
+}
+
+// evictable reports whether sha is neither kept nor extra, once the set
+// was read.
+func (p *protection) evictable(sha string) bool {
+	if !p.ready.Load() {
+		return false
+	}
+	k, ok := shaKey(sha)
+	if !ok {
+		return true
+	}
+	p.mu.RLock()
+	kept := p.set.has(k)
+	_, extra := p.extra[k]
+	p.mu.RUnlock()
+	return !kept && !extra
+}
+
+// protect keeps sha from the size limit; it reports whether sha was
+// not kept yet.
+func (p *protection) protect(sha string) bool {
+	k, ok := shaKey(sha)
+	if !ok {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	_, had := p.extra[k]
+	kept := p.set.has(k)
+	p.extra[k] = struct{}{}
+	return !had && !kept
+}
+
+// removed forgets sha as extra: a prune removed it.
+func (p *protection) removed(sha string) {
+	if k, ok := shaKey(sha); ok {
+		p.mu.Lock()
+		delete(p.extra, k)
+		p.mu.Unlock()
+	}
+}
+
+// snapshot returns how many archives are kept now, and the extra ones,
+// each marked not read yet.
+func (p *protection) snapshot() (int, map[[32]byte]bool) {
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	extra := make(map[[32]byte]bool, len(p.extra))
+	for k := range p.extra {
+		extra[k] = false
+	}
+	return len(p.set) + len(p.extra), extra
+}
+
+// replace sets the archives kept; the extra ones whose records were read
+// (marked in extra) are now decided by their records.
+func (p *protection) replace(set shaSet, extra map[[32]byte]bool) {
+	p.mu.Lock()
+	p.set = set
+	for k, read := range extra {
+		if read {
+			delete(p.extra, k)
+		}
+	}
+	p.mu.Unlock()
+	p.ready.Store(true)
+}
+
+// rebuild recomputes what the size limit may not evict and the pinned
+// versions, and says when what is kept exceeds the limit. Unless pins
+// select the newest N versions, it reads the records one at a time,
+// keeping none: what it keeps is the sorted set of protected archives
+// (32 bytes each), whose sizes it then reads in one ordered pass.
+func (r *Retainer) rebuild() {
+	// The database's pages that hold the records, which the pass maps
+	// into the process, are given back at the end.
+	defer r.store.ReleaseReadPages()
+	n, extra := r.prot.snapshot()
+	keys := make([][32]byte, 0, n) // as many as last time, most often
+	var pinList []PinnedVersion
+	visit := func(h *held) {
+		if h.pinnedBy != "" {
+			pinList = append(pinList, PinnedVersion{Kind: h.Kind, Address: h.Address, Version: h.Raw, Where: h.pinnedBy})
+		}
+		keep := !h.Refetch || h.pinnedBy != ""
+		for i, sha := range slices.Concat(h.Archives, h.SetAside) {
+			k, ok := shaKey(sha)
+			if !ok {
+				continue
+			}
+			if _, ok := extra[k]; ok {
+				extra[k] = true
+			}
+			if keep || i >= len(h.Archives) {
+				keys = append(keys, k)
+			}
+		}
+	}
+	pins, latest := r.pins.current()
+	var err error
+	if latest {
+		var hs []*held
+		if hs, err = r.holdings(); err == nil {
+			for _, h := range hs {
+				visit(h)
+			}
+		}
+	} else {
+		err = r.scanHeld(false, func(h *held) {
+			h.pinnedBy, _ = pinnedBy(pinSelections(pins, h), h.Version, nil)
+			visit(h)
+		})
+	}
+	if err != nil {
+		r.log.Warn("reading the cache for retention; what may be evicted is not updated", "error", err)
+		return
+	}
+	protected := newSHASet(keys)
+	var kept int64
+	if r.offline {
+		_, kept = r.store.Stats()
+	} else if kept, err = cachedBytes(r.store, protected); err != nil {
+		r.log.Warn("reading the sizes of the archives kept from the size limit; their total is not updated", "error", err)
+		r.mu.Lock()
+		kept = r.status.KeptBytes
+		r.mu.Unlock()
+	}
+	r.prot.replace(protected, extra)
+	r.store.SetEvictable(r.Evictable) // and a pass of the size limit, with what may go now
+
+	unmet := r.cfg.MaxBytes > 0 && kept > r.cfg.MaxBytes
+	r.mu.Lock()
+	r.pinList = pinList
+	r.status.KeptBytes, r.status.LimitUnmet = kept, unmet
+	was := r.unmet
+	r.unmet = unmet
+	r.mu.Unlock()
+	if unmet && !was {
+		r.log.Warn("the cache size limit cannot be met: the packages that cannot be fetched again and the pinned ones alone exceed it, and are kept",
+			"kept_bytes", kept, "max_bytes", r.cfg.MaxBytes)
+	}
+	if r.cfg.Metrics != nil {
+		r.cfg.Metrics.RetentionKept(kept, unmet)
+	}
+}
+
+// errScanned stops a ScanBlobs that has seen what it needed.
+var errScanned = errors.New("scanned")
+
+// cachedBytes returns the total size of the archives of set that are
+// cached. A set that is a fair part of the cache is sized in one ordered
+// pass over the archives' records, which costs far less than as many
+// lookups (and leaves StatBlob's memo to the requests); a small one by a
+// lookup each.
+func cachedBytes(store Blobs, set shaSet) (int64, error) {
+	if len(set) == 0 {
+		return 0, nil
+	}
+	if archives, _ := store.Stats(); len(set) < archives/16 {
+		return lookedUpBytes(store, set), nil
+	}
+	return scannedBytes(store, set)
+}
+
+// lookedUpBytes is cachedBytes by a lookup of each archive.
+func lookedUpBytes(store Blobs, set shaSet) int64 {
+	var total int64
+	for _, k := range set {
+		if info, err := store.StatBlob(hex.EncodeToString(k[:])); err == nil {
+			total += info.Size
+		}
+	}
+	return total
+}
+
+// scannedBytes is cachedBytes by one ordered pass over the archives.
+func scannedBytes(store Blobs, set shaSet) (int64, error) {
+	var total int64
+	i := 0
+	err := store.ScanBlobs(func(sha string, size int64) error {
+		k, ok := shaKey(sha)
+		if !ok {
+			return nil
+		}
+		for i < len(set) && compareSHA(set[i], k) < 0 {
+			i++
+		}
+		if i == len(set) {
+			return errScanned
+		}
+		if set[i] == k {
+			total += size
+		}
+		return nil
+	})
+	if err != nil && !errors.Is(err, errScanned) {
+		return 0, err
+	}
+	return total, nil
+}

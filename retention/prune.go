@@ -1,0 +1,289 @@
+package retention
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// PruneRequest asks Prune what to remove.
+type PruneRequest struct {
+	// DryRun lists what would be removed and removes nothing.
+	DryRun bool
+	// Provider or Module, with Versions, name versions to remove: then
+	// only those are removed, whatever the rules and the pins say,
+	// including versions that cannot be fetched again (which leave the
+	// version list) and a withheld import set aside in a version's
+	// record. Both nil: the rules (Config) decide.
+	Provider *discovery.Provider
+	Module   *discovery.Module
+	Versions []string
+}
+
+// errNothingNamed is Prune's answer for a version the cache does not hold.
+func errNothingNamed(what, version string) error {
+	return fmt.Errorf("%w: the cache holds no version %s of %s", mirror.ErrVersionNotFound, version, what)
+}
+
+// Prune removes (or with DryRun, lists) what the retention rules would
+// remove now, or the versions req names. An archive is removed only when
+// no version kept needs it, and never while a client reads it (it is then
+// left for the next pass, and not listed as removed). It returns the
+// removals made, or that would be made.
+func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, error) {
+	r.pins.first(r.log)
+	r.passMu.Lock()
+	defer r.passMu.Unlock()
+	hs, err := r.holdings()
+	if err != nil {
+		return nil, err
+	}
+	var removed map[*held]string
+	if req.Provider != nil || req.Module != nil {
+		removed, err = named(hs, req)
+	} else {
+		removed = r.byRules(hs)
+	}
+	if err != nil {
+		return nil, err
+	}
+	p := plan(hs, removed)
+	if req.DryRun {
+		return p, nil
+	}
+	if req.Provider == nil && req.Module == nil {
+		r.mu.Lock()
+		r.status.LastPass = r.now().UTC()
+		r.mu.Unlock()
+	}
+	done, err := r.remove(ctx, p)
+	r.rebuild()
+	return done, err
+}
+
+// plan is the removal of the versions removed (with their rule): of
+// their cached archives, those no version kept needs.
+func plan(hs []*held, removed map[*held]string) []Removal {
+	var plan []Removal
+	// What kept versions need stays, and the withheld imports set aside
+	// in the records of versions the rules remove: only a prune naming
+	// the version removes them.
+	needed := map[string]bool{}
+	for _, h := range hs {
+		rule, gone := removed[h]
+		if !gone {
+			for _, sha := range h.Archives {
+				needed[sha] = true
+			}
+		}
+		if !gone || rule != RuleNamed {
+			for _, sha := range h.SetAside {
+				needed[sha] = true
+			}
+		}
+	}
+	taken := map[string]bool{}
+	for _, h := range hs {
+		rule, gone := removed[h]
+		if !gone {
+			continue
+		}
+		rm := Removal{Kind: h.Kind, Address: h.Address, Version: h.Raw, Rule: rule, Archives: []string{},
+			Unlisted: rule == RuleNamed && !h.Refetch, Withheld: rule == RuleNamed && len(h.SetAside) > 0}
+		archives := h.Archives
+		if rm.Withheld {
+			archives = slices.Concat(h.Archives, h.SetAside)
+		}
+		for _, sha := range archives {
+			size, cached := h.cached[sha]
+			if !cached {
+				size, cached = h.keptCached[sha]
+			}
+			if !cached || needed[sha] || taken[sha] {
+				continue
+			}
+			taken[sha] = true
+			rm.Archives = append(rm.Archives, sha)
+			rm.Bytes += size
+		}
+		if len(rm.Archives) == 0 && !rm.Unlisted && !rm.Withheld {
+			continue
+		}
+		plan = append(plan, rm)
+	}
+	slices.SortFunc(plan, func(a, b Removal) int {
+		return strings.Compare(a.Kind+" "+a.Address+" "+a.Version, b.Kind+" "+b.Address+" "+b.Version)
+	})
+	return plan
+}
+
+// byRules picks the versions the rules remove, with the rule.
+func (r *Retainer) byRules(hs []*held) map[*held]string {
+	out := map[*held]string{}
+	if k := r.cfg.KeepVersions; k > 0 {
+		groups := map[string][]*held{}
+		for _, h := range hs {
+			if len(h.cached) == 0 {
+				continue
+			}
+			g := h.Kind + " " + h.Address
+			if r.cfg.KeepPerMajor {
+				g += fmt.Sprintf(" %d", h.Version.Major)
+			}
+			groups[g] = append(groups[g], h)
+		}
+		for _, g := range groups {
+			slices.SortFunc(g, func(a, b *held) int {
+				switch {
+				case a.Version.GreaterThan(b.Version):
+					return -1
+				case b.Version.GreaterThan(a.Version):
+					return 1
+				}
+				return 0
+			})
+			for _, h := range g[min(k, len(g)):] {
+				if h.Refetch && h.pinnedBy == "" {
+					out[h] = RuleKeepVersions
+				}
+			}
+		}
+	}
+	if d := r.cfg.UnusedAfter; d > 0 {
+		last := r.lastUses()
+		now := r.now()
+		for _, h := range hs {
+			if _, ok := out[h]; ok || len(h.cached) == 0 || !h.Refetch || h.pinnedBy != "" {
+				continue
+			}
+			at, ok := last[h.Key]
+			if !ok {
+				at = h.newest
+			}
+			if now.Sub(at) < d {
+				continue
+			}
+			if r.shared != nil { // a download on another replica counts
+				ctx, cancel := context.WithTimeout(context.Background(), sharedUseTimeout)
+				theirs, ok := r.sharedUse(ctx, h.Key)
+				cancel()
+				if ok && now.Sub(theirs) < d {
+					continue
+				}
+			}
+			out[h] = RuleUnused
+		}
+	}
+	return out
+}
+
+// named picks the versions req names.
+func named(hs []*held, req PruneRequest) (map[*held]string, error) {
+	kind, addr := "provider", ""
+	if req.Provider != nil {
+		addr = req.Provider.String()
+	} else {
+		kind, addr = "module", req.Module.String()
+	}
+	if len(req.Versions) == 0 {
+		return nil, errNothingNamed(kind+" "+addr, "(none named)")
+	}
+	out := map[*held]string{}
+	for _, want := range req.Versions {
+		found := false
+		for _, h := range hs {
+			if h.Kind != kind || h.Address != addr {
+				continue
+			}
+			if v, err := versions.ParseVersion(strings.TrimPrefix(want, "v")); err == nil && v.Same(h.Version) || want == h.Raw {
+				out[h] = RuleNamed
+				found = true
+			}
+		}
+		if !found {
+			return nil, errNothingNamed(kind+" "+addr, want)
+		}
+	}
+	return out, nil
+}
+
+// remove applies plan: deletes its archives (not those a client has
+// open), and unlists the versions that cannot be fetched again. It
+// returns what was removed.
+func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error) {
+	var done []Removal
+	type tally struct {
+		versions int
+		bytes    int64
+	}
+	byRule := map[string]*tally{}
+	for _, rm := range plan {
+		if ctx.Err() != nil {
+			break
+		}
+		got := rm
+		got.Archives, got.Bytes = []string{}, 0
+		busy := false
+		for _, sha := range rm.Archives {
+			info, err := r.store.EvictBlob(sha)
+			switch {
+			case err == nil:
+				got.Archives = append(got.Archives, sha)
+				got.Bytes += info.Size
+				r.prot.removed(sha)
+			case errors.Is(err, cache.ErrNotFound):
+			case errors.Is(err, cache.ErrInUse):
+				busy = true
+			default:
+				r.log.Warn("removing an archive", "sha256", sha, "error", err)
+				busy = true
+			}
+		}
+		if busy {
+			r.log.Info("an archive of a version being removed is in use; it is removed by a later pass",
+				"kind", rm.Kind, "address", rm.Address, "version", rm.Version)
+		}
+		switch {
+		case busy:
+			got.Unlisted, got.Withheld = false, false
+		case rm.Unlisted:
+			// The record goes, with the import set aside in it.
+			if err := r.eng.RemoveVersion(rm.Kind, rm.Address, rm.Version); err != nil {
+				r.log.Warn("removing a version from the version list", "kind", rm.Kind, "address", rm.Address, "version", rm.Version, "error", err)
+				got.Unlisted, got.Withheld = false, false
+			}
+		case rm.Withheld:
+			if err := r.eng.DropSetAside(rm.Address, rm.Version); err != nil {
+				r.log.Warn("removing the withheld import from a version's record", "address", rm.Address, "version", rm.Version, "error", err)
+				got.Withheld = false
+			}
+		}
+		if len(got.Archives) == 0 && !got.Unlisted && !got.Withheld {
+			continue
+		}
+		done = append(done, got)
+		t := byRule[rm.Rule]
+		if t == nil {
+			t = &tally{}
+			byRule[rm.Rule] = t
+		}
+		t.versions++
+		t.bytes += got.Bytes
+		r.log.Info("removed the packages of a version", "rule", rm.Rule, "kind", rm.Kind, "address", rm.Address,
+			"version", rm.Version, "bytes", got.Bytes, "unlisted", got.Unlisted, "withheld_import", got.Withheld)
+	}
+	if r.cfg.Metrics != nil {
+		for rule, t := range byRule {
+			r.cfg.Metrics.RetentionRemoved(rule, t.versions, t.bytes)
+		}
+	}
+	return done, ctx.Err()
+}

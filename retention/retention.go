@@ -1,0 +1,368 @@
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// Config configures retention. The zero value keeps everything the size
+// limit does not evict, and still keeps what cannot be fetched again from
+// the size limit.
+type Config struct {
+	// KeepVersions keeps only the newest KeepVersions versions with cached
+	// packages of each provider and each module; the packages of older
+	// versions are removed. Default 0: no such rule.
+	KeepVersions int
+	// KeepPerMajor applies KeepVersions to each major version apart.
+	// Default false.
+	KeepPerMajor bool
+	// UnusedAfter removes the packages of versions not downloaded for
+	// this long (a version never downloaded counts from when its newest
+	// package was cached). Default 0: no such rule.
+	UnusedAfter time.Duration
+	// Pins, when set, says which versions are pinned: no rule and no size
+	// limit removes their packages. Default nil: none.
+	Pins PinSource
+	// Interval is how often the rules are applied in the background.
+	// Default 10 minutes; negative: only when Prune is called.
+	Interval time.Duration
+	// PinsInterval is how often Pins is asked whether the pins changed.
+	// Default 30 seconds.
+	PinsInterval time.Duration
+	// FlushInterval is how often the last use of versions is written to
+	// the cache, in one batch (never on every download). Default 1 minute.
+	FlushInterval time.Duration
+	// MaxBytes is the cache's size limit (cache.Options.MaxBytes), to say
+	// when what may not be evicted alone exceeds it. Default 0: none.
+	MaxBytes int64
+	// Metrics receives what retention does. Default nil: nothing is
+	// recorded.
+	Metrics Metrics
+}
+
+// Rule names, as Prune and the metrics give them.
+const (
+	RuleKeepVersions = "keep-versions"
+	RuleUnused       = "unused"
+	RuleNamed        = "named"
+)
+
+// PinSource says which versions are pinned. Package internal/manifest
+// implements it for a directory of lock files and sync manifests.
+type PinSource interface {
+	// Pins returns the pins. changed is false when nothing changed since
+	// the previous call (pins is then nil); the first call reports a
+	// change.
+	Pins() (pins *Pins, changed bool, err error)
+}
+
+// Pins are pinned versions: selections per provider and per module.
+type Pins struct {
+	// Providers by address (HOST/NAMESPACE/TYPE).
+	Providers map[string][]PinSelection
+	// Modules by address (HOST/NAMESPACE/NAME/SYSTEM).
+	Modules map[string][]PinSelection
+}
+
+// PinSelection selects pinned versions.
+type PinSelection struct {
+	// Set is the versions selected.
+	Set versions.Set
+	// Latest, when positive, pins only the newest Latest cached versions
+	// Set has.
+	Latest int
+	// Where is the file:line that pinned them.
+	Where string
+}
+
+// PinnedVersion is a pinned version that the cache has metadata of.
+type PinnedVersion struct {
+	Kind    string `json:"kind"`    // provider or module
+	Address string `json:"address"` // HOST/NAMESPACE/TYPE or HOST/NAMESPACE/NAME/SYSTEM
+	Version string `json:"version"`
+	Where   string `json:"where"` // the pin's file:line
+}
+
+// Removal is the removal of one version's packages.
+type Removal struct {
+	Kind    string `json:"kind"`    // provider or module
+	Address string `json:"address"` // HOST/NAMESPACE/TYPE or HOST/NAMESPACE/NAME/SYSTEM
+	Version string `json:"version"`
+	// Rule is why: RuleKeepVersions, RuleUnused or RuleNamed.
+	Rule string `json:"rule"`
+	// Archives are the sha256s of the packages removed (those no kept
+	// version shares), Bytes their total size.
+	Archives []string `json:"archives"`
+	Bytes    int64    `json:"bytes"`
+	// Unlisted says the version is removed from the version list too: it
+	// cannot be fetched again.
+	Unlisted bool `json:"unlisted,omitempty"`
+	// Withheld says the withheld import set aside in the version's record
+	// (mirror.PackageRecord.Withheld) is removed too, its archives among
+	// Archives: only a prune naming the version removes it.
+	Withheld bool `json:"withheld,omitempty"`
+}
+
+// Status is what the status page says of retention.
+type Status struct {
+	// Pinned are the pinned versions the cache has metadata of.
+	Pinned []PinnedVersion `json:"pinned"`
+	// PinsError is why the pins could not be read ("" if they could; the
+	// pins read before are kept).
+	PinsError string `json:"pins_error,omitempty"`
+	// KeptBytes are the bytes of cached packages the size limit may not
+	// evict (they cannot be fetched again, or are pinned).
+	KeptBytes int64 `json:"kept_bytes"`
+	// MaxBytes is the size limit; LimitUnmet says KeptBytes exceed it.
+	MaxBytes   int64 `json:"max_bytes,omitempty"`
+	LimitUnmet bool  `json:"limit_unmet"`
+	// LastPass is when the rules last ran (zero: not yet).
+	LastPass time.Time `json:"last_pass,omitzero"`
+}
+
+// Metrics receives what retention does. Package metrics implements it.
+type Metrics interface {
+	// RetentionRemoved records the packages of versions removed by rule.
+	RetentionRemoved(rule string, versions int, bytes int64)
+	// RetentionKept records the bytes the size limit may not evict, and
+	// whether they alone exceed it.
+	RetentionKept(bytes int64, limitUnmet bool)
+}
+
+// Lister is what retention reads of the engine: the versions it holds.
+// *mirror.Engine implements it.
+type Lister interface {
+	// ScanVersions calls fn with every version the cache has a record of.
+	ScanVersions(fn func(mirror.HeldVersion)) error
+	// VersionOfRecord is the version of a record of the shared store's
+	// bucket (key as in the cache).
+	VersionOfRecord(key string, raw json.RawMessage) (mirror.HeldVersion, bool)
+}
+
+// Remover is how retention lets go of versions that cannot be fetched
+// again. *mirror.Engine implements it.
+type Remover interface {
+	// RemoveVersion removes a version from its version list, with its
+	// record.
+	RemoveVersion(kind, address, version string) error
+	// DropSetAside removes the withheld import set aside in a provider
+	// version's record.
+	DropSetAside(address, version string) error
+}
+
+// Engine is what retention needs of the engine: its listings, removals,
+// configuration (Now, Logger, Offline, Shared) and notifications (Notify,
+// which New calls). *mirror.Engine implements it.
+type Engine interface {
+	Lister
+	Remover
+	Config() mirror.Config
+	Notify(n mirror.Notifier) error
+}
+
+// Records is where retention keeps the last use of versions: the cache's
+// records. *cache.Store implements it.
+type Records interface {
+	PutMeta(key string, v any) error
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+}
+
+// Blobs is what retention reads and removes of the cache's archives.
+// *cache.Store implements it.
+type Blobs interface {
+	StatBlob(sha string) (cache.BlobInfo, error)
+	Stats() (archives int, bytes int64)
+	// ScanBlobs calls fn with every archive, in sha256 order.
+	ScanBlobs(fn func(sha string, size int64) error) error
+	// EvictBlob removes an archive; cache.ErrInUse while a client reads it.
+	EvictBlob(sha string) (cache.BlobInfo, error)
+	// SetEvictable sets which archives the size limit may evict.
+	SetEvictable(fn func(sha string) bool)
+	// ReleaseReadPages gives back the pages a pass over every record
+	// mapped into the process.
+	ReleaseReadPages()
+}
+
+// Store is the cache as retention uses it.
+type Store interface {
+	Records
+	Blobs
+}
+
+// Shared is the shared store's bucket as retention uses it: the last uses
+// of all replicas, and the bucket's records and archives, pruned by the
+// one replica that holds the retention lease. The cmd/tfmirror wiring of
+// *sharedstore.Store implements it.
+type Shared interface {
+	// GetMeta returns the record under key; a nil record when there is
+	// none.
+	GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error)
+	// PutMeta stores record (JSON-encoded) under key.
+	PutMeta(ctx context.Context, key string, record any) error
+	// TryLease takes the lease named id; a nil lease when another
+	// replica holds it.
+	TryLease(ctx context.Context, id string) (mirror.SharedLease, error)
+	// ListMeta calls fn with the key of every record under prefix.
+	ListMeta(ctx context.Context, prefix string, fn func(key string) error) error
+	// ListArchives calls fn with the sha256, size and time of storing of
+	// every archive.
+	ListArchives(ctx context.Context, fn func(sha string, size int64, stored time.Time) error) error
+	// DeleteArchive deletes an archive.
+	DeleteArchive(ctx context.Context, sha string) error
+}
+
+// Retainer applies retention to an engine's cache. Its methods are safe
+// for concurrent use.
+type Retainer struct {
+	cfg     Config
+	eng     Engine
+	store   Store
+	shared  Shared // nil: none
+	log     *slog.Logger
+	now     func() time.Time
+	offline bool
+
+	prot protection // what the size limit may not evict
+	uses useLog     // last uses not yet written
+	pins pinState
+
+	mu      sync.Mutex
+	status  Status
+	unmet   bool // logged that the limit cannot be met
+	pinList []PinnedVersion
+
+	passMu     sync.Mutex // one pass or prune at a time
+	lastShared time.Time  // when the bucket was last pruned (the goroutine's)
+	wake       chan struct{}
+	cancel     context.CancelFunc
+	done       chan struct{}
+}
+
+// New returns the retention of eng's cache store, and of the shared
+// store's bucket shared (nil when eng has no shared store: then it must
+// be nil, and given when eng has one). It registers with eng for its
+// notifications, tells store what may be evicted, and runs the rules and
+// the batches of last uses in the background until Close.
+func New(cfg Config, eng Engine, store Store, shared Shared) (*Retainer, error) {
+	if eng == nil || store == nil {
+		return nil, errors.New("retention: an engine and its store are required")
+	}
+	ecfg := eng.Config()
+	if (ecfg.Shared == nil) != (shared == nil) {
+		return nil, errors.New("retention: the engine and retention must share the same shared store, or neither have one")
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = 10 * time.Minute
+	}
+	if cfg.PinsInterval <= 0 {
+		cfg.PinsInterval = 30 * time.Second
+	}
+	if cfg.FlushInterval <= 0 {
+		cfg.FlushInterval = time.Minute
+	}
+	r := &Retainer{cfg: cfg, eng: eng, store: store, shared: shared, log: ecfg.Logger, now: ecfg.Now,
+		offline: ecfg.Offline, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	r.prot.extra = map[[32]byte]struct{}{}
+	r.uses.pending = map[string]time.Time{}
+	r.pins.src = cfg.Pins
+	r.status.MaxBytes = cfg.MaxBytes
+	if err := eng.Notify(r); err != nil {
+		return nil, err
+	}
+	store.SetEvictable(r.Evictable)
+	ctx, cancel := context.WithCancel(context.Background())
+	r.cancel = cancel
+	go r.loop(ctx)
+	return r, nil
+}
+
+// Close stops the background work, writes the last uses not written yet
+// and returns when done. Call it after the engine's Shutdown, so that the
+// uses of the downloads that ended then are written, and before closing
+// the store.
+func (r *Retainer) Close() {
+	r.cancel()
+	<-r.done
+}
+
+// Status returns what the status page says of retention.
+func (r *Retainer) Status() Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := r.status
+	st.Pinned = slices.Clone(r.pinList)
+	if st.Pinned == nil {
+		st.Pinned = []PinnedVersion{}
+	}
+	if err := r.pins.lastErr(); err != nil {
+		st.PinsError = err.Error()
+	}
+	return st
+}
+
+// Evictable reports whether the cache's size limit may evict the archive
+// sha: not when a version that cannot be fetched again, or a pinned one,
+// needs it; nothing on a sealed mirror; nothing until retention has read
+// what the cache holds.
+func (r *Retainer) Evictable(sha string) bool {
+	if r.offline {
+		return false
+	}
+	return r.prot.evictable(sha)
+}
+
+// Used records a download of a version (mirror.Notifier); written in
+// the next batch.
+func (r *Retainer) Used(key string) {
+	if r.cfg.UnusedAfter <= 0 {
+		return
+	}
+	r.uses.record(key, r.now())
+}
+
+// Serving keeps sha, an archive of version v of address about to be
+// served (mirror.Notifier), from the size limit when a pin selects v by
+// its constraint (pins of the newest N are resolved by the next rebuild).
+func (r *Retainer) Serving(kind, address string, v versions.Version, sha string) {
+	pins := r.pins.get()
+	if pins == nil {
+		return
+	}
+	sels := pins.Providers[address]
+	if kind == "module" {
+		sels = pins.Modules[address]
+	}
+	for _, sel := range sels {
+		if sel.Latest <= 0 && sel.Set.Has(v) {
+			if r.prot.protect(sha) {
+				r.Changed() // a rebuild lists it as pinned
+			}
+			return
+		}
+	}
+}
+
+// Importing keeps sha, an archive an import is about to commit
+// (mirror.Notifier), from the size limit: it cannot be fetched again.
+func (r *Retainer) Importing(sha string) { r.prot.protect(sha) }
+
+// Changed asks the background goroutine for a rebuild of what the size
+// limit may not evict (mirror.Notifier): records of versions that cannot
+// be fetched again (imports) were written. It never waits; asks that come
+// while one is pending are one.
+func (r *Retainer) Changed() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}

@@ -1,0 +1,125 @@
+package retention
+
+// The shared store's bucket kept by the retention rules: one replica at a
+// time (the holder of the retention lease) lists the bucket's records and
+// archives and deletes the archives the rules remove, as each replica
+// does for its own cache.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/tfmirror/tfmirror/mirror"
+)
+
+// sharedPruneEvery is how often the bucket is pruned at most: a pass
+// reads every record in it.
+const sharedPruneEvery = time.Hour
+
+// sharedPruneTimeout bounds one pass over the bucket.
+const sharedPruneTimeout = 30 * time.Minute
+
+// leaseID names the lease under which one replica prunes the bucket
+// (leases are named like archives).
+var leaseID = func() string {
+	sum := sha256.Sum256([]byte("tfmirror retention of the shared store"))
+	return hex.EncodeToString(sum[:])
+}()
+
+// pruneShared applies the rules to the bucket when this replica gets the
+// retention lease; it returns what it removed (nil, nil when another
+// replica holds the lease or there is no bucket to prune).
+func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
+	sh := r.shared
+	if sh == nil || r.offline || (r.cfg.KeepVersions <= 0 && r.cfg.UnusedAfter <= 0) {
+		return nil, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, sharedPruneTimeout)
+	defer cancel()
+	lease, err := sh.TryLease(ctx, leaseID)
+	if err != nil || lease == nil {
+		return nil, err // another replica prunes it
+	}
+	defer keepLease(ctx, r.log, lease)(context.WithoutCancel(ctx))
+
+	sizes := map[string]int64{}
+	stored := map[string]time.Time{}
+	if err := sh.ListArchives(ctx, func(sha string, size int64, at time.Time) error {
+		sizes[sha], stored[sha] = size, at
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	var hs []*held
+	for _, prefix := range mirror.VersionRecordPrefixes() {
+		var keys []string
+		if err := sh.ListMeta(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
+			return nil, err
+		}
+		for _, key := range keys {
+			raw, _, err := sh.GetMeta(ctx, key)
+			if err != nil {
+				return nil, err
+			}
+			if v, ok := r.eng.VersionOfRecord(key, raw); ok {
+				hs = append(hs, bucketHeld(v, sizes, stored))
+			}
+		}
+	}
+	pins, _ := r.pins.current()
+	applyPins(pins, hs)
+	var done []Removal
+	for _, rm := range plan(hs, r.byRules(hs)) {
+		got := rm
+		got.Archives, got.Bytes = []string{}, 0
+		for _, sha := range rm.Archives {
+			if err := sh.DeleteArchive(ctx, sha); err != nil {
+				return done, fmt.Errorf("deleting an archive from the shared store: %w", err)
+			}
+			got.Archives = append(got.Archives, sha)
+			got.Bytes += sizes[sha]
+		}
+		done = append(done, got)
+		r.log.Info("removed the packages of a version from the shared store", "rule", rm.Rule, "kind", rm.Kind,
+			"address", rm.Address, "version", rm.Version, "bytes", got.Bytes)
+	}
+	return done, nil
+}
+
+// bucketHeld is a version of a record of the bucket, with the bucket's
+// archives as its cached ones.
+func bucketHeld(v mirror.HeldVersion, sizes map[string]int64, stored map[string]time.Time) *held {
+	h := &held{HeldVersion: v, cached: map[string]int64{}}
+	for _, sha := range h.Archives {
+		if size, ok := sizes[sha]; ok {
+			h.cached[sha] = size
+			if stored[sha].After(h.newest) {
+				h.newest = stored[sha]
+			}
+		}
+	}
+	return h
+}
+
+// keepLease renews lease until the returned release is called, which
+// stops renewing it and gives it up.
+func keepLease(ctx context.Context, log *slog.Logger, lease mirror.SharedLease) (release func(context.Context)) {
+	kctx, stop := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := lease.Keep(kctx); err != nil {
+			log.Warn("lost the shared store's lease on an archive download; another replica may download it too",
+				"sha256", leaseID, "error", err)
+		}
+	}()
+	return func(ctx context.Context) {
+		stop()
+		<-done
+		lease.Release(ctx) // failing, it expires
+	}
+}
