@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"path/filepath"
 
+	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/cache"
@@ -163,3 +165,24 @@ func (noOrigin) FetchDocument(context.Context, discovery.Provider, string, int64
 func (noOrigin) OpenArchive(context.Context, discovery.Provider, string) (io.ReadCloser, int64, error) {
 	return nil, 0, errNoOrigin
 }
+
+func (noOrigin) ModuleVersions(context.Context, discovery.Module) ([]string, error) {
+	return nil, errNoOrigin
+}
+
+func (noOrigin) ModuleLocation(context.Context, discovery.Module, string) (string, error) {
+	return "", errNoOrigin
+}
+
+func (noOrigin) OpenSource(context.Context, svchost.Hostname, string) (io.ReadCloser, int64, error) {
+	return nil, 0, errNoOrigin
+}
+
+// SourceHTTPClient's client refuses every request.
+func (noOrigin) SourceHTTPClient(svchost.Hostname) *http.Client {
+	return &http.Client{Transport: refuseTransport{}}
+}
+
+type refuseTransport struct{}
+
+func (refuseTransport) RoundTrip(*http.Request) (*http.Response, error) { return nil, errNoOrigin }

@@ -147,8 +147,9 @@ type Config struct {
 	// stale discovery results. Default: discard.
 	Logger *slog.Logger
 
-	// Observer, if set, is told of every origin operation and discovery
-	// cache lookup (package metrics implements it).
+	// Observer, if set, is told of every origin operation, discovery
+	// cache lookup, circuit change and stale discovery result (package
+	// metrics implements it). Default nil: nothing is recorded.
 	Observer Observer
 }
 
@@ -282,10 +283,7 @@ func New(cfg Config) (*Client, error) {
 			hosts:     make(map[string]*circuit),
 		},
 	}
-	if co, ok := cfg.Observer.(CircuitObserver); ok {
-		c.breaker.notify = co.CircuitOpen
-	}
-	c.breaker.notify = c.circuitChanged(c.breaker.notify)
+	c.breaker.notify = c.circuitChanged(cfg.Observer.CircuitOpen)
 	base := &http.Transport{
 		Proxy:                  c.proxyFor,
 		DialContext:            c.dial,
@@ -497,6 +495,8 @@ type Observer interface {
 	OriginBytes(origin string, n int64)
 	// CacheLookup records whether a discovery result was cached ("discovery").
 	CacheLookup(kind string, hit bool)
+	CircuitObserver
+	StaleObserver
 }
 
 type noObserver struct{}
@@ -504,6 +504,8 @@ type noObserver struct{}
 func (noObserver) OriginRequest(string, string, string, time.Duration) {}
 func (noObserver) OriginBytes(string, int64)                           {}
 func (noObserver) CacheLookup(string, bool)                            {}
+func (noObserver) CircuitOpen(string, bool)                            {}
+func (noObserver) StaleServed(string)                                  {}
 
 // observe reports the outcome of an operation that started at start; it
 // is deferred with a pointer to the operation's named error result.

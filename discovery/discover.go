@@ -167,9 +167,7 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 		return Discovery{}, err
 	}
 	prev.refreshErr, prev.refreshFailedAt = err, now
-	if so, ok := c.cfg.Observer.(StaleObserver); ok {
-		so.StaleServed("discovery")
-	}
+	c.cfg.Observer.StaleServed("discovery")
 	c.log.LogAttrs(ctx, slog.LevelWarn, "service discovery refresh failed; using the previous result",
 		slog.String("host", string(host)), slog.Time("fetched_at", prev.fetchedAt), slog.Any("error", err))
 	return prev.result(true)

@@ -41,14 +41,14 @@ func (e *CircuitOpenError) Error() string {
 // Is makes errors.Is(err, ErrCircuitOpen) true.
 func (e *CircuitOpenError) Is(target error) bool { return target == ErrCircuitOpen }
 
-// CircuitObserver is implemented by an Observer that also wants to know
+// CircuitObserver is the part of an Observer that is told
 // when an origin's circuit breaker opens (open=true, including the
 // half-open probe phase) and closes again.
 type CircuitObserver interface {
 	CircuitOpen(origin string, open bool)
 }
 
-// StaleObserver is implemented by an Observer that also counts stale
+// StaleObserver is the part of an Observer that counts stale
 // answers: StaleServed("discovery") is called when a discovery refresh
 // failed and the previous result is used instead.
 type StaleObserver interface {

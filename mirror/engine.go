@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -22,9 +23,16 @@ import (
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// Origin is what the engine needs from origin registries. *discovery.Client
-// implements it.
+// Origin is what the engine needs from origin registries and module
+// source hosts: providers and modules. *discovery.Client implements it.
 type Origin interface {
+	ProviderOrigin
+	ModuleOrigin
+}
+
+// ProviderOrigin is what the engine needs from origin registries for
+// providers.
+type ProviderOrigin interface {
 	Versions(ctx context.Context, p discovery.Provider) ([]discovery.VersionInfo, error)
 	Package(ctx context.Context, p discovery.Provider, version string, pl discovery.Platform) (*discovery.Package, error)
 	FetchDocument(ctx context.Context, p discovery.Provider, rawURL string, limit int64) ([]byte, error)
@@ -39,6 +47,10 @@ type Store interface {
 	StatBlob(sha string) (cache.BlobInfo, error)
 	// StatGeneration changes whenever an answer of StatBlob may have.
 	StatGeneration() uint64
+	// Headroom is how many bytes may still be written to the cache's file
+	// system before its free space reaches the disk reserve; ok is false
+	// when the cache does not check free space (see DiskHeadroom).
+	Headroom() (room int64, ok bool)
 	OpenBlob(sha string) (cache.BlobReader, error)
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
@@ -62,6 +74,8 @@ type Metrics interface {
 	ArchiveFetchStarted() (done func())
 	// CacheWriteFailed records data that could not be stored.
 	CacheWriteFailed()
+	ModuleMetrics
+	CacheCheckMetrics
 }
 
 // Config configures an Engine. Zero values take the documented defaults.
@@ -149,8 +163,8 @@ type Engine struct {
 	unsigned  map[svchost.Hostname]bool
 	withheld  map[string][]WithheldVersion // by provider
 	platforms map[string]bool              // nil = all
-	origin    Origin
-	rawOrigin Origin // as given to New, for its module side (see ModuleOrigin)
+	origin    ProviderOrigin               // the Origin given to New, behind the offline and local-only guards
+	modules   ModuleOrigin                 // the Origin given to New (see moduleOrigin)
 	store     Store
 	log       *slog.Logger
 	metrics   Metrics
@@ -189,11 +203,16 @@ type Engine struct {
 	lastCheck  atomic.Pointer[CacheCheck] // the last VerifyCache that read the whole cache
 }
 
-// New validates cfg and returns an Engine using origin and store. Call
+// New validates cfg and returns an Engine using origin (for providers
+// and modules) and store. Both are required: New fails without either,
+// rather than giving an engine that fails on its first request. Call
 // Shutdown or Close when done with it, before closing the store.
 func New(cfg Config, origin Origin, store Store) (*Engine, error) {
-	if origin == nil || store == nil {
-		return nil, errors.New("mirror: origin and store are required")
+	if isNil(origin) {
+		return nil, errors.New("mirror: an origin is required")
+	}
+	if isNil(store) {
+		return nil, errors.New("mirror: a store is required")
 	}
 	if len(cfg.AllowedOrigins) == 0 {
 		return nil, errors.New("mirror: at least one allowed origin host is required")
@@ -211,7 +230,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 
 		importedHosts: make(map[svchost.Hostname]bool),
 	}
-	s.rawOrigin = origin
+	s.modules = origin
 	s.cfg.AllowedOrigins = nil
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
@@ -467,9 +486,20 @@ func (t *tasks) wait(ctx context.Context) error {
 
 type noMetrics struct{}
 
-func (noMetrics) CacheLookup(string, bool)    {}
-func (noMetrics) StaleServed(string)          {}
-func (noMetrics) Coalesced(string)            {}
-func (noMetrics) VerificationFailed(string)   {}
-func (noMetrics) ArchiveFetchStarted() func() { return func() {} }
-func (noMetrics) CacheWriteFailed()           {}
+func (noMetrics) CacheLookup(string, bool)                         {}
+func (noMetrics) StaleServed(string)                               {}
+func (noMetrics) Coalesced(string)                                 {}
+func (noMetrics) VerificationFailed(string)                        {}
+func (noMetrics) ArchiveFetchStarted() func()                      { return func() {} }
+func (noMetrics) CacheWriteFailed()                                {}
+func (noMetrics) ModuleFetch(string, string, int64, time.Duration) {}
+func (noMetrics) CacheChecked(time.Time, int, int)                 {}
+
+// isNil reports whether v is nil, or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
+}

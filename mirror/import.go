@@ -34,21 +34,12 @@ const (
 	MaxSignatureBytes = maxSignatureBytes
 )
 
-// headroomer is what a Store may tell of its disk. *cache.Store does.
-type headroomer interface {
-	Headroom() (room int64, ok bool)
-}
-
 // DiskHeadroom is how many bytes an import may still write to the cache's
 // file system (unpacking a bundle beside it) before the cache's free space
 // reaches its disk reserve, asked now (see cache.Store.Headroom); ok is
 // false when the cache does not check free space.
 func (s *Engine) DiskHeadroom() (room int64, ok bool) {
-	h, isH := s.store.(headroomer)
-	if !isH {
-		return 0, false
-	}
-	return h.Headroom()
+	return s.store.Headroom()
 }
 
 // Imported is one provider version loaded from outside the origin (an

@@ -42,9 +42,8 @@ import (
 )
 
 // ModuleOrigin is what the engine needs for registry modules from origin
-// registries and source hosts. *discovery.Client implements it. The
-// engine uses it when the Origin given to New implements it too;
-// otherwise (and offline) module calls that need an origin fail.
+// registries and source hosts: the module side of Origin. Offline,
+// module calls that need an origin fail with ErrOffline.
 type ModuleOrigin interface {
 	ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error)
 	ModuleLocation(ctx context.Context, m discovery.Module, version string) (string, error)
@@ -64,9 +63,8 @@ type ModuleSourceCredentials interface {
 	SourceCredential(origin svchost.Hostname, host string) (discovery.SourceCredential, bool)
 }
 
-// ModuleMetrics receives what the engine observes of modules. Package
-// metrics implements it; the engine uses Config.Metrics for it when that
-// implements it too.
+// ModuleMetrics receives what the engine observes of modules: the module
+// side of Metrics.
 type ModuleMetrics interface {
 	// ModuleFetch records one fetch of a module package from its source
 	// host: the source kind (git, archive), the outcome (success, error,
@@ -156,11 +154,7 @@ func (s *Engine) moduleOrigin(what string) (ModuleOrigin, error) {
 	if s.cfg.Offline {
 		return nil, fmt.Errorf("%w: %s", ErrOffline, what)
 	}
-	mo, ok := s.rawOrigin.(ModuleOrigin)
-	if !ok {
-		return nil, fmt.Errorf("%w: %s (this origin client has no module support)", discovery.ErrNoModuleService, what)
-	}
-	return mo, nil
+	return s.modules, nil
 }
 
 // ModuleVersions returns m's version list: from the cache while it is
@@ -435,9 +429,7 @@ func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec Module
 	start := time.Now()
 	var size int64
 	defer func() {
-		if mm, ok := s.cfg.Metrics.(ModuleMetrics); ok {
-			mm.ModuleFetch(string(rec.Kind), moduleOutcome(ctx, err), size, time.Since(start))
-		}
+		s.metrics.ModuleFetch(string(rec.Kind), moduleOutcome(ctx, err), size, time.Since(start))
 	}()
 	mo, err := s.moduleOrigin("module package")
 	if err != nil {

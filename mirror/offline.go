@@ -32,7 +32,7 @@ func (offlineOrigin) OpenArchive(_ context.Context, p discovery.Provider, _ stri
 // (see Engine.local) is never contacted, whatever asks.
 type localGuard struct {
 	s    *Engine
-	next Origin
+	next ProviderOrigin
 }
 
 func (g localGuard) check(p discovery.Provider) error {

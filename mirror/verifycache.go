@@ -60,8 +60,7 @@ type CacheCheck struct {
 }
 
 // CacheCheckMetrics receives the outcome of each VerifyCache that read
-// the whole cache. Package metrics implements it; the engine uses
-// Config.Metrics for it when that implements it too.
+// the whole cache: the cache check side of Metrics.
 type CacheCheckMetrics interface {
 	CacheChecked(at time.Time, checked, failed int)
 }
@@ -194,9 +193,7 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 	}
 	sum.At = s.cfg.Now().UTC()
 	s.lastCheck.Store(&sum)
-	if m, ok := s.cfg.Metrics.(CacheCheckMetrics); ok {
-		m.CacheChecked(sum.At, sum.Checked, sum.Failed)
-	}
+	s.metrics.CacheChecked(sum.At, sum.Checked, sum.Failed)
 	return nil
 }
 

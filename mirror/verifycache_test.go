@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -17,13 +18,33 @@ import (
 	"github.com/tfmirror/tfmirror/verify"
 )
 
+// checkMetrics keeps the last check of the whole cache it was told of.
+type checkMetrics struct {
+	noMetrics
+	mu   sync.Mutex
+	last CacheCheck
+}
+
+func (m *checkMetrics) CacheChecked(at time.Time, checked, failed int) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.last = CacheCheck{At: at, Checked: checked, Failed: failed}
+}
+
+func (m *checkMetrics) get() CacheCheck {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.last
+}
+
 // A check of the whole cache reads every cached package, provider
 // packages against their stored evidence and module packages against
 // their sha256, without asking the origin; it finds exactly the packages
 // whose bytes were damaged on disk, and keeps them.
 func TestVerifyCache(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{})
+	met := &checkMetrics{}
+	h := newHarness(t, harnessOptions{cfg: Config{Metrics: met}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	h.readAll("1.0.0", "2.0.0")
 	h.origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
@@ -86,6 +107,9 @@ func TestVerifyCache(t *testing.T) {
 	}
 	if last, ok := h.engine.LastCacheCheck(); !ok || last.Checked != 3 || last.Failed != 2 || last.At.IsZero() {
 		t.Errorf("last check %+v (%v), want 3 checked, 2 failed", last, ok)
+	}
+	if last, _ := h.engine.LastCacheCheck(); met.get() != last {
+		t.Errorf("the metrics were told %+v, want the last check %+v", met.get(), last)
 	}
 	// A report: what failed is kept, for the operator to prune.
 	for _, sha := range []string{damaged, mod.SHA256} {

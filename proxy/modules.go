@@ -30,8 +30,8 @@ import (
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
-// ModuleEngine is what the module routes need from the engine.
-// *mirror.Engine implements it; an Engine without it answers 404 there.
+// ModuleEngine is what the module routes need from the engine: the
+// module side of Engine.
 type ModuleEngine interface {
 	CheckModuleOrigin(m discovery.Module) error
 	ModuleVersions(ctx context.Context, m discovery.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
@@ -64,20 +64,9 @@ func (s *Server) moduleRoutes(r *mux.Router) {
 	})
 }
 
-func (s *Server) moduleEngine() (ModuleEngine, error) {
-	me, ok := s.engine.(ModuleEngine)
-	if !ok {
-		return nil, &httperr.RequestError{Status: http.StatusNotFound, Msg: "this mirror serves no registry modules"}
-	}
-	return me, nil
-}
-
 // module parses the request's module address and checks its host.
 func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error) {
-	me, err := s.moduleEngine()
-	if err != nil {
-		return nil, discovery.Module{}, err
-	}
+	me := s.engine
 	vars := mux.Vars(r)
 	hostPart, err := unescapePart("host", vars["host"], maxHostLen)
 	if err != nil {
@@ -270,10 +259,7 @@ type StatusModuleVersion struct {
 // that q selects, by module, newest version first within the page, and
 // the cursor of the next page ("" when this is the last).
 func (s *Server) statusModules(q statusQuery) ([]StatusModule, string, error) {
-	me, ok := s.engine.(ModuleEngine)
-	if !ok {
-		return nil, "", nil
-	}
+	me := s.engine
 	byModule := map[string]*StatusModule{}
 	var order []string
 	rows, next := 0, ""

@@ -217,8 +217,25 @@ func (r *recorder) Write(p []byte) (int, error) {
 // Unwrap lets http.ResponseController reach Flush and deadlines.
 func (r *recorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
-// Pinger checks that the cache is usable. *cache.Store implements it.
+// Pinger checks that the cache is usable.
 type Pinger interface{ Ping() error }
+
+// HealthStore is what the health checks read of the cache. *cache.Store
+// implements it.
+type HealthStore interface {
+	Pinger
+	// Writable returns why the cache does not take writes, or nil, as it
+	// knows without a write (below the disk reserve, say).
+	Writable() error
+	// FreeBytes and Reserve are the free space on the cache's file system
+	// and the free space below which it stops writing; -1 when not known
+	// (an in-memory cache, disk checks off).
+	FreeBytes() int64
+	Reserve() int64
+	// DiskBudget returns the data directory's size and the most it may
+	// take; ok is false without a size limit.
+	DiskBudget() (used, budget int64, ok bool)
+}
 
 // Healthz answers 200 while the process serves requests.
 func Healthz(w http.ResponseWriter, _ *http.Request) {
@@ -231,10 +248,11 @@ func Healthz(w http.ResponseWriter, _ *http.Request) {
 // many and however concurrent, cost the cache at most one check a second
 // between them.
 type HealthSource struct {
-	// Store is the cache: its Ping says whether it takes writes. When it
-	// also reports free disk space and the reserve (FreeBytes and Reserve,
-	// as *cache.Store does, -1 for unknown), those are shown too. Required.
-	Store Pinger
+	// Store is the cache: its Ping says whether it takes writes; the free
+	// disk space, the reserve and the disk budget it reports are shown
+	// too, where known. Required (proxy.New refuses a HealthSource
+	// without it).
+	Store HealthStore
 	// SharedDown, when set, returns why the shared store is not used (its
 	// circuit is open, or it does not honour conditional writes), or nil.
 	// Default nil: no shared store configured.
@@ -279,18 +297,6 @@ func (src *HealthSource) check(now time.Time) (h Health, fresh bool) {
 		return m.h, true
 	}
 	return m.h, false
-}
-
-// diskSpace is what a cache may report about its disk.
-type diskSpace interface {
-	FreeBytes() int64
-	Reserve() int64
-}
-
-// diskBudget is what a cache with a size limit may report about its data
-// directory.
-type diskBudget interface {
-	DiskBudget() (used, budget int64, ok bool)
 }
 
 // Health states.
@@ -340,18 +346,14 @@ func (src *HealthSource) Check() Health {
 	if err := src.Store.Ping(); err != nil {
 		h.Cache, h.CacheError, h.cacheErr = HealthCacheNotWritable, err.Error(), err
 	}
-	if d, ok := src.Store.(diskSpace); ok {
-		if free := d.FreeBytes(); free >= 0 {
-			h.DiskFreeBytes = &free
-		}
-		if reserve := d.Reserve(); reserve >= 0 {
-			h.DiskReserveBytes = &reserve
-		}
+	if free := src.Store.FreeBytes(); free >= 0 {
+		h.DiskFreeBytes = &free
 	}
-	if d, ok := src.Store.(diskBudget); ok {
-		if used, budget, ok := d.DiskBudget(); ok {
-			h.DataDirBytes, h.DiskBudgetBytes = &used, &budget
-		}
+	if reserve := src.Store.Reserve(); reserve >= 0 {
+		h.DiskReserveBytes = &reserve
+	}
+	if used, budget, ok := src.Store.DiskBudget(); ok {
+		h.DataDirBytes, h.DiskBudgetBytes = &used, &budget
 	}
 	if src.SharedDown != nil {
 		h.SharedStore = HealthSharedOK
@@ -363,14 +365,9 @@ func (src *HealthSource) Check() Health {
 }
 
 // stoppedWriting reports whether the cache says, without a test write,
-// that it does not take writes (Writable, as *cache.Store has). A cache
-// without that check never says so.
+// that it does not take writes.
 func (src *HealthSource) stoppedWriting() bool {
-	if src == nil {
-		return false
-	}
-	w, ok := src.Store.(interface{ Writable() error })
-	return ok && w.Writable() != nil
+	return src != nil && src.Store.Writable() != nil
 }
 
 // Readyz answers 200 when the cache is open and writable, 503 otherwise.

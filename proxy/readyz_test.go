@@ -17,7 +17,19 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 )
 
-type pinger struct{ err error }
+type pinger struct {
+	err error
+	noDiskReport
+}
+
+// noDiskReport is a cache that knows nothing of its disk, and stops
+// writing only when a write fails (as an in-memory cache).
+type noDiskReport struct{}
+
+func (noDiskReport) Writable() error                  { return nil }
+func (noDiskReport) FreeBytes() int64                 { return -1 }
+func (noDiskReport) Reserve() int64                   { return -1 }
+func (noDiskReport) DiskBudget() (int64, int64, bool) { return 0, 0, false }
 
 func (p pinger) Ping() error { return p.err }
 
@@ -37,7 +49,7 @@ func TestReadyzSharedStore(t *testing.T) {
 		{"no shared store", Readyz(&HealthSource{Store: pinger{}}, log), 200, "ok"},
 		{"shared store up", Readyz(&HealthSource{Store: pinger{}, SharedDown: func() error { return nil }}, log), 200, "ok"},
 		{"shared store down", Readyz(&HealthSource{Store: pinger{}, SharedDown: down}, log), 200, "degraded"},
-		{"cache not writable", Readyz(&HealthSource{Store: pinger{errors.New("disk full")}, SharedDown: down}, log), 503, "unavailable"},
+		{"cache not writable", Readyz(&HealthSource{Store: pinger{err: errors.New("disk full")}, SharedDown: down}, log), 503, "unavailable"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

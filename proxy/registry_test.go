@@ -357,9 +357,8 @@ func TestRegistryRouteLabels(t *testing.T) {
 // token goes where when clients authenticate.
 func TestStatusHostBlocks(t *testing.T) {
 	t.Parallel()
-	modules := map[string]string{"registry.terraform.io": "https://registry.terraform.io/v1/modules/"}
 	h := newHarness(t, harnessOptions{
-		cfg:    Config{PublicURL: "https://mirror.example.com/tf", ModulesURL: func(host string) string { return modules[host] }},
+		cfg:    Config{PublicURL: "https://mirror.example.com/tf"},
 		engine: mirror.Config{AllowedOrigins: []string{"registry.terraform.io", "Registry.OpenTofu.org"}},
 	})
 	var st Status

@@ -17,8 +17,9 @@ import (
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
-// Engine is what the front door needs from the pull-through engine.
-// *mirror.Engine implements it.
+// Engine is what the front door needs from the pull-through engine: its
+// providers, its modules (ModuleEngine) and what the status page shows of
+// it. *mirror.Engine implements it.
 type Engine interface {
 	// Config returns the engine's configuration in effect.
 	Config() mirror.Config
@@ -36,6 +37,11 @@ type Engine interface {
 	// starts with prefix, from the one after the cursor after on.
 	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
 	Stats() (archives int, bytes int64)
+	ModuleEngine
+	WithheldEngine
+	// LastCacheCheck returns the last check of the whole cache; false
+	// when none has run.
+	LastCacheCheck() (mirror.CacheCheck, bool)
 }
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -51,12 +57,6 @@ type Config struct {
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// ModulesURL, when set, returns the modules.v1 URL of an origin host
-	// (comparison form) that service discovery knows, or "", for the
-	// status page's host blocks of an engine that serves no modules (one
-	// that implements ModuleEngine gets this mirror's modules.v1 URL
-	// instead). Default: none known (the blocks have a placeholder).
-	ModulesURL func(host string) string
 	// Auth, when set, requires a bearer token for index.json and
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
 	// no client authentication.
@@ -89,6 +89,9 @@ type Server struct {
 func New(cfg Config, engine Engine) (*Server, error) {
 	if engine == nil {
 		return nil, errors.New("proxy: an engine is required")
+	}
+	if cfg.Health != nil && cfg.Health.Store == nil {
+		return nil, errors.New("proxy: a health source needs the cache (HealthSource.Store)")
 	}
 	s := &Server{
 		cfg:    cfg,

@@ -132,9 +132,6 @@ func parseStatusQuery(r *http.Request) (statusQuery, error) {
 type HostBlock struct {
 	Host  string
 	Block string
-	// ModulesKnown says the block names a modules.v1 URL, this mirror's
-	// (else it has a commented-out placeholder).
-	ModulesKnown bool
 }
 
 // StatusProvider is one provider the mirror has metadata for.
@@ -189,12 +186,8 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
 	st.Retention = s.retentionStatus()
-	if ce, ok := s.engine.(interface {
-		LastCacheCheck() (mirror.CacheCheck, bool)
-	}); ok {
-		if c, ok := ce.LastCacheCheck(); ok {
-			st.CacheCheck = &c
-		}
+	if c, ok := s.engine.LastCacheCheck(); ok {
+		st.CacheCheck = &c
 	}
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
 		// Which providers a company uses is not for anyone who can
@@ -212,9 +205,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	}
 	st.Providers = lists.providers
 	st.Modules = lists.modules
-	if we, ok := s.engine.(WithheldEngine); ok {
-		st.Withheld = we.Withheld()
-	}
+	st.Withheld = s.engine.Withheld()
 	if lists.nextAfter != "" {
 		st.Page.NextAfter = lists.nextAfter
 		st.Page.Next = pageQuery(q.Prefix, "after", lists.nextAfter, q.Limit)
@@ -226,9 +217,8 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	return st, nil
 }
 
-// WithheldEngine is an engine that withholds versions it keeps (see
-// mirror.Engine.Withheld), for the status page. *mirror.Engine
-// implements it.
+// WithheldEngine is what the status page needs of the versions the
+// engine keeps but withholds (see mirror.Engine.Withheld).
 type WithheldEngine interface {
 	Withheld() []mirror.WithheldVersion
 }
@@ -332,22 +322,13 @@ func (s *Server) hostBlocks(st *Status, origins []string) {
 		if _, dup := st.HostBlocks[host]; dup {
 			continue
 		}
-		modules := ""
-		if _, ok := s.engine.(ModuleEngine); ok {
-			modules = base + ModulesPath(host) // this mirror's, see modules.go
-		} else if s.cfg.ModulesURL != nil {
-			modules = s.cfg.ModulesURL(host)
-		}
+		modules := base + ModulesPath(host) // this mirror's, see modules.go
 		var b strings.Builder
 		fmt.Fprintf(&b, "host %q {\n  services = {\n    \"providers.v1\" = %q\n", host, base+RegistryPath(host))
-		if modules != "" {
-			fmt.Fprintf(&b, "    \"modules.v1\"   = %q\n", modules)
-		} else {
-			fmt.Fprintf(&b, "    # \"modules.v1\" = \"...\" (the modules.v1 URL in https://%s/.well-known/terraform.json)\n", host)
-		}
+		fmt.Fprintf(&b, "    \"modules.v1\"   = %q\n", modules)
 		b.WriteString("  }\n}\n")
 		st.HostBlocks[host] = b.String()
-		st.HostBlockList = append(st.HostBlockList, HostBlock{Host: host, Block: b.String(), ModulesKnown: modules != ""})
+		st.HostBlockList = append(st.HostBlockList, HostBlock{Host: host, Block: b.String()})
 	}
 	if s.cfg.Auth != nil {
 		st.HostBlockNote = "Through a host block the clients send the token configured for the origin's host name " +

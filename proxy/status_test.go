@@ -154,6 +154,7 @@ func TestStatusTemplateEscapes(t *testing.T) {
 type fakeHealthStore struct {
 	pingErr       error
 	free, reserve int64
+	noDiskReport
 }
 
 // budgetHealthStore is a cache with a size limit: it has a disk budget.
@@ -309,6 +310,7 @@ type countingStore struct {
 	mu    sync.Mutex
 	pings int
 	err   error
+	noDiskReport
 }
 
 func (c *countingStore) Ping() error {

@@ -24,6 +24,7 @@ type engineOps interface {
 	Import(ctx context.Context, req admin.ImportRequest) (admin.Imported, error)
 	Prune(ctx context.Context, req admin.PruneRequest) (admin.Pruned, error)
 	Verify(ctx context.Context, req admin.VerifyRequest) (admin.Verified, error)
+	moduleOps
 }
 
 // dataDir is a data directory's engine as a subcommand reaches it.

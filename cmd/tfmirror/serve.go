@@ -109,19 +109,12 @@ func newServer(cfg serveConfig, logger *slog.Logger, o overrides) (m *server, er
 	if err != nil {
 		return nil, err
 	}
-	origin := m.origin
 	// One source of the mirror's own state, for /readyz and the status page.
 	health := &proxy.HealthSource{Store: m.store}
 	if m.shared != nil {
 		health.SharedDown = m.shared.Health
 	}
 	m.proxy, err = proxy.New(proxy.Config{
-		ModulesURL: func(host string) string {
-			if u := origin.KnownModulesURL(svchost.Hostname(host)); u != nil {
-				return u.String()
-			}
-			return ""
-		},
 		Auth:      m.auth,
 		Logger:    logger,
 		PublicURL: cfg.PublicURL,

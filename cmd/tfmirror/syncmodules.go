@@ -21,8 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
-// moduleOps is what sync needs for registry modules; *admin.API and
-// *admin.Client implement it.
+// moduleOps is what sync needs for registry modules, part of engineOps.
 type moduleOps interface {
 	ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error)
 	UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (admin.Module, error)
@@ -46,11 +45,6 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 	if len(spec.Modules) == 0 {
 		return res
 	}
-	ops, ok := r.ops.(moduleOps)
-	if !ok {
-		res.failures = append(res.failures, "registry modules: this mirror cannot sync modules")
-		return res
-	}
 	type item struct {
 		mod   *manifest.Module
 		depth int
@@ -70,7 +64,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		it := queue[0]
 		queue = queue[1:]
 		m := it.mod
-		raw, err := ops.ModuleVersions(ctx, m.Address)
+		raw, err := r.ops.ModuleVersions(ctx, m.Address)
 		if err != nil {
 			res.failures = append(res.failures, fmt.Sprintf("module %s: version list: %v", m.Address, err))
 			continue
@@ -109,7 +103,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 				continue
 			}
 			dir, _ = filepath.Abs(dir)
-			got, err := ops.UnpackModule(ctx, m.Address, v.String(), dir)
+			got, err := r.ops.UnpackModule(ctx, m.Address, v.String(), dir)
 			if err != nil {
 				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
 				continue
