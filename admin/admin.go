@@ -21,8 +21,8 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/airgap"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
@@ -170,21 +170,21 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	}
 	var sel airgap.Selection
 	for _, s := range req.Providers {
-		p, err := discovery.ParseProvider(s)
+		p, err := addrs.ParseProvider(s)
 		if err != nil {
 			return res, httperr.BadRequest("%v", err)
 		}
 		sel.Providers = append(sel.Providers, p)
 	}
 	for _, s := range req.Versions {
-		v, err := mirror.ParseSemver(s)
+		v, err := addrs.ParseSemver(s)
 		if err != nil {
 			return res, httperr.BadRequest("version %q: %v", s, err)
 		}
 		sel.Versions = append(sel.Versions, v.String())
 	}
 	for _, s := range req.Platforms {
-		if _, err := mirror.ParsePlatform(s); err != nil {
+		if _, err := addrs.ParsePlatform(s); err != nil {
 			return res, httperr.BadRequest("%v", err)
 		}
 		sel.Platforms = append(sel.Platforms, s)
@@ -225,7 +225,7 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 }
 
 // Versions returns p's versions, oldest first as the origin lists them.
-func (a *API) Versions(ctx context.Context, p discovery.Provider) ([]Version, error) {
+func (a *API) Versions(ctx context.Context, p addrs.Provider) ([]Version, error) {
 	list, _, err := a.engine.Versions(ctx, p)
 	if err != nil {
 		return nil, err
@@ -242,14 +242,14 @@ func (a *API) Versions(ctx context.Context, p discovery.Provider) ([]Version, er
 // each archive is cached. Empty platforms means every platform of the
 // version that the engine serves. Platforms without a package are left
 // out.
-func (a *API) Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]Archive, error) {
-	v, err := mirror.ParseSemver(version)
+func (a *API) Package(ctx context.Context, p addrs.Provider, version string, platforms []string) ([]Archive, error) {
+	v, err := addrs.ParseSemver(version)
 	if err != nil {
 		return nil, httperr.BadRequest("version %q: %v", version, err)
 	}
-	var pls []discovery.Platform // nil: all
+	var pls []addrs.Platform // nil: all
 	for _, s := range platforms {
-		pl, err := mirror.ParsePlatform(s)
+		pl, err := addrs.ParsePlatform(s)
 		if err != nil {
 			return nil, httperr.BadRequest("%v", err)
 		}
@@ -271,7 +271,7 @@ func (a *API) Package(ctx context.Context, p discovery.Provider, version string,
 // Ensure makes sure the archive of version of p for platform is cached:
 // through the engine's EnsureArchive, fetched and verified exactly as for
 // a client.
-func (a *API) Ensure(ctx context.Context, p discovery.Provider, version, platform string) (Ensured, error) {
+func (a *API) Ensure(ctx context.Context, p addrs.Provider, version, platform string) (Ensured, error) {
 	res, err := a.ensure(ctx, p, version, platform)
 	if a.metrics != nil {
 		switch {
@@ -286,16 +286,16 @@ func (a *API) Ensure(ctx context.Context, p discovery.Provider, version, platfor
 	return res, err
 }
 
-func (a *API) ensure(ctx context.Context, p discovery.Provider, version, platform string) (Ensured, error) {
-	v, err := mirror.ParseSemver(version)
+func (a *API) ensure(ctx context.Context, p addrs.Provider, version, platform string) (Ensured, error) {
+	v, err := addrs.ParseSemver(version)
 	if err != nil {
 		return Ensured{}, httperr.BadRequest("version %q: %v", version, err)
 	}
-	pl, err := mirror.ParsePlatform(platform)
+	pl, err := addrs.ParsePlatform(platform)
 	if err != nil {
 		return Ensured{}, httperr.BadRequest("%v", err)
 	}
-	pkg, err := a.engine.Package(ctx, p, v, []discovery.Platform{pl})
+	pkg, err := a.engine.Package(ctx, p, v, []addrs.Platform{pl})
 	if err != nil {
 		return Ensured{}, err
 	}

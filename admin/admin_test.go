@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/airgap"
-	"github.com/tfmirror/tfmirror/discovery"
 )
 
 type countingSync struct{ outcomes map[string]int }
@@ -119,7 +119,7 @@ func TestAdminExportImport(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := from.newAPI(t, nil, met, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
-	if _, err := src.Ensure(context.Background(), discovery.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
+	if _, err := src.Ensure(context.Background(), addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}
 	size := int64(len(from.origin.Archive("hashicorp", "random", "3.6.0", "linux_amd64")))

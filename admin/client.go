@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // The client lives beside the server: the routes, the request and answer
@@ -110,19 +110,19 @@ func (c *Client) call(ctx context.Context, path string, req, out any) error {
 }
 
 // Versions is API.Versions through the socket.
-func (c *Client) Versions(ctx context.Context, p discovery.Provider) ([]Version, error) {
+func (c *Client) Versions(ctx context.Context, p addrs.Provider) ([]Version, error) {
 	var out []Version
 	return out, c.call(ctx, "/v1/versions", Request{Provider: p.String()}, &out)
 }
 
 // Package is API.Package through the socket.
-func (c *Client) Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]Archive, error) {
+func (c *Client) Package(ctx context.Context, p addrs.Provider, version string, platforms []string) ([]Archive, error) {
 	var out []Archive
 	return out, c.call(ctx, "/v1/package", Request{Provider: p.String(), Version: version, Platforms: platforms}, &out)
 }
 
 // Ensure is API.Ensure through the socket.
-func (c *Client) Ensure(ctx context.Context, p discovery.Provider, version, platform string) (Ensured, error) {
+func (c *Client) Ensure(ctx context.Context, p addrs.Provider, version, platform string) (Ensured, error) {
 	var out Ensured
 	return out, c.call(ctx, "/v1/ensure", Request{Provider: p.String(), Version: version, Platform: platform}, &out)
 }
@@ -140,13 +140,13 @@ func (c *Client) Import(ctx context.Context, req ImportRequest) (Imported, error
 }
 
 // ModuleVersions is API.ModuleVersions through the socket.
-func (c *Client) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
+func (c *Client) ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error) {
 	var out []string
 	return out, c.call(ctx, "/v1/module/versions", ModuleRequest{Module: m.String()}, &out)
 }
 
 // UnpackModule is API.UnpackModule through the socket.
-func (c *Client) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (Module, error) {
+func (c *Client) UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (Module, error) {
 	var out Module
 	return out, c.call(ctx, "/v1/module/unpack", ModuleRequest{Module: m.String(), Version: version, Dir: dir}, &out)
 }

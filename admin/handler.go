@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -51,15 +51,15 @@ func (a *API) NewServer(base context.Context) *http.Server {
 // changed and the caller's uid and pid: the audit log.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST /v1/versions", a.serve(slog.LevelDebug, "admin sync: versions listed", func(ctx context.Context, p discovery.Provider, r Request) (any, []any, error) {
+	mux.HandleFunc("POST /v1/versions", a.serve(slog.LevelDebug, "admin sync: versions listed", func(ctx context.Context, p addrs.Provider, r Request) (any, []any, error) {
 		res, err := a.Versions(ctx, p)
 		return res, []any{"versions", len(res)}, err
 	}))
-	mux.HandleFunc("POST /v1/package", a.serve(slog.LevelDebug, "admin sync: packages listed", func(ctx context.Context, p discovery.Provider, r Request) (any, []any, error) {
+	mux.HandleFunc("POST /v1/package", a.serve(slog.LevelDebug, "admin sync: packages listed", func(ctx context.Context, p addrs.Provider, r Request) (any, []any, error) {
 		res, err := a.Package(ctx, p, r.Version, r.Platforms)
 		return res, []any{"packages", len(res)}, err
 	}))
-	mux.HandleFunc("POST /v1/ensure", a.serve(slog.LevelInfo, "admin sync: package ensured", func(ctx context.Context, p discovery.Provider, r Request) (any, []any, error) {
+	mux.HandleFunc("POST /v1/ensure", a.serve(slog.LevelInfo, "admin sync: package ensured", func(ctx context.Context, p addrs.Provider, r Request) (any, []any, error) {
 		res, err := a.Ensure(ctx, p, r.Version, r.Platform)
 		if err != nil {
 			return nil, nil, err
@@ -98,10 +98,10 @@ func providersOf(versions []string) []string {
 	return out
 }
 
-func (a *API) serve(level slog.Level, msg string, op func(context.Context, discovery.Provider, Request) (any, []any, error)) http.HandlerFunc {
+func (a *API) serve(level slog.Level, msg string, op func(context.Context, addrs.Provider, Request) (any, []any, error)) http.HandlerFunc {
 	return handle(a, level, msg, func(ctx context.Context, req Request) (any, []any, error) {
 		attrs := []any{"provider", req.Provider, "version", req.Version, "platform", req.Platform}
-		p, err := discovery.ParseProvider(req.Provider)
+		p, err := addrs.ParseProvider(req.Provider)
 		if err != nil {
 			return nil, attrs, httperr.BadRequest("%v", err)
 		}

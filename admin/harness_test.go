@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -133,10 +133,10 @@ func socket(t *testing.T, a *API) (dataDir string, post func(path, body string) 
 
 // cacheWidget caches versions of acme/widget for linux_amd64 through a's
 // Ensure and waits until they are committed; it returns the provider.
-func (h *harness) cacheWidget(t *testing.T, a *API, versions ...string) discovery.Provider {
+func (h *harness) cacheWidget(t *testing.T, a *API, versions ...string) addrs.Provider {
 	t.Helper()
 	h.origin.AddProvider("acme", "widget", versions, []string{"linux_amd64"})
-	p, err := discovery.ParseProvider(originHost + "/acme/widget")
+	p, err := addrs.ParseProvider(originHost + "/acme/widget")
 	if err != nil {
 		t.Fatal(err)
 	}

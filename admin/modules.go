@@ -20,7 +20,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -49,7 +49,7 @@ type Module struct {
 }
 
 // ModuleVersions lists the versions of module m.
-func (a *API) ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error) {
+func (a *API) ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error) {
 	list, _, err := a.engine.ModuleVersions(ctx, m)
 	if err != nil {
 		return nil, err
@@ -60,7 +60,7 @@ func (a *API) ModuleVersions(ctx context.Context, m discovery.Module) ([]string,
 // UnpackModule makes sure the package of version of m is cached and
 // writes its files under dir, which must be an absolute path to an
 // existing empty directory.
-func (a *API) UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (Module, error) {
+func (a *API) UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (Module, error) {
 	if !filepath.IsAbs(dir) {
 		return Module{}, httperr.BadRequest("dir %q is not an absolute path", dir)
 	}
@@ -87,9 +87,9 @@ func (a *API) UnpackModule(ctx context.Context, m discovery.Module, version, dir
 
 // moduleRoutes adds the module operations to mux.
 func (a *API) moduleRoutes(mux *http.ServeMux) {
-	parse := func(req ModuleRequest) (discovery.Module, []any, error) {
+	parse := func(req ModuleRequest) (addrs.Module, []any, error) {
 		attrs := []any{"module", req.Module, "version", req.Version}
-		m, err := discovery.ParseModule(req.Module)
+		m, err := addrs.ParseModule(req.Module)
 		if err != nil {
 			return m, attrs, httperr.BadRequest("%v", err)
 		}

@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -89,7 +89,7 @@ func TestUnpackRefusesHostileModules(t *testing.T) {
 // version could hold it.
 func putOldModulePackage(t *testing.T, h *harness, pkg []byte) {
 	t.Helper()
-	m, err := discovery.ParseModule("registry.terraform.io/acme/vpc/aws")
+	m, err := addrs.ParseModule("registry.terraform.io/acme/vpc/aws")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
 )
@@ -40,13 +40,13 @@ func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
 	case req.Provider != "" && req.Module != "":
 		return Pruned{}, httperr.BadRequest("name a provider or a module, not both")
 	case req.Provider != "":
-		p, err := discovery.ParseProvider(req.Provider)
+		p, err := addrs.ParseProvider(req.Provider)
 		if err != nil {
 			return Pruned{}, httperr.BadRequest("%v", err)
 		}
 		preq.Provider = &p
 	case req.Module != "":
-		m, err := discovery.ParseModule(req.Module)
+		m, err := addrs.ParseModule(req.Module)
 		if err != nil {
 			return Pruned{}, httperr.BadRequest("%v", err)
 		}

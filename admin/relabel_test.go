@@ -16,8 +16,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/airgap"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 )
@@ -74,7 +74,7 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 	trustRelabeler := airgap.Trust{ExportKeys: openpgp.EntityList{relabeler}}
 
 	sums := func(typ, pl string) string { return from.origin.SHA256("hashicorp", typ, "3.5.0", pl) }
-	darwinName, linuxName := mirror.ArchiveName("random", "3.5.0", "darwin_arm64"), mirror.ArchiveName("random", "3.5.0", "linux_amd64")
+	darwinName, linuxName := addrs.ArchiveName("random", "3.5.0", "darwin_arm64"), addrs.ArchiveName("random", "3.5.0", "linux_amd64")
 	tests := []struct {
 		name  string
 		trust airgap.Trust
@@ -166,11 +166,11 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 					if !strings.Contains(failures[i], tc.file) || !strings.Contains(failures[i], tc.msg) {
 						t.Errorf("refusal %q\nwant it to name %s and say %q", failures[i], tc.file, tc.msg)
 					}
-					v, err := mirror.ParseSemver(tc.version)
+					v, err := addrs.ParseSemver(tc.version)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if arc, err := to.engine.OpenArchive(context.Background(), p, v, discovery.Platform{OS: "linux", Arch: "amd64"}); err == nil {
+					if arc, err := to.engine.OpenArchive(context.Background(), p, v, addrs.Platform{OS: "linux", Arch: "amd64"}); err == nil {
 						arc.Close()
 						t.Errorf("%s %s linux_amd64 is served", p, tc.version)
 					}
@@ -191,9 +191,9 @@ func TestRelabeledBundlesAreRefused(t *testing.T) {
 	}
 }
 
-func provider(t *testing.T, typ string) discovery.Provider {
+func provider(t *testing.T, typ string) addrs.Provider {
 	t.Helper()
-	p, err := discovery.ParseProvider(originHost + "/hashicorp/" + typ)
+	p, err := addrs.ParseProvider(originHost + "/hashicorp/" + typ)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,7 +237,7 @@ func relabel(t *testing.T, export, fromType, toType, version string, plats map[s
 			edit(pkg)
 		}
 		pkgs[toPl] = pkg
-		copyFile(t, filepath.Join(src, mirror.ArchiveName(fromType, "3.5.0", fromPl)), filepath.Join(dst, mirror.ArchiveName(toType, version, toPl)))
+		copyFile(t, filepath.Join(src, addrs.ArchiveName(fromType, "3.5.0", fromPl)), filepath.Join(dst, addrs.ArchiveName(toType, version, toPl)))
 	}
 	ev["packages"] = pkgs
 	out, _ := json.Marshal(ev)

@@ -16,14 +16,14 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
 // Selection is what Export writes: empty lists select everything.
 type Selection struct {
-	Providers []discovery.Provider
+	Providers []addrs.Provider
 	Versions  []string // canonical
 	Platforms []string // os_arch
 }
@@ -35,7 +35,7 @@ func (sel Selection) wants(cv mirror.CachedVersion) bool {
 	if len(sel.Providers) == 0 {
 		return true
 	}
-	return slices.ContainsFunc(sel.Providers, func(p discovery.Provider) bool { return p.String() == cv.Provider })
+	return slices.ContainsFunc(sel.Providers, func(p addrs.Provider) bool { return p.String() == cv.Provider })
 }
 
 // ExportSummary counts what Export did, in packages (one version, one
@@ -229,11 +229,11 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 // selects, skipping those present with the right sha256, and its
 // evidence.
 func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
-	p, err := discovery.ParseProvider(cv.Provider)
+	p, err := addrs.ParseProvider(cv.Provider)
 	if err != nil {
 		return err
 	}
-	v, err := mirror.ParseSemver(cv.Version)
+	v, err := addrs.ParseSemver(cv.Version)
 	if err != nil {
 		return err
 	}
@@ -256,7 +256,7 @@ func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion
 		if len(sel.Platforms) > 0 && !slices.Contains(sel.Platforms, pe.Platform) || !cached[pe.Platform] {
 			continue
 		}
-		path := filepath.Join(dir, mirror.ArchiveName(p.Type, ev.Version, pe.Platform))
+		path := filepath.Join(dir, addrs.ArchiveName(p.Type, ev.Version, pe.Platform))
 		wrote, n, err := exportArchive(engine, pe.SHA256, path, files)
 		switch {
 		case err != nil:
@@ -345,7 +345,7 @@ func fileSHA256Size(path string) (string, int64, error) {
 // are still present, when that export's manifest, signed with the same
 // key, vouches for its evidence; it records what it wrote and kept in
 // files.
-func writeEvidence(dir string, p discovery.Provider, ev *mirror.Evidence, exported []mirror.PlatformEvidence, files *exportFiles) error {
+func writeEvidence(dir string, p addrs.Provider, ev *mirror.Evidence, exported []mirror.PlatformEvidence, files *exportFiles) error {
 	unsigned := ev.Provenance == mirror.ProvenanceUnsigned
 	docs := slices.Clone(ev.Documents)
 	pkgs := map[string]evidencePackage{}
@@ -359,7 +359,7 @@ func writeEvidence(dir string, p discovery.Provider, ev *mirror.Evidence, export
 			if _, ok := pkgs[pl]; ok {
 				continue
 			}
-			zip := filepath.Join(dir, mirror.ArchiveName(p.Type, ev.Version, pl))
+			zip := filepath.Join(dir, addrs.ArchiveName(p.Type, ev.Version, pl))
 			got, n, err := fileSHA256Size(zip)
 			if err != nil || got != pkg.SHA256 {
 				continue
@@ -477,11 +477,11 @@ func writeIndexes(out string, files *exportFiles) error {
 		}
 		byVersion := map[string]map[string]mirrorArchive{}
 		for _, e := range entries {
-			version, pl, err := mirror.ParseArchiveName(typ, e.Name())
+			version, pl, err := addrs.ParseArchiveName(typ, e.Name())
 			if err != nil || !e.Type().IsRegular() {
 				continue
 			}
-			v, err := mirror.ParseSemver(version)
+			v, err := addrs.ParseSemver(version)
 			if err != nil {
 				continue
 			}

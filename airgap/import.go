@@ -14,7 +14,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -176,7 +176,7 @@ func importDir(ctx context.Context, engine *mirror.Engine, b *bundle, report fun
 		if parts[0] == modulesDir {
 			continue // see importModules
 		}
-		p, err := discovery.ParseProvider(strings.Join(parts, "/"))
+		p, err := addrs.ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", filepath.Join(shown, rel), err))
@@ -247,7 +247,7 @@ func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, 
 	out := map[string]map[string]string{}
 	ignored := 0
 	for _, e := range entries {
-		version, pl, err := mirror.ParseArchiveName(typ, e.Name())
+		version, pl, err := addrs.ParseArchiveName(typ, e.Name())
 		switch {
 		case err == nil && e.Type().IsRegular():
 			if out[version] == nil {
@@ -340,7 +340,7 @@ func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[strin
 
 // publisherVouches checks every SHA256SUMS document of a signed version
 // of p against the keys pinned for p's namespace.
-func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidenceFile, docs []mirror.SumsDocument) error {
+func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile, docs []mirror.SumsDocument) error {
 	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
 	keys := b.trust.PublisherKeys[ns]
 	if len(docs) == 0 {
@@ -376,8 +376,8 @@ func (b *bundle) publisherVouches(p discovery.Provider, dir string, ef *evidence
 // Nothing in the input vouches for itself: the signing keys in an
 // evidence file are checked against, never trusted. A version no key
 // vouches for is refused whole, saying why each anchor does not.
-func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p discovery.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
-	v, err := mirror.ParseSemver(version)
+func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p addrs.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
+	v, err := addrs.ParseSemver(version)
 	if err != nil {
 		return err
 	}

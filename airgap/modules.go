@@ -29,7 +29,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
@@ -87,7 +87,7 @@ func safeVersion(v string) bool {
 }
 
 // moduleDir is the directory of module m under top.
-func moduleDir(top string, m discovery.Module) string {
+func moduleDir(top string, m addrs.Module) string {
 	return filepath.Join(top, modulesDir, m.Hostname.ForDisplay(), m.Namespace, m.Name, m.System)
 }
 
@@ -120,7 +120,7 @@ func exportModules(ctx context.Context, engine *mirror.Engine, out string, files
 // exportModule writes one module version's package, unless it is there
 // with the right sha256, and its record.
 func exportModule(engine *mirror.Engine, cm mirror.CachedModule, out string, files *exportFiles, sum *ExportSummary) error {
-	m, err := discovery.ParseModule(cm.Module)
+	m, err := addrs.ParseModule(cm.Module)
 	if err != nil {
 		return err
 	}
@@ -171,7 +171,7 @@ func importModules(ctx context.Context, engine *mirror.Engine, b *bundle, scratc
 			continue
 		}
 		rel := b.rel(mdir)
-		m, err := discovery.ParseModule(strings.TrimPrefix(rel, modulesDir+"/"))
+		m, err := addrs.ParseModule(strings.TrimPrefix(rel, modulesDir+"/"))
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s: %v", b.shownPath(rel), err))
@@ -226,7 +226,7 @@ func importModules(ctx context.Context, engine *mirror.Engine, b *bundle, scratc
 // with its record VERSION.json, once the input's manifest, signed by a
 // trusted export key, lists both with the bytes found: modules have no
 // publisher signature, and nothing in the input vouches for itself.
-func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, m discovery.Module, dir, version string, sum *ImportSummary) error {
+func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, m addrs.Module, dir, version string, sum *ImportSummary) error {
 	jsonPath, pkgPath := filepath.Join(dir, version+".json"), filepath.Join(dir, version+".tar.gz")
 	if b.manifest == nil {
 		why := b.why
@@ -283,7 +283,7 @@ func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, 
 // importLocalModule packs the module files in dir and imports them as
 // version of the local module m, when the input is a plain directory
 // (no manifest) and b.allowUnsigned.
-func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m discovery.Module, dir, version, scratchDir string, sum *ImportSummary) error {
+func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m addrs.Module, dir, version, scratchDir string, sum *ImportSummary) error {
 	shown := b.shownPath(b.rel(dir))
 	switch {
 	case b.hasManifest:
@@ -291,7 +291,7 @@ func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m 
 	case !b.allowUnsigned:
 		return fmt.Errorf("%s holds a local module's files, which nothing signs; to accept it as a local module, import with --allow-unsigned", shown)
 	}
-	if _, err := mirror.ParseSemver(strings.TrimPrefix(version, "v")); err != nil || !safeVersion(version) {
+	if _, err := addrs.ParseSemver(strings.TrimPrefix(version, "v")); err != nil || !safeVersion(version) {
 		return fmt.Errorf("%s: the directory's name %q is not a version", shown, version)
 	}
 	tmp, err := os.CreateTemp(scratchDir, scratch.Pattern(scratch.LocalModule, "", ".tar.gz"))

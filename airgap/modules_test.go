@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -45,12 +45,12 @@ func newEngine(t *testing.T, origin *fakeorigin.Origin) *mirror.Engine {
 	return engine
 }
 
-var tarballModule = discovery.Module{Hostname: enginetest.OriginHost, Namespace: "acme", Name: "tarball", System: "aws"}
+var tarballModule = addrs.Module{Hostname: enginetest.OriginHost, Namespace: "acme", Name: "tarball", System: "aws"}
 
 const tarballRel = "modules/registry.terraform.io/acme/tarball/aws/0.1.0"
 
 // moduleBytes returns the package of version of m as engine serves it.
-func moduleBytes(t *testing.T, engine *mirror.Engine, m discovery.Module, version string) (*mirror.ModulePackage, []byte) {
+func moduleBytes(t *testing.T, engine *mirror.Engine, m addrs.Module, version string) (*mirror.ModulePackage, []byte) {
 	t.Helper()
 	pkg, err := engine.OpenModule(context.Background(), m, version)
 	if err != nil {
@@ -142,7 +142,7 @@ func TestExportImportModules(t *testing.T) {
 	}
 	// A selection of providers leaves modules out.
 	other := filepath.Join(t.TempDir(), "providers-only")
-	sel, err := Export(context.Background(), sealed, Selection{Providers: []discovery.Provider{{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "x"}}}, other, key, func(string) {})
+	sel, err := Export(context.Background(), sealed, Selection{Providers: []addrs.Provider{{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "x"}}}, other, key, func(string) {})
 	if err != nil || sel.Modules != 0 || fileExists(filepath.Join(other, modulesDir)) {
 		t.Errorf("an export of selected providers wrote modules: %+v, %v", sel, err)
 	}
@@ -220,7 +220,7 @@ func TestImportModuleRefused(t *testing.T) {
 // served from the cache (the host local-only, never contacted) and
 // carried on by an export like any other module.
 func TestImportLocalModule(t *testing.T) {
-	local := discovery.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "network", System: "aws"}
+	local := addrs.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "network", System: "aws"}
 	in := t.TempDir()
 	dir := filepath.Join(in, modulesDir, "tf.corp.example", "platform", "network", "aws", "1.2.0")
 	write(t, filepath.Join(dir, "main.tf"), "output \"cidr\" {\n  value = \"10.0.0.0/16\"\n}\n")
@@ -242,7 +242,7 @@ func TestImportLocalModule(t *testing.T) {
 		!strings.Contains(reports[0], "module registry.terraform.io/acme/vpc/aws 1.0.0 refused") || !strings.Contains(reports[0], "is an allowed origin") {
 		t.Fatalf("with --allow-unsigned: %+v, %q", sum, reports)
 	}
-	if _, _, err := engine.ModuleVersions(context.Background(), discovery.Module{Hostname: enginetest.OriginHost, Namespace: "acme", Name: "vpc", System: "aws"}); err == nil {
+	if _, _, err := engine.ModuleVersions(context.Background(), addrs.Module{Hostname: enginetest.OriginHost, Namespace: "acme", Name: "vpc", System: "aws"}); err == nil {
 		t.Error("the refused module under the origin's host is listed")
 	}
 

@@ -15,6 +15,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -119,12 +120,12 @@ func writeFixture(ctx context.Context, dataDir string, packages int) (int, error
 	}
 	defer engine.Close()
 	for i := range providers {
-		p, err := discovery.ParseProvider(fixtureHost + "/" + fixtureNS + "/" + fixtureProvider(i))
+		p, err := addrs.ParseProvider(fixtureHost + "/" + fixtureNS + "/" + fixtureProvider(i))
 		if err != nil {
 			return 0, err
 		}
 		for j := range fixtureVersions {
-			v, err := mirror.ParseSemver(fixtureVersion(j))
+			v, err := addrs.ParseSemver(fixtureVersion(j))
 			if err != nil {
 				return 0, err
 			}
@@ -150,27 +151,27 @@ type noOrigin struct{}
 
 var errNoOrigin = errors.New("the fixture has no origin")
 
-func (noOrigin) Versions(context.Context, discovery.Provider) ([]discovery.VersionInfo, error) {
+func (noOrigin) Versions(context.Context, addrs.Provider) ([]discovery.VersionInfo, error) {
 	return nil, errNoOrigin
 }
 
-func (noOrigin) Package(context.Context, discovery.Provider, string, discovery.Platform) (*discovery.Package, error) {
+func (noOrigin) Package(context.Context, addrs.Provider, string, addrs.Platform) (*discovery.Package, error) {
 	return nil, errNoOrigin
 }
 
-func (noOrigin) FetchDocument(context.Context, discovery.Provider, string, int64) ([]byte, error) {
+func (noOrigin) FetchDocument(context.Context, addrs.Provider, string, int64) ([]byte, error) {
 	return nil, errNoOrigin
 }
 
-func (noOrigin) OpenArchive(context.Context, discovery.Provider, string) (io.ReadCloser, int64, error) {
+func (noOrigin) OpenArchive(context.Context, addrs.Provider, string) (io.ReadCloser, int64, error) {
 	return nil, 0, errNoOrigin
 }
 
-func (noOrigin) ModuleVersions(context.Context, discovery.Module) ([]string, error) {
+func (noOrigin) ModuleVersions(context.Context, addrs.Module) ([]string, error) {
 	return nil, errNoOrigin
 }
 
-func (noOrigin) ModuleLocation(context.Context, discovery.Module, string) (string, error) {
+func (noOrigin) ModuleLocation(context.Context, addrs.Module, string) (string, error) {
 	return "", errNoOrigin
 }
 

@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // TestAllowedOriginsRefusedBeforeAnyConnection asks a client that allows
@@ -39,7 +41,7 @@ func TestAllowedOriginsRefusedBeforeAnyConnection(t *testing.T) {
 		}
 	})
 	ctx := context.Background()
-	b := Provider{Hostname: svchost.Hostname(hostB), Namespace: "hashicorp", Type: "random"}
+	b := addrs.Provider{Hostname: svchost.Hostname(hostB), Namespace: "hashicorp", Type: "random"}
 	sameServer := s.url("/releases/a.zip") // a download URL on an allowed host does not make B allowed
 	calls := map[string]func() error{
 		"Discover": func() error { _, err := c.Discover(ctx, b.Hostname); return err },
@@ -49,7 +51,7 @@ func TestAllowedOriginsRefusedBeforeAnyConnection(t *testing.T) {
 		},
 		"Versions": func() error { _, err := c.Versions(ctx, b); return err },
 		"Package": func() error {
-			_, err := c.Package(ctx, b, "1.0.0", Platform{"linux", "amd64"})
+			_, err := c.Package(ctx, b, "1.0.0", addrs.Platform{OS: "linux", Arch: "amd64"})
 			return err
 		},
 		"FetchDocument": func() error { _, err := c.FetchDocument(ctx, b, sameServer, 0); return err },

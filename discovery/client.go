@@ -18,6 +18,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
@@ -376,7 +377,7 @@ func (c *Client) token(host svchost.Hostname, u *url.URL) string {
 
 // request describes one GET to an origin.
 type request struct {
-	p      Provider
+	p      addrs.Provider
 	op     string
 	u      *url.URL
 	accept string

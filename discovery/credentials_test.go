@@ -9,6 +9,8 @@ import (
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 func TestCredentialsOnlyToOriginHost(t *testing.T) {
@@ -62,7 +64,7 @@ func TestCredentialsOnlyToOriginHost(t *testing.T) {
 	if _, err := c.Versions(ctx, p); err != nil {
 		t.Fatal(err)
 	}
-	pkg, err := c.Package(ctx, p, "1.0.0", Platform{"linux", "amd64"})
+	pkg, err := c.Package(ctx, p, "1.0.0", addrs.Platform{OS: "linux", Arch: "amd64"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/hashicorp/terraform-svchost/disco"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
@@ -180,7 +181,7 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 // deadline of its own.
 func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*discoEntry, error) {
 	r := request{
-		p:      Provider{Hostname: host},
+		p:      addrs.Provider{Hostname: host},
 		op:     OpDiscovery,
 		u:      &url.URL{Scheme: "https", Host: host.String(), Path: discoveryPath},
 		accept: "application/json",

@@ -10,8 +10,8 @@
 // (LoadCredentials), and the transport all of it goes through: the network
 // policy (https only, no non-public addresses, bounded waits, tokens sent
 // only to their own host), bounded retries and a circuit breaker per
-// origin. It also owns, for now, the provider and module addresses and
-// their parsers (Provider, ParseProvider, Module, ParseModule).
+// origin. The addresses it is given are package addrs' (Provider, Module,
+// Platform): it parses none.
 //
 // It enforces which origin hosts may be used (Config.AllowedOrigins,
 // refused with ErrHostNotAllowed before any lookup or connection) but does

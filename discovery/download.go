@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
@@ -24,7 +25,7 @@ import (
 // *OriginError: the registry named this URL, so its absence is an origin
 // fault, not a missing provider. ErrHostNotAllowed (wrapped) when p's
 // host is not allowed; rawURL itself may name any host.
-func (c *Client) FetchDocument(ctx context.Context, p Provider, rawURL string, limit int64) (_ []byte, err error) {
+func (c *Client) FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) (_ []byte, err error) {
 	if err := c.checkHost(p.Hostname); err != nil {
 		return nil, err
 	}
@@ -78,13 +79,13 @@ func documentOp(rawURL string) string {
 // no overall deadline beyond ctx. The caller must Close body.
 // Any status other than 200 is an *OriginError. ErrHostNotAllowed (wrapped)
 // when p's host is not allowed; rawURL itself may name any host.
-func (c *Client) OpenArchive(ctx context.Context, p Provider, rawURL string) (_ io.ReadCloser, _ int64, err error) {
+func (c *Client) OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (_ io.ReadCloser, _ int64, err error) {
 	return c.openDownload(ctx, p, OpArchive, rawURL, false)
 }
 
 // openDownload is OpenArchive for a download of operation op, sent
 // without credentials when anonymous.
-func (c *Client) openDownload(ctx context.Context, p Provider, op, rawURL string, anonymous bool) (_ io.ReadCloser, _ int64, err error) {
+func (c *Client) openDownload(ctx context.Context, p addrs.Provider, op, rawURL string, anonymous bool) (_ io.ReadCloser, _ int64, err error) {
 	if err := c.checkHost(p.Hostname); err != nil {
 		return nil, 0, err
 	}
@@ -153,7 +154,7 @@ func (c *Client) openDownload(ctx context.Context, p Provider, op, rawURL string
 }
 
 // downloadRequest checks that rawURL is an absolute https URL.
-func (c *Client) downloadRequest(p Provider, op, rawURL string) (request, error) {
+func (c *Client) downloadRequest(p addrs.Provider, op, rawURL string) (request, error) {
 	u, err := url.Parse(rawURL)
 	r := request{p: p, op: op, u: u, accept: "*/*"}
 	if err != nil {

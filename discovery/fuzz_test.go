@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
 
@@ -91,7 +92,7 @@ func FuzzParsePackage(f *testing.F) {
 		if err != nil || base.Scheme != "https" || base.Host == "" {
 			return // getJSON only ever returns the URL of an https response
 		}
-		pl := Platform{OS: "linux", Arch: "amd64"}
+		pl := addrs.Platform{OS: "linux", Arch: "amd64"}
 		got, err := parsePackage(data, base, pl)
 		if err != nil {
 			if got != nil {

@@ -12,12 +12,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
-	"regexp"
 	"strings"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
@@ -25,77 +25,11 @@ import (
 // modules.v1 service.
 var ErrNoModuleService = errors.New("host does not provide a module registry (no modules.v1 service)")
 
-// Module is a registry module's address: HOST/NAMESPACE/NAME/SYSTEM.
-type Module struct {
-	Hostname  svchost.Hostname
-	Namespace string
-	Name      string
-	System    string
-}
-
-// String is HOST/NAMESPACE/NAME/SYSTEM.
-func (m Module) String() string {
-	return string(m.Hostname) + "/" + m.Namespace + "/" + m.Name + "/" + m.System
-}
-
-// DefaultModuleHost is the host of a module address that names none.
-const DefaultModuleHost = "registry.terraform.io"
-
-// ParseModule parses a registry module address as Terraform does:
-// [HOST/]NAMESPACE/NAME/SYSTEM (no //SUBDIR), the host defaulting to
-// registry.terraform.io and normalised as svchost does. Parts are as
-// CheckModulePart accepts them; the system is compared in lowercase.
-func ParseModule(s string) (Module, error) {
-	parts := strings.Split(s, "/")
-	host := DefaultModuleHost
-	switch len(parts) {
-	case 3:
-	case 4:
-		host, parts = parts[0], parts[1:]
-	default:
-		return Module{}, fmt.Errorf("module address %q: want [HOST/]NAMESPACE/NAME/SYSTEM", s)
-	}
-	h, err := svchost.ForComparison(host)
-	if err != nil {
-		return Module{}, fmt.Errorf("module address %q: invalid host: %v", s, err)
-	}
-	for i, what := range []string{"namespace", "name", "system"} {
-		if err := CheckModulePart(what, parts[i]); err != nil {
-			return Module{}, fmt.Errorf("module address %q: %w", s, err)
-		}
-	}
-	return Module{Hostname: h, Namespace: parts[0], Name: parts[1], System: strings.ToLower(parts[2])}, nil
-}
-
-// Module address parts as the Terraform client accepts them
-// (terraform-registry-address): a namespace or name is 1 to 64 ASCII
-// letters, digits, dashes and underscores, neither starting nor ending
-// with a dash or underscore; a system is 1 to 64 ASCII letters or digits
-// (the client takes lowercase ones only; this mirror compares it in
-// lowercase).
-var (
-	moduleNamePattern   = regexp.MustCompile(`^[0-9A-Za-z](?:[0-9A-Za-z_-]{0,62}[0-9A-Za-z])?$`)
-	moduleSystemPattern = regexp.MustCompile(`^[0-9A-Za-z]{1,64}$`)
-)
-
-// CheckModulePart checks what ("namespace", "name" or "system") of a
-// module address, s, as the Terraform client does: the one rule for
-// every front door and ParseModule.
-func CheckModulePart(what, s string) error {
-	pattern, rule := moduleNamePattern, "1 to 64 ASCII letters, digits, dashes and underscores, not starting or ending with a dash or underscore"
-	if what == "system" {
-		pattern, rule = moduleSystemPattern, "1 to 64 ASCII letters or digits"
-	}
-	if !pattern.MatchString(s) {
-		return fmt.Errorf("invalid %s %q: want %s", what, s, rule)
-	}
-	return nil
-}
-
-// provider is m as a Provider of its host, for the requests and errors
-// that share the provider side's machinery (Provider.Type is NAME/SYSTEM).
-func (m Module) provider() Provider {
-	return Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
+// moduleProvider is m as a Provider of its host, for the requests and
+// errors that share the provider side's machinery (Provider.Type is
+// NAME/SYSTEM).
+func moduleProvider(m addrs.Module) addrs.Provider {
+	return addrs.Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
 }
 
 // moduleVersionsBody is a module registry's versions answer.
@@ -111,7 +45,7 @@ type moduleVersionsBody struct {
 // in the origin's order. Errors: ErrHostNotAllowed (wrapped); ErrNotFound
 // (wrapped) when the origin answers 404; ErrNoModuleService; *OriginError
 // (Op "module_versions" or "discovery"); the caller's context error.
-func (c *Client) ModuleVersions(ctx context.Context, m Module) (_ []string, err error) {
+func (c *Client) ModuleVersions(ctx context.Context, m addrs.Module) (_ []string, err error) {
 	if err := c.checkHost(m.Hostname); err != nil {
 		return nil, err
 	}
@@ -120,7 +54,7 @@ func (c *Client) ModuleVersions(ctx context.Context, m Module) (_ []string, err 
 	if err != nil {
 		return nil, err
 	}
-	r := request{p: m.provider(), op: OpModuleVersions, u: u, accept: "application/json"}
+	r := request{p: moduleProvider(m), op: OpModuleVersions, u: u, accept: "application/json"}
 	data, r, err := c.getJSON(ctx, r, "module "+m.String())
 	if err != nil {
 		return nil, err
@@ -150,7 +84,7 @@ const maxLocationBytes = 64 << 10
 // OpenTofu reads it). The location is go-getter syntax; one that starts
 // with "/", "./" or "../" is resolved against the download URL, as the
 // clients do. Errors: those of ModuleVersions, Op "module_location".
-func (c *Client) ModuleLocation(ctx context.Context, m Module, version string) (_ string, err error) {
+func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (_ string, err error) {
 	if err := c.checkHost(m.Hostname); err != nil {
 		return "", err
 	}
@@ -159,7 +93,7 @@ func (c *Client) ModuleLocation(ctx context.Context, m Module, version string) (
 	if err != nil {
 		return "", err
 	}
-	r := request{p: m.provider(), op: OpModuleLocation, u: u, accept: "application/json"}
+	r := request{p: moduleProvider(m), op: OpModuleLocation, u: u, accept: "application/json"}
 	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
 	if err != nil {
 		return "", err
@@ -210,7 +144,7 @@ func (c *Client) ModuleLocation(ctx context.Context, m Module, version string) (
 
 // moduleURL resolves path segments, each escaped, against the modules.v1
 // base URL of m's host.
-func (c *Client) moduleURL(ctx context.Context, m Module, segments ...string) (*url.URL, error) {
+func (c *Client) moduleURL(ctx context.Context, m addrs.Module, segments ...string) (*url.URL, error) {
 	if _, err := c.Discover(ctx, m.Hostname); err != nil && !errors.Is(err, ErrNoProviderService) {
 		return nil, err
 	}
@@ -243,7 +177,7 @@ func (c *Client) moduleURL(ctx context.Context, m Module, segments ...string) (*
 // only a SourceCredential that ctx carries (WithSourceCredential) is, to
 // its own host.
 func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error) {
-	return c.openDownload(ctx, Provider{Hostname: origin}, OpModuleSource, rawURL, true)
+	return c.openDownload(ctx, addrs.Provider{Hostname: origin}, OpModuleSource, rawURL, true)
 }
 
 // SourceHTTPClient returns an HTTP client for the source hosts that the
@@ -273,7 +207,7 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 		return nil, err
 	}
 	start := time.Now()
-	r := request{p: Provider{Hostname: t.origin}, op: OpModuleSource, u: req.URL, anonymous: true}
+	r := request{p: addrs.Provider{Hostname: t.origin}, op: OpModuleSource, u: req.URL, anonymous: true}
 	ctx, cancel := context.WithCancelCause(req.Context())
 	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", c.cfg.IdleTimeout)}
 	timer := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(idle) })

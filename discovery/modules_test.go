@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 func moduleServer(t *testing.T) *testServer {
@@ -45,7 +47,7 @@ func TestModuleRegistryProtocol(t *testing.T) {
 	c := newTestClient(t, s, func(cfg *Config) {
 		cfg.Credentials = func(svchost.Hostname) string { return "origin-token" }
 	})
-	m := Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
+	m := addrs.Module{Hostname: s.host, Namespace: "acme", Name: "vpc", System: "aws"}
 	ctx := context.Background()
 
 	vs, err := c.ModuleVersions(ctx, m)

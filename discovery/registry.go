@@ -13,37 +13,18 @@ import (
 	"strings"
 	"time"
 
-	svchost "github.com/hashicorp/terraform-svchost"
-
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 
 	"github.com/tfmirror/tfmirror/internal/redact"
 )
-
-// Provider is a provider address.
-type Provider struct {
-	Hostname  svchost.Hostname
-	Namespace string
-	Type      string
-}
-
-// String returns "host/namespace/type".
-func (p Provider) String() string {
-	return string(p.Hostname) + "/" + p.Namespace + "/" + p.Type
-}
-
-// Platform is a target platform.
-type Platform struct{ OS, Arch string }
-
-// String returns "os_arch".
-func (pl Platform) String() string { return pl.OS + "_" + pl.Arch }
 
 // VersionInfo is one entry of an origin's versions list, as the origin
 // wrote it (the version string is not validated here).
 type VersionInfo struct {
 	Version   string
 	Protocols []string
-	Platforms []Platform
+	Platforms []addrs.Platform
 }
 
 // Package is an origin's package metadata for one version and platform:
@@ -75,7 +56,7 @@ type Package struct {
 // when p's host is not allowed; ErrNotFound (wrapped) when the origin answers
 // 404; ErrNoProviderService or *OriginError from service discovery;
 // *OriginError with Op "versions"; the caller's context error.
-func (c *Client) Versions(ctx context.Context, p Provider) (_ []VersionInfo, err error) {
+func (c *Client) Versions(ctx context.Context, p addrs.Provider) (_ []VersionInfo, err error) {
 	if err := c.checkHost(p.Hostname); err != nil {
 		return nil, err
 	}
@@ -123,7 +104,7 @@ func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int
 		}
 		vi := VersionInfo{Version: v.Version, Protocols: v.Protocols}
 		for _, pl := range v.Platforms {
-			vi.Platforms = append(vi.Platforms, Platform{OS: pl.OS, Arch: pl.Arch})
+			vi.Platforms = append(vi.Platforms, addrs.Platform{OS: pl.OS, Arch: pl.Arch})
 		}
 		out = append(out, vi)
 	}
@@ -136,7 +117,7 @@ func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int
 // (wrapped) when the origin answers 404; ErrNoProviderService or
 // *OriginError from service discovery; *OriginError with Op "package"; the
 // caller's context error.
-func (c *Client) Package(ctx context.Context, p Provider, version string, pl Platform) (_ *Package, err error) {
+func (c *Client) Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (_ *Package, err error) {
 	if err := c.checkHost(p.Hostname); err != nil {
 		return nil, err
 	}
@@ -160,7 +141,7 @@ func (c *Client) Package(ctx context.Context, p Provider, version string, pl Pla
 // parsePackage decodes a registry's package response for pl. Relative URLs
 // in it are resolved against final, the URL the response came from; every
 // URL must then be an absolute https URL.
-func parsePackage(data []byte, final *url.URL, pl Platform) (*Package, error) {
+func parsePackage(data []byte, final *url.URL, pl addrs.Platform) (*Package, error) {
 	var body registryjson.Package
 	if err := decodeObject(data, &body); err != nil {
 		return nil, err
@@ -224,7 +205,7 @@ func decodeObject(data []byte, v any) error {
 
 // registryURL resolves path segments, each escaped, against host's
 // providers.v1 base URL.
-func (c *Client) registryURL(ctx context.Context, p Provider, segments ...string) (*url.URL, error) {
+func (c *Client) registryURL(ctx context.Context, p addrs.Provider, segments ...string) (*url.URL, error) {
 	base, err := c.ProvidersURL(ctx, p.Hostname)
 	if err != nil {
 		return nil, err

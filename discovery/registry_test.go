@@ -9,11 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
 
-var testProvider = func(s *testServer) Provider {
-	return Provider{Hostname: s.host, Namespace: "hashicorp", Type: "random"}
+var testProvider = func(s *testServer) addrs.Provider {
+	return addrs.Provider{Hostname: s.host, Namespace: "hashicorp", Type: "random"}
 }
 
 // registry serves discovery plus the given registry routes under /v1/providers/.
@@ -26,16 +27,6 @@ func registry(routes map[string]http.HandlerFunc) http.Handler {
 		mux.HandleFunc(p, h)
 	}
 	return mux
-}
-
-func TestProviderAndPlatformString(t *testing.T) {
-	p := Provider{Hostname: "registry.example.com", Namespace: "hashicorp", Type: "random"}
-	if got := p.String(); got != "registry.example.com/hashicorp/random" {
-		t.Errorf("Provider.String() = %q", got)
-	}
-	if got := (Platform{OS: "linux", Arch: "amd64"}).String(); got != "linux_amd64" {
-		t.Errorf("Platform.String() = %q", got)
-	}
 }
 
 func TestVersions(t *testing.T) {
@@ -59,7 +50,7 @@ func TestVersions(t *testing.T) {
 				],"warnings":["deprecated"]}`)
 			},
 			want: []VersionInfo{
-				{Version: "2.0.0", Protocols: []string{"4.0", "5.1"}, Platforms: []Platform{{"linux", "amd64"}, {"darwin", "arm64"}}},
+				{Version: "2.0.0", Protocols: []string{"4.0", "5.1"}, Platforms: []addrs.Platform{{OS: "linux", Arch: "amd64"}, {OS: "darwin", Arch: "arm64"}}},
 				{Version: "2.0.1", Protocols: []string{"5.2"}},
 			},
 		},
@@ -165,7 +156,7 @@ func TestVersions(t *testing.T) {
 func TestVersionsEscapesPathSegments(t *testing.T) {
 	s := newTestServer(t, registry(nil))
 	c := newTestClient(t, s, nil)
-	p := Provider{Hostname: s.host, Namespace: "a b", Type: "x?y#z"}
+	p := addrs.Provider{Hostname: s.host, Namespace: "a b", Type: "x?y#z"}
 	_, err := c.Versions(context.Background(), p)
 	if !errors.Is(err, ErrNotFound) {
 		t.Fatalf("err = %v, want ErrNotFound", err)
@@ -206,7 +197,7 @@ var wantSigningKeys = []registryjson.GPGPublicKey{
 
 func TestPackage(t *testing.T) {
 	const path = "/v1/providers/hashicorp/random/2.0.0/download/linux/amd64"
-	linux := Platform{OS: "linux", Arch: "amd64"}
+	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
 	tests := []struct {
 		name     string
 		routes   map[string]http.HandlerFunc
@@ -321,7 +312,7 @@ func TestRegistryDiscoveryErrorsPassThrough(t *testing.T) {
 	if !errors.Is(err, ErrNoProviderService) {
 		t.Fatalf("Versions err = %v, want ErrNoProviderService", err)
 	}
-	_, err = c.Package(context.Background(), testProvider(s), "1.0.0", Platform{"linux", "amd64"})
+	_, err = c.Package(context.Background(), testProvider(s), "1.0.0", addrs.Platform{OS: "linux", Arch: "amd64"})
 	if !errors.Is(err, ErrNoProviderService) {
 		t.Fatalf("Package err = %v, want ErrNoProviderService", err)
 	}

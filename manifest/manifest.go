@@ -21,7 +21,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // LockFileName is the name Terraform gives dependency lock files.
@@ -48,7 +48,7 @@ type Spec struct {
 
 // Provider is one provider asked for, with everything that asked for it.
 type Provider struct {
-	Address discovery.Provider
+	Address addrs.Provider
 	// Selections say which versions to sync; the union of what they
 	// select is synced.
 	Selections []Selection
@@ -120,7 +120,7 @@ func Load(paths ...string) (*Spec, error) {
 }
 
 // add merges selections and platforms for addr into the spec.
-func (s *Spec) add(addr discovery.Provider, sel []Selection, platforms []string) {
+func (s *Spec) add(addr addrs.Provider, sel []Selection, platforms []string) {
 	for _, p := range s.Providers {
 		if p.Address == addr {
 			p.Selections = append(p.Selections, sel...)

@@ -13,13 +13,13 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // Module is one registry module asked for, with everything that asked
 // for it.
 type Module struct {
-	Address discovery.Module
+	Address addrs.Module
 	// Selections say which versions to sync; the union of what they
 	// select is synced.
 	Selections []Selection
@@ -33,7 +33,7 @@ type Module struct {
 type remoteCall struct {
 	// module is set for a registry address; else source is the source
 	// the clients fetch themselves.
-	module     *discovery.Module
+	module     *addrs.Module
 	subdir     string
 	constraint string
 	set        versions.Set
@@ -54,8 +54,8 @@ var manifestModuleSchema = &hcl.BodySchema{
 //	  versions = ["~> 5.0"]
 //	  latest   = 1            # optional
 //	}
-func (s *Spec) loadManifestModule(b *hcl.Block, seen map[discovery.Module]string) error {
-	addr, err := discovery.ParseModule(b.Labels[0])
+func (s *Spec) loadManifestModule(b *hcl.Block, seen map[addrs.Module]string) error {
+	addr, err := addrs.ParseModule(b.Labels[0])
 	if err != nil {
 		return posError(b.LabelRanges[0], "%v", err)
 	}
@@ -77,7 +77,7 @@ func (s *Spec) loadManifestModule(b *hcl.Block, seen map[discovery.Module]string
 
 // addModule merges selections and a subdirectory for addr into the spec,
 // and returns its entry.
-func (s *Spec) addModule(addr discovery.Module, sels []Selection, subdir string) *Module {
+func (s *Spec) addModule(addr addrs.Module, sels []Selection, subdir string) *Module {
 	for _, m := range s.Modules {
 		if m.Address == addr {
 			m.Selections = append(m.Selections, sels...)
@@ -188,21 +188,21 @@ func remoteModule(b *hcl.Block) (remoteCall, error) {
 
 // registrySource reports whether src is a module registry address, as
 // Terraform tells them from go-getter sources, and parses it.
-func registrySource(src string) (discovery.Module, string, bool) {
+func registrySource(src string) (addrs.Module, string, bool) {
 	pkg, subdir, _ := strings.Cut(src, "//")
 	if strings.Contains(pkg, ":") || strings.Contains(pkg, "?") {
-		return discovery.Module{}, "", false // a scheme, a forced getter, scp-like SSH, parameters
+		return addrs.Module{}, "", false // a scheme, a forced getter, scp-like SSH, parameters
 	}
 	parts := strings.Split(pkg, "/")
 	if len(parts) == 4 {
 		switch strings.ToLower(parts[0]) {
 		case "github.com", "bitbucket.org":
-			return discovery.Module{}, "", false // go-getter shorthands
+			return addrs.Module{}, "", false // go-getter shorthands
 		}
 	}
-	m, err := discovery.ParseModule(pkg)
+	m, err := addrs.ParseModule(pkg)
 	if err != nil {
-		return discovery.Module{}, "", false
+		return addrs.Module{}, "", false
 	}
 	if subdir != "" {
 		subdir = strings.TrimPrefix(path.Clean("/"+subdir), "/")

@@ -14,9 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/hclfile"
-	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // where formats a source position as file:line.
@@ -96,8 +95,8 @@ func (s *Spec) loadManifest(path string) error {
 	if len(content.Blocks) == 0 {
 		return fmt.Errorf("%s: no provider blocks: a manifest names at least one provider \"HOST/NAMESPACE/TYPE\" { versions = [...] } or module \"HOST/NAMESPACE/NAME/SYSTEM\" { versions = [...] }", path)
 	}
-	seen := map[discovery.Provider]string{}
-	seenModules := map[discovery.Module]string{}
+	seen := map[addrs.Provider]string{}
+	seenModules := map[addrs.Module]string{}
 	for _, b := range content.Blocks {
 		if b.Type == "module" {
 			if err := s.loadManifestModule(b, seenModules); err != nil {
@@ -105,7 +104,7 @@ func (s *Spec) loadManifest(path string) error {
 			}
 			continue
 		}
-		addr, err := discovery.ParseProvider(b.Labels[0])
+		addr, err := addrs.ParseProvider(b.Labels[0])
 		if err != nil {
 			return posError(b.LabelRanges[0], "%v", err)
 		}
@@ -208,7 +207,7 @@ func platformList(attr *hcl.Attribute) ([]string, error) {
 		return nil, err
 	}
 	for _, pl := range list {
-		if _, err := mirror.ParsePlatform(pl); err != nil {
+		if _, err := addrs.ParsePlatform(pl); err != nil {
 			return nil, posError(attr.Expr.Range(), "%v", err)
 		}
 	}
@@ -217,7 +216,7 @@ func platformList(attr *hcl.Attribute) ([]string, error) {
 
 // lockedProvider is one provider of a lock file.
 type lockedProvider struct {
-	addr      discovery.Provider
+	addr      addrs.Provider
 	selection Selection // the locked version, exactly
 }
 
@@ -243,7 +242,7 @@ func parseLockFile(path string) ([]lockedProvider, error) {
 	}
 	var out []lockedProvider
 	for _, b := range content.Blocks {
-		addr, err := discovery.ParseProvider(b.Labels[0])
+		addr, err := addrs.ParseProvider(b.Labels[0])
 		if err != nil {
 			return nil, posError(b.LabelRanges[0], "%v", err)
 		}
@@ -256,7 +255,7 @@ func parseLockFile(path string) ([]lockedProvider, error) {
 		if err != nil {
 			return nil, err
 		}
-		ver, err := mirror.ParseSemver(v.AsString())
+		ver, err := addrs.ParseSemver(v.AsString())
 		if err != nil {
 			return nil, posError(attr.Expr.Range(), "version: %v", err)
 		}
@@ -290,7 +289,7 @@ var terraformBlockSchema = &hcl.BodySchema{
 
 // requirement is what a configuration asks of one provider.
 type requirement struct {
-	addr        discovery.Provider
+	addr        addrs.Provider
 	constraints []string
 	set         versions.Set
 	where       string
@@ -323,7 +322,7 @@ func (s *Spec) loadDir(dir string) error {
 		return err
 	}
 	s.addRemoteCalls(remotes)
-	isLocked := map[discovery.Provider]bool{}
+	isLocked := map[addrs.Provider]bool{}
 	for _, l := range locked {
 		isLocked[l.addr] = true
 		s.add(l.addr, []Selection{l.selection}, nil)
@@ -452,7 +451,7 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 		order = append(order, name)
 		return req
 	}
-	sources := map[string]discovery.Provider{}
+	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
 	for _, path := range files {
 		f, err := parseFile(p, path)
@@ -515,7 +514,7 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 					req := get(name, attr.Range)
 					req.where = where(attr.Range)
 					if source != "" {
-						addr, err := discovery.ParseProvider(source)
+						addr, err := addrs.ParseProvider(source)
 						if err != nil {
 							return nil, nil, posError(attr.Expr.Range(), "%v", err)
 						}
@@ -542,7 +541,7 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 		addr, ok := sources[name]
 		if !ok {
 			var err error
-			if addr, err = discovery.ParseProvider("hashicorp/" + name); err != nil {
+			if addr, err = addrs.ParseProvider("hashicorp/" + name); err != nil {
 				return nil, nil, fmt.Errorf("%s: provider local name %q: %v", req.where, name, err)
 			}
 		}

@@ -10,8 +10,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 )
 
 // This file is the engine's API: what front doors (the HTTP mirror
@@ -42,7 +42,7 @@ type ListState struct {
 // the provider does not exist (discovery.ErrNotFound), the cached list is
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
-func (s *Engine) Versions(ctx context.Context, p discovery.Provider) (*VersionList, ListState, error) {
+func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*VersionList, ListState, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, ListState{}, err
 	}
@@ -89,7 +89,7 @@ type PlatformArchive struct {
 // serve (Config.Platforms) are left out. Errors:
 // discovery.ErrHostNotAllowed, ErrVersionNotFound, verify.ErrIntegrity,
 // ErrOffline, origin errors.
-func (s *Engine) Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*Package, error) {
+func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
@@ -152,7 +152,7 @@ func (src Source) String() string {
 // only once its sha256 matched. OpenArchive waits until the download has
 // begun (its size is known) or failed; ctx bounds that wait and the
 // Reads. Errors: those of Package, and ErrPlatformNotFound.
-func (s *Engine) OpenArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (*Archive, error) {
+func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
@@ -235,7 +235,7 @@ func (s *Engine) openCached(sha string) (*Archive, error) {
 // is cached, without any client to stream it to: it fetches the metadata
 // and the archive if need be, verifies them and waits for the commit. It
 // returns where the archive came from. ctx bounds the wait only.
-func (s *Engine) EnsureArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (Source, error) {
+func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (Source, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return 0, err
 	}

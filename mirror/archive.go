@@ -10,8 +10,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -22,7 +22,7 @@ const copyBufferSize = 256 << 10
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
 // archiveFor returns the verified archive record for one platform of v.
-func (s *Engine) archiveFor(ctx context.Context, p discovery.Provider, v versions.Version, pl string) (ArchiveRecord, error) {
+func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl string) (ArchiveRecord, error) {
 	rec, _, err := s.packageFor(ctx, p, v, []string{pl}, nil, false)
 	if err != nil {
 		return ArchiveRecord{}, err
@@ -160,7 +160,7 @@ func newFetcher(s *Engine) *fetcher {
 // the archive is already committed to the cache, and ErrShutDown when a
 // fetch would be needed but the engine is shutting down. The caller must
 // release the fetch.
-func (fr *fetcher) join(p discovery.Provider, a ArchiveRecord) (f *fetch, leader bool, err error) {
+func (fr *fetcher) join(p addrs.Provider, a ArchiveRecord) (f *fetch, leader bool, err error) {
 	return fr.joinFrom(p, a, nil)
 }
 
@@ -175,7 +175,7 @@ type archiveSource struct {
 
 // joinFrom is join, with the archive read from src when this call starts
 // the fetch (nil: the origin).
-func (fr *fetcher) joinFrom(p discovery.Provider, a ArchiveRecord, src *archiveSource) (f *fetch, leader bool, err error) {
+func (fr *fetcher) joinFrom(p addrs.Provider, a ArchiveRecord, src *archiveSource) (f *fetch, leader bool, err error) {
 	_, f, leader, err = fr.start(p, a, src, false)
 	return f, leader, err
 }
@@ -184,11 +184,11 @@ func (fr *fetcher) joinFrom(p discovery.Provider, a ArchiveRecord, src *archiveS
 // (blob) rather than only found: the reader's reference is taken under
 // fr.mu, so that the archive cannot be evicted between being found and
 // being opened. An archive evicted before is fetched again.
-func (fr *fetcher) joinOrOpen(p discovery.Provider, a ArchiveRecord) (blob cache.BlobReader, f *fetch, leader bool, err error) {
+func (fr *fetcher) joinOrOpen(p addrs.Provider, a ArchiveRecord) (blob cache.BlobReader, f *fetch, leader bool, err error) {
 	return fr.start(p, a, nil, true)
 }
 
-func (fr *fetcher) start(p discovery.Provider, a ArchiveRecord, src *archiveSource, open bool) (blob cache.BlobReader, f *fetch, leader bool, err error) {
+func (fr *fetcher) start(p addrs.Provider, a ArchiveRecord, src *archiveSource, open bool) (blob cache.BlobReader, f *fetch, leader bool, err error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.onJoin != nil {
@@ -243,7 +243,7 @@ func (fr *fetcher) remove(f *fetch) {
 // run downloads the archive on ctx, the engine's and not any client's, so
 // that no client going away cancels it, staging it in the cache as it
 // arrives. finished is called when it has ended.
-func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) {
+func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.Provider, a ArchiveRecord, src *archiveSource) {
 	defer finished()
 	fr.fetchAndCommit(ctx, f, p, a, src)
 	fr.share(ctx, f, a)
@@ -252,7 +252,7 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p discove
 // fetchAndCommit downloads the archive (from src when set) and commits it
 // to the cache; by the time it returns, the fetch has left inflight and
 // its done is closed.
-func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) {
+func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord, src *archiveSource) {
 	s := fr.s
 	defer f.release()
 	// Out of inflight before done is closed: a caller that saw done and
@@ -315,7 +315,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p discovery.Pro
 // the fetch marked verified, which releases the held-back final bytes to
 // clients; the writer is not yet committed. On failure the caller aborts
 // the writer.
-func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, src *archiveSource) (string, error) {
+func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord, src *archiveSource) (string, error) {
 	s := fr.s
 	var (
 		body io.ReadCloser
@@ -400,7 +400,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p discovery.Provider,
 // resumeFromOrigin opens the origin's archive a for a download whose
 // stream from the shared tier broke off (with cause) after from bytes,
 // and skips those bytes. Offline, there is no origin: it returns cause.
-func (fr *fetcher) resumeFromOrigin(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
+func (fr *fetcher) resumeFromOrigin(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
 	s := fr.s
 	if s.cfg.Offline {
 		return nil, cause

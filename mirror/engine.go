@@ -17,6 +17,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
@@ -33,10 +34,10 @@ type Origin interface {
 // ProviderOrigin is what the engine needs from origin registries for
 // providers.
 type ProviderOrigin interface {
-	Versions(ctx context.Context, p discovery.Provider) ([]discovery.VersionInfo, error)
-	Package(ctx context.Context, p discovery.Provider, version string, pl discovery.Platform) (*discovery.Package, error)
-	FetchDocument(ctx context.Context, p discovery.Provider, rawURL string, limit int64) ([]byte, error)
-	OpenArchive(ctx context.Context, p discovery.Provider, rawURL string) (io.ReadCloser, int64, error)
+	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
+	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
+	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
 }
 
 // Store is what the engine needs from the cache. *cache.Store implements it.
@@ -250,7 +251,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if len(cfg.Platforms) > 0 {
 		s.platforms = make(map[string]bool)
 		for _, p := range cfg.Platforms {
-			pl, err := ParsePlatform(strings.TrimSpace(p))
+			pl, err := addrs.ParsePlatform(strings.TrimSpace(p))
 			if err != nil {
 				return nil, fmt.Errorf("mirror: platforms: %w", err)
 			}
@@ -344,7 +345,7 @@ func (s *Engine) Config() Config {
 // A host that is not an allowed origin but that Import has loaded
 // providers of is local-only: its providers are served from the cache
 // and the host is never contacted.
-func (s *Engine) CheckOrigin(p discovery.Provider) error {
+func (s *Engine) CheckOrigin(p addrs.Provider) error {
 	if !s.allowed[p.Hostname] && !s.local(p.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, p.Hostname)
 	}

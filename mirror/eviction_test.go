@@ -16,8 +16,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
@@ -73,7 +73,7 @@ func zipOfSize(t *testing.T, typ string, size int, seed uint64) []byte {
 func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
-	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	shas := map[string]string{}
 	for i, vs := range []string{"1.0.0", "2.0.0"} {
 		zipped := zipOfSize(t, "thing", 1024, uint64(i))

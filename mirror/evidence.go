@@ -12,8 +12,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -29,7 +29,7 @@ import (
 // slices are shared and must not be modified.
 type Evidence struct {
 	// Provider and Version (canonical) are the version's.
-	Provider discovery.Provider
+	Provider addrs.Provider
 	Version  string
 	// Documents are the version's SHA256SUMS documents that verified;
 	// a Platform refers to its own by index (usually all to the only one).
@@ -116,7 +116,7 @@ func (e *Evidence) Package(pl string) (registryjson.Package, bool) {
 // checkEvidence): a record that fails is dropped from the cache, so that
 // the next call fetches it anew, and the call fails with the
 // *verify.Error. Errors: those of Package, and verify.ErrIntegrity.
-func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*Evidence, error) {
+func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Evidence, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
@@ -138,7 +138,7 @@ func (s *Engine) Evidence(ctx context.Context, p discovery.Provider, v versions.
 }
 
 // evidenceOf returns the evidence in rec of the platforms in need.
-func evidenceOf(p discovery.Provider, rec *PackageRecord, need []string) *Evidence {
+func evidenceOf(p addrs.Provider, rec *PackageRecord, need []string) *Evidence {
 	ev := &Evidence{Provider: p, Version: rec.Version, Documents: rec.Documents,
 		Platforms: make([]PlatformEvidence, 0, len(need)), VerifiedAt: rec.VerifiedAt, Provenance: rec.Provenance}
 	for _, pl := range need {
@@ -158,7 +158,7 @@ func evidenceOf(p discovery.Provider, rec *PackageRecord, need []string) *Eviden
 
 // platformsFor returns the names of platforms (nil: every platform entry
 // offers) that the engine serves.
-func (s *Engine) platformsFor(entry VersionEntry, platforms []discovery.Platform) []string {
+func (s *Engine) platformsFor(entry VersionEntry, platforms []addrs.Platform) []string {
 	var need []string
 	if platforms == nil {
 		for _, pl := range entry.Platforms {
@@ -192,7 +192,7 @@ func (s *Engine) platformsFor(entry VersionEntry, platforms []discovery.Platform
 // earlier release without evidence (fetching the version again, with
 // Package or Evidence, stores it); ErrShutDown. It checks what is cached
 // whatever its origin, allowed now or not.
-func (s *Engine) verifyCached(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) error {
+func (s *Engine) verifyCached(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
 	if !s.work.add() {
 		return ErrShutDown
 	}
@@ -294,7 +294,7 @@ func readSHA256(ctx context.Context, r io.Reader) (string, error) {
 // shared in memory, so a record is checked once per reading from the
 // cache. A record that fails is deleted from the cache (it is fetched and
 // verified anew on the next call) and the *verify.Error returned.
-func (s *Engine) checkEvidence(p discovery.Provider, v versions.Version, rec *PackageRecord) error {
+func (s *Engine) checkEvidence(p addrs.Provider, v versions.Version, rec *PackageRecord) error {
 	if rec.evidenceChecked.Load() {
 		return nil
 	}

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
@@ -28,7 +29,7 @@ type documentRecorder struct {
 	docs map[string][]byte
 }
 
-func (r *documentRecorder) FetchDocument(ctx context.Context, p discovery.Provider, rawURL string, limit int64) ([]byte, error) {
+func (r *documentRecorder) FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error) {
 	b, err := r.Origin.FetchDocument(ctx, p, rawURL, limit)
 	if err == nil {
 		r.mu.Lock()
@@ -140,7 +141,7 @@ func TestEvidenceKeptAsTheOriginGaveIt(t *testing.T) {
 		}
 	}
 	// Only platforms asked for, in the order asked.
-	some, err := h.engine.Evidence(t.Context(), h.provider(), v, []discovery.Platform{mustPlatform(t, "windows_amd64"), mustPlatform(t, "darwin_arm64")})
+	some, err := h.engine.Evidence(t.Context(), h.provider(), v, []addrs.Platform{mustPlatform(t, "windows_amd64"), mustPlatform(t, "darwin_arm64")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -155,7 +156,7 @@ type packageRewriter struct {
 	rewrite func(pl string, pkg *discovery.Package)
 }
 
-func (r packageRewriter) Package(ctx context.Context, p discovery.Provider, version string, pl discovery.Platform) (*discovery.Package, error) {
+func (r packageRewriter) Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error) {
 	pkg, err := r.Origin.Package(ctx, p, version, pl)
 	if err != nil {
 		return nil, err
@@ -403,7 +404,7 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 			h := newHarness(t, harnessOptions{origin: fakeorigin.Options{PackageHashes: true}})
 			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 			v := mustVersion(t, "1.0.0")
-			pls := []discovery.Platform{mustPlatform(t, "linux_amd64")}
+			pls := []addrs.Platform{mustPlatform(t, "linux_amd64")}
 			intact, err := h.engine.Evidence(t.Context(), h.provider(), v, pls)
 			if err != nil {
 				t.Fatal(err)

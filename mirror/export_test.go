@@ -5,10 +5,10 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // The package's own tests call verifyCached by its former, exported name.
-func (s *Engine) Verify(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) error {
+func (s *Engine) Verify(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
 	return s.verifyCached(ctx, p, v, pl)
 }

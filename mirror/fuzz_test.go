@@ -10,45 +10,9 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 )
-
-// FuzzParseArchiveName checks that the archive-name parser accepts only
-// names that ArchiveName of the parsed parts gives back exactly, with a
-// version free of "_" and a valid platform; and that every name
-// ArchiveName makes of such parts parses back to them.
-func FuzzParseArchiveName(f *testing.F) {
-	f.Add("random", "terraform-provider-random_3.6.0_linux_amd64.zip", "3.6.0", "linux_amd64")
-	f.Add("my-type", "terraform-provider-my-type_1.0.0-beta.1+x_windows_386.zip", "1.0.0-beta.1+x", "windows_386")
-	f.Add("random", "terraform-provider-random_1_0_linux_amd64.zip", "1_0", "linux_amd64")
-	f.Add("a_b", "terraform-provider-a_b_1.0.0_linux_amd64.zip", "", "darwin_arm64")
-	f.Add("random", "terraform-provider-random__linux_amd64.zip", "1.0.0", "linux_")
-	f.Fuzz(func(t *testing.T, typ, name, version, platform string) {
-		v, pl, err := ParseArchiveName(typ, name)
-		if err == nil {
-			if back := ArchiveName(typ, v, pl.String()); back != name {
-				t.Fatalf("ParseArchiveName(%q, %q) = %q, %s; ArchiveName gives back %q", typ, name, v, pl, back)
-			}
-			if v == "" || strings.Contains(v, "_") {
-				t.Fatalf("ParseArchiveName(%q, %q) accepted the version %q", typ, name, v)
-			}
-			if _, err := ParsePlatform(pl.String()); err != nil {
-				t.Fatalf("ParseArchiveName(%q, %q) accepted the platform %s: %v", typ, name, pl, err)
-			}
-		}
-		// The other way: parts that ArchiveName may be given parse back.
-		want, perr := ParsePlatform(platform)
-		if version == "" || strings.Contains(version, "_") || perr != nil {
-			return
-		}
-		made := ArchiveName(typ, version, platform)
-		v, pl, err = ParseArchiveName(typ, made)
-		if err != nil || v != version || pl != want {
-			t.Fatalf("ParseArchiveName(%q, %q) = %q, %s, %v; want %q, %s", typ, made, v, pl, err, version, want)
-		}
-	})
-}
 
 // fuzzRelease is one SHA256SUMS document FuzzSignedImport may be given:
 // its lines, signed by the fuzz key.
@@ -63,7 +27,7 @@ type fuzzRelease struct {
 // arbitrary version, with a choice among fixed signed SHA256SUMS
 // documents, to the import's check of signed metadata: whatever it
 // accepts is covered by a signature, each archive named exactly
-// ArchiveName(type, version, platform) in the version's own signed
+// addrs.ArchiveName(type, version, platform) in the version's own signed
 // document, with that line's sha256, and its os and arch the platform's.
 func FuzzSignedImport(f *testing.F) {
 	key, err := openpgp.NewEntity("publisher", "fuzz only", "publisher@example.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
@@ -102,7 +66,7 @@ func FuzzSignedImport(f *testing.F) {
 		release("terraform-provider-random_3.5.0_linux_amd64.zip", "terraform-provider-random_9.9.9_linux_amd64.zip"),
 		release("terraform-provider-random_1.0_linux_amd64.zip"),
 	}
-	p := discovery.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}
+	p := addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}
 	lin, dar := releases[0].lines["terraform-provider-random_3.5.0_linux_amd64.zip"], releases[0].lines["terraform-provider-random_3.5.0_darwin_arm64.zip"]
 	good := `[{"platform":"linux_amd64","filename":"terraform-provider-random_3.5.0_linux_amd64.zip","os":"linux","arch":"amd64","shasum":"` + lin + `","document":0},` +
 		`{"platform":"darwin_arm64","filename":"terraform-provider-random_3.5.0_darwin_arm64.zip","os":"darwin","arch":"arm64","shasum":"` + dar + `","document":0,` +
@@ -116,7 +80,7 @@ func FuzzSignedImport(f *testing.F) {
 	f.Add("3.5.0", []byte(good), uint8(8))
 	f.Add("1.0.0", []byte(`[{"platform":"linux_amd64","filename":"terraform-provider-random_1.0_linux_amd64.zip","os":"linux","arch":"amd64","shasum":"`+releases[4].lines["terraform-provider-random_1.0_linux_amd64.zip"]+`","document":0}]`), uint8(16))
 	f.Fuzz(func(t *testing.T, version string, evidence []byte, docs uint8) {
-		v, err := ParseSemver(version)
+		v, err := addrs.ParseSemver(version)
 		if err != nil {
 			return // airgap refuses the version first
 		}
@@ -156,7 +120,7 @@ func FuzzSignedImport(f *testing.F) {
 				}
 				spelling = s
 			}
-			if sv, err := ParseSemver(spelling); err != nil || sv.String() != v.String() {
+			if sv, err := addrs.ParseSemver(spelling); err != nil || sv.String() != v.String() {
 				t.Fatalf("accepted a SHA256SUMS of version %q as version %s", spelling, v)
 			}
 		}
@@ -170,11 +134,11 @@ func FuzzSignedImport(f *testing.F) {
 			for name := range r.lines {
 				spelling, _, _ = strings.Cut(strings.TrimPrefix(name, "terraform-provider-random_"), "_")
 			}
-			pl, err := ParsePlatform(pkg.Platform)
+			pl, err := addrs.ParsePlatform(pkg.Platform)
 			if err != nil {
 				t.Fatalf("accepted platform %q: %v", pkg.Platform, err)
 			}
-			want := ArchiveName("random", spelling, pkg.Platform)
+			want := addrs.ArchiveName("random", spelling, pkg.Platform)
 			switch {
 			case a.Filename != want || pkg.Filename != want:
 				t.Fatalf("%s of version %s accepted as %q (given %q), want %q", pkg.Platform, v, a.Filename, pkg.Filename, want)
@@ -187,7 +151,7 @@ func FuzzSignedImport(f *testing.F) {
 			}
 			for other, hashes := range pkg.Packages {
 				for _, h := range hashes.Hashes {
-					if zh, ok := strings.CutPrefix(h, "zh:"); ok && !strings.EqualFold(zh, r.lines[ArchiveName("random", spelling, other)]) {
+					if zh, ok := strings.CutPrefix(h, "zh:"); ok && !strings.EqualFold(zh, r.lines[addrs.ArchiveName("random", spelling, other)]) {
 						t.Fatalf("%s accepted with %s for %s, not its signed line", want, h, other)
 					}
 				}

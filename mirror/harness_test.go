@@ -10,8 +10,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
@@ -97,22 +97,22 @@ func (h *harness) stop() {
 	h.store.Close()
 }
 
-func (h *harness) provider() discovery.Provider {
-	return discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+func (h *harness) provider() addrs.Provider {
+	return addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 }
 
 func mustVersion(t *testing.T, s string) versions.Version {
 	t.Helper()
-	v, err := ParseSemver(s)
+	v, err := addrs.ParseSemver(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-func mustPlatform(t *testing.T, s string) discovery.Platform {
+func mustPlatform(t *testing.T, s string) addrs.Platform {
 	t.Helper()
-	pl, err := ParsePlatform(s)
+	pl, err := addrs.ParsePlatform(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -143,7 +143,7 @@ func (h *harness) read(ctx context.Context, version, platform string) archive {
 // packages returns the package metadata of version for platforms (nil: all).
 func (h *harness) packages(version string, platforms ...string) (*Package, error) {
 	h.t.Helper()
-	var pls []discovery.Platform
+	var pls []addrs.Platform
 	for _, pl := range platforms {
 		pls = append(pls, mustPlatform(h.t, pl))
 	}

@@ -17,7 +17,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // Notifier is told what the engine does with the versions it holds
@@ -122,7 +122,7 @@ func (s *Engine) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, 
 		if !ok {
 			return HeldVersion{}, false
 		}
-		v, err := ParseSemver(rec.Version)
+		v, err := addrs.ParseSemver(rec.Version)
 		if err != nil {
 			return HeldVersion{}, false
 		}
@@ -178,10 +178,10 @@ type recordSummary struct {
 // packageSummary decodes raw, the package record stored under key, and
 // the provider the key names; false for what is not a package record of
 // a known schema.
-func packageSummary(key string, raw json.RawMessage) (discovery.Provider, recordSummary, bool) {
+func packageSummary(key string, raw json.RawMessage) (addrs.Provider, recordSummary, bool) {
 	var rec recordSummary
 	if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
-		return discovery.Provider{}, rec, false
+		return addrs.Provider{}, rec, false
 	}
 	p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
 	return p, rec, ok
@@ -196,7 +196,7 @@ func (s *Engine) RemoveVersion(kind, address, version string) error {
 	s.importMu.Lock() // not while an import writes the same list
 	defer s.importMu.Unlock()
 	if kind == "module" {
-		m, err := discovery.ParseModule(address)
+		m, err := addrs.ParseModule(address)
 		if err != nil {
 			return err
 		}
@@ -209,7 +209,7 @@ func (s *Engine) RemoveVersion(kind, address, version string) error {
 	if !ok {
 		return fmt.Errorf("provider address %q", address)
 	}
-	v, err := ParseSemver(version)
+	v, err := addrs.ParseSemver(version)
 	if err != nil {
 		return err
 	}
@@ -249,7 +249,7 @@ func (s *Engine) DropSetAside(address, version string) error {
 	if !ok {
 		return fmt.Errorf("provider address %q", address)
 	}
-	v, err := ParseSemver(version)
+	v, err := addrs.ParseSemver(version)
 	if err != nil {
 		return err
 	}
@@ -272,14 +272,14 @@ func (s *Engine) DropSetAside(address, version string) error {
 
 // parseProviderKey parses HOST/NAMESPACE/TYPE as the engine writes it in
 // its keys.
-func parseProviderKey(s string) (discovery.Provider, bool) {
+func parseProviderKey(s string) (addrs.Provider, bool) {
 	parts := strings.Split(s, "/")
 	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-		return discovery.Provider{}, false
+		return addrs.Provider{}, false
 	}
 	h, err := svchost.ForComparison(parts[0])
 	if err != nil {
-		return discovery.Provider{}, false
+		return addrs.Provider{}, false
 	}
-	return discovery.Provider{Hostname: h, Namespace: parts[1], Type: parts[2]}, true
+	return addrs.Provider{Hostname: h, Namespace: parts[1], Type: parts[2]}, true
 }

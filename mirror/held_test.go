@@ -10,7 +10,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -65,7 +65,7 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 		t.Errorf("an archive read: told %q, want %q", got, want)
 	}
 
-	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	in, isha := unsignedImport(t, local, "2.0.0")
 	if _, err := h.engine.Import(t.Context(), in); err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
 	h.readAll("1.0.0")
-	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	var shas []string
 	for _, v := range []string{"1.0.0", "2.0.0"} {
 		in, sha := unsignedImport(t, local, v)

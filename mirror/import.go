@@ -14,8 +14,8 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -46,7 +46,7 @@ func (s *Engine) DiskHeadroom() (room int64, ok bool) {
 // export of another mirror, a `terraform providers mirror` directory or
 // in-house builds), for Import.
 type Imported struct {
-	Provider discovery.Provider
+	Provider addrs.Provider
 	Version  versions.Version
 	// Documents are the origin's SHA256SUMS documents with their
 	// signatures and signing keys, byte for byte; each package refers to
@@ -250,7 +250,7 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 func checkPlatforms(in Imported) error {
 	seen := map[string]bool{}
 	for i, pkg := range in.Packages {
-		if _, err := ParsePlatform(pkg.Platform); err != nil {
+		if _, err := addrs.ParsePlatform(pkg.Platform); err != nil {
 			return pkgError(i, err)
 		}
 		if seen[pkg.Platform] {
@@ -365,7 +365,7 @@ func (s *Engine) recordImportedHost(host svchost.Hostname) error {
 // have, and no platform added to a record of the other provenance
 // (signed or not). A record of an earlier release, without evidence, is
 // replaced, keeping its sha256s.
-func (s *Engine) joinable(p discovery.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+func (s *Engine) joinable(p addrs.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
 	for i, pkg := range in.Packages {
 		was, ok := cached.archive(pkg.Platform)
 		if !ok {
@@ -417,7 +417,7 @@ func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 // importArchive commits pkg's archive, verified as a, to the cache
 // through the fetcher (reading it from pkg.Open rather than the origin),
 // unless the cache has it already.
-func (s *Engine) importArchive(ctx context.Context, p discovery.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
+func (s *Engine) importArchive(ctx context.Context, p addrs.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
 	out := ImportedOutcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
 	s.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
@@ -454,7 +454,7 @@ func (s *Engine) importArchive(ctx context.Context, p discovery.Provider, a Arch
 
 // storeImported merges the imported packages into v's record and stores
 // it, in turn with package-metadata fetches of the same version.
-func (s *Engine) storeImported(ctx context.Context, p discovery.Provider, v versions.Version, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+func (s *Engine) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []ArchiveRecord, provenance Provenance) error {
 	key := packageKey(p, v)
 	for range maxPackageRounds {
 		ran := false
@@ -529,7 +529,7 @@ func (s *Engine) storeImported(ctx context.Context, p discovery.Provider, v vers
 
 // listImported adds v with the imported platforms to p's cached version
 // list, in turn with refreshes of it.
-func (s *Engine) listImported(ctx context.Context, p discovery.Provider, v versions.Version, in Imported) error {
+func (s *Engine) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
 	key := versionsKey(p)
 	for range maxPackageRounds {
 		ran := false
@@ -580,7 +580,7 @@ func (s *Engine) listImported(ctx context.Context, p discovery.Provider, v versi
 // imported without signature (Provenance ProvenanceUnsigned) the file
 // names and sha256s only, with Document -1. Errors: ErrNotCached;
 // ErrNoEvidence for a version cached by an earlier release.
-func (s *Engine) Stored(p discovery.Provider, v versions.Version) (*Evidence, error) {
+func (s *Engine) Stored(p addrs.Provider, v versions.Version) (*Evidence, error) {
 	rec, ok := s.cachedPackage(p, v)
 	if !ok {
 		return nil, fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
@@ -607,14 +607,14 @@ func (s *Engine) OpenStored(sha string) (*Archive, error) {
 // sealedList returns list without the versions of which neither the cache
 // nor the shared tier (Config.Shared; see sharedInstallable) holds an
 // archive of a served platform; list itself when it lacks none.
-func (s *Engine) sealedList(ctx context.Context, p discovery.Provider, list *VersionList) *VersionList {
+func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *VersionList) *VersionList {
 	var (
 		keep    []VersionEntry
 		dropped bool
 	)
 	for i, e := range list.Versions {
 		installable := false
-		if v, err := ParseSemver(e.Version); err == nil {
+		if v, err := addrs.ParseSemver(e.Version); err == nil {
 			rec, ok := s.cachedPackage(p, v)
 			if ok {
 				for pl, a := range rec.Archives {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -129,7 +130,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	t.Parallel()
 	opts := harnessOptions{cacheDir: t.TempDir()}
 	h := newHarness(t, opts)
-	p := discovery.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
+	p := addrs.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
 	v := mustVersion(t, "1.0.0")
 	zipped := inHouseZip(t, "thing")
 	h1, err := verify.H1(bytes.NewReader(zipped), int64(len(zipped)))
@@ -182,7 +183,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if _, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "darwin_arm64")); !errors.Is(err, ErrPlatformNotFound) {
 		t.Errorf("a platform not imported: %v, want ErrPlatformNotFound", err)
 	}
-	other := discovery.Provider{Hostname: p.Hostname, Namespace: "platform", Type: "other"}
+	other := addrs.Provider{Hostname: p.Hostname, Namespace: "platform", Type: "other"}
 	if _, _, err := h.engine.Versions(t.Context(), other); !errors.Is(err, discovery.ErrNotFound) {
 		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
 	}
@@ -207,7 +208,7 @@ func TestImportedListRefreshedWhenConnected(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
 	v := mustVersion(t, "1.0.0")
-	ev, err := h.engine.Evidence(t.Context(), h.provider(), v, []discovery.Platform{mustPlatform(t, "linux_amd64")})
+	ev, err := h.engine.Evidence(t.Context(), h.provider(), v, []addrs.Platform{mustPlatform(t, "linux_amd64")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	if ev.Provenance != ProvenanceOrigin || len(ev.Platforms) != len(platforms) {
 		t.Errorf("after the refused import the record is %s with %d platforms, want the origin's %d", ev.Provenance, len(ev.Platforms), len(platforms))
 	}
-	if pkg, err := h.engine.Package(t.Context(), p, v, []discovery.Platform{mustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {
+	if pkg, err := h.engine.Package(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {
 		t.Errorf("the unsigned archive is served inside the origin's record: %+v", pkg.Archives)
 	}
 }

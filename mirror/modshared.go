@@ -14,7 +14,7 @@ import (
 	"io"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
@@ -114,7 +114,7 @@ func (s *Engine) shareModule(ctx context.Context, key string, rec *ModuleRecord,
 // tier's lease on the version, from the source host (and then into the
 // tier), while other replicas wait for the package to appear in the tier
 // (taking over if the lease expires). A tier that fails is gone around.
-func (s *Engine) fetchModuleShared(ctx context.Context, m discovery.Module, key string, rec ModuleRecord) (*ModuleRecord, error) {
+func (s *Engine) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec ModuleRecord) (*ModuleRecord, error) {
 	sh := s.cfg.Shared
 	if sh == nil {
 		return s.fetchModule(ctx, m, rec)

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // memTier is a shared tier in memory: archives, records and leases.
@@ -141,7 +141,7 @@ func TestModulesShared(t *testing.T) {
 	if _, b, err := readModule(t, sealed, "1.0.0"); err != nil || !bytes.Equal(b, bodies[0]) {
 		t.Fatalf("sealed replica's package: %v", err)
 	}
-	other := discovery.Module{Hostname: originHost, Namespace: "acme", Name: "other", System: "aws"}
+	other := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "other", System: "aws"}
 	if _, _, err := sealed.engine.ModuleVersions(context.Background(), other); err == nil {
 		t.Error("the sealed replica listed a module no replica has")
 	}

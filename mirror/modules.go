@@ -32,6 +32,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
@@ -45,8 +46,8 @@ import (
 // registries and source hosts: the module side of Origin. Offline,
 // module calls that need an origin fail with ErrOffline.
 type ModuleOrigin interface {
-	ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error)
-	ModuleLocation(ctx context.Context, m discovery.Module, version string) (string, error)
+	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error)
 	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
 	SourceHTTPClient(origin svchost.Hostname) *http.Client
 }
@@ -118,12 +119,12 @@ type ModuleRecord struct {
 // without its secrets, for logs, pages and messages.
 func (r ModuleRecord) Shown() string { return redact.Location(r.Package) }
 
-func moduleVersionsKey(m discovery.Module) string  { return "modversions/" + m.String() }
-func moduleRecordPrefix(m discovery.Module) string { return "module/" + m.String() + "/" }
+func moduleVersionsKey(m addrs.Module) string  { return "modversions/" + m.String() }
+func moduleRecordPrefix(m addrs.Module) string { return "module/" + m.String() + "/" }
 
 // moduleRecordKey keys a record by the canonical version, so that every
 // spelling of one version shares it.
-func moduleRecordKey(m discovery.Module, version string) string {
+func moduleRecordKey(m addrs.Module, version string) string {
 	return moduleRecordPrefix(m) + canonicalModuleVersion(version)
 }
 
@@ -141,7 +142,7 @@ func canonicalModuleVersion(v string) string {
 // the engine does not serve: neither an allowed origin nor a local-only
 // host (one that Import or ImportModule loaded packages of), whose
 // modules are served from the cache only.
-func (s *Engine) CheckModuleOrigin(m discovery.Module) error {
+func (s *Engine) CheckModuleOrigin(m addrs.Module) error {
 	if !s.allowed[m.Hostname] && !s.local(m.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, m.Hostname)
 	}
@@ -162,7 +163,7 @@ func (s *Engine) moduleOrigin(what string) (ModuleOrigin, error) {
 // cached list, marked stale, when the origin fails for any reason but
 // saying the module does not exist. A sealed mirror (Config.Offline)
 // lists only the versions whose package is cached.
-func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*ModuleVersionList, ListState, error) {
+func (s *Engine) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
@@ -216,7 +217,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m discovery.Module) (*Modul
 
 // sealedModuleVersions lists the versions of m whose package is cached,
 // or held by the shared tier.
-func (s *Engine) sealedModuleVersions(ctx context.Context, m discovery.Module) (*ModuleVersionList, ListState, error) {
+func (s *Engine) sealedModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
 	list := &ModuleVersionList{Schema: recordSchema, Versions: []string{}}
 	err := s.store.ScanMeta(moduleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
 		var rec ModuleRecord
@@ -258,7 +259,7 @@ func (s *Engine) sealedModuleVersions(ctx context.Context, m discovery.Module) (
 // once written, is kept). Locations this mirror cannot fetch fail with a
 // *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, ErrOffline,
 // discovery.ErrNotFound and origin errors.
-func (s *Engine) ModuleLocation(ctx context.Context, m discovery.Module, version string) (*ModuleRecord, error) {
+func (s *Engine) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*ModuleRecord, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
@@ -307,7 +308,7 @@ func (s *Engine) ModuleLocation(ctx context.Context, m discovery.Module, version
 
 // originModuleVersion is the origin's spelling of version, from the
 // cached version list ("v1.0.0" when the client asks for "1.0.0").
-func (s *Engine) originModuleVersion(m discovery.Module, version string) string {
+func (s *Engine) originModuleVersion(m addrs.Module, version string) string {
 	var list ModuleVersionList
 	if _, err := s.store.GetMeta(moduleVersionsKey(m), &list); err == nil {
 		want := canonicalModuleVersion(version)
@@ -352,7 +353,7 @@ func (p *ModulePackage) Close() error {
 // Errors: those of ModuleLocation, *modsource.UnsupportedError,
 // *modsource.LimitError, ErrModuleChanged (an integrity error) and
 // source host errors.
-func (s *Engine) OpenModule(ctx context.Context, m discovery.Module, version string) (*ModulePackage, error) {
+func (s *Engine) OpenModule(ctx context.Context, m addrs.Module, version string) (*ModulePackage, error) {
 	rec, err := s.ModuleLocation(ctx, m, version)
 	if err != nil {
 		return nil, err
@@ -425,7 +426,7 @@ func (s *Engine) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
 
 // fetchModule fetches, normalizes and stores the package of rec, and
 // returns the record completed with its sha256.
-func (s *Engine) fetchModule(ctx context.Context, m discovery.Module, rec ModuleRecord) (_ *ModuleRecord, err error) {
+func (s *Engine) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRecord) (_ *ModuleRecord, err error) {
 	start := time.Now()
 	var size int64
 	defer func() {

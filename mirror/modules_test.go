@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -45,7 +45,7 @@ func (r *moduleRecorder) got() []string {
 	return append([]string(nil), r.outcomes...)
 }
 
-var testModule = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
+var testModule = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
 
 func readModule(t *testing.T, h *harness, version string) (*ModulePackage, []byte, error) {
 	t.Helper()
@@ -153,7 +153,7 @@ func TestModulesOffline(t *testing.T) {
 	if _, _, err := readModule(t, h, "2.0.0"); !errors.Is(err, ErrOffline) {
 		t.Errorf("sealed, not cached: %v, want ErrOffline", err)
 	}
-	other := discovery.Module{Hostname: originHost, Namespace: "acme", Name: "nope", System: "aws"}
+	other := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "nope", System: "aws"}
 	if _, _, err := h.engine.ModuleVersions(context.Background(), other); !errors.Is(err, ErrOffline) {
 		t.Errorf("sealed, unknown module: %v, want ErrOffline", err)
 	}

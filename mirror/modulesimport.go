@@ -15,7 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
@@ -26,7 +26,7 @@ import (
 // origin, for ImportModule: from an export of another mirror, whose
 // record it carries, or a local module that has no origin.
 type ImportedModule struct {
-	Module discovery.Module
+	Module addrs.Module
 	// Version is the version as the origin spells it ("v1.2.0" or
 	// "1.2.0"); it is listed so.
 	Version string
@@ -153,7 +153,7 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 // stageModule reads in's package into the scratch directory within the
 // module limits, checks its sha256 and that it unpacks within them, and
 // commits it to the blob store. It returns the sha256 and size.
-func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in ImportedModule, rec ModuleRecord) (string, int64, error) {
+func (s *Engine) stageModule(ctx context.Context, m addrs.Module, in ImportedModule, rec ModuleRecord) (string, int64, error) {
 	body, size, err := in.Open(ctx)
 	if err != nil {
 		return "", 0, err
@@ -226,7 +226,7 @@ func (s *Engine) stageModule(ctx context.Context, m discovery.Module, in Importe
 
 // refuseModule is an imported module version refused as an integrity
 // failure (reason), logged and counted.
-func (s *Engine) refuseModule(m discovery.Module, version string, reason verify.Reason, detail string) error {
+func (s *Engine) refuseModule(m addrs.Module, version string, reason verify.Reason, detail string) error {
 	s.metrics.VerificationFailed(string(reason))
 	s.log.Error("imported module package refused; nothing was cached", "module", m.String(), "version", version, "reason", string(reason), "detail", detail)
 	return &verify.Error{Reason: reason, Detail: fmt.Sprintf("%s %s: %s", m, version, detail)}

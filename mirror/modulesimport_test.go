@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/redact"
@@ -46,7 +46,7 @@ func tarGzOf(t *testing.T, h *tar.Header, body string) []byte {
 	return buf.Bytes()
 }
 
-var tarballMod = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
+var tarballMod = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
 
 // An import never changes what the mirror serves of a module version it
 // has a record of: another location or other bytes are refused as an
@@ -111,7 +111,7 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 	bomb := tarGzOf(t, &tar.Header{Name: "zeros.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}, strings.Repeat("\x00", 1<<20))
 	escape := tarGzOf(t, &tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../../etc/passwd"}, "")
 	ok := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# ok\n")})
-	local := discovery.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
+	local := addrs.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
 	for _, tc := range []struct {
 		name string
 		in   ImportedModule

@@ -13,6 +13,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
@@ -188,7 +189,7 @@ func (rec *PackageRecord) covers(need []string, missing func(pl string) bool) bo
 // per TTL or list refresh. A finding made at or after since is believed
 // regardless (it answers a request made since). A sealed mirror believes
 // every finding, as it cannot ask.
-func (s *Engine) believedMissing(p discovery.Provider, rec *PackageRecord, since time.Time) func(pl string) bool {
+func (s *Engine) believedMissing(p addrs.Provider, rec *PackageRecord, since time.Time) func(pl string) bool {
 	var (
 		listRead bool
 		listAt   time.Time
@@ -218,7 +219,7 @@ func (s *Engine) believedMissing(p discovery.Provider, rec *PackageRecord, since
 
 // listStoredAt returns when p's cached version list was stored, or the
 // zero time when there is none.
-func (s *Engine) listStoredAt(p discovery.Provider) time.Time {
+func (s *Engine) listStoredAt(p addrs.Provider) time.Time {
 	_, storedAt, err := s.cachedVersions(versionsKey(p))
 	if err != nil {
 		return time.Time{}
@@ -226,7 +227,7 @@ func (s *Engine) listStoredAt(p discovery.Provider) time.Time {
 	return storedAt
 }
 
-func packageKey(p discovery.Provider, v versions.Version) string {
+func packageKey(p addrs.Provider, v versions.Version) string {
 	return "package/" + p.String() + "/" + v.String()
 }
 
@@ -235,7 +236,7 @@ func packageKey(p discovery.Provider, v versions.Version) string {
 // the cached list). Only a list that the origin answered lately says that
 // v does not exist (ErrVersionNotFound): when the list could not be
 // refreshed the error is why, and offline it is ErrOffline.
-func (s *Engine) versionEntry(ctx context.Context, p discovery.Provider, v versions.Version) (VersionEntry, listState, error) {
+func (s *Engine) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (VersionEntry, listState, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
 		return VersionEntry{}, listState{}, err
@@ -272,7 +273,7 @@ func (s *Engine) h1(sha string) string {
 
 // cachedPackage returns the stored record for v, if any, from memory when
 // it was read before. The record must not be modified (see clone).
-func (s *Engine) cachedPackage(p discovery.Provider, v versions.Version) (*PackageRecord, bool) {
+func (s *Engine) cachedPackage(p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
 	key := packageKey(p, v)
 	val, _, gen, ok := s.memo.get(key)
 	if ok {
@@ -334,7 +335,7 @@ const maxPackageRounds = 32
 // it is, unless evidence is set: then the returned record always has
 // evidence, and the error says why there is none (offline: ErrOffline
 // and ErrNoEvidence).
-func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (rec *PackageRecord, hit bool, err error) {
+func (s *Engine) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (rec *PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
 	if !haveCached {
@@ -417,7 +418,7 @@ func (s *Engine) packageFor(ctx context.Context, p discovery.Provider, v version
 // evidence. Nothing is stored unless every check passed. A stored record without evidence is
 // replaced by a new one for its platforms and need, whose archives must
 // have the sha256 they had.
-func (s *Engine) fetchPackage(ctx context.Context, p discovery.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
+func (s *Engine) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
 	if ok && s.isWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
@@ -595,7 +596,7 @@ func (rec *PackageRecord) archive(pl string) (ArchiveRecord, bool) {
 // pkg gives other keys than those it was verified with, the stored bytes
 // are verified with pkg's keys and kept again with them, so that every
 // platform refers to a document its own keys verify.
-func (s *Engine) sumsDocument(ctx context.Context, p discovery.Provider, rec *PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
+func (s *Engine) sumsDocument(ctx context.Context, p addrs.Provider, rec *PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
 	var known *SumsDocument
 	for i := range rec.Documents {
 		d := &rec.Documents[i]
@@ -663,12 +664,12 @@ func armoredKeys(keys []registryjson.GPGPublicKey) []string {
 // fetchPackageMeta asks the origin for the package of each platform, a few
 // at a time. Platforms the origin has no package for are returned in notFound.
 // It returns once every request it started has ended.
-func (s *Engine) fetchPackageMeta(ctx context.Context, p discovery.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
+func (s *Engine) fetchPackageMeta(ctx context.Context, p addrs.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
 	// Every name is checked before the first request starts, so that no
 	// return path leaves a request running.
-	parsed := make([]discovery.Platform, len(platforms))
+	parsed := make([]addrs.Platform, len(platforms))
 	for i, name := range platforms {
-		pl, err := ParsePlatform(name)
+		pl, err := addrs.ParsePlatform(name)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -706,7 +707,7 @@ func (s *Engine) fetchPackageMeta(ctx context.Context, p discovery.Provider, ver
 
 // refuse logs and counts a package that failed verification and returns
 // err for the client.
-func (s *Engine) refuse(p discovery.Provider, v versions.Version, platform string, err error) error {
+func (s *Engine) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
 	var verr *verify.Error
 	if errors.As(err, &verr) {
 		s.metrics.VerificationFailed(string(verr.Reason))

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 )
 
@@ -17,7 +18,7 @@ type heldOrigin struct {
 	inFlight atomic.Int64
 }
 
-func (o *heldOrigin) Package(ctx context.Context, p discovery.Provider, version string, pl discovery.Platform) (*discovery.Package, error) {
+func (o *heldOrigin) Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error) {
 	o.inFlight.Add(1)
 	defer o.inFlight.Add(-1)
 	o.entered <- struct{}{}

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
@@ -477,7 +478,7 @@ func TestTranslateVersionsSpellings(t *testing.T) {
 		vi := discovery.VersionInfo{Version: v}
 		for _, pl := range pls {
 			goos, arch, _ := strings.Cut(pl, "_")
-			vi.Platforms = append(vi.Platforms, discovery.Platform{OS: goos, Arch: arch})
+			vi.Platforms = append(vi.Platforms, addrs.Platform{OS: goos, Arch: arch})
 		}
 		return vi
 	}

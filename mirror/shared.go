@@ -11,7 +11,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // SharedTier is a store that replicas share behind their own caches
@@ -91,7 +91,7 @@ func (h *heldLease) release(ctx context.Context) {
 // shared tier (taking over if the lease expires). A shared tier that fails
 // is gone around to the origin, and so is its copy of an archive that
 // failed verification before.
-func (fr *fetcher) openSource(ctx context.Context, f *fetch, p discovery.Provider, a ArchiveRecord) (io.ReadCloser, int64, error) {
+func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr.s
 	sh := s.cfg.Shared
 	if sh == nil || !fr.trustsShared(a.SHA256) {
@@ -210,7 +210,7 @@ func (s *Engine) sharedVersions(ctx context.Context, key string) (*VersionList, 
 // (see checkEvidence): a copy that does not is left where it is, so that
 // the version is fetched and verified anew, as when the cached record
 // fails, and its record then replaces the shared tier's.
-func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v versions.Version) (*PackageRecord, bool) {
+func (s *Engine) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false
 	}
@@ -246,7 +246,7 @@ func (s *Engine) sharedPackage(ctx context.Context, p discovery.Provider, v vers
 // engine trusts it for. What the shared tier answered is remembered for
 // sharedSeenTTL (see sharedAnswers), so that a warm version list asks it
 // nothing.
-func (s *Engine) sharedInstallable(ctx context.Context, p discovery.Provider, v versions.Version, rec *PackageRecord) bool {
+func (s *Engine) sharedInstallable(ctx context.Context, p addrs.Provider, v versions.Version, rec *PackageRecord) bool {
 	if s.cfg.Shared == nil {
 		return false
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/sharedstore"
 	"github.com/tfmirror/tfmirror/verify"
@@ -129,7 +129,7 @@ type gatedOrigin struct {
 	gate <-chan struct{}
 }
 
-func (g gatedOrigin) OpenArchive(ctx context.Context, p discovery.Provider, rawURL string) (io.ReadCloser, int64, error) {
+func (g gatedOrigin) OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error) {
 	select {
 	case <-g.gate:
 	case <-ctx.Done():
@@ -560,7 +560,7 @@ func TestSharedRecordFailingEvidence(t *testing.T) {
 
 	b := &harness{t: t, origin: rs[0].origin}
 	b.start(harnessOptions{cfg: Config{Shared: sharedTier{newSharedStore(t, srv, "b", nil)}}})
-	linux := []discovery.Platform{mustPlatform(t, "linux_amd64")}
+	linux := []addrs.Platform{mustPlatform(t, "linux_amd64")}
 	for i := range 2 {
 		if _, err := b.engine.Evidence(ctx, b.provider(), mustVersion(t, "1.0.0"), linux); err != nil {
 			t.Fatalf("Evidence, call %d: %v", i+1, err)
@@ -641,7 +641,7 @@ type enteredOrigin struct {
 	entered chan<- struct{}
 }
 
-func (o enteredOrigin) OpenArchive(ctx context.Context, p discovery.Provider, rawURL string) (io.ReadCloser, int64, error) {
+func (o enteredOrigin) OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error) {
 	o.entered <- struct{}{}
 	select {
 	case <-o.gate:

@@ -6,6 +6,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -16,7 +17,7 @@ import (
 // platform's package, the version a document is "for"). So the engine
 // never reads an archive's name from them: it derives the name from the
 // provider type, the version and the platform being stored
-// (ArchiveName), looks that name up in the signed document, and refuses a
+// (addrs.ArchiveName), looks that name up in the signed document, and refuses a
 // package whose answer or evidence says another filename, os or arch
 // (verify.ReasonName), on every path that stores or re-checks a signed
 // record: Import (every import path), the origin path (fetchPackage), and
@@ -28,7 +29,7 @@ import (
 // REST non-empty (the archives, OS_ARCH.zip, and what real registries
 // list beside them, such as "manifest.json"), and one and the same
 // VERSION on every line, which must be a spelling of the version the
-// record is stored under (ParseSemver gives that version back; in
+// record is stored under (addrs.ParseSemver gives that version back; in
 // practice the same string, but an origin that lists "1.0" for 1.0.0
 // names its files "_1.0_", and the mirror serves them as 1.0.0). A
 // document with a line of another type, another version or anything else
@@ -51,14 +52,14 @@ type releaseLines struct {
 // ReasonName naming a line at fault; of ReasonMissingChecksum for a
 // document without lines.
 func releaseOf(typ string, v versions.Version, lines map[string]string) (releaseLines, error) {
-	prefix := archivePrefix + typ + "_"
+	prefix := addrs.ArchivePrefix + typ + "_"
 	spelling, first := "", ""
 	for _, name := range sortedKeys(lines) {
 		rest, ok := strings.CutPrefix(name, prefix)
 		s, tail, cut := strings.Cut(rest, "_")
 		if !ok || !cut || s == "" || tail == "" {
 			return releaseLines{}, &verify.Error{Reason: verify.ReasonName,
-				Detail: fmt.Sprintf("SHA256SUMS lists %s, which is no file of a release of %s%s", name, archivePrefix, typ)}
+				Detail: fmt.Sprintf("SHA256SUMS lists %s, which is no file of a release of %s%s", name, addrs.ArchivePrefix, typ)}
 		}
 		switch {
 		case spelling == "":
@@ -71,9 +72,9 @@ func releaseOf(typ string, v versions.Version, lines map[string]string) (release
 	if spelling == "" {
 		return releaseLines{}, &verify.Error{Reason: verify.ReasonMissingChecksum, Detail: "SHA256SUMS lists no file"}
 	}
-	if sv, err := ParseSemver(spelling); err != nil || sv.String() != v.String() {
+	if sv, err := addrs.ParseSemver(spelling); err != nil || sv.String() != v.String() {
 		return releaseLines{}, &verify.Error{Reason: verify.ReasonName,
-			Detail: fmt.Sprintf("SHA256SUMS is of %s%s %s (it lists %s), not of version %s", archivePrefix, typ, spelling, first, v)}
+			Detail: fmt.Sprintf("SHA256SUMS is of %s%s %s (it lists %s), not of version %s", addrs.ArchivePrefix, typ, spelling, first, v)}
 	}
 	return releaseLines{typ: typ, spelling: spelling, lines: lines}, nil
 }
@@ -82,7 +83,7 @@ func releaseOf(typ string, v versions.Version, lines map[string]string) (release
 // derived, and its sha256; ok is false when the document has no line for
 // it.
 func (r releaseLines) archive(pl string) (name, sha string, ok bool) {
-	name = ArchiveName(r.typ, r.spelling, pl)
+	name = addrs.ArchiveName(r.typ, r.spelling, pl)
 	sha, ok = r.lines[name]
 	return name, sha, ok
 }
@@ -95,7 +96,7 @@ func (r releaseLines) archive(pl string) (name, sha string, ok bool) {
 // platform's, ReasonMissingChecksum when the document has no line for
 // the platform, ReasonChecksum when the shasum is not the line's.
 func (r releaseLines) signedPackage(pl, filename, goos, arch, shasum string) (name, sha string, err error) {
-	platform, err := ParsePlatform(pl)
+	platform, err := addrs.ParsePlatform(pl)
 	if err != nil {
 		return "", "", err
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
@@ -126,8 +127,8 @@ func TestOriginAnswersMustNameTheRelease(t *testing.T) {
 				if err != nil || got.err != nil || !bytes.Equal(got.body, h.origin.Archive(ns, typ, version, asked)) {
 					t.Fatalf("package metadata: %v; archive: %v", err, got.err)
 				}
-				if len(pkg.Archives) != 1 || pkg.Archives[0].Filename != ArchiveName(typ, version, asked) {
-					t.Errorf("served %+v, want the archive named %s", pkg.Archives, ArchiveName(typ, version, asked))
+				if len(pkg.Archives) != 1 || pkg.Archives[0].Filename != addrs.ArchiveName(typ, version, asked) {
+					t.Errorf("served %+v, want the archive named %s", pkg.Archives, addrs.ArchiveName(typ, version, asked))
 				}
 				return
 			}
@@ -164,7 +165,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 	src := newHarness(t, harnessOptions{origin: fakeorigin.Options{ReleaseManifest: true}})
 	src.origin.AddProvider(ns, typ, []string{"3.5.0"}, platforms)
 	src.origin.AddProvider(ns, "null", []string{"3.5.0"}, platforms)
-	evidence := func(p discovery.Provider) *Evidence {
+	evidence := func(p addrs.Provider) *Evidence {
 		ev, err := src.engine.Evidence(t.Context(), p, mustVersion(t, "3.5.0"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -172,7 +173,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 		return ev
 	}
 	random := evidence(src.provider())
-	null := evidence(discovery.Provider{Hostname: originHost, Namespace: ns, Type: "null"})
+	null := evidence(addrs.Provider{Hostname: originHost, Namespace: ns, Type: "null"})
 	body := func(typ string) func(pl string) []byte {
 		return func(pl string) []byte { return src.origin.Archive(ns, typ, "3.5.0", pl) }
 	}
@@ -198,7 +199,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 			in.Packages = in.Packages[1:2] // linux_amd64 only
 		}
 	}
-	linuxName := ArchiveName(typ, "3.5.0", "linux_amd64")
+	linuxName := addrs.ArchiveName(typ, "3.5.0", "linux_amd64")
 	tests := []struct {
 		name    string
 		ev      *Evidence

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
@@ -111,7 +111,7 @@ func TestReuseEndsWithAWrite(t *testing.T) {
 	if !h.engine.Reuse(st.Stamp) {
 		t.Fatal("a list from the cache is not reusable")
 	}
-	other := discovery.Provider{Hostname: originHost, Namespace: ns, Type: "other"}
+	other := addrs.Provider{Hostname: originHost, Namespace: ns, Type: "other"}
 	if _, _, err := h.engine.Versions(context.Background(), other); err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 )
 
@@ -23,7 +24,7 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 	byVersion := make(map[string]*VersionEntry)
 	spellings := make(map[string][]string) // canonical -> the origin's, in order
 	for _, info := range infos {
-		v, err := ParseSemver(info.Version)
+		v, err := addrs.ParseSemver(info.Version)
 		if err != nil {
 			skip(info.Version, err)
 			continue
@@ -44,7 +45,7 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		}
 		for _, pl := range info.Platforms {
 			name := pl.String()
-			if _, err := ParsePlatform(name); err != nil {
+			if _, err := addrs.ParsePlatform(name); err != nil {
 				skip(info.Version+" "+name, err)
 				continue
 			}
@@ -81,7 +82,7 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 func sortVersions(entries []VersionEntry) {
 	parsed := make(map[string]versions.Version, len(entries))
 	for _, e := range entries {
-		parsed[e.Version], _ = ParseSemver(e.Version)
+		parsed[e.Version], _ = addrs.ParseSemver(e.Version)
 	}
 	slices.SortStableFunc(entries, func(a, b VersionEntry) int {
 		va, vb := parsed[a.Version], parsed[b.Version]

@@ -10,7 +10,7 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // This file keeps unsigned imports in their lane. A version imported
@@ -81,19 +81,19 @@ func (s *Engine) unsignedAllowed(host svchost.Hostname) bool {
 }
 
 // unsignedRefused is Import's refusal of an unsigned version of p.
-func unsignedRefused(p discovery.Provider) error {
+func unsignedRefused(p addrs.Provider) error {
 	return fmt.Errorf("%w: %s is an allowed origin, and a version of %s imported without signature would be served as the origin's provider; to keep in-house builds under this host, name it in the serving tfmirror's --allow-unsigned-hosts",
 		ErrUnsignedOrigin, p.Hostname, p)
 }
 
 // isWithheld says rec, p's record of a version, is an import without
 // signature that is withheld.
-func (s *Engine) isWithheld(p discovery.Provider, rec *PackageRecord) bool {
+func (s *Engine) isWithheld(p addrs.Provider, rec *PackageRecord) bool {
 	return rec.Provenance == ProvenanceUnsigned && !s.unsignedAllowed(p.Hostname)
 }
 
 // withheldError is the answer for a version that is withheld.
-func withheldError(p discovery.Provider, version string) error {
+func withheldError(p addrs.Provider, version string) error {
 	return fmt.Errorf("%w: %w: %s %s was imported without signature under %s, an allowed origin, and is withheld (see --allow-unsigned-hosts)",
 		ErrVersionNotFound, ErrUnsignedOrigin, p, version, p.Hostname)
 }
@@ -167,7 +167,7 @@ func (s *Engine) Withheld() []WithheldVersion {
 // it keeps all its versions. Otherwise a version is left out while its
 // record is still the import's (the origin's verified version of that
 // number has not replaced it).
-func (s *Engine) withholdFrom(p discovery.Provider, list *VersionList) *VersionList {
+func (s *Engine) withholdFrom(p addrs.Provider, list *VersionList) *VersionList {
 	s.withheldMu.RLock()
 	vs := s.withheld[p.String()]
 	s.withheldMu.RUnlock()
@@ -178,7 +178,7 @@ func (s *Engine) withholdFrom(p discovery.Provider, list *VersionList) *VersionL
 		if !slices.ContainsFunc(vs, func(w WithheldVersion) bool { return w.Version == e.Version }) {
 			return false
 		}
-		v, err := ParseSemver(e.Version)
+		v, err := addrs.ParseSemver(e.Version)
 		if err != nil {
 			return true
 		}
@@ -193,7 +193,7 @@ func (s *Engine) withholdFrom(p discovery.Provider, list *VersionList) *VersionL
 
 // forgetWithheld forgets p's withheld version v (as the origin spells
 // it), once a prune naming it removed it.
-func (s *Engine) forgetWithheld(p discovery.Provider, version string) {
+func (s *Engine) forgetWithheld(p addrs.Provider, version string) {
 	s.withheldMu.Lock()
 	defer s.withheldMu.Unlock()
 	vs := slices.DeleteFunc(slices.Clone(s.withheld[p.String()]), func(w WithheldVersion) bool { return w.Version == version })

@@ -12,13 +12,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 )
 
 // unsignedImport is an unsigned import of version v of p, one in-house
 // package for linux_amd64, and the package's sha256.
-func unsignedImport(t *testing.T, p discovery.Provider, version string) (Imported, string) {
+func unsignedImport(t *testing.T, p addrs.Provider, version string) (Imported, string) {
 	t.Helper()
 	zipped := inHouseZip(t, p.Type)
 	sum := sha256.Sum256(zipped)
@@ -218,7 +218,7 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	}
 	originSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
 	for _, v := range []string{"1.0.0", "9.0.0"} {
-		pkg, err := h.engine.Package(t.Context(), p, mustVersion(t, v), []discovery.Platform{mustPlatform(t, "linux_amd64")})
+		pkg, err := h.engine.Package(t.Context(), p, mustVersion(t, v), []addrs.Platform{mustPlatform(t, "linux_amd64")})
 		if !offline && v == "1.0.0" {
 			if err != nil || len(pkg.Archives) != 1 || pkg.Archives[0].SHA256 != originSHA {
 				t.Errorf("Package 1.0.0: %+v, %v, want the origin's (sha256 %s)", pkg, err, originSHA)

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -127,7 +127,7 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 		h.origin.SetDown(http.StatusServiceUnavailable)
 		h.start(opts)
 		served(t)
-		if _, err := h.engine.Evidence(t.Context(), p, v, []discovery.Platform{linux}); err == nil {
+		if _, err := h.engine.Evidence(t.Context(), p, v, []addrs.Platform{linux}); err == nil {
 			t.Error("Evidence without the origin: no error")
 		}
 		if err := h.engine.Verify(t.Context(), p, v, linux); !errors.Is(err, ErrNoEvidence) {
@@ -145,7 +145,7 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 		offline.cfg.Offline = true
 		h.start(offline)
 		served(t)
-		_, err := h.engine.Evidence(t.Context(), p, v, []discovery.Platform{linux})
+		_, err := h.engine.Evidence(t.Context(), p, v, []addrs.Platform{linux})
 		if !errors.Is(err, ErrOffline) || !errors.Is(err, ErrNoEvidence) {
 			t.Errorf("Evidence offline: %v, want ErrOffline and ErrNoEvidence", err)
 		}
@@ -175,7 +175,7 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 		if err := h.engine.Verify(t.Context(), p, v, linux); err != nil {
 			t.Errorf("Verify: %v", err)
 		}
-		ev, err := h.engine.Evidence(t.Context(), p, v, []discovery.Platform{linux})
+		ev, err := h.engine.Evidence(t.Context(), p, v, []addrs.Platform{linux})
 		if err != nil {
 			t.Fatalf("Evidence: %v", err)
 		}
@@ -291,7 +291,7 @@ func TestRecordsOfEarlierReleasesRecheckedForNames(t *testing.T) {
 			if len(checks) != 1 || checks[0].By != CheckedEvidence || checks[0].Version != tc.stored || checks[0].Reason != string(tc.reason) {
 				t.Fatalf("cache verify: %+v, want %s checked by its evidence with reason %q", checks, tc.stored, tc.reason)
 			}
-			_, err = h.engine.Evidence(t.Context(), p, v, []discovery.Platform{mustPlatform(t, "linux_amd64")})
+			_, err = h.engine.Evidence(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "linux_amd64")})
 			if tc.reason == "" {
 				if err != nil || checks[0].Problem != "" {
 					t.Errorf("a good record: cache verify says %q; Evidence: %v", checks[0].Problem, err)

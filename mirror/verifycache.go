@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/verify"
@@ -77,7 +77,7 @@ func (s *Engine) LastCacheCheck() (CacheCheck, bool) {
 // cachedPackageRef is one package VerifyCache checks.
 type cachedPackageRef struct {
 	kind, addr, version, platform, sha string
-	provider                           discovery.Provider
+	provider                           addrs.Provider
 	withheld                           bool // set aside in the origin's record
 }
 
@@ -199,11 +199,11 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 
 // checkProviderPackage is verifyCached for ref, a provider package.
 func (s *Engine) checkProviderPackage(ctx context.Context, ref cachedPackageRef) error {
-	v, err := ParseSemver(ref.version)
+	v, err := addrs.ParseSemver(ref.version)
 	if err != nil {
 		return fmt.Errorf("%w: version %q", ErrNoEvidence, ref.version)
 	}
-	pl, err := ParsePlatform(ref.platform)
+	pl, err := addrs.ParsePlatform(ref.platform)
 	if err != nil {
 		return fmt.Errorf("%w: platform %q", ErrNoEvidence, ref.platform)
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 )
@@ -85,7 +86,7 @@ func (e VersionEntry) originVersion() string {
 	return e.Version
 }
 
-func versionsKey(p discovery.Provider) string { return "versions/" + p.String() }
+func versionsKey(p addrs.Provider) string { return "versions/" + p.String() }
 
 // listState says where a version list came from.
 type listState struct {
@@ -99,7 +100,7 @@ type listState struct {
 // from the origin otherwise. When the refresh fails for any reason but the
 // origin saying the provider does not exist, a cached list is returned
 // marked stale. force refreshes a fresh list too.
-func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool) (*VersionList, listState, error) {
+func (s *Engine) versions(ctx context.Context, p addrs.Provider, force bool) (*VersionList, listState, error) {
 	key := versionsKey(p)
 	cached, storedAt, err := s.cachedVersions(key)
 	haveCached := err == nil
@@ -130,7 +131,7 @@ func (s *Engine) versions(ctx context.Context, p discovery.Provider, force bool)
 	return nil, listState{}, err
 }
 
-func (s *Engine) refreshVersions(ctx context.Context, p discovery.Provider) (*VersionList, error) {
+func (s *Engine) refreshVersions(ctx context.Context, p addrs.Provider) (*VersionList, error) {
 	infos, err := s.origin.Versions(ctx, p)
 	if err != nil {
 		return nil, err

@@ -9,8 +9,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -24,33 +23,33 @@ const (
 
 // parseProvider validates the HOST/NAMESPACE/TYPE parts of a request path,
 // given in their raw (still percent-encoded) form, by the clients' rules
-// (discovery.NewProvider). Every part must be in the form the clients
+// (addrs.NewProvider). Every part must be in the form the clients
 // send: another spelling of a provider is refused rather than normalised,
 // so that one provider has one cache key.
-func parseProvider(rawHost, rawNamespace, rawType string) (discovery.Provider, error) {
+func parseProvider(rawHost, rawNamespace, rawType string) (addrs.Provider, error) {
 	hostPart, err := unescapePart("host", rawHost, maxHostLen)
 	if err != nil {
-		return discovery.Provider{}, err
+		return addrs.Provider{}, err
 	}
 	host, err := parseHost(hostPart)
 	if err != nil {
-		return discovery.Provider{}, err
+		return addrs.Provider{}, err
 	}
 	ns, err := unescapePart("namespace", rawNamespace, maxPartLen)
 	if err != nil {
-		return discovery.Provider{}, err
+		return addrs.Provider{}, err
 	}
 	typ, err := unescapePart("type", rawType, maxPartLen)
 	if err != nil {
-		return discovery.Provider{}, err
+		return addrs.Provider{}, err
 	}
-	p, err := discovery.NewProvider(host, ns, typ)
+	p, err := addrs.NewProvider(host, ns, typ)
 	if err != nil {
-		return discovery.Provider{}, httperr.BadRequest("%v", err)
+		return addrs.Provider{}, httperr.BadRequest("%v", err)
 	}
 	for _, part := range []struct{ what, given, normal string }{{"namespace", ns, p.Namespace}, {"type", typ, p.Type}} {
 		if part.given != part.normal {
-			return discovery.Provider{}, httperr.BadRequest("%s %q is not in normal form: the clients send it lowercase, as %q", part.what, part.given, part.normal)
+			return addrs.Provider{}, httperr.BadRequest("%s %q is not in normal form: the clients send it lowercase, as %q", part.what, part.given, part.normal)
 		}
 	}
 	return p, nil
@@ -86,7 +85,7 @@ func parseVersion(s string) (versions.Version, error) {
 	if s == "" || len(s) > maxVersionLen {
 		return versions.Version{}, httperr.BadRequest("invalid version %q", s)
 	}
-	v, err := mirror.ParseSemver(s)
+	v, err := addrs.ParseSemver(s)
 	if err != nil {
 		return versions.Version{}, httperr.BadRequest("invalid version %q: %v", s, err)
 	}
@@ -97,25 +96,25 @@ func parseVersion(s string) (versions.Version, error) {
 }
 
 // parsePlatform parses "os_arch" from a request path.
-func parsePlatform(s string) (discovery.Platform, error) {
-	pl, err := mirror.ParsePlatform(s)
+func parsePlatform(s string) (addrs.Platform, error) {
+	pl, err := addrs.ParsePlatform(s)
 	if err != nil {
-		return discovery.Platform{}, httperr.BadRequest("%v", err)
+		return addrs.Platform{}, httperr.BadRequest("%v", err)
 	}
 	return pl, nil
 }
 
 // parseArchiveName parses an archive file name of a request path for a
-// provider of type typ (mirror.ParseArchiveName), with a version in the
+// provider of type typ (addrs.ParseArchiveName), with a version in the
 // canonical form the clients request.
-func parseArchiveName(typ, name string) (versions.Version, discovery.Platform, error) {
-	version, pl, err := mirror.ParseArchiveName(typ, name)
+func parseArchiveName(typ, name string) (versions.Version, addrs.Platform, error) {
+	version, pl, err := addrs.ParseArchiveName(typ, name)
 	if err != nil {
-		return versions.Version{}, discovery.Platform{}, httperr.BadRequest("%v", err)
+		return versions.Version{}, addrs.Platform{}, httperr.BadRequest("%v", err)
 	}
 	v, err := parseVersion(version)
 	if err != nil {
-		return versions.Version{}, discovery.Platform{}, err
+		return versions.Version{}, addrs.Platform{}, err
 	}
 	return v, pl, nil
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -104,7 +104,7 @@ func TestParseVersion(t *testing.T) {
 	}
 }
 
-// The file-name grammar is mirror.ParseArchiveName's (mirror's
+// The file-name grammar is addrs.ParseArchiveName's (mirror's
 // TestArchiveName has its cases); the front door adds that the version is
 // canonical semver and that a bad name is the client's error (400).
 func TestArchiveNameRoundTrip(t *testing.T) {
@@ -137,7 +137,7 @@ func TestArchiveNameRoundTrip(t *testing.T) {
 			if v.String() != tc.wantVersion || pl.String() != tc.wantPlatform {
 				t.Fatalf("got %s %s", v, pl)
 			}
-			if back := mirror.ArchiveName(tc.typ, v.String(), pl.String()); back != tc.file {
+			if back := addrs.ArchiveName(tc.typ, v.String(), pl.String()); back != tc.file {
 				t.Fatalf("archiveName = %q, want %q", back, tc.file)
 			}
 		})

@@ -23,7 +23,7 @@ import (
 	"github.com/gorilla/mux"
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -138,7 +138,7 @@ func (a *Auth) checkBearer(header string) bool {
 
 // sign returns the query string that authorizes a GET of file of provider
 // p until the TTL has passed.
-func (a *Auth) sign(p discovery.Provider, file string) string {
+func (a *Auth) sign(p addrs.Provider, file string) string {
 	exp := strconv.FormatInt(a.now().Add(a.ttl).Unix(), 10)
 	q := url.Values{}
 	q.Set(expiryParam, exp)
@@ -147,7 +147,7 @@ func (a *Auth) sign(p discovery.Provider, file string) string {
 }
 
 // verify checks the signature of an archive request for file of p.
-func (a *Auth) verify(p discovery.Provider, file string, q url.Values) bool {
+func (a *Auth) verify(p addrs.Provider, file string, q url.Values) bool {
 	exp, sig := q.Get(expiryParam), q.Get(signatureParam)
 	if exp == "" || sig == "" || len(exp) > 20 || len(sig) > 64 {
 		return false
@@ -163,7 +163,7 @@ func (a *Auth) verify(p discovery.Provider, file string, q url.Values) bool {
 // mac is the HMAC of one archive path and expiry. The provider address is
 // in its canonical (parsed) form, so every spelling of a path that the
 // router accepts signs the same.
-func (a *Auth) mac(p discovery.Provider, file, exp string) []byte {
+func (a *Auth) mac(p addrs.Provider, file, exp string) []byte {
 	m := hmac.New(sha256.New, a.key)
 	fmt.Fprintf(m, "tfmirror archive v1\n%s/%s\n%s", p, file, exp)
 	return m.Sum(nil)
@@ -179,7 +179,7 @@ type routeAuth struct {
 	// file name its signature must vouch for; ok is false for a request
 	// that needs a bearer token instead. An error (a malformed path) is
 	// the answer, before any signature is checked.
-	signed func(r *http.Request) (signer discovery.Provider, file string, ok bool, err error)
+	signed func(r *http.Request) (signer addrs.Provider, file string, ok bool, err error)
 	// badSignature is the answer to a missing, invalid or expired signature.
 	badSignature error
 	// unauthorized is the answer to a missing or invalid bearer token.
@@ -224,10 +224,10 @@ func (s *Server) authorize(ra routeAuth) mux.MiddlewareFunc {
 // mirrorAuth guards the provider network mirror protocol: index.json and
 // VERSION.json need a bearer token, archives a signature.
 var mirrorAuth = routeAuth{
-	signed: func(r *http.Request) (discovery.Provider, string, bool, error) {
+	signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
 		vars := mux.Vars(r)
 		if !strings.HasSuffix(vars["file"], ".zip") {
-			return discovery.Provider{}, "", false, nil
+			return addrs.Provider{}, "", false, nil
 		}
 		p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
 		if err != nil {
@@ -241,7 +241,7 @@ var mirrorAuth = routeAuth{
 }
 
 // signArchiveURLs appends a signature to every archive URL of doc.
-func (s *Server) signArchiveURLs(p discovery.Provider, doc *versionDocument) {
+func (s *Server) signArchiveURLs(p addrs.Provider, doc *versionDocument) {
 	if s.cfg.Auth == nil {
 		return
 	}

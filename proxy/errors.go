@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"encoding/json"
-	"errors"
 	"net/http"
 	"strconv"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -26,9 +24,8 @@ func writeError(w http.ResponseWriter, err error) int {
 	}
 	w.Header().Set("Cache-Control", errorCacheControl)
 	w.Header().Del("ETag")
-	var open *discovery.CircuitOpenError
-	if errors.As(err, &open) {
-		w.Header().Set("Retry-After", retryAfterSeconds(open.RetryAfter))
+	if wait, ok := httperr.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", retryAfterSeconds(wait))
 	}
 	writeJSON(w, status, errorBody{Errors: []string{msg}})
 	return status

@@ -18,6 +18,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
@@ -68,7 +69,7 @@ func FuzzParseRequestPath(f *testing.F) {
 				wantRequestError(t, err)
 				return
 			}
-			if got := mirror.ArchiveName(p.Type, v.String(), pl.String()); got != name {
+			if got := addrs.ArchiveName(p.Type, v.String(), pl.String()); got != name {
 				t.Fatalf("archive %q accepted but its canonical name is %q", name, got)
 			}
 		case strings.HasSuffix(name, ".json"):
@@ -132,10 +133,10 @@ func FuzzTranslateVersions(f *testing.F) {
 		for _, v := range body.Versions {
 			vi := discovery.VersionInfo{Version: v.Version}
 			for _, pl := range v.Platforms {
-				vi.Platforms = append(vi.Platforms, discovery.Platform{OS: pl.OS, Arch: pl.Arch})
+				vi.Platforms = append(vi.Platforms, addrs.Platform{OS: pl.OS, Arch: pl.Arch})
 			}
 			infos = append(infos, vi)
-			if pv, err := mirror.ParseSemver(v.Version); err == nil {
+			if pv, err := addrs.ParseSemver(v.Version); err == nil {
 				want[pv.String()] = true
 				if !slices.Contains(spelt[pv.String()], v.Version) {
 					spelt[pv.String()] = append(spelt[pv.String()], v.Version)
@@ -244,7 +245,7 @@ func FuzzArchiveSignature(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	p := discovery.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}
+	p := addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}
 	f.Fuzz(func(t *testing.T, file, rawQuery string) {
 		q, err := url.ParseQuery(rawQuery)
 		if err != nil {
@@ -255,7 +256,7 @@ func FuzzArchiveSignature(f *testing.F) {
 		if !a.verify(p, file, sq) {
 			t.Fatalf("the mirror's own signature %q for %q does not verify", signed, file)
 		}
-		if a.verify(p, file+"x", sq) || a.verify(discovery.Provider{Hostname: p.Hostname, Namespace: "other", Type: p.Type}, file, sq) {
+		if a.verify(p, file+"x", sq) || a.verify(addrs.Provider{Hostname: p.Hostname, Namespace: "other", Type: p.Type}, file, sq) {
 			t.Fatalf("signature %q for %q verifies for another file", signed, file)
 		}
 		if a.verify(p, file, q) && (q.Get("exp") != sq.Get("exp") || q.Get("sig") != sq.Get("sig")) {

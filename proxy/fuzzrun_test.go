@@ -14,7 +14,7 @@ import (
 // fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
 // package's, those of the origin client's response parsers, the module
 // package unpacker's (nothing written outside its directory), the
-// engine's archive-name parser and import check of signed names, the
+// archive-name parser, the engine's import check of signed names, the
 // export manifest reader's (nothing accepted the trusted key did not sign), and the
 // access-log encoder's comparisons with log/slog.
 var fuzzers = []struct{ dir, name string }{
@@ -24,7 +24,7 @@ var fuzzers = []struct{ dir, name string }{
 	{"../discovery", "FuzzParseVersions"},
 	{"../discovery", "FuzzParsePackage"},
 	{"../discovery/modsource", "FuzzUnpack"},
-	{"../mirror", "FuzzParseArchiveName"},
+	{"../addrs", "FuzzParseArchiveName"},
 	{"../mirror", "FuzzSignedImport"},
 	{"../airgap", "FuzzReadManifest"},
 	{"../internal/jsonlog", "FuzzSameAsSlog"},

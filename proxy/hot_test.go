@@ -14,7 +14,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -86,12 +86,12 @@ type countingEngine struct {
 	calls atomic.Int64
 }
 
-func (e *countingEngine) Versions(ctx context.Context, p discovery.Provider) (*mirror.VersionList, mirror.ListState, error) {
+func (e *countingEngine) Versions(ctx context.Context, p addrs.Provider) (*mirror.VersionList, mirror.ListState, error) {
 	e.calls.Add(1)
 	return e.Engine.Versions(ctx, p)
 }
 
-func (e *countingEngine) Package(ctx context.Context, p discovery.Provider, v versions.Version, pls []discovery.Platform) (*mirror.Package, error) {
+func (e *countingEngine) Package(ctx context.Context, p addrs.Provider, v versions.Version, pls []addrs.Platform) (*mirror.Package, error) {
 	e.calls.Add(1)
 	return e.Engine.Package(ctx, p, v, pls)
 }

@@ -25,7 +25,7 @@ import (
 
 	"github.com/gorilla/mux"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
@@ -33,10 +33,10 @@ import (
 // ModuleEngine is what the module routes need from the engine: the
 // module side of Engine.
 type ModuleEngine interface {
-	CheckModuleOrigin(m discovery.Module) error
-	ModuleVersions(ctx context.Context, m discovery.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
-	ModuleLocation(ctx context.Context, m discovery.Module, version string) (*mirror.ModuleRecord, error)
-	OpenModule(ctx context.Context, m discovery.Module, version string) (*mirror.ModulePackage, error)
+	CheckModuleOrigin(m addrs.Module) error
+	ModuleVersions(ctx context.Context, m addrs.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*mirror.ModuleRecord, error)
+	OpenModule(ctx context.Context, m addrs.Module, version string) (*mirror.ModulePackage, error)
 	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
 }
 
@@ -65,18 +65,18 @@ func (s *Server) moduleRoutes(r *mux.Router) {
 }
 
 // module parses the request's module address and checks its host.
-func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error) {
+func (s *Server) module(r *http.Request) (ModuleEngine, addrs.Module, error) {
 	me := s.engine
 	vars := mux.Vars(r)
 	hostPart, err := unescapePart("host", vars["host"], maxHostLen)
 	if err != nil {
-		return nil, discovery.Module{}, err
+		return nil, addrs.Module{}, err
 	}
 	host, err := parseHost(hostPart)
 	if err != nil {
-		return nil, discovery.Module{}, err
+		return nil, addrs.Module{}, err
 	}
-	m := discovery.Module{Hostname: host}
+	m := addrs.Module{Hostname: host}
 	for _, part := range []struct {
 		what string
 		dst  *string
@@ -85,11 +85,11 @@ func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error)
 		if err != nil {
 			return nil, m, err
 		}
-		if err := discovery.CheckModulePart(part.what, v); err != nil {
+		if err := addrs.CheckModulePart(part.what, v); err != nil {
 			return nil, m, httperr.BadRequest("%v", err)
 		}
 		if part.what == "system" {
-			v = strings.ToLower(v) // as discovery.ParseModule
+			v = strings.ToLower(v) // as addrs.ParseModule
 		}
 		*part.dst = v
 	}
@@ -97,14 +97,14 @@ func (s *Server) module(r *http.Request) (ModuleEngine, discovery.Module, error)
 }
 
 // moduleVersion parses the request's module and version.
-func (s *Server) moduleVersion(r *http.Request) (ModuleEngine, discovery.Module, string, error) {
+func (s *Server) moduleVersion(r *http.Request) (ModuleEngine, addrs.Module, string, error) {
 	me, m, err := s.module(r)
 	if err != nil {
-		return nil, discovery.Module{}, "", err
+		return nil, addrs.Module{}, "", err
 	}
 	version, err := requestModuleVersion(r)
 	if err != nil {
-		return nil, discovery.Module{}, "", err
+		return nil, addrs.Module{}, "", err
 	}
 	return me, m, version, nil
 }
@@ -207,8 +207,8 @@ func (s *Server) handleModulePackage(w http.ResponseWriter, r *http.Request) {
 // moduleSigner and moduleFileName name a package for URL signing: the
 // module as a provider whose type is NAME/SYSTEM, which no provider
 // address can be.
-func moduleSigner(m discovery.Module) discovery.Provider {
-	return discovery.Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
+func moduleSigner(m addrs.Module) addrs.Provider {
+	return addrs.Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
 }
 
 func moduleFileName(version string) string { return "module/" + version + "/" + modulePackageFile }
@@ -218,13 +218,13 @@ func moduleFileName(version string) string { return "module/" + version + "/" + 
 // name), the package a signature.
 func (s *Server) moduleAuth() routeAuth {
 	return routeAuth{
-		signed: func(r *http.Request) (discovery.Provider, string, bool, error) {
+		signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
 			if !strings.HasSuffix(r.URL.Path, "/"+modulePackageFile) {
-				return discovery.Provider{}, "", false, nil
+				return addrs.Provider{}, "", false, nil
 			}
 			_, m, version, err := s.moduleVersion(r)
 			if err != nil {
-				return discovery.Provider{}, "", false, err
+				return addrs.Provider{}, "", false, err
 			}
 			return moduleSigner(m), moduleFileName(version), true, nil
 		},

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -312,7 +312,7 @@ func TestModulesClientAuth(t *testing.T) {
 }
 
 // The front door takes a module address's parts by the Terraform
-// client's rule, the one discovery.ParseModule applies (ASCII only): what
+// client's rule, the one addrs.ParseModule applies (ASCII only): what
 // either refuses is a 400 that never reaches the origin.
 func TestModuleAddressPartsFrontDoor(t *testing.T) {
 	t.Parallel()
@@ -339,7 +339,7 @@ func TestModuleAddressPartsFrontDoor(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			addr := originHost + "/" + tc.ns + "/" + tc.mod + "/" + tc.system
 			if unescaped, err := url.PathUnescape(addr); err == nil {
-				_, perr := discovery.ParseModule(unescaped)
+				_, perr := addrs.ParseModule(unescaped)
 				if (perr == nil) != (tc.status != 400) {
 					t.Errorf("ParseModule(%q): %v, but the front door is to answer %d", unescaped, perr, tc.status)
 				}

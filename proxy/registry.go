@@ -28,7 +28,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/gorilla/mux"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
@@ -93,7 +93,7 @@ func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Vers
 			if len(served) > 0 && !slices.Contains(served, name) {
 				continue
 			}
-			pl, err := mirror.ParsePlatform(name)
+			pl, err := addrs.ParsePlatform(name)
 			if err != nil {
 				continue
 			}
@@ -107,7 +107,7 @@ func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Vers
 // registryTarget parses the provider, version and platform of a download
 // or file request, and checks that the provider's host is an origin this
 // mirror serves.
-func (s *Server) registryTarget(r *http.Request) (discovery.Provider, versions.Version, discovery.Platform, error) {
+func (s *Server) registryTarget(r *http.Request) (addrs.Provider, versions.Version, addrs.Platform, error) {
 	p, v, pl, err := parseRegistryTarget(r)
 	if err != nil {
 		return p, v, pl, err
@@ -117,30 +117,30 @@ func (s *Server) registryTarget(r *http.Request) (discovery.Provider, versions.V
 
 // parseRegistryTarget is registryTarget without the origin check, for
 // what must not depend on which hosts this mirror serves.
-func parseRegistryTarget(r *http.Request) (discovery.Provider, versions.Version, discovery.Platform, error) {
+func parseRegistryTarget(r *http.Request) (addrs.Provider, versions.Version, addrs.Platform, error) {
 	vars := mux.Vars(r)
 	p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
 	if err != nil {
-		return p, versions.Version{}, discovery.Platform{}, err
+		return p, versions.Version{}, addrs.Platform{}, err
 	}
 	rawVersion, err := unescapePart("version", vars["version"], maxVersionLen)
 	if err != nil {
-		return p, versions.Version{}, discovery.Platform{}, err
+		return p, versions.Version{}, addrs.Platform{}, err
 	}
 	v, err := parseVersion(rawVersion)
 	if err != nil {
-		return p, v, discovery.Platform{}, err
+		return p, v, addrs.Platform{}, err
 	}
 	goos, err := unescapePart("os", vars["os"], maxPartLen)
 	if err != nil {
-		return p, v, discovery.Platform{}, err
+		return p, v, addrs.Platform{}, err
 	}
 	arch, err := unescapePart("arch", vars["arch"], maxPartLen)
 	if err != nil {
-		return p, v, discovery.Platform{}, err
+		return p, v, addrs.Platform{}, err
 	}
 	if strings.Contains(goos, "_") {
-		return p, v, discovery.Platform{}, httperr.BadRequest("invalid os %q", goos)
+		return p, v, addrs.Platform{}, httperr.BadRequest("invalid os %q", goos)
 	}
 	pl, err := parsePlatform(goos + "_" + arch)
 	return p, v, pl, err
@@ -148,8 +148,8 @@ func parseRegistryTarget(r *http.Request) (discovery.Provider, versions.Version,
 
 // evidence returns the verified evidence of pl, failing with
 // mirror.ErrPlatformNotFound when the version has no package for it.
-func (s *Server) evidence(r *http.Request, p discovery.Provider, v versions.Version, pl discovery.Platform) (*mirror.Evidence, mirror.PlatformEvidence, error) {
-	ev, err := s.engine.Evidence(r.Context(), p, v, []discovery.Platform{pl})
+func (s *Server) evidence(r *http.Request, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Evidence, mirror.PlatformEvidence, error) {
+	ev, err := s.engine.Evidence(r.Context(), p, v, []addrs.Platform{pl})
 	if err != nil {
 		return nil, mirror.PlatformEvidence{}, err
 	}
@@ -172,7 +172,7 @@ func (s *Server) handleRegistryDownload(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	pkg, _ := ev.Package(pl.String())
-	archive := mirror.ArchiveName(p.Type, v.String(), pl.String())
+	archive := addrs.ArchiveName(p.Type, v.String(), pl.String())
 	pkg.DownloadURL = strings.Repeat("../", downloadDepth) + p.Hostname.String() + "/" + p.Namespace + "/" + p.Type + "/" + archive
 	pkg.SHASumsURL = pl.Arch + "/" + sumsFile
 	pkg.SHASumsSignatureURL = pl.Arch + "/" + signatureFile
@@ -187,7 +187,7 @@ func (s *Server) handleRegistryDownload(w http.ResponseWriter, r *http.Request) 
 
 // registryFileName names a SHA256SUMS document or signature for URL
 // signing: unlike an archive name, it has slashes.
-func registryFileName(v versions.Version, pl discovery.Platform, file string) string {
+func registryFileName(v versions.Version, pl addrs.Platform, file string) string {
 	return registryRoot + "/" + v.String() + "/" + pl.String() + "/" + file
 }
 
@@ -231,10 +231,10 @@ var (
 // caller without one gets the same answer for any host, and learns
 // nothing of the in-house ones.
 var registryAuth = routeAuth{
-	signed: func(r *http.Request) (discovery.Provider, string, bool, error) {
+	signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
 		file := mux.Vars(r)["file"]
 		if file == "" {
-			return discovery.Provider{}, "", false, nil
+			return addrs.Provider{}, "", false, nil
 		}
 		p, v, pl, err := parseRegistryTarget(r)
 		if err != nil {

@@ -14,8 +14,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -100,11 +100,11 @@ func TestRegistryPassesTheOriginsAnswersThrough(t *testing.T) {
 	}
 	// The fake origin signs afresh on every request: the signature the
 	// mirror verified and kept is the one to serve.
-	v, err := mirror.ParseSemver("1.0.0")
+	v, err := addrs.ParseSemver("1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	ev, err := h.engine.Evidence(t.Context(), p, v, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -308,8 +308,8 @@ func TestRegistryFilesHideServedHosts(t *testing.T) {
 		return "/" + RegistryPath(host) + ns + "/" + typ + "/1.0.0/download/linux/amd64/" + file
 	}
 	// A signature made for the served host's file, to try on the other's.
-	signed := h.server.cfg.Auth.sign(discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ},
-		registryFileName(versions.MustParseVersion("1.0.0"), discovery.Platform{OS: "linux", Arch: "amd64"}, sumsFile))
+	signed := h.server.cfg.Auth.sign(addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ},
+		registryFileName(versions.MustParseVersion("1.0.0"), addrs.Platform{OS: "linux", Arch: "amd64"}, sumsFile))
 	for _, file := range []string{sumsFile, signatureFile} {
 		for name, query := range map[string]string{
 			"unsigned":          "",

@@ -6,7 +6,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -44,26 +44,26 @@ func newRenderMemo() *renderMemo {
 }
 
 // index returns p's index.json document made from list.
-func (m *renderMemo) index(p discovery.Provider, list *mirror.VersionList) document {
+func (m *renderMemo) index(p addrs.Provider, list *mirror.VersionList) document {
 	return m.listDoc(m.indexes, p, list, func() document { return newDocument(renderJSON(newIndexDocument(list))) })
 }
 
 // registryVersions returns p's registry versions answer made from list by
 // render.
-func (m *renderMemo) registryVersions(p discovery.Provider, list *mirror.VersionList, render func() document) document {
+func (m *renderMemo) registryVersions(p addrs.Provider, list *mirror.VersionList, render func() document) document {
 	return m.listDoc(m.regLists, p, list, render)
 }
 
 // listDoc returns the document of table made from list for p, rendering
 // it anew when the list is not the one it was made from.
-func (m *renderMemo) listDoc(table map[string]renderedIndex, p discovery.Provider, list *mirror.VersionList, render func() document) document {
+func (m *renderMemo) listDoc(table map[string]renderedIndex, p addrs.Provider, list *mirror.VersionList, render func() document) document {
 	return memoized(&m.mu, table, p.String(),
 		func(r renderedIndex) bool { return r.list == list },
 		func() renderedIndex { return renderedIndex{list: list, doc: render()} }).doc
 }
 
 // version returns the VERSION.json document of version v of p made from pkg.
-func (m *renderMemo) version(p discovery.Provider, v versions.Version, pkg *mirror.Package) document {
+func (m *renderMemo) version(p addrs.Provider, v versions.Version, pkg *mirror.Package) document {
 	return memoized(&m.mu, m.versions, p.String()+"/"+v.String(),
 		func(r renderedVersion) bool { return slices.Equal(r.archives, pkg.Archives) },
 		func() renderedVersion {

@@ -9,7 +9,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -19,7 +19,7 @@ const copyBufferSize = 256 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
-func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discovery.Provider, v versions.Version) {
+func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p addrs.Provider, v versions.Version) {
 	pkg, err := s.engine.Package(r.Context(), p, v, nil)
 	if err != nil {
 		s.fail(w, r, err)
@@ -39,7 +39,7 @@ func (s *Server) serveVersion(w http.ResponseWriter, r *http.Request, p discover
 	writeDocument(w, r, doc, s.cacheControl(kindVersion, pkg.Stale))
 }
 
-func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, p discovery.Provider, v versions.Version, pl discovery.Platform) {
+func (s *Server) serveArchive(w http.ResponseWriter, r *http.Request, p addrs.Provider, v versions.Version, pl addrs.Platform) {
 	a, err := s.engine.OpenArchive(r.Context(), p, v, pl)
 	if err != nil {
 		s.fail(w, r, err)

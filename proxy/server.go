@@ -12,7 +12,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/gorilla/mux"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
@@ -23,13 +23,14 @@ import (
 type Engine interface {
 	// Config returns the engine's configuration in effect.
 	Config() mirror.Config
-	// CheckOrigin fails with discovery.ErrHostNotAllowed for a provider of
-	// a host the engine does not serve.
-	CheckOrigin(p discovery.Provider) error
-	Versions(ctx context.Context, p discovery.Provider) (*mirror.VersionList, mirror.ListState, error)
-	Package(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Package, error)
-	Evidence(ctx context.Context, p discovery.Provider, v versions.Version, platforms []discovery.Platform) (*mirror.Evidence, error)
-	OpenArchive(ctx context.Context, p discovery.Provider, v versions.Version, pl discovery.Platform) (*mirror.Archive, error)
+	// CheckOrigin fails for a provider of a host the engine does not
+	// serve (the origin client's ErrHostNotAllowed, which httperr answers
+	// with 404).
+	CheckOrigin(p addrs.Provider) error
+	Versions(ctx context.Context, p addrs.Provider) (*mirror.VersionList, mirror.ListState, error)
+	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
+	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Evidence, error)
+	OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Archive, error)
 	// Reuse says whether an answer of Versions or Package with this
 	// stamp is still the one the same call would give.
 	Reuse(st mirror.Stamp) bool
@@ -156,7 +157,7 @@ func (s *Server) routes() *mux.Router {
 }
 
 // provider parses the request's provider address and checks its host is allowed.
-func (s *Server) provider(r *http.Request) (discovery.Provider, error) {
+func (s *Server) provider(r *http.Request) (addrs.Provider, error) {
 	vars := mux.Vars(r)
 	p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
 	if err != nil {
@@ -168,7 +169,7 @@ func (s *Server) provider(r *http.Request) (discovery.Provider, error) {
 // versions reads the version list of the request's provider, for the
 // mirror's index.json and the registry's versions answer. On an error it
 // answers the request and returns ok false.
-func (s *Server) versions(w http.ResponseWriter, r *http.Request) (p discovery.Provider, list *mirror.VersionList, st mirror.ListState, ok bool) {
+func (s *Server) versions(w http.ResponseWriter, r *http.Request) (p addrs.Provider, list *mirror.VersionList, st mirror.ListState, ok bool) {
 	p, err := s.provider(r)
 	if err == nil {
 		list, st, err = s.engine.Versions(r.Context(), p)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -42,7 +43,7 @@ func newVersionDocument(typ string, v versions.Version, archives []mirror.Platfo
 	doc := versionDocument{Archives: make(map[string]archiveDocument, len(archives))}
 	version := v.String()
 	for _, a := range archives {
-		if _, err := mirror.ParsePlatform(a.Platform); err != nil {
+		if _, err := addrs.ParsePlatform(a.Platform); err != nil {
 			continue
 		}
 		hashes := make([]string, 0, 2)
@@ -50,7 +51,7 @@ func newVersionDocument(typ string, v versions.Version, archives []mirror.Platfo
 			hashes = append(hashes, a.H1)
 		}
 		hashes = append(hashes, verify.ZH(a.SHA256))
-		doc.Archives[a.Platform] = archiveDocument{URL: mirror.ArchiveName(typ, version, a.Platform), Hashes: hashes}
+		doc.Archives[a.Platform] = archiveDocument{URL: addrs.ArchiveName(typ, version, a.Platform), Hashes: hashes}
 	}
 	return doc
 }

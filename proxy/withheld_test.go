@@ -11,7 +11,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -35,7 +35,7 @@ func (b *lockedBuffer) String() string {
 
 // importInHouse imports an unsigned in-house package of version of p for
 // linux_amd64 into h's engine.
-func importInHouse(t *testing.T, h *harness, p discovery.Provider, version string) {
+func importInHouse(t *testing.T, h *harness, p addrs.Provider, version string) {
 	t.Helper()
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
@@ -49,7 +49,7 @@ func importInHouse(t *testing.T, h *harness, p discovery.Provider, version strin
 	if err := zw.Close(); err != nil {
 		t.Fatal(err)
 	}
-	v, err := mirror.ParseSemver(version)
+	v, err := addrs.ParseSemver(version)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +76,11 @@ func TestWithheldVersions(t *testing.T) {
 	dir := t.TempDir()
 	allowed := harnessOptions{cacheDir: dir, engine: mirror.Config{Offline: true, UnsignedHosts: []string{originHost}}}
 	h := newHarness(t, allowed)
-	p := discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	for _, v := range []string{"1.0.0", "9.0.0"} {
 		importInHouse(t, h, p, v)
 	}
-	other := discovery.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
+	other := addrs.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
 	importInHouse(t, h, other, "1.0.0")
 	h.stop()
 

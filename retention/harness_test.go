@@ -18,8 +18,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
@@ -114,22 +114,22 @@ func (h *harness) stop() {
 	h.store.Close()
 }
 
-func (h *harness) provider() discovery.Provider {
-	return discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+func (h *harness) provider() addrs.Provider {
+	return addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 }
 
 func mustVersion(t *testing.T, s string) versions.Version {
 	t.Helper()
-	v, err := mirror.ParseSemver(s)
+	v, err := addrs.ParseSemver(s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return v
 }
 
-func mustPlatform(t *testing.T, s string) discovery.Platform {
+func mustPlatform(t *testing.T, s string) addrs.Platform {
 	t.Helper()
-	pl, err := mirror.ParsePlatform(s)
+	pl, err := addrs.ParsePlatform(s)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func removalNames(rs []Removal) []string {
 }
 
 // packageKey is the key of a provider version's record in the cache.
-func packageKey(p discovery.Provider, v string) string { return "package/" + p.String() + "/" + v }
+func packageKey(p addrs.Provider, v string) string { return "package/" + p.String() + "/" + v }
 
 // staticPins pins exact versions of the test provider.
 type staticPins struct {
@@ -313,7 +313,7 @@ func sha256Hex(b []byte) string {
 
 // unsignedImport is an in-house package of p's version for linux_amd64
 // of about size bytes (distinct per seed), and its sha256.
-func unsignedImport(t *testing.T, p discovery.Provider, version string, size int, seed uint64) (mirror.Imported, string) {
+func unsignedImport(t *testing.T, p addrs.Provider, version string, size int, seed uint64) (mirror.Imported, string) {
 	t.Helper()
 	zipped := zipOfSize(t, p.Type, size, seed)
 	return mirror.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []mirror.ImportedPackage{{
@@ -483,8 +483,8 @@ func TestMain(m *testing.M) {
 }
 
 var (
-	testModule = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
-	tarballMod = discovery.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
+	testModule = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
+	tarballMod = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
 )
 
 func readModule(t *testing.T, h *harness, version string) (*mirror.ModulePackage, []byte, error) {

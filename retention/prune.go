@@ -9,8 +9,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
@@ -23,8 +23,8 @@ type PruneRequest struct {
 	// including versions that cannot be fetched again (which leave the
 	// version list) and a withheld import set aside in a version's
 	// record. Both nil: the rules (Config) decide.
-	Provider *discovery.Provider
-	Module   *discovery.Module
+	Provider *addrs.Provider
+	Module   *addrs.Module
 	Versions []string
 }
 

@@ -17,8 +17,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -32,7 +32,7 @@ import (
 func TestRetentionKeepNewest(t *testing.T) {
 	t.Parallel()
 	const size = 8 << 10
-	p := discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	met := &retentionMetrics{}
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: size},
@@ -173,7 +173,7 @@ func TestRetentionAppliedInBackground(t *testing.T) {
 func TestRetentionPinnedOverSizeLimit(t *testing.T) {
 	t.Parallel()
 	const size = 64 << 10
-	p := discovery.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	met := &retentionMetrics{}
 	var logs logBuffer
 	h := newHarness(t, harnessOptions{
@@ -231,7 +231,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	// Signed imports of the origin's provider.
 	for _, vs := range signedVersions {
 		v := mustVersion(t, vs)
-		ev, err := src.engine.Evidence(t.Context(), src.provider(), v, []discovery.Platform{mustPlatform(t, "linux_amd64")})
+		ev, err := src.engine.Evidence(t.Context(), src.provider(), v, []addrs.Platform{mustPlatform(t, "linux_amd64")})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -242,7 +242,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 		}
 	}
 	// In-house packages of a local-only host.
-	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	inHouse := map[string][]byte{}
 	for i := range 6 {
 		vs := fmt.Sprintf("1.%d.0", i)
@@ -552,7 +552,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 		cfg:   mirror.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
 		ret:   Config{Metrics: met, MaxBytes: 2 * size, Interval: -1},
 	})
-	local := discovery.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	var total int64
 	for i := range 4 {
 		vs := fmt.Sprintf("1.%d.0", i)
@@ -606,8 +606,8 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 		}
 		pkg.Close()
 	}
-	local := discovery.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
-	imported := discovery.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
+	local := addrs.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
+	imported := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
 		pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")})
 		if _, err := h.engine.ImportModule(context.Background(), mirror.ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
@@ -625,7 +625,7 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	if len(done) != 1 || done[0].Address != tarballMod.String() || done[0].Version != "0.1.0" {
 		t.Errorf("prune removed %+v, want the older fetched module version only", done)
 	}
-	for _, m := range []discovery.Module{local, imported} {
+	for _, m := range []addrs.Module{local, imported} {
 		for _, v := range []string{"1.0.0", "1.1.0"} {
 			pkg, err := h.engine.OpenModule(context.Background(), m, v)
 			if err != nil {

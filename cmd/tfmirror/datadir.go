@@ -8,8 +8,8 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/discovery"
 )
 
 // engineOps are the admin operations subcommands run on a data
@@ -17,9 +17,9 @@ import (
 // *admin.Client (the engine of the tfmirror serving the directory, through
 // its admin socket) implement them.
 type engineOps interface {
-	Versions(ctx context.Context, p discovery.Provider) ([]admin.Version, error)
-	Package(ctx context.Context, p discovery.Provider, version string, platforms []string) ([]admin.Archive, error)
-	Ensure(ctx context.Context, p discovery.Provider, version, platform string) (admin.Ensured, error)
+	Versions(ctx context.Context, p addrs.Provider) ([]admin.Version, error)
+	Package(ctx context.Context, p addrs.Provider, version string, platforms []string) ([]admin.Archive, error)
+	Ensure(ctx context.Context, p addrs.Provider, version, platform string) (admin.Ensured, error)
 	Export(ctx context.Context, req admin.ExportRequest) (admin.Exported, error)
 	Import(ctx context.Context, req admin.ImportRequest) (admin.Imported, error)
 	Prune(ctx context.Context, req admin.PruneRequest) (admin.Pruned, error)

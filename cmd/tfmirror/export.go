@@ -11,9 +11,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/mirror"
 )
 
 const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
@@ -49,8 +48,8 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		if err != nil {
 			break
 		}
-		var p discovery.Provider
-		p, err = discovery.ParseProvider(s)
+		var p addrs.Provider
+		p, err = addrs.ParseProvider(s)
 		req.Providers = append(req.Providers, p.String())
 	}
 	for _, s := range versionList {
@@ -58,14 +57,14 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 			break
 		}
 		var v versions.Version
-		v, err = mirror.ParseSemver(s)
+		v, err = addrs.ParseSemver(s)
 		req.Versions = append(req.Versions, v.String())
 	}
 	for _, s := range platforms {
 		if err != nil {
 			break
 		}
-		_, err = mirror.ParsePlatform(s)
+		_, err = addrs.ParsePlatform(s)
 		req.Platforms = append(req.Platforms, s)
 	}
 	if err == nil {

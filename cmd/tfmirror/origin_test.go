@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
@@ -264,7 +265,7 @@ func TestAllowedOriginsReachTheOriginClient(t *testing.T) {
 		origin: fastRetries,
 	}, "--allow-private-origins")
 	ctx := context.Background()
-	tofu := discovery.Provider{Hostname: "registry.opentofu.org", Namespace: "hashicorp", Type: "random"}
+	tofu := addrs.Provider{Hostname: "registry.opentofu.org", Namespace: "hashicorp", Type: "random"}
 	if _, err := tm.m.origin.Versions(ctx, tofu); !errors.Is(err, discovery.ErrHostNotAllowed) {
 		t.Fatalf("Versions of %s with --allowed-origins %s: err = %v, want ErrHostNotAllowed", tofu, tfRegistry, err)
 	}
@@ -273,7 +274,7 @@ func TestAllowedOriginsReachTheOriginClient(t *testing.T) {
 	if len(dialed) != 0 {
 		t.Fatalf("the origin client dialled %v for a host that is not allowed", dialed)
 	}
-	tf := discovery.Provider{Hostname: tfRegistry, Namespace: "hashicorp", Type: "random"}
+	tf := addrs.Provider{Hostname: tfRegistry, Namespace: "hashicorp", Type: "random"}
 	if _, err := tm.m.origin.Versions(ctx, tf); err != nil {
 		t.Fatalf("Versions of allowed %s: %v", tf, err)
 	}

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/addrs"
 )
 
 // TestProgress: on a terminal one line is redrawn in place with count,
@@ -16,7 +16,7 @@ import (
 func TestProgress(t *testing.T) {
 	clock := time.Unix(1000, 0)
 	now := func() time.Time { return clock }
-	it := syncItem{provider: discovery.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, version: "3.6.0", platform: "linux_amd64"}
+	it := syncItem{provider: addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, version: "3.6.0", platform: "linux_amd64"}
 
 	var tty bytes.Buffer
 	p := newProgress(&tty, true, 4, now)

@@ -14,8 +14,8 @@ import (
 
 	"github.com/dustin/go-humanize"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/discovery"
 )
 
 // ruleSettings are serve's retention rules, which cache prune takes when
@@ -74,16 +74,16 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	if err == nil {
 		switch {
 		case module != "":
-			var m discovery.Module
-			if m, err = discovery.ParseModule(module); err == nil {
+			var m addrs.Module
+			if m, err = addrs.ParseModule(module); err == nil {
 				req.Module, req.Versions = m.String(), rest
 			}
 			if err == nil && len(rest) == 0 {
 				err = errors.New("--module needs the VERSIONs to remove")
 			}
 		case len(rest) > 0:
-			var p discovery.Provider
-			if p, err = discovery.ParseProvider(rest[0]); err == nil {
+			var p addrs.Provider
+			if p, err = addrs.ParseProvider(rest[0]); err == nil {
 				req.Provider, req.Versions = p.String(), rest[1:]
 			}
 			if err == nil && len(req.Versions) == 0 {

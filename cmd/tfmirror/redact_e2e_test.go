@@ -19,8 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -119,7 +119,7 @@ func TestPresignedModuleLocationNotShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ac.Close()
-	m, err := discovery.ParseModule(privateRegistry + "/acme/leak/aws")
+	m, err := addrs.ParseModule(privateRegistry + "/acme/leak/aws")
 	if err != nil {
 		t.Fatal(err)
 	}

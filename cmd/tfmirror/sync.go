@@ -15,10 +15,9 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/dustin/go-humanize"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/manifest"
-	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
@@ -64,7 +63,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 		return c, errors.New("no PATH given: name a sync manifest, a .terraform.lock.hcl or a directory")
 	}
 	for _, pl := range c.SyncPlatforms {
-		if _, err := mirror.ParsePlatform(pl); err != nil {
+		if _, err := addrs.ParsePlatform(pl); err != nil {
 			return c, fmt.Errorf("--platforms: %w", err)
 		}
 	}
@@ -76,7 +75,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 
 // syncItem is one package to sync: a version of a provider for a platform.
 type syncItem struct {
-	provider discovery.Provider
+	provider addrs.Provider
 	version  string
 	platform string
 	filename string
@@ -266,7 +265,7 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 	offered := map[string][]string{}
 	var available versions.List
 	for _, e := range list {
-		v, err := mirror.ParseSemver(e.Version)
+		v, err := addrs.ParseSemver(e.Version)
 		if err != nil {
 			continue
 		}

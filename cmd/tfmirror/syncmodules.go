@@ -15,16 +15,15 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/manifest"
-	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // moduleOps is what sync needs for registry modules, part of engineOps.
 type moduleOps interface {
-	ModuleVersions(ctx context.Context, m discovery.Module) ([]string, error)
-	UnpackModule(ctx context.Context, m discovery.Module, version, dir string) (admin.Module, error)
+	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
+	UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (admin.Module, error)
 }
 
 // maxModuleDepth bounds how deep registry modules calling registry
@@ -72,7 +71,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		byVersion := map[string]string{}
 		var available versions.List
 		for _, s := range raw {
-			v, err := mirror.ParseSemver(trimV(s))
+			v, err := addrs.ParseSemver(trimV(s))
 			if err != nil {
 				continue
 			}

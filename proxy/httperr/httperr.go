@@ -5,8 +5,9 @@
 // It owns the mapping (Status) of the engine's errors (package mirror),
 // the origin client's (package discovery), verification's (package
 // verify) and the front doors' own (RequestError, ClientGoneError,
-// ErrUnauthorized, ErrBadSignature). It does not write responses: each
-// front door renders its own error body.
+// ErrUnauthorized, ErrBadSignature), and the wait an error asks of the
+// client (RetryAfter). It does not write responses: each front door
+// renders its own error body.
 package httperr
 
 import (
@@ -14,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
@@ -111,4 +113,16 @@ func Status(err error) int {
 	default:
 		return http.StatusInternalServerError
 	}
+}
+
+// RetryAfter is how long err asks the client to wait before trying
+// again, and whether it asks at all: an origin's open circuit breaker
+// (discovery.CircuitOpenError) does, with its wait, 0 while a probe is
+// under way and its end unknown.
+func RetryAfter(err error) (time.Duration, bool) {
+	var open *discovery.CircuitOpenError
+	if errors.As(err, &open) {
+		return open.RetryAfter, true
+	}
+	return 0, false
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -68,5 +69,32 @@ func TestStatusOfNameMismatch(t *testing.T) {
 		&verify.Error{Reason: verify.ReasonName, Detail: "terraform-provider-random_3.4.0_linux_amd64.zip is given as the package of linux_amd64"})
 	if got := Status(err); got != http.StatusBadGateway {
 		t.Errorf("Status(%v) = %d, want 502", err, got)
+	}
+}
+
+// TestRetryAfter: an origin's open circuit breaker, however wrapped, asks
+// the client to wait for as long as the breaker stays shut (0 while a
+// probe is under way); no other error asks for a wait.
+func TestRetryAfter(t *testing.T) {
+	tests := []struct {
+		name   string
+		err    error
+		want   time.Duration
+		wantOK bool
+	}{
+		{"circuit open", &discovery.CircuitOpenError{Failures: 5, RetryAfter: 30 * time.Second}, 30 * time.Second, true},
+		{"circuit open, wrapped", &discovery.OriginError{Host: "registry.example", Op: "versions", Err: &discovery.CircuitOpenError{Failures: 5, RetryAfter: time.Minute}}, time.Minute, true},
+		{"probe under way", fmt.Errorf("fetching versions: %w", &discovery.CircuitOpenError{Failures: 5}), 0, true},
+		{"sentinel alone", discovery.ErrCircuitOpen, 0, false},
+		{"origin error", &discovery.OriginError{Host: "registry.example", Op: "versions", StatusCode: http.StatusServiceUnavailable}, 0, false},
+		{"offline", mirror.ErrOffline, 0, false},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, ok := RetryAfter(tc.err)
+			if got != tc.want || ok != tc.wantOK {
+				t.Fatalf("RetryAfter(%v) = %v, %v; want %v, %v", tc.err, got, ok, tc.want, tc.wantOK)
+			}
+		})
 	}
 }

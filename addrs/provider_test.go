@@ -1,4 +1,4 @@
-package discovery
+package addrs
 
 import (
 	"strings"
@@ -69,5 +69,15 @@ func TestParseProvider(t *testing.T) {
 				t.Fatalf("ParseProvider(%q) error %q does not contain %q", tc.in, err, tc.wantErrContains)
 			}
 		})
+	}
+}
+
+func TestProviderAndPlatformString(t *testing.T) {
+	p := Provider{Hostname: "registry.example.com", Namespace: "hashicorp", Type: "random"}
+	if got := p.String(); got != "registry.example.com/hashicorp/random" {
+		t.Errorf("Provider.String() = %q", got)
+	}
+	if got := (Platform{OS: "linux", Arch: "amd64"}).String(); got != "linux_amd64" {
+		t.Errorf("Platform.String() = %q", got)
 	}
 }

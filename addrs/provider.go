@@ -1,4 +1,4 @@
-package discovery
+package addrs
 
 import (
 	"fmt"
@@ -7,6 +7,19 @@ import (
 	tfaddr "github.com/hashicorp/terraform-registry-address"
 	svchost "github.com/hashicorp/terraform-svchost"
 )
+
+// Provider is a provider address: HOST/NAMESPACE/TYPE, as ParseProvider
+// or NewProvider return it (every part in its normal form).
+type Provider struct {
+	Hostname  svchost.Hostname
+	Namespace string
+	Type      string
+}
+
+// String returns "host/namespace/type".
+func (p Provider) String() string {
+	return string(p.Hostname) + "/" + p.Namespace + "/" + p.Type
+}
 
 // DefaultProviderHost is the registry host of provider addresses that name
 // none, as in Terraform.

@@ -1,0 +1,49 @@
+package addrs
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+)
+
+// ParseSemver is versions.ParseVersion made strict and safe. The library
+// panics on a numeric part that does not fit in 64 bits, and both request
+// paths and origin answers can carry such a part; it also accepts
+// prerelease and build parts that semantic versioning forbids, such as
+// "1.0.0+." or "1.0.0-a..b". Both become errors here.
+func ParseSemver(s string) (v versions.Version, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			v, err = versions.Version{}, fmt.Errorf("version %q is out of range", s)
+		}
+	}()
+	if v, err = versions.ParseVersion(s); err != nil {
+		return versions.Version{}, err
+	}
+	for _, extra := range []struct{ what, s string }{
+		{"prerelease", string(v.Prerelease)},
+		{"build metadata", string(v.Metadata)},
+	} {
+		if extra.s != "" && !validSemverExtra(extra.s) {
+			return versions.Version{}, fmt.Errorf("%s %q must be dot-separated, non-empty identifiers of letters, digits and dashes", extra.what, extra.s)
+		}
+	}
+	return v, nil
+}
+
+// validSemverExtra reports whether s is a dot-separated series of
+// non-empty [0-9A-Za-z-] identifiers (semver.org items 9 and 10).
+func validSemverExtra(s string) bool {
+	for ident := range strings.SplitSeq(s, ".") {
+		if ident == "" {
+			return false
+		}
+		for _, r := range ident {
+			if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r == '-') {
+				return false
+			}
+		}
+	}
+	return true
+}
