@@ -277,11 +277,22 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
 				"provider", p.String(), "file", a.Filename, "sha256", a.SHA256, "error", err)
 		}
-		if errors.As(err, &verr) {
+		switch {
+		case errors.As(err, &verr):
 			s.metrics.VerificationFailed(string(verr.Reason))
 			s.log.Error("archive failed verification; nothing was cached", "provider", p.String(),
 				"file", a.Filename, "reason", string(verr.Reason), "error", err)
-		} else {
+		case errors.Is(ctx.Err(), context.Canceled):
+			// Only Shutdown (at its deadline) and Close cancel ctx
+			// before the fetch ends; its timeout is a deadline. Not a
+			// fault, and said apart from one.
+			stage := "download"
+			if f.checking {
+				stage = "check"
+			}
+			s.log.Info("archive fetch stopped by shutdown; nothing was cached", "provider", p.String(),
+				"file", a.Filename, "stage", stage, "error", err)
+		default:
 			s.log.Error("archive fetch failed", "provider", p.String(), "file", a.Filename, "error", err)
 		}
 		// Failed before aborting the writer, so that no client reading
@@ -385,6 +396,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a A
 	// bytes, within Config.ArchiveLimits and under the download's context;
 	// if some of the bytes could not be kept (a full disk), the check
 	// cannot run and the archive is not released.
+	f.checking = true
 	h1, err := verify.CheckArchive(ctx, w, w.Written(), p.Type, s.cfg.ArchiveLimits)
 	if err != nil {
 		return "", err
@@ -440,6 +452,7 @@ type fetch struct {
 	fromShared bool       // the bytes come from the shared tier; set before ready is closed
 	lease      *heldLease // the shared tier's lease on the origin download
 	originDone func()     // ends the metrics' origin fetch, once one started
+	checking   bool       // every byte arrived and matched; the archive check began
 }
 
 type fetchState struct {

@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
@@ -14,7 +15,8 @@ import (
 // A zip bomb within the size limits takes long to check: the check runs
 // under the download's context (the one Config.ArchiveTimeout bounds), so
 // Shutdown stops it; the archive is then neither released nor cached, and
-// no verification failure is counted (the archive was not judged).
+// no verification failure is counted (the archive was not judged), and
+// the log says the check was stopped by the shutdown, not that it failed.
 func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 	t.Parallel()
 	const version, pl = "1.0.0", "linux_amd64"
@@ -69,7 +71,8 @@ func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 
 	t.Run("shutdown", func(t *testing.T) {
 		met := &refusalMetrics{}
-		h := newHarness(t, harnessOptions{cfg: Config{Metrics: met, ArchiveLimits: limits}})
+		logs := &logRecorder{t: t}
+		h := newHarness(t, harnessOptions{cfg: Config{Metrics: met, ArchiveLimits: limits, Logger: logs.logger()}})
 		h.origin.AddProvider(ns, typ, []string{version}, platforms)
 		h.origin.SetArchiveBytes(ns, typ, version, pl, bomb)
 		sha := h.origin.SHA256(ns, typ, version, pl)
@@ -86,5 +89,12 @@ func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 			t.Errorf("Shutdown: %v, want context.Canceled (work was under way)", err)
 		}
 		check(t, h, met, <-done, sha)
+		l := logs.String()
+		if !strings.Contains(l, `level=INFO msg="archive fetch stopped by shutdown; nothing was cached"`) || !strings.Contains(l, "stage=check") {
+			t.Errorf("no log line saying the shutdown stopped the check; log:\n%s", l)
+		}
+		if strings.Contains(l, "archive fetch failed") {
+			t.Errorf("the stopped check was logged as a failure; log:\n%s", l)
+		}
 	})
 }
