@@ -6,20 +6,14 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"net/url"
 	"strings"
-	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
-	"golang.org/x/sync/singleflight"
-
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
 // Fixed transport limits.
@@ -155,22 +149,20 @@ type Config struct {
 }
 
 // Client talks to origin registries. It is safe for concurrent use.
+//
+// It is made of one part per concern, each holding only its own state, all
+// sending through one transport (transport.go, with the dial guard of
+// guard.go and the retries and circuit breaker of resilience.go): service
+// discovery with its cache (discover.go), the provider registry protocol
+// (registry.go), the module registry protocol and the source hosts
+// (modules.go), and the downloads of documents, archives and module
+// packages (download.go).
 type Client struct {
-	cfg           Config
-	log           *slog.Logger
-	transport     http.RoundTripper // policy (https only, User-Agent) over the guarded *http.Transport
-	httpClient    *http.Client      // registry API and downloads: redirect policy on top of transport
-	guardedDialer *net.Dialer
-	openDialer    *net.Dialer
-	proxyAddrs    sync.Map // proxy dial addresses exempt from the guard
-	breaker       *breaker
-	sleep         func(ctx context.Context, d time.Duration) error // between retries; tests replace it
-
-	allowed map[svchost.Hostname]bool // from Config.AllowedOrigins
-
-	mu    sync.Mutex
-	hosts map[svchost.Hostname]*discoEntry
-	sf    singleflight.Group
+	tr        *transport
+	discovery *discoverer
+	providers *providerRegistry
+	modules   *moduleRegistry
+	downloads *downloads
 }
 
 // DefaultAllowedOrigins returns the origin hosts a Client allows when
@@ -269,25 +261,30 @@ func New(cfg Config) (*Client, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 
-	c := &Client{
-		cfg:           cfg,
-		log:           cfg.Logger,
-		guardedDialer: &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
-		openDialer:    &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
-		hosts:         make(map[svchost.Hostname]*discoEntry),
-		allowed:       allowed,
-		sleep:         sleepCtx,
+	guard := newDialGuard(cfg)
+	tr := &transport{
+		log:              cfg.Logger,
+		observer:         cfg.Observer,
+		allowed:          allowed,
+		credentials:      cfg.Credentials,
+		sleep:            sleepCtx,
+		requestTimeout:   cfg.RequestTimeout,
+		maxDocumentBytes: cfg.MaxDocumentBytes,
+		retries:          cfg.Retries,
+		retryBaseDelay:   cfg.RetryBaseDelay,
+		retryMaxDelay:    cfg.RetryMaxDelay,
+		retryAfterMax:    cfg.RetryAfterMax,
 		breaker: &breaker{
 			threshold: cfg.BreakerThreshold,
 			cooldown:  cfg.BreakerCooldown,
 			now:       cfg.Now,
+			notify:    logCircuit(cfg.Logger, cfg.BreakerCooldown, cfg.Observer.CircuitOpen),
 			hosts:     make(map[string]*circuit),
 		},
 	}
-	c.breaker.notify = c.circuitChanged(cfg.Observer.CircuitOpen)
 	base := &http.Transport{
-		Proxy:                  c.proxyFor,
-		DialContext:            c.dial,
+		Proxy:                  guard.proxyFor,
+		DialContext:            guard.dial,
 		TLSClientConfig:        &tls.Config{RootCAs: cfg.RootCAs, MinVersion: tls.VersionTLS12},
 		TLSHandshakeTimeout:    tlsHandshakeTimeout,
 		ResponseHeaderTimeout:  responseHeaderTimeout,
@@ -298,195 +295,25 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:    8,
 		ForceAttemptHTTP2:      true,
 	}
-	c.transport = &policyTransport{next: base, userAgent: cfg.UserAgent}
-	c.httpClient = &http.Client{Transport: c.transport, CheckRedirect: checkRedirect}
-	return c, nil
+	tr.rt = &policyTransport{next: base, userAgent: cfg.UserAgent}
+	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
+
+	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry)}
+	return &Client{
+		tr:        tr,
+		discovery: disc,
+		providers: &providerRegistry{tr: tr, discovery: disc},
+		modules:   &moduleRegistry{tr: tr, discovery: disc},
+		downloads: &downloads{
+			tr:              tr,
+			idle:            cfg.IdleTimeout,
+			minSpeed:        cfg.MinSpeed,
+			minSpeedWindow:  cfg.MinSpeedWindow,
+			maxArchiveBytes: cfg.MaxArchiveBytes,
+		},
+	}, nil
 }
 
-// policyTransport refuses anything but https and sets the User-Agent.
-type policyTransport struct {
-	next      http.RoundTripper
-	userAgent string
-}
-
-// errNotHTTPS is a policy refusal, never retried.
-var errNotHTTPS = errors.New("unsupported protocol scheme: only https is allowed")
-
-func (t *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	if req.URL.Scheme != "https" {
-		if req.Body != nil {
-			req.Body.Close()
-		}
-		return nil, fmt.Errorf("%w (got %q)", errNotHTTPS, req.URL.Scheme)
-	}
-	r := req.Clone(req.Context())
-	r.Header.Set("User-Agent", t.userAgent)
-	return t.next.RoundTrip(r)
-}
-
-type roundTripperFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
-
-// checkRedirect follows at most maxRedirects redirects, only to https, and
-// drops the Authorization header when a redirect leaves the first request's
-// host (net/http would keep it for subdomains).
-func checkRedirect(req *http.Request, via []*http.Request) error {
-	if len(via) > maxRedirects {
-		return &redirectRefused{fmt.Sprintf("stopped after %d redirects", maxRedirects)}
-	}
-	if req.URL.Scheme != "https" {
-		return &redirectRefused{fmt.Sprintf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)}
-	}
-	if hostKey(req.URL) != hostKey(via[0].URL) {
-		req.Header.Del("Authorization")
-	}
-	return nil
-}
-
-// hostKey spells a URL's host the way svchost.Hostname does for comparison:
-// lowercase, without the default port 443.
-func hostKey(u *url.URL) string {
-	h := strings.ToLower(u.Hostname())
-	if strings.Contains(h, ":") {
-		h = "[" + h + "]"
-	}
-	if p := u.Port(); p != "" && p != "443" {
-		h += ":" + p
-	}
-	return h
-}
-
-// checkHost refuses a host that is not one of Config.AllowedOrigins. It is
-// the first thing every method does, before any lookup or connection.
-func (c *Client) checkHost(host svchost.Hostname) error {
-	if !c.allowed[host] {
-		return fmt.Errorf("%w: %q", ErrHostNotAllowed, host.ForDisplay())
-	}
-	return nil
-}
-
-// token returns the bearer token to send with a request to u on behalf of
-// the origin host, "" when none may be sent.
-func (c *Client) token(host svchost.Hostname, u *url.URL) string {
-	if c.cfg.Credentials == nil || hostKey(u) != string(host) {
-		return ""
-	}
-	return c.cfg.Credentials(host)
-}
-
-// request describes one GET to an origin.
-type request struct {
-	p      addrs.Provider
-	op     string
-	u      *url.URL
-	accept string
-	// anonymous sends no credentials, even to the origin host itself
-	// (module sources: see OpenSource).
-	anonymous bool
-}
-
-func (c *Client) originError(r request, status int, err error) *OriginError {
-	e := &OriginError{Host: string(r.p.Hostname), Op: r.op, StatusCode: status, Err: err}
-	if h := hostKey(r.u); h != string(r.p.Hostname) {
-		e.DownloadHost = h
-	}
-	return e
-}
-
-// do sends r on ctx. Failures are *OriginError, except that the caller's own
-// cancellation or deadline is returned as such.
-func (c *Client) do(ctx, reqCtx context.Context, r request) (*http.Response, error) {
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, r.u.String(), nil)
-	if err != nil {
-		return nil, c.originError(r, 0, err)
-	}
-	req.Header.Set("Accept", r.accept)
-	if tok := c.token(r.p.Hostname, r.u); tok != "" && !r.anonymous {
-		req.Header.Set("Authorization", "Bearer "+tok)
-	}
-	if r.op == OpModuleSource {
-		// Only a credential the caller tied to this fetch, only to its
-		// host (checkRedirect drops it when a redirect leaves that host).
-		if a := sourceAuthorization(reqCtx, r.u, false); a != "" {
-			req.Header.Set("Authorization", a)
-		}
-	}
-	start := time.Now()
-	resp, err := c.httpClient.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s %s for %s: %w", r.op, redact.URL(r.u), r.p, ctx.Err())
-		}
-		c.log.LogAttrs(ctx, slog.LevelDebug, "origin request failed",
-			slog.String("op", r.op), slog.String("url", redact.URL(r.u)), slog.Any("error", err))
-		return nil, c.originError(r, 0, c.causeOf(reqCtx, stripURL(err)))
-	}
-	c.log.LogAttrs(ctx, slog.LevelDebug, "origin request",
-		slog.String("op", r.op), slog.String("url", redact.URL(r.u)),
-		slog.Int("status", resp.StatusCode), slog.Duration("duration", time.Since(start)))
-	return resp, nil
-}
-
-// causeOf replaces err by the cancellation cause of reqCtx when that is one
-// of ours (a request deadline or a stalled body).
-func (c *Client) causeOf(reqCtx context.Context, err error) error {
-	var te *timeoutError
-	if cause := context.Cause(reqCtx); errors.As(cause, &te) {
-		return cause
-	}
-	return err
-}
-
-// stripURL removes the URL that *url.Error puts into its message: a download
-// URL may carry pre-signed credentials, and OriginError names the host.
-func stripURL(err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		return ue.Err
-	}
-	return err
-}
-
-// readBody reads a whole response body of at most limit bytes. Failures are
-// *OriginError, except the caller's own cancellation.
-func (c *Client) readBody(ctx, reqCtx context.Context, r request, body io.Reader, limit int64) ([]byte, error) {
-	data, err := readLimited(body, limit)
-	if err == nil && reqCtx.Err() != nil {
-		// net/http can end a body cleanly when its request is canceled
-		// mid-read, so a body that "ended" after the deadline is suspect.
-		err = reqCtx.Err()
-	}
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, fmt.Errorf("%s for %s: %w", r.op, r.p, ctx.Err())
-		}
-		return nil, c.originError(r, 0, c.causeOf(reqCtx, err))
-	}
-	return data, nil
-}
-
-// readLimited reads all of body, failing with ErrTooLarge past limit bytes.
-func readLimited(body io.Reader, limit int64) ([]byte, error) {
-	data, err := io.ReadAll(io.LimitReader(body, limit+1))
-	if err != nil {
-		return nil, err
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, limit)
-	}
-	return data, nil
-}
-
-// drain discards a little of an unwanted body so the connection can be
-// reused, then closes it.
-func drain(body io.ReadCloser) {
-	io.Copy(io.Discard, io.LimitReader(body, 4<<10))
-	body.Close()
-}
-
-// Observer receives what the client observes of origins. Origins are
-// reported by the provider's origin host, also for downloads from other
 // hosts, so the set of values is bounded by the allowed origins.
 type Observer interface {
 	// OriginRequest records one operation (an Op* constant) and its outcome:
@@ -507,12 +334,6 @@ func (noObserver) OriginBytes(string, int64)                           {}
 func (noObserver) CacheLookup(string, bool)                            {}
 func (noObserver) CircuitOpen(string, bool)                            {}
 func (noObserver) StaleServed(string)                                  {}
-
-// observe reports the outcome of an operation that started at start; it
-// is deferred with a pointer to the operation's named error result.
-func (c *Client) observe(host svchost.Hostname, op string, start time.Time, err *error) {
-	c.cfg.Observer.OriginRequest(string(host), op, Outcome(*err), time.Since(start))
-}
 
 // Outcome classifies an error of this package as a bounded label value.
 func Outcome(err error) string {

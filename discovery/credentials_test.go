@@ -140,12 +140,16 @@ func TestNewValidatesConfig(t *testing.T) {
 			if tt.ok != (err == nil) {
 				t.Fatalf("New() err = %v, want ok=%v", err, tt.ok)
 			}
-			if tt.ok && (c.cfg.UserAgent != "tfmirror" || c.cfg.DiscoveryTTL != time.Hour ||
-				c.cfg.RequestTimeout != 30*time.Second || c.cfg.IdleTimeout != time.Minute ||
-				c.cfg.MaxDocumentBytes != 16<<20 || c.cfg.MaxArchiveBytes != 2<<30 ||
-				c.cfg.MinSpeed != 1<<10 || c.cfg.MinSpeedWindow != 30*time.Second ||
-				!c.allowed["registry.terraform.io"] || !c.allowed["registry.opentofu.org"] || len(c.allowed) != 2) {
-				t.Fatalf("defaults not applied: %+v", c.cfg)
+			if !tt.ok {
+				return
+			}
+			tr, dl := c.tr, c.downloads
+			if tr.rt.(*policyTransport).userAgent != "tfmirror" || c.discovery.ttl != time.Hour ||
+				tr.requestTimeout != 30*time.Second || dl.idle != time.Minute ||
+				tr.maxDocumentBytes != 16<<20 || dl.maxArchiveBytes != 2<<30 ||
+				dl.minSpeed != 1<<10 || dl.minSpeedWindow != 30*time.Second ||
+				!tr.allowed["registry.terraform.io"] || !tr.allowed["registry.opentofu.org"] || len(tr.allowed) != 2 {
+				t.Fatalf("defaults not applied: transport %+v, downloads %+v, discovery TTL %s", tr, dl, c.discovery.ttl)
 			}
 		})
 	}

@@ -9,10 +9,12 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/hashicorp/terraform-svchost/disco"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/redact"
@@ -46,8 +48,20 @@ type Discovery struct {
 	RefreshErr error
 }
 
+// discoverer runs service discovery and caches its results for the TTL:
+// one discovery per host at a time, shared by its concurrent callers.
+type discoverer struct {
+	tr  *transport
+	ttl time.Duration    // Config.DiscoveryTTL
+	now func() time.Time // Config.Now
+
+	mu    sync.Mutex
+	hosts map[svchost.Hostname]*discoEntry
+	sf    singleflight.Group
+}
+
 // discoEntry is the cached discovery of one host. Entries are replaced, never
-// modified, except for the refresh-failure fields under Client.mu.
+// modified, except for the refresh-failure fields under discoverer.mu.
 type discoEntry struct {
 	providers *url.URL // nil when the host has no providers.v1
 	modules   *url.URL // the host's modules.v1, nil when it has none
@@ -76,11 +90,15 @@ func (e *discoEntry) result(stale bool) (Discovery, error) {
 // ErrHostNotAllowed or ErrNoProviderService (wrapped), *OriginError with Op
 // "discovery", or the caller's context error.
 func (c *Client) ProvidersURL(ctx context.Context, host svchost.Hostname) (*url.URL, error) {
-	d, err := c.Discover(ctx, host)
+	return c.discovery.providersURL(ctx, host)
+}
+
+func (d *discoverer) providersURL(ctx context.Context, host svchost.Hostname) (*url.URL, error) {
+	res, err := d.discover(ctx, host)
 	if err != nil {
 		return nil, err
 	}
-	return d.ProvidersURL, nil
+	return res.ProvidersURL, nil
 }
 
 // Discover is ProvidersURL with the detail of how fresh the result is.
@@ -88,45 +106,49 @@ func (c *Client) ProvidersURL(ctx context.Context, host svchost.Hostname) (*url.
 // context of its own: a caller that gives up does not cancel it for the
 // others, and its result is cached for them.
 func (c *Client) Discover(ctx context.Context, host svchost.Hostname) (Discovery, error) {
+	return c.discovery.discover(ctx, host)
+}
+
+func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Discovery, error) {
 	if host == "" {
 		return Discovery{}, errors.New("discovery: empty hostname")
 	}
-	if err := c.checkHost(host); err != nil {
+	if err := d.tr.checkHost(host); err != nil {
 		return Discovery{}, err
 	}
-	if d, ok, err := c.cached(host); ok {
-		c.cfg.Observer.CacheLookup("discovery", true)
-		return d, err
+	if res, ok, err := d.cached(host); ok {
+		d.tr.observer.CacheLookup("discovery", true)
+		return res, err
 	}
-	c.cfg.Observer.CacheLookup("discovery", false)
-	ch := c.sf.DoChan(string(host), func() (any, error) {
-		d, err := c.refresh(context.WithoutCancel(ctx), host)
-		return d, err
+	d.tr.observer.CacheLookup("discovery", false)
+	ch := d.sf.DoChan(string(host), func() (any, error) {
+		res, err := d.refresh(context.WithoutCancel(ctx), host)
+		return res, err
 	})
 	select {
 	case r := <-ch:
-		d, _ := r.Val.(Discovery)
-		return d, r.Err
+		res, _ := r.Val.(Discovery)
+		return res, r.Err
 	case <-ctx.Done():
 		return Discovery{}, fmt.Errorf("service discovery for %s: %w", host, ctx.Err())
 	}
 }
 
 // cached returns the cached result for host if it needs no refresh now.
-func (c *Client) cached(host svchost.Hostname) (Discovery, bool, error) {
-	now := c.cfg.Now()
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.hosts[host]
+func (d *discoverer) cached(host svchost.Hostname) (Discovery, bool, error) {
+	now := d.now()
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[host]
 	switch {
 	case e == nil:
 		return Discovery{}, false, nil
-	case now.Sub(e.fetchedAt) < c.cfg.DiscoveryTTL:
-		d, err := e.result(false)
-		return d, true, err
-	case e.refreshErr != nil && now.Sub(e.refreshFailedAt) < min(staleRetryInterval, c.cfg.DiscoveryTTL):
-		d, err := e.result(true)
-		return d, true, err
+	case now.Sub(e.fetchedAt) < d.ttl:
+		res, err := e.result(false)
+		return res, true, err
+	case e.refreshErr != nil && now.Sub(e.refreshFailedAt) < min(staleRetryInterval, d.ttl):
+		res, err := e.result(true)
+		return res, true, err
 	}
 	return Discovery{}, false, nil
 }
@@ -136,9 +158,13 @@ func (c *Client) cached(host svchost.Hostname) (Discovery, bool, error) {
 // gave it, or nil when there was none or it lists no https modules.v1. It
 // never contacts the host.
 func (c *Client) KnownModulesURL(host svchost.Hostname) *url.URL {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e := c.hosts[host]
+	return c.discovery.knownModulesURL(host)
+}
+
+func (d *discoverer) knownModulesURL(host svchost.Hostname) *url.URL {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	e := d.hosts[host]
 	if e == nil || e.modules == nil {
 		return nil
 	}
@@ -147,29 +173,29 @@ func (c *Client) KnownModulesURL(host svchost.Hostname) *url.URL {
 }
 
 // refresh is the single-flight leader for host.
-func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery, error) {
-	if d, ok, err := c.cached(host); ok {
-		return d, err // another leader finished just before this one started
+func (d *discoverer) refresh(ctx context.Context, host svchost.Hostname) (Discovery, error) {
+	if res, ok, err := d.cached(host); ok {
+		return res, err // another leader finished just before this one started
 	}
 	start := time.Now()
-	entry, err := c.discoverRemote(ctx, host)
-	c.observe(host, OpDiscovery, start, &err)
-	now := c.cfg.Now()
+	entry, err := d.discoverRemote(ctx, host)
+	d.tr.observe(host, OpDiscovery, start, &err)
+	now := d.now()
 
-	c.mu.Lock()
-	defer c.mu.Unlock()
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if err == nil {
 		entry.fetchedAt = now
-		c.hosts[host] = entry
+		d.hosts[host] = entry
 		return entry.result(false)
 	}
-	prev := c.hosts[host]
+	prev := d.hosts[host]
 	if prev == nil {
 		return Discovery{}, err
 	}
 	prev.refreshErr, prev.refreshFailedAt = err, now
-	c.cfg.Observer.StaleServed("discovery")
-	c.log.LogAttrs(ctx, slog.LevelWarn, "service discovery refresh failed; using the previous result",
+	d.tr.observer.StaleServed("discovery")
+	d.tr.log.LogAttrs(ctx, slog.LevelWarn, "service discovery refresh failed; using the previous result",
 		slog.String("host", string(host)), slog.Time("fetched_at", prev.fetchedAt), slog.Any("error", err))
 	return prev.result(true)
 }
@@ -179,14 +205,14 @@ func (c *Client) refresh(ctx context.Context, host svchost.Hostname) (Discovery,
 // the circuit breaker, the network policy and credentials) and lets disco
 // parse it. Every attempt is bounded, so the discovery is too; it needs no
 // deadline of its own.
-func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*discoEntry, error) {
+func (d *discoverer) discoverRemote(ctx context.Context, host svchost.Hostname) (*discoEntry, error) {
 	r := request{
 		p:      addrs.Provider{Hostname: host},
 		op:     OpDiscovery,
 		u:      &url.URL{Scheme: "https", Host: host.String(), Path: discoveryPath},
 		accept: "application/json",
 	}
-	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
+	resp, reqCtx, end, err := d.tr.send(ctx, r, d.tr.requestContext(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -201,14 +227,14 @@ func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*di
 		return noService, nil
 	default:
 		drain(resp.Body)
-		return nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
+		return nil, originError(r, resp.StatusCode, statusError(resp.Status))
 	}
 	if resp.ContentLength > maxDiscoveryBytes {
 		drain(resp.Body)
-		return nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+		return nil, originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
 			ErrTooLarge, resp.ContentLength, maxDiscoveryBytes))
 	}
-	data, err := c.readBody(ctx, reqCtx, r, resp.Body, maxDiscoveryBytes)
+	data, err := d.tr.readBody(ctx, reqCtx, r, resp.Body, maxDiscoveryBytes)
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +244,8 @@ func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*di
 	// URLs resolve against the document's final URL as disco would. A
 	// fresh disco.Disco per call keeps disco's own (TTL-less) cache out of
 	// the way.
-	d := disco.New()
-	d.Transport = roundTripperFunc(func(*http.Request) (*http.Response, error) {
+	dc := disco.New()
+	dc.Transport = roundTripperFunc(func(*http.Request) (*http.Response, error) {
 		return &http.Response{
 			Status:        resp.Status,
 			StatusCode:    resp.StatusCode,
@@ -232,7 +258,7 @@ func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*di
 			Request:       resp.Request,
 		}, nil
 	})
-	h, err := d.Discover(host)
+	h, err := dc.Discover(host)
 	var u *url.URL
 	if err == nil {
 		u, err = h.ServiceURL(providersService)
@@ -244,10 +270,10 @@ func (c *Client) discoverRemote(ctx context.Context, host svchost.Hostname) (*di
 	case errors.As(err, &notProvided), errors.As(err, &notSupported):
 		return noService, nil
 	default:
-		return nil, c.originError(r, 0, err)
+		return nil, originError(r, 0, err)
 	}
 	if u.Scheme != "https" {
-		return nil, c.originError(r, 0, fmt.Errorf("%s URL %q is not https", providersService, redact.URL(u)))
+		return nil, originError(r, 0, fmt.Errorf("%s URL %q is not https", providersService, redact.URL(u)))
 	}
 	entry := &discoEntry{providers: u}
 	if mu, err := h.ServiceURL(modulesService); err == nil && mu.Scheme == "https" {

@@ -17,6 +17,18 @@ import (
 	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
+// downloads fetches what a package response or a module's download
+// location names: SHA256SUMS, signatures, provider archives and module
+// packages, under the size limits, the stall timeout and the low-speed
+// limit.
+type downloads struct {
+	tr              *transport
+	idle            time.Duration // Config.IdleTimeout
+	minSpeed        int64         // Config.MinSpeed, bytes per second; 0: no low-speed limit
+	minSpeedWindow  time.Duration // Config.MinSpeedWindow
+	maxArchiveBytes int64         // Config.MaxArchiveBytes
+}
+
 // FetchDocument downloads a small document of p's package, such as its
 // SHA256SUMS or their signature, reading at most limit bytes (limit <= 0
 // means Config.MaxDocumentBytes). The Op of its errors is "signature" when
@@ -25,19 +37,23 @@ import (
 // *OriginError: the registry named this URL, so its absence is an origin
 // fault, not a missing provider. ErrHostNotAllowed (wrapped) when p's
 // host is not allowed; rawURL itself may name any host.
-func (c *Client) FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) (_ []byte, err error) {
-	if err := c.checkHost(p.Hostname); err != nil {
+func (c *Client) FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error) {
+	return c.downloads.fetchDocument(ctx, p, rawURL, limit)
+}
+
+func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) (_ []byte, err error) {
+	if err := dl.tr.checkHost(p.Hostname); err != nil {
 		return nil, err
 	}
-	defer c.observe(p.Hostname, documentOp(rawURL), time.Now(), &err)
+	defer dl.tr.observe(p.Hostname, documentOp(rawURL), time.Now(), &err)
 	if limit <= 0 {
-		limit = c.cfg.MaxDocumentBytes
+		limit = dl.tr.maxDocumentBytes
 	}
-	r, err := c.downloadRequest(p, documentOp(rawURL), rawURL)
+	r, err := downloadRequest(p, documentOp(rawURL), rawURL)
 	if err != nil {
 		return nil, err
 	}
-	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
+	resp, reqCtx, end, err := dl.tr.send(ctx, r, dl.tr.requestContext(ctx))
 	if err != nil {
 		return nil, err
 	}
@@ -46,13 +62,13 @@ func (c *Client) FetchDocument(ctx context.Context, p addrs.Provider, rawURL str
 	r.u = resp.Request.URL
 	if resp.StatusCode != http.StatusOK {
 		drain(resp.Body)
-		return nil, c.originError(r, resp.StatusCode, statusError(resp.Status))
+		return nil, originError(r, resp.StatusCode, statusError(resp.Status))
 	}
 	if resp.ContentLength > limit {
-		return nil, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+		return nil, originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
 			ErrTooLarge, resp.ContentLength, limit))
 	}
-	return c.readBody(ctx, reqCtx, r, resp.Body, limit)
+	return dl.tr.readBody(ctx, reqCtx, r, resp.Body, limit)
 }
 
 func documentOp(rawURL string) string {
@@ -79,23 +95,23 @@ func documentOp(rawURL string) string {
 // no overall deadline beyond ctx. The caller must Close body.
 // Any status other than 200 is an *OriginError. ErrHostNotAllowed (wrapped)
 // when p's host is not allowed; rawURL itself may name any host.
-func (c *Client) OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (_ io.ReadCloser, _ int64, err error) {
-	return c.openDownload(ctx, p, OpArchive, rawURL, false)
+func (c *Client) OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error) {
+	return c.downloads.open(ctx, p, OpArchive, rawURL, false)
 }
 
-// openDownload is OpenArchive for a download of operation op, sent
-// without credentials when anonymous.
-func (c *Client) openDownload(ctx context.Context, p addrs.Provider, op, rawURL string, anonymous bool) (_ io.ReadCloser, _ int64, err error) {
-	if err := c.checkHost(p.Hostname); err != nil {
+// open is OpenArchive for a download of operation op, sent without
+// credentials when anonymous.
+func (dl *downloads) open(ctx context.Context, p addrs.Provider, op, rawURL string, anonymous bool) (_ io.ReadCloser, _ int64, err error) {
+	if err := dl.tr.checkHost(p.Hostname); err != nil {
 		return nil, 0, err
 	}
 	start := time.Now()
 	defer func() {
 		if err != nil {
-			c.observe(p.Hostname, op, start, &err)
+			dl.tr.observe(p.Hostname, op, start, &err)
 		}
 	}()
-	r, err := c.downloadRequest(p, op, rawURL)
+	r, err := downloadRequest(p, op, rawURL)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -107,10 +123,10 @@ func (c *Client) openDownload(ctx context.Context, p addrs.Provider, op, rawURL 
 		cancel context.CancelCauseFunc
 		timer  *time.Timer
 	)
-	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", c.cfg.IdleTimeout)}
-	resp, reqCtx, _, err := c.send(ctx, r, func() (context.Context, func()) {
+	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", dl.idle)}
+	resp, reqCtx, _, err := dl.tr.send(ctx, r, func() (context.Context, func()) {
 		reqCtx, cancelAttempt := context.WithCancelCause(ctx)
-		t := time.AfterFunc(c.cfg.IdleTimeout, func() { cancelAttempt(idle) })
+		t := time.AfterFunc(dl.idle, func() { cancelAttempt(idle) })
 		cancel, timer = cancelAttempt, t
 		return reqCtx, func() { t.Stop(); cancelAttempt(nil) }
 	})
@@ -122,46 +138,46 @@ func (c *Client) openDownload(ctx context.Context, p addrs.Provider, op, rawURL 
 	fail := func(status int, err error) (io.ReadCloser, int64, error) {
 		drain(resp.Body)
 		cancel(nil)
-		return nil, 0, c.originError(r, status, err)
+		return nil, 0, originError(r, status, err)
 	}
 	if resp.StatusCode != http.StatusOK {
 		return fail(resp.StatusCode, statusError(resp.Status))
 	}
-	if resp.ContentLength > c.cfg.MaxArchiveBytes {
+	if resp.ContentLength > dl.maxArchiveBytes {
 		return fail(0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
-			ErrTooLarge, resp.ContentLength, c.cfg.MaxArchiveBytes))
+			ErrTooLarge, resp.ContentLength, dl.maxArchiveBytes))
 	}
 	b := &archiveBody{
-		speed:     c.startSpeedCheck(cancel),
+		speed:     dl.startSpeedCheck(cancel),
 		body:      resp.Body,
 		timer:     timer,
-		idle:      c.cfg.IdleTimeout,
-		max:       c.cfg.MaxArchiveBytes,
+		idle:      dl.idle,
+		max:       dl.maxArchiveBytes,
 		cancel:    cancel,
 		callerErr: ctx.Err,
 		cause:     func() error { return context.Cause(reqCtx) },
 		wrap: func(err error) error {
-			return c.originError(r, 0, err)
+			return originError(r, 0, err)
 		},
 		// The download is observed when it ends: its outcome, its whole
 		// duration and the bytes received.
 		done: func(n int64, err error) {
-			c.cfg.Observer.OriginBytes(string(p.Hostname), n)
-			c.observe(p.Hostname, op, start, &err)
+			dl.tr.observer.OriginBytes(string(p.Hostname), n)
+			dl.tr.observe(p.Hostname, op, start, &err)
 		},
 	}
 	return b, resp.ContentLength, nil
 }
 
 // downloadRequest checks that rawURL is an absolute https URL.
-func (c *Client) downloadRequest(p addrs.Provider, op, rawURL string) (request, error) {
+func downloadRequest(p addrs.Provider, op, rawURL string) (request, error) {
 	u, err := url.Parse(rawURL)
 	r := request{p: p, op: op, u: u, accept: "*/*"}
 	if err != nil {
 		return r, &OriginError{Host: string(p.Hostname), Op: op, Err: errors.New("download URL does not parse")}
 	}
 	if u.Scheme != "https" || u.Host == "" {
-		return r, c.originError(r, 0, fmt.Errorf("download URL %q is not an absolute https URL", redact.URL(u)))
+		return r, originError(r, 0, fmt.Errorf("download URL %q is not an absolute https URL", redact.URL(u)))
 	}
 	return r, nil
 }
@@ -263,14 +279,14 @@ type speedCheck struct {
 
 // startSpeedCheck starts the low-speed limit of a download whose request
 // cancel ends; nil when the limit is off.
-func (c *Client) startSpeedCheck(cancel context.CancelCauseFunc) *speedCheck {
-	if c.cfg.MinSpeed <= 0 || c.cfg.MinSpeedWindow <= 0 {
+func (dl *downloads) startSpeedCheck(cancel context.CancelCauseFunc) *speedCheck {
+	if dl.minSpeed <= 0 || dl.minSpeedWindow <= 0 {
 		return nil
 	}
-	window := c.cfg.MinSpeedWindow
-	minBytes := max(1, int64(float64(c.cfg.MinSpeed)*window.Seconds()))
+	window := dl.minSpeedWindow
+	minBytes := max(1, int64(float64(dl.minSpeed)*window.Seconds()))
 	cause := &timeoutError{msg: fmt.Sprintf("fewer than %d bytes received in %s (low-speed limit %d bytes/s)",
-		minBytes, window, c.cfg.MinSpeed)}
+		minBytes, window, dl.minSpeed)}
 	s := &speedCheck{minBytes: minBytes, window: window, abort: func() { cancel(cause) }}
 	s.mu.Lock()
 	s.timer = time.AfterFunc(window, s.check)

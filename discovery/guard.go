@@ -8,7 +8,9 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"sync"
 	"syscall"
+	"time"
 )
 
 // Address ranges that are never dialled unless Config.AllowPrivate is set.
@@ -109,20 +111,41 @@ func guardControl(_, address string, _ syscall.RawConn) error {
 	return checkAddr(ap.Addr())
 }
 
+// dialGuard holds the address policy of the transport's connections
+// (Config.AllowPrivate, Config.DialContext, Config.Proxy).
+type dialGuard struct {
+	allowPrivate bool
+	dialContext  func(ctx context.Context, network, addr string) (net.Conn, error) // replaces the guard when set
+	proxy        func(*http.Request) (*url.URL, error)
+	guarded      *net.Dialer
+	open         *net.Dialer
+	proxyAddrs   sync.Map // proxy dial addresses exempt from the guard
+}
+
+func newDialGuard(cfg Config) *dialGuard {
+	return &dialGuard{
+		allowPrivate: cfg.AllowPrivate,
+		dialContext:  cfg.DialContext,
+		proxy:        cfg.Proxy,
+		guarded:      &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
+		open:         &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
+	}
+}
+
 // dial is the transport's DialContext. Connections to the HTTP proxy itself
 // (an operator's explicit choice, often on a private network) are exempt
 // from the guard; everything else goes through guardControl.
-func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, error) {
-	if c.cfg.DialContext != nil {
-		return c.cfg.DialContext(ctx, network, addr)
+func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	if g.dialContext != nil {
+		return g.dialContext(ctx, network, addr)
 	}
-	if c.cfg.AllowPrivate {
-		return c.openDialer.DialContext(ctx, network, addr)
+	if g.allowPrivate {
+		return g.open.DialContext(ctx, network, addr)
 	}
-	if _, ok := c.proxyAddrs.Load(addr); ok {
-		return c.openDialer.DialContext(ctx, network, addr)
+	if _, ok := g.proxyAddrs.Load(addr); ok {
+		return g.open.DialContext(ctx, network, addr)
 	}
-	return c.guardedDialer.DialContext(ctx, network, addr)
+	return g.guarded.DialContext(ctx, network, addr)
 }
 
 // proxyFor wraps Config.Proxy. When a request goes through a proxy, the
@@ -130,15 +153,15 @@ func (c *Client) dial(ctx context.Context, network, addr string) (net.Conn, erro
 // proxy's address: the target host is then checked here instead, as an IP
 // literal or by resolving its name. This is best effort (the proxy resolves
 // again later, and a name that does not resolve here is left to the proxy).
-func (c *Client) proxyFor(req *http.Request) (*url.URL, error) {
-	u, err := c.cfg.Proxy(req)
-	if err != nil || u == nil || c.cfg.AllowPrivate {
+func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
+	u, err := g.proxy(req)
+	if err != nil || u == nil || g.allowPrivate {
 		return u, err
 	}
 	if err := checkTargetHost(req.Context(), req.URL.Hostname()); err != nil {
 		return nil, err
 	}
-	c.proxyAddrs.Store(proxyDialAddr(u), struct{}{})
+	g.proxyAddrs.Store(proxyDialAddr(u), struct{}{})
 	return u, nil
 }
 

@@ -32,6 +32,13 @@ func moduleProvider(m addrs.Module) addrs.Provider {
 	return addrs.Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
 }
 
+// moduleRegistry speaks the module registry protocol (modules.v1) to
+// origins.
+type moduleRegistry struct {
+	tr        *transport
+	discovery *discoverer
+}
+
 // moduleVersionsBody is a module registry's versions answer.
 type moduleVersionsBody struct {
 	Modules []struct {
@@ -45,26 +52,30 @@ type moduleVersionsBody struct {
 // in the origin's order. Errors: ErrHostNotAllowed (wrapped); ErrNotFound
 // (wrapped) when the origin answers 404; ErrNoModuleService; *OriginError
 // (Op "module_versions" or "discovery"); the caller's context error.
-func (c *Client) ModuleVersions(ctx context.Context, m addrs.Module) (_ []string, err error) {
-	if err := c.checkHost(m.Hostname); err != nil {
+func (c *Client) ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error) {
+	return c.modules.versions(ctx, m)
+}
+
+func (mr *moduleRegistry) versions(ctx context.Context, m addrs.Module) (_ []string, err error) {
+	if err := mr.tr.checkHost(m.Hostname); err != nil {
 		return nil, err
 	}
-	defer c.observe(m.Hostname, OpModuleVersions, time.Now(), &err)
-	u, err := c.moduleURL(ctx, m, "versions")
+	defer mr.tr.observe(m.Hostname, OpModuleVersions, time.Now(), &err)
+	u, err := mr.moduleURL(ctx, m, "versions")
 	if err != nil {
 		return nil, err
 	}
 	r := request{p: moduleProvider(m), op: OpModuleVersions, u: u, accept: "application/json"}
-	data, r, err := c.getJSON(ctx, r, "module "+m.String())
+	data, r, err := mr.tr.getJSON(ctx, r, "module "+m.String())
 	if err != nil {
 		return nil, err
 	}
 	var body moduleVersionsBody
 	if err := decodeObject(data, &body); err != nil {
-		return nil, c.originError(r, 0, err)
+		return nil, originError(r, 0, err)
 	}
 	if len(body.Modules) == 0 {
-		return nil, c.originError(r, 0, errors.New(`response has no "modules"`))
+		return nil, originError(r, 0, errors.New(`response has no "modules"`))
 	}
 	out := []string{}
 	for _, v := range body.Modules[0].Versions {
@@ -84,17 +95,21 @@ const maxLocationBytes = 64 << 10
 // OpenTofu reads it). The location is go-getter syntax; one that starts
 // with "/", "./" or "../" is resolved against the download URL, as the
 // clients do. Errors: those of ModuleVersions, Op "module_location".
-func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (_ string, err error) {
-	if err := c.checkHost(m.Hostname); err != nil {
+func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error) {
+	return c.modules.location(ctx, m, version)
+}
+
+func (mr *moduleRegistry) location(ctx context.Context, m addrs.Module, version string) (_ string, err error) {
+	if err := mr.tr.checkHost(m.Hostname); err != nil {
 		return "", err
 	}
-	defer c.observe(m.Hostname, OpModuleLocation, time.Now(), &err)
-	u, err := c.moduleURL(ctx, m, version, "download")
+	defer mr.tr.observe(m.Hostname, OpModuleLocation, time.Now(), &err)
+	u, err := mr.moduleURL(ctx, m, version, "download")
 	if err != nil {
 		return "", err
 	}
 	r := request{p: moduleProvider(m), op: OpModuleLocation, u: u, accept: "application/json"}
-	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
+	resp, reqCtx, end, err := mr.tr.send(ctx, r, mr.tr.requestContext(ctx))
 	if err != nil {
 		return "", err
 	}
@@ -108,9 +123,9 @@ func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version str
 		return "", fmt.Errorf("%w: module %s version %s", ErrNotFound, m, version)
 	default:
 		drain(resp.Body)
-		return "", c.originError(r, resp.StatusCode, statusError(resp.Status))
+		return "", originError(r, resp.StatusCode, statusError(resp.Status))
 	}
-	data, err := c.readBody(ctx, reqCtx, r, resp.Body, maxLocationBytes)
+	data, err := mr.tr.readBody(ctx, reqCtx, r, resp.Body, maxLocationBytes)
 	if err != nil {
 		return "", err
 	}
@@ -120,35 +135,35 @@ func (c *Client) ModuleLocation(ctx context.Context, m addrs.Module, version str
 			Location string `json:"location"`
 		}
 		if err := decodeObject(data, &body); err != nil {
-			return "", c.originError(r, 0, err)
+			return "", originError(r, 0, err)
 		}
 		location = body.Location
 	}
 	if location == "" {
-		return "", c.originError(r, 0, errors.New("download answer names no location (no X-Terraform-Get, no JSON location)"))
+		return "", originError(r, 0, errors.New("download answer names no location (no X-Terraform-Get, no JSON location)"))
 	}
 	if len(location) > maxLocationBytes || strings.ContainsAny(location, "\r\n\x00") {
-		return "", c.originError(r, 0, errors.New("download answer's location is malformed"))
+		return "", originError(r, 0, errors.New("download answer's location is malformed"))
 	}
 	if strings.HasPrefix(location, "/") || strings.HasPrefix(location, "./") || strings.HasPrefix(location, "../") {
 		ref, err := url.Parse(location)
 		if err != nil {
-			return "", c.originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
+			return "", originError(r, 0, fmt.Errorf("relative location %q does not parse", redact.Location(location)))
 		}
 		location = r.u.ResolveReference(ref).String()
 	}
-	c.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
+	mr.tr.log.LogAttrs(ctx, slog.LevelDebug, "module location", slog.String("module", m.String()),
 		slog.String("version", version), slog.String("location", redact.Location(location)))
 	return location, nil
 }
 
 // moduleURL resolves path segments, each escaped, against the modules.v1
 // base URL of m's host.
-func (c *Client) moduleURL(ctx context.Context, m addrs.Module, segments ...string) (*url.URL, error) {
-	if _, err := c.Discover(ctx, m.Hostname); err != nil && !errors.Is(err, ErrNoProviderService) {
+func (mr *moduleRegistry) moduleURL(ctx context.Context, m addrs.Module, segments ...string) (*url.URL, error) {
+	if _, err := mr.discovery.discover(ctx, m.Hostname); err != nil && !errors.Is(err, ErrNoProviderService) {
 		return nil, err
 	}
-	base := c.KnownModulesURL(m.Hostname)
+	base := mr.discovery.knownModulesURL(m.Hostname)
 	if base == nil {
 		return nil, fmt.Errorf("%s: %w", m.Hostname, ErrNoModuleService)
 	}
@@ -177,7 +192,7 @@ func (c *Client) moduleURL(ctx context.Context, m addrs.Module, segments ...stri
 // only a SourceCredential that ctx carries (WithSourceCredential) is, to
 // its own host.
 func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error) {
-	return c.openDownload(ctx, addrs.Provider{Hostname: origin}, OpModuleSource, rawURL, true)
+	return c.downloads.open(ctx, addrs.Provider{Hostname: origin}, OpModuleSource, rawURL, true)
 }
 
 // SourceHTTPClient returns an HTTP client for the source hosts that the
@@ -190,17 +205,19 @@ func (c *Client) OpenSource(ctx context.Context, origin svchost.Hostname, rawURL
 // low-speed limit and Config.MaxArchiveBytes (errors are *OriginError, Op "module_source").
 // Responses are observed as Op "module_source" of origin.
 func (c *Client) SourceHTTPClient(origin svchost.Hostname) *http.Client {
-	return &http.Client{Transport: &sourceTransport{c: c, origin: origin}, CheckRedirect: checkRedirect}
+	return &http.Client{Transport: &sourceTransport{dl: c.downloads, origin: origin}, CheckRedirect: checkRedirect}
 }
 
+// sourceTransport is the transport of SourceHTTPClient: each hop of a
+// request goes through the network policy with the limits of a download.
 type sourceTransport struct {
-	c      *Client
+	dl     *downloads
 	origin svchost.Hostname
 }
 
 func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err error) {
-	c := t.c
-	if err := c.checkHost(t.origin); err != nil {
+	dl := t.dl
+	if err := dl.tr.checkHost(t.origin); err != nil {
 		if req.Body != nil {
 			req.Body.Close()
 		}
@@ -209,8 +226,8 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 	start := time.Now()
 	r := request{p: addrs.Provider{Hostname: t.origin}, op: OpModuleSource, u: req.URL, anonymous: true}
 	ctx, cancel := context.WithCancelCause(req.Context())
-	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", c.cfg.IdleTimeout)}
-	timer := time.AfterFunc(c.cfg.IdleTimeout, func() { cancel(idle) })
+	idle := &timeoutError{msg: fmt.Sprintf("no data received for %s", dl.idle)}
+	timer := time.AfterFunc(dl.idle, func() { cancel(idle) })
 	out := req.Clone(ctx)
 	out.Header.Del("Authorization")
 	// Each hop is decided here: a credential the caller tied to this
@@ -218,40 +235,40 @@ func (t *sourceTransport) RoundTrip(req *http.Request) (_ *http.Response, err er
 	if a := sourceAuthorization(req.Context(), req.URL, true); a != "" {
 		out.Header.Set("Authorization", a)
 	}
-	resp, err := c.transport.RoundTrip(out)
+	resp, err := dl.tr.rt.RoundTrip(out)
 	timer.Stop()
 	if err != nil {
 		cancel(nil)
 		if req.Context().Err() != nil {
 			return nil, req.Context().Err()
 		}
-		err = c.originError(r, 0, c.causeOf(ctx, stripURL(err)))
-		c.observe(t.origin, OpModuleSource, start, &err)
+		err = originError(r, 0, causeOf(ctx, stripURL(err)))
+		dl.tr.observe(t.origin, OpModuleSource, start, &err)
 		return nil, err
 	}
-	if resp.ContentLength > c.cfg.MaxArchiveBytes {
+	if resp.ContentLength > dl.maxArchiveBytes {
 		drain(resp.Body)
 		cancel(nil)
-		err = c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes", ErrTooLarge, resp.ContentLength, c.cfg.MaxArchiveBytes))
-		c.observe(t.origin, OpModuleSource, start, &err)
+		err = originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes", ErrTooLarge, resp.ContentLength, dl.maxArchiveBytes))
+		dl.tr.observe(t.origin, OpModuleSource, start, &err)
 		return nil, err
 	}
 	resp.Body = &archiveBody{
-		speed:     c.startSpeedCheck(cancel),
+		speed:     dl.startSpeedCheck(cancel),
 		body:      resp.Body,
 		timer:     timer,
-		idle:      c.cfg.IdleTimeout,
-		max:       c.cfg.MaxArchiveBytes,
+		idle:      dl.idle,
+		max:       dl.maxArchiveBytes,
 		cancel:    cancel,
 		callerErr: req.Context().Err,
 		cause:     func() error { return context.Cause(ctx) },
-		wrap:      func(err error) error { return c.originError(r, 0, err) },
+		wrap:      func(err error) error { return originError(r, 0, err) },
 		done: func(n int64, err error) {
-			c.cfg.Observer.OriginBytes(string(t.origin), n)
+			dl.tr.observer.OriginBytes(string(t.origin), n)
 			if err == nil && resp.StatusCode >= 400 {
-				err = c.originError(r, resp.StatusCode, statusError(resp.Status))
+				err = originError(r, resp.StatusCode, statusError(resp.Status))
 			}
-			c.observe(t.origin, OpModuleSource, start, &err)
+			dl.tr.observe(t.origin, OpModuleSource, start, &err)
 		},
 	}
 	return resp, nil

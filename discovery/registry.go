@@ -7,8 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"mime"
-	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -51,35 +49,46 @@ type Package struct {
 	Packages map[string]registryjson.PackageHashes
 }
 
+// providerRegistry speaks the provider registry protocol (providers.v1)
+// to origins.
+type providerRegistry struct {
+	tr        *transport
+	discovery *discoverer
+}
+
 // Versions lists the versions of p that its origin registry offers. Entries
 // without a version string are skipped. Errors: ErrHostNotAllowed (wrapped)
 // when p's host is not allowed; ErrNotFound (wrapped) when the origin answers
 // 404; ErrNoProviderService or *OriginError from service discovery;
 // *OriginError with Op "versions"; the caller's context error.
-func (c *Client) Versions(ctx context.Context, p addrs.Provider) (_ []VersionInfo, err error) {
-	if err := c.checkHost(p.Hostname); err != nil {
+func (c *Client) Versions(ctx context.Context, p addrs.Provider) ([]VersionInfo, error) {
+	return c.providers.versions(ctx, p)
+}
+
+func (pr *providerRegistry) versions(ctx context.Context, p addrs.Provider) (_ []VersionInfo, err error) {
+	if err := pr.tr.checkHost(p.Hostname); err != nil {
 		return nil, err
 	}
-	defer c.observe(p.Hostname, OpVersions, time.Now(), &err)
-	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, "versions")
+	defer pr.tr.observe(p.Hostname, OpVersions, time.Now(), &err)
+	u, err := pr.registryURL(ctx, p, p.Namespace, p.Type, "versions")
 	if err != nil {
 		return nil, err
 	}
 	r := request{p: p, op: OpVersions, u: u, accept: "application/json"}
-	data, r, err := c.getJSON(ctx, r, "provider "+p.String())
+	data, r, err := pr.tr.getJSON(ctx, r, "provider "+p.String())
 	if err != nil {
 		return nil, err
 	}
 	out, warnings, skipped, err := parseVersions(data)
 	if err != nil {
-		return nil, c.originError(r, 0, err)
+		return nil, originError(r, 0, err)
 	}
 	for _, w := range warnings {
-		c.log.LogAttrs(ctx, slog.LevelInfo, "origin registry warning",
+		pr.tr.log.LogAttrs(ctx, slog.LevelInfo, "origin registry warning",
 			slog.String("provider", p.String()), slog.String("warning", w))
 	}
 	if skipped > 0 {
-		c.log.LogAttrs(ctx, slog.LevelWarn, "origin lists versions without a version string; skipped",
+		pr.tr.log.LogAttrs(ctx, slog.LevelWarn, "origin lists versions without a version string; skipped",
 			slog.String("provider", p.String()), slog.Int("count", skipped))
 	}
 	return out, nil
@@ -117,23 +126,27 @@ func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int
 // (wrapped) when the origin answers 404; ErrNoProviderService or
 // *OriginError from service discovery; *OriginError with Op "package"; the
 // caller's context error.
-func (c *Client) Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (_ *Package, err error) {
-	if err := c.checkHost(p.Hostname); err != nil {
+func (c *Client) Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*Package, error) {
+	return c.providers.pkg(ctx, p, version, pl)
+}
+
+func (pr *providerRegistry) pkg(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (_ *Package, err error) {
+	if err := pr.tr.checkHost(p.Hostname); err != nil {
 		return nil, err
 	}
-	defer c.observe(p.Hostname, OpPackage, time.Now(), &err)
-	u, err := c.registryURL(ctx, p, p.Namespace, p.Type, version, "download", pl.OS, pl.Arch)
+	defer pr.tr.observe(p.Hostname, OpPackage, time.Now(), &err)
+	u, err := pr.registryURL(ctx, p, p.Namespace, p.Type, version, "download", pl.OS, pl.Arch)
 	if err != nil {
 		return nil, err
 	}
 	r := request{p: p, op: OpPackage, u: u, accept: "application/json"}
-	data, r, err := c.getJSON(ctx, r, fmt.Sprintf("package %s %s %s", p, version, pl))
+	data, r, err := pr.tr.getJSON(ctx, r, fmt.Sprintf("package %s %s %s", p, version, pl))
 	if err != nil {
 		return nil, err
 	}
 	pkg, err := parsePackage(data, r.u, pl)
 	if err != nil {
-		return nil, c.originError(r, 0, err)
+		return nil, originError(r, 0, err)
 	}
 	return pkg, nil
 }
@@ -205,8 +218,8 @@ func decodeObject(data []byte, v any) error {
 
 // registryURL resolves path segments, each escaped, against host's
 // providers.v1 base URL.
-func (c *Client) registryURL(ctx context.Context, p addrs.Provider, segments ...string) (*url.URL, error) {
-	base, err := c.ProvidersURL(ctx, p.Hostname)
+func (pr *providerRegistry) registryURL(ctx context.Context, p addrs.Provider, segments ...string) (*url.URL, error) {
+	base, err := pr.discovery.providersURL(ctx, p.Hostname)
 	if err != nil {
 		return nil, err
 	}
@@ -223,41 +236,4 @@ func (c *Client) registryURL(ctx context.Context, p addrs.Provider, segments ...
 		return nil, fmt.Errorf("discovery: building registry URL for %s: %w", p, err)
 	}
 	return base.ResolveReference(ref), nil
-}
-
-// getJSON GETs r.u and returns the body of its application/json answer,
-// and r with u set to the response's final URL (after redirects), for
-// resolving relative URLs and naming the host in errors. A 404 is
-// ErrNotFound for what.
-func (c *Client) getJSON(ctx context.Context, r request, what string) ([]byte, request, error) {
-	resp, reqCtx, end, err := c.send(ctx, r, c.requestContext(ctx))
-	if err != nil {
-		return nil, r, err
-	}
-	defer end()
-	defer resp.Body.Close()
-	r.u = resp.Request.URL
-	switch {
-	case resp.StatusCode == http.StatusNotFound:
-		drain(resp.Body)
-		return nil, r, fmt.Errorf("%w: %s", ErrNotFound, what)
-	case resp.StatusCode != http.StatusOK:
-		drain(resp.Body)
-		return nil, r, c.originError(r, resp.StatusCode, statusError(resp.Status))
-	}
-	ct := resp.Header.Get("Content-Type")
-	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
-		drain(resp.Body)
-		return nil, r, c.originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
-	}
-	if resp.ContentLength > c.cfg.MaxDocumentBytes {
-		drain(resp.Body)
-		return nil, r, c.originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
-			ErrTooLarge, resp.ContentLength, c.cfg.MaxDocumentBytes))
-	}
-	data, err := c.readBody(ctx, reqCtx, r, resp.Body, c.cfg.MaxDocumentBytes)
-	if err != nil {
-		return nil, r, err
-	}
-	return data, r, nil
 }

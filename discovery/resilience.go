@@ -117,10 +117,10 @@ func retryAfter(h string, now time.Time) (time.Duration, bool) {
 
 // backoff is the wait before retry number n (0-based): exponential from
 // RetryBaseDelay, capped at RetryMaxDelay, with jitter over its upper half.
-func (c *Client) backoff(n int) time.Duration {
-	d := c.cfg.RetryBaseDelay << min(n, 20)
-	if d <= 0 || d > c.cfg.RetryMaxDelay {
-		d = c.cfg.RetryMaxDelay
+func (t *transport) backoff(n int) time.Duration {
+	d := t.retryBaseDelay << min(n, 20)
+	if d <= 0 || d > t.retryMaxDelay {
+		d = t.retryMaxDelay
 	}
 	half := d / 2
 	return half + rand.N(d-half+1)
@@ -146,32 +146,32 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // body is done with. The response returned may have any status; the
 // caller judges it. The origin's circuit breaker is consulted before each
 // attempt and told of its outcome.
-func (c *Client) send(ctx context.Context, r request, begin func() (context.Context, func())) (*http.Response, context.Context, func(), error) {
+func (t *transport) send(ctx context.Context, r request, begin func() (context.Context, func())) (*http.Response, context.Context, func(), error) {
 	host := string(r.p.Hostname)
 	for n := 0; ; n++ {
-		probe, err := c.breaker.allow(host)
+		probe, err := t.breaker.allow(host)
 		if err != nil {
-			return nil, nil, nil, c.originError(r, 0, err)
+			return nil, nil, nil, originError(r, 0, err)
 		}
 		reqCtx, end := begin()
-		resp, err := c.do(ctx, reqCtx, r)
+		resp, err := t.do(ctx, reqCtx, r)
 		res, retry := classify(ctx, resp, err)
-		if c.breaker.record(host, probe, res) {
+		if t.breaker.record(host, probe, res) {
 			retry = false // this failure opened the circuit: report it, not the open circuit
 		}
 		var wait time.Duration
-		if retry && n < c.cfg.Retries {
-			wait = c.backoff(n)
+		if retry && n < t.retries {
+			wait = t.backoff(n)
 			if resp != nil {
 				if ra, ok := retryAfter(resp.Header.Get("Retry-After"), time.Now()); ok {
-					if ra > c.cfg.RetryAfterMax {
+					if ra > t.retryAfterMax {
 						retry = false
 					}
 					wait = ra
 				}
 			}
 		}
-		if !retry || n >= c.cfg.Retries {
+		if !retry || n >= t.retries {
 			if err != nil {
 				end()
 				return nil, nil, nil, err
@@ -188,10 +188,10 @@ func (c *Client) send(ctx context.Context, r request, begin func() (context.Cont
 		} else if err != nil {
 			what = err.Error()
 		}
-		c.log.LogAttrs(ctx, slog.LevelWarn, "origin request failed; retrying",
+		t.log.LogAttrs(ctx, slog.LevelWarn, "origin request failed; retrying",
 			slog.String("origin", host), slog.String("op", r.op), slog.String("url", redact.URL(r.u)),
 			slog.String("failure", what), slog.Int("attempt", n+1), slog.Duration("wait", wait))
-		if err := c.sleep(ctx, wait); err != nil {
+		if err := t.sleep(ctx, wait); err != nil {
 			return nil, nil, nil, fmt.Errorf("%s %s for %s: %w", r.op, redact.URL(r.u), r.p, err)
 		}
 	}
@@ -292,14 +292,15 @@ func (b *breaker) record(host string, probe bool, res attemptResult) bool {
 	return nowOpen
 }
 
-// circuitChanged logs circuit changes before passing them on to next.
-func (c *Client) circuitChanged(next func(string, bool)) func(string, bool) {
+// logCircuit logs circuit changes, an open circuit with its cooldown,
+// before passing them on to next.
+func logCircuit(log *slog.Logger, cooldown time.Duration, next func(string, bool)) func(string, bool) {
 	return func(origin string, open bool) {
 		if open {
-			c.log.Warn("origin keeps failing; circuit breaker opened, requests to it fail fast",
-				"origin", origin, "cooldown", c.cfg.BreakerCooldown.String())
+			log.Warn("origin keeps failing; circuit breaker opened, requests to it fail fast",
+				"origin", origin, "cooldown", cooldown.String())
 		} else {
-			c.log.Info("origin answers again; circuit breaker closed", "origin", origin)
+			log.Info("origin answers again; circuit breaker closed", "origin", origin)
 		}
 		if next != nil {
 			next(origin, open)
@@ -313,16 +314,18 @@ func (c *Client) circuitChanged(next func(string, bool)) func(string, bool) {
 // the body included) and, between them, waits of at most the larger of
 // RetryMaxDelay and RetryAfterMax. With the defaults: 3 x 30s + 2 x 10s =
 // 1m50s. Archive downloads have no such bound (see OpenArchive).
-func (c *Client) MaxRequestTime() time.Duration {
-	wait := max(c.cfg.RetryMaxDelay, c.cfg.RetryAfterMax)
-	return time.Duration(c.cfg.Retries+1)*c.cfg.RequestTimeout + time.Duration(c.cfg.Retries)*wait
+func (c *Client) MaxRequestTime() time.Duration { return c.tr.maxRequestTime() }
+
+func (t *transport) maxRequestTime() time.Duration {
+	wait := max(t.retryMaxDelay, t.retryAfterMax)
+	return time.Duration(t.retries+1)*t.requestTimeout + time.Duration(t.retries)*wait
 }
 
 // requestContext makes the per-attempt context of a metadata request: it
 // ends after Config.RequestTimeout, body included.
-func (c *Client) requestContext(ctx context.Context) func() (context.Context, func()) {
+func (t *transport) requestContext(ctx context.Context) func() (context.Context, func()) {
 	return func() (context.Context, func()) {
-		return context.WithTimeoutCause(ctx, c.cfg.RequestTimeout,
-			&timeoutError{msg: fmt.Sprintf("no complete answer within %s", c.cfg.RequestTimeout)})
+		return context.WithTimeoutCause(ctx, t.requestTimeout,
+			&timeoutError{msg: fmt.Sprintf("no complete answer within %s", t.requestTimeout)})
 	}
 }

@@ -48,7 +48,7 @@ const versionsPath = "/v1/providers/hashicorp/random/versions"
 func recordSleeps(c *Client) func() []time.Duration {
 	var mu sync.Mutex
 	var waits []time.Duration
-	c.sleep = func(ctx context.Context, d time.Duration) error {
+	c.tr.sleep = func(ctx context.Context, d time.Duration) error {
 		mu.Lock()
 		waits = append(waits, d)
 		mu.Unlock()
@@ -131,7 +131,7 @@ func TestBackoffGrowsWithJitterAndCap(t *testing.T) {
 	for n, want := range []time.Duration{100, 200, 400, 800, 1000, 1000} {
 		want *= time.Millisecond
 		for range 50 {
-			if d := c.backoff(n); d < want/2 || d > want {
+			if d := c.tr.backoff(n); d < want/2 || d > want {
 				t.Fatalf("backoff(%d) = %s, want within [%s, %s]", n, d, want/2, want)
 			}
 		}
@@ -151,7 +151,7 @@ func TestRetryConnectionFailure(t *testing.T) {
 			return inner(ctx, network, addr)
 		}
 	})
-	c.httpClient.Transport.(*policyTransport).next.(*http.Transport).DisableKeepAlives = true
+	c.tr.httpClient.Transport.(*policyTransport).next.(*http.Transport).DisableKeepAlives = true
 	if _, err := c.Versions(context.Background(), testProvider(s)); err != nil {
 		t.Fatalf("Versions: %v", err)
 	}
@@ -277,7 +277,7 @@ func TestCircuitIgnoresNotFoundAndPolicy(t *testing.T) {
 			t.Fatalf("loopback document: %v, want ErrPrivateAddress", err)
 		}
 	}
-	if _, err := c.breaker.allow(string(s.host)); err != nil {
+	if _, err := c.tr.breaker.allow(string(s.host)); err != nil {
 		t.Fatalf("circuit opened on refusals by the address policy: %v", err)
 	}
 	open := newTestClient(t, s, func(cfg *Config) { cfg.BreakerThreshold = 1 })

@@ -1,0 +1,271 @@
+package discovery
+
+// The road every request to an origin or a source host takes: the allowed
+// origins, credentials, the network policy (https only, the dial guard of
+// guard.go, bounded redirects), per-attempt timeouts, retries and the
+// circuit breaker (resilience.go), and the observation of each operation.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"mime"
+	"net/http"
+	"net/url"
+	"strings"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/redact"
+)
+
+// transport sends the requests of every part of the Client. It holds no
+// per-origin state but the circuit breaker's.
+type transport struct {
+	log         *slog.Logger
+	observer    Observer
+	allowed     map[svchost.Hostname]bool // from Config.AllowedOrigins
+	credentials func(host svchost.Hostname) string
+	rt          http.RoundTripper // policy (https only, User-Agent) over the guarded *http.Transport
+	httpClient  *http.Client      // registry API and downloads: redirect policy on top of rt
+	breaker     *breaker
+	sleep       func(ctx context.Context, d time.Duration) error // between retries; tests replace it
+
+	requestTimeout   time.Duration // each metadata attempt, body included
+	maxDocumentBytes int64         // registry JSON answers
+	retries          int
+	retryBaseDelay   time.Duration
+	retryMaxDelay    time.Duration
+	retryAfterMax    time.Duration
+}
+
+// policyTransport refuses anything but https and sets the User-Agent.
+type policyTransport struct {
+	next      http.RoundTripper
+	userAgent string
+}
+
+// errNotHTTPS is a policy refusal, never retried.
+var errNotHTTPS = errors.New("unsupported protocol scheme: only https is allowed")
+
+func (p *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if req.URL.Scheme != "https" {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, fmt.Errorf("%w (got %q)", errNotHTTPS, req.URL.Scheme)
+	}
+	r := req.Clone(req.Context())
+	r.Header.Set("User-Agent", p.userAgent)
+	return p.next.RoundTrip(r)
+}
+
+type roundTripperFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripperFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+// checkRedirect follows at most maxRedirects redirects, only to https, and
+// drops the Authorization header when a redirect leaves the first request's
+// host (net/http would keep it for subdomains).
+func checkRedirect(req *http.Request, via []*http.Request) error {
+	if len(via) > maxRedirects {
+		return &redirectRefused{fmt.Sprintf("stopped after %d redirects", maxRedirects)}
+	}
+	if req.URL.Scheme != "https" {
+		return &redirectRefused{fmt.Sprintf("refusing redirect to a non-https URL (%s://%s)", req.URL.Scheme, req.URL.Host)}
+	}
+	if hostKey(req.URL) != hostKey(via[0].URL) {
+		req.Header.Del("Authorization")
+	}
+	return nil
+}
+
+// hostKey spells a URL's host the way svchost.Hostname does for comparison:
+// lowercase, without the default port 443.
+func hostKey(u *url.URL) string {
+	h := strings.ToLower(u.Hostname())
+	if strings.Contains(h, ":") {
+		h = "[" + h + "]"
+	}
+	if p := u.Port(); p != "" && p != "443" {
+		h += ":" + p
+	}
+	return h
+}
+
+// checkHost refuses a host that is not one of Config.AllowedOrigins. It is
+// the first thing every method does, before any lookup or connection.
+func (t *transport) checkHost(host svchost.Hostname) error {
+	if !t.allowed[host] {
+		return fmt.Errorf("%w: %q", ErrHostNotAllowed, host.ForDisplay())
+	}
+	return nil
+}
+
+// token returns the bearer token to send with a request to u on behalf of
+// the origin host, "" when none may be sent.
+func (t *transport) token(host svchost.Hostname, u *url.URL) string {
+	if t.credentials == nil || hostKey(u) != string(host) {
+		return ""
+	}
+	return t.credentials(host)
+}
+
+// request describes one GET to an origin.
+type request struct {
+	p      addrs.Provider
+	op     string
+	u      *url.URL
+	accept string
+	// anonymous sends no credentials, even to the origin host itself
+	// (module sources: see OpenSource).
+	anonymous bool
+}
+
+func originError(r request, status int, err error) *OriginError {
+	e := &OriginError{Host: string(r.p.Hostname), Op: r.op, StatusCode: status, Err: err}
+	if h := hostKey(r.u); h != string(r.p.Hostname) {
+		e.DownloadHost = h
+	}
+	return e
+}
+
+// do sends r on ctx. Failures are *OriginError, except that the caller's own
+// cancellation or deadline is returned as such.
+func (t *transport) do(ctx, reqCtx context.Context, r request) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodGet, r.u.String(), nil)
+	if err != nil {
+		return nil, originError(r, 0, err)
+	}
+	req.Header.Set("Accept", r.accept)
+	if tok := t.token(r.p.Hostname, r.u); tok != "" && !r.anonymous {
+		req.Header.Set("Authorization", "Bearer "+tok)
+	}
+	if r.op == OpModuleSource {
+		// Only a credential the caller tied to this fetch, only to its
+		// host (checkRedirect drops it when a redirect leaves that host).
+		if a := sourceAuthorization(reqCtx, r.u, false); a != "" {
+			req.Header.Set("Authorization", a)
+		}
+	}
+	start := time.Now()
+	resp, err := t.httpClient.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s %s for %s: %w", r.op, redact.URL(r.u), r.p, ctx.Err())
+		}
+		t.log.LogAttrs(ctx, slog.LevelDebug, "origin request failed",
+			slog.String("op", r.op), slog.String("url", redact.URL(r.u)), slog.Any("error", err))
+		return nil, originError(r, 0, causeOf(reqCtx, stripURL(err)))
+	}
+	t.log.LogAttrs(ctx, slog.LevelDebug, "origin request",
+		slog.String("op", r.op), slog.String("url", redact.URL(r.u)),
+		slog.Int("status", resp.StatusCode), slog.Duration("duration", time.Since(start)))
+	return resp, nil
+}
+
+// causeOf replaces err by the cancellation cause of reqCtx when that is one
+// of ours (a request deadline or a stalled body).
+func causeOf(reqCtx context.Context, err error) error {
+	var te *timeoutError
+	if cause := context.Cause(reqCtx); errors.As(cause, &te) {
+		return cause
+	}
+	return err
+}
+
+// stripURL removes the URL that *url.Error puts into its message: a download
+// URL may carry pre-signed credentials, and OriginError names the host.
+func stripURL(err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		return ue.Err
+	}
+	return err
+}
+
+// readBody reads a whole response body of at most limit bytes. Failures are
+// *OriginError, except the caller's own cancellation.
+func (t *transport) readBody(ctx, reqCtx context.Context, r request, body io.Reader, limit int64) ([]byte, error) {
+	data, err := readLimited(body, limit)
+	if err == nil && reqCtx.Err() != nil {
+		// net/http can end a body cleanly when its request is canceled
+		// mid-read, so a body that "ended" after the deadline is suspect.
+		err = reqCtx.Err()
+	}
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("%s for %s: %w", r.op, r.p, ctx.Err())
+		}
+		return nil, originError(r, 0, causeOf(reqCtx, err))
+	}
+	return data, nil
+}
+
+// getJSON GETs r.u and returns the body of its application/json answer,
+// and r with u set to the response's final URL (after redirects), for
+// resolving relative URLs and naming the host in errors. A 404 is
+// ErrNotFound for what.
+func (t *transport) getJSON(ctx context.Context, r request, what string) ([]byte, request, error) {
+	resp, reqCtx, end, err := t.send(ctx, r, t.requestContext(ctx))
+	if err != nil {
+		return nil, r, err
+	}
+	defer end()
+	defer resp.Body.Close()
+	r.u = resp.Request.URL
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		drain(resp.Body)
+		return nil, r, fmt.Errorf("%w: %s", ErrNotFound, what)
+	case resp.StatusCode != http.StatusOK:
+		drain(resp.Body)
+		return nil, r, originError(r, resp.StatusCode, statusError(resp.Status))
+	}
+	ct := resp.Header.Get("Content-Type")
+	if mt, _, err := mime.ParseMediaType(ct); err != nil || mt != "application/json" {
+		drain(resp.Body)
+		return nil, r, originError(r, 0, fmt.Errorf("response Content-Type is %q, not application/json", ct))
+	}
+	if resp.ContentLength > t.maxDocumentBytes {
+		drain(resp.Body)
+		return nil, r, originError(r, 0, fmt.Errorf("%w: Content-Length %d exceeds %d bytes",
+			ErrTooLarge, resp.ContentLength, t.maxDocumentBytes))
+	}
+	data, err := t.readBody(ctx, reqCtx, r, resp.Body, t.maxDocumentBytes)
+	if err != nil {
+		return nil, r, err
+	}
+	return data, r, nil
+}
+
+// readLimited reads all of body, failing with ErrTooLarge past limit bytes.
+func readLimited(body io.Reader, limit int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(body, limit+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%w: body exceeds %d bytes", ErrTooLarge, limit)
+	}
+	return data, nil
+}
+
+// drain discards a little of an unwanted body so the connection can be
+// reused, then closes it.
+func drain(body io.ReadCloser) {
+	io.Copy(io.Discard, io.LimitReader(body, 4<<10))
+	body.Close()
+}
+
+// Observer receives what the client observes of origins. Origins are
+// reported by the provider's origin host, also for downloads from other
+// observe reports the outcome of an operation that started at start; it
+// is deferred with a pointer to the operation's named error result.
+func (t *transport) observe(host svchost.Hostname, op string, start time.Time, err *error) {
+	t.observer.OriginRequest(string(host), op, Outcome(*err), time.Since(start))
+}
