@@ -21,7 +21,6 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
@@ -193,27 +192,27 @@ type routeAuth struct {
 // files served on a signed URL (which a shared cache would keep serving
 // after it expired, to anyone holding it) are marked private by
 // privateWriter, overriding any other caching policy.
-func (s *Server) authorize(ra routeAuth) mux.MiddlewareFunc {
+func (rs *responder) authorize(ra routeAuth) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a := s.cfg.Auth
+			a := rs.auth
 			if a == nil {
 				next.ServeHTTP(w, r)
 				return
 			}
 			signer, file, signed, err := ra.signed(r)
 			if err != nil {
-				s.fail(w, r, err)
+				rs.fail(w, r, err)
 				return
 			}
 			if signed {
 				if !a.verify(signer, file, r.URL.Query()) {
-					s.fail(w, r, ra.badSignature)
+					rs.fail(w, r, ra.badSignature)
 					return
 				}
 			} else if !a.checkBearer(r.Header.Get("Authorization")) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
-				s.fail(w, r, ra.unauthorized(r))
+				rs.fail(w, r, ra.unauthorized(r))
 				return
 			}
 			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
@@ -277,20 +276,3 @@ func (w *privateWriter) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *privateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// credentialsHost is the label of the CLI configuration's credentials
-// block for a mirror at mirrorURL, or "" without client authentication.
-func (s *Server) credentialsHost(mirrorURL string) string {
-	if s.cfg.Auth == nil {
-		return ""
-	}
-	u, err := url.Parse(mirrorURL)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	h, err := svchost.ForComparison(u.Host)
-	if err != nil {
-		return u.Host
-	}
-	return h.String()
-}

@@ -18,7 +18,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -37,7 +36,6 @@ type ModuleEngine interface {
 	ModuleVersions(ctx context.Context, m addrs.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
 	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*mirror.ModuleRecord, error)
 	OpenModule(ctx context.Context, m addrs.Module, version string) (*mirror.ModulePackage, error)
-	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
 }
 
 // modulePackageFile is the package's file name below its version.
@@ -231,86 +229,6 @@ func (s *Server) moduleAuth() routeAuth {
 		badSignature: fmt.Errorf("%w: ask for the download answer again", httperr.ErrBadSignature),
 		unauthorized: registryUnauthorized,
 	}
-}
-
-// StatusModule is one registry module the mirror has records of, for the
-// status page.
-type StatusModule struct {
-	Address  string                `json:"address"` // HOST/NAMESPACE/NAME/SYSTEM
-	Versions []StatusModuleVersion `json:"versions"`
-}
-
-// StatusModuleVersion is one version of a module: where its package comes
-// from and whether it is cached.
-type StatusModuleVersion struct {
-	Version string `json:"version"`
-	// Source is the package's location without its subdirectory and
-	// its secrets (see package redact: a pre-signed URL's query is not
-	// shown); Subdir the subdirectory the clients use.
-	Source string `json:"source"`
-	Subdir string `json:"subdir,omitempty"`
-	Commit string `json:"commit,omitempty"`
-	SHA256 string `json:"sha256,omitempty"`
-	Cached bool   `json:"cached"`
-	Size   int64  `json:"size,omitempty"`
-}
-
-// statusModules lists the module versions the engine has records of
-// that q selects, by module, newest version first within the page, and
-// the cursor of the next page ("" when this is the last).
-func (s *Server) statusModules(q statusQuery) ([]StatusModule, string, error) {
-	me := s.engine
-	byModule := map[string]*StatusModule{}
-	var order []string
-	rows, next := 0, ""
-	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm mirror.CachedModule) error {
-		if rows == q.Limit {
-			return errPageFull
-		}
-		rows++
-		next = cm.Cursor()
-		m, ok := byModule[cm.Module]
-		if !ok {
-			m = &StatusModule{Address: cm.Module}
-			byModule[cm.Module] = m
-			order = append(order, cm.Module)
-		}
-		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Shown(), Subdir: cm.Record.Subdir,
-			Commit: cm.Record.Commit, SHA256: cm.Record.SHA256, Cached: cm.Cached}
-		if cm.Cached {
-			v.Size = cm.Record.Size
-		}
-		m.Versions = append(m.Versions, v)
-		return nil
-	})
-	switch {
-	case errors.Is(err, errPageFull):
-	case err != nil:
-		return nil, "", err
-	default:
-		next = "" // the listing ended within the page
-	}
-	out := make([]StatusModule, 0, len(order))
-	for _, addr := range order { // key order: sorted
-		m := byModule[addr]
-		vs := make([]string, len(m.Versions))
-		for i, v := range m.Versions {
-			vs[i] = v.Version
-		}
-		mirror.SortModuleVersions(vs)
-		sorted := make([]StatusModuleVersion, 0, len(vs))
-		for _, v := range vs {
-			for _, mv := range m.Versions {
-				if mv.Version == v {
-					sorted = append(sorted, mv)
-					break
-				}
-			}
-		}
-		m.Versions = sorted
-		out = append(out, *m)
-	}
-	return out, next, nil
 }
 
 // moduleRoute classifies a path below /registry/HOST/v1/modules/ (parts

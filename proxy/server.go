@@ -34,15 +34,8 @@ type Engine interface {
 	// Reuse says whether an answer of Versions or Package with this
 	// stamp is still the one the same call would give.
 	Reuse(st mirror.Stamp) bool
-	// ListCachedAfter lists the cached provider versions whose address
-	// starts with prefix, from the one after the cursor after on.
-	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
-	Stats() (archives int, bytes int64)
 	ModuleEngine
-	WithheldEngine
-	// LastCacheCheck returns the last check of the whole cache; false
-	// when none has run.
-	LastCacheCheck() (mirror.CacheCheck, bool)
+	StatusEngine
 }
 
 // Config configures a Server. Zero values take the documented defaults.
@@ -75,15 +68,13 @@ type Config struct {
 // Server serves the provider network mirror protocol, and the provider
 // registry protocol (see registry.go), from the pull-through engine.
 type Server struct {
-	cfg       Config
-	engine    Engine
-	log       *slog.Logger
-	router    *mux.Router
-	docs      *renderMemo   // rendered index.json and VERSION.json
-	hot       *hotDocs      // answers to send again while the engine says they hold
-	providers providersMemo // the status page's last list of cached providers
-
-	documentCacheControl []string // Cache-Control of fresh index.json and VERSION.json, from the engine's VersionsTTL
+	*responder
+	cfg    Config
+	engine Engine
+	router *mux.Router
+	docs   *renderMemo // rendered index.json and VERSION.json
+	hot    *hotDocs    // answers to send again while the engine says they hold
+	status *statusPage
 }
 
 // New returns a Server answering from engine.
@@ -94,20 +85,25 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	if cfg.Health != nil && cfg.Health.Store == nil {
 		return nil, errors.New("proxy: a health source needs the cache (HealthSource.Store)")
 	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	rs := &responder{
+		log:                  cfg.Logger,
+		auth:                 cfg.Auth,
+		documentCacheControl: headerValue(documentCacheControl(engine.Config().VersionsTTL)),
+	}
 	s := &Server{
-		cfg:    cfg,
-		engine: engine,
-		log:    cfg.Logger,
-		docs:   newRenderMemo(),
-		hot:    newHotDocs(),
+		responder: rs,
+		cfg:       cfg,
+		engine:    engine,
+		docs:      newRenderMemo(),
+		hot:       newHotDocs(),
+		status:    &statusPage{responder: rs, cfg: cfg, engine: engine},
 	}
-	if s.cfg.Now == nil {
-		s.cfg.Now = time.Now
-	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-	}
-	s.documentCacheControl = headerValue(documentCacheControl(engine.Config().VersionsTTL))
 	s.router = s.routes()
 	return s, nil
 }
@@ -135,7 +131,7 @@ func (s *Server) routes() *mux.Router {
 	s.registryRoutes(r)
 	s.moduleRoutes(r)
 	// The status page needs no credentials.
-	r.Methods(http.MethodGet, http.MethodHead).Path("/").HandlerFunc(s.handleStatus)
+	r.Methods(http.MethodGet, http.MethodHead).Path("/").HandlerFunc(s.status.handle)
 	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
 	protocol.Use(s.authorize(mirrorAuth))
 	protocol.HandleFunc("/{host}/{namespace}/{type}/index.json", s.handleIndex)
@@ -221,32 +217,5 @@ func (s *Server) handleFile(w http.ResponseWriter, r *http.Request) {
 		s.serveArchive(w, r, p, v, pl)
 	default:
 		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want VERSION.json or an archive)", file)})
-	}
-}
-
-// fail answers with err and logs it once, at a level that says whose
-// fault it is: the mirror's (error), an origin's (warn) or the client's
-// (info). A client that went away is told nothing and logged at debug.
-func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
-	if r.Context().Err() != nil {
-		err = &httperr.ClientGoneError{Err: err}
-	}
-	status := writeError(w, err)
-	level := slog.LevelInfo
-	switch {
-	case status == httperr.StatusClientClosedRequest:
-		level = slog.LevelDebug
-	case status == http.StatusInternalServerError:
-		level = slog.LevelError
-	case status >= 500:
-		level = slog.LevelWarn
-	}
-	s.log.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
-}
-
-func markStale(w http.ResponseWriter, stale bool) {
-	if stale {
-		w.Header().Set("X-Tfmirror-Stale", "1")
-		w.Header().Add("Warning", `110 tfmirror "Response is stale: the origin could not be reached"`)
 	}
 }
