@@ -23,7 +23,6 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // Query parameters of a signed archive URL.
@@ -217,36 +216,6 @@ func (rs *responder) authorize(ra routeAuth) mux.MiddlewareFunc {
 			}
 			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
 		})
-	}
-}
-
-// mirrorAuth guards the provider network mirror protocol: index.json and
-// VERSION.json need a bearer token, archives a signature.
-var mirrorAuth = routeAuth{
-	signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
-		vars := mux.Vars(r)
-		if !strings.HasSuffix(vars["file"], ".zip") {
-			return addrs.Provider{}, "", false, nil
-		}
-		p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
-		if err != nil {
-			return p, "", false, err
-		}
-		file, err := unescapePart("file name", vars["file"], 2*maxVersionLen+maxPartLen)
-		return p, file, err == nil, err
-	},
-	badSignature: httperr.ErrBadSignature,
-	unauthorized: func(*http.Request) error { return httperr.ErrUnauthorized },
-}
-
-// signArchiveURLs appends a signature to every archive URL of doc.
-func (s *Server) signArchiveURLs(p addrs.Provider, doc *versionDocument) {
-	if s.cfg.Auth == nil {
-		return
-	}
-	for name, a := range doc.Archives {
-		a.URL += "?" + s.cfg.Auth.sign(p, a.URL)
-		doc.Archives[name] = a
 	}
 }
 

@@ -48,31 +48,36 @@ func ModulesPath(host string) string {
 	return registryRoot + "/" + host + "/v1/modules/"
 }
 
-// moduleRoutes adds the module registry protocol's routes to r.
-func (s *Server) moduleRoutes(r *mux.Router) {
+// moduleRegistry serves the module registry protocol.
+type moduleRegistry struct {
+	*responder
+	engine ModuleEngine
+}
+
+// routes adds the module registry protocol's routes to r.
+func (mr *moduleRegistry) routes(r *mux.Router) {
 	mod := r.PathPrefix("/"+registryRoot+"/{host}/v1/modules/").
 		Methods(http.MethodGet, http.MethodHead).Subrouter()
-	mod.Use(s.authorize(s.moduleAuth()))
-	mod.HandleFunc("/{namespace}/{name}/{system}/versions", s.handleModuleVersions)
-	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/download", s.handleModuleDownload)
-	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+modulePackageFile, s.handleModulePackage)
+	mod.Use(mr.authorize(mr.guard()))
+	mod.HandleFunc("/{namespace}/{name}/{system}/versions", mr.handleVersions)
+	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/download", mr.handleDownload)
+	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+modulePackageFile, mr.handlePackage)
 	mod.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
+		mr.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a module registry path (want NAMESPACE/NAME/SYSTEM/versions or NAMESPACE/NAME/SYSTEM/VERSION/download)"})
 	})
 }
 
 // module parses the request's module address and checks its host.
-func (s *Server) module(r *http.Request) (ModuleEngine, addrs.Module, error) {
-	me := s.engine
+func (mr *moduleRegistry) module(r *http.Request) (addrs.Module, error) {
 	vars := mux.Vars(r)
 	hostPart, err := unescapePart("host", vars["host"], maxHostLen)
 	if err != nil {
-		return nil, addrs.Module{}, err
+		return addrs.Module{}, err
 	}
 	host, err := parseHost(hostPart)
 	if err != nil {
-		return nil, addrs.Module{}, err
+		return addrs.Module{}, err
 	}
 	m := addrs.Module{Hostname: host}
 	for _, part := range []struct {
@@ -81,30 +86,30 @@ func (s *Server) module(r *http.Request) (ModuleEngine, addrs.Module, error) {
 	}{{"namespace", &m.Namespace}, {"name", &m.Name}, {"system", &m.System}} {
 		v, err := unescapePart(part.what, vars[part.what], maxPartLen)
 		if err != nil {
-			return nil, m, err
+			return m, err
 		}
 		if err := addrs.CheckModulePart(part.what, v); err != nil {
-			return nil, m, httperr.BadRequest("%v", err)
+			return m, httperr.BadRequest("%v", err)
 		}
 		if part.what == "system" {
 			v = strings.ToLower(v) // as addrs.ParseModule
 		}
 		*part.dst = v
 	}
-	return me, m, me.CheckModuleOrigin(m)
+	return m, mr.engine.CheckModuleOrigin(m)
 }
 
 // moduleVersion parses the request's module and version.
-func (s *Server) moduleVersion(r *http.Request) (ModuleEngine, addrs.Module, string, error) {
-	me, m, err := s.module(r)
+func (mr *moduleRegistry) moduleVersion(r *http.Request) (addrs.Module, string, error) {
+	m, err := mr.module(r)
 	if err != nil {
-		return nil, addrs.Module{}, "", err
+		return addrs.Module{}, "", err
 	}
 	version, err := requestModuleVersion(r)
 	if err != nil {
-		return nil, addrs.Module{}, "", err
+		return addrs.Module{}, "", err
 	}
-	return me, m, version, nil
+	return m, version, nil
 }
 
 // requestModuleVersion parses the request's version.
@@ -133,15 +138,15 @@ type moduleVersion struct {
 	Version string `json:"version"`
 }
 
-func (s *Server) handleModuleVersions(w http.ResponseWriter, r *http.Request) {
-	me, m, err := s.module(r)
+func (mr *moduleRegistry) handleVersions(w http.ResponseWriter, r *http.Request) {
+	m, err := mr.module(r)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
-	list, st, err := me.ModuleVersions(r.Context(), m)
+	list, st, err := mr.engine.ModuleVersions(r.Context(), m)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
 	markStale(w, st.Stale)
@@ -152,7 +157,7 @@ func (s *Server) handleModuleVersions(w http.ResponseWriter, r *http.Request) {
 	for _, v := range list.Versions {
 		body.Modules[0].Versions = append(body.Modules[0].Versions, moduleVersion{v})
 	}
-	writeDocument(w, r, newDocument(renderJSON(body)), s.cacheControl(kindIndex, st.Stale))
+	writeDocument(w, r, newDocument(renderJSON(body)), mr.cacheControl(kindIndex, st.Stale))
 }
 
 // moduleLocation is the download answer's JSON body, as OpenTofu reads it.
@@ -160,44 +165,44 @@ type moduleLocation struct {
 	Location string `json:"location"`
 }
 
-func (s *Server) handleModuleDownload(w http.ResponseWriter, r *http.Request) {
-	me, m, version, err := s.moduleVersion(r)
+func (mr *moduleRegistry) handleDownload(w http.ResponseWriter, r *http.Request) {
+	m, version, err := mr.moduleVersion(r)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
-	rec, err := me.ModuleLocation(r.Context(), m, version)
+	rec, err := mr.engine.ModuleLocation(r.Context(), m, version)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
 	loc := "./" + modulePackageFile
 	if rec.Subdir != "" {
 		loc += "//" + rec.Subdir
 	}
-	if a := s.cfg.Auth; a != nil {
+	if a := mr.auth; a != nil {
 		loc += "?" + a.sign(moduleSigner(m), moduleFileName(version))
 	}
 	w.Header().Set("X-Terraform-Get", loc)
-	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), s.cacheControl(kindVersion, false))
+	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), mr.cacheControl(kindVersion, false))
 }
 
-func (s *Server) handleModulePackage(w http.ResponseWriter, r *http.Request) {
-	me, m, version, err := s.moduleVersion(r)
+func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) {
+	m, version, err := mr.moduleVersion(r)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
-	pkg, err := me.OpenModule(r.Context(), m, version)
+	pkg, err := mr.engine.OpenModule(r.Context(), m, version)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
 	defer pkg.Close()
 	h := w.Header()
 	h.Set("Content-Type", "application/gzip")
 	h.Set("ETag", `"`+pkg.SHA256+`"`)
-	h["Cache-Control"] = s.cacheControl(kindArchive, false)
+	h["Cache-Control"] = mr.cacheControl(kindArchive, false)
 	h.Set("X-Tfmirror-Cache", pkg.Source.String())
 	http.ServeContent(w, r, "", pkg.ModTime, pkg.Content())
 }
@@ -211,16 +216,16 @@ func moduleSigner(m addrs.Module) addrs.Provider {
 
 func moduleFileName(version string) string { return "module/" + version + "/" + modulePackageFile }
 
-// moduleAuth guards the module registry routes: the versions and download
+// guard guards the module registry routes: the versions and download
 // answers need a bearer token (the one configured for the origin's host
 // name), the package a signature.
-func (s *Server) moduleAuth() routeAuth {
+func (mr *moduleRegistry) guard() routeAuth {
 	return routeAuth{
 		signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
 			if !strings.HasSuffix(r.URL.Path, "/"+modulePackageFile) {
 				return addrs.Provider{}, "", false, nil
 			}
-			_, m, version, err := s.moduleVersion(r)
+			m, version, err := mr.moduleVersion(r)
 			if err != nil {
 				return addrs.Provider{}, "", false, err
 			}
