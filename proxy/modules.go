@@ -216,7 +216,7 @@ func moduleSigner(m addrs.Module) addrs.Provider {
 
 func moduleFileName(version string) string { return "module/" + version + "/" + modulePackageFile }
 
-// guard guards the module registry routes: the versions and download
+// guard says how the module registry routes are guarded: the versions and download
 // answers need a bearer token (the one configured for the origin's host
 // name), the package a signature.
 func (mr *moduleRegistry) guard() routeAuth {
