@@ -21,10 +21,8 @@ import (
 	"time"
 
 	"github.com/gorilla/mux"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // Query parameters of a signed archive URL.
@@ -193,61 +191,31 @@ type routeAuth struct {
 // files served on a signed URL (which a shared cache would keep serving
 // after it expired, to anyone holding it) are marked private by
 // privateWriter, overriding any other caching policy.
-func (s *Server) authorize(ra routeAuth) mux.MiddlewareFunc {
+func (rs *responder) authorize(ra routeAuth) mux.MiddlewareFunc {
 	return func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			a := s.cfg.Auth
+			a := rs.auth
 			if a == nil {
 				next.ServeHTTP(w, r)
 				return
 			}
 			signer, file, signed, err := ra.signed(r)
 			if err != nil {
-				s.fail(w, r, err)
+				rs.fail(w, r, err)
 				return
 			}
 			if signed {
 				if !a.verify(signer, file, r.URL.Query()) {
-					s.fail(w, r, ra.badSignature)
+					rs.fail(w, r, ra.badSignature)
 					return
 				}
 			} else if !a.checkBearer(r.Header.Get("Authorization")) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
-				s.fail(w, r, ra.unauthorized(r))
+				rs.fail(w, r, ra.unauthorized(r))
 				return
 			}
 			next.ServeHTTP(&privateWriter{ResponseWriter: w}, r)
 		})
-	}
-}
-
-// mirrorAuth guards the provider network mirror protocol: index.json and
-// VERSION.json need a bearer token, archives a signature.
-var mirrorAuth = routeAuth{
-	signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
-		vars := mux.Vars(r)
-		if !strings.HasSuffix(vars["file"], ".zip") {
-			return addrs.Provider{}, "", false, nil
-		}
-		p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
-		if err != nil {
-			return p, "", false, err
-		}
-		file, err := unescapePart("file name", vars["file"], 2*maxVersionLen+maxPartLen)
-		return p, file, err == nil, err
-	},
-	badSignature: httperr.ErrBadSignature,
-	unauthorized: func(*http.Request) error { return httperr.ErrUnauthorized },
-}
-
-// signArchiveURLs appends a signature to every archive URL of doc.
-func (s *Server) signArchiveURLs(p addrs.Provider, doc *versionDocument) {
-	if s.cfg.Auth == nil {
-		return
-	}
-	for name, a := range doc.Archives {
-		a.URL += "?" + s.cfg.Auth.sign(p, a.URL)
-		doc.Archives[name] = a
 	}
 }
 
@@ -277,20 +245,3 @@ func (w *privateWriter) Write(p []byte) (int, error) {
 
 // Unwrap lets http.ResponseController reach the underlying writer.
 func (w *privateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
-
-// credentialsHost is the label of the CLI configuration's credentials
-// block for a mirror at mirrorURL, or "" without client authentication.
-func (s *Server) credentialsHost(mirrorURL string) string {
-	if s.cfg.Auth == nil {
-		return ""
-	}
-	u, err := url.Parse(mirrorURL)
-	if err != nil || u.Host == "" {
-		return ""
-	}
-	h, err := svchost.ForComparison(u.Host)
-	if err != nil {
-		return u.Host
-	}
-	return h.String()
-}

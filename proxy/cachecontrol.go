@@ -51,7 +51,7 @@ const (
 // successful mirror responses. stale says the answer was served from the
 // cache because the origin could not be reached. The value is from
 // headerValue: it may be put in a header map as it is.
-func (s *Server) cacheControl(kind responseKind, stale bool) []string {
+func (rs *responder) cacheControl(kind responseKind, stale bool) []string {
 	if stale {
 		return staleCacheControlValue
 	}
@@ -59,7 +59,7 @@ func (s *Server) cacheControl(kind responseKind, stale bool) []string {
 	case kindArchive:
 		return archiveCacheControlValue
 	default:
-		return s.documentCacheControl
+		return rs.documentCacheControl
 	}
 }
 

@@ -15,43 +15,52 @@ import (
 // are kept, and none with client authentication (the URLs in VERSION.json
 // are signed per request, and the token checked). Bounded like renderMemo,
 // whose documents it shares.
+//
+// A nil *hotDocs keeps and serves nothing.
 type hotDocs struct {
-	mu   sync.RWMutex
-	docs map[string]hotDoc // by escaped request path
+	engine       reuser   // says whether a kept answer still holds
+	cacheControl []string // of the fresh documents kept
+	mu           sync.RWMutex
+	docs         map[string]hotDoc // by escaped request path
 }
+
+// reuser is what hotDocs needs from the engine (see Engine.Reuse).
+type reuser interface{ Reuse(st mirror.Stamp) bool }
 
 type hotDoc struct {
 	doc   document
 	stamp mirror.Stamp
 }
 
-func newHotDocs() *hotDocs { return &hotDocs{docs: make(map[string]hotDoc)} }
+func newHotDocs(engine reuser, cacheControl []string) *hotDocs {
+	return &hotDocs{engine: engine, cacheControl: cacheControl, docs: make(map[string]hotDoc)}
+}
 
-// keepHot remembers doc as the answer to r's path while stamp holds,
+// keep remembers doc as the answer to r's path while stamp holds,
 // unless the answer was stale (the origin must be tried again) or must
 // not be reused.
-func (s *Server) keepHot(r *http.Request, doc document, stale bool, stamp mirror.Stamp) {
-	if stale || stamp.IsZero() || doc.body == nil || s.cfg.Auth != nil {
+func (h *hotDocs) keep(r *http.Request, doc document, stale bool, stamp mirror.Stamp) {
+	if h == nil || stale || stamp.IsZero() || doc.body == nil {
 		return
 	}
 	key := r.URL.EscapedPath()
-	s.hot.mu.Lock()
-	remember(s.hot.docs, key, hotDoc{doc: doc, stamp: stamp})
-	s.hot.mu.Unlock()
+	h.mu.Lock()
+	remember(h.docs, key, hotDoc{doc: doc, stamp: stamp})
+	h.mu.Unlock()
 }
 
-// serveHot answers r with the document remembered for its path if the
+// serve answers r with the document remembered for its path if the
 // engine says it still holds, and reports whether it did.
-func (s *Server) serveHot(w http.ResponseWriter, r *http.Request) bool {
-	if r.Method != http.MethodGet && r.Method != http.MethodHead || s.cfg.Auth != nil {
+func (h *hotDocs) serve(w http.ResponseWriter, r *http.Request) bool {
+	if h == nil || r.Method != http.MethodGet && r.Method != http.MethodHead {
 		return false
 	}
-	s.hot.mu.RLock()
-	d, ok := s.hot.docs[r.URL.EscapedPath()]
-	s.hot.mu.RUnlock()
-	if !ok || !s.engine.Reuse(d.stamp) {
+	h.mu.RLock()
+	d, ok := h.docs[r.URL.EscapedPath()]
+	h.mu.RUnlock()
+	if !ok || !h.engine.Reuse(d.stamp) {
 		return false
 	}
-	writeDocument(w, r, d.doc, s.documentCacheControl)
+	writeDocument(w, r, d.doc, h.cacheControl)
 	return true
 }

@@ -18,7 +18,6 @@ package proxy
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -37,7 +36,6 @@ type ModuleEngine interface {
 	ModuleVersions(ctx context.Context, m addrs.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
 	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*mirror.ModuleRecord, error)
 	OpenModule(ctx context.Context, m addrs.Module, version string) (*mirror.ModulePackage, error)
-	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
 }
 
 // modulePackageFile is the package's file name below its version.
@@ -50,31 +48,36 @@ func ModulesPath(host string) string {
 	return registryRoot + "/" + host + "/v1/modules/"
 }
 
-// moduleRoutes adds the module registry protocol's routes to r.
-func (s *Server) moduleRoutes(r *mux.Router) {
+// moduleRegistry serves the module registry protocol.
+type moduleRegistry struct {
+	*responder
+	engine ModuleEngine
+}
+
+// routes adds the module registry protocol's routes to r.
+func (mr *moduleRegistry) routes(r *mux.Router) {
 	mod := r.PathPrefix("/"+registryRoot+"/{host}/v1/modules/").
 		Methods(http.MethodGet, http.MethodHead).Subrouter()
-	mod.Use(s.authorize(s.moduleAuth()))
-	mod.HandleFunc("/{namespace}/{name}/{system}/versions", s.handleModuleVersions)
-	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/download", s.handleModuleDownload)
-	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+modulePackageFile, s.handleModulePackage)
+	mod.Use(mr.authorize(mr.guard()))
+	mod.HandleFunc("/{namespace}/{name}/{system}/versions", mr.handleVersions)
+	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/download", mr.handleDownload)
+	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+modulePackageFile, mr.handlePackage)
 	mod.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
+		mr.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a module registry path (want NAMESPACE/NAME/SYSTEM/versions or NAMESPACE/NAME/SYSTEM/VERSION/download)"})
 	})
 }
 
 // module parses the request's module address and checks its host.
-func (s *Server) module(r *http.Request) (ModuleEngine, addrs.Module, error) {
-	me := s.engine
+func (mr *moduleRegistry) module(r *http.Request) (addrs.Module, error) {
 	vars := mux.Vars(r)
 	hostPart, err := unescapePart("host", vars["host"], maxHostLen)
 	if err != nil {
-		return nil, addrs.Module{}, err
+		return addrs.Module{}, err
 	}
 	host, err := parseHost(hostPart)
 	if err != nil {
-		return nil, addrs.Module{}, err
+		return addrs.Module{}, err
 	}
 	m := addrs.Module{Hostname: host}
 	for _, part := range []struct {
@@ -83,30 +86,30 @@ func (s *Server) module(r *http.Request) (ModuleEngine, addrs.Module, error) {
 	}{{"namespace", &m.Namespace}, {"name", &m.Name}, {"system", &m.System}} {
 		v, err := unescapePart(part.what, vars[part.what], maxPartLen)
 		if err != nil {
-			return nil, m, err
+			return m, err
 		}
 		if err := addrs.CheckModulePart(part.what, v); err != nil {
-			return nil, m, httperr.BadRequest("%v", err)
+			return m, httperr.BadRequest("%v", err)
 		}
 		if part.what == "system" {
 			v = strings.ToLower(v) // as addrs.ParseModule
 		}
 		*part.dst = v
 	}
-	return me, m, me.CheckModuleOrigin(m)
+	return m, mr.engine.CheckModuleOrigin(m)
 }
 
 // moduleVersion parses the request's module and version.
-func (s *Server) moduleVersion(r *http.Request) (ModuleEngine, addrs.Module, string, error) {
-	me, m, err := s.module(r)
+func (mr *moduleRegistry) moduleVersion(r *http.Request) (addrs.Module, string, error) {
+	m, err := mr.module(r)
 	if err != nil {
-		return nil, addrs.Module{}, "", err
+		return addrs.Module{}, "", err
 	}
 	version, err := requestModuleVersion(r)
 	if err != nil {
-		return nil, addrs.Module{}, "", err
+		return addrs.Module{}, "", err
 	}
-	return me, m, version, nil
+	return m, version, nil
 }
 
 // requestModuleVersion parses the request's version.
@@ -135,15 +138,15 @@ type moduleVersion struct {
 	Version string `json:"version"`
 }
 
-func (s *Server) handleModuleVersions(w http.ResponseWriter, r *http.Request) {
-	me, m, err := s.module(r)
+func (mr *moduleRegistry) handleVersions(w http.ResponseWriter, r *http.Request) {
+	m, err := mr.module(r)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
-	list, st, err := me.ModuleVersions(r.Context(), m)
+	list, st, err := mr.engine.ModuleVersions(r.Context(), m)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
 	markStale(w, st.Stale)
@@ -154,7 +157,7 @@ func (s *Server) handleModuleVersions(w http.ResponseWriter, r *http.Request) {
 	for _, v := range list.Versions {
 		body.Modules[0].Versions = append(body.Modules[0].Versions, moduleVersion{v})
 	}
-	writeDocument(w, r, newDocument(renderJSON(body)), s.cacheControl(kindIndex, st.Stale))
+	writeDocument(w, r, newDocument(renderJSON(body)), mr.cacheControl(kindIndex, st.Stale))
 }
 
 // moduleLocation is the download answer's JSON body, as OpenTofu reads it.
@@ -162,44 +165,44 @@ type moduleLocation struct {
 	Location string `json:"location"`
 }
 
-func (s *Server) handleModuleDownload(w http.ResponseWriter, r *http.Request) {
-	me, m, version, err := s.moduleVersion(r)
+func (mr *moduleRegistry) handleDownload(w http.ResponseWriter, r *http.Request) {
+	m, version, err := mr.moduleVersion(r)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
-	rec, err := me.ModuleLocation(r.Context(), m, version)
+	rec, err := mr.engine.ModuleLocation(r.Context(), m, version)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
 	loc := "./" + modulePackageFile
 	if rec.Subdir != "" {
 		loc += "//" + rec.Subdir
 	}
-	if a := s.cfg.Auth; a != nil {
+	if a := mr.auth; a != nil {
 		loc += "?" + a.sign(moduleSigner(m), moduleFileName(version))
 	}
 	w.Header().Set("X-Terraform-Get", loc)
-	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), s.cacheControl(kindVersion, false))
+	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), mr.cacheControl(kindVersion, false))
 }
 
-func (s *Server) handleModulePackage(w http.ResponseWriter, r *http.Request) {
-	me, m, version, err := s.moduleVersion(r)
+func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) {
+	m, version, err := mr.moduleVersion(r)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
-	pkg, err := me.OpenModule(r.Context(), m, version)
+	pkg, err := mr.engine.OpenModule(r.Context(), m, version)
 	if err != nil {
-		s.fail(w, r, err)
+		mr.fail(w, r, err)
 		return
 	}
 	defer pkg.Close()
 	h := w.Header()
 	h.Set("Content-Type", "application/gzip")
 	h.Set("ETag", `"`+pkg.SHA256+`"`)
-	h["Cache-Control"] = s.cacheControl(kindArchive, false)
+	h["Cache-Control"] = mr.cacheControl(kindArchive, false)
 	h.Set("X-Tfmirror-Cache", pkg.Source.String())
 	http.ServeContent(w, r, "", pkg.ModTime, pkg.Content())
 }
@@ -213,16 +216,16 @@ func moduleSigner(m addrs.Module) addrs.Provider {
 
 func moduleFileName(version string) string { return "module/" + version + "/" + modulePackageFile }
 
-// moduleAuth guards the module registry routes: the versions and download
+// guard says how the module registry routes are guarded: the versions and download
 // answers need a bearer token (the one configured for the origin's host
 // name), the package a signature.
-func (s *Server) moduleAuth() routeAuth {
+func (mr *moduleRegistry) guard() routeAuth {
 	return routeAuth{
 		signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
 			if !strings.HasSuffix(r.URL.Path, "/"+modulePackageFile) {
 				return addrs.Provider{}, "", false, nil
 			}
-			_, m, version, err := s.moduleVersion(r)
+			m, version, err := mr.moduleVersion(r)
 			if err != nil {
 				return addrs.Provider{}, "", false, err
 			}
@@ -231,86 +234,6 @@ func (s *Server) moduleAuth() routeAuth {
 		badSignature: fmt.Errorf("%w: ask for the download answer again", httperr.ErrBadSignature),
 		unauthorized: registryUnauthorized,
 	}
-}
-
-// StatusModule is one registry module the mirror has records of, for the
-// status page.
-type StatusModule struct {
-	Address  string                `json:"address"` // HOST/NAMESPACE/NAME/SYSTEM
-	Versions []StatusModuleVersion `json:"versions"`
-}
-
-// StatusModuleVersion is one version of a module: where its package comes
-// from and whether it is cached.
-type StatusModuleVersion struct {
-	Version string `json:"version"`
-	// Source is the package's location without its subdirectory and
-	// its secrets (see package redact: a pre-signed URL's query is not
-	// shown); Subdir the subdirectory the clients use.
-	Source string `json:"source"`
-	Subdir string `json:"subdir,omitempty"`
-	Commit string `json:"commit,omitempty"`
-	SHA256 string `json:"sha256,omitempty"`
-	Cached bool   `json:"cached"`
-	Size   int64  `json:"size,omitempty"`
-}
-
-// statusModules lists the module versions the engine has records of
-// that q selects, by module, newest version first within the page, and
-// the cursor of the next page ("" when this is the last).
-func (s *Server) statusModules(q statusQuery) ([]StatusModule, string, error) {
-	me := s.engine
-	byModule := map[string]*StatusModule{}
-	var order []string
-	rows, next := 0, ""
-	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm mirror.CachedModule) error {
-		if rows == q.Limit {
-			return errPageFull
-		}
-		rows++
-		next = cm.Cursor()
-		m, ok := byModule[cm.Module]
-		if !ok {
-			m = &StatusModule{Address: cm.Module}
-			byModule[cm.Module] = m
-			order = append(order, cm.Module)
-		}
-		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Shown(), Subdir: cm.Record.Subdir,
-			Commit: cm.Record.Commit, SHA256: cm.Record.SHA256, Cached: cm.Cached}
-		if cm.Cached {
-			v.Size = cm.Record.Size
-		}
-		m.Versions = append(m.Versions, v)
-		return nil
-	})
-	switch {
-	case errors.Is(err, errPageFull):
-	case err != nil:
-		return nil, "", err
-	default:
-		next = "" // the listing ended within the page
-	}
-	out := make([]StatusModule, 0, len(order))
-	for _, addr := range order { // key order: sorted
-		m := byModule[addr]
-		vs := make([]string, len(m.Versions))
-		for i, v := range m.Versions {
-			vs[i] = v.Version
-		}
-		mirror.SortModuleVersions(vs)
-		sorted := make([]StatusModuleVersion, 0, len(vs))
-		for _, v := range vs {
-			for _, mv := range m.Versions {
-				if mv.Version == v {
-					sorted = append(sorted, mv)
-					break
-				}
-			}
-		}
-		m.Versions = sorted
-		out = append(out, *m)
-	}
-	return out, next, nil
 }
 
 // moduleRoute classifies a path below /registry/HOST/v1/modules/ (parts

@@ -54,35 +54,40 @@ func RegistryPath(host string) string {
 	return registryRoot + "/" + host + "/v1/providers/"
 }
 
-// registryRoutes adds the registry protocol's routes to r.
-func (s *Server) registryRoutes(r *mux.Router) {
+// providerRegistry serves the provider registry protocol.
+type providerRegistry struct {
+	providerRoutes
+}
+
+// routes adds the registry protocol's routes to r.
+func (g *providerRegistry) routes(r *mux.Router) {
 	reg := r.PathPrefix("/"+registryRoot+"/{host}/v1/providers/").
 		Methods(http.MethodGet, http.MethodHead).Subrouter()
-	reg.Use(s.authorize(registryAuth))
-	reg.HandleFunc("/{namespace}/{type}/versions", s.handleRegistryVersions)
-	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}", s.handleRegistryDownload)
-	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}/{file}", s.handleRegistryFile)
+	reg.Use(g.authorize(registryAuth))
+	reg.HandleFunc("/{namespace}/{type}/versions", g.handleVersions)
+	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}", g.handleDownload)
+	reg.HandleFunc("/{namespace}/{type}/{version}/download/{os}/{arch}/{file}", g.handleFile)
 	reg.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
+		g.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a provider registry path (want NAMESPACE/TYPE/versions or NAMESPACE/TYPE/VERSION/download/OS/ARCH)"})
 	})
 }
 
-func (s *Server) handleRegistryVersions(w http.ResponseWriter, r *http.Request) {
-	p, list, st, ok := s.versions(w, r)
+func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request) {
+	p, list, st, ok := g.versions(w, r)
 	if !ok {
 		return
 	}
-	doc := s.docs.registryVersions(p, list, func() document {
-		return newDocument(renderJSON(s.newRegistryVersions(list)))
+	doc := g.docs.registryVersions(p, list, func() document {
+		return newDocument(renderJSON(g.newVersions(list)))
 	})
-	writeDocument(w, r, doc, s.cacheControl(kindIndex, st.Stale))
+	writeDocument(w, r, doc, g.cacheControl(kindIndex, st.Stale))
 }
 
-// newRegistryVersions is the versions answer for list: every version with
+// newVersions is the versions answer for list: every version with
 // the origin's protocols and the platforms this mirror serves.
-func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Versions {
-	served := s.engine.Config().Platforms
+func (g *providerRegistry) newVersions(list *mirror.VersionList) registryjson.Versions {
+	served := g.engine.Config().Platforms
 	doc := registryjson.Versions{Versions: make([]registryjson.Version, 0, len(list.Versions))}
 	for _, e := range list.Versions {
 		rv := registryjson.Version{Version: e.Version, Protocols: e.Protocols, Platforms: make([]registryjson.Platform, 0, len(e.Platforms))}
@@ -104,18 +109,18 @@ func (s *Server) newRegistryVersions(list *mirror.VersionList) registryjson.Vers
 	return doc
 }
 
-// registryTarget parses the provider, version and platform of a download
+// target parses the provider, version and platform of a download
 // or file request, and checks that the provider's host is an origin this
 // mirror serves.
-func (s *Server) registryTarget(r *http.Request) (addrs.Provider, versions.Version, addrs.Platform, error) {
+func (g *providerRegistry) target(r *http.Request) (addrs.Provider, versions.Version, addrs.Platform, error) {
 	p, v, pl, err := parseRegistryTarget(r)
 	if err != nil {
 		return p, v, pl, err
 	}
-	return p, v, pl, s.engine.CheckOrigin(p)
+	return p, v, pl, g.engine.CheckOrigin(p)
 }
 
-// parseRegistryTarget is registryTarget without the origin check, for
+// parseRegistryTarget is target without the origin check, for
 // what must not depend on which hosts this mirror serves.
 func parseRegistryTarget(r *http.Request) (addrs.Provider, versions.Version, addrs.Platform, error) {
 	vars := mux.Vars(r)
@@ -148,8 +153,8 @@ func parseRegistryTarget(r *http.Request) (addrs.Provider, versions.Version, add
 
 // evidence returns the verified evidence of pl, failing with
 // mirror.ErrPlatformNotFound when the version has no package for it.
-func (s *Server) evidence(r *http.Request, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Evidence, mirror.PlatformEvidence, error) {
-	ev, err := s.engine.Evidence(r.Context(), p, v, []addrs.Platform{pl})
+func (g *providerRegistry) evidence(r *http.Request, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Evidence, mirror.PlatformEvidence, error) {
+	ev, err := g.engine.Evidence(r.Context(), p, v, []addrs.Platform{pl})
 	if err != nil {
 		return nil, mirror.PlatformEvidence{}, err
 	}
@@ -160,15 +165,15 @@ func (s *Server) evidence(r *http.Request, p addrs.Provider, v versions.Version,
 	return ev, pe, nil
 }
 
-func (s *Server) handleRegistryDownload(w http.ResponseWriter, r *http.Request) {
-	p, v, pl, err := s.registryTarget(r)
+func (g *providerRegistry) handleDownload(w http.ResponseWriter, r *http.Request) {
+	p, v, pl, err := g.target(r)
 	if err != nil {
-		s.fail(w, r, err)
+		g.fail(w, r, err)
 		return
 	}
-	ev, _, err := s.evidence(r, p, v, pl)
+	ev, _, err := g.evidence(r, p, v, pl)
 	if err != nil {
-		s.fail(w, r, err)
+		g.fail(w, r, err)
 		return
 	}
 	pkg, _ := ev.Package(pl.String())
@@ -176,13 +181,13 @@ func (s *Server) handleRegistryDownload(w http.ResponseWriter, r *http.Request) 
 	pkg.DownloadURL = strings.Repeat("../", downloadDepth) + p.Hostname.String() + "/" + p.Namespace + "/" + p.Type + "/" + archive
 	pkg.SHASumsURL = pl.Arch + "/" + sumsFile
 	pkg.SHASumsSignatureURL = pl.Arch + "/" + signatureFile
-	if a := s.cfg.Auth; a != nil {
+	if a := g.auth; a != nil {
 		pkg.DownloadURL += "?" + a.sign(p, archive)
 		pkg.SHASumsURL += "?" + a.sign(p, registryFileName(v, pl, sumsFile))
 		pkg.SHASumsSignatureURL += "?" + a.sign(p, registryFileName(v, pl, signatureFile))
 	}
 	markStale(w, ev.Stale)
-	writeDocument(w, r, newDocument(renderJSON(pkg)), s.cacheControl(kindVersion, ev.Stale))
+	writeDocument(w, r, newDocument(renderJSON(pkg)), g.cacheControl(kindVersion, ev.Stale))
 }
 
 // registryFileName names a SHA256SUMS document or signature for URL
@@ -191,22 +196,22 @@ func registryFileName(v versions.Version, pl addrs.Platform, file string) string
 	return registryRoot + "/" + v.String() + "/" + pl.String() + "/" + file
 }
 
-// handleRegistryFile serves the SHA256SUMS document, or its signature,
+// handleFile serves the SHA256SUMS document, or its signature,
 // that verified a package, byte for byte as the origin served it.
-func (s *Server) handleRegistryFile(w http.ResponseWriter, r *http.Request) {
-	p, v, pl, err := s.registryTarget(r)
+func (g *providerRegistry) handleFile(w http.ResponseWriter, r *http.Request) {
+	p, v, pl, err := g.target(r)
 	if err != nil {
-		s.fail(w, r, err)
+		g.fail(w, r, err)
 		return
 	}
 	file := mux.Vars(r)["file"]
 	if file != sumsFile && file != signatureFile {
-		s.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want %s or %s)", file, sumsFile, signatureFile)})
+		g.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want %s or %s)", file, sumsFile, signatureFile)})
 		return
 	}
-	ev, pe, err := s.evidence(r, p, v, pl)
+	ev, pe, err := g.evidence(r, p, v, pl)
 	if err != nil {
-		s.fail(w, r, err)
+		g.fail(w, r, err)
 		return
 	}
 	doc := ev.Documents[pe.Document]
@@ -215,7 +220,7 @@ func (s *Server) handleRegistryFile(w http.ResponseWriter, r *http.Request) {
 		body, contentType = doc.Signature, signatureContentType
 	}
 	markStale(w, ev.Stale)
-	writeFile(w, r, newDocument(body), contentType, s.cacheControl(kindVersion, ev.Stale))
+	writeFile(w, r, newDocument(body), contentType, g.cacheControl(kindVersion, ev.Stale))
 }
 
 // Content types of the evidence files.

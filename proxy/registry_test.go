@@ -308,7 +308,7 @@ func TestRegistryFilesHideServedHosts(t *testing.T) {
 		return "/" + RegistryPath(host) + ns + "/" + typ + "/1.0.0/download/linux/amd64/" + file
 	}
 	// A signature made for the served host's file, to try on the other's.
-	signed := h.server.cfg.Auth.sign(addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ},
+	signed := h.server.auth.sign(addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ},
 		registryFileName(versions.MustParseVersion("1.0.0"), addrs.Platform{OS: "linux", Arch: "amd64"}, sumsFile))
 	for _, file := range []string{sumsFile, signatureFile} {
 		for name, query := range map[string]string{

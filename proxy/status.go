@@ -156,9 +156,34 @@ type StatusPlatform struct {
 	Size     int64  `json:"size,omitempty"`
 }
 
+// statusPage is the page at /: what the mirror is, how to point the
+// clients at it, its health, and (to clients with a token, when client
+// authentication is on) what it holds. It needs no credentials.
+type statusPage struct {
+	*responder
+	cfg       Config
+	engine    StatusEngine
+	providers providersMemo // the last page of the lists of what the cache holds
+}
+
+// StatusEngine is what the status page reads of the engine.
+type StatusEngine interface {
+	Config() mirror.Config
+	Stats() (archives int, bytes int64)
+	// ListCachedAfter and ListCachedModulesAfter list the cached
+	// provider and module versions whose address starts with prefix,
+	// from the one after the cursor after on.
+	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
+	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
+	WithheldEngine
+	// LastCacheCheck returns the last check of the whole cache; false
+	// when none has run.
+	LastCacheCheck() (mirror.CacheCheck, bool)
+}
+
 // status collects the status page's data. The mirror URL is the
 // configured public URL, or else the one this request was made to.
-func (s *Server) status(r *http.Request) (*Status, error) {
+func (s *statusPage) status(r *http.Request) (*Status, error) {
 	ecfg := s.engine.Config()
 	st := &Status{
 		MirrorURL:      s.cfg.PublicURL,
@@ -249,7 +274,7 @@ var errPageFull = errors.New("page full")
 // scanLists reads the page of the cached providers and module versions
 // that q selects: at most q.Limit+1 records of each are read, whatever
 // the cache holds.
-func (s *Server) scanLists(q statusQuery) (statusLists, error) {
+func (s *statusPage) scanLists(q statusQuery) (statusLists, error) {
 	var out statusLists
 	if q.ModuleAfter == "" {
 		providers, next, err := s.statusProviders(q)
@@ -274,7 +299,7 @@ func (s *Server) scanLists(q statusQuery) (statusLists, error) {
 // statusProviders lists the cached provider versions q selects, grouped
 // by provider in address order, and the cursor of the next page ("" when
 // this is the last).
-func (s *Server) statusProviders(q statusQuery) ([]StatusProvider, string, error) {
+func (s *statusPage) statusProviders(q statusQuery) ([]StatusProvider, string, error) {
 	var providers []StatusProvider
 	rows, next := 0, ""
 	err := s.engine.ListCachedAfter(q.Prefix, q.After, func(cv mirror.CachedVersion) error {
@@ -308,7 +333,7 @@ func (s *Server) statusProviders(q statusQuery) ([]StatusProvider, string, error
 }
 
 // hostBlocks fills st's host blocks for the origin hosts.
-func (s *Server) hostBlocks(st *Status, origins []string) {
+func (s *statusPage) hostBlocks(st *Status, origins []string) {
 	st.HostBlocks = make(map[string]string, len(origins))
 	base := st.MirrorURL
 	if !strings.HasSuffix(base, "/") {
@@ -338,7 +363,7 @@ func (s *Server) hostBlocks(st *Status, origins []string) {
 	slices.SortFunc(st.HostBlockList, func(a, b HostBlock) int { return strings.Compare(a.Host, b.Host) })
 }
 
-func (s *Server) handleStatus(w http.ResponseWriter, r *http.Request) {
+func (s *statusPage) handle(w http.ResponseWriter, r *http.Request) {
 	st, err := s.status(r)
 	if err != nil {
 		s.fail(w, r, err)
@@ -390,4 +415,101 @@ func (m *providersMemo) get(now time.Time, q statusQuery, scan func(statusQuery)
 		m.at, m.query = now, q
 	}
 	return m.lists, m.err
+}
+
+// credentialsHost is the label of the CLI configuration's credentials
+// block for a mirror at mirrorURL, or "" without client authentication.
+func (s *statusPage) credentialsHost(mirrorURL string) string {
+	if s.cfg.Auth == nil {
+		return ""
+	}
+	u, err := url.Parse(mirrorURL)
+	if err != nil || u.Host == "" {
+		return ""
+	}
+	h, err := svchost.ForComparison(u.Host)
+	if err != nil {
+		return u.Host
+	}
+	return h.String()
+}
+
+// StatusModule is one registry module the mirror has records of, for the
+// status page.
+type StatusModule struct {
+	Address  string                `json:"address"` // HOST/NAMESPACE/NAME/SYSTEM
+	Versions []StatusModuleVersion `json:"versions"`
+}
+
+// StatusModuleVersion is one version of a module: where its package comes
+// from and whether it is cached.
+type StatusModuleVersion struct {
+	Version string `json:"version"`
+	// Source is the package's location without its subdirectory and
+	// its secrets (see package redact: a pre-signed URL's query is not
+	// shown); Subdir the subdirectory the clients use.
+	Source string `json:"source"`
+	Subdir string `json:"subdir,omitempty"`
+	Commit string `json:"commit,omitempty"`
+	SHA256 string `json:"sha256,omitempty"`
+	Cached bool   `json:"cached"`
+	Size   int64  `json:"size,omitempty"`
+}
+
+// statusModules lists the module versions the engine has records of
+// that q selects, by module, newest version first within the page, and
+// the cursor of the next page ("" when this is the last).
+func (s *statusPage) statusModules(q statusQuery) ([]StatusModule, string, error) {
+	me := s.engine
+	byModule := map[string]*StatusModule{}
+	var order []string
+	rows, next := 0, ""
+	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm mirror.CachedModule) error {
+		if rows == q.Limit {
+			return errPageFull
+		}
+		rows++
+		next = cm.Cursor()
+		m, ok := byModule[cm.Module]
+		if !ok {
+			m = &StatusModule{Address: cm.Module}
+			byModule[cm.Module] = m
+			order = append(order, cm.Module)
+		}
+		v := StatusModuleVersion{Version: cm.Version, Source: cm.Record.Shown(), Subdir: cm.Record.Subdir,
+			Commit: cm.Record.Commit, SHA256: cm.Record.SHA256, Cached: cm.Cached}
+		if cm.Cached {
+			v.Size = cm.Record.Size
+		}
+		m.Versions = append(m.Versions, v)
+		return nil
+	})
+	switch {
+	case errors.Is(err, errPageFull):
+	case err != nil:
+		return nil, "", err
+	default:
+		next = "" // the listing ended within the page
+	}
+	out := make([]StatusModule, 0, len(order))
+	for _, addr := range order { // key order: sorted
+		m := byModule[addr]
+		vs := make([]string, len(m.Versions))
+		for i, v := range m.Versions {
+			vs[i] = v.Version
+		}
+		mirror.SortModuleVersions(vs)
+		sorted := make([]StatusModuleVersion, 0, len(vs))
+		for _, v := range vs {
+			for _, mv := range m.Versions {
+				if mv.Version == v {
+					sorted = append(sorted, mv)
+					break
+				}
+			}
+		}
+		m.Versions = sorted
+		out = append(out, *m)
+	}
+	return out, next, nil
 }

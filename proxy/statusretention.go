@@ -13,7 +13,7 @@ type RetentionSource interface {
 
 // retentionStatus is Config.Retention's status, with at most
 // maxStatusPinned pinned versions; nil without it.
-func (s *Server) retentionStatus() *retention.Status {
+func (s *statusPage) retentionStatus() *retention.Status {
 	if s.cfg.Retention == nil {
 		return nil
 	}

@@ -1,0 +1,244 @@
+package proxy
+
+// The provider network mirror protocol:
+//
+//	GET /HOST/NAMESPACE/TYPE/index.json
+//	GET /HOST/NAMESPACE/TYPE/VERSION.json
+//	GET /HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip
+//
+// An archive request reads top to bottom here: routes, handleFile,
+// serveArchive, streamArchive.
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"github.com/gorilla/mux"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
+)
+
+// networkMirror serves the provider network mirror protocol.
+type networkMirror struct {
+	providerRoutes
+	hot *hotDocs // where fresh documents are kept to send again; nil keeps none
+}
+
+// routes adds the network mirror protocol's routes to r.
+func (n *networkMirror) routes(r *mux.Router) {
+	protocol := r.Methods(http.MethodGet, http.MethodHead).Subrouter()
+	protocol.Use(n.authorize(mirrorAuth))
+	protocol.HandleFunc("/{host}/{namespace}/{type}/index.json", n.handleIndex)
+	protocol.HandleFunc("/{host}/{namespace}/{type}/{file}", n.handleFile)
+}
+
+// mirrorAuth guards the provider network mirror protocol: index.json and
+// VERSION.json need a bearer token, archives a signature.
+var mirrorAuth = routeAuth{
+	signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
+		vars := mux.Vars(r)
+		if !strings.HasSuffix(vars["file"], ".zip") {
+			return addrs.Provider{}, "", false, nil
+		}
+		p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
+		if err != nil {
+			return p, "", false, err
+		}
+		file, err := unescapePart("file name", vars["file"], 2*maxVersionLen+maxPartLen)
+		return p, file, err == nil, err
+	},
+	badSignature: httperr.ErrBadSignature,
+	unauthorized: func(*http.Request) error { return httperr.ErrUnauthorized },
+}
+
+// handleFile serves VERSION.json and archives, which share one path shape.
+func (n *networkMirror) handleFile(w http.ResponseWriter, r *http.Request) {
+	p, err := n.provider(r)
+	if err != nil {
+		n.fail(w, r, err)
+		return
+	}
+	file, err := unescapePart("file name", mux.Vars(r)["file"], 2*maxVersionLen+maxPartLen)
+	if err != nil {
+		n.fail(w, r, err)
+		return
+	}
+	switch {
+	case strings.HasSuffix(file, ".json"):
+		v, err := parseVersion(strings.TrimSuffix(file, ".json"))
+		if err != nil {
+			n.fail(w, r, err)
+			return
+		}
+		n.serveVersion(w, r, p, v)
+	case strings.HasSuffix(file, ".zip"):
+		v, pl, err := parseArchiveName(p.Type, file)
+		if err != nil {
+			n.fail(w, r, err)
+			return
+		}
+		n.serveArchive(w, r, p, v, pl)
+	default:
+		n.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound, Msg: fmt.Sprintf("unknown file %q (want VERSION.json or an archive)", file)})
+	}
+}
+
+func (n *networkMirror) serveArchive(w http.ResponseWriter, r *http.Request, p addrs.Provider, v versions.Version, pl addrs.Platform) {
+	a, err := n.engine.OpenArchive(r.Context(), p, v, pl)
+	if err != nil {
+		n.fail(w, r, err)
+		return
+	}
+	defer a.Close()
+	n.setArchiveHeaders(w, a.SHA256, a.Source.String())
+	if content := a.Content(); content != nil {
+		// Cached: with Range, If-None-Match and If-Modified-Since support.
+		http.ServeContent(w, r, "", a.ModTime, content)
+		return
+	}
+	streamArchive(w, r, a)
+}
+
+func (n *networkMirror) setArchiveHeaders(w http.ResponseWriter, sha, cacheState string) {
+	h := w.Header()
+	h.Set("Content-Type", "application/zip")
+	h.Set("ETag", `"`+sha+`"`)
+	h["Cache-Control"] = n.cacheControl(kindArchive, false)
+	h.Set("X-Tfmirror-Cache", cacheState)
+}
+
+// copyBufferSize is the unit in which archive bytes being downloaded move
+// to clients.
+const copyBufferSize = 256 << 10
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// streamArchive sends an archive while it is being downloaded. Bytes reach
+// the client as the engine releases them; if the download fails the
+// response is aborted, so no client ever holds a complete unverified
+// archive.
+func streamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
+	if a.Size >= 0 {
+		w.Header().Set("Content-Length", fmt.Sprint(a.Size))
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method == http.MethodHead {
+		return
+	}
+	rc := http.NewResponseController(w)
+	// The client sees the status at once, not with the first released
+	// bytes (the held-back tail may be all of a small archive): so that a
+	// download failing later breaks a response the client has, which it
+	// does not retry, rather than a connection that answered nothing,
+	// which clients retry as a new request (and a new origin download).
+	if err := rc.Flush(); err != nil {
+		return
+	}
+	bufp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bufp)
+	buf := *bufp
+	for {
+		n, err := a.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return // client went away; the download goes on for the others
+			}
+			if err := rc.Flush(); err != nil {
+				return
+			}
+		}
+		switch {
+		case err == nil:
+		case errors.Is(err, io.EOF):
+			return
+		case r.Context().Err() != nil:
+			return // client went away
+		default:
+			// Headers are gone; only a broken connection tells the
+			// client that the body is not to be trusted.
+			panic(http.ErrAbortHandler)
+		}
+	}
+}
+
+func (n *networkMirror) handleIndex(w http.ResponseWriter, r *http.Request) {
+	p, list, st, ok := n.versions(w, r)
+	if !ok {
+		return
+	}
+	doc := n.docs.index(p, list)
+	n.hot.keep(r, doc, st.Stale, st.Stamp)
+	writeDocument(w, r, doc, n.cacheControl(kindIndex, st.Stale))
+}
+
+func (n *networkMirror) serveVersion(w http.ResponseWriter, r *http.Request, p addrs.Provider, v versions.Version) {
+	pkg, err := n.engine.Package(r.Context(), p, v, nil)
+	if err != nil {
+		n.fail(w, r, err)
+		return
+	}
+	markStale(w, pkg.Stale)
+	var doc document
+	if n.auth == nil {
+		doc = n.docs.version(p, v, pkg)
+		n.hot.keep(r, doc, pkg.Stale, pkg.Stamp)
+	} else {
+		// Signatures differ per request: render afresh.
+		vd := newVersionDocument(p.Type, v, pkg.Archives)
+		n.signArchiveURLs(p, &vd)
+		doc = newDocument(renderJSON(vd))
+	}
+	writeDocument(w, r, doc, n.cacheControl(kindVersion, pkg.Stale))
+}
+
+// signArchiveURLs appends a signature to every archive URL of doc.
+func (n *networkMirror) signArchiveURLs(p addrs.Provider, doc *versionDocument) {
+	if n.auth == nil {
+		return
+	}
+	for name, a := range doc.Archives {
+		a.URL += "?" + n.auth.sign(p, a.URL)
+		doc.Archives[name] = a
+	}
+}
+
+// providerRoutes is what the network mirror and the provider registry
+// share: the engine's providers and the documents rendered from them.
+type providerRoutes struct {
+	*responder
+	engine ProviderEngine
+	docs   *renderMemo // rendered index.json, VERSION.json and registry versions answers
+}
+
+// provider parses the request's provider address and checks its host is allowed.
+func (pr *providerRoutes) provider(r *http.Request) (addrs.Provider, error) {
+	vars := mux.Vars(r)
+	p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
+	if err != nil {
+		return p, err
+	}
+	return p, pr.engine.CheckOrigin(p)
+}
+
+// versions reads the version list of the request's provider, for the
+// mirror's index.json and the registry's versions answer. On an error it
+// answers the request and returns ok false.
+func (pr *providerRoutes) versions(w http.ResponseWriter, r *http.Request) (p addrs.Provider, list *mirror.VersionList, st mirror.ListState, ok bool) {
+	p, err := pr.provider(r)
+	if err == nil {
+		list, st, err = pr.engine.Versions(r.Context(), p)
+	}
+	if err != nil {
+		pr.fail(w, r, err)
+		return p, nil, st, false
+	}
+	markStale(w, st.Stale)
+	return p, list, st, true
+}
