@@ -15,7 +15,9 @@ import (
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
-// Config holds the values of the settings: the flags of `tfmirror serve`.
+// Config holds the values of the settings of Table, one field each: the
+// flags of `tfmirror serve`. Validate checks the values, not what the
+// files they name hold: reading those is the command's.
 type Config struct {
 	Listen              string
 	DataDir             string
@@ -74,7 +76,7 @@ type Config struct {
 	AllowUnsignedHosts []string
 }
 
-// ModuleConfig holds the flags that bound registry module packages.
+// ModuleConfig holds the settings that bound registry module packages.
 type ModuleConfig struct {
 	ModuleMaxBytes     int64
 	ModuleMaxTreeBytes int64
