@@ -26,6 +26,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -388,7 +389,7 @@ func TestExportImportAirGap(t *testing.T) {
 		if code != 2 || !strings.Contains(stderr, "--trusted-export-keys given, but the tfmirror serving this data directory does the import") {
 			t.Errorf("import with trust flags through the serve: exit %d, want 2 and why\n%s%s", code, stdout, stderr)
 		}
-		code, stdout, stderr = runCommand("export", "--data-dir", fresh, "--export-key", filepath.Join(data, exportKeyName), filepath.Join(t.TempDir(), "out"))
+		code, stdout, stderr = runCommand("export", "--data-dir", fresh, "--export-key", filepath.Join(data, settings.ExportKeyName), filepath.Join(t.TempDir(), "out"))
 		if code != 2 || !strings.Contains(stderr, "--export-key given, but the tfmirror serving this data directory does the export") {
 			t.Errorf("export with --export-key through the serve: exit %d, want 2 and why\n%s%s", code, stdout, stderr)
 		}

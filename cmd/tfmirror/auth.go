@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
@@ -20,7 +21,7 @@ const signingKeyName = "url-signing.key"
 
 // loadAuth sets up client authentication from --auth-tokens-file; nil
 // when it is not given.
-func loadAuth(cfg serveConfig) (*proxy.Auth, error) {
+func loadAuth(cfg settings.Config) (*proxy.Auth, error) {
 	if cfg.AuthTokensFile == "" {
 		return nil, nil
 	}

@@ -7,9 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
-func authFlags(t *testing.T, args ...string) serveConfig {
+func authFlags(t *testing.T, args ...string) settings.Config {
 	t.Helper()
 	cfg, err := parseServeFlags(args, func(string) (string, bool) { return "", false }, io.Discard)
 	if err != nil {

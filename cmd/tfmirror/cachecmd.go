@@ -9,6 +9,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 // parseCacheCommandFlags parses the flags a subcommand on the data
@@ -16,7 +18,7 @@ import (
 // command takes: --log-level and the shared store's; each also from its
 // TFMIRROR_ variable) besides its own, added by own, and returns the
 // serve configuration with serve's defaults for the rest.
-func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (serveConfig, []string, error) {
+func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (settings.Config, []string, error) {
 	fs := flag.NewFlagSet("tfmirror "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	// --data-dir is theirs: its help speaks of the cache only.
@@ -25,11 +27,11 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	// defines them (the shared store's: when they open the data directory
 	// themselves, they use the bucket as a replica does; and the log
 	// level); given ones are handed to serve's parser, which checks them.
-	var mine serveConfig
+	var mine settings.Config
 	passed := []string{"data-dir"}
-	for _, s := range settings {
-		if s.Commands&cmdOnDataDir == cmdOnDataDir {
-			s.register(fs, &mine)
+	for _, s := range settings.Table {
+		if s.Commands&settings.OnDataDir == settings.OnDataDir {
+			s.Register(fs, &mine)
 			passed = append(passed, s.Name)
 		}
 	}
@@ -44,9 +46,9 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return serveConfig{}, nil, errHelp
+			return settings.Config{}, nil, settings.ErrHelp
 		}
-		return serveConfig{}, nil, err
+		return settings.Config{}, nil, err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -58,10 +60,10 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	}
 	cfg, err := parseServeFlags(serveArgs, lookupEnv, io.Discard)
 	if err != nil {
-		return serveConfig{}, nil, err
+		return settings.Config{}, nil, err
 	}
 	if !given["log-level"] {
-		if _, ok := lookupEnv(envName("log-level")); !ok {
+		if _, ok := lookupEnv(settings.EnvName("log-level")); !ok {
 			cfg.LogLevel = mine.LogLevel
 		}
 	}
@@ -82,7 +84,7 @@ type airGapResult struct {
 // stops the command (exit status 2) before op runs. It reports op's
 // failures on stderr and its summary on stdout, and returns the exit
 // status: 1 when anything failed.
-func runSealed(name string, cfg serveConfig, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
+func runSealed(name string, cfg settings.Config, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
 	logger, err := newLogger("text", cfg.LogLevel, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)

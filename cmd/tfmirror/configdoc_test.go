@@ -7,6 +7,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/configuration.md from the settings table")
@@ -39,7 +41,7 @@ func TestConfigurationDoc(t *testing.T) {
 			}
 			return "(end of file)"
 		}
-		t.Errorf("docs/configuration.md is not what the settings table (cmd/tfmirror/settings.go) gives;\n"+
+		t.Errorf("docs/configuration.md is not what the settings table (cmd/tfmirror/internal/settings/table.go) gives;\n"+
 			"regenerate it with: go test ./cmd/tfmirror -run TestConfigurationDoc -update\n"+
 			"first difference, line %d:\n  file:  %s\n  table: %s", i+1, line(gl), line(wl))
 	}
@@ -48,7 +50,7 @@ func TestConfigurationDoc(t *testing.T) {
 // configurationDoc is docs/configuration.md, made from the table.
 func configurationDoc() string {
 	var b strings.Builder
-	b.WriteString(`<!-- Generated from the settings table, cmd/tfmirror/settings.go; do not edit.
+	b.WriteString(`<!-- Generated from the settings table, cmd/tfmirror/internal/settings/table.go; do not edit.
      Regenerate with: go test ./cmd/tfmirror -run TestConfigurationDoc -update -->
 
 # Configuration
@@ -68,13 +70,13 @@ again while serving, it says so. A setting marked *secret* may carry a credentia
 tfmirror never prints; the other settings that lead to secrets name a file or a variable holding them.
 
 `)
-	for _, g := range groups {
+	for _, g := range settings.Groups {
 		fmt.Fprintf(&b, "- [%s](#%s)\n", g, anchorOf(string(g)))
 	}
-	for _, g := range groups {
+	for _, g := range settings.Groups {
 		fmt.Fprintf(&b, "\n## %s\n\n", g)
 		b.WriteString("| flag | environment variable | default | also | meaning |\n| --- | --- | --- | --- | --- |\n")
-		for _, s := range settings {
+		for _, s := range settings.Table {
 			if s.Group != g {
 				continue
 			}
@@ -89,9 +91,9 @@ tfmirror never prints; the other settings that lead to secrets name a file or a 
 				meaning += ". **Secret:** the value may carry a credential; it is never printed"
 			}
 			var also []string
-			for _, cn := range commandNames {
-				if s.Commands&cn.cmd != 0 {
-					also = append(also, cn.name)
+			for _, cn := range settings.CommandNames {
+				if s.Commands&cn.Cmd != 0 {
+					also = append(also, cn.Name)
 				}
 			}
 			fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s | %s |\n", s.Name, s.Env(), docDefault(s), strings.Join(also, ", "), meaning)
@@ -102,19 +104,19 @@ tfmirror never prints; the other settings that lead to secrets name a file or a 
 
 // docDefault is s's default as the docs show it: the flag's own, or
 // DocDefault for a zero value that means more.
-func docDefault(s *setting) string {
+func docDefault(s *settings.Setting) string {
 	fs := flag.NewFlagSet("doc", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	s.register(fs, &serveConfig{})
+	s.Register(fs, &settings.Config{})
 	def := fs.Lookup(s.Name).DefValue
 	switch {
-	case !s.bind.zero:
+	case !s.ZeroDefault():
 		return "`" + def + "`"
 	case s.DocDefault != "":
 		return s.DocDefault
-	case s.bind.kind == "bool":
+	case s.Kind() == "bool":
 		return "`false`"
-	case s.bind.kind == "string" || s.bind.kind == "list":
+	case s.Kind() == "string" || s.Kind() == "list":
 		return "none"
 	default:
 		return "`0`"

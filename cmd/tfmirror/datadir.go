@@ -10,6 +10,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 // engineOps are the admin operations subcommands run on a data
@@ -50,7 +51,7 @@ func (dd *dataDir) where() string {
 // process, since Badger lets one process open the cache; otherwise by
 // opening the engine here. A socket file left by a killed process does
 // not answer and is ignored. The caller must call close.
-func openDataDir(ctx context.Context, cfg serveConfig, logger *slog.Logger, o overrides) (*dataDir, error) {
+func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, o overrides) (*dataDir, error) {
 	remote := func(c *admin.Client) *dataDir {
 		logger.Debug("a tfmirror serves this data directory; working through its admin socket", "data_dir", cfg.DataDir)
 		return &dataDir{ops: c, viaServer: true, close: func(context.Context) error { c.Close(); return nil }}
@@ -86,7 +87,7 @@ func openDataDir(ctx context.Context, cfg serveConfig, logger *slog.Logger, o ov
 // adminOptions are the admin API's options for cfg: an import unpacks a
 // tar file into the data directory, where the space is, and trusts the
 // keys cfg names; an export is signed by cfg's export key.
-func adminOptions(cfg serveConfig) (admin.Options, error) {
+func adminOptions(cfg settings.Config) (admin.Options, error) {
 	trust, err := loadTrust(cfg)
 	if err != nil {
 		return admin.Options{}, err

@@ -11,7 +11,10 @@ import (
 
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/manifest"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/retention"
@@ -49,7 +52,7 @@ const metadataStages = 4
 // cache store (in DATA-DIR/cache) -> origin client -> engine. met, when
 // not nil, receives the cache's, the origin client's and the engine's
 // observations. The caller must call the returned parts' shutdown.
-func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.Metrics) (_ *engineParts, err error) {
+func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics) (_ *engineParts, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -128,7 +131,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		Logger:          logger,
 		Offline:         cfg.Offline,
 	}
-	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, cfg.moduleConfig.limits()
+	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, moduleLimits(cfg.ModuleConfig)
 	ecfg.CheckEvery = cfg.CacheVerifyInterval
 	ecfg.ScratchDir = cfg.DataDir // module packages are unpacked beside the cache, not in a small /tmp
 	if cfg.ModuleSourceCredentials != "" {
@@ -143,7 +146,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	if err != nil {
 		return nil, err
 	}
-	rcfg := cfg.retentionConfig.config(cfg.CacheMaxBytes)
+	rcfg := retentionRules(cfg.RetentionConfig, cfg.CacheMaxBytes)
 	var rshared retention.Shared // nil without a shared store
 	if shared != nil {
 		parts.shared = shared
@@ -181,4 +184,22 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 		return serr
 	}
 	return parts, nil
+}
+
+// moduleLimits are the engine's module limits.
+func moduleLimits(c settings.ModuleConfig) modsource.Limits {
+	return modsource.Limits{MaxDownloadBytes: c.ModuleMaxBytes, MaxTreeBytes: c.ModuleMaxTreeBytes, MaxEntries: c.ModuleMaxFiles}
+}
+
+// retentionRules are the retention c sets of a cache limited to maxBytes.
+func retentionRules(c settings.RetentionConfig, maxBytes int64) retention.Config {
+	r := retention.Config{KeepVersions: c.KeepVersions, KeepPerMajor: c.KeepPerMajor,
+		UnusedAfter: c.EvictUnusedAfter, Interval: c.RetentionInterval, MaxBytes: maxBytes}
+	if r.Interval == 0 {
+		r.Interval = -1 // only when asked: a command that is not serve
+	}
+	if c.PinsDir != "" {
+		r.Pins = manifest.NewPinsDir(c.PinsDir)
+	}
+	return r
 }

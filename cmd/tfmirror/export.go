@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
@@ -23,17 +24,17 @@ const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--pro
 // otherwise this one opens the cache, sealed, and signs with the key
 // --export-key names or the data directory's.
 func runExport(args []string, stdout, stderr io.Writer) int {
-	var providers, versionList, platforms listFlag
-	var own serveConfig // export-key, as serve takes it
+	var providers, versionList, platforms settings.List
+	var own settings.Config // export-key, as serve takes it
 	var ifs *flag.FlagSet
 	cfg, rest, err := parseCacheCommandFlags("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
 		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
 		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
-		addSettings(fs, &own, "export-key")
+		settings.Add(fs, &own, "export-key")
 	})
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
 	keyGiven := err == nil && flagGiven(ifs, "export-key")

@@ -4,13 +4,15 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 // parseServeCase parses args, with env as the environment, as serve does.
 // With wantErr (a part of the expected message) it fails t unless the
 // parse fails so; it returns the configuration, and false when there is
 // nothing more to check.
-func parseServeCase(t *testing.T, args []string, env map[string]string, wantErr string) (serveConfig, bool) {
+func parseServeCase(t *testing.T, args []string, env map[string]string, wantErr string) (settings.Config, bool) {
 	t.Helper()
 	c, err := parseServeFlags(args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, io.Discard)
 	if wantErr != "" {

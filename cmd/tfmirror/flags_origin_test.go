@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 func TestOriginFlags(t *testing.T) {
@@ -13,10 +15,10 @@ func TestOriginFlags(t *testing.T) {
 		name    string
 		args    []string
 		env     map[string]string
-		check   func(serveConfig) bool
+		check   func(settings.Config) bool
 		wantErr string
 	}{
-		{name: "defaults", check: func(c serveConfig) bool {
+		{name: "defaults", check: func(c settings.Config) bool {
 			return !c.Offline && c.UpstreamProxy == "" && c.CredentialsFile == "" &&
 				c.OriginTimeout == 30*time.Second && c.OriginRetries == 2 &&
 				c.OriginMinSpeed == 1024 && c.OriginMinSpeedWindow == 30*time.Second &&
@@ -24,26 +26,26 @@ func TestOriginFlags(t *testing.T) {
 		}},
 		{name: "retries and breaker", args: []string{"--origin-timeout", "5s", "--origin-retries", "0", "--origin-breaker-threshold", "0"},
 			env: map[string]string{"TFMIRROR_ORIGIN_BREAKER_COOLDOWN": "2m"},
-			check: func(c serveConfig) bool {
+			check: func(c settings.Config) bool {
 				return c.OriginTimeout == 5*time.Second && c.OriginRetries == 0 &&
 					c.BreakerThreshold == 0 && c.BreakerCooldown == 2*time.Minute
 			}},
 		{name: "low-speed limit", args: []string{"--origin-min-speed", "10KiB"},
 			env: map[string]string{"TFMIRROR_ORIGIN_MIN_SPEED_WINDOW": "1m"},
-			check: func(c serveConfig) bool {
+			check: func(c settings.Config) bool {
 				return c.OriginMinSpeed == 10<<10 && c.OriginMinSpeedWindow == time.Minute
 			}},
 		{name: "low-speed limit off", args: []string{"--origin-min-speed", "0"},
-			check: func(c serveConfig) bool { return c.OriginMinSpeed == 0 }},
+			check: func(c settings.Config) bool { return c.OriginMinSpeed == 0 }},
 		{name: "negative low-speed window", args: []string{"--origin-min-speed-window", "-1s"}, wantErr: "--origin-min-speed-window"},
 		{name: "negative retries", args: []string{"--origin-retries", "-1"}, wantErr: "--origin-retries"},
 		{name: "zero timeout", args: []string{"--origin-timeout", "0s"}, wantErr: "--origin-timeout"},
 		{name: "flags", args: []string{"--offline", "--upstream-proxy", "http://proxy.corp:3128", "--credentials-file", "/etc/tfmirror/creds.tfrc"},
-			check: func(c serveConfig) bool {
+			check: func(c settings.Config) bool {
 				return c.Offline && c.UpstreamProxy == "http://proxy.corp:3128" && c.CredentialsFile == "/etc/tfmirror/creds.tfrc"
 			}},
 		{name: "from the environment", env: map[string]string{"TFMIRROR_OFFLINE": "true", "TFMIRROR_UPSTREAM_PROXY": "socks5://10.0.0.1:1080", "TFMIRROR_CREDENTIALS_FILE": "/c"},
-			check: func(c serveConfig) bool {
+			check: func(c settings.Config) bool {
 				return c.Offline && c.UpstreamProxy == "socks5://10.0.0.1:1080" && c.CredentialsFile == "/c"
 			}},
 		{name: "proxy without scheme", args: []string{"--upstream-proxy", "proxy.corp:3128"}, wantErr: "--upstream-proxy"},

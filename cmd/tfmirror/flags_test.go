@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 // TestDocsDescribeEveryFlag keeps the configuration reference in step with
@@ -16,10 +18,10 @@ import (
 func TestDocsDescribeEveryFlag(t *testing.T) {
 	noEnv := func(string) (string, bool) { return "", false }
 	var serveUsage, syncUsage bytes.Buffer
-	if _, err := parseServeFlags([]string{"-help"}, noEnv, &serveUsage); !errors.Is(err, errHelp) {
+	if _, err := parseServeFlags([]string{"-help"}, noEnv, &serveUsage); !errors.Is(err, settings.ErrHelp) {
 		t.Fatalf("-help: %v", err)
 	}
-	if _, err := parseSyncFlags([]string{"-help"}, noEnv, &syncUsage); !errors.Is(err, errHelp) {
+	if _, err := parseSyncFlags([]string{"-help"}, noEnv, &syncUsage); !errors.Is(err, settings.ErrHelp) {
 		t.Fatalf("sync -help: %v", err)
 	}
 	rowsOf := func(path string) []string {
@@ -68,7 +70,7 @@ func TestDocsDescribeEveryFlag(t *testing.T) {
 
 // settingHelp is the help of setting name, "" when there is none.
 func settingHelp(name string) string {
-	for _, s := range settings {
+	for _, s := range settings.Table {
 		if s.Name == name {
 			return s.Help
 		}

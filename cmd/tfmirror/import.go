@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned [--allow-unsigned-hosts HOST,...]] IN"
@@ -27,15 +28,15 @@ var trustFlags = []string{"trusted-export-keys", "trusted-publisher-keys", "allo
 func runImport(args []string, stdout, stderr io.Writer) int {
 	var (
 		allowUnsigned bool
-		own           serveConfig // the trust flags, as serve takes them
+		own           settings.Config // the trust flags, as serve takes them
 		ifs           *flag.FlagSet
 	)
 	cfg, rest, err := parseCacheCommandFlags("import", args, os.LookupEnv, stderr, importUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (a `terraform providers mirror` directory of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
-		addSettings(fs, &own, trustFlags...)
+		settings.Add(fs, &own, trustFlags...)
 	})
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
 	var given []string
@@ -55,7 +56,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 			cfg.AllowUnsignedHosts = own.AllowUnsignedHosts
 		}
 		if len(given) > 0 {
-			err = cfg.validate()
+			err = cfg.Validate()
 		}
 	}
 	if err == nil && len(rest) != 1 {
@@ -79,8 +80,8 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the import, with the keys it trusts and the hosts it allows unsigned versions under: give them to tfmirror serve (neither is ever sent over the admin socket)", strings.Join(given, " and "))
 		}
 		for _, name := range trustFlags {
-			if _, ok := os.LookupEnv(envName(name)); ok {
-				fmt.Fprintf(stderr, "tfmirror import: %s is ignored: the tfmirror serving this data directory imports with its own settings\n", envName(name))
+			if _, ok := os.LookupEnv(settings.EnvName(name)); ok {
+				fmt.Fprintf(stderr, "tfmirror import: %s is ignored: the tfmirror serving this data directory imports with its own settings\n", settings.EnvName(name))
 			}
 		}
 		return nil

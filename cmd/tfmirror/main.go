@@ -12,7 +12,8 @@
 // Every flag of serve can also be set with an environment variable named
 // TFMIRROR_ followed by the flag name in upper snake case (--data-dir is
 // TFMIRROR_DATA_DIR), and so can those of sync. A flag given on the
-// command line wins.
+// command line wins. The settings, their flags, variables and checks are
+// one table, in internal/settings; this package parses, wires and runs.
 package main
 
 import (
@@ -24,6 +25,8 @@ import (
 	"os/signal"
 	"runtime"
 	"syscall"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -41,7 +44,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "serve":
 		cfg, err := parseServeFlags(args[1:], os.LookupEnv, stderr)
-		if errors.Is(err, errHelp) {
+		if errors.Is(err, settings.ErrHelp) {
 			return 0
 		}
 		if err != nil {

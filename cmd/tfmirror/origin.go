@@ -9,12 +9,13 @@ import (
 
 	"golang.org/x/net/http/httpproxy"
 
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/discovery"
 )
 
 // originNetwork sets the proxy and the credentials of the origin client
 // from --upstream-proxy, --credentials-file and the environment.
-func originNetwork(dc *discovery.Config, cfg serveConfig, o overrides, logger *slog.Logger) error {
+func originNetwork(dc *discovery.Config, cfg settings.Config, o overrides, logger *slog.Logger) error {
 	environ := o.environ
 	if environ == nil {
 		environ = os.Environ()

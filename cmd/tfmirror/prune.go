@@ -16,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 // ruleSettings are serve's retention rules, which cache prune takes when
@@ -52,7 +53,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	var (
 		dryRun, offline bool
 		module          string
-		own             serveConfig // the retention rules, as serve takes them
+		own             settings.Config // the retention rules, as serve takes them
 		pfs             *flag.FlagSet
 	)
 	cfg, rest, err := parseCacheCommandFlags("cache prune", args, lookupEnv, stderr, pruneUsage, func(fs *flag.FlagSet) {
@@ -60,16 +61,16 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 		fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, with sizes, and remove nothing")
 		fs.StringVar(&module, "module", "", "the registry module (HOST/NAMESPACE/NAME/SYSTEM) whose VERSIONs to remove")
 		fs.BoolVar(&offline, "offline", false, "the data directory is a sealed mirror's (serve --offline): nothing can be fetched again, so the rules remove nothing (only named versions)")
-		addSettings(fs, &own, ruleSettings...)
+		settings.Add(fs, &own, ruleSettings...)
 	})
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
-	rc := own.retentionConfig
+	rc := own.RetentionConfig
 	var req admin.PruneRequest
 	req.DryRun = dryRun
 	if err == nil {
-		err = rc.validate()
+		err = rc.Validate()
 	}
 	if err == nil {
 		switch {
@@ -110,7 +111,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	cfg.Offline = offline
-	cfg.retentionConfig = rc
+	cfg.RetentionConfig = rc
 	dd, err := openDataDir(ctx, cfg, logger, overrides{})
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror cache prune: %v\n", err)

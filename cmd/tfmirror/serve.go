@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
 	"github.com/tfmirror/tfmirror/internal/jsonlog"
@@ -48,7 +49,7 @@ type overrides struct {
 // server is a wired tfmirror: cache, origin client, pull-through engine,
 // protocol server.
 type server struct {
-	cfg          serveConfig
+	cfg          settings.Config
 	log          *slog.Logger
 	*engineParts // the engine, its cache and origin client
 	proxy        *proxy.Server
@@ -63,7 +64,7 @@ type server struct {
 	admin *admin.API
 }
 
-func newServer(cfg serveConfig, logger *slog.Logger, o overrides) (m *server, err error) {
+func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -344,7 +345,7 @@ func (m *server) serveAdmin(ctx context.Context, errc chan<- error) *http.Server
 }
 
 // serve is `tfmirror serve`.
-func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
+func serve(ctx context.Context, cfg settings.Config, stderr io.Writer) error {
 	// Log lines are written by one goroutine, in batches under load, so
 	// that requests do not queue on the log's lock behind the kernel. The
 	// deferred Close writes what is left before serve returns.
@@ -373,7 +374,7 @@ func serve(ctx context.Context, cfg serveConfig, stderr io.Writer) error {
 }
 
 func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
-	lvl, err := parseLevel(level)
+	lvl, err := settings.ParseLevel(level)
 	if err != nil {
 		return nil, err
 	}
@@ -383,14 +384,6 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	}
 	// slog's JSON handler, with a faster way through for access-log lines.
 	return slog.New(jsonlog.New(w, opts)), nil
-}
-
-func parseLevel(s string) (slog.Level, error) {
-	var lvl slog.Level
-	if err := lvl.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
-	}
-	return lvl, nil
 }
 
 // lineLogger writes standard-library log lines to slog at debug level.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/sharedstore"
@@ -23,7 +24,7 @@ func (t sharedTier) TryLease(ctx context.Context, sha string) (mirror.SharedLeas
 // openShared opens the --shared-store, if any: nil without the flag. It
 // does not contact the store, so that a store that is down delays no
 // start.
-func openShared(ctx context.Context, cfg serveConfig, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
+func openShared(ctx context.Context, cfg settings.Config, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
 	if cfg.SharedStore == "" {
 		return nil, nil
 	}
@@ -36,7 +37,7 @@ func openShared(ctx context.Context, cfg serveConfig, logger *slog.Logger, met *
 }
 
 // sharedConfig is the shared store's configuration from the flags.
-func sharedConfig(cfg serveConfig) sharedstore.Config {
+func sharedConfig(cfg settings.Config) sharedstore.Config {
 	return sharedstore.Config{
 		URL:              cfg.SharedStore,
 		LeaseTTL:         cfg.SharedLeaseTTL,

@@ -17,12 +17,13 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/manifest"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
 type syncConfig struct {
-	serveConfig // the data directory, cache and origin flags
+	settings.Config // the data directory, cache and origin flags
 	// SyncPlatforms, when set by --platforms, replaces the manifests'
 	// top-level platforms.
 	SyncPlatforms []string
@@ -35,22 +36,22 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	var c syncConfig
 	fs := flag.NewFlagSet("tfmirror sync", flag.ContinueOnError)
 	fs.SetOutput(out)
-	addEngineFlags(fs, &c.serveConfig)
+	addEngineFlags(fs, &c.Config)
 	// A command's log is for its operator: text, and only trouble.
 	for name, def := range map[string]string{"log-format": "text", "log-level": "warn"} {
 		f := fs.Lookup(name)
 		f.DefValue = def
 		f.Value.Set(def)
 	}
-	var platforms listFlag
+	var platforms settings.List
 	fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to sync; given, it replaces the manifests' top-level platforms (providers' own platforms are still added)")
 	fs.IntVar(&c.Parallel, "parallel", 4, "how many archives to fetch at once")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "list what would be fetched, without downloading any archive")
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", envName("data-dir"))
+		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", settings.EnvName("data-dir"))
 		fs.PrintDefaults()
 	}
-	if err := parseWithEnv(fs, args, lookupEnv); err != nil {
+	if err := settings.ParseWithEnv(fs, args, lookupEnv); err != nil {
 		return c, err
 	}
 	c.SyncPlatforms = platforms
@@ -70,7 +71,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	if c.Parallel < 1 || c.Parallel > 64 {
 		return c, errors.New("--parallel must be between 1 and 64")
 	}
-	return c, c.validateEngine()
+	return c, c.ValidateEngine()
 }
 
 // syncItem is one package to sync: a version of a provider for a platform.
@@ -107,7 +108,7 @@ type syncRun struct {
 // runSync is `tfmirror sync`; it returns the exit status.
 func runSync(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, o overrides) int {
 	cfg, err := parseSyncFlags(args, lookupEnv, stderr)
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
 	if err != nil {
@@ -133,7 +134,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		log.SetOutput(lineLogger{logger})
 	}
 
-	dd, err := openDataDir(ctx, cfg.serveConfig, logger, o)
+	dd, err := openDataDir(ctx, cfg.Config, logger, o)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 1

@@ -7,36 +7,20 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
 	"github.com/tfmirror/tfmirror/airgap"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 // This file wires the keys of exports and imports: the mirror's own
 // export key, and the keys an import trusts, all from the operator's
 // files and never from an import's input or an admin request.
 
-// exportKeyName is the export key in the data directory, made on first use.
-const exportKeyName = "export-key.asc"
-
-// parsePublisherEntry parses HOST/NAMESPACE=FILE.
-func parsePublisherEntry(entry string) (airgap.Namespace, string, error) {
-	scope, file, ok := strings.Cut(entry, "=")
-	if !ok || file == "" {
-		return airgap.Namespace{}, "", fmt.Errorf("%q: want HOST/NAMESPACE=FILE", entry)
-	}
-	ns, err := airgap.ParseNamespace(scope)
-	if err != nil {
-		return airgap.Namespace{}, "", err
-	}
-	return ns, file, nil
-}
-
 // loadTrust reads the keys cfg's trust flags name.
-func loadTrust(cfg serveConfig) (airgap.Trust, error) {
+func loadTrust(cfg settings.Config) (airgap.Trust, error) {
 	var t airgap.Trust
 	for _, file := range cfg.TrustedExportKeys {
 		keys, err := readPublicKeysFile(file)
@@ -46,7 +30,7 @@ func loadTrust(cfg serveConfig) (airgap.Trust, error) {
 		t.ExportKeys = append(t.ExportKeys, keys...)
 	}
 	for _, entry := range cfg.TrustedPublisherKeys {
-		ns, file, err := parsePublisherEntry(entry)
+		ns, file, err := settings.ParsePublisherEntry(entry)
 		if err != nil {
 			return t, fmt.Errorf("--trusted-publisher-keys: %w", err)
 		}
@@ -91,7 +75,7 @@ func trustAttrs(t airgap.Trust) []any {
 // exportKeySource returns what gives the key that signs cfg's exports:
 // --export-key's, read at once so that a bad file fails at start; or the
 // data directory's, read (or made) on first use.
-func exportKeySource(cfg serveConfig) (func() (*airgap.ExportKey, error), error) {
+func exportKeySource(cfg settings.Config) (func() (*airgap.ExportKey, error), error) {
 	if cfg.ExportKeyFile != "" {
 		k, err := readExportKeyFile(cfg.ExportKeyFile)
 		if err != nil {
@@ -136,7 +120,7 @@ func readExportKeyFile(path string) (*airgap.ExportKey, error) {
 // making it at once end up with one key: the file is linked into place
 // only if absent.
 func ensureDataDirKey(dataDir string) (key *airgap.ExportKey, created bool, err error) {
-	path := filepath.Join(dataDir, exportKeyName)
+	path := filepath.Join(dataDir, settings.ExportKeyName)
 	k, err := readExportKeyFile(path)
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		return k, false, err
@@ -189,13 +173,13 @@ const exportKeyUsage = "tfmirror export-key [--data-dir DIR] [--export-key FILE]
 // data directory's, made now if there is none yet), to carry to the
 // importing side out of band.
 func runExportKey(args []string, stdout, stderr io.Writer) int {
-	var own serveConfig // export-key, as serve takes it
+	var own settings.Config // export-key, as serve takes it
 	var ifs *flag.FlagSet
 	cfg, rest, err := parseCacheCommandFlags("export-key", args, os.LookupEnv, stderr, exportKeyUsage, func(fs *flag.FlagSet) {
 		ifs = fs
-		addSettings(fs, &own, "export-key")
+		settings.Add(fs, &own, "export-key")
 	})
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
 	if err == nil && len(rest) != 0 {
@@ -214,7 +198,7 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 		k, err = readExportKeyFile(where)
 	} else {
 		var created bool
-		where = filepath.Join(cfg.DataDir, exportKeyName)
+		where = filepath.Join(cfg.DataDir, settings.ExportKeyName)
 		k, created, err = ensureDataDirKey(cfg.DataDir)
 		if err == nil && created {
 			fmt.Fprintf(stderr, "tfmirror export-key: made a new export key in %s\n", where)

@@ -24,6 +24,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -372,12 +373,12 @@ func TestTrustFlags(t *testing.T) {
 	good := writeKeyFile(t, newTestKey(t, "exporter"))
 	for _, tc := range []struct {
 		name string
-		cfg  serveConfig
+		cfg  settings.Config
 		want string
 	}{
-		{"missing export key file", serveConfig{DataDir: dir, TrustedExportKeys: []string{good, filepath.Join(dir, "missing.asc")}}, "--trusted-export-keys: open " + filepath.Join(dir, "missing.asc")},
-		{"a private key as a trusted key", serveConfig{DataDir: dir, TrustedPublisherKeys: []string{"registry.terraform.io/hashicorp=" + privateKeyFile(t)}}, "--trusted-publisher-keys registry.terraform.io/hashicorp: "},
-		{"a public key as the export key", serveConfig{DataDir: dir, ExportKeyFile: good}, "--export-key: " + good + ": holds a public key only"},
+		{"missing export key file", settings.Config{DataDir: dir, TrustedExportKeys: []string{good, filepath.Join(dir, "missing.asc")}}, "--trusted-export-keys: open " + filepath.Join(dir, "missing.asc")},
+		{"a private key as a trusted key", settings.Config{DataDir: dir, TrustedPublisherKeys: []string{"registry.terraform.io/hashicorp=" + privateKeyFile(t)}}, "--trusted-publisher-keys registry.terraform.io/hashicorp: "},
+		{"a public key as the export key", settings.Config{DataDir: dir, ExportKeyFile: good}, "--export-key: " + good + ": holds a public key only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if _, err := adminOptions(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -385,19 +386,19 @@ func TestTrustFlags(t *testing.T) {
 			}
 		})
 	}
-	opts, err := adminOptions(serveConfig{DataDir: dir, TrustedExportKeys: []string{good}})
+	opts, err := adminOptions(settings.Config{DataDir: dir, TrustedExportKeys: []string{good}})
 	if err != nil || len(opts.Trust.ExportKeys) != 1 {
 		t.Fatalf("adminOptions: %+v, %v", opts.Trust, err)
 	}
 	// The data directory's key is made on first use, once, mode 0600.
-	if _, err := os.Stat(filepath.Join(dir, exportKeyName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(dir, settings.ExportKeyName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the export key exists before any export: %v", err)
 	}
 	k1, err := opts.ExportKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	info, err := os.Stat(filepath.Join(dir, exportKeyName))
+	info, err := os.Stat(filepath.Join(dir, settings.ExportKeyName))
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("the export key file: %v, %v; want mode 0600", info, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/dustin/go-humanize"
 
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
 const verifyUsage = "tfmirror cache verify [--data-dir DIR]"
@@ -22,7 +23,7 @@ const verifyUsage = "tfmirror cache verify [--data-dir DIR]"
 // failed; it removes nothing.
 func runVerify(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	cfg, rest, err := parseCacheCommandFlags("cache verify", args, lookupEnv, stderr, verifyUsage, func(*flag.FlagSet) {})
-	if errors.Is(err, errHelp) {
+	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
 	if err == nil && len(rest) > 0 {

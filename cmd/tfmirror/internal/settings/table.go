@@ -1,4 +1,4 @@
-package main
+package settings
 
 import (
 	"flag"
@@ -11,16 +11,16 @@ import (
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// A setting is one setting of tfmirror serve. The table settings is the
+// A Setting is one setting of tfmirror serve. The table Table is the
 // one list of them: serve's flags and their TFMIRROR_ environment
 // variables, the flags other commands share with serve, serve's --help
 // and docs/configuration.md all come from it.
-type setting struct {
+type Setting struct {
 	// Name is the flag's name without dashes ("data-dir"); the
-	// environment variable is envName(Name).
+	// environment variable is EnvName(Name).
 	Name string
 	// Group is the section of docs/configuration.md the setting is in.
-	Group group
+	Group Group
 	// Help is the flag's --help text.
 	Help string
 	// Doc is the setting's meaning in docs/configuration.md, in Markdown
@@ -39,70 +39,78 @@ type setting struct {
 	// is the content of the file or directory it names.
 	Reload string
 	// Commands are the commands besides serve that take the flag, with
-	// serve's meaning (settingsTakenBy says which; the commands' flag sets
+	// serve's meaning (TakenBy says which; the commands' flag sets
 	// are checked against it by a test).
-	Commands command
+	Commands Command
 	// bind registers the flag on a flag set, bound to its field of a
-	// serveConfig, which it sets to the default.
+	// Config, which it sets to the default.
 	bind binding
 }
 
 // Env is the environment variable that sets s.
-func (s *setting) Env() string { return envName(s.Name) }
+func (s *Setting) Env() string { return EnvName(s.Name) }
 
-// register registers s on fs, bound to its field of c.
-func (s *setting) register(fs *flag.FlagSet, c *serveConfig) {
+// Kind is the value's syntax: "string", "bool", "int", "duration",
+// "size", "days" or "list".
+func (s *Setting) Kind() string { return s.bind.kind }
+
+// ZeroDefault says the default is the value type's zero value.
+func (s *Setting) ZeroDefault() bool { return s.bind.zero }
+
+// Register registers s on fs, bound to its field of c.
+func (s *Setting) Register(fs *flag.FlagSet, c *Config) {
 	s.bind.register(fs, c, s.Name, s.Help)
 }
 
-// A group is a section of docs/configuration.md, in the order of groups.
-type group string
+// A Group is a section of docs/configuration.md, in the order of Groups.
+type Group string
 
 const (
-	groupServing   group = "Serving"
-	groupOrigins   group = "Origins"
-	groupArchives  group = "Provider archives"
-	groupModules   group = "Registry modules"
-	groupCache     group = "Data directory and cache"
-	groupRetention group = "Retention"
-	groupAuth      group = "Client authentication"
-	groupShared    group = "Shared store"
-	groupAirGap    group = "Air gap and trust"
-	groupLogging   group = "Logging"
+	GroupServing   Group = "Serving"
+	GroupOrigins   Group = "Origins"
+	GroupArchives  Group = "Provider archives"
+	GroupModules   Group = "Registry modules"
+	GroupCache     Group = "Data directory and cache"
+	GroupRetention Group = "Retention"
+	GroupAuth      Group = "Client authentication"
+	GroupShared    Group = "Shared store"
+	GroupAirGap    Group = "Air gap and trust"
+	GroupLogging   Group = "Logging"
 )
 
-var groups = []group{groupServing, groupOrigins, groupArchives, groupModules, groupCache,
-	groupRetention, groupAuth, groupShared, groupAirGap, groupLogging}
+// Groups are the sections of docs/configuration.md, in order.
+var Groups = []Group{GroupServing, GroupOrigins, GroupArchives, GroupModules, GroupCache,
+	GroupRetention, GroupAuth, GroupShared, GroupAirGap, GroupLogging}
 
-// A command is a set of the commands other than serve that take a
+// A Command is a set of the commands other than serve that take a
 // setting.
-type command uint8
+type Command uint8
 
 const (
-	cmdSync command = 1 << iota
-	cmdExport
-	cmdImport
-	cmdExportKey
-	cmdPrune
-	cmdVerify
+	Sync Command = 1 << iota
+	Export
+	Import
+	ExportKey
+	Prune
+	Verify
 
-	// cmdOnDataDir are the commands that open a data directory as serve
+	// OnDataDir are the commands that open a data directory as serve
 	// does, without an engine of their own: the shared store's flags are
 	// theirs too.
-	cmdOnDataDir = cmdExport | cmdImport | cmdExportKey | cmdPrune | cmdVerify
+	OnDataDir = Export | Import | ExportKey | Prune | Verify
 )
 
-// commandNames names the commands, in the order docs/configuration.md
+// CommandNames names the commands, in the order docs/configuration.md
 // lists them.
-var commandNames = []struct {
-	cmd  command
-	name string
+var CommandNames = []struct {
+	Cmd  Command
+	Name string
 }{
-	{cmdSync, "sync"}, {cmdExport, "export"}, {cmdImport, "import"}, {cmdExportKey, "export-key"},
-	{cmdPrune, "cache prune"}, {cmdVerify, "cache verify"},
+	{Sync, "sync"}, {Export, "export"}, {Import, "import"}, {ExportKey, "export-key"},
+	{Prune, "cache prune"}, {Verify, "cache verify"},
 }
 
-// A binding ties a setting to its field of serveConfig and gives its
+// A binding ties a setting to its field of Config and gives its
 // kind and default.
 type binding struct {
 	// kind is the value's syntax: "string", "bool", "int", "duration",
@@ -110,317 +118,317 @@ type binding struct {
 	kind string
 	// zero says the default is the type's zero value.
 	zero     bool
-	register func(fs *flag.FlagSet, c *serveConfig, name, usage string)
+	register func(fs *flag.FlagSet, c *Config, name, usage string)
 }
 
-func stringOf(def string, field func(*serveConfig) *string) binding {
-	return binding{kind: "string", zero: def == "", register: func(fs *flag.FlagSet, c *serveConfig, name, usage string) {
+func stringOf(def string, field func(*Config) *string) binding {
+	return binding{kind: "string", zero: def == "", register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.StringVar(field(c), name, def, usage)
 	}}
 }
 
 // boolOf is a switch, off by default.
-func boolOf(field func(*serveConfig) *bool) binding {
-	return binding{kind: "bool", zero: true, register: func(fs *flag.FlagSet, c *serveConfig, name, usage string) {
+func boolOf(field func(*Config) *bool) binding {
+	return binding{kind: "bool", zero: true, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.BoolVar(field(c), name, false, usage)
 	}}
 }
 
-func intOf(def int, field func(*serveConfig) *int) binding {
-	return binding{kind: "int", zero: def == 0, register: func(fs *flag.FlagSet, c *serveConfig, name, usage string) {
+func intOf(def int, field func(*Config) *int) binding {
+	return binding{kind: "int", zero: def == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.IntVar(field(c), name, def, usage)
 	}}
 }
 
-func durationOf(def time.Duration, field func(*serveConfig) *time.Duration) binding {
-	return binding{kind: "duration", zero: def == 0, register: func(fs *flag.FlagSet, c *serveConfig, name, usage string) {
+func durationOf(def time.Duration, field func(*Config) *time.Duration) binding {
+	return binding{kind: "duration", zero: def == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.DurationVar(field(c), name, def, usage)
 	}}
 }
 
 // daysOf is a duration that also takes whole days ("30d"), 0 by default.
-func daysOf(field func(*serveConfig) *time.Duration) binding {
-	return binding{kind: "days", zero: true, register: func(fs *flag.FlagSet, c *serveConfig, name, usage string) {
-		fs.Var((*daysFlag)(field(c)), name, usage)
+func daysOf(field func(*Config) *time.Duration) binding {
+	return binding{kind: "days", zero: true, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
+		fs.Var((*Days)(field(c)), name, usage)
 	}}
 }
 
-// sizeOf is a size in bytes, such as 2GiB (byteSizeFlag).
-func sizeOf(def int64, field func(*serveConfig) *int64) binding {
-	return binding{kind: "size", zero: def == 0, register: func(fs *flag.FlagSet, c *serveConfig, name, usage string) {
+// sizeOf is a size in bytes, such as 2GiB (ByteSize).
+func sizeOf(def int64, field func(*Config) *int64) binding {
+	return binding{kind: "size", zero: def == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		*field(c) = def
-		fs.Var((*byteSizeFlag)(field(c)), name, usage)
+		fs.Var((*ByteSize)(field(c)), name, usage)
 	}}
 }
 
-// listOf is a comma-separated list (listFlag).
-func listOf(def []string, field func(*serveConfig) *[]string) binding {
-	return binding{kind: "list", zero: len(def) == 0, register: func(fs *flag.FlagSet, c *serveConfig, name, usage string) {
+// listOf is a comma-separated list (List).
+func listOf(def []string, field func(*Config) *[]string) binding {
+	return binding{kind: "list", zero: len(def) == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		*field(c) = slices.Clone(def)
-		fs.Var((*listFlag)(field(c)), name, usage)
+		fs.Var((*List)(field(c)), name, usage)
 	}}
 }
 
-// settings is the table of serve's settings, in the order
+// Table is the table of serve's settings, in the order
 // docs/configuration.md lists them within each group.
-var settings = []*setting{
+var Table = []*Setting{
 	// Serving.
-	{Name: "listen", Group: groupServing,
+	{Name: "listen", Group: GroupServing,
 		Help: "address to serve the mirror on",
 		Doc:  "address to serve on",
-		bind: stringOf(":8443", func(c *serveConfig) *string { return &c.Listen })},
-	{Name: "tls-cert", Group: groupServing,
+		bind: stringOf(":8443", func(c *Config) *string { return &c.Listen })},
+	{Name: "tls-cert", Group: GroupServing,
 		Help:       "PEM certificate chain to serve; with --tls-key. When both are absent a local CA and server certificate are generated in DATA-DIR/tls",
 		Doc:        "PEM certificate chain to serve, with `--tls-key`. When both are absent, a local CA and server certificate are generated in `DATA-DIR/tls` and reused on restart",
 		DocDefault: "none",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.TLSCert })},
-	{Name: "tls-key", Group: groupServing,
+		bind:       stringOf("", func(c *Config) *string { return &c.TLSCert })},
+	{Name: "tls-key", Group: GroupServing,
 		Help:       "PEM private key for --tls-cert",
 		Doc:        "PEM private key for `--tls-cert`",
 		DocDefault: "none",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.TLSKey })},
-	{Name: "insecure-http", Group: groupServing,
+		bind:       stringOf("", func(c *Config) *string { return &c.TLSKey })},
+	{Name: "insecure-http", Group: GroupServing,
 		Help: "serve plain HTTP, for use behind a TLS-terminating proxy only (clients require https)",
 		Doc:  "serve plain HTTP, only behind a TLS-terminating proxy (clients require `https:`)",
-		bind: boolOf(func(c *serveConfig) *bool { return &c.InsecureHTTP })},
-	{Name: "http2", Group: groupServing,
+		bind: boolOf(func(c *Config) *bool { return &c.InsecureHTTP })},
+	{Name: "http2", Group: GroupServing,
 		Help: "also offer HTTP/2 to TLS clients; by default they get HTTP/1.1, which moves archives faster (see the README)",
 		Doc:  "also offer HTTP/2 to TLS clients. Off by default: Terraform and OpenTofu make one request at a time, so HTTP/2 brings them nothing, and Go's HTTP/2 server sends a large archive more slowly than HTTP/1.1 (a warm `terraform init` took 1.35x as long; see [BENCHMARKS.md](../BENCHMARKS.md), figure 6c). Needs TLS",
-		bind: boolOf(func(c *serveConfig) *bool { return &c.HTTP2 })},
-	{Name: "public-url", Group: groupServing,
+		bind: boolOf(func(c *Config) *bool { return &c.HTTP2 })},
+	{Name: "public-url", Group: GroupServing,
 		Help:       "the mirror's base URL as clients reach it (e.g. https://mirror.example.com/), shown on the status page; default: taken from each request",
 		Doc:        "the mirror's base URL as clients reach it (e.g. `https://mirror.example.com/`), shown in the status page's configuration snippet; must be an absolute `http(s)` URL",
 		DocDefault: "from each request",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.PublicURL })},
-	{Name: "metrics-listen", Group: groupServing,
+		bind:       stringOf("", func(c *Config) *string { return &c.PublicURL })},
+	{Name: "metrics-listen", Group: GroupServing,
 		Help:       "optional plain-HTTP address that serves only /metrics (e.g. :9090); /metrics is always on the main listener too",
 		Doc:        "an extra plain-HTTP address (e.g. `:9090`) that serves only `/metrics`; `/metrics` is always on the main listener too",
 		DocDefault: "none",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.MetricsListen })},
-	{Name: "shutdown-timeout", Group: groupServing,
+		bind:       stringOf("", func(c *Config) *string { return &c.MetricsListen })},
+	{Name: "shutdown-timeout", Group: GroupServing,
 		Help: "how long to let requests and downloads in flight finish on SIGTERM",
 		Doc:  "on SIGTERM/SIGINT, how long requests and downloads in flight may finish (see [Shutdown](operations.md#shutdown))",
-		bind: durationOf(30*time.Second, func(c *serveConfig) *time.Duration { return &c.ShutdownTimeout })},
+		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.ShutdownTimeout })},
 
 	// Origins.
-	{Name: "allowed-origins", Group: groupOrigins, Commands: cmdSync,
+	{Name: "allowed-origins", Group: GroupOrigins, Commands: Sync,
 		Help: "comma-separated origin registry hosts the mirror may serve and contact",
 		Doc:  "origin registry hosts the mirror serves; any other host gets 404 and causes no outbound connection (the origin client itself refuses them too, before any DNS lookup)",
-		bind: listOf(discovery.DefaultAllowedOrigins(), func(c *serveConfig) *[]string { return &c.AllowedOrigins })},
-	{Name: "allow-private-origins", Group: groupOrigins, Commands: cmdSync,
+		bind: listOf(discovery.DefaultAllowedOrigins(), func(c *Config) *[]string { return &c.AllowedOrigins })},
+	{Name: "allow-private-origins", Group: GroupOrigins, Commands: Sync,
 		Help: "allow origin and download hosts that resolve to loopback, private or link-local addresses",
 		Doc:  "allow origin and download hosts that resolve to loopback, private, link-local or other non-public addresses (checked at connect time, so DNS rebinding cannot get around it)",
-		bind: boolOf(func(c *serveConfig) *bool { return &c.AllowPrivateOrigins })},
-	{Name: "versions-ttl", Group: groupOrigins,
+		bind: boolOf(func(c *Config) *bool { return &c.AllowPrivateOrigins })},
+	{Name: "versions-ttl", Group: GroupOrigins,
 		Help: "how long a provider's version list is served before it is refreshed",
-		bind: durationOf(10*time.Minute, func(c *serveConfig) *time.Duration { return &c.VersionsTTL })},
-	{Name: "discovery-ttl", Group: groupOrigins, Commands: cmdSync,
+		bind: durationOf(10*time.Minute, func(c *Config) *time.Duration { return &c.VersionsTTL })},
+	{Name: "discovery-ttl", Group: GroupOrigins, Commands: Sync,
 		Help: "how long an origin's service discovery result is used before it is refreshed",
 		Doc:  "how long an origin's service discovery result is used",
-		bind: durationOf(time.Hour, func(c *serveConfig) *time.Duration { return &c.DiscoveryTTL })},
-	{Name: "offline", Group: groupOrigins,
+		bind: durationOf(time.Hour, func(c *Config) *time.Duration { return &c.DiscoveryTTL })},
+	{Name: "offline", Group: GroupOrigins,
 		Help: "sealed mode: never contact any origin; serve only cached data, anything else is 503",
 		Doc:  "sealed mode: never contact any origin; serve only what is cached (version lists however old); anything else is 503 with a JSON error saying the mirror is offline (see [Offline (sealed) mode](operations.md#offline-sealed-mode))",
-		bind: boolOf(func(c *serveConfig) *bool { return &c.Offline })},
-	{Name: "upstream-proxy", Group: groupOrigins, Commands: cmdSync, Secret: true,
+		bind: boolOf(func(c *Config) *bool { return &c.Offline })},
+	{Name: "upstream-proxy", Group: GroupOrigins, Commands: Sync, Secret: true,
 		Help:       "proxy URL for all origin traffic (http://host:port, https:// or socks5://); default: HTTPS_PROXY and NO_PROXY from the environment",
 		Doc:        "proxy URL for all origin and download traffic (`http://`, `https://`, `socks5://`); without it the standard `HTTPS_PROXY`/`NO_PROXY` variables are honoured. The URL may carry a user and password: only its scheme and host are logged",
 		DocDefault: "none (`HTTPS_PROXY`/`NO_PROXY`)",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.UpstreamProxy })},
-	{Name: "credentials-file", Group: groupOrigins, Commands: cmdSync,
+		bind:       stringOf("", func(c *Config) *string { return &c.UpstreamProxy })},
+	{Name: "credentials-file", Group: GroupOrigins, Commands: Sync,
 		Help:       "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)",
 		Doc:        "a Terraform CLI configuration file (or `credentials.tfrc.json`) whose `credentials \"HOST\" { token = \"...\" }` blocks give bearer tokens for origin hosts; `TF_TOKEN_<host>` variables are read too and win (see [Origin credentials](operations.md#origin-credentials))",
 		DocDefault: "none",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.CredentialsFile })},
-	{Name: "origin-timeout", Group: groupOrigins, Commands: cmdSync,
+		bind:       stringOf("", func(c *Config) *string { return &c.CredentialsFile })},
+	{Name: "origin-timeout", Group: GroupOrigins, Commands: Sync,
 		Help: "time limit for each registry JSON, SHA256SUMS or signature request to an origin, body included (archives are limited by idle time instead)",
 		Doc:  "time limit for each service discovery, registry JSON, `SHA256SUMS` or signature request to an origin, body included; archive downloads are limited by idle time and `--origin-min-speed` instead. See [origin limits](operations.md#origin-limits)",
-		bind: durationOf(30*time.Second, func(c *serveConfig) *time.Duration { return &c.OriginTimeout })},
-	{Name: "origin-min-speed", Group: groupOrigins, Commands: cmdSync,
+		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.OriginTimeout })},
+	{Name: "origin-min-speed", Group: GroupOrigins, Commands: Sync,
 		Help: "low-speed limit of archive downloads, in bytes per second (e.g. 1KiB): a download averaging less over --origin-min-speed-window is aborted as an origin timeout; 0 disables",
 		Doc:  "low-speed limit of archive downloads, in bytes per second (size syntax as `--max-archive-bytes`): a download that averages less over `--origin-min-speed-window` is aborted as an origin timeout; `0` disables",
-		bind: sizeOf(1<<10, func(c *serveConfig) *int64 { return &c.OriginMinSpeed })},
-	{Name: "origin-min-speed-window", Group: groupOrigins, Commands: cmdSync,
+		bind: sizeOf(1<<10, func(c *Config) *int64 { return &c.OriginMinSpeed })},
+	{Name: "origin-min-speed-window", Group: GroupOrigins, Commands: Sync,
 		Help: "the window over which --origin-min-speed is measured; 0 disables the low-speed limit",
 		Doc:  "the window over which `--origin-min-speed` is measured; `0` disables the low-speed limit",
-		bind: durationOf(30*time.Second, func(c *serveConfig) *time.Duration { return &c.OriginMinSpeedWindow })},
-	{Name: "origin-retries", Group: groupOrigins, Commands: cmdSync,
+		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.OriginMinSpeedWindow })},
+	{Name: "origin-retries", Group: GroupOrigins, Commands: Sync,
 		Help: "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx); 0 disables retries",
 		Doc:  "how many times a failed origin request is retried (connection failures, timeouts, 429, 5xx other than 501); `0` disables retries. See [origin failures](operations.md#origin-failures-and-retries)",
-		bind: intOf(2, func(c *serveConfig) *int { return &c.OriginRetries })},
-	{Name: "origin-breaker-threshold", Group: groupOrigins, Commands: cmdSync,
+		bind: intOf(2, func(c *Config) *int { return &c.OriginRetries })},
+	{Name: "origin-breaker-threshold", Group: GroupOrigins, Commands: Sync,
 		Help: "consecutive failed origin requests that open an origin's circuit breaker; 0 disables the breaker",
 		Doc:  "consecutive failed origin requests that open an origin's circuit breaker; `0` disables the breaker",
-		bind: intOf(5, func(c *serveConfig) *int { return &c.BreakerThreshold })},
-	{Name: "origin-breaker-cooldown", Group: groupOrigins, Commands: cmdSync,
+		bind: intOf(5, func(c *Config) *int { return &c.BreakerThreshold })},
+	{Name: "origin-breaker-cooldown", Group: GroupOrigins, Commands: Sync,
 		Help: "how long an open circuit breaker fails requests to its origin at once before letting a probe through",
 		Doc:  "how long an open circuit breaker fails requests to its origin at once (503 with `Retry-After`) before letting one probe request through",
-		bind: durationOf(30*time.Second, func(c *serveConfig) *time.Duration { return &c.BreakerCooldown })},
+		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.BreakerCooldown })},
 
 	// Provider archives.
-	{Name: "platforms", Group: groupArchives,
+	{Name: "platforms", Group: GroupArchives,
 		Help:       "comma-separated os_arch platforms listed in VERSION.json (default all)",
 		Doc:        "comma-separated `os_arch` list; `VERSION.json` lists only these and other archives are not served",
 		DocDefault: "all",
-		bind:       listOf(nil, func(c *serveConfig) *[]string { return &c.Platforms })},
-	{Name: "max-archive-bytes", Group: groupArchives, Commands: cmdSync,
+		bind:       listOf(nil, func(c *Config) *[]string { return &c.Platforms })},
+	{Name: "max-archive-bytes", Group: GroupArchives, Commands: Sync,
 		Help: "largest provider archive the mirror fetches (e.g. 2GiB)",
 		Doc:  "largest archive the mirror downloads",
-		bind: sizeOf(2<<30, func(c *serveConfig) *int64 { return &c.MaxArchiveBytes })},
-	{Name: "archive-max-unpacked-bytes", Group: groupArchives, Commands: cmdSync,
+		bind: sizeOf(2<<30, func(c *Config) *int64 { return &c.MaxArchiveBytes })},
+	{Name: "archive-max-unpacked-bytes", Group: GroupArchives, Commands: Sync,
 		Help: "most bytes a provider archive may unpack to, all its files together (e.g. 2GiB): a larger one (a zip bomb) is refused, counted from what its zip declares and from the bytes actually inflated",
 		Doc:  "most bytes a provider archive may unpack to, all its files together; a larger one (a zip bomb) is refused from its zip's declared sizes, or once that many bytes were actually inflated. See [How it works](how-it-works.md)",
-		bind: sizeOf(verify.DefaultMaxUnpackedBytes, func(c *serveConfig) *int64 { return &c.ArchiveMaxUnpacked })},
-	{Name: "archive-max-entries", Group: groupArchives, Commands: cmdSync,
+		bind: sizeOf(verify.DefaultMaxUnpackedBytes, func(c *Config) *int64 { return &c.ArchiveMaxUnpacked })},
+	{Name: "archive-max-entries", Group: GroupArchives, Commands: Sync,
 		Help: "most files and directories a provider archive may hold",
-		bind: intOf(verify.DefaultMaxEntries, func(c *serveConfig) *int { return &c.ArchiveMaxEntries })},
+		bind: intOf(verify.DefaultMaxEntries, func(c *Config) *int { return &c.ArchiveMaxEntries })},
 
 	// Registry modules.
-	{Name: "module-max-bytes", Group: groupModules, Commands: cmdSync,
+	{Name: "module-max-bytes", Group: GroupModules, Commands: Sync,
 		Help: "largest registry module package the mirror downloads from its source host: an archive, or a Git repository's pack (submodules included)",
 		Doc:  "largest registry module package the mirror downloads from its source host: an archive, or a Git repository's pack (submodules included). See [Modules](modules.md)",
-		bind: sizeOf(256<<20, func(c *serveConfig) *int64 { return &c.ModuleMaxBytes })},
-	{Name: "module-max-tree-bytes", Group: groupModules, Commands: cmdSync,
+		bind: sizeOf(256<<20, func(c *Config) *int64 { return &c.ModuleMaxBytes })},
+	{Name: "module-max-tree-bytes", Group: GroupModules, Commands: Sync,
 		Help: "largest total size of a registry module package's files once unpacked (catches archive and Git bombs)",
 		Doc:  "largest total size of a module package's files once unpacked; catches archive and Git bombs",
-		bind: sizeOf(512<<20, func(c *serveConfig) *int64 { return &c.ModuleMaxTreeBytes })},
-	{Name: "module-max-files", Group: groupModules, Commands: cmdSync,
+		bind: sizeOf(512<<20, func(c *Config) *int64 { return &c.ModuleMaxTreeBytes })},
+	{Name: "module-max-files", Group: GroupModules, Commands: Sync,
 		Help: "most files, directories and links a registry module package may have",
 		Doc:  "most files, directories and links a module package may have",
-		bind: intOf(20000, func(c *serveConfig) *int { return &c.ModuleMaxFiles })},
-	{Name: "module-timeout", Group: groupModules, Commands: cmdSync,
+		bind: intOf(20000, func(c *Config) *int { return &c.ModuleMaxFiles })},
+	{Name: "module-timeout", Group: GroupModules, Commands: Sync,
 		Help: "time limit for fetching one registry module package from its source host (clone or download, and normalization)",
 		Doc:  "time limit for fetching one module package from its source host (clone or download, and normalization)",
-		bind: durationOf(10*time.Minute, func(c *serveConfig) *time.Duration { return &c.ModuleTimeout })},
-	{Name: "module-source-credentials", Group: groupModules, Commands: cmdSync,
+		bind: durationOf(10*time.Minute, func(c *Config) *time.Duration { return &c.ModuleTimeout })},
+	{Name: "module-source-credentials", Group: GroupModules, Commands: Sync,
 		Help:       "HCL (or .json) file of source_host \"HOST\" { origins = [...], token_env = \"VAR\" } blocks: credentials for module source hosts (Git, archives), used only for modules of the origins each names; default: sources are fetched anonymously",
 		Doc:        "HCL (or `.json`) file of `source_host \"HOST\" { origins = [...], token_env = \"VAR\" }` blocks: credentials for module source hosts (Git, archives), used only for the modules of the origins each names. See [Credentials for private source hosts](modules.md#credentials-for-private-source-hosts)",
 		DocDefault: "none: sources are fetched anonymously",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.ModuleSourceCredentials })},
+		bind:       stringOf("", func(c *Config) *string { return &c.ModuleSourceCredentials })},
 
 	// Data directory and cache.
-	{Name: "data-dir", Group: groupCache, Commands: cmdSync,
+	{Name: "data-dir", Group: GroupCache, Commands: Sync,
 		Help: "directory for the cache and generated TLS material",
 		Doc:  "the Badger cache (`cache/`) and generated TLS material (`tls/`)",
-		bind: stringOf("./tfmirror-data", func(c *serveConfig) *string { return &c.DataDir })},
-	{Name: "cache-max-bytes", Group: groupCache, Commands: cmdSync,
+		bind: stringOf("./tfmirror-data", func(c *Config) *string { return &c.DataDir })},
+	{Name: "cache-max-bytes", Group: GroupCache, Commands: Sync,
 		Help:       "evict least recently used archives to keep the cache's archives under this size (e.g. 50GiB); 0 means unlimited",
 		Doc:        "evict least recently used archives to keep the cached archives' total size under this (size syntax as `--max-archive-bytes`, e.g. `50GiB`); what cannot be fetched again and pinned versions are never evicted (see [Retention](operations.md#retention)); the data directory is kept within 1.25 times this plus `--disk-reserve` (see [Cache size and eviction](operations.md#cache-size-and-eviction))",
 		DocDefault: "`0` (unlimited)",
-		bind:       sizeOf(0, func(c *serveConfig) *int64 { return &c.CacheMaxBytes })},
-	{Name: "disk-reserve", Group: groupCache, Commands: cmdSync,
+		bind:       sizeOf(0, func(c *Config) *int64 { return &c.CacheMaxBytes })},
+	{Name: "disk-reserve", Group: GroupCache, Commands: Sync,
 		Help: "free space to keep on the data directory's file system: below it (plus Badger's LSM tree) nothing is written to the cache, archives are served but not cached and /readyz fails; 0 disables the check",
 		Doc:  "free space to keep on the data directory's file system; below it (plus the size of Badger's LSM tree) nothing is written to the cache: archives are served but not cached and `/readyz` answers 503. The default is what Badger may still write on its own (see [Disk full](operations.md#disk-full)); `0` disables the check",
-		bind: sizeOf(cache.DefaultDiskReserve, func(c *serveConfig) *int64 { return &c.DiskReserve })},
-	{Name: "cache-verify-interval", Group: groupCache, Commands: cmdSync,
+		bind: sizeOf(cache.DefaultDiskReserve, func(c *Config) *int64 { return &c.DiskReserve })},
+	{Name: "cache-verify-interval", Group: GroupCache, Commands: Sync,
 		Help:       "check every cached package against its stored evidence or sha256 this often, in the background, as tfmirror cache verify does (e.g. 168h); 0: only when tfmirror cache verify asks",
 		Doc:        "check every cached package against its stored evidence or sha256 this often, in the background, as `tfmirror cache verify` does (e.g. `168h`; see [Checking the cache](operations.md#checking-the-cache)); `0`: only when `tfmirror cache verify` asks",
 		DocDefault: "`0`",
-		bind:       durationOf(0, func(c *serveConfig) *time.Duration { return &c.CacheVerifyInterval })},
+		bind:       durationOf(0, func(c *Config) *time.Duration { return &c.CacheVerifyInterval })},
 
 	// Retention.
-	{Name: "keep-versions", Group: groupRetention, Commands: cmdPrune,
+	{Name: "keep-versions", Group: GroupRetention, Commands: Prune,
 		Help:       "keep the packages of only the newest N cached versions of each provider and module; older ones are removed (fetched again if asked for); 0 keeps all",
 		Doc:        "keep the packages of only the newest N cached versions of each provider and module; see [Retention](operations.md#retention)",
 		DocDefault: "`0` (all)",
-		bind:       intOf(0, func(c *serveConfig) *int { return &c.KeepVersions })},
-	{Name: "keep-versions-per-major", Group: groupRetention, Commands: cmdPrune,
+		bind:       intOf(0, func(c *Config) *int { return &c.KeepVersions })},
+	{Name: "keep-versions-per-major", Group: GroupRetention, Commands: Prune,
 		Help: "apply --keep-versions to each major version apart (the newest N of 4.x, of 5.x, ...)",
 		Doc:  "apply `--keep-versions` to each major version apart",
-		bind: boolOf(func(c *serveConfig) *bool { return &c.KeepPerMajor })},
-	{Name: "evict-unused-after", Group: groupRetention, Commands: cmdPrune,
+		bind: boolOf(func(c *Config) *bool { return &c.KeepPerMajor })},
+	{Name: "evict-unused-after", Group: GroupRetention, Commands: Prune,
 		Help:       "remove the packages of versions nobody downloaded for this long (e.g. 30d, 72h); 0 disables",
 		Doc:        "remove the packages of versions nobody downloaded for this long (`30d`, `72h`)",
 		DocDefault: "`0` (never)",
-		bind:       daysOf(func(c *serveConfig) *time.Duration { return &c.EvictUnusedAfter })},
-	{Name: "pins-dir", Group: groupRetention, Commands: cmdPrune,
+		bind:       daysOf(func(c *Config) *time.Duration { return &c.EvictUnusedAfter })},
+	{Name: "pins-dir", Group: GroupRetention, Commands: Prune,
 		Help:       "directory of Terraform lock files (*.lock.hcl) and sync manifests (*.hcl), read again when they change: the versions they select are never removed by any rule or the size limit, and are listed as pinned on the status page",
 		Doc:        "directory of lock files (`*.lock.hcl`) and sync manifests (`*.hcl`) whose versions no rule and no size limit removes",
 		DocDefault: "none",
 		Reload:     "its files are read again when they change",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.PinsDir })},
-	{Name: "retention-interval", Group: groupRetention,
+		bind:       stringOf("", func(c *Config) *string { return &c.PinsDir })},
+	{Name: "retention-interval", Group: GroupRetention,
 		Help: "how often the retention rules (--keep-versions, --evict-unused-after) are applied in the background; 0: only when tfmirror cache prune asks",
 		Doc:  "how often the retention rules are applied in the background; `0`: only by `tfmirror cache prune`",
-		bind: durationOf(10*time.Minute, func(c *serveConfig) *time.Duration { return &c.RetentionInterval })},
+		bind: durationOf(10*time.Minute, func(c *Config) *time.Duration { return &c.RetentionInterval })},
 
 	// Client authentication.
-	{Name: "auth-tokens-file", Group: groupAuth,
+	{Name: "auth-tokens-file", Group: GroupAuth,
 		Help:       "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs",
 		Doc:        "file of client bearer tokens, one per line (`#` comments and blank lines ignored); turns on [client authentication](operations.md#client-authentication). A missing, unreadable or empty file stops start-up",
 		DocDefault: "none (no client authentication)",
 		Reload:     "`SIGHUP` reads the file again; on any error the tokens in force stay",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.AuthTokensFile })},
-	{Name: "url-signing-key-file", Group: groupAuth,
+		bind:       stringOf("", func(c *Config) *string { return &c.AuthTokensFile })},
+	{Name: "url-signing-key-file", Group: GroupAuth,
 		Help:       "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use",
 		Doc:        "key (at least 32 bytes) that signs archive URLs when client authentication is on; give every replica the same file",
 		DocDefault: "`DATA-DIR/url-signing.key`, generated",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.URLSigningKeyFile })},
-	{Name: "signed-url-ttl", Group: groupAuth,
+		bind:       stringOf("", func(c *Config) *string { return &c.URLSigningKeyFile })},
+	{Name: "signed-url-ttl", Group: GroupAuth,
 		Help: "how long a signed archive URL in VERSION.json stays valid",
 		Doc:  "how long an archive URL in `VERSION.json` stays valid when client authentication is on",
-		bind: durationOf(time.Hour, func(c *serveConfig) *time.Duration { return &c.SignedURLTTL })},
+		bind: durationOf(time.Hour, func(c *Config) *time.Duration { return &c.SignedURLTTL })},
 
 	// Shared store.
-	{Name: "shared-store", Group: groupShared, Commands: cmdSync | cmdOnDataDir,
+	{Name: "shared-store", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help:       "S3-compatible bucket shared by replicas behind their local caches: s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true (endpoint, region, path_style optional); credentials from the standard AWS sources",
 		Doc:        "S3-compatible bucket that replicas share behind their local caches: `s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true` (`PREFIX`, `endpoint`, `region` and `path_style` optional; `endpoint` and `path_style=true` for MinIO, Ceph RGW, versitygw and the like). Credentials come from the standard AWS sources. See [Scaling out](scaling-out.md)",
 		DocDefault: "none (each replica on its own)",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.SharedStore })},
-	{Name: "shared-store-lease-ttl", Group: groupShared, Commands: cmdSync | cmdOnDataDir,
+		bind:       stringOf("", func(c *Config) *string { return &c.SharedStore })},
+	{Name: "shared-store-lease-ttl", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "how long a replica's lease on an origin download in the --shared-store lasts unless renewed (every third of it): after a replica dies, others wait this long before they take its download over",
 		Doc:  "how long a replica's lease on an origin download in the shared store lasts unless renewed (every third of it); after a replica dies mid-download, the others wait this long before one takes the download over. At least `3s`",
-		bind: durationOf(30*time.Second, func(c *serveConfig) *time.Duration { return &c.SharedLeaseTTL })},
-	{Name: "shared-store-timeout", Group: groupShared, Commands: cmdSync | cmdOnDataDir,
+		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.SharedLeaseTTL })},
+	{Name: "shared-store-timeout", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "limit on each call to the --shared-store but an archive body's transfer",
 		Doc:  "limit on each call to the shared store, except the transfer of an archive's body",
-		bind: durationOf(10*time.Second, func(c *serveConfig) *time.Duration { return &c.SharedTimeout })},
-	{Name: "shared-store-breaker-threshold", Group: groupShared, Commands: cmdSync | cmdOnDataDir,
+		bind: durationOf(10*time.Second, func(c *Config) *time.Duration { return &c.SharedTimeout })},
+	{Name: "shared-store-breaker-threshold", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "failed --shared-store calls in a row after which the replica stops calling it for --shared-store-breaker-cooldown",
 		Doc:  "failed shared-store calls in a row that open its circuit breaker",
-		bind: intOf(5, func(c *serveConfig) *int { return &c.SharedBreakerThresh })},
-	{Name: "shared-store-breaker-cooldown", Group: groupShared, Commands: cmdSync | cmdOnDataDir,
+		bind: intOf(5, func(c *Config) *int { return &c.SharedBreakerThresh })},
+	{Name: "shared-store-breaker-cooldown", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "how long the replica leaves a failing --shared-store alone (serving from its own cache and the origins) before trying it again",
 		Doc:  "how long the replica leaves the store alone once its breaker opened (serving from its own cache and the origins) before trying it again",
-		bind: durationOf(30*time.Second, func(c *serveConfig) *time.Duration { return &c.SharedBreakerCool })},
+		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.SharedBreakerCool })},
 
 	// Air gap and trust.
-	{Name: "export-key", Group: groupAirGap, Commands: cmdExport | cmdExportKey,
-		Help:       "file holding the ASCII-armored OpenPGP private key that signs the manifest of every export (e.g. a mounted Secret, so that replicas and restarts keep one key); default DATA-DIR/" + exportKeyName + ", made on first use",
+	{Name: "export-key", Group: GroupAirGap, Commands: Export | ExportKey,
+		Help:       "file holding the ASCII-armored OpenPGP private key that signs the manifest of every export (e.g. a mounted Secret, so that replicas and restarts keep one key); default DATA-DIR/" + ExportKeyName + ", made on first use",
 		Doc:        "file holding the ASCII-armored OpenPGP private key (no passphrase) that signs the manifest of every [export](air-gap.md#export) done through this serve; give replicas the same file (e.g. a mounted Secret). A file that does not hold one stops start-up. See [Trust](trust.md)",
-		DocDefault: "`DATA-DIR/" + exportKeyName + "`, generated on first export",
-		bind:       stringOf("", func(c *serveConfig) *string { return &c.ExportKeyFile })},
-	{Name: "trusted-export-keys", Group: groupAirGap, Commands: cmdImport,
+		DocDefault: "`DATA-DIR/" + ExportKeyName + "`, generated on first export",
+		bind:       stringOf("", func(c *Config) *string { return &c.ExportKeyFile })},
+	{Name: "trusted-export-keys", Group: GroupAirGap, Commands: Import,
 		Help:       "comma-separated files of ASCII-armored OpenPGP public keys (several per file allowed) of exporting mirrors (tfmirror export-key prints one): an import takes the versions whose files the manifest signed by one of them lists",
 		Doc:        "comma-separated files of ASCII-armored OpenPGP public keys (several per file allowed) of exporting mirrors: an [import](air-gap.md#import) through this serve takes the versions whose every file the manifest signed by one of them lists. See [Trust](trust.md)",
 		DocDefault: "none",
-		bind:       listOf(nil, func(c *serveConfig) *[]string { return &c.TrustedExportKeys })},
-	{Name: "trusted-publisher-keys", Group: groupAirGap, Commands: cmdImport,
+		bind:       listOf(nil, func(c *Config) *[]string { return &c.TrustedExportKeys })},
+	{Name: "trusted-publisher-keys", Group: GroupAirGap, Commands: Import,
 		Help:       "comma-separated HOST/NAMESPACE=FILE: ASCII-armored OpenPGP public keys pinned for one namespace; an import takes a version of that namespace whose SHA256SUMS one of them signed",
 		Doc:        "comma-separated `HOST/NAMESPACE=FILE`: ASCII-armored OpenPGP public keys pinned for one namespace (a namespace may be named several times); an import through this serve takes a version of that namespace whose `SHA256SUMS` one of them signed, whatever the bundle. See [Trust](trust.md)",
 		DocDefault: "none",
-		bind:       listOf(nil, func(c *serveConfig) *[]string { return &c.TrustedPublisherKeys })},
-	{Name: "allow-unsigned-hosts", Group: groupAirGap, Commands: cmdImport,
+		bind:       listOf(nil, func(c *Config) *[]string { return &c.TrustedPublisherKeys })},
+	{Name: "allow-unsigned-hosts", Group: GroupAirGap, Commands: Import,
 		Help:       "comma-separated allowed origin hosts under which versions without signature (in-house builds) may be imported and are served; under any other allowed origin an import with --allow-unsigned refuses them and versions imported so earlier are withheld, since they would shadow the origin's providers. Hosts that are not origins need no entry",
 		Doc:        "comma-separated hosts of `--allowed-origins` under which versions without signature (in-house builds) may be imported and are served. Under any other allowed origin, `import --allow-unsigned` refuses them, and versions imported so by 1.x are withheld (kept, not served, listed on the status page): they would shadow the origin's providers. Hosts that are not origins need no entry. See [In-house providers](air-gap.md#in-house-providers)",
 		DocDefault: "none",
-		bind:       listOf(nil, func(c *serveConfig) *[]string { return &c.AllowUnsignedHosts })},
+		bind:       listOf(nil, func(c *Config) *[]string { return &c.AllowUnsignedHosts })},
 
 	// Logging.
-	{Name: "log-format", Group: groupLogging, Commands: cmdSync,
+	{Name: "log-format", Group: GroupLogging, Commands: Sync,
 		Help: "log format: json or text",
 		Doc:  "`json` or `text`",
-		bind: stringOf("json", func(c *serveConfig) *string { return &c.LogFormat })},
-	{Name: "log-level", Group: groupLogging, Commands: cmdSync | cmdOnDataDir,
+		bind: stringOf("json", func(c *Config) *string { return &c.LogFormat })},
+	{Name: "log-level", Group: GroupLogging, Commands: Sync | OnDataDir,
 		Help: "log level: debug, info, warn or error",
 		Doc:  "`debug`, `info`, `warn` or `error`",
-		bind: stringOf("info", func(c *serveConfig) *string { return &c.LogLevel })},
+		bind: stringOf("info", func(c *Config) *string { return &c.LogLevel })},
 }
 
-// settingNamed is the setting of flag name; it panics when there is none,
-// since every caller names a setting of the table.
-func settingNamed(name string) *setting {
-	for _, s := range settings {
+// Named is the setting of flag name; it panics when there is none, since
+// every caller names a setting of the table.
+func Named(name string) *Setting {
+	for _, s := range Table {
 		if s.Name == name {
 			return s
 		}
@@ -428,10 +436,10 @@ func settingNamed(name string) *setting {
 	panic(fmt.Sprintf("tfmirror: no setting %q", name))
 }
 
-// settingsTakenBy are the settings cmd takes, with serve's meaning.
-func settingsTakenBy(cmd command) []*setting {
-	var out []*setting
-	for _, s := range settings {
+// TakenBy are the settings cmd takes, with serve's meaning.
+func TakenBy(cmd Command) []*Setting {
+	var out []*Setting
+	for _, s := range Table {
 		if s.Commands&cmd != 0 {
 			out = append(out, s)
 		}
@@ -439,20 +447,19 @@ func settingsTakenBy(cmd command) []*setting {
 	return out
 }
 
-// addSettings registers the named settings on fs, bound to their fields
-// of c.
-func addSettings(fs *flag.FlagSet, c *serveConfig, names ...string) {
+// Add registers the named settings on fs, bound to their fields of c.
+func Add(fs *flag.FlagSet, c *Config, names ...string) {
 	for _, n := range names {
-		settingNamed(n).register(fs, c)
+		Named(n).Register(fs, c)
 	}
 }
 
-// addSettingsOf registers on fs the settings cmd takes, bound to their
+// AddTakenBy registers on fs the settings cmd takes, bound to their
 // fields of c, and returns their names.
-func addSettingsOf(fs *flag.FlagSet, c *serveConfig, cmd command) []string {
+func AddTakenBy(fs *flag.FlagSet, c *Config, cmd Command) []string {
 	var names []string
-	for _, s := range settingsTakenBy(cmd) {
-		s.register(fs, c)
+	for _, s := range TakenBy(cmd) {
+		s.Register(fs, c)
 		names = append(names, s.Name)
 	}
 	return names

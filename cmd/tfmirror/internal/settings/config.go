@@ -1,0 +1,276 @@
+package settings
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/airgap"
+	"github.com/tfmirror/tfmirror/sharedstore"
+)
+
+// Config holds the values of the settings of Table, one field each: the
+// flags of `tfmirror serve`. Validate checks the values, not what the
+// files they name hold: reading those is the command's.
+type Config struct {
+	Listen              string
+	DataDir             string
+	TLSCert             string
+	TLSKey              string
+	InsecureHTTP        bool
+	HTTP2               bool
+	AllowedOrigins      []string
+	AllowPrivateOrigins bool
+	Platforms           []string
+	VersionsTTL         time.Duration
+	DiscoveryTTL        time.Duration
+	MaxArchiveBytes     int64
+	// ArchiveMaxUnpacked and ArchiveMaxEntries bound the check of a
+	// provider archive (see verify.Limits).
+	ArchiveMaxUnpacked   int64
+	ArchiveMaxEntries    int
+	MetricsListen        string
+	PublicURL            string
+	LogFormat            string
+	LogLevel             string
+	ShutdownTimeout      time.Duration
+	CacheMaxBytes        int64
+	DiskReserve          int64 // 0: free space not checked
+	CacheVerifyInterval  time.Duration
+	AuthTokensFile       string
+	URLSigningKeyFile    string
+	SignedURLTTL         time.Duration
+	Offline              bool
+	SharedStore          string
+	SharedLeaseTTL       time.Duration
+	SharedTimeout        time.Duration
+	SharedBreakerThresh  int
+	SharedBreakerCool    time.Duration
+	UpstreamProxy        string
+	CredentialsFile      string
+	OriginTimeout        time.Duration
+	OriginMinSpeed       int64
+	OriginMinSpeedWindow time.Duration
+	OriginRetries        int
+	BreakerThreshold     int
+	BreakerCooldown      time.Duration
+	ModuleConfig
+	RetentionConfig
+	// ExportKeyFile is the armored private key that signs exports' manifests;
+	// "": DATA-DIR/export-key.asc, made on first use.
+	ExportKeyFile string
+	// TrustedExportKeys are files of armored public keys of exporting
+	// mirrors whose signed manifests an import trusts.
+	TrustedExportKeys []string
+	// TrustedPublisherKeys are HOST/NAMESPACE=FILE entries: keys pinned
+	// for the SHA256SUMS of one namespace's providers on import.
+	TrustedPublisherKeys []string
+	// AllowUnsignedHosts are allowed origins under which versions without
+	// signature may be imported and are served (mirror.Config.UnsignedHosts).
+	AllowUnsignedHosts []string
+}
+
+// ModuleConfig holds the settings that bound registry module packages.
+type ModuleConfig struct {
+	ModuleMaxBytes     int64
+	ModuleMaxTreeBytes int64
+	ModuleMaxFiles     int
+	ModuleTimeout      time.Duration
+	// ModuleSourceCredentials is the --module-source-credentials file
+	// (read by the command), "" for none: sources are fetched anonymously.
+	ModuleSourceCredentials string
+}
+
+func (c ModuleConfig) validate() error {
+	if c.ModuleMaxBytes <= 0 || c.ModuleMaxTreeBytes <= 0 || c.ModuleMaxFiles <= 0 || c.ModuleTimeout <= 0 {
+		return errors.New("--module-max-bytes, --module-max-tree-bytes, --module-max-files and --module-timeout must be positive")
+	}
+	return nil
+}
+
+// RetentionConfig holds the retention settings: serve's, and those of
+// cache prune when it opens the data directory itself.
+type RetentionConfig struct {
+	KeepVersions      int
+	KeepPerMajor      bool
+	EvictUnusedAfter  time.Duration
+	PinsDir           string
+	RetentionInterval time.Duration
+}
+
+// Validate checks the retention settings.
+func (c RetentionConfig) Validate() error {
+	if c.KeepVersions < 0 || c.EvictUnusedAfter < 0 {
+		return errors.New("--keep-versions and --evict-unused-after must not be negative (0 disables)")
+	}
+	if c.KeepPerMajor && c.KeepVersions == 0 {
+		return errors.New("--keep-versions-per-major needs --keep-versions")
+	}
+	if c.RetentionInterval < 0 {
+		return errors.New("--retention-interval must not be negative (0: only tfmirror cache prune applies the rules)")
+	}
+	return nil
+}
+
+// Validate checks the settings of serve.
+func (c Config) Validate() error {
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return errors.New("--tls-cert and --tls-key must be given together")
+	}
+	if c.InsecureHTTP && c.TLSCert != "" {
+		return errors.New("--insecure-http and --tls-cert are mutually exclusive")
+	}
+	if c.InsecureHTTP && c.HTTP2 {
+		return errors.New("--http2 is offered over TLS only, not with --insecure-http")
+	}
+	if c.VersionsTTL <= 0 || c.ShutdownTimeout <= 0 {
+		return errors.New("durations must be positive")
+	}
+	if c.SignedURLTTL <= 0 {
+		return errors.New("--signed-url-ttl must be positive")
+	}
+	if c.URLSigningKeyFile != "" && c.AuthTokensFile == "" {
+		return errors.New("--url-signing-key-file needs --auth-tokens-file")
+	}
+	for _, entry := range c.TrustedPublisherKeys {
+		if _, _, err := ParsePublisherEntry(entry); err != nil {
+			return fmt.Errorf("--trusted-publisher-keys: %w", err)
+		}
+	}
+	if err := c.checkUnsignedHosts(); err != nil {
+		return err
+	}
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
+		}
+	}
+	if c.CacheVerifyInterval < 0 {
+		return errors.New("--cache-verify-interval must not be negative (0: only tfmirror cache verify checks the cache)")
+	}
+	if err := c.RetentionConfig.Validate(); err != nil {
+		return err
+	}
+	return c.ValidateEngine()
+}
+
+// checkUnsignedHosts checks that every --allow-unsigned-hosts host is an
+// allowed origin: others take imports without signature unnamed (they
+// are local-only), and naming one is likely a typo.
+func (c Config) checkUnsignedHosts() error {
+	var origins []svchost.Hostname
+	for _, h := range c.AllowedOrigins {
+		if host, err := svchost.ForComparison(h); err == nil {
+			origins = append(origins, host)
+		}
+	}
+	for _, h := range c.AllowUnsignedHosts {
+		host, err := svchost.ForComparison(h)
+		if err != nil {
+			return fmt.Errorf("--allow-unsigned-hosts: %q: %v", h, err)
+		}
+		if !slices.Contains(origins, host) {
+			return fmt.Errorf("--allow-unsigned-hosts: %s is not among --allowed-origins (hosts that are not origins take imports without signature without being named)", h)
+		}
+	}
+	return nil
+}
+
+// ValidateEngine checks the settings of every command that opens the
+// engine on a data directory (serve, sync: those Sync takes).
+func (c Config) ValidateEngine() error {
+	if len(c.AllowedOrigins) == 0 {
+		return errors.New("--allowed-origins must name at least one host")
+	}
+	if c.DataDir == "" {
+		return errors.New("--data-dir must not be empty")
+	}
+	if c.DiscoveryTTL <= 0 {
+		return errors.New("durations must be positive")
+	}
+	if c.OriginTimeout <= 0 || c.BreakerCooldown <= 0 {
+		return errors.New("--origin-timeout and --origin-breaker-cooldown must be positive")
+	}
+	if c.OriginMinSpeedWindow < 0 {
+		return errors.New("--origin-min-speed-window must not be negative (0 disables)")
+	}
+	if c.OriginRetries < 0 || c.BreakerThreshold < 0 {
+		return errors.New("--origin-retries and --origin-breaker-threshold must not be negative (0 disables)")
+	}
+	if c.MaxArchiveBytes <= 0 {
+		return errors.New("--max-archive-bytes must be positive")
+	}
+	if c.ArchiveMaxUnpacked <= 0 || c.ArchiveMaxEntries <= 0 {
+		return errors.New("--archive-max-unpacked-bytes and --archive-max-entries must be positive")
+	}
+	if err := c.ModuleConfig.validate(); err != nil {
+		return err
+	}
+	if c.SharedStore != "" {
+		if c.SharedLeaseTTL < 3*time.Second {
+			return errors.New("--shared-store-lease-ttl must be at least 3s")
+		}
+		if c.SharedTimeout <= 0 || c.SharedBreakerCool <= 0 || c.SharedBreakerThresh < 1 {
+			return errors.New("--shared-store-timeout and --shared-store-breaker-cooldown must be positive, --shared-store-breaker-threshold at least 1")
+		}
+		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
+			return fmt.Errorf("--shared-store: %w", err)
+		}
+		if c.MaxArchiveBytes > sharedstore.MaxArchiveBytes {
+			return fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes))
+		}
+	}
+	if c.UpstreamProxy != "" {
+		u, err := url.Parse(c.UpstreamProxy)
+		if err != nil || u.Host == "" {
+			return fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", c.UpstreamProxy)
+		}
+		switch u.Scheme {
+		case "http", "https", "socks5", "socks5h":
+		default:
+			return fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", c.UpstreamProxy)
+		}
+	}
+	switch c.LogFormat {
+	case "json", "text":
+	default:
+		return fmt.Errorf("--log-format %q: want json or text", c.LogFormat)
+	}
+	if _, err := ParseLevel(c.LogLevel); err != nil {
+		return err
+	}
+	return nil
+}
+
+// ExportKeyName is the export key in the data directory, made on first use.
+const ExportKeyName = "export-key.asc"
+
+// ParsePublisherEntry parses HOST/NAMESPACE=FILE, an entry of
+// --trusted-publisher-keys.
+func ParsePublisherEntry(entry string) (airgap.Namespace, string, error) {
+	scope, file, ok := strings.Cut(entry, "=")
+	if !ok || file == "" {
+		return airgap.Namespace{}, "", fmt.Errorf("%q: want HOST/NAMESPACE=FILE", entry)
+	}
+	ns, err := airgap.ParseNamespace(scope)
+	if err != nil {
+		return airgap.Namespace{}, "", err
+	}
+	return ns, file, nil
+}
+
+// ParseLevel parses a --log-level.
+func ParseLevel(s string) (slog.Level, error) {
+	var lvl slog.Level
+	if err := lvl.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("--log-level %q: want debug, info, warn or error", s)
+	}
+	return lvl, nil
+}
