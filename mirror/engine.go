@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -165,7 +164,8 @@ type Engine struct {
 	withheld  map[string][]WithheldVersion // by provider
 	platforms map[string]bool              // nil = all
 	origin    ProviderOrigin               // the Origin given to New, behind the offline and local-only guards
-	modules   ModuleOrigin                 // the Origin given to New (see moduleOrigin)
+	modules   *Modules                     // the module side, on the Origin given to New
+	airGap    *AirGap                      // exports and imports of provider versions
 	store     Store
 	log       *slog.Logger
 	metrics   Metrics
@@ -193,15 +193,9 @@ type Engine struct {
 	work   *tasks // origin fetches and downloads running on root
 	// notify is told what the engine serves and imports (see Notify).
 	notify notifier
-	// checks are the VerifyCache calls under way. They run on checkCtx,
-	// which Shutdown and Close cancel first: a check serves no client, so
-	// it never holds up a shutdown. checkDone is closed when the
-	// background check goroutine (CheckEvery) ends.
-	checks     *tasks
-	checkCtx   context.Context
-	stopChecks context.CancelFunc
-	checkDone  chan struct{}
-	lastCheck  atomic.Pointer[CacheCheck] // the last VerifyCache that read the whole cache
+	// checker checks the whole cache again (VerifyCache); Shutdown and
+	// Close end its checks first: they serve no client.
+	checker *CacheChecker
 }
 
 // New validates cfg and returns an Engine using origin (for providers
@@ -227,11 +221,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		metrics: cfg.Metrics,
 		memo:    newMetaMemo(),
 		work:    newTasks(),
-		checks:  newTasks(),
 
 		importedHosts: make(map[svchost.Hostname]bool),
 	}
-	s.modules = origin
 	s.cfg.AllowedOrigins = nil
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
@@ -321,11 +313,21 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
-	s.checkCtx, s.stopChecks = context.WithCancel(context.Background())
-	s.checkDone = make(chan struct{})
-	go s.checkLoop()
+	s.modules = &Modules{e: s, cfg: &s.cfg, origin: origin, allowed: s.allowed, store: store, log: s.log, metrics: s.metrics}
+	s.airGap = &AirGap{e: s, cfg: &s.cfg, store: store, log: s.log, metrics: s.metrics}
+	s.checker = newCacheChecker(&s.cfg, store, s.metrics, s.verifyCached)
 	return s, nil
 }
+
+// Modules returns the engine's registry-module side.
+func (s *Engine) Modules() *Modules { return s.modules }
+
+// AirGap returns the engine's side of exports and imports of provider
+// versions.
+func (s *Engine) AirGap() *AirGap { return s.airGap }
+
+// CacheChecker returns the engine's check of the whole cache.
+func (s *Engine) CacheChecker() *CacheChecker { return s.checker }
 
 // Config returns the configuration in effect: cfg as given to New with
 // every default filled in, AllowedOrigins and UnsignedHosts in svchost
@@ -375,7 +377,7 @@ func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 // the store, which may then be closed. It returns ctx's error when work
 // had to be cancelled.
 func (s *Engine) Shutdown(ctx context.Context) error {
-	s.endChecks()
+	s.checker.endChecks()
 	s.work.close()
 	err := s.work.wait(ctx)
 	s.cancel()
@@ -388,7 +390,7 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 
 // Close is Shutdown without a grace period: work under way is cancelled.
 func (s *Engine) Close() error {
-	s.endChecks()
+	s.checker.endChecks()
 	s.work.close()
 	s.cancel()
 	return s.work.wait(context.Background())

@@ -31,7 +31,7 @@ import (
 )
 
 // ModuleEngine is what the module routes need from the engine: the
-// module side of Engine.
+// module side of Engine (*mirror.Modules).
 type ModuleEngine interface {
 	CheckModuleOrigin(m addrs.Module) error
 	ModuleVersions(ctx context.Context, m addrs.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
@@ -66,7 +66,7 @@ func (s *Server) moduleRoutes(r *mux.Router) {
 
 // module parses the request's module address and checks its host.
 func (s *Server) module(r *http.Request) (ModuleEngine, addrs.Module, error) {
-	me := s.engine
+	var me ModuleEngine = s.engine.Modules()
 	vars := mux.Vars(r)
 	hostPart, err := unescapePart("host", vars["host"], maxHostLen)
 	if err != nil {
@@ -259,7 +259,7 @@ type StatusModuleVersion struct {
 // that q selects, by module, newest version first within the page, and
 // the cursor of the next page ("" when this is the last).
 func (s *Server) statusModules(q statusQuery) ([]StatusModule, string, error) {
-	me := s.engine
+	var me ModuleEngine = s.engine.Modules()
 	byModule := map[string]*StatusModule{}
 	var order []string
 	rows, next := 0, ""

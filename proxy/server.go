@@ -18,7 +18,7 @@ import (
 )
 
 // Engine is what the front door needs from the pull-through engine: its
-// providers, its modules (ModuleEngine) and what the status page shows of
+// providers, its modules (Modules, a ModuleEngine) and what the status page shows of
 // it. *mirror.Engine implements it.
 type Engine interface {
 	// Config returns the engine's configuration in effect.
@@ -38,11 +38,13 @@ type Engine interface {
 	// starts with prefix, from the one after the cursor after on.
 	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
 	Stats() (archives int, bytes int64)
-	ModuleEngine
+	// Modules returns the engine's module side, which the module routes
+	// use as a ModuleEngine.
+	Modules() *mirror.Modules
 	WithheldEngine
-	// LastCacheCheck returns the last check of the whole cache; false
-	// when none has run.
-	LastCacheCheck() (mirror.CacheCheck, bool)
+	// CacheChecker returns the engine's check of the whole cache, whose
+	// LastCacheCheck the status page shows.
+	CacheChecker() *mirror.CacheChecker
 }
 
 // Config configures a Server. Zero values take the documented defaults.

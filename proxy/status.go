@@ -186,7 +186,7 @@ func (s *Server) status(r *http.Request) (*Status, error) {
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
 	st.Retention = s.retentionStatus()
-	if c, ok := s.engine.LastCacheCheck(); ok {
+	if c, ok := s.engine.CacheChecker().LastCacheCheck(); ok {
 		st.CacheCheck = &c
 	}
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {

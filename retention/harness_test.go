@@ -489,7 +489,7 @@ var (
 
 func readModule(t *testing.T, h *harness, version string) (*mirror.ModulePackage, []byte, error) {
 	t.Helper()
-	pkg, err := h.engine.OpenModule(context.Background(), testModule, version)
+	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
 	if err != nil {
 		return nil, nil, err
 	}
