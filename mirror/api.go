@@ -55,7 +55,7 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*VersionList, 
 		// What cannot be fetched again is listed only while it is held.
 		list = s.sealedList(ctx, p, list)
 	}
-	list = s.withholdFrom(p, list)
+	list = s.withholding.withholdFrom(p, list)
 	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.stamp(gen, st, stampVersions)}, nil
 }
 

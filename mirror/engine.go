@@ -156,21 +156,15 @@ type Config struct {
 type Engine struct {
 	cfg     Config
 	allowed map[svchost.Hostname]bool
-	// unsigned are the allowed origins of Config.UnsignedHosts; withheld
-	// the versions imported without signature under the others, found
-	// at start and forgotten when a prune removes them (see unsigned.go),
-	// under withheldMu.
-	unsigned  map[svchost.Hostname]bool
-	withheld  map[string][]WithheldVersion // by provider
-	platforms map[string]bool              // nil = all
-	origin    ProviderOrigin               // the Origin given to New, behind the offline and local-only guards
-	modules   *Modules                     // the module side, on the Origin given to New
-	airGap    *AirGap                      // exports and imports of provider versions
-	store     Store
-	log       *slog.Logger
-	metrics   Metrics
-
-	withheldMu sync.RWMutex
+	// withholding keeps unsigned imports in their lane (see unsigned.go).
+	withholding *withholding
+	platforms   map[string]bool // nil = all
+	origin      ProviderOrigin  // the Origin given to New, behind the offline and local-only guards
+	modules     *Modules        // the module side, on the Origin given to New
+	airGap      *AirGap         // exports and imports of provider versions
+	store       Store
+	log         *slog.Logger
+	metrics     Metrics
 
 	// importedHosts are the provider hosts Import has loaded providers
 	// of; those that are not allowed origins are local-only (see local).
@@ -180,10 +174,8 @@ type Engine struct {
 
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
-	memo     *metaMemo // decoded version lists and package metadata
-	// sharedSeen remembers what the shared tier holds, for a sealed
-	// mirror's version lists (see sharedInstallable).
-	sharedSeen sharedAnswers
+	memo     *metaMemo      // decoded version lists and package metadata
+	shared   *sharedRecords // the shared tier's records and leases
 
 	// root is the engine's lifetime, not any caller's: the parent of the
 	// contexts that origin fetches and archive downloads run on. Shutdown
@@ -236,7 +228,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		}
 	}
 	slices.Sort(s.cfg.AllowedOrigins)
-	if err := s.setUnsignedHosts(cfg.UnsignedHosts); err != nil {
+	s.withholding = &withholding{e: s, cfg: &s.cfg, allowed: s.allowed, store: store}
+	if err := s.withholding.setUnsignedHosts(cfg.UnsignedHosts); err != nil {
 		return nil, err
 	}
 	s.cfg.Platforms = nil
@@ -308,9 +301,10 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror: reading the hosts of imported providers: %w", err)
 	}
-	if err := s.findWithheld(); err != nil {
+	if err := s.withholding.findWithheld(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
+	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
 	s.modules = &Modules{e: s, cfg: &s.cfg, origin: origin, allowed: s.allowed, store: store, log: s.log, metrics: s.metrics}

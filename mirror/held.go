@@ -234,7 +234,7 @@ func (s *Engine) RemoveVersion(kind, address, version string) error {
 	err = s.store.DeleteMeta(pkey)
 	s.memo.forget(pkey)
 	if err == nil {
-		s.forgetWithheld(p, version)
+		s.withholding.forgetWithheld(p, version)
 	}
 	return err
 }
@@ -266,7 +266,7 @@ func (s *Engine) DropSetAside(address, version string) error {
 			return err
 		}
 	}
-	s.forgetWithheld(p, version)
+	s.withholding.forgetWithheld(p, version)
 	return nil
 }
 

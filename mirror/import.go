@@ -188,7 +188,7 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	provenance := ProvenanceImported
 	if in.Unsigned {
 		provenance = ProvenanceUnsigned
-		if !s.e.unsignedAllowed(p.Hostname) {
+		if !s.e.withholding.unsignedAllowed(p.Hostname) {
 			s.log.Warn("import without signature refused under an allowed origin host", "provider", p.String(), "version", v.String())
 			return ImportResult{}, unsignedRefused(p)
 		}
@@ -642,7 +642,7 @@ func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *Version
 				}
 			}
 			if !installable {
-				installable = s.sharedInstallable(ctx, p, v, rec)
+				installable = s.shared.sharedInstallable(ctx, p, v, rec)
 			}
 		}
 		switch {

@@ -33,7 +33,7 @@ func (s *Modules) sharedModuleRecord(ctx context.Context, key string) (*ModuleRe
 		return nil, false
 	}
 	var rec ModuleRecord
-	if _, ok := s.e.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
+	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
 		return nil, false
 	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
@@ -138,7 +138,7 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 			return s.fetchModule(ctx, m, rec)
 		}
 		if lease != nil {
-			held := s.e.hold(ctx, moduleLeaseID(key), lease)
+			held := s.e.shared.hold(ctx, moduleLeaseID(key), lease)
 			defer held.release(context.WithoutCancel(ctx))
 			// The holder before us may have stored it and let go just now.
 			if r, ok := s.sharedModuleRecord(ctx, key); ok && s.copySharedModule(ctx, *r) {
@@ -162,7 +162,7 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 // record under key and its package (for a sealed replica's list).
 func (s *Modules) sharedModuleInstallable(ctx context.Context, key string) bool {
 	var rec ModuleRecord
-	if _, ok := s.e.getShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.e.archives.trustsShared(rec.SHA256) {
+	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.e.archives.trustsShared(rec.SHA256) {
 		return false
 	}
 	body, _, err := s.cfg.Shared.OpenArchive(ctx, rec.SHA256)

@@ -194,7 +194,7 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
 	if !haveCached && s.cfg.Shared != nil {
-		if at, ok := s.e.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
+		if at, ok := s.e.shared.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
 			haveCached, storedAt = true, at
 		}
 	}
@@ -217,7 +217,7 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
 		}
-		s.e.putShared(key, list)
+		s.e.shared.putShared(key, list)
 		return list, nil
 	})
 	if err == nil {
@@ -250,7 +250,7 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 	}
 	var shared ModuleVersionList
 	if s.cfg.Shared != nil {
-		if _, ok := s.e.getShared(ctx, moduleVersionsKey(m), &shared); ok {
+		if _, ok := s.e.shared.getShared(ctx, moduleVersionsKey(m), &shared); ok {
 			for _, v := range shared.Versions {
 				if slices.ContainsFunc(list.Versions, func(l string) bool { return canonicalModuleVersion(l) == canonicalModuleVersion(v) }) {
 					continue

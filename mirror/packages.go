@@ -339,9 +339,9 @@ func (s *Engine) packageFor(ctx context.Context, p addrs.Provider, v versions.Ve
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
 	if !haveCached {
-		cached, haveCached = s.sharedPackage(ctx, p, v)
+		cached, haveCached = s.shared.sharedPackage(ctx, p, v)
 	}
-	if haveCached && s.isWithheld(p, cached) {
+	if haveCached && s.withholding.isWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
 		// origin's own version is had as if it were not there, and the
 		// import is kept inside its record.
@@ -420,7 +420,7 @@ func (s *Engine) packageFor(ctx context.Context, p addrs.Provider, v versions.Ve
 // have the sha256 they had.
 func (s *Engine) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
-	if ok && s.isWithheld(p, rec) {
+	if ok && s.withholding.isWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
 	var old *PackageRecord // a record without evidence being replaced
@@ -557,7 +557,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p addrs.Provider, v versions.
 	// whichever record held it: it cannot be fetched again.
 	rec.Withheld = nil
 	if cur, ok := s.cachedPackage(p, v); ok {
-		if s.isWithheld(p, cur) {
+		if s.withholding.isWithheld(p, cur) {
 			rec.Withheld = cur
 		} else {
 			rec.Withheld = cur.Withheld
@@ -576,7 +576,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p addrs.Provider, v versions.
 		shared = rec.clone()
 		shared.Withheld = nil
 	}
-	s.putShared(packageKey(p, v), shared)
+	s.shared.putShared(packageKey(p, v), shared)
 	return rec, nil
 }
 

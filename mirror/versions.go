@@ -108,7 +108,7 @@ func (s *Engine) versions(ctx context.Context, p addrs.Provider, force bool) (*V
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
 	if !haveCached {
-		cached, storedAt, haveCached = s.sharedVersions(ctx, key)
+		cached, storedAt, haveCached = s.shared.sharedVersions(ctx, key)
 	}
 	fresh := !force && cached != nil && cached.Schema >= evidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
 	if haveCached && (s.cfg.Offline || fresh || s.local(p.Hostname)) {
@@ -145,7 +145,7 @@ func (s *Engine) refreshVersions(ctx context.Context, p addrs.Provider) (*Versio
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
-	s.putShared(versionsKey(p), list)
+	s.shared.putShared(versionsKey(p), list)
 	return list, nil
 }
 
