@@ -158,10 +158,12 @@ type Engine struct {
 	allowed map[svchost.Hostname]bool
 	// withholding keeps unsigned imports in their lane (see unsigned.go).
 	withholding *withholding
-	platforms   map[string]bool // nil = all
-	origin      ProviderOrigin  // the Origin given to New, behind the offline and local-only guards
-	modules     *Modules        // the module side, on the Origin given to New
-	airGap      *AirGap         // exports and imports of provider versions
+	platforms   map[string]bool  // nil = all
+	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
+	records     *providerRecords // provider version lists and package records
+	modules     *Modules         // the module side, on the Origin given to New
+	airGap      *AirGap          // exports and imports of provider versions
+	held        *Held            // the listings and removals retention uses
 	store       Store
 	log         *slog.Logger
 	metrics     Metrics
@@ -305,11 +307,13 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
 	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
 	s.modules = &Modules{e: s, cfg: &s.cfg, origin: origin, allowed: s.allowed, store: store, log: s.log, metrics: s.metrics}
+	s.held = &Held{e: s, cfg: &s.cfg, store: store, memo: s.memo}
 	s.airGap = &AirGap{e: s, cfg: &s.cfg, store: store, log: s.log, metrics: s.metrics}
-	s.checker = newCacheChecker(&s.cfg, store, s.metrics, s.verifyCached)
+	s.checker = newCacheChecker(&s.cfg, store, s.metrics, s.records.verifyCached)
 	return s, nil
 }
 
@@ -322,6 +326,9 @@ func (s *Engine) AirGap() *AirGap { return s.airGap }
 
 // CacheChecker returns the engine's check of the whole cache.
 func (s *Engine) CacheChecker() *CacheChecker { return s.checker }
+
+// Held returns what the engine tells retention of the versions it holds.
+func (s *Engine) Held() *Held { return s.held }
 
 // Config returns the configuration in effect: cfg as given to New with
 // every default filled in, AllowedOrigins and UnsignedHosts in svchost

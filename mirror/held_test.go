@@ -48,10 +48,10 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
 	n := &notifications{}
-	if err := h.engine.Notify(n); err != nil {
+	if err := h.engine.Held().Notify(n); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.engine.Notify(&notifications{}); err == nil {
+	if err := h.engine.Held().Notify(&notifications{}); err == nil {
 		t.Error("a second Notifier was taken")
 	}
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
@@ -116,7 +116,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	scan := func() []string {
 		t.Helper()
 		var got []string
-		if err := h.engine.ScanVersions(func(v HeldVersion) {
+		if err := h.engine.Held().ScanVersions(func(v HeldVersion) {
 			got = append(got, fmt.Sprintf("%s %s %s %v %v", v.Kind, v.Address, v.Raw, v.Archives, v.Refetch))
 		}); err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	if got := scan(); !reflect.DeepEqual(got, want) {
 		t.Errorf("scanned\n%q\nwant\n%q", got, want)
 	}
-	if err := h.engine.RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
+	if err := h.engine.Held().RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	list, _, err := h.engine.Versions(t.Context(), local)

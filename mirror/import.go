@@ -206,7 +206,7 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 			if a.SHA256 == "" {
 				sha, err := s.sumArchive(ctx, pkg)
 				if err != nil {
-					return ImportResult{}, pkgError(i, s.e.refuse(p, v, pkg.Platform, err))
+					return ImportResult{}, pkgError(i, s.e.records.refuse(p, v, pkg.Platform, err))
 				}
 				a.SHA256 = sha
 			}
@@ -214,14 +214,14 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		}
 	} else {
 		var err error
-		if archives, rels, err = signedArchives(in, s.e.h1); err != nil {
+		if archives, rels, err = signedArchives(in, s.e.records.h1); err != nil {
 			return ImportResult{}, s.refuseImport(in, err)
 		}
 	}
 
 	// The record it will join, if the cache has one (checked again when
 	// the record is stored: it may change in between).
-	if cached, ok := s.e.cachedPackage(p, v); ok {
+	if cached, ok := s.e.records.cachedPackage(p, v); ok {
 		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
 			return ImportResult{}, err
 		}
@@ -240,8 +240,8 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	// The h1: hashes of "packages" against the archives now cached.
 	if !in.Unsigned {
 		for i, pkg := range in.Packages {
-			if err := checkPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.h1); err != nil {
-				return ImportResult{}, pkgError(i, s.e.refuse(p, v, pkg.Platform, err))
+			if err := checkPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.records.h1); err != nil {
+				return ImportResult{}, pkgError(i, s.e.records.refuse(p, v, pkg.Platform, err))
 			}
 		}
 	}
@@ -353,7 +353,7 @@ func (s *AirGap) refuseImport(in Imported, err error) error {
 	if ierr.Package >= 0 && ierr.Package < len(in.Packages) {
 		pl = in.Packages[ierr.Package].Platform
 	}
-	return &ImportError{Document: ierr.Document, Package: ierr.Package, Err: s.e.refuse(in.Provider, in.Version, pl, ierr.Err)}
+	return &ImportError{Document: ierr.Document, Package: ierr.Package, Err: s.e.records.refuse(in.Provider, in.Version, pl, ierr.Err)}
 }
 
 // recordImportedHost records host as one that Import or ImportModule
@@ -386,7 +386,7 @@ func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *PackageR
 			continue
 		}
 		if was.SHA256 != archives[i].SHA256 {
-			return pkgError(i, s.e.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+			return pkgError(i, s.e.records.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
 		}
 	}
@@ -474,7 +474,7 @@ func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions
 		ran := false
 		_, err := s.e.coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
-			rec, ok := s.e.cachedPackage(p, v)
+			rec, ok := s.e.records.cachedPackage(p, v)
 			if ok {
 				// What Import checked may have changed since (a metadata
 				// fetch of the version stored the origin's record): an
@@ -550,7 +550,7 @@ func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.
 		_, err := s.e.coalesce(ctx, "versions", key, func(context.Context) (any, error) {
 			ran = true
 			list := &VersionList{Schema: recordSchema}
-			if cached, _, err := s.e.cachedVersions(key); err == nil {
+			if cached, _, err := s.e.records.cachedVersions(key); err == nil {
 				list.Versions = slices.Clone(cached.Versions)
 			} else if !errors.Is(err, cache.ErrNotFound) {
 				return nil, err
@@ -595,7 +595,7 @@ func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.
 // names and sha256s only, with Document -1. Errors: ErrNotCached;
 // ErrNoEvidence for a version cached by an earlier release.
 func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*Evidence, error) {
-	rec, ok := s.e.cachedPackage(p, v)
+	rec, ok := s.e.records.cachedPackage(p, v)
 	if !ok {
 		return nil, fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
 	}
@@ -621,7 +621,7 @@ func (s *AirGap) OpenStored(sha string) (*Archive, error) {
 // sealedList returns list without the versions of which neither the cache
 // nor the shared tier (Config.Shared; see sharedInstallable) holds an
 // archive of a served platform; list itself when it lacks none.
-func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *VersionList) *VersionList {
+func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *VersionList) *VersionList {
 	var (
 		keep    []VersionEntry
 		dropped bool
@@ -632,7 +632,7 @@ func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *Version
 			rec, ok := s.cachedPackage(p, v)
 			if ok {
 				for pl, a := range rec.Archives {
-					if !s.wanted(pl) {
+					if !s.e.wanted(pl) {
 						continue
 					}
 					if _, err := s.store.StatBlob(a.SHA256); err == nil {
@@ -642,7 +642,7 @@ func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *Version
 				}
 			}
 			if !installable {
-				installable = s.shared.sharedInstallable(ctx, p, v, rec)
+				installable = s.e.shared.sharedInstallable(ctx, p, v, rec)
 			}
 		}
 		switch {

@@ -202,7 +202,7 @@ func (s *withholding) withholdFrom(p addrs.Provider, list *VersionList) *Version
 		if err != nil {
 			return true
 		}
-		rec, ok := s.e.cachedPackage(p, v)
+		rec, ok := s.e.records.cachedPackage(p, v)
 		return !ok || s.isWithheld(p, rec)
 	})
 	if len(keep) == len(list.Versions) {

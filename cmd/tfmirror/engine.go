@@ -158,7 +158,7 @@ func openEngine(cfg serveConfig, logger *slog.Logger, o overrides, met *metrics.
 	if err != nil {
 		return nil, err
 	}
-	ret, err := retention.New(rcfg, engine, store, rshared)
+	ret, err := retention.New(rcfg, engine.Held(), store, rshared)
 	if err != nil {
 		engine.Close()
 		return nil, err
