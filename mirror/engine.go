@@ -49,7 +49,7 @@ type Store interface {
 	StatGeneration() uint64
 	// Headroom is how many bytes may still be written to the cache's file
 	// system before its free space reaches the disk reserve; ok is false
-	// when the cache does not check free space (see DiskHeadroom).
+	// when the cache does not check free space (see AirGap.DiskHeadroom).
 	Headroom() (room int64, ok bool)
 	OpenBlob(sha string) (cache.BlobReader, error)
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
@@ -185,7 +185,7 @@ type Engine struct {
 	root   context.Context
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
-	// notify is told what the engine serves and imports (see Notify).
+	// notify is told what the engine serves and imports (see Held.Notify).
 	notify notifier
 	// checker checks the whole cache again (VerifyCache); Shutdown and
 	// Close end its checks first: they serve no client.
