@@ -93,7 +93,7 @@ func putOldModulePackage(t *testing.T, h *harness, pkg []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := h.engine.OpenModule(t.Context(), m, "1.0.0")
+	p, err := h.engine.Modules().OpenModule(t.Context(), m, "1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}

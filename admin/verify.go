@@ -13,7 +13,7 @@ import (
 const maxListedFailures = 1000
 
 // VerifyRequest asks for a check of every cached package
-// (mirror.Engine.VerifyCache).
+// (mirror.CacheChecker.VerifyCache).
 type VerifyRequest struct{}
 
 // Verified is what a check of the cache found.
@@ -33,7 +33,7 @@ type Verified struct {
 // Verify checks every cached package.
 func (a *API) Verify(ctx context.Context, _ VerifyRequest) (Verified, error) {
 	out := Verified{Failures: []mirror.CachedCheck{}}
-	err := a.engine.VerifyCache(ctx, func(c mirror.CachedCheck) {
+	err := a.engine.CacheChecker().VerifyCache(ctx, func(c mirror.CachedCheck) {
 		out.Checked++
 		out.Bytes += c.Bytes
 		if c.By == mirror.CheckedEvidence {

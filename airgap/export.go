@@ -237,7 +237,7 @@ func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion
 	if err != nil {
 		return err
 	}
-	ev, err := engine.Stored(p, v)
+	ev, err := engine.AirGap().Stored(p, v)
 	if err != nil {
 		return err
 	}
@@ -289,7 +289,7 @@ func exportArchive(engine *mirror.Engine, sha, path string, files *exportFiles) 
 		files.add(path, n, sha)
 		return false, 0, nil
 	}
-	arc, err := engine.OpenStored(sha)
+	arc, err := engine.AirGap().OpenStored(sha)
 	if err != nil {
 		return false, 0, err
 	}

@@ -67,7 +67,7 @@ type ImportOptions struct {
 }
 
 // Import loads the export at in (a directory, or a tar file, compressed
-// or not) into engine's cache through engine.Import, which verifies
+// or not) into engine's cache through engine.AirGap().Import, which verifies
 // every package as if it came from its origin, once a key of
 // opts.Trust vouches for its version (see importVersion). Each version
 // refused is passed to report (one line, naming the file at fault and the
@@ -97,7 +97,7 @@ func Import(ctx context.Context, engine *mirror.Engine, in string, opts ImportOp
 			return sum, err
 		}
 		defer os.RemoveAll(tmp)
-		lim := unpackLimits{maxFileBytes: opts.MaxFileBytes, maxEntries: opts.MaxEntries, space: diskSpace(engine.DiskHeadroom, tmp)}
+		lim := unpackLimits{maxFileBytes: opts.MaxFileBytes, maxEntries: opts.MaxEntries, space: diskSpace(engine.AirGap().DiskHeadroom, tmp)}
 		if err := untar(ctx, in, tmp, lim); err != nil {
 			return sum, fmt.Errorf("%s refused: %w", opts.Shown, err)
 		}
@@ -469,7 +469,7 @@ func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p addr
 	} else {
 		in.Unsigned = true
 	}
-	res, err := engine.Import(ctx, in)
+	res, err := engine.AirGap().Import(ctx, in)
 	var ierr *mirror.ImportError
 	if errors.As(err, &ierr) {
 		switch {

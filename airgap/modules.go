@@ -96,7 +96,7 @@ func moduleDir(top string, m addrs.Module) string {
 // files. Each version that fails is reported and counted.
 func exportModules(ctx context.Context, engine *mirror.Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
 	var cached []mirror.CachedModule
-	err := engine.ListCachedModules(func(cm mirror.CachedModule) error {
+	err := engine.Modules().ListCachedModules(func(cm mirror.CachedModule) error {
 		if cm.Cached {
 			cached = append(cached, cm)
 		}
@@ -271,7 +271,7 @@ func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, 
 	case mf.SHA256 != shas[pkgRel]:
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
-	res, err := engine.ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Location: mf.Location,
+	res, err := engine.Modules().ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Location: mf.Location,
 		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
@@ -305,7 +305,7 @@ func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m 
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	res, err := engine.ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
+	res, err := engine.Modules().ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
 	if err != nil {
 		return fmt.Errorf("%s: %w", shown, err)
 	}

@@ -52,7 +52,7 @@ const tarballRel = "modules/registry.terraform.io/acme/tarball/aws/0.1.0"
 // moduleBytes returns the package of version of m as engine serves it.
 func moduleBytes(t *testing.T, engine *mirror.Engine, m addrs.Module, version string) (*mirror.ModulePackage, []byte) {
 	t.Helper()
-	pkg, err := engine.OpenModule(context.Background(), m, version)
+	pkg, err := engine.Modules().OpenModule(context.Background(), m, version)
 	if err != nil {
 		t.Fatalf("OpenModule %s %s: %v", m, version, err)
 	}
@@ -120,11 +120,11 @@ func TestExportImportModules(t *testing.T) {
 	if sum.Modules != 1 || sum.Failed != 0 || sum.ModuleBytes != int64(len(want)) || len(reports) != 0 {
 		t.Fatalf("import: %+v, %q", sum, reports)
 	}
-	list, _, err := sealed.ModuleVersions(context.Background(), tarballModule)
+	list, _, err := sealed.Modules().ModuleVersions(context.Background(), tarballModule)
 	if err != nil || !slices.Equal(list.Versions, []string{"0.1.0"}) {
 		t.Fatalf("the sealed mirror lists %v, %v", list, err)
 	}
-	rec, err := sealed.ModuleLocation(context.Background(), tarballModule, "0.1.0")
+	rec, err := sealed.Modules().ModuleLocation(context.Background(), tarballModule, "0.1.0")
 	if err != nil || rec.Subdir != "modules/app" || rec.Provenance != mirror.ProvenanceImported {
 		t.Fatalf("record %+v, %v", rec, err)
 	}
@@ -205,10 +205,10 @@ func TestImportModuleRefused(t *testing.T) {
 					t.Errorf("the report does not say %q:\n%s", w, reports[0])
 				}
 			}
-			if _, _, err := sealed.ModuleVersions(context.Background(), tarballModule); !errors.Is(err, mirror.ErrOffline) {
+			if _, _, err := sealed.Modules().ModuleVersions(context.Background(), tarballModule); !errors.Is(err, mirror.ErrOffline) {
 				t.Errorf("the refused module is listed: %v", err)
 			}
-			if _, err := sealed.OpenModule(context.Background(), tarballModule, "0.1.0"); err == nil {
+			if _, err := sealed.Modules().OpenModule(context.Background(), tarballModule, "0.1.0"); err == nil {
 				t.Error("the refused module is served")
 			}
 		})
@@ -242,11 +242,11 @@ func TestImportLocalModule(t *testing.T) {
 		!strings.Contains(reports[0], "module registry.terraform.io/acme/vpc/aws 1.0.0 refused") || !strings.Contains(reports[0], "is an allowed origin") {
 		t.Fatalf("with --allow-unsigned: %+v, %q", sum, reports)
 	}
-	if _, _, err := engine.ModuleVersions(context.Background(), addrs.Module{Hostname: enginetest.OriginHost, Namespace: "acme", Name: "vpc", System: "aws"}); err == nil {
+	if _, _, err := engine.Modules().ModuleVersions(context.Background(), addrs.Module{Hostname: enginetest.OriginHost, Namespace: "acme", Name: "vpc", System: "aws"}); err == nil {
 		t.Error("the refused module under the origin's host is listed")
 	}
 
-	list, _, err := engine.ModuleVersions(context.Background(), local)
+	list, _, err := engine.Modules().ModuleVersions(context.Background(), local)
 	if err != nil || !slices.Equal(list.Versions, []string{"1.2.0"}) {
 		t.Fatalf("the local module's versions: %v, %v", list, err)
 	}

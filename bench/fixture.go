@@ -137,7 +137,7 @@ func writeFixture(ctx context.Context, dataDir string, packages int) (int, error
 						return nil, 0, errors.New("the fixture's archives are cached before they are imported")
 					}})
 			}
-			if _, err := engine.Import(ctx, in); err != nil {
+			if _, err := engine.AirGap().Import(ctx, in); err != nil {
 				return 0, fmt.Errorf("importing %s %s: %w", p, v, err)
 			}
 		}

@@ -46,17 +46,17 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*VersionList, 
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, ListState{}, err
 	}
-	gen := s.generation()
-	list, st, err := s.versions(ctx, p, false)
+	gen := s.records.generation()
+	list, st, err := s.records.versions(ctx, p, false)
 	if err != nil {
 		return nil, ListState{}, err
 	}
 	if s.cfg.Offline || s.local(p.Hostname) {
 		// What cannot be fetched again is listed only while it is held.
-		list = s.sealedList(ctx, p, list)
+		list = s.records.sealedList(ctx, p, list)
 	}
-	list = s.withholdFrom(p, list)
-	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.stamp(gen, st, stampVersions)}, nil
+	list = s.withholding.withholdFrom(p, list)
+	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.records.stamp(gen, st, stampVersions)}, nil
 }
 
 // Package is the verified package metadata of one version for a set of
@@ -93,24 +93,24 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	gen := s.generation()
-	entry, st, err := s.versionEntry(ctx, p, v)
+	gen := s.records.generation()
+	entry, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
-	need := s.platformsFor(entry, platforms)
-	rec, hit, err := s.packageFor(ctx, p, v, need, &entry, false)
+	need := s.records.platformsFor(entry, platforms)
+	rec, hit, err := s.records.packageFor(ctx, p, v, need, &entry, false)
 	if err != nil {
 		return nil, err
 	}
 	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: st.stale}
 	if hit {
-		pkg.Stamp = s.stamp(gen, st, stampPackage)
-		pkg.Stamp.until = s.missingUntil(rec, need, pkg.Stamp.until)
+		pkg.Stamp = s.records.stamp(gen, st, stampPackage)
+		pkg.Stamp.until = s.records.missingUntil(rec, need, pkg.Stamp.until)
 	}
 	for _, pl := range need {
 		if a, ok := rec.Archives[pl]; ok {
-			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.h1(a.SHA256)})
+			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.records.h1(a.SHA256)})
 		}
 	}
 	return pkg, nil

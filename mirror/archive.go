@@ -23,7 +23,7 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize);
 
 // archiveFor returns the verified archive record for one platform of v.
 func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl string) (ArchiveRecord, error) {
-	rec, _, err := s.packageFor(ctx, p, v, []string{pl}, nil, false)
+	rec, _, err := s.records.packageFor(ctx, p, v, []string{pl}, nil, false)
 	if err != nil {
 		return ArchiveRecord{}, err
 	}

@@ -11,6 +11,10 @@
 // speak HTTP (package proxy does), speak to origins (package discovery
 // does), store bytes (package cache does), implement the cryptographic
 // checks (package verify does), or decide what the cache keeps (package
-// retention does, through ScanVersions, RemoveVersion and a Notifier).
+// retention does, through Held's listings, removals and a Notifier).
+//
+// Engine composes its parts, each handed out for its callers: the
+// module side (Modules), exports and imports (AirGap), the check of the
+// whole cache (CacheChecker) and what retention reads and removes (Held).
 // How it works: docs/how-it-works.md.
 package mirror

@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -50,7 +49,7 @@ type Store interface {
 	StatGeneration() uint64
 	// Headroom is how many bytes may still be written to the cache's file
 	// system before its free space reaches the disk reserve; ok is false
-	// when the cache does not check free space (see DiskHeadroom).
+	// when the cache does not check free space (see AirGap.DiskHeadroom).
 	Headroom() (room int64, ok bool)
 	OpenBlob(sha string) (cache.BlobReader, error)
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
@@ -157,20 +156,17 @@ type Config struct {
 type Engine struct {
 	cfg     Config
 	allowed map[svchost.Hostname]bool
-	// unsigned are the allowed origins of Config.UnsignedHosts; withheld
-	// the versions imported without signature under the others, found
-	// at start and forgotten when a prune removes them (see unsigned.go),
-	// under withheldMu.
-	unsigned  map[svchost.Hostname]bool
-	withheld  map[string][]WithheldVersion // by provider
-	platforms map[string]bool              // nil = all
-	origin    ProviderOrigin               // the Origin given to New, behind the offline and local-only guards
-	modules   ModuleOrigin                 // the Origin given to New (see moduleOrigin)
-	store     Store
-	log       *slog.Logger
-	metrics   Metrics
-
-	withheldMu sync.RWMutex
+	// withholding keeps unsigned imports in their lane (see unsigned.go).
+	withholding *withholding
+	platforms   map[string]bool  // nil = all
+	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
+	records     *providerRecords // provider version lists and package records
+	modules     *Modules         // the module side, on the Origin given to New
+	airGap      *AirGap          // exports and imports of provider versions
+	held        *Held            // the listings and removals retention uses
+	store       Store
+	log         *slog.Logger
+	metrics     Metrics
 
 	// importedHosts are the provider hosts Import has loaded providers
 	// of; those that are not allowed origins are local-only (see local).
@@ -180,10 +176,8 @@ type Engine struct {
 
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
-	memo     *metaMemo // decoded version lists and package metadata
-	// sharedSeen remembers what the shared tier holds, for a sealed
-	// mirror's version lists (see sharedInstallable).
-	sharedSeen sharedAnswers
+	memo     *metaMemo      // decoded version lists and package metadata
+	shared   *sharedRecords // the shared tier's records and leases
 
 	// root is the engine's lifetime, not any caller's: the parent of the
 	// contexts that origin fetches and archive downloads run on. Shutdown
@@ -191,17 +185,11 @@ type Engine struct {
 	root   context.Context
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
-	// notify is told what the engine serves and imports (see Notify).
+	// notify is told what the engine serves and imports (see Held.Notify).
 	notify notifier
-	// checks are the VerifyCache calls under way. They run on checkCtx,
-	// which Shutdown and Close cancel first: a check serves no client, so
-	// it never holds up a shutdown. checkDone is closed when the
-	// background check goroutine (CheckEvery) ends.
-	checks     *tasks
-	checkCtx   context.Context
-	stopChecks context.CancelFunc
-	checkDone  chan struct{}
-	lastCheck  atomic.Pointer[CacheCheck] // the last VerifyCache that read the whole cache
+	// checker checks the whole cache again (VerifyCache); Shutdown and
+	// Close end its checks first: they serve no client.
+	checker *CacheChecker
 }
 
 // New validates cfg and returns an Engine using origin (for providers
@@ -227,11 +215,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		metrics: cfg.Metrics,
 		memo:    newMetaMemo(),
 		work:    newTasks(),
-		checks:  newTasks(),
 
 		importedHosts: make(map[svchost.Hostname]bool),
 	}
-	s.modules = origin
 	s.cfg.AllowedOrigins = nil
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
@@ -244,7 +230,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		}
 	}
 	slices.Sort(s.cfg.AllowedOrigins)
-	if err := s.setUnsignedHosts(cfg.UnsignedHosts); err != nil {
+	s.withholding = &withholding{e: s, cfg: &s.cfg, allowed: s.allowed, store: store}
+	if err := s.withholding.setUnsignedHosts(cfg.UnsignedHosts); err != nil {
 		return nil, err
 	}
 	s.cfg.Platforms = nil
@@ -316,16 +303,32 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror: reading the hosts of imported providers: %w", err)
 	}
-	if err := s.findWithheld(); err != nil {
+	if err := s.withholding.findWithheld(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
+	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
-	s.checkCtx, s.stopChecks = context.WithCancel(context.Background())
-	s.checkDone = make(chan struct{})
-	go s.checkLoop()
+	s.modules = &Modules{e: s, cfg: &s.cfg, origin: origin, allowed: s.allowed, store: store, log: s.log, metrics: s.metrics}
+	s.held = &Held{e: s, cfg: &s.cfg, store: store, memo: s.memo}
+	s.airGap = &AirGap{e: s, cfg: &s.cfg, store: store, log: s.log, metrics: s.metrics}
+	s.checker = newCacheChecker(&s.cfg, store, s.metrics, s.records.verifyCached)
 	return s, nil
 }
+
+// Modules returns the engine's registry-module side.
+func (s *Engine) Modules() *Modules { return s.modules }
+
+// AirGap returns the engine's side of exports and imports of provider
+// versions.
+func (s *Engine) AirGap() *AirGap { return s.airGap }
+
+// CacheChecker returns the engine's check of the whole cache.
+func (s *Engine) CacheChecker() *CacheChecker { return s.checker }
+
+// Held returns what the engine tells retention of the versions it holds.
+func (s *Engine) Held() *Held { return s.held }
 
 // Config returns the configuration in effect: cfg as given to New with
 // every default filled in, AllowedOrigins and UnsignedHosts in svchost
@@ -375,7 +378,7 @@ func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 // the store, which may then be closed. It returns ctx's error when work
 // had to be cancelled.
 func (s *Engine) Shutdown(ctx context.Context) error {
-	s.endChecks()
+	s.checker.endChecks()
 	s.work.close()
 	err := s.work.wait(ctx)
 	s.cancel()
@@ -388,7 +391,7 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 
 // Close is Shutdown without a grace period: work under way is cancelled.
 func (s *Engine) Close() error {
-	s.endChecks()
+	s.checker.endChecks()
 	s.work.close()
 	s.cancel()
 	return s.work.wait(context.Background())

@@ -85,7 +85,7 @@ func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
 			},
 		}}}
-		if _, err := h.engine.Import(t.Context(), in); err != nil {
+		if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -120,16 +120,16 @@ func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Vers
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	entry, st, err := s.versionEntry(ctx, p, v)
+	entry, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
-	need := s.platformsFor(entry, platforms)
-	rec, _, err := s.packageFor(ctx, p, v, need, &entry, true)
+	need := s.records.platformsFor(entry, platforms)
+	rec, _, err := s.records.packageFor(ctx, p, v, need, &entry, true)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.checkEvidence(p, v, rec); err != nil {
+	if err := s.records.checkEvidence(p, v, rec); err != nil {
 		return nil, err
 	}
 	ev := evidenceOf(p, rec, need)
@@ -158,18 +158,18 @@ func evidenceOf(p addrs.Provider, rec *PackageRecord, need []string) *Evidence {
 
 // platformsFor returns the names of platforms (nil: every platform entry
 // offers) that the engine serves.
-func (s *Engine) platformsFor(entry VersionEntry, platforms []addrs.Platform) []string {
+func (s *providerRecords) platformsFor(entry VersionEntry, platforms []addrs.Platform) []string {
 	var need []string
 	if platforms == nil {
 		for _, pl := range entry.Platforms {
-			if s.wanted(pl) {
+			if s.e.wanted(pl) {
 				need = append(need, pl)
 			}
 		}
 		return need
 	}
 	for _, pl := range platforms {
-		if s.wanted(pl.String()) {
+		if s.e.wanted(pl.String()) {
 			need = append(need, pl.String())
 		}
 	}
@@ -192,15 +192,15 @@ func (s *Engine) platformsFor(entry VersionEntry, platforms []addrs.Platform) []
 // earlier release without evidence (fetching the version again, with
 // Package or Evidence, stores it); ErrShutDown. It checks what is cached
 // whatever its origin, allowed now or not.
-func (s *Engine) verifyCached(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
-	if !s.work.add() {
+func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
+	if !s.e.work.add() {
 		return ErrShutDown
 	}
-	defer s.work.done()
+	defer s.e.work.done()
 	// Reading a large archive must not hold up Shutdown past its deadline.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(s.root, cancel)()
+	defer context.AfterFunc(s.e.root, cancel)()
 
 	rec, ok := s.cachedPackage(p, v)
 	if !ok {
@@ -294,7 +294,7 @@ func readSHA256(ctx context.Context, r io.Reader) (string, error) {
 // shared in memory, so a record is checked once per reading from the
 // cache. A record that fails is deleted from the cache (it is fetched and
 // verified anew on the next call) and the *verify.Error returned.
-func (s *Engine) checkEvidence(p addrs.Provider, v versions.Version, rec *PackageRecord) error {
+func (s *providerRecords) checkEvidence(p addrs.Provider, v versions.Version, rec *PackageRecord) error {
 	if rec.evidenceChecked.Load() {
 		return nil
 	}

@@ -10,5 +10,5 @@ import (
 
 // The package's own tests call verifyCached by its former, exported name.
 func (s *Engine) Verify(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
-	return s.verifyCached(ctx, p, v, pl)
+	return s.records.verifyCached(ctx, p, v, pl)
 }

@@ -21,7 +21,7 @@ import (
 )
 
 // Notifier is told what the engine does with the versions it holds
-// (Engine.Notify; package retention implements it). Its methods are
+// (Held.Notify; package retention implements it). Its methods are
 // called on the request path: they must not block.
 type Notifier interface {
 	// Used says a client asked for a package of the version whose record
@@ -39,7 +39,7 @@ type Notifier interface {
 	Changed()
 }
 
-// notifier holds the engine's Notifier (none until Engine.Notify).
+// notifier holds the engine's Notifier (none until Held.Notify).
 type notifier struct{ n atomic.Pointer[Notifier] }
 
 func (h *notifier) get() Notifier {
@@ -56,13 +56,28 @@ func (noNotifier) Serving(string, string, versions.Version, string) {}
 func (noNotifier) Importing(string)                                 {}
 func (noNotifier) Changed()                                         {}
 
+// Held is what the engine tells of the versions it holds, and lets go
+// of, for the retention rules kept above it: its listings (ScanVersions,
+// VersionOfRecord), its notifications (Notify) and its removals
+// (RemoveVersion, DropSetAside). Engine.Held returns it.
+type Held struct {
+	e     *Engine // the notifier, the import lock, records, withholding
+	cfg   *Config // the engine's, defaults filled in
+	store Store
+	memo  *metaMemo
+}
+
+// Config returns the engine's configuration in effect (Engine.Config),
+// which retention reads its clock, logger and tiers from.
+func (s *Held) Config() Config { return s.e.Config() }
+
 // Notify makes the engine tell n what it serves and imports from now on.
 // An engine has one Notifier: Notify fails when it has one already.
-func (s *Engine) Notify(n Notifier) error {
+func (s *Held) Notify(n Notifier) error {
 	if n == nil {
 		return errors.New("mirror: a nil Notifier")
 	}
-	if !s.notify.n.CompareAndSwap(nil, &n) {
+	if !s.e.notify.n.CompareAndSwap(nil, &n) {
 		return errors.New("mirror: the engine has a Notifier already")
 	}
 	return nil
@@ -97,7 +112,7 @@ func VersionRecordPrefixes() []string { return []string{"package/", "module/"} }
 
 // ScanVersions calls fn with every version the cache has a record of, of
 // providers and then of modules.
-func (s *Engine) ScanVersions(fn func(HeldVersion)) error {
+func (s *Held) ScanVersions(fn func(HeldVersion)) error {
 	for _, prefix := range VersionRecordPrefixes() {
 		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
 			if h, ok := s.VersionOfRecord(key, raw); ok {
@@ -115,7 +130,7 @@ func (s *Engine) ScanVersions(fn func(HeldVersion)) error {
 // VersionOfRecord is the version of the record raw stored under key, read
 // from the cache or from the shared store's bucket (whose keys are the
 // cache's); false for what is not a record of a version.
-func (s *Engine) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, bool) {
+func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, bool) {
 	switch {
 	case strings.HasPrefix(key, "package/"):
 		p, rec, ok := packageSummary(key, raw)
@@ -136,7 +151,7 @@ func (s *Engine) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, 
 			}
 		}
 		imported := rec.Provenance != ProvenanceOrigin
-		h.Refetch = !s.cfg.Offline && !imported && !s.local(p.Hostname)
+		h.Refetch = !s.cfg.Offline && !imported && !s.e.local(p.Hostname)
 		return h, true
 	case strings.HasPrefix(key, "module/"):
 		var rec ModuleRecord
@@ -192,9 +207,9 @@ func packageSummary(key string, raw json.RawMessage) (addrs.Provider, recordSumm
 // record, with the withheld import set aside in it, so that it is no
 // longer listed: for a version that cannot be fetched again, once its
 // archives are removed.
-func (s *Engine) RemoveVersion(kind, address, version string) error {
-	s.importMu.Lock() // not while an import writes the same list
-	defer s.importMu.Unlock()
+func (s *Held) RemoveVersion(kind, address, version string) error {
+	s.e.importMu.Lock() // not while an import writes the same list
+	defer s.e.importMu.Unlock()
 	if kind == "module" {
 		m, err := addrs.ParseModule(address)
 		if err != nil {
@@ -214,7 +229,7 @@ func (s *Engine) RemoveVersion(kind, address, version string) error {
 		return err
 	}
 	key := versionsKey(p)
-	if list, _, err := s.cachedVersions(key); err == nil {
+	if list, _, err := s.e.records.cachedVersions(key); err == nil {
 		nl := &VersionList{Schema: list.Schema, Imported: list.Imported}
 		for _, e := range list.Versions {
 			if e.Version != v.String() {
@@ -234,7 +249,7 @@ func (s *Engine) RemoveVersion(kind, address, version string) error {
 	err = s.store.DeleteMeta(pkey)
 	s.memo.forget(pkey)
 	if err == nil {
-		s.forgetWithheld(p, version)
+		s.e.withholding.forgetWithheld(p, version)
 	}
 	return err
 }
@@ -242,9 +257,9 @@ func (s *Engine) RemoveVersion(kind, address, version string) error {
 // DropSetAside removes the withheld import set aside in the record of
 // version of the provider address (PackageRecord.Withheld), once its
 // archives are removed: the record stays the origin's, without it.
-func (s *Engine) DropSetAside(address, version string) error {
-	s.importMu.Lock() // as RemoveVersion
-	defer s.importMu.Unlock()
+func (s *Held) DropSetAside(address, version string) error {
+	s.e.importMu.Lock() // as RemoveVersion
+	defer s.e.importMu.Unlock()
 	p, ok := parseProviderKey(address)
 	if !ok {
 		return fmt.Errorf("provider address %q", address)
@@ -266,7 +281,7 @@ func (s *Engine) DropSetAside(address, version string) error {
 			return err
 		}
 	}
-	s.forgetWithheld(p, version)
+	s.e.withholding.forgetWithheld(p, version)
 	return nil
 }
 

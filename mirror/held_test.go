@@ -48,10 +48,10 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
 	n := &notifications{}
-	if err := h.engine.Notify(n); err != nil {
+	if err := h.engine.Held().Notify(n); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.engine.Notify(&notifications{}); err == nil {
+	if err := h.engine.Held().Notify(&notifications{}); err == nil {
 		t.Error("a second Notifier was taken")
 	}
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
@@ -67,7 +67,7 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 
 	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	in, isha := unsignedImport(t, local, "2.0.0")
-	if _, err := h.engine.Import(t.Context(), in); err != nil {
+	if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := n.take(), []string{"importing " + isha, "changed"}; !reflect.DeepEqual(got, want) {
@@ -76,7 +76,7 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 
 	h.origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# m\n")}))
 	h.origin.AddModule("acme", "tarball", "aws", "0.1.0", h.origin.TarballURL("m.tar.gz"))
-	pkg, err := h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+	pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +85,7 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 		// The first fetch has no sha256 to name yet.
 		t.Errorf("a module fetched: told %q, want %q", got, want)
 	}
-	pkg, err = h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+	pkg, err = h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +108,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	var shas []string
 	for _, v := range []string{"1.0.0", "2.0.0"} {
 		in, sha := unsignedImport(t, local, v)
-		if _, err := h.engine.Import(t.Context(), in); err != nil {
+		if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatal(err)
 		}
 		shas = append(shas, sha)
@@ -116,7 +116,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	scan := func() []string {
 		t.Helper()
 		var got []string
-		if err := h.engine.ScanVersions(func(v HeldVersion) {
+		if err := h.engine.Held().ScanVersions(func(v HeldVersion) {
 			got = append(got, fmt.Sprintf("%s %s %s %v %v", v.Kind, v.Address, v.Raw, v.Archives, v.Refetch))
 		}); err != nil {
 			t.Fatal(err)
@@ -133,7 +133,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	if got := scan(); !reflect.DeepEqual(got, want) {
 		t.Errorf("scanned\n%q\nwant\n%q", got, want)
 	}
-	if err := h.engine.RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
+	if err := h.engine.Held().RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	list, _, err := h.engine.Versions(t.Context(), local)

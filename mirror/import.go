@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -24,6 +25,19 @@ import (
 // what an export reads (Stored, OpenStored) and what an import loads
 // (Import), and the version list of a sealed mirror.
 
+// AirGap is the engine's side of carrying a cache across an air gap:
+// what an export reads of provider versions (Stored, OpenStored) and
+// what an import loads (Import), through the engine's records, fetcher
+// and import lock. Engine.AirGap returns it; module packages are carried
+// by Modules (ListCachedModules, ImportModule).
+type AirGap struct {
+	e       *Engine // the shared machinery
+	cfg     *Config // the engine's, defaults filled in
+	store   Store
+	log     *slog.Logger
+	metrics Metrics
+}
+
 // importedHostPrefix keys the record of a host Import loaded providers of.
 const importedHostPrefix = "imported-host/"
 
@@ -38,7 +52,7 @@ const (
 // file system (unpacking a bundle beside it) before the cache's free space
 // reaches its disk reserve, asked now (see cache.Store.Headroom); ok is
 // false when the cache does not check free space.
-func (s *Engine) DiskHeadroom() (room int64, ok bool) {
+func (s *AirGap) DiskHeadroom() (room int64, ok bool) {
 	return s.store.Headroom()
 }
 
@@ -157,16 +171,16 @@ type ImportedOutcome struct {
 // Errors: a *verify.Error (verify.ErrIntegrity) naming the file when a
 // check fails; ErrShutDown; errors opening or storing the archives. An
 // error that one document or package caused is an *ImportError.
-func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) {
-	if !s.work.add() {
+func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) {
+	if !s.e.work.add() {
 		return ImportResult{}, ErrShutDown
 	}
-	defer s.work.done()
+	defer s.e.work.done()
 	// What is kept from the size limit, and whether it exceeds it, is
 	// recomputed once the import has written its records.
-	defer s.notify.get().Changed()
-	s.importMu.Lock()
-	defer s.importMu.Unlock()
+	defer s.e.notify.get().Changed()
+	s.e.importMu.Lock()
+	defer s.e.importMu.Unlock()
 	p, v := in.Provider, in.Version
 	if len(in.Packages) == 0 {
 		return ImportResult{}, fmt.Errorf("%s %s: nothing to import", p, v)
@@ -174,7 +188,7 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	provenance := ProvenanceImported
 	if in.Unsigned {
 		provenance = ProvenanceUnsigned
-		if !s.unsignedAllowed(p.Hostname) {
+		if !s.e.withholding.unsignedAllowed(p.Hostname) {
 			s.log.Warn("import without signature refused under an allowed origin host", "provider", p.String(), "version", v.String())
 			return ImportResult{}, unsignedRefused(p)
 		}
@@ -192,7 +206,7 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 			if a.SHA256 == "" {
 				sha, err := s.sumArchive(ctx, pkg)
 				if err != nil {
-					return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
+					return ImportResult{}, pkgError(i, s.e.records.refuse(p, v, pkg.Platform, err))
 				}
 				a.SHA256 = sha
 			}
@@ -200,14 +214,14 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		}
 	} else {
 		var err error
-		if archives, rels, err = signedArchives(in, s.h1); err != nil {
+		if archives, rels, err = signedArchives(in, s.e.records.h1); err != nil {
 			return ImportResult{}, s.refuseImport(in, err)
 		}
 	}
 
 	// The record it will join, if the cache has one (checked again when
 	// the record is stored: it may change in between).
-	if cached, ok := s.cachedPackage(p, v); ok {
+	if cached, ok := s.e.records.cachedPackage(p, v); ok {
 		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
 			return ImportResult{}, err
 		}
@@ -226,8 +240,8 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	// The h1: hashes of "packages" against the archives now cached.
 	if !in.Unsigned {
 		for i, pkg := range in.Packages {
-			if err := checkPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.h1); err != nil {
-				return ImportResult{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
+			if err := checkPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.records.h1); err != nil {
+				return ImportResult{}, pkgError(i, s.e.records.refuse(p, v, pkg.Platform, err))
 			}
 		}
 	}
@@ -239,7 +253,7 @@ func (s *Engine) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	if err := s.listImported(ctx, p, v, in); err != nil {
 		return ImportResult{}, err
 	}
-	if err := s.recordImportedHost(p.Hostname); err != nil {
+	if err := s.e.recordImportedHost(p.Hostname); err != nil {
 		return ImportResult{}, err
 	}
 	return res, nil
@@ -330,7 +344,7 @@ func signedArchives(in Imported, h1 func(sha string) string) ([]ArchiveRecord, [
 
 // refuseImport is refuse for an error of signedArchives: an
 // *ImportError's own error is logged and counted with its platform.
-func (s *Engine) refuseImport(in Imported, err error) error {
+func (s *AirGap) refuseImport(in Imported, err error) error {
 	var ierr *ImportError
 	if !errors.As(err, &ierr) {
 		return err
@@ -339,7 +353,7 @@ func (s *Engine) refuseImport(in Imported, err error) error {
 	if ierr.Package >= 0 && ierr.Package < len(in.Packages) {
 		pl = in.Packages[ierr.Package].Platform
 	}
-	return &ImportError{Document: ierr.Document, Package: ierr.Package, Err: s.refuse(in.Provider, in.Version, pl, ierr.Err)}
+	return &ImportError{Document: ierr.Document, Package: ierr.Package, Err: s.e.records.refuse(in.Provider, in.Version, pl, ierr.Err)}
 }
 
 // recordImportedHost records host as one that Import or ImportModule
@@ -365,14 +379,14 @@ func (s *Engine) recordImportedHost(host svchost.Hostname) error {
 // have, and no platform added to a record of the other provenance
 // (signed or not). A record of an earlier release, without evidence, is
 // replaced, keeping its sha256s.
-func (s *Engine) joinable(p addrs.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
 	for i, pkg := range in.Packages {
 		was, ok := cached.archive(pkg.Platform)
 		if !ok {
 			continue
 		}
 		if was.SHA256 != archives[i].SHA256 {
-			return pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+			return pkgError(i, s.e.records.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
 		}
 	}
@@ -396,7 +410,7 @@ func describe(pr Provenance) string {
 }
 
 // sumArchive returns the sha256 of pkg's archive.
-func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, error) {
+func (s *AirGap) sumArchive(ctx context.Context, pkg ImportedPackage) (string, error) {
 	body, _, err := pkg.Open(ctx)
 	if err != nil {
 		return "", err
@@ -417,11 +431,11 @@ func (s *Engine) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 // importArchive commits pkg's archive, verified as a, to the cache
 // through the fetcher (reading it from pkg.Open rather than the origin),
 // unless the cache has it already.
-func (s *Engine) importArchive(ctx context.Context, p addrs.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
+func (s *AirGap) importArchive(ctx context.Context, p addrs.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
 	out := ImportedOutcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
-	s.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
-	f, _, err := s.archives.joinFrom(p, a, src)
+	s.e.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
+	f, _, err := s.e.archives.joinFrom(p, a, src)
 	if err != nil {
 		return out, err
 	}
@@ -454,13 +468,13 @@ func (s *Engine) importArchive(ctx context.Context, p addrs.Provider, a ArchiveR
 
 // storeImported merges the imported packages into v's record and stores
 // it, in turn with package-metadata fetches of the same version.
-func (s *Engine) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []ArchiveRecord, provenance Provenance) error {
 	key := packageKey(p, v)
 	for range maxPackageRounds {
 		ran := false
-		_, err := s.coalesce(ctx, "package", key, func(context.Context) (any, error) {
+		_, err := s.e.coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
-			rec, ok := s.cachedPackage(p, v)
+			rec, ok := s.e.records.cachedPackage(p, v)
 			if ok {
 				// What Import checked may have changed since (a metadata
 				// fetch of the version stored the origin's record): an
@@ -512,7 +526,7 @@ func (s *Engine) storeImported(ctx context.Context, p addrs.Provider, v versions
 			}
 			rec.VerifiedAt = s.cfg.Now().UTC()
 			err := s.store.PutMeta(key, rec)
-			s.memo.forget(key)
+			s.e.memo.forget(key)
 			if err != nil {
 				s.metrics.CacheWriteFailed()
 				return nil, fmt.Errorf("storing package metadata of %s %s: %w", p, v, err)
@@ -529,14 +543,14 @@ func (s *Engine) storeImported(ctx context.Context, p addrs.Provider, v versions
 
 // listImported adds v with the imported platforms to p's cached version
 // list, in turn with refreshes of it.
-func (s *Engine) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
+func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
 	key := versionsKey(p)
 	for range maxPackageRounds {
 		ran := false
-		_, err := s.coalesce(ctx, "versions", key, func(context.Context) (any, error) {
+		_, err := s.e.coalesce(ctx, "versions", key, func(context.Context) (any, error) {
 			ran = true
 			list := &VersionList{Schema: recordSchema}
-			if cached, _, err := s.cachedVersions(key); err == nil {
+			if cached, _, err := s.e.records.cachedVersions(key); err == nil {
 				list.Versions = slices.Clone(cached.Versions)
 			} else if !errors.Is(err, cache.ErrNotFound) {
 				return nil, err
@@ -560,7 +574,7 @@ func (s *Engine) listImported(ctx context.Context, p addrs.Provider, v versions.
 			}
 			sortVersions(list.Versions)
 			err := s.store.PutMeta(key, list)
-			s.memo.forget(key)
+			s.e.memo.forget(key)
 			if err != nil {
 				s.metrics.CacheWriteFailed()
 				return nil, fmt.Errorf("storing version list of %s: %w", p, err)
@@ -580,8 +594,8 @@ func (s *Engine) listImported(ctx context.Context, p addrs.Provider, v versions.
 // imported without signature (Provenance ProvenanceUnsigned) the file
 // names and sha256s only, with Document -1. Errors: ErrNotCached;
 // ErrNoEvidence for a version cached by an earlier release.
-func (s *Engine) Stored(p addrs.Provider, v versions.Version) (*Evidence, error) {
-	rec, ok := s.cachedPackage(p, v)
+func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*Evidence, error) {
+	rec, ok := s.e.records.cachedPackage(p, v)
 	if !ok {
 		return nil, fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
 	}
@@ -593,8 +607,8 @@ func (s *Engine) Stored(p addrs.Provider, v versions.Version) (*Evidence, error)
 
 // OpenStored opens the cached archive whose sha256 is sha (from Stored),
 // without asking any origin. Errors: ErrNotCached; ErrShutDown.
-func (s *Engine) OpenStored(sha string) (*Archive, error) {
-	arc, err := s.openCached(sha)
+func (s *AirGap) OpenStored(sha string) (*Archive, error) {
+	arc, err := s.e.openCached(sha)
 	if err != nil {
 		return nil, err
 	}
@@ -607,7 +621,7 @@ func (s *Engine) OpenStored(sha string) (*Archive, error) {
 // sealedList returns list without the versions of which neither the cache
 // nor the shared tier (Config.Shared; see sharedInstallable) holds an
 // archive of a served platform; list itself when it lacks none.
-func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *VersionList) *VersionList {
+func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *VersionList) *VersionList {
 	var (
 		keep    []VersionEntry
 		dropped bool
@@ -618,7 +632,7 @@ func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *Version
 			rec, ok := s.cachedPackage(p, v)
 			if ok {
 				for pl, a := range rec.Archives {
-					if !s.wanted(pl) {
+					if !s.e.wanted(pl) {
 						continue
 					}
 					if _, err := s.store.StatBlob(a.SHA256); err == nil {
@@ -628,7 +642,7 @@ func (s *Engine) sealedList(ctx context.Context, p addrs.Provider, list *Version
 				}
 			}
 			if !installable {
-				installable = s.sharedInstallable(ctx, p, v, rec)
+				installable = s.e.shared.sharedInstallable(ctx, p, v, rec)
 			}
 		}
 		switch {

@@ -57,7 +57,7 @@ func TestImportFromEvidence(t *testing.T) {
 			return b
 		})
 		in.Version = v
-		_, err := dst.engine.Import(t.Context(), in)
+		_, err := dst.engine.AirGap().Import(t.Context(), in)
 		var ierr *ImportError
 		if !errors.Is(err, verify.ErrIntegrity) || !errors.As(err, &ierr) || in.Packages[ierr.Package].Platform != "linux_amd64" {
 			t.Fatalf("Import of a tampered archive: %v, want an integrity error of linux_amd64", err)
@@ -73,7 +73,7 @@ func TestImportFromEvidence(t *testing.T) {
 	dst := newHarness(t, harnessOptions{cfg: Config{Offline: true}})
 	in := importedFrom(ev, body)
 	in.Version = v
-	res, err := dst.engine.Import(t.Context(), in)
+	res, err := dst.engine.AirGap().Import(t.Context(), in)
 	if err != nil {
 		t.Fatalf("Import: %v", err)
 	}
@@ -98,7 +98,7 @@ func TestImportFromEvidence(t *testing.T) {
 	// Again: everything is present, nothing read.
 	in = importedFrom(ev, func(string) []byte { return nil })
 	in.Version = v
-	res, err = dst.engine.Import(t.Context(), in)
+	res, err = dst.engine.AirGap().Import(t.Context(), in)
 	if err != nil || !res.Packages[0].Present {
 		t.Errorf("second Import: %+v, %v", res, err)
 	}
@@ -148,10 +148,10 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if err := h.engine.CheckOrigin(p); !errors.Is(err, discovery.ErrHostNotAllowed) {
 		t.Fatalf("before import, CheckOrigin: %v", err)
 	}
-	if _, err := h.engine.Import(t.Context(), imported("h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")); !errors.Is(err, verify.ErrIntegrity) {
+	if _, err := h.engine.AirGap().Import(t.Context(), imported("h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")); !errors.Is(err, verify.ErrIntegrity) {
 		t.Fatalf("Import with a wrong h1: %v, want an integrity error", err)
 	}
-	if _, err := h.engine.Import(t.Context(), imported(h1)); err != nil {
+	if _, err := h.engine.AirGap().Import(t.Context(), imported(h1)); err != nil {
 		t.Fatalf("Import: %v", err)
 	}
 
@@ -216,7 +216,7 @@ func TestImportedListRefreshedWhenConnected(t *testing.T) {
 	dst.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
 	in := importedFrom(ev, func(pl string) []byte { return h.origin.Archive(ns, typ, "1.0.0", pl) })
 	in.Version = v
-	if _, err := dst.engine.Import(t.Context(), in); err != nil {
+	if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatalf("Import: %v", err)
 	}
 	if n := dst.origin.TotalHits(); n != 0 {
@@ -258,7 +258,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
 		},
 	}}}
-	_, err := h.engine.Import(t.Context(), in)
+	_, err := h.engine.AirGap().Import(t.Context(), in)
 	if err == nil || !strings.Contains(err.Error(), "cannot be added from an import without signature") {
 		t.Fatalf("Import: %v, want it refused: the version is cached with the origin's signature meanwhile", err)
 	}

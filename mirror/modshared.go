@@ -28,12 +28,12 @@ func moduleLeaseID(key string) string {
 
 // sharedModuleRecord copies the record under key from the shared tier to
 // the cache, if the tier has a complete one (with its package's sha256).
-func (s *Engine) sharedModuleRecord(ctx context.Context, key string) (*ModuleRecord, bool) {
+func (s *Modules) sharedModuleRecord(ctx context.Context, key string) (*ModuleRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false
 	}
 	var rec ModuleRecord
-	if _, ok := s.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
+	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
 		return nil, false
 	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
@@ -53,9 +53,9 @@ func checkModuleSHA(sha string) error {
 // copySharedModule copies the package of rec from the shared tier into
 // the cache, checking its sha256; it reports whether the package is now
 // cached. A copy that does not match is distrusted from then on.
-func (s *Engine) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
+func (s *Modules) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
 	sh := s.cfg.Shared
-	if sh == nil || rec.SHA256 == "" || !s.archives.trustsShared(rec.SHA256) {
+	if sh == nil || rec.SHA256 == "" || !s.e.archives.trustsShared(rec.SHA256) {
 		return false
 	}
 	body, _, err := sh.OpenArchive(ctx, rec.SHA256)
@@ -80,7 +80,7 @@ func (s *Engine) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
 	}
 	if _, err := w.Commit(""); err != nil {
 		if w.Sum() != rec.SHA256 {
-			s.archives.distrustShared(rec.SHA256)
+			s.e.archives.distrustShared(rec.SHA256)
 			s.log.Error("the shared store's copy of a module package is not the package; this replica fetches it from its source from now on. Delete the object from the bucket",
 				"module", rec.Module, "version", rec.Version, "sha256", rec.SHA256)
 		}
@@ -92,7 +92,7 @@ func (s *Engine) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
 // shareModule puts a fetched module package and then its record in the
 // shared tier (in this order: a replica that finds the record finds the
 // package).
-func (s *Engine) shareModule(ctx context.Context, key string, rec *ModuleRecord, pkg io.ReadSeeker) {
+func (s *Modules) shareModule(ctx context.Context, key string, rec *ModuleRecord, pkg io.ReadSeeker) {
 	sh := s.cfg.Shared
 	if sh == nil {
 		return
@@ -114,7 +114,7 @@ func (s *Engine) shareModule(ctx context.Context, key string, rec *ModuleRecord,
 // tier's lease on the version, from the source host (and then into the
 // tier), while other replicas wait for the package to appear in the tier
 // (taking over if the lease expires). A tier that fails is gone around.
-func (s *Engine) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec ModuleRecord) (*ModuleRecord, error) {
+func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec ModuleRecord) (*ModuleRecord, error) {
 	sh := s.cfg.Shared
 	if sh == nil {
 		return s.fetchModule(ctx, m, rec)
@@ -138,7 +138,7 @@ func (s *Engine) fetchModuleShared(ctx context.Context, m addrs.Module, key stri
 			return s.fetchModule(ctx, m, rec)
 		}
 		if lease != nil {
-			held := s.hold(ctx, moduleLeaseID(key), lease)
+			held := s.e.shared.hold(ctx, moduleLeaseID(key), lease)
 			defer held.release(context.WithoutCancel(ctx))
 			// The holder before us may have stored it and let go just now.
 			if r, ok := s.sharedModuleRecord(ctx, key); ok && s.copySharedModule(ctx, *r) {
@@ -160,9 +160,9 @@ func (s *Engine) fetchModuleShared(ctx context.Context, m addrs.Module, key stri
 
 // sharedModuleInstallable reports whether the shared tier holds the
 // record under key and its package (for a sealed replica's list).
-func (s *Engine) sharedModuleInstallable(ctx context.Context, key string) bool {
+func (s *Modules) sharedModuleInstallable(ctx context.Context, key string) bool {
 	var rec ModuleRecord
-	if _, ok := s.getShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.archives.trustsShared(rec.SHA256) {
+	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.e.archives.trustsShared(rec.SHA256) {
 		return false
 	}
 	body, _, err := s.cfg.Shared.OpenArchive(ctx, rec.SHA256)

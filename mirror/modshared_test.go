@@ -99,7 +99,7 @@ func TestModulesShared(t *testing.T) {
 		t.Fatal(err)
 	}
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
-	if _, _, err := first.engine.ModuleVersions(context.Background(), testModule); err != nil {
+	if _, _, err := first.engine.Modules().ModuleVersions(context.Background(), testModule); err != nil {
 		t.Fatal(err)
 	}
 	rs := []*harness{first}
@@ -134,7 +134,7 @@ func TestModulesShared(t *testing.T) {
 	o.ResetHits()
 	sealed := &harness{t: t, origin: o}
 	sealed.start(harnessOptions{cfg: Config{Shared: tier, Offline: true}})
-	list, _, err := sealed.engine.ModuleVersions(context.Background(), testModule)
+	list, _, err := sealed.engine.Modules().ModuleVersions(context.Background(), testModule)
 	if err != nil || len(list.Versions) != 1 {
 		t.Fatalf("sealed replica's versions: %+v, %v", list, err)
 	}
@@ -142,7 +142,7 @@ func TestModulesShared(t *testing.T) {
 		t.Fatalf("sealed replica's package: %v", err)
 	}
 	other := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "other", System: "aws"}
-	if _, _, err := sealed.engine.ModuleVersions(context.Background(), other); err == nil {
+	if _, _, err := sealed.engine.Modules().ModuleVersions(context.Background(), other); err == nil {
 		t.Error("the sealed replica listed a module no replica has")
 	}
 	if n := o.TotalHits(); n != 0 {

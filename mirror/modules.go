@@ -21,6 +21,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
@@ -41,6 +42,21 @@ import (
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/verify"
 )
+
+// Modules is the engine's registry-module side: module version lists,
+// records and packages, fetched from their source hosts through the
+// machinery the engine shares with providers (the store, detached work
+// and its coalescing, the shared tier, the notifier, the import lock).
+// Engine.Modules returns it; its methods are safe for concurrent use.
+type Modules struct {
+	e       *Engine // the shared machinery
+	cfg     *Config // the engine's, defaults filled in
+	origin  ModuleOrigin
+	allowed map[svchost.Hostname]bool
+	store   Store
+	log     *slog.Logger
+	metrics Metrics
+}
 
 // ModuleOrigin is what the engine needs for registry modules from origin
 // registries and source hosts: the module side of Origin. Offline,
@@ -142,8 +158,8 @@ func canonicalModuleVersion(v string) string {
 // the engine does not serve: neither an allowed origin nor a local-only
 // host (one that Import or ImportModule loaded packages of), whose
 // modules are served from the cache only.
-func (s *Engine) CheckModuleOrigin(m addrs.Module) error {
-	if !s.allowed[m.Hostname] && !s.local(m.Hostname) {
+func (s *Modules) CheckModuleOrigin(m addrs.Module) error {
+	if !s.allowed[m.Hostname] && !s.e.local(m.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, m.Hostname)
 	}
 	return nil
@@ -151,11 +167,11 @@ func (s *Engine) CheckModuleOrigin(m addrs.Module) error {
 
 // moduleOrigin returns the origin for modules, or an error saying why
 // there is none.
-func (s *Engine) moduleOrigin(what string) (ModuleOrigin, error) {
+func (s *Modules) moduleOrigin(what string) (ModuleOrigin, error) {
 	if s.cfg.Offline {
 		return nil, fmt.Errorf("%w: %s", ErrOffline, what)
 	}
-	return s.modules, nil
+	return s.origin, nil
 }
 
 // ModuleVersions returns m's version list: from the cache while it is
@@ -163,11 +179,11 @@ func (s *Engine) moduleOrigin(what string) (ModuleOrigin, error) {
 // cached list, marked stale, when the origin fails for any reason but
 // saying the module does not exist. A sealed mirror (Config.Offline)
 // lists only the versions whose package is cached.
-func (s *Engine) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
+func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline || s.local(m.Hostname) {
+	if s.cfg.Offline || s.e.local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
 	key := moduleVersionsKey(m)
@@ -178,7 +194,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVer
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
 	if !haveCached && s.cfg.Shared != nil {
-		if at, ok := s.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
+		if at, ok := s.e.shared.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
 			haveCached, storedAt = true, at
 		}
 	}
@@ -187,7 +203,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVer
 		return &cached, ListState{StoredAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("module_versions", false)
-	res, err := s.coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.e.coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin("module versions of " + m.String())
 		if err != nil {
 			return nil, err
@@ -201,7 +217,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVer
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
 		}
-		s.putShared(key, list)
+		s.e.shared.putShared(key, list)
 		return list, nil
 	})
 	if err == nil {
@@ -217,7 +233,7 @@ func (s *Engine) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVer
 
 // sealedModuleVersions lists the versions of m whose package is cached,
 // or held by the shared tier.
-func (s *Engine) sealedModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
+func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
 	list := &ModuleVersionList{Schema: recordSchema, Versions: []string{}}
 	err := s.store.ScanMeta(moduleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
 		var rec ModuleRecord
@@ -234,7 +250,7 @@ func (s *Engine) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mod
 	}
 	var shared ModuleVersionList
 	if s.cfg.Shared != nil {
-		if _, ok := s.getShared(ctx, moduleVersionsKey(m), &shared); ok {
+		if _, ok := s.e.shared.getShared(ctx, moduleVersionsKey(m), &shared); ok {
 			for _, v := range shared.Versions {
 				if slices.ContainsFunc(list.Versions, func(l string) bool { return canonicalModuleVersion(l) == canonicalModuleVersion(v) }) {
 					continue
@@ -259,7 +275,7 @@ func (s *Engine) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mod
 // once written, is kept). Locations this mirror cannot fetch fail with a
 // *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, ErrOffline,
 // discovery.ErrNotFound and origin errors.
-func (s *Engine) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*ModuleRecord, error) {
+func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*ModuleRecord, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
@@ -275,10 +291,10 @@ func (s *Engine) ModuleLocation(ctx context.Context, m addrs.Module, version str
 	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
 		return rec, nil
 	}
-	if s.local(m.Hostname) {
+	if s.e.local(m.Hostname) {
 		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
-	res, err := s.coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
+	res, err := s.e.coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
 		if err != nil {
 			return nil, err
@@ -308,7 +324,7 @@ func (s *Engine) ModuleLocation(ctx context.Context, m addrs.Module, version str
 
 // originModuleVersion is the origin's spelling of version, from the
 // cached version list ("v1.0.0" when the client asks for "1.0.0").
-func (s *Engine) originModuleVersion(m addrs.Module, version string) string {
+func (s *Modules) originModuleVersion(m addrs.Module, version string) string {
 	var list ModuleVersionList
 	if _, err := s.store.GetMeta(moduleVersionsKey(m), &list); err == nil {
 		want := canonicalModuleVersion(version)
@@ -332,7 +348,7 @@ type ModulePackage struct {
 	// fetched it, Coalesced when it waited for another call's fetch.
 	Source Source
 	blob   cache.BlobReader
-	s      *Engine
+	s      *Modules
 }
 
 // Content is the package, for serving with Range and conditional requests.
@@ -341,7 +357,7 @@ func (p *ModulePackage) Content() io.ReadSeeker { return p.blob }
 // Close releases the package.
 func (p *ModulePackage) Close() error {
 	err := p.blob.Close()
-	p.s.work.done()
+	p.s.e.work.done()
 	return err
 }
 
@@ -353,12 +369,12 @@ func (p *ModulePackage) Close() error {
 // Errors: those of ModuleLocation, *modsource.UnsupportedError,
 // *modsource.LimitError, ErrModuleChanged (an integrity error) and
 // source host errors.
-func (s *Engine) OpenModule(ctx context.Context, m addrs.Module, version string) (*ModulePackage, error) {
+func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string) (*ModulePackage, error) {
 	rec, err := s.ModuleLocation(ctx, m, version)
 	if err != nil {
 		return nil, err
 	}
-	n := s.notify.get()
+	n := s.e.notify.get()
 	n.Used(moduleRecordKey(m, version))
 	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
 		n.Serving("module", m.String(), v, rec.SHA256)
@@ -376,9 +392,9 @@ func (s *Engine) OpenModule(ctx context.Context, m addrs.Module, version string)
 	}
 	recKey := moduleRecordKey(m, version)
 	var led atomic.Bool
-	ch := s.meta.DoChan("modpkg/"+recKey, func() (any, error) {
+	ch := s.e.meta.DoChan("modpkg/"+recKey, func() (any, error) {
 		led.Store(true)
-		ctx, done, err := s.detached(s.cfg.ModuleTimeout)
+		ctx, done, err := s.e.detached(s.cfg.ModuleTimeout)
 		if err != nil {
 			return nil, err
 		}
@@ -408,16 +424,16 @@ func (s *Engine) OpenModule(ctx context.Context, m addrs.Module, version string)
 }
 
 // openModuleBlob opens rec's cached package, nil when it is not cached.
-func (s *Engine) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
+func (s *Modules) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
 	if rec.SHA256 == "" {
 		return nil
 	}
-	if !s.work.add() {
+	if !s.e.work.add() {
 		return nil
 	}
 	blob, err := s.store.OpenBlob(rec.SHA256)
 	if err != nil {
-		s.work.done()
+		s.e.work.done()
 		return nil
 	}
 	info := blob.Info()
@@ -426,7 +442,7 @@ func (s *Engine) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
 
 // fetchModule fetches, normalizes and stores the package of rec, and
 // returns the record completed with its sha256.
-func (s *Engine) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRecord) (_ *ModuleRecord, err error) {
+func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRecord) (_ *ModuleRecord, err error) {
 	start := time.Now()
 	var size int64
 	defer func() {
@@ -501,10 +517,10 @@ func (s *Engine) fetchModule(ctx context.Context, m addrs.Module, rec ModuleReco
 	if rec.SHA256 == "" {
 		// In turn with ImportModule, which may have completed the record
 		// since this fetch read it: the first sha256 stays.
-		s.importMu.Lock()
+		s.e.importMu.Lock()
 		var now ModuleRecord
 		if _, err := s.store.GetMeta(moduleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
-			s.importMu.Unlock()
+			s.e.importMu.Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
 			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
@@ -512,7 +528,7 @@ func (s *Engine) fetchModule(ctx context.Context, m addrs.Module, rec ModuleReco
 		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
 		err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec)
-		s.importMu.Unlock()
+		s.e.importMu.Unlock()
 		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)
@@ -527,7 +543,7 @@ func (s *Engine) fetchModule(ctx context.Context, m addrs.Module, rec ModuleReco
 // moduleCredentials returns the modsource.Fetcher's Credentials for
 // modules of origin: the credential the operator tied to origin for a
 // URL's host, none otherwise.
-func (s *Engine) moduleCredentials(origin svchost.Hostname) func(context.Context, string) context.Context {
+func (s *Modules) moduleCredentials(origin svchost.Hostname) func(context.Context, string) context.Context {
 	creds := s.cfg.ModuleSourceCredentials
 	if creds == nil {
 		return nil
@@ -588,7 +604,7 @@ func (cm CachedModule) Cursor() string { return cm.cursor }
 
 // ListCachedModules calls fn for every module version with a record, in
 // key order, until fn returns an error (which it returns).
-func (s *Engine) ListCachedModules(fn func(CachedModule) error) error {
+func (s *Modules) ListCachedModules(fn func(CachedModule) error) error {
 	return s.ListCachedModulesAfter("", "", fn)
 }
 
@@ -596,7 +612,7 @@ func (s *Engine) ListCachedModules(fn func(CachedModule) error) error {
 // whose address (HOST/NAMESPACE/NAME/SYSTEM) starts with prefix and that
 // come after the one whose Cursor is after ("": from the first), in the
 // same order: a page of the listing costs what it holds.
-func (s *Engine) ListCachedModulesAfter(prefix, after string, fn func(CachedModule) error) error {
+func (s *Modules) ListCachedModulesAfter(prefix, after string, fn func(CachedModule) error) error {
 	if after != "" {
 		after = "module/" + after
 	}

@@ -49,7 +49,7 @@ var testModule = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "vp
 
 func readModule(t *testing.T, h *harness, version string) (*ModulePackage, []byte, error) {
 	t.Helper()
-	pkg, err := h.engine.OpenModule(context.Background(), testModule, version)
+	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -73,7 +73,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	}
 	o.AddModule("acme", "vpc", "aws", "v1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 
-	list, _, err := h.engine.ModuleVersions(context.Background(), testModule)
+	list, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule)
 	if err != nil || len(list.Versions) != 1 {
 		t.Fatalf("versions: %v, %v", list, err)
 	}
@@ -131,19 +131,19 @@ func TestModulesOffline(t *testing.T) {
 	}
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1")
 	o.AddModule("acme", "vpc", "aws", "2.0.0", "git::"+o.GitURL("vpc")+"?ref=v2")
-	if _, _, err := h.engine.ModuleVersions(context.Background(), testModule); err != nil {
+	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := readModule(t, h, "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.engine.ModuleLocation(context.Background(), testModule, "2.0.0"); err != nil {
+	if _, err := h.engine.Modules().ModuleLocation(context.Background(), testModule, "2.0.0"); err != nil {
 		t.Fatal(err) // a record, no package
 	}
 	h.stop()
 	o.ResetHits()
 	h.start(harnessOptions{cacheDir: dir, cfg: Config{Offline: true}})
-	list, _, err := h.engine.ModuleVersions(context.Background(), testModule)
+	list, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule)
 	if err != nil || len(list.Versions) != 1 || list.Versions[0] != "1.0.0" {
 		t.Errorf("sealed versions: %+v, %v; want only 1.0.0", list, err)
 	}
@@ -154,7 +154,7 @@ func TestModulesOffline(t *testing.T) {
 		t.Errorf("sealed, not cached: %v, want ErrOffline", err)
 	}
 	other := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "nope", System: "aws"}
-	if _, _, err := h.engine.ModuleVersions(context.Background(), other); !errors.Is(err, ErrOffline) {
+	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), other); !errors.Is(err, ErrOffline) {
 		t.Errorf("sealed, unknown module: %v, want ErrOffline", err)
 	}
 	if n := o.TotalHits(); n != 0 {

@@ -69,15 +69,15 @@ type ImportedModuleOutcome struct {
 // Errors: a *verify.Error (verify.ErrIntegrity) when the package or the
 // record disagree with what vouches for them or with the cache; a
 // *modsource.LimitError; ErrShutDown; errors reading or storing it.
-func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedModuleOutcome, error) {
+func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (ImportedModuleOutcome, error) {
 	var out ImportedModuleOutcome
-	if !s.work.add() {
+	if !s.e.work.add() {
 		return out, ErrShutDown
 	}
-	defer s.work.done()
-	defer s.notify.get().Changed() // as after Import
-	s.importMu.Lock()
-	defer s.importMu.Unlock()
+	defer s.e.work.done()
+	defer s.e.notify.get().Changed() // as after Import
+	s.e.importMu.Lock()
+	defer s.e.importMu.Unlock()
 	m := in.Module
 	if in.Version == "" || strings.ContainsAny(in.Version, "/\\") {
 		return out, fmt.Errorf("module %s: invalid version %q", m, in.Version)
@@ -141,7 +141,7 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 		}
 	}
 	if !s.allowed[m.Hostname] {
-		if err := s.recordImportedHost(m.Hostname); err != nil {
+		if err := s.e.recordImportedHost(m.Hostname); err != nil {
 			return out, err
 		}
 	}
@@ -153,7 +153,7 @@ func (s *Engine) ImportModule(ctx context.Context, in ImportedModule) (ImportedM
 // stageModule reads in's package into the scratch directory within the
 // module limits, checks its sha256 and that it unpacks within them, and
 // commits it to the blob store. It returns the sha256 and size.
-func (s *Engine) stageModule(ctx context.Context, m addrs.Module, in ImportedModule, rec ModuleRecord) (string, int64, error) {
+func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in ImportedModule, rec ModuleRecord) (string, int64, error) {
 	body, size, err := in.Open(ctx)
 	if err != nil {
 		return "", 0, err
@@ -205,7 +205,7 @@ func (s *Engine) stageModule(ctx context.Context, m addrs.Module, in ImportedMod
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
-	s.notify.get().Importing(sum) // an imported package is not fetched again
+	s.e.notify.get().Importing(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}
@@ -226,7 +226,7 @@ func (s *Engine) stageModule(ctx context.Context, m addrs.Module, in ImportedMod
 
 // refuseModule is an imported module version refused as an integrity
 // failure (reason), logged and counted.
-func (s *Engine) refuseModule(m addrs.Module, version string, reason verify.Reason, detail string) error {
+func (s *Modules) refuseModule(m addrs.Module, version string, reason verify.Reason, detail string) error {
 	s.metrics.VerificationFailed(string(reason))
 	s.log.Error("imported module package refused; nothing was cached", "module", m.String(), "version", version, "reason", string(reason), "detail", detail)
 	return &verify.Error{Reason: reason, Detail: fmt.Sprintf("%s %s: %s", m, version, detail)}

@@ -58,7 +58,7 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
 	loc := o.TarballURL("m.tar.gz")
 	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
-	pkg, err := h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+	pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,11 +77,11 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Module, tc.in.Version = tarballMod, "0.1.0"
-			_, err := h.engine.ImportModule(context.Background(), tc.in)
+			_, err := h.engine.Modules().ImportModule(context.Background(), tc.in)
 			if !errors.Is(err, verify.ErrIntegrity) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("ImportModule: %v, want an integrity error saying %q", err, tc.want)
 			}
-			pkg, err := h.engine.OpenModule(context.Background(), tarballMod, "0.1.0")
+			pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -92,7 +92,7 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 			}
 		})
 	}
-	res, err := h.engine.ImportModule(context.Background(), ImportedModule{Module: tarballMod, Version: "0.1.0", Location: loc,
+	res, err := h.engine.Modules().ImportModule(context.Background(), ImportedModule{Module: tarballMod, Version: "0.1.0", Location: loc,
 		SHA256: sha256Hex(want), Open: opener(want)})
 	if err != nil || !res.Present || res.Size != int64(len(want)) {
 		t.Errorf("importing the cached package: %+v, %v", res, err)
@@ -148,14 +148,14 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Version = "0.1.0"
-			if _, err := h.engine.ImportModule(context.Background(), tc.in); !tc.want(err) {
+			if _, err := h.engine.Modules().ImportModule(context.Background(), tc.in); !tc.want(err) {
 				t.Fatalf("ImportModule: %v", err)
 			}
-			if _, _, err := h.engine.ModuleVersions(context.Background(), tc.in.Module); err == nil {
+			if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), tc.in.Module); err == nil {
 				t.Error("the refused module is listed")
 			}
 			n := 0
-			h.engine.ListCachedModules(func(CachedModule) error { n++; return nil })
+			h.engine.Modules().ListCachedModules(func(CachedModule) error { n++; return nil })
 			if n != 0 {
 				t.Errorf("%d module records after a refused import", n)
 			}
@@ -184,7 +184,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		}
 		o.AddModule("acme", "tarball", "aws", v, full)
 		if v == "0.1.0" {
-			pkg, err := h.engine.OpenModule(ctx, tarballMod, v) // the record and the package
+			pkg, err := h.engine.Modules().OpenModule(ctx, tarballMod, v) // the record and the package
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -193,14 +193,14 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		} else if _, err := h.engine.ModuleLocation(ctx, tarballMod, v); err != nil { // the record only
+		} else if _, err := h.engine.Modules().ModuleLocation(ctx, tarballMod, v); err != nil { // the record only
 			t.Fatal(err)
 		}
 		shown := redact.Location(full)
 		if strings.Contains(shown, "X-Amz") {
 			t.Fatalf("redact.Location kept the signature: %s", shown)
 		}
-		res, err := h.engine.ImportModule(ctx, ImportedModule{Module: tarballMod, Version: v, Location: shown,
+		res, err := h.engine.Modules().ImportModule(ctx, ImportedModule{Module: tarballMod, Version: v, Location: shown,
 			SHA256: sha256Hex(data), Open: opener(data)})
 		if err != nil {
 			t.Fatalf("%s: importing with the location as exported: %v", v, err)
@@ -208,7 +208,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		if v == "0.1.0" && !res.Present {
 			t.Errorf("%s: the cached package is not present", v)
 		}
-		rec, err := h.engine.ModuleLocation(ctx, tarballMod, v)
+		rec, err := h.engine.Modules().ModuleLocation(ctx, tarballMod, v)
 		if err != nil {
 			t.Fatal(err)
 		}

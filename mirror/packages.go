@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"maps"
 	"slices"
 	"sync"
@@ -189,7 +190,7 @@ func (rec *PackageRecord) covers(need []string, missing func(pl string) bool) bo
 // per TTL or list refresh. A finding made at or after since is believed
 // regardless (it answers a request made since). A sealed mirror believes
 // every finding, as it cannot ask.
-func (s *Engine) believedMissing(p addrs.Provider, rec *PackageRecord, since time.Time) func(pl string) bool {
+func (s *providerRecords) believedMissing(p addrs.Provider, rec *PackageRecord, since time.Time) func(pl string) bool {
 	var (
 		listRead bool
 		listAt   time.Time
@@ -198,7 +199,7 @@ func (s *Engine) believedMissing(p addrs.Provider, rec *PackageRecord, since tim
 		if !slices.Contains(rec.Missing, pl) {
 			return false
 		}
-		if s.cfg.Offline || s.local(p.Hostname) {
+		if s.cfg.Offline || s.e.local(p.Hostname) {
 			return true
 		}
 		c, ok := rec.MissingChecked[pl]
@@ -217,9 +218,23 @@ func (s *Engine) believedMissing(p addrs.Provider, rec *PackageRecord, since tim
 	}
 }
 
+// providerRecords is the provider side of the engine's records: version
+// lists and package records, each fetched from the origin once however
+// many callers ask (through the engine's coalescing, on its context),
+// verified with its evidence, stored, and read back through the memo.
+type providerRecords struct {
+	e       *Engine // coalescing, detached work, the shared tier, withholding
+	cfg     *Config // the engine's, defaults filled in
+	origin  ProviderOrigin
+	store   Store
+	memo    *metaMemo
+	log     *slog.Logger
+	metrics Metrics
+}
+
 // listStoredAt returns when p's cached version list was stored, or the
 // zero time when there is none.
-func (s *Engine) listStoredAt(p addrs.Provider) time.Time {
+func (s *providerRecords) listStoredAt(p addrs.Provider) time.Time {
 	_, storedAt, err := s.cachedVersions(versionsKey(p))
 	if err != nil {
 		return time.Time{}
@@ -236,7 +251,7 @@ func packageKey(p addrs.Provider, v versions.Version) string {
 // the cached list). Only a list that the origin answered lately says that
 // v does not exist (ErrVersionNotFound): when the list could not be
 // refreshed the error is why, and offline it is ErrOffline.
-func (s *Engine) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (VersionEntry, listState, error) {
+func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (VersionEntry, listState, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
 		return VersionEntry{}, listState{}, err
@@ -263,7 +278,7 @@ func (s *Engine) versionEntry(ctx context.Context, p addrs.Provider, v versions.
 }
 
 // h1 returns the h1: hash of a cached archive, or "" when it is not cached.
-func (s *Engine) h1(sha string) string {
+func (s *providerRecords) h1(sha string) string {
 	info, err := s.store.StatBlob(sha)
 	if err != nil {
 		return ""
@@ -273,7 +288,7 @@ func (s *Engine) h1(sha string) string {
 
 // cachedPackage returns the stored record for v, if any, from memory when
 // it was read before. The record must not be modified (see clone).
-func (s *Engine) cachedPackage(p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
+func (s *providerRecords) cachedPackage(p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
 	key := packageKey(p, v)
 	val, _, gen, ok := s.memo.get(key)
 	if ok {
@@ -335,13 +350,13 @@ const maxPackageRounds = 32
 // it is, unless evidence is set: then the returned record always has
 // evidence, and the error says why there is none (offline: ErrOffline
 // and ErrNoEvidence).
-func (s *Engine) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (rec *PackageRecord, hit bool, err error) {
+func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (rec *PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
 	if !haveCached {
-		cached, haveCached = s.sharedPackage(ctx, p, v)
+		cached, haveCached = s.e.shared.sharedPackage(ctx, p, v)
 	}
-	if haveCached && s.isWithheld(p, cached) {
+	if haveCached && s.e.withholding.isWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
 		// origin's own version is had as if it were not there, and the
 		// import is kept inside its record.
@@ -376,7 +391,7 @@ func (s *Engine) packageFor(ctx context.Context, p addrs.Provider, v versions.Ve
 	// many concurrent requests for different platforms that can take a few
 	// rounds.
 	for range maxPackageRounds {
-		res, err := s.coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
+		res, err := s.e.coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
 			return s.fetchPackage(ctx, p, v, need, entry)
 		})
 		if err != nil {
@@ -418,9 +433,9 @@ func (s *Engine) packageFor(ctx context.Context, p addrs.Provider, v versions.Ve
 // evidence. Nothing is stored unless every check passed. A stored record without evidence is
 // replaced by a new one for its platforms and need, whose archives must
 // have the sha256 they had.
-func (s *Engine) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
+func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
-	if ok && s.isWithheld(p, rec) {
+	if ok && s.e.withholding.isWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
 	var old *PackageRecord // a record without evidence being replaced
@@ -557,7 +572,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p addrs.Provider, v versions.
 	// whichever record held it: it cannot be fetched again.
 	rec.Withheld = nil
 	if cur, ok := s.cachedPackage(p, v); ok {
-		if s.isWithheld(p, cur) {
+		if s.e.withholding.isWithheld(p, cur) {
 			rec.Withheld = cur
 		} else {
 			rec.Withheld = cur.Withheld
@@ -576,7 +591,7 @@ func (s *Engine) fetchPackage(ctx context.Context, p addrs.Provider, v versions.
 		shared = rec.clone()
 		shared.Withheld = nil
 	}
-	s.putShared(packageKey(p, v), shared)
+	s.e.shared.putShared(packageKey(p, v), shared)
 	return rec, nil
 }
 
@@ -596,7 +611,7 @@ func (rec *PackageRecord) archive(pl string) (ArchiveRecord, bool) {
 // pkg gives other keys than those it was verified with, the stored bytes
 // are verified with pkg's keys and kept again with them, so that every
 // platform refers to a document its own keys verify.
-func (s *Engine) sumsDocument(ctx context.Context, p addrs.Provider, rec *PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
+func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, rec *PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
 	var known *SumsDocument
 	for i := range rec.Documents {
 		d := &rec.Documents[i]
@@ -664,7 +679,7 @@ func armoredKeys(keys []registryjson.GPGPublicKey) []string {
 // fetchPackageMeta asks the origin for the package of each platform, a few
 // at a time. Platforms the origin has no package for are returned in notFound.
 // It returns once every request it started has ended.
-func (s *Engine) fetchPackageMeta(ctx context.Context, p addrs.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
+func (s *providerRecords) fetchPackageMeta(ctx context.Context, p addrs.Provider, version string, platforms []string) (map[string]*discovery.Package, []string, error) {
 	// Every name is checked before the first request starts, so that no
 	// return path leaves a request running.
 	parsed := make([]addrs.Platform, len(platforms))
@@ -707,7 +722,7 @@ func (s *Engine) fetchPackageMeta(ctx context.Context, p addrs.Provider, version
 
 // refuse logs and counts a package that failed verification and returns
 // err for the client.
-func (s *Engine) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
+func (s *providerRecords) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
 	var verr *verify.Error
 	if errors.As(err, &verr) {
 		s.metrics.VerificationFailed(string(verr.Reason))

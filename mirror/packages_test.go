@@ -44,7 +44,7 @@ func TestFetchPackageMetaLeavesNoRequestRunning(t *testing.T) {
 
 	returned := make(chan error, 1)
 	go func() {
-		_, _, err := h.engine.fetchPackageMeta(ctx, h.provider(), "1.0.0", names)
+		_, _, err := h.engine.records.fetchPackageMeta(ctx, h.provider(), "1.0.0", names)
 		returned <- err
 	}()
 	for entered := 0; ; {

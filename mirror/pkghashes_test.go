@@ -67,7 +67,7 @@ func TestPackageHashesAreChecked(t *testing.T) {
 				if err != nil {
 					t.Fatalf("package metadata: %v", err)
 				}
-				ev, err := h.engine.Stored(h.provider(), mustVersion(t, version))
+				ev, err := h.engine.AirGap().Stored(h.provider(), mustVersion(t, version))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -88,7 +88,7 @@ func TestPackageHashesAreChecked(t *testing.T) {
 			if n := met.count(string(tc.reason)); n != 1 {
 				t.Errorf("%s verification failures = %d, want 1", tc.reason, n)
 			}
-			if ev, err := h.engine.Stored(h.provider(), mustVersion(t, version)); err == nil {
+			if ev, err := h.engine.AirGap().Stored(h.provider(), mustVersion(t, version)); err == nil {
 				if _, ok := ev.Platform(asked); ok {
 					t.Errorf("the refused package metadata of %s was stored", asked)
 				}

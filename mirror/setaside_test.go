@@ -38,7 +38,7 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
 		},
 	}}}
-	if _, err := h.engine.Import(t.Context(), in); err != nil {
+	if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
 	h.stop()
@@ -80,7 +80,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 	check := func() map[string]CachedCheck {
 		t.Helper()
 		got := map[string]CachedCheck{}
-		if err := h.engine.VerifyCache(t.Context(), func(c CachedCheck) { got[c.SHA256] = c }); err != nil {
+		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { got[c.SHA256] = c }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 2 {
@@ -111,7 +111,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 	if c := got[originSHA]; c.Problem != "" {
 		t.Errorf("the origin's package is intact, but: %+v", c)
 	}
-	if last, _ := h.engine.LastCacheCheck(); last.Checked != 2 || last.Failed != 1 {
+	if last, _ := h.engine.CacheChecker().LastCacheCheck(); last.Checked != 2 || last.Failed != 1 {
 		t.Errorf("last check %+v, want 2 checked, 1 failed", last)
 	}
 }

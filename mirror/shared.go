@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -48,6 +49,22 @@ type SharedLease interface {
 	Release(ctx context.Context) error
 }
 
+// sharedRecords is the engine's use of the shared tier (Config.Shared)
+// for records and leases: what it takes from the tier on a cache miss,
+// what it puts there, and what it remembers the tier holds. Every method
+// but hold is a no-op without a shared tier.
+type sharedRecords struct {
+	e       *Engine // detached work, the fetcher's trust in the tier
+	cfg     *Config // the engine's, defaults filled in
+	store   Store
+	memo    *metaMemo
+	log     *slog.Logger
+	metrics Metrics
+	// seen remembers what the shared tier holds, for a sealed mirror's
+	// version lists (see sharedInstallable).
+	seen sharedAnswers
+}
+
 // How often a replica looks for an archive that another replica is
 // downloading: from sharedPollMin, doubling up to sharedPollMax, for as long
 // as the lease is held (bounded by Config.ArchiveTimeout).
@@ -64,7 +81,7 @@ type heldLease struct {
 	done  chan struct{}
 }
 
-func (s *Engine) hold(ctx context.Context, sha string, lease SharedLease) *heldLease {
+func (s *sharedRecords) hold(ctx context.Context, sha string, lease SharedLease) *heldLease {
 	kctx, stop := context.WithCancel(ctx)
 	h := &heldLease{lease: lease, stop: stop, done: make(chan struct{})}
 	go func() {
@@ -124,7 +141,7 @@ func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a
 				f.fromShared = true
 				return body, size, nil
 			}
-			f.lease = s.hold(ctx, a.SHA256, lease)
+			f.lease = s.shared.hold(ctx, a.SHA256, lease)
 			break
 		}
 		if fr.onWait != nil {
@@ -170,11 +187,11 @@ func (fr *fetcher) share(ctx context.Context, f *fetch, a ArchiveRecord) {
 // the background (an engine task, which Shutdown waits for), so that a
 // slow tier does not slow the callers waiting for the record. record must
 // not be modified afterwards (records handed out never are).
-func (s *Engine) putShared(key string, record any) {
+func (s *sharedRecords) putShared(key string, record any) {
 	if s.cfg.Shared == nil {
 		return
 	}
-	ctx, done, err := s.detached(s.cfg.OriginTimeout)
+	ctx, done, err := s.e.detached(s.cfg.OriginTimeout)
 	if err != nil {
 		return // shutting down
 	}
@@ -191,7 +208,7 @@ func (s *Engine) putShared(key string, record any) {
 // that its age stays the shared copy's). Remembering it changes what the
 // engine answers from, as a write to the cache would: the generation
 // advances, so that no Stamp taken before holds on (see Engine.Reuse).
-func (s *Engine) sharedVersions(ctx context.Context, key string) (*VersionList, time.Time, bool) {
+func (s *sharedRecords) sharedVersions(ctx context.Context, key string) (*VersionList, time.Time, bool) {
 	if s.cfg.Shared == nil {
 		return nil, time.Time{}, false
 	}
@@ -210,7 +227,7 @@ func (s *Engine) sharedVersions(ctx context.Context, key string) (*VersionList, 
 // (see checkEvidence): a copy that does not is left where it is, so that
 // the version is fetched and verified anew, as when the cached record
 // fails, and its record then replaces the shared tier's.
-func (s *Engine) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
+func (s *sharedRecords) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false
 	}
@@ -246,29 +263,29 @@ func (s *Engine) sharedPackage(ctx context.Context, p addrs.Provider, v versions
 // engine trusts it for. What the shared tier answered is remembered for
 // sharedSeenTTL (see sharedAnswers), so that a warm version list asks it
 // nothing.
-func (s *Engine) sharedInstallable(ctx context.Context, p addrs.Provider, v versions.Version, rec *PackageRecord) bool {
+func (s *sharedRecords) sharedInstallable(ctx context.Context, p addrs.Provider, v versions.Version, rec *PackageRecord) bool {
 	if s.cfg.Shared == nil {
 		return false
 	}
 	now := s.cfg.Now()
 	if rec == nil {
 		key := "package/" + packageKey(p, v)
-		if has, ok := s.sharedSeen.get(key, now); ok && !has {
+		if has, ok := s.seen.get(key, now); ok && !has {
 			return false
 		}
 		var ok bool
 		if rec, ok = s.sharedPackage(ctx, p, v); !ok {
-			s.sharedSeen.put(key, false, now)
+			s.seen.put(key, false, now)
 			return false
 		}
 	}
 	for _, pl := range sortedKeys(rec.Archives) {
 		a := rec.Archives[pl]
-		if !s.wanted(pl) || !s.archives.trustsShared(a.SHA256) {
+		if !s.e.wanted(pl) || !s.e.archives.trustsShared(a.SHA256) {
 			continue
 		}
 		key := "archive/" + a.SHA256
-		if has, ok := s.sharedSeen.get(key, now); ok {
+		if has, ok := s.seen.get(key, now); ok {
 			if has {
 				return true
 			}
@@ -278,7 +295,7 @@ func (s *Engine) sharedInstallable(ctx context.Context, p addrs.Provider, v vers
 		if err != nil {
 			return false // a failing tier is gone around: not listed
 		}
-		s.sharedSeen.put(key, body != nil, now)
+		s.seen.put(key, body != nil, now)
 		if body != nil {
 			body.Close()
 			return true
@@ -338,7 +355,7 @@ func (a *sharedAnswers) put(key string, has bool, now time.Time) {
 	a.m[key] = sharedAnswer{has: has, at: now}
 }
 
-func (s *Engine) getShared(ctx context.Context, key string, v any) (time.Time, bool) {
+func (s *sharedRecords) getShared(ctx context.Context, key string, v any) (time.Time, bool) {
 	raw, storedAt, err := s.cfg.Shared.GetMeta(ctx, key)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || ctx.Err() == nil {

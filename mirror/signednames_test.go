@@ -145,7 +145,7 @@ func TestOriginAnswersMustNameTheRelease(t *testing.T) {
 			if got.err == nil || got.opened {
 				t.Errorf("the archive was served (%d bytes)", len(got.body))
 			}
-			if _, err := h.engine.Stored(h.provider(), mustVersion(t, version)); !errors.Is(err, ErrNotCached) {
+			if _, err := h.engine.AirGap().Stored(h.provider(), mustVersion(t, version)); !errors.Is(err, ErrNotCached) {
 				t.Errorf("Stored after the refusal: %v, want ErrNotCached", err)
 			}
 			if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
@@ -239,7 +239,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 			if tc.edit != nil {
 				tc.edit(&in)
 			}
-			_, err := dst.engine.Import(t.Context(), in)
+			_, err := dst.engine.AirGap().Import(t.Context(), in)
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("Import: %v", err)
@@ -274,7 +274,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 			if _, err := dst.engine.OpenArchive(t.Context(), dst.provider(), in.Version, mustPlatform(t, "linux_amd64")); err == nil {
 				t.Error("the refused archive is served")
 			}
-			if _, err := dst.engine.Stored(dst.provider(), in.Version); !errors.Is(err, ErrNotCached) {
+			if _, err := dst.engine.AirGap().Stored(dst.provider(), in.Version); !errors.Is(err, ErrNotCached) {
 				t.Errorf("Stored: %v, want ErrNotCached", err)
 			}
 		})

@@ -34,11 +34,13 @@ const (
 // memo's generation, and the store's StatGeneration follows archives
 // committed and deleted (their h1: hashes). Both only grow, so their sum
 // is unchanged only while both are.
-func (s *Engine) generation() uint64 { return s.memo.m.Generation() + s.store.StatGeneration() }
+func (s *providerRecords) generation() uint64 {
+	return s.memo.m.Generation() + s.store.StatGeneration()
+}
 
 // stamp returns the stamp of an answer made from a version list in state
 // st, the engine's generation having been gen when the call began.
-func (s *Engine) stamp(gen uint64, st listState, kind stampKind) Stamp {
+func (s *providerRecords) stamp(gen uint64, st listState, kind stampKind) Stamp {
 	if st.stale || st.fetched {
 		return Stamp{}
 	}
@@ -51,7 +53,7 @@ func (s *Engine) stamp(gen uint64, st listState, kind stampKind) Stamp {
 // missingUntil returns until, or earlier when a platform of need that rec
 // has no package for stops being believed missing before (see
 // believedMissing), so that the origin is asked again then.
-func (s *Engine) missingUntil(rec *PackageRecord, need []string, until time.Time) time.Time {
+func (s *providerRecords) missingUntil(rec *PackageRecord, need []string, until time.Time) time.Time {
 	if s.cfg.Offline {
 		return until
 	}
@@ -72,7 +74,7 @@ func (s *Engine) missingUntil(rec *PackageRecord, need []string, until time.Time
 // that made it would give now. When it is, the cache lookups that call
 // would have made are counted, as if it had been made again.
 func (s *Engine) Reuse(st Stamp) bool {
-	if st.kind == stampNone || st.gen != s.generation() {
+	if st.kind == stampNone || st.gen != s.records.generation() {
 		return false
 	}
 	if !st.until.IsZero() && !s.cfg.Now().Before(st.until) {

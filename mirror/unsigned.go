@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -52,9 +53,25 @@ type WithheldVersion struct {
 	Platforms []string `json:"platforms"`
 }
 
+// withholding keeps unsigned imports in their lane (see above): the
+// allowed origins whose unsigned imports are served, and the versions
+// withheld under the others.
+type withholding struct {
+	e       *Engine // its log and cached records
+	cfg     *Config // the engine's
+	allowed map[svchost.Hostname]bool
+	store   Store
+	// unsigned are the allowed origins of Config.UnsignedHosts; withheld
+	// the versions imported without signature under the others, found
+	// at start and forgotten when a prune removes them, under withheldMu.
+	unsigned   map[svchost.Hostname]bool
+	withheld   map[string][]WithheldVersion // by provider
+	withheldMu sync.RWMutex
+}
+
 // setUnsignedHosts sets Config.UnsignedHosts; each must be an allowed
 // origin (hosts that are not take unsigned imports unnamed).
-func (s *Engine) setUnsignedHosts(hosts []string) error {
+func (s *withholding) setUnsignedHosts(hosts []string) error {
 	s.unsigned = map[svchost.Hostname]bool{}
 	s.cfg.UnsignedHosts = nil
 	for _, h := range hosts {
@@ -76,7 +93,7 @@ func (s *Engine) setUnsignedHosts(hosts []string) error {
 
 // unsignedAllowed says whether versions without signature of providers
 // of host may be imported and served.
-func (s *Engine) unsignedAllowed(host svchost.Hostname) bool {
+func (s *withholding) unsignedAllowed(host svchost.Hostname) bool {
 	return !s.allowed[host] || s.unsigned[host]
 }
 
@@ -88,7 +105,7 @@ func unsignedRefused(p addrs.Provider) error {
 
 // isWithheld says rec, p's record of a version, is an import without
 // signature that is withheld.
-func (s *Engine) isWithheld(p addrs.Provider, rec *PackageRecord) bool {
+func (s *withholding) isWithheld(p addrs.Provider, rec *PackageRecord) bool {
 	return rec.Provenance == ProvenanceUnsigned && !s.unsignedAllowed(p.Hostname)
 }
 
@@ -102,7 +119,7 @@ func withheldError(p addrs.Provider, version string) error {
 // signature under allowed origins that Config.UnsignedHosts does not
 // name (Import refuses new ones, so the set does not grow), and logs
 // them.
-func (s *Engine) findWithheld() error {
+func (s *withholding) findWithheld() error {
 	s.withheldMu.Lock()
 	defer s.withheldMu.Unlock()
 	s.withheld = map[string][]WithheldVersion{}
@@ -134,7 +151,7 @@ func (s *Engine) findWithheld() error {
 	}
 	for _, vs := range s.withheld {
 		for _, w := range vs {
-			s.log.Warn("withholding a version imported without signature under an allowed origin host, which would shadow the origin's provider; to serve it, name the host in --allow-unsigned-hosts",
+			s.e.log.Warn("withholding a version imported without signature under an allowed origin host, which would shadow the origin's provider; to serve it, name the host in --allow-unsigned-hosts",
 				"provider", w.Provider, "version", w.Version, "platforms", w.Platforms)
 		}
 	}
@@ -145,7 +162,10 @@ func (s *Engine) findWithheld() error {
 // imported without signature (by an earlier release) under an allowed
 // origin host that Config.UnsignedHosts does not name. Sorted by
 // provider and version.
-func (s *Engine) Withheld() []WithheldVersion {
+func (s *Engine) Withheld() []WithheldVersion { return s.withholding.list() }
+
+// list is Engine.Withheld.
+func (s *withholding) list() []WithheldVersion {
 	var out []WithheldVersion
 	s.withheldMu.RLock()
 	for _, vs := range s.withheld {
@@ -167,7 +187,7 @@ func (s *Engine) Withheld() []WithheldVersion {
 // it keeps all its versions. Otherwise a version is left out while its
 // record is still the import's (the origin's verified version of that
 // number has not replaced it).
-func (s *Engine) withholdFrom(p addrs.Provider, list *VersionList) *VersionList {
+func (s *withholding) withholdFrom(p addrs.Provider, list *VersionList) *VersionList {
 	s.withheldMu.RLock()
 	vs := s.withheld[p.String()]
 	s.withheldMu.RUnlock()
@@ -182,7 +202,7 @@ func (s *Engine) withholdFrom(p addrs.Provider, list *VersionList) *VersionList 
 		if err != nil {
 			return true
 		}
-		rec, ok := s.cachedPackage(p, v)
+		rec, ok := s.e.records.cachedPackage(p, v)
 		return !ok || s.isWithheld(p, rec)
 	})
 	if len(keep) == len(list.Versions) {
@@ -193,7 +213,7 @@ func (s *Engine) withholdFrom(p addrs.Provider, list *VersionList) *VersionList 
 
 // forgetWithheld forgets p's withheld version v (as the origin spells
 // it), once a prune naming it removed it.
-func (s *Engine) forgetWithheld(p addrs.Provider, version string) {
+func (s *withholding) forgetWithheld(p addrs.Provider, version string) {
 	s.withheldMu.Lock()
 	defer s.withheldMu.Unlock()
 	vs := slices.DeleteFunc(slices.Clone(s.withheld[p.String()]), func(w WithheldVersion) bool { return w.Version == version })

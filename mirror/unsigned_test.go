@@ -54,7 +54,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 				h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
 			}
 			in, sha := unsignedImport(t, p, tc.version)
-			_, err := h.engine.Import(t.Context(), in)
+			_, err := h.engine.AirGap().Import(t.Context(), in)
 			if !errors.Is(err, ErrUnsignedOrigin) {
 				t.Fatalf("Import: %v, want ErrUnsignedOrigin", err)
 			}
@@ -106,7 +106,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 			p := h.provider()
 			in, sha := unsignedImport(t, p, tc.version)
-			if _, err := h.engine.Import(t.Context(), in); err != nil {
+			if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 				t.Fatalf("Import: %v", err)
 			}
 			pkg, err := h.engine.Package(t.Context(), p, mustVersion(t, tc.version), nil)
@@ -171,7 +171,7 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	shas := map[string]string{}
 	for _, v := range []string{"1.0.0", "9.0.0"} {
 		in, sha := unsignedImport(t, p, v)
-		if _, err := h.engine.Import(t.Context(), in); err != nil {
+		if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatalf("seeding %s: %v", v, err)
 		}
 		shas[v] = sha

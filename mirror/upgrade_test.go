@@ -285,7 +285,7 @@ func TestRecordsOfEarlierReleasesRecheckedForNames(t *testing.T) {
 			h.origin.SetDown(http.StatusServiceUnavailable) // what is checked is the cache's alone
 
 			var checks []CachedCheck
-			if err := h.engine.VerifyCache(t.Context(), func(c CachedCheck) { checks = append(checks, c) }); err != nil {
+			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { checks = append(checks, c) }); err != nil {
 				t.Fatal(err)
 			}
 			if len(checks) != 1 || checks[0].By != CheckedEvidence || checks[0].Version != tc.stored || checks[0].Reason != string(tc.reason) {

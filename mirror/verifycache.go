@@ -11,7 +11,10 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync/atomic"
 	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
@@ -65,9 +68,42 @@ type CacheCheckMetrics interface {
 	CacheChecked(at time.Time, checked, failed int)
 }
 
+// CacheChecker checks the whole cache again (VerifyCache), when asked
+// and every Config.CheckEvery, from what the cache holds alone. Its
+// checks serve no client: Shutdown and Close end them first.
+// Engine.CacheChecker returns it.
+type CacheChecker struct {
+	cfg *Config // the engine's, defaults filled in
+	// verifyCached checks a cached provider package against its stored
+	// evidence (Engine.verifyCached).
+	verifyCached func(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error
+	store        Store
+	log          *slog.Logger
+	metrics      Metrics
+
+	// checks are the VerifyCache calls under way. They run on checkCtx,
+	// which end cancels first. checkDone is closed when the background
+	// check goroutine (CheckEvery) ends.
+	checks     *tasks
+	checkCtx   context.Context
+	stopChecks context.CancelFunc
+	checkDone  chan struct{}
+	lastCheck  atomic.Pointer[CacheCheck] // the last VerifyCache that read the whole cache
+}
+
+// newCacheChecker returns the checker of store, and starts the
+// background check (Config.CheckEvery); endChecks ends it.
+func newCacheChecker(cfg *Config, store Store, metrics Metrics, verifyCached func(context.Context, addrs.Provider, versions.Version, addrs.Platform) error) *CacheChecker {
+	c := &CacheChecker{cfg: cfg, store: store, log: cfg.Logger, metrics: metrics, verifyCached: verifyCached,
+		checks: newTasks(), checkDone: make(chan struct{})}
+	c.checkCtx, c.stopChecks = context.WithCancel(context.Background())
+	go c.checkLoop()
+	return c
+}
+
 // LastCacheCheck returns the last VerifyCache of this engine that read
 // the whole cache; false when none has.
-func (s *Engine) LastCacheCheck() (CacheCheck, bool) {
+func (s *CacheChecker) LastCacheCheck() (CacheCheck, bool) {
 	if c := s.lastCheck.Load(); c != nil {
 		return *c, true
 	}
@@ -96,7 +132,7 @@ type cachedPackageRef struct {
 //
 // Errors: what stops the check (ctx's, ErrShutDown, the store's); a
 // failed package is not an error.
-func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
+func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 	if !s.checks.add() {
 		return ErrShutDown
 	}
@@ -198,7 +234,7 @@ func (s *Engine) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 }
 
 // checkProviderPackage is verifyCached for ref, a provider package.
-func (s *Engine) checkProviderPackage(ctx context.Context, ref cachedPackageRef) error {
+func (s *CacheChecker) checkProviderPackage(ctx context.Context, ref cachedPackageRef) error {
 	v, err := addrs.ParseSemver(ref.version)
 	if err != nil {
 		return fmt.Errorf("%w: version %q", ErrNoEvidence, ref.version)
@@ -213,7 +249,7 @@ func (s *Engine) checkProviderPackage(ctx context.Context, ref cachedPackageRef)
 // checkBlobSHA256 reads the cached archive sha and checks its bytes
 // against its name. Errors: ErrNotCached when it is not cached; a
 // *verify.Error when the bytes differ.
-func (s *Engine) checkBlobSHA256(ctx context.Context, sha string) error {
+func (s *CacheChecker) checkBlobSHA256(ctx context.Context, sha string) error {
 	blob, err := s.store.OpenBlob(sha)
 	if errors.Is(err, cache.ErrNotFound) {
 		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
@@ -237,7 +273,7 @@ func (s *Engine) checkBlobSHA256(ctx context.Context, sha string) error {
 // package was checked so): it is damaged, and the mirror never unpacks
 // it (modsource.Unpack refuses it). Errors: ErrNotCached when it is not
 // cached; a *verify.Error (ReasonBadArchive) for such a link.
-func (s *Engine) checkModuleLinks(ctx context.Context, sha string) error {
+func (s *CacheChecker) checkModuleLinks(ctx context.Context, sha string) error {
 	blob, err := s.store.OpenBlob(sha)
 	if errors.Is(err, cache.ErrNotFound) {
 		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
@@ -260,7 +296,7 @@ func (s *Engine) checkModuleLinks(ctx context.Context, sha string) error {
 // endChecks stops the checks under way and the background one, and waits
 // for them: they end at their next read. It is the first step of Shutdown
 // and Close.
-func (s *Engine) endChecks() {
+func (s *CacheChecker) endChecks() {
 	s.checks.close()
 	s.stopChecks()
 	s.checks.wait(context.Background())
@@ -269,7 +305,7 @@ func (s *Engine) endChecks() {
 
 // checkLoop runs VerifyCache every Config.CheckEvery until the engine
 // shuts down, and logs what each check found.
-func (s *Engine) checkLoop() {
+func (s *CacheChecker) checkLoop() {
 	defer close(s.checkDone)
 	if s.cfg.CheckEvery <= 0 {
 		return

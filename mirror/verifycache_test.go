@@ -59,7 +59,7 @@ func TestVerifyCache(t *testing.T) {
 		t.Helper()
 		h.origin.ResetHits()
 		got := map[string]CachedCheck{}
-		if err := h.engine.VerifyCache(t.Context(), func(c CachedCheck) {
+		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) {
 			got[fmt.Sprintf("%s %s %s %s", c.Kind, c.Address, c.Version, c.Platform)] = c
 		}); err != nil {
 			t.Fatal(err)
@@ -69,7 +69,7 @@ func TestVerifyCache(t *testing.T) {
 		}
 		return got
 	}
-	if _, ok := h.engine.LastCacheCheck(); ok {
+	if _, ok := h.engine.CacheChecker().LastCacheCheck(); ok {
 		t.Error("a check is remembered before any ran")
 	}
 	p := h.provider().String()
@@ -105,10 +105,10 @@ func TestVerifyCache(t *testing.T) {
 			t.Errorf("%s is intact, but: %+v", name, c)
 		}
 	}
-	if last, ok := h.engine.LastCacheCheck(); !ok || last.Checked != 3 || last.Failed != 2 || last.At.IsZero() {
+	if last, ok := h.engine.CacheChecker().LastCacheCheck(); !ok || last.Checked != 3 || last.Failed != 2 || last.At.IsZero() {
 		t.Errorf("last check %+v (%v), want 3 checked, 2 failed", last, ok)
 	}
-	if last, _ := h.engine.LastCacheCheck(); met.get() != last {
+	if last, _ := h.engine.CacheChecker().LastCacheCheck(); met.get() != last {
 		t.Errorf("the metrics were told %+v, want the last check %+v", met.get(), last)
 	}
 	// A report: what failed is kept, for the operator to prune.
@@ -119,7 +119,7 @@ func TestVerifyCache(t *testing.T) {
 	}
 
 	h.stop()
-	if err := h.engine.VerifyCache(t.Context(), func(CachedCheck) {}); !errors.Is(err, ErrShutDown) {
+	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(CachedCheck) {}); !errors.Is(err, ErrShutDown) {
 		t.Errorf("after shutdown: %v, want ErrShutDown", err)
 	}
 }
@@ -135,7 +135,7 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	h.readAll(vs...)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if last, ok := h.engine.LastCacheCheck(); ok && last.Checked == len(vs) {
+		if last, ok := h.engine.CacheChecker().LastCacheCheck(); ok && last.Checked == len(vs) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -153,11 +153,11 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	result := make(chan error, 1)
 	var reports atomic.Int64
 	go func() {
-		result <- h.engine.VerifyCache(context.Background(), func(CachedCheck) {
+		result <- h.engine.CacheChecker().VerifyCache(context.Background(), func(CachedCheck) {
 			if reports.Add(1) == 1 {
 				close(started)
 				select {
-				case <-h.engine.checkCtx.Done():
+				case <-h.engine.CacheChecker().checkCtx.Done():
 				case <-ctx.Done():
 				}
 			}
@@ -234,7 +234,7 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 			}
 
 			var got []CachedCheck
-			if err := h.engine.VerifyCache(t.Context(), func(c CachedCheck) { got = append(got, c) }); err != nil {
+			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { got = append(got, c) }); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != 1 || got[0].SHA256 != sha {
@@ -250,7 +250,7 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 			if c.Problem == "" || c.Reason != string(verify.ReasonBadArchive) || !strings.Contains(c.Problem, "outside") {
 				t.Errorf("%+v, want damaged (bad_archive) for its link out", c)
 			}
-			if last, _ := h.engine.LastCacheCheck(); last.Failed != 1 {
+			if last, _ := h.engine.CacheChecker().LastCacheCheck(); last.Failed != 1 {
 				t.Errorf("last check %+v, want 1 failed", last)
 			}
 		})

@@ -100,7 +100,7 @@ type listState struct {
 // from the origin otherwise. When the refresh fails for any reason but the
 // origin saying the provider does not exist, a cached list is returned
 // marked stale. force refreshes a fresh list too.
-func (s *Engine) versions(ctx context.Context, p addrs.Provider, force bool) (*VersionList, listState, error) {
+func (s *providerRecords) versions(ctx context.Context, p addrs.Provider, force bool) (*VersionList, listState, error) {
 	key := versionsKey(p)
 	cached, storedAt, err := s.cachedVersions(key)
 	haveCached := err == nil
@@ -108,16 +108,16 @@ func (s *Engine) versions(ctx context.Context, p addrs.Provider, force bool) (*V
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
 	if !haveCached {
-		cached, storedAt, haveCached = s.sharedVersions(ctx, key)
+		cached, storedAt, haveCached = s.e.shared.sharedVersions(ctx, key)
 	}
 	fresh := !force && cached != nil && cached.Schema >= evidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
-	if haveCached && (s.cfg.Offline || fresh || s.local(p.Hostname)) {
+	if haveCached && (s.cfg.Offline || fresh || s.e.local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
 		return cached, listState{storedAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("versions", false)
 
-	res, err := s.coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.e.coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
 		return s.refreshVersions(ctx, p)
 	})
 	if err == nil {
@@ -131,7 +131,7 @@ func (s *Engine) versions(ctx context.Context, p addrs.Provider, force bool) (*V
 	return nil, listState{}, err
 }
 
-func (s *Engine) refreshVersions(ctx context.Context, p addrs.Provider) (*VersionList, error) {
+func (s *providerRecords) refreshVersions(ctx context.Context, p addrs.Provider) (*VersionList, error) {
 	infos, err := s.origin.Versions(ctx, p)
 	if err != nil {
 		return nil, err
@@ -145,13 +145,13 @@ func (s *Engine) refreshVersions(ctx context.Context, p addrs.Provider) (*Versio
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
-	s.putShared(versionsKey(p), list)
+	s.e.shared.putShared(versionsKey(p), list)
 	return list, nil
 }
 
 // cachedVersions returns the stored version list under key, from memory
 // when it was read before. The list must not be modified.
-func (s *Engine) cachedVersions(key string) (*VersionList, time.Time, error) {
+func (s *providerRecords) cachedVersions(key string) (*VersionList, time.Time, error) {
 	val, storedAt, gen, ok := s.memo.get(key)
 	if ok {
 		return val.(*VersionList), storedAt, nil

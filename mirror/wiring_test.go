@@ -64,11 +64,11 @@ func (h headroomStore) Headroom() (int64, bool) { return h.room, true }
 func TestDiskHeadroomIsTheStores(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{wrap: func(s Store) Store { return headroomStore{s, 3 << 20} }})
-	if room, ok := h.engine.DiskHeadroom(); !ok || room != 3<<20 {
+	if room, ok := h.engine.AirGap().DiskHeadroom(); !ok || room != 3<<20 {
 		t.Errorf("DiskHeadroom = %d, %v; want %d, true", room, ok, 3<<20)
 	}
 	mem := newHarness(t, harnessOptions{})
-	if room, ok := mem.engine.DiskHeadroom(); ok {
+	if room, ok := mem.engine.AirGap().DiskHeadroom(); ok {
 		t.Errorf("DiskHeadroom of an in-memory cache = %d, true; want it unknown", room)
 	}
 }

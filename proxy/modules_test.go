@@ -155,7 +155,7 @@ func TestModulePullThrough(t *testing.T) {
 	o.SetDown(http.StatusBadGateway)
 	mirror.WaitIdle(t.Context(), h.engine)
 	var cached []mirror.CachedModule
-	h.engine.ListCachedModules(func(cm mirror.CachedModule) error { cached = append(cached, cm); return nil })
+	h.engine.Modules().ListCachedModules(func(cm mirror.CachedModule) error { cached = append(cached, cm); return nil })
 	if len(cached) != 2 || !cached[0].Cached || cached[0].Record.Commit != commit || cached[0].Record.SHA256 == "" {
 		t.Errorf("cached modules: %+v", cached)
 	}

@@ -16,14 +16,19 @@ import (
 )
 
 // Engine is what the front door needs from the pull-through engine: its
-// providers (ProviderEngine), its modules (ModuleEngine) and what the
+// providers (ProviderEngine), its module side (Modules, which the module
+// routes use as a ModuleEngine), its check of the whole cache and what the
 // status page shows of it (StatusEngine). *mirror.Engine implements it.
 type Engine interface {
 	ProviderEngine
 	// Reuse says whether an answer of Versions or Package with this
 	// stamp is still the one the same call would give.
 	Reuse(st mirror.Stamp) bool
-	ModuleEngine
+	// Modules returns the engine's module side.
+	Modules() *mirror.Modules
+	// CacheChecker returns the engine's check of the whole cache, whose
+	// last run the status page shows.
+	CacheChecker() *mirror.CacheChecker
 	StatusEngine
 }
 
@@ -101,7 +106,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	}
 	s := &Server{
 		responder: rs,
-		status:    &statusPage{responder: rs, cfg: cfg, engine: engine},
+		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine.Modules(), checks: engine.CacheChecker()},
 	}
 	if cfg.Auth == nil {
 		// With client authentication, the URLs in VERSION.json are
@@ -111,7 +116,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	providers := providerRoutes{responder: rs, engine: engine, docs: newRenderMemo()}
 	s.router = s.routes(
 		&providerRegistry{providerRoutes: providers},
-		&moduleRegistry{responder: rs, engine: engine},
+		&moduleRegistry{responder: rs, engine: engine.Modules()},
 		&networkMirror{providerRoutes: providers, hot: s.hot},
 	)
 	return s, nil

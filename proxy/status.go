@@ -163,19 +163,32 @@ type statusPage struct {
 	*responder
 	cfg       Config
 	engine    StatusEngine
-	providers providersMemo // the last page of the lists of what the cache holds
+	modules   StatusModules  // the engine's module side
+	checks    LastCacheCheck // the engine's check of the whole cache
+	providers providersMemo  // the last page of the lists of what the cache holds
 }
 
 // StatusEngine is what the status page reads of the engine.
 type StatusEngine interface {
 	Config() mirror.Config
 	Stats() (archives int, bytes int64)
-	// ListCachedAfter and ListCachedModulesAfter list the cached
-	// provider and module versions whose address starts with prefix,
-	// from the one after the cursor after on.
+	// ListCachedAfter lists the cached provider versions whose address
+	// starts with prefix, from the one after the cursor after on.
 	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
-	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
 	WithheldEngine
+}
+
+// StatusModules is what the status page reads of the engine's module
+// side (*mirror.Modules).
+type StatusModules interface {
+	// ListCachedModulesAfter lists the cached module versions whose
+	// address starts with prefix, from the one after the cursor after on.
+	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
+}
+
+// LastCacheCheck is what the status page reads of the engine's check of
+// the whole cache (*mirror.CacheChecker).
+type LastCacheCheck interface {
 	// LastCacheCheck returns the last check of the whole cache; false
 	// when none has run.
 	LastCacheCheck() (mirror.CacheCheck, bool)
@@ -211,7 +224,7 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
 	st.Retention = s.retentionStatus()
-	if c, ok := s.engine.LastCacheCheck(); ok {
+	if c, ok := s.checks.LastCacheCheck(); ok {
 		st.CacheCheck = &c
 	}
 	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
@@ -460,7 +473,7 @@ type StatusModuleVersion struct {
 // that q selects, by module, newest version first within the page, and
 // the cursor of the next page ("" when this is the last).
 func (s *statusPage) statusModules(q statusQuery) ([]StatusModule, string, error) {
-	me := s.engine
+	me := s.modules
 	byModule := map[string]*StatusModule{}
 	var order []string
 	rows, next := 0, ""

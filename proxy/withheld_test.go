@@ -54,7 +54,7 @@ func importInHouse(t *testing.T, h *harness, p addrs.Provider, version string) {
 		t.Fatal(err)
 	}
 	zipped := buf.Bytes()
-	_, err = h.engine.Import(t.Context(), mirror.Imported{Provider: p, Version: v, Unsigned: true, Packages: []mirror.ImportedPackage{{
+	_, err = h.engine.AirGap().Import(t.Context(), mirror.Imported{Provider: p, Version: v, Unsigned: true, Packages: []mirror.ImportedPackage{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
 		Open: func(context.Context) (io.ReadCloser, int64, error) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil

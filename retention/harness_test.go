@@ -89,7 +89,7 @@ func (h *harness) start(opts harnessOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ret, err := New(opts.ret, engine, h.store, shared)
+	ret, err := New(opts.ret, engine.Held(), h.store, shared)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -489,7 +489,7 @@ var (
 
 func readModule(t *testing.T, h *harness, version string) (*mirror.ModulePackage, []byte, error) {
 	t.Helper()
-	pkg, err := h.engine.OpenModule(context.Background(), testModule, version)
+	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
 	if err != nil {
 		return nil, nil, err
 	}

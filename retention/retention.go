@@ -140,7 +140,7 @@ type Metrics interface {
 }
 
 // Lister is what retention reads of the engine: the versions it holds.
-// *mirror.Engine implements it.
+// *mirror.Held implements it.
 type Lister interface {
 	// ScanVersions calls fn with every version the cache has a record of.
 	ScanVersions(fn func(mirror.HeldVersion)) error
@@ -150,7 +150,7 @@ type Lister interface {
 }
 
 // Remover is how retention lets go of versions that cannot be fetched
-// again. *mirror.Engine implements it.
+// again. *mirror.Held implements it.
 type Remover interface {
 	// RemoveVersion removes a version from its version list, with its
 	// record.
@@ -162,7 +162,7 @@ type Remover interface {
 
 // Engine is what retention needs of the engine: its listings, removals,
 // configuration (Now, Logger, Offline, Shared) and notifications (Notify,
-// which New calls). *mirror.Engine implements it.
+// which New calls). *mirror.Held (Engine.Held) implements it.
 type Engine interface {
 	Lister
 	Remover

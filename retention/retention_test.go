@@ -237,7 +237,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 		}
 		in := importedFrom(ev, func(pl string) []byte { return src.origin.Archive(ns, typ, vs, pl) })
 		in.Version = v
-		if _, err := dst.engine.Import(t.Context(), in); err != nil {
+		if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatalf("signed import of %s: %v", vs, err)
 		}
 	}
@@ -254,7 +254,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
 			},
 		}}}
-		if _, err := dst.engine.Import(t.Context(), in); err != nil {
+		if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatalf("in-house import of %s: %v", vs, err)
 		}
 	}
@@ -564,7 +564,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
 			},
 		}}}
-		if _, err := h.engine.Import(t.Context(), in); err != nil {
+		if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatalf("in-house import of %s: %v", vs, err)
 		}
 	}
@@ -600,7 +600,7 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	for _, v := range []string{"0.1.0", "0.2.0"} {
 		o.AddTarball(v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
 		o.AddModule("acme", "tarball", "aws", v, o.TarballURL(v+".tar.gz"))
-		pkg, err := h.engine.OpenModule(context.Background(), tarballMod, v)
+		pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -610,10 +610,10 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	imported := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
 		pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")})
-		if _, err := h.engine.ImportModule(context.Background(), mirror.ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
+		if _, err := h.engine.Modules().ImportModule(context.Background(), mirror.ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.engine.ImportModule(context.Background(), mirror.ImportedModule{Module: imported, Version: v,
+		if _, err := h.engine.Modules().ImportModule(context.Background(), mirror.ImportedModule{Module: imported, Version: v,
 			Location: "https://example.test/" + v + ".tar.gz", SHA256: sha256Hex(pkg), Open: opener(pkg)}); err != nil {
 			t.Fatal(err)
 		}
@@ -627,7 +627,7 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	}
 	for _, m := range []addrs.Module{local, imported} {
 		for _, v := range []string{"1.0.0", "1.1.0"} {
-			pkg, err := h.engine.OpenModule(context.Background(), m, v)
+			pkg, err := h.engine.Modules().OpenModule(context.Background(), m, v)
 			if err != nil {
 				t.Errorf("%s %s after prune: %v", m, v, err)
 				continue
@@ -643,7 +643,7 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 func TestNewRefusesWrongWiring(t *testing.T) {
 	t.Parallel()
 	origin := enginetest.StartOrigin(t, fakeorigin.Options{})
-	engine := func(t *testing.T, shared mirror.SharedTier) (*mirror.Engine, *cache.Store) {
+	engine := func(t *testing.T, shared mirror.SharedTier) (*mirror.Held, *cache.Store) {
 		t.Helper()
 		store := enginetest.OpenStore(t, "", cache.Options{})
 		e, err := mirror.New(mirror.Config{AllowedOrigins: []string{originHost}, Shared: shared, Logger: enginetest.Logger(t)},
@@ -652,7 +652,7 @@ func TestNewRefusesWrongWiring(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.Close(); store.Close() })
-		return e, store
+		return e.Held(), store
 	}
 	for _, tc := range []struct {
 		name  string

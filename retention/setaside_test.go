@@ -27,7 +27,7 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 	h := newHarness(t, allowed)
 	h.origin.AddProvider(ns, typ, versions, []string{"linux_amd64"})
 	in, importSHA := unsignedImport(t, h.provider(), "1.0.0", size, 42)
-	if _, err := h.engine.Import(t.Context(), in); err != nil {
+	if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
 	h.stop()
@@ -177,7 +177,7 @@ func TestPruneNamedRemovesSetAsideImport(t *testing.T) {
 	allowed := harnessOptions{cacheDir: strict.cacheDir, cfg: mirror.Config{UnsignedHosts: []string{originHost}}}
 	h.start(allowed)
 	in, sha := unsignedImport(t, p, "9.0.0", 1<<10, 9)
-	if _, err := h.engine.Import(t.Context(), in); err != nil {
+	if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
 	h.stop()

@@ -144,7 +144,7 @@ func TestPresignedModuleLocationNotShown(t *testing.T) {
 	fmt.Fprintf(&answers, "admin export: %+v\n", res)
 
 	// The record keeps the whole location, for fetching.
-	rec, err := e.mirror.engine.ModuleLocation(ctx, m, "1.0.0")
+	rec, err := e.mirror.engine.Modules().ModuleLocation(ctx, m, "1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
