@@ -13,6 +13,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/verify"
@@ -70,26 +72,7 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 	recordJSON = strings.NewReplacer(fill...).Replace(recordJSON)
 
 	// The old release's data directory: its records and the archive it cached.
-	if err := h.store.PutMeta(versionsKey(p), json.RawMessage(versionJSON)); err != nil {
-		t.Fatal(err)
-	}
-	if err := h.store.PutMeta(packageKey(p, v), json.RawMessage(recordJSON)); err != nil {
-		t.Fatal(err)
-	}
-	zip := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
-	h1, err := verify.H1(bytes.NewReader(zip), int64(len(zip)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w, err := h.store.NewBlobWriter(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.Write(zip)
-	if _, err := w.Commit(h1); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
+	zip, h1 := writeOldCache(t, h, v, versionJSON, recordJSON)
 
 	// served checks that the old records are served as before.
 	served := func(t *testing.T) {
@@ -262,26 +245,7 @@ func TestRecordsOfEarlierReleasesRecheckedForNames(t *testing.T) {
 			}
 			record := strings.NewReplacer(fill...).Replace(schema2PackageRecord)
 			list := `{"schema":2,"versions":[{"version":"` + tc.stored + `","protocols":["5.0"],"platforms":["linux_amd64"]}]}`
-			if err := h.store.PutMeta(versionsKey(p), json.RawMessage(list)); err != nil {
-				t.Fatal(err)
-			}
-			if err := h.store.PutMeta(packageKey(p, v), json.RawMessage(record)); err != nil {
-				t.Fatal(err)
-			}
-			zip := h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
-			h1, err := verify.H1(bytes.NewReader(zip), int64(len(zip)))
-			if err != nil {
-				t.Fatal(err)
-			}
-			w, err := h.store.NewBlobWriter(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			w.Write(zip)
-			if _, err := w.Commit(h1); err != nil {
-				t.Fatal(err)
-			}
-			w.Close()
+			writeOldCache(t, h, v, list, record)
 			h.origin.SetDown(http.StatusServiceUnavailable) // what is checked is the cache's alone
 
 			var checks []CachedCheck
@@ -323,4 +287,34 @@ func fetchBody(t *testing.T, h *harness, url string) []byte {
 		t.Fatalf("GET %s: %s, %v", url, resp.Status, err)
 	}
 	return body
+}
+
+// writeOldCache writes what an earlier release kept of the test
+// provider: its version list, and the package record of v, as given, and
+// the linux_amd64 archive of 1.0.0 it cached, which it returns with its
+// h1: hash.
+func writeOldCache(t *testing.T, h *harness, v versions.Version, listJSON, recordJSON string) (zip []byte, h1 string) {
+	t.Helper()
+	p := h.provider()
+	if err := h.store.PutMeta(versionsKey(p), json.RawMessage(listJSON)); err != nil {
+		t.Fatal(err)
+	}
+	if err := h.store.PutMeta(packageKey(p, v), json.RawMessage(recordJSON)); err != nil {
+		t.Fatal(err)
+	}
+	zip = h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	h1, err := verify.H1(bytes.NewReader(zip), int64(len(zip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := h.store.NewBlobWriter(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write(zip)
+	if _, err := w.Commit(h1); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	return zip, h1
 }
