@@ -33,7 +33,7 @@ func TestArchitectureNamesExist(t *testing.T) {
 	if n := len(codeRef.FindAllString(walk, -1)); n < 10 {
 		t.Errorf("the request walk names %d functions and types; it should follow one request through the code by name", n)
 	}
-	decls := map[string]map[string]bool{} // package dir -> "Name" and "Type.Method"
+	decls := map[string]map[string]string{} // package dir -> "Name" and "Type.Method"
 	checked := 0
 	for _, m := range codeRef.FindAllStringSubmatch(string(doc), -1) {
 		dir := m[1]
@@ -41,7 +41,7 @@ func TestArchitectureNamesExist(t *testing.T) {
 			continue // not a package: a file name such as docs/x.md
 		}
 		if decls[dir] == nil {
-			decls[dir] = declsOf(t, filepath.Join(root, filepath.FromSlash(dir)))
+			decls[dir] = declsOf(t, filepath.Join(root, filepath.FromSlash(dir)), "*.go")
 		}
 		name := m[2]
 		if m[3] != "" {
@@ -51,7 +51,7 @@ func TestArchitectureNamesExist(t *testing.T) {
 			continue // a directory without Go code
 		}
 		checked++
-		if !decls[dir][name] {
+		if decls[dir][name] == "" {
 			t.Errorf("ARCHITECTURE.md names %s.%s, which %s does not declare", dir, name, dir)
 		}
 	}
@@ -61,11 +61,12 @@ func TestArchitectureNamesExist(t *testing.T) {
 }
 
 // declsOf returns the top-level names declared in the Go files of dir
-// (tests included), and Type.Method for each method.
-func declsOf(t *testing.T, dir string) map[string]bool {
+// that glob matches, and Type.Method for each method, each with its kind:
+// "func", "method", "type" or "value".
+func declsOf(t *testing.T, dir, glob string) map[string]string {
 	t.Helper()
-	files, _ := filepath.Glob(filepath.Join(dir, "*.go"))
-	names := map[string]bool{}
+	files, _ := filepath.Glob(filepath.Join(dir, glob))
+	names := map[string]string{}
 	fset := token.NewFileSet()
 	for _, f := range files {
 		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
@@ -76,7 +77,7 @@ func declsOf(t *testing.T, dir string) map[string]bool {
 			switch d := d.(type) {
 			case *ast.FuncDecl:
 				if d.Recv == nil || len(d.Recv.List) == 0 {
-					names[d.Name.Name] = true
+					names[d.Name.Name] = "func"
 					continue
 				}
 				typ := d.Recv.List[0].Type
@@ -87,23 +88,23 @@ func declsOf(t *testing.T, dir string) map[string]bool {
 					typ = ix.X
 				}
 				if id, ok := typ.(*ast.Ident); ok {
-					names[id.Name+"."+d.Name.Name] = true
+					names[id.Name+"."+d.Name.Name] = "method"
 				}
 			case *ast.GenDecl:
 				for _, s := range d.Specs {
 					switch s := s.(type) {
 					case *ast.TypeSpec:
-						names[s.Name.Name] = true
+						names[s.Name.Name] = "type"
 						if it, ok := s.Type.(*ast.InterfaceType); ok {
 							for _, m := range it.Methods.List {
 								for _, n := range m.Names {
-									names[s.Name.Name+"."+n.Name] = true
+									names[s.Name.Name+"."+n.Name] = "method"
 								}
 							}
 						}
 					case *ast.ValueSpec:
 						for _, n := range s.Names {
-							names[n.Name] = true
+							names[n.Name] = "value"
 						}
 					}
 				}

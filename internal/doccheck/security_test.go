@@ -1,9 +1,6 @@
 package doccheck
 
 import (
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -28,13 +25,16 @@ func TestSecurityNamesTestsThatExist(t *testing.T) {
 	if len(refs) < 20 {
 		t.Fatalf("SECURITY.md names %d tests; each promise must name the test that proves it", len(refs))
 	}
-	funcs := map[string]map[string]bool{} // package dir -> test functions
+	funcs := map[string]map[string]string{} // package dir -> what its test files declare
 	for _, r := range refs {
 		dir, name := r[1], r[2]
 		if funcs[dir] == nil {
-			funcs[dir] = testFuncs(t, filepath.Join(root, filepath.FromSlash(dir)))
+			funcs[dir] = declsOf(t, filepath.Join(root, filepath.FromSlash(dir)), "*_test.go")
+			if len(funcs[dir]) == 0 {
+				t.Errorf("%s has no test files", dir)
+			}
 		}
-		if !funcs[dir][name] {
+		if funcs[dir][name] != "func" {
 			t.Errorf("SECURITY.md names %s.%s, which is not a test of %s", dir, name, dir)
 		}
 	}
@@ -54,29 +54,4 @@ func TestSecurityNamesTestsThatExist(t *testing.T) {
 			t.Errorf("the boundary %q names no test", title)
 		}
 	}
-}
-
-// testFuncs returns the names of the top-level Test and Fuzz functions in
-// the _test.go files of dir.
-func testFuncs(t *testing.T, dir string) map[string]bool {
-	t.Helper()
-	files, err := filepath.Glob(filepath.Join(dir, "*_test.go"))
-	if err != nil || len(files) == 0 {
-		t.Errorf("%s has no test files (%v)", dir, err)
-		return map[string]bool{}
-	}
-	names := map[string]bool{}
-	fset := token.NewFileSet()
-	for _, f := range files {
-		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, d := range file.Decls {
-			if fd, ok := d.(*ast.FuncDecl); ok && fd.Recv == nil {
-				names[fd.Name.Name] = true
-			}
-		}
-	}
-	return names
 }
