@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -126,6 +127,7 @@ type versionRule struct {
 	set      versions.Set
 	reason   string
 	rng      hcl.Range
+	order    int // its place in the list
 }
 
 func (r *versionRule) detail() string {
@@ -138,41 +140,23 @@ type versionRules struct {
 }
 
 func (l *versionRules) add(r versionRule) {
+	r.order = len(l.rules)
 	l.rules = append(l.rules, r)
 	l.idx[kindSlot(r.pattern.n)].add(&l.rules[len(l.rules)-1].pattern, len(l.rules)-1)
 }
 
-// first is the first rule, in the order written, whose pattern matches a
-// and whose versions hold v (parsed on first need; ok false when it does
-// not parse and some rule's pattern matches).
-func (l *versionRules) first(a key, version string) (r *versionRule, ok bool) {
-	best := -1
-	var v versions.Version
-	parsed, bad := false, false
+// matching is the rules whose pattern matches a, in the order written
+// (nil, without allocating, when none does).
+func (l *versionRules) matching(a key) []*versionRule {
+	var out []*versionRule
 	l.idx[kindSlot(a.n)].candidates(a, func(i int) bool {
-		if best >= 0 && i > best || !l.rules[i].pattern.matches(a) {
-			return true
-		}
-		if !parsed {
-			parsed = true
-			var err error
-			if v, err = addrs.ParseSemver(version); err != nil {
-				bad = true
-				return false
-			}
-		}
-		if l.rules[i].set.Has(v) {
-			best = i
+		if l.rules[i].pattern.matches(a) {
+			out = append(out, &l.rules[i])
 		}
 		return true
 	})
-	if bad {
-		return nil, false
-	}
-	if best < 0 {
-		return nil, true
-	}
-	return &l.rules[best], true
+	slices.SortFunc(out, func(x, y *versionRule) int { return x.order - y.order })
+	return out
 }
 
 // window is a release_age block.
@@ -273,6 +257,97 @@ func (p *Policy) window(a key) (d time.Duration, detail, text string) {
 	return 0, "", ""
 }
 
+// Subject is the policy as it applies to one address: what does not
+// depend on the version is evaluated once, so that a list of versions
+// costs one Version call each and no more look-ups. The zero Subject
+// (and one of a nil Policy) allows everything.
+type Subject struct {
+	refused *Verdict // the address's refusal, if any
+	allowed string   // what let the address through, when nothing else applies
+	deny    []*versionRule
+	exempt  []*versionRule
+	window  time.Duration
+	wdetail string
+	wtext   string
+}
+
+// For is the policy as it applies to address, for asking about many of
+// its versions; see Version.
+func (p *Policy) For(kind Kind, address string) Subject {
+	if p == nil {
+		return Subject{}
+	}
+	a, err := addressKey(kind, address)
+	if err != nil {
+		return Subject{refused: &Verdict{Rule: RuleDeny, Detail: err.Error(), Reason: "not a valid " + string(kind) + " address"}}
+	}
+	v := p.address(a)
+	if !v.Allowed {
+		return Subject{refused: &v}
+	}
+	s := Subject{allowed: v.Detail, deny: p.denyVer.matching(a)}
+	s.window, s.wdetail, s.wtext = p.window(a)
+	if s.window > 0 {
+		s.exempt = p.exemptVer.matching(a)
+	}
+	return s
+}
+
+// Address is the verdict on the address itself (Policy.Address).
+func (s *Subject) Address() Verdict {
+	if s.refused != nil {
+		return *s.refused
+	}
+	return Verdict{Allowed: true, Detail: s.allowed}
+}
+
+// Window is the minimum release age that applies (Policy.Window); zero
+// for a refused address.
+func (s *Subject) Window() time.Duration { return s.window }
+
+// Version is Policy.Version for the subject's address.
+func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
+	if s.refused != nil {
+		return *s.refused
+	}
+	var v versions.Version
+	if len(s.deny) > 0 || len(s.exempt) > 0 {
+		var err error
+		if v, err = addrs.ParseSemver(version); err != nil {
+			if len(s.deny) > 0 {
+				return Verdict{Rule: RuleDenyVersion, Detail: fmt.Sprintf("version %q is not a valid version, so %s cannot be checked", version, s.deny[0].detail()), Reason: "not a valid version"}
+			}
+			v = versions.Unspecified // holds in no constraint
+		}
+	}
+	for _, r := range s.deny {
+		if r.set.Has(v) {
+			return Verdict{Rule: RuleDenyVersion, Detail: r.detail(), Reason: r.reason}
+		}
+	}
+	if s.window == 0 {
+		if s.wdetail != "" {
+			return Verdict{Allowed: true, Detail: s.wdetail}
+		}
+		return Verdict{Allowed: true, Detail: s.allowed}
+	}
+	if rel.InHouse {
+		return Verdict{Allowed: true, Detail: "in-house build (imported unsigned from a host of --allow-unsigned-hosts): no minimum release age applies"}
+	}
+	for _, r := range s.exempt {
+		if r.set.Has(v) {
+			return Verdict{Allowed: true, Detail: r.detail(), Reason: r.reason}
+		}
+	}
+	if !rel.Known {
+		return Verdict{Rule: RuleMinReleaseAge, Detail: s.wdetail, Reason: "held back by the mirror's minimum release age of " + s.wtext + ": its release time is not known yet"}
+	}
+	if at := rel.At.Add(s.window); now.Before(at) {
+		return Verdict{Rule: RuleMinReleaseAge, Detail: s.wdetail, Reason: "held back by the mirror's minimum release age of " + s.wtext, AvailableAt: at}
+	}
+	return Verdict{Allowed: true, Detail: s.wdetail}
+}
+
 // Version is the verdict on one version of an address released at rel,
 // evaluated at now, in this order; the first rule that decides wins:
 //
@@ -293,45 +368,8 @@ func (p *Policy) window(a key) (d time.Duration, detail, text string) {
 // A version that does not parse is refused when a deny_version block
 // names its address, since the block cannot be checked.
 func (p *Policy) Version(kind Kind, address, version string, rel Release, now time.Time) Verdict {
-	if p == nil {
-		return Verdict{Allowed: true}
-	}
-	a, err := addressKey(kind, address)
-	if err != nil {
-		return Verdict{Rule: RuleDeny, Detail: err.Error(), Reason: "not a valid " + string(kind) + " address"}
-	}
-	v := p.address(a)
-	if !v.Allowed {
-		return v
-	}
-	r, ok := p.denyVer.first(a, version)
-	if !ok {
-		return Verdict{Rule: RuleDenyVersion, Detail: fmt.Sprintf("version %q is not a valid version, so the deny_version blocks for %s cannot be checked", version, address), Reason: "not a valid version"}
-	}
-	if r != nil {
-		return Verdict{Rule: RuleDenyVersion, Detail: r.detail(), Reason: r.reason}
-	}
-	d, wdetail, age := p.window(a)
-	if d == 0 {
-		if wdetail != "" {
-			v.Detail = wdetail
-		}
-		return v
-	}
-	if rel.InHouse {
-		return Verdict{Allowed: true, Detail: "in-house build (imported unsigned from a host of --allow-unsigned-hosts): no minimum release age applies"}
-	}
-	if x, ok := p.exemptVer.first(a, version); ok && x != nil {
-		return Verdict{Allowed: true, Detail: x.detail(), Reason: x.reason}
-	}
-	if !rel.Known {
-		return Verdict{Rule: RuleMinReleaseAge, Detail: wdetail, Reason: "held back by the mirror's minimum release age of " + age + ": its release time is not known yet"}
-	}
-	if at := rel.At.Add(d); now.Before(at) {
-		return Verdict{Rule: RuleMinReleaseAge, Detail: wdetail, Reason: "held back by the mirror's minimum release age of " + age, AvailableAt: at}
-	}
-	v.Detail = wdetail
-	return v
+	s := p.For(kind, address)
+	return s.Version(version, rel, now)
 }
 
 func patternDetail(_ string, m *pattern) string {
