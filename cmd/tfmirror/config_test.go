@@ -308,3 +308,26 @@ func TestLiveSettings(t *testing.T) {
 		t.Errorf("Live in the table: %v; put in force on reload: %v", live, handled)
 	}
 }
+
+// TestConfigurationDocExamples: the example files of docs/configuration.md
+// are read as they say.
+func TestConfigurationDocExamples(t *testing.T) {
+	for _, syntax := range []string{"hcl", "json"} {
+		_, rest, ok := strings.Cut(configFileDoc, "```"+syntax+"\n")
+		example, _, ok2 := strings.Cut(rest, "```")
+		if !ok || !ok2 {
+			t.Fatalf("no %s example", syntax)
+		}
+		path := filepath.Join(t.TempDir(), "tfmirror."+syntax)
+		if err := os.WriteFile(path, []byte(example), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e, err := parseServeConfig([]string{"--config", path}, func(string) (string, bool) { return "", false }, io.Discard)
+		if err != nil {
+			t.Fatalf("%s example: %v", syntax, err)
+		}
+		if e.Config.CacheMaxBytes != 40<<30 || e.Sources["cache-max-bytes"] != settings.FromFile {
+			t.Errorf("%s example: cache_max_bytes %d from %s", syntax, e.Config.CacheMaxBytes, e.Sources["cache-max-bytes"])
+		}
+	}
+}
