@@ -1,0 +1,255 @@
+package policy
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"github.com/apparentlymart/go-versions/versions/constraints"
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+)
+
+// maxAge bounds a minimum release age: ten years is far above any
+// cooldown and keeps At + window from overflowing.
+const maxAge = 3650 * 24 * time.Hour
+
+var bodySchema = &hcl.BodySchema{
+	Attributes: []hcl.AttributeSchema{
+		{Name: "allow"},
+		{Name: "deny"},
+		{Name: "minimum_release_age"},
+		{Name: "release_age_exemptions"},
+	},
+	Blocks: []hcl.BlockHeaderSchema{
+		{Type: "deny_version", LabelNames: []string{"address"}},
+		{Type: "release_age", LabelNames: []string{"pattern"}},
+		{Type: "release_age_exempt_version", LabelNames: []string{"address"}},
+	},
+}
+
+var (
+	denyVersionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "versions", Required: true},
+		{Name: "reason", Required: true},
+	}}
+	exemptVersionSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "versions", Required: true},
+		{Name: "reason"},
+	}}
+	releaseAgeSchema = &hcl.BodySchema{Attributes: []hcl.AttributeSchema{
+		{Name: "minimum", Required: true},
+	}}
+)
+
+// Decode reads the body of a `policy` block, in HCL's native or JSON
+// syntax:
+//
+//	policy {
+//	  allow = ["registry.terraform.io/hashicorp/*", "registry.example.com/acme/*/*"]
+//	  deny  = ["registry.terraform.io/hashicorp/null"]
+//	  deny_version "registry.terraform.io/hashicorp/aws" {
+//	    versions = ">= 5.80.0, < 5.81.1"
+//	    reason   = "CVE-2026-1234: use 5.81.1"
+//	  }
+//	  minimum_release_age    = "72h"
+//	  release_age_exemptions = ["registry.example.com/acme/*"]
+//	  release_age "registry.terraform.io/*/*" { minimum = "24h" }
+//	  release_age_exempt_version "registry.terraform.io/hashicorp/aws" {
+//	    versions = "= 5.81.1"
+//	    reason   = "urgent fix for CVE-2026-1234"
+//	  }
+//	}
+//
+// A pattern is HOST/NAMESPACE/TYPE (a provider) or
+// HOST/NAMESPACE/NAME/SYSTEM (a module), each part a name or "*" for any
+// one part. Versions are Terraform version constraints; ages are Go
+// durations ("72h", "90m") or whole days ("3d"). Every mistake is
+// reported with its file:line; a body with errors yields no policy. A
+// nil body yields a nil Policy, which allows everything.
+func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
+	if body == nil {
+		return nil, nil
+	}
+	content, diags := body.Content(bodySchema)
+	p := &Policy{}
+	for _, l := range []struct {
+		name string
+		list *patternList
+	}{
+		{"allow", &p.allow},
+		{"deny", &p.deny},
+		{"release_age_exemptions", &p.exemptions},
+	} {
+		l.list.attr = l.name
+		attr, ok := content.Attributes[l.name]
+		if !ok {
+			continue
+		}
+		l.list.rng = attr.NameRange
+		pats, ds := decodePatterns(attr)
+		diags = append(diags, ds...)
+		for _, pt := range pats {
+			pt.detail = fmt.Sprintf("%s %q (%s)", l.name, pt.text, place(pt.rng))
+			l.list.add(pt)
+		}
+		p.rules += len(pats)
+	}
+	if attr, ok := content.Attributes["minimum_release_age"]; ok {
+		d, text, ds := decodeAge(attr)
+		diags = append(diags, ds...)
+		p.minAge, p.minAgeText, p.minAgeRng, p.minAgeSet = d, text, attr.NameRange, true
+		p.minAgeDetail = fmt.Sprintf("minimum_release_age = %q (%s)", text, place(attr.NameRange))
+		p.rules++
+	}
+	for _, b := range content.Blocks {
+		pt, err := compilePattern(b.Labels[0])
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + b.Type + " pattern", Detail: err.Error(), Subject: b.LabelRanges[0].Ptr()})
+			continue
+		}
+		p.rules++
+		switch b.Type {
+		case "release_age":
+			c, ds := b.Body.Content(releaseAgeSchema)
+			diags = append(diags, ds...)
+			if attr, ok := c.Attributes["minimum"]; ok {
+				d, text, ds := decodeAge(attr)
+				diags = append(diags, ds...)
+				pt.detail = fmt.Sprintf("release_age %q { minimum = %q } (%s)", pt.text, text, place(b.DefRange))
+				p.windows = append(p.windows, window{pattern: pt, minimum: d, text: text, rng: b.DefRange})
+				p.windowIdx[kindSlot(pt.n)].add(&pt, len(p.windows)-1)
+			}
+		default:
+			schema, rules, exact := denyVersionSchema, &p.denyVer, true
+			if b.Type == "release_age_exempt_version" {
+				schema, rules, exact = exemptVersionSchema, &p.exemptVer, false
+			}
+			c, ds := b.Body.Content(schema)
+			diags = append(diags, ds...)
+			r := versionRule{block: b.Type, pattern: pt, rng: b.DefRange}
+			if attr, ok := c.Attributes["reason"]; ok {
+				var d hcl.Diagnostics
+				r.reason, d = decodeString(attr)
+				diags = append(diags, d...)
+			}
+			if attr, ok := c.Attributes["versions"]; ok {
+				var d hcl.Diagnostics
+				r.versions, d = decodeString(attr)
+				diags = append(diags, d...)
+				if !d.HasErrors() {
+					set, err := parseVersions(r.versions, exact)
+					if err != nil {
+						diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid version constraint", Detail: err.Error(), Subject: attr.Expr.Range().Ptr()})
+					}
+					r.set = set
+				}
+			}
+			if b.Type == "deny_version" && strings.TrimSpace(r.reason) == "" && c.Attributes["reason"] != nil {
+				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty reason", Detail: "a deny_version block's reason is shown to the people it refuses: say why, and what to use instead", Subject: c.Attributes["reason"].Expr.Range().Ptr()})
+			}
+			r.pattern.detail = fmt.Sprintf("%s %q { versions = %q } (%s)", r.block, r.pattern.text, r.versions, place(r.rng))
+			rules.add(r)
+		}
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	return p, diags
+}
+
+// decodePatterns reads a list of patterns, each error at its element.
+func decodePatterns(attr *hcl.Attribute) ([]pattern, hcl.Diagnostics) {
+	exprs, diags := hcl.ExprList(attr.Expr)
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	var out []pattern
+	for _, e := range exprs {
+		v, ds := e.Value(nil)
+		diags = append(diags, ds...)
+		if ds.HasErrors() {
+			continue
+		}
+		if v.IsNull() || !v.Type().Equals(cty.String) {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name + " pattern", Detail: "a pattern is a string, such as \"registry.terraform.io/hashicorp/*\"", Subject: e.Range().Ptr()})
+			continue
+		}
+		p, err := compilePattern(v.AsString())
+		if err != nil {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name + " pattern", Detail: err.Error(), Subject: e.Range().Ptr()})
+			continue
+		}
+		p.rng = e.Range()
+		out = append(out, p)
+	}
+	return out, diags
+}
+
+func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		return "", diags
+	}
+	if v.IsNull() || !v.Type().Equals(cty.String) {
+		return "", hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name, Detail: attr.Name + " is a string", Subject: attr.Expr.Range().Ptr()}}
+	}
+	return v.AsString(), nil
+}
+
+// decodeAge reads a minimum release age: a Go duration or whole days.
+func decodeAge(attr *hcl.Attribute) (time.Duration, string, hcl.Diagnostics) {
+	s, diags := decodeString(attr)
+	if diags.HasErrors() {
+		return 0, "", diags
+	}
+	d, err := parseAge(s)
+	if err != nil {
+		return 0, "", hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name, Detail: err.Error(), Subject: attr.Expr.Range().Ptr()}}
+	}
+	return d, s, nil
+}
+
+func parseAge(s string) (time.Duration, error) {
+	var d time.Duration
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseUint(n, 10, 16)
+		if err != nil {
+			return 0, fmt.Errorf("age %q: want a duration such as \"72h\" or whole days such as \"3d\"", s)
+		}
+		d = time.Duration(days) * 24 * time.Hour
+	} else {
+		var err error
+		if d, err = time.ParseDuration(s); err != nil {
+			return 0, fmt.Errorf("age %q: want a duration such as \"72h\" or whole days such as \"3d\"", s)
+		}
+	}
+	if d < 0 || d > maxAge {
+		return 0, fmt.Errorf("age %q: want between 0 and %dd", s, maxAge/(24*time.Hour))
+	}
+	return d, nil
+}
+
+// parseVersions parses a Terraform version constraint. exact keeps the
+// prereleases within its bounds (what a deny means); otherwise a
+// prerelease is held only when named exactly, as Terraform selects.
+func parseVersions(s string, exact bool) (set versions.Set, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			set, err = versions.None, fmt.Errorf("version constraint %q is out of range", s)
+		}
+	}()
+	if strings.TrimSpace(s) == "" {
+		return versions.None, fmt.Errorf("empty version constraint")
+	}
+	spec, err := constraints.ParseRubyStyleMulti(s)
+	if err != nil {
+		return versions.None, fmt.Errorf("version constraint %q: %v", s, err)
+	}
+	if exact {
+		return versions.MeetingConstraintsExact(spec), nil
+	}
+	return versions.MeetingConstraints(spec), nil
+}
