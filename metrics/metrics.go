@@ -77,6 +77,7 @@ type Metrics struct {
 	retention         retentionMetrics  // retention.go
 	cacheCheck        cacheCheckMetrics // cachecheck.go
 	config            configMetrics     // config.go
+	policy            policyMetrics     // policy.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -261,6 +262,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.retention.collectors()...)
 	cs = append(cs, m.cacheCheck.collectors()...)
 	cs = append(cs, m.config.collectors()...)
+	cs = append(cs, m.policy.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

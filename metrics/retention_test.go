@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/tfmirror/tfmirror/mirror"
@@ -47,5 +48,22 @@ func TestCacheChecked(t *testing.T) {
 	}
 	if got := testutil.ToFloat64(m.cacheCheck.damaged); got != 2 {
 		t.Errorf("damaged = %v, want 2", got)
+	}
+}
+
+// TestPolicyRefused: refusals are counted under their rule.
+func TestPolicyRefused(t *testing.T) {
+	m, err := New(prometheus.NewRegistry(), Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.PolicyRefused("deny_version")
+	m.PolicyRefused("deny_version")
+	m.PolicyRefused("min_release_age")
+	if got := testutil.ToFloat64(m.policy.refused.WithLabelValues("deny_version")); got != 2 {
+		t.Fatalf("deny_version refusals %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(m.policy.refused.WithLabelValues("allow_list")); got != 0 {
+		t.Fatalf("allow_list refusals %v, want 0", got)
 	}
 }

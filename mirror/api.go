@@ -56,7 +56,11 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*VersionList, 
 		list = s.records.sealedList(ctx, p, list)
 	}
 	list = s.withholding.withholdFrom(p, list)
-	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: s.records.stamp(gen, st, stampVersions)}, nil
+	list, next, err := s.policy.filterProviderList(ctx, s.policy.current(), p, list)
+	if err != nil {
+		return nil, ListState{}, err
+	}
+	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: gated(s.records.stamp(gen, st, stampVersions), next)}, nil
 }
 
 // Package is the verified package metadata of one version for a set of
@@ -96,6 +100,9 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	gen := s.records.generation()
 	entry, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.policy.checkProvider(ctx, p, v); err != nil {
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)
@@ -158,6 +165,9 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	}
 	if !s.wanted(pl.String()) {
 		return nil, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl)
+	}
+	if err := s.policy.checkProvider(ctx, p, v); err != nil {
+		return nil, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())
 	if err != nil {
@@ -241,6 +251,9 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	}
 	if !s.wanted(pl.String()) {
 		return 0, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl)
+	}
+	if err := s.policy.checkProvider(ctx, p, v); err != nil {
+		return 0, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())
 	if err != nil {

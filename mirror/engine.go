@@ -76,6 +76,7 @@ type Metrics interface {
 	CacheWriteFailed()
 	ModuleMetrics
 	CacheCheckMetrics
+	PolicyMetrics
 }
 
 // Config configures an Engine. Zero values take the documented defaults.
@@ -178,6 +179,8 @@ type Engine struct {
 	archives *fetcher
 	memo     *metaMemo      // decoded version lists and package metadata
 	shared   *sharedRecords // the shared tier's records and leases
+	releases *releaseTimes  // when versions were released (release.go)
+	policy   *policyGate    // the package policy (policy.go)
 
 	// root is the engine's lifetime, not any caller's: the parent of the
 	// contexts that origin fetches and archive downloads run on. Shutdown
@@ -307,6 +310,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
 	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	s.releases = newReleaseTimes(s)
+	s.policy = &policyGate{e: s}
 	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
@@ -498,6 +503,7 @@ func (noMetrics) ArchiveFetchStarted() func()                      { return func
 func (noMetrics) CacheWriteFailed()                                {}
 func (noMetrics) ModuleFetch(string, string, int64, time.Duration) {}
 func (noMetrics) CacheChecked(time.Time, int, int)                 {}
+func (noMetrics) PolicyRefused(string)                             {}
 
 // isNil reports whether v is nil, or a nil pointer in an interface.
 func isNil(v any) bool {

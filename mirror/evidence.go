@@ -124,6 +124,9 @@ func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Vers
 	if err != nil {
 		return nil, err
 	}
+	if err := s.policy.checkProvider(ctx, p, v); err != nil {
+		return nil, err
+	}
 	need := s.records.platformsFor(entry, platforms)
 	rec, _, err := s.records.packageFor(ctx, p, v, need, &entry, true)
 	if err != nil {

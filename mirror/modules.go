@@ -99,6 +99,12 @@ type ModuleVersionList struct {
 	Schema int `json:"schema"`
 	// Versions are the origin's version strings, in its order.
 	Versions []string `json:"versions"`
+	// ListedAt is when the origin was asked for the list, by Config.Now
+	// (zero in lists stored before it was kept).
+	ListedAt time.Time `json:"listed_at,omitzero"`
+	// Held says why versions the package policy holds back are left out
+	// (never stored).
+	Held []string `json:"-"`
 }
 
 // ModuleRecord is what the engine keeps of one module version.
@@ -180,6 +186,19 @@ func (s *Modules) moduleOrigin(what string) (ModuleOrigin, error) {
 // saying the module does not exist. A sealed mirror (Config.Offline)
 // lists only the versions whose package is cached.
 func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
+	list, st, err := s.moduleVersions(ctx, m)
+	if err != nil {
+		return nil, ListState{}, err
+	}
+	list, _, err = s.filterModuleList(ctx, s.e.policy.current(), m, list)
+	if err != nil {
+		return nil, ListState{}, err
+	}
+	return list, st, nil
+}
+
+// moduleVersions is ModuleVersions before the package policy.
+func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
@@ -212,7 +231,9 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 		if err != nil {
 			return nil, err
 		}
-		list := &ModuleVersionList{Schema: recordSchema, Versions: vs}
+		list := &ModuleVersionList{Schema: recordSchema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
+		prev, prevAt := s.previousListing(ctx, m)
+		s.e.releases.noteListing(ctx, "module", m.String(), prev, prevAt, vs)
 		if err := s.store.PutMeta(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
@@ -277,6 +298,9 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 // discovery.ErrNotFound and origin errors.
 func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*ModuleRecord, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
+		return nil, err
+	}
+	if err := s.checkModule(ctx, m, version); err != nil {
 		return nil, err
 	}
 	key := moduleRecordKey(m, version)

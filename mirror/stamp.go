@@ -33,9 +33,10 @@ const (
 // changed: every metadata write forgets its memo entry, which advances the
 // memo's generation, and the store's StatGeneration follows archives
 // committed and deleted (their h1: hashes). Both only grow, so their sum
-// is unchanged only while both are.
+// is unchanged only while both are. The policy's generation (advanced by
+// every SetPolicy) is added, so that a new policy ends every answer kept.
 func (s *providerRecords) generation() uint64 {
-	return s.memo.m.Generation() + s.store.StatGeneration()
+	return s.memo.m.Generation() + s.store.StatGeneration() + s.e.policy.generation()
 }
 
 // stamp returns the stamp of an answer made from a version list in state

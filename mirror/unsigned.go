@@ -44,13 +44,26 @@ import (
 // host that Config.UnsignedHosts does not name.
 var ErrUnsignedOrigin = errors.New("version without signature under an allowed origin host")
 
-// WithheldVersion is a version imported without signature under an
-// allowed origin host that Config.UnsignedHosts does not name: the engine
-// keeps it but does not serve it.
+// WithheldVersion is a version the engine keeps, or would fetch, but
+// does not serve: imported without signature under an allowed origin
+// host that Config.UnsignedHosts does not name, or held back by the
+// package policy (Rule set).
 type WithheldVersion struct {
-	Provider  string   `json:"provider"` // HOST/NAMESPACE/TYPE
+	// Provider is the address: HOST/NAMESPACE/TYPE, or for a module
+	// (Kind "module") HOST/NAMESPACE/NAME/SYSTEM.
+	Provider string `json:"provider"`
+	// Version is "" for an address the policy refuses whole.
 	Version   string   `json:"version"`
 	Platforms []string `json:"platforms"`
+	// Kind is "module" for a module; "" for a provider.
+	Kind string `json:"kind,omitempty"`
+	// Rule is the policy's rule that holds it back (policy.Rule*), with
+	// Reason for the people who hit it and, for the minimum release age,
+	// AvailableAt when it becomes available; empty for a version
+	// withheld as an unsigned import.
+	Rule        string    `json:"rule,omitempty"`
+	Reason      string    `json:"reason,omitempty"`
+	AvailableAt time.Time `json:"available_at,omitzero"`
 }
 
 // withholding keeps unsigned imports in their lane (see above): the
@@ -160,9 +173,14 @@ func (s *withholding) findWithheld() error {
 
 // Withheld returns the versions the engine keeps but does not serve:
 // imported without signature (by an earlier release) under an allowed
-// origin host that Config.UnsignedHosts does not name. Sorted by
-// provider and version.
-func (s *Engine) Withheld() []WithheldVersion { return s.withholding.list() }
+// origin host that Config.UnsignedHosts does not name; then those the
+// package policy in effect holds back, among those it refused or left
+// out of a list since the engine started (each judged again now, so a
+// version allowed since is not listed). Each part sorted by address and
+// version.
+func (s *Engine) Withheld() []WithheldVersion {
+	return append(s.withholding.list(), s.policy.heldBack()...)
+}
 
 // list is Engine.Withheld.
 func (s *withholding) list() []WithheldVersion {

@@ -48,6 +48,13 @@ type VersionList struct {
 	// from the origin on next use (when the host is an origin and the
 	// mirror is not sealed), as the origin's list may have more.
 	Imported bool `json:"imported,omitempty"`
+	// ListedAt is when the origin was asked for the list, by
+	// Config.Now; zero in lists stored before it was kept (their time
+	// of storing tells).
+	ListedAt time.Time `json:"listed_at,omitzero"`
+	// Held says, for the people who asked, why versions the package
+	// policy holds back are left out of the list (never stored).
+	Held []string `json:"-"`
 }
 
 // VersionEntry is one version of a provider and the platforms the origin
@@ -139,6 +146,9 @@ func (s *providerRecords) refreshVersions(ctx context.Context, p addrs.Provider)
 	list := TranslateVersions(infos, func(raw string, err error) {
 		s.log.Warn("origin lists an invalid version; skipped", "provider", p.String(), "version", raw, "error", err)
 	})
+	list.ListedAt = s.cfg.Now().UTC()
+	prev, prevAt := s.previousListing(ctx, p)
+	s.e.releases.noteListing(ctx, "provider", p.String(), prev.versionNames(), prevAt, list.versionNames())
 	err = s.store.PutMeta(versionsKey(p), list)
 	s.memo.forget(versionsKey(p))
 	if err != nil {
@@ -191,4 +201,27 @@ func (s *Engine) coalesce(ctx context.Context, kind, key string, fn func(context
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
 	}
+}
+
+// previousListing returns the listing of p taken before the one being
+// stored, and when it was taken: the cached list, or the shared tier's
+// when it is newer (another replica listed since); nil when p was never
+// listed.
+func (s *providerRecords) previousListing(ctx context.Context, p addrs.Provider) (*VersionList, time.Time) {
+	prev, prevAt, err := s.cachedVersions(versionsKey(p))
+	if err != nil {
+		prev = nil
+	}
+	if prev != nil && !prev.ListedAt.IsZero() {
+		prevAt = prev.ListedAt
+	}
+	if shared, at, ok := s.e.shared.sharedVersions(ctx, versionsKey(p)); ok {
+		if !shared.ListedAt.IsZero() {
+			at = shared.ListedAt
+		}
+		if prev == nil || at.After(prevAt) {
+			prev, prevAt = shared, at
+		}
+	}
+	return prev, prevAt
 }

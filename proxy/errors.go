@@ -26,6 +26,8 @@ func writeError(w http.ResponseWriter, err error) int {
 	w.Header().Del("ETag")
 	if wait, ok := httperr.RetryAfter(err); ok {
 		w.Header().Set("Retry-After", retryAfterSeconds(wait))
+	} else if at, ok := httperr.AvailableAt(err); ok {
+		w.Header().Set("Retry-After", at.UTC().Format(http.TimeFormat))
 	}
 	writeJSON(w, status, errorBody{Errors: []string{msg}})
 	return status

@@ -106,6 +106,8 @@ func (g *providerRegistry) newVersions(list *mirror.VersionList) registryjson.Ve
 		}
 		doc.Versions = append(doc.Versions, rv)
 	}
+	// Terraform prints these: why versions are missing from the list.
+	doc.Warnings = list.Held
 	return doc
 }
 

@@ -21,8 +21,10 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/tfmirror/tfmirror/internal/sha256hex"
 )
 
@@ -116,8 +118,16 @@ func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 // over document with the ASCII-armored public keys, succeeding if any one
 // key verifies it.
 func CheckSignature(document, signature []byte, armoredKeys []string) error {
+	_, err := SignatureTime(document, signature, armoredKeys)
+	return err
+}
+
+// SignatureTime is CheckSignature that also returns the creation time the
+// signature states, read from its packet once the signature verified: the
+// time its signer says it was made, which the signer alone vouches for.
+func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
 	if len(armoredKeys) == 0 {
-		return &Error{Reason: ReasonSignature, Detail: "the origin gave no signing keys"}
+		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "the origin gave no signing keys"}
 	}
 	var keyring openpgp.EntityList
 	var lastErr error
@@ -130,16 +140,24 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 		keyring = append(keyring, keys...)
 	}
 	if len(keyring) == 0 {
-		return &Error{Reason: ReasonSignature, Detail: "no usable signing key", Err: lastErr}
+		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "no usable signing key", Err: lastErr}
 	}
-	check := openpgp.CheckDetachedSignature
+	var sigReader io.Reader = bytes.NewReader(signature)
 	if bytes.HasPrefix(bytes.TrimSpace(signature), []byte("-----BEGIN PGP SIGNATURE-----")) {
-		check = openpgp.CheckArmoredDetachedSignature
+		block, err := armor.Decode(bytes.NewReader(signature))
+		if err != nil || block.Type != openpgp.SignatureType {
+			if err == nil {
+				err = fmt.Errorf("armored block is %q, not a signature", block.Type)
+			}
+			return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
+		}
+		sigReader = block.Body
 	}
-	if _, err := check(keyring, bytes.NewReader(document), bytes.NewReader(signature), nil); err != nil {
-		return &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
+	sig, _, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(document), sigReader, nil)
+	if err != nil {
+		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
 	}
-	return nil
+	return sig.CreationTime.UTC(), nil
 }
 
 // VerifySums checks that sums has a line for filename and that it equals

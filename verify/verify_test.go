@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
@@ -372,5 +373,44 @@ func TestErrorMessageAndUnwrap(t *testing.T) {
 	}
 	if len(Reasons()) != 6 {
 		t.Fatalf("Reasons() = %v", Reasons())
+	}
+}
+
+// TestSignatureTime: the creation time a signature states is read once
+// it verified, binary or armored, and nothing is read from one that does
+// not verify.
+func TestSignatureTime(t *testing.T) {
+	keyCreated := time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC)
+	key, err := openpgp.NewEntity("origin", "", "origin@example.test",
+		&packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return keyCreated }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := []byte(strings.Repeat("ab", 32) + "  terraform-provider-x_1.0.0_linux_amd64.zip\n")
+	signedAt := time.Date(2025, 3, 4, 5, 6, 7, 0, time.UTC)
+	var sig bytes.Buffer
+	if err := openpgp.DetachSign(&sig, key, bytes.NewReader(doc), &packet.Config{Time: func() time.Time { return signedAt }}); err != nil {
+		t.Fatal(err)
+	}
+	var armoredSig bytes.Buffer
+	if err := openpgp.ArmoredDetachSign(&armoredSig, key, bytes.NewReader(doc), &packet.Config{Time: func() time.Time { return signedAt }}); err != nil {
+		t.Fatal(err)
+	}
+	keys := []string{armored(t, key)}
+	for name, s := range map[string][]byte{"binary": sig.Bytes(), "armored": armoredSig.Bytes()} {
+		t.Run(name, func(t *testing.T) {
+			got, err := SignatureTime(doc, s, keys)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !got.Equal(signedAt) {
+				t.Fatalf("signature time %v, want %v", got, signedAt)
+			}
+			got, err = SignatureTime(append(bytes.Clone(doc), 'x'), s, keys)
+			checkReason(t, err, ReasonSignature)
+			if !got.IsZero() {
+				t.Fatalf("a signature that does not verify gave time %v", got)
+			}
+		})
 	}
 }

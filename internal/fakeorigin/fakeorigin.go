@@ -180,6 +180,7 @@ type Origin struct {
 	shaOverride  map[akey]string
 	answerOf     map[akey]akey // download answers given as another package's
 	hashOverride map[akey][]string
+	signedAt     map[akey]time.Time // SetSignedAt, by version (platform "")
 	wrongKey     bool
 	gate         *gate         // nil when archives are not gated
 	started      chan struct{} // the latest gate's started
@@ -213,6 +214,7 @@ func Start(opts Options) (*Origin, error) {
 		shaOverride:  map[akey]string{},
 		answerOf:     map[akey]akey{},
 		hashOverride: map[akey][]string{},
+		signedAt:     map[akey]time.Time{},
 		started:      make(chan struct{}),
 		gatedChanged: make(chan struct{}),
 	}
@@ -261,8 +263,14 @@ func Start(opts Options) (*Origin, error) {
 	return o, nil
 }
 
+// keyCreated is when the signing keys say they were made.
+var keyCreated = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
+
 func newSigningKey(name, email string) (*openpgp.Entity, string, error) {
-	e, err := openpgp.NewEntity(name, "test only", email, &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+	// Made long ago, so that it may sign at any time a test chooses
+	// (SetSignedAt): a key does not sign before it exists.
+	e, err := openpgp.NewEntity(name, "test only", email,
+		&packet.Config{Algorithm: packet.PubKeyAlgoEdDSA, Time: func() time.Time { return keyCreated }})
 	if err != nil {
 		return nil, "", fmt.Errorf("fakeorigin: signing key: %w", err)
 	}

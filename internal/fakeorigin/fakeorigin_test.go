@@ -892,3 +892,47 @@ func waitGatedUntil(ctx context.Context, t *testing.T, o *Origin, n int) {
 		}
 	}
 }
+
+// TestSetSignedAt: a version's SHA256SUMS signature states the time
+// chosen, and verifies with the advertised key; RemoveVersion unlists a
+// version until it is added again.
+func TestSetSignedAt(t *testing.T) {
+	o, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	o.AddProvider("acme", "foo", []string{"1.0.0", "1.1.0"}, []string{"linux_amd64"})
+	at := time.Date(2025, 6, 1, 12, 0, 0, 0, time.UTC)
+	o.SetSignedAt("acme", "foo", "1.0.0", at)
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: o.CertPool()}}}
+	get := func(path string) []byte {
+		t.Helper()
+		resp, err := c.Get(o.URL + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %d", path, resp.StatusCode)
+		}
+		return b
+	}
+	base := "/releases/acme/foo/1.0.0/terraform-provider-foo_1.0.0_SHA256SUMS"
+	got, err := verify.SignatureTime(get(base), get(base+".sig"), []string{o.ArmoredPublicKey()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Equal(at) {
+		t.Fatalf("signed at %v, want %v", got, at)
+	}
+	o.RemoveVersion("acme", "foo", "1.1.0")
+	if body := string(get("/v1/providers/acme/foo/versions")); strings.Contains(body, "1.1.0") {
+		t.Fatalf("removed version still listed: %s", body)
+	}
+	o.AddProvider("acme", "foo", []string{"1.1.0"}, []string{"linux_amd64"})
+	if body := string(get("/v1/providers/acme/foo/versions")); !strings.Contains(body, "1.1.0") {
+		t.Fatalf("version added again not listed: %s", body)
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/verify"
@@ -227,8 +228,12 @@ func (o *Origin) serveRelease(w http.ResponseWriter, r *http.Request) {
 
 // sums renders SHA256SUMS for one version (nil when the version is unknown)
 // and picks the key to sign it with.
-func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity) {
+func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity, *packet.Config) {
 	o.mu.Lock()
+	var cfg *packet.Config
+	if at, ok := o.signedAt[akey{ns, typ, version, ""}]; ok {
+		cfg = &packet.Config{Time: func() time.Time { return at }}
+	}
 	signer := o.keyA
 	if o.wrongKey {
 		signer = o.keyB
@@ -237,7 +242,7 @@ func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity) {
 	p := o.providers[pkey{ns, typ}]
 	if p == nil {
 		o.mu.Unlock()
-		return nil, signer
+		return nil, signer, cfg
 	}
 	plats, ok := p.plats[version]
 	for _, pl := range plats {
@@ -247,7 +252,7 @@ func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity) {
 	}
 	o.mu.Unlock()
 	if !ok {
-		return nil, signer
+		return nil, signer, cfg
 	}
 	lines := make([]string, 0, len(keys)+1)
 	for _, k := range keys {
@@ -259,18 +264,18 @@ func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity) {
 		lines = append(lines, sha([]byte(releaseManifest))+"  "+fmt.Sprintf("terraform-provider-%s_%s_manifest.json", typ, version)+"\n")
 	}
 	sort.Strings(lines)
-	return []byte(strings.Join(lines, "")), signer
+	return []byte(strings.Join(lines, "")), signer, cfg
 }
 
 func (o *Origin) serveSums(w http.ResponseWriter, ns, typ, version string, sig bool) {
-	body, signer := o.sums(ns, typ, version)
+	body, signer, cfg := o.sums(ns, typ, version)
 	if body == nil {
 		writeError(w, http.StatusNotFound)
 		return
 	}
 	if sig {
 		var b bytes.Buffer
-		if err := openpgp.DetachSign(&b, signer, bytes.NewReader(body), nil); err != nil {
+		if err := openpgp.DetachSign(&b, signer, bytes.NewReader(body), cfg); err != nil {
 			writeError(w, http.StatusInternalServerError)
 			return
 		}

@@ -242,3 +242,32 @@ func (o *Origin) SetPackageHashes(ns, typ, version, platform string, hashes []st
 	}
 	o.hashOverride[k] = slices.Clone(hashes)
 }
+
+// SetSignedAt makes the SHA256SUMS signature of a version state that it
+// was made at t (its OpenPGP creation time); the zero t: when it is
+// served (the default). t must not be in the future: verifiers refuse
+// signatures made after their own clock.
+func (o *Origin) SetSignedAt(ns, typ, version string, t time.Time) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if t.IsZero() {
+		delete(o.signedAt, akey{ns, typ, version, ""})
+		return
+	}
+	o.signedAt[akey{ns, typ, version, ""}] = t
+}
+
+// RemoveVersion takes version of NAMESPACE/TYPE out of the registry, as
+// if it had not been published yet: it is no longer listed, and its
+// download answers, SHA256SUMS and archives answer 404. AddProvider adds
+// it again (listed last).
+func (o *Origin) RemoveVersion(ns, typ, version string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	p := o.providers[pkey{ns, typ}]
+	if p == nil {
+		return
+	}
+	delete(p.plats, version)
+	p.versions = slices.DeleteFunc(p.versions, func(v string) bool { return v == version })
+}

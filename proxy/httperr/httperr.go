@@ -64,6 +64,7 @@ func Status(err error) int {
 	var originErr *discovery.OriginError
 	var goneErr *ClientGoneError
 	var badArchive *mirror.BadArchiveError
+	var held *mirror.PolicyError
 	switch {
 	case errors.As(err, &goneErr):
 		return StatusClientClosedRequest
@@ -76,6 +77,17 @@ func Status(err error) int {
 		return http.StatusUnauthorized
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusForbidden
+	case errors.As(err, &held):
+		if held.Version == "" {
+			// A provider or module the policy refuses whatever the
+			// version is not in this mirror: clients say so.
+			return http.StatusNotFound
+		}
+		// A held version: Terraform shows any status but 401, 403 and
+		// 404 as "unsuccessful status" (403 would read as rejected
+		// credentials, 404 from VERSION.json as a broken mirror); 451
+		// says the refusal is the operator's.
+		return http.StatusUnavailableForLegalReasons
 	case errors.Is(err, discovery.ErrHostNotAllowed),
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
@@ -125,4 +137,15 @@ func RetryAfter(err error) (time.Duration, bool) {
 		return open.RetryAfter, true
 	}
 	return 0, false
+}
+
+// AvailableAt is when the version err refuses becomes available, for a
+// version held back by the package policy's minimum release age: the
+// client may ask again then (a Retry-After date).
+func AvailableAt(err error) (time.Time, bool) {
+	var held *mirror.PolicyError
+	if errors.As(err, &held) && !held.Verdict.AvailableAt.IsZero() {
+		return held.Verdict.AvailableAt, true
+	}
+	return time.Time{}, false
 }

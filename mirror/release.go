@@ -1,0 +1,444 @@
+package mirror
+
+// Release times: when each version was released, for the package
+// policy's minimum release age (see policy.go). A version's release time
+// is the later of two times, each learned once and kept write-once in the
+// cache (and the shared tier, so that replicas sharing it agree):
+//
+//   - signed: the creation time of the OpenPGP signature of its
+//     SHA256SUMS, read once the signature verified (from the package
+//     record's evidence when the cache has it, else from the origin: one
+//     download answer, the SHA256SUMS and its signature);
+//   - absent: the time of the latest listing of the origin that did not
+//     yet contain the version (the version list this mirror, or a
+//     replica sharing its store, had before the one that first listed
+//     it). A version in the first listing ever taken has none (the
+//     bootstrap): it is dated by its signature alone.
+//
+// Modules have no signature, and the module registry protocol gives no
+// publication date: a module version is dated by the listing rule alone,
+// and one in the first listing is taken as released long ago.
+//
+// What learning costs: only versions that might be inside the window are
+// looked up: per major version line, newest first, until one is known to
+// be old enough; the older ones of its line are taken to be as old (their
+// listing time, when they came later, still counts). A version's times
+// never change, so a second listing costs nothing, and a new version its
+// own three requests.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// Key prefixes of the release-time records.
+const (
+	signedPrefix = "release/signed/" // + provider + "/" + version
+	absentPrefix = "release/absent/" // + kind + "/" + address + "/" + version
+)
+
+// releaseTimesMax bounds the release times kept in memory; past it they
+// are dropped and read again from the cache as needed.
+const releaseTimesMax = 1 << 16
+
+// maxLookupsPerList bounds the origin lookups of one listing of one
+// provider, so that an origin listing many fresh versions cannot make
+// the mirror fetch them all at once; the rest are looked up on the next
+// listings, and held meanwhile (their release time is not known).
+const maxLookupsPerList = 32
+
+// releaseRecord is one release-time finding, written once.
+type releaseRecord struct {
+	Schema int       `json:"schema"`
+	At     time.Time `json:"at"`
+}
+
+// Release is what the engine knows of when a version was released.
+type Release struct {
+	// At is the release time, when Known.
+	At time.Time
+	// Known is false when the release time could not be learned yet.
+	Known bool
+	// InHouse is a version imported without signature under a host of
+	// Config.UnsignedHosts (or a local-only host): the operator's own.
+	InHouse bool
+}
+
+// releaseTimes learns and keeps release times.
+type releaseTimes struct {
+	e     *Engine
+	cfg   *Config
+	store Store
+	log   *slog.Logger
+
+	mu     sync.Mutex
+	signed map[string]time.Time            // by signed key
+	absent map[string]map[string]time.Time // by kind/address, then version (loaded whole)
+}
+
+func newReleaseTimes(e *Engine) *releaseTimes {
+	return &releaseTimes{e: e, cfg: &e.cfg, store: e.store, log: e.log,
+		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
+}
+
+func signedKey(p addrs.Provider, v string) string { return signedPrefix + p.String() + "/" + v }
+
+func absentBase(kind, address string) string { return absentPrefix + kind + "/" + address + "/" }
+
+// noteListing records, for every version of next that prev (the listing
+// before it, taken at prevAt; nil when there was none) lacks, that it was
+// absent at prevAt. A version another replica recorded first keeps that
+// replica's record. With no previous listing at all, nothing is written:
+// the versions of the first listing are dated by their signatures.
+func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string) {
+	if prev == nil {
+		return
+	}
+	had := make(map[string]bool, len(prev))
+	for _, v := range prev {
+		had[v] = true
+	}
+	base := absentBase(kind, address)
+	known := r.absentOf(kind, address)
+	for _, v := range next {
+		if had[v] {
+			continue
+		}
+		if _, ok := known[v]; ok {
+			continue
+		}
+		at := prevAt
+		if sh := r.cfg.Shared; sh != nil {
+			var rec releaseRecord
+			if _, ok := r.e.shared.getShared(ctx, base+v, &rec); ok && !rec.At.IsZero() {
+				at = rec.At // another replica's listing saw it first
+			}
+		}
+		r.writeOnce(base+v, at)
+		// The maps handed out are never modified: a new one replaces it.
+		r.mu.Lock()
+		if m, ok := r.absent[kind+"/"+address]; ok {
+			m = maps.Clone(m)
+			m[v] = at
+			r.absent[kind+"/"+address] = m
+		}
+		r.mu.Unlock()
+	}
+}
+
+// absentOf returns the absent times recorded for address, read from the
+// cache once. The map must not be modified.
+func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
+	id := kind + "/" + address
+	r.mu.Lock()
+	m, ok := r.absent[id]
+	r.mu.Unlock()
+	if ok {
+		return m
+	}
+	base := absentBase(kind, address)
+	m = map[string]time.Time{}
+	err := r.store.ScanMeta(base, func(key string, _ time.Time, raw json.RawMessage) error {
+		var rec releaseRecord
+		if json.Unmarshal(raw, &rec) == nil && knownSchema(rec.Schema) {
+			m[key[len(base):]] = rec.At
+		}
+		return nil
+	})
+	if err != nil {
+		r.log.Warn("reading release times", "address", address, "error", err)
+		return m
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.absent) >= releaseTimesMax/64 {
+		clear(r.absent)
+	}
+	if cur, ok := r.absent[id]; ok {
+		return cur
+	}
+	r.absent[id] = m
+	return m
+}
+
+// writeOnce stores at under key unless the cache has a record there, and
+// puts it in the shared tier.
+func (r *releaseTimes) writeOnce(key string, at time.Time) {
+	var old releaseRecord
+	if _, err := r.store.GetMeta(key, &old); err == nil {
+		return
+	}
+	rec := &releaseRecord{Schema: recordSchema, At: at.UTC()}
+	if err := r.store.PutMeta(key, rec); err != nil {
+		r.e.metrics.CacheWriteFailed()
+		r.log.Error("storing a release time", "key", key, "error", err)
+		return
+	}
+	r.e.shared.putShared(key, rec)
+}
+
+// signedAt returns the signature time of version v of p when it is known
+// without asking the origin: remembered, in the cache or the shared tier,
+// or in the evidence of the version's package record.
+func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string, rec *PackageRecord) (time.Time, bool) {
+	key := signedKey(p, v)
+	r.mu.Lock()
+	at, ok := r.signed[key]
+	r.mu.Unlock()
+	if ok {
+		return at, true
+	}
+	var stored releaseRecord
+	_, err := r.store.GetMeta(key, &stored)
+	switch {
+	case err == nil && knownSchema(stored.Schema):
+		r.remember(key, stored.At)
+		return stored.At, true
+	case err != nil && !errors.Is(err, cache.ErrNotFound):
+		r.log.Warn("reading a release time", "key", key, "error", err)
+	}
+	if r.cfg.Shared != nil {
+		if _, ok := r.e.shared.getShared(ctx, key, &stored); ok && knownSchema(stored.Schema) && !stored.At.IsZero() {
+			r.keep(key, stored.At)
+			return stored.At, true
+		}
+	}
+	if rec != nil && rec.hasEvidence() && len(rec.Documents) > 0 {
+		doc := rec.Documents[0]
+		if at, err := verify.SignatureTime(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err == nil {
+			r.keep(key, at)
+			return at, true
+		}
+	}
+	return time.Time{}, false
+}
+
+func (r *releaseTimes) remember(key string, at time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.signed) >= releaseTimesMax {
+		clear(r.signed)
+	}
+	r.signed[key] = at
+}
+
+// keep stores and remembers a signature time just learned.
+func (r *releaseTimes) keep(key string, at time.Time) {
+	r.writeOnce(key, at)
+	r.remember(key, at)
+}
+
+// lookup learns the signature time of the version of entry from the
+// origin: the download answer of one platform, the SHA256SUMS it names
+// and its signature, which must verify with the answer's keys, and the
+// document must be the release of p's type and that version (a signature
+// vouches for the names it signed).
+func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.Version, entry VersionEntry) (time.Time, error) {
+	if len(entry.Platforms) == 0 {
+		return time.Time{}, fmt.Errorf("%s %s lists no platform", p, v)
+	}
+	plName := entry.Platforms[0]
+	for _, pl := range entry.Platforms {
+		if r.e.wanted(pl) {
+			plName = pl
+			break
+		}
+	}
+	pl, err := addrs.ParsePlatform(plName)
+	if err != nil {
+		return time.Time{}, err
+	}
+	pkg, err := r.e.origin.Package(ctx, p, entry.originVersion(), pl)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sums, err := r.e.origin.FetchDocument(ctx, p, pkg.SHASumsURL, maxSumsBytes)
+	if err != nil {
+		return time.Time{}, err
+	}
+	sig, err := r.e.origin.FetchDocument(ctx, p, pkg.SHASumsSignatureURL, maxSignatureBytes)
+	if err != nil {
+		return time.Time{}, err
+	}
+	at, err := verify.SignatureTime(sums, sig, armoredKeys(pkg.SigningKeys))
+	if err != nil {
+		return time.Time{}, err
+	}
+	parsed, err := verify.ParseSHA256SUMS(sums)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if _, err := releaseOf(p.Type, v, parsed); err != nil {
+		return time.Time{}, err
+	}
+	return at, nil
+}
+
+// providerReleases returns the release of every version of list that a
+// minimum release age of window may hold (see the file comment for what
+// is looked up). now is the clock's reading for the whole answer.
+func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *VersionList, window time.Duration, now time.Time) map[string]Release {
+	out := make(map[string]Release, len(list.Versions))
+	absent := r.absentOf("provider", p.String())
+	lines := map[uint64][]versionAt{}
+	for _, e := range list.Versions {
+		v, err := versions.ParseVersion(e.Version)
+		if err != nil {
+			continue
+		}
+		lines[v.Major] = append(lines[v.Major], versionAt{v: v, entry: e})
+	}
+	lookups := 0
+	canAsk := !r.cfg.Offline && !r.e.local(p.Hostname)
+	for _, line := range lines {
+		slices.SortFunc(line, func(a, b versionAt) int {
+			switch {
+			case a.v.GreaterThan(b.v):
+				return -1
+			case b.v.GreaterThan(a.v):
+				return 1
+			}
+			return 0
+		})
+		var anchor time.Time // release of the newest version known old enough
+		anchored, failed := false, false
+		for _, va := range line {
+			name := va.entry.Version
+			ab := absent[name]
+			if anchored {
+				out[name] = Release{Known: true, At: later(anchor, ab)}
+				continue
+			}
+			rec, _ := r.e.records.cachedPackage(p, va.v)
+			if rec != nil && rec.Provenance == ProvenanceUnsigned {
+				out[name] = Release{Known: true, InHouse: true}
+				continue
+			}
+			signed, ok := r.signedAt(ctx, p, name, rec)
+			if !ok && canAsk && !failed && lookups < maxLookupsPerList {
+				lookups++
+				at, err := r.lookupShared(ctx, p, va.v, va.entry)
+				if err != nil {
+					r.log.Warn("could not learn when a version was signed; it is held while a minimum release age applies",
+						"provider", p.String(), "version", name, "error", err)
+					failed = true
+				} else {
+					signed, ok = at, true
+				}
+			}
+			if !ok {
+				out[name] = Release{}
+				continue
+			}
+			rel := later(signed, ab)
+			out[name] = Release{Known: true, At: rel}
+			if now.Sub(rel) >= window {
+				anchor, anchored = rel, true
+			}
+		}
+	}
+	return out
+}
+
+// lookupShared is lookup for every caller at once, on the engine's
+// context, keeping what it learned.
+func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v versions.Version, entry VersionEntry) (time.Time, error) {
+	key := signedKey(p, v.String())
+	res, err := r.e.coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
+		at, err := r.lookup(ctx, p, v, entry)
+		if err != nil {
+			return nil, err
+		}
+		r.keep(key, at)
+		return at, nil
+	})
+	if err != nil {
+		return time.Time{}, err
+	}
+	return res.(time.Time), nil
+}
+
+// moduleReleases returns the release of every version of a module:
+// dated by the listing rule alone (the first listing's versions as
+// released long ago); in-house versions (imported without origin) are
+// the operator's own.
+func (r *releaseTimes) moduleReleases(m addrs.Module, list []string, inHouse func(v string) bool) map[string]Release {
+	absent := r.absentOf("module", m.String())
+	out := make(map[string]Release, len(list))
+	for _, v := range list {
+		if inHouse != nil && inHouse(v) {
+			out[v] = Release{Known: true, InHouse: true}
+			continue
+		}
+		out[v] = Release{Known: true, At: absent[v]}
+	}
+	return out
+}
+
+type versionAt struct {
+	v     versions.Version
+	entry VersionEntry
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+// versionNames are the versions of a provider's list.
+func (l *VersionList) versionNames() []string {
+	if l == nil {
+		return nil
+	}
+	out := make([]string, len(l.Versions))
+	for i, e := range l.Versions {
+		out[i] = e.Version
+	}
+	return out
+}
+
+// previousListing returns the versions of m's listing taken before the
+// one being stored, and when it was taken: the cached list, or the shared
+// tier's when it is newer; nil when m was never listed. Versions are
+// canonical.
+func (s *Modules) previousListing(ctx context.Context, m addrs.Module) ([]string, time.Time) {
+	key := moduleVersionsKey(m)
+	var cached, shared ModuleVersionList
+	at, err := s.store.GetMeta(key, &cached)
+	have := err == nil && knownSchema(cached.Schema)
+	if have && !cached.ListedAt.IsZero() {
+		at = cached.ListedAt
+	}
+	if s.cfg.Shared != nil {
+		if sat, ok := s.e.shared.getShared(ctx, key, &shared); ok && knownSchema(shared.Schema) {
+			if !shared.ListedAt.IsZero() {
+				sat = shared.ListedAt
+			}
+			if !have || sat.After(at) {
+				cached, at, have = shared, sat, true
+			}
+		}
+	}
+	if !have {
+		return nil, time.Time{}
+	}
+	if cached.Versions == nil {
+		return []string{}, at
+	}
+	return cached.Versions, at
+}
