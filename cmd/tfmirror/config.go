@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
@@ -19,8 +20,14 @@ import (
 // SIGHUP and by config check, and put in force on m. m is nil in config
 // check, which never calls what they return.
 func configHooks(m *server) []settings.Hook {
-	_ = m
-	return nil
+	var set func(*policy.Policy)
+	if m != nil {
+		set = func(p *policy.Policy) {
+			m.engine.SetPolicy(p)
+			m.log.Info("package policy in force", "rules", p.Len())
+		}
+	}
+	return []settings.Hook{policyHook(set)}
 }
 
 // liveSettings put in force on m the new value of each setting the table
