@@ -3,11 +3,15 @@ package main
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // writePolicyConfig writes a configuration file holding policy as its
@@ -244,5 +248,58 @@ func TestImportStoresDeniedVersion(t *testing.T) {
 	m.m.engine.SetPolicy(nil)
 	if resp, _, err := m.get(archiveURL("random", "3.6.0", "linux_amd64")); err != nil || resp.StatusCode != 200 {
 		t.Errorf("the imported version once the policy allows it: %v %v", resp, err)
+	}
+}
+
+// The policy block is put in force at start and on each reload; a file
+// whose policy does not validate is refused whole and the policy in
+// force stays; config check reports the policy's errors with file:line.
+func TestPolicyReload(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	m := startMirror(t, origin, filepath.Join(t.TempDir(), "data"), io.Discard)
+	conf := writePolicyConfig(t, "\n  deny = [\"registry.terraform.io/acme/*\"]\n")
+	load := func() (*settings.Effective, error) {
+		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	}
+	e, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
+		t.Fatal(err)
+	}
+	denied := func(addr string) bool {
+		return !m.m.engine.Held().Policy().Address(policy.Provider, addr).Allowed
+	}
+	if !denied("registry.terraform.io/acme/widget") {
+		t.Fatal("the policy of the file is not in force after start")
+	}
+	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"registry.terraform.io/hashicorp\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = m.m.conf.Load().Reload()
+	if err == nil || !strings.Contains(err.Error(), conf+":2") {
+		t.Errorf("a broken policy block: %v, want a refusal naming %s:2", err, conf)
+	}
+	if !denied("registry.terraform.io/acme/widget") || denied("registry.terraform.io/hashicorp/random") {
+		t.Error("a refused file changed the policy in force")
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", conf}, func(string) (string, bool) { return "", false }, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), conf+":2") {
+		t.Errorf("config check of a broken policy: exit %d, want 1 and %s:2\n%s", code, conf, stderr.String())
+	}
+	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"registry.terraform.io/hashicorp/*\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.m.conf.Load().Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if denied("registry.terraform.io/acme/widget") || !denied("registry.terraform.io/hashicorp/random") {
+		t.Error("the reloaded policy is not in force")
+	}
+	resp, body, err := m.get(tfRegistry + "/hashicorp/random/index.json")
+	if err != nil || resp.StatusCode == 200 {
+		t.Errorf("index.json of a provider the reloaded policy denies: %v %v %s", resp, err, body)
 	}
 }
