@@ -65,7 +65,8 @@ var (
 //
 // A pattern is HOST/NAMESPACE/TYPE (a provider) or
 // HOST/NAMESPACE/NAME/SYSTEM (a module), each part a name or "*" for any
-// one part. Versions are Terraform version constraints; ages are Go
+// one part. versions is a Terraform version constraint (its commas mean
+// "and") or a list of them (any one holds); ages are Go
 // durations ("72h", "90m") or whole days ("3d"). Every mistake is
 // reported with its file:line; a body with errors yields no policy. A
 // nil body yields a nil Policy, which allows everything.
@@ -137,15 +138,8 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 			}
 			if attr, ok := c.Attributes["versions"]; ok {
 				var d hcl.Diagnostics
-				r.versions, d = decodeString(attr)
+				r.versions, r.set, d = decodeVersions(attr, exact)
 				diags = append(diags, d...)
-				if !d.HasErrors() {
-					set, err := parseVersions(r.versions, exact)
-					if err != nil {
-						diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid version constraint", Detail: err.Error(), Subject: attr.Expr.Range().Ptr()})
-					}
-					r.set = set
-				}
 			}
 			if b.Type == "deny_version" && strings.TrimSpace(r.reason) == "" && c.Attributes["reason"] != nil {
 				diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Empty reason", Detail: "a deny_version block's reason is shown to the people it refuses: say why, and what to use instead", Subject: c.Attributes["reason"].Expr.Range().Ptr()})
@@ -197,6 +191,50 @@ func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {
 		return "", hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name, Detail: attr.Name + " is a string", Subject: attr.Expr.Range().Ptr()}}
 	}
 	return v.AsString(), nil
+}
+
+// decodeVersions reads a versions attribute: one Terraform version
+// constraint ("commas mean and": ">= 5.80.0, < 5.81.1"), or a list of
+// them, any of which holds a version.
+func decodeVersions(attr *hcl.Attribute, exact bool) (string, versions.Set, hcl.Diagnostics) {
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		return "", versions.None, diags
+	}
+	bad := hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid versions", Detail: "versions is a version constraint such as \">= 5.80.0, < 5.81.1\", or a list of them", Subject: attr.Expr.Range().Ptr()}}
+	if v.IsNull() || !v.IsWhollyKnown() {
+		return "", versions.None, bad
+	}
+	var texts []string
+	switch {
+	case v.Type().Equals(cty.String):
+		texts = []string{v.AsString()}
+	case v.Type().IsTupleType() || v.Type().IsListType():
+		for _, e := range v.AsValueSlice() {
+			if e.IsNull() || !e.Type().Equals(cty.String) {
+				return "", versions.None, bad
+			}
+			texts = append(texts, e.AsString())
+		}
+		if len(texts) == 0 {
+			return "", versions.None, bad
+		}
+	default:
+		return "", versions.None, bad
+	}
+	var sets []versions.Set
+	for _, text := range texts {
+		set, err := parseVersions(text, exact)
+		if err != nil {
+			return "", versions.None, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid version constraint", Detail: err.Error(), Subject: attr.Expr.Range().Ptr()}}
+		}
+		sets = append(sets, set)
+	}
+	shown := texts[0]
+	if len(texts) > 1 {
+		shown = strings.Join(texts, " or ")
+	}
+	return shown, versions.Union(sets...), nil
 }
 
 // decodeAge reads a minimum release age: a Go duration or whole days.

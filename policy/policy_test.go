@@ -127,6 +127,8 @@ func TestDecodeErrors(t *testing.T) {
 		{"huge age", "p.hcl", "policy {\n  minimum_release_age = \"99999d\"\n}", "p.hcl:2"},
 		{"bad window", "p.hcl", "policy {\n  release_age \"registry.test/a/*\" {\n    minimum = \"soon\"\n  }\n}", "p.hcl:3"},
 		{"window without minimum", "p.hcl", "policy {\n  release_age \"registry.test/a/*\" {\n  }\n}", "p.hcl:2"},
+		{"empty versions list", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = []\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
+		{"versions not strings", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = [1]\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
 		{"bad constraint", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"~>> 1\"\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
 		{"huge constraint", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"= 99999999999999999999999.0.0\"\n    reason = \"x\"\n  }\n}", "p.hcl:3"},
 		{"deny without reason", "p.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n  }\n}", "p.hcl:2"},
@@ -309,6 +311,7 @@ func TestConstraints(t *testing.T) {
 		{"deny exact", "deny_version", "1.4.2", "1.4.2", true},
 		{"deny exact, other", "deny_version", "1.4.2", "1.4.3", false},
 		{"deny exclusion", "deny_version", "!= 1.4.2", "1.4.3", true},
+		{"commas mean and", "deny_version", "1.4.2, 1.4.3", "1.4.3", false},
 		{"exempt exact", "release_age_exempt_version", "= 1.4.2", "1.4.2", true},
 		{"exempt range's prerelease", "release_age_exempt_version", ">= 1.0.0", "1.5.0-rc1", false},
 		{"exempt named prerelease", "release_age_exempt_version", "= 1.5.0-rc1", "1.5.0-rc1", true},
@@ -327,8 +330,18 @@ func TestConstraints(t *testing.T) {
 			}
 		})
 	}
+	// A list of constraints holds a version any of them holds.
+	p := mustDecode(t, "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = [\"1.4.2\", \">= 2.0.0, < 2.1.0\"]\n    reason = \"r\"\n  }\n}")
+	for v, want := range map[string]bool{"1.4.2": true, "2.0.5": true, "1.4.3": false, "2.1.0": false} {
+		if got := p.Version(Provider, "registry.test/a/b", v, young, now).Rule == RuleDenyVersion; got != want {
+			t.Errorf("versions list on %s: denied %v, want %v", v, got, want)
+		}
+	}
+	if v := p.Version(Provider, "registry.test/a/b", "1.4.2", young, now); !strings.Contains(v.Detail, `versions = "1.4.2 or >= 2.0.0, < 2.1.0"`) {
+		t.Errorf("detail %q", v.Detail)
+	}
 	// A version that does not parse cannot be checked against a deny.
-	p := mustDecode(t, "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    reason = \"r\"\n  }\n}")
+	p = mustDecode(t, "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    reason = \"r\"\n  }\n}")
 	if v := p.Version(Provider, "registry.test/a/b", "not-a-version", young, now); v.Allowed || v.Rule != RuleDenyVersion {
 		t.Errorf("a bad version under a deny: %+v", v)
 	}

@@ -150,9 +150,18 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 				}
 				return 0
 			})
-			for _, h := range g[min(k, len(g)):] {
-				if h.Refetch && h.pinnedBy == "" {
-					out[h] = RuleKeepVersions
+			// The k newest served versions are kept, and the refused
+			// versions newer than the oldest of them.
+			kept := 0
+			for _, h := range g {
+				if kept >= k {
+					if h.Refetch && h.pinnedBy == "" {
+						out[h] = RuleKeepVersions
+					}
+					continue
+				}
+				if r.cfg.Refused == nil || !r.cfg.Refused(h.Kind, h.Address, h.Raw) {
+					kept++
 				}
 			}
 		}

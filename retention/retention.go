@@ -26,6 +26,16 @@ type Config struct {
 	// KeepPerMajor applies KeepVersions to each major version apart.
 	// Default false.
 	KeepPerMajor bool
+	// Refused, when set, says whether the package policy refuses to
+	// serve a version now (kind "provider" or "module"; version as
+	// keyed). A refused version takes no place among the KeepVersions
+	// newest: the newest KeepVersions versions that are served are kept,
+	// and a refused version is removed only when it is older than all of
+	// them (a newer one may be allowed later: a cooldown ends, a deny is
+	// lifted). A pinned version is kept whatever the policy says; the
+	// policy decides what is served, retention what is kept. Default
+	// nil: none is refused.
+	Refused func(kind, address, version string) bool
 	// UnusedAfter removes the packages of versions not downloaded for
 	// this long (a version never downloaded counts from when its newest
 	// package was cached). Default 0: no such rule.

@@ -1,0 +1,59 @@
+package retention
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// The policy decides what is served, retention what is kept: a version
+// the policy denies takes no place among the --keep-versions newest, a
+// denied version newer than the oldest kept one stays (it may be allowed
+// later), and a pinned denied version is kept.
+func TestRetentionKeepVersionsSkipsRefused(t *testing.T) {
+	t.Parallel()
+	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	f, diags := hclsyntax.ParseConfig([]byte(`
+deny_version "`+p.String()+`" {
+  versions = ["5.0.0", "3.0.0", "1.0.0", "0.5.0"]
+  reason   = "broken"
+}
+`), "mirror.hcl", hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	pol, diags := policy.Decode(f.Body)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	now := time.Now()
+	refused := func(kind, address, version string) bool {
+		return !pol.Version(policy.Kind(kind), address, version, policy.Release{}, now).Allowed
+	}
+	h := newHarness(t, harnessOptions{
+		origin: fakeorigin.Options{ArchiveSize: 1 << 10},
+		ret:    Config{KeepVersions: 2, Interval: -1, Refused: refused, Pins: pinVersions(t, p.String(), "1.0.0")},
+	})
+	all := []string{"0.5.0", "0.9.0", "1.0.0", "2.0.0", "3.0.0", "4.0.0", "5.0.0"}
+	h.origin.AddProvider(ns, typ, all, []string{"linux_amd64"})
+	h.readAll(all...)
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := removalNames(done), []string{"0.5.0 keep-versions", "0.9.0 keep-versions"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("removed %v, want %v: 4.0.0 and 2.0.0 are the two newest served; 5.0.0 and 3.0.0 are denied but newer; 1.0.0 is pinned", got, want)
+	}
+	for _, v := range []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0", "5.0.0"} {
+		if !h.isCached(v) {
+			t.Errorf("%s was removed", v)
+		}
+	}
+}
