@@ -40,11 +40,18 @@ type Status struct {
 	Archives       int              `json:"cached_archives"`
 	Bytes          int64            `json:"cached_bytes"`
 	Providers      []StatusProvider `json:"providers"`
-	// Withheld are the versions the engine keeps but does not serve:
-	// imported without signature under an allowed origin host that its
-	// configuration does not name (mirror.Engine.Withheld). Left out with
-	// ProvidersHidden.
+	// Withheld are the versions the engine keeps but does not serve
+	// (mirror.Engine.Withheld): imported without signature under an
+	// allowed origin host that its configuration does not name, and
+	// those the package policy holds back, which name their rule, reason
+	// and, for the age gate, when they become available. HeldBack sums
+	// up the latter. Both left out with ProvidersHidden.
 	Withheld []mirror.WithheldVersion `json:"withheld,omitempty"`
+	HeldBack *HeldSummary             `json:"held_back,omitempty"`
+	// UnsignedWithheld and PolicyHeld are Withheld parted, for the HTML
+	// page.
+	UnsignedWithheld []mirror.WithheldVersion `json:"-"`
+	PolicyHeld       []mirror.WithheldVersion `json:"-"`
 	// Modules are the registry modules with records (see modules.go).
 	Modules   []StatusModule `json:"modules,omitempty"`
 	Generated time.Time      `json:"generated"`
@@ -273,6 +280,7 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	st.Providers = lists.providers
 	st.Modules = lists.modules
 	st.Withheld = s.engine.Withheld()
+	st.UnsignedWithheld, st.PolicyHeld, st.HeldBack = splitWithheld(st.Withheld, s.cfg.Now())
 	if lists.nextAfter != "" {
 		st.Page.NextAfter = lists.nextAfter
 		st.Page.Next = pageQuery(q.Prefix, "after", lists.nextAfter, q.Limit)

@@ -332,3 +332,22 @@ func TestConfigurationDocExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigCheckPolicyBlock: config check reads the policy block as
+// serve does, and refuses a broken one with its file and line.
+func TestConfigCheckPolicyBlock(t *testing.T) {
+	dir := t.TempDir()
+	noEnv := func(string) (string, bool) { return "", false }
+	good := filepath.Join(dir, "good.hcl")
+	os.WriteFile(good, []byte("policy {\n  allow = [\"registry.example.test/acme/*\"]\n  minimum_release_age = \"72h\"\n}\n"), 0o600)
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", good}, noEnv, &stdout, &stderr); code != 0 {
+		t.Fatalf("exit status %d: %s", code, stderr.String())
+	}
+	bad := filepath.Join(dir, "bad.hcl")
+	os.WriteFile(bad, []byte("policy {\n  allow = [\"registry.example.test/acme/*\"]\n  minimum_release_age = \"soon\"\n}\n"), 0o600)
+	stderr.Reset()
+	if code := runConfig([]string{"check", bad}, noEnv, io.Discard, &stderr); code != 1 || !strings.Contains(stderr.String(), bad+":3,") {
+		t.Errorf("a bad minimum_release_age: exit status %d, stderr:\n%s", code, stderr.String())
+	}
+}

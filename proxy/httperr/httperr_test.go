@@ -8,6 +8,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -94,6 +95,35 @@ func TestRetryAfter(t *testing.T) {
 			got, ok := RetryAfter(tc.err)
 			if got != tc.want || ok != tc.wantOK {
 				t.Fatalf("RetryAfter(%v) = %v, %v; want %v, %v", tc.err, got, ok, tc.want, tc.wantOK)
+			}
+		})
+	}
+}
+
+// TestStatusOfPolicyRefusals: a provider the policy refuses whole is not
+// in this mirror (404); a held version is 451, which Terraform shows as
+// an unsuccessful status rather than as rejected credentials (403) or a
+// broken mirror (404 from VERSION.json); the age gate says when.
+func TestStatusOfPolicyRefusals(t *testing.T) {
+	at := time.Date(2026, 5, 1, 0, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name   string
+		err    error
+		status int
+		at     time.Time
+	}{
+		{"address", &mirror.PolicyError{Kind: "provider", Address: "registry.test/evil/x", Verdict: policy.Verdict{Rule: policy.RuleAllowList}}, http.StatusNotFound, time.Time{}},
+		{"denied version", fmt.Errorf("serving: %w", &mirror.PolicyError{Kind: "provider", Address: "registry.test/acme/a", Version: "1.0.1", Verdict: policy.Verdict{Rule: policy.RuleDenyVersion, Reason: "CVE"}}), http.StatusUnavailableForLegalReasons, time.Time{}},
+		{"age gate", &mirror.PolicyError{Kind: "module", Address: "registry.test/acme/vpc/aws", Version: "1.1.0", Verdict: policy.Verdict{Rule: policy.RuleMinReleaseAge, AvailableAt: at}}, http.StatusUnavailableForLegalReasons, at},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Status(tc.err); got != tc.status {
+				t.Fatalf("status %d, want %d", got, tc.status)
+			}
+			got, ok := AvailableAt(tc.err)
+			if ok != !tc.at.IsZero() || !got.Equal(tc.at) {
+				t.Fatalf("available at %v (%v), want %v", got, ok, tc.at)
 			}
 		})
 	}

@@ -1,0 +1,259 @@
+package proxy
+
+import (
+	"encoding/json"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// decodePolicy decodes the body of a policy block.
+func decodePolicy(t testing.TB, src string) *policy.Policy {
+	t.Helper()
+	f, diags := hclsyntax.ParseConfig([]byte(src), "policy.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, diags := policy.Decode(f.Body)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return p
+}
+
+// policyHarness is a mirror whose engine and front door read clock, in
+// front of an origin whose test provider has the versions given, each
+// signed at the time given before the clock's start.
+func policyHarness(t *testing.T, signed map[string]time.Duration) (*harness, *testClock) {
+	t.Helper()
+	// The cache dates version lists by the real clock: a month's
+	// freshness keeps them fresh however far the test moves its clock,
+	// so that what ends a kept answer is the policy alone.
+	clock := &testClock{now: time.Now().Truncate(time.Second)}
+	h := newHarness(t, harnessOptions{cfg: Config{Now: clock.Now}, engine: mirror.Config{Now: clock.Now, VersionsTTL: 30 * day}})
+	var vs []string
+	for v := range signed {
+		vs = append(vs, v)
+	}
+	slices.Sort(vs)
+	h.origin.AddProvider(ns, typ, vs, platforms)
+	for v, ago := range signed {
+		h.origin.SetSignedAt(ns, typ, v, clock.Now().Add(-ago))
+	}
+	return h, clock
+}
+
+// indexVersions returns the versions index.json lists.
+func (h *harness) indexVersions() []string {
+	h.t.Helper()
+	r := h.get(providerPath("index.json"))
+	if r.status != 200 {
+		h.t.Fatalf("index.json: %d %s", r.status, r.body)
+	}
+	var idx struct {
+		Versions map[string]any `json:"versions"`
+	}
+	r.json(h.t, &idx)
+	var out []string
+	for v := range idx.Versions {
+		out = append(out, v)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// isHot says whether the front door keeps an answer for path to send
+// again without asking the engine for it.
+func (h *harness) isHot(path string) bool {
+	h.server.hot.mu.RLock()
+	defer h.server.hot.mu.RUnlock()
+	_, ok := h.server.hot.docs[path]
+	return ok
+}
+
+const day = 24 * time.Hour
+
+// A warm index.json and VERSION.json, sent from the hot path, change the
+// moment the clock crosses the minimum release age of a held version,
+// and right after SetPolicy: the policy is never bypassed by an answer
+// kept for reuse.
+func TestHotDocumentsFollowThePolicy(t *testing.T) {
+	t.Parallel()
+	h, clock := policyHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour})
+	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	index, fresh := providerPath("index.json"), providerPath("1.1.0.json")
+
+	for range 2 {
+		if got := h.indexVersions(); !slices.Equal(got, []string{"1.0.0"}) {
+			t.Fatalf("index.json lists %v, want only 1.0.0", got)
+		}
+	}
+	if !h.isHot(index) {
+		t.Fatal("index.json is not kept on the hot path")
+	}
+	r := h.get(fresh)
+	if r.status != 451 || !strings.Contains(string(r.body), "minimum release age") {
+		t.Fatalf("1.1.0.json inside the window: %d %s, want 451 naming the age gate", r.status, r.body)
+	}
+	// One second before the gate nothing changes; at the gate the kept
+	// answer ends.
+	clock.Add(71*time.Hour - time.Second)
+	if got := h.indexVersions(); !slices.Equal(got, []string{"1.0.0"}) {
+		t.Fatalf("index.json a second before the gate lists %v", got)
+	}
+	clock.Add(time.Second)
+	if got := h.indexVersions(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
+		t.Fatalf("index.json once the gate is crossed lists %v, want both", got)
+	}
+	for range 2 {
+		if r := h.get(fresh); r.status != 200 {
+			t.Fatalf("1.1.0.json once the gate is crossed: %d %s", r.status, r.body)
+		}
+	}
+	if !h.isHot(index) || !h.isHot(fresh) {
+		t.Fatal("index.json and 1.1.0.json are not kept on the hot path once allowed")
+	}
+
+	h.engine.SetPolicy(decodePolicy(t, `
+deny_version "`+originHost+"/"+ns+"/"+typ+`" {
+  versions = "= 1.1.0"
+  reason   = "CVE-2026-1234: use 1.0.0"
+}`))
+	if got := h.indexVersions(); !slices.Equal(got, []string{"1.0.0"}) {
+		t.Fatalf("index.json right after SetPolicy lists %v, want only 1.0.0", got)
+	}
+	r = h.get(fresh)
+	if r.status != 451 || !strings.Contains(string(r.body), "CVE-2026-1234: use 1.0.0") {
+		t.Fatalf("1.1.0.json right after SetPolicy: %d %s, want 451 with the reason", r.status, r.body)
+	}
+	h.engine.SetPolicy(nil)
+	if got := h.indexVersions(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
+		t.Fatalf("index.json with no policy lists %v", got)
+	}
+}
+
+// The status page lists what the package policy holds back apart from
+// the unsigned imports it withholds: each version with its rule, reason
+// and when it becomes available, under a summary line; the JSON form
+// carries the same.
+func TestStatusPageShowsHeldVersions(t *testing.T) {
+	t.Parallel()
+	h, clock := policyHarness(t, map[string]time.Duration{
+		"1.0.0": 365 * day, "1.0.1": 300 * day, "1.1.0": 7 * time.Hour, "1.2.0": time.Hour,
+	})
+	addr := originHost + "/" + ns + "/" + typ
+	h.engine.SetPolicy(decodePolicy(t, `
+minimum_release_age = "48h"
+deny_version "`+addr+`" {
+  versions = "= 1.0.1"
+  reason   = "CVE-2026-1234: use 1.0.0"
+}`))
+	if got := h.indexVersions(); !slices.Equal(got, []string{"1.0.0"}) {
+		t.Fatalf("index.json lists %v, want only 1.0.0", got)
+	}
+
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	signed := clock.Now()
+	want := []mirror.WithheldVersion{
+		{Provider: addr, Version: "1.0.1", Rule: policy.RuleDenyVersion, Reason: "CVE-2026-1234: use 1.0.0"},
+		{Provider: addr, Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: signed.Add(41 * time.Hour)},
+		{Provider: addr, Version: "1.2.0", Rule: policy.RuleMinReleaseAge, AvailableAt: signed.Add(47 * time.Hour)},
+	}
+	if len(st.Withheld) != len(want) {
+		t.Fatalf("status JSON withheld %+v, want %d versions", st.Withheld, len(want))
+	}
+	for i, w := range want {
+		got := st.Withheld[i]
+		if got.Provider != w.Provider || got.Version != w.Version || got.Rule != w.Rule || !got.AvailableAt.Equal(w.AvailableAt) ||
+			w.Reason != "" && got.Reason != w.Reason || got.Reason == "" {
+			t.Errorf("withheld[%d] = %+v, want %+v", i, got, w)
+		}
+	}
+	if st.HeldBack == nil || st.HeldBack.Versions != 3 || !st.HeldBack.NextAvailableAt.Equal(signed.Add(41*time.Hour)) ||
+		st.HeldBack.Text != "held back: 3 versions, next released in 41 h" {
+		t.Errorf("status JSON held_back = %+v", st.HeldBack)
+	}
+
+	page := string(h.get("/").body)
+	held := page[strings.Index(page, `<table id="held">`):]
+	held = held[:strings.Index(held, "</table>")]
+	for _, s := range []string{"held back: 3 versions, next released in 41 h", "Held back by the package policy"} {
+		if !strings.Contains(page, s) {
+			t.Errorf("the status page lacks %q", s)
+		}
+	}
+	for _, s := range []string{"1.0.1", "deny_version", "CVE-2026-1234: use 1.0.0", "1.1.0", "1.2.0", "min_release_age",
+		signed.Add(41 * time.Hour).UTC().Format("2006-01-02 15:04 UTC")} {
+		if !strings.Contains(held, s) {
+			t.Errorf("the held-back table lacks %q:\n%s", s, held)
+		}
+	}
+	if strings.Contains(page, `<table id="withheld">`) || strings.Contains(page, "--allow-unsigned-hosts") {
+		t.Errorf("versions held by the policy are shown as unsigned imports:\n%s", page)
+	}
+
+	// As the clock moves, the summary counts down and drops what is out.
+	clock.Add(41 * time.Hour)
+	h.indexVersions()
+	st = Status{}
+	h.get("/?format=json").json(t, &st)
+	if st.HeldBack == nil || st.HeldBack.Text != "held back: 2 versions, next released in 6 h" {
+		t.Errorf("41 h later, held_back = %+v", st.HeldBack)
+	}
+	h.engine.SetPolicy(nil)
+	raw := h.get("/?format=json").body
+	var fields map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := fields["held_back"]; ok {
+		t.Errorf("with no policy the status still sums up held versions: %s", fields["held_back"])
+	}
+}
+
+// The summary line's wording.
+func TestHeldSummaryText(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	tests := []struct {
+		name string
+		held []mirror.WithheldVersion
+		want string
+	}{
+		{"one denied", []mirror.WithheldVersion{{Version: "1.0.1", Rule: policy.RuleDenyVersion}}, "held back: 1 version"},
+		{"hours rounded up", []mirror.WithheldVersion{
+			{Version: "1.0.1", Rule: policy.RuleDenyVersion},
+			{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(40*time.Hour + time.Minute)},
+			{Version: "1.2.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(70 * time.Hour)},
+		}, "held back: 3 versions, next released in 41 h"},
+		{"minutes", []mirror.WithheldVersion{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(25 * time.Minute)}},
+			"held back: 1 version, next released in 25 min"},
+		{"due", []mirror.WithheldVersion{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now}},
+			"held back: 1 version, next released in less than a minute"},
+		{"addresses", []mirror.WithheldVersion{{Rule: policy.RuleAllowList}, {Rule: policy.RuleDeny}, {Version: "2.0.0", Rule: policy.RuleDenyVersion}},
+			"held back: 1 version, 2 addresses refused whole"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			all := append([]mirror.WithheldVersion{{Provider: "x/y/z", Version: "0.1.0", Platforms: []string{"linux_amd64"}}}, tc.held...)
+			unsigned, held, sum := splitWithheld(all, now)
+			if len(unsigned) != 1 || len(held) != len(tc.held) {
+				t.Fatalf("parted into %d unsigned and %d held", len(unsigned), len(held))
+			}
+			if sum == nil || sum.Text != tc.want {
+				t.Fatalf("summary %+v, want %q", sum, tc.want)
+			}
+		})
+	}
+	if _, _, sum := splitWithheld([]mirror.WithheldVersion{{Version: "0.1.0"}}, now); sum != nil {
+		t.Fatalf("a summary with nothing held back: %+v", sum)
+	}
+}
