@@ -16,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // ImportSummary counts what Import did, in packages (one version, one
@@ -340,7 +341,7 @@ func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[strin
 
 // publisherVouches checks every SHA256SUMS document of a signed version
 // of p against the keys pinned for p's namespace.
-func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile, docs []mirror.SumsDocument) error {
+func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile, docs []records.SumsDocument) error {
 	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
 	keys := b.trust.PublisherKeys[ns]
 	if len(docs) == 0 {

@@ -34,6 +34,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 const (
@@ -143,7 +144,7 @@ func exportModule(engine *mirror.Engine, cm mirror.CachedModule, out string, fil
 		sum.ModulesPresent++
 	}
 	mf := moduleFile{Format: moduleFileFormat, Module: m.String(), Version: rec.Version, Location: redact.Location(rec.Location),
-		Commit: rec.Commit, Local: rec.Provenance == mirror.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
+		Commit: rec.Commit, Local: rec.Provenance == records.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
 	_, err = files.writeJSON(filepath.Join(dir, rec.Version+".json"), mf)
 	return err
 }

@@ -4,8 +4,8 @@
 // or an import. Each immutable thing is fetched once however many callers
 // ask, on the engine's own context, and committed only when every check
 // passed; what it verified never changes afterwards. It owns the stored
-// records and their keys, and the mirror's own errors (ErrVersionNotFound,
-// ErrOffline, ...).
+// records and their keys, and the mirror's own errors (records.ErrVersionNotFound,
+// records.ErrOffline, ...).
 //
 // Its API takes a context and returns data or typed errors. It does not
 // speak HTTP (package proxy does), speak to origins (package discovery

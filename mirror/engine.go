@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -66,7 +67,7 @@ type Metrics interface {
 	CacheLookup(kind string, hit bool)
 	// StaleServed records a cached answer served because the origin failed.
 	StaleServed(kind string)
-	// Coalesced records a request that joined an origin fetch already under way.
+	// records.Coalesced records a request that joined an origin fetch already under way.
 	Coalesced(kind string)
 	// VerificationFailed records a package refused for reason (a verify.Reason).
 	VerificationFailed(reason string)
@@ -122,7 +123,7 @@ type Config struct {
 	Now func() time.Time
 	// Offline seals the mirror: no origin is ever contacted, cached
 	// version lists are served however old, and whatever is not cached
-	// fails with ErrOffline. Default false.
+	// fails with records.ErrOffline. Default false.
 	Offline bool
 	// Shared is the tier shared with other replicas, consulted on a cache
 	// miss before the origin and given what was verified (see SharedTier).
@@ -294,8 +295,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.origin = offlineOrigin{}
 	}
 	s.origin = localGuard{s: s, next: s.origin}
-	err := store.ScanMeta(importedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
-		if host, err := svchost.ForComparison(strings.TrimPrefix(key, importedHostPrefix)); err == nil {
+	err := store.ScanMeta(records.ImportedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
+		if host, err := svchost.ForComparison(strings.TrimPrefix(key, records.ImportedHostPrefix)); err == nil {
 			s.importedHosts[host] = true
 		}
 		return nil
@@ -372,7 +373,7 @@ func (s *Engine) local(host svchost.Hostname) bool {
 func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 
 // Shutdown stops the engine: it starts no more work (new calls that would
-// need the origin fail with ErrShutDown), lets the fetches and downloads
+// need the origin fail with records.ErrShutDown), lets the fetches and downloads
 // under way finish until ctx is done, then cancels those still running
 // and waits for them to end. When it returns, the engine no longer uses
 // the store, which may then be closed. It returns ctx's error when work
@@ -408,11 +409,11 @@ func (s *Engine) wanted(pl string) bool {
 // detached returns a context for work done on behalf of every caller that
 // waits for it: it does not end when the caller that started it goes away,
 // only at its timeout or when the engine shuts down. done must be called
-// when the work ends. It fails with ErrShutDown once Shutdown or Close was
+// when the work ends. It fails with records.ErrShutDown once Shutdown or Close was
 // called.
 func (s *Engine) detached(timeout time.Duration) (ctx context.Context, done func(), err error) {
 	if !s.work.add() {
-		return nil, nil, ErrShutDown
+		return nil, nil, records.ErrShutDown
 	}
 	ctx, cancel := context.WithTimeout(s.root, timeout)
 	return ctx, func() { cancel(); s.work.done() }, nil

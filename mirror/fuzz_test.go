@@ -12,13 +12,14 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // fuzzRelease is one SHA256SUMS document FuzzSignedImport may be given:
 // its lines, signed by the fuzz key.
 type fuzzRelease struct {
 	lines map[string]string
-	doc   SumsDocument
+	doc   records.SumsDocument
 }
 
 // FuzzSignedImport feeds arbitrary evidence (what an import bundle's
@@ -56,7 +57,7 @@ func FuzzSignedImport(f *testing.F) {
 		if err := openpgp.DetachSign(&sig, key, strings.NewReader(content.String()), nil); err != nil {
 			f.Fatal(err)
 		}
-		r.doc = SumsDocument{Content: []byte(content.String()), Signature: sig.Bytes(), SigningKeys: signingKeys}
+		r.doc = records.SumsDocument{Content: []byte(content.String()), Signature: sig.Bytes(), SigningKeys: signingKeys}
 		return r
 	}
 	releases := []fuzzRelease{

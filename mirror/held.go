@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // Notifier is told what the engine does with the versions it holds
@@ -97,7 +97,7 @@ type HeldVersion struct {
 	// order.
 	Archives []string
 	// SetAside are the sha256s of the withheld import set aside in the
-	// record (PackageRecord.Withheld), which cannot be fetched again.
+	// record (records.PackageRecord.Withheld), which cannot be fetched again.
 	SetAside []string
 	// Refetch says the version can be fetched again: not imported, not of
 	// a local-only host or a module without origin location, not on a
@@ -133,7 +133,7 @@ func (s *Held) ScanVersions(fn func(HeldVersion)) error {
 func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, bool) {
 	switch {
 	case strings.HasPrefix(key, "package/"):
-		p, rec, ok := packageSummary(key, raw)
+		p, rec, ok := records.PackageSummary(key, raw)
 		if !ok {
 			return HeldVersion{}, false
 		}
@@ -150,12 +150,12 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, bo
 				h.SetAside = append(h.SetAside, rec.Withheld.Archives[pl].SHA256)
 			}
 		}
-		imported := rec.Provenance != ProvenanceOrigin
+		imported := rec.Provenance != records.ProvenanceOrigin
 		h.Refetch = !s.cfg.Offline && !imported && !s.e.local(p.Hostname)
 		return h, true
 	case strings.HasPrefix(key, "module/"):
-		var rec ModuleRecord
-		if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) || rec.SHA256 == "" {
+		var rec records.ModuleRecord
+		if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" {
 			return HeldVersion{}, false
 		}
 		v, err := versions.ParseVersion(strings.TrimPrefix(rec.Version, "v"))
@@ -167,39 +167,11 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, bo
 		// providers are not.
 		h := HeldVersion{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
 			Archives: []string{rec.SHA256}}
-		imported := rec.Provenance != ProvenanceOrigin
+		imported := rec.Provenance != records.ProvenanceOrigin
 		h.Refetch = !s.cfg.Offline && !imported && rec.Location != ""
 		return h, true
 	}
 	return HeldVersion{}, false
-}
-
-// recordSummary is what VersionOfRecord reads of a PackageRecord: not
-// the evidence documents.
-type recordSummary struct {
-	Schema   int    `json:"schema"`
-	Version  string `json:"version"`
-	Archives map[string]struct {
-		SHA256 string `json:"sha256"`
-	} `json:"archives"`
-	Provenance Provenance `json:"provenance,omitempty"`
-	Withheld   *struct {
-		Archives map[string]struct {
-			SHA256 string `json:"sha256"`
-		} `json:"archives"`
-	} `json:"withheld,omitempty"`
-}
-
-// packageSummary decodes raw, the package record stored under key, and
-// the provider the key names; false for what is not a package record of
-// a known schema.
-func packageSummary(key string, raw json.RawMessage) (addrs.Provider, recordSummary, bool) {
-	var rec recordSummary
-	if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
-		return addrs.Provider{}, rec, false
-	}
-	p, ok := parseProviderKey(strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version))
-	return p, rec, ok
 }
 
 // RemoveVersion removes version (as HeldVersion.Raw gives it) of address
@@ -215,12 +187,12 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 		if err != nil {
 			return err
 		}
-		key := moduleRecordKey(m, version)
+		key := records.ModuleRecordKey(m, version)
 		err = s.store.DeleteMeta(key)
 		s.memo.forget(key)
 		return err
 	}
-	p, ok := parseProviderKey(address)
+	p, ok := records.ParseProviderKey(address)
 	if !ok {
 		return fmt.Errorf("provider address %q", address)
 	}
@@ -228,16 +200,16 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 	if err != nil {
 		return err
 	}
-	key := versionsKey(p)
+	key := records.VersionsKey(p)
 	if list, _, err := s.e.records.cachedVersions(key); err == nil {
-		nl := &VersionList{Schema: list.Schema, Imported: list.Imported}
+		nl := &records.VersionList{Schema: list.Schema, Imported: list.Imported}
 		for _, e := range list.Versions {
 			if e.Version != v.String() {
 				nl.Versions = append(nl.Versions, e)
 			}
 		}
 		if nl.Versions == nil {
-			nl.Versions = []VersionEntry{}
+			nl.Versions = []records.VersionEntry{}
 		}
 		err := s.store.PutMeta(key, nl)
 		s.memo.forget(key)
@@ -245,7 +217,7 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 			return err
 		}
 	}
-	pkey := packageKey(p, v)
+	pkey := records.PackageKey(p, v)
 	err = s.store.DeleteMeta(pkey)
 	s.memo.forget(pkey)
 	if err == nil {
@@ -255,12 +227,12 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 }
 
 // DropSetAside removes the withheld import set aside in the record of
-// version of the provider address (PackageRecord.Withheld), once its
+// version of the provider address (records.PackageRecord.Withheld), once its
 // archives are removed: the record stays the origin's, without it.
 func (s *Held) DropSetAside(address, version string) error {
 	s.e.importMu.Lock() // as RemoveVersion
 	defer s.e.importMu.Unlock()
-	p, ok := parseProviderKey(address)
+	p, ok := records.ParseProviderKey(address)
 	if !ok {
 		return fmt.Errorf("provider address %q", address)
 	}
@@ -268,8 +240,8 @@ func (s *Held) DropSetAside(address, version string) error {
 	if err != nil {
 		return err
 	}
-	key := packageKey(p, v)
-	var rec PackageRecord
+	key := records.PackageKey(p, v)
+	var rec records.PackageRecord
 	if _, err := s.store.GetMeta(key, &rec); err != nil {
 		return err
 	}
@@ -283,18 +255,4 @@ func (s *Held) DropSetAside(address, version string) error {
 	}
 	s.e.withholding.forgetWithheld(p, version)
 	return nil
-}
-
-// parseProviderKey parses HOST/NAMESPACE/TYPE as the engine writes it in
-// its keys.
-func parseProviderKey(s string) (addrs.Provider, bool) {
-	parts := strings.Split(s, "/")
-	if len(parts) != 3 || parts[1] == "" || parts[2] == "" {
-		return addrs.Provider{}, false
-	}
-	h, err := svchost.ForComparison(parts[0])
-	if err != nil {
-		return addrs.Provider{}, false
-	}
-	return addrs.Provider{Hostname: h, Namespace: parts[1], Type: parts[2]}, true
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -38,16 +39,6 @@ type AirGap struct {
 	metrics Metrics
 }
 
-// importedHostPrefix keys the record of a host Import loaded providers of.
-const importedHostPrefix = "imported-host/"
-
-// What an import reads whole of a version is bounded as the origin path
-// bounds it: a SHA256SUMS document and its detached signature.
-const (
-	MaxSumsBytes      = maxSumsBytes
-	MaxSignatureBytes = maxSignatureBytes
-)
-
 // DiskHeadroom is how many bytes an import may still write to the cache's
 // file system (unpacking a bundle beside it) before the cache's free space
 // reaches its disk reserve, asked now (see cache.Store.Headroom); ok is
@@ -65,14 +56,14 @@ type Imported struct {
 	// Documents are the origin's SHA256SUMS documents with their
 	// signatures and signing keys, byte for byte; each package refers to
 	// its own by index. Empty when Unsigned.
-	Documents []SumsDocument
+	Documents []records.SumsDocument
 	// Packages are the version's packages, one per platform.
 	Packages []ImportedPackage
 	// Protocols are the version's plugin protocol versions ("5.0"), for
 	// the version list; optional.
 	Protocols []string
 	// Unsigned accepts packages without any signature: they are checked
-	// against their H1 where given, and recorded as ProvenanceUnsigned.
+	// against their H1 where given, and recorded as records.ProvenanceUnsigned.
 	Unsigned bool
 }
 
@@ -150,7 +141,7 @@ type ImportedOutcome struct {
 // never believing the input's over the signed names (see signednames.go),
 // and its shasum against the line of that name (and
 // its "packages" hashes as far as they can be checked, see
-// checkPackageHashes: the h1: ones once the archives are cached), and
+// records.CheckPackageHashes: the h1: ones once the archives are cached), and
 // then each archive's sha256 and that it is an installable package, as
 // the archive fetcher checks an origin download (the same code commits
 // it). Only once every archive is committed is the version's record
@@ -169,11 +160,11 @@ type ImportedOutcome struct {
 // stored, which a metadata fetch may have written meanwhile.
 //
 // Errors: a *verify.Error (verify.ErrIntegrity) naming the file when a
-// check fails; ErrShutDown; errors opening or storing the archives. An
+// check fails; records.ErrShutDown; errors opening or storing the archives. An
 // error that one document or package caused is an *ImportError.
 func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) {
 	if !s.e.work.add() {
-		return ImportResult{}, ErrShutDown
+		return ImportResult{}, records.ErrShutDown
 	}
 	defer s.e.work.done()
 	// What is kept from the size limit, and whether it exceeds it, is
@@ -185,9 +176,9 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	if len(in.Packages) == 0 {
 		return ImportResult{}, fmt.Errorf("%s %s: nothing to import", p, v)
 	}
-	provenance := ProvenanceImported
+	provenance := records.ProvenanceImported
 	if in.Unsigned {
-		provenance = ProvenanceUnsigned
+		provenance = records.ProvenanceUnsigned
 		if !s.e.withholding.unsignedAllowed(p.Hostname) {
 			s.log.Warn("import without signature refused under an allowed origin host", "provider", p.String(), "version", v.String())
 			return ImportResult{}, unsignedRefused(p)
@@ -195,14 +186,14 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	}
 
 	// The metadata: checked before any archive is read.
-	archives := make([]ArchiveRecord, len(in.Packages))
-	var rels []releaseLines
+	archives := make([]records.ArchiveRecord, len(in.Packages))
+	var rels []records.Release
 	if in.Unsigned {
 		if err := checkPlatforms(in); err != nil {
 			return ImportResult{}, err
 		}
 		for i, pkg := range in.Packages {
-			a := ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: strings.ToLower(pkg.SHA256)}
+			a := records.ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: strings.ToLower(pkg.SHA256)}
 			if a.SHA256 == "" {
 				sha, err := s.sumArchive(ctx, pkg)
 				if err != nil {
@@ -240,7 +231,7 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 	// The h1: hashes of "packages" against the archives now cached.
 	if !in.Unsigned {
 		for i, pkg := range in.Packages {
-			if err := checkPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.records.h1); err != nil {
+			if err := records.CheckPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.records.h1); err != nil {
 				return ImportResult{}, pkgError(i, s.e.records.refuse(p, v, pkg.Platform, err))
 			}
 		}
@@ -278,32 +269,32 @@ func checkPlatforms(in Imported) error {
 // signedArchives checks the signed metadata of in (not Unsigned) before
 // any archive is read, trusting nothing of it that no signature covers:
 // each SHA256SUMS document's signature with its signing keys, that it is
-// the release of in's provider type and version (releaseOf) and that the
+// the release of in's provider type and version (records.ReleaseOf) and that the
 // documents agree; then for each package, that its platform is valid and
 // given once, that its filename, os and arch are its platform's and its
-// shasum the line of the name derived for it (releaseLines.signedPackage,
-// see signednames.go), its "packages" hashes (checkPackageHashes, with
+// shasum the line of the name derived for it (records.Release.SignedPackage,
+// see signednames.go), its "packages" hashes (records.CheckPackageHashes, with
 // h1), and the sha256 the caller vouches for, if any. It returns each
 // package's archive record, named as derived with the signed sha256, and
 // each document's release, by index. An error one document or package
 // caused is an *ImportError.
-func signedArchives(in Imported, h1 func(sha string) string) ([]ArchiveRecord, []releaseLines, error) {
+func signedArchives(in Imported, h1 func(sha string) string) ([]records.ArchiveRecord, []records.Release, error) {
 	p, v := in.Provider, in.Version
 	if len(in.Documents) == 0 {
 		return nil, nil, &verify.Error{Reason: verify.ReasonMissingChecksum,
 			Detail: fmt.Sprintf("%s %s comes without any SHA256SUMS document", p, v)}
 	}
-	rels := make([]releaseLines, len(in.Documents))
+	rels := make([]records.Release, len(in.Documents))
 	all := map[string]string{}
 	for i, doc := range in.Documents {
-		if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+		if err := verify.CheckSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
 			return nil, nil, docError(i, err)
 		}
 		parsed, err := verify.ParseSHA256SUMS(doc.Content)
 		if err != nil {
 			return nil, nil, docError(i, err)
 		}
-		if rels[i], err = releaseOf(p.Type, v, parsed); err != nil {
+		if rels[i], err = records.ReleaseOf(p.Type, v, parsed); err != nil {
 			return nil, nil, docError(i, err)
 		}
 		for name, sum := range parsed {
@@ -317,26 +308,26 @@ func signedArchives(in Imported, h1 func(sha string) string) ([]ArchiveRecord, [
 	if err := checkPlatforms(in); err != nil {
 		return nil, nil, err
 	}
-	archives := make([]ArchiveRecord, len(in.Packages))
+	archives := make([]records.ArchiveRecord, len(in.Packages))
 	for i, pkg := range in.Packages {
 		if pkg.Document < 0 || pkg.Document >= len(rels) {
 			return nil, nil, pkgError(i, &verify.Error{Reason: verify.ReasonMissingChecksum,
 				Detail: fmt.Sprintf("%s refers to SHA256SUMS document %d, which was not given", pkg.Filename, pkg.Document)})
 		}
 		rel := rels[pkg.Document]
-		name, sha, err := rel.signedPackage(pkg.Platform, pkg.Filename, pkg.OS, pkg.Arch, pkg.Shasum)
+		name, sha, err := rel.SignedPackage(pkg.Platform, pkg.Filename, pkg.OS, pkg.Arch, pkg.Shasum)
 		if err != nil {
 			return nil, nil, pkgError(i, err)
 		}
-		if err := checkPackageHashes(pkg.Packages, name, rel, h1); err != nil {
+		if err := records.CheckPackageHashes(pkg.Packages, name, rel, h1); err != nil {
 			return nil, nil, pkgError(i, err)
 		}
 		if pkg.SHA256 != "" && !strings.EqualFold(pkg.SHA256, sha) {
 			return nil, nil, pkgError(i, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("SHA256SUMS gives sha256 %s for %s, the import vouches for %s", sha, name, pkg.SHA256)})
 		}
-		archives[i] = ArchiveRecord{Filename: name, URL: pkg.DownloadURL, SHA256: sha,
-			Evidence: &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
+		archives[i] = records.ArchiveRecord{Filename: name, URL: pkg.DownloadURL, SHA256: sha,
+			Evidence: &records.PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
 				Packages: pkg.Packages, Document: pkg.Document}}
 	}
 	return archives, rels, nil
@@ -365,7 +356,7 @@ func (s *Engine) recordImportedHost(host svchost.Hostname) error {
 	if known {
 		return nil
 	}
-	if err := s.store.PutMeta(importedHostPrefix+string(host), struct{}{}); err != nil {
+	if err := s.store.PutMeta(records.ImportedHostPrefix+string(host), struct{}{}); err != nil {
 		return fmt.Errorf("recording imported host %s: %w", host, err)
 	}
 	s.hostsMu.Lock()
@@ -379,9 +370,9 @@ func (s *Engine) recordImportedHost(host svchost.Hostname) error {
 // have, and no platform added to a record of the other provenance
 // (signed or not). A record of an earlier release, without evidence, is
 // replaced, keeping its sha256s.
-func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *records.PackageRecord, in Imported, archives []records.ArchiveRecord, provenance records.Provenance) error {
 	for i, pkg := range in.Packages {
-		was, ok := cached.archive(pkg.Platform)
+		was, ok := cached.Archive(pkg.Platform)
 		if !ok {
 			continue
 		}
@@ -390,7 +381,7 @@ func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *PackageR
 				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
 		}
 	}
-	if !cached.hasEvidence() || (cached.Provenance == ProvenanceUnsigned) == in.Unsigned {
+	if !cached.HasEvidence() || (cached.Provenance == records.ProvenanceUnsigned) == in.Unsigned {
 		return nil
 	}
 	for i, pkg := range in.Packages {
@@ -402,8 +393,8 @@ func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *PackageR
 	return nil
 }
 
-func describe(pr Provenance) string {
-	if pr == ProvenanceUnsigned {
+func describe(pr records.Provenance) string {
+	if pr == records.ProvenanceUnsigned {
 		return "without signature"
 	}
 	return "with the origin's signature"
@@ -431,7 +422,7 @@ func (s *AirGap) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 // importArchive commits pkg's archive, verified as a, to the cache
 // through the fetcher (reading it from pkg.Open rather than the origin),
 // unless the cache has it already.
-func (s *AirGap) importArchive(ctx context.Context, p addrs.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
+func (s *AirGap) importArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
 	out := ImportedOutcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
 	s.e.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
@@ -468,8 +459,8 @@ func (s *AirGap) importArchive(ctx context.Context, p addrs.Provider, a ArchiveR
 
 // storeImported merges the imported packages into v's record and stores
 // it, in turn with package-metadata fetches of the same version.
-func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []ArchiveRecord, provenance Provenance) error {
-	key := packageKey(p, v)
+func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []records.ArchiveRecord, provenance records.Provenance) error {
+	key := records.PackageKey(p, v)
 	for range maxPackageRounds {
 		ran := false
 		_, err := s.e.coalesce(ctx, "package", key, func(context.Context) (any, error) {
@@ -484,11 +475,11 @@ func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions
 					return nil, err
 				}
 			}
-			if ok && rec.hasEvidence() {
-				rec = rec.clone()
+			if ok && rec.HasEvidence() {
+				rec = rec.Clone()
 			} else {
-				rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Sums: map[string]string{},
-					Archives: map[string]ArchiveRecord{}, Provenance: provenance}
+				rec = &records.PackageRecord{Schema: records.Schema, Version: v.String(), Sums: map[string]string{},
+					Archives: map[string]records.ArchiveRecord{}, Provenance: provenance}
 			}
 			// The imported documents, each once, by their new index.
 			index := make([]int, len(in.Documents))
@@ -544,21 +535,21 @@ func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions
 // listImported adds v with the imported platforms to p's cached version
 // list, in turn with refreshes of it.
 func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
-	key := versionsKey(p)
+	key := records.VersionsKey(p)
 	for range maxPackageRounds {
 		ran := false
 		_, err := s.e.coalesce(ctx, "versions", key, func(context.Context) (any, error) {
 			ran = true
-			list := &VersionList{Schema: recordSchema}
+			list := &records.VersionList{Schema: records.Schema}
 			if cached, _, err := s.e.records.cachedVersions(key); err == nil {
 				list.Versions = slices.Clone(cached.Versions)
 			} else if !errors.Is(err, cache.ErrNotFound) {
 				return nil, err
 			}
 			list.Imported = true
-			i := slices.IndexFunc(list.Versions, func(e VersionEntry) bool { return e.Version == v.String() })
+			i := slices.IndexFunc(list.Versions, func(e records.VersionEntry) bool { return e.Version == v.String() })
 			if i < 0 {
-				list.Versions = append(list.Versions, VersionEntry{Version: v.String(), Platforms: []string{}})
+				list.Versions = append(list.Versions, records.VersionEntry{Version: v.String(), Platforms: []string{}})
 				i = len(list.Versions) - 1
 			}
 			e := &list.Versions[i]
@@ -572,7 +563,7 @@ func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.
 			if len(e.Protocols) == 0 {
 				e.Protocols = slices.Clone(in.Protocols)
 			}
-			sortVersions(list.Versions)
+			records.SortVersions(list.Versions)
 			err := s.store.PutMeta(key, list)
 			s.e.memo.forget(key)
 			if err != nil {
@@ -591,29 +582,29 @@ func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.
 // Stored returns what the cache holds of version v of p, every platform
 // with verified package metadata, without asking any origin and for any
 // host (what an export writes): the origin's evidence, or for a version
-// imported without signature (Provenance ProvenanceUnsigned) the file
-// names and sha256s only, with Document -1. Errors: ErrNotCached;
-// ErrNoEvidence for a version cached by an earlier release.
-func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*Evidence, error) {
+// imported without signature (records.Provenance records.ProvenanceUnsigned) the file
+// names and sha256s only, with Document -1. Errors: records.ErrNotCached;
+// records.ErrNoEvidence for a version cached by an earlier release.
+func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence, error) {
 	rec, ok := s.e.records.cachedPackage(p, v)
 	if !ok {
-		return nil, fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
+		return nil, fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
 	}
-	if !rec.hasEvidence() {
-		return nil, fmt.Errorf("%w: %s %s was cached by an earlier release", ErrNoEvidence, p, v)
+	if !rec.HasEvidence() {
+		return nil, fmt.Errorf("%w: %s %s was cached by an earlier release", records.ErrNoEvidence, p, v)
 	}
-	return evidenceOf(p, rec, sortedKeys(rec.Archives)), nil
+	return records.EvidenceOf(p, rec, sortedKeys(rec.Archives)), nil
 }
 
 // OpenStored opens the cached archive whose sha256 is sha (from Stored),
-// without asking any origin. Errors: ErrNotCached; ErrShutDown.
+// without asking any origin. Errors: records.ErrNotCached; records.ErrShutDown.
 func (s *AirGap) OpenStored(sha string) (*Archive, error) {
 	arc, err := s.e.openCached(sha)
 	if err != nil {
 		return nil, err
 	}
 	if arc == nil {
-		return nil, fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+		return nil, fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
 	}
 	return arc, nil
 }
@@ -621,9 +612,9 @@ func (s *AirGap) OpenStored(sha string) (*Archive, error) {
 // sealedList returns list without the versions of which neither the cache
 // nor the shared tier (Config.Shared; see sharedInstallable) holds an
 // archive of a served platform; list itself when it lacks none.
-func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *VersionList) *VersionList {
+func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *records.VersionList) *records.VersionList {
 	var (
-		keep    []VersionEntry
+		keep    []records.VersionEntry
 		dropped bool
 	)
 	for i, e := range list.Versions {
@@ -655,5 +646,5 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 	if !dropped {
 		return list
 	}
-	return &VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
+	return &records.VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
 }

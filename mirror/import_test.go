@@ -12,12 +12,13 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
 // importedFrom makes an Imported from the evidence ev, each archive's
 // bytes given by body.
-func importedFrom(ev *Evidence, body func(pl string) []byte) Imported {
+func importedFrom(ev *records.Evidence, body func(pl string) []byte) Imported {
 	in := Imported{Provider: ev.Provider, Documents: ev.Documents}
 	for _, pe := range ev.Platforms {
 		data := body(pe.Platform)
@@ -84,7 +85,7 @@ func TestImportFromEvidence(t *testing.T) {
 		if err := dst.engine.Verify(t.Context(), dst.provider(), v, mustPlatform(t, pl)); err != nil {
 			t.Errorf("Verify %s after import: %v", pl, err)
 		}
-		if a := dst.read(t.Context(), "1.0.0", pl); a.err != nil || !bytes.Equal(a.body, body(pl)) || a.source != Hit {
+		if a := dst.read(t.Context(), "1.0.0", pl); a.err != nil || !bytes.Equal(a.body, body(pl)) || a.source != records.Hit {
 			t.Errorf("archive %s after import: %v, %d bytes from %s", pl, a.err, len(a.body), a.source)
 		}
 	}
@@ -92,7 +93,7 @@ func TestImportFromEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.Documents, ev.Documents) || !reflect.DeepEqual(got.Platforms, ev.Platforms) || got.Provenance != ProvenanceImported {
+	if !reflect.DeepEqual(got.Documents, ev.Documents) || !reflect.DeepEqual(got.Platforms, ev.Platforms) || got.Provenance != records.ProvenanceImported {
 		t.Errorf("evidence after import differs:\n got %+v\nwant %+v", got, ev)
 	}
 	// Again: everything is present, nothing read.
@@ -177,10 +178,10 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if err != nil || !bytes.Equal(got, zipped) {
 		t.Errorf("archive: %v, %d bytes", err, len(got))
 	}
-	if _, err := h.engine.Evidence(t.Context(), p, v, nil); !errors.Is(err, ErrNoEvidence) {
+	if _, err := h.engine.Evidence(t.Context(), p, v, nil); !errors.Is(err, records.ErrNoEvidence) {
 		t.Errorf("Evidence of an unsigned import: %v, want ErrNoEvidence", err)
 	}
-	if _, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "darwin_arm64")); !errors.Is(err, ErrPlatformNotFound) {
+	if _, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "darwin_arm64")); !errors.Is(err, records.ErrPlatformNotFound) {
 		t.Errorf("a platform not imported: %v, want ErrPlatformNotFound", err)
 	}
 	other := addrs.Provider{Hostname: p.Hostname, Namespace: "platform", Type: "other"}
@@ -188,7 +189,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
 	}
 	err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
-		if cv.Provenance != ProvenanceUnsigned || cv.HasEvidence {
+		if cv.Provenance != records.ProvenanceUnsigned || cv.HasEvidence {
 			t.Errorf("ListCachedAfter: %+v", cv)
 		}
 		return nil
@@ -269,7 +270,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Provenance != ProvenanceOrigin || len(ev.Platforms) != len(platforms) {
+	if ev.Provenance != records.ProvenanceOrigin || len(ev.Platforms) != len(platforms) {
 		t.Errorf("after the refused import the record is %s with %d platforms, want the origin's %d", ev.Provenance, len(ev.Platforms), len(platforms))
 	}
 	if pkg, err := h.engine.Package(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // moduleLeaseID names the shared tier's lease on fetching the module
@@ -28,12 +29,12 @@ func moduleLeaseID(key string) string {
 
 // sharedModuleRecord copies the record under key from the shared tier to
 // the cache, if the tier has a complete one (with its package's sha256).
-func (s *Modules) sharedModuleRecord(ctx context.Context, key string) (*ModuleRecord, bool) {
+func (s *Modules) sharedModuleRecord(ctx context.Context, key string) (*records.ModuleRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false
 	}
-	var rec ModuleRecord
-	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
+	var rec records.ModuleRecord
+	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
 		return nil, false
 	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
@@ -53,7 +54,7 @@ func checkModuleSHA(sha string) error {
 // copySharedModule copies the package of rec from the shared tier into
 // the cache, checking its sha256; it reports whether the package is now
 // cached. A copy that does not match is distrusted from then on.
-func (s *Modules) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
+func (s *Modules) copySharedModule(ctx context.Context, rec records.ModuleRecord) bool {
 	sh := s.cfg.Shared
 	if sh == nil || rec.SHA256 == "" || !s.e.archives.trustsShared(rec.SHA256) {
 		return false
@@ -92,7 +93,7 @@ func (s *Modules) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
 // shareModule puts a fetched module package and then its record in the
 // shared tier (in this order: a replica that finds the record finds the
 // package).
-func (s *Modules) shareModule(ctx context.Context, key string, rec *ModuleRecord, pkg io.ReadSeeker) {
+func (s *Modules) shareModule(ctx context.Context, key string, rec *records.ModuleRecord, pkg io.ReadSeeker) {
 	sh := s.cfg.Shared
 	if sh == nil {
 		return
@@ -114,7 +115,7 @@ func (s *Modules) shareModule(ctx context.Context, key string, rec *ModuleRecord
 // tier's lease on the version, from the source host (and then into the
 // tier), while other replicas wait for the package to appear in the tier
 // (taking over if the lease expires). A tier that fails is gone around.
-func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec ModuleRecord) (*ModuleRecord, error) {
+func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec records.ModuleRecord) (*records.ModuleRecord, error) {
 	sh := s.cfg.Shared
 	if sh == nil {
 		return s.fetchModule(ctx, m, rec)
@@ -130,7 +131,7 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 			return &rec, nil
 		}
 		if s.cfg.Offline {
-			return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, rec.Version)
+			return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, rec.Version)
 		}
 		lease, err := sh.TryLease(ctx, moduleLeaseID(key))
 		if err != nil {
@@ -161,7 +162,7 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 // sharedModuleInstallable reports whether the shared tier holds the
 // record under key and its package (for a sealed replica's list).
 func (s *Modules) sharedModuleInstallable(ctx context.Context, key string) bool {
-	var rec ModuleRecord
+	var rec records.ModuleRecord
 	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.e.archives.trustsShared(rec.SHA256) {
 		return false
 	}

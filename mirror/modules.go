@@ -4,7 +4,7 @@ package mirror
 // the same cache, blob store, detached work and limits as provider
 // archives.
 //
-// A module version has one record (ModuleRecord, key
+// A module version has one record (records.ModuleRecord, key
 // module/HOST/NS/NAME/SYSTEM/VERSION) written when its download location
 // is first asked for, and completed with the package's sha256 once the
 // package has been fetched from its source host and normalized into one
@@ -40,6 +40,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -60,7 +61,7 @@ type Modules struct {
 
 // ModuleOrigin is what the engine needs for registry modules from origin
 // registries and source hosts: the module side of Origin. Offline,
-// module calls that need an origin fail with ErrOffline.
+// module calls that need an origin fail with records.ErrOffline.
 type ModuleOrigin interface {
 	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
 	ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error)
@@ -94,66 +95,6 @@ type ModuleMetrics interface {
 // moved the tag, or rewrote the archive. It is an integrity error.
 var ErrModuleChanged = errors.New("module package changed at its source since it was first mirrored")
 
-// ModuleVersionList is a module's version list as cached.
-type ModuleVersionList struct {
-	Schema int `json:"schema"`
-	// Versions are the origin's version strings, in its order.
-	Versions []string `json:"versions"`
-}
-
-// ModuleRecord is what the engine keeps of one module version.
-type ModuleRecord struct {
-	Schema  int    `json:"schema"`
-	Module  string `json:"module"`  // HOST/NS/NAME/SYSTEM
-	Version string `json:"version"` // as the origin spells it
-	// Location is the origin's download location, as it gave it. It may
-	// carry credentials (a pre-signed URL): it is for fetching only, and
-	// shown, logged or exported only through Shown or redact.Location.
-	Location string `json:"location"`
-	// Kind is the source kind: git or archive.
-	Kind modsource.Kind `json:"kind"`
-	// Package is the location without its subdirectory.
-	Package string `json:"package"`
-	// Subdir is the location's //SUBDIR, "" for none.
-	Subdir string `json:"subdir,omitempty"`
-	// Commit is the Git commit id the package was fetched at.
-	Commit string `json:"commit,omitempty"`
-	// SHA256 is the sha256 of the normalized package (a tar.gz), "" until
-	// it was first fetched; Size its length.
-	SHA256    string    `json:"sha256,omitempty"`
-	Size      int64     `json:"size,omitempty"`
-	FetchedAt time.Time `json:"fetched_at,omitzero"`
-	// Provenance is how the package reached the cache: fetched from its
-	// source (ProvenanceOrigin), loaded by ImportModule from an export
-	// that vouched for it (ProvenanceImported), or a local module
-	// imported without any origin (ProvenanceUnsigned: no Location, never
-	// fetched again).
-	Provenance Provenance `json:"provenance,omitempty"`
-}
-
-// Shown is the record's package (its location without subdirectory)
-// without its secrets, for logs, pages and messages.
-func (r ModuleRecord) Shown() string { return redact.Location(r.Package) }
-
-func moduleVersionsKey(m addrs.Module) string  { return "modversions/" + m.String() }
-func moduleRecordPrefix(m addrs.Module) string { return "module/" + m.String() + "/" }
-
-// moduleRecordKey keys a record by the canonical version, so that every
-// spelling of one version shares it.
-func moduleRecordKey(m addrs.Module, version string) string {
-	return moduleRecordPrefix(m) + canonicalModuleVersion(version)
-}
-
-// canonicalModuleVersion is version without a leading "v", in semver's
-// canonical form when it parses.
-func canonicalModuleVersion(v string) string {
-	v = strings.TrimPrefix(v, "v")
-	if pv, err := versions.ParseVersion(v); err == nil {
-		return pv.String()
-	}
-	return v
-}
-
 // CheckModuleOrigin fails with discovery.ErrHostNotAllowed for a module of a host
 // the engine does not serve: neither an allowed origin nor a local-only
 // host (one that Import or ImportModule loaded packages of), whose
@@ -169,7 +110,7 @@ func (s *Modules) CheckModuleOrigin(m addrs.Module) error {
 // there is none.
 func (s *Modules) moduleOrigin(what string) (ModuleOrigin, error) {
 	if s.cfg.Offline {
-		return nil, fmt.Errorf("%w: %s", ErrOffline, what)
+		return nil, fmt.Errorf("%w: %s", records.ErrOffline, what)
 	}
 	return s.origin, nil
 }
@@ -179,22 +120,22 @@ func (s *Modules) moduleOrigin(what string) (ModuleOrigin, error) {
 // cached list, marked stale, when the origin fails for any reason but
 // saying the module does not exist. A sealed mirror (Config.Offline)
 // lists only the versions whose package is cached.
-func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
+func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
 	if s.cfg.Offline || s.e.local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
-	key := moduleVersionsKey(m)
-	var cached ModuleVersionList
+	key := records.ModuleVersionsKey(m)
+	var cached records.ModuleVersionList
 	storedAt, err := s.store.GetMeta(key, &cached)
-	haveCached := err == nil && knownSchema(cached.Schema)
+	haveCached := err == nil && records.KnownSchema(cached.Schema)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
 	if !haveCached && s.cfg.Shared != nil {
-		if at, ok := s.e.shared.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
+		if at, ok := s.e.shared.getShared(ctx, key, &cached); ok && records.KnownSchema(cached.Schema) {
 			haveCached, storedAt = true, at
 		}
 	}
@@ -212,7 +153,7 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 		if err != nil {
 			return nil, err
 		}
-		list := &ModuleVersionList{Schema: recordSchema, Versions: vs}
+		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs}
 		if err := s.store.PutMeta(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
@@ -221,7 +162,7 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 		return list, nil
 	})
 	if err == nil {
-		return res.(*ModuleVersionList), ListState{Fetched: true, StoredAt: s.cfg.Now()}, nil
+		return res.(*records.ModuleVersionList), ListState{Fetched: true, StoredAt: s.cfg.Now()}, nil
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("module_versions")
@@ -233,10 +174,10 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 
 // sealedModuleVersions lists the versions of m whose package is cached,
 // or held by the shared tier.
-func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
-	list := &ModuleVersionList{Schema: recordSchema, Versions: []string{}}
-	err := s.store.ScanMeta(moduleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
-		var rec ModuleRecord
+func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
+	list := &records.ModuleVersionList{Schema: records.Schema, Versions: []string{}}
+	err := s.store.ScanMeta(records.ModuleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
+		var rec records.ModuleRecord
 		if json.Unmarshal(raw, &rec) != nil || rec.SHA256 == "" {
 			return nil
 		}
@@ -248,14 +189,14 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	var shared ModuleVersionList
+	var shared records.ModuleVersionList
 	if s.cfg.Shared != nil {
-		if _, ok := s.e.shared.getShared(ctx, moduleVersionsKey(m), &shared); ok {
+		if _, ok := s.e.shared.getShared(ctx, records.ModuleVersionsKey(m), &shared); ok {
 			for _, v := range shared.Versions {
-				if slices.ContainsFunc(list.Versions, func(l string) bool { return canonicalModuleVersion(l) == canonicalModuleVersion(v) }) {
+				if slices.ContainsFunc(list.Versions, func(l string) bool { return records.CanonicalModuleVersion(l) == records.CanonicalModuleVersion(v) }) {
 					continue
 				}
-				if s.sharedModuleInstallable(ctx, moduleRecordKey(m, v)) {
+				if s.sharedModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
 					list.Versions = append(list.Versions, v)
 				}
 			}
@@ -265,7 +206,7 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 		if !s.cfg.Offline {
 			return nil, ListState{}, fmt.Errorf("%w: no version of module %s of the local-only host %s is cached", discovery.ErrNotFound, m, m.Hostname)
 		}
-		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", ErrOffline, m)
+		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", records.ErrOffline, m)
 	}
 	return list, ListState{}, nil
 }
@@ -273,15 +214,15 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 // ModuleLocation returns the record of version of m, asking the origin
 // for its download location when the engine has none yet (a record,
 // once written, is kept). Locations this mirror cannot fetch fail with a
-// *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, ErrOffline,
+// *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, records.ErrOffline,
 // discovery.ErrNotFound and origin errors.
-func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*ModuleRecord, error) {
+func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
-	key := moduleRecordKey(m, version)
-	var rec ModuleRecord
-	if _, err := s.store.GetMeta(key, &rec); err == nil && knownSchema(rec.Schema) {
+	key := records.ModuleRecordKey(m, version)
+	var rec records.ModuleRecord
+	if _, err := s.store.GetMeta(key, &rec); err == nil && records.KnownSchema(rec.Schema) {
 		s.metrics.CacheLookup("module_location", true)
 		return &rec, nil
 	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
@@ -308,7 +249,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 		if err != nil {
 			return nil, fmt.Errorf("module %s %s: %w", m, version, err)
 		}
-		rec := &ModuleRecord{Schema: recordSchema, Module: m.String(), Version: originVersion, Location: loc,
+		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion, Location: loc,
 			Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
 		if err := s.store.PutMeta(key, rec); err != nil {
 			s.metrics.CacheWriteFailed()
@@ -319,17 +260,17 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 	if err != nil {
 		return nil, err
 	}
-	return res.(*ModuleRecord), nil
+	return res.(*records.ModuleRecord), nil
 }
 
 // originModuleVersion is the origin's spelling of version, from the
 // cached version list ("v1.0.0" when the client asks for "1.0.0").
 func (s *Modules) originModuleVersion(m addrs.Module, version string) string {
-	var list ModuleVersionList
-	if _, err := s.store.GetMeta(moduleVersionsKey(m), &list); err == nil {
-		want := canonicalModuleVersion(version)
+	var list records.ModuleVersionList
+	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err == nil {
+		want := records.CanonicalModuleVersion(version)
 		for _, v := range list.Versions {
-			if canonicalModuleVersion(v) == want {
+			if records.CanonicalModuleVersion(v) == want {
 				return v
 			}
 		}
@@ -340,13 +281,13 @@ func (s *Modules) originModuleVersion(m addrs.Module, version string) string {
 // ModulePackage is an opened module package (a normalized tar.gz), read
 // from the cache. Close it.
 type ModulePackage struct {
-	Record  ModuleRecord
+	Record  records.ModuleRecord
 	SHA256  string
 	Size    int64
 	ModTime time.Time
-	// Source is Hit when the package was cached, Miss when this call
-	// fetched it, Coalesced when it waited for another call's fetch.
-	Source Source
+	// records.Source is records.Hit when the package was cached, records.Miss when this call
+	// fetched it, records.Coalesced when it waited for another call's fetch.
+	Source records.Source
 	blob   cache.BlobReader
 	s      *Modules
 }
@@ -375,22 +316,22 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 		return nil, err
 	}
 	n := s.e.notify.get()
-	n.Used(moduleRecordKey(m, version))
+	n.Used(records.ModuleRecordKey(m, version))
 	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
 		n.Serving("module", m.String(), v, rec.SHA256)
 	}
-	if pkg := s.openModuleBlob(*rec, Hit); pkg != nil {
+	if pkg := s.openModuleBlob(*rec, records.Hit); pkg != nil {
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
 	}
 	s.metrics.CacheLookup("module_package", false)
 	if s.cfg.Offline && s.cfg.Shared == nil {
-		return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, version)
+		return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
 	}
 	if rec.Location == "" && s.cfg.Shared == nil {
-		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", ErrNotCached, m, version)
+		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
 	}
-	recKey := moduleRecordKey(m, version)
+	recKey := records.ModuleRecordKey(m, version)
 	var led atomic.Bool
 	ch := s.e.meta.DoChan("modpkg/"+recKey, func() (any, error) {
 		led.Store(true)
@@ -401,19 +342,19 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 		defer done()
 		return s.fetchModuleShared(ctx, m, recKey, *rec)
 	})
-	var res ModuleRecord
+	var res records.ModuleRecord
 	select {
 	case r := <-ch:
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		res = *r.Val.(*ModuleRecord)
+		res = *r.Val.(*records.ModuleRecord)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for the module's source: %w", ctx.Err())
 	}
-	src := Coalesced
+	src := records.Coalesced
 	if led.Load() {
-		src = Miss
+		src = records.Miss
 	} else {
 		s.metrics.Coalesced("module_package")
 	}
@@ -424,7 +365,7 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 }
 
 // openModuleBlob opens rec's cached package, nil when it is not cached.
-func (s *Modules) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
+func (s *Modules) openModuleBlob(rec records.ModuleRecord, src records.Source) *ModulePackage {
 	if rec.SHA256 == "" {
 		return nil
 	}
@@ -442,7 +383,7 @@ func (s *Modules) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
 
 // fetchModule fetches, normalizes and stores the package of rec, and
 // returns the record completed with its sha256.
-func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRecord) (_ *ModuleRecord, err error) {
+func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.ModuleRecord) (_ *records.ModuleRecord, err error) {
 	start := time.Now()
 	var size int64
 	defer func() {
@@ -518,8 +459,8 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRec
 		// In turn with ImportModule, which may have completed the record
 		// since this fetch read it: the first sha256 stays.
 		s.e.importMu.Lock()
-		var now ModuleRecord
-		if _, err := s.store.GetMeta(moduleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
+		var now records.ModuleRecord
+		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
 			s.e.importMu.Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
@@ -527,14 +468,14 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRec
 			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
 		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
-		err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec)
+		err := s.store.PutMeta(records.ModuleRecordKey(m, rec.Version), rec)
 		s.e.importMu.Unlock()
 		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	s.shareModule(ctx, moduleRecordKey(m, rec.Version), &rec, spool)
+	s.shareModule(ctx, records.ModuleRecordKey(m, rec.Version), &rec, spool)
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil
@@ -591,7 +532,7 @@ func moduleOutcome(ctx context.Context, err error) string {
 type CachedModule struct {
 	Module  string // HOST/NS/NAME/SYSTEM
 	Version string
-	Record  ModuleRecord
+	Record  records.ModuleRecord
 	// Cached says the package is in the cache.
 	Cached bool
 
@@ -617,8 +558,8 @@ func (s *Modules) ListCachedModulesAfter(prefix, after string, fn func(CachedMod
 		after = "module/" + after
 	}
 	return s.store.ScanMetaAfter("module/"+prefix, after, func(key string, _ time.Time, raw json.RawMessage) error {
-		var rec ModuleRecord
-		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
+		var rec records.ModuleRecord
+		if err := json.Unmarshal(raw, &rec); err != nil || !records.KnownSchema(rec.Schema) {
 			return nil
 		}
 		cm := CachedModule{Module: rec.Module, Version: rec.Version, Record: rec, cursor: strings.TrimPrefix(key, "module/")}
@@ -627,27 +568,5 @@ func (s *Modules) ListCachedModulesAfter(prefix, after string, fn func(CachedMod
 			cm.Cached = err == nil
 		}
 		return fn(cm)
-	})
-}
-
-// SortModuleVersions sorts version strings newest first where they parse
-// as semver, the others after them in their order.
-func SortModuleVersions(vs []string) {
-	slices.SortStableFunc(vs, func(a, b string) int {
-		va, ea := versions.ParseVersion(strings.TrimPrefix(a, "v"))
-		vb, eb := versions.ParseVersion(strings.TrimPrefix(b, "v"))
-		switch {
-		case ea != nil && eb != nil:
-			return 0
-		case ea != nil:
-			return 1
-		case eb != nil:
-			return -1
-		case va.GreaterThan(vb):
-			return -1
-		case vb.GreaterThan(va):
-			return 1
-		}
-		return 0
 	})
 }

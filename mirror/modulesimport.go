@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -68,11 +69,11 @@ type ImportedModuleOutcome struct {
 //
 // Errors: a *verify.Error (verify.ErrIntegrity) when the package or the
 // record disagree with what vouches for them or with the cache; a
-// *modsource.LimitError; ErrShutDown; errors reading or storing it.
+// *modsource.LimitError; records.ErrShutDown; errors reading or storing it.
 func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (ImportedModuleOutcome, error) {
 	var out ImportedModuleOutcome
 	if !s.e.work.add() {
-		return out, ErrShutDown
+		return out, records.ErrShutDown
 	}
 	defer s.e.work.done()
 	defer s.e.notify.get().Changed() // as after Import
@@ -82,13 +83,13 @@ func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (Imported
 	if in.Version == "" || strings.ContainsAny(in.Version, "/\\") {
 		return out, fmt.Errorf("module %s: invalid version %q", m, in.Version)
 	}
-	rec := ModuleRecord{Schema: recordSchema, Module: m.String(), Version: in.Version, Location: in.Location,
-		Commit: in.Commit, Provenance: ProvenanceImported}
+	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version, Location: in.Location,
+		Commit: in.Commit, Provenance: records.ProvenanceImported}
 	switch {
 	case in.Local && s.allowed[m.Hostname]:
 		return out, fmt.Errorf("module %s %s: %s is an allowed origin; a local module without origin is not imported under an origin's host", m, in.Version, m.Hostname)
 	case in.Local:
-		rec.Location, rec.Commit, rec.Provenance = "", "", ProvenanceUnsigned
+		rec.Location, rec.Commit, rec.Provenance = "", "", records.ProvenanceUnsigned
 	default:
 		addr, err := modsource.Parse(in.Location)
 		if err != nil {
@@ -96,12 +97,12 @@ func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (Imported
 		}
 		rec.Kind, rec.Package, rec.Subdir = addr.Kind, addr.Package(), addr.Subdir
 	}
-	key := moduleRecordKey(m, in.Version)
+	key := records.ModuleRecordKey(m, in.Version)
 
 	// The record it joins, if the cache has one.
-	var cached ModuleRecord
+	var cached records.ModuleRecord
 	haveCached := false
-	if _, err := s.store.GetMeta(key, &cached); err == nil && knownSchema(cached.Schema) {
+	if _, err := s.store.GetMeta(key, &cached); err == nil && records.KnownSchema(cached.Schema) {
 		haveCached = true
 		// An export carries the location redacted (its credentials, as
 		// a pre-signed URL's, expire anyway): what it keeps must agree.
@@ -153,7 +154,7 @@ func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (Imported
 // stageModule reads in's package into the scratch directory within the
 // module limits, checks its sha256 and that it unpacks within them, and
 // commits it to the blob store. It returns the sha256 and size.
-func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in ImportedModule, rec ModuleRecord) (string, int64, error) {
+func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in ImportedModule, rec records.ModuleRecord) (string, int64, error) {
 	body, size, err := in.Open(ctx)
 	if err != nil {
 		return "", 0, err

@@ -17,6 +17,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -87,7 +88,7 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 			}
 			got, _ := io.ReadAll(pkg.Content())
 			pkg.Close()
-			if !bytes.Equal(got, want) || pkg.Source != Hit {
+			if !bytes.Equal(got, want) || pkg.Source != records.Hit {
 				t.Error("the mirror serves another package after a refused import")
 			}
 		})

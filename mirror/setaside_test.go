@@ -1,7 +1,7 @@
 package mirror
 
 // A withheld import set aside in the record of the origin's version of
-// its number (PackageRecord.Withheld): checked by a check of the cache
+// its number (records.PackageRecord.Withheld): checked by a check of the cache
 // and kept out of the shared tier. That retention keeps it, and a prune
 // naming the version removes it, is tested in package retention.
 
@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -56,11 +57,11 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 // aside in the cached record of 1.0.0; "" when there is none.
 func setAsideSHA(t *testing.T, h *harness) string {
 	t.Helper()
-	var rec PackageRecord
-	if _, err := h.store.GetMeta(packageKey(h.provider(), mustVersion(t, "1.0.0")), &rec); err != nil {
+	var rec records.PackageRecord
+	if _, err := h.store.GetMeta(records.PackageKey(h.provider(), mustVersion(t, "1.0.0")), &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Provenance != ProvenanceOrigin {
+	if rec.Provenance != records.ProvenanceOrigin {
 		t.Fatalf("1.0.0's record is %q, want the origin's", rec.Provenance)
 	}
 	if rec.Withheld == nil {
@@ -127,7 +128,7 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 	tier := newMemTier()
 	strict := harnessOptions{cacheDir: t.TempDir(), cfg: Config{Shared: tier}}
 	h, importSHA := setAside(t, strict, 1<<10, "1.0.0")
-	key := packageKey(h.provider(), mustVersion(t, "1.0.0"))
+	key := records.PackageKey(h.provider(), mustVersion(t, "1.0.0"))
 	h.stop() // the record is put in the tier in the background
 	raw, _, _ := tier.GetMeta(t.Context(), key)
 	if raw == nil {
@@ -149,7 +150,7 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 
 	// The bucket as the previous release left it: the record with the
 	// import set aside in it.
-	var local PackageRecord
+	var local records.PackageRecord
 	if _, err := h.store.GetMeta(key, &local); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +162,7 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 	if _, err := other.packages("1.0.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}
-	var copied PackageRecord
+	var copied records.PackageRecord
 	if _, err := other.store.GetMeta(key, &copied); err != nil {
 		t.Fatalf("the other replica did not copy the record: %v", err)
 	}

@@ -12,6 +12,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // This file keeps unsigned imports in their lane. A version imported
@@ -29,7 +30,7 @@ import (
 // were not there (listed as the origin lists it, its package metadata
 // fetched and verified, its archives pulled through). The first fetch
 // of it sets the import aside inside the origin's record
-// (PackageRecord.Withheld), where it is kept, since it cannot be fetched
+// (records.PackageRecord.Withheld), where it is kept, since it cannot be fetched
 // again, and never served: retention and the size limit never evict its
 // archives, and only a prune naming the version removes them (with the
 // origin's, as the operator asked), leaving the origin's record without
@@ -38,7 +39,7 @@ import (
 // never go, and none is taken from there. Only a version the origin
 // cannot give (a sealed mirror, a cached list that the import changed
 // and that the origin has not answered since) is left out of version
-// lists, and its package metadata answers ErrVersionNotFound.
+// lists, and its package metadata answers records.ErrVersionNotFound.
 
 // ErrUnsignedOrigin: a version without signature under an allowed origin
 // host that Config.UnsignedHosts does not name.
@@ -105,14 +106,14 @@ func unsignedRefused(p addrs.Provider) error {
 
 // isWithheld says rec, p's record of a version, is an import without
 // signature that is withheld.
-func (s *withholding) isWithheld(p addrs.Provider, rec *PackageRecord) bool {
-	return rec.Provenance == ProvenanceUnsigned && !s.unsignedAllowed(p.Hostname)
+func (s *withholding) isWithheld(p addrs.Provider, rec *records.PackageRecord) bool {
+	return rec.Provenance == records.ProvenanceUnsigned && !s.unsignedAllowed(p.Hostname)
 }
 
 // withheldError is the answer for a version that is withheld.
 func withheldError(p addrs.Provider, version string) error {
 	return fmt.Errorf("%w: %w: %s %s was imported without signature under %s, an allowed origin, and is withheld (see --allow-unsigned-hosts)",
-		ErrVersionNotFound, ErrUnsignedOrigin, p, version, p.Hostname)
+		records.ErrVersionNotFound, ErrUnsignedOrigin, p, version, p.Hostname)
 }
 
 // findWithheld finds, once at start, the versions imported without
@@ -127,8 +128,8 @@ func (s *withholding) findWithheld() error {
 		named := s.unsigned[svchost.Hostname(host)]
 		prefix := "package/" + host + "/"
 		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
-			var rec PackageRecord
-			if json.Unmarshal(raw, &rec) != nil || !knownSchema(rec.Schema) {
+			var rec records.PackageRecord
+			if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) {
 				return nil
 			}
 			w := &rec
@@ -137,7 +138,7 @@ func (s *withholding) findWithheld() error {
 				// Set aside for the origin's version, which is served
 				// whatever the host's setting now.
 				w = rec.Withheld
-			case named || rec.Provenance != ProvenanceUnsigned:
+			case named || rec.Provenance != records.ProvenanceUnsigned:
 				return nil
 			}
 			provider := strings.TrimSuffix(key, "/"+rec.Version)[len("package/"):]
@@ -187,14 +188,14 @@ func (s *withholding) list() []WithheldVersion {
 // it keeps all its versions. Otherwise a version is left out while its
 // record is still the import's (the origin's verified version of that
 // number has not replaced it).
-func (s *withholding) withholdFrom(p addrs.Provider, list *VersionList) *VersionList {
+func (s *withholding) withholdFrom(p addrs.Provider, list *records.VersionList) *records.VersionList {
 	s.withheldMu.RLock()
 	vs := s.withheld[p.String()]
 	s.withheldMu.RUnlock()
 	if len(vs) == 0 || !list.Imported && !s.cfg.Offline {
 		return list
 	}
-	keep := slices.DeleteFunc(slices.Clone(list.Versions), func(e VersionEntry) bool {
+	keep := slices.DeleteFunc(slices.Clone(list.Versions), func(e records.VersionEntry) bool {
 		if !slices.ContainsFunc(vs, func(w WithheldVersion) bool { return w.Version == e.Version }) {
 			return false
 		}
@@ -208,7 +209,7 @@ func (s *withholding) withholdFrom(p addrs.Provider, list *VersionList) *Version
 	if len(keep) == len(list.Versions) {
 		return list
 	}
-	return &VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
+	return &records.VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
 }
 
 // forgetWithheld forgets p's withheld version v (as the origin spells

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // unsignedImport is an unsigned import of version v of p, one in-house
@@ -78,12 +79,12 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 			if a.err != nil || !bytes.Equal(a.body, h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
 				t.Errorf("1.0.0 linux_amd64: %v, not the origin's archive", a.err)
 			}
-			if _, err := h.engine.Package(t.Context(), p, mustVersion(t, "9.0.0"), nil); !errors.Is(err, ErrVersionNotFound) {
+			if _, err := h.engine.Package(t.Context(), p, mustVersion(t, "9.0.0"), nil); !errors.Is(err, records.ErrVersionNotFound) {
 				t.Errorf("9.0.0: %v, want ErrVersionNotFound", err)
 			}
 			h.waitIdle()
 			err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
-				if cv.Provenance == ProvenanceUnsigned {
+				if cv.Provenance == records.ProvenanceUnsigned {
 					t.Errorf("an unsigned record was stored: %+v", cv)
 				}
 				return nil
@@ -229,10 +230,10 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 			}
 		} else {
 			// Connected, 9.0.0 is not in the origin's list at all.
-			if !errors.Is(err, ErrVersionNotFound) || offline && !errors.Is(err, ErrUnsignedOrigin) {
+			if !errors.Is(err, records.ErrVersionNotFound) || offline && !errors.Is(err, ErrUnsignedOrigin) {
 				t.Errorf("Package %s: %v, want withheld", v, err)
 			}
-			if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, ErrVersionNotFound) {
+			if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, records.ErrVersionNotFound) {
 				t.Errorf("OpenArchive %s: %v, want withheld", v, err)
 				if err == nil {
 					arc.Close()

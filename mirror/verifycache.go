@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/safetree"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -46,7 +47,7 @@ type CachedCheck struct {
 	By       string `json:"by"` // CheckedEvidence or CheckedSHA256
 	// Withheld says the package is of a withheld import set aside in the
 	// record of the origin's version of its number
-	// (PackageRecord.Withheld): kept, never served, checked against its
+	// (records.PackageRecord.Withheld): kept, never served, checked against its
 	// sha256.
 	Withheld bool `json:"withheld,omitempty"`
 	// Problem says what failed, "" when the package is intact; Reason is
@@ -130,11 +131,11 @@ type cachedPackageRef struct {
 // passed over. A check that reads the whole cache is remembered
 // (LastCacheCheck) and given to the metrics.
 //
-// Errors: what stops the check (ctx's, ErrShutDown, the store's); a
+// Errors: what stops the check (ctx's, records.ErrShutDown, the store's); a
 // failed package is not an error.
 func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
 	if !s.checks.add() {
-		return ErrShutDown
+		return records.ErrShutDown
 	}
 	defer s.checks.done()
 	ctx, cancel := context.WithCancel(ctx)
@@ -145,7 +146,7 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 	// while archives are read.
 	var refs []cachedPackageRef
 	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
-		p, rec, ok := packageSummary(key, raw)
+		p, rec, ok := records.PackageSummary(key, raw)
 		if !ok {
 			return nil
 		}
@@ -163,8 +164,8 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 	})
 	if err == nil {
 		err = s.store.ScanMeta("module/", func(_ string, _ time.Time, raw json.RawMessage) error {
-			var rec ModuleRecord
-			if json.Unmarshal(raw, &rec) == nil && knownSchema(rec.Schema) && rec.SHA256 != "" {
+			var rec records.ModuleRecord
+			if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) && rec.SHA256 != "" {
 				refs = append(refs, cachedPackageRef{kind: "module", addr: rec.Module, version: rec.Version, sha: rec.SHA256})
 			}
 			return nil
@@ -176,7 +177,7 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 	var sum CacheCheck
 	for _, ref := range refs {
 		if s.checkCtx.Err() != nil {
-			return ErrShutDown
+			return records.ErrShutDown
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -190,12 +191,12 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 		}
 		c := CachedCheck{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
 			SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256, Withheld: ref.withheld}
-		err = ErrNoEvidence
+		err = records.ErrNoEvidence
 		if ref.kind == "provider" && !ref.withheld {
 			c.By = CheckedEvidence
 			err = s.checkProviderPackage(ctx, ref)
 		}
-		if errors.Is(err, ErrNoEvidence) {
+		if errors.Is(err, records.ErrNoEvidence) {
 			c.By = CheckedSHA256
 			err = s.checkBlobSHA256(ctx, ref.sha)
 		}
@@ -203,16 +204,16 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 			err = s.checkModuleLinks(ctx, ref.sha)
 		}
 		switch {
-		case errors.Is(err, ErrNotCached):
+		case errors.Is(err, records.ErrNotCached):
 			continue // evicted or dropped since the list was read
-		case errors.Is(err, ErrShutDown):
+		case errors.Is(err, records.ErrShutDown):
 			return err
 		case err != nil && s.checkCtx.Err() != nil:
-			return ErrShutDown
+			return records.ErrShutDown
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			c.Problem, c.Reason = err.Error(), reasonOf(err)
+			c.Problem, c.Reason = err.Error(), records.ReasonOf(err)
 			if c.Reason == "unknown" {
 				c.Reason = ""
 			} else {
@@ -237,22 +238,22 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 func (s *CacheChecker) checkProviderPackage(ctx context.Context, ref cachedPackageRef) error {
 	v, err := addrs.ParseSemver(ref.version)
 	if err != nil {
-		return fmt.Errorf("%w: version %q", ErrNoEvidence, ref.version)
+		return fmt.Errorf("%w: version %q", records.ErrNoEvidence, ref.version)
 	}
 	pl, err := addrs.ParsePlatform(ref.platform)
 	if err != nil {
-		return fmt.Errorf("%w: platform %q", ErrNoEvidence, ref.platform)
+		return fmt.Errorf("%w: platform %q", records.ErrNoEvidence, ref.platform)
 	}
 	return s.verifyCached(ctx, ref.provider, v, pl)
 }
 
 // checkBlobSHA256 reads the cached archive sha and checks its bytes
-// against its name. Errors: ErrNotCached when it is not cached; a
+// against its name. Errors: records.ErrNotCached when it is not cached; a
 // *verify.Error when the bytes differ.
 func (s *CacheChecker) checkBlobSHA256(ctx context.Context, sha string) error {
 	blob, err := s.store.OpenBlob(sha)
 	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+		return fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
 	}
 	if err != nil {
 		return fmt.Errorf("opening cached archive %s: %w", sha, err)
@@ -271,12 +272,12 @@ func (s *CacheChecker) checkBlobSHA256(ctx context.Context, sha string) error {
 // checkModuleLinks reads the cached module package sha and refuses it
 // when one of its links resolves outside it (a package kept before every
 // package was checked so): it is damaged, and the mirror never unpacks
-// it (modsource.Unpack refuses it). Errors: ErrNotCached when it is not
+// it (modsource.Unpack refuses it). Errors: records.ErrNotCached when it is not
 // cached; a *verify.Error (ReasonBadArchive) for such a link.
 func (s *CacheChecker) checkModuleLinks(ctx context.Context, sha string) error {
 	blob, err := s.store.OpenBlob(sha)
 	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+		return fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
 	}
 	if err != nil {
 		return fmt.Errorf("opening cached archive %s: %w", sha, err)
@@ -321,7 +322,7 @@ func (s *CacheChecker) checkLoop() {
 		var bytes int64
 		err := s.VerifyCache(s.checkCtx, func(c CachedCheck) { bytes += c.Bytes })
 		if err != nil {
-			if !errors.Is(err, ErrShutDown) {
+			if !errors.Is(err, records.ErrShutDown) {
 				s.log.Warn("the scheduled check of the cache stopped", "error", err)
 			}
 			continue

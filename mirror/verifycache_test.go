@@ -15,6 +15,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -119,7 +120,7 @@ func TestVerifyCache(t *testing.T) {
 	}
 
 	h.stop()
-	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(CachedCheck) {}); !errors.Is(err, ErrShutDown) {
+	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(CachedCheck) {}); !errors.Is(err, records.ErrShutDown) {
 		t.Errorf("after shutdown: %v, want ErrShutDown", err)
 	}
 }
@@ -169,7 +170,7 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	}
 	h.closed = true
 	h.store.Close()
-	if err := <-result; !errors.Is(err, ErrShutDown) {
+	if err := <-result; !errors.Is(err, records.ErrShutDown) {
 		t.Errorf("the check under way ended with %v, want ErrShutDown", err)
 	}
 	if n := reports.Load(); n != 1 {
@@ -223,8 +224,8 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.Close()
-			key := moduleRecordKey(testModule, "1.0.0")
-			var rec ModuleRecord
+			key := records.ModuleRecordKey(testModule, "1.0.0")
+			var rec records.ModuleRecord
 			if _, err := h.store.GetMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}

@@ -26,6 +26,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -33,8 +34,8 @@ import (
 // module side of Engine.
 type ModuleEngine interface {
 	CheckModuleOrigin(m addrs.Module) error
-	ModuleVersions(ctx context.Context, m addrs.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
-	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*mirror.ModuleRecord, error)
+	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, mirror.ListState, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error)
 	OpenModule(ctx context.Context, m addrs.Module, version string) (*mirror.ModulePackage, error)
 }
 

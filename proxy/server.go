@@ -12,6 +12,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -41,9 +42,9 @@ type ProviderEngine interface {
 	// serve (the origin client's ErrHostNotAllowed, which httperr answers
 	// with 404).
 	CheckOrigin(p addrs.Provider) error
-	Versions(ctx context.Context, p addrs.Provider) (*mirror.VersionList, mirror.ListState, error)
+	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
 	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
-	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Evidence, error)
+	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error)
 	OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Archive, error)
 }
 

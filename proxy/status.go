@@ -18,6 +18,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
 )
@@ -511,7 +512,7 @@ func (s *statusPage) statusModules(q statusQuery) ([]StatusModule, string, error
 		for i, v := range m.Versions {
 			vs[i] = v.Version
 		}
-		mirror.SortModuleVersions(vs)
+		records.SortModuleVersions(vs)
 		sorted := make([]StatusModuleVersion, 0, len(vs))
 		for _, v := range vs {
 			for _, mv := range m.Versions {

@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
@@ -324,7 +325,7 @@ func unsignedImport(t *testing.T, p addrs.Provider, version string, size int, se
 
 // importedFrom makes an Imported from the evidence ev, each archive's
 // bytes given by body.
-func importedFrom(ev *mirror.Evidence, body func(pl string) []byte) mirror.Imported {
+func importedFrom(ev *records.Evidence, body func(pl string) []byte) mirror.Imported {
 	in := mirror.Imported{Provider: ev.Provider, Documents: ev.Documents}
 	for _, pe := range ev.Platforms {
 		in.Packages = append(in.Packages, mirror.ImportedPackage{

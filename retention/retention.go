@@ -108,7 +108,7 @@ type Removal struct {
 	// cannot be fetched again.
 	Unlisted bool `json:"unlisted,omitempty"`
 	// Withheld says the withheld import set aside in the version's record
-	// (mirror.PackageRecord.Withheld) is removed too, its archives among
+	// (records.PackageRecord.Withheld) is removed too, its archives among
 	// Archives: only a prune naming the version removes it.
 	Withheld bool `json:"withheld,omitempty"`
 }

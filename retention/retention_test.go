@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // Keep the newest 3: the fourth-newest version's packages go, a pinned
@@ -330,7 +331,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	if _, err := dst.engine.Package(t.Context(), local, mustVersion(t, "1.2.0"), nil); err == nil {
 		t.Error("the pruned version's package metadata is still served")
 	}
-	if _, err := dst.ret.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"9.9.9"}}); !errors.Is(err, mirror.ErrVersionNotFound) {
+	if _, err := dst.ret.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"9.9.9"}}); !errors.Is(err, records.ErrVersionNotFound) {
 		t.Errorf("prune of a version not held: %v, want ErrVersionNotFound", err)
 	}
 }

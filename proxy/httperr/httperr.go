@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -63,7 +64,7 @@ func Status(err error) int {
 	var reqErr *RequestError
 	var originErr *discovery.OriginError
 	var goneErr *ClientGoneError
-	var badArchive *mirror.BadArchiveError
+	var badArchive *records.BadArchiveError
 	switch {
 	case errors.As(err, &goneErr):
 		return StatusClientClosedRequest
@@ -80,17 +81,17 @@ func Status(err error) int {
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
 		errors.Is(err, discovery.ErrNoModuleService),
-		errors.Is(err, mirror.ErrVersionNotFound),
-		errors.Is(err, mirror.ErrPlatformNotFound):
+		errors.Is(err, records.ErrVersionNotFound),
+		errors.Is(err, records.ErrPlatformNotFound):
 		return http.StatusNotFound
 	case errors.Is(err, mirror.ErrUnsignedOrigin):
 		// An import refused (served versions that are withheld are
 		// ErrVersionNotFound too, 404 above).
 		return http.StatusForbidden
-	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
+	case errors.Is(err, records.ErrOffline), errors.Is(err, records.ErrShutDown),
 		errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, mirror.ErrNoEvidence):
+	case errors.Is(err, records.ErrNoEvidence):
 		// A version imported without signature has no registry-protocol
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound

@@ -8,6 +8,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -34,8 +35,8 @@ func TestStatusOfNoEvidence(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("%w: tf.corp.example/platform/thing 1.0.0 was imported without signature", mirror.ErrNoEvidence), http.StatusNotFound},
-		{fmt.Errorf("%w: %w: registry.terraform.io/hashicorp/random 3.6.0 was cached by an earlier release", mirror.ErrOffline, mirror.ErrNoEvidence), http.StatusServiceUnavailable},
+		{fmt.Errorf("%w: tf.corp.example/platform/thing 1.0.0 was imported without signature", records.ErrNoEvidence), http.StatusNotFound},
+		{fmt.Errorf("%w: %w: registry.terraform.io/hashicorp/random 3.6.0 was cached by an earlier release", records.ErrOffline, records.ErrNoEvidence), http.StatusServiceUnavailable},
 	}
 	for _, tc := range tests {
 		if got := Status(tc.err); got != tc.want {
@@ -52,7 +53,7 @@ func TestStatusOfUnsignedOrigin(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("%w: %w: registry.terraform.io/acme/alpha 1.0.0 is withheld", mirror.ErrVersionNotFound, mirror.ErrUnsignedOrigin), http.StatusNotFound},
+		{fmt.Errorf("%w: %w: registry.terraform.io/acme/alpha 1.0.0 is withheld", records.ErrVersionNotFound, mirror.ErrUnsignedOrigin), http.StatusNotFound},
 		{fmt.Errorf("%w: registry.terraform.io is an allowed origin", mirror.ErrUnsignedOrigin), http.StatusForbidden},
 	} {
 		if got := Status(tc.err); got != tc.want {
@@ -87,7 +88,7 @@ func TestRetryAfter(t *testing.T) {
 		{"probe under way", fmt.Errorf("fetching versions: %w", &discovery.CircuitOpenError{Failures: 5}), 0, true},
 		{"sentinel alone", discovery.ErrCircuitOpen, 0, false},
 		{"origin error", &discovery.OriginError{Host: "registry.example", Op: "versions", StatusCode: http.StatusServiceUnavailable}, 0, false},
-		{"offline", mirror.ErrOffline, 0, false},
+		{"offline", records.ErrOffline, 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
