@@ -4,10 +4,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
 )
 
 // cacheCheckMetrics are the collectors of `tfmirror cache verify`
-// (mirror.CacheCheckMetrics).
+// (cachecheck.Metrics).
 type cacheCheckMetrics struct {
 	last    prometheus.Gauge
 	damaged prometheus.Gauge

@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -76,7 +77,7 @@ type Metrics interface {
 	// CacheWriteFailed records data that could not be stored.
 	CacheWriteFailed()
 	ModuleMetrics
-	CacheCheckMetrics
+	cachecheck.Metrics
 }
 
 // Config configures an Engine. Zero values take the documented defaults.
@@ -190,7 +191,7 @@ type Engine struct {
 	notify notifier
 	// checker checks the whole cache again (VerifyCache); Shutdown and
 	// Close end its checks first: they serve no client.
-	checker *CacheChecker
+	checker *cachecheck.Checker
 }
 
 // New validates cfg and returns an Engine using origin (for providers
@@ -314,7 +315,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	s.modules = &Modules{e: s, cfg: &s.cfg, origin: origin, allowed: s.allowed, store: store, log: s.log, metrics: s.metrics}
 	s.held = &Held{e: s, cfg: &s.cfg, store: store, memo: s.memo}
 	s.airGap = &AirGap{e: s, cfg: &s.cfg, store: store, log: s.log, metrics: s.metrics}
-	s.checker = newCacheChecker(&s.cfg, store, s.metrics, s.records.verifyCached)
+	s.checker, err = cachecheck.New(cachecheck.Config{CheckEvery: s.cfg.CheckEvery, Now: s.cfg.Now, Logger: s.log,
+		VerifyCached: s.records.verifyCached}, store, s.metrics)
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
@@ -326,7 +331,7 @@ func (s *Engine) Modules() *Modules { return s.modules }
 func (s *Engine) AirGap() *AirGap { return s.airGap }
 
 // CacheChecker returns the engine's check of the whole cache.
-func (s *Engine) CacheChecker() *CacheChecker { return s.checker }
+func (s *Engine) CacheChecker() *cachecheck.Checker { return s.checker }
 
 // Held returns what the engine tells retention of the versions it holds.
 func (s *Engine) Held() *Held { return s.held }
@@ -379,7 +384,7 @@ func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 // the store, which may then be closed. It returns ctx's error when work
 // had to be cancelled.
 func (s *Engine) Shutdown(ctx context.Context) error {
-	s.checker.endChecks()
+	s.checker.Stop()
 	s.work.close()
 	err := s.work.wait(ctx)
 	s.cancel()
@@ -392,7 +397,7 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 
 // Close is Shutdown without a grace period: work under way is cancelled.
 func (s *Engine) Close() error {
-	s.checker.endChecks()
+	s.checker.Stop()
 	s.work.close()
 	s.cancel()
 	return s.work.wait(context.Background())

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -78,10 +79,10 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 	t.Parallel()
 	h, importSHA := setAside(t, harnessOptions{cacheDir: t.TempDir()}, 1<<10, "1.0.0")
 	originSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-	check := func() map[string]CachedCheck {
+	check := func() map[string]cachecheck.Result {
 		t.Helper()
-		got := map[string]CachedCheck{}
-		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { got[c.SHA256] = c }); err != nil {
+		got := map[string]cachecheck.Result{}
+		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got[c.SHA256] = c }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 2 {
@@ -89,7 +90,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 		}
 		for sha, withheld := range map[string]bool{originSHA: false, importSHA: true} {
 			c := got[sha]
-			by := map[bool]string{false: CheckedEvidence, true: CheckedSHA256}[withheld]
+			by := map[bool]string{false: cachecheck.CheckedEvidence, true: cachecheck.CheckedSHA256}[withheld]
 			if c.Kind != "provider" || c.Address != h.provider().String() || c.Version != "1.0.0" || c.Platform != "linux_amd64" ||
 				c.Withheld != withheld || c.By != by {
 				t.Errorf("%s: %+v, want withheld %v, checked by %s", sha, c, withheld, by)

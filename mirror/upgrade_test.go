@@ -17,6 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -249,11 +250,11 @@ func TestRecordsOfEarlierReleasesRecheckedForNames(t *testing.T) {
 			writeOldCache(t, h, v, list, record)
 			h.origin.SetDown(http.StatusServiceUnavailable) // what is checked is the cache's alone
 
-			var checks []CachedCheck
-			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { checks = append(checks, c) }); err != nil {
+			var checks []cachecheck.Result
+			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { checks = append(checks, c) }); err != nil {
 				t.Fatal(err)
 			}
-			if len(checks) != 1 || checks[0].By != CheckedEvidence || checks[0].Version != tc.stored || checks[0].Reason != string(tc.reason) {
+			if len(checks) != 1 || checks[0].By != cachecheck.CheckedEvidence || checks[0].Version != tc.stored || checks[0].Reason != string(tc.reason) {
 				t.Fatalf("cache verify: %+v, want %s checked by its evidence with reason %q", checks, tc.stored, tc.reason)
 			}
 			_, err = h.engine.Evidence(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "linux_amd64")})

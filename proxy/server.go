@@ -12,6 +12,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
@@ -29,7 +30,7 @@ type Engine interface {
 	Modules() *mirror.Modules
 	// CacheChecker returns the engine's check of the whole cache, whose
 	// last run the status page shows.
-	CacheChecker() *mirror.CacheChecker
+	CacheChecker() *cachecheck.Checker
 	StatusEngine
 }
 

@@ -18,6 +18,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
@@ -72,7 +73,7 @@ type Status struct {
 	// CacheCheck is the last check of the whole cache by this process
 	// (tfmirror cache verify), absent before the first; it names no
 	// provider.
-	CacheCheck *mirror.CacheCheck `json:"cache_check,omitempty"`
+	CacheCheck *cachecheck.Summary `json:"cache_check,omitempty"`
 	// Page says which part of the cache's lists Providers and Modules
 	// hold, and where the next part starts.
 	Page StatusPage `json:"page"`
@@ -188,11 +189,11 @@ type StatusModules interface {
 }
 
 // LastCacheCheck is what the status page reads of the engine's check of
-// the whole cache (*mirror.CacheChecker).
+// the whole cache (*cachecheck.Checker).
 type LastCacheCheck interface {
 	// LastCacheCheck returns the last check of the whole cache; false
 	// when none has run.
-	LastCacheCheck() (mirror.CacheCheck, bool)
+	LastCacheCheck() (cachecheck.Summary, bool)
 }
 
 // status collects the status page's data. The mirror URL is the
