@@ -34,6 +34,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
@@ -96,8 +97,8 @@ func moduleDir(top string, m addrs.Module) string {
 // with its record, into out (see the layout above) and records them in
 // files. Each version that fails is reported and counted.
 func exportModules(ctx context.Context, engine *mirror.Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
-	var cached []mirror.CachedModule
-	err := engine.Modules().ListCachedModules(func(cm mirror.CachedModule) error {
+	var cached []modules.Cached
+	err := engine.Modules().ListCachedModules(func(cm modules.Cached) error {
 		if cm.Cached {
 			cached = append(cached, cm)
 		}
@@ -120,7 +121,7 @@ func exportModules(ctx context.Context, engine *mirror.Engine, out string, files
 
 // exportModule writes one module version's package, unless it is there
 // with the right sha256, and its record.
-func exportModule(engine *mirror.Engine, cm mirror.CachedModule, out string, files *exportFiles, sum *ExportSummary) error {
+func exportModule(engine *mirror.Engine, cm modules.Cached, out string, files *exportFiles, sum *ExportSummary) error {
 	m, err := addrs.ParseModule(cm.Module)
 	if err != nil {
 		return err
@@ -272,7 +273,7 @@ func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, 
 	case mf.SHA256 != shas[pkgRel]:
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
-	res, err := engine.Modules().ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Location: mf.Location,
+	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Location: mf.Location,
 		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
@@ -306,7 +307,7 @@ func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m 
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	res, err := engine.Modules().ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
+	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
 	if err != nil {
 		return fmt.Errorf("%s: %w", shown, err)
 	}
@@ -314,7 +315,7 @@ func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m 
 	return nil
 }
 
-func countModule(res mirror.ImportedModuleOutcome, sum *ImportSummary) {
+func countModule(res modules.ImportOutcome, sum *ImportSummary) {
 	if res.Present {
 		sum.ModulesPresent++
 		return

@@ -17,6 +17,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
@@ -51,7 +52,7 @@ var tarballModule = addrs.Module{Hostname: enginetest.OriginHost, Namespace: "ac
 const tarballRel = "modules/registry.terraform.io/acme/tarball/aws/0.1.0"
 
 // moduleBytes returns the package of version of m as engine serves it.
-func moduleBytes(t *testing.T, engine *mirror.Engine, m addrs.Module, version string) (*mirror.ModulePackage, []byte) {
+func moduleBytes(t *testing.T, engine *mirror.Engine, m addrs.Module, version string) (*modules.Package, []byte) {
 	t.Helper()
 	pkg, err := engine.Modules().OpenModule(context.Background(), m, version)
 	if err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -29,7 +30,7 @@ import (
 // source hosts: providers and modules. *discovery.Client implements it.
 type Origin interface {
 	ProviderOrigin
-	ModuleOrigin
+	modules.Origin
 }
 
 // ProviderOrigin is what the engine needs from origin registries for
@@ -76,7 +77,7 @@ type Metrics interface {
 	ArchiveFetchStarted() (done func())
 	// CacheWriteFailed records data that could not be stored.
 	CacheWriteFailed()
-	ModuleMetrics
+	modules.Metrics
 	cachecheck.Metrics
 }
 
@@ -144,7 +145,7 @@ type Config struct {
 	// ModuleSourceCredentials are the credentials module packages may be
 	// fetched with, each tied to the origins whose modules may use it.
 	// Default nil: every source is fetched anonymously.
-	ModuleSourceCredentials ModuleSourceCredentials
+	ModuleSourceCredentials modules.SourceCredentials
 	// CheckEvery is how often VerifyCache checks the whole cache in the
 	// background; 0: never (only when asked).
 	CheckEvery time.Duration
@@ -163,7 +164,7 @@ type Engine struct {
 	platforms   map[string]bool  // nil = all
 	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
 	records     *providerRecords // provider version lists and package records
-	modules     *Modules         // the module side, on the Origin given to New
+	modules     *modules.Modules // the module side, on the Origin given to New
 	airGap      *AirGap          // exports and imports of provider versions
 	held        *Held            // the listings and removals retention uses
 	store       Store
@@ -312,7 +313,15 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
-	s.modules = &Modules{e: s, cfg: &s.cfg, origin: origin, allowed: s.allowed, store: store, log: s.log, metrics: s.metrics}
+	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
+		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
+	if s.cfg.Shared != nil {
+		mcfg.Shared = s.cfg.Shared
+	}
+	mcfg.SharedPoll.Min, mcfg.SharedPoll.Max = sharedPollMin, sharedPollMax
+	if s.modules, err = modules.New(mcfg, machinery{s}, origin, store, s.metrics); err != nil {
+		return nil, err
+	}
 	s.held = &Held{e: s, cfg: &s.cfg, store: store, memo: s.memo}
 	s.airGap = &AirGap{e: s, cfg: &s.cfg, store: store, log: s.log, metrics: s.metrics}
 	s.checker, err = cachecheck.New(cachecheck.Config{CheckEvery: s.cfg.CheckEvery, Now: s.cfg.Now, Logger: s.log,
@@ -324,7 +333,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 }
 
 // Modules returns the engine's registry-module side.
-func (s *Engine) Modules() *Modules { return s.modules }
+func (s *Engine) Modules() *modules.Modules { return s.modules }
 
 // AirGap returns the engine's side of exports and imports of provider
 // versions.

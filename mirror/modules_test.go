@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -48,7 +49,7 @@ func (r *moduleRecorder) got() []string {
 
 var testModule = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
 
-func readModule(t *testing.T, h *harness, version string) (*ModulePackage, []byte, error) {
+func readModule(t *testing.T, h *harness, version string) (*modules.Package, []byte, error) {
 	t.Helper()
 	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
 	if err != nil {
@@ -104,8 +105,8 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = readModule(t, h, "1.0.0")
-	if !errors.Is(err, ErrModuleChanged) || !errors.Is(err, verify.ErrIntegrity) {
-		t.Fatalf("refetch after the tag moved: %v, want ErrModuleChanged", err)
+	if !errors.Is(err, modules.ErrChanged) || !errors.Is(err, verify.ErrIntegrity) {
+		t.Fatalf("refetch after the tag moved: %v, want modules.ErrChanged", err)
 	}
 	if n, _ := h.store.Stats(); n != 0 {
 		t.Errorf("%d blobs cached after the refused refetch", n)

@@ -13,6 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
@@ -27,7 +28,7 @@ type Engine interface {
 	// stamp is still the one the same call would give.
 	Reuse(st mirror.Stamp) bool
 	// Modules returns the engine's module side.
-	Modules() *mirror.Modules
+	Modules() *modules.Modules
 	// CacheChecker returns the engine's check of the whole cache, whose
 	// last run the status page shows.
 	CacheChecker() *cachecheck.Checker

@@ -19,6 +19,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
@@ -181,11 +182,11 @@ type StatusEngine interface {
 }
 
 // StatusModules is what the status page reads of the engine's module
-// side (*mirror.Modules).
+// side (*modules.Modules).
 type StatusModules interface {
 	// ListCachedModulesAfter lists the cached module versions whose
 	// address starts with prefix, from the one after the cursor after on.
-	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
+	ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error
 }
 
 // LastCacheCheck is what the status page reads of the engine's check of
@@ -479,7 +480,7 @@ func (s *statusPage) statusModules(q statusQuery) ([]StatusModule, string, error
 	byModule := map[string]*StatusModule{}
 	var order []string
 	rows, next := 0, ""
-	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm mirror.CachedModule) error {
+	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm modules.Cached) error {
 		if rows == q.Limit {
 			return errPageFull
 		}

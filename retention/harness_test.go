@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
@@ -488,7 +489,7 @@ var (
 	tarballMod = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
 )
 
-func readModule(t *testing.T, h *harness, version string) (*mirror.ModulePackage, []byte, error) {
+func readModule(t *testing.T, h *harness, version string) (*modules.Package, []byte, error) {
 	t.Helper()
 	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
 	if err != nil {

@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
@@ -611,10 +612,10 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	imported := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
 		pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")})
-		if _, err := h.engine.Modules().ImportModule(context.Background(), mirror.ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
+		if _, err := h.engine.Modules().ImportModule(context.Background(), modules.Imported{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.engine.Modules().ImportModule(context.Background(), mirror.ImportedModule{Module: imported, Version: v,
+		if _, err := h.engine.Modules().ImportModule(context.Background(), modules.Imported{Module: imported, Version: v,
 			Location: "https://example.test/" + v + ".tar.gz", SHA256: sha256Hex(pkg), Open: opener(pkg)}); err != nil {
 			t.Fatal(err)
 		}
