@@ -323,7 +323,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	s.held = &Held{e: s, cfg: &s.cfg, store: store, memo: s.memo}
-	s.airGap = &AirGap{e: s, cfg: &s.cfg, store: store, log: s.log, metrics: s.metrics}
+	if s.airGap, err = newAirGap(s); err != nil {
+		return nil, err
+	}
 	s.checker, err = cachecheck.New(cachecheck.Config{CheckEvery: s.cfg.CheckEvery, Now: s.cfg.Now, Logger: s.log,
 		VerifyCached: s.records.verifyCached}, store, s.metrics)
 	if err != nil {

@@ -12,17 +12,18 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// importedFrom makes an Imported from the evidence ev, each archive's
+// importedFrom makes an imports.Imported from the evidence ev, each archive's
 // bytes given by body.
-func importedFrom(ev *records.Evidence, body func(pl string) []byte) Imported {
-	in := Imported{Provider: ev.Provider, Documents: ev.Documents}
+func importedFrom(ev *records.Evidence, body func(pl string) []byte) imports.Imported {
+	in := imports.Imported{Provider: ev.Provider, Documents: ev.Documents}
 	for _, pe := range ev.Platforms {
 		data := body(pe.Platform)
-		in.Packages = append(in.Packages, ImportedPackage{
+		in.Packages = append(in.Packages, imports.Package{
 			Platform: pe.Platform, Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
 			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, Document: pe.Document,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
@@ -59,7 +60,7 @@ func TestImportFromEvidence(t *testing.T) {
 		})
 		in.Version = v
 		_, err := dst.engine.AirGap().Import(t.Context(), in)
-		var ierr *ImportError
+		var ierr *imports.Error
 		if !errors.Is(err, verify.ErrIntegrity) || !errors.As(err, &ierr) || in.Packages[ierr.Package].Platform != "linux_amd64" {
 			t.Fatalf("Import of a tampered archive: %v, want an integrity error of linux_amd64", err)
 		}
@@ -138,8 +139,8 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imported := func(h1 string) Imported {
-		return Imported{Provider: p, Version: v, Unsigned: true, Packages: []ImportedPackage{{
+	imported := func(h1 string) imports.Imported {
+		return imports.Imported{Provider: p, Version: v, Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_1.0.0_linux_amd64.zip", H1: h1, Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -245,7 +246,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	p, v := h.provider(), mustVersion(t, "1.0.0")
 	zipped := inHouseZip(t, typ)
 	opens := 0
-	in := Imported{Provider: p, Version: v, Unsigned: true, Packages: []ImportedPackage{{
+	in := imports.Imported{Provider: p, Version: v, Unsigned: true, Packages: []imports.Package{{
 		Platform: "freebsd_amd64", Filename: "terraform-provider-" + typ + "_1.0.0_freebsd_amd64.zip", Document: -1,
 		Open: func(ctx context.Context) (io.ReadCloser, int64, error) {
 			// The first read sums the archive; the second commits it,

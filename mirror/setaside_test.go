@@ -16,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -34,7 +35,7 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 	h.origin.AddProvider(ns, typ, versions, []string{"linux_amd64"})
 	zipped := zipOfSize(t, typ, size, 42)
 	sum := sha256.Sum256(zipped)
-	in := Imported{Provider: h.provider(), Version: mustVersion(t, "1.0.0"), Unsigned: true, Packages: []ImportedPackage{{
+	in := imports.Imported{Provider: h.provider(), Version: mustVersion(t, "1.0.0"), Unsigned: true, Packages: []imports.Package{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + typ + "_1.0.0_linux_amd64.zip", Document: -1,
 		Open: func(context.Context) (io.ReadCloser, int64, error) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil

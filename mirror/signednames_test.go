@@ -11,6 +11,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -127,8 +128,8 @@ func TestImportMustNameTheRelease(t *testing.T) {
 	darwin, _ := random.Platform("darwin_arm64")
 	// asLinux gives the linux_amd64 package darwin_arm64's archive, with
 	// edit applied to what the input says of it.
-	asLinux := func(edit func(pkg *ImportedPackage)) func(in *Imported) {
-		return func(in *Imported) {
+	asLinux := func(edit func(pkg *imports.Package)) func(in *imports.Imported) {
+		return func(in *imports.Imported) {
 			for i := range in.Packages {
 				if in.Packages[i].Platform != "linux_amd64" {
 					continue
@@ -152,7 +153,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 		ev      *records.Evidence
 		body    func(pl string) []byte
 		claims  string // the version it is imported as
-		edit    func(in *Imported)
+		edit    func(in *imports.Imported)
 		reason  verify.Reason // "": imported
 		doc     bool          // the error is the document's, else linux_amd64's package
 		message string
@@ -163,13 +164,13 @@ func TestImportMustNameTheRelease(t *testing.T) {
 		{name: "another platform", ev: random, body: body(typ), claims: "3.5.0", edit: asLinux(nil), reason: verify.ReasonName,
 			message: darwin.Filename + " is given as the package of linux_amd64; the signed name of that package is " + linuxName},
 		{name: "another platform, its os and arch edited", ev: random, body: body(typ), claims: "3.5.0", reason: verify.ReasonName,
-			edit:    asLinux(func(pkg *ImportedPackage) { pkg.OS, pkg.Arch = "linux", "amd64" }),
+			edit:    asLinux(func(pkg *imports.Package) { pkg.OS, pkg.Arch = "linux", "amd64" }),
 			message: darwin.Filename + " is given as the package of linux_amd64"},
 		{name: "another platform, its names edited", ev: random, body: body(typ), claims: "3.5.0", reason: verify.ReasonChecksum,
-			edit:    asLinux(func(pkg *ImportedPackage) { pkg.Filename, pkg.OS, pkg.Arch = linuxName, "linux", "amd64" }),
+			edit:    asLinux(func(pkg *imports.Package) { pkg.Filename, pkg.OS, pkg.Arch = linuxName, "linux", "amd64" }),
 			message: "SHA256SUMS says " + src.origin.SHA256(ns, typ, "3.5.0", "linux_amd64")},
 		{name: "another platform, its names and shasum edited", ev: random, body: body(typ), claims: "3.5.0", reason: verify.ReasonChecksum,
-			edit: asLinux(func(pkg *ImportedPackage) {
+			edit: asLinux(func(pkg *imports.Package) {
 				pkg.Filename, pkg.OS, pkg.Arch, pkg.Shasum = linuxName, "linux", "amd64", src.origin.SHA256(ns, typ, "3.5.0", "linux_amd64")
 			}),
 			message: src.origin.SHA256(ns, typ, "3.5.0", "darwin_arm64")},
@@ -200,7 +201,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 			}
 			var (
 				verr *verify.Error
-				ierr *ImportError
+				ierr *imports.Error
 			)
 			if !errors.As(err, &verr) || verr.Reason != tc.reason || !errors.As(err, &ierr) {
 				t.Fatalf("Import: %v, want a %s failure", err, tc.reason)

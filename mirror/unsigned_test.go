@@ -14,16 +14,17 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // unsignedImport is an unsigned import of version v of p, one in-house
 // package for linux_amd64, and the package's sha256.
-func unsignedImport(t *testing.T, p addrs.Provider, version string) (Imported, string) {
+func unsignedImport(t *testing.T, p addrs.Provider, version string) (imports.Imported, string) {
 	t.Helper()
 	zipped := inHouseZip(t, p.Type)
 	sum := sha256.Sum256(zipped)
-	return Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []ImportedPackage{{
+	return imports.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []imports.Package{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
 		Open: func(context.Context) (io.ReadCloser, int64, error) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil

@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
@@ -250,7 +251,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 		vs := fmt.Sprintf("1.%d.0", i)
 		zipped := zipOfSize(t, "thing", size, uint64(i))
 		inHouse[vs] = zipped
-		in := mirror.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []mirror.ImportedPackage{{
+		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -560,7 +561,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 		vs := fmt.Sprintf("1.%d.0", i)
 		zipped := zipOfSize(t, "thing", size, uint64(i))
 		total += int64(len(zipped))
-		in := mirror.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []mirror.ImportedPackage{{
+		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil

@@ -1,4 +1,4 @@
-package mirror
+package imports
 
 import (
 	"bytes"
@@ -102,7 +102,7 @@ func FuzzSignedImport(f *testing.F) {
 			}
 		}
 		for _, pkg := range pkgs {
-			in.Packages = append(in.Packages, ImportedPackage{Platform: pkg.Platform, Filename: pkg.Filename, OS: pkg.OS, Arch: pkg.Arch,
+			in.Packages = append(in.Packages, Package{Platform: pkg.Platform, Filename: pkg.Filename, OS: pkg.OS, Arch: pkg.Arch,
 				Shasum: pkg.Shasum, SHA256: pkg.SHA256, Document: pkg.Document, Packages: pkg.Packages})
 		}
 		archives, _, err := signedArchives(in, nil)
