@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 )
 
 // cacheCheckMetrics are the collectors of `tfmirror cache verify`

@@ -4,7 +4,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-
 )
 
 // ModuleSourceKinds and ModuleOutcomes are the label values of registry

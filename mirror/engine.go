@@ -21,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/held"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
@@ -322,7 +323,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.modules, err = modules.New(mcfg, machinery{s}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	s.held = &Held{e: s, cfg: &s.cfg, store: store, memo: s.memo}
+	h, err := held.New(heldEngine{s}, store)
+	if err != nil {
+		return nil, err
+	}
+	s.held = &Held{Held: h, e: s}
 	if s.airGap, err = newAirGap(s); err != nil {
 		return nil, err
 	}
