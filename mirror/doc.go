@@ -13,8 +13,11 @@
 // checks (package verify does), or decide what the cache keeps (package
 // retention does, through Held's listings, removals and a Notifier).
 //
-// Engine composes its parts, each handed out for its callers: the
-// module side (Modules), exports and imports (AirGap), the check of the
-// whole cache (CacheChecker) and what retention reads and removes (Held).
+// Engine composes its parts, each a package below it given what it uses
+// of the engine through a small interface it declares, and hands them out
+// for its callers: the module side (Modules, mirror/modules), exports and
+// imports (AirGap, verified by mirror/imports), the check of the whole
+// cache (CacheChecker, mirror/cachecheck) and what retention reads and
+// removes (Held, on mirror/held).
 // How it works: docs/how-it-works.md.
 package mirror
