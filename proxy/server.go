@@ -75,6 +75,11 @@ type Config struct {
 	// block (pinned versions, what the size limit may not evict).
 	// *retention.Retainer implements it. Default: no such block.
 	Retention RetentionSource
+	// Settings, when set, gives the configuration in effect that the
+	// status page shows (each setting's value, secrets redacted, and where
+	// it came from); it is called for each view, so that a reload shows.
+	// Default: no configuration block.
+	Settings func() *Configuration
 }
 
 // Server serves the provider network mirror protocol (networkmirror.go),
@@ -111,6 +116,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 		responder: rs,
 		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine.Modules(), checks: engine.CacheChecker()},
 	}
+	s.SetPublicURL(cfg.PublicURL)
 	if cfg.Auth == nil {
 		// With client authentication, the URLs in VERSION.json are
 		// signed per request, and every token checked: nothing is hot.
@@ -134,6 +140,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.router.ServeHTTP(w, r)
 }
+
+// SetPublicURL replaces Config.PublicURL from the next request on (a
+// configuration reloaded).
+func (s *Server) SetPublicURL(u string) { s.status.publicURL.Store(&u) }
 
 // Router returns the mirror's router so that other handlers (status page,
 // health, metrics) can be mounted beside the protocol routes.
