@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
 )
@@ -56,7 +57,7 @@ type Ensured struct {
 	Bytes int64 `json:"bytes"`
 	// CachedAlready says the archive was in the cache before the call.
 	CachedAlready bool `json:"cached_already"`
-	// Source is the mirror.Source: hit, miss or coalesced.
+	// Source is the records.Source: hit, miss or coalesced.
 	Source string `json:"source"`
 }
 
@@ -300,7 +301,7 @@ func (a *API) ensure(ctx context.Context, p addrs.Provider, version, platform st
 		return Ensured{}, err
 	}
 	if len(pkg.Archives) == 0 {
-		return Ensured{}, fmt.Errorf("%w: %s %s has no package for %s", mirror.ErrPlatformNotFound, p, v, pl)
+		return Ensured{}, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
 	}
 	sha := pkg.Archives[0].SHA256
 	src, err := a.engine.EnsureArchive(ctx, p, v, pl)
@@ -311,5 +312,5 @@ func (a *API) ensure(ctx context.Context, p addrs.Provider, version, platform st
 	if !ok {
 		return Ensured{}, fmt.Errorf("archive %s was cached and is gone again (evicted: is --cache-max-bytes too small?)", pkg.Archives[0].Filename)
 	}
-	return Ensured{SHA256: sha, Bytes: size, CachedAlready: src == mirror.Hit, Source: src.String()}, nil
+	return Ensured{SHA256: sha, Bytes: size, CachedAlready: src == records.Hit, Source: src.String()}, nil
 }

@@ -23,7 +23,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/safetree"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -82,7 +82,7 @@ func (a *API) UnpackModule(ctx context.Context, m addrs.Module, version, dir str
 		return Module{}, fmt.Errorf("unpacking module %s %s: %w", m, version, err)
 	}
 	return Module{Version: pkg.Record.Version, Subdir: pkg.Record.Subdir, SHA256: pkg.SHA256, Size: pkg.Size,
-		CachedAlready: pkg.Source == mirror.Hit}, nil
+		CachedAlready: pkg.Source == records.Hit}, nil
 }
 
 // moduleRoutes adds the module operations to mux.

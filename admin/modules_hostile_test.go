@@ -13,6 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // TestUnpackRefusesHostileModules is the admin API's table of hostile
@@ -112,7 +113,7 @@ func putOldModulePackage(t *testing.T, h *harness, pkg []byte) {
 		t.Fatal(err)
 	}
 	key := "module/registry.terraform.io/acme/vpc/aws/1.0.0"
-	var rec mirror.ModuleRecord
+	var rec records.ModuleRecord
 	if _, err := h.store.GetMeta(key, &rec); err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 )
 
 // maxListedFailures bounds the failed packages one check lists; Failed
@@ -13,7 +13,7 @@ import (
 const maxListedFailures = 1000
 
 // VerifyRequest asks for a check of every cached package
-// (mirror.CacheChecker.VerifyCache).
+// (cachecheck.Checker.VerifyCache).
 type VerifyRequest struct{}
 
 // Verified is what a check of the cache found.
@@ -26,17 +26,17 @@ type Verified struct {
 	ByEvidence int `json:"by_evidence"`
 	// Failed counts the packages that failed; Failures lists the first
 	// maxListedFailures of them.
-	Failed   int                  `json:"failed"`
-	Failures []mirror.CachedCheck `json:"failures"`
+	Failed   int                 `json:"failed"`
+	Failures []cachecheck.Result `json:"failures"`
 }
 
 // Verify checks every cached package.
 func (a *API) Verify(ctx context.Context, _ VerifyRequest) (Verified, error) {
-	out := Verified{Failures: []mirror.CachedCheck{}}
-	err := a.engine.CacheChecker().VerifyCache(ctx, func(c mirror.CachedCheck) {
+	out := Verified{Failures: []cachecheck.Result{}}
+	err := a.engine.CacheChecker().VerifyCache(ctx, func(c cachecheck.Result) {
 		out.Checked++
 		out.Bytes += c.Bytes
-		if c.By == mirror.CheckedEvidence {
+		if c.By == cachecheck.CheckedEvidence {
 			out.ByEvidence++
 		}
 		if c.Problem != "" {

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 )
 
 // POST /v1/verify checks every cached package and lists the damaged one.
@@ -38,7 +38,7 @@ func TestAdminVerify(t *testing.T) {
 		t.Fatalf("one damaged archive: %+v", got)
 	}
 	if f := got.Failures[0]; f.Address != p.String() || f.Version != "2.0.0" || f.Platform != "linux_amd64" ||
-		f.SHA256 != sha || f.By != mirror.CheckedEvidence || !strings.Contains(f.Problem, "sha256") {
+		f.SHA256 != sha || f.By != cachecheck.CheckedEvidence || !strings.Contains(f.Problem, "sha256") {
 		t.Errorf("failure %+v", f)
 	}
 }

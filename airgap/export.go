@@ -18,6 +18,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -273,7 +274,7 @@ func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion
 	for _, cp := range cv.Platforms {
 		cached[cp.Platform] = cp.Cached
 	}
-	var exported []mirror.PlatformEvidence
+	var exported []records.PlatformEvidence
 	var failed error
 	written := sum.Written
 	for _, pe := range ev.Platforms {
@@ -369,8 +370,8 @@ func fileSHA256Size(path string) (string, int64, error) {
 // are still present, when that export's manifest, signed with the same
 // key, vouches for its evidence; it records what it wrote and kept in
 // files.
-func writeEvidence(dir string, p addrs.Provider, ev *mirror.Evidence, exported []mirror.PlatformEvidence, files *exportFiles) error {
-	unsigned := ev.Provenance == mirror.ProvenanceUnsigned
+func writeEvidence(dir string, p addrs.Provider, ev *records.Evidence, exported []records.PlatformEvidence, files *exportFiles) error {
+	unsigned := ev.Provenance == records.ProvenanceUnsigned
 	docs := slices.Clone(ev.Documents)
 	pkgs := map[string]evidencePackage{}
 	for _, pe := range exported {
@@ -391,7 +392,7 @@ func writeEvidence(dir string, p addrs.Provider, ev *mirror.Evidence, exported [
 			files.add(zip, n, got)
 			if !unsigned {
 				doc := oldDocs[pkg.Document]
-				i := slices.IndexFunc(docs, func(d mirror.SumsDocument) bool {
+				i := slices.IndexFunc(docs, func(d records.SumsDocument) bool {
 					return string(d.Content) == string(doc.Content) && string(d.Signature) == string(doc.Signature) && slices.Equal(d.SigningKeys, doc.SigningKeys)
 				})
 				if i < 0 {
@@ -426,12 +427,12 @@ func writeEvidence(dir string, p addrs.Provider, ev *mirror.Evidence, exported [
 // document and its signature as the engine fetches them.
 const (
 	maxEvidenceBytes = 16 << 20
-	maxSumsBytes     = mirror.MaxSumsBytes
+	maxSumsBytes     = records.MaxSumsBytes
 )
 
 // readEvidence reads an evidence file and the documents it names (from
 // dir), each through read.
-func readEvidence(dir, path string, read func(path string, limit int64) ([]byte, error)) (*evidenceFile, []mirror.SumsDocument, error) {
+func readEvidence(dir, path string, read func(path string, limit int64) ([]byte, error)) (*evidenceFile, []records.SumsDocument, error) {
 	data, err := read(path, maxEvidenceBytes)
 	if err != nil {
 		return nil, nil, err
@@ -443,7 +444,7 @@ func readEvidence(dir, path string, read func(path string, limit int64) ([]byte,
 	if ef.Format != evidenceFormat {
 		return nil, nil, fmt.Errorf("%s: evidence format %d, this release reads %d", path, ef.Format, evidenceFormat)
 	}
-	docs := make([]mirror.SumsDocument, len(ef.Documents))
+	docs := make([]records.SumsDocument, len(ef.Documents))
 	for i, d := range ef.Documents {
 		if !filepath.IsLocal(d.File) || !filepath.IsLocal(d.SignatureFile) || strings.ContainsRune(d.File+d.SignatureFile, '/') {
 			return nil, nil, fmt.Errorf("%s: document %d names a file outside its directory", path, i)
@@ -456,7 +457,7 @@ func readEvidence(dir, path string, read func(path string, limit int64) ([]byte,
 		if err != nil {
 			return nil, nil, err
 		}
-		docs[i] = mirror.SumsDocument{URL: d.URL, SignatureURL: d.SignatureURL, Content: content, Signature: sig, SigningKeys: d.SigningKeys}
+		docs[i] = records.SumsDocument{URL: d.URL, SignatureURL: d.SignatureURL, Content: content, Signature: sig, SigningKeys: d.SigningKeys}
 	}
 	for pl, pkg := range ef.Packages {
 		if !ef.Unsigned && (pkg.Document < 0 || pkg.Document >= len(docs)) {

@@ -16,6 +16,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // ImportSummary counts what Import did, in packages (one version, one
@@ -340,7 +342,7 @@ func (b *bundle) covers(vf *versionFiles, prefix, versionJSON string) (map[strin
 
 // publisherVouches checks every SHA256SUMS document of a signed version
 // of p against the keys pinned for p's namespace.
-func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile, docs []mirror.SumsDocument) error {
+func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile, docs []records.SumsDocument) error {
 	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
 	keys := b.trust.PublisherKeys[ns]
 	if len(docs) == 0 {
@@ -383,7 +385,7 @@ func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p addr
 	}
 	shown := b.shownPath(b.rel(dir))
 	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
-	in := mirror.Imported{Provider: p, Version: v}
+	in := imports.Imported{Provider: p, Version: v}
 	var paths []string // per package, as shown
 	evPath := filepath.Join(dir, evidenceName(p.Type, version))
 	ef, docs, err := readEvidence(dir, evPath, vf.readFile)
@@ -445,7 +447,7 @@ func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p addr
 
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
-		pkg := mirror.ImportedPackage{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
+		pkg := imports.Package{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
 			SHA256: shas[b.rel(path)]}
 		if ef != nil {
 			epkg, ok := ef.Packages[pl]
@@ -470,7 +472,7 @@ func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p addr
 		in.Unsigned = true
 	}
 	res, err := engine.AirGap().Import(ctx, in)
-	var ierr *mirror.ImportError
+	var ierr *imports.Error
 	if errors.As(err, &ierr) {
 		switch {
 		case ierr.Document >= 0 && ef != nil && ierr.Document < len(ef.Documents):

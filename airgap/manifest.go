@@ -16,7 +16,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 
 	"github.com/tfmirror/tfmirror/internal/sha256hex"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // The manifest of an export lists every file of it that the exporting
@@ -34,7 +34,7 @@ const (
 	// maxManifestBytes bounds a manifest (some 200 bytes per file).
 	maxManifestBytes = 64 << 20
 	// maxSignatureBytes bounds a detached signature, as the origin path does.
-	maxSignatureBytes = mirror.MaxSignatureBytes
+	maxSignatureBytes = records.MaxSignatureBytes
 )
 
 // manifest is tfmirror-manifest.json.

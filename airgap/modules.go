@@ -34,6 +34,8 @@ import (
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
@@ -96,8 +98,8 @@ func moduleDir(top string, m addrs.Module) string {
 // with its record, into out (see the layout above) and records them in
 // files. Each version that fails is reported and counted.
 func exportModules(ctx context.Context, engine *mirror.Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
-	var cached []mirror.CachedModule
-	err := engine.Modules().ListCachedModules(func(cm mirror.CachedModule) error {
+	var cached []modules.Cached
+	err := engine.Modules().ListCachedModules(func(cm modules.Cached) error {
 		if cm.Cached {
 			cached = append(cached, cm)
 		}
@@ -123,7 +125,7 @@ func exportModules(ctx context.Context, engine *mirror.Engine, out string, files
 
 // exportModule writes one module version's package, unless it is there
 // with the right sha256, and its record.
-func exportModule(engine *mirror.Engine, cm mirror.CachedModule, out string, files *exportFiles, sum *ExportSummary) error {
+func exportModule(engine *mirror.Engine, cm modules.Cached, out string, files *exportFiles, sum *ExportSummary) error {
 	m, err := addrs.ParseModule(cm.Module)
 	if err != nil {
 		return err
@@ -147,7 +149,7 @@ func exportModule(engine *mirror.Engine, cm mirror.CachedModule, out string, fil
 		sum.ModulesPresent++
 	}
 	mf := moduleFile{Format: moduleFileFormat, Module: m.String(), Version: rec.Version, Location: redact.Location(rec.Location),
-		Commit: rec.Commit, Local: rec.Provenance == mirror.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
+		Commit: rec.Commit, Local: rec.Provenance == records.ProvenanceUnsigned, SHA256: rec.SHA256, Size: rec.Size}
 	_, err = files.writeJSON(filepath.Join(dir, rec.Version+".json"), mf)
 	return err
 }
@@ -275,7 +277,7 @@ func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, 
 	case mf.SHA256 != shas[pkgRel]:
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
-	res, err := engine.Modules().ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Location: mf.Location,
+	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Location: mf.Location,
 		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
@@ -309,7 +311,7 @@ func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m 
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	res, err := engine.Modules().ImportModule(ctx, mirror.ImportedModule{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
+	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
 	if err != nil {
 		return fmt.Errorf("%s: %w", shown, err)
 	}
@@ -317,7 +319,7 @@ func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m 
 	return nil
 }
 
-func countModule(res mirror.ImportedModuleOutcome, sum *ImportSummary) {
+func countModule(res modules.ImportOutcome, sum *ImportSummary) {
 	if res.Present {
 		sum.ModulesPresent++
 		return

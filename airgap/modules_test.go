@@ -17,6 +17,8 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // newEngine returns an engine on a fresh in-memory cache: connected to
@@ -50,7 +52,7 @@ var tarballModule = addrs.Module{Hostname: enginetest.OriginHost, Namespace: "ac
 const tarballRel = "modules/registry.terraform.io/acme/tarball/aws/0.1.0"
 
 // moduleBytes returns the package of version of m as engine serves it.
-func moduleBytes(t *testing.T, engine *mirror.Engine, m addrs.Module, version string) (*mirror.ModulePackage, []byte) {
+func moduleBytes(t *testing.T, engine *mirror.Engine, m addrs.Module, version string) (*modules.Package, []byte) {
 	t.Helper()
 	pkg, err := engine.Modules().OpenModule(context.Background(), m, version)
 	if err != nil {
@@ -125,7 +127,7 @@ func TestExportImportModules(t *testing.T) {
 		t.Fatalf("the sealed mirror lists %v, %v", list, err)
 	}
 	rec, err := sealed.Modules().ModuleLocation(context.Background(), tarballModule, "0.1.0")
-	if err != nil || rec.Subdir != "modules/app" || rec.Provenance != mirror.ProvenanceImported {
+	if err != nil || rec.Subdir != "modules/app" || rec.Provenance != records.ProvenanceImported {
 		t.Fatalf("record %+v, %v", rec, err)
 	}
 	if _, got := moduleBytes(t, sealed, tarballModule, "0.1.0"); string(got) != string(want) {
@@ -205,7 +207,7 @@ func TestImportModuleRefused(t *testing.T) {
 					t.Errorf("the report does not say %q:\n%s", w, reports[0])
 				}
 			}
-			if _, _, err := sealed.Modules().ModuleVersions(context.Background(), tarballModule); !errors.Is(err, mirror.ErrOffline) {
+			if _, _, err := sealed.Modules().ModuleVersions(context.Background(), tarballModule); !errors.Is(err, records.ErrOffline) {
 				t.Errorf("the refused module is listed: %v", err)
 			}
 			if _, err := sealed.Modules().OpenModule(context.Background(), tarballModule, "0.1.0"); err == nil {
@@ -251,7 +253,7 @@ func TestImportLocalModule(t *testing.T) {
 		t.Fatalf("the local module's versions: %v, %v", list, err)
 	}
 	pkg, data := moduleBytes(t, engine, local, "1.2.0")
-	if pkg.Record.Provenance != mirror.ProvenanceUnsigned || pkg.Record.Location != "" {
+	if pkg.Record.Provenance != records.ProvenanceUnsigned || pkg.Record.Location != "" {
 		t.Errorf("record %+v", pkg.Record)
 	}
 	files := unpackModule(t, data)

@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -129,10 +130,10 @@ func writeFixture(ctx context.Context, dataDir string, packages int) (int, error
 			if err != nil {
 				return 0, err
 			}
-			in := mirror.Imported{Provider: p, Version: v, Protocols: []string{"5.0"}, Unsigned: true}
+			in := imports.Imported{Provider: p, Version: v, Protocols: []string{"5.0"}, Unsigned: true}
 			for k, pl := range fixturePlatforms {
 				s := sums[i][j*len(fixturePlatforms)+k]
-				in.Packages = append(in.Packages, mirror.ImportedPackage{Platform: pl, Filename: s.filename,
+				in.Packages = append(in.Packages, imports.Package{Platform: pl, Filename: s.filename,
 					SHA256: s.sha, H1: s.h1, Open: func(context.Context) (io.ReadCloser, int64, error) {
 						return nil, 0, errors.New("the fixture's archives are cached before they are imported")
 					}})

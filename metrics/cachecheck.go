@@ -7,7 +7,7 @@ import (
 )
 
 // cacheCheckMetrics are the collectors of `tfmirror cache verify`
-// (mirror.CacheCheckMetrics).
+// (cachecheck.Metrics).
 type cacheCheckMetrics struct {
 	last    prometheus.Gauge
 	damaged prometheus.Gauge

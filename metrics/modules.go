@@ -7,7 +7,7 @@ import (
 )
 
 // ModuleSourceKinds and ModuleOutcomes are the label values of registry
-// module package fetches (see mirror.ModuleMetrics).
+// module package fetches (see modules.Metrics).
 var (
 	ModuleSourceKinds = []string{"git", "archive"}
 	ModuleOutcomes    = []string{"success", "error", "timeout", "too_large", "unsupported", "changed"}
@@ -42,7 +42,7 @@ func (mm *moduleMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{mm.fetches, mm.bytes, mm.duration}
 }
 
-// ModuleFetch records one registry module package fetch (mirror.ModuleMetrics).
+// ModuleFetch records one registry module package fetch (modules.Metrics).
 func (m *Metrics) ModuleFetch(kind, outcome string, bytes int64, d time.Duration) {
 	m.modules.fetches.WithLabelValues(kind, outcome).Inc()
 	if outcome == "success" {

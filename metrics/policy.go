@@ -8,7 +8,7 @@ import (
 // names), pre-created as label values.
 var policyRules = []string{"allow_list", "deny", "deny_version", "min_release_age"}
 
-// policyMetrics are the package policy's collectors (mirror.PolicyMetrics).
+// policyMetrics are the package policy's collectors (mirror/gate.Metrics).
 type policyMetrics struct {
 	refused *prometheus.CounterVec
 }

@@ -7,7 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/retention"
 )
 
@@ -35,7 +35,7 @@ func TestRetention(t *testing.T) {
 	}
 }
 
-var _ mirror.CacheCheckMetrics = (*Metrics)(nil)
+var _ cachecheck.Metrics = (*Metrics)(nil)
 
 func TestCacheChecked(t *testing.T) {
 	m, _ := newTest(t)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // This file is the engine's API: what front doors (the HTTP mirror
@@ -42,7 +43,7 @@ type ListState struct {
 // the provider does not exist (discovery.ErrNotFound), the cached list is
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
-func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*VersionList, ListState, error) {
+func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, ListState, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, ListState{}, err
 	}
@@ -55,8 +56,8 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*VersionList, 
 		// What cannot be fetched again is listed only while it is held.
 		list = s.records.sealedList(ctx, p, list)
 	}
-	list = s.withholding.withholdFrom(p, list)
-	list, next, err := s.policy.filterProviderList(ctx, s.policy.current(), p, list)
+	list = s.withholding.WithholdFrom(p, list)
+	list, next, err := s.gate.FilterProviders(ctx, p, list)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -81,7 +82,7 @@ type Package struct {
 // PlatformArchive is the verified package of one platform.
 type PlatformArchive struct {
 	Platform string // os_arch
-	ArchiveRecord
+	records.ArchiveRecord
 	// H1 is the archive's h1: hash when the archive is cached, else "".
 	H1 string
 }
@@ -91,8 +92,8 @@ type PlatformArchive struct {
 // callers for one version share one origin fetch). A nil platforms means
 // every platform the version list offers. Platforms the engine does not
 // serve (Config.Platforms) are left out. Errors:
-// discovery.ErrHostNotAllowed, ErrVersionNotFound, verify.ErrIntegrity,
-// ErrOffline, origin errors.
+// discovery.ErrHostNotAllowed, records.ErrVersionNotFound, verify.ErrIntegrity,
+// records.ErrOffline, origin errors.
 func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
@@ -102,7 +103,7 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	if err != nil {
 		return nil, err
 	}
-	if err := s.policy.checkProvider(ctx, p, v); err != nil {
+	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)
@@ -123,50 +124,21 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	return pkg, nil
 }
 
-// Source says where the bytes of an opened archive come from.
-type Source int
-
-const (
-	// Hit: the cache.
-	Hit Source = iota
-	// Miss: an origin download that this call started.
-	Miss
-	// Coalesced: an origin download already under way for another caller.
-	Coalesced
-	// Shared: a copy from the shared tier (Config.Shared) that this call
-	// started.
-	Shared
-)
-
-func (src Source) String() string {
-	switch src {
-	case Hit:
-		return "hit"
-	case Miss:
-		return "miss"
-	case Coalesced:
-		return "coalesced"
-	case Shared:
-		return "shared"
-	}
-	return fmt.Sprintf("Source(%d)", int(src))
-}
-
 // OpenArchive opens the archive of version v of p for platform pl: from
 // the cache, or else from the origin download of it under way, starting
 // one if there is none. The download runs on the engine's context, so
 // that no caller going away cancels it, and is committed to the cache
 // only once its sha256 matched. OpenArchive waits until the download has
 // begun (its size is known) or failed; ctx bounds that wait and the
-// Reads. Errors: those of Package, and ErrPlatformNotFound.
+// Reads. Errors: those of Package, and records.ErrPlatformNotFound.
 func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
 	if !s.wanted(pl.String()) {
-		return nil, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl)
+		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
-	if err := s.policy.checkProvider(ctx, p, v); err != nil {
+	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
 		return nil, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())
@@ -174,7 +146,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 		return nil, err
 	}
 	n := s.notify.get()
-	n.Used(packageKey(p, v))
+	n.Used(records.PackageKey(p, v))
 	n.Serving("provider", p.String(), v, a.SHA256)
 	if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
 		return arc, err
@@ -189,11 +161,11 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	if blob != nil {
 		if !s.work.add() {
 			blob.Close()
-			return nil, ErrShutDown
+			return nil, records.ErrShutDown
 		}
 		s.metrics.CacheLookup("archive", true)
 		info := blob.Info()
-		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: Hit, blob: blob, s: s}, nil
+		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, s: s}, nil
 	}
 	src := s.countMiss(leader)
 	select {
@@ -208,11 +180,11 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 		return nil, err
 	}
 	if leader && f.fromShared { // set before ready was closed
-		src = Shared
+		src = records.Shared
 	}
 	if !s.work.add() {
 		f.release()
-		return nil, ErrShutDown
+		return nil, records.ErrShutDown
 	}
 	arc := &Archive{SHA256: a.SHA256, Size: size, Source: src, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), s: s}
 	arc.stop = context.AfterFunc(ctx, func() {
@@ -226,7 +198,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // returns nil, nil when the archive is not cached.
 func (s *Engine) openCached(sha string) (*Archive, error) {
 	if !s.work.add() {
-		return nil, ErrShutDown
+		return nil, records.ErrShutDown
 	}
 	blob, err := s.store.OpenBlob(sha)
 	if err != nil {
@@ -238,21 +210,21 @@ func (s *Engine) openCached(sha string) (*Archive, error) {
 	}
 	s.metrics.CacheLookup("archive", true)
 	info := blob.Info()
-	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: Hit, blob: blob, s: s}, nil
+	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, s: s}, nil
 }
 
 // EnsureArchive makes sure the archive of version v of p for platform pl
 // is cached, without any client to stream it to: it fetches the metadata
 // and the archive if need be, verifies them and waits for the commit. It
 // returns where the archive came from. ctx bounds the wait only.
-func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (Source, error) {
+func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return 0, err
 	}
 	if !s.wanted(pl.String()) {
-		return 0, fmt.Errorf("%w: %s is not served by this mirror", ErrPlatformNotFound, pl)
+		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
-	if err := s.policy.checkProvider(ctx, p, v); err != nil {
+	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
 		return 0, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())
@@ -265,7 +237,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	}
 	if f == nil {
 		s.metrics.CacheLookup("archive", true)
-		return Hit, nil
+		return records.Hit, nil
 	}
 	defer f.release()
 	src := s.countMiss(leader)
@@ -275,7 +247,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 		return src, fmt.Errorf("waiting for the origin: %w", ctx.Err())
 	}
 	if leader && f.fromShared { // set before done was closed
-		src = Shared
+		src = records.Shared
 	}
 	if _, err := s.store.StatBlob(a.SHA256); err == nil {
 		return src, nil
@@ -309,9 +281,9 @@ type CachedVersion struct {
 	// Engine.Evidence); false for versions cached by an earlier release
 	// and not fetched since, and for versions imported without signature.
 	HasEvidence bool
-	// Provenance says whether the version came from the origin or an
+	// records.Provenance says whether the version came from the origin or an
 	// import, and whether with a signature.
-	Provenance Provenance
+	Provenance records.Provenance
 
 	cursor string
 }
@@ -322,7 +294,7 @@ func (cv CachedVersion) Cursor() string { return cv.cursor }
 // CachedPlatform is one verified package and whether its archive is cached.
 type CachedPlatform struct {
 	Platform string // os_arch
-	Archive  ArchiveRecord
+	Archive  records.ArchiveRecord
 	Cached   bool
 	Size     int64 // bytes, when cached
 }
@@ -340,14 +312,14 @@ func (s *Engine) ListCachedAfter(prefix, after string, fn func(CachedVersion) er
 	}
 	return s.store.ScanMetaAfter("package/"+prefix, after, func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec listedRecord
-		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
+		if err := json.Unmarshal(raw, &rec); err != nil || !records.KnownSchema(rec.Schema) {
 			return nil // not ours to judge here; skip
 		}
 		cv := CachedVersion{
 			Provider:    strings.TrimSuffix(strings.TrimPrefix(key, "package/"), "/"+rec.Version),
 			Version:     rec.Version,
 			Platforms:   []CachedPlatform{},
-			HasEvidence: rec.Schema >= evidenceSchema && rec.Provenance != ProvenanceUnsigned,
+			HasEvidence: rec.Schema >= records.EvidenceSchema && rec.Provenance != records.ProvenanceUnsigned,
 			Provenance:  rec.Provenance,
 			cursor:      strings.TrimPrefix(key, "package/"),
 		}
@@ -362,23 +334,23 @@ func (s *Engine) ListCachedAfter(prefix, after string, fn func(CachedVersion) er
 	})
 }
 
-// listedRecord is the part of a PackageRecord that ListCachedAfter reads: the
+// listedRecord is the part of a records.PackageRecord that ListCachedAfter reads: the
 // documents, signatures and keys (most of a record's bytes) are skipped.
 type listedRecord struct {
-	Schema     int                      `json:"schema"`
-	Version    string                   `json:"version"`
-	Archives   map[string]ArchiveRecord `json:"archives"`
-	Provenance Provenance               `json:"provenance,omitempty"`
+	Schema     int                              `json:"schema"`
+	Version    string                           `json:"version"`
+	Archives   map[string]records.ArchiveRecord `json:"archives"`
+	Provenance records.Provenance               `json:"provenance,omitempty"`
 }
 
 // countMiss counts an archive that was not in the cache, and a join of a
-// fetch under way, and returns the source: Miss for the fetch's leader,
-// Coalesced for the others.
-func (s *Engine) countMiss(leader bool) Source {
+// fetch under way, and returns the source: records.Miss for the fetch's leader,
+// records.Coalesced for the others.
+func (s *Engine) countMiss(leader bool) records.Source {
 	s.metrics.CacheLookup("archive", false)
 	if leader {
-		return Miss
+		return records.Miss
 	}
 	s.metrics.Coalesced("archive")
-	return Coalesced
+	return records.Coalesced
 }

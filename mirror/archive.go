@@ -12,6 +12,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -22,20 +23,20 @@ const copyBufferSize = 256 << 10
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
 // archiveFor returns the verified archive record for one platform of v.
-func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl string) (ArchiveRecord, error) {
+func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl string) (records.ArchiveRecord, error) {
 	rec, _, err := s.records.packageFor(ctx, p, v, []string{pl}, nil, false)
 	if err != nil {
-		return ArchiveRecord{}, err
+		return records.ArchiveRecord{}, err
 	}
 	a, ok := rec.Archives[pl]
 	if !ok {
-		return ArchiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", ErrPlatformNotFound, p, v, pl)
+		return records.ArchiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
 	}
 	return a, nil
 }
 
 // Archive is an opened provider archive. Read it, then Close it. A cached
-// archive (Source Hit) is also an io.Seeker, see Content; an archive
+// archive (records.Source records.Hit) is also an io.Seeker, see Content; an archive
 // being downloaded is read as it arrives, except for its final
 // Config.HoldBack bytes, which Read returns only once the whole archive's
 // sha256 matched. If the download fails, Read returns its error: a reader
@@ -49,12 +50,12 @@ type Archive struct {
 	Size int64
 	// ModTime is when the archive was stored (zero unless cached).
 	ModTime time.Time
-	// Source says whether the archive was cached, or is being downloaded.
-	Source Source
+	// records.Source says whether the archive was cached, or is being downloaded.
+	Source records.Source
 
-	blob cache.BlobReader // Source Hit
+	blob cache.BlobReader // records.Source records.Hit
 
-	// Source Miss or Coalesced:
+	// records.Source records.Miss or records.Coalesced:
 	f        *fetch
 	holdBack int64
 	off      int64
@@ -67,7 +68,7 @@ type Archive struct {
 }
 
 // Content returns the archive as an io.ReadSeeker when it is cached
-// (Source Hit), for serving with Range and conditional requests; nil
+// (records.Source records.Hit), for serving with Range and conditional requests; nil
 // while it is being downloaded.
 func (a *Archive) Content() io.ReadSeeker {
 	if a.blob == nil {
@@ -157,10 +158,10 @@ func newFetcher(s *Engine) *fetcher {
 
 // join returns the fetch of a's archive under way, starting one if there is
 // none; leader reports whether this call started it. It returns nil when
-// the archive is already committed to the cache, and ErrShutDown when a
+// the archive is already committed to the cache, and records.ErrShutDown when a
 // fetch would be needed but the engine is shutting down. The caller must
 // release the fetch.
-func (fr *fetcher) join(p addrs.Provider, a ArchiveRecord) (f *fetch, leader bool, err error) {
+func (fr *fetcher) join(p addrs.Provider, a records.ArchiveRecord) (f *fetch, leader bool, err error) {
 	return fr.joinFrom(p, a, nil)
 }
 
@@ -175,7 +176,7 @@ type archiveSource struct {
 
 // joinFrom is join, with the archive read from src when this call starts
 // the fetch (nil: the origin).
-func (fr *fetcher) joinFrom(p addrs.Provider, a ArchiveRecord, src *archiveSource) (f *fetch, leader bool, err error) {
+func (fr *fetcher) joinFrom(p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (f *fetch, leader bool, err error) {
 	_, f, leader, err = fr.start(p, a, src, false)
 	return f, leader, err
 }
@@ -184,11 +185,11 @@ func (fr *fetcher) joinFrom(p addrs.Provider, a ArchiveRecord, src *archiveSourc
 // (blob) rather than only found: the reader's reference is taken under
 // fr.mu, so that the archive cannot be evicted between being found and
 // being opened. An archive evicted before is fetched again.
-func (fr *fetcher) joinOrOpen(p addrs.Provider, a ArchiveRecord) (blob cache.BlobReader, f *fetch, leader bool, err error) {
+func (fr *fetcher) joinOrOpen(p addrs.Provider, a records.ArchiveRecord) (blob cache.BlobReader, f *fetch, leader bool, err error) {
 	return fr.start(p, a, nil, true)
 }
 
-func (fr *fetcher) start(p addrs.Provider, a ArchiveRecord, src *archiveSource, open bool) (blob cache.BlobReader, f *fetch, leader bool, err error) {
+func (fr *fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *archiveSource, open bool) (blob cache.BlobReader, f *fetch, leader bool, err error) {
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.onJoin != nil {
@@ -243,7 +244,7 @@ func (fr *fetcher) remove(f *fetch) {
 // run downloads the archive on ctx, the engine's and not any client's, so
 // that no client going away cancels it, staging it in the cache as it
 // arrives. finished is called when it has ended.
-func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.Provider, a ArchiveRecord, src *archiveSource) {
+func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) {
 	defer finished()
 	fr.fetchAndCommit(ctx, f, p, a, src)
 	fr.share(ctx, f, a)
@@ -252,7 +253,7 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.P
 // fetchAndCommit downloads the archive (from src when set) and commits it
 // to the cache; by the time it returns, the fetch has left inflight and
 // its done is closed.
-func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord, src *archiveSource) {
+func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) {
 	s := fr.s
 	defer f.release()
 	// Out of inflight before done is closed: a caller that saw done and
@@ -271,7 +272,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 		// whatever they do next comes after (a caller's own output to
 		// the log's writer, a metrics read).
 		var verr *verify.Error
-		var berr *BadArchiveError
+		var berr *records.BadArchiveError
 		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
 			fr.distrustShared(a.SHA256)
 			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
@@ -326,7 +327,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 // the fetch marked verified, which releases the held-back final bytes to
 // clients; the writer is not yet committed. On failure the caller aborts
 // the writer.
-func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord, src *archiveSource) (string, error) {
+func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (string, error) {
 	s := fr.s
 	var (
 		body io.ReadCloser
@@ -343,7 +344,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a A
 	}
 	defer func() { body.Close() }() // body may be replaced below
 	if size > s.cfg.MaxArchiveBytes {
-		return "", &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed", size, s.cfg.MaxArchiveBytes)}
+		return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed", size, s.cfg.MaxArchiveBytes)}
 	}
 	w, err := s.store.NewBlobWriter(a.SHA256)
 	if err != nil {
@@ -361,7 +362,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a A
 				return "", fmt.Errorf("staging archive: %w", err)
 			}
 			if w.Written() > s.cfg.MaxArchiveBytes {
-				return "", &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
+				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
 			}
 			f.progress(w.Written())
 		}
@@ -385,7 +386,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a A
 		}
 	}
 	if size >= 0 && w.Written() != size {
-		return "", &BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("%d bytes sent, %d announced", w.Written(), size)}
+		return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("%d bytes sent, %d announced", w.Written(), size)}
 	}
 	if got := w.Sum(); got != a.SHA256 {
 		return "", &verify.Error{Reason: verify.ReasonChecksum,
@@ -412,7 +413,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a A
 // resumeFromOrigin opens the origin's archive a for a download whose
 // stream from the shared tier broke off (with cause) after from bytes,
 // and skips those bytes. Offline, there is no origin: it returns cause.
-func (fr *fetcher) resumeFromOrigin(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
+func (fr *fetcher) resumeFromOrigin(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
 	s := fr.s
 	if s.cfg.Offline {
 		return nil, cause

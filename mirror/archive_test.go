@@ -9,6 +9,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -43,7 +44,7 @@ func TestConcurrentColdDownloadsShareOneFetch(t *testing.T) {
 	release()
 	wg.Wait()
 
-	sources := map[Source]int{}
+	sources := map[records.Source]int{}
 	for i, r := range results {
 		if r.err != nil || !bytes.Equal(r.body, want) {
 			t.Fatalf("client %d: err %v, %d bytes", i, r.err, len(r.body))
@@ -53,7 +54,7 @@ func TestConcurrentColdDownloadsShareOneFetch(t *testing.T) {
 	if n := h.origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
 		t.Fatalf("origin archive fetches = %d, want exactly 1", n)
 	}
-	if sources[Miss] != 1 || sources[Coalesced] != clients-1 {
+	if sources[records.Miss] != 1 || sources[records.Coalesced] != clients-1 {
 		t.Errorf("sources %v, want one miss and %d coalesced", sources, clients-1)
 	}
 }
@@ -73,7 +74,7 @@ func TestReaderHonoursItsContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer a.Close()
-	if a.Source != Miss || a.Content() != nil {
+	if a.Source != records.Miss || a.Content() != nil {
 		t.Fatalf("source %v, seekable %v; want a miss being streamed", a.Source, a.Content() != nil)
 	}
 	// Read what has arrived (the origin holds the second half back); the
@@ -140,17 +141,17 @@ func TestEnsureArchive(t *testing.T) {
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	p, v, pl := h.provider(), mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64")
 	src, err := h.engine.EnsureArchive(t.Context(), p, v, pl)
-	if err != nil || src != Miss {
+	if err != nil || src != records.Miss {
 		t.Fatalf("first EnsureArchive: %v, %v; want a miss", src, err)
 	}
 	if _, err := h.store.StatBlob(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")); err != nil {
 		t.Fatalf("archive not cached when EnsureArchive returned: %v", err)
 	}
-	if src, err := h.engine.EnsureArchive(t.Context(), p, v, pl); err != nil || src != Hit {
+	if src, err := h.engine.EnsureArchive(t.Context(), p, v, pl); err != nil || src != records.Hit {
 		t.Fatalf("second EnsureArchive: %v, %v; want a hit", src, err)
 	}
 	r := h.read(t.Context(), "1.0.0", "linux_amd64")
-	if r.err != nil || r.source != Hit || !bytes.Equal(r.body, h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
+	if r.err != nil || r.source != records.Hit || !bytes.Equal(r.body, h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
 		t.Fatalf("reading the ensured archive: %v, source %v", r.err, r.source)
 	}
 
@@ -158,7 +159,7 @@ func TestEnsureArchive(t *testing.T) {
 	if _, err := h.engine.EnsureArchive(t.Context(), p, v, mustPlatform(t, "windows_amd64")); !errors.Is(err, verify.ErrIntegrity) {
 		t.Fatalf("EnsureArchive of a tampered archive: %v, want an integrity error", err)
 	}
-	if _, err := h.engine.EnsureArchive(t.Context(), p, v, mustPlatform(t, "plan9_mips")); !errors.Is(err, ErrPlatformNotFound) {
+	if _, err := h.engine.EnsureArchive(t.Context(), p, v, mustPlatform(t, "plan9_mips")); !errors.Is(err, records.ErrPlatformNotFound) {
 		t.Fatalf("EnsureArchive of a platform the version lacks: %v, want ErrPlatformNotFound", err)
 	}
 }

@@ -4,8 +4,8 @@
 // or an import. Each immutable thing is fetched once however many callers
 // ask, on the engine's own context, and committed only when every check
 // passed; what it verified never changes afterwards. It owns the stored
-// records and their keys, and the mirror's own errors (ErrVersionNotFound,
-// ErrOffline, ...).
+// records and their keys, and the mirror's own errors (records.ErrVersionNotFound,
+// records.ErrOffline, ...).
 //
 // Its API takes a context and returns data or typed errors. It does not
 // speak HTTP (package proxy does), speak to origins (package discovery
@@ -13,8 +13,13 @@
 // checks (package verify does), or decide what the cache keeps (package
 // retention does, through Held's listings, removals and a Notifier).
 //
-// Engine composes its parts, each handed out for its callers: the
-// module side (Modules), exports and imports (AirGap), the check of the
-// whole cache (CacheChecker) and what retention reads and removes (Held).
+// Engine composes its parts, each a package below it given what it uses
+// of the engine through a small interface it declares, and hands them out
+// for its callers: the module side (Modules, mirror/modules), exports and
+// imports (AirGap, verified by mirror/imports), the check of the whole
+// cache (CacheChecker, mirror/cachecheck) and what retention reads and
+// removes (Held, on mirror/held); it asks the package policy's gate
+// (mirror/gate: SetPolicy, the release times) and the withholding of
+// unsigned imports (mirror/withhold) on every answer.
 // How it works: docs/how-it-works.md.
 package mirror

@@ -20,6 +20,12 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/gate"
+	"github.com/tfmirror/tfmirror/mirror/held"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -27,7 +33,7 @@ import (
 // source hosts: providers and modules. *discovery.Client implements it.
 type Origin interface {
 	ProviderOrigin
-	ModuleOrigin
+	modules.Origin
 }
 
 // ProviderOrigin is what the engine needs from origin registries for
@@ -66,7 +72,7 @@ type Metrics interface {
 	CacheLookup(kind string, hit bool)
 	// StaleServed records a cached answer served because the origin failed.
 	StaleServed(kind string)
-	// Coalesced records a request that joined an origin fetch already under way.
+	// records.Coalesced records a request that joined an origin fetch already under way.
 	Coalesced(kind string)
 	// VerificationFailed records a package refused for reason (a verify.Reason).
 	VerificationFailed(reason string)
@@ -74,9 +80,9 @@ type Metrics interface {
 	ArchiveFetchStarted() (done func())
 	// CacheWriteFailed records data that could not be stored.
 	CacheWriteFailed()
-	ModuleMetrics
-	CacheCheckMetrics
-	PolicyMetrics
+	modules.Metrics
+	cachecheck.Metrics
+	gate.Metrics
 }
 
 // Config configures an Engine. Zero values take the documented defaults.
@@ -123,7 +129,7 @@ type Config struct {
 	Now func() time.Time
 	// Offline seals the mirror: no origin is ever contacted, cached
 	// version lists are served however old, and whatever is not cached
-	// fails with ErrOffline. Default false.
+	// fails with records.ErrOffline. Default false.
 	Offline bool
 	// Shared is the tier shared with other replicas, consulted on a cache
 	// miss before the origin and given what was verified (see SharedTier).
@@ -143,7 +149,7 @@ type Config struct {
 	// ModuleSourceCredentials are the credentials module packages may be
 	// fetched with, each tied to the origins whose modules may use it.
 	// Default nil: every source is fetched anonymously.
-	ModuleSourceCredentials ModuleSourceCredentials
+	ModuleSourceCredentials modules.SourceCredentials
 	// CheckEvery is how often VerifyCache checks the whole cache in the
 	// background; 0: never (only when asked).
 	CheckEvery time.Duration
@@ -157,12 +163,12 @@ type Config struct {
 type Engine struct {
 	cfg     Config
 	allowed map[svchost.Hostname]bool
-	// withholding keeps unsigned imports in their lane (see unsigned.go).
-	withholding *withholding
+	// withholding keeps unsigned imports in their lane (mirror/withhold).
+	withholding *withhold.Withholding
 	platforms   map[string]bool  // nil = all
 	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
 	records     *providerRecords // provider version lists and package records
-	modules     *Modules         // the module side, on the Origin given to New
+	modules     *modules.Modules // the module side, on the Origin given to New
 	airGap      *AirGap          // exports and imports of provider versions
 	held        *Held            // the listings and removals retention uses
 	store       Store
@@ -179,8 +185,7 @@ type Engine struct {
 	archives *fetcher
 	memo     *metaMemo      // decoded version lists and package metadata
 	shared   *sharedRecords // the shared tier's records and leases
-	releases *releaseTimes  // when versions were released (release.go)
-	policy   *policyGate    // the package policy (policy.go)
+	gate     *gate.Gate     // the package policy and release times
 
 	// root is the engine's lifetime, not any caller's: the parent of the
 	// contexts that origin fetches and archive downloads run on. Shutdown
@@ -192,7 +197,7 @@ type Engine struct {
 	notify notifier
 	// checker checks the whole cache again (VerifyCache); Shutdown and
 	// Close end its checks first: they serve no client.
-	checker *CacheChecker
+	checker *cachecheck.Checker
 }
 
 // New validates cfg and returns an Engine using origin (for providers
@@ -233,10 +238,16 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		}
 	}
 	slices.Sort(s.cfg.AllowedOrigins)
-	s.withholding = &withholding{e: s, cfg: &s.cfg, allowed: s.allowed, store: store}
-	if err := s.withholding.setUnsignedHosts(cfg.UnsignedHosts); err != nil {
+	if s.log == nil {
+		s.log = slog.New(slog.DiscardHandler)
+		s.cfg.Logger = s.log
+	}
+	w, err := withhold.New(withhold.Config{AllowedOrigins: s.cfg.AllowedOrigins, UnsignedHosts: cfg.UnsignedHosts,
+		Offline: cfg.Offline, Logger: s.log}, withholdEngine{s}, store)
+	if err != nil {
 		return nil, err
 	}
+	s.withholding, s.cfg.UnsignedHosts = w, w.UnsignedHosts()
 	s.cfg.Platforms = nil
 	if len(cfg.Platforms) > 0 {
 		s.platforms = make(map[string]bool)
@@ -286,10 +297,6 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.cfg.Now == nil {
 		s.cfg.Now = time.Now
 	}
-	if s.log == nil {
-		s.log = slog.New(slog.DiscardHandler)
-		s.cfg.Logger = s.log
-	}
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
@@ -297,8 +304,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.origin = offlineOrigin{}
 	}
 	s.origin = localGuard{s: s, next: s.origin}
-	err := store.ScanMeta(importedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
-		if host, err := svchost.ForComparison(strings.TrimPrefix(key, importedHostPrefix)); err == nil {
+	err = store.ScanMeta(records.ImportedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
+		if host, err := svchost.ForComparison(strings.TrimPrefix(key, records.ImportedHostPrefix)); err == nil {
 			s.importedHosts[host] = true
 		}
 		return nil
@@ -306,31 +313,50 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if err != nil {
 		return nil, fmt.Errorf("mirror: reading the hosts of imported providers: %w", err)
 	}
-	if err := s.withholding.findWithheld(); err != nil {
+	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
 	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
-	s.releases = newReleaseTimes(s)
-	s.policy = &policyGate{e: s}
 	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, gateEngine{s}, s.origin, store, s.metrics); err != nil {
+		return nil, err
+	}
 	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
-	s.modules = &Modules{e: s, cfg: &s.cfg, origin: origin, allowed: s.allowed, store: store, log: s.log, metrics: s.metrics}
-	s.held = &Held{e: s, cfg: &s.cfg, store: store, memo: s.memo}
-	s.airGap = &AirGap{e: s, cfg: &s.cfg, store: store, log: s.log, metrics: s.metrics}
-	s.checker = newCacheChecker(&s.cfg, store, s.metrics, s.records.verifyCached)
+	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
+		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
+	if s.cfg.Shared != nil {
+		mcfg.Shared = s.cfg.Shared
+	}
+	mcfg.SharedPoll.Min, mcfg.SharedPoll.Max = sharedPollMin, sharedPollMax
+	if s.modules, err = modules.New(mcfg, machinery{s}, origin, store, s.metrics); err != nil {
+		return nil, err
+	}
+	h, err := held.New(heldEngine{s}, store)
+	if err != nil {
+		return nil, err
+	}
+	s.held = &Held{Held: h, e: s}
+	if s.airGap, err = newAirGap(s); err != nil {
+		return nil, err
+	}
+	s.checker, err = cachecheck.New(cachecheck.Config{CheckEvery: s.cfg.CheckEvery, Now: s.cfg.Now, Logger: s.log,
+		VerifyCached: s.records.verifyCached}, store, s.metrics)
+	if err != nil {
+		return nil, err
+	}
 	return s, nil
 }
 
 // Modules returns the engine's registry-module side.
-func (s *Engine) Modules() *Modules { return s.modules }
+func (s *Engine) Modules() *modules.Modules { return s.modules }
 
 // AirGap returns the engine's side of exports and imports of provider
 // versions.
 func (s *Engine) AirGap() *AirGap { return s.airGap }
 
 // CacheChecker returns the engine's check of the whole cache.
-func (s *Engine) CacheChecker() *CacheChecker { return s.checker }
+func (s *Engine) CacheChecker() *cachecheck.Checker { return s.checker }
 
 // Held returns what the engine tells retention of the versions it holds.
 func (s *Engine) Held() *Held { return s.held }
@@ -377,13 +403,13 @@ func (s *Engine) local(host svchost.Hostname) bool {
 func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 
 // Shutdown stops the engine: it starts no more work (new calls that would
-// need the origin fail with ErrShutDown), lets the fetches and downloads
+// need the origin fail with records.ErrShutDown), lets the fetches and downloads
 // under way finish until ctx is done, then cancels those still running
 // and waits for them to end. When it returns, the engine no longer uses
 // the store, which may then be closed. It returns ctx's error when work
 // had to be cancelled.
 func (s *Engine) Shutdown(ctx context.Context) error {
-	s.checker.endChecks()
+	s.checker.Stop()
 	s.work.close()
 	err := s.work.wait(ctx)
 	s.cancel()
@@ -396,7 +422,7 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 
 // Close is Shutdown without a grace period: work under way is cancelled.
 func (s *Engine) Close() error {
-	s.checker.endChecks()
+	s.checker.Stop()
 	s.work.close()
 	s.cancel()
 	return s.work.wait(context.Background())
@@ -413,11 +439,11 @@ func (s *Engine) wanted(pl string) bool {
 // detached returns a context for work done on behalf of every caller that
 // waits for it: it does not end when the caller that started it goes away,
 // only at its timeout or when the engine shuts down. done must be called
-// when the work ends. It fails with ErrShutDown once Shutdown or Close was
+// when the work ends. It fails with records.ErrShutDown once Shutdown or Close was
 // called.
 func (s *Engine) detached(timeout time.Duration) (ctx context.Context, done func(), err error) {
 	if !s.work.add() {
-		return nil, nil, ErrShutDown
+		return nil, nil, records.ErrShutDown
 	}
 	ctx, cancel := context.WithTimeout(s.root, timeout)
 	return ctx, func() { cancel(); s.work.done() }, nil

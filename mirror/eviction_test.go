@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 )
 
 // readAll reads every given version of the test provider for linux_amd64
@@ -79,7 +80,7 @@ func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 		zipped := zipOfSize(t, "thing", 1024, uint64(i))
 		sum := sha256.Sum256(zipped)
 		shas[vs] = hex.EncodeToString(sum[:])
-		in := Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []ImportedPackage{{
+		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil

@@ -8,13 +8,12 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -23,100 +22,20 @@ import (
 // origin's package metadata with its own URLs, and the SHA256SUMS
 // documents and signatures themselves), and what an export re-verifies.
 
-// Evidence is what the origin gave for one verified version and the
-// platforms asked for, byte for byte: the SHA256SUMS documents with their
-// signatures and signing keys, and each platform's package metadata. Its
-// slices are shared and must not be modified.
-type Evidence struct {
-	// Provider and Version (canonical) are the version's.
-	Provider addrs.Provider
-	Version  string
-	// Documents are the version's SHA256SUMS documents that verified;
-	// a Platform refers to its own by index (usually all to the only one).
-	Documents []SumsDocument
-	// Platforms are the verified packages of the platforms asked for that
-	// have one, in the order asked.
-	Platforms []PlatformEvidence
-	// VerifiedAt is when the record was last verified and stored.
-	VerifiedAt time.Time
-	// Stale says the version list that named the version's platforms was
-	// served from the cache because the origin failed.
-	Stale bool
-	// Provenance says whether the version came from the origin or an
-	// import.
-	Provenance Provenance
-}
-
-// PlatformEvidence is the origin's package metadata of one platform, as
-// its package response gave it (URLs made absolute), and the sha256 the
-// mirror verified.
-type PlatformEvidence struct {
-	Platform  string // os_arch
-	Protocols []string
-	OS, Arch  string
-	Filename  string
-	// DownloadURL is the origin's download_url.
-	DownloadURL string
-	// Shasum is the origin's shasum as it wrote it; SHA256 is the same
-	// checksum as SHA256SUMS states it (lowercase hex), the archive's.
-	Shasum string
-	SHA256 string
-	// Packages is the origin's "packages", as it gave them (nil: none).
-	Packages map[string]registryjson.PackageHashes
-	// Document is the index in Evidence.Documents of the SHA256SUMS
-	// document (with its signature and keys) that verified this package;
-	// -1 for a package imported without signature (see Stored).
-	Document int
-}
-
-// Platform returns the evidence of platform pl (os_arch), if e has it.
-func (e *Evidence) Platform(pl string) (PlatformEvidence, bool) {
-	for _, pe := range e.Platforms {
-		if pe.Platform == pl {
-			return pe, true
-		}
-	}
-	return PlatformEvidence{}, false
-}
-
-// Package returns the origin's package response for platform pl as the
-// origin gave it, with the origin's absolute URLs: a provider-registry
-// front door replaces DownloadURL, SHASumsURL and SHASumsSignatureURL with
-// its own and serves the rest unchanged. The result shares slices with e.
-func (e *Evidence) Package(pl string) (registryjson.Package, bool) {
-	pe, ok := e.Platform(pl)
-	if !ok {
-		return registryjson.Package{}, false
-	}
-	doc := e.Documents[pe.Document]
-	return registryjson.Package{
-		Protocols:           pe.Protocols,
-		OS:                  pe.OS,
-		Arch:                pe.Arch,
-		Filename:            pe.Filename,
-		DownloadURL:         pe.DownloadURL,
-		SHASumsURL:          doc.URL,
-		SHASumsSignatureURL: doc.SignatureURL,
-		SHASum:              pe.Shasum,
-		SigningKeys:         registryjson.SigningKeys{GPGPublicKeys: doc.SigningKeys},
-		Packages:            pe.Packages,
-	}, true
-}
-
-// Evidence returns the origin's evidence for version v of p and platforms
+// records.Evidence returns the origin's evidence for version v of p and platforms
 // (nil: every platform the version list offers; platforms not served,
 // see Config.Platforms, are left out), fetching and verifying what the
 // cache lacks, as Package does: it returns only what the mirror verified.
 // Package metadata cached by an earlier release, which kept no evidence,
 // is fetched and verified again; when that fails the error says why (for
-// a sealed mirror it wraps both ErrOffline and ErrNoEvidence). Before a
+// a sealed mirror it wraps both records.ErrOffline and records.ErrNoEvidence). Before a
 // record's evidence is handed out the first time after it was read from
 // the cache, every stored signature is checked again over the stored
 // SHA256SUMS bytes, and every platform's shasum against its line (see
 // checkEvidence): a record that fails is dropped from the cache, so that
 // the next call fetches it anew, and the call fails with the
 // *verify.Error. Errors: those of Package, and verify.ErrIntegrity.
-func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Evidence, error) {
+func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error) {
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
@@ -124,7 +43,7 @@ func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Vers
 	if err != nil {
 		return nil, err
 	}
-	if err := s.policy.checkProvider(ctx, p, v); err != nil {
+	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)
@@ -135,33 +54,14 @@ func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Vers
 	if err := s.records.checkEvidence(p, v, rec); err != nil {
 		return nil, err
 	}
-	ev := evidenceOf(p, rec, need)
+	ev := records.EvidenceOf(p, rec, need)
 	ev.Stale = st.stale
 	return ev, nil
 }
 
-// evidenceOf returns the evidence in rec of the platforms in need.
-func evidenceOf(p addrs.Provider, rec *PackageRecord, need []string) *Evidence {
-	ev := &Evidence{Provider: p, Version: rec.Version, Documents: rec.Documents,
-		Platforms: make([]PlatformEvidence, 0, len(need)), VerifiedAt: rec.VerifiedAt, Provenance: rec.Provenance}
-	for _, pl := range need {
-		a, ok := rec.Archives[pl]
-		if !ok {
-			continue
-		}
-		pe := PlatformEvidence{Platform: pl, Filename: a.Filename, DownloadURL: a.URL, SHA256: a.SHA256, Document: -1}
-		if e := a.Evidence; e != nil {
-			pe.Protocols, pe.OS, pe.Arch, pe.Shasum, pe.Document = e.Protocols, e.OS, e.Arch, e.Shasum, e.Document
-			pe.Packages = e.Packages
-		}
-		ev.Platforms = append(ev.Platforms, pe)
-	}
-	return ev
-}
-
 // platformsFor returns the names of platforms (nil: every platform entry
 // offers) that the engine serves.
-func (s *providerRecords) platformsFor(entry VersionEntry, platforms []addrs.Platform) []string {
+func (s *providerRecords) platformsFor(entry records.VersionEntry, platforms []addrs.Platform) []string {
 	var need []string
 	if platforms == nil {
 		for _, pl := range entry.Platforms {
@@ -190,14 +90,14 @@ func (s *providerRecords) platformsFor(entry VersionEntry, platforms []addrs.Pla
 // ctx bounds the reading of the archive.
 //
 // Errors: a *verify.Error (verify.ErrIntegrity) when a check fails;
-// ErrNotCached when the cache has no package metadata of v, none for pl,
-// or not its archive; ErrNoEvidence when the metadata was cached by an
+// records.ErrNotCached when the cache has no package metadata of v, none for pl,
+// or not its archive; records.ErrNoEvidence when the metadata was cached by an
 // earlier release without evidence (fetching the version again, with
-// Package or Evidence, stores it); ErrShutDown. It checks what is cached
+// Package or records.Evidence, stores it); records.ErrShutDown. It checks what is cached
 // whatever its origin, allowed now or not.
 func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
 	if !s.e.work.add() {
-		return ErrShutDown
+		return records.ErrShutDown
 	}
 	defer s.e.work.done()
 	// Reading a large archive must not hold up Shutdown past its deadline.
@@ -207,41 +107,41 @@ func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v 
 
 	rec, ok := s.cachedPackage(p, v)
 	if !ok {
-		return fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
+		return fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
 	}
-	if rec.Provenance == ProvenanceUnsigned {
-		return fmt.Errorf("%w: %s %s was %s", ErrNoEvidence, p, v, ProvenanceUnsigned)
+	if rec.Provenance == records.ProvenanceUnsigned {
+		return fmt.Errorf("%w: %s %s was %s", records.ErrNoEvidence, p, v, records.ProvenanceUnsigned)
 	}
-	if !rec.hasEvidence() {
-		return fmt.Errorf("%w: %s %s", ErrNoEvidence, p, v)
+	if !rec.HasEvidence() {
+		return fmt.Errorf("%w: %s %s", records.ErrNoEvidence, p, v)
 	}
 	a, ok := rec.Archives[pl.String()]
 	if !ok {
-		return fmt.Errorf("%w: package metadata of %s %s for %s", ErrNotCached, p, v, pl)
+		return fmt.Errorf("%w: package metadata of %s %s for %s", records.ErrNotCached, p, v, pl)
 	}
 	if a.Evidence == nil || a.Evidence.Document < 0 || a.Evidence.Document >= len(rec.Documents) {
 		return &verify.Error{Reason: verify.ReasonMissingChecksum,
 			Detail: fmt.Sprintf("the stored record of %s %s %s refers to no stored SHA256SUMS document", p, v, pl)}
 	}
 	doc := rec.Documents[a.Evidence.Document]
-	if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+	if err := verify.CheckSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
 		return err
 	}
 	sums, err := verify.ParseSHA256SUMS(doc.Content)
 	if err != nil {
 		return err
 	}
-	rel, err := releaseOf(p.Type, v, sums)
+	rel, err := records.ReleaseOf(p.Type, v, sums)
 	if err != nil {
 		return err
 	}
-	if err := checkStoredNames(rel, pl.String(), a); err != nil {
+	if err := records.CheckStoredNames(rel, pl.String(), a); err != nil {
 		return err
 	}
 
 	blob, err := s.store.OpenBlob(a.SHA256)
 	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("%w: archive %s", ErrNotCached, a.Filename)
+		return fmt.Errorf("%w: archive %s", records.ErrNotCached, a.Filename)
 	}
 	if err != nil {
 		return fmt.Errorf("opening cached archive %s: %w", a.Filename, err)
@@ -297,66 +197,21 @@ func readSHA256(ctx context.Context, r io.Reader) (string, error) {
 // shared in memory, so a record is checked once per reading from the
 // cache. A record that fails is deleted from the cache (it is fetched and
 // verified anew on the next call) and the *verify.Error returned.
-func (s *providerRecords) checkEvidence(p addrs.Provider, v versions.Version, rec *PackageRecord) error {
-	if rec.evidenceChecked.Load() {
+func (s *providerRecords) checkEvidence(p addrs.Provider, v versions.Version, rec *records.PackageRecord) error {
+	if rec.EvidenceChecked() {
 		return nil
 	}
-	err := rec.verifyEvidence(p.Type, v)
+	err := rec.VerifyEvidence(p.Type, v)
 	if err == nil {
-		rec.evidenceChecked.Store(true)
+		rec.MarkEvidenceChecked()
 		return nil
 	}
-	reason := reasonOf(err)
+	reason := records.ReasonOf(err)
 	s.metrics.VerificationFailed(reason)
-	key := packageKey(p, v)
+	key := records.PackageKey(p, v)
 	derr := s.store.DeleteMeta(key)
 	s.memo.forget(key)
 	s.log.Error("cached evidence failed verification; dropped the record to fetch it again",
 		"provider", p.String(), "version", v.String(), "reason", reason, "error", err, "drop_error", derr)
 	return fmt.Errorf("%s %s: cached evidence: %w", p, v, err)
-}
-
-// reasonOf is the verification failure reason of err, for metrics and
-// logs: its *verify.Error's, or "unknown".
-func reasonOf(err error) string {
-	var verr *verify.Error
-	if errors.As(err, &verr) {
-		return string(verr.Reason)
-	}
-	return "unknown"
-}
-
-// verifyEvidence is checkEvidence's check, without remembering, of rec
-// as the record of version v of a provider of type typ: each document's
-// signature, that it is the release's (releaseOf), and each archive's
-// names and sha256 against it (checkStoredNames) and its "packages".
-func (rec *PackageRecord) verifyEvidence(typ string, v versions.Version) error {
-	rels := make([]releaseLines, len(rec.Documents))
-	for i, doc := range rec.Documents {
-		if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
-			return err
-		}
-		parsed, err := verify.ParseSHA256SUMS(doc.Content)
-		if err != nil {
-			return err
-		}
-		if rels[i], err = releaseOf(typ, v, parsed); err != nil {
-			return err
-		}
-	}
-	for _, pl := range sortedKeys(rec.Archives) {
-		a := rec.Archives[pl]
-		if a.Evidence == nil || a.Evidence.Document < 0 || a.Evidence.Document >= len(rels) {
-			return &verify.Error{Reason: verify.ReasonMissingChecksum,
-				Detail: fmt.Sprintf("the stored record of %s refers to no stored SHA256SUMS document", pl)}
-		}
-		rel := rels[a.Evidence.Document]
-		if err := checkStoredNames(rel, pl, a); err != nil {
-			return err
-		}
-		if err := checkPackageHashes(a.Evidence.Packages, a.Filename, rel, nil); err != nil {
-			return err
-		}
-	}
-	return nil
 }

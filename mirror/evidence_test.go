@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -66,7 +67,7 @@ func originPackage(t *testing.T, o *fakeorigin.Origin, version, pl string) regis
 
 // The engine keeps, for a version it verified, the origin's SHA256SUMS and
 // signature byte for byte and its package metadata as given, on disk:
-// after a restart, with the origin down, Evidence still returns them, and
+// after a restart, with the origin down, records.Evidence still returns them, and
 // each platform's package response is rebuilt exactly as the origin sent
 // it. The version list keeps the protocols.
 func TestEvidenceKeptAsTheOriginGaveIt(t *testing.T) {
@@ -216,7 +217,7 @@ func TestEvidenceOfSeveralDocuments(t *testing.T) {
 		if wantURL != (pl == "windows_amd64") || pkg.SHASumsURL != doc.URL || !reflect.DeepEqual(doc.SigningKeys, wantKeys) {
 			t.Errorf("%s refers to document %d (%s, keys %+v)", pl, pe.Document, doc.URL, doc.SigningKeys)
 		}
-		if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+		if err := verify.CheckSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
 			t.Errorf("%s document: %v", pl, err)
 		}
 		if _, err := h.engine.EnsureArchive(t.Context(), h.provider(), mustVersion(t, "1.0.0"), mustPlatform(t, pl)); err != nil {
@@ -261,14 +262,14 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 	if _, err := h.packages("1.0.0"); err != nil { // windows_amd64: metadata only
 		t.Fatal(err)
 	}
-	key := packageKey(h.provider(), v)
-	var stored PackageRecord
+	key := records.PackageKey(h.provider(), v)
+	var stored records.PackageRecord
 	if _, err := h.store.GetMeta(key, &stored); err != nil {
 		t.Fatal(err)
 	}
 	// tamper stores a changed copy of the record for the duration of a case.
-	tamper := func(t *testing.T, change func(rec *PackageRecord)) {
-		var rec PackageRecord
+	tamper := func(t *testing.T, change func(rec *records.PackageRecord)) {
+		var rec records.PackageRecord
 		if _, err := h.store.GetMeta(key, &rec); err != nil {
 			t.Fatal(err)
 		}
@@ -289,7 +290,7 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 		name     string
 		platform string
 		version  string
-		change   func(rec *PackageRecord)
+		change   func(rec *records.PackageRecord)
 		swap     bool // open darwin_arm64's archive for linux_amd64's
 		reason   verify.Reason
 		is       error // when not a *verify.Error
@@ -297,22 +298,22 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 		{name: "intact", platform: "linux_amd64"},
 		{name: "intact other platform", platform: "darwin_arm64"},
 		{name: "tampered SHA256SUMS byte", platform: "linux_amd64", reason: verify.ReasonSignature,
-			change: func(rec *PackageRecord) {
+			change: func(rec *records.PackageRecord) {
 				doc := &rec.Documents[rec.Archives["linux_amd64"].Evidence.Document]
 				doc.Content = flip(doc.Content, len(doc.Content)/2)
 			}},
 		{name: "tampered signature", platform: "linux_amd64", reason: verify.ReasonSignature,
-			change: func(rec *PackageRecord) {
+			change: func(rec *records.PackageRecord) {
 				doc := &rec.Documents[rec.Archives["linux_amd64"].Evidence.Document]
 				doc.Signature = flip(doc.Signature, len(doc.Signature)-8)
 			}},
 		{name: "signing key replaced", platform: "linux_amd64", reason: verify.ReasonSignature,
-			change: func(rec *PackageRecord) {
+			change: func(rec *records.PackageRecord) {
 				doc := &rec.Documents[rec.Archives["linux_amd64"].Evidence.Document]
 				doc.SigningKeys = []registryjson.GPGPublicKey{{ASCIIArmor: "not a key"}}
 			}},
 		{name: "shasum not the signed line", platform: "linux_amd64", reason: verify.ReasonChecksum,
-			change: func(rec *PackageRecord) {
+			change: func(rec *records.PackageRecord) {
 				a := rec.Archives["linux_amd64"]
 				ev := *a.Evidence
 				ev.Shasum = strings.Repeat("0", 64)
@@ -320,11 +321,11 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 				rec.Archives["linux_amd64"] = a
 			}},
 		{name: "archive bytes differ", platform: "linux_amd64", swap: true, reason: verify.ReasonChecksum},
-		{name: "archive not cached", platform: "windows_amd64", is: ErrNotCached},
-		{name: "platform not cached", platform: "freebsd_amd64", is: ErrNotCached},
-		{name: "version not cached", platform: "linux_amd64", version: "9.9.9", is: ErrNotCached},
-		{name: "no evidence", platform: "linux_amd64", is: ErrNoEvidence,
-			change: func(rec *PackageRecord) { rec.Schema = 1 }},
+		{name: "archive not cached", platform: "windows_amd64", is: records.ErrNotCached},
+		{name: "platform not cached", platform: "freebsd_amd64", is: records.ErrNotCached},
+		{name: "version not cached", platform: "linux_amd64", version: "9.9.9", is: records.ErrNotCached},
+		{name: "no evidence", platform: "linux_amd64", is: records.ErrNoEvidence,
+			change: func(rec *records.PackageRecord) { rec.Schema = 1 }},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -375,26 +376,26 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 
 // A changed byte in a cached SHA256SUMS document or signature, or a
 // cached "packages" zh: hash that is not its signed line, is never
-// handed out as evidence: Evidence fails with an integrity error, drops
+// handed out as evidence: records.Evidence fails with an integrity error, drops
 // the record, and the next call fetches and verifies it anew.
 func TestEvidenceRefusesTamperedCache(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		name   string
-		change func(rec *PackageRecord)
+		change func(rec *records.PackageRecord)
 	}{
-		{"SHA256SUMS first byte", func(rec *PackageRecord) { rec.Documents[0].Content = flip(rec.Documents[0].Content, 0) }},
-		{"SHA256SUMS middle byte", func(rec *PackageRecord) {
+		{"SHA256SUMS first byte", func(rec *records.PackageRecord) { rec.Documents[0].Content = flip(rec.Documents[0].Content, 0) }},
+		{"SHA256SUMS middle byte", func(rec *records.PackageRecord) {
 			rec.Documents[0].Content = flip(rec.Documents[0].Content, len(rec.Documents[0].Content)/2)
 		}},
-		{"SHA256SUMS last byte", func(rec *PackageRecord) {
+		{"SHA256SUMS last byte", func(rec *records.PackageRecord) {
 			rec.Documents[0].Content = flip(rec.Documents[0].Content, len(rec.Documents[0].Content)-1)
 		}},
-		{"signature byte", func(rec *PackageRecord) {
+		{"signature byte", func(rec *records.PackageRecord) {
 			rec.Documents[0].Signature = flip(rec.Documents[0].Signature, len(rec.Documents[0].Signature)-8)
 		}},
-		{"signature first byte", func(rec *PackageRecord) { rec.Documents[0].Signature = flip(rec.Documents[0].Signature, 0) }},
-		{"packages zh of another platform", func(rec *PackageRecord) {
+		{"signature first byte", func(rec *records.PackageRecord) { rec.Documents[0].Signature = flip(rec.Documents[0].Signature, 0) }},
+		{"packages zh of another platform", func(rec *records.PackageRecord) {
 			rec.Archives["linux_amd64"].Evidence.Packages["windows_amd64"] = registryjson.PackageHashes{
 				Hashes: []string{"zh:" + strings.Repeat("ab", 32)}, PackageSize: 1}
 		}},
@@ -411,8 +412,8 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 			}
 			want := intact.Documents[0]
 
-			key := packageKey(h.provider(), v)
-			var rec PackageRecord
+			key := records.PackageKey(h.provider(), v)
+			var rec records.PackageRecord
 			if _, err := h.store.GetMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}
@@ -427,7 +428,7 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 			if !errors.Is(err, verify.ErrIntegrity) {
 				t.Fatalf("Evidence of a tampered record: %v; want an integrity error", err)
 			}
-			if _, err := h.store.GetMeta(key, &PackageRecord{}); !errors.Is(err, cache.ErrNotFound) {
+			if _, err := h.store.GetMeta(key, &records.PackageRecord{}); !errors.Is(err, cache.ErrNotFound) {
 				t.Fatalf("the tampered record is still cached: %v", err)
 			}
 			ev, err = h.engine.Evidence(t.Context(), h.provider(), v, pls)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -84,7 +85,7 @@ func TestArchiveEvictedBetweenLookupAndOpen(t *testing.T) {
 	if r.err != nil || !bytes.Equal(r.body, want) {
 		t.Fatalf("archive evicted between lookup and open: err %v, %d bytes", r.err, len(r.body))
 	}
-	if r.source != Miss {
+	if r.source != records.Miss {
 		t.Errorf("source %v, want a miss (fetched again)", r.source)
 	}
 	if n := h.origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 2 {
@@ -99,7 +100,7 @@ func TestArchiveTooLargeIsAnOriginFault(t *testing.T) {
 	h := newHarness(t, harnessOptions{cfg: Config{MaxArchiveBytes: 100}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	_, err := h.engine.EnsureArchive(context.Background(), h.provider(), mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64"))
-	var bad *BadArchiveError
+	var bad *records.BadArchiveError
 	if !errors.As(err, &bad) {
 		t.Fatalf("EnsureArchive of an archive over the limit: %v (%T), want a *BadArchiveError", err, err)
 	}

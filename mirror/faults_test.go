@@ -13,6 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // countingMetrics counts cache write failures; the rest is discarded.
@@ -102,7 +103,7 @@ func TestDiskFullStillServes(t *testing.T) {
 		t.Errorf("origin archive fetches = %d, want 2", n)
 	}
 	r = h.read(t.Context(), version, pl)
-	if r.source != Hit || !bytes.Equal(r.body, want) {
+	if r.source != records.Hit || !bytes.Equal(r.body, want) {
 		t.Errorf("third request: source %v, correct bytes %v", r.source, bytes.Equal(r.body, want))
 	}
 }
@@ -147,7 +148,7 @@ func TestCacheSizeLimitEvicts(t *testing.T) {
 	}
 	// An evicted archive is fetched again, correctly.
 	want := h.origin.Archive(ns, typ, version, first)
-	if r := h.read(t.Context(), version, first); r.err != nil || !bytes.Equal(r.body, want) || r.source != Miss {
+	if r := h.read(t.Context(), version, first); r.err != nil || !bytes.Equal(r.body, want) || r.source != records.Miss {
 		t.Fatalf("evicted archive: err %v source %v", r.err, r.source)
 	}
 	if n := h.origin.ArchiveHits(ns, typ, version, first); n != 2 {

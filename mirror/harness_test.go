@@ -14,6 +14,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // originHost is the provider host the tests use; its name resolves, for
@@ -123,7 +124,7 @@ func mustPlatform(t *testing.T, s string) addrs.Platform {
 type archive struct {
 	opened bool // OpenArchive succeeded
 	body   []byte
-	source Source
+	source records.Source
 	err    error // opening or reading failed
 }
 

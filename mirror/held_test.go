@@ -12,6 +12,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/held"
 )
 
 // notifications records what a Notifier is told, in order.
@@ -116,7 +117,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	scan := func() []string {
 		t.Helper()
 		var got []string
-		if err := h.engine.Held().ScanVersions(func(v HeldVersion) {
+		if err := h.engine.Held().ScanVersions(func(v held.Record) {
 			got = append(got, fmt.Sprintf("%s %s %s %v %v", v.Kind, v.Address, v.Raw, v.Archives, v.Refetch))
 		}); err != nil {
 			t.Fatal(err)

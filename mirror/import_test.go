@@ -12,16 +12,18 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// importedFrom makes an Imported from the evidence ev, each archive's
+// importedFrom makes an imports.Imported from the evidence ev, each archive's
 // bytes given by body.
-func importedFrom(ev *Evidence, body func(pl string) []byte) Imported {
-	in := Imported{Provider: ev.Provider, Documents: ev.Documents}
+func importedFrom(ev *records.Evidence, body func(pl string) []byte) imports.Imported {
+	in := imports.Imported{Provider: ev.Provider, Documents: ev.Documents}
 	for _, pe := range ev.Platforms {
 		data := body(pe.Platform)
-		in.Packages = append(in.Packages, ImportedPackage{
+		in.Packages = append(in.Packages, imports.Package{
 			Platform: pe.Platform, Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
 			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, Document: pe.Document,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
@@ -58,7 +60,7 @@ func TestImportFromEvidence(t *testing.T) {
 		})
 		in.Version = v
 		_, err := dst.engine.AirGap().Import(t.Context(), in)
-		var ierr *ImportError
+		var ierr *imports.Error
 		if !errors.Is(err, verify.ErrIntegrity) || !errors.As(err, &ierr) || in.Packages[ierr.Package].Platform != "linux_amd64" {
 			t.Fatalf("Import of a tampered archive: %v, want an integrity error of linux_amd64", err)
 		}
@@ -84,7 +86,7 @@ func TestImportFromEvidence(t *testing.T) {
 		if err := dst.engine.Verify(t.Context(), dst.provider(), v, mustPlatform(t, pl)); err != nil {
 			t.Errorf("Verify %s after import: %v", pl, err)
 		}
-		if a := dst.read(t.Context(), "1.0.0", pl); a.err != nil || !bytes.Equal(a.body, body(pl)) || a.source != Hit {
+		if a := dst.read(t.Context(), "1.0.0", pl); a.err != nil || !bytes.Equal(a.body, body(pl)) || a.source != records.Hit {
 			t.Errorf("archive %s after import: %v, %d bytes from %s", pl, a.err, len(a.body), a.source)
 		}
 	}
@@ -92,7 +94,7 @@ func TestImportFromEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got.Documents, ev.Documents) || !reflect.DeepEqual(got.Platforms, ev.Platforms) || got.Provenance != ProvenanceImported {
+	if !reflect.DeepEqual(got.Documents, ev.Documents) || !reflect.DeepEqual(got.Platforms, ev.Platforms) || got.Provenance != records.ProvenanceImported {
 		t.Errorf("evidence after import differs:\n got %+v\nwant %+v", got, ev)
 	}
 	// Again: everything is present, nothing read.
@@ -137,8 +139,8 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	imported := func(h1 string) Imported {
-		return Imported{Provider: p, Version: v, Unsigned: true, Packages: []ImportedPackage{{
+	imported := func(h1 string) imports.Imported {
+		return imports.Imported{Provider: p, Version: v, Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_1.0.0_linux_amd64.zip", H1: h1, Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -177,10 +179,10 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if err != nil || !bytes.Equal(got, zipped) {
 		t.Errorf("archive: %v, %d bytes", err, len(got))
 	}
-	if _, err := h.engine.Evidence(t.Context(), p, v, nil); !errors.Is(err, ErrNoEvidence) {
+	if _, err := h.engine.Evidence(t.Context(), p, v, nil); !errors.Is(err, records.ErrNoEvidence) {
 		t.Errorf("Evidence of an unsigned import: %v, want ErrNoEvidence", err)
 	}
-	if _, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "darwin_arm64")); !errors.Is(err, ErrPlatformNotFound) {
+	if _, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "darwin_arm64")); !errors.Is(err, records.ErrPlatformNotFound) {
 		t.Errorf("a platform not imported: %v, want ErrPlatformNotFound", err)
 	}
 	other := addrs.Provider{Hostname: p.Hostname, Namespace: "platform", Type: "other"}
@@ -188,7 +190,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
 	}
 	err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
-		if cv.Provenance != ProvenanceUnsigned || cv.HasEvidence {
+		if cv.Provenance != records.ProvenanceUnsigned || cv.HasEvidence {
 			t.Errorf("ListCachedAfter: %+v", cv)
 		}
 		return nil
@@ -244,7 +246,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	p, v := h.provider(), mustVersion(t, "1.0.0")
 	zipped := inHouseZip(t, typ)
 	opens := 0
-	in := Imported{Provider: p, Version: v, Unsigned: true, Packages: []ImportedPackage{{
+	in := imports.Imported{Provider: p, Version: v, Unsigned: true, Packages: []imports.Package{{
 		Platform: "freebsd_amd64", Filename: "terraform-provider-" + typ + "_1.0.0_freebsd_amd64.zip", Document: -1,
 		Open: func(ctx context.Context) (io.ReadCloser, int64, error) {
 			// The first read sums the archive; the second commits it,
@@ -269,7 +271,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Provenance != ProvenanceOrigin || len(ev.Platforms) != len(platforms) {
+	if ev.Provenance != records.ProvenanceOrigin || len(ev.Platforms) != len(platforms) {
 		t.Errorf("after the refused import the record is %s with %d platforms, want the origin's %d", ev.Provenance, len(ev.Platforms), len(platforms))
 	}
 	if pkg, err := h.engine.Package(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // memTier is a shared tier in memory: archives, records and leases.
@@ -124,7 +125,7 @@ func TestModulesShared(t *testing.T) {
 	if n := o.Hits("git"); n != 2 {
 		t.Errorf("three replicas made %d Git requests, want the 2 of one fetch", n)
 	}
-	if len(tier.archives) != 1 || tier.meta[moduleRecordKey(testModule, "1.0.0")] == nil {
+	if len(tier.archives) != 1 || tier.meta[records.ModuleRecordKey(testModule, "1.0.0")] == nil {
 		t.Errorf("the tier holds %d packages and records %v", len(tier.archives), tier.meta)
 	}
 

@@ -13,6 +13,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -47,7 +49,7 @@ func (r *moduleRecorder) got() []string {
 
 var testModule = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
 
-func readModule(t *testing.T, h *harness, version string) (*ModulePackage, []byte, error) {
+func readModule(t *testing.T, h *harness, version string) (*modules.Package, []byte, error) {
 	t.Helper()
 	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
 	if err != nil {
@@ -82,7 +84,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if pkg.Source != Miss || pkg.Record.Commit != first || pkg.Record.Version != "v1.0.0" {
+	if pkg.Source != records.Miss || pkg.Record.Commit != first || pkg.Record.Version != "v1.0.0" {
 		t.Errorf("first open: source %v, record %+v", pkg.Source, pkg.Record)
 	}
 	sha := pkg.SHA256
@@ -103,14 +105,14 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, _, err = readModule(t, h, "1.0.0")
-	if !errors.Is(err, ErrModuleChanged) || !errors.Is(err, verify.ErrIntegrity) {
-		t.Fatalf("refetch after the tag moved: %v, want ErrModuleChanged", err)
+	if !errors.Is(err, modules.ErrChanged) || !errors.Is(err, verify.ErrIntegrity) {
+		t.Fatalf("refetch after the tag moved: %v, want modules.ErrChanged", err)
 	}
 	if n, _ := h.store.Stats(); n != 0 {
 		t.Errorf("%d blobs cached after the refused refetch", n)
 	}
-	var r ModuleRecord
-	if _, err := h.store.GetMeta(moduleRecordKey(testModule, "1.0.0"), &r); err != nil || r.SHA256 != sha || r.Commit != first {
+	var r records.ModuleRecord
+	if _, err := h.store.GetMeta(records.ModuleRecordKey(testModule, "1.0.0"), &r); err != nil || r.SHA256 != sha || r.Commit != first {
 		t.Errorf("record after the refused refetch: %+v, %v (want it unchanged)", r, err)
 	}
 	if got := rec.got(); len(got) != 3 || got[0] != "git/success" || got[2] != "git/changed" {
@@ -119,7 +121,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 }
 
 // A sealed mirror lists only the module versions whose package it holds
-// and fails the others with ErrOffline.
+// and fails the others with records.ErrOffline.
 func TestModulesOffline(t *testing.T) {
 	t.Parallel()
 	needGit(t)
@@ -147,14 +149,14 @@ func TestModulesOffline(t *testing.T) {
 	if err != nil || len(list.Versions) != 1 || list.Versions[0] != "1.0.0" {
 		t.Errorf("sealed versions: %+v, %v; want only 1.0.0", list, err)
 	}
-	if pkg, _, err := readModule(t, h, "1.0.0"); err != nil || pkg.Source != Hit {
+	if pkg, _, err := readModule(t, h, "1.0.0"); err != nil || pkg.Source != records.Hit {
 		t.Errorf("sealed, cached: %v", err)
 	}
-	if _, _, err := readModule(t, h, "2.0.0"); !errors.Is(err, ErrOffline) {
+	if _, _, err := readModule(t, h, "2.0.0"); !errors.Is(err, records.ErrOffline) {
 		t.Errorf("sealed, not cached: %v, want ErrOffline", err)
 	}
 	other := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "nope", System: "aws"}
-	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), other); !errors.Is(err, ErrOffline) {
+	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), other); !errors.Is(err, records.ErrOffline) {
 		t.Errorf("sealed, unknown module: %v, want ErrOffline", err)
 	}
 	if n := o.TotalHits(); n != 0 {

@@ -17,6 +17,8 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -68,12 +70,12 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 
 	for _, tc := range []struct {
 		name string
-		in   ImportedModule
+		in   modules.Imported
 		want string
 	}{
-		{"other bytes", ImportedModule{Location: loc, SHA256: sha256Hex(other), Open: opener(other)}, "the cache holds"},
-		{"other bytes, no sha256 vouched for", ImportedModule{Location: loc, Open: opener(other)}, "the cache holds"},
-		{"another location", ImportedModule{Location: loc + "//sub", SHA256: sha256Hex(want), Open: opener(want)}, "the cache holds"},
+		{"other bytes", modules.Imported{Location: loc, SHA256: sha256Hex(other), Open: opener(other)}, "the cache holds"},
+		{"other bytes, no sha256 vouched for", modules.Imported{Location: loc, Open: opener(other)}, "the cache holds"},
+		{"another location", modules.Imported{Location: loc + "//sub", SHA256: sha256Hex(want), Open: opener(want)}, "the cache holds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Module, tc.in.Version = tarballMod, "0.1.0"
@@ -87,12 +89,12 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 			}
 			got, _ := io.ReadAll(pkg.Content())
 			pkg.Close()
-			if !bytes.Equal(got, want) || pkg.Source != Hit {
+			if !bytes.Equal(got, want) || pkg.Source != records.Hit {
 				t.Error("the mirror serves another package after a refused import")
 			}
 		})
 	}
-	res, err := h.engine.Modules().ImportModule(context.Background(), ImportedModule{Module: tarballMod, Version: "0.1.0", Location: loc,
+	res, err := h.engine.Modules().ImportModule(context.Background(), modules.Imported{Module: tarballMod, Version: "0.1.0", Location: loc,
 		SHA256: sha256Hex(want), Open: opener(want)})
 	if err != nil || !res.Present || res.Size != int64(len(want)) {
 		t.Errorf("importing the cached package: %+v, %v", res, err)
@@ -114,36 +116,36 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 	local := addrs.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: "net", System: "aws"}
 	for _, tc := range []struct {
 		name string
-		in   ImportedModule
+		in   modules.Imported
 		want func(error) bool
 	}{
-		{"not a tar.gz", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener([]byte("#!/bin/sh\n"))},
+		{"not a tar.gz", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener([]byte("#!/bin/sh\n"))},
 			func(err error) bool { return errors.Is(err, verify.ErrIntegrity) }},
-		{"a bomb", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(bomb)},
+		{"a bomb", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(bomb)},
 			func(err error) bool { var le *modsource.LimitError; return errors.As(err, &le) }},
-		{"a link out of the package", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(escape)},
+		{"a link out of the package", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(escape)},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "points outside")
 			}},
 		// Checked in scratchDir/tfmirror-module-check-*: one level up is
 		// scratchDir, where the chain would write victim.txt and more.
-		{"the link chain", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(fakeorigin.LinkChainTarGz(1))},
+		{"the link chain", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(fakeorigin.LinkChainTarGz(1))},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "lies under the link")
 			}},
-		{"a //SUBDIR the package lacks", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz//sub", Open: opener(ok)},
+		{"a //SUBDIR the package lacks", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz//sub", Open: opener(ok)},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), `no directory "sub"`)
 			}},
-		{"a location the mirror cannot fetch", ImportedModule{Module: tarballMod, Location: "s3::https://bucket.example.test/m.zip", Open: opener(ok)},
+		{"a location the mirror cannot fetch", modules.Imported{Module: tarballMod, Location: "s3::https://bucket.example.test/m.zip", Open: opener(ok)},
 			func(err error) bool { return errors.Is(err, modsource.ErrUnsupported) }},
-		{"the bytes are not what the import vouches for", ImportedModule{Module: tarballMod, Location: "https://example.test/m.tar.gz", SHA256: sha256Hex(bomb), Open: opener(ok)},
+		{"the bytes are not what the import vouches for", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", SHA256: sha256Hex(bomb), Open: opener(ok)},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "the import vouches for")
 			}},
-		{"a local module under an allowed origin", ImportedModule{Module: tarballMod, Local: true, Open: opener(ok)},
+		{"a local module under an allowed origin", modules.Imported{Module: tarballMod, Local: true, Open: opener(ok)},
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "is an allowed origin") }},
-		{"a local module under another host, too large", ImportedModule{Module: local, Local: true, Open: opener(bomb)},
+		{"a local module under another host, too large", modules.Imported{Module: local, Local: true, Open: opener(bomb)},
 			func(err error) bool { var le *modsource.LimitError; return errors.As(err, &le) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -155,7 +157,7 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 				t.Error("the refused module is listed")
 			}
 			n := 0
-			h.engine.Modules().ListCachedModules(func(CachedModule) error { n++; return nil })
+			h.engine.Modules().ListCachedModules(func(modules.Cached) error { n++; return nil })
 			if n != 0 {
 				t.Errorf("%d module records after a refused import", n)
 			}
@@ -200,7 +202,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		if strings.Contains(shown, "X-Amz") {
 			t.Fatalf("redact.Location kept the signature: %s", shown)
 		}
-		res, err := h.engine.Modules().ImportModule(ctx, ImportedModule{Module: tarballMod, Version: v, Location: shown,
+		res, err := h.engine.Modules().ImportModule(ctx, modules.Imported{Module: tarballMod, Version: v, Location: shown,
 			SHA256: sha256Hex(data), Open: opener(data)})
 		if err != nil {
 			t.Fatalf("%s: importing with the location as exported: %v", v, err)

@@ -7,26 +7,27 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // offlineOrigin stands in for the origins of a sealed mirror (Config.Offline):
-// every call fails with ErrOffline, so only cached data is served.
+// every call fails with records.ErrOffline, so only cached data is served.
 type offlineOrigin struct{}
 
 func (offlineOrigin) Versions(_ context.Context, p addrs.Provider) ([]discovery.VersionInfo, error) {
-	return nil, fmt.Errorf("%w: no cached version list of %s", ErrOffline, p)
+	return nil, fmt.Errorf("%w: no cached version list of %s", records.ErrOffline, p)
 }
 
 func (offlineOrigin) Package(_ context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error) {
-	return nil, fmt.Errorf("%w: %s %s for %s is not cached", ErrOffline, p, version, pl)
+	return nil, fmt.Errorf("%w: %s %s for %s is not cached", records.ErrOffline, p, version, pl)
 }
 
 func (offlineOrigin) FetchDocument(_ context.Context, p addrs.Provider, _ string, _ int64) ([]byte, error) {
-	return nil, fmt.Errorf("%w: checksums of %s are not cached", ErrOffline, p)
+	return nil, fmt.Errorf("%w: checksums of %s are not cached", records.ErrOffline, p)
 }
 
 func (offlineOrigin) OpenArchive(_ context.Context, p addrs.Provider, _ string) (io.ReadCloser, int64, error) {
-	return nil, 0, fmt.Errorf("%w: archive of %s is not cached", ErrOffline, p)
+	return nil, 0, fmt.Errorf("%w: archive of %s is not cached", records.ErrOffline, p)
 }
 
 // localGuard stands between the engine and its origins: a local-only host

@@ -8,7 +8,6 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -17,14 +16,12 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// Limits for the checksum documents of a provider version.
 const (
-	maxSumsBytes      = 1 << 20
-	maxSignatureBytes = 64 << 10
 	// packageFetchConcurrency bounds parallel package-metadata requests to
 	// one origin for one version.
 	packageFetchConcurrency = 4
@@ -32,155 +29,6 @@ const (
 	// making the mirror refetch a version list more often than this.
 	minForcedRefresh = time.Minute
 )
-
-// PackageRecord is the verified metadata of one provider version: for
-// each platform, the origin's package metadata and the sha256 of its
-// archive, checked against a SHA256SUMS document whose signature verified,
-// with that document, its signature and the signing keys kept as the
-// origin gave them (the evidence). Once stored its archives never change,
-// except that platforms not yet fetched may be added, and platforms the
-// origin had no package for are asked for again (see believedMissing) and
-// may then be added.
-//
-// A record of a schema before evidenceSchema (written by an earlier
-// release) has no Documents, and Archives without Evidence.
-type PackageRecord struct {
-	// Schema is the record's layout (recordSchema when written).
-	Schema  int    `json:"schema"`
-	Version string `json:"version"`
-	// Sums is the verified content of Documents: file name -> sha256.
-	Sums map[string]string `json:"sums"`
-	// Documents are the version's SHA256SUMS documents that verified, each
-	// with its signature and keys; usually one. Only appended to, so an
-	// ArchiveRecord's Document index stays valid.
-	Documents []SumsDocument `json:"documents,omitempty"`
-	// Archives are the verified packages by os_arch.
-	Archives map[string]ArchiveRecord `json:"archives"`
-	// Missing are platforms the origin listed but has no package for.
-	Missing []string `json:"missing,omitempty"`
-	// MissingChecked says when each platform in Missing was last found
-	// missing. A platform without an entry (records stored before it was
-	// kept) is asked for again.
-	MissingChecked map[string]missingCheck `json:"missing_checked,omitempty"`
-	VerifiedAt     time.Time               `json:"verified_at"`
-	// Provenance says where the record came from (ProvenanceOrigin,
-	// ProvenanceImported, ProvenanceUnsigned).
-	Provenance Provenance `json:"provenance,omitempty"`
-	// Withheld is a version imported without signature under this
-	// allowed origin host (by an earlier release) and withheld (see
-	// unsigned.go), set aside when the origin's own version of the same
-	// number was fetched and verified into this record: kept, as it
-	// cannot be fetched again (retention never evicts its archives), and
-	// never served.
-	Withheld *PackageRecord `json:"withheld,omitempty"`
-
-	// evidenceChecked says checkEvidence passed for this record as it
-	// is in memory (never stored).
-	evidenceChecked atomic.Bool
-}
-
-// Provenance says how a version's packages reached the cache.
-type Provenance string
-
-const (
-	// ProvenanceOrigin: fetched from the origin and verified against its
-	// signed SHA256SUMS.
-	ProvenanceOrigin Provenance = ""
-	// ProvenanceImported: loaded by Import from an export and verified
-	// against the origin's signed SHA256SUMS that came with it.
-	ProvenanceImported Provenance = "imported"
-	// ProvenanceUnsigned: loaded by Import without any signature
-	// (Imported.Unsigned): checked only against the h1: hashes given with
-	// it, if any. Such a version has no evidence and is never completed
-	// from an origin.
-	ProvenanceUnsigned Provenance = "imported without signature"
-)
-
-func (pr Provenance) String() string {
-	if pr == ProvenanceOrigin {
-		return "origin"
-	}
-	return string(pr)
-}
-
-// hasEvidence reports whether rec keeps the origin's evidence for every
-// archive in it (every record of evidenceSchema or later does).
-func (rec *PackageRecord) hasEvidence() bool { return rec.Schema >= evidenceSchema }
-
-// SumsDocument is one SHA256SUMS document of a version, byte for byte as
-// the origin served it, with its detached signature and the signing keys
-// the origin's package metadata gave, one of which verified the signature.
-type SumsDocument struct {
-	// URL and SignatureURL are the origin's shasums_url and
-	// shasums_signature_url, absolute.
-	URL          string `json:"url"`
-	SignatureURL string `json:"signature_url"`
-	// Content is the SHA256SUMS document.
-	Content []byte `json:"content"`
-	// Signature is the detached signature over Content (binary or
-	// ASCII-armored, as the origin served it).
-	Signature []byte `json:"signature"`
-	// SigningKeys are the origin's signing_keys.gpg_public_keys for the
-	// packages that refer to this document, every field as given.
-	SigningKeys []registryjson.GPGPublicKey `json:"signing_keys"`
-}
-
-// missingCheck is one finding that the origin has no package for a platform.
-type missingCheck struct {
-	At time.Time `json:"at"` // by Config.Now
-	// List is when the version list in the cache then was stored (zero
-	// when there was none): the finding holds for that list only.
-	List time.Time `json:"list"`
-}
-
-// ArchiveRecord is the verified package of one platform: the origin's
-// file name and download URL, the sha256 of the archive, and the rest of
-// the origin's package metadata. It is comparable: Evidence is shared,
-// never modified.
-type ArchiveRecord struct {
-	// Filename is the archive's name as SHA256SUMS records it.
-	Filename string `json:"filename"`
-	// URL is the origin's download_url, absolute.
-	URL string `json:"url"`
-	// SHA256 is the archive's verified sha256, lowercase hex (the line of
-	// Filename in the SHA256SUMS document).
-	SHA256 string `json:"sha256"`
-	// Evidence is the rest of the origin's package metadata and which
-	// SHA256SUMS document verified it; nil in records of a schema before
-	// evidenceSchema. Shared: do not modify.
-	Evidence *PackageEvidence `json:"evidence,omitempty"`
-}
-
-// PackageEvidence is what the origin's package metadata for one platform
-// said besides the file name and download URL (kept in ArchiveRecord),
-// as it said it, and the SHA256SUMS document that verified it.
-type PackageEvidence struct {
-	// Protocols, OS and Arch are the origin's protocols, os and arch.
-	Protocols []string `json:"protocols"`
-	OS        string   `json:"os"`
-	Arch      string   `json:"arch"`
-	// Shasum is the origin's shasum, as it wrote it.
-	Shasum string `json:"shasum"`
-	// Packages is the origin's "packages" (OpenTofu's hashes and sizes
-	// of every platform's archive of the version), as it gave them, once
-	// checked by checkPackageHashes; omitted when it gave none, and in
-	// records stored before it was kept.
-	Packages map[string]registryjson.PackageHashes `json:"packages,omitempty"`
-	// Document is the index in PackageRecord.Documents of the SHA256SUMS
-	// document that verified this package.
-	Document int `json:"document"`
-}
-
-// covers reports whether rec has an answer for every platform in need:
-// an archive, or a finding that it is missing that missing believes.
-func (rec *PackageRecord) covers(need []string, missing func(pl string) bool) bool {
-	for _, pl := range need {
-		if _, ok := rec.Archives[pl]; !ok && !missing(pl) {
-			return false
-		}
-	}
-	return true
-}
 
 // believedMissing returns a function that reports whether rec's finding
 // that the origin has no package for a platform still holds. A finding is
@@ -190,7 +38,7 @@ func (rec *PackageRecord) covers(need []string, missing func(pl string) bool) bo
 // per TTL or list refresh. A finding made at or after since is believed
 // regardless (it answers a request made since). A sealed mirror believes
 // every finding, as it cannot ask.
-func (s *providerRecords) believedMissing(p addrs.Provider, rec *PackageRecord, since time.Time) func(pl string) bool {
+func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.PackageRecord, since time.Time) func(pl string) bool {
 	var (
 		listRead bool
 		listAt   time.Time
@@ -235,26 +83,22 @@ type providerRecords struct {
 // listStoredAt returns when p's cached version list was stored, or the
 // zero time when there is none.
 func (s *providerRecords) listStoredAt(p addrs.Provider) time.Time {
-	_, storedAt, err := s.cachedVersions(versionsKey(p))
+	_, storedAt, err := s.cachedVersions(records.VersionsKey(p))
 	if err != nil {
 		return time.Time{}
 	}
 	return storedAt
 }
 
-func packageKey(p addrs.Provider, v versions.Version) string {
-	return "package/" + p.String() + "/" + v.String()
-}
-
 // versionEntry finds version v in p's version list, and says where the
 // list came from, refreshing a list that lacks it (a release newer than
 // the cached list). Only a list that the origin answered lately says that
-// v does not exist (ErrVersionNotFound): when the list could not be
-// refreshed the error is why, and offline it is ErrOffline.
-func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (VersionEntry, listState, error) {
+// v does not exist (records.ErrVersionNotFound): when the list could not be
+// refreshed the error is why, and offline it is records.ErrOffline.
+func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (records.VersionEntry, listState, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
-		return VersionEntry{}, listState{}, err
+		return records.VersionEntry{}, listState{}, err
 	}
 	if e, ok := list.Find(v); ok {
 		return e, st, nil
@@ -262,7 +106,7 @@ func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v 
 	if !st.stale && !st.fetched && s.cfg.Now().Sub(st.storedAt) >= minForcedRefresh {
 		list, st, err = s.versions(ctx, p, true)
 		if err != nil {
-			return VersionEntry{}, listState{}, err
+			return records.VersionEntry{}, listState{}, err
 		}
 		if e, ok := list.Find(v); ok {
 			return e, st, nil
@@ -270,11 +114,11 @@ func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v 
 	}
 	switch {
 	case st.stale:
-		return VersionEntry{}, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
+		return records.VersionEntry{}, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
 	case s.cfg.Offline:
-		return VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", ErrOffline, p, v)
+		return records.VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", records.ErrOffline, p, v)
 	}
-	return VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
+	return records.VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
 }
 
 // h1 returns the h1: hash of a cached archive, or "" when it is not cached.
@@ -288,13 +132,13 @@ func (s *providerRecords) h1(sha string) string {
 
 // cachedPackage returns the stored record for v, if any, from memory when
 // it was read before. The record must not be modified (see clone).
-func (s *providerRecords) cachedPackage(p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
-	key := packageKey(p, v)
+func (s *providerRecords) cachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+	key := records.PackageKey(p, v)
 	val, _, gen, ok := s.memo.get(key)
 	if ok {
-		return val.(*PackageRecord), true
+		return val.(*records.PackageRecord), true
 	}
-	var rec PackageRecord
+	var rec records.PackageRecord
 	storedAt, err := s.store.GetMeta(key, &rec)
 	if err != nil {
 		if !errors.Is(err, cache.ErrNotFound) {
@@ -302,34 +146,11 @@ func (s *providerRecords) cachedPackage(p addrs.Provider, v versions.Version) (*
 		}
 		return nil, false
 	}
-	if !knownSchema(rec.Schema) {
+	if !records.KnownSchema(rec.Schema) {
 		return nil, false
 	}
 	s.memo.put(key, gen, &rec, storedAt)
 	return &rec, true
-}
-
-// clone returns a deep copy of rec, for adding platforms.
-func (rec *PackageRecord) clone() *PackageRecord {
-	c := PackageRecord{
-		Schema:         recordSchema,
-		Version:        rec.Version,
-		Sums:           maps.Clone(rec.Sums),
-		Documents:      slices.Clone(rec.Documents),
-		Archives:       maps.Clone(rec.Archives),
-		Missing:        slices.Clone(rec.Missing),
-		MissingChecked: maps.Clone(rec.MissingChecked),
-		VerifiedAt:     rec.VerifiedAt,
-		Provenance:     rec.Provenance,
-		Withheld:       rec.Withheld, // never modified
-	}
-	if c.Sums == nil {
-		c.Sums = map[string]string{}
-	}
-	if c.Archives == nil {
-		c.Archives = map[string]ArchiveRecord{}
-	}
-	return &c
 }
 
 // maxPackageRounds bounds how often packageFor joins a fetch of the same
@@ -348,43 +169,43 @@ const maxPackageRounds = 32
 // fetched and verified again, for every platform it has and need; when
 // that fails for any reason, or the mirror is offline, it is returned as
 // it is, unless evidence is set: then the returned record always has
-// evidence, and the error says why there is none (offline: ErrOffline
-// and ErrNoEvidence).
-func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry, evidence bool) (rec *PackageRecord, hit bool, err error) {
+// evidence, and the error says why there is none (offline: records.ErrOffline
+// and records.ErrNoEvidence).
+func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry, evidence bool) (rec *records.PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
 	cached, haveCached := s.cachedPackage(p, v)
 	if !haveCached {
 		cached, haveCached = s.e.shared.sharedPackage(ctx, p, v)
 	}
-	if haveCached && s.e.withholding.isWithheld(p, cached) {
+	if haveCached && s.e.withholding.IsWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
 		// origin's own version is had as if it were not there, and the
 		// import is kept inside its record.
 		if s.cfg.Offline {
-			return nil, false, withheldError(p, v.String())
+			return nil, false, withhold.Error(p, v.String())
 		}
 		cached, haveCached = nil, false
 	}
-	if haveCached && cached.Provenance == ProvenanceUnsigned {
+	if haveCached && cached.Provenance == records.ProvenanceUnsigned {
 		// Imported without a signature: nothing to complete it from.
 		if evidence {
-			return nil, false, fmt.Errorf("%w: %s %s was %s", ErrNoEvidence, p, v, ProvenanceUnsigned)
+			return nil, false, fmt.Errorf("%w: %s %s was %s", records.ErrNoEvidence, p, v, records.ProvenanceUnsigned)
 		}
 		s.metrics.CacheLookup("package", true)
 		return cached, true, nil
 	}
 	// old: a record without evidence, which is served only while it
 	// cannot be replaced.
-	old := haveCached && !cached.hasEvidence()
-	if haveCached && (!old || s.cfg.Offline) && cached.covers(need, s.believedMissing(p, cached, time.Time{})) {
+	old := haveCached && !cached.HasEvidence()
+	if haveCached && (!old || s.cfg.Offline) && cached.Covers(need, s.believedMissing(p, cached, time.Time{})) {
 		if old && evidence {
-			return nil, false, fmt.Errorf("%w: %w: %s %s was cached by an earlier release", ErrOffline, ErrNoEvidence, p, v)
+			return nil, false, fmt.Errorf("%w: %w: %s %s was cached by an earlier release", records.ErrOffline, records.ErrNoEvidence, p, v)
 		}
 		s.metrics.CacheLookup("package", true)
 		return cached, true, nil
 	}
 	s.metrics.CacheLookup("package", false)
-	key := packageKey(p, v)
+	key := records.PackageKey(p, v)
 	// A fetch under way may have been for other platforms than need; then
 	// go again. Fetches of one version run one at a time, and a round that
 	// leads fetches all of need, so this ends once this caller leads; under
@@ -400,15 +221,15 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 			}
 			stillMissing := func(pl string) bool { return slices.Contains(cached.Missing, pl) }
 			switch {
-			case old && !evidence && cached.covers(need, stillMissing):
+			case old && !evidence && cached.Covers(need, stillMissing):
 				// The record of an earlier release served as it was
 				// served then: whatever the origin says now.
 				s.metrics.StaleServed("package")
 				s.log.Warn("could not fetch the origin's evidence for package metadata cached by an earlier release; serving it as it is",
 					"provider", p.String(), "version", v.String(), "error", err)
 				return cached, false, nil
-			case !old && cached.covers(need, stillMissing) &&
-				!errors.Is(err, discovery.ErrNotFound) && !errors.Is(err, ErrVersionNotFound):
+			case !old && cached.Covers(need, stillMissing) &&
+				!errors.Is(err, discovery.ErrNotFound) && !errors.Is(err, records.ErrVersionNotFound):
 				s.metrics.StaleServed("package")
 				s.log.Warn("origin failed asking again for platforms it had no package for; serving cached package metadata",
 					"provider", p.String(), "version", v.String(), "error", err)
@@ -416,7 +237,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 			}
 			return nil, false, err
 		}
-		if rec := res.(*PackageRecord); rec.covers(need, s.believedMissing(p, rec, start)) {
+		if rec := res.(*records.PackageRecord); rec.Covers(need, s.believedMissing(p, rec, start)) {
 			return rec, false, nil
 		}
 	}
@@ -428,19 +249,19 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 // SHA256SUMS, which must be that of p's type and version v, under the
 // name derived for each platform, whose filename, os and arch the answer
 // must give (see signednames.go), and their OpenTofu "packages" hashes as
-// far as they can be checked (see checkPackageHashes), and stores the
+// far as they can be checked (see records.CheckPackageHashes), and stores the
 // merged record with the
 // evidence. Nothing is stored unless every check passed. A stored record without evidence is
 // replaced by a new one for its platforms and need, whose archives must
 // have the sha256 they had.
-func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *VersionEntry) (*PackageRecord, error) {
+func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry) (*records.PackageRecord, error) {
 	rec, ok := s.cachedPackage(p, v)
-	if ok && s.e.withholding.isWithheld(p, rec) {
+	if ok && s.e.withholding.IsWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
-	var old *PackageRecord // a record without evidence being replaced
+	var old *records.PackageRecord // a record without evidence being replaced
 	switch {
-	case ok && !rec.hasEvidence():
+	case ok && !rec.HasEvidence():
 		old = rec
 		need = slices.Clone(need)
 		for _, pl := range sortedKeys(old.Archives) {
@@ -450,9 +271,9 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		}
 		fallthrough
 	case !ok:
-		rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Archives: map[string]ArchiveRecord{}, Sums: map[string]string{}}
+		rec = &records.PackageRecord{Schema: records.Schema, Version: v.String(), Archives: map[string]records.ArchiveRecord{}, Sums: map[string]string{}}
 	default:
-		rec = rec.clone() // the cached one is shared
+		rec = rec.Clone() // the cached one is shared
 	}
 	believed := s.believedMissing(p, rec, time.Time{})
 	var missing []string
@@ -481,7 +302,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		return false
 	})
 
-	pkgs, notFound, err := s.fetchPackageMeta(ctx, p, entry.originVersion(), missing)
+	pkgs, notFound, err := s.fetchPackageMeta(ctx, p, entry.OriginVersion(), missing)
 	if err != nil {
 		return nil, err
 	}
@@ -503,7 +324,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	}
 	notFound = append(notFound, unlisted...)
 	for _, pl := range notFound {
-		if _, ok := old.archive(pl); ok {
+		if _, ok := old.Archive(pl); ok {
 			// Served since an earlier release cached it: it stays so,
 			// without evidence, rather than vanish.
 			return nil, fmt.Errorf("%s %s: the origin no longer offers the package for %s that an earlier release cached", p, v, pl)
@@ -520,22 +341,22 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 			return nil, s.refuse(p, v, pl, err)
 		}
 		// The name is derived, never read from the answer (signednames.go).
-		rel, err := releaseOf(p.Type, v, sums[doc])
+		rel, err := records.ReleaseOf(p.Type, v, sums[doc])
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		name, sha, err := rel.signedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
+		name, sha, err := rel.SignedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		if err := checkPackageHashes(pkg.Packages, name, rel, s.h1); err != nil {
+		if err := records.CheckPackageHashes(pkg.Packages, name, rel, s.h1); err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		a := ArchiveRecord{
+		a := records.ArchiveRecord{
 			Filename: name,
 			URL:      pkg.DownloadURL,
 			SHA256:   sha,
-			Evidence: &PackageEvidence{
+			Evidence: &records.PackageEvidence{
 				Protocols: pkg.Protocols,
 				OS:        pkg.OS,
 				Arch:      pkg.Arch,
@@ -544,7 +365,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 				Document:  doc,
 			},
 		}
-		if was, ok := old.archive(pl); ok && was.SHA256 != a.SHA256 {
+		if was, ok := old.Archive(pl); ok && was.SHA256 != a.SHA256 {
 			return nil, s.refuse(p, v, pl, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("the origin's signed sha256 of %s is %s now, but was %s when it was cached", a.Filename, a.SHA256, was.SHA256)})
 		}
@@ -555,12 +376,12 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		return slices.Contains(missing, pl) || slices.Contains(unlisted, pl)
 	})
 	if rec.MissingChecked == nil {
-		rec.MissingChecked = map[string]missingCheck{}
+		rec.MissingChecked = map[string]records.MissingCheck{}
 	}
 	for _, pl := range missing {
 		delete(rec.MissingChecked, pl)
 	}
-	check := missingCheck{At: s.cfg.Now(), List: s.listStoredAt(p)}
+	check := records.MissingCheck{At: s.cfg.Now(), List: s.listStoredAt(p)}
 	for _, pl := range notFound {
 		rec.Missing = append(rec.Missing, pl)
 		rec.MissingChecked[pl] = check
@@ -572,14 +393,14 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	// whichever record held it: it cannot be fetched again.
 	rec.Withheld = nil
 	if cur, ok := s.cachedPackage(p, v); ok {
-		if s.e.withholding.isWithheld(p, cur) {
+		if s.e.withholding.IsWithheld(p, cur) {
 			rec.Withheld = cur
 		} else {
 			rec.Withheld = cur.Withheld
 		}
 	}
-	err = s.store.PutMeta(packageKey(p, v), rec)
-	s.memo.forget(packageKey(p, v))
+	err = s.store.PutMeta(records.PackageKey(p, v), rec)
+	s.memo.forget(records.PackageKey(p, v))
 	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
@@ -588,20 +409,11 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	// shared tier.
 	shared := rec
 	if rec.Withheld != nil {
-		shared = rec.clone()
+		shared = rec.Clone()
 		shared.Withheld = nil
 	}
-	s.e.shared.putShared(packageKey(p, v), shared)
+	s.e.shared.putShared(records.PackageKey(p, v), shared)
 	return rec, nil
-}
-
-// archive returns the archive record of platform pl; none when rec is nil.
-func (rec *PackageRecord) archive(pl string) (ArchiveRecord, bool) {
-	if rec == nil {
-		return ArchiveRecord{}, false
-	}
-	a, ok := rec.Archives[pl]
-	return a, ok
 }
 
 // sumsDocument returns the index in rec.Documents of the SHA256SUMS
@@ -611,8 +423,8 @@ func (rec *PackageRecord) archive(pl string) (ArchiveRecord, bool) {
 // pkg gives other keys than those it was verified with, the stored bytes
 // are verified with pkg's keys and kept again with them, so that every
 // platform refers to a document its own keys verify.
-func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, rec *PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
-	var known *SumsDocument
+func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, rec *records.PackageRecord, pkg *discovery.Package, sums map[int]map[string]string) (int, error) {
+	var known *records.SumsDocument
 	for i := range rec.Documents {
 		d := &rec.Documents[i]
 		if d.URL != pkg.SHASumsURL || d.SignatureURL != pkg.SHASumsSignatureURL {
@@ -630,24 +442,24 @@ func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, re
 		}
 		known = d
 	}
-	doc := SumsDocument{URL: pkg.SHASumsURL, SignatureURL: pkg.SHASumsSignatureURL, SigningKeys: pkg.SigningKeys}
+	doc := records.SumsDocument{URL: pkg.SHASumsURL, SignatureURL: pkg.SHASumsSignatureURL, SigningKeys: pkg.SigningKeys}
 	if known != nil {
 		doc.Content, doc.Signature = known.Content, known.Signature
 	} else {
 		g, gctx := errgroup.WithContext(ctx)
 		g.Go(func() (err error) {
-			doc.Content, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsURL, maxSumsBytes)
+			doc.Content, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsURL, records.MaxSumsBytes)
 			return err
 		})
 		g.Go(func() (err error) {
-			doc.Signature, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsSignatureURL, maxSignatureBytes)
+			doc.Signature, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsSignatureURL, records.MaxSignatureBytes)
 			return err
 		})
 		if err := g.Wait(); err != nil {
 			return 0, err
 		}
 	}
-	if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+	if err := verify.CheckSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
 		return 0, err
 	}
 	parsed, err := verify.ParseSHA256SUMS(doc.Content)
@@ -665,15 +477,6 @@ func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, re
 	i := len(rec.Documents) - 1
 	sums[i] = parsed
 	return i, nil
-}
-
-// armoredKeys returns the ASCII-armored public keys of keys.
-func armoredKeys(keys []registryjson.GPGPublicKey) []string {
-	out := make([]string, len(keys))
-	for i, k := range keys {
-		out[i] = k.ASCIIArmor
-	}
-	return out
 }
 
 // fetchPackageMeta asks the origin for the package of each platform, a few

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -92,7 +93,7 @@ func TestPackageHashesAreChecked(t *testing.T) {
 				if _, ok := ev.Platform(asked); ok {
 					t.Errorf("the refused package metadata of %s was stored", asked)
 				}
-			} else if !errors.Is(err, ErrNotCached) {
+			} else if !errors.Is(err, records.ErrNotCached) {
 				t.Fatal(err)
 			}
 		})

@@ -15,11 +15,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 	"github.com/tfmirror/tfmirror/verify/verifytest"
 )
@@ -324,7 +323,7 @@ func TestMissingPlatformIsAskedForAgain(t *testing.T) {
 		return slices.ContainsFunc(pkg.Archives, func(a PlatformArchive) bool { return a.Platform == pl })
 	}
 	notFound := func(h *harness) bool {
-		return errors.Is(h.read(context.Background(), version, pl).err, ErrPlatformNotFound)
+		return errors.Is(h.read(context.Background(), version, pl).err, records.ErrPlatformNotFound)
 	}
 	// The origin lists the platform but answers 404 for its package once.
 	missingOnce := func(t *testing.T, h *harness, first func() bool) {
@@ -337,7 +336,7 @@ func TestMissingPlatformIsAskedForAgain(t *testing.T) {
 			if listed(t, h) {
 				t.Fatal("within the TTL: platform listed, want it still missing")
 			}
-			if r := h.read(context.Background(), version, pl); !errors.Is(r.err, ErrPlatformNotFound) {
+			if r := h.read(context.Background(), version, pl); !errors.Is(r.err, records.ErrPlatformNotFound) {
 				t.Fatalf("within the TTL: archive opened %v, err %v; want ErrPlatformNotFound", r.opened, r.err)
 			}
 		}
@@ -394,7 +393,7 @@ func TestMissingPlatformIsAskedForAgain(t *testing.T) {
 		if listed(t, h) {
 			t.Fatal("platform listed although the origin failed")
 		}
-		if r := h.read(context.Background(), version, pl); !errors.Is(r.err, ErrPlatformNotFound) {
+		if r := h.read(context.Background(), version, pl); !errors.Is(r.err, records.ErrPlatformNotFound) {
 			t.Fatalf("archive: opened %v, err %v; want ErrPlatformNotFound", r.opened, r.err)
 		}
 		if n := h.origin.Hits(fakeorigin.Download); n < 2 {
@@ -467,47 +466,6 @@ func TestVersionSpellings(t *testing.T) {
 			rec, ok := h.engine.records.cachedPackage(h.provider(), mustVersion(t, version))
 			if !ok || len(rec.Missing) != 0 {
 				t.Errorf("package record %+v: want one with no platform missing", rec)
-			}
-		})
-	}
-}
-
-func TestTranslateVersionsSpellings(t *testing.T) {
-	t.Parallel()
-	info := func(v string, pls ...string) discovery.VersionInfo {
-		vi := discovery.VersionInfo{Version: v}
-		for _, pl := range pls {
-			goos, arch, _ := strings.Cut(pl, "_")
-			vi.Platforms = append(vi.Platforms, addrs.Platform{OS: goos, Arch: arch})
-		}
-		return vi
-	}
-	tests := []struct {
-		name  string
-		infos []discovery.VersionInfo
-		want  VersionEntry
-	}{
-		{"canonical only", []discovery.VersionInfo{info("1.0.0", "linux_amd64")},
-			VersionEntry{Version: "1.0.0", Platforms: []string{"linux_amd64"}}},
-		{"short only", []discovery.VersionInfo{info("1.0", "linux_amd64")},
-			VersionEntry{Version: "1.0.0", Origin: "1.0", Platforms: []string{"linux_amd64"}}},
-		{"short first", []discovery.VersionInfo{info("1.0", "windows_amd64"), info("1.0.0", "linux_amd64")},
-			VersionEntry{Version: "1.0.0", Aliases: []string{"1.0"}, Platforms: []string{"linux_amd64", "windows_amd64"}}},
-		{"canonical first", []discovery.VersionInfo{info("1.0.0", "linux_amd64"), info("1", "linux_amd64"), info("1.0")},
-			VersionEntry{Version: "1.0.0", Aliases: []string{"1", "1.0"}, Platforms: []string{"linux_amd64"}}},
-		{"two short ones, listed twice", []discovery.VersionInfo{info("1.0"), info("1", "linux_arm64"), info("1.0", "linux_amd64")},
-			VersionEntry{Version: "1.0.0", Origin: "1.0", Aliases: []string{"1"}, Platforms: []string{"linux_amd64", "linux_arm64"}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			list := TranslateVersions(tc.infos, func(raw string, err error) { t.Errorf("skipped %q: %v", raw, err) })
-			if len(list.Versions) != 1 {
-				t.Fatalf("versions %+v, want one", list.Versions)
-			}
-			got := list.Versions[0]
-			if got.Version != tc.want.Version || got.Origin != tc.want.Origin ||
-				!slices.Equal(got.Aliases, tc.want.Aliases) || !slices.Equal(got.Platforms, tc.want.Platforms) {
-				t.Errorf("entry %+v, want %+v", got, tc.want)
 			}
 		})
 	}

@@ -15,6 +15,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/gate"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
@@ -39,7 +41,7 @@ func (h *harness) listed() []string {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	return list.versionNames()
+	return list.Names()
 }
 
 // releaseHarness is an engine on a fake clock, in front of an origin
@@ -88,9 +90,9 @@ func TestMinimumReleaseAgeHoldsFreshSignature(t *testing.T) {
 		t.Fatalf("listed %v, want only 1.0.0", got)
 	}
 	got := h.read(context.Background(), "1.1.0", "linux_amd64")
-	var perr *PolicyError
-	if !errors.As(got.err, &perr) || !errors.Is(got.err, ErrPolicy) {
-		t.Fatalf("archive of the fresh version: %v, want a *PolicyError", got.err)
+	var perr *gate.PolicyError
+	if !errors.As(got.err, &perr) || !errors.Is(got.err, gate.ErrPolicy) {
+		t.Fatalf("archive of the fresh version: %v, want a *gate.PolicyError", got.err)
 	}
 	if want := signed.Add(72 * time.Hour); !perr.Verdict.AvailableAt.Equal(want) || perr.Verdict.Rule != policy.RuleMinReleaseAge {
 		t.Fatalf("refused by %s until %v, want %s until %v", perr.Verdict.Rule, perr.Verdict.AvailableAt, policy.RuleMinReleaseAge, want)
@@ -98,7 +100,7 @@ func TestMinimumReleaseAgeHoldsFreshSignature(t *testing.T) {
 	if !strings.Contains(got.err.Error(), signed.Add(72*time.Hour).UTC().Format(time.RFC3339)) {
 		t.Fatalf("the refusal does not say when: %v", got.err)
 	}
-	if _, err := h.packages("1.1.0"); !errors.Is(err, ErrPolicy) {
+	if _, err := h.packages("1.1.0"); !errors.Is(err, gate.ErrPolicy) {
 		t.Fatalf("package metadata of the fresh version: %v, want a policy refusal", err)
 	}
 	held := h.engine.Withheld()
@@ -170,7 +172,7 @@ func TestMinimumReleaseAgeListingRule(t *testing.T) {
 				t.Fatalf("listed %v, want 1.1.0 held", got)
 			}
 			_, err := h.packages("1.1.0")
-			var perr *PolicyError
+			var perr *gate.PolicyError
 			if !errors.As(err, &perr) || !perr.Verdict.AvailableAt.Equal(now.Add(tc.heldFor)) {
 				t.Fatalf("package metadata: %v, want held until %v", err, now.Add(tc.heldFor))
 			}
@@ -200,7 +202,7 @@ func TestReleaseTimesCost(t *testing.T) {
 	p := h.provider()
 	for _, v := range newest {
 		old := fmt.Sprintf(`{"schema":1,"version":%q,"sums":{},"archives":{},"verified_at":"2025-06-01T12:00:00Z"}`, v)
-		if err := h.store.PutMeta(packageKey(p, mustVersion(t, v)), json.RawMessage(old)); err != nil {
+		if err := h.store.PutMeta(records.PackageKey(p, mustVersion(t, v)), json.RawMessage(old)); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -291,14 +293,14 @@ deny_version "%[1]s/%[2]s/%[3]s" {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := list.versionNames(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
+	if got := list.Names(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
 		t.Fatalf("listed %v, want 1.0.1 left out", got)
 	}
 	if len(list.Held) != 1 || !strings.Contains(list.Held[0], "CVE-2026-1234: use 1.1.0") {
 		t.Fatalf("held notes %q, want the reason", list.Held)
 	}
 	_, err = h.packages("1.0.1")
-	var perr *PolicyError
+	var perr *gate.PolicyError
 	if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-1234") {
 		t.Fatalf("denied version: %v, want a deny_version refusal with the reason", err)
 	}
@@ -306,7 +308,7 @@ deny_version "%[1]s/%[2]s/%[3]s" {
 	if _, _, err := h.engine.Versions(context.Background(), other); !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleAllowList {
 		t.Fatalf("provider outside the allow list: %v, want an allow_list refusal", err)
 	}
-	if _, err := h.engine.OpenArchive(context.Background(), other, mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64")); !errors.Is(err, ErrPolicy) {
+	if _, err := h.engine.OpenArchive(context.Background(), other, mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64")); !errors.Is(err, gate.ErrPolicy) {
 		t.Fatalf("archive of a provider outside the allow list: %v", err)
 	}
 	if h.origin.Hits(fakeorigin.Archive) != 0 {

@@ -1,7 +1,7 @@
 package mirror
 
 // A withheld import set aside in the record of the origin's version of
-// its number (PackageRecord.Withheld): checked by a check of the cache
+// its number (records.PackageRecord.Withheld): checked by a check of the cache
 // and kept out of the shared tier. That retention keeps it, and a prune
 // naming the version removes it, is tested in package retention.
 
@@ -15,6 +15,9 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -32,7 +35,7 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 	h.origin.AddProvider(ns, typ, versions, []string{"linux_amd64"})
 	zipped := zipOfSize(t, typ, size, 42)
 	sum := sha256.Sum256(zipped)
-	in := Imported{Provider: h.provider(), Version: mustVersion(t, "1.0.0"), Unsigned: true, Packages: []ImportedPackage{{
+	in := imports.Imported{Provider: h.provider(), Version: mustVersion(t, "1.0.0"), Unsigned: true, Packages: []imports.Package{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + typ + "_1.0.0_linux_amd64.zip", Document: -1,
 		Open: func(context.Context) (io.ReadCloser, int64, error) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -56,11 +59,11 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 // aside in the cached record of 1.0.0; "" when there is none.
 func setAsideSHA(t *testing.T, h *harness) string {
 	t.Helper()
-	var rec PackageRecord
-	if _, err := h.store.GetMeta(packageKey(h.provider(), mustVersion(t, "1.0.0")), &rec); err != nil {
+	var rec records.PackageRecord
+	if _, err := h.store.GetMeta(records.PackageKey(h.provider(), mustVersion(t, "1.0.0")), &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Provenance != ProvenanceOrigin {
+	if rec.Provenance != records.ProvenanceOrigin {
 		t.Fatalf("1.0.0's record is %q, want the origin's", rec.Provenance)
 	}
 	if rec.Withheld == nil {
@@ -77,10 +80,10 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 	t.Parallel()
 	h, importSHA := setAside(t, harnessOptions{cacheDir: t.TempDir()}, 1<<10, "1.0.0")
 	originSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-	check := func() map[string]CachedCheck {
+	check := func() map[string]cachecheck.Result {
 		t.Helper()
-		got := map[string]CachedCheck{}
-		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { got[c.SHA256] = c }); err != nil {
+		got := map[string]cachecheck.Result{}
+		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got[c.SHA256] = c }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 2 {
@@ -88,7 +91,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 		}
 		for sha, withheld := range map[string]bool{originSHA: false, importSHA: true} {
 			c := got[sha]
-			by := map[bool]string{false: CheckedEvidence, true: CheckedSHA256}[withheld]
+			by := map[bool]string{false: cachecheck.CheckedEvidence, true: cachecheck.CheckedSHA256}[withheld]
 			if c.Kind != "provider" || c.Address != h.provider().String() || c.Version != "1.0.0" || c.Platform != "linux_amd64" ||
 				c.Withheld != withheld || c.By != by {
 				t.Errorf("%s: %+v, want withheld %v, checked by %s", sha, c, withheld, by)
@@ -127,7 +130,7 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 	tier := newMemTier()
 	strict := harnessOptions{cacheDir: t.TempDir(), cfg: Config{Shared: tier}}
 	h, importSHA := setAside(t, strict, 1<<10, "1.0.0")
-	key := packageKey(h.provider(), mustVersion(t, "1.0.0"))
+	key := records.PackageKey(h.provider(), mustVersion(t, "1.0.0"))
 	h.stop() // the record is put in the tier in the background
 	raw, _, _ := tier.GetMeta(t.Context(), key)
 	if raw == nil {
@@ -149,7 +152,7 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 
 	// The bucket as the previous release left it: the record with the
 	// import set aside in it.
-	var local PackageRecord
+	var local records.PackageRecord
 	if _, err := h.store.GetMeta(key, &local); err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +164,7 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 	if _, err := other.packages("1.0.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}
-	var copied PackageRecord
+	var copied records.PackageRecord
 	if _, err := other.store.GetMeta(key, &copied); err != nil {
 		t.Fatalf("the other replica did not copy the record: %v", err)
 	}

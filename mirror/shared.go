@@ -13,6 +13,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // SharedTier is a store that replicas share behind their own caches
@@ -108,7 +109,7 @@ func (h *heldLease) release(ctx context.Context) {
 // shared tier (taking over if the lease expires). A shared tier that fails
 // is gone around to the origin, and so is its copy of an archive that
 // failed verification before.
-func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a ArchiveRecord) (io.ReadCloser, int64, error) {
+func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr.s
 	sh := s.cfg.Shared
 	if sh == nil || !fr.trustsShared(a.SHA256) {
@@ -163,7 +164,7 @@ func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a
 
 // share puts the archive of f, once committed to the cache, in the shared
 // tier (unless it came from there), then gives up f's lease.
-func (fr *fetcher) share(ctx context.Context, f *fetch, a ArchiveRecord) {
+func (fr *fetcher) share(ctx context.Context, f *fetch, a records.ArchiveRecord) {
 	s := fr.s
 	if f.lease != nil {
 		// After the upload: a waiting replica that sees the lease gone
@@ -208,14 +209,14 @@ func (s *sharedRecords) putShared(key string, record any) {
 // that its age stays the shared copy's). Remembering it changes what the
 // engine answers from, as a write to the cache would: the generation
 // advances, so that no Stamp taken before holds on (see Engine.Reuse).
-func (s *sharedRecords) sharedVersions(ctx context.Context, key string) (*VersionList, time.Time, bool) {
+func (s *sharedRecords) sharedVersions(ctx context.Context, key string) (*records.VersionList, time.Time, bool) {
 	if s.cfg.Shared == nil {
 		return nil, time.Time{}, false
 	}
 	_, _, gen, _ := s.memo.get(key)
-	var list VersionList
+	var list records.VersionList
 	storedAt, ok := s.getShared(ctx, key, &list)
-	if !ok || !knownSchema(list.Schema) {
+	if !ok || !records.KnownSchema(list.Schema) {
 		return nil, time.Time{}, false
 	}
 	s.memo.adopt(key, gen, &list, storedAt)
@@ -227,23 +228,23 @@ func (s *sharedRecords) sharedVersions(ctx context.Context, key string) (*Versio
 // (see checkEvidence): a copy that does not is left where it is, so that
 // the version is fetched and verified anew, as when the cached record
 // fails, and its record then replaces the shared tier's.
-func (s *sharedRecords) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*PackageRecord, bool) {
+func (s *sharedRecords) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false
 	}
-	key := packageKey(p, v)
-	var rec PackageRecord
-	if _, ok := s.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || !rec.hasEvidence() {
+	key := records.PackageKey(p, v)
+	var rec records.PackageRecord
+	if _, ok := s.getShared(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !rec.HasEvidence() {
 		return nil, false
 	}
-	if err := rec.verifyEvidence(p.Type, v); err != nil {
-		reason := reasonOf(err)
+	if err := rec.VerifyEvidence(p.Type, v); err != nil {
+		reason := records.ReasonOf(err)
 		s.metrics.VerificationFailed(reason)
 		s.log.Error("the shared store's package record failed verification; fetching the version from the origin",
 			"provider", p.String(), "version", v.String(), "reason", reason, "error", err)
 		return nil, false
 	}
-	rec.evidenceChecked.Store(true)
+	rec.MarkEvidenceChecked()
 	// A withheld import set aside in it is another replica's, which an
 	// earlier release shared: imported records stay local.
 	rec.Withheld = nil
@@ -263,13 +264,13 @@ func (s *sharedRecords) sharedPackage(ctx context.Context, p addrs.Provider, v v
 // engine trusts it for. What the shared tier answered is remembered for
 // sharedSeenTTL (see sharedAnswers), so that a warm version list asks it
 // nothing.
-func (s *sharedRecords) sharedInstallable(ctx context.Context, p addrs.Provider, v versions.Version, rec *PackageRecord) bool {
+func (s *sharedRecords) sharedInstallable(ctx context.Context, p addrs.Provider, v versions.Version, rec *records.PackageRecord) bool {
 	if s.cfg.Shared == nil {
 		return false
 	}
 	now := s.cfg.Now()
 	if rec == nil {
-		key := "package/" + packageKey(p, v)
+		key := "package/" + records.PackageKey(p, v)
 		if has, ok := s.seen.get(key, now); ok && !has {
 			return false
 		}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/sharedstore"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -170,14 +171,14 @@ func TestSharedOneOriginDownload(t *testing.T) {
 	}
 	close(gate)
 	wg.Wait()
-	sources := map[Source]int{}
+	sources := map[records.Source]int{}
 	for i, a := range got {
 		if a.err != nil || !bytes.Equal(a.body, want) {
 			t.Errorf("client %d: %d bytes, %v", i, len(a.body), a.err)
 		}
 		sources[a.source]++
 	}
-	if sources[Miss] != 1 || sources[Shared] != 2 {
+	if sources[records.Miss] != 1 || sources[records.Shared] != 2 {
 		t.Errorf("sources %v, want one miss (the origin download) and two shared (one per other replica)", sources)
 	}
 	for _, r := range rs {
@@ -264,7 +265,7 @@ func TestSharedStoreDown(t *testing.T) {
 		t.Errorf("%d origin downloads with the store down, want one per replica", n)
 	}
 	// Cached locally: served without the store.
-	if a := rs[0].read(context.Background(), "1.0.0", "linux_amd64"); a.err != nil || a.source != Hit {
+	if a := rs[0].read(context.Background(), "1.0.0", "linux_amd64"); a.err != nil || a.source != records.Hit {
 		t.Fatalf("cached archive with the store down: %v, %v", a.source, a.err)
 	}
 
@@ -533,7 +534,7 @@ func TestSharedStamps(t *testing.T) {
 // A package record in the shared tier whose evidence no longer verifies
 // is not copied: the replica fetches and verifies the version from the
 // origin, as when its own cached record fails, and its record replaces
-// the shared tier's. Copied, the record would fail every Evidence call,
+// the shared tier's. Copied, the record would fail every records.Evidence call,
 // copied again on every local miss.
 func TestSharedRecordFailingEvidence(t *testing.T) {
 	srv, rs := newReplicas(t, 1, nil)
@@ -542,12 +543,12 @@ func TestSharedRecordFailingEvidence(t *testing.T) {
 		t.Fatal(err)
 	}
 	rs[0].waitIdle()
-	key := packageKey(rs[0].provider(), mustVersion(t, "1.0.0"))
+	key := records.PackageKey(rs[0].provider(), mustVersion(t, "1.0.0"))
 	raw, _, err := rs[0].shared.GetMeta(ctx, key)
 	if err != nil || raw == nil {
 		t.Fatalf("the shared tier has no package record: %v", err)
 	}
-	var rec PackageRecord
+	var rec records.PackageRecord
 	if err := json.Unmarshal(raw, &rec); err != nil {
 		t.Fatal(err)
 	}
@@ -570,11 +571,11 @@ func TestSharedRecordFailingEvidence(t *testing.T) {
 	if raw, _, err = rs[0].shared.GetMeta(ctx, key); err != nil {
 		t.Fatal(err)
 	}
-	var replaced PackageRecord
+	var replaced records.PackageRecord
 	if err := json.Unmarshal(raw, &replaced); err != nil {
 		t.Fatal(err)
 	}
-	if err := replaced.verifyEvidence(typ, mustVersion(t, "1.0.0")); err != nil {
+	if err := replaced.VerifyEvidence(typ, mustVersion(t, "1.0.0")); err != nil {
 		t.Errorf("the shared tier's record still fails verification: %v", err)
 	}
 }
@@ -753,7 +754,7 @@ func TestSharedSealedListRemembers(t *testing.T) {
 		}
 		return n
 	}
-	versionsOf := func(list *VersionList) []string {
+	versionsOf := func(list *records.VersionList) []string {
 		var vs []string
 		for _, e := range list.Versions {
 			vs = append(vs, e.Version)

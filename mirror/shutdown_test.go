@@ -9,6 +9,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // fetchMetrics counts archive fetches that have not yet ended.
@@ -77,12 +78,12 @@ func TestShutdown(t *testing.T) {
 		if _, err := h.store.StatBlob(h.origin.SHA256(ns, typ, version, pl)); !errors.Is(err, cache.ErrNotFound) {
 			t.Errorf("a download cut off by the shutdown is cached: %v", err)
 		}
-		if _, err := h.engine.EnsureArchive(t.Context(), h.provider(), mustVersion(t, version), mustPlatform(t, pl)); !errors.Is(err, ErrShutDown) {
+		if _, err := h.engine.EnsureArchive(t.Context(), h.provider(), mustVersion(t, version), mustPlatform(t, pl)); !errors.Is(err, records.ErrShutDown) {
 			t.Errorf("EnsureArchive after Shutdown: %v, want ErrShutDown", err)
 		}
 		other := h.provider()
 		other.Type = "other"
-		if _, _, err := h.engine.Versions(t.Context(), other); !errors.Is(err, ErrShutDown) {
+		if _, _, err := h.engine.Versions(t.Context(), other); !errors.Is(err, records.ErrShutDown) {
 			t.Errorf("Versions of an uncached provider after Shutdown: %v, want ErrShutDown", err)
 		}
 	})

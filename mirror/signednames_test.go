@@ -11,62 +11,10 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
-
-// The rule for a SHA256SUMS document: every line names a file of one
-// release of the provider type, "terraform-provider-TYPE_VERSION_...",
-// with one VERSION that is a spelling of the record's version.
-func TestReleaseOf(t *testing.T) {
-	t.Parallel()
-	sha := strings.Repeat("ab", 32)
-	lines := func(names ...string) map[string]string {
-		m := map[string]string{}
-		for _, n := range names {
-			m[n] = sha
-		}
-		return m
-	}
-	const zip, darwin = "terraform-provider-random_3.5.0_linux_amd64.zip", "terraform-provider-random_3.5.0_darwin_arm64.zip"
-	tests := []struct {
-		name    string
-		version string
-		lines   map[string]string
-		reason  verify.Reason // "": accepted
-	}{
-		{name: "the release's archives", version: "3.5.0", lines: lines(zip, darwin)},
-		{name: "and its manifest, as real registries list it", version: "3.5.0", lines: lines(zip, "terraform-provider-random_3.5.0_manifest.json")},
-		{name: "the origin's spelling of the version", version: "1.0.0", lines: lines("terraform-provider-random_1.0_linux_amd64.zip")},
-		{name: "build metadata kept", version: "1.0.0+b", lines: lines("terraform-provider-random_1.0.0+b_linux_amd64.zip")},
-		{name: "another version", version: "9.9.9", lines: lines(zip, darwin), reason: verify.ReasonName},
-		{name: "other build metadata", version: "1.0.0+a", lines: lines("terraform-provider-random_1.0.0+b_linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "a line of another version", version: "3.5.0", lines: lines(zip, "terraform-provider-random_9.9.9_linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "two spellings of the version", version: "1.0.0", lines: lines("terraform-provider-random_1.0.0_linux_amd64.zip", "terraform-provider-random_1.0_darwin_arm64.zip"), reason: verify.ReasonName},
-		{name: "another type", version: "3.5.0", lines: lines("terraform-provider-null_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "a type the asked one is the prefix of", version: "3.5.0", lines: lines("terraform-provider-random-x_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "a line of another type", version: "3.5.0", lines: lines(zip, "terraform-provider-null_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "a file of no release", version: "3.5.0", lines: lines(zip, "SHA256SUMS"), reason: verify.ReasonName},
-		{name: "a version and nothing after", version: "3.5.0", lines: lines(zip, "terraform-provider-random_3.5.0_"), reason: verify.ReasonName},
-		{name: "no version", version: "3.5.0", lines: lines("terraform-provider-random__linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "a version that does not parse", version: "3.5.0", lines: lines("terraform-provider-random_v3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "no line", version: "3.5.0", lines: lines(), reason: verify.ReasonMissingChecksum},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			rel, err := releaseOf("random", mustVersion(t, tc.version), tc.lines)
-			if tc.reason == "" {
-				if err != nil {
-					t.Fatalf("refused: %v", err)
-				}
-				return
-			}
-			var verr *verify.Error
-			if !errors.As(err, &verr) || verr.Reason != tc.reason {
-				t.Fatalf("releaseOf = %+v, %v; want a %s failure", rel, err, tc.reason)
-			}
-		})
-	}
-}
 
 // An origin's package answer is believed for nothing a signature does not
 // cover: the archive's name is derived from the type, the version and the
@@ -145,7 +93,7 @@ func TestOriginAnswersMustNameTheRelease(t *testing.T) {
 			if got.err == nil || got.opened {
 				t.Errorf("the archive was served (%d bytes)", len(got.body))
 			}
-			if _, err := h.engine.AirGap().Stored(h.provider(), mustVersion(t, version)); !errors.Is(err, ErrNotCached) {
+			if _, err := h.engine.AirGap().Stored(h.provider(), mustVersion(t, version)); !errors.Is(err, records.ErrNotCached) {
 				t.Errorf("Stored after the refusal: %v, want ErrNotCached", err)
 			}
 			if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
@@ -165,7 +113,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 	src := newHarness(t, harnessOptions{origin: fakeorigin.Options{ReleaseManifest: true}})
 	src.origin.AddProvider(ns, typ, []string{"3.5.0"}, platforms)
 	src.origin.AddProvider(ns, "null", []string{"3.5.0"}, platforms)
-	evidence := func(p addrs.Provider) *Evidence {
+	evidence := func(p addrs.Provider) *records.Evidence {
 		ev, err := src.engine.Evidence(t.Context(), p, mustVersion(t, "3.5.0"), nil)
 		if err != nil {
 			t.Fatal(err)
@@ -180,8 +128,8 @@ func TestImportMustNameTheRelease(t *testing.T) {
 	darwin, _ := random.Platform("darwin_arm64")
 	// asLinux gives the linux_amd64 package darwin_arm64's archive, with
 	// edit applied to what the input says of it.
-	asLinux := func(edit func(pkg *ImportedPackage)) func(in *Imported) {
-		return func(in *Imported) {
+	asLinux := func(edit func(pkg *imports.Package)) func(in *imports.Imported) {
+		return func(in *imports.Imported) {
 			for i := range in.Packages {
 				if in.Packages[i].Platform != "linux_amd64" {
 					continue
@@ -202,10 +150,10 @@ func TestImportMustNameTheRelease(t *testing.T) {
 	linuxName := addrs.ArchiveName(typ, "3.5.0", "linux_amd64")
 	tests := []struct {
 		name    string
-		ev      *Evidence
+		ev      *records.Evidence
 		body    func(pl string) []byte
 		claims  string // the version it is imported as
-		edit    func(in *Imported)
+		edit    func(in *imports.Imported)
 		reason  verify.Reason // "": imported
 		doc     bool          // the error is the document's, else linux_amd64's package
 		message string
@@ -216,13 +164,13 @@ func TestImportMustNameTheRelease(t *testing.T) {
 		{name: "another platform", ev: random, body: body(typ), claims: "3.5.0", edit: asLinux(nil), reason: verify.ReasonName,
 			message: darwin.Filename + " is given as the package of linux_amd64; the signed name of that package is " + linuxName},
 		{name: "another platform, its os and arch edited", ev: random, body: body(typ), claims: "3.5.0", reason: verify.ReasonName,
-			edit:    asLinux(func(pkg *ImportedPackage) { pkg.OS, pkg.Arch = "linux", "amd64" }),
+			edit:    asLinux(func(pkg *imports.Package) { pkg.OS, pkg.Arch = "linux", "amd64" }),
 			message: darwin.Filename + " is given as the package of linux_amd64"},
 		{name: "another platform, its names edited", ev: random, body: body(typ), claims: "3.5.0", reason: verify.ReasonChecksum,
-			edit:    asLinux(func(pkg *ImportedPackage) { pkg.Filename, pkg.OS, pkg.Arch = linuxName, "linux", "amd64" }),
+			edit:    asLinux(func(pkg *imports.Package) { pkg.Filename, pkg.OS, pkg.Arch = linuxName, "linux", "amd64" }),
 			message: "SHA256SUMS says " + src.origin.SHA256(ns, typ, "3.5.0", "linux_amd64")},
 		{name: "another platform, its names and shasum edited", ev: random, body: body(typ), claims: "3.5.0", reason: verify.ReasonChecksum,
-			edit: asLinux(func(pkg *ImportedPackage) {
+			edit: asLinux(func(pkg *imports.Package) {
 				pkg.Filename, pkg.OS, pkg.Arch, pkg.Shasum = linuxName, "linux", "amd64", src.origin.SHA256(ns, typ, "3.5.0", "linux_amd64")
 			}),
 			message: src.origin.SHA256(ns, typ, "3.5.0", "darwin_arm64")},
@@ -253,7 +201,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 			}
 			var (
 				verr *verify.Error
-				ierr *ImportError
+				ierr *imports.Error
 			)
 			if !errors.As(err, &verr) || verr.Reason != tc.reason || !errors.As(err, &ierr) {
 				t.Fatalf("Import: %v, want a %s failure", err, tc.reason)
@@ -274,7 +222,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 			if _, err := dst.engine.OpenArchive(t.Context(), dst.provider(), in.Version, mustPlatform(t, "linux_amd64")); err == nil {
 				t.Error("the refused archive is served")
 			}
-			if _, err := dst.engine.AirGap().Stored(dst.provider(), in.Version); !errors.Is(err, ErrNotCached) {
+			if _, err := dst.engine.AirGap().Stored(dst.provider(), in.Version); !errors.Is(err, records.ErrNotCached) {
 				t.Errorf("Stored: %v, want ErrNotCached", err)
 			}
 		})

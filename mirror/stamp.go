@@ -1,6 +1,10 @@
 package mirror
 
-import "time"
+import (
+	"time"
+
+	"github.com/tfmirror/tfmirror/mirror/records"
+)
 
 // Stamp tells whether an answer of Versions or Package is still the one
 // the same call would give, so that a front door can keep what it made
@@ -36,7 +40,7 @@ const (
 // is unchanged only while both are. The policy's generation (advanced by
 // every SetPolicy) is added, so that a new policy ends every answer kept.
 func (s *providerRecords) generation() uint64 {
-	return s.memo.m.Generation() + s.store.StatGeneration() + s.e.policy.generation()
+	return s.memo.m.Generation() + s.store.StatGeneration() + s.e.gate.Generation()
 }
 
 // stamp returns the stamp of an answer made from a version list in state
@@ -54,7 +58,7 @@ func (s *providerRecords) stamp(gen uint64, st listState, kind stampKind) Stamp 
 // missingUntil returns until, or earlier when a platform of need that rec
 // has no package for stops being believed missing before (see
 // believedMissing), so that the origin is asked again then.
-func (s *providerRecords) missingUntil(rec *PackageRecord, need []string, until time.Time) time.Time {
+func (s *providerRecords) missingUntil(rec *records.PackageRecord, need []string, until time.Time) time.Time {
 	if s.cfg.Offline {
 		return until
 	}

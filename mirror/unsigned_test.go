@@ -14,15 +14,18 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
 )
 
 // unsignedImport is an unsigned import of version v of p, one in-house
 // package for linux_amd64, and the package's sha256.
-func unsignedImport(t *testing.T, p addrs.Provider, version string) (Imported, string) {
+func unsignedImport(t *testing.T, p addrs.Provider, version string) (imports.Imported, string) {
 	t.Helper()
 	zipped := inHouseZip(t, p.Type)
 	sum := sha256.Sum256(zipped)
-	return Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []ImportedPackage{{
+	return imports.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []imports.Package{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
 		Open: func(context.Context) (io.ReadCloser, int64, error) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -55,7 +58,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 			}
 			in, sha := unsignedImport(t, p, tc.version)
 			_, err := h.engine.AirGap().Import(t.Context(), in)
-			if !errors.Is(err, ErrUnsignedOrigin) {
+			if !errors.Is(err, withhold.ErrUnsignedOrigin) {
 				t.Fatalf("Import: %v, want ErrUnsignedOrigin", err)
 			}
 			for _, want := range []string{p.String(), "registry.terraform.io is an allowed origin", "--allow-unsigned-hosts"} {
@@ -78,12 +81,12 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 			if a.err != nil || !bytes.Equal(a.body, h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
 				t.Errorf("1.0.0 linux_amd64: %v, not the origin's archive", a.err)
 			}
-			if _, err := h.engine.Package(t.Context(), p, mustVersion(t, "9.0.0"), nil); !errors.Is(err, ErrVersionNotFound) {
+			if _, err := h.engine.Package(t.Context(), p, mustVersion(t, "9.0.0"), nil); !errors.Is(err, records.ErrVersionNotFound) {
 				t.Errorf("9.0.0: %v, want ErrVersionNotFound", err)
 			}
 			h.waitIdle()
 			err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
-				if cv.Provenance == ProvenanceUnsigned {
+				if cv.Provenance == records.ProvenanceUnsigned {
 					t.Errorf("an unsigned record was stored: %+v", cv)
 				}
 				return nil
@@ -229,10 +232,10 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 			}
 		} else {
 			// Connected, 9.0.0 is not in the origin's list at all.
-			if !errors.Is(err, ErrVersionNotFound) || offline && !errors.Is(err, ErrUnsignedOrigin) {
+			if !errors.Is(err, records.ErrVersionNotFound) || offline && !errors.Is(err, withhold.ErrUnsignedOrigin) {
 				t.Errorf("Package %s: %v, want withheld", v, err)
 			}
-			if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, ErrVersionNotFound) {
+			if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, records.ErrVersionNotFound) {
 				t.Errorf("OpenArchive %s: %v, want withheld", v, err)
 				if err == nil {
 					arc.Close()

@@ -17,6 +17,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -92,14 +94,14 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 			t.Errorf("Package: %+v, want linux_amd64 with the cached archive's hashes", pkg.Archives)
 		}
 		got := h.read(t.Context(), "1.0.0", "linux_amd64")
-		if got.err != nil || got.source != Hit || !bytes.Equal(got.body, zip) {
+		if got.err != nil || got.source != records.Hit || !bytes.Equal(got.body, zip) {
 			t.Errorf("archive: source %v, %d bytes, error %v; want the cached archive", got.source, len(got.body), got.err)
 		}
 	}
 	storedSchema := func(t *testing.T) int {
 		t.Helper()
-		var rec PackageRecord
-		if _, err := h.store.GetMeta(packageKey(p, v), &rec); err != nil {
+		var rec records.PackageRecord
+		if _, err := h.store.GetMeta(records.PackageKey(p, v), &rec); err != nil {
 			t.Fatal(err)
 		}
 		return rec.Schema
@@ -113,7 +115,7 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 		if _, err := h.engine.Evidence(t.Context(), p, v, []addrs.Platform{linux}); err == nil {
 			t.Error("Evidence without the origin: no error")
 		}
-		if err := h.engine.Verify(t.Context(), p, v, linux); !errors.Is(err, ErrNoEvidence) {
+		if err := h.engine.Verify(t.Context(), p, v, linux); !errors.Is(err, records.ErrNoEvidence) {
 			t.Errorf("Verify: %v, want ErrNoEvidence", err)
 		}
 		if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
@@ -129,13 +131,13 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 		h.start(offline)
 		served(t)
 		_, err := h.engine.Evidence(t.Context(), p, v, []addrs.Platform{linux})
-		if !errors.Is(err, ErrOffline) || !errors.Is(err, ErrNoEvidence) {
+		if !errors.Is(err, records.ErrOffline) || !errors.Is(err, records.ErrNoEvidence) {
 			t.Errorf("Evidence offline: %v, want ErrOffline and ErrNoEvidence", err)
 		}
 		if n := h.origin.TotalHits(); n != 0 {
 			t.Errorf("origin asked %d times offline, want 0", n)
 		}
-		if s := storedSchema(t); s >= evidenceSchema {
+		if s := storedSchema(t); s >= records.EvidenceSchema {
 			t.Errorf("stored record has schema %d offline, want the old one", s)
 		}
 	})
@@ -146,8 +148,8 @@ func testOldLayout(t *testing.T, versionJSON, recordJSON string) {
 		h.origin.ResetHits()
 		h.start(opts)
 		served(t)
-		if s := storedSchema(t); s != recordSchema {
-			t.Errorf("stored record has schema %d, want %d", s, recordSchema)
+		if s := storedSchema(t); s != records.Schema {
+			t.Errorf("stored record has schema %d, want %d", s, records.Schema)
 		}
 		if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
 			t.Errorf("archive downloaded %d times, want 0 (it was cached)", n)
@@ -248,11 +250,11 @@ func TestRecordsOfEarlierReleasesRecheckedForNames(t *testing.T) {
 			writeOldCache(t, h, v, list, record)
 			h.origin.SetDown(http.StatusServiceUnavailable) // what is checked is the cache's alone
 
-			var checks []CachedCheck
-			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { checks = append(checks, c) }); err != nil {
+			var checks []cachecheck.Result
+			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { checks = append(checks, c) }); err != nil {
 				t.Fatal(err)
 			}
-			if len(checks) != 1 || checks[0].By != CheckedEvidence || checks[0].Version != tc.stored || checks[0].Reason != string(tc.reason) {
+			if len(checks) != 1 || checks[0].By != cachecheck.CheckedEvidence || checks[0].Version != tc.stored || checks[0].Reason != string(tc.reason) {
 				t.Fatalf("cache verify: %+v, want %s checked by its evidence with reason %q", checks, tc.stored, tc.reason)
 			}
 			_, err = h.engine.Evidence(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "linux_amd64")})
@@ -296,10 +298,10 @@ func fetchBody(t *testing.T, h *harness, url string) []byte {
 func writeOldCache(t *testing.T, h *harness, v versions.Version, listJSON, recordJSON string) (zip []byte, h1 string) {
 	t.Helper()
 	p := h.provider()
-	if err := h.store.PutMeta(versionsKey(p), json.RawMessage(listJSON)); err != nil {
+	if err := h.store.PutMeta(records.VersionsKey(p), json.RawMessage(listJSON)); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.store.PutMeta(packageKey(p, v), json.RawMessage(recordJSON)); err != nil {
+	if err := h.store.PutMeta(records.PackageKey(p, v), json.RawMessage(recordJSON)); err != nil {
 		t.Fatal(err)
 	}
 	zip = h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")

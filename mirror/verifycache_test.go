@@ -15,6 +15,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -22,16 +24,16 @@ import (
 type checkMetrics struct {
 	noMetrics
 	mu   sync.Mutex
-	last CacheCheck
+	last cachecheck.Summary
 }
 
 func (m *checkMetrics) CacheChecked(at time.Time, checked, failed int) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.last = CacheCheck{At: at, Checked: checked, Failed: failed}
+	m.last = cachecheck.Summary{At: at, Checked: checked, Failed: failed}
 }
 
-func (m *checkMetrics) get() CacheCheck {
+func (m *checkMetrics) get() cachecheck.Summary {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.last
@@ -55,11 +57,11 @@ func TestVerifyCache(t *testing.T) {
 	}
 	h.waitIdle()
 
-	check := func() map[string]CachedCheck {
+	check := func() map[string]cachecheck.Result {
 		t.Helper()
 		h.origin.ResetHits()
-		got := map[string]CachedCheck{}
-		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) {
+		got := map[string]cachecheck.Result{}
+		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) {
 			got[fmt.Sprintf("%s %s %s %s", c.Kind, c.Address, c.Version, c.Platform)] = c
 		}); err != nil {
 			t.Fatal(err)
@@ -74,9 +76,9 @@ func TestVerifyCache(t *testing.T) {
 	}
 	p := h.provider().String()
 	want := map[string]string{ // what each package is checked by
-		"provider " + p + " 1.0.0 linux_amd64":      CheckedEvidence,
-		"provider " + p + " 2.0.0 linux_amd64":      CheckedEvidence,
-		"module " + testModule.String() + " 1.0.0 ": CheckedSHA256,
+		"provider " + p + " 1.0.0 linux_amd64":      cachecheck.CheckedEvidence,
+		"provider " + p + " 2.0.0 linux_amd64":      cachecheck.CheckedEvidence,
+		"module " + testModule.String() + " 1.0.0 ": cachecheck.CheckedSHA256,
 	}
 	got := check()
 	if len(got) != len(want) {
@@ -119,7 +121,7 @@ func TestVerifyCache(t *testing.T) {
 	}
 
 	h.stop()
-	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(CachedCheck) {}); !errors.Is(err, ErrShutDown) {
+	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(cachecheck.Result) {}); !errors.Is(err, records.ErrShutDown) {
 		t.Errorf("after shutdown: %v, want ErrShutDown", err)
 	}
 }
@@ -153,11 +155,11 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	result := make(chan error, 1)
 	var reports atomic.Int64
 	go func() {
-		result <- h.engine.CacheChecker().VerifyCache(context.Background(), func(CachedCheck) {
+		result <- h.engine.CacheChecker().VerifyCache(context.Background(), func(cachecheck.Result) {
 			if reports.Add(1) == 1 {
 				close(started)
 				select {
-				case <-h.engine.CacheChecker().checkCtx.Done():
+				case <-h.engine.CacheChecker().Stopping():
 				case <-ctx.Done():
 				}
 			}
@@ -169,7 +171,7 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	}
 	h.closed = true
 	h.store.Close()
-	if err := <-result; !errors.Is(err, ErrShutDown) {
+	if err := <-result; !errors.Is(err, records.ErrShutDown) {
 		t.Errorf("the check under way ended with %v, want ErrShutDown", err)
 	}
 	if n := reports.Load(); n != 1 {
@@ -223,8 +225,8 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.Close()
-			key := moduleRecordKey(testModule, "1.0.0")
-			var rec ModuleRecord
+			key := records.ModuleRecordKey(testModule, "1.0.0")
+			var rec records.ModuleRecord
 			if _, err := h.store.GetMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}
@@ -233,8 +235,8 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 				t.Fatal(err)
 			}
 
-			var got []CachedCheck
-			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c CachedCheck) { got = append(got, c) }); err != nil {
+			var got []cachecheck.Result
+			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != 1 || got[0].SHA256 != sha {

@@ -21,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -143,7 +144,7 @@ func FuzzTranslateVersions(f *testing.F) {
 				}
 			}
 		}
-		list := mirror.TranslateVersions(infos, func(string, error) {})
+		list := records.TranslateVersions(infos, func(string, error) {})
 
 		var prev *versions.Version
 		for _, e := range list.Versions {
@@ -199,7 +200,7 @@ func FuzzTranslateVersions(f *testing.F) {
 			v, _ := parseVersion(e.Version)
 			var archives []mirror.PlatformArchive
 			for _, pl := range e.Platforms {
-				archives = append(archives, mirror.PlatformArchive{Platform: pl, ArchiveRecord: mirror.ArchiveRecord{SHA256: strings.Repeat("ab", 32)}})
+				archives = append(archives, mirror.PlatformArchive{Platform: pl, ArchiveRecord: records.ArchiveRecord{SHA256: strings.Repeat("ab", 32)}})
 			}
 			vd := newVersionDocument(typ, v, archives)
 			raw, err := json.Marshal(vd)

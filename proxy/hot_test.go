@@ -16,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // writeDocument answers as http.ServeContent does (which it calls for
@@ -86,7 +87,7 @@ type countingEngine struct {
 	calls atomic.Int64
 }
 
-func (e *countingEngine) Versions(ctx context.Context, p addrs.Provider) (*mirror.VersionList, mirror.ListState, error) {
+func (e *countingEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error) {
 	e.calls.Add(1)
 	return e.Engine.Versions(ctx, p)
 }

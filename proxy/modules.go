@@ -25,7 +25,8 @@ import (
 	"github.com/gorilla/mux"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -33,9 +34,9 @@ import (
 // module side of Engine.
 type ModuleEngine interface {
 	CheckModuleOrigin(m addrs.Module) error
-	ModuleVersions(ctx context.Context, m addrs.Module) (*mirror.ModuleVersionList, mirror.ListState, error)
-	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*mirror.ModuleRecord, error)
-	OpenModule(ctx context.Context, m addrs.Module, version string) (*mirror.ModulePackage, error)
+	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error)
+	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
 }
 
 // modulePackageFile is the package's file name below its version.

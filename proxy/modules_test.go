@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 )
 
 const modBase = "/registry/" + originHost + "/v1/modules/"
@@ -154,8 +155,8 @@ func TestModulePullThrough(t *testing.T) {
 	// The origin down: the stale list and the cached package are served.
 	o.SetDown(http.StatusBadGateway)
 	mirror.WaitIdle(t.Context(), h.engine)
-	var cached []mirror.CachedModule
-	h.engine.Modules().ListCachedModules(func(cm mirror.CachedModule) error { cached = append(cached, cm); return nil })
+	var cached []modules.Cached
+	h.engine.Modules().ListCachedModules(func(cm modules.Cached) error { cached = append(cached, cm); return nil })
 	if len(cached) != 2 || !cached[0].Cached || cached[0].Record.Commit != commit || cached[0].Record.SHA256 == "" {
 		t.Errorf("cached modules: %+v", cached)
 	}

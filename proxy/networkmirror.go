@@ -22,6 +22,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -230,7 +231,7 @@ func (pr *providerRoutes) provider(r *http.Request) (addrs.Provider, error) {
 // versions reads the version list of the request's provider, for the
 // mirror's index.json and the registry's versions answer. On an error it
 // answers the request and returns ok false.
-func (pr *providerRoutes) versions(w http.ResponseWriter, r *http.Request) (p addrs.Provider, list *mirror.VersionList, st mirror.ListState, ok bool) {
+func (pr *providerRoutes) versions(w http.ResponseWriter, r *http.Request) (p addrs.Provider, list *records.VersionList, st mirror.ListState, ok bool) {
 	p, err := pr.provider(r)
 	if err == nil {
 		list, st, err = pr.engine.Versions(r.Context(), p)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
@@ -162,7 +163,7 @@ deny_version "`+addr+`" {
 	var st Status
 	h.get("/?format=json").json(t, &st)
 	signed := clock.Now()
-	want := []mirror.WithheldVersion{
+	want := []withhold.Version{
 		{Provider: addr, Version: "1.0.1", Rule: policy.RuleDenyVersion, Reason: "CVE-2026-1234: use 1.0.0"},
 		{Provider: addr, Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: signed.Add(41 * time.Hour)},
 		{Provider: addr, Version: "1.2.0", Rule: policy.RuleMinReleaseAge, AvailableAt: signed.Add(47 * time.Hour)},
@@ -225,25 +226,25 @@ func TestHeldSummaryText(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name string
-		held []mirror.WithheldVersion
+		held []withhold.Version
 		want string
 	}{
-		{"one denied", []mirror.WithheldVersion{{Version: "1.0.1", Rule: policy.RuleDenyVersion}}, "held back: 1 version"},
-		{"hours rounded up", []mirror.WithheldVersion{
+		{"one denied", []withhold.Version{{Version: "1.0.1", Rule: policy.RuleDenyVersion}}, "held back: 1 version"},
+		{"hours rounded up", []withhold.Version{
 			{Version: "1.0.1", Rule: policy.RuleDenyVersion},
 			{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(40*time.Hour + time.Minute)},
 			{Version: "1.2.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(70 * time.Hour)},
 		}, "held back: 3 versions, next released in 41 h"},
-		{"minutes", []mirror.WithheldVersion{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(25 * time.Minute)}},
+		{"minutes", []withhold.Version{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(25 * time.Minute)}},
 			"held back: 1 version, next released in 25 min"},
-		{"due", []mirror.WithheldVersion{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now}},
+		{"due", []withhold.Version{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now}},
 			"held back: 1 version, next released in less than a minute"},
-		{"addresses", []mirror.WithheldVersion{{Rule: policy.RuleAllowList}, {Rule: policy.RuleDeny}, {Version: "2.0.0", Rule: policy.RuleDenyVersion}},
+		{"addresses", []withhold.Version{{Rule: policy.RuleAllowList}, {Rule: policy.RuleDeny}, {Version: "2.0.0", Rule: policy.RuleDenyVersion}},
 			"held back: 1 version, 2 addresses refused whole"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			all := append([]mirror.WithheldVersion{{Provider: "x/y/z", Version: "0.1.0", Platforms: []string{"linux_amd64"}}}, tc.held...)
+			all := append([]withhold.Version{{Provider: "x/y/z", Version: "0.1.0", Platforms: []string{"linux_amd64"}}}, tc.held...)
 			unsigned, held, sum := splitWithheld(all, now)
 			if len(unsigned) != 1 || len(held) != len(tc.held) {
 				t.Fatalf("parted into %d unsigned and %d held", len(unsigned), len(held))
@@ -253,7 +254,7 @@ func TestHeldSummaryText(t *testing.T) {
 			}
 		})
 	}
-	if _, _, sum := splitWithheld([]mirror.WithheldVersion{{Version: "0.1.0"}}, now); sum != nil {
+	if _, _, sum := splitWithheld([]withhold.Version{{Version: "0.1.0"}}, now); sum != nil {
 		t.Fatalf("a summary with nothing held back: %+v", sum)
 	}
 }

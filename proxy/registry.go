@@ -30,7 +30,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -86,7 +86,7 @@ func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request
 
 // newVersions is the versions answer for list: every version with
 // the origin's protocols and the platforms this mirror serves.
-func (g *providerRegistry) newVersions(list *mirror.VersionList) registryjson.Versions {
+func (g *providerRegistry) newVersions(list *records.VersionList) registryjson.Versions {
 	served := g.engine.Config().Platforms
 	doc := registryjson.Versions{Versions: make([]registryjson.Version, 0, len(list.Versions))}
 	for _, e := range list.Versions {
@@ -154,15 +154,15 @@ func parseRegistryTarget(r *http.Request) (addrs.Provider, versions.Version, add
 }
 
 // evidence returns the verified evidence of pl, failing with
-// mirror.ErrPlatformNotFound when the version has no package for it.
-func (g *providerRegistry) evidence(r *http.Request, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Evidence, mirror.PlatformEvidence, error) {
+// records.ErrPlatformNotFound when the version has no package for it.
+func (g *providerRegistry) evidence(r *http.Request, p addrs.Provider, v versions.Version, pl addrs.Platform) (*records.Evidence, records.PlatformEvidence, error) {
 	ev, err := g.engine.Evidence(r.Context(), p, v, []addrs.Platform{pl})
 	if err != nil {
-		return nil, mirror.PlatformEvidence{}, err
+		return nil, records.PlatformEvidence{}, err
 	}
 	pe, ok := ev.Platform(pl.String())
 	if !ok {
-		return nil, pe, fmt.Errorf("%w: %s %s has no package for %s", mirror.ErrPlatformNotFound, p, v, pl)
+		return nil, pe, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
 	}
 	return ev, pe, nil
 }

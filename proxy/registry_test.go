@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // registryPath is a path of the registry protocol for the test provider.
@@ -217,7 +218,7 @@ func TestRegistryRefusesTamperedEvidence(t *testing.T) {
 				t.Fatal(err)
 			}
 			key := "package/" + originHost + "/" + ns + "/" + typ + "/1.0.0"
-			var rec mirror.PackageRecord
+			var rec records.PackageRecord
 			if _, err := store.GetMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"slices"
 	"sync"
 
@@ -29,7 +30,7 @@ type renderMemo struct {
 }
 
 type renderedIndex struct {
-	list *mirror.VersionList
+	list *records.VersionList
 	doc  document
 }
 
@@ -44,19 +45,19 @@ func newRenderMemo() *renderMemo {
 }
 
 // index returns p's index.json document made from list.
-func (m *renderMemo) index(p addrs.Provider, list *mirror.VersionList) document {
+func (m *renderMemo) index(p addrs.Provider, list *records.VersionList) document {
 	return m.listDoc(m.indexes, p, list, func() document { return newDocument(renderJSON(newIndexDocument(list))) })
 }
 
 // registryVersions returns p's registry versions answer made from list by
 // render.
-func (m *renderMemo) registryVersions(p addrs.Provider, list *mirror.VersionList, render func() document) document {
+func (m *renderMemo) registryVersions(p addrs.Provider, list *records.VersionList, render func() document) document {
 	return m.listDoc(m.regLists, p, list, render)
 }
 
 // listDoc returns the document of table made from list for p, rendering
 // it anew when the list is not the one it was made from.
-func (m *renderMemo) listDoc(table map[string]renderedIndex, p addrs.Provider, list *mirror.VersionList, render func() document) document {
+func (m *renderMemo) listDoc(table map[string]renderedIndex, p addrs.Provider, list *records.VersionList, render func() document) document {
 	return memoized(&m.mu, table, p.String(),
 		func(r renderedIndex) bool { return r.list == list },
 		func() renderedIndex { return renderedIndex{list: list, doc: render()} }).doc

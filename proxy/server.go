@@ -12,6 +12,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
@@ -25,10 +28,10 @@ type Engine interface {
 	// stamp is still the one the same call would give.
 	Reuse(st mirror.Stamp) bool
 	// Modules returns the engine's module side.
-	Modules() *mirror.Modules
+	Modules() *modules.Modules
 	// CacheChecker returns the engine's check of the whole cache, whose
 	// last run the status page shows.
-	CacheChecker() *mirror.CacheChecker
+	CacheChecker() *cachecheck.Checker
 	StatusEngine
 }
 
@@ -41,9 +44,9 @@ type ProviderEngine interface {
 	// serve (the origin client's ErrHostNotAllowed, which httperr answers
 	// with 404).
 	CheckOrigin(p addrs.Provider) error
-	Versions(ctx context.Context, p addrs.Provider) (*mirror.VersionList, mirror.ListState, error)
+	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
 	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
-	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Evidence, error)
+	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error)
 	OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Archive, error)
 }
 

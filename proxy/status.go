@@ -19,6 +19,10 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
 )
@@ -46,12 +50,12 @@ type Status struct {
 	// those the package policy holds back, which name their rule, reason
 	// and, for the age gate, when they become available. HeldBack sums
 	// up the latter. Both left out with ProvidersHidden.
-	Withheld []mirror.WithheldVersion `json:"withheld,omitempty"`
-	HeldBack *HeldSummary             `json:"held_back,omitempty"`
+	Withheld []withhold.Version `json:"withheld,omitempty"`
+	HeldBack *HeldSummary       `json:"held_back,omitempty"`
 	// UnsignedWithheld and PolicyHeld are Withheld parted, for the HTML
 	// page.
-	UnsignedWithheld []mirror.WithheldVersion `json:"-"`
-	PolicyHeld       []mirror.WithheldVersion `json:"-"`
+	UnsignedWithheld []withhold.Version `json:"-"`
+	PolicyHeld       []withhold.Version `json:"-"`
 	// Modules are the registry modules with records (see modules.go).
 	Modules   []StatusModule `json:"modules,omitempty"`
 	Generated time.Time      `json:"generated"`
@@ -79,7 +83,7 @@ type Status struct {
 	// CacheCheck is the last check of the whole cache by this process
 	// (tfmirror cache verify), absent before the first; it names no
 	// provider.
-	CacheCheck *mirror.CacheCheck `json:"cache_check,omitempty"`
+	CacheCheck *cachecheck.Summary `json:"cache_check,omitempty"`
 	// Page says which part of the cache's lists Providers and Modules
 	// hold, and where the next part starts.
 	Page StatusPage `json:"page"`
@@ -212,19 +216,19 @@ type StatusEngine interface {
 }
 
 // StatusModules is what the status page reads of the engine's module
-// side (*mirror.Modules).
+// side (*modules.Modules).
 type StatusModules interface {
 	// ListCachedModulesAfter lists the cached module versions whose
 	// address starts with prefix, from the one after the cursor after on.
-	ListCachedModulesAfter(prefix, after string, fn func(mirror.CachedModule) error) error
+	ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error
 }
 
 // LastCacheCheck is what the status page reads of the engine's check of
-// the whole cache (*mirror.CacheChecker).
+// the whole cache (*cachecheck.Checker).
 type LastCacheCheck interface {
 	// LastCacheCheck returns the last check of the whole cache; false
 	// when none has run.
-	LastCacheCheck() (mirror.CacheCheck, bool)
+	LastCacheCheck() (cachecheck.Summary, bool)
 }
 
 // status collects the status page's data. The mirror URL is the
@@ -295,7 +299,7 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 // WithheldEngine is what the status page needs of the versions the
 // engine keeps but withholds (see mirror.Engine.Withheld).
 type WithheldEngine interface {
-	Withheld() []mirror.WithheldVersion
+	Withheld() []withhold.Version
 }
 
 // pageQuery is the query string of a next page.
@@ -514,7 +518,7 @@ func (s *statusPage) statusModules(q statusQuery) ([]StatusModule, string, error
 	byModule := map[string]*StatusModule{}
 	var order []string
 	rows, next := 0, ""
-	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm mirror.CachedModule) error {
+	err := me.ListCachedModulesAfter(q.Prefix, q.ModuleAfter, func(cm modules.Cached) error {
 		if rows == q.Limit {
 			return errPageFull
 		}
@@ -548,7 +552,7 @@ func (s *statusPage) statusModules(q statusQuery) ([]StatusModule, string, error
 		for i, v := range m.Versions {
 			vs[i] = v.Version
 		}
-		mirror.SortModuleVersions(vs)
+		records.SortModuleVersions(vs)
 		sorted := make([]StatusModuleVersion, 0, len(vs))
 		for _, v := range vs {
 			for _, mv := range m.Versions {

@@ -21,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 )
 
 // statusHarness returns a mirror that has cached version 1.0.0 of the test
@@ -593,7 +594,7 @@ func TestStatusCacheCheck(t *testing.T) {
 	if err := cachetest.FlipBlobByte(h.store, h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"), 1); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(mirror.CachedCheck) {}); err != nil {
+	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(cachecheck.Result) {}); err != nil {
 		t.Fatal(err)
 	}
 	if body := string(h.get("/").body); !strings.Contains(body, `<span class="bad">1 of 1 packages damaged</span>`) {

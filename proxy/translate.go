@@ -5,19 +5,20 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
 // This file renders the engine's records as the provider network mirror
 // protocol's documents (the engine translates from the provider registry
-// protocol, see mirror.TranslateVersions).
+// protocol, see records.TranslateVersions).
 
 // indexDocument is the mirror protocol's index.json.
 type indexDocument struct {
 	Versions map[string]struct{} `json:"versions"`
 }
 
-func newIndexDocument(list *mirror.VersionList) indexDocument {
+func newIndexDocument(list *records.VersionList) indexDocument {
 	doc := indexDocument{Versions: make(map[string]struct{}, len(list.Versions))}
 	for _, e := range list.Versions {
 		doc.Versions[e.Version] = struct{}{}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/imports"
 )
 
 // lockedBuffer is a bytes.Buffer for a logger used from several goroutines.
@@ -54,7 +55,7 @@ func importInHouse(t *testing.T, h *harness, p addrs.Provider, version string) {
 		t.Fatal(err)
 	}
 	zipped := buf.Bytes()
-	_, err = h.engine.AirGap().Import(t.Context(), mirror.Imported{Provider: p, Version: v, Unsigned: true, Packages: []mirror.ImportedPackage{{
+	_, err = h.engine.AirGap().Import(t.Context(), imports.Imported{Provider: p, Version: v, Unsigned: true, Packages: []imports.Package{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
 		Open: func(context.Context) (io.ReadCloser, int64, error) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil

@@ -16,7 +16,7 @@
 //
 // It reads the engine's records through the engine's listings
 // (mirror.Held.ScanVersions), is told what the engine serves and imports
-// (mirror.Notifier), and removes versions through the engine. It does not
+// (mirrorheld.Notifier), and removes versions through the engine. It does not
 // fetch, verify or serve anything, nor choose what the size limit evicts
 // first (package cache does).
 package retention

@@ -24,6 +24,9 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
@@ -313,10 +316,10 @@ func sha256Hex(b []byte) string {
 
 // unsignedImport is an in-house package of p's version for linux_amd64
 // of about size bytes (distinct per seed), and its sha256.
-func unsignedImport(t *testing.T, p addrs.Provider, version string, size int, seed uint64) (mirror.Imported, string) {
+func unsignedImport(t *testing.T, p addrs.Provider, version string, size int, seed uint64) (imports.Imported, string) {
 	t.Helper()
 	zipped := zipOfSize(t, p.Type, size, seed)
-	return mirror.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []mirror.ImportedPackage{{
+	return imports.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []imports.Package{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
 		Open: opener(zipped),
 	}}}, sha256Hex(zipped)
@@ -324,10 +327,10 @@ func unsignedImport(t *testing.T, p addrs.Provider, version string, size int, se
 
 // importedFrom makes an Imported from the evidence ev, each archive's
 // bytes given by body.
-func importedFrom(ev *mirror.Evidence, body func(pl string) []byte) mirror.Imported {
-	in := mirror.Imported{Provider: ev.Provider, Documents: ev.Documents}
+func importedFrom(ev *records.Evidence, body func(pl string) []byte) imports.Imported {
+	in := imports.Imported{Provider: ev.Provider, Documents: ev.Documents}
 	for _, pe := range ev.Platforms {
-		in.Packages = append(in.Packages, mirror.ImportedPackage{
+		in.Packages = append(in.Packages, imports.Package{
 			Platform: pe.Platform, Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
 			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, Document: pe.Document,
 			Open: opener(body(pe.Platform)),
@@ -487,7 +490,7 @@ var (
 	tarballMod = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
 )
 
-func readModule(t *testing.T, h *harness, version string) (*mirror.ModulePackage, []byte, error) {
+func readModule(t *testing.T, h *harness, version string) (*modules.Package, []byte, error) {
 	t.Helper()
 	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
 	if err != nil {

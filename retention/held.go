@@ -10,12 +10,12 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	mirrorheld "github.com/tfmirror/tfmirror/mirror/held"
 )
 
 // held is one cached version as retention sees it.
 type held struct {
-	mirror.HeldVersion
+	mirrorheld.Record
 	cached     map[string]int64 // cached archives and their sizes
 	keptCached map[string]int64 // cached archives of SetAside and their sizes
 	newest     time.Time        // when the newest cached archive was stored
@@ -27,8 +27,8 @@ type held struct {
 // asks the store which of each version's archives are cached (h.cached,
 // h.newest); without, those are left empty.
 func (r *Retainer) scanHeld(withStat bool, fn func(h *held)) error {
-	return r.eng.ScanVersions(func(v mirror.HeldVersion) {
-		h := &held{HeldVersion: v}
+	return r.eng.ScanVersions(func(v mirrorheld.Record) {
+		h := &held{Record: v}
 		if withStat {
 			h.cached = map[string]int64{}
 			for _, sha := range h.Archives {

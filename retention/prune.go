@@ -11,7 +11,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // PruneRequest asks Prune what to remove.
@@ -30,7 +30,7 @@ type PruneRequest struct {
 
 // errNothingNamed is Prune's answer for a version the cache does not hold.
 func errNothingNamed(what, version string) error {
-	return fmt.Errorf("%w: the cache holds no version %s of %s", mirror.ErrVersionNotFound, version, what)
+	return fmt.Errorf("%w: the cache holds no version %s of %s", records.ErrVersionNotFound, version, what)
 }
 
 // Prune removes (or with DryRun, lists) what the retention rules would

@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/mirror"
+	mirrorheld "github.com/tfmirror/tfmirror/mirror/held"
 )
 
 // Config configures retention. The zero value keeps everything the size
@@ -118,7 +119,7 @@ type Removal struct {
 	// cannot be fetched again.
 	Unlisted bool `json:"unlisted,omitempty"`
 	// Withheld says the withheld import set aside in the version's record
-	// (mirror.PackageRecord.Withheld) is removed too, its archives among
+	// (records.PackageRecord.Withheld) is removed too, its archives among
 	// Archives: only a prune naming the version removes it.
 	Withheld bool `json:"withheld,omitempty"`
 }
@@ -153,10 +154,10 @@ type Metrics interface {
 // *mirror.Held implements it.
 type Lister interface {
 	// ScanVersions calls fn with every version the cache has a record of.
-	ScanVersions(fn func(mirror.HeldVersion)) error
+	ScanVersions(fn func(mirrorheld.Record)) error
 	// VersionOfRecord is the version of a record of the shared store's
 	// bucket (key as in the cache).
-	VersionOfRecord(key string, raw json.RawMessage) (mirror.HeldVersion, bool)
+	VersionOfRecord(key string, raw json.RawMessage) (mirrorheld.Record, bool)
 }
 
 // Remover is how retention lets go of versions that cannot be fetched
@@ -177,7 +178,7 @@ type Engine interface {
 	Lister
 	Remover
 	Config() mirror.Config
-	Notify(n mirror.Notifier) error
+	Notify(n mirrorheld.Notifier) error
 }
 
 // Records is where retention keeps the last use of versions: the cache's
@@ -331,7 +332,7 @@ func (r *Retainer) Evictable(sha string) bool {
 	return r.prot.evictable(sha)
 }
 
-// Used records a download of a version (mirror.Notifier); written in
+// Used records a download of a version (mirrorheld.Notifier); written in
 // the next batch.
 func (r *Retainer) Used(key string) {
 	if r.cfg.UnusedAfter <= 0 {
@@ -341,7 +342,7 @@ func (r *Retainer) Used(key string) {
 }
 
 // Serving keeps sha, an archive of version v of address about to be
-// served (mirror.Notifier), from the size limit when a pin selects v by
+// served (mirrorheld.Notifier), from the size limit when a pin selects v by
 // its constraint (pins of the newest N are resolved by the next rebuild).
 func (r *Retainer) Serving(kind, address string, v versions.Version, sha string) {
 	pins := r.pins.get()
@@ -363,11 +364,11 @@ func (r *Retainer) Serving(kind, address string, v versions.Version, sha string)
 }
 
 // Importing keeps sha, an archive an import is about to commit
-// (mirror.Notifier), from the size limit: it cannot be fetched again.
+// (mirrorheld.Notifier), from the size limit: it cannot be fetched again.
 func (r *Retainer) Importing(sha string) { r.prot.protect(sha) }
 
 // Changed asks the background goroutine for a rebuild of what the size
-// limit may not evict (mirror.Notifier): records of versions that cannot
+// limit may not evict (mirrorheld.Notifier): records of versions that cannot
 // be fetched again (imports) were written. It never waits; asks that come
 // while one is pending are one.
 func (r *Retainer) Changed() {

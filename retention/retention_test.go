@@ -24,6 +24,9 @@ import (
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // Keep the newest 3: the fourth-newest version's packages go, a pinned
@@ -248,7 +251,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 		vs := fmt.Sprintf("1.%d.0", i)
 		zipped := zipOfSize(t, "thing", size, uint64(i))
 		inHouse[vs] = zipped
-		in := mirror.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []mirror.ImportedPackage{{
+		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -330,7 +333,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	if _, err := dst.engine.Package(t.Context(), local, mustVersion(t, "1.2.0"), nil); err == nil {
 		t.Error("the pruned version's package metadata is still served")
 	}
-	if _, err := dst.ret.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"9.9.9"}}); !errors.Is(err, mirror.ErrVersionNotFound) {
+	if _, err := dst.ret.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"9.9.9"}}); !errors.Is(err, records.ErrVersionNotFound) {
 		t.Errorf("prune of a version not held: %v, want ErrVersionNotFound", err)
 	}
 }
@@ -558,7 +561,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 		vs := fmt.Sprintf("1.%d.0", i)
 		zipped := zipOfSize(t, "thing", size, uint64(i))
 		total += int64(len(zipped))
-		in := mirror.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []mirror.ImportedPackage{{
+		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
 			Open: func(context.Context) (io.ReadCloser, int64, error) {
 				return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
@@ -610,10 +613,10 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	imported := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "imported", System: "aws"}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
 		pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")})
-		if _, err := h.engine.Modules().ImportModule(context.Background(), mirror.ImportedModule{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
+		if _, err := h.engine.Modules().ImportModule(context.Background(), modules.Imported{Module: local, Version: v, Local: true, Open: opener(pkg)}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.engine.Modules().ImportModule(context.Background(), mirror.ImportedModule{Module: imported, Version: v,
+		if _, err := h.engine.Modules().ImportModule(context.Background(), modules.Imported{Module: imported, Version: v,
 			Location: "https://example.test/" + v + ".tar.gz", SHA256: sha256Hex(pkg), Open: opener(pkg)}); err != nil {
 			t.Fatal(err)
 		}

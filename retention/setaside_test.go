@@ -1,10 +1,11 @@
 package retention
 
 // A withheld import set aside in the record of the origin's version of
-// its number (mirror.PackageRecord.Withheld): never evicted by the size
+// its number (records.PackageRecord.Withheld): never evicted by the size
 // limit nor removed by the rules, removed by a prune naming the version.
 
 import (
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"reflect"
 	"slices"
 	"testing"
@@ -44,11 +45,11 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 // aside in the cached record of 1.0.0; "" when there is none.
 func setAsideSHA(t *testing.T, h *harness) string {
 	t.Helper()
-	var rec mirror.PackageRecord
+	var rec records.PackageRecord
 	if _, err := h.store.GetMeta(packageKey(h.provider(), "1.0.0"), &rec); err != nil {
 		t.Fatal(err)
 	}
-	if rec.Provenance != mirror.ProvenanceOrigin {
+	if rec.Provenance != records.ProvenanceOrigin {
 		t.Fatalf("1.0.0's record is %q, want the origin's", rec.Provenance)
 	}
 	if rec.Withheld == nil {

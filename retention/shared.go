@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/mirror"
+	mirrorheld "github.com/tfmirror/tfmirror/mirror/held"
 )
 
 // sharedPruneEvery is how often the bucket is pruned at most: a pass
@@ -55,7 +56,7 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 		return nil, err
 	}
 	var hs []*held
-	for _, prefix := range mirror.VersionRecordPrefixes() {
+	for _, prefix := range mirrorheld.VersionRecordPrefixes() {
 		var keys []string
 		if err := sh.ListMeta(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
 			return nil, err
@@ -92,8 +93,8 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 
 // bucketHeld is a version of a record of the bucket, with the bucket's
 // archives as its cached ones.
-func bucketHeld(v mirror.HeldVersion, sizes map[string]int64, stored map[string]time.Time) *held {
-	h := &held{HeldVersion: v, cached: map[string]int64{}}
+func bucketHeld(v mirrorheld.Record, sizes map[string]int64, stored map[string]time.Time) *held {
+	h := &held{Record: v, cached: map[string]int64{}}
 	for _, sha := range h.Archives {
 		if size, ok := sizes[sha]; ok {
 			h.cached[sha] = size

@@ -17,7 +17,7 @@ import (
 
 // moduleSourceCredentials are the credentials of --module-source-credentials:
 // for each module source host, a secret and the origins whose modules may
-// be fetched with it. They implement mirror.ModuleSourceCredentials and
+// be fetched with it. They implement modules.SourceCredentials and
 // never print a secret.
 type moduleSourceCredentials struct {
 	hosts map[string]sourceHostCredential // by host as a URL spells it
@@ -219,7 +219,7 @@ func sourceHostKey(raw string) (string, error) {
 	return h, nil
 }
 
-// SourceCredential implements mirror.ModuleSourceCredentials.
+// SourceCredential implements modules.SourceCredentials.
 func (c *moduleSourceCredentials) SourceCredential(origin svchost.Hostname, host string) (discovery.SourceCredential, bool) {
 	if c == nil {
 		return discovery.SourceCredential{}, false

@@ -19,7 +19,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/gate"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -63,8 +65,8 @@ func Status(err error) int {
 	var reqErr *RequestError
 	var originErr *discovery.OriginError
 	var goneErr *ClientGoneError
-	var badArchive *mirror.BadArchiveError
-	var held *mirror.PolicyError
+	var badArchive *records.BadArchiveError
+	var held *gate.PolicyError
 	switch {
 	case errors.As(err, &goneErr):
 		return StatusClientClosedRequest
@@ -92,17 +94,17 @@ func Status(err error) int {
 		errors.Is(err, discovery.ErrNotFound),
 		errors.Is(err, discovery.ErrNoProviderService),
 		errors.Is(err, discovery.ErrNoModuleService),
-		errors.Is(err, mirror.ErrVersionNotFound),
-		errors.Is(err, mirror.ErrPlatformNotFound):
+		errors.Is(err, records.ErrVersionNotFound),
+		errors.Is(err, records.ErrPlatformNotFound):
 		return http.StatusNotFound
-	case errors.Is(err, mirror.ErrUnsignedOrigin):
+	case errors.Is(err, withhold.ErrUnsignedOrigin):
 		// An import refused (served versions that are withheld are
 		// ErrVersionNotFound too, 404 above).
 		return http.StatusForbidden
-	case errors.Is(err, mirror.ErrOffline), errors.Is(err, mirror.ErrShutDown),
+	case errors.Is(err, records.ErrOffline), errors.Is(err, records.ErrShutDown),
 		errors.Is(err, discovery.ErrCircuitOpen):
 		return http.StatusServiceUnavailable
-	case errors.Is(err, mirror.ErrNoEvidence):
+	case errors.Is(err, records.ErrNoEvidence):
 		// A version imported without signature has no registry-protocol
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound
@@ -143,7 +145,7 @@ func RetryAfter(err error) (time.Duration, bool) {
 // version held back by the package policy's minimum release age: the
 // client may ask again then (a Retry-After date).
 func AvailableAt(err error) (time.Time, bool) {
-	var held *mirror.PolicyError
+	var held *gate.PolicyError
 	if errors.As(err, &held) && !held.Verdict.AvailableAt.IsZero() {
 		return held.Verdict.AvailableAt, true
 	}

@@ -7,7 +7,9 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/gate"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -35,8 +37,8 @@ func TestStatusOfNoEvidence(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("%w: tf.corp.example/platform/thing 1.0.0 was imported without signature", mirror.ErrNoEvidence), http.StatusNotFound},
-		{fmt.Errorf("%w: %w: registry.terraform.io/hashicorp/random 3.6.0 was cached by an earlier release", mirror.ErrOffline, mirror.ErrNoEvidence), http.StatusServiceUnavailable},
+		{fmt.Errorf("%w: tf.corp.example/platform/thing 1.0.0 was imported without signature", records.ErrNoEvidence), http.StatusNotFound},
+		{fmt.Errorf("%w: %w: registry.terraform.io/hashicorp/random 3.6.0 was cached by an earlier release", records.ErrOffline, records.ErrNoEvidence), http.StatusServiceUnavailable},
 	}
 	for _, tc := range tests {
 		if got := Status(tc.err); got != tc.want {
@@ -53,8 +55,8 @@ func TestStatusOfUnsignedOrigin(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("%w: %w: registry.terraform.io/acme/alpha 1.0.0 is withheld", mirror.ErrVersionNotFound, mirror.ErrUnsignedOrigin), http.StatusNotFound},
-		{fmt.Errorf("%w: registry.terraform.io is an allowed origin", mirror.ErrUnsignedOrigin), http.StatusForbidden},
+		{fmt.Errorf("%w: %w: registry.terraform.io/acme/alpha 1.0.0 is withheld", records.ErrVersionNotFound, withhold.ErrUnsignedOrigin), http.StatusNotFound},
+		{fmt.Errorf("%w: registry.terraform.io is an allowed origin", withhold.ErrUnsignedOrigin), http.StatusForbidden},
 	} {
 		if got := Status(tc.err); got != tc.want {
 			t.Errorf("Status(%v) = %d, want %d", tc.err, got, tc.want)
@@ -88,7 +90,7 @@ func TestRetryAfter(t *testing.T) {
 		{"probe under way", fmt.Errorf("fetching versions: %w", &discovery.CircuitOpenError{Failures: 5}), 0, true},
 		{"sentinel alone", discovery.ErrCircuitOpen, 0, false},
 		{"origin error", &discovery.OriginError{Host: "registry.example", Op: "versions", StatusCode: http.StatusServiceUnavailable}, 0, false},
-		{"offline", mirror.ErrOffline, 0, false},
+		{"offline", records.ErrOffline, 0, false},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -112,9 +114,9 @@ func TestStatusOfPolicyRefusals(t *testing.T) {
 		status int
 		at     time.Time
 	}{
-		{"address", &mirror.PolicyError{Kind: "provider", Address: "registry.test/evil/x", Verdict: policy.Verdict{Rule: policy.RuleAllowList}}, http.StatusNotFound, time.Time{}},
-		{"denied version", fmt.Errorf("serving: %w", &mirror.PolicyError{Kind: "provider", Address: "registry.test/acme/a", Version: "1.0.1", Verdict: policy.Verdict{Rule: policy.RuleDenyVersion, Reason: "CVE"}}), http.StatusUnavailableForLegalReasons, time.Time{}},
-		{"age gate", &mirror.PolicyError{Kind: "module", Address: "registry.test/acme/vpc/aws", Version: "1.1.0", Verdict: policy.Verdict{Rule: policy.RuleMinReleaseAge, AvailableAt: at}}, http.StatusUnavailableForLegalReasons, at},
+		{"address", &gate.PolicyError{Kind: "provider", Address: "registry.test/evil/x", Verdict: policy.Verdict{Rule: policy.RuleAllowList}}, http.StatusNotFound, time.Time{}},
+		{"denied version", fmt.Errorf("serving: %w", &gate.PolicyError{Kind: "provider", Address: "registry.test/acme/a", Version: "1.0.1", Verdict: policy.Verdict{Rule: policy.RuleDenyVersion, Reason: "CVE"}}), http.StatusUnavailableForLegalReasons, time.Time{}},
+		{"age gate", &gate.PolicyError{Kind: "module", Address: "registry.test/acme/vpc/aws", Version: "1.1.0", Verdict: policy.Verdict{Rule: policy.RuleMinReleaseAge, AvailableAt: at}}, http.StatusUnavailableForLegalReasons, at},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

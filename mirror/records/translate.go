@@ -1,4 +1,4 @@
-package mirror
+package records
 
 import (
 	"slices"
@@ -54,7 +54,7 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 			}
 		}
 	}
-	list := &VersionList{Schema: recordSchema, Versions: make([]VersionEntry, 0, len(byVersion))}
+	list := &VersionList{Schema: Schema, Versions: make([]VersionEntry, 0, len(byVersion))}
 	for canon, e := range byVersion {
 		spelt := spellings[canon]
 		first := 0
@@ -72,14 +72,14 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		slices.Sort(e.Platforms)
 		list.Versions = append(list.Versions, *e)
 	}
-	sortVersions(list.Versions)
+	SortVersions(list.Versions)
 	return list
 }
 
-// sortVersions sorts entries by version precedence. Versions of equal
+// SortVersions sorts entries by version precedence. Versions of equal
 // precedence differ only in build metadata ("1.0.0+a", "1.0.0+b"): they
 // keep the order of their strings.
-func sortVersions(entries []VersionEntry) {
+func SortVersions(entries []VersionEntry) {
 	parsed := make(map[string]versions.Version, len(entries))
 	for _, e := range entries {
 		parsed[e.Version], _ = addrs.ParseSemver(e.Version)

@@ -1,4 +1,4 @@
-package mirror
+package records
 
 import (
 	"fmt"
@@ -8,20 +8,20 @@ import (
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// checkPackageHashes checks OpenTofu's "packages" of one platform's package
+// CheckPackageHashes checks OpenTofu's "packages" of one platform's package
 // metadata (the hashes of every platform's archive of the version), which
 // no signature covers, as far as the mirror can: each zh: hash against the
 // sha256 that rel (the signed SHA256SUMS lines the package verified
 // against) gives that platform's archive, by its derived name (see
-// releaseLines.archive), and each h1: hash of a platform whose archive is
+// Release.Archive), and each h1: hash of a platform whose archive is
 // cached against the cached archive's h1 (h1 returns it for a sha256, ""
 // when it is not cached). filename is the package's own, for messages. A
 // zh: hash of a platform that SHA256SUMS has no line for cannot be
 // checked and fails with verify.ReasonMissingChecksum; a mismatch fails
 // with verify.ReasonChecksum.
-func checkPackageHashes(pkgs map[string]registryjson.PackageHashes, filename string, rel releaseLines, h1 func(sha string) string) error {
+func CheckPackageHashes(pkgs map[string]registryjson.PackageHashes, filename string, rel Release, h1 func(sha string) string) error {
 	for _, pl := range sortedKeys(pkgs) {
-		name, sha, listed := rel.archive(pl)
+		name, sha, listed := rel.Archive(pl)
 		for _, hash := range pkgs[pl].Hashes {
 			switch {
 			case strings.HasPrefix(hash, "zh:"):

@@ -1,16 +1,28 @@
-package mirror
-
-// A check of the whole cache, for an operator who wants to know that what
-// it serves is still what it verified when it kept it: disks and copies
-// of data directories can damage bytes that nothing reads for months.
+// Package cachecheck checks the whole cache again, when asked and on a
+// schedule, from what the cache holds alone, for an operator who wants to
+// know that what it serves is still what it verified when it kept it:
+// disks and copies of data directories can damage bytes that nothing
+// reads for months.
+//
+// It reads the engine's records (package mirror/records) and blobs and
+// reports; it removes nothing (a version that can be fetched again is
+// removed by a prune naming it), asks no origin, and checks a provider
+// package's signed evidence through the engine (Config.VerifyCached).
+package cachecheck
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"maps"
+	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +32,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/safetree"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -35,8 +48,8 @@ const (
 	CheckedSHA256 = "sha256"
 )
 
-// CachedCheck is the outcome of checking one cached package.
-type CachedCheck struct {
+// Result is the outcome of checking one cached package.
+type Result struct {
 	Kind     string `json:"kind"` // "provider" or "module"
 	Address  string `json:"address"`
 	Version  string `json:"version"`
@@ -46,7 +59,7 @@ type CachedCheck struct {
 	By       string `json:"by"` // CheckedEvidence or CheckedSHA256
 	// Withheld says the package is of a withheld import set aside in the
 	// record of the origin's version of its number
-	// (PackageRecord.Withheld): kept, never served, checked against its
+	// (records.PackageRecord.Withheld): kept, never served, checked against its
 	// sha256.
 	Withheld bool `json:"withheld,omitempty"`
 	// Problem says what failed, "" when the package is intact; Reason is
@@ -55,59 +68,85 @@ type CachedCheck struct {
 	Reason  string `json:"reason,omitempty"`
 }
 
-// CacheCheck sums up a VerifyCache that read the whole cache.
-type CacheCheck struct {
+// Summary sums up a VerifyCache that read the whole cache.
+type Summary struct {
 	At      time.Time `json:"at"` // when it ended
 	Checked int       `json:"checked"`
 	Failed  int       `json:"failed"`
 }
 
-// CacheCheckMetrics receives the outcome of each VerifyCache that read
-// the whole cache: the cache check side of Metrics.
-type CacheCheckMetrics interface {
+// Metrics receives what the checks observe. Package metrics implements it.
+type Metrics interface {
+	// VerificationFailed records a package that failed its check, for
+	// reason (a verify.Reason).
+	VerificationFailed(reason string)
+	// CacheChecked records the outcome of each VerifyCache that read the
+	// whole cache.
 	CacheChecked(at time.Time, checked, failed int)
 }
 
-// CacheChecker checks the whole cache again (VerifyCache), when asked
-// and every Config.CheckEvery, from what the cache holds alone. Its
-// checks serve no client: Shutdown and Close end them first.
-// Engine.CacheChecker returns it.
-type CacheChecker struct {
-	cfg *Config // the engine's, defaults filled in
-	// verifyCached checks a cached provider package against its stored
-	// evidence (Engine.verifyCached).
-	verifyCached func(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error
-	store        Store
-	log          *slog.Logger
-	metrics      Metrics
+// Store is what the checks read of the cache. *cache.Store implements it.
+type Store interface {
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+	StatBlob(sha string) (cache.BlobInfo, error)
+	OpenBlob(sha string) (cache.BlobReader, error)
+}
+
+// Config configures a Checker. Every field is required.
+type Config struct {
+	// CheckEvery is how often VerifyCache runs in the background; 0:
+	// never (only when asked).
+	CheckEvery time.Duration
+	// Now is the clock.
+	Now func() time.Time
+	// Logger receives what failed, and what each scheduled check found.
+	Logger *slog.Logger
+	// VerifyCached checks a cached provider package against its stored
+	// evidence: the engine's check. It fails with records.ErrNoEvidence
+	// for a package kept without evidence, records.ErrNotCached for one
+	// not cached, and records.ErrShutDown once the engine shuts down.
+	VerifyCached func(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error
+}
+
+// Checker checks the whole cache again (VerifyCache), when asked and
+// every Config.CheckEvery, from what the cache holds alone. Its checks
+// serve no client: the engine's Shutdown and Close end them first (Stop).
+// mirror.Engine.CacheChecker returns the engine's.
+type Checker struct {
+	cfg     Config
+	store   Store
+	log     *slog.Logger
+	metrics Metrics
 
 	// checks are the VerifyCache calls under way. They run on checkCtx,
 	// which end cancels first. checkDone is closed when the background
 	// check goroutine (CheckEvery) ends.
-	checks     *tasks
+	checks     checks
 	checkCtx   context.Context
 	stopChecks context.CancelFunc
 	checkDone  chan struct{}
-	lastCheck  atomic.Pointer[CacheCheck] // the last VerifyCache that read the whole cache
+	lastCheck  atomic.Pointer[Summary] // the last VerifyCache that read the whole cache
 }
 
-// newCacheChecker returns the checker of store, and starts the
-// background check (Config.CheckEvery); endChecks ends it.
-func newCacheChecker(cfg *Config, store Store, metrics Metrics, verifyCached func(context.Context, addrs.Provider, versions.Version, addrs.Platform) error) *CacheChecker {
-	c := &CacheChecker{cfg: cfg, store: store, log: cfg.Logger, metrics: metrics, verifyCached: verifyCached,
-		checks: newTasks(), checkDone: make(chan struct{})}
+// New returns the checker of store, and starts the background check
+// (Config.CheckEvery); Stop ends it.
+func New(cfg Config, store Store, metrics Metrics) (*Checker, error) {
+	if store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VerifyCached == nil {
+		return nil, errors.New("cachecheck: a store, metrics, a clock, a logger and the engine's check are required")
+	}
+	c := &Checker{cfg: cfg, store: store, log: cfg.Logger, metrics: metrics, checkDone: make(chan struct{})}
 	c.checkCtx, c.stopChecks = context.WithCancel(context.Background())
 	go c.checkLoop()
-	return c
+	return c, nil
 }
 
 // LastCacheCheck returns the last VerifyCache of this engine that read
 // the whole cache; false when none has.
-func (s *CacheChecker) LastCacheCheck() (CacheCheck, bool) {
+func (s *Checker) LastCacheCheck() (Summary, bool) {
 	if c := s.lastCheck.Load(); c != nil {
 		return *c, true
 	}
-	return CacheCheck{}, false
+	return Summary{}, false
 }
 
 // cachedPackageRef is one package VerifyCache checks.
@@ -130,11 +169,11 @@ type cachedPackageRef struct {
 // passed over. A check that reads the whole cache is remembered
 // (LastCacheCheck) and given to the metrics.
 //
-// Errors: what stops the check (ctx's, ErrShutDown, the store's); a
+// Errors: what stops the check (ctx's, records.ErrShutDown, the store's); a
 // failed package is not an error.
-func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) error {
+func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 	if !s.checks.add() {
-		return ErrShutDown
+		return records.ErrShutDown
 	}
 	defer s.checks.done()
 	ctx, cancel := context.WithCancel(ctx)
@@ -145,7 +184,7 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 	// while archives are read.
 	var refs []cachedPackageRef
 	err := s.store.ScanMeta("package/", func(key string, _ time.Time, raw json.RawMessage) error {
-		p, rec, ok := packageSummary(key, raw)
+		p, rec, ok := records.PackageSummary(key, raw)
 		if !ok {
 			return nil
 		}
@@ -163,8 +202,8 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 	})
 	if err == nil {
 		err = s.store.ScanMeta("module/", func(_ string, _ time.Time, raw json.RawMessage) error {
-			var rec ModuleRecord
-			if json.Unmarshal(raw, &rec) == nil && knownSchema(rec.Schema) && rec.SHA256 != "" {
+			var rec records.ModuleRecord
+			if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) && rec.SHA256 != "" {
 				refs = append(refs, cachedPackageRef{kind: "module", addr: rec.Module, version: rec.Version, sha: rec.SHA256})
 			}
 			return nil
@@ -173,10 +212,10 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 	if err != nil {
 		return err
 	}
-	var sum CacheCheck
+	var sum Summary
 	for _, ref := range refs {
 		if s.checkCtx.Err() != nil {
-			return ErrShutDown
+			return records.ErrShutDown
 		}
 		if err := ctx.Err(); err != nil {
 			return err
@@ -188,14 +227,14 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 		if err != nil {
 			return err
 		}
-		c := CachedCheck{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
+		c := Result{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
 			SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256, Withheld: ref.withheld}
-		err = ErrNoEvidence
+		err = records.ErrNoEvidence
 		if ref.kind == "provider" && !ref.withheld {
 			c.By = CheckedEvidence
 			err = s.checkProviderPackage(ctx, ref)
 		}
-		if errors.Is(err, ErrNoEvidence) {
+		if errors.Is(err, records.ErrNoEvidence) {
 			c.By = CheckedSHA256
 			err = s.checkBlobSHA256(ctx, ref.sha)
 		}
@@ -203,16 +242,16 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 			err = s.checkModuleLinks(ctx, ref.sha)
 		}
 		switch {
-		case errors.Is(err, ErrNotCached):
+		case errors.Is(err, records.ErrNotCached):
 			continue // evicted or dropped since the list was read
-		case errors.Is(err, ErrShutDown):
+		case errors.Is(err, records.ErrShutDown):
 			return err
 		case err != nil && s.checkCtx.Err() != nil:
-			return ErrShutDown
+			return records.ErrShutDown
 		case err != nil && ctx.Err() != nil:
 			return ctx.Err()
 		case err != nil:
-			c.Problem, c.Reason = err.Error(), reasonOf(err)
+			c.Problem, c.Reason = err.Error(), records.ReasonOf(err)
 			if c.Reason == "unknown" {
 				c.Reason = ""
 			} else {
@@ -234,25 +273,25 @@ func (s *CacheChecker) VerifyCache(ctx context.Context, fn func(CachedCheck)) er
 }
 
 // checkProviderPackage is verifyCached for ref, a provider package.
-func (s *CacheChecker) checkProviderPackage(ctx context.Context, ref cachedPackageRef) error {
+func (s *Checker) checkProviderPackage(ctx context.Context, ref cachedPackageRef) error {
 	v, err := addrs.ParseSemver(ref.version)
 	if err != nil {
-		return fmt.Errorf("%w: version %q", ErrNoEvidence, ref.version)
+		return fmt.Errorf("%w: version %q", records.ErrNoEvidence, ref.version)
 	}
 	pl, err := addrs.ParsePlatform(ref.platform)
 	if err != nil {
-		return fmt.Errorf("%w: platform %q", ErrNoEvidence, ref.platform)
+		return fmt.Errorf("%w: platform %q", records.ErrNoEvidence, ref.platform)
 	}
-	return s.verifyCached(ctx, ref.provider, v, pl)
+	return s.cfg.VerifyCached(ctx, ref.provider, v, pl)
 }
 
 // checkBlobSHA256 reads the cached archive sha and checks its bytes
-// against its name. Errors: ErrNotCached when it is not cached; a
+// against its name. Errors: records.ErrNotCached when it is not cached; a
 // *verify.Error when the bytes differ.
-func (s *CacheChecker) checkBlobSHA256(ctx context.Context, sha string) error {
+func (s *Checker) checkBlobSHA256(ctx context.Context, sha string) error {
 	blob, err := s.store.OpenBlob(sha)
 	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+		return fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
 	}
 	if err != nil {
 		return fmt.Errorf("opening cached archive %s: %w", sha, err)
@@ -271,12 +310,12 @@ func (s *CacheChecker) checkBlobSHA256(ctx context.Context, sha string) error {
 // checkModuleLinks reads the cached module package sha and refuses it
 // when one of its links resolves outside it (a package kept before every
 // package was checked so): it is damaged, and the mirror never unpacks
-// it (modsource.Unpack refuses it). Errors: ErrNotCached when it is not
+// it (modsource.Unpack refuses it). Errors: records.ErrNotCached when it is not
 // cached; a *verify.Error (ReasonBadArchive) for such a link.
-func (s *CacheChecker) checkModuleLinks(ctx context.Context, sha string) error {
+func (s *Checker) checkModuleLinks(ctx context.Context, sha string) error {
 	blob, err := s.store.OpenBlob(sha)
 	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("%w: archive %s", ErrNotCached, sha)
+		return fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
 	}
 	if err != nil {
 		return fmt.Errorf("opening cached archive %s: %w", sha, err)
@@ -293,19 +332,24 @@ func (s *CacheChecker) checkModuleLinks(ctx context.Context, sha string) error {
 	return &verify.Error{Reason: verify.ReasonBadArchive, Detail: fmt.Sprintf("reading the cached module package %s: %v", sha, err)}
 }
 
-// endChecks stops the checks under way and the background one, and waits
-// for them: they end at their next read. It is the first step of Shutdown
-// and Close.
-func (s *CacheChecker) endChecks() {
+// Stopping is closed once Stop was called: the checks under way end at
+// their next read.
+func (s *Checker) Stopping() <-chan struct{} { return s.checkCtx.Done() }
+
+// Stop stops the checks under way and the background one, and waits for
+// them: they end at their next read. VerifyCache fails with
+// records.ErrShutDown from then on. It is the first step of the engine's
+// Shutdown and Close.
+func (s *Checker) Stop() {
 	s.checks.close()
 	s.stopChecks()
-	s.checks.wait(context.Background())
+	s.checks.wait()
 	<-s.checkDone
 }
 
 // checkLoop runs VerifyCache every Config.CheckEvery until the engine
 // shuts down, and logs what each check found.
-func (s *CacheChecker) checkLoop() {
+func (s *Checker) checkLoop() {
 	defer close(s.checkDone)
 	if s.cfg.CheckEvery <= 0 {
 		return
@@ -319,9 +363,9 @@ func (s *CacheChecker) checkLoop() {
 		case <-t.C:
 		}
 		var bytes int64
-		err := s.VerifyCache(s.checkCtx, func(c CachedCheck) { bytes += c.Bytes })
+		err := s.VerifyCache(s.checkCtx, func(c Result) { bytes += c.Bytes })
 		if err != nil {
-			if !errors.Is(err, ErrShutDown) {
+			if !errors.Is(err, records.ErrShutDown) {
 				s.log.Warn("the scheduled check of the cache stopped", "error", err)
 			}
 			continue
@@ -333,4 +377,56 @@ func (s *CacheChecker) checkLoop() {
 		}
 		s.log.Log(s.checkCtx, level, "checked the cache", "packages", last.Checked, "bytes", bytes, "damaged", last.Failed)
 	}
+}
+
+// readSHA256 reads r to its end, checking ctx between reads, and returns
+// the hex sha256 of its bytes.
+func readSHA256(ctx context.Context, r io.Reader) (string, error) {
+	h := sha256.New()
+	buf := make([]byte, 256<<10)
+	for {
+		if err := ctx.Err(); err != nil {
+			return "", err
+		}
+		n, err := r.Read(buf)
+		h.Write(buf[:n])
+		if err == io.EOF {
+			return hex.EncodeToString(h.Sum(nil)), nil
+		}
+		if err != nil {
+			return "", err
+		}
+	}
+}
+
+// checks counts the VerifyCache calls under way, so that Stop can wait
+// for them: after close, add takes no more.
+type checks struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (c *checks) add() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.wg.Add(1)
+	return true
+}
+
+func (c *checks) done() { c.wg.Done() }
+
+func (c *checks) close() {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+}
+
+func (c *checks) wait() { c.wg.Wait() }
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	return slices.Sorted(maps.Keys(m))
 }

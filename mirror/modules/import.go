@@ -1,4 +1,4 @@
-package mirror
+package modules
 
 // Registry modules carried across an air gap: what an export reads of a
 // module version (ListCachedModules, OpenStored) and what an import loads
@@ -19,13 +19,14 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// ImportedModule is one registry module version loaded from outside its
+// Imported is one registry module version loaded from outside its
 // origin, for ImportModule: from an export of another mirror, whose
 // record it carries, or a local module that has no origin.
-type ImportedModule struct {
+type Imported struct {
 	Module addrs.Module
 	// Version is the version as the origin spells it ("v1.2.0" or
 	// "1.2.0"); it is listed so.
@@ -46,8 +47,8 @@ type ImportedModule struct {
 	Open func(ctx context.Context) (io.ReadCloser, int64, error)
 }
 
-// ImportedModuleOutcome is what ImportModule did.
-type ImportedModuleOutcome struct {
+// ImportOutcome is what ImportModule did.
+type ImportOutcome struct {
 	// Present says the cache held the package already.
 	Present bool
 	// Size is the package's size in bytes.
@@ -68,27 +69,27 @@ type ImportedModuleOutcome struct {
 //
 // Errors: a *verify.Error (verify.ErrIntegrity) when the package or the
 // record disagree with what vouches for them or with the cache; a
-// *modsource.LimitError; ErrShutDown; errors reading or storing it.
-func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (ImportedModuleOutcome, error) {
-	var out ImportedModuleOutcome
-	if !s.e.work.add() {
-		return out, ErrShutDown
+// *modsource.LimitError; records.ErrShutDown; errors reading or storing it.
+func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome, error) {
+	var out ImportOutcome
+	if !s.e.StartWork() {
+		return out, records.ErrShutDown
 	}
-	defer s.e.work.done()
-	defer s.e.notify.get().Changed() // as after Import
-	s.e.importMu.Lock()
-	defer s.e.importMu.Unlock()
+	defer s.e.EndWork()
+	defer s.e.Notifier().Changed() // as after Import
+	s.e.Imports().Lock()
+	defer s.e.Imports().Unlock()
 	m := in.Module
 	if in.Version == "" || strings.ContainsAny(in.Version, "/\\") {
 		return out, fmt.Errorf("module %s: invalid version %q", m, in.Version)
 	}
-	rec := ModuleRecord{Schema: recordSchema, Module: m.String(), Version: in.Version, Location: in.Location,
-		Commit: in.Commit, Provenance: ProvenanceImported}
+	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version, Location: in.Location,
+		Commit: in.Commit, Provenance: records.ProvenanceImported}
 	switch {
-	case in.Local && s.allowed[m.Hostname]:
+	case in.Local && s.e.Allowed(m.Hostname):
 		return out, fmt.Errorf("module %s %s: %s is an allowed origin; a local module without origin is not imported under an origin's host", m, in.Version, m.Hostname)
 	case in.Local:
-		rec.Location, rec.Commit, rec.Provenance = "", "", ProvenanceUnsigned
+		rec.Location, rec.Commit, rec.Provenance = "", "", records.ProvenanceUnsigned
 	default:
 		addr, err := modsource.Parse(in.Location)
 		if err != nil {
@@ -96,12 +97,12 @@ func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (Imported
 		}
 		rec.Kind, rec.Package, rec.Subdir = addr.Kind, addr.Package(), addr.Subdir
 	}
-	key := moduleRecordKey(m, in.Version)
+	key := records.ModuleRecordKey(m, in.Version)
 
 	// The record it joins, if the cache has one.
-	var cached ModuleRecord
+	var cached records.ModuleRecord
 	haveCached := false
-	if _, err := s.store.GetMeta(key, &cached); err == nil && knownSchema(cached.Schema) {
+	if _, err := s.store.GetMeta(key, &cached); err == nil && records.KnownSchema(cached.Schema) {
 		haveCached = true
 		// An export carries the location redacted (its credentials, as
 		// a pre-signed URL's, expire anyway): what it keeps must agree.
@@ -140,8 +141,8 @@ func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (Imported
 			return out, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	if !s.allowed[m.Hostname] {
-		if err := s.e.recordImportedHost(m.Hostname); err != nil {
+	if !s.e.Allowed(m.Hostname) {
+		if err := s.e.RecordImportedHost(m.Hostname); err != nil {
 			return out, err
 		}
 	}
@@ -153,13 +154,13 @@ func (s *Modules) ImportModule(ctx context.Context, in ImportedModule) (Imported
 // stageModule reads in's package into the scratch directory within the
 // module limits, checks its sha256 and that it unpacks within them, and
 // commits it to the blob store. It returns the sha256 and size.
-func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in ImportedModule, rec ModuleRecord) (string, int64, error) {
+func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in Imported, rec records.ModuleRecord) (string, int64, error) {
 	body, size, err := in.Open(ctx)
 	if err != nil {
 		return "", 0, err
 	}
 	defer body.Close()
-	limits := s.cfg.ModuleLimits
+	limits := s.cfg.Limits
 	max := limits.MaxDownloadBytes + limits.MaxTreeBytes // a normalized package is at most about this
 	if size > max {
 		return "", 0, &modsource.LimitError{Detail: fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max)}
@@ -205,7 +206,7 @@ func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in ImportedMo
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
-	s.e.notify.get().Importing(sum) // an imported package is not fetched again
+	s.e.Notifier().Importing(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}

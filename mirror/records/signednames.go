@@ -1,4 +1,4 @@
-package mirror
+package records
 
 import (
 	"fmt"
@@ -36,9 +36,9 @@ import (
 // is refused whole. Versions never contain "_", so VERSION ends at the
 // first "_" after the type's prefix.
 
-// releaseLines are the lines of a SHA256SUMS document that verified and
-// that releaseOf found to be those of one release of one provider type.
-type releaseLines struct {
+// Release are the lines of a SHA256SUMS document that verified and
+// that ReleaseOf found to be those of one release of one provider type.
+type Release struct {
 	typ string
 	// spelling is the release's version as the document spells it.
 	spelling string
@@ -46,43 +46,43 @@ type releaseLines struct {
 	lines map[string]string
 }
 
-// releaseOf checks that lines, a SHA256SUMS document's (see
+// ReleaseOf checks that lines, a SHA256SUMS document's (see
 // verify.ParseSHA256SUMS), are those of version v of provider type typ
 // (see above), and returns them so. Errors: a *verify.Error of
 // ReasonName naming a line at fault; of ReasonMissingChecksum for a
 // document without lines.
-func releaseOf(typ string, v versions.Version, lines map[string]string) (releaseLines, error) {
+func ReleaseOf(typ string, v versions.Version, lines map[string]string) (Release, error) {
 	prefix := addrs.ArchivePrefix + typ + "_"
 	spelling, first := "", ""
 	for _, name := range sortedKeys(lines) {
 		rest, ok := strings.CutPrefix(name, prefix)
 		s, tail, cut := strings.Cut(rest, "_")
 		if !ok || !cut || s == "" || tail == "" {
-			return releaseLines{}, &verify.Error{Reason: verify.ReasonName,
+			return Release{}, &verify.Error{Reason: verify.ReasonName,
 				Detail: fmt.Sprintf("SHA256SUMS lists %s, which is no file of a release of %s%s", name, addrs.ArchivePrefix, typ)}
 		}
 		switch {
 		case spelling == "":
 			spelling, first = s, name
 		case s != spelling:
-			return releaseLines{}, &verify.Error{Reason: verify.ReasonName,
+			return Release{}, &verify.Error{Reason: verify.ReasonName,
 				Detail: fmt.Sprintf("SHA256SUMS lists files of two releases, %s and %s", first, name)}
 		}
 	}
 	if spelling == "" {
-		return releaseLines{}, &verify.Error{Reason: verify.ReasonMissingChecksum, Detail: "SHA256SUMS lists no file"}
+		return Release{}, &verify.Error{Reason: verify.ReasonMissingChecksum, Detail: "SHA256SUMS lists no file"}
 	}
 	if sv, err := addrs.ParseSemver(spelling); err != nil || sv.String() != v.String() {
-		return releaseLines{}, &verify.Error{Reason: verify.ReasonName,
+		return Release{}, &verify.Error{Reason: verify.ReasonName,
 			Detail: fmt.Sprintf("SHA256SUMS is of %s%s %s (it lists %s), not of version %s", addrs.ArchivePrefix, typ, spelling, first, v)}
 	}
-	return releaseLines{typ: typ, spelling: spelling, lines: lines}, nil
+	return Release{typ: typ, spelling: spelling, lines: lines}, nil
 }
 
 // archive returns the name of platform pl's archive in the release,
 // derived, and its sha256; ok is false when the document has no line for
 // it.
-func (r releaseLines) archive(pl string) (name, sha string, ok bool) {
+func (r Release) Archive(pl string) (name, sha string, ok bool) {
 	name = addrs.ArchiveName(r.typ, r.spelling, pl)
 	sha, ok = r.lines[name]
 	return name, sha, ok
@@ -95,12 +95,12 @@ func (r releaseLines) archive(pl string) (name, sha string, ok bool) {
 // sha256. Errors: a *verify.Error of ReasonName when a name is not the
 // platform's, ReasonMissingChecksum when the document has no line for
 // the platform, ReasonChecksum when the shasum is not the line's.
-func (r releaseLines) signedPackage(pl, filename, goos, arch, shasum string) (name, sha string, err error) {
+func (r Release) SignedPackage(pl, filename, goos, arch, shasum string) (name, sha string, err error) {
 	platform, err := addrs.ParsePlatform(pl)
 	if err != nil {
 		return "", "", err
 	}
-	name, sha, listed := r.archive(pl)
+	name, sha, listed := r.Archive(pl)
 	if filename != name {
 		return "", "", &verify.Error{Reason: verify.ReasonName,
 			Detail: fmt.Sprintf("%s is given as the package of %s; the signed name of that package is %s", filename, pl, name)}
@@ -118,11 +118,11 @@ func (r releaseLines) signedPackage(pl, filename, goos, arch, shasum string) (na
 	return name, sha, nil
 }
 
-// checkStoredNames checks a stored record's archive of platform pl, kept
-// with evidence, against the release of its document (see releaseOf):
+// CheckStoredNames checks a stored record's archive of platform pl, kept
+// with evidence, against the release of its document (see ReleaseOf):
 // what signedPackage checks, and that the record's sha256 is the line's.
-func checkStoredNames(rel releaseLines, pl string, a ArchiveRecord) error {
-	_, sha, err := rel.signedPackage(pl, a.Filename, a.Evidence.OS, a.Evidence.Arch, a.Evidence.Shasum)
+func CheckStoredNames(rel Release, pl string, a ArchiveRecord) error {
+	_, sha, err := rel.SignedPackage(pl, a.Filename, a.Evidence.OS, a.Evidence.Arch, a.Evidence.Shasum)
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package mirror
+package imports
 
 import (
 	"bytes"
@@ -12,13 +12,14 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // fuzzRelease is one SHA256SUMS document FuzzSignedImport may be given:
 // its lines, signed by the fuzz key.
 type fuzzRelease struct {
 	lines map[string]string
-	doc   SumsDocument
+	doc   records.SumsDocument
 }
 
 // FuzzSignedImport feeds arbitrary evidence (what an import bundle's
@@ -56,7 +57,7 @@ func FuzzSignedImport(f *testing.F) {
 		if err := openpgp.DetachSign(&sig, key, strings.NewReader(content.String()), nil); err != nil {
 			f.Fatal(err)
 		}
-		r.doc = SumsDocument{Content: []byte(content.String()), Signature: sig.Bytes(), SigningKeys: signingKeys}
+		r.doc = records.SumsDocument{Content: []byte(content.String()), Signature: sig.Bytes(), SigningKeys: signingKeys}
 		return r
 	}
 	releases := []fuzzRelease{
@@ -101,7 +102,7 @@ func FuzzSignedImport(f *testing.F) {
 			}
 		}
 		for _, pkg := range pkgs {
-			in.Packages = append(in.Packages, ImportedPackage{Platform: pkg.Platform, Filename: pkg.Filename, OS: pkg.OS, Arch: pkg.Arch,
+			in.Packages = append(in.Packages, Package{Platform: pkg.Platform, Filename: pkg.Filename, OS: pkg.OS, Arch: pkg.Arch,
 				Shasum: pkg.Shasum, SHA256: pkg.SHA256, Document: pkg.Document, Packages: pkg.Packages})
 		}
 		archives, _, err := signedArchives(in, nil)

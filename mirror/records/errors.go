@@ -1,4 +1,4 @@
-package mirror
+package records
 
 import (
 	"errors"
@@ -41,4 +41,33 @@ type BadArchiveError struct {
 
 func (e *BadArchiveError) Error() string {
 	return fmt.Sprintf("origin sent a bad archive %s: %s", e.Filename, e.Detail)
+}
+
+// Source says where the bytes of an opened archive come from.
+type Source int
+
+const (
+	// Hit: the cache.
+	Hit Source = iota
+	// Miss: an origin download that this call started.
+	Miss
+	// Coalesced: an origin download already under way for another caller.
+	Coalesced
+	// Shared: a copy from the shared tier (Config.Shared) that this call
+	// started.
+	Shared
+)
+
+func (src Source) String() string {
+	switch src {
+	case Hit:
+		return "hit"
+	case Miss:
+		return "miss"
+	case Coalesced:
+		return "coalesced"
+	case Shared:
+		return "shared"
+	}
+	return fmt.Sprintf("Source(%d)", int(src))
 }

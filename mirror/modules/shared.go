@@ -1,4 +1,4 @@
-package mirror
+package modules
 
 // Registry modules and the tier shared with other replicas
 // (Config.Shared): a module version's record and package go there once
@@ -16,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
 // moduleLeaseID names the shared tier's lease on fetching the module
@@ -28,12 +29,12 @@ func moduleLeaseID(key string) string {
 
 // sharedModuleRecord copies the record under key from the shared tier to
 // the cache, if the tier has a complete one (with its package's sha256).
-func (s *Modules) sharedModuleRecord(ctx context.Context, key string) (*ModuleRecord, bool) {
+func (s *Modules) sharedModuleRecord(ctx context.Context, key string) (*records.ModuleRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false
 	}
-	var rec ModuleRecord
-	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || !knownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
+	var rec records.ModuleRecord
+	if _, ok := s.e.GetShared(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
 		return nil, false
 	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
@@ -53,9 +54,9 @@ func checkModuleSHA(sha string) error {
 // copySharedModule copies the package of rec from the shared tier into
 // the cache, checking its sha256; it reports whether the package is now
 // cached. A copy that does not match is distrusted from then on.
-func (s *Modules) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
+func (s *Modules) copySharedModule(ctx context.Context, rec records.ModuleRecord) bool {
 	sh := s.cfg.Shared
-	if sh == nil || rec.SHA256 == "" || !s.e.archives.trustsShared(rec.SHA256) {
+	if sh == nil || rec.SHA256 == "" || !s.e.TrustsShared(rec.SHA256) {
 		return false
 	}
 	body, _, err := sh.OpenArchive(ctx, rec.SHA256)
@@ -72,7 +73,7 @@ func (s *Modules) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
 		return false
 	}
 	defer w.Close()
-	limit := s.cfg.ModuleLimits.MaxDownloadBytes + s.cfg.ModuleLimits.MaxTreeBytes // a normalized package is at most about this
+	limit := s.cfg.Limits.MaxDownloadBytes + s.cfg.Limits.MaxTreeBytes // a normalized package is at most about this
 	n, err := io.Copy(w, io.LimitReader(body, limit+1))
 	if err != nil || n > limit {
 		s.log.Warn("module package from the shared store not copied", "module", rec.Module, "version", rec.Version, "error", err)
@@ -80,7 +81,7 @@ func (s *Modules) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
 	}
 	if _, err := w.Commit(""); err != nil {
 		if w.Sum() != rec.SHA256 {
-			s.e.archives.distrustShared(rec.SHA256)
+			s.e.DistrustShared(rec.SHA256)
 			s.log.Error("the shared store's copy of a module package is not the package; this replica fetches it from its source from now on. Delete the object from the bucket",
 				"module", rec.Module, "version", rec.Version, "sha256", rec.SHA256)
 		}
@@ -92,7 +93,7 @@ func (s *Modules) copySharedModule(ctx context.Context, rec ModuleRecord) bool {
 // shareModule puts a fetched module package and then its record in the
 // shared tier (in this order: a replica that finds the record finds the
 // package).
-func (s *Modules) shareModule(ctx context.Context, key string, rec *ModuleRecord, pkg io.ReadSeeker) {
+func (s *Modules) shareModule(ctx context.Context, key string, rec *records.ModuleRecord, pkg io.ReadSeeker) {
 	sh := s.cfg.Shared
 	if sh == nil {
 		return
@@ -114,12 +115,12 @@ func (s *Modules) shareModule(ctx context.Context, key string, rec *ModuleRecord
 // tier's lease on the version, from the source host (and then into the
 // tier), while other replicas wait for the package to appear in the tier
 // (taking over if the lease expires). A tier that fails is gone around.
-func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec ModuleRecord) (*ModuleRecord, error) {
+func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec records.ModuleRecord) (*records.ModuleRecord, error) {
 	sh := s.cfg.Shared
 	if sh == nil {
 		return s.fetchModule(ctx, m, rec)
 	}
-	wait := sharedPollMin
+	wait := s.cfg.SharedPoll.Min
 	for {
 		if rec.SHA256 == "" {
 			if r, ok := s.sharedModuleRecord(ctx, key); ok {
@@ -130,16 +131,15 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 			return &rec, nil
 		}
 		if s.cfg.Offline {
-			return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, rec.Version)
+			return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, rec.Version)
 		}
-		lease, err := sh.TryLease(ctx, moduleLeaseID(key))
+		release, err := s.e.TryLease(ctx, moduleLeaseID(key))
 		if err != nil {
 			s.log.Warn("shared store failed; fetching the module package from its source", "module", m.String(), "error", err)
 			return s.fetchModule(ctx, m, rec)
 		}
-		if lease != nil {
-			held := s.e.shared.hold(ctx, moduleLeaseID(key), lease)
-			defer held.release(context.WithoutCancel(ctx))
+		if release != nil {
+			defer release(context.WithoutCancel(ctx))
 			// The holder before us may have stored it and let go just now.
 			if r, ok := s.sharedModuleRecord(ctx, key); ok && s.copySharedModule(ctx, *r) {
 				return r, nil
@@ -154,15 +154,15 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 			return nil, fmt.Errorf("waiting for another replica's fetch of module %s %s: %w", m, rec.Version, context.Cause(ctx))
 		case <-t.C:
 		}
-		wait = min(2*wait, sharedPollMax)
+		wait = min(2*wait, s.cfg.SharedPoll.Max)
 	}
 }
 
 // sharedModuleInstallable reports whether the shared tier holds the
 // record under key and its package (for a sealed replica's list).
 func (s *Modules) sharedModuleInstallable(ctx context.Context, key string) bool {
-	var rec ModuleRecord
-	if _, ok := s.e.shared.getShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.e.archives.trustsShared(rec.SHA256) {
+	var rec records.ModuleRecord
+	if _, ok := s.e.GetShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.e.TrustsShared(rec.SHA256) {
 		return false
 	}
 	body, _, err := s.cfg.Shared.OpenArchive(ctx, rec.SHA256)

@@ -1,7 +1,7 @@
-package mirror
+package gate
 
 // Release times: when each version was released, for the package
-// policy's minimum release age (see policy.go). A version's release time
+// policy's minimum release age (see gate.go). A version's release time
 // is the later of two times, each learned once and kept write-once in the
 // cache (and the shared tier, so that replicas sharing it agree):
 //
@@ -41,6 +41,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -66,43 +68,33 @@ type releaseRecord struct {
 	At     time.Time `json:"at"`
 }
 
-// Release is what the engine knows of when a version was released.
-type Release struct {
-	// At is the release time, when Known.
-	At time.Time
-	// Known is false when the release time could not be learned yet.
-	Known bool
-	// InHouse is a version imported without signature under a host of
-	// Config.UnsignedHosts (or a local-only host): the operator's own.
-	InHouse bool
-}
-
 // releaseTimes learns and keeps release times.
 type releaseTimes struct {
-	e     *Engine
-	cfg   *Config
-	store Store
-	log   *slog.Logger
+	e       Engine
+	origin  Origin
+	store   Store
+	log     *slog.Logger
+	metrics Metrics
 
 	mu     sync.Mutex
 	signed map[string]time.Time            // by signed key
 	absent map[string]map[string]time.Time // by kind/address, then version (loaded whole)
 }
 
-func newReleaseTimes(e *Engine) *releaseTimes {
-	return &releaseTimes{e: e, cfg: &e.cfg, store: e.store, log: e.log,
-		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
-}
-
 func signedKey(p addrs.Provider, v string) string { return signedPrefix + p.String() + "/" + v }
 
 func absentBase(kind, address string) string { return absentPrefix + kind + "/" + address + "/" }
 
-// noteListing records, for every version of next that prev (the listing
-// before it, taken at prevAt; nil when there was none) lacks, that it was
-// absent at prevAt. A version another replica recorded first keeps that
-// replica's record. With no previous listing at all, nothing is written:
-// the versions of the first listing are dated by their signatures.
+// NoteListing records, for every version of next (a listing of address,
+// of kind "provider" or "module") that prev (the listing before it,
+// taken at prevAt; nil when there was none) lacks, that it was absent at
+// prevAt. A version another replica recorded first keeps that replica's
+// record. With no previous listing at all, nothing is written: the
+// versions of the first listing are dated by their signatures.
+func (g *Gate) NoteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string) {
+	g.rel.noteListing(ctx, kind, address, prev, prevAt, next)
+}
+
 func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string) {
 	if prev == nil {
 		return
@@ -121,11 +113,9 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, pr
 			continue
 		}
 		at := prevAt
-		if sh := r.cfg.Shared; sh != nil {
-			var rec releaseRecord
-			if _, ok := r.e.shared.getShared(ctx, base+v, &rec); ok && !rec.At.IsZero() {
-				at = rec.At // another replica's listing saw it first
-			}
+		var rec releaseRecord
+		if _, ok := r.e.GetShared(ctx, base+v, &rec); ok && !rec.At.IsZero() {
+			at = rec.At // another replica's listing saw it first
 		}
 		r.writeOnce(base+v, at)
 		// The maps handed out are never modified: a new one replaces it.
@@ -153,7 +143,7 @@ func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
 	m = map[string]time.Time{}
 	err := r.store.ScanMeta(base, func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec releaseRecord
-		if json.Unmarshal(raw, &rec) == nil && knownSchema(rec.Schema) {
+		if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) {
 			m[key[len(base):]] = rec.At
 		}
 		return nil
@@ -181,19 +171,19 @@ func (r *releaseTimes) writeOnce(key string, at time.Time) {
 	if _, err := r.store.GetMeta(key, &old); err == nil {
 		return
 	}
-	rec := &releaseRecord{Schema: recordSchema, At: at.UTC()}
+	rec := &releaseRecord{Schema: records.Schema, At: at.UTC()}
 	if err := r.store.PutMeta(key, rec); err != nil {
-		r.e.metrics.CacheWriteFailed()
+		r.metrics.CacheWriteFailed()
 		r.log.Error("storing a release time", "key", key, "error", err)
 		return
 	}
-	r.e.shared.putShared(key, rec)
+	r.e.PutShared(key, rec)
 }
 
 // signedAt returns the signature time of version v of p when it is known
 // without asking the origin: remembered, in the cache or the shared tier,
 // or in the evidence of the version's package record.
-func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string, rec *PackageRecord) (time.Time, bool) {
+func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string, rec *records.PackageRecord) (time.Time, bool) {
 	key := signedKey(p, v)
 	r.mu.Lock()
 	at, ok := r.signed[key]
@@ -204,21 +194,19 @@ func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string,
 	var stored releaseRecord
 	_, err := r.store.GetMeta(key, &stored)
 	switch {
-	case err == nil && knownSchema(stored.Schema):
+	case err == nil && records.KnownSchema(stored.Schema):
 		r.remember(key, stored.At)
 		return stored.At, true
 	case err != nil && !errors.Is(err, cache.ErrNotFound):
 		r.log.Warn("reading a release time", "key", key, "error", err)
 	}
-	if r.cfg.Shared != nil {
-		if _, ok := r.e.shared.getShared(ctx, key, &stored); ok && knownSchema(stored.Schema) && !stored.At.IsZero() {
-			r.keep(key, stored.At)
-			return stored.At, true
-		}
+	if _, ok := r.e.GetShared(ctx, key, &stored); ok && records.KnownSchema(stored.Schema) && !stored.At.IsZero() {
+		r.keep(key, stored.At)
+		return stored.At, true
 	}
-	if rec != nil && rec.hasEvidence() && len(rec.Documents) > 0 {
+	if rec != nil && rec.HasEvidence() && len(rec.Documents) > 0 {
 		doc := rec.Documents[0]
-		if at, err := verify.SignatureTime(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err == nil {
+		if at, err := verify.SignatureTime(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err == nil {
 			r.keep(key, at)
 			return at, true
 		}
@@ -246,13 +234,13 @@ func (r *releaseTimes) keep(key string, at time.Time) {
 // and its signature, which must verify with the answer's keys, and the
 // document must be the release of p's type and that version (a signature
 // vouches for the names it signed).
-func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.Version, entry VersionEntry) (time.Time, error) {
+func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.Version, entry records.VersionEntry) (time.Time, error) {
 	if len(entry.Platforms) == 0 {
 		return time.Time{}, fmt.Errorf("%s %s lists no platform", p, v)
 	}
 	plName := entry.Platforms[0]
 	for _, pl := range entry.Platforms {
-		if r.e.wanted(pl) {
+		if r.e.Wanted(pl) {
 			plName = pl
 			break
 		}
@@ -261,19 +249,19 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 	if err != nil {
 		return time.Time{}, err
 	}
-	pkg, err := r.e.origin.Package(ctx, p, entry.originVersion(), pl)
+	pkg, err := r.origin.Package(ctx, p, entry.OriginVersion(), pl)
 	if err != nil {
 		return time.Time{}, err
 	}
-	sums, err := r.e.origin.FetchDocument(ctx, p, pkg.SHASumsURL, maxSumsBytes)
+	sums, err := r.origin.FetchDocument(ctx, p, pkg.SHASumsURL, records.MaxSumsBytes)
 	if err != nil {
 		return time.Time{}, err
 	}
-	sig, err := r.e.origin.FetchDocument(ctx, p, pkg.SHASumsSignatureURL, maxSignatureBytes)
+	sig, err := r.origin.FetchDocument(ctx, p, pkg.SHASumsSignatureURL, records.MaxSignatureBytes)
 	if err != nil {
 		return time.Time{}, err
 	}
-	at, err := verify.SignatureTime(sums, sig, armoredKeys(pkg.SigningKeys))
+	at, err := verify.SignatureTime(sums, sig, records.ArmoredKeys(pkg.SigningKeys))
 	if err != nil {
 		return time.Time{}, err
 	}
@@ -281,7 +269,7 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 	if err != nil {
 		return time.Time{}, err
 	}
-	if _, err := releaseOf(p.Type, v, parsed); err != nil {
+	if _, err := records.ReleaseOf(p.Type, v, parsed); err != nil {
 		return time.Time{}, err
 	}
 	return at, nil
@@ -290,8 +278,8 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 // providerReleases returns the release of every version of list that a
 // minimum release age of window may hold (see the file comment for what
 // is looked up). now is the clock's reading for the whole answer.
-func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *VersionList, window time.Duration, now time.Time) map[string]Release {
-	out := make(map[string]Release, len(list.Versions))
+func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *records.VersionList, window time.Duration, now time.Time) map[string]policy.Release {
+	out := make(map[string]policy.Release, len(list.Versions))
 	absent := r.absentOf("provider", p.String())
 	lines := map[uint64][]versionAt{}
 	for _, e := range list.Versions {
@@ -302,7 +290,7 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 		lines[v.Major] = append(lines[v.Major], versionAt{v: v, entry: e})
 	}
 	lookups := 0
-	canAsk := !r.cfg.Offline && !r.e.local(p.Hostname)
+	canAsk := !r.e.Offline() && !r.e.Local(p.Hostname)
 	for _, line := range lines {
 		slices.SortFunc(line, func(a, b versionAt) int {
 			switch {
@@ -319,12 +307,12 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 			name := va.entry.Version
 			ab := absent[name]
 			if anchored {
-				out[name] = Release{Known: true, At: later(anchor, ab)}
+				out[name] = policy.Release{Known: true, At: later(anchor, ab)}
 				continue
 			}
-			rec, _ := r.e.records.cachedPackage(p, va.v)
-			if rec != nil && rec.Provenance == ProvenanceUnsigned {
-				out[name] = Release{Known: true, InHouse: true}
+			rec := r.e.CachedPackage(p, va.v)
+			if rec != nil && rec.Provenance == records.ProvenanceUnsigned {
+				out[name] = policy.Release{Known: true, InHouse: true}
 				continue
 			}
 			signed, ok := r.signedAt(ctx, p, name, rec)
@@ -340,11 +328,11 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 				}
 			}
 			if !ok {
-				out[name] = Release{}
+				out[name] = policy.Release{}
 				continue
 			}
 			rel := later(signed, ab)
-			out[name] = Release{Known: true, At: rel}
+			out[name] = policy.Release{Known: true, At: rel}
 			if now.Sub(rel) >= window {
 				anchor, anchored = rel, true
 			}
@@ -355,9 +343,9 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 
 // lookupShared is lookup for every caller at once, on the engine's
 // context, keeping what it learned.
-func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v versions.Version, entry VersionEntry) (time.Time, error) {
+func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v versions.Version, entry records.VersionEntry) (time.Time, error) {
 	key := signedKey(p, v.String())
-	res, err := r.e.coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
+	res, err := r.e.Coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
 		at, err := r.lookup(ctx, p, v, entry)
 		if err != nil {
 			return nil, err
@@ -375,22 +363,22 @@ func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v ver
 // dated by the listing rule alone (the first listing's versions as
 // released long ago); in-house versions (imported without origin) are
 // the operator's own.
-func (r *releaseTimes) moduleReleases(m addrs.Module, list []string, inHouse func(v string) bool) map[string]Release {
+func (r *releaseTimes) moduleReleases(m addrs.Module, list []string) map[string]policy.Release {
 	absent := r.absentOf("module", m.String())
-	out := make(map[string]Release, len(list))
+	out := make(map[string]policy.Release, len(list))
 	for _, v := range list {
-		if inHouse != nil && inHouse(v) {
-			out[v] = Release{Known: true, InHouse: true}
+		if r.inHouseModule(m, v) {
+			out[v] = policy.Release{Known: true, InHouse: true}
 			continue
 		}
-		out[v] = Release{Known: true, At: absent[v]}
+		out[v] = policy.Release{Known: true, At: absent[v]}
 	}
 	return out
 }
 
 type versionAt struct {
 	v     versions.Version
-	entry VersionEntry
+	entry records.VersionEntry
 }
 
 func later(a, b time.Time) time.Time {
@@ -400,45 +388,10 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-// versionNames are the versions of a provider's list.
-func (l *VersionList) versionNames() []string {
-	if l == nil {
-		return nil
-	}
-	out := make([]string, len(l.Versions))
-	for i, e := range l.Versions {
-		out[i] = e.Version
-	}
-	return out
-}
-
-// previousListing returns the versions of m's listing taken before the
-// one being stored, and when it was taken: the cached list, or the shared
-// tier's when it is newer; nil when m was never listed. Versions are
-// canonical.
-func (s *Modules) previousListing(ctx context.Context, m addrs.Module) ([]string, time.Time) {
-	key := moduleVersionsKey(m)
-	var cached, shared ModuleVersionList
-	at, err := s.store.GetMeta(key, &cached)
-	have := err == nil && knownSchema(cached.Schema)
-	if have && !cached.ListedAt.IsZero() {
-		at = cached.ListedAt
-	}
-	if s.cfg.Shared != nil {
-		if sat, ok := s.e.shared.getShared(ctx, key, &shared); ok && knownSchema(shared.Schema) {
-			if !shared.ListedAt.IsZero() {
-				sat = shared.ListedAt
-			}
-			if !have || sat.After(at) {
-				cached, at, have = shared, sat, true
-			}
-		}
-	}
-	if !have {
-		return nil, time.Time{}
-	}
-	if cached.Versions == nil {
-		return []string{}, at
-	}
-	return cached.Versions, at
+// inHouseModule says version v of m was imported without origin: the
+// operator's own.
+func (r *releaseTimes) inHouseModule(m addrs.Module, v string) bool {
+	var rec records.ModuleRecord
+	_, err := r.store.GetMeta(records.ModuleRecordKey(m, v), &rec)
+	return err == nil && rec.Provenance == records.ProvenanceUnsigned
 }

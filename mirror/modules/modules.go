@@ -1,10 +1,10 @@
-package mirror
+package modules
 
 // Registry modules: the second kind of thing the engine mirrors, through
 // the same cache, blob store, detached work and limits as provider
 // archives.
 //
-// A module version has one record (ModuleRecord, key
+// A module version has one record (records.ModuleRecord, key
 // module/HOST/NS/NAME/SYSTEM/VERSION) written when its download location
 // is first asked for, and completed with the package's sha256 once the
 // package has been fetched from its source host and normalized into one
@@ -27,11 +27,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
@@ -40,132 +42,189 @@ import (
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/safetree"
 	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
 // Modules is the engine's registry-module side: module version lists,
 // records and packages, fetched from their source hosts through the
-// machinery the engine shares with providers (the store, detached work
-// and its coalescing, the shared tier, the notifier, the import lock).
-// Engine.Modules returns it; its methods are safe for concurrent use.
+// machinery the engine shares with providers (Engine: detached work and
+// its coalescing, the shared tier's records and leases, the notifier,
+// the import lock). mirror.Engine.Modules returns the engine's; its
+// methods are safe for concurrent use.
 type Modules struct {
-	e       *Engine // the shared machinery
-	cfg     *Config // the engine's, defaults filled in
-	origin  ModuleOrigin
-	allowed map[svchost.Hostname]bool
+	e       Engine
+	cfg     Config
+	origin  Origin
 	store   Store
 	log     *slog.Logger
 	metrics Metrics
+	pkgs    singleflight.Group // package fetches, by record key
 }
 
-// ModuleOrigin is what the engine needs for registry modules from origin
-// registries and source hosts: the module side of Origin. Offline,
-// module calls that need an origin fail with ErrOffline.
-type ModuleOrigin interface {
-	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
-	ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error)
-	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
-	SourceHTTPClient(origin svchost.Hostname) *http.Client
+// Engine is the machinery Modules shares with the engine's provider side:
+// package mirror implements it.
+type Engine interface {
+	// Allowed says host is an allowed origin; Local that it is a
+	// local-only host: not an allowed origin, but one Import or
+	// ImportModule loaded packages of.
+	Allowed(host svchost.Hostname) bool
+	Local(host svchost.Hostname) bool
+	// RecordImportedHost records host as one an import loaded packages of.
+	RecordImportedHost(host svchost.Hostname) error
+	// Imports is the import lock: one import, or removal, at a time.
+	Imports() sync.Locker
+	// Coalesce runs fn once for all concurrent callers with the same key,
+	// on a context detached from any one of them; Detached is such a
+	// context, ended by done, failing with records.ErrShutDown once the
+	// engine shuts down. StartWork counts work the engine's Shutdown
+	// waits for (false once it shuts down), EndWork ends it.
+	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
+	Detached(timeout time.Duration) (ctx context.Context, done func(), err error)
+	StartWork() bool
+	EndWork()
+	// Notifier is told what is served and imported (retention).
+	Notifier() Notifier
+	// GetShared reads the record under key from the shared tier into v,
+	// false when it has none (or fails); PutShared puts one there.
+	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
+	PutShared(key string, record any)
+	// TryLease takes the shared tier's lease id and keeps it until
+	// release is called; a nil release when another replica holds it.
+	TryLease(ctx context.Context, id string) (release func(context.Context), err error)
+	// TrustsShared says the shared tier's copy of blob sha has not been
+	// found wrong; DistrustShared says it was.
+	TrustsShared(sha string) bool
+	DistrustShared(sha string)
+	// FilterModules leaves out of list the versions the package policy
+	// in effect holds back (saying why in its Held), never modifying
+	// list; it fails with a policy error when the policy refuses m whole.
+	// CheckModule fails with one when the policy holds version back,
+	// calling relist first when m's listing dates the version.
+	FilterModules(m addrs.Module, list *records.ModuleVersionList) (*records.ModuleVersionList, error)
+	CheckModule(ctx context.Context, m addrs.Module, version string, relist func(context.Context) error) error
+	// NoteListing records the versions of a new listing (next) that the
+	// previous one (prev, taken at prevAt; nil for none) lacked: when a
+	// version was first seen, which dates its release.
+	NoteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string)
 }
 
-// ModuleSourceCredentials give the credential for a module source host
-// that a module of an origin may use. A credential is tied to origins by
-// the operator: a module of an origin it is not tied to is fetched
-// anonymously, so that an origin cannot have the mirror fetch, and hand
-// out, a private repository the mirror can read (a confused deputy).
-type ModuleSourceCredentials interface {
-	// SourceCredential returns the credential for the source host (as a
-	// URL spells it: lowercase, with its port when not 443) that modules
-	// of origin may use, false for none.
-	SourceCredential(origin svchost.Hostname, host string) (discovery.SourceCredential, bool)
+// Notifier is told what the engine does with the versions it holds
+// (mirror.Notifier).
+type Notifier interface {
+	Used(key string)
+	Serving(kind, address string, v versions.Version, sha string)
+	Importing(sha string)
+	Changed()
 }
 
-// ModuleMetrics receives what the engine observes of modules: the module
-// side of Metrics.
-type ModuleMetrics interface {
+// Store is what Modules needs of the cache. *cache.Store implements it.
+type Store interface {
+	PutMeta(key string, v any) error
+	GetMeta(key string, v any) (time.Time, error)
+	StatBlob(sha string) (cache.BlobInfo, error)
+	OpenBlob(sha string) (cache.BlobReader, error)
+	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+	ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+}
+
+// SharedTier is what Modules needs of the tier shared with other
+// replicas (mirror.SharedTier): its blobs, and putting records there.
+type SharedTier interface {
+	OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error)
+	PutArchive(ctx context.Context, sha string, r io.ReadSeeker, size int64) error
+	PutMeta(ctx context.Context, key string, record any) error
+}
+
+// Metrics receives what Modules observes (mirror.Metrics).
+type Metrics interface {
+	CacheLookup(kind string, hit bool)
+	StaleServed(kind string)
+	Coalesced(kind string)
+	VerificationFailed(reason string)
+	CacheWriteFailed()
 	// ModuleFetch records one fetch of a module package from its source
 	// host: the source kind (git, archive), the outcome (success, error,
 	// too_large, changed, timeout), the bytes of the stored package.
 	ModuleFetch(kind, outcome string, bytes int64, d time.Duration)
 }
 
-// ErrModuleChanged matches a module package whose refetch (after its
+// Config configures Modules: the engine's (mirror.Config), its defaults
+// filled in. Every field but Shared and Credentials is required.
+type Config struct {
+	Offline     bool
+	Now         func() time.Time
+	VersionsTTL time.Duration
+	// Timeout bounds one module package fetch (mirror.Config.ModuleTimeout).
+	Timeout time.Duration
+	// Limits bound one module package (mirror.Config.ModuleLimits).
+	Limits     modsource.Limits
+	ScratchDir string
+	// Credentials: mirror.Config.ModuleSourceCredentials; nil for none.
+	Credentials SourceCredentials
+	// Shared is the tier shared with other replicas; nil for none.
+	Shared SharedTier
+	// SharedPoll is how often a replica looks for a package that another
+	// replica is fetching: from Min, doubling up to Max.
+	SharedPoll struct{ Min, Max time.Duration }
+	Logger     *slog.Logger
+}
+
+// ListState says where a module version list came from.
+type ListState struct {
+	// Stale says the cached list was served because the refresh failed.
+	Stale bool
+	// Fetched says the list was fetched from the origin for this call.
+	Fetched bool
+	// StoredAt is when the list was fetched from the origin.
+	StoredAt time.Time
+}
+
+// New returns the module side of an engine, on origin and store.
+func New(cfg Config, e Engine, origin Origin, store Store, metrics Metrics) (*Modules, error) {
+	if e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("modules: the engine, an origin, a store, metrics, a clock and a logger are required")
+	}
+	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 || cfg.SharedPoll.Min <= 0 || cfg.SharedPoll.Max < cfg.SharedPoll.Min {
+		return nil, errors.New("modules: a fetch timeout, a version list TTL and the shared tier's polling are required")
+	}
+	return &Modules{e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+}
+
+// Origin is what the engine needs for registry modules from origin
+// registries and source hosts: the module side of mirror.Origin. Offline,
+// module calls that need an origin fail with records.ErrOffline.
+type Origin interface {
+	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error)
+	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
+	SourceHTTPClient(origin svchost.Hostname) *http.Client
+}
+
+// SourceCredentials give the credential for a module source host
+// that a module of an origin may use. A credential is tied to origins by
+// the operator: a module of an origin it is not tied to is fetched
+// anonymously, so that an origin cannot have the mirror fetch, and hand
+// out, a private repository the mirror can read (a confused deputy).
+type SourceCredentials interface {
+	// SourceCredential returns the credential for the source host (as a
+	// URL spells it: lowercase, with its port when not 443) that modules
+	// of origin may use, false for none.
+	SourceCredential(origin svchost.Hostname, host string) (discovery.SourceCredential, bool)
+}
+
+// ErrChanged matches a module package whose refetch (after its
 // blob was evicted) does not give the bytes first stored: the source
 // moved the tag, or rewrote the archive. It is an integrity error.
-var ErrModuleChanged = errors.New("module package changed at its source since it was first mirrored")
-
-// ModuleVersionList is a module's version list as cached.
-type ModuleVersionList struct {
-	Schema int `json:"schema"`
-	// Versions are the origin's version strings, in its order.
-	Versions []string `json:"versions"`
-	// ListedAt is when the origin was asked for the list, by Config.Now
-	// (zero in lists stored before it was kept).
-	ListedAt time.Time `json:"listed_at,omitzero"`
-	// Held says why versions the package policy holds back are left out
-	// (never stored).
-	Held []string `json:"-"`
-}
-
-// ModuleRecord is what the engine keeps of one module version.
-type ModuleRecord struct {
-	Schema  int    `json:"schema"`
-	Module  string `json:"module"`  // HOST/NS/NAME/SYSTEM
-	Version string `json:"version"` // as the origin spells it
-	// Location is the origin's download location, as it gave it. It may
-	// carry credentials (a pre-signed URL): it is for fetching only, and
-	// shown, logged or exported only through Shown or redact.Location.
-	Location string `json:"location"`
-	// Kind is the source kind: git or archive.
-	Kind modsource.Kind `json:"kind"`
-	// Package is the location without its subdirectory.
-	Package string `json:"package"`
-	// Subdir is the location's //SUBDIR, "" for none.
-	Subdir string `json:"subdir,omitempty"`
-	// Commit is the Git commit id the package was fetched at.
-	Commit string `json:"commit,omitempty"`
-	// SHA256 is the sha256 of the normalized package (a tar.gz), "" until
-	// it was first fetched; Size its length.
-	SHA256    string    `json:"sha256,omitempty"`
-	Size      int64     `json:"size,omitempty"`
-	FetchedAt time.Time `json:"fetched_at,omitzero"`
-	// Provenance is how the package reached the cache: fetched from its
-	// source (ProvenanceOrigin), loaded by ImportModule from an export
-	// that vouched for it (ProvenanceImported), or a local module
-	// imported without any origin (ProvenanceUnsigned: no Location, never
-	// fetched again).
-	Provenance Provenance `json:"provenance,omitempty"`
-}
-
-// Shown is the record's package (its location without subdirectory)
-// without its secrets, for logs, pages and messages.
-func (r ModuleRecord) Shown() string { return redact.Location(r.Package) }
-
-func moduleVersionsKey(m addrs.Module) string  { return "modversions/" + m.String() }
-func moduleRecordPrefix(m addrs.Module) string { return "module/" + m.String() + "/" }
-
-// moduleRecordKey keys a record by the canonical version, so that every
-// spelling of one version shares it.
-func moduleRecordKey(m addrs.Module, version string) string {
-	return moduleRecordPrefix(m) + canonicalModuleVersion(version)
-}
-
-// canonicalModuleVersion is version without a leading "v", in semver's
-// canonical form when it parses.
-func canonicalModuleVersion(v string) string {
-	v = strings.TrimPrefix(v, "v")
-	if pv, err := versions.ParseVersion(v); err == nil {
-		return pv.String()
-	}
-	return v
-}
+var ErrChanged = errors.New("module package changed at its source since it was first mirrored")
 
 // CheckModuleOrigin fails with discovery.ErrHostNotAllowed for a module of a host
 // the engine does not serve: neither an allowed origin nor a local-only
 // host (one that Import or ImportModule loaded packages of), whose
 // modules are served from the cache only.
 func (s *Modules) CheckModuleOrigin(m addrs.Module) error {
-	if !s.allowed[m.Hostname] && !s.e.local(m.Hostname) {
+	if !s.e.Allowed(m.Hostname) && !s.e.Local(m.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, m.Hostname)
 	}
 	return nil
@@ -173,9 +232,9 @@ func (s *Modules) CheckModuleOrigin(m addrs.Module) error {
 
 // moduleOrigin returns the origin for modules, or an error saying why
 // there is none.
-func (s *Modules) moduleOrigin(what string) (ModuleOrigin, error) {
+func (s *Modules) moduleOrigin(what string) (Origin, error) {
 	if s.cfg.Offline {
-		return nil, fmt.Errorf("%w: %s", ErrOffline, what)
+		return nil, fmt.Errorf("%w: %s", records.ErrOffline, what)
 	}
 	return s.origin, nil
 }
@@ -185,12 +244,12 @@ func (s *Modules) moduleOrigin(what string) (ModuleOrigin, error) {
 // cached list, marked stale, when the origin fails for any reason but
 // saying the module does not exist. A sealed mirror (Config.Offline)
 // lists only the versions whose package is cached.
-func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
+func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
 	list, st, err := s.moduleVersions(ctx, m)
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	list, _, err = s.filterModuleList(ctx, s.e.policy.current(), m, list)
+	list, err = s.e.FilterModules(m, list)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -198,22 +257,22 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 }
 
 // moduleVersions is ModuleVersions before the package policy.
-func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
+func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline || s.e.local(m.Hostname) {
+	if s.cfg.Offline || s.e.Local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
-	key := moduleVersionsKey(m)
-	var cached ModuleVersionList
+	key := records.ModuleVersionsKey(m)
+	var cached records.ModuleVersionList
 	storedAt, err := s.store.GetMeta(key, &cached)
-	haveCached := err == nil && knownSchema(cached.Schema)
+	haveCached := err == nil && records.KnownSchema(cached.Schema)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
 	if !haveCached && s.cfg.Shared != nil {
-		if at, ok := s.e.shared.getShared(ctx, key, &cached); ok && knownSchema(cached.Schema) {
+		if at, ok := s.e.GetShared(ctx, key, &cached); ok && records.KnownSchema(cached.Schema) {
 			haveCached, storedAt = true, at
 		}
 	}
@@ -222,7 +281,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 		return &cached, ListState{StoredAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("module_versions", false)
-	res, err := s.e.coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.e.Coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin("module versions of " + m.String())
 		if err != nil {
 			return nil, err
@@ -231,18 +290,18 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 		if err != nil {
 			return nil, err
 		}
-		list := &ModuleVersionList{Schema: recordSchema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
+		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
 		prev, prevAt := s.previousListing(ctx, m)
-		s.e.releases.noteListing(ctx, "module", m.String(), prev, prevAt, vs)
+		s.e.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)
 		if err := s.store.PutMeta(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
 		}
-		s.e.shared.putShared(key, list)
+		s.e.PutShared(key, list)
 		return list, nil
 	})
 	if err == nil {
-		return res.(*ModuleVersionList), ListState{Fetched: true, StoredAt: s.cfg.Now()}, nil
+		return res.(*records.ModuleVersionList), ListState{Fetched: true, StoredAt: s.cfg.Now()}, nil
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("module_versions")
@@ -254,10 +313,10 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*ModuleVe
 
 // sealedModuleVersions lists the versions of m whose package is cached,
 // or held by the shared tier.
-func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*ModuleVersionList, ListState, error) {
-	list := &ModuleVersionList{Schema: recordSchema, Versions: []string{}}
-	err := s.store.ScanMeta(moduleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
-		var rec ModuleRecord
+func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
+	list := &records.ModuleVersionList{Schema: records.Schema, Versions: []string{}}
+	err := s.store.ScanMeta(records.ModuleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
+		var rec records.ModuleRecord
 		if json.Unmarshal(raw, &rec) != nil || rec.SHA256 == "" {
 			return nil
 		}
@@ -269,14 +328,14 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	var shared ModuleVersionList
+	var shared records.ModuleVersionList
 	if s.cfg.Shared != nil {
-		if _, ok := s.e.shared.getShared(ctx, moduleVersionsKey(m), &shared); ok {
+		if _, ok := s.e.GetShared(ctx, records.ModuleVersionsKey(m), &shared); ok {
 			for _, v := range shared.Versions {
-				if slices.ContainsFunc(list.Versions, func(l string) bool { return canonicalModuleVersion(l) == canonicalModuleVersion(v) }) {
+				if slices.ContainsFunc(list.Versions, func(l string) bool { return records.CanonicalModuleVersion(l) == records.CanonicalModuleVersion(v) }) {
 					continue
 				}
-				if s.sharedModuleInstallable(ctx, moduleRecordKey(m, v)) {
+				if s.sharedModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
 					list.Versions = append(list.Versions, v)
 				}
 			}
@@ -286,7 +345,7 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 		if !s.cfg.Offline {
 			return nil, ListState{}, fmt.Errorf("%w: no version of module %s of the local-only host %s is cached", discovery.ErrNotFound, m, m.Hostname)
 		}
-		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", ErrOffline, m)
+		return nil, ListState{}, fmt.Errorf("%w: no cached version of module %s", records.ErrOffline, m)
 	}
 	return list, ListState{}, nil
 }
@@ -294,18 +353,22 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*Mo
 // ModuleLocation returns the record of version of m, asking the origin
 // for its download location when the engine has none yet (a record,
 // once written, is kept). Locations this mirror cannot fetch fail with a
-// *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, ErrOffline,
+// *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, records.ErrOffline,
 // discovery.ErrNotFound and origin errors.
-func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*ModuleRecord, error) {
+func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
-	if err := s.checkModule(ctx, m, version); err != nil {
+	err := s.e.CheckModule(ctx, m, version, func(ctx context.Context) error {
+		_, _, err := s.moduleVersions(ctx, m)
+		return err
+	})
+	if err != nil {
 		return nil, err
 	}
-	key := moduleRecordKey(m, version)
-	var rec ModuleRecord
-	if _, err := s.store.GetMeta(key, &rec); err == nil && knownSchema(rec.Schema) {
+	key := records.ModuleRecordKey(m, version)
+	var rec records.ModuleRecord
+	if _, err := s.store.GetMeta(key, &rec); err == nil && records.KnownSchema(rec.Schema) {
 		s.metrics.CacheLookup("module_location", true)
 		return &rec, nil
 	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
@@ -315,10 +378,10 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
 		return rec, nil
 	}
-	if s.e.local(m.Hostname) {
+	if s.e.Local(m.Hostname) {
 		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
-	res, err := s.e.coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
+	res, err := s.e.Coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
 		if err != nil {
 			return nil, err
@@ -332,7 +395,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 		if err != nil {
 			return nil, fmt.Errorf("module %s %s: %w", m, version, err)
 		}
-		rec := &ModuleRecord{Schema: recordSchema, Module: m.String(), Version: originVersion, Location: loc,
+		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion, Location: loc,
 			Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
 		if err := s.store.PutMeta(key, rec); err != nil {
 			s.metrics.CacheWriteFailed()
@@ -343,17 +406,17 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 	if err != nil {
 		return nil, err
 	}
-	return res.(*ModuleRecord), nil
+	return res.(*records.ModuleRecord), nil
 }
 
 // originModuleVersion is the origin's spelling of version, from the
 // cached version list ("v1.0.0" when the client asks for "1.0.0").
 func (s *Modules) originModuleVersion(m addrs.Module, version string) string {
-	var list ModuleVersionList
-	if _, err := s.store.GetMeta(moduleVersionsKey(m), &list); err == nil {
-		want := canonicalModuleVersion(version)
+	var list records.ModuleVersionList
+	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err == nil {
+		want := records.CanonicalModuleVersion(version)
 		for _, v := range list.Versions {
-			if canonicalModuleVersion(v) == want {
+			if records.CanonicalModuleVersion(v) == want {
 				return v
 			}
 		}
@@ -361,27 +424,27 @@ func (s *Modules) originModuleVersion(m addrs.Module, version string) string {
 	return version
 }
 
-// ModulePackage is an opened module package (a normalized tar.gz), read
+// Package is an opened module package (a normalized tar.gz), read
 // from the cache. Close it.
-type ModulePackage struct {
-	Record  ModuleRecord
+type Package struct {
+	Record  records.ModuleRecord
 	SHA256  string
 	Size    int64
 	ModTime time.Time
-	// Source is Hit when the package was cached, Miss when this call
-	// fetched it, Coalesced when it waited for another call's fetch.
-	Source Source
+	// records.Source is records.Hit when the package was cached, records.Miss when this call
+	// fetched it, records.Coalesced when it waited for another call's fetch.
+	Source records.Source
 	blob   cache.BlobReader
 	s      *Modules
 }
 
 // Content is the package, for serving with Range and conditional requests.
-func (p *ModulePackage) Content() io.ReadSeeker { return p.blob }
+func (p *Package) Content() io.ReadSeeker { return p.blob }
 
 // Close releases the package.
-func (p *ModulePackage) Close() error {
+func (p *Package) Close() error {
 	err := p.blob.Close()
-	p.s.e.work.done()
+	p.s.e.EndWork()
 	return err
 }
 
@@ -391,53 +454,53 @@ func (p *ModulePackage) Close() error {
 // does not stop it), normalized, checked against the record's sha256
 // when there is one, and stored. ctx bounds the caller's wait only.
 // Errors: those of ModuleLocation, *modsource.UnsupportedError,
-// *modsource.LimitError, ErrModuleChanged (an integrity error) and
+// *modsource.LimitError, ErrChanged (an integrity error) and
 // source host errors.
-func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string) (*ModulePackage, error) {
+func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string) (*Package, error) {
 	rec, err := s.ModuleLocation(ctx, m, version)
 	if err != nil {
 		return nil, err
 	}
-	n := s.e.notify.get()
-	n.Used(moduleRecordKey(m, version))
+	n := s.e.Notifier()
+	n.Used(records.ModuleRecordKey(m, version))
 	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
 		n.Serving("module", m.String(), v, rec.SHA256)
 	}
-	if pkg := s.openModuleBlob(*rec, Hit); pkg != nil {
+	if pkg := s.openModuleBlob(*rec, records.Hit); pkg != nil {
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
 	}
 	s.metrics.CacheLookup("module_package", false)
 	if s.cfg.Offline && s.cfg.Shared == nil {
-		return nil, fmt.Errorf("%w: package of module %s %s", ErrOffline, m, version)
+		return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
 	}
 	if rec.Location == "" && s.cfg.Shared == nil {
-		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", ErrNotCached, m, version)
+		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
 	}
-	recKey := moduleRecordKey(m, version)
+	recKey := records.ModuleRecordKey(m, version)
 	var led atomic.Bool
-	ch := s.e.meta.DoChan("modpkg/"+recKey, func() (any, error) {
+	ch := s.pkgs.DoChan("modpkg/"+recKey, func() (any, error) {
 		led.Store(true)
-		ctx, done, err := s.e.detached(s.cfg.ModuleTimeout)
+		ctx, done, err := s.e.Detached(s.cfg.Timeout)
 		if err != nil {
 			return nil, err
 		}
 		defer done()
 		return s.fetchModuleShared(ctx, m, recKey, *rec)
 	})
-	var res ModuleRecord
+	var res records.ModuleRecord
 	select {
 	case r := <-ch:
 		if r.Err != nil {
 			return nil, r.Err
 		}
-		res = *r.Val.(*ModuleRecord)
+		res = *r.Val.(*records.ModuleRecord)
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for the module's source: %w", ctx.Err())
 	}
-	src := Coalesced
+	src := records.Coalesced
 	if led.Load() {
-		src = Miss
+		src = records.Miss
 	} else {
 		s.metrics.Coalesced("module_package")
 	}
@@ -448,25 +511,25 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 }
 
 // openModuleBlob opens rec's cached package, nil when it is not cached.
-func (s *Modules) openModuleBlob(rec ModuleRecord, src Source) *ModulePackage {
+func (s *Modules) openModuleBlob(rec records.ModuleRecord, src records.Source) *Package {
 	if rec.SHA256 == "" {
 		return nil
 	}
-	if !s.e.work.add() {
+	if !s.e.StartWork() {
 		return nil
 	}
 	blob, err := s.store.OpenBlob(rec.SHA256)
 	if err != nil {
-		s.e.work.done()
+		s.e.EndWork()
 		return nil
 	}
 	info := blob.Info()
-	return &ModulePackage{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, blob: blob, s: s}
+	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, blob: blob, s: s}
 }
 
 // fetchModule fetches, normalizes and stores the package of rec, and
 // returns the record completed with its sha256.
-func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRecord) (_ *ModuleRecord, err error) {
+func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.ModuleRecord) (_ *records.ModuleRecord, err error) {
 	start := time.Now()
 	var size int64
 	defer func() {
@@ -485,7 +548,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRec
 		Open: func(ctx context.Context, u string) (io.ReadCloser, int64, error) {
 			return mo.OpenSource(ctx, m.Hostname, u)
 		},
-		Limits:      s.cfg.ModuleLimits,
+		Limits:      s.cfg.Limits,
 		TempDir:     s.cfg.ScratchDir,
 		Credentials: s.moduleCredentials(m.Hostname),
 	}
@@ -521,7 +584,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRec
 		s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 		s.log.Error("module package changed at its source; refused, nothing was cached", "module", m.String(),
 			"version", rec.Version, "detail", detail)
-		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
+		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
 	}
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return nil, err
@@ -541,24 +604,24 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRec
 	if rec.SHA256 == "" {
 		// In turn with ImportModule, which may have completed the record
 		// since this fetch read it: the first sha256 stays.
-		s.e.importMu.Lock()
-		var now ModuleRecord
-		if _, err := s.store.GetMeta(moduleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
-			s.e.importMu.Unlock()
+		s.e.Imports().Lock()
+		var now records.ModuleRecord
+		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
+			s.e.Imports().Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
 			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
-			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
+			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
 		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
-		err := s.store.PutMeta(moduleRecordKey(m, rec.Version), rec)
-		s.e.importMu.Unlock()
+		err := s.store.PutMeta(records.ModuleRecordKey(m, rec.Version), rec)
+		s.e.Imports().Unlock()
 		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	s.shareModule(ctx, moduleRecordKey(m, rec.Version), &rec, spool)
+	s.shareModule(ctx, records.ModuleRecordKey(m, rec.Version), &rec, spool)
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil
@@ -568,7 +631,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec ModuleRec
 // modules of origin: the credential the operator tied to origin for a
 // URL's host, none otherwise.
 func (s *Modules) moduleCredentials(origin svchost.Hostname) func(context.Context, string) context.Context {
-	creds := s.cfg.ModuleSourceCredentials
+	creds := s.cfg.Credentials
 	if creds == nil {
 		return nil
 	}
@@ -603,7 +666,7 @@ func moduleOutcome(ctx context.Context, err error) string {
 		return "too_large"
 	case errors.As(err, &ue):
 		return "unsupported"
-	case errors.Is(err, ErrModuleChanged):
+	case errors.Is(err, ErrChanged):
 		return "changed"
 	case ctx.Err() != nil, discovery.Outcome(err) == "timeout":
 		return "timeout"
@@ -611,11 +674,11 @@ func moduleOutcome(ctx context.Context, err error) string {
 	return "error"
 }
 
-// CachedModule is a module version the engine holds a record of.
-type CachedModule struct {
+// Cached is a module version the engine holds a record of.
+type Cached struct {
 	Module  string // HOST/NS/NAME/SYSTEM
 	Version string
-	Record  ModuleRecord
+	Record  records.ModuleRecord
 	// Cached says the package is in the cache.
 	Cached bool
 
@@ -624,11 +687,11 @@ type CachedModule struct {
 
 // Cursor names the module version for ListCachedModulesAfter: the
 // listing after it.
-func (cm CachedModule) Cursor() string { return cm.cursor }
+func (cm Cached) Cursor() string { return cm.cursor }
 
 // ListCachedModules calls fn for every module version with a record, in
 // key order, until fn returns an error (which it returns).
-func (s *Modules) ListCachedModules(fn func(CachedModule) error) error {
+func (s *Modules) ListCachedModules(fn func(Cached) error) error {
 	return s.ListCachedModulesAfter("", "", fn)
 }
 
@@ -636,42 +699,20 @@ func (s *Modules) ListCachedModules(fn func(CachedModule) error) error {
 // whose address (HOST/NAMESPACE/NAME/SYSTEM) starts with prefix and that
 // come after the one whose Cursor is after ("": from the first), in the
 // same order: a page of the listing costs what it holds.
-func (s *Modules) ListCachedModulesAfter(prefix, after string, fn func(CachedModule) error) error {
+func (s *Modules) ListCachedModulesAfter(prefix, after string, fn func(Cached) error) error {
 	if after != "" {
 		after = "module/" + after
 	}
 	return s.store.ScanMetaAfter("module/"+prefix, after, func(key string, _ time.Time, raw json.RawMessage) error {
-		var rec ModuleRecord
-		if err := json.Unmarshal(raw, &rec); err != nil || !knownSchema(rec.Schema) {
+		var rec records.ModuleRecord
+		if err := json.Unmarshal(raw, &rec); err != nil || !records.KnownSchema(rec.Schema) {
 			return nil
 		}
-		cm := CachedModule{Module: rec.Module, Version: rec.Version, Record: rec, cursor: strings.TrimPrefix(key, "module/")}
+		cm := Cached{Module: rec.Module, Version: rec.Version, Record: rec, cursor: strings.TrimPrefix(key, "module/")}
 		if rec.SHA256 != "" {
 			_, err := s.store.StatBlob(rec.SHA256)
 			cm.Cached = err == nil
 		}
 		return fn(cm)
-	})
-}
-
-// SortModuleVersions sorts version strings newest first where they parse
-// as semver, the others after them in their order.
-func SortModuleVersions(vs []string) {
-	slices.SortStableFunc(vs, func(a, b string) int {
-		va, ea := versions.ParseVersion(strings.TrimPrefix(a, "v"))
-		vb, eb := versions.ParseVersion(strings.TrimPrefix(b, "v"))
-		switch {
-		case ea != nil && eb != nil:
-			return 0
-		case ea != nil:
-			return 1
-		case eb != nil:
-			return -1
-		case va.GreaterThan(vb):
-			return -1
-		case vb.GreaterThan(va):
-			return 1
-		}
-		return 0
 	})
 }

@@ -1,4 +1,4 @@
-package mirror
+package imports
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -18,42 +20,82 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// This file is the engine's API for carrying a cache across an air gap:
-// what an export reads (Stored, OpenStored) and what an import loads
-// (Import), and the version list of a sealed mirror.
-
-// AirGap is the engine's side of carrying a cache across an air gap:
-// what an export reads of provider versions (Stored, OpenStored) and
-// what an import loads (Import), through the engine's records, fetcher
-// and import lock. Engine.AirGap returns it; module packages are carried
-// by Modules (ListCachedModules, ImportModule).
-type AirGap struct {
-	e       *Engine // the shared machinery
-	cfg     *Config // the engine's, defaults filled in
+// Importer loads provider versions imported from outside their origin
+// into the engine's cache, verified exactly as if they came from the
+// origin: mirror.AirGap.Import. Its methods are safe for concurrent use.
+type Importer struct {
+	e       Engine
+	cfg     Config
 	store   Store
 	log     *slog.Logger
 	metrics Metrics
 }
 
-// importedHostPrefix keys the record of a host Import loaded providers of.
-const importedHostPrefix = "imported-host/"
+// Engine is what an import uses of the engine: its records, its archive
+// fetcher, its coalescing and its locks. Package mirror implements it.
+type Engine interface {
+	// StartWork counts work the engine's Shutdown waits for (false once
+	// it shuts down), EndWork ends it.
+	StartWork() bool
+	EndWork()
+	// ImportEnded tells retention an import ended (mirror.Notifier.Changed).
+	ImportEnded()
+	// Imports is the import lock: one import, or removal, at a time.
+	Imports() sync.Locker
+	// RefuseUnsigned fails for a version without signature of p that
+	// may not be imported (withhold.ErrUnsignedOrigin); nil when it may.
+	RefuseUnsigned(p addrs.Provider) error
+	// Refuse logs and counts a verification failure of p v's package for
+	// platform, and returns it.
+	Refuse(p addrs.Provider, v versions.Version, platform string, err error) error
+	// H1 is the h1: hash of the cached archive sha, "" when not cached.
+	H1(sha string) string
+	// CachedPackage and CachedVersions read a stored package record and
+	// version list (through the engine's memo); Forget drops what the
+	// memo holds under key once it was written.
+	CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool)
+	CachedVersions(key string) (*records.VersionList, time.Time, error)
+	Forget(key string)
+	// Coalesce runs fn once for all concurrent callers with the same key,
+	// in turn with the engine's fetches of the same record.
+	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
+	// RecordImportedHost records host as one an import loaded packages of.
+	RecordImportedHost(host svchost.Hostname) error
+	// ImportArchive commits pkg's archive, verified as a, through the
+	// engine's archive fetcher (reading it from pkg.Open), unless the
+	// cache has it already.
+	ImportArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg Package) (Outcome, error)
+}
 
-// What an import reads whole of a version is bounded as the origin path
-// bounds it: a SHA256SUMS document and its detached signature.
-const (
-	MaxSumsBytes      = maxSumsBytes
-	MaxSignatureBytes = maxSignatureBytes
-)
+// Store is what an import writes to the cache. *cache.Store implements it.
+type Store interface {
+	PutMeta(key string, v any) error
+}
 
-// DiskHeadroom is how many bytes an import may still write to the cache's
-// file system (unpacking a bundle beside it) before the cache's free space
-// reaches its disk reserve, asked now (see cache.Store.Headroom); ok is
-// false when the cache does not check free space.
-func (s *AirGap) DiskHeadroom() (room int64, ok bool) {
-	return s.store.Headroom()
+// Metrics receives what an import observes (mirror.Metrics).
+type Metrics interface {
+	CacheWriteFailed()
+}
+
+// Config configures an Importer: the engine's (mirror.Config), its
+// defaults filled in. Every field is required.
+type Config struct {
+	// MaxArchiveBytes refuses larger archives.
+	MaxArchiveBytes int64
+	Now             func() time.Time
+	Logger          *slog.Logger
+}
+
+// New returns the importer of an engine.
+func New(cfg Config, e Engine, store Store, metrics Metrics) (*Importer, error) {
+	if e == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
+		return nil, errors.New("imports: the engine, a store, metrics, a clock, a logger and the archive size limit are required")
+	}
+	return &Importer{e: e, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Imported is one provider version loaded from outside the origin (an
@@ -65,19 +107,19 @@ type Imported struct {
 	// Documents are the origin's SHA256SUMS documents with their
 	// signatures and signing keys, byte for byte; each package refers to
 	// its own by index. Empty when Unsigned.
-	Documents []SumsDocument
+	Documents []records.SumsDocument
 	// Packages are the version's packages, one per platform.
-	Packages []ImportedPackage
+	Packages []Package
 	// Protocols are the version's plugin protocol versions ("5.0"), for
 	// the version list; optional.
 	Protocols []string
 	// Unsigned accepts packages without any signature: they are checked
-	// against their H1 where given, and recorded as ProvenanceUnsigned.
+	// against their H1 where given, and recorded as records.ProvenanceUnsigned.
 	Unsigned bool
 }
 
-// ImportedPackage is one platform's package of an Imported version.
-type ImportedPackage struct {
+// Package is one platform's package of an Imported version.
+type Package struct {
 	// Platform is os_arch.
 	Platform string
 	// Filename is the archive's name as the input gives it (any name when
@@ -110,28 +152,28 @@ type ImportedPackage struct {
 	Open func(ctx context.Context) (io.ReadCloser, int64, error)
 }
 
-// ImportError is a failure of Import that one imported item caused: a
+// Error is a failure of Import that one imported item caused: a
 // SHA256SUMS document (Document >= 0) or a package (Package >= 0), so
 // that the caller can name the file it read it from.
-type ImportError struct {
+type Error struct {
 	Document int // index in Imported.Documents, or -1
 	Package  int // index in Imported.Packages, or -1
 	Err      error
 }
 
-func (e *ImportError) Error() string { return e.Err.Error() }
-func (e *ImportError) Unwrap() error { return e.Err }
+func (e *Error) Error() string { return e.Err.Error() }
+func (e *Error) Unwrap() error { return e.Err }
 
-func docError(i int, err error) error { return &ImportError{Document: i, Package: -1, Err: err} }
-func pkgError(i int, err error) error { return &ImportError{Document: -1, Package: i, Err: err} }
+func docError(i int, err error) error { return &Error{Document: i, Package: -1, Err: err} }
+func pkgError(i int, err error) error { return &Error{Document: -1, Package: i, Err: err} }
 
-// ImportResult says what Import did with each package, in the order given.
-type ImportResult struct {
-	Packages []ImportedOutcome
+// Result says what Import did with each package, in the order given.
+type Result struct {
+	Packages []Outcome
 }
 
-// ImportedOutcome is what Import did with one package.
-type ImportedOutcome struct {
+// Outcome is what Import did with one package.
+type Outcome struct {
 	Platform string
 	// Present says the cache held the package already; nothing was read.
 	Present bool
@@ -143,14 +185,14 @@ type ImportedOutcome struct {
 // origin and stores it. Whether the input is to be trusted at all is the
 // caller's decision (airgap's, from the operator's keys): the signing keys
 // in Documents are what the signatures are checked against, not a reason
-// to trust them; ImportedPackage.SHA256 carries what the caller's anchor
+// to trust them; Package.SHA256 carries what the caller's anchor
 // vouched for. It checks: the signature over each SHA256SUMS document with
 // its signing keys, that each is the document of p's type and version v,
 // each package's file name, os and arch against those of its platform,
 // never believing the input's over the signed names (see signednames.go),
 // and its shasum against the line of that name (and
 // its "packages" hashes as far as they can be checked, see
-// checkPackageHashes: the h1: ones once the archives are cached), and
+// records.CheckPackageHashes: the h1: ones once the archives are cached), and
 // then each archive's sha256 and that it is an installable package, as
 // the archive fetcher checks an origin download (the same code commits
 // it). Only once every archive is committed is the version's record
@@ -158,9 +200,9 @@ type ImportedOutcome struct {
 // a version that fails any check leaves no record, so nothing of it is
 // served. The provider's host needs not be an allowed origin: a host that
 // is not one becomes local-only (served from the cache, never contacted).
-// An Unsigned version under an allowed origin is refused (ErrUnsignedOrigin)
+// An Unsigned version under an allowed origin is refused (withhold.ErrUnsignedOrigin)
 // unless Config.UnsignedHosts names the host: it would shadow the
-// origin's provider (see unsigned.go).
+// origin's provider (see package mirror/withhold).
 //
 // Packages the cache holds already are checked against the record: the
 // same sha256 (or nothing is stored). A version cached with a signature
@@ -169,44 +211,44 @@ type ImportedOutcome struct {
 // stored, which a metadata fetch may have written meanwhile.
 //
 // Errors: a *verify.Error (verify.ErrIntegrity) naming the file when a
-// check fails; ErrShutDown; errors opening or storing the archives. An
-// error that one document or package caused is an *ImportError.
-func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) {
-	if !s.e.work.add() {
-		return ImportResult{}, ErrShutDown
+// check fails; records.ErrShutDown; errors opening or storing the archives. An
+// error that one document or package caused is an *Error.
+func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
+	if !s.e.StartWork() {
+		return Result{}, records.ErrShutDown
 	}
-	defer s.e.work.done()
+	defer s.e.EndWork()
 	// What is kept from the size limit, and whether it exceeds it, is
 	// recomputed once the import has written its records.
-	defer s.e.notify.get().Changed()
-	s.e.importMu.Lock()
-	defer s.e.importMu.Unlock()
+	defer s.e.ImportEnded()
+	s.e.Imports().Lock()
+	defer s.e.Imports().Unlock()
 	p, v := in.Provider, in.Version
 	if len(in.Packages) == 0 {
-		return ImportResult{}, fmt.Errorf("%s %s: nothing to import", p, v)
+		return Result{}, fmt.Errorf("%s %s: nothing to import", p, v)
 	}
-	provenance := ProvenanceImported
+	provenance := records.ProvenanceImported
 	if in.Unsigned {
-		provenance = ProvenanceUnsigned
-		if !s.e.withholding.unsignedAllowed(p.Hostname) {
+		provenance = records.ProvenanceUnsigned
+		if err := s.e.RefuseUnsigned(p); err != nil {
 			s.log.Warn("import without signature refused under an allowed origin host", "provider", p.String(), "version", v.String())
-			return ImportResult{}, unsignedRefused(p)
+			return Result{}, err
 		}
 	}
 
 	// The metadata: checked before any archive is read.
-	archives := make([]ArchiveRecord, len(in.Packages))
-	var rels []releaseLines
+	archives := make([]records.ArchiveRecord, len(in.Packages))
+	var rels []records.Release
 	if in.Unsigned {
 		if err := checkPlatforms(in); err != nil {
-			return ImportResult{}, err
+			return Result{}, err
 		}
 		for i, pkg := range in.Packages {
-			a := ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: strings.ToLower(pkg.SHA256)}
+			a := records.ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: strings.ToLower(pkg.SHA256)}
 			if a.SHA256 == "" {
 				sha, err := s.sumArchive(ctx, pkg)
 				if err != nil {
-					return ImportResult{}, pkgError(i, s.e.records.refuse(p, v, pkg.Platform, err))
+					return Result{}, pkgError(i, s.e.Refuse(p, v, pkg.Platform, err))
 				}
 				a.SHA256 = sha
 			}
@@ -214,47 +256,47 @@ func (s *AirGap) Import(ctx context.Context, in Imported) (ImportResult, error) 
 		}
 	} else {
 		var err error
-		if archives, rels, err = signedArchives(in, s.e.records.h1); err != nil {
-			return ImportResult{}, s.refuseImport(in, err)
+		if archives, rels, err = signedArchives(in, s.e.H1); err != nil {
+			return Result{}, s.refuseImport(in, err)
 		}
 	}
 
 	// The record it will join, if the cache has one (checked again when
 	// the record is stored: it may change in between).
-	if cached, ok := s.e.records.cachedPackage(p, v); ok {
+	if cached, ok := s.e.CachedPackage(p, v); ok {
 		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
-			return ImportResult{}, err
+			return Result{}, err
 		}
 	}
 
 	// The archives, through the fetcher.
-	res := ImportResult{Packages: make([]ImportedOutcome, len(in.Packages))}
+	res := Result{Packages: make([]Outcome, len(in.Packages))}
 	for i, pkg := range in.Packages {
-		out, err := s.importArchive(ctx, p, archives[i], pkg)
+		out, err := s.e.ImportArchive(ctx, p, archives[i], pkg)
 		if err != nil {
 			// The fetcher logged and counted it.
-			return ImportResult{}, pkgError(i, fmt.Errorf("%s %s %s: %w", p, v, pkg.Platform, err))
+			return Result{}, pkgError(i, fmt.Errorf("%s %s %s: %w", p, v, pkg.Platform, err))
 		}
 		res.Packages[i] = out
 	}
 	// The h1: hashes of "packages" against the archives now cached.
 	if !in.Unsigned {
 		for i, pkg := range in.Packages {
-			if err := checkPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.records.h1); err != nil {
-				return ImportResult{}, pkgError(i, s.e.records.refuse(p, v, pkg.Platform, err))
+			if err := records.CheckPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.H1); err != nil {
+				return Result{}, pkgError(i, s.e.Refuse(p, v, pkg.Platform, err))
 			}
 		}
 	}
 
 	// The record, then the version list, then the host.
 	if err := s.storeImported(ctx, p, v, in, archives, provenance); err != nil {
-		return ImportResult{}, err
+		return Result{}, err
 	}
 	if err := s.listImported(ctx, p, v, in); err != nil {
-		return ImportResult{}, err
+		return Result{}, err
 	}
-	if err := s.e.recordImportedHost(p.Hostname); err != nil {
-		return ImportResult{}, err
+	if err := s.e.RecordImportedHost(p.Hostname); err != nil {
+		return Result{}, err
 	}
 	return res, nil
 }
@@ -278,32 +320,32 @@ func checkPlatforms(in Imported) error {
 // signedArchives checks the signed metadata of in (not Unsigned) before
 // any archive is read, trusting nothing of it that no signature covers:
 // each SHA256SUMS document's signature with its signing keys, that it is
-// the release of in's provider type and version (releaseOf) and that the
+// the release of in's provider type and version (records.ReleaseOf) and that the
 // documents agree; then for each package, that its platform is valid and
 // given once, that its filename, os and arch are its platform's and its
-// shasum the line of the name derived for it (releaseLines.signedPackage,
-// see signednames.go), its "packages" hashes (checkPackageHashes, with
+// shasum the line of the name derived for it (records.Release.SignedPackage,
+// see signednames.go), its "packages" hashes (records.CheckPackageHashes, with
 // h1), and the sha256 the caller vouches for, if any. It returns each
 // package's archive record, named as derived with the signed sha256, and
 // each document's release, by index. An error one document or package
-// caused is an *ImportError.
-func signedArchives(in Imported, h1 func(sha string) string) ([]ArchiveRecord, []releaseLines, error) {
+// caused is an *Error.
+func signedArchives(in Imported, h1 func(sha string) string) ([]records.ArchiveRecord, []records.Release, error) {
 	p, v := in.Provider, in.Version
 	if len(in.Documents) == 0 {
 		return nil, nil, &verify.Error{Reason: verify.ReasonMissingChecksum,
 			Detail: fmt.Sprintf("%s %s comes without any SHA256SUMS document", p, v)}
 	}
-	rels := make([]releaseLines, len(in.Documents))
+	rels := make([]records.Release, len(in.Documents))
 	all := map[string]string{}
 	for i, doc := range in.Documents {
-		if err := verify.CheckSignature(doc.Content, doc.Signature, armoredKeys(doc.SigningKeys)); err != nil {
+		if err := verify.CheckSignature(doc.Content, doc.Signature, records.ArmoredKeys(doc.SigningKeys)); err != nil {
 			return nil, nil, docError(i, err)
 		}
 		parsed, err := verify.ParseSHA256SUMS(doc.Content)
 		if err != nil {
 			return nil, nil, docError(i, err)
 		}
-		if rels[i], err = releaseOf(p.Type, v, parsed); err != nil {
+		if rels[i], err = records.ReleaseOf(p.Type, v, parsed); err != nil {
 			return nil, nil, docError(i, err)
 		}
 		for name, sum := range parsed {
@@ -317,35 +359,35 @@ func signedArchives(in Imported, h1 func(sha string) string) ([]ArchiveRecord, [
 	if err := checkPlatforms(in); err != nil {
 		return nil, nil, err
 	}
-	archives := make([]ArchiveRecord, len(in.Packages))
+	archives := make([]records.ArchiveRecord, len(in.Packages))
 	for i, pkg := range in.Packages {
 		if pkg.Document < 0 || pkg.Document >= len(rels) {
 			return nil, nil, pkgError(i, &verify.Error{Reason: verify.ReasonMissingChecksum,
 				Detail: fmt.Sprintf("%s refers to SHA256SUMS document %d, which was not given", pkg.Filename, pkg.Document)})
 		}
 		rel := rels[pkg.Document]
-		name, sha, err := rel.signedPackage(pkg.Platform, pkg.Filename, pkg.OS, pkg.Arch, pkg.Shasum)
+		name, sha, err := rel.SignedPackage(pkg.Platform, pkg.Filename, pkg.OS, pkg.Arch, pkg.Shasum)
 		if err != nil {
 			return nil, nil, pkgError(i, err)
 		}
-		if err := checkPackageHashes(pkg.Packages, name, rel, h1); err != nil {
+		if err := records.CheckPackageHashes(pkg.Packages, name, rel, h1); err != nil {
 			return nil, nil, pkgError(i, err)
 		}
 		if pkg.SHA256 != "" && !strings.EqualFold(pkg.SHA256, sha) {
 			return nil, nil, pkgError(i, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("SHA256SUMS gives sha256 %s for %s, the import vouches for %s", sha, name, pkg.SHA256)})
 		}
-		archives[i] = ArchiveRecord{Filename: name, URL: pkg.DownloadURL, SHA256: sha,
-			Evidence: &PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
+		archives[i] = records.ArchiveRecord{Filename: name, URL: pkg.DownloadURL, SHA256: sha,
+			Evidence: &records.PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
 				Packages: pkg.Packages, Document: pkg.Document}}
 	}
 	return archives, rels, nil
 }
 
 // refuseImport is refuse for an error of signedArchives: an
-// *ImportError's own error is logged and counted with its platform.
-func (s *AirGap) refuseImport(in Imported, err error) error {
-	var ierr *ImportError
+// *Error's own error is logged and counted with its platform.
+func (s *Importer) refuseImport(in Imported, err error) error {
+	var ierr *Error
 	if !errors.As(err, &ierr) {
 		return err
 	}
@@ -353,25 +395,7 @@ func (s *AirGap) refuseImport(in Imported, err error) error {
 	if ierr.Package >= 0 && ierr.Package < len(in.Packages) {
 		pl = in.Packages[ierr.Package].Platform
 	}
-	return &ImportError{Document: ierr.Document, Package: ierr.Package, Err: s.e.records.refuse(in.Provider, in.Version, pl, ierr.Err)}
-}
-
-// recordImportedHost records host as one that Import or ImportModule
-// loaded packages of (local-only unless it is an allowed origin).
-func (s *Engine) recordImportedHost(host svchost.Hostname) error {
-	s.hostsMu.RLock()
-	known := s.importedHosts[host]
-	s.hostsMu.RUnlock()
-	if known {
-		return nil
-	}
-	if err := s.store.PutMeta(importedHostPrefix+string(host), struct{}{}); err != nil {
-		return fmt.Errorf("recording imported host %s: %w", host, err)
-	}
-	s.hostsMu.Lock()
-	s.importedHosts[host] = true
-	s.hostsMu.Unlock()
-	return nil
+	return &Error{Document: ierr.Document, Package: ierr.Package, Err: s.e.Refuse(in.Provider, in.Version, pl, ierr.Err)}
 }
 
 // joinable checks that the imported packages, verified as archives, may
@@ -379,18 +403,18 @@ func (s *Engine) recordImportedHost(host svchost.Hostname) error {
 // have, and no platform added to a record of the other provenance
 // (signed or not). A record of an earlier release, without evidence, is
 // replaced, keeping its sha256s.
-func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *PackageRecord, in Imported, archives []ArchiveRecord, provenance Provenance) error {
+func (s *Importer) joinable(p addrs.Provider, v versions.Version, cached *records.PackageRecord, in Imported, archives []records.ArchiveRecord, provenance records.Provenance) error {
 	for i, pkg := range in.Packages {
-		was, ok := cached.archive(pkg.Platform)
+		was, ok := cached.Archive(pkg.Platform)
 		if !ok {
 			continue
 		}
 		if was.SHA256 != archives[i].SHA256 {
-			return pkgError(i, s.e.records.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+			return pkgError(i, s.e.Refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
 		}
 	}
-	if !cached.hasEvidence() || (cached.Provenance == ProvenanceUnsigned) == in.Unsigned {
+	if !cached.HasEvidence() || (cached.Provenance == records.ProvenanceUnsigned) == in.Unsigned {
 		return nil
 	}
 	for i, pkg := range in.Packages {
@@ -402,15 +426,15 @@ func (s *AirGap) joinable(p addrs.Provider, v versions.Version, cached *PackageR
 	return nil
 }
 
-func describe(pr Provenance) string {
-	if pr == ProvenanceUnsigned {
+func describe(pr records.Provenance) string {
+	if pr == records.ProvenanceUnsigned {
 		return "without signature"
 	}
 	return "with the origin's signature"
 }
 
 // sumArchive returns the sha256 of pkg's archive.
-func (s *AirGap) sumArchive(ctx context.Context, pkg ImportedPackage) (string, error) {
+func (s *Importer) sumArchive(ctx context.Context, pkg Package) (string, error) {
 	body, _, err := pkg.Open(ctx)
 	if err != nil {
 		return "", err
@@ -428,53 +452,15 @@ func (s *AirGap) sumArchive(ctx context.Context, pkg ImportedPackage) (string, e
 	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
-// importArchive commits pkg's archive, verified as a, to the cache
-// through the fetcher (reading it from pkg.Open rather than the origin),
-// unless the cache has it already.
-func (s *AirGap) importArchive(ctx context.Context, p addrs.Provider, a ArchiveRecord, pkg ImportedPackage) (ImportedOutcome, error) {
-	out := ImportedOutcome{Platform: pkg.Platform}
-	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
-	s.e.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
-	f, _, err := s.e.archives.joinFrom(p, a, src)
-	if err != nil {
-		return out, err
-	}
-	if f != nil {
-		defer f.release()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return out, ctx.Err()
-		}
-	} else {
-		out.Present = true
-	}
-	info, err := s.store.StatBlob(a.SHA256)
-	if err != nil {
-		if f != nil {
-			if ferr := f.snapshot().err; ferr != nil {
-				return out, ferr
-			}
-		}
-		return out, fmt.Errorf("archive %s was verified but could not be stored in the cache: %w", a.Filename, err)
-	}
-	if pkg.H1 != "" && info.H1 != "" && info.H1 != pkg.H1 {
-		return out, &verify.Error{Reason: verify.ReasonChecksum,
-			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, info.H1, pkg.H1)}
-	}
-	out.Size = info.Size
-	return out, nil
-}
-
 // storeImported merges the imported packages into v's record and stores
 // it, in turn with package-metadata fetches of the same version.
-func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []ArchiveRecord, provenance Provenance) error {
-	key := packageKey(p, v)
-	for range maxPackageRounds {
+func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []records.ArchiveRecord, provenance records.Provenance) error {
+	key := records.PackageKey(p, v)
+	for range maxRounds {
 		ran := false
-		_, err := s.e.coalesce(ctx, "package", key, func(context.Context) (any, error) {
+		_, err := s.e.Coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
-			rec, ok := s.e.records.cachedPackage(p, v)
+			rec, ok := s.e.CachedPackage(p, v)
 			if ok {
 				// What Import checked may have changed since (a metadata
 				// fetch of the version stored the origin's record): an
@@ -484,11 +470,11 @@ func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions
 					return nil, err
 				}
 			}
-			if ok && rec.hasEvidence() {
-				rec = rec.clone()
+			if ok && rec.HasEvidence() {
+				rec = rec.Clone()
 			} else {
-				rec = &PackageRecord{Schema: recordSchema, Version: v.String(), Sums: map[string]string{},
-					Archives: map[string]ArchiveRecord{}, Provenance: provenance}
+				rec = &records.PackageRecord{Schema: records.Schema, Version: v.String(), Sums: map[string]string{},
+					Archives: map[string]records.ArchiveRecord{}, Provenance: provenance}
 			}
 			// The imported documents, each once, by their new index.
 			index := make([]int, len(in.Documents))
@@ -526,7 +512,7 @@ func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions
 			}
 			rec.VerifiedAt = s.cfg.Now().UTC()
 			err := s.store.PutMeta(key, rec)
-			s.e.memo.forget(key)
+			s.e.Forget(key)
 			if err != nil {
 				s.metrics.CacheWriteFailed()
 				return nil, fmt.Errorf("storing package metadata of %s %s: %w", p, v, err)
@@ -543,22 +529,22 @@ func (s *AirGap) storeImported(ctx context.Context, p addrs.Provider, v versions
 
 // listImported adds v with the imported platforms to p's cached version
 // list, in turn with refreshes of it.
-func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
-	key := versionsKey(p)
-	for range maxPackageRounds {
+func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported) error {
+	key := records.VersionsKey(p)
+	for range maxRounds {
 		ran := false
-		_, err := s.e.coalesce(ctx, "versions", key, func(context.Context) (any, error) {
+		_, err := s.e.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
 			ran = true
-			list := &VersionList{Schema: recordSchema}
-			if cached, _, err := s.e.records.cachedVersions(key); err == nil {
+			list := &records.VersionList{Schema: records.Schema}
+			if cached, _, err := s.e.CachedVersions(key); err == nil {
 				list.Versions = slices.Clone(cached.Versions)
 			} else if !errors.Is(err, cache.ErrNotFound) {
 				return nil, err
 			}
 			list.Imported = true
-			i := slices.IndexFunc(list.Versions, func(e VersionEntry) bool { return e.Version == v.String() })
+			i := slices.IndexFunc(list.Versions, func(e records.VersionEntry) bool { return e.Version == v.String() })
 			if i < 0 {
-				list.Versions = append(list.Versions, VersionEntry{Version: v.String(), Platforms: []string{}})
+				list.Versions = append(list.Versions, records.VersionEntry{Version: v.String(), Platforms: []string{}})
 				i = len(list.Versions) - 1
 			}
 			e := &list.Versions[i]
@@ -572,9 +558,9 @@ func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.
 			if len(e.Protocols) == 0 {
 				e.Protocols = slices.Clone(in.Protocols)
 			}
-			sortVersions(list.Versions)
+			records.SortVersions(list.Versions)
 			err := s.store.PutMeta(key, list)
-			s.e.memo.forget(key)
+			s.e.Forget(key)
 			if err != nil {
 				s.metrics.CacheWriteFailed()
 				return nil, fmt.Errorf("storing version list of %s: %w", p, err)
@@ -588,72 +574,6 @@ func (s *AirGap) listImported(ctx context.Context, p addrs.Provider, v versions.
 	return fmt.Errorf("version list of %s kept changing while it was imported", p)
 }
 
-// Stored returns what the cache holds of version v of p, every platform
-// with verified package metadata, without asking any origin and for any
-// host (what an export writes): the origin's evidence, or for a version
-// imported without signature (Provenance ProvenanceUnsigned) the file
-// names and sha256s only, with Document -1. Errors: ErrNotCached;
-// ErrNoEvidence for a version cached by an earlier release.
-func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*Evidence, error) {
-	rec, ok := s.e.records.cachedPackage(p, v)
-	if !ok {
-		return nil, fmt.Errorf("%w: package metadata of %s %s", ErrNotCached, p, v)
-	}
-	if !rec.hasEvidence() {
-		return nil, fmt.Errorf("%w: %s %s was cached by an earlier release", ErrNoEvidence, p, v)
-	}
-	return evidenceOf(p, rec, sortedKeys(rec.Archives)), nil
-}
-
-// OpenStored opens the cached archive whose sha256 is sha (from Stored),
-// without asking any origin. Errors: ErrNotCached; ErrShutDown.
-func (s *AirGap) OpenStored(sha string) (*Archive, error) {
-	arc, err := s.e.openCached(sha)
-	if err != nil {
-		return nil, err
-	}
-	if arc == nil {
-		return nil, fmt.Errorf("%w: archive %s", ErrNotCached, sha)
-	}
-	return arc, nil
-}
-
-// sealedList returns list without the versions of which neither the cache
-// nor the shared tier (Config.Shared; see sharedInstallable) holds an
-// archive of a served platform; list itself when it lacks none.
-func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *VersionList) *VersionList {
-	var (
-		keep    []VersionEntry
-		dropped bool
-	)
-	for i, e := range list.Versions {
-		installable := false
-		if v, err := addrs.ParseSemver(e.Version); err == nil {
-			rec, ok := s.cachedPackage(p, v)
-			if ok {
-				for pl, a := range rec.Archives {
-					if !s.e.wanted(pl) {
-						continue
-					}
-					if _, err := s.store.StatBlob(a.SHA256); err == nil {
-						installable = true
-						break
-					}
-				}
-			}
-			if !installable {
-				installable = s.e.shared.sharedInstallable(ctx, p, v, rec)
-			}
-		}
-		switch {
-		case !installable && !dropped:
-			keep, dropped = slices.Clone(list.Versions[:i]), true
-		case installable && dropped:
-			keep = append(keep, e)
-		}
-	}
-	if !dropped {
-		return list
-	}
-	return &VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
-}
+// maxRounds bounds how often an import waits for a fetch of the record it
+// writes, which then changed it.
+const maxRounds = 32

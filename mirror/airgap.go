@@ -1,0 +1,218 @@
+package mirror
+
+// The engine's side of carrying a cache across an air gap: what an export
+// reads (Stored, OpenStored) and what an import loads (Import, verified
+// by package mirror/imports through the engine's records and fetcher),
+// and the version list of a sealed mirror.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// AirGap is the engine's side of carrying a cache across an air gap:
+// what an export reads of provider versions (Stored, OpenStored) and
+// what an import loads (Import), through the engine's records, fetcher
+// and import lock. Engine.AirGap returns it; module packages are carried
+// by Modules (ListCachedModules, ImportModule).
+type AirGap struct {
+	e     *Engine // the records and the fetcher
+	store Store
+	imp   *imports.Importer
+}
+
+// newAirGap returns the engine's AirGap.
+func newAirGap(e *Engine) (*AirGap, error) {
+	imp, err := imports.New(imports.Config{MaxArchiveBytes: e.cfg.MaxArchiveBytes, Now: e.cfg.Now, Logger: e.log},
+		importEngine{e}, e.store, e.metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &AirGap{e: e, store: e.store, imp: imp}, nil
+}
+
+// Import verifies an imported version exactly as if it came from the
+// origin and stores it: see imports.Importer.Import.
+func (s *AirGap) Import(ctx context.Context, in imports.Imported) (imports.Result, error) {
+	return s.imp.Import(ctx, in)
+}
+
+// importEngine is the engine as an import uses it (imports.Engine).
+type importEngine struct{ e *Engine }
+
+var _ imports.Engine = importEngine{}
+
+func (m importEngine) StartWork() bool      { return m.e.work.add() }
+func (m importEngine) EndWork()             { m.e.work.done() }
+func (m importEngine) ImportEnded()         { m.e.notify.get().Changed() }
+func (m importEngine) Imports() sync.Locker { return &m.e.importMu }
+func (m importEngine) H1(sha string) string { return m.e.records.h1(sha) }
+func (m importEngine) Forget(key string)    { m.e.memo.forget(key) }
+func (m importEngine) RefuseUnsigned(p addrs.Provider) error {
+	if m.e.withholding.UnsignedAllowed(p.Hostname) {
+		return nil
+	}
+	return withhold.Refused(p)
+}
+func (m importEngine) Refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
+	return m.e.records.refuse(p, v, platform, err)
+}
+func (m importEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+	return m.e.records.cachedPackage(p, v)
+}
+func (m importEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
+	return m.e.records.cachedVersions(key)
+}
+func (m importEngine) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+	return m.e.coalesce(ctx, kind, key, fn)
+}
+func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
+	return m.e.recordImportedHost(host)
+}
+
+// DiskHeadroom is how many bytes an import may still write to the cache's
+// file system (unpacking a bundle beside it) before the cache's free space
+// reaches its disk reserve, asked now (see cache.Store.Headroom); ok is
+// false when the cache does not check free space.
+func (s *AirGap) DiskHeadroom() (room int64, ok bool) {
+	return s.store.Headroom()
+}
+
+// recordImportedHost records host as one that Import or ImportModule
+// loaded packages of (local-only unless it is an allowed origin).
+func (s *Engine) recordImportedHost(host svchost.Hostname) error {
+	s.hostsMu.RLock()
+	known := s.importedHosts[host]
+	s.hostsMu.RUnlock()
+	if known {
+		return nil
+	}
+	if err := s.store.PutMeta(records.ImportedHostPrefix+string(host), struct{}{}); err != nil {
+		return fmt.Errorf("recording imported host %s: %w", host, err)
+	}
+	s.hostsMu.Lock()
+	s.importedHosts[host] = true
+	s.hostsMu.Unlock()
+	return nil
+}
+
+// ImportArchive commits pkg's archive, verified as a, to the cache
+// through the fetcher (reading it from pkg.Open rather than the origin),
+// unless the cache has it already.
+func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg imports.Package) (imports.Outcome, error) {
+	s := m.e
+	out := imports.Outcome{Platform: pkg.Platform}
+	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
+	s.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
+	f, _, err := s.archives.joinFrom(p, a, src)
+	if err != nil {
+		return out, err
+	}
+	if f != nil {
+		defer f.release()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return out, ctx.Err()
+		}
+	} else {
+		out.Present = true
+	}
+	info, err := s.store.StatBlob(a.SHA256)
+	if err != nil {
+		if f != nil {
+			if ferr := f.snapshot().err; ferr != nil {
+				return out, ferr
+			}
+		}
+		return out, fmt.Errorf("archive %s was verified but could not be stored in the cache: %w", a.Filename, err)
+	}
+	if pkg.H1 != "" && info.H1 != "" && info.H1 != pkg.H1 {
+		return out, &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, info.H1, pkg.H1)}
+	}
+	out.Size = info.Size
+	return out, nil
+}
+
+// Stored returns what the cache holds of version v of p, every platform
+// with verified package metadata, without asking any origin and for any
+// host (what an export writes): the origin's evidence, or for a version
+// imported without signature (records.Provenance records.ProvenanceUnsigned) the file
+// names and sha256s only, with Document -1. Errors: records.ErrNotCached;
+// records.ErrNoEvidence for a version cached by an earlier release.
+func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence, error) {
+	rec, ok := s.e.records.cachedPackage(p, v)
+	if !ok {
+		return nil, fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
+	}
+	if !rec.HasEvidence() {
+		return nil, fmt.Errorf("%w: %s %s was cached by an earlier release", records.ErrNoEvidence, p, v)
+	}
+	return records.EvidenceOf(p, rec, sortedKeys(rec.Archives)), nil
+}
+
+// OpenStored opens the cached archive whose sha256 is sha (from Stored),
+// without asking any origin. Errors: records.ErrNotCached; records.ErrShutDown.
+func (s *AirGap) OpenStored(sha string) (*Archive, error) {
+	arc, err := s.e.openCached(sha)
+	if err != nil {
+		return nil, err
+	}
+	if arc == nil {
+		return nil, fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
+	}
+	return arc, nil
+}
+
+// sealedList returns list without the versions of which neither the cache
+// nor the shared tier (Config.Shared; see sharedInstallable) holds an
+// archive of a served platform; list itself when it lacks none.
+func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *records.VersionList) *records.VersionList {
+	var (
+		keep    []records.VersionEntry
+		dropped bool
+	)
+	for i, e := range list.Versions {
+		installable := false
+		if v, err := addrs.ParseSemver(e.Version); err == nil {
+			rec, ok := s.cachedPackage(p, v)
+			if ok {
+				for pl, a := range rec.Archives {
+					if !s.e.wanted(pl) {
+						continue
+					}
+					if _, err := s.store.StatBlob(a.SHA256); err == nil {
+						installable = true
+						break
+					}
+				}
+			}
+			if !installable {
+				installable = s.e.shared.sharedInstallable(ctx, p, v, rec)
+			}
+		}
+		switch {
+		case !installable && !dropped:
+			keep, dropped = slices.Clone(list.Versions[:i]), true
+		case installable && dropped:
+			keep = append(keep, e)
+		}
+	}
+	if !dropped {
+		return list
+	}
+	return &records.VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
+}

@@ -1,0 +1,398 @@
+// Package gate is the package policy (package policy) as the engine
+// applies it when answering, to what is stored: the version lists leave
+// out what it holds back, and the documents and archives of a held
+// version fail with a *PolicyError. It is read on every answer, so a new
+// policy (Gate.SetPolicy) applies to the next request with nothing
+// fetched again; the engine ends the answers it keeps for reuse when the
+// policy changes (Generation), and when the clock reaches the time a held
+// version becomes available.
+//
+// It also learns and keeps the release times a minimum release age
+// judges by (release.go). It does not decide what is kept (retention
+// does), fetch packages, or speak HTTP: package mirror builds it on a
+// narrow view of the engine (Engine) and asks it on every answer.
+package gate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// ErrPolicy matches every *PolicyError.
+var ErrPolicy = errors.New("refused by the mirror's package policy")
+
+// PolicyError is a provider, module or version the package policy does
+// not let the mirror serve.
+type PolicyError struct {
+	Kind    policy.Kind
+	Address string
+	// Version is "" for a refusal of the whole address.
+	Version string
+	Verdict policy.Verdict
+}
+
+func (e *PolicyError) Error() string {
+	what := e.Address
+	if e.Version != "" {
+		what += " " + e.Version
+	}
+	msg := fmt.Sprintf("%s %s is held back by the mirror's package policy (rule %s", e.Kind, what, e.Verdict.Rule)
+	if e.Verdict.Detail != "" {
+		msg += ": " + e.Verdict.Detail
+	}
+	return msg + "): " + e.Verdict.Message()
+}
+
+// Is makes errors.Is(err, ErrPolicy) hold.
+func (e *PolicyError) Is(target error) bool { return target == ErrPolicy }
+
+// Metrics receives the package policy's refusals and the release times
+// not stored: the gate's side of mirror.Metrics.
+type Metrics interface {
+	// PolicyRefused counts one refusal by rule (a policy.Rule* name):
+	// a document or archive refused, or a version first left out of a
+	// version list.
+	PolicyRefused(rule string)
+	// CacheWriteFailed records a release time that could not be stored.
+	CacheWriteFailed()
+}
+
+// Engine is what the gate uses of the engine. Package mirror implements
+// it.
+type Engine interface {
+	// Offline says the mirror is sealed; Local that host is local-only
+	// (its providers are imported, never fetched); Wanted that the
+	// mirror serves platform.
+	Offline() bool
+	Local(host svchost.Hostname) bool
+	Wanted(platform string) bool
+	// Coalesce runs fn once for all concurrent callers with the same key,
+	// on a context detached from any one of them.
+	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
+	// GetShared reads the record under key from the shared tier into v,
+	// false when there is none (or no shared tier); PutShared puts one
+	// there (nothing without a shared tier).
+	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
+	PutShared(key string, record any)
+	// Versions is p's version list as the engine keeps it (before the
+	// policy), refreshed from the origin when it expired; CachedVersions
+	// reads the stored list under key, asking nothing.
+	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error)
+	CachedVersions(key string) (*records.VersionList, time.Time, error)
+	// CachedPackage is the stored package record of version v of p, nil
+	// when there is none.
+	CachedPackage(p addrs.Provider, v versions.Version) *records.PackageRecord
+}
+
+// Origin is what the gate asks origin registries: a version's download
+// answer, its SHA256SUMS and signature, to learn when it was signed.
+type Origin interface {
+	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
+	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+}
+
+// Store is where the gate keeps release times: the cache's records.
+// *cache.Store implements it.
+type Store interface {
+	GetMeta(key string, v any) (time.Time, error)
+	PutMeta(key string, v any) error
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+}
+
+// Config is the engine's clock and logger (mirror.Config's).
+type Config struct {
+	Now    func() time.Time
+	Logger *slog.Logger
+}
+
+// Gate is the engine's package policy, what it has refused, the lists
+// it filtered, and the release times it judges by. Its methods are safe
+// for concurrent use.
+type Gate struct {
+	e       Engine
+	now     func() time.Time
+	log     *slog.Logger
+	metrics Metrics
+	rel     *releaseTimes
+	state
+}
+
+// New returns a gate with no policy (everything allowed).
+func New(cfg Config, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
+	if e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("gate: the engine, an origin, a store, metrics, a clock and a logger are required")
+	}
+	g := &Gate{e: e, now: cfg.Now, log: cfg.Logger, metrics: metrics}
+	g.rel = &releaseTimes{e: e, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
+	return g, nil
+}
+
+// state is the policy in effect and what it has refused.
+type state struct {
+	p   atomic.Pointer[policy.Policy]
+	gen atomic.Uint64 // advanced by every SetPolicy
+
+	mu    sync.Mutex
+	seen  map[heldKey]heldEntry   // refusals logged, by version and rule
+	lists map[string]filteredList // the lists last filtered, by provider
+}
+
+type heldKey struct{ kind, address, version, rule string }
+
+// maxHeldSeen bounds the refusals remembered (to log each once and list
+// them); past it the memory starts again.
+const maxHeldSeen = 1 << 14
+
+// HeldBack is a version (or an address: Version "") the package policy
+// in effect holds back.
+type HeldBack struct {
+	Kind    policy.Kind
+	Address string
+	Version string
+	Rule    string
+	Reason  string
+	// AvailableAt is when an age-gated version becomes available.
+	AvailableAt time.Time
+}
+
+type heldEntry struct {
+	HeldBack
+	rel policy.Release // the release time it was judged with
+}
+
+// SetPolicy makes p the package policy of every answer from now on (nil:
+// everything allowed), and advances the Generation.
+func (g *Gate) SetPolicy(p *policy.Policy) {
+	g.p.Store(p)
+	g.gen.Add(1)
+}
+
+// Current returns the package policy in effect (nil: everything allowed).
+func (g *Gate) Current() *policy.Policy { return g.p.Load() }
+
+// Generation is advanced by every SetPolicy: the engine adds it to its
+// own, so that a new policy ends every answer kept.
+func (g *Gate) Generation() uint64 { return g.gen.Load() }
+
+// HeldBack returns what the package policy in effect holds back among
+// the versions it refused, or left out of a list, since the gate was
+// made: each judged again now (a version allowed since is not listed),
+// sorted by address and version.
+func (g *Gate) HeldBack() []HeldBack {
+	pol := g.Current()
+	now := g.now()
+	g.mu.Lock()
+	seen := make([]heldEntry, 0, len(g.seen))
+	for _, h := range g.seen {
+		seen = append(seen, h)
+	}
+	g.mu.Unlock()
+	var out []HeldBack
+	done := map[heldKey]bool{}
+	for _, h := range seen {
+		k := heldKey{string(h.Kind), h.Address, h.Version, ""}
+		if done[k] {
+			continue
+		}
+		var v policy.Verdict
+		if h.Version == "" {
+			v = pol.Address(h.Kind, h.Address)
+		} else {
+			v = pol.Version(h.Kind, h.Address, h.Version, h.rel, now)
+		}
+		if v.Allowed {
+			continue
+		}
+		done[k] = true
+		out = append(out, HeldBack{Kind: h.Kind, Address: h.Address, Version: h.Version,
+			Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt})
+	}
+	slices.SortFunc(out, func(a, b HeldBack) int {
+		if c := strings.Compare(a.Address, b.Address); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Version, b.Version)
+	})
+	return out
+}
+
+// refused logs the first refusal of a version by a rule, remembers it
+// for HeldBack and counts it: every time when counted, else the first.
+func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Release, v policy.Verdict, counted bool) {
+	k := heldKey{string(kind), address, version, v.Rule}
+	h := heldEntry{HeldBack{Kind: kind, Address: address, Version: version, Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt}, rel}
+	g.mu.Lock()
+	old, logged := g.seen[k]
+	if !logged && len(g.seen) >= maxHeldSeen {
+		clear(g.seen)
+	}
+	if g.seen == nil {
+		g.seen = map[heldKey]heldEntry{}
+	}
+	g.seen[k] = h
+	g.mu.Unlock()
+	if counted || !logged {
+		g.metrics.PolicyRefused(v.Rule)
+	}
+	if logged && old.HeldBack == h.HeldBack {
+		return
+	}
+	args := []any{"kind", string(kind), "address", address, "rule", v.Rule, "detail", v.Detail, "reason", v.Reason}
+	if version != "" {
+		args = append(args, "version", version)
+	}
+	if !v.AvailableAt.IsZero() {
+		args = append(args, "available_at", v.AvailableAt.UTC().Format(time.RFC3339))
+	}
+	g.log.Warn("held back by the package policy", args...)
+}
+
+// checkAddress refuses an address the policy refuses whatever the version.
+func (g *Gate) checkAddress(pol *policy.Policy, kind policy.Kind, address string) error {
+	if pol == nil {
+		return nil
+	}
+	if v := pol.Address(kind, address); !v.Allowed {
+		g.refused(kind, address, "", policy.Release{}, v, true)
+		return &PolicyError{Kind: kind, Address: address, Verdict: v}
+	}
+	return nil
+}
+
+// FilterProviders returns list without the versions the policy in
+// effect holds back (with why, in Held), and the earliest time one of
+// them becomes available (zero: none). A list handed in is never
+// modified.
+func (g *Gate) FilterProviders(ctx context.Context, p addrs.Provider, list *records.VersionList) (*records.VersionList, time.Time, error) {
+	pol := g.Current()
+	if pol == nil {
+		return list, time.Time{}, nil
+	}
+	addr := p.String()
+	if err := g.checkAddress(pol, policy.Provider, addr); err != nil {
+		return nil, time.Time{}, err
+	}
+	now := g.now()
+	gen := g.Generation()
+	if f, ok := g.filtered(addr, list, gen, now); ok {
+		return f.out, f.next, nil
+	}
+	rels := g.providerReleases(ctx, pol, p, list, now)
+	var next time.Time
+	out := list
+	unknown := false
+	for i, e := range list.Versions {
+		rel := rels[e.Version]
+		v := pol.Version(policy.Provider, addr, e.Version, rel, now)
+		if v.Allowed {
+			if out != list {
+				out.Versions = append(out.Versions, e)
+			}
+			continue
+		}
+		if out == list {
+			out = &records.VersionList{Schema: list.Schema, Imported: list.Imported, Versions: slices.Clone(list.Versions[:i])}
+		}
+		out.Held = append(out.Held, fmt.Sprintf("%s %s is held back by the mirror's package policy: %s", addr, e.Version, v.Message()))
+		g.refused(policy.Provider, addr, e.Version, rel, v, false)
+		next = earliest(next, v.AvailableAt)
+		unknown = unknown || v.Rule == policy.RuleMinReleaseAge && !rel.Known
+	}
+	if !unknown {
+		g.keepFiltered(addr, filteredList{src: list, gen: gen, out: out, next: next})
+	}
+	return out, next, nil
+}
+
+// filteredList is a version list as the policy of generation gen left
+// it, kept while the list and the policy are the same and no version of
+// it became available (see next).
+type filteredList struct {
+	src, out *records.VersionList
+	gen      uint64
+	next     time.Time
+}
+
+func (st *state) filtered(addr string, src *records.VersionList, gen uint64, now time.Time) (filteredList, bool) {
+	st.mu.Lock()
+	f, ok := st.lists[addr]
+	st.mu.Unlock()
+	if !ok || f.src != src || f.gen != gen || !f.next.IsZero() && !now.Before(f.next) {
+		return filteredList{}, false
+	}
+	return f, true
+}
+
+func (st *state) keepFiltered(addr string, f filteredList) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.lists == nil || len(st.lists) >= maxHeldSeen {
+		st.lists = map[string]filteredList{}
+	}
+	st.lists[addr] = f
+}
+
+// providerReleases returns the release times of list's versions when a
+// minimum release age applies to p (none are needed otherwise).
+func (g *Gate) providerReleases(ctx context.Context, pol *policy.Policy, p addrs.Provider, list *records.VersionList, now time.Time) map[string]policy.Release {
+	w := pol.Window(policy.Provider, p.String())
+	if w <= 0 {
+		return nil
+	}
+	return g.rel.providerReleases(ctx, p, list, w, now)
+}
+
+// CheckProvider refuses version v of p when the policy in effect holds
+// it back: a *PolicyError. p's version list dates v when a minimum
+// release age applies.
+func (g *Gate) CheckProvider(ctx context.Context, p addrs.Provider, v versions.Version) error {
+	pol := g.Current()
+	if pol == nil {
+		return nil
+	}
+	addr := p.String()
+	if err := g.checkAddress(pol, policy.Provider, addr); err != nil {
+		return err
+	}
+	now := g.now()
+	var rel policy.Release
+	if pol.Window(policy.Provider, addr) > 0 {
+		list, err := g.e.Versions(ctx, p)
+		if err != nil {
+			return err
+		}
+		if list != nil {
+			rel = g.providerReleases(ctx, pol, p, list, now)[v.String()]
+		}
+	}
+	verdict := pol.Version(policy.Provider, addr, v.String(), rel, now)
+	if verdict.Allowed {
+		return nil
+	}
+	g.refused(policy.Provider, addr, v.String(), rel, verdict, true)
+	return &PolicyError{Kind: policy.Provider, Address: addr, Version: v.String(), Verdict: verdict}
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.IsZero() || !a.IsZero() && a.Before(b) {
+		return a
+	}
+	return b
+}

@@ -1,0 +1,60 @@
+package gate
+
+// What the users of the versions the engine holds ask of the package
+// policy (through mirror.Held): what the cache knows of a version's
+// release (export leaves out what the policy refuses; retention does not
+// count it toward keep-versions; policy explain prints it).
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// KnownRelease returns what the engine knows of when version of a
+// provider or module was released, judged as the answers judge it for a
+// minimum release age of window: from the cache and the shared tier,
+// asking the origin for a provider's signature time only when the engine
+// is not sealed (as a listing would). version is canonical.
+func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {
+	r := g.rel
+	switch kind {
+	case policy.Provider:
+		p, err := addrs.ParseProvider(address)
+		if err != nil {
+			return policy.Release{}, err
+		}
+		list, _, err := g.e.CachedVersions(records.VersionsKey(p))
+		if err == nil && list != nil {
+			if rel, ok := r.providerReleases(ctx, p, list, window, g.now())[version]; ok {
+				return rel, nil
+			}
+		}
+		// Not in the stored list (an import, a list since refreshed):
+		// its record's signature and the listing rule.
+		v, err := addrs.ParseSemver(version)
+		if err != nil {
+			return policy.Release{}, err
+		}
+		rec := g.e.CachedPackage(p, v)
+		if rec != nil && rec.Provenance == records.ProvenanceUnsigned {
+			return policy.Release{Known: true, InHouse: true}, nil
+		}
+		signed, ok := r.signedAt(ctx, p, version, rec)
+		if !ok {
+			return policy.Release{}, nil
+		}
+		return policy.Release{Known: true, At: later(signed, r.absentOf("provider", p.String())[version])}, nil
+	case policy.Module:
+		m, err := addrs.ParseModule(address)
+		if err != nil {
+			return policy.Release{}, err
+		}
+		return r.moduleReleases(m, []string{version})[version], nil
+	}
+	return policy.Release{}, fmt.Errorf("unknown kind %q", kind)
+}

@@ -1,0 +1,273 @@
+// Package held is what the engine tells of the versions it holds, and
+// lets go of, for the retention rules kept above it (package retention):
+// the versions it has records of, with their archives and whether they
+// can be fetched again (ScanVersions, VersionOfRecord), what it does with
+// them (Notifier), and the removal of a version that cannot be fetched
+// again (RemoveVersion, DropSetAside), and the package policy's view of
+// what it holds (Policy, KnownRelease, StoredVerdict).
+//
+// It decides nothing of what is kept: retention does, on
+// mirror.Engine.Held, which adds the engine's configuration and Notify.
+package held
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// Notifier is told what the engine does with the versions it holds
+// (mirror.Held.Notify; package retention implements it). Its methods are
+// called on the request path: they must not block.
+type Notifier interface {
+	// Used says a client asked for a package of the version whose record
+	// is keyed key (Record.Key).
+	Used(key string)
+	// Serving says the archive sha of version v of address (kind
+	// "provider" or "module") is about to be served, and fetched first
+	// when it is not cached.
+	Serving(kind, address string, v versions.Version, sha string)
+	// Importing says the archive sha is about to be committed by an
+	// import: it cannot be fetched again.
+	Importing(sha string)
+	// Changed says an import ended: records of versions that cannot be
+	// fetched again may have been written.
+	Changed()
+}
+
+// Record is a version the engine has a record of.
+type Record struct {
+	Kind    string // "provider" or "module"
+	Address string // HOST/NAMESPACE/TYPE or HOST/NAMESPACE/NAME/SYSTEM
+	Version versions.Version
+	// Raw is the version as keyed (modules: the origin's spelling).
+	Raw string
+	// Key is the record's key (package/ADDR/V or module/ADDR/V), as
+	// Notifier.Used gives it.
+	Key string
+	// Archives are the sha256s of the version's packages, in platform
+	// order.
+	Archives []string
+	// SetAside are the sha256s of the withheld import set aside in the
+	// record (records.PackageRecord.Withheld), which cannot be fetched again.
+	SetAside []string
+	// Refetch says the version can be fetched again: not imported, not of
+	// a local-only host or a module without origin location, not on a
+	// sealed mirror.
+	Refetch bool
+}
+
+// Held lists the versions the engine holds, and removes them.
+// mirror.Engine.Held returns the engine's, within a mirror.Held.
+type Held struct {
+	e     Engine
+	store Store
+}
+
+// Engine is what Held uses of the engine. Package mirror implements it.
+type Engine interface {
+	// Offline says the mirror is sealed; Local that host is local-only
+	// (its providers are imported, never fetched).
+	Offline() bool
+	Local(host svchost.Hostname) bool
+	// Imports is the import lock: no removal while an import writes.
+	Imports() sync.Locker
+	// CachedVersions reads a stored version list; Forget drops what the
+	// engine's memo holds under key once it was written.
+	CachedVersions(key string) (*records.VersionList, time.Time, error)
+	Forget(key string)
+	// ForgetWithheld forgets p's withheld version, once removed.
+	ForgetWithheld(p addrs.Provider, version string)
+	// Policy is the package policy in effect (nil: everything allowed);
+	// KnownRelease what the engine knows of a version's release (see
+	// Held.KnownRelease); Now the engine's clock.
+	Policy() *policy.Policy
+	KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error)
+	Now() time.Time
+}
+
+// Store is what Held reads and removes of the cache's records.
+// *cache.Store implements it.
+type Store interface {
+	GetMeta(key string, v any) (time.Time, error)
+	PutMeta(key string, v any) error
+	DeleteMeta(key string) error
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+}
+
+// New returns Held on the engine e and its store.
+func New(e Engine, store Store) (*Held, error) {
+	if e == nil || store == nil {
+		return nil, errors.New("held: the engine and its store are required")
+	}
+	return &Held{e: e, store: store}, nil
+}
+
+// VersionRecordPrefixes are the key prefixes of the records of versions,
+// of providers and of modules: in the cache, and in the shared store's
+// bucket, whose keys are the cache's.
+func VersionRecordPrefixes() []string { return []string{"package/", "module/"} }
+
+// ScanVersions calls fn with every version the cache has a record of, of
+// providers and then of modules.
+func (s *Held) ScanVersions(fn func(Record)) error {
+	for _, prefix := range VersionRecordPrefixes() {
+		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
+			if h, ok := s.VersionOfRecord(key, raw); ok {
+				fn(h)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// VersionOfRecord is the version of the record raw stored under key, read
+// from the cache or from the shared store's bucket (whose keys are the
+// cache's); false for what is not a record of a version.
+func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
+	switch {
+	case strings.HasPrefix(key, "package/"):
+		p, rec, ok := records.PackageSummary(key, raw)
+		if !ok {
+			return Record{}, false
+		}
+		v, err := addrs.ParseSemver(rec.Version)
+		if err != nil {
+			return Record{}, false
+		}
+		h := Record{Kind: "provider", Address: p.String(), Version: v, Raw: rec.Version, Key: key}
+		for _, pl := range sortedKeys(rec.Archives) {
+			h.Archives = append(h.Archives, rec.Archives[pl].SHA256)
+		}
+		if rec.Withheld != nil {
+			for _, pl := range sortedKeys(rec.Withheld.Archives) {
+				h.SetAside = append(h.SetAside, rec.Withheld.Archives[pl].SHA256)
+			}
+		}
+		imported := rec.Provenance != records.ProvenanceOrigin
+		h.Refetch = !s.e.Offline() && !imported && !s.e.Local(p.Hostname)
+		return h, true
+	case strings.HasPrefix(key, "module/"):
+		var rec records.ModuleRecord
+		if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" {
+			return Record{}, false
+		}
+		v, err := versions.ParseVersion(strings.TrimPrefix(rec.Version, "v"))
+		if err != nil {
+			return Record{}, false
+		}
+		// An imported module version (from a bundle, or a local module
+		// without origin location) is not fetched again, as imported
+		// providers are not.
+		h := Record{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
+			Archives: []string{rec.SHA256}}
+		imported := rec.Provenance != records.ProvenanceOrigin
+		h.Refetch = !s.e.Offline() && !imported && rec.Location != ""
+		return h, true
+	}
+	return Record{}, false
+}
+
+// RemoveVersion removes version (as Version.Raw gives it) of address
+// (kind "provider" or "module") from its version list and deletes its
+// record, with the withheld import set aside in it, so that it is no
+// longer listed: for a version that cannot be fetched again, once its
+// archives are removed.
+func (s *Held) RemoveVersion(kind, address, version string) error {
+	s.e.Imports().Lock() // not while an import writes the same list
+	defer s.e.Imports().Unlock()
+	if kind == "module" {
+		m, err := addrs.ParseModule(address)
+		if err != nil {
+			return err
+		}
+		key := records.ModuleRecordKey(m, version)
+		err = s.store.DeleteMeta(key)
+		s.e.Forget(key)
+		return err
+	}
+	p, ok := records.ParseProviderKey(address)
+	if !ok {
+		return fmt.Errorf("provider address %q", address)
+	}
+	v, err := addrs.ParseSemver(version)
+	if err != nil {
+		return err
+	}
+	key := records.VersionsKey(p)
+	if list, _, err := s.e.CachedVersions(key); err == nil {
+		nl := &records.VersionList{Schema: list.Schema, Imported: list.Imported}
+		for _, e := range list.Versions {
+			if e.Version != v.String() {
+				nl.Versions = append(nl.Versions, e)
+			}
+		}
+		if nl.Versions == nil {
+			nl.Versions = []records.VersionEntry{}
+		}
+		err := s.store.PutMeta(key, nl)
+		s.e.Forget(key)
+		if err != nil {
+			return err
+		}
+	}
+	pkey := records.PackageKey(p, v)
+	err = s.store.DeleteMeta(pkey)
+	s.e.Forget(pkey)
+	if err == nil {
+		s.e.ForgetWithheld(p, version)
+	}
+	return err
+}
+
+// DropSetAside removes the withheld import set aside in the record of
+// version of the provider address (records.PackageRecord.Withheld), once its
+// archives are removed: the record stays the origin's, without it.
+func (s *Held) DropSetAside(address, version string) error {
+	s.e.Imports().Lock() // as RemoveVersion
+	defer s.e.Imports().Unlock()
+	p, ok := records.ParseProviderKey(address)
+	if !ok {
+		return fmt.Errorf("provider address %q", address)
+	}
+	v, err := addrs.ParseSemver(version)
+	if err != nil {
+		return err
+	}
+	key := records.PackageKey(p, v)
+	var rec records.PackageRecord
+	if _, err := s.store.GetMeta(key, &rec); err != nil {
+		return err
+	}
+	if rec.Withheld != nil {
+		rec.Withheld = nil
+		err = s.store.PutMeta(key, &rec)
+		s.e.Forget(key)
+		if err != nil {
+			return err
+		}
+	}
+	s.e.ForgetWithheld(p, version)
+	return nil
+}
+
+func sortedKeys[M ~map[string]V, V any](m M) []string {
+	return slices.Sorted(maps.Keys(m))
+}

@@ -1,0 +1,65 @@
+package mirror
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
+)
+
+// machinery is the engine's machinery as the module side uses it
+// (modules.Engine): detached work and its coalescing, the shared tier's
+// records and leases, the notifier, the import lock, the hosts, and the
+// package policy (mirror/gate).
+type machinery struct{ e *Engine }
+
+var _ modules.Engine = machinery{}
+
+func (m machinery) Allowed(host svchost.Hostname) bool { return m.e.allowed[host] }
+func (m machinery) Local(host svchost.Hostname) bool   { return m.e.local(host) }
+func (m machinery) RecordImportedHost(host svchost.Hostname) error {
+	return m.e.recordImportedHost(host)
+}
+func (m machinery) Imports() sync.Locker { return &m.e.importMu }
+func (m machinery) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+	return m.e.coalesce(ctx, kind, key, fn)
+}
+func (m machinery) Detached(timeout time.Duration) (context.Context, func(), error) {
+	return m.e.detached(timeout)
+}
+func (m machinery) StartWork() bool             { return m.e.work.add() }
+func (m machinery) EndWork()                    { m.e.work.done() }
+func (m machinery) Notifier() modules.Notifier  { return m.e.notify.get() }
+func (m machinery) PutShared(key string, v any) { m.e.shared.putShared(key, v) }
+func (m machinery) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
+	return m.e.shared.getShared(ctx, key, v)
+}
+func (m machinery) TrustsShared(sha string) bool { return m.e.archives.trustsShared(sha) }
+func (m machinery) DistrustShared(sha string)    { m.e.archives.distrustShared(sha) }
+
+// TryLease takes the shared tier's lease id and holds it (see heldLease)
+// until release is called.
+func (m machinery) TryLease(ctx context.Context, id string) (func(context.Context), error) {
+	lease, err := m.e.cfg.Shared.TryLease(ctx, id)
+	if err != nil || lease == nil {
+		return nil, err
+	}
+	held := m.e.shared.hold(ctx, id, lease)
+	return held.release, nil
+}
+
+func (m machinery) FilterModules(mod addrs.Module, list *records.ModuleVersionList) (*records.ModuleVersionList, error) {
+	out, _, err := m.e.gate.FilterModules(mod, list)
+	return out, err
+}
+func (m machinery) CheckModule(ctx context.Context, mod addrs.Module, version string, relist func(context.Context) error) error {
+	return m.e.gate.CheckModule(ctx, mod, version, relist)
+}
+func (m machinery) NoteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string) {
+	m.e.gate.NoteListing(ctx, kind, address, prev, prevAt, next)
+}

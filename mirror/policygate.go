@@ -1,0 +1,92 @@
+package mirror
+
+// The package policy on the engine's answers: package mirror/gate,
+// built on gateEngine, the engine as it uses it.
+
+import (
+	"context"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/gate"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// SetPolicy makes p the package policy of every answer from now on (nil:
+// everything allowed). Answers kept for reuse end.
+func (s *Engine) SetPolicy(p *policy.Policy) { s.gate.SetPolicy(p) }
+
+// gateEngine is the engine as the gate uses it (gate.Engine).
+type gateEngine struct{ e *Engine }
+
+var _ gate.Engine = gateEngine{}
+
+func (g gateEngine) Offline() bool                    { return g.e.cfg.Offline }
+func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.local(host) }
+func (g gateEngine) Wanted(pl string) bool            { return g.e.wanted(pl) }
+func (g gateEngine) PutShared(key string, v any)      { g.e.shared.putShared(key, v) }
+func (g gateEngine) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+	return g.e.coalesce(ctx, kind, key, fn)
+}
+func (g gateEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
+	if g.e.cfg.Shared == nil {
+		return time.Time{}, false
+	}
+	return g.e.shared.getShared(ctx, key, v)
+}
+func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
+	list, _, err := g.e.records.versions(ctx, p, false)
+	return list, err
+}
+func (g gateEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
+	return g.e.records.cachedVersions(key)
+}
+func (g gateEngine) CachedPackage(p addrs.Provider, v versions.Version) *records.PackageRecord {
+	rec, _ := g.e.records.cachedPackage(p, v)
+	return rec
+}
+
+// Withheld returns the versions the engine keeps, or would fetch, but
+// does not serve: imported without signature (by an earlier release)
+// under an allowed origin host that Config.UnsignedHosts does not name
+// (mirror/withhold); then those the package policy in effect holds back,
+// among those it refused or left out of a list since the engine started
+// (each judged again now, so a version allowed since is not listed).
+// Each part sorted by address and version.
+func (s *Engine) Withheld() []withhold.Version {
+	out := s.withholding.List()
+	for _, h := range s.gate.HeldBack() {
+		kind := ""
+		if h.Kind == policy.Module {
+			kind = string(h.Kind)
+		}
+		out = append(out, withhold.Version{Provider: h.Address, Version: h.Version, Platforms: []string{}, Kind: kind,
+			Rule: h.Rule, Reason: h.Reason, AvailableAt: h.AvailableAt})
+	}
+	return out
+}
+
+// gated returns st ending at until when that comes first (a held version
+// becomes available then).
+func gated(st Stamp, until time.Time) Stamp {
+	if st.kind == stampNone || until.IsZero() {
+		return st
+	}
+	if st.until.IsZero() || until.Before(st.until) {
+		st.until = until
+	}
+	return st
+}
+
+// withholdEngine is the engine as the withholding of unsigned imports
+// reads it (withhold.Engine).
+type withholdEngine struct{ e *Engine }
+
+func (w withholdEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+	return w.e.records.cachedPackage(p, v)
+}

@@ -1,0 +1,102 @@
+package records
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/redact"
+)
+
+// ModuleVersionList is a module's version list as cached.
+type ModuleVersionList struct {
+	Schema int `json:"schema"`
+	// Versions are the origin's version strings, in its order.
+	Versions []string `json:"versions"`
+	// ListedAt is when the origin was asked for the list, by the
+	// engine's clock (zero in lists stored before it was kept).
+	ListedAt time.Time `json:"listed_at,omitzero"`
+	// Held says why versions the package policy holds back are left out
+	// (never stored).
+	Held []string `json:"-"`
+}
+
+// ModuleRecord is what the engine keeps of one module version.
+type ModuleRecord struct {
+	Schema  int    `json:"schema"`
+	Module  string `json:"module"`  // HOST/NS/NAME/SYSTEM
+	Version string `json:"version"` // as the origin spells it
+	// Location is the origin's download location, as it gave it. It may
+	// carry credentials (a pre-signed URL): it is for fetching only, and
+	// shown, logged or exported only through Shown or redact.Location.
+	Location string `json:"location"`
+	// Kind is the source kind: git or archive.
+	Kind modsource.Kind `json:"kind"`
+	// Package is the location without its subdirectory.
+	Package string `json:"package"`
+	// Subdir is the location's //SUBDIR, "" for none.
+	Subdir string `json:"subdir,omitempty"`
+	// Commit is the Git commit id the package was fetched at.
+	Commit string `json:"commit,omitempty"`
+	// SHA256 is the sha256 of the normalized package (a tar.gz), "" until
+	// it was first fetched; Size its length.
+	SHA256    string    `json:"sha256,omitempty"`
+	Size      int64     `json:"size,omitempty"`
+	FetchedAt time.Time `json:"fetched_at,omitzero"`
+	// Provenance is how the package reached the cache: fetched from its
+	// source (ProvenanceOrigin), loaded by ImportModule from an export
+	// that vouched for it (ProvenanceImported), or a local module
+	// imported without any origin (ProvenanceUnsigned: no Location, never
+	// fetched again).
+	Provenance Provenance `json:"provenance,omitempty"`
+}
+
+// Shown is the record's package (its location without subdirectory)
+// without its secrets, for logs, pages and messages.
+func (r ModuleRecord) Shown() string { return redact.Location(r.Package) }
+
+func ModuleVersionsKey(m addrs.Module) string { return "modversions/" + m.String() }
+
+func ModuleRecordPrefix(m addrs.Module) string { return "module/" + m.String() + "/" }
+
+// ModuleRecordKey keys a record by the canonical version, so that every
+// spelling of one version shares it.
+func ModuleRecordKey(m addrs.Module, version string) string {
+	return ModuleRecordPrefix(m) + CanonicalModuleVersion(version)
+}
+
+// CanonicalModuleVersion is version without a leading "v", in semver's
+// canonical form when it parses.
+func CanonicalModuleVersion(v string) string {
+	v = strings.TrimPrefix(v, "v")
+	if pv, err := versions.ParseVersion(v); err == nil {
+		return pv.String()
+	}
+	return v
+}
+
+// SortModuleVersions sorts version strings newest first where they parse
+// as semver, the others after them in their order.
+func SortModuleVersions(vs []string) {
+	slices.SortStableFunc(vs, func(a, b string) int {
+		va, ea := versions.ParseVersion(strings.TrimPrefix(a, "v"))
+		vb, eb := versions.ParseVersion(strings.TrimPrefix(b, "v"))
+		switch {
+		case ea != nil && eb != nil:
+			return 0
+		case ea != nil:
+			return 1
+		case eb != nil:
+			return -1
+		case va.GreaterThan(vb):
+			return -1
+		case vb.GreaterThan(va):
+			return 1
+		}
+		return 0
+	})
+}

@@ -1,0 +1,118 @@
+package records
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+func mustVersion(t *testing.T, s string) versions.Version {
+	t.Helper()
+	v, err := addrs.ParseSemver(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+// The rule for a SHA256SUMS document: every line names a file of one
+// release of the provider type, "terraform-provider-TYPE_VERSION_...",
+// with one VERSION that is a spelling of the record's version.
+func TestReleaseOf(t *testing.T) {
+	t.Parallel()
+	sha := strings.Repeat("ab", 32)
+	lines := func(names ...string) map[string]string {
+		m := map[string]string{}
+		for _, n := range names {
+			m[n] = sha
+		}
+		return m
+	}
+	const zip, darwin = "terraform-provider-random_3.5.0_linux_amd64.zip", "terraform-provider-random_3.5.0_darwin_arm64.zip"
+	tests := []struct {
+		name    string
+		version string
+		lines   map[string]string
+		reason  verify.Reason // "": accepted
+	}{
+		{name: "the release's archives", version: "3.5.0", lines: lines(zip, darwin)},
+		{name: "and its manifest, as real registries list it", version: "3.5.0", lines: lines(zip, "terraform-provider-random_3.5.0_manifest.json")},
+		{name: "the origin's spelling of the version", version: "1.0.0", lines: lines("terraform-provider-random_1.0_linux_amd64.zip")},
+		{name: "build metadata kept", version: "1.0.0+b", lines: lines("terraform-provider-random_1.0.0+b_linux_amd64.zip")},
+		{name: "another version", version: "9.9.9", lines: lines(zip, darwin), reason: verify.ReasonName},
+		{name: "other build metadata", version: "1.0.0+a", lines: lines("terraform-provider-random_1.0.0+b_linux_amd64.zip"), reason: verify.ReasonName},
+		{name: "a line of another version", version: "3.5.0", lines: lines(zip, "terraform-provider-random_9.9.9_linux_amd64.zip"), reason: verify.ReasonName},
+		{name: "two spellings of the version", version: "1.0.0", lines: lines("terraform-provider-random_1.0.0_linux_amd64.zip", "terraform-provider-random_1.0_darwin_arm64.zip"), reason: verify.ReasonName},
+		{name: "another type", version: "3.5.0", lines: lines("terraform-provider-null_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
+		{name: "a type the asked one is the prefix of", version: "3.5.0", lines: lines("terraform-provider-random-x_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
+		{name: "a line of another type", version: "3.5.0", lines: lines(zip, "terraform-provider-null_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
+		{name: "a file of no release", version: "3.5.0", lines: lines(zip, "SHA256SUMS"), reason: verify.ReasonName},
+		{name: "a version and nothing after", version: "3.5.0", lines: lines(zip, "terraform-provider-random_3.5.0_"), reason: verify.ReasonName},
+		{name: "no version", version: "3.5.0", lines: lines("terraform-provider-random__linux_amd64.zip"), reason: verify.ReasonName},
+		{name: "a version that does not parse", version: "3.5.0", lines: lines("terraform-provider-random_v3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
+		{name: "no line", version: "3.5.0", lines: lines(), reason: verify.ReasonMissingChecksum},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			rel, err := ReleaseOf("random", mustVersion(t, tc.version), tc.lines)
+			if tc.reason == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			var verr *verify.Error
+			if !errors.As(err, &verr) || verr.Reason != tc.reason {
+				t.Fatalf("releaseOf = %+v, %v; want a %s failure", rel, err, tc.reason)
+			}
+		})
+	}
+}
+
+func TestTranslateVersionsSpellings(t *testing.T) {
+	t.Parallel()
+	info := func(v string, pls ...string) discovery.VersionInfo {
+		vi := discovery.VersionInfo{Version: v}
+		for _, pl := range pls {
+			goos, arch, _ := strings.Cut(pl, "_")
+			vi.Platforms = append(vi.Platforms, addrs.Platform{OS: goos, Arch: arch})
+		}
+		return vi
+	}
+	tests := []struct {
+		name  string
+		infos []discovery.VersionInfo
+		want  VersionEntry
+	}{
+		{"canonical only", []discovery.VersionInfo{info("1.0.0", "linux_amd64")},
+			VersionEntry{Version: "1.0.0", Platforms: []string{"linux_amd64"}}},
+		{"short only", []discovery.VersionInfo{info("1.0", "linux_amd64")},
+			VersionEntry{Version: "1.0.0", Origin: "1.0", Platforms: []string{"linux_amd64"}}},
+		{"short first", []discovery.VersionInfo{info("1.0", "windows_amd64"), info("1.0.0", "linux_amd64")},
+			VersionEntry{Version: "1.0.0", Aliases: []string{"1.0"}, Platforms: []string{"linux_amd64", "windows_amd64"}}},
+		{"canonical first", []discovery.VersionInfo{info("1.0.0", "linux_amd64"), info("1", "linux_amd64"), info("1.0")},
+			VersionEntry{Version: "1.0.0", Aliases: []string{"1", "1.0"}, Platforms: []string{"linux_amd64"}}},
+		{"two short ones, listed twice", []discovery.VersionInfo{info("1.0"), info("1", "linux_arm64"), info("1.0", "linux_amd64")},
+			VersionEntry{Version: "1.0.0", Origin: "1.0", Aliases: []string{"1"}, Platforms: []string{"linux_amd64", "linux_arm64"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			list := TranslateVersions(tc.infos, func(raw string, err error) { t.Errorf("skipped %q: %v", raw, err) })
+			if len(list.Versions) != 1 {
+				t.Fatalf("versions %+v, want one", list.Versions)
+			}
+			got := list.Versions[0]
+			if got.Version != tc.want.Version || got.Origin != tc.want.Origin ||
+				!slices.Equal(got.Aliases, tc.want.Aliases) || !slices.Equal(got.Platforms, tc.want.Platforms) {
+				t.Errorf("entry %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
