@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -136,6 +137,12 @@ func New(cfg Config, engine Engine) (*Server, error) {
 // Router. A warm index.json or VERSION.json is answered from the document
 // sent last for the same path, while the engine says it holds.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
+		// Everything under /v2/ is the OCI front door's, whatever its
+		// method (the router mounts it there too, for Router's users).
+		s.oci.ServeHTTP(w, r)
+		return
+	}
 	if s.hot.serve(w, r) {
 		return
 	}
