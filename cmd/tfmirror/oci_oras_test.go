@@ -124,3 +124,22 @@ func TestORASCLIAgainstOCIFrontDoor(t *testing.T) {
 		t.Errorf("tags of an unknown repository: %q, %v", out, err)
 	}
 }
+
+// The status page shows the oci_mirror block for this mirror, ready to
+// paste.
+func TestStatusPageShowsOCIMirrorBlock(t *testing.T) {
+	t.Parallel()
+	e := newClientE2E(t, "", fakeorigin.Options{})
+	resp, err := trustingClient(t, e.caFile).Get(e.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var page bytes.Buffer
+	page.ReadFrom(resp.Body)
+	host := strings.TrimSuffix(strings.TrimPrefix(e.url, "https://"), "/")
+	want := "repository_template = &#34;" + host + "/providers/${hostname}/${namespace}/${type}&#34;"
+	if !strings.Contains(page.String(), "oci_mirror {") || !strings.Contains(page.String(), want) {
+		t.Errorf("the status page lacks the oci_mirror block %s", want)
+	}
+}
