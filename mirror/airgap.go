@@ -79,7 +79,7 @@ func (m importEngine) Coalesce(ctx context.Context, kind, key string, fn func(co
 	return m.e.coalesce(ctx, kind, key, fn)
 }
 func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
-	return m.e.recordImportedHost(host)
+	return m.e.hosts.record(host)
 }
 
 // DiskHeadroom is how many bytes an import may still write to the cache's
@@ -88,24 +88,6 @@ func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
 // false when the cache does not check free space.
 func (s *AirGap) DiskHeadroom() (room int64, ok bool) {
 	return s.store.Headroom()
-}
-
-// recordImportedHost records host as one that Import or ImportModule
-// loaded packages of (local-only unless it is an allowed origin).
-func (s *Engine) recordImportedHost(host svchost.Hostname) error {
-	s.hostsMu.RLock()
-	known := s.importedHosts[host]
-	s.hostsMu.RUnlock()
-	if known {
-		return nil
-	}
-	if err := s.store.PutMeta(records.ImportedHostPrefix+string(host), struct{}{}); err != nil {
-		return fmt.Errorf("recording imported host %s: %w", host, err)
-	}
-	s.hostsMu.Lock()
-	s.importedHosts[host] = true
-	s.hostsMu.Unlock()
-	return nil
 }
 
 // ImportArchive commits pkg's archive, verified as a, to the cache

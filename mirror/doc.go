@@ -20,6 +20,8 @@
 // cache (CacheChecker, mirror/cachecheck) and what retention reads and
 // removes (Held, on mirror/held); it asks the package policy's gate
 // (mirror/gate: SetPolicy, the release times) and the withholding of
-// unsigned imports (mirror/withhold) on every answer.
+// unsigned imports (mirror/withhold) on every answer, and reaches its
+// origins through mirror/originguard. NewOCI gives its provider versions
+// as OCI artifacts (OCI, on mirror/ocistore).
 // How it works: docs/how-it-works.md.
 package mirror

@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror/gate"
 	"github.com/tfmirror/tfmirror/mirror/held"
 	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/originguard"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/verify"
@@ -175,11 +176,10 @@ type Engine struct {
 	log         *slog.Logger
 	metrics     Metrics
 
-	// importedHosts are the provider hosts Import has loaded providers
-	// of; those that are not allowed origins are local-only (see local).
-	hostsMu       sync.RWMutex
-	importedHosts map[svchost.Hostname]bool
-	importMu      sync.Mutex // one Import at a time
+	// hosts are the allowed origins and the hosts Import has loaded
+	// providers of; those that are not allowed origins are local-only.
+	hosts    *hosts
+	importMu sync.Mutex // one Import at a time
 
 	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
@@ -223,9 +223,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		metrics: cfg.Metrics,
 		memo:    newMetaMemo(),
 		work:    newTasks(),
-
-		importedHosts: make(map[svchost.Hostname]bool),
 	}
+	s.hosts = &hosts{allowed: s.allowed, store: store, imported: map[svchost.Hostname]bool{}}
 	s.cfg.AllowedOrigins = nil
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
@@ -301,12 +300,12 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.metrics = noMetrics{}
 	}
 	if s.cfg.Offline {
-		s.origin = offlineOrigin{}
+		s.origin = originguard.Offline()
 	}
-	s.origin = localGuard{s: s, next: s.origin}
+	s.origin = originguard.Local(s.origin, s.hosts.local)
 	err = store.ScanMeta(records.ImportedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
 		if host, err := svchost.ForComparison(strings.TrimPrefix(key, records.ImportedHostPrefix)); err == nil {
-			s.importedHosts[host] = true
+			s.hosts.imported[host] = true
 		}
 		return nil
 	})
@@ -380,21 +379,10 @@ func (s *Engine) Config() Config {
 // providers of is local-only: its providers are served from the cache
 // and the host is never contacted.
 func (s *Engine) CheckOrigin(p addrs.Provider) error {
-	if !s.allowed[p.Hostname] && !s.local(p.Hostname) {
+	if !s.allowed[p.Hostname] && !s.hosts.local(p.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, p.Hostname)
 	}
 	return nil
-}
-
-// local reports whether host is local-only: not an allowed origin, but a
-// host Import has loaded providers of.
-func (s *Engine) local(host svchost.Hostname) bool {
-	if s.allowed[host] {
-		return false
-	}
-	s.hostsMu.RLock()
-	defer s.hostsMu.RUnlock()
-	return s.importedHosts[host]
 }
 
 // wait blocks until every origin fetch and archive download under way has

@@ -69,7 +69,7 @@ func (noNotifier) Changed()                                         {}
 type heldEngine struct{ e *Engine }
 
 func (m heldEngine) Offline() bool                             { return m.e.cfg.Offline }
-func (m heldEngine) Local(host svchost.Hostname) bool          { return m.e.local(host) }
+func (m heldEngine) Local(host svchost.Hostname) bool          { return m.e.hosts.local(host) }
 func (m heldEngine) Imports() sync.Locker                      { return &m.e.importMu }
 func (m heldEngine) Forget(key string)                         { m.e.memo.forget(key) }
 func (m heldEngine) ForgetWithheld(p addrs.Provider, v string) { m.e.withholding.Forget(p, v) }

@@ -21,9 +21,9 @@ type machinery struct{ e *Engine }
 var _ modules.Engine = machinery{}
 
 func (m machinery) Allowed(host svchost.Hostname) bool { return m.e.allowed[host] }
-func (m machinery) Local(host svchost.Hostname) bool   { return m.e.local(host) }
+func (m machinery) Local(host svchost.Hostname) bool   { return m.e.hosts.local(host) }
 func (m machinery) RecordImportedHost(host svchost.Hostname) error {
-	return m.e.recordImportedHost(host)
+	return m.e.hosts.record(host)
 }
 func (m machinery) Imports() sync.Locker { return &m.e.importMu }
 func (m machinery) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {

@@ -128,7 +128,7 @@ func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a
 			return body, size, nil
 		}
 		if s.cfg.Offline {
-			break // offlineOrigin says why
+			break // the offline origin (mirror/originguard) says why
 		}
 		lease, err := sh.TryLease(ctx, a.SHA256)
 		if err != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -75,6 +76,14 @@ type Config struct {
 	// block (pinned versions, what the size limit may not evict).
 	// *retention.Retainer implements it. Default: no such block.
 	Retention RetentionSource
+	// OCI, when set, serves /v2 and everything under /v2/ (the OCI
+	// distribution front door), ahead of every other route, so that no
+	// other protocol's path or method handling answers there. Default:
+	// nothing is served under /v2/.
+	OCI http.Handler
+	// OCIBlock, when set, is the oci_mirror block the status page shows
+	// ready to paste, for the host the page was asked on. Default: none.
+	OCIBlock func(host string) string
 	// Settings, when set, gives the configuration in effect that the
 	// status page shows (each setting's value, secrets redacted, and where
 	// it came from); it is called for each view, so that a reload shows.
@@ -89,8 +98,9 @@ type Config struct {
 type Server struct {
 	*responder
 	router *mux.Router
-	hot    *hotDocs    // answers to send again while the engine says they hold
-	status *statusPage // the page at /
+	hot    *hotDocs     // answers to send again while the engine says they hold
+	status *statusPage  // the page at /
+	oci    http.Handler // everything under /v2/, or nil
 }
 
 // New returns a Server answering from engine.
@@ -113,6 +123,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 		documentCacheControl: headerValue(documentCacheControl(engine.Config().VersionsTTL)),
 	}
 	s := &Server{
+		oci:       cfg.OCI,
 		responder: rs,
 		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine.Modules(), checks: engine.CacheChecker()},
 	}
@@ -135,6 +146,12 @@ func New(cfg Config, engine Engine) (*Server, error) {
 // Router. A warm index.json or VERSION.json is answered from the document
 // sent last for the same path, while the engine says it holds.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
+		// Everything under /v2/ is the OCI front door's, whatever its
+		// method (the router mounts it there too, for Router's users).
+		s.oci.ServeHTTP(w, r)
+		return
+	}
 	if s.hot.serve(w, r) {
 		return
 	}
@@ -158,6 +175,10 @@ func (s *Server) routes(registry *providerRegistry, modules *moduleRegistry, net
 	// error, not a different route.
 	r.UseEncodedPath()
 	r.SkipClean(true)
+	if s.oci != nil {
+		r.Path("/v2").Handler(s.oci)
+		r.PathPrefix("/v2/").Handler(s.oci)
+	}
 	registry.routes(r)
 	modules.routes(r)
 	// The status page needs no credentials.

@@ -32,6 +32,7 @@ func nonDefaultValues(t *testing.T) map[string]settingValue {
 		"listen": "127.0.0.1:9443", "metrics-listen": ":9090", "public-url": "https://mirror.example.com/",
 		"upstream-proxy": "http://user:hunter2-secret@proxy.example:3128", "shared-store": "s3://bucket/prefix?region=eu-west-1",
 		"log-format": "text", "log-level": "debug",
+		"oci-provider-prefix": "oci/providers", "oci-module-prefix": "oci/modules",
 		"allowed-origins": "a.example,b.example", "platforms": "linux_amd64,darwin_arm64",
 		"trusted-publisher-keys": "a.example/corp=/etc/tfmirror-test/corp.asc", "allow-unsigned-hosts": "b.example",
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/mirror/gate"
+	"github.com/tfmirror/tfmirror/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/verify"
@@ -95,7 +96,8 @@ func Status(err error) int {
 		errors.Is(err, discovery.ErrNoProviderService),
 		errors.Is(err, discovery.ErrNoModuleService),
 		errors.Is(err, records.ErrVersionNotFound),
-		errors.Is(err, records.ErrPlatformNotFound):
+		errors.Is(err, records.ErrPlatformNotFound),
+		errors.Is(err, ocistore.ErrDigestUnknown):
 		return http.StatusNotFound
 	case errors.Is(err, withhold.ErrUnsignedOrigin):
 		// An import refused (served versions that are withheld are

@@ -1,17 +1,38 @@
-package mirror
+// Package originguard stands between the engine and its origin
+// registries: for a sealed mirror (mirror.Config.Offline), an origin
+// that fails every call with records.ErrOffline, so that only cached data
+// is served; and for every engine, a guard that never lets a local-only
+// host (one whose providers were imported, and which is not an allowed
+// origin) be contacted, whatever asks.
+//
+// It decides nothing else: the engine says which hosts are local-only.
+package originguard
 
 import (
 	"context"
 	"fmt"
 	"io"
 
+	svchost "github.com/hashicorp/terraform-svchost"
+
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
-// offlineOrigin stands in for the origins of a sealed mirror (Config.Offline):
-// every call fails with records.ErrOffline, so only cached data is served.
+// Origin is the provider side of the engine's origins
+// (mirror.ProviderOrigin). *discovery.Client implements it.
+type Origin interface {
+	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
+	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
+	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
+}
+
+// Offline returns the origin of a sealed mirror: every call fails with
+// records.ErrOffline.
+func Offline() Origin { return offlineOrigin{} }
+
 type offlineOrigin struct{}
 
 func (offlineOrigin) Versions(_ context.Context, p addrs.Provider) ([]discovery.VersionInfo, error) {
@@ -30,15 +51,20 @@ func (offlineOrigin) OpenArchive(_ context.Context, p addrs.Provider, _ string) 
 	return nil, 0, fmt.Errorf("%w: archive of %s is not cached", records.ErrOffline, p)
 }
 
-// localGuard stands between the engine and its origins: a local-only host
-// (see Engine.local) is never contacted, whatever asks.
+// Local returns next behind a guard: a provider of a host that local
+// says is local-only is never asked for, and is not found
+// (discovery.ErrNotFound).
+func Local(next Origin, local func(svchost.Hostname) bool) Origin {
+	return localGuard{local: local, next: next}
+}
+
 type localGuard struct {
-	s    *Engine
-	next ProviderOrigin
+	local func(svchost.Hostname) bool
+	next  Origin
 }
 
 func (g localGuard) check(p addrs.Provider) error {
-	if g.s.local(p.Hostname) {
+	if g.local(p.Hostname) {
 		return fmt.Errorf("%w: %s is a local-only host of imported providers and is never contacted; %s was not imported",
 			discovery.ErrNotFound, p.Hostname, p)
 	}

@@ -1,0 +1,42 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+
+	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/ocidoor"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+)
+
+// openOCIDoor wires the OCI distribution front door over the engine's OCI
+// side.
+func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, auth *proxy.Auth) (*ocidoor.Door, error) {
+	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
+	if err != nil {
+		return nil, err
+	}
+	side, err := parts.engine.NewOCI(parts.origin)
+	if err != nil {
+		return nil, err
+	}
+	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger}
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err == nil {
+			dcfg.PublicHost = u.Host
+		}
+	}
+	return ocidoor.New(dcfg, ocidoor.Join(parts.engine, side))
+}
+
+// ociBlock returns the status page's ready-to-paste oci_mirror block, for
+// the mirror's host as the page names it (the public URL's, else the
+// request's).
+func ociBlock(cfg settings.Config) func(host string) string {
+	return func(host string) string {
+		return fmt.Sprintf("provider_installation {\n  oci_mirror {\n    repository_template = \"%s/%s/${hostname}/${namespace}/${type}\"\n  }\n}\n", host, cfg.OCIProviderPrefix)
+	}
+}

@@ -1,0 +1,100 @@
+package mirror
+
+// Provider versions as OCI artifacts: package mirror/ocistore, built on
+// ociEngine, the engine as it uses it; OCI adds the opening of its blobs
+// as the engine's archives.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/ocistore"
+)
+
+// OCI is the engine's OCI side: the documents of package mirror/ocistore,
+// and their blobs opened as the engine's archives (Blob). It speaks no
+// HTTP: the OCI front door does.
+type OCI struct {
+	*ocistore.OCI
+	e *Engine
+}
+
+// NewOCI returns an OCI side of the engine, learning archive sizes the
+// origin does not state from sizer.
+func (s *Engine) NewOCI(sizer ocistore.ArchiveSizer) (*OCI, error) {
+	if isNil(sizer) {
+		return nil, errors.New("mirror: the OCI side needs an archive sizer")
+	}
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ociEngine{s}, s.store, sizer, s.metrics)
+	if err != nil {
+		return nil, err
+	}
+	return &OCI{OCI: o, e: s}, nil
+}
+
+// Blob opens the archive of p's repository whose sha256 digest is d (an
+// archive of a version whose index was handed out), as OpenArchive does:
+// cached, or downloaded once however many callers, verified before its
+// last bytes. size is its length in bytes, as the index said. Errors:
+// ocistore.ErrDigestUnknown, and those of OpenArchive.
+func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *Archive, size int64, err error) {
+	b, err := o.Resolve(p, d)
+	if err != nil {
+		return nil, 0, err
+	}
+	a, err = o.e.OpenArchive(ctx, p, b.Version, b.Platform)
+	if err != nil {
+		return nil, 0, err
+	}
+	if a.SHA256 != b.SHA256 {
+		// The version's record names another archive for the platform
+		// now: the digest is not this repository's any more.
+		a.Close()
+		return nil, 0, fmt.Errorf("%w: %s in %s", ocistore.ErrDigestUnknown, d, p)
+	}
+	size = a.Size
+	if size < 0 {
+		size = b.Size
+	}
+	return a, size, nil
+}
+
+// ociEngine is the engine as the OCI side uses it (ocistore.Engine).
+type ociEngine struct{ e *Engine }
+
+func (o ociEngine) CheckOrigin(p addrs.Provider) error { return o.e.CheckOrigin(p) }
+func (o ociEngine) Offline() bool                      { return o.e.cfg.Offline }
+func (o ociEngine) Detached(timeout time.Duration) (context.Context, func(), error) {
+	return o.e.detached(timeout)
+}
+func (o ociEngine) Kept(p addrs.Provider, v versions.Version) bool {
+	_, ok := o.e.records.cachedPackage(p, v)
+	return ok
+}
+func (o ociEngine) Archives(ctx context.Context, p addrs.Provider, v versions.Version) ([]ocistore.Archive, func() bool, error) {
+	pkg, err := o.e.Package(ctx, p, v, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make([]ocistore.Archive, 0, len(pkg.Archives))
+	for _, pa := range pkg.Archives {
+		a := ocistore.Archive{Platform: pa.Platform, SHA256: pa.SHA256, URL: pa.URL}
+		if ev := pa.Evidence; ev != nil {
+			if ph, ok := ev.Packages[pa.Platform]; ok && ph.PackageSize > 0 {
+				a.Size = ph.PackageSize
+			}
+		}
+		out = append(out, a)
+	}
+	var holds func() bool
+	if st := pkg.Stamp; !st.IsZero() {
+		holds = func() bool { return o.e.Reuse(st) }
+	}
+	return out, holds, nil
+}

@@ -1,0 +1,457 @@
+// Package ocistore serves the engine's provider versions as OCI
+// artifacts: the image index and image
+// manifests of a version, built from its package record by package oci,
+// kept by digest, and its blobs resolved to archives.
+//
+// What the first index of a version costs at its origin, beyond the
+// version list (shared with the other protocols and usually cached): the
+// version's package metadata, one download answer per platform served,
+// and its SHA256SUMS and signature, once (the same fetch as VERSION.json's
+// or Package's); and the size of each platform's archive, which the
+// registry protocol states only in OpenTofu's "packages" addition: from an
+// origin without it, one first-byte request (Range: bytes=0-0) per
+// platform, each made once and kept. No archive is downloaded to build an
+// index. Later indexes of the version, and every manifest, cost nothing.
+//
+// It speaks no HTTP (the OCI front door, proxy/ocidoor, does), fetches
+// no archive and verifies nothing itself: the engine's package records
+// say what each version's archives are (package mirror builds it on a
+// narrow view of the engine, Engine), and mirror.OCI opens its blobs as
+// the engine's archives.
+package ocistore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"sync"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/memo"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/oci"
+)
+
+// ArchiveSizer learns the size of an archive from its origin without
+// downloading it. *discovery.Client implements it.
+type ArchiveSizer interface {
+	ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error)
+}
+
+// ErrDigestUnknown is a digest that names no manifest or blob of the
+// repository asked: never handed out for it, or its version no longer kept.
+var ErrDigestUnknown = errors.New("digest unknown in this repository")
+
+// OCI serves an engine's provider versions as OCI artifacts: it builds
+// each version's image index and per-platform image manifests (package
+// oci) from the version's package record and the archives' sizes, keeps
+// every document handed out by its digest for as long as the version's
+// package record is kept (so a digest once seen resolves after the tag
+// has moved: a platform added, Config.Platforms changed), and resolves a
+// blob digest to the archive it names through the same records, cached
+// or not. It speaks no HTTP: the OCI front door does.
+type OCI struct {
+	cfg     Config
+	e       Engine
+	store   Store
+	sizer   ArchiveSizer
+	metrics Metrics
+	sizes   singleflight.Group // archive sizes learned, by sha256
+
+	mu   sync.Mutex                       // one read-modify-write of an OCI record at a time
+	recs *memo.Memo[string, *ociRecord]   // ociRecordKey -> the record as last read or written (never modified)
+	kept *memo.Memo[string, struct{}]     // ociDigestKey -> stored: digest entries known stored
+	hot  *memo.Memo[versionKey, hotIndex] // the index last built, while the engine says it holds
+	docs *memo.Memo[string, keptDocument] // ociDigestKey -> a document read back by digest
+}
+
+// versionKey names a version in memory (no string to build per request).
+type versionKey struct {
+	p addrs.Provider
+	v versions.Version
+}
+
+// hotIndex is an index built, with what says whether the package answer
+// it was built from still holds (see Engine.Archives).
+type hotIndex struct {
+	doc   oci.Document
+	holds func() bool
+}
+
+// keptDocument is a document read back by digest, and its version.
+type keptDocument struct {
+	doc oci.Document
+	v   versions.Version
+}
+
+// ociMemoEntries bounds each of OCI's memos.
+const ociMemoEntries = 4096
+
+// Engine is what OCI uses of the engine. Package mirror implements it.
+type Engine interface {
+	// Archives returns the verified archives of version v of p, one for
+	// every platform the engine serves that the version has a package
+	// for, fetching and verifying what the cache lacks (as
+	// mirror.Engine.Package does, with its errors); holds says whether
+	// the answer still holds (nil: it may not be reused).
+	Archives(ctx context.Context, p addrs.Provider, v versions.Version) (archives []Archive, holds func() bool, err error)
+	// CheckOrigin fails for a provider of a host the engine does not
+	// serve (discovery.ErrHostNotAllowed).
+	CheckOrigin(p addrs.Provider) error
+	// Kept says the cache holds the package record of version v of p.
+	Kept(p addrs.Provider, v versions.Version) bool
+	// Offline says the mirror is sealed: no origin is asked.
+	Offline() bool
+	// Detached is a context for work done for every caller that waits
+	// for it, ended by done, at timeout or when the engine shuts down
+	// (failing with records.ErrShutDown once it has).
+	Detached(timeout time.Duration) (ctx context.Context, done func(), err error)
+}
+
+// Archive is one platform's verified archive of a version.
+type Archive struct {
+	Platform string // os_arch
+	SHA256   string
+	// URL is the origin's download location, to learn the size from.
+	URL string
+	// Size is the archive's length as the origin's signed evidence
+	// states it (OpenTofu's package_size), 0 when it does not.
+	Size int64
+}
+
+// Store is where OCI keeps the documents it handed out and what it
+// learned: the cache's records. *cache.Store implements it.
+type Store interface {
+	GetMeta(key string, v any) (time.Time, error)
+	PutMeta(key string, v any) error
+	StatBlob(sha string) (cache.BlobInfo, error)
+}
+
+// Metrics receives what OCI observes (mirror.Metrics).
+type Metrics interface {
+	CacheWriteFailed()
+}
+
+// Config configures OCI: the engine's timeout of an origin request
+// (mirror.Config.OriginTimeout) and its logger. Both are required.
+type Config struct {
+	OriginTimeout time.Duration
+	Logger        *slog.Logger
+}
+
+// New returns the OCI side of the engine e, keeping its records in
+// store, learning archive sizes the origin does not state from sizer.
+func New(cfg Config, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
+	if e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+		return nil, errors.New("ocistore: the OCI side needs the engine, a store, an archive sizer, metrics, a logger and a timeout")
+	}
+	return &OCI{cfg: cfg, e: e, store: store, sizer: sizer, metrics: metrics,
+		recs: memo.New[string, *ociRecord](ociMemoEntries),
+		kept: memo.New[string, struct{}](16 * ociMemoEntries),
+		hot:  memo.New[versionKey, hotIndex](ociMemoEntries),
+		docs: memo.New[string, keptDocument](ociMemoEntries),
+	}, nil
+}
+
+// ociRecord is what is kept of a version's OCI artifacts, beside its
+// package record: every document handed out, by digest, and the sizes of
+// its archives learned from the origin. Only added to.
+type ociRecord struct {
+	Schema    int               `json:"schema"`
+	Sizes     map[string]int64  `json:"sizes,omitempty"`     // archive sha256 -> bytes
+	Documents map[string]ociDoc `json:"documents,omitempty"` // digest -> document
+}
+
+type ociDoc struct {
+	MediaType string `json:"media_type"`
+	Content   []byte `json:"content"`
+}
+
+// ociDigestEntry is one digest of a provider's repository: the version
+// whose document it is, or whose archive for Platform it is.
+type ociDigestEntry struct {
+	Version  string `json:"version"`
+	Platform string `json:"platform,omitempty"` // set for an archive
+}
+
+func ociRecordKey(p addrs.Provider, v versions.Version) string {
+	return "oci/version/" + p.String() + "/" + v.String()
+}
+
+func ociDigestKey(p addrs.Provider, d digest.Digest) string {
+	return "oci/digest/" + p.String() + "/" + d.String()
+}
+
+// Index returns the image index of version v of p, over every platform
+// the engine serves that the version has a package for, fetching and
+// verifying what the cache lacks as Package does, and learning archive
+// sizes not known. Errors: those of Package; ErrPlatformNotFound when no
+// platform has a package; ErrOffline for a size not known offline.
+func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error) {
+	key := versionKey{p, v}
+	if h, _, ok := o.hot.Get(key); ok && h.holds() {
+		return h.doc, nil
+	}
+	gen := o.hot.Generation()
+	archives, holds, err := o.e.Archives(ctx, p, v)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	if len(archives) == 0 {
+		return oci.Document{}, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
+	}
+	rec := o.record(p, v)
+	sizes := map[string]int64{}
+	targets := make([]oci.Target, 0, len(archives))
+	docs := make([]oci.Document, 0, len(archives)+1)
+	blobs := map[digest.Digest]string{}
+	for _, pa := range archives {
+		size, err := o.size(ctx, p, pa, rec)
+		if err != nil {
+			return oci.Document{}, err
+		}
+		sizes[pa.SHA256] = size
+		pl, err := addrs.ParsePlatform(pa.Platform)
+		if err != nil {
+			return oci.Document{}, err
+		}
+		m, err := oci.ProviderTargetManifest(oci.Layer{SHA256: pa.SHA256, Size: size, Title: addrs.ArchiveName(p.Type, v.String(), pa.Platform)})
+		if err != nil {
+			return oci.Document{}, fmt.Errorf("%s %s %s: %w", p, v, pa.Platform, err)
+		}
+		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
+		docs = append(docs, m)
+		blobs[digest.NewDigestFromEncoded(digest.SHA256, pa.SHA256)] = pa.Platform
+	}
+	index, err := oci.ProviderIndex(targets)
+	if err != nil {
+		return oci.Document{}, fmt.Errorf("%s %s: %w", p, v, err)
+	}
+	docs = append(docs, index)
+	if err := o.keep(p, v, docs, blobs, sizes); err != nil {
+		return oci.Document{}, err
+	}
+	if holds != nil {
+		o.hot.Put(key, gen, hotIndex{doc: index, holds: holds})
+	}
+	return index, nil
+}
+
+// size returns the size of a platform's archive: as kept, as the origin
+// stated it (OpenTofu's package_size), as cached, or learned from the
+// origin, once however many callers ask (each may give up on its own
+// context; the request runs on the engine's).
+func (o *OCI) size(ctx context.Context, p addrs.Provider, pa Archive, rec *ociRecord) (int64, error) {
+	if n := rec.Sizes[pa.SHA256]; n > 0 {
+		return n, nil
+	}
+	if pa.Size > 0 {
+		return pa.Size, nil
+	}
+	if info, err := o.store.StatBlob(pa.SHA256); err == nil && info.Size > 0 {
+		return info.Size, nil
+	}
+	if o.e.Offline() {
+		return 0, fmt.Errorf("%w: the size of %s %s's archive is not known", records.ErrOffline, p, pa.Platform)
+	}
+	ch := o.sizes.DoChan(pa.SHA256, func() (any, error) {
+		ctx, done, err := o.e.Detached(o.cfg.OriginTimeout)
+		if err != nil {
+			return int64(0), err
+		}
+		defer done()
+		return o.sizer.ArchiveSize(ctx, p, pa.URL)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return 0, res.Err
+		}
+		return res.Val.(int64), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// record returns the kept OCI record of v (empty when there is none).
+func (o *OCI) record(p addrs.Provider, v versions.Version) *ociRecord {
+	key := ociRecordKey(p, v)
+	if r, _, ok := o.recs.Get(key); ok {
+		return r
+	}
+	gen := o.recs.Generation()
+	var rec ociRecord
+	if _, err := o.store.GetMeta(key, &rec); err != nil {
+		if !errors.Is(err, cache.ErrNotFound) {
+			o.cfg.Logger.Warn("reading a cached OCI record", "provider", p.String(), "version", v.String(), "error", err)
+		}
+		return &ociRecord{}
+	}
+	if !records.KnownSchema(rec.Schema) {
+		return &ociRecord{}
+	}
+	o.recs.Put(key, gen, &rec)
+	return &rec
+}
+
+// keep stores what Index handed out: the documents and archive sizes in
+// v's OCI record, and an entry for every digest (documents and blobs).
+// It writes only what is new.
+func (o *OCI) keep(p addrs.Provider, v versions.Version, docs []oci.Document, blobs map[digest.Digest]string, sizes map[string]int64) error {
+	rec := o.record(p, v)
+	missing := false
+	for sha, n := range sizes {
+		if rec.Sizes[sha] != n {
+			missing = true
+		}
+	}
+	for _, d := range docs {
+		if _, ok := rec.Documents[d.Digest.String()]; !ok {
+			missing = true
+		}
+	}
+	if missing {
+		o.mu.Lock()
+		err := o.addToRecord(p, v, docs, sizes)
+		o.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	entries := map[digest.Digest]ociDigestEntry{}
+	for _, d := range docs {
+		entries[d.Digest] = ociDigestEntry{Version: v.String()}
+	}
+	for d, pl := range blobs {
+		entries[d] = ociDigestEntry{Version: v.String(), Platform: pl}
+	}
+	for d, entry := range entries {
+		key := ociDigestKey(p, d)
+		if _, _, ok := o.kept.Get(key); ok {
+			continue
+		}
+		gen := o.kept.Generation()
+		if err := o.store.PutMeta(key, entry); err != nil {
+			o.metrics.CacheWriteFailed()
+			return fmt.Errorf("storing an OCI digest of %s %s: %w", p, v, err)
+		}
+		o.kept.Put(key, gen, struct{}{})
+	}
+	return nil
+}
+
+func (o *OCI) addToRecord(p addrs.Provider, v versions.Version, docs []oci.Document, sizes map[string]int64) error {
+	key := ociRecordKey(p, v)
+	o.recs.Forget(key) // read what is stored now
+	old := o.record(p, v)
+	rec := &ociRecord{Schema: records.Schema, Sizes: maps.Clone(old.Sizes), Documents: maps.Clone(old.Documents)}
+	if rec.Sizes == nil {
+		rec.Sizes = map[string]int64{}
+	}
+	if rec.Documents == nil {
+		rec.Documents = map[string]ociDoc{}
+	}
+	maps.Copy(rec.Sizes, sizes)
+	for _, d := range docs {
+		rec.Documents[d.Digest.String()] = ociDoc{MediaType: d.MediaType, Content: d.Bytes}
+	}
+	if err := o.store.PutMeta(key, rec); err != nil {
+		o.metrics.CacheWriteFailed()
+		return fmt.Errorf("storing the OCI record of %s %s: %w", p, v, err)
+	}
+	o.recs.Forget(key)
+	o.recs.Put(key, o.recs.Generation(), rec)
+	return nil
+}
+
+// entry finds what digest d of p's repository names, while its version's
+// package record is kept.
+func (o *OCI) entry(p addrs.Provider, d digest.Digest) (versions.Version, ociDigestEntry, error) {
+	unknown := fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	if err := o.e.CheckOrigin(p); err != nil {
+		return versions.Version{}, ociDigestEntry{}, err
+	}
+	if d.Validate() != nil || d.Algorithm() != digest.SHA256 {
+		return versions.Version{}, ociDigestEntry{}, unknown
+	}
+	var entry ociDigestEntry
+	if _, err := o.store.GetMeta(ociDigestKey(p, d), &entry); err != nil {
+		if !errors.Is(err, cache.ErrNotFound) {
+			return versions.Version{}, entry, fmt.Errorf("reading an OCI digest of %s: %w", p, err)
+		}
+		return versions.Version{}, entry, unknown
+	}
+	v, err := addrs.ParseSemver(entry.Version)
+	if err != nil {
+		return versions.Version{}, entry, unknown
+	}
+	if !o.e.Kept(p, v) {
+		return versions.Version{}, entry, unknown
+	}
+	return v, entry, nil
+}
+
+// Manifest returns the document (index or manifest) of p's repository
+// whose digest is d, if it was ever handed out and its version's package
+// record is still kept. Errors: ErrDigestUnknown,
+// discovery.ErrHostNotAllowed.
+func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
+	key := ociDigestKey(p, d)
+	if k, _, ok := o.docs.Get(key); ok {
+		if o.e.Kept(p, k.v) && o.e.CheckOrigin(p) == nil {
+			return k.doc, nil
+		}
+	}
+	gen := o.docs.Generation()
+	v, entry, err := o.entry(p, d)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	doc, ok := o.record(p, v).Documents[d.String()]
+	if entry.Platform != "" || !ok {
+		return oci.Document{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	}
+	out, err := oci.NewDocument(doc.MediaType, doc.Content)
+	if err != nil || out.Digest != d {
+		return oci.Document{}, fmt.Errorf("the kept OCI document %s of %s %s does not match its digest", d, p, v)
+	}
+	o.docs.Put(key, gen, keptDocument{doc: out, v: v})
+	return out, nil
+}
+
+// Blob is what a blob digest of a repository names: the archive of
+// Version for Platform, whose sha256 is SHA256 and whose size, as the
+// index said, is Size (0 when not recorded).
+type Blob struct {
+	Version  versions.Version
+	Platform addrs.Platform
+	SHA256   string
+	Size     int64
+}
+
+// Resolve returns the archive of p's repository whose sha256 digest is d
+// (an archive of a version whose index was handed out), while the
+// version's package record is kept; mirror.OCI.Blob opens it. Errors:
+// ErrDigestUnknown, discovery.ErrHostNotAllowed.
+func (o *OCI) Resolve(p addrs.Provider, d digest.Digest) (Blob, error) {
+	v, entry, err := o.entry(p, d)
+	if err != nil {
+		return Blob{}, err
+	}
+	if entry.Platform == "" {
+		return Blob{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	}
+	pl, err := addrs.ParsePlatform(entry.Platform)
+	if err != nil {
+		return Blob{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	}
+	return Blob{Version: v, Platform: pl, SHA256: d.Encoded(), Size: o.record(p, v).Sizes[d.Encoded()]}, nil
+}
