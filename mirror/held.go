@@ -76,6 +76,9 @@ func (m heldEngine) ForgetWithheld(p addrs.Provider, v string) { m.e.withholding
 func (m heldEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
 	return m.e.records.cachedVersions(key)
 }
+func (m heldEngine) RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error {
+	return m.e.oci.remove(m.e.store, p, v, archives)
+}
 func (m heldEngine) Policy() *policy.Policy { return m.e.gate.Current() }
 func (m heldEngine) Now() time.Time         { return m.e.cfg.Now() }
 func (m heldEngine) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {

@@ -25,6 +25,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 )
@@ -91,6 +92,9 @@ type Engine interface {
 	Forget(key string)
 	// ForgetWithheld forgets p's withheld version, once removed.
 	ForgetWithheld(p addrs.Provider, version string)
+	// RemoveOCI deletes the OCI records of version v of p, whose
+	// archives' sha256s are archives (see mirror/ocistore.RemoveVersion).
+	RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error
 	// Policy is the package policy in effect (nil: everything allowed);
 	// KnownRelease what the engine knows of a version's release (see
 	// Held.KnownRelease); Now the engine's clock.
@@ -189,7 +193,8 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
 // (kind "provider" or "module") from its version list and deletes its
 // record, with the withheld import set aside in it, so that it is no
 // longer listed: for a version that cannot be fetched again, once its
-// archives are removed.
+// archives are removed. A provider version's OCI records (the documents
+// handed out for it, by digest) go with it.
 func (s *Held) RemoveVersion(kind, address, version string) error {
 	s.e.Imports().Lock() // not while an import writes the same list
 	defer s.e.Imports().Unlock()
@@ -229,6 +234,17 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 		}
 	}
 	pkey := records.PackageKey(p, v)
+	var rec records.PackageRecord
+	if _, err := s.store.GetMeta(pkey, &rec); err != nil && !errors.Is(err, cache.ErrNotFound) {
+		return err
+	}
+	var shas []string
+	for _, pl := range sortedKeys(rec.Archives) {
+		shas = append(shas, rec.Archives[pl].SHA256)
+	}
+	if err := s.e.RemoveOCI(p, v, shas); err != nil {
+		return err
+	}
 	err = s.store.DeleteMeta(pkey)
 	s.e.Forget(pkey)
 	if err == nil {

@@ -374,7 +374,7 @@ func (o *OCI) addToRecord(p addrs.Provider, v versions.Version, docs []oci.Docum
 
 // entry finds what digest d of p's repository names, while its version's
 // package record is kept.
-func (o *OCI) entry(p addrs.Provider, d digest.Digest) (versions.Version, ociDigestEntry, error) {
+func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (versions.Version, ociDigestEntry, error) {
 	unknown := fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
 	if err := o.e.CheckOrigin(p); err != nil {
 		return versions.Version{}, ociDigestEntry{}, err
@@ -411,7 +411,7 @@ func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 		}
 	}
 	gen := o.docs.Generation()
-	v, entry, err := o.entry(p, d)
+	v, entry, err := o.entry(ctx, p, d)
 	if err != nil {
 		return oci.Document{}, err
 	}
@@ -441,8 +441,8 @@ type Blob struct {
 // (an archive of a version whose index was handed out), while the
 // version's package record is kept; mirror.OCI.Blob opens it. Errors:
 // ErrDigestUnknown, discovery.ErrHostNotAllowed.
-func (o *OCI) Resolve(p addrs.Provider, d digest.Digest) (Blob, error) {
-	v, entry, err := o.entry(p, d)
+func (o *OCI) Resolve(ctx context.Context, p addrs.Provider, d digest.Digest) (Blob, error) {
+	v, entry, err := o.entry(ctx, p, d)
 	if err != nil {
 		return Blob{}, err
 	}

@@ -1,0 +1,79 @@
+package ocistore
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
+)
+
+// Remover reads and deletes the cache's records. *cache.Store implements
+// it.
+type Remover interface {
+	GetMeta(key string, v any) (time.Time, error)
+	DeleteMeta(key string) error
+}
+
+// RemoveVersion deletes the OCI records of version v of p from store: the
+// digest entry of every document its record kept and of every archive
+// (sha256s) of the version, then its record. It is for a version the
+// engine lets go of (mirror/held's RemoveVersion), which OCI resolves no
+// longer anyway (its package record is gone): what it removes is what
+// would otherwise stay in the cache for ever. A later index of the
+// version, fetched again, keeps its documents anew (OCI.Forget).
+func RemoveVersion(store Remover, p addrs.Provider, v versions.Version, archives []string) error {
+	key := ociRecordKey(p, v)
+	var rec ociRecord
+	if _, err := store.GetMeta(key, &rec); err != nil && !errors.Is(err, cache.ErrNotFound) {
+		return fmt.Errorf("reading the OCI record of %s %s: %w", p, v, err)
+	}
+	var keys []string
+	for d := range rec.Documents {
+		if dg, err := digest.Parse(d); err == nil {
+			keys = append(keys, ociDigestKey(p, dg))
+		}
+	}
+	for _, sha := range archives {
+		if sha256hex.Valid(sha) {
+			keys = append(keys, ociDigestKey(p, digest.NewDigestFromEncoded(digest.SHA256, sha)))
+		}
+	}
+	for sha := range rec.Sizes {
+		if sha256hex.Valid(sha) {
+			keys = append(keys, ociDigestKey(p, digest.NewDigestFromEncoded(digest.SHA256, sha)))
+		}
+	}
+	sort.Strings(keys)
+	for i, k := range keys {
+		if i > 0 && k == keys[i-1] {
+			continue
+		}
+		if err := store.DeleteMeta(k); err != nil {
+			return fmt.Errorf("deleting an OCI digest of %s %s: %w", p, v, err)
+		}
+	}
+	if err := store.DeleteMeta(key); err != nil {
+		return fmt.Errorf("deleting the OCI record of %s %s: %w", p, v, err)
+	}
+	return nil
+}
+
+// Forget drops what o remembers of version v of p, once its records were
+// removed (RemoveVersion): its record, its index, and which digests are
+// stored, so that an index of the version built again keeps its
+// documents anew. Removals are rare: the digest memos are cleared whole.
+func (o *OCI) Forget(p addrs.Provider, v versions.Version) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.recs.Forget(ociRecordKey(p, v))
+	o.hot.Forget(versionKey{p, v})
+	o.kept.Clear()
+	o.docs.Clear()
+}
