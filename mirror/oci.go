@@ -100,6 +100,13 @@ func (o ociEngine) Offline() bool                      { return o.e.cfg.Offline 
 func (o ociEngine) Detached(timeout time.Duration) (context.Context, func(), error) {
 	return o.e.detached(timeout)
 }
+func (o ociEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
+	if o.e.cfg.Shared == nil {
+		return time.Time{}, false
+	}
+	return o.e.shared.getShared(ctx, key, v)
+}
+func (o ociEngine) PutShared(key string, record any) { o.e.shared.putShared(key, record) }
 func (o ociEngine) Kept(p addrs.Provider, v versions.Version) bool {
 	_, ok := o.e.records.cachedPackage(p, v)
 	return ok

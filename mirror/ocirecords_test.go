@@ -1,8 +1,10 @@
 package mirror
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -117,5 +119,103 @@ func TestRemoveVersionRemovesOCIRecords(t *testing.T) {
 		if _, err := o.Resolve(t.Context(), p, d); err != nil {
 			t.Errorf("blob %s of the version fetched again: %v", d, err)
 		}
+	}
+}
+
+// getMetas is how many records replica r asked the bucket for.
+func (r *replica) getMetas() int {
+	return r.counts.get("get_meta/ok") + r.counts.get("get_meta/absent") + r.counts.get("get_meta/error")
+}
+
+// A provider's index and platform manifest digests that replica A handed
+// out resolve on replica B, sharing the bucket, by digest alone: no tag
+// asked of B first. B builds each document again from the version's
+// package record and answers A's bytes; its archives resolve too. An
+// entry forged in the bucket, naming a digest the version's record does
+// not bear out, does not resolve; and a digest the bucket does not know
+// costs B one bucket lookup.
+func TestSharedOCIDigestsResolveOnAnotherReplica(t *testing.T) {
+	_, rs := newReplicas(t, 2, nil)
+	a, b := rs[0], rs[1]
+	p := a.provider()
+	v := mustVersion(t, "1.0.0")
+	oa, err := a.engine.NewOCI(enginetest.OriginClient(t, a.origin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := b.engine.NewOCI(enginetest.OriginClient(t, b.origin))
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, manifests, blobs := ociDigests(t, oa, p, v)
+	a.waitIdle() // the records are put in the bucket in the background
+
+	// The manifests first, each alone, then the index.
+	for _, d := range append(manifests, index) {
+		want, err := oa.Manifest(t.Context(), p, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := ob.Manifest(t.Context(), p, d)
+		if err != nil {
+			t.Fatalf("replica B, manifest %s by digest alone: %v", d, err)
+		}
+		if got.Digest != d || !bytes.Equal(got.Bytes, want.Bytes) || got.MediaType != want.MediaType {
+			t.Fatalf("replica B answered %s (%s) for %s, not replica A's document", got.Digest, got.MediaType, d)
+		}
+	}
+	for _, d := range blobs {
+		arc, size, err := ob.Blob(t.Context(), p, d)
+		if err != nil {
+			t.Fatalf("replica B, blob %s by digest alone: %v", d, err)
+		}
+		body, err := io.ReadAll(arc)
+		arc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(body)) != size || digest.FromBytes(body) != d {
+			t.Fatalf("replica B's blob %s: %d bytes (said %d), digest %s", d, len(body), size, digest.FromBytes(body))
+		}
+	}
+	// The tag on B answers the same index.
+	if got, err := ob.Index(t.Context(), p, v); err != nil || got.Digest != index {
+		t.Fatalf("replica B's index by tag: %v %v, want %s", got.Digest, err, index)
+	}
+
+	// Forged entries: a digest of nothing, said to be 1.0.0's
+	// linux_amd64 manifest; another, said to be its linux_amd64 archive;
+	// a version the origin does not have.
+	forged := digest.FromString("not a manifest of 1.0.0")
+	forgedBlob := digest.FromString("not an archive of 1.0.0")
+	other := digest.FromString("no such version")
+	for key, entry := range map[string]any{
+		"oci/digest/" + p.String() + "/" + forged.String():     map[string]any{"version": "1.0.0", "platforms": []string{"linux_amd64"}},
+		"oci/digest/" + p.String() + "/" + forgedBlob.String(): map[string]any{"version": "1.0.0", "platform": "linux_amd64"},
+		"oci/digest/" + p.String() + "/" + other.String():      map[string]any{"version": "9.9.9", "platforms": []string{"linux_amd64"}},
+	} {
+		if err := a.shared.PutMeta(t.Context(), key, entry); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := ob.Manifest(t.Context(), p, forged); !errors.Is(err, ocistore.ErrDigestUnknown) {
+		t.Errorf("a forged manifest entry: %v, want ErrDigestUnknown", err)
+	}
+	if arc, _, err := ob.Blob(t.Context(), p, forgedBlob); !errors.Is(err, ocistore.ErrDigestUnknown) {
+		if err == nil {
+			arc.Close()
+		}
+		t.Errorf("a forged archive entry: %v, want ErrDigestUnknown", err)
+	}
+	if _, err := ob.Manifest(t.Context(), p, other); err == nil {
+		t.Errorf("an entry naming a version the origin lacks resolved")
+	}
+
+	before := b.getMetas()
+	if _, err := ob.Manifest(t.Context(), p, digest.FromString("unknown")); !errors.Is(err, ocistore.ErrDigestUnknown) {
+		t.Errorf("an unknown digest: %v, want ErrDigestUnknown", err)
+	}
+	if n := b.getMetas() - before; n != 1 {
+		t.Errorf("an unknown digest cost %d bucket lookups, want 1", n)
 	}
 }

@@ -13,6 +13,11 @@
 // platform, each made once and kept. No archive is downloaded to build an
 // index. Later indexes of the version, and every manifest, cost nothing.
 //
+// With a tier shared with other replicas, every digest handed out is
+// entered there too, so that a digest one replica handed out resolves on
+// every other by digest alone: a replica builds the document again from
+// the version's package record before it serves it (see sharedEntry).
+//
 // It speaks no HTTP (the OCI front door, proxy/ocidoor, does), fetches
 // no archive and verifies nothing itself: the engine's package records
 // say what each version's archives are (package mirror builds it on a
@@ -26,6 +31,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -114,6 +120,12 @@ type Engine interface {
 	// for it, ended by done, at timeout or when the engine shuts down
 	// (failing with records.ErrShutDown once it has).
 	Detached(timeout time.Duration) (ctx context.Context, done func(), err error)
+	// GetShared reads the record under key from the tier shared with
+	// other replicas into v: false when there is no such tier, it has
+	// no record there, or it fails (one request). PutShared puts one
+	// there, in the background; a no-op without a shared tier.
+	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
+	PutShared(key string, record any)
 }
 
 // Archive is one platform's verified archive of a version.
@@ -176,10 +188,19 @@ type ociDoc struct {
 }
 
 // ociDigestEntry is one digest of a provider's repository: the version
-// whose document it is, or whose archive for Platform it is.
+// whose document it is, or whose archive for Platform it is. Platforms
+// are what the document was built over: an index's platforms, a
+// manifest's one. The entry is kept in the cache and in the tier shared
+// with other replicas, under the same key: it never changes once
+// written (a digest names one document, of one version), and what it
+// says is a hint, not an answer: a replica that finds it in the shared
+// tier only (see sharedEntry) builds the document again from the
+// version's package record, verified as every package record is, and
+// serves it only if it has the digest asked for.
 type ociDigestEntry struct {
-	Version  string `json:"version"`
-	Platform string `json:"platform,omitempty"` // set for an archive
+	Version   string   `json:"version"`
+	Platform  string   `json:"platform,omitempty"`  // set for an archive
+	Platforms []string `json:"platforms,omitempty"` // set for a document
 }
 
 func ociRecordKey(p addrs.Provider, v versions.Version) string {
@@ -208,41 +229,67 @@ func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (
 	if len(archives) == 0 {
 		return oci.Document{}, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
 	}
-	rec := o.record(p, v)
-	sizes := map[string]int64{}
-	targets := make([]oci.Target, 0, len(archives))
-	docs := make([]oci.Document, 0, len(archives)+1)
-	blobs := map[digest.Digest]string{}
-	for _, pa := range archives {
-		size, err := o.size(ctx, p, pa, rec)
-		if err != nil {
-			return oci.Document{}, err
-		}
-		sizes[pa.SHA256] = size
-		pl, err := addrs.ParsePlatform(pa.Platform)
-		if err != nil {
-			return oci.Document{}, err
-		}
-		m, err := oci.ProviderTargetManifest(oci.Layer{SHA256: pa.SHA256, Size: size, Title: addrs.ArchiveName(p.Type, v.String(), pa.Platform)})
-		if err != nil {
-			return oci.Document{}, fmt.Errorf("%s %s %s: %w", p, v, pa.Platform, err)
-		}
-		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
-		docs = append(docs, m)
-		blobs[digest.NewDigestFromEncoded(digest.SHA256, pa.SHA256)] = pa.Platform
-	}
-	index, err := oci.ProviderIndex(targets)
+	b, err := o.build(ctx, p, v, archives)
 	if err != nil {
-		return oci.Document{}, fmt.Errorf("%s %s: %w", p, v, err)
-	}
-	docs = append(docs, index)
-	if err := o.keep(p, v, docs, blobs, sizes); err != nil {
 		return oci.Document{}, err
 	}
+	if err := o.keep(p, v, b, b.docs, ""); err != nil {
+		return oci.Document{}, err
+	}
+	index := b.index
 	if holds != nil {
 		o.hot.Put(key, gen, hotIndex{doc: index, holds: holds})
 	}
 	return index, nil
+}
+
+// built are the documents of a version built over some of its archives:
+// a manifest per archive, then the index over them, with the platforms
+// each was built over, the archives' digests and their sizes.
+type built struct {
+	index     oci.Document
+	docs      []oci.Document
+	platforms map[digest.Digest][]string // document -> its platforms
+	blobs     map[digest.Digest]string   // archive -> its platform
+	sizes     map[string]int64           // archive sha256 -> bytes
+}
+
+// build builds the documents of version v of p over archives, learning
+// archive sizes not known.
+func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, archives []Archive) (built, error) {
+	rec := o.record(p, v)
+	b := built{platforms: map[digest.Digest][]string{}, blobs: map[digest.Digest]string{}, sizes: map[string]int64{}}
+	targets := make([]oci.Target, 0, len(archives))
+	all := make([]string, 0, len(archives))
+	for _, pa := range archives {
+		size, err := o.size(ctx, p, pa, rec)
+		if err != nil {
+			return built{}, err
+		}
+		b.sizes[pa.SHA256] = size
+		pl, err := addrs.ParsePlatform(pa.Platform)
+		if err != nil {
+			return built{}, err
+		}
+		m, err := oci.ProviderTargetManifest(oci.Layer{SHA256: pa.SHA256, Size: size, Title: addrs.ArchiveName(p.Type, v.String(), pa.Platform)})
+		if err != nil {
+			return built{}, fmt.Errorf("%s %s %s: %w", p, v, pa.Platform, err)
+		}
+		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
+		b.docs = append(b.docs, m)
+		b.platforms[m.Digest] = []string{pa.Platform}
+		b.blobs[digest.NewDigestFromEncoded(digest.SHA256, pa.SHA256)] = pa.Platform
+		all = append(all, pa.Platform)
+	}
+	index, err := oci.ProviderIndex(targets)
+	if err != nil {
+		return built{}, fmt.Errorf("%s %s: %w", p, v, err)
+	}
+	slices.Sort(all)
+	b.index = index
+	b.docs = append(b.docs, index)
+	b.platforms[index.Digest] = all
+	return b, nil
 }
 
 // size returns the size of a platform's archive: as kept, as the origin
@@ -302,13 +349,14 @@ func (o *OCI) record(p addrs.Provider, v versions.Version) *ociRecord {
 	return &rec
 }
 
-// keep stores what Index handed out: the documents and archive sizes in
-// v's OCI record, and an entry for every digest (documents and blobs).
-// It writes only what is new.
-func (o *OCI) keep(p addrs.Provider, v versions.Version, docs []oci.Document, blobs map[digest.Digest]string, sizes map[string]int64) error {
+// keep stores documents docs of b, handed out: the documents and the
+// archive sizes in v's OCI record, and an entry for every digest (the
+// documents and b's archives), in the cache and in the shared tier
+// (except adopted's, read from there). It writes only what is new.
+func (o *OCI) keep(p addrs.Provider, v versions.Version, b built, docs []oci.Document, adopted digest.Digest) error {
 	rec := o.record(p, v)
 	missing := false
-	for sha, n := range sizes {
+	for sha, n := range b.sizes {
 		if rec.Sizes[sha] != n {
 			missing = true
 		}
@@ -320,18 +368,18 @@ func (o *OCI) keep(p addrs.Provider, v versions.Version, docs []oci.Document, bl
 	}
 	if missing {
 		o.mu.Lock()
-		err := o.addToRecord(p, v, docs, sizes)
+		err := o.addToRecord(p, v, docs, b.sizes)
 		o.mu.Unlock()
 		if err != nil {
 			return err
 		}
 	}
-	entries := map[digest.Digest]ociDigestEntry{}
+	entries := map[digest.Digest]*ociDigestEntry{}
 	for _, d := range docs {
-		entries[d.Digest] = ociDigestEntry{Version: v.String()}
+		entries[d.Digest] = &ociDigestEntry{Version: v.String(), Platforms: b.platforms[d.Digest]}
 	}
-	for d, pl := range blobs {
-		entries[d] = ociDigestEntry{Version: v.String(), Platform: pl}
+	for d, pl := range b.blobs {
+		entries[d] = &ociDigestEntry{Version: v.String(), Platform: pl}
 	}
 	for d, entry := range entries {
 		key := ociDigestKey(p, d)
@@ -344,6 +392,9 @@ func (o *OCI) keep(p addrs.Provider, v versions.Version, docs []oci.Document, bl
 			return fmt.Errorf("storing an OCI digest of %s %s: %w", p, v, err)
 		}
 		o.kept.Put(key, gen, struct{}{})
+		if d != adopted {
+			o.e.PutShared(key, entry)
+		}
 	}
 	return nil
 }
@@ -387,7 +438,7 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 		if !errors.Is(err, cache.ErrNotFound) {
 			return versions.Version{}, entry, fmt.Errorf("reading an OCI digest of %s: %w", p, err)
 		}
-		return versions.Version{}, entry, unknown
+		return o.sharedEntry(ctx, p, d, unknown)
 	}
 	v, err := addrs.ParseSemver(entry.Version)
 	if err != nil {

@@ -1,0 +1,100 @@
+package ocistore
+
+// Digests another replica handed out: their entries are in the tier
+// shared with other replicas (see ociDigestEntry), and a replica that
+// lacks one looks it up there, once per request for a digest it does not
+// know, and builds the document again before it serves it.
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/oci"
+)
+
+// maxEntryPlatforms bounds the platforms a shared entry may name.
+const maxEntryPlatforms = 256
+
+// sharedEntry resolves digest d of p's repository from its entry in the
+// shared tier: one lookup there (unknown when it has none), then the
+// version's package record as the engine gets it (from its cache, the
+// shared tier with its evidence checked, or the origin; see
+// Engine.Archives), from which the document the entry names is built
+// again: an entry whose document does not have the digest d, or whose
+// version has no such archive, is unknown. What resolves is kept as if
+// this replica had handed it out.
+func (o *OCI) sharedEntry(ctx context.Context, p addrs.Provider, d digest.Digest, unknown error) (versions.Version, ociDigestEntry, error) {
+	key := ociDigestKey(p, d)
+	var entry ociDigestEntry
+	if _, ok := o.e.GetShared(ctx, key, &entry); !ok {
+		return versions.Version{}, entry, unknown
+	}
+	v, err := addrs.ParseSemver(entry.Version)
+	if err != nil || len(entry.Platforms) > maxEntryPlatforms || (entry.Platform == "") == (len(entry.Platforms) == 0) {
+		o.cfg.Logger.Warn("an OCI digest entry in the shared store is not readable; ignored", "key", key)
+		return versions.Version{}, entry, unknown
+	}
+	archives, _, err := o.e.Archives(ctx, p, v)
+	if err != nil {
+		return versions.Version{}, entry, err
+	}
+	byPlatform := make(map[string]Archive, len(archives))
+	for _, a := range archives {
+		byPlatform[a.Platform] = a
+	}
+	if entry.Platform != "" {
+		// An archive: the version's record must name it for the platform.
+		a, ok := byPlatform[entry.Platform]
+		if !ok || a.SHA256 != d.Encoded() {
+			return versions.Version{}, entry, o.mismatch(p, v, d, unknown)
+		}
+		b := built{blobs: map[digest.Digest]string{d: entry.Platform}}
+		if err := o.keep(p, v, b, nil, d); err != nil {
+			return versions.Version{}, entry, err
+		}
+		return v, entry, nil
+	}
+	subset := make([]Archive, 0, len(entry.Platforms))
+	for i, pl := range entry.Platforms {
+		a, ok := byPlatform[pl]
+		if !ok || (i > 0 && !(entry.Platforms[i-1] < pl)) {
+			return versions.Version{}, entry, o.mismatch(p, v, d, unknown)
+		}
+		subset = append(subset, a)
+	}
+	b, err := o.build(ctx, p, v, subset)
+	if err != nil {
+		return versions.Version{}, entry, err
+	}
+	var docs []oci.Document
+	switch i := slices.IndexFunc(b.docs, func(doc oci.Document) bool { return doc.Digest == d }); {
+	case i < 0:
+		return versions.Version{}, entry, o.mismatch(p, v, d, unknown)
+	case b.index.Digest == d:
+		docs = b.docs // the index, and every manifest it names
+	default:
+		docs = b.docs[i : i+1]
+		for bd, pl := range b.blobs {
+			if pl != b.platforms[d][0] {
+				delete(b.blobs, bd)
+			}
+		}
+	}
+	if err := o.keep(p, v, b, docs, d); err != nil {
+		return versions.Version{}, entry, err
+	}
+	return v, entry, nil
+}
+
+// mismatch logs a shared entry that the version's package record does
+// not bear out, and returns unknown.
+func (o *OCI) mismatch(p addrs.Provider, v versions.Version, d digest.Digest, unknown error) error {
+	o.cfg.Logger.Warn("an OCI digest entry in the shared store names nothing this replica builds from the version's record; ignored",
+		"provider", p.String(), "version", v.String(), "digest", d.String())
+	return fmt.Errorf("%w (the shared store's entry is not borne out)", unknown)
+}
