@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror/gate"
 	"github.com/tfmirror/tfmirror/mirror/held"
 	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/mirror/originguard"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/mirror/withhold"
@@ -186,7 +187,7 @@ type Engine struct {
 	memo     *metaMemo      // decoded version lists and package metadata
 	shared   *sharedRecords // the shared tier's records and leases
 	gate     *gate.Gate     // the package policy and release times
-	oci      ociSides       // the OCI sides built on the engine (NewOCI)
+	oci      ocistore.Sides // the OCI sides built on the engine (NewOCI)
 
 	// root is the engine's lifetime, not any caller's: the parent of the
 	// contexts that origin fetches and archive downloads run on. Shutdown

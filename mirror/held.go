@@ -77,7 +77,7 @@ func (m heldEngine) CachedVersions(key string) (*records.VersionList, time.Time,
 	return m.e.records.cachedVersions(key)
 }
 func (m heldEngine) RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error {
-	return m.e.oci.remove(m.e.store, p, v, archives)
+	return m.e.oci.Remove(m.e.store, p, v, archives)
 }
 func (m heldEngine) Policy() *policy.Policy { return m.e.gate.Current() }
 func (m heldEngine) Now() time.Time         { return m.e.cfg.Now() }

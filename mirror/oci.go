@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -36,33 +35,8 @@ func (s *Engine) NewOCI(sizer ocistore.ArchiveSizer) (*OCI, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.oci.add(o)
+	s.oci.Add(o)
 	return &OCI{OCI: o, e: s}, nil
-}
-
-// ociSides are the OCI sides built on the engine, told of the versions
-// the engine lets go of.
-type ociSides struct {
-	mu   sync.Mutex
-	list []*ocistore.OCI
-}
-
-func (s *ociSides) add(o *ocistore.OCI) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.list = append(s.list, o)
-}
-
-// remove deletes the OCI records of version v of p, whose archives are
-// archives, and has every OCI side forget them.
-func (s *ociSides) remove(store ocistore.Remover, p addrs.Provider, v versions.Version, archives []string) error {
-	err := ocistore.RemoveVersion(store, p, v, archives)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, o := range s.list {
-		o.Forget(p, v)
-	}
-	return err
 }
 
 // Blob opens the archive of p's repository whose sha256 digest is d (an

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -76,4 +77,30 @@ func (o *OCI) Forget(p addrs.Provider, v versions.Version) {
 	o.hot.Forget(versionKey{p, v})
 	o.kept.Clear()
 	o.docs.Clear()
+}
+
+// Sides are the OCI sides built on one engine, told of the versions it
+// lets go of. The zero Sides has none.
+type Sides struct {
+	mu   sync.Mutex
+	list []*OCI
+}
+
+// Add adds o.
+func (s *Sides) Add(o *OCI) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.list = append(s.list, o)
+}
+
+// Remove deletes the OCI records of version v of p from store (see
+// RemoveVersion), and has every side forget them.
+func (s *Sides) Remove(store Remover, p addrs.Provider, v versions.Version, archives []string) error {
+	err := RemoveVersion(store, p, v, archives)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, o := range s.list {
+		o.Forget(p, v)
+	}
+	return err
 }
