@@ -217,30 +217,40 @@ func ociDigestKey(p addrs.Provider, d digest.Digest) string {
 // sizes not known. Errors: those of Package; ErrPlatformNotFound when no
 // platform has a package; ErrOffline for a size not known offline.
 func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error) {
+	doc, _, err := o.IndexAnswer(ctx, p, v)
+	return doc, err
+}
+
+// IndexAnswer is Index, with what says whether the index is still the
+// one Index would answer (nil: it may not be reused): while the engine's
+// package answer it was built from holds (see Engine.Archives), so that a
+// new policy, a version list refreshed or anything the engine writes ends
+// it. A front door may keep what it made of the index while holds says so.
+func (o *OCI) IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error) {
 	key := versionKey{p, v}
 	if h, _, ok := o.hot.Get(key); ok && h.holds() {
-		return h.doc, nil
+		return h.doc, h.holds, nil
 	}
 	gen := o.hot.Generation()
 	archives, holds, err := o.e.Archives(ctx, p, v)
 	if err != nil {
-		return oci.Document{}, err
+		return oci.Document{}, nil, err
 	}
 	if len(archives) == 0 {
-		return oci.Document{}, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
+		return oci.Document{}, nil, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
 	}
 	b, err := o.build(ctx, p, v, archives)
 	if err != nil {
-		return oci.Document{}, err
+		return oci.Document{}, nil, err
 	}
 	if err := o.keep(p, v, b, b.docs, ""); err != nil {
-		return oci.Document{}, err
+		return oci.Document{}, nil, err
 	}
 	index := b.index
 	if holds != nil {
 		o.hot.Put(key, gen, hotIndex{doc: index, holds: holds})
 	}
-	return index, nil
+	return index, holds, nil
 }
 
 // built are the documents of a version built over some of its archives:
@@ -455,27 +465,49 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 // record is still kept. Errors: ErrDigestUnknown,
 // discovery.ErrHostNotAllowed.
 func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
+	doc, _, err := o.manifest(ctx, p, d)
+	return doc, err
+}
+
+// ManifestAnswer is Manifest, with what says whether the document is
+// still the one Manifest would answer (nil: it may not be reused): while
+// the engine's package answer of its version holds, as IndexAnswer's.
+func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error) {
+	doc, v, err := o.manifest(ctx, p, d)
+	if err != nil {
+		return oci.Document{}, nil, err
+	}
+	if h, _, ok := o.hot.Get(versionKey{p, v}); ok && h.holds() {
+		return doc, h.holds, nil
+	}
+	if _, holds, err := o.e.Archives(ctx, p, v); err == nil {
+		return doc, holds, nil
+	}
+	return doc, nil, nil
+}
+
+func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, error) {
 	key := ociDigestKey(p, d)
 	if k, _, ok := o.docs.Get(key); ok {
 		if o.e.Kept(p, k.v) && o.e.CheckOrigin(p) == nil {
-			return k.doc, nil
+			return k.doc, k.v, nil
 		}
 	}
 	gen := o.docs.Generation()
 	v, entry, err := o.entry(ctx, p, d)
 	if err != nil {
-		return oci.Document{}, err
+		return oci.Document{}, versions.Version{}, err
 	}
 	doc, ok := o.record(p, v).Documents[d.String()]
 	if entry.Platform != "" || !ok {
-		return oci.Document{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+		return oci.Document{}, versions.Version{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
 	}
 	out, err := oci.NewDocument(doc.MediaType, doc.Content)
 	if err != nil || out.Digest != d {
-		return oci.Document{}, fmt.Errorf("the kept OCI document %s of %s %s does not match its digest", d, p, v)
+		return oci.Document{}, versions.Version{}, fmt.Errorf("the kept OCI document %s of %s %s does not match its digest", d, p, v)
 	}
 	o.docs.Put(key, gen, keptDocument{doc: out, v: v})
-	return out, nil
+	return out, v, nil
 }
 
 // Blob is what a blob digest of a repository names: the archive of

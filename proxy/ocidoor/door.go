@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -34,8 +35,10 @@ type Providers interface {
 	// CheckOrigin fails for a provider of a host the engine does not serve.
 	CheckOrigin(p addrs.Provider) error
 	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
-	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
-	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
+	// IndexAnswer and ManifestAnswer return a document with what says
+	// whether it is still the answer (nil: it may not be reused).
+	IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error)
+	ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error)
 	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
 }
 
@@ -67,6 +70,7 @@ type Door struct {
 	providers Providers
 	names     *memo.Memo[string, oci.Repository] // repository names parsed, so that a warm request parses none
 	refs      *memo.Memo[string, manifestRef]    // manifest request paths parsed and answered
+	hot       hotManifests                       // manifest answers by request path, while they hold
 }
 
 // New returns a Door answering from providers.
@@ -118,6 +122,10 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rest == "" {
 		writeJSON(w, r, http.StatusOK, "application/json", []byte("{}"))
+		return
+	}
+	if a, ok := d.hot.get(path); ok && a.holds() && d.providers.CheckOrigin(a.p) == nil {
+		a.write(w, r)
 		return
 	}
 	if m, _, ok := d.refs.Get(path); ok && d.providers.CheckOrigin(m.p) == nil {
@@ -288,26 +296,95 @@ func (d *Door) manifest(w http.ResponseWriter, r *http.Request, name, ref string
 }
 
 // serveManifest answers a parsed manifest request; it reports whether
-// the answer was a document.
+// the answer was a document. A document that the engine says it may reuse
+// is kept as the answer to the request's path (see hotManifest).
 func (d *Door) serveManifest(w http.ResponseWriter, r *http.Request, m manifestRef) bool {
 	var doc oci.Document
+	var holds func() bool
 	var err error
-	h := w.Header()
+	cacheControl := immutable
 	if m.byTag {
-		doc, err = d.providers.Index(r.Context(), m.p, m.v)
-		h["Cache-Control"] = noCache
+		doc, holds, err = d.providers.IndexAnswer(r.Context(), m.p, m.v)
+		cacheControl = noCache
 	} else {
-		doc, err = d.providers.Manifest(r.Context(), m.p, m.d)
-		h["Cache-Control"] = immutable
+		doc, holds, err = d.providers.ManifestAnswer(r.Context(), m.p, m.d)
 	}
 	if err != nil {
 		d.failEngine(w, r, codeManifestUnknown, err)
 		return false
 	}
-	h["Docker-Content-Digest"] = []string{doc.Digest.String()}
-	h["Etag"] = []string{`"` + doc.Digest.String() + `"`}
-	writeJSON(w, r, http.StatusOK, doc.MediaType, doc.Bytes)
+	a := newHotManifest(m.p, doc, cacheControl, holds)
+	if holds != nil {
+		d.hot.put(r.URL.EscapedPath(), a)
+	}
+	a.write(w, r)
 	return true
+}
+
+// hotManifest is a manifest answer kept by request path, with its
+// headers made once, while holds says the engine would answer the same
+// (its package answer's stamp: a new policy, a version list refreshed, a
+// tag moved, anything the engine writes end it), so that a warm manifest
+// is a map lookup, the stamp's check and a write, as the network
+// mirror's warm documents are.
+type hotManifest struct {
+	p     addrs.Provider // whose origin must still be served
+	holds func() bool
+	body  []byte
+	// headers, each set whole
+	contentType, contentLength, dcd, etag, cacheControl []string
+}
+
+// hotManifests are the manifest answers kept, by escaped request path:
+// read under a shared lock (a warm request takes no exclusive one),
+// bounded by forgetting them all when full.
+type hotManifests struct {
+	mu sync.RWMutex
+	m  map[string]hotManifest
+}
+
+// maxHotManifests bounds the answers kept.
+const maxHotManifests = 4096
+
+func (k *hotManifests) get(path string) (hotManifest, bool) {
+	k.mu.RLock()
+	a, ok := k.m[path]
+	k.mu.RUnlock()
+	return a, ok
+}
+
+func (k *hotManifests) put(path string, a hotManifest) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if _, ok := k.m[path]; !ok && (k.m == nil || len(k.m) >= maxHotManifests) {
+		k.m = make(map[string]hotManifest)
+	}
+	k.m[path] = a
+}
+
+func newHotManifest(p addrs.Provider, doc oci.Document, cacheControl []string, holds func() bool) hotManifest {
+	return hotManifest{p: p, holds: holds, body: doc.Bytes,
+		contentType:   []string{doc.MediaType},
+		contentLength: []string{strconv.Itoa(len(doc.Bytes))},
+		dcd:           []string{doc.Digest.String()},
+		etag:          []string{`"` + doc.Digest.String() + `"`},
+		cacheControl:  cacheControl,
+	}
+}
+
+// write sends the answer; a HEAD gets the headers only.
+func (a hotManifest) write(w http.ResponseWriter, r *http.Request) {
+	h := w.Header()
+	h["Cache-Control"] = a.cacheControl
+	h["Docker-Content-Digest"] = a.dcd
+	h["Etag"] = a.etag
+	h["Content-Type"] = a.contentType
+	h["Content-Length"] = a.contentLength
+	h["X-Content-Type-Options"] = nosniff
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(a.body)
+	}
 }
 
 // Header values set on every answer of their kind.
