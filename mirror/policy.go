@@ -69,6 +69,18 @@ type policyState struct {
 	mu    sync.Mutex
 	seen  map[heldKey]heldEntry   // refusals logged, by version and rule
 	lists map[string]filteredList // the lists last filtered, by provider
+	rels  map[string]datedList    // the release times of the lists last dated, by provider
+}
+
+// datedList is the release times of the versions of src under a minimum
+// release age of window, all known: kept while the list and the window
+// are the same. What they say stays true as the clock moves (a release
+// time never changes once learned), so that a version's documents are
+// judged without dating the whole list again.
+type datedList struct {
+	src    *VersionList
+	window time.Duration
+	rels   map[string]Release
 }
 
 type heldKey struct{ kind, address, version, rule string }
@@ -284,11 +296,30 @@ func (ps *policyState) keepFiltered(addr string, f filteredList) {
 // minimum release age applies to p (none are needed otherwise).
 func (g *policyGate) providerReleases(ctx context.Context, pol *policy.Policy, p addrs.Provider, list *VersionList, now time.Time) map[string]Release {
 	s := g.e
-	w := pol.Window(policy.Provider, p.String())
+	addr := p.String()
+	w := pol.Window(policy.Provider, addr)
 	if w <= 0 {
 		return nil
 	}
-	return s.releases.providerReleases(ctx, p, list, w, now)
+	g.mu.Lock()
+	d, ok := g.rels[addr]
+	g.mu.Unlock()
+	if ok && d.src == list && d.window == w {
+		return d.rels
+	}
+	rels := s.releases.providerReleases(ctx, p, list, w, now)
+	for _, r := range rels {
+		if !r.Known {
+			return rels // asked again next time
+		}
+	}
+	g.mu.Lock()
+	if g.rels == nil || len(g.rels) >= maxHeldSeen {
+		g.rels = map[string]datedList{}
+	}
+	g.rels[addr] = datedList{src: list, window: w, rels: rels}
+	g.mu.Unlock()
+	return rels
 }
 
 // checkProviderVersion refuses version v of p when pol holds it back;
