@@ -252,29 +252,36 @@ func packageKey(p addrs.Provider, v versions.Version) string {
 // v does not exist (ErrVersionNotFound): when the list could not be
 // refreshed the error is why, and offline it is ErrOffline.
 func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (VersionEntry, listState, error) {
+	e, _, st, err := s.versionIn(ctx, p, v)
+	return e, st, err
+}
+
+// versionIn is versionEntry that also returns the list it found v in,
+// which dates v for the package policy.
+func (s *providerRecords) versionIn(ctx context.Context, p addrs.Provider, v versions.Version) (VersionEntry, *VersionList, listState, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
-		return VersionEntry{}, listState{}, err
+		return VersionEntry{}, nil, listState{}, err
 	}
 	if e, ok := list.Find(v); ok {
-		return e, st, nil
+		return e, list, st, nil
 	}
 	if !st.stale && !st.fetched && s.cfg.Now().Sub(st.storedAt) >= minForcedRefresh {
 		list, st, err = s.versions(ctx, p, true)
 		if err != nil {
-			return VersionEntry{}, listState{}, err
+			return VersionEntry{}, nil, listState{}, err
 		}
 		if e, ok := list.Find(v); ok {
-			return e, st, nil
+			return e, list, st, nil
 		}
 	}
 	switch {
 	case st.stale:
-		return VersionEntry{}, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
+		return VersionEntry{}, nil, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
 	case s.cfg.Offline:
-		return VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", ErrOffline, p, v)
+		return VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", ErrOffline, p, v)
 	}
-	return VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
+	return VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s", ErrVersionNotFound, p, v)
 }
 
 // h1 returns the h1: hash of a cached archive, or "" when it is not cached.

@@ -214,7 +214,13 @@ func (g *policyGate) checkAddress(pol *policy.Policy, kind policy.Kind, address 
 	if pol == nil {
 		return nil
 	}
-	if v := pol.Address(kind, address); !v.Allowed {
+	sub := pol.For(kind, address)
+	return g.checkSubject(&sub, kind, address)
+}
+
+// checkSubject is checkAddress with the policy as it applies to address.
+func (g *policyGate) checkSubject(sub *policy.Subject, kind policy.Kind, address string) error {
+	if v := sub.Address(); !v.Allowed {
 		g.refused(kind, address, "", policy.Release{}, v, true)
 		return &PolicyError{Kind: kind, Address: address, Verdict: v}
 	}
@@ -229,7 +235,8 @@ func (g *policyGate) filterProviderList(ctx context.Context, pol *policy.Policy,
 		return list, time.Time{}, nil
 	}
 	addr := p.String()
-	if err := g.checkAddress(pol, policy.Provider, addr); err != nil {
+	sub := pol.For(policy.Provider, addr) // the address evaluated once for all its versions
+	if err := g.checkSubject(&sub, policy.Provider, addr); err != nil {
 		return nil, time.Time{}, err
 	}
 	now := s.cfg.Now()
@@ -237,13 +244,13 @@ func (g *policyGate) filterProviderList(ctx context.Context, pol *policy.Policy,
 	if f, ok := g.filtered(addr, list, gen, now); ok {
 		return f.out, f.next, nil
 	}
-	rels := g.providerReleases(ctx, pol, p, list, now)
+	rels := g.providerReleases(ctx, sub.Window(), p, list, now)
 	var next time.Time
 	out := list
 	unknown := false
 	for i, e := range list.Versions {
 		rel := rels[e.Version]
-		v := pol.Version(policy.Provider, addr, e.Version, rel.policy(), now)
+		v := sub.Version(e.Version, rel.policy(), now)
 		if v.Allowed {
 			if out != list {
 				out.Versions = append(out.Versions, e)
@@ -293,11 +300,10 @@ func (ps *policyState) keepFiltered(addr string, f filteredList) {
 }
 
 // providerReleases returns the release times of list's versions when a
-// minimum release age applies to p (none are needed otherwise).
-func (g *policyGate) providerReleases(ctx context.Context, pol *policy.Policy, p addrs.Provider, list *VersionList, now time.Time) map[string]Release {
+// minimum release age of w applies to p (none are needed otherwise).
+func (g *policyGate) providerReleases(ctx context.Context, w time.Duration, p addrs.Provider, list *VersionList, now time.Time) map[string]Release {
 	s := g.e
 	addr := p.String()
-	w := pol.Window(policy.Provider, addr)
 	if w <= 0 {
 		return nil
 	}
@@ -331,15 +337,16 @@ func (g *policyGate) checkProviderVersion(ctx context.Context, p addrs.Provider,
 		return nil
 	}
 	addr := p.String()
-	if err := g.checkAddress(pol, policy.Provider, addr); err != nil {
+	sub := pol.For(policy.Provider, addr)
+	if err := g.checkSubject(&sub, policy.Provider, addr); err != nil {
 		return err
 	}
 	now := s.cfg.Now()
 	var rel Release
 	if list != nil {
-		rel = g.providerReleases(ctx, pol, p, list, now)[v.String()]
+		rel = g.providerReleases(ctx, sub.Window(), p, list, now)[v.String()]
 	}
-	verdict := pol.Version(policy.Provider, addr, v.String(), rel.policy(), now)
+	verdict := sub.Version(v.String(), rel.policy(), now)
 	if verdict.Allowed {
 		return nil
 	}
