@@ -44,6 +44,8 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/import   ImportRequest                         -> Imported
 //	POST /v1/prune    PruneRequest                          -> Pruned
 //	POST /v1/verify   VerifyRequest                         -> Verified
+//	POST /v1/policy/held    PolicyRequest                   -> [mirror.WithheldVersion]
+//	POST /v1/policy/release PolicyRequest                   -> KnownRelease
 //
 // Errors answer the status httperr.Status gives and an ErrorBody. What
 // changes the cache or writes files (ensure, module unpack, export,
@@ -81,6 +83,7 @@ func (a *API) Handler() http.Handler {
 	a.moduleRoutes(mux) // modules.go
 	a.pruneRoutes(mux)  // prune.go
 	a.verifyRoutes(mux) // verify.go
+	a.policyRoutes(mux) // policy.go
 	return a.guard(mux)
 }
 

@@ -18,6 +18,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -64,6 +65,9 @@ type ExportSummary struct {
 	// Versions are the provider versions it wrote packages of,
 	// "HOST/NAMESPACE/TYPE VERSION", for the audit log.
 	Versions []string `json:"versions,omitempty"`
+	// Held counts the versions (of providers and modules) left out
+	// because the package policy in effect refuses them (each reported).
+	Held int `json:"held,omitempty"`
 }
 
 // Export writes the cached packages sel selects, with their evidence, and
@@ -200,6 +204,9 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		if refusedByPolicy(ctx, engine, policy.Provider, cv.Provider, cv.Version, report, sum) {
+			continue
+		}
 		if err := exportVersion(engine, sel, cv, out, files, sum); err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
@@ -223,6 +230,23 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 			filepath.Join(out, filepath.FromSlash(rel))))
 	}
 	return nil
+}
+
+// refusedByPolicy says whether the package policy in effect refuses a
+// cached version now; a refused one is reported and counted, and left
+// out of the export: what an export carries is what the mirror serves.
+func refusedByPolicy(ctx context.Context, engine *mirror.Engine, kind policy.Kind, address, version string, report func(string), sum *ExportSummary) bool {
+	v := engine.Held().StoredVerdict(ctx, kind, address, strings.TrimPrefix(version, "v"))
+	if v.Allowed {
+		return false
+	}
+	sum.Held++
+	what := address + " " + version
+	if kind == policy.Module {
+		what = "module " + what
+	}
+	report(fmt.Sprintf("%s: left out, held back by the package policy (%s: %s): %s", what, v.Rule, v.Detail, v.Message()))
+	return true
 }
 
 // exportVersion writes the cached archives of one version that sel

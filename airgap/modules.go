@@ -34,6 +34,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/redact"
 	"github.com/tfmirror/tfmirror/internal/scratch"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 const (
@@ -108,6 +109,9 @@ func exportModules(ctx context.Context, engine *mirror.Engine, out string, files
 	for _, cm := range cached {
 		if err := ctx.Err(); err != nil {
 			return err
+		}
+		if refusedByPolicy(ctx, engine, policy.Module, cm.Module, cm.Version, report, sum) {
+			continue
 		}
 		if err := exportModule(engine, cm, out, files, sum); err != nil {
 			sum.Failed++

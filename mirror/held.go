@@ -58,8 +58,9 @@ func (noNotifier) Changed()                                         {}
 
 // Held is what the engine tells of the versions it holds, and lets go
 // of, for the retention rules kept above it: its listings (ScanVersions,
-// VersionOfRecord), its notifications (Notify) and its removals
-// (RemoveVersion, DropSetAside). Engine.Held returns it.
+// VersionOfRecord), its notifications (Notify), its removals
+// (RemoveVersion, DropSetAside), and the package policy's view of what
+// it holds (Policy, KnownRelease, StoredVerdict). Engine.Held returns it.
 type Held struct {
 	e     *Engine // the notifier, the import lock, records, withholding
 	cfg   *Config // the engine's, defaults filled in

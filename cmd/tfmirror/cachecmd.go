@@ -11,6 +11,7 @@ import (
 	"syscall"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // parseCacheCommandFlags parses the flags a subcommand on the data
@@ -21,6 +22,16 @@ import (
 // its --config file (TFMIRROR_CONFIG), as serve reads them, then serve's
 // defaults.
 func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (settings.Config, []string, error) {
+	e, rest, err := parseCacheCommandConfig(name, args, lookupEnv, out, usage, own)
+	if err != nil {
+		return settings.Config{}, nil, err
+	}
+	return e.Config, rest, nil
+}
+
+// parseCacheCommandConfig is parseCacheCommandFlags with the
+// configuration file read (its policy block).
+func parseCacheCommandConfig(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (*settings.Effective, []string, error) {
 	fs := flag.NewFlagSet("tfmirror "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
 	// --data-dir is theirs: its help speaks of the cache only.
@@ -52,9 +63,9 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			return settings.Config{}, nil, settings.ErrHelp
+			return nil, nil, settings.ErrHelp
 		}
-		return settings.Config{}, nil, err
+		return nil, nil, err
 	}
 	given := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
@@ -66,13 +77,12 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 	}
 	e, err := parseServeConfig(serveArgs, lookupEnv, io.Discard)
 	if err != nil {
-		return settings.Config{}, nil, err
+		return nil, nil, err
 	}
-	cfg := e.Config
 	if e.Sources["log-level"] == settings.FromDefault {
-		cfg.LogLevel = mine.LogLevel
+		e.Config.LogLevel = mine.LogLevel
 	}
-	return cfg, fs.Args(), nil
+	return e, fs.Args(), nil
 }
 
 // airGapResult is what runSealed reports of an export, import or check.
@@ -82,14 +92,15 @@ type airGapResult struct {
 	failed   int
 }
 
-// runSealed runs op, an export, import or check, on the data directory: through
+// runSealed runs op, an export, import or check, on the data directory,
+// with pol the package policy of an engine it opens itself: through
 // the tfmirror serve holding it, or else on an engine this process opens
 // sealed (a command on its own never contacts an origin). viaServer, when
 // not nil, is told when it goes through a serve, and an error from it
 // stops the command (exit status 2) before op runs. It reports op's
 // failures on stderr and its summary on stdout, and returns the exit
 // status: 1 when anything failed.
-func runSealed(name string, cfg settings.Config, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
+func runSealed(name string, cfg settings.Config, pol *policy.Policy, stdout, stderr io.Writer, viaServer func() error, op func(context.Context, engineOps) (airGapResult, error)) int {
 	logger, err := newLogger("text", cfg.LogLevel, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror %s: %v\n", name, err)
@@ -104,6 +115,7 @@ func runSealed(name string, cfg settings.Config, stdout, stderr io.Writer, viaSe
 		return 1
 	}
 	defer closeDataDir(dd, name, stderr)
+	dd.setPolicy(pol)
 	fmt.Fprintf(stderr, "tfmirror %s: %s (%s)\n", name, dd.where(), cfg.DataDir)
 	if dd.viaServer && viaServer != nil {
 		if err := viaServer(); err != nil {

@@ -10,8 +10,6 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/hashicorp/hcl/v2"
-
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -22,22 +20,14 @@ import (
 // SIGHUP and by config check, and put in force on m. m is nil in config
 // check, which never calls what they return.
 func configHooks(m *server) []settings.Hook {
-	return []settings.Hook{{Name: settings.PolicyBlock, Validate: func(f *settings.File) (func(), hcl.Diagnostics) {
-		// A file without a policy block allows everything.
-		p, diags := policy.Decode(f.Policy())
-		if diags.HasErrors() {
-			return nil, diags
+	var set func(*policy.Policy)
+	if m != nil {
+		set = func(p *policy.Policy) {
+			m.engine.SetPolicy(p)
+			m.log.Info("package policy in force", "rules", p.Len())
 		}
-		return func() {
-			if m == nil {
-				return
-			}
-			m.engine.SetPolicy(p) // answers from the next request on
-			if f != nil {
-				m.log.Info("package policy in force", "rules", p.Len(), "file", f.Path)
-			}
-		}, diags
-	}}}
+	}
+	return []settings.Hook{policyHook(set)}
 }
 
 // liveSettings put in force on m the new value of each setting the table

@@ -168,7 +168,8 @@ func TestConfigFileRefusedAtStart(t *testing.T) {
 		{"bad duration", "# comment\n\nversions_ttl = \"ten minutes\"\n", `:3,16-29: Invalid value for versions_ttl`},
 		{"bad size", "cache_max_bytes = \"40 GiBs\"\n", `:1,19-28: Invalid value for cache_max_bytes`},
 		{"wrong type", "listen = \":1\"\noffline = [true]\n", `:2,11-17: Invalid value for offline: a tuple; want true or false`},
-		{"checked value", "log_format = \"yaml\"\n", `--log-format "yaml": want json or text`},
+		{"checked value", "listen = \":1\"\nlog_format = \"yaml\"\n", `--log-format "yaml": want json or text (configuration file: log_format at `},
+		{"checked together", "tls_cert = \"/c.pem\"\n", `--tls-cert and --tls-key must be given together (configuration file: tls_cert at `},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

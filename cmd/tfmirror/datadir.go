@@ -11,6 +11,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // engineOps are the admin operations subcommands run on a data
@@ -25,6 +26,12 @@ type engineOps interface {
 	Import(ctx context.Context, req admin.ImportRequest) (admin.Imported, error)
 	Prune(ctx context.Context, req admin.PruneRequest) (admin.Pruned, error)
 	Verify(ctx context.Context, req admin.VerifyRequest) (admin.Verified, error)
+	// Held is what the package policy in force holds back of a provider
+	// or module (the versions its lists left out, and the address itself
+	// with Version "").
+	Held(ctx context.Context, req admin.PolicyRequest) ([]mirror.WithheldVersion, error)
+	// Release is what the cache knows of a version's release.
+	Release(ctx context.Context, req admin.PolicyRequest) (admin.KnownRelease, error)
 	moduleOps
 }
 

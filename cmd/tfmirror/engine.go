@@ -161,6 +161,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if err != nil {
 		return nil, err
 	}
+	rcfg.Refused = policyRefuses(engine)
 	ret, err := retention.New(rcfg, engine.Held(), store, rshared)
 	if err != nil {
 		engine.Close()

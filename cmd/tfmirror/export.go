@@ -14,11 +14,14 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
 
-// runExport is `tfmirror export`. When a tfmirror serve runs on the data
+// runExport is `tfmirror export`. What the package policy refuses is left
+// out, and listed (the --config file's policy; through a running serve,
+// that process's). When a tfmirror serve runs on the data
 // directory, that process does the export (and writes OUT) and signs it
 // with its export key, and --export-key given here is an error;
 // otherwise this one opens the cache, sealed, and signs with the key
@@ -27,7 +30,7 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	var providers, versionList, platforms settings.List
 	var own settings.Config // export-key, as serve takes it
 	var ifs *flag.FlagSet
-	cfg, rest, err := parseCacheCommandFlags("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
+	e, rest, err := parseCacheCommandConfig("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
 		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
@@ -36,6 +39,12 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	})
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
+	}
+	var cfg settings.Config
+	var pol *policy.Policy
+	if err == nil {
+		cfg = e.Config
+		pol, err = readPolicy(e.File)
 	}
 	keyGiven := err == nil && flagGiven(ifs, "export-key")
 	if keyGiven {
@@ -81,11 +90,14 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	}
-	return runSealed("export", cfg, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+	return runSealed("export", cfg, pol, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Export(ctx, req)
 		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
 		if res.Modules+res.ModulesPresent > 0 {
 			summary += fmt.Sprintf("\nmodules: %d packages exported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
+		}
+		if res.Held > 0 {
+			summary += fmt.Sprintf("\nleft out %d versions the package policy holds back (listed on stderr)", res.Held)
 		}
 		if res.Signer != "" && err == nil {
 			summary += fmt.Sprintf("\nsigned the manifest with export key %s", res.Signer)

@@ -42,7 +42,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	return &e, e.Config.Validate()
+	return &e, l.Locate(e.Config.Validate())
 }
 
 // addEngineFlags registers on fs, bound to c, the settings of every

@@ -86,7 +86,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	}
-	return runSealed("import", cfg, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+	return runSealed("import", cfg, nil, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Import(ctx, req)
 		summary := fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",
 			res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored)

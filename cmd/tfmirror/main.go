@@ -8,6 +8,7 @@
 //	tfmirror cache prune     list or apply the retention rules, or remove named versions
 //	tfmirror cache verify    check every cached package against its stored evidence or sha256
 //	tfmirror config check FILE   check a configuration file and print the configuration in effect
+//	tfmirror policy explain ADDRESS [VERSION]   say which rule of the package policy decides, and why
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
@@ -77,6 +78,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runCache(args[1:], stdout, stderr)
 	case "config":
 		return runConfig(args[1:], os.LookupEnv, stdout, stderr)
+	case "policy":
+		return runPolicy(args[1:], os.LookupEnv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
@@ -113,6 +116,9 @@ Usage:
   tfmirror config check FILE
                            check a configuration file (serve --config FILE) and
                            print the configuration in effect
+  tfmirror policy explain [--config FILE] ADDRESS [VERSION]
+                           say which rule of the package policy decides on a
+                           provider or module (or one version of it), and why
   tfmirror version         print the version
 `)
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/manifest"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
@@ -30,6 +31,9 @@ type syncConfig struct {
 	Parallel      int
 	DryRun        bool
 	Paths         []string
+	// policy is the configuration file's package policy, put in force on
+	// the engine a sync opens itself.
+	policy *policy.Policy
 }
 
 func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (syncConfig, error) {
@@ -52,7 +56,11 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
 		fs.PrintDefaults()
 	}
-	if _, err := settings.Load(fs, args, lookupEnv, names); err != nil {
+	l, err := settings.Load(fs, args, lookupEnv, names)
+	if err != nil {
+		return c, err
+	}
+	if c.policy, err = readPolicy(l.File); err != nil {
 		return c, err
 	}
 	c.SyncPlatforms = platforms
@@ -94,6 +102,7 @@ type syncPlan struct {
 	items       []syncItem
 	unpublished []string // provider version platform the origin has no package for
 	failures    []string
+	skipped     []string // what the package policy holds back, and why
 }
 
 // syncRun is one `tfmirror sync`.
@@ -148,6 +157,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		}
 	}()
 	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", dd.where(), cfg.DataDir)
+	dd.setPolicy(cfg.policy)
 	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: isTerminal(stderr), now: time.Now}
 	if !r.run(ctx, spec) {
 		return 1
@@ -190,6 +200,7 @@ func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
 	mods := r.modules(ctx, spec) // syncmodules.go; adds the providers modules need
 	plan := r.plan(ctx, spec)
 	plan.failures = append(mods.failures, plan.failures...)
+	plan.skipped = append(mods.skipped, plan.skipped...)
 	var todo []syncItem
 	for _, it := range plan.items {
 		if !it.cached {
@@ -201,6 +212,9 @@ func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
 	}
 	for _, f := range plan.failures {
 		fmt.Fprintf(r.status, "failed: %s\n", f)
+	}
+	for _, sk := range plan.skipped {
+		fmt.Fprintf(r.out, "skipped: %s\n", sk)
 	}
 	total := len(plan.items)
 	switch {
@@ -220,6 +234,9 @@ func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
 		fetched, humanize.IBytes(uint64(bytes)), total-len(todo), len(failed)+len(plan.failures))
 	if len(plan.unpublished) > 0 {
 		fmt.Fprintf(r.out, ", %d not published by the origin", len(plan.unpublished))
+	}
+	if len(plan.skipped) > 0 {
+		fmt.Fprintf(r.out, ", %d held back by the package policy", len(plan.skipped))
 	}
 	fmt.Fprintln(r.out)
 	for _, f := range append(plan.failures, failed...) {
@@ -250,6 +267,7 @@ func (r *syncRun) plan(ctx context.Context, spec *manifest.Spec) syncPlan {
 		out.items = append(out.items, p.items...)
 		out.unpublished = append(out.unpublished, p.unpublished...)
 		out.failures = append(out.failures, p.failures...)
+		out.skipped = append(out.skipped, p.skipped...)
 	}
 	return out
 }
@@ -261,6 +279,11 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 		return plan
 	}
 	list, err := r.ops.Versions(ctx, p.Address)
+	held := r.heldBack(ctx, policy.Provider, p.Address.String())
+	if h, ok := held[""]; ok && err != nil {
+		plan.skipped = append(plan.skipped, fmt.Sprintf("%s: %s", p.Address, heldMessage(h)))
+		return plan
+	}
 	if err != nil {
 		return fail("%s: version list: %v", p.Address, err)
 	}
@@ -276,8 +299,9 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 	}
 	var selected versions.List
 	for _, sel := range p.Selections {
-		got := sel.Select(available)
-		if len(got) == 0 {
+		got, skipped := selectServed(sel, available, held, p.Address.String())
+		plan.skipped = appendMissing(plan.skipped, skipped...)
+		if len(got) == 0 && len(skipped) == 0 {
 			plan.failures = append(plan.failures, fmt.Sprintf("%s: no version matches %q (%s)", p.Address, sel.Text, sel.Where))
 		}
 		for _, v := range got {

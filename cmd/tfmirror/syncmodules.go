@@ -12,17 +12,21 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/manifest"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // moduleOps is what sync needs for registry modules, part of engineOps.
 type moduleOps interface {
 	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
+
 	UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (admin.Module, error)
 }
 
@@ -34,6 +38,7 @@ const maxModuleDepth = 16
 type moduleSync struct {
 	fetched, cached int
 	failures        []string
+	skipped         []string // what the package policy holds back, and why
 }
 
 // syncModules caches every registry module version spec asks for (and
@@ -64,6 +69,11 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		queue = queue[1:]
 		m := it.mod
 		raw, err := r.ops.ModuleVersions(ctx, m.Address)
+		held := r.heldBack(ctx, policy.Module, m.Address.String())
+		if h, ok := held[""]; ok && err != nil {
+			res.skipped = appendMissing(res.skipped, fmt.Sprintf("module %s: %s", m.Address, heldMessage(h)))
+			continue
+		}
 		if err != nil {
 			res.failures = append(res.failures, fmt.Sprintf("module %s: version list: %v", m.Address, err))
 			continue
@@ -80,8 +90,9 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		}
 		var selected versions.List
 		for _, sel := range m.Selections {
-			got := sel.Select(available)
-			if len(got) == 0 {
+			got, skipped := selectServed(sel, available, held, "module "+m.Address.String())
+			res.skipped = appendMissing(res.skipped, skipped...)
+			if len(got) == 0 && len(skipped) == 0 {
 				res.failures = append(res.failures, fmt.Sprintf("module %s: no version matches %q (%s)", m.Address, sel.Text, sel.Where))
 			}
 			for _, v := range got {
@@ -164,4 +175,51 @@ func (r *syncRun) modules(ctx context.Context, spec *manifest.Spec) moduleSync {
 		res.failures = append(res.failures, err.Error())
 	}
 	return res
+}
+
+// heldBack is what the package policy in force holds back of addr, by
+// version ("" for the address itself); nil when the engine says nothing
+// (a tfmirror serve of an earlier release).
+func (r *syncRun) heldBack(ctx context.Context, kind policy.Kind, addr string) map[string]mirror.WithheldVersion {
+	hs, err := r.ops.Held(ctx, admin.PolicyRequest{Kind: string(kind), Address: addr})
+	if err != nil || len(hs) == 0 {
+		return nil
+	}
+	out := map[string]mirror.WithheldVersion{}
+	for _, h := range hs {
+		out[h.Version] = h
+	}
+	return out
+}
+
+// heldMessage is why the policy holds h back, for the operator.
+func heldMessage(h mirror.WithheldVersion) string {
+	msg := "held back by the package policy (" + h.Rule + "): " + h.Reason
+	if !h.AvailableAt.IsZero() {
+		msg += "; available at " + h.AvailableAt.UTC().Format(time.RFC3339)
+	}
+	return msg
+}
+
+// selectServed applies sel to the versions served (available), and
+// says which versions the policy holds back (held) that sel would have
+// taken with them: each "what VERSION: why".
+func selectServed(sel manifest.Selection, available versions.List, held map[string]mirror.WithheldVersion, what string) (versions.List, []string) {
+	got := sel.Select(available)
+	if len(held) == 0 {
+		return got, nil
+	}
+	all := slices.Clone(available)
+	for v := range held {
+		if pv, err := addrs.ParseSemver(v); err == nil {
+			all = append(all, pv)
+		}
+	}
+	var skipped []string
+	for _, v := range sel.Select(all) {
+		if h, ok := held[v.String()]; ok && !slices.ContainsFunc(got, v.Same) {
+			skipped = append(skipped, fmt.Sprintf("%s %s: %s", what, v, heldMessage(h)))
+		}
+	}
+	return got, skipped
 }

@@ -33,7 +33,7 @@ func runVerify(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintf(stderr, "tfmirror cache verify: %v\nUsage: %s\n", err, verifyUsage)
 		return 2
 	}
-	return runSealed("cache verify", cfg, stdout, stderr, nil, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+	return runSealed("cache verify", cfg, nil, stdout, stderr, nil, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Verify(ctx, admin.VerifyRequest{})
 		var out airGapResult
 		for _, c := range res.Failures {

@@ -2,19 +2,29 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
 
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // benchHandler returns the handler `tfmirror serve` serves (router,
 // authorization middleware, access log in JSON at info level, metrics)
 // in front of a fake origin whose provider has 40 versions for 6
 // platforms, as in figure 2 of BENCHMARKS.md, and the provider's path.
-func benchHandler(b *testing.B) (http.Handler, string) {
+// With withPolicy, the package policy of benchPolicy is in force and
+// every version was signed a year ago: each is judged on every answer,
+// age gate included, and all are served.
+func benchHandler(b *testing.B, withPolicy bool) (http.Handler, string) {
 	b.Helper()
 	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfRegistry}})
 	if err != nil {
@@ -22,6 +32,9 @@ func benchHandler(b *testing.B) (http.Handler, string) {
 	}
 	b.Cleanup(origin.Close)
 	origin.AddProvider("hashicorp", "random", fakeorigin.BenchVersions(), fakeorigin.BenchPlatforms)
+	for _, v := range fakeorigin.BenchVersions() {
+		origin.SetSignedAt("hashicorp", "random", v, time.Now().Add(-365*24*time.Hour))
+	}
 	cfg, err := parseServeFlags([]string{
 		"--data-dir", b.TempDir(),
 		"--allowed-origins", tfRegistry,
@@ -40,7 +53,41 @@ func benchHandler(b *testing.B) (http.Handler, string) {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { m.shutdown(context.Background()) })
+	if withPolicy {
+		pol, diags := policy.Decode(benchPolicy(b))
+		if diags.HasErrors() || pol.Len() != 50 {
+			b.Fatalf("bench policy: %d rules, %v", pol.Len(), diags)
+		}
+		m.engine.SetPolicy(pol)
+	}
 	return m.handler, "/" + tfRegistry + "/hashicorp/random/"
+}
+
+// benchPolicy is a policy block's body of 50 rules of every kind, a
+// minimum release age and deny_version blocks among them applying to the
+// benchmark's provider (none holds one of its versions).
+func benchPolicy(b *testing.B) hcl.Body {
+	var src strings.Builder
+	src.WriteString("minimum_release_age = \"72h\"\nallow = [\n")
+	for i := range 20 {
+		fmt.Fprintf(&src, "  \"registry.terraform.io/ns%d/*\",\n", i)
+	}
+	src.WriteString("  \"registry.terraform.io/hashicorp/*\",\n  \"*/acme/*\",\n]\ndeny = [\n")
+	for i := range 10 {
+		fmt.Fprintf(&src, "  \"registry.terraform.io/hashicorp/deny%d\",\n", i)
+	}
+	src.WriteString("]\nrelease_age_exemptions = [\"registry.terraform.io/ns1/*\", \"registry.terraform.io/ns2/*\"]\n")
+	for i := range 10 {
+		fmt.Fprintf(&src, "deny_version \"registry.terraform.io/hashicorp/*\" {\n  versions = \"= 0.%d.99\"\n  reason = \"CVE\"\n}\n", i)
+	}
+	for i := range 5 {
+		fmt.Fprintf(&src, "release_age \"registry.terraform.io/ns%d/*\" {\n  minimum = \"24h\"\n}\n", i+3)
+	}
+	f, diags := hclsyntax.ParseConfig([]byte(src.String()), "bench.hcl", hcl.Pos{Line: 1, Column: 1})
+	if diags.HasErrors() {
+		b.Fatal(diags)
+	}
+	return f.Body
 }
 
 // discardWriter is a ResponseWriter that keeps only the status, reusing
@@ -68,8 +115,8 @@ func (w *discardWriter) Write(p []byte) (int, error) {
 
 // benchServe requests path once to warm the cache, then in a loop, with
 // the headers Go's HTTP client sends.
-func benchServe(b *testing.B, path string) {
-	h, base := benchHandler(b)
+func benchServe(b *testing.B, path string, withPolicy bool) {
+	h, base := benchHandler(b, withPolicy)
 	req := httptest.NewRequest(http.MethodGet, base+path, nil)
 	req.Header.Set("User-Agent", "Go-http-client/1.1")
 	req.Header.Set("Accept-Encoding", "gzip")
@@ -91,8 +138,16 @@ func benchServe(b *testing.B, path string) {
 
 // BenchmarkServeWarmIndexJSON measures a cached index.json through the
 // whole handler stack of `tfmirror serve`, without the network.
-func BenchmarkServeWarmIndexJSON(b *testing.B) { benchServe(b, "index.json") }
+func BenchmarkServeWarmIndexJSON(b *testing.B) { benchServe(b, "index.json", false) }
+
+// BenchmarkServeWarmIndexJSONPolicy is BenchmarkServeWarmIndexJSON with a
+// package policy of 50 rules judging every version.
+func BenchmarkServeWarmIndexJSONPolicy(b *testing.B) { benchServe(b, "index.json", true) }
 
 // BenchmarkServeWarmVersionJSON measures a cached VERSION.json through the
 // whole handler stack of `tfmirror serve`, without the network.
-func BenchmarkServeWarmVersionJSON(b *testing.B) { benchServe(b, "4.9.0.json") }
+func BenchmarkServeWarmVersionJSON(b *testing.B) { benchServe(b, "4.9.0.json", false) }
+
+// BenchmarkServeWarmVersionJSONPolicy is BenchmarkServeWarmVersionJSON
+// with a package policy of 50 rules.
+func BenchmarkServeWarmVersionJSONPolicy(b *testing.B) { benchServe(b, "4.9.0.json", true) }

@@ -227,3 +227,29 @@ func LiveOnly(settings []*Setting) (live, restart []*Setting) {
 	}
 	return live, slices.Clip(restart)
 }
+
+// Locate adds to err, a check of the values that names settings by their
+// flags (Config.Validate's), where the configuration file sets each of
+// them, so that a value from the file is found by its line too.
+func (l *Loaded) Locate(err error) error {
+	if err == nil || l.File == nil {
+		return err
+	}
+	msg := err.Error()
+	var where []string
+	for _, s := range l.order {
+		i := strings.Index(msg, "--"+s.Name)
+		if i < 0 || l.Sources[s.Name] != FromFile {
+			continue
+		}
+		if end := i + 2 + len(s.Name); end < len(msg) && (msg[end] == '-' || msg[end] >= 'a' && msg[end] <= 'z') {
+			continue // the name of a longer flag
+		}
+		_, rng, _ := l.File.Value(s.Name)
+		where = append(where, fmt.Sprintf("%s at %s", s.Attribute(), rng.String()))
+	}
+	if len(where) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (configuration file: %s)", err, strings.Join(where, ", "))
+}

@@ -116,7 +116,7 @@ func (r *Reloader) reload(cur *Effective) error {
 	if err != nil {
 		return err
 	}
-	if err := next.Config.Validate(); err != nil {
+	if err := next.Locate(next.Config.Validate()); err != nil {
 		return err
 	}
 	applies, err := CheckHooks(r.cfg.Hooks, next.File)

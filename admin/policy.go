@@ -1,0 +1,121 @@
+package admin
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
+)
+
+// PolicyRequest names a provider or module, and for a release a version.
+type PolicyRequest struct {
+	Kind    string `json:"kind"` // provider or module
+	Address string `json:"address"`
+	Version string `json:"version,omitempty"`
+	// Window is the minimum release age the asker's policy applies, for
+	// Release (it decides which versions anchor a major line).
+	Window time.Duration `json:"window,omitempty"`
+}
+
+// KnownRelease is what the cache knows of a version's release
+// (mirror.Engine.KnownRelease).
+type KnownRelease struct {
+	Known   bool      `json:"known"`
+	At      time.Time `json:"at,omitzero"`
+	InHouse bool      `json:"in_house,omitempty"`
+}
+
+// parse checks the request's address (and version, when want).
+func (r PolicyRequest) parse(wantVersion bool) (policy.Kind, string, error) {
+	kind := policy.Kind(r.Kind)
+	var addr string
+	switch kind {
+	case policy.Provider:
+		p, err := addrs.ParseProvider(r.Address)
+		if err != nil {
+			return "", "", httperr.BadRequest("%v", err)
+		}
+		addr = p.String()
+	case policy.Module:
+		m, err := addrs.ParseModule(r.Address)
+		if err != nil {
+			return "", "", httperr.BadRequest("%v", err)
+		}
+		addr = m.String()
+	default:
+		return "", "", httperr.BadRequest("kind %q: want provider or module", r.Kind)
+	}
+	if wantVersion {
+		if _, err := addrs.ParseSemver(r.Version); err != nil {
+			return "", "", httperr.BadRequest("%v", err)
+		}
+	}
+	return kind, addr, nil
+}
+
+// Held is what the package policy in effect holds back of one provider
+// or module, among what it refused or left out of a list since the
+// engine started (the policy's part of mirror.Engine.Withheld): the
+// address itself with Version "", or versions of it.
+func (a *API) Held(_ context.Context, req PolicyRequest) ([]mirror.WithheldVersion, error) {
+	kind, addr, err := req.parse(false)
+	if err != nil {
+		return nil, err
+	}
+	wantKind := ""
+	if kind == policy.Module {
+		wantKind = string(policy.Module)
+	}
+	out := []mirror.WithheldVersion{}
+	for _, h := range a.engine.Withheld() {
+		if h.Rule != "" && h.Kind == wantKind && h.Provider == addr {
+			out = append(out, h)
+		}
+	}
+	return out, nil
+}
+
+// Release is what the cache knows of when a version was released; it
+// asks no origin.
+func (a *API) Release(ctx context.Context, req PolicyRequest) (KnownRelease, error) {
+	kind, addr, err := req.parse(true)
+	if err != nil {
+		return KnownRelease{}, err
+	}
+	rel, err := a.engine.Held().KnownRelease(ctx, kind, addr, req.Version, req.Window)
+	if err != nil {
+		return KnownRelease{}, err
+	}
+	return KnownRelease{Known: rel.Known, At: rel.At, InHouse: rel.InHouse}, nil
+}
+
+// policyRoutes adds POST /v1/policy/held (PolicyRequest ->
+// [mirror.WithheldVersion]) and POST /v1/policy/release (PolicyRequest ->
+// KnownRelease).
+func (a *API) policyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/policy/held", handle(a, slog.LevelDebug, "admin policy: held versions listed", func(ctx context.Context, req PolicyRequest) (any, []any, error) {
+		res, err := a.Held(ctx, req)
+		return res, []any{"kind", req.Kind, "address", req.Address, "held", len(res)}, err
+	}))
+	mux.HandleFunc("POST /v1/policy/release", handle(a, slog.LevelDebug, "admin policy: release time read", func(ctx context.Context, req PolicyRequest) (any, []any, error) {
+		res, err := a.Release(ctx, req)
+		return res, []any{"kind", req.Kind, "address", req.Address, "version", req.Version, "known", res.Known}, err
+	}))
+}
+
+// Held is API.Held through the socket.
+func (c *Client) Held(ctx context.Context, req PolicyRequest) ([]mirror.WithheldVersion, error) {
+	var out []mirror.WithheldVersion
+	return out, c.call(ctx, "/v1/policy/held", req, &out)
+}
+
+// Release is API.Release through the socket.
+func (c *Client) Release(ctx context.Context, req PolicyRequest) (KnownRelease, error) {
+	var out KnownRelease
+	return out, c.call(ctx, "/v1/policy/release", req, &out)
+}

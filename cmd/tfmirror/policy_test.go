@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// writePolicyConfig writes a configuration file holding policy as its
+// policy block's body.
+func writePolicyConfig(t *testing.T, policy string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mirror.hcl")
+	if err := os.WriteFile(path, []byte("policy {\n"+policy+"}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// runPolicyExplain runs `tfmirror policy explain` in this process.
+func runPolicyExplain(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := runPolicy(append([]string{"explain"}, args...), func(string) (string, bool) { return "", false }, &stdout, &stderr)
+	t.Logf("tfmirror policy explain %v: exit %d\nstdout:\n%sstderr:\n%s", args, code, stdout.String(), stderr.String())
+	return code, stdout.String(), stderr.String()
+}
+
+// Sync skips what the policy refuses and says why, and is not failed by
+// it: a provider outside the allow list, a denied version (the
+// constraint takes the newest allowed one instead) and a version signed
+// an hour ago under a 72 h minimum release age, with when it becomes
+// available. Nothing of them is fetched.
+func TestSyncHonoursPolicy(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	origin.AddProvider("hashicorp", "null", []string{"3.1.0", "3.2.0"}, syncPlatforms)
+	signed := time.Now().Add(-time.Hour).Truncate(time.Second)
+	origin.SetSignedAt("hashicorp", "null", "3.2.0", signed)
+	origin.SetSignedAt("hashicorp", "null", "3.1.0", signed.Add(-365*24*time.Hour))
+	conf := writePolicyConfig(t, `
+  allow = ["registry.terraform.io/hashicorp/*"]
+  deny_version "registry.terraform.io/hashicorp/random" {
+    versions = "3.6.0"
+    reason   = "CVE-2026-1234: use 3.5.0"
+  }
+  release_age "registry.terraform.io/hashicorp/null" {
+    minimum = "72h"
+  }
+`)
+	manifest := syncManifest(t, tfRegistry, "provider \"registry.terraform.io/hashicorp/null\" {\n  versions = [\"~> 3.0\"]\n}\n")
+	dataDir := filepath.Join(t.TempDir(), "data")
+	stdout, _, code := syncInProcess(t, origin, dataDir, "--config", conf, manifest)
+	if code != 0 {
+		t.Errorf("exit status %d, want 0: what the policy refuses is skipped, not failed", code)
+	}
+	for _, want := range []string{
+		"skipped: registry.terraform.io/acme/widget: held back by the package policy (allow_list): not in the mirror's allow list\n",
+		"skipped: registry.terraform.io/hashicorp/random 3.6.0: held back by the package policy (deny_version): CVE-2026-1234: use 3.5.0\n",
+		"skipped: registry.terraform.io/hashicorp/null 3.2.0: held back by the package policy (min_release_age): held back by the mirror's minimum release age of 72h; available at " +
+			signed.Add(72*time.Hour).UTC().Format(time.RFC3339) + "\n",
+		"sync summary: 6 packages fetched",
+		", 3 held back by the package policy",
+	} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, pv := range [][3]string{{"hashicorp", "random", "3.5.0"}, {"hashicorp", "null", "3.1.0"}} {
+		if n := origin.ArchiveHits(pv[0], pv[1], pv[2], "linux_amd64"); n != 1 {
+			t.Errorf("%s %s fetched %d times, want 1", pv[1], pv[2], n)
+		}
+	}
+	for _, pv := range [][3]string{{"hashicorp", "random", "3.6.0"}, {"hashicorp", "null", "3.2.0"}, {"acme", "widget", "0.2.0"}} {
+		if n := origin.ArchiveHits(pv[0], pv[1], pv[2], "linux_amd64"); n != 0 {
+			t.Errorf("%s %s, held back, was fetched %d times", pv[1], pv[2], n)
+		}
+	}
+}
+
+// policy explain names the deciding rule for an allowed, a denied and a
+// held version, with the release time the cache knows, and exits 1 for
+// a refusal; it fetches nothing.
+func TestPolicyExplain(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	now := time.Now()
+	young := now.Add(-time.Hour).Truncate(time.Second)
+	old := now.Add(-365 * 24 * time.Hour).Truncate(time.Second)
+	origin.SetSignedAt("hashicorp", "random", "3.6.0", young)
+	origin.SetSignedAt("hashicorp", "random", "3.5.0", old)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
+		t.Fatalf("sync: exit %d", code)
+	}
+	conf := writePolicyConfig(t, `
+  minimum_release_age = "72h"
+  deny_version "registry.terraform.io/hashicorp/random" {
+    versions = "3.4.0"
+    reason   = "CVE-2026-1234: use 3.5.0"
+  }
+`)
+	before := origin.TotalHits()
+	for _, c := range []struct {
+		name, version string
+		code          int
+		want          []string
+	}{
+		{"allowed", "3.5.0", 0, []string{
+			"provider registry.terraform.io/hashicorp/random 3.5.0: allowed\n",
+			"  decided by: minimum_release_age = \"72h\" (" + conf + ":3)\n",
+			"  released:   " + old.UTC().Format(time.RFC3339) + " (the cache of " + dataDir + ")\n",
+		}},
+		{"denied", "3.4.0", 1, []string{
+			"provider registry.terraform.io/hashicorp/random 3.4.0: refused (deny_version)\n",
+			"  decided by: deny_version \"registry.terraform.io/hashicorp/random\" { versions = \"3.4.0\" } (" + conf + ":4)\n",
+			"  reason:     CVE-2026-1234: use 3.5.0\n",
+		}},
+		{"held", "3.6.0", 1, []string{
+			"provider registry.terraform.io/hashicorp/random 3.6.0: held back (min_release_age) until " + young.Add(72*time.Hour).UTC().Format(time.RFC3339) + "\n",
+			"  reason:     held back by the mirror's minimum release age of 72h\n",
+			"  released:   " + young.UTC().Format(time.RFC3339) + " (the cache of " + dataDir + ")\n",
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, stdout, _ := runPolicyExplain(t, "--config", conf, "--data-dir", dataDir, "hashicorp/random", c.version)
+			if code != c.code {
+				t.Errorf("exit status %d, want %d", code, c.code)
+			}
+			for _, w := range c.want {
+				if !strings.Contains(stdout, w) {
+					t.Errorf("output lacks %q", w)
+				}
+			}
+		})
+	}
+	if n := origin.TotalHits() - before; n != 0 {
+		t.Errorf("policy explain made %d origin requests, want none", n)
+	}
+	// The address alone, a module, and mistakes.
+	if code, stdout, _ := runPolicyExplain(t, "--config", conf, "--data-dir", dataDir, "terraform-aws-modules/vpc/aws"); code != 0 ||
+		!strings.HasPrefix(stdout, "module registry.terraform.io/terraform-aws-modules/vpc/aws: allowed\n") {
+		t.Errorf("a module address: exit %d\n%s", code, stdout)
+	}
+	bad := writePolicyConfig(t, "\n  allow = [\"hashicorp/aws\"]\n")
+	if code, _, stderr := runPolicyExplain(t, "--config", bad, "hashicorp/random"); code != 2 || !strings.Contains(stderr, bad+":3") {
+		t.Errorf("a bad policy: exit %d, want 2 and its file:line\n%s", code, stderr)
+	}
+	for _, args := range [][]string{{}, {"a/b", "1.0.0", "extra"}, {"not an address"}, {"hashicorp/random", "not-a-version"}} {
+		if code, _, _ := runPolicyExplain(t, append([]string{"--config", conf}, args...)...); code != 2 {
+			t.Errorf("explain %q: exit %d, want 2", args, code)
+		}
+	}
+}
+
+// Export leaves out what the policy refuses and says so; the export is
+// not failed by it.
+func TestExportHonoursPolicy(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
+		t.Fatalf("sync: exit %d", code)
+	}
+	conf := writePolicyConfig(t, `
+  deny_version "registry.terraform.io/hashicorp/random" {
+    versions = "3.6.0"
+    reason   = "CVE-2026-1234: use 3.5.0"
+  }
+`)
+	out := filepath.Join(t.TempDir(), "export")
+	var stdout, stderr bytes.Buffer
+	code := runExport([]string{"--config", conf, "--data-dir", dataDir, out}, &stdout, &stderr)
+	t.Logf("export: exit %d\n%s%s", code, stdout.String(), stderr.String())
+	if code != 0 {
+		t.Errorf("exit status %d, want 0", code)
+	}
+	if want := "registry.terraform.io/hashicorp/random 3.6.0: left out, held back by the package policy (deny_version: "; !strings.Contains(stderr.String(), want) {
+		t.Errorf("stderr lacks %q", want)
+	}
+	if want := "exported 6 packages"; !strings.Contains(stdout.String(), want) || !strings.Contains(stdout.String(), "left out 1 versions the package policy holds back") {
+		t.Errorf("summary lacks %q and the count left out", want)
+	}
+	dir := filepath.Join(out, tfRegistry, "hashicorp", "random")
+	if _, err := os.Stat(filepath.Join(dir, "terraform-provider-random_3.5.0_linux_amd64.zip")); err != nil {
+		t.Errorf("the allowed version is not exported: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "terraform-provider-random_3.6.0_linux_amd64.zip")); !os.IsNotExist(err) {
+		t.Errorf("the denied version is exported: %v", err)
+	}
+	index, _ := os.ReadFile(filepath.Join(dir, "index.json"))
+	if strings.Contains(string(index), "3.6.0") {
+		t.Errorf("index.json lists the denied version: %s", index)
+	}
+}
+
+// Import stores what is signed whatever the policy says: the mirror
+// then refuses the denied version at its front door, with the reason,
+// until the policy lets it through, and serves it at once after that.
+func TestImportStoresDeniedVersion(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
+		t.Fatalf("sync: exit %d", code)
+	}
+	export := filepath.Join(t.TempDir(), "export")
+	if code, stdout, stderr := runCommand("export", "--data-dir", dataDir, export); code != 0 {
+		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
+	}
+	conf := writePolicyConfig(t, `
+  deny_version "registry.terraform.io/hashicorp/random" {
+    versions = "3.6.0"
+    reason   = "CVE-2026-1234: use 3.5.0"
+  }
+`)
+	fresh := filepath.Join(t.TempDir(), "fresh")
+	code, stdout, stderr := runCommand("import", "--config", conf, "--data-dir", fresh, "--trusted-export-keys", exporterKey(t, dataDir), export)
+	if code != 0 || !strings.Contains(stdout, "imported 9 packages") {
+		t.Fatalf("import: exit %d, want 0 and all 9 packages stored\n%s%s", code, stdout, stderr)
+	}
+	origin.Close() // what follows is served from the import alone
+	m := startMirror(t, origin, fresh, io.Discard, "--offline")
+	e, err := parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := readPolicy(e.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.m.engine.SetPolicy(pol)
+	resp, body, err := m.get(archiveURL("random", "3.6.0", "linux_amd64"))
+	if err != nil || resp.StatusCode == 200 || !strings.Contains(string(body), "CVE-2026-1234: use 3.5.0") {
+		t.Errorf("the denied, imported version: %v %v %s; want a refusal with the reason", resp, err, body)
+	}
+	if resp, _, err := m.get(archiveURL("random", "3.5.0", "linux_amd64")); err != nil || resp.StatusCode != 200 {
+		t.Errorf("an allowed imported version: %v %v", resp, err)
+	}
+	m.m.engine.SetPolicy(nil)
+	if resp, _, err := m.get(archiveURL("random", "3.6.0", "linux_amd64")); err != nil || resp.StatusCode != 200 {
+		t.Errorf("the imported version once the policy allows it: %v %v", resp, err)
+	}
+}
+
+// The policy block is put in force at start and on each reload; a file
+// whose policy does not validate is refused whole and the policy in
+// force stays; config check reports the policy's errors with file:line.
+func TestPolicyReload(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	m := startMirror(t, origin, filepath.Join(t.TempDir(), "data"), io.Discard)
+	conf := writePolicyConfig(t, "\n  deny = [\"registry.terraform.io/acme/*\"]\n")
+	load := func() (*settings.Effective, error) {
+		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	}
+	e, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
+		t.Fatal(err)
+	}
+	denied := func(addr string) bool {
+		return !m.m.engine.Held().Policy().Address(policy.Provider, addr).Allowed
+	}
+	if !denied("registry.terraform.io/acme/widget") {
+		t.Fatal("the policy of the file is not in force after start")
+	}
+	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"registry.terraform.io/hashicorp\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = m.m.conf.Load().Reload()
+	if err == nil || !strings.Contains(err.Error(), conf+":2") {
+		t.Errorf("a broken policy block: %v, want a refusal naming %s:2", err, conf)
+	}
+	if !denied("registry.terraform.io/acme/widget") || denied("registry.terraform.io/hashicorp/random") {
+		t.Error("a refused file changed the policy in force")
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", conf}, func(string) (string, bool) { return "", false }, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), conf+":2") {
+		t.Errorf("config check of a broken policy: exit %d, want 1 and %s:2\n%s", code, conf, stderr.String())
+	}
+	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"registry.terraform.io/hashicorp/*\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.m.conf.Load().Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if denied("registry.terraform.io/acme/widget") || !denied("registry.terraform.io/hashicorp/random") {
+		t.Error("the reloaded policy is not in force")
+	}
+	resp, body, err := m.get(tfRegistry + "/hashicorp/random/index.json")
+	if err != nil || resp.StatusCode == 200 {
+		t.Errorf("index.json of a provider the reloaded policy denies: %v %v %s", resp, err, body)
+	}
+}

@@ -1,0 +1,150 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// policyHook reads the configuration file's policy block, at start, on
+// SIGHUP and in config check; set (nil in config check) puts the policy
+// decoded in force once the whole file was accepted. A file without a
+// policy block allows everything.
+func policyHook(set func(*policy.Policy)) settings.Hook {
+	return settings.Hook{Name: settings.PolicyBlock, Validate: func(f *settings.File) (func(), hcl.Diagnostics) {
+		p, diags := policy.Decode(f.Policy())
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		return func() {
+			if set != nil {
+				set(p)
+			}
+		}, diags
+	}}
+}
+
+// readPolicy is the policy of the configuration file f (nil: none).
+func readPolicy(f *settings.File) (*policy.Policy, error) {
+	p, diags := policy.Decode(f.Policy())
+	if diags.HasErrors() {
+		return nil, &settings.FileError{Path: f.Path, Diags: diags}
+	}
+	return p, nil
+}
+
+// setPolicy puts p in force on the engine dd opened; through a running
+// serve, that process's policy applies and p is not used.
+func (dd *dataDir) setPolicy(p *policy.Policy) {
+	if dd.parts != nil {
+		dd.parts.engine.SetPolicy(p)
+	}
+}
+
+// policyRefuses says whether the engine's policy refuses a stored version
+// now (retention's Config.Refused).
+func policyRefuses(e *mirror.Engine) func(kind, address, version string) bool {
+	return func(kind, address, version string) bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		return !e.Held().StoredVerdict(ctx, policy.Kind(kind), address, version).Allowed
+	}
+}
+
+const policyUsage = "tfmirror policy explain [--config FILE] [--data-dir DIR] ADDRESS [VERSION]"
+
+// runPolicy is `tfmirror policy explain ADDRESS [VERSION]`: it prints
+// which rule of the configuration file's policy decides on the address,
+// or on one version of it, and why. The release time, when a minimum
+// release age applies, is what the cache knows (read through the serve
+// running on the data directory, or on the directory opened sealed);
+// nothing is fetched. Exit status 0 when served, 1 when refused or held,
+// 2 on a usage or configuration error.
+func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] != "explain" {
+		fmt.Fprintf(stderr, "Usage: %s\n", policyUsage)
+		return 2
+	}
+	e, rest, err := parseCacheCommandConfig("policy explain", args[1:], lookupEnv, stderr, policyUsage, func(*flag.FlagSet) {})
+	if errors.Is(err, settings.ErrHelp) {
+		return 0
+	}
+	var kind policy.Kind
+	var addr, version string
+	if err == nil && (len(rest) < 1 || len(rest) > 2) {
+		err = fmt.Errorf("want ADDRESS [VERSION], got %d arguments", len(rest))
+	}
+	if err == nil {
+		kind, addr, err = policy.ParseAddress(rest[0])
+	}
+	if err == nil && len(rest) == 2 {
+		var v interface{ String() string }
+		v, err = addrs.ParseSemver(trimV(rest[1]))
+		if err == nil {
+			version = v.String()
+		}
+	}
+	var pol *policy.Policy
+	if err == nil {
+		pol, err = readPolicy(e.File)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror policy explain: %v\nUsage: %s\n", err, policyUsage)
+		return 2
+	}
+	if e.File == nil {
+		fmt.Fprintln(stderr, "tfmirror policy explain: no configuration file (--config or TFMIRROR_CONFIG): no policy, everything is allowed")
+	}
+	var rel policy.Release
+	from := ""
+	if w := pol.Window(kind, addr); version != "" && w > 0 {
+		rel, from, err = knownRelease(e.Config, kind, addr, version, w, stderr)
+		if err != nil {
+			fmt.Fprintf(stderr, "tfmirror policy explain: %v\n", err)
+			return 1
+		}
+	}
+	ex := pol.Explain(kind, addr, version, rel, from, time.Now())
+	fmt.Fprint(stdout, ex)
+	if !ex.Verdict.Allowed {
+		return 1
+	}
+	return 0
+}
+
+// knownRelease is what the data directory's cache knows of a version's
+// release, and where it was read.
+func knownRelease(cfg settings.Config, kind policy.Kind, addr, version string, window time.Duration, stderr io.Writer) (policy.Release, string, error) {
+	logger, err := newLogger("text", cfg.LogLevel, stderr)
+	if err != nil {
+		return policy.Release{}, "", err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cfg.Offline = true
+	dd, err := openDataDir(ctx, cfg, logger, overrides{})
+	if err != nil {
+		return policy.Release{}, "", err
+	}
+	defer closeDataDir(dd, "policy explain", stderr)
+	r, err := dd.ops.Release(ctx, admin.PolicyRequest{Kind: string(kind), Address: addr, Version: version, Window: window})
+	if err != nil {
+		return policy.Release{}, "", err
+	}
+	from := "the cache of " + cfg.DataDir
+	if dd.viaServer {
+		from += ", through the running tfmirror"
+	}
+	return policy.Release{At: r.At, Known: r.Known, InHouse: r.InHouse}, from, nil
+}
