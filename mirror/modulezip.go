@@ -1,0 +1,226 @@
+package mirror
+
+// Module packages as zips: what an OCI module artifact's one layer holds
+// (OpenTofu's oci:// module sources unpack an archive/zip layer).
+//
+// A version's zip is made from its stored package (the normalized
+// tar.gz, fetched once through OpenModule) by modsource.WriteZip, a
+// deterministic function of the package's files, and stored as a blob by
+// its sha256. Its digest and size are kept in a record of their own
+// (ModuleZipRecord, key modzip/HOST/NS/NAME/SYSTEM/VERSION), written once
+// and never replaced: the blob may be evicted, and remaking it must give
+// the same bytes, or it is refused, so that a digest once handed out
+// names the same bytes for as long as the record is kept. Every replica
+// sharing a store makes the same bytes from the same package.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sync/atomic"
+	"time"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// ModuleZipRecord is what the engine keeps of a module version's zip.
+type ModuleZipRecord struct {
+	Schema  int    `json:"schema"`
+	Module  string `json:"module"`  // HOST/NS/NAME/SYSTEM
+	Version string `json:"version"` // as the module's record spells it
+	// Package is the sha256 of the package (the tar.gz) it was made from.
+	Package string `json:"package"`
+	// SHA256 and Size are the zip's.
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+func moduleZipPrefix(m addrs.Module) string { return "modzip/" + m.String() + "/" }
+
+func moduleZipKey(m addrs.Module, version string) string {
+	return moduleZipPrefix(m) + canonicalModuleVersion(version)
+}
+
+// ModuleZip is an opened module zip, read from the cache. Close it.
+type ModuleZip struct {
+	Record  ModuleZipRecord
+	ModTime time.Time
+	// Source is Hit when the zip was cached, Miss when this call made it,
+	// Coalesced when it waited for another call's.
+	Source Source
+	blob   cache.BlobReader
+	s      *Modules
+}
+
+// Content is the zip, for serving with Range and conditional requests.
+func (z *ModuleZip) Content() io.ReadSeeker { return z.blob }
+
+// Close releases the zip.
+func (z *ModuleZip) Close() error {
+	err := z.blob.Close()
+	z.s.e.work.done()
+	return err
+}
+
+// OpenModuleZip opens the zip of version of m: from the cache, or else
+// made from its package (opened, and fetched when needed, as OpenModule
+// does; one making per version, however many callers ask at once, on the
+// engine's context) and stored. ctx bounds the caller's wait only.
+// Errors: those of OpenModule, those of modsource.WriteZip (a package a
+// zip cannot hold: modsource.ErrLinkLoop, *modsource.LimitError), and an
+// integrity error matching ErrModuleChanged when a zip made again does
+// not give the bytes first recorded.
+func (s *Modules) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*ModuleZip, error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return nil, err
+	}
+	key := moduleZipKey(m, version)
+	var rec ModuleZipRecord
+	haveRec := false
+	if _, err := s.store.GetMeta(key, &rec); err == nil && knownSchema(rec.Schema) {
+		haveRec = true
+		if z := s.openZipBlob(rec, Hit); z != nil {
+			s.e.notify.get().Used(moduleRecordKey(m, version))
+			s.metrics.CacheLookup("module_zip", true)
+			return z, nil
+		}
+	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
+	}
+	s.metrics.CacheLookup("module_zip", false)
+	var led atomic.Bool
+	ch := s.e.meta.DoChan(key, func() (any, error) {
+		led.Store(true)
+		ctx, done, err := s.e.detached(s.cfg.ModuleTimeout)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		var first *ModuleZipRecord
+		if haveRec {
+			first = &rec
+		}
+		return s.makeModuleZip(ctx, m, version, first)
+	})
+	var made ModuleZipRecord
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return nil, r.Err
+		}
+		made = *r.Val.(*ModuleZipRecord)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the module's zip: %w", ctx.Err())
+	}
+	src := Coalesced
+	if led.Load() {
+		src = Miss
+	} else {
+		s.metrics.Coalesced("module_zip")
+	}
+	if z := s.openZipBlob(made, src); z != nil {
+		return z, nil
+	}
+	return nil, fmt.Errorf("the zip of module %s %s was made but could not be stored in the cache", m, version)
+}
+
+// openZipBlob opens rec's cached zip, nil when it is not cached.
+func (s *Modules) openZipBlob(rec ModuleZipRecord, src Source) *ModuleZip {
+	if !s.e.work.add() {
+		return nil
+	}
+	blob, err := s.store.OpenBlob(rec.SHA256)
+	if err != nil {
+		s.e.work.done()
+		return nil
+	}
+	return &ModuleZip{Record: rec, ModTime: blob.Info().Created, Source: src, blob: blob, s: s}
+}
+
+// makeModuleZip makes and stores the zip of version of m, checking it
+// against first, the record of the zip first made, when there is one,
+// and recording it otherwise.
+func (s *Modules) makeModuleZip(ctx context.Context, m addrs.Module, version string, first *ModuleZipRecord) (*ModuleZipRecord, error) {
+	pkg, err := s.OpenModule(ctx, m, version)
+	if err != nil {
+		return nil, err
+	}
+	defer pkg.Close()
+	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".zip"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { spool.Close(); os.Remove(spool.Name()) }()
+	h := sha256.New()
+	if _, err := modsource.WriteZip(ctx, pkg.Content(), io.MultiWriter(spool, h), s.cfg.ScratchDir, s.cfg.ModuleLimits); err != nil {
+		s.log.Error("module package cannot be made a zip", "module", m.String(), "version", pkg.Record.Version, "error", err)
+		return nil, fmt.Errorf("module %s %s as a zip: %w", m, pkg.Record.Version, err)
+	}
+	size, err := spool.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, err
+	}
+	rec := &ModuleZipRecord{Schema: recordSchema, Module: m.String(), Version: pkg.Record.Version,
+		Package: pkg.SHA256, SHA256: hex.EncodeToString(h.Sum(nil)), Size: size}
+	if first != nil && (first.SHA256 != rec.SHA256 || first.Package != rec.Package) {
+		detail := fmt.Sprintf("%s %s: zip sha256 %s of package %s, first made as %s of package %s", m, rec.Version, rec.SHA256, rec.Package, first.SHA256, first.Package)
+		s.metrics.VerificationFailed(string(verify.ReasonChecksum))
+		s.log.Error("module zip made again differs from the first; refused", "module", m.String(), "version", rec.Version, "detail", detail)
+		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrModuleChanged}
+	}
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	w, err := s.store.NewBlobWriter(rec.SHA256)
+	if err != nil {
+		return nil, fmt.Errorf("staging module zip: %w", err)
+	}
+	defer w.Close()
+	if _, err := io.Copy(w, spool); err != nil {
+		return nil, fmt.Errorf("staging module zip: %w", err)
+	}
+	if _, err := w.Commit(""); err != nil {
+		s.metrics.CacheWriteFailed()
+		return nil, fmt.Errorf("storing module zip: %w", err)
+	}
+	if first == nil {
+		if err := s.store.PutMeta(moduleZipKey(m, version), rec); err != nil {
+			s.metrics.CacheWriteFailed()
+			return nil, fmt.Errorf("storing module zip record: %w", err)
+		}
+	}
+	s.log.Info("module zip made", "module", m.String(), "version", rec.Version, "sha256", rec.SHA256, "size", size)
+	return rec, nil
+}
+
+// ModuleZipVersion returns the version of m whose zip has the sha256
+// sha, as recorded: how a blob digest of a module's repository is
+// resolved. A digest no zip of m was recorded with is not found
+// (discovery.ErrNotFound is not used: the module itself may exist).
+func (s *Modules) ModuleZipVersion(m addrs.Module, sha string) (version string, ok bool, err error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return "", false, err
+	}
+	errFound := errors.New("found")
+	err = s.store.ScanMeta(moduleZipPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
+		var rec ModuleZipRecord
+		if json.Unmarshal(raw, &rec) == nil && knownSchema(rec.Schema) && rec.SHA256 == sha {
+			version = rec.Version
+			return errFound
+		}
+		return nil
+	})
+	if errors.Is(err, errFound) {
+		return version, true, nil
+	}
+	return "", false, err
+}
