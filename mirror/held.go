@@ -18,6 +18,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
 )
 
 // Notifier is told what the engine does with the versions it holds
@@ -167,6 +168,7 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (HeldVersion, bo
 		// providers are not.
 		h := HeldVersion{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
 			Archives: []string{rec.SHA256}}
+		h.Archives = append(h.Archives, s.moduleZipBlobs(rec)...)
 		imported := rec.Provenance != ProvenanceOrigin
 		h.Refetch = !s.cfg.Offline && !imported && rec.Location != ""
 		return h, true
@@ -218,6 +220,9 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 		key := moduleRecordKey(m, version)
 		err = s.store.DeleteMeta(key)
 		s.memo.forget(key)
+		if zerr := s.store.DeleteMeta(moduleZipKey(m, version)); err == nil && !errors.Is(zerr, cache.ErrNotFound) {
+			err = zerr
+		}
 		return err
 	}
 	p, ok := parseProviderKey(address)

@@ -224,3 +224,18 @@ func (s *Modules) ModuleZipVersion(m addrs.Module, sha string) (version string, 
 	}
 	return "", false, err
 }
+
+// moduleZipBlobs returns the sha256 of the zip made of the module
+// version of rec, when one was recorded: a blob of the version's, for
+// retention (Held.VersionOfRecord), removed with it.
+func (s *Held) moduleZipBlobs(rec ModuleRecord) []string {
+	m, err := addrs.ParseModule(rec.Module)
+	if err != nil {
+		return nil
+	}
+	var zr ModuleZipRecord
+	if _, err := s.store.GetMeta(moduleZipKey(m, rec.Version), &zr); err != nil || !knownSchema(zr.Schema) || zr.Package != rec.SHA256 {
+		return nil
+	}
+	return []string{zr.SHA256}
+}

@@ -3,8 +3,8 @@ package mirror
 import (
 	"archive/tar"
 	"archive/zip"
-	"compress/gzip"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -172,5 +172,35 @@ func TestModuleZipRefusesLinkLoop(t *testing.T) {
 	var rec ModuleZipRecord
 	if _, err := h.store.GetMeta(moduleZipKey(testModule, "1.0.0"), &rec); err == nil {
 		t.Errorf("a zip record was kept: %+v", rec)
+	}
+}
+
+// A version's zip is one of its blobs for retention, and its record
+// goes with the version's.
+func TestModuleZipHeldWithItsVersion(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	h := newHarness(t, harnessOptions{})
+	o := h.origin
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# vpc\n")}, "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+	z, _, err := readModuleZip(t, h, "1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []HeldVersion
+	if err := h.engine.Held().ScanVersions(func(v HeldVersion) { held = append(held, v) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(held) != 1 || len(held[0].Archives) != 2 || held[0].Archives[0] != z.Record.Package || held[0].Archives[1] != z.Record.SHA256 {
+		t.Fatalf("held: %+v; want the package and the zip %s", held, z.Record.SHA256)
+	}
+	if err := h.engine.Held().RemoveVersion("module", testModule.String(), "1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := h.engine.Modules().ModuleZipVersion(testModule, z.Record.SHA256); ok || err != nil {
+		t.Errorf("the zip record outlived its version: %v, %v", ok, err)
 	}
 }
