@@ -1,0 +1,132 @@
+package mirror
+
+// Module versions as OCI artifacts: one image manifest per version
+// (package oci's ModuleManifest) over the version's zip (modulezip.go).
+// A manifest is a pure function of the zip's record and the version, so
+// it is kept by keeping that record: a digest once handed out resolves
+// for as long as the record is, on every replica that made the same zip.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/oci"
+)
+
+// ModuleZipTitle is the file name of a module version's zip in its
+// manifest (the layer's org.opencontainers.image.title, which oras pull
+// saves it as): NAME-SYSTEM-VERSION.zip, the version canonical.
+func ModuleZipTitle(m addrs.Module, version string) string {
+	return m.Name + "-" + m.System + "-" + canonicalModuleVersion(version) + ".zip"
+}
+
+// moduleManifestOf builds the manifest of the zip rec records.
+func moduleManifestOf(m addrs.Module, rec ModuleZipRecord) (oci.Document, error) {
+	doc, err := oci.ModuleManifest(oci.Layer{SHA256: rec.SHA256, Size: rec.Size, Title: ModuleZipTitle(m, rec.Version)})
+	if err != nil {
+		return oci.Document{}, fmt.Errorf("module %s %s: %w", m, rec.Version, err)
+	}
+	return doc, nil
+}
+
+// ModuleManifest returns the image manifest of version of m: from the
+// record of its zip, or, when there is none yet, once the zip is made
+// (OpenModuleZip). Errors: those of OpenModuleZip.
+func (s *Modules) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return oci.Document{}, err
+	}
+	var rec ModuleZipRecord
+	if _, err := s.store.GetMeta(moduleZipKey(m, version), &rec); err == nil && knownSchema(rec.Schema) {
+		s.e.notify.get().Used(moduleRecordKey(m, version))
+		return moduleManifestOf(m, rec)
+	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
+	}
+	z, err := s.OpenModuleZip(ctx, m, version)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	rec = z.Record
+	z.Close()
+	return moduleManifestOf(m, rec)
+}
+
+// ErrModuleDigestUnknown is a digest that names no manifest or blob of a
+// module's repository: none was handed out for it, or its version's
+// record is no longer kept. It matches ErrVersionNotFound.
+var ErrModuleDigestUnknown = fmt.Errorf("%w: digest unknown in this module's repository", ErrVersionNotFound)
+
+// moduleZipRecords calls fn with each zip record of m until it returns
+// true.
+func (s *Modules) moduleZipRecords(m addrs.Module, fn func(ModuleZipRecord) bool) error {
+	stop := errors.New("stop")
+	err := s.store.ScanMeta(moduleZipPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
+		var rec ModuleZipRecord
+		if json.Unmarshal(raw, &rec) == nil && knownSchema(rec.Schema) && fn(rec) {
+			return stop
+		}
+		return nil
+	})
+	if errors.Is(err, stop) {
+		return nil
+	}
+	return err
+}
+
+// ModuleDocument returns the manifest of m's repository whose digest is
+// d: one of a version whose zip is recorded. Errors:
+// ErrModuleDigestUnknown, discovery.ErrHostNotAllowed.
+func (s *Modules) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return oci.Document{}, err
+	}
+	var found oci.Document
+	var ferr error
+	err := s.moduleZipRecords(m, func(rec ModuleZipRecord) bool {
+		doc, err := moduleManifestOf(m, rec)
+		if err != nil {
+			ferr = err
+			return false
+		}
+		if doc.Digest == d {
+			found = doc
+			s.e.notify.get().Used(moduleRecordKey(m, rec.Version))
+			return true
+		}
+		return false
+	})
+	switch {
+	case err != nil:
+		return oci.Document{}, err
+	case found.Bytes != nil:
+		return found, nil
+	case ferr != nil:
+		return oci.Document{}, ferr
+	}
+	return oci.Document{}, fmt.Errorf("%w: %s in %s", ErrModuleDigestUnknown, d, m)
+}
+
+// ModuleBlob opens the zip of m's repository whose digest is d (made
+// again from its package when its blob was evicted). Errors:
+// ErrModuleDigestUnknown, and those of OpenModuleZip.
+func (s *Modules) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*ModuleZip, error) {
+	if d.Algorithm() != digest.SHA256 || d.Validate() != nil {
+		return nil, fmt.Errorf("%w: %.80s in %s", ErrModuleDigestUnknown, d, m)
+	}
+	version, ok, err := s.ModuleZipVersion(m, d.Encoded())
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("%w: %s in %s", ErrModuleDigestUnknown, d, m)
+	}
+	return s.OpenModuleZip(ctx, m, version)
+}
