@@ -42,6 +42,8 @@ const (
 	OpSignature = "signature"
 	OpDocument  = "document" // FetchDocument of a URL that is neither SHA256SUMS nor a signature
 	OpArchive   = "archive"
+	// OpArchiveSize learns an archive's size from its first byte (ArchiveSize).
+	OpArchiveSize = "archive_size"
 
 	OpModuleVersions = "module_versions" // a registry module's versions list
 	OpModuleLocation = "module_location" // a registry module version's download location

@@ -124,6 +124,9 @@ type request struct {
 	// anonymous sends no credentials, even to the origin host itself
 	// (module sources: see OpenSource).
 	anonymous bool
+	// firstByte asks for the first byte only (Range: bytes=0-0; see
+	// ArchiveSize).
+	firstByte bool
 }
 
 func originError(r request, status int, err error) *OriginError {
@@ -142,6 +145,9 @@ func (t *transport) do(ctx, reqCtx context.Context, r request) (*http.Response, 
 		return nil, originError(r, 0, err)
 	}
 	req.Header.Set("Accept", r.accept)
+	if r.firstByte {
+		req.Header.Set("Range", "bytes=0-0")
+	}
 	if tok := t.token(r.p.Hostname, r.u); tok != "" && !r.anonymous {
 		req.Header.Set("Authorization", "Bearer "+tok)
 	}

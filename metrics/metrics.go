@@ -30,9 +30,10 @@ import (
 var (
 	Routes = []string{"index", "version", "archive", "registry_versions", "registry_download",
 		"registry_shasums", "registry_signature", "module_versions", "module_download", "module_package",
+		"oci_ping", "oci_token", "oci_tags", "oci_manifest", "oci_blob", "oci_referrers",
 		"status", "metrics", "health", "other"}
 	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package"}
-	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "module_versions", "module_location", "module_source"}
+	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "archive_size", "module_versions", "module_location", "module_source"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}
 	// SyncOutcomes are the outcomes of packages `tfmirror sync` asks a

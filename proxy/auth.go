@@ -8,7 +8,6 @@ import (
 	"bufio"
 	"crypto/hmac"
 	"crypto/sha256"
-	"crypto/subtle"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -121,17 +120,7 @@ func (a *Auth) checkBearer(header string) bool {
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	tok = strings.TrimSpace(tok)
-	if tok == "" {
-		return false
-	}
-	sum := sha256.Sum256([]byte(tok))
-	tokens := *a.tokens.Load()
-	match := 0
-	for i := range tokens {
-		match |= subtle.ConstantTimeCompare(sum[:], tokens[i][:])
-	}
-	return match == 1
+	return a.CheckToken(strings.TrimSpace(tok))
 }
 
 // sign returns the query string that authorizes a GET of file of provider

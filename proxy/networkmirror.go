@@ -7,7 +7,7 @@ package proxy
 //	GET /HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip
 //
 // An archive request reads top to bottom here: routes, handleFile,
-// serveArchive, streamArchive.
+// serveArchive, StreamArchive.
 
 import (
 	"errors"
@@ -103,7 +103,7 @@ func (n *networkMirror) serveArchive(w http.ResponseWriter, r *http.Request, p a
 		http.ServeContent(w, r, "", a.ModTime, content)
 		return
 	}
-	streamArchive(w, r, a)
+	StreamArchive(w, r, a)
 }
 
 func (n *networkMirror) setArchiveHeaders(w http.ResponseWriter, sha, cacheState string) {
@@ -120,11 +120,12 @@ const copyBufferSize = 256 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
 
-// streamArchive sends an archive while it is being downloaded. Bytes reach
+// StreamArchive sends an archive while it is being downloaded (for every
+// front door that serves archives). Bytes reach
 // the client as the engine releases them; if the download fails the
 // response is aborted, so no client ever holds a complete unverified
 // archive.
-func streamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
+func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
 	if a.Size >= 0 {
 		w.Header().Set("Content-Length", fmt.Sprint(a.Size))
 	}

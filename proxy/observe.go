@@ -22,8 +22,13 @@ type RequestObserver interface {
 // Route classifies a request path into the bounded set of route labels:
 // index, version, archive, registry_versions, registry_download,
 // registry_shasums, registry_signature, module_versions, module_download,
-// module_package, status, metrics, health or other.
+// module_package, the OCI front door's oci_ping, oci_token, oci_tags,
+// oci_manifest, oci_blob and oci_referrers, status, metrics, health or
+// other.
 func Route(path string) string {
+	if path == "/v2" || strings.HasPrefix(path, "/v2/") {
+		return ociRoute(path)
+	}
 	if rest, ok := strings.CutPrefix(path, "/"+registryRoot+"/"); ok {
 		return registryRoute(rest)
 	}
@@ -42,6 +47,27 @@ func Route(path string) string {
 		return "version"
 	case strings.HasSuffix(path, ".zip"):
 		return "archive"
+	}
+	return "other"
+}
+
+// ociRoute classifies a path under /v2/.
+func ociRoute(path string) string {
+	switch {
+	case path == "/v2" || path == "/v2/":
+		return "oci_ping"
+	case path == "/v2/token":
+		return "oci_token"
+	case strings.HasSuffix(path, "/tags/list"):
+		return "oci_tags"
+	case strings.Contains(path, "/manifests/"):
+		return "oci_manifest"
+	case strings.Contains(path, "/blobs/uploads"):
+		return "other"
+	case strings.Contains(path, "/blobs/"):
+		return "oci_blob"
+	case strings.Contains(path, "/referrers/"):
+		return "oci_referrers"
 	}
 	return "other"
 }

@@ -72,6 +72,14 @@ type Config struct {
 	// block (pinned versions, what the size limit may not evict).
 	// *retention.Retainer implements it. Default: no such block.
 	Retention RetentionSource
+	// OCI, when set, serves /v2 and everything under /v2/ (the OCI
+	// distribution front door), ahead of every other route, so that no
+	// other protocol's path or method handling answers there. Default:
+	// nothing is served under /v2/.
+	OCI http.Handler
+	// OCIBlock, when set, is the oci_mirror block the status page shows
+	// ready to paste, for the host the page was asked on. Default: none.
+	OCIBlock func(host string) string
 }
 
 // Server serves the provider network mirror protocol (networkmirror.go),
@@ -81,8 +89,9 @@ type Config struct {
 type Server struct {
 	*responder
 	router *mux.Router
-	hot    *hotDocs    // answers to send again while the engine says they hold
-	status *statusPage // the page at /
+	hot    *hotDocs     // answers to send again while the engine says they hold
+	status *statusPage  // the page at /
+	oci    http.Handler // everything under /v2/, or nil
 }
 
 // New returns a Server answering from engine.
@@ -105,6 +114,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 		documentCacheControl: headerValue(documentCacheControl(engine.Config().VersionsTTL)),
 	}
 	s := &Server{
+		oci:       cfg.OCI,
 		responder: rs,
 		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine.Modules(), checks: engine.CacheChecker()},
 	}
@@ -145,6 +155,10 @@ func (s *Server) routes(registry *providerRegistry, modules *moduleRegistry, net
 	// error, not a different route.
 	r.UseEncodedPath()
 	r.SkipClean(true)
+	if s.oci != nil {
+		r.Path("/v2").Handler(s.oci)
+		r.PathPrefix("/v2/").Handler(s.oci)
+	}
 	registry.routes(r)
 	modules.routes(r)
 	// The status page needs no credentials.

@@ -32,7 +32,10 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 
 // Status is what the status page shows, and its JSON form.
 type Status struct {
-	MirrorURL      string           `json:"mirror_url"`
+	MirrorURL string `json:"mirror_url"`
+	// OCIBlock is the oci_mirror block of the OCI front door, ready to
+	// paste (Config.OCIBlock); "" without one.
+	OCIBlock       string           `json:"oci_block,omitempty"`
 	Version        string           `json:"version"`
 	AllowedOrigins []string         `json:"allowed_origins"`
 	Platforms      []string         `json:"platforms,omitempty"`
@@ -219,6 +222,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		st.MirrorURL = scheme + "://" + r.Host + "/"
 	}
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
+	if s.cfg.OCIBlock != nil {
+		st.OCIBlock = s.cfg.OCIBlock(r.Host)
+	}
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())

@@ -115,7 +115,13 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if m.shared != nil {
 		health.SharedDown = m.shared.Health
 	}
+	door, err := openOCIDoor(cfg, logger, m.engineParts, m.auth)
+	if err != nil {
+		return nil, err
+	}
 	m.proxy, err = proxy.New(proxy.Config{
+		OCI:       door,
+		OCIBlock:  ociBlock(cfg),
 		Auth:      m.auth,
 		Logger:    logger,
 		PublicURL: cfg.PublicURL,

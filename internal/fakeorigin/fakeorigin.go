@@ -102,10 +102,14 @@ const (
 	Shasums   Kind = "shasums"   // SHA256SUMS document
 	Signature Kind = "signature" // SHA256SUMS.sig
 	Archive   Kind = "archive"   // provider zip
+	// ArchiveSize is a GET of a provider zip's first byte only (Range:
+	// bytes=0-0), answered 206 with the total in Content-Range; it is not
+	// an archive download and does not count as one.
+	ArchiveSize Kind = "archive_size"
 )
 
 // Kinds returns every Kind.
-func Kinds() []Kind { return []Kind{Discovery, Versions, Download, Shasums, Signature, Archive} }
+func Kinds() []Kind { return []Kind{Discovery, Versions, Download, Shasums, Signature, Archive, ArchiveSize} }
 
 type pkey struct{ ns, typ string }
 

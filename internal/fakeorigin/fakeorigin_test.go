@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/url"
@@ -244,12 +245,29 @@ func TestWalk(t *testing.T) {
 				t.Fatal(err)
 			}
 
+			// The archive's first byte, with its total size.
+			req, err := http.NewRequest(http.MethodGet, p.DownloadURL, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			req.Header.Set("Range", "bytes=0-0")
+			resp, err := c.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			first, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusPartialContent || resp.Header.Get("Content-Range") != fmt.Sprintf("bytes 0-0/%d", len(zb)) ||
+				!bytes.Equal(first, zb[:1]) {
+				t.Errorf("first byte: %s, Content-Range %q, body %q", resp.Status, resp.Header.Get("Content-Range"), first)
+			}
+
 			for _, k := range Kinds() {
 				if got := o.Hits(k); got != 1 {
 					t.Errorf("Hits(%s) = %d, want 1", k, got)
 				}
 			}
-			if o.TotalHits() != 6 || o.ArchiveHits(ns, typ, ver, pl) != 1 || o.ArchiveHits(ns, typ, ver, "darwin_arm64") != 0 {
+			if o.TotalHits() != 7 || o.ArchiveHits(ns, typ, ver, pl) != 1 || o.ArchiveHits(ns, typ, ver, "darwin_arm64") != 0 {
 				t.Errorf("TotalHits %d ArchiveHits %d", o.TotalHits(), o.ArchiveHits(ns, typ, ver, pl))
 			}
 			o.ResetHits()

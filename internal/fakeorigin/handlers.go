@@ -217,6 +217,12 @@ func (o *Origin) serveRelease(w http.ResponseWriter, r *http.Request) {
 		}
 	case strings.HasPrefix(file, zipPrefix) && strings.HasSuffix(file, ".zip"):
 		k := akey{ns, typ, version, strings.TrimSuffix(strings.TrimPrefix(file, zipPrefix), ".zip")}
+		if r.Header.Get("Range") == "bytes=0-0" {
+			if o.begin(w, r, ArchiveSize, nil) {
+				o.serveFirstByte(w, k)
+			}
+			return
+		}
 		if o.begin(w, r, Archive, &k) {
 			o.serveArchive(w, r, k)
 		}
@@ -325,6 +331,21 @@ func (o *Origin) serveArchive(w http.ResponseWriter, r *http.Request, k akey) {
 		body = body[half:]
 	}
 	o.writeBody(w, r, body)
+}
+
+// serveFirstByte answers a request for an archive's first byte, with
+// its total size in Content-Range.
+func (o *Origin) serveFirstByte(w http.ResponseWriter, k akey) {
+	b := o.archive(k)
+	if b == nil {
+		writeError(w, http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/zip")
+	w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-0/%d", len(b.data)))
+	w.Header().Set("Content-Length", "1")
+	w.WriteHeader(http.StatusPartialContent)
+	w.Write(b.data[:1])
 }
 
 // tamperIndex picks the byte to flip: near the end, so a streaming client

@@ -12,6 +12,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/airgap"
+	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
@@ -33,10 +34,14 @@ type Config struct {
 	MaxArchiveBytes     int64
 	// ArchiveMaxUnpacked and ArchiveMaxEntries bound the check of a
 	// provider archive (see verify.Limits).
-	ArchiveMaxUnpacked   int64
-	ArchiveMaxEntries    int
-	MetricsListen        string
-	PublicURL            string
+	ArchiveMaxUnpacked int64
+	ArchiveMaxEntries  int
+	MetricsListen      string
+	PublicURL          string
+	// OCIProviderPrefix and OCIModulePrefix are the repository prefixes
+	// of the OCI distribution front door (see oci.NewNames).
+	OCIProviderPrefix    string
+	OCIModulePrefix      string
 	LogFormat            string
 	LogLevel             string
 	ShutdownTimeout      time.Duration
@@ -151,6 +156,9 @@ func (c Config) Validate() error {
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
 			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
 		}
+	}
+	if _, err := oci.NewNames(c.OCIProviderPrefix, c.OCIModulePrefix); err != nil {
+		return fmt.Errorf("--oci-provider-prefix, --oci-module-prefix: %w", err)
 	}
 	if c.CacheVerifyInterval < 0 {
 		return errors.New("--cache-verify-interval must not be negative (0: only tfmirror cache verify checks the cache)")

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/url"
+
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/ocidoor"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+)
+
+// openOCIDoor wires the OCI distribution front door over the engine's OCI
+// side.
+func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, auth *proxy.Auth) (*ocidoor.Door, error) {
+	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
+	if err != nil {
+		return nil, err
+	}
+	side, err := mirror.NewOCI(parts.engine, parts.origin)
+	if err != nil {
+		return nil, err
+	}
+	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger}
+	if cfg.PublicURL != "" {
+		if u, err := url.Parse(cfg.PublicURL); err == nil {
+			dcfg.PublicHost = u.Host
+		}
+	}
+	return ocidoor.New(dcfg, ocidoor.Join(parts.engine, side))
+}
+
+// ociBlock returns the status page's ready-to-paste oci_mirror block, for
+// the host the page is reached at.
+func ociBlock(cfg settings.Config) func(host string) string {
+	return func(host string) string {
+		if cfg.PublicURL != "" {
+			if u, err := url.Parse(cfg.PublicURL); err == nil && u.Host != "" {
+				host = u.Host
+			}
+		}
+		return fmt.Sprintf("provider_installation {\n  oci_mirror {\n    repository_template = \"%s/%s/${hostname}/${namespace}/${type}\"\n  }\n}\n", host, cfg.OCIProviderPrefix)
+	}
+}

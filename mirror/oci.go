@@ -1,0 +1,349 @@
+package mirror
+
+// Provider versions as OCI artifacts (OCI): the image index and image
+// manifests of a version, built from its package record by package oci,
+// kept by digest, and its blobs resolved to archives.
+//
+// What the first index of a version costs at its origin, beyond the
+// version list (shared with the other protocols and usually cached): the
+// version's package metadata, one download answer per platform served,
+// and its SHA256SUMS and signature, once (the same fetch as VERSION.json's
+// or Package's); and the size of each platform's archive, which the
+// registry protocol states only in OpenTofu's "packages" addition: from an
+// origin without it, one first-byte request (Range: bytes=0-0) per
+// platform, each made once and kept. No archive is downloaded to build an
+// index. Later indexes of the version, and every manifest, cost nothing.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/oci"
+)
+
+// ArchiveSizer learns the size of an archive from its origin without
+// downloading it. *discovery.Client implements it.
+type ArchiveSizer interface {
+	ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error)
+}
+
+// ErrDigestUnknown is a digest that names no manifest or blob of the
+// repository asked: never handed out for it, or its version no longer kept.
+var ErrDigestUnknown = errors.New("digest unknown in this repository")
+
+// OCI serves an engine's provider versions as OCI artifacts: it builds
+// each version's image index and per-platform image manifests (package
+// oci) from the version's package record and the archives' sizes, keeps
+// every document handed out by its digest for as long as the version's
+// package record is kept (so a digest once seen resolves after the tag
+// has moved: a platform added, Config.Platforms changed), and resolves a
+// blob digest to the archive it names through the same records, cached
+// or not. It speaks no HTTP: the OCI front door does.
+type OCI struct {
+	e     *Engine
+	sizer ArchiveSizer
+
+	mu   sync.Mutex // one read-modify-write of an OCI record at a time
+	recs sync.Map   // ociRecordKey -> *ociRecord, as last read or written (never modified)
+	kept sync.Map   // ociDigestKey -> struct{}: digest entries known stored
+}
+
+// NewOCI returns the OCI side of e, learning archive sizes the origin
+// does not state from sizer.
+func NewOCI(e *Engine, sizer ArchiveSizer) (*OCI, error) {
+	if e == nil || isNil(sizer) {
+		return nil, errors.New("mirror: the OCI side needs the engine and an archive sizer")
+	}
+	return &OCI{e: e, sizer: sizer}, nil
+}
+
+// ociRecord is what is kept of a version's OCI artifacts, beside its
+// package record: every document handed out, by digest, and the sizes of
+// its archives learned from the origin. Only added to.
+type ociRecord struct {
+	Schema    int               `json:"schema"`
+	Sizes     map[string]int64  `json:"sizes,omitempty"`     // archive sha256 -> bytes
+	Documents map[string]ociDoc `json:"documents,omitempty"` // digest -> document
+}
+
+type ociDoc struct {
+	MediaType string `json:"media_type"`
+	Content   []byte `json:"content"`
+}
+
+// ociDigestEntry is one digest of a provider's repository: the version
+// whose document it is, or whose archive for Platform it is.
+type ociDigestEntry struct {
+	Version  string `json:"version"`
+	Platform string `json:"platform,omitempty"` // set for an archive
+}
+
+func ociRecordKey(p addrs.Provider, v versions.Version) string {
+	return "oci/version/" + p.String() + "/" + v.String()
+}
+
+func ociDigestKey(p addrs.Provider, d digest.Digest) string {
+	return "oci/digest/" + p.String() + "/" + d.String()
+}
+
+// Index returns the image index of version v of p, over every platform
+// the engine serves that the version has a package for, fetching and
+// verifying what the cache lacks as Package does, and learning archive
+// sizes not known. Errors: those of Package; ErrPlatformNotFound when no
+// platform has a package; ErrOffline for a size not known offline.
+func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error) {
+	pkg, err := o.e.Package(ctx, p, v, nil)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	if len(pkg.Archives) == 0 {
+		return oci.Document{}, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", ErrPlatformNotFound, p, v)
+	}
+	rec := o.record(p, v)
+	sizes := map[string]int64{}
+	targets := make([]oci.Target, 0, len(pkg.Archives))
+	docs := make([]oci.Document, 0, len(pkg.Archives)+1)
+	blobs := map[digest.Digest]string{}
+	for _, pa := range pkg.Archives {
+		size, err := o.size(ctx, p, pa, rec)
+		if err != nil {
+			return oci.Document{}, err
+		}
+		sizes[pa.SHA256] = size
+		pl, err := addrs.ParsePlatform(pa.Platform)
+		if err != nil {
+			return oci.Document{}, err
+		}
+		m, err := oci.ProviderTargetManifest(oci.Layer{SHA256: pa.SHA256, Size: size, Title: addrs.ArchiveName(p.Type, v.String(), pa.Platform)})
+		if err != nil {
+			return oci.Document{}, fmt.Errorf("%s %s %s: %w", p, v, pa.Platform, err)
+		}
+		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
+		docs = append(docs, m)
+		blobs[digest.NewDigestFromEncoded(digest.SHA256, pa.SHA256)] = pa.Platform
+	}
+	index, err := oci.ProviderIndex(targets)
+	if err != nil {
+		return oci.Document{}, fmt.Errorf("%s %s: %w", p, v, err)
+	}
+	docs = append(docs, index)
+	if err := o.keep(p, v, docs, blobs, sizes); err != nil {
+		return oci.Document{}, err
+	}
+	return index, nil
+}
+
+// size returns the size of a platform's archive: as kept, as the origin
+// stated it (OpenTofu's package_size), as cached, or learned from the
+// origin, once however many callers ask (each may give up on its own
+// context; the request runs on the engine's).
+func (o *OCI) size(ctx context.Context, p addrs.Provider, pa PlatformArchive, rec *ociRecord) (int64, error) {
+	if n := rec.Sizes[pa.SHA256]; n > 0 {
+		return n, nil
+	}
+	if ev := pa.Evidence; ev != nil {
+		if ph, ok := ev.Packages[pa.Platform]; ok && ph.PackageSize > 0 {
+			return ph.PackageSize, nil
+		}
+	}
+	if info, err := o.e.store.StatBlob(pa.SHA256); err == nil && info.Size > 0 {
+		return info.Size, nil
+	}
+	if o.e.cfg.Offline {
+		return 0, fmt.Errorf("%w: the size of %s %s's archive is not known", ErrOffline, p, pa.Platform)
+	}
+	ch := o.e.meta.DoChan("oci-size\x00"+pa.SHA256, func() (any, error) {
+		ctx, done, err := o.e.detached(o.e.cfg.OriginTimeout)
+		if err != nil {
+			return int64(0), err
+		}
+		defer done()
+		return o.sizer.ArchiveSize(ctx, p, pa.URL)
+	})
+	select {
+	case res := <-ch:
+		if res.Err != nil {
+			return 0, res.Err
+		}
+		return res.Val.(int64), nil
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+}
+
+// record returns the kept OCI record of v (empty when there is none).
+func (o *OCI) record(p addrs.Provider, v versions.Version) *ociRecord {
+	key := ociRecordKey(p, v)
+	if r, ok := o.recs.Load(key); ok {
+		return r.(*ociRecord)
+	}
+	var rec ociRecord
+	if _, err := o.e.store.GetMeta(key, &rec); err != nil {
+		if !errors.Is(err, cache.ErrNotFound) {
+			o.e.log.Warn("reading a cached OCI record", "provider", p.String(), "version", v.String(), "error", err)
+		}
+		return &ociRecord{}
+	}
+	if !knownSchema(rec.Schema) {
+		return &ociRecord{}
+	}
+	o.recs.Store(key, &rec)
+	return &rec
+}
+
+// keep stores what Index handed out: the documents and archive sizes in
+// v's OCI record, and an entry for every digest (documents and blobs).
+// It writes only what is new.
+func (o *OCI) keep(p addrs.Provider, v versions.Version, docs []oci.Document, blobs map[digest.Digest]string, sizes map[string]int64) error {
+	rec := o.record(p, v)
+	missing := false
+	for sha, n := range sizes {
+		if rec.Sizes[sha] != n {
+			missing = true
+		}
+	}
+	for _, d := range docs {
+		if _, ok := rec.Documents[d.Digest.String()]; !ok {
+			missing = true
+		}
+	}
+	if missing {
+		o.mu.Lock()
+		err := o.addToRecord(p, v, docs, sizes)
+		o.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	entries := map[digest.Digest]ociDigestEntry{}
+	for _, d := range docs {
+		entries[d.Digest] = ociDigestEntry{Version: v.String()}
+	}
+	for d, pl := range blobs {
+		entries[d] = ociDigestEntry{Version: v.String(), Platform: pl}
+	}
+	for d, entry := range entries {
+		key := ociDigestKey(p, d)
+		if _, ok := o.kept.Load(key); ok {
+			continue
+		}
+		if err := o.e.store.PutMeta(key, entry); err != nil {
+			o.e.metrics.CacheWriteFailed()
+			return fmt.Errorf("storing an OCI digest of %s %s: %w", p, v, err)
+		}
+		o.kept.Store(key, struct{}{})
+	}
+	return nil
+}
+
+func (o *OCI) addToRecord(p addrs.Provider, v versions.Version, docs []oci.Document, sizes map[string]int64) error {
+	key := ociRecordKey(p, v)
+	o.recs.Delete(key) // read what is stored now
+	old := o.record(p, v)
+	rec := &ociRecord{Schema: recordSchema, Sizes: maps.Clone(old.Sizes), Documents: maps.Clone(old.Documents)}
+	if rec.Sizes == nil {
+		rec.Sizes = map[string]int64{}
+	}
+	if rec.Documents == nil {
+		rec.Documents = map[string]ociDoc{}
+	}
+	maps.Copy(rec.Sizes, sizes)
+	for _, d := range docs {
+		rec.Documents[d.Digest.String()] = ociDoc{MediaType: d.MediaType, Content: d.Bytes}
+	}
+	if err := o.e.store.PutMeta(key, rec); err != nil {
+		o.e.metrics.CacheWriteFailed()
+		return fmt.Errorf("storing the OCI record of %s %s: %w", p, v, err)
+	}
+	o.recs.Store(key, rec)
+	return nil
+}
+
+// entry finds what digest d of p's repository names, while its version's
+// package record is kept.
+func (o *OCI) entry(p addrs.Provider, d digest.Digest) (versions.Version, ociDigestEntry, error) {
+	unknown := fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	if err := o.e.CheckOrigin(p); err != nil {
+		return versions.Version{}, ociDigestEntry{}, err
+	}
+	if d.Validate() != nil || d.Algorithm() != digest.SHA256 {
+		return versions.Version{}, ociDigestEntry{}, unknown
+	}
+	var entry ociDigestEntry
+	if _, err := o.e.store.GetMeta(ociDigestKey(p, d), &entry); err != nil {
+		if !errors.Is(err, cache.ErrNotFound) {
+			return versions.Version{}, entry, fmt.Errorf("reading an OCI digest of %s: %w", p, err)
+		}
+		return versions.Version{}, entry, unknown
+	}
+	v, err := addrs.ParseSemver(entry.Version)
+	if err != nil {
+		return versions.Version{}, entry, unknown
+	}
+	if _, ok := o.e.records.cachedPackage(p, v); !ok {
+		return versions.Version{}, entry, unknown
+	}
+	return v, entry, nil
+}
+
+// Manifest returns the document (index or manifest) of p's repository
+// whose digest is d, if it was ever handed out and its version's package
+// record is still kept. Errors: ErrDigestUnknown,
+// discovery.ErrHostNotAllowed.
+func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
+	v, entry, err := o.entry(p, d)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	doc, ok := o.record(p, v).Documents[d.String()]
+	if entry.Platform != "" || !ok {
+		return oci.Document{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	}
+	out, err := oci.NewDocument(doc.MediaType, doc.Content)
+	if err != nil || out.Digest != d {
+		return oci.Document{}, fmt.Errorf("the kept OCI document %s of %s %s does not match its digest", d, p, v)
+	}
+	return out, nil
+}
+
+// Blob opens the archive of p's repository whose sha256 digest is d (an
+// archive of a version whose index was handed out), as OpenArchive does:
+// cached, or downloaded once however many callers, verified before its
+// last bytes. size is its length in bytes, as the index said. Errors:
+// ErrDigestUnknown, and those of OpenArchive.
+func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *Archive, size int64, err error) {
+	v, entry, err := o.entry(p, d)
+	if err != nil {
+		return nil, 0, err
+	}
+	if entry.Platform == "" {
+		return nil, 0, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	}
+	pl, err := addrs.ParsePlatform(entry.Platform)
+	if err != nil {
+		return nil, 0, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	}
+	a, err = o.e.OpenArchive(ctx, p, v, pl)
+	if err != nil {
+		return nil, 0, err
+	}
+	if a.SHA256 != d.Encoded() {
+		// The version's record names another archive for the platform
+		// now: the digest is not this repository's any more.
+		a.Close()
+		return nil, 0, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
+	}
+	size = a.Size
+	if size < 0 {
+		size = o.record(p, v).Sizes[a.SHA256]
+	}
+	return a, size, nil
+}

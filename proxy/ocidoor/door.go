@@ -1,0 +1,413 @@
+package ocidoor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
+)
+
+// Providers is what the front door needs of the engine for provider
+// repositories: their version lists, and the OCI side (*mirror.OCI) for
+// documents and blobs. *mirror.Engine and *mirror.OCI implement it
+// together (see Join).
+type Providers interface {
+	// CheckOrigin fails for a provider of a host the engine does not serve.
+	CheckOrigin(p addrs.Provider) error
+	Versions(ctx context.Context, p addrs.Provider) (*mirror.VersionList, mirror.ListState, error)
+	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
+	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
+	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
+}
+
+// Join returns the Providers of an engine and its OCI side.
+func Join(e *mirror.Engine, o *mirror.OCI) Providers {
+	return struct {
+		*mirror.Engine
+		*mirror.OCI
+	}{e, o}
+}
+
+// Config configures a Door.
+type Config struct {
+	// Names maps addresses to repository names. Required.
+	Names oci.Names
+	// Auth, when set, requires a token for everything under /v2/ but
+	// the token endpoint. Default: anonymous.
+	Auth *proxy.Auth
+	// PublicHost is the mirror's host as clients reach it, for the
+	// token endpoint's realm. Default: the Host of each request.
+	PublicHost string
+	// Logger receives errors, once each. Default: discard.
+	Logger *slog.Logger
+}
+
+// Door serves the OCI distribution API's pull side under /v2/.
+type Door struct {
+	cfg       Config
+	providers Providers
+}
+
+// New returns a Door answering from providers.
+func New(cfg Config, providers Providers) (*Door, error) {
+	if providers == nil {
+		return nil, errors.New("ocidoor: the providers are required")
+	}
+	if cfg.Names.ProviderPrefix() == "" {
+		return nil, errors.New("ocidoor: the repository names are required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Door{cfg: cfg, providers: providers}, nil
+}
+
+// Limits on requests.
+const (
+	maxPathLen = 2048
+	maxTagPage = 1000 // tags in one page of the tag list
+)
+
+// ServeHTTP serves /v2 and everything under /v2/.
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	path := r.URL.EscapedPath()
+	if len(path) > maxPathLen {
+		d.fail(w, r, codeNameInvalid, http.StatusBadRequest, errors.New("path too long"))
+		return
+	}
+	rest, _ := strings.CutPrefix(strings.TrimPrefix(path, "/v2"), "/")
+	if rest == "token" {
+		d.token(w, r)
+		return
+	}
+	if !d.authorized(w, r) {
+		return
+	}
+	if d.cfg.Auth != nil {
+		w = &privateWriter{ResponseWriter: w}
+	}
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes and deletes are not supported"))
+		return
+	}
+	if rest == "" {
+		writeJSON(w, r, http.StatusOK, "application/json", []byte("{}"))
+		return
+	}
+	if strings.ContainsAny(rest, "%?#") {
+		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("repository names are lowercase letters, digits and separators"))
+		return
+	}
+	switch name, ref, kind := split(rest); kind {
+	case "tags":
+		d.tags(w, r, name)
+	case "manifests":
+		d.manifest(w, r, name, ref)
+	case "blobs":
+		d.blob(w, r, name, ref)
+	case "referrers":
+		d.referrers(w, r, name, ref)
+	case "uploads":
+		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes are not supported"))
+	default:
+		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("not an OCI distribution API path"))
+	}
+}
+
+// split reads NAME/tags/list, NAME/manifests/REF, NAME/blobs/DIGEST,
+// NAME/referrers/DIGEST and NAME/blobs/uploads/...
+func split(rest string) (name, ref, kind string) {
+	if name, ok := strings.CutSuffix(rest, "/tags/list"); ok {
+		return name, "", "tags"
+	}
+	if i := strings.Index(rest, "/blobs/uploads"); i > 0 {
+		return rest[:i], "", "uploads"
+	}
+	for _, k := range []string{"manifests", "blobs", "referrers"} {
+		if i := strings.LastIndex(rest, "/"+k+"/"); i > 0 {
+			ref := rest[i+len(k)+2:]
+			if ref == "" || strings.Contains(ref, "/") {
+				return "", "", ""
+			}
+			return rest[:i], ref, k
+		}
+	}
+	return "", "", ""
+}
+
+// provider parses a repository name of a provider the engine serves; on
+// an error it answers NAME_UNKNOWN.
+func (d *Door) provider(w http.ResponseWriter, r *http.Request, name string) (addrs.Provider, bool) {
+	repo, err := d.cfg.Names.Parse(name)
+	if err == nil && repo.Kind != oci.KindProvider {
+		err = fmt.Errorf("%q: module repositories are not served", name)
+	}
+	if err == nil {
+		err = d.providers.CheckOrigin(repo.Provider)
+	}
+	if err != nil {
+		d.fail(w, r, codeNameUnknown, http.StatusNotFound, err)
+		return addrs.Provider{}, false
+	}
+	return repo.Provider, true
+}
+
+// tagList is the tag list answer.
+type tagList struct {
+	Name string   `json:"name"`
+	Tags []string `json:"tags"`
+}
+
+// tags serves NAME/tags/list: a tag per version of the origin's list (as
+// the network mirror's index.json), in lexical order, paged by n and last.
+func (d *Door) tags(w http.ResponseWriter, r *http.Request, name string) {
+	p, ok := d.provider(w, r, name)
+	if !ok {
+		return
+	}
+	q := r.URL.Query()
+	n := -1
+	if s := q.Get("n"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			d.fail(w, r, codePaginationInvalid, http.StatusBadRequest, fmt.Errorf("n %.20q: want a count", s))
+			return
+		}
+		n = v
+	}
+	last := q.Get("last")
+	list, _, err := d.providers.Versions(r.Context(), p)
+	if err != nil {
+		d.failEngine(w, r, codeNameUnknown, err)
+		return
+	}
+	all := make([]string, 0, len(list.Versions))
+	for _, e := range list.Versions {
+		if tag, ok := oci.Tag(e.Version); ok {
+			all = append(all, tag)
+		}
+	}
+	slices.Sort(all)
+	all = slices.Compact(all)
+	start, _ := slices.BinarySearch(all, last)
+	if last != "" && start < len(all) && all[start] == last {
+		start++
+	}
+	page := all[start:]
+	if n < 0 && len(page) > maxTagPage {
+		n = maxTagPage
+	}
+	if n >= 0 && len(page) > n {
+		page = page[:min(n, maxTagPage)]
+		if len(page) > 0 {
+			next := url.Values{"n": {strconv.Itoa(len(page))}, "last": {page[len(page)-1]}}
+			w.Header().Set("Link", fmt.Sprintf(`</v2/%s/tags/list?%s>; rel="next"`, name, next.Encode()))
+		}
+	}
+	body, _ := json.Marshal(tagList{Name: name, Tags: page})
+	writeJSON(w, r, http.StatusOK, "application/json", body)
+}
+
+// manifest serves NAME/manifests/REF: by tag, the version's image index;
+// by digest, any document handed out for the repository.
+func (d *Door) manifest(w http.ResponseWriter, r *http.Request, name, ref string) {
+	p, ok := d.provider(w, r, name)
+	if !ok {
+		return
+	}
+	var doc oci.Document
+	if strings.Contains(ref, ":") {
+		dg, err := digest.Parse(ref)
+		if err != nil {
+			d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)
+			return
+		}
+		if doc, err = d.providers.Manifest(r.Context(), p, dg); err != nil {
+			d.failEngine(w, r, codeManifestUnknown, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "max-age=31536000, immutable")
+	} else {
+		version, ok := oci.ParseTag(ref)
+		if !ok {
+			d.fail(w, r, codeManifestUnknown, http.StatusNotFound, fmt.Errorf("tag %.140q names no version", ref))
+			return
+		}
+		v, err := addrs.ParseSemver(version)
+		if err == nil {
+			doc, err = d.providers.Index(r.Context(), p, v)
+		}
+		if err != nil {
+			d.failEngine(w, r, codeManifestUnknown, err)
+			return
+		}
+		w.Header().Set("Cache-Control", "no-cache")
+	}
+	h := w.Header()
+	h.Set("Docker-Content-Digest", doc.Digest.String())
+	h.Set("ETag", `"`+doc.Digest.String()+`"`)
+	writeJSON(w, r, http.StatusOK, doc.MediaType, doc.Bytes)
+}
+
+// blob serves NAME/blobs/DIGEST: the empty config, or a platform's zip,
+// streamed through the engine like the network mirror's archives.
+func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
+	p, ok := d.provider(w, r, name)
+	if !ok {
+		return
+	}
+	dg, err := digest.Parse(ref)
+	if err != nil {
+		d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)
+		return
+	}
+	h := w.Header()
+	if dg == oci.EmptyConfig().Digest {
+		h.Set("Docker-Content-Digest", dg.String())
+		h.Set("ETag", `"`+dg.String()+`"`)
+		h.Set("Cache-Control", "max-age=31536000, immutable")
+		writeJSON(w, r, http.StatusOK, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob())
+		return
+	}
+	a, size, err := d.providers.Blob(r.Context(), p, dg)
+	if err != nil {
+		d.failEngine(w, r, codeBlobUnknown, err)
+		return
+	}
+	defer a.Close()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Docker-Content-Digest", dg.String())
+	h.Set("ETag", `"`+dg.String()+`"`)
+	h.Set("Cache-Control", "max-age=31536000, immutable")
+	h.Set("X-Tfmirror-Cache", a.Source.String())
+	if content := a.Content(); content != nil {
+		http.ServeContent(w, r, "", a.ModTime, content)
+		return
+	}
+	if a.Size < 0 && size > 0 {
+		h.Set("Content-Length", strconv.FormatInt(size, 10))
+	}
+	proxy.StreamArchive(w, r, a)
+}
+
+// referrers answers NAME/referrers/DIGEST: no artifact refers to another
+// here, so an empty index.
+func (d *Door) referrers(w http.ResponseWriter, r *http.Request, name, ref string) {
+	if _, ok := d.provider(w, r, name); !ok {
+		return
+	}
+	if _, err := digest.Parse(ref); err != nil {
+		d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)
+		return
+	}
+	writeJSON(w, r, http.StatusOK, oci.MediaTypeIndex, []byte(`{"schemaVersion":2,"mediaType":"`+oci.MediaTypeIndex+`","manifests":[]}`))
+}
+
+// writeJSON sends body with its media type and length; a HEAD gets the
+// headers only.
+func writeJSON(w http.ResponseWriter, r *http.Request, status int, mediaType string, body []byte) {
+	h := w.Header()
+	h.Set("Content-Type", mediaType)
+	h.Set("Content-Length", strconv.Itoa(len(body)))
+	h.Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(status)
+	if r.Method != http.MethodHead {
+		w.Write(body)
+	}
+}
+
+// The OCI error codes answered.
+const (
+	codeNameUnknown       = "NAME_UNKNOWN"
+	codeNameInvalid       = "NAME_INVALID"
+	codeManifestUnknown   = "MANIFEST_UNKNOWN"
+	codeBlobUnknown       = "BLOB_UNKNOWN"
+	codeDigestInvalid     = "DIGEST_INVALID"
+	codePaginationInvalid = "PAGINATION_NUMBER_INVALID"
+	codeUnsupported       = "UNSUPPORTED"
+	codeUnauthorized      = "UNAUTHORIZED"
+	codeUnavailable       = "UNAVAILABLE"
+	codeTooManyRequests   = "TOOMANYREQUESTS"
+	codeUnknown           = "UNKNOWN"
+)
+
+type errorEnvelope struct {
+	Errors []errorEntry `json:"errors"`
+}
+
+type errorEntry struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	Detail  any    `json:"detail"`
+}
+
+// failEngine answers an engine error: what the engine calls not found
+// with notFound (NAME_UNKNOWN for a repository's versions,
+// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks), anything
+// else with its status from httperr.Status, the one table.
+func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound string, err error) {
+	if r.Context().Err() != nil {
+		err = &httperr.ClientGoneError{Err: err}
+	}
+	status := httperr.Status(err)
+	code := codeUnknown
+	switch {
+	case status == http.StatusNotFound:
+		code = notFound
+	case status == http.StatusUnauthorized:
+		code = codeUnauthorized
+	case status == http.StatusTooManyRequests:
+		code = codeTooManyRequests
+	case status == http.StatusServiceUnavailable:
+		code = codeUnavailable
+		if wait, ok := httperr.RetryAfter(err); ok {
+			w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
+		}
+	}
+	d.fail(w, r, code, status, err)
+}
+
+// fail answers with the OCI error envelope and logs the error once, at a
+// level that says whose fault it is (as the other front doors do).
+func (d *Door) fail(w http.ResponseWriter, r *http.Request, code string, status int, err error) {
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		msg = "internal error"
+	}
+	h := w.Header()
+	h.Del("ETag")
+	h.Del("Docker-Content-Digest")
+	h.Set("Cache-Control", "no-store")
+	body, _ := json.Marshal(errorEnvelope{Errors: []errorEntry{{Code: code, Message: msg}}})
+	if status != httperr.StatusClientClosedRequest {
+		writeJSON(w, r, status, "application/json", body)
+	}
+	level := slog.LevelInfo
+	switch {
+	case status == httperr.StatusClientClosedRequest:
+		level = slog.LevelDebug
+	case status == http.StatusInternalServerError:
+		level = slog.LevelError
+	case status >= 500:
+		level = slog.LevelWarn
+	}
+	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "code", code, "error", err)
+}
