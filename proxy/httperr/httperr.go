@@ -81,7 +81,8 @@ func Status(err error) int {
 		errors.Is(err, discovery.ErrNoProviderService),
 		errors.Is(err, discovery.ErrNoModuleService),
 		errors.Is(err, mirror.ErrVersionNotFound),
-		errors.Is(err, mirror.ErrPlatformNotFound):
+		errors.Is(err, mirror.ErrPlatformNotFound),
+		errors.Is(err, mirror.ErrDigestUnknown):
 		return http.StatusNotFound
 	case errors.Is(err, mirror.ErrUnsignedOrigin):
 		// An import refused (served versions that are withheld are

@@ -394,6 +394,11 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 	switch {
 	case status == http.StatusNotFound:
 		code = notFound
+		if !errors.Is(err, mirror.ErrVersionNotFound) && !errors.Is(err, mirror.ErrPlatformNotFound) && !errors.Is(err, mirror.ErrDigestUnknown) {
+			// Not something the repository lacks: the repository itself
+			// (a provider the origin does not have).
+			code = codeNameUnknown
+		}
 	case status == http.StatusUnauthorized:
 		code = codeUnauthorized
 	case status == http.StatusTooManyRequests:

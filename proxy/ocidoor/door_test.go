@@ -1,0 +1,339 @@
+package ocidoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/oci"
+)
+
+var twoPlatforms = []string{"linux_amd64", "darwin_arm64"}
+
+// pullProvider does what OpenTofu's oci_mirror does with oras-go: list
+// tags, resolve a tag, fetch the index and the platform's manifest and
+// blob, each checked against its descriptor's digest and size by oras-go.
+// It returns the documents' digests and the zip.
+func pullProvider(t *testing.T, r *rig, ns, typ, version, platform string, cred auth.Credential) (digests []string, zip []byte) {
+	t.Helper()
+	ctx := context.Background()
+	repo := r.repo(ns, typ, cred)
+	var tags []string
+	if err := repo.Tags(ctx, "", func(page []string) error { tags = append(tags, page...); return nil }); err != nil {
+		t.Fatalf("tags: %v", err)
+	}
+	tag, _ := oci.Tag(version)
+	if !slices.Contains(tags, tag) {
+		t.Fatalf("tags %v lack %s", tags, tag)
+	}
+	desc, err := repo.Resolve(ctx, tag)
+	if err != nil {
+		t.Fatalf("resolve %s: %v", tag, err)
+	}
+	if desc.MediaType != ocispec.MediaTypeImageIndex {
+		t.Fatalf("tag resolves to %s", desc.MediaType)
+	}
+	b, err := content.FetchAll(ctx, repo, desc)
+	if err != nil {
+		t.Fatalf("index: %v", err)
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(b, &index); err != nil {
+		t.Fatal(err)
+	}
+	if index.ArtifactType != oci.ArtifactTypeProvider || index.MediaType != ocispec.MediaTypeImageIndex {
+		t.Fatalf("index %s", b)
+	}
+	digests = append(digests, desc.Digest.String())
+	var target *ocispec.Descriptor
+	for i, m := range index.Manifests {
+		if m.ArtifactType != oci.ArtifactTypeProviderTarget || m.Platform == nil || m.Platform.Variant != "" || m.Platform.OSVersion != "" {
+			t.Fatalf("index entry %+v", m)
+		}
+		if m.Platform.OS+"_"+m.Platform.Architecture == platform {
+			target = &index.Manifests[i]
+		}
+	}
+	if target == nil {
+		t.Fatalf("index %s has no %s", b, platform)
+	}
+	mb, err := content.FetchAll(ctx, repo, *target)
+	if err != nil {
+		t.Fatalf("manifest: %v", err)
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(mb, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m.ArtifactType != oci.ArtifactTypeProviderTarget || len(m.Layers) != 1 || m.Layers[0].MediaType != "archive/zip" ||
+		m.Config.Digest != ocispec.DescriptorEmptyJSON.Digest {
+		t.Fatalf("manifest %s", mb)
+	}
+	digests = append(digests, target.Digest.String())
+	if want := "sha256:" + r.origin.SHA256(ns, typ, version, platform); m.Layers[0].Digest.String() != want {
+		t.Errorf("layer digest %s, want the origin's SHA256SUMS entry %s", m.Layers[0].Digest, want)
+	}
+	zip, err = content.FetchAll(ctx, repo.Blobs(), m.Layers[0])
+	if err != nil {
+		t.Fatalf("blob: %v", err)
+	}
+	if !bytes.Equal(zip, r.origin.Archive(ns, typ, version, platform)) {
+		t.Error("the blob is not the origin's zip")
+	}
+	cfg, err := content.FetchAll(ctx, repo.Blobs(), m.Config)
+	if err != nil || string(cfg) != "{}" {
+		t.Errorf("config blob %q, %v", cfg, err)
+	}
+	return digests, zip
+}
+
+func TestORASPullsProvider(t *testing.T) {
+	for _, tc := range []struct {
+		name          string
+		packageHashes bool // the origin states sizes (OpenTofu's package_size)
+		wantSizeHits  int  // first-byte requests for the first index
+	}{
+		{"origin without package sizes", false, len(twoPlatforms)},
+		{"origin with package sizes", true, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{origin: fakeorigin.Options{PackageHashes: tc.packageHashes}})
+			r.origin.AddProvider("acme", "net", []string{"1.0.0", "1.1.0"}, twoPlatforms)
+			pullProvider(t, r, "acme", "net", "1.1.0", "linux_amd64", auth.EmptyCredential)
+			if got := r.origin.ArchiveHits("acme", "net", "1.1.0", "linux_amd64"); got != 1 {
+				t.Errorf("%d origin downloads of the pulled zip, want 1", got)
+			}
+			if got := r.origin.ArchiveHits("acme", "net", "1.1.0", "darwin_arm64"); got != 0 {
+				t.Errorf("%d origin downloads of the platform not pulled, want 0", got)
+			}
+			if got := r.origin.Hits(fakeorigin.ArchiveSize); got != tc.wantSizeHits {
+				t.Errorf("%d first-byte requests, want %d", got, tc.wantSizeHits)
+			}
+			// Again: everything from the cache.
+			r.origin.ResetHits()
+			pullProvider(t, r, "acme", "net", "1.1.0", "linux_amd64", auth.EmptyCredential)
+			if got := r.origin.Hits(fakeorigin.Archive) + r.origin.Hits(fakeorigin.ArchiveSize) + r.origin.Hits(fakeorigin.Download); got != 0 {
+				t.Errorf("%d origin requests for a warm pull", got)
+			}
+		})
+	}
+}
+
+// The index announces the zip's real size before any zip is fetched, and
+// the layer digest resolves as a blob of its repository before the zip
+// is cached: fifty clients fetching it cold make one origin download.
+func TestColdBlobFanOutMakesOneDownload(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"2.0.0"}, twoPlatforms)
+	ctx := context.Background()
+	repo := r.repo("acme", "net", auth.EmptyCredential)
+	desc, err := repo.Resolve(ctx, "2.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := content.FetchAll(ctx, repo, desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index ocispec.Index
+	json.Unmarshal(b, &index)
+	var layer ocispec.Descriptor
+	for _, m := range index.Manifests {
+		if m.Platform.OS == "linux" {
+			mb, err := content.FetchAll(ctx, repo, m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var man ocispec.Manifest
+			json.Unmarshal(mb, &man)
+			layer = man.Layers[0]
+		}
+	}
+	want := r.origin.Archive("acme", "net", "2.0.0", "linux_amd64")
+	if layer.Size != int64(len(want)) {
+		t.Fatalf("layer size %d, want %d", layer.Size, len(want))
+	}
+	release := r.origin.GateArchives()
+	var wg sync.WaitGroup
+	errs := make(chan error, 50)
+	for range 50 {
+		wg.Go(func() {
+			got, err := content.FetchAll(ctx, r.repo("acme", "net", auth.EmptyCredential).Blobs(), layer)
+			if err == nil && !bytes.Equal(got, want) {
+				err = errors.New("wrong bytes")
+			}
+			errs <- err
+		})
+	}
+	release()
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Error(err)
+		}
+	}
+	if got := r.origin.ArchiveHits("acme", "net", "2.0.0", "linux_amd64"); got != 1 {
+		t.Errorf("%d origin downloads for 50 clients, want 1", got)
+	}
+}
+
+// ociError reads the OCI error envelope of a response.
+func ociError(t *testing.T, resp *http.Response) (status int, code string) {
+	t.Helper()
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var body struct {
+		Errors []struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"errors"`
+	}
+	if err := json.Unmarshal(b, &body); err != nil || len(body.Errors) != 1 {
+		t.Fatalf("%s: body %q is not one OCI error", resp.Status, b)
+	}
+	return resp.StatusCode, body.Errors[0].Code
+}
+
+func TestErrorCodes(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	base := "/v2/providers/" + originHost + "/acme/net"
+	tests := []struct {
+		name, method, path string
+		status             int
+		code               string
+	}{
+		{"provider the origin lacks", "GET", "/v2/providers/" + originHost + "/acme/nothing/tags/list", 404, "NAME_UNKNOWN"},
+		{"origin not allowed", "GET", "/v2/providers/registry.example.org/acme/net/tags/list", 404, "NAME_UNKNOWN"},
+		{"outside the prefixes", "GET", "/v2/library/alpine/manifests/latest", 404, "NAME_UNKNOWN"},
+		{"upper case name", "GET", "/v2/providers/" + originHost + "/Acme/net/tags/list", 404, "NAME_UNKNOWN"},
+		{"escaped slash", "GET", "/v2/providers/" + originHost + "%2Facme/net/tags/list", 404, "NAME_UNKNOWN"},
+		{"dot dot", "GET", "/v2/providers/" + originHost + "/../net/tags/list", 404, "NAME_UNKNOWN"},
+		{"unknown provider's manifest", "HEAD", "/v2/providers/" + originHost + "/acme/nothing/manifests/1.0.0", 404, ""},
+		{"unknown provider's manifest body", "GET", "/v2/providers/" + originHost + "/acme/nothing/manifests/1.0.0", 404, "NAME_UNKNOWN"},
+		{"version the origin lacks", "GET", base + "/manifests/9.9.9", 404, "MANIFEST_UNKNOWN"},
+		{"tag that is no version", "GET", base + "/manifests/latest", 404, "MANIFEST_UNKNOWN"},
+		{"digest never handed out", "GET", base + "/manifests/sha256:" + strings.Repeat("a", 64), 404, "MANIFEST_UNKNOWN"},
+		{"bad digest", "GET", base + "/manifests/sha256:zz", 400, "DIGEST_INVALID"},
+		{"blob never handed out", "GET", base + "/blobs/sha256:" + strings.Repeat("b", 64), 404, "BLOB_UNKNOWN"},
+		{"push a manifest", "PUT", base + "/manifests/1.0.0", 405, "UNSUPPORTED"},
+		{"delete a manifest", "DELETE", base + "/manifests/1.0.0", 405, "UNSUPPORTED"},
+		{"start an upload", "POST", base + "/blobs/uploads/", 405, "UNSUPPORTED"},
+		{"delete a blob", "DELETE", base + "/blobs/sha256:" + strings.Repeat("b", 64), 405, "UNSUPPORTED"},
+		{"negative page", "GET", base + "/tags/list?n=-1", 400, "PAGINATION_NUMBER_INVALID"},
+		{"not an API path", "GET", base + "/whatever", 404, "NAME_UNKNOWN"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			resp := r.do(tt.method, tt.path)
+			if tt.method == "HEAD" {
+				resp.Body.Close()
+				if resp.StatusCode != tt.status {
+					t.Errorf("%s %s: %d, want %d", tt.method, tt.path, resp.StatusCode, tt.status)
+				}
+				return
+			}
+			status, code := ociError(t, resp)
+			if status != tt.status || code != tt.code {
+				t.Errorf("%s %s: %d %s, want %d %s", tt.method, tt.path, status, code, tt.status, tt.code)
+			}
+		})
+	}
+	if got := r.origin.Hits(fakeorigin.Archive); got != 0 {
+		t.Errorf("%d archive downloads from refused requests", got)
+	}
+}
+
+func TestPingAndReferrers(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	for _, path := range []string{"/v2/", "/v2"} {
+		resp := r.do("GET", path)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || string(b) != "{}" || resp.Header.Get("Docker-Distribution-API-Version") != "registry/2.0" {
+			t.Errorf("GET %s: %s %q", path, resp.Status, b)
+		}
+	}
+	resp := r.do("GET", "/v2/providers/"+originHost+"/acme/net/referrers/sha256:"+strings.Repeat("c", 64))
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var idx ocispec.Index
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != ocispec.MediaTypeImageIndex || json.Unmarshal(b, &idx) != nil ||
+		idx.Manifests == nil || len(idx.Manifests) != 0 || idx.SchemaVersion != 2 {
+		t.Errorf("referrers: %s %s %q", resp.Status, resp.Header.Get("Content-Type"), b)
+	}
+}
+
+// HEAD of a tag answers what OpenTofu needs: Content-Type, a real
+// Content-Length and Docker-Content-Digest, equal to the GET's.
+func TestManifestHead(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0+build.1"}, twoPlatforms)
+	path := "/v2/providers/" + originHost + "/acme/net/manifests/1.0.0_build.1"
+	head := r.do("HEAD", path)
+	head.Body.Close()
+	get := r.do("GET", path)
+	b, _ := io.ReadAll(get.Body)
+	get.Body.Close()
+	if head.StatusCode != 200 || get.StatusCode != 200 {
+		t.Fatalf("HEAD %s, GET %s", head.Status, get.Status)
+	}
+	if head.Header.Get("Content-Type") != ocispec.MediaTypeImageIndex || head.ContentLength != int64(len(b)) ||
+		head.Header.Get("Docker-Content-Digest") != sha256Digest(b) || get.Header.Get("Docker-Content-Digest") != sha256Digest(b) {
+		t.Errorf("HEAD: %v (length %d); GET body of %d bytes, digest %s", head.Header, head.ContentLength, len(b), sha256Digest(b))
+	}
+}
+
+func TestTagPaging(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	vs := []string{"1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.0.0-rc1", "0.9.0+a.b"}
+	r.origin.AddProvider("acme", "net", vs, twoPlatforms)
+	var all []string
+	path := "/v2/providers/" + originHost + "/acme/net/tags/list?n=2"
+	for pages := 0; path != ""; pages++ {
+		if pages > 10 {
+			t.Fatal("paging does not end")
+		}
+		resp := r.do("GET", path)
+		var list tagList
+		json.NewDecoder(resp.Body).Decode(&list)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || len(list.Tags) > 2 || list.Name != "providers/"+originHost+"/acme/net" {
+			t.Fatalf("%s: %s %+v", path, resp.Status, list)
+		}
+		all = append(all, list.Tags...)
+		path = ""
+		if link := resp.Header.Get("Link"); link != "" {
+			next, ok := strings.CutSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
+			if !ok {
+				t.Fatalf("Link %q", link)
+			}
+			path = next
+		}
+	}
+	want := []string{"0.9.0_a.b", "1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.0.0-rc1"}
+	if !slices.Equal(all, want) {
+		t.Errorf("tags over pages %v, want %v", all, want)
+	}
+	// oras-go follows the Link pages itself.
+	var tags []string
+	repo := r.repo("acme", "net", auth.EmptyCredential)
+	repo.TagListPageSize = 1
+	if err := repo.Tags(context.Background(), "", func(p []string) error { tags = append(tags, p...); return nil }); err != nil || !slices.Equal(tags, want) {
+		t.Errorf("oras-go tags %v, %v", tags, err)
+	}
+}
