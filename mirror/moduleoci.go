@@ -11,6 +11,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	digest "github.com/opencontainers/go-digest"
@@ -38,7 +39,9 @@ func moduleManifestOf(m addrs.Module, rec ModuleZipRecord) (oci.Document, error)
 
 // ModuleManifest returns the image manifest of version of m: from the
 // record of its zip, or, when there is none yet, once the zip is made
-// (OpenModuleZip). Errors: those of OpenModuleZip.
+// (OpenModuleZip) of a version the module's version list names. Errors:
+// those of ModuleVersions and OpenModuleZip; ErrVersionNotFound for a
+// version the list lacks.
 func (s *Modules) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return oci.Document{}, err
@@ -50,6 +53,17 @@ func (s *Modules) ModuleManifest(ctx context.Context, m addrs.Module, version st
 	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 	}
+	// The version list first: it names the version as the origin spells
+	// it ("v1.0.0" for a tag "1.0.0"), and a version it lacks is one the
+	// repository lacks, not the module.
+	list, _, err := s.ModuleVersions(ctx, m)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	want := canonicalModuleVersion(version)
+	if !slices.ContainsFunc(list.Versions, func(v string) bool { return canonicalModuleVersion(v) == want }) {
+		return oci.Document{}, fmt.Errorf("%w: module %s %s", ErrVersionNotFound, m, version)
+	}
 	z, err := s.OpenModuleZip(ctx, m, version)
 	if err != nil {
 		return oci.Document{}, err
@@ -58,11 +72,6 @@ func (s *Modules) ModuleManifest(ctx context.Context, m addrs.Module, version st
 	z.Close()
 	return moduleManifestOf(m, rec)
 }
-
-// ErrModuleDigestUnknown is a digest that names no manifest or blob of a
-// module's repository: none was handed out for it, or its version's
-// record is no longer kept. It matches ErrVersionNotFound.
-var ErrModuleDigestUnknown = fmt.Errorf("%w: digest unknown in this module's repository", ErrVersionNotFound)
 
 // moduleZipRecords calls fn with each zip record of m until it returns
 // true.
@@ -83,7 +92,7 @@ func (s *Modules) moduleZipRecords(m addrs.Module, fn func(ModuleZipRecord) bool
 
 // ModuleDocument returns the manifest of m's repository whose digest is
 // d: one of a version whose zip is recorded. Errors:
-// ErrModuleDigestUnknown, discovery.ErrHostNotAllowed.
+// ErrDigestUnknown, discovery.ErrHostNotAllowed.
 func (s *Modules) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return oci.Document{}, err
@@ -111,22 +120,22 @@ func (s *Modules) ModuleDocument(ctx context.Context, m addrs.Module, d digest.D
 	case ferr != nil:
 		return oci.Document{}, ferr
 	}
-	return oci.Document{}, fmt.Errorf("%w: %s in %s", ErrModuleDigestUnknown, d, m)
+	return oci.Document{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, m)
 }
 
 // ModuleBlob opens the zip of m's repository whose digest is d (made
 // again from its package when its blob was evicted). Errors:
-// ErrModuleDigestUnknown, and those of OpenModuleZip.
+// ErrDigestUnknown, and those of OpenModuleZip.
 func (s *Modules) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*ModuleZip, error) {
 	if d.Algorithm() != digest.SHA256 || d.Validate() != nil {
-		return nil, fmt.Errorf("%w: %.80s in %s", ErrModuleDigestUnknown, d, m)
+		return nil, fmt.Errorf("%w: %.80s in %s", ErrDigestUnknown, d, m)
 	}
 	version, ok, err := s.ModuleZipVersion(m, d.Encoded())
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s in %s", ErrModuleDigestUnknown, d, m)
+		return nil, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, m)
 	}
 	return s.OpenModuleZip(ctx, m, version)
 }

@@ -7,7 +7,6 @@ package ocidoor
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -147,10 +146,6 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 	}
 	z, err := d.cfg.Modules.ModuleBlob(r.Context(), m, dg)
 	if err != nil {
-		if errors.Is(err, mirror.ErrModuleDigestUnknown) {
-			d.fail(w, r, codeBlobUnknown, http.StatusNotFound, err)
-			return
-		}
 		d.failEngine(w, r, codeBlobUnknown, err)
 		return
 	}
