@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net/url"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -20,7 +21,7 @@ func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, a
 	if err != nil {
 		return nil, err
 	}
-	side, err := mirror.NewOCI(parts.engine, parts.origin)
+	side, err := parts.ociSide()
 	if err != nil {
 		return nil, err
 	}
@@ -44,4 +45,29 @@ func ociBlock(cfg settings.Config) func(host string) string {
 		}
 		return fmt.Sprintf("provider_installation {\n  oci_mirror {\n    repository_template = \"%s/%s/${hostname}/${namespace}/${type}\"\n  }\n}\n", host, cfg.OCIProviderPrefix)
 	}
+}
+
+// ociSide returns the engine's OCI side, made once: the OCI front door
+// and OCI layout exports share it, so that both keep the same documents
+// through one record writer.
+func (p *engineParts) ociSide() (*mirror.OCI, error) {
+	p.ociOnce.Do(func() { p.oci, p.ociErr = mirror.NewOCI(p.engine, p.origin) })
+	return p.oci, p.ociErr
+}
+
+// ociLayoutOption is the admin API's OCILayout option: the engine's OCI
+// side and the repository names cfg sets; nil when cfg sets none.
+func ociLayoutOption(cfg settings.Config, parts *engineParts) (*admin.OCILayout, error) {
+	if cfg.OCIProviderPrefix == "" && cfg.OCIModulePrefix == "" {
+		return nil, nil // a command that exports nothing (sync): not configured
+	}
+	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
+	if err != nil {
+		return nil, err
+	}
+	side, err := parts.ociSide()
+	if err != nil {
+		return nil, err
+	}
+	return &admin.OCILayout{Providers: side, Names: names}, nil
 }
