@@ -17,7 +17,6 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/oci"
 )
 
@@ -47,10 +46,10 @@ func (s *Modules) ModuleManifest(ctx context.Context, m addrs.Module, version st
 		return oci.Document{}, err
 	}
 	var rec ModuleZipRecord
-	if _, err := s.store.GetMeta(moduleZipKey(m, version), &rec); err == nil && knownSchema(rec.Schema) {
+	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
 		s.e.notify.get().Used(moduleRecordKey(m, version))
 		return moduleManifestOf(m, rec)
-	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+	} else if err != nil {
 		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 	}
 	// The version list first: it names the version as the origin spells
@@ -120,7 +119,52 @@ func (s *Modules) ModuleDocument(ctx context.Context, m addrs.Module, d digest.D
 	case ferr != nil:
 		return oci.Document{}, ferr
 	}
+	if doc, ok := s.sharedModuleDocument(ctx, m, d); ok {
+		return doc, nil
+	}
 	return oci.Document{}, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, m)
+}
+
+// sharedModuleDocument looks for the manifest of digest d among the zip
+// records the shared tier holds (sharedZipRecord).
+func (s *Modules) sharedModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, bool) {
+	var doc oci.Document
+	_, ok := s.sharedZipRecord(ctx, m, func(rec ModuleZipRecord) bool {
+		var err error
+		doc, err = moduleManifestOf(m, rec)
+		return err == nil && doc.Digest == d
+	})
+	return doc, ok
+}
+
+// sharedZipRecord returns the first zip record match accepts among
+// those the shared tier holds of the versions of m's cached version list
+// that the cache has none of (another replica made their zips), keeping
+// those it reads. It costs a shared store request per such version,
+// once: a record read is kept.
+func (s *Modules) sharedZipRecord(ctx context.Context, m addrs.Module, match func(ModuleZipRecord) bool) (ModuleZipRecord, bool) {
+	if s.cfg.Shared == nil {
+		return ModuleZipRecord{}, false
+	}
+	var list ModuleVersionList
+	if _, err := s.store.GetMeta(moduleVersionsKey(m), &list); err != nil {
+		if _, ok := s.e.shared.getShared(ctx, moduleVersionsKey(m), &list); !ok {
+			return ModuleZipRecord{}, false
+		}
+	}
+	for _, v := range list.Versions {
+		if ctx.Err() != nil {
+			break
+		}
+		if _, err := s.store.GetMeta(moduleZipKey(m, v), &ModuleZipRecord{}); err == nil {
+			continue // the cache's records were looked at already
+		}
+		var rec ModuleZipRecord
+		if ok, _ := s.zipRecord(ctx, m, v, &rec); ok && match(rec) {
+			return rec, true
+		}
+	}
+	return ModuleZipRecord{}, false
 }
 
 // ModuleBlob opens the zip of m's repository whose digest is d (made
@@ -135,7 +179,11 @@ func (s *Modules) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Diges
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, m)
+		rec, found := s.sharedZipRecord(ctx, m, func(rec ModuleZipRecord) bool { return rec.SHA256 == d.Encoded() })
+		if !found {
+			return nil, fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, m)
+		}
+		version = rec.Version
 	}
 	return s.OpenModuleZip(ctx, m, version)
 }

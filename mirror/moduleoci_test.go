@@ -90,3 +90,53 @@ func TestModuleManifestStable(t *testing.T) {
 		t.Errorf("%d origin requests, sealed", n)
 	}
 }
+
+// A module manifest digest one replica handed out resolves on another
+// sharing the tier, sealed, with an empty cache, by digest first (as a
+// client holding the digest asks), and so does its layer; both give the
+// first replica's bytes.
+func TestModuleManifestOnSecondReplica(t *testing.T) {
+	t.Parallel()
+	needGit(t)
+	tier := newMemTier()
+	first := newHarness(t, harnessOptions{cfg: Config{Shared: tier}})
+	o := first.origin
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0", "v1.1.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+	o.AddModule("acme", "vpc", "aws", "1.1.0", "git::"+o.GitURL("vpc")+"?ref=v1.1.0")
+	ctx := context.Background()
+	doc, err := first.engine.Modules().ModuleManifest(ctx, testModule, "1.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var man ocispec.Manifest
+	if err := json.Unmarshal(doc.Bytes, &man); err != nil {
+		t.Fatal(err)
+	}
+	first.waitIdle() // records go to the tier in the background
+	o.ResetHits()
+	second := &harness{t: t, origin: o}
+	second.start(harnessOptions{cfg: Config{Shared: tier, Offline: true}})
+	mods := second.engine.Modules()
+	got, err := mods.ModuleDocument(ctx, testModule, doc.Digest)
+	if err != nil || string(got.Bytes) != string(doc.Bytes) {
+		t.Fatalf("by digest on the second replica: %v", err)
+	}
+	z, err := mods.ModuleBlob(ctx, testModule, man.Layers[0].Digest)
+	if err != nil {
+		t.Fatalf("the layer on the second replica: %v", err)
+	}
+	b, _ := io.ReadAll(z.Content())
+	z.Close()
+	if digest.FromBytes(b) != man.Layers[0].Digest {
+		t.Error("the second replica's zip differs")
+	}
+	if _, err := mods.ModuleDocument(ctx, testModule, digest.FromString("none")); !errors.Is(err, ErrDigestUnknown) {
+		t.Errorf("a digest never handed out: %v", err)
+	}
+	if n := o.TotalHits(); n != 0 {
+		t.Errorf("%d origin requests from the sealed replica", n)
+	}
+}

@@ -86,14 +86,14 @@ func (s *Modules) OpenModuleZip(ctx context.Context, m addrs.Module, version str
 	key := moduleZipKey(m, version)
 	var rec ModuleZipRecord
 	haveRec := false
-	if _, err := s.store.GetMeta(key, &rec); err == nil && knownSchema(rec.Schema) {
+	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
 		haveRec = true
 		if z := s.openZipBlob(rec, Hit); z != nil {
 			s.e.notify.get().Used(moduleRecordKey(m, version))
 			s.metrics.CacheLookup("module_zip", true)
 			return z, nil
 		}
-	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
+	} else if err != nil {
 		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 	}
 	s.metrics.CacheLookup("module_zip", false)
@@ -131,6 +131,34 @@ func (s *Modules) OpenModuleZip(ctx context.Context, m addrs.Module, version str
 		return z, nil
 	}
 	return nil, fmt.Errorf("the zip of module %s %s was made but could not be stored in the cache", m, version)
+}
+
+// zipRecord reads the record of the zip of version of m into rec: the
+// cache's, or else the shared tier's (kept in the cache from then on, so
+// that a replica answers the digests another one handed out). ok is
+// false when neither has one; err is for a cache that failed.
+func (s *Modules) zipRecord(ctx context.Context, m addrs.Module, version string, rec *ModuleZipRecord) (ok bool, err error) {
+	key := moduleZipKey(m, version)
+	_, err = s.store.GetMeta(key, rec)
+	switch {
+	case err == nil && knownSchema(rec.Schema):
+		return true, nil
+	case err != nil && !errors.Is(err, cache.ErrNotFound):
+		return false, err
+	case s.cfg.Shared == nil:
+		return false, nil
+	}
+	var shared ModuleZipRecord
+	if _, ok := s.e.shared.getShared(ctx, key, &shared); !ok || !knownSchema(shared.Schema) || shared.Module != m.String() ||
+		canonicalModuleVersion(shared.Version) != canonicalModuleVersion(version) {
+		return false, nil
+	}
+	if err := s.store.PutMeta(key, &shared); err != nil {
+		s.metrics.CacheWriteFailed()
+		s.log.Warn("storing module zip record from the shared store", "module", m.String(), "version", version, "error", err)
+	}
+	*rec = shared
+	return true, nil
 }
 
 // openZipBlob opens rec's cached zip, nil when it is not cached.
@@ -197,6 +225,7 @@ func (s *Modules) makeModuleZip(ctx context.Context, m addrs.Module, version str
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module zip record: %w", err)
 		}
+		s.e.shared.putShared(moduleZipKey(m, version), rec)
 	}
 	s.log.Info("module zip made", "module", m.String(), "version", rec.Version, "sha256", rec.SHA256, "size", size)
 	return rec, nil
