@@ -202,13 +202,14 @@ func argFlag(arg string) string {
 // checkEnv is checkServe without arguments.
 func checkEnv(t *testing.T, where string, env map[string]string) {
 	t.Helper()
-	checkServe(t, where, nil, env)
+	checkServe(t, where, nil, env, nil)
 }
 
 // checkServe fails for every TFMIRROR_* name in env and every flag in args
 // that is not a flag of `tfmirror serve`, and then has the binary parse
-// and validate the values.
-func checkServe(t *testing.T, where string, args []string, env map[string]string) {
+// and validate the values, and the files an argument names by a path in
+// files (the configuration file) with their content there.
+func checkServe(t *testing.T, where string, args []string, env map[string]string, files map[string][]byte) {
 	t.Helper()
 	flags := serveFlags(t)
 	for name := range env {
@@ -231,7 +232,17 @@ func checkServe(t *testing.T, where string, args []string, env map[string]string
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	tmp := t.TempDir()
-	cmdArgs := append([]string{"serve"}, args...)
+	cmdArgs := []string{"serve"}
+	for _, a := range args {
+		if content, ok := files[a]; ok && a != "" {
+			local := filepath.Join(tmp, filepath.Base(a))
+			if err := os.WriteFile(local, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			a = local
+		}
+		cmdArgs = append(cmdArgs, a)
+	}
 	cmdArgs = append(cmdArgs,
 		"--data-dir", tmp, "--listen", "127.0.0.1:0", "--metrics-listen", "", "--insecure-http=false",
 		"--tls-cert", filepath.Join(tmp, "missing.pem"), "--tls-key", filepath.Join(tmp, "missing-key.pem"))

@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"sort"
@@ -70,7 +71,7 @@ func TestHelmChart(t *testing.T) {
 					t.Error("defaults render an Ingress, HTTPRoute, ServiceMonitor or PrometheusRule")
 				}
 				for _, v := range w.volumes {
-					if v.Secret != nil || v.ConfigMap != nil {
+					if v.Secret != nil || v.ConfigMap != nil && v.ConfigMap.Name != m.configMaps[0].Name {
 						t.Errorf("defaults mount volume %s from a Secret or ConfigMap nobody created", v.Name)
 					}
 				}
@@ -211,5 +212,65 @@ func TestHelmChartREADME(t *testing.T) {
 		if !slices.Contains(keys, m[1]) && !slices.ContainsFunc(keys, func(k string) bool { return strings.HasPrefix(k, m[1]+".") }) {
 			t.Errorf("README.md describes `%s`, which values.yaml does not have", m[1])
 		}
+	}
+}
+
+// TestHelmChartConfigFile: a values file written for the chart that
+// rendered one TFMIRROR_* variable per setting renders the same settings
+// into the configuration file (each value as that chart's variable held
+// it), the pods start with --config and no TFMIRROR_* variable, and
+// tfmirror serve accepts the file.
+func TestHelmChartConfigFile(t *testing.T) {
+	t.Parallel()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(`
+config:
+  allowed-origins: registry.terraform.io,tf.corp.example
+  cache-max-bytes: 20GiB
+  module-max-files: 5000
+  http2: true
+  offline: false
+  versions-ttl: 5m
+  public-url: ""
+  log-level: debug
+retention:
+  keepVersions: 3
+  keepVersionsPerMajor: true
+  evictUnusedAfter: 30d
+unsignedHosts: [tf.corp.example]
+archiveLimits:
+  maxUnpackedBytes: 4GiB
+  maxEntries: 20000
+auth:
+  existingSecret: tokens
+`), &values); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := helmTemplate(t, "config file", values)
+	w := checkWorkload(t, m)
+	// What the chart before the configuration file rendered as variables.
+	want := map[string]string{
+		"TFMIRROR_ALLOWED_ORIGINS": "registry.terraform.io,tf.corp.example", "TFMIRROR_CACHE_MAX_BYTES": "20GiB",
+		"TFMIRROR_MODULE_MAX_FILES": "5000", "TFMIRROR_HTTP2": "true", "TFMIRROR_OFFLINE": "false",
+		"TFMIRROR_VERSIONS_TTL": "5m", "TFMIRROR_LOG_LEVEL": "debug", "TFMIRROR_LOG_FORMAT": "json",
+		"TFMIRROR_SHUTDOWN_TIMEOUT": "30s", "TFMIRROR_KEEP_VERSIONS": "3", "TFMIRROR_KEEP_VERSIONS_PER_MAJOR": "true",
+		"TFMIRROR_EVICT_UNUSED_AFTER": "30d", "TFMIRROR_ALLOW_UNSIGNED_HOSTS": "tf.corp.example",
+		"TFMIRROR_ARCHIVE_MAX_UNPACKED_BYTES": "4GiB", "TFMIRROR_ARCHIVE_MAX_ENTRIES": "20000",
+		"TFMIRROR_LISTEN": ":8443", "TFMIRROR_METRICS_LISTEN": ":9090", "TFMIRROR_DATA_DIR": dataDir,
+		"TFMIRROR_AUTH_TOKENS_FILE": "/etc/tfmirror/auth/tokens",
+	}
+	if !reflect.DeepEqual(w.env, want) {
+		t.Errorf("settings:\n%v\nwant:\n%v", w.env, want)
+	}
+	for k := range w.rawEnv {
+		if strings.HasPrefix(k, "TFMIRROR_") {
+			t.Errorf("%s in the environment: settings are in the configuration file", k)
+		}
+	}
+	if w.configPath != "/etc/tfmirror/config/tfmirror.json" || !slices.Equal(w.args[:2], []string{"--config", w.configPath}) {
+		t.Errorf("args %v, configuration file %q", w.args, w.configPath)
+	}
+	if m.configMaps[0].Data["tfmirror.json"] == "" || len(m.configMaps[0].Data) != 1 {
+		t.Errorf("ConfigMap data %v, want the one file", m.configMaps[0].Data)
 	}
 }

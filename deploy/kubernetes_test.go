@@ -3,6 +3,7 @@ package deploy_test
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -76,6 +77,7 @@ func TestKubernetes(t *testing.T) {
 	if len(m.serviceMonitors) != 1 || len(m.prometheusRules) != 1 {
 		t.Errorf("%d ServiceMonitors and %d PrometheusRules, want one of each", len(m.serviceMonitors), len(m.prometheusRules))
 	}
+	checkConfigFileOnly(t, w)
 }
 
 // TestKubernetesSharedStore builds the overlay for replicas sharing a
@@ -106,5 +108,23 @@ func TestKubernetesSharedStore(t *testing.T) {
 	}
 	if len(m.serviceMonitors) != 1 || len(m.prometheusRules) != 1 {
 		t.Errorf("%d ServiceMonitors and %d PrometheusRules, want one of each", len(m.serviceMonitors), len(m.prometheusRules))
+	}
+	checkConfigFileOnly(t, w)
+}
+
+// checkConfigFileOnly checks that w's settings are all in its
+// configuration file: none in the environment.
+func checkConfigFileOnly(t *testing.T, w *workload) {
+	t.Helper()
+	if w.configPath == "" || len(w.config) == 0 {
+		t.Error("no --config file")
+	}
+	for k := range w.rawEnv {
+		if strings.HasPrefix(k, "TFMIRROR_") {
+			t.Errorf("%s in the environment: settings are in the configuration file", k)
+		}
+	}
+	if w.env["TFMIRROR_ALLOWED_ORIGINS"] == "" || w.env["TFMIRROR_PUBLIC_URL"] == "" {
+		t.Errorf("the configuration file names no origins or public URL: %s", w.config)
 	}
 }

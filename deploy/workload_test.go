@@ -1,7 +1,10 @@
 package deploy_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -26,11 +29,18 @@ type workload struct {
 	pod        *corev1.PodTemplateSpec
 
 	container *corev1.Container
-	env       map[string]string // explicit values and the ConfigMaps' data
-	args      []string          // after "serve"
-	mounts    map[string]string // volume name -> mount path
-	volumes   map[string]corev1.Volume
-	scheme    string // of the mirror's port: https, or http with --insecure-http
+	// env is every setting by its TFMIRROR_* name: explicit values, the
+	// ConfigMaps' data and the --config file's settings.
+	env map[string]string
+	// rawEnv is the container's environment alone; config the --config
+	// file (its path in the container and its content), if any.
+	rawEnv     map[string]string
+	configPath string
+	config     []byte
+	args       []string          // after "serve"
+	mounts     map[string]string // volume name -> mount path
+	volumes    map[string]corev1.Volume
+	scheme     string // of the mirror's port: https, or http with --insecure-http
 }
 
 // theWorkload returns the one Deployment or StatefulSet of m.
@@ -188,18 +198,39 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 			env[k] = v
 		}
 	}
-	w.env = env
 	if len(c.Command) != 0 || len(c.Args) == 0 || c.Args[0] != "serve" {
 		t.Errorf("%s: container command %v args %v, want the image's entrypoint with args [serve ...]", m.where, c.Command, c.Args)
 	} else {
 		w.args = c.Args[1:]
 	}
-	for _, a := range w.args {
-		if f := argFlag(a); f != "" && env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(f, "-", "_"))] != "" {
-			t.Errorf("%s: --%s is set both as an argument and in the environment", m.where, f)
+	w.rawEnv = maps.Clone(env)
+	// The configuration file: a key of a ConfigMap mounted whole (so that
+	// the kubelet updates it and SIGHUP reads it again), in JSON.
+	for i, a := range w.args {
+		if argFlag(a) == "config" && i+1 < len(w.args) && !strings.Contains(a, "=") {
+			w.configPath = w.args[i+1]
 		}
 	}
-	checkServe(t, m.where, w.args, env)
+	if w.configPath == "" {
+		w.configPath = env["TFMIRROR_CONFIG"]
+	}
+	if w.configPath != "" {
+		w.config = configFileOf(t, m, pod, c, w.configPath)
+		for attr, v := range decodeConfig(t, m.where, w.configPath, w.config) {
+			k := "TFMIRROR_" + strings.ToUpper(attr)
+			if _, dup := env[k]; dup {
+				t.Errorf("%s: %s is set both in the environment and in the configuration file (as %s)", m.where, k, attr)
+			}
+			env[k] = v
+		}
+	}
+	w.env = env
+	for _, a := range w.args {
+		if f := argFlag(a); f != "" && env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(f, "-", "_"))] != "" {
+			t.Errorf("%s: --%s is set both as an argument and in the environment or file", m.where, f)
+		}
+	}
+	checkServe(t, m.where, w.args, w.rawEnv, map[string][]byte{w.configPath: w.config})
 
 	// Plain HTTP only where asked for; the probes and ports follow.
 	w.scheme = "https"
@@ -624,4 +655,78 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 	}) {
 		t.Errorf("%s: no topologySpreadConstraint over kubernetes.io/hostname selecting the pods", m.where)
 	}
+}
+
+// configFileOf is the content of the file at path in container c of pod:
+// a key of a ConfigMap of m mounted whole.
+func configFileOf(t *testing.T, m *manifests, pod *corev1.PodTemplateSpec, c *corev1.Container, file string) []byte {
+	t.Helper()
+	for _, vm := range c.VolumeMounts {
+		if vm.MountPath != path.Dir(file) {
+			continue
+		}
+		if vm.SubPath != "" {
+			t.Errorf("%s: the configuration file is mounted by subPath, which the kubelet never updates", m.where)
+		}
+		for _, v := range pod.Spec.Volumes {
+			if v.Name != vm.Name || v.ConfigMap == nil {
+				continue
+			}
+			for _, cm := range m.configMaps {
+				if cm.Name == v.ConfigMap.Name {
+					if data, ok := cm.Data[path.Base(file)]; ok {
+						return []byte(data)
+					}
+				}
+			}
+		}
+	}
+	t.Fatalf("%s: --config %s is not a key of a ConfigMap mounted at %s", m.where, file, path.Dir(file))
+	return nil
+}
+
+// decodeConfig decodes a JSON configuration file into each attribute's
+// value in its flag's syntax: strings as they are, booleans and whole
+// numbers written out, lists joined by commas.
+func decodeConfig(t *testing.T, where, file string, content []byte) map[string]string {
+	t.Helper()
+	if path.Ext(file) != ".json" {
+		t.Fatalf("%s: configuration file %s: the deployments render JSON", where, file)
+	}
+	dec := json.NewDecoder(bytes.NewReader(content))
+	dec.UseNumber()
+	var raw map[string]any
+	if err := dec.Decode(&raw); err != nil {
+		t.Fatalf("%s: configuration file %s: %v\n%s", where, file, err, content)
+	}
+	out := map[string]string{}
+	for attr, v := range raw {
+		if attr != strings.ToLower(attr) || strings.Contains(attr, "-") {
+			t.Errorf("%s: configuration file: attribute %q is not a flag in snake case", where, attr)
+		}
+		switch v := v.(type) {
+		case string:
+			out[attr] = v
+		case bool:
+			out[attr] = fmt.Sprint(v)
+		case json.Number:
+			if _, err := v.Int64(); err != nil {
+				t.Errorf("%s: configuration file: %s = %s is not a whole number", where, attr, v)
+			}
+			out[attr] = v.String()
+		case []any:
+			var items []string
+			for _, it := range v {
+				s, ok := it.(string)
+				if !ok {
+					t.Errorf("%s: configuration file: %s holds %v, not a string", where, attr, it)
+				}
+				items = append(items, s)
+			}
+			out[attr] = strings.Join(items, ",")
+		default:
+			t.Errorf("%s: configuration file: %s = %v: not a setting's value", where, attr, v)
+		}
+	}
+	return out
 }

@@ -77,6 +77,7 @@ type Metrics struct {
 	modules           moduleMetrics     // modules.go
 	retention         retentionMetrics  // retention.go
 	cacheCheck        cacheCheckMetrics // cachecheck.go
+	config            configMetrics     // config.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -260,6 +261,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.modules.collectors()...)
 	cs = append(cs, m.retention.collectors()...)
 	cs = append(cs, m.cacheCheck.collectors()...)
+	cs = append(cs, m.config.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -167,3 +167,27 @@ func TestVerificationReasonsPreCreated(t *testing.T) {
 		}
 	}
 }
+
+// TestConfigReloads: both outcomes' series exist from the start, and each
+// reload counts under its own.
+func TestConfigReloads(t *testing.T) {
+	m, _ := newTest(t)
+	m.ConfigReload("refused")
+	m.ConfigReload("refused")
+	m.ConfigReload("applied")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ := io.ReadAll(rec.Body)
+	for _, want := range []string{`tfmirror_config_reloads_total{outcome="applied"} 1`, `tfmirror_config_reloads_total{outcome="refused"} 2`} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("exposition lacks %q", want)
+		}
+	}
+	m2, _ := newTest(t)
+	rec = httptest.NewRecorder()
+	m2.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	body, _ = io.ReadAll(rec.Body)
+	if !strings.Contains(string(body), `tfmirror_config_reloads_total{outcome="refused"} 0`) {
+		t.Error("the refused series does not exist before the first reload")
+	}
+}

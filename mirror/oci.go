@@ -26,6 +26,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/internal/memo"
 	"github.com/tfmirror/tfmirror/oci"
 )
 
@@ -51,10 +52,34 @@ type OCI struct {
 	e     *Engine
 	sizer ArchiveSizer
 
-	mu   sync.Mutex // one read-modify-write of an OCI record at a time
-	recs sync.Map   // ociRecordKey -> *ociRecord, as last read or written (never modified)
-	kept sync.Map   // ociDigestKey -> struct{}: digest entries known stored
+	mu   sync.Mutex                       // one read-modify-write of an OCI record at a time
+	recs *memo.Memo[string, *ociRecord]   // ociRecordKey -> the record as last read or written (never modified)
+	kept *memo.Memo[string, struct{}]     // ociDigestKey -> stored: digest entries known stored
+	hot  *memo.Memo[versionKey, hotIndex] // the index last built, while the engine says it holds
+	docs *memo.Memo[string, keptDocument] // ociDigestKey -> a document read back by digest
 }
+
+// versionKey names a version in memory (no string to build per request).
+type versionKey struct {
+	p addrs.Provider
+	v versions.Version
+}
+
+// hotIndex is an index built, with the stamp of the package answer it
+// was built from (Engine.Reuse says whether it still holds).
+type hotIndex struct {
+	doc   oci.Document
+	stamp Stamp
+}
+
+// keptDocument is a document read back by digest, and its version.
+type keptDocument struct {
+	doc oci.Document
+	v   versions.Version
+}
+
+// ociMemoEntries bounds each of OCI's memos.
+const ociMemoEntries = 4096
 
 // NewOCI returns the OCI side of e, learning archive sizes the origin
 // does not state from sizer.
@@ -62,7 +87,12 @@ func NewOCI(e *Engine, sizer ArchiveSizer) (*OCI, error) {
 	if e == nil || isNil(sizer) {
 		return nil, errors.New("mirror: the OCI side needs the engine and an archive sizer")
 	}
-	return &OCI{e: e, sizer: sizer}, nil
+	return &OCI{e: e, sizer: sizer,
+		recs: memo.New[string, *ociRecord](ociMemoEntries),
+		kept: memo.New[string, struct{}](16 * ociMemoEntries),
+		hot:  memo.New[versionKey, hotIndex](ociMemoEntries),
+		docs: memo.New[string, keptDocument](ociMemoEntries),
+	}, nil
 }
 
 // ociRecord is what is kept of a version's OCI artifacts, beside its
@@ -100,6 +130,11 @@ func ociDigestKey(p addrs.Provider, d digest.Digest) string {
 // sizes not known. Errors: those of Package; ErrPlatformNotFound when no
 // platform has a package; ErrOffline for a size not known offline.
 func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error) {
+	key := versionKey{p, v}
+	if h, _, ok := o.hot.Get(key); ok && o.e.Reuse(h.stamp) {
+		return h.doc, nil
+	}
+	gen := o.hot.Generation()
 	pkg, err := o.e.Package(ctx, p, v, nil)
 	if err != nil {
 		return oci.Document{}, err
@@ -137,6 +172,9 @@ func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (
 	docs = append(docs, index)
 	if err := o.keep(p, v, docs, blobs, sizes); err != nil {
 		return oci.Document{}, err
+	}
+	if !pkg.Stamp.IsZero() {
+		o.hot.Put(key, gen, hotIndex{doc: index, stamp: pkg.Stamp})
 	}
 	return index, nil
 }
@@ -182,9 +220,10 @@ func (o *OCI) size(ctx context.Context, p addrs.Provider, pa PlatformArchive, re
 // record returns the kept OCI record of v (empty when there is none).
 func (o *OCI) record(p addrs.Provider, v versions.Version) *ociRecord {
 	key := ociRecordKey(p, v)
-	if r, ok := o.recs.Load(key); ok {
-		return r.(*ociRecord)
+	if r, _, ok := o.recs.Get(key); ok {
+		return r
 	}
+	gen := o.recs.Generation()
 	var rec ociRecord
 	if _, err := o.e.store.GetMeta(key, &rec); err != nil {
 		if !errors.Is(err, cache.ErrNotFound) {
@@ -195,7 +234,7 @@ func (o *OCI) record(p addrs.Provider, v versions.Version) *ociRecord {
 	if !knownSchema(rec.Schema) {
 		return &ociRecord{}
 	}
-	o.recs.Store(key, &rec)
+	o.recs.Put(key, gen, &rec)
 	return &rec
 }
 
@@ -232,21 +271,22 @@ func (o *OCI) keep(p addrs.Provider, v versions.Version, docs []oci.Document, bl
 	}
 	for d, entry := range entries {
 		key := ociDigestKey(p, d)
-		if _, ok := o.kept.Load(key); ok {
+		if _, _, ok := o.kept.Get(key); ok {
 			continue
 		}
+		gen := o.kept.Generation()
 		if err := o.e.store.PutMeta(key, entry); err != nil {
 			o.e.metrics.CacheWriteFailed()
 			return fmt.Errorf("storing an OCI digest of %s %s: %w", p, v, err)
 		}
-		o.kept.Store(key, struct{}{})
+		o.kept.Put(key, gen, struct{}{})
 	}
 	return nil
 }
 
 func (o *OCI) addToRecord(p addrs.Provider, v versions.Version, docs []oci.Document, sizes map[string]int64) error {
 	key := ociRecordKey(p, v)
-	o.recs.Delete(key) // read what is stored now
+	o.recs.Forget(key) // read what is stored now
 	old := o.record(p, v)
 	rec := &ociRecord{Schema: recordSchema, Sizes: maps.Clone(old.Sizes), Documents: maps.Clone(old.Documents)}
 	if rec.Sizes == nil {
@@ -263,7 +303,8 @@ func (o *OCI) addToRecord(p addrs.Provider, v versions.Version, docs []oci.Docum
 		o.e.metrics.CacheWriteFailed()
 		return fmt.Errorf("storing the OCI record of %s %s: %w", p, v, err)
 	}
-	o.recs.Store(key, rec)
+	o.recs.Forget(key)
+	o.recs.Put(key, o.recs.Generation(), rec)
 	return nil
 }
 
@@ -299,6 +340,13 @@ func (o *OCI) entry(p addrs.Provider, d digest.Digest) (versions.Version, ociDig
 // record is still kept. Errors: ErrDigestUnknown,
 // discovery.ErrHostNotAllowed.
 func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
+	key := ociDigestKey(p, d)
+	if k, _, ok := o.docs.Get(key); ok {
+		if _, kept := o.e.records.cachedPackage(p, k.v); kept && o.e.CheckOrigin(p) == nil {
+			return k.doc, nil
+		}
+	}
+	gen := o.docs.Generation()
 	v, entry, err := o.entry(p, d)
 	if err != nil {
 		return oci.Document{}, err
@@ -311,6 +359,7 @@ func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 	if err != nil || out.Digest != d {
 		return oci.Document{}, fmt.Errorf("the kept OCI document %s of %s %s does not match its digest", d, p, v)
 	}
+	o.docs.Put(key, gen, keptDocument{doc: out, v: v})
 	return out, nil
 }
 

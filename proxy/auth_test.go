@@ -277,7 +277,7 @@ func TestStatusPageShowsCredentialsBlock(t *testing.T) {
 	t.Parallel()
 	clock := &testClock{now: time.Now()}
 	h := newAuthHarness(t, clock, bytes.Repeat([]byte{7}, 32))
-	h.server.status.cfg.PublicURL = "https://Mirror.Example.com:443/"
+	h.server.SetPublicURL("https://Mirror.Example.com:443/")
 	var st Status
 	h.get("/?format=json").json(t, &st)
 	if st.CredentialsHost != "mirror.example.com" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -80,6 +81,11 @@ type Config struct {
 	// OCIBlock, when set, is the oci_mirror block the status page shows
 	// ready to paste, for the host the page was asked on. Default: none.
 	OCIBlock func(host string) string
+	// Settings, when set, gives the configuration in effect that the
+	// status page shows (each setting's value, secrets redacted, and where
+	// it came from); it is called for each view, so that a reload shows.
+	// Default: no configuration block.
+	Settings func() *Configuration
 }
 
 // Server serves the provider network mirror protocol (networkmirror.go),
@@ -118,6 +124,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 		responder: rs,
 		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine.Modules(), checks: engine.CacheChecker()},
 	}
+	s.SetPublicURL(cfg.PublicURL)
 	if cfg.Auth == nil {
 		// With client authentication, the URLs in VERSION.json are
 		// signed per request, and every token checked: nothing is hot.
@@ -136,11 +143,21 @@ func New(cfg Config, engine Engine) (*Server, error) {
 // Router. A warm index.json or VERSION.json is answered from the document
 // sent last for the same path, while the engine says it holds.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
+		// Everything under /v2/ is the OCI front door's, whatever its
+		// method (the router mounts it there too, for Router's users).
+		s.oci.ServeHTTP(w, r)
+		return
+	}
 	if s.hot.serve(w, r) {
 		return
 	}
 	s.router.ServeHTTP(w, r)
 }
+
+// SetPublicURL replaces Config.PublicURL from the next request on (a
+// configuration reloaded).
+func (s *Server) SetPublicURL(u string) { s.status.publicURL.Store(&u) }
 
 // Router returns the mirror's router so that other handlers (status page,
 // health, metrics) can be mounted beside the protocol routes.

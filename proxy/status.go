@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -78,6 +79,30 @@ type Status struct {
 	// Page says which part of the cache's lists Providers and Modules
 	// hold, and where the next part starts.
 	Page StatusPage `json:"page"`
+	// Configuration is the configuration in effect (Config.Settings);
+	// left out with ProvidersHidden: file paths and bucket names are not
+	// for anyone who can reach the mirror either.
+	Configuration *Configuration `json:"configuration,omitempty"`
+}
+
+// Configuration is the mirror's configuration in effect, for the status
+// page: its file, and every setting's value and where it came from.
+type Configuration struct {
+	// File is the configuration file, "" without one.
+	File     string    `json:"file,omitempty"`
+	Settings []Setting `json:"settings"`
+}
+
+// Setting is one setting in effect.
+type Setting struct {
+	// Name is its flag without dashes; Attribute its name in the
+	// configuration file.
+	Name      string `json:"name"`
+	Attribute string `json:"attribute"`
+	// Value is in the flag's syntax; a secret's is redacted.
+	Value string `json:"value"`
+	// Source is where the value came from: flag, env, file or default.
+	Source string `json:"source"`
 }
 
 // StatusPage is the part of the cache's lists a view of the status page
@@ -169,6 +194,7 @@ type statusPage struct {
 	modules   StatusModules  // the engine's module side
 	checks    LastCacheCheck // the engine's check of the whole cache
 	providers providersMemo  // the last page of the lists of what the cache holds
+	publicURL atomic.Pointer[string]
 }
 
 // StatusEngine is what the status page reads of the engine.
@@ -202,7 +228,7 @@ type LastCacheCheck interface {
 func (s *statusPage) status(r *http.Request) (*Status, error) {
 	ecfg := s.engine.Config()
 	st := &Status{
-		MirrorURL:      s.cfg.PublicURL,
+		MirrorURL:      *s.publicURL.Load(),
 		Version:        s.cfg.Version,
 		AllowedOrigins: ecfg.AllowedOrigins,
 		Platforms:      ecfg.Platforms,
@@ -223,7 +249,11 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	}
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
 	if s.cfg.OCIBlock != nil {
-		st.OCIBlock = s.cfg.OCIBlock(r.Host)
+		host := r.Host
+		if u, err := url.Parse(st.MirrorURL); err == nil && u.Host != "" {
+			host = u.Host
+		}
+		st.OCIBlock = s.cfg.OCIBlock(host)
 	}
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()
@@ -243,6 +273,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		return st, nil
 	}
 
+	if s.cfg.Settings != nil {
+		st.Configuration = s.cfg.Settings()
+	}
 	lists, err := s.providers.get(s.cfg.Now(), q, s.scanLists)
 	if err != nil {
 		return nil, err

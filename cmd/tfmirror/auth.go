@@ -1,15 +1,12 @@
 package main
 
 import (
-	"context"
 	"crypto/rand"
 	"errors"
 	"fmt"
 	"io/fs"
 	"os"
-	"os/signal"
 	"path/filepath"
-	"syscall"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -107,32 +104,4 @@ func (m *server) reloadTokens() error {
 	}
 	m.log.Info("client tokens reloaded", "tokens", len(hashes))
 	return nil
-}
-
-// reloadTokensOnHangup reloads the tokens file on SIGHUP until ctx is done
-// or the returned function is called.
-func (m *server) reloadTokensOnHangup(ctx context.Context) (stop func()) {
-	if m.auth == nil {
-		return func() {}
-	}
-	hup := make(chan os.Signal, 1)
-	signal.Notify(hup, syscall.SIGHUP)
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-hup:
-				m.reloadTokens()
-			}
-		}
-	}()
-	return func() {
-		signal.Stop(hup)
-		cancel()
-		<-done
-	}
 }

@@ -17,7 +17,9 @@ import (
 // directory shares with serve (--data-dir, and the settings every such
 // command takes: --log-level and the shared store's; each also from its
 // TFMIRROR_ variable) besides its own, added by own, and returns the
-// serve configuration with serve's defaults for the rest.
+// serve configuration: those flags, then serve's TFMIRROR_ variables and
+// its --config file (TFMIRROR_CONFIG), as serve reads them, then serve's
+// defaults.
 func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (string, bool), out io.Writer, usage string, own func(*flag.FlagSet)) (settings.Config, []string, error) {
 	fs := flag.NewFlagSet("tfmirror "+name, flag.ContinueOnError)
 	fs.SetOutput(out)
@@ -35,6 +37,10 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 			passed = append(passed, s.Name)
 		}
 	}
+	// The configuration file serve reads, read as serve reads it.
+	var configPath string
+	settings.AddConfigFlag(fs, &configPath)
+	passed = append(passed, settings.ConfigFlag)
 	// A command's log is for its operator: only trouble.
 	logLevel := fs.Lookup("log-level")
 	logLevel.DefValue = "warn"
@@ -58,14 +64,13 @@ func parseCacheCommandFlags(name string, args []string, lookupEnv func(string) (
 			serveArgs = append(serveArgs, "--"+n, fs.Lookup(n).Value.String())
 		}
 	}
-	cfg, err := parseServeFlags(serveArgs, lookupEnv, io.Discard)
+	e, err := parseServeConfig(serveArgs, lookupEnv, io.Discard)
 	if err != nil {
 		return settings.Config{}, nil, err
 	}
-	if !given["log-level"] {
-		if _, ok := lookupEnv(settings.EnvName("log-level")); !ok {
-			cfg.LogLevel = mine.LogLevel
-		}
+	cfg := e.Config
+	if e.Sources["log-level"] == settings.FromDefault {
+		cfg.LogLevel = mine.LogLevel
 	}
 	return cfg, fs.Args(), nil
 }

@@ -55,27 +55,33 @@ func configurationDoc() string {
 
 # Configuration
 
-` + "`tfmirror serve`" + ` takes the settings below. Each is a flag, and can also be set by an environment
-variable ` + "`TFMIRROR_`" + ` followed by the flag name in upper snake case (` + "`--data-dir` is `TFMIRROR_DATA_DIR`" + `);
-a flag on the command line wins over the environment. Sizes are a number of bytes or a number and a
-unit (` + "`512MiB`, `2GB`" + `), durations are Go's (` + "`90s`, `10m`, `1h30m`" + `), lists are comma-separated.
+` + "`tfmirror serve`" + ` takes the settings below. Each is a flag; an environment variable
+` + "`TFMIRROR_`" + ` followed by the flag name in upper snake case (` + "`--data-dir` is `TFMIRROR_DATA_DIR`" + `);
+and an attribute of the [configuration file](#the-configuration-file), the flag name in snake case
+(` + "`data_dir`" + `). A flag on the command line wins over the environment, which wins over the file, which
+wins over the default. Sizes are a number of bytes or a number and a unit (` + "`512MiB`, `2GB`" + `),
+durations are Go's (` + "`90s`, `10m`, `1h30m`" + `), lists are comma-separated (in the file, lists of strings).
 
 The column *also* names the other commands that take a setting with the same meaning.
 ` + "`tfmirror sync`" + ` logs as ` + "`text`" + ` at level ` + "`warn`" + ` by default; its own flags are listed under
 [tfmirror sync](air-gap.md#tfmirror-sync). The commands on a data directory (export, import,
 export-key, cache prune and cache verify) log at level ` + "`warn`" + ` by default and take ` + "`--data-dir`" + ` too.
 
-A setting's value is read once, at start; where a setting names a file or a directory that is read
-again while serving, it says so. A setting marked *secret* may carry a credential in its value, which
-tfmirror never prints; the other settings that lead to secrets name a file or a variable holding them.
+A setting's value is read at start. Where a setting names a file or a directory that is read
+again while serving, it says so; a setting marked *reloadable* takes a new value from the
+configuration file on ` + "`SIGHUP`" + `. A setting marked *secret* may carry a credential in its value,
+which tfmirror never prints; the other settings that lead to secrets name a file or a variable
+holding them.
 
+- [The configuration file](#the-configuration-file)
 `)
 	for _, g := range settings.Groups {
 		fmt.Fprintf(&b, "- [%s](#%s)\n", g, anchorOf(string(g)))
 	}
+	b.WriteString(configFileDoc)
 	for _, g := range settings.Groups {
 		fmt.Fprintf(&b, "\n## %s\n\n", g)
-		b.WriteString("| flag | environment variable | default | also | meaning |\n| --- | --- | --- | --- | --- |\n")
+		b.WriteString("| flag | environment variable | file attribute | default | also | meaning |\n| --- | --- | --- | --- | --- | --- |\n")
 		for _, s := range settings.Table {
 			if s.Group != g {
 				continue
@@ -87,6 +93,9 @@ tfmirror never prints; the other settings that lead to secrets name a file or a 
 			if s.Reload != "" {
 				meaning += ". **Read again while serving:** " + s.Reload
 			}
+			if s.Live {
+				meaning += ". **Reloadable:** a new value in the configuration file is put in force by `SIGHUP`"
+			}
 			if s.Secret {
 				meaning += ". **Secret:** the value may carry a credential; it is never printed"
 			}
@@ -96,11 +105,71 @@ tfmirror never prints; the other settings that lead to secrets name a file or a 
 					also = append(also, cn.Name)
 				}
 			}
-			fmt.Fprintf(&b, "| `--%s` | `%s` | %s | %s | %s |\n", s.Name, s.Env(), docDefault(s), strings.Join(also, ", "), meaning)
+			fmt.Fprintf(&b, "| `--%s` | `%s` | `%s` | %s | %s | %s |\n", s.Name, s.Env(), s.Attribute(), docDefault(s), strings.Join(also, ", "), meaning)
 		}
 	}
 	return b.String()
 }
+
+// configFileDoc is docs/configuration.md's section on the file.
+const configFileDoc = `
+## The configuration file
+
+| flag | environment variable | default | meaning |
+| --- | --- | --- | --- |
+| ` + "`--config`" + ` | ` + "`TFMIRROR_CONFIG`" + ` | none | the configuration file: HCL, or HCL's JSON syntax when its name ends in ` + "`.json`" + ` |
+
+Every setting below is an attribute of the file, named as its flag in snake case. A value is the
+setting's type (a string, ` + "`true`/`false`" + `, a whole number, a list of strings) or a string in the
+flag's syntax: ` + "`cache_max_bytes = \"40GiB\"`" + ` and ` + "`cache_max_bytes = 42949672960`" + ` are the same, and so
+are ` + "`allowed_origins = [\"a.example\", \"b.example\"]`" + ` and ` + "`allowed_origins = \"a.example,b.example\"`" + `.
+Durations are strings (` + "`\"72h\"`" + `). The file holds values only: no variables, no functions.
+
+` + "```hcl" + `
+# /etc/tfmirror/tfmirror.hcl
+listen          = ":8443"
+data_dir        = "/var/lib/tfmirror"
+allowed_origins = ["registry.terraform.io", "registry.opentofu.org"]
+cache_max_bytes = "40GiB"
+versions_ttl    = "10m"
+public_url      = "https://tfmirror.example.com/"
+auth_tokens_file = "/etc/tfmirror/tokens" # the tokens stay in their own file
+log_level       = "info"
+
+# Reserved for the package policy: read by the policy, not by the settings.
+# policy { ... }
+` + "```" + `
+
+` + "```json" + `
+{"allowed_origins": ["registry.terraform.io"], "cache_max_bytes": "40GiB", "log_level": "info"}
+` + "```" + `
+
+**Precedence.** A flag wins over its ` + "`TFMIRROR_`" + ` variable, which wins over the file, which wins
+over the default. The status page (HTML, and ` + "`?format=json`" + `'s ` + "`configuration`" + `) lists every setting's
+value in effect and where it came from (` + "`flag`, `env`, `file` or `default`" + `), secrets redacted; with
+client authentication on, only to requests with a token.
+
+**Refused whole.** An attribute that names no setting, a value of the wrong type, a duration or a
+size that does not parse, a value the flag would refuse: each is an error with the file and line
+(` + "`tfmirror.hcl:3,19-25: Invalid value for cache_max_bytes: ...`" + `), and ` + "`tfmirror serve`" + ` does not
+start (exit status 2). A file writable by its group or by all users is read with a warning: whoever
+may write it decides what the mirror serves and trusts (see [SECURITY.md](../SECURITY.md)).
+
+**Reload.** ` + "`SIGHUP`" + ` reads the file again (and the client tokens file). A file that does not parse or
+validate is refused whole: the configuration in force stays, the log says why and
+` + "`tfmirror_config_reloads_total{outcome=\"refused\"}`" + ` counts it. A good one puts the new values of the
+*reloadable* settings in force from the next request on (and the policy block's); a setting that
+cannot change while serving keeps its value, and the log names it as needing a restart.
+
+**` + "`tfmirror config check FILE`" + `** reads a file as serve would (with the ` + "`TFMIRROR_`" + ` variables of its
+environment) and prints every error with its line (exit status 1), or the configuration in effect:
+each setting, its value (secrets redacted) and its source.
+
+**The other commands.** ` + "`tfmirror sync --config FILE`" + ` reads the settings sync shares with serve
+from the file; the commands on a data directory (export, import, export-key, cache prune, cache
+verify) read the whole file as serve does, as they read serve's ` + "`TFMIRROR_`" + ` variables. Each also
+takes ` + "`TFMIRROR_CONFIG`" + `.
+`
 
 // docDefault is s's default as the docs show it: the flag's own, or
 // DocDefault for a zero value that means more.

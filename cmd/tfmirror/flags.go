@@ -8,33 +8,48 @@ import (
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
 
-// parseServeFlags parses args, then fills every flag not given on the
-// command line from its TFMIRROR_* environment variable. Every flag is a
-// setting of the table settings.
+// parseServeFlags is parseServeConfig's configuration.
 func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out io.Writer) (settings.Config, error) {
-	var c settings.Config
+	e, err := parseServeConfig(args, lookupEnv, out)
+	if err != nil {
+		return settings.Config{}, err
+	}
+	return e.Config, nil
+}
+
+// parseServeConfig parses args, then fills every flag not given on the
+// command line from its TFMIRROR_* environment variable, then from the
+// configuration file --config (or TFMIRROR_CONFIG) names, and checks the
+// values. Every flag but --config is a setting of the table settings.
+func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out io.Writer) (*settings.Effective, error) {
+	var e settings.Effective
 	fs := flag.NewFlagSet("tfmirror serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	for _, s := range settings.Table {
-		s.Register(fs, &c)
+		s.Register(fs, &e.Config)
 	}
+	var path string
+	settings.AddConfigFlag(fs, &path)
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", settings.EnvName("data-dir"))
+		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s, and by an attribute of the --config file, e.g. data_dir.\n\nFlags:\n", settings.EnvName("data-dir"))
 		fs.PrintDefaults()
 	}
-
-	if err := settings.ParseWithEnv(fs, args, lookupEnv); err != nil {
-		return c, err
+	l, err := settings.Load(fs, args, lookupEnv, settings.AllNames())
+	if err != nil {
+		return nil, err
 	}
+	e.Loaded = l
 	if fs.NArg() > 0 {
-		return c, fmt.Errorf("unexpected arguments: %q", fs.Args())
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
 	}
-	return c, c.Validate()
+	return &e, l.Locate(e.Config.Validate())
 }
 
 // addEngineFlags registers on fs, bound to c, the settings of every
 // command that opens the engine on a data directory (serve, sync): the
-// data directory, the cache limits, the origin settings and logging.
-func addEngineFlags(fs *flag.FlagSet, c *settings.Config) {
-	settings.AddTakenBy(fs, c, settings.Sync)
+// data directory, the cache limits, the origin settings and logging, and
+// --config; it returns their names.
+func addEngineFlags(fs *flag.FlagSet, c *settings.Config, path *string) []string {
+	settings.AddConfigFlag(fs, path)
+	return settings.AddTakenBy(fs, c, settings.Sync)
 }

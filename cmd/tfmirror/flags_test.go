@@ -56,7 +56,7 @@ func TestDocsDescribeEveryFlag(t *testing.T) {
 	for name := range serveSyncFlags {
 		_, ofSync := syncFlags[name]
 		switch {
-		case !ofSync || hasHelp(syncFlags[name], settingHelp(name)):
+		case !ofSync || hasHelp(syncFlags[name], settingHelp(name)) || name == settings.ConfigFlag:
 			if !hasRow(reference, name) {
 				t.Errorf("docs/configuration.md has no row for --%s", name)
 			}

@@ -7,13 +7,17 @@
 //	tfmirror export-key      print the public key that signs exports
 //	tfmirror cache prune     list or apply the retention rules, or remove named versions
 //	tfmirror cache verify    check every cached package against its stored evidence or sha256
+//	tfmirror config check FILE   check a configuration file and print the configuration in effect
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
 // TFMIRROR_ followed by the flag name in upper snake case (--data-dir is
-// TFMIRROR_DATA_DIR), and so can those of sync. A flag given on the
-// command line wins. The settings, their flags, variables and checks are
-// one table, in internal/settings; this package parses, wires and runs.
+// TFMIRROR_DATA_DIR), and so can those of sync; and by an attribute of
+// the configuration file that --config (or TFMIRROR_CONFIG) names, named
+// as the flag in snake case (data_dir). A flag given on the command line
+// wins, then the environment, then the file. The settings, their flags,
+// variables, attributes and checks are one table, in internal/settings;
+// this package parses, wires and runs.
 package main
 
 import (
@@ -43,7 +47,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	switch args[0] {
 	case "serve":
-		cfg, err := parseServeFlags(args[1:], os.LookupEnv, stderr)
+		e, err := parseServeConfig(args[1:], os.LookupEnv, stderr)
 		if errors.Is(err, settings.ErrHelp) {
 			return 0
 		}
@@ -53,7 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 		defer stop()
-		if err := serve(ctx, cfg, stderr); err != nil {
+		reload := func() (*settings.Effective, error) { return parseServeConfig(args[1:], os.LookupEnv, io.Discard) }
+		if err := serve(ctx, e, reload, stderr); err != nil {
 			fmt.Fprintf(stderr, "tfmirror: %v\n", err)
 			return 1
 		}
@@ -70,6 +75,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runExportKey(args[1:], stdout, stderr)
 	case "cache":
 		return runCache(args[1:], stdout, stderr)
+	case "config":
+		return runConfig(args[1:], os.LookupEnv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
@@ -103,6 +110,9 @@ Usage:
   tfmirror cache verify [flags]
                            check every cached package against its stored evidence
                            or sha256, asking no origin; exit 1 when any is damaged
+  tfmirror config check FILE
+                           check a configuration file (serve --config FILE) and
+                           print the configuration in effect
   tfmirror version         print the version
 `)
 }

@@ -35,14 +35,10 @@ func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, a
 }
 
 // ociBlock returns the status page's ready-to-paste oci_mirror block, for
-// the host the page is reached at.
+// the mirror's host as the page names it (the public URL's, else the
+// request's).
 func ociBlock(cfg settings.Config) func(host string) string {
 	return func(host string) string {
-		if cfg.PublicURL != "" {
-			if u, err := url.Parse(cfg.PublicURL); err == nil && u.Host != "" {
-				host = u.Host
-			}
-		}
 		return fmt.Sprintf("provider_installation {\n  oci_mirror {\n    repository_template = \"%s/%s/${hostname}/${namespace}/${type}\"\n  }\n}\n", host, cfg.OCIProviderPrefix)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -62,6 +63,9 @@ type server struct {
 	auth     *proxy.Auth // nil without --auth-tokens-file
 	// admin runs the admin API (tfmirror sync) on this mirror's engine.
 	admin *admin.API
+	// conf holds the configuration in force and reloads it; nil until
+	// useConfig, and without a configuration file.
+	conf atomic.Pointer[settings.Reloader]
 }
 
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
@@ -122,6 +126,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	m.proxy, err = proxy.New(proxy.Config{
 		OCI:       door,
 		OCIBlock:  ociBlock(cfg),
+		Settings:  m.configuration,
 		Auth:      m.auth,
 		Logger:    logger,
 		PublicURL: cfg.PublicURL,
@@ -353,17 +358,22 @@ func (m *server) serveAdmin(ctx context.Context, errc chan<- error) *http.Server
 	return srv
 }
 
-// serve is `tfmirror serve`.
-func serve(ctx context.Context, cfg settings.Config, stderr io.Writer) error {
+// serve is `tfmirror serve` with the configuration e; reload reads it
+// again (on SIGHUP).
+func serve(ctx context.Context, e *settings.Effective, reload func() (*settings.Effective, error), stderr io.Writer) error {
+	cfg := e.Config
 	// Log lines are written by one goroutine, in batches under load, so
 	// that requests do not queue on the log's lock behind the kernel. The
 	// deferred Close writes what is left before serve returns.
 	logOut := logwriter.New(stderr, 0)
 	defer logOut.Close()
-	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, logOut)
+	lvl, err := settings.ParseLevel(cfg.LogLevel)
 	if err != nil {
 		return err
 	}
+	level := new(slog.LevelVar)
+	level.Set(lvl)
+	logger := leveledLogger(cfg.LogFormat, level, logOut)
 	// Libraries that log through the standard logger (service discovery)
 	// go to the structured log at debug level.
 	log.SetFlags(0)
@@ -373,12 +383,16 @@ func serve(ctx context.Context, cfg settings.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if err := m.useConfig(e, reload, level); err != nil {
+		m.shutdown(context.Background())
+		return err
+	}
 	ln, err := net.Listen("tcp", cfg.Listen)
 	if err != nil {
 		m.shutdown(context.Background())
 		return err
 	}
-	defer m.reloadTokensOnHangup(ctx)()
+	defer m.reloadOnHangup(ctx)()
 	return m.serve(ctx, ln)
 }
 
@@ -387,12 +401,18 @@ func newLogger(format, level string, w io.Writer) (*slog.Logger, error) {
 	if err != nil {
 		return nil, err
 	}
+	return leveledLogger(format, lvl, w), nil
+}
+
+// leveledLogger is a logger in format at the level lvl says, which may
+// change while it logs (a *slog.LevelVar).
+func leveledLogger(format string, lvl slog.Leveler, w io.Writer) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: lvl}
 	if format == "text" {
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	// slog's JSON handler, with a faster way through for access-log lines.
-	return slog.New(jsonlog.New(w, opts)), nil
+	return slog.New(jsonlog.New(w, opts))
 }
 
 // lineLogger writes standard-library log lines to slog at debug level.

@@ -40,8 +40,9 @@ func TestSettingsCommands(t *testing.T) {
 		return usageEntries(t, stderr.String())
 	}
 	serve := help("serve")
-	if names := slices.Sorted(maps.Keys(serve)); len(names) != len(settings.Table) {
-		t.Errorf("serve -h lists %d flags, the table has %d settings", len(names), len(settings.Table))
+	// Every setting, and --config.
+	if names := slices.Sorted(maps.Keys(serve)); len(names) != len(settings.Table)+1 || !slices.Contains(names, settings.ConfigFlag) {
+		t.Errorf("serve -h lists %d flags, the table has %d settings (and --config)", len(names), len(settings.Table))
 	}
 	for _, s := range settings.Table {
 		if !hasHelp(serve[s.Name], s.Help) {

@@ -36,7 +36,8 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	var c syncConfig
 	fs := flag.NewFlagSet("tfmirror sync", flag.ContinueOnError)
 	fs.SetOutput(out)
-	addEngineFlags(fs, &c.Config)
+	var configPath string
+	names := addEngineFlags(fs, &c.Config, &configPath)
 	// A command's log is for its operator: text, and only trouble.
 	for name, def := range map[string]string{"log-format": "text", "log-level": "warn"} {
 		f := fs.Lookup(name)
@@ -48,10 +49,10 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	fs.IntVar(&c.Parallel, "parallel", 4, "how many archives to fetch at once")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "list what would be fetched, without downloading any archive")
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s.\n\nFlags:\n", settings.EnvName("data-dir"))
+		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
 		fs.PrintDefaults()
 	}
-	if err := settings.ParseWithEnv(fs, args, lookupEnv); err != nil {
+	if _, err := settings.Load(fs, args, lookupEnv, names); err != nil {
 		return c, err
 	}
 	c.SyncPlatforms = platforms

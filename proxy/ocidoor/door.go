@@ -17,6 +17,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/memo"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -65,6 +66,8 @@ type Config struct {
 type Door struct {
 	cfg       Config
 	providers Providers
+	names     *memo.Memo[string, oci.Repository] // repository names parsed, so that a warm request parses none
+	refs      *memo.Memo[string, manifestRef]    // manifest request paths parsed and answered
 }
 
 // New returns a Door answering from providers.
@@ -78,8 +81,11 @@ func New(cfg Config, providers Providers) (*Door, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Door{cfg: cfg, providers: providers}, nil
+	return &Door{cfg: cfg, providers: providers, names: memo.New[string, oci.Repository](4096),
+		refs: memo.New[string, manifestRef](4096)}, nil
 }
+
+var apiVersion = []string{"registry/2.0"}
 
 // Limits on requests.
 const (
@@ -89,7 +95,7 @@ const (
 
 // ServeHTTP serves /v2 and everything under /v2/.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Docker-Distribution-API-Version", "registry/2.0")
+	w.Header()["Docker-Distribution-Api-Version"] = apiVersion
 	path := r.URL.EscapedPath()
 	if len(path) > maxPathLen {
 		d.fail(w, r, codeNameInvalid, http.StatusBadRequest, errors.New("path too long"))
@@ -113,6 +119,10 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	if rest == "" {
 		writeJSON(w, r, http.StatusOK, "application/json", []byte("{}"))
+		return
+	}
+	if m, _, ok := d.refs.Get(path); ok && d.providers.CheckOrigin(m.p) == nil {
+		d.serveManifest(w, r, m)
 		return
 	}
 	if strings.ContainsAny(rest, "%?#") {
@@ -163,7 +173,14 @@ func split(rest string) (name, ref, kind string) {
 // provider parses a repository name of a provider the engine serves; on
 // an error it answers NAME_UNKNOWN.
 func (d *Door) provider(w http.ResponseWriter, r *http.Request, name string) (addrs.Provider, bool) {
-	repo, err := d.cfg.Names.Parse(name)
+	repo, _, ok := d.names.Get(name)
+	var err error
+	if !ok {
+		gen := d.names.Generation()
+		if repo, err = d.cfg.Names.Parse(name); err == nil {
+			d.names.Put(name, gen, repo)
+		}
+	}
 	if err == nil && repo.Kind != oci.KindProvider {
 		err = fmt.Errorf("%q: module repositories are not served here", name)
 	}
@@ -248,46 +265,76 @@ func writeTagPage(w http.ResponseWriter, r *http.Request, name string, all []str
 	writeJSON(w, r, http.StatusOK, "application/json", body)
 }
 
+// manifestRef is a parsed manifest request: a provider and a version
+// (by tag) or a digest.
+type manifestRef struct {
+	p     addrs.Provider
+	byTag bool
+	v     versions.Version
+	d     digest.Digest
+}
+
 // manifest serves NAME/manifests/REF: by tag, the version's image index;
 // by digest, any document handed out for the repository.
 func (d *Door) manifest(w http.ResponseWriter, r *http.Request, name, ref string) {
+	gen := d.refs.Generation()
 	p, ok := d.provider(w, r, name)
 	if !ok {
 		return
 	}
-	var doc oci.Document
+	m := manifestRef{p: p}
 	if strings.Contains(ref, ":") {
 		dg, err := digest.Parse(ref)
 		if err != nil {
 			d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)
 			return
 		}
-		if doc, err = d.providers.Manifest(r.Context(), p, dg); err != nil {
-			d.failEngine(w, r, codeManifestUnknown, err)
-			return
-		}
-		w.Header().Set("Cache-Control", "max-age=31536000, immutable")
+		m.d = dg
 	} else {
 		version, ok := oci.ParseTag(ref)
-		if !ok {
+		var err error
+		if ok {
+			m.v, err = addrs.ParseSemver(version)
+		}
+		if !ok || err != nil {
 			d.fail(w, r, codeManifestUnknown, http.StatusNotFound, fmt.Errorf("tag %.140q names no version", ref))
 			return
 		}
-		v, err := addrs.ParseSemver(version)
-		if err == nil {
-			doc, err = d.providers.Index(r.Context(), p, v)
-		}
-		if err != nil {
-			d.failEngine(w, r, codeManifestUnknown, err)
-			return
-		}
-		w.Header().Set("Cache-Control", "no-cache")
+		m.byTag = true
 	}
-	h := w.Header()
-	h.Set("Docker-Content-Digest", doc.Digest.String())
-	h.Set("ETag", `"`+doc.Digest.String()+`"`)
-	writeJSON(w, r, http.StatusOK, doc.MediaType, doc.Bytes)
+	if d.serveManifest(w, r, m) {
+		d.refs.Put(r.URL.EscapedPath(), gen, m)
+	}
 }
+
+// serveManifest answers a parsed manifest request; it reports whether
+// the answer was a document.
+func (d *Door) serveManifest(w http.ResponseWriter, r *http.Request, m manifestRef) bool {
+	var doc oci.Document
+	var err error
+	h := w.Header()
+	if m.byTag {
+		doc, err = d.providers.Index(r.Context(), m.p, m.v)
+		h["Cache-Control"] = noCache
+	} else {
+		doc, err = d.providers.Manifest(r.Context(), m.p, m.d)
+		h["Cache-Control"] = immutable
+	}
+	if err != nil {
+		d.failEngine(w, r, codeManifestUnknown, err)
+		return false
+	}
+	h["Docker-Content-Digest"] = []string{doc.Digest.String()}
+	h["Etag"] = []string{`"` + doc.Digest.String() + `"`}
+	writeJSON(w, r, http.StatusOK, doc.MediaType, doc.Bytes)
+	return true
+}
+
+// Header values set on every answer of their kind.
+var (
+	noCache   = []string{"no-cache"}
+	immutable = []string{"max-age=31536000, immutable"}
+)
 
 // blob serves NAME/blobs/DIGEST: the empty config, or a platform's zip,
 // streamed through the engine like the network mirror's archives.
@@ -347,14 +394,16 @@ func (d *Door) referrers(w http.ResponseWriter, r *http.Request, name, ref strin
 // headers only.
 func writeJSON(w http.ResponseWriter, r *http.Request, status int, mediaType string, body []byte) {
 	h := w.Header()
-	h.Set("Content-Type", mediaType)
-	h.Set("Content-Length", strconv.Itoa(len(body)))
-	h.Set("X-Content-Type-Options", "nosniff")
+	h["Content-Type"] = []string{mediaType}
+	h["Content-Length"] = []string{strconv.Itoa(len(body))}
+	h["X-Content-Type-Options"] = nosniff
 	w.WriteHeader(status)
 	if r.Method != http.MethodHead {
 		w.Write(body)
 	}
 }
+
+var nosniff = []string{"nosniff"}
 
 // The OCI error codes answered.
 const (

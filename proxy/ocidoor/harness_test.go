@@ -6,9 +6,9 @@ import (
 	"encoding/hex"
 	"io"
 	"log"
-	"os"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -29,7 +29,7 @@ const originHost = enginetest.OriginHost
 // rig is a mirror (engine, OCI side, the proxy with this front door
 // mounted) over the fake origin, served with TLS on loopback.
 type rig struct {
-	t      *testing.T
+	t      testing.TB
 	origin *fakeorigin.Origin
 	store  *cache.Store
 	engine *mirror.Engine
@@ -45,7 +45,7 @@ type rigOptions struct {
 	cacheDir string // "" = in memory
 }
 
-func newRig(t *testing.T, opts rigOptions) *rig {
+func newRig(t testing.TB, opts rigOptions) *rig {
 	t.Helper()
 	r := &rig{t: t, origin: enginetest.StartOrigin(t, opts.origin), dir: opts.cacheDir}
 	r.start(opts)

@@ -2,7 +2,6 @@ package settings
 
 import (
 	"errors"
-	"flag"
 	"fmt"
 	"strconv"
 	"strings"
@@ -17,32 +16,6 @@ var ErrHelp = errors.New("help requested")
 // EnvName is the environment variable that sets flag name.
 func EnvName(name string) string {
 	return "TFMIRROR_" + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
-}
-
-// ParseWithEnv parses args with fs, then fills every flag not given on
-// the command line from its TFMIRROR_* environment variable. -h gives
-// ErrHelp.
-func ParseWithEnv(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return ErrHelp
-		}
-		return err
-	}
-	given := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-	var envErr error
-	fs.VisitAll(func(f *flag.Flag) {
-		if given[f.Name] || envErr != nil {
-			return
-		}
-		if v, ok := lookupEnv(EnvName(f.Name)); ok {
-			if err := fs.Set(f.Name, v); err != nil {
-				envErr = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, err)
-			}
-		}
-	})
-	return envErr
 }
 
 // List is a comma-separated list; setting it replaces the default.

@@ -38,6 +38,10 @@ type Setting struct {
 	// ("" when only at start). No value changes while serving: what changes
 	// is the content of the file or directory it names.
 	Reload string
+	// Live says a new value given in the configuration file is put in
+	// force by SIGHUP, from the next request on; a new value of any other
+	// setting needs a restart (SIGHUP keeps the value in force and says so).
+	Live bool
 	// Commands are the commands besides serve that take the flag, with
 	// serve's meaning (TakenBy says which; the commands' flag sets
 	// are checked against it by a test).
@@ -199,6 +203,7 @@ var Table = []*Setting{
 		Help:       "the mirror's base URL as clients reach it (e.g. https://mirror.example.com/), shown on the status page; default: taken from each request",
 		Doc:        "the mirror's base URL as clients reach it (e.g. `https://mirror.example.com/`), shown in the status page's configuration snippet; must be an absolute `http(s)` URL",
 		DocDefault: "from each request",
+		Live:       true,
 		bind:       stringOf("", func(c *Config) *string { return &c.PublicURL })},
 	{Name: "oci-provider-prefix", Group: GroupServing, Commands: Export,
 		Help: "repository prefix of providers on the OCI distribution front door (/v2/): PREFIX/HOST/NAMESPACE/TYPE",
@@ -430,6 +435,7 @@ var Table = []*Setting{
 	{Name: "log-level", Group: GroupLogging, Commands: Sync | OnDataDir,
 		Help: "log level: debug, info, warn or error",
 		Doc:  "`debug`, `info`, `warn` or `error`",
+		Live: true,
 		bind: stringOf("info", func(c *Config) *string { return &c.LogLevel })},
 }
 

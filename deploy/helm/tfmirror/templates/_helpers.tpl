@@ -99,3 +99,49 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 {{- end }}
+
+{{/* The configuration file: every setting the chart renders, by attribute
+     (the flag in snake case), as JSON. config's values are strings in the
+     flags' syntax, as the TFMIRROR_* variables were; tfmirror reads them so. */}}
+{{- define "tfmirror.settings" -}}
+{{- $s := dict }}
+{{- range $flag, $value := .Values.config }}
+{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+{{- $_ := set $s ($flag | replace "-" "_") (toString $value) }}
+{{- end }}
+{{- end }}
+{{- with .Values.retention }}
+{{- if .keepVersions }}{{ $_ := set $s "keep_versions" (.keepVersions | int64) }}{{ end }}
+{{- if .keepVersionsPerMajor }}{{ $_ := set $s "keep_versions_per_major" true }}{{ end }}
+{{- with .evictUnusedAfter }}{{ $_ := set $s "evict_unused_after" (toString .) }}{{ end }}
+{{- with .interval }}{{ $_ := set $s "retention_interval" (toString .) }}{{ end }}
+{{- end }}
+{{- with .Values.unsignedHosts }}{{ $_ := set $s "allow_unsigned_hosts" . }}{{ end }}
+{{- with .Values.archiveLimits.maxUnpackedBytes }}{{ $_ := set $s "archive_max_unpacked_bytes" (toString .) }}{{ end }}
+{{- with .Values.archiveLimits.maxEntries }}{{ $_ := set $s "archive_max_entries" (. | int64) }}{{ end }}
+{{- if .Values.sharedStore.enabled }}{{ $_ := set $s "shared_store" .Values.sharedStore.url }}{{ end }}
+{{- $_ := set $s "listen" ":8443" }}
+{{- $_ := set $s "metrics_listen" ":9090" }}
+{{- $_ := set $s "data_dir" "/var/lib/tfmirror" }}
+{{- if .Values.insecureHTTP }}{{ $_ := set $s "insecure_http" true }}{{ end }}
+{{- if .Values.tls.existingSecret }}
+{{- $_ := set $s "tls_cert" "/etc/tfmirror/tls/tls.crt" }}
+{{- $_ := set $s "tls_key" "/etc/tfmirror/tls/tls.key" }}
+{{- end }}
+{{- if .Values.auth.existingSecret }}{{ $_ := set $s "auth_tokens_file" "/etc/tfmirror/auth/tokens" }}{{ end }}
+{{- if .Values.urlSigningKey.existingSecret }}{{ $_ := set $s "url_signing_key_file" "/etc/tfmirror/url-signing/url-signing.key" }}{{ end }}
+{{- if .Values.exportKey.existingSecret }}{{ $_ := set $s "export_key" "/etc/tfmirror/export-key/export-key.asc" }}{{ end }}
+{{- with .Values.trustedExportKeys.files }}
+{{- $files := list }}
+{{- range . }}{{ $files = append $files (printf "/etc/tfmirror/trusted-export-keys/%s" .) }}{{ end }}
+{{- $_ := set $s "trusted_export_keys" $files }}
+{{- end }}
+{{- with .Values.trustedPublisherKeys.namespaces }}
+{{- $entries := list }}
+{{- range . }}{{ $entries = append $entries (printf "%s=/etc/tfmirror/trusted-publisher-keys/%s" .namespace .file) }}{{ end }}
+{{- $_ := set $s "trusted_publisher_keys" $entries }}
+{{- end }}
+{{- if .Values.pins.existingConfigMap }}{{ $_ := set $s "pins_dir" "/etc/tfmirror/pins" }}{{ end }}
+{{- if .Values.modules.sourceCredentials.existingSecret }}{{ $_ := set $s "module_source_credentials" (printf "/etc/tfmirror/module-source-credentials/%s" .Values.modules.sourceCredentials.key) }}{{ end }}
+{{- toPrettyJson $s }}
+{{- end }}

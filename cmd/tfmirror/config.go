@@ -1,0 +1,163 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+	"text/tabwriter"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// configHooks are the readers of the configuration file's parts that are
+// not settings of the table (its policy block), checked at start, on
+// SIGHUP and by config check, and put in force on m. m is nil in config
+// check, which never calls what they return.
+func configHooks(m *server) []settings.Hook {
+	_ = m
+	return nil
+}
+
+// liveSettings put in force on m the new value of each setting the table
+// marks Live, from the next request on.
+var liveSettings = map[string]func(m *server, c settings.Config, level *slog.LevelVar){
+	"log-level": func(m *server, c settings.Config, level *slog.LevelVar) {
+		if lvl, err := settings.ParseLevel(c.LogLevel); err == nil { // validated
+			level.Set(lvl)
+		}
+	},
+	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) { m.proxy.SetPublicURL(c.PublicURL) },
+}
+
+// useConfig makes e the configuration in force on m, which the status
+// page shows, and reload the way to read it again on SIGHUP; level is
+// the log's level, which a reload may change. It logs the file's
+// warnings, and fails when a hook refuses the file.
+func (m *server) useConfig(e *settings.Effective, reload func() (*settings.Effective, error), level *slog.LevelVar) error {
+	if e.File != nil {
+		for _, w := range e.File.Warnings {
+			m.log.Warn("configuration file: "+settings.FormatDiagnostic(w), "file", e.File.Path)
+		}
+	}
+	r, err := settings.NewReloader(e, settings.ReloaderConfig{
+		Load: reload,
+		Apply: func(_, next *settings.Effective, changed []*settings.Setting) {
+			for _, s := range changed {
+				liveSettings[s.Name](m, next.Config, level)
+			}
+		},
+		Hooks:   configHooks(m),
+		Metrics: m.metrics,
+		Logger:  m.log,
+	})
+	if err != nil {
+		return err
+	}
+	m.conf.Store(r)
+	return nil
+}
+
+// configuration is the configuration in force, for the status page; nil
+// before useConfig.
+func (m *server) configuration() *proxy.Configuration {
+	r := m.conf.Load()
+	if r == nil {
+		return nil
+	}
+	return configurationOf(r.Current())
+}
+
+func configurationOf(e *settings.Effective) *proxy.Configuration {
+	out := &proxy.Configuration{}
+	if e.File != nil {
+		out.File = e.File.Path
+	}
+	for _, v := range e.Values() {
+		out.Settings = append(out.Settings, proxy.Setting{Name: v.Setting.Name, Attribute: v.Setting.Attribute(),
+			Value: v.Value, Source: string(v.Source)})
+	}
+	return out
+}
+
+// reloadOnHangup, on each SIGHUP until ctx is done or the returned
+// function is called, reads the configuration file again (when there is
+// one) and the client tokens file (when client authentication is on).
+// Without either, SIGHUP keeps its default meaning.
+func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
+	conf := m.conf.Load()
+	withFile := conf != nil && conf.Current().File != nil
+	if m.auth == nil && !withFile {
+		return func() {}
+	}
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+				if withFile {
+					conf.Reload() // logged and counted
+				}
+				if m.auth != nil {
+					m.reloadTokens()
+				}
+			}
+		}
+	}()
+	return func() {
+		signal.Stop(hup)
+		cancel()
+		<-done
+	}
+}
+
+const configUsage = "tfmirror config check FILE"
+
+// runConfig is `tfmirror config check FILE`: it reads FILE as serve
+// would (with this environment's TFMIRROR_ variables), and prints every
+// error with its file and line, or the configuration in effect: each
+// setting's value (secrets redacted) and where it came from. Exit status
+// 1 when the file is refused, 2 on a usage error.
+func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	switch {
+	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help"), len(args) == 2 && args[0] == "check" && (args[1] == "-h" || args[1] == "--help"):
+		fmt.Fprintf(stdout, "Usage: %s\n\nChecks a configuration file as tfmirror serve --config FILE would read it (the\nTFMIRROR_ variables of this environment win over it, as they would), and prints\nits errors with their file and line, or the configuration in effect.\n", configUsage)
+		return 0
+	case len(args) != 2 || args[0] != "check":
+		fmt.Fprintf(stderr, "Usage: %s\n", configUsage)
+		return 2
+	}
+	e, err := parseServeConfig([]string{"--" + settings.ConfigFlag, args[1]}, lookupEnv, io.Discard)
+	if err == nil {
+		_, err = settings.CheckHooks(configHooks(nil), e.File)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror config check: %v\n", err)
+		return 1
+	}
+	for _, w := range e.File.Warnings {
+		fmt.Fprintf(stderr, "tfmirror config check: warning: %s\n", settings.FormatDiagnostic(w))
+	}
+	fmt.Fprintf(stdout, "%s: valid\n\n", args[1])
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "SETTING\tVALUE\tSOURCE")
+	for _, v := range e.Values() {
+		value := v.Value
+		if value == "" {
+			value = `""`
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Setting.Attribute(), value, v.Source)
+	}
+	tw.Flush()
+	return 0
+}

@@ -1,0 +1,264 @@
+package settings
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/hcl/v2"
+	"github.com/zclconf/go-cty/cty"
+
+	"github.com/tfmirror/tfmirror/internal/hclfile"
+)
+
+// ConfigFlag is the flag that names the configuration file; its
+// environment variable is EnvName(ConfigFlag), TFMIRROR_CONFIG. It is no
+// setting of the table: the file cannot name another file.
+const ConfigFlag = "config"
+
+// PolicyBlock is the one block a configuration file may hold besides the
+// settings' attributes: the package policy. The file reader does not
+// interpret it; File.Policy hands its body to the policy's decoder.
+const PolicyBlock = "policy"
+
+// MaxFileBytes is the largest configuration file read.
+const MaxFileBytes = 1 << 20
+
+// Attribute is the name of s in the configuration file: its flag in
+// snake case (cache-max-bytes is cache_max_bytes).
+func (s *Setting) Attribute() string { return strings.ReplaceAll(s.Name, "-", "_") }
+
+// AddConfigFlag registers --config on fs, bound to path.
+func AddConfigFlag(fs *flag.FlagSet, path *string) {
+	fs.StringVar(path, ConfigFlag, "", "configuration file (HCL, or JSON when its name ends in .json) whose attributes are settings named as the flags in snake case (cache_max_bytes); flags and TFMIRROR_ variables win over it")
+}
+
+// A File is a configuration file read and checked against Table: each
+// attribute is a setting, named by Setting.Attribute, with a value of the
+// setting's kind (a string in the flag's syntax, or the HCL type of the
+// kind: a bool, a whole number of bytes or of an int, a list of strings),
+// checked as the flag would check it; and at most one policy block.
+type File struct {
+	// Path is the file's name as given.
+	Path string
+	// Warnings are what the file is not refused for but an operator
+	// should hear of (a file others may write).
+	Warnings hcl.Diagnostics
+	values   map[string]string // by setting name, in the flag's syntax
+	ranges   map[string]hcl.Range
+	policy   hcl.Body
+}
+
+// Value is the value the file gives setting name, in the flag's syntax,
+// and where the file gives it.
+func (f *File) Value(name string) (string, hcl.Range, bool) {
+	if f == nil {
+		return "", hcl.Range{}, false
+	}
+	v, ok := f.values[name]
+	return v, f.ranges[name], ok
+}
+
+// Policy is the body of the file's policy block; nil when f is nil or
+// has none.
+func (f *File) Policy() hcl.Body {
+	if f == nil {
+		return nil
+	}
+	return f.policy
+}
+
+// ReadFile reads the configuration file at path: HCL native syntax, or
+// JSON when its name ends in ".json". Every problem is a diagnostic, with
+// the file and line where there is one: the file not read, bad syntax, an
+// attribute that names no setting, a value of the wrong type or one the
+// setting's flag refuses, a second policy block. Diagnostics never quote
+// a secret setting's value.
+func ReadFile(path string) (*File, hcl.Diagnostics) {
+	f := &File{Path: path, values: map[string]string{}, ranges: map[string]hcl.Range{}}
+	fail := func(summary, detail string) (*File, hcl.Diagnostics) {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: detail}}
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return fail("Cannot read the configuration file", err.Error())
+	}
+	if !fi.Mode().IsRegular() {
+		return fail("Cannot read the configuration file", path+" is not a regular file")
+	}
+	if fi.Size() > MaxFileBytes {
+		return fail("Configuration file too large", fmt.Sprintf("%s is %d bytes, at most %d are read", path, fi.Size(), MaxFileBytes))
+	}
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
+		f.Warnings = append(f.Warnings, &hcl.Diagnostic{Severity: hcl.DiagWarning,
+			Summary: "Configuration file writable by others",
+			Detail: fmt.Sprintf("%s has mode %04o: users of its group or all users may change what the mirror serves and trusts; make it writable by its owner only (chmod go-w)",
+				path, perm)})
+	}
+	hf, diags, err := hclfile.Parse(nil, path)
+	if err != nil {
+		return fail("Cannot read the configuration file", err.Error())
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	schema := &hcl.BodySchema{Blocks: []hcl.BlockHeaderSchema{{Type: PolicyBlock}}}
+	for _, s := range Table {
+		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: s.Attribute()})
+	}
+	content, diags := hf.Body.Content(schema)
+	for i, b := range content.Blocks {
+		if i > 0 {
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate policy block",
+				Detail:  "a configuration file holds at most one policy block; the first is at " + content.Blocks[0].DefRange.String(),
+				Subject: b.DefRange.Ptr()})
+			continue
+		}
+		f.policy = b.Body
+	}
+	for _, s := range Table {
+		attr, ok := content.Attributes[s.Attribute()]
+		if !ok {
+			continue
+		}
+		v, err := f.decode(s, attr)
+		if err != nil {
+			detail := err.Error()
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
+				Summary: "Invalid value for " + s.Attribute(), Detail: detail, Subject: attr.Expr.Range().Ptr()})
+			continue
+		}
+		f.values[s.Name], f.ranges[s.Name] = v, attr.Expr.Range()
+	}
+	if diags.HasErrors() {
+		return nil, diags
+	}
+	f.Warnings = append(f.Warnings, diags...)
+	return f, nil
+}
+
+// decode is attr's value for s in the flag's syntax, checked as the flag
+// checks it.
+func (f *File) decode(s *Setting, attr *hcl.Attribute) (string, error) {
+	v, diags := attr.Expr.Value(nil)
+	if diags.HasErrors() {
+		// A variable or function: the file holds values only.
+		return "", errors.New("want a literal value: " + diagSummary(diags))
+	}
+	str, err := flagSyntax(s.bind.kind, v)
+	if err != nil {
+		return "", err
+	}
+	fs := flag.NewFlagSet("file", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	var scratch Config
+	s.Register(fs, &scratch)
+	if err := fs.Set(s.Name, str); err != nil {
+		if s.Secret {
+			return "", fmt.Errorf("not %s", wanted[s.bind.kind])
+		}
+		if strings.Contains(err.Error(), "want") {
+			return "", fmt.Errorf("%q: %v", str, err)
+		}
+		return "", fmt.Errorf("%q: %v; want %s", str, err, wanted[s.bind.kind])
+	}
+	return str, nil
+}
+
+// wanted says what each kind of setting takes, for messages.
+var wanted = map[string]string{
+	"string":   "a string",
+	"bool":     "true or false",
+	"int":      "a whole number",
+	"duration": `a duration such as "90s", "10m" or "72h"`,
+	"days":     `a duration such as "30d" or "72h"`,
+	"size":     `a size such as "10GiB" or "512MB", or a number of bytes`,
+	"list":     `a list of strings, or one string of comma-separated items`,
+}
+
+// flagSyntax is v as the flag of a setting of kind would be given it:
+// a string as it is, and the HCL type of the kind (a bool, a whole
+// number, a list of strings) in the flag's syntax.
+func flagSyntax(kind string, v cty.Value) (string, error) {
+	if v.IsNull() {
+		return "", fmt.Errorf("null; want %s (leave the attribute out for the default)", wanted[kind])
+	}
+	t := v.Type()
+	switch {
+	case t == cty.String:
+		return v.AsString(), nil
+	case t == cty.Bool && kind == "bool":
+		return strconv.FormatBool(v.True()), nil
+	case t == cty.Number && (kind == "int" || kind == "size"):
+		bf := v.AsBigFloat()
+		if !bf.IsInt() || bf.Sign() < 0 && kind == "size" {
+			return "", fmt.Errorf("%s; want %s", bf.Text('g', -1), wanted[kind])
+		}
+		i, _ := bf.Int(nil)
+		return i.String(), nil
+	case kind == "list" && (t.IsListType() || t.IsTupleType() || t.IsSetType()):
+		var items []string
+		for it := v.ElementIterator(); it.Next(); {
+			_, e := it.Element()
+			if e.IsNull() || e.Type() != cty.String {
+				return "", fmt.Errorf("an item is not a string; want %s", wanted[kind])
+			}
+			item := strings.TrimSpace(e.AsString())
+			if item == "" || strings.Contains(item, ",") {
+				return "", fmt.Errorf("item %q: items are not empty and hold no comma", item)
+			}
+			items = append(items, item)
+		}
+		return strings.Join(items, ","), nil
+	}
+	return "", fmt.Errorf("a %s; want %s", t.FriendlyName(), wanted[kind])
+}
+
+// diagSummary is diags' summaries, with where each is.
+func diagSummary(diags hcl.Diagnostics) string {
+	return hclfile.Summary(diags)
+}
+
+// FileError is a configuration file refused: every diagnostic, one a line.
+type FileError struct {
+	Path  string
+	Diags hcl.Diagnostics
+}
+
+func (e *FileError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "configuration file %s refused:", e.Path)
+	diags := slices.Clone(e.Diags)
+	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
+		if a.Subject == nil || b.Subject == nil {
+			return 0
+		}
+		return a.Subject.Start.Byte - b.Subject.Start.Byte
+	})
+	for _, d := range diags {
+		if d.Severity != hcl.DiagError {
+			continue
+		}
+		b.WriteString("\n  ")
+		b.WriteString(FormatDiagnostic(d))
+	}
+	return b.String()
+}
+
+// FormatDiagnostic is d as FILE:LINE,COLUMN: SUMMARY: DETAIL (the place
+// left out when d has none).
+func FormatDiagnostic(d *hcl.Diagnostic) string {
+	s := d.Summary
+	if d.Detail != "" {
+		s += ": " + d.Detail
+	}
+	if d.Subject != nil {
+		s = d.Subject.String() + ": " + s
+	}
+	return s
+}

@@ -1,0 +1,359 @@
+package settings
+
+import (
+	"bytes"
+	"errors"
+	"flag"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// writeFile writes content to a file named name in a new directory, mode
+// 0600, and returns its path.
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// load reads a serve configuration from args, env and the file they name.
+func load(t *testing.T, args []string, env map[string]string) (*Effective, error) {
+	t.Helper()
+	var e Effective
+	fs := allSettings(&e.Config)
+	var path string
+	AddConfigFlag(fs, &path)
+	l, err := Load(fs, args, func(k string) (string, bool) { v, ok := env[k]; return v, ok }, AllNames())
+	if err != nil {
+		return nil, err
+	}
+	e.Loaded = l
+	return &e, nil
+}
+
+// TestFileRefused feeds the reader files an operator might get wrong:
+// each is refused whole, and the message names the file and the line.
+func TestFileRefused(t *testing.T) {
+	for _, tc := range []struct {
+		name, file, content string
+		line                string // "FILE:LINE" must appear, with the file's base name
+		want                string // and this
+	}{
+		{"unknown attribute", "c.hcl", "listen = \":1\"\ncache_max_byte = \"1GiB\"\n", "c.hcl:2", "cache_max_byte"},
+		{"flag spelling", "c.hcl", "\n\ncache-max-bytes = 1\n", "c.hcl:3", "cache-max-bytes"},
+		{"bad duration", "c.hcl", "versions_ttl = \"10 minutes\"\n", "c.hcl:1", "versions_ttl"},
+		{"duration as a number", "c.hcl", "\nversions_ttl = 600\n", "c.hcl:2", "duration"},
+		{"bad size", "c.hcl", "# limits\ncache_max_bytes = \"lots\"\n", "c.hcl:2", "cache_max_bytes"},
+		{"negative size", "c.hcl", "cache_max_bytes = -1\n", "c.hcl:1", "size"},
+		{"fractional int", "c.hcl", "origin_retries = 1.5\n", "c.hcl:1", "whole number"},
+		{"bool as a word", "c.hcl", "offline = \"yes\"\n", "c.hcl:1", "true or false"},
+		{"string as a number", "c.hcl", "listen = 8443\n", "c.hcl:1", "want a string"},
+		{"list of numbers", "c.hcl", "allowed_origins = [1, 2]\n", "c.hcl:1", "not a string"},
+		{"list item with a comma", "c.hcl", "allowed_origins = [\"a.example,b.example\"]\n", "c.hcl:1", "comma"},
+		{"null", "c.hcl", "log_level = null\n", "c.hcl:1", "null"},
+		{"variable", "c.hcl", "log_level = var.level\n", "c.hcl:1", "literal"},
+		{"function", "c.hcl", "data_dir = file(\"/etc/passwd\")\n", "c.hcl:1", "literal"},
+		{"two policy blocks", "c.hcl", "policy {}\npolicy {}\n", "c.hcl:2", "policy"},
+		{"unknown block", "c.hcl", "origin \"x\" {}\n", "c.hcl:1", "origin"},
+		{"syntax", "c.hcl", "listen = \":1\"\nlisten\n", "c.hcl:2", ""},
+		{"duplicate", "c.hcl", "listen = \":1\"\nlisten = \":2\"\n", "c.hcl:2", "listen"},
+		{"json unknown", "c.json", "{\n  \"listen\": \":1\",\n  \"cache_max\": 1\n}\n", "c.json:3", "cache_max"},
+		{"json wrong type", "c.json", "{\n  \"offline\": 1\n}\n", "c.json:2", "offline"},
+		{"json bad size", "c.json", "{\"cache_max_bytes\": \"10 gigs\"}", "c.json:1", "cache_max_bytes"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			path := writeFile(t, tc.file, tc.content)
+			_, err := load(t, []string{"--config", path}, nil)
+			var fe *FileError
+			if !errors.As(err, &fe) {
+				t.Fatalf("accepted, or not as a file error: %v", err)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, path[:len(path)-len(tc.file)]+tc.line) || !strings.Contains(msg, tc.want) {
+				t.Errorf("message %q does not name %s and %q", msg, tc.line, tc.want)
+			}
+		})
+	}
+	t.Run("missing file", func(t *testing.T) {
+		_, err := load(t, []string{"--config", filepath.Join(t.TempDir(), "none.hcl")}, nil)
+		if err == nil || !strings.Contains(err.Error(), "none.hcl") {
+			t.Errorf("err %v", err)
+		}
+	})
+	t.Run("every error at once", func(t *testing.T) {
+		path := writeFile(t, "c.hcl", "listen = 1\noffline = \"no way\"\nnope = 2\n")
+		_, err := load(t, []string{"--config", path}, nil)
+		for _, line := range []string{"c.hcl:1", "c.hcl:2", "c.hcl:3"} {
+			if err == nil || !strings.Contains(err.Error(), line) {
+				t.Errorf("%v: does not name %s", err, line)
+			}
+		}
+	})
+	t.Run("secret not quoted", func(t *testing.T) {
+		path := writeFile(t, "c.hcl", "upstream_proxy = [\"http://user:hunter2-secret@proxy:3128\"]\n")
+		_, err := load(t, []string{"--config", path}, nil)
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("err %v", err)
+		}
+	})
+}
+
+// TestFileSyntaxes checks that each kind takes its HCL type and the
+// flag's string syntax alike, in HCL and in JSON.
+func TestFileSyntaxes(t *testing.T) {
+	want := func(c Config) bool {
+		return c.CacheMaxBytes == 10<<30 && c.OriginRetries == 5 && c.Offline && c.VersionsTTL == 72*time.Hour &&
+			c.EvictUnusedAfter == 30*24*time.Hour && strings.Join(c.AllowedOrigins, " ") == "a.example b.example" &&
+			c.Listen == ":1" && c.DiskReserve == 1024
+	}
+	for _, tc := range []struct{ name, file, content string }{
+		{"hcl types", "c.hcl", `
+cache_max_bytes = "10GiB"
+disk_reserve = 1024
+origin_retries = 5
+offline = true
+versions_ttl = "72h"
+evict_unused_after = "30d"
+allowed_origins = ["a.example", "b.example"]
+listen = ":1"
+`},
+		{"flag syntax", "c.hcl", `
+cache_max_bytes = "10 GiB"
+disk_reserve = "1KiB"
+origin_retries = "5"
+offline = "true"
+versions_ttl = "4320m"
+evict_unused_after = "720h"
+allowed_origins = "a.example, b.example"
+listen = ":1"
+`},
+		{"json", "c.json", `{"cache_max_bytes": 10737418240, "disk_reserve": "1KiB", "origin_retries": 5, "offline": true,
+"versions_ttl": "72h", "evict_unused_after": "30d", "allowed_origins": ["a.example", "b.example"], "listen": ":1"}`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e, err := load(t, []string{"--config", writeFile(t, tc.file, tc.content)}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !want(e.Config) {
+				t.Errorf("config %+v", e.Config)
+			}
+			if e.Sources["cache-max-bytes"] != FromFile || e.Sources["data-dir"] != FromDefault {
+				t.Errorf("sources %v", e.Sources)
+			}
+		})
+	}
+}
+
+// TestPrecedence: a flag wins over the environment, which wins over the
+// file, which wins over the default; each value says where it came from.
+func TestPrecedence(t *testing.T) {
+	path := writeFile(t, "c.hcl", "log_level = \"warn\"\nversions_ttl = \"3m\"\nlisten = \":3\"\n")
+	e, err := load(t, []string{"--config", path, "--log-level", "debug"},
+		map[string]string{"TFMIRROR_LOG_LEVEL": "error", "TFMIRROR_VERSIONS_TTL": "2m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name, value string
+		source      Source
+	}{
+		{"log-level", "debug", FromFlag},         // flag, env and file
+		{"versions-ttl", "2m0s", FromEnv},        // env and file
+		{"listen", ":3", FromFile},               // file
+		{"shutdown-timeout", "30s", FromDefault}, // none
+	} {
+		var got *Value
+		for _, v := range e.Values() {
+			if v.Setting.Name == tc.name {
+				got = &v
+			}
+		}
+		if got == nil || got.Value != tc.value || got.Source != tc.source {
+			t.Errorf("%s: %+v, want %s from %s", tc.name, got, tc.value, tc.source)
+		}
+	}
+	if e.Config.LogLevel != "debug" || e.Config.VersionsTTL != 2*time.Minute || e.Config.Listen != ":3" {
+		t.Errorf("config %+v", e.Config)
+	}
+	// TFMIRROR_CONFIG names the file when --config does not.
+	e, err = load(t, nil, map[string]string{"TFMIRROR_CONFIG": path})
+	if err != nil || e.Config.Listen != ":3" || e.Sources["listen"] != FromFile {
+		t.Errorf("TFMIRROR_CONFIG: %v, %+v", err, e)
+	}
+	// Only the settings named are read from the file (a command's own).
+	var c Config
+	fs := flag.NewFlagSet("sync", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	Add(fs, &c, "log-level")
+	var p string
+	AddConfigFlag(fs, &p)
+	fs.String("listen", "mine", "a flag of the command's own")
+	if _, err := Load(fs, []string{"--config", path}, func(string) (string, bool) { return "", false }, []string{"log-level"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.LogLevel != "warn" || fs.Lookup("listen").Value.String() != "mine" {
+		t.Errorf("log level %q, own flag %q", c.LogLevel, fs.Lookup("listen").Value)
+	}
+}
+
+// TestFilePolicyAndSecrets: the policy block's body is handed over
+// undecoded; a secret is shown redacted; a file others may write is
+// accepted with a warning.
+func TestFilePolicyAndSecrets(t *testing.T) {
+	path := writeFile(t, "c.hcl", `upstream_proxy = "http://user:hunter2-secret@proxy.corp:3128"
+policy {
+  allow = ["registry.terraform.io/hashicorp/*"]
+  anything { goes = here }
+}
+`)
+	e, err := load(t, []string{"--config", path}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := e.File.Policy()
+	if body == nil {
+		t.Fatal("no policy body")
+	}
+	attrs, _ := body.JustAttributes()
+	if _, ok := attrs["allow"]; !ok {
+		t.Errorf("policy body attributes %v", attrs)
+	}
+	if e.Config.UpstreamProxy != "http://user:hunter2-secret@proxy.corp:3128" {
+		t.Errorf("upstream proxy %q", e.Config.UpstreamProxy)
+	}
+	for _, v := range e.Values() {
+		if strings.Contains(v.Value, "hunter2") {
+			t.Errorf("%s shown as %q", v.Setting.Name, v.Value)
+		}
+		if v.Setting.Name == "upstream-proxy" && v.Value != "http://proxy.corp:3128" {
+			t.Errorf("upstream-proxy shown as %q", v.Value)
+		}
+	}
+	if len(e.File.Warnings) != 0 {
+		t.Errorf("warnings for a 0600 file: %v", e.File.Warnings)
+	}
+
+	noPolicy, err := load(t, []string{"--config", writeFile(t, "c.hcl", "listen = \":1\"\n")}, nil)
+	if err != nil || noPolicy.File.Policy() != nil {
+		t.Errorf("no policy block: %v, body %v", err, noPolicy.File.Policy())
+	}
+	var none *File
+	if none.Policy() != nil {
+		t.Error("no file, a policy body")
+	}
+
+	if err := os.Chmod(path, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	e, err = load(t, []string{"--config", path}, nil)
+	if err != nil || len(e.File.Warnings) != 1 || !strings.Contains(e.File.Warnings[0].Detail, "0664") {
+		t.Errorf("group-writable: %v, warnings %v", err, e.File)
+	}
+}
+
+// reloadCounts counts ConfigReload calls.
+type reloadCounts map[string]int
+
+func (c reloadCounts) ConfigReload(outcome string) { c[outcome]++ }
+
+// TestReloader rewrites the file between reloads: a good one puts the
+// Live settings and the hooks' parts in force and keeps the others' old
+// values with a warning; a broken one, or one a hook refuses, is refused
+// whole, logged and counted.
+func TestReloader(t *testing.T) {
+	path := writeFile(t, "c.hcl", "log_level = \"info\"\nversions_ttl = \"1m\"\npolicy { name = \"one\" }\n")
+	loadNow := func() (*Effective, error) { return load(t, []string{"--config", path}, nil) }
+	initial, err := loadNow()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logBuf bytes.Buffer
+	counts := reloadCounts{}
+	var applied [][]string
+	policyInForce := ""
+	hook := Hook{Name: "policy", Validate: func(f *File) (func(), hcl.Diagnostics) {
+		attrs, diags := f.Policy().JustAttributes()
+		v, d := attrs["name"].Expr.Value(nil)
+		diags = append(diags, d...)
+		if diags.HasErrors() {
+			return nil, diags
+		}
+		name := v.AsString()
+		if name == "bad" {
+			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "policy refused", Subject: attrs["name"].Expr.Range().Ptr()}}
+		}
+		return func() { policyInForce = name }, nil
+	}}
+	r, err := NewReloader(initial, ReloaderConfig{
+		Load:    loadNow,
+		Apply:   func(cur, next *Effective, changed []*Setting) { applied = append(applied, Names(changed)) },
+		Hooks:   []Hook{hook},
+		Metrics: counts,
+		Logger:  slog.New(slog.NewTextHandler(&logBuf, nil)),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if policyInForce != "one" {
+		t.Fatalf("policy at start: %q", policyInForce)
+	}
+	rewrite := func(content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Good: log level and policy change; versions-ttl needs a restart.
+	rewrite("log_level = \"debug\"\nversions_ttl = \"5m\"\npolicy { name = \"two\" }\n")
+	if err := r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	cur := r.Current()
+	if cur.Config.LogLevel != "debug" || cur.Config.VersionsTTL != time.Minute || policyInForce != "two" {
+		t.Errorf("after a good reload: level %q, versions-ttl %v, policy %q", cur.Config.LogLevel, cur.Config.VersionsTTL, policyInForce)
+	}
+	if len(applied) != 1 || strings.Join(applied[0], ",") != "log-level" {
+		t.Errorf("applied %v", applied)
+	}
+	if !strings.Contains(logBuf.String(), "only after a restart") || !strings.Contains(logBuf.String(), "versions-ttl") {
+		t.Errorf("log does not say versions-ttl needs a restart:\n%s", logBuf.String())
+	}
+
+	for _, tc := range []struct{ name, content, want string }{
+		{"syntax", "log_level = \n", "c.hcl:1"},
+		{"unknown attribute", "log_level = \"warn\"\nlog_levle = \"warn\"\n", "c.hcl:2"},
+		{"bad value", "log_level = \"loud\"\n", "log-level"},
+		{"hook refuses", "log_level = \"warn\"\npolicy { name = \"bad\" }\n", "c.hcl:2"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logBuf.Reset()
+			before := counts["refused"]
+			rewrite(tc.content)
+			err := r.Reload()
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("reload: %v, want a refusal naming %s", err, tc.want)
+			}
+			if counts["refused"] != before+1 || !strings.Contains(logBuf.String(), "configuration file refused") {
+				t.Errorf("refusal counted %d times, logged: %s", counts["refused"]-before, logBuf.String())
+			}
+			if r.Current() != cur || policyInForce != "two" || len(applied) != 1 {
+				t.Error("a refused file changed the configuration in force")
+			}
+		})
+	}
+	if counts["applied"] != 1 {
+		t.Errorf("applied counted %d times", counts["applied"])
+	}
+}

@@ -1,0 +1,255 @@
+package settings
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/internal/redact"
+)
+
+// A Source is where a setting's value in effect came from.
+type Source string
+
+// The sources, from the one that wins down.
+const (
+	FromFlag    Source = "flag"
+	FromEnv     Source = "env"
+	FromFile    Source = "file"
+	FromDefault Source = "default"
+)
+
+// Loaded is what Load read besides the values it set: the configuration
+// file, and where each flag's value came from.
+type Loaded struct {
+	// File is the configuration file; nil without one.
+	File *File
+	// Sources are where each flag of the set got its value, by name.
+	Sources map[string]Source
+	// raw and shown are each setting's value, exactly (for comparing)
+	// and as it may be shown (secrets redacted), by name.
+	raw, shown map[string]string
+	order      []*Setting // the settings of the set, in the table's order
+}
+
+// Load parses args with fs, then fills every flag not given on the
+// command line from its TFMIRROR_ environment variable and, for the
+// settings of the table named in names, else from the configuration file
+// that --config or TFMIRROR_CONFIG names (when fs has AddConfigFlag's
+// flag): a flag wins over the environment, which wins over the file,
+// which wins over the default. -h gives ErrHelp; a file refused gives a
+// *FileError.
+func Load(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool), names []string) (*Loaded, error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, ErrHelp
+		}
+		return nil, err
+	}
+	l := &Loaded{Sources: map[string]Source{}, raw: map[string]string{}, shown: map[string]string{}}
+	fs.Visit(func(f *flag.Flag) { l.Sources[f.Name] = FromFlag })
+	var envErr error
+	fs.VisitAll(func(f *flag.Flag) {
+		if l.Sources[f.Name] != "" || envErr != nil {
+			return
+		}
+		if v, ok := lookupEnv(EnvName(f.Name)); ok {
+			if err := fs.Set(f.Name, v); err != nil {
+				envErr = fmt.Errorf("%s=%q: %w", EnvName(f.Name), v, err)
+			}
+			l.Sources[f.Name] = FromEnv
+		}
+	})
+	if envErr != nil {
+		return nil, envErr
+	}
+	if cf := fs.Lookup(ConfigFlag); cf != nil && cf.Value.String() != "" {
+		path := cf.Value.String()
+		file, diags := ReadFile(path)
+		if diags.HasErrors() {
+			return nil, &FileError{Path: path, Diags: diags}
+		}
+		l.File = file
+	}
+	for _, name := range names {
+		s := Named(name)
+		l.order = append(l.order, s)
+		if l.Sources[name] == "" {
+			l.Sources[name] = FromDefault
+			if v, _, ok := l.File.Value(name); ok {
+				if err := fs.Set(name, v); err != nil { // checked by ReadFile
+					return nil, fmt.Errorf("configuration file %s: %s: %w", l.File.Path, s.Attribute(), err)
+				}
+				l.Sources[name] = FromFile
+			}
+		}
+		l.raw[name] = exact(fs.Lookup(name).Value)
+		l.shown[name] = l.raw[name]
+		if s.Secret {
+			l.shown[name] = redactValue(l.raw[name])
+		}
+	}
+	fs.VisitAll(func(f *flag.Flag) {
+		if l.Sources[f.Name] == "" {
+			l.Sources[f.Name] = FromDefault
+		}
+	})
+	return l, nil
+}
+
+// ParseWithEnv parses args with fs, then fills every flag not given on
+// the command line from its TFMIRROR_* environment variable: Load
+// without a configuration file.
+func ParseWithEnv(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)) error {
+	_, err := Load(fs, args, lookupEnv, nil)
+	return err
+}
+
+// exact is v as a string that sets it again to the same value: sizes in
+// bytes unless a whole number of a binary unit.
+func exact(v flag.Value) string {
+	switch v := v.(type) {
+	case *ByteSize:
+		n := int64(*v)
+		for _, u := range []struct {
+			unit string
+			size int64
+		}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+			if n != 0 && n%u.size == 0 {
+				return strconv.FormatInt(n/u.size, 10) + u.unit
+			}
+		}
+		return strconv.FormatInt(n, 10)
+	case *List:
+		return strings.Join(*v, ",")
+	}
+	return v.String()
+}
+
+// redactValue is a secret setting's value as it may be shown: a URL
+// without its user, password and query (package redact's rule), anything
+// else not at all.
+func redactValue(v string) string {
+	if v == "" {
+		return ""
+	}
+	if u, err := url.Parse(v); err == nil && u.Host != "" {
+		return redact.URL(u)
+	}
+	return "(redacted)"
+}
+
+// A Value is a setting's value in effect and where it came from.
+type Value struct {
+	Setting *Setting
+	// Value is the value in the flag's syntax; a secret's redacted.
+	Value  string
+	Source Source
+}
+
+// Values are the values in effect of the settings Load read, in the
+// table's order, secrets redacted.
+func (l *Loaded) Values() []Value {
+	out := make([]Value, 0, len(l.order))
+	for _, s := range l.order {
+		out = append(out, Value{Setting: s, Value: l.shown[s.Name], Source: l.Sources[s.Name]})
+	}
+	return out
+}
+
+// Changed are the settings whose value in next differs from l's.
+func (l *Loaded) Changed(next *Loaded) []*Setting {
+	var out []*Setting
+	for _, s := range l.order {
+		if l.raw[s.Name] != next.raw[s.Name] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// An Effective is a command's configuration in effect: the values, the
+// file they were read from and where each came from.
+type Effective struct {
+	Config Config
+	*Loaded
+}
+
+// keep is next with the values of e for the settings in kept: those that
+// changed in the file but cannot change while serving.
+func (e *Effective) keep(next *Effective, kept []*Setting) (*Effective, error) {
+	out := &Effective{Config: next.Config, Loaded: &Loaded{File: next.File, Sources: map[string]Source{},
+		raw: map[string]string{}, shown: map[string]string{}, order: next.order}}
+	for k, v := range next.Sources {
+		out.Sources[k] = v
+	}
+	for _, s := range next.order {
+		out.raw[s.Name], out.shown[s.Name] = next.raw[s.Name], next.shown[s.Name]
+	}
+	fs := flag.NewFlagSet("keep", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	for _, s := range kept {
+		s.Register(fs, &out.Config)
+		if err := fs.Set(s.Name, e.raw[s.Name]); err != nil {
+			return nil, fmt.Errorf("--%s: %w", s.Name, err)
+		}
+		out.raw[s.Name], out.shown[s.Name], out.Sources[s.Name] = e.raw[s.Name], e.shown[s.Name], e.Sources[s.Name]
+	}
+	return out, nil
+}
+
+// Names are the names of settings.
+func Names(settings []*Setting) []string {
+	out := make([]string, 0, len(settings))
+	for _, s := range settings {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+// AllNames are the names of every setting of the table.
+func AllNames() []string { return Names(Table) }
+
+// LiveOnly splits settings into those a reload puts in force (Live) and
+// those that need a restart.
+func LiveOnly(settings []*Setting) (live, restart []*Setting) {
+	for _, s := range settings {
+		if s.Live {
+			live = append(live, s)
+		} else {
+			restart = append(restart, s)
+		}
+	}
+	return live, slices.Clip(restart)
+}
+
+// Locate adds to err, a check of the values that names settings by their
+// flags (Config.Validate's), where the configuration file sets each of
+// them, so that a value from the file is found by its line too.
+func (l *Loaded) Locate(err error) error {
+	if err == nil || l.File == nil {
+		return err
+	}
+	msg := err.Error()
+	var where []string
+	for _, s := range l.order {
+		i := strings.Index(msg, "--"+s.Name)
+		if i < 0 || l.Sources[s.Name] != FromFile {
+			continue
+		}
+		if end := i + 2 + len(s.Name); end < len(msg) && (msg[end] == '-' || msg[end] >= 'a' && msg[end] <= 'z') {
+			continue // the name of a longer flag
+		}
+		_, rng, _ := l.File.Value(s.Name)
+		where = append(where, fmt.Sprintf("%s at %s", s.Attribute(), rng.String()))
+	}
+	if len(where) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w (configuration file: %s)", err, strings.Join(where, ", "))
+}

@@ -1,0 +1,159 @@
+package settings
+
+import (
+	"errors"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+
+	"github.com/hashicorp/hcl/v2"
+)
+
+// A Hook reads a part of the configuration file that is not a setting of
+// the table (the policy block), at start, on reload and in config check.
+// Validate decodes and checks that part of f (nil: no configuration file)
+// and changes nothing; it returns the function that puts what it decoded
+// in force, which is called only once every hook and every setting of the
+// same file were accepted. A diagnostic of error severity refuses the
+// whole file.
+type Hook struct {
+	Name     string
+	Validate func(f *File) (apply func(), diags hcl.Diagnostics)
+}
+
+// CheckHooks runs every hook's Validate on f and returns their apply
+// functions, or a *FileError with all their errors.
+func CheckHooks(hooks []Hook, f *File) ([]func(), error) {
+	var applies []func()
+	var all hcl.Diagnostics
+	for _, h := range hooks {
+		apply, diags := h.Validate(f)
+		all = append(all, diags...)
+		if apply != nil {
+			applies = append(applies, apply)
+		}
+	}
+	if all.HasErrors() {
+		path := ""
+		if f != nil {
+			path = f.Path
+		}
+		return nil, &FileError{Path: path, Diags: all}
+	}
+	return applies, nil
+}
+
+// ReloadMetrics counts reloads of the configuration file by outcome,
+// "applied" or "refused" (*metrics.Metrics implements it).
+type ReloadMetrics interface {
+	ConfigReload(outcome string)
+}
+
+// ReloaderConfig is what a Reloader needs.
+type ReloaderConfig struct {
+	// Load reads the configuration again: the same flags and environment,
+	// the file as it is now, checked as at start.
+	Load func() (*Effective, error)
+	// Apply puts in force the Live settings of next that differ from
+	// those of cur (their names in changed).
+	Apply func(cur, next *Effective, changed []*Setting)
+	// Hooks read the file's parts that are not settings (the policy).
+	Hooks   []Hook
+	Metrics ReloadMetrics
+	Logger  *slog.Logger
+}
+
+// A Reloader holds the configuration in force and puts a new one in
+// force when asked (on SIGHUP): the file is read again and refused whole
+// when it does not parse or validate, or a hook refuses it; else the
+// Live settings that changed and the hooks' parts are put in force, and
+// the settings that cannot change while serving keep their values, with
+// a warning that they need a restart.
+type Reloader struct {
+	cfg ReloaderConfig
+	mu  sync.Mutex // one reload at a time
+	cur atomic.Pointer[Effective]
+}
+
+// NewReloader returns a Reloader with initial in force, and puts the
+// hooks' parts of its file in force; it fails when a hook refuses it.
+func NewReloader(initial *Effective, cfg ReloaderConfig) (*Reloader, error) {
+	if cfg.Load == nil || cfg.Apply == nil || cfg.Metrics == nil || cfg.Logger == nil {
+		return nil, errors.New("settings: a Reloader needs Load, Apply, Metrics and a Logger")
+	}
+	applies, err := CheckHooks(cfg.Hooks, initial.File)
+	if err != nil {
+		return nil, err
+	}
+	for _, apply := range applies {
+		apply()
+	}
+	r := &Reloader{cfg: cfg}
+	r.cur.Store(initial)
+	return r, nil
+}
+
+// Current is the configuration in force.
+func (r *Reloader) Current() *Effective { return r.cur.Load() }
+
+// Reload reads the configuration again and puts it in force, or refuses
+// it whole: the refusal is logged, counted and returned.
+func (r *Reloader) Reload() error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.cur.Load()
+	if err := r.reload(cur); err != nil {
+		r.cfg.Logger.Error("configuration file refused; the configuration in force stays", "file", configPath(cur), "error", err.Error())
+		r.cfg.Metrics.ConfigReload("refused")
+		return err
+	}
+	return nil
+}
+
+// reload reads and checks the configuration, then puts it in force.
+func (r *Reloader) reload(cur *Effective) error {
+	next, err := r.cfg.Load()
+	if err != nil {
+		return err
+	}
+	if err := next.Locate(next.Config.Validate()); err != nil {
+		return err
+	}
+	applies, err := CheckHooks(r.cfg.Hooks, next.File)
+	if err != nil {
+		return err
+	}
+	live, restart := LiveOnly(cur.Changed(next.Loaded))
+	if next, err = cur.keep(next, restart); err != nil {
+		return err
+	}
+	for _, w := range next.File.warnings() {
+		r.cfg.Logger.Warn("configuration file: "+FormatDiagnostic(w), "file", configPath(next))
+	}
+	if len(restart) > 0 {
+		r.cfg.Logger.Warn("settings changed in the configuration file take effect only after a restart; their values in force stay",
+			"settings", Names(restart))
+	}
+	r.cfg.Apply(cur, next, live)
+	for _, apply := range applies {
+		apply()
+	}
+	r.cur.Store(next)
+	r.cfg.Metrics.ConfigReload("applied")
+	r.cfg.Logger.Info("configuration file reloaded", "file", configPath(next), "changed", Names(live))
+	return nil
+}
+
+func (f *File) warnings() hcl.Diagnostics {
+	if f == nil {
+		return nil
+	}
+	return f.Warnings
+}
+
+func configPath(e *Effective) string {
+	if e == nil || e.File == nil {
+		return ""
+	}
+	return e.File.Path
+}

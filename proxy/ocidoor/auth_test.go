@@ -1,0 +1,163 @@
+package ocidoor
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+const clientToken = "s3cret-client-token-for-oci"
+
+func testAuth(t *testing.T, now func() time.Time) *proxy.Auth {
+	t.Helper()
+	hashes, err := proxy.ParseTokens(strings.NewReader(clientToken + "\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: bytes.Repeat([]byte("k"), 32), URLTTL: time.Hour, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// With client authentication, everything under /v2/ needs a token: an
+// anonymous request gets 401 UNAUTHORIZED with a Bearer challenge whose
+// realm is the mirror's https token endpoint.
+func TestAuthChallenge(t *testing.T) {
+	r := newRig(t, rigOptions{auth: testAuth(t, nil)})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	for _, path := range []string{"/v2/", "/v2/providers/" + originHost + "/acme/net/tags/list", "/v2/providers/" + originHost + "/acme/net/manifests/1.0.0"} {
+		resp := r.do("GET", path)
+		status, code := ociError(t, resp)
+		want := `Bearer realm="https://` + r.host() + `/v2/token",service="tfmirror"`
+		if status != 401 || code != "UNAUTHORIZED" || resp.Header.Get("WWW-Authenticate") != want {
+			t.Errorf("GET %s: %d %s, challenge %q, want %q", path, status, code, resp.Header.Get("WWW-Authenticate"), want)
+		}
+	}
+	for _, hdr := range [][]string{
+		{"Authorization", "Bearer wrong"},
+		{"Authorization", "Basic " + basic("user", "wrong")},
+		{"Authorization", "Bearer tfm1.AAAA"},
+	} {
+		if status, _ := ociError(t, r.do("GET", "/v2/", hdr...)); status != 401 {
+			t.Errorf("%v: %d, want 401", hdr, status)
+		}
+	}
+	if r.origin.TotalHits() != 0 {
+		t.Errorf("%d origin requests from unauthorized requests", r.origin.TotalHits())
+	}
+	// The token endpoint refuses a wrong password.
+	if status, code := ociError(t, r.do("GET", "/v2/token", "Authorization", "Basic "+basic("u", "wrong"))); status != 401 || code != "UNAUTHORIZED" {
+		t.Errorf("token endpoint with a wrong password: %d %s", status, code)
+	}
+}
+
+func basic(user, pass string) string {
+	req, _ := http.NewRequest("GET", "/", nil)
+	req.SetBasicAuth(user, pass)
+	return strings.TrimPrefix(req.Header.Get("Authorization"), "Basic ")
+}
+
+// oras-go, as OpenTofu with oci_credentials, answers the challenge: it
+// asks the token endpoint with the client token as the Basic password
+// and pulls with the bearer token it gets.
+func TestAuthBearerFlow(t *testing.T) {
+	r := newRig(t, rigOptions{auth: testAuth(t, nil)})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	pullProvider(t, r, "acme", "net", "1.0.0", "linux_amd64", auth.Credential{Username: "tofu", Password: clientToken})
+
+	// The endpoint answers a request without scope, with both fields.
+	resp := r.do("GET", "/v2/token?service=tfmirror", "Authorization", "Basic "+basic("tofu", clientToken))
+	var tok tokenAnswer
+	json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || tok.Token == "" || tok.Token != tok.AccessToken || tok.ExpiresIn != 3600 ||
+		strings.Contains(tok.Token, clientToken) || resp.Header.Get("Cache-Control") != "no-store" {
+		t.Fatalf("token answer %s %+v", resp.Status, tok)
+	}
+	ok := r.do("GET", "/v2/", "Authorization", "Bearer "+tok.Token)
+	ok.Body.Close()
+	if ok.StatusCode != 200 || !strings.Contains(ok.Header.Get("Cache-Control"), "private") {
+		t.Errorf("with the issued token: %s, Cache-Control %q", ok.Status, ok.Header.Get("Cache-Control"))
+	}
+}
+
+// Basic credentials with the client token as password pass on every
+// request, as does the client token as a Bearer token.
+func TestAuthBasicAndClientBearer(t *testing.T) {
+	r := newRig(t, rigOptions{auth: testAuth(t, nil)})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	for _, hdr := range []string{"Basic " + basic("anyone", clientToken), "Bearer " + clientToken} {
+		resp := r.do("GET", "/v2/providers/"+originHost+"/acme/net/tags/list", "Authorization", hdr)
+		b, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(b), "1.0.0") {
+			t.Errorf("%s: %s %s", strings.Fields(hdr)[0], resp.Status, b)
+		}
+	}
+}
+
+// An issued token expires, and stops working when its client token is
+// taken out of the tokens file.
+func TestIssuedTokenLifetime(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	a := testAuth(t, func() time.Time { return now })
+	issued, ttl, ok := a.IssueToken(clientToken)
+	if !ok || ttl != time.Hour || !a.CheckIssued(issued) {
+		t.Fatalf("IssueToken: %q %v %v", issued, ttl, ok)
+	}
+	if _, _, ok := a.IssueToken("not a token"); ok {
+		t.Error("issued a token for a wrong client token")
+	}
+	tampered := []byte(issued)
+	tampered[len(tampered)-3] ^= 1
+	if a.CheckIssued(string(tampered)) {
+		t.Error("a tampered token passed")
+	}
+	now = now.Add(time.Hour)
+	if a.CheckIssued(issued) {
+		t.Error("an expired token passed")
+	}
+	now = now.Add(-30 * time.Minute)
+	other, _ := proxy.ParseTokens(strings.NewReader("another-token\n"))
+	if err := a.SetTokens(other); err != nil {
+		t.Fatal(err)
+	}
+	if a.CheckIssued(issued) {
+		t.Error("a token issued for a client token no longer accepted passed")
+	}
+}
+
+// No token, client or issued, reaches a log line.
+func TestTokensNeverLogged(t *testing.T) {
+	var logs bytes.Buffer
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	r := newRig(t, rigOptions{auth: testAuth(t, nil)})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	handler := proxy.Instrument(r.http.Config.Handler, logger, nil)
+	r.http.Config.Handler = handler
+	digests, _ := pullProvider(t, r, "acme", "net", "1.0.0", "linux_amd64", auth.Credential{Username: "tofu", Password: clientToken})
+	resp := r.do("GET", "/v2/token", "Authorization", "Basic "+basic("tofu", clientToken))
+	var tok tokenAnswer
+	json.NewDecoder(resp.Body).Decode(&tok)
+	resp.Body.Close()
+	r.do("GET", "/v2/?token="+clientToken, "Authorization", "Bearer wrong-"+clientToken).Body.Close()
+	if len(digests) == 0 || !strings.Contains(logs.String(), "/v2/token") {
+		t.Fatalf("the access log saw nothing: %s", logs.String())
+	}
+	for _, secret := range []string{clientToken, tok.Token, basic("tofu", clientToken)} {
+		if secret != "" && strings.Contains(logs.String(), secret) {
+			t.Errorf("a token is in the log:\n%s", logs.String())
+		}
+	}
+}
