@@ -95,7 +95,8 @@ func (p *proc) byDigest(repo, d string) ([]byte, error) {
 // first after a restart; `tfmirror export --format oci-layout` holds
 // every one of them, and push.sh copies them with oras into a
 // distribution registry, where each resolves by digest with the same
-// bytes.
+// bytes. The status page shows the oci_mirror block and an oci://
+// module source with the mirror's address.
 func TestOCIDigestsStableAcrossRestartReplicaAndLayout(t *testing.T) {
 	s := newSharedSetup(t, "linux_amd64", "darwin_arm64")
 	s.origin.AddTarball("net.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# net\n"), "sub/x.tf": []byte("# x\n")}))
@@ -116,6 +117,15 @@ func TestOCIDigestsStableAcrossRestartReplicaAndLayout(t *testing.T) {
 
 	dataA := filepath.Join(t.TempDir(), "data")
 	a := startProcess(t, s.bin, dataA, s.origin, s.caFile, s.flags...)
+	var page struct {
+		Block  string `json:"oci_block"`
+		Module string `json:"oci_module_source"`
+	}
+	if body, _, err := a.get(context.Background(), "/?format=json"); err != nil || json.Unmarshal(body, &page) != nil ||
+		!strings.Contains(page.Block, `repository_template = "`+a.addr+`/providers/${hostname}/${namespace}/${type}"`) ||
+		!strings.Contains(page.Module, `source = "oci://`+a.addr+`/modules/registry.opentofu.org/NAMESPACE/NAME/SYSTEM?tag=VERSION"`) {
+		t.Errorf("the status page's OCI snippets: %+v, %v", page, err)
+	}
 	seen := ociSeen{}
 	seen.pull(t, a, provider, "1.0.0")
 	seen.pull(t, a, module, "1.0.0")

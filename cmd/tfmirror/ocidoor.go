@@ -67,3 +67,11 @@ func ociLayoutOption(cfg settings.Config, parts *engineParts) (*admin.OCILayout,
 	}
 	return &admin.OCILayout{Providers: side, Names: names}, nil
 }
+
+// ociModuleSource returns the status page's example oci:// module
+// source, for the host the page is reached at.
+func ociModuleSource(cfg settings.Config) func(host string) string {
+	return func(host string) string {
+		return fmt.Sprintf("module \"vpc\" {\n  source = \"oci://%s/%s/registry.opentofu.org/NAMESPACE/NAME/SYSTEM?tag=VERSION\"\n}\n", host, cfg.OCIModulePrefix)
+	}
+}
