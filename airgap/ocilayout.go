@@ -251,7 +251,7 @@ func (x *ociLayoutExport) module(cm mirror.CachedModule) error {
 	if !ok {
 		return fmt.Errorf("version %s makes no tag", pv)
 	}
-	doc, err := x.engine.Modules().ModuleManifest(x.ctx, m, cm.Version)
+	doc, err := x.engine.Modules().Zips().ModuleManifest(x.ctx, m, cm.Version)
 	if err != nil {
 		return err
 	}
@@ -306,7 +306,7 @@ func (x *ociLayoutExport) moduleZip(repo, path string, d digest.Digest) (bool, i
 	if err != nil {
 		return false, 0, err
 	}
-	z, err := x.engine.Modules().ModuleBlob(x.ctx, parsed.Module, d)
+	z, err := x.engine.Modules().Zips().ModuleBlob(x.ctx, parsed.Module, d)
 	if err != nil {
 		return false, 0, err
 	}

@@ -41,7 +41,7 @@ func moduleManifestOf(m addrs.Module, rec ModuleZipRecord) (oci.Document, error)
 // (OpenModuleZip) of a version the module's version list names. Errors:
 // those of ModuleVersions and OpenModuleZip; ErrVersionNotFound for a
 // version the list lacks.
-func (s *Modules) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
+func (s *ModuleZips) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return oci.Document{}, err
 	}
@@ -74,7 +74,7 @@ func (s *Modules) ModuleManifest(ctx context.Context, m addrs.Module, version st
 
 // moduleZipRecords calls fn with each zip record of m until it returns
 // true.
-func (s *Modules) moduleZipRecords(m addrs.Module, fn func(ModuleZipRecord) bool) error {
+func (s *ModuleZips) moduleZipRecords(m addrs.Module, fn func(ModuleZipRecord) bool) error {
 	stop := errors.New("stop")
 	err := s.store.ScanMeta(moduleZipPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
 		var rec ModuleZipRecord
@@ -92,7 +92,7 @@ func (s *Modules) moduleZipRecords(m addrs.Module, fn func(ModuleZipRecord) bool
 // ModuleDocument returns the manifest of m's repository whose digest is
 // d: one of a version whose zip is recorded. Errors:
 // ErrDigestUnknown, discovery.ErrHostNotAllowed.
-func (s *Modules) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
+func (s *ModuleZips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return oci.Document{}, err
 	}
@@ -127,7 +127,7 @@ func (s *Modules) ModuleDocument(ctx context.Context, m addrs.Module, d digest.D
 
 // sharedModuleDocument looks for the manifest of digest d among the zip
 // records the shared tier holds (sharedZipRecord).
-func (s *Modules) sharedModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, bool) {
+func (s *ModuleZips) sharedModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, bool) {
 	var doc oci.Document
 	_, ok := s.sharedZipRecord(ctx, m, func(rec ModuleZipRecord) bool {
 		var err error
@@ -142,7 +142,7 @@ func (s *Modules) sharedModuleDocument(ctx context.Context, m addrs.Module, d di
 // that the cache has none of (another replica made their zips), keeping
 // those it reads. It costs a shared store request per such version,
 // once: a record read is kept.
-func (s *Modules) sharedZipRecord(ctx context.Context, m addrs.Module, match func(ModuleZipRecord) bool) (ModuleZipRecord, bool) {
+func (s *ModuleZips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(ModuleZipRecord) bool) (ModuleZipRecord, bool) {
 	if s.cfg.Shared == nil {
 		return ModuleZipRecord{}, false
 	}
@@ -170,7 +170,7 @@ func (s *Modules) sharedZipRecord(ctx context.Context, m addrs.Module, match fun
 // ModuleBlob opens the zip of m's repository whose digest is d (made
 // again from its package when its blob was evicted). Errors:
 // ErrDigestUnknown, and those of OpenModuleZip.
-func (s *Modules) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*ModuleZip, error) {
+func (s *ModuleZips) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*ModuleZip, error) {
 	if d.Algorithm() != digest.SHA256 || d.Validate() != nil {
 		return nil, fmt.Errorf("%w: %.80s in %s", ErrDigestUnknown, d, m)
 	}

@@ -29,7 +29,7 @@ func TestModuleManifestStable(t *testing.T) {
 	}
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	ctx := context.Background()
-	mods := h.engine.Modules()
+	mods := h.engine.Modules().Zips()
 	doc, err := mods.ModuleManifest(ctx, testModule, "1.0.0")
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestModuleManifestStable(t *testing.T) {
 	h.stop()
 	o.ResetHits()
 	h.start(harnessOptions{cacheDir: dir, cfg: Config{Offline: true}})
-	mods = h.engine.Modules()
+	mods = h.engine.Modules().Zips()
 	if again, err := mods.ModuleManifest(ctx, testModule, "1.0.0"); err != nil || again.Digest != doc.Digest {
 		t.Errorf("after a restart: %v, %v; want %s", again.Digest, err, doc.Digest)
 	}
@@ -107,7 +107,7 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	o.AddModule("acme", "vpc", "aws", "1.1.0", "git::"+o.GitURL("vpc")+"?ref=v1.1.0")
 	ctx := context.Background()
-	doc, err := first.engine.Modules().ModuleManifest(ctx, testModule, "1.1.0")
+	doc, err := first.engine.Modules().Zips().ModuleManifest(ctx, testModule, "1.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +119,7 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 	o.ResetHits()
 	second := &harness{t: t, origin: o}
 	second.start(harnessOptions{cfg: Config{Shared: tier, Offline: true}})
-	mods := second.engine.Modules()
+	mods := second.engine.Modules().Zips()
 	got, err := mods.ModuleDocument(ctx, testModule, doc.Digest)
 	if err != nil || string(got.Bytes) != string(doc.Bytes) {
 		t.Fatalf("by digest on the second replica: %v", err)

@@ -32,6 +32,17 @@ import (
 	"github.com/tfmirror/tfmirror/verify"
 )
 
+// ModuleZips is the engine's module side as OCI artifacts: each module
+// version's zip, and its image manifest (moduleoci.go). Modules.Zips
+// returns it; it has Modules's methods too. Its methods are safe for
+// concurrent use.
+type ModuleZips struct {
+	*Modules
+}
+
+// Zips returns the module side as OCI artifacts.
+func (s *Modules) Zips() *ModuleZips { return &ModuleZips{s} }
+
 // ModuleZipRecord is what the engine keeps of a module version's zip.
 type ModuleZipRecord struct {
 	Schema  int    `json:"schema"`
@@ -58,7 +69,7 @@ type ModuleZip struct {
 	// Coalesced when it waited for another call's.
 	Source Source
 	blob   cache.BlobReader
-	s      *Modules
+	s      *ModuleZips
 }
 
 // Content is the zip, for serving with Range and conditional requests.
@@ -79,7 +90,7 @@ func (z *ModuleZip) Close() error {
 // zip cannot hold: modsource.ErrLinkLoop, *modsource.LimitError), and an
 // integrity error matching ErrModuleChanged when a zip made again does
 // not give the bytes first recorded.
-func (s *Modules) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*ModuleZip, error) {
+func (s *ModuleZips) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*ModuleZip, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
@@ -137,7 +148,7 @@ func (s *Modules) OpenModuleZip(ctx context.Context, m addrs.Module, version str
 // cache's, or else the shared tier's (kept in the cache from then on, so
 // that a replica answers the digests another one handed out). ok is
 // false when neither has one; err is for a cache that failed.
-func (s *Modules) zipRecord(ctx context.Context, m addrs.Module, version string, rec *ModuleZipRecord) (ok bool, err error) {
+func (s *ModuleZips) zipRecord(ctx context.Context, m addrs.Module, version string, rec *ModuleZipRecord) (ok bool, err error) {
 	key := moduleZipKey(m, version)
 	_, err = s.store.GetMeta(key, rec)
 	switch {
@@ -162,7 +173,7 @@ func (s *Modules) zipRecord(ctx context.Context, m addrs.Module, version string,
 }
 
 // openZipBlob opens rec's cached zip, nil when it is not cached.
-func (s *Modules) openZipBlob(rec ModuleZipRecord, src Source) *ModuleZip {
+func (s *ModuleZips) openZipBlob(rec ModuleZipRecord, src Source) *ModuleZip {
 	if !s.e.work.add() {
 		return nil
 	}
@@ -177,7 +188,7 @@ func (s *Modules) openZipBlob(rec ModuleZipRecord, src Source) *ModuleZip {
 // makeModuleZip makes and stores the zip of version of m, checking it
 // against first, the record of the zip first made, when there is one,
 // and recording it otherwise.
-func (s *Modules) makeModuleZip(ctx context.Context, m addrs.Module, version string, first *ModuleZipRecord) (*ModuleZipRecord, error) {
+func (s *ModuleZips) makeModuleZip(ctx context.Context, m addrs.Module, version string, first *ModuleZipRecord) (*ModuleZipRecord, error) {
 	pkg, err := s.OpenModule(ctx, m, version)
 	if err != nil {
 		return nil, err
@@ -235,7 +246,7 @@ func (s *Modules) makeModuleZip(ctx context.Context, m addrs.Module, version str
 // sha, as recorded: how a blob digest of a module's repository is
 // resolved. A digest no zip of m was recorded with is not found
 // (discovery.ErrNotFound is not used: the module itself may exist).
-func (s *Modules) ModuleZipVersion(m addrs.Module, sha string) (version string, ok bool, err error) {
+func (s *ModuleZips) ModuleZipVersion(m addrs.Module, sha string) (version string, ok bool, err error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return "", false, err
 	}

@@ -20,7 +20,7 @@ import (
 
 func readModuleZip(t *testing.T, h *harness, version string) (*ModuleZip, []byte, error) {
 	t.Helper()
-	z, err := h.engine.Modules().OpenModuleZip(context.Background(), testModule, version)
+	z, err := h.engine.Modules().Zips().OpenModuleZip(context.Background(), testModule, version)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -98,10 +98,10 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 	if err != nil || z.Source != Hit || z.Record.SHA256 != sha || z.Record.Size != int64(len(zips[0])) {
 		t.Fatalf("second open: %+v, %v", z, err)
 	}
-	if v, ok, err := h.engine.Modules().ModuleZipVersion(testModule, sha); err != nil || !ok || v != "v1.0.0" {
+	if v, ok, err := h.engine.Modules().Zips().ModuleZipVersion(testModule, sha); err != nil || !ok || v != "v1.0.0" {
 		t.Errorf("ModuleZipVersion: %q, %v, %v; want v1.0.0", v, ok, err)
 	}
-	if _, ok, err := h.engine.Modules().ModuleZipVersion(testModule, z.Record.Package); err != nil || ok {
+	if _, ok, err := h.engine.Modules().Zips().ModuleZipVersion(testModule, z.Record.Package); err != nil || ok {
 		t.Errorf("the package's sha256 resolved as a zip: %v, %v", ok, err)
 	}
 
@@ -200,7 +200,7 @@ func TestModuleZipHeldWithItsVersion(t *testing.T) {
 	if err := h.engine.Held().RemoveVersion("module", testModule.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := h.engine.Modules().ModuleZipVersion(testModule, z.Record.SHA256); ok || err != nil {
+	if _, ok, err := h.engine.Modules().Zips().ModuleZipVersion(testModule, z.Record.SHA256); ok || err != nil {
 		t.Errorf("the zip record outlived its version: %v, %v", ok, err)
 	}
 }

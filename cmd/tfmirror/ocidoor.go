@@ -25,7 +25,7 @@ func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, a
 	if err != nil {
 		return nil, err
 	}
-	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger, Modules: parts.engine.Modules()}
+	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger, Modules: parts.engine.Modules().Zips()}
 	if cfg.PublicURL != "" {
 		if u, err := url.Parse(cfg.PublicURL); err == nil {
 			dcfg.PublicHost = u.Host

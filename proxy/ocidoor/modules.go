@@ -19,7 +19,7 @@ import (
 )
 
 // Modules is what the front door needs of the engine for module
-// repositories: *mirror.Modules implements it.
+// repositories: *mirror.ModuleZips implements it.
 type Modules interface {
 	// CheckModuleOrigin fails for a module of a host the engine does not
 	// serve.
