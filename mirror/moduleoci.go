@@ -137,11 +137,16 @@ func (s *ModuleZips) sharedModuleDocument(ctx context.Context, m addrs.Module, d
 	return doc, ok
 }
 
+// maxSharedZipLookups bounds the shared store requests one digest lookup
+// makes (sharedZipRecord): a digest no replica handed out, asked again
+// and again, costs at most this many each time.
+const maxSharedZipLookups = 16
+
 // sharedZipRecord returns the first zip record match accepts among
 // those the shared tier holds of the versions of m's cached version list
-// that the cache has none of (another replica made their zips), keeping
-// those it reads. It costs a shared store request per such version,
-// once: a record read is kept.
+// that the cache has none of (another replica made their zips), newest
+// first, at most maxSharedZipLookups of them, keeping those it reads: a
+// record read is kept, and not asked for again.
 func (s *ModuleZips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(ModuleZipRecord) bool) (ModuleZipRecord, bool) {
 	if s.cfg.Shared == nil {
 		return ModuleZipRecord{}, false
@@ -152,13 +157,17 @@ func (s *ModuleZips) sharedZipRecord(ctx context.Context, m addrs.Module, match 
 			return ModuleZipRecord{}, false
 		}
 	}
-	for _, v := range list.Versions {
-		if ctx.Err() != nil {
+	vs := slices.Clone(list.Versions)
+	SortModuleVersions(vs)
+	asked := 0
+	for _, v := range vs {
+		if ctx.Err() != nil || asked == maxSharedZipLookups {
 			break
 		}
 		if _, err := s.store.GetMeta(moduleZipKey(m, v), &ModuleZipRecord{}); err == nil {
 			continue // the cache's records were looked at already
 		}
+		asked++
 		var rec ModuleZipRecord
 		if ok, _ := s.zipRecord(ctx, m, v, &rec); ok && match(rec) {
 			return rec, true
