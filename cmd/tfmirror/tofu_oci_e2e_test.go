@@ -185,4 +185,3 @@ func pushLayout(t *testing.T, layout string, reg *ocitest.Server) {
 		t.Fatalf("push.sh: %v\n%s\nscript:\n%s", err, out, script)
 	}
 }
-
