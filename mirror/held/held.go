@@ -25,6 +25,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 )
@@ -178,6 +179,7 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
 		// providers are not.
 		h := Record{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
 			Archives: []string{rec.SHA256}}
+		h.Archives = append(h.Archives, s.moduleZipBlobs(rec)...)
 		imported := rec.Provenance != records.ProvenanceOrigin
 		h.Refetch = !s.e.Offline() && !imported && rec.Location != ""
 		return h, true
@@ -185,11 +187,26 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
 	return Record{}, false
 }
 
+// moduleZipBlobs returns the sha256 of the zip made of the module
+// version of rec (mirror/modules.Zips), when one was recorded: a blob of
+// the version's, for retention, removed with it.
+func (s *Held) moduleZipBlobs(rec records.ModuleRecord) []string {
+	m, err := addrs.ParseModule(rec.Module)
+	if err != nil {
+		return nil
+	}
+	var zr records.ModuleZipRecord
+	if _, err := s.store.GetMeta(records.ModuleZipKey(m, rec.Version), &zr); err != nil || !records.KnownSchema(zr.Schema) || zr.Package != rec.SHA256 {
+		return nil
+	}
+	return []string{zr.SHA256}
+}
+
 // RemoveVersion removes version (as Version.Raw gives it) of address
 // (kind "provider" or "module") from its version list and deletes its
-// record, with the withheld import set aside in it, so that it is no
-// longer listed: for a version that cannot be fetched again, once its
-// archives are removed.
+// record, with the withheld import set aside in it (a module version's,
+// with the record of its zip), so that it is no longer listed: for a
+// version that cannot be fetched again, once its archives are removed.
 func (s *Held) RemoveVersion(kind, address, version string) error {
 	s.e.Imports().Lock() // not while an import writes the same list
 	defer s.e.Imports().Unlock()
@@ -201,6 +218,9 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 		key := records.ModuleRecordKey(m, version)
 		err = s.store.DeleteMeta(key)
 		s.e.Forget(key)
+		if zerr := s.store.DeleteMeta(records.ModuleZipKey(m, version)); err == nil && !errors.Is(zerr, cache.ErrNotFound) {
+			err = zerr
+		}
 		return err
 	}
 	p, ok := records.ParseProviderKey(address)
