@@ -1,4 +1,4 @@
-package mirror
+package modules_test
 
 import (
 	"context"
@@ -12,6 +12,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/oci"
 )
@@ -23,15 +25,15 @@ func TestModuleManifestStable(t *testing.T) {
 	t.Parallel()
 	needGit(t)
 	dir := filepath.Join(t.TempDir(), "cache")
-	h := newHarness(t, harnessOptions{cacheDir: dir})
-	o := h.origin
+	h := harness.New(t, harness.Options{CacheDir: dir})
+	o := h.Origin
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# vpc\n")}, "v1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	ctx := context.Background()
-	mods := h.engine.Modules().Zips()
-	doc, err := mods.ModuleManifest(ctx, testModule, "1.0.0")
+	mods := h.Engine.Modules().Zips()
+	doc, err := mods.ModuleManifest(ctx, harness.Module, "1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,7 +46,7 @@ func TestModuleManifestStable(t *testing.T) {
 		t.Fatalf("manifest: %s", doc.Bytes)
 	}
 	layer := man.Layers[0].Digest
-	z, err := mods.ModuleBlob(ctx, testModule, layer)
+	z, err := mods.ModuleBlob(ctx, harness.Module, layer)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,32 +55,32 @@ func TestModuleManifestStable(t *testing.T) {
 	if digest.FromBytes(b) != layer || int64(len(b)) != man.Layers[0].Size {
 		t.Errorf("the layer's digest opens other bytes")
 	}
-	if got, err := mods.ModuleDocument(ctx, testModule, doc.Digest); err != nil || string(got.Bytes) != string(doc.Bytes) {
+	if got, err := mods.ModuleDocument(ctx, harness.Module, doc.Digest); err != nil || string(got.Bytes) != string(doc.Bytes) {
 		t.Errorf("by digest: %v", err)
 	}
 	for _, d := range []digest.Digest{digest.FromString("other"), doc.Digest} {
-		if _, err := mods.ModuleBlob(ctx, testModule, d); !errors.Is(err, records.ErrDigestUnknown) {
+		if _, err := mods.ModuleBlob(ctx, harness.Module, d); !errors.Is(err, records.ErrDigestUnknown) {
 			t.Errorf("blob %s: %v, want unknown", d, err)
 		}
 	}
-	if _, err := mods.ModuleDocument(ctx, testModule, layer); !errors.Is(err, records.ErrDigestUnknown) {
+	if _, err := mods.ModuleDocument(ctx, harness.Module, layer); !errors.Is(err, records.ErrDigestUnknown) {
 		t.Errorf("the layer's digest as a manifest: %v, want unknown", err)
 	}
 
-	if err := cachetest.DeleteBlob(h.store, layer.Encoded()); err != nil {
+	if err := cachetest.DeleteBlob(h.Store, layer.Encoded()); err != nil {
 		t.Fatal(err)
 	}
-	h.stop()
+	h.Stop()
 	o.ResetHits()
-	h.start(harnessOptions{cacheDir: dir, cfg: Config{Offline: true}})
-	mods = h.engine.Modules().Zips()
-	if again, err := mods.ModuleManifest(ctx, testModule, "1.0.0"); err != nil || again.Digest != doc.Digest {
+	h.Start(harness.Options{CacheDir: dir, Config: mirror.Config{Offline: true}})
+	mods = h.Engine.Modules().Zips()
+	if again, err := mods.ModuleManifest(ctx, harness.Module, "1.0.0"); err != nil || again.Digest != doc.Digest {
 		t.Errorf("after a restart: %v, %v; want %s", again.Digest, err, doc.Digest)
 	}
-	if got, err := mods.ModuleDocument(ctx, testModule, doc.Digest); err != nil || got.Digest != doc.Digest {
+	if got, err := mods.ModuleDocument(ctx, harness.Module, doc.Digest); err != nil || got.Digest != doc.Digest {
 		t.Errorf("by digest after a restart: %v", err)
 	}
-	z, err = mods.ModuleBlob(ctx, testModule, layer)
+	z, err = mods.ModuleBlob(ctx, harness.Module, layer)
 	if err != nil {
 		t.Fatalf("the evicted zip, sealed: %v", err)
 	}
@@ -99,16 +101,16 @@ func TestModuleManifestStable(t *testing.T) {
 func TestModuleManifestOnSecondReplica(t *testing.T) {
 	t.Parallel()
 	needGit(t)
-	tier := newMemTier()
-	first := newHarness(t, harnessOptions{cfg: Config{Shared: tier}})
-	o := first.origin
+	tier := harness.NewMemTier()
+	first := harness.New(t, harness.Options{Config: mirror.Config{Shared: tier}})
+	o := first.Origin
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0", "v1.1.0"); err != nil {
 		t.Fatal(err)
 	}
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	o.AddModule("acme", "vpc", "aws", "1.1.0", "git::"+o.GitURL("vpc")+"?ref=v1.1.0")
 	ctx := context.Background()
-	doc, err := first.engine.Modules().Zips().ModuleManifest(ctx, testModule, "1.1.0")
+	doc, err := first.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, "1.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,16 +118,16 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 	if err := json.Unmarshal(doc.Bytes, &man); err != nil {
 		t.Fatal(err)
 	}
-	first.waitIdle() // records go to the tier in the background
+	first.WaitIdle() // records go to the tier in the background
 	o.ResetHits()
-	second := &harness{t: t, origin: o}
-	second.start(harnessOptions{cfg: Config{Shared: tier, Offline: true}})
-	mods := second.engine.Modules().Zips()
-	got, err := mods.ModuleDocument(ctx, testModule, doc.Digest)
+	second := &harness.Harness{T: t, Origin: o}
+	second.Start(harness.Options{Config: mirror.Config{Shared: tier, Offline: true}})
+	mods := second.Engine.Modules().Zips()
+	got, err := mods.ModuleDocument(ctx, harness.Module, doc.Digest)
 	if err != nil || string(got.Bytes) != string(doc.Bytes) {
 		t.Fatalf("by digest on the second replica: %v", err)
 	}
-	z, err := mods.ModuleBlob(ctx, testModule, man.Layers[0].Digest)
+	z, err := mods.ModuleBlob(ctx, harness.Module, man.Layers[0].Digest)
 	if err != nil {
 		t.Fatalf("the layer on the second replica: %v", err)
 	}
@@ -134,7 +136,7 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 	if digest.FromBytes(b) != man.Layers[0].Digest {
 		t.Error("the second replica's zip differs")
 	}
-	if _, err := mods.ModuleDocument(ctx, testModule, digest.FromString("none")); !errors.Is(err, records.ErrDigestUnknown) {
+	if _, err := mods.ModuleDocument(ctx, harness.Module, digest.FromString("none")); !errors.Is(err, records.ErrDigestUnknown) {
 		t.Errorf("a digest never handed out: %v", err)
 	}
 	if n := o.TotalHits(); n != 0 {

@@ -1,4 +1,4 @@
-package mirror
+package modules_test
 
 import (
 	"archive/tar"
@@ -15,15 +15,17 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/held"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
 
-func readModuleZip(t *testing.T, h *harness, version string) (*modules.Zip, []byte, error) {
+func readModuleZip(t *testing.T, h *harness.Harness, version string) (*modules.Zip, []byte, error) {
 	t.Helper()
-	z, err := h.engine.Modules().Zips().OpenModuleZip(context.Background(), testModule, version)
+	z, err := h.Engine.Modules().Zips().OpenModuleZip(context.Background(), harness.Module, version)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -41,13 +43,13 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 	t.Parallel()
 	needGit(t)
 	dir := filepath.Join(t.TempDir(), "cache")
-	h := newHarness(t, harnessOptions{cacheDir: dir})
-	o := h.origin
+	h := harness.New(t, harness.Options{CacheDir: dir})
+	o := h.Origin
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# vpc\n"), "sub/x.tf": []byte("# x\n")}, "v1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	o.AddModule("acme", "vpc", "aws", "v1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
-	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule); err != nil {
+	if _, _, err := h.Engine.Modules().ModuleVersions(context.Background(), harness.Module); err != nil {
 		t.Fatal(err)
 	}
 
@@ -101,15 +103,15 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 	if err != nil || z.Source != records.Hit || z.Record.SHA256 != sha || z.Record.Size != int64(len(zips[0])) {
 		t.Fatalf("second open: %+v, %v", z, err)
 	}
-	if v, ok, err := h.engine.Modules().Zips().ModuleZipVersion(testModule, sha); err != nil || !ok || v != "v1.0.0" {
+	if v, ok, err := h.Engine.Modules().Zips().ModuleZipVersion(harness.Module, sha); err != nil || !ok || v != "v1.0.0" {
 		t.Errorf("ModuleZipVersion: %q, %v, %v; want v1.0.0", v, ok, err)
 	}
-	if _, ok, err := h.engine.Modules().Zips().ModuleZipVersion(testModule, z.Record.Package); err != nil || ok {
+	if _, ok, err := h.Engine.Modules().Zips().ModuleZipVersion(harness.Module, z.Record.Package); err != nil || ok {
 		t.Errorf("the package's sha256 resolved as a zip: %v, %v", ok, err)
 	}
 
 	// The zip evicted: made again from the cached package, same bytes.
-	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
+	if err := cachetest.DeleteBlob(h.Store, sha); err != nil {
 		t.Fatal(err)
 	}
 	o.ResetHits()
@@ -122,11 +124,11 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 	}
 
 	// After a restart, sealed, with the zip gone: made from the package.
-	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
+	if err := cachetest.DeleteBlob(h.Store, sha); err != nil {
 		t.Fatal(err)
 	}
-	h.stop()
-	h.start(harnessOptions{cacheDir: dir, cfg: Config{Offline: true}})
+	h.Stop()
+	h.Start(harness.Options{CacheDir: dir, Config: mirror.Config{Offline: true}})
 	if _, again, err := readModuleZip(t, h, "1.0.0"); err != nil || !bytes.Equal(again, zips[0]) {
 		t.Errorf("sealed, after a restart: %v", err)
 	}
@@ -142,8 +144,8 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 // is refused, and nothing is recorded.
 func TestModuleZipRefusesLinkLoop(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{})
-	o := h.origin
+	h := harness.New(t, harness.Options{})
+	o := h.Origin
 	var tgz bytes.Buffer
 	gz := gzip.NewWriter(&tgz)
 	tw := tar.NewWriter(gz)
@@ -163,17 +165,17 @@ func TestModuleZipRefusesLinkLoop(t *testing.T) {
 	gz.Close()
 	o.AddTarball("vpc.tar.gz", tgz.Bytes())
 	o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("vpc.tar.gz"))
-	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule); err != nil {
+	if _, _, err := h.Engine.Modules().ModuleVersions(context.Background(), harness.Module); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readModule(t, h, "1.0.0"); err != nil {
+	if _, _, err := h.ReadModule("1.0.0"); err != nil {
 		t.Fatalf("the package itself: %v", err)
 	}
 	if _, _, err := readModuleZip(t, h, "1.0.0"); err == nil {
 		t.Fatal("a package with a link loop made a zip")
 	}
 	var rec records.ModuleZipRecord
-	if _, err := h.store.GetMeta(records.ModuleZipKey(testModule, "1.0.0"), &rec); err == nil {
+	if _, err := h.Store.GetMeta(records.ModuleZipKey(harness.Module, "1.0.0"), &rec); err == nil {
 		t.Errorf("a zip record was kept: %+v", rec)
 	}
 }
@@ -183,8 +185,8 @@ func TestModuleZipRefusesLinkLoop(t *testing.T) {
 func TestModuleZipHeldWithItsVersion(t *testing.T) {
 	t.Parallel()
 	needGit(t)
-	h := newHarness(t, harnessOptions{})
-	o := h.origin
+	h := harness.New(t, harness.Options{})
+	o := h.Origin
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# vpc\n")}, "v1.0.0"); err != nil {
 		t.Fatal(err)
 	}
@@ -194,16 +196,16 @@ func TestModuleZipHeldWithItsVersion(t *testing.T) {
 		t.Fatal(err)
 	}
 	var got []held.Record
-	if err := h.engine.Held().ScanVersions(func(v held.Record) { got = append(got, v) }); err != nil {
+	if err := h.Engine.Held().ScanVersions(func(v held.Record) { got = append(got, v) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || len(got[0].Archives) != 2 || got[0].Archives[0] != z.Record.Package || got[0].Archives[1] != z.Record.SHA256 {
 		t.Fatalf("held: %+v; want the package and the zip %s", got, z.Record.SHA256)
 	}
-	if err := h.engine.Held().RemoveVersion("module", testModule.String(), "1.0.0"); err != nil {
+	if err := h.Engine.Held().RemoveVersion("module", harness.Module.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok, err := h.engine.Modules().Zips().ModuleZipVersion(testModule, z.Record.SHA256); ok || err != nil {
+	if _, ok, err := h.Engine.Modules().Zips().ModuleZipVersion(harness.Module, z.Record.SHA256); ok || err != nil {
 		t.Errorf("the zip record outlived its version: %v, %v", ok, err)
 	}
 }
