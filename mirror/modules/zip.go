@@ -23,7 +23,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
 	"time"
 
 	"github.com/tfmirror/tfmirror/addrs"
@@ -51,18 +50,7 @@ type Zip struct {
 	// Source is Hit when the zip was cached, Miss when this call made it,
 	// Coalesced when it waited for another call's.
 	Source records.Source
-	blob   cache.BlobReader
-	s      *Zips
-}
-
-// Content is the zip, for serving with Range and conditional requests.
-func (z *Zip) Content() io.ReadSeeker { return z.blob }
-
-// Close releases the zip.
-func (z *Zip) Close() error {
-	err := z.blob.Close()
-	z.s.e.EndWork()
-	return err
+	cachedBlob
 }
 
 // OpenModuleZip opens the zip of version of m: from the cache, or else
@@ -91,35 +79,16 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version string
 		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 	}
 	s.metrics.CacheLookup("module_zip", false)
-	var led atomic.Bool
-	ch := s.pkgs.DoChan(key, func() (any, error) {
-		led.Store(true)
-		ctx, done, err := s.e.Detached(s.cfg.Timeout)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		var first *records.ModuleZipRecord
-		if haveRec {
-			first = &rec
-		}
-		return s.makeModuleZip(ctx, m, version, first)
-	})
-	var made records.ModuleZipRecord
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		made = *r.Val.(*records.ModuleZipRecord)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the module's zip: %w", ctx.Err())
-	}
-	src := records.Coalesced
-	if led.Load() {
-		src = records.Miss
-	} else {
-		s.metrics.Coalesced("module_zip")
+	made, src, err := once(ctx, s.Modules, key, "module_zip", "the module's zip",
+		func(ctx context.Context) (*records.ModuleZipRecord, error) {
+			var first *records.ModuleZipRecord
+			if haveRec {
+				first = &rec
+			}
+			return s.makeModuleZip(ctx, m, version, first)
+		})
+	if err != nil {
+		return nil, err
 	}
 	if z := s.openZipBlob(made, src); z != nil {
 		return z, nil
@@ -157,15 +126,11 @@ func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version string, re
 
 // openZipBlob opens rec's cached zip, nil when it is not cached.
 func (s *Zips) openZipBlob(rec records.ModuleZipRecord, src records.Source) *Zip {
-	if !s.e.StartWork() {
+	b, ok := s.openBlob(rec.SHA256)
+	if !ok {
 		return nil
 	}
-	blob, err := s.store.OpenBlob(rec.SHA256)
-	if err != nil {
-		s.e.EndWork()
-		return nil
-	}
-	return &Zip{Record: rec, ModTime: blob.Info().Created, Source: src, blob: blob, s: s}
+	return &Zip{Record: rec, ModTime: b.blob.Info().Created, Source: src, cachedBlob: b}
 }
 
 // makeModuleZip makes and stores the zip of version of m, checking it
@@ -199,20 +164,8 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version string
 		s.log.Error("module zip made again differs from the first; refused", "module", m.String(), "version", rec.Version, "detail", detail)
 		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
 	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+	if err := s.storeSpool(rec.SHA256, spool, "module zip"); err != nil {
 		return nil, err
-	}
-	w, err := s.store.NewBlobWriter(rec.SHA256)
-	if err != nil {
-		return nil, fmt.Errorf("staging module zip: %w", err)
-	}
-	defer w.Close()
-	if _, err := io.Copy(w, spool); err != nil {
-		return nil, fmt.Errorf("staging module zip: %w", err)
-	}
-	if _, err := w.Commit(""); err != nil {
-		s.metrics.CacheWriteFailed()
-		return nil, fmt.Errorf("storing module zip: %w", err)
 	}
 	if first == nil {
 		key := records.ModuleZipKey(m, version)
