@@ -104,26 +104,9 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 		return sum, err
 	}
 	x := &ociLayoutExport{ctx: ctx, engine: engine, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}}
-	var selected []mirror.CachedVersion
-	prefixes := []string{""}
-	if len(sel.Providers) > 0 {
-		prefixes = nil
-		for _, p := range sel.Providers {
-			if pre := p.String() + "/"; !slices.Contains(prefixes, pre) {
-				prefixes = append(prefixes, pre)
-			}
-		}
-	}
-	for _, pre := range prefixes {
-		err := engine.ListCachedAfter(pre, "", func(cv mirror.CachedVersion) error {
-			if sel.wants(cv) {
-				selected = append(selected, cv)
-			}
-			return nil
-		})
-		if err != nil {
-			return sum, fmt.Errorf("listing the cache: %w", err)
-		}
+	selected, err := selectCached(engine, sel)
+	if err != nil {
+		return sum, err
 	}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
@@ -135,15 +118,9 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 		}
 	}
 	if sel.wantsModules() {
-		var cached []modules.Cached
-		err := engine.Modules().ListCachedModules(func(cm modules.Cached) error {
-			if cm.Cached {
-				cached = append(cached, cm)
-			}
-			return nil
-		})
+		cached, err := cachedModules(engine)
 		if err != nil {
-			return sum, fmt.Errorf("listing the cached modules: %w", err)
+			return sum, err
 		}
 		for _, cm := range cached {
 			if err := ctx.Err(); err != nil {
@@ -173,11 +150,7 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 
 // provider writes one provider version.
 func (x *ociLayoutExport) provider(providers ProviderArtifacts, sel Selection, cv mirror.CachedVersion, report func(string)) error {
-	p, err := addrs.ParseProvider(cv.Provider)
-	if err != nil {
-		return err
-	}
-	v, err := addrs.ParseSemver(cv.Version)
+	p, v, err := parseCached(cv)
 	if err != nil {
 		return err
 	}
