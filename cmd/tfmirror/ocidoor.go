@@ -17,11 +17,7 @@ import (
 // openOCIDoor wires the OCI distribution front door over the engine's OCI
 // side.
 func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, auth *proxy.Auth) (*ocidoor.Door, error) {
-	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
-	if err != nil {
-		return nil, err
-	}
-	side, err := parts.ociSide()
+	names, side, err := ociNamesAndSide(cfg, parts)
 	if err != nil {
 		return nil, err
 	}
@@ -51,17 +47,24 @@ func (p *engineParts) ociSide() (*mirror.OCI, error) {
 	return p.oci, p.ociErr
 }
 
+// ociNamesAndSide returns the repository names cfg sets and the engine's
+// OCI side.
+func ociNamesAndSide(cfg settings.Config, parts *engineParts) (oci.Names, *mirror.OCI, error) {
+	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
+	if err != nil {
+		return names, nil, err
+	}
+	side, err := parts.ociSide()
+	return names, side, err
+}
+
 // ociLayoutOption is the admin API's OCILayout option: the engine's OCI
 // side and the repository names cfg sets; nil when cfg sets none.
 func ociLayoutOption(cfg settings.Config, parts *engineParts) (*admin.OCILayout, error) {
 	if cfg.OCIProviderPrefix == "" && cfg.OCIModulePrefix == "" {
 		return nil, nil // a command that exports nothing (sync): not configured
 	}
-	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
-	if err != nil {
-		return nil, err
-	}
-	side, err := parts.ociSide()
+	names, side, err := ociNamesAndSide(cfg, parts)
 	if err != nil {
 		return nil, err
 	}

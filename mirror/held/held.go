@@ -223,11 +223,7 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 		}
 		return err
 	}
-	p, ok := records.ParseProviderKey(address)
-	if !ok {
-		return fmt.Errorf("provider address %q", address)
-	}
-	v, err := addrs.ParseSemver(version)
+	p, v, err := parseProviderVersion(address, version)
 	if err != nil {
 		return err
 	}
@@ -257,17 +253,24 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 	return err
 }
 
+// parseProviderVersion parses a provider address as the listings give it
+// and a version.
+func parseProviderVersion(address, version string) (addrs.Provider, versions.Version, error) {
+	p, ok := records.ParseProviderKey(address)
+	if !ok {
+		return addrs.Provider{}, versions.Version{}, fmt.Errorf("provider address %q", address)
+	}
+	v, err := addrs.ParseSemver(version)
+	return p, v, err
+}
+
 // DropSetAside removes the withheld import set aside in the record of
 // version of the provider address (records.PackageRecord.Withheld), once its
 // archives are removed: the record stays the origin's, without it.
 func (s *Held) DropSetAside(address, version string) error {
 	s.e.Imports().Lock() // as RemoveVersion
 	defer s.e.Imports().Unlock()
-	p, ok := records.ParseProviderKey(address)
-	if !ok {
-		return fmt.Errorf("provider address %q", address)
-	}
-	v, err := addrs.ParseSemver(version)
+	p, v, err := parseProviderVersion(address, version)
 	if err != nil {
 		return err
 	}
