@@ -103,7 +103,7 @@ func benchPolicy(b *testing.B) *policy.Policy {
 		}
 		fmt.Fprintf(&src, "deny_version %q {\n  versions = \"= 4.8.0\"\n  reason   = \"CVE-2026-%04d\"\n}\n", addr, i)
 	}
-	pol := decodePolicy(b, src.String())
+	pol := enginetest.DecodePolicy(b, src.String())
 	if pol.Len() != 50 {
 		b.Fatalf("the policy has %d rules, want 50", pol.Len())
 	}

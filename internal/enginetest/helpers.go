@@ -11,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/hcl/v2"
+	"github.com/hashicorp/hcl/v2/hclsyntax"
+
 	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // FakeClock is an engine's clock (mirror.Config.Now) that tests move.
@@ -123,4 +127,18 @@ func ImportedFrom(ev *records.Evidence, body func(pl string) []byte) imports.Imp
 		})
 	}
 	return in
+}
+
+// DecodePolicy decodes the body of a policy block.
+func DecodePolicy(t testing.TB, src string) *policy.Policy {
+	t.Helper()
+	f, diags := hclsyntax.ParseConfig([]byte(src), "policy.hcl", hcl.InitialPos)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	p, diags := policy.Decode(f.Body)
+	if diags.HasErrors() {
+		t.Fatal(diags)
+	}
+	return p
 }

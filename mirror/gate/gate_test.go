@@ -10,9 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
@@ -22,20 +19,6 @@ import (
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 )
-
-// decodePolicy decodes the body of a policy block.
-func decodePolicy(t *testing.T, src string) *policy.Policy {
-	t.Helper()
-	f, diags := hclsyntax.ParseConfig([]byte(src), "policy.hcl", hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, diags := policy.Decode(f.Body)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	return p
-}
 
 // releaseHarness is an engine on a fake clock, in front of an origin
 // whose test provider has the versions given, each signed at the time
@@ -77,7 +60,7 @@ func TestMinimumReleaseAgeHoldsFreshSignature(t *testing.T) {
 	t.Parallel()
 	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, mirror.Config{})
 	signed := clock.Now().Add(-time.Hour)
-	h.Engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 
 	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0"}) {
 		t.Fatalf("listed %v, want only 1.0.0", got)
@@ -101,7 +84,7 @@ func TestMinimumReleaseAgeHoldsFreshSignature(t *testing.T) {
 		t.Fatalf("held back %+v, want 1.1.0 until %v", held, signed.Add(72*time.Hour))
 	}
 
-	h.Engine.SetPolicy(decodePolicy(t, `
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `
 minimum_release_age = "72h"
 release_age_exempt_version "`+h.Provider().String()+`" {
   versions = "= 1.1.0"
@@ -117,7 +100,7 @@ release_age_exempt_version "`+h.Provider().String()+`" {
 		t.Fatalf("held back %+v with the exemption, want none", held)
 	}
 
-	h.Engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0"}) {
 		t.Fatalf("listed %v without the exemption again, want only 1.0.0", got)
 	}
@@ -144,7 +127,7 @@ func TestMinimumReleaseAgeListingRule(t *testing.T) {
 			t.Parallel()
 			start := time.Now().Truncate(time.Second).Add(tc.listedAt + time.Hour)
 			h, clock := releaseHarnessAt(t, start, map[string]time.Duration{"1.0.0": 400 * day, "1.1.0": 365 * day}, mirror.Config{VersionsTTL: time.Minute})
-			h.Engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+			h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 			now := clock.Now()
 			h.Origin.RemoveVersion(harness.NS, harness.Type, "1.1.0")
 			clock.Set(now.Add(-tc.listedAt))
@@ -199,7 +182,7 @@ func TestReleaseTimesCost(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	h.Engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	extra := func() int {
 		return h.Origin.Hits(fakeorigin.Download) + h.Origin.Hits(fakeorigin.Shasums) + h.Origin.Hits(fakeorigin.Signature)
 	}
@@ -247,13 +230,13 @@ func TestReleaseTimesKept(t *testing.T) {
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	h.Origin.SetSignedAt(harness.NS, harness.Type, "1.0.0", clock.Now().Add(-365*day))
 	h.Origin.SetSignedAt(harness.NS, harness.Type, "2.0.0", clock.Now().Add(-365*day))
-	h.Engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	if got := h.Listed(); len(got) != 2 {
 		t.Fatalf("listed %v", got)
 	}
 	h.Stop()
 	h.Start(harness.Options{Config: mirror.Config{Now: clock.Now, VersionsTTL: time.Minute}, CacheDir: dir})
-	h.Engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	clock.Add(2 * time.Minute)
 	// Signed again now: a time read again would hold them.
 	h.Origin.SetSignedAt(harness.NS, harness.Type, "1.0.0", time.Time{})
@@ -276,7 +259,7 @@ func TestPolicyDenies(t *testing.T) {
 	h := harness.New(t, harness.Options{})
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "1.0.1", "1.1.0"}, []string{"linux_amd64"})
 	h.Origin.AddProvider("other", "thing", []string{"1.0.0"}, []string{"linux_amd64"})
-	h.Engine.SetPolicy(decodePolicy(t, fmt.Sprintf(`
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, fmt.Sprintf(`
 allow = ["%[1]s/%[2]s/*"]
 deny_version "%[1]s/%[2]s/%[3]s" {
   versions = "= 1.0.1"
@@ -318,7 +301,7 @@ deny_version "%[1]s/%[2]s/%[3]s" {
 func TestPolicyEndsReuse(t *testing.T) {
 	t.Parallel()
 	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, mirror.Config{VersionsTTL: 1000 * time.Hour})
-	h.Engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	h.Listed()
 	_, st, err := h.Engine.Versions(context.Background(), h.Provider())
 	if err != nil {
@@ -342,7 +325,7 @@ func TestPolicyEndsReuse(t *testing.T) {
 	if !h.Engine.Reuse(st.Stamp) {
 		t.Fatal("a cached list is not reusable")
 	}
-	h.Engine.SetPolicy(decodePolicy(t, `deny = ["`+h.Provider().String()+`"]`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["`+h.Provider().String()+`"]`))
 	if h.Engine.Reuse(st.Stamp) {
 		t.Fatal("still reusable after SetPolicy")
 	}

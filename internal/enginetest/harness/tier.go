@@ -13,8 +13,8 @@ import (
 	"github.com/tfmirror/tfmirror/mirror"
 )
 
-// MemTier is a shared tier (mirror.SharedTier) in memory: archives,
-// records and leases.
+// MemTier is a shared tier (mirror.SharedTier, and what retention lists
+// and removes of it) in memory: archives, records and leases.
 type MemTier struct {
 	mu       sync.Mutex
 	archives map[string][]byte
@@ -85,6 +85,45 @@ func (m *MemTier) PutMeta(_ context.Context, key string, record any) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.meta[key] = b
+	return nil
+}
+
+func (m *MemTier) ListMeta(_ context.Context, prefix string, fn func(key string) error) error {
+	m.mu.Lock()
+	var keys []string
+	for k := range m.meta {
+		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.Unlock()
+	for _, k := range keys {
+		if err := fn(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *MemTier) ListArchives(_ context.Context, fn func(sha string, size int64, stored time.Time) error) error {
+	m.mu.Lock()
+	sizes := map[string]int64{}
+	for sha, b := range m.archives {
+		sizes[sha] = int64(len(b))
+	}
+	m.mu.Unlock()
+	for sha, size := range sizes {
+		if err := fn(sha, size, time.Time{}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (m *MemTier) DeleteArchive(_ context.Context, sha string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	delete(m.archives, sha)
 	return nil
 }
 
