@@ -478,3 +478,34 @@ func BenchmarkVersionList(b *testing.B) {
 		}
 	}
 }
+
+// TestRules: every rule of the example is described once, in the order of
+// evaluation, with its file and line.
+func TestRules(t *testing.T) {
+	p := mustDecode(t, example)
+	rules := p.Rules()
+	if len(rules) != p.Len() {
+		t.Errorf("%d rules described, Len %d:\n%s", len(rules), p.Len(), strings.Join(rules, "\n"))
+	}
+	for i, want := range []string{
+		`deny "registry.terraform.io/hashicorp/null" (mirror.hcl:8)`,
+		`allow "registry.terraform.io/hashicorp/*" (mirror.hcl:4)`,
+	} {
+		if i >= len(rules) || rules[i] != want {
+			t.Errorf("rule %d: got %q, want %q", i, rules, want)
+		}
+	}
+	all := strings.Join(rules, "\n")
+	for _, want := range []string{
+		`deny_version "registry.terraform.io/hashicorp/aws" { versions = ">= 5.80.0, < 5.81.1" } (mirror.hcl:10): CVE-2026-1234: use 5.81.1`,
+		`minimum_release_age = "72h" (mirror.hcl:15)`,
+		`release_age_exemptions "registry.test/acme/*" (mirror.hcl:16)`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("rules lack %q:\n%s", want, all)
+		}
+	}
+	if (*Policy)(nil).Rules() != nil {
+		t.Error("a nil policy has rules")
+	}
+}

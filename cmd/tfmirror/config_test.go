@@ -345,6 +345,12 @@ func TestConfigCheckPolicyBlock(t *testing.T) {
 	if code := runConfig([]string{"check", good}, noEnv, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit status %d: %s", code, stderr.String())
 	}
+	// It shows the policy, each rule with its place.
+	for _, want := range []string{"POLICY (2 rules", `allow "registry.example.test/acme/*" (` + good + ":2", `minimum_release_age = "72h" (` + good + ":3"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("config check does not show %q:\n%s", want, stdout.String())
+		}
+	}
 	bad := filepath.Join(dir, "bad.hcl")
 	os.WriteFile(bad, []byte("policy {\n  allow = [\"registry.example.test/acme/*\"]\n  minimum_release_age = \"soon\"\n}\n"), 0o600)
 	stderr.Reset()
