@@ -331,6 +331,12 @@ func TestConfigurationDocExamples(t *testing.T) {
 		if e.Config.CacheMaxBytes != 40<<30 || e.Sources["cache-max-bytes"] != settings.FromFile {
 			t.Errorf("%s example: cache_max_bytes %d from %s", syntax, e.Config.CacheMaxBytes, e.Sources["cache-max-bytes"])
 		}
+		// The HCL example's policy block is one serve accepts.
+		if syntax == "hcl" {
+			if pol, err := readPolicy(e.File); err != nil || pol.Len() != 2 {
+				t.Errorf("hcl example: policy %v, %v; want its two rules", pol, err)
+			}
+		}
 	}
 }
 
