@@ -61,6 +61,9 @@ type e2e struct {
 	// config, when set (before startMirror), is the configuration file
 	// the mirror reads as `tfmirror serve --config` does, again on SIGHUP.
 	config string
+	// configOnly: the mirror is started with --config alone, every
+	// setting (the data directory too) from the file.
+	configOnly bool
 }
 
 // origins the tests serve: the public registries' names and a private one.
@@ -111,6 +114,9 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 	}, extraFlags...)
 	if e.config != "" {
 		args = append(args, "--config", e.config)
+	}
+	if e.configOnly {
+		args = []string{"--config", e.config}
 	}
 	noEnv := func(string) (string, bool) { return "", false }
 	eff, err := parseServeConfig(args, noEnv, io.Discard)
