@@ -25,6 +25,7 @@ import (
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
 )
@@ -82,13 +83,32 @@ type ExportRequest struct {
 	Providers []string `json:"providers,omitempty"` // HOST/NAMESPACE/TYPE
 	Versions  []string `json:"versions,omitempty"`
 	Platforms []string `json:"platforms,omitempty"`
+	// Format is what is written: FormatBundle (the default) or
+	// FormatOCILayout (airgap.ExportOCILayout, unsigned).
+	Format string `json:"format,omitempty"`
 }
+
+// The formats of an export.
+const (
+	FormatBundle    = "bundle"
+	FormatOCILayout = "oci-layout"
+)
 
 // Exported is the result of an export: its summary and one line per
 // version that failed.
 type Exported struct {
 	airgap.ExportSummary
-	Failures []string `json:"failures,omitempty"`
+	// Layout is the summary of an OCI layout export.
+	Layout   *airgap.LayoutSummary `json:"layout,omitempty"`
+	Failures []string              `json:"failures,omitempty"`
+}
+
+// OCILayout is what an OCI layout export needs: the engine's OCI side
+// for providers (*mirror.OCI, shared with the OCI front door, so that
+// both keep the same documents) and the repository names.
+type OCILayout struct {
+	Providers airgap.ProviderArtifacts
+	Names     oci.Names
 }
 
 // ImportRequest asks for an import (airgap.Import) of In, an
@@ -132,6 +152,9 @@ type Options struct {
 	// Trust is what an import trusts: the serving process's keys, never
 	// a caller's.
 	Trust airgap.Trust
+	// OCILayout, when set, makes OCI layout exports possible; nil: they
+	// fail.
+	OCILayout *OCILayout
 }
 
 // Pruner prunes the engine's cache (PruneRequest). *retention.Retainer
@@ -190,6 +213,13 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 		}
 		sel.Platforms = append(sel.Platforms, s)
 	}
+	switch req.Format {
+	case "", FormatBundle:
+	case FormatOCILayout:
+		return a.exportOCILayout(ctx, req, sel)
+	default:
+		return res, httperr.BadRequest("format %q: want %s or %s", req.Format, FormatBundle, FormatOCILayout)
+	}
 	if a.opts.ExportKey == nil {
 		return res, fmt.Errorf("no export key is configured to sign the export's manifest")
 	}
@@ -201,6 +231,22 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	res.ExportSummary = sum
 	if a.metrics != nil {
 		a.metrics.AirGap("export", map[string]int{"exported": sum.Written, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
+	}
+	return res, err
+}
+
+// exportOCILayout is Export of FormatOCILayout.
+func (a *API) exportOCILayout(ctx context.Context, req ExportRequest, sel airgap.Selection) (Exported, error) {
+	var res Exported
+	if a.opts.OCILayout == nil {
+		return res, errors.New("OCI layout exports are not configured")
+	}
+	sum, err := airgap.ExportOCILayout(ctx, a.engine, a.opts.OCILayout.Providers, a.opts.OCILayout.Names, sel, req.Out,
+		func(line string) { res.Failures = append(res.Failures, line) })
+	res.Layout = &sum
+	res.Failed = sum.Failed
+	if a.metrics != nil {
+		a.metrics.AirGap("export", map[string]int{"exported": sum.Blobs, "present": sum.BlobsPresent, "failed": sum.Failed}, sum.Bytes)
 	}
 	return res, err
 }

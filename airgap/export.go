@@ -16,8 +16,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/verify"
@@ -169,15 +172,10 @@ func exportTar(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 	return os.Rename(f.Name(), out)
 }
 
-// exportDir writes the selected cached packages into the directory out,
-// with their evidence, then index.json and VERSION.json of every provider
-// in out, as `terraform providers mirror` does, and last the manifest
-// signed by key.
-func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return err
-	}
-	files := newExportFiles(out, key)
+// selectCached lists the cached provider versions sel wants. Named
+// providers are listed each on its own, so that exporting one costs what
+// it holds, not what the whole cache does.
+func selectCached(engine *mirror.Engine, sel Selection) ([]mirror.CachedVersion, error) {
 	var selected []mirror.CachedVersion
 	collect := func(cv mirror.CachedVersion) error {
 		if sel.wants(cv) {
@@ -185,8 +183,6 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 		}
 		return nil
 	}
-	// Named providers are listed each on its own, so that exporting one
-	// costs what it holds, not what the whole cache does.
 	prefixes := []string{""}
 	if len(sel.Providers) > 0 {
 		prefixes = nil
@@ -198,8 +194,39 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 	}
 	for _, pre := range prefixes {
 		if err := engine.ListCachedAfter(pre, "", collect); err != nil {
-			return fmt.Errorf("listing the cache: %w", err)
+			return nil, fmt.Errorf("listing the cache: %w", err)
 		}
+	}
+	return selected, nil
+}
+
+// cachedModules lists the module versions whose package is cached.
+func cachedModules(engine *mirror.Engine) ([]modules.Cached, error) {
+	var cached []modules.Cached
+	err := engine.Modules().ListCachedModules(func(cm modules.Cached) error {
+		if cm.Cached {
+			cached = append(cached, cm)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("listing the cached modules: %w", err)
+	}
+	return cached, nil
+}
+
+// exportDir writes the selected cached packages into the directory out,
+// with their evidence, then index.json and VERSION.json of every provider
+// in out, as `terraform providers mirror` does, and last the manifest
+// signed by key.
+func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return err
+	}
+	files := newExportFiles(out, key)
+	selected, err := selectCached(engine, sel)
+	if err != nil {
+		return err
 	}
 	for _, cv := range selected {
 		if err := ctx.Err(); err != nil {
@@ -250,15 +277,21 @@ func refusedByPolicy(ctx context.Context, engine *mirror.Engine, kind policy.Kin
 	return true
 }
 
+// parseCached parses the provider address and version of cv.
+func parseCached(cv mirror.CachedVersion) (addrs.Provider, versions.Version, error) {
+	p, err := addrs.ParseProvider(cv.Provider)
+	if err != nil {
+		return p, versions.Version{}, err
+	}
+	v, err := addrs.ParseSemver(cv.Version)
+	return p, v, err
+}
+
 // exportVersion writes the cached archives of one version that sel
 // selects, skipping those present with the right sha256, and its
 // evidence.
 func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
-	p, err := addrs.ParseProvider(cv.Provider)
-	if err != nil {
-		return err
-	}
-	v, err := addrs.ParseSemver(cv.Version)
+	p, v, err := parseCached(cv)
 	if err != nil {
 		return err
 	}

@@ -98,15 +98,9 @@ func moduleDir(top string, m addrs.Module) string {
 // with its record, into out (see the layout above) and records them in
 // files. Each version that fails is reported and counted.
 func exportModules(ctx context.Context, engine *mirror.Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
-	var cached []modules.Cached
-	err := engine.Modules().ListCachedModules(func(cm modules.Cached) error {
-		if cm.Cached {
-			cached = append(cached, cm)
-		}
-		return nil
-	})
+	cached, err := cachedModules(engine)
 	if err != nil {
-		return fmt.Errorf("listing the cached modules: %w", err)
+		return err
 	}
 	for _, cm := range cached {
 		if err := ctx.Err(); err != nil {

@@ -259,3 +259,24 @@ func checkServe(t *testing.T, where string, args []string, env map[string]string
 		t.Errorf("%s: the values were not accepted by tfmirror serve (%v):\n%s", where, err, out)
 	}
 }
+
+// configCheck runs the binary's `tfmirror config check` on content, saved
+// under name, with an empty environment, and returns what it printed; it
+// fails unless the file is accepted.
+func configCheck(t *testing.T, where, name string, content []byte) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(file, content, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary(t), "config", "check", file)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: tfmirror config check refuses the file (%v):\n%s\n%s", where, err, stderr.Bytes(), content)
+	}
+	return stdout.String()
+}

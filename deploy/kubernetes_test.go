@@ -128,3 +128,36 @@ func checkConfigFileOnly(t *testing.T, w *workload) {
 		t.Errorf("the configuration file names no origins or public URL: %s", w.config)
 	}
 }
+
+// TestKubernetesPolicy builds the overlay that adds a package policy to
+// the base: the same workload and settings, and a policy block that
+// tfmirror serve and config check accept, config check listing its rules.
+func TestKubernetesPolicy(t *testing.T) {
+	t.Parallel()
+	checkListed(t, "kubernetes/policy")
+	base := checkWorkload(t, kustomize(t, "kubernetes/base"))
+	m := kustomize(t, "kubernetes/policy")
+	w := checkWorkload(t, m) // tfmirror serve accepts the file
+	checkConfigFileOnly(t, w)
+	for k, v := range base.env {
+		if w.env[k] != v {
+			t.Errorf("%s=%q, the base's %q: the overlay must keep the base's settings", k, w.env[k], v)
+		}
+	}
+	if len(w.env) != len(base.env) {
+		t.Errorf("settings %v, the base's %v", w.env, base.env)
+	}
+	out := configCheck(t, "kubernetes/policy", "tfmirror.json", w.config)
+	for _, want := range []string{
+		"POLICY (7 rules",
+		`deny "registry.terraform.io/hashicorp/null"`,
+		`allow "registry.terraform.io/terraform-aws-modules/*/*"`,
+		`deny_version "registry.terraform.io/hashicorp/aws" { versions = ">= 5.80.0, < 5.81.1" }`,
+		"CVE-2026-1234: use 5.81.1",
+		`minimum_release_age = "3d"`,
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("config check does not show %q:\n%s", want, out)
+		}
+	}
+}

@@ -157,6 +157,8 @@ func TestGrafanaDashboard(t *testing.T) {
 		// The mirror's own health, as the status page shows it.
 		"tfmirror_cache_disk_free_bytes", "tfmirror_cache_disk_reserve_bytes", "tfmirror_cache_writable",
 		"tfmirror_shared_store_requests_total", "tfmirror_shared_store_down",
+		// The package policy and its configuration file.
+		"tfmirror_policy_refusals_total", "tfmirror_config_reloads_total", "tfmirror_config_last_reload_successful",
 	} {
 		if !strings.Contains(all.String(), want) {
 			t.Errorf("no panel shows %s", want)
@@ -212,7 +214,7 @@ func TestAlertRules(t *testing.T) {
 		}
 	}
 	// What the issue asks to be alerted on.
-	for _, want := range []string{"TfmirrorOriginFailing", "TfmirrorVerificationFailures", "TfmirrorCacheNearLimit", "TfmirrorHigh5xxRate"} {
+	for _, want := range []string{"TfmirrorOriginFailing", "TfmirrorVerificationFailures", "TfmirrorCacheNearLimit", "TfmirrorHigh5xxRate", "TfmirrorConfigReloadRefused"} {
 		if !alerts[want] {
 			t.Errorf("no alert %s", want)
 		}

@@ -704,6 +704,14 @@ func decodeConfig(t *testing.T, where, file string, content []byte) map[string]s
 		if attr != strings.ToLower(attr) || strings.Contains(attr, "-") {
 			t.Errorf("%s: configuration file: attribute %q is not a flag in snake case", where, attr)
 		}
+		if attr == "policy" {
+			// The package policy is a block, not a setting: tfmirror
+			// serve and config check read it (see TestHelmChartPolicy).
+			if _, ok := v.(map[string]any); !ok {
+				t.Errorf("%s: configuration file: policy = %v: want an object (the block's JSON form)", where, v)
+			}
+			continue
+		}
 		switch v := v.(type) {
 		case string:
 			out[attr] = v

@@ -10,6 +10,7 @@ var ReloadOutcomes = []string{"applied", "refused"}
 // (settings.ReloadMetrics).
 type configMetrics struct {
 	reloads *prometheus.CounterVec
+	inForce prometheus.Gauge
 }
 
 func (cm *configMetrics) collectors() []prometheus.Collector {
@@ -19,11 +20,21 @@ func (cm *configMetrics) collectors() []prometheus.Collector {
 	for _, o := range ReloadOutcomes {
 		cm.reloads.WithLabelValues(o)
 	}
-	return []prometheus.Collector{cm.reloads}
+	cm.inForce = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "tfmirror_config_last_reload_successful", Help: "1 when the last reading of the configuration file (at start, or on SIGHUP) was put in force; 0 when the last reload was refused, so that the file on disk is not the configuration in force.",
+	})
+	cm.inForce.Set(1) // a process runs only with a file it accepted
+	return []prometheus.Collector{cm.reloads, cm.inForce}
 }
 
 // ConfigReload counts a reload of the configuration file with outcome,
 // one of ReloadOutcomes.
+// tfmirror_config_last_reload_successful follows the outcome.
 func (m *Metrics) ConfigReload(outcome string) {
 	m.config.reloads.WithLabelValues(outcome).Inc()
+	if outcome == "applied" {
+		m.config.inForce.Set(1)
+	} else {
+		m.config.inForce.Set(0)
+	}
 }

@@ -191,3 +191,33 @@ func TestConfigReloads(t *testing.T) {
 		t.Error("the refused series does not exist before the first reload")
 	}
 }
+
+// TestConfigLastReloadSuccessful: the gauge is 1 from the start (the
+// process runs with a file it accepted), 0 after a refused reload (the
+// file on disk is not the one in force), and 1 again once a reload is
+// applied.
+func TestConfigLastReloadSuccessful(t *testing.T) {
+	m, _ := newTest(t)
+	scrape := func() string {
+		rec := httptest.NewRecorder()
+		m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+		body, _ := io.ReadAll(rec.Body)
+		return string(body)
+	}
+	for _, step := range []struct {
+		outcome string
+		want    string
+	}{
+		{"", "1"},
+		{"refused", "0"},
+		{"refused", "0"},
+		{"applied", "1"},
+	} {
+		if step.outcome != "" {
+			m.ConfigReload(step.outcome)
+		}
+		if want := "\ntfmirror_config_last_reload_successful " + step.want + "\n"; !strings.Contains(scrape(), want) {
+			t.Errorf("after %q: exposition lacks %q", step.outcome, want)
+		}
+	}
+}

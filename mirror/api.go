@@ -99,11 +99,11 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 		return nil, err
 	}
 	gen := s.records.generation()
-	entry, st, err := s.records.versionEntry(ctx, p, v)
+	entry, list, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
+	if err := s.gate.CheckProviderIn(ctx, p, v, list); err != nil {
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)

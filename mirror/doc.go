@@ -15,8 +15,9 @@
 //
 // Engine composes its parts, each a package below it given what it uses
 // of the engine through a small interface it declares, and hands them out
-// for its callers: the module side (Modules, mirror/modules), exports and
-// imports (AirGap, verified by mirror/imports), the check of the whole
+// for its callers: the module side (Modules, mirror/modules, whose Zips
+// are its versions as OCI artifacts), exports and imports (AirGap,
+// verified by mirror/imports), the check of the whole
 // cache (CacheChecker, mirror/cachecheck) and what retention reads and
 // removes (Held, on mirror/held); it asks the package policy's gate
 // (mirror/gate: SetPolicy, the release times) and the withholding of

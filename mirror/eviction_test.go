@@ -5,7 +5,6 @@ package mirror
 // host whose packages are gone is no longer listed.
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
@@ -19,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror/imports"
 )
@@ -41,35 +41,6 @@ func (h *harness) isCached(v string) bool {
 	return err == nil
 }
 
-// zipOfSize is an in-house provider package of type typ with an
-// incompressible payload of about size bytes, distinct per seed.
-func zipOfSize(t *testing.T, typ string, size int, seed uint64) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	fh := &zip.FileHeader{Name: "terraform-provider-" + typ, Method: zip.Store}
-	fh.SetMode(0o755)
-	f, err := zw.CreateHeader(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(f, "#!/bin/sh\nexit 1\n")
-	pad := make([]byte, size)
-	r := rand.New(rand.NewPCG(seed, seed+1))
-	for i := range pad {
-		pad[i] = byte(r.Uint32())
-	}
-	pf, err := zw.CreateHeader(&zip.FileHeader{Name: "padding", Method: zip.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf.Write(pad)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // A version of a local-only host whose packages are gone is not listed.
 func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 	t.Parallel()
@@ -77,7 +48,7 @@ func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	shas := map[string]string{}
 	for i, vs := range []string{"1.0.0", "2.0.0"} {
-		zipped := zipOfSize(t, "thing", 1024, uint64(i))
+		zipped := enginetest.ZipOfSize(t, "thing", 1024, uint64(i))
 		sum := sha256.Sum256(zipped)
 		shas[vs] = hex.EncodeToString(sum[:])
 		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{

@@ -39,11 +39,11 @@ func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Vers
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	entry, st, err := s.records.versionEntry(ctx, p, v)
+	entry, list, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err
 	}
-	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
+	if err := s.gate.CheckProviderIn(ctx, p, v, list); err != nil {
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)

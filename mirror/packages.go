@@ -90,35 +90,36 @@ func (s *providerRecords) listStoredAt(p addrs.Provider) time.Time {
 	return storedAt
 }
 
-// versionEntry finds version v in p's version list, and says where the
-// list came from, refreshing a list that lacks it (a release newer than
-// the cached list). Only a list that the origin answered lately says that
-// v does not exist (records.ErrVersionNotFound): when the list could not be
-// refreshed the error is why, and offline it is records.ErrOffline.
-func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (records.VersionEntry, listState, error) {
+// versionEntry finds version v in p's version list, returns the list (it
+// dates v for the package policy) and says where it came from, refreshing
+// a list that lacks it (a release newer than the cached list). Only a list
+// that the origin answered lately says that v does not exist
+// (records.ErrVersionNotFound): when the list could not be refreshed the
+// error is why, and offline it is records.ErrOffline.
+func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (records.VersionEntry, *records.VersionList, listState, error) {
 	list, st, err := s.versions(ctx, p, false)
 	if err != nil {
-		return records.VersionEntry{}, listState{}, err
+		return records.VersionEntry{}, nil, listState{}, err
 	}
 	if e, ok := list.Find(v); ok {
-		return e, st, nil
+		return e, list, st, nil
 	}
 	if !st.stale && !st.fetched && s.cfg.Now().Sub(st.storedAt) >= minForcedRefresh {
 		list, st, err = s.versions(ctx, p, true)
 		if err != nil {
-			return records.VersionEntry{}, listState{}, err
+			return records.VersionEntry{}, nil, listState{}, err
 		}
 		if e, ok := list.Find(v); ok {
-			return e, st, nil
+			return e, list, st, nil
 		}
 	}
 	switch {
 	case st.stale:
-		return records.VersionEntry{}, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
+		return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
 	case s.cfg.Offline:
-		return records.VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", records.ErrOffline, p, v)
+		return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", records.ErrOffline, p, v)
 	}
-	return records.VersionEntry{}, listState{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
+	return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
 }
 
 // h1 returns the h1: hash of a cached archive, or "" when it is not cached.
@@ -286,7 +287,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		return rec, nil
 	}
 	if entry == nil {
-		e, _, err := s.versionEntry(ctx, p, v)
+		e, _, _, err := s.versionEntry(ctx, p, v)
 		if err != nil {
 			return nil, err
 		}

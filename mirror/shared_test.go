@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/sharedstore"
@@ -488,7 +489,7 @@ func TestSharedStamps(t *testing.T) {
 	}
 	rs[0].waitIdle()
 
-	clock := newFakeClock()
+	clock := enginetest.NewFakeClock()
 	b := &harness{t: t, origin: rs[0].origin}
 	b.start(harnessOptions{cfg: Config{VersionsTTL: 10 * time.Minute, Now: clock.Now,
 		Shared: sharedTier{newSharedStore(t, srv, "b", nil)}}})
@@ -742,7 +743,7 @@ func TestSharedSealedListRemembers(t *testing.T) {
 	rs[0].waitIdle()
 
 	counts := &sharedCounts{}
-	clock := newFakeClock()
+	clock := enginetest.NewFakeClock()
 	sealed := &harness{t: t, origin: origin}
 	sealed.start(harnessOptions{cfg: Config{Offline: true, Now: clock.Now, Shared: sharedTier{newSharedStore(t, srv, "sealed", counts)}}})
 	calls := func() int {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
@@ -182,7 +183,7 @@ func TestImportMustNameTheRelease(t *testing.T) {
 			t.Parallel()
 			met := &refusalMetrics{}
 			dst := newHarness(t, harnessOptions{cfg: Config{Offline: true, Metrics: met}})
-			in := importedFrom(tc.ev, tc.body)
+			in := enginetest.ImportedFrom(tc.ev, tc.body)
 			in.Provider, in.Version = src.provider(), mustVersion(t, tc.claims)
 			if tc.edit != nil {
 				tc.edit(&in)

@@ -4,12 +4,12 @@ import (
 	"context"
 	"net/http"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
@@ -34,19 +34,6 @@ func (m *lookupMetrics) hitsOf(kind string) int {
 	return m.hits[kind]
 }
 
-// fakeClock is a Config.Now that tests move.
-type fakeClock struct{ now atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.now.Store(time.Now().UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.now.Load()) }
-func (c *fakeClock) Add(d time.Duration) { c.now.Add(int64(d)) }
-func (c *fakeClock) Set(t time.Time)     { c.now.Store(t.UnixNano()) }
-
 func (h *harness) listState() ListState {
 	h.t.Helper()
 	_, st, err := h.engine.Versions(context.Background(), h.provider())
@@ -61,7 +48,7 @@ func (h *harness) listState() ListState {
 // one fetched from the origin, or served stale, is not reusable.
 func TestReuseVersionList(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := enginetest.NewFakeClock()
 	met := &lookupMetrics{hits: map[string]int{}}
 	h := newHarness(t, harnessOptions{cfg: Config{VersionsTTL: 10 * time.Minute, Now: clock.Now, Metrics: met}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
@@ -177,7 +164,7 @@ func TestReusePackageFollowsArchiveCache(t *testing.T) {
 // its version list stays fresh for longer.
 func TestReusePackageWithMissingPlatforms(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := enginetest.NewFakeClock()
 	// The cache stamps lists with the real time; an engine clock an hour
 	// behind keeps the list fresh long after the finding is due.
 	clock.Add(-time.Hour)

@@ -383,3 +383,35 @@ func place(r hcl.Range) string {
 	}
 	return fmt.Sprintf("%s:%d", r.Filename, r.Start.Line)
 }
+
+// Rules describes each rule of p, one line each, in the order of
+// evaluation (deny, allow, deny_version, then the age gate's rules), each
+// with its place in the file: what `tfmirror config check` shows.
+func (p *Policy) Rules() []string {
+	if p == nil {
+		return nil
+	}
+	var out []string
+	for _, l := range []*patternList{&p.deny, &p.allow} {
+		for i := range l.pats {
+			out = append(out, l.pats[i].detail)
+		}
+	}
+	for i := range p.denyVer.rules {
+		r := &p.denyVer.rules[i]
+		out = append(out, fmt.Sprintf("%s: %s", r.pattern.detail, r.reason))
+	}
+	for i := range p.exemptions.pats {
+		out = append(out, p.exemptions.pats[i].detail)
+	}
+	for i := range p.exemptVer.rules {
+		out = append(out, p.exemptVer.rules[i].pattern.detail)
+	}
+	for i := range p.windows {
+		out = append(out, p.windows[i].pattern.detail)
+	}
+	if p.minAgeSet {
+		out = append(out, p.minAgeDetail)
+	}
+	return out
+}

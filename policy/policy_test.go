@@ -2,6 +2,8 @@ package policy
 
 import (
 	"fmt"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -475,6 +477,101 @@ func BenchmarkVersionList(b *testing.B) {
 		s := p.For(Provider, "registry.terraform.io/hashicorp/p3")
 		for _, v := range vs {
 			s.Version(v, rel, now)
+		}
+	}
+}
+
+// TestRules: every rule of the example is described once, in the order of
+// evaluation, with its file and line.
+func TestRules(t *testing.T) {
+	p := mustDecode(t, example)
+	rules := p.Rules()
+	if len(rules) != p.Len() {
+		t.Errorf("%d rules described, Len %d:\n%s", len(rules), p.Len(), strings.Join(rules, "\n"))
+	}
+	for i, want := range []string{
+		`deny "registry.terraform.io/hashicorp/null" (mirror.hcl:8)`,
+		`allow "registry.terraform.io/hashicorp/*" (mirror.hcl:4)`,
+	} {
+		if i >= len(rules) || rules[i] != want {
+			t.Errorf("rule %d: got %q, want %q", i, rules, want)
+		}
+	}
+	all := strings.Join(rules, "\n")
+	for _, want := range []string{
+		`deny_version "registry.terraform.io/hashicorp/aws" { versions = ">= 5.80.0, < 5.81.1" } (mirror.hcl:10): CVE-2026-1234: use 5.81.1`,
+		`minimum_release_age = "72h" (mirror.hcl:15)`,
+		`release_age_exemptions "registry.test/acme/*" (mirror.hcl:16)`,
+	} {
+		if !strings.Contains(all, want) {
+			t.Errorf("rules lack %q:\n%s", want, all)
+		}
+	}
+	if (*Policy)(nil).Rules() != nil {
+		t.Error("a nil policy has rules")
+	}
+}
+
+// TestDocExamples: every policy example of docs/policy.md, in HCL and in
+// JSON, decodes without a diagnostic, and the `tfmirror policy explain`
+// outputs it shows are what Explain prints for its first example (saved
+// as mirror.hcl, as the commands there name it).
+func TestDocExamples(t *testing.T) {
+	doc, err := os.ReadFile("../docs/policy.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := regexp.MustCompile("(?s)```(hcl|json)\n(.*?)```").FindAllStringSubmatch(string(doc), -1)
+	var first *Policy
+	n := 0
+	for i, b := range blocks {
+		if !strings.Contains(b[2], "policy") {
+			continue
+		}
+		name := "mirror.hcl"
+		if b[1] == "json" {
+			name = "mirror.json"
+		}
+		p, diags := decode(t, name, b[2])
+		if len(diags) > 0 || p == nil || p.Len() == 0 {
+			t.Errorf("example %d (%s): %v\n%s", i, b[1], diags, b[2])
+			continue
+		}
+		if first == nil {
+			first = p
+		}
+		n++
+	}
+	if n < 5 || first == nil {
+		t.Fatalf("%d policy examples found in docs/policy.md, want the overview's, its JSON form and the recipes'", n)
+	}
+	// The explain examples: "    $ tfmirror policy explain --config
+	// mirror.hcl ADDRESS VERSION" and the indented lines that follow.
+	runs := regexp.MustCompile(`(?m)^    \$ tfmirror policy explain --config mirror\.hcl (\S+) (\S+)\n((?:    .+\n)+)`).FindAllStringSubmatch(string(doc), -1)
+	if len(runs) < 2 {
+		t.Fatalf("%d policy explain examples found, want a denied and a held one", len(runs))
+	}
+	// The release time each shows, as the cache would give it, a day
+	// after the held one's.
+	now := time.Date(2026, 3, 2, 11, 0, 0, 0, time.UTC)
+	for _, r := range runs {
+		kind, addr, err := ParseAddress(r[1])
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rel Release
+		from := ""
+		if m := regexp.MustCompile(`released:   (\S+) \((.*)\)`).FindStringSubmatch(r[3]); m != nil {
+			at, err := time.Parse(time.RFC3339, m[1])
+			if err != nil {
+				t.Fatal(err)
+			}
+			rel, from = Release{Known: true, At: at}, m[2]
+		}
+		got := first.Explain(kind, addr, r[2], rel, from, now).String()
+		want := strings.ReplaceAll(r[3], "\n    ", "\n")[4:]
+		if got != want {
+			t.Errorf("policy explain %s %s prints:\n%s\nthe doc shows:\n%s", r[1], r[2], got, want)
 		}
 	}
 }

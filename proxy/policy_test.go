@@ -7,27 +7,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/withhold"
 	"github.com/tfmirror/tfmirror/policy"
 )
-
-// decodePolicy decodes the body of a policy block.
-func decodePolicy(t testing.TB, src string) *policy.Policy {
-	t.Helper()
-	f, diags := hclsyntax.ParseConfig([]byte(src), "policy.hcl", hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, diags := policy.Decode(f.Body)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	return p
-}
 
 // policyHarness is a mirror whose engine and front door read clock, in
 // front of an origin whose test provider has the versions given, each
@@ -88,7 +72,7 @@ const day = 24 * time.Hour
 func TestHotDocumentsFollowThePolicy(t *testing.T) {
 	t.Parallel()
 	h, clock := policyHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour})
-	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	index, fresh := providerPath("index.json"), providerPath("1.1.0.json")
 
 	for range 2 {
@@ -122,7 +106,7 @@ func TestHotDocumentsFollowThePolicy(t *testing.T) {
 		t.Fatal("index.json and 1.1.0.json are not kept on the hot path once allowed")
 	}
 
-	h.engine.SetPolicy(decodePolicy(t, `
+	h.engine.SetPolicy(enginetest.DecodePolicy(t, `
 deny_version "`+originHost+"/"+ns+"/"+typ+`" {
   versions = "= 1.1.0"
   reason   = "CVE-2026-1234: use 1.0.0"
@@ -150,7 +134,7 @@ func TestStatusPageShowsHeldVersions(t *testing.T) {
 		"1.0.0": 365 * day, "1.0.1": 300 * day, "1.1.0": 7 * time.Hour, "1.2.0": time.Hour,
 	})
 	addr := originHost + "/" + ns + "/" + typ
-	h.engine.SetPolicy(decodePolicy(t, `
+	h.engine.SetPolicy(enginetest.DecodePolicy(t, `
 minimum_release_age = "48h"
 deny_version "`+addr+`" {
   versions = "= 1.0.1"

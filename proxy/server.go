@@ -84,6 +84,10 @@ type Config struct {
 	// OCIBlock, when set, is the oci_mirror block the status page shows
 	// ready to paste, for the host the page was asked on. Default: none.
 	OCIBlock func(host string) string
+	// OCIModuleSource, when set, is an example oci:// module source the
+	// status page shows beside OCIBlock, for the host the page was asked
+	// on. Default: none.
+	OCIModuleSource func(host string) string
 	// Settings, when set, gives the configuration in effect that the
 	// status page shows (each setting's value, secrets redacted, and where
 	// it came from); it is called for each view, so that a reload shows.

@@ -40,13 +40,16 @@ type Status struct {
 	MirrorURL string `json:"mirror_url"`
 	// OCIBlock is the oci_mirror block of the OCI front door, ready to
 	// paste (Config.OCIBlock); "" without one.
-	OCIBlock       string           `json:"oci_block,omitempty"`
-	Version        string           `json:"version"`
-	AllowedOrigins []string         `json:"allowed_origins"`
-	Platforms      []string         `json:"platforms,omitempty"`
-	Archives       int              `json:"cached_archives"`
-	Bytes          int64            `json:"cached_bytes"`
-	Providers      []StatusProvider `json:"providers"`
+	OCIBlock string `json:"oci_block,omitempty"`
+	// OCIModuleSource is an example oci:// module source of the OCI front
+	// door (Config.OCIModuleSource); "" without one.
+	OCIModuleSource string           `json:"oci_module_source,omitempty"`
+	Version         string           `json:"version"`
+	AllowedOrigins  []string         `json:"allowed_origins"`
+	Platforms       []string         `json:"platforms,omitempty"`
+	Archives        int              `json:"cached_archives"`
+	Bytes           int64            `json:"cached_bytes"`
+	Providers       []StatusProvider `json:"providers"`
 	// Withheld are the versions the engine keeps but does not serve
 	// (mirror.Engine.Withheld): imported without signature under an
 	// allowed origin host that its configuration does not name, and
@@ -265,6 +268,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 			host = u.Host
 		}
 		st.OCIBlock = s.cfg.OCIBlock(host)
+		if s.cfg.OCIModuleSource != nil {
+			st.OCIModuleSource = s.cfg.OCIModuleSource(host)
+		}
 	}
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()

@@ -1,18 +1,14 @@
 package retention
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"io"
 	"log"
-	"math/rand/v2"
 	"os"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -26,7 +22,6 @@ import (
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/modules"
-	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
@@ -244,65 +239,6 @@ func (m *retentionMetrics) RetentionKept(bytes int64, unmet bool) {
 	m.keptCalls++
 }
 
-// logBuffer collects log lines, safely for concurrent writers.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// fakeClock is a Config.Now that tests move.
-type fakeClock struct{ now atomic.Int64 }
-
-func newFakeClock() *fakeClock {
-	c := &fakeClock{}
-	c.now.Store(time.Now().UnixNano())
-	return c
-}
-
-func (c *fakeClock) Now() time.Time      { return time.Unix(0, c.now.Load()) }
-func (c *fakeClock) Add(d time.Duration) { c.now.Add(int64(d)) }
-
-// zipOfSize is an in-house provider package of type typ with an
-// incompressible payload of about size bytes, distinct per seed.
-func zipOfSize(t *testing.T, typ string, size int, seed uint64) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	fh := &zip.FileHeader{Name: "terraform-provider-" + typ, Method: zip.Store}
-	fh.SetMode(0o755)
-	f, err := zw.CreateHeader(fh)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(f, "#!/bin/sh\nexit 1\n")
-	pad := make([]byte, size)
-	r := rand.New(rand.NewPCG(seed, seed+1))
-	for i := range pad {
-		pad[i] = byte(r.Uint32())
-	}
-	pf, err := zw.CreateHeader(&zip.FileHeader{Name: "padding", Method: zip.Store})
-	if err != nil {
-		t.Fatal(err)
-	}
-	pf.Write(pad)
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 func opener(b []byte) func(context.Context) (io.ReadCloser, int64, error) {
 	return func(context.Context) (io.ReadCloser, int64, error) {
 		return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
@@ -318,137 +254,11 @@ func sha256Hex(b []byte) string {
 // of about size bytes (distinct per seed), and its sha256.
 func unsignedImport(t *testing.T, p addrs.Provider, version string, size int, seed uint64) (imports.Imported, string) {
 	t.Helper()
-	zipped := zipOfSize(t, p.Type, size, seed)
+	zipped := enginetest.ZipOfSize(t, p.Type, size, seed)
 	return imports.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []imports.Package{{
 		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
 		Open: opener(zipped),
 	}}}, sha256Hex(zipped)
-}
-
-// importedFrom makes an Imported from the evidence ev, each archive's
-// bytes given by body.
-func importedFrom(ev *records.Evidence, body func(pl string) []byte) imports.Imported {
-	in := imports.Imported{Provider: ev.Provider, Documents: ev.Documents}
-	for _, pe := range ev.Platforms {
-		in.Packages = append(in.Packages, imports.Package{
-			Platform: pe.Platform, Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
-			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, Document: pe.Document,
-			Open: opener(body(pe.Platform)),
-		})
-	}
-	return in
-}
-
-// memTier is a shared store in memory: archives, records and leases.
-type memTier struct {
-	mu       sync.Mutex
-	archives map[string][]byte
-	meta     map[string]json.RawMessage
-	leases   map[string]bool
-}
-
-func newMemTier() *memTier {
-	return &memTier{archives: map[string][]byte{}, meta: map[string]json.RawMessage{}, leases: map[string]bool{}}
-}
-
-func (m *memTier) OpenArchive(_ context.Context, sha string) (io.ReadCloser, int64, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	b, ok := m.archives[sha]
-	if !ok {
-		return nil, 0, nil
-	}
-	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
-}
-
-func (m *memTier) PutArchive(_ context.Context, sha string, r io.ReadSeeker, _ int64) error {
-	b, err := io.ReadAll(r)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.archives[sha] = b
-	return nil
-}
-
-type memLease struct {
-	m  *memTier
-	id string
-}
-
-func (l memLease) Keep(ctx context.Context) error { <-ctx.Done(); return nil }
-func (l memLease) Release(context.Context) error {
-	l.m.mu.Lock()
-	defer l.m.mu.Unlock()
-	delete(l.m.leases, l.id)
-	return nil
-}
-
-func (m *memTier) TryLease(_ context.Context, id string) (mirror.SharedLease, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if m.leases[id] {
-		return nil, nil
-	}
-	m.leases[id] = true
-	return memLease{m, id}, nil
-}
-
-func (m *memTier) GetMeta(_ context.Context, key string) (json.RawMessage, time.Time, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.meta[key], time.Now(), nil
-}
-
-func (m *memTier) PutMeta(_ context.Context, key string, record any) error {
-	b, err := json.Marshal(record)
-	if err != nil {
-		return err
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.meta[key] = b
-	return nil
-}
-
-func (m *memTier) ListMeta(_ context.Context, prefix string, fn func(key string) error) error {
-	m.mu.Lock()
-	var keys []string
-	for k := range m.meta {
-		if len(k) >= len(prefix) && k[:len(prefix)] == prefix {
-			keys = append(keys, k)
-		}
-	}
-	m.mu.Unlock()
-	for _, k := range keys {
-		if err := fn(k); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (m *memTier) ListArchives(_ context.Context, fn func(sha string, size int64, stored time.Time) error) error {
-	m.mu.Lock()
-	sizes := map[string]int64{}
-	for sha, b := range m.archives {
-		sizes[sha] = int64(len(b))
-	}
-	m.mu.Unlock()
-	for sha, size := range sizes {
-		if err := fn(sha, size, time.Time{}); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (m *memTier) DeleteArchive(_ context.Context, sha string) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	delete(m.archives, sha)
-	return nil
 }
 
 // sharedTier is a sharedstore.Store as the engine and retention use it.

@@ -21,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	enginerig "github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/s3test"
 	"github.com/tfmirror/tfmirror/mirror"
@@ -112,7 +113,7 @@ func TestRetentionKeepNewestPerMajor(t *testing.T) {
 // days go, with the last uses written before a restart counting after it.
 func TestRetentionUnusedAcrossRestart(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := enginetest.NewFakeClock()
 	opts := harnessOptions{
 		cacheDir: t.TempDir(),
 		cfg:      mirror.Config{Now: clock.Now},
@@ -178,7 +179,7 @@ func TestRetentionPinnedOverSizeLimit(t *testing.T) {
 	const size = 64 << 10
 	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
 	met := &retentionMetrics{}
-	var logs logBuffer
+	var logs enginetest.LockedBuffer
 	h := newHarness(t, harnessOptions{
 		origin: fakeorigin.Options{ArchiveSize: size},
 		store:  cache.Options{MaxBytes: size + size/2},
@@ -238,7 +239,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		in := importedFrom(ev, func(pl string) []byte { return src.origin.Archive(ns, typ, vs, pl) })
+		in := enginetest.ImportedFrom(ev, func(pl string) []byte { return src.origin.Archive(ns, typ, vs, pl) })
 		in.Version = v
 		if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatalf("signed import of %s: %v", vs, err)
@@ -249,7 +250,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	inHouse := map[string][]byte{}
 	for i := range 6 {
 		vs := fmt.Sprintf("1.%d.0", i)
-		zipped := zipOfSize(t, "thing", size, uint64(i))
+		zipped := enginetest.ZipOfSize(t, "thing", size, uint64(i))
 		inHouse[vs] = zipped
 		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
@@ -341,8 +342,8 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 // With a shared store, a download on another replica counts as a use.
 func TestRetentionUnusedCountsOtherReplicas(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
-	tier := newMemTier()
+	clock := enginetest.NewFakeClock()
+	tier := enginerig.NewMemTier()
 	opts := harnessOptions{cfg: mirror.Config{Now: clock.Now}, shared: tier, ret: Config{UnusedAfter: 7 * 24 * time.Hour, Interval: -1}}
 	a := newHarness(t, opts)
 	a.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
@@ -549,7 +550,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 	t.Parallel()
 	const size = 32 << 10
 	met := &retentionMetrics{}
-	var logs logBuffer
+	var logs enginetest.LockedBuffer
 	h := newHarness(t, harnessOptions{
 		store: cache.Options{MaxBytes: 2 * size},
 		cfg:   mirror.Config{Logger: slog.New(slog.NewTextHandler(&logs, nil))},
@@ -559,7 +560,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 	var total int64
 	for i := range 4 {
 		vs := fmt.Sprintf("1.%d.0", i)
-		zipped := zipOfSize(t, "thing", size, uint64(i))
+		zipped := enginetest.ZipOfSize(t, "thing", size, uint64(i))
 		total += int64(len(zipped))
 		in := imports.Imported{Provider: local, Version: mustVersion(t, vs), Unsigned: true, Packages: []imports.Package{{
 			Platform: "linux_amd64", Filename: "terraform-provider-thing_" + vs + "_linux_amd64.zip", Document: -1,
@@ -670,12 +671,12 @@ func TestNewRefusesWrongWiring(t *testing.T) {
 			return e, nil, nil
 		}},
 		{"a shared store for the engine only", func(t *testing.T) (Engine, Store, Shared) {
-			e, store := engine(t, newMemTier())
+			e, store := engine(t, enginerig.NewMemTier())
 			return e, store, nil
 		}},
 		{"a shared store for retention only", func(t *testing.T) (Engine, Store, Shared) {
 			e, store := engine(t, nil)
-			return e, store, newMemTier()
+			return e, store, enginerig.NewMemTier()
 		}},
 		{"a second retention of one engine", func(t *testing.T) (Engine, Store, Shared) {
 			e, store := engine(t, nil)

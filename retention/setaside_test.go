@@ -5,10 +5,11 @@ package retention
 // limit nor removed by the rules, removed by a prune naming the version.
 
 import (
-	"github.com/tfmirror/tfmirror/mirror/records"
 	"reflect"
 	"slices"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/mirror/records"
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/cachetest"

@@ -25,11 +25,7 @@ func TestClientAuthProcess(t *testing.T) {
 	}
 	const ns, typ, version = "hashicorp", "random", "1.0.0"
 	bin := buildBinary(t)
-	origin, err := fakeorigin.Start(fakeorigin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
+	origin := newOrigin(t, fakeorigin.Options{})
 	origin.AddProvider(ns, typ, []string{version}, []string{"linux_amd64"})
 	caFile := originCAFile(t, origin)
 	dataDir := filepath.Join(t.TempDir(), "data")

@@ -166,5 +166,15 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", v.Setting.Attribute(), value, v.Source)
 	}
 	tw.Flush()
+	// The policy block, rule by rule in the order of evaluation (it
+	// decoded above: CheckHooks read it).
+	if pol, err := readPolicy(e.File); err == nil && pol.Len() > 0 {
+		fmt.Fprintf(stdout, "\nPOLICY (%d rules, in the order of evaluation)\n", pol.Len())
+		for _, r := range pol.Rules() {
+			fmt.Fprintf(stdout, "  %s\n", r)
+		}
+	} else {
+		fmt.Fprintln(stdout, "\nPOLICY: none (every provider and module is allowed)")
+	}
 	return 0
 }

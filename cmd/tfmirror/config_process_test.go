@@ -25,11 +25,7 @@ func TestConfigReloadProcess(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	origin, err := fakeorigin.Start(fakeorigin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
+	origin := newOrigin(t, fakeorigin.Options{})
 	caFile := originCAFile(t, origin)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	path := filepath.Join(t.TempDir(), "tfmirror.hcl")

@@ -331,6 +331,12 @@ func TestConfigurationDocExamples(t *testing.T) {
 		if e.Config.CacheMaxBytes != 40<<30 || e.Sources["cache-max-bytes"] != settings.FromFile {
 			t.Errorf("%s example: cache_max_bytes %d from %s", syntax, e.Config.CacheMaxBytes, e.Sources["cache-max-bytes"])
 		}
+		// The HCL example's policy block is one serve accepts.
+		if syntax == "hcl" {
+			if pol, err := readPolicy(e.File); err != nil || pol.Len() != 2 {
+				t.Errorf("hcl example: policy %v, %v; want its two rules", pol, err)
+			}
+		}
 	}
 }
 
@@ -344,6 +350,12 @@ func TestConfigCheckPolicyBlock(t *testing.T) {
 	var stdout, stderr bytes.Buffer
 	if code := runConfig([]string{"check", good}, noEnv, &stdout, &stderr); code != 0 {
 		t.Fatalf("exit status %d: %s", code, stderr.String())
+	}
+	// It shows the policy, each rule with its place.
+	for _, want := range []string{"POLICY (2 rules", `allow "registry.example.test/acme/*" (` + good + ":2", `minimum_release_age = "72h" (` + good + ":3"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("config check does not show %q:\n%s", want, stdout.String())
+		}
 	}
 	bad := filepath.Join(dir, "bad.hcl")
 	os.WriteFile(bad, []byte("policy {\n  allow = [\"registry.example.test/acme/*\"]\n  minimum_release_age = \"soon\"\n}\n"), 0o600)

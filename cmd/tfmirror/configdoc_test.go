@@ -136,8 +136,11 @@ public_url      = "https://tfmirror.example.com/"
 auth_tokens_file = "/etc/tfmirror/tokens" # the tokens stay in their own file
 log_level       = "info"
 
-# Reserved for the package policy: read by the policy, not by the settings.
-# policy { ... }
+# The package policy (docs/policy.md): what may be served.
+policy {
+  allow               = ["registry.terraform.io/hashicorp/*"]
+  minimum_release_age = "3d"
+}
 ` + "```" + `
 
 ` + "```json" + `
@@ -157,17 +160,19 @@ may write it decides what the mirror serves and trusts (see [SECURITY.md](../SEC
 
 **Reload.** ` + "`SIGHUP`" + ` reads the file again (and the client tokens file). A file that does not parse or
 validate is refused whole: the configuration in force stays, the log says why and
-` + "`tfmirror_config_reloads_total{outcome=\"refused\"}`" + ` counts it. A good one puts the new values of the
+` + "`tfmirror_config_reloads_total{outcome=\"refused\"}`" + ` counts it (and
+` + "`tfmirror_config_last_reload_successful`" + ` is 0 until a reload is applied). A good one puts the new values of the
 *reloadable* settings in force from the next request on (and the policy block's); a setting that
 cannot change while serving keeps its value, and the log names it as needing a restart.
 
 **` + "`tfmirror config check FILE`" + `** reads a file as serve would (with the ` + "`TFMIRROR_`" + ` variables of its
 environment) and prints every error with its line (exit status 1), or the configuration in effect:
-each setting, its value (secrets redacted) and its source.
+each setting, its value (secrets redacted) and its source, then the rules of the ` + "`policy`" + ` block in
+the order of evaluation, each with its line (see [Package policy](policy.md)).
 
 **The other commands.** ` + "`tfmirror sync --config FILE`" + ` reads the settings sync shares with serve
-from the file; the commands on a data directory (export, import, export-key, cache prune, cache
-verify) read the whole file as serve does, as they read serve's ` + "`TFMIRROR_`" + ` variables. Each also
+from the file, and its policy block; the commands on a data directory (export, import, export-key,
+cache prune, cache verify, policy explain) read the whole file as serve does, as they read serve's ` + "`TFMIRROR_`" + ` variables. Each also
 takes ` + "`TFMIRROR_CONFIG`" + `.
 `
 

@@ -79,6 +79,9 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, admin.SocketPath(cfg.DataDir))
 	}
 	opts, err := adminOptions(cfg)
+	if err == nil {
+		opts.OCILayout, err = ociLayoutOption(cfg, parts)
+	}
 	if err != nil {
 		parts.shutdown(ctx)
 		return nil, err

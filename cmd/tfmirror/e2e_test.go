@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/verify"
@@ -57,6 +58,12 @@ type e2e struct {
 	// logTo, when set, receives the mirror's log as JSON at debug level
 	// (set before startMirror), instead of the test's log at info level.
 	logTo io.Writer
+	// config, when set (before startMirror), is the configuration file
+	// the mirror reads as `tfmirror serve --config` does, again on SIGHUP.
+	config string
+	// configOnly: the mirror is started with --config alone, every
+	// setting (the data directory too) from the file.
+	configOnly bool
 }
 
 // origins the tests serve: the public registries' names and a private one.
@@ -100,14 +107,23 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 	t, origin := e.t, e.origin
 	t.Helper()
 	e.dataDir = dataDir
-	cfg, err := parseServeFlags(append([]string{
+	args := append([]string{
 		"--data-dir", dataDir,
 		"--allowed-origins", strings.Join(e2eOrigins, ","),
 		"--allow-private-origins",
-	}, extraFlags...), func(string) (string, bool) { return "", false }, io.Discard)
+	}, extraFlags...)
+	if e.config != "" {
+		args = append(args, "--config", e.config)
+	}
+	if e.configOnly {
+		args = []string{"--config", e.config}
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	eff, err := parseServeConfig(args, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
+	cfg := eff.Config
 	var d net.Dialer
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	if e.logTo != nil {
@@ -127,14 +143,24 @@ func (e *e2e) startMirror(dataDir string, extraFlags ...string) {
 		t.Fatal(err)
 	}
 	e.mirror = m
+	ctx, cancel := context.WithCancel(context.Background())
+	stopHangup := func() {}
+	if e.config != "" {
+		reload := func() (*settings.Effective, error) { return parseServeConfig(args, noEnv, io.Discard) }
+		if err := m.useConfig(eff, reload, new(slog.LevelVar)); err != nil {
+			m.shutdown(context.Background())
+			t.Fatal(err)
+		}
+		stopHangup = m.reloadOnHangup(ctx)
+	}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.serve(ctx, ln) }()
 	e.stop = sync.OnceFunc(func() {
+		stopHangup()
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("mirror stopped with: %v", err)

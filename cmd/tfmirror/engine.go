@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/tfmirror/tfmirror/airgap"
@@ -37,6 +38,10 @@ type engineParts struct {
 	// then is cancelled) and then closes the cache, so that nothing
 	// writes to the cache once it is closed.
 	shutdown func(ctx context.Context) error
+
+	ociOnce sync.Once // makes oci, the engine's OCI side, once
+	oci     *mirror.OCI
+	ociErr  error
 }
 
 // metadataStages is how many origin requests, one after the other, one

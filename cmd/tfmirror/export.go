@@ -13,11 +13,12 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
-const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
+const exportUsage = "tfmirror export [--data-dir DIR] [--format bundle|oci-layout] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
 
 // runExport is `tfmirror export`. What the package policy refuses is left
 // out, and listed (the --config file's policy; through a running serve,
@@ -28,14 +29,16 @@ const exportUsage = "tfmirror export [--data-dir DIR] [--export-key FILE] [--pro
 // --export-key names or the data directory's.
 func runExport(args []string, stdout, stderr io.Writer) int {
 	var providers, versionList, platforms settings.List
-	var own settings.Config // export-key, as serve takes it
+	var own settings.Config // export-key and the OCI prefixes, as serve takes them
+	var format string
 	var ifs *flag.FlagSet
 	e, rest, err := parseCacheCommandConfig("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
 		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
 		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
-		settings.Add(fs, &own, "export-key")
+		fs.StringVar(&format, "format", admin.FormatBundle, "what OUT is: bundle (an air-gap bundle for tfmirror import, signed) or oci-layout (a directory of OCI image layouts, one per repository with the OCI front door's names and digests, and push.sh to copy them into an OCI registry with oras)")
+		settings.Add(fs, &own, "export-key", "oci-provider-prefix", "oci-module-prefix")
 	})
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
@@ -54,6 +57,31 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		err = fmt.Errorf("want one OUT (a directory, or a file ending in .tar or .tar.gz), got %d arguments", len(rest))
 	}
 	var req admin.ExportRequest
+	if err == nil {
+		for _, n := range []string{"oci-provider-prefix", "oci-module-prefix"} {
+			if flagGiven(ifs, n) && format != admin.FormatOCILayout {
+				err = fmt.Errorf("--%s is for --format %s", n, admin.FormatOCILayout)
+			}
+		}
+		if flagGiven(ifs, "oci-provider-prefix") {
+			cfg.OCIProviderPrefix = own.OCIProviderPrefix
+		}
+		if flagGiven(ifs, "oci-module-prefix") {
+			cfg.OCIModulePrefix = own.OCIModulePrefix
+		}
+	}
+	switch {
+	case err != nil:
+	case format == admin.FormatOCILayout:
+		req.Format = format
+		if keyGiven {
+			err = errors.New("--export-key: an OCI layout export is not signed (OCI registries check digests, not signatures)")
+		} else if airgap.IsTarName(rest[0]) {
+			err = errors.New("an OCI layout export is a directory: OUT must not end in .tar or .tar.gz")
+		}
+	case format != admin.FormatBundle:
+		err = fmt.Errorf("--format %q: want %s or %s", format, admin.FormatBundle, admin.FormatOCILayout)
+	}
 	for _, s := range providers {
 		if err != nil {
 			break
@@ -92,6 +120,14 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	}
 	return runSealed("export", cfg, pol, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Export(ctx, req)
+		if l := res.Layout; l != nil {
+			summary := fmt.Sprintf("OCI layouts: %d repositories, %d tags; %d blobs written (%d bytes), %d already present; %d versions with fewer platforms than the front door's index, %d failed",
+				l.Repositories, l.Tags, l.Blobs, l.Bytes, l.BlobsPresent, l.Partial, l.Failed)
+			if l.Script != "" {
+				summary += fmt.Sprintf("\npush every tag into an OCI registry with: sh %s REGISTRY[/PREFIX]", l.Script)
+			}
+			return airGapResult{summary: summary, failures: res.Failures, failed: l.Failed}, err
+		}
 		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
 		if res.Modules+res.ModulesPresent > 0 {
 			summary += fmt.Sprintf("\nmodules: %d packages exported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)

@@ -45,7 +45,7 @@ func orasBinary(t *testing.T) string {
 	if p, err := exec.LookPath("oras"); err == nil {
 		return p
 	}
-	const how = "oras not found: run .ci/run, or GOBIN=$PWD/.ci/bin go install oras.land/oras/cmd/oras@v1.3.0, or set TFMIRROR_ORAS"
+	const how = "oras not found: run .ci/run, or GOBIN=$PWD/.ci/bin go install oras.land/oras/cmd/oras@v1.3.6 (ocitest.Oras), or set TFMIRROR_ORAS"
 	if os.Getenv("CI") != "" {
 		t.Fatal(how)
 	}

@@ -5,6 +5,8 @@ import (
 	"log/slog"
 	"net/url"
 
+	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/proxy"
 	"github.com/tfmirror/tfmirror/proxy/ocidoor"
@@ -15,15 +17,11 @@ import (
 // openOCIDoor wires the OCI distribution front door over the engine's OCI
 // side.
 func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, auth *proxy.Auth) (*ocidoor.Door, error) {
-	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
+	names, side, err := ociNamesAndSide(cfg, parts)
 	if err != nil {
 		return nil, err
 	}
-	side, err := parts.engine.NewOCI(parts.origin)
-	if err != nil {
-		return nil, err
-	}
-	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger}
+	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger, Modules: parts.engine.Modules().Zips()}
 	if cfg.PublicURL != "" {
 		if u, err := url.Parse(cfg.PublicURL); err == nil {
 			dcfg.PublicHost = u.Host
@@ -38,5 +36,45 @@ func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, a
 func ociBlock(cfg settings.Config) func(host string) string {
 	return func(host string) string {
 		return fmt.Sprintf("provider_installation {\n  oci_mirror {\n    repository_template = \"%s/%s/${hostname}/${namespace}/${type}\"\n  }\n}\n", host, cfg.OCIProviderPrefix)
+	}
+}
+
+// ociSide returns the engine's OCI side, made once: the OCI front door
+// and OCI layout exports share it, so that both keep the same documents
+// through one record writer.
+func (p *engineParts) ociSide() (*mirror.OCI, error) {
+	p.ociOnce.Do(func() { p.oci, p.ociErr = p.engine.NewOCI(p.origin) })
+	return p.oci, p.ociErr
+}
+
+// ociNamesAndSide returns the repository names cfg sets and the engine's
+// OCI side.
+func ociNamesAndSide(cfg settings.Config, parts *engineParts) (oci.Names, *mirror.OCI, error) {
+	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
+	if err != nil {
+		return names, nil, err
+	}
+	side, err := parts.ociSide()
+	return names, side, err
+}
+
+// ociLayoutOption is the admin API's OCILayout option: the engine's OCI
+// side and the repository names cfg sets; nil when cfg sets none.
+func ociLayoutOption(cfg settings.Config, parts *engineParts) (*admin.OCILayout, error) {
+	if cfg.OCIProviderPrefix == "" && cfg.OCIModulePrefix == "" {
+		return nil, nil // a command that exports nothing (sync): not configured
+	}
+	names, side, err := ociNamesAndSide(cfg, parts)
+	if err != nil {
+		return nil, err
+	}
+	return &admin.OCILayout{Providers: side, Names: names}, nil
+}
+
+// ociModuleSource returns the status page's example oci:// module
+// source, for the host the page is reached at.
+func ociModuleSource(cfg settings.Config) func(host string) string {
+	return func(host string) string {
+		return fmt.Sprintf("module \"vpc\" {\n  source = \"oci://%s/%s/registry.opentofu.org/NAMESPACE/NAME/SYSTEM?tag=VERSION\"\n}\n", host, cfg.OCIModulePrefix)
 	}
 }

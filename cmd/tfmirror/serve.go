@@ -124,22 +124,26 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		return nil, err
 	}
 	m.proxy, err = proxy.New(proxy.Config{
-		OCI:       door,
-		OCIBlock:  ociBlock(cfg),
-		Settings:  m.configuration,
-		Auth:      m.auth,
-		Logger:    logger,
-		PublicURL: cfg.PublicURL,
-		PlainHTTP: cfg.InsecureHTTP,
-		Version:   version,
-		Health:    health,
-		Retention: m.retention,
+		OCI:             door,
+		OCIBlock:        ociBlock(cfg),
+		OCIModuleSource: ociModuleSource(cfg),
+		Settings:        m.configuration,
+		Auth:            m.auth,
+		Logger:          logger,
+		PublicURL:       cfg.PublicURL,
+		PlainHTTP:       cfg.InsecureHTTP,
+		Version:         version,
+		Health:          health,
+		Retention:       m.retention,
 	}, m.engine)
 	if err != nil {
 		return nil, err
 	}
 	aopts, err := adminOptions(cfg)
 	if err != nil {
+		return nil, err
+	}
+	if aopts.OCILayout, err = ociLayoutOption(cfg, m.engineParts); err != nil {
 		return nil, err
 	}
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {

@@ -117,11 +117,7 @@ func TestTarBombImportThroughServe(t *testing.T) {
 	}
 	mnt := mountSmallFS(t, "1g")
 	bin := buildBinary(t)
-	origin, err := fakeorigin.Start(fakeorigin.Options{ArchiveSize: archiveSize})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
+	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: archiveSize})
 	origin.AddProvider(ns, typ, []string{version}, []string{platform})
 	want := origin.Archive(ns, typ, version, platform)
 	caFile := originCAFile(t, origin)
@@ -223,11 +219,7 @@ func TestServeRemovesWhatAKilledImportLeft(t *testing.T) {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	origin, err := fakeorigin.Start(fakeorigin.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
+	origin := newOrigin(t, fakeorigin.Options{})
 	caFile := originCAFile(t, origin)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	m := startProcess(t, bin, dataDir, origin, caFile)

@@ -109,7 +109,9 @@ const (
 )
 
 // Kinds returns every Kind.
-func Kinds() []Kind { return []Kind{Discovery, Versions, Download, Shasums, Signature, Archive, ArchiveSize} }
+func Kinds() []Kind {
+	return []Kind{Discovery, Versions, Download, Shasums, Signature, Archive, ArchiveSize}
+}
 
 type pkey struct{ ns, typ string }
 

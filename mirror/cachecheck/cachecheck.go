@@ -285,16 +285,26 @@ func (s *Checker) checkProviderPackage(ctx context.Context, ref cachedPackageRef
 	return s.cfg.VerifyCached(ctx, ref.provider, v, pl)
 }
 
+// openBlob opens the cached archive sha. Errors: records.ErrNotCached
+// when it is not cached; the store's.
+func (s *Checker) openBlob(sha string) (cache.BlobReader, error) {
+	blob, err := s.store.OpenBlob(sha)
+	if errors.Is(err, cache.ErrNotFound) {
+		return nil, fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening cached archive %s: %w", sha, err)
+	}
+	return blob, nil
+}
+
 // checkBlobSHA256 reads the cached archive sha and checks its bytes
 // against its name. Errors: records.ErrNotCached when it is not cached; a
 // *verify.Error when the bytes differ.
 func (s *Checker) checkBlobSHA256(ctx context.Context, sha string) error {
-	blob, err := s.store.OpenBlob(sha)
-	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
-	}
+	blob, err := s.openBlob(sha)
 	if err != nil {
-		return fmt.Errorf("opening cached archive %s: %w", sha, err)
+		return err
 	}
 	defer blob.Close()
 	got, err := readSHA256(ctx, blob)
@@ -313,12 +323,9 @@ func (s *Checker) checkBlobSHA256(ctx context.Context, sha string) error {
 // it (modsource.Unpack refuses it). Errors: records.ErrNotCached when it is not
 // cached; a *verify.Error (ReasonBadArchive) for such a link.
 func (s *Checker) checkModuleLinks(ctx context.Context, sha string) error {
-	blob, err := s.store.OpenBlob(sha)
-	if errors.Is(err, cache.ErrNotFound) {
-		return fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
-	}
+	blob, err := s.openBlob(sha)
 	if err != nil {
-		return fmt.Errorf("opening cached archive %s: %w", sha, err)
+		return err
 	}
 	defer blob.Close()
 	// No limits: it was within those of its day, and is read, not kept.

@@ -152,6 +152,18 @@ type state struct {
 	mu    sync.Mutex
 	seen  map[heldKey]heldEntry   // refusals logged, by version and rule
 	lists map[string]filteredList // the lists last filtered, by provider
+	rels  map[string]datedList    // the release times of the lists last dated, by provider
+}
+
+// datedList is the release times of the versions of src under a minimum
+// release age of window, all known: kept while the list and the window
+// are the same. What they say stays true as the clock moves (a release
+// time never changes once learned), so that a version's documents are
+// judged without dating the whole list again.
+type datedList struct {
+	src    *records.VersionList
+	window time.Duration
+	rels   map[string]policy.Release
 }
 
 type heldKey struct{ kind, address, version, rule string }
@@ -269,7 +281,13 @@ func (g *Gate) checkAddress(pol *policy.Policy, kind policy.Kind, address string
 	if pol == nil {
 		return nil
 	}
-	if v := pol.Address(kind, address); !v.Allowed {
+	sub := pol.For(kind, address)
+	return g.checkSubject(&sub, kind, address)
+}
+
+// checkSubject is checkAddress with the policy as it applies to address.
+func (g *Gate) checkSubject(sub *policy.Subject, kind policy.Kind, address string) error {
+	if v := sub.Address(); !v.Allowed {
 		g.refused(kind, address, "", policy.Release{}, v, true)
 		return &PolicyError{Kind: kind, Address: address, Verdict: v}
 	}
@@ -286,7 +304,8 @@ func (g *Gate) FilterProviders(ctx context.Context, p addrs.Provider, list *reco
 		return list, time.Time{}, nil
 	}
 	addr := p.String()
-	if err := g.checkAddress(pol, policy.Provider, addr); err != nil {
+	sub := pol.For(policy.Provider, addr) // the address evaluated once for all its versions
+	if err := g.checkSubject(&sub, policy.Provider, addr); err != nil {
 		return nil, time.Time{}, err
 	}
 	now := g.now()
@@ -294,13 +313,13 @@ func (g *Gate) FilterProviders(ctx context.Context, p addrs.Provider, list *reco
 	if f, ok := g.filtered(addr, list, gen, now); ok {
 		return f.out, f.next, nil
 	}
-	rels := g.providerReleases(ctx, pol, p, list, now)
+	rels := g.providerReleases(ctx, sub.Window(), p, list, now)
 	var next time.Time
 	out := list
 	unknown := false
 	for i, e := range list.Versions {
 		rel := rels[e.Version]
-		v := pol.Version(policy.Provider, addr, e.Version, rel, now)
+		v := sub.Version(e.Version, rel, now)
 		if v.Allowed {
 			if out != list {
 				out.Versions = append(out.Versions, e)
@@ -350,39 +369,71 @@ func (st *state) keepFiltered(addr string, f filteredList) {
 }
 
 // providerReleases returns the release times of list's versions when a
-// minimum release age applies to p (none are needed otherwise).
-func (g *Gate) providerReleases(ctx context.Context, pol *policy.Policy, p addrs.Provider, list *records.VersionList, now time.Time) map[string]policy.Release {
-	w := pol.Window(policy.Provider, p.String())
+// minimum release age of w applies to p (none are needed otherwise).
+func (g *Gate) providerReleases(ctx context.Context, w time.Duration, p addrs.Provider, list *records.VersionList, now time.Time) map[string]policy.Release {
 	if w <= 0 {
 		return nil
 	}
-	return g.rel.providerReleases(ctx, p, list, w, now)
+	addr := p.String()
+	g.mu.Lock()
+	d, ok := g.rels[addr]
+	g.mu.Unlock()
+	if ok && d.src == list && d.window == w {
+		return d.rels
+	}
+	rels := g.rel.providerReleases(ctx, p, list, w, now)
+	for _, r := range rels {
+		if !r.Known {
+			return rels // asked again next time
+		}
+	}
+	g.mu.Lock()
+	if g.rels == nil || len(g.rels) >= maxHeldSeen {
+		g.rels = map[string]datedList{}
+	}
+	g.rels[addr] = datedList{src: list, window: w, rels: rels}
+	g.mu.Unlock()
+	return rels
 }
 
 // CheckProvider refuses version v of p when the policy in effect holds
-// it back: a *PolicyError. p's version list dates v when a minimum
-// release age applies.
+// it back: a *PolicyError. p's version list, read when a minimum release
+// age applies, dates v (CheckProviderIn).
 func (g *Gate) CheckProvider(ctx context.Context, p addrs.Provider, v versions.Version) error {
 	pol := g.Current()
 	if pol == nil {
 		return nil
 	}
+	var list *records.VersionList
+	if pol.Window(policy.Provider, p.String()) > 0 {
+		l, err := g.e.Versions(ctx, p)
+		if err != nil {
+			return err
+		}
+		list = l
+	}
+	return g.CheckProviderIn(ctx, p, v, list)
+}
+
+// CheckProviderIn is CheckProvider with list, the version list v was
+// found in, dating v: a provider's documents are judged with the list
+// that answered for them, not a second one read.
+func (g *Gate) CheckProviderIn(ctx context.Context, p addrs.Provider, v versions.Version, list *records.VersionList) error {
+	pol := g.Current()
+	if pol == nil {
+		return nil
+	}
 	addr := p.String()
-	if err := g.checkAddress(pol, policy.Provider, addr); err != nil {
+	sub := pol.For(policy.Provider, addr)
+	if err := g.checkSubject(&sub, policy.Provider, addr); err != nil {
 		return err
 	}
 	now := g.now()
 	var rel policy.Release
-	if pol.Window(policy.Provider, addr) > 0 {
-		list, err := g.e.Versions(ctx, p)
-		if err != nil {
-			return err
-		}
-		if list != nil {
-			rel = g.providerReleases(ctx, pol, p, list, now)[v.String()]
-		}
+	if list != nil {
+		rel = g.providerReleases(ctx, sub.Window(), p, list, now)[v.String()]
 	}
-	verdict := pol.Version(policy.Provider, addr, v.String(), rel, now)
+	verdict := sub.Version(v.String(), rel, now)
 	if verdict.Allowed {
 		return nil
 	}

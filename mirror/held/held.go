@@ -182,6 +182,7 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
 		// providers are not.
 		h := Record{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
 			Archives: []string{rec.SHA256}}
+		h.Archives = append(h.Archives, s.moduleZipBlobs(rec)...)
 		imported := rec.Provenance != records.ProvenanceOrigin
 		h.Refetch = !s.e.Offline() && !imported && rec.Location != ""
 		return h, true
@@ -189,12 +190,28 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
 	return Record{}, false
 }
 
+// moduleZipBlobs returns the sha256 of the zip made of the module
+// version of rec (mirror/modules.Zips), when one was recorded: a blob of
+// the version's, for retention, removed with it.
+func (s *Held) moduleZipBlobs(rec records.ModuleRecord) []string {
+	m, err := addrs.ParseModule(rec.Module)
+	if err != nil {
+		return nil
+	}
+	var zr records.ModuleZipRecord
+	if _, err := s.store.GetMeta(records.ModuleZipKey(m, rec.Version), &zr); err != nil || !records.KnownSchema(zr.Schema) || zr.Package != rec.SHA256 {
+		return nil
+	}
+	return []string{zr.SHA256}
+}
+
 // RemoveVersion removes version (as Version.Raw gives it) of address
 // (kind "provider" or "module") from its version list and deletes its
-// record, with the withheld import set aside in it, so that it is no
-// longer listed: for a version that cannot be fetched again, once its
-// archives are removed. A provider version's OCI records (the documents
-// handed out for it, by digest) go with it.
+// record, with the withheld import set aside in it (a module version's,
+// with the record of its zip), so that it is no longer listed: for a
+// version that cannot be fetched again, once its archives are removed. A
+// provider version's OCI records (the documents handed out for it, by
+// digest) go with it.
 func (s *Held) RemoveVersion(kind, address, version string) error {
 	s.e.Imports().Lock() // not while an import writes the same list
 	defer s.e.Imports().Unlock()
@@ -206,13 +223,12 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 		key := records.ModuleRecordKey(m, version)
 		err = s.store.DeleteMeta(key)
 		s.e.Forget(key)
+		if zerr := s.store.DeleteMeta(records.ModuleZipKey(m, version)); err == nil && !errors.Is(zerr, cache.ErrNotFound) {
+			err = zerr
+		}
 		return err
 	}
-	p, ok := records.ParseProviderKey(address)
-	if !ok {
-		return fmt.Errorf("provider address %q", address)
-	}
-	v, err := addrs.ParseSemver(version)
+	p, v, err := parseProviderVersion(address, version)
 	if err != nil {
 		return err
 	}
@@ -253,17 +269,24 @@ func (s *Held) RemoveVersion(kind, address, version string) error {
 	return err
 }
 
+// parseProviderVersion parses a provider address as the listings give it
+// and a version.
+func parseProviderVersion(address, version string) (addrs.Provider, versions.Version, error) {
+	p, ok := records.ParseProviderKey(address)
+	if !ok {
+		return addrs.Provider{}, versions.Version{}, fmt.Errorf("provider address %q", address)
+	}
+	v, err := addrs.ParseSemver(version)
+	return p, v, err
+}
+
 // DropSetAside removes the withheld import set aside in the record of
 // version of the provider address (records.PackageRecord.Withheld), once its
 // archives are removed: the record stays the origin's, without it.
 func (s *Held) DropSetAside(address, version string) error {
 	s.e.Imports().Lock() // as RemoveVersion
 	defer s.e.Imports().Unlock()
-	p, ok := records.ParseProviderKey(address)
-	if !ok {
-		return fmt.Errorf("provider address %q", address)
-	}
-	v, err := addrs.ParseSemver(version)
+	p, v, err := parseProviderVersion(address, version)
 	if err != nil {
 		return err
 	}

@@ -434,18 +434,94 @@ type Package struct {
 	// records.Source is records.Hit when the package was cached, records.Miss when this call
 	// fetched it, records.Coalesced when it waited for another call's fetch.
 	Source records.Source
-	blob   cache.BlobReader
-	s      *Modules
+	cachedBlob
 }
 
-// Content is the package, for serving with Range and conditional requests.
-func (p *Package) Content() io.ReadSeeker { return p.blob }
+// cachedBlob is an opened cached blob (a package or a zip) and the
+// engine's work it holds until it is closed.
+type cachedBlob struct {
+	blob cache.BlobReader
+	e    Engine
+}
 
-// Close releases the package.
-func (p *Package) Close() error {
-	err := p.blob.Close()
-	p.s.e.EndWork()
+// Content is the blob, for serving with Range and conditional requests.
+func (b cachedBlob) Content() io.ReadSeeker { return b.blob }
+
+// Close releases the blob.
+func (b cachedBlob) Close() error {
+	err := b.blob.Close()
+	b.e.EndWork()
 	return err
+}
+
+// storeSpool stores the bytes of spool, from its start, as the blob sha
+// (a what: "module package", "module zip").
+func (s *Modules) storeSpool(sha string, spool io.ReadSeeker, what string) error {
+	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	w, err := s.store.NewBlobWriter(sha)
+	if err != nil {
+		return fmt.Errorf("staging %s: %w", what, err)
+	}
+	defer w.Close()
+	if _, err := io.Copy(w, spool); err != nil {
+		return fmt.Errorf("staging %s: %w", what, err)
+	}
+	if _, err := w.Commit(""); err != nil {
+		s.metrics.CacheWriteFailed()
+		return fmt.Errorf("storing %s: %w", what, err)
+	}
+	return nil
+}
+
+// openBlob opens the cached blob sha as work of the engine; false when it
+// is not cached or the engine shuts down.
+func (s *Modules) openBlob(sha string) (cachedBlob, bool) {
+	if !s.e.StartWork() {
+		return cachedBlob{}, false
+	}
+	blob, err := s.store.OpenBlob(sha)
+	if err != nil {
+		s.e.EndWork()
+		return cachedBlob{}, false
+	}
+	return cachedBlob{blob: blob, e: s.e}, true
+}
+
+// once runs fetch once per key, however many callers ask at once, on the
+// engine's context (a caller that gives up does not stop it, Config.Timeout
+// bounds it), and waits for it or for ctx, which bounds this caller's wait
+// only. The source is records.Miss for the call that ran fetch and
+// records.Coalesced for the others, counted as such for kind (a metric
+// label); waiting names what is waited for in ctx's error.
+func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fetch func(ctx context.Context) (*T, error)) (T, records.Source, error) {
+	var zero T
+	var led atomic.Bool
+	ch := s.pkgs.DoChan(key, func() (any, error) {
+		led.Store(true)
+		ctx, done, err := s.e.Detached(s.cfg.Timeout)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		return fetch(ctx)
+	})
+	var res T
+	select {
+	case r := <-ch:
+		if r.Err != nil {
+			return zero, 0, r.Err
+		}
+		res = *r.Val.(*T)
+	case <-ctx.Done():
+		return zero, 0, fmt.Errorf("waiting for %s: %w", waiting, ctx.Err())
+	}
+	if led.Load() {
+		return res, records.Miss, nil
+	}
+	s.metrics.Coalesced(kind)
+	return res, records.Coalesced, nil
 }
 
 // OpenModule opens the package of version of m: from the cache, or else
@@ -478,31 +554,12 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
 	}
 	recKey := records.ModuleRecordKey(m, version)
-	var led atomic.Bool
-	ch := s.pkgs.DoChan("modpkg/"+recKey, func() (any, error) {
-		led.Store(true)
-		ctx, done, err := s.e.Detached(s.cfg.Timeout)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		return s.fetchModuleShared(ctx, m, recKey, *rec)
-	})
-	var res records.ModuleRecord
-	select {
-	case r := <-ch:
-		if r.Err != nil {
-			return nil, r.Err
-		}
-		res = *r.Val.(*records.ModuleRecord)
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the module's source: %w", ctx.Err())
-	}
-	src := records.Coalesced
-	if led.Load() {
-		src = records.Miss
-	} else {
-		s.metrics.Coalesced("module_package")
+	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
+		func(ctx context.Context) (*records.ModuleRecord, error) {
+			return s.fetchModuleShared(ctx, m, recKey, *rec)
+		})
+	if err != nil {
+		return nil, err
 	}
 	if pkg := s.openModuleBlob(res, src); pkg != nil {
 		return pkg, nil
@@ -515,16 +572,12 @@ func (s *Modules) openModuleBlob(rec records.ModuleRecord, src records.Source) *
 	if rec.SHA256 == "" {
 		return nil
 	}
-	if !s.e.StartWork() {
+	b, ok := s.openBlob(rec.SHA256)
+	if !ok {
 		return nil
 	}
-	blob, err := s.store.OpenBlob(rec.SHA256)
-	if err != nil {
-		s.e.EndWork()
-		return nil
-	}
-	info := blob.Info()
-	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, blob: blob, s: s}
+	info := b.blob.Info()
+	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, cachedBlob: b}
 }
 
 // fetchModule fetches, normalizes and stores the package of rec, and
@@ -586,20 +639,8 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 			"version", rec.Version, "detail", detail)
 		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
 	}
-	if _, err := spool.Seek(0, io.SeekStart); err != nil {
+	if err := s.storeSpool(sum, spool, "module package"); err != nil {
 		return nil, err
-	}
-	w, err := s.store.NewBlobWriter(sum)
-	if err != nil {
-		return nil, fmt.Errorf("staging module package: %w", err)
-	}
-	defer w.Close()
-	if _, err := io.Copy(w, spool); err != nil {
-		return nil, fmt.Errorf("staging module package: %w", err)
-	}
-	if _, err := w.Commit(""); err != nil {
-		s.metrics.CacheWriteFailed()
-		return nil, fmt.Errorf("storing module package: %w", err)
 	}
 	if rec.SHA256 == "" {
 		// In turn with ImportModule, which may have completed the record

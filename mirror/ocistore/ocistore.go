@@ -53,8 +53,10 @@ type ArchiveSizer interface {
 }
 
 // ErrDigestUnknown is a digest that names no manifest or blob of the
-// repository asked: never handed out for it, or its version no longer kept.
-var ErrDigestUnknown = errors.New("digest unknown in this repository")
+// repository asked: never handed out for it, or its version no longer
+// kept. It is records.ErrDigestUnknown, which module repositories
+// answer too.
+var ErrDigestUnknown = records.ErrDigestUnknown
 
 // OCI serves an engine's provider versions as OCI artifacts: it builds
 // each version's image index and per-platform image manifests (package

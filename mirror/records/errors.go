@@ -27,6 +27,10 @@ var (
 	// earlier release, which kept none of the origin's signed evidence,
 	// and it could not be fetched again (offline, for instance).
 	ErrNoEvidence = errors.New("cached without the origin's signed evidence")
+	// ErrDigestUnknown: a digest that names no manifest or blob of the OCI
+	// repository asked (of a provider or a module): never handed out for
+	// it, or its version no longer kept.
+	ErrDigestUnknown = errors.New("digest unknown in this repository")
 )
 
 // BadArchiveError is a fault the engine found itself in an archive an

@@ -69,6 +69,27 @@ func ModuleRecordKey(m addrs.Module, version string) string {
 	return ModuleRecordPrefix(m) + CanonicalModuleVersion(version)
 }
 
+// ModuleZipRecord is what the engine keeps of a module version's zip,
+// the one layer of its OCI artifact (mirror/modules.Zips).
+type ModuleZipRecord struct {
+	Schema  int    `json:"schema"`
+	Module  string `json:"module"`  // HOST/NS/NAME/SYSTEM
+	Version string `json:"version"` // as the module's record spells it
+	// Package is the sha256 of the package (the tar.gz) it was made from.
+	Package string `json:"package"`
+	// SHA256 and Size are the zip's.
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+}
+
+func ModuleZipPrefix(m addrs.Module) string { return "modzip/" + m.String() + "/" }
+
+// ModuleZipKey keys the record of a module version's zip, by the
+// canonical version as ModuleRecordKey does.
+func ModuleZipKey(m addrs.Module, version string) string {
+	return ModuleZipPrefix(m) + CanonicalModuleVersion(version)
+}
+
 // CanonicalModuleVersion is version without a leading "v", in semver's
 // canonical form when it parses.
 func CanonicalModuleVersion(v string) string {

@@ -62,6 +62,9 @@ type Config struct {
 	PublicHost string
 	// Logger receives errors, once each. Default: discard.
 	Logger *slog.Logger
+	// Modules, when set, serves module repositories (modules.go).
+	// Default: they answer NAME_UNKNOWN.
+	Modules Modules
 }
 
 // Door serves the OCI distribution API's pull side under /v2/.
@@ -136,7 +139,11 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("repository names are lowercase letters, digits and separators"))
 		return
 	}
-	switch name, ref, kind := split(rest); kind {
+	name, ref, kind := split(rest)
+	if d.serveModule(w, r, name, ref, kind) {
+		return
+	}
+	switch kind {
 	case "tags":
 		d.tags(w, r, name)
 	case "manifests":
@@ -185,7 +192,7 @@ func (d *Door) provider(w http.ResponseWriter, r *http.Request, name string) (ad
 		}
 	}
 	if err == nil && repo.Kind != oci.KindProvider {
-		err = fmt.Errorf("%q: module repositories are not served", name)
+		err = fmt.Errorf("%q: module repositories are not served here", name)
 	}
 	if err == nil {
 		err = d.providers.CheckOrigin(repo.Provider)
@@ -210,17 +217,10 @@ func (d *Door) tags(w http.ResponseWriter, r *http.Request, name string) {
 	if !ok {
 		return
 	}
-	q := r.URL.Query()
-	n := -1
-	if s := q.Get("n"); s != "" {
-		v, err := strconv.Atoi(s)
-		if err != nil || v < 0 {
-			d.fail(w, r, codePaginationInvalid, http.StatusBadRequest, fmt.Errorf("n %.20q: want a count", s))
-			return
-		}
-		n = v
+	n, last, ok := d.tagPage(w, r)
+	if !ok {
+		return
 	}
-	last := q.Get("last")
 	list, _, err := d.providers.Versions(r.Context(), p)
 	if err != nil {
 		d.failEngine(w, r, codeNameUnknown, err)
@@ -232,6 +232,28 @@ func (d *Door) tags(w http.ResponseWriter, r *http.Request, name string) {
 			all = append(all, tag)
 		}
 	}
+	writeTagPage(w, r, name, all, n, last)
+}
+
+// tagPage reads a tag list request's n (-1 when not given) and last; on
+// an error it answers PAGINATION_NUMBER_INVALID.
+func (d *Door) tagPage(w http.ResponseWriter, r *http.Request) (n int, last string, ok bool) {
+	q := r.URL.Query()
+	n = -1
+	if s := q.Get("n"); s != "" {
+		v, err := strconv.Atoi(s)
+		if err != nil || v < 0 {
+			d.fail(w, r, codePaginationInvalid, http.StatusBadRequest, fmt.Errorf("n %.20q: want a count", s))
+			return 0, "", false
+		}
+		n = v
+	}
+	return n, q.Get("last"), true
+}
+
+// writeTagPage answers the page of the tags all that n and last ask for,
+// in lexical order, with a Link to the next page when there is one.
+func writeTagPage(w http.ResponseWriter, r *http.Request, name string, all []string, n int, last string) {
 	slices.Sort(all)
 	all = slices.Compact(all)
 	start, _ := slices.BinarySearch(all, last)

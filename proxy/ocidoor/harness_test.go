@@ -76,7 +76,7 @@ func (r *rig) start(opts rigOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	door, err := New(Config{Names: r.names, Auth: opts.auth, Logger: ecfg.Logger}, Join(engine, side))
+	door, err := New(Config{Names: r.names, Auth: opts.auth, Logger: ecfg.Logger, Modules: engine.Modules().Zips()}, Join(engine, side))
 	if err != nil {
 		t.Fatal(err)
 	}

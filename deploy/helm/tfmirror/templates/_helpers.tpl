@@ -120,6 +120,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- with .Values.archiveLimits.maxUnpackedBytes }}{{ $_ := set $s "archive_max_unpacked_bytes" (toString .) }}{{ end }}
 {{- with .Values.archiveLimits.maxEntries }}{{ $_ := set $s "archive_max_entries" (. | int64) }}{{ end }}
 {{- if .Values.sharedStore.enabled }}{{ $_ := set $s "shared_store" .Values.sharedStore.url }}{{ end }}
+{{- with .Values.policy }}{{ $_ := set $s "policy" . }}{{ end }}
 {{- $_ := set $s "listen" ":8443" }}
 {{- $_ := set $s "metrics_listen" ":9090" }}
 {{- $_ := set $s "data_dir" "/var/lib/tfmirror" }}

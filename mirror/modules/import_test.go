@@ -1,4 +1,4 @@
-package mirror
+package modules_test
 
 import (
 	"archive/tar"
@@ -15,8 +15,10 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
@@ -48,19 +50,17 @@ func tarGzOf(t *testing.T, h *tar.Header, body string) []byte {
 	return buf.Bytes()
 }
 
-var tarballMod = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
-
 // An import never changes what the mirror serves of a module version it
 // has a record of: another location or other bytes are refused as an
 // integrity failure; the same package is present.
 func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
-	o := h.origin
+	h := harness.New(t, harness.Options{Config: mirror.Config{ScratchDir: t.TempDir()}})
+	o := h.Origin
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
 	loc := o.TarballURL("m.tar.gz")
 	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
-	pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
+	pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,12 +78,12 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 		{"another location", modules.Imported{Location: loc + "//sub", SHA256: sha256Hex(want), Open: opener(want)}, "the cache holds"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.in.Module, tc.in.Version = tarballMod, "0.1.0"
-			_, err := h.engine.Modules().ImportModule(context.Background(), tc.in)
+			tc.in.Module, tc.in.Version = harness.TarballModule, "0.1.0"
+			_, err := h.Engine.Modules().ImportModule(context.Background(), tc.in)
 			if !errors.Is(err, verify.ErrIntegrity) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("ImportModule: %v, want an integrity error saying %q", err, tc.want)
 			}
-			pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
+			pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -94,7 +94,7 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 			}
 		})
 	}
-	res, err := h.engine.Modules().ImportModule(context.Background(), modules.Imported{Module: tarballMod, Version: "0.1.0", Location: loc,
+	res, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.TarballModule, Version: "0.1.0", Location: loc,
 		SHA256: sha256Hex(want), Open: opener(want)})
 	if err != nil || !res.Present || res.Size != int64(len(want)) {
 		t.Errorf("importing the cached package: %+v, %v", res, err)
@@ -109,7 +109,7 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 	t.Parallel()
 	limits := modsource.Limits{MaxDownloadBytes: 4 << 10, MaxTreeBytes: 8 << 10, MaxEntries: 10}
 	scratchDir := t.TempDir()
-	h := newHarness(t, harnessOptions{cfg: Config{Offline: true, ScratchDir: scratchDir, ModuleLimits: limits}})
+	h := harness.New(t, harness.Options{Config: mirror.Config{Offline: true, ScratchDir: scratchDir, ModuleLimits: limits}})
 	bomb := tarGzOf(t, &tar.Header{Name: "zeros.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}, strings.Repeat("\x00", 1<<20))
 	escape := tarGzOf(t, &tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../../etc/passwd"}, "")
 	ok := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# ok\n")})
@@ -119,45 +119,45 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 		in   modules.Imported
 		want func(error) bool
 	}{
-		{"not a tar.gz", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener([]byte("#!/bin/sh\n"))},
+		{"not a tar.gz", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz", Open: opener([]byte("#!/bin/sh\n"))},
 			func(err error) bool { return errors.Is(err, verify.ErrIntegrity) }},
-		{"a bomb", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(bomb)},
+		{"a bomb", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz", Open: opener(bomb)},
 			func(err error) bool { var le *modsource.LimitError; return errors.As(err, &le) }},
-		{"a link out of the package", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(escape)},
+		{"a link out of the package", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz", Open: opener(escape)},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "points outside")
 			}},
 		// Checked in scratchDir/tfmirror-module-check-*: one level up is
 		// scratchDir, where the chain would write victim.txt and more.
-		{"the link chain", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", Open: opener(fakeorigin.LinkChainTarGz(1))},
+		{"the link chain", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz", Open: opener(fakeorigin.LinkChainTarGz(1))},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "lies under the link")
 			}},
-		{"a //SUBDIR the package lacks", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz//sub", Open: opener(ok)},
+		{"a //SUBDIR the package lacks", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz//sub", Open: opener(ok)},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), `no directory "sub"`)
 			}},
-		{"a location the mirror cannot fetch", modules.Imported{Module: tarballMod, Location: "s3::https://bucket.example.test/m.zip", Open: opener(ok)},
+		{"a location the mirror cannot fetch", modules.Imported{Module: harness.TarballModule, Location: "s3::https://bucket.example.test/m.zip", Open: opener(ok)},
 			func(err error) bool { return errors.Is(err, modsource.ErrUnsupported) }},
-		{"the bytes are not what the import vouches for", modules.Imported{Module: tarballMod, Location: "https://example.test/m.tar.gz", SHA256: sha256Hex(bomb), Open: opener(ok)},
+		{"the bytes are not what the import vouches for", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz", SHA256: sha256Hex(bomb), Open: opener(ok)},
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "the import vouches for")
 			}},
-		{"a local module under an allowed origin", modules.Imported{Module: tarballMod, Local: true, Open: opener(ok)},
+		{"a local module under an allowed origin", modules.Imported{Module: harness.TarballModule, Local: true, Open: opener(ok)},
 			func(err error) bool { return err != nil && strings.Contains(err.Error(), "is an allowed origin") }},
 		{"a local module under another host, too large", modules.Imported{Module: local, Local: true, Open: opener(bomb)},
 			func(err error) bool { var le *modsource.LimitError; return errors.As(err, &le) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.in.Version = "0.1.0"
-			if _, err := h.engine.Modules().ImportModule(context.Background(), tc.in); !tc.want(err) {
+			if _, err := h.Engine.Modules().ImportModule(context.Background(), tc.in); !tc.want(err) {
 				t.Fatalf("ImportModule: %v", err)
 			}
-			if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), tc.in.Module); err == nil {
+			if _, _, err := h.Engine.Modules().ModuleVersions(context.Background(), tc.in.Module); err == nil {
 				t.Error("the refused module is listed")
 			}
 			n := 0
-			h.engine.Modules().ListCachedModules(func(modules.Cached) error { n++; return nil })
+			h.Engine.Modules().ListCachedModules(func(modules.Cached) error { n++; return nil })
 			if n != 0 {
 				t.Errorf("%d module records after a refused import", n)
 			}
@@ -173,8 +173,8 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 // the whole location, it joins that record, which keeps the whole one.
 func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
-	o := h.origin
+	h := harness.New(t, harness.Options{Config: mirror.Config{ScratchDir: t.TempDir()}})
+	o := h.Origin
 	data := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")})
 	o.AddTarball("m.tar.gz", data)
 	o.AddTarball("n.tar.gz", data)
@@ -186,7 +186,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		}
 		o.AddModule("acme", "tarball", "aws", v, full)
 		if v == "0.1.0" {
-			pkg, err := h.engine.Modules().OpenModule(ctx, tarballMod, v) // the record and the package
+			pkg, err := h.Engine.Modules().OpenModule(ctx, harness.TarballModule, v) // the record and the package
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -195,14 +195,14 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		} else if _, err := h.engine.Modules().ModuleLocation(ctx, tarballMod, v); err != nil { // the record only
+		} else if _, err := h.Engine.Modules().ModuleLocation(ctx, harness.TarballModule, v); err != nil { // the record only
 			t.Fatal(err)
 		}
 		shown := redact.Location(full)
 		if strings.Contains(shown, "X-Amz") {
 			t.Fatalf("redact.Location kept the signature: %s", shown)
 		}
-		res, err := h.engine.Modules().ImportModule(ctx, modules.Imported{Module: tarballMod, Version: v, Location: shown,
+		res, err := h.Engine.Modules().ImportModule(ctx, modules.Imported{Module: harness.TarballModule, Version: v, Location: shown,
 			SHA256: sha256Hex(data), Open: opener(data)})
 		if err != nil {
 			t.Fatalf("%s: importing with the location as exported: %v", v, err)
@@ -210,7 +210,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		if v == "0.1.0" && !res.Present {
 			t.Errorf("%s: the cached package is not present", v)
 		}
-		rec, err := h.engine.Modules().ModuleLocation(ctx, tarballMod, v)
+		rec, err := h.Engine.Modules().ModuleLocation(ctx, harness.TarballModule, v)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,4 +1,4 @@
-package mirror
+package held_test
 
 import (
 	"context"
@@ -11,7 +11,9 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/held"
 )
 
@@ -47,18 +49,18 @@ func (n *notifications) take() []string {
 // it is committed, then that the import ended); an engine has one.
 func TestNotifierToldOfServesAndImports(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()}})
+	h := harness.New(t, harness.Options{Config: mirror.Config{ScratchDir: t.TempDir()}})
 	n := &notifications{}
-	if err := h.engine.Held().Notify(n); err != nil {
+	if err := h.Engine.Held().Notify(n); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.engine.Held().Notify(&notifications{}); err == nil {
+	if err := h.Engine.Held().Notify(&notifications{}); err == nil {
 		t.Error("a second Notifier was taken")
 	}
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
-	h.readAll("1.0.0")
-	p := h.provider()
-	sha := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, []string{"linux_amd64"})
+	h.ReadAll("1.0.0")
+	p := h.Provider()
+	sha := h.Origin.SHA256(harness.NS, harness.Type, "1.0.0", "linux_amd64")
 	if got, want := n.take(), []string{
 		"used package/" + p.String() + "/1.0.0",
 		"serving provider " + p.String() + " 1.0.0 " + sha,
@@ -67,32 +69,32 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 	}
 
 	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
-	in, isha := unsignedImport(t, local, "2.0.0")
-	if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
+	in, isha := harness.UnsignedImport(t, local, "2.0.0")
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := n.take(), []string{"importing " + isha, "changed"}; !reflect.DeepEqual(got, want) {
 		t.Errorf("an import: told %q, want %q", got, want)
 	}
 
-	h.origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# m\n")}))
-	h.origin.AddModule("acme", "tarball", "aws", "0.1.0", h.origin.TarballURL("m.tar.gz"))
-	pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
+	h.Origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# m\n")}))
+	h.Origin.AddModule("acme", "tarball", "aws", "0.1.0", h.Origin.TarballURL("m.tar.gz"))
+	pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pkg.Close()
-	if got, want := n.take(), []string{"used module/" + tarballMod.String() + "/0.1.0"}; !reflect.DeepEqual(got, want) {
+	if got, want := n.take(), []string{"used module/" + harness.TarballModule.String() + "/0.1.0"}; !reflect.DeepEqual(got, want) {
 		// The first fetch has no sha256 to name yet.
 		t.Errorf("a module fetched: told %q, want %q", got, want)
 	}
-	pkg, err = h.engine.Modules().OpenModule(context.Background(), tarballMod, "0.1.0")
+	pkg, err = h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	pkg.Close()
-	if got, want := n.take(), []string{"used module/" + tarballMod.String() + "/0.1.0",
-		"serving module " + tarballMod.String() + " 0.1.0 " + pkg.SHA256}; !reflect.DeepEqual(got, want) {
+	if got, want := n.take(), []string{"used module/" + harness.TarballModule.String() + "/0.1.0",
+		"serving module " + harness.TarballModule.String() + " 0.1.0 " + pkg.SHA256}; !reflect.DeepEqual(got, want) {
 		t.Errorf("a cached module: told %q, want %q", got, want)
 	}
 }
@@ -102,14 +104,14 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 // version list and its record away.
 func TestScanAndRemoveVersions(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
-	h.readAll("1.0.0")
+	h := harness.New(t, harness.Options{})
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, []string{"linux_amd64"})
+	h.ReadAll("1.0.0")
 	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
 	var shas []string
 	for _, v := range []string{"1.0.0", "2.0.0"} {
-		in, sha := unsignedImport(t, local, v)
-		if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
+		in, sha := harness.UnsignedImport(t, local, v)
+		if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatal(err)
 		}
 		shas = append(shas, sha)
@@ -117,7 +119,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	scan := func() []string {
 		t.Helper()
 		var got []string
-		if err := h.engine.Held().ScanVersions(func(v held.Record) {
+		if err := h.Engine.Held().ScanVersions(func(v held.Record) {
 			got = append(got, fmt.Sprintf("%s %s %s %v %v", v.Kind, v.Address, v.Raw, v.Archives, v.Refetch))
 		}); err != nil {
 			t.Fatal(err)
@@ -126,7 +128,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 		return got
 	}
 	want := []string{
-		fmt.Sprintf("provider %s 1.0.0 [%s] true", h.provider(), h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")),
+		fmt.Sprintf("provider %s 1.0.0 [%s] true", h.Provider(), h.Origin.SHA256(harness.NS, harness.Type, "1.0.0", "linux_amd64")),
 		fmt.Sprintf("provider %s 1.0.0 [%s] false", local, shas[0]),
 		fmt.Sprintf("provider %s 2.0.0 [%s] false", local, shas[1]),
 	}
@@ -134,10 +136,10 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	if got := scan(); !reflect.DeepEqual(got, want) {
 		t.Errorf("scanned\n%q\nwant\n%q", got, want)
 	}
-	if err := h.engine.Held().RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
+	if err := h.Engine.Held().RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	list, _, err := h.engine.Versions(t.Context(), local)
+	list, _, err := h.Engine.Versions(t.Context(), local)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,7 +1,6 @@
-package mirror
+package imports_test
 
 import (
-	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
@@ -12,46 +11,32 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
-// importedFrom makes an imports.Imported from the evidence ev, each archive's
-// bytes given by body.
-func importedFrom(ev *records.Evidence, body func(pl string) []byte) imports.Imported {
-	in := imports.Imported{Provider: ev.Provider, Documents: ev.Documents}
-	for _, pe := range ev.Platforms {
-		data := body(pe.Platform)
-		in.Packages = append(in.Packages, imports.Package{
-			Platform: pe.Platform, Filename: pe.Filename, DownloadURL: pe.DownloadURL, Protocols: pe.Protocols,
-			OS: pe.OS, Arch: pe.Arch, Shasum: pe.Shasum, Document: pe.Document,
-			Open: func(context.Context) (io.ReadCloser, int64, error) {
-				return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
-			},
-		})
-	}
-	return in
-}
-
 // A version imported from another cache's evidence into a sealed engine
-// is served from it as if fetched from the origin: the same evidence, and
+// is served from it as if fetched from the Origin: the same evidence, and
 // Verify passes from the cache alone. An archive of other bytes than the
 // signed SHA256SUMS says is refused, and nothing of that version stored.
 func TestImportFromEvidence(t *testing.T) {
 	t.Parallel()
-	src := newHarness(t, harnessOptions{})
-	src.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	v := mustVersion(t, "1.0.0")
-	ev, err := src.engine.Evidence(t.Context(), src.provider(), v, nil)
+	src := harness.New(t, harness.Options{})
+	src.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
+	v := harness.MustVersion(t, "1.0.0")
+	ev, err := src.Engine.Evidence(t.Context(), src.Provider(), v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := func(pl string) []byte { return src.origin.Archive(ns, typ, "1.0.0", pl) }
+	body := func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) }
 
 	t.Run("tampered archive", func(t *testing.T) {
-		dst := newHarness(t, harnessOptions{cfg: Config{Offline: true}})
-		in := importedFrom(ev, func(pl string) []byte {
+		dst := harness.New(t, harness.Options{Config: mirror.Config{Offline: true}})
+		in := enginetest.ImportedFrom(ev, func(pl string) []byte {
 			b := bytes.Clone(body(pl))
 			if pl == "linux_amd64" {
 				b[len(b)/2] ^= 1
@@ -59,38 +44,38 @@ func TestImportFromEvidence(t *testing.T) {
 			return b
 		})
 		in.Version = v
-		_, err := dst.engine.AirGap().Import(t.Context(), in)
+		_, err := dst.Engine.AirGap().Import(t.Context(), in)
 		var ierr *imports.Error
 		if !errors.Is(err, verify.ErrIntegrity) || !errors.As(err, &ierr) || in.Packages[ierr.Package].Platform != "linux_amd64" {
 			t.Fatalf("Import of a tampered archive: %v, want an integrity error of linux_amd64", err)
 		}
-		if _, _, err := dst.engine.Versions(t.Context(), dst.provider()); err == nil {
+		if _, _, err := dst.Engine.Versions(t.Context(), dst.Provider()); err == nil {
 			t.Error("the refused version is listed")
 		}
-		if _, err := dst.packages("1.0.0"); err == nil {
+		if _, err := dst.Packages("1.0.0"); err == nil {
 			t.Error("the refused version is served")
 		}
 	})
 
-	dst := newHarness(t, harnessOptions{cfg: Config{Offline: true}})
-	in := importedFrom(ev, body)
+	dst := harness.New(t, harness.Options{Config: mirror.Config{Offline: true}})
+	in := enginetest.ImportedFrom(ev, body)
 	in.Version = v
-	res, err := dst.engine.AirGap().Import(t.Context(), in)
+	res, err := dst.Engine.AirGap().Import(t.Context(), in)
 	if err != nil {
 		t.Fatalf("Import: %v", err)
 	}
-	if len(res.Packages) != len(platforms) || res.Packages[0].Present || res.Packages[0].Size == 0 {
+	if len(res.Packages) != len(harness.Platforms) || res.Packages[0].Present || res.Packages[0].Size == 0 {
 		t.Errorf("Import result %+v", res)
 	}
-	for _, pl := range platforms {
-		if err := dst.engine.Verify(t.Context(), dst.provider(), v, mustPlatform(t, pl)); err != nil {
+	for _, pl := range harness.Platforms {
+		if err := dst.VerifyCached(t.Context(), dst.Provider(), v, harness.MustPlatform(t, pl)); err != nil {
 			t.Errorf("Verify %s after import: %v", pl, err)
 		}
-		if a := dst.read(t.Context(), "1.0.0", pl); a.err != nil || !bytes.Equal(a.body, body(pl)) || a.source != records.Hit {
-			t.Errorf("archive %s after import: %v, %d bytes from %s", pl, a.err, len(a.body), a.source)
+		if a := dst.Read(t.Context(), "1.0.0", pl); a.Err != nil || !bytes.Equal(a.Body, body(pl)) || a.Source != records.Hit {
+			t.Errorf("archive %s after import: %v, %d bytes from %s", pl, a.Err, len(a.Body), a.Source)
 		}
 	}
-	got, err := dst.engine.Evidence(t.Context(), dst.provider(), v, nil)
+	got, err := dst.Engine.Evidence(t.Context(), dst.Provider(), v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,30 +83,12 @@ func TestImportFromEvidence(t *testing.T) {
 		t.Errorf("evidence after import differs:\n got %+v\nwant %+v", got, ev)
 	}
 	// Again: everything is present, nothing read.
-	in = importedFrom(ev, func(string) []byte { return nil })
+	in = enginetest.ImportedFrom(ev, func(string) []byte { return nil })
 	in.Version = v
-	res, err = dst.engine.AirGap().Import(t.Context(), in)
+	res, err = dst.Engine.AirGap().Import(t.Context(), in)
 	if err != nil || !res.Packages[0].Present {
 		t.Errorf("second Import: %+v, %v", res, err)
 	}
-}
-
-// inHouseZip is a provider package of type typ built by the test.
-func inHouseZip(t *testing.T, typ string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	h := &zip.FileHeader{Name: "terraform-provider-" + typ, Method: zip.Deflate}
-	h.SetMode(0o755)
-	f, err := zw.CreateHeader(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.WriteString(f, "#!/bin/sh\nexit 1\n")
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // An unsigned import under a host that is no allowed origin makes the
@@ -130,11 +97,11 @@ func inHouseZip(t *testing.T, typ string) []byte {
 // h1: differs from the one given is refused.
 func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	t.Parallel()
-	opts := harnessOptions{cacheDir: t.TempDir()}
-	h := newHarness(t, opts)
+	opts := harness.Options{CacheDir: t.TempDir()}
+	h := harness.New(t, opts)
 	p := addrs.Provider{Hostname: "tf.corp.example", Namespace: "platform", Type: "thing"}
-	v := mustVersion(t, "1.0.0")
-	zipped := inHouseZip(t, "thing")
+	v := harness.MustVersion(t, "1.0.0")
+	zipped := enginetest.InHouseZip(t, "thing")
 	h1, err := verify.H1(bytes.NewReader(zipped), int64(len(zipped)))
 	if err != nil {
 		t.Fatal(err)
@@ -147,30 +114,30 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 			},
 		}}}
 	}
-	if err := h.engine.CheckOrigin(p); !errors.Is(err, discovery.ErrHostNotAllowed) {
+	if err := h.Engine.CheckOrigin(p); !errors.Is(err, discovery.ErrHostNotAllowed) {
 		t.Fatalf("before import, CheckOrigin: %v", err)
 	}
-	if _, err := h.engine.AirGap().Import(t.Context(), imported("h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")); !errors.Is(err, verify.ErrIntegrity) {
+	if _, err := h.Engine.AirGap().Import(t.Context(), imported("h1:AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA=")); !errors.Is(err, verify.ErrIntegrity) {
 		t.Fatalf("Import with a wrong h1: %v, want an integrity error", err)
 	}
-	if _, err := h.engine.AirGap().Import(t.Context(), imported(h1)); err != nil {
+	if _, err := h.Engine.AirGap().Import(t.Context(), imported(h1)); err != nil {
 		t.Fatalf("Import: %v", err)
 	}
 
-	h.stop()
-	h.start(opts)
-	list, _, err := h.engine.Versions(t.Context(), p)
+	h.Stop()
+	h.Start(opts)
+	list, _, err := h.Engine.Versions(t.Context(), p)
 	if err != nil {
 		t.Fatalf("Versions of the in-house provider: %v", err)
 	}
 	if _, ok := list.Find(v); !ok || len(list.Versions) != 1 {
 		t.Errorf("version list %+v", list.Versions)
 	}
-	pkg, err := h.engine.Package(t.Context(), p, v, nil)
+	pkg, err := h.Engine.Package(t.Context(), p, v, nil)
 	if err != nil || len(pkg.Archives) != 1 || pkg.Archives[0].H1 != h1 {
 		t.Fatalf("Package: %+v, %v", pkg, err)
 	}
-	arc, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "linux_amd64"))
+	arc, err := h.Engine.OpenArchive(t.Context(), p, v, harness.MustPlatform(t, "linux_amd64"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,17 +146,17 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if err != nil || !bytes.Equal(got, zipped) {
 		t.Errorf("archive: %v, %d bytes", err, len(got))
 	}
-	if _, err := h.engine.Evidence(t.Context(), p, v, nil); !errors.Is(err, records.ErrNoEvidence) {
+	if _, err := h.Engine.Evidence(t.Context(), p, v, nil); !errors.Is(err, records.ErrNoEvidence) {
 		t.Errorf("Evidence of an unsigned import: %v, want ErrNoEvidence", err)
 	}
-	if _, err := h.engine.OpenArchive(t.Context(), p, v, mustPlatform(t, "darwin_arm64")); !errors.Is(err, records.ErrPlatformNotFound) {
+	if _, err := h.Engine.OpenArchive(t.Context(), p, v, harness.MustPlatform(t, "darwin_arm64")); !errors.Is(err, records.ErrPlatformNotFound) {
 		t.Errorf("a platform not imported: %v, want ErrPlatformNotFound", err)
 	}
 	other := addrs.Provider{Hostname: p.Hostname, Namespace: "platform", Type: "other"}
-	if _, _, err := h.engine.Versions(t.Context(), other); !errors.Is(err, discovery.ErrNotFound) {
+	if _, _, err := h.Engine.Versions(t.Context(), other); !errors.Is(err, discovery.ErrNotFound) {
 		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
 	}
-	err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
+	err = h.Engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
 		if cv.Provenance != records.ProvenanceUnsigned || cv.HasEvidence {
 			t.Errorf("ListCachedAfter: %+v", cv)
 		}
@@ -198,7 +165,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n := h.origin.TotalHits(); n != 0 {
+	if n := h.Origin.TotalHits(); n != 0 {
 		t.Errorf("the origin was asked %d times", n)
 	}
 }
@@ -207,24 +174,24 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 // refreshed from the origin on next use, whose list may have more.
 func TestImportedListRefreshedWhenConnected(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
-	v := mustVersion(t, "1.0.0")
-	ev, err := h.engine.Evidence(t.Context(), h.provider(), v, []addrs.Platform{mustPlatform(t, "linux_amd64")})
+	h := harness.New(t, harness.Options{})
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "2.0.0"}, harness.Platforms)
+	v := harness.MustVersion(t, "1.0.0")
+	ev, err := h.Engine.Evidence(t.Context(), h.Provider(), v, []addrs.Platform{harness.MustPlatform(t, "linux_amd64")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dst := newHarness(t, harnessOptions{})
-	dst.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
-	in := importedFrom(ev, func(pl string) []byte { return h.origin.Archive(ns, typ, "1.0.0", pl) })
+	dst := harness.New(t, harness.Options{})
+	dst.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "2.0.0"}, harness.Platforms)
+	in := enginetest.ImportedFrom(ev, func(pl string) []byte { return h.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) })
 	in.Version = v
-	if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
+	if _, err := dst.Engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatalf("Import: %v", err)
 	}
-	if n := dst.origin.TotalHits(); n != 0 {
+	if n := dst.Origin.TotalHits(); n != 0 {
 		t.Errorf("Import asked the origin %d times", n)
 	}
-	list, st, err := dst.engine.Versions(t.Context(), dst.provider())
+	list, st, err := dst.Engine.Versions(t.Context(), dst.Provider())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,40 +208,40 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	t.Parallel()
 	// The host takes unsigned imports (Config.UnsignedHosts); without,
 	// Import would refuse at once (TestUnsignedImportStaysInItsLane).
-	h := newHarness(t, harnessOptions{cfg: Config{UnsignedHosts: []string{originHost}}})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	p, v := h.provider(), mustVersion(t, "1.0.0")
-	zipped := inHouseZip(t, typ)
+	h := harness.New(t, harness.Options{Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}}})
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
+	p, v := h.Provider(), harness.MustVersion(t, "1.0.0")
+	zipped := enginetest.InHouseZip(t, harness.Type)
 	opens := 0
 	in := imports.Imported{Provider: p, Version: v, Unsigned: true, Packages: []imports.Package{{
-		Platform: "freebsd_amd64", Filename: "terraform-provider-" + typ + "_1.0.0_freebsd_amd64.zip", Document: -1,
+		Platform: "freebsd_amd64", Filename: "terraform-provider-" + harness.Type + "_1.0.0_freebsd_amd64.zip", Document: -1,
 		Open: func(ctx context.Context) (io.ReadCloser, int64, error) {
 			// The first read sums the archive; the second commits it,
 			// after Import looked for a cached record. In between, a
 			// metadata fetch stores the origin's.
 			if opens++; opens == 2 {
-				if _, err := h.engine.Package(ctx, p, v, nil); err != nil {
-					t.Errorf("Package while importing: %v", err)
+				if _, err := h.Engine.Package(ctx, p, v, nil); err != nil {
+					t.Errorf("mirror.Package while importing: %v", err)
 				}
 			}
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
 		},
 	}}}
-	_, err := h.engine.AirGap().Import(t.Context(), in)
+	_, err := h.Engine.AirGap().Import(t.Context(), in)
 	if err == nil || !strings.Contains(err.Error(), "cannot be added from an import without signature") {
 		t.Fatalf("Import: %v, want it refused: the version is cached with the origin's signature meanwhile", err)
 	}
 	if opens != 2 {
 		t.Fatalf("the archive was opened %d times, want 2 (the test did not interleave)", opens)
 	}
-	ev, err := h.engine.Evidence(t.Context(), p, v, nil)
+	ev, err := h.Engine.Evidence(t.Context(), p, v, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if ev.Provenance != records.ProvenanceOrigin || len(ev.Platforms) != len(platforms) {
-		t.Errorf("after the refused import the record is %s with %d platforms, want the origin's %d", ev.Provenance, len(ev.Platforms), len(platforms))
+	if ev.Provenance != records.ProvenanceOrigin || len(ev.Platforms) != len(harness.Platforms) {
+		t.Errorf("after the refused import the record is %s with %d platforms, want the origin's %d", ev.Provenance, len(ev.Platforms), len(harness.Platforms))
 	}
-	if pkg, err := h.engine.Package(t.Context(), p, v, []addrs.Platform{mustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {
+	if pkg, err := h.Engine.Package(t.Context(), p, v, []addrs.Platform{harness.MustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {
 		t.Errorf("the unsigned archive is served inside the origin's record: %+v", pkg.Archives)
 	}
 }

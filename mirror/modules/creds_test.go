@@ -1,19 +1,20 @@
-package mirror
+package modules_test
 
 import (
-	"bytes"
 	"encoding/base64"
 	"errors"
 	"log/slog"
 	"net/url"
 	"strings"
-	"sync"
 	"testing"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/mirror"
 )
 
 // staticCredentials ties one credential to origins.
@@ -30,24 +31,6 @@ func (c *staticCredentials) SourceCredential(origin svchost.Hostname, host strin
 		}
 	}
 	return discovery.SourceCredential{}, false
-}
-
-// syncBuffer is a log sink safe for concurrent writers.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // Credentials for a source host are used for the modules of the origins
@@ -67,22 +50,22 @@ func TestModuleSourceCredentialsTiedToOrigins(t *testing.T) {
 		wantOK  bool
 		wantHdr bool // the Git host saw the credential
 	}{
-		{name: "tied to the module's origin", tiedTo: []svchost.Hostname{originHost}, wantOK: true, wantHdr: true},
+		{name: "tied to the module's origin", tiedTo: []svchost.Hostname{harness.OriginHost}, wantOK: true, wantHdr: true},
 		{name: "tied to another origin", tiedTo: []svchost.Hostname{other}},
 		{name: "no configuration"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			logs := &syncBuffer{}
-			cfg := Config{
+			logs := &enginetest.LockedBuffer{}
+			cfg := mirror.Config{
 				Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
-				AllowedOrigins: []string{originHost, string(other)},
+				AllowedOrigins: []string{harness.OriginHost, string(other)},
 			}
 			creds := &staticCredentials{cred: discovery.SourceCredential{Username: user, Password: secret}, origins: tc.tiedTo}
 			if tc.tiedTo != nil {
 				cfg.ModuleSourceCredentials = creds
 			}
-			h := newHarness(t, harnessOptions{cfg: cfg})
-			o := h.origin
+			h := harness.New(t, harness.Options{Config: cfg})
+			o := h.Origin
 			u, err := url.Parse(o.GitURL("private"))
 			if err != nil {
 				t.Fatal(err)
@@ -95,10 +78,10 @@ func TestModuleSourceCredentialsTiedToOrigins(t *testing.T) {
 			o.RequireGitAuth("private", user, secret)
 			o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("private")+"?ref=v1.0.0")
 
-			pkg, body, err := readModule(t, h, "1.0.0")
+			pkg, body, err := h.ReadModule("1.0.0")
 			switch {
 			case tc.wantOK && err != nil:
-				t.Fatalf("private module of a tied origin: %v", err)
+				t.Fatalf("private module of a tied Origin: %v", err)
 			case tc.wantOK && (pkg.Record.Commit != commit || len(body) == 0):
 				t.Errorf("record %+v, %d bytes", pkg.Record, len(body))
 			case !tc.wantOK && err == nil:
@@ -110,7 +93,7 @@ func TestModuleSourceCredentialsTiedToOrigins(t *testing.T) {
 				if strings.Contains(err.Error(), secret) || strings.Contains(err.Error(), basic) {
 					t.Errorf("error reveals the secret: %v", err)
 				}
-				if n, _ := h.store.Stats(); n != 0 {
+				if n, _ := h.Store.Stats(); n != 0 {
 					t.Errorf("%d blobs cached after the refused fetch", n)
 				}
 			}

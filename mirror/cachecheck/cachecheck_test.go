@@ -1,4 +1,4 @@
-package mirror
+package cachecheck_test
 
 import (
 	"archive/tar"
@@ -14,7 +14,10 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
@@ -22,7 +25,7 @@ import (
 
 // checkMetrics keeps the last check of the whole cache it was told of.
 type checkMetrics struct {
-	noMetrics
+	enginetest.NoMetrics
 	mu   sync.Mutex
 	last cachecheck.Summary
 }
@@ -46,39 +49,39 @@ func (m *checkMetrics) get() cachecheck.Summary {
 func TestVerifyCache(t *testing.T) {
 	t.Parallel()
 	met := &checkMetrics{}
-	h := newHarness(t, harnessOptions{cfg: Config{Metrics: met}})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
-	h.readAll("1.0.0", "2.0.0")
-	h.origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
-	h.origin.AddModule("acme", "vpc", "aws", "1.0.0", h.origin.TarballURL("vpc-1.0.0.tar.gz"))
-	mod, _, err := readModule(t, h, "1.0.0")
+	h := harness.New(t, harness.Options{Config: mirror.Config{Metrics: met}})
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
+	h.ReadAll("1.0.0", "2.0.0")
+	h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", h.Origin.TarballURL("vpc-1.0.0.tar.gz"))
+	mod, _, err := h.ReadModule("1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.waitIdle()
+	h.WaitIdle()
 
 	check := func() map[string]cachecheck.Result {
 		t.Helper()
-		h.origin.ResetHits()
+		h.Origin.ResetHits()
 		got := map[string]cachecheck.Result{}
-		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) {
+		if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) {
 			got[fmt.Sprintf("%s %s %s %s", c.Kind, c.Address, c.Version, c.Platform)] = c
 		}); err != nil {
 			t.Fatal(err)
 		}
-		if n := h.origin.TotalHits(); n != 0 {
+		if n := h.Origin.TotalHits(); n != 0 {
 			t.Errorf("the check asked the origin %d times", n)
 		}
 		return got
 	}
-	if _, ok := h.engine.CacheChecker().LastCacheCheck(); ok {
+	if _, ok := h.Engine.CacheChecker().LastCacheCheck(); ok {
 		t.Error("a check is remembered before any ran")
 	}
-	p := h.provider().String()
+	p := h.Provider().String()
 	want := map[string]string{ // what each package is checked by
-		"provider " + p + " 1.0.0 linux_amd64":      cachecheck.CheckedEvidence,
-		"provider " + p + " 2.0.0 linux_amd64":      cachecheck.CheckedEvidence,
-		"module " + testModule.String() + " 1.0.0 ": cachecheck.CheckedSHA256,
+		"provider " + p + " 1.0.0 linux_amd64":          cachecheck.CheckedEvidence,
+		"provider " + p + " 2.0.0 linux_amd64":          cachecheck.CheckedEvidence,
+		"module " + harness.Module.String() + " 1.0.0 ": cachecheck.CheckedSHA256,
 	}
 	got := check()
 	if len(got) != len(want) {
@@ -90,9 +93,9 @@ func TestVerifyCache(t *testing.T) {
 		}
 	}
 
-	damaged := h.origin.SHA256(ns, typ, "2.0.0", "linux_amd64")
+	damaged := h.Origin.SHA256(harness.NS, harness.Type, "2.0.0", "linux_amd64")
 	for _, sha := range []string{damaged, mod.SHA256} {
-		if err := cachetest.FlipBlobByte(h.store, sha, 100); err != nil {
+		if err := cachetest.FlipBlobByte(h.Store, sha, 100); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -107,21 +110,21 @@ func TestVerifyCache(t *testing.T) {
 			t.Errorf("%s is intact, but: %+v", name, c)
 		}
 	}
-	if last, ok := h.engine.CacheChecker().LastCacheCheck(); !ok || last.Checked != 3 || last.Failed != 2 || last.At.IsZero() {
+	if last, ok := h.Engine.CacheChecker().LastCacheCheck(); !ok || last.Checked != 3 || last.Failed != 2 || last.At.IsZero() {
 		t.Errorf("last check %+v (%v), want 3 checked, 2 failed", last, ok)
 	}
-	if last, _ := h.engine.CacheChecker().LastCacheCheck(); met.get() != last {
+	if last, _ := h.Engine.CacheChecker().LastCacheCheck(); met.get() != last {
 		t.Errorf("the metrics were told %+v, want the last check %+v", met.get(), last)
 	}
 	// A report: what failed is kept, for the operator to prune.
 	for _, sha := range []string{damaged, mod.SHA256} {
-		if _, err := h.store.StatBlob(sha); err != nil {
+		if _, err := h.Store.StatBlob(sha); err != nil {
 			t.Errorf("the damaged archive %s was removed: %v", sha, err)
 		}
 	}
 
-	h.stop()
-	if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(cachecheck.Result) {}); !errors.Is(err, records.ErrShutDown) {
+	h.Stop()
+	if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(cachecheck.Result) {}); !errors.Is(err, records.ErrShutDown) {
 		t.Errorf("after shutdown: %v, want ErrShutDown", err)
 	}
 }
@@ -131,13 +134,13 @@ func TestVerifyCache(t *testing.T) {
 // without holding it up.
 func TestVerifyCacheScheduled(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{cfg: Config{CheckEvery: 20 * time.Millisecond}})
+	h := harness.New(t, harness.Options{Config: mirror.Config{CheckEvery: 20 * time.Millisecond}})
 	vs := []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0"}
-	h.origin.AddProvider(ns, typ, vs, []string{"linux_amd64"})
-	h.readAll(vs...)
+	h.Origin.AddProvider(harness.NS, harness.Type, vs, []string{"linux_amd64"})
+	h.ReadAll(vs...)
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		if last, ok := h.engine.CacheChecker().LastCacheCheck(); ok && last.Checked == len(vs) {
+		if last, ok := h.Engine.CacheChecker().LastCacheCheck(); ok && last.Checked == len(vs) {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -155,22 +158,22 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	result := make(chan error, 1)
 	var reports atomic.Int64
 	go func() {
-		result <- h.engine.CacheChecker().VerifyCache(context.Background(), func(cachecheck.Result) {
+		result <- h.Engine.CacheChecker().VerifyCache(context.Background(), func(cachecheck.Result) {
 			if reports.Add(1) == 1 {
 				close(started)
 				select {
-				case <-h.engine.CacheChecker().Stopping():
+				case <-h.Engine.CacheChecker().Stopping():
 				case <-ctx.Done():
 				}
 			}
 		})
 	}()
 	<-started
-	if err := h.engine.Shutdown(ctx); err != nil {
+	if err := h.Engine.Shutdown(ctx); err != nil {
 		t.Fatalf("shutdown with a check under way: %v", err)
 	}
-	h.closed = true
-	h.store.Close()
+	h.Closed = true
+	h.Store.Close()
 	if err := <-result; !errors.Is(err, records.ErrShutDown) {
 		t.Errorf("the check under way ended with %v, want ErrShutDown", err)
 	}
@@ -203,18 +206,18 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			h := newHarness(t, harnessOptions{})
-			h.origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
-			h.origin.AddModule("acme", "vpc", "aws", "1.0.0", h.origin.TarballURL("vpc-1.0.0.tar.gz"))
-			if _, _, err := readModule(t, h, "1.0.0"); err != nil {
+			h := harness.New(t, harness.Options{})
+			h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+			h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", h.Origin.TarballURL("vpc-1.0.0.tar.gz"))
+			if _, _, err := h.ReadModule("1.0.0"); err != nil {
 				t.Fatal(err)
 			}
-			h.waitIdle()
+			h.WaitIdle()
 			// The old package, in place of the one fetched.
 			old := fakeorigin.TarGzEntries(tc.entries)
 			sum := sha256.Sum256(old)
 			sha := hex.EncodeToString(sum[:])
-			w, err := h.store.NewBlobWriter(sha)
+			w, err := h.Store.NewBlobWriter(sha)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -225,18 +228,18 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.Close()
-			key := records.ModuleRecordKey(testModule, "1.0.0")
+			key := records.ModuleRecordKey(harness.Module, "1.0.0")
 			var rec records.ModuleRecord
-			if _, err := h.store.GetMeta(key, &rec); err != nil {
+			if _, err := h.Store.GetMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}
 			rec.SHA256, rec.Size = sha, int64(len(old))
-			if err := h.store.PutMeta(key, rec); err != nil {
+			if err := h.Store.PutMeta(key, rec); err != nil {
 				t.Fatal(err)
 			}
 
 			var got []cachecheck.Result
-			if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+			if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
 				t.Fatal(err)
 			}
 			if len(got) != 1 || got[0].SHA256 != sha {
@@ -252,7 +255,7 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 			if c.Problem == "" || c.Reason != string(verify.ReasonBadArchive) || !strings.Contains(c.Problem, "outside") {
 				t.Errorf("%+v, want damaged (bad_archive) for its link out", c)
 			}
-			if last, _ := h.engine.CacheChecker().LastCacheCheck(); last.Failed != 1 {
+			if last, _ := h.Engine.CacheChecker().LastCacheCheck(); last.Failed != 1 {
 				t.Errorf("last check %+v, want 1 failed", last)
 			}
 		})

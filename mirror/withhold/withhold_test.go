@@ -1,37 +1,21 @@
-package mirror
+package withhold_test
 
 import (
 	"bytes"
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
-	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/mirror/withhold"
 )
-
-// unsignedImport is an unsigned import of version v of p, one in-house
-// package for linux_amd64, and the package's sha256.
-func unsignedImport(t *testing.T, p addrs.Provider, version string) (imports.Imported, string) {
-	t.Helper()
-	zipped := inHouseZip(t, p.Type)
-	sum := sha256.Sum256(zipped)
-	return imports.Imported{Provider: p, Version: mustVersion(t, version), Unsigned: true, Packages: []imports.Package{{
-		Platform: "linux_amd64", Filename: "terraform-provider-" + p.Type + "_" + version + "_linux_amd64.zip", Document: -1,
-		Open: func(context.Context) (io.ReadCloser, int64, error) {
-			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
-		},
-	}}}, hex.EncodeToString(sum[:])
-}
 
 // An unsigned import of HOST/NS/TYPE under an allowed origin host adds and
 // replaces no version of that provider: neither one the origin publishes
@@ -49,15 +33,15 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 		{"a new version", "9.0.0", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{})
-			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-			p := h.provider()
+			h := harness.New(t, harness.Options{})
+			h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
+			p := h.Provider()
 			if tc.cached {
-				h.read(t.Context(), "1.0.0", "linux_amd64")
-				h.waitCommitted(h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"))
+				h.Read(t.Context(), "1.0.0", "linux_amd64")
+				h.WaitCommitted(h.Origin.SHA256(harness.NS, harness.Type, "1.0.0", "linux_amd64"))
 			}
-			in, sha := unsignedImport(t, p, tc.version)
-			_, err := h.engine.AirGap().Import(t.Context(), in)
+			in, sha := harness.UnsignedImport(t, p, tc.version)
+			_, err := h.Engine.AirGap().Import(t.Context(), in)
 			if !errors.Is(err, withhold.ErrUnsignedOrigin) {
 				t.Fatalf("Import: %v, want ErrUnsignedOrigin", err)
 			}
@@ -66,10 +50,10 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 					t.Errorf("refusal %q does not say %q", err, want)
 				}
 			}
-			if _, ok := h.engine.CachedSize(sha); ok {
+			if _, ok := h.Engine.CachedSize(sha); ok {
 				t.Errorf("the in-house archive was cached")
 			}
-			list, _, err := h.engine.Versions(t.Context(), p)
+			list, _, err := h.Engine.Versions(t.Context(), p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,15 +61,15 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 				t.Errorf("version list %+v, want the origin's 1.0.0 only", list.Versions)
 			}
 			// Whatever the client asks for is the origin's.
-			a := h.read(t.Context(), "1.0.0", "linux_amd64")
-			if a.err != nil || !bytes.Equal(a.body, h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
-				t.Errorf("1.0.0 linux_amd64: %v, not the origin's archive", a.err)
+			a := h.Read(t.Context(), "1.0.0", "linux_amd64")
+			if a.Err != nil || !bytes.Equal(a.Body, h.Origin.Archive(harness.NS, harness.Type, "1.0.0", "linux_amd64")) {
+				t.Errorf("1.0.0 linux_amd64: %v, not the origin's archive", a.Err)
 			}
-			if _, err := h.engine.Package(t.Context(), p, mustVersion(t, "9.0.0"), nil); !errors.Is(err, records.ErrVersionNotFound) {
+			if _, err := h.Engine.Package(t.Context(), p, harness.MustVersion(t, "9.0.0"), nil); !errors.Is(err, records.ErrVersionNotFound) {
 				t.Errorf("9.0.0: %v, want ErrVersionNotFound", err)
 			}
-			h.waitIdle()
-			err = h.engine.ListCachedAfter("", "", func(cv CachedVersion) error {
+			h.WaitIdle()
+			err = h.Engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
 				if cv.Provenance == records.ProvenanceUnsigned {
 					t.Errorf("an unsigned record was stored: %+v", cv)
 				}
@@ -105,49 +89,31 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 		offline bool
 	}{{"1.0.0", false}, {"9.0.0", true}} {
 		t.Run("allowed for the host "+tc.version, func(t *testing.T) {
-			h := newHarness(t, harnessOptions{cfg: Config{UnsignedHosts: []string{originHost}, Offline: tc.offline}})
-			h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-			p := h.provider()
-			in, sha := unsignedImport(t, p, tc.version)
-			if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
+			h := harness.New(t, harness.Options{Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}, Offline: tc.offline}})
+			h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
+			p := h.Provider()
+			in, sha := harness.UnsignedImport(t, p, tc.version)
+			if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
 				t.Fatalf("Import: %v", err)
 			}
-			pkg, err := h.engine.Package(t.Context(), p, mustVersion(t, tc.version), nil)
+			pkg, err := h.Engine.Package(t.Context(), p, harness.MustVersion(t, tc.version), nil)
 			if err != nil || len(pkg.Archives) != 1 || pkg.Archives[0].SHA256 != sha {
-				t.Errorf("Package of the in-house version: %+v, %v", pkg, err)
+				t.Errorf("mirror.Package of the in-house version: %+v, %v", pkg, err)
 			}
-			if got := h.engine.Config().UnsignedHosts; len(got) != 1 || got[0] != originHost {
-				t.Errorf("Config().UnsignedHosts = %q", got)
+			if got := h.Engine.Config().UnsignedHosts; len(got) != 1 || got[0] != harness.OriginHost {
+				t.Errorf("mirror.Config().UnsignedHosts = %q", got)
 			}
 		})
 	}
 
 	t.Run("a host that is no allowed origin", func(t *testing.T) {
-		h := newHarness(t, harnessOptions{})
-		_, err := New(Config{AllowedOrigins: []string{originHost}, UnsignedHosts: []string{"tf.corp.example"}},
-			enginetest.OriginClient(t, h.origin), h.store)
+		h := harness.New(t, harness.Options{})
+		_, err := mirror.New(mirror.Config{AllowedOrigins: []string{harness.OriginHost}, UnsignedHosts: []string{"tf.corp.example"}},
+			enginetest.OriginClient(t, h.Origin), h.Store)
 		if err == nil || !strings.Contains(err.Error(), "tf.corp.example is not an allowed origin") {
 			t.Errorf("New: %v, want the host refused", err)
 		}
 	})
-}
-
-// lockedBuffer is a bytes.Buffer for a logger used from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // Versions imported without signature under an allowed origin host (as
@@ -167,26 +133,26 @@ func TestWithheldAtStart(t *testing.T) {
 }
 
 func testWithheldAtStart(t *testing.T, offline bool) {
-	allowed := harnessOptions{cacheDir: t.TempDir(), cfg: Config{UnsignedHosts: []string{originHost}, Offline: offline}}
-	h := newHarness(t, allowed)
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	p := h.provider()
+	allowed := harness.Options{CacheDir: t.TempDir(), Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}, Offline: offline}}
+	h := harness.New(t, allowed)
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
+	p := h.Provider()
 	shas := map[string]string{}
 	for _, v := range []string{"1.0.0", "9.0.0"} {
-		in, sha := unsignedImport(t, p, v)
-		if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
+		in, sha := harness.UnsignedImport(t, p, v)
+		if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
 			t.Fatalf("seeding %s: %v", v, err)
 		}
 		shas[v] = sha
 	}
-	h.stop()
+	h.Stop()
 
-	var logs lockedBuffer
-	strict := harnessOptions{cacheDir: allowed.cacheDir, cfg: Config{Offline: offline, Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
-	h.start(strict)
+	var logs enginetest.LockedBuffer
+	strict := harness.Options{CacheDir: allowed.CacheDir, Config: mirror.Config{Offline: offline, Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
+	h.Start(strict)
 	checkWithheld := func(what string, want ...string) {
 		t.Helper()
-		got := h.engine.Withheld()
+		got := h.Engine.Withheld()
 		var vs []string
 		for _, w := range got {
 			if w.Provider != p.String() || strings.Join(w.Platforms, ",") != "linux_amd64" {
@@ -204,7 +170,7 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 			t.Errorf("no warning about %s %s in the log:\n%s", p, v, logs.String())
 		}
 	}
-	list, _, err := h.engine.Versions(t.Context(), p)
+	list, _, err := h.Engine.Versions(t.Context(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -219,30 +185,30 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	if strings.Join(listed, ",") != wantList {
 		t.Errorf("version list %v, want %q (the origin's; 9.0.0 is withheld, 1.0.0 too when sealed)", listed, wantList)
 	}
-	originSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	originSHA := h.Origin.SHA256(harness.NS, harness.Type, "1.0.0", "linux_amd64")
 	for _, v := range []string{"1.0.0", "9.0.0"} {
-		pkg, err := h.engine.Package(t.Context(), p, mustVersion(t, v), []addrs.Platform{mustPlatform(t, "linux_amd64")})
+		pkg, err := h.Engine.Package(t.Context(), p, harness.MustVersion(t, v), []addrs.Platform{harness.MustPlatform(t, "linux_amd64")})
 		if !offline && v == "1.0.0" {
 			if err != nil || len(pkg.Archives) != 1 || pkg.Archives[0].SHA256 != originSHA {
-				t.Errorf("Package 1.0.0: %+v, %v, want the origin's (sha256 %s)", pkg, err, originSHA)
+				t.Errorf("mirror.Package 1.0.0: %+v, %v, want the origin's (sha256 %s)", pkg, err, originSHA)
 			}
-			a := h.read(t.Context(), v, "linux_amd64")
-			if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != originSHA {
-				t.Errorf("archive of 1.0.0: %v, want the origin's", a.err)
+			a := h.Read(t.Context(), v, "linux_amd64")
+			if sum := sha256.Sum256(a.Body); a.Err != nil || hex.EncodeToString(sum[:]) != originSHA {
+				t.Errorf("archive of 1.0.0: %v, want the origin's", a.Err)
 			}
 		} else {
 			// Connected, 9.0.0 is not in the origin's list at all.
 			if !errors.Is(err, records.ErrVersionNotFound) || offline && !errors.Is(err, withhold.ErrUnsignedOrigin) {
-				t.Errorf("Package %s: %v, want withheld", v, err)
+				t.Errorf("mirror.Package %s: %v, want withheld", v, err)
 			}
-			if arc, err := h.engine.OpenArchive(t.Context(), p, mustVersion(t, v), mustPlatform(t, "linux_amd64")); !errors.Is(err, records.ErrVersionNotFound) {
+			if arc, err := h.Engine.OpenArchive(t.Context(), p, harness.MustVersion(t, v), harness.MustPlatform(t, "linux_amd64")); !errors.Is(err, records.ErrVersionNotFound) {
 				t.Errorf("OpenArchive %s: %v, want withheld", v, err)
 				if err == nil {
 					arc.Close()
 				}
 			}
 		}
-		if _, ok := h.engine.CachedSize(shas[v]); !ok {
+		if _, ok := h.Engine.CachedSize(shas[v]); !ok {
 			t.Errorf("the imported archive of %s is gone", v)
 		}
 	}
@@ -250,28 +216,28 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	if offline {
 		wantHits = 0
 	}
-	if n := h.origin.Hits("archive"); n != wantHits {
+	if n := h.Origin.Hits("archive"); n != wantHits {
 		t.Errorf("origin archive requests = %d, want %d", n, wantHits)
 	}
-	h.stop()
+	h.Stop()
 
-	h.start(allowed)
+	h.Start(allowed)
 	if offline {
 		checkWithheld("with the host named")
-		a := h.read(t.Context(), "9.0.0", "linux_amd64")
-		if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != shas["9.0.0"] {
-			t.Errorf("with the host named, 9.0.0 is not served: %v", a.err)
+		a := h.Read(t.Context(), "9.0.0", "linux_amd64")
+		if sum := sha256.Sum256(a.Body); a.Err != nil || hex.EncodeToString(sum[:]) != shas["9.0.0"] {
+			t.Errorf("with the host named, 9.0.0 is not served: %v", a.Err)
 		}
 		return
 	}
 	// The origin's verified 1.0.0 has the version now; the import stays
 	// set aside in its record, kept and listed.
 	checkWithheld("with the host named", "1.0.0")
-	a := h.read(t.Context(), "1.0.0", "linux_amd64")
-	if sum := sha256.Sum256(a.body); a.err != nil || hex.EncodeToString(sum[:]) != originSHA {
-		t.Errorf("with the host named, 1.0.0 is not the origin's: %v", a.err)
+	a := h.Read(t.Context(), "1.0.0", "linux_amd64")
+	if sum := sha256.Sum256(a.Body); a.Err != nil || hex.EncodeToString(sum[:]) != originSHA {
+		t.Errorf("with the host named, 1.0.0 is not the origin's: %v", a.Err)
 	}
-	if _, ok := h.engine.CachedSize(shas["1.0.0"]); !ok {
+	if _, ok := h.Engine.CachedSize(shas["1.0.0"]); !ok {
 		t.Error("the imported archive of 1.0.0 is gone")
 	}
 }

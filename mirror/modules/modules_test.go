@@ -1,9 +1,8 @@
-package mirror
+package modules_test
 
 import (
 	"context"
 	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -13,6 +12,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/verify"
@@ -30,7 +32,7 @@ func needGit(t *testing.T) {
 
 // moduleRecorder records module fetch outcomes.
 type moduleRecorder struct {
-	noMetrics
+	enginetest.NoMetrics
 	mu       sync.Mutex
 	outcomes []string
 }
@@ -47,19 +49,6 @@ func (r *moduleRecorder) got() []string {
 	return append([]string(nil), r.outcomes...)
 }
 
-var testModule = addrs.Module{Hostname: originHost, Namespace: "acme", Name: "vpc", System: "aws"}
-
-func readModule(t *testing.T, h *harness, version string) (*modules.Package, []byte, error) {
-	t.Helper()
-	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer pkg.Close()
-	b, err := io.ReadAll(pkg.Content())
-	return pkg, b, err
-}
-
 // A module version is immutable once cached: when its package was
 // evicted and the tag moved upstream, the refetch is refused, counted and
 // nothing is cached; an unchanged source is fetched again.
@@ -67,20 +56,20 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	t.Parallel()
 	needGit(t)
 	rec := &moduleRecorder{}
-	h := newHarness(t, harnessOptions{cfg: Config{Metrics: rec}})
-	o := h.origin
+	h := harness.New(t, harness.Options{Config: mirror.Config{Metrics: rec}})
+	o := h.Origin
 	first, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# one\n")}, "v1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	o.AddModule("acme", "vpc", "aws", "v1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 
-	list, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule)
+	list, _, err := h.Engine.Modules().ModuleVersions(context.Background(), harness.Module)
 	if err != nil || len(list.Versions) != 1 {
 		t.Fatalf("versions: %v, %v", list, err)
 	}
 	// The client asks for the canonical "1.0.0" of the origin's "v1.0.0".
-	pkg, want, err := readModule(t, h, "1.0.0")
+	pkg, want, err := h.ReadModule("1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +79,10 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	sha := pkg.SHA256
 
 	// Evicted, source unchanged: fetched again, same bytes.
-	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
+	if err := cachetest.DeleteBlob(h.Store, sha); err != nil {
 		t.Fatal(err)
 	}
-	if _, got, err := readModule(t, h, "1.0.0"); err != nil || string(got) != string(want) {
+	if _, got, err := h.ReadModule("1.0.0"); err != nil || string(got) != string(want) {
 		t.Fatalf("refetch of an unchanged source: %v", err)
 	}
 
@@ -101,18 +90,18 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# two\n")}, "v1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if err := cachetest.DeleteBlob(h.store, sha); err != nil {
+	if err := cachetest.DeleteBlob(h.Store, sha); err != nil {
 		t.Fatal(err)
 	}
-	_, _, err = readModule(t, h, "1.0.0")
+	_, _, err = h.ReadModule("1.0.0")
 	if !errors.Is(err, modules.ErrChanged) || !errors.Is(err, verify.ErrIntegrity) {
 		t.Fatalf("refetch after the tag moved: %v, want modules.ErrChanged", err)
 	}
-	if n, _ := h.store.Stats(); n != 0 {
+	if n, _ := h.Store.Stats(); n != 0 {
 		t.Errorf("%d blobs cached after the refused refetch", n)
 	}
 	var r records.ModuleRecord
-	if _, err := h.store.GetMeta(records.ModuleRecordKey(testModule, "1.0.0"), &r); err != nil || r.SHA256 != sha || r.Commit != first {
+	if _, err := h.Store.GetMeta(records.ModuleRecordKey(harness.Module, "1.0.0"), &r); err != nil || r.SHA256 != sha || r.Commit != first {
 		t.Errorf("record after the refused refetch: %+v, %v (want it unchanged)", r, err)
 	}
 	if got := rec.got(); len(got) != 3 || got[0] != "git/success" || got[2] != "git/changed" {
@@ -126,37 +115,37 @@ func TestModulesOffline(t *testing.T) {
 	t.Parallel()
 	needGit(t)
 	dir := filepath.Join(t.TempDir(), "cache")
-	h := newHarness(t, harnessOptions{cacheDir: dir})
-	o := h.origin
+	h := harness.New(t, harness.Options{CacheDir: dir})
+	o := h.Origin
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("#\n")}, "v1", "v2"); err != nil {
 		t.Fatal(err)
 	}
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1")
 	o.AddModule("acme", "vpc", "aws", "2.0.0", "git::"+o.GitURL("vpc")+"?ref=v2")
-	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule); err != nil {
+	if _, _, err := h.Engine.Modules().ModuleVersions(context.Background(), harness.Module); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readModule(t, h, "1.0.0"); err != nil {
+	if _, _, err := h.ReadModule("1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.engine.Modules().ModuleLocation(context.Background(), testModule, "2.0.0"); err != nil {
+	if _, err := h.Engine.Modules().ModuleLocation(context.Background(), harness.Module, "2.0.0"); err != nil {
 		t.Fatal(err) // a record, no package
 	}
-	h.stop()
+	h.Stop()
 	o.ResetHits()
-	h.start(harnessOptions{cacheDir: dir, cfg: Config{Offline: true}})
-	list, _, err := h.engine.Modules().ModuleVersions(context.Background(), testModule)
+	h.Start(harness.Options{CacheDir: dir, Config: mirror.Config{Offline: true}})
+	list, _, err := h.Engine.Modules().ModuleVersions(context.Background(), harness.Module)
 	if err != nil || len(list.Versions) != 1 || list.Versions[0] != "1.0.0" {
 		t.Errorf("sealed versions: %+v, %v; want only 1.0.0", list, err)
 	}
-	if pkg, _, err := readModule(t, h, "1.0.0"); err != nil || pkg.Source != records.Hit {
+	if pkg, _, err := h.ReadModule("1.0.0"); err != nil || pkg.Source != records.Hit {
 		t.Errorf("sealed, cached: %v", err)
 	}
-	if _, _, err := readModule(t, h, "2.0.0"); !errors.Is(err, records.ErrOffline) {
+	if _, _, err := h.ReadModule("2.0.0"); !errors.Is(err, records.ErrOffline) {
 		t.Errorf("sealed, not cached: %v, want ErrOffline", err)
 	}
-	other := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "nope", System: "aws"}
-	if _, _, err := h.engine.Modules().ModuleVersions(context.Background(), other); !errors.Is(err, records.ErrOffline) {
+	other := addrs.Module{Hostname: harness.OriginHost, Namespace: "acme", Name: "nope", System: "aws"}
+	if _, _, err := h.Engine.Modules().ModuleVersions(context.Background(), other); !errors.Is(err, records.ErrOffline) {
 		t.Errorf("sealed, unknown module: %v, want ErrOffline", err)
 	}
 	if n := o.TotalHits(); n != 0 {

@@ -1,4 +1,4 @@
-package mirror
+package withhold_test
 
 // A withheld import set aside in the record of the origin's version of
 // its number (records.PackageRecord.Withheld): checked by a check of the cache
@@ -15,6 +15,9 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
@@ -27,27 +30,27 @@ import (
 // with strict (which must name the same cacheDir), under which the import
 // is withheld, and reads the origin's 1.0.0: the import is set aside in
 // the origin's record. The origin publishes versions. It returns the
-// harness and the import's sha256.
-func setAside(t *testing.T, strict harnessOptions, size int, versions ...string) (*harness, string) {
+// harness.Harness and the import's sha256.
+func setAside(t *testing.T, strict harness.Options, size int, versions ...string) (*harness.Harness, string) {
 	t.Helper()
-	allowed := harnessOptions{cacheDir: strict.cacheDir, origin: strict.origin, cfg: Config{UnsignedHosts: []string{originHost}}}
-	h := newHarness(t, allowed)
-	h.origin.AddProvider(ns, typ, versions, []string{"linux_amd64"})
-	zipped := zipOfSize(t, typ, size, 42)
+	allowed := harness.Options{CacheDir: strict.CacheDir, Origin: strict.Origin, Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}}}
+	h := harness.New(t, allowed)
+	h.Origin.AddProvider(harness.NS, harness.Type, versions, []string{"linux_amd64"})
+	zipped := enginetest.ZipOfSize(t, harness.Type, size, 42)
 	sum := sha256.Sum256(zipped)
-	in := imports.Imported{Provider: h.provider(), Version: mustVersion(t, "1.0.0"), Unsigned: true, Packages: []imports.Package{{
-		Platform: "linux_amd64", Filename: "terraform-provider-" + typ + "_1.0.0_linux_amd64.zip", Document: -1,
+	in := imports.Imported{Provider: h.Provider(), Version: harness.MustVersion(t, "1.0.0"), Unsigned: true, Packages: []imports.Package{{
+		Platform: "linux_amd64", Filename: "terraform-provider-" + harness.Type + "_1.0.0_linux_amd64.zip", Document: -1,
 		Open: func(context.Context) (io.ReadCloser, int64, error) {
 			return io.NopCloser(bytes.NewReader(zipped)), int64(len(zipped)), nil
 		},
 	}}}
-	if _, err := h.engine.AirGap().Import(t.Context(), in); err != nil {
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
 		t.Fatal(err)
 	}
-	h.stop()
-	h.start(strict)
-	h.readAll("1.0.0")
-	h.waitIdle()
+	h.Stop()
+	h.Start(strict)
+	h.ReadAll("1.0.0")
+	h.WaitIdle()
 	importSHA := hex.EncodeToString(sum[:])
 	if got := setAsideSHA(t, h); got != importSHA {
 		t.Fatalf("the import set aside in 1.0.0's record has sha256 %q, want %s (set-up broken)", got, importSHA)
@@ -57,10 +60,10 @@ func setAside(t *testing.T, strict harnessOptions, size int, versions ...string)
 
 // setAsideSHA is the sha256 of the linux_amd64 archive of the import set
 // aside in the cached record of 1.0.0; "" when there is none.
-func setAsideSHA(t *testing.T, h *harness) string {
+func setAsideSHA(t *testing.T, h *harness.Harness) string {
 	t.Helper()
 	var rec records.PackageRecord
-	if _, err := h.store.GetMeta(records.PackageKey(h.provider(), mustVersion(t, "1.0.0")), &rec); err != nil {
+	if _, err := h.Store.GetMeta(records.PackageKey(h.Provider(), harness.MustVersion(t, "1.0.0")), &rec); err != nil {
 		t.Fatal(err)
 	}
 	if rec.Provenance != records.ProvenanceOrigin {
@@ -78,12 +81,12 @@ func setAsideSHA(t *testing.T, h *harness) string {
 // origin's package not.
 func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 	t.Parallel()
-	h, importSHA := setAside(t, harnessOptions{cacheDir: t.TempDir()}, 1<<10, "1.0.0")
-	originSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	h, importSHA := setAside(t, harness.Options{CacheDir: t.TempDir()}, 1<<10, "1.0.0")
+	originSHA := h.Origin.SHA256(harness.NS, harness.Type, "1.0.0", "linux_amd64")
 	check := func() map[string]cachecheck.Result {
 		t.Helper()
 		got := map[string]cachecheck.Result{}
-		if err := h.engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got[c.SHA256] = c }); err != nil {
+		if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got[c.SHA256] = c }); err != nil {
 			t.Fatal(err)
 		}
 		if len(got) != 2 {
@@ -92,7 +95,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 		for sha, withheld := range map[string]bool{originSHA: false, importSHA: true} {
 			c := got[sha]
 			by := map[bool]string{false: cachecheck.CheckedEvidence, true: cachecheck.CheckedSHA256}[withheld]
-			if c.Kind != "provider" || c.Address != h.provider().String() || c.Version != "1.0.0" || c.Platform != "linux_amd64" ||
+			if c.Kind != "provider" || c.Address != h.Provider().String() || c.Version != "1.0.0" || c.Platform != "linux_amd64" ||
 				c.Withheld != withheld || c.By != by {
 				t.Errorf("%s: %+v, want withheld %v, checked by %s", sha, c, withheld, by)
 			}
@@ -104,7 +107,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 			t.Errorf("%s is intact, but: %+v", sha, c)
 		}
 	}
-	if err := cachetest.FlipBlobByte(h.store, importSHA, 100); err != nil {
+	if err := cachetest.FlipBlobByte(h.Store, importSHA, 100); err != nil {
 		t.Fatal(err)
 	}
 	got := check()
@@ -114,7 +117,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 	if c := got[originSHA]; c.Problem != "" {
 		t.Errorf("the origin's package is intact, but: %+v", c)
 	}
-	if last, _ := h.engine.CacheChecker().LastCacheCheck(); last.Checked != 2 || last.Failed != 1 {
+	if last, _ := h.Engine.CacheChecker().LastCacheCheck(); last.Checked != 2 || last.Failed != 1 {
 		t.Errorf("last check %+v, want 2 checked, 1 failed", last)
 	}
 }
@@ -127,11 +130,11 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 // before this release) keeps none.
 func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 	t.Parallel()
-	tier := newMemTier()
-	strict := harnessOptions{cacheDir: t.TempDir(), cfg: Config{Shared: tier}}
+	tier := harness.NewMemTier()
+	strict := harness.Options{CacheDir: t.TempDir(), Config: mirror.Config{Shared: tier}}
 	h, importSHA := setAside(t, strict, 1<<10, "1.0.0")
-	key := records.PackageKey(h.provider(), mustVersion(t, "1.0.0"))
-	h.stop() // the record is put in the tier in the background
+	key := records.PackageKey(h.Provider(), harness.MustVersion(t, "1.0.0"))
+	h.Stop() // the record is put in the tier in the background
 	raw, _, _ := tier.GetMeta(t.Context(), key)
 	if raw == nil {
 		t.Fatal("the origin's record of 1.0.0 is not in the shared tier")
@@ -139,36 +142,36 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 	if strings.Contains(string(raw), importSHA) || strings.Contains(string(raw), `"withheld"`) {
 		t.Errorf("the shared tier's record names the import set aside:\n%s", raw)
 	}
-	h.start(strict)
+	h.Start(strict)
 	if got := setAsideSHA(t, h); got != importSHA {
 		t.Errorf("restarted, the replica's record sets aside %q, want %s", got, importSHA)
 	}
-	if _, ok := h.engine.CachedSize(importSHA); !ok {
+	if _, ok := h.Engine.CachedSize(importSHA); !ok {
 		t.Error("restarted, the import's archive is gone")
 	}
-	if w := h.engine.Withheld(); len(w) != 1 || w[0].Version != "1.0.0" {
+	if w := h.Engine.Withheld(); len(w) != 1 || w[0].Version != "1.0.0" {
 		t.Errorf("restarted, Withheld() = %+v", w)
 	}
 
 	// The bucket as the previous release left it: the record with the
 	// import set aside in it.
 	var local records.PackageRecord
-	if _, err := h.store.GetMeta(key, &local); err != nil {
+	if _, err := h.Store.GetMeta(key, &local); err != nil {
 		t.Fatal(err)
 	}
 	if err := tier.PutMeta(t.Context(), key, &local); err != nil {
 		t.Fatal(err)
 	}
-	other := &harness{t: t, origin: h.origin}
-	other.start(harnessOptions{cfg: Config{Shared: tier}})
-	if _, err := other.packages("1.0.0", "linux_amd64"); err != nil {
+	other := &harness.Harness{T: t, Origin: h.Origin}
+	other.Start(harness.Options{Config: mirror.Config{Shared: tier}})
+	if _, err := other.Packages("1.0.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}
 	var copied records.PackageRecord
-	if _, err := other.store.GetMeta(key, &copied); err != nil {
+	if _, err := other.Store.GetMeta(key, &copied); err != nil {
 		t.Fatalf("the other replica did not copy the record: %v", err)
 	}
-	if copied.Withheld != nil || len(other.engine.Withheld()) != 0 {
+	if copied.Withheld != nil || len(other.Engine.Withheld()) != 0 {
 		t.Errorf("the other replica took another's import set aside: %+v", copied.Withheld)
 	}
 }

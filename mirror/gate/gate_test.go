@@ -1,4 +1,4 @@
-package mirror
+package gate_test
 
 import (
 	"context"
@@ -10,44 +10,20 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/hcl/v2"
-	"github.com/hashicorp/hcl/v2/hclsyntax"
-
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/gate"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
-// decodePolicy decodes the body of a policy block.
-func decodePolicy(t *testing.T, src string) *policy.Policy {
-	t.Helper()
-	f, diags := hclsyntax.ParseConfig([]byte(src), "policy.hcl", hcl.InitialPos)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	p, diags := policy.Decode(f.Body)
-	if diags.HasErrors() {
-		t.Fatal(diags)
-	}
-	return p
-}
-
-// listed returns the versions the engine lists for the test provider.
-func (h *harness) listed() []string {
-	h.t.Helper()
-	list, _, err := h.engine.Versions(context.Background(), h.provider())
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	return list.Names()
-}
-
 // releaseHarness is an engine on a fake clock, in front of an origin
 // whose test provider has the versions given, each signed at the time
 // given (relative to the clock's start).
-func releaseHarness(t *testing.T, signed map[string]time.Duration, cfg Config) (*harness, *fakeClock) {
+func releaseHarness(t *testing.T, signed map[string]time.Duration, cfg mirror.Config) (*harness.Harness, *enginetest.FakeClock) {
 	t.Helper()
 	return releaseHarnessAt(t, time.Now().Truncate(time.Second), signed, cfg)
 }
@@ -56,20 +32,20 @@ func releaseHarness(t *testing.T, signed map[string]time.Duration, cfg Config) (
 // The cache dates what it stores by the real clock, which decides when a
 // version list expires: a clock ahead of it makes lists expire when the
 // test's clock says.
-func releaseHarnessAt(t *testing.T, start time.Time, signed map[string]time.Duration, cfg Config) (*harness, *fakeClock) {
+func releaseHarnessAt(t *testing.T, start time.Time, signed map[string]time.Duration, cfg mirror.Config) (*harness.Harness, *enginetest.FakeClock) {
 	t.Helper()
-	clock := newFakeClock()
+	clock := enginetest.NewFakeClock()
 	clock.Set(start)
 	cfg.Now = clock.Now
-	h := newHarness(t, harnessOptions{cfg: cfg})
+	h := harness.New(t, harness.Options{Config: cfg})
 	var vs []string
 	for v := range signed {
 		vs = append(vs, v)
 	}
 	slices.Sort(vs)
-	h.origin.AddProvider(ns, typ, vs, []string{"linux_amd64"})
+	h.Origin.AddProvider(harness.NS, harness.Type, vs, []string{"linux_amd64"})
 	for v, ago := range signed {
-		h.origin.SetSignedAt(ns, typ, v, clock.Now().Add(-ago))
+		h.Origin.SetSignedAt(harness.NS, harness.Type, v, clock.Now().Add(-ago))
 	}
 	return h, clock
 }
@@ -82,54 +58,54 @@ const day = 24 * time.Hour
 // it is listed without one.
 func TestMinimumReleaseAgeHoldsFreshSignature(t *testing.T) {
 	t.Parallel()
-	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, Config{})
+	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, mirror.Config{})
 	signed := clock.Now().Add(-time.Hour)
-	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 
-	if got := h.listed(); !slices.Equal(got, []string{"1.0.0"}) {
+	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0"}) {
 		t.Fatalf("listed %v, want only 1.0.0", got)
 	}
-	got := h.read(context.Background(), "1.1.0", "linux_amd64")
+	got := h.Read(context.Background(), "1.1.0", "linux_amd64")
 	var perr *gate.PolicyError
-	if !errors.As(got.err, &perr) || !errors.Is(got.err, gate.ErrPolicy) {
-		t.Fatalf("archive of the fresh version: %v, want a *gate.PolicyError", got.err)
+	if !errors.As(got.Err, &perr) || !errors.Is(got.Err, gate.ErrPolicy) {
+		t.Fatalf("archive of the fresh version: %v, want a *gate.PolicyError", got.Err)
 	}
 	if want := signed.Add(72 * time.Hour); !perr.Verdict.AvailableAt.Equal(want) || perr.Verdict.Rule != policy.RuleMinReleaseAge {
 		t.Fatalf("refused by %s until %v, want %s until %v", perr.Verdict.Rule, perr.Verdict.AvailableAt, policy.RuleMinReleaseAge, want)
 	}
-	if !strings.Contains(got.err.Error(), signed.Add(72*time.Hour).UTC().Format(time.RFC3339)) {
-		t.Fatalf("the refusal does not say when: %v", got.err)
+	if !strings.Contains(got.Err.Error(), signed.Add(72*time.Hour).UTC().Format(time.RFC3339)) {
+		t.Fatalf("the refusal does not say when: %v", got.Err)
 	}
-	if _, err := h.packages("1.1.0"); !errors.Is(err, gate.ErrPolicy) {
+	if _, err := h.Packages("1.1.0"); !errors.Is(err, gate.ErrPolicy) {
 		t.Fatalf("package metadata of the fresh version: %v, want a policy refusal", err)
 	}
-	held := h.engine.Withheld()
+	held := h.Engine.Withheld()
 	if len(held) != 1 || held[0].Version != "1.1.0" || held[0].Rule != policy.RuleMinReleaseAge || !held[0].AvailableAt.Equal(signed.Add(72*time.Hour)) {
 		t.Fatalf("held back %+v, want 1.1.0 until %v", held, signed.Add(72*time.Hour))
 	}
 
-	h.engine.SetPolicy(decodePolicy(t, `
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `
 minimum_release_age = "72h"
-release_age_exempt_version "`+h.provider().String()+`" {
+release_age_exempt_version "`+h.Provider().String()+`" {
   versions = "= 1.1.0"
   reason   = "urgent fix"
 }`))
-	if got := h.listed(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
+	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
 		t.Fatalf("listed %v with the exemption, want both", got)
 	}
-	if got := h.read(context.Background(), "1.1.0", "linux_amd64"); got.err != nil || len(got.body) == 0 {
-		t.Fatalf("archive with the exemption: %v", got.err)
+	if got := h.Read(context.Background(), "1.1.0", "linux_amd64"); got.Err != nil || len(got.Body) == 0 {
+		t.Fatalf("archive with the exemption: %v", got.Err)
 	}
-	if held := h.engine.Withheld(); len(held) != 0 {
+	if held := h.Engine.Withheld(); len(held) != 0 {
 		t.Fatalf("held back %+v with the exemption, want none", held)
 	}
 
-	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
-	if got := h.listed(); !slices.Equal(got, []string{"1.0.0"}) {
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0"}) {
 		t.Fatalf("listed %v without the exemption again, want only 1.0.0", got)
 	}
 	clock.Add(72 * time.Hour)
-	if got := h.listed(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
+	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
 		t.Fatalf("listed %v 72h later, want both", got)
 	}
 }
@@ -150,18 +126,18 @@ func TestMinimumReleaseAgeListingRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now().Truncate(time.Second).Add(tc.listedAt + time.Hour)
-			h, clock := releaseHarnessAt(t, start, map[string]time.Duration{"1.0.0": 400 * day, "1.1.0": 365 * day}, Config{VersionsTTL: time.Minute})
-			h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+			h, clock := releaseHarnessAt(t, start, map[string]time.Duration{"1.0.0": 400 * day, "1.1.0": 365 * day}, mirror.Config{VersionsTTL: time.Minute})
+			h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 			now := clock.Now()
-			h.origin.RemoveVersion(ns, typ, "1.1.0")
+			h.Origin.RemoveVersion(harness.NS, harness.Type, "1.1.0")
 			clock.Set(now.Add(-tc.listedAt))
-			if got := h.listed(); !slices.Equal(got, []string{"1.0.0"}) {
+			if got := h.Listed(); !slices.Equal(got, []string{"1.0.0"}) {
 				t.Fatalf("first listing %v", got)
 			}
-			h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
-			h.origin.SetSignedAt(ns, typ, "1.1.0", now.Add(-365*day))
+			h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.1.0"}, []string{"linux_amd64"})
+			h.Origin.SetSignedAt(harness.NS, harness.Type, "1.1.0", now.Add(-365*day))
 			clock.Set(now)
-			got := h.listed()
+			got := h.Listed()
 			if tc.heldFor == 0 {
 				if !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
 					t.Fatalf("listed %v, want both", got)
@@ -171,13 +147,13 @@ func TestMinimumReleaseAgeListingRule(t *testing.T) {
 			if !slices.Equal(got, []string{"1.0.0"}) {
 				t.Fatalf("listed %v, want 1.1.0 held", got)
 			}
-			_, err := h.packages("1.1.0")
+			_, err := h.Packages("1.1.0")
 			var perr *gate.PolicyError
 			if !errors.As(err, &perr) || !perr.Verdict.AvailableAt.Equal(now.Add(tc.heldFor)) {
 				t.Fatalf("package metadata: %v, want held until %v", err, now.Add(tc.heldFor))
 			}
 			clock.Set(now.Add(tc.heldFor))
-			if got := h.listed(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
+			if got := h.Listed(); !slices.Equal(got, []string{"1.0.0", "1.1.0"}) {
 				t.Fatalf("listed %v when available, want both", got)
 			}
 		})
@@ -198,20 +174,20 @@ func TestReleaseTimesCost(t *testing.T) {
 		}
 		newest = append(newest, fmt.Sprintf("%d.49.0", major))
 	}
-	h, clock := releaseHarness(t, signed, Config{VersionsTTL: time.Minute})
-	p := h.provider()
+	h, clock := releaseHarness(t, signed, mirror.Config{VersionsTTL: time.Minute})
+	p := h.Provider()
 	for _, v := range newest {
 		old := fmt.Sprintf(`{"schema":1,"version":%q,"sums":{},"archives":{},"verified_at":"2025-06-01T12:00:00Z"}`, v)
-		if err := h.store.PutMeta(records.PackageKey(p, mustVersion(t, v)), json.RawMessage(old)); err != nil {
+		if err := h.Store.PutMeta(records.PackageKey(p, harness.MustVersion(t, v)), json.RawMessage(old)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	extra := func() int {
-		return h.origin.Hits(fakeorigin.Download) + h.origin.Hits(fakeorigin.Shasums) + h.origin.Hits(fakeorigin.Signature)
+		return h.Origin.Hits(fakeorigin.Download) + h.Origin.Hits(fakeorigin.Shasums) + h.Origin.Hits(fakeorigin.Signature)
 	}
-	h.origin.ResetHits()
-	if got := h.listed(); len(got) != 300 {
+	h.Origin.ResetHits()
+	if got := h.Listed(); len(got) != 300 {
 		t.Fatalf("listed %d versions, want 300", len(got))
 	}
 	if n := extra(); n > 18 {
@@ -219,22 +195,22 @@ func TestReleaseTimesCost(t *testing.T) {
 	}
 
 	clock.Add(2 * time.Minute) // the list expired: listed again
-	h.origin.ResetHits()
-	if got := h.listed(); len(got) != 300 {
+	h.Origin.ResetHits()
+	if got := h.Listed(); len(got) != 300 {
 		t.Fatalf("listed %d versions, want 300", len(got))
 	}
-	if h.origin.Hits(fakeorigin.Versions) != 1 {
+	if h.Origin.Hits(fakeorigin.Versions) != 1 {
 		t.Fatalf("the list was not fetched again")
 	}
 	if n := extra(); n != 0 {
 		t.Fatalf("second listing made %d extra origin requests, want none", n)
 	}
 
-	h.origin.AddProvider(ns, typ, []string{"6.50.0"}, []string{"linux_amd64"})
-	h.origin.SetSignedAt(ns, typ, "6.50.0", clock.Now().Add(-day))
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"6.50.0"}, []string{"linux_amd64"})
+	h.Origin.SetSignedAt(harness.NS, harness.Type, "6.50.0", clock.Now().Add(-day))
 	clock.Add(2 * time.Minute)
-	h.origin.ResetHits()
-	got := h.listed()
+	h.Origin.ResetHits()
+	got := h.Listed()
 	if n := extra(); n != 3 {
 		t.Fatalf("a new version cost %d extra origin requests, want 3", n)
 	}
@@ -247,29 +223,29 @@ func TestReleaseTimesCost(t *testing.T) {
 // an engine started again on it asks the origin for none of them.
 func TestReleaseTimesKept(t *testing.T) {
 	t.Parallel()
-	clock := newFakeClock()
+	clock := enginetest.NewFakeClock()
 	clock.Set(time.Now().Truncate(time.Second))
 	dir := t.TempDir()
-	h := newHarness(t, harnessOptions{cfg: Config{Now: clock.Now}, cacheDir: dir})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
-	h.origin.SetSignedAt(ns, typ, "1.0.0", clock.Now().Add(-365*day))
-	h.origin.SetSignedAt(ns, typ, "2.0.0", clock.Now().Add(-365*day))
-	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
-	if got := h.listed(); len(got) != 2 {
+	h := harness.New(t, harness.Options{Config: mirror.Config{Now: clock.Now}, CacheDir: dir})
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
+	h.Origin.SetSignedAt(harness.NS, harness.Type, "1.0.0", clock.Now().Add(-365*day))
+	h.Origin.SetSignedAt(harness.NS, harness.Type, "2.0.0", clock.Now().Add(-365*day))
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	if got := h.Listed(); len(got) != 2 {
 		t.Fatalf("listed %v", got)
 	}
-	h.stop()
-	h.start(harnessOptions{cfg: Config{Now: clock.Now, VersionsTTL: time.Minute}, cacheDir: dir})
-	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
+	h.Stop()
+	h.Start(harness.Options{Config: mirror.Config{Now: clock.Now, VersionsTTL: time.Minute}, CacheDir: dir})
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	clock.Add(2 * time.Minute)
 	// Signed again now: a time read again would hold them.
-	h.origin.SetSignedAt(ns, typ, "1.0.0", time.Time{})
-	h.origin.SetSignedAt(ns, typ, "2.0.0", time.Time{})
-	h.origin.ResetHits()
-	if got := h.listed(); len(got) != 2 {
+	h.Origin.SetSignedAt(harness.NS, harness.Type, "1.0.0", time.Time{})
+	h.Origin.SetSignedAt(harness.NS, harness.Type, "2.0.0", time.Time{})
+	h.Origin.ResetHits()
+	if got := h.Listed(); len(got) != 2 {
 		t.Fatalf("listed %v after a restart, want both", got)
 	}
-	if n := h.origin.Hits(fakeorigin.Signature); n != 0 {
+	if n := h.Origin.Hits(fakeorigin.Signature); n != 0 {
 		t.Fatalf("%d signatures fetched after a restart, want none", n)
 	}
 }
@@ -280,16 +256,16 @@ func TestReleaseTimesKept(t *testing.T) {
 // and the reason; a nil policy allows everything again.
 func TestPolicyDenies(t *testing.T) {
 	t.Parallel()
-	h := newHarness(t, harnessOptions{})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0", "1.0.1", "1.1.0"}, []string{"linux_amd64"})
-	h.origin.AddProvider("other", "thing", []string{"1.0.0"}, []string{"linux_amd64"})
-	h.engine.SetPolicy(decodePolicy(t, fmt.Sprintf(`
+	h := harness.New(t, harness.Options{})
+	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "1.0.1", "1.1.0"}, []string{"linux_amd64"})
+	h.Origin.AddProvider("other", "thing", []string{"1.0.0"}, []string{"linux_amd64"})
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, fmt.Sprintf(`
 allow = ["%[1]s/%[2]s/*"]
 deny_version "%[1]s/%[2]s/%[3]s" {
   versions = "= 1.0.1"
   reason   = "CVE-2026-1234: use 1.1.0"
-}`, originHost, ns, typ)))
-	list, _, err := h.engine.Versions(context.Background(), h.provider())
+}`, harness.OriginHost, harness.NS, harness.Type)))
+	list, _, err := h.Engine.Versions(context.Background(), h.Provider())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -299,23 +275,23 @@ deny_version "%[1]s/%[2]s/%[3]s" {
 	if len(list.Held) != 1 || !strings.Contains(list.Held[0], "CVE-2026-1234: use 1.1.0") {
 		t.Fatalf("held notes %q, want the reason", list.Held)
 	}
-	_, err = h.packages("1.0.1")
+	_, err = h.Packages("1.0.1")
 	var perr *gate.PolicyError
 	if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-1234") {
 		t.Fatalf("denied version: %v, want a deny_version refusal with the reason", err)
 	}
-	other := addrs.Provider{Hostname: originHost, Namespace: "other", Type: "thing"}
-	if _, _, err := h.engine.Versions(context.Background(), other); !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleAllowList {
+	other := addrs.Provider{Hostname: harness.OriginHost, Namespace: "other", Type: "thing"}
+	if _, _, err := h.Engine.Versions(context.Background(), other); !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleAllowList {
 		t.Fatalf("provider outside the allow list: %v, want an allow_list refusal", err)
 	}
-	if _, err := h.engine.OpenArchive(context.Background(), other, mustVersion(t, "1.0.0"), mustPlatform(t, "linux_amd64")); !errors.Is(err, gate.ErrPolicy) {
+	if _, err := h.Engine.OpenArchive(context.Background(), other, harness.MustVersion(t, "1.0.0"), harness.MustPlatform(t, "linux_amd64")); !errors.Is(err, gate.ErrPolicy) {
 		t.Fatalf("archive of a provider outside the allow list: %v", err)
 	}
-	if h.origin.Hits(fakeorigin.Archive) != 0 {
+	if h.Origin.Hits(fakeorigin.Archive) != 0 {
 		t.Fatalf("a refused archive was fetched")
 	}
-	h.engine.SetPolicy(nil)
-	if got := h.listed(); len(got) != 3 {
+	h.Engine.SetPolicy(nil)
+	if got := h.Listed(); len(got) != 3 {
 		t.Fatalf("listed %v with no policy, want all three", got)
 	}
 }
@@ -324,33 +300,33 @@ deny_version "%[1]s/%[2]s/%[3]s" {
 // clock reaches the time a held version becomes available.
 func TestPolicyEndsReuse(t *testing.T) {
 	t.Parallel()
-	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, Config{VersionsTTL: 1000 * time.Hour})
-	h.engine.SetPolicy(decodePolicy(t, `minimum_release_age = "72h"`))
-	h.listed()
-	_, st, err := h.engine.Versions(context.Background(), h.provider())
+	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, mirror.Config{VersionsTTL: 1000 * time.Hour})
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	h.Listed()
+	_, st, err := h.Engine.Versions(context.Background(), h.Provider())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.engine.Reuse(st.Stamp) {
+	if !h.Engine.Reuse(st.Stamp) {
 		t.Fatal("a cached list is not reusable")
 	}
 	clock.Add(71*time.Hour - time.Second)
-	if !h.engine.Reuse(st.Stamp) {
+	if !h.Engine.Reuse(st.Stamp) {
 		t.Fatal("not reusable before the held version becomes available")
 	}
 	clock.Add(time.Second)
-	if h.engine.Reuse(st.Stamp) {
+	if h.Engine.Reuse(st.Stamp) {
 		t.Fatal("still reusable once the held version became available")
 	}
-	_, st, err = h.engine.Versions(context.Background(), h.provider())
+	_, st, err = h.Engine.Versions(context.Background(), h.Provider())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !h.engine.Reuse(st.Stamp) {
+	if !h.Engine.Reuse(st.Stamp) {
 		t.Fatal("a cached list is not reusable")
 	}
-	h.engine.SetPolicy(decodePolicy(t, `deny = ["`+h.provider().String()+`"]`))
-	if h.engine.Reuse(st.Stamp) {
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["`+h.Provider().String()+`"]`))
+	if h.Engine.Reuse(st.Stamp) {
 		t.Fatal("still reusable after SetPolicy")
 	}
 }

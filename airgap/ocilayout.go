@@ -1,0 +1,466 @@
+package airgap
+
+// The OCI image layout export: what ExportOCILayout writes.
+//
+//	OUT/
+//	    push.sh                      oras cp lines: every tag into a registry
+//	    REPOSITORY/                  one OCI image layout per repository, its
+//	        oci-layout               path the repository's name on the OCI
+//	        index.json               front door (oci.Names); each tag an entry
+//	        blobs/sha256/HEX         of index.json, named by the annotation
+//	                                 org.opencontainers.image.ref.name
+//
+// A provider version is its tag's image index, each platform's image
+// manifest, the empty config and the zips; a module version its image
+// manifest, the empty config and its zip: the documents the OCI front
+// door serves for them, with the same digests, built by the engine's
+// OCI sides from the same records.
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+	specs "github.com/opencontainers/image-spec/specs-go"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/oci"
+)
+
+// ProviderArtifacts are the OCI documents of provider versions as the
+// OCI front door serves them: *mirror.OCI.
+type ProviderArtifacts interface {
+	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
+	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
+}
+
+// LayoutSummary counts what ExportOCILayout did.
+type LayoutSummary struct {
+	// Repositories are the layouts written to, Tags the tags written.
+	Repositories int `json:"repositories"`
+	Tags         int `json:"tags"`
+	// Blobs were written, Bytes their size; BlobsPresent were there
+	// already with the right digest.
+	Blobs        int   `json:"blobs"`
+	Bytes        int64 `json:"bytes"`
+	BlobsPresent int   `json:"blobs_present"`
+	// Partial counts the provider versions exported with an index of
+	// fewer platforms than the front door's (whose digest differs), each
+	// reported.
+	Partial int `json:"partial,omitempty"`
+	// Failed counts the versions that failed, each reported.
+	Failed int `json:"failed"`
+	// Script is the path of push.sh.
+	Script string `json:"script,omitempty"`
+}
+
+// PushScriptName is the file of the oras cp lines in an OCI layout export.
+const PushScriptName = "push.sh"
+
+// layoutTag is one tag of a repository's layout.
+type layoutTag struct {
+	tag  string
+	desc ocispec.Descriptor
+}
+
+// ociLayoutExport is one export under way.
+type ociLayoutExport struct {
+	ctx    context.Context
+	engine *mirror.Engine
+	names  oci.Names
+	out    string
+	files  *exportFiles // records what exportArchive wrote (not signed)
+	sum    *LayoutSummary
+	tags   map[string][]layoutTag // repository -> tags written
+}
+
+// ExportOCILayout writes the cached provider versions sel selects and
+// (when sel selects modules) the cached module versions, each under its
+// repository's name (names) as an OCI image layout in out (see above),
+// adding to what out holds already. A provider version whose every
+// platform the front door's index names is cached and selected is
+// written with that index; one with fewer is written with an index of
+// those (package oci's ProviderIndex, so other bytes and another digest)
+// and reported; a version with none is left out. The documents come
+// from providers (the engine's OCI side) and the engine's module side,
+// which makes a module version's zip from its cached package when it has
+// not been made. Each version that fails is reported and counted, and
+// the export goes on. It writes push.sh last: one oras cp line per tag.
+func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers ProviderArtifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
+	var sum LayoutSummary
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		return sum, err
+	}
+	x := &ociLayoutExport{ctx: ctx, engine: engine, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}}
+	selected, err := selectCached(engine, sel)
+	if err != nil {
+		return sum, err
+	}
+	for _, cv := range selected {
+		if err := ctx.Err(); err != nil {
+			return sum, err
+		}
+		if err := x.provider(providers, sel, cv, report); err != nil {
+			sum.Failed++
+			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
+		}
+	}
+	if sel.wantsModules() {
+		cached, err := cachedModules(engine)
+		if err != nil {
+			return sum, err
+		}
+		for _, cm := range cached {
+			if err := ctx.Err(); err != nil {
+				return sum, err
+			}
+			if err := x.module(cm); err != nil {
+				sum.Failed++
+				report(fmt.Sprintf("module %s %s: %v", cm.Module, cm.Version, err))
+			}
+		}
+	}
+	repos := make([]string, 0, len(x.tags))
+	for repo := range x.tags {
+		repos = append(repos, repo)
+	}
+	slices.Sort(repos)
+	for _, repo := range repos {
+		if err := x.writeIndex(repo); err != nil {
+			return sum, err
+		}
+		sum.Repositories++
+	}
+	script, err := x.writeScript()
+	sum.Script = script
+	return sum, err
+}
+
+// provider writes one provider version.
+func (x *ociLayoutExport) provider(providers ProviderArtifacts, sel Selection, cv mirror.CachedVersion, report func(string)) error {
+	p, v, err := parseCached(cv)
+	if err != nil {
+		return err
+	}
+	tag, ok := oci.Tag(v.String())
+	if !ok {
+		return fmt.Errorf("version %s makes no tag", v)
+	}
+	cached := map[string]bool{}
+	for _, cp := range cv.Platforms {
+		cached[cp.Platform] = cp.Cached && (len(sel.Platforms) == 0 || slices.Contains(sel.Platforms, cp.Platform))
+	}
+	index, err := providers.Index(x.ctx, p, v)
+	if err != nil {
+		return err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(index.Bytes, &idx); err != nil {
+		return err
+	}
+	repo := x.names.Provider(p)
+	var targets []oci.Target
+	var left []string
+	for _, d := range idx.Manifests {
+		if d.Platform == nil {
+			return fmt.Errorf("the index names a manifest without a platform")
+		}
+		pl := addrs.Platform{OS: d.Platform.OS, Arch: d.Platform.Architecture}
+		if !cached[pl.String()] {
+			left = append(left, pl.String())
+			continue
+		}
+		m, err := providers.Manifest(x.ctx, p, d.Digest)
+		if err != nil {
+			return err
+		}
+		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
+	}
+	if len(targets) == 0 {
+		return nil // nothing of it selected and cached
+	}
+	if len(left) > 0 {
+		if index, err = oci.ProviderIndex(targets); err != nil {
+			return err
+		}
+		x.sum.Partial++
+		report(fmt.Sprintf("%s %s: exported without %s (not cached or not selected): its index there is not the front door's (digest %s)",
+			p, v, strings.Join(left, ", "), index.Digest))
+	}
+	for _, t := range targets {
+		if err := x.manifestWithLayer(repo, t.Manifest); err != nil {
+			return fmt.Errorf("%s: %w", t.Platform, err)
+		}
+	}
+	if err := x.blobBytes(repo, index.Digest, index.Bytes); err != nil {
+		return err
+	}
+	x.tags[repo] = append(x.tags[repo], layoutTag{tag: tag, desc: index.Descriptor()})
+	return nil
+}
+
+// module writes one module version.
+func (x *ociLayoutExport) module(cm modules.Cached) error {
+	m, err := addrs.ParseModule(cm.Module)
+	if err != nil {
+		return err
+	}
+	pv, err := versions.ParseVersion(strings.TrimPrefix(cm.Version, "v"))
+	if err != nil {
+		return fmt.Errorf("version %q is not a version a tag can name", cm.Version)
+	}
+	tag, ok := oci.Tag(pv.String())
+	if !ok {
+		return fmt.Errorf("version %s makes no tag", pv)
+	}
+	doc, err := x.engine.Modules().Zips().ModuleManifest(x.ctx, m, cm.Version)
+	if err != nil {
+		return err
+	}
+	repo := x.names.Module(m)
+	if err := x.manifestWithLayer(repo, doc); err != nil {
+		return err
+	}
+	x.tags[repo] = append(x.tags[repo], layoutTag{tag: tag, desc: doc.Descriptor()})
+	return nil
+}
+
+// manifestWithLayer writes an image manifest, its empty config and its
+// one layer (a provider's archive or a module's zip) into repo's layout.
+func (x *ociLayoutExport) manifestWithLayer(repo string, doc oci.Document) error {
+	var man ocispec.Manifest
+	if err := json.Unmarshal(doc.Bytes, &man); err != nil {
+		return err
+	}
+	if len(man.Layers) != 1 || man.Layers[0].Digest.Algorithm() != digest.SHA256 || man.Config.Digest != oci.EmptyConfig().Digest {
+		return fmt.Errorf("manifest %s: not one of the front door's", doc.Digest)
+	}
+	layer := man.Layers[0].Digest
+	path, err := x.blobPath(repo, layer)
+	if err != nil {
+		return err
+	}
+	var wrote bool
+	var n int64
+	switch man.ArtifactType {
+	case oci.ArtifactTypeModulePackage:
+		wrote, n, err = x.moduleZip(repo, path, layer)
+	default:
+		wrote, n, err = exportArchive(x.engine, layer.Encoded(), path, x.files)
+	}
+	if err != nil {
+		return err
+	}
+	x.count(wrote, n)
+	if err := x.blobBytes(repo, man.Config.Digest, oci.EmptyConfigBlob()); err != nil {
+		return err
+	}
+	return x.blobBytes(repo, doc.Digest, doc.Bytes)
+}
+
+// moduleZip writes the module zip of digest d of repo to path, unless it
+// is there.
+func (x *ociLayoutExport) moduleZip(repo, path string, d digest.Digest) (bool, int64, error) {
+	if got, _, err := fileSHA256Size(path); err == nil && got == d.Encoded() {
+		return false, 0, nil
+	}
+	parsed, err := x.names.Parse(repo)
+	if err != nil {
+		return false, 0, err
+	}
+	z, err := x.engine.Modules().Zips().ModuleBlob(x.ctx, parsed.Module, d)
+	if err != nil {
+		return false, 0, err
+	}
+	defer z.Close()
+	n, err := writeBlob(path, d, z.Content())
+	return err == nil, n, err
+}
+
+func (x *ociLayoutExport) count(wrote bool, n int64) {
+	if wrote {
+		x.sum.Blobs++
+		x.sum.Bytes += n
+	} else {
+		x.sum.BlobsPresent++
+	}
+}
+
+// blobPath is the path of blob d in repo's layout, its directory made.
+func (x *ociLayoutExport) blobPath(repo string, d digest.Digest) (string, error) {
+	if err := d.Validate(); err != nil {
+		return "", err
+	}
+	dir := filepath.Join(x.out, filepath.FromSlash(repo), "blobs", string(d.Algorithm()))
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	return filepath.Join(dir, d.Encoded()), nil
+}
+
+// blobBytes writes the blob b of digest d into repo's layout, unless it
+// is there.
+func (x *ociLayoutExport) blobBytes(repo string, d digest.Digest, b []byte) error {
+	path, err := x.blobPath(repo, d)
+	if err != nil {
+		return err
+	}
+	if have, err := os.ReadFile(path); err == nil && bytes.Equal(have, b) {
+		x.count(false, 0)
+		return nil
+	}
+	n, err := writeBlob(path, d, bytes.NewReader(b))
+	if err == nil {
+		x.count(true, n)
+	}
+	return err
+}
+
+// writeBlob writes r to path through a temporary file, checking that it
+// has digest d.
+func writeBlob(path string, d digest.Digest, r io.Reader) (int64, error) {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(tmp.Name())
+	v := d.Verifier()
+	n, err := io.Copy(io.MultiWriter(tmp, v), r)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !v.Verified() {
+		return 0, fmt.Errorf("the bytes of blob %s do not have its digest", d)
+	}
+	if err := os.Chmod(tmp.Name(), 0o644); err != nil {
+		return 0, err
+	}
+	return n, os.Rename(tmp.Name(), path)
+}
+
+// writeIndex writes repo's oci-layout and index.json: the tags written
+// by this export, and those of an earlier one not written again.
+func (x *ociLayoutExport) writeIndex(repo string) error {
+	dir := filepath.Join(x.out, filepath.FromSlash(repo))
+	if _, err := writeFileIfChanged(filepath.Join(dir, ocispec.ImageLayoutFile), []byte(`{"imageLayoutVersion":"`+ocispec.ImageLayoutVersion+`"}`)); err != nil {
+		return err
+	}
+	byTag := map[string]ocispec.Descriptor{}
+	indexPath := filepath.Join(dir, ocispec.ImageIndexFile)
+	if old, err := readCapped(indexPath, oci.MaxManifestSize); err == nil {
+		var idx ocispec.Index
+		if json.Unmarshal(old, &idx) == nil {
+			for _, d := range idx.Manifests {
+				if tag := d.Annotations[ocispec.AnnotationRefName]; tag != "" {
+					byTag[tag] = d
+				}
+			}
+		}
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	for _, t := range x.tags[repo] {
+		d := t.desc
+		d.Annotations = map[string]string{ocispec.AnnotationRefName: t.tag}
+		byTag[t.tag] = d
+		x.sum.Tags++
+	}
+	tags := make([]string, 0, len(byTag))
+	for tag := range byTag {
+		tags = append(tags, tag)
+	}
+	slices.Sort(tags)
+	idx := ocispec.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: ocispec.MediaTypeImageIndex, Manifests: []ocispec.Descriptor{}}
+	for _, tag := range tags {
+		idx.Manifests = append(idx.Manifests, byTag[tag])
+	}
+	b, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		return err
+	}
+	_, err = writeFileIfChanged(indexPath, append(b, '\n'))
+	return err
+}
+
+// writeScript writes push.sh: an oras cp line per tag of every layout
+// in out (those of earlier exports included), in order.
+func (x *ociLayoutExport) writeScript() (string, error) {
+	repos, err := layoutRepositories(x.out)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	b.WriteString(`#!/bin/sh
+# Pushes this OCI image layout export into an OCI registry, a repository
+# per layout, under the names the tfmirror OCI front door uses:
+#   sh push.sh REGISTRY[/PREFIX]
+# With oras (https://oras.land); give it credentials with oras login, or
+# with --to-username and --to-password-stdin added to each line.
+set -eu
+r="${1:?usage: sh push.sh REGISTRY[/PREFIX]}"
+cd "$(dirname "$0")"
+`)
+	for _, repo := range repos {
+		idx, err := readCapped(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile), oci.MaxManifestSize)
+		if err != nil {
+			return "", err
+		}
+		var index ocispec.Index
+		if err := json.Unmarshal(idx, &index); err != nil {
+			return "", fmt.Errorf("%s: %w", repo, err)
+		}
+		for _, d := range index.Manifests {
+			tag := d.Annotations[ocispec.AnnotationRefName]
+			if _, ok := oci.ParseTag(tag); !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "oras cp --from-oci-layout '%s:%s' \"$r/%s:%s\"\n", repo, tag, repo, tag)
+		}
+	}
+	path := filepath.Join(x.out, PushScriptName)
+	if _, err := writeFileIfChanged(path, []byte(b.String())); err != nil {
+		return "", err
+	}
+	return path, os.Chmod(path, 0o755)
+}
+
+// layoutRepositories lists the repositories of the layouts under out:
+// the directories holding an oci-layout file, as slash paths.
+func layoutRepositories(out string) ([]string, error) {
+	var repos []string
+	err := filepath.WalkDir(out, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() && d.Name() == "blobs" && p != out {
+			if _, err := os.Stat(filepath.Join(filepath.Dir(p), ocispec.ImageLayoutFile)); err == nil {
+				return filepath.SkipDir
+			}
+		}
+		if !d.IsDir() && d.Name() == ocispec.ImageLayoutFile {
+			rel, err := filepath.Rel(out, filepath.Dir(p))
+			if err != nil {
+				return err
+			}
+			repos = append(repos, filepath.ToSlash(rel))
+		}
+		return nil
+	})
+	slices.Sort(repos)
+	return repos, err
+}

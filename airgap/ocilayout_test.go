@@ -1,0 +1,187 @@
+package airgap
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	digest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/oci"
+)
+
+// layoutIndex reads the index.json of repo's layout under out: tag ->
+// descriptor.
+func layoutIndex(t *testing.T, out, repo string) map[string]ocispec.Descriptor {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(repo), "index.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(b, &idx); err != nil {
+		t.Fatal(err)
+	}
+	tags := map[string]ocispec.Descriptor{}
+	for _, d := range idx.Manifests {
+		tags[d.Annotations[ocispec.AnnotationRefName]] = d
+	}
+	if layout, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(repo), "oci-layout")); err != nil || !strings.Contains(string(layout), `"imageLayoutVersion":"1.0.0"`) {
+		t.Errorf("%s/oci-layout: %q, %v", repo, layout, err)
+	}
+	return tags
+}
+
+// layoutBlob reads blob d of repo's layout, checking its digest.
+func layoutBlob(t *testing.T, out, repo string, d digest.Digest) []byte {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(repo), "blobs", "sha256", d.Encoded()))
+	if err != nil {
+		t.Fatalf("%s: blob %s: %v", repo, d, err)
+	}
+	if digest.FromBytes(b) != d {
+		t.Fatalf("%s: blob %s has other bytes", repo, d)
+	}
+	return b
+}
+
+// An OCI layout export holds, per repository, each cached version's tag
+// and every blob its documents name. A provider version with a platform
+// not cached gets an index of the cached ones (reported); once every
+// platform is cached, the front door's own index, digest for digest; a
+// module version, the front door's manifest over its zip. A second
+// export into the same directory writes only what changed, and push.sh
+// has one oras cp line per tag.
+func TestExportOCILayout(t *testing.T) {
+	o := enginetest.StartOrigin(t, fakeorigin.Options{})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
+	o.AddTarball("tarball-0.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# tarball\n")}))
+	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("tarball-0.1.0.tar.gz"))
+	engine := newEngine(t, o)
+	ctx := context.Background()
+	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	v, err := addrs.ParseSemver("1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cacheArchive := func(pl string) {
+		t.Helper()
+		platform, err := addrs.ParsePlatform(pl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		a, err := engine.OpenArchive(ctx, p, v, platform)
+		if err != nil {
+			t.Fatal(err)
+		}
+		io.Copy(io.Discard, a)
+		a.Close()
+		mirror.WaitIdle(ctx, engine)
+	}
+	cacheArchive("linux_amd64")
+	moduleBytes(t, engine, tarballModule, "0.1.0")
+	side, err := engine.NewOCI(enginetest.OriginClient(t, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	served, err := side.Index(ctx, p, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	module, err := engine.Modules().Zips().ModuleManifest(ctx, tarballModule, "0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	providerRepo, moduleRepo := names.Provider(p), names.Module(tarballModule)
+
+	out := filepath.Join(t.TempDir(), "layout")
+	var reports []string
+	sum, err := ExportOCILayout(ctx, engine, side, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	if err != nil || sum.Failed != 0 || sum.Partial != 1 || sum.Repositories != 2 || sum.Tags != 2 {
+		t.Fatalf("first export: %+v, %v, %q", sum, err, reports)
+	}
+	if len(reports) != 1 || !strings.Contains(reports[0], "without darwin_arm64") {
+		t.Errorf("reports %q, want the version exported without darwin_arm64", reports)
+	}
+	partial := layoutIndex(t, out, providerRepo)["1.0.0"]
+	if partial.Digest == served.Digest || partial.MediaType != ocispec.MediaTypeImageIndex {
+		t.Errorf("the partial index: %+v (the front door's is %s)", partial, served.Digest)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(layoutBlob(t, out, providerRepo, partial.Digest), &idx); err != nil || len(idx.Manifests) != 1 ||
+		idx.Manifests[0].Platform.OS != "linux" {
+		t.Fatalf("the partial index: %+v, %v", idx, err)
+	}
+	checkManifestBlobs(t, out, providerRepo, idx.Manifests[0].Digest)
+	if got := layoutIndex(t, out, moduleRepo)["0.1.0"]; got.Digest != module.Digest || got.Size != int64(len(module.Bytes)) {
+		t.Errorf("the module's tag: %+v, want the front door's %s", got, module.Digest)
+	}
+	checkManifestBlobs(t, out, moduleRepo, module.Digest)
+
+	cacheArchive("darwin_arm64")
+	reports = nil
+	again, err := ExportOCILayout(ctx, engine, side, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	if err != nil || again.Partial != 0 || again.Failed != 0 || len(reports) != 0 {
+		t.Fatalf("second export: %+v, %v, %q", again, err, reports)
+	}
+	if again.BlobsPresent == 0 || again.Blobs == 0 {
+		t.Errorf("second export: %+v, want the first's blobs present and the new ones written", again)
+	}
+	full := layoutIndex(t, out, providerRepo)
+	if len(full) != 1 || full["1.0.0"].Digest != served.Digest {
+		t.Errorf("the provider's tags after the second export: %+v, want 1.0.0 at the front door's %s", full, served.Digest)
+	}
+	if err := json.Unmarshal(layoutBlob(t, out, providerRepo, served.Digest), &idx); err != nil || len(idx.Manifests) != 2 {
+		t.Fatalf("the full index: %+v, %v", idx, err)
+	}
+	for _, d := range idx.Manifests {
+		doc, err := side.Manifest(ctx, p, d.Digest)
+		if err != nil || string(layoutBlob(t, out, providerRepo, d.Digest)) != string(doc.Bytes) {
+			t.Errorf("manifest %s: not the front door's (%v)", d.Digest, err)
+		}
+		checkManifestBlobs(t, out, providerRepo, d.Digest)
+	}
+
+	script, err := os.ReadFile(filepath.Join(out, PushScriptName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var lines []string
+	for line := range strings.SplitSeq(string(script), "\n") {
+		if strings.HasPrefix(line, "oras cp") {
+			lines = append(lines, line)
+		}
+	}
+	want := []string{
+		`oras cp --from-oci-layout '` + moduleRepo + `:0.1.0' "$r/` + moduleRepo + `:0.1.0"`,
+		`oras cp --from-oci-layout '` + providerRepo + `:1.0.0' "$r/` + providerRepo + `:1.0.0"`,
+	}
+	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
+		t.Errorf("push.sh lines:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// checkManifestBlobs checks that the manifest d of repo's layout, its
+// config and its layer are blobs of the layout.
+func checkManifestBlobs(t *testing.T, out, repo string, d digest.Digest) {
+	t.Helper()
+	var m ocispec.Manifest
+	if err := json.Unmarshal(layoutBlob(t, out, repo, d), &m); err != nil || len(m.Layers) != 1 {
+		t.Fatalf("manifest %s: %+v, %v", d, m, err)
+	}
+	layoutBlob(t, out, repo, m.Config.Digest)
+	layoutBlob(t, out, repo, m.Layers[0].Digest)
+}

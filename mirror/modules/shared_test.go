@@ -1,0 +1,76 @@
+package modules_test
+
+import (
+	"bytes"
+	"context"
+	"sync"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
+)
+
+// Three replicas on one shared tier, ten clients each asking at once for
+// a module version none has: one fetch from the Git host; a sealed
+// replica with an empty cache then lists and serves it from the tier.
+func TestModulesShared(t *testing.T) {
+	needGit(t)
+	tier := harness.NewMemTier()
+	first := harness.New(t, harness.Options{Config: mirror.Config{Shared: tier}})
+	o := first.Origin
+	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
+	if _, _, err := first.Engine.Modules().ModuleVersions(context.Background(), harness.Module); err != nil {
+		t.Fatal(err)
+	}
+	rs := []*harness.Harness{first}
+	for range 2 {
+		h := &harness.Harness{T: t, Origin: o}
+		h.Start(harness.Options{Config: mirror.Config{Shared: tier}})
+		rs = append(rs, h)
+	}
+	var wg sync.WaitGroup
+	bodies := make([][]byte, 30)
+	errs := make([]error, 30)
+	for i := range bodies {
+		h := rs[i%len(rs)]
+		wg.Go(func() { _, bodies[i], errs[i] = h.ReadModule("1.0.0") })
+	}
+	wg.Wait()
+	for i := range bodies {
+		if errs[i] != nil || !bytes.Equal(bodies[i], bodies[0]) {
+			t.Fatalf("client %d: %v", i, errs[i])
+		}
+	}
+	if n := o.Hits("git"); n != 2 {
+		t.Errorf("three replicas made %d Git requests, want the 2 of one fetch", n)
+	}
+	if tier.Archives() != 1 || tier.Meta(records.ModuleRecordKey(harness.Module, "1.0.0")) == nil {
+		t.Errorf("the tier holds %d packages and records %v", tier.Archives(), tier.Metas())
+	}
+
+	for _, h := range rs {
+		h.WaitIdle() // records go to the tier in the background
+	}
+	o.ResetHits()
+	sealed := &harness.Harness{T: t, Origin: o}
+	sealed.Start(harness.Options{Config: mirror.Config{Shared: tier, Offline: true}})
+	list, _, err := sealed.Engine.Modules().ModuleVersions(context.Background(), harness.Module)
+	if err != nil || len(list.Versions) != 1 {
+		t.Fatalf("sealed replica's versions: %+v, %v", list, err)
+	}
+	if _, b, err := sealed.ReadModule("1.0.0"); err != nil || !bytes.Equal(b, bodies[0]) {
+		t.Fatalf("sealed replica's package: %v", err)
+	}
+	other := addrs.Module{Hostname: harness.OriginHost, Namespace: "acme", Name: "other", System: "aws"}
+	if _, _, err := sealed.Engine.Modules().ModuleVersions(context.Background(), other); err == nil {
+		t.Error("the sealed replica listed a module no replica has")
+	}
+	if n := o.TotalHits(); n != 0 {
+		t.Errorf("the sealed replica made %d origin requests", n)
+	}
+}

@@ -1,0 +1,217 @@
+package modules
+
+// Module packages as zips: what an OCI module artifact's one layer holds
+// (OpenTofu's oci:// module sources unpack an archive/zip layer).
+//
+// A version's zip is made from its stored package (the normalized
+// tar.gz, fetched once through OpenModule) by modsource.WriteZip, a
+// deterministic function of the package's files, and stored as a blob by
+// its sha256. Its digest and size are kept in a record of their own
+// (records.ModuleZipRecord, key modzip/HOST/NS/NAME/SYSTEM/VERSION),
+// written once and never replaced: the blob may be evicted, and remaking
+// it must give the same bytes, or it is refused, so that a digest once
+// handed out names the same bytes for as long as the record is kept.
+// Every replica sharing a store makes the same bytes from the same
+// package. The record goes with the version's (mirror/held).
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery/modsource"
+	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// Zips is the module side as OCI artifacts: each module version's zip,
+// and its image manifest (zipoci.go). Modules.Zips returns it; it has
+// Modules's methods too. Its methods are safe for concurrent use.
+type Zips struct {
+	*Modules
+}
+
+// Zips returns the module side as OCI artifacts.
+func (s *Modules) Zips() *Zips { return &Zips{s} }
+
+// Zip is an opened module zip, read from the cache. Close it.
+type Zip struct {
+	Record  records.ModuleZipRecord
+	ModTime time.Time
+	// Source is Hit when the zip was cached, Miss when this call made it,
+	// Coalesced when it waited for another call's.
+	Source records.Source
+	cachedBlob
+}
+
+// OpenModuleZip opens the zip of version of m: from the cache, or else
+// made from its package (opened, and fetched when needed, as OpenModule
+// does; one making per version, however many callers ask at once, on the
+// engine's context) and stored. ctx bounds the caller's wait only.
+// Errors: those of OpenModule, those of modsource.WriteZip (a package a
+// zip cannot hold: modsource.ErrLinkLoop, *modsource.LimitError), and an
+// integrity error matching ErrChanged when a zip made again does not
+// give the bytes first recorded.
+func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*Zip, error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return nil, err
+	}
+	key := records.ModuleZipKey(m, version)
+	var rec records.ModuleZipRecord
+	haveRec := false
+	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
+		haveRec = true
+		if z := s.openZipBlob(rec, records.Hit); z != nil {
+			s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+			s.metrics.CacheLookup("module_zip", true)
+			return z, nil
+		}
+	} else if err != nil {
+		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
+	}
+	s.metrics.CacheLookup("module_zip", false)
+	made, src, err := once(ctx, s.Modules, key, "module_zip", "the module's zip",
+		func(ctx context.Context) (*records.ModuleZipRecord, error) {
+			var first *records.ModuleZipRecord
+			if haveRec {
+				first = &rec
+			}
+			return s.makeModuleZip(ctx, m, version, first)
+		})
+	if err != nil {
+		return nil, err
+	}
+	if z := s.openZipBlob(made, src); z != nil {
+		return z, nil
+	}
+	return nil, fmt.Errorf("the zip of module %s %s was made but could not be stored in the cache", m, version)
+}
+
+// zipRecord reads the record of the zip of version of m into rec: the
+// cache's, or else the shared tier's (kept in the cache from then on, so
+// that a replica answers the digests another one handed out). ok is
+// false when neither has one; err is for a cache that failed.
+func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version string, rec *records.ModuleZipRecord) (ok bool, err error) {
+	key := records.ModuleZipKey(m, version)
+	_, err = s.store.GetMeta(key, rec)
+	switch {
+	case err == nil && records.KnownSchema(rec.Schema):
+		return true, nil
+	case err != nil && !errors.Is(err, cache.ErrNotFound):
+		return false, err
+	case s.cfg.Shared == nil:
+		return false, nil
+	}
+	var shared records.ModuleZipRecord
+	if _, ok := s.e.GetShared(ctx, key, &shared); !ok || !records.KnownSchema(shared.Schema) || shared.Module != m.String() ||
+		records.CanonicalModuleVersion(shared.Version) != records.CanonicalModuleVersion(version) {
+		return false, nil
+	}
+	if err := s.store.PutMeta(key, &shared); err != nil {
+		s.metrics.CacheWriteFailed()
+		s.log.Warn("storing module zip record from the shared store", "module", m.String(), "version", version, "error", err)
+	}
+	*rec = shared
+	return true, nil
+}
+
+// openZipBlob opens rec's cached zip, nil when it is not cached.
+func (s *Zips) openZipBlob(rec records.ModuleZipRecord, src records.Source) *Zip {
+	b, ok := s.openBlob(rec.SHA256)
+	if !ok {
+		return nil
+	}
+	return &Zip{Record: rec, ModTime: b.blob.Info().Created, Source: src, cachedBlob: b}
+}
+
+// makeModuleZip makes and stores the zip of version of m, checking it
+// against first, the record of the zip first made, when there is one,
+// and recording it otherwise.
+func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version string, first *records.ModuleZipRecord) (*records.ModuleZipRecord, error) {
+	pkg, err := s.OpenModule(ctx, m, version)
+	if err != nil {
+		return nil, err
+	}
+	defer pkg.Close()
+	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".zip"))
+	if err != nil {
+		return nil, err
+	}
+	defer func() { spool.Close(); os.Remove(spool.Name()) }()
+	h := sha256.New()
+	if _, err := modsource.WriteZip(ctx, pkg.Content(), io.MultiWriter(spool, h), s.cfg.ScratchDir, s.cfg.Limits); err != nil {
+		s.log.Error("module package cannot be made a zip", "module", m.String(), "version", pkg.Record.Version, "error", err)
+		return nil, fmt.Errorf("module %s %s as a zip: %w", m, pkg.Record.Version, err)
+	}
+	size, err := spool.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return nil, err
+	}
+	rec := &records.ModuleZipRecord{Schema: records.Schema, Module: m.String(), Version: pkg.Record.Version,
+		Package: pkg.SHA256, SHA256: hex.EncodeToString(h.Sum(nil)), Size: size}
+	if first != nil && (first.SHA256 != rec.SHA256 || first.Package != rec.Package) {
+		detail := fmt.Sprintf("%s %s: zip sha256 %s of package %s, first made as %s of package %s", m, rec.Version, rec.SHA256, rec.Package, first.SHA256, first.Package)
+		s.metrics.VerificationFailed(string(verify.ReasonChecksum))
+		s.log.Error("module zip made again differs from the first; refused", "module", m.String(), "version", rec.Version, "detail", detail)
+		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
+	}
+	if err := s.storeSpool(rec.SHA256, spool, "module zip"); err != nil {
+		return nil, err
+	}
+	if first == nil {
+		key := records.ModuleZipKey(m, version)
+		if err := s.store.PutMeta(key, rec); err != nil {
+			s.metrics.CacheWriteFailed()
+			return nil, fmt.Errorf("storing module zip record: %w", err)
+		}
+		s.e.PutShared(key, rec)
+	}
+	s.log.Info("module zip made", "module", m.String(), "version", rec.Version, "sha256", rec.SHA256, "size", size)
+	return rec, nil
+}
+
+// ModuleZipVersion returns the version of m whose zip has the sha256
+// sha, as recorded: how a blob digest of a module's repository is
+// resolved. A digest no zip of m was recorded with is not found
+// (discovery.ErrNotFound is not used: the module itself may exist).
+func (s *Zips) ModuleZipVersion(m addrs.Module, sha string) (version string, ok bool, err error) {
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return "", false, err
+	}
+	err = s.moduleZipRecords(m, func(rec records.ModuleZipRecord) bool {
+		if rec.SHA256 == sha {
+			version, ok = rec.Version, true
+		}
+		return ok
+	})
+	if err != nil {
+		return "", false, err
+	}
+	return version, ok, nil
+}
+
+// moduleZipRecords calls fn with each zip record of m the cache holds
+// until it returns true.
+func (s *Zips) moduleZipRecords(m addrs.Module, fn func(records.ModuleZipRecord) bool) error {
+	stop := errors.New("stop")
+	err := s.store.ScanMeta(records.ModuleZipPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
+		var rec records.ModuleZipRecord
+		if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) && fn(rec) {
+			return stop
+		}
+		return nil
+	})
+	if errors.Is(err, stop) {
+		return nil
+	}
+	return err
+}
