@@ -101,13 +101,23 @@ const (
 
 // ServeHTTP serves /v2 and everything under /v2/.
 func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	w.Header()["Docker-Distribution-Api-Version"] = apiVersion
-	path := r.URL.EscapedPath()
+	path := r.URL.Path
+	if r.URL.RawPath != "" {
+		// Escapes the default encoding would not make: read as sent, so
+		// that they are refused below. (Without RawPath, the path as sent
+		// is Path encoded, and only paths of names with nothing to encode
+		// are answered, so Path is the path as sent wherever it matters.)
+		path = r.URL.EscapedPath()
+	}
 	if len(path) > maxPathLen {
 		d.fail(w, r, codeNameInvalid, http.StatusBadRequest, errors.New("path too long"))
 		return
 	}
 	rest, _ := strings.CutPrefix(strings.TrimPrefix(path, "/v2"), "/")
+	if rest == "" {
+		// The version check clients make, answered or challenged.
+		w.Header()["Docker-Distribution-Api-Version"] = apiVersion
+	}
 	if rest == "token" {
 		d.token(w, r)
 		return
@@ -127,7 +137,10 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, r, http.StatusOK, "application/json", []byte("{}"))
 		return
 	}
-	if a, ok := d.hot.get(path); ok && a.holds() && d.providers.CheckOrigin(a.p) == nil {
+	// A kept answer's host was served when it was made, and the hosts a
+	// mirror serves only grow while it runs (the allowed origins are not
+	// reloaded; imported hosts are only added), so it is served still.
+	if a, ok := d.hot.get(path); ok && a.holds() {
 		a.write(w, r)
 		return
 	}
