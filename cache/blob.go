@@ -410,12 +410,19 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	})
 	w.s.stats.Forget(w.expected)
 	if err == nil && existing == nil {
+		// From staged to committed in one step under s.mu, where the size
+		// limit reads both (Blobs.occupied): an eviction pass between the
+		// two would count the archive twice and evict one too many.
+		w.mu.Lock()
+		staged := w.stagedBytes
+		w.stagedBytes = 0
+		w.mu.Unlock()
 		w.s.mu.Lock()
 		w.s.archives++
 		w.s.bytes += rec.Size
+		w.s.staging.Add(-staged)
 		w.s.mu.Unlock()
 		w.s.evict.lru.addPinned(rec.SHA256)
-		w.unstage() // counted as committed now
 	}
 	unlock()
 	if err != nil {

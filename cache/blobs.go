@@ -82,8 +82,7 @@ func newBlobs(opts Options, db *database, writers *writerGate, hooks *testHooks)
 				// Over the limit with nothing left that may be evicted:
 				// the budget follows what is kept, and what is being
 				// written (an import of what cannot be fetched again).
-				_, committed := s.statsNow()
-				base = max(base, committed+s.staging.Load())
+				base = max(base, s.occupied())
 			}
 			return base + base/4 + reserve
 		}}

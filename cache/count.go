@@ -121,6 +121,15 @@ func (s *Blobs) statsNow() (archives int, bytes int64) {
 	return s.archives, s.bytes
 }
 
+// occupied is the size of the committed archives and of the chunks being
+// staged, read together: a commit moves an archive from one to the other
+// under s.mu.
+func (s *Blobs) occupied() int64 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.bytes + s.staging.Load()
+}
+
 // counted waits until the archives are counted.
 func (s *Blobs) counted() {
 	s.mu.Lock()

@@ -262,8 +262,7 @@ func (e *evictor) overLimit(wait bool) bool {
 	if wait {
 		e.blobs.counted()
 	}
-	_, total := e.blobs.statsNow()
-	return total+e.blobs.staging.Load() > e.lru.max
+	return e.blobs.occupied() > e.lru.max
 }
 
 // pressForRoom asks for an eviction pass and a GC round: a writer waits
