@@ -25,6 +25,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -317,7 +318,7 @@ func TestPublisherKeysVouchForTheirNamespaceOnly(t *testing.T) {
 	if err := os.MkdirAll(inHouse, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, filepath.Join(inHouse, "terraform-provider-thing_1.0.0_linux_amd64.zip"), inHouseZipBytes(t, "thing"))
+	writeFile(t, filepath.Join(inHouse, "terraform-provider-thing_1.0.0_linux_amd64.zip"), enginetest.InHouseZip(t, "thing"))
 	code, stdout, stderr := runCommand("import", "--data-dir", filepath.Join(t.TempDir(), "fresh"), "--trusted-publisher-keys", pinned, "--allow-unsigned", export)
 	if code != 1 || !strings.Contains(stderr, "tf.corp.example/platform/thing 1.0.0 refused") || !strings.Contains(stderr, "--allow-unsigned is for plain directories") {
 		t.Errorf("import of an unsigned version added to a bundle: exit %d, want it refused\n%s%s", code, stdout, stderr)
@@ -327,24 +328,6 @@ func TestPublisherKeysVouchForTheirNamespaceOnly(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "terraform-provider-thing_1.0.0_linux_amd64.zip is not in the manifest") || !strings.Contains(stdout, "imported 9 packages") {
 		t.Errorf("import of a bundle with a file added: exit %d, want the rest imported and the added one refused\n%s%s", code, stdout, stderr)
 	}
-}
-
-// inHouseZipBytes is a provider package of type typ holding a script.
-func inHouseZipBytes(t *testing.T, typ string) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	zw := zip.NewWriter(&buf)
-	h := &zip.FileHeader{Name: "terraform-provider-" + typ, Method: zip.Deflate}
-	h.SetMode(0o755)
-	f, err := zw.CreateHeader(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	fmt.Fprint(f, "#!/bin/sh\nexit 1\n")
-	if err := zw.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
 }
 
 // The trust settings come from flags or TFMIRROR_ variables; a publisher
