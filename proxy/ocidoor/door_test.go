@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -302,8 +303,27 @@ func TestTagPaging(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	vs := []string{"1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.0.0-rc1", "0.9.0+a.b"}
 	r.origin.AddProvider("acme", "net", vs, twoPlatforms)
+	all := r.pageTags(t, "providers/"+originHost+"/acme/net", 2)
+	want := []string{"0.9.0_a.b", "1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.0.0-rc1"}
+	if !slices.Equal(all, want) {
+		t.Errorf("tags over pages %v, want %v", all, want)
+	}
+	// oras-go follows the Link pages itself.
+	var tags []string
+	repo := r.repo("acme", "net", auth.EmptyCredential)
+	repo.TagListPageSize = 1
+	if err := repo.Tags(context.Background(), "", func(p []string) error { tags = append(tags, p...); return nil }); err != nil || !slices.Equal(tags, want) {
+		t.Errorf("oras-go tags %v, %v", tags, err)
+	}
+}
+
+// pageTags follows repo's tag list n at a time, through every Link
+// rel="next", checking each page's status, size and name, and returns the
+// tags of all pages in order.
+func (r *rig) pageTags(t *testing.T, repo string, n int) []string {
+	t.Helper()
 	var all []string
-	path := "/v2/providers/" + originHost + "/acme/net/tags/list?n=2"
+	path := "/v2/" + repo + "/tags/list?n=" + strconv.Itoa(n)
 	for pages := 0; path != ""; pages++ {
 		if pages > 10 {
 			t.Fatal("paging does not end")
@@ -312,7 +332,7 @@ func TestTagPaging(t *testing.T) {
 		var list tagList
 		json.NewDecoder(resp.Body).Decode(&list)
 		resp.Body.Close()
-		if resp.StatusCode != 200 || len(list.Tags) > 2 || list.Name != "providers/"+originHost+"/acme/net" {
+		if resp.StatusCode != 200 || len(list.Tags) > n || list.Name != repo {
 			t.Fatalf("%s: %s %+v", path, resp.Status, list)
 		}
 		all = append(all, list.Tags...)
@@ -325,15 +345,5 @@ func TestTagPaging(t *testing.T) {
 			path = next
 		}
 	}
-	want := []string{"0.9.0_a.b", "1.0.0", "1.1.0", "1.2.0", "2.0.0", "2.0.0-rc1"}
-	if !slices.Equal(all, want) {
-		t.Errorf("tags over pages %v, want %v", all, want)
-	}
-	// oras-go follows the Link pages itself.
-	var tags []string
-	repo := r.repo("acme", "net", auth.EmptyCredential)
-	repo.TagListPageSize = 1
-	if err := repo.Tags(context.Background(), "", func(p []string) error { tags = append(tags, p...); return nil }); err != nil || !slices.Equal(tags, want) {
-		t.Errorf("oras-go tags %v, %v", tags, err)
-	}
+	return all
 }

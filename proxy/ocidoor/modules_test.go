@@ -125,29 +125,7 @@ func TestORASPullsModule(t *testing.T) {
 func TestModuleTagPaging(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	addTarballModule(r, map[string][]byte{"main.tf": []byte("#\n")}, "v1.0.0", "1.1.0", "2.0.0+b.1", "not-a-version")
-	var all []string
-	path := "/v2/modules/" + originHost + "/acme/net/aws/tags/list?n=2"
-	for pages := 0; path != ""; pages++ {
-		if pages > 10 {
-			t.Fatal("paging does not end")
-		}
-		resp := r.do("GET", path)
-		var list tagList
-		json.NewDecoder(resp.Body).Decode(&list)
-		resp.Body.Close()
-		if resp.StatusCode != 200 || len(list.Tags) > 2 || list.Name != "modules/"+originHost+"/acme/net/aws" {
-			t.Fatalf("%s: %s %+v", path, resp.Status, list)
-		}
-		all = append(all, list.Tags...)
-		path = ""
-		if link := resp.Header.Get("Link"); link != "" {
-			next, ok := strings.CutSuffix(strings.TrimPrefix(link, "<"), `>; rel="next"`)
-			if !ok {
-				t.Fatalf("Link %q", link)
-			}
-			path = next
-		}
-	}
+	all := r.pageTags(t, "modules/"+originHost+"/acme/net/aws", 2)
 	if want := []string{"1.0.0", "1.1.0", "2.0.0_b.1"}; !slices.Equal(all, want) {
 		t.Errorf("tags over pages %v, want %v", all, want)
 	}
