@@ -104,7 +104,7 @@ func TestParseVersion(t *testing.T) {
 	}
 }
 
-// The file-name grammar is addrs.ParseArchiveName's (mirror's
+// The file-name grammar is addrs.ParseArchiveName's (addrs'
 // TestArchiveName has its cases); the front door adds that the version is
 // canonical semver and that a bad name is the client's error (400).
 func TestArchiveNameRoundTrip(t *testing.T) {
