@@ -37,6 +37,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // ProviderArtifacts are the OCI documents of provider versions as the
@@ -60,6 +61,9 @@ type LayoutSummary struct {
 	// fewer platforms than the front door's (whose digest differs), each
 	// reported.
 	Partial int `json:"partial,omitempty"`
+	// Held counts the versions left out because the package policy in
+	// effect refuses them (each reported).
+	Held int `json:"held,omitempty"`
 	// Failed counts the versions that failed, each reported.
 	Failed int `json:"failed"`
 	// Script is the path of push.sh.
@@ -112,6 +116,9 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
+		if x.refused(policy.Provider, cv.Provider, cv.Version, report) {
+			continue
+		}
 		if err := x.provider(providers, sel, cv, report); err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
@@ -125,6 +132,9 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 		for _, cm := range cached {
 			if err := ctx.Err(); err != nil {
 				return sum, err
+			}
+			if x.refused(policy.Module, cm.Module, cm.Version, report) {
+				continue
 			}
 			if err := x.module(cm); err != nil {
 				sum.Failed++
@@ -146,6 +156,18 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 	script, err := x.writeScript()
 	sum.Script = script
 	return sum, err
+}
+
+// refused says whether the package policy in effect refuses a cached
+// version: reported, counted and left out, as the bundle export does
+// (refusedByPolicy).
+func (x *ociLayoutExport) refused(kind policy.Kind, address, version string, report func(string)) bool {
+	var held ExportSummary
+	if !refusedByPolicy(x.ctx, x.engine, kind, address, version, report, &held) {
+		return false
+	}
+	x.sum.Held += held.Held
+	return true
 }
 
 // provider writes one provider version.
