@@ -16,6 +16,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/oci"
 )
 
@@ -109,7 +110,7 @@ func TestExportOCILayout(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "layout")
 	var reports []string
-	sum, err := ExportOCILayout(ctx, engine, side, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 || sum.Partial != 1 || sum.Repositories != 2 || sum.Tags != 2 {
 		t.Fatalf("first export: %+v, %v, %q", sum, err, reports)
 	}
@@ -133,7 +134,7 @@ func TestExportOCILayout(t *testing.T) {
 
 	cacheArchive("darwin_arm64")
 	reports = nil
-	again, err := ExportOCILayout(ctx, engine, side, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	again, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
 	if err != nil || again.Partial != 0 || again.Failed != 0 || len(reports) != 0 {
 		t.Fatalf("second export: %+v, %v, %q", again, err, reports)
 	}
@@ -231,7 +232,7 @@ deny_version "`+p.String()+`" {
 `))
 	out := filepath.Join(t.TempDir(), "layout")
 	var reports []string
-	sum, err := ExportOCILayout(ctx, engine, side, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,4 +253,15 @@ deny_version "`+p.String()+`" {
 	if _, err := os.Stat(filepath.Join(out, filepath.FromSlash(names.Module(tarballModule)), "blobs", "sha256", layer.Layers[0].Digest.Encoded())); err == nil {
 		t.Error("the denied module's zip was written")
 	}
+}
+
+// servedBy is engine and its OCI side behind the package policy, as
+// exports take them.
+func servedBy(t *testing.T, engine *mirror.Engine, side *mirror.OCI) *served.Packages {
+	t.Helper()
+	p, err := served.New(engine, side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -21,6 +21,14 @@ import (
 // everything allowed). Answers kept for reuse end.
 func (s *Engine) SetPolicy(p *policy.Policy) { s.gate.SetPolicy(p) }
 
+// CheckAddress fails with the package policy's *gate.PolicyError when
+// it refuses the address whatever the version (deny, allow), asking
+// nothing of the origin: the first check of every way in (package
+// mirror/served).
+func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
+	return s.gate.CheckAddress(kind, address)
+}
+
 // gateEngine is the engine as the gate uses it (gate.Engine).
 type gateEngine struct{ e *Engine }
 

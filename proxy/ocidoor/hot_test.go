@@ -13,7 +13,6 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/policy"
 )
@@ -41,11 +40,7 @@ func (c *countingProviders) ManifestAnswer(ctx context.Context, p addrs.Provider
 func TestWarmManifestKeptUntilTheEngineChanges(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
-	side, err := r.engine.NewOCI(enginetest.OriginClient(t, r.origin))
-	if err != nil {
-		t.Fatal(err)
-	}
-	counting := &countingProviders{Providers: Join(r.engine, side)}
+	counting := &countingProviders{Providers: r.pkgs}
 	door, err := New(Config{Names: r.names}, counting)
 	if err != nil {
 		t.Fatal(err)

@@ -5,10 +5,12 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // denyVersion is a policy denying version of address, with a reason.
@@ -90,4 +92,52 @@ func TestDeniedProviderVersionRefusedByOCI(t *testing.T) {
 	}
 	refused(t, r, base+"/blobs/"+layer)
 	pullProvider(t, r, "acme", "net", "1.1.0", "linux_amd64", auth.EmptyCredential)
+}
+
+// An address the policy denies is refused on every door at once, with
+// no origin request: here the origin stalls every answer for a minute,
+// and each refusal must come within seconds, a 404, with the origin
+// asked nothing (before, a denied provider's version list was fetched
+// first, and a stalled origin made it wait and answer 504).
+func TestDeniedAddressAsksNoOrigin(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "evil", []string{"1.0.0"}, twoPlatforms)
+	addTarballModule(r, map[string][]byte{"main.tf": []byte("#\n")}, "1.0.0")
+	r.engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["`+originHost+`/acme/evil", "`+originHost+`/acme/net/aws"]`))
+	r.origin.SetLatency(time.Minute)
+	client := r.http.Client()
+	client.Timeout = 10 * time.Second
+	digest := "sha256:" + strings.Repeat("a", 64)
+	for _, path := range []string{
+		"/" + originHost + "/acme/evil/index.json",
+		"/" + originHost + "/acme/evil/1.0.0.json",
+		"/" + originHost + "/acme/evil/terraform-provider-evil_1.0.0_linux_amd64.zip",
+		"/" + proxy.RegistryPath(originHost) + "acme/evil/versions",
+		"/" + proxy.RegistryPath(originHost) + "acme/evil/1.0.0/download/linux/amd64",
+		"/" + proxy.ModulesPath(originHost) + "acme/net/aws/versions",
+		"/" + proxy.ModulesPath(originHost) + "acme/net/aws/1.0.0/download",
+		"/v2/providers/" + originHost + "/acme/evil/tags/list",
+		"/v2/providers/" + originHost + "/acme/evil/manifests/1.0.0",
+		"/v2/providers/" + originHost + "/acme/evil/manifests/" + digest,
+		"/v2/providers/" + originHost + "/acme/evil/blobs/" + digest,
+		"/v2/modules/" + originHost + "/acme/net/aws/tags/list",
+		"/v2/modules/" + originHost + "/acme/net/aws/manifests/1.0.0",
+		"/v2/modules/" + originHost + "/acme/net/aws/manifests/" + digest,
+		"/v2/modules/" + originHost + "/acme/net/aws/blobs/" + digest,
+	} {
+		start := time.Now()
+		resp, err := client.Get(r.http.URL + path)
+		if err != nil {
+			t.Errorf("%s: %v after %v", path, err, time.Since(start).Round(time.Millisecond))
+			continue
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNotFound {
+			t.Errorf("%s: %s, want 404", path, resp.Status)
+		}
+	}
+	if n := r.origin.TotalHits(); n != 0 {
+		t.Errorf("%d origin requests for denied addresses, want none", n)
+	}
 }
