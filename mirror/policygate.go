@@ -21,10 +21,8 @@ import (
 // everything allowed). Answers kept for reuse end.
 func (s *Engine) SetPolicy(p *policy.Policy) { s.gate.SetPolicy(p) }
 
-// CheckAddress fails with the package policy's *gate.PolicyError when
-// it refuses the address whatever the version (deny, allow), asking
-// nothing of the origin: the first check of every way in (package
-// mirror/served).
+// CheckAddress is gate.Gate.CheckAddress: the first check of every way
+// in (package mirror/served), asking nothing of the origin.
 func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 	return s.gate.CheckAddress(kind, address)
 }
