@@ -14,7 +14,10 @@
 // is known: for a method given one, by the engine's answer for it; for a
 // method given a digest, by the part that resolves the digest to its
 // version (mirror/ocistore, mirror/modules), whatever it kept from
-// before the policy changed. TestEveryMethodRefuses walks the method set
+// before the policy changed. A module version is handed down in its
+// canonical form (records.CanonicalModuleVersion: "v1.1.0" is "1.1.0"),
+// the one its records, release times and the policy's rules are keyed
+// by; the engine asks the origin in the origin's own spelling. TestEveryMethodRefuses walks the method set
 // of Packages by reflection and fails for a method with no case of a
 // denied and an age-held version, so that a method added later cannot
 // skip the layer.
@@ -150,7 +153,7 @@ func (s *Packages) ModuleLocation(ctx context.Context, m addrs.Module, version s
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.ModuleLocation(ctx, m, version)
+	return s.zips.ModuleLocation(ctx, m, records.CanonicalModuleVersion(version))
 }
 
 // OpenModule is mirror/modules.Modules.OpenModule behind the policy.
@@ -158,7 +161,7 @@ func (s *Packages) OpenModule(ctx context.Context, m addrs.Module, version strin
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.OpenModule(ctx, m, version)
+	return s.zips.OpenModule(ctx, m, records.CanonicalModuleVersion(version))
 }
 
 // OpenModuleZip is mirror/modules.Zips.OpenModuleZip behind the policy.
@@ -166,7 +169,7 @@ func (s *Packages) OpenModuleZip(ctx context.Context, m addrs.Module, version st
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.OpenModuleZip(ctx, m, version)
+	return s.zips.OpenModuleZip(ctx, m, records.CanonicalModuleVersion(version))
 }
 
 // ModuleManifest is mirror/modules.Zips.ModuleManifest behind the policy.
@@ -174,7 +177,7 @@ func (s *Packages) ModuleManifest(ctx context.Context, m addrs.Module, version s
 	if err := s.module(m); err != nil {
 		return oci.Document{}, err
 	}
-	return s.zips.ModuleManifest(ctx, m, version)
+	return s.zips.ModuleManifest(ctx, m, records.CanonicalModuleVersion(version))
 }
 
 // ModuleDocument is mirror/modules.Zips.ModuleDocument behind the
