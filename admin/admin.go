@@ -21,9 +21,12 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/airgap"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
@@ -103,11 +106,12 @@ type Exported struct {
 	Failures []string              `json:"failures,omitempty"`
 }
 
-// OCILayout is what an OCI layout export needs: the engine's OCI side
-// for providers (*mirror.OCI, shared with the OCI front door, so that
-// both keep the same documents) and the repository names.
+// OCILayout is what an OCI layout export needs: the OCI documents behind
+// the package policy (*mirror/served.Packages, over the OCI side the OCI
+// front door shares, so that both keep the same documents) and the
+// repository names.
 type OCILayout struct {
-	Providers airgap.ProviderArtifacts
+	Artifacts airgap.Artifacts
 	Names     oci.Names
 }
 
@@ -163,9 +167,22 @@ type Pruner interface {
 	Prune(ctx context.Context, req retention.PruneRequest) ([]retention.Removal, error)
 }
 
+// Packages is what sync asks of the engine, behind the package policy
+// (*mirror/served.Packages): the versions and packages it may serve, the
+// archives it caches.
+type Packages interface {
+	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
+	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
+	EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error)
+	CachedSize(sha string) (int64, bool)
+	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
+	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
+}
+
 // API runs admin operations on an engine.
 type API struct {
 	engine  *mirror.Engine
+	pkgs    Packages // the engine behind the package policy: what sync reaches packages through
 	pruner  Pruner
 	log     *slog.Logger
 	metrics Metrics
@@ -173,16 +190,17 @@ type API struct {
 	uid     int // the user the process runs as, who may call (see peer.go)
 }
 
-// New returns the admin operations of engine, whose cache pruner prunes
-// (both required). A nil logger discards; a nil metrics records nothing.
-func New(engine *mirror.Engine, pruner Pruner, logger *slog.Logger, met Metrics, opts Options) (*API, error) {
-	if engine == nil || pruner == nil {
-		return nil, errors.New("admin: an engine and its pruner are required")
+// New returns the admin operations of engine, reaching packages through
+// pkgs (the engine behind its package policy), whose cache pruner prunes
+// (all required). A nil logger discards; a nil metrics records nothing.
+func New(engine *mirror.Engine, pkgs Packages, pruner Pruner, logger *slog.Logger, met Metrics, opts Options) (*API, error) {
+	if engine == nil || pkgs == nil || pruner == nil {
+		return nil, errors.New("admin: an engine, its packages behind the policy and its pruner are required")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &API{engine: engine, pruner: pruner, log: logger, metrics: met, opts: opts, uid: os.Getuid()}, nil
+	return &API{engine: engine, pkgs: pkgs, pruner: pruner, log: logger, metrics: met, opts: opts, uid: os.Getuid()}, nil
 }
 
 // Export exports the cached packages req selects to req.Out through
@@ -241,7 +259,7 @@ func (a *API) exportOCILayout(ctx context.Context, req ExportRequest, sel airgap
 	if a.opts.OCILayout == nil {
 		return res, errors.New("OCI layout exports are not configured")
 	}
-	sum, err := airgap.ExportOCILayout(ctx, a.engine, a.opts.OCILayout.Providers, a.opts.OCILayout.Names, sel, req.Out,
+	sum, err := airgap.ExportOCILayout(ctx, a.engine, a.opts.OCILayout.Artifacts, a.opts.OCILayout.Names, sel, req.Out,
 		func(line string) { res.Failures = append(res.Failures, line) })
 	res.Layout = &sum
 	res.Failed = sum.Failed
@@ -273,7 +291,7 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 
 // Versions returns p's versions, oldest first as the origin lists them.
 func (a *API) Versions(ctx context.Context, p addrs.Provider) ([]Version, error) {
-	list, _, err := a.engine.Versions(ctx, p)
+	list, _, err := a.pkgs.Versions(ctx, p)
 	if err != nil {
 		return nil, err
 	}
@@ -302,14 +320,14 @@ func (a *API) Package(ctx context.Context, p addrs.Provider, version string, pla
 		}
 		pls = append(pls, pl)
 	}
-	pkg, err := a.engine.Package(ctx, p, v, pls)
+	pkg, err := a.pkgs.Package(ctx, p, v, pls)
 	if err != nil {
 		return nil, err
 	}
 	out := make([]Archive, 0, len(pkg.Archives))
 	for _, arc := range pkg.Archives {
 		aa := Archive{Platform: arc.Platform, Filename: arc.Filename, SHA256: arc.SHA256}
-		aa.Size, aa.Cached = a.engine.CachedSize(arc.SHA256)
+		aa.Size, aa.Cached = a.pkgs.CachedSize(arc.SHA256)
 		out = append(out, aa)
 	}
 	return out, nil
@@ -342,7 +360,7 @@ func (a *API) ensure(ctx context.Context, p addrs.Provider, version, platform st
 	if err != nil {
 		return Ensured{}, httperr.BadRequest("%v", err)
 	}
-	pkg, err := a.engine.Package(ctx, p, v, []addrs.Platform{pl})
+	pkg, err := a.pkgs.Package(ctx, p, v, []addrs.Platform{pl})
 	if err != nil {
 		return Ensured{}, err
 	}
@@ -350,11 +368,11 @@ func (a *API) ensure(ctx context.Context, p addrs.Provider, version, platform st
 		return Ensured{}, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
 	}
 	sha := pkg.Archives[0].SHA256
-	src, err := a.engine.EnsureArchive(ctx, p, v, pl)
+	src, err := a.pkgs.EnsureArchive(ctx, p, v, pl)
 	if err != nil {
 		return Ensured{}, err
 	}
-	size, ok := a.engine.CachedSize(sha)
+	size, ok := a.pkgs.CachedSize(sha)
 	if !ok {
 		return Ensured{}, fmt.Errorf("archive %s was cached and is gone again (evicted: is --cache-max-bytes too small?)", pkg.Archives[0].Filename)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/retention"
 )
 
@@ -71,11 +72,21 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 	return h
 }
 
+// packages is the harness's engine behind its package policy.
+func (h *harness) packages(t *testing.T) *served.Packages {
+	t.Helper()
+	p, err := served.New(h.engine, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // newAPI returns the admin operations of the harness's engine and its
 // retention.
 func (h *harness) newAPI(t *testing.T, logger *slog.Logger, met Metrics, opts Options) *API {
 	t.Helper()
-	a, err := New(h.engine, h.retention, logger, met, opts)
+	a, err := New(h.engine, h.packages(t), h.retention, logger, met, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -50,7 +50,7 @@ type Module struct {
 
 // ModuleVersions lists the versions of module m.
 func (a *API) ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error) {
-	list, _, err := a.engine.Modules().ModuleVersions(ctx, m)
+	list, _, err := a.pkgs.ModuleVersions(ctx, m)
 	if err != nil {
 		return nil, err
 	}
@@ -67,7 +67,7 @@ func (a *API) UnpackModule(ctx context.Context, m addrs.Module, version, dir str
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
 		return Module{}, httperr.BadRequest("dir %q is not an existing empty directory", dir)
 	}
-	pkg, err := a.engine.Modules().OpenModule(ctx, m, version)
+	pkg, err := a.pkgs.OpenModule(ctx, m, version)
 	if err != nil {
 		return Module{}, err
 	}

@@ -57,10 +57,13 @@ func TestAdminPrune(t *testing.T) {
 // than giving an API whose prune does nothing.
 func TestNewRequiresPruner(t *testing.T) {
 	h := newHarness(t, harnessOptions{})
-	if _, err := New(h.engine, nil, nil, nil, Options{}); err == nil {
+	if _, err := New(h.engine, h.packages(t), nil, nil, nil, Options{}); err == nil {
 		t.Error("New took no pruner")
 	}
-	if _, err := New(nil, h.retention, nil, nil, Options{}); err == nil {
+	if _, err := New(nil, h.packages(t), h.retention, nil, nil, Options{}); err == nil {
 		t.Error("New took no engine")
+	}
+	if _, err := New(h.engine, nil, h.retention, nil, nil, Options{}); err == nil {
+		t.Error("New took no packages behind the policy")
 	}
 }

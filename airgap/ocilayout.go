@@ -37,13 +37,17 @@ import (
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
-// ProviderArtifacts are the OCI documents of provider versions as the
-// OCI front door serves them: *mirror.OCI.
-type ProviderArtifacts interface {
+// Artifacts are the OCI documents of provider and module versions, and
+// module zips, as the OCI front door serves them, behind the package
+// policy: *mirror/served.Packages.
+type Artifacts interface {
 	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
 	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
+	ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error)
+	ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error)
 }
 
 // LayoutSummary counts what ExportOCILayout did.
@@ -60,6 +64,9 @@ type LayoutSummary struct {
 	// fewer platforms than the front door's (whose digest differs), each
 	// reported.
 	Partial int `json:"partial,omitempty"`
+	// Held counts the versions left out because the package policy in
+	// effect refuses them (each reported).
+	Held int `json:"held,omitempty"`
 	// Failed counts the versions that failed, each reported.
 	Failed int `json:"failed"`
 	// Script is the path of push.sh.
@@ -79,6 +86,7 @@ type layoutTag struct {
 type ociLayoutExport struct {
 	ctx    context.Context
 	engine *mirror.Engine
+	arts   Artifacts
 	names  oci.Names
 	out    string
 	files  *exportFiles // records what exportArchive wrote (not signed)
@@ -98,12 +106,12 @@ type ociLayoutExport struct {
 // which makes a module version's zip from its cached package when it has
 // not been made. Each version that fails is reported and counted, and
 // the export goes on. It writes push.sh last: one oras cp line per tag.
-func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers ProviderArtifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
+func ExportOCILayout(ctx context.Context, engine *mirror.Engine, arts Artifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
 	var sum LayoutSummary
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return sum, err
 	}
-	x := &ociLayoutExport{ctx: ctx, engine: engine, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}}
+	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}}
 	selected, err := selectCached(engine, sel)
 	if err != nil {
 		return sum, err
@@ -112,7 +120,10 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		if err := x.provider(providers, sel, cv, report); err != nil {
+		if x.refused(policy.Provider, cv.Provider, cv.Version, report) {
+			continue
+		}
+		if err := x.provider(sel, cv, report); err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s %s: %v", cv.Provider, cv.Version, err))
 		}
@@ -125,6 +136,9 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 		for _, cm := range cached {
 			if err := ctx.Err(); err != nil {
 				return sum, err
+			}
+			if x.refused(policy.Module, cm.Module, cm.Version, report) {
+				continue
 			}
 			if err := x.module(cm); err != nil {
 				sum.Failed++
@@ -148,8 +162,20 @@ func ExportOCILayout(ctx context.Context, engine *mirror.Engine, providers Provi
 	return sum, err
 }
 
+// refused says whether the package policy in effect refuses a cached
+// version: reported, counted and left out, as the bundle export does
+// (refusedByPolicy).
+func (x *ociLayoutExport) refused(kind policy.Kind, address, version string, report func(string)) bool {
+	var held ExportSummary
+	if !refusedByPolicy(x.ctx, x.engine, kind, address, version, report, &held) {
+		return false
+	}
+	x.sum.Held += held.Held
+	return true
+}
+
 // provider writes one provider version.
-func (x *ociLayoutExport) provider(providers ProviderArtifacts, sel Selection, cv mirror.CachedVersion, report func(string)) error {
+func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, report func(string)) error {
 	p, v, err := parseCached(cv)
 	if err != nil {
 		return err
@@ -162,7 +188,7 @@ func (x *ociLayoutExport) provider(providers ProviderArtifacts, sel Selection, c
 	for _, cp := range cv.Platforms {
 		cached[cp.Platform] = cp.Cached && (len(sel.Platforms) == 0 || slices.Contains(sel.Platforms, cp.Platform))
 	}
-	index, err := providers.Index(x.ctx, p, v)
+	index, err := x.arts.Index(x.ctx, p, v)
 	if err != nil {
 		return err
 	}
@@ -182,7 +208,7 @@ func (x *ociLayoutExport) provider(providers ProviderArtifacts, sel Selection, c
 			left = append(left, pl.String())
 			continue
 		}
-		m, err := providers.Manifest(x.ctx, p, d.Digest)
+		m, err := x.arts.Manifest(x.ctx, p, d.Digest)
 		if err != nil {
 			return err
 		}
@@ -225,7 +251,7 @@ func (x *ociLayoutExport) module(cm modules.Cached) error {
 	if !ok {
 		return fmt.Errorf("version %s makes no tag", pv)
 	}
-	doc, err := x.engine.Modules().Zips().ModuleManifest(x.ctx, m, cm.Version)
+	doc, err := x.arts.ModuleManifest(x.ctx, m, cm.Version)
 	if err != nil {
 		return err
 	}
@@ -280,7 +306,7 @@ func (x *ociLayoutExport) moduleZip(repo, path string, d digest.Digest) (bool, i
 	if err != nil {
 		return false, 0, err
 	}
-	z, err := x.engine.Modules().Zips().ModuleBlob(x.ctx, parsed.Module, d)
+	z, err := x.arts.ModuleBlob(x.ctx, parsed.Module, d)
 	if err != nil {
 		return false, 0, err
 	}

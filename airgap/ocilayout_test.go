@@ -16,6 +16,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/oci"
 )
 
@@ -109,7 +110,7 @@ func TestExportOCILayout(t *testing.T) {
 
 	out := filepath.Join(t.TempDir(), "layout")
 	var reports []string
-	sum, err := ExportOCILayout(ctx, engine, side, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 || sum.Partial != 1 || sum.Repositories != 2 || sum.Tags != 2 {
 		t.Fatalf("first export: %+v, %v, %q", sum, err, reports)
 	}
@@ -133,7 +134,7 @@ func TestExportOCILayout(t *testing.T) {
 
 	cacheArchive("darwin_arm64")
 	reports = nil
-	again, err := ExportOCILayout(ctx, engine, side, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	again, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
 	if err != nil || again.Partial != 0 || again.Failed != 0 || len(reports) != 0 {
 		t.Fatalf("second export: %+v, %v, %q", again, err, reports)
 	}
@@ -184,4 +185,83 @@ func checkManifestBlobs(t *testing.T, out, repo string, d digest.Digest) {
 	}
 	layoutBlob(t, out, repo, m.Config.Digest)
 	layoutBlob(t, out, repo, m.Layers[0].Digest)
+}
+
+// An OCI layout export leaves out what the package policy in effect
+// refuses, as the bundle export does: a module version and a provider
+// version cached before a deny_version are reported and counted as held,
+// and no tag, manifest or zip of them is written.
+func TestExportOCILayoutLeavesOutDenied(t *testing.T) {
+	o := enginetest.StartOrigin(t, fakeorigin.Options{})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64"})
+	o.AddTarball("tarball-0.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# tarball\n")}))
+	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("tarball-0.1.0.tar.gz"))
+	engine := newEngine(t, o)
+	ctx := context.Background()
+	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	v, _ := addrs.ParseSemver("1.0.0")
+	a, err := engine.OpenArchive(ctx, p, v, addrs.Platform{OS: "linux", Arch: "amd64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, a)
+	a.Close()
+	mirror.WaitIdle(ctx, engine)
+	moduleBytes(t, engine, tarballModule, "0.1.0")
+	module, err := engine.Modules().Zips().ModuleManifest(ctx, tarballModule, "0.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	side, err := engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine.SetPolicy(enginetest.DecodePolicy(t, `
+deny_version "`+tarballModule.String()+`" {
+  versions = "= 0.1.0"
+  reason   = "CVE-2026-0002"
+}
+deny_version "`+p.String()+`" {
+  versions = "= 1.0.0"
+  reason   = "CVE-2026-0003"
+}
+`))
+	out := filepath.Join(t.TempDir(), "layout")
+	var reports []string
+	sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sum.Held != 2 || sum.Tags != 0 || sum.Failed != 0 {
+		t.Errorf("export: %+v %q, want both versions held and nothing written", sum, reports)
+	}
+	joined := strings.Join(reports, "\n")
+	if !strings.Contains(joined, "CVE-2026-0002") || !strings.Contains(joined, "CVE-2026-0003") {
+		t.Errorf("reports %q, want both reasons", reports)
+	}
+	if _, err := os.Stat(filepath.Join(out, filepath.FromSlash(names.Module(tarballModule)), "blobs", "sha256", module.Digest.Encoded())); err == nil {
+		t.Error("the denied module's manifest was written")
+	}
+	var layer ocispec.Manifest
+	if err := json.Unmarshal(module.Bytes, &layer); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(out, filepath.FromSlash(names.Module(tarballModule)), "blobs", "sha256", layer.Layers[0].Digest.Encoded())); err == nil {
+		t.Error("the denied module's zip was written")
+	}
+}
+
+// servedBy is engine and its OCI side behind the package policy, as
+// exports take them.
+func servedBy(t *testing.T, engine *mirror.Engine, side *mirror.OCI) *served.Packages {
+	t.Helper()
+	p, err := served.New(engine, side)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

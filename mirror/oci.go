@@ -68,7 +68,10 @@ func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *A
 type ociEngine struct{ e *Engine }
 
 func (o ociEngine) CheckOrigin(p addrs.Provider) error { return o.e.CheckOrigin(p) }
-func (o ociEngine) Offline() bool                      { return o.e.cfg.Offline }
+func (o ociEngine) CheckPolicy(ctx context.Context, p addrs.Provider, v versions.Version) error {
+	return o.e.gate.CheckProvider(ctx, p, v)
+}
+func (o ociEngine) Offline() bool { return o.e.cfg.Offline }
 func (o ociEngine) Detached(timeout time.Duration) (context.Context, func(), error) {
 	return o.e.detached(timeout)
 }

@@ -21,6 +21,12 @@ import (
 // everything allowed). Answers kept for reuse end.
 func (s *Engine) SetPolicy(p *policy.Policy) { s.gate.SetPolicy(p) }
 
+// CheckAddress is gate.Gate.CheckAddress: the first check of every way
+// in (package mirror/served), asking nothing of the origin.
+func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
+	return s.gate.CheckAddress(kind, address)
+}
+
 // gateEngine is the engine as the gate uses it (gate.Engine).
 type gateEngine struct{ e *Engine }
 

@@ -90,7 +90,7 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 			continue
 		}
 		l.list.rng = attr.NameRange
-		pats, ds := decodePatterns(attr)
+		pats, ds := decodePatterns(attr, l.name == "deny")
 		diags = append(diags, ds...)
 		for _, pt := range pats {
 			pt.detail = fmt.Sprintf("%s %q (%s)", l.name, pt.text, place(pt.rng))
@@ -155,7 +155,10 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 }
 
 // decodePatterns reads a list of patterns, each error at its element.
-func decodePatterns(attr *hcl.Attribute) ([]pattern, hcl.Diagnostics) {
+// With reasons (deny), an element may also be an object
+// { pattern = PATTERN, reason = REASON }: the pattern with what the
+// people it refuses read.
+func decodePatterns(attr *hcl.Attribute, reasons bool) ([]pattern, hcl.Diagnostics) {
 	exprs, diags := hcl.ExprList(attr.Expr)
 	if diags.HasErrors() {
 		return nil, diags
@@ -167,8 +170,20 @@ func decodePatterns(attr *hcl.Attribute) ([]pattern, hcl.Diagnostics) {
 		if ds.HasErrors() {
 			continue
 		}
+		reason := ""
+		if reasons && !v.IsNull() && v.IsWhollyKnown() && (v.Type().IsObjectType() || v.Type().IsMapType()) {
+			var d *hcl.Diagnostic
+			if v, reason, d = patternWithReason(v, attr.Name, e.Range()); d != nil {
+				diags = append(diags, d)
+				continue
+			}
+		}
 		if v.IsNull() || !v.Type().Equals(cty.String) {
-			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name + " pattern", Detail: "a pattern is a string, such as \"registry.terraform.io/hashicorp/*\"", Subject: e.Range().Ptr()})
+			detail := "a pattern is a string, such as \"registry.terraform.io/hashicorp/*\""
+			if reasons {
+				detail += ", or { pattern = PATTERN, reason = REASON }"
+			}
+			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + attr.Name + " pattern", Detail: detail, Subject: e.Range().Ptr()})
 			continue
 		}
 		p, err := compilePattern(v.AsString())
@@ -177,9 +192,32 @@ func decodePatterns(attr *hcl.Attribute) ([]pattern, hcl.Diagnostics) {
 			continue
 		}
 		p.rng = e.Range()
+		p.reason = reason
 		out = append(out, p)
 	}
 	return out, diags
+}
+
+// patternWithReason reads { pattern = PATTERN, reason = REASON }: the
+// pattern's value, and the reason, which must say something.
+func patternWithReason(v cty.Value, name string, rng hcl.Range) (cty.Value, string, *hcl.Diagnostic) {
+	bad := func(detail string) (cty.Value, string, *hcl.Diagnostic) {
+		return cty.NilVal, "", &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid " + name + " pattern", Detail: detail, Subject: rng.Ptr()}
+	}
+	attrs := v.AsValueMap()
+	for k := range attrs {
+		if k != "pattern" && k != "reason" {
+			return bad(fmt.Sprintf("unknown key %q: an entry with a reason is { pattern = PATTERN, reason = REASON }", k))
+		}
+	}
+	pat, reason := attrs["pattern"], attrs["reason"]
+	if pat == cty.NilVal || pat.IsNull() || !pat.Type().Equals(cty.String) {
+		return bad("an entry with a reason names its pattern: { pattern = PATTERN, reason = REASON }")
+	}
+	if reason == cty.NilVal || reason.IsNull() || !reason.Type().Equals(cty.String) || strings.TrimSpace(reason.AsString()) == "" {
+		return bad("a deny entry's reason is shown to the people it refuses: say why, and what to use instead")
+	}
+	return pat, reason.AsString(), nil
 }
 
 func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {

@@ -50,6 +50,7 @@ type pattern struct {
 	text   string    // as the operator wrote it
 	rng    hcl.Range // where
 	detail string    // the rule it belongs to, as written, with file:line
+	reason string    // a deny pattern's reason, as the operator wrote it ("": none)
 }
 
 func (p *pattern) matches(a key) bool {

@@ -196,7 +196,11 @@ func (p *Policy) Address(kind Kind, address string) Verdict {
 
 func (p *Policy) address(a key) Verdict {
 	if m := p.deny.first(a); m != nil {
-		return Verdict{Rule: RuleDeny, Detail: patternDetail("deny", m), Reason: "denied by the mirror's policy"}
+		reason := m.reason
+		if reason == "" {
+			reason = "denied by the mirror's policy"
+		}
+		return Verdict{Rule: RuleDeny, Detail: patternDetail("deny", m), Reason: reason}
 	}
 	if len(p.allow.pats) == 0 {
 		return Verdict{Allowed: true}
@@ -394,6 +398,10 @@ func (p *Policy) Rules() []string {
 	var out []string
 	for _, l := range []*patternList{&p.deny, &p.allow} {
 		for i := range l.pats {
+			if r := l.pats[i].reason; r != "" {
+				out = append(out, l.pats[i].detail+": "+r)
+				continue
+			}
 			out = append(out, l.pats[i].detail)
 		}
 	}

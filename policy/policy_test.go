@@ -139,6 +139,12 @@ func TestDecodeErrors(t *testing.T) {
 		{"unknown block attribute", "p.hcl", "policy {\n  release_age_exempt_version \"registry.test/a/b\" {\n    versions = \"1.0.0\"\n    why = \"x\"\n  }\n}", "p.hcl:4"},
 		{"JSON bad pattern", "p.json", "{\"policy\": {\n  \"deny\": [\n    \"x\"\n  ]\n}}", "p.json:3"},
 		{"JSON unknown attribute", "p.json", "{\"policy\": {\n  \"allowed\": []\n}}", "p.json:2"},
+		{"deny entry without reason", "p.hcl", "policy {\n  deny = [\n    { pattern = \"registry.test/a/b\" },\n  ]\n}", "p.hcl:3"},
+		{"deny entry with an empty reason", "p.hcl", "policy {\n  deny = [{ pattern = \"registry.test/a/b\", reason = \"\" }]\n}", "p.hcl:2"},
+		{"deny entry without pattern", "p.hcl", "policy {\n  deny = [{ reason = \"x\" }]\n}", "p.hcl:2"},
+		{"deny entry with an unknown key", "p.hcl", "policy {\n  deny = [{ pattern = \"registry.test/a/b\", reason = \"x\", why = \"y\" }]\n}", "p.hcl:2"},
+		{"deny entry with a bad pattern", "p.hcl", "policy {\n  deny = [{ pattern = \"a/b\", reason = \"x\" }]\n}", "p.hcl:2"},
+		{"allow entry with a reason", "p.hcl", "policy {\n  allow = [{ pattern = \"registry.test/a/b\", reason = \"x\" }]\n}", "p.hcl:2"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p, diags := decode(t, c.file, c.src)
@@ -156,6 +162,60 @@ func TestDecodeErrors(t *testing.T) {
 			}
 			if len(places) == 0 || places[0] != c.want {
 				t.Errorf("places %v (%v), want %s first", places, diags, c.want)
+			}
+		})
+	}
+}
+
+// A deny entry may carry a reason, as deny_version does, in HCL and in
+// JSON, beside the plain patterns of the list form: the refusal of what
+// it matches gives that reason, the others the rule's sentence, and the
+// rules list shows it.
+func TestDenyReason(t *testing.T) {
+	for _, c := range []struct{ name, src string }{
+		{"hcl", `policy {
+  deny = [
+    "registry.test/acme/old",
+    { pattern = "registry.test/acme/evil", reason = "compromised release keys: use registry.test/acme/good" },
+    { pattern = "registry.test/acme/*/*", reason = "modules come from registry.test/platform" },
+  ]
+}`},
+		{"json", `{"policy": {"deny": [
+  "registry.test/acme/old",
+  {"pattern": "registry.test/acme/evil", "reason": "compromised release keys: use registry.test/acme/good"},
+  {"pattern": "registry.test/acme/*/*", "reason": "modules come from registry.test/platform"}
+]}}`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			file := "p." + c.name
+			p, diags := decode(t, file, c.src)
+			if diags.HasErrors() {
+				t.Fatal(diags)
+			}
+			if p.Len() != 3 {
+				t.Errorf("%d rules, want 3", p.Len())
+			}
+			now := time.Now()
+			for _, tc := range []struct {
+				kind            Kind
+				address, reason string
+			}{
+				{Provider, "registry.test/acme/evil", "compromised release keys: use registry.test/acme/good"},
+				{Provider, "registry.test/acme/old", "denied by the mirror's policy"},
+				{Module, "registry.test/acme/vpc/aws", "modules come from registry.test/platform"},
+			} {
+				for _, v := range []Verdict{p.Address(tc.kind, tc.address), p.Version(tc.kind, tc.address, "1.0.0", Release{}, now)} {
+					if v.Allowed || v.Rule != RuleDeny || v.Reason != tc.reason || !strings.Contains(v.Message(), tc.reason) {
+						t.Errorf("%s: %+v, want denied with %q", tc.address, v, tc.reason)
+					}
+				}
+			}
+			if v := p.Address(Provider, "registry.test/acme/good"); !v.Allowed {
+				t.Errorf("registry.test/acme/good: %+v", v)
+			}
+			rules := strings.Join(p.Rules(), "\n")
+			if !strings.Contains(rules, "compromised release keys") || !strings.Contains(rules, `deny "registry.test/acme/old"`) {
+				t.Errorf("rules:\n%s", rules)
 			}
 		})
 	}

@@ -41,7 +41,7 @@ func benchServerWith(b *testing.B, pol *policy.Policy) *Server {
 	}
 	b.Cleanup(func() { engine.Close() })
 	engine.SetPolicy(pol)
-	srv, err := New(Config{Logger: slog.New(slog.DiscardHandler)}, engine)
+	srv, err := New(Config{Logger: slog.New(slog.DiscardHandler)}, packagesOf(b, engine))
 	if err != nil {
 		b.Fatal(err)
 	}

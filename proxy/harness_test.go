@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/retention"
 )
 
@@ -81,7 +82,7 @@ func (h *harness) start(opts harnessOptions) {
 	if cfg.Health == nil {
 		cfg.Health = &HealthSource{Store: h.store}
 	}
-	srv, err := New(cfg, engine)
+	srv, err := New(cfg, packagesOf(t, engine))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,4 +162,15 @@ func TestMain(m *testing.M) {
 	// Service discovery logs through the standard logger.
 	log.SetOutput(io.Discard)
 	os.Exit(m.Run())
+}
+
+// packagesOf is engine behind its package policy, as the front door
+// takes it (package mirror/served), without an OCI side.
+func packagesOf(t testing.TB, engine *mirror.Engine) *served.Packages {
+	t.Helper()
+	p, err := served.New(engine, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

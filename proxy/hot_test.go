@@ -17,6 +17,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/served"
 )
 
 // writeDocument answers as http.ServeContent does (which it calls for
@@ -83,18 +84,18 @@ func TestWriteDocumentIsServeContent(t *testing.T) {
 
 // countingEngine counts the calls a request makes to the engine.
 type countingEngine struct {
-	*mirror.Engine
+	*served.Packages
 	calls atomic.Int64
 }
 
 func (e *countingEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error) {
 	e.calls.Add(1)
-	return e.Engine.Versions(ctx, p)
+	return e.Packages.Versions(ctx, p)
 }
 
 func (e *countingEngine) Package(ctx context.Context, p addrs.Provider, v versions.Version, pls []addrs.Platform) (*mirror.Package, error) {
 	e.calls.Add(1)
-	return e.Engine.Package(ctx, p, v, pls)
+	return e.Packages.Package(ctx, p, v, pls)
 }
 
 // Warm index.json and VERSION.json are sent again as they were, without
@@ -108,7 +109,7 @@ func TestWarmDocumentsSkipTheEngine(t *testing.T) {
 	clock := func() time.Time { return time.Unix(0, now.Load()) }
 	h := newHarness(t, harnessOptions{engine: mirror.Config{VersionsTTL: 10 * time.Minute, Now: clock}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	engine := &countingEngine{Engine: h.engine}
+	engine := &countingEngine{Packages: packagesOf(t, h.engine)}
 	srv, err := New(Config{Logger: slog.New(slog.DiscardHandler)}, engine)
 	if err != nil {
 		t.Fatal(err)
@@ -164,7 +165,7 @@ func TestWarmDocumentsWithAuthAskTheEngine(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	engine := &countingEngine{Engine: h.engine}
+	engine := &countingEngine{Packages: packagesOf(t, h.engine)}
 	auth, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: make([]byte, 32)})
 	if err != nil {
 		t.Fatal(err)

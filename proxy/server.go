@@ -14,22 +14,23 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
-	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
-// Engine is what the front door needs from the pull-through engine: its
-// providers (ProviderEngine), its module side (Modules, which the module
-// routes use as a ModuleEngine), its check of the whole cache and what the
-// status page shows of it (StatusEngine). *mirror.Engine implements it.
+// Engine is what the front door needs from the pull-through engine
+// behind the package policy: its providers (ProviderEngine), its
+// modules (ModuleEngine, and StatusModules for the status page), its
+// check of the whole cache and what the status page shows of it
+// (StatusEngine). *mirror/served.Packages implements it: the front door
+// never holds the engine beneath the policy.
 type Engine interface {
 	ProviderEngine
 	// Reuse says whether an answer of Versions or Package with this
 	// stamp is still the one the same call would give.
 	Reuse(st mirror.Stamp) bool
-	// Modules returns the engine's module side.
-	Modules() *modules.Modules
+	ModuleEngine
+	StatusModules
 	// CacheChecker returns the engine's check of the whole cache, whose
 	// last run the status page shows.
 	CacheChecker() *cachecheck.Checker
@@ -129,7 +130,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	s := &Server{
 		oci:       cfg.OCI,
 		responder: rs,
-		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine.Modules(), checks: engine.CacheChecker()},
+		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine, checks: engine.CacheChecker()},
 	}
 	s.SetPublicURL(cfg.PublicURL)
 	if cfg.Auth == nil {
@@ -140,7 +141,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	providers := providerRoutes{responder: rs, engine: engine, docs: newRenderMemo()}
 	s.router = s.routes(
 		&providerRegistry{providerRoutes: providers},
-		&moduleRegistry{responder: rs, engine: engine.Modules()},
+		&moduleRegistry{responder: rs, engine: engine},
 		&networkMirror{providerRoutes: providers, hot: s.hot},
 	)
 	return s, nil

@@ -433,7 +433,7 @@ func TestStatusScansAtMostOnceASecond(t *testing.T) {
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	var clock sync.Mutex
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	engine := &scanCounter{Engine: h.engine}
+	engine := &scanCounter{Engine: packagesOf(t, h.engine)}
 	srv, err := New(Config{Health: &HealthSource{Store: h.store}, Now: func() time.Time {
 		clock.Lock()
 		defer clock.Unlock()

@@ -18,7 +18,7 @@ func TestNewRefusesWrongWiring(t *testing.T) {
 		want   string
 	}{
 		{"no engine", Config{}, nil, "an engine is required"},
-		{"a health source without its cache", Config{Health: &HealthSource{}}, h.engine, "HealthSource.Store"},
+		{"a health source without its cache", Config{Health: &HealthSource{}}, packagesOf(t, h.engine), "HealthSource.Store"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(tc.cfg, tc.engine)
@@ -30,7 +30,7 @@ func TestNewRefusesWrongWiring(t *testing.T) {
 			}
 		})
 	}
-	if _, err := New(Config{Health: &HealthSource{Store: h.store}}, h.engine); err != nil {
+	if _, err := New(Config{Health: &HealthSource{Store: h.store}}, packagesOf(t, h.engine)); err != nil {
 		t.Errorf("New of a front door wired right: %v", err)
 	}
 }

@@ -86,7 +86,12 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 		parts.shutdown(ctx)
 		return nil, err
 	}
-	api, err := admin.New(parts.engine, parts.retention, logger, nil, opts)
+	pkgs, err := parts.packages()
+	if err != nil {
+		parts.shutdown(ctx)
+		return nil, err
+	}
+	api, err := admin.New(parts.engine, pkgs, parts.retention, logger, nil, opts)
 	if err != nil {
 		parts.shutdown(ctx)
 		return nil, err

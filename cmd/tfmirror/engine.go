@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/manifest"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/retention"
 	"github.com/tfmirror/tfmirror/sharedstore"
 	"github.com/tfmirror/tfmirror/verify"
@@ -42,6 +43,10 @@ type engineParts struct {
 	ociOnce sync.Once // makes oci, the engine's OCI side, once
 	oci     *mirror.OCI
 	ociErr  error
+
+	pkgsOnce sync.Once // makes pkgs, the package API behind the policy, once
+	pkgs     *served.Packages
+	pkgsErr  error
 }
 
 // metadataStages is how many origin requests, one after the other, one

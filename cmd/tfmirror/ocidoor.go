@@ -7,6 +7,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/proxy"
 	"github.com/tfmirror/tfmirror/proxy/ocidoor"
@@ -17,17 +18,21 @@ import (
 // openOCIDoor wires the OCI distribution front door over the engine's OCI
 // side.
 func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, auth *proxy.Auth) (*ocidoor.Door, error) {
-	names, side, err := ociNamesAndSide(cfg, parts)
+	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
 	if err != nil {
 		return nil, err
 	}
-	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger, Modules: parts.engine.Modules().Zips()}
+	pkgs, err := parts.packages()
+	if err != nil {
+		return nil, err
+	}
+	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger, Modules: pkgs}
 	if cfg.PublicURL != "" {
 		if u, err := url.Parse(cfg.PublicURL); err == nil {
 			dcfg.PublicHost = u.Host
 		}
 	}
-	return ocidoor.New(dcfg, ocidoor.Join(parts.engine, side))
+	return ocidoor.New(dcfg, pkgs)
 }
 
 // ociBlock returns the status page's ready-to-paste oci_mirror block, for
@@ -47,28 +52,37 @@ func (p *engineParts) ociSide() (*mirror.OCI, error) {
 	return p.oci, p.ociErr
 }
 
-// ociNamesAndSide returns the repository names cfg sets and the engine's
-// OCI side.
-func ociNamesAndSide(cfg settings.Config, parts *engineParts) (oci.Names, *mirror.OCI, error) {
-	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
-	if err != nil {
-		return names, nil, err
-	}
-	side, err := parts.ociSide()
-	return names, side, err
+// packages returns the engine's package API behind the package policy
+// (package mirror/served), over the engine and its OCI side, made once:
+// every front door, sync and every export reach packages through it.
+func (p *engineParts) packages() (*served.Packages, error) {
+	p.pkgsOnce.Do(func() {
+		side, err := p.ociSide()
+		if err != nil {
+			p.pkgsErr = err
+			return
+		}
+		p.pkgs, p.pkgsErr = served.New(p.engine, side)
+	})
+	return p.pkgs, p.pkgsErr
 }
 
-// ociLayoutOption is the admin API's OCILayout option: the engine's OCI
-// side and the repository names cfg sets; nil when cfg sets none.
+// ociLayoutOption is the admin API's OCILayout option: the engine's
+// packages behind the package policy (over its OCI side) and the
+// repository names cfg sets; nil when cfg sets none.
 func ociLayoutOption(cfg settings.Config, parts *engineParts) (*admin.OCILayout, error) {
 	if cfg.OCIProviderPrefix == "" && cfg.OCIModulePrefix == "" {
 		return nil, nil // a command that exports nothing (sync): not configured
 	}
-	names, side, err := ociNamesAndSide(cfg, parts)
+	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
 	if err != nil {
 		return nil, err
 	}
-	return &admin.OCILayout{Providers: side, Names: names}, nil
+	pkgs, err := parts.packages()
+	if err != nil {
+		return nil, err
+	}
+	return &admin.OCILayout{Artifacts: pkgs, Names: names}, nil
 }
 
 // ociModuleSource returns the status page's example oci:// module

@@ -403,3 +403,79 @@ func TestTerraformPolicy(t *testing.T) {
 		t.Errorf("with the exemption, installed %v, want 1.3.0", got)
 	}
 }
+
+// TestTerraformModuleAgeGateEverySpelling: two modules under a minimum
+// release age of 72h, whose 1.1.0 appears a second after their first
+// listing, one spelled "v1.1.0" by the origin and one "1.1.0". terraform
+// init with "~> 1.0" installs 1.0.0 of each (1.1.0 held), asking for
+// 1.1.0 exactly fails, and the download answer of 1.1.0 is 451, asked
+// for as "1.1.0" or "v1.1.0": the release time is the version's, not
+// the spelling's.
+func TestTerraformModuleAgeGateEverySpelling(t *testing.T) {
+	t.Parallel()
+	tf := terraformBinary(t)
+	logs := newLogLines()
+	e := &e2e{t: t, tf: tf, logTo: logs, config: filepath.Join(t.TempDir(), "tfmirror.hcl")}
+	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: e2eOrigins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	e.origin = origin
+	spelled := map[string]string{"net": "v1.1.0", "edge": "1.1.0"}
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		origin.AddTarball("m-"+v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("output \"v\" {\n  value = \"" + v + "\"\n}\n")}))
+	}
+	for name := range spelled {
+		origin.AddModule("acme", name, "aws", "1.0.0", origin.TarballURL("m-1.0.0.tar.gz"))
+	}
+	if err := os.WriteFile(e.config, []byte("versions_ttl = \"1s\"\n"+policyConfig(`  release_age "`+privateRegistry+`/acme/*/*" { minimum = "72h" }
+`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.startMirror(filepath.Join(t.TempDir(), "data"))
+	hostBlock := throughMirrorAs(t, e, privateRegistry, "")
+	initModule := func(name, constraint string) (string, string, error) {
+		t.Helper()
+		dir := t.TempDir()
+		src := "module \"m\" {\n  source  = \"" + privateRegistry + "/acme/" + name + "/aws\"\n  version = \"" + constraint + "\"\n}\n"
+		if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		out, err := e.terraformWith(dir, hostBlock.conf, hostBlock.caFile, "init", "-no-color")
+		return dir, out, err
+	}
+	// The first listing (the bootstrap: its versions pass).
+	for name := range spelled {
+		dir, out, err := initModule(name, "~> 1.0")
+		if err != nil {
+			t.Fatalf("terraform init of %s: %v\n%s", name, err, out)
+		}
+		if got := installedModule(t, dir, "m"); got != "1.0.0" {
+			t.Fatalf("%s: installed %s, want 1.0.0", name, got)
+		}
+	}
+	for name, v := range spelled {
+		origin.AddModule("acme", name, "aws", v, origin.TarballURL("m-1.1.0.tar.gz"))
+	}
+	time.Sleep(1100 * time.Millisecond) // the lists' TTL: the next listing sees 1.1.0
+	modules := proxy.ModulesPath(privateRegistry)
+	for name := range spelled {
+		dir, out, err := initModule(name, "~> 1.0")
+		if err != nil {
+			t.Fatalf("terraform init of %s after 1.1.0 appeared: %v\n%s", name, err, out)
+		}
+		if got := installedModule(t, dir, "m"); got != "1.0.0" {
+			t.Errorf("%s: installed %s, want 1.0.0 (1.1.0 held by its age)", name, got)
+		}
+		if _, out, err := initModule(name, "1.1.0"); err == nil {
+			t.Errorf("%s: terraform init of 1.1.0 exactly succeeded:\n%s", name, out)
+		}
+		for _, asked := range []string{"1.1.0", "v1.1.0"} {
+			status, body := e.get(t, modules+"acme/"+name+"/aws/"+asked+"/download")
+			if status != http.StatusUnavailableForLegalReasons || !strings.Contains(body, "minimum release age") {
+				t.Errorf("%s (origin spells %s) download asked as %s: %d %s, want 451 held by its age", name, spelled[name], asked, status, body)
+			}
+		}
+	}
+}

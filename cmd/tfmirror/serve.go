@@ -123,6 +123,10 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
+	pkgs, err := m.packages()
+	if err != nil {
+		return nil, err
+	}
 	m.proxy, err = proxy.New(proxy.Config{
 		OCI:             door,
 		OCIBlock:        ociBlock(cfg),
@@ -135,7 +139,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Version:         version,
 		Health:          health,
 		Retention:       m.retention,
-	}, m.engine)
+	}, pkgs)
 	if err != nil {
 		return nil, err
 	}
@@ -149,7 +153,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
 		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
 	}
-	m.admin, err = admin.New(m.engine, m.retention, logger, m.metrics, aopts)
+	m.admin, err = admin.New(m.engine, pkgs, m.retention, logger, m.metrics, aopts)
 	if err != nil {
 		return nil, err
 	}

@@ -276,6 +276,15 @@ func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Rel
 	g.log.Warn("held back by the package policy", args...)
 }
 
+// CheckAddress refuses an address (HOST/NAMESPACE/TYPE of a provider,
+// HOST/NAMESPACE/NAME/SYSTEM of a module) that the policy in effect
+// refuses whatever the version (deny, allow): a *PolicyError, logged
+// and counted. It asks nothing of the origin, so that a refusal costs
+// no request.
+func (g *Gate) CheckAddress(kind policy.Kind, address string) error {
+	return g.checkAddress(g.Current(), kind, address)
+}
+
 // checkAddress refuses an address the policy refuses whatever the version.
 func (g *Gate) checkAddress(pol *policy.Policy, kind policy.Kind, address string) error {
 	if pol == nil {

@@ -330,3 +330,61 @@ func TestPolicyEndsReuse(t *testing.T) {
 		t.Fatal("still reusable after SetPolicy")
 	}
 }
+
+// A module version first listed an hour ago is held by a minimum release
+// age of 72h however the client spells it ("1.1.0", "v1.1.0") and
+// however the origin does ("v1.1.0" here): the release time is keyed by
+// the canonical version. A version of the first listing ever taken
+// passes (the bootstrap), and one no listing named is held: a release
+// time not known is never taken as long ago.
+func TestModuleReleaseAgeEverySpelling(t *testing.T) {
+	t.Parallel()
+	for _, originSpelling := range []string{"1.1.0", "v1.1.0"} {
+		t.Run("origin "+originSpelling, func(t *testing.T) {
+			t.Parallel()
+			clock := enginetest.NewFakeClock()
+			clock.Set(time.Now().Truncate(time.Second).Add(30 * day))
+			h := harness.New(t, harness.Options{Config: mirror.Config{Now: clock.Now, VersionsTTL: time.Minute}})
+			h.Origin.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+			h.Origin.AddModule(harness.Module.Namespace, harness.Module.Name, harness.Module.System, "1.0.0", h.Origin.TarballURL("vpc.tar.gz"))
+			ctx := context.Background()
+			mods := h.Engine.Modules()
+			if _, _, err := mods.ModuleVersions(ctx, harness.Module); err != nil {
+				t.Fatal(err)
+			}
+			h.Origin.AddModule(harness.Module.Namespace, harness.Module.Name, harness.Module.System, originSpelling, h.Origin.TarballURL("vpc.tar.gz"))
+			clock.Set(clock.Now().Add(time.Hour))
+			if _, _, err := mods.ModuleVersions(ctx, harness.Module); err != nil {
+				t.Fatal(err)
+			}
+			h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+			for _, asked := range []string{"1.1.0", "v1.1.0"} {
+				_, err := mods.ModuleLocation(ctx, harness.Module, asked)
+				var perr *gate.PolicyError
+				if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge || perr.Version != "1.1.0" {
+					t.Errorf("module location of %s: %v, want held by its minimum release age", asked, err)
+				}
+			}
+			for _, asked := range []string{"1.0.0", "v1.0.0"} {
+				if _, err := mods.ModuleLocation(ctx, harness.Module, asked); err != nil {
+					t.Errorf("module location of %s, in the first listing: %v", asked, err)
+				}
+			}
+			list, _, err := mods.ModuleVersions(ctx, harness.Module)
+			if err != nil || len(list.Versions) != 1 || records.CanonicalModuleVersion(list.Versions[0]) != "1.0.0" {
+				t.Errorf("listed %v, %v; want 1.0.0 alone", list, err)
+			}
+			for _, asked := range []string{"1.1.0", "v1.1.0"} {
+				if v := h.Engine.Held().StoredVerdict(ctx, policy.Module, harness.Module.String(), asked); v.Allowed {
+					t.Errorf("the verdict on the stored %s (export, retention): allowed, want held", asked)
+				}
+			}
+			// A version no listing named has no release time known: held.
+			_, err = mods.ModuleLocation(ctx, harness.Module, "1.2.0")
+			var perr *gate.PolicyError
+			if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge {
+				t.Errorf("module location of a version never listed: %v, want held by its minimum release age", err)
+			}
+		})
+	}
+}

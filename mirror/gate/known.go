@@ -54,7 +54,8 @@ func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, vers
 		if err != nil {
 			return policy.Release{}, err
 		}
-		return r.moduleReleases(m, []string{version})[version], nil
+		v := records.CanonicalModuleVersion(version)
+		return r.moduleReleases(m, []string{v})[v], nil
 	}
 	return policy.Release{}, fmt.Errorf("unknown kind %q", kind)
 }

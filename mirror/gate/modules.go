@@ -33,7 +33,7 @@ func (g *Gate) FilterModules(m addrs.Module, list *records.ModuleVersionList) (*
 	out := list
 	for i, raw := range list.Versions {
 		version := records.CanonicalModuleVersion(raw)
-		v := pol.Version(policy.Module, addr, version, rels[raw], now)
+		v := pol.Version(policy.Module, addr, version, rels[version], now)
 		if v.Allowed {
 			if out != list {
 				out.Versions = append(out.Versions, raw)
@@ -43,15 +43,15 @@ func (g *Gate) FilterModules(m addrs.Module, list *records.ModuleVersionList) (*
 		if out == list {
 			out = &records.ModuleVersionList{Schema: list.Schema, Versions: slices.Clone(list.Versions[:i])}
 		}
-		g.refused(policy.Module, addr, version, rels[raw], v, false)
+		g.refused(policy.Module, addr, version, rels[version], v, false)
 		out.Held = append(out.Held, fmt.Sprintf("%s %s is held back by the mirror's package policy: %s", addr, raw, v.Message()))
 		next = earliest(next, v.AvailableAt)
 	}
 	return out, next, nil
 }
 
-// moduleReleases returns the release times of m's versions when a
-// minimum release age applies to m.
+// moduleReleases returns the release times of m's versions, keyed by
+// the canonical version, when a minimum release age applies to m.
 func (g *Gate) moduleReleases(pol *policy.Policy, m addrs.Module, list []string) map[string]policy.Release {
 	if pol.Window(policy.Module, m.String()) <= 0 {
 		return nil
@@ -72,6 +72,7 @@ func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, version string, 
 	if err := g.checkAddress(pol, policy.Module, addr); err != nil {
 		return err
 	}
+	canonical := records.CanonicalModuleVersion(version)
 	var rel policy.Release
 	if pol.Window(policy.Module, addr) > 0 {
 		if !g.e.Offline() && !g.e.Local(m.Hostname) {
@@ -79,9 +80,8 @@ func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, version string, 
 				return err
 			}
 		}
-		rel = g.moduleReleases(pol, m, []string{version})[version]
+		rel = g.moduleReleases(pol, m, []string{canonical})[canonical]
 	}
-	canonical := records.CanonicalModuleVersion(version)
 	v := pol.Version(policy.Module, addr, canonical, rel, g.now())
 	if v.Allowed {
 		return nil

@@ -16,8 +16,14 @@ package gate
 //     bootstrap): it is dated by its signature alone.
 //
 // Modules have no signature, and the module registry protocol gives no
-// publication date: a module version is dated by the listing rule alone,
-// and one in the first listing is taken as released long ago.
+// publication date: a module version is dated by the listing rule alone.
+// One in the first listing ever stored (the bootstrap: it carries no
+// absent record) is taken as released before the mirror first looked;
+// one that no stored listing names has no release time known, and is
+// held while a minimum release age applies. Module release times are
+// keyed by the canonical version (records.CanonicalModuleVersion), so
+// that "v1.1.0" and "1.1.0" are one version to the gate whatever the
+// client or the origin spells.
 //
 // What learning costs: only versions that might be inside the window are
 // looked up: per major version line, newest first, until one is known to
@@ -83,6 +89,16 @@ type releaseTimes struct {
 
 func signedKey(p addrs.Provider, v string) string { return signedPrefix + p.String() + "/" + v }
 
+// versionKey is how versions of kind are keyed: a module's by its
+// canonical version (its listings spell versions as their origin does),
+// a provider's as listed (its lists hold canonical versions already).
+func versionKey(kind string) func(string) string {
+	if kind == string(policy.Module) {
+		return records.CanonicalModuleVersion
+	}
+	return func(v string) string { return v }
+}
+
 func absentBase(kind, address string) string { return absentPrefix + kind + "/" + address + "/" }
 
 // NoteListing records, for every version of next (a listing of address,
@@ -99,16 +115,19 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, pr
 	if prev == nil {
 		return
 	}
+	canon := versionKey(kind)
 	had := make(map[string]bool, len(prev))
 	for _, v := range prev {
-		had[v] = true
+		had[canon(v)] = true
 	}
 	base := absentBase(kind, address)
 	known := r.absentOf(kind, address)
-	for _, v := range next {
+	for _, raw := range next {
+		v := canon(raw)
 		if had[v] {
 			continue
 		}
+		had[v] = true
 		if _, ok := known[v]; ok {
 			continue
 		}
@@ -140,11 +159,16 @@ func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
 		return m
 	}
 	base := absentBase(kind, address)
+	canon := versionKey(kind)
 	m = map[string]time.Time{}
 	err := r.store.ScanMeta(base, func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec releaseRecord
 		if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) {
-			m[key[len(base):]] = rec.At
+			// Records of earlier releases are keyed by the origin's
+			// spelling: read under the canonical one, the latest time
+			// when two spellings were recorded.
+			v := canon(key[len(base):])
+			m[v] = later(m[v], rec.At)
 		}
 		return nil
 	})
@@ -359,19 +383,46 @@ func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v ver
 	return res.(time.Time), nil
 }
 
-// moduleReleases returns the release of every version of a module:
-// dated by the listing rule alone (the first listing's versions as
-// released long ago); in-house versions (imported without origin) are
-// the operator's own.
-func (r *releaseTimes) moduleReleases(m addrs.Module, list []string) map[string]policy.Release {
+// moduleReleases returns the release of every version of vs (versions
+// of m, spelled as anyone spells them), keyed by the canonical version:
+// dated by the listing rule alone (see the file comment); in-house
+// versions (imported without origin) are the operator's own; a version
+// no stored listing names is not known.
+func (r *releaseTimes) moduleReleases(m addrs.Module, vs []string) map[string]policy.Release {
 	absent := r.absentOf("module", m.String())
-	out := make(map[string]policy.Release, len(list))
-	for _, v := range list {
-		if r.inHouseModule(m, v) {
+	out := make(map[string]policy.Release, len(vs))
+	var listed map[string]bool // the stored listing, read when needed
+	for _, raw := range vs {
+		v := records.CanonicalModuleVersion(raw)
+		switch at, ok := absent[v]; {
+		case r.inHouseModule(m, v):
 			out[v] = policy.Release{Known: true, InHouse: true}
-			continue
+		case ok:
+			out[v] = policy.Release{Known: true, At: at}
+		default:
+			if listed == nil {
+				listed = r.storedListing(m)
+			}
+			if listed[v] {
+				out[v] = policy.Release{Known: true} // the bootstrap: released before the mirror first looked
+			} else {
+				out[v] = policy.Release{}
+			}
 		}
-		out[v] = policy.Release{Known: true, At: absent[v]}
+	}
+	return out
+}
+
+// storedListing is the set of canonical versions of m's stored listing
+// (empty when there is none).
+func (r *releaseTimes) storedListing(m addrs.Module) map[string]bool {
+	var list records.ModuleVersionList
+	out := map[string]bool{}
+	if _, err := r.store.GetMeta(records.ModuleVersionsKey(m), &list); err != nil || !records.KnownSchema(list.Schema) {
+		return out
+	}
+	for _, v := range list.Versions {
+		out[records.CanonicalModuleVersion(v)] = true
 	}
 	return out
 }

@@ -359,11 +359,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
-	err := s.e.CheckModule(ctx, m, version, func(ctx context.Context) error {
-		_, _, err := s.moduleVersions(ctx, m)
-		return err
-	})
-	if err != nil {
+	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return nil, err
 	}
 	key := records.ModuleRecordKey(m, version)
@@ -407,6 +403,16 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 		return nil, err
 	}
 	return res.(*records.ModuleRecord), nil
+}
+
+// checkPolicy fails with the package policy's error when it holds
+// version of m back: asked by every answer that serves a version (its
+// location, package, zip, manifest), whatever the cache holds of it.
+func (s *Modules) checkPolicy(ctx context.Context, m addrs.Module, version string) error {
+	return s.e.CheckModule(ctx, m, version, func(ctx context.Context) error {
+		_, _, err := s.moduleVersions(ctx, m)
+		return err
+	})
 }
 
 // originModuleVersion is the origin's spelling of version, from the

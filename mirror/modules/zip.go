@@ -56,13 +56,17 @@ type Zip struct {
 // OpenModuleZip opens the zip of version of m: from the cache, or else
 // made from its package (opened, and fetched when needed, as OpenModule
 // does; one making per version, however many callers ask at once, on the
-// engine's context) and stored. ctx bounds the caller's wait only.
-// Errors: those of OpenModule, those of modsource.WriteZip (a package a
+// engine's context) and stored, unless the package policy holds the
+// version back (a zip made before is not served then). ctx bounds the
+// caller's wait only. Errors: those of OpenModule, those of modsource.WriteZip (a package a
 // zip cannot hold: modsource.ErrLinkLoop, *modsource.LimitError), and an
 // integrity error matching ErrChanged when a zip made again does not
 // give the bytes first recorded.
 func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*Zip, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
+		return nil, err
+	}
+	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return nil, err
 	}
 	key := records.ModuleZipKey(m, version)

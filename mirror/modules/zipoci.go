@@ -8,12 +8,14 @@ package modules
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror/gate"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/oci"
 )
@@ -34,13 +36,16 @@ func moduleManifestOf(m addrs.Module, rec records.ModuleZipRecord) (oci.Document
 	return doc, nil
 }
 
-// ModuleManifest returns the image manifest of version of m: from the
-// record of its zip, or, when there is none yet, once the zip is made
+// ModuleManifest returns the image manifest of version of m, unless the
+// package policy holds the version back: from the record of its zip, or, when there is none yet, once the zip is made
 // (OpenModuleZip) of a version the module's version list names. Errors:
 // those of ModuleVersions and OpenModuleZip; records.ErrVersionNotFound
 // for a version the list lacks.
 func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
+		return oci.Document{}, err
+	}
+	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return oci.Document{}, err
 	}
 	var rec records.ModuleZipRecord
@@ -71,13 +76,15 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version strin
 }
 
 // ModuleDocument returns the manifest of m's repository whose digest is
-// d: one of a version whose zip is recorded. Errors:
-// records.ErrDigestUnknown, discovery.ErrHostNotAllowed.
+// d: one of a version whose zip is recorded and that the package policy
+// lets through. Errors: records.ErrDigestUnknown,
+// discovery.ErrHostNotAllowed, the policy's.
 func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return oci.Document{}, err
 	}
 	var found oci.Document
+	var foundVersion string
 	var ferr error
 	err := s.moduleZipRecords(m, func(rec records.ModuleZipRecord) bool {
 		doc, err := moduleManifestOf(m, rec)
@@ -86,8 +93,7 @@ func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Dige
 			return false
 		}
 		if doc.Digest == d {
-			found = doc
-			s.e.Notifier().Used(records.ModuleRecordKey(m, rec.Version))
+			found, foundVersion = doc, rec.Version
 			return true
 		}
 		return false
@@ -96,26 +102,37 @@ func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Dige
 	case err != nil:
 		return oci.Document{}, err
 	case found.Bytes != nil:
-		return found, nil
+		return s.served(ctx, m, foundVersion, found)
 	case ferr != nil:
 		return oci.Document{}, ferr
 	}
-	if doc, ok := s.sharedModuleDocument(ctx, m, d); ok {
-		return doc, nil
+	if doc, version, ok := s.sharedModuleDocument(ctx, m, d); ok {
+		return s.served(ctx, m, version, doc)
 	}
 	return oci.Document{}, fmt.Errorf("%w: %s in %s", records.ErrDigestUnknown, d, m)
 }
 
+// served returns doc, the manifest of version of m, unless the package
+// policy holds the version back: a digest handed out before a deny names
+// a version refused since.
+func (s *Zips) served(ctx context.Context, m addrs.Module, version string, doc oci.Document) (oci.Document, error) {
+	if err := s.checkPolicy(ctx, m, version); err != nil {
+		return oci.Document{}, err
+	}
+	s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+	return doc, nil
+}
+
 // sharedModuleDocument looks for the manifest of digest d among the zip
 // records the shared tier holds (sharedZipRecord).
-func (s *Zips) sharedModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, bool) {
+func (s *Zips) sharedModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, string, bool) {
 	var doc oci.Document
-	_, ok := s.sharedZipRecord(ctx, m, func(rec records.ModuleZipRecord) bool {
+	rec, ok := s.sharedZipRecord(ctx, m, func(rec records.ModuleZipRecord) bool {
 		var err error
 		doc, err = moduleManifestOf(m, rec)
 		return err == nil && doc.Digest == d
 	})
-	return doc, ok
+	return doc, rec.Version, ok
 }
 
 // maxSharedZipLookups bounds the shared store requests one digest lookup
@@ -158,22 +175,48 @@ func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(r
 }
 
 // ModuleBlob opens the zip of m's repository whose digest is d (made
-// again from its package when its blob was evicted). Errors:
-// records.ErrDigestUnknown, and those of OpenModuleZip.
+// again from its package when its blob was evicted), as the zip of a
+// version the package policy lets through: two versions with the same
+// files have one zip, served while either is allowed. Errors:
+// records.ErrDigestUnknown, and those of OpenModuleZip (the policy's
+// when it holds back every version of that zip).
 func (s *Zips) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*Zip, error) {
 	if d.Algorithm() != digest.SHA256 || d.Validate() != nil {
 		return nil, fmt.Errorf("%w: %.80s in %s", records.ErrDigestUnknown, d, m)
 	}
-	version, ok, err := s.ModuleZipVersion(m, d.Encoded())
+	if err := s.CheckModuleOrigin(m); err != nil {
+		return nil, err
+	}
+	var vs []string
+	err := s.moduleZipRecords(m, func(rec records.ModuleZipRecord) bool {
+		if rec.SHA256 == d.Encoded() {
+			vs = append(vs, rec.Version)
+		}
+		return len(vs) == maxSharedZipLookups
+	})
 	if err != nil {
 		return nil, err
 	}
-	if !ok {
+	if len(vs) == 0 {
 		rec, found := s.sharedZipRecord(ctx, m, func(rec records.ModuleZipRecord) bool { return rec.SHA256 == d.Encoded() })
 		if !found {
 			return nil, fmt.Errorf("%w: %s in %s", records.ErrDigestUnknown, d, m)
 		}
-		version = rec.Version
+		vs = append(vs, rec.Version)
 	}
-	return s.OpenModuleZip(ctx, m, version)
+	records.SortModuleVersions(vs)
+	var firstErr error
+	for _, v := range vs {
+		z, err := s.OpenModuleZip(ctx, m, v)
+		if err == nil {
+			return z, nil
+		}
+		if firstErr == nil {
+			firstErr = err
+		}
+		if !errors.Is(err, gate.ErrPolicy) {
+			break
+		}
+	}
+	return nil, firstErr
 }

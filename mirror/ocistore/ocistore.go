@@ -115,6 +115,9 @@ type Engine interface {
 	// CheckOrigin fails for a provider of a host the engine does not
 	// serve (discovery.ErrHostNotAllowed).
 	CheckOrigin(p addrs.Provider) error
+	// CheckPolicy fails with the package policy's error when it holds
+	// version v of p back: a document kept by digest is not served then.
+	CheckPolicy(ctx context.Context, p addrs.Provider, v versions.Version) error
 	// Kept says the cache holds the package record of version v of p.
 	Kept(p addrs.Provider, v versions.Version) bool
 	// Offline says the mirror is sealed: no origin is asked.
@@ -461,9 +464,9 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 }
 
 // Manifest returns the document (index or manifest) of p's repository
-// whose digest is d, if it was ever handed out and its version's package
-// record is still kept. Errors: ErrDigestUnknown,
-// discovery.ErrHostNotAllowed.
+// whose digest is d, if it was ever handed out, its version's package
+// record is still kept and the package policy lets the version through.
+// Errors: ErrDigestUnknown, discovery.ErrHostNotAllowed, the policy's.
 func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
 	doc, _, err := o.manifest(ctx, p, d)
 	return doc, err
@@ -486,7 +489,20 @@ func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Dig
 	return doc, nil, nil
 }
 
+// manifest is the document of digest d and its version, which the
+// package policy lets through.
 func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, error) {
+	doc, v, err := o.keptManifest(ctx, p, d)
+	if err != nil {
+		return oci.Document{}, versions.Version{}, err
+	}
+	if err := o.e.CheckPolicy(ctx, p, v); err != nil {
+		return oci.Document{}, versions.Version{}, err
+	}
+	return doc, v, nil
+}
+
+func (o *OCI) keptManifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, error) {
 	key := ociDigestKey(p, d)
 	if k, _, ok := o.docs.Get(key); ok {
 		if o.e.Kept(p, k.v) && o.e.CheckOrigin(p) == nil {

@@ -28,9 +28,8 @@ import (
 )
 
 // Providers is what the front door needs of the engine for provider
-// repositories: their version lists, and the OCI side (*mirror.OCI) for
-// documents and blobs. *mirror.Engine and *mirror.OCI implement it
-// together (see Join).
+// repositories, behind the package policy: their version lists, and
+// the OCI documents and blobs. *mirror/served.Packages implements it.
 type Providers interface {
 	// CheckOrigin fails for a provider of a host the engine does not serve.
 	CheckOrigin(p addrs.Provider) error
@@ -40,14 +39,6 @@ type Providers interface {
 	IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error)
 	ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error)
 	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
-}
-
-// Join returns the Providers of an engine and its OCI side.
-func Join(e *mirror.Engine, o *mirror.OCI) Providers {
-	return struct {
-		*mirror.Engine
-		*mirror.OCI
-	}{e, o}
 }
 
 // Config configures a Door.

@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/proxy"
 )
@@ -33,6 +34,7 @@ type rig struct {
 	origin *fakeorigin.Origin
 	store  *cache.Store
 	engine *mirror.Engine
+	pkgs   *served.Packages // the engine behind the package policy, as the door takes it
 	http   *httptest.Server
 	names  oci.Names
 	dir    string
@@ -76,11 +78,16 @@ func (r *rig) start(opts rigOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	door, err := New(Config{Names: r.names, Auth: opts.auth, Logger: ecfg.Logger, Modules: engine.Modules().Zips()}, Join(engine, side))
+	pkgs, err := served.New(engine, side)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Config{Logger: ecfg.Logger, Auth: opts.auth, OCI: door}, engine)
+	r.pkgs = pkgs
+	door, err := New(Config{Names: r.names, Auth: opts.auth, Logger: ecfg.Logger, Modules: pkgs}, pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Config{Logger: ecfg.Logger, Auth: opts.auth, OCI: door}, pkgs)
 	if err != nil {
 		t.Fatal(err)
 	}

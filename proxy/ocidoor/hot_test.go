@@ -40,11 +40,7 @@ func (c *countingProviders) ManifestAnswer(ctx context.Context, p addrs.Provider
 func TestWarmManifestKeptUntilTheEngineChanges(t *testing.T) {
 	r := newRig(t, rigOptions{})
 	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
-	side, err := r.engine.NewOCI()
-	if err != nil {
-		t.Fatal(err)
-	}
-	counting := &countingProviders{Providers: Join(r.engine, side)}
+	counting := &countingProviders{Providers: r.pkgs}
 	door, err := New(Config{Names: r.names}, counting)
 	if err != nil {
 		t.Fatal(err)

@@ -20,7 +20,8 @@ import (
 )
 
 // Modules is what the front door needs of the engine for module
-// repositories: *mirror/modules.Zips implements it.
+// repositories, behind the package policy: *mirror/served.Packages
+// implements it.
 type Modules interface {
 	// CheckModuleOrigin fails for a module of a host the engine does not
 	// serve.

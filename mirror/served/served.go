@@ -1,0 +1,281 @@
+// Package served is the package policy as a layer in front of the
+// engine's package API: Packages is the one type through which every
+// way in reaches packages (the network mirror, the provider and module
+// registries, the OCI door by tag, digest and blob, sync, the exports,
+// the status page). No front door or use case holds the engine beneath
+// it for package access; cmd/tfmirror composes it over the engine and
+// its OCI side and hands it to each of them.
+//
+// Every method that names a provider or a module asks the policy's
+// address rules (deny, allow) first, before anything below it may ask
+// an origin, so that a refused address costs no origin request and
+// answers at once, whatever the origin's state. The version rules
+// (deny_version, the minimum release age) are applied where the version
+// is known: for a method given one, by the engine's answer for it; for a
+// method given a digest, by the part that resolves the digest to its
+// version (mirror/ocistore, mirror/modules), whatever it kept from
+// before the policy changed. A module version is handed down in its
+// canonical form (records.CanonicalModuleVersion: "v1.1.0" is "1.1.0"),
+// the one its records, release times and the policy's rules are keyed
+// by; the engine asks the origin in the origin's own spelling. TestEveryMethodRefuses walks the method set
+// of Packages by reflection and fails for a method with no case of a
+// denied and an age-held version, so that a method added later cannot
+// skip the layer.
+//
+// It does not decide (package policy and mirror/gate do), fetch, store,
+// or speak HTTP.
+package served
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/policy"
+)
+
+// Packages is the engine's package API behind the package policy. Its
+// methods are safe for concurrent use.
+type Packages struct {
+	e    *mirror.Engine
+	zips *modules.Zips
+	oci  *mirror.OCI // nil without an OCI side
+}
+
+// ErrNoOCI is returned by the OCI methods of a Packages made without an
+// OCI side.
+var ErrNoOCI = errors.New("served: no OCI side")
+
+// New returns the package API of engine behind its package policy, with
+// its OCI side o (nil for none: the OCI methods then fail).
+func New(engine *mirror.Engine, o *mirror.OCI) (*Packages, error) {
+	if engine == nil {
+		return nil, errors.New("served: the engine is required")
+	}
+	return &Packages{e: engine, zips: engine.Modules().Zips(), oci: o}, nil
+}
+
+func (s *Packages) provider(p addrs.Provider) error {
+	if err := s.e.CheckOrigin(p); err != nil {
+		return err
+	}
+	return s.e.CheckAddress(policy.Provider, p.String())
+}
+
+func (s *Packages) module(m addrs.Module) error {
+	if err := s.zips.CheckModuleOrigin(m); err != nil {
+		return err
+	}
+	return s.e.CheckAddress(policy.Module, m.String())
+}
+
+// The provider side.
+
+// Config returns the engine's configuration in effect.
+func (s *Packages) Config() mirror.Config { return s.e.Config() }
+
+// Reuse says whether an answer of Versions or Package with this stamp is
+// still the one the same call would give (a new policy ends it).
+func (s *Packages) Reuse(st mirror.Stamp) bool { return s.e.Reuse(st) }
+
+// CheckOrigin fails for a provider of a host the engine does not serve,
+// or one the policy refuses whatever the version.
+func (s *Packages) CheckOrigin(p addrs.Provider) error { return s.provider(p) }
+
+// Versions is mirror.Engine.Versions behind the policy: the versions it
+// holds back left out.
+func (s *Packages) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error) {
+	if err := s.provider(p); err != nil {
+		return nil, mirror.ListState{}, err
+	}
+	return s.e.Versions(ctx, p)
+}
+
+// Package is mirror.Engine.Package behind the policy.
+func (s *Packages) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error) {
+	if err := s.provider(p); err != nil {
+		return nil, err
+	}
+	return s.e.Package(ctx, p, v, platforms)
+}
+
+// Evidence is mirror.Engine.Evidence behind the policy.
+func (s *Packages) Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error) {
+	if err := s.provider(p); err != nil {
+		return nil, err
+	}
+	return s.e.Evidence(ctx, p, v, platforms)
+}
+
+// OpenArchive is mirror.Engine.OpenArchive behind the policy.
+func (s *Packages) OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Archive, error) {
+	if err := s.provider(p); err != nil {
+		return nil, err
+	}
+	return s.e.OpenArchive(ctx, p, v, pl)
+}
+
+// EnsureArchive is mirror.Engine.EnsureArchive behind the policy.
+func (s *Packages) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error) {
+	if err := s.provider(p); err != nil {
+		return 0, err
+	}
+	return s.e.EnsureArchive(ctx, p, v, pl)
+}
+
+// The module side.
+
+// CheckModuleOrigin fails for a module of a host the engine does not
+// serve, or one the policy refuses whatever the version.
+func (s *Packages) CheckModuleOrigin(m addrs.Module) error { return s.module(m) }
+
+// ModuleVersions is mirror/modules.Modules.ModuleVersions behind the
+// policy: the versions it holds back left out.
+func (s *Packages) ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error) {
+	if err := s.module(m); err != nil {
+		return nil, modules.ListState{}, err
+	}
+	return s.zips.ModuleVersions(ctx, m)
+}
+
+// ModuleLocation is mirror/modules.Modules.ModuleLocation behind the policy.
+func (s *Packages) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error) {
+	if err := s.module(m); err != nil {
+		return nil, err
+	}
+	return s.zips.ModuleLocation(ctx, m, records.CanonicalModuleVersion(version))
+}
+
+// OpenModule is mirror/modules.Modules.OpenModule behind the policy.
+func (s *Packages) OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error) {
+	if err := s.module(m); err != nil {
+		return nil, err
+	}
+	return s.zips.OpenModule(ctx, m, records.CanonicalModuleVersion(version))
+}
+
+// OpenModuleZip is mirror/modules.Zips.OpenModuleZip behind the policy.
+func (s *Packages) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*modules.Zip, error) {
+	if err := s.module(m); err != nil {
+		return nil, err
+	}
+	return s.zips.OpenModuleZip(ctx, m, records.CanonicalModuleVersion(version))
+}
+
+// ModuleManifest is mirror/modules.Zips.ModuleManifest behind the policy.
+func (s *Packages) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
+	if err := s.module(m); err != nil {
+		return oci.Document{}, err
+	}
+	return s.zips.ModuleManifest(ctx, m, records.CanonicalModuleVersion(version))
+}
+
+// ModuleDocument is mirror/modules.Zips.ModuleDocument behind the
+// policy: a digest of a version refused since it was handed out is
+// refused.
+func (s *Packages) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
+	if err := s.module(m); err != nil {
+		return oci.Document{}, err
+	}
+	return s.zips.ModuleDocument(ctx, m, d)
+}
+
+// ModuleBlob is mirror/modules.Zips.ModuleBlob behind the policy.
+func (s *Packages) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error) {
+	if err := s.module(m); err != nil {
+		return nil, err
+	}
+	return s.zips.ModuleBlob(ctx, m, d)
+}
+
+// The OCI side of providers.
+
+func (s *Packages) ociFor(p addrs.Provider) (*mirror.OCI, error) {
+	if s.oci == nil {
+		return nil, fmt.Errorf("%w: %s", ErrNoOCI, p)
+	}
+	return s.oci, s.provider(p)
+}
+
+// Index is mirror.OCI's Index behind the policy.
+func (s *Packages) Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error) {
+	o, err := s.ociFor(p)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	return o.Index(ctx, p, v)
+}
+
+// IndexAnswer is mirror.OCI's IndexAnswer behind the policy.
+func (s *Packages) IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error) {
+	o, err := s.ociFor(p)
+	if err != nil {
+		return oci.Document{}, nil, err
+	}
+	return o.IndexAnswer(ctx, p, v)
+}
+
+// Manifest is mirror.OCI's Manifest behind the policy: a digest of a
+// version refused since it was handed out is refused.
+func (s *Packages) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
+	o, err := s.ociFor(p)
+	if err != nil {
+		return oci.Document{}, err
+	}
+	return o.Manifest(ctx, p, d)
+}
+
+// ManifestAnswer is mirror.OCI's ManifestAnswer behind the policy.
+func (s *Packages) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error) {
+	o, err := s.ociFor(p)
+	if err != nil {
+		return oci.Document{}, nil, err
+	}
+	return o.ManifestAnswer(ctx, p, d)
+}
+
+// Blob is mirror.OCI.Blob behind the policy.
+func (s *Packages) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error) {
+	o, err := s.ociFor(p)
+	if err != nil {
+		return nil, 0, err
+	}
+	return o.Blob(ctx, p, d)
+}
+
+// What the status page and sync read that serves no package: listings
+// of what the cache holds and its state, each marked with what the
+// policy holds back where it shows versions.
+
+// CachedSize returns the size of the cached archive whose sha256 is sha.
+func (s *Packages) CachedSize(sha string) (int64, bool) { return s.e.CachedSize(sha) }
+
+// Stats returns the cache's archive count and bytes.
+func (s *Packages) Stats() (archives int, bytes int64) { return s.e.Stats() }
+
+// ListCachedAfter lists the cached provider versions (mirror.Engine.ListCachedAfter).
+func (s *Packages) ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error {
+	return s.e.ListCachedAfter(prefix, after, fn)
+}
+
+// ListCachedModulesAfter lists the cached module versions.
+func (s *Packages) ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error {
+	return s.zips.ListCachedModulesAfter(prefix, after, fn)
+}
+
+// Withheld returns what is not served: unsigned imports, and what the
+// policy holds back (mirror.Engine.Withheld).
+func (s *Packages) Withheld() []withhold.Version { return s.e.Withheld() }
+
+// CacheChecker returns the engine's check of the whole cache.
+func (s *Packages) CacheChecker() *cachecheck.Checker { return s.e.CacheChecker() }
