@@ -58,6 +58,19 @@ func (c *sharedCounts) SharedStoreRequest(op, outcome string, _ time.Duration) {
 }
 func (c *sharedCounts) SharedStoreDown(bool)        {}
 func (c *sharedCounts) SharedStoreConditional(bool) {}
+func (c *sharedCounts) SharedStoreRejected(kind string) {
+	c.SharedStoreRequest("rejected", kind, 0)
+}
+
+// sharedKeys are the test replicas' shared store keys.
+func sharedKeys(t *testing.T) *sharedstore.Keys {
+	t.Helper()
+	k, err := sharedstore.NewKeys(bytes.Repeat([]byte("r"), sharedstore.MinKeyBytes), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 func (c *sharedCounts) get(k string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,7 +97,7 @@ type replica struct {
 func newSharedStore(t *testing.T, srv *s3test.Server, name string, counts sharedstore.Observer) *sharedstore.Store {
 	t.Helper()
 	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 3 * time.Second,
-		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond}
+		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond, Keys: sharedKeys(t)}
 	if counts != nil {
 		cfg.Observer = counts
 	}
@@ -390,7 +403,7 @@ func TestSharedStoreHangs(t *testing.T) {
 	counts := &sharedCounts{}
 	store, err := sharedstore.Open(context.Background(), sharedstore.Config{
 		URL:         "s3://" + bucket + "/p?endpoint=http://" + l.Addr().String() + "&region=us-east-1&path_style=true",
-		CallTimeout: 100 * time.Millisecond, BreakerThreshold: 2, BreakerCooldown: time.Hour, Observer: counts})
+		CallTimeout: 100 * time.Millisecond, BreakerThreshold: 2, BreakerCooldown: time.Hour, Observer: counts, Keys: sharedKeys(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +681,7 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 	for i, skew := range skews {
 		now := func() time.Time { return time.Now().Add(skew) }
 		store, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.URL(bucket, sharedPrefix),
-			Holder: string(rune('a' + i)), LeaseTTL: 3 * time.Second, CallTimeout: 5 * time.Second, Now: now})
+			Holder: string(rune('a' + i)), LeaseTTL: 3 * time.Second, CallTimeout: 5 * time.Second, Now: now, Keys: sharedKeys(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
