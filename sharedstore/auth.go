@@ -26,6 +26,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/tfmirror/tfmirror/verify"
 )
 
 // MinKeyBytes is the shortest key Keys takes.
@@ -240,8 +242,8 @@ func (h *archiveHeader) fields() []string {
 
 // OpenArchive opens the archive sha; it returns a nil body when the store
 // does not have it, or has it without a header that authenticates (which
-// is counted and logged as rejected). The body returns an error instead
-// of its end unless the bytes are the header's size and sha256. The call
+// is counted and logged as rejected). The body returns a *verify.Error
+// instead of its end unless the bytes are the header's size and sha256. The call
 // timeout bounds the wait for the answer, ctx the reading of the body.
 // The caller must close the body.
 func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
@@ -339,7 +341,10 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 	}
 	if why != nil {
 		b.s.rejectArchive(b.sha, why)
-		b.bad = fmt.Errorf("shared store: archive %s rejected: %w", b.sha, why)
+		// A verification failure, which the reader must not mend by
+		// taking the rest from elsewhere: the bytes before were wrong too.
+		b.bad = &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("the shared store's archive %s: %v", b.sha, why)}
 		return n, b.bad
 	}
 	return n, err
