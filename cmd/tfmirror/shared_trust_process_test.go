@@ -1,0 +1,218 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// The shared bucket is a trust boundary: what a writer of the bucket
+// without the replicas' key puts there is never served.
+//
+// A `tfmirror serve` whose way to the origin goes through an upstream
+// proxy that sends it to a hostile registry (same address, its own
+// signing key, its own archive) shares the bucket with another key: it
+// writes its version list, package record, signed by its own key, and its
+// archive. A replica with the operator's key then serves the real
+// origin's bytes and hashes, counts and logs what it refused, and writes
+// back what it verified: a sealed replica with an empty cache serves that
+// from the bucket.
+func TestSharedStoreHostileWriter(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const pl = "linux_amd64"
+	want := s.archive(pl)
+	wantSHA := s.origin.SHA256("hashicorp", "random", "1.0.0", pl)
+
+	// The hostile registry: another key, other bytes, download URLs
+	// relative to the registry the replica believes it talks to.
+	hostile, err := fakeorigin.Start(fakeorigin.Options{ArchiveSize: 1 << 19, RelativeDownloadURLs: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(hostile.Close)
+	hostile.AddProvider("hashicorp", "random", []string{"1.0.0"}, []string{pl})
+	evil := hostile.Archive("hashicorp", "random", "1.0.0", pl)
+	evilSHA := hostile.SHA256("hashicorp", "random", "1.0.0", pl)
+	if bytes.Equal(evil, want) || hostile.KeyID() == s.origin.KeyID() {
+		t.Fatal("the hostile registry serves the real one's archive or signs with its key")
+	}
+	proxy := startRedirectProxy(t, s.origin, map[string]string{s.origin.Addr: hostile.Addr})
+	bad := startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, originCAFile(t, hostile),
+		"--shared-store", s.srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s",
+		"--shared-store-key-file", keyFile(t, 'x'), "--upstream-proxy", "http://"+proxy.ln.Addr().String())
+	if body, _, err := bad.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, evil) {
+		t.Fatalf("the misled replica did not serve the hostile archive: %d bytes, %v", len(body), err)
+	}
+	if s.origin.TotalHits() != 0 || hostile.ArchiveHits("hashicorp", "random", "1.0.0", pl) != 1 {
+		t.Fatalf("the misled replica reached the real origin (%d requests)", s.origin.TotalHits())
+	}
+	waitBucket(t, s, "mirror/archives/"+evilSHA, "mirror/meta/package/"+s.origin.Addr+"/hashicorp/random/1.0.0",
+		"mirror/meta/versions/"+s.origin.Addr+"/hashicorp/random")
+
+	good := s.start(t)
+	body, _, err := good.get(ctx, s.path(pl))
+	if err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("the replica with the operator's key served %d bytes (hostile: %v), %v", len(body), bytes.Equal(body, evil), err)
+	}
+	if n := s.hits(pl); n != 1 {
+		t.Errorf("%d downloads from the real origin, want 1", n)
+	}
+	// The hashes a lock file records are the real archive's.
+	doc, _, err := good.get(ctx, "/"+s.origin.Addr+"/hashicorp/random/1.0.0.json")
+	if err != nil || !strings.Contains(string(doc), "zh:"+wantSHA) || strings.Contains(string(doc), evilSHA) {
+		t.Errorf("1.0.0.json: %s, %v", doc, err)
+	}
+	for _, kind := range []string{"package", "versions"} {
+		if n := good.metric(t, `tfmirror_shared_rejected_total{kind="`+kind+`"}`); n < 1 {
+			t.Errorf("tfmirror_shared_rejected_total{kind=%q} = %v, want at least 1", kind, n)
+		}
+	}
+	if good.logged("shared store object failed authentication; ignored, taken from the origin instead (and written back authenticated)") == nil {
+		t.Error("the refused objects are not in the log")
+	}
+
+	// What the good replica verified is in the bucket, authenticated: a
+	// sealed replica with an empty cache serves it from there.
+	waitCached(t, good, 1)
+	waitBucket(t, s, "mirror/archive-auth/"+wantSHA, "mirror/archives/"+wantSHA)
+	sealed := s.start(t, "--offline")
+	if body, _, err := sealed.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("sealed replica: %d bytes, %v", len(body), err)
+	}
+	if n := s.hits(pl); n != 1 {
+		t.Errorf("%d downloads from the real origin after the sealed replica served it, want 1", n)
+	}
+}
+
+// A bucket filled by the previous release (records without MAC, archives
+// without header) is read safely by a replica of this one: every object
+// is re-derived from the origin on first use and written back
+// authenticated, after which a sealed replica serves from the bucket.
+func TestSharedStoreBucketOfEarlierRelease(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const pl = "linux_amd64"
+	want := s.archive(pl)
+	sha := s.origin.SHA256("hashicorp", "random", "1.0.0", pl)
+
+	// The bucket as the previous release leaves it: filled by a replica,
+	// then stripped of what this release adds. A hostile archive in place
+	// of the real one shows that nothing of it is taken on trust.
+	first := s.start(t)
+	if body, _, err := first.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("filling the bucket: %v", err)
+	}
+	waitCached(t, first, 1)
+	waitBucket(t, s, "mirror/archives/"+sha, "mirror/meta/package/"+s.origin.Addr+"/hashicorp/random/1.0.0")
+	stripToEarlierRelease(t, s)
+	forged := bytes.Clone(want)
+	forged[len(forged)/2] ^= 1
+	putObject(t, s, "mirror/archives/"+sha, forged)
+
+	m := s.start(t)
+	if body, _, err := m.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("replica on the old bucket: %d bytes, %v", len(body), err)
+	}
+	if n := s.hits(pl); n != 2 {
+		t.Errorf("%d origin downloads, want 2 (the first replica's, then the re-derived one)", n)
+	}
+	for _, kind := range []string{"archive", "package", "versions"} {
+		if n := m.metric(t, `tfmirror_shared_rejected_total{kind="`+kind+`"}`); n < 1 {
+			t.Errorf("tfmirror_shared_rejected_total{kind=%q} = %v, want at least 1", kind, n)
+		}
+	}
+	waitCached(t, m, 1)
+	waitBucket(t, s, "mirror/archive-auth/"+sha)
+	deadline := time.Now().Add(30 * time.Second)
+	for !bytes.Equal(getObject(t, s, "mirror/archives/"+sha), want) {
+		if time.Now().After(deadline) {
+			t.Fatal("the forged archive was not replaced")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+
+	sealed := s.start(t, "--offline")
+	if body, _, err := sealed.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("sealed replica after the write-back: %d bytes, %v", len(body), err)
+	}
+	if n := s.hits(pl); n != 2 {
+		t.Errorf("%d origin downloads after the sealed replica served it, want 2", n)
+	}
+	if n := sealed.metric(t, `tfmirror_shared_rejected_total{kind="package"}`); n != 0 {
+		t.Errorf("the written-back record was refused %v times", n)
+	}
+}
+
+// waitBucket waits (at most 30s) until the bucket holds every key.
+func waitBucket(t *testing.T, s *sharedSetup, keys ...string) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		have := s.srv.Keys(sharedBucket, "mirror/")
+		missing := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(have, k) })
+		if len(missing) == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket never held %q; it holds %q", missing, have)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// stripToEarlierRelease rewrites the bucket as the release before the
+// authenticated tier wrote it: records {stored_at, record}, no archive
+// headers.
+func stripToEarlierRelease(t *testing.T, s *sharedSetup) {
+	t.Helper()
+	for _, key := range s.srv.Keys(sharedBucket, "mirror/") {
+		switch {
+		case strings.HasPrefix(key, "mirror/archive-auth/"):
+			if _, err := s.srv.Client().DeleteObject(context.Background(), &s3.DeleteObjectInput{Bucket: aws.String(sharedBucket), Key: aws.String(key)}); err != nil {
+				t.Fatal(err)
+			}
+		case strings.HasPrefix(key, "mirror/meta/"):
+			var doc map[string]json.RawMessage
+			if err := json.Unmarshal(getObject(t, s, key), &doc); err != nil || doc["mac"] == nil {
+				t.Fatalf("%s: %v (no mac?)", key, err)
+			}
+			old, _ := json.Marshal(map[string]json.RawMessage{"stored_at": doc["stored_at"], "record": doc["record"]})
+			putObject(t, s, key, old)
+		}
+	}
+}
+
+func getObject(t *testing.T, s *sharedSetup, key string) []byte {
+	t.Helper()
+	o, err := s.srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(sharedBucket), Key: aws.String(key)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	var b bytes.Buffer
+	if _, err := b.ReadFrom(o.Body); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+func putObject(t *testing.T, s *sharedSetup, key string, body []byte) {
+	t.Helper()
+	if _, err := s.srv.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(sharedBucket),
+		Key: aws.String(key), Body: bytes.NewReader(body)}); err != nil {
+		t.Fatal(err)
+	}
+}
