@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -187,23 +188,23 @@ type metaDoc struct {
 // counted and logged as rejected).
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	name := "meta/" + key
-	raw, err := s.getSmall(ctx, "get_meta", s.metaKey(key))
+	raw, err := s.getSmall(ctx, "get_meta", s.key(name))
 	if err != nil || raw == nil {
 		return nil, time.Time{}, err
 	}
 	kind := kindOf(key)
 	var doc metaDoc
 	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
-		s.reject(kind, name, fmt.Errorf("not a stored record: %v", err))
+		s.rejected.reject(kind, name, fmt.Errorf("not a stored record: %v", err))
 		return nil, time.Time{}, nil
 	}
 	if err := s.cfg.Keys.verify(doc.KeyID, doc.MAC, kind, name, doc.StoredAt, string(doc.Record)); err != nil {
-		s.reject(kind, name, err)
+		s.rejected.reject(kind, name, err)
 		return nil, time.Time{}, nil
 	}
 	at, err := time.Parse(time.RFC3339Nano, doc.StoredAt)
 	if err != nil {
-		s.reject(kind, name, fmt.Errorf("its time of storing: %w", err))
+		s.rejected.reject(kind, name, fmt.Errorf("its time of storing: %w", err))
 		return nil, time.Time{}, nil
 	}
 	return doc.Record, at, nil
@@ -223,7 +224,7 @@ func (s *Store) PutMeta(ctx context.Context, key string, record any) error {
 	if err != nil {
 		return err
 	}
-	return s.putSmall(ctx, "put_meta", s.metaKey(key), b)
+	return s.putSmall(ctx, "put_meta", s.key(name), b)
 }
 
 // archiveHeader vouches for the archive stored under Name: its sha256
@@ -250,12 +251,12 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 	if err := checkSHA(sha); err != nil {
 		return nil, 0, err
 	}
-	body, size, err := s.openObject(ctx, "get_archive", s.archiveKey(sha))
+	body, size, err := s.openObject(ctx, "get_archive", s.key("archives/"+sha))
 	if err != nil || body == nil {
 		return nil, 0, err
 	}
 	name := "archives/" + sha
-	raw, err := s.getSmall(ctx, "get_archive_header", s.headerKey(sha))
+	raw, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
 	if err != nil {
 		body.Close()
 		return nil, 0, err
@@ -276,7 +277,7 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 	}
 	if err != nil {
 		body.Close()
-		s.rejectArchive(sha, err)
+		s.rejected.rejectArchive(sha, err)
 		return nil, 0, nil
 	}
 	return &checkedBody{ReadCloser: body, s: s, sha: sha, size: h.Size, h: sha256.New()}, h.Size, nil
@@ -298,7 +299,7 @@ func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 	}
 	// The header first: a replica that finds the archive finds its
 	// header, and a header without its archive is no archive.
-	if err := s.putSmall(ctx, "put_archive_header", s.headerKey(sha), b); err != nil {
+	if err := s.putSmall(ctx, "put_archive_header", s.key("archive-auth/"+sha), b); err != nil {
 		return err
 	}
 	replace := s.rejected.isBad(sha)
@@ -340,7 +341,7 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 		why = errors.New("its bytes do not have the sha256 it is stored under")
 	}
 	if why != nil {
-		b.s.rejectArchive(b.sha, why)
+		b.s.rejected.rejectArchive(b.sha, why)
 		// A verification failure, which the reader must not mend by
 		// taking the rest from elsewhere: the bytes before were wrong too.
 		b.bad = &verify.Error{Reason: verify.ReasonChecksum,
@@ -358,6 +359,9 @@ const maxLogged = 1024
 // once, and the archives whose bytes were wrong, so that the next put
 // replaces them.
 type rejections struct {
+	log *slog.Logger
+	obs Observer // nil: none
+
 	mu     sync.Mutex
 	logged map[string]bool
 	full   bool
@@ -408,21 +412,22 @@ func (r *rejections) clearBad(sha string) {
 
 // reject counts the object name of kind as rejected, and logs it the
 // first time.
-func (s *Store) reject(kind, name string, why error) {
-	if s.obs != nil {
-		s.obs.SharedStoreRejected(kind)
+func (r *rejections) reject(kind, name string, why error) {
+	if r.obs != nil {
+		r.obs.SharedStoreRejected(kind)
 	}
-	switch first, more := s.rejected.first(kind, name); {
+	switch first, more := r.first(kind, name); {
 	case first:
-		s.log.Warn("shared store object failed authentication; ignored, taken from the origin instead (and written back authenticated)",
+		r.log.Warn("shared store object failed authentication; ignored, taken from the origin instead (and written back authenticated)",
 			"kind", kind, "object", name, "reason", why.Error())
 	case more:
-		s.log.Warn("more shared store objects fail authentication; they are counted (tfmirror_shared_rejected_total), no longer logged each",
+		r.log.Warn("more shared store objects fail authentication; they are counted (tfmirror_shared_rejected_total), no longer logged each",
 			"logged", maxLogged)
 	}
 }
 
-func (s *Store) rejectArchive(sha string, why error) {
-	s.rejected.markBad(sha)
-	s.reject("archive", "archives/"+sha, why)
+// rejectArchive rejects the archive sha, which the next put replaces.
+func (r *rejections) rejectArchive(sha string, why error) {
+	r.markBad(sha)
+	r.reject("archive", "archives/"+sha, why)
 }

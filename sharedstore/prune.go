@@ -16,7 +16,7 @@ const maxListPages = 10000
 // list calls fn for every key (without prefix) and size under prefix,
 // a page per call to the store.
 func (s *Store) list(ctx context.Context, prefix string, fn func(key string, size int64, modified time.Time) error) error {
-	full := s.loc.Prefix + prefix
+	full := s.key(prefix)
 	var token *string
 	for range maxListPages {
 		var out *s3.ListObjectsV2Output
@@ -67,7 +67,7 @@ func (s *Store) DeleteArchive(ctx context.Context, sha string) error {
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
-	for _, key := range []string{s.archiveKey(sha), s.headerKey(sha)} {
+	for _, key := range []string{s.key("archives/" + sha), s.key("archive-auth/" + sha)} {
 		err := s.call(ctx, "delete_archive", func(ctx context.Context) (string, error) {
 			_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 			if statusOf(err) == http.StatusNotFound {

@@ -222,7 +222,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// must bound the call.
 		o.RetryMaxAttempts = 1
 	})
-	return &Store{cfg: cfg, loc: loc, client: client, log: cfg.Logger, obs: cfg.Observer}, nil
+	return &Store{cfg: cfg, loc: loc, client: client, log: cfg.Logger, obs: cfg.Observer,
+		rejected: rejections{log: cfg.Logger, obs: cfg.Observer}}, nil
 }
 
 // Location returns where the store is.
@@ -312,10 +313,10 @@ func (s *Store) record(err error) {
 	}
 }
 
-func (s *Store) archiveKey(sha string) string { return s.loc.Prefix + "archives/" + sha }
-func (s *Store) leaseKey(sha string) string   { return s.loc.Prefix + "leases/" + sha }
-func (s *Store) metaKey(key string) string    { return s.loc.Prefix + "meta/" + key }
-func (s *Store) headerKey(sha string) string  { return s.loc.Prefix + "archive-auth/" + sha }
+// key is the bucket's key of the object name (below the prefix):
+// "archives/SHA256", "archive-auth/SHA256", "leases/SHA256", "meta/KEY",
+// "probes/RANDOM".
+func (s *Store) key(name string) string { return s.loc.Prefix + name }
 
 func checkSHA(sha string) error {
 	if !sha256hex.Valid(sha) {
@@ -395,7 +396,7 @@ func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 	}
 	in := &s3.PutObjectInput{
 		Bucket:         &s.loc.Bucket,
-		Key:            aws.String(s.archiveKey(sha)),
+		Key:            aws.String(s.key("archives/" + sha)),
 		Body:           r,
 		ContentLength:  aws.Int64(size),
 		ContentType:    aws.String("application/zip"),
