@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"log/slog"
+	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -347,5 +348,31 @@ func TestKeysRefused(t *testing.T) {
 	a, b := mustKeys(t, key('a')), mustKeys(t, key('b'))
 	if a.ID() == b.ID() || len(a.ID()) != 16 || strings.Contains(a.ID(), string(key('a')[:4])) {
 		t.Errorf("key IDs %q, %q", a.ID(), b.ID())
+	}
+}
+
+// LoadKeys reads the current and the previous key from their files, as
+// they are, and refuses a missing or short one.
+func TestLoadKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cur, prev := write("cur", key('c')), write("prev", key('p'))
+	k, err := sharedstore.LoadKeys(cur, prev)
+	if err != nil || k.ID() != mustKeys(t, key('c')).ID() || k.PreviousID() != mustKeys(t, key('p')).ID() {
+		t.Fatalf("LoadKeys: %v", err)
+	}
+	if k, err := sharedstore.LoadKeys(cur, ""); err != nil || k.PreviousID() != "" {
+		t.Errorf("without a previous key: %v", err)
+	}
+	for _, bad := range [][2]string{{dir + "/none", ""}, {cur, dir + "/none"}, {write("short", []byte("short\n")), ""}} {
+		if _, err := sharedstore.LoadKeys(bad[0], bad[1]); err == nil {
+			t.Errorf("LoadKeys(%q, %q): no error", bad[0], bad[1])
+		}
 	}
 }

@@ -216,3 +216,47 @@ func putObject(t *testing.T, s *sharedSetup, key string, body []byte) {
 		t.Fatal(err)
 	}
 }
+
+// A rotation of the shared store key through real processes: what a
+// replica on the old key wrote is served by a sealed replica that signs
+// with the new key and still accepts the old one as its previous key, and
+// refused by one that holds the new key alone.
+func TestSharedStoreKeyRotation(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const pl = "linux_amd64"
+	want := s.archive(pl)
+	sha := s.origin.SHA256("hashicorp", "random", "1.0.0", pl)
+	oldKey, newKey := keyFile(t, 'o'), keyFile(t, 'n')
+	base := []string{"--shared-store", s.srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s"}
+	start := func(extra ...string) *proc {
+		return startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile, append(slices.Clone(base), extra...)...)
+	}
+
+	old := start("--shared-store-key-file", oldKey)
+	if body, _, err := old.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("replica on the old key: %v", err)
+	}
+	waitCached(t, old, 1)
+	waitBucket(t, s, "mirror/archive-auth/"+sha, "mirror/archives/"+sha, "mirror/meta/package/"+s.origin.Addr+"/hashicorp/random/1.0.0")
+
+	rotated := start("--offline", "--shared-store-key-file", newKey, "--shared-store-previous-key-file", oldKey)
+	if body, _, err := rotated.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("sealed replica with the new key and the old as previous: %d bytes, %v", len(body), err)
+	}
+	if n := rotated.metric(t, `tfmirror_shared_rejected_total{kind="package"}`); n != 0 {
+		t.Errorf("the old key's record was refused %v times during the rotation", n)
+	}
+	if n := s.hits(pl); n != 1 {
+		t.Errorf("%d origin downloads, want 1", n)
+	}
+
+	done := start("--offline", "--shared-store-key-file", newKey)
+	if body, resp, err := done.get(ctx, s.path(pl)); err == nil && resp.StatusCode == 200 {
+		t.Fatalf("a replica without the old key served what only the old key signed (%d bytes)", len(body))
+	}
+	if n := done.metric(t, `tfmirror_shared_rejected_total{kind="package"}`) + done.metric(t, `tfmirror_shared_rejected_total{kind="versions"}`); n < 1 {
+		t.Error("the old key's objects were not counted as refused")
+	}
+}
