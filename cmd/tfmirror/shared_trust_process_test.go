@@ -69,10 +69,22 @@ func TestSharedStoreHostileWriter(t *testing.T) {
 	if n := s.hits(pl); n != 1 {
 		t.Errorf("%d downloads from the real origin, want 1", n)
 	}
-	// The hashes a lock file records are the real archive's.
+
+	// The hashes a lock file records are the real archive's, those of a
+	// replica on its own that installed it straight from the origin.
+	waitCached(t, good, 1)
 	doc, _, err := good.get(ctx, "/"+s.origin.Addr+"/hashicorp/random/1.0.0.json")
 	if err != nil || !strings.Contains(string(doc), "zh:"+wantSHA) || strings.Contains(string(doc), evilSHA) {
 		t.Errorf("1.0.0.json: %s, %v", doc, err)
+	}
+	direct := startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile)
+	if body, _, err := direct.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("replica without the bucket: %v", err)
+	}
+	waitCached(t, direct, 1)
+	directDoc, _, err := direct.get(ctx, "/"+s.origin.Addr+"/hashicorp/random/1.0.0.json")
+	if err != nil || !bytes.Equal(doc, directDoc) {
+		t.Errorf("1.0.0.json from the bucket's replica:\n%s\nfrom a replica on its own:\n%s (%v)", doc, directDoc, err)
 	}
 	for _, kind := range []string{"package", "versions"} {
 		if n := good.metric(t, `tfmirror_shared_rejected_total{kind="`+kind+`"}`); n < 1 {
@@ -85,14 +97,13 @@ func TestSharedStoreHostileWriter(t *testing.T) {
 
 	// What the good replica verified is in the bucket, authenticated: a
 	// sealed replica with an empty cache serves it from there.
-	waitCached(t, good, 1)
 	waitBucket(t, s, "mirror/archive-auth/"+wantSHA, "mirror/archives/"+wantSHA)
 	sealed := s.start(t, "--offline")
 	if body, _, err := sealed.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
 		t.Fatalf("sealed replica: %d bytes, %v", len(body), err)
 	}
-	if n := s.hits(pl); n != 1 {
-		t.Errorf("%d downloads from the real origin after the sealed replica served it, want 1", n)
+	if n := s.hits(pl); n != 2 {
+		t.Errorf("%d downloads from the real origin after the sealed replica served it, want 2 (the good replica's, the direct one's)", n)
 	}
 }
 
