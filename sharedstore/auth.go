@@ -2,7 +2,7 @@ package sharedstore
 
 // The authenticated tier: every object the store writes is bound, with
 // HMAC-SHA256 under a key that only the operator's replicas hold, to its
-// kind, its name in the bucket and its content; every object it reads is
+// kind, its key in the bucket (the prefix included) and its content; every object it reads is
 // checked against that binding before anything of it is handed out. An
 // object that fails is not there, as far as the callers can tell: they
 // take it from the origin and write it back, authenticated. Whoever can
@@ -187,8 +187,8 @@ type metaDoc struct {
 // record when the store has none, or none that authenticates (which is
 // counted and logged as rejected).
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
-	name := "meta/" + key
-	raw, err := s.getSmall(ctx, "get_meta", s.key(name))
+	name := s.key("meta/" + key)
+	raw, err := s.getSmall(ctx, "get_meta", name)
 	if err != nil || raw == nil {
 		return nil, time.Time{}, err
 	}
@@ -217,14 +217,14 @@ func (s *Store) PutMeta(ctx context.Context, key string, record any) error {
 	if err != nil {
 		return err
 	}
-	name := "meta/" + key
+	name := s.key("meta/" + key)
 	doc := metaDoc{StoredAt: s.cfg.Now().UTC().Format(time.RFC3339Nano), Record: raw}
 	doc.KeyID, doc.MAC = s.cfg.Keys.sign(kindOf(key), name, doc.StoredAt, string(raw))
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return err
 	}
-	return s.putSmall(ctx, "put_meta", s.key(name), b)
+	return s.putSmall(ctx, "put_meta", name, b)
 }
 
 // archiveHeader vouches for the archive stored under Name: its sha256
@@ -251,11 +251,11 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 	if err := checkSHA(sha); err != nil {
 		return nil, 0, err
 	}
-	body, size, err := s.openObject(ctx, "get_archive", s.key("archives/"+sha))
+	name := s.key("archives/" + sha)
+	body, size, err := s.openObject(ctx, "get_archive", name)
 	if err != nil || body == nil {
 		return nil, 0, err
 	}
-	name := "archives/" + sha
 	raw, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
 	if err != nil {
 		body.Close()
@@ -277,10 +277,10 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 	}
 	if err != nil {
 		body.Close()
-		s.rejected.rejectArchive(sha, err)
+		s.rejected.rejectArchive(sha, name, err)
 		return nil, 0, nil
 	}
-	return &checkedBody{ReadCloser: body, s: s, sha: sha, size: h.Size, h: sha256.New()}, h.Size, nil
+	return &checkedBody{ReadCloser: body, s: s, sha: sha, name: name, size: h.Size, h: sha256.New()}, h.Size, nil
 }
 
 // PutArchive stores the archive sha of size bytes read from r, unless the
@@ -291,7 +291,7 @@ func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
-	h := archiveHeader{Name: "archives/" + sha, SHA256: sha, Size: size}
+	h := archiveHeader{Name: s.key("archives/" + sha), SHA256: sha, Size: size}
 	h.KeyID, h.MAC = s.cfg.Keys.sign(h.fields()...)
 	b, err := json.Marshal(h)
 	if err != nil {
@@ -318,6 +318,7 @@ type checkedBody struct {
 	io.ReadCloser
 	s    *Store
 	sha  string
+	name string
 	size int64
 	n    int64
 	h    hash.Hash
@@ -341,7 +342,7 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 		why = errors.New("its bytes do not have the sha256 it is stored under")
 	}
 	if why != nil {
-		b.s.rejected.rejectArchive(b.sha, why)
+		b.s.rejected.rejectArchive(b.sha, b.name, why)
 		// A verification failure, which the reader must not mend by
 		// taking the rest from elsewhere: the bytes before were wrong too.
 		b.bad = &verify.Error{Reason: verify.ReasonChecksum,
@@ -426,8 +427,9 @@ func (r *rejections) reject(kind, name string, why error) {
 	}
 }
 
-// rejectArchive rejects the archive sha, which the next put replaces.
-func (r *rejections) rejectArchive(sha string, why error) {
+// rejectArchive rejects the archive sha, stored under name, which the
+// next put replaces.
+func (r *rejections) rejectArchive(sha, name string, why error) {
 	r.markBad(sha)
-	r.reject("archive", "archives/"+sha, why)
+	r.reject("archive", name, why)
 }

@@ -112,7 +112,7 @@ func wantRejected(t *testing.T, r keyed, kind, name string, before int) {
 	if n := r.obs.rejections(kind); n != before+2 {
 		t.Errorf("%s: %d rejections of kind %s, want %d", name, n, kind, before+2)
 	}
-	if n := strings.Count(r.log.String(), "object=meta/"+name+" "); n != 1 {
+	if n := strings.Count(r.log.String(), "/meta/"+name+" "); n != 1 {
 		t.Errorf("%s: logged %d times, want once:\n%s", name, n, r.log.String())
 	}
 }
@@ -330,8 +330,36 @@ func TestArchivesAuthenticated(t *testing.T) {
 	if got, found, err := read(sha); !found || err != nil || !bytes.Equal(got, data) {
 		t.Errorf("after the replacing put: %v, %v", found, err)
 	}
-	if n := strings.Count(a.log.String(), "object=archives/"+sha+" "); n != 1 {
+	if n := strings.Count(a.log.String(), "/archives/"+sha+" "); n != 1 {
 		t.Errorf("archive logged %d times, want once", n)
+	}
+}
+
+// An object is bound to its key in the bucket, prefix included: the same
+// object under another prefix (another deployment on the same key, say)
+// is refused.
+func TestObjectBoundToPrefix(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	if err := a.PutMeta(ctx, "package/p", map[string]int{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := sharedstore.NewKeys(key('a'), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observer{}
+	b, err := sharedstore.Open(ctx, sharedstore.Config{URL: srv.URL("tfm", "replicas/b"), Keys: keys, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("tfm"), Key: aws.String("replicas/b/meta/package/p"),
+		Body: bytes.NewReader(rawObject(t, srv, "meta/package/p"))}); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _, err := b.GetMeta(ctx, "package/p"); err != nil || raw != nil || obs.rejections("package") != 1 {
+		t.Errorf("an object moved to another prefix was read: %s, %v", raw, err)
 	}
 }
 

@@ -39,7 +39,7 @@
 //
 // The bucket is a trust boundary (auth.go). Every object the store
 // writes is bound by HMAC-SHA256, under the operator's key (Keys, the same
-// on every replica), to its kind, its name in the bucket and its content
+// on every replica), to its kind, its key in the bucket (the prefix included) and its content
 // (a record with its time of storing; an archive through its header, its
 // sha256 and size); every object it reads is checked against that before
 // anything of it is handed out, and an archive's bytes against its header
