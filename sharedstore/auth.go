@@ -26,6 +26,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/tfmirror/tfmirror/verify"
@@ -352,6 +353,10 @@ func (b *checkedBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
+// Rejected returns how many objects read from the store failed
+// authentication since it was opened.
+func (s *Store) Rejected() int64 { return s.rejected.total.Load() }
+
 // maxLogged bounds the rejected objects logged each: beyond it they are
 // counted only.
 const maxLogged = 1024
@@ -360,8 +365,9 @@ const maxLogged = 1024
 // once, and the archives whose bytes were wrong, so that the next put
 // replaces them.
 type rejections struct {
-	log *slog.Logger
-	obs Observer // nil: none
+	log   *slog.Logger
+	obs   Observer // nil: none
+	total atomic.Int64
 
 	mu     sync.Mutex
 	logged map[string]bool
@@ -414,6 +420,7 @@ func (r *rejections) clearBad(sha string) {
 // reject counts the object name of kind as rejected, and logs it the
 // first time.
 func (r *rejections) reject(kind, name string, why error) {
+	r.total.Add(1)
 	if r.obs != nil {
 		r.obs.SharedStoreRejected(kind)
 	}

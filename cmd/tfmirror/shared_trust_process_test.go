@@ -94,6 +94,19 @@ func TestSharedStoreHostileWriter(t *testing.T) {
 	if good.logged("shared store object failed authentication; ignored, taken from the origin instead (and written back authenticated)") == nil {
 		t.Error("the refused objects are not in the log")
 	}
+	// And on the status page.
+	page, _, err := good.get(ctx, "/?format=json")
+	var st struct {
+		Health struct {
+			Rejected int64 `json:"shared_store_rejected"`
+		} `json:"health"`
+	}
+	if err != nil || json.Unmarshal(page, &st) != nil || st.Health.Rejected < 2 {
+		t.Errorf("status page: %d objects refused, want at least 2 (%v)", st.Health.Rejected, err)
+	}
+	if html, _, err := good.get(ctx, "/"); err != nil || !strings.Contains(string(html), "objects failed authentication") {
+		t.Errorf("the status page does not say that objects were refused (%v)", err)
+	}
 
 	// What the good replica verified is in the bucket, authenticated: a
 	// sealed replica with an empty cache serves it from there.
