@@ -284,3 +284,35 @@ func TestSharedStoreKeyRotation(t *testing.T) {
 		t.Error("the old key's objects were not counted as refused")
 	}
 }
+
+// A writer of the bucket without the key cannot backdate a version past
+// the minimum release age: a release time it puts in the bucket, older
+// than the version's signature, is refused, and the replica holds the
+// version back by the time it verified itself.
+func TestSharedStoreBackdatedReleaseTime(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const pl = "linux_amd64"
+	s.origin.SetSignedAt("hashicorp", "random", "1.0.0", time.Now().Add(-time.Hour))
+	conf := writePolicyConfig(t, "  minimum_release_age = \"72h\"\n")
+
+	// Released long ago, says the bucket, unauthenticated: as anyone with
+	// the bucket's credentials writes it.
+	name := "meta/release/signed/" + s.origin.Addr + "/hashicorp/random/1.0.0"
+	backdated, _ := json.Marshal(map[string]any{"stored_at": time.Now().UTC().Format(time.RFC3339Nano),
+		"record": map[string]any{"schema": 1, "at": "2020-01-01T00:00:00Z"}})
+	putObject(t, s, "mirror/"+name, backdated)
+
+	m := s.start(t, "--config", conf)
+	body, resp, err := m.get(ctx, s.path(pl))
+	if resp == nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 451 || !strings.Contains(string(body), "minimum release age") {
+		t.Fatalf("a version released an hour ago, under a 72h minimum release age: status %d (%d bytes); want 451, held back", resp.StatusCode, len(body))
+	}
+	if n := m.metric(t, `tfmirror_shared_rejected_total{kind="release_time"}`); n < 1 {
+		t.Errorf("tfmirror_shared_rejected_total{kind=\"release_time\"} = %v, want at least 1", n)
+	}
+}
