@@ -34,7 +34,9 @@ var ErrUnavailable = errors.New("shared store unavailable")
 // it; nil records nothing.
 type Observer interface {
 	// SharedStoreRequest records one call: op ("get_archive",
-	// "put_archive", "get_meta", "put_meta", "lease", "check", "probe")
+	// "get_archive_header", "put_archive", "put_archive_header",
+	// "get_meta", "put_meta", "lease", "check", "probe", "list",
+	// "delete_archive")
 	// and outcome ("ok", "absent", "held", "ignored", "error",
 	// "unavailable").
 	SharedStoreRequest(op, outcome string, d time.Duration)
