@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"net/http"
@@ -207,10 +208,17 @@ func (e *env) sharedTier(ctx context.Context) error {
 	}
 	defer store.stop(syscall.SIGTERM, 10*time.Second)
 
+	// The replicas' shared store key, one file for all of them.
+	keyFile := filepath.Join(e.dir, "shared-store.key")
+	key := make([]byte, 32)
+	rand.Read(key)
+	if err := os.WriteFile(keyFile, key, 0o600); err != nil {
+		return err
+	}
 	e.big.SetArchiveRate(e.cfg.OriginRate)
 	defer e.big.SetArchiveRate(0)
 	shared, err := e.replicaFanOut(ctx, "shared", sharedVersion,
-		[]string{"--shared-store", store.storeURL()}, store.env())
+		[]string{"--shared-store", store.storeURL(), "--shared-store-key-file", keyFile}, store.env())
 	if err != nil {
 		return fmt.Errorf("with the shared store: %w", err)
 	}

@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"os"
+	"path"
 	"path/filepath"
 	"reflect"
 	"regexp"
@@ -138,6 +139,32 @@ func checkClaim(t *testing.T, m *manifests, w *workload) {
 	}
 }
 
+// During a rotation of the shared store key, the chart mounts the
+// previous key from the same Secret beside the current one and names both.
+func TestHelmChartSharedStoreKeyRotation(t *testing.T) {
+	t.Parallel()
+	values := chartValues(t, "shared-store-values.yaml")
+	values["sharedStore"].(map[string]any)["key"] = map[string]any{"existingSecret": "tfmirror-shared-store-key",
+		"key": "new.key", "previousKey": "old.key"}
+	m, _ := helmTemplate(t, "rotation", values)
+	w := checkWorkload(t, m)
+	cur, prev := flagValue(w, "shared-store-key-file"), flagValue(w, "shared-store-previous-key-file")
+	if cur == "" || prev == "" || path.Dir(cur) != path.Dir(prev) || cur == prev {
+		t.Fatalf("key files %q and %q, want two files of one mounted directory", cur, prev)
+	}
+	v := w.volumes[mountAt(w.mounts, path.Dir(cur))]
+	if v.Secret == nil || v.Secret.SecretName != "tfmirror-shared-store-key" {
+		t.Fatalf("the keys' volume %+v is not the Secret", v)
+	}
+	items := map[string]string{}
+	for _, it := range v.Secret.Items {
+		items[it.Path] = it.Key
+	}
+	if items[path.Base(cur)] != "new.key" || items[path.Base(prev)] != "old.key" {
+		t.Errorf("Secret items %v: want %s from new.key, %s from old.key", items, path.Base(cur), path.Base(prev))
+	}
+}
+
 // TestHelmChartRefuses renders values the chart must refuse, with the
 // reason in the error.
 func TestHelmChartRefuses(t *testing.T) {
@@ -148,7 +175,8 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"replicas without a shared store", "replicaCount: 2", "needs sharedStore.enabled"},
 		{"shared store without a URL", "sharedStore: {enabled: true}", "needs sharedStore.url"},
 		{"URL signing key without auth", "urlSigningKey: {existingSecret: k}", "needs auth.existingSecret"},
-		{"replicas with auth and no shared key", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p}\nauth: {existingSecret: a}", "urlSigningKey.existingSecret"},
+		{"shared store without its key", "sharedStore: {enabled: true, url: s3://b/p}", "needs sharedStore.key.existingSecret"},
+		{"replicas with auth and no shared key", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nauth: {existingSecret: a}", "urlSigningKey.existingSecret"},
 		{"trusted keys without their ConfigMap", "trustedExportKeys: {files: [a.asc]}", "needs trustedExportKeys.existingConfigMap"},
 		{"HTTPRoute without a Gateway", "httpRoute: {enabled: true}", "httpRoute.parentRefs"},
 		{"a retention flag in config", "config: {keep-versions: 3}", "set retention.keepVersions instead"},

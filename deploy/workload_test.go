@@ -363,6 +363,7 @@ func mountAt(mounts map[string]string, dir string) string {
 // whether they hold secrets.
 var fileFlags = map[string]bool{
 	"tls-cert": false, "tls-key": true, "auth-tokens-file": true, "url-signing-key-file": true,
+	"shared-store-key-file": true, "shared-store-previous-key-file": true,
 	"export-key": true, "credentials-file": true, "trusted-export-keys": false, "trusted-publisher-keys": false,
 	"module-source-credentials": true,
 }
@@ -634,6 +635,19 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 		if w.env[k] == "" {
 			t.Errorf("%s: no %s: every replica must sign archive URLs with one key", m.where, k)
 		}
+	}
+
+	// One key authenticating what the replicas write to the bucket, from
+	// a Secret mounted read-only.
+	keyFile := w.env["TFMIRROR_SHARED_STORE_KEY_FILE"]
+	if keyFile == "" {
+		t.Errorf("%s: no TFMIRROR_SHARED_STORE_KEY_FILE: the replicas would refuse to start", m.where)
+	} else if v := w.volumes[mountAt(w.mounts, path.Dir(keyFile))]; v.Secret == nil || v.Secret.SecretName == "" {
+		t.Errorf("%s: the shared store key %s is not in a Secret mounted at %s (volume %+v)", m.where, keyFile, path.Dir(keyFile), v)
+	} else if v.Secret.DefaultMode != nil && *v.Secret.DefaultMode&0o004 != 0 {
+		t.Errorf("%s: the shared store key's Secret is mounted readable by others (mode %o)", m.where, *v.Secret.DefaultMode)
+	} else if len(v.Secret.Items) > 0 && !slices.ContainsFunc(v.Secret.Items, func(it corev1.KeyToPath) bool { return it.Path == path.Base(keyFile) }) {
+		t.Errorf("%s: the shared store key's Secret has no item at %s", m.where, path.Base(keyFile))
 	}
 
 	// Bucket credentials: a ServiceAccount annotated for IRSA, and a

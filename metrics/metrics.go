@@ -70,6 +70,7 @@ type Metrics struct {
 	sharedDown   prometheus.Gauge
 	// sharedConditional: 1 honoured, 0 ignored, -1 not probed.
 	sharedConditional prometheus.Gauge
+	sharedRejected    *prometheus.CounterVec
 	syncPackages      *prometheus.CounterVec
 	syncBytes         prometheus.Counter
 	airGapPkgs        map[string]*prometheus.CounterVec // by op: import, export
@@ -217,6 +218,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		sharedConditional: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "tfmirror_shared_store_conditional_writes", Help: "1 when the shared store was found to honour conditional writes (If-None-Match, If-Match), 0 when it ignores them (replicas then do not coordinate origin downloads through it), -1 before it was probed.",
 		}),
+		sharedRejected: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_shared_rejected_total", Help: "Objects read from the shared store that failed authentication (written without the replicas' shared store key, changed, moved from another name, or written by an earlier release), by kind: ignored, and taken from the origin instead.",
+		}, []string{"kind"}),
 		syncPackages: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_sync_packages_total", Help: "Packages (one version, one platform) that tfmirror sync asked this mirror to cache, by outcome: fetched, cached (already), failed.",
 		}, []string{"outcome"}),
@@ -256,7 +260,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.syncPackages, m.syncBytes,
+		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	cs = append(cs, m.modules.collectors()...)
@@ -332,6 +336,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	for _, o := range SyncOutcomes {
 		m.syncPackages.WithLabelValues(o)
+	}
+	for _, k := range SharedRejectedKinds {
+		m.sharedRejected.WithLabelValues(k)
 	}
 	for _, o := range ImportOutcomes {
 		m.airGapPkgs["import"].WithLabelValues(o)
@@ -464,6 +471,17 @@ func (m *Metrics) SharedStoreConditional(honoured bool) {
 		v = 1
 	}
 	m.sharedConditional.Set(v)
+}
+
+// SharedRejectedKinds are the kinds of shared store object
+// tfmirror_shared_rejected_total counts (package sharedstore's Kinds).
+var SharedRejectedKinds = []string{"archive", "package", "versions", "module", "module_versions", "module_zip",
+	"release_time", "oci_version", "oci_digest", "last_use", "record"}
+
+// SharedStoreRejected records an object read from the shared store that
+// failed authentication.
+func (m *Metrics) SharedStoreRejected(kind string) {
+	m.sharedRejected.WithLabelValues(kind).Inc()
 }
 
 // SharedStoreDown records that the shared store's circuit breaker opened

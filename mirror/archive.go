@@ -370,7 +370,9 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a r
 			break
 		}
 		if rerr != nil {
-			if !f.fromShared || src != nil || ctx.Err() != nil {
+			// A verification failure of the shared tier's (its bytes are
+			// not those it vouched for) is not mended from the origin.
+			if !f.fromShared || src != nil || ctx.Err() != nil || errors.As(rerr, new(*verify.Error)) {
 				return "", rerr
 			}
 			// The shared tier broke off: the origin gives the rest, so

@@ -19,7 +19,11 @@ import (
 // SharedTier is a store that replicas share behind their own caches
 // (Config.Shared; package sharedstore implements it over S3). The engine
 // takes from it what its cache lacks before it asks the origin, and puts
-// in it what it verified and committed. A SharedTier that fails is gone
+// in it what it verified and committed. An implementation must hand out
+// only what a replica of the operator's wrote under that name (package
+// sharedstore authenticates every object under the operator's key): the
+// engine takes a package record's evidence from it on that ground, not on
+// the signing keys inside the record. A SharedTier that fails is gone
 // around: its errors never fail a call the engine could answer without
 // it. Every method must be bounded in time by the implementation (bodies
 // read from OpenArchive by ctx only).
@@ -224,10 +228,11 @@ func (s *sharedRecords) sharedVersions(ctx context.Context, key string) (*record
 }
 
 // sharedPackage copies the package record of v from the shared tier to the
-// cache, if the shared tier has one with evidence that still verifies
-// (see checkEvidence): a copy that does not is left where it is, so that
-// the version is fetched and verified anew, as when the cached record
-// fails, and its record then replaces the shared tier's.
+// cache, if the shared tier has one (which the tier authenticated as a
+// replica's, see SharedTier) with evidence that still verifies (see
+// checkEvidence): a copy that does not is left where it is, so that the
+// version is fetched and verified anew, as when the cached record fails,
+// and its record then replaces the shared tier's.
 func (s *sharedRecords) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
 	if s.cfg.Shared == nil {
 		return nil, false

@@ -58,6 +58,19 @@ func (c *sharedCounts) SharedStoreRequest(op, outcome string, _ time.Duration) {
 }
 func (c *sharedCounts) SharedStoreDown(bool)        {}
 func (c *sharedCounts) SharedStoreConditional(bool) {}
+func (c *sharedCounts) SharedStoreRejected(kind string) {
+	c.SharedStoreRequest("rejected", kind, 0)
+}
+
+// sharedKeys are the test replicas' shared store keys.
+func sharedKeys(t *testing.T) *sharedstore.Keys {
+	t.Helper()
+	k, err := sharedstore.NewKeys(bytes.Repeat([]byte("r"), sharedstore.MinKeyBytes), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
 func (c *sharedCounts) get(k string) int {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -84,7 +97,7 @@ type replica struct {
 func newSharedStore(t *testing.T, srv *s3test.Server, name string, counts sharedstore.Observer) *sharedstore.Store {
 	t.Helper()
 	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 3 * time.Second,
-		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond}
+		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond, Keys: sharedKeys(t)}
 	if counts != nil {
 		cfg.Observer = counts
 	}
@@ -201,6 +214,7 @@ func TestSharedOneOriginDownload(t *testing.T) {
 	}
 	keys := srv.Keys(bucket, sharedPrefix+"/")
 	wantKeys := []string{
+		sharedPrefix + "/archive-auth/" + origin.SHA256(ns, typ, "1.0.0", "linux_amd64"),
 		sharedPrefix + "/archives/" + origin.SHA256(ns, typ, "1.0.0", "linux_amd64"),
 		sharedPrefix + "/meta/package/" + originHost + "/" + ns + "/" + typ + "/1.0.0",
 		sharedPrefix + "/meta/versions/" + originHost + "/" + ns + "/" + typ,
@@ -325,14 +339,18 @@ func TestSharedLeaseTakeover(t *testing.T) {
 	}
 }
 
-// A copy in the shared tier that is not the archive it is stored as is
-// never served whole: the request streaming it fails, and from then on the
-// replica fetches the archive from the origin.
+// A copy in the shared tier that is not the archive it is stored as, under
+// the header a replica wrote for the archive, is never served whole: the
+// request streaming it fails, and from then on the replica fetches the
+// archive from the origin, and puts it back in place of the bad copy.
 func TestSharedCorruptCopy(t *testing.T) {
 	srv, rs := newReplicas(t, 1, nil)
 	origin := rs[0].origin
 	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
 	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	if err := rs[0].shared.PutArchive(context.Background(), sha, bytes.NewReader(want), int64(len(want))); err != nil {
+		t.Fatal(err)
+	}
 	bad := bytes.Clone(want)
 	bad[len(bad)/2] ^= 1
 	if _, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{
@@ -343,17 +361,71 @@ func TestSharedCorruptCopy(t *testing.T) {
 		t.Fatalf("corrupt copy: %d bytes, %v; want an integrity error", len(a.body), a.err)
 	}
 	rs[0].waitIdle()
-	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 0 {
-		t.Fatalf("%d origin downloads before the corrupt copy was found out", n)
+	if n := rs[0].counts.get("rejected/archive"); n != 1 {
+		t.Errorf("%d archive rejections counted, want 1", n)
 	}
 	a := rs[0].read(context.Background(), "1.0.0", "linux_amd64")
 	if a.err != nil || !bytes.Equal(a.body, want) {
 		t.Fatalf("after the corrupt copy: %d bytes, %v", len(a.body), a.err)
 	}
 	rs[0].waitCommitted(sha)
+	rs[0].waitIdle()
 	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
 		t.Errorf("%d origin downloads, want 1", n)
 	}
+	if got := bucketObject(t, srv, "archives/"+sha); !bytes.Equal(got, want) {
+		t.Errorf("the bad copy was not replaced: %d bytes", len(got))
+	}
+}
+
+// An archive without the header a replica writes (stored by an earlier
+// release, or by anyone without the replicas' key) is never read: the
+// replica fetches it from the origin at once, counts the rejection, and
+// writes it back with its header.
+func TestSharedArchiveWithoutHeader(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	origin := rs[0].origin
+	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
+	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
+	bad := bytes.Clone(want)
+	bad[len(bad)/2] ^= 1
+	if _, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{
+		Bucket: aws.String(bucket), Key: aws.String(sharedPrefix + "/archives/" + sha), Body: bytes.NewReader(bad)}); err != nil {
+		t.Fatal(err)
+	}
+	if a := rs[0].read(context.Background(), "1.0.0", "linux_amd64"); a.err != nil || !bytes.Equal(a.body, want) {
+		t.Fatalf("%d bytes, %v", len(a.body), a.err)
+	}
+	rs[0].waitCommitted(sha)
+	rs[0].waitIdle()
+	if n := origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 1 {
+		t.Errorf("%d origin downloads, want 1", n)
+	}
+	// Counted at each read (here: before and after taking the lease).
+	if n := rs[0].counts.get("rejected/archive"); n < 1 {
+		t.Errorf("%d archive rejections counted, want at least 1", n)
+	}
+	if got := bucketObject(t, srv, "archives/"+sha); !bytes.Equal(got, want) {
+		t.Errorf("the bucket's copy was not replaced: %d bytes", len(got))
+	}
+	if h := bucketObject(t, srv, "archive-auth/"+sha); !bytes.Contains(h, []byte(sha)) {
+		t.Errorf("no header written back: %s", h)
+	}
+}
+
+// bucketObject is the object under name (below the shared prefix).
+func bucketObject(t *testing.T, srv *s3test.Server, name string) []byte {
+	t.Helper()
+	o, err := srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(sharedPrefix + "/" + name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	b, err := io.ReadAll(o.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // A store that accepts connections and never answers costs each call its
@@ -390,7 +462,7 @@ func TestSharedStoreHangs(t *testing.T) {
 	counts := &sharedCounts{}
 	store, err := sharedstore.Open(context.Background(), sharedstore.Config{
 		URL:         "s3://" + bucket + "/p?endpoint=http://" + l.Addr().String() + "&region=us-east-1&path_style=true",
-		CallTimeout: 100 * time.Millisecond, BreakerThreshold: 2, BreakerCooldown: time.Hour, Observer: counts})
+		CallTimeout: 100 * time.Millisecond, BreakerThreshold: 2, BreakerCooldown: time.Hour, Observer: counts, Keys: sharedKeys(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -668,7 +740,7 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 	for i, skew := range skews {
 		now := func() time.Time { return time.Now().Add(skew) }
 		store, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.URL(bucket, sharedPrefix),
-			Holder: string(rune('a' + i)), LeaseTTL: 3 * time.Second, CallTimeout: 5 * time.Second, Now: now})
+			Holder: string(rune('a' + i)), LeaseTTL: 3 * time.Second, CallTimeout: 5 * time.Second, Now: now, Keys: sharedKeys(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -283,6 +283,10 @@ type HealthSource struct {
 	// circuit is open, or it does not honour conditional writes), or nil.
 	// Default nil: no shared store configured.
 	SharedDown func() error
+	// SharedRejected, when set, returns how many objects read from the
+	// shared store failed authentication since start (ignored, taken from
+	// the origin instead). Default nil: not shown.
+	SharedRejected func() int64
 	// Now is the clock of Readyz's checks (the status page uses its
 	// server's). Default time.Now.
 	Now func() time.Time
@@ -358,6 +362,9 @@ type Health struct {
 	SharedStore string `json:"shared_store,omitempty"`
 	// SharedStoreError says why the shared store is degraded.
 	SharedStoreError string `json:"shared_store_error,omitempty"`
+	// SharedStoreRejected counts the objects read from the shared store
+	// that failed authentication since start; absent while none did.
+	SharedStoreRejected int64 `json:"shared_store_rejected,omitempty"`
 
 	cacheErr error // for /readyz's log
 }
@@ -386,6 +393,9 @@ func (src *HealthSource) Check() Health {
 		if err := src.SharedDown(); err != nil {
 			h.SharedStore, h.SharedStoreError = HealthSharedDegraded, err.Error()
 		}
+	}
+	if src.SharedRejected != nil {
+		h.SharedStoreRejected = src.SharedRejected()
 	}
 	return h
 }

@@ -189,6 +189,9 @@ func TestStatusHealthJSON(t *testing.T) {
 		{name: "writable, disk known, shared store up",
 			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
 			want:   Health{Cache: HealthCacheWritable, DiskFreeBytes: ptr(int64(5 << 30)), DiskReserveBytes: ptr(int64(1 << 30)), SharedStore: HealthSharedOK}},
+		{name: "shared store objects refused",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil }, SharedRejected: func() int64 { return 3 }},
+			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedOK, SharedStoreRejected: 3}},
 		{name: "disk checks off",
 			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}},
 			want:   Health{Cache: HealthCacheWritable}},
@@ -213,7 +216,7 @@ func TestStatusHealthJSON(t *testing.T) {
 			}
 			r.json(t, &raw)
 			for k := range raw.Health {
-				if !slices.Contains([]string{"cache", "cache_error", "disk_free_bytes", "disk_reserve_bytes", "offline", "shared_store", "shared_store_error"}, k) {
+				if !slices.Contains([]string{"cache", "cache_error", "disk_free_bytes", "disk_reserve_bytes", "offline", "shared_store", "shared_store_error", "shared_store_rejected"}, k) {
 					t.Errorf("undocumented health field %q", k)
 				}
 			}

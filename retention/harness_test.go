@@ -282,6 +282,11 @@ func newSharedStore(t *testing.T, srv *s3test.Server, name string) *sharedstore.
 	t.Helper()
 	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 3 * time.Second,
 		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond}
+	keys, err := sharedstore.NewKeys(bytes.Repeat([]byte("r"), sharedstore.MinKeyBytes), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Keys = keys
 	s, err := sharedstore.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,9 @@
 //
 // It owns the object layout under the configured prefix:
 //
+//	PREFIX/archive-auth/<sha256>  the archive's header: its name, sha256
+//	                          and size, and their MAC (see below); written
+//	                          before the archive
 //	PREFIX/archives/<sha256>  a verified provider archive, content-addressed;
 //	                          written once, by a single conditional PUT
 //	                          (If-None-Match: *) of the committed local copy
@@ -12,7 +15,7 @@
 //	                          and nothing partial is ever visible
 //	PREFIX/meta/<key>         a verified record (version list, package
 //	                          record with the origin's evidence), JSON with
-//	                          the time it was stored
+//	                          the time it was stored and their MAC
 //	PREFIX/leases/<sha256>    who is downloading that archive from the
 //	                          origin: JSON {holder, expires, ttl_ms},
 //	                          created with If-None-Match: *, renewed with
@@ -34,19 +37,28 @@
 // so replicas download for themselves, as without a shared store, and
 // still share what they downloaded.
 //
-// The bucket is trusted as the local cache is: anyone who can write it can
-// make the replicas serve what they wrote. Archives are checked against
-// the sha256 of the verified record as they stream, so corruption is
-// caught, not forgery of the records.
+// The bucket is a trust boundary (auth.go). Every object the store
+// writes is bound by HMAC-SHA256, under the operator's key (Keys, the same
+// on every replica), to its kind, its key in the bucket (the prefix included) and its content
+// (a record with its time of storing; an archive through its header, its
+// sha256 and size); every object it reads is checked against that before
+// anything of it is handed out, and an archive's bytes against its header
+// as they stream. An object that fails (written without the key, changed,
+// moved from another name, or written by a release that did not
+// authenticate) is as good as absent: counted (Observer), logged once,
+// and the callers take it from the origin and write it back. Whoever can
+// write the bucket without the key can delete, hide, or replay under the
+// same name what the replicas wrote; never make them take other bytes,
+// records or times.
 //
 // Every call is bounded by Config.CallTimeout (archive bodies by the
 // caller's context), and a circuit breaker stops calling a store that
 // keeps failing: calls then fail at once with ErrUnavailable until the
 // cooldown has passed, and the callers go on without the shared tier.
 //
-// It is not a cache of its own and checks no signatures, only that bytes
-// have the sha256 they are stored under: what is written here was
-// verified by the engine (package mirror), which decides what to share
-// and when. Credentials come from aws-sdk-go-v2's standard
+// It is not a cache of its own and checks no signatures, only that what
+// it reads is what a holder of the key wrote under that name: what is
+// written here was verified by the engine (package mirror), which decides
+// what to share and when. Credentials come from aws-sdk-go-v2's standard
 // sources (environment, shared files, SSO, web identity, instance roles).
 package sharedstore

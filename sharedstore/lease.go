@@ -98,7 +98,7 @@ func (s *Store) TryLease(ctx context.Context, sha string) (*Lease, error) {
 			// Expired (or unreadable): remove exactly what we read, so
 			// that of several replicas taking over only one succeeds.
 			_, err = s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
-				Bucket: &s.loc.Bucket, Key: aws.String(s.leaseKey(sha)), IfMatch: aws.String(etag)})
+				Bucket: &s.loc.Bucket, Key: aws.String(s.key("leases/" + sha)), IfMatch: aws.String(etag)})
 			switch st := statusOf(err); {
 			case st == http.StatusPreconditionFailed || st == http.StatusConflict:
 				return "held", nil // someone else took it over first
@@ -118,7 +118,7 @@ func (s *Store) putLease(ctx context.Context, sha, etag string) (newETag string,
 	doc, _ := json.Marshal(leaseDoc{Holder: s.cfg.Holder, Expires: s.cfg.Now().Add(s.cfg.LeaseTTL).UTC(),
 		TTLMillis: s.cfg.LeaseTTL.Milliseconds()})
 	in := &s3.PutObjectInput{
-		Bucket: &s.loc.Bucket, Key: aws.String(s.leaseKey(sha)),
+		Bucket: &s.loc.Bucket, Key: aws.String(s.key("leases/" + sha)),
 		Body: bytes.NewReader(doc), ContentLength: aws.Int64(int64(len(doc))),
 		ContentType: aws.String("application/json"),
 	}
@@ -141,7 +141,7 @@ func (s *Store) putLease(ctx context.Context, sha, etag string) (newETag string,
 // read, "" etag when there is none; with when the store last wrote it and
 // the store's time of the answer (zero when the store did not say).
 func (s *Store) readLease(ctx context.Context, sha string) (doc *leaseDoc, etag string, modified, storeNow time.Time, err error) {
-	o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.leaseKey(sha))})
+	o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.key("leases/" + sha))})
 	if statusOf(err) == http.StatusNotFound {
 		return nil, "", time.Time{}, time.Time{}, nil
 	}
@@ -218,7 +218,7 @@ func (l *Lease) Release(ctx context.Context) error {
 	defer l.mu.Unlock()
 	return l.s.call(ctx, "lease", func(ctx context.Context) (string, error) {
 		_, err := l.s.client.DeleteObject(ctx, &s3.DeleteObjectInput{
-			Bucket: &l.s.loc.Bucket, Key: aws.String(l.s.leaseKey(l.sha)), IfMatch: aws.String(l.etag)})
+			Bucket: &l.s.loc.Bucket, Key: aws.String(l.s.key("leases/" + l.sha)), IfMatch: aws.String(l.etag)})
 		if st := statusOf(err); st == http.StatusPreconditionFailed || st == http.StatusNotFound {
 			return "lost", nil
 		}

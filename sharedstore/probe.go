@@ -81,7 +81,7 @@ func (s *Store) probeLocked(ctx context.Context) error {
 func (s *Store) probeConditional(ctx context.Context) (ignored, err error) {
 	var b [8]byte
 	rand.Read(b[:])
-	key := aws.String(s.loc.Prefix + "probes/" + hex.EncodeToString(b[:]))
+	key := aws.String(s.key("probes/" + hex.EncodeToString(b[:])))
 	put := func() error {
 		body := []byte("tfmirror conditional write probe")
 		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{

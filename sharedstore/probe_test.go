@@ -79,7 +79,7 @@ func TestProbeConditionalIgnored(t *testing.T) {
 	open := func(holder string) *sharedstore.Store {
 		s, err := sharedstore.Open(ctx, sharedstore.Config{
 			URL:    "s3://tfm/p?endpoint=" + srv.URL + "&region=us-east-1&path_style=true",
-			Holder: holder, Observer: obs})
+			Holder: holder, Observer: obs, Keys: testKeys(t)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -16,7 +16,7 @@ const maxListPages = 10000
 // list calls fn for every key (without prefix) and size under prefix,
 // a page per call to the store.
 func (s *Store) list(ctx context.Context, prefix string, fn func(key string, size int64, modified time.Time) error) error {
-	full := s.loc.Prefix + prefix
+	full := s.key(prefix)
 	var token *string
 	for range maxListPages {
 		var out *s3.ListObjectsV2Output
@@ -61,16 +61,23 @@ func (s *Store) ListArchives(ctx context.Context, fn func(sha string, size int64
 	})
 }
 
-// DeleteArchive deletes the archive sha (absent: nothing to do).
+// DeleteArchive deletes the archive sha and its header (absent: nothing
+// to do).
 func (s *Store) DeleteArchive(ctx context.Context, sha string) error {
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
-	return s.call(ctx, "delete_archive", func(ctx context.Context) (string, error) {
-		_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.archiveKey(sha))})
-		if statusOf(err) == http.StatusNotFound {
-			return "absent", nil
+	for _, key := range []string{s.key("archives/" + sha), s.key("archive-auth/" + sha)} {
+		err := s.call(ctx, "delete_archive", func(ctx context.Context) (string, error) {
+			_, err := s.client.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
+			if statusOf(err) == http.StatusNotFound {
+				return "absent", nil
+			}
+			return "ok", err
+		})
+		if err != nil {
+			return err
 		}
-		return "ok", err
-	})
+	}
+	return nil
 }

@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,7 +34,9 @@ var ErrUnavailable = errors.New("shared store unavailable")
 // it; nil records nothing.
 type Observer interface {
 	// SharedStoreRequest records one call: op ("get_archive",
-	// "put_archive", "get_meta", "put_meta", "lease", "check", "probe")
+	// "get_archive_header", "put_archive", "put_archive_header",
+	// "get_meta", "put_meta", "lease", "check", "probe", "list",
+	// "delete_archive")
 	// and outcome ("ok", "absent", "held", "ignored", "error",
 	// "unavailable").
 	SharedStoreRequest(op, outcome string, d time.Duration)
@@ -44,6 +45,9 @@ type Observer interface {
 	// SharedStoreConditional records what ProbeConditional found: whether
 	// the store honours conditional writes.
 	SharedStoreConditional(honoured bool)
+	// SharedStoreRejected records an object read from the store that
+	// failed authentication (see Keys), of kind (one of Kinds).
+	SharedStoreRejected(kind string)
 }
 
 // Config configures a Store. Zero values take the documented defaults.
@@ -53,6 +57,9 @@ type Config struct {
 	// config, else us-east-1) and path_style (default false) are optional.
 	// Required.
 	URL string
+	// Keys authenticate every object the store writes and reads (see
+	// Keys). Required: the operator's, the same on every replica.
+	Keys *Keys
 	// Holder names this replica in the leases it takes. Default: the host
 	// name, the process id and a random suffix.
 	Holder string
@@ -150,6 +157,9 @@ type Store struct {
 	// condMu is held during a probe of conditional writes (probe.go).
 	condMu sync.Mutex
 	cond   condState
+
+	// rejected remembers objects that failed authentication (auth.go).
+	rejected rejections
 }
 
 // Open parses cfg.URL and makes a client with credentials from the
@@ -158,6 +168,9 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	loc, err := ParseURL(cfg.URL)
 	if err != nil {
 		return nil, err
+	}
+	if cfg.Keys == nil {
+		return nil, errors.New("shared store: no key to authenticate its objects with (every replica needs the same one)")
 	}
 	if cfg.Holder == "" {
 		host, _ := os.Hostname()
@@ -211,7 +224,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// must bound the call.
 		o.RetryMaxAttempts = 1
 	})
-	return &Store{cfg: cfg, loc: loc, client: client, log: cfg.Logger, obs: cfg.Observer}, nil
+	return &Store{cfg: cfg, loc: loc, client: client, log: cfg.Logger, obs: cfg.Observer,
+		rejected: rejections{log: cfg.Logger, obs: cfg.Observer}}, nil
 }
 
 // Location returns where the store is.
@@ -301,9 +315,10 @@ func (s *Store) record(err error) {
 	}
 }
 
-func (s *Store) archiveKey(sha string) string { return s.loc.Prefix + "archives/" + sha }
-func (s *Store) leaseKey(sha string) string   { return s.loc.Prefix + "leases/" + sha }
-func (s *Store) metaKey(key string) string    { return s.loc.Prefix + "meta/" + key }
+// key is the bucket's key of the object name (below the prefix):
+// "archives/SHA256", "archive-auth/SHA256", "leases/SHA256", "meta/KEY",
+// "probes/RANDOM".
+func (s *Store) key(name string) string { return s.loc.Prefix + name }
 
 func checkSHA(sha string) error {
 	if !sha256hex.Valid(sha) {
@@ -321,20 +336,17 @@ func statusOf(err error) int {
 	return 0
 }
 
-// OpenArchive opens the archive sha; it returns a nil body when the store
-// does not have it. The call timeout bounds the wait for the answer, ctx
-// the reading of the body. The caller must close the body.
-func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
-	if err := checkSHA(sha); err != nil {
-		return nil, 0, err
-	}
+// openObject opens the object under the full key; it returns a nil body
+// when the store does not have it. The call timeout bounds the wait for
+// the answer, ctx the reading of the body. The caller must close the body.
+func (s *Store) openObject(ctx context.Context, op, key string) (io.ReadCloser, int64, error) {
 	var out *s3.GetObjectOutput
 	bodyCtx, cancelBody := context.WithCancel(ctx)
-	err := s.call(ctx, "get_archive", func(cctx context.Context) (string, error) {
+	err := s.call(ctx, op, func(cctx context.Context) (string, error) {
 		// The body must outlive cctx: the request runs on bodyCtx, which
 		// the call's timeout cancels only until the answer has come.
 		stop := context.AfterFunc(cctx, cancelBody)
-		o, err := s.client.GetObject(bodyCtx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.archiveKey(sha))})
+		o, err := s.client.GetObject(bodyCtx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if !stop() && err == nil {
 			o.Body.Close()
 			return "", cctx.Err()
@@ -367,10 +379,11 @@ func (b *body) Close() error {
 	return err
 }
 
-// PutArchive stores the archive sha of size bytes read from r, unless the
-// store has it already. The store checks the bytes against sha and keeps
-// nothing unless they match; ctx (not the call timeout) bounds the upload.
-func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, size int64) error {
+// putArchive stores the archive sha of size bytes read from r, unless the
+// store has it already (unless replace: then over what it has). The store
+// checks the bytes against sha and keeps nothing unless they match; ctx
+// (not the call timeout) bounds the upload.
+func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, size int64, replace bool) error {
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
@@ -383,15 +396,18 @@ func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 		s.observe("put_archive", "unavailable", 0)
 		return err
 	}
-	_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+	in := &s3.PutObjectInput{
 		Bucket:         &s.loc.Bucket,
-		Key:            aws.String(s.archiveKey(sha)),
+		Key:            aws.String(s.key("archives/" + sha)),
 		Body:           r,
 		ContentLength:  aws.Int64(size),
 		ContentType:    aws.String("application/zip"),
 		ChecksumSHA256: aws.String(base64.StdEncoding.EncodeToString(sum)),
-		IfNoneMatch:    aws.String("*"),
-	})
+	}
+	if !replace {
+		in.IfNoneMatch = aws.String("*")
+	}
+	_, err := s.client.PutObject(ctx, in)
 	outcome := "ok"
 	if statusOf(err) == http.StatusPreconditionFailed || statusOf(err) == http.StatusConflict {
 		outcome, err = "exists", nil // another replica stored it first
@@ -410,22 +426,16 @@ func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 	return nil
 }
 
-// metaDoc is how a record is kept in the store.
-type metaDoc struct {
-	StoredAt time.Time       `json:"stored_at"`
-	Record   json.RawMessage `json:"record"`
-}
+// maxSmallBytes bounds a record or an archive's header read from the
+// store.
+const maxSmallBytes = 16 << 20
 
-// maxMetaBytes bounds a record read from the store.
-const maxMetaBytes = 16 << 20
-
-// GetMeta returns the record under key and when it was stored; a nil
-// record when the store has none.
-func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
-	var doc metaDoc
-	var found bool
-	err := s.call(ctx, "get_meta", func(ctx context.Context) (string, error) {
-		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(s.metaKey(key))})
+// getSmall returns the object under the full key, at most maxSmallBytes;
+// nil when the store has none.
+func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, error) {
+	var raw []byte
+	err := s.call(ctx, op, func(ctx context.Context) (string, error) {
+		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if statusOf(err) == http.StatusNotFound {
 			return "absent", nil
 		}
@@ -433,39 +443,24 @@ func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.
 			return "", err
 		}
 		defer o.Body.Close()
-		raw, err := io.ReadAll(io.LimitReader(o.Body, maxMetaBytes+1))
+		b, err := io.ReadAll(io.LimitReader(o.Body, maxSmallBytes+1))
 		if err != nil {
 			return "", err
 		}
-		if len(raw) > maxMetaBytes {
-			return "", fmt.Errorf("record %s is larger than %d bytes", key, maxMetaBytes)
+		if len(b) > maxSmallBytes {
+			return "", fmt.Errorf("object %s is larger than %d bytes", key, maxSmallBytes)
 		}
-		if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
-			return "", fmt.Errorf("record %s is not a stored record: %v", key, err)
-		}
-		found = true
+		raw = b
 		return "ok", nil
 	})
-	if err != nil || !found {
-		return nil, time.Time{}, err
-	}
-	return doc.Record, doc.StoredAt, nil
+	return raw, err
 }
 
-// PutMeta stores record under key, stamped with the time now, replacing
-// any record there.
-func (s *Store) PutMeta(ctx context.Context, key string, record any) error {
-	raw, err := json.Marshal(record)
-	if err != nil {
-		return err
-	}
-	doc, err := json.Marshal(metaDoc{StoredAt: s.cfg.Now().UTC(), Record: raw})
-	if err != nil {
-		return err
-	}
-	return s.call(ctx, "put_meta", func(ctx context.Context) (string, error) {
+// putSmall stores doc under the full key, replacing any object there.
+func (s *Store) putSmall(ctx context.Context, op, key string, doc []byte) error {
+	return s.call(ctx, op, func(ctx context.Context) (string, error) {
 		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
-			Bucket: &s.loc.Bucket, Key: aws.String(s.metaKey(key)),
+			Bucket: &s.loc.Bucket, Key: aws.String(key),
 			Body: bytes.NewReader(doc), ContentLength: aws.Int64(int64(len(doc))),
 			ContentType: aws.String("application/json"),
 		})

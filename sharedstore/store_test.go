@@ -38,6 +38,34 @@ type observer struct {
 	down atomic.Bool
 	// conditional is 0 before a probe's report, then 1 ignored, 2 honoured.
 	conditional atomic.Int32
+	rejected    map[string]int // by kind
+}
+
+func (o *observer) SharedStoreRejected(kind string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.rejected == nil {
+		o.rejected = map[string]int{}
+	}
+	o.rejected[kind]++
+}
+
+func (o *observer) rejections(kind string) int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.rejected[kind]
+}
+
+// testKey is the replicas' key in these tests.
+var testKey = bytes.Repeat([]byte("k"), sharedstore.MinKeyBytes)
+
+func testKeys(t *testing.T) *sharedstore.Keys {
+	t.Helper()
+	k, err := sharedstore.NewKeys(testKey, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return k
 }
 
 func (o *observer) SharedStoreRequest(op, outcome string, _ time.Duration) {
@@ -65,7 +93,7 @@ func (o *observer) count(k string) int {
 func open(t *testing.T, srv *s3test.Server, holder string, c *clock, obs sharedstore.Observer) *sharedstore.Store {
 	t.Helper()
 	cfg := sharedstore.Config{URL: srv.URL("tfm", "replicas/a"), Holder: holder, LeaseTTL: 30 * time.Second,
-		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Minute}
+		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: time.Minute, Keys: testKeys(t)}
 	if c != nil {
 		cfg.Now = c.Now
 	}
@@ -145,7 +173,7 @@ func TestArchives(t *testing.T) {
 	if body, _, err := s.OpenArchive(ctx, other); err != nil || body != nil {
 		t.Fatalf("an archive that did not match is visible: %v", err)
 	}
-	keys := srv.Keys("tfm", "")
+	keys := srv.Keys("tfm", "replicas/a/archives/")
 	if !slices.Equal(keys, []string{"replicas/a/archives/" + sha}) {
 		t.Errorf("bucket holds %q", keys)
 	}
@@ -177,6 +205,9 @@ func openWith(t *testing.T, srv *s3test.Server, cfg sharedstore.Config) *shareds
 	t.Helper()
 	cfg.URL = srv.URL("tfm", "replicas/a")
 	cfg.CallTimeout, cfg.BreakerThreshold, cfg.BreakerCooldown = 5*time.Second, 2, time.Minute
+	if cfg.Keys == nil {
+		cfg.Keys = testKeys(t)
+	}
 	s, err := sharedstore.Open(context.Background(), cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -31,6 +31,7 @@ func nonDefaultValues(t *testing.T) map[string]settingValue {
 	named := map[string]string{
 		"listen": "127.0.0.1:9443", "metrics-listen": ":9090", "public-url": "https://mirror.example.com/",
 		"upstream-proxy": "http://user:hunter2-secret@proxy.example:3128", "shared-store": "s3://bucket/prefix?region=eu-west-1",
+		"shared-store-key-file": "/etc/tfmirror-test/shared-store.key", "shared-store-previous-key-file": "/etc/tfmirror-test/shared-store-previous.key",
 		"log-format": "text", "log-level": "debug",
 		"oci-provider-prefix": "oci/providers", "oci-module-prefix": "oci/modules",
 		"allowed-origins": "a.example,b.example", "platforms": "linux_amd64,darwin_arm64",

@@ -18,16 +18,19 @@ func TestSharedStoreFlags(t *testing.T) {
 		wantErr string
 	}{
 		{name: "default is none", wantTTL: 30 * time.Second},
-		{name: "full URL", args: []string{"--shared-store", "s3://b/p?endpoint=http://127.0.0.1:7070&region=x&path_style=true"},
+		{name: "full URL", args: []string{"--shared-store", "s3://b/p?endpoint=http://127.0.0.1:7070&region=x&path_style=true", "--shared-store-key-file", "k"},
 			want: "s3://b/p?endpoint=http://127.0.0.1:7070&region=x&path_style=true", wantTTL: 30 * time.Second},
-		{name: "from the environment", env: map[string]string{"TFMIRROR_SHARED_STORE": "s3://b", "TFMIRROR_SHARED_STORE_LEASE_TTL": "1m"},
+		{name: "from the environment", env: map[string]string{"TFMIRROR_SHARED_STORE": "s3://b", "TFMIRROR_SHARED_STORE_LEASE_TTL": "1m", "TFMIRROR_SHARED_STORE_KEY_FILE": "k"},
 			want: "s3://b", wantTTL: time.Minute},
 		{name: "not s3", args: []string{"--shared-store", "https://b/p"}, wantErr: "scheme"},
 		{name: "unknown parameter", args: []string{"--shared-store", "s3://b/p?secret=x"}, wantErr: "unknown parameter"},
-		{name: "lease too short", args: []string{"--shared-store", "s3://b", "--shared-store-lease-ttl", "1s"}, wantErr: "at least 3s"},
-		{name: "archives larger than one PUT", args: []string{"--shared-store", "s3://b", "--max-archive-bytes", "6GiB"}, wantErr: "one PUT"},
-		{name: "no timeout", args: []string{"--shared-store", "s3://b", "--shared-store-timeout", "0s"}, wantErr: "--shared-store-timeout"},
-		{name: "breaker that never opens", args: []string{"--shared-store", "s3://b", "--shared-store-breaker-threshold", "0"}, wantErr: "--shared-store-breaker-threshold"},
+		{name: "lease too short", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-lease-ttl", "1s"}, wantErr: "at least 3s"},
+		{name: "archives larger than one PUT", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--max-archive-bytes", "6GiB"}, wantErr: "one PUT"},
+		{name: "no timeout", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-timeout", "0s"}, wantErr: "--shared-store-timeout"},
+		{name: "no key", args: []string{"--shared-store", "s3://b"}, wantErr: "--shared-store needs --shared-store-key-file"},
+		{name: "a key without a store", args: []string{"--shared-store-key-file", "k"}, wantErr: "need --shared-store"},
+		{name: "a previous key alone", args: []string{"--shared-store", "s3://b", "--shared-store-previous-key-file", "p"}, wantErr: "--shared-store-key-file"},
+		{name: "breaker that never opens", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-breaker-threshold", "0"}, wantErr: "--shared-store-breaker-threshold"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -46,14 +49,14 @@ func TestSharedStoreFlags(t *testing.T) {
 // unset, they are the documented defaults.
 func TestSharedStoreLimitFlags(t *testing.T) {
 	noEnv := func(string) (string, bool) { return "", false }
-	c, err := parseServeFlags([]string{"--shared-store", "s3://b"}, noEnv, io.Discard)
+	c, err := parseServeFlags([]string{"--shared-store", "s3://b", "--shared-store-key-file", "k"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := sharedConfig(c); got.CallTimeout != 10*time.Second || got.BreakerThreshold != 5 || got.BreakerCooldown != 30*time.Second || got.LeaseTTL != 30*time.Second {
 		t.Errorf("defaults: timeout %v, threshold %d, cooldown %v, lease %v", got.CallTimeout, got.BreakerThreshold, got.BreakerCooldown, got.LeaseTTL)
 	}
-	c, err = parseServeFlags([]string{"--shared-store", "s3://b", "--shared-store-timeout", "3s",
+	c, err = parseServeFlags([]string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-timeout", "3s",
 		"--shared-store-breaker-threshold", "2", "--shared-store-breaker-cooldown", "1m"}, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
@@ -68,7 +71,7 @@ func TestSharedStoreLimitFlags(t *testing.T) {
 func TestSharedStoreFlagsOfExportAndImport(t *testing.T) {
 	noEnv := func(string) (string, bool) { return "", false }
 	own := func(*flag.FlagSet) {}
-	cfg, rest, err := parseCacheCommandFlags("export", []string{"--shared-store", "s3://b/p", "--shared-store-timeout", "3s",
+	cfg, rest, err := parseCacheCommandFlags("export", []string{"--shared-store", "s3://b/p", "--shared-store-key-file", "k", "--shared-store-timeout", "3s",
 		"--shared-store-breaker-threshold", "2", "out"}, noEnv, io.Discard, "tfmirror export OUT", own)
 	if err != nil {
 		t.Fatal(err)
@@ -77,7 +80,7 @@ func TestSharedStoreFlagsOfExportAndImport(t *testing.T) {
 		cfg.SharedLeaseTTL != 30*time.Second || len(rest) != 1 || rest[0] != "out" {
 		t.Errorf("got store %q timeout %v threshold %d lease %v args %v", cfg.SharedStore, cfg.SharedTimeout, cfg.SharedBreakerThresh, cfg.SharedLeaseTTL, rest)
 	}
-	if _, _, err := parseCacheCommandFlags("import", []string{"--shared-store", "s3://b", "--shared-store-lease-ttl", "1s", "in"},
+	if _, _, err := parseCacheCommandFlags("import", []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-lease-ttl", "1s", "in"},
 		noEnv, io.Discard, "tfmirror import IN", own); err == nil || !strings.Contains(err.Error(), "at least 3s") {
 		t.Errorf("a too short lease: err = %v", err)
 	}

@@ -449,17 +449,26 @@ type connectProxy struct {
 	mu      sync.Mutex
 	targets []string
 	conns   map[net.Conn]bool // open client and upstream connections
-	ln      net.Listener
-	wg      sync.WaitGroup
+	// redirect sends tunnels to a host:port key to its value instead.
+	redirect map[string]string
+	ln       net.Listener
+	wg       sync.WaitGroup
 }
 
 func startConnectProxy(t *testing.T, origin *fakeorigin.Origin) *connectProxy {
+	t.Helper()
+	return startRedirectProxy(t, origin, nil)
+}
+
+// startRedirectProxy is startConnectProxy, with tunnels to the keys of
+// redirect sent to their values instead.
+func startRedirectProxy(t *testing.T, origin *fakeorigin.Origin, redirect map[string]string) *connectProxy {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &connectProxy{origin: origin, ln: ln, conns: map[net.Conn]bool{}}
+	p := &connectProxy{origin: origin, ln: ln, conns: map[net.Conn]bool{}, redirect: redirect}
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
@@ -510,6 +519,9 @@ func (p *connectProxy) serve(c net.Conn) {
 	target := req.Host
 	if host, _, _ := net.SplitHostPort(target); host == tfRegistry {
 		target = p.origin.Addr
+	}
+	if to, ok := p.redirect[target]; ok {
+		target = to
 	}
 	up, err := net.DialTimeout("tcp", target, 5*time.Second)
 	if err != nil {

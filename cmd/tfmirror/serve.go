@@ -118,6 +118,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	health := &proxy.HealthSource{Store: m.store}
 	if m.shared != nil {
 		health.SharedDown = m.shared.Health
+		health.SharedRejected = m.shared.Rejected
 	}
 	door, err := openOCIDoor(cfg, logger, m.engineParts, m.auth)
 	if err != nil {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
@@ -29,6 +30,12 @@ func openShared(ctx context.Context, cfg settings.Config, logger *slog.Logger, m
 		return nil, nil
 	}
 	scfg := sharedConfig(cfg)
+	keys, err := sharedstore.LoadKeys(cfg.SharedKeyFile, cfg.SharedPrevKeyFile)
+	if err != nil {
+		return nil, fmt.Errorf("--shared-store-key-file: %w", err)
+	}
+	scfg.Keys = keys
+	logger.Info("shared store objects authenticated", "key_id", keys.ID(), "previous_key_id", keys.PreviousID())
 	scfg.Logger = logger
 	if met != nil {
 		scfg.Observer = met

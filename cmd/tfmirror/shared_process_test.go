@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -49,7 +50,8 @@ func newSharedSetup(t *testing.T, platforms ...string) *sharedSetup {
 	t.Cleanup(origin.Close)
 	origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, platforms)
 	return &sharedSetup{srv: srv, origin: origin, bin: buildBinary(t), caFile: originCAFile(t, origin),
-		flags: []string{"--shared-store", srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s"}}
+		flags: []string{"--shared-store", srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s",
+			"--shared-store-key-file", keyFile(t, 'r')}}
 }
 
 func (s *sharedSetup) start(t *testing.T, extra ...string) *proc {
@@ -67,6 +69,16 @@ func (s *sharedSetup) archive(pl string) []byte {
 
 func (s *sharedSetup) hits(pl string) int {
 	return s.origin.ArchiveHits("hashicorp", "random", "1.0.0", pl)
+}
+
+// keyFile writes a shared store key of 32 bytes c to a new file.
+func keyFile(t *testing.T, c byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "shared-store.key")
+	if err := os.WriteFile(path, bytes.Repeat([]byte{c}, 32), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // metric returns the value of one series on p's /metrics (0 if absent).
@@ -202,7 +214,7 @@ func TestSharedStoreReplicas(t *testing.T) {
 // and serves from the origin all the same.
 func TestSharedStoreCheckedAtStart(t *testing.T) {
 	s := newSharedSetup(t, "linux_amd64")
-	flags := []string{"--shared-store", s.srv.URL("no-such-bucket", "mirror")}
+	flags := []string{"--shared-store", s.srv.URL("no-such-bucket", "mirror"), "--shared-store-key-file", keyFile(t, 'r')}
 	m := startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile, flags...)
 	m.waitLog("shared store check failed at start-up; serving from the local cache and the origins until it answers", 30*time.Second)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

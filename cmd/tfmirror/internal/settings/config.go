@@ -53,6 +53,8 @@ type Config struct {
 	SignedURLTTL         time.Duration
 	Offline              bool
 	SharedStore          string
+	SharedKeyFile        string
+	SharedPrevKeyFile    string
 	SharedLeaseTTL       time.Duration
 	SharedTimeout        time.Duration
 	SharedBreakerThresh  int
@@ -231,9 +233,18 @@ func (c Config) ValidateEngine() error {
 		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
 			return fmt.Errorf("--shared-store: %w", err)
 		}
+		if c.SharedKeyFile == "" {
+			return errors.New("--shared-store needs --shared-store-key-file: the key (at least 32 bytes, the same file on every replica, e.g. head -c 32 /dev/urandom > FILE) that authenticates what the replicas write to the bucket")
+		}
 		if c.MaxArchiveBytes > sharedstore.MaxArchiveBytes {
 			return fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes))
 		}
+	}
+	if c.SharedStore == "" && (c.SharedKeyFile != "" || c.SharedPrevKeyFile != "") {
+		return errors.New("--shared-store-key-file and --shared-store-previous-key-file need --shared-store")
+	}
+	if c.SharedPrevKeyFile != "" && c.SharedKeyFile == "" {
+		return errors.New("--shared-store-previous-key-file needs --shared-store-key-file")
 	}
 	if c.UpstreamProxy != "" {
 		u, err := url.Parse(c.UpstreamProxy)

@@ -64,6 +64,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and .Values.sharedStore.enabled (not .Values.sharedStore.url) }}
 {{- fail "sharedStore.enabled needs sharedStore.url (s3://BUCKET/PREFIX?...)" }}
 {{- end }}
+{{- if and .Values.sharedStore.enabled (not .Values.sharedStore.key.existingSecret) }}
+{{- fail "sharedStore.enabled needs sharedStore.key.existingSecret: a Secret with the key (at least 32 bytes, the same for every replica) that authenticates what the replicas write to the bucket" }}
+{{- end }}
 {{- if and .Values.urlSigningKey.existingSecret (not .Values.auth.existingSecret) }}
 {{- fail "urlSigningKey.existingSecret needs auth.existingSecret: archive URLs are signed only with client authentication" }}
 {{- end }}
@@ -119,7 +122,11 @@ app.kubernetes.io/part-of: tfmirror
 {{- with .Values.unsignedHosts }}{{ $_ := set $s "allow_unsigned_hosts" . }}{{ end }}
 {{- with .Values.archiveLimits.maxUnpackedBytes }}{{ $_ := set $s "archive_max_unpacked_bytes" (toString .) }}{{ end }}
 {{- with .Values.archiveLimits.maxEntries }}{{ $_ := set $s "archive_max_entries" (. | int64) }}{{ end }}
-{{- if .Values.sharedStore.enabled }}{{ $_ := set $s "shared_store" .Values.sharedStore.url }}{{ end }}
+{{- if .Values.sharedStore.enabled }}
+{{- $_ := set $s "shared_store" .Values.sharedStore.url }}
+{{- $_ := set $s "shared_store_key_file" "/etc/tfmirror/shared-store-key/shared-store.key" }}
+{{- if .Values.sharedStore.key.previousKey }}{{ $_ := set $s "shared_store_previous_key_file" "/etc/tfmirror/shared-store-key/shared-store-previous.key" }}{{ end }}
+{{- end }}
 {{- with .Values.policy }}{{ $_ := set $s "policy" . }}{{ end }}
 {{- $_ := set $s "listen" ":8443" }}
 {{- $_ := set $s "metrics_listen" ":9090" }}

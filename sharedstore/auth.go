@@ -1,0 +1,442 @@
+package sharedstore
+
+// The authenticated tier: every object the store writes is bound, with
+// HMAC-SHA256 under a key that only the operator's replicas hold, to its
+// kind, its key in the bucket (the prefix included) and its content; every object it reads is
+// checked against that binding before anything of it is handed out. An
+// object that fails is not there, as far as the callers can tell: they
+// take it from the origin and write it back, authenticated. Whoever can
+// write the bucket without the key can delete, hide or replay what the
+// replicas wrote, never make them take other bytes, records or times.
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// MinKeyBytes is the shortest key Keys takes.
+const MinKeyBytes = 32
+
+// macDomain starts every authenticated message: a MAC of this store's is
+// no MAC of anything else made with the same key.
+const macDomain = "tfmirror shared-store object v1"
+
+// Keys are the keys that authenticate the shared store's objects: the
+// current one, which signs what the store writes and verifies what it
+// reads, and optionally a previous one, which still verifies (during a
+// rotation, see docs/scaling-out.md). Every replica sharing a bucket must
+// hold the same keys.
+type Keys struct {
+	current  key
+	previous *key
+}
+
+type key struct {
+	id     string // names the key in the objects, derived from it
+	secret []byte
+}
+
+// NewKeys returns the keys current and, unless nil, previous; each at
+// least MinKeyBytes long.
+func NewKeys(current, previous []byte) (*Keys, error) {
+	cur, err := newKey(current)
+	if err != nil {
+		return nil, err
+	}
+	k := &Keys{current: cur}
+	if previous != nil {
+		prev, err := newKey(previous)
+		if err != nil {
+			return nil, fmt.Errorf("previous key: %w", err)
+		}
+		if prev.id == cur.id {
+			return nil, errors.New("the previous key is the current key")
+		}
+		k.previous = &prev
+	}
+	return k, nil
+}
+
+// LoadKeys reads the current key from the file current and the previous
+// one, unless previous is "", from the file previous. A key file holds
+// the key's bytes as they are (e.g. head -c 32 /dev/urandom > FILE).
+func LoadKeys(current, previous string) (*Keys, error) {
+	cur, err := os.ReadFile(current)
+	if err != nil {
+		return nil, fmt.Errorf("shared store key: %w", err)
+	}
+	var prev []byte
+	if previous != "" {
+		if prev, err = os.ReadFile(previous); err != nil {
+			return nil, fmt.Errorf("shared store previous key: %w", err)
+		}
+	}
+	k, err := NewKeys(cur, prev)
+	if err != nil {
+		return nil, fmt.Errorf("shared store key %s: %w", current, err)
+	}
+	return k, nil
+}
+
+func newKey(secret []byte) (key, error) {
+	if len(secret) < MinKeyBytes {
+		return key{}, fmt.Errorf("%d bytes, want at least %d (e.g. head -c 32 /dev/urandom > FILE)", len(secret), MinKeyBytes)
+	}
+	m := hmac.New(sha256.New, secret)
+	m.Write([]byte("tfmirror shared-store key id"))
+	return key{id: hex.EncodeToString(m.Sum(nil)[:8]), secret: append([]byte(nil), secret...)}, nil
+}
+
+// ID names the current key (in the objects it signs, and in logs); it
+// tells nothing of the key.
+func (k *Keys) ID() string { return k.current.id }
+
+// PreviousID names the previous key; "" without one.
+func (k *Keys) PreviousID() string {
+	if k.previous == nil {
+		return ""
+	}
+	return k.previous.id
+}
+
+// mac is the MAC under k of fields, each length-prefixed so that no two
+// lists of fields make one message.
+func (k key) mac(fields ...string) []byte {
+	m := hmac.New(sha256.New, k.secret)
+	var n [8]byte
+	for _, f := range append([]string{macDomain}, fields...) {
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		m.Write(n[:])
+		m.Write([]byte(f))
+	}
+	return m.Sum(nil)
+}
+
+// sign returns the current key's ID and its MAC of fields.
+func (k *Keys) sign(fields ...string) (id, mac string) {
+	return k.current.id, base64.StdEncoding.EncodeToString(k.current.mac(fields...))
+}
+
+// verify checks mac, made by the key named id, of fields.
+func (k *Keys) verify(id, mac string, fields ...string) error {
+	if id == "" || mac == "" {
+		return errors.New("not authenticated (written by an earlier release, or by something other than a replica)")
+	}
+	var use *key
+	switch {
+	case id == k.current.id:
+		use = &k.current
+	case k.previous != nil && id == k.previous.id:
+		use = k.previous
+	default:
+		return fmt.Errorf("signed by key %q, which is neither the current nor the previous key", id)
+	}
+	got, err := base64.StdEncoding.DecodeString(mac)
+	if err != nil || !hmac.Equal(got, use.mac(fields...)) {
+		return fmt.Errorf("its MAC under key %q does not match (changed, or moved from another name)", id)
+	}
+	return nil
+}
+
+// Kinds are the kinds of object the store authenticates, as
+// Observer.SharedStoreRejected names them.
+var Kinds = []string{"archive", "package", "versions", "module", "module_versions", "module_zip",
+	"release_time", "oci_version", "oci_digest", "last_use", "record"}
+
+// kindOf is the kind of the record under key.
+func kindOf(key string) string {
+	for _, k := range []struct{ prefix, kind string }{
+		{"package/", "package"}, {"versions/", "versions"}, {"module/", "module"},
+		{"modversions/", "module_versions"}, {"modzip/", "module_zip"}, {"release/", "release_time"},
+		{"oci/version/", "oci_version"}, {"oci/digest/", "oci_digest"}, {"lastuse/", "last_use"},
+	} {
+		if strings.HasPrefix(key, k.prefix) {
+			return k.kind
+		}
+	}
+	return "record"
+}
+
+// metaDoc is how a record is kept in the store: the record, when it was
+// stored, and the MAC binding both to the record's kind and name.
+type metaDoc struct {
+	StoredAt string          `json:"stored_at"` // RFC 3339, UTC
+	Record   json.RawMessage `json:"record"`
+	KeyID    string          `json:"key_id,omitempty"`
+	MAC      string          `json:"mac,omitempty"`
+}
+
+// GetMeta returns the record under key and when it was stored; a nil
+// record when the store has none, or none that authenticates (which is
+// counted and logged as rejected).
+func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
+	name := s.key("meta/" + key)
+	raw, err := s.getSmall(ctx, "get_meta", name)
+	if err != nil || raw == nil {
+		return nil, time.Time{}, err
+	}
+	kind := kindOf(key)
+	var doc metaDoc
+	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
+		s.rejected.reject(kind, name, fmt.Errorf("not a stored record: %v", err))
+		return nil, time.Time{}, nil
+	}
+	if err := s.cfg.Keys.verify(doc.KeyID, doc.MAC, kind, name, doc.StoredAt, string(doc.Record)); err != nil {
+		s.rejected.reject(kind, name, err)
+		return nil, time.Time{}, nil
+	}
+	at, err := time.Parse(time.RFC3339Nano, doc.StoredAt)
+	if err != nil {
+		s.rejected.reject(kind, name, fmt.Errorf("its time of storing: %w", err))
+		return nil, time.Time{}, nil
+	}
+	return doc.Record, at, nil
+}
+
+// PutMeta stores record under key, stamped with the time now and
+// authenticated, replacing any record there.
+func (s *Store) PutMeta(ctx context.Context, key string, record any) error {
+	raw, err := json.Marshal(record)
+	if err != nil {
+		return err
+	}
+	name := s.key("meta/" + key)
+	doc := metaDoc{StoredAt: s.cfg.Now().UTC().Format(time.RFC3339Nano), Record: raw}
+	doc.KeyID, doc.MAC = s.cfg.Keys.sign(kindOf(key), name, doc.StoredAt, string(raw))
+	b, err := json.Marshal(doc)
+	if err != nil {
+		return err
+	}
+	return s.putSmall(ctx, "put_meta", name, b)
+}
+
+// archiveHeader vouches for the archive stored under Name: its sha256
+// and size, bound to the name by the MAC.
+type archiveHeader struct {
+	Name   string `json:"name"`
+	SHA256 string `json:"sha256"`
+	Size   int64  `json:"size"`
+	KeyID  string `json:"key_id"`
+	MAC    string `json:"mac"`
+}
+
+func (h *archiveHeader) fields() []string {
+	return []string{"archive", h.Name, h.SHA256, strconv.FormatInt(h.Size, 10)}
+}
+
+// OpenArchive opens the archive sha; it returns a nil body when the store
+// does not have it, or has it without a header that authenticates (which
+// is counted and logged as rejected). The body returns a *verify.Error
+// instead of its end unless the bytes are the header's size and sha256. The call
+// timeout bounds the wait for the answer, ctx the reading of the body.
+// The caller must close the body.
+func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
+	if err := checkSHA(sha); err != nil {
+		return nil, 0, err
+	}
+	name := s.key("archives/" + sha)
+	body, size, err := s.openObject(ctx, "get_archive", name)
+	if err != nil || body == nil {
+		return nil, 0, err
+	}
+	raw, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
+	if err != nil {
+		body.Close()
+		return nil, 0, err
+	}
+	var h archiveHeader
+	switch {
+	case raw == nil:
+		err = errors.New("no header vouches for it (written by an earlier release, or by something other than a replica)")
+	case json.Unmarshal(raw, &h) != nil:
+		err = errors.New("its header is not a header")
+	case h.Name != name || h.SHA256 != sha:
+		err = fmt.Errorf("its header is the header of %s", h.Name)
+	default:
+		err = s.cfg.Keys.verify(h.KeyID, h.MAC, h.fields()...)
+	}
+	if err == nil && size >= 0 && size != h.Size {
+		err = fmt.Errorf("%d bytes, its header says %d", size, h.Size)
+	}
+	if err != nil {
+		body.Close()
+		s.rejected.rejectArchive(sha, name, err)
+		return nil, 0, nil
+	}
+	return &checkedBody{ReadCloser: body, s: s, sha: sha, name: name, size: h.Size, h: sha256.New()}, h.Size, nil
+}
+
+// PutArchive stores the archive sha of size bytes read from r, unless the
+// store has it already and this store found nothing wrong with it, and its
+// header. The store checks the bytes against sha and keeps nothing unless
+// they match; ctx (not the call timeout) bounds the upload.
+func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, size int64) error {
+	if err := checkSHA(sha); err != nil {
+		return err
+	}
+	h := archiveHeader{Name: s.key("archives/" + sha), SHA256: sha, Size: size}
+	h.KeyID, h.MAC = s.cfg.Keys.sign(h.fields()...)
+	b, err := json.Marshal(h)
+	if err != nil {
+		return err
+	}
+	// The header first: a replica that finds the archive finds its
+	// header, and a header without its archive is no archive.
+	if err := s.putSmall(ctx, "put_archive_header", s.key("archive-auth/"+sha), b); err != nil {
+		return err
+	}
+	replace := s.rejected.isBad(sha)
+	if err := s.putArchive(ctx, sha, r, size, replace); err != nil {
+		return err
+	}
+	if replace {
+		s.rejected.clearBad(sha)
+	}
+	return nil
+}
+
+// checkedBody is an archive's body that ends in an error, not io.EOF,
+// unless its bytes are the size and sha256 its header vouched for.
+type checkedBody struct {
+	io.ReadCloser
+	s    *Store
+	sha  string
+	name string
+	size int64
+	n    int64
+	h    hash.Hash
+	bad  error
+}
+
+func (b *checkedBody) Read(p []byte) (int, error) {
+	if b.bad != nil {
+		return 0, b.bad
+	}
+	n, err := b.ReadCloser.Read(p)
+	b.h.Write(p[:n])
+	b.n += int64(n)
+	var why error
+	switch {
+	case b.n > b.size:
+		why = fmt.Errorf("more than the %d bytes its header says", b.size)
+	case err == io.EOF && b.n < b.size:
+		why = fmt.Errorf("%d bytes, its header says %d", b.n, b.size)
+	case err == io.EOF && hex.EncodeToString(b.h.Sum(nil)) != b.sha:
+		why = errors.New("its bytes do not have the sha256 it is stored under")
+	}
+	if why != nil {
+		b.s.rejected.rejectArchive(b.sha, b.name, why)
+		// A verification failure, which the reader must not mend by
+		// taking the rest from elsewhere: the bytes before were wrong too.
+		b.bad = &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("the shared store's archive %s: %v", b.sha, why)}
+		return n, b.bad
+	}
+	return n, err
+}
+
+// Rejected returns how many objects read from the store failed
+// authentication since it was opened.
+func (s *Store) Rejected() int64 { return s.rejected.total.Load() }
+
+// maxLogged bounds the rejected objects logged each: beyond it they are
+// counted only.
+const maxLogged = 1024
+
+// rejections remembers the objects rejected, so that each is logged
+// once, and the archives whose bytes were wrong, so that the next put
+// replaces them.
+type rejections struct {
+	log   *slog.Logger
+	obs   Observer // nil: none
+	total atomic.Int64
+
+	mu     sync.Mutex
+	logged map[string]bool
+	full   bool
+	bad    map[string]bool
+}
+
+// first reports whether the object kind/name is logged now: the first
+// time it is rejected, while fewer than maxLogged were. more is true once,
+// when the bound is reached.
+func (r *rejections) first(kind, name string) (first, more bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := kind + "\x00" + name
+	if r.logged[k] {
+		return false, false
+	}
+	if len(r.logged) >= maxLogged {
+		more, r.full = !r.full, true
+		return false, more
+	}
+	if r.logged == nil {
+		r.logged = make(map[string]bool)
+	}
+	r.logged[k] = true
+	return true, false
+}
+
+func (r *rejections) markBad(sha string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.bad == nil || len(r.bad) >= maxLogged {
+		r.bad = make(map[string]bool)
+	}
+	r.bad[sha] = true
+}
+
+func (r *rejections) isBad(sha string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.bad[sha]
+}
+
+func (r *rejections) clearBad(sha string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.bad, sha)
+}
+
+// reject counts the object name of kind as rejected, and logs it the
+// first time.
+func (r *rejections) reject(kind, name string, why error) {
+	r.total.Add(1)
+	if r.obs != nil {
+		r.obs.SharedStoreRejected(kind)
+	}
+	switch first, more := r.first(kind, name); {
+	case first:
+		r.log.Warn("shared store object failed authentication; ignored, taken from the origin instead (and written back authenticated)",
+			"kind", kind, "object", name, "reason", why.Error())
+	case more:
+		r.log.Warn("more shared store objects fail authentication; they are counted (tfmirror_shared_rejected_total), no longer logged each",
+			"logged", maxLogged)
+	}
+}
+
+// rejectArchive rejects the archive sha, stored under name, which the
+// next put replaces.
+func (r *rejections) rejectArchive(sha, name string, why error) {
+	r.markBad(sha)
+	r.reject("archive", name, why)
+}

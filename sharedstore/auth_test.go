@@ -1,0 +1,406 @@
+package sharedstore_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+
+	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/sharedstore"
+)
+
+// syncBuffer is a log destination safe for concurrent writes.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+func (b *syncBuffer) String() string { b.mu.Lock(); defer b.mu.Unlock(); return b.b.String() }
+
+// keyed is a replica of the test bucket with its own keys, observer and
+// log.
+type keyed struct {
+	*sharedstore.Store
+	obs *observer
+	log *syncBuffer
+}
+
+func openKeyed(t *testing.T, srv *s3test.Server, current, previous []byte) keyed {
+	t.Helper()
+	keys, err := sharedstore.NewKeys(current, previous)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := keyed{obs: &observer{}, log: &syncBuffer{}}
+	k.Store = openWith(t, srv, sharedstore.Config{Holder: "h", Keys: keys, Observer: k.obs,
+		Logger: slog.New(slog.NewTextHandler(k.log, nil))})
+	return k
+}
+
+func key(c byte) []byte { return bytes.Repeat([]byte{c}, sharedstore.MinKeyBytes) }
+
+// A record of every kind, as the engine names them (the "record" kind
+// takes any other name).
+var recordsByKind = map[string]string{
+	"package":         "package/registry.terraform.io/hashicorp/random/1.0.0",
+	"versions":        "versions/registry.terraform.io/hashicorp/random",
+	"module":          "module/registry.terraform.io/acme/net/aws/1.1.0",
+	"module_versions": "modversions/registry.terraform.io/acme/net/aws",
+	"module_zip":      "modzip/registry.terraform.io/acme/net/aws/1.1.0",
+	"release_time":    "release/signed/registry.terraform.io/hashicorp/random/1.0.0",
+	"oci_version":     "oci/version/registry.terraform.io/hashicorp/random/1.0.0",
+	"oci_digest":      "oci/digest/registry.terraform.io/hashicorp/random/sha256:" + strings.Repeat("a", 64),
+	"last_use":        "lastuse/package/registry.terraform.io/hashicorp/random/1.0.0",
+	"record":          "something/else",
+}
+
+func TestKindsAreCovered(t *testing.T) {
+	for _, k := range sharedstore.Kinds {
+		if _, ok := recordsByKind[k]; !ok && k != "archive" {
+			t.Errorf("kind %s has no case here", k)
+		}
+	}
+}
+
+func rawObject(t *testing.T, srv *s3test.Server, name string) []byte {
+	t.Helper()
+	o, err := srv.Client().GetObject(context.Background(), &s3.GetObjectInput{Bucket: aws.String("tfm"), Key: aws.String("replicas/a/" + name)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Body.Close()
+	b, err := io.ReadAll(o.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// putRaw writes body under name as a writer of the bucket without the key
+// does.
+func putRaw(t *testing.T, srv *s3test.Server, name string, body []byte) {
+	t.Helper()
+	if _, err := srv.Client().PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String("tfm"),
+		Key: aws.String("replicas/a/" + name), Body: bytes.NewReader(body)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wantRejected checks that r reads no record under name, that it counted
+// one more rejection of kind, and that it logged the object once.
+func wantRejected(t *testing.T, r keyed, kind, name string, before int) {
+	t.Helper()
+	for range 2 {
+		if raw, _, err := r.GetMeta(context.Background(), name); err != nil || raw != nil {
+			t.Errorf("%s: read %s, %v; want nothing", name, raw, err)
+		}
+	}
+	if n := r.obs.rejections(kind); n != before+2 {
+		t.Errorf("%s: %d rejections of kind %s, want %d", name, n, kind, before+2)
+	}
+	if n := strings.Count(r.log.String(), "/meta/"+name+" "); n != 1 {
+		t.Errorf("%s: logged %d times, want once:\n%s", name, n, r.log.String())
+	}
+}
+
+// Every kind of record is read back as written, and refused, counted by
+// kind and logged once when its content was changed, when it was moved
+// from another name, when another key signed it, and when it has no MAC
+// (as an earlier release wrote it, or anyone writing without the key).
+func TestRecordsAuthenticated(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	stranger := openKeyed(t, srv, key('s'), nil)
+	for kind, name := range recordsByKind {
+		t.Run(kind, func(t *testing.T) {
+			rec := map[string]string{"schema": "2", "at": "2020-01-01T00:00:00Z", "html": "<a&b>"}
+			if err := a.PutMeta(ctx, name, rec); err != nil {
+				t.Fatal(err)
+			}
+			raw, _, err := a.GetMeta(ctx, name)
+			var got map[string]string
+			if err != nil || json.Unmarshal(raw, &got) != nil || got["html"] != "<a&b>" {
+				t.Fatalf("read back %s, %v", raw, err)
+			}
+			good := rawObject(t, srv, "meta/"+name)
+
+			// Changed content, MAC kept: a backdated release time, say.
+			putRaw(t, srv, "meta/"+name, bytes.Replace(good, []byte("2020-01-01"), []byte("1999-01-01"), 1))
+			wantRejected(t, a, kind, name, 0)
+
+			// Moved: the good object under another name of the same kind.
+			moved := name + "-moved"
+			putRaw(t, srv, "meta/"+moved, good)
+			wantRejected(t, a, kind, moved, 2)
+
+			// Another key's: a replica (or anyone) without the replicas' key.
+			theirs := name + "-theirs"
+			if err := stranger.PutMeta(ctx, theirs, rec); err != nil {
+				t.Fatal(err)
+			}
+			wantRejected(t, a, kind, theirs, 4)
+
+			// Unauthenticated: the format of an earlier release.
+			old := name + "-old"
+			putRaw(t, srv, "meta/"+old, []byte(`{"stored_at":"2026-01-02T03:04:05Z","record":{"schema":2}}`))
+			wantRejected(t, a, kind, old, 6)
+
+			// Written back by a replica with the key, it is read again.
+			if err := a.PutMeta(ctx, old, rec); err != nil {
+				t.Fatal(err)
+			}
+			if raw, _, err := a.GetMeta(ctx, old); err != nil || raw == nil {
+				t.Errorf("written back: %s, %v", raw, err)
+			}
+		})
+	}
+}
+
+func mustKeys(t *testing.T, k []byte) *sharedstore.Keys {
+	t.Helper()
+	keys, err := sharedstore.NewKeys(k, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keys
+}
+
+// A record read under a key of its kind but written under another kind's
+// name fails: the kind is bound.
+func TestRecordKindBound(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	if err := a.PutMeta(ctx, "lastuse/x", map[string]int{"schema": 2}); err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, srv, "meta/release/x", rawObject(t, srv, "meta/lastuse/x"))
+	wantRejected(t, a, "release_time", "release/x", 0)
+}
+
+// Rotation: a replica given the new key as its previous one reads what
+// the new key signs while still signing with the old; then, given the new
+// key as current and the old as previous, it reads both and signs with
+// the new; without the old key, what the old one signed is refused.
+func TestKeyRotation(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	oldK, newK := key('o'), key('n')
+	before := openKeyed(t, srv, oldK, nil)
+	if err := before.PutMeta(ctx, "package/old", map[string]int{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("archive signed under the old key")
+	if err := before.PutArchive(ctx, shaOf(data), bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+
+	// Step 1: the new key accepted, the old one still signing.
+	step1 := openKeyed(t, srv, oldK, newK)
+	// Step 2: the new key signing, the old one still accepted.
+	step2 := openKeyed(t, srv, newK, oldK)
+	if err := step2.PutMeta(ctx, "package/new", map[string]int{"v": 2}); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []keyed{step1, step2} {
+		for _, name := range []string{"package/old", "package/new"} {
+			if raw, _, err := r.GetMeta(ctx, name); err != nil || raw == nil {
+				t.Errorf("%s: %s, %v", name, raw, err)
+			}
+		}
+		body, _, err := r.OpenArchive(ctx, shaOf(data))
+		if err != nil || body == nil {
+			t.Fatalf("archive: %v", err)
+		}
+		if got, err := io.ReadAll(body); err != nil || !bytes.Equal(got, data) {
+			t.Errorf("archive: %q, %v", got, err)
+		}
+		body.Close()
+	}
+	if !strings.Contains(string(rawObject(t, srv, "meta/package/new")), `"key_id":"`+mustKeys(t, newK).ID()+`"`) {
+		t.Error("step 2 does not sign with the new key")
+	}
+	// A replica still on the old key alone refuses what the new key signed.
+	wantRejected(t, before, "package", "package/new", 0)
+	// Step 3: the old key gone: what it signed is refused (and re-derived).
+	after := openKeyed(t, srv, newK, nil)
+	wantRejected(t, after, "package", "package/old", 0)
+	if body, _, err := after.OpenArchive(ctx, shaOf(data)); err != nil || body != nil {
+		t.Errorf("archive signed by the removed key: %v, %v", body, err)
+	}
+	if after.obs.rejections("archive") != 1 {
+		t.Errorf("%d archive rejections", after.obs.rejections("archive"))
+	}
+}
+
+// An archive is read only with a header that the replicas' key signed
+// for its name, sha256 and size, and only its own bytes end in io.EOF.
+func TestArchivesAuthenticated(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	stranger := openKeyed(t, srv, key('s'), nil)
+	data := bytes.Repeat([]byte("provider archive "), 1000)
+	sha := shaOf(data)
+	other := bytes.Repeat([]byte("other archive "), 1000)
+	osha := shaOf(other)
+	read := func(sha string) ([]byte, bool, error) {
+		body, _, err := a.OpenArchive(ctx, sha)
+		if err != nil || body == nil {
+			return nil, false, err
+		}
+		defer body.Close()
+		b, err := io.ReadAll(body)
+		return b, true, err
+	}
+	n := 0
+	rejected := func(what string) {
+		t.Helper()
+		n++
+		if got := a.obs.rejections("archive"); got != n {
+			t.Errorf("%s: %d archive rejections, want %d", what, got, n)
+		}
+	}
+
+	// Old format: the archive without a header, as an earlier release
+	// stored it.
+	putRaw(t, srv, "archives/"+sha, data)
+	if _, found, err := read(sha); found || err != nil {
+		t.Errorf("an archive without header was read: %v", err)
+	}
+	rejected("no header")
+	// A replica with the key writes it back, with its header.
+	if err := a.PutArchive(ctx, sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := read(sha); !found || err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("written back: %v, %v", found, err)
+	}
+
+	// Another key's header.
+	if err := stranger.PutArchive(ctx, osha, bytes.NewReader(other), int64(len(other))); err != nil {
+		t.Fatal(err)
+	}
+	if _, found, _ := read(osha); found {
+		t.Error("an archive whose header another key signed was read")
+	}
+	rejected("another key")
+
+	// A good header moved from another archive.
+	putRaw(t, srv, "archive-auth/"+osha, rawObject(t, srv, "archive-auth/"+sha))
+	if _, found, _ := read(osha); found {
+		t.Error("an archive under a header moved from another was read")
+	}
+	rejected("moved header")
+
+	// Other bytes of the same size under the good header: read, but the
+	// body ends in an error, not io.EOF.
+	forged := bytes.Clone(data)
+	forged[10] ^= 1
+	putRaw(t, srv, "archives/"+sha, forged)
+	if _, found, err := read(sha); !found || err == nil || !strings.Contains(err.Error(), "sha256") {
+		t.Errorf("forged bytes: found %v, error %v; want an error", found, err)
+	}
+	rejected("forged bytes")
+	// Bytes of another size: refused before a byte is read.
+	putRaw(t, srv, "archives/"+sha, append(bytes.Clone(data), 'x'))
+	if _, found, _ := read(sha); found {
+		t.Error("an archive of another size was read")
+	}
+	rejected("size")
+	// The next put replaces the bad object, although one is there.
+	if err := a.PutArchive(ctx, sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	if got, found, err := read(sha); !found || err != nil || !bytes.Equal(got, data) {
+		t.Errorf("after the replacing put: %v, %v", found, err)
+	}
+	if n := strings.Count(a.log.String(), "/archives/"+sha+" "); n != 1 {
+		t.Errorf("archive logged %d times, want once", n)
+	}
+}
+
+// An object is bound to its key in the bucket, prefix included: the same
+// object under another prefix (another deployment on the same key, say)
+// is refused.
+func TestObjectBoundToPrefix(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	if err := a.PutMeta(ctx, "package/p", map[string]int{"v": 1}); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := sharedstore.NewKeys(key('a'), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observer{}
+	b, err := sharedstore.Open(ctx, sharedstore.Config{URL: srv.URL("tfm", "replicas/b"), Keys: keys, Observer: obs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := srv.Client().PutObject(ctx, &s3.PutObjectInput{Bucket: aws.String("tfm"), Key: aws.String("replicas/b/meta/package/p"),
+		Body: bytes.NewReader(rawObject(t, srv, "meta/package/p"))}); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _, err := b.GetMeta(ctx, "package/p"); err != nil || raw != nil || obs.rejections("package") != 1 {
+		t.Errorf("an object moved to another prefix was read: %s, %v", raw, err)
+	}
+}
+
+func TestKeysRefused(t *testing.T) {
+	if _, err := sharedstore.NewKeys(make([]byte, sharedstore.MinKeyBytes-1), nil); err == nil {
+		t.Error("a short key was taken")
+	}
+	if _, err := sharedstore.NewKeys(key('a'), key('a')); err == nil {
+		t.Error("the previous key the same as the current was taken")
+	}
+	if _, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: "s3://b/p"}); err == nil {
+		t.Error("a store opened without keys")
+	}
+	a, b := mustKeys(t, key('a')), mustKeys(t, key('b'))
+	if a.ID() == b.ID() || len(a.ID()) != 16 || strings.Contains(a.ID(), string(key('a')[:4])) {
+		t.Errorf("key IDs %q, %q", a.ID(), b.ID())
+	}
+}
+
+// LoadKeys reads the current and the previous key from their files, as
+// they are, and refuses a missing or short one.
+func TestLoadKeys(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name string, b []byte) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	cur, prev := write("cur", key('c')), write("prev", key('p'))
+	k, err := sharedstore.LoadKeys(cur, prev)
+	if err != nil || k.ID() != mustKeys(t, key('c')).ID() || k.PreviousID() != mustKeys(t, key('p')).ID() {
+		t.Fatalf("LoadKeys: %v", err)
+	}
+	if k, err := sharedstore.LoadKeys(cur, ""); err != nil || k.PreviousID() != "" {
+		t.Errorf("without a previous key: %v", err)
+	}
+	for _, bad := range [][2]string{{dir + "/none", ""}, {cur, dir + "/none"}, {write("short", []byte("short\n")), ""}} {
+		if _, err := sharedstore.LoadKeys(bad[0], bad[1]); err == nil {
+			t.Errorf("LoadKeys(%q, %q): no error", bad[0], bad[1])
+		}
+	}
+}
