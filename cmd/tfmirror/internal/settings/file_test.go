@@ -208,8 +208,8 @@ func TestPrecedence(t *testing.T) {
 }
 
 // TestFilePolicyAndSecrets: the policy block's body is handed over
-// undecoded; a secret is shown redacted; a file others may write is
-// accepted with a warning.
+// undecoded; a secret is shown redacted; a file others may write (its
+// group or all users) is refused, with the chmod that fixes it.
 func TestFilePolicyAndSecrets(t *testing.T) {
 	path := writeFile(t, "c.hcl", `upstream_proxy = "http://user:hunter2-secret@proxy.corp:3128"
 policy {
@@ -256,9 +256,17 @@ policy {
 	if err := os.Chmod(path, 0o664); err != nil {
 		t.Fatal(err)
 	}
-	e, err = load(t, []string{"--config", path}, nil)
-	if err != nil || len(e.File.Warnings) != 1 || !strings.Contains(e.File.Warnings[0].Detail, "0664") {
-		t.Errorf("group-writable: %v, warnings %v", err, e.File)
+	_, err = load(t, []string{"--config", path}, nil)
+	var fe *FileError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "Configuration file writable by others") ||
+		!strings.Contains(err.Error(), "0664") || !strings.Contains(err.Error(), "chmod go-w "+path) {
+		t.Errorf("group-writable: %v", err)
+	}
+	if err := os.Chmod(path, 0o646); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, []string{"--config", path}, nil); err == nil || !strings.Contains(err.Error(), "0646") {
+		t.Errorf("writable by all users: %v", err)
 	}
 }
 
