@@ -3,8 +3,10 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfigCheckOnePassProcess runs config check on a file with a
@@ -62,9 +64,16 @@ policy {
 }
 `))
 	stdout, _, code = runProcessEnv(t, bin, "", env, "config", "check", good)
-	if code != 0 || !strings.Contains(stdout, "versions_ttl  24h0m0s") || !strings.Contains(stdout, "discovery_ttl  48h0m0s") {
+	if code != 0 || !settingShown(stdout, "versions_ttl", "24h0m0s") || !settingShown(stdout, "discovery_ttl", "48h0m0s") ||
+		!settingShown(stdout, "evict_unused_after", "30d") {
 		t.Errorf("whole days: exit %d\n%s", code, stdout)
 	}
+}
+
+// settingShown says whether config check's output shows the setting
+// attr with value, from the file.
+func settingShown(out, attr, value string) bool {
+	return regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(attr) + `\s+` + regexp.QuoteMeta(value) + `\s+file$`).MatchString(out)
 }
 
 // TestPolicyExplainProcess runs policy explain on a synced data directory
@@ -78,6 +87,7 @@ func TestPolicyExplainProcess(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	origin := syncOrigin(t)
+	origin.SetSignedAt("hashicorp", "random", "3.5.0", time.Now().Add(-365*24*time.Hour))
 	dataDir := filepath.Join(t.TempDir(), "data")
 	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
 		t.Fatalf("sync: exit %d", code)
@@ -98,7 +108,7 @@ func TestPolicyExplainProcess(t *testing.T) {
 
 	missing := filepath.Join(t.TempDir(), "no-such-data")
 	_, stderr, code = runProcessEnv(t, bin, "", env, "policy", "explain", "--config", conf, "--data-dir", missing, "hashicorp/random", "3.5.0")
-	if code != 1 || !strings.Contains(stderr, "data directory "+missing+": ") || !strings.Contains(stderr, "no such file or directory") {
+	if code != 1 || !strings.Contains(stderr, "data directory "+missing+" does not exist") {
 		t.Errorf("a data directory that does not exist: exit %d, want 1 and the directory named\n%s", code, stderr)
 	}
 	if _, err := os.Stat(missing); !os.IsNotExist(err) {
