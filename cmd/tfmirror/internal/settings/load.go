@@ -154,7 +154,11 @@ func Check(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool
 		diags = append(diags, fe.Diags...)
 	}
 	if diags.HasErrors() {
-		return nil, &FileError{Path: l.File.Path, Diags: diags}
+		path := ""
+		if l.File != nil {
+			path = l.File.Path
+		}
+		return nil, &FileError{Path: path, Diags: diags}
 	}
 	return l, nil
 }
