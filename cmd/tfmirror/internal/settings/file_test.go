@@ -3,8 +3,8 @@ package settings
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
