@@ -225,7 +225,7 @@ func TestSyncDeepModuleProcess(t *testing.T) {
 		t.Fatalf("sync crashed (exit %d)", code)
 	}
 	if code != 1 || !strings.Contains(stdout, "module "+addr+" 1.0.0: reading its configuration: ") ||
-		!strings.Contains(stdout, "main.tf:1: Nesting too deep") {
+		!strings.Contains(stdout, "reading its configuration: main.tf:1: Nesting too deep") {
 		t.Errorf("exit %d, want 1 and the module refused for its nesting:\n%s%s", code, stdout, stderr)
 	}
 }
