@@ -156,3 +156,28 @@ func TestDepthBoundedMemory(t *testing.T) {
 		t.Errorf("the check allocated %d bytes", alloc)
 	}
 }
+
+// FuzzCheckDepth: the check never panics nor loops on any input, broken
+// strings, heredocs and templates included, and what it accepts is
+// handed to HCL's parsers as Parse would.
+func FuzzCheckDepth(f *testing.F) {
+	for _, seed := range []string{
+		"a = [[[1]]]", `a = "${"${x}"}"`, "a = <<EOT\n${x}\nEOT\n", "a = !!!-x ? 1 : 2",
+		"b { c { d = {e = (1)} } }", `a = "%{ if x }y%{ endif }"`, "# {\n/* [ */ a = 1",
+		`{"a": [{"b": "${x}"}]}`, "a = \"\\\"(\"", "a = <<-X\n  X\n",
+	} {
+		f.Add(seed, false)
+		f.Add(seed, true)
+	}
+	f.Fuzz(func(t *testing.T, src string, isJSON bool) {
+		if d := checkDepth([]byte(src), "f.hcl", isJSON); d != nil {
+			return
+		}
+		p := hclparse.NewParser()
+		if isJSON {
+			p.ParseJSON([]byte(src), "f.json")
+		} else {
+			p.ParseHCL([]byte(src), "f.hcl")
+		}
+	})
+}
