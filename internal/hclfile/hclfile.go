@@ -1,7 +1,9 @@
-// Package hclfile reads the project's HCL files (credentials, module
-// source credentials, sync manifests): HCL native syntax, or HCL's JSON
-// syntax when the file's name ends in ".json". It parses only: what the
-// blocks mean is decoded by each file's reader. Every file is first
+// Package hclfile reads the project's HCL files (the configuration file,
+// credentials, module source credentials, sync manifests, pins, and the
+// .tf files of the modules sync fetches): HCL native syntax, or HCL's
+// JSON syntax when the file's name ends in ".json". It parses only: what
+// the blocks mean is decoded by each file's reader, which may use Suggest
+// and UnknownName for the names it does not know. Every file is first
 // checked for nesting deeper than MaxDepth, which HCL's recursive parsers
 // would turn into a crash, and refused with its file:line unparsed.
 package hclfile
