@@ -686,6 +686,11 @@ func configFileOf(t *testing.T, m *manifests, pod *corev1.PodTemplateSpec, c *co
 			if v.Name != vm.Name || v.ConfigMap == nil {
 				continue
 			}
+			// tfmirror refuses a configuration file others may write
+			// unless its mount is read-only.
+			if dm := v.ConfigMap.DefaultMode; !vm.ReadOnly && dm != nil && *dm&0o022 != 0 {
+				t.Errorf("%s: the configuration file is mounted writable with mode %04o, which tfmirror refuses", m.where, *dm)
+			}
 			for _, cm := range m.configMaps {
 				if cm.Name == v.ConfigMap.Name {
 					if data, ok := cm.Data[path.Base(file)]; ok {

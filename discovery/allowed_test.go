@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -67,6 +68,9 @@ func TestAllowedOriginsRefusedBeforeAnyConnection(t *testing.T) {
 		err := call()
 		if !errors.Is(err, ErrHostNotAllowed) {
 			t.Errorf("%s for %s: err = %v, want ErrHostNotAllowed", name, hostB, err)
+		}
+		if err != nil && !strings.Contains(err.Error(), "allowed_origins") {
+			t.Errorf("%s for %s: %q does not name the setting that allows a host", name, hostB, err)
 		}
 		var oe *OriginError
 		if errors.As(err, &oe) {

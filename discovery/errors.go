@@ -21,12 +21,14 @@ var (
 	// not one of Config.AllowedOrigins (the client's, or the engine's in
 	// package mirror, which returns it too): nothing was looked up or
 	// sent. It is returned wrapped with the host's name.
-	ErrHostNotAllowed = errors.New("origin host is not allowed")
+	// Its text names the setting that allows a host.
+	ErrHostNotAllowed = errors.New("origin host is not allowed (not among allowed_origins, --allowed-origins)")
 
 	// ErrPrivateAddress means a connection was refused because the address
 	// it would go to is not a public unicast address (see IsPublicAddr). It
 	// is returned wrapped in an *OriginError.
-	ErrPrivateAddress = errors.New("refusing to connect to a non-public address")
+	// Its text names the setting that allows them.
+	ErrPrivateAddress = errors.New("refusing to connect to a non-public address (allow_private_origins, --allow-private-origins, allows it)")
 
 	// ErrTooLarge means a response body was larger than the limit for its
 	// kind. It is returned wrapped in an *OriginError.

@@ -97,7 +97,7 @@ func checkAddr(a netip.Addr) error {
 	if IsPublicAddr(a) {
 		return nil
 	}
-	return fmt.Errorf("%w %s", ErrPrivateAddress, a.WithZone(""))
+	return fmt.Errorf("%w: %s", ErrPrivateAddress, a.WithZone(""))
 }
 
 // guardControl is the net.Dialer Control hook: it sees the address actually

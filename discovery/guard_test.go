@@ -10,6 +10,7 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -132,6 +133,9 @@ func TestGuardRefusesPrivateAddresses(t *testing.T) {
 			err := tt.call()
 			if !errors.Is(err, ErrPrivateAddress) {
 				t.Fatalf("err = %v, want ErrPrivateAddress", err)
+			}
+			if !strings.Contains(err.Error(), "allow_private_origins") {
+				t.Errorf("%q does not name the setting that allows private addresses", err)
 			}
 			oe := wantOriginError(t, err, tt.op, 0)
 			if oe.Host != string(s.host) {

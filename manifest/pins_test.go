@@ -3,6 +3,7 @@ package manifest
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -61,5 +62,14 @@ func TestPinsDir(t *testing.T) {
 	}
 	if _, _, err := d.Pins(); err == nil {
 		t.Error("the error was reported once only")
+	}
+	// A file nested too deep to parse (3 MB, under the 4 MiB a pins file
+	// may hold) is such a file, named with its line: it used to kill the
+	// process.
+	os.Remove(filepath.Join(dir, "broken.hcl"))
+	deep := "a = " + strings.Repeat("[", 1500000) + strings.Repeat("]", 1500000) + "\n"
+	write("deep.hcl", deep, t0.Add(3*time.Minute))
+	if _, _, err := d.Pins(); err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "deep.hcl")+":1: Nesting too deep") {
+		t.Errorf("a file nested too deep: %v", err)
 	}
 }

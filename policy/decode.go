@@ -2,7 +2,6 @@ package policy
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -10,6 +9,9 @@ import (
 	"github.com/apparentlymart/go-versions/versions/constraints"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
+
+	"github.com/tfmirror/tfmirror/internal/duration"
+	"github.com/tfmirror/tfmirror/internal/hclfile"
 )
 
 // maxAge bounds a minimum release age: ten years is far above any
@@ -44,6 +46,35 @@ var (
 	}}
 )
 
+// Names are the attributes and block types a policy block holds, for
+// the hint a configuration file gets when it puts one outside.
+func Names() []string {
+	var out []string
+	for _, a := range bodySchema.Attributes {
+		out = append(out, a.Name)
+	}
+	for _, b := range bodySchema.Blocks {
+		out = append(out, b.Type)
+	}
+	return out
+}
+
+// hint adds a "did you mean" to the diagnostics of names a policy block
+// does not hold, when one of its own is near and HCL suggested none.
+func hint(diags hcl.Diagnostics) {
+	for _, d := range diags {
+		name, suggested := hclfile.UnknownName(d)
+		if name == "" || suggested {
+			continue
+		}
+		if s := hclfile.Suggest(name, Names()); s != "" {
+			d.Detail += fmt.Sprintf(" Did you mean %q?", s)
+		} else {
+			d.Detail += " A policy block holds " + strings.Join(Names(), ", ") + "."
+		}
+	}
+}
+
 // Decode reads the body of a `policy` block, in HCL's native or JSON
 // syntax:
 //
@@ -75,6 +106,7 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 		return nil, nil
 	}
 	content, diags := body.Content(bodySchema)
+	hint(diags)
 	p := &Policy{}
 	for _, l := range []struct {
 		name string
@@ -289,18 +321,9 @@ func decodeAge(attr *hcl.Attribute) (time.Duration, string, hcl.Diagnostics) {
 }
 
 func parseAge(s string) (time.Duration, error) {
-	var d time.Duration
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.ParseUint(n, 10, 16)
-		if err != nil {
-			return 0, fmt.Errorf("age %q: want a duration such as \"72h\" or whole days such as \"3d\"", s)
-		}
-		d = time.Duration(days) * 24 * time.Hour
-	} else {
-		var err error
-		if d, err = time.ParseDuration(s); err != nil {
-			return 0, fmt.Errorf("age %q: want a duration such as \"72h\" or whole days such as \"3d\"", s)
-		}
+	d, err := duration.Parse(s)
+	if err != nil {
+		return 0, fmt.Errorf("age %w", err)
 	}
 	if d < 0 || d > maxAge {
 		return 0, fmt.Errorf("age %q: want between 0 and %dd", s, maxAge/(24*time.Hour))

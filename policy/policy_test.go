@@ -635,3 +635,25 @@ func TestDocExamples(t *testing.T) {
 		}
 	}
 }
+
+// A name the policy block does not hold gets the one meant when one is
+// near, or the list of those it holds; whole days are an age.
+func TestDecodeHints(t *testing.T) {
+	for _, c := range []struct{ name, file, src, want string }{
+		{"near", "p.hcl", "policy {\n  min_release_age = \"3d\"\n}", `Did you mean "minimum_release_age"?`},
+		{"near block", "p.hcl", "policy {\n  deny_versions \"registry.test/a/b\" {\n  }\n}", `Did you mean "deny_version"?`},
+		{"far", "p.hcl", "policy {\n  cache_max_bytes = 1\n}", "A policy block holds allow, deny, minimum_release_age"},
+		{"JSON near", "p.json", "{\"policy\": {\"min_release_age\": \"3d\"}}", `Did you mean "minimum_release_age"?`},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, diags := decode(t, c.file, c.src)
+			if !diags.HasErrors() || !strings.Contains(diags.Error(), c.want) {
+				t.Errorf("%v, want %q", diags, c.want)
+			}
+		})
+	}
+	p, diags := decode(t, "p.hcl", "policy {\n  minimum_release_age = \"1d\"\n}")
+	if diags.HasErrors() || p.Window(Provider, "registry.test/a/b") != 24*time.Hour {
+		t.Errorf("1d: %v", diags)
+	}
+}

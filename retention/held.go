@@ -109,6 +109,18 @@ func (p *pinState) lastErr() error {
 	return p.err
 }
 
+// unread is why the pins could not be read when none ever were: the
+// rules then do not know what is pinned. nil once a reading succeeded
+// (its pins are kept whatever fails after), or without a pin source.
+func (p *pinState) unread() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.src == nil || p.pins != nil {
+		return nil
+	}
+	return p.err
+}
+
 // current returns the pins, and whether a selection of the newest N
 // needs every cached version to be resolved.
 func (p *pinState) current() (pins *Pins, latest bool) {

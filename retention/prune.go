@@ -37,9 +37,13 @@ func errNothingNamed(what, version string) error {
 // remove now, or the versions req names. An archive is removed only when
 // no version kept needs it, and never while a client reads it (it is then
 // left for the next pass, and not listed as removed). It returns the
-// removals made, or that would be made.
+// removals made, or that would be made. The rules remove nothing while
+// the pins have never been read: they would not know what is pinned.
 func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, error) {
 	r.pins.first(r.log)
+	if err := r.pins.unread(); err != nil && req.Provider == nil && req.Module == nil {
+		return nil, fmt.Errorf("the retention rules remove nothing until the pins can be read: %w", err)
+	}
 	r.passMu.Lock()
 	defer r.passMu.Unlock()
 	hs, err := r.holdings()

@@ -698,3 +698,36 @@ func TestNewRefusesWrongWiring(t *testing.T) {
 		})
 	}
 }
+
+// brokenPins is a pins directory whose files do not parse.
+type brokenPins struct{}
+
+func (brokenPins) Pins() (*Pins, bool, error) {
+	return nil, false, errors.New("pins/team.hcl:1: Nesting too deep")
+}
+
+// The rules remove nothing while the pins were never read: what they pin
+// is not known. A version named is removed all the same.
+func TestRetentionRulesWaitForPins(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{
+		ret: Config{Metrics: &retentionMetrics{}, KeepVersions: 1, Interval: -1, Pins: brokenPins{}},
+	})
+	all := []string{"1.0.0", "2.0.0"}
+	h.origin.AddProvider(ns, typ, all, []string{"linux_amd64"})
+	h.readAll(all...)
+	done, err := h.ret.Prune(t.Context(), PruneRequest{})
+	if err == nil || !strings.Contains(err.Error(), "pins/team.hcl:1: Nesting too deep") || len(done) != 0 {
+		t.Errorf("prune by the rules with unreadable pins: %v, %v", removalNames(done), err)
+	}
+	if !h.isCached("1.0.0") {
+		t.Error("1.0.0 was removed")
+	}
+	if st := h.ret.Status(); !strings.Contains(st.PinsError, "Nesting too deep") {
+		t.Errorf("status pins error %q", st.PinsError)
+	}
+	p := addrs.Provider{Hostname: originHost, Namespace: ns, Type: typ}
+	if done, err := h.ret.Prune(t.Context(), PruneRequest{Provider: &p, Versions: []string{"1.0.0"}}); err != nil || len(done) != 1 {
+		t.Errorf("prune of a named version: %v, %v", removalNames(done), err)
+	}
+}

@@ -144,10 +144,7 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintf(stderr, "Usage: %s\n", configUsage)
 		return 2
 	}
-	e, err := parseServeConfig([]string{"--" + settings.ConfigFlag, args[1]}, lookupEnv, io.Discard)
-	if err == nil {
-		_, err = settings.CheckHooks(configHooks(nil), e.File)
-	}
+	e, err := checkServeConfig([]string{"--" + settings.ConfigFlag, args[1]}, lookupEnv, configHooks(nil))
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror config check: %v\n", err)
 		return 1

@@ -60,7 +60,8 @@ func configurationDoc() string {
 and an attribute of the [configuration file](#the-configuration-file), the flag name in snake case
 (` + "`data_dir`" + `). A flag on the command line wins over the environment, which wins over the file, which
 wins over the default. Sizes are a number of bytes or a number and a unit (` + "`512MiB`, `2GB`" + `),
-durations are Go's (` + "`90s`, `10m`, `1h30m`" + `), lists are comma-separated (in the file, lists of strings).
+durations are Go's (` + "`90s`, `10m`, `1h30m`" + `) or whole days (` + "`1d`, `30d`" + `), every duration alike (the
+policy's ages too), lists are comma-separated (in the file, lists of strings).
 
 The column *also* names the other commands that take a setting with the same meaning.
 ` + "`tfmirror sync`" + ` logs as ` + "`text`" + ` at level ` + "`warn`" + ` by default; its own flags are listed under
@@ -123,7 +124,7 @@ Every setting below is an attribute of the file, named as its flag in snake case
 setting's type (a string, ` + "`true`/`false`" + `, a whole number, a list of strings) or a string in the
 flag's syntax: ` + "`cache_max_bytes = \"40GiB\"`" + ` and ` + "`cache_max_bytes = 42949672960`" + ` are the same, and so
 are ` + "`allowed_origins = [\"a.example\", \"b.example\"]`" + ` and ` + "`allowed_origins = \"a.example,b.example\"`" + `.
-Durations are strings (` + "`\"72h\"`" + `). The file holds values only: no variables, no functions.
+Durations are strings (` + "`\"72h\"`, `\"1d\"`" + `). The file holds values only: no variables, no functions.
 
 ` + "```hcl" + `
 # /etc/tfmirror/tfmirror.hcl
@@ -155,8 +156,18 @@ client authentication on, only to requests with a token.
 **Refused whole.** An attribute that names no setting, a value of the wrong type, a duration or a
 size that does not parse, a value the flag would refuse: each is an error with the file and line
 (` + "`tfmirror.hcl:3,19-25: Invalid value for cache_max_bytes: ...`" + `), and ` + "`tfmirror serve`" + ` does not
-start (exit status 2). A file writable by its group or by all users is read with a warning: whoever
-may write it decides what the mirror serves and trusts (see [SECURITY.md](../SECURITY.md)).
+start (exit status 2). A name that is not a setting gets the one meant when one is near
+(` + "`policies`: did you mean `policy`?" + `), and a rule of the policy written outside its block is told so
+(` + "`deny` belongs inside `policy { }`" + `). A file nested deeper than 64 levels (brackets, braces,
+strings, templates, operators) is refused with its line before it is parsed, as is every HCL file
+tfmirror reads (credentials, manifests, pins, a module's ` + "`.tf`" + ` files).
+
+**Writable by its owner only.** A file that users other than its owner may write (its group's or all
+users' write bit) is refused, as the admin socket refuses other users: whoever may write it decides
+what the mirror serves and trusts (see [SECURITY.md](../SECURITY.md)). Run
+` + "`chmod go-w /etc/tfmirror/tfmirror.hcl`" + `. A file on a read-only mount is accepted whatever its mode: a
+Kubernetes ConfigMap (mounted read-only, its files links into ` + "`..data`" + `) is read as it is, and so is
+a file owned by root with mode ` + "`0644`" + ` read by a serve running as another user.
 
 **Reload.** ` + "`SIGHUP`" + ` reads the file again (and the client tokens file). A file that does not parse or
 validate is refused whole: the configuration in force stays, the log says why and
@@ -166,7 +177,8 @@ validate is refused whole: the configuration in force stays, the log says why an
 cannot change while serving keeps its value, and the log names it as needing a restart.
 
 **` + "`tfmirror config check FILE`" + `** reads a file as serve would (with the ` + "`TFMIRROR_`" + ` variables of its
-environment) and prints every error with its line (exit status 1), or the configuration in effect:
+environment) and prints every error with its line in one run (exit status 1): the file's, those of
+the values together (` + "`--log-level`" + `, pairs of settings) and the policy block's; or the configuration in effect:
 each setting, its value (secrets redacted) and its source, then the rules of the ` + "`policy`" + ` block in
 the order of evaluation, each with its line (see [Package policy](policy.md)).
 

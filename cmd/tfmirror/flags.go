@@ -23,6 +23,34 @@ func parseServeFlags(args []string, lookupEnv func(string) (string, bool), out i
 // values. Every flag but --config is a setting of the table settings.
 func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out io.Writer) (*settings.Effective, error) {
 	var e settings.Effective
+	fs := serveFlags(&e, out)
+	l, err := settings.Load(fs, args, lookupEnv, settings.AllNames())
+	if err != nil {
+		return nil, err
+	}
+	e.Loaded = l
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
+	}
+	return &e, l.Locate(e.Config.Validate())
+}
+
+// checkServeConfig is parseServeConfig for config check: every error of
+// the file, its values' and those of hooks (the policy block) at once
+// (settings.Check).
+func checkServeConfig(args []string, lookupEnv func(string) (string, bool), hooks []settings.Hook) (*settings.Effective, error) {
+	var e settings.Effective
+	fs := serveFlags(&e, io.Discard)
+	l, err := settings.Check(fs, args, lookupEnv, settings.AllNames(), func() error { return e.Config.Validate() }, hooks)
+	if err != nil {
+		return nil, err
+	}
+	e.Loaded = l
+	return &e, nil
+}
+
+// serveFlags is serve's flag set, bound to e's configuration.
+func serveFlags(e *settings.Effective, out io.Writer) *flag.FlagSet {
 	fs := flag.NewFlagSet("tfmirror serve", flag.ContinueOnError)
 	fs.SetOutput(out)
 	for _, s := range settings.Table {
@@ -34,15 +62,7 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 		fmt.Fprintf(out, "Usage: tfmirror serve [flags]\n\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s, and by an attribute of the --config file, e.g. data_dir.\n\nFlags:\n", settings.EnvName("data-dir"))
 		fs.PrintDefaults()
 	}
-	l, err := settings.Load(fs, args, lookupEnv, settings.AllNames())
-	if err != nil {
-		return nil, err
-	}
-	e.Loaded = l
-	if fs.NArg() > 0 {
-		return nil, fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	return &e, l.Locate(e.Config.Validate())
+	return fs
 }
 
 // addEngineFlags registers on fs, bound to c, the settings of every

@@ -6,6 +6,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"io/fs"
+	"log/slog"
+	"os"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -126,10 +129,28 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 // knownRelease is what the data directory's cache knows of a version's
 // release, and where it was read.
 func knownRelease(cfg settings.Config, kind policy.Kind, addr, version string, window time.Duration, stderr io.Writer) (policy.Release, string, error) {
-	logger, err := newLogger("text", cfg.LogLevel, stderr)
+	// The answer is the output: the engine's log goes to stderr, and only
+	// what needs the operator's eye.
+	level := "warn"
+	if l, err := settings.ParseLevel(cfg.LogLevel); err == nil && l > slog.LevelWarn {
+		level = cfg.LogLevel
+	}
+	logger, err := newLogger("text", level, stderr)
 	if err != nil {
 		return policy.Release{}, "", err
 	}
+	// A cache is read, never made: a data directory that is not there
+	// is a mistake (a wrong --data-dir), not an empty cache.
+	if fi, err := os.Stat(cfg.DataDir); err != nil || !fi.IsDir() {
+		why := "is not a directory"
+		if errors.Is(err, fs.ErrNotExist) {
+			why = "does not exist"
+		} else if err != nil {
+			why = "cannot be read: " + err.Error()
+		}
+		return policy.Release{}, "", fmt.Errorf("data directory %s %s: policy explain reads the cache of an existing one (--data-dir, TFMIRROR_DATA_DIR, data_dir)", cfg.DataDir, why)
+	}
+	fmt.Fprintln(stderr, "tfmirror policy explain: answered from the cache; nothing is fetched")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cfg.Offline = true

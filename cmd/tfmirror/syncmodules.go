@@ -12,6 +12,7 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -128,7 +129,9 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 				modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
 				calls, err := spec.AddModuleDir(modDir, fmt.Sprintf("module %s %s", m.Address, v))
 				if err != nil {
-					res.failures = append(res.failures, fmt.Sprintf("module %s %s: reading its configuration: %v", m.Address, v, err))
+					// Its files by their names in the package, not in the scratch directory.
+					msg := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
+					res.failures = append(res.failures, fmt.Sprintf("module %s %s: reading its configuration: %s", m.Address, v, msg))
 					continue
 				}
 				for _, c := range calls {

@@ -1,7 +1,11 @@
-// Package hclfile reads the project's HCL files (credentials, module
-// source credentials, sync manifests): HCL native syntax, or HCL's JSON
-// syntax when the file's name ends in ".json". It parses only: what the
-// blocks mean is decoded by each file's reader.
+// Package hclfile reads the project's HCL files (the configuration file,
+// credentials, module source credentials, sync manifests, pins, and the
+// .tf files of the modules sync fetches): HCL native syntax, or HCL's
+// JSON syntax when the file's name ends in ".json". It parses only: what
+// the blocks mean is decoded by each file's reader, which may use Suggest
+// and UnknownName for the names it does not know. Every file is first
+// checked for nesting deeper than MaxDepth, which HCL's recursive parsers
+// would turn into a crash, and refused with its file:line unparsed.
 package hclfile
 
 import (
@@ -15,7 +19,8 @@ import (
 
 // Parse reads and parses the file at path with p (a new parser when nil),
 // as JSON when its name ends in ".json" in any case. err is the error
-// reading it; diags are the syntax errors.
+// reading it; diags are the syntax errors, or the one error of a file
+// nested deeper than MaxDepth, which is not parsed.
 func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics, err error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -24,12 +29,32 @@ func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics,
 	if p == nil {
 		p = hclparse.NewParser()
 	}
-	if strings.EqualFold(filepath.Ext(path), ".json") {
+	isJSON := strings.EqualFold(filepath.Ext(path), ".json")
+	if d := checkDepth(src, path, isJSON); d != nil {
+		return nil, hcl.Diagnostics{d}, nil
+	}
+	if isJSON {
 		f, diags = p.ParseJSON(src, path)
 	} else {
 		f, diags = p.ParseHCL(src, path)
 	}
 	return f, diags, nil
+}
+
+// checkDepth is the error for src, the file at path in HCL native syntax
+// or (isJSON) HCL's JSON syntax, when it nests deeper than MaxDepth: its
+// subject is the line where it does. nil when it does not.
+func checkDepth(src []byte, path string, isJSON bool) *hcl.Diagnostic {
+	line := 0
+	if isJSON {
+		line = checkJSON(src, MaxDepth)
+	} else {
+		line = checkNative(src, MaxDepth)
+	}
+	if line == 0 {
+		return nil
+	}
+	return depthDiagnostic(path, line)
 }
 
 // Summary is diags as "RANGE: SUMMARY; ...", without the details hcl

@@ -49,3 +49,22 @@ func TestParse(t *testing.T) {
 		t.Errorf("a missing file: %v", err)
 	}
 }
+
+// A suggestion is near enough to be meant, or none.
+func TestSuggest(t *testing.T) {
+	names := []string{"policy", "allowed_origins", "versions_ttl", "minimum_release_age", "deny"}
+	for in, want := range map[string]string{
+		"policies":        "policy",
+		"allowed_origin":  "allowed_origins",
+		"alowed_origins":  "allowed_origins",
+		"min_release_age": "minimum_release_age",
+		"version_ttl":     "versions_ttl",
+		"denied":          "",
+		"cache_max_bytes": "",
+		"x":               "",
+	} {
+		if got := Suggest(in, names); got != want {
+			t.Errorf("Suggest(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -125,50 +125,55 @@ func (c RetentionConfig) Validate() error {
 	return nil
 }
 
-// Validate checks the settings of serve.
+// Validate checks the settings of serve; the error names every problem
+// (errors.Join), each naming its flags.
 func (c Config) Validate() error {
+	var errs []error
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return errors.New("--tls-cert and --tls-key must be given together")
+		errs = append(errs, errors.New("--tls-cert and --tls-key must be given together"))
 	}
 	if c.InsecureHTTP && c.TLSCert != "" {
-		return errors.New("--insecure-http and --tls-cert are mutually exclusive")
+		errs = append(errs, errors.New("--insecure-http and --tls-cert are mutually exclusive"))
 	}
 	if c.InsecureHTTP && c.HTTP2 {
-		return errors.New("--http2 is offered over TLS only, not with --insecure-http")
+		errs = append(errs, errors.New("--http2 is offered over TLS only, not with --insecure-http"))
 	}
 	if c.VersionsTTL <= 0 || c.ShutdownTimeout <= 0 {
-		return errors.New("durations must be positive")
+		errs = append(errs, errors.New("--versions-ttl and --shutdown-timeout must be positive"))
 	}
 	if c.SignedURLTTL <= 0 {
-		return errors.New("--signed-url-ttl must be positive")
+		errs = append(errs, errors.New("--signed-url-ttl must be positive"))
 	}
 	if c.URLSigningKeyFile != "" && c.AuthTokensFile == "" {
-		return errors.New("--url-signing-key-file needs --auth-tokens-file")
+		errs = append(errs, errors.New("--url-signing-key-file needs --auth-tokens-file"))
 	}
 	for _, entry := range c.TrustedPublisherKeys {
 		if _, _, err := ParsePublisherEntry(entry); err != nil {
-			return fmt.Errorf("--trusted-publisher-keys: %w", err)
+			errs = append(errs, fmt.Errorf("--trusted-publisher-keys: %w", err))
 		}
 	}
 	if err := c.checkUnsignedHosts(); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
 		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			return fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL)
+			errs = append(errs, fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL))
 		}
 	}
 	if _, err := oci.NewNames(c.OCIProviderPrefix, c.OCIModulePrefix); err != nil {
-		return fmt.Errorf("--oci-provider-prefix, --oci-module-prefix: %w", err)
+		errs = append(errs, fmt.Errorf("--oci-provider-prefix, --oci-module-prefix: %w", err))
 	}
 	if c.CacheVerifyInterval < 0 {
-		return errors.New("--cache-verify-interval must not be negative (0: only tfmirror cache verify checks the cache)")
+		errs = append(errs, errors.New("--cache-verify-interval must not be negative (0: only tfmirror cache verify checks the cache)"))
 	}
 	if err := c.RetentionConfig.Validate(); err != nil {
-		return err
+		errs = append(errs, err)
 	}
-	return c.ValidateEngine()
+	if err := c.ValidateEngine(); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // checkUnsignedHosts checks that every --allow-unsigned-hosts host is an
@@ -194,50 +199,52 @@ func (c Config) checkUnsignedHosts() error {
 }
 
 // ValidateEngine checks the settings of every command that opens the
-// engine on a data directory (serve, sync: those Sync takes).
+// engine on a data directory (serve, sync: those Sync takes); the error
+// names every problem (errors.Join).
 func (c Config) ValidateEngine() error {
+	var errs []error
 	if len(c.AllowedOrigins) == 0 {
-		return errors.New("--allowed-origins must name at least one host")
+		errs = append(errs, errors.New("--allowed-origins must name at least one host"))
 	}
 	if c.DataDir == "" {
-		return errors.New("--data-dir must not be empty")
+		errs = append(errs, errors.New("--data-dir must not be empty"))
 	}
 	if c.DiscoveryTTL <= 0 {
-		return errors.New("durations must be positive")
+		errs = append(errs, errors.New("--discovery-ttl must be positive"))
 	}
 	if c.OriginTimeout <= 0 || c.BreakerCooldown <= 0 {
-		return errors.New("--origin-timeout and --origin-breaker-cooldown must be positive")
+		errs = append(errs, errors.New("--origin-timeout and --origin-breaker-cooldown must be positive"))
 	}
 	if c.OriginMinSpeedWindow < 0 {
-		return errors.New("--origin-min-speed-window must not be negative (0 disables)")
+		errs = append(errs, errors.New("--origin-min-speed-window must not be negative (0 disables)"))
 	}
 	if c.OriginRetries < 0 || c.BreakerThreshold < 0 {
-		return errors.New("--origin-retries and --origin-breaker-threshold must not be negative (0 disables)")
+		errs = append(errs, errors.New("--origin-retries and --origin-breaker-threshold must not be negative (0 disables)"))
 	}
 	if c.MaxArchiveBytes <= 0 {
-		return errors.New("--max-archive-bytes must be positive")
+		errs = append(errs, errors.New("--max-archive-bytes must be positive"))
 	}
 	if c.ArchiveMaxUnpacked <= 0 || c.ArchiveMaxEntries <= 0 {
-		return errors.New("--archive-max-unpacked-bytes and --archive-max-entries must be positive")
+		errs = append(errs, errors.New("--archive-max-unpacked-bytes and --archive-max-entries must be positive"))
 	}
 	if err := c.ModuleConfig.validate(); err != nil {
-		return err
+		errs = append(errs, err)
 	}
 	if c.SharedStore != "" {
 		if c.SharedLeaseTTL < 3*time.Second {
-			return errors.New("--shared-store-lease-ttl must be at least 3s")
+			errs = append(errs, errors.New("--shared-store-lease-ttl must be at least 3s"))
 		}
 		if c.SharedTimeout <= 0 || c.SharedBreakerCool <= 0 || c.SharedBreakerThresh < 1 {
-			return errors.New("--shared-store-timeout and --shared-store-breaker-cooldown must be positive, --shared-store-breaker-threshold at least 1")
+			errs = append(errs, errors.New("--shared-store-timeout and --shared-store-breaker-cooldown must be positive, --shared-store-breaker-threshold at least 1"))
 		}
 		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
-			return fmt.Errorf("--shared-store: %w", err)
+			errs = append(errs, fmt.Errorf("--shared-store: %w", err))
 		}
 		if c.SharedKeyFile == "" {
 			return errors.New("--shared-store needs --shared-store-key-file: the key (at least 32 bytes, the same file on every replica, e.g. head -c 32 /dev/urandom > FILE) that authenticates what the replicas write to the bucket")
 		}
 		if c.MaxArchiveBytes > sharedstore.MaxArchiveBytes {
-			return fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes))
+			errs = append(errs, fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes)))
 		}
 	}
 	if c.SharedStore == "" && (c.SharedKeyFile != "" || c.SharedPrevKeyFile != "") {
@@ -248,24 +255,22 @@ func (c Config) ValidateEngine() error {
 	}
 	if c.UpstreamProxy != "" {
 		u, err := url.Parse(c.UpstreamProxy)
-		if err != nil || u.Host == "" {
-			return fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", c.UpstreamProxy)
-		}
-		switch u.Scheme {
-		case "http", "https", "socks5", "socks5h":
-		default:
-			return fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", c.UpstreamProxy)
+		switch {
+		case err != nil || u.Host == "":
+			errs = append(errs, fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", c.UpstreamProxy))
+		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" && u.Scheme != "socks5h":
+			errs = append(errs, fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", c.UpstreamProxy))
 		}
 	}
 	switch c.LogFormat {
 	case "json", "text":
 	default:
-		return fmt.Errorf("--log-format %q: want json or text", c.LogFormat)
+		errs = append(errs, fmt.Errorf("--log-format %q: want json or text", c.LogFormat))
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
-		return err
+		errs = append(errs, err)
 	}
-	return nil
+	return errors.Join(errs...)
 }
 
 // ExportKeyName is the export key in the data directory, made on first use.

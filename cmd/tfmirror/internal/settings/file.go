@@ -13,7 +13,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/tfmirror/tfmirror/internal/duration"
 	"github.com/tfmirror/tfmirror/internal/hclfile"
+	"github.com/tfmirror/tfmirror/policy"
 )
 
 // ConfigFlag is the flag that names the configuration file; its
@@ -47,10 +49,11 @@ type File struct {
 	// Path is the file's name as given.
 	Path string
 	// Warnings are what the file is not refused for but an operator
-	// should hear of (a file others may write).
+	// should hear of.
 	Warnings hcl.Diagnostics
 	values   map[string]string // by setting name, in the flag's syntax
 	ranges   map[string]hcl.Range
+	refused  map[string]bool // settings whose value the file gives is refused
 	policy   hcl.Body
 }
 
@@ -77,10 +80,16 @@ func (f *File) Policy() hcl.Body {
 // JSON when its name ends in ".json". Every problem is a diagnostic, with
 // the file and line where there is one: the file not read, bad syntax, an
 // attribute that names no setting, a value of the wrong type or one the
-// setting's flag refuses, a second policy block. Diagnostics never quote
-// a secret setting's value.
+// setting's flag refuses, a second policy block; with errors, f is nil
+// when the file was not read or did not parse, and else holds what it
+// accepted. Diagnostics never quote
+// a secret setting's value. A file that users other than its owner may
+// write (its group's or all users' write bit, on a file system mounted
+// for writing) is refused before it is read: whoever may write it decides
+// what the mirror serves and trusts. A file on a read-only mount (a
+// Kubernetes ConfigMap's) cannot be written whatever its mode.
 func ReadFile(path string) (*File, hcl.Diagnostics) {
-	f := &File{Path: path, values: map[string]string{}, ranges: map[string]hcl.Range{}}
+	f := &File{Path: path, values: map[string]string{}, ranges: map[string]hcl.Range{}, refused: map[string]bool{}}
 	fail := func(summary, detail string) (*File, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: detail}}
 	}
@@ -94,11 +103,10 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 	if fi.Size() > MaxFileBytes {
 		return fail("Configuration file too large", fmt.Sprintf("%s is %d bytes, at most %d are read", path, fi.Size(), MaxFileBytes))
 	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 {
-		f.Warnings = append(f.Warnings, &hcl.Diagnostic{Severity: hcl.DiagWarning,
-			Summary: "Configuration file writable by others",
-			Detail: fmt.Sprintf("%s has mode %04o: users of its group or all users may change what the mirror serves and trusts; make it writable by its owner only (chmod go-w)",
-				path, perm)})
+	if perm := fi.Mode().Perm(); perm&0o022 != 0 && !readOnlyMount(path) {
+		return fail("Configuration file writable by others",
+			fmt.Sprintf("%s has mode %04o: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w %s",
+				path, perm, path))
 	}
 	hf, diags, err := hclfile.Parse(nil, path)
 	if err != nil {
@@ -112,6 +120,7 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 		schema.Attributes = append(schema.Attributes, hcl.AttributeSchema{Name: s.Attribute()})
 	}
 	content, diags := hf.Body.Content(schema)
+	hint(diags)
 	for i, b := range content.Blocks {
 		if i > 0 {
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Duplicate policy block",
@@ -131,15 +140,45 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 			detail := err.Error()
 			diags = append(diags, &hcl.Diagnostic{Severity: hcl.DiagError,
 				Summary: "Invalid value for " + s.Attribute(), Detail: detail, Subject: attr.Expr.Range().Ptr()})
+			f.refused[s.Name] = true
 			continue
 		}
 		f.values[s.Name], f.ranges[s.Name] = v, attr.Expr.Range()
 	}
 	if diags.HasErrors() {
-		return nil, diags
+		return f, diags // what it accepted, for a check that reports all (Check)
 	}
 	f.Warnings = append(f.Warnings, diags...)
 	return f, nil
+}
+
+// hint adds to the diagnostics of names the file's top level does not
+// hold where they belong: inside the policy block for the policy's own
+// (deny, deny_version), or the setting or block meant when one is near
+// (policies for policy) and HCL suggested none.
+func hint(diags hcl.Diagnostics) {
+	for _, d := range diags {
+		name, suggested := hclfile.UnknownName(d)
+		if name == "" {
+			continue
+		}
+		if slices.Contains(policy.Names(), name) {
+			d.Detail += fmt.Sprintf(" %s is a rule of the package policy: it belongs inside policy { }, as policy { %s ... }.", name, name)
+			continue
+		}
+		if suggested {
+			continue
+		}
+		names := []string{PolicyBlock}
+		for _, s := range Table {
+			names = append(names, s.Attribute())
+		}
+		if s := hclfile.Suggest(name, names); s != "" {
+			d.Detail += fmt.Sprintf(" Did you mean %q?", s)
+		} else {
+			d.Detail += " The settings are listed by tfmirror serve --help, and in docs/configuration.md."
+		}
+	}
 }
 
 // decode is attr's value for s in the flag's syntax, checked as the flag
@@ -175,8 +214,8 @@ var wanted = map[string]string{
 	"string":   "a string",
 	"bool":     "true or false",
 	"int":      "a whole number",
-	"duration": `a duration such as "90s", "10m" or "72h"`,
-	"days":     `a duration such as "30d" or "72h"`,
+	"duration": duration.Want,
+	"days":     duration.Want,
 	"size":     `a size such as "10GiB" or "512MB", or a number of bytes`,
 	"list":     `a list of strings, or one string of comma-separated items`,
 }

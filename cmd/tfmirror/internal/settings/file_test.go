@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"flag"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -208,8 +209,8 @@ func TestPrecedence(t *testing.T) {
 }
 
 // TestFilePolicyAndSecrets: the policy block's body is handed over
-// undecoded; a secret is shown redacted; a file others may write is
-// accepted with a warning.
+// undecoded; a secret is shown redacted; a file others may write (its
+// group or all users) is refused, with the chmod that fixes it.
 func TestFilePolicyAndSecrets(t *testing.T) {
 	path := writeFile(t, "c.hcl", `upstream_proxy = "http://user:hunter2-secret@proxy.corp:3128"
 policy {
@@ -256,9 +257,17 @@ policy {
 	if err := os.Chmod(path, 0o664); err != nil {
 		t.Fatal(err)
 	}
-	e, err = load(t, []string{"--config", path}, nil)
-	if err != nil || len(e.File.Warnings) != 1 || !strings.Contains(e.File.Warnings[0].Detail, "0664") {
-		t.Errorf("group-writable: %v, warnings %v", err, e.File)
+	_, err = load(t, []string{"--config", path}, nil)
+	var fe *FileError
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "Configuration file writable by others") ||
+		!strings.Contains(err.Error(), "0664") || !strings.Contains(err.Error(), "chmod go-w "+path) {
+		t.Errorf("group-writable: %v", err)
+	}
+	if err := os.Chmod(path, 0o646); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := load(t, []string{"--config", path}, nil); err == nil || !strings.Contains(err.Error(), "0646") {
+		t.Errorf("writable by all users: %v", err)
 	}
 }
 
@@ -355,5 +364,52 @@ func TestReloader(t *testing.T) {
 	}
 	if counts["applied"] != 1 {
 		t.Errorf("applied counted %d times", counts["applied"])
+	}
+}
+
+// TestCheckEveryError: Check reports the file's errors, those of the
+// values together and a hook's at once, each at its line; an error of
+// the values about a setting whose value the file refused is left out
+// (it would be about the default). Load stops at the file's errors, and
+// Locate places each of the joined errors of the values.
+func TestCheckEveryError(t *testing.T) {
+	path := writeFile(t, "c.hcl", `cache_max_bytes = "lots"
+log_level = "loud"
+tls_cert = "/etc/cert.pem"
+tls_key = 3
+policy {}
+`)
+	hook := Hook{Name: "policy", Validate: func(f *File) (func(), hcl.Diagnostics) {
+		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Policy refused", Subject: &hcl.Range{Filename: path, Start: hcl.Pos{Line: 5, Column: 1}, End: hcl.Pos{Line: 5, Column: 7}}}}
+	}}
+	var e Effective
+	fs := allSettings(&e.Config)
+	var p string
+	AddConfigFlag(fs, &p)
+	_, err := Check(fs, []string{"--config", path}, func(string) (string, bool) { return "", false }, AllNames(), func() error { return e.Config.Validate() }, []Hook{hook})
+	msg := fmt.Sprint(err)
+	for _, want := range []string{
+		path + ":1,19-25: Invalid value for cache_max_bytes",
+		path + `:2,13-19: Invalid settings: --log-level "loud"`,
+		path + ":4,11-12: Invalid value for tls_key",
+		path + ":5,1-7: Policy refused",
+	} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("Check does not report %q:\n%s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "must be given together") {
+		t.Errorf("an error about tls_key's default, which the file's refused value left:\n%s", msg)
+	}
+	if _, err := load(t, []string{"--config", path}, nil); err == nil || strings.Contains(err.Error(), "log-level") {
+		t.Errorf("Load goes on past the file's errors: %v", err)
+	}
+
+	l := &Loaded{File: &File{Path: path, values: map[string]string{"log-level": "loud", "tls-cert": "x"},
+		ranges: map[string]hcl.Range{"log-level": {Filename: path, Start: hcl.Pos{Line: 2}}, "tls-cert": {Filename: path, Start: hcl.Pos{Line: 3}}}},
+		Sources: map[string]Source{"log-level": FromFile, "tls-cert": FromFile}, order: []*Setting{Named("log-level"), Named("tls-cert")}}
+	got := l.Locate(errors.Join(errors.New(`--log-level "loud": want debug`), errors.New("--tls-cert and --tls-key must be given together"))).Error()
+	if !strings.Contains(got, "want debug (configuration file: log_level at "+path+":2") || !strings.Contains(got, "together (configuration file: tls_cert at "+path+":3") {
+		t.Errorf("Locate of joined errors: %s", got)
 	}
 }

@@ -3,11 +3,12 @@ package settings
 import (
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/dustin/go-humanize"
+
+	"github.com/tfmirror/tfmirror/internal/duration"
 )
 
 // ErrHelp is what parsing gives for -h.
@@ -51,29 +52,31 @@ func (b *ByteSize) Set(s string) error {
 	return nil
 }
 
-// Days is a duration that also takes whole days ("30d").
-type Days time.Duration
+// Duration is a duration (duration.Parse: "72h", or whole days "3d"),
+// shown as Go shows it ("72h0m0s").
+type Duration time.Duration
 
-func (d *Days) String() string {
-	v := time.Duration(*d)
-	if v > 0 && v%(24*time.Hour) == 0 {
-		return fmt.Sprintf("%dd", v/(24*time.Hour))
+func (d *Duration) String() string { return time.Duration(*d).String() }
+
+func (d *Duration) Set(s string) error {
+	v, err := duration.Parse(s)
+	if err != nil {
+		return err
 	}
-	return v.String()
+	*d = Duration(v)
+	return nil
 }
 
+// Days is a duration (duration.Parse) shown in whole days when it is a
+// number of them ("30d").
+type Days time.Duration
+
+func (d *Days) String() string { return duration.Days(time.Duration(*d)) }
+
 func (d *Days) Set(s string) error {
-	if n, ok := strings.CutSuffix(s, "d"); ok {
-		days, err := strconv.Atoi(n)
-		if err != nil || days < 0 || days > 100000 {
-			return fmt.Errorf("%q: want a number of days (30d) or a duration (72h)", s)
-		}
-		*d = Days(time.Duration(days) * 24 * time.Hour)
-		return nil
-	}
-	v, err := time.ParseDuration(s)
+	v, err := duration.Parse(s)
 	if err != nil {
-		return fmt.Errorf("%q: want a number of days (30d) or a duration (72h)", s)
+		return err
 	}
 	*d = Days(v)
 	return nil

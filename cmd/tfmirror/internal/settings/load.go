@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2"
+
 	"github.com/tfmirror/tfmirror/internal/redact"
 )
 
@@ -45,13 +47,27 @@ type Loaded struct {
 // which wins over the default. -h gives ErrHelp; a file refused gives a
 // *FileError.
 func Load(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool), names []string) (*Loaded, error) {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil, ErrHelp
-		}
+	l, fileErr, err := loadAll(fs, args, lookupEnv, names)
+	if err != nil {
 		return nil, err
 	}
-	l := &Loaded{Sources: map[string]Source{}, raw: map[string]string{}, shown: map[string]string{}}
+	if fileErr != nil {
+		return nil, fileErr
+	}
+	return l, nil
+}
+
+// loadAll is Load, going on past a file refused for its values with those
+// it accepted: fileErr is the file's errors, l nil only when err is set
+// or the file could not be read or parsed.
+func loadAll(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool), names []string) (l *Loaded, fileErr *FileError, err error) {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return nil, nil, ErrHelp
+		}
+		return nil, nil, err
+	}
+	l = &Loaded{Sources: map[string]Source{}, raw: map[string]string{}, shown: map[string]string{}}
 	fs.Visit(func(f *flag.Flag) { l.Sources[f.Name] = FromFlag })
 	var envErr error
 	fs.VisitAll(func(f *flag.Flag) {
@@ -66,13 +82,16 @@ func Load(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)
 		}
 	})
 	if envErr != nil {
-		return nil, envErr
+		return nil, nil, envErr
 	}
 	if cf := fs.Lookup(ConfigFlag); cf != nil && cf.Value.String() != "" {
 		path := cf.Value.String()
 		file, diags := ReadFile(path)
 		if diags.HasErrors() {
-			return nil, &FileError{Path: path, Diags: diags}
+			fileErr = &FileError{Path: path, Diags: diags}
+			if file == nil {
+				return nil, fileErr, nil
+			}
 		}
 		l.File = file
 	}
@@ -83,7 +102,7 @@ func Load(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)
 			l.Sources[name] = FromDefault
 			if v, _, ok := l.File.Value(name); ok {
 				if err := fs.Set(name, v); err != nil { // checked by ReadFile
-					return nil, fmt.Errorf("configuration file %s: %s: %w", l.File.Path, s.Attribute(), err)
+					return nil, nil, fmt.Errorf("configuration file %s: %s: %w", l.File.Path, s.Attribute(), err)
 				}
 				l.Sources[name] = FromFile
 			}
@@ -99,7 +118,101 @@ func Load(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool)
 			l.Sources[f.Name] = FromDefault
 		}
 	})
+	return l, fileErr, nil
+}
+
+// Check is Load for a check of the whole file at once (config check):
+// it goes on past the file's errors with the values it accepted, then
+// checks them with validate (Config.Validate of the values Load sets,
+// each of its errors placed at the line of a setting it names) and runs
+// the hooks (the policy block). Every error of the three is in the one
+// *FileError it returns; an error of validate about a setting the file
+// gave a refused value is left out (it is about the default instead).
+func Check(fs *flag.FlagSet, args []string, lookupEnv func(string) (string, bool), names []string, validate func() error, hooks []Hook) (*Loaded, error) {
+	l, fileErr, err := loadAll(fs, args, lookupEnv, names)
+	if err != nil {
+		return nil, err
+	}
+	if l == nil {
+		return nil, fileErr
+	}
+	var diags hcl.Diagnostics
+	if fileErr != nil {
+		diags = fileErr.Diags
+	}
+	for _, e := range unjoin(validate()) {
+		d, refused := l.diagnostic(e)
+		if !refused {
+			diags = append(diags, d)
+		}
+	}
+	if _, err := CheckHooks(hooks, l.File); err != nil {
+		var fe *FileError
+		if !errors.As(err, &fe) {
+			return nil, err
+		}
+		diags = append(diags, fe.Diags...)
+	}
+	if diags.HasErrors() {
+		path := ""
+		if l.File != nil {
+			path = l.File.Path
+		}
+		return nil, &FileError{Path: path, Diags: diags}
+	}
 	return l, nil
+}
+
+// unjoin is the errors errors.Join joined in err, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, unjoin(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}
+
+// diagnostic is err, a check of the values that names settings by their
+// flags, as a diagnostic at the first of them the file sets; refused
+// says the file gave one of them a value it refused.
+func (l *Loaded) diagnostic(err error) (d *hcl.Diagnostic, refused bool) {
+	d = &hcl.Diagnostic{Severity: hcl.DiagError, Summary: "Invalid settings", Detail: err.Error()}
+	for _, s := range l.named(err.Error()) {
+		if l.File != nil && l.File.refused[s.Name] {
+			return d, true
+		}
+		if _, rng, ok := l.File.Value(s.Name); ok && l.Sources[s.Name] == FromFile && d.Subject == nil {
+			d.Subject = rng.Ptr()
+		}
+	}
+	return d, false
+}
+
+// named are the settings whose flags msg names.
+func (l *Loaded) named(msg string) []*Setting {
+	var out []*Setting
+	for _, s := range l.order {
+		i := strings.Index(msg, "--"+s.Name)
+		for i >= 0 {
+			end := i + 2 + len(s.Name)
+			if end == len(msg) || !(msg[end] == '-' || msg[end] >= 'a' && msg[end] <= 'z') {
+				out = append(out, s)
+				break
+			}
+			j := strings.Index(msg[end:], "--"+s.Name)
+			if j < 0 {
+				break
+			}
+			i = end + j
+		}
+	}
+	return out
 }
 
 // ParseWithEnv parses args with fs, then fills every flag not given on
@@ -235,15 +348,16 @@ func (l *Loaded) Locate(err error) error {
 	if err == nil || l.File == nil {
 		return err
 	}
-	msg := err.Error()
-	var where []string
-	for _, s := range l.order {
-		i := strings.Index(msg, "--"+s.Name)
-		if i < 0 || l.Sources[s.Name] != FromFile {
-			continue
+	if errs := unjoin(err); len(errs) > 1 {
+		for i, e := range errs {
+			errs[i] = l.Locate(e)
 		}
-		if end := i + 2 + len(s.Name); end < len(msg) && (msg[end] == '-' || msg[end] >= 'a' && msg[end] <= 'z') {
-			continue // the name of a longer flag
+		return errors.Join(errs...)
+	}
+	var where []string
+	for _, s := range l.named(err.Error()) {
+		if l.Sources[s.Name] != FromFile {
+			continue
 		}
 		_, rng, _ := l.File.Value(s.Name)
 		where = append(where, fmt.Sprintf("%s at %s", s.Attribute(), rng.String()))

@@ -144,13 +144,15 @@ func intOf(def int, field func(*Config) *int) binding {
 	}}
 }
 
+// durationOf is a duration (Duration: Go's syntax, or whole days).
 func durationOf(def time.Duration, field func(*Config) *time.Duration) binding {
 	return binding{kind: "duration", zero: def == 0, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
-		fs.DurationVar(field(c), name, def, usage)
+		*field(c) = def
+		fs.Var((*Duration)(field(c)), name, usage)
 	}}
 }
 
-// daysOf is a duration that also takes whole days ("30d"), 0 by default.
+// daysOf is a duration shown in whole days ("30d"), 0 by default.
 func daysOf(field func(*Config) *time.Duration) binding {
 	return binding{kind: "days", zero: true, register: func(fs *flag.FlagSet, c *Config, name, usage string) {
 		fs.Var((*Days)(field(c)), name, usage)

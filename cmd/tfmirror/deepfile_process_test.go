@@ -1,0 +1,231 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+)
+
+// deepHCL is an attribute nested in n brackets: under a megabyte for n
+// below half a million, and far beyond what HCL's recursive parser
+// survives (a Go stack overflow is fatal, not a panic).
+func deepHCL(n int) []byte {
+	return []byte("a = " + strings.Repeat("[", n) + strings.Repeat("]", n) + "\n")
+}
+
+// maxRSS is the peak resident memory of the exited process cmd, in
+// bytes.
+func maxRSS(cmd *exec.Cmd) int64 {
+	if ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10 // kilobytes on Linux
+	}
+	return 0
+}
+
+// runBounded runs the binary with args and env, and returns its exit
+// status, its output and its peak memory.
+func runBounded(t *testing.T, bin string, env []string, args ...string) (int, string, int64) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = env
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if err != nil {
+		ee, ok := err.(*exec.ExitError)
+		if !ok {
+			t.Fatalf("tfmirror %v: %v", args, err)
+		}
+		code = ee.ExitCode()
+	}
+	if len(out) > 4000 {
+		out = append(out[:4000], "..."...)
+	}
+	return code, string(out), maxRSS(cmd)
+}
+
+// TestDeepFilesRefusedProcess runs the binary on each kind of file it
+// parses, nested half a million levels deep (under each file's size
+// limit): the configuration file (config check, and serve at start), the
+// origin credentials file, the module source credentials, a sync
+// manifest, a Terraform configuration, and the pins of cache prune (whose
+// rules then remove nothing: they would not know what is pinned). Each
+// command refuses the file with its file:line and exits with its error
+// status, instead of dying of a stack overflow after taking a gigabyte,
+// and stays small while doing so.
+func TestDeepFilesRefusedProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	const depth = 500000 // a megabyte
+	for _, tc := range []struct {
+		name string
+		file string // the deep file's name in its directory
+		args func(file, data string) []string
+		code int
+	}{
+		{"config check", "tfmirror.hcl", func(f, _ string) []string { return []string{"config", "check", f} }, 1},
+		{"config check, JSON", "tfmirror.json", func(f, _ string) []string { return []string{"config", "check", f} }, 1},
+		{"serve configuration", "tfmirror.hcl", func(f, d string) []string {
+			return []string{"serve", "--data-dir", d, "--listen", "127.0.0.1:0", "--config", f}
+		}, 2},
+		{"serve credentials file", "credentials.tfrc", func(f, d string) []string {
+			return []string{"serve", "--data-dir", d, "--listen", "127.0.0.1:0", "--credentials-file", f}
+		}, 1},
+		{"serve module source credentials", "module-creds.hcl", func(f, d string) []string {
+			return []string{"serve", "--data-dir", d, "--listen", "127.0.0.1:0", "--module-source-credentials", f}
+		}, 1},
+		{"sync manifest", "mirror.hcl", func(f, d string) []string { return []string{"sync", "--data-dir", d, "--dry-run", f} }, 2},
+		{"sync configuration", "main.tf", func(f, d string) []string {
+			return []string{"sync", "--data-dir", d, "--dry-run", filepath.Dir(f)}
+		}, 2},
+		{"cache prune pins", "pins.hcl", func(f, d string) []string {
+			return []string{"cache", "prune", "--data-dir", d, "--dry-run", "--keep-versions", "1", "--pins-dir", filepath.Dir(f)}
+		}, 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := t.TempDir()
+			file := filepath.Join(dir, tc.file)
+			body := deepHCL(depth)
+			if strings.HasSuffix(tc.file, ".json") {
+				body = []byte(`{"a": ` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "}\n")
+			}
+			if err := os.WriteFile(file, body, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			data := filepath.Join(t.TempDir(), "data")
+			code, out, rss := runBounded(t, bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, tc.args(file, data)...)
+			if strings.Contains(out, "stack overflow") || strings.Contains(out, "goroutine ") {
+				t.Fatalf("exit %d, the process crashed:\n%.600s", code, out)
+			}
+			if code != tc.code || !strings.Contains(out, file+":1") || !strings.Contains(out, "Nesting too deep") {
+				t.Errorf("exit %d, want %d and the file refused at %s:1 for its nesting:\n%s", code, tc.code, file, out)
+			}
+			if rss > 256<<20 {
+				t.Errorf("the process took %d MiB", rss>>20)
+			}
+		})
+	}
+}
+
+// TestDeepPinsFileAtStart: serve starts with a pins directory that holds
+// a 3 MB file nested too deep (under the 4 MiB a pins file may hold): it
+// serves, logs the refusal with the file and line, and the status page
+// shows it, where it crash-looped before.
+func TestDeepPinsFileAtStart(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	pins := t.TempDir()
+	deep := filepath.Join(pins, "team.hcl")
+	if err := os.WriteFile(deep, deepHCL(1500000), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), "--pins-dir", pins)
+	logged := m.waitLog("reading the pins; the pins read before are kept", 30*time.Second)
+	if e, _ := logged["error"].(string); !strings.Contains(e, deep+":1: Nesting too deep") {
+		t.Errorf("the log does not name the file and line: %q", e)
+	}
+	body, _, err := m.get(context.Background(), "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Retention struct {
+			PinsError string `json:"pins_error"`
+		} `json:"retention"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.Retention.PinsError, deep+":1") {
+		t.Errorf("the status page's pins error: %q", st.Retention.PinsError)
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	if err := m.wait(30 * time.Second); err != nil {
+		t.Fatalf("tfmirror exited with %v", err)
+	}
+}
+
+// TestDeepConfigOnHangup: a configuration file replaced by one nested too
+// deep (1 MB, its size limit) is refused on SIGHUP like any broken file:
+// the configuration in force stays and the serve keeps serving, where it
+// died before.
+func TestDeepConfigOnHangup(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	path := filepath.Join(t.TempDir(), "tfmirror.hcl")
+	if err := os.WriteFile(path, []byte("public_url = \"https://mirror.example.test/\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), "--config", path)
+	deep := append([]byte("public_url = \"https://other.example.test/\"\n"), deepHCL(500000)...)
+	if err := os.WriteFile(path, deep, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m.cmd.Process.Signal(syscall.SIGHUP)
+	refused := m.waitLog("configuration file refused; the configuration in force stays", 30*time.Second)
+	if e, _ := refused["error"].(string); !strings.Contains(e, path+":2,1-1: Nesting too deep") {
+		t.Errorf("the refusal does not name the file and line: %q", e)
+	}
+	body, _, err := m.get(context.Background(), "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		MirrorURL string `json:"mirror_url"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil || st.MirrorURL != "https://mirror.example.test/" {
+		t.Errorf("mirror_url after the refused reload: %q (%v)", st.MirrorURL, err)
+	}
+	m.cmd.Process.Signal(syscall.SIGTERM)
+	if err := m.wait(30 * time.Second); err != nil {
+		t.Fatalf("tfmirror exited with %v", err)
+	}
+}
+
+// TestSyncDeepModuleProcess: sync fetches a registry module whose main.tf
+// is nested too deep and refuses it, naming the module and the file's
+// line, where the sync process died before.
+func TestSyncDeepModuleProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	origin.AddTarball("deep.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": deepHCL(500000)}))
+	origin.AddModule("acme", "deep", "aws", "1.0.0", origin.TarballURL("deep.tar.gz"))
+	manifestPath := filepath.Join(t.TempDir(), "mirror.hcl")
+	addr := origin.Addr + "/acme/deep/aws"
+	if err := os.WriteFile(manifestPath, []byte("module \""+addr+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout, stderr, code := syncProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), manifestPath)
+	if strings.Contains(stderr, "stack overflow") {
+		t.Fatalf("sync crashed (exit %d)", code)
+	}
+	if code != 1 || !strings.Contains(stdout, "module "+addr+" 1.0.0: reading its configuration: ") ||
+		!strings.Contains(stdout, "reading its configuration: main.tf:1: Nesting too deep") {
+		t.Errorf("exit %d, want 1 and the module refused for its nesting:\n%s%s", code, stdout, stderr)
+	}
+}
