@@ -56,6 +56,11 @@ type Config struct {
 	// roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured).
 	RootCAs *x509.CertPool
 
+	// TrustHint ends the message of every certificate failure
+	// (CertificateError): what the operator can do about it, such as the
+	// setting that adds a CA. Default "": nothing.
+	TrustHint string
+
 	// DialContext, when set, replaces the guarded dialer entirely: the
 	// AllowPrivate policy is then not applied to connections. Meant for
 	// tests. Default nil: the guarded dialer.
@@ -295,7 +300,8 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:    8,
 		ForceAttemptHTTP2:      true,
 	}
-	tr.rt = &policyTransport{next: base, userAgent: cfg.UserAgent}
+	trust := &trustTransport{next: base, log: cfg.Logger, hint: cfg.TrustHint, logged: make(map[string]bool)}
+	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}
 	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
 
 	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry)}
@@ -317,7 +323,8 @@ func New(cfg Config) (*Client, error) {
 // hosts, so the set of values is bounded by the allowed origins.
 type Observer interface {
 	// OriginRequest records one operation (an Op* constant) and its outcome:
-	// success, not_found, refused (network policy), timeout or error.
+	// success, not_found, refused (network policy), untrusted (a TLS
+	// certificate the client does not trust), timeout or error.
 	OriginRequest(origin, operation, outcome string, d time.Duration)
 	// OriginBytes records archive bytes received from origin.
 	OriginBytes(origin string, n int64)
@@ -345,6 +352,8 @@ func Outcome(err error) string {
 		return "not_found"
 	case errors.Is(err, ErrPrivateAddress), errors.Is(err, ErrHostNotAllowed):
 		return "refused"
+	case errors.Is(err, ErrUntrustedCertificate):
+		return "untrusted"
 	case errors.As(err, &oe) && oe.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	default:

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
@@ -23,12 +24,15 @@ func (t sharedTier) TryLease(ctx context.Context, sha string) (mirror.SharedLeas
 
 // openShared opens the --shared-store, if any: nil without the flag. It
 // does not contact the store, so that a store that is down delays no
-// start.
-func openShared(ctx context.Context, cfg settings.Config, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
+// start. roots, when not nil, are the CAs its endpoint is trusted with
+// (those of --origin-ca-file added to the system's), unless the SDK's own
+// AWS_CA_BUNDLE is set.
+func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
 	if cfg.SharedStore == "" {
 		return nil, nil
 	}
 	scfg := sharedConfig(cfg)
+	scfg.RootCAs = roots
 	scfg.Logger = logger
 	if met != nil {
 		scfg.Observer = met

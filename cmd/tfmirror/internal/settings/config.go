@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -20,10 +21,13 @@ import (
 // flags of `tfmirror serve`. Validate checks the values, not what the
 // files they name hold: reading those is the command's.
 type Config struct {
-	Listen              string
-	DataDir             string
-	TLSCert             string
-	TLSKey              string
+	Listen  string
+	DataDir string
+	TLSCert string
+	TLSKey  string
+	// TLSSAN are more names (hosts, IP addresses) of the generated
+	// certificate.
+	TLSSAN              []string
 	InsecureHTTP        bool
 	HTTP2               bool
 	AllowedOrigins      []string
@@ -40,24 +44,27 @@ type Config struct {
 	PublicURL          string
 	// OCIProviderPrefix and OCIModulePrefix are the repository prefixes
 	// of the OCI distribution front door (see oci.NewNames).
-	OCIProviderPrefix    string
-	OCIModulePrefix      string
-	LogFormat            string
-	LogLevel             string
-	ShutdownTimeout      time.Duration
-	CacheMaxBytes        int64
-	DiskReserve          int64 // 0: free space not checked
-	CacheVerifyInterval  time.Duration
-	AuthTokensFile       string
-	URLSigningKeyFile    string
-	SignedURLTTL         time.Duration
-	Offline              bool
-	SharedStore          string
-	SharedLeaseTTL       time.Duration
-	SharedTimeout        time.Duration
-	SharedBreakerThresh  int
-	SharedBreakerCool    time.Duration
-	UpstreamProxy        string
+	OCIProviderPrefix   string
+	OCIModulePrefix     string
+	LogFormat           string
+	LogLevel            string
+	ShutdownTimeout     time.Duration
+	CacheMaxBytes       int64
+	DiskReserve         int64 // 0: free space not checked
+	CacheVerifyInterval time.Duration
+	AuthTokensFile      string
+	URLSigningKeyFile   string
+	SignedURLTTL        time.Duration
+	Offline             bool
+	SharedStore         string
+	SharedLeaseTTL      time.Duration
+	SharedTimeout       time.Duration
+	SharedBreakerThresh int
+	SharedBreakerCool   time.Duration
+	UpstreamProxy       string
+	// OriginCAFile are PEM files of CAs trusted for origins and source
+	// hosts besides the system roots.
+	OriginCAFile         []string
 	CredentialsFile      string
 	OriginTimeout        time.Duration
 	OriginMinSpeed       int64
@@ -150,6 +157,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.checkUnsignedHosts(); err != nil {
 		return err
+	}
+	for _, n := range c.TLSSAN {
+		if err := checkSAN(n); err != nil {
+			return fmt.Errorf("--tls-san %q: %w", n, err)
+		}
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
@@ -253,6 +265,29 @@ func (c Config) ValidateEngine() error {
 	}
 	if _, err := ParseLevel(c.LogLevel); err != nil {
 		return err
+	}
+	return nil
+}
+
+// checkSAN checks a --tls-san entry: an IP address, or a DNS name
+// (a leading "*." for a wildcard).
+func checkSAN(n string) error {
+	if net.ParseIP(n) != nil {
+		return nil
+	}
+	name := strings.TrimPrefix(n, "*.")
+	if name == "" || len(name) > 253 || strings.HasSuffix(name, ".") {
+		return errors.New("want a host name or an IP address")
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return errors.New("want a host name or an IP address")
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return errors.New("want a host name (ASCII letters, digits, '-' and '.') or an IP address")
+			}
+		}
 	}
 	return nil
 }
