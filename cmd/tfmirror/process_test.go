@@ -119,6 +119,13 @@ func startProcessEnv(t *testing.T, bin, dataDir string, origin *fakeorigin.Origi
 	}, extra...)
 	cmd := exec.Command(bin, args...)
 	cmd.Env = env
+	return startCmd(t, cmd, dataDir)
+}
+
+// startCmd starts cmd, a `tfmirror serve` logging JSON on stderr with its
+// data directory at dataDir, and waits until it serves.
+func startCmd(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
