@@ -89,8 +89,14 @@ func TestHelmChart(t *testing.T) {
 				if mountAt(w.mounts, "/etc/tfmirror/origin-credentials") == "" || w.volumes["origin-credentials"].Secret == nil {
 					t.Errorf("extraVolumes and extraVolumeMounts: origin-credentials not mounted (mounts %v)", w.mounts)
 				}
+				if ca := w.env["TFMIRROR_ORIGIN_CA_FILE"]; ca != "/etc/tfmirror/origin-ca/company-ca.pem" || w.volumes[mountAt(w.mounts, "/etc/tfmirror/origin-ca")].ConfigMap == nil {
+					t.Errorf("origin_ca_file %q: want the originCA ConfigMap's key, mounted", ca)
+				}
 			case "shared-store-values.yaml":
 				checkSharedStore(t, m, w)
+				if ref := w.fromSecrets["TFMIRROR_UPSTREAM_PROXY"]; ref == nil || ref.Name != "tfmirror-egress" || ref.Key != "upstream-proxy" {
+					t.Errorf("TFMIRROR_UPSTREAM_PROXY from %+v, want the Secret tfmirror-egress's key upstream-proxy", ref)
+				}
 				for _, k := range []string{"TFMIRROR_MODULE_SOURCE_CREDENTIALS", "TFMIRROR_ALLOW_UNSIGNED_HOSTS"} {
 					if w.env[k] == "" {
 						t.Errorf("no %s", k)
@@ -156,6 +162,10 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"per major without keepVersions", "retention: {keepVersionsPerMajor: true}", "needs retention.keepVersions"},
 		{"unsigned host that is no origin", "unsignedHosts: [tf.corp.example]", "tf.corp.example is not among config.allowed-origins"},
 		{"module source credentials without a key", "modules: {sourceCredentials: {existingSecret: s, key: \"\"}}", "needs modules.sourceCredentials.key"},
+		{"upstream proxy in the ConfigMap", "config: {upstream-proxy: \"http://u:p@proxy:3128\"}", "set upstreamProxy.existingSecret instead"},
+		{"origin CA in config", "config: {origin-ca-file: /ca.pem}", "set originCA instead"},
+		{"origin CA from two places", "originCA: {existingConfigMap: a, existingSecret: b}", "not both"},
+		{"TLS names in config", "config: {tls-san: x.example}", "set tls.extraSANs instead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any
@@ -258,12 +268,14 @@ auth:
 		"TFMIRROR_ARCHIVE_MAX_UNPACKED_BYTES": "4GiB", "TFMIRROR_ARCHIVE_MAX_ENTRIES": "20000",
 		"TFMIRROR_LISTEN": ":8443", "TFMIRROR_METRICS_LISTEN": ":9090", "TFMIRROR_DATA_DIR": dataDir,
 		"TFMIRROR_AUTH_TOKENS_FILE": "/etc/tfmirror/auth/tokens",
+		// New since: the generated certificate names the Service.
+		"TFMIRROR_TLS_SAN": "corp-tfmirror,corp-tfmirror.mirror,corp-tfmirror.mirror.svc,corp-tfmirror.mirror.svc.cluster.local",
 	}
 	if !reflect.DeepEqual(w.env, want) {
 		t.Errorf("settings:\n%v\nwant:\n%v", w.env, want)
 	}
 	for k := range w.rawEnv {
-		if strings.HasPrefix(k, "TFMIRROR_") {
+		if strings.HasPrefix(k, "TFMIRROR_") && w.fromSecrets[k] == nil {
 			t.Errorf("%s in the environment: settings are in the configuration file", k)
 		}
 	}
