@@ -170,3 +170,45 @@ func TestUntrustedCertificate(t *testing.T) {
 		t.Fatalf("with the CA trusted: %v", err)
 	}
 }
+
+// TestUntrustedSourceHost: module sources, archives (OpenSource) and Git's
+// smart HTTP (SourceHTTPClient), go through the same check: a source host
+// whose certificate is not trusted fails with a *CertificateError naming
+// the operator's hint; trusting its CA makes it work.
+func TestUntrustedSourceHost(t *testing.T) {
+	ca := newTestCA(t)
+	now := time.Now()
+	src := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("package"))
+	}))
+	src.TLS = &tls.Config{Certificates: []tls.Certificate{ca.issue(t, []string{"127.0.0.1"}, now.Add(-time.Hour), now.Add(time.Hour))}}
+	src.StartTLS()
+	t.Cleanup(src.Close)
+	origin := newTestServer(t, http.NotFoundHandler())
+	for _, trust := range []bool{false, true} {
+		pool := rootCAs(t, origin)
+		if trust {
+			pool.AddCert(ca.cert)
+		}
+		c := newTestClient(t, origin, func(cfg *Config) {
+			cfg.RootCAs = pool
+			cfg.TrustHint = "add it with origin_ca_file"
+		})
+		body, _, err := c.OpenSource(context.Background(), origin.host, src.URL+"/module.tar.gz")
+		if body != nil {
+			body.Close()
+		}
+		resp, gerr := c.SourceHTTPClient(origin.host).Get(src.URL + "/repo.git/info/refs")
+		if resp != nil {
+			resp.Body.Close()
+		}
+		for what, err := range map[string]error{"OpenSource": err, "SourceHTTPClient": gerr} {
+			switch {
+			case trust && err != nil:
+				t.Errorf("%s, CA trusted: %v", what, err)
+			case !trust && (!errors.Is(err, ErrUntrustedCertificate) || !strings.Contains(err.Error(), "origin_ca_file")):
+				t.Errorf("%s, CA not trusted: %v, want a certificate error naming the hint", what, err)
+			}
+		}
+	}
+}
