@@ -52,8 +52,10 @@ type Config struct {
 	// time, so DNS rebinding cannot get round it.
 	AllowPrivate bool
 
-	// RootCAs are the CAs trusted for origin TLS. Default nil: the system
-	// roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured).
+	// RootCAs are the CAs trusted for TLS to origins, download hosts and
+	// module source hosts. Default nil: the system roots (SSL_CERT_FILE
+	// and SSL_CERT_DIR are honoured). tfmirror serve passes the system
+	// roots with the CAs of --origin-ca-file added.
 	RootCAs *x509.CertPool
 
 	// TrustHint ends the message of every certificate failure
