@@ -342,4 +342,3 @@ func TestTerraformInitBehindInspectingProxy(t *testing.T) {
 		t.Errorf("%d archive downloads from the download host, want 1", n)
 	}
 }
-

@@ -21,13 +21,10 @@ import (
 // flags of `tfmirror serve`. Validate checks the values, not what the
 // files they name hold: reading those is the command's.
 type Config struct {
-	Listen  string
-	DataDir string
-	TLSCert string
-	TLSKey  string
-	// TLSSAN are more names (hosts, IP addresses) of the generated
-	// certificate.
-	TLSSAN              []string
+	Listen              string
+	DataDir             string
+	TLSCert             string
+	TLSKey              string
 	InsecureHTTP        bool
 	HTTP2               bool
 	AllowedOrigins      []string
@@ -44,27 +41,24 @@ type Config struct {
 	PublicURL          string
 	// OCIProviderPrefix and OCIModulePrefix are the repository prefixes
 	// of the OCI distribution front door (see oci.NewNames).
-	OCIProviderPrefix   string
-	OCIModulePrefix     string
-	LogFormat           string
-	LogLevel            string
-	ShutdownTimeout     time.Duration
-	CacheMaxBytes       int64
-	DiskReserve         int64 // 0: free space not checked
-	CacheVerifyInterval time.Duration
-	AuthTokensFile      string
-	URLSigningKeyFile   string
-	SignedURLTTL        time.Duration
-	Offline             bool
-	SharedStore         string
-	SharedLeaseTTL      time.Duration
-	SharedTimeout       time.Duration
-	SharedBreakerThresh int
-	SharedBreakerCool   time.Duration
-	UpstreamProxy       string
-	// OriginCAFile are PEM files of CAs trusted for origins and source
-	// hosts besides the system roots.
-	OriginCAFile         []string
+	OCIProviderPrefix    string
+	OCIModulePrefix      string
+	LogFormat            string
+	LogLevel             string
+	ShutdownTimeout      time.Duration
+	CacheMaxBytes        int64
+	DiskReserve          int64 // 0: free space not checked
+	CacheVerifyInterval  time.Duration
+	AuthTokensFile       string
+	URLSigningKeyFile    string
+	SignedURLTTL         time.Duration
+	Offline              bool
+	SharedStore          string
+	SharedLeaseTTL       time.Duration
+	SharedTimeout        time.Duration
+	SharedBreakerThresh  int
+	SharedBreakerCool    time.Duration
+	UpstreamProxy        string
 	CredentialsFile      string
 	OriginTimeout        time.Duration
 	OriginMinSpeed       int64
@@ -86,6 +80,12 @@ type Config struct {
 	// AllowUnsignedHosts are allowed origins under which versions without
 	// signature may be imported and are served (mirror.Config.UnsignedHosts).
 	AllowUnsignedHosts []string
+	// TLSSAN are more names (hosts, IP addresses) of the generated
+	// certificate, besides the public URL's host.
+	TLSSAN []string
+	// OriginCAFile are PEM files of CAs trusted for origins, source hosts
+	// and the shared store, besides the system roots.
+	OriginCAFile []string
 }
 
 // ModuleConfig holds the settings that bound registry module packages.
