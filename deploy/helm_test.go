@@ -286,3 +286,28 @@ auth:
 		t.Errorf("ConfigMap data %v, want the one file", m.configMaps[0].Data)
 	}
 }
+
+// TestHelmChartOriginCASecret: the egress proxy's CA may come from a
+// Secret as well as a ConfigMap, several keys of it, each a file of
+// origin_ca_file; the rendered settings are ones tfmirror serve accepts.
+func TestHelmChartOriginCASecret(t *testing.T) {
+	t.Parallel()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte("originCA: {existingSecret: corp-ca, keys: [root.pem, issuing.pem]}\ntls: {extraSANs: [mirror.corp.example]}"), &values); err != nil {
+		t.Fatal(err)
+	}
+	m, notes := helmTemplate(t, "originCA secret", values)
+	w := checkWorkload(t, m)
+	if got := w.env["TFMIRROR_ORIGIN_CA_FILE"]; got != "/etc/tfmirror/origin-ca/root.pem,/etc/tfmirror/origin-ca/issuing.pem" {
+		t.Errorf("origin_ca_file %q", got)
+	}
+	if v := w.volumes[mountAt(w.mounts, "/etc/tfmirror/origin-ca")]; v.Secret == nil || v.Secret.SecretName != "corp-ca" {
+		t.Errorf("the origin CA volume %+v is not the Secret corp-ca", v)
+	}
+	if san := w.env["TFMIRROR_TLS_SAN"]; !strings.HasSuffix(san, ",mirror.corp.example") {
+		t.Errorf("tls_san %q does not end with tls.extraSANs", san)
+	}
+	if !strings.Contains(notes, "mirror.corp.example") {
+		t.Errorf("the NOTES do not name the extra name of the certificate:\n%s", notes)
+	}
+}
