@@ -2,10 +2,12 @@ package deploy_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"net"
 	"os"
 	"os/exec"
@@ -119,6 +121,12 @@ func TestHelmChartServiceCertificate(t *testing.T) {
 		if err != nil {
 			t.Errorf("TLS handshake as %s with the generated CA: %v", name, err)
 			continue
+		}
+		// "also the last certificate the mirror sends in its TLS
+		// handshake", as the NOTES say.
+		peer := conn.ConnectionState().PeerCertificates
+		if block, _ := pem.Decode(pemData); block == nil || !bytes.Equal(peer[len(peer)-1].Raw, block.Bytes) {
+			t.Errorf("the last certificate of the handshake is not the CA of ca.pem")
 		}
 		conn.Close()
 	}
