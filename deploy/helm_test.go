@@ -90,8 +90,14 @@ func TestHelmChart(t *testing.T) {
 				if mountAt(w.mounts, "/etc/tfmirror/origin-credentials") == "" || w.volumes["origin-credentials"].Secret == nil {
 					t.Errorf("extraVolumes and extraVolumeMounts: origin-credentials not mounted (mounts %v)", w.mounts)
 				}
+				if ca := w.env["TFMIRROR_ORIGIN_CA_FILE"]; ca != "/etc/tfmirror/origin-ca/company-ca.pem" || w.volumes[mountAt(w.mounts, "/etc/tfmirror/origin-ca")].ConfigMap == nil {
+					t.Errorf("origin_ca_file %q: want the originCA ConfigMap's key, mounted", ca)
+				}
 			case "shared-store-values.yaml":
 				checkSharedStore(t, m, w)
+				if ref := w.fromSecrets["TFMIRROR_UPSTREAM_PROXY"]; ref == nil || ref.Name != "tfmirror-egress" || ref.Key != "upstream-proxy" {
+					t.Errorf("TFMIRROR_UPSTREAM_PROXY from %+v, want the Secret tfmirror-egress's key upstream-proxy", ref)
+				}
 				for _, k := range []string{"TFMIRROR_MODULE_SOURCE_CREDENTIALS", "TFMIRROR_ALLOW_UNSIGNED_HOSTS"} {
 					if w.env[k] == "" {
 						t.Errorf("no %s", k)
@@ -184,6 +190,10 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"per major without keepVersions", "retention: {keepVersionsPerMajor: true}", "needs retention.keepVersions"},
 		{"unsigned host that is no origin", "unsignedHosts: [tf.corp.example]", "tf.corp.example is not among config.allowed-origins"},
 		{"module source credentials without a key", "modules: {sourceCredentials: {existingSecret: s, key: \"\"}}", "needs modules.sourceCredentials.key"},
+		{"upstream proxy in the ConfigMap", "config: {upstream-proxy: \"http://u:p@proxy:3128\"}", "set upstreamProxy.existingSecret instead"},
+		{"origin CA in config", "config: {origin-ca-file: /ca.pem}", "set originCA instead"},
+		{"origin CA from two places", "originCA: {existingConfigMap: a, existingSecret: b}", "not both"},
+		{"TLS names in config", "config: {tls-san: x.example}", "set tls.extraSANs instead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any
@@ -286,12 +296,14 @@ auth:
 		"TFMIRROR_ARCHIVE_MAX_UNPACKED_BYTES": "4GiB", "TFMIRROR_ARCHIVE_MAX_ENTRIES": "20000",
 		"TFMIRROR_LISTEN": ":8443", "TFMIRROR_METRICS_LISTEN": ":9090", "TFMIRROR_DATA_DIR": dataDir,
 		"TFMIRROR_AUTH_TOKENS_FILE": "/etc/tfmirror/auth/tokens",
+		// New since: the generated certificate names the Service.
+		"TFMIRROR_TLS_SAN": "corp-tfmirror,corp-tfmirror.mirror,corp-tfmirror.mirror.svc,corp-tfmirror.mirror.svc.cluster.local",
 	}
 	if !reflect.DeepEqual(w.env, want) {
 		t.Errorf("settings:\n%v\nwant:\n%v", w.env, want)
 	}
 	for k := range w.rawEnv {
-		if strings.HasPrefix(k, "TFMIRROR_") {
+		if strings.HasPrefix(k, "TFMIRROR_") && w.fromSecrets[k] == nil {
 			t.Errorf("%s in the environment: settings are in the configuration file", k)
 		}
 	}
@@ -300,5 +312,30 @@ auth:
 	}
 	if m.configMaps[0].Data["tfmirror.json"] == "" || len(m.configMaps[0].Data) != 1 {
 		t.Errorf("ConfigMap data %v, want the one file", m.configMaps[0].Data)
+	}
+}
+
+// TestHelmChartOriginCASecret: the egress proxy's CA may come from a
+// Secret as well as a ConfigMap, several keys of it, each a file of
+// origin_ca_file; the rendered settings are ones tfmirror serve accepts.
+func TestHelmChartOriginCASecret(t *testing.T) {
+	t.Parallel()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte("originCA: {existingSecret: corp-ca, keys: [root.pem, issuing.pem]}\ntls: {extraSANs: [mirror.corp.example]}"), &values); err != nil {
+		t.Fatal(err)
+	}
+	m, notes := helmTemplate(t, "originCA secret", values)
+	w := checkWorkload(t, m)
+	if got := w.env["TFMIRROR_ORIGIN_CA_FILE"]; got != "/etc/tfmirror/origin-ca/root.pem,/etc/tfmirror/origin-ca/issuing.pem" {
+		t.Errorf("origin_ca_file %q", got)
+	}
+	if v := w.volumes[mountAt(w.mounts, "/etc/tfmirror/origin-ca")]; v.Secret == nil || v.Secret.SecretName != "corp-ca" {
+		t.Errorf("the origin CA volume %+v is not the Secret corp-ca", v)
+	}
+	if san := w.env["TFMIRROR_TLS_SAN"]; !strings.HasSuffix(san, ",mirror.corp.example") {
+		t.Errorf("tls_san %q does not end with tls.extraSANs", san)
+	}
+	if !strings.Contains(notes, "mirror.corp.example") {
+		t.Errorf("the NOTES do not name the extra name of the certificate:\n%s", notes)
 	}
 }

@@ -2,9 +2,13 @@ package deploy_test
 
 import (
 	"os"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"sigs.k8s.io/yaml"
 )
@@ -41,38 +45,43 @@ func checkListed(t *testing.T, dir string) {
 	}
 }
 
-// TestKubernetes builds the kustomize base: replicas each with its own
-// cache on a claim of the StatefulSet, governed by a headless Service.
+// TestKubernetes builds the kustomize base: one replica (replicas with a
+// cache each would each fetch every archive from the origins; they share
+// a bucket in the shared-store overlay, as the chart does), its cache on a
+// claim of the base, replaced whole on update (Recreate), no
+// PodDisruptionBudget (one pod alone could never be drained).
 func TestKubernetes(t *testing.T) {
 	t.Parallel()
 	checkListed(t, "kubernetes/base")
 	m := kustomize(t, "kubernetes/base")
 	w := checkWorkload(t, m)
-	if w.kind != "StatefulSet" {
-		t.Fatalf("a %s, want a StatefulSet", w.kind)
+	if w.kind != "Deployment" || w.replicas != 1 {
+		t.Fatalf("a %s of %d replicas, want a Deployment of one", w.kind, w.replicas)
 	}
-	sts := m.statefulSets[0]
-	if w.replicas < 2 {
-		t.Errorf("replicas %d: want at least 2, which the PodDisruptionBudget lets drain one at a time", w.replicas)
+	d := m.deployments[0]
+	if d.Spec.Strategy.Type != "Recreate" {
+		t.Errorf("strategy %q: the claim is ReadWriteOnce and Badger locks the cache, want Recreate", d.Spec.Strategy.Type)
 	}
-	// The certificate from a Secret: the generated one names no cluster host.
+	// The certificate from a Secret: the one generated names no host
+	// clients outside the cluster use.
 	if w.env["TFMIRROR_TLS_CERT"] == "" {
 		t.Error("no TFMIRROR_TLS_CERT: the generated certificate names no host clients use")
 	}
-	// A claim per replica at the data dir.
-	claims := sts.Spec.VolumeClaimTemplates
-	if len(claims) != 1 || w.mounts[claims[0].Name] != w.env["TFMIRROR_DATA_DIR"] {
-		t.Errorf("want one volumeClaimTemplate mounted at TFMIRROR_DATA_DIR=%s; mounts %v", w.env["TFMIRROR_DATA_DIR"], w.mounts)
-	} else if claims[0].Spec.Resources.Requests.Storage().IsZero() {
-		t.Error("volumeClaimTemplate requests no storage")
+	v := w.volumes[mountAt(w.mounts, dataDir)]
+	if v.PersistentVolumeClaim == nil || len(m.claims) != 1 || m.claims[0].Name != v.PersistentVolumeClaim.ClaimName {
+		t.Fatalf("the data volume %+v is not the base's claim", v)
 	}
-	// The headless Service governs the StatefulSet.
-	found := false
+	c := m.claims[0]
+	if !slices.Contains(c.Spec.AccessModes, corev1.ReadWriteOnce) || c.Spec.Resources.Requests.Storage().IsZero() {
+		t.Errorf("claim %s: access modes %v, storage %v: want ReadWriteOnce and a size", c.Name, c.Spec.AccessModes, c.Spec.Resources.Requests.Storage())
+	}
+	if limit := byteSize(t, w.env["TFMIRROR_CACHE_MAX_BYTES"]); limit == 0 || limit >= c.Spec.Resources.Requests.Storage().Value() {
+		t.Errorf("TFMIRROR_CACHE_MAX_BYTES=%q: want a limit below the claim's %v", w.env["TFMIRROR_CACHE_MAX_BYTES"], c.Spec.Resources.Requests.Storage())
+	}
 	for _, s := range m.services {
-		found = found || (s.Name == sts.Spec.ServiceName && s.Spec.ClusterIP == "None")
-	}
-	if !found {
-		t.Errorf("StatefulSet serviceName %q is not a headless Service of the base", sts.Spec.ServiceName)
+		if s.Spec.ClusterIP == "None" {
+			t.Errorf("headless Service %s: nothing needs one", s.Name)
+		}
 	}
 	if len(m.serviceMonitors) != 1 || len(m.prometheusRules) != 1 {
 		t.Errorf("%d ServiceMonitors and %d PrometheusRules, want one of each", len(m.serviceMonitors), len(m.prometheusRules))
@@ -81,20 +90,15 @@ func TestKubernetes(t *testing.T) {
 }
 
 // TestKubernetesSharedStore builds the overlay for replicas sharing a
-// bucket: a Deployment in place of the StatefulSet (see checkSharedStore),
-// the headless Service gone, and the bucket's key Secret optional since
-// IRSA needs none.
+// bucket: the base's Deployment scaled out with a local cache in an
+// emptyDir each (see checkSharedStore), the base's claim gone, and the
+// bucket's key Secret optional since IRSA needs none.
 func TestKubernetesSharedStore(t *testing.T) {
 	t.Parallel()
 	checkListed(t, "kubernetes/shared-store")
 	m := kustomize(t, "kubernetes/shared-store")
-	if n := len(m.statefulSets); n != 0 {
-		t.Errorf("%d StatefulSets left: the Deployment replaces the base's", n)
-	}
-	for _, s := range m.services {
-		if s.Spec.ClusterIP == "None" {
-			t.Errorf("headless Service %s left: only the StatefulSet needed it", s.Name)
-		}
+	if n := len(m.claims); n != 0 {
+		t.Errorf("%d PersistentVolumeClaims left: the replicas' local caches are emptyDirs", n)
 	}
 	w := checkWorkload(t, m)
 	checkSharedStore(t, m, w)
@@ -120,7 +124,7 @@ func checkConfigFileOnly(t *testing.T, w *workload) {
 		t.Error("no --config file")
 	}
 	for k := range w.rawEnv {
-		if strings.HasPrefix(k, "TFMIRROR_") {
+		if strings.HasPrefix(k, "TFMIRROR_") && w.fromSecrets[k] == nil {
 			t.Errorf("%s in the environment: settings are in the configuration file", k)
 		}
 	}
@@ -159,5 +163,37 @@ func TestKubernetesPolicy(t *testing.T) {
 		if !strings.Contains(out, want) {
 			t.Errorf("config check does not show %q:\n%s", want, out)
 		}
+	}
+}
+
+// TestKubernetesEgress builds the overlay for an egress proxy: the base's
+// workload and settings, origin_ca_file naming a file of the mounted
+// ConfigMap, and the upstream proxy, whose URL may carry a password, from
+// a Secret's key (never the ConfigMap).
+func TestKubernetesEgress(t *testing.T) {
+	t.Parallel()
+	checkListed(t, "kubernetes/egress")
+	base := checkWorkload(t, kustomize(t, "kubernetes/base"))
+	m := kustomize(t, "kubernetes/egress")
+	w := checkWorkload(t, m) // the files are mounted, tfmirror serve accepts the settings
+	checkConfigFileOnly(t, w)
+	for k, v := range base.env {
+		if w.env[k] != v {
+			t.Errorf("%s=%q, the base's %q: the overlay must keep the base's settings", k, w.env[k], v)
+		}
+	}
+	ca := w.env["TFMIRROR_ORIGIN_CA_FILE"]
+	if ca == "" {
+		t.Fatal("no origin_ca_file")
+	}
+	if v := w.volumes[mountAt(w.mounts, path.Dir(ca))]; v.ConfigMap == nil {
+		t.Errorf("origin_ca_file %s is not in a mounted ConfigMap", ca)
+	}
+	ref := w.fromSecrets["TFMIRROR_UPSTREAM_PROXY"]
+	if ref == nil || ref.Name == "" || ref.Key == "" {
+		t.Errorf("TFMIRROR_UPSTREAM_PROXY does not come from a Secret's key: %+v", ref)
+	}
+	if d := m.deployments[0]; w.replicas != 1 || d.Spec.Strategy.Type != "Recreate" {
+		t.Errorf("%d replicas, strategy %q: the overlay must keep the base's one replica", w.replicas, d.Spec.Strategy.Type)
 	}
 }

@@ -52,11 +52,33 @@ func TestSystemdUnit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	listed := map[string]bool{}
 	for _, line := range strings.Split(string(data), "\n") {
 		line = strings.TrimPrefix(strings.TrimSpace(line), "#")
-		if k, v, ok := strings.Cut(line, "="); ok && strings.HasPrefix(k, "TFMIRROR_") {
+		k, v, ok := strings.Cut(line, "=")
+		if !ok || strings.ContainsAny(k, " \t") {
+			continue
+		}
+		listed[k] = true
+		if strings.HasPrefix(k, "TFMIRROR_") {
 			env[k] = v
 		}
+	}
+	// The configuration file, the origin CA and the proxy settings are
+	// where an operator looks for them.
+	for _, k := range []string{"TFMIRROR_CONFIG", "TFMIRROR_ORIGIN_CA_FILE", "HTTPS_PROXY", "NO_PROXY", "TFMIRROR_UPSTREAM_PROXY"} {
+		if !listed[k] {
+			t.Errorf("tfmirror.env does not list %s", k)
+		}
+	}
+	// The configuration file is read as the values are checked: one that
+	// exists, empty.
+	if env["TFMIRROR_CONFIG"] != "" {
+		conf := filepath.Join(t.TempDir(), "tfmirror.hcl")
+		if err := os.WriteFile(conf, []byte("# settings\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		env["TFMIRROR_CONFIG"] = conf
 	}
 	checkEnv(t, "systemd unit and tfmirror.env", env)
 

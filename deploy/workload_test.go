@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"os"
 	"path"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -41,6 +43,42 @@ type workload struct {
 	mounts     map[string]string // volume name -> mount path
 	volumes    map[string]corev1.Volume
 	scheme     string // of the mirror's port: https, or http with --insecure-http
+	// fromSecrets are the settings whose values come from a Secret's key.
+	fromSecrets map[string]*corev1.SecretKeySelector
+}
+
+// secretExample is a value of the kind a Secret holds for each secret
+// setting, standing for it where the binary checks the settings.
+var secretExample = map[string]string{"TFMIRROR_UPSTREAM_PROXY": "http://user:password@proxy.corp.example:3128"}
+
+// secretSettings are the TFMIRROR_* variables of the settings that
+// docs/configuration.md (generated from the settings table) marks secret:
+// their values may carry a credential.
+func secretSettings(t *testing.T) map[string]bool {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "docs", "configuration.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]bool{}
+	for _, row := range strings.Split(string(data), "\n") {
+		if !strings.Contains(row, "**Secret:**") {
+			continue
+		}
+		cols := strings.Split(row, "|")
+		if len(cols) < 3 {
+			continue
+		}
+		name := strings.Trim(strings.TrimSpace(cols[2]), "`")
+		out[name] = true
+		if _, ok := secretExample[name]; !ok {
+			t.Errorf("docs/configuration.md marks %s secret: give secretExample a value of its kind", name)
+		}
+	}
+	if !out["TFMIRROR_UPSTREAM_PROXY"] {
+		t.Fatalf("docs/configuration.md marks no secret setting (TFMIRROR_UPSTREAM_PROXY): %v", out)
+	}
+	return out
 }
 
 // theWorkload returns the one Deployment or StatefulSet of m.
@@ -169,12 +207,23 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 	// Environment: explicit values plus the ConfigMaps it loads (Secrets
 	// loaded whole hold credentials, not settings).
 	env := map[string]string{}
+	secrets := secretSettings(t)
+	w.fromSecrets = map[string]*corev1.SecretKeySelector{}
 	for _, e := range c.Env {
 		if _, dup := env[e.Name]; dup {
 			t.Errorf("%s: %s is set twice", m.where, e.Name)
 		}
-		if e.ValueFrom != nil && strings.HasPrefix(e.Name, "TFMIRROR_") {
-			t.Errorf("%s: %s comes from valueFrom: settings are values, secrets are files", m.where, e.Name)
+		switch {
+		case secrets[e.Name] && (e.ValueFrom == nil || e.ValueFrom.SecretKeyRef == nil):
+			t.Errorf("%s: %s may carry a credential: it must come from a Secret (valueFrom.secretKeyRef), not a value in the manifest", m.where, e.Name)
+		case secrets[e.Name]:
+			// A value of the kind the Secret holds, for the binary to
+			// check the rest of the settings with.
+			w.fromSecrets[e.Name] = e.ValueFrom.SecretKeyRef
+			env[e.Name] = secretExample[e.Name]
+			continue
+		case e.ValueFrom != nil && strings.HasPrefix(e.Name, "TFMIRROR_"):
+			t.Errorf("%s: %s comes from valueFrom: settings are values, secrets are files (or Secrets, for settings whose value is a credential)", m.where, e.Name)
 		}
 		env[e.Name] = e.Value
 	}
@@ -192,6 +241,9 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 			continue
 		}
 		for k, v := range cm.Data {
+			if secrets[k] {
+				t.Errorf("%s: %s, which may carry a credential, is in ConfigMap %s: it belongs in a Secret", m.where, k, cm.Name)
+			}
 			if _, dup := env[k]; dup {
 				t.Errorf("%s: %s is set both in the %s and ConfigMap %s", m.where, k, w.kind, cm.Name)
 			}
@@ -218,6 +270,9 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 		w.config = configFileOf(t, m, pod, c, w.configPath)
 		for attr, v := range decodeConfig(t, m.where, w.configPath, w.config) {
 			k := "TFMIRROR_" + strings.ToUpper(attr)
+			if secrets[k] {
+				t.Errorf("%s: %s, which may carry a credential, is in the configuration file, a ConfigMap: it belongs in a Secret", m.where, attr)
+			}
 			if _, dup := env[k]; dup {
 				t.Errorf("%s: %s is set both in the environment and in the configuration file (as %s)", m.where, k, attr)
 			}
@@ -365,7 +420,7 @@ var fileFlags = map[string]bool{
 	"tls-cert": false, "tls-key": true, "auth-tokens-file": true, "url-signing-key-file": true,
 	"shared-store-key-file": true, "shared-store-previous-key-file": true,
 	"export-key": true, "credentials-file": true, "trusted-export-keys": false, "trusted-publisher-keys": false,
-	"module-source-credentials": true,
+	"module-source-credentials": true, "origin-ca-file": false,
 }
 
 // dirFlags are the flags whose values are directories tfmirror reads, and

@@ -52,9 +52,16 @@ type Config struct {
 	// time, so DNS rebinding cannot get round it.
 	AllowPrivate bool
 
-	// RootCAs are the CAs trusted for origin TLS. Default nil: the system
-	// roots (SSL_CERT_FILE and SSL_CERT_DIR are honoured).
+	// RootCAs are the CAs trusted for TLS to origins, download hosts and
+	// module source hosts. Default nil: the system roots (SSL_CERT_FILE
+	// and SSL_CERT_DIR are honoured). tfmirror serve passes the system
+	// roots with the CAs of --origin-ca-file added.
 	RootCAs *x509.CertPool
+
+	// TrustHint ends the message of every certificate failure
+	// (CertificateError): what the operator can do about it, such as the
+	// setting that adds a CA. Default "": nothing.
+	TrustHint string
 
 	// DialContext, when set, replaces the guarded dialer entirely: the
 	// AllowPrivate policy is then not applied to connections. Meant for
@@ -295,7 +302,8 @@ func New(cfg Config) (*Client, error) {
 		MaxIdleConnsPerHost:    8,
 		ForceAttemptHTTP2:      true,
 	}
-	tr.rt = &policyTransport{next: base, userAgent: cfg.UserAgent}
+	trust := &trustTransport{next: base, log: cfg.Logger, hint: cfg.TrustHint, logged: make(map[string]bool)}
+	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}
 	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
 
 	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry)}
@@ -317,7 +325,8 @@ func New(cfg Config) (*Client, error) {
 // hosts, so the set of values is bounded by the allowed origins.
 type Observer interface {
 	// OriginRequest records one operation (an Op* constant) and its outcome:
-	// success, not_found, refused (network policy), timeout or error.
+	// success, not_found, refused (network policy), untrusted (a TLS
+	// certificate the client does not trust), timeout or error.
 	OriginRequest(origin, operation, outcome string, d time.Duration)
 	// OriginBytes records archive bytes received from origin.
 	OriginBytes(origin string, n int64)
@@ -345,6 +354,8 @@ func Outcome(err error) string {
 		return "not_found"
 	case errors.Is(err, ErrPrivateAddress), errors.Is(err, ErrHostNotAllowed):
 		return "refused"
+	case errors.Is(err, ErrUntrustedCertificate):
+		return "untrusted"
 	case errors.As(err, &oe) && oe.Timeout(), errors.Is(err, context.DeadlineExceeded):
 		return "timeout"
 	default:

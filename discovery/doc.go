@@ -9,8 +9,10 @@
 // low-speed limit, reading origin credentials as Terraform does
 // (LoadCredentials), and the transport all of it goes through: the network
 // policy (https only, no non-public addresses, bounded waits, tokens sent
-// only to their own host), bounded retries and a circuit breaker per
-// origin. The addresses it is given are package addrs' (Provider, Module,
+// only to their own host), TLS checked against Config.RootCAs, with a
+// certificate it does not trust reported as a CertificateError (never
+// retried, not an outage for the breaker, logged once per host), bounded
+// retries and a circuit breaker per origin. The addresses it is given are package addrs' (Provider, Module,
 // Platform): it parses none.
 //
 // It enforces which origin hosts may be used (Config.AllowedOrigins,

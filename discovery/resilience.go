@@ -73,7 +73,9 @@ func (e *redirectRefused) Error() string { return e.msg }
 // classify judges the result of one request: whether it tells of a failing
 // origin, and whether it is worth retrying. Connection failures, timeouts,
 // 429 and 5xx other than 501 are failures and retried; refusals by the
-// network policy and the caller's own cancellation are neither.
+// network policy, certificates the client does not trust (the operator's
+// to fix: see CertificateError) and the caller's own cancellation are
+// neither.
 func classify(ctx context.Context, resp *http.Response, err error) (attemptResult, bool) {
 	if err != nil {
 		var rr *redirectRefused
@@ -82,6 +84,7 @@ func classify(ctx context.Context, resp *http.Response, err error) (attemptResul
 			errors.Is(err, ErrPrivateAddress),
 			errors.Is(err, errNotHTTPS),
 			errors.Is(err, ErrCircuitOpen),
+			errors.Is(err, ErrUntrustedCertificate),
 			errors.As(err, &rr):
 			return attemptNeutral, false
 		}

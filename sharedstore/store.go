@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
@@ -77,6 +79,10 @@ type Config struct {
 	BreakerCooldown time.Duration
 	// HTTPClient makes the requests. Default: the SDK's.
 	HTTPClient *http.Client
+	// RootCAs are the CAs the endpoint's TLS certificate is checked
+	// against when HTTPClient is nil. Default nil: the system roots. The
+	// SDK's own CA setting, AWS_CA_BUNDLE, wins over it.
+	RootCAs *x509.CertPool
 	// Logger receives the breaker's changes. Default: discard.
 	Logger *slog.Logger
 	// Observer receives observations. Default: none.
@@ -200,8 +206,18 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if loc.Region != "" {
 		opts = append(opts, config.WithRegion(loc.Region))
 	}
-	if cfg.HTTPClient != nil {
+	switch {
+	case cfg.HTTPClient != nil:
 		opts = append(opts, config.WithHTTPClient(cfg.HTTPClient))
+	case cfg.RootCAs != nil:
+		// The SDK's client with these roots; a CA bundle the SDK is given
+		// (AWS_CA_BUNDLE) replaces them as it would the system's.
+		opts = append(opts, config.WithHTTPClient(awshttp.NewBuildableClient().WithTransportOptions(func(tr *http.Transport) {
+			if tr.TLSClientConfig == nil {
+				tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+			}
+			tr.TLSClientConfig.RootCAs = cfg.RootCAs
+		})))
 	}
 	awsCfg, err := config.LoadDefaultConfig(ctx, opts...)
 	if err != nil {

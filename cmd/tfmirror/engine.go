@@ -99,11 +99,16 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if err := removeModuleScratch(cfg.DataDir, logger); err != nil {
 		logger.Warn("could not remove what interrupted module work left behind", "error", err)
 	}
+	roots, err := originRoots(cfg.OriginCAFile, o.rootCAs, logger)
+	if err != nil {
+		return nil, err
+	}
 	originCfg := discovery.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
 		UserAgent:       "tfmirror/" + version,
 		AllowPrivate:    cfg.AllowPrivateOrigins,
-		RootCAs:         o.rootCAs,
+		RootCAs:         roots,
+		TrustHint:       trustHint(cfg.OriginCAFile),
 		DialContext:     o.dialContext,
 		DiscoveryTTL:    cfg.DiscoveryTTL,
 		MaxArchiveBytes: cfg.MaxArchiveBytes,
@@ -152,7 +157,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		ecfg.ModuleSourceCredentials = creds
 		logger.Info("module source credentials loaded", "hosts", creds.summary())
 	}
-	shared, err := openShared(context.Background(), cfg, logger, met)
+	shared, err := openShared(context.Background(), cfg, roots, logger, met)
 	if err != nil {
 		return nil, err
 	}

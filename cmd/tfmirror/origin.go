@@ -1,6 +1,9 @@
 package main
 
 import (
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -64,4 +67,65 @@ func getenv(environ []string, name string) string {
 		}
 	}
 	return ""
+}
+
+// originRoots are the CAs trusted for origins, download hosts, module
+// source hosts and the shared store: base (nil: the system roots) with the
+// certificates of the --origin-ca-file files added. Without files it is
+// base. A file that cannot be read or holds no certificate is an error.
+func originRoots(files []string, base *x509.CertPool, logger *slog.Logger) (*x509.CertPool, error) {
+	if len(files) == 0 {
+		return base, nil
+	}
+	var pool *x509.CertPool
+	switch {
+	case base != nil:
+		pool = base.Clone()
+	default:
+		sys, err := x509.SystemCertPool()
+		if err != nil {
+			logger.Warn("system TLS roots unavailable; origins are trusted with origin_ca_file's CAs only", "error", err)
+			sys = x509.NewCertPool()
+		}
+		pool = sys
+	}
+	var subjects []string
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("--origin-ca-file: %w", err)
+		}
+		n := 0
+		for rest := data; ; {
+			var block *pem.Block
+			block, rest = pem.Decode(rest)
+			if block == nil {
+				break
+			}
+			if block.Type != "CERTIFICATE" {
+				continue
+			}
+			cert, err := x509.ParseCertificate(block.Bytes)
+			if err != nil {
+				return nil, fmt.Errorf("--origin-ca-file %s: certificate %d: %w", f, n+1, err)
+			}
+			pool.AddCert(cert)
+			subjects = append(subjects, cert.Subject.String())
+			n++
+		}
+		if n == 0 {
+			return nil, fmt.Errorf("--origin-ca-file %s: no PEM certificate in it", f)
+		}
+	}
+	logger.Info("origin TLS trusts the system roots and the CAs of origin_ca_file", "files", files, "cas", subjects)
+	return pool, nil
+}
+
+// trustHint is what a certificate failure's message tells the operator.
+func trustHint(files []string) string {
+	const setting = "origin_ca_file (--origin-ca-file, TFMIRROR_ORIGIN_CA_FILE)"
+	if len(files) == 0 {
+		return "tfmirror trusts the system roots only: behind a TLS-inspecting egress proxy, add the proxy's CA with " + setting
+	}
+	return fmt.Sprintf("tfmirror trusts the system roots and the CAs of %s (%s): add the CA that signs this certificate there", setting, strings.Join(files, ", "))
 }

@@ -103,6 +103,13 @@ type proc struct {
 // it serves.
 func startProcess(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, caFile string, extra ...string) *proc {
 	t.Helper()
+	return startProcessEnv(t, bin, dataDir, origin, append(os.Environ(), "SSL_CERT_FILE="+caFile), extra...)
+}
+
+// startProcessEnv is startProcess with the process's whole environment
+// env.
+func startProcessEnv(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, env []string, extra ...string) *proc {
+	t.Helper()
 	args := append([]string{"serve",
 		"--listen", "127.0.0.1:0",
 		"--data-dir", dataDir,
@@ -111,7 +118,14 @@ func startProcess(t *testing.T, bin, dataDir string, origin *fakeorigin.Origin, 
 		"--log-format", "json",
 	}, extra...)
 	cmd := exec.Command(bin, args...)
-	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+caFile)
+	cmd.Env = env
+	return startCmd(t, cmd, dataDir)
+}
+
+// startCmd starts cmd, a `tfmirror serve` logging JSON on stderr with its
+// data directory at dataDir, and waits until it serves.
+func startCmd(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -172,13 +174,13 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 func (m *server) setupTLS() error {
 	certFile, keyFile := m.cfg.TLSCert, m.cfg.TLSKey
 	if certFile == "" {
-		hosts := []string{"localhost", "127.0.0.1", "::1"}
-		if h, err := os.Hostname(); err == nil && h != "" && h != "localhost" {
-			hosts = append(hosts, strings.ToLower(h))
-		}
+		hosts := certHosts(m.cfg)
 		files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, time.Now())
 		if err != nil {
 			return err
+		}
+		if files.Created {
+			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
 		}
 		certFile, keyFile = files.Cert, files.Key
 		if m.caFile, err = filepath.Abs(files.CA); err != nil {
@@ -195,6 +197,29 @@ func (m *server) setupTLS() error {
 		NextProtos:   nextProtos(m.cfg.HTTP2),
 	}
 	return nil
+}
+
+// certHosts are the names the generated certificate is issued for:
+// localhost, the loopback addresses, the machine's host name, the host of
+// --public-url and those of --tls-san.
+func certHosts(cfg settings.Config) []string {
+	hosts := []string{"localhost", "127.0.0.1", "::1"}
+	if h, err := os.Hostname(); err == nil && h != "" && h != "localhost" {
+		hosts = append(hosts, strings.ToLower(h))
+	}
+	if u, err := url.Parse(cfg.PublicURL); err == nil && u.Hostname() != "" {
+		hosts = append(hosts, strings.ToLower(u.Hostname()))
+	}
+	for _, n := range cfg.TLSSAN {
+		hosts = append(hosts, strings.ToLower(strings.TrimSpace(n)))
+	}
+	var out []string
+	for _, h := range hosts {
+		if !slices.Contains(out, h) {
+			out = append(out, h)
+		}
+	}
+	return out
 }
 
 // nextProtos is what the mirror offers in TLS's protocol negotiation.

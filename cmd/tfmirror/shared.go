@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"crypto/x509"
 	"log/slog"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
@@ -24,8 +25,10 @@ func (t sharedTier) TryLease(ctx context.Context, sha string) (mirror.SharedLeas
 
 // openShared opens the --shared-store, if any: nil without the flag. It
 // does not contact the store, so that a store that is down delays no
-// start.
-func openShared(ctx context.Context, cfg settings.Config, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
+// start. roots, when not nil, are the CAs its endpoint is trusted with
+// (those of --origin-ca-file added to the system's), unless the SDK's own
+// AWS_CA_BUNDLE is set.
+func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, logger *slog.Logger, met *metrics.Metrics) (*sharedstore.Store, error) {
 	if cfg.SharedStore == "" {
 		return nil, nil
 	}
@@ -36,6 +39,7 @@ func openShared(ctx context.Context, cfg settings.Config, logger *slog.Logger, m
 	}
 	scfg.Keys = keys
 	logger.Info("shared store objects authenticated", "key_id", keys.ID(), "previous_key_id", keys.PreviousID())
+	scfg.RootCAs = roots
 	scfg.Logger = logger
 	if met != nil {
 		scfg.Observer = met

@@ -110,6 +110,9 @@ func Status(err error) int {
 		// A version imported without signature has no registry-protocol
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound
+	case errors.Is(err, discovery.ErrUntrustedCertificate):
+		// The operator's to fix (a CA to add): the body says how.
+		return http.StatusBadGateway
 	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive),
 		errors.Is(err, modsource.ErrUnsupported), errors.As(err, new(*modsource.LimitError)),
 		errors.Is(err, modsource.ErrSource):

@@ -130,3 +130,19 @@ func TestStatusOfPolicyRefusals(t *testing.T) {
 		})
 	}
 }
+
+// TestStatusOfUntrustedCertificate: an origin or source host whose TLS
+// certificate is not trusted is a bad gateway, however it is wrapped (an
+// origin request, a Git fetch of a module source), never a timeout or a
+// server error.
+func TestStatusOfUntrustedCertificate(t *testing.T) {
+	ce := &discovery.CertificateError{Host: "registry.example.com", Cause: "signed by an unknown authority", Err: fmt.Errorf("x509: certificate signed by unknown authority")}
+	for _, err := range []error{
+		&discovery.OriginError{Host: "registry.example.com", Op: discovery.OpDiscovery, Err: ce},
+		fmt.Errorf("git repository https://git.example.com/x.git: %w", &discovery.OriginError{Host: "registry.example.com", Op: discovery.OpModuleSource, Err: ce}),
+	} {
+		if got := Status(err); got != http.StatusBadGateway {
+			t.Errorf("Status(%v) = %d, want 502", err, got)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/url"
 	"slices"
 	"strings"
@@ -81,6 +82,12 @@ type Config struct {
 	// AllowUnsignedHosts are allowed origins under which versions without
 	// signature may be imported and are served (mirror.Config.UnsignedHosts).
 	AllowUnsignedHosts []string
+	// TLSSAN are more names (hosts, IP addresses) of the generated
+	// certificate, besides the public URL's host.
+	TLSSAN []string
+	// OriginCAFile are PEM files of CAs trusted for origins, source hosts
+	// and the shared store, besides the system roots.
+	OriginCAFile []string
 }
 
 // ModuleConfig holds the settings that bound registry module packages.
@@ -154,6 +161,11 @@ func (c Config) Validate() error {
 	}
 	if err := c.checkUnsignedHosts(); err != nil {
 		errs = append(errs, err)
+	}
+	for _, n := range c.TLSSAN {
+		if err := checkSAN(n); err != nil {
+			return fmt.Errorf("--tls-san %q: %w", n, err)
+		}
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
@@ -271,6 +283,29 @@ func (c Config) ValidateEngine() error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// checkSAN checks a --tls-san entry: an IP address, or a DNS name
+// (a leading "*." for a wildcard).
+func checkSAN(n string) error {
+	if net.ParseIP(n) != nil {
+		return nil
+	}
+	name := strings.TrimPrefix(n, "*.")
+	if name == "" || len(name) > 253 || strings.HasSuffix(name, ".") {
+		return errors.New("want a host name or an IP address")
+	}
+	for _, label := range strings.Split(name, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return errors.New("want a host name or an IP address")
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-') {
+				return errors.New("want a host name (ASCII letters, digits, '-' and '.') or an IP address")
+			}
+		}
+	}
+	return nil
 }
 
 // ExportKeyName is the export key in the data directory, made on first use.

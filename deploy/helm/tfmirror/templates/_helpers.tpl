@@ -46,6 +46,15 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 
+{{/* The names clients in the cluster reach the Service by, as a JSON
+     array: NAME, NAME.NAMESPACE, NAME.NAMESPACE.svc and
+     NAME.NAMESPACE.svc.CLUSTER-DOMAIN. */}}
+{{- define "tfmirror.serviceNames" -}}
+{{- $name := include "tfmirror.fullname" . }}
+{{- $ns := .Release.Namespace }}
+{{- list $name (printf "%s.%s" $name $ns) (printf "%s.%s.svc" $name $ns) (printf "%s.%s.svc.%s" $name $ns .Values.clusterDomain) | toJson }}
+{{- end }}
+
 {{/* http or https: what the mirror's port speaks. */}}
 {{- define "tfmirror.scheme" -}}
 {{- if .Values.insecureHTTP }}http{{ else }}https{{ end }}
@@ -95,7 +104,16 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- end }}
 {{- /* Flags the chart sets from values of their own. */}}
-{{- $owned := dict "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" }}
+{{- if and .Values.originCA.existingConfigMap .Values.originCA.existingSecret }}
+{{- fail "originCA: set existingConfigMap or existingSecret, not both" }}
+{{- end }}
+{{- if and (or .Values.originCA.existingConfigMap .Values.originCA.existingSecret) (not .Values.originCA.keys) }}
+{{- fail "originCA needs originCA.keys, the keys holding the CA certificates" }}
+{{- end }}
+{{- if hasKey .Values.config "upstream-proxy" }}
+{{- fail "config.upstream-proxy may carry a password and config is a ConfigMap: put the URL in a Secret and set upstreamProxy.existingSecret instead" }}
+{{- end }}
+{{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" }}
 {{- range $flag, $value := $owned }}
 {{- if hasKey $.Values.config $flag }}
 {{- fail (printf "config.%s: set %s instead" $flag $value) }}
@@ -135,6 +153,13 @@ app.kubernetes.io/part-of: tfmirror
 {{- if .Values.tls.existingSecret }}
 {{- $_ := set $s "tls_cert" "/etc/tfmirror/tls/tls.crt" }}
 {{- $_ := set $s "tls_key" "/etc/tfmirror/tls/tls.key" }}
+{{- else if not .Values.insecureHTTP }}
+{{- $_ := set $s "tls_san" (concat (include "tfmirror.serviceNames" . | fromJsonArray) .Values.tls.extraSANs) }}
+{{- end }}
+{{- if or .Values.originCA.existingConfigMap .Values.originCA.existingSecret }}
+{{- $files := list }}
+{{- range .Values.originCA.keys }}{{ $files = append $files (printf "/etc/tfmirror/origin-ca/%s" .) }}{{ end }}
+{{- $_ := set $s "origin_ca_file" $files }}
 {{- end }}
 {{- if .Values.auth.existingSecret }}{{ $_ := set $s "auth_tokens_file" "/etc/tfmirror/auth/tokens" }}{{ end }}
 {{- if .Values.urlSigningKey.existingSecret }}{{ $_ := set $s "url_signing_key_file" "/etc/tfmirror/url-signing/url-signing.key" }}{{ end }}

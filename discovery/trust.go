@@ -1,0 +1,119 @@
+package discovery
+
+// The TLS trust of origin connections: a certificate no trusted CA signs,
+// that names another host or that is out of its validity period is the
+// operator's to fix (a CA to add, a proxy to configure), not an outage.
+// trustTransport, below the policy of transport.go and above the guarded
+// *http.Transport, turns such failures into *CertificateError for every
+// request (registries, downloads, module sources), and logs each host's
+// once.
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"sync"
+)
+
+// ErrUntrustedCertificate matches a *CertificateError: an origin, download
+// or source host presented a certificate the client does not trust. It is
+// never retried and does not count toward the circuit breaker.
+var ErrUntrustedCertificate = errors.New("TLS certificate not trusted")
+
+// CertificateError is a TLS certificate the client refused. It is returned
+// wrapped in an *OriginError.
+type CertificateError struct {
+	// Host is the host contacted, as in the request's URL.
+	Host string
+	// Cause says why, in words: "signed by an unknown authority", "not
+	// valid for this host name", "expired or not yet valid", or "invalid".
+	Cause string
+	// Hint is Config.TrustHint: what the operator can do.
+	Hint string
+	// Err is the verification error.
+	Err error
+}
+
+func (e *CertificateError) Error() string {
+	msg := fmt.Sprintf("the TLS certificate of %s is not trusted: %s (%v)", e.Host, e.Cause, e.Err)
+	if e.Hint != "" {
+		msg += "; " + e.Hint
+	}
+	return msg
+}
+
+func (e *CertificateError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrUntrustedCertificate) true.
+func (e *CertificateError) Is(target error) bool { return target == ErrUntrustedCertificate }
+
+// certificateCause classifies err as a certificate verification failure,
+// with its cause in words; ok is false for any other error.
+func certificateCause(err error) (cause string, ok bool) {
+	var unknown x509.UnknownAuthorityError
+	var hostname x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.As(err, &unknown):
+		return "signed by an unknown authority", true
+	case errors.As(err, &hostname):
+		return "not valid for this host name", true
+	case errors.As(err, &invalid):
+		if invalid.Reason == x509.Expired {
+			return "expired or not yet valid", true
+		}
+		return "invalid", true
+	case errors.As(err, &verify):
+		return "invalid", true
+	}
+	return "", false
+}
+
+// maxTrustLogged bounds the hosts whose certificate failure was logged:
+// past it the memory starts afresh (and a host may be logged again).
+const maxTrustLogged = 256
+
+// trustTransport turns certificate failures into *CertificateError and
+// logs each host's once (again after a success of that host).
+type trustTransport struct {
+	next http.RoundTripper
+	log  *slog.Logger
+	hint string
+
+	mu     sync.Mutex
+	logged map[string]bool
+}
+
+func (t *trustTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	host := hostKey(req.URL)
+	resp, err := t.next.RoundTrip(req)
+	if err == nil {
+		t.mu.Lock()
+		delete(t.logged, host)
+		t.mu.Unlock()
+		return resp, nil
+	}
+	cause, ok := certificateCause(err)
+	if !ok {
+		return nil, err
+	}
+	ce := &CertificateError{Host: host, Cause: cause, Hint: t.hint, Err: err}
+	t.mu.Lock()
+	first := !t.logged[host]
+	if first {
+		if len(t.logged) >= maxTrustLogged {
+			clear(t.logged)
+		}
+		t.logged[host] = true
+	}
+	t.mu.Unlock()
+	if first {
+		t.log.Error("origin TLS certificate not trusted; not retried, the circuit breaker ignores it",
+			"host", host, "cause", cause, "error", ce.Error())
+	}
+	return nil, ce
+}
