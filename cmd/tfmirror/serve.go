@@ -146,6 +146,8 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if aopts.OCILayout, err = ociLayoutOption(cfg, m.engineParts); err != nil {
 		return nil, err
 	}
+	// The same reload as on SIGHUP, for tfmirror reload.
+	aopts.Reload = func(context.Context) (admin.Reloaded, error) { return m.reload() }
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
 		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
 	}
