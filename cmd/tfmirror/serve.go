@@ -66,7 +66,15 @@ type server struct {
 	// conf holds the configuration in force and reloads it; nil until
 	// useConfig, and without a configuration file.
 	conf atomic.Pointer[settings.Reloader]
+	// origins keeps the status page's origin rows.
+	origins *proxy.OriginWatch
 }
+
+// originCircuits reads the circuit breakers of the origin client, which
+// is made after the origin watch it reports to.
+type originCircuits struct{ m *server }
+
+func (c originCircuits) Circuit(origin string) discovery.Circuit { return c.m.origin.Circuit(origin) }
 
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -100,7 +108,18 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
-	m.engineParts, err = openEngine(cfg, logger, o, m.metrics)
+	// The status page's origin rows: told of each origin request by the
+	// origin client, of each client request by the handler (below), and
+	// reading the origins' circuit breakers.
+	watched := origins
+	if len(watched) == 0 {
+		watched = discovery.DefaultAllowedOrigins()
+	}
+	m.origins, err = proxy.NewOriginWatch(watched, originCircuits{m}, nil)
+	if err != nil {
+		return nil, err
+	}
+	m.engineParts, err = openEngine(cfg, logger, o, m.metrics, m.origins)
 	if err != nil {
 		return nil, err
 	}
@@ -135,6 +154,8 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Version:         version,
 		Health:          health,
 		Retention:       m.retention,
+		Origins:         m.origins,
+		Policy:          func() []string { return m.engine.Held().Policy().Rules() },
 	}, m.engine)
 	if err != nil {
 		return nil, err
@@ -160,7 +181,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
 	// The server, not its router: it answers warm documents before routing.
-	m.handler = proxy.Instrument(m.proxy, logger, m.metrics)
+	m.handler = proxy.Instrument(m.origins.Count(m.proxy), logger, m.metrics)
 	return m, nil
 }
 
