@@ -28,7 +28,7 @@ import (
 type transport struct {
 	log         *slog.Logger
 	observer    Observer
-	watcher     OriginWatcher // nil: none
+	watcher     OriginWatcher             // nil: none
 	allowed     map[svchost.Hostname]bool // from Config.AllowedOrigins
 	credentials func(host svchost.Hostname) string
 	rt          http.RoundTripper // policy (https only, User-Agent) over the guarded *http.Transport
