@@ -95,8 +95,8 @@ type Config struct {
 	Settings func() *Configuration
 	// Origins, when set, gives the status page's origin rows (their
 	// circuit breakers, last errors and successes, the last hour's
-	// counts); *OriginWatch implements it. Default: the allowed origins
-	// are listed without their state.
+	// counts); cmd/tfmirror/internal/originwatch keeps them. Default: the
+	// allowed origins are listed without their state.
 	Origins OriginRows
 	// Policy, when set, gives the rules of the package policy in force,
 	// as tfmirror config check lists them, for the status page; called
@@ -104,7 +104,8 @@ type Config struct {
 	Policy func() []string
 }
 
-// OriginRows gives the status page's origin rows (*OriginWatch).
+// OriginRows gives the status page's origin rows
+// (*cmd/tfmirror/internal/originwatch.Watch).
 type OriginRows interface {
 	Rows() []OriginHealth
 }

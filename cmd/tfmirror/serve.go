@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/originwatch"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
@@ -67,7 +68,7 @@ type server struct {
 	// useConfig, and without a configuration file.
 	conf atomic.Pointer[settings.Reloader]
 	// origins keeps the status page's origin rows.
-	origins *proxy.OriginWatch
+	origins *originwatch.Watch
 }
 
 // originCircuits reads the circuit breakers of the origin client, which
@@ -115,7 +116,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if len(watched) == 0 {
 		watched = discovery.DefaultAllowedOrigins()
 	}
-	m.origins, err = proxy.NewOriginWatch(watched, originCircuits{m}, nil)
+	m.origins, err = originwatch.New(watched, originCircuits{m}, nil)
 	if err != nil {
 		return nil, err
 	}

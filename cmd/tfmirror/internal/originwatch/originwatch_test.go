@@ -1,4 +1,4 @@
-package proxy
+package originwatch
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/proxy"
 )
 
 // fakeCircuits is the origin client's breakers as the watch reads them.
@@ -27,14 +28,14 @@ func (f fakeCircuits) Circuit(origin string) discovery.Circuit {
 	return discovery.Circuit{State: "closed"}
 }
 
-// TestOriginWatchRows: each origin's row says whether it answers, its
+// TestRows: each origin's row says whether it answers, its
 // last error with the cause in words and its last success, and counts the
 // last hour only; an open breaker makes the origin unavailable; what is
 // not an allowed origin, or a caller giving up, is not recorded.
-func TestOriginWatchRows(t *testing.T) {
+func TestRows(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	circuits := fakeCircuits{}
-	w, err := NewOriginWatch([]string{"registry.terraform.io", "Registry.OpenTofu.org", "registry.terraform.io"}, circuits, func() time.Time { return now })
+	w, err := New([]string{"registry.terraform.io", "Registry.OpenTofu.org", "registry.terraform.io"}, circuits, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,9 +79,6 @@ func TestOriginWatchRows(t *testing.T) {
 	if r := w.Rows()[0]; r.State != "unavailable" || r.Breaker != "open" || r.Failures != 5 || !r.RetryAt.Equal(now.Add(30*time.Second)) {
 		t.Errorf("open breaker: %+v", r)
 	}
-	if got := originTrouble(w.Rows()); !strings.Contains(got, "registry.terraform.io is failing") {
-		t.Errorf("health line %q", got)
-	}
 
 	// The window slides: 59 minutes later the counts of the first
 	// minute are gone, an hour after the last they all are.
@@ -89,18 +87,18 @@ func TestOriginWatchRows(t *testing.T) {
 		t.Errorf("59 minutes on: %+v, want the second minute's 2 requests", got)
 	}
 	now = now.Add(time.Minute)
-	if got := w.Rows()[0].LastHour; got != (OriginCounts{}) {
+	if got := w.Rows()[0].LastHour; got != (proxy.OriginCounts{}) {
 		t.Errorf("an hour on: %+v, want nothing", got)
 	}
 }
 
-// TestOriginWatchCount counts the clients' requests by the origin their
+// TestCount counts the clients' requests by the origin their
 // path names, downloads by the cache header their answer carries, and
 // ignores other paths and origins that are not allowed, whatever their
 // number.
-func TestOriginWatchCount(t *testing.T) {
+func TestCount(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	w, err := NewOriginWatch([]string{"registry.terraform.io"}, fakeCircuits{}, func() time.Time { return now })
+	w, err := New([]string{"registry.terraform.io"}, fakeCircuits{}, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,8 +131,8 @@ func TestOriginWatchCount(t *testing.T) {
 	}
 }
 
-// TestFailureCause words the failures an operator meets.
-func TestFailureCause(t *testing.T) {
+// TestCause words the failures an operator meets.
+func TestCause(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	oe := func(err error) error { return &discovery.OriginError{Host: "h", Op: discovery.OpVersions, Err: err} }
 	for _, tc := range []struct {
@@ -153,8 +151,8 @@ func TestFailureCause(t *testing.T) {
 		{"breaker", oe(&discovery.CircuitOpenError{Failures: 5, RetryAfter: 30 * time.Second}), "circuit breaker open after 5 failures in a row: requests fail fast until 12:00:30 UTC"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := FailureCause(tc.err, now); !strings.Contains(got, tc.want) {
-				t.Errorf("FailureCause(%v) = %q, want it to say %q", tc.err, got, tc.want)
+			if got := Cause(tc.err, now); !strings.Contains(got, tc.want) {
+				t.Errorf("Cause(%v) = %q, want it to say %q", tc.err, got, tc.want)
 			}
 		})
 	}
