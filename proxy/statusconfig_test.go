@@ -82,7 +82,9 @@ func TestStatusOriginsAndPolicy(t *testing.T) {
 	}
 	rules := []string{`deny "registry.terraform.io/acme/*" (/etc/tfmirror/tfmirror.hcl:3)`}
 	cfg := Config{Origins: rows, Policy: func() []string { return rules },
-		Settings: func() *Configuration { return &Configuration{Settings: []Setting{{Name: "log-level", Attribute: "log_level", Value: "info", Source: "default"}}} }}
+		Settings: func() *Configuration {
+			return &Configuration{Settings: []Setting{{Name: "log-level", Attribute: "log_level", Value: "info", Source: "default"}}}
+		}}
 	h := newHarness(t, harnessOptions{cfg: cfg})
 	var st Status
 	h.get("/?format=json").json(t, &st)
