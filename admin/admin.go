@@ -159,6 +159,10 @@ type Options struct {
 	// OCILayout, when set, makes OCI layout exports possible; nil: they
 	// fail.
 	OCILayout *OCILayout
+	// Reload reads the serving process's configuration again and puts it
+	// in force (the same as on SIGHUP); nil: a reload is refused (a
+	// command that opened the data directory itself serves nothing).
+	Reload func(ctx context.Context) (Reloaded, error)
 }
 
 // Pruner prunes the engine's cache (PruneRequest). *retention.Retainer

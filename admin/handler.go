@@ -46,10 +46,11 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/verify   VerifyRequest                         -> Verified
 //	POST /v1/policy/held    PolicyRequest                   -> [mirror/withhold.Version]
 //	POST /v1/policy/release PolicyRequest                   -> KnownRelease
+//	POST /v1/reload   ReloadRequest                         -> Reloaded
 //
 // Errors answer the status httperr.Status gives and an ErrorBody. What
 // changes the cache or writes files (ensure, module unpack, export,
-// import) is logged at info level, succeeded or failed, with what it
+// import), and a reload of the configuration, is logged at info level, succeeded or failed, with what it
 // changed and the caller's uid and pid: the audit log.
 func (a *API) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -84,6 +85,7 @@ func (a *API) Handler() http.Handler {
 	a.pruneRoutes(mux)  // prune.go
 	a.verifyRoutes(mux) // verify.go
 	a.policyRoutes(mux) // policy.go
+	a.reloadRoutes(mux) // reload.go
 	return a.guard(mux)
 }
 

@@ -34,6 +34,11 @@ func TestSystemdUnit(t *testing.T) {
 	if len(unit["ExecStart"]) != 1 || !strings.HasSuffix(unit["ExecStart"][0], "tfmirror serve") {
 		t.Errorf("ExecStart %v, want .../tfmirror serve", unit["ExecStart"])
 	}
+	// systemctl reload runs tfmirror reload, which exits 1 when the file
+	// is refused, so that the reload is reported as failed.
+	if len(unit["ExecReload"]) != 1 || unit["ExecReload"][0] != strings.TrimSuffix(unit["ExecStart"][0], " serve")+" reload" {
+		t.Errorf("ExecReload %v, want the binary of ExecStart with reload", unit["ExecReload"])
+	}
 	env := map[string]string{}
 	for _, e := range unit["Environment"] {
 		k, v, _ := strings.Cut(e, "=")

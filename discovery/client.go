@@ -153,6 +153,19 @@ type Config struct {
 	// cache lookup, circuit change and stale discovery result (package
 	// metrics implements it). Default nil: nothing is recorded.
 	Observer Observer
+
+	// Watcher, if set, is told of the end of every origin operation with
+	// its error, for per-origin health (the status page's origin rows).
+	// Default nil.
+	Watcher OriginWatcher
+}
+
+// OriginWatcher is told of the end of each origin operation (an Op*
+// constant, after its retries) with its error, nil on success; origin is
+// the provider's or module's origin host, also for its download hosts. It
+// must not block.
+type OriginWatcher interface {
+	OriginDone(origin, operation string, err error)
 }
 
 // Client talks to origin registries. It is safe for concurrent use.
@@ -272,6 +285,7 @@ func New(cfg Config) (*Client, error) {
 	tr := &transport{
 		log:              cfg.Logger,
 		observer:         cfg.Observer,
+		watcher:          cfg.Watcher,
 		allowed:          allowed,
 		credentials:      cfg.Credentials,
 		sleep:            sleepCtx,

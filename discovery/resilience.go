@@ -295,6 +295,41 @@ func (b *breaker) record(host string, probe bool, res attemptResult) bool {
 	return nowOpen
 }
 
+// Circuit is a read-only snapshot of one origin's circuit breaker.
+type Circuit struct {
+	// State is "closed" (requests go through), "open" (they fail fast
+	// until RetryAt) or "half-open" (one probe request may go through).
+	State string
+	// Failures is the number of consecutive failed attempts.
+	Failures int
+	// RetryAt is when an open circuit lets a probe through.
+	RetryAt time.Time
+}
+
+// Circuit is the state of origin's circuit breaker now; "closed" for an
+// origin not yet contacted, or with the breaker disabled.
+func (c *Client) Circuit(origin string) Circuit { return c.tr.breaker.snapshot(origin) }
+
+func (b *breaker) snapshot(host string) Circuit {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	c := b.hosts[host]
+	if c == nil {
+		return Circuit{State: "closed"}
+	}
+	out := Circuit{State: "closed", Failures: c.failures}
+	switch c.state {
+	case circuitOpen:
+		out.State, out.RetryAt = "open", c.openedAt.Add(b.cooldown)
+		if !b.now().Before(out.RetryAt) {
+			out.State = "half-open" // the next request is the probe
+		}
+	case circuitHalfOpen:
+		out.State = "half-open"
+	}
+	return out
+}
+
 // logCircuit logs circuit changes, an open circuit with its cooldown,
 // before passing them on to next.
 func logCircuit(log *slog.Logger, cooldown time.Duration, next func(string, bool)) func(string, bool) {

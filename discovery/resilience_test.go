@@ -339,3 +339,81 @@ func TestMaxRequestTime(t *testing.T) {
 		})
 	}
 }
+
+// watchLog records what an OriginWatcher is told.
+type watchLog struct {
+	mu   sync.Mutex
+	errs []error
+}
+
+func (w *watchLog) OriginDone(origin, op string, err error) {
+	if op != OpVersions {
+		return // service discovery's own, once
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.errs = append(w.errs, err)
+}
+
+// TestCircuitSnapshotAndWatcher: Client.Circuit reads the breaker's state
+// without changing it (closed, open with the time of the next probe,
+// half-open once the cooldown has passed, closed again), and the watcher
+// hears of every operation's end with its error.
+func TestCircuitSnapshotAndWatcher(t *testing.T) {
+	var down atomic.Bool
+	down.Store(true)
+	mux := http.NewServeMux()
+	mux.HandleFunc(wellKnown, func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, discoveryDoc("/v1/providers/"))
+	})
+	mux.HandleFunc(versionsPath, func(w http.ResponseWriter, r *http.Request) {
+		if down.Load() {
+			http.Error(w, "down", http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, `{"versions":[{"version":"1.0.0"}]}`)
+	})
+	s := newTestServer(t, mux)
+	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	watch := &watchLog{}
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.Retries = -1
+		cfg.BreakerThreshold = 2
+		cfg.BreakerCooldown = time.Minute
+		cfg.Now = clock.Now
+		cfg.Watcher = watch
+	})
+	p := testProvider(s)
+	ctx := context.Background()
+	origin := string(s.host)
+	if got := c.Circuit(origin); got.State != "closed" || got.Failures != 0 {
+		t.Fatalf("before any request: %+v", got)
+	}
+	c.Versions(ctx, p)
+	if got := c.Circuit(origin); got.State != "closed" || got.Failures != 1 {
+		t.Fatalf("after one failure: %+v, want closed with 1 failure", got)
+	}
+	c.Versions(ctx, p)
+	opened := clock.Now()
+	for range 3 { // reading it changes nothing
+		if got := c.Circuit(origin); got.State != "open" || got.Failures != 2 || !got.RetryAt.Equal(opened.Add(time.Minute)) {
+			t.Fatalf("after two failures: %+v, want open until %v", got, opened.Add(time.Minute))
+		}
+	}
+	clock.Advance(time.Minute)
+	if got := c.Circuit(origin); got.State != "half-open" {
+		t.Fatalf("after the cooldown: %+v, want half-open", got)
+	}
+	down.Store(false)
+	if _, err := c.Versions(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Circuit(origin); got.State != "closed" || got.Failures != 0 {
+		t.Fatalf("after a good probe: %+v, want closed", got)
+	}
+	watch.mu.Lock()
+	defer watch.mu.Unlock()
+	if len(watch.errs) != 3 || watch.errs[0] == nil || watch.errs[1] == nil || watch.errs[2] != nil {
+		t.Fatalf("watcher heard %v, want two failures and a success", watch.errs)
+	}
+}

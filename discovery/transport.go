@@ -28,6 +28,7 @@ import (
 type transport struct {
 	log         *slog.Logger
 	observer    Observer
+	watcher     OriginWatcher             // nil: none
 	allowed     map[svchost.Hostname]bool // from Config.AllowedOrigins
 	credentials func(host svchost.Hostname) string
 	rt          http.RoundTripper // policy (https only, User-Agent) over the guarded *http.Transport
@@ -274,4 +275,7 @@ func drain(body io.ReadCloser) {
 // is deferred with a pointer to the operation's named error result.
 func (t *transport) observe(host svchost.Hostname, op string, start time.Time, err *error) {
 	t.observer.OriginRequest(string(host), op, Outcome(*err), time.Since(start))
+	if t.watcher != nil {
+		t.watcher.OriginDone(string(host), op, *err)
+	}
 }

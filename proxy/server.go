@@ -94,6 +94,21 @@ type Config struct {
 	// it came from); it is called for each view, so that a reload shows.
 	// Default: no configuration block.
 	Settings func() *Configuration
+	// Origins, when set, gives the status page's origin rows (their
+	// circuit breakers, last errors and successes, the last hour's
+	// counts); cmd/tfmirror/internal/originwatch keeps them. Default: the
+	// allowed origins are listed without their state.
+	Origins OriginRows
+	// Policy, when set, gives the rules of the package policy in force,
+	// as tfmirror config check lists them, for the status page; called
+	// for each view, so that a reload shows. Default: not shown.
+	Policy func() []string
+}
+
+// OriginRows gives the status page's origin rows
+// (*cmd/tfmirror/internal/originwatch.Watch).
+type OriginRows interface {
+	Rows() []OriginHealth
 }
 
 // Server serves the provider network mirror protocol (networkmirror.go),

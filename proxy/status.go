@@ -31,8 +31,11 @@ import (
 var statusHTML string
 
 var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap{
-	"size":  func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
-	"split": func(addr string) []string { return strings.Split(addr, "/") }, // to allow line breaks after slashes
+	"size":       func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
+	"split":      func(addr string) []string { return strings.Split(addr, "/") }, // to allow line breaks after slashes
+	"ago":        agoText,
+	"stateText":  originStateText,
+	"stateClass": originStateClass,
 }).Parse(statusHTML))
 
 // Status is what the status page shows, and its JSON form.
@@ -67,6 +70,16 @@ type Status struct {
 	Generated time.Time      `json:"generated"`
 	// Health is the mirror's own state, shown to everyone.
 	Health Health `json:"health"`
+	// Origins are the allowed origins' rows (Config.Origins): circuit
+	// breaker, last error and success, the last hour's counts; shown to
+	// everyone, without the errors' text when ProvidersHidden.
+	Origins []OriginHealth `json:"origins"`
+	// OriginTrouble is the health block's line on failing origins, for
+	// the HTML page; "" when none is.
+	OriginTrouble string `json:"-"`
+	// Policy is the package policy in force (Config.Policy); left out
+	// with ProvidersHidden.
+	Policy *StatusPolicy `json:"policy,omitempty"`
 	// CredentialsHost is set when clients need a token: the host name
 	// (with its port unless 443) of their CLI configuration's credentials block.
 	CredentialsHost string `json:"credentials_host,omitempty"`
@@ -97,6 +110,14 @@ type Status struct {
 	// left out with ProvidersHidden: file paths and bucket names are not
 	// for anyone who can reach the mirror either.
 	Configuration *Configuration `json:"configuration,omitempty"`
+}
+
+// StatusPolicy is the package policy in force.
+type StatusPolicy struct {
+	// Rules are its rules in the order of evaluation, as tfmirror config
+	// check lists them (each with its line in the configuration file);
+	// empty when there is no policy (everything is allowed).
+	Rules []string `json:"rules"`
 }
 
 // Configuration is the mirror's configuration in effect, for the status
@@ -276,6 +297,8 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	st.Archives, st.Bytes = s.engine.Stats()
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
+	st.Origins = s.originRows(ecfg.AllowedOrigins)
+	st.OriginTrouble = originTrouble(st.Origins)
 	st.Retention = s.retentionStatus()
 	if c, ok := s.checks.LastCacheCheck(); ok {
 		st.CacheCheck = &c
@@ -287,11 +310,22 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		if st.Retention != nil {
 			st.Retention.Pinned = nil
 		}
+		for i := range st.Origins {
+			if e := st.Origins[i].LastError; e != nil {
+				st.Origins[i].LastError = &OriginFailure{At: e.At, Cause: e.Cause}
+			}
+		}
 		return st, nil
 	}
 
 	if s.cfg.Settings != nil {
 		st.Configuration = s.cfg.Settings()
+	}
+	if s.cfg.Policy != nil {
+		st.Policy = &StatusPolicy{Rules: s.cfg.Policy()}
+		if st.Policy.Rules == nil {
+			st.Policy.Rules = []string{}
+		}
 	}
 	lists, err := s.providers.get(s.cfg.Now(), q, s.scanLists)
 	if err != nil {
@@ -310,6 +344,19 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		st.Page.NextModules = pageQuery(q.Prefix, "module_after", lists.nextModuleAfter, q.Limit)
 	}
 	return st, nil
+}
+
+// originRows are the origin rows of Config.Origins, or else a row of
+// unknown state per allowed origin.
+func (s *statusPage) originRows(allowed []string) []OriginHealth {
+	if s.cfg.Origins != nil {
+		return s.cfg.Origins.Rows()
+	}
+	out := make([]OriginHealth, 0, len(allowed))
+	for _, o := range allowed {
+		out = append(out, OriginHealth{Host: o, State: "unknown"})
+	}
+	return out
 }
 
 // WithheldEngine is what the status page needs of the versions the

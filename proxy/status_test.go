@@ -135,19 +135,22 @@ func TestStatusTemplateEscapes(t *testing.T) {
 		}},
 		Generated: time.Unix(0, 0).UTC(),
 		Health:    Health{Cache: HealthCacheNotWritable, CacheError: evil, SharedStore: HealthSharedDegraded, SharedStoreError: evil},
+		Origins:   []OriginHealth{{Host: evil, State: "failing", LastError: &OriginFailure{Cause: evil}}},
+		Policy:    &StatusPolicy{Rules: []string{evil}},
 	}
+	st.OriginTrouble = originTrouble(st.Origins)
 	var buf bytes.Buffer
 	if err := statusTemplate.Execute(&buf, st); err != nil {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	for _, bad := range []string{"<script>", "<img", `"><`} {
+	for _, bad := range []string{"<script>", "<img", `"><script`, `"><img`} {
 		if strings.Contains(out, bad) {
 			t.Errorf("output contains unescaped %q:\n%s", bad, out)
 		}
 	}
-	if n := strings.Count(out, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < 8 {
-		t.Errorf("hostile text shown escaped %d times, want at least 8 (every field):\n%s", n, out)
+	if n := strings.Count(out, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < 11 {
+		t.Errorf("hostile text shown escaped %d times, want at least 11 (every field):\n%s", n, out)
 	}
 }
 

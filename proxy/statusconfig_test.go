@@ -59,3 +59,78 @@ func TestStatusConfiguration(t *testing.T) {
 		t.Error("configuration not shown with a token")
 	}
 }
+
+// fixedRows are origin rows as the origin watch gives them.
+type fixedRows []OriginHealth
+
+func (f fixedRows) Rows() []OriginHealth { return append([]OriginHealth(nil), f...) }
+
+// TestStatusOriginsAndPolicy: the origin rows and the policy in force
+// are shown, in HTML and JSON, in the page's order (health and origins,
+// cache, policy, the blocks to paste, the configuration, folded); a
+// failing origin shows in the health line. Without a token (client
+// authentication on) the rows stay but without the error's text, and the
+// policy is left out.
+func TestStatusOriginsAndPolicy(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	rows := fixedRows{
+		{Host: "registry.terraform.io", State: "failing", Breaker: "closed", Failures: 2, LastSuccess: at.Add(-time.Hour),
+			LastError: &OriginFailure{At: at, Cause: "certificate signed by unknown authority: set origin_ca_file", Error: "origin registry.terraform.io: versions of registry.terraform.io/acme/secret failed: x509"},
+			LastHour:  OriginCounts{Requests: 12, Downloads: 4, CacheHits: 3, OriginRequests: 5, OriginFailures: 2}},
+		{Host: "registry.opentofu.org", State: "unused", Breaker: "closed"},
+	}
+	rules := []string{`deny "registry.terraform.io/acme/*" (/etc/tfmirror/tfmirror.hcl:3)`}
+	cfg := Config{Origins: rows, Policy: func() []string { return rules },
+		Settings: func() *Configuration {
+			return &Configuration{Settings: []Setting{{Name: "log-level", Attribute: "log_level", Value: "info", Source: "default"}}}
+		}}
+	h := newHarness(t, harnessOptions{cfg: cfg})
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if len(st.Origins) != 2 || st.Origins[0].LastError == nil || st.Origins[0].LastError.Error == "" || st.Origins[0].LastHour.CacheHits != 3 {
+		t.Errorf("origins %+v", st.Origins)
+	}
+	if st.Policy == nil || len(st.Policy.Rules) != 1 || st.Policy.Rules[0] != rules[0] {
+		t.Errorf("policy %+v", st.Policy)
+	}
+	body := string(h.get("/").body)
+	for _, want := range []string{
+		`registry.terraform.io is failing (below)`,
+		`<span class="state bad">failing</span>`,
+		`certificate signed by unknown authority: set origin_ca_file`,
+		`12 requests, 3 of 4 downloads from the cache, 5 to the origin (2 failed)`,
+		`<span class="state muted">not contacted yet</span>`,
+		`<pre id="policy-rules"><code>deny &#34;registry.terraform.io/acme/*&#34; (/etc/tfmirror/tfmirror.hcl:3)`,
+		`<details id="configuration">`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q:\n%s", want, body)
+		}
+	}
+	order := []string{`id="health"`, `id="origins"`, `id="cache"`, `id="policy"`, `id="use"`, `id="configuration"`}
+	for i := 1; i < len(order); i++ {
+		if a, b := strings.Index(body, order[i-1]), strings.Index(body, order[i]); a < 0 || a > b {
+			t.Errorf("%s does not come before %s", order[i-1], order[i])
+		}
+	}
+	rules = nil
+	if body := string(h.get("/").body); !strings.Contains(body, `id="policy-none"`) {
+		t.Error("no policy is not said so")
+	}
+
+	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32), URLTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Auth = a
+	ha := newHarness(t, harnessOptions{cfg: cfg})
+	st = Status{}
+	ha.get("/?format=json").json(t, &st)
+	if len(st.Origins) != 2 || st.Origins[0].LastError == nil || st.Origins[0].LastError.Cause == "" || st.Origins[0].LastError.Error != "" || st.Policy != nil {
+		t.Errorf("without a token: origins %+v, policy %+v", st.Origins, st.Policy)
+	}
+	if strings.Contains(string(ha.get("/").body), "acme/secret") {
+		t.Error("the page shows an origin error's text without a token")
+	}
+}

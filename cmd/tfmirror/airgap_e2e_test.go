@@ -93,7 +93,7 @@ func cachedVersions(t *testing.T, dataDir string) []string {
 		t.Fatal(err)
 	}
 	cfg.Offline = true
-	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil)
+	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

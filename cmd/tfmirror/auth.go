@@ -91,17 +91,17 @@ func readTokens(path string) ([][32]byte, error) {
 	return hashes, nil
 }
 
-// reloadTokens reads --auth-tokens-file again. On any error the tokens in
-// use stay in force.
-func (m *server) reloadTokens() error {
+// reloadTokens reads --auth-tokens-file again and returns how many tokens
+// are in force. On any error the tokens in use stay in force.
+func (m *server) reloadTokens() (int, error) {
 	hashes, err := readTokens(m.cfg.AuthTokensFile)
 	if err == nil {
 		err = m.auth.SetTokens(hashes)
 	}
 	if err != nil {
 		m.log.Error("reloading client tokens failed; the previous tokens stay in force", "error", err)
-		return err
+		return 0, err
 	}
 	m.log.Info("client tokens reloaded", "tokens", len(hashes))
-	return nil
+	return len(hashes), nil
 }

@@ -2,17 +2,21 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
 
+	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
 
 // configHooks are the readers of the configuration file's parts that are
@@ -92,9 +96,9 @@ func configurationOf(e *settings.Effective) *proxy.Configuration {
 }
 
 // reloadOnHangup, on each SIGHUP until ctx is done or the returned
-// function is called, reads the configuration file again (when there is
-// one) and the client tokens file (when client authentication is on).
-// Without either, SIGHUP keeps its default meaning.
+// function is called, reloads what m reads from files (m.reload). Without
+// a configuration file or a client tokens file, SIGHUP keeps its default
+// meaning.
 func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 	conf := m.conf.Load()
 	withFile := conf != nil && conf.Current().File != nil
@@ -112,12 +116,7 @@ func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 			case <-ctx.Done():
 				return
 			case <-hup:
-				if withFile {
-					conf.Reload() // logged and counted
-				}
-				if m.auth != nil {
-					m.reloadTokens()
-				}
+				m.reload() // logged and counted
 			}
 		}
 	}()
@@ -126,6 +125,50 @@ func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 		cancel()
 		<-done
 	}
+}
+
+// reload reads the configuration file again (when there is one) and the
+// client tokens file (when client authentication is on), and says what
+// changed: SIGHUP and tfmirror reload (the admin API's reload) both come
+// here. A file refused leaves what it configures as it was; the error
+// says why, and each file is read whatever became of the other.
+func (m *server) reload() (admin.Reloaded, error) {
+	var out admin.Reloaded
+	var errs []error
+	conf := m.conf.Load()
+	withFile := conf != nil && conf.Current().File != nil
+	if !withFile && m.auth == nil {
+		return out, &httperr.RequestError{Status: http.StatusConflict,
+			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG) and without a client tokens file"}
+	}
+	out.Settings, out.Parts = []admin.SettingChange{}, []admin.PartChange{}
+	if withFile {
+		res, err := conf.Reload() // logged and counted
+		out.File = res.File
+		if err != nil {
+			errs = append(errs, fmt.Errorf("configuration file %s refused; the configuration in force stays: %w", res.File, err))
+		}
+		for _, c := range res.Applied {
+			out.Settings = append(out.Settings, admin.SettingChange{Name: c.Setting.Name, Attribute: c.Setting.Attribute(), Old: c.Old, New: c.New})
+		}
+		for _, c := range res.Restart {
+			out.Settings = append(out.Settings, admin.SettingChange{Name: c.Setting.Name, Attribute: c.Setting.Attribute(), Old: c.Old, New: c.New, Restart: true})
+		}
+		for _, p := range res.Parts {
+			out.Parts = append(out.Parts, admin.PartChange{Name: p.Name, Added: p.Added, Removed: p.Removed})
+		}
+	}
+	if m.auth != nil {
+		if n, err := m.reloadTokens(); err != nil {
+			errs = append(errs, fmt.Errorf("client tokens file %s refused; the tokens in force stay: %w", m.cfg.AuthTokensFile, err))
+		} else {
+			out.Tokens = &n
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return out, &httperr.RequestError{Status: http.StatusUnprocessableEntity, Msg: err.Error()}
+	}
+	return out, nil
 }
 
 const configUsage = "tfmirror config check FILE"

@@ -70,7 +70,7 @@ export-key, cache prune and cache verify) log at level ` + "`warn`" + ` by defau
 
 A setting's value is read at start. Where a setting names a file or a directory that is read
 again while serving, it says so; a setting marked *reloadable* takes a new value from the
-configuration file on ` + "`SIGHUP`" + `. A setting marked *secret* may carry a credential in its value,
+configuration file on a reload (` + "`tfmirror reload`" + ` or ` + "`SIGHUP`" + `). A setting marked *secret* may carry a credential in its value,
 which tfmirror never prints; the other settings that lead to secrets name a file or a variable
 holding them.
 
@@ -95,7 +95,7 @@ holding them.
 				meaning += ". **Read again while serving:** " + s.Reload
 			}
 			if s.Live {
-				meaning += ". **Reloadable:** a new value in the configuration file is put in force by `SIGHUP`"
+				meaning += ". **Reloadable:** a new value in the configuration file is put in force by `tfmirror reload` (or `SIGHUP`)"
 			}
 			if s.Secret {
 				meaning += ". **Secret:** the value may carry a credential; it is never printed"
@@ -169,12 +169,17 @@ what the mirror serves and trusts (see [SECURITY.md](../SECURITY.md)). Run
 Kubernetes ConfigMap (mounted read-only, its files links into ` + "`..data`" + `) is read as it is, and so is
 a file owned by root with mode ` + "`0644`" + ` read by a serve running as another user.
 
-**Reload.** ` + "`SIGHUP`" + ` reads the file again (and the client tokens file). A file that does not parse or
-validate is refused whole: the configuration in force stays, the log says why and
+**Reload.** ` + "`tfmirror reload`" + ` (on the serving host or in its container, with the same
+` + "`TFMIRROR_DATA_DIR`" + ` or ` + "`--data-dir`" + `; it asks the running serve through the admin socket of its data
+directory) reads the file again (and the client tokens file), and so does ` + "`SIGHUP`" + `; the systemd
+unit's ` + "`systemctl reload tfmirror`" + ` runs the command. It prints what changed: each setting with its old
+and new value, those that wait for a restart, and the policy's rules added and removed (as
+` + "`tfmirror config check`" + ` lists them). A file that does not parse or validate is refused whole: the
+command exits 1 with the file's line, the configuration in force stays, the log says why and
 ` + "`tfmirror_config_reloads_total{outcome=\"refused\"}`" + ` counts it (and
 ` + "`tfmirror_config_last_reload_successful`" + ` is 0 until a reload is applied). A good one puts the new values of the
 *reloadable* settings in force from the next request on (and the policy block's); a setting that
-cannot change while serving keeps its value, and the log names it as needing a restart.
+cannot change while serving keeps its value, and the command and the log name it as needing a restart.
 
 **` + "`tfmirror config check FILE`" + `** reads a file as serve would (with the ` + "`TFMIRROR_`" + ` variables of its
 environment) and prints every error with its line in one run (exit status 1): the file's, those of

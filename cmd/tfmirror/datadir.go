@@ -70,7 +70,7 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 	if !errors.Is(err, admin.ErrNoServer) {
 		return nil, err
 	}
-	parts, err := openEngine(cfg, logger, o, nil)
+	parts, err := openEngine(cfg, logger, o, nil, nil)
 	if err != nil {
 		// A serve may have started since we looked.
 		if c, derr := admin.Dial(ctx, cfg.DataDir); derr == nil {

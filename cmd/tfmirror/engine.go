@@ -61,8 +61,9 @@ const metadataStages = 4
 // serve and subcommands that work on the cache share one wiring: config ->
 // cache store (in DATA-DIR/cache) -> origin client -> engine. met, when
 // not nil, receives the cache's, the origin client's and the engine's
-// observations. The caller must call the returned parts' shutdown.
-func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics) (_ *engineParts, err error) {
+// observations; watch, when not nil, the end of each origin request (the
+// status page's origin rows). The caller must call the returned parts' shutdown.
+func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics, watch discovery.OriginWatcher) (_ *engineParts, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -123,6 +124,9 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	if met != nil {
 		originCfg.Observer = met
+	}
+	if watch != nil {
+		originCfg.Watcher = watch
 	}
 	if err := originNetwork(&originCfg, cfg, o, logger); err != nil {
 		return nil, err

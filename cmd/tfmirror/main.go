@@ -9,6 +9,7 @@
 //	tfmirror cache verify    check every cached package against its stored evidence or sha256
 //	tfmirror config check FILE   check a configuration file and print the configuration in effect
 //	tfmirror policy explain ADDRESS [VERSION]   say which rule of the package policy decides, and why
+//	tfmirror reload          make the running serve read its configuration file again
 //	tfmirror version         print the version
 //
 // Every flag of serve can also be set with an environment variable named
@@ -80,6 +81,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return runConfig(args[1:], os.LookupEnv, stdout, stderr)
 	case "policy":
 		return runPolicy(args[1:], os.LookupEnv, stdout, stderr)
+	case "reload":
+		return runReload(args[1:], os.LookupEnv, stdout, stderr)
 	case "version", "--version", "-version":
 		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
 		return 0
@@ -119,6 +122,10 @@ Usage:
   tfmirror policy explain [--config FILE] ADDRESS [VERSION]
                            say which rule of the package policy decides on a
                            provider or module (or one version of it), and why
+  tfmirror reload [--data-dir DIR]
+                           make the tfmirror serving DIR read its configuration
+                           file (and client tokens file) again, as SIGHUP does,
+                           and print what changed
   tfmirror version         print the version
 `)
 }

@@ -40,7 +40,7 @@ func TestModuleScratchRemovedAtStart(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Offline = true
-	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil)
+	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

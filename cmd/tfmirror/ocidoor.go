@@ -5,7 +5,10 @@ import (
 	"log/slog"
 	"net/url"
 
+	svchost "github.com/hashicorp/terraform-svchost"
+
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/served"
 	"github.com/tfmirror/tfmirror/oci"
@@ -86,9 +89,35 @@ func ociLayoutOption(cfg settings.Config, parts *engineParts) (*admin.OCILayout,
 }
 
 // ociModuleSource returns the status page's example oci:// module
-// source, for the host the page is reached at.
+// source, for the host the page is reached at: a module of an allowed
+// origin, OpenTofu's registry when it is one (the clients of the OCI
+// door are OpenTofu's), else the first.
 func ociModuleSource(cfg settings.Config) func(host string) string {
+	origin := exampleOrigin(cfg.AllowedOrigins)
 	return func(host string) string {
-		return fmt.Sprintf("module \"vpc\" {\n  source = \"oci://%s/%s/registry.opentofu.org/NAMESPACE/NAME/SYSTEM?tag=VERSION\"\n}\n", host, cfg.OCIModulePrefix)
+		return fmt.Sprintf("module \"vpc\" {\n  source = \"oci://%s/%s/%s/NAMESPACE/NAME/SYSTEM?tag=VERSION\"\n}\n", host, cfg.OCIModulePrefix, origin)
 	}
+}
+
+// exampleOrigin is the allowed origin examples name: registry.opentofu.org
+// when allowed, else the first allowed origin (as host names compare).
+func exampleOrigin(allowed []string) string {
+	if len(allowed) == 0 {
+		allowed = discovery.DefaultAllowedOrigins()
+	}
+	var hosts []string
+	for _, o := range allowed {
+		h, err := svchost.ForComparison(o)
+		if err != nil {
+			continue // refused at start
+		}
+		if h.String() == "registry.opentofu.org" {
+			return h.String()
+		}
+		hosts = append(hosts, h.String())
+	}
+	if len(hosts) == 0 {
+		return "registry.opentofu.org"
+	}
+	return hosts[0]
 }

@@ -278,7 +278,7 @@ func TestPolicyReload(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"registry.terraform.io/hashicorp\"]\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	err = m.m.conf.Load().Reload()
+	_, err = m.m.conf.Load().Reload()
 	if err == nil || !strings.Contains(err.Error(), conf+":2") {
 		t.Errorf("a broken policy block: %v, want a refusal naming %s:2", err, conf)
 	}
@@ -292,7 +292,7 @@ func TestPolicyReload(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"registry.terraform.io/hashicorp/*\"]\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := m.m.conf.Load().Reload(); err != nil {
+	if _, err := m.m.conf.Load().Reload(); err != nil {
 		t.Fatal(err)
 	}
 	if denied("registry.terraform.io/acme/widget") || !denied("registry.terraform.io/hashicorp/random") {

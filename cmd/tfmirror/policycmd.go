@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/hcl/v2"
@@ -35,6 +36,21 @@ func policyHook(set func(*policy.Policy)) settings.Hook {
 				set(p)
 			}
 		}, diags
+	}, Lines: func(f *settings.File) []settings.Line {
+		p, err := readPolicy(f) // validated
+		if err != nil || f == nil {
+			return nil
+		}
+		var out []settings.Line
+		for _, r := range p.Rules() {
+			// A rule ends with where it is: "deny "…" (FILE:LINE)".
+			key := r
+			if i := strings.LastIndex(r, " ("+f.Path+":"); i > 0 {
+				key = r[:i]
+			}
+			out = append(out, settings.Line{Key: key, Text: r})
+		}
+		return out
 	}}
 }
 

@@ -25,6 +25,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/originwatch"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/internal/certs"
@@ -68,7 +69,15 @@ type server struct {
 	// conf holds the configuration in force and reloads it; nil until
 	// useConfig, and without a configuration file.
 	conf atomic.Pointer[settings.Reloader]
+	// origins keeps the status page's origin rows.
+	origins *originwatch.Watch
 }
+
+// originCircuits reads the circuit breakers of the origin client, which
+// is made after the origin watch it reports to.
+type originCircuits struct{ m *server }
+
+func (c originCircuits) Circuit(origin string) discovery.Circuit { return c.m.origin.Circuit(origin) }
 
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
@@ -102,7 +111,18 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
-	m.engineParts, err = openEngine(cfg, logger, o, m.metrics)
+	// The status page's origin rows: told of each origin request by the
+	// origin client, of each client request by the handler (below), and
+	// reading the origins' circuit breakers.
+	watched := origins
+	if len(watched) == 0 {
+		watched = discovery.DefaultAllowedOrigins()
+	}
+	m.origins, err = originwatch.New(watched, originCircuits{m}, nil)
+	if err != nil {
+		return nil, err
+	}
+	m.engineParts, err = openEngine(cfg, logger, o, m.metrics, m.origins)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +162,8 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Version:         version,
 		Health:          health,
 		Retention:       m.retention,
+		Origins:         m.origins,
+		Policy:          func() []string { return m.engine.Held().Policy().Rules() },
 	}, pkgs)
 	if err != nil {
 		return nil, err
@@ -153,6 +175,8 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if aopts.OCILayout, err = ociLayoutOption(cfg, m.engineParts); err != nil {
 		return nil, err
 	}
+	// The same reload as on SIGHUP, for tfmirror reload.
+	aopts.Reload = func(context.Context) (admin.Reloaded, error) { return m.reload() }
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
 		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
 	}
@@ -165,7 +189,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	router.Handle("/readyz", proxy.Readyz(health, logger)).Methods(http.MethodGet, http.MethodHead)
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
 	// The server, not its router: it answers warm documents before routing.
-	m.handler = proxy.Instrument(m.proxy, logger, m.metrics)
+	m.handler = proxy.Instrument(m.origins.Count(m.proxy), logger, m.metrics)
 	return m, nil
 }
 

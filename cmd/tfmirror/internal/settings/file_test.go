@@ -303,6 +303,13 @@ func TestReloader(t *testing.T) {
 			return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "policy refused", Subject: attrs["name"].Expr.Range().Ptr()}}
 		}
 		return func() { policyInForce = name }, nil
+	}, Lines: func(f *File) []Line {
+		if f == nil {
+			return nil
+		}
+		attrs, _ := f.Policy().JustAttributes()
+		v, _ := attrs["name"].Expr.Value(nil)
+		return []Line{{Key: "name " + v.AsString(), Text: "name " + v.AsString()}, {Key: "kept", Text: fmt.Sprint("kept at ", attrs["name"].Range.Start.Line)}}
 	}}
 	r, err := NewReloader(initial, ReloaderConfig{
 		Load:    loadNow,
@@ -326,8 +333,21 @@ func TestReloader(t *testing.T) {
 
 	// Good: log level and policy change; versions-ttl needs a restart.
 	rewrite("log_level = \"debug\"\nversions_ttl = \"5m\"\npolicy { name = \"two\" }\n")
-	if err := r.Reload(); err != nil {
+	res, err := r.Reload()
+	if err != nil {
 		t.Fatal(err)
+	}
+	if got := fmt.Sprintf("%v", res.Changed()); got != "[log-level policy]" {
+		t.Errorf("changed %s, want [log-level policy]", got)
+	}
+	if len(res.Applied) != 1 || res.Applied[0].Old != "info" || res.Applied[0].New != "debug" {
+		t.Errorf("applied %+v, want log-level info -> debug", res.Applied)
+	}
+	if len(res.Restart) != 1 || res.Restart[0].Setting.Name != "versions-ttl" || res.Restart[0].New != "5m0s" && res.Restart[0].New != "5m" {
+		t.Errorf("restart %+v, want versions-ttl", res.Restart)
+	}
+	if len(res.Parts) != 1 || fmt.Sprint(res.Parts[0].Added) != "[name two]" || fmt.Sprint(res.Parts[0].Removed) != "[name one]" {
+		t.Errorf("parts %+v, want policy: name two added, name one removed", res.Parts)
 	}
 	cur := r.Current()
 	if cur.Config.LogLevel != "debug" || cur.Config.VersionsTTL != time.Minute || policyInForce != "two" {
@@ -340,6 +360,22 @@ func TestReloader(t *testing.T) {
 		t.Errorf("log does not say versions-ttl needs a restart:\n%s", logBuf.String())
 	}
 
+	// A change of the policy alone is a change, and the log says so.
+	logBuf.Reset()
+	rewrite("log_level = \"debug\"\nversions_ttl = \"5m\"\npolicy { name = \"three\" }\n")
+	if res, err = r.Reload(); err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(res.Changed()) != "[policy]" || policyInForce != "three" || !strings.Contains(logBuf.String(), "changed=[policy]") {
+		t.Errorf("policy-only reload: changed %v, policy %q, log:\n%s", res.Changed(), policyInForce, logBuf.String())
+	}
+	// An unchanged file changes nothing; what waits for a restart still
+	// does.
+	if res, err = r.Reload(); err != nil || len(res.Changed()) != 0 || len(res.Restart) != 1 {
+		t.Errorf("same file again: %+v, %v", res, err)
+	}
+	cur = r.Current()
+
 	for _, tc := range []struct{ name, content, want string }{
 		{"syntax", "log_level = \n", "c.hcl:1"},
 		{"unknown attribute", "log_level = \"warn\"\nlog_levle = \"warn\"\n", "c.hcl:2"},
@@ -350,19 +386,19 @@ func TestReloader(t *testing.T) {
 			logBuf.Reset()
 			before := counts["refused"]
 			rewrite(tc.content)
-			err := r.Reload()
+			_, err := r.Reload()
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("reload: %v, want a refusal naming %s", err, tc.want)
 			}
 			if counts["refused"] != before+1 || !strings.Contains(logBuf.String(), "configuration file refused") {
 				t.Errorf("refusal counted %d times, logged: %s", counts["refused"]-before, logBuf.String())
 			}
-			if r.Current() != cur || policyInForce != "two" || len(applied) != 1 {
+			if r.Current() != cur || policyInForce != "three" || len(applied) != 3 {
 				t.Error("a refused file changed the configuration in force")
 			}
 		})
 	}
-	if counts["applied"] != 1 {
+	if counts["applied"] != 3 {
 		t.Errorf("applied counted %d times", counts["applied"])
 	}
 }

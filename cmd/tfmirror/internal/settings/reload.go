@@ -19,7 +19,17 @@ import (
 type Hook struct {
 	Name     string
 	Validate func(f *File) (apply func(), diags hcl.Diagnostics)
+	// Lines, when set, lists the part of f the hook reads, one line per
+	// entry (the policy's rules, as config check lists them), for a
+	// reload to say what it added and removed. Called only on a file
+	// Validate accepted (or nil).
+	Lines func(f *File) []Line
 }
+
+// Line is one entry of a hook's part: Text as shown, Key what is
+// compared (Text without where in the file it is, so that a rule that
+// only moved is not a change).
+type Line struct{ Key, Text string }
 
 // CheckHooks runs every hook's Validate on f and returns their apply
 // functions, or a *FileError with all their errors.
@@ -96,36 +106,77 @@ func NewReloader(initial *Effective, cfg ReloaderConfig) (*Reloader, error) {
 // Current is the configuration in force.
 func (r *Reloader) Current() *Effective { return r.cur.Load() }
 
+// Change is a setting whose value a reload found changed: Old and New
+// in the flag's syntax, a secret's redacted.
+type Change struct {
+	Setting  *Setting
+	Old, New string
+}
+
+// PartChange is what a reload changed of a hook's part (Hook.Lines):
+// the lines added and removed.
+type PartChange struct {
+	Name           string
+	Added, Removed []string
+}
+
+// Reloaded is what a reload did: the file read, the Live settings put in
+// force (Applied), the settings changed that need a restart and keep
+// their value in force (Restart), and the hooks' parts that changed.
+type Reloaded struct {
+	File    string
+	Applied []Change
+	Restart []Change
+	Parts   []PartChange
+}
+
+// Changed are the names of what the reload put in force: the Live
+// settings, then the hooks' parts.
+func (r Reloaded) Changed() []string {
+	out := make([]string, 0, len(r.Applied)+len(r.Parts))
+	for _, c := range r.Applied {
+		out = append(out, c.Setting.Name)
+	}
+	for _, p := range r.Parts {
+		out = append(out, p.Name)
+	}
+	return out
+}
+
 // Reload reads the configuration again and puts it in force, or refuses
-// it whole: the refusal is logged, counted and returned.
-func (r *Reloader) Reload() error {
+// it whole: the refusal is logged, counted and returned. It returns what
+// changed.
+func (r *Reloader) Reload() (Reloaded, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	cur := r.cur.Load()
-	if err := r.reload(cur); err != nil {
+	res, err := r.reload(cur)
+	if err != nil {
 		r.cfg.Logger.Error("configuration file refused; the configuration in force stays", "file", configPath(cur), "error", err.Error())
 		r.cfg.Metrics.ConfigReload("refused")
-		return err
+		return Reloaded{File: configPath(cur)}, err
 	}
-	return nil
+	return res, nil
 }
 
 // reload reads and checks the configuration, then puts it in force.
-func (r *Reloader) reload(cur *Effective) error {
+func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 	next, err := r.cfg.Load()
 	if err != nil {
-		return err
+		return Reloaded{}, err
 	}
 	if err := next.Locate(next.Config.Validate()); err != nil {
-		return err
+		return Reloaded{}, err
 	}
 	applies, err := CheckHooks(r.cfg.Hooks, next.File)
 	if err != nil {
-		return err
+		return Reloaded{}, err
 	}
 	live, restart := LiveOnly(cur.Changed(next.Loaded))
+	res := Reloaded{File: configPath(next), Applied: cur.changes(next.Loaded, live), Restart: cur.changes(next.Loaded, restart),
+		Parts: partChanges(r.cfg.Hooks, cur.File, next.File)}
 	if next, err = cur.keep(next, restart); err != nil {
-		return err
+		return Reloaded{}, err
 	}
 	for _, w := range next.File.warnings() {
 		r.cfg.Logger.Warn("configuration file: "+FormatDiagnostic(w), "file", configPath(next))
@@ -140,8 +191,53 @@ func (r *Reloader) reload(cur *Effective) error {
 	}
 	r.cur.Store(next)
 	r.cfg.Metrics.ConfigReload("applied")
-	r.cfg.Logger.Info("configuration file reloaded", "file", configPath(next), "changed", Names(live))
-	return nil
+	r.cfg.Logger.Info("configuration file reloaded", "file", configPath(next), "changed", res.Changed())
+	return res, nil
+}
+
+// changes are the settings of changed with their values in l and next.
+func (l *Loaded) changes(next *Loaded, changed []*Setting) []Change {
+	out := make([]Change, 0, len(changed))
+	for _, s := range changed {
+		out = append(out, Change{Setting: s, Old: l.shown[s.Name], New: next.shown[s.Name]})
+	}
+	return out
+}
+
+// partChanges are the hooks' parts that differ between the files cur and
+// next (either may be nil): the lines of each added and removed, each
+// line counted as often as it occurs.
+func partChanges(hooks []Hook, cur, next *File) []PartChange {
+	var out []PartChange
+	for _, h := range hooks {
+		if h.Lines == nil {
+			continue
+		}
+		old, now := h.Lines(cur), h.Lines(next)
+		pc := PartChange{Name: h.Name, Added: minus(now, old), Removed: minus(old, now)}
+		if len(pc.Added) > 0 || len(pc.Removed) > 0 {
+			out = append(out, pc)
+		}
+	}
+	return out
+}
+
+// minus is the texts of the lines of a whose keys are not in b, in a's
+// order, as multisets.
+func minus(a, b []Line) []string {
+	left := map[string]int{}
+	for _, l := range b {
+		left[l.Key]++
+	}
+	var out []string
+	for _, l := range a {
+		if left[l.Key] > 0 {
+			left[l.Key]--
+			continue
+		}
+		out = append(out, l.Text)
+	}
+	return out
 }
 
 func (f *File) warnings() hcl.Diagnostics {

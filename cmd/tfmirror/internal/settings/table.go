@@ -382,7 +382,7 @@ var Table = []*Setting{
 		Help:       "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs",
 		Doc:        "file of client bearer tokens, one per line (`#` comments and blank lines ignored); turns on [client authentication](operations.md#client-authentication). A missing, unreadable or empty file stops start-up",
 		DocDefault: "none (no client authentication)",
-		Reload:     "`SIGHUP` reads the file again; on any error the tokens in force stay",
+		Reload:     "`tfmirror reload` (or `SIGHUP`) reads the file again; on any error the tokens in force stay",
 		bind:       stringOf("", func(c *Config) *string { return &c.AuthTokensFile })},
 	{Name: "url-signing-key-file", Group: GroupAuth,
 		Help:       "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use",

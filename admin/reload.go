@@ -1,0 +1,77 @@
+package admin
+
+import (
+	"context"
+	"log/slog"
+	"net/http"
+
+	"github.com/tfmirror/tfmirror/proxy/httperr"
+)
+
+// ReloadRequest asks the serving process to read its configuration file
+// (and its client tokens file) again, as on SIGHUP.
+type ReloadRequest struct{}
+
+// Reloaded is what a reload put in force.
+type Reloaded struct {
+	// File is the configuration file read, "" when the process has none.
+	File string `json:"file,omitempty"`
+	// Settings are the settings whose value changed in the file: put in
+	// force, or, with Restart, kept at their value in force until a
+	// restart.
+	Settings []SettingChange `json:"settings"`
+	// Parts are the file's parts that are not settings (the policy) and
+	// changed: their lines (the policy's rules, as tfmirror config check
+	// lists them) added and removed.
+	Parts []PartChange `json:"parts"`
+	// Tokens is how many client tokens are in force after the tokens file
+	// was read again; absent without client authentication.
+	Tokens *int `json:"tokens,omitempty"`
+}
+
+// SettingChange is one setting a reload found changed; Old and New are
+// in the flag's syntax, a secret's redacted.
+type SettingChange struct {
+	Name      string `json:"name"`
+	Attribute string `json:"attribute"`
+	Old       string `json:"old"`
+	New       string `json:"new"`
+	// Restart says the new value takes effect only after a restart; Old
+	// stays in force.
+	Restart bool `json:"restart,omitempty"`
+}
+
+// PartChange is what a reload changed of one part of the file.
+type PartChange struct {
+	Name    string   `json:"name"`
+	Added   []string `json:"added,omitempty"`
+	Removed []string `json:"removed,omitempty"`
+}
+
+// Reload is Options.Reload: the serving process reads its configuration
+// again. An error refuses the file whole; the configuration in force
+// stays.
+func (a *API) Reload(ctx context.Context) (Reloaded, error) {
+	if a.opts.Reload == nil {
+		return Reloaded{}, &httperr.RequestError{Status: http.StatusConflict, Msg: "this tfmirror has no configuration to reload (it does not serve)"}
+	}
+	return a.opts.Reload(ctx)
+}
+
+// reloadRoutes adds POST /v1/reload (ReloadRequest -> Reloaded).
+func (a *API) reloadRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/reload", handle(a, slog.LevelInfo, "admin reload", func(ctx context.Context, _ ReloadRequest) (any, []any, error) {
+		res, err := a.Reload(ctx)
+		attrs := []any{"file", res.File}
+		if err == nil {
+			attrs = append(attrs, "settings_changed", len(res.Settings), "parts_changed", len(res.Parts))
+		}
+		return res, attrs, err
+	}))
+}
+
+// Reload is API.Reload through the socket.
+func (c *Client) Reload(ctx context.Context) (Reloaded, error) {
+	var out Reloaded
+	return out, c.call(ctx, "/v1/reload", ReloadRequest{}, &out)
+}

@@ -1,0 +1,266 @@
+// Package originwatch keeps the status page's origin rows
+// (proxy.OriginHealth): for each allowed origin, its circuit breaker
+// (read from the origin client), its last error with the cause in words
+// naming the setting that helps, its last success, and the last hour's
+// counts of client requests for its providers and modules, of downloads
+// served from the cache, and of requests sent to it. The origin client
+// tells it of each request's end (discovery.OriginWatcher); the front
+// door's handler, wrapped by Watch.Count, of each client request.
+//
+// It owns that state and its bounds (a fixed number of one-minute
+// buckets per allowed origin); it fetches nothing and decides nothing.
+package originwatch
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"syscall"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// Circuits reads an origin's circuit breaker without changing it
+// (*discovery.Client implements it).
+type Circuits interface {
+	Circuit(origin string) discovery.Circuit
+}
+
+// originWindowMinutes is the sliding window of the counts, in one-minute
+// buckets: an origin's counts take windowMinutes buckets, whatever the
+// traffic.
+const originWindowMinutes = 60
+
+type originBucket struct {
+	minute int64 // Unix minute the bucket counts; older ones are stale
+	proxy.OriginCounts
+}
+
+type originState struct {
+	lastSuccess time.Time
+	lastError   *proxy.OriginFailure
+	buckets     [originWindowMinutes]originBucket
+}
+
+// add adds to the bucket of now's minute what f changes.
+func (o *originState) add(now time.Time, f func(*proxy.OriginCounts)) {
+	m := now.Unix() / 60
+	b := &o.buckets[m%originWindowMinutes]
+	if b.minute != m {
+		*b = originBucket{minute: m}
+	}
+	f(&b.OriginCounts)
+}
+
+// lastHour sums the buckets of the hour before now.
+func (o *originState) lastHour(now time.Time) proxy.OriginCounts {
+	m := now.Unix() / 60
+	var out proxy.OriginCounts
+	for i := range o.buckets {
+		b := &o.buckets[i]
+		if b.minute > m-originWindowMinutes && b.minute <= m {
+			out.Requests += b.Requests
+			out.Downloads += b.Downloads
+			out.CacheHits += b.CacheHits
+			out.OriginRequests += b.OriginRequests
+			out.OriginFailures += b.OriginFailures
+		}
+	}
+	return out
+}
+
+// Watch keeps the status page's origin rows: told of each origin
+// request's end by the origin client (it is a discovery.OriginWatcher)
+// and of each client request by Count. It keeps state for the allowed
+// origins only, each a fixed number of buckets: its memory does not grow
+// with traffic or with the names requests make up.
+type Watch struct {
+	circuits Circuits
+	now      func() time.Time
+	order    []string // hosts, as given
+
+	mu      sync.Mutex
+	origins map[string]*originState
+}
+
+// New watches origins (host names as --allowed-origins gives
+// them), reading their breakers from circuits; now nil means time.Now.
+func New(origins []string, circuits Circuits, now func() time.Time) (*Watch, error) {
+	if circuits == nil {
+		return nil, errors.New("originwatch: an origin watch needs the origins' circuit breakers")
+	}
+	if now == nil {
+		now = time.Now
+	}
+	w := &Watch{circuits: circuits, now: now, origins: map[string]*originState{}}
+	for _, o := range origins {
+		h, err := svchost.ForComparison(o)
+		if err != nil {
+			return nil, fmt.Errorf("origin %q: %w", o, err)
+		}
+		if _, dup := w.origins[h.String()]; !dup {
+			w.origins[h.String()] = &originState{}
+			w.order = append(w.order, h.String())
+		}
+	}
+	return w, nil
+}
+
+// OriginDone records the end of a request to origin (discovery's
+// OriginWatcher): nil and not-found answers are successes; a caller's
+// own cancellation says nothing of the origin.
+func (w *Watch) OriginDone(origin, _ string, err error) {
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, discovery.ErrHostNotAllowed)) {
+		return
+	}
+	now := w.now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	o := w.origins[origin]
+	if o == nil {
+		return
+	}
+	failed := err != nil && !errors.Is(err, discovery.ErrNotFound)
+	o.add(now, func(c *proxy.OriginCounts) {
+		c.OriginRequests++
+		if failed {
+			c.OriginFailures++
+		}
+	})
+	if !failed {
+		o.lastSuccess = now
+		return
+	}
+	o.lastError = &proxy.OriginFailure{At: now, Cause: Cause(err, now), Error: err.Error()}
+}
+
+// Count wraps next (the mirror's handler) and counts each request for an
+// allowed origin's providers and modules, by the origin host its path
+// names: network mirror paths (/HOST/...) and the registry protocols'
+// (/registry/HOST/...). A download is an answer that says whether it came
+// from the cache (X-Tfmirror-Cache); a hit is one that did.
+func (w *Watch) Count(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		next.ServeHTTP(rw, r)
+		host := proxy.OriginOfPath(r.URL.Path)
+		if host == "" {
+			return
+		}
+		cache := rw.Header().Get("X-Tfmirror-Cache")
+		now := w.now()
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		o := w.origins[host]
+		if o == nil {
+			return
+		}
+		o.add(now, func(c *proxy.OriginCounts) {
+			c.Requests++
+			if cache != "" {
+				c.Downloads++
+			}
+			if cache == "hit" {
+				c.CacheHits++
+			}
+		})
+	})
+}
+
+// Rows are the origins' rows now, in the order of the allowed origins.
+func (w *Watch) Rows() []proxy.OriginHealth {
+	now := w.now()
+	out := make([]proxy.OriginHealth, 0, len(w.order))
+	for _, host := range w.order {
+		c := w.circuits.Circuit(host)
+		w.mu.Lock()
+		o := w.origins[host]
+		row := proxy.OriginHealth{Host: host, Breaker: c.State, Failures: c.Failures, LastSuccess: o.lastSuccess, LastHour: o.lastHour(now)}
+		if o.lastError != nil {
+			e := *o.lastError
+			row.LastError = &e
+		}
+		w.mu.Unlock()
+		if c.State == "open" {
+			row.RetryAt = c.RetryAt
+		}
+		switch {
+		case c.State == "open":
+			row.State = "unavailable"
+		case row.LastError != nil && row.LastError.At.After(row.LastSuccess):
+			row.State = "failing"
+		case row.LastSuccess.IsZero():
+			row.State = "unused"
+		default:
+			row.State = "ok"
+		}
+		out = append(out, row)
+	}
+	return out
+}
+
+// Cause says why a request to an origin failed, in words an
+// operator acts on, naming the setting that helps where one does.
+func Cause(err error, now time.Time) string {
+	var (
+		unknownCA  x509.UnknownAuthorityError
+		hostname   x509.HostnameError
+		invalid    x509.CertificateInvalidError
+		certVerify *tls.CertificateVerificationError
+		recordErr  tls.RecordHeaderError
+		dnsErr     *net.DNSError
+		opErr      *net.OpError
+		open       *discovery.CircuitOpenError
+		oe         *discovery.OriginError
+	)
+	switch {
+	case errors.As(err, &open):
+		if open.RetryAfter > 0 {
+			return fmt.Sprintf("circuit breaker open after %d failures in a row: requests fail fast until %s", open.Failures, now.Add(open.RetryAfter).UTC().Format("15:04:05 UTC"))
+		}
+		return fmt.Sprintf("circuit breaker open after %d failures in a row: a probe request is under way", open.Failures)
+	case errors.As(err, &unknownCA):
+		return "certificate signed by unknown authority: the origin's certificate (or that of a TLS-inspecting proxy on the way) is not signed by a CA the mirror trusts; set origin_ca_file to the proxy's CA"
+	case errors.As(err, &hostname):
+		return "certificate is not valid for the origin's host name (" + hostname.Host + "): a TLS-inspecting proxy that signs the wrong name, or the wrong host"
+	case errors.As(err, &invalid):
+		return "certificate invalid: " + invalid.Error()
+	case errors.As(err, &certVerify):
+		return "certificate not trusted: " + certVerify.Error()
+	case errors.As(err, &recordErr):
+		return "not TLS: the origin's port (or the proxy) answered something else than TLS"
+	case errors.As(err, &dnsErr):
+		if dnsErr.IsNotFound {
+			return "DNS: the host name " + dnsErr.Name + " does not resolve"
+		}
+		if dnsErr.IsTimeout {
+			return "DNS: the lookup of " + dnsErr.Name + " timed out"
+		}
+		return "DNS: the lookup of " + dnsErr.Name + " failed: " + dnsErr.Err
+	case errors.Is(err, discovery.ErrPrivateAddress):
+		return "refused: the origin resolves to a private address (allow_private_origins allows it)"
+	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
+		return "the upstream proxy (upstream_proxy, HTTPS_PROXY) could not be reached or refused the connection: " + opErr.Err.Error()
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "connection refused: nothing listens on the origin's port, or a firewall rejects it"
+	case errors.Is(err, syscall.ECONNRESET):
+		return "connection reset by the origin or a proxy on the way"
+	case errors.As(err, &oe) && oe.Timeout(), errors.Is(err, context.DeadlineExceeded):
+		return "timeout: no complete answer in time"
+	case errors.As(err, &oe) && oe.StatusCode > 0:
+		return fmt.Sprintf("the origin answered HTTP %d %s", oe.StatusCode, http.StatusText(oe.StatusCode))
+	}
+	var ne net.Error
+	if errors.As(err, &ne) && ne.Timeout() {
+		return "timeout: no complete answer in time"
+	}
+	return "error: " + err.Error()
+}

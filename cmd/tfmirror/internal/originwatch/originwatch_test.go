@@ -1,0 +1,165 @@
+package originwatch
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/proxy"
+)
+
+// fakeCircuits is the origin client's breakers as the watch reads them.
+type fakeCircuits map[string]discovery.Circuit
+
+func (f fakeCircuits) Circuit(origin string) discovery.Circuit {
+	if c, ok := f[origin]; ok {
+		return c
+	}
+	return discovery.Circuit{State: "closed"}
+}
+
+// TestRows: each origin's row says whether it answers, its
+// last error with the cause in words and its last success, and counts the
+// last hour only; an open breaker makes the origin unavailable; what is
+// not an allowed origin, or a caller giving up, is not recorded.
+func TestRows(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	circuits := fakeCircuits{}
+	w, err := New([]string{"registry.terraform.io", "Registry.OpenTofu.org", "registry.terraform.io"}, circuits, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := w.Rows()
+	if len(rows) != 2 || rows[0].Host != "registry.terraform.io" || rows[1].Host != "registry.opentofu.org" || rows[0].State != "unused" {
+		t.Fatalf("rows before any request: %+v", rows)
+	}
+
+	x509Err := &discovery.OriginError{Host: "registry.terraform.io", Op: discovery.OpVersions,
+		Err: fmt.Errorf("tls: failed to verify certificate: %w", x509.UnknownAuthorityError{})}
+	w.OriginDone("registry.terraform.io", discovery.OpVersions, nil)
+	now = now.Add(time.Minute)
+	w.OriginDone("registry.terraform.io", discovery.OpVersions, x509Err)
+	w.OriginDone("registry.opentofu.org", discovery.OpVersions, fmt.Errorf("%w: x", discovery.ErrNotFound))
+	w.OriginDone("registry.opentofu.org", discovery.OpVersions, fmt.Errorf("gave up: %w", context.Canceled))
+	w.OriginDone("evil.example", discovery.OpVersions, errors.New("boom"))
+	rows = w.Rows()
+	tf, tofu := rows[0], rows[1]
+	if tf.State != "failing" || tf.LastError == nil || !tf.LastError.At.Equal(now) || !strings.Contains(tf.LastError.Cause, "certificate signed by unknown authority") ||
+		!strings.Contains(tf.LastError.Cause, "origin_ca_file") || !tf.LastSuccess.Equal(now.Add(-time.Minute)) {
+		t.Errorf("failing origin's row: %+v %+v", tf, tf.LastError)
+	}
+	if tf.LastHour.OriginRequests != 2 || tf.LastHour.OriginFailures != 1 {
+		t.Errorf("failing origin's counts: %+v", tf.LastHour)
+	}
+	if tofu.State != "ok" || tofu.LastError != nil || tofu.LastHour.OriginRequests != 1 {
+		t.Errorf("an origin that answered not found: %+v", tofu)
+	}
+	if len(w.origins) != 2 {
+		t.Errorf("the watch keeps %d origins, want the 2 allowed", len(w.origins))
+	}
+
+	// A success after the error: answering again, the error kept as old.
+	w.OriginDone("registry.terraform.io", discovery.OpArchive, nil)
+	if r := w.Rows()[0]; r.State != "ok" || r.LastError == nil {
+		t.Errorf("after a success: %+v", r)
+	}
+
+	// An open breaker.
+	circuits["registry.terraform.io"] = discovery.Circuit{State: "open", Failures: 5, RetryAt: now.Add(30 * time.Second)}
+	if r := w.Rows()[0]; r.State != "unavailable" || r.Breaker != "open" || r.Failures != 5 || !r.RetryAt.Equal(now.Add(30*time.Second)) {
+		t.Errorf("open breaker: %+v", r)
+	}
+
+	// The window slides: 59 minutes later the counts of the first
+	// minute are gone, an hour after the last they all are.
+	now = now.Add(59 * time.Minute)
+	if got := w.Rows()[0].LastHour; got.OriginRequests != 2 || got.OriginFailures != 1 {
+		t.Errorf("59 minutes on: %+v, want the second minute's 2 requests", got)
+	}
+	now = now.Add(time.Minute)
+	if got := w.Rows()[0].LastHour; got != (proxy.OriginCounts{}) {
+		t.Errorf("an hour on: %+v, want nothing", got)
+	}
+}
+
+// TestCount counts the clients' requests by the origin their
+// path names, downloads by the cache header their answer carries, and
+// ignores other paths and origins that are not allowed, whatever their
+// number.
+func TestCount(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	w, err := New([]string{"registry.terraform.io"}, fakeCircuits{}, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := w.Count(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if c := r.URL.Query().Get("cache"); c != "" {
+			rw.Header().Set("X-Tfmirror-Cache", c)
+		}
+	}))
+	for _, path := range []string{
+		"/registry.terraform.io/hashicorp/random/index.json",
+		"/registry.terraform.io/hashicorp/random/3.6.0.json",
+		"/registry.terraform.io/hashicorp/random/terraform-provider-random_3.6.0_linux_amd64.zip?cache=hit",
+		"/Registry.Terraform.IO/hashicorp/random/terraform-provider-random_3.6.0_linux_amd64.zip?cache=miss",
+		"/registry/registry.terraform.io/v1/providers/hashicorp/random/versions",
+		"/registry/registry.terraform.io/v1/modules/hashicorp/consul/aws/versions",
+		"/", "/metrics", "/healthz",
+		"/registry.opentofu.org/hashicorp/random/index.json",
+	} {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, path, nil))
+	}
+	for i := range 1000 {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, fmt.Sprintf("/host-%d.example/a/b/index.json", i), nil))
+	}
+	got := w.Rows()[0].LastHour
+	if got.Requests != 6 || got.Downloads != 2 || got.CacheHits != 1 {
+		t.Errorf("counts %+v, want 6 requests, 2 downloads, 1 hit", got)
+	}
+	if len(w.origins) != 1 {
+		t.Errorf("the watch keeps %d origins", len(w.origins))
+	}
+}
+
+// TestCause words the failures an operator meets.
+func TestCause(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	oe := func(err error) error { return &discovery.OriginError{Host: "h", Op: discovery.OpVersions, Err: err} }
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"unknown CA", oe(&tlsVerifyError{x509.UnknownAuthorityError{}}), "certificate signed by unknown authority"},
+		{"wrong name", oe(x509.HostnameError{Certificate: &x509.Certificate{}, Host: "registry.example"}), "not valid for the origin's host name (registry.example)"},
+		{"dns", oe(&net.DNSError{Err: "no such host", Name: "registry.example", IsNotFound: true}), "DNS: the host name registry.example does not resolve"},
+		{"refused", oe(&net.OpError{Op: "dial", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}), "connection refused"},
+		{"proxy", oe(&net.OpError{Op: "proxyconnect", Err: errors.New("dial tcp 10.0.0.1:3128: i/o timeout")}), "upstream proxy (upstream_proxy, HTTPS_PROXY)"},
+		{"timeout", oe(context.DeadlineExceeded), "timeout"},
+		{"status", &discovery.OriginError{Host: "h", Op: discovery.OpVersions, StatusCode: 502, Err: errors.New(`unexpected HTTP status "502 Bad Gateway"`)}, "the origin answered HTTP 502 Bad Gateway"},
+		{"private", fmt.Errorf("%w: 10.0.0.1", discovery.ErrPrivateAddress), "allow_private_origins"},
+		{"breaker", oe(&discovery.CircuitOpenError{Failures: 5, RetryAfter: 30 * time.Second}), "circuit breaker open after 5 failures in a row: requests fail fast until 12:00:30 UTC"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Cause(tc.err, now); !strings.Contains(got, tc.want) {
+				t.Errorf("Cause(%v) = %q, want it to say %q", tc.err, got, tc.want)
+			}
+		})
+	}
+}
+
+// tlsVerifyError wraps an x509 error as crypto/tls does.
+type tlsVerifyError struct{ err error }
+
+func (e *tlsVerifyError) Error() string { return "tls: failed to verify certificate: " + e.err.Error() }
+func (e *tlsVerifyError) Unwrap() error { return e.err }

@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"time"
+
+	"github.com/tfmirror/tfmirror/admin"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+)
+
+const reloadUsage = "tfmirror reload [--data-dir DIR] [--config FILE]"
+
+// runReload is `tfmirror reload`: it asks the tfmirror serving the data
+// directory, through its admin socket, to read its configuration file
+// (and client tokens file) again, as SIGHUP does, and prints what changed:
+// the settings (and those that wait for a restart) and the policy's rules
+// added and removed. It needs no shell tools in the serving process's
+// image (kubectl exec … -- tfmirror reload) and is the systemd unit's
+// ExecReload. Exit status 0 when the files were read and put in force, 1
+// when one was refused (the configuration in force stays; the reason is
+// printed) or no tfmirror serves the directory, 2 on a usage error.
+func runReload(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	dataDir, err := reloadDataDir(args, lookupEnv, stderr)
+	if errors.Is(err, settings.ErrHelp) {
+		return 0
+	}
+	var usageErr usageError
+	if errors.As(err, &usageErr) {
+		fmt.Fprintf(stderr, "tfmirror reload: %v\nUsage: %s\n", err, reloadUsage)
+		return 2
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror reload: %v\n", err)
+		return 1
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := admin.Dial(ctx, dataDir)
+	if errors.Is(err, admin.ErrNoServer) {
+		fmt.Fprintf(stderr, "tfmirror reload: no tfmirror serves the data directory %s (nothing listens on %s); name the serving process's with --data-dir or TFMIRROR_DATA_DIR\n",
+			dataDir, admin.SocketPath(dataDir))
+		return 1
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror reload: %v\n", err)
+		return 1
+	}
+	defer c.Close()
+	res, err := c.Reload(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror reload: %v\n", err)
+		return 1
+	}
+	printReloaded(stdout, res)
+	return 0
+}
+
+// usageError is a command line that does not parse.
+type usageError struct{ error }
+
+// reloadDataDir is the data directory of the serve to reload: --data-dir,
+// else TFMIRROR_DATA_DIR, else the data_dir of the configuration file
+// (--config or TFMIRROR_CONFIG), else serve's default. The file is read
+// only when neither names it: a broken file is for the serving process to
+// refuse, with its reason, not a reason to leave it alone.
+func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (string, error) {
+	fs := flag.NewFlagSet("tfmirror reload", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	dataDir := fs.String("data-dir", "", "data directory of the running tfmirror serve (default: TFMIRROR_DATA_DIR, else the configuration file's data_dir, else ./tfmirror-data)")
+	var configPath string
+	settings.AddConfigFlag(fs, &configPath)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (and client tokens file) again, as SIGHUP does, and prints\nwhat changed. Exit status 1 when a file is refused: the configuration in force\nstays.\n\nFlags:\n", reloadUsage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return "", settings.ErrHelp
+		}
+		return "", usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return "", usageError{fmt.Errorf("unexpected arguments %q", fs.Args())}
+	}
+	if *dataDir != "" {
+		return *dataDir, nil
+	}
+	if v, ok := lookupEnv("TFMIRROR_DATA_DIR"); ok && v != "" {
+		return v, nil
+	}
+	var serveArgs []string
+	if configPath != "" {
+		serveArgs = append(serveArgs, "--"+settings.ConfigFlag, configPath)
+	}
+	e, err := parseServeConfig(serveArgs, lookupEnv, io.Discard)
+	if err != nil {
+		return "", fmt.Errorf("the data directory is named by the configuration file, which does not read: %w", err)
+	}
+	return e.Config.DataDir, nil
+}
+
+// printReloaded writes what a reload put in force, for an operator.
+func printReloaded(w io.Writer, res admin.Reloaded) {
+	if res.File != "" {
+		fmt.Fprintf(w, "%s: reloaded\n", res.File)
+	} else {
+		fmt.Fprintln(w, "reloaded (no configuration file)")
+	}
+	changed := false
+	for _, s := range res.Settings {
+		if s.Restart {
+			fmt.Fprintf(w, "  %s: %s -> %s (takes effect after a restart; %s stays in force)\n", s.Attribute, shownValue(s.Old), shownValue(s.New), shownValue(s.Old))
+			continue
+		}
+		changed = true
+		fmt.Fprintf(w, "  %s: %s -> %s\n", s.Attribute, shownValue(s.Old), shownValue(s.New))
+	}
+	for _, p := range res.Parts {
+		changed = true
+		fmt.Fprintf(w, "  %s: %s added, %s removed\n", p.Name, rules(len(p.Added)), rules(len(p.Removed)))
+		for _, r := range p.Removed {
+			fmt.Fprintf(w, "    - %s\n", r)
+		}
+		for _, r := range p.Added {
+			fmt.Fprintf(w, "    + %s\n", r)
+		}
+	}
+	if !changed && res.File != "" {
+		fmt.Fprintln(w, "  nothing changed in force")
+	}
+	if res.Tokens != nil {
+		fmt.Fprintf(w, "client tokens: %d in force\n", *res.Tokens)
+	}
+}
+
+func rules(n int) string {
+	if n == 1 {
+		return "1 rule"
+	}
+	return strconv.Itoa(n) + " rules"
+}
+
+// shownValue quotes a setting's value, so that an empty one shows.
+func shownValue(v string) string { return strconv.Quote(v) }
