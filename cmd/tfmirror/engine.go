@@ -96,7 +96,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	originCfg := discovery.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
-		UserAgent:       "tfmirror/" + version,
+		UserAgent:       "tfmirror/" + thisBuild().Version,
 		AllowPrivate:    cfg.AllowPrivateOrigins,
 		RootCAs:         o.rootCAs,
 		DialContext:     o.dialContext,
