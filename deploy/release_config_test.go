@@ -54,21 +54,24 @@ func readGoreleaser() (*goreleaserConfig, error) {
 	return &c, nil
 }
 
-var envRef = regexp.MustCompile(`\{\{\s*\.Env\.([A-Z_]+)\s*\}\}`)
-
-// env evaluates the configuration's env: entries in order, as GoReleaser
-// does (an entry may name an earlier one).
+// env is the configuration's env: entries.
 func (c *goreleaserConfig) env() map[string]string {
 	env := map[string]string{}
 	for _, e := range c.Env {
 		k, v, _ := strings.Cut(e, "=")
-		env[k] = envRef.ReplaceAllStringFunc(v, func(m string) string { return env[envRef.FindStringSubmatch(m)[1]] })
+		env[k] = v
 	}
 	return env
 }
 
-// imageRepository is the repository the release pushes the image to.
-func (c *goreleaserConfig) imageRepository() string { return c.env()["IMAGE_REPOSITORY"] }
+// imageRepository is the repository the release pushes the image to:
+// REGISTRY/tfmirror (release.yml's "Names" step).
+func (c *goreleaserConfig) imageRepository() string {
+	if r := c.env()["REGISTRY"]; r != "" {
+		return r + "/tfmirror"
+	}
+	return ""
+}
 
 // releaseBuildCommand returns the release's go build (its environment and
 // arguments, the ldflags with testVersion and testCommit), writing to out.
