@@ -9,7 +9,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -18,11 +17,12 @@ import (
 
 const (
 	dataDir     = "/var/lib/tfmirror"
-	testVersion = "v0.0.0-deploytest"
+	testVersion = "0.0.0-deploytest"
+	testCommit  = "0123456789abcdef0123456789abcdef01234567"
 )
 
 // ---------------------------------------------------------------------------
-// The binary, built once with the Dockerfile's own build command.
+// The binary, built once with the release's own build command.
 
 var (
 	binDir   string
@@ -51,11 +51,12 @@ func TestMain(m *testing.M) {
 }
 
 // build builds ./cmd/tfmirror in dir with the go build command of the
-// Dockerfile's build stage (its environment and flags, VERSION set to
-// testVersion) and returns the binary's path.
+// release (.goreleaser.yaml: its environment, flags and ldflags, the
+// version testVersion and the commit testCommit) and returns the binary's
+// path.
 func build(dir string) (string, error) {
 	bin := filepath.Join(dir, "tfmirror")
-	env, args, err := dockerBuildCommand(bin)
+	env, args, err := releaseBuildCommand(bin)
 	if err != nil {
 		return "", err
 	}
@@ -78,72 +79,6 @@ func binary(t *testing.T) string {
 		t.Fatal(buildErr)
 	}
 	return binPath
-}
-
-// dockerBuildCommand finds the RUN instruction of the Dockerfile that runs
-// go build and returns its environment assignments and go arguments, with
-// -o replaced by out and ${VERSION} by testVersion.
-func dockerBuildCommand(out string) (env, args []string, err error) {
-	df, err := parseDockerfile()
-	if err != nil {
-		return nil, nil, err
-	}
-	for _, in := range df {
-		if in.cmd != "RUN" || !strings.Contains(in.args, "go build") {
-			continue
-		}
-		line := strings.ReplaceAll(in.args, "${VERSION}", testVersion)
-		line, _, _ = strings.Cut(line, "&&")
-		words, err := shellWords(line)
-		if err != nil {
-			return nil, nil, err
-		}
-		for len(words) > 0 && strings.Contains(words[0], "=") {
-			env = append(env, words[0])
-			words = words[1:]
-		}
-		if len(words) < 2 || words[0] != "go" || words[1] != "build" {
-			return nil, nil, fmt.Errorf("RUN %s: want [VAR=value ...] go build ...", in.args)
-		}
-		args = words[1:]
-		i := slices.Index(args, "-o")
-		if i < 0 || i+1 >= len(args) {
-			return nil, nil, fmt.Errorf("RUN %s: no -o", in.args)
-		}
-		args[i+1] = out
-		return env, args, nil
-	}
-	return nil, nil, errors.New("the Dockerfile has no RUN ... go build")
-}
-
-// shellWords splits s as sh would for plain words and double quotes.
-func shellWords(s string) ([]string, error) {
-	var words []string
-	var cur strings.Builder
-	inWord, quoted := false, false
-	for _, r := range s {
-		switch {
-		case r == '"':
-			quoted = !quoted
-			inWord = true
-		case !quoted && (r == ' ' || r == '\t' || r == '\n'):
-			if inWord {
-				words = append(words, cur.String())
-				cur.Reset()
-				inWord = false
-			}
-		default:
-			cur.WriteRune(r)
-			inWord = true
-		}
-	}
-	if quoted {
-		return nil, fmt.Errorf("unbalanced quotes in %q", s)
-	}
-	if inWord {
-		words = append(words, cur.String())
-	}
-	return words, nil
 }
 
 var (

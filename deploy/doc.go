@@ -1,5 +1,6 @@
-// Package deploy holds tfmirror's deployment assets, not code: the
-// container image (Dockerfile), Kubernetes manifests (kubernetes/base, a
+// Package deploy holds tfmirror's deployment assets: the container image
+// (internal/image, assembled by cmd/tfmirror-image from the release's
+// binaries), Kubernetes manifests (kubernetes/base, a
 // kustomize base, and kubernetes/shared-store, an overlay of it), a Helm
 // chart (helm/tfmirror), a systemd unit (systemd/), and a Grafana dashboard
 // and Prometheus alert rules (monitoring/).
@@ -11,8 +12,8 @@
 // fail) into its Go API type: Kubernetes' own, the Prometheus Operator's
 // for ServiceMonitor and PrometheusRule, Gateway API's for HTTPRoute. Every
 // TFMIRROR_* variable and flag they set is a real flag of `tfmirror serve`
-// whose value it accepts (the binary is built with the Dockerfile's own
-// build command and run), every file flag points into a mounted Secret or
+// whose value it accepts (the binary is built with the release's own
+// build command, .goreleaser.yaml's, and run), every file flag points into a mounted Secret or
 // ConfigMap, and probes, ports, selectors and security contexts agree.
 // Every metric in the dashboard and alerts is one the metrics package
 // registers. It does not test Docker, Kubernetes or Prometheus themselves.
@@ -22,8 +23,8 @@
 // kustomize, k8s.io/api and client-go, the Prometheus Operator's and Gateway
 // API's types bring about a hundred modules into go.sum (and some eight
 // hundred packages into the test's build). In the main module they would
-// be in its go.sum and module graph, downloaded by the Dockerfile's
-// `go mod download`, and, through minimal version selection, would raise
+// be in its go.sum and module graph, downloaded by every build of the
+// binary, and, through minimal version selection, would raise
 // versions of libraries the tfmirror binary is built with (today x/net,
 // x/sys and x/text) for the sake of a test. Here they only build
 // these tests; the binary keeps the main module's versions. The module

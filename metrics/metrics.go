@@ -127,8 +127,9 @@ type CacheStats func() (archives int, bytes int64)
 
 // Options configures New.
 type Options struct {
-	Version string   // reported in tfmirror_build_info
-	Origins []string // allowed origin hosts, pre-created as label values
+	Version  string   // reported in tfmirror_build_info
+	Revision string   // the VCS revision, also reported there ("" when unknown)
+	Origins  []string // allowed origin hosts, pre-created as label values
 	// Cache, if set, backs the tfmirror_cache_archives and
 	// tfmirror_cache_stored_bytes gauges.
 	Cache CacheStats
@@ -246,8 +247,8 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	build := prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "tfmirror_build_info", Help: "Always 1; labels say which build is running.",
-	}, []string{"version", "goversion"})
-	build.WithLabelValues(opts.Version, runtime.Version()).Set(1)
+	}, []string{"version", "revision", "goversion"})
+	build.WithLabelValues(opts.Version, opts.Revision, runtime.Version()).Set(1)
 	m.sharedConditional.Set(-1)
 	maxBytes := prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "tfmirror_cache_max_bytes", Help: "Configured cache size limit in bytes (0 = unlimited).",

@@ -18,7 +18,7 @@ func newTest(t *testing.T) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	reg := prometheus.NewRegistry()
 	m, err := New(reg, Options{
-		Version: "1.2.3", Origins: []string{"registry.terraform.io"},
+		Version: "1.2.3", Revision: "0123456789abcdef0123456789abcdef01234567", Origins: []string{"registry.terraform.io"},
 		Cache: func() (int, int64) { return 3, 4096 }, MaxBytes: 1 << 30,
 	})
 	if err != nil {
@@ -130,7 +130,7 @@ func TestExposition(t *testing.T) {
 	text := string(body)
 	for _, want := range []string{
 		`tfmirror_build_info{goversion="go`,
-		`version="1.2.3"} 1`,
+		`revision="0123456789abcdef0123456789abcdef01234567",version="1.2.3"} 1`,
 		"tfmirror_cache_archives 3",
 		"tfmirror_cache_stored_bytes 4096",
 		"tfmirror_cache_max_bytes 1.073741824e+09",

@@ -106,7 +106,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	originCfg := discovery.Config{
 		AllowedOrigins:  cfg.AllowedOrigins,
-		UserAgent:       "tfmirror/" + version,
+		UserAgent:       "tfmirror/" + thisBuild().Version,
 		AllowPrivate:    cfg.AllowPrivateOrigins,
 		RootCAs:         roots,
 		TrustHint:       trustHint(cfg.OriginCAFile),

@@ -29,14 +29,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime"
 	"syscall"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 )
-
-// version is set at build time with -ldflags "-X main.version=...".
-var version = "dev"
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
@@ -84,7 +80,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case "reload":
 		return runReload(args[1:], os.LookupEnv, stdout, stderr)
 	case "version", "--version", "-version":
-		fmt.Fprintf(stdout, "tfmirror %s (%s, %s/%s)\n", version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+		fmt.Fprintln(stdout, thisBuild().Line())
 		return 0
 	case "help", "-h", "--help", "-help":
 		usage(stdout)

@@ -37,7 +37,7 @@ var built struct {
 // Each run builds afresh (go's build cache makes that quick), so the
 // binary is never older than the source under test.
 //
-// The binary is built as the release is (deploy/Dockerfile): static, with
+// The binary is built as the release is (.goreleaser.yaml): static, with
 // CGO_ENABLED=0 and -trimpath. Besides testing what operators run, this
 // lets the deploy package's test build reuse every compiled package from
 // the build cache: with other settings a cold cache compiles the whole

@@ -101,7 +101,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	// the cache gauges read the store at scrape time.
 	m.registry = prometheus.NewRegistry()
 	m.metrics, err = metrics.New(m.registry, metrics.Options{
-		Version: version, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
+		Version: thisBuild().Version, Revision: thisBuild().Commit, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
 		Cache: func() (int, int64) { return m.store.Stats() },
 		Disk: func() (free, reserve int64, writable bool) {
 			return m.store.FreeBytes(), m.store.Reserve(), m.store.Writable() == nil
@@ -159,7 +159,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Logger:          logger,
 		PublicURL:       cfg.PublicURL,
 		PlainHTTP:       cfg.InsecureHTTP,
-		Version:         version,
+		Version:         thisBuild().String(),
 		Health:          health,
 		Retention:       m.retention,
 		Origins:         m.origins,
@@ -281,7 +281,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		srv.TLSConfig = m.tls
 		ln = tls.NewListener(ln, m.tls)
 	}
-	m.log.Info("tfmirror is serving", "version", version, "address", ln.Addr().String(),
+	m.log.Info("tfmirror is serving", "version", thisBuild().String(), "address", ln.Addr().String(),
 		"url", scheme+"://"+displayAddr(ln.Addr())+"/", "allowed_origins", m.cfg.AllowedOrigins)
 	if m.caFile != "" {
 		m.log.Info("TLS uses a generated local CA; clients must trust it: export SSL_CERT_FILE="+m.caFile,

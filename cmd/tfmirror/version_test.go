@@ -1,0 +1,142 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime/debug"
+	"strings"
+	"testing"
+)
+
+func TestBuildOf(t *testing.T) {
+	const rev = "0123456789abcdef0123456789abcdef01234567"
+	stamp := func(version string, settings ...string) *debug.BuildInfo {
+		info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/tfmirror/tfmirror", Version: version}}
+		for i := 0; i+1 < len(settings); i += 2 {
+			info.Settings = append(info.Settings, debug.BuildSetting{Key: settings[i], Value: settings[i+1]})
+		}
+		return info
+	}
+	tests := []struct {
+		name                string
+		ldVersion, ldCommit string
+		info                *debug.BuildInfo
+		ok                  bool
+		want                build
+		str                 string
+	}{
+		{name: "release build", ldVersion: "2.0.0", ldCommit: rev, info: stamp("(devel)"), ok: true,
+			want: build{Version: "2.0.0", Commit: rev}, str: "2.0.0 (0123456789ab)"},
+		{name: "release build stamped by the same tree", ldVersion: "2.0.0", ldCommit: rev,
+			info: stamp("v2.0.0", "vcs.revision", rev, "vcs.modified", "false"), ok: true,
+			want: build{Version: "2.0.0", Commit: rev}, str: "2.0.0 (0123456789ab)"},
+		{name: "go install at a tag", info: stamp("v2.0.0"), ok: true,
+			want: build{Version: "v2.0.0"}, str: "v2.0.0"},
+		{name: "go install at a pseudo-version", info: stamp("v2.0.1-0.20261128183000-0123456789ab"), ok: true,
+			want: build{Version: "v2.0.1-0.20261128183000-0123456789ab"}, str: "v2.0.1-0.20261128183000-0123456789ab"},
+		{name: "go build in a clean checkout", info: stamp("v0.0.0-20261128183000-0123456789ab", "vcs", "git", "vcs.revision", rev, "vcs.modified", "false"), ok: true,
+			want: build{Version: "v0.0.0-20261128183000-0123456789ab", Commit: rev}, str: "v0.0.0-20261128183000-0123456789ab (0123456789ab)"},
+		{name: "go build in a changed checkout", info: stamp("v0.0.0-20261128183000-0123456789ab+dirty", "vcs.revision", rev, "vcs.modified", "true"), ok: true,
+			want: build{Version: "v0.0.0-20261128183000-0123456789ab+dirty", Commit: rev, Modified: true}, str: "v0.0.0-20261128183000-0123456789ab+dirty (0123456789ab, modified)"},
+		{name: "go build without a version, with a stamp", info: stamp("(devel)", "vcs.revision", rev, "vcs.modified", "true"), ok: true,
+			want: build{Version: "devel", Commit: rev, Modified: true}, str: "devel (0123456789ab, modified)"},
+		{name: "go build -buildvcs=false", info: stamp("(devel)"), ok: true,
+			want: build{Version: "devel"}, str: "devel"},
+		{name: "no build information", want: build{Version: "devel"}, str: "devel"},
+		{name: "ldflags commit, stamp of another tree", ldVersion: "2.0.0", ldCommit: rev,
+			info: stamp("(devel)", "vcs.revision", "fedcba9876543210fedcba9876543210fedcba98", "vcs.modified", "true"), ok: true,
+			want: build{Version: "2.0.0", Commit: rev}, str: "2.0.0 (0123456789ab)"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got := buildOf(tc.ldVersion, tc.ldCommit, tc.info, tc.ok)
+			if got != tc.want {
+				t.Errorf("buildOf = %+v, want %+v", got, tc.want)
+			}
+			if got.String() != tc.str {
+				t.Errorf("String() = %q, want %q", got.String(), tc.str)
+			}
+		})
+	}
+}
+
+// TestVersionOfBuiltBinary builds the binary as the release does (with
+// -ldflags naming the version and commit) and as a developer does (a plain
+// go build in the checkout, with the go command's VCS stamp), and checks
+// what `tfmirror version` says of each.
+func TestVersionOfBuiltBinary(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary twice")
+	}
+	dir := t.TempDir()
+	versionOf := func(bin string) string {
+		t.Helper()
+		out, err := exec.Command(bin, "version").CombinedOutput()
+		if err != nil {
+			t.Fatalf("%s version: %v\n%s", bin, err, out)
+		}
+		return strings.TrimSpace(string(out))
+	}
+
+	const ldRev = "89abcdef0123456789abcdef0123456789abcdef"
+	released := versionOf(goBuildIn(t, ".", filepath.Join(dir, "released"), "-ldflags", "-s -w -X main.version=2.0.0-test -X main.commit="+ldRev))
+	if !strings.HasPrefix(released, "tfmirror 2.0.0-test commit "+ldRev+" ") {
+		t.Errorf("with -ldflags: %q, want the version and commit they set", released)
+	}
+
+	// A plain go build in a git checkout: the go command stamps the
+	// revision, and whether the tree had changes. It does so in a clone
+	// (a directory .git), not in a git worktree (a file .git), so the
+	// build runs in a clone of this checkout's commit.
+	head, err := exec.Command("git", "rev-parse", "HEAD").Output()
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("git rev-parse HEAD: %v (CI runs in a git checkout)", err)
+		}
+		t.Skipf("not a git checkout (%v): the VCS stamp cannot be checked", err)
+	}
+	rev := strings.TrimSpace(string(head))
+	root, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clone := filepath.Join(t.TempDir(), "src")
+	for _, args := range [][]string{
+		{"clone", "--quiet", "--shared", "--no-checkout", strings.TrimSpace(string(root)), clone},
+		{"-C", clone, "-c", "advice.detachedHead=false", "checkout", "--quiet", rev},
+	} {
+		if out, err := exec.Command("git", args...).CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v\n%s", args, err, out)
+		}
+	}
+	pkg := filepath.Join(clone, "cmd", "tfmirror")
+	clean := versionOf(goBuildIn(t, pkg, filepath.Join(dir, "clean")))
+	if want := " commit " + rev + " go"; !strings.Contains(clean, want) || strings.HasPrefix(clean, "tfmirror dev ") {
+		t.Errorf("a go build of a clean checkout at %s: %q, want it to name the commit, unmodified", rev, clean)
+	}
+	// A changed tracked file: the stamp says modified.
+	readme := filepath.Join(clone, "README.md")
+	if err := os.WriteFile(readme, []byte("changed\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	changed := versionOf(goBuildIn(t, pkg, filepath.Join(dir, "changed")))
+	if want := " commit " + rev + " (modified) go"; !strings.Contains(changed, want) {
+		t.Errorf("a go build of a changed checkout at %s: %q, want %q", rev, changed, want)
+	}
+}
+
+// goBuildIn builds the package in dir into bin with -trimpath (so that the
+// build cache serves a clone's packages too) and args.
+func goBuildIn(t *testing.T, dir, bin string, args ...string) string {
+	t.Helper()
+	cmd := exec.Command("go", append(append([]string{"build", "-trimpath", "-o", bin}, args...), ".")...)
+	cmd.Dir = dir
+	// GOFLAGS: whatever the environment says (-buildvcs=false, say), the
+	// stamp is asked for, as a plain go build in a checkout does.
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOFLAGS=-buildvcs=auto", "GOWORK=off")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %v in %s: %v\n%s", args, dir, err, out)
+	}
+	return bin
+}

@@ -1,0 +1,127 @@
+package deploy_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+)
+
+// releasedVersion is the newest version CHANGELOG.md records as released
+// ("## [2.0.0] - 2026-11-28"): what the chart and the kustomize base must
+// install.
+func releasedVersion(t *testing.T) string {
+	t.Helper()
+	data, err := os.ReadFile("../CHANGELOG.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile(`(?m)^## \[(\d+\.\d+\.\d+)\] - \d{4}-\d{2}-\d{2}$`).FindSubmatch(data)
+	if m == nil {
+		t.Fatal("CHANGELOG.md records no released version")
+	}
+	return string(m[1])
+}
+
+// TestReleaseImage checks that what the chart and the kustomize bases
+// install is what the release publishes: the image repository is the one
+// .goreleaser.yaml names (the release workflow pushes there), and the tag
+// is the version the release gives the image, GoReleaser's {{ .Version }}
+// (the tag without its v), of the newest release in CHANGELOG.md, which
+// is the chart's appVersion and version (the release workflow refuses a
+// tag that is not).
+func TestReleaseImage(t *testing.T) {
+	t.Parallel()
+	c, err := readGoreleaser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	repo := c.imageRepository()
+	if repo == "" || strings.Contains(repo, "{{") || strings.Contains(repo, ":") {
+		t.Fatalf(".goreleaser.yaml: image repository %q", repo)
+	}
+	version := releasedVersion(t)
+	want := repo + ":" + version
+
+	// Chart.yaml and values.yaml.
+	var chart struct {
+		Version    string `json:"version"`
+		AppVersion string `json:"appVersion"`
+	}
+	var values struct {
+		Image struct{ Repository, Tag, Digest string } `json:"image"`
+	}
+	for file, v := range map[string]any{"Chart.yaml": &chart, "values.yaml": &values} {
+		data, err := os.ReadFile(filepath.Join(chartDir, file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := yaml.Unmarshal(data, v); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+	}
+	if chart.AppVersion != version || chart.Version != version {
+		t.Errorf("Chart.yaml: version %q, appVersion %q; want the release's %s (CHANGELOG.md)", chart.Version, chart.AppVersion, version)
+	}
+	if values.Image.Repository != repo || values.Image.Tag != "" || values.Image.Digest != "" {
+		t.Errorf("values.yaml: image %+v; want repository %s (.goreleaser.yaml) and the appVersion as its tag", values.Image, repo)
+	}
+
+	// helm template with the defaults.
+	m, _ := helmTemplate(t, "defaults", map[string]any{})
+	checkImages(t, m, want)
+
+	// The kustomize base and its overlays.
+	for _, dir := range []string{"kubernetes/base", "kubernetes/shared-store", "kubernetes/policy"} {
+		checkImages(t, kustomize(t, dir), want)
+	}
+}
+
+// checkImages fails unless every container of m runs image want.
+func checkImages(t *testing.T, m *manifests, want string) {
+	t.Helper()
+	n := 0
+	check := func(name, image string) {
+		n++
+		if image != want {
+			t.Errorf("%s: %s runs %s, want %s, the image the release publishes", m.where, name, image, want)
+		}
+	}
+	for _, d := range m.deployments {
+		for _, c := range d.Spec.Template.Spec.Containers {
+			check(d.Name+"/"+c.Name, c.Image)
+		}
+	}
+	for _, s := range m.statefulSets {
+		for _, c := range s.Spec.Template.Spec.Containers {
+			check(s.Name+"/"+c.Name, c.Image)
+		}
+	}
+	if n == 0 {
+		t.Errorf("%s: no container", m.where)
+	}
+}
+
+// TestReleaseWorkflowRegistry checks that the release workflow names no
+// registry of its own: it takes the one of .goreleaser.yaml.
+func TestReleaseWorkflowRegistry(t *testing.T) {
+	t.Parallel()
+	c, err := readGoreleaser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	registry := c.env()["REGISTRY"]
+	data, err := os.ReadFile("../.github/workflows/release.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if registry == "" || strings.Contains(string(data), registry) {
+		t.Errorf("release.yml names the registry %q itself; it reads it from .goreleaser.yaml", registry)
+	}
+	if !strings.Contains(string(data), "s/^  - REGISTRY=//p' .goreleaser.yaml") {
+		t.Error("release.yml does not read the registry from .goreleaser.yaml's env")
+	}
+}

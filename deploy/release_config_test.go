@@ -1,0 +1,174 @@
+package deploy_test
+
+import (
+	"debug/elf"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/tfmirror/tfmirror/deploy/internal/image"
+)
+
+// ---------------------------------------------------------------------------
+// The release's configuration (../.goreleaser.yaml), as the tests read it.
+
+type goreleaserConfig struct {
+	Env    []string `json:"env"`
+	Builds []struct {
+		ID      string   `json:"id"`
+		Main    string   `json:"main"`
+		Binary  string   `json:"binary"`
+		Env     []string `json:"env"`
+		Goos    []string `json:"goos"`
+		Goarch  []string `json:"goarch"`
+		Flags   []string `json:"flags"`
+		Ldflags []string `json:"ldflags"`
+		ModTime string   `json:"mod_timestamp"`
+	} `json:"builds"`
+	Archives []struct {
+		NameTemplate string `json:"name_template"`
+	} `json:"archives"`
+	Checksum struct {
+		NameTemplate string `json:"name_template"`
+	} `json:"checksum"`
+}
+
+func readGoreleaser() (*goreleaserConfig, error) {
+	data, err := os.ReadFile("../.goreleaser.yaml")
+	if err != nil {
+		return nil, err
+	}
+	var c goreleaserConfig
+	if err := yaml.Unmarshal(data, &c); err != nil {
+		return nil, fmt.Errorf(".goreleaser.yaml: %w", err)
+	}
+	if len(c.Builds) != 1 {
+		return nil, fmt.Errorf(".goreleaser.yaml: %d builds, want the one of cmd/tfmirror", len(c.Builds))
+	}
+	return &c, nil
+}
+
+// env is the configuration's env: entries.
+func (c *goreleaserConfig) env() map[string]string {
+	env := map[string]string{}
+	for _, e := range c.Env {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	return env
+}
+
+// imageRepository is the repository the release pushes the image to:
+// REGISTRY/tfmirror (release.yml's "Names" step).
+func (c *goreleaserConfig) imageRepository() string {
+	if r := c.env()["REGISTRY"]; r != "" {
+		return r + "/tfmirror"
+	}
+	return ""
+}
+
+// releaseBuildCommand returns the release's go build (its environment and
+// arguments, the ldflags with testVersion and testCommit), writing to out.
+func releaseBuildCommand(out string) (env, args []string, err error) {
+	c, err := readGoreleaser()
+	if err != nil {
+		return nil, nil, err
+	}
+	b := c.Builds[0]
+	ld := strings.Join(b.Ldflags, " ")
+	for tmpl, v := range map[string]string{"Version": testVersion, "FullCommit": testCommit} {
+		ld = regexp.MustCompile(`\{\{\s*\.`+tmpl+`\s*\}\}`).ReplaceAllString(ld, v)
+	}
+	if strings.Contains(ld, "{{") {
+		return nil, nil, fmt.Errorf("ldflags %q: a template the test does not know", ld)
+	}
+	args = append([]string{"build"}, b.Flags...)
+	args = append(args, "-ldflags", ld, "-o", out, "./"+strings.TrimPrefix(b.Main, "./"))
+	return b.Env, args, nil
+}
+
+// TestReleaseBuildCommand checks the release's build: the platforms, a
+// static binary (it runs on distroless/static and scratch), reproducible
+// flags, and the version and commit from the pipeline. The binary is built
+// with it (TestMain), and the other tests run it.
+func TestReleaseBuildCommand(t *testing.T) {
+	t.Parallel()
+	c, err := readGoreleaser()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := c.Builds[0]
+	for _, goos := range []string{"linux", "darwin", "windows", "freebsd"} {
+		if !slices.Contains(b.Goos, goos) {
+			t.Errorf("goos %v: no %s", b.Goos, goos)
+		}
+	}
+	if !slices.Equal(b.Goarch, []string{"amd64", "arm64"}) {
+		t.Errorf("goarch %v, want amd64 and arm64", b.Goarch)
+	}
+	if !slices.Contains(b.Env, "CGO_ENABLED=0") {
+		t.Errorf("build environment %v: want CGO_ENABLED=0 for a static binary", b.Env)
+	}
+	// Reproducible: no build machine paths, no build ID, file times
+	// from the commit.
+	ld := strings.Join(b.Ldflags, " ")
+	if !slices.Contains(b.Flags, "-trimpath") || !strings.Contains(ld, "-buildid=") || !strings.Contains(b.ModTime, ".CommitTimestamp") {
+		t.Errorf("flags %v, ldflags %q, mod_timestamp %q: want -trimpath, -buildid= and the commit's time", b.Flags, ld, b.ModTime)
+	}
+	if c.Checksum.NameTemplate != "SHA256SUMS" {
+		t.Errorf("checksum file %q, want SHA256SUMS", c.Checksum.NameTemplate)
+	}
+	bin := binary(t)
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_INTERP || p.Type == elf.PT_DYNAMIC {
+			t.Errorf("binary has a %v program header: it is dynamically linked", p.Type)
+		}
+	}
+	if libs, _ := f.ImportedLibraries(); len(libs) > 0 {
+		t.Errorf("binary needs shared libraries %v", libs)
+	}
+	out, err := exec.Command(bin, "version").CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "tfmirror "+testVersion+" commit "+testCommit+" ") {
+		t.Errorf("tfmirror version: %v %q, want it to name %s and %s", err, out, testVersion, testCommit)
+	}
+}
+
+// TestImageRuntime checks the image's configuration (package image) as
+// the Kubernetes manifests and the chart rely on it: a non-root user, the
+// data directory as a volume and in TFMIRROR_DATA_DIR, the binary as the
+// entry point in exec form with serve as the command, and variables that
+// are flags of tfmirror serve with values it accepts.
+func TestImageRuntime(t *testing.T) {
+	t.Parallel()
+	rt := image.Runtime()
+	uid, _, _ := strings.Cut(rt.User, ":")
+	if uid == "" || uid == "0" || uid == "root" {
+		t.Errorf("user %q: the image must run as a non-root user", rt.User)
+	}
+	if _, ok := rt.Volumes[dataDir]; !ok || image.DataDir != dataDir {
+		t.Errorf("volumes %v: want the data directory %s", rt.Volumes, dataDir)
+	}
+	if !slices.Equal(rt.Entrypoint, []string{"/usr/local/bin/tfmirror"}) || !slices.Equal(rt.Cmd, []string{"serve"}) {
+		t.Errorf("entry point %q, command %q: want /usr/local/bin/tfmirror serve", rt.Entrypoint, rt.Cmd)
+	}
+	env := map[string]string{}
+	for _, e := range rt.Env {
+		k, v, _ := strings.Cut(e, "=")
+		env[k] = v
+	}
+	if env["TFMIRROR_DATA_DIR"] != dataDir {
+		t.Errorf("TFMIRROR_DATA_DIR=%q, want %s", env["TFMIRROR_DATA_DIR"], dataDir)
+	}
+	checkEnv(t, "image", env)
+}
