@@ -21,6 +21,10 @@ import (
 // everything allowed). Answers kept for reuse end.
 func (s *Engine) SetPolicy(p *policy.Policy) { s.gate.SetPolicy(p) }
 
+// Policy is the package policy in force (nil: everything allowed), for
+// the sides beside the engine that judge by it (package releases).
+func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
+
 // gateEngine is the engine as the gate uses it (gate.Engine).
 type gateEngine struct{ e *Engine }
 
