@@ -170,6 +170,11 @@ func newKeyring(armored []string) (keyring, error) {
 
 // New builds the releases side.
 func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, error) {
+	for _, p := range cfg.HashiCorpProducts {
+		if !validProduct(p) {
+			return nil, fmt.Errorf("releases: %q is not a product HashiCorp's releases layout serves here (lowercase letters, digits and dashes; terraform-provider-* is served by the provider doors)", p)
+		}
+	}
 	if origin == nil || engine == nil || store == nil {
 		return nil, errors.New("releases: origin, engine and store are required")
 	}
@@ -225,9 +230,6 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 		return nil, fmt.Errorf("releases: OpenTofu keys: %w", err)
 	}
 	for _, p := range cfg.HashiCorpProducts {
-		if !validProduct(p) {
-			return nil, fmt.Errorf("releases: %q is not a product HashiCorp's releases layout serves here (lowercase letters, digits and dashes; terraform-provider-* is served by the provider doors)", p)
-		}
 		r.products[p] = true
 	}
 	r.root, r.cancel = context.WithCancel(context.Background())
