@@ -24,7 +24,7 @@ const maxListedVersions = 10000
 // word, which no signature covers: it says what may be asked for, and
 // every file then asked for is verified on its own.
 type List struct {
-	Versions []Listed `json:"versions"`
+	Versions []Listed  `json:"versions"`
 	At       time.Time `json:"at"` // when it was fetched from the origin
 	Schema   int       `json:"schema"`
 }
@@ -50,7 +50,9 @@ type listMemo struct {
 	list *List
 }
 
-func listKey(pub Publisher, product string) string { return "releases/list/" + string(pub) + "/" + product }
+func listKey(pub Publisher, product string) string {
+	return "releases/list/" + string(pub) + "/" + product
+}
 
 // Versions returns the product's version list without what the package
 // policy holds back: the cached one while younger than Config.ListTTL,
@@ -242,4 +244,3 @@ func (r *Releases) held(ctx context.Context, pub Publisher, product string, list
 	}
 	return out
 }
-

@@ -123,8 +123,13 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
+	rdoor, err := openReleasesDoor(cfg, logger, m.releases, m.auth)
+	if err != nil {
+		return nil, err
+	}
 	m.proxy, err = proxy.New(proxy.Config{
 		OCI:             door,
+		Releases:        rdoor,
 		OCIBlock:        ociBlock(cfg),
 		OCIModuleSource: ociModuleSource(cfg),
 		Settings:        m.configuration,
