@@ -171,7 +171,11 @@ func (r *Releases) Tamper(name string) { r.mu.Lock(); r.tamper[name] = true; r.m
 
 // SignWithOtherKey makes the signature of the SHA256SUMS sumsName come
 // from a key nobody trusts.
-func (r *Releases) SignWithOtherKey(sumsName string) { r.mu.Lock(); r.badSig[sumsName] = true; r.mu.Unlock() }
+func (r *Releases) SignWithOtherKey(sumsName string) {
+	r.mu.Lock()
+	r.badSig[sumsName] = true
+	r.mu.Unlock()
+}
 
 // SetSignedAt sets the creation time of the signatures made from now on.
 func (r *Releases) SetSignedAt(t time.Time) { r.mu.Lock(); r.signedAt = t; r.mu.Unlock() }
