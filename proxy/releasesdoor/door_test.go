@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -241,5 +242,42 @@ func TestAuth(t *testing.T) {
 	}
 	if n := r.origin.Hits("/tofu/api.json"); n != 1 {
 		t.Errorf("origin list fetched %d times, want 1 (refusals ask nothing)", n)
+	}
+}
+
+// TestTfenvAndTfswitchLayout: the listing and paths tfenv (a shell script
+// not packaged for Debian or npm, so not run here) and tfswitch read:
+// their own version patterns over PRODUCT/ find the versions, and the
+// files they build the names of are there.
+func TestTfenvAndTfswitchLayout(t *testing.T) {
+	r := newRig(t, nil)
+	_, page, _ := r.get(t, "/releases/hashicorp/terraform/")
+	// tfenv-list-remote: grep -o -E "[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?" | uniq
+	tfenv := regexp.MustCompile(`[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?`)
+	var listed []string
+	for _, m := range tfenv.FindAllString(string(page), -1) {
+		if len(listed) == 0 || listed[len(listed)-1] != m {
+			listed = append(listed, m)
+		}
+	}
+	if strings.Join(listed, " ") != "1.6.0 1.5.7" {
+		t.Errorf("tfenv would list %q", listed)
+	}
+	// tfswitch (lib/list_versions.go): \/?MAJOR.MINOR.PATCH\/?"
+	tfswitch := regexp.MustCompile(`\/?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\/?"`)
+	var found []string
+	for _, m := range tfswitch.FindAllString(string(page), -1) {
+		found = append(found, strings.Trim(m, `/"`))
+	}
+	if strings.Join(found, " ") != "1.6.0 1.5.7" {
+		t.Errorf("tfswitch would list %q", found)
+	}
+	// Both download VERSION/terraform_VERSION_OS_ARCH.zip, the SHA256SUMS
+	// and its key-ID-named signature from TFENV_REMOTE/terraform/ and
+	// tfswitch's --mirror.
+	for _, f := range []string{"terraform_1.6.0_linux_amd64.zip", "terraform_1.6.0_SHA256SUMS", "terraform_1.6.0_SHA256SUMS." + r.origin.HashiCorpKeyID + ".sig"} {
+		if status, _, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/"+f); status != 200 {
+			t.Errorf("%s: %d", f, status)
+		}
 	}
 }
