@@ -228,3 +228,35 @@ func TestTenvRefusedUnderThePolicy(t *testing.T) {
 		t.Errorf("the denied version's archive was fetched")
 	}
 }
+
+// tfswitchTool is tfswitch, pinned as .ci/run installs it.
+var tfswitchTool = ocitest.Tool{Name: "tfswitch", Env: "TFMIRROR_TFSWITCH", Package: "github.com/warrensbox/terraform-switcher", Version: "v1.19.0"}
+
+// TestTfswitchListsThroughTheMirror: tfswitch --mirror reads the door's
+// listing and finds the versions the origin has, the newest and the
+// newest of a line. (Its install fetches SHA256SUMS.72D7468F.sig, named
+// by HashiCorp's key ID whatever key it is told to trust, so against a
+// stand-in signing with another key it cannot install: the paths it
+// downloads are checked in proxy/releasesdoor.TestTfenvAndTfswitchLayout.)
+func TestTfswitchListsThroughTheMirror(t *testing.T) {
+	tfswitch := tfswitchTool.Binary(t)
+	c := startCLIMirror(t)
+	home := t.TempDir()
+	mirror := c.url + "/releases/hashicorp/terraform"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mirror", mirror, "--show-latest"}, "1.6.0"},
+		{[]string{"--mirror", mirror, "--show-latest-stable", "1.5.0"}, "1.5.7"},
+		{[]string{"--mirror", mirror + "/index.json", "--show-latest"}, "1.6.0"},
+	} {
+		out := strings.TrimSpace(c.run(t, home, tfswitch, nil, tc.args...))
+		if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:] // after its log lines
+		}
+		if out != tc.want {
+			t.Errorf("tfswitch %s: %q, want %q", strings.Join(tc.args, " "), out, tc.want)
+		}
+	}
+}
