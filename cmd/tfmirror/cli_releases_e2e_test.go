@@ -8,10 +8,12 @@ package main
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"crypto/x509"
 	"io"
 	"log/slog"
 	"net"
+	"net/http"
 	"net/url"
 	"os"
 	"os/exec"
@@ -21,6 +23,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	hcversion "github.com/hashicorp/go-version"
+	hcproduct "github.com/hashicorp/hc-install/product"
+	hcreleases "github.com/hashicorp/hc-install/releases"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
@@ -258,5 +264,41 @@ func TestTfswitchListsThroughTheMirror(t *testing.T) {
 		if out != tc.want {
 			t.Errorf("tfswitch %s: %q, want %q", strings.Join(tc.args, " "), out, tc.want)
 		}
+	}
+}
+
+// TestHCInstallThroughTheMirror: HashiCorp's hc-install, as the Go library
+// whose ApiBaseURL points it at a mirror (its command line has no such
+// setting), installs Terraform through the door, checking the signature
+// with the key it is given.
+func TestHCInstallThroughTheMirror(t *testing.T) {
+	c := startCLIMirror(t)
+	ca, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	dir := t.TempDir()
+	ev := &hcreleases.ExactVersion{
+		Product:          hcproduct.Terraform,
+		Version:          hcversion.Must(hcversion.NewVersion("1.6.0")),
+		InstallDir:       dir,
+		ApiBaseURL:       c.url + "/releases/hashicorp",
+		ArmoredPublicKey: c.origin.HashiCorpKey,
+		HTTPClient:       &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path, err := ev.Install(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.checkInstalled(t, path, "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+
+	// A key the mirror's SHA256SUMS is not signed by: hc-install refuses.
+	ev.InstallDir, ev.ArmoredPublicKey = t.TempDir(), c.origin.OpenTofuKey
+	if _, err := ev.Install(ctx); err == nil {
+		t.Fatal("hc-install accepted checksums signed by another key")
 	}
 }

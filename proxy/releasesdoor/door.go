@@ -95,6 +95,12 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	parts := strings.Split(rest, "/")
 	switch releases.Publisher(parts[0]) {
 	case releases.HashiCorp:
+		if len(parts) > 3 && parts[1] == "releases" && parts[2] == string(releases.HashiCorp) {
+			// hc-install joins its base URL with the path of each build's
+			// url (made for a base whose path is the releases site's
+			// root): the door's own prefix, twice, is its own path.
+			parts = parts[2:]
+		}
 		d.hashicorp(w, r, parts[1:])
 	case releases.OpenTofu:
 		d.opentofu(w, r, parts[1:])
