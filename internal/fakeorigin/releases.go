@@ -14,6 +14,7 @@ import (
 	"html"
 	"io"
 	"log"
+	mrand "math/rand/v2"
 	"net"
 	"net/http"
 	"slices"
@@ -51,6 +52,7 @@ type Releases struct {
 	tamper   map[string]bool // by archive file name
 	badSig   map[string]bool // by SHA256SUMS name: signed by another key
 	signedAt time.Time
+	pad      int64 // SetArchivePadding
 }
 
 type relVersion struct {
@@ -119,6 +121,22 @@ func Program(product, version, platform string) []byte {
 // ReleaseArchive is the zip of one platform of a version: the program
 // named as the product, mode 0755.
 func ReleaseArchive(product, version, platform string) []byte {
+	return releaseArchive(product, version, platform, 0)
+}
+
+// SetArchivePadding makes every archive served from now on carry n bytes
+// of stored padding besides the program (for benchmarks); 0: none.
+func (r *Releases) SetArchivePadding(n int64) { r.mu.Lock(); r.pad = n; r.mu.Unlock() }
+
+// Archive is the archive the stand-in serves (with its padding).
+func (r *Releases) Archive(product, version, platform string) []byte {
+	r.mu.Lock()
+	pad := r.pad
+	r.mu.Unlock()
+	return releaseArchive(product, version, platform, pad)
+}
+
+func releaseArchive(product, version, platform string, pad int64) []byte {
 	var buf bytes.Buffer
 	zw := zip.NewWriter(&buf)
 	h := &zip.FileHeader{Name: product, Method: zip.Deflate, Modified: fixedTime()}
@@ -128,6 +146,17 @@ func ReleaseArchive(product, version, platform string) []byte {
 		panic(err)
 	}
 	f.Write(Program(product, version, platform)) //nolint:errcheck // memory
+	if pad > 0 {
+		ph := &zip.FileHeader{Name: "padding.bin", Method: zip.Store, Modified: fixedTime()}
+		pf, err := zw.CreateHeader(ph)
+		if err != nil {
+			panic(err)
+		}
+		seed := sha256.Sum256([]byte(product + "/" + version + "/" + platform))
+		data := make([]byte, pad)
+		mrand.NewChaCha8(seed).Read(data) //nolint:errcheck // never fails
+		pf.Write(data)                    //nolint:errcheck // memory
+	}
 	if err := zw.Close(); err != nil {
 		panic(err)
 	}
@@ -253,7 +282,8 @@ func (r *Releases) Sums(pub, product, version string) []byte {
 	var b strings.Builder
 	names := map[string]string{}
 	for _, pl := range v.platforms {
-		names[ArchiveName(product, version, pl)] = ArchiveSHA256(product, version, pl)
+		sum := sha256.Sum256(r.Archive(product, version, pl))
+		names[ArchiveName(product, version, pl)] = hex.EncodeToString(sum[:])
 	}
 	keys := make([]string, 0, len(names))
 	for n := range names {
@@ -304,7 +334,7 @@ func (r *Releases) file(w http.ResponseWriter, req *http.Request, pub, product, 
 		if file != ArchiveName(product, version, pl) {
 			continue
 		}
-		data := ReleaseArchive(product, version, pl)
+		data := r.Archive(product, version, pl)
 		r.mu.Lock()
 		tampered := r.tamper[file]
 		r.mu.Unlock()
