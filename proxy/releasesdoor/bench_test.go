@@ -12,6 +12,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy"
@@ -129,7 +130,7 @@ func releasesDoorURL(b *testing.B) string {
 	b.Cleanup(o.Close)
 	o.SetArchivePadding(benchArchiveSize - 1024)
 	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64")
-	side := enginetest.StartReleasesSide(b, o, releases.Config{Logger: slog.New(slog.DiscardHandler)})
+	side := harness.StartReleasesSide(b, o, releases.Config{Logger: slog.New(slog.DiscardHandler)})
 	door, err := releasesdoor.New(releasesdoor.Config{PlainHTTP: true}, side.Releases)
 	if err != nil {
 		b.Fatal(err)

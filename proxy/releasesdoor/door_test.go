@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/proxy"
 	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
@@ -34,7 +35,7 @@ func newRig(t *testing.T, auth *proxy.Auth) *rig {
 	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64")
 	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64", "darwin_arm64")
 	o.Add("opentofu", "tofu", "1.8.0", "linux_amd64")
-	side := enginetest.StartReleasesSide(t, o, releases.Config{})
+	side := harness.StartReleasesSide(t, o, releases.Config{})
 	door, err := releasesdoor.New(releasesdoor.Config{Auth: auth, PlainHTTP: true, Logger: enginetest.Logger(t)}, side.Releases)
 	if err != nil {
 		t.Fatal(err)

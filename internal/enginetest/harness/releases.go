@@ -1,4 +1,4 @@
-package enginetest
+package harness
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/releases"
@@ -27,7 +28,7 @@ type ReleasesSide struct {
 // o's URLs and keys.
 func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config) *ReleasesSide {
 	t.Helper()
-	store := OpenStore(t, "", cache.Options{})
+	store := enginetest.OpenStore(t, "", cache.Options{})
 	u, _ := url.Parse(o.URL)
 	pool := x509.NewCertPool()
 	pool.AppendCertsFromPEM(o.CACertPEM)
@@ -36,14 +37,14 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: Logger(t)}, client, store)
+	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t)}, client, store)
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg.HashiCorpURL, cfg.HashiCorpKeys = o.HashiCorpURL, []string{o.HashiCorpKey}
 	cfg.OpenTofuDownloadURL, cfg.OpenTofuAPIURL, cfg.OpenTofuKeys = o.OpenTofuDownloadURL, o.OpenTofuAPIURL, []string{o.OpenTofuKey}
 	if cfg.Logger == nil {
-		cfg.Logger = Logger(t)
+		cfg.Logger = enginetest.Logger(t)
 	}
 	rel, err := releases.New(cfg, client, engine, store)
 	if err != nil {
