@@ -71,7 +71,7 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 		return nil, ListState{}, err
 	}
 	if r.cfg.Offline {
-		list = r.held(ctx, pub, product, list)
+		list = r.held(pub, product, list)
 	}
 	list = r.filterList(ctx, pub, product, list)
 	r.metrics.CLIServed(string(pub), product, "list", st.Stale)
@@ -231,10 +231,10 @@ func sortList(list *List) {
 
 // held is list without the versions a sealed mirror cannot serve: those
 // without a verified SHA256SUMS and at least one of its archives cached.
-func (r *Releases) held(ctx context.Context, pub Publisher, product string, list *List) *List {
+func (r *Releases) held(pub Publisher, product string, list *List) *List {
 	out := &List{At: list.At, Schema: list.Schema}
 	for _, l := range list.Versions {
-		s, err := r.sumsOf(ctx, pub, product, l.Version)
+		s, err := r.heldSums(pub, product, l.Version)
 		if err != nil {
 			continue
 		}

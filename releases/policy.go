@@ -87,7 +87,7 @@ func (r *Releases) filterList(ctx context.Context, pub Publisher, product string
 		rel := policy.Release{At: r.absent(pub, product, l.Version), Known: true}
 		if window > 0 && !oldEnough {
 			var signed time.Time
-			if s, err := r.loadSums(sumsKey(pub, product, l.Version)); err == nil {
+			if s, err := r.heldSums(pub, product, l.Version); err == nil {
 				signed = s.SignedAt
 			} else if lookups < maxLookupsPerList && !r.cfg.Offline {
 				lookups++

@@ -162,13 +162,36 @@ func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version s
 		return nil, err
 	}
 	s = v.(*Sums)
+	r.remember(key, s)
+	return s, nil
+}
+
+// heldSums is a version's verified SHA256SUMS from memory or the cache,
+// never the origin; cache.ErrNotFound when neither has it.
+func (r *Releases) heldSums(pub Publisher, product, version string) (*Sums, error) {
+	key := sumsKey(pub, product, version)
+	r.mu.Lock()
+	s := r.sums[key]
+	r.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := r.loadSums(key)
+	if err != nil {
+		return nil, err
+	}
+	r.remember(key, s)
+	return s, nil
+}
+
+// remember keeps a verified SHA256SUMS in memory.
+func (r *Releases) remember(key string, s *Sums) {
 	r.mu.Lock()
 	if len(r.sums) > 4096 {
 		clear(r.sums)
 	}
 	r.sums[key] = s
 	r.mu.Unlock()
-	return s, nil
 }
 
 // loadSums reads a stored SHA256SUMS and verifies it again: the keys in
