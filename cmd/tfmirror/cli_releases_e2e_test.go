@@ -51,6 +51,16 @@ var platform = runtime.GOOS + "_" + runtime.GOARCH
 
 func startCLIMirror(t *testing.T, extraFlags ...string) *cliMirror {
 	t.Helper()
+	c := newCLIOrigin(t)
+	c.start(t, filepath.Join(t.TempDir(), "data"), extraFlags...)
+	return c
+}
+
+// newCLIOrigin starts the stand-in origins, with terraform 1.5.7 and
+// 1.6.0 and tofu 1.8.0 for this platform and windows_amd64, and writes
+// their keys to files.
+func newCLIOrigin(t *testing.T) *cliMirror {
+	t.Helper()
 	o, err := fakeorigin.StartReleases()
 	if err != nil {
 		t.Fatal(err)
@@ -68,26 +78,41 @@ func startCLIMirror(t *testing.T, extraFlags ...string) *cliMirror {
 	if err := os.WriteFile(c.tofuKey, []byte(o.OpenTofuKey), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	u, _ := url.Parse(o.URL)
-	args := append([]string{
-		"--data-dir", filepath.Join(dir, "data"),
+	return c
+}
+
+// flags are the origin flags of a serve or a sync before c's origin.
+func (c *cliMirror) flags(dataDir string) []string {
+	u, _ := url.Parse(c.origin.URL)
+	return []string{
+		"--data-dir", dataDir,
 		"--allowed-origins", u.Host,
 		"--allow-private-origins",
-		"--releases-hashicorp-url", o.HashiCorpURL,
+		"--releases-hashicorp-url", c.origin.HashiCorpURL,
 		"--releases-hashicorp-keys", c.hcKey,
-		"--releases-opentofu-url", o.OpenTofuDownloadURL,
-		"--releases-opentofu-api-url", o.OpenTofuAPIURL,
+		"--releases-opentofu-url", c.origin.OpenTofuDownloadURL,
+		"--releases-opentofu-api-url", c.origin.OpenTofuAPIURL,
 		"--releases-opentofu-keys", c.tofuKey,
-	}, extraFlags...)
+	}
+}
+
+func (c *cliMirror) pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.origin.CACertPEM)
+	return pool
+}
+
+// start serves dataDir before c's origin, as `tfmirror serve` does.
+func (c *cliMirror) start(t *testing.T, dataDir string, extraFlags ...string) {
+	t.Helper()
+	args := append(c.flags(dataDir), extraFlags...)
 	noEnv := func(string) (string, bool) { return "", false }
 	eff, err := parseServeConfig(args, noEnv, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(o.CACertPEM)
 	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	m, err := newServer(eff.Config, logger, overrides{rootCAs: pool})
+	m, err := newServer(eff.Config, logger, overrides{rootCAs: c.pool()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,7 +137,6 @@ func startCLIMirror(t *testing.T, extraFlags ...string) *cliMirror {
 		}
 	}))
 	c.url, c.caFile = "https://"+ln.Addr().String(), m.caFile
-	return c
 }
 
 // run runs an installer with only env (and PATH, HOME, the mirror's CA).
@@ -300,5 +324,47 @@ func TestHCInstallThroughTheMirror(t *testing.T) {
 	ev.InstallDir, ev.ArmoredPublicKey = t.TempDir(), c.origin.OpenTofuKey
 	if _, err := ev.Install(ctx); err == nil {
 		t.Fatal("hc-install accepted checksums signed by another key")
+	}
+}
+
+// TestSyncCLIThenSealed: sync takes CLI versions from a manifest's cli
+// blocks (verified as the door verifies them); a sealed mirror on that
+// data directory then lists and serves them, and only them, to tenv
+// without any origin request.
+func TestSyncCLIThenSealed(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := newCLIOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	m := filepath.Join(t.TempDir(), "sync.hcl")
+	src := "platforms = [\"" + platform + "\"]\ncli \"terraform\" {\n  versions = [\"~> 1.6.0\"]\n}\ncli \"tofu\" {\n  versions = [\">= 1.8.0\"]\n}\n"
+	if err := os.WriteFile(m, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := append(c.flags(dataDir), m)
+	if code := runSync(context.Background(), args, func(string) (string, bool) { return "", false }, &stdout, &stderr,
+		overrides{rootCAs: c.pool(), keepStdLog: true}); code != 0 {
+		t.Fatalf("sync: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "cli summary: 2 archives fetched") {
+		t.Fatalf("sync output:\n%s", stdout.String())
+	}
+	before := c.origin.TotalHits()
+
+	c.start(t, dataDir, "--offline")
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") || strings.Contains(out, "1.5.7") {
+		t.Fatalf("the sealed mirror lists:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+	if n := c.origin.TotalHits() - before; n != 0 {
+		t.Errorf("the sealed mirror made %d origin requests", n)
 	}
 }
