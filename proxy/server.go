@@ -92,6 +92,10 @@ type Config struct {
 	// releases front door, proxy/releasesdoor), ahead of every other
 	// route. Default: nothing is served there.
 	Releases http.Handler
+	// CLIReleases, when set, is what the status page shows of the CLI
+	// releases door (Releases) ready to paste, for the mirror's base URL
+	// ("https://host/"): each installer's settings. Default: nothing.
+	CLIReleases func(mirrorURL string) string
 	// Settings, when set, gives the configuration in effect that the
 	// status page shows (each setting's value, secrets redacted, and where
 	// it came from); it is called for each view, so that a reload shows.

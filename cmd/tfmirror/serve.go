@@ -30,6 +30,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/logwriter"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
@@ -130,6 +131,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	m.proxy, err = proxy.New(proxy.Config{
 		OCI:             door,
 		Releases:        rdoor,
+		CLIReleases:     releasesdoor.Snippets,
 		OCIBlock:        ociBlock(cfg),
 		OCIModuleSource: ociModuleSource(cfg),
 		Settings:        m.configuration,

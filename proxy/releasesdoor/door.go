@@ -240,3 +240,19 @@ func (d *Door) writeListing(w http.ResponseWriter, r *http.Request, title string
 func notFound() error { return fmt.Errorf("%w: no such path", releases.ErrNotFound) }
 
 func itoa(n int) string { return fmt.Sprint(n) }
+
+// Snippets are each installer's settings for the door at mirrorURL (the
+// mirror's base URL, "https://host/"), for the status page.
+func Snippets(mirrorURL string) string {
+	base := strings.TrimSuffix(mirrorURL, "/") + strings.TrimSuffix(Prefix, "/")
+	return "# tenv (Terraform), tfenv\n" +
+		"export TFENV_REMOTE=" + base + "/hashicorp\n" +
+		"export TFENV_LIST_MODE=api   # tenv only\n\n" +
+		"# tenv (OpenTofu)\n" +
+		"export TOFUENV_INSTALL_MODE=mirror TOFUENV_LIST_MODE=mirror\n" +
+		"export TOFUENV_LIST_URL=" + base + "/opentofu/api.json\n" +
+		"export TOFUENV_URL_TEMPLATE='" + base + "/opentofu/v{{ .Version }}/{{ .Artifact }}'\n\n" +
+		"# tfswitch\n" +
+		"tfswitch --mirror " + base + "/hashicorp/terraform\n\n" +
+		"# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \"" + base + "/hashicorp\"}\n"
+}
