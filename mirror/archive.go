@@ -180,6 +180,9 @@ type archiveSource struct {
 	check func(ctx context.Context, r io.ReaderAt, size int64) error
 	// label names the file in logs in place of the provider.
 	label string
+	// refused, when set, is told of a verification failure, after the
+	// engine counted it.
+	refused func(reason string)
 }
 
 // subject is what logs name a fetch of p's archive by: p, or src's label.
@@ -298,6 +301,9 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 		switch {
 		case errors.As(err, &verr):
 			s.metrics.VerificationFailed(string(verr.Reason))
+			if src != nil && src.refused != nil {
+				src.refused(string(verr.Reason))
+			}
 			s.log.Error("archive failed verification; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "reason", string(verr.Reason), "error", err)
 		case errors.Is(ctx.Err(), context.Canceled):

@@ -27,6 +27,10 @@ type Blob struct {
 	// Check, when set, must pass on the complete, matching bytes before
 	// the last of them are released; nil: none.
 	Check func(ctx context.Context, r io.ReaderAt, size int64) error
+	// Refused, when set, is told the reason (a verify.Reason) of a
+	// verification failure of the download, which the engine's metrics
+	// count too.
+	Refused func(reason string)
 }
 
 // errBlob is a Blob without what it needs.
@@ -49,7 +53,7 @@ func (s *Engine) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
 		}
 		return arc, err
 	}
-	src := &archiveSource{open: b.Open, fromOrigin: true, check: b.Check, label: b.Label}
+	src := &archiveSource{open: b.Open, fromOrigin: true, check: b.Check, label: b.Label, refused: b.Refused}
 	if src.check == nil {
 		src.check = func(context.Context, io.ReaderAt, int64) error { return nil }
 	}

@@ -92,9 +92,9 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 			return r.origin.OpenArchive(ctx, p, raw)
 		},
 		Check: func(ctx context.Context, ra io.ReaderAt, size int64) error {
-			err := verify.CheckCLIArchive(ctx, ra, size, exe, r.cfg.ArchiveLimits)
-			return err
+			return verify.CheckCLIArchive(ctx, ra, size, exe, r.cfg.ArchiveLimits)
 		},
+		Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) },
 	})
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package releases_test
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"errors"
@@ -18,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/releases"
 	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/verify/verifytest"
 )
 
 const (
@@ -158,6 +160,9 @@ func TestTamperedArchiveRefused(t *testing.T) {
 	}
 	if n := o.Hits("/tofu/download/v1.8.0/" + tofuZip); n != 2 {
 		t.Errorf("origin hits %d, want 2 (nothing cached between)", n)
+	}
+	if n := r.metrics.refusals("opentofu/tofu/" + string(verify.ReasonChecksum)); n != 2 {
+		t.Errorf("checksum refusals counted %d, want 2", n)
 	}
 }
 
@@ -338,5 +343,36 @@ func TestProducts(t *testing.T) {
 	}
 	if n := o.TotalHits(); n != 0 {
 		t.Errorf("refusals reached the origin (%d requests)", n)
+	}
+}
+
+// TestSignedArchiveWithoutTheProgramRefused: an archive its publisher
+// signed that is no zip holding the program (or a zip bomb) is refused
+// to every reader, counted, and not cached.
+func TestSignedArchiveWithoutTheProgramRefused(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	f, _ := zw.Create("README")
+	f.Write([]byte("no program here")) //nolint:errcheck
+	zw.Close()
+	o.SetArchiveBytes("terraform", "1.6.0", "linux_amd64", buf.Bytes())
+	o.SetArchiveBytes("terraform", "1.6.0", "darwin_arm64", verifytest.Zeros("terraform", 3<<30))
+	for _, name := range []string{tfZip, "terraform_1.6.0_darwin_arm64.zip"} {
+		_, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", name)
+		if !errors.Is(err, verify.ErrIntegrity) {
+			t.Fatalf("%s: %v, want refused", name, err)
+		}
+		r.waitIdle()
+	}
+	if r.engine.HasBlob(fakeorigin.ArchiveSHA256("terraform", "1.6.0", "linux_amd64")) {
+		t.Error("cached")
+	}
+	if n := r.metrics.refusals("hashicorp/terraform/" + string(verify.ReasonBadArchive)); n != 1 {
+		t.Errorf("bad archive refusals %d, want 1", n)
+	}
+	if n := r.metrics.refusals("hashicorp/terraform/" + string(verify.ReasonTooLarge)); n != 1 {
+		t.Errorf("too large refusals %d, want 1", n)
 	}
 }

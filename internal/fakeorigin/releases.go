@@ -52,7 +52,8 @@ type Releases struct {
 	tamper   map[string]bool // by archive file name
 	badSig   map[string]bool // by SHA256SUMS name: signed by another key
 	signedAt time.Time
-	pad      int64 // SetArchivePadding
+	pad      int64             // SetArchivePadding
+	replaced map[string][]byte // SetArchiveBytes, by file name
 }
 
 type relVersion struct {
@@ -128,11 +129,26 @@ func ReleaseArchive(product, version, platform string) []byte {
 // of stored padding besides the program (for benchmarks); 0: none.
 func (r *Releases) SetArchivePadding(n int64) { r.mu.Lock(); r.pad = n; r.mu.Unlock() }
 
+// SetArchiveBytes makes the stand-in publish data as the archive of a
+// platform of a version, listed in its signed SHA256SUMS: a release its
+// publisher signed, whatever it holds.
+func (r *Releases) SetArchiveBytes(product, version, platform string, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.replaced == nil {
+		r.replaced = map[string][]byte{}
+	}
+	r.replaced[ArchiveName(product, version, platform)] = data
+}
+
 // Archive is the archive the stand-in serves (with its padding).
 func (r *Releases) Archive(product, version, platform string) []byte {
 	r.mu.Lock()
-	pad := r.pad
+	pad, data := r.pad, r.replaced[ArchiveName(product, version, platform)]
 	r.mu.Unlock()
+	if data != nil {
+		return data
+	}
 	return releaseArchive(product, version, platform, pad)
 }
 
