@@ -2,18 +2,22 @@ package releasesdoor_test
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/proxy"
 	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
 	"github.com/tfmirror/tfmirror/releases"
@@ -23,6 +27,7 @@ import (
 type rig struct {
 	origin *fakeorigin.Releases
 	srv    *httptest.Server
+	side   *harness.ReleasesSide
 }
 
 func newRig(t *testing.T, auth *proxy.Auth) *rig {
@@ -42,7 +47,7 @@ func newRig(t *testing.T, auth *proxy.Auth) *rig {
 	}
 	srv := httptest.NewServer(door)
 	t.Cleanup(srv.Close)
-	return &rig{origin: o, srv: srv}
+	return &rig{origin: o, srv: srv, side: side}
 }
 
 func (r *rig) get(t *testing.T, path string) (int, []byte, http.Header) {
@@ -280,5 +285,50 @@ func TestTfenvAndTfswitchLayout(t *testing.T) {
 		if status, _, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/"+f); status != 200 {
 			t.Errorf("%s: %d", f, status)
 		}
+	}
+}
+
+// TestTwentyClientsOneFetch: 20 clients asking at once for an archive no
+// one fetched cause one origin download, and each gets every byte; once
+// cached, Range requests are answered.
+func TestTwentyClientsOneFetch(t *testing.T) {
+	r := newRig(t, nil)
+	path := "/releases/opentofu/v1.8.0/tofu_1.8.0_linux_amd64.zip"
+	want := fakeorigin.ReleaseArchive("tofu", "1.8.0", "linux_amd64")
+	var wg sync.WaitGroup
+	errs := make(chan string, 20)
+	for range 20 {
+		wg.Go(func() {
+			resp, err := http.Get(r.srv.URL + path)
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, want) {
+				errs <- fmt.Sprintf("status %d, %d bytes, %v", resp.StatusCode, len(body), err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := r.origin.Hits("/tofu/download/v1.8.0/tofu_1.8.0_linux_amd64.zip"); n != 1 {
+		t.Errorf("origin downloads %d, want 1", n)
+	}
+	enginetest.WaitIdle(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.side.Engine) })
+	req, _ := http.NewRequest("GET", r.srv.URL+path, nil)
+	req.Header.Set("Range", "bytes=0-3")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, want[:4]) {
+		t.Errorf("range once cached: %d %q", resp.StatusCode, body)
 	}
 }
