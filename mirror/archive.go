@@ -183,6 +183,9 @@ type archiveSource struct {
 	// refused, when set, is told of a verification failure, after the
 	// engine counted it.
 	refused func(reason string)
+	// localOnly keeps the file out of the shared tier, which holds
+	// provider archives (a Blob: see Engine.OpenBlob).
+	localOnly bool
 }
 
 // subject is what logs name a fetch of p's archive by: p, or src's label.
@@ -267,7 +270,9 @@ func (fr *fetcher) remove(f *fetch) {
 func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) {
 	defer finished()
 	fr.fetchAndCommit(ctx, f, p, a, src)
-	fr.share(ctx, f, a)
+	if src == nil || !src.localOnly {
+		fr.share(ctx, f, a)
+	}
 }
 
 // fetchAndCommit downloads the archive (from src when set) and commits it

@@ -39,7 +39,8 @@ var errBlob = errors.New("mirror: a Blob needs a valid SHA256 and Open")
 // OpenBlob opens the file b: from the cache, or else from the origin
 // download of it under way, starting one if there is none, as
 // OpenArchive does for provider archives (ctx bounds only the caller's
-// wait and reads). Offline, a file that is not cached fails with
+// wait and reads). The shared tier is neither read nor given the file:
+// each replica fetches it from the origin once. Offline, a file that is not cached fails with
 // records.ErrOffline without b.Open being called.
 func (s *Engine) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
 	if !sha256hex.Valid(b.SHA256) || b.Open == nil {
@@ -53,7 +54,7 @@ func (s *Engine) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
 		}
 		return arc, err
 	}
-	src := &archiveSource{open: b.Open, fromOrigin: true, check: b.Check, label: b.Label, refused: b.Refused}
+	src := &archiveSource{open: b.Open, fromOrigin: true, check: b.Check, label: b.Label, refused: b.Refused, localOnly: true}
 	if src.check == nil {
 		src.check = func(context.Context, io.ReaderAt, int64) error { return nil }
 	}
