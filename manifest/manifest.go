@@ -40,6 +40,9 @@ type Spec struct {
 	// blocks and configurations' module calls), each once, in first-seen
 	// order (see modules.go).
 	Modules []*Module
+	// CLIs are the command-line releases asked for (cli blocks), each
+	// product once, in first-seen order.
+	CLIs []*CLI
 	// Unmirrorable are the module calls of configurations whose source is
 	// neither local nor a registry address (git::, URLs), as "file:line:
 	// source": the clients fetch those themselves.
@@ -54,6 +57,17 @@ type Provider struct {
 	Selections []Selection
 	// Platforms are platforms this provider is synced for in addition
 	// to Spec.Platforms.
+	Platforms []string
+}
+
+// CLI is one command-line product asked for by a manifest's cli block:
+// "tofu" is OpenTofu's, any other name a HashiCorp product ("terraform").
+type CLI struct {
+	Product string
+	// Selections say which versions to sync, as a provider's do.
+	Selections []Selection
+	// Platforms are platforms it is synced for in addition to
+	// Spec.Platforms.
 	Platforms []string
 }
 

@@ -356,3 +356,43 @@ func TestLoadMergesPaths(t *testing.T) {
 		t.Error("a missing path loaded")
 	}
 }
+
+// TestManifestCLI: cli blocks name CLI products with versions and
+// platforms; a provider or a malformed name is refused.
+func TestManifestCLI(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "m.hcl")
+	write := func(src string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(`
+platforms = ["linux_amd64"]
+cli "terraform" {
+  versions  = ["~> 1.11"]
+  platforms = ["darwin_arm64"]
+}
+cli "tofu" {
+  versions = [">= 1.8.0"]
+  latest   = 2
+}
+`)
+	spec, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(spec.CLIs) != 2 || spec.CLIs[0].Product != "terraform" || spec.CLIs[1].Product != "tofu" ||
+		spec.CLIs[0].Platforms[0] != "darwin_arm64" || spec.CLIs[1].Selections[0].Latest != 2 ||
+		!spec.CLIs[0].Selections[0].Set.Has(versions.MustParseVersion("1.11.4")) || spec.CLIs[0].Selections[0].Set.Has(versions.MustParseVersion("2.0.0")) {
+		t.Fatalf("%+v %+v", spec.CLIs[0], spec.CLIs[1])
+	}
+	for _, bad := range []string{`cli "terraform-provider-aws" { versions = ["1.0.0"] }`, `cli "Terraform" { versions = ["1.0.0"] }`,
+		`cli "terraform" { versions = ["1.0.0"] }` + "\n" + `cli "terraform" { versions = ["1.1.0"] }`} {
+		write(bad)
+		if _, err := Load(path); err == nil {
+			t.Errorf("accepted: %s", bad)
+		}
+	}
+}

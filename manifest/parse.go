@@ -57,7 +57,8 @@ func parseFile(p *hclparse.Parser, path string) (*hcl.File, error) {
 
 var manifestSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "platforms"}},
-	Blocks:     []hcl.BlockHeaderSchema{{Type: "provider", LabelNames: []string{"source"}}, {Type: "module", LabelNames: []string{"source"}}},
+	Blocks: []hcl.BlockHeaderSchema{{Type: "provider", LabelNames: []string{"source"}}, {Type: "module", LabelNames: []string{"source"}},
+		{Type: "cli", LabelNames: []string{"product"}}},
 }
 
 var manifestProviderSchema = &hcl.BodySchema{
@@ -93,11 +94,18 @@ func (s *Spec) loadManifest(path string) error {
 		s.Platforms = appendNew(s.Platforms, pls...)
 	}
 	if len(content.Blocks) == 0 {
-		return fmt.Errorf("%s: no provider blocks: a manifest names at least one provider \"HOST/NAMESPACE/TYPE\" { versions = [...] } or module \"HOST/NAMESPACE/NAME/SYSTEM\" { versions = [...] }", path)
+		return fmt.Errorf("%s: no provider blocks: a manifest names at least one provider \"HOST/NAMESPACE/TYPE\" { versions = [...] }, module \"HOST/NAMESPACE/NAME/SYSTEM\" { versions = [...] } or cli \"terraform\" { versions = [...] }", path)
 	}
 	seen := map[addrs.Provider]string{}
 	seenModules := map[addrs.Module]string{}
+	seenCLIs := map[string]string{}
 	for _, b := range content.Blocks {
+		if b.Type == "cli" {
+			if err := s.loadManifestCLI(b, seenCLIs); err != nil {
+				return err
+			}
+			continue
+		}
 		if b.Type == "module" {
 			if err := s.loadManifestModule(b, seenModules); err != nil {
 				return err
@@ -664,4 +672,33 @@ func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error
 		return source, constraint, nil
 	}
 	return "", "", posError(attr.Expr.Range(), "required_providers entry %q must be an object { source, version } or a version constraint string", attr.Name)
+}
+
+// loadManifestCLI reads a cli "PRODUCT" block: versions (and latest,
+// platforms) as a provider block's.
+func (s *Spec) loadManifestCLI(b *hcl.Block, seen map[string]string) error {
+	product := b.Labels[0]
+	if product == "" || len(product) > 64 || strings.HasPrefix(product, "terraform-provider-") || strings.Trim(product, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return posError(b.LabelRanges[0], "cli %q: a product is a release name such as \"terraform\" or \"tofu\" (lowercase letters, digits, dashes; not a provider)", product)
+	}
+	if prev, dup := seen[product]; dup {
+		return posError(b.DefRange, "cli %s is already declared at %s", product, prev)
+	}
+	seen[product] = where(b.DefRange)
+	pc, diags := b.Body.Content(manifestProviderSchema)
+	if diags.HasErrors() {
+		return diagError(diags)
+	}
+	sels, err := manifestSelections(pc)
+	if err != nil {
+		return err
+	}
+	var pls []string
+	if attr, ok := pc.Attributes["platforms"]; ok {
+		if pls, err = platformList(attr); err != nil {
+			return err
+		}
+	}
+	s.CLIs = append(s.CLIs, &CLI{Product: product, Selections: sels, Platforms: pls})
+	return nil
 }

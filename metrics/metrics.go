@@ -80,6 +80,7 @@ type Metrics struct {
 	cacheCheck        cacheCheckMetrics // cachecheck.go
 	config            configMetrics     // config.go
 	policy            policyMetrics     // policy.go
+	releases          releasesMetrics   // releases.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -269,6 +270,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.cacheCheck.collectors()...)
 	cs = append(cs, m.config.collectors()...)
 	cs = append(cs, m.policy.collectors()...)
+	cs = append(cs, m.releases.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -67,3 +67,23 @@ func TestPolicyRefused(t *testing.T) {
 		t.Fatalf("allow_list refusals %v, want 0", got)
 	}
 }
+
+// TestCLIMetrics: the CLI releases side is counted per product.
+func TestCLIMetrics(t *testing.T) {
+	m, err := New(prometheus.NewRegistry(), Options{Version: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.CLIServed("hashicorp", "terraform", "archive", false)
+	m.CLIServed("hashicorp", "terraform", "list", true)
+	m.CLIRefused("opentofu", "tofu", "signature")
+	if got := testutil.ToFloat64(m.releases.served.WithLabelValues("hashicorp", "terraform", "archive", "false")); got != 1 {
+		t.Fatalf("archives served %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.releases.served.WithLabelValues("hashicorp", "terraform", "list", "true")); got != 1 {
+		t.Fatalf("stale lists %v, want 1", got)
+	}
+	if got := testutil.ToFloat64(m.releases.refused.WithLabelValues("opentofu", "tofu", "signature")); got != 1 {
+		t.Fatalf("refusals %v, want 1", got)
+	}
+}

@@ -148,13 +148,20 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	n := s.notify.get()
 	n.Used(records.PackageKey(p, v))
 	n.Serving("provider", p.String(), v, a.SHA256)
+	return s.openFetched(ctx, p, a, nil)
+}
+
+// openFetched opens the archive a (of p, or read from src): from the cache,
+// or else from its download under way, starting one if there is none. See
+// OpenArchive.
+func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (*Archive, error) {
 	if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
 		return arc, err
 	}
 	// Committed since we looked: joinOrOpen opens it with the reference
 	// taken before the fetcher's lock is let go, so that eviction cannot
 	// delete it between being found and being opened.
-	blob, f, leader, err := s.archives.joinOrOpen(p, a)
+	blob, f, leader, err := s.archives.joinOrOpen(p, a, src)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +174,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 		info := blob.Info()
 		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, s: s}, nil
 	}
-	src := s.countMiss(leader)
+	how := s.countMiss(leader)
 	select {
 	case <-f.ready:
 	case <-ctx.Done():
@@ -180,13 +187,13 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 		return nil, err
 	}
 	if leader && f.fromShared { // set before ready was closed
-		src = records.Shared
+		how = records.Shared
 	}
 	if !s.work.add() {
 		f.release()
 		return nil, records.ErrShutDown
 	}
-	arc := &Archive{SHA256: a.SHA256, Size: size, Source: src, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), s: s}
+	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), s: s}
 	arc.stop = context.AfterFunc(ctx, func() {
 		arc.goneErr = context.Cause(ctx)
 		close(arc.gone)

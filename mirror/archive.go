@@ -172,6 +172,28 @@ type archiveSource struct {
 	open func(ctx context.Context) (io.ReadCloser, int64, error)
 	// h1, when set, is the h1: hash the archive must have.
 	h1 string
+	// fromOrigin says open reads an origin: the fetch is counted as one.
+	fromOrigin bool
+	// check, when set, replaces the provider package check (a file that
+	// is not a provider archive, see Engine.OpenBlob); the blob is
+	// committed without an h1: hash.
+	check func(ctx context.Context, r io.ReaderAt, size int64) error
+	// label names the file in logs in place of the provider.
+	label string
+	// refused, when set, is told of a verification failure, after the
+	// engine counted it.
+	refused func(reason string)
+	// localOnly keeps the file out of the shared tier, which holds
+	// provider archives (a Blob: see Engine.OpenBlob).
+	localOnly bool
+}
+
+// subject is what logs name a fetch of p's archive by: p, or src's label.
+func subject(p addrs.Provider, src *archiveSource) string {
+	if src != nil && src.label != "" {
+		return src.label
+	}
+	return p.String()
 }
 
 // joinFrom is join, with the archive read from src when this call starts
@@ -184,9 +206,10 @@ func (fr *fetcher) joinFrom(p addrs.Provider, a records.ArchiveRecord, src *arch
 // joinOrOpen is join, except that an archive already committed is opened
 // (blob) rather than only found: the reader's reference is taken under
 // fr.mu, so that the archive cannot be evicted between being found and
-// being opened. An archive evicted before is fetched again.
-func (fr *fetcher) joinOrOpen(p addrs.Provider, a records.ArchiveRecord) (blob cache.BlobReader, f *fetch, leader bool, err error) {
-	return fr.start(p, a, nil, true)
+// being opened. An archive evicted before is fetched again, from src when
+// set (see joinFrom).
+func (fr *fetcher) joinOrOpen(p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (blob cache.BlobReader, f *fetch, leader bool, err error) {
+	return fr.start(p, a, src, true)
 }
 
 func (fr *fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *archiveSource, open bool) (blob cache.BlobReader, f *fetch, leader bool, err error) {
@@ -247,7 +270,9 @@ func (fr *fetcher) remove(f *fetch) {
 func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) {
 	defer finished()
 	fr.fetchAndCommit(ctx, f, p, a, src)
-	fr.share(ctx, f, a)
+	if src == nil || !src.localOnly {
+		fr.share(ctx, f, a)
+	}
 }
 
 // fetchAndCommit downloads the archive (from src when set) and commits it
@@ -276,12 +301,15 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
 			fr.distrustShared(a.SHA256)
 			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
-				"provider", p.String(), "file", a.Filename, "sha256", a.SHA256, "error", err)
+				"provider", subject(p, src), "file", a.Filename, "sha256", a.SHA256, "error", err)
 		}
 		switch {
 		case errors.As(err, &verr):
 			s.metrics.VerificationFailed(string(verr.Reason))
-			s.log.Error("archive failed verification; nothing was cached", "provider", p.String(),
+			if src != nil && src.refused != nil {
+				src.refused(string(verr.Reason))
+			}
+			s.log.Error("archive failed verification; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "reason", string(verr.Reason), "error", err)
 		case errors.Is(ctx.Err(), context.Canceled):
 			// Only Shutdown (at its deadline) and Close cancel ctx
@@ -291,10 +319,10 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 			if f.checking {
 				stage = "check"
 			}
-			s.log.Info("archive fetch stopped by shutdown; nothing was cached", "provider", p.String(),
+			s.log.Info("archive fetch stopped by shutdown; nothing was cached", "provider", subject(p, src),
 				"file", a.Filename, "stage", stage, "error", err)
 		default:
-			s.log.Error("archive fetch failed", "provider", p.String(), "file", a.Filename, "error", err)
+			s.log.Error("archive fetch failed", "provider", subject(p, src), "file", a.Filename, "error", err)
 		}
 		// Failed before aborting the writer, so that no client reading
 		// it mistakes the abort for a fault of its own.
@@ -311,12 +339,12 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 	if err := f.w.Err(); err != nil {
 		// The cache could not be written: nothing to commit.
 		s.metrics.CacheWriteFailed()
-		s.log.Error("archive served but not cached", "provider", p.String(), "file", a.Filename, "error", err)
+		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 		return
 	}
 	if _, err := f.w.Commit(h1); err != nil {
 		s.metrics.CacheWriteFailed()
-		s.log.Error("archive served but not cached", "provider", p.String(), "file", a.Filename, "error", err)
+		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 	}
 }
 
@@ -335,7 +363,10 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a r
 		err  error
 	)
 	if src != nil {
-		body, size, err = src.open(ctx) // not an origin fetch: originDone stays nil
+		if src.fromOrigin {
+			f.originDone = s.metrics.ArchiveFetchStarted()
+		}
+		body, size, err = src.open(ctx) // an import is not an origin fetch: originDone stays nil
 	} else {
 		body, size, err = fr.openSource(ctx, f, p, a)
 	}
@@ -400,6 +431,13 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a r
 	// if some of the bytes could not be kept (a full disk), the check
 	// cannot run and the archive is not released.
 	f.checking = true
+	if src != nil && src.check != nil {
+		if err := src.check(ctx, w, w.Written()); err != nil {
+			return "", err
+		}
+		f.verify()
+		return "", nil
+	}
 	h1, err := verify.CheckArchive(ctx, w, w.Written(), p.Type, s.cfg.ArchiveLimits)
 	if err != nil {
 		return "", err

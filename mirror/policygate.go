@@ -26,6 +26,9 @@ func (s *Engine) SetPolicy(p *policy.Policy) { s.gate.SetPolicy(p) }
 func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 	return s.gate.CheckAddress(kind, address)
 }
+// Policy is the package policy in force (nil: everything allowed), for
+// the sides beside the engine that judge by it (package releases).
+func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
 
 // gateEngine is the engine as the gate uses it (gate.Engine).
 type gateEngine struct{ e *Engine }

@@ -89,6 +89,14 @@ type Config struct {
 	// status page shows beside OCIBlock, for the host the page was asked
 	// on. Default: none.
 	OCIModuleSource func(host string) string
+	// Releases, when set, serves everything under /releases/ (the CLI
+	// releases front door, proxy/releasesdoor), ahead of every other
+	// route. Default: nothing is served there.
+	Releases http.Handler
+	// CLIReleases, when set, is what the status page shows of the CLI
+	// releases door (Releases) ready to paste, for the mirror's base URL
+	// ("https://host/"): each installer's settings. Default: nothing.
+	CLIReleases func(mirrorURL string) string
 	// Settings, when set, gives the configuration in effect that the
 	// status page shows (each setting's value, secrets redacted, and where
 	// it came from); it is called for each view, so that a reload shows.
@@ -111,6 +119,9 @@ type OriginRows interface {
 	Rows() []OriginHealth
 }
 
+// releasesPrefix is where Config.Releases is mounted.
+const releasesPrefix = "/releases/"
+
 // Server serves the provider network mirror protocol (networkmirror.go),
 // the provider and module registry protocols (registry.go, modules.go) and
 // the status page (status.go) from the pull-through engine. It routes
@@ -121,6 +132,7 @@ type Server struct {
 	hot    *hotDocs     // answers to send again while the engine says they hold
 	status *statusPage  // the page at /
 	oci    http.Handler // everything under /v2/, or nil
+	rel    http.Handler // everything under /releases/, or nil
 }
 
 // New returns a Server answering from engine.
@@ -144,6 +156,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	}
 	s := &Server{
 		oci:       cfg.OCI,
+		rel:       cfg.Releases,
 		responder: rs,
 		status:    &statusPage{responder: rs, cfg: cfg, engine: engine, modules: engine, checks: engine.CacheChecker()},
 	}
@@ -172,6 +185,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.oci.ServeHTTP(w, r)
 		return
 	}
+	if s.rel != nil && strings.HasPrefix(r.URL.Path, releasesPrefix) {
+		s.rel.ServeHTTP(w, r)
+		return
+	}
 	if s.hot.serve(w, r) {
 		return
 	}
@@ -198,6 +215,9 @@ func (s *Server) routes(registry *providerRegistry, modules *moduleRegistry, net
 	if s.oci != nil {
 		r.Path("/v2").Handler(s.oci)
 		r.PathPrefix("/v2/").Handler(s.oci)
+	}
+	if s.rel != nil {
+		r.PathPrefix(releasesPrefix).Handler(s.rel)
 	}
 	registry.routes(r)
 	modules.routes(r)

@@ -46,13 +46,16 @@ type Status struct {
 	OCIBlock string `json:"oci_block,omitempty"`
 	// OCIModuleSource is an example oci:// module source of the OCI front
 	// door (Config.OCIModuleSource); "" without one.
-	OCIModuleSource string           `json:"oci_module_source,omitempty"`
-	Version         string           `json:"version"`
-	AllowedOrigins  []string         `json:"allowed_origins"`
-	Platforms       []string         `json:"platforms,omitempty"`
-	Archives        int              `json:"cached_archives"`
-	Bytes           int64            `json:"cached_bytes"`
-	Providers       []StatusProvider `json:"providers"`
+	OCIModuleSource string `json:"oci_module_source,omitempty"`
+	// CLIReleases is each CLI installer's settings for the releases door
+	// (Config.CLIReleases), ready to paste; "" without one.
+	CLIReleases    string           `json:"cli_releases,omitempty"`
+	Version        string           `json:"version"`
+	AllowedOrigins []string         `json:"allowed_origins"`
+	Platforms      []string         `json:"platforms,omitempty"`
+	Archives       int              `json:"cached_archives"`
+	Bytes          int64            `json:"cached_bytes"`
+	Providers      []StatusProvider `json:"providers"`
 	// Withheld are the versions the engine keeps but does not serve
 	// (mirror.Engine.Withheld): imported without signature under an
 	// allowed origin host that its configuration does not name, and
@@ -292,6 +295,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		if s.cfg.OCIModuleSource != nil {
 			st.OCIModuleSource = s.cfg.OCIModuleSource(host)
 		}
+	}
+	if s.cfg.CLIReleases != nil {
+		st.CLIReleases = s.cfg.CLIReleases(st.MirrorURL)
 	}
 	s.hostBlocks(st, ecfg.AllowedOrigins)
 	st.Archives, st.Bytes = s.engine.Stats()

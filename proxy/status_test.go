@@ -612,3 +612,24 @@ func TestStatusCacheCheck(t *testing.T) {
 		t.Errorf("cache_check %+v, want 1 checked, 1 failed", c)
 	}
 }
+
+// TestStatusCLIReleases: the page shows the CLI releases door's settings
+// for the mirror's own URL, escaped, and the JSON carries them.
+func TestStatusCLIReleases(t *testing.T) {
+	t.Parallel()
+	snippet := func(u string) string { return "export TFENV_REMOTE=" + u + "releases/hashicorp <&>" }
+	h := statusHarness(t, Config{PublicURL: "https://mirror.example.com/", CLIReleases: snippet})
+	r := h.get("/")
+	if !strings.Contains(string(r.body), `id="cli-releases-block"><code>export TFENV_REMOTE=https://mirror.example.com/releases/hashicorp &lt;&amp;&gt;</code>`) {
+		t.Fatalf("page lacks the CLI releases block:\n%s", r.body)
+	}
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if st.CLIReleases != snippet("https://mirror.example.com/") {
+		t.Errorf("cli_releases %q", st.CLIReleases)
+	}
+	h2 := statusHarness(t, Config{})
+	if r := h2.get("/"); strings.Contains(string(r.body), "cli-releases-block") {
+		t.Error("the block is shown without a releases door")
+	}
+}

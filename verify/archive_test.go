@@ -238,3 +238,40 @@ func TestCheckArchiveStopsWithContext(t *testing.T) {
 		}
 	})
 }
+
+// TestCheckCLIArchive: a CLI release is a zip with the program at its
+// top level; anything else, or a bomb, is refused.
+func TestCheckCLIArchive(t *testing.T) {
+	zipOf := func(names ...string) []byte {
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		for _, n := range names {
+			f, _ := zw.Create(n)
+			f.Write([]byte("#!/bin/sh\n")) //nolint:errcheck
+		}
+		zw.Close()
+		return b.Bytes()
+	}
+	for _, tc := range []struct {
+		name   string
+		data   []byte
+		reason Reason
+	}{
+		{"program", zipOf("LICENSE.txt", "terraform"), ""},
+		{"windows program", zipOf("terraform.exe"), ""},
+		{"no program", zipOf("LICENSE.txt"), ReasonBadArchive},
+		{"program in a directory", zipOf("bin/terraform"), ReasonBadArchive},
+		{"another program", zipOf("terraformx"), ReasonBadArchive},
+		{"not a zip", []byte("<html>"), ReasonBadArchive},
+		{"bomb", verifytest.Zeros("terraform", 3<<30), ReasonTooLarge},
+	} {
+		err := CheckCLIArchive(context.Background(), bytes.NewReader(tc.data), int64(len(tc.data)), "terraform", Limits{})
+		var verr *Error
+		switch {
+		case tc.reason == "" && err != nil:
+			t.Errorf("%s: %v", tc.name, err)
+		case tc.reason != "" && (!errors.As(err, &verr) || verr.Reason != tc.reason):
+			t.Errorf("%s: %v, want %s", tc.name, err, tc.reason)
+		}
+	}
+}

@@ -244,3 +244,25 @@ func (rr *recordingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return n, err
 }
+
+// CheckCLIArchive checks that the archive read through r (size bytes) is
+// a release of a command-line program the installers can unpack: a
+// readable zip, within lim as CheckArchive checks it, with a top-level
+// file named executable or executable.exe ("terraform", "tofu.exe").
+// Its errors are those of CheckArchive.
+func CheckCLIArchive(ctx context.Context, r io.ReaderAt, size int64, executable string, lim Limits) error {
+	_, err := hashArchive(ctx, r, size, lim, func(zr *zip.Reader) error {
+		if !slices.ContainsFunc(zr.File, func(f *zip.File) bool {
+			if f.FileInfo().IsDir() {
+				return false
+			}
+			name := path.Clean(f.Name)
+			return name == executable || name == executable+".exe"
+		}) {
+			return &Error{Reason: ReasonBadArchive,
+				Detail: fmt.Sprintf("the zip has no %s executable at its top level", executable)}
+		}
+		return nil
+	})
+	return err
+}

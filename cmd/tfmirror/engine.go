@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/served"
+	"github.com/tfmirror/tfmirror/releases"
 	"github.com/tfmirror/tfmirror/retention"
 	"github.com/tfmirror/tfmirror/sharedstore"
 	"github.com/tfmirror/tfmirror/verify"
@@ -32,6 +33,7 @@ type engineParts struct {
 	store     *cache.Store
 	origin    *discovery.Client
 	shared    *sharedstore.Store // nil without --shared-store
+	releases  *releases.Releases // the CLI releases side
 	// metadataTimeout bounds one metadata operation against an origin
 	// (mirror.Config.OriginTimeout), derived from the origin limits.
 	metadataTimeout time.Duration
@@ -186,8 +188,15 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		engine.Close()
 		return nil, err
 	}
-	parts.engine, parts.retention = engine, ret
+	rel, err := openReleases(cfg, logger, client, engine, store, met)
+	if err != nil {
+		ret.Close()
+		engine.Close()
+		return nil, err
+	}
+	parts.engine, parts.retention, parts.releases = engine, ret, rel
 	parts.shutdown = func(ctx context.Context) error {
+		rel.Close()
 		serr := engine.Shutdown(ctx)
 		if serr != nil {
 			logger.Warn("archive downloads still running at the shutdown deadline were cancelled", "error", serr)

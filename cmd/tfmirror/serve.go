@@ -33,6 +33,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/logwriter"
 	"github.com/tfmirror/tfmirror/metrics"
 	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 
@@ -150,8 +151,14 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
+	rdoor, err := openReleasesDoor(cfg, logger, m.releases, m.auth)
+	if err != nil {
+		return nil, err
+	}
 	m.proxy, err = proxy.New(proxy.Config{
 		OCI:             door,
+		Releases:        rdoor,
+		CLIReleases:     releasesdoor.Snippets,
 		OCIBlock:        ociBlock(cfg),
 		OCIModuleSource: ociModuleSource(cfg),
 		Settings:        m.configuration,

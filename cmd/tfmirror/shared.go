@@ -2,8 +2,8 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"crypto/x509"
+	"fmt"
 	"log/slog"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"

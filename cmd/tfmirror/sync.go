@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/manifest"
 	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/releases"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
@@ -113,6 +114,9 @@ type syncRun struct {
 	status io.Writer // progress
 	tty    bool      // status is a terminal: redraw one line
 	now    func() time.Time
+	// cli is the CLI releases side of the engine this sync opened; nil
+	// through a running serve.
+	cli *releases.Releases
 }
 
 // runSync is `tfmirror sync`; it returns the exit status.
@@ -159,6 +163,9 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", dd.where(), cfg.DataDir)
 	dd.setPolicy(cfg.policy)
 	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: isTerminal(stderr), now: time.Now}
+	if dd.parts != nil {
+		r.cli = dd.parts.releases
+	}
 	if !r.run(ctx, spec) {
 		return 1
 	}
@@ -180,6 +187,12 @@ func resolvePlatforms(spec *manifest.Spec, flagPlatforms []string) error {
 			none = append(none, p.Address.String())
 		}
 	}
+	for _, c := range spec.CLIs {
+		c.Platforms = appendMissing(slices.Clone(global), c.Platforms...)
+		if len(c.Platforms) == 0 {
+			none = append(none, "cli "+c.Product)
+		}
+	}
 	if len(none) > 0 {
 		return fmt.Errorf("no platforms to sync for %s: give --platforms os_arch,... or platforms = [...] in the manifest", strings.Join(none, ", "))
 	}
@@ -197,6 +210,13 @@ func appendMissing(list []string, add ...string) []string {
 
 // run syncs spec and reports; it returns whether everything asked for was done.
 func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
+	clis := r.syncCLIs(ctx, spec) // synccli.go
+	cliOK := clis.report(r.out)
+	return r.runProviders(ctx, spec) && cliOK
+}
+
+// runProviders syncs spec's modules and providers and reports.
+func (r *syncRun) runProviders(ctx context.Context, spec *manifest.Spec) bool {
 	mods := r.modules(ctx, spec) // syncmodules.go; adds the providers modules need
 	plan := r.plan(ctx, spec)
 	plan.failures = append(mods.failures, plan.failures...)

@@ -41,33 +41,41 @@ type Config struct {
 	PublicURL          string
 	// OCIProviderPrefix and OCIModulePrefix are the repository prefixes
 	// of the OCI distribution front door (see oci.NewNames).
-	OCIProviderPrefix    string
-	OCIModulePrefix      string
-	LogFormat            string
-	LogLevel             string
-	ShutdownTimeout      time.Duration
-	CacheMaxBytes        int64
-	DiskReserve          int64 // 0: free space not checked
-	CacheVerifyInterval  time.Duration
-	AuthTokensFile       string
-	URLSigningKeyFile    string
-	SignedURLTTL         time.Duration
-	Offline              bool
-	SharedStore          string
-	SharedKeyFile        string
-	SharedPrevKeyFile    string
-	SharedLeaseTTL       time.Duration
-	SharedTimeout        time.Duration
-	SharedBreakerThresh  int
-	SharedBreakerCool    time.Duration
-	UpstreamProxy        string
-	CredentialsFile      string
-	OriginTimeout        time.Duration
-	OriginMinSpeed       int64
-	OriginMinSpeedWindow time.Duration
-	OriginRetries        int
-	BreakerThreshold     int
-	BreakerCooldown      time.Duration
+	OCIProviderPrefix   string
+	OCIModulePrefix     string
+	LogFormat           string
+	LogLevel            string
+	ShutdownTimeout     time.Duration
+	CacheMaxBytes       int64
+	DiskReserve         int64 // 0: free space not checked
+	CacheVerifyInterval time.Duration
+	AuthTokensFile      string
+	URLSigningKeyFile   string
+	SignedURLTTL        time.Duration
+	Offline             bool
+	SharedStore         string
+	SharedKeyFile       string
+	SharedPrevKeyFile   string
+	SharedLeaseTTL      time.Duration
+	SharedTimeout       time.Duration
+	SharedBreakerThresh int
+	SharedBreakerCool   time.Duration
+	UpstreamProxy       string
+	// The CLI releases side (package releases): origins, products and
+	// the files holding the publishers' keys ("": the shipped keys).
+	ReleasesHashiCorpURL      string
+	ReleasesHashiCorpProducts []string
+	ReleasesHashiCorpKeys     string
+	ReleasesOpenTofuURL       string
+	ReleasesOpenTofuAPIURL    string
+	ReleasesOpenTofuKeys      string
+	CredentialsFile           string
+	OriginTimeout             time.Duration
+	OriginMinSpeed            int64
+	OriginMinSpeedWindow      time.Duration
+	OriginRetries             int
+	BreakerThreshold          int
+	BreakerCooldown           time.Duration
 	ModuleConfig
 	RetentionConfig
 	// ExportKeyFile is the armored private key that signs exports' manifests;

@@ -1,0 +1,370 @@
+package main
+
+// The CLI releases door end to end: the mirror as `tfmirror serve` wires
+// it, before the stand-in HashiCorp and OpenTofu origins (each signing
+// with a key of its own, configured as trusted), and the real installers
+// (tenv; .ci/run installs it, pinned) installing through it.
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	hcversion "github.com/hashicorp/go-version"
+	hcproduct "github.com/hashicorp/hc-install/product"
+	hcreleases "github.com/hashicorp/hc-install/releases"
+
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/ocitest"
+)
+
+// tenvTool is tenv, pinned as .ci/run installs it.
+var tenvTool = ocitest.Tool{Name: "tenv", Env: "TFMIRROR_TENV", Package: "github.com/tofuutils/tenv/v4/cmd/tenv", Version: "v4.7.21"}
+
+// cliMirror is a mirror before a stand-in release origin.
+type cliMirror struct {
+	origin  *fakeorigin.Releases
+	mirror  *server
+	url     string // https://127.0.0.1:PORT
+	caFile  string
+	hcKey   string // files holding the stand-in's public keys
+	tofuKey string
+}
+
+// platform is this machine's, which the installers ask for.
+var platform = runtime.GOOS + "_" + runtime.GOARCH
+
+func startCLIMirror(t *testing.T, extraFlags ...string) *cliMirror {
+	t.Helper()
+	c := newCLIOrigin(t)
+	c.start(t, filepath.Join(t.TempDir(), "data"), extraFlags...)
+	return c
+}
+
+// newCLIOrigin starts the stand-in origins, with terraform 1.5.7 and
+// 1.6.0 and tofu 1.8.0 for this platform and windows_amd64, and writes
+// their keys to files.
+func newCLIOrigin(t *testing.T) *cliMirror {
+	t.Helper()
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	o.Add("hashicorp", "terraform", "1.5.7", platform, "windows_amd64")
+	o.Add("hashicorp", "terraform", "1.6.0", platform, "windows_amd64")
+	o.Add("opentofu", "tofu", "1.8.0", platform, "windows_amd64")
+	c := &cliMirror{origin: o}
+	dir := t.TempDir()
+	c.hcKey, c.tofuKey = filepath.Join(dir, "hc.asc"), filepath.Join(dir, "tofu.asc")
+	if err := os.WriteFile(c.hcKey, []byte(o.HashiCorpKey), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(c.tofuKey, []byte(o.OpenTofuKey), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// flags are the origin flags of a serve or a sync before c's origin.
+func (c *cliMirror) flags(dataDir string) []string {
+	u, _ := url.Parse(c.origin.URL)
+	return []string{
+		"--data-dir", dataDir,
+		"--allowed-origins", u.Host,
+		"--allow-private-origins",
+		"--releases-hashicorp-url", c.origin.HashiCorpURL,
+		"--releases-hashicorp-keys", c.hcKey,
+		"--releases-opentofu-url", c.origin.OpenTofuDownloadURL,
+		"--releases-opentofu-api-url", c.origin.OpenTofuAPIURL,
+		"--releases-opentofu-keys", c.tofuKey,
+	}
+}
+
+func (c *cliMirror) pool() *x509.CertPool {
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(c.origin.CACertPEM)
+	return pool
+}
+
+// start serves dataDir before c's origin, as `tfmirror serve` does.
+func (c *cliMirror) start(t *testing.T, dataDir string, extraFlags ...string) {
+	t.Helper()
+	args := append(c.flags(dataDir), extraFlags...)
+	noEnv := func(string) (string, bool) { return "", false }
+	eff, err := parseServeConfig(args, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	logger := slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo}))
+	m, err := newServer(eff.Config, logger, overrides{rootCAs: c.pool()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.mirror = m
+	if eff.File != nil {
+		if err := m.useConfig(eff, func() (*settings.Effective, error) { return parseServeConfig(args, noEnv, io.Discard) }, new(slog.LevelVar)); err != nil {
+			m.shutdown(context.Background())
+			t.Fatal(err)
+		}
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- m.serve(ctx, ln) }()
+	t.Cleanup(sync.OnceFunc(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("mirror stopped with: %v", err)
+		}
+	}))
+	c.url, c.caFile = "https://"+ln.Addr().String(), m.caFile
+}
+
+// run runs an installer with only env (and PATH, HOME, the mirror's CA).
+func (c *cliMirror) run(t *testing.T, home, bin string, env []string, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = home
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSL_CERT_FILE=" + c.caFile}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", filepath.Base(bin), strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// checkInstalled: the installed program is the one in the origin's
+// archive whose sha256 its signed SHA256SUMS lists, and it runs.
+func (c *cliMirror) checkInstalled(t *testing.T, path, pub, product, version, want string) {
+	t.Helper()
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("not installed: %v", err)
+	}
+	if !bytes.Equal(got, fakeorigin.Program(product, version, platform)) {
+		t.Fatalf("%s is not the program of the origin's archive", path)
+	}
+	line := fakeorigin.ArchiveSHA256(product, version, platform) + "  " + fakeorigin.ArchiveName(product, version, platform)
+	if !bytes.Contains(c.origin.Sums(pub, product, version), []byte(line)) {
+		t.Fatalf("the origin's SHA256SUMS lacks %q", line)
+	}
+	out, err := exec.Command(path, "version").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), want) {
+		t.Fatalf("%s version: %v\n%s", path, err, out)
+	}
+}
+
+// TestTenvInstallsTerraformThroughTheMirror: tenv lists and installs
+// Terraform from the door, checking the signature with the publisher's
+// key as it does against releases.hashicorp.com; a second install (in a
+// fresh tenv) with the origin down comes from the cache.
+func TestTenvInstallsTerraformThroughTheMirror(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := startCLIMirror(t)
+	for i, what := range []string{"cold", "origin down"} {
+		if i == 1 {
+			c.origin.SetDown(true)
+		}
+		home := t.TempDir()
+		env := []string{
+			"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+			"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+			"TFENV_LIST_MODE=api",
+			"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+		}
+		out := c.run(t, home, tenv, env, "tf", "list-remote")
+		if !strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
+			t.Fatalf("%s: list-remote:\n%s", what, out)
+		}
+		c.run(t, home, tenv, env, "tf", "install", "1.6.0")
+		c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+		if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 1 {
+			t.Errorf("%s: the archive was fetched %d times from the origin, want 1", what, n)
+		}
+		waitIdle(c.mirror.engine)
+	}
+}
+
+// TestTenvInstallsOpenTofuThroughTheMirror: tenv's artifact mirror mode
+// reads the version list and the release files from the door, checking
+// the .gpgsig with the publisher's key.
+func TestTenvInstallsOpenTofuThroughTheMirror(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := startCLIMirror(t)
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TOFUENV_INSTALL_MODE=mirror",
+		"TOFUENV_LIST_MODE=mirror",
+		"TOFUENV_LIST_URL=" + c.url + "/releases/opentofu/api.json",
+		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
+		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
+	}
+	if out := c.run(t, home, tenv, env, "tofu", "list-remote"); !strings.Contains(out, "1.8.0") {
+		t.Fatalf("list-remote:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tofu", "install", "1.8.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "OpenTofu", "1.8.0", "tofu"), "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
+}
+
+// TestTenvRefusedUnderThePolicy: a version the policy holds is neither
+// listed nor installable through the door.
+func TestTenvRefusedUnderThePolicy(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "mirror.hcl")
+	policy := "policy {\n  deny_version \"releases.hashicorp.com/hashicorp/terraform\" {\n    versions = [\"1.6.0\"]\n    reason   = \"use 1.5.7\"\n  }\n}\n"
+	if err := os.WriteFile(conf, []byte(policy), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := startCLIMirror(t, "--config", conf)
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
+		t.Fatalf("list-remote shows the denied version or lacks the allowed one:\n%s", out)
+	}
+	cmd := exec.Command(tenv, "tf", "install", "1.6.0")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSL_CERT_FILE=" + c.caFile}, env...)
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("a denied version installed:\n%s", out)
+	}
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 0 {
+		t.Errorf("the denied version's archive was fetched")
+	}
+}
+
+// tfswitchTool is tfswitch, pinned as .ci/run installs it.
+var tfswitchTool = ocitest.Tool{Name: "tfswitch", Env: "TFMIRROR_TFSWITCH", Package: "github.com/warrensbox/terraform-switcher", Version: "v1.19.0"}
+
+// TestTfswitchListsThroughTheMirror: tfswitch --mirror reads the door's
+// listing and finds the versions the origin has, the newest and the
+// newest of a line. (Its install fetches SHA256SUMS.72D7468F.sig, named
+// by HashiCorp's key ID whatever key it is told to trust, so against a
+// stand-in signing with another key it cannot install: the paths it
+// downloads are checked in proxy/releasesdoor.TestTfenvAndTfswitchLayout.)
+func TestTfswitchListsThroughTheMirror(t *testing.T) {
+	tfswitch := tfswitchTool.Binary(t)
+	c := startCLIMirror(t)
+	home := t.TempDir()
+	mirror := c.url + "/releases/hashicorp/terraform"
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--mirror", mirror, "--show-latest"}, "1.6.0"},
+		{[]string{"--mirror", mirror, "--show-latest-stable", "1.5.0"}, "1.5.7"},
+		{[]string{"--mirror", mirror + "/index.json", "--show-latest"}, "1.6.0"},
+	} {
+		out := strings.TrimSpace(c.run(t, home, tfswitch, nil, tc.args...))
+		if i := strings.LastIndexByte(out, '\n'); i >= 0 {
+			out = out[i+1:] // after its log lines
+		}
+		if out != tc.want {
+			t.Errorf("tfswitch %s: %q, want %q", strings.Join(tc.args, " "), out, tc.want)
+		}
+	}
+}
+
+// TestHCInstallThroughTheMirror: HashiCorp's hc-install, as the Go library
+// whose ApiBaseURL points it at a mirror (its command line has no such
+// setting), installs Terraform through the door, checking the signature
+// with the key it is given.
+func TestHCInstallThroughTheMirror(t *testing.T) {
+	c := startCLIMirror(t)
+	ca, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	dir := t.TempDir()
+	ev := &hcreleases.ExactVersion{
+		Product:          hcproduct.Terraform,
+		Version:          hcversion.Must(hcversion.NewVersion("1.6.0")),
+		InstallDir:       dir,
+		ApiBaseURL:       c.url + "/releases/hashicorp",
+		ArmoredPublicKey: c.origin.HashiCorpKey,
+		HTTPClient:       &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}},
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	path, err := ev.Install(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.checkInstalled(t, path, "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+
+	// A key the mirror's SHA256SUMS is not signed by: hc-install refuses.
+	ev.InstallDir, ev.ArmoredPublicKey = t.TempDir(), c.origin.OpenTofuKey
+	if _, err := ev.Install(ctx); err == nil {
+		t.Fatal("hc-install accepted checksums signed by another key")
+	}
+}
+
+// TestSyncCLIThenSealed: sync takes CLI versions from a manifest's cli
+// blocks (verified as the door verifies them); a sealed mirror on that
+// data directory then lists and serves them, and only them, to tenv
+// without any origin request.
+func TestSyncCLIThenSealed(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := newCLIOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	m := filepath.Join(t.TempDir(), "sync.hcl")
+	src := "platforms = [\"" + platform + "\"]\ncli \"terraform\" {\n  versions = [\"~> 1.6.0\"]\n}\ncli \"tofu\" {\n  versions = [\">= 1.8.0\"]\n}\n"
+	if err := os.WriteFile(m, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	args := append(c.flags(dataDir), m)
+	if code := runSync(context.Background(), args, func(string) (string, bool) { return "", false }, &stdout, &stderr,
+		overrides{rootCAs: c.pool(), keepStdLog: true}); code != 0 {
+		t.Fatalf("sync: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "cli summary: 2 archives fetched") {
+		t.Fatalf("sync output:\n%s", stdout.String())
+	}
+	before := c.origin.TotalHits()
+
+	c.start(t, dataDir, "--offline")
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") || strings.Contains(out, "1.5.7") {
+		t.Fatalf("the sealed mirror lists:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+	if n := c.origin.TotalHits() - before; n != 0 {
+		t.Errorf("the sealed mirror made %d origin requests", n)
+	}
+}

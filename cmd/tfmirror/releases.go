@@ -1,0 +1,72 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/metrics"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
+	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// openReleases builds the CLI releases side on the engine, its cache and
+// its origin client (whose allowed origins decide which publishers it may
+// reach).
+func openReleases(cfg settings.Config, logger *slog.Logger, client *discovery.Client, engine *mirror.Engine, store *cache.Store, met *metrics.Metrics) (*releases.Releases, error) {
+	rcfg := releases.Config{
+		HashiCorpURL:        cfg.ReleasesHashiCorpURL,
+		HashiCorpProducts:   cfg.ReleasesHashiCorpProducts,
+		OpenTofuDownloadURL: cfg.ReleasesOpenTofuURL,
+		OpenTofuAPIURL:      cfg.ReleasesOpenTofuAPIURL,
+		ListTTL:             cfg.VersionsTTL,
+		OriginTimeout:       metadataStages * client.MaxRequestTime(),
+		ArchiveLimits:       verify.Limits{MaxUnpackedBytes: cfg.ArchiveMaxUnpacked, MaxEntries: cfg.ArchiveMaxEntries},
+		Offline:             cfg.Offline,
+		Logger:              logger,
+	}
+	if met != nil {
+		rcfg.Metrics = met
+	}
+	var err error
+	if rcfg.HashiCorpKeys, err = readArmoredKeys(cfg.ReleasesHashiCorpKeys); err != nil {
+		return nil, fmt.Errorf("--releases-hashicorp-keys: %w", err)
+	}
+	if rcfg.OpenTofuKeys, err = readArmoredKeys(cfg.ReleasesOpenTofuKeys); err != nil {
+		return nil, fmt.Errorf("--releases-opentofu-keys: %w", err)
+	}
+	return releases.New(rcfg, client, engine, store)
+}
+
+// readArmoredKeys reads the ASCII-armored public key blocks of a file
+// ("" : none, the shipped keys).
+func readArmoredKeys(path string) ([]string, error) {
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	const begin = "-----BEGIN PGP PUBLIC KEY BLOCK-----"
+	var keys []string
+	for _, block := range strings.Split(string(data), begin)[1:] {
+		keys = append(keys, begin+block)
+	}
+	if len(keys) == 0 {
+		return nil, fmt.Errorf("%s holds no ASCII-armored public key", path)
+	}
+	return keys, nil
+}
+
+// openReleasesDoor is the front door of the CLI releases, under /releases/.
+func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *releases.Releases, auth *proxy.Auth) (*releasesdoor.Door, error) {
+	return releasesdoor.New(releasesdoor.Config{PublicURL: cfg.PublicURL, PlainHTTP: cfg.InsecureHTTP, Auth: auth, Logger: logger}, rel)
+}

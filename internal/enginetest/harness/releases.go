@@ -1,0 +1,61 @@
+package harness
+
+import (
+	"context"
+	"crypto/x509"
+	"net/url"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/releases"
+)
+
+// ReleasesSide is the CLI releases side on an engine and an in-memory
+// cache, before a stand-in origin whose keys it trusts; it ends with the
+// test.
+type ReleasesSide struct {
+	Releases *releases.Releases
+	Engine   *mirror.Engine
+	Store    *cache.Store
+}
+
+// StartReleasesSide builds a ReleasesSide before o, cfg completed with
+// o's URLs and keys.
+func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config) *ReleasesSide {
+	t.Helper()
+	store := enginetest.OpenStore(t, "", cache.Options{})
+	u, _ := url.Parse(o.URL)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(o.CACertPEM)
+	client, err := discovery.New(discovery.Config{AllowedOrigins: []string{u.Host}, AllowPrivate: true, RootCAs: pool,
+		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t)}, client, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.HashiCorpURL, cfg.HashiCorpKeys = o.HashiCorpURL, []string{o.HashiCorpKey}
+	cfg.OpenTofuDownloadURL, cfg.OpenTofuAPIURL, cfg.OpenTofuKeys = o.OpenTofuDownloadURL, o.OpenTofuAPIURL, []string{o.OpenTofuKey}
+	if cfg.Logger == nil {
+		cfg.Logger = enginetest.Logger(t)
+	}
+	rel, err := releases.New(cfg, client, engine, store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		rel.Close()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		engine.Shutdown(ctx) //nolint:errcheck // the test is over
+		store.Close()
+	})
+	return &ReleasesSide{Releases: rel, Engine: engine, Store: store}
+}

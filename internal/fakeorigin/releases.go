@@ -1,0 +1,448 @@
+package fakeorigin
+
+// A stand-in for the CLI release origins: HashiCorp's releases site
+// (under /hc/) and OpenTofu's GitHub release downloads with its version
+// list (under /tofu/), each publisher signing with a key of its own.
+
+import (
+	"archive/zip"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"html"
+	"io"
+	"log"
+	mrand "math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+)
+
+// Releases is a running stand-in for the CLI release origins, on one TLS
+// server on 127.0.0.1. Its methods are safe for concurrent use.
+type Releases struct {
+	// URL is "https://127.0.0.1:port"; HashiCorpURL and the OpenTofu URLs
+	// are the bases to configure.
+	URL, HashiCorpURL, OpenTofuDownloadURL, OpenTofuAPIURL string
+	// CACertPEM is the PEM of the CA that signed the server certificate.
+	CACertPEM []byte
+	// HashiCorpKey and OpenTofuKey are the armored public keys that
+	// verify each publisher's SHA256SUMS; HashiCorpKeyID is the former's
+	// short ID (upper-case hex).
+	HashiCorpKey, OpenTofuKey, HashiCorpKeyID string
+
+	srv   *http.Server
+	hc    *openpgp.Entity
+	tofu  *openpgp.Entity
+	other *openpgp.Entity
+
+	mu       sync.Mutex
+	products map[string][]relVersion // "hashicorp/terraform", "opentofu/tofu"
+	hits     map[string]int          // by path
+	down     bool
+	tamper   map[string]bool // by archive file name
+	badSig   map[string]bool // by SHA256SUMS name: signed by another key
+	signedAt time.Time
+	pad      int64             // SetArchivePadding
+	replaced map[string][]byte // SetArchiveBytes, by file name
+}
+
+type relVersion struct {
+	version   string
+	platforms []string
+}
+
+// StartReleases starts the stand-in. Call Close when done.
+func StartReleases() (*Releases, error) {
+	r := &Releases{products: map[string][]relVersion{}, hits: map[string]int{}, tamper: map[string]bool{},
+		badSig: map[string]bool{}, signedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+	var err error
+	if r.hc, r.HashiCorpKey, err = newSigningKey("stand-in HashiCorp releases", "hc@fakeorigin.invalid"); err != nil {
+		return nil, err
+	}
+	if r.tofu, r.OpenTofuKey, err = newSigningKey("stand-in OpenTofu releases", "tofu@fakeorigin.invalid"); err != nil {
+		return nil, err
+	}
+	if r.other, _, err = newSigningKey("someone else", "other@fakeorigin.invalid"); err != nil {
+		return nil, err
+	}
+	r.HashiCorpKeyID = strings.ToUpper(r.hc.PrimaryKey.KeyIdShortString())
+	cert, caPEM, _, err := newTLS(nil)
+	if err != nil {
+		return nil, err
+	}
+	r.CACertPEM = caPEM
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	r.URL = "https://" + ln.Addr().String()
+	r.HashiCorpURL = r.URL + "/hc/"
+	r.OpenTofuDownloadURL = r.URL + "/tofu/download/"
+	r.OpenTofuAPIURL = r.URL + "/tofu/api.json"
+	r.srv = &http.Server{Handler: http.HandlerFunc(r.serve), TLSConfig: tlsConfig(cert),
+		ReadHeaderTimeout: 10 * time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	go r.srv.ServeTLS(ln, "", "") //nolint:errcheck // ErrServerClosed after Close
+	return r, nil
+}
+
+// Close stops the server.
+func (r *Releases) Close() { r.srv.Close() }
+
+// Add publishes a version of product ("terraform", "tofu", ...) of
+// publisher pub ("hashicorp" or "opentofu") for platforms (os_arch).
+func (r *Releases) Add(pub, product, version string, platforms ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	k := pub + "/" + product
+	r.products[k] = append(r.products[k], relVersion{version, platforms})
+}
+
+// Program is the content of the executable in an archive: a shell script
+// that prints the version as the real program's "version" does.
+func Program(product, version, platform string) []byte {
+	name := "Terraform"
+	if product == "tofu" {
+		name = "OpenTofu"
+	} else if product != "terraform" {
+		name = product
+	}
+	return fmt.Appendf(nil, "#!/bin/sh\necho '%s v%s'\necho 'on %s'\n", name, version, platform)
+}
+
+// ReleaseArchive is the zip of one platform of a version: the program
+// named as the product, mode 0755.
+func ReleaseArchive(product, version, platform string) []byte {
+	return releaseArchive(product, version, platform, 0)
+}
+
+// SetArchivePadding makes every archive served from now on carry n bytes
+// of stored padding besides the program (for benchmarks); 0: none.
+func (r *Releases) SetArchivePadding(n int64) { r.mu.Lock(); r.pad = n; r.mu.Unlock() }
+
+// SetArchiveBytes makes the stand-in publish data as the archive of a
+// platform of a version, listed in its signed SHA256SUMS: a release its
+// publisher signed, whatever it holds.
+func (r *Releases) SetArchiveBytes(product, version, platform string, data []byte) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.replaced == nil {
+		r.replaced = map[string][]byte{}
+	}
+	r.replaced[ArchiveName(product, version, platform)] = data
+}
+
+// Archive is the archive the stand-in serves (with its padding).
+func (r *Releases) Archive(product, version, platform string) []byte {
+	r.mu.Lock()
+	pad, data := r.pad, r.replaced[ArchiveName(product, version, platform)]
+	r.mu.Unlock()
+	if data != nil {
+		return data
+	}
+	return releaseArchive(product, version, platform, pad)
+}
+
+func releaseArchive(product, version, platform string, pad int64) []byte {
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	h := &zip.FileHeader{Name: product, Method: zip.Deflate, Modified: fixedTime()}
+	h.SetMode(0o755)
+	f, err := zw.CreateHeader(h)
+	if err != nil {
+		panic(err)
+	}
+	f.Write(Program(product, version, platform)) //nolint:errcheck // memory
+	if pad > 0 {
+		ph := &zip.FileHeader{Name: "padding.bin", Method: zip.Store, Modified: fixedTime()}
+		pf, err := zw.CreateHeader(ph)
+		if err != nil {
+			panic(err)
+		}
+		seed := sha256.Sum256([]byte(product + "/" + version + "/" + platform))
+		data := make([]byte, pad)
+		mrand.NewChaCha8(seed).Read(data) //nolint:errcheck // never fails
+		pf.Write(data)                    //nolint:errcheck // memory
+	}
+	if err := zw.Close(); err != nil {
+		panic(err)
+	}
+	return buf.Bytes()
+}
+
+// ArchiveName is the publisher's name of a platform's archive.
+func ArchiveName(product, version, platform string) string {
+	return product + "_" + version + "_" + platform + ".zip"
+}
+
+// ArchiveSHA256 is the archive's sha256 as its SHA256SUMS lists it.
+func ArchiveSHA256(product, version, platform string) string {
+	s := sha256.Sum256(ReleaseArchive(product, version, platform))
+	return hex.EncodeToString(s[:])
+}
+
+// Hits counts the requests for path ("/hc/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip").
+func (r *Releases) Hits(path string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.hits[path]
+}
+
+// TotalHits counts every request.
+func (r *Releases) TotalHits() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, h := range r.hits {
+		n += h
+	}
+	return n
+}
+
+// SetDown makes every answer 503 (true) or normal again.
+func (r *Releases) SetDown(down bool) { r.mu.Lock(); r.down = down; r.mu.Unlock() }
+
+// Tamper serves the archive name with one byte changed from now on.
+func (r *Releases) Tamper(name string) { r.mu.Lock(); r.tamper[name] = true; r.mu.Unlock() }
+
+// SignWithOtherKey makes the signature of the SHA256SUMS sumsName come
+// from a key nobody trusts.
+func (r *Releases) SignWithOtherKey(sumsName string) {
+	r.mu.Lock()
+	r.badSig[sumsName] = true
+	r.mu.Unlock()
+}
+
+// SetSignedAt sets the creation time of the signatures made from now on.
+func (r *Releases) SetSignedAt(t time.Time) { r.mu.Lock(); r.signedAt = t; r.mu.Unlock() }
+
+func (r *Releases) serve(w http.ResponseWriter, req *http.Request) {
+	r.mu.Lock()
+	r.hits[req.URL.Path]++
+	down := r.down
+	r.mu.Unlock()
+	if down {
+		http.Error(w, "down", http.StatusServiceUnavailable)
+		return
+	}
+	p := req.URL.Path
+	switch {
+	case p == "/tofu/api.json":
+		r.tofuList(w)
+	case strings.HasPrefix(p, "/tofu/download/v"):
+		rest := strings.TrimPrefix(p, "/tofu/download/v")
+		version, file, ok := strings.Cut(rest, "/")
+		if !ok || !r.has("opentofu", "tofu", version) {
+			http.NotFound(w, req)
+			return
+		}
+		r.file(w, req, "opentofu", "tofu", version, file)
+	case strings.HasPrefix(p, "/hc/"):
+		parts := strings.Split(strings.TrimPrefix(p, "/hc/"), "/")
+		switch {
+		case len(parts) == 2 && parts[1] == "index.json":
+			r.hcProduct(w, parts[0])
+		case len(parts) == 2 && parts[1] == "":
+			r.hcProductHTML(w, parts[0])
+		case len(parts) == 3 && r.has("hashicorp", parts[0], parts[1]):
+			switch parts[2] {
+			case "index.json":
+				json.NewEncoder(w).Encode(r.hcVersion(parts[0], parts[1])) //nolint:errcheck
+			case "":
+				r.hcVersionHTML(w, parts[0], parts[1])
+			default:
+				r.file(w, req, "hashicorp", parts[0], parts[1], parts[2])
+			}
+		default:
+			http.NotFound(w, req)
+		}
+	default:
+		http.NotFound(w, req)
+	}
+}
+
+func (r *Releases) has(pub, product, version string) bool {
+	_, ok := r.version(pub, product, version)
+	return ok
+}
+
+func (r *Releases) version(pub, product, version string) (relVersion, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, v := range r.products[pub+"/"+product] {
+		if v.version == version {
+			return v, true
+		}
+	}
+	return relVersion{}, false
+}
+
+func (r *Releases) list(pub, product string) []relVersion {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.products[pub+"/"+product])
+}
+
+// Sums is the SHA256SUMS of a version.
+func (r *Releases) Sums(pub, product, version string) []byte {
+	v, _ := r.version(pub, product, version)
+	var b strings.Builder
+	names := map[string]string{}
+	for _, pl := range v.platforms {
+		sum := sha256.Sum256(r.Archive(product, version, pl))
+		names[ArchiveName(product, version, pl)] = hex.EncodeToString(sum[:])
+	}
+	keys := make([]string, 0, len(names))
+	for n := range names {
+		keys = append(keys, n)
+	}
+	sort.Strings(keys)
+	for _, n := range keys {
+		fmt.Fprintf(&b, "%s  %s\n", names[n], n)
+	}
+	return []byte(b.String())
+}
+
+func (r *Releases) signature(pub, sumsName string, doc []byte) []byte {
+	r.mu.Lock()
+	key := r.hc
+	if pub == "opentofu" {
+		key = r.tofu
+	}
+	if r.badSig[sumsName] {
+		key = r.other
+	}
+	at := r.signedAt
+	r.mu.Unlock()
+	var sig bytes.Buffer
+	if err := openpgp.DetachSign(&sig, key, bytes.NewReader(doc), &packet.Config{Time: func() time.Time { return at }}); err != nil {
+		panic(err)
+	}
+	return sig.Bytes()
+}
+
+func (r *Releases) file(w http.ResponseWriter, req *http.Request, pub, product, version, file string) {
+	sums := product + "_" + version + "_SHA256SUMS"
+	doc := r.Sums(pub, product, version)
+	switch {
+	case file == sums:
+		w.Write(doc) //nolint:errcheck
+		return
+	case pub == "hashicorp" && (file == sums+".sig" || file == sums+"."+r.HashiCorpKeyID+".sig"),
+		pub == "opentofu" && file == sums+".gpgsig":
+		w.Write(r.signature(pub, sums, doc)) //nolint:errcheck
+		return
+	case pub == "opentofu" && (file == sums+".sig" || file == sums+".pem"):
+		fmt.Fprintf(w, "stand-in cosign file %s\n", file)
+		return
+	}
+	v, _ := r.version(pub, product, version)
+	for _, pl := range v.platforms {
+		if file != ArchiveName(product, version, pl) {
+			continue
+		}
+		data := r.Archive(product, version, pl)
+		r.mu.Lock()
+		tampered := r.tamper[file]
+		r.mu.Unlock()
+		if tampered {
+			data = bytes.Clone(data)
+			data[len(data)/2] ^= 0xff
+		}
+		w.Header().Set("Content-Type", "application/zip")
+		w.Header().Set("Content-Length", fmt.Sprint(len(data)))
+		w.Write(data) //nolint:errcheck
+		return
+	}
+	http.NotFound(w, req)
+}
+
+type hcBuild struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	Filename string `json:"filename"`
+	URL      string `json:"url"`
+}
+
+type hcVersionDoc struct {
+	Name              string    `json:"name"`
+	Version           string    `json:"version"`
+	Shasums           string    `json:"shasums"`
+	ShasumsSignature  string    `json:"shasums_signature"`
+	ShasumsSignatures []string  `json:"shasums_signatures"`
+	Builds            []hcBuild `json:"builds"`
+}
+
+func (r *Releases) hcVersion(product, version string) hcVersionDoc {
+	v, _ := r.version("hashicorp", product, version)
+	sums := product + "_" + version + "_SHA256SUMS"
+	d := hcVersionDoc{Name: product, Version: version, Shasums: sums, ShasumsSignature: sums + ".sig",
+		ShasumsSignatures: []string{sums + "." + r.HashiCorpKeyID + ".sig", sums + ".sig"}}
+	for _, pl := range v.platforms {
+		os, arch, _ := strings.Cut(pl, "_")
+		d.Builds = append(d.Builds, hcBuild{Name: product, Version: version, OS: os, Arch: arch,
+			Filename: ArchiveName(product, version, pl), URL: r.HashiCorpURL + product + "/" + version + "/" + ArchiveName(product, version, pl)})
+	}
+	return d
+}
+
+func (r *Releases) hcProduct(w http.ResponseWriter, product string) {
+	doc := struct {
+		Name     string                  `json:"name"`
+		Versions map[string]hcVersionDoc `json:"versions"`
+	}{Name: product, Versions: map[string]hcVersionDoc{}}
+	for _, v := range r.list("hashicorp", product) {
+		doc.Versions[v.version] = r.hcVersion(product, v.version)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(doc) //nolint:errcheck
+}
+
+func (r *Releases) hcProductHTML(w http.ResponseWriter, product string) {
+	w.Header().Set("Content-Type", "text/html")
+	fmt.Fprint(w, "<html><body><ul>\n")
+	for _, v := range r.list("hashicorp", product) {
+		fmt.Fprintf(w, "<li><a href=\"/hc/%s/%s/\">%s_%s</a></li>\n", product, v.version, html.EscapeString(product), v.version)
+	}
+	fmt.Fprint(w, "</ul></body></html>\n")
+}
+
+func (r *Releases) hcVersionHTML(w http.ResponseWriter, product, version string) {
+	w.Header().Set("Content-Type", "text/html")
+	fmt.Fprint(w, "<html><body><ul>\n")
+	for _, b := range r.hcVersion(product, version).Builds {
+		fmt.Fprintf(w, "<li><a href=\"/hc/%s/%s/%s\">%s</a></li>\n", product, version, b.Filename, b.Filename)
+	}
+	fmt.Fprint(w, "</ul></body></html>\n")
+}
+
+func (r *Releases) tofuList(w http.ResponseWriter) {
+	type ver struct {
+		ID    string   `json:"id"`
+		Files []string `json:"files"`
+	}
+	doc := struct {
+		Versions []ver `json:"versions"`
+	}{Versions: []ver{}}
+	for _, v := range r.list("opentofu", "tofu") {
+		sums := "tofu_" + v.version + "_SHA256SUMS"
+		files := []string{sums, sums + ".gpgsig", sums + ".sig", sums + ".pem"}
+		for _, pl := range v.platforms {
+			files = append(files, ArchiveName("tofu", v.version, pl))
+		}
+		doc.Versions = append(doc.Versions, ver{ID: v.version, Files: files})
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(doc) //nolint:errcheck
+}

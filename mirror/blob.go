@@ -1,0 +1,68 @@
+package mirror
+
+import (
+	"context"
+	"errors"
+	"io"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/mirror/records"
+)
+
+// Blob is an immutable file other than a provider archive (a CLI release
+// archive, see package releases) whose sha256 its caller took from a
+// document it verified: the engine fetches it once however many callers
+// ask, stages it in the cache as it arrives, releases its held-back last
+// bytes only once its sha256 matched and Check passed, and commits it
+// then, exactly as it does provider archives.
+type Blob struct {
+	// SHA256 is the sha256 the file must have, in lowercase hex.
+	SHA256 string
+	// Filename and Label name the file in logs and errors.
+	Filename, Label string
+	// Open opens the file's bytes at its origin, returning its size or
+	// -1. It runs on the engine's context, not the caller's.
+	Open func(ctx context.Context) (io.ReadCloser, int64, error)
+	// Check, when set, must pass on the complete, matching bytes before
+	// the last of them are released; nil: none.
+	Check func(ctx context.Context, r io.ReaderAt, size int64) error
+	// Refused, when set, is told the reason (a verify.Reason) of a
+	// verification failure of the download, which the engine's metrics
+	// count too.
+	Refused func(reason string)
+}
+
+// errBlob is a Blob without what it needs.
+var errBlob = errors.New("mirror: a Blob needs a valid SHA256 and Open")
+
+// OpenBlob opens the file b: from the cache, or else from the origin
+// download of it under way, starting one if there is none, as
+// OpenArchive does for provider archives (ctx bounds only the caller's
+// wait and reads). The shared tier is neither read nor given the file:
+// each replica fetches it from the origin once. Offline, a file that is not cached fails with
+// records.ErrOffline without b.Open being called.
+func (s *Engine) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
+	if !sha256hex.Valid(b.SHA256) || b.Open == nil {
+		return nil, errBlob
+	}
+	a := records.ArchiveRecord{Filename: b.Filename, SHA256: b.SHA256}
+	if s.cfg.Offline {
+		arc, err := s.openCached(b.SHA256)
+		if arc == nil && err == nil {
+			err = records.ErrOffline
+		}
+		return arc, err
+	}
+	src := &archiveSource{open: b.Open, fromOrigin: true, check: b.Check, label: b.Label, refused: b.Refused, localOnly: true}
+	if src.check == nil {
+		src.check = func(context.Context, io.ReaderAt, int64) error { return nil }
+	}
+	return s.openFetched(ctx, addrs.Provider{}, a, src)
+}
+
+// HasBlob reports whether the file sha is in the cache.
+func (s *Engine) HasBlob(sha string) bool {
+	_, err := s.store.StatBlob(sha)
+	return err == nil
+}

@@ -1,0 +1,258 @@
+// Package releasesdoor is the CLI releases front door, under /releases/:
+// HashiCorp's releases layout under /releases/hashicorp/ (PRODUCT/index.json,
+// PRODUCT/VERSION/index.json, the HTML listings of PRODUCT/ and
+// PRODUCT/VERSION/, the archives, SHA256SUMS and its signatures) and
+// OpenTofu's release files under /releases/opentofu/ (vVERSION/FILE, and
+// the version list its installers read, api.json), as tenv, tfenv,
+// tfswitch, hc-install and the setup actions read them, every URL in a
+// document pointing back at the mirror.
+//
+// It owns the wire: paths, documents, statuses, authentication. What is
+// served, and whether it verified, is package releases'.
+package releasesdoor
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/releases"
+)
+
+// Prefix is where the door is mounted.
+const Prefix = "/releases/"
+
+// Releases is what the door answers from (*releases.Releases).
+type Releases interface {
+	Products() []string
+	KeyIDs(pub releases.Publisher) []string
+	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
+	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
+	Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error)
+	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
+}
+
+// Config configures a Door.
+type Config struct {
+	// PublicURL is the mirror's base URL as clients reach it, for the
+	// URLs in documents. Default: from each request.
+	PublicURL string
+	// PlainHTTP says the mirror serves http (behind a TLS-terminating
+	// proxy), for URLs taken from requests.
+	PlainHTTP bool
+	// Auth, when set, requires a client token: as a Bearer token, or as
+	// the password of Basic credentials (the installers' remote user and
+	// password settings). Default: anonymous.
+	Auth   *proxy.Auth
+	Logger *slog.Logger
+}
+
+// Door serves /releases/.
+type Door struct {
+	cfg Config
+	rel Releases
+}
+
+// New returns a Door answering from rel.
+func New(cfg Config, rel Releases) (*Door, error) {
+	if rel == nil {
+		return nil, errors.New("releasesdoor: the releases side is required")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
+	return &Door{cfg: cfg, rel: rel}, nil
+}
+
+// maxPathLen bounds a request path.
+const maxPathLen = 512
+
+// ServeHTTP serves everything under Prefix.
+func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodGet && r.Method != http.MethodHead {
+		w.Header().Set("Allow", "GET, HEAD")
+		d.fail(w, r, &httperr.RequestError{Status: http.StatusMethodNotAllowed, Msg: "only GET and HEAD"})
+		return
+	}
+	if !d.authorized(w, r) {
+		return
+	}
+	path := r.URL.Path
+	rest, ok := strings.CutPrefix(path, Prefix)
+	if !ok || len(path) > maxPathLen || r.URL.RawPath != "" || strings.Contains(rest, "//") {
+		d.fail(w, r, fmt.Errorf("%w: no such path", releases.ErrNotFound))
+		return
+	}
+	parts := strings.Split(rest, "/")
+	switch releases.Publisher(parts[0]) {
+	case releases.HashiCorp:
+		if len(parts) > 3 && parts[1] == "releases" && parts[2] == string(releases.HashiCorp) {
+			// hc-install joins its base URL with the path of each build's
+			// url (made for a base whose path is the releases site's
+			// root): the door's own prefix, twice, is its own path.
+			parts = parts[2:]
+		}
+		d.hashicorp(w, r, parts[1:])
+	case releases.OpenTofu:
+		d.opentofu(w, r, parts[1:])
+	default:
+		d.fail(w, r, fmt.Errorf("%w: no such publisher", releases.ErrNotFound))
+	}
+}
+
+// authorized checks the client token when Config.Auth is set.
+func (d *Door) authorized(w http.ResponseWriter, r *http.Request) bool {
+	a := d.cfg.Auth
+	if a == nil {
+		return true
+	}
+	if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && a.CheckToken(cred) {
+		return true
+	}
+	if _, pass, ok := r.BasicAuth(); ok && a.CheckToken(pass) {
+		return true
+	}
+	w.Header().Set("WWW-Authenticate", `Basic realm="tfmirror releases"`)
+	d.fail(w, r, httperr.ErrUnauthorized)
+	return false
+}
+
+// base is the URL of the publisher's part of the door, without a final slash.
+func (d *Door) base(r *http.Request, pub releases.Publisher) string {
+	u := d.cfg.PublicURL
+	if u == "" {
+		scheme := "https"
+		if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && d.cfg.PlainHTTP {
+			scheme = "http"
+		}
+		u = scheme + "://" + r.Host
+	}
+	return u + strings.TrimSuffix(Prefix, "/") + "/" + string(pub)
+}
+
+// fail answers err's status, once logged.
+func (d *Door) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if r.Context().Err() != nil {
+		err = &httperr.ClientGoneError{Err: err}
+	}
+	status := httperr.Status(err)
+	level := slog.LevelInfo
+	switch {
+	case status == httperr.StatusClientClosedRequest:
+		d.cfg.Logger.Debug("request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
+		return
+	case status == http.StatusInternalServerError:
+		level = slog.LevelError
+	case status >= 500:
+		level = slog.LevelWarn
+	}
+	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
+	msg := err.Error()
+	if status == http.StatusInternalServerError {
+		msg = "internal error"
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	http.Error(w, msg, status)
+}
+
+// writeJSON sends a document.
+func (d *Door) writeJSON(w http.ResponseWriter, r *http.Request, v any, stale bool) {
+	body, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.write(w, r, "application/json", append(body, '\n'), stale)
+}
+
+func (d *Door) write(w http.ResponseWriter, r *http.Request, contentType string, body []byte, stale bool) {
+	h := w.Header()
+	h.Set("Content-Type", contentType)
+	h.Set("Content-Length", fmt.Sprint(len(body)))
+	if stale {
+		h.Set("Warning", `110 - "Response is Stale"`)
+		h.Set("Cache-Control", "no-cache")
+	} else {
+		h.Set("Cache-Control", "max-age=60")
+	}
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(body) //nolint:errcheck // the client went away
+	}
+}
+
+// serveArchive sends an archive: a cached one with Range and conditional
+// requests, one being fetched as the engine releases its bytes.
+func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases.Publisher, product, version, name string) {
+	a, err := d.rel.OpenArchive(r.Context(), pub, product, version, name)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	defer a.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/zip")
+	h.Set("ETag", `"`+a.SHA256+`"`)
+	h.Set("Cache-Control", "max-age=31536000, immutable")
+	h.Set("X-Tfmirror-Cache", a.Source.String())
+	if content := a.Content(); content != nil {
+		http.ServeContent(w, r, "", a.ModTime, content)
+		return
+	}
+	proxy.StreamArchive(w, r, a)
+}
+
+// listing is an HTML page of links, as the releases site's listings are.
+var listing = template.Must(template.New("listing").Parse(`<!DOCTYPE html>
+<html><head><title>{{.Title}}</title></head>
+<body>
+<ul>
+{{- range .Links}}
+<li><a href="{{.Href}}">{{.Text}}</a></li>
+{{- end}}
+</ul>
+</body></html>
+`))
+
+type link struct{ Href, Text string }
+
+func (d *Door) writeListing(w http.ResponseWriter, r *http.Request, title string, links []link, stale bool) {
+	var b strings.Builder
+	if err := listing.Execute(&b, struct {
+		Title string
+		Links []link
+	}{title, links}); err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	d.write(w, r, "text/html; charset=utf-8", []byte(b.String()), stale)
+}
+
+func notFound() error { return fmt.Errorf("%w: no such path", releases.ErrNotFound) }
+
+func itoa(n int) string { return fmt.Sprint(n) }
+
+// Snippets are each installer's settings for the door at mirrorURL (the
+// mirror's base URL, "https://host/"), for the status page.
+func Snippets(mirrorURL string) string {
+	base := strings.TrimSuffix(mirrorURL, "/") + strings.TrimSuffix(Prefix, "/")
+	return "# tenv (Terraform), tfenv\n" +
+		"export TFENV_REMOTE=" + base + "/hashicorp\n" +
+		"export TFENV_LIST_MODE=api   # tenv only\n\n" +
+		"# tenv (OpenTofu)\n" +
+		"export TOFUENV_INSTALL_MODE=mirror TOFUENV_LIST_MODE=mirror\n" +
+		"export TOFUENV_LIST_URL=" + base + "/opentofu/api.json\n" +
+		"export TOFUENV_URL_TEMPLATE='" + base + "/opentofu/v{{ .Version }}/{{ .Artifact }}'\n\n" +
+		"# tfswitch\n" +
+		"tfswitch --mirror " + base + "/hashicorp/terraform\n\n" +
+		"# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \"" + base + "/hashicorp\"}\n"
+}

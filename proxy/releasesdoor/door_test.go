@@ -1,0 +1,334 @@
+package releasesdoor_test
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
+	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+type rig struct {
+	origin *fakeorigin.Releases
+	srv    *httptest.Server
+	side   *harness.ReleasesSide
+}
+
+func newRig(t *testing.T, auth *proxy.Auth) *rig {
+	t.Helper()
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64")
+	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64", "darwin_arm64")
+	o.Add("opentofu", "tofu", "1.8.0", "linux_amd64")
+	side := harness.StartReleasesSide(t, o, releases.Config{})
+	door, err := releasesdoor.New(releasesdoor.Config{Auth: auth, PlainHTTP: true, Logger: enginetest.Logger(t)}, side.Releases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(door)
+	t.Cleanup(srv.Close)
+	return &rig{origin: o, srv: srv, side: side}
+}
+
+func (r *rig) get(t *testing.T, path string) (int, []byte, http.Header) {
+	t.Helper()
+	resp, err := http.Get(r.srv.URL + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return resp.StatusCode, body, resp.Header
+}
+
+// TestHashiCorpLayout: the documents and listings the installers read,
+// every URL in them the mirror's, every build one the signed SHA256SUMS
+// lists; the files byte for byte the origin's.
+func TestHashiCorpLayout(t *testing.T) {
+	r := newRig(t, nil)
+	base := r.srv.URL + "/releases/hashicorp"
+
+	status, body, hdr := r.get(t, "/releases/hashicorp/terraform/index.json")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "application/json") {
+		t.Fatalf("product index: %d %s", status, body)
+	}
+	var product struct {
+		Versions map[string]struct {
+			Builds []struct{ OS, Arch, Filename, URL string }
+		}
+	}
+	if err := json.Unmarshal(body, &product); err != nil || len(product.Versions) != 2 {
+		t.Fatalf("product index: %v %s", err, body)
+	}
+	if u := product.Versions["1.6.0"].Builds[0].URL; !strings.HasPrefix(u, base+"/terraform/1.6.0/terraform_1.6.0_") {
+		t.Errorf("build URL %q is not the mirror's", u)
+	}
+
+	status, body, _ = r.get(t, "/releases/hashicorp/terraform/1.6.0/index.json")
+	var version struct {
+		Shasums           string   `json:"shasums"`
+		ShasumsSignature  string   `json:"shasums_signature"`
+		ShasumsSignatures []string `json:"shasums_signatures"`
+		Builds            []struct {
+			OS, Arch, Filename, URL string
+		} `json:"builds"`
+	}
+	if err := json.Unmarshal(body, &version); status != 200 || err != nil || len(version.Builds) != 2 {
+		t.Fatalf("version index: %d %v %s", status, err, body)
+	}
+	if version.Shasums != "terraform_1.6.0_SHA256SUMS" || version.ShasumsSignature != "terraform_1.6.0_SHA256SUMS.sig" ||
+		len(version.ShasumsSignatures) != 2 || version.ShasumsSignatures[0] != "terraform_1.6.0_SHA256SUMS."+r.origin.HashiCorpKeyID+".sig" {
+		t.Errorf("version index names: %s", body)
+	}
+	for _, b := range version.Builds {
+		status, data, hdr := r.get(t, strings.TrimPrefix(b.URL, r.srv.URL))
+		sum := sha256.Sum256(data)
+		want := fakeorigin.ArchiveSHA256("terraform", "1.6.0", b.OS+"_"+b.Arch)
+		if status != 200 || string(hexOf(sum[:])) != want || hdr.Get("ETag") != `"`+want+`"` {
+			t.Errorf("archive %s: %d, sha256 %x, ETag %s", b.Filename, status, sum, hdr.Get("ETag"))
+		}
+	}
+	_, sums, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_SHA256SUMS")
+	if !bytes.Equal(sums, r.origin.Sums("hashicorp", "terraform", "1.6.0")) {
+		t.Errorf("SHA256SUMS: %s", sums)
+	}
+	for _, name := range version.ShasumsSignatures {
+		_, sig, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/"+name)
+		if err := verify.CheckSignature(sums, sig, []string{r.origin.HashiCorpKey}); err != nil {
+			t.Errorf("%s: %v", name, err)
+		}
+	}
+
+	// The listings tfenv and tfswitch parse.
+	_, html, _ := r.get(t, "/releases/hashicorp/terraform/")
+	for _, want := range []string{`href="/releases/hashicorp/terraform/1.6.0/"`, ">terraform_1.6.0<", ">terraform_1.5.7<"} {
+		if !strings.Contains(string(html), want) {
+			t.Errorf("product listing lacks %s:\n%s", want, html)
+		}
+	}
+	_, html, _ = r.get(t, "/releases/hashicorp/terraform/1.6.0/")
+	if !strings.Contains(string(html), `href="/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip"`) {
+		t.Errorf("version listing:\n%s", html)
+	}
+	if status, _, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_SHA256SUMS.0000FFFF.sig"); status != 404 {
+		t.Errorf("a signature under another key's ID: %d, want 404", status)
+	}
+}
+
+func hexOf(b []byte) []byte {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return out
+}
+
+// TestOpenTofuLayout: the version list and the release files OpenTofu's
+// installers read.
+func TestOpenTofuLayout(t *testing.T) {
+	r := newRig(t, nil)
+	for _, p := range []string{"/releases/opentofu/api.json", "/releases/opentofu/tofu/api.json"} {
+		status, body, _ := r.get(t, p)
+		var list struct {
+			Versions []struct {
+				ID    string   `json:"id"`
+				Files []string `json:"files"`
+			} `json:"versions"`
+		}
+		if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Versions) != 1 || list.Versions[0].ID != "1.8.0" {
+			t.Fatalf("%s: %d %v %s", p, status, err, body)
+		}
+	}
+	_, sums, _ := r.get(t, "/releases/opentofu/v1.8.0/tofu_1.8.0_SHA256SUMS")
+	_, sig, _ := r.get(t, "/releases/opentofu/v1.8.0/tofu_1.8.0_SHA256SUMS.gpgsig")
+	if err := verify.CheckSignature(sums, sig, []string{r.origin.OpenTofuKey}); err != nil {
+		t.Fatalf("gpgsig: %v", err)
+	}
+	status, data, _ := r.get(t, "/releases/opentofu/v1.8.0/tofu_1.8.0_linux_amd64.zip")
+	if status != 200 || !bytes.Equal(data, fakeorigin.ReleaseArchive("tofu", "1.8.0", "linux_amd64")) {
+		t.Fatalf("archive: %d", status)
+	}
+	for _, f := range []string{"tofu_1.8.0_SHA256SUMS.sig", "tofu_1.8.0_SHA256SUMS.pem"} {
+		if status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/"+f); status != 200 || !strings.Contains(string(body), "stand-in cosign") {
+			t.Errorf("%s: %d %s", f, status, body)
+		}
+	}
+}
+
+// TestHostileRequests: paths outside the layouts are refused before any
+// origin is asked.
+func TestHostileRequests(t *testing.T) {
+	r := newRig(t, nil)
+	for _, tc := range []struct {
+		method, path string
+		status       int
+	}{
+		{"GET", "/releases/hashicorp/terraform-provider-aws/index.json", 404},
+		{"GET", "/releases/hashicorp/vault/index.json", 404},
+		{"GET", "/releases/hashicorp/terraform/..%2F..%2Fetc/index.json", 404},
+		{"GET", "/releases/hashicorp/terraform/v1.6.0/index.json", 404},
+		{"GET", "/releases/hashicorp/terraform/1.6.0/../../x", 404},
+		{"GET", "/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_plan9_amd64.zip", 404},
+		{"GET", "/releases/opentofu/v1.8.0/tofu_1.8.0_linux_amd64.tar.gz", 404},
+		{"GET", "/releases/other/x", 404},
+		{"GET", "/releases/hashicorp/" + strings.Repeat("a", 600), 404},
+		{"POST", "/releases/opentofu/api.json", 405},
+	} {
+		req, _ := http.NewRequest(tc.method, r.srv.URL+tc.path, nil)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s %s: %d, want %d", tc.method, tc.path, resp.StatusCode, tc.status)
+		}
+	}
+	// Only the two files of 1.6.0 that a refusal needed to read its SHA256SUMS.
+	for p, n := range map[string]int{"/hc/terraform/1.6.0/terraform_1.6.0_SHA256SUMS": 1, "/hc/terraform/1.6.0/terraform_1.6.0_plan9_amd64.zip": 0} {
+		if got := r.origin.Hits(p); got != n {
+			t.Errorf("origin %s: %d hits, want %d", p, got, n)
+		}
+	}
+}
+
+// TestAuth: with client authentication, a token is needed, as Bearer or
+// as the Basic password the installers send.
+func TestAuth(t *testing.T) {
+	tok := "s3cret-token-for-tests"
+	auth, err := proxy.NewAuth(proxy.AuthConfig{TokenHashes: [][sha256.Size]byte{sha256.Sum256([]byte(tok))}, SigningKey: bytes.Repeat([]byte{7}, 32)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, auth)
+	for _, tc := range []struct {
+		name   string
+		set    func(*http.Request)
+		status int
+	}{
+		{"none", func(*http.Request) {}, 401},
+		{"wrong", func(q *http.Request) { q.Header.Set("Authorization", "Bearer nope") }, 401},
+		{"bearer", func(q *http.Request) { q.Header.Set("Authorization", "Bearer "+tok) }, 200},
+		{"basic", func(q *http.Request) { q.SetBasicAuth("anyone", tok) }, 200},
+	} {
+		req, _ := http.NewRequest("GET", r.srv.URL+"/releases/opentofu/api.json", nil)
+		tc.set(req)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%s: %d, want %d", tc.name, resp.StatusCode, tc.status)
+		}
+	}
+	if n := r.origin.Hits("/tofu/api.json"); n != 1 {
+		t.Errorf("origin list fetched %d times, want 1 (refusals ask nothing)", n)
+	}
+}
+
+// TestTfenvAndTfswitchLayout: the listing and paths tfenv (a shell script
+// not packaged for Debian or npm, so not run here) and tfswitch read:
+// their own version patterns over PRODUCT/ find the versions, and the
+// files they build the names of are there.
+func TestTfenvAndTfswitchLayout(t *testing.T) {
+	r := newRig(t, nil)
+	_, page, _ := r.get(t, "/releases/hashicorp/terraform/")
+	// tfenv-list-remote: grep -o -E "[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?" | uniq
+	tfenv := regexp.MustCompile(`[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?`)
+	var listed []string
+	for _, m := range tfenv.FindAllString(string(page), -1) {
+		if len(listed) == 0 || listed[len(listed)-1] != m {
+			listed = append(listed, m)
+		}
+	}
+	if strings.Join(listed, " ") != "1.6.0 1.5.7" {
+		t.Errorf("tfenv would list %q", listed)
+	}
+	// tfswitch (lib/list_versions.go): \/?MAJOR.MINOR.PATCH\/?"
+	tfswitch := regexp.MustCompile(`\/?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\/?"`)
+	var found []string
+	for _, m := range tfswitch.FindAllString(string(page), -1) {
+		found = append(found, strings.Trim(m, `/"`))
+	}
+	if strings.Join(found, " ") != "1.6.0 1.5.7" {
+		t.Errorf("tfswitch would list %q", found)
+	}
+	// Both download VERSION/terraform_VERSION_OS_ARCH.zip, the SHA256SUMS
+	// and its key-ID-named signature from TFENV_REMOTE/terraform/ and
+	// tfswitch's --mirror.
+	for _, f := range []string{"terraform_1.6.0_linux_amd64.zip", "terraform_1.6.0_SHA256SUMS", "terraform_1.6.0_SHA256SUMS." + r.origin.HashiCorpKeyID + ".sig"} {
+		if status, _, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/"+f); status != 200 {
+			t.Errorf("%s: %d", f, status)
+		}
+	}
+}
+
+// TestTwentyClientsOneFetch: 20 clients asking at once for an archive no
+// one fetched cause one origin download, and each gets every byte; once
+// cached, Range requests are answered.
+func TestTwentyClientsOneFetch(t *testing.T) {
+	r := newRig(t, nil)
+	path := "/releases/opentofu/v1.8.0/tofu_1.8.0_linux_amd64.zip"
+	want := fakeorigin.ReleaseArchive("tofu", "1.8.0", "linux_amd64")
+	var wg sync.WaitGroup
+	errs := make(chan string, 20)
+	for range 20 {
+		wg.Go(func() {
+			resp, err := http.Get(r.srv.URL + path)
+			if err != nil {
+				errs <- err.Error()
+				return
+			}
+			defer resp.Body.Close()
+			body, err := io.ReadAll(resp.Body)
+			if err != nil || resp.StatusCode != 200 || !bytes.Equal(body, want) {
+				errs <- fmt.Sprintf("status %d, %d bytes, %v", resp.StatusCode, len(body), err)
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	if n := r.origin.Hits("/tofu/download/v1.8.0/tofu_1.8.0_linux_amd64.zip"); n != 1 {
+		t.Errorf("origin downloads %d, want 1", n)
+	}
+	enginetest.WaitIdle(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.side.Engine) })
+	req, _ := http.NewRequest("GET", r.srv.URL+path, nil)
+	req.Header.Set("Range", "bytes=0-3")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, want[:4]) {
+		t.Errorf("range once cached: %d %q", resp.StatusCode, body)
+	}
+}

@@ -1,0 +1,132 @@
+package releasesdoor
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/releases"
+)
+
+// HashiCorp's releases layout, as its API (index.json) and its listings
+// show it.
+
+type hcBuild struct {
+	Name     string `json:"name"`
+	Version  string `json:"version"`
+	OS       string `json:"os"`
+	Arch     string `json:"arch"`
+	Filename string `json:"filename"`
+	URL      string `json:"url"`
+}
+
+type hcVersion struct {
+	Name              string    `json:"name"`
+	Version           string    `json:"version"`
+	Shasums           string    `json:"shasums"`
+	ShasumsSignature  string    `json:"shasums_signature"`
+	ShasumsSignatures []string  `json:"shasums_signatures"`
+	Builds            []hcBuild `json:"builds"`
+}
+
+type hcProduct struct {
+	Name     string               `json:"name"`
+	Versions map[string]hcVersion `json:"versions"`
+}
+
+func (d *Door) hcVersionDoc(base, product, version string, builds []releases.Build, keyIDs []string) hcVersion {
+	sums := releases.SumsName(releases.HashiCorp, product, version)
+	v := hcVersion{Name: product, Version: version, Shasums: sums, ShasumsSignature: sums + ".sig", Builds: []hcBuild{}}
+	for _, id := range keyIDs {
+		v.ShasumsSignatures = append(v.ShasumsSignatures, sums+"."+id+".sig")
+	}
+	v.ShasumsSignatures = append(v.ShasumsSignatures, sums+".sig")
+	for _, b := range builds {
+		v.Builds = append(v.Builds, hcBuild{Name: product, Version: version, OS: b.OS, Arch: b.Arch, Filename: b.Filename,
+			URL: base + "/" + product + "/" + version + "/" + b.Filename})
+	}
+	return v
+}
+
+// hashicorp serves /releases/hashicorp/ + parts.
+func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string) {
+	const pub = releases.HashiCorp
+	ctx := r.Context()
+	base := d.base(r, pub)
+	switch {
+	case len(parts) == 0 || len(parts) == 1 && parts[0] == "":
+		var links []link
+		for _, p := range d.rel.Products() {
+			links = append(links, link{Href: Prefix + "hashicorp/" + p + "/", Text: p})
+		}
+		d.writeListing(w, r, "HashiCorp releases", links, false)
+	case len(parts) == 2 && (parts[1] == "index.json" || parts[1] == ""):
+		product := parts[0]
+		list, st, err := d.rel.Versions(ctx, pub, product)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if parts[1] == "" {
+			links := make([]link, 0, len(list.Versions))
+			for _, v := range list.Versions {
+				links = append(links, link{Href: Prefix + "hashicorp/" + product + "/" + v.Version + "/", Text: product + "_" + v.Version})
+			}
+			d.writeListing(w, r, product+" versions", links, st.Stale)
+			return
+		}
+		doc := hcProduct{Name: product, Versions: make(map[string]hcVersion, len(list.Versions))}
+		ids := d.rel.KeyIDs(pub)
+		for _, v := range list.Versions {
+			doc.Versions[v.Version] = d.hcVersionDoc(base, product, v.Version, v.Builds, ids)
+		}
+		d.writeJSON(w, r, doc, st.Stale)
+	case len(parts) == 3:
+		product, version, file := parts[0], parts[1], parts[2]
+		switch {
+		case file == "" || file == "index.json":
+			s, err := d.rel.Sums(ctx, pub, product, version)
+			if err != nil {
+				d.fail(w, r, err)
+				return
+			}
+			doc := d.hcVersionDoc(base, product, version, s.Builds(), []string{s.KeyID})
+			if file == "index.json" {
+				d.writeJSON(w, r, doc, false)
+				return
+			}
+			links := []link{}
+			for _, b := range doc.Builds {
+				links = append(links, link{Href: Prefix + "hashicorp/" + product + "/" + version + "/" + b.Filename, Text: b.Filename})
+			}
+			for _, n := range append([]string{doc.Shasums}, doc.ShasumsSignatures...) {
+				links = append(links, link{Href: Prefix + "hashicorp/" + product + "/" + version + "/" + n, Text: n})
+			}
+			d.writeListing(w, r, product+" "+version, links, false)
+		case strings.HasSuffix(file, ".zip"):
+			d.serveArchive(w, r, pub, product, version, file)
+		default:
+			d.serveDocument(w, r, pub, product, version, file)
+		}
+	default:
+		d.fail(w, r, notFound())
+	}
+}
+
+func (d *Door) serveDocument(w http.ResponseWriter, r *http.Request, pub releases.Publisher, product, version, file string) {
+	body, err := d.rel.Document(r.Context(), pub, product, version, file)
+	if err != nil {
+		d.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "max-age=31536000, immutable")
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	if strings.HasSuffix(file, "SHA256SUMS") {
+		h.Set("Content-Type", "text/plain; charset=utf-8")
+	}
+	h.Set("Content-Length", itoa(len(body)))
+	w.WriteHeader(http.StatusOK)
+	if r.Method != http.MethodHead {
+		w.Write(body) //nolint:errcheck
+	}
+}

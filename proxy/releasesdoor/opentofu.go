@@ -1,0 +1,77 @@
+package releasesdoor
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/releases"
+)
+
+// OpenTofu's release files, as GitHub serves them (vVERSION/FILE), and
+// the version list its installers read (get.opentofu.org/tofu/api.json).
+
+type tofuVersion struct {
+	ID    string   `json:"id"`
+	Files []string `json:"files"`
+}
+
+type tofuList struct {
+	Versions []tofuVersion `json:"versions"`
+}
+
+// opentofu serves /releases/opentofu/ + parts.
+func (d *Door) opentofu(w http.ResponseWriter, r *http.Request, parts []string) {
+	const pub, product = releases.OpenTofu, releases.TofuProduct
+	ctx := r.Context()
+	switch {
+	case len(parts) == 1 && (parts[0] == "api.json" || parts[0] == ""),
+		len(parts) == 2 && parts[0] == product && parts[1] == "api.json":
+		list, st, err := d.rel.Versions(ctx, pub, product)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		if parts[0] == "" {
+			links := make([]link, 0, len(list.Versions))
+			for _, v := range list.Versions {
+				links = append(links, link{Href: Prefix + "opentofu/v" + v.Version + "/", Text: "v" + v.Version})
+			}
+			d.writeListing(w, r, "OpenTofu releases", links, st.Stale)
+			return
+		}
+		doc := tofuList{Versions: make([]tofuVersion, 0, len(list.Versions))}
+		for _, v := range list.Versions {
+			files := v.Files
+			if files == nil {
+				files = []string{}
+			}
+			doc.Versions = append(doc.Versions, tofuVersion{ID: v.Version, Files: files})
+		}
+		d.writeJSON(w, r, doc, st.Stale)
+	case len(parts) == 2 && strings.HasPrefix(parts[0], "v"):
+		version, file := strings.TrimPrefix(parts[0], "v"), parts[1]
+		switch {
+		case file == "":
+			s, err := d.rel.Sums(ctx, pub, product, version)
+			if err != nil {
+				d.fail(w, r, err)
+				return
+			}
+			sums := releases.SumsName(pub, product, version)
+			links := []link{}
+			for _, b := range s.Builds() {
+				links = append(links, link{Href: Prefix + "opentofu/v" + version + "/" + b.Filename, Text: b.Filename})
+			}
+			for _, n := range []string{sums, sums + ".gpgsig"} {
+				links = append(links, link{Href: Prefix + "opentofu/v" + version + "/" + n, Text: n})
+			}
+			d.writeListing(w, r, "OpenTofu "+version, links, false)
+		case strings.HasSuffix(file, ".zip"):
+			d.serveArchive(w, r, pub, product, version, file)
+		default:
+			d.serveDocument(w, r, pub, product, version, file)
+		}
+	default:
+		d.fail(w, r, notFound())
+	}
+}

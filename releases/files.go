@@ -1,0 +1,104 @@
+package releases
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// maxCosignDocument bounds OpenTofu's cosign signature and certificate.
+const maxCosignDocument = 64 << 10
+
+// Document returns a small file of a version, by its publisher's name for
+// it: the verified SHA256SUMS, and the signature that verified it
+// (HashiCorp: PRODUCT_VERSION_SHA256SUMS.sig and .KEYID.sig under the ID
+// of the key that verified it; OpenTofu: tofu_VERSION_SHA256SUMS.gpgsig).
+// OpenTofu's cosign files (.sig, .pem) are passed through as the origin
+// sends them, for installers that check them with cosign: tfmirror does
+// not vouch for them (it verifies the .gpgsig). Errors: those of Sums.
+func (r *Releases) Document(ctx context.Context, pub Publisher, product, version, name string) ([]byte, error) {
+	s, err := r.Sums(ctx, pub, product, version)
+	if err != nil {
+		return nil, err
+	}
+	sums := SumsName(pub, product, version)
+	switch {
+	case name == sums:
+		r.metrics.CLIServed(string(pub), product, "sums", false)
+		return s.Document, nil
+	case pub == HashiCorp && (name == sums+".sig" || name == sums+"."+s.KeyID+".sig"),
+		pub == OpenTofu && name == sums+".gpgsig":
+		r.metrics.CLIServed(string(pub), product, "signature", false)
+		return s.Signature, nil
+	case pub == OpenTofu && (name == sums+".sig" || name == sums+".pem"):
+		return r.passThrough(ctx, pub, product, version, name)
+	}
+	return nil, fmt.Errorf("%w: %s %s has no file %q", ErrNotFound, product, version, name)
+}
+
+// passThrough serves a file no key of the operator covers, kept once
+// fetched (a release's files do not change).
+func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, version, name string) ([]byte, error) {
+	key := "releases/file/" + string(pub) + "/" + product + "/" + version + "/" + name
+	var data []byte
+	if _, err := r.store.GetMeta(key, &data); err == nil {
+		return data, nil
+	}
+	v, err := r.detached(ctx, key, func(ctx context.Context) (any, error) {
+		return r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxCosignDocument)
+	})
+	if err != nil {
+		return nil, err
+	}
+	data = v.([]byte)
+	if err := r.store.PutMeta(key, data); err != nil {
+		r.log.Warn("release file served but not cached", "file", name, "error", err)
+	}
+	return data, nil
+}
+
+// OpenArchive opens a version's archive name, which must be listed in its
+// verified SHA256SUMS under the layout's name for an archive
+// (PRODUCT_VERSION_OS_ARCH.zip): from the cache, or fetched once from
+// the origin through the engine (mirror.Engine.OpenBlob), its last bytes
+// released only once its sha256 matched and it proved a zip holding the
+// program. Errors: those of Sums and of mirror.Engine.OpenBlob.
+func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, version, name string) (*mirror.Archive, error) {
+	s, err := r.Sums(ctx, pub, product, version)
+	if err != nil {
+		return nil, err
+	}
+	builds := s.Builds()
+	i := slices.IndexFunc(builds, func(b Build) bool { return b.Filename == name })
+	if i < 0 {
+		return nil, fmt.Errorf("%w: the signed SHA256SUMS of %s %s lists no archive %q", ErrNotFound, product, version, name)
+	}
+	b := builds[i]
+	raw := r.fileURL(pub, product, version, name)
+	p, err := originOf(raw)
+	if err != nil {
+		return nil, err
+	}
+	exe := product
+	arc, err := r.engine.OpenBlob(ctx, mirror.Blob{
+		SHA256:   b.SHA256,
+		Filename: name,
+		Label:    Address(pub, product) + " " + version,
+		Open: func(ctx context.Context) (io.ReadCloser, int64, error) {
+			return r.origin.OpenArchive(ctx, p, raw)
+		},
+		Check: func(ctx context.Context, ra io.ReaderAt, size int64) error {
+			return verify.CheckCLIArchive(ctx, ra, size, exe, r.cfg.ArchiveLimits)
+		},
+		Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) },
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.metrics.CLIServed(string(pub), product, "archive", false)
+	return arc, nil
+}

@@ -1,0 +1,246 @@
+package releases
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/mirror/records"
+)
+
+// listSchema is the schema of the stored version lists.
+const listSchema = 1
+
+// maxListedVersions bounds the versions taken from one list.
+const maxListedVersions = 10000
+
+// List is a product's version list, newest first. It is the origin's
+// word, which no signature covers: it says what may be asked for, and
+// every file then asked for is verified on its own.
+type List struct {
+	Versions []Listed  `json:"versions"`
+	At       time.Time `json:"at"` // when it was fetched from the origin
+	Schema   int       `json:"schema"`
+}
+
+// Listed is one version of a List: its platforms (HashiCorp) or its file
+// names (OpenTofu), as the origin lists them and as named by the rules of
+// the publisher's layout.
+type Listed struct {
+	Version string   `json:"version"`
+	Builds  []Build  `json:"builds,omitempty"`
+	Files   []string `json:"files,omitempty"`
+}
+
+// ListState says where a list came from.
+type ListState struct {
+	// Stale says the origin failed and the cached list was served.
+	Stale bool
+	// At is when the list was fetched from the origin.
+	At time.Time
+}
+
+type listMemo struct {
+	list *List
+}
+
+func listKey(pub Publisher, product string) string {
+	return "releases/list/" + string(pub) + "/" + product
+}
+
+// Versions returns the product's version list without what the package
+// policy holds back: the cached one while younger than Config.ListTTL,
+// else the origin's, or the cached one (ListState.Stale) when the origin
+// fails. Offline, only versions with a verified SHA256SUMS and at least
+// one archive cached are listed.
+func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) (*List, ListState, error) {
+	if err := r.checkProduct(pub, product); err != nil {
+		return nil, ListState{}, err
+	}
+	if err := r.checkAddress(pub, product); err != nil {
+		return nil, ListState{}, err
+	}
+	list, st, err := r.list(ctx, pub, product)
+	if err != nil {
+		return nil, ListState{}, err
+	}
+	if r.cfg.Offline {
+		list = r.held(pub, product, list)
+	}
+	list = r.filterList(ctx, pub, product, list)
+	r.metrics.CLIServed(string(pub), product, "list", st.Stale)
+	return list, st, nil
+}
+
+// list is Versions without the policy and the offline filter.
+func (r *Releases) list(ctx context.Context, pub Publisher, product string) (*List, ListState, error) {
+	key := listKey(pub, product)
+	r.mu.Lock()
+	m := r.lists[key]
+	r.mu.Unlock()
+	now := r.cfg.Now()
+	if m == nil {
+		var stored List
+		if _, err := r.store.GetMeta(key, &stored); err == nil && stored.Schema == listSchema {
+			m = &listMemo{list: &stored}
+		}
+	}
+	if m != nil && (r.cfg.Offline || now.Sub(m.list.At) < r.cfg.ListTTL) {
+		return m.list, ListState{At: m.list.At}, nil
+	}
+	if r.cfg.Offline {
+		return nil, ListState{}, records.ErrOffline
+	}
+	v, err := r.detached(ctx, key, func(ctx context.Context) (any, error) {
+		return r.fetchList(ctx, pub, product)
+	})
+	if err != nil {
+		if m != nil && !errors.Is(err, ErrNotFound) && ctx.Err() == nil {
+			r.log.Warn("release list refresh failed; serving the cached list", "publisher", string(pub), "product", product, "error", err)
+			return m.list, ListState{Stale: true, At: m.list.At}, nil
+		}
+		return nil, ListState{}, err
+	}
+	list := v.(*List)
+	return list, ListState{At: list.At}, nil
+}
+
+// fetchList fetches the origin's list, notes the versions it lists for
+// the first time (the listing rule, see policy.go) and stores it.
+func (r *Releases) fetchList(ctx context.Context, pub Publisher, product string) (*List, error) {
+	var (
+		data []byte
+		err  error
+	)
+	if pub == OpenTofu {
+		data, err = r.fetchDocument(ctx, r.cfg.OpenTofuAPIURL, r.cfg.MaxListBytes)
+	} else {
+		data, err = r.fetchDocument(ctx, strings.TrimSuffix(r.cfg.HashiCorpURL, "/")+"/"+product+"/index.json", r.cfg.MaxListBytes)
+	}
+	if err != nil {
+		return nil, err
+	}
+	var list *List
+	if pub == OpenTofu {
+		list, err = parseTofuList(data)
+	} else {
+		list, err = parseHashiCorpList(product, data)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s's version list of %s: %w", pub, product, err)
+	}
+	list.At, list.Schema = r.cfg.Now().UTC(), listSchema
+	key := listKey(pub, product)
+	var prev List
+	if _, err := r.store.GetMeta(key, &prev); err == nil && prev.Schema == listSchema {
+		r.noteListing(pub, product, &prev, list)
+	}
+	if err := r.store.PutMeta(key, list); err != nil {
+		r.log.Error("release list served but not cached", "publisher", string(pub), "product", product, "error", err)
+	}
+	r.mu.Lock()
+	r.lists[key] = &listMemo{list: list}
+	r.mu.Unlock()
+	return list, nil
+}
+
+// parseHashiCorpList reads PRODUCT/index.json: the versions whose key is
+// a canonical version, each with the builds named as the layout names
+// them (PRODUCT_VERSION_OS_ARCH.zip); everything else is left out.
+func parseHashiCorpList(product string, data []byte) (*List, error) {
+	var doc struct {
+		Versions map[string]struct {
+			Builds []struct {
+				OS       string `json:"os"`
+				Arch     string `json:"arch"`
+				Filename string `json:"filename"`
+			} `json:"builds"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("not a releases index: %w", err)
+	}
+	list := &List{}
+	for v, ver := range doc.Versions {
+		if _, err := CanonicalVersion(v); err != nil || len(list.Versions) >= maxListedVersions {
+			continue
+		}
+		l := Listed{Version: v}
+		for _, b := range ver.Builds {
+			name := product + "_" + v + "_" + b.OS + "_" + b.Arch + ".zip"
+			if platformPart(b.OS) && platformPart(b.Arch) && b.Filename == name && len(l.Builds) < 64 {
+				l.Builds = append(l.Builds, Build{OS: b.OS, Arch: b.Arch, Filename: name})
+			}
+		}
+		list.Versions = append(list.Versions, l)
+	}
+	sortList(list)
+	return list, nil
+}
+
+// parseTofuList reads OpenTofu's api.json: {"versions": [{"id", "files"}]}.
+func parseTofuList(data []byte) (*List, error) {
+	var doc struct {
+		Versions []struct {
+			ID    string   `json:"id"`
+			Files []string `json:"files"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("not an OpenTofu version list: %w", err)
+	}
+	list := &List{}
+	seen := map[string]bool{}
+	for _, ver := range doc.Versions {
+		if _, err := CanonicalVersion(ver.ID); err != nil || seen[ver.ID] || len(list.Versions) >= maxListedVersions {
+			continue
+		}
+		seen[ver.ID] = true
+		l := Listed{Version: ver.ID}
+		for _, f := range ver.Files {
+			if strings.HasPrefix(f, TofuProduct+"_"+ver.ID+"_") && !strings.ContainsAny(f, "/\\") && len(f) < 128 && len(l.Files) < 128 {
+				l.Files = append(l.Files, f)
+			}
+		}
+		list.Versions = append(list.Versions, l)
+	}
+	sortList(list)
+	return list, nil
+}
+
+// sortList orders a list newest first.
+func sortList(list *List) {
+	slices.SortFunc(list.Versions, func(a, b Listed) int {
+		va, _ := versions.ParseVersion(a.Version)
+		vb, _ := versions.ParseVersion(b.Version)
+		switch {
+		case va.GreaterThan(vb):
+			return -1
+		case vb.GreaterThan(va):
+			return 1
+		}
+		return 0
+	})
+}
+
+// held is list without the versions a sealed mirror cannot serve: those
+// without a verified SHA256SUMS and at least one of its archives cached.
+func (r *Releases) held(pub Publisher, product string, list *List) *List {
+	out := &List{At: list.At, Schema: list.Schema}
+	for _, l := range list.Versions {
+		s, err := r.heldSums(pub, product, l.Version)
+		if err != nil {
+			continue
+		}
+		if slices.ContainsFunc(s.Builds(), func(b Build) bool { return r.engine.HasBlob(b.SHA256) }) {
+			out.Versions = append(out.Versions, l)
+		}
+	}
+	return out
+}

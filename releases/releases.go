@@ -1,0 +1,330 @@
+package releases
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	svchost "github.com/hashicorp/terraform-svchost"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// The publishers' keys shipped with tfmirror (see keys/README.md for their
+// sources and fingerprints).
+var (
+	//go:embed keys/hashicorp.asc
+	HashiCorpKey string
+	//go:embed keys/opentofu.asc
+	OpenTofuKey string
+)
+
+// Publisher is one of the two layouts served.
+type Publisher string
+
+const (
+	HashiCorp Publisher = "hashicorp"
+	OpenTofu  Publisher = "opentofu"
+)
+
+// Defaults of Config.
+const (
+	DefaultHashiCorpURL        = "https://releases.hashicorp.com/"
+	DefaultOpenTofuDownloadURL = "https://github.com/opentofu/opentofu/releases/download/"
+	DefaultOpenTofuAPIURL      = "https://get.opentofu.org/tofu/api.json"
+	// TofuProduct is OpenTofu's one product, as its files name it.
+	TofuProduct = "tofu"
+)
+
+// ErrNotFound is a product, version or file the releases side does not
+// have: records.ErrVersionNotFound, so that it maps to 404 like the
+// provider doors' misses.
+var ErrNotFound = records.ErrVersionNotFound
+
+// Origin is what the releases side needs of the origin client
+// (*discovery.Client): documents and archives, each from a URL whose host
+// the client allows (p names that host; only p.Hostname is used).
+type Origin interface {
+	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
+}
+
+// Engine is what the releases side needs of the pull-through engine
+// (*mirror.Engine): its one fetcher of immutable files, and the package
+// policy in force.
+type Engine interface {
+	OpenBlob(ctx context.Context, b mirror.Blob) (*mirror.Archive, error)
+	HasBlob(sha string) bool
+	Policy() *policy.Policy
+}
+
+// Store keeps the verified SHA256SUMS and the version lists (*cache.Store).
+type Store interface {
+	PutMeta(key string, v any) error
+	GetMeta(key string, v any) (time.Time, error)
+}
+
+// Metrics receives, per publisher and product, what is served and what is
+// refused. Package metrics implements it; nil records nothing.
+type Metrics interface {
+	// CLIServed counts an answer: kind is "list", "sums", "signature" or
+	// "archive"; stale says a list was served from the cache because the
+	// origin failed.
+	CLIServed(publisher, product, kind string, stale bool)
+	// CLIRefused counts a refusal: reason is a verify.Reason or a policy rule.
+	CLIRefused(publisher, product, reason string)
+}
+
+// Config configures Releases. Zero values take the documented defaults.
+type Config struct {
+	// HashiCorpURL is the base of HashiCorp's releases layout. Default
+	// DefaultHashiCorpURL.
+	HashiCorpURL string
+	// HashiCorpProducts are the products served. Default: terraform.
+	// terraform-provider-* is never served (the provider doors are).
+	HashiCorpProducts []string
+	// HashiCorpKeys are the armored keys a SHA256SUMS must verify with.
+	// Default HashiCorpKey.
+	HashiCorpKeys []string
+	// OpenTofuDownloadURL is the base of OpenTofu's release files
+	// (vVERSION/FILE). Default DefaultOpenTofuDownloadURL.
+	OpenTofuDownloadURL string
+	// OpenTofuAPIURL is OpenTofu's version list. Default DefaultOpenTofuAPIURL.
+	OpenTofuAPIURL string
+	// OpenTofuKeys are the armored keys tofu_VERSION_SHA256SUMS.gpgsig
+	// must verify with. Default OpenTofuKey.
+	OpenTofuKeys []string
+	// ListTTL is how long a version list is served before it is fetched
+	// again. Default 10 minutes.
+	ListTTL time.Duration
+	// OriginTimeout bounds one metadata fetch (a list, a SHA256SUMS and
+	// its signature). Default 2 minutes.
+	OriginTimeout time.Duration
+	// MaxListBytes bounds a version list from the origin. Default 64 MiB.
+	MaxListBytes int64
+	// ArchiveLimits bound the check that an archive is a zip holding the
+	// program (see verify.CheckCLIArchive).
+	ArchiveLimits verify.Limits
+	// Offline: no origin is contacted; what the cache holds is served.
+	Offline bool
+	Logger  *slog.Logger
+	Metrics Metrics
+	Now     func() time.Time
+}
+
+// maxSmallDocument bounds a SHA256SUMS or a signature.
+const maxSmallDocument = 1 << 20
+
+// Releases is the releases side: safe for concurrent use.
+type Releases struct {
+	cfg      Config
+	origin   Origin
+	engine   Engine
+	store    Store
+	log      *slog.Logger
+	metrics  Metrics
+	keys     map[Publisher]keyring
+	products map[string]bool
+
+	root   context.Context
+	cancel context.CancelFunc
+	group  singleflight.Group
+
+	mu    sync.Mutex
+	sums  map[string]*Sums     // verified, by sumsKey
+	lists map[string]*listMemo // by listKey
+}
+
+// keyring is a publisher's keys: armored (for verify) and parsed (for
+// which key signed).
+type keyring struct {
+	armored []string
+	ids     []string // the short key ID of each, upper-case hex
+}
+
+func newKeyring(armored []string) (keyring, error) {
+	k := keyring{armored: armored}
+	for i, a := range armored {
+		el, err := openpgp.ReadArmoredKeyRing(strings.NewReader(a))
+		if err != nil || len(el) == 0 {
+			return k, fmt.Errorf("key %d: not an armored OpenPGP public key: %v", i+1, err)
+		}
+		k.ids = append(k.ids, strings.ToUpper(el[0].PrimaryKey.KeyIdShortString()))
+	}
+	return k, nil
+}
+
+// New builds the releases side.
+func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, error) {
+	for _, p := range cfg.HashiCorpProducts {
+		if !validProduct(p) {
+			return nil, fmt.Errorf("releases: %q is not a product HashiCorp's releases layout serves here (lowercase letters, digits and dashes; terraform-provider-* is served by the provider doors)", p)
+		}
+	}
+	if origin == nil || engine == nil || store == nil {
+		return nil, errors.New("releases: origin, engine and store are required")
+	}
+	if cfg.HashiCorpURL == "" {
+		cfg.HashiCorpURL = DefaultHashiCorpURL
+	}
+	if cfg.OpenTofuDownloadURL == "" {
+		cfg.OpenTofuDownloadURL = DefaultOpenTofuDownloadURL
+	}
+	if cfg.OpenTofuAPIURL == "" {
+		cfg.OpenTofuAPIURL = DefaultOpenTofuAPIURL
+	}
+	for _, u := range []string{cfg.HashiCorpURL, cfg.OpenTofuDownloadURL, cfg.OpenTofuAPIURL} {
+		if _, err := originOf(u); err != nil {
+			return nil, err
+		}
+	}
+	if cfg.HashiCorpProducts == nil {
+		cfg.HashiCorpProducts = []string{"terraform"}
+	}
+	if len(cfg.HashiCorpKeys) == 0 {
+		cfg.HashiCorpKeys = []string{HashiCorpKey}
+	}
+	if len(cfg.OpenTofuKeys) == 0 {
+		cfg.OpenTofuKeys = []string{OpenTofuKey}
+	}
+	if cfg.ListTTL <= 0 {
+		cfg.ListTTL = 10 * time.Minute
+	}
+	if cfg.OriginTimeout <= 0 {
+		cfg.OriginTimeout = 2 * time.Minute
+	}
+	if cfg.MaxListBytes <= 0 {
+		cfg.MaxListBytes = 64 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = noMetrics{}
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	r := &Releases{cfg: cfg, origin: origin, engine: engine, store: store, log: cfg.Logger, metrics: cfg.Metrics,
+		keys: map[Publisher]keyring{}, products: map[string]bool{},
+		sums: map[string]*Sums{}, lists: map[string]*listMemo{}}
+	var err error
+	if r.keys[HashiCorp], err = newKeyring(cfg.HashiCorpKeys); err != nil {
+		return nil, fmt.Errorf("releases: HashiCorp keys: %w", err)
+	}
+	if r.keys[OpenTofu], err = newKeyring(cfg.OpenTofuKeys); err != nil {
+		return nil, fmt.Errorf("releases: OpenTofu keys: %w", err)
+	}
+	for _, p := range cfg.HashiCorpProducts {
+		r.products[p] = true
+	}
+	r.root, r.cancel = context.WithCancel(context.Background())
+	return r, nil
+}
+
+// Close ends the origin fetches under way.
+func (r *Releases) Close() { r.cancel() }
+
+// Products are the HashiCorp products served, in the configured order.
+func (r *Releases) Products() []string { return append([]string(nil), r.cfg.HashiCorpProducts...) }
+
+// validProduct: a name HashiCorp's layout uses, and not a provider.
+func validProduct(p string) bool {
+	if p == "" || len(p) > 64 || strings.HasPrefix(p, "terraform-provider-") {
+		return false
+	}
+	for _, c := range p {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// checkProduct refuses a product of publisher pub that is not served.
+func (r *Releases) checkProduct(pub Publisher, product string) error {
+	switch {
+	case pub == OpenTofu && product == TofuProduct:
+		return nil
+	case pub == HashiCorp && r.products[product]:
+		return nil
+	}
+	return fmt.Errorf("%w: %s product %q is not served by this mirror", ErrNotFound, pub, product)
+}
+
+// originOf is the origin client's p for a URL: its host.
+func originOf(raw string) (addrs.Provider, error) {
+	u, err := url.Parse(raw)
+	if err != nil || u.Scheme != "https" || u.Host == "" {
+		return addrs.Provider{}, fmt.Errorf("releases: %q is not an absolute https URL", raw)
+	}
+	h, err := svchost.ForComparison(u.Host)
+	if err != nil {
+		return addrs.Provider{}, fmt.Errorf("releases: %q: %w", raw, err)
+	}
+	return addrs.Provider{Hostname: h}, nil
+}
+
+// fetchDocument fetches a small document; an origin's 404 is ErrNotFound.
+func (r *Releases) fetchDocument(ctx context.Context, raw string, limit int64) ([]byte, error) {
+	if r.cfg.Offline {
+		return nil, records.ErrOffline
+	}
+	p, err := originOf(raw)
+	if err != nil {
+		return nil, err
+	}
+	data, err := r.origin.FetchDocument(ctx, p, raw, limit)
+	var oe *discovery.OriginError
+	if errors.As(err, &oe) && oe.StatusCode == 404 {
+		return nil, fmt.Errorf("%w: the origin has no %s", ErrNotFound, lastSegment(raw))
+	}
+	return data, err
+}
+
+func lastSegment(raw string) string {
+	if i := strings.LastIndexByte(raw, '/'); i >= 0 {
+		return raw[i+1:]
+	}
+	return raw
+}
+
+// detached runs fn once for every caller asking with key at the same
+// time, on the releases side's own context (bounded by OriginTimeout), so
+// that no caller going away cancels it for the others.
+func (r *Releases) detached(ctx context.Context, key string, fn func(ctx context.Context) (any, error)) (any, error) {
+	ch := r.group.DoChan(key, func() (any, error) {
+		dctx, cancel := context.WithTimeout(r.root, r.cfg.OriginTimeout)
+		defer cancel()
+		return fn(dctx)
+	})
+	select {
+	case res := <-ch:
+		return res.Val, res.Err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+type noMetrics struct{}
+
+func (noMetrics) CLIServed(string, string, string, bool) {}
+func (noMetrics) CLIRefused(string, string, string)      {}
+
+// KeyIDs are the short IDs of the keys in force for pub (upper-case hex),
+// which name HashiCorp's key-specific signature files (.72D7468F.sig).
+func (r *Releases) KeyIDs(pub Publisher) []string { return append([]string(nil), r.keys[pub].ids...) }

@@ -1,0 +1,378 @@
+package releases_test
+
+import (
+	"archive/zip"
+	"bytes"
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror/gate"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/verify/verifytest"
+)
+
+const (
+	tfZip   = "terraform_1.6.0_linux_amd64.zip"
+	tofuZip = "tofu_1.8.0_linux_amd64.zip"
+)
+
+// TestShippedKeys: the keys in keys/ are the publishers' (their
+// fingerprints as the publishers state them).
+func TestShippedKeys(t *testing.T) {
+	for _, tc := range []struct{ name, armored, fingerprint string }{
+		{"HashiCorp", releases.HashiCorpKey, "C874011F0AB405110D02105534365D9472D7468F"},
+		{"OpenTofu", releases.OpenTofuKey, "E3E6E43D84CB852EADB0051D0C0AF313E5FD9F80"},
+	} {
+		el, err := openpgp.ReadArmoredKeyRing(strings.NewReader(tc.armored))
+		if err != nil || len(el) != 1 {
+			t.Fatalf("%s: %v (%d keys)", tc.name, err, len(el))
+		}
+		if got := strings.ToUpper(fmtHex(el[0].PrimaryKey.Fingerprint)); got != tc.fingerprint {
+			t.Errorf("%s key fingerprint %s, want %s", tc.name, got, tc.fingerprint)
+		}
+	}
+}
+
+func fmtHex(b []byte) string {
+	const digits = "0123456789abcdef"
+	out := make([]byte, 0, 2*len(b))
+	for _, c := range b {
+		out = append(out, digits[c>>4], digits[c&15])
+	}
+	return string(out)
+}
+
+// TestVerifiedPullThrough: each publisher's list, SHA256SUMS, signature
+// and archive come through verified, the archive byte for byte the
+// origin's, fetched once and then served from the cache.
+func TestVerifiedPullThrough(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	ctx := context.Background()
+	for _, tc := range []struct {
+		pub              releases.Publisher
+		product, version string
+		file, path, sig  string
+	}{
+		{releases.HashiCorp, "terraform", "1.6.0", tfZip, "/hc/terraform/1.6.0/" + tfZip, "terraform_1.6.0_SHA256SUMS." + o.HashiCorpKeyID + ".sig"},
+		{releases.OpenTofu, "tofu", "1.8.0", tofuZip, "/tofu/download/v1.8.0/" + tofuZip, "tofu_1.8.0_SHA256SUMS.gpgsig"},
+	} {
+		t.Run(string(tc.pub), func(t *testing.T) {
+			list, st, err := r.rel.Versions(ctx, tc.pub, tc.product)
+			if err != nil || st.Stale || len(list.Versions) == 0 || list.Versions[0].Version != tc.version {
+				t.Fatalf("Versions: %+v %+v %v", list, st, err)
+			}
+			sums, err := r.rel.Document(ctx, tc.pub, tc.product, tc.version, releases.SumsName(tc.pub, tc.product, tc.version))
+			if err != nil || !bytes.Equal(sums, o.Sums(string(tc.pub), tc.product, tc.version)) {
+				t.Fatalf("SHA256SUMS: %q %v", sums, err)
+			}
+			sig, err := r.rel.Document(ctx, tc.pub, tc.product, tc.version, tc.sig)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := o.HashiCorpKey
+			if tc.pub == releases.OpenTofu {
+				key = o.OpenTofuKey
+			}
+			if err := verify.CheckSignature(sums, sig, []string{key}); err != nil {
+				t.Fatalf("the signature served does not verify the SHA256SUMS served: %v", err)
+			}
+			for i, want := range []records.Source{records.Miss, records.Hit} {
+				data, src, err := r.read(tc.pub, tc.product, tc.version, tc.file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(data, fakeorigin.ReleaseArchive(tc.product, tc.version, "linux_amd64")) {
+					t.Fatalf("read %d: not the origin's archive", i)
+				}
+				if src != want {
+					t.Errorf("read %d: source %v, want %v", i, src, want)
+				}
+				r.waitIdle()
+			}
+			if n := o.Hits(tc.path); n != 1 {
+				t.Errorf("origin archive hits %d, want 1", n)
+			}
+			if _, err := r.rel.OpenArchive(ctx, tc.pub, tc.product, tc.version, tc.product+"_"+tc.version+"_plan9_amd64.zip"); !isNotFound(err) {
+				t.Errorf("an archive the SHA256SUMS does not list: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}
+
+// TestOneFetchFor20Clients: 20 clients at once cause one origin fetch.
+func TestOneFetchFor20Clients(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	want := fakeorigin.ReleaseArchive("terraform", "1.6.0", "linux_amd64")
+	var wg sync.WaitGroup
+	errs := make(chan error, 20)
+	for range 20 {
+		wg.Go(func() {
+			data, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip)
+			if err == nil && !bytes.Equal(data, want) {
+				err = errors.New("wrong bytes")
+			}
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	r.waitIdle()
+	for _, p := range []string{"/hc/terraform/1.6.0/" + tfZip, "/hc/terraform/1.6.0/terraform_1.6.0_SHA256SUMS", "/hc/terraform/1.6.0/terraform_1.6.0_SHA256SUMS.sig"} {
+		if n := o.Hits(p); n != 1 {
+			t.Errorf("%s fetched %d times, want 1", p, n)
+		}
+	}
+}
+
+// TestTamperedArchiveRefused: an archive whose sha256 is not the signed
+// one is refused to every reader, counted, and not cached.
+func TestTamperedArchiveRefused(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	o.Tamper(tofuZip)
+	for i := range 2 {
+		_, _, err := r.read(releases.OpenTofu, "tofu", "1.8.0", tofuZip)
+		if !errors.Is(err, verify.ErrIntegrity) {
+			t.Fatalf("read %d: %v, want an integrity error", i, err)
+		}
+		r.waitIdle()
+		if r.engine.HasBlob(fakeorigin.ArchiveSHA256("tofu", "1.8.0", "linux_amd64")) {
+			t.Fatal("the tampered archive was cached")
+		}
+	}
+	if n := o.Hits("/tofu/download/v1.8.0/" + tofuZip); n != 2 {
+		t.Errorf("origin hits %d, want 2 (nothing cached between)", n)
+	}
+	if n := r.metrics.refusals("opentofu/tofu/" + string(verify.ReasonChecksum)); n != 2 {
+		t.Errorf("checksum refusals counted %d, want 2", n)
+	}
+}
+
+// TestBadSignatureRefused: a SHA256SUMS signed by a key the operator did
+// not choose is refused, counted, and nothing of the version is kept.
+func TestBadSignatureRefused(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	o.SignWithOtherKey("terraform_1.6.0_SHA256SUMS")
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := r.rel.Document(ctx, releases.HashiCorp, "terraform", "1.6.0", "terraform_1.6.0_SHA256SUMS"); !errors.Is(err, verify.ErrIntegrity) {
+			t.Fatalf("try %d: %v, want an integrity error", i, err)
+		}
+		if _, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip); !errors.Is(err, verify.ErrIntegrity) {
+			t.Fatalf("try %d: archive: %v, want an integrity error", i, err)
+		}
+	}
+	if n := r.metrics.refusals("hashicorp/terraform/signature"); n != 4 {
+		t.Errorf("refusals counted %d, want 4", n)
+	}
+	if n := o.Hits("/hc/terraform/1.6.0/" + tfZip); n != 0 {
+		t.Errorf("the archive of an unverified SHA256SUMS was fetched %d times", n)
+	}
+	var s releases.Sums
+	if _, err := r.store.GetMeta("releases/sums/hashicorp/terraform/1.6.0", &s); err == nil {
+		t.Error("the refused SHA256SUMS was stored")
+	}
+}
+
+// TestOriginDownServedStale: with the origin down, the cached list is
+// served (marked stale) and the cached archive too.
+func TestOriginDownServedStale(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	ctx := context.Background()
+	if _, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform"); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip); err != nil {
+		t.Fatal(err)
+	}
+	r.waitIdle()
+	o.SetDown(true)
+	r.clock.Add(time.Hour)
+	list, st, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil || !st.Stale || len(list.Versions) != 2 {
+		t.Fatalf("origin down: %+v %+v %v, want the cached list, stale", list, st, err)
+	}
+	if data, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip); err != nil || len(data) == 0 {
+		t.Fatalf("cached archive with the origin down: %v", err)
+	}
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.5.7", "terraform_1.5.7_linux_amd64.zip"); err == nil || isNotFound(err) {
+		t.Fatalf("a version never fetched, origin down: %v, want an origin error", err)
+	}
+}
+
+// TestOffline: a sealed mirror lists only the versions it holds, serves
+// them, and contacts no origin.
+func TestOffline(t *testing.T) {
+	o := startOrigin(t)
+	dir := t.TempDir()
+	online := newRig(t, o, dir, false)
+	ctx := context.Background()
+	for _, pub := range []releases.Publisher{releases.HashiCorp, releases.OpenTofu} {
+		product, file, version := "terraform", tfZip, "1.6.0"
+		if pub == releases.OpenTofu {
+			product, file, version = "tofu", tofuZip, "1.8.0"
+		}
+		if _, _, err := online.rel.Versions(ctx, pub, product); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := online.read(pub, product, version, file); err != nil {
+			t.Fatal(err)
+		}
+	}
+	online.waitIdle()
+	// 1.5.7's SHA256SUMS is known, none of its archives: not listed offline.
+	if _, err := online.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.5.7"); err != nil {
+		t.Fatal(err)
+	}
+	online.stop()
+	before := o.TotalHits()
+
+	r := newRig(t, o, dir, true)
+	list, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil || len(list.Versions) != 1 || list.Versions[0].Version != "1.6.0" {
+		t.Fatalf("offline list: %+v %v, want 1.6.0 alone", list, err)
+	}
+	if data, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip); err != nil || len(data) == 0 {
+		t.Fatalf("offline archive: %v", err)
+	}
+	if data, _, err := r.read(releases.OpenTofu, "tofu", "1.8.0", tofuZip); err != nil || len(data) == 0 {
+		t.Fatalf("offline tofu archive: %v", err)
+	}
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", "terraform_1.6.0_darwin_arm64.zip"); !errors.Is(err, records.ErrOffline) {
+		t.Fatalf("an archive not cached, offline: %v, want ErrOffline", err)
+	}
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.4.0", "terraform_1.4.0_linux_amd64.zip"); !errors.Is(err, records.ErrOffline) {
+		t.Fatalf("a version not cached, offline: %v, want ErrOffline", err)
+	}
+	if n := o.TotalHits(); n != before {
+		t.Errorf("the sealed mirror made %d origin requests", n-before)
+	}
+}
+
+// TestPolicy: a version younger than minimum_release_age (dated by its
+// signature) is held in the list and refused with its date; deny_version
+// refuses with the operator's reason; a product the policy denies is
+// refused whole.
+func TestPolicy(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	ctx := context.Background()
+	now := r.clock.Now()
+	o.SetSignedAt(now.Add(-24 * time.Hour))
+	// 1.5.7 is signed long ago.
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.5.7"); err != nil {
+		t.Fatal(err)
+	}
+	r.engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "72h"
+deny_version "get.opentofu.org/opentofu/tofu" {
+  versions = ["1.8.0"]
+  reason   = "CVE-2026-0001: use 1.8.1"
+}
+`))
+	list, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil || len(list.Versions) != 1 || list.Versions[0].Version != "1.5.7" {
+		t.Fatalf("list under the age gate: %+v %v, want 1.5.7 alone", list, err)
+	}
+	_, _, err = r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip)
+	var pe *gate.PolicyError
+	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge || !pe.Verdict.AvailableAt.Equal(now.Add(48*time.Hour)) {
+		t.Fatalf("a fresh version: %v, want held until %s", err, now.Add(48*time.Hour))
+	}
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.5.7", "terraform_1.5.7_linux_amd64.zip"); err != nil {
+		t.Fatalf("an old version: %v", err)
+	}
+	_, _, err = r.read(releases.OpenTofu, "tofu", "1.8.0", tofuZip)
+	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-0001") {
+		t.Fatalf("a denied version: %v", err)
+	}
+	if n := o.Hits("/tofu/download/v1.8.0/" + tofuZip); n != 0 {
+		t.Errorf("a denied version's archive was fetched")
+	}
+	r.engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/*"]`))
+	if _, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform"); !errors.As(err, &pe) || pe.Version != "" {
+		t.Fatalf("a denied product: %v", err)
+	}
+	if r.metrics.refusals("hashicorp/terraform/"+policy.RuleDeny) == 0 || r.metrics.refusals("opentofu/tofu/"+policy.RuleDenyVersion) == 0 {
+		t.Error("refusals not counted per product")
+	}
+}
+
+// TestProducts: only configured products are served, never a provider.
+func TestProducts(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	ctx := context.Background()
+	if _, _, err := r.rel.Versions(ctx, releases.HashiCorp, "vault"); !isNotFound(err) {
+		t.Errorf("a product not configured: %v", err)
+	}
+	if _, _, err := r.rel.Versions(ctx, releases.OpenTofu, "terraform"); !isNotFound(err) {
+		t.Errorf("OpenTofu's terraform: %v", err)
+	}
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "v1.6.0"); !isNotFound(err) {
+		t.Errorf("a version not in its one spelling: %v", err)
+	}
+	for _, p := range []string{"terraform-provider-aws", "Terraform", "../x", ""} {
+		if _, err := releases.New(releases.Config{HashiCorpProducts: []string{p}}, nil, nil, nil); err == nil || !strings.Contains(err.Error(), "not a product") {
+			t.Errorf("product %q: %v, want refused", p, err)
+		}
+	}
+	if n := o.TotalHits(); n != 0 {
+		t.Errorf("refusals reached the origin (%d requests)", n)
+	}
+}
+
+// TestSignedArchiveWithoutTheProgramRefused: an archive its publisher
+// signed that is no zip holding the program (or a zip bomb) is refused
+// to every reader, counted, and not cached.
+func TestSignedArchiveWithoutTheProgramRefused(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	var buf bytes.Buffer
+	zw := zip.NewWriter(&buf)
+	f, _ := zw.Create("README")
+	f.Write([]byte("no program here")) //nolint:errcheck
+	zw.Close()
+	o.SetArchiveBytes("terraform", "1.6.0", "linux_amd64", buf.Bytes())
+	o.SetArchiveBytes("terraform", "1.6.0", "darwin_arm64", verifytest.Zeros("terraform", 3<<30))
+	for _, name := range []string{tfZip, "terraform_1.6.0_darwin_arm64.zip"} {
+		_, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", name)
+		if !errors.Is(err, verify.ErrIntegrity) {
+			t.Fatalf("%s: %v, want refused", name, err)
+		}
+		r.waitIdle()
+	}
+	if r.engine.HasBlob(fakeorigin.ArchiveSHA256("terraform", "1.6.0", "linux_amd64")) {
+		t.Error("cached")
+	}
+	if n := r.metrics.refusals("hashicorp/terraform/" + string(verify.ReasonBadArchive)); n != 1 {
+		t.Errorf("bad archive refusals %d, want 1", n)
+	}
+	if n := r.metrics.refusals("hashicorp/terraform/" + string(verify.ReasonTooLarge)); n != 1 {
+		t.Errorf("too large refusals %d, want 1", n)
+	}
+}

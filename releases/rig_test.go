@@ -1,0 +1,139 @@
+package releases_test
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"io"
+	"net/url"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/releases"
+)
+
+// rig is the releases side on an engine and a cache, before the stand-in
+// origins, each publisher's key trusted.
+type rig struct {
+	t       *testing.T
+	origin  *fakeorigin.Releases
+	store   *cache.Store
+	engine  *mirror.Engine
+	rel     *releases.Releases
+	clock   *enginetest.FakeClock
+	metrics *countingMetrics
+}
+
+type countingMetrics struct {
+	mu      sync.Mutex
+	served  map[string]int
+	refused map[string]int
+}
+
+func (m *countingMetrics) CLIServed(pub, product, kind string, stale bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := pub + "/" + product + "/" + kind
+	if stale {
+		k += "/stale"
+	}
+	m.served[k]++
+}
+
+func (m *countingMetrics) CLIRefused(pub, product, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refused[pub+"/"+product+"/"+reason]++
+}
+
+func (m *countingMetrics) refusals(k string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused[k]
+}
+
+func startOrigin(t *testing.T) *fakeorigin.Releases {
+	t.Helper()
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64", "darwin_arm64")
+	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64", "darwin_arm64")
+	o.Add("opentofu", "tofu", "1.8.0", "linux_amd64", "darwin_arm64")
+	return o
+}
+
+// newRig opens the releases side before o, on the cache in dir ("": in memory).
+func newRig(t *testing.T, o *fakeorigin.Releases, dir string, offline bool) *rig {
+	t.Helper()
+	r := &rig{t: t, origin: o, clock: enginetest.NewFakeClock(),
+		metrics: &countingMetrics{served: map[string]int{}, refused: map[string]int{}}}
+	r.clock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	r.store = enginetest.OpenStore(t, dir, cache.Options{})
+	u, _ := url.Parse(o.URL)
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(o.CACertPEM)
+	client, err := discovery.New(discovery.Config{AllowedOrigins: []string{u.Host}, AllowPrivate: true, RootCAs: pool,
+		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.engine, err = mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t), Offline: offline}, client, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r.rel, err = releases.New(releases.Config{
+		HashiCorpURL: o.HashiCorpURL, HashiCorpKeys: []string{o.HashiCorpKey},
+		OpenTofuDownloadURL: o.OpenTofuDownloadURL, OpenTofuAPIURL: o.OpenTofuAPIURL, OpenTofuKeys: []string{o.OpenTofuKey},
+		Offline: offline, Logger: enginetest.Logger(t), Metrics: r.metrics, Now: r.clock.Now,
+	}, client, r.engine, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(r.stop)
+	return r
+}
+
+func (r *rig) stop() {
+	if r.engine == nil {
+		return
+	}
+	r.rel.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := r.engine.Shutdown(ctx); err != nil {
+		r.t.Errorf("shutdown: %v", err)
+	}
+	r.store.Close()
+	r.engine = nil
+}
+
+// read opens and reads a whole archive.
+func (r *rig) read(pub releases.Publisher, product, version, name string) ([]byte, records.Source, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	arc, err := r.rel.OpenArchive(ctx, pub, product, version, name)
+	if err != nil {
+		return nil, 0, err
+	}
+	defer arc.Close()
+	data, err := io.ReadAll(arc)
+	return data, arc.Source, err
+}
+
+// waitIdle waits until the engine's downloads have ended.
+func (r *rig) waitIdle() {
+	r.t.Helper()
+	enginetest.WaitIdle(r.t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, r.engine) })
+}
+
+func isNotFound(err error) bool { return errors.Is(err, releases.ErrNotFound) }

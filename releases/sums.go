@@ -1,0 +1,285 @@
+package releases
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/verify"
+)
+
+// sumsSchema is the schema of the stored SHA256SUMS records.
+const sumsSchema = 1
+
+// Sums is a version's SHA256SUMS, verified with its publisher's key: the
+// document and the signature exactly as the origin sent them.
+type Sums struct {
+	Publisher Publisher `json:"publisher"`
+	Product   string    `json:"product"`
+	Version   string    `json:"version"`
+	Document  []byte    `json:"document"`
+	Signature []byte    `json:"signature"`
+	// KeyID is the short ID of the key that verified the signature
+	// (upper-case hex, "72D7468F").
+	KeyID string `json:"key_id"`
+	// SignedAt is the signature's creation time: the release time the
+	// package policy's minimum release age judges by.
+	SignedAt time.Time `json:"signed_at"`
+	Schema   int       `json:"schema"`
+
+	files map[string]string
+}
+
+// SHA256 is the signed sha256 of file name, "" when not listed.
+func (s *Sums) SHA256(name string) string { return s.files[name] }
+
+// Build is one platform's archive of a version, named as its publisher
+// names it and listed in the signed SHA256SUMS.
+type Build struct {
+	OS, Arch, Filename, SHA256 string
+}
+
+// Builds are the archives the signed SHA256SUMS lists under the names the
+// publisher gives them (PRODUCT_VERSION_OS_ARCH.zip), by OS and arch: a
+// signature vouches for the names it signed, so nothing else is offered.
+func (s *Sums) Builds() []Build {
+	prefix := s.Product + "_" + s.Version + "_"
+	var out []Build
+	for name, sha := range s.files {
+		rest, ok := strings.CutPrefix(name, prefix)
+		if !ok {
+			continue
+		}
+		rest, ok = strings.CutSuffix(rest, ".zip")
+		if !ok {
+			continue
+		}
+		os, arch, ok := strings.Cut(rest, "_")
+		if !ok || !platformPart(os) || !platformPart(arch) {
+			continue
+		}
+		out = append(out, Build{OS: os, Arch: arch, Filename: name, SHA256: sha})
+	}
+	slices.SortFunc(out, func(a, b Build) int { return strings.Compare(a.Filename, b.Filename) })
+	return out
+}
+
+func platformPart(s string) bool {
+	if s == "" || len(s) > 32 {
+		return false
+	}
+	for _, c := range s {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// SumsName is the publisher's name of a version's SHA256SUMS.
+func SumsName(pub Publisher, product, version string) string {
+	return product + "_" + version + "_SHA256SUMS"
+}
+
+// CanonicalVersion parses a version as the installers write it ("1.6.0",
+// "1.7.0-rc1"), returning its one spelling; ErrNotFound when it does not
+// parse.
+func CanonicalVersion(v string) (string, error) {
+	if len(v) > 64 {
+		return "", fmt.Errorf("%w: not a version", ErrNotFound)
+	}
+	pv, err := versions.ParseVersion(v)
+	if err != nil || pv.String() != v {
+		return "", fmt.Errorf("%w: %q is not a version in its canonical spelling", ErrNotFound, v)
+	}
+	return v, nil
+}
+
+func sumsKey(pub Publisher, product, version string) string {
+	return "releases/sums/" + string(pub) + "/" + product + "/" + version
+}
+
+// fileURL is where publisher pub keeps a file of a version.
+func (r *Releases) fileURL(pub Publisher, product, version, name string) string {
+	if pub == OpenTofu {
+		return strings.TrimSuffix(r.cfg.OpenTofuDownloadURL, "/") + "/v" + url.PathEscape(version) + "/" + url.PathEscape(name)
+	}
+	return strings.TrimSuffix(r.cfg.HashiCorpURL, "/") + "/" + url.PathEscape(product) + "/" + url.PathEscape(version) + "/" + url.PathEscape(name)
+}
+
+// Sums returns version's verified SHA256SUMS: from memory, the cache
+// (verified again with the keys in force), or the origin (one fetch for
+// every caller at once), checked against the package policy. Errors:
+// ErrNotFound, records.ErrOffline, verify.ErrIntegrity (a signature that
+// does not verify: nothing is kept), gate.PolicyError, origin errors.
+func (r *Releases) Sums(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
+	if err := r.checkProduct(pub, product); err != nil {
+		return nil, err
+	}
+	if _, err := CanonicalVersion(version); err != nil {
+		return nil, err
+	}
+	if err := r.checkAddress(pub, product); err != nil {
+		return nil, err
+	}
+	s, err := r.sumsOf(ctx, pub, product, version)
+	if err != nil {
+		return nil, err
+	}
+	if err := r.checkVersion(pub, product, version, s.SignedAt); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// sumsOf is Sums without the policy.
+func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
+	key := sumsKey(pub, product, version)
+	r.mu.Lock()
+	s := r.sums[key]
+	r.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	v, err := r.detached(ctx, key, func(ctx context.Context) (any, error) {
+		s, err := r.loadSums(key)
+		if err == nil {
+			return s, nil
+		}
+		if !errors.Is(err, cache.ErrNotFound) {
+			r.log.Warn("stored SHA256SUMS no longer verifies; fetching it again", "publisher", string(pub), "product", product, "version", version, "error", err)
+		}
+		return r.fetchSums(ctx, pub, product, version)
+	})
+	if err != nil {
+		return nil, err
+	}
+	s = v.(*Sums)
+	r.remember(key, s)
+	return s, nil
+}
+
+// heldSums is a version's verified SHA256SUMS from memory or the cache,
+// never the origin; cache.ErrNotFound when neither has it.
+func (r *Releases) heldSums(pub Publisher, product, version string) (*Sums, error) {
+	key := sumsKey(pub, product, version)
+	r.mu.Lock()
+	s := r.sums[key]
+	r.mu.Unlock()
+	if s != nil {
+		return s, nil
+	}
+	s, err := r.loadSums(key)
+	if err != nil {
+		return nil, err
+	}
+	r.remember(key, s)
+	return s, nil
+}
+
+// remember keeps a verified SHA256SUMS in memory.
+func (r *Releases) remember(key string, s *Sums) {
+	r.mu.Lock()
+	if len(r.sums) > 4096 {
+		clear(r.sums)
+	}
+	r.sums[key] = s
+	r.mu.Unlock()
+}
+
+// loadSums reads a stored SHA256SUMS and verifies it again: the keys in
+// force decide, not the ones that were.
+func (r *Releases) loadSums(key string) (*Sums, error) {
+	var s Sums
+	if _, err := r.store.GetMeta(key, &s); err != nil {
+		return nil, err
+	}
+	if s.Schema != sumsSchema {
+		return nil, cache.ErrNotFound
+	}
+	if err := r.verifySums(&s); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// fetchSums fetches a version's SHA256SUMS and signature, verifies them
+// and stores them. A signature that does not verify is counted, logged
+// and refused; nothing is stored.
+func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
+	name := SumsName(pub, product, version)
+	doc, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxSmallDocument)
+	if err != nil {
+		return nil, err
+	}
+	sig, err := r.fetchSignature(ctx, pub, product, version, name)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sums{Publisher: pub, Product: product, Version: version, Document: doc, Signature: sig, Schema: sumsSchema}
+	if err := r.verifySums(s); err != nil {
+		var verr *verify.Error
+		reason := "signature"
+		if errors.As(err, &verr) {
+			reason = string(verr.Reason)
+		}
+		r.metrics.CLIRefused(string(pub), product, reason)
+		r.log.Error("release SHA256SUMS refused; nothing was cached", "publisher", string(pub), "product", product,
+			"version", version, "reason", reason, "error", err)
+		return nil, err
+	}
+	if err := r.store.PutMeta(sumsKey(pub, product, version), s); err != nil {
+		r.log.Error("verified SHA256SUMS served but not cached", "publisher", string(pub), "product", product, "version", version, "error", err)
+	}
+	return s, nil
+}
+
+// fetchSignature fetches the signature of a SHA256SUMS: OpenTofu's
+// .gpgsig; HashiCorp's .sig, or else the one named by the ID of a key in
+// force (.72D7468F.sig).
+func (r *Releases) fetchSignature(ctx context.Context, pub Publisher, product, version, sumsName string) ([]byte, error) {
+	if pub == OpenTofu {
+		return r.fetchDocument(ctx, r.fileURL(pub, product, version, sumsName+".gpgsig"), maxSmallDocument)
+	}
+	sig, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, sumsName+".sig"), maxSmallDocument)
+	if !errors.Is(err, ErrNotFound) {
+		return sig, err
+	}
+	for _, id := range r.keys[pub].ids {
+		sig, err = r.fetchDocument(ctx, r.fileURL(pub, product, version, sumsName+"."+id+".sig"), maxSmallDocument)
+		if !errors.Is(err, ErrNotFound) {
+			return sig, err
+		}
+	}
+	return nil, err
+}
+
+// verifySums checks s's signature with its publisher's keys, sets the key
+// ID and the signing time, and parses the document.
+func (r *Releases) verifySums(s *Sums) error {
+	kr := r.keys[s.Publisher]
+	for i, k := range kr.armored {
+		at, err := verify.SignatureTime(s.Document, s.Signature, []string{k})
+		if err != nil {
+			continue
+		}
+		files, err := verify.ParseSHA256SUMS(s.Document)
+		if err != nil {
+			return err
+		}
+		s.KeyID, s.SignedAt, s.files = kr.ids[i], at, files
+		return nil
+	}
+	_, err := verify.SignatureTime(s.Document, s.Signature, kr.armored)
+	if err == nil { // not reached: each key failed alone
+		err = &verify.Error{Reason: verify.ReasonSignature, Detail: "SHA256SUMS signature does not verify"}
+	}
+	return err
+}
