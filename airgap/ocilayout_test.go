@@ -90,7 +90,7 @@ func TestExportOCILayout(t *testing.T) {
 	}
 	cacheArchive("linux_amd64")
 	moduleBytes(t, engine, tarballModule, "0.1.0")
-	side, err := engine.NewOCI(enginetest.OriginClient(t, o))
+	side, err := engine.NewOCI()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,7 +212,7 @@ func TestExportOCILayoutLeavesOutDenied(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	side, err := engine.NewOCI(enginetest.OriginClient(t, o))
+	side, err := engine.NewOCI()
 	if err != nil {
 		t.Fatal(err)
 	}

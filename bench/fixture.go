@@ -168,6 +168,10 @@ func (noOrigin) OpenArchive(context.Context, addrs.Provider, string) (io.ReadClo
 	return nil, 0, errNoOrigin
 }
 
+func (noOrigin) ArchiveSize(context.Context, addrs.Provider, string) (int64, error) {
+	return 0, errNoOrigin
+}
+
 func (noOrigin) ModuleVersions(context.Context, addrs.Module) ([]string, error) {
 	return nil, errNoOrigin
 }

@@ -45,6 +45,9 @@ type ProviderOrigin interface {
 	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
 	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
 	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
+	// ArchiveSize learns an archive's size without downloading it (for
+	// the OCI side's manifests, when the origin states none).
+	ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error)
 }
 
 // Store is what the engine needs from the cache. *cache.Store implements it.

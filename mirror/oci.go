@@ -6,7 +6,6 @@ package mirror
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -25,13 +24,12 @@ type OCI struct {
 	e *Engine
 }
 
-// NewOCI returns an OCI side of the engine, learning archive sizes the
-// origin does not state from sizer.
-func (s *Engine) NewOCI(sizer ocistore.ArchiveSizer) (*OCI, error) {
-	if isNil(sizer) {
-		return nil, errors.New("mirror: the OCI side needs an archive sizer")
-	}
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ociEngine{s}, s.store, sizer, s.metrics)
+// NewOCI returns an OCI side of the engine. It learns the archive sizes
+// the origin does not state from the engine's origin, behind the same
+// guards as every other origin request (a sealed mirror asks nothing, a
+// local-only host is never contacted).
+func (s *Engine) NewOCI() (*OCI, error) {
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ociEngine{s}, s.store, s.origin, s.metrics)
 	if err != nil {
 		return nil, err
 	}

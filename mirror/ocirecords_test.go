@@ -15,7 +15,6 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
 	"github.com/tfmirror/tfmirror/mirror/ocistore"
 )
 
@@ -55,7 +54,7 @@ func TestRemoveVersionRemovesOCIRecords(t *testing.T) {
 	var clock atomic.Int64 // what the engine's clock adds, in nanoseconds
 	h := newHarness(t, harnessOptions{cfg: Config{Now: func() time.Time { return time.Now().Add(time.Duration(clock.Load())) }}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64", "darwin_arm64"})
-	o, err := h.engine.NewOCI(enginetest.OriginClient(t, h.origin))
+	o, err := h.engine.NewOCI()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,11 +138,11 @@ func TestSharedOCIDigestsResolveOnAnotherReplica(t *testing.T) {
 	a, b := rs[0], rs[1]
 	p := a.provider()
 	v := mustVersion(t, "1.0.0")
-	oa, err := a.engine.NewOCI(enginetest.OriginClient(t, a.origin))
+	oa, err := a.engine.NewOCI()
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := b.engine.NewOCI(enginetest.OriginClient(t, b.origin))
+	ob, err := b.engine.NewOCI()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -48,7 +48,7 @@ func ociBlock(cfg settings.Config) func(host string) string {
 // and OCI layout exports share it, so that both keep the same documents
 // through one record writer.
 func (p *engineParts) ociSide() (*mirror.OCI, error) {
-	p.ociOnce.Do(func() { p.oci, p.ociErr = p.engine.NewOCI(p.origin) })
+	p.ociOnce.Do(func() { p.oci, p.ociErr = p.engine.NewOCI() })
 	return p.oci, p.ociErr
 }
 

@@ -47,7 +47,8 @@ import (
 )
 
 // ArchiveSizer learns the size of an archive from its origin without
-// downloading it. *discovery.Client implements it.
+// downloading it: the engine's origin, behind its guards (a sealed
+// mirror's answers records.ErrOffline).
 type ArchiveSizer interface {
 	ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error)
 }
@@ -320,9 +321,6 @@ func (o *OCI) size(ctx context.Context, p addrs.Provider, pa Archive, rec *ociRe
 	}
 	if info, err := o.store.StatBlob(pa.SHA256); err == nil && info.Size > 0 {
 		return info.Size, nil
-	}
-	if o.e.Offline() {
-		return 0, fmt.Errorf("%w: the size of %s %s's archive is not known", records.ErrOffline, p, pa.Platform)
 	}
 	ch := o.sizes.DoChan(pa.SHA256, func() (any, error) {
 		ctx, done, err := o.e.Detached(o.cfg.OriginTimeout)

@@ -27,6 +27,7 @@ type Origin interface {
 	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
 	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
 	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
+	ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error)
 }
 
 // Offline returns the origin of a sealed mirror: every call fails with
@@ -49,6 +50,10 @@ func (offlineOrigin) FetchDocument(_ context.Context, p addrs.Provider, _ string
 
 func (offlineOrigin) OpenArchive(_ context.Context, p addrs.Provider, _ string) (io.ReadCloser, int64, error) {
 	return nil, 0, fmt.Errorf("%w: archive of %s is not cached", records.ErrOffline, p)
+}
+
+func (offlineOrigin) ArchiveSize(_ context.Context, p addrs.Provider, _ string) (int64, error) {
+	return 0, fmt.Errorf("%w: the size of an archive of %s is not known", records.ErrOffline, p)
 }
 
 // Local returns next behind a guard: a provider of a host that local
@@ -97,4 +102,11 @@ func (g localGuard) OpenArchive(ctx context.Context, p addrs.Provider, rawURL st
 		return nil, 0, err
 	}
 	return g.next.OpenArchive(ctx, p, rawURL)
+}
+
+func (g localGuard) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error) {
+	if err := g.check(p); err != nil {
+		return 0, err
+	}
+	return g.next.ArchiveSize(ctx, p, rawURL)
 }

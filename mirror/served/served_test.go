@@ -282,7 +282,7 @@ func servedRig(t *testing.T) (*harness.Harness, *served.Packages, target) {
 		o.AddTarball("vpc-"+v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
 	}
 	o.AddModule(m.Namespace, m.Name, m.System, "0.9.0", o.TarballURL("vpc-0.9.0.tar.gz"))
-	side, err := h.Engine.NewOCI(enginetest.OriginClient(t, o))
+	side, err := h.Engine.NewOCI()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ func (r *rig) start(opts rigOptions) {
 		t.Fatal(err)
 	}
 	r.engine = engine
-	side, err := engine.NewOCI(client)
+	side, err := engine.NewOCI()
 	if err != nil {
 		t.Fatal(err)
 	}

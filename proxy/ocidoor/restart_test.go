@@ -102,6 +102,7 @@ func TestCacheWithoutOCIRecords(t *testing.T) {
 
 	// Sealed: 1.0.0's archives are cached, so their sizes are known.
 	r.stop()
+	r.origin.ResetHits()
 	r.start(rigOptions{cacheDir: dir, engine: mirror.Config{Offline: true}})
 	docs, _ := pullProvider(t, r, "acme", "net", "1.0.0", "darwin_arm64", auth.EmptyCredential)
 	if len(docs) != 2 {
@@ -111,6 +112,11 @@ func TestCacheWithoutOCIRecords(t *testing.T) {
 	status, code := ociError(t, r.do(http.MethodGet, "/v2/providers/"+originHost+"/acme/net/manifests/1.1.0"))
 	if status != http.StatusServiceUnavailable || code != "UNAVAILABLE" {
 		t.Errorf("sealed, sizes unknown: %d %s", status, code)
+	}
+	// Sizes are asked through the engine's guarded origin: sealed, the
+	// origin hears nothing.
+	if got := r.origin.Hits("archive_size"); got != 0 {
+		t.Errorf("sealed, the origin was asked for %d archive sizes", got)
 	}
 	// Online again: learned once.
 	r.stop()
