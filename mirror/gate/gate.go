@@ -282,7 +282,15 @@ func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Rel
 // and counted. It asks nothing of the origin, so that a refusal costs
 // no request.
 func (g *Gate) CheckAddress(kind policy.Kind, address string) error {
-	return g.checkAddress(g.Current(), kind, address)
+	pol := g.Current()
+	if pol == nil {
+		return nil
+	}
+	if v := pol.Address(kind, address); !v.Allowed {
+		g.refused(kind, address, "", policy.Release{}, v, true)
+		return &PolicyError{Kind: kind, Address: address, Verdict: v}
+	}
+	return nil
 }
 
 // checkAddress refuses an address the policy refuses whatever the version.

@@ -37,8 +37,9 @@ func moduleManifestOf(m addrs.Module, rec records.ModuleZipRecord) (oci.Document
 }
 
 // ModuleManifest returns the image manifest of version of m, unless the
-// package policy holds the version back: from the record of its zip, or, when there is none yet, once the zip is made
-// (OpenModuleZip) of a version the module's version list names. Errors:
+// package policy holds the version back: from the record of its zip,
+// or, when there is none yet, once the zip is made (OpenModuleZip) of a
+// version the module's version list names. Errors:
 // those of ModuleVersions and OpenModuleZip; records.ErrVersionNotFound
 // for a version the list lacks.
 func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
