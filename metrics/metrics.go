@@ -65,6 +65,7 @@ type Metrics struct {
 	verifyFails  *prometheus.CounterVec
 	stale        *prometheus.CounterVec
 	circuitOpen  *prometheus.GaugeVec
+	lastSuccess  *prometheus.GaugeVec
 	sharedReqs   *prometheus.CounterVec
 	sharedDur    *prometheus.HistogramVec
 	sharedDown   prometheus.Gauge
@@ -207,6 +208,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		circuitOpen: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tfmirror_origin_circuit_open", Help: "1 while an origin's circuit breaker is open (requests to it fail fast), 0 otherwise.",
 		}, []string{"origin"}),
+		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tfmirror_origin_last_success_timestamp_seconds", Help: "When a request to an origin last succeeded (a not-found answer is one), as a Unix time; absent before the first.",
+		}, []string{"origin"}),
 		sharedReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_shared_store_requests_total", Help: "Calls to the shared store (--shared-store), by operation and outcome; \"unavailable\" calls were not made because its circuit breaker was open.",
 		}, []string{"operation", "outcome"}),
@@ -262,7 +266,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
+		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	cs = append(cs, m.modules.collectors()...)
@@ -442,6 +446,9 @@ func (m *Metrics) Evicted(n int) { m.evictions.Add(float64(n)) }
 func (m *Metrics) OriginRequest(origin, operation, outcome string, d time.Duration) {
 	m.originReqs.WithLabelValues(origin, operation, outcome).Inc()
 	m.originDur.WithLabelValues(origin, operation).Observe(d.Seconds())
+	if outcome == "success" || outcome == "not_found" {
+		m.lastSuccess.WithLabelValues(origin).SetToCurrentTime()
+	}
 }
 
 // OriginBytes records archive bytes fetched from origin.

@@ -221,3 +221,18 @@ func TestConfigLastReloadSuccessful(t *testing.T) {
 		}
 	}
 }
+
+// TestOriginLastSuccess: a success or a not-found answer sets the
+// origin's last success to now; a failure leaves it.
+func TestOriginLastSuccess(t *testing.T) {
+	m, _ := newTest(t)
+	m.OriginRequest("registry.terraform.io", "versions", "error", time.Second)
+	if n := testutil.CollectAndCount(m.lastSuccess); n != 0 {
+		t.Fatalf("a failure set the last success (%d series)", n)
+	}
+	before := float64(time.Now().Unix())
+	m.OriginRequest("registry.terraform.io", "versions", "not_found", time.Second)
+	if got := testutil.ToFloat64(m.lastSuccess.WithLabelValues("registry.terraform.io")); got < before || got > float64(time.Now().Unix()+1) {
+		t.Errorf("last success %v, want about %v", got, before)
+	}
+}

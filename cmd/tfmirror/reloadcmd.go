@@ -25,7 +25,7 @@ const reloadUsage = "tfmirror reload [--data-dir DIR] [--config FILE]"
 // when one was refused (the configuration in force stays; the reason is
 // printed) or no tfmirror serves the directory, 2 on a usage error.
 func runReload(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	dataDir, err := reloadDataDir(args, lookupEnv, stderr)
+	dataDir, err := reloadDataDir(args, lookupEnv, stdout, stderr)
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
@@ -68,15 +68,24 @@ type usageError struct{ error }
 // (--config or TFMIRROR_CONFIG), else serve's default. The file is read
 // only when neither names it: a broken file is for the serving process to
 // refuse, with its reason, not a reason to leave it alone.
-func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stderr io.Writer) (string, error) {
+func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) (string, error) {
 	fs := flag.NewFlagSet("tfmirror reload", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	dataDir := fs.String("data-dir", "", "data directory of the running tfmirror serve (default: TFMIRROR_DATA_DIR, else the configuration file's data_dir, else ./tfmirror-data)")
 	var configPath string
 	settings.AddConfigFlag(fs, &configPath)
+	help := false
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (and client tokens file) again, as SIGHUP does, and prints\nwhat changed. Exit status 1 when a file is refused: the configuration in force\nstays.\n\nFlags:\n", reloadUsage)
+		out := stderr
+		if help {
+			out = stdout
+		}
+		fmt.Fprintf(out, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (and client tokens file) again, as SIGHUP does, and prints\nwhat changed. Exit status 1 when a file is refused: the configuration in force\nstays.\n\nFlags:\n", reloadUsage)
+		fs.SetOutput(out)
 		fs.PrintDefaults()
+	}
+	for _, a := range args {
+		help = help || a == "-h" || a == "--help" || a == "-help"
 	}
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
