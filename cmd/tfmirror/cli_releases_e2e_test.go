@@ -220,6 +220,10 @@ func TestTenvInstallsOpenTofuThroughTheMirror(t *testing.T) {
 		"TOFUENV_LIST_URL=" + c.url + "/releases/opentofu/api.json",
 		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
 		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
+		// No cosign on PATH, wherever the tests run: tenv then checks the
+		// .gpgsig with the key above (the stand-in's cosign files are
+		// placeholders).
+		"PATH=" + t.TempDir(),
 	}
 	if out := c.run(t, home, tenv, env, "tofu", "list-remote"); !strings.Contains(out, "1.8.0") {
 		t.Fatalf("list-remote:\n%s", out)
