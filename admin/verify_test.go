@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 )
 

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 )
 
 // Figure 9: disk use follows the cache. A tfmirror limited to

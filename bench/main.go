@@ -11,7 +11,7 @@
 //
 // It builds tfmirror and runs it as a subprocess (so that its memory is
 // measurable and the load generator does not share its process), runs the
-// fake origin (internal/fakeorigin) in this process, and starts nginx from
+// fake origin (internal/testrig/fakeorigin) in this process, and starts nginx from
 // the PATH with a generated configuration, and versitygw (an S3-compatible
 // server) on loopback for figure 7. Every subprocess is stopped when
 // the run ends, fails or is interrupted.

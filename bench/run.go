@@ -16,7 +16,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/internal/certs"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 )
 
 // Providers the origins serve.

@@ -19,7 +19,7 @@ if command -v service >/dev/null 2>&1; then
 	$SUDO service nginx stop >/dev/null 2>&1 || true
 fi
 nginx -v
-# Pinned, as in .ci/run (keep in step with internal/s3test.Version and
+# Pinned, as in .ci/run (keep in step with internal/testrig/s3test.Version and
 # versitygwVersion in bench/shared.go); needs Go, not root.
 versitygw_version=v1.8.0
 if ! [ -x .ci/bin/versitygw ]; then

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/internal/testrig/s3test"
 )
 
 // coldClientsOver spreads the clients round-robin over the URLs and, with
@@ -119,7 +119,7 @@ func TestFindVersitygw(t *testing.T) {
 // and its setup script must install the same.
 func TestVersitygwVersionsInStep(t *testing.T) {
 	if versitygwVersion != s3test.Version {
-		t.Errorf("bench/shared.go pins versitygw %s, internal/s3test %s", versitygwVersion, s3test.Version)
+		t.Errorf("bench/shared.go pins versitygw %s, internal/testrig/s3test %s", versitygwVersion, s3test.Version)
 	}
 	for _, f := range []string{"../.ci/run", "setup.sh"} {
 		data, err := os.ReadFile(f)

@@ -13,7 +13,7 @@ import (
 // production code never does: delete an archive whatever holds it,
 // damage one where it is stored, count the chunks stored, and run an
 // eviction pass and wait for it. Test rigs reach it through
-// internal/cachetest. Nothing in the shipped binary calls RigOf, so the
+// internal/testrig/cachetest. Nothing in the shipped binary calls RigOf, so the
 // linker leaves Rig out: cmd/tfmirror's TestBinaryLinksNoTestHook checks
 // the built binary for its symbols.
 type Rig struct{ s *Blobs }

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/verify"
 	"github.com/tfmirror/tfmirror/verify/verifytest"
 )

@@ -392,7 +392,7 @@ func (s *Engine) CheckOrigin(p addrs.Provider) error {
 
 // wait blocks until every origin fetch and archive download under way has
 // ended, or ctx is done. The engine keeps working; see Shutdown. Tests of
-// other packages get it through internal/enginetest.
+// other packages get it through internal/testrig/enginetest.
 func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 
 // Shutdown stops the engine: it starts no more work (new calls that would

@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 )
 
 // Many clients over a working set several times the cache's size limit:

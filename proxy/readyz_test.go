@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
 )
 
 type pinger struct {

@@ -12,7 +12,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror/records"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/mirror"
 )
 

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/s3test"
+	"github.com/tfmirror/tfmirror/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/sharedstore"
 )
 

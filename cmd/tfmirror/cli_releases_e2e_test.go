@@ -29,8 +29,8 @@ import (
 	hcreleases "github.com/hashicorp/hc-install/releases"
 
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
-	"github.com/tfmirror/tfmirror/internal/ocitest"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/ocitest"
 )
 
 // tenvTool is tenv, pinned as .ci/run installs it.

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/cachetest"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 )
 
 // TestKillDuringDownloadsAndRestart kills tfmirror with SIGKILL while

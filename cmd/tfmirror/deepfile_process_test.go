@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 )
 
 // deepHCL is an attribute nested in n brackets: under a megabyte for n

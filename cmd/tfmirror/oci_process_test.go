@@ -18,8 +18,8 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
-	"github.com/tfmirror/tfmirror/internal/ocitest"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/ocitest"
 	"github.com/tfmirror/tfmirror/oci"
 )
 

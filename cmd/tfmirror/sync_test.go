@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 )
 
 // syncPlatforms are the three platforms the sync tests ask for.

@@ -13,7 +13,7 @@ const modulePath = "github.com/tfmirror/tfmirror/"
 // testRigPackages are the project's packages that only tests may link,
 // besides every package whose name ends in "test" (cachetest, enginetest,
 // s3test, verifytest...).
-var testRigPackages = []string{"internal/testhooks", "internal/fakeorigin"}
+var testRigPackages = []string{"internal/testhooks", "internal/testrig/fakeorigin"}
 
 // testHookNames are the operations that only test rigs call: the cache's
 // Rig (deleting or damaging an archive, counting chunks, an eviction pass
@@ -93,9 +93,9 @@ func TestTestHookSymbols(t *testing.T) {
 		hook bool
 	}{
 		{name: "former hook package", sym: modulePath + "internal/testhooks.init", hook: true},
-		{name: "cache rig package", sym: modulePath + "internal/cachetest.DeleteBlob", hook: true},
-		{name: "engine rig package", sym: modulePath + "internal/enginetest.WaitIdle", hook: true},
-		{name: "fake origin", sym: modulePath + "internal/fakeorigin.(*Origin).Archive", hook: true},
+		{name: "cache rig package", sym: modulePath + "internal/testrig/cachetest.DeleteBlob", hook: true},
+		{name: "engine rig package", sym: modulePath + "internal/testrig/enginetest.WaitIdle", hook: true},
+		{name: "fake origin", sym: modulePath + "internal/testrig/fakeorigin.(*Origin).Archive", hook: true},
 		{name: "nested rig package", sym: modulePath + "verify/verifytest.ZipBomb", hook: true},
 		{name: "rig constructor", sym: modulePath + "cache.RigOf", hook: true},
 		{name: "corruption routine", sym: modulePath + "cache.Rig.FlipBlobByte", hook: true},

@@ -19,7 +19,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/internal/ocitest"
+	"github.com/tfmirror/tfmirror/internal/testrig/ocitest"
 )
 
 // ociModuleRoot is moduleRoot's three modules from oci:// sources of

@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/cachetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
 )
 
 func verifyInProcess(t *testing.T, dataDir string) (string, string, int) {

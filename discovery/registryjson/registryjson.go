@@ -6,7 +6,7 @@
 // It owns the wire shapes only, one definition for every party that speaks
 // the protocol: the origin client (package discovery decodes origins'
 // answers with them), the fake origin registry of the tests
-// (internal/fakeorigin encodes with them) and any server of the protocol.
+// (internal/testrig/fakeorigin encodes with them) and any server of the protocol.
 // It depends on nothing and validates nothing: whether a document is
 // acceptable (required fields, https URLs, the platform asked for) is
 // decided by its user, package discovery for origins' answers.

@@ -20,7 +20,8 @@ layer engine
 layer frontdoors
     door  a comment
 layer tests
-    internal/rig
+    internal/testrig/rig
+    internal/oldrig
 forbid door -> internal/leaf  doors take no leaves
 known door -> internal/leaf  #1: to be removed
 `
@@ -41,10 +42,11 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 		return []pkgImports{
 			{path: "nouns"},
 			{path: "internal/leaf", imports: []string{"nouns"}},
-			{path: "engine", imports: []string{"internal/leaf", "nouns"}, tests: []string{"internal/rig", "nouns"}},
+			{path: "engine", imports: []string{"internal/leaf", "nouns"}, tests: []string{"internal/testrig/rig", "nouns"}},
 			{path: "internal/misplaced"},
-			{path: "door", imports: []string{"engine", "nouns"}, tests: []string{"internal/leaf", "internal/rig"}},
-			{path: "internal/rig", imports: []string{"engine", "door"}},
+			{path: "door", imports: []string{"engine", "nouns"}, tests: []string{"internal/leaf", "internal/testrig/rig"}},
+			{path: "internal/testrig/rig", imports: []string{"engine", "door"}},
+			{path: "internal/oldrig"},
 		}
 	}
 	set := func(ps []pkgImports, path string, f func(*pkgImports)) []pkgImports {
@@ -76,8 +78,8 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 		},
 		{
 			name: "production imports a test rig",
-			pkgs: set(good(), "door", func(p *pkgImports) { p.imports = append(p.imports, "internal/rig") }),
-			want: []arrow{{"door", "internal/rig"}}, reason: "binary would link",
+			pkgs: set(good(), "door", func(p *pkgImports) { p.imports = append(p.imports, "internal/testrig/rig") }),
+			want: []arrow{{"door", "internal/testrig/rig"}}, reason: "binary would link",
 		},
 		{
 			name: "forbidden arrow",
@@ -88,6 +90,11 @@ func TestCheckFindsEachBrokenRule(t *testing.T) {
 			name: "test imports upward",
 			pkgs: set(good(), "engine", func(p *pkgImports) { p.tests = append(p.tests, "door") }),
 			want: []arrow{{"engine (tests)", "door"}}, reason: "tests of engine",
+		},
+		{
+			name:     "a test rig outside internal/testrig/",
+			pkgs:     set(good(), "door", func(p *pkgImports) { p.tests = append(p.tests, "internal/oldrig") }),
+			problems: []string{"the tests of door import the test rig internal/oldrig, which is outside internal/testrig/"},
 		},
 		{
 			name:     "package missing from the table",
@@ -163,5 +170,24 @@ func TestParseTableRefuses(t *testing.T) {
 				t.Errorf("error %v, want one saying %q", err, c.want)
 			}
 		})
+	}
+}
+
+// TestTestRigsFolderHoldsRigsOnly: a package under internal/testrig/ in
+// any layer but the tests is a problem.
+func TestTestRigsFolderHoldsRigsOnly(t *testing.T) {
+	tb, err := parseTable("layer domain\n    nouns\nlayer helpers\nlayer engine\n    engine\nlayer tests\n    internal/testrig/rig\n    internal/testrig/helper  misfiled\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, problems := tb.check([]pkgImports{{path: "nouns"}, {path: "engine"}, {path: "internal/testrig/rig"}, {path: "internal/testrig/helper"}})
+	if len(problems) != 0 {
+		t.Fatalf("rigs in their folder: %q", problems)
+	}
+	tb.layerOf["internal/testrig/helper"] = slices.Index(tb.layers, "engine")
+	_, problems = tb.check([]pkgImports{{path: "nouns"}, {path: "engine"}, {path: "internal/testrig/rig"}, {path: "internal/testrig/helper"}})
+	want := "internal/testrig/ holds test rigs only, and internal/testrig/helper is in layer engine"
+	if !slices.ContainsFunc(problems, func(p string) bool { return strings.HasPrefix(p, want) }) {
+		t.Errorf("problems %q, want one starting with %q", problems, want)
 	}
 }

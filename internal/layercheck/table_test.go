@@ -144,6 +144,14 @@ func (tb *table) check(pkgs []pkgImports) (map[arrow]string, []string) {
 		if strings.HasPrefix(p.path, "internal/") && from > helpers && from != tests {
 			problems = append(problems, fmt.Sprintf("internal/ holds leaf helpers and test rigs, and %s is in layer %s: move it beside its layer's packages", p.path, tb.layers[from]))
 		}
+		if strings.HasPrefix(p.path, testRigs) && from != tests {
+			problems = append(problems, fmt.Sprintf("%s holds test rigs only, and %s is in layer %s: move it out", testRigs, p.path, tb.layers[from]))
+		}
+		for _, imp := range p.tests {
+			if l, ok := tb.layerOf[imp]; ok && l == tests && strings.HasPrefix(imp, "internal/") && !strings.HasPrefix(imp, testRigs) {
+				problems = append(problems, fmt.Sprintf("the tests of %s import the test rig %s, which is outside %s: move it there, so that internal/ shows the production helpers apart", p.path, imp, testRigs))
+			}
+		}
 		for _, imp := range p.imports {
 			to, ok := tb.layerOf[imp]
 			a := arrow{p.path, imp}
@@ -170,6 +178,10 @@ func (tb *table) check(pkgs []pkgImports) (map[arrow]string, []string) {
 	slices.Sort(problems)
 	return bad, problems
 }
+
+// testRigs is where the test rigs under internal/ live: the packages
+// of the tests layer that other packages' tests import.
+const testRigs = "internal/testrig/"
 
 // knownDiff reports each entry of found not listed in known (a new
 // violation) and each entry of known no longer found (an exception that

@@ -14,9 +14,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/cachetest"
-	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/held"
 	"github.com/tfmirror/tfmirror/mirror/modules"

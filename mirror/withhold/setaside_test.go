@@ -14,9 +14,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/cachetest"
-	"github.com/tfmirror/tfmirror/internal/enginetest"
-	"github.com/tfmirror/tfmirror/internal/enginetest/harness"
+	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/imports"

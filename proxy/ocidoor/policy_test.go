@@ -9,7 +9,7 @@ import (
 
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"github.com/tfmirror/tfmirror/internal/enginetest"
+	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/proxy"
 )
 
