@@ -44,7 +44,7 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/import   ImportRequest                         -> Imported
 //	POST /v1/prune    PruneRequest                          -> Pruned
 //	POST /v1/verify   VerifyRequest                         -> Verified
-//	POST /v1/policy/held    PolicyRequest                   -> [mirror/withhold.Version]
+//	POST /v1/policy/held    PolicyRequest                   -> [mirror/unsigned.Version]
 //	POST /v1/policy/release PolicyRequest                   -> KnownRelease
 //	POST /v1/reload   ReloadRequest                         -> Reloaded
 //

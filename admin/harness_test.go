@@ -55,7 +55,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 		t.Fatal(err)
 	}
 	h.engine = engine
-	ret, err := retention.New(opts.retention, engine.Held(), h.store, nil)
+	ret, err := retention.New(opts.retention, engine.Inventory(), h.store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

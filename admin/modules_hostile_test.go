@@ -10,8 +10,8 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/internal/safetree"
+	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )

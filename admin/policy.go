@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 )
@@ -23,7 +23,7 @@ type PolicyRequest struct {
 }
 
 // KnownRelease is what the cache knows of a version's release
-// (mirror/held.Held.KnownRelease).
+// (mirror/inventory.Inventory.KnownRelease).
 type KnownRelease struct {
 	Known   bool      `json:"known"`
 	At      time.Time `json:"at,omitzero"`
@@ -62,7 +62,7 @@ func (r PolicyRequest) parse(wantVersion bool) (policy.Kind, string, error) {
 // or module, among what it refused or left out of a list since the
 // engine started (the policy's part of mirror.Engine.Withheld): the
 // address itself with Version "", or versions of it.
-func (a *API) Held(_ context.Context, req PolicyRequest) ([]withhold.Version, error) {
+func (a *API) Held(_ context.Context, req PolicyRequest) ([]unsigned.Version, error) {
 	kind, addr, err := req.parse(false)
 	if err != nil {
 		return nil, err
@@ -71,7 +71,7 @@ func (a *API) Held(_ context.Context, req PolicyRequest) ([]withhold.Version, er
 	if kind == policy.Module {
 		wantKind = string(policy.Module)
 	}
-	out := []withhold.Version{}
+	out := []unsigned.Version{}
 	for _, h := range a.engine.Withheld() {
 		if h.Rule != "" && h.Kind == wantKind && h.Provider == addr {
 			out = append(out, h)
@@ -87,7 +87,7 @@ func (a *API) Release(ctx context.Context, req PolicyRequest) (KnownRelease, err
 	if err != nil {
 		return KnownRelease{}, err
 	}
-	rel, err := a.engine.Held().KnownRelease(ctx, kind, addr, req.Version, req.Window)
+	rel, err := a.engine.Inventory().KnownRelease(ctx, kind, addr, req.Version, req.Window)
 	if err != nil {
 		return KnownRelease{}, err
 	}
@@ -95,7 +95,7 @@ func (a *API) Release(ctx context.Context, req PolicyRequest) (KnownRelease, err
 }
 
 // policyRoutes adds POST /v1/policy/held (PolicyRequest ->
-// [withhold.Version]) and POST /v1/policy/release (PolicyRequest ->
+// [unsigned.Version]) and POST /v1/policy/release (PolicyRequest ->
 // KnownRelease).
 func (a *API) policyRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/policy/held", handle(a, slog.LevelDebug, "admin policy: held versions listed", func(ctx context.Context, req PolicyRequest) (any, []any, error) {
@@ -109,8 +109,8 @@ func (a *API) policyRoutes(mux *http.ServeMux) {
 }
 
 // Held is API.Held through the socket.
-func (c *Client) Held(ctx context.Context, req PolicyRequest) ([]withhold.Version, error) {
-	var out []withhold.Version
+func (c *Client) Held(ctx context.Context, req PolicyRequest) ([]unsigned.Version, error) {
+	var out []unsigned.Version
 	return out, c.call(ctx, "/v1/policy/held", req, &out)
 }
 

@@ -264,7 +264,7 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 // cached version now; a refused one is reported and counted, and left
 // out of the export: what an export carries is what the mirror serves.
 func refusedByPolicy(ctx context.Context, engine *mirror.Engine, kind policy.Kind, address, version string, report func(string), sum *ExportSummary) bool {
-	v := engine.Held().StoredVerdict(ctx, kind, address, strings.TrimPrefix(version, "v"))
+	v := engine.Inventory().StoredVerdict(ctx, kind, address, strings.TrimPrefix(version, "v"))
 	if v.Allowed {
 		return false
 	}

@@ -18,7 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror/imports"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -64,7 +64,7 @@ func (m importEngine) RefuseUnsigned(p addrs.Provider) error {
 	if m.e.withholding.UnsignedAllowed(p.Hostname) {
 		return nil
 	}
-	return withhold.Refused(p)
+	return unsigned.Refused(p)
 }
 func (m importEngine) Refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
 	return m.e.records.refuse(p, v, platform, err)

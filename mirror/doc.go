@@ -11,7 +11,7 @@
 // speak HTTP (package proxy does), speak to origins (package discovery
 // does), store bytes (package cache does), implement the cryptographic
 // checks (package verify does), or decide what the cache keeps (package
-// retention does, through Held's listings, removals and a Notifier).
+// retention does, through Inventory's listings, removals and a Notifier).
 //
 // Engine composes its parts, each a package below it given what it uses
 // of the engine through a small interface it declares, and hands them out
@@ -19,9 +19,9 @@
 // are its versions as OCI artifacts), exports and imports (AirGap,
 // verified by mirror/imports), the check of the whole
 // cache (CacheChecker, mirror/cachecheck) and what retention reads and
-// removes (Held, on mirror/held); it asks the package policy's gate
+// removes (Inventory, on mirror/inventory); it asks the package policy's gate
 // (mirror/gate: SetPolicy, the release times) and the withholding of
-// unsigned imports (mirror/withhold) on every answer, and reaches its
+// unsigned imports (mirror/unsigned) on every answer, and reaches its
 // origins through mirror/originguard. NewOCI gives its provider versions
 // as OCI artifacts (OCI, on mirror/ocistore).
 // How it works: docs/how-it-works.md.

@@ -22,12 +22,12 @@ import (
 	"github.com/tfmirror/tfmirror/discovery/modsource"
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/gate"
-	"github.com/tfmirror/tfmirror/mirror/held"
+	"github.com/tfmirror/tfmirror/mirror/inventory"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/mirror/originguard"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -168,14 +168,14 @@ type Config struct {
 type Engine struct {
 	cfg     Config
 	allowed map[svchost.Hostname]bool
-	// withholding keeps unsigned imports in their lane (mirror/withhold).
-	withholding *withhold.Withholding
+	// withholding keeps unsigned imports in their lane (mirror/unsigned).
+	withholding *unsigned.Withholding
 	platforms   map[string]bool  // nil = all
 	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
 	records     *providerRecords // provider version lists and package records
 	modules     *modules.Modules // the module side, on the Origin given to New
 	airGap      *AirGap          // exports and imports of provider versions
-	held        *Held            // the listings and removals retention uses
+	held        *Inventory       // the listings and removals retention uses
 	store       Store
 	log         *slog.Logger
 	metrics     Metrics
@@ -198,7 +198,7 @@ type Engine struct {
 	root   context.Context
 	cancel context.CancelFunc
 	work   *tasks // origin fetches and downloads running on root
-	// notify is told what the engine serves and imports (see Held.Notify).
+	// notify is told what the engine serves and imports (see Inventory.Notify).
 	notify notifier
 	// checker checks the whole cache again (VerifyCache); Shutdown and
 	// Close end its checks first: they serve no client.
@@ -246,7 +246,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.log = slog.New(slog.DiscardHandler)
 		s.cfg.Logger = s.log
 	}
-	w, err := withhold.New(withhold.Config{AllowedOrigins: s.cfg.AllowedOrigins, UnsignedHosts: cfg.UnsignedHosts,
+	w, err := unsigned.New(unsigned.Config{AllowedOrigins: s.cfg.AllowedOrigins, UnsignedHosts: cfg.UnsignedHosts,
 		Offline: cfg.Offline, Logger: s.log}, withholdEngine{s}, store)
 	if err != nil {
 		return nil, err
@@ -336,11 +336,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.modules, err = modules.New(mcfg, machinery{s}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	h, err := held.New(heldEngine{s}, store)
+	h, err := inventory.New(heldEngine{s}, store)
 	if err != nil {
 		return nil, err
 	}
-	s.held = &Held{Held: h, e: s}
+	s.held = &Inventory{Inventory: h, e: s}
 	if s.airGap, err = newAirGap(s); err != nil {
 		return nil, err
 	}
@@ -362,8 +362,8 @@ func (s *Engine) AirGap() *AirGap { return s.airGap }
 // CacheChecker returns the engine's check of the whole cache.
 func (s *Engine) CacheChecker() *cachecheck.Checker { return s.checker }
 
-// Held returns what the engine tells retention of the versions it holds.
-func (s *Engine) Held() *Held { return s.held }
+// Inventory returns what the engine tells retention of the versions it holds.
+func (s *Engine) Inventory() *Inventory { return s.held }
 
 // Config returns the configuration in effect: cfg as given to New with
 // every default filled in, AllowedOrigins and UnsignedHosts in svchost

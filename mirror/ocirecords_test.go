@@ -63,7 +63,7 @@ func TestRemoveVersionRemovesOCIRecords(t *testing.T) {
 	idx1, man1, blobs1 := ociDigests(t, o, p, v1)
 	idx2, man2, blobs2 := ociDigests(t, o, p, v2)
 
-	if err := h.engine.Held().RemoveVersion("provider", p.String(), "1.0.0"); err != nil {
+	if err := h.engine.Inventory().RemoveVersion("provider", p.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	for _, d := range append([]digest.Digest{idx1}, man1...) {

@@ -17,7 +17,7 @@ import (
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -183,7 +183,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 		// origin's own version is had as if it were not there, and the
 		// import is kept inside its record.
 		if s.cfg.Offline {
-			return nil, false, withhold.Error(p, v.String())
+			return nil, false, unsigned.Error(p, v.String())
 		}
 		cached, haveCached = nil, false
 	}

@@ -13,7 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/mirror/gate"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
@@ -26,6 +26,7 @@ func (s *Engine) SetPolicy(p *policy.Policy) { s.gate.SetPolicy(p) }
 func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 	return s.gate.CheckAddress(kind, address)
 }
+
 // Policy is the package policy in force (nil: everything allowed), for
 // the sides beside the engine that judge by it (package releases).
 func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
@@ -63,18 +64,18 @@ func (g gateEngine) CachedPackage(p addrs.Provider, v versions.Version) *records
 // Withheld returns the versions the engine keeps, or would fetch, but
 // does not serve: imported without signature (by an earlier release)
 // under an allowed origin host that Config.UnsignedHosts does not name
-// (mirror/withhold); then those the package policy in effect holds back,
+// (mirror/unsigned); then those the package policy in effect holds back,
 // among those it refused or left out of a list since the engine started
 // (each judged again now, so a version allowed since is not listed).
 // Each part sorted by address and version.
-func (s *Engine) Withheld() []withhold.Version {
+func (s *Engine) Withheld() []unsigned.Version {
 	out := s.withholding.List()
-	for _, h := range s.gate.HeldBack() {
+	for _, h := range s.gate.Refusals() {
 		kind := ""
 		if h.Kind == policy.Module {
 			kind = string(h.Kind)
 		}
-		out = append(out, withhold.Version{Provider: h.Address, Version: h.Version, Platforms: []string{}, Kind: kind,
+		out = append(out, unsigned.Version{Provider: h.Address, Version: h.Version, Platforms: []string{}, Kind: kind,
 			Rule: h.Rule, Reason: h.Reason, AvailableAt: h.AvailableAt})
 	}
 	return out
@@ -93,7 +94,7 @@ func gated(st Stamp, until time.Time) Stamp {
 }
 
 // withholdEngine is the engine as the withholding of unsigned imports
-// reads it (withhold.Engine).
+// reads it (unsigned.Engine).
 type withholdEngine struct{ e *Engine }
 
 func (w withholdEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {

@@ -68,7 +68,7 @@ func (h *harness) start(opts harnessOptions) {
 		t.Fatal(err)
 	}
 	h.engine = engine
-	h.ret, err = retention.New(opts.ret, engine.Held(), h.store, nil)
+	h.ret, err = retention.New(opts.ret, engine.Inventory(), h.store, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
@@ -147,7 +147,7 @@ deny_version "`+addr+`" {
 	var st Status
 	h.get("/?format=json").json(t, &st)
 	signed := clock.Now()
-	want := []withhold.Version{
+	want := []unsigned.Version{
 		{Provider: addr, Version: "1.0.1", Rule: policy.RuleDenyVersion, Reason: "CVE-2026-1234: use 1.0.0"},
 		{Provider: addr, Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: signed.Add(41 * time.Hour)},
 		{Provider: addr, Version: "1.2.0", Rule: policy.RuleMinReleaseAge, AvailableAt: signed.Add(47 * time.Hour)},
@@ -210,25 +210,25 @@ func TestHeldSummaryText(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	tests := []struct {
 		name string
-		held []withhold.Version
+		held []unsigned.Version
 		want string
 	}{
-		{"one denied", []withhold.Version{{Version: "1.0.1", Rule: policy.RuleDenyVersion}}, "held back: 1 version"},
-		{"hours rounded up", []withhold.Version{
+		{"one denied", []unsigned.Version{{Version: "1.0.1", Rule: policy.RuleDenyVersion}}, "held back: 1 version"},
+		{"hours rounded up", []unsigned.Version{
 			{Version: "1.0.1", Rule: policy.RuleDenyVersion},
 			{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(40*time.Hour + time.Minute)},
 			{Version: "1.2.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(70 * time.Hour)},
 		}, "held back: 3 versions, next released in 41 h"},
-		{"minutes", []withhold.Version{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(25 * time.Minute)}},
+		{"minutes", []unsigned.Version{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now.Add(25 * time.Minute)}},
 			"held back: 1 version, next released in 25 min"},
-		{"due", []withhold.Version{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now}},
+		{"due", []unsigned.Version{{Version: "1.1.0", Rule: policy.RuleMinReleaseAge, AvailableAt: now}},
 			"held back: 1 version, next released in less than a minute"},
-		{"addresses", []withhold.Version{{Rule: policy.RuleAllowList}, {Rule: policy.RuleDeny}, {Version: "2.0.0", Rule: policy.RuleDenyVersion}},
+		{"addresses", []unsigned.Version{{Rule: policy.RuleAllowList}, {Rule: policy.RuleDeny}, {Version: "2.0.0", Rule: policy.RuleDenyVersion}},
 			"held back: 1 version, 2 addresses refused whole"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			all := append([]withhold.Version{{Provider: "x/y/z", Version: "0.1.0", Platforms: []string{"linux_amd64"}}}, tc.held...)
+			all := append([]unsigned.Version{{Provider: "x/y/z", Version: "0.1.0", Platforms: []string{"linux_amd64"}}}, tc.held...)
 			unsigned, held, sum := splitWithheld(all, now)
 			if len(unsigned) != 1 || len(held) != len(tc.held) {
 				t.Fatalf("parted into %d unsigned and %d held", len(unsigned), len(held))
@@ -238,7 +238,7 @@ func TestHeldSummaryText(t *testing.T) {
 			}
 		})
 	}
-	if _, _, sum := splitWithheld([]withhold.Version{{Version: "0.1.0"}}, now); sum != nil {
+	if _, _, sum := splitWithheld([]unsigned.Version{{Version: "0.1.0"}}, now); sum != nil {
 		t.Fatalf("a summary with nothing held back: %+v", sum)
 	}
 }

@@ -22,7 +22,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/proxy/httperr"
 	"github.com/tfmirror/tfmirror/retention"
 )
@@ -62,12 +62,12 @@ type Status struct {
 	// those the package policy holds back, which name their rule, reason
 	// and, for the age gate, when they become available. HeldBack sums
 	// up the latter. Both left out with ProvidersHidden.
-	Withheld []withhold.Version `json:"withheld,omitempty"`
+	Withheld []unsigned.Version `json:"withheld,omitempty"`
 	HeldBack *HeldSummary       `json:"held_back,omitempty"`
 	// UnsignedWithheld and PolicyHeld are Withheld parted, for the HTML
 	// page.
-	UnsignedWithheld []withhold.Version `json:"-"`
-	PolicyHeld       []withhold.Version `json:"-"`
+	UnsignedWithheld []unsigned.Version `json:"-"`
+	PolicyHeld       []unsigned.Version `json:"-"`
 	// Modules are the registry modules with records (see modules.go).
 	Modules   []StatusModule `json:"modules,omitempty"`
 	Generated time.Time      `json:"generated"`
@@ -368,7 +368,7 @@ func (s *statusPage) originRows(allowed []string) []OriginHealth {
 // WithheldEngine is what the status page needs of the versions the
 // engine keeps but withholds (see mirror.Engine.Withheld).
 type WithheldEngine interface {
-	Withheld() []withhold.Version
+	Withheld() []unsigned.Version
 }
 
 // pageQuery is the query string of a next page.

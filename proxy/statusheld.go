@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 )
 
 // HeldSummary is the status page's line on what the package policy holds
@@ -26,7 +26,7 @@ type HeldSummary struct {
 // imports kept out of their host's lane and those the package policy
 // holds back (they name their rule), and sums the latter up as of now;
 // the summary is nil when the policy holds nothing back.
-func splitWithheld(all []withhold.Version, now time.Time) (unsigned, held []withhold.Version, sum *HeldSummary) {
+func splitWithheld(all []unsigned.Version, now time.Time) (unsigned, held []unsigned.Version, sum *HeldSummary) {
 	for _, w := range all {
 		if w.Rule == "" {
 			unsigned = append(unsigned, w)

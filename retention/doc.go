@@ -15,7 +15,7 @@
 //     download) to the cache and to the shared store.
 //
 // It reads the engine's records through the engine's listings
-// (mirror.Held.ScanVersions), is told what the engine serves and imports
+// (mirror.Inventory.ScanVersions), is told what the engine serves and imports
 // (mirrorheld.Notifier), and removes versions through the engine. It does not
 // fetch, verify or serve anything, nor choose what the size limit evicts
 // first (package cache does).

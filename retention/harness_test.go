@@ -87,7 +87,7 @@ func (h *harness) start(opts harnessOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ret, err := New(opts.ret, engine.Held(), h.store, shared)
+	ret, err := New(opts.ret, engine.Inventory(), h.store, shared)
 	if err != nil {
 		t.Fatal(err)
 	}

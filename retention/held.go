@@ -10,7 +10,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	mirrorheld "github.com/tfmirror/tfmirror/mirror/held"
+	mirrorheld "github.com/tfmirror/tfmirror/mirror/inventory"
 )
 
 // held is one cached version as retention sees it.

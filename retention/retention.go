@@ -13,7 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/cache"
 	"github.com/tfmirror/tfmirror/mirror"
-	mirrorheld "github.com/tfmirror/tfmirror/mirror/held"
+	mirrorheld "github.com/tfmirror/tfmirror/mirror/inventory"
 )
 
 // Config configures retention. The zero value keeps everything the size
@@ -151,7 +151,7 @@ type Metrics interface {
 }
 
 // Lister is what retention reads of the engine: the versions it holds.
-// *mirror.Held implements it.
+// *mirror.Inventory implements it.
 type Lister interface {
 	// ScanVersions calls fn with every version the cache has a record of.
 	ScanVersions(fn func(mirrorheld.Record)) error
@@ -161,7 +161,7 @@ type Lister interface {
 }
 
 // Remover is how retention lets go of versions that cannot be fetched
-// again. *mirror.Held implements it.
+// again. *mirror.Inventory implements it.
 type Remover interface {
 	// RemoveVersion removes a version from its version list, with its
 	// record.
@@ -173,7 +173,7 @@ type Remover interface {
 
 // Engine is what retention needs of the engine: its listings, removals,
 // configuration (Now, Logger, Offline, Shared) and notifications (Notify,
-// which New calls). *mirror.Held (Engine.Held) implements it.
+// which New calls). *mirror.Inventory (Engine.Held) implements it.
 type Engine interface {
 	Lister
 	Remover

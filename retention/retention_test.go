@@ -647,7 +647,7 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 func TestNewRefusesWrongWiring(t *testing.T) {
 	t.Parallel()
 	origin := enginetest.StartOrigin(t, fakeorigin.Options{})
-	engine := func(t *testing.T, shared mirror.SharedTier) (*mirror.Held, *cache.Store) {
+	engine := func(t *testing.T, shared mirror.SharedTier) (*mirror.Inventory, *cache.Store) {
 		t.Helper()
 		store := enginetest.OpenStore(t, "", cache.Options{})
 		e, err := mirror.New(mirror.Config{AllowedOrigins: []string{originHost}, Shared: shared, Logger: enginetest.Logger(t)},
@@ -656,7 +656,7 @@ func TestNewRefusesWrongWiring(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { e.Close(); store.Close() })
-		return e.Held(), store
+		return e.Inventory(), store
 	}
 	for _, tc := range []struct {
 		name  string

@@ -14,7 +14,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/mirror"
-	mirrorheld "github.com/tfmirror/tfmirror/mirror/held"
+	mirrorheld "github.com/tfmirror/tfmirror/mirror/inventory"
 )
 
 // sharedPruneEvery is how often the bucket is pruned at most: a pass

@@ -11,7 +11,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 )
 
 // engineOps are the admin operations subcommands run on a data
@@ -29,7 +29,7 @@ type engineOps interface {
 	// Held is what the package policy in force holds back of a provider
 	// or module (the versions its lists left out, and the address itself
 	// with Version "").
-	Held(ctx context.Context, req admin.PolicyRequest) ([]withhold.Version, error)
+	Held(ctx context.Context, req admin.PolicyRequest) ([]unsigned.Version, error)
 	// Release is what the cache knows of a version's release.
 	Release(ctx context.Context, req admin.PolicyRequest) (admin.KnownRelease, error)
 	moduleOps

@@ -183,7 +183,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		return nil, err
 	}
 	rcfg.Refused = policyRefuses(engine)
-	ret, err := retention.New(rcfg, engine.Held(), store, rshared)
+	ret, err := retention.New(rcfg, engine.Inventory(), store, rshared)
 	if err != nil {
 		engine.Close()
 		return nil, err

@@ -270,7 +270,7 @@ func TestPolicyReload(t *testing.T) {
 		t.Fatal(err)
 	}
 	denied := func(addr string) bool {
-		return !m.m.engine.Held().Policy().Address(policy.Provider, addr).Allowed
+		return !m.m.engine.Inventory().Policy().Address(policy.Provider, addr).Allowed
 	}
 	if !denied("registry.terraform.io/acme/widget") {
 		t.Fatal("the policy of the file is not in force after start")

@@ -77,7 +77,7 @@ func policyRefuses(e *mirror.Engine) func(kind, address, version string) bool {
 	return func(kind, address, version string) bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		return !e.Held().StoredVerdict(ctx, policy.Kind(kind), address, version).Allowed
+		return !e.Inventory().StoredVerdict(ctx, policy.Kind(kind), address, version).Allowed
 	}
 }
 

@@ -170,7 +170,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Health:          health,
 		Retention:       m.retention,
 		Origins:         m.origins,
-		Policy:          func() []string { return m.engine.Held().Policy().Rules() },
+		Policy:          func() []string { return m.engine.Inventory().Policy().Rules() },
 	}, pkgs)
 	if err != nil {
 		return nil, err

@@ -20,7 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/addrs"
 	"github.com/tfmirror/tfmirror/admin"
 	"github.com/tfmirror/tfmirror/manifest"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/policy"
 )
 
@@ -183,12 +183,12 @@ func (r *syncRun) modules(ctx context.Context, spec *manifest.Spec) moduleSync {
 // heldBack is what the package policy in force holds back of addr, by
 // version ("" for the address itself); nil when the engine says nothing
 // (a tfmirror serve of an earlier release).
-func (r *syncRun) heldBack(ctx context.Context, kind policy.Kind, addr string) map[string]withhold.Version {
+func (r *syncRun) heldBack(ctx context.Context, kind policy.Kind, addr string) map[string]unsigned.Version {
 	hs, err := r.ops.Held(ctx, admin.PolicyRequest{Kind: string(kind), Address: addr})
 	if err != nil || len(hs) == 0 {
 		return nil
 	}
-	out := map[string]withhold.Version{}
+	out := map[string]unsigned.Version{}
 	for _, h := range hs {
 		out[h.Version] = h
 	}
@@ -196,7 +196,7 @@ func (r *syncRun) heldBack(ctx context.Context, kind policy.Kind, addr string) m
 }
 
 // heldMessage is why the policy holds h back, for the operator.
-func heldMessage(h withhold.Version) string {
+func heldMessage(h unsigned.Version) string {
 	msg := "held back by the package policy (" + h.Rule + "): " + h.Reason
 	if !h.AvailableAt.IsZero() {
 		msg += "; available at " + h.AvailableAt.UTC().Format(time.RFC3339)
@@ -207,7 +207,7 @@ func heldMessage(h withhold.Version) string {
 // selectServed applies sel to the versions served (available), and
 // says which versions the policy holds back (held) that sel would have
 // taken with them: each "what VERSION: why".
-func selectServed(sel manifest.Selection, available versions.List, held map[string]withhold.Version, what string) (versions.List, []string) {
+func selectServed(sel manifest.Selection, available versions.List, held map[string]unsigned.Version, what string) (versions.List, []string) {
 	got := sel.Select(available)
 	if len(held) == 0 {
 		return got, nil

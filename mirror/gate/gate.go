@@ -172,9 +172,9 @@ type heldKey struct{ kind, address, version, rule string }
 // them); past it the memory starts again.
 const maxHeldSeen = 1 << 14
 
-// HeldBack is a version (or an address: Version "") the package policy
+// Refusal is a version (or an address: Version "") the package policy
 // in effect holds back.
-type HeldBack struct {
+type Refusal struct {
 	Kind    policy.Kind
 	Address string
 	Version string
@@ -185,7 +185,7 @@ type HeldBack struct {
 }
 
 type heldEntry struct {
-	HeldBack
+	Refusal
 	rel policy.Release // the release time it was judged with
 }
 
@@ -203,11 +203,11 @@ func (g *Gate) Current() *policy.Policy { return g.p.Load() }
 // own, so that a new policy ends every answer kept.
 func (g *Gate) Generation() uint64 { return g.gen.Load() }
 
-// HeldBack returns what the package policy in effect holds back among
+// Refusals returns what the package policy in effect holds back among
 // the versions it refused, or left out of a list, since the gate was
 // made: each judged again now (a version allowed since is not listed),
 // sorted by address and version.
-func (g *Gate) HeldBack() []HeldBack {
+func (g *Gate) Refusals() []Refusal {
 	pol := g.Current()
 	now := g.now()
 	g.mu.Lock()
@@ -216,7 +216,7 @@ func (g *Gate) HeldBack() []HeldBack {
 		seen = append(seen, h)
 	}
 	g.mu.Unlock()
-	var out []HeldBack
+	var out []Refusal
 	done := map[heldKey]bool{}
 	for _, h := range seen {
 		k := heldKey{string(h.Kind), h.Address, h.Version, ""}
@@ -233,10 +233,10 @@ func (g *Gate) HeldBack() []HeldBack {
 			continue
 		}
 		done[k] = true
-		out = append(out, HeldBack{Kind: h.Kind, Address: h.Address, Version: h.Version,
+		out = append(out, Refusal{Kind: h.Kind, Address: h.Address, Version: h.Version,
 			Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt})
 	}
-	slices.SortFunc(out, func(a, b HeldBack) int {
+	slices.SortFunc(out, func(a, b Refusal) int {
 		if c := strings.Compare(a.Address, b.Address); c != 0 {
 			return c
 		}
@@ -246,10 +246,10 @@ func (g *Gate) HeldBack() []HeldBack {
 }
 
 // refused logs the first refusal of a version by a rule, remembers it
-// for HeldBack and counts it: every time when counted, else the first.
+// for Refusals and counts it: every time when counted, else the first.
 func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Release, v policy.Verdict, counted bool) {
 	k := heldKey{string(kind), address, version, v.Rule}
-	h := heldEntry{HeldBack{Kind: kind, Address: address, Version: version, Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt}, rel}
+	h := heldEntry{Refusal{Kind: kind, Address: address, Version: version, Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt}, rel}
 	g.mu.Lock()
 	old, logged := g.seen[k]
 	if !logged && len(g.seen) >= maxHeldSeen {
@@ -263,7 +263,7 @@ func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Rel
 	if counted || !logged {
 		g.metrics.PolicyRefused(v.Rule)
 	}
-	if logged && old.HeldBack == h.HeldBack {
+	if logged && old.Refusal == h.Refusal {
 		return
 	}
 	args := []any{"kind", string(kind), "address", address, "rule", v.Rule, "detail", v.Detail, "reason", v.Reason}

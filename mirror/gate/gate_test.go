@@ -375,7 +375,7 @@ func TestModuleReleaseAgeEverySpelling(t *testing.T) {
 				t.Errorf("listed %v, %v; want 1.0.0 alone", list, err)
 			}
 			for _, asked := range []string{"1.1.0", "v1.1.0"} {
-				if v := h.Engine.Held().StoredVerdict(ctx, policy.Module, harness.Module.String(), asked); v.Allowed {
+				if v := h.Engine.Inventory().StoredVerdict(ctx, policy.Module, harness.Module.String(), asked); v.Allowed {
 					t.Errorf("the verdict on the stored %s (export, retention): allowed, want held", asked)
 				}
 			}

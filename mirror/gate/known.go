@@ -1,7 +1,7 @@
 package gate
 
 // What the users of the versions the engine holds ask of the package
-// policy (through mirror.Held): what the cache knows of a version's
+// policy (through mirror.Inventory): what the cache knows of a version's
 // release (export leaves out what the policy refuses; retention does not
 // count it toward keep-versions; policy explain prints it).
 

@@ -47,7 +47,7 @@ type Engine interface {
 	// Imports is the import lock: one import, or removal, at a time.
 	Imports() sync.Locker
 	// RefuseUnsigned fails for a version without signature of p that
-	// may not be imported (withhold.ErrUnsignedOrigin); nil when it may.
+	// may not be imported (unsigned.ErrUnsignedOrigin); nil when it may.
 	RefuseUnsigned(p addrs.Provider) error
 	// Refuse logs and counts a verification failure of p v's package for
 	// platform, and returns it.
@@ -200,9 +200,9 @@ type Outcome struct {
 // a version that fails any check leaves no record, so nothing of it is
 // served. The provider's host needs not be an allowed origin: a host that
 // is not one becomes local-only (served from the cache, never contacted).
-// An Unsigned version under an allowed origin is refused (withhold.ErrUnsignedOrigin)
+// An Unsigned version under an allowed origin is refused (unsigned.ErrUnsignedOrigin)
 // unless Config.UnsignedHosts names the host: it would shadow the
-// origin's provider (see package mirror/withhold).
+// origin's provider (see package mirror/unsigned).
 //
 // Packages the cache holds already are checked against the record: the
 // same sha256 (or nothing is stored). A version cached with a signature

@@ -12,7 +12,7 @@ package modules
 // it must give the same bytes, or it is refused, so that a digest once
 // handed out names the same bytes for as long as the record is kept.
 // Every replica sharing a store makes the same bytes from the same
-// package. The record goes with the version's (mirror/held).
+// package. The record goes with the version's (mirror/inventory).
 
 import (
 	"context"

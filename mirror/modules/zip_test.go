@@ -18,7 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/held"
+	"github.com/tfmirror/tfmirror/mirror/inventory"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
 )
@@ -195,14 +195,14 @@ func TestModuleZipHeldWithItsVersion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []held.Record
-	if err := h.Engine.Held().ScanVersions(func(v held.Record) { got = append(got, v) }); err != nil {
+	var got []inventory.Record
+	if err := h.Engine.Inventory().ScanVersions(func(v inventory.Record) { got = append(got, v) }); err != nil {
 		t.Fatal(err)
 	}
 	if len(got) != 1 || len(got[0].Archives) != 2 || got[0].Archives[0] != z.Record.Package || got[0].Archives[1] != z.Record.SHA256 {
 		t.Fatalf("held: %+v; want the package and the zip %s", got, z.Record.SHA256)
 	}
-	if err := h.Engine.Held().RemoveVersion("module", harness.Module.String(), "1.0.0"); err != nil {
+	if err := h.Engine.Inventory().RemoveVersion("module", harness.Module.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok, err := h.Engine.Modules().Zips().ModuleZipVersion(harness.Module, z.Record.SHA256); ok || err != nil {

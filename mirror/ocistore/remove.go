@@ -25,7 +25,7 @@ type Remover interface {
 // RemoveVersion deletes the OCI records of version v of p from store: the
 // digest entry of every document its record kept and of every archive
 // (sha256s) of the version, then its record. It is for a version the
-// engine lets go of (mirror/held's RemoveVersion), which OCI resolves no
+// engine lets go of (mirror/inventory's RemoveVersion), which OCI resolves no
 // longer anyway (its package record is gone): what it removes is what
 // would otherwise stay in the cache for ever. A later index of the
 // version, fetched again, keeps its documents anew (OCI.Forget).

@@ -143,7 +143,7 @@ type PackageRecord struct {
 	Provenance Provenance `json:"provenance,omitempty"`
 	// Withheld is a version imported without signature under this
 	// allowed origin host (by an earlier release) and withheld (see
-	// mirror/withhold), set aside when the origin's own version of the same
+	// mirror/unsigned), set aside when the origin's own version of the same
 	// number was fetched and verified into this record: kept, as it
 	// cannot be fetched again (retention never evicts its archives), and
 	// never served.

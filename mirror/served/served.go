@@ -39,7 +39,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/mirror/modules"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/oci"
 	"github.com/tfmirror/tfmirror/policy"
 )
@@ -275,7 +275,7 @@ func (s *Packages) ListCachedModulesAfter(prefix, after string, fn func(modules.
 
 // Withheld returns what is not served: unsigned imports, and what the
 // policy holds back (mirror.Engine.Withheld).
-func (s *Packages) Withheld() []withhold.Version { return s.e.Withheld() }
+func (s *Packages) Withheld() []unsigned.Version { return s.e.Withheld() }
 
 // CacheChecker returns the engine's check of the whole cache.
 func (s *Packages) CacheChecker() *cachecheck.Checker { return s.e.CacheChecker() }

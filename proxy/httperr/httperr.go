@@ -22,7 +22,7 @@ import (
 	"github.com/tfmirror/tfmirror/mirror/gate"
 	"github.com/tfmirror/tfmirror/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/verify"
 )
 
@@ -99,7 +99,7 @@ func Status(err error) int {
 		errors.Is(err, records.ErrPlatformNotFound),
 		errors.Is(err, ocistore.ErrDigestUnknown):
 		return http.StatusNotFound
-	case errors.Is(err, withhold.ErrUnsignedOrigin):
+	case errors.Is(err, unsigned.ErrUnsignedOrigin):
 		// An import refused (served versions that are withheld are
 		// ErrVersionNotFound too, 404 above).
 		return http.StatusForbidden

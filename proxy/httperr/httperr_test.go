@@ -9,7 +9,7 @@ import (
 	"github.com/tfmirror/tfmirror/discovery"
 	"github.com/tfmirror/tfmirror/mirror/gate"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/policy"
 	"github.com/tfmirror/tfmirror/verify"
 )
@@ -55,8 +55,8 @@ func TestStatusOfUnsignedOrigin(t *testing.T) {
 		err  error
 		want int
 	}{
-		{fmt.Errorf("%w: %w: registry.terraform.io/acme/alpha 1.0.0 is withheld", records.ErrVersionNotFound, withhold.ErrUnsignedOrigin), http.StatusNotFound},
-		{fmt.Errorf("%w: registry.terraform.io is an allowed origin", withhold.ErrUnsignedOrigin), http.StatusForbidden},
+		{fmt.Errorf("%w: %w: registry.terraform.io/acme/alpha 1.0.0 is withheld", records.ErrVersionNotFound, unsigned.ErrUnsignedOrigin), http.StatusNotFound},
+		{fmt.Errorf("%w: registry.terraform.io is an allowed origin", unsigned.ErrUnsignedOrigin), http.StatusForbidden},
 	} {
 		if got := Status(tc.err); got != tc.want {
 			t.Errorf("Status(%v) = %d, want %d", tc.err, got, tc.want)

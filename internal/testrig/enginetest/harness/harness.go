@@ -1,6 +1,6 @@
 // Package harness is an engine (package mirror) on a cache, in front of a
 // fake origin on loopback, for the tests of the engine's parts (mirror/modules,
-// mirror/gate, mirror/held, ...), written as external test packages that
+// mirror/gate, mirror/inventory, ...), written as external test packages that
 // drive the engine through its public API. It is not the rig of package
 // mirror's own tests, which cannot import it (it imports mirror); those use
 // the harness in mirror/harness_test.go, on package enginetest. Tests

@@ -1,8 +1,8 @@
 package mirror
 
 // What the engine tells retention of the versions it holds: their
-// listings and removals (package mirror/held), what it does with them
-// (held.Notifier), and the engine's configuration.
+// listings and removals (package mirror/inventory), what it does with them
+// (inventory.Notifier), and the engine's configuration.
 
 import (
 	"context"
@@ -15,7 +15,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror/held"
+	"github.com/tfmirror/tfmirror/mirror/inventory"
 	"github.com/tfmirror/tfmirror/mirror/records"
 	"github.com/tfmirror/tfmirror/policy"
 )
@@ -24,21 +24,21 @@ import (
 // of, for the retention rules kept above it: its listings (ScanVersions,
 // VersionOfRecord), removals (RemoveVersion, DropSetAside) and the
 // package policy's view of what it holds (Policy, KnownRelease,
-// StoredVerdict) of held.Held, its notifications (Notify) and its
+// StoredVerdict) of inventory.Inventory, its notifications (Notify) and its
 // configuration.
 // Engine.Held returns it.
-type Held struct {
-	*held.Held
+type Inventory struct {
+	*inventory.Inventory
 	e *Engine // the notifier and the configuration
 }
 
 // Config returns the engine's configuration in effect (Engine.Config),
 // which retention reads its clock, logger and tiers from.
-func (s *Held) Config() Config { return s.e.Config() }
+func (s *Inventory) Config() Config { return s.e.Config() }
 
 // Notify makes the engine tell n what it serves and imports from now on.
 // An engine has one Notifier: Notify fails when it has one already.
-func (s *Held) Notify(n held.Notifier) error {
+func (s *Inventory) Notify(n inventory.Notifier) error {
 	if n == nil {
 		return errors.New("mirror: a nil Notifier")
 	}
@@ -48,10 +48,12 @@ func (s *Held) Notify(n held.Notifier) error {
 	return nil
 }
 
-// notifier holds the engine's Notifier (none until Held.Notify).
-type notifier struct{ n atomic.Pointer[held.Notifier] }
+// notifier holds the engine's Notifier (none until Inventory.Notify).
+type notifier struct {
+	n atomic.Pointer[inventory.Notifier]
+}
 
-func (h *notifier) get() held.Notifier {
+func (h *notifier) get() inventory.Notifier {
 	if p := h.n.Load(); p != nil {
 		return *p
 	}
@@ -65,7 +67,7 @@ func (noNotifier) Serving(string, string, versions.Version, string) {}
 func (noNotifier) Importing(string)                                 {}
 func (noNotifier) Changed()                                         {}
 
-// heldEngine is the engine as Held uses it (held.Engine).
+// heldEngine is the engine as Held uses it (inventory.Engine).
 type heldEngine struct{ e *Engine }
 
 func (m heldEngine) Offline() bool                             { return m.e.cfg.Offline }

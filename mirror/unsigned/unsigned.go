@@ -1,4 +1,4 @@
-// Package withhold keeps unsigned imports in their lane. A version imported
+// Package unsigned keeps unsigned imports in their lane. A version imported
 // without any signature (an in-house build) is served under its address
 // and checked against nothing; under an allowed origin's host it would
 // be served as that origin's provider, shadowing it. So Import refuses
@@ -29,7 +29,7 @@
 // import, and lists what it withholds (with what the package policy
 // holds back) in mirror.Engine.Withheld. It fetches nothing and stores
 // nothing.
-package withhold
+package unsigned
 
 import (
 	"encoding/json"
@@ -124,7 +124,7 @@ type Store interface {
 // using it.
 func New(cfg Config, e Engine, store Store) (*Withholding, error) {
 	if e == nil || store == nil || cfg.Logger == nil {
-		return nil, errors.New("withhold: the engine, a store and a logger are required")
+		return nil, errors.New("unsigned: the engine, a store and a logger are required")
 	}
 	s := &Withholding{cfg: cfg, e: e, store: store, allowed: map[svchost.Hostname]bool{}, unsigned: map[svchost.Hostname]bool{}}
 	for _, h := range cfg.AllowedOrigins {

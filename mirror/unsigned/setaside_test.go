@@ -1,4 +1,4 @@
-package withhold_test
+package unsigned_test
 
 // A withheld import set aside in the record of the origin's version of
 // its number (records.PackageRecord.Withheld): checked by a check of the cache

@@ -1,4 +1,4 @@
-package held
+package inventory
 
 // What the users of the versions the engine holds ask of the package
 // policy: the policy in effect, what the cache knows of a version's
@@ -14,21 +14,21 @@ import (
 )
 
 // Policy returns the package policy in effect (nil: everything allowed).
-func (s *Held) Policy() *policy.Policy { return s.e.Policy() }
+func (s *Inventory) Policy() *policy.Policy { return s.e.Policy() }
 
 // KnownRelease returns what the engine knows of when version of a
 // provider or module was released, judged as the answers judge it for a
 // minimum release age of window: from the cache and the shared tier,
 // asking the origin for a provider's signature time only when the engine
 // is not sealed (as a listing would). version is canonical.
-func (s *Held) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {
+func (s *Inventory) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {
 	return s.e.KnownRelease(ctx, kind, address, version, window)
 }
 
 // StoredVerdict is the verdict, now, of the package policy in effect on
 // version of a provider or module, with what the engine knows of its
 // release (KnownRelease).
-func (s *Held) StoredVerdict(ctx context.Context, kind policy.Kind, address, version string) policy.Verdict {
+func (s *Inventory) StoredVerdict(ctx context.Context, kind policy.Kind, address, version string) policy.Verdict {
 	pol := s.Policy()
 	if pol == nil {
 		return policy.Verdict{Allowed: true}

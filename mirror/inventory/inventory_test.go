@@ -1,4 +1,4 @@
-package held_test
+package inventory_test
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/held"
+	"github.com/tfmirror/tfmirror/mirror/inventory"
 )
 
 // notifications records what a Notifier is told, in order.
@@ -51,10 +51,10 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{Config: mirror.Config{ScratchDir: t.TempDir()}})
 	n := &notifications{}
-	if err := h.Engine.Held().Notify(n); err != nil {
+	if err := h.Engine.Inventory().Notify(n); err != nil {
 		t.Fatal(err)
 	}
-	if err := h.Engine.Held().Notify(&notifications{}); err == nil {
+	if err := h.Engine.Inventory().Notify(&notifications{}); err == nil {
 		t.Error("a second Notifier was taken")
 	}
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, []string{"linux_amd64"})
@@ -119,7 +119,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	scan := func() []string {
 		t.Helper()
 		var got []string
-		if err := h.Engine.Held().ScanVersions(func(v held.Record) {
+		if err := h.Engine.Inventory().ScanVersions(func(v inventory.Record) {
 			got = append(got, fmt.Sprintf("%s %s %s %v %v", v.Kind, v.Address, v.Raw, v.Archives, v.Refetch))
 		}); err != nil {
 			t.Fatal(err)
@@ -136,7 +136,7 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	if got := scan(); !reflect.DeepEqual(got, want) {
 		t.Errorf("scanned\n%q\nwant\n%q", got, want)
 	}
-	if err := h.Engine.Held().RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
+	if err := h.Engine.Inventory().RemoveVersion("provider", local.String(), "1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	list, _, err := h.Engine.Versions(t.Context(), local)

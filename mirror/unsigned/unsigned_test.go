@@ -1,4 +1,4 @@
-package withhold_test
+package unsigned_test
 
 import (
 	"bytes"
@@ -14,7 +14,7 @@ import (
 	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/mirror"
 	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/withhold"
+	"github.com/tfmirror/tfmirror/mirror/unsigned"
 )
 
 // An unsigned import of HOST/NS/TYPE under an allowed origin host adds and
@@ -42,7 +42,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 			}
 			in, sha := harness.UnsignedImport(t, p, tc.version)
 			_, err := h.Engine.AirGap().Import(t.Context(), in)
-			if !errors.Is(err, withhold.ErrUnsignedOrigin) {
+			if !errors.Is(err, unsigned.ErrUnsignedOrigin) {
 				t.Fatalf("Import: %v, want ErrUnsignedOrigin", err)
 			}
 			for _, want := range []string{p.String(), "registry.terraform.io is an allowed origin", "--allow-unsigned-hosts"} {
@@ -198,7 +198,7 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 			}
 		} else {
 			// Connected, 9.0.0 is not in the origin's list at all.
-			if !errors.Is(err, records.ErrVersionNotFound) || offline && !errors.Is(err, withhold.ErrUnsignedOrigin) {
+			if !errors.Is(err, records.ErrVersionNotFound) || offline && !errors.Is(err, unsigned.ErrUnsignedOrigin) {
 				t.Errorf("mirror.Package %s: %v, want withheld", v, err)
 			}
 			if arc, err := h.Engine.OpenArchive(t.Context(), p, harness.MustVersion(t, v), harness.MustPlatform(t, "linux_amd64")); !errors.Is(err, records.ErrVersionNotFound) {

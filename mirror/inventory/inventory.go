@@ -1,4 +1,4 @@
-// Package held is what the engine tells of the versions it holds, and
+// Package inventory is what the engine tells of the versions it holds, and
 // lets go of, for the retention rules kept above it (package retention):
 // the versions it has records of, with their archives and whether they
 // can be fetched again (ScanVersions, VersionOfRecord), what it does with
@@ -7,8 +7,8 @@
 // what it holds (Policy, KnownRelease, StoredVerdict).
 //
 // It decides nothing of what is kept: retention does, on
-// mirror.Engine.Held, which adds the engine's configuration and Notify.
-package held
+// mirror.Engine.Inventory, which adds the engine's configuration and Notify.
+package inventory
 
 import (
 	"context"
@@ -31,7 +31,7 @@ import (
 )
 
 // Notifier is told what the engine does with the versions it holds
-// (mirror.Held.Notify; package retention implements it). Its methods are
+// (mirror.Inventory.Notify; package retention implements it). Its methods are
 // called on the request path: they must not block.
 type Notifier interface {
 	// Used says a client asked for a package of the version whose record
@@ -71,14 +71,14 @@ type Record struct {
 	Refetch bool
 }
 
-// Held lists the versions the engine holds, and removes them.
-// mirror.Engine.Held returns the engine's, within a mirror.Held.
-type Held struct {
+// Inventory lists the versions the engine holds, and removes them.
+// mirror.Engine.Inventory returns the engine's, within a mirror.Inventory.
+type Inventory struct {
 	e     Engine
 	store Store
 }
 
-// Engine is what Held uses of the engine. Package mirror implements it.
+// Engine is what Inventory uses of the engine. Package mirror implements it.
 type Engine interface {
 	// Offline says the mirror is sealed; Local that host is local-only
 	// (its providers are imported, never fetched).
@@ -97,13 +97,13 @@ type Engine interface {
 	RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error
 	// Policy is the package policy in effect (nil: everything allowed);
 	// KnownRelease what the engine knows of a version's release (see
-	// Held.KnownRelease); Now the engine's clock.
+	// Inventory.KnownRelease); Now the engine's clock.
 	Policy() *policy.Policy
 	KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error)
 	Now() time.Time
 }
 
-// Store is what Held reads and removes of the cache's records.
+// Store is what Inventory reads and removes of the cache's records.
 // *cache.Store implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
@@ -112,12 +112,12 @@ type Store interface {
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
 
-// New returns Held on the engine e and its store.
-func New(e Engine, store Store) (*Held, error) {
+// New returns Inventory on the engine e and its store.
+func New(e Engine, store Store) (*Inventory, error) {
 	if e == nil || store == nil {
 		return nil, errors.New("held: the engine and its store are required")
 	}
-	return &Held{e: e, store: store}, nil
+	return &Inventory{e: e, store: store}, nil
 }
 
 // VersionRecordPrefixes are the key prefixes of the records of versions,
@@ -127,7 +127,7 @@ func VersionRecordPrefixes() []string { return []string{"package/", "module/"} }
 
 // ScanVersions calls fn with every version the cache has a record of, of
 // providers and then of modules.
-func (s *Held) ScanVersions(fn func(Record)) error {
+func (s *Inventory) ScanVersions(fn func(Record)) error {
 	for _, prefix := range VersionRecordPrefixes() {
 		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
 			if h, ok := s.VersionOfRecord(key, raw); ok {
@@ -145,7 +145,7 @@ func (s *Held) ScanVersions(fn func(Record)) error {
 // VersionOfRecord is the version of the record raw stored under key, read
 // from the cache or from the shared store's bucket (whose keys are the
 // cache's); false for what is not a record of a version.
-func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
+func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
 	switch {
 	case strings.HasPrefix(key, "package/"):
 		p, rec, ok := records.PackageSummary(key, raw)
@@ -193,7 +193,7 @@ func (s *Held) VersionOfRecord(key string, raw json.RawMessage) (Record, bool) {
 // moduleZipBlobs returns the sha256 of the zip made of the module
 // version of rec (mirror/modules.Zips), when one was recorded: a blob of
 // the version's, for retention, removed with it.
-func (s *Held) moduleZipBlobs(rec records.ModuleRecord) []string {
+func (s *Inventory) moduleZipBlobs(rec records.ModuleRecord) []string {
 	m, err := addrs.ParseModule(rec.Module)
 	if err != nil {
 		return nil
@@ -212,7 +212,7 @@ func (s *Held) moduleZipBlobs(rec records.ModuleRecord) []string {
 // version that cannot be fetched again, once its archives are removed. A
 // provider version's OCI records (the documents handed out for it, by
 // digest) go with it.
-func (s *Held) RemoveVersion(kind, address, version string) error {
+func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	s.e.Imports().Lock() // not while an import writes the same list
 	defer s.e.Imports().Unlock()
 	if kind == "module" {
@@ -283,7 +283,7 @@ func parseProviderVersion(address, version string) (addrs.Provider, versions.Ver
 // DropSetAside removes the withheld import set aside in the record of
 // version of the provider address (records.PackageRecord.Withheld), once its
 // archives are removed: the record stays the origin's, without it.
-func (s *Held) DropSetAside(address, version string) error {
+func (s *Inventory) DropSetAside(address, version string) error {
 	s.e.Imports().Lock() // as RemoveVersion
 	defer s.e.Imports().Unlock()
 	p, v, err := parseProviderVersion(address, version)
