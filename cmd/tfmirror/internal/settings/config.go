@@ -261,17 +261,17 @@ func (c Config) ValidateEngine() error {
 			errs = append(errs, fmt.Errorf("--shared-store: %w", err))
 		}
 		if c.SharedKeyFile == "" {
-			return errors.New("--shared-store needs --shared-store-key-file: the key (at least 32 bytes, the same file on every replica, e.g. head -c 32 /dev/urandom > FILE) that authenticates what the replicas write to the bucket")
+			errs = append(errs, errors.New("--shared-store needs --shared-store-key-file: the key (at least 32 bytes, the same file on every replica, e.g. head -c 32 /dev/urandom > FILE) that authenticates what the replicas write to the bucket"))
 		}
 		if c.MaxArchiveBytes > sharedstore.MaxArchiveBytes {
 			errs = append(errs, fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes)))
 		}
 	}
 	if c.SharedStore == "" && (c.SharedKeyFile != "" || c.SharedPrevKeyFile != "") {
-		return errors.New("--shared-store-key-file and --shared-store-previous-key-file need --shared-store")
+		errs = append(errs, errors.New("--shared-store-key-file and --shared-store-previous-key-file need --shared-store"))
 	}
 	if c.SharedPrevKeyFile != "" && c.SharedKeyFile == "" {
-		return errors.New("--shared-store-previous-key-file needs --shared-store-key-file")
+		errs = append(errs, errors.New("--shared-store-previous-key-file needs --shared-store-key-file"))
 	}
 	if c.UpstreamProxy != "" {
 		u, err := url.Parse(c.UpstreamProxy)
