@@ -1,12 +1,17 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"runtime/debug"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/internal/fakeorigin"
 )
 
 func TestBuildOf(t *testing.T) {
@@ -80,9 +85,34 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	}
 
 	const ldRev = "89abcdef0123456789abcdef0123456789abcdef"
-	released := versionOf(goBuildIn(t, ".", filepath.Join(dir, "released"), "-ldflags", "-s -w -X main.version=2.0.0-test -X main.commit="+ldRev))
+	releasedBin := goBuildIn(t, ".", filepath.Join(dir, "released"), "-ldflags", "-s -w -X main.version=2.0.0-test -X main.commit="+ldRev)
+	released := versionOf(releasedBin)
 	if !strings.HasPrefix(released, "tfmirror 2.0.0-test commit "+ldRev+" ") {
 		t.Errorf("with -ldflags: %q, want the version and commit they set", released)
+	}
+	// The running serve says the same: on the status page (HTML and
+	// JSON), in tfmirror_build_info and in its start-up line.
+	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfRegistry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	p := startProcess(t, releasedBin, filepath.Join(dir, "data"), origin, originCAFile(t, origin))
+	const shown = "2.0.0-test (89abcdef0123)"
+	if v := p.logged("tfmirror is serving")["version"]; v != shown {
+		t.Errorf("start-up log: version %v, want %q", v, shown)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, c := range []struct{ path, want string }{
+		{"/?format=json", `"version":"` + shown + `"`},
+		{"/", "(version " + shown + ")"},
+		{"/metrics", `tfmirror_build_info{goversion="` + runtime.Version() + `",revision="` + ldRev + `",version="2.0.0-test"} 1`},
+	} {
+		body, _, err := p.get(ctx, c.path)
+		if err != nil || !strings.Contains(string(body), c.want) {
+			t.Errorf("GET %s: %v; want it to contain %s", c.path, err, c.want)
+		}
 	}
 
 	// A plain go build in a git checkout: the go command stamps the
