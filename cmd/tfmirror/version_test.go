@@ -11,13 +11,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 func TestBuildOf(t *testing.T) {
 	const rev = "0123456789abcdef0123456789abcdef01234567"
 	stamp := func(version string, settings ...string) *debug.BuildInfo {
-		info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/tfmirror/tfmirror", Version: version}}
+		info := &debug.BuildInfo{Main: debug.Module{Path: "github.com/tfmirror/tfmirror/v2", Version: version}}
 		for i := 0; i+1 < len(settings); i += 2 {
 			info.Settings = append(info.Settings, debug.BuildSetting{Key: settings[i], Value: settings[i+1]})
 		}
@@ -106,7 +106,7 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	defer cancel()
 	for _, c := range []struct{ path, want string }{
 		{"/?format=json", `"version":"` + shown + `"`},
-		{"/", "(version " + shown + ")"},
+		{"/", ", version " + shown + "</span>"},
 		{"/metrics", `tfmirror_build_info{goversion="` + runtime.Version() + `",revision="` + ldRev + `",version="2.0.0-test"} 1`},
 	} {
 		body, _, err := p.get(ctx, c.path)
