@@ -1,4 +1,4 @@
-module github.com/tfmirror/tfmirror
+module github.com/tfmirror/tfmirror/v2
 
 go 1.26.0
 

@@ -23,14 +23,14 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/airgap"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/modules"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/oci"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
-	"github.com/tfmirror/tfmirror/retention"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
 // Both doors go through the same methods, so a package is fetched and

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/airgap"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/airgap"
 )
 
 type countingSync struct{ outcomes map[string]int }

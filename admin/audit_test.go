@@ -16,7 +16,7 @@ import (
 	"syscall"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/airgap"
+	"github.com/tfmirror/tfmirror/v2/airgap"
 )
 
 // lockedBuffer is a bytes.Buffer for a logger used from several goroutines.

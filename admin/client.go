@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // The client lives beside the server: the routes, the request and answer

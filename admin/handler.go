@@ -11,8 +11,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // maxRequest bounds an admin request body.

@@ -20,12 +20,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/internal/safetree"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // ModuleRequest names a registry module (HOST/NAMESPACE/NAME/SYSTEM),

@@ -6,10 +6,10 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror/unsigned"
-	"github.com/tfmirror/tfmirror/policy"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // PolicyRequest names a provider or module, and for a release a version.

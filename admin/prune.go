@@ -6,9 +6,9 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
-	"github.com/tfmirror/tfmirror/retention"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
 // maxPruneVersions bounds the versions one prune call may name.

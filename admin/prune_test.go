@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/retention"
+	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
 // POST /v1/prune: a dry run lists the rules' removals, the real one does

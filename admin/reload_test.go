@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // TestReload: POST /v1/reload runs Options.Reload and answers what it

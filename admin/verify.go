@@ -5,7 +5,7 @@ import (
 	"log/slog"
 	"net/http"
 
-	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 )
 
 // maxListedFailures bounds the failed packages one check lists; Failed

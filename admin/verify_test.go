@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
-	"github.com/tfmirror/tfmirror/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 )
 
 // POST /v1/verify checks every cached package and lists the damaged one.

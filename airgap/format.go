@@ -23,7 +23,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 )
 
 // evidenceFormat is the layout of the evidence file this release writes.

@@ -15,8 +15,8 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // The manifest of an export lists every file of it that the exporting

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
 // fuzzKeys are the keys FuzzReadManifest signs with, made once: the

@@ -33,11 +33,11 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/modules"
-	"github.com/tfmirror/tfmirror/oci"
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // Artifacts are the OCI documents of provider and module versions, and

@@ -12,12 +12,12 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/served"
-	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // layoutIndex reads the index.json of repo's layout under out: tag ->

@@ -18,9 +18,9 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/safetree"
-	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
 // Bounds on what an import unpacks and reads.

@@ -16,7 +16,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
 // rawHeader is a 512-byte tar header written by hand, for the kinds of

@@ -15,8 +15,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/certs"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // Providers the origins serve.

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/s3test"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 )
 
 // coldClientsOver spreads the clients round-robin over the URLs and, with

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/v2/cache"
 )
 
 // Figure 10: a soak. -soak-clients clients download archives of a working

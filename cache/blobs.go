@@ -14,7 +14,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
 // Blobs is the archive store of a Store: archives ("blobs"),

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/tfmirror/tfmirror/cache/internal/disk"
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // ErrOverBudget is returned (wrapped, with ErrNotWritable) for an archive

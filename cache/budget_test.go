@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache/internal/disk"
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // While archives churn through a size-limited cache (several writers at

@@ -12,7 +12,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/tfmirror/tfmirror/cache/internal/disk"
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // errNoDB is what reads get while the database is not open: a miss.

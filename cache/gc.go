@@ -10,7 +10,7 @@ import (
 
 	"github.com/dgraph-io/badger/v4"
 
-	"github.com/tfmirror/tfmirror/cache/internal/disk"
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // Value-log GC rewrites a value-log file (its live part, into the newest

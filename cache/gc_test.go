@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache/internal/disk"
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // dirBytes is the disk space the files under dir take.

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache/internal/disk"
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // ErrNotWritable is returned by every write (and by Ping) while the cache

@@ -1,6 +1,6 @@
 package cache
 
-import "github.com/tfmirror/tfmirror/internal/memo"
+import "github.com/tfmirror/tfmirror/v2/internal/memo"
 
 // statMemoMax bounds the blob records (and known absences) kept in memory.
 const statMemoMax = 16384 // about 4 MiB

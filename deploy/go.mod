@@ -9,7 +9,7 @@ require (
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/prometheus/common v0.72.0
-	github.com/tfmirror/tfmirror v0.0.0
+	github.com/tfmirror/tfmirror/v2 v2.0.0
 	helm.sh/helm/v4 v4.3.1
 	k8s.io/api v0.37.2
 	k8s.io/apimachinery v0.37.2
@@ -100,4 +100,4 @@ require (
 	sigs.k8s.io/structured-merge-diff/v6 v6.4.2 // indirect
 )
 
-replace github.com/tfmirror/tfmirror => ../
+replace github.com/tfmirror/tfmirror/v2 => ../

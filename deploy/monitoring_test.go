@@ -19,7 +19,7 @@ import (
 	"github.com/prometheus/common/model"
 	"sigs.k8s.io/yaml"
 
-	"github.com/tfmirror/tfmirror/metrics"
+	"github.com/tfmirror/tfmirror/v2/metrics"
 )
 
 // ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // ArchiveSize learns the size of the archive at rawURL (a download_url of

@@ -7,7 +7,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 	svchost "github.com/hashicorp/terraform-svchost"
-	"github.com/tfmirror/tfmirror/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 	"github.com/zclconf/go-cty/cty"
 )
 

@@ -16,8 +16,8 @@ import (
 	"github.com/hashicorp/terraform-svchost/disco"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
 const (

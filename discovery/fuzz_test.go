@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 )
 
 // FuzzParseVersions feeds arbitrary bodies to the parser of a registry's

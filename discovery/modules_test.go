@@ -10,7 +10,7 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 func moduleServer(t *testing.T) *testServer {

@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
 // ErrCircuitOpen means a request was not sent because the origin's circuit

@@ -19,8 +19,8 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
 // transport sends the requests of every part of the Client. It holds no

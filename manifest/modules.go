@@ -13,7 +13,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // Module is one registry module asked for, with everything that asked

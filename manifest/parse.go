@@ -14,8 +14,8 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // where formats a source position as file:line.

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/tfmirror/tfmirror/retention"
+	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
 // Bounds of a pins directory: it is the operator's, but a mistake (the

@@ -7,8 +7,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
-	"github.com/tfmirror/tfmirror/mirror/cachecheck"
-	"github.com/tfmirror/tfmirror/retention"
+	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
 var _ retention.Metrics = (*Metrics)(nil)

@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
-	"github.com/tfmirror/tfmirror/verify"
-	"github.com/tfmirror/tfmirror/verify/verifytest"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/verify"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 // A zip bomb within the size limits takes long to check: the check runs

@@ -5,9 +5,9 @@ import (
 	"errors"
 	"io"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // Blob is an immutable file other than a provider archive (a CLI release

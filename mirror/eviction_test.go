@@ -15,12 +15,12 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror/imports"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 )
 
 // readAll reads every given version of the test provider for linux_amd64

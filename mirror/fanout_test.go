@@ -8,10 +8,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // A caller that joins a download just after it failed, while it is still

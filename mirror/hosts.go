@@ -6,7 +6,7 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // hosts are the engine's provider and module hosts: the allowed origins,

@@ -3,7 +3,7 @@ package mirror
 import (
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/memo"
+	"github.com/tfmirror/tfmirror/v2/internal/memo"
 )
 
 // memoMaxEntries bounds the decoded metadata kept in memory: with more

@@ -12,8 +12,8 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror/ocistore"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 )
 
 // OCI is the engine's OCI side: the documents of package mirror/ocistore,

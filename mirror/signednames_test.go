@@ -8,13 +8,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror/imports"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/imports"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // An origin's package answer is believed for nothing a signature does not

@@ -3,7 +3,7 @@ package mirror
 import (
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // Stamp tells whether an answer of Versions or Package is still the one

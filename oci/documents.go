@@ -13,8 +13,8 @@ import (
 	specs "github.com/opencontainers/image-spec/specs-go"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
 // Document is a manifest or an index as served: its media type, its

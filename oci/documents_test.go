@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // sha256Of is the digest as the distribution-spec defines it, computed

@@ -10,7 +10,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/net/idna"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // The repository names, one mapping for everything OCI names do not

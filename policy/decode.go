@@ -10,8 +10,8 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/tfmirror/tfmirror/internal/duration"
-	"github.com/tfmirror/tfmirror/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/internal/duration"
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // maxAge bounds a minimum release age: ten years is far above any

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // ParseAddress reads an address as a person types it and says what it

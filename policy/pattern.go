@@ -7,7 +7,7 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // Kind is what an address names: a provider or a module.

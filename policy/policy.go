@@ -8,7 +8,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // The rules a refusal names (Verdict.Rule): stable, for metric labels.

@@ -9,8 +9,8 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // Limits on request path parts. Real provider addresses are far shorter;

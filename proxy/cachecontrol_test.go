@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 var strongETag = regexp.MustCompile(`^"[0-9a-f]{64}"$`)

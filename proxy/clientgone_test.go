@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // recordingHandler keeps every log record's level and message.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // errorBody is the JSON error envelope, the same shape registries use.

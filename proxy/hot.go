@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"sync"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // hotDocs remembers, by request path, the index.json and VERSION.json

@@ -20,10 +20,10 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/gorilla/mux"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // networkMirror serves the provider network mirror protocol.

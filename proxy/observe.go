@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/v2/cache"
 )
 
 // RequestObserver records served requests. Package metrics implements it.

@@ -8,7 +8,7 @@ import (
 	"regexp"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/jsonlog"
+	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
 )
 
 // The access-log line is the same whichever slog handler writes it: the

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // A version the cached version list lacks is "not found" (404) only when

@@ -1,14 +1,14 @@
 package proxy
 
 import (
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"slices"
 	"sync"
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // renderMemoMaxEntries bounds each kind of remembered document: with more

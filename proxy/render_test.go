@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 )
 
 // VERSION.json is rendered again when an archive's h1: hash appears

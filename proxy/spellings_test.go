@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // A version the origin spells otherwise ("1.0" beside "1.0.0", each with

@@ -18,13 +18,13 @@ import (
 	"github.com/dustin/go-humanize"
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/cachecheck"
-	"github.com/tfmirror/tfmirror/mirror/modules"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/unsigned"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
-	"github.com/tfmirror/tfmirror/retention"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
 //go:embed status.html

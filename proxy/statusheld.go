@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
 
 // HeldSummary is the status page's line on what the package policy holds

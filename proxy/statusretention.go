@@ -1,6 +1,6 @@
 package proxy
 
-import "github.com/tfmirror/tfmirror/retention"
+import "github.com/tfmirror/tfmirror/v2/retention"
 
 // maxStatusPinned bounds the pinned versions the status page lists.
 const maxStatusPinned = 500

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // TestHostileRequestPaths sends hostile paths and methods through the

@@ -6,8 +6,8 @@ import (
 	"io"
 	"slices"
 
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // maxCosignDocument bounds OpenTofu's cosign signature and certificate.

@@ -11,7 +11,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // listSchema is the schema of the stored version lists.

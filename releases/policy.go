@@ -19,8 +19,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror/gate"
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // maxLookupsPerList bounds the SHA256SUMS fetched to date the versions of

@@ -12,14 +12,14 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror/gate"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/policy"
-	"github.com/tfmirror/tfmirror/releases"
-	"github.com/tfmirror/tfmirror/verify"
-	"github.com/tfmirror/tfmirror/verify/verifytest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/releases"
+	"github.com/tfmirror/tfmirror/v2/verify"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 const (

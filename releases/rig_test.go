@@ -10,13 +10,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // rig is the releases side on an engine and a cache, before the stand-in

@@ -11,8 +11,8 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // sumsSchema is the schema of the stored SHA256SUMS records.

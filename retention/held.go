@@ -10,7 +10,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	mirrorheld "github.com/tfmirror/tfmirror/mirror/inventory"
+	mirrorheld "github.com/tfmirror/tfmirror/v2/mirror/inventory"
 )
 
 // held is one cached version as retention sees it.

@@ -11,9 +11,9 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/mirror"
-	mirrorheld "github.com/tfmirror/tfmirror/mirror/inventory"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	mirrorheld "github.com/tfmirror/tfmirror/v2/mirror/inventory"
 )
 
 // Config configures retention. The zero value keeps everything the size

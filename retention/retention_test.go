@@ -17,17 +17,17 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	enginerig "github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/internal/testrig/s3test"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/imports"
-	"github.com/tfmirror/tfmirror/mirror/modules"
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	enginerig "github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/imports"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // Keep the newest 3: the fourth-newest version's packages go, a pinned

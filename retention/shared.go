@@ -13,8 +13,8 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror"
-	mirrorheld "github.com/tfmirror/tfmirror/mirror/inventory"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	mirrorheld "github.com/tfmirror/tfmirror/v2/mirror/inventory"
 )
 
 // sharedPruneEvery is how often the bucket is pruned at most: a pass

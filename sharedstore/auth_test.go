@@ -14,8 +14,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/s3test"
-	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // syncBuffer is a log destination safe for concurrent writes.

@@ -15,8 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/s3test"
-	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // lenientStore is an S3 endpoint that ignores If-None-Match and If-Match:

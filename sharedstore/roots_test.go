@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // TestRootCAs: the endpoint's TLS certificate is checked against

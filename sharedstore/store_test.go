@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/s3test"
-	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // clock is a settable test clock.

@@ -13,7 +13,7 @@ import (
 
 	"golang.org/x/mod/sumdb/dirhash"
 
-	"github.com/tfmirror/tfmirror/internal/zipdir"
+	"github.com/tfmirror/tfmirror/v2/internal/zipdir"
 )
 
 // Limits bound what reading one archive may cost: a zip of a few MiB can

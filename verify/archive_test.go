@@ -11,8 +11,8 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/zipdir"
-	"github.com/tfmirror/tfmirror/verify/verifytest"
+	"github.com/tfmirror/tfmirror/v2/internal/zipdir"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 const exeName = "terraform-provider-x_v1.0.0"

@@ -25,7 +25,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
 // Reason is why a package was refused. The set is fixed (it labels metrics).

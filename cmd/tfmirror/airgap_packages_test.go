@@ -12,9 +12,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // OpenTofu's "packages" of the origin's download answers come across the

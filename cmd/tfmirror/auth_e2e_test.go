@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // TestTerraformInitWithClientAuth: with --auth-tokens-file, terraform

@@ -10,8 +10,8 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // parseCacheCommandFlags parses the flags a subcommand on the data

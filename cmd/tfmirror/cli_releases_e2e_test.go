@@ -28,9 +28,9 @@ import (
 	hcproduct "github.com/hashicorp/hc-install/product"
 	hcreleases "github.com/hashicorp/hc-install/releases"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/internal/testrig/ocitest"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/ocitest"
 )
 
 // tenvTool is tenv, pinned as .ci/run installs it.

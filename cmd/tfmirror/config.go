@@ -12,11 +12,11 @@ import (
 	"syscall"
 	"text/tabwriter"
 
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/policy"
-	"github.com/tfmirror/tfmirror/proxy"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // configHooks are the readers of the configuration file's parts that are

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // TestConfigReloadProcess runs the binary with --config: SIGHUP with a

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // settingValue is a valid value, other than its default, for setting s:

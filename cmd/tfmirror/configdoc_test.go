@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/configuration.md from the settings table")

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // deepHCL is an attribute nested in n brackets: under a megabyte for n

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/certs"
 )
 
 // TestOriginRoots: origin_ca_file's certificates are added to the roots it

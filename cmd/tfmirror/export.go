@@ -11,11 +11,11 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/airgap"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 const exportUsage = "tfmirror export [--data-dir DIR] [--format bundle|oci-layout] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // parseServeFlags is parseServeConfig's configuration.

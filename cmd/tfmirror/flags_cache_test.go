@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/v2/cache"
 )
 
 func TestCacheMaxBytesFlag(t *testing.T) {

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 func TestOriginFlags(t *testing.T) {

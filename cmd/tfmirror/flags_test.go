@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // TestDocsDescribeEveryFlag keeps the configuration reference in step with

@@ -10,7 +10,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // routeRegistryTo is a dialer that connects to origin for tfRegistry and

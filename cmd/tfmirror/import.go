@@ -10,8 +10,8 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned [--allow-unsigned-hosts HOST,...]] IN"

@@ -31,7 +31,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 func main() {

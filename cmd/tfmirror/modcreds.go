@@ -11,8 +11,8 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // moduleSourceCredentials are the credentials of --module-source-credentials:

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"log/slog"
 
-	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
 // removeModuleScratch removes what module work of a process that died

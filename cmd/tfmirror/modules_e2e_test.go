@@ -21,7 +21,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // moduleRoot is the root module of the tests: three registry modules,

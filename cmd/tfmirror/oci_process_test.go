@@ -17,10 +17,10 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/internal/testrig/ocitest"
-	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/ocitest"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // ociSeen is what a client saw of a mirror's OCI front door: each

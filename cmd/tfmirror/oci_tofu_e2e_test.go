@@ -14,7 +14,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // ociConf writes a CLI configuration whose installation methods are an

@@ -12,8 +12,8 @@ import (
 
 	"golang.org/x/net/http/httpproxy"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/discovery"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 )
 
 // originNetwork sets the proxy and the credentials of the origin client

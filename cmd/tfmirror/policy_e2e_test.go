@@ -20,9 +20,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/proxy"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // logLines collects a JSON log and wakes whoever waits for a line.

@@ -20,10 +20,10 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/oci"
-	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // oras runs the oras CLI against p, trusting its CA, with HOME in dir.

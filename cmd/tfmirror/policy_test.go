@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // writePolicyConfig writes a configuration file holding policy as its

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // TestProgress: on a terminal one line is redrawn in place with count,

@@ -6,15 +6,15 @@ import (
 	"os"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/metrics"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/proxy"
-	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
-	"github.com/tfmirror/tfmirror/releases"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/metrics"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/releasesdoor"
+	"github.com/tfmirror/tfmirror/v2/releases"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // openReleases builds the CLI releases side on the engine, its cache and

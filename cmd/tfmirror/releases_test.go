@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // TestReadArmoredKeys: a keys file holds one or more armored key blocks;

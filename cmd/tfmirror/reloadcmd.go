@@ -9,8 +9,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 const reloadUsage = "tfmirror reload [--data-dir DIR] [--config FILE]"

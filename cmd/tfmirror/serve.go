@@ -24,17 +24,17 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/originwatch"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/internal/certs"
-	"github.com/tfmirror/tfmirror/internal/jsonlog"
-	"github.com/tfmirror/tfmirror/internal/logwriter"
-	"github.com/tfmirror/tfmirror/metrics"
-	"github.com/tfmirror/tfmirror/proxy"
-	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
-	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/originwatch"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
+	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
+	"github.com/tfmirror/tfmirror/v2/metrics"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/releasesdoor"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // overrides replace parts of the wiring in tests: how origins are dialled

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // usageEntries parses flag.PrintDefaults output: each flag's help, with

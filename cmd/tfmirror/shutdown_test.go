@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // TestGracefulShutdown stops tfmirror with SIGTERM while an archive is

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // TestStatusOriginRows: a mirror that does not trust its origin's

@@ -15,12 +15,12 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/dustin/go-humanize"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/manifest"
-	"github.com/tfmirror/tfmirror/policy"
-	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/manifest"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.

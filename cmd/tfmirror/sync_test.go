@@ -13,8 +13,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // syncPlatforms are the three platforms the sync tests ask for.

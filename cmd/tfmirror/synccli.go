@@ -9,9 +9,9 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/dustin/go-humanize"
 
-	"github.com/tfmirror/tfmirror/manifest"
-	"github.com/tfmirror/tfmirror/mirror/gate"
-	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/v2/manifest"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // cliSync is what a sync did of the manifests' cli blocks.

@@ -8,7 +8,7 @@ import (
 )
 
 // modulePath prefixes the symbols of the project's own packages.
-const modulePath = "github.com/tfmirror/tfmirror/"
+const modulePath = "github.com/tfmirror/tfmirror/v2/"
 
 // testRigPackages are the project's packages that only tests may link,
 // besides every package whose name ends in "test" (cachetest, enginetest,

@@ -18,8 +18,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/admin"
-	"github.com/tfmirror/tfmirror/internal/testrig/ocitest"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/ocitest"
 )
 
 // ociModuleRoot is moduleRoot's three modules from oci:// sources of

@@ -11,8 +11,8 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
-	"github.com/tfmirror/tfmirror/airgap"
-	"github.com/tfmirror/tfmirror/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // This file wires the keys of exports and imports: the mirror's own

@@ -6,8 +6,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 )
 
 func verifyInProcess(t *testing.T, dataDir string) (string, string, int) {

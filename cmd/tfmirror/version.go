@@ -33,7 +33,7 @@ func thisBuild() build {
 //
 //   - the version and commit the release build set with -ldflags win;
 //   - else the main module's version the go command recorded: the tag for
-//     `go install github.com/tfmirror/tfmirror/cmd/tfmirror@v2.0.0`, or
+//     `go install github.com/tfmirror/tfmirror/v2/cmd/tfmirror@v2.0.0`, or
 //     a pseudo-version it derived from the checkout (with +dirty when the
 //     tree had changes);
 //   - else "devel";

@@ -25,7 +25,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
 // Kind is how a package is fetched.

@@ -18,9 +18,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/safetree"
-	"github.com/tfmirror/tfmirror/internal/scratch"
-	"github.com/tfmirror/tfmirror/internal/zipdir"
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/internal/zipdir"
 )
 
 // Limits bound what one package may cost. A package over a limit is

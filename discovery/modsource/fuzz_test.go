@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 )
 
 // FuzzUnpack unpacks a tar (gzipped by the test) into a directory beside

@@ -28,7 +28,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/filesystem"
 
-	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
 var commitID = regexp.MustCompile(`^[0-9a-f]{40}$`)

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // victimBytes is what the victim file beside the scratch directory holds.

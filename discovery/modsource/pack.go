@@ -8,7 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
 // PackDir writes the module files under dir (a directory of the caller's,

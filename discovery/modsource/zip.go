@@ -16,7 +16,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
 // ErrLinkLoop matches a package that WriteZip refuses: a link to a

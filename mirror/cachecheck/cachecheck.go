@@ -28,12 +28,12 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/internal/safetree"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // What a cached package was checked against (CachedCheck.By).

@@ -10,7 +10,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // Policy returns the package policy in effect (nil: everything allowed).

@@ -10,11 +10,11 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // staticCredentials ties one credential to origins.

@@ -4,8 +4,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // previousListing returns the versions of m's listing taken before the

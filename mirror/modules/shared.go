@@ -14,9 +14,9 @@ import (
 	"io"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // moduleLeaseID names the shared tier's lease on fetching the module

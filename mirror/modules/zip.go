@@ -25,12 +25,12 @@ import (
 	"os"
 	"time"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/internal/scratch"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // Zips is the module side as OCI artifacts: each module version's zip,

@@ -14,13 +14,13 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/inventory"
-	"github.com/tfmirror/tfmirror/mirror/modules"
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 func readModuleZip(t *testing.T, h *harness.Harness, version string) (*modules.Zip, []byte, error) {

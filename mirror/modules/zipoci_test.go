@@ -11,11 +11,11 @@ import (
 	digest "github.com/opencontainers/go-digest"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/cachetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // A module version's manifest names its zip, resolves by its digest, and

@@ -10,9 +10,9 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/cache"
-	"github.com/tfmirror/tfmirror/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
 // Remover reads and deletes the cache's records. *cache.Store implements

@@ -13,8 +13,8 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/oci"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // maxEntryPlatforms bounds the platforms a shared entry may name.

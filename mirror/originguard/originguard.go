@@ -15,9 +15,9 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // Origin is the provider side of the engine's origins

@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // CheckPackageHashes checks OpenTofu's "packages" of one platform's package

@@ -8,9 +8,9 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 func mustVersion(t *testing.T, s string) versions.Version {

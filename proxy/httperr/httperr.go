@@ -17,13 +17,13 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/discovery/modsource"
-	"github.com/tfmirror/tfmirror/mirror/gate"
-	"github.com/tfmirror/tfmirror/mirror/ocistore"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/unsigned"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // StatusClientClosedRequest is the status recorded for a request whose

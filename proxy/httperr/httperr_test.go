@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/mirror/gate"
-	"github.com/tfmirror/tfmirror/mirror/records"
-	"github.com/tfmirror/tfmirror/mirror/unsigned"
-	"github.com/tfmirror/tfmirror/policy"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // TestStatusOfHostNotAllowed: the origin client's own refusal of a host

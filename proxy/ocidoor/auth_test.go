@@ -12,7 +12,7 @@ import (
 
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 const clientToken = "s3cret-client-token-for-oci"

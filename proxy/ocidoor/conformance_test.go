@@ -35,7 +35,7 @@ import (
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/ocitest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/ocitest"
 )
 
 // runConformance runs the conformance program against repo of the rig

@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 	digest "github.com/opencontainers/go-digest"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/oci"
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // countingProviders counts the documents asked of the engine.

@@ -9,8 +9,8 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // getDigest fetches a manifest or blob by digest and reports its status

@@ -21,10 +21,10 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/proxy"
-	"github.com/tfmirror/tfmirror/proxy/httperr"
-	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // Prefix is where the door is mounted.

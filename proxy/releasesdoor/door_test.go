@@ -14,14 +14,14 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/mirror"
-	"github.com/tfmirror/tfmirror/proxy"
-	"github.com/tfmirror/tfmirror/proxy/releasesdoor"
-	"github.com/tfmirror/tfmirror/releases"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/releasesdoor"
+	"github.com/tfmirror/tfmirror/v2/releases"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 type rig struct {

@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // HashiCorp's releases layout, as its API (index.json) and its listings

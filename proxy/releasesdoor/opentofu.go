@@ -4,7 +4,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/tfmirror/tfmirror/releases"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // OpenTofu's release files, as GitHub serves them (vVERSION/FILE), and

@@ -8,7 +8,7 @@ package cachetest
 import (
 	"context"
 
-	"github.com/tfmirror/tfmirror/cache"
+	"github.com/tfmirror/tfmirror/v2/cache"
 )
 
 // DeleteBlob deletes the committed archive sha from store: its record,

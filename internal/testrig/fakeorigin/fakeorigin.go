@@ -43,7 +43,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 )
 
 // Options configures Start. The zero value is one HTTPS server with small

@@ -20,8 +20,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 const (

@@ -16,8 +16,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
-	"github.com/tfmirror/tfmirror/discovery/registryjson"
-	"github.com/tfmirror/tfmirror/verify"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // mux builds the routes of one server: the registry API and/or release files.

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/certs"
 )
 
 // Server is a distribution registry running on loopback over HTTPS

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/tfmirror/tfmirror/discovery"
-	"github.com/tfmirror/tfmirror/proxy"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // fakeCircuits is the origin client's breakers as the watch reads them.

@@ -12,9 +12,9 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
-	"github.com/tfmirror/tfmirror/airgap"
-	"github.com/tfmirror/tfmirror/oci"
-	"github.com/tfmirror/tfmirror/sharedstore"
+	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // Config holds the values of the settings of Table, one field each: the

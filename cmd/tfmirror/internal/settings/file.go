@@ -13,9 +13,9 @@ import (
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
-	"github.com/tfmirror/tfmirror/internal/duration"
-	"github.com/tfmirror/tfmirror/internal/hclfile"
-	"github.com/tfmirror/tfmirror/policy"
+	"github.com/tfmirror/tfmirror/v2/internal/duration"
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // ConfigFlag is the flag that names the configuration file; its

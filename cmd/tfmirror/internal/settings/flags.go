@@ -8,7 +8,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"github.com/tfmirror/tfmirror/internal/duration"
+	"github.com/tfmirror/tfmirror/v2/internal/duration"
 )
 
 // ErrHelp is what parsing gives for -h.

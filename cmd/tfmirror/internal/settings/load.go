@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/hcl/v2"
 
-	"github.com/tfmirror/tfmirror/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
 // A Source is where a setting's value in effect came from.

@@ -8,10 +8,10 @@ import (
 	"io"
 	"testing"
 
-	"github.com/tfmirror/tfmirror/addrs"
-	"github.com/tfmirror/tfmirror/internal/testrig/enginetest"
-	"github.com/tfmirror/tfmirror/mirror/imports"
-	"github.com/tfmirror/tfmirror/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/imports"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 )
 
 // Module is the test module, published by tests at the fake origin.

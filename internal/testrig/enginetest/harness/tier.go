@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/tfmirror/tfmirror/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // MemTier is a shared tier (mirror.SharedTier, and what retention lists
