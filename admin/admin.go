@@ -19,6 +19,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -26,8 +27,10 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 	"github.com/tfmirror/tfmirror/v2/retention"
@@ -183,9 +186,20 @@ type Packages interface {
 	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
 }
 
+// Engine is what the admin operations use of the engine: what export and
+// import use (airgap.Engine), the check of the whole cache, and what it
+// withholds. *mirror.Engine implements it.
+type Engine interface {
+	airgap.Engine
+	CacheChecker() *cachecheck.Checker
+	Withheld() []unsigned.Version
+}
+
+var _ Engine = (*mirror.Engine)(nil)
+
 // API runs admin operations on an engine.
 type API struct {
-	engine  *mirror.Engine
+	engine  Engine
 	pkgs    Packages // the engine behind the package policy: what sync reaches packages through
 	pruner  Pruner
 	log     *slog.Logger
@@ -197,14 +211,23 @@ type API struct {
 // New returns the admin operations of engine, reaching packages through
 // pkgs (the engine behind its package policy), whose cache pruner prunes
 // (all required). A nil logger discards; a nil metrics records nothing.
-func New(engine *mirror.Engine, pkgs Packages, pruner Pruner, logger *slog.Logger, met Metrics, opts Options) (*API, error) {
-	if engine == nil || pkgs == nil || pruner == nil {
+func New(engine Engine, pkgs Packages, pruner Pruner, logger *slog.Logger, met Metrics, opts Options) (*API, error) {
+	if isNil(engine) || pkgs == nil || pruner == nil {
 		return nil, errors.New("admin: an engine, its packages behind the policy and its pruner are required")
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &API{engine: engine, pkgs: pkgs, pruner: pruner, log: logger, metrics: met, opts: opts, uid: os.Getuid()}, nil
+}
+
+// isNil reports whether v is nil or a nil pointer in an interface.
+func isNil(v any) bool {
+	if v == nil {
+		return true
+	}
+	rv := reflect.ValueOf(v)
+	return rv.Kind() == reflect.Pointer && rv.IsNil()
 }
 
 // Export exports the cached packages req selects to req.Out through

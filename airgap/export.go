@@ -81,7 +81,7 @@ type ExportSummary struct {
 // fails is passed to report (one line, naming it) and counted, and the
 // export goes on; so is each file the manifest leaves out. The error is
 // for what stops it.
-func Export(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
+func Export(ctx context.Context, engine Engine, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
 	var sum ExportSummary
 	if key == nil {
 		return sum, errors.New("no export key to sign the export's manifest with")
@@ -98,7 +98,7 @@ func Export(ctx context.Context, engine *mirror.Engine, sel Selection, out strin
 
 // exportTar exports into a temporary directory beside out, then writes
 // it as one tar file (gzip-compressed for .tar.gz and .tgz).
-func exportTar(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportTar(ctx context.Context, engine Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
 	if err != nil {
 		return err
@@ -175,7 +175,7 @@ func exportTar(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 // selectCached lists the cached provider versions sel wants. Named
 // providers are listed each on its own, so that exporting one costs what
 // it holds, not what the whole cache does.
-func selectCached(engine *mirror.Engine, sel Selection) ([]mirror.CachedVersion, error) {
+func selectCached(engine Engine, sel Selection) ([]mirror.CachedVersion, error) {
 	var selected []mirror.CachedVersion
 	collect := func(cv mirror.CachedVersion) error {
 		if sel.wants(cv) {
@@ -201,7 +201,7 @@ func selectCached(engine *mirror.Engine, sel Selection) ([]mirror.CachedVersion,
 }
 
 // cachedModules lists the module versions whose package is cached.
-func cachedModules(engine *mirror.Engine) ([]modules.Cached, error) {
+func cachedModules(engine Engine) ([]modules.Cached, error) {
 	var cached []modules.Cached
 	err := engine.Modules().ListCachedModules(func(cm modules.Cached) error {
 		if cm.Cached {
@@ -219,7 +219,7 @@ func cachedModules(engine *mirror.Engine) ([]modules.Cached, error) {
 // with their evidence, then index.json and VERSION.json of every provider
 // in out, as `terraform providers mirror` does, and last the manifest
 // signed by key.
-func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportDir(ctx context.Context, engine Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -263,7 +263,7 @@ func exportDir(ctx context.Context, engine *mirror.Engine, sel Selection, out st
 // refusedByPolicy says whether the package policy in effect refuses a
 // cached version now; a refused one is reported and counted, and left
 // out of the export: what an export carries is what the mirror serves.
-func refusedByPolicy(ctx context.Context, engine *mirror.Engine, kind policy.Kind, address, version string, report func(string), sum *ExportSummary) bool {
+func refusedByPolicy(ctx context.Context, engine Engine, kind policy.Kind, address, version string, report func(string), sum *ExportSummary) bool {
 	v := engine.Inventory().StoredVerdict(ctx, kind, address, strings.TrimPrefix(version, "v"))
 	if v.Allowed {
 		return false
@@ -290,7 +290,7 @@ func parseCached(cv mirror.CachedVersion) (addrs.Provider, versions.Version, err
 // exportVersion writes the cached archives of one version that sel
 // selects, skipping those present with the right sha256, and its
 // evidence.
-func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
+func exportVersion(engine Engine, sel Selection, cv mirror.CachedVersion, out string, files *exportFiles, sum *ExportSummary) error {
 	p, v, err := parseCached(cv)
 	if err != nil {
 		return err
@@ -342,7 +342,7 @@ func exportVersion(engine *mirror.Engine, sel Selection, cv mirror.CachedVersion
 // exportArchive writes the cached archive sha to path unless path has
 // those bytes already, and records it in files; it reports whether it
 // wrote, and how many bytes.
-func exportArchive(engine *mirror.Engine, sha, path string, files *exportFiles) (bool, int64, error) {
+func exportArchive(engine Engine, sha, path string, files *exportFiles) (bool, int64, error) {
 	if got, n, err := fileSHA256Size(path); err == nil && got == sha {
 		files.add(path, n, sha)
 		return false, 0, nil

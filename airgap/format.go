@@ -12,7 +12,8 @@
 // manifest only (modules.go).
 //
 // It is not a front door and opens no cache of its own: both directions
-// work on a *mirror.Engine the caller opened, `tfmirror export` and
+// work on an engine the caller opened (Engine, what they use of it),
+// `tfmirror export` and
 // `tfmirror import` on their own or a running `tfmirror serve` through its
 // admin API (package admin), so the work has one code path.
 package airgap
@@ -24,7 +25,23 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 )
+
+// Engine is what export and import use of the engine: the cached
+// provider versions, the air-gap side that reads and imports them with
+// their evidence, the module side, the package policy's verdict on what
+// is stored, and the module limits. *mirror.Engine implements it.
+type Engine interface {
+	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
+	AirGap() *mirror.AirGap
+	Modules() *modules.Modules
+	Inventory() *mirror.Inventory
+	Config() mirror.Config
+}
+
+var _ Engine = (*mirror.Engine)(nil)
 
 // evidenceFormat is the layout of the evidence file this release writes.
 const evidenceFormat = 1

@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -75,7 +74,7 @@ type ImportOptions struct {
 // refused is passed to report (one line, naming the file at fault and the
 // key it would need) and counted, and the import goes on; the error is
 // for what stops it.
-func Import(ctx context.Context, engine *mirror.Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
+func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, report func(string)) (ImportSummary, error) {
 	var sum ImportSummary
 	if opts.Shown == "" {
 		opts.Shown = in
@@ -159,7 +158,7 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 // importDir imports every provider version in dir (laid out as export and
 // `terraform providers mirror` write it). Names in messages are given
 // under shown, the directory or tar file the user named.
-func importDir(ctx context.Context, engine *mirror.Engine, b *bundle, report func(string), sum *ImportSummary) error {
+func importDir(ctx context.Context, engine Engine, b *bundle, report func(string), sum *ImportSummary) error {
 	dir, shown := b.dir, b.shown
 	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
 	if err != nil {
@@ -378,7 +377,7 @@ func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile
 // Nothing in the input vouches for itself: the signing keys in an
 // evidence file are checked against, never trusted. A version no key
 // vouches for is refused whole, saying why each anchor does not.
-func importVersion(ctx context.Context, engine *mirror.Engine, b *bundle, p addrs.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
+func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
 	v, err := addrs.ParseSemver(version)
 	if err != nil {
 		return err

@@ -33,7 +33,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -97,7 +96,7 @@ func moduleDir(top string, m addrs.Module) string {
 // exportModules writes every module version whose package is cached,
 // with its record, into out (see the layout above) and records them in
 // files. Each version that fails is reported and counted.
-func exportModules(ctx context.Context, engine *mirror.Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
+func exportModules(ctx context.Context, engine Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
 	cached, err := cachedModules(engine)
 	if err != nil {
 		return err
@@ -119,7 +118,7 @@ func exportModules(ctx context.Context, engine *mirror.Engine, out string, files
 
 // exportModule writes one module version's package, unless it is there
 // with the right sha256, and its record.
-func exportModule(engine *mirror.Engine, cm modules.Cached, out string, files *exportFiles, sum *ExportSummary) error {
+func exportModule(engine Engine, cm modules.Cached, out string, files *exportFiles, sum *ExportSummary) error {
 	m, err := addrs.ParseModule(cm.Module)
 	if err != nil {
 		return err
@@ -158,7 +157,7 @@ func hasModules(dir string) bool {
 // directory (see the layout above), each once a key of the operator's
 // vouches for it, or as a local module with b.allowUnsigned. Each version
 // refused is reported and counted.
-func importModules(ctx context.Context, engine *mirror.Engine, b *bundle, scratch string, report func(string), sum *ImportSummary) error {
+func importModules(ctx context.Context, engine Engine, b *bundle, scratch string, report func(string), sum *ImportSummary) error {
 	dirs, err := filepath.Glob(filepath.Join(b.dir, modulesDir, "*", "*", "*", "*"))
 	if err != nil {
 		return err
@@ -226,7 +225,7 @@ func importModules(ctx context.Context, engine *mirror.Engine, b *bundle, scratc
 // with its record VERSION.json, once the input's manifest, signed by a
 // trusted export key, lists both with the bytes found: modules have no
 // publisher signature, and nothing in the input vouches for itself.
-func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, m addrs.Module, dir, version string, sum *ImportSummary) error {
+func importModulePackage(ctx context.Context, engine Engine, b *bundle, m addrs.Module, dir, version string, sum *ImportSummary) error {
 	jsonPath, pkgPath := filepath.Join(dir, version+".json"), filepath.Join(dir, version+".tar.gz")
 	if b.manifest == nil {
 		why := b.why
@@ -283,7 +282,7 @@ func importModulePackage(ctx context.Context, engine *mirror.Engine, b *bundle, 
 // importLocalModule packs the module files in dir and imports them as
 // version of the local module m, when the input is a plain directory
 // (no manifest) and b.allowUnsigned.
-func importLocalModule(ctx context.Context, engine *mirror.Engine, b *bundle, m addrs.Module, dir, version, scratchDir string, sum *ImportSummary) error {
+func importLocalModule(ctx context.Context, engine Engine, b *bundle, m addrs.Module, dir, version, scratchDir string, sum *ImportSummary) error {
 	shown := b.shownPath(b.rel(dir))
 	switch {
 	case b.hasManifest:

@@ -85,7 +85,7 @@ type layoutTag struct {
 // ociLayoutExport is one export under way.
 type ociLayoutExport struct {
 	ctx    context.Context
-	engine *mirror.Engine
+	engine Engine
 	arts   Artifacts
 	names  oci.Names
 	out    string
@@ -106,7 +106,7 @@ type ociLayoutExport struct {
 // which makes a module version's zip from its cached package when it has
 // not been made. Each version that fails is reported and counted, and
 // the export goes on. It writes push.sh last: one oras cp line per tag.
-func ExportOCILayout(ctx context.Context, engine *mirror.Engine, arts Artifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
+func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names oci.Names, sel Selection, out string, report func(string)) (LayoutSummary, error) {
 	var sum LayoutSummary
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return sum, err

@@ -247,7 +247,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.cfg.Logger = s.log
 	}
 	w, err := unsigned.New(unsigned.Config{AllowedOrigins: s.cfg.AllowedOrigins, UnsignedHosts: cfg.UnsignedHosts,
-		Offline: cfg.Offline, Logger: s.log}, withholdEngine{s}, store)
+		Offline: cfg.Offline, Logger: s.log}, unsignedEngine{s}, store)
 	if err != nil {
 		return nil, err
 	}
@@ -336,7 +336,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.modules, err = modules.New(mcfg, machinery{s}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	h, err := inventory.New(heldEngine{s}, store)
+	h, err := inventory.New(inventoryEngine{s}, store)
 	if err != nil {
 		return nil, err
 	}

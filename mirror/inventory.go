@@ -67,22 +67,22 @@ func (noNotifier) Serving(string, string, versions.Version, string) {}
 func (noNotifier) Importing(string)                                 {}
 func (noNotifier) Changed()                                         {}
 
-// heldEngine is the engine as Held uses it (inventory.Engine).
-type heldEngine struct{ e *Engine }
+// inventoryEngine is the engine as Held uses it (inventory.Engine).
+type inventoryEngine struct{ e *Engine }
 
-func (m heldEngine) Offline() bool                             { return m.e.cfg.Offline }
-func (m heldEngine) Local(host svchost.Hostname) bool          { return m.e.hosts.local(host) }
-func (m heldEngine) Imports() sync.Locker                      { return &m.e.importMu }
-func (m heldEngine) Forget(key string)                         { m.e.memo.forget(key) }
-func (m heldEngine) ForgetWithheld(p addrs.Provider, v string) { m.e.withholding.Forget(p, v) }
-func (m heldEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
+func (m inventoryEngine) Offline() bool                             { return m.e.cfg.Offline }
+func (m inventoryEngine) Local(host svchost.Hostname) bool          { return m.e.hosts.local(host) }
+func (m inventoryEngine) Imports() sync.Locker                      { return &m.e.importMu }
+func (m inventoryEngine) Forget(key string)                         { m.e.memo.forget(key) }
+func (m inventoryEngine) ForgetWithheld(p addrs.Provider, v string) { m.e.withholding.Forget(p, v) }
+func (m inventoryEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
 	return m.e.records.cachedVersions(key)
 }
-func (m heldEngine) RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error {
+func (m inventoryEngine) RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error {
 	return m.e.oci.Remove(m.e.store, p, v, archives)
 }
-func (m heldEngine) Policy() *policy.Policy { return m.e.gate.Current() }
-func (m heldEngine) Now() time.Time         { return m.e.cfg.Now() }
-func (m heldEngine) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {
+func (m inventoryEngine) Policy() *policy.Policy { return m.e.gate.Current() }
+func (m inventoryEngine) Now() time.Time         { return m.e.cfg.Now() }
+func (m inventoryEngine) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {
 	return m.e.gate.KnownRelease(ctx, kind, address, version, window)
 }

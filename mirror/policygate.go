@@ -93,10 +93,10 @@ func gated(st Stamp, until time.Time) Stamp {
 	return st
 }
 
-// withholdEngine is the engine as the withholding of unsigned imports
+// unsignedEngine is the engine as the withholding of unsigned imports
 // reads it (unsigned.Engine).
-type withholdEngine struct{ e *Engine }
+type unsignedEngine struct{ e *Engine }
 
-func (w withholdEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+func (w unsignedEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
 	return w.e.records.cachedPackage(p, v)
 }
