@@ -120,23 +120,33 @@ func (s *Spec) loadManifest(path string) error {
 			return posError(b.DefRange, "provider %s is already declared at %s", addr, prev)
 		}
 		seen[addr] = where(b.DefRange)
-		pc, diags := b.Body.Content(manifestProviderSchema)
-		if diags.HasErrors() {
-			return diagError(diags)
-		}
-		sels, err := manifestSelections(pc)
+		sels, pls, err := providerBlock(b)
 		if err != nil {
 			return err
-		}
-		var pls []string
-		if attr, ok := pc.Attributes["platforms"]; ok {
-			if pls, err = platformList(attr); err != nil {
-				return err
-			}
 		}
 		s.add(addr, sels, pls)
 	}
 	return nil
+}
+
+// providerBlock reads the body of a manifest's provider or cli block: its
+// versions (and latest) and its platforms.
+func providerBlock(b *hcl.Block) ([]Selection, []string, error) {
+	pc, diags := b.Body.Content(manifestProviderSchema)
+	if diags.HasErrors() {
+		return nil, nil, diagError(diags)
+	}
+	sels, err := manifestSelections(pc)
+	if err != nil {
+		return nil, nil, err
+	}
+	var pls []string
+	if attr, ok := pc.Attributes["platforms"]; ok {
+		if pls, err = platformList(attr); err != nil {
+			return nil, nil, err
+		}
+	}
+	return sels, pls, nil
 }
 
 // manifestSelections reads the versions (and latest) of a manifest's
@@ -685,19 +695,9 @@ func (s *Spec) loadManifestCLI(b *hcl.Block, seen map[string]string) error {
 		return posError(b.DefRange, "cli %s is already declared at %s", product, prev)
 	}
 	seen[product] = where(b.DefRange)
-	pc, diags := b.Body.Content(manifestProviderSchema)
-	if diags.HasErrors() {
-		return diagError(diags)
-	}
-	sels, err := manifestSelections(pc)
+	sels, pls, err := providerBlock(b)
 	if err != nil {
 		return err
-	}
-	var pls []string
-	if attr, ok := pc.Attributes["platforms"]; ok {
-		if pls, err = platformList(attr); err != nil {
-			return err
-		}
 	}
 	s.CLIs = append(s.CLIs, &CLI{Product: product, Selections: sels, Platforms: pls})
 	return nil
