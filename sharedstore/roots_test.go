@@ -39,7 +39,7 @@ func TestRootCAs(t *testing.T) {
 		t.Helper()
 		s, err := sharedstore.Open(context.Background(), sharedstore.Config{
 			URL:         "s3://tfm/p?region=us-east-1&path_style=true&endpoint=" + srv.URL,
-			CallTimeout: 10 * time.Second, BreakerThreshold: 100, BreakerCooldown: time.Minute, RootCAs: roots,
+			CallTimeout: 10 * time.Second, BreakerThreshold: 100, BreakerCooldown: time.Minute, RootCAs: roots, Keys: testKeys(t),
 		})
 		if err != nil {
 			t.Fatal(err)
