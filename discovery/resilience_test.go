@@ -182,8 +182,10 @@ func (l *circuitLog) get() []bool {
 	return append([]bool(nil), l.events...)
 }
 
-func TestCircuitBreaker(t *testing.T) {
-	var down atomic.Bool
+// downableOrigin starts an origin whose versions answer fails with 500
+// while down is set, as it is at first.
+func downableOrigin(t *testing.T) (*atomic.Bool, *testServer) {
+	down := new(atomic.Bool)
 	down.Store(true)
 	mux := http.NewServeMux()
 	mux.HandleFunc(wellKnown, func(w http.ResponseWriter, r *http.Request) {
@@ -196,7 +198,11 @@ func TestCircuitBreaker(t *testing.T) {
 		}
 		writeJSON(w, `{"versions":[{"version":"1.0.0"}]}`)
 	})
-	s := newTestServer(t, mux)
+	return down, newTestServer(t, mux)
+}
+
+func TestCircuitBreaker(t *testing.T) {
+	down, s := downableOrigin(t)
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	obs := &circuitLog{}
 	c := newTestClient(t, s, func(cfg *Config) {
@@ -360,20 +366,7 @@ func (w *watchLog) OriginDone(origin, op string, err error) {
 // half-open once the cooldown has passed, closed again), and the watcher
 // hears of every operation's end with its error.
 func TestCircuitSnapshotAndWatcher(t *testing.T) {
-	var down atomic.Bool
-	down.Store(true)
-	mux := http.NewServeMux()
-	mux.HandleFunc(wellKnown, func(w http.ResponseWriter, r *http.Request) {
-		writeJSON(w, discoveryDoc("/v1/providers/"))
-	})
-	mux.HandleFunc(versionsPath, func(w http.ResponseWriter, r *http.Request) {
-		if down.Load() {
-			http.Error(w, "down", http.StatusInternalServerError)
-			return
-		}
-		writeJSON(w, `{"versions":[{"version":"1.0.0"}]}`)
-	})
-	s := newTestServer(t, mux)
+	down, s := downableOrigin(t)
 	clock := &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 	watch := &watchLog{}
 	c := newTestClient(t, s, func(cfg *Config) {
