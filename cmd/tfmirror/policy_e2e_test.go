@@ -32,6 +32,22 @@ type logLines struct {
 	changed chan struct{}
 }
 
+// newPolicyE2E is the rig of the policy's end-to-end tests: terraform, a
+// fake origin serving the e2e hosts, a configuration file to write, and
+// the mirror's log lines.
+func newPolicyE2E(t *testing.T) (*e2e, *logLines) {
+	t.Helper()
+	logs := newLogLines()
+	e := &e2e{t: t, tf: terraformBinary(t), logTo: logs, config: filepath.Join(t.TempDir(), "tfmirror.hcl")}
+	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: e2eOrigins})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	e.origin = origin
+	return e, logs
+}
+
 func newLogLines() *logLines { return &logLines{changed: make(chan struct{})} }
 
 func (l *logLines) Write(p []byte) (int, error) {
@@ -188,15 +204,8 @@ func policyConfig(body string) string {
 // installed at once; a broken file changes nothing.
 func TestTerraformPolicy(t *testing.T) {
 	t.Parallel()
-	tf := terraformBinary(t)
-	logs := newLogLines()
-	e := &e2e{t: t, tf: tf, logTo: logs, config: filepath.Join(t.TempDir(), "tfmirror.hcl")}
-	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: e2eOrigins})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
-	e.origin = origin
+	e, logs := newPolicyE2E(t)
+	origin := e.origin
 	platforms := registryPlatforms()
 	host := runtime.GOOS + "_" + runtime.GOARCH
 	yearAgo := time.Now().AddDate(-1, 0, 0)
@@ -413,15 +422,8 @@ func TestTerraformPolicy(t *testing.T) {
 // the spelling's.
 func TestTerraformModuleAgeGateEverySpelling(t *testing.T) {
 	t.Parallel()
-	tf := terraformBinary(t)
-	logs := newLogLines()
-	e := &e2e{t: t, tf: tf, logTo: logs, config: filepath.Join(t.TempDir(), "tfmirror.hcl")}
-	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: e2eOrigins})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(origin.Close)
-	e.origin = origin
+	e, _ := newPolicyE2E(t)
+	origin := e.origin
 	spelled := map[string]string{"net": "v1.1.0", "edge": "1.1.0"}
 	for _, v := range []string{"1.0.0", "1.1.0"} {
 		origin.AddTarball("m-"+v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("output \"v\" {\n  value = \"" + v + "\"\n}\n")}))
