@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
@@ -27,7 +28,8 @@ const (
 // .lock.hcl (.terraform.lock.hcl, team-a.lock.hcl) is a Terraform
 // dependency lock file, pinning its locked versions; any other .hcl file
 // is a sync manifest, pinning what its selections select (the newest N
-// of the cached versions for latest = N); other files, and names starting
+// of the cached versions for latest = N), of providers, modules and CLI
+// products (cli "terraform" { versions = [...] }); other files, and names starting
 // with a dot (a Kubernetes volume's ..data), are skipped. It implements
 // retention.PinSource: the files are read again only when their names,
 // sizes or modification times change.
@@ -55,7 +57,8 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 	if d.read && sig == d.sig {
 		return nil, false, nil
 	}
-	pins := &retention.Pins{Providers: map[string][]retention.PinSelection{}, Modules: map[string][]retention.PinSelection{}}
+	pins := &retention.Pins{Providers: map[string][]retention.PinSelection{}, Modules: map[string][]retention.PinSelection{},
+		CLIs: map[string][]retention.PinSelection{}}
 	for _, path := range files {
 		spec := &Spec{}
 		if strings.HasSuffix(filepath.Base(path), ".lock.hcl") {
@@ -79,6 +82,12 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 			k := m.Address.String()
 			for _, sel := range m.Selections {
 				pins.Modules[k] = append(pins.Modules[k], retention.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
+			}
+		}
+		for _, c := range spec.CLIs {
+			k := releases.Address(releases.PublisherOf(c.Product), c.Product)
+			for _, sel := range c.Selections {
+				pins.CLIs[k] = append(pins.CLIs[k], retention.PinSelection{Set: sel.Set, Latest: sel.Latest, Where: sel.Where})
 			}
 		}
 	}

@@ -73,3 +73,46 @@ func TestPinsDir(t *testing.T) {
 		t.Errorf("a file nested too deep: %v", err)
 	}
 }
+
+// A pins file's cli blocks pin CLI versions, as a sync manifest's select
+// them: by the product's address, HashiCorp's or OpenTofu's by its name,
+// with latest and the file:line.
+func TestPinsDirCLI(t *testing.T) {
+	dir := t.TempDir()
+	body := `cli "terraform" {
+  versions = ["1.5.7", "~> 1.9.0"]
+}
+cli "tofu" {
+  versions = [">= 1.8.0"]
+  latest   = 1
+}
+provider "registry.terraform.io/hashicorp/random" {
+  versions = ["3.6.0"]
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "clis.hcl"), []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pins, _, err := NewPinsDir(dir).Pins()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tf := pins.CLIs["releases.hashicorp.com/hashicorp/terraform"]
+	if len(tf) != 2 || !tf[0].Set.Has(versions.MustParseVersion("1.5.7")) || tf[0].Set.Has(versions.MustParseVersion("1.6.0")) ||
+		!tf[1].Set.Has(versions.MustParseVersion("1.9.3")) || tf[1].Set.Has(versions.MustParseVersion("1.10.0")) ||
+		tf[0].Where != filepath.Join(dir, "clis.hcl")+":2" {
+		t.Errorf("terraform pins %+v", tf)
+	}
+	tofu := pins.CLIs["get.opentofu.org/opentofu/tofu"]
+	if len(tofu) != 1 || tofu[0].Latest != 1 || !tofu[0].Set.Has(versions.MustParseVersion("1.9.0")) || tofu[0].Set.Has(versions.MustParseVersion("1.7.0")) {
+		t.Errorf("tofu pins %+v", tofu)
+	}
+	if len(pins.CLIs) != 2 || len(pins.Providers) != 1 {
+		t.Errorf("pins: %d CLI products, %d providers; want 2 and 1", len(pins.CLIs), len(pins.Providers))
+	}
+	os.WriteFile(filepath.Join(dir, "clis.hcl"), []byte(`cli "terraform-provider-aws" { versions = ["1.0.0"] }`), 0o644)
+	os.Chtimes(filepath.Join(dir, "clis.hcl"), time.Now().Add(time.Minute), time.Now().Add(time.Minute))
+	if _, _, err := NewPinsDir(dir).Pins(); err == nil || !strings.Contains(err.Error(), "clis.hcl:1") {
+		t.Errorf("a provider named as a CLI product: %v", err)
+	}
+}

@@ -2,11 +2,13 @@ package releases
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -84,6 +86,7 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 		return nil, err
 	}
 	exe := product
+	r.notify.serving(pub, product, version, b.SHA256)
 	arc, err := r.engine.OpenBlob(ctx, mirror.Blob{
 		SHA256:   b.SHA256,
 		Filename: name,
@@ -96,6 +99,11 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 		},
 		Refused: func(reason string) { r.metrics.CLIRefused(string(pub), product, reason) },
 	})
+	if r.cfg.Offline && errors.Is(err, records.ErrOffline) {
+		// Sealed, an archive not cached (never fetched, or pruned) is
+		// one the mirror does not hold.
+		return nil, fmt.Errorf("%w: %w: the sealed mirror does not hold %s", ErrNotFound, err, name)
+	}
 	if err != nil {
 		return nil, err
 	}

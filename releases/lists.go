@@ -238,7 +238,7 @@ func (r *Releases) held(pub Publisher, product string, list *List) *List {
 		if err != nil {
 			continue
 		}
-		if slices.ContainsFunc(s.Builds(), func(b Build) bool { return r.engine.HasBlob(b.SHA256) }) {
+		if holdsArchive(r.engine, s) {
 			out.Versions = append(out.Versions, l)
 		}
 	}

@@ -3,6 +3,7 @@ package releases
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -72,10 +73,14 @@ type Engine interface {
 	Policy() *policy.Policy
 }
 
-// Store keeps the verified SHA256SUMS and the version lists (*cache.Store).
+// Store keeps the verified SHA256SUMS and the version lists (*cache.Store);
+// retention lists and removes the SHA256SUMS through it (ScanVersions,
+// RemoveVersion).
 type Store interface {
 	PutMeta(key string, v any) error
 	GetMeta(key string, v any) (time.Time, error)
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+	DeleteMeta(key string) error
 }
 
 // Metrics receives, per publisher and product, what is served and what is
@@ -143,6 +148,8 @@ type Releases struct {
 	root   context.Context
 	cancel context.CancelFunc
 	group  singleflight.Group
+
+	notify notifier // retention's (Notify)
 
 	mu    sync.Mutex
 	sums  map[string]*Sums     // verified, by sumsKey

@@ -12,6 +12,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -32,7 +33,12 @@ type Sums struct {
 	// SignedAt is the signature's creation time: the release time the
 	// package policy's minimum release age judges by.
 	SignedAt time.Time `json:"signed_at"`
-	Schema   int       `json:"schema"`
+	// Provenance says how the SHA256SUMS reached the cache: fetched from
+	// the publisher (records.ProvenanceOrigin, ""), or imported from a
+	// bundle (records.ProvenanceImported), which retention never removes
+	// unless a prune names the version: it cannot be fetched again.
+	Provenance records.Provenance `json:"provenance,omitempty"`
+	Schema     int                `json:"schema"`
 
 	files map[string]string
 }
@@ -130,6 +136,11 @@ func (r *Releases) Sums(ctx context.Context, pub Publisher, product, version str
 		return nil, err
 	}
 	s, err := r.sumsOf(ctx, pub, product, version)
+	if r.cfg.Offline && (errors.Is(err, records.ErrOffline) || err == nil && !holdsArchive(r.engine, s)) {
+		// Sealed, a version none of whose archives is cached (never
+		// fetched, or pruned) is not held: listed nowhere, answered 404.
+		return nil, fmt.Errorf("%w: %w: the sealed mirror holds no archive of %s %s", ErrNotFound, records.ErrOffline, product, version)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -137,6 +148,12 @@ func (r *Releases) Sums(ctx context.Context, pub Publisher, product, version str
 		return nil, err
 	}
 	return s, nil
+}
+
+// holdsArchive says whether the engine's cache holds one of the archives
+// s lists.
+func holdsArchive(e Engine, s *Sums) bool {
+	return slices.ContainsFunc(s.Builds(), func(b Build) bool { return e.HasBlob(b.SHA256) })
 }
 
 // sumsOf is Sums without the policy.

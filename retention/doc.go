@@ -14,9 +14,14 @@
 //   - the last use of versions, written in batches (never on every
 //     download) to the cache and to the shared store.
 //
+// Providers, modules and CLI release versions (Config.CLI: a version is
+// its verified SHA256SUMS, its packages the archives it lists, counted
+// per publisher and product) are kept by the same rules and pins.
+//
 // It reads the engine's records through the engine's listings
-// (mirror.Inventory.ScanVersions), is told what the engine serves and imports
-// (mirrorheld.Notifier), and removes versions through the engine. It does not
+// (mirror.Inventory.ScanVersions, and releases.Inventory.ScanVersions for
+// CLI versions), is told what the engine and the releases side serve and
+// import (mirrorheld.Notifier), and removes versions through them. It does not
 // fetch, verify or serve anything, nor choose what the size limit evicts
 // first (package cache does).
 package retention

@@ -23,11 +23,12 @@ type held struct {
 }
 
 // scanHeld calls fn for every version the engine has a record of (of
-// providers and modules), without its pin; fn may keep h. With stat, it
-// asks the store which of each version's archives are cached (h.cached,
-// h.newest); without, those are left empty.
+// providers and modules) and every CLI version (Config.CLI), without its
+// pin; fn may keep h. With stat, it asks the store which of each
+// version's archives are cached (h.cached, h.newest); without, those are
+// left empty.
 func (r *Retainer) scanHeld(withStat bool, fn func(h *held)) error {
-	return r.eng.ScanVersions(func(v mirrorheld.Record) {
+	visit := func(v mirrorheld.Record) {
 		h := &held{Record: v}
 		if withStat {
 			h.cached = map[string]int64{}
@@ -49,7 +50,14 @@ func (r *Retainer) scanHeld(withStat bool, fn func(h *held)) error {
 			}
 		}
 		fn(h)
-	})
+	}
+	if err := r.eng.ScanVersions(visit); err != nil {
+		return err
+	}
+	if r.cfg.CLI != nil {
+		return r.cfg.CLI.ScanVersions(visit)
+	}
+	return nil
 }
 
 // holdings reads every version the engine has a record of, with the
@@ -130,7 +138,7 @@ func (p *pinState) current() (pins *Pins, latest bool) {
 	if pins == nil {
 		return nil, false
 	}
-	for _, m := range []map[string][]PinSelection{pins.Providers, pins.Modules} {
+	for _, m := range []map[string][]PinSelection{pins.Providers, pins.Modules, pins.CLIs} {
 		for _, sels := range m {
 			for _, sel := range sels {
 				latest = latest || sel.Latest > 0
@@ -172,13 +180,22 @@ func pinnedBy(sels []PinSelection, v versions.Version, cached versions.List) (st
 }
 
 func pinSelections(pins *Pins, h *held) []PinSelection {
-	if pins == nil {
+	return pins.of(h.Kind, h.Address)
+}
+
+// of returns the selections that pin versions of address (kind
+// "provider", "module" or "cli").
+func (p *Pins) of(kind, address string) []PinSelection {
+	if p == nil {
 		return nil
 	}
-	if h.Kind == "module" {
-		return pins.Modules[h.Address]
+	switch kind {
+	case "module":
+		return p.Modules[address]
+	case "cli":
+		return p.CLIs[address]
 	}
-	return pins.Providers[h.Address]
+	return p.Providers[address]
 }
 
 // applyPins sets each version's pinnedBy from pins; a pin's "latest"

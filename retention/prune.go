@@ -18,14 +18,21 @@ import (
 type PruneRequest struct {
 	// DryRun lists what would be removed and removes nothing.
 	DryRun bool
-	// Provider or Module, with Versions, name versions to remove: then
-	// only those are removed, whatever the rules and the pins say,
+	// Provider, Module or CLI, with Versions, name versions to remove:
+	// then only those are removed, whatever the rules and the pins say,
 	// including versions that cannot be fetched again (which leave the
-	// version list) and a withheld import set aside in a version's
-	// record. Both nil: the rules (Config) decide.
+	// version list; a CLI version, its SHA256SUMS) and a withheld import
+	// set aside in a version's record. None: the rules (Config) decide.
 	Provider *addrs.Provider
 	Module   *addrs.Module
+	// CLI is a CLI product's address (Pins.CLIs).
+	CLI      string
 	Versions []string
+}
+
+// isNamed says whether req names versions.
+func (req PruneRequest) isNamed() bool {
+	return req.Provider != nil || req.Module != nil || req.CLI != ""
 }
 
 // errNothingNamed is Prune's answer for a version the cache does not hold.
@@ -41,7 +48,7 @@ func errNothingNamed(what, version string) error {
 // the pins have never been read: they would not know what is pinned.
 func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, error) {
 	r.pins.first(r.log)
-	if err := r.pins.unread(); err != nil && req.Provider == nil && req.Module == nil {
+	if err := r.pins.unread(); err != nil && !req.isNamed() {
 		return nil, fmt.Errorf("the retention rules remove nothing until the pins can be read: %w", err)
 	}
 	r.passMu.Lock()
@@ -51,7 +58,7 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 		return nil, err
 	}
 	var removed map[*held]string
-	if req.Provider != nil || req.Module != nil {
+	if req.isNamed() {
 		removed, err = named(hs, req)
 	} else {
 		removed = r.byRules(hs)
@@ -63,7 +70,7 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 	if req.DryRun {
 		return p, nil
 	}
-	if req.Provider == nil && req.Module == nil {
+	if !req.isNamed() {
 		r.mu.Lock()
 		r.status.LastPass = r.now().UTC()
 		r.mu.Unlock()
@@ -200,11 +207,14 @@ func (r *Retainer) byRules(hs []*held) map[*held]string {
 
 // named picks the versions req names.
 func named(hs []*held, req PruneRequest) (map[*held]string, error) {
-	kind, addr := "provider", ""
-	if req.Provider != nil {
-		addr = req.Provider.String()
-	} else {
+	var kind, addr string
+	switch {
+	case req.Provider != nil:
+		kind, addr = "provider", req.Provider.String()
+	case req.Module != nil:
 		kind, addr = "module", req.Module.String()
+	default:
+		kind, addr = "cli", req.CLI
 	}
 	if len(req.Versions) == 0 {
 		return nil, errNothingNamed(kind+" "+addr, "(none named)")
@@ -269,7 +279,7 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 			got.Unlisted, got.Withheld = false, false
 		case rm.Unlisted:
 			// The record goes, with the import set aside in it.
-			if err := r.eng.RemoveVersion(rm.Kind, rm.Address, rm.Version); err != nil {
+			if err := r.removeVersion(rm.Kind, rm.Address, rm.Version); err != nil {
 				r.log.Warn("removing a version from the version list", "kind", rm.Kind, "address", rm.Address, "version", rm.Version, "error", err)
 				got.Unlisted, got.Withheld = false, false
 			}
@@ -299,4 +309,16 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 		}
 	}
 	return done, ctx.Err()
+}
+
+// removeVersion removes a version that cannot be fetched again: of the
+// engine's (providers, modules) or of Config.CLI.
+func (r *Retainer) removeVersion(kind, address, version string) error {
+	if kind == "cli" {
+		if r.cfg.CLI == nil {
+			return fmt.Errorf("retention: no CLI releases to remove %s %s from", address, version)
+		}
+		return r.cfg.CLI.RemoveVersion(kind, address, version)
+	}
+	return r.eng.RemoveVersion(kind, address, version)
 }

@@ -21,15 +21,15 @@ import (
 // the size limit.
 type Config struct {
 	// KeepVersions keeps only the newest KeepVersions versions with cached
-	// packages of each provider and each module; the packages of older
-	// versions are removed. Default 0: no such rule.
+	// packages of each provider, each module and each CLI product; the
+	// packages of older versions are removed. Default 0: no such rule.
 	KeepVersions int
 	// KeepPerMajor applies KeepVersions to each major version apart.
 	// Default false.
 	KeepPerMajor bool
 	// Refused, when set, says whether the package policy refuses to
-	// serve a version now (kind "provider" or "module"; version as
-	// keyed). A refused version takes no place among the KeepVersions
+	// serve a version now (kind "provider", "module" or "cli"; version
+	// as keyed). A refused version takes no place among the KeepVersions
 	// newest: the newest KeepVersions versions that are served are kept,
 	// and a refused version is removed only when it is older than all of
 	// them (a newer one may be allowed later: a cooldown ends, a deny is
@@ -44,6 +44,13 @@ type Config struct {
 	// Pins, when set, says which versions are pinned: no rule and no size
 	// limit removes their packages. Default nil: none.
 	Pins PinSource
+	// CLI, when set, are the CLI release versions the cache holds
+	// (*releases.Inventory): the rules, the pins, the size limit's
+	// protection and Prune count them as they count providers and
+	// modules, per publisher and product (kind "cli"). Default nil: CLI
+	// versions are not retention's (the size limit alone evicts their
+	// archives).
+	CLI CLI
 	// Interval is how often the rules are applied in the background.
 	// Default 10 minutes; negative: only when Prune is called.
 	Interval time.Duration
@@ -77,12 +84,17 @@ type PinSource interface {
 	Pins() (pins *Pins, changed bool, err error)
 }
 
-// Pins are pinned versions: selections per provider and per module.
+// Pins are pinned versions: selections per provider, per module and per
+// CLI product.
 type Pins struct {
 	// Providers by address (HOST/NAMESPACE/TYPE).
 	Providers map[string][]PinSelection
 	// Modules by address (HOST/NAMESPACE/NAME/SYSTEM).
 	Modules map[string][]PinSelection
+	// CLIs by the product's address (releases.Address:
+	// releases.hashicorp.com/hashicorp/terraform,
+	// get.opentofu.org/opentofu/tofu).
+	CLIs map[string][]PinSelection
 }
 
 // PinSelection selects pinned versions.
@@ -98,16 +110,16 @@ type PinSelection struct {
 
 // PinnedVersion is a pinned version that the cache has metadata of.
 type PinnedVersion struct {
-	Kind    string `json:"kind"`    // provider or module
-	Address string `json:"address"` // HOST/NAMESPACE/TYPE or HOST/NAMESPACE/NAME/SYSTEM
+	Kind    string `json:"kind"`    // provider, module or cli
+	Address string `json:"address"` // HOST/NAMESPACE/TYPE, HOST/NAMESPACE/NAME/SYSTEM or a CLI product's (Pins.CLIs)
 	Version string `json:"version"`
 	Where   string `json:"where"` // the pin's file:line
 }
 
 // Removal is the removal of one version's packages.
 type Removal struct {
-	Kind    string `json:"kind"`    // provider or module
-	Address string `json:"address"` // HOST/NAMESPACE/TYPE or HOST/NAMESPACE/NAME/SYSTEM
+	Kind    string `json:"kind"`    // provider, module or cli
+	Address string `json:"address"` // HOST/NAMESPACE/TYPE, HOST/NAMESPACE/NAME/SYSTEM or a CLI product's (Pins.CLIs)
 	Version string `json:"version"`
 	// Rule is why: RuleKeepVersions, RuleUnused or RuleNamed.
 	Rule string `json:"rule"`
@@ -178,6 +190,19 @@ type Engine interface {
 	Lister
 	Remover
 	Config() mirror.Config
+	Notify(n mirrorheld.Notifier) error
+}
+
+// CLI is what retention reads and removes of the CLI release versions the
+// cache holds, and is told of them. *releases.Inventory implements it.
+type CLI interface {
+	// ScanVersions calls fn with every CLI version the cache holds
+	// (kind "cli"; Archives are those its SHA256SUMS lists).
+	ScanVersions(fn func(mirrorheld.Record)) error
+	// RemoveVersion removes a CLI version (kind "cli") that cannot be
+	// fetched again, with its SHA256SUMS, once its archives are removed.
+	RemoveVersion(kind, address, version string) error
+	// Notify makes it tell n which versions it serves (New calls it).
 	Notify(n mirrorheld.Notifier) error
 }
 
@@ -290,6 +315,11 @@ func New(cfg Config, eng Engine, store Store, shared Shared) (*Retainer, error) 
 	if err := eng.Notify(r); err != nil {
 		return nil, err
 	}
+	if cfg.CLI != nil {
+		if err := cfg.CLI.Notify(r); err != nil {
+			return nil, err
+		}
+	}
 	store.SetEvictable(r.Evictable)
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
@@ -349,11 +379,7 @@ func (r *Retainer) Serving(kind, address string, v versions.Version, sha string)
 	if pins == nil {
 		return
 	}
-	sels := pins.Providers[address]
-	if kind == "module" {
-		sels = pins.Modules[address]
-	}
-	for _, sel := range sels {
+	for _, sel := range pins.of(kind, address) {
 		if sel.Latest <= 0 && sel.Set.Has(v) {
 			if r.prot.protect(sha) {
 				r.Changed() // a rebuild lists it as pinned

@@ -182,15 +182,16 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	if err != nil {
 		return nil, err
 	}
-	rcfg.Refused = policyRefuses(engine)
-	ret, err := retention.New(rcfg, engine.Inventory(), store, rshared)
+	rel, err := openReleases(cfg, logger, client, engine, store, met)
 	if err != nil {
 		engine.Close()
 		return nil, err
 	}
-	rel, err := openReleases(cfg, logger, client, engine, store, met)
+	rcfg.Refused = policyRefuses(engine, rel)
+	rcfg.CLI = rel.Inventory() // retention counts the CLI versions too
+	ret, err := retention.New(rcfg, engine.Inventory(), store, rshared)
 	if err != nil {
-		ret.Close()
+		rel.Close()
 		engine.Close()
 		return nil, err
 	}

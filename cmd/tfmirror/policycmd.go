@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // policyHook reads the configuration file's policy block, at start, on
@@ -72,9 +73,13 @@ func (dd *dataDir) setPolicy(p *policy.Policy) {
 }
 
 // policyRefuses says whether the engine's policy refuses a stored version
-// now (retention's Config.Refused).
-func policyRefuses(e *mirror.Engine) func(kind, address, version string) bool {
+// now (retention's Config.Refused); a CLI version as the releases side
+// judges it.
+func policyRefuses(e *mirror.Engine, rel *releases.Releases) func(kind, address, version string) bool {
 	return func(kind, address, version string) bool {
+		if kind == releases.Kind {
+			return !rel.Inventory().StoredVerdict(address, version).Allowed
+		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
 		return !e.Inventory().StoredVerdict(ctx, policy.Kind(kind), address, version).Allowed
