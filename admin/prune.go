@@ -8,6 +8,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/retention"
 )
 
@@ -15,11 +16,15 @@ import (
 const maxPruneVersions = 1000
 
 // PruneRequest asks for a prune (retention.Retainer.Prune): the retention
-// rules' removals now, or, with Provider or Module, the Versions named.
+// rules' removals now, or, with Provider, Module or CLI, the Versions
+// named.
 type PruneRequest struct {
-	DryRun   bool     `json:"dry_run"`
-	Provider string   `json:"provider,omitempty"` // HOST/NAMESPACE/TYPE
-	Module   string   `json:"module,omitempty"`   // HOST/NAMESPACE/NAME/SYSTEM
+	DryRun   bool   `json:"dry_run"`
+	Provider string `json:"provider,omitempty"` // HOST/NAMESPACE/TYPE
+	Module   string `json:"module,omitempty"`   // HOST/NAMESPACE/NAME/SYSTEM
+	// CLI is a CLI release product: "terraform", "tofu" (OpenTofu's), or
+	// another HashiCorp product.
+	CLI      string   `json:"cli,omitempty"`
 	Versions []string `json:"versions,omitempty"`
 }
 
@@ -37,8 +42,8 @@ func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
 	var preq retention.PruneRequest
 	preq.DryRun, preq.Versions = req.DryRun, req.Versions
 	switch {
-	case req.Provider != "" && req.Module != "":
-		return Pruned{}, httperr.BadRequest("name a provider or a module, not both")
+	case (req.Provider != "") && (req.Module != "" || req.CLI != "") || req.Module != "" && req.CLI != "":
+		return Pruned{}, httperr.BadRequest("name one provider, module or CLI product")
 	case req.Provider != "":
 		p, err := addrs.ParseProvider(req.Provider)
 		if err != nil {
@@ -51,10 +56,17 @@ func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
 			return Pruned{}, httperr.BadRequest("%v", err)
 		}
 		preq.Module = &m
+	case req.CLI != "":
+		pub := releases.PublisherOf(req.CLI)
+		addr := releases.Address(pub, req.CLI)
+		if _, _, ok := releases.ParseAddress(addr); !ok {
+			return Pruned{}, httperr.BadRequest("%q is not a CLI release product", req.CLI)
+		}
+		preq.CLI = addr
 	case len(req.Versions) > 0:
-		return Pruned{}, httperr.BadRequest("versions name no provider or module")
+		return Pruned{}, httperr.BadRequest("versions name no provider, module or CLI product")
 	}
-	if (preq.Provider != nil || preq.Module != nil) && len(req.Versions) == 0 {
+	if (preq.Provider != nil || preq.Module != nil || preq.CLI != "") && len(req.Versions) == 0 {
 		return Pruned{}, httperr.BadRequest("name the versions to remove")
 	}
 	if len(req.Versions) > maxPruneVersions {
@@ -81,7 +93,7 @@ func (a *API) Prune(ctx context.Context, req PruneRequest) (Pruned, error) {
 func (a *API) pruneRoutes(mux *http.ServeMux) {
 	mux.HandleFunc("POST /v1/prune", handle(a, slog.LevelInfo, "admin prune", func(ctx context.Context, req PruneRequest) (any, []any, error) {
 		res, err := a.Prune(ctx, req)
-		return res, []any{"provider", req.Provider, "module", req.Module, "dry_run", req.DryRun, "versions", res.Versions, "bytes", res.Bytes}, err
+		return res, []any{"provider", req.Provider, "module", req.Module, "cli", req.CLI, "dry_run", req.DryRun, "versions", res.Versions, "bytes", res.Bytes}, err
 	}))
 }
 

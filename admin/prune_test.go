@@ -46,6 +46,10 @@ func TestAdminPrune(t *testing.T) {
 		{`{"provider":` + addr + `,"module":"a/b/c","versions":["1.0.0"]}`, 400},
 		{`{"provider":` + addr + `,"versions":["9.0.0"]}`, 404},
 		{`{"provider":` + addr + `,"versions":["2.0.0"],"dry_run":true}`, 200},
+		{`{"cli":"terraform"}`, 400},
+		{`{"cli":"terraform-provider-aws","versions":["1.0.0"]}`, 400},
+		{`{"cli":"terraform","module":"a/b/c","versions":["1.0.0"]}`, 400},
+		{`{"cli":"terraform","versions":["1.6.0"]}`, 404},
 	} {
 		if code, _ := call(tc.body); code != tc.want {
 			t.Errorf("%s: status %d, want %d", tc.body, code, tc.want)

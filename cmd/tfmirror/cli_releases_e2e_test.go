@@ -44,6 +44,7 @@ type cliMirror struct {
 	caFile  string
 	hcKey   string // files holding the stand-in's public keys
 	tofuKey string
+	stop    func() // stops the mirror (start); called at the test's end too
 }
 
 // platform is this machine's, which the installers ask for.
@@ -130,12 +131,13 @@ func (c *cliMirror) start(t *testing.T, dataDir string, extraFlags ...string) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- m.serve(ctx, ln) }()
-	t.Cleanup(sync.OnceFunc(func() {
+	c.stop = sync.OnceFunc(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("mirror stopped with: %v", err)
 		}
-	}))
+	})
+	t.Cleanup(c.stop)
 	c.url, c.caFile = "https://"+ln.Addr().String(), m.caFile
 }
 

@@ -24,7 +24,7 @@ import (
 // applies them once).
 var ruleSettings = []string{"keep-versions", "keep-versions-per-major", "evict-unused-after", "pins-dir"}
 
-const pruneUsage = "tfmirror cache prune [--data-dir DIR] [--dry-run] [--keep-versions N] [--keep-versions-per-major] [--evict-unused-after D] [--pins-dir DIR] [--offline] [HOST/NAMESPACE/TYPE | --module HOST/NAMESPACE/NAME/SYSTEM VERSION...]"
+const pruneUsage = "tfmirror cache prune [--data-dir DIR] [--dry-run] [--keep-versions N] [--keep-versions-per-major] [--evict-unused-after D] [--pins-dir DIR] [--offline] [HOST/NAMESPACE/TYPE | --module HOST/NAMESPACE/NAME/SYSTEM | --cli PRODUCT VERSION...]"
 
 // runCache is `tfmirror cache SUBCOMMAND`.
 func runCache(args []string, stdout, stderr io.Writer) int {
@@ -52,7 +52,7 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
 	var (
 		dryRun, offline bool
-		module          string
+		module, cli     string
 		own             settings.Config // the retention rules, as serve takes them
 		pfs             *flag.FlagSet
 	)
@@ -60,6 +60,7 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 		pfs = fs
 		fs.BoolVar(&dryRun, "dry-run", false, "list what would be removed, with sizes, and remove nothing")
 		fs.StringVar(&module, "module", "", "the registry module (HOST/NAMESPACE/NAME/SYSTEM) whose VERSIONs to remove")
+		fs.StringVar(&cli, "cli", "", "the CLI release product (terraform, tofu, ...) whose VERSIONs to remove")
 		fs.BoolVar(&offline, "offline", false, "the data directory is a sealed mirror's (serve --offline): nothing can be fetched again, so the rules remove nothing (only named versions)")
 		settings.Add(fs, &own, ruleSettings...)
 	})
@@ -74,6 +75,13 @@ func runPrune(args []string, lookupEnv func(string) (string, bool), stdout, stde
 	}
 	if err == nil {
 		switch {
+		case module != "" && cli != "":
+			err = errors.New("--module and --cli name two things: name one")
+		case cli != "":
+			req.CLI, req.Versions = cli, rest
+			if len(rest) == 0 {
+				err = errors.New("--cli needs the VERSIONs to remove")
+			}
 		case module != "":
 			var m addrs.Module
 			if m, err = addrs.ParseModule(module); err == nil {
