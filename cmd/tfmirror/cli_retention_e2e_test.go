@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"net/http"
 	"os"
 	"os/exec"
@@ -17,7 +18,7 @@ import (
 // the older one, and `tfmirror cache prune` with a rule that both break
 // (unused for a second) lists, then removes, the newer one only. A sealed
 // mirror on that data directory then lists and installs the pinned
-// version, and answers 404 for the other (its version document and its
+// version (its status page listing the pin), and answers 404 for the other (its version document and its
 // archive), without any origin request. Only a prune naming it then
 // removes the pinned version, saying it cannot be fetched again.
 func TestCLIPrunePinnedThenSealed(t *testing.T) {
@@ -67,7 +68,25 @@ func TestCLIPrunePinnedThenSealed(t *testing.T) {
 	}
 	before := c.origin.TotalHits()
 
-	c.start(t, dataDir, "--offline")
+	c.start(t, dataDir, "--offline", "--pins-dir", pins)
+	client := trustingClient(t, c.caFile)
+	client.Timeout = 30 * time.Second
+	// The status page lists the pin.
+	resp, err := client.Get(c.url + "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Retention struct {
+			Pinned []struct{ Kind, Address, Version, Where string }
+		}
+	}
+	err = json.NewDecoder(resp.Body).Decode(&st)
+	resp.Body.Close()
+	if err != nil || len(st.Retention.Pinned) != 1 || st.Retention.Pinned[0].Kind != "cli" || st.Retention.Pinned[0].Address != addr ||
+		st.Retention.Pinned[0].Version != "1.5.7" || st.Retention.Pinned[0].Where != filepath.Join(pins, "clis.hcl")+":2" {
+		t.Errorf("status page's pinned versions: %+v, %v; want cli %s 1.5.7 pinned by clis.hcl:2", st.Retention.Pinned, err, addr)
+	}
 	home = t.TempDir()
 	if out := c.run(t, home, tenv, tenvEnv(home), "tf", "list-remote"); !strings.Contains(out, "1.5.7") || strings.Contains(out, "1.6.0") {
 		t.Fatalf("the sealed mirror lists:\n%s", out)
@@ -79,8 +98,6 @@ func TestCLIPrunePinnedThenSealed(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("tenv installed the pruned version from the sealed mirror:\n%s", out)
 	}
-	client := trustingClient(t, c.caFile)
-	client.Timeout = 30 * time.Second
 	for _, path := range []string{"/releases/hashicorp/terraform/1.6.0/index.json",
 		"/releases/hashicorp/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)} {
 		resp, err := client.Get(c.url + path)
