@@ -379,8 +379,8 @@ var Table = []*Setting{
 
 	// Retention.
 	{Name: "keep-versions", Group: GroupRetention, Commands: Prune,
-		Help:       "keep the packages of only the newest N cached versions of each provider and module; older ones are removed (fetched again if asked for); 0 keeps all",
-		Doc:        "keep the packages of only the newest N cached versions of each provider and module; see [Retention](operations.md#retention)",
+		Help:       "keep the packages of only the newest N cached versions of each provider, module and CLI product; older ones are removed (fetched again if asked for); 0 keeps all",
+		Doc:        "keep the packages of only the newest N cached versions of each provider, module and CLI product; see [Retention](operations.md#retention)",
 		DocDefault: "`0` (all)",
 		bind:       intOf(0, func(c *Config) *int { return &c.KeepVersions })},
 	{Name: "keep-versions-per-major", Group: GroupRetention, Commands: Prune,
@@ -393,8 +393,8 @@ var Table = []*Setting{
 		DocDefault: "`0` (never)",
 		bind:       daysOf(func(c *Config) *time.Duration { return &c.EvictUnusedAfter })},
 	{Name: "pins-dir", Group: GroupRetention, Commands: Prune,
-		Help:       "directory of Terraform lock files (*.lock.hcl) and sync manifests (*.hcl), read again when they change: the versions they select are never removed by any rule or the size limit, and are listed as pinned on the status page",
-		Doc:        "directory of lock files (`*.lock.hcl`) and sync manifests (`*.hcl`) whose versions no rule and no size limit removes",
+		Help:       "directory of Terraform lock files (*.lock.hcl) and sync manifests (*.hcl: provider, module and cli blocks), read again when they change: the versions they select are never removed by any rule or the size limit, and are listed as pinned on the status page",
+		Doc:        "directory of lock files (`*.lock.hcl`) and sync manifests (`*.hcl`: `provider`, `module` and `cli` blocks) whose versions no rule and no size limit removes; see [Pinning CLI versions](operations.md#pinning-cli-versions)",
 		DocDefault: "none",
 		Reload:     "its files are read again when they change",
 		bind:       stringOf("", func(c *Config) *string { return &c.PinsDir })},
