@@ -258,11 +258,17 @@ func TestOffline(t *testing.T) {
 	if data, _, err := r.read(releases.OpenTofu, "tofu", "1.8.0", tofuZip); err != nil || len(data) == 0 {
 		t.Fatalf("offline tofu archive: %v", err)
 	}
-	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", "terraform_1.6.0_darwin_arm64.zip"); !errors.Is(err, records.ErrOffline) {
-		t.Fatalf("an archive not cached, offline: %v, want ErrOffline", err)
+	// What the sealed mirror does not hold is not found (404), and says
+	// why (offline).
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", "terraform_1.6.0_darwin_arm64.zip"); !errors.Is(err, records.ErrOffline) || !isNotFound(err) {
+		t.Fatalf("an archive not cached, offline: %v, want ErrNotFound and ErrOffline", err)
 	}
-	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.4.0", "terraform_1.4.0_linux_amd64.zip"); !errors.Is(err, records.ErrOffline) {
-		t.Fatalf("a version not cached, offline: %v, want ErrOffline", err)
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.4.0", "terraform_1.4.0_linux_amd64.zip"); !errors.Is(err, records.ErrOffline) || !isNotFound(err) {
+		t.Fatalf("a version not cached, offline: %v, want ErrNotFound and ErrOffline", err)
+	}
+	// 1.5.7's SHA256SUMS is held, none of its archives: not served either.
+	if _, err := r.rel.Document(ctx, releases.HashiCorp, "terraform", "1.5.7", "terraform_1.5.7_SHA256SUMS"); !isNotFound(err) {
+		t.Fatalf("the SHA256SUMS of a version none of whose archives is held, offline: %v, want ErrNotFound", err)
 	}
 	if n := o.TotalHits(); n != before {
 		t.Errorf("the sealed mirror made %d origin requests", n-before)
