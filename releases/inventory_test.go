@@ -6,12 +6,15 @@ import (
 	"reflect"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -147,5 +150,57 @@ func TestParseAddress(t *testing.T) {
 		if _, _, ok := releases.ParseAddress(bad); ok {
 			t.Errorf("ParseAddress(%q) took it", bad)
 		}
+	}
+}
+
+// TestStoredVerdict: retention's view of the policy on a CLI version it
+// holds is the door's (the release age dated by the stored signature, a
+// deny_version), and asks the origin nothing.
+func TestStoredVerdict(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	ctx := context.Background()
+	now := r.clock.Now()
+	o.SetSignedAt(now.Add(-24 * time.Hour))
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err != nil {
+		t.Fatal(err)
+	}
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.5.7"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.rel.Sums(ctx, releases.OpenTofu, "tofu", "1.8.0"); err != nil {
+		t.Fatal(err)
+	}
+	inv := r.rel.Inventory()
+	tfAddr, tofuAddr := releases.Address(releases.HashiCorp, "terraform"), releases.Address(releases.OpenTofu, "tofu")
+	if v := inv.StoredVerdict(tfAddr, "1.6.0"); !v.Allowed {
+		t.Errorf("no policy: %+v", v)
+	}
+	r.engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "72h"
+deny_version "get.opentofu.org/opentofu/tofu" {
+  versions = ["1.8.0"]
+  reason   = "CVE-2026-0001: use 1.8.1"
+}
+`))
+	before := o.TotalHits()
+	for _, tc := range []struct {
+		addr, version string
+		allowed       bool
+		rule          string
+	}{
+		{tfAddr, "1.6.0", false, policy.RuleMinReleaseAge},
+		{tfAddr, "1.5.7", true, ""},
+		{tofuAddr, "1.8.0", false, policy.RuleDenyVersion},
+		{"registry.terraform.io/hashicorp/aws", "1.0.0", true, ""},
+	} {
+		v := inv.StoredVerdict(tc.addr, tc.version)
+		if v.Allowed != tc.allowed || v.Rule != tc.rule {
+			t.Errorf("%s %s: %+v, want allowed %v by %q", tc.addr, tc.version, v, tc.allowed, tc.rule)
+		}
+	}
+	if n := o.TotalHits() - before; n != 0 {
+		t.Errorf("the verdicts asked the origin %d times", n)
 	}
 }
