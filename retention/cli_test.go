@@ -417,3 +417,30 @@ func TestRetentionCLIServingPinned(t *testing.T) {
 		t.Error("after a rebuild, the size limit may evict the pinned version, or not the other")
 	}
 }
+
+// A pin of the newest N cached CLI versions (a cli block's latest = N)
+// counts among the cached versions of its product only.
+func TestRetentionCLIPinLatest(t *testing.T) {
+	t.Parallel()
+	o := startReleasesOrigin(t)
+	pins := &staticPins{changed: true, pins: &Pins{CLIs: map[string][]PinSelection{
+		tfAddr: {{Set: versions.MustMakeSet(versions.MeetingConstraintsStringRuby(">= 1.5.0")), Latest: 2, Where: "clis.hcl:3"}},
+	}}}
+	r := newCLIRig(t, o, "", false, nil, Config{KeepVersions: 1, Interval: -1, Pins: pins})
+	r.readAll("terraform", "1.5.7", "1.6.0", "1.7.0")
+	r.readAll("tofu", "1.8.0")
+	done, err := r.ret.Prune(t.Context(), PruneRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := cliRemovals(done), []string{"cli " + tfAddr + " 1.5.7 keep-versions"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("removed %v, want %v (1.6.0 and 1.7.0 are the newest 2 pinned)", got, want)
+	}
+	var pinned []string
+	for _, p := range r.ret.Status().Pinned {
+		pinned = append(pinned, p.Kind+" "+p.Version)
+	}
+	if want := []string{"cli 1.6.0", "cli 1.7.0"}; !reflect.DeepEqual(pinned, want) {
+		t.Errorf("pinned %v, want %v", pinned, want)
+	}
+}
