@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strings"
 	"testing"
@@ -215,6 +216,28 @@ func TestCLIRequestsRefused(t *testing.T) {
 	}
 	if status, body := post("/v1/cli/ensure", `{"product":"terraform","version":"1.6.0","platform":"linux_amd64"}`); status != http.StatusConflict {
 		t.Errorf("ensure without a releases side: %d %s, want 409", status, body)
+	}
+}
+
+// TestCLIRefusesUnknownCaller: the CLI calls are behind the socket's
+// guard like every admin call: a request whose caller's credentials were
+// not read is refused and asks nothing of the origin.
+func TestCLIRefusesUnknownCaller(t *testing.T) {
+	r := newCLIRig(t)
+	srv := httptest.NewServer(r.api.Handler())
+	defer srv.Close()
+	for _, p := range []string{"/v1/cli/versions", "/v1/cli/ensure"} {
+		resp, err := http.Post(srv.URL+p, "application/json", strings.NewReader(`{"product":"terraform","version":"1.6.0","platform":"linux_amd64"}`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("%s from an unknown caller: %d, want 403", p, resp.StatusCode)
+		}
+	}
+	if n := r.origin.TotalHits(); n != 0 {
+		t.Errorf("refused requests reached the origin %d times", n)
 	}
 }
 

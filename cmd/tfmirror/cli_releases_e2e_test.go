@@ -376,8 +376,9 @@ func TestSyncCLIThenSealed(t *testing.T) {
 // TestSyncCLIThroughRunningServe: with a tfmirror serve running on the
 // data directory, sync takes a manifest's cli blocks through its admin
 // socket (admin /v1/cli/*), printing what a sync that opens the data
-// directory itself prints, with the same exit status, for a manifest that
-// succeeds and one that names a product the mirror does not serve. A
+// directory itself prints, with the same exit status, for a dry run, a
+// manifest that succeeds and one that names a product the mirror does
+// not serve. A
 // second sync finds the archives cached; then, the origin stopped, tenv
 // installs the synced version from the serve's cache.
 func TestSyncCLIThroughRunningServe(t *testing.T) {
@@ -393,10 +394,11 @@ func TestSyncCLIThroughRunningServe(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	sync := func(dataDir, manifest string) (int, string, string) {
+	sync := func(dataDir, manifest string, flags ...string) (int, string, string) {
 		t.Helper()
 		var stdout, stderr bytes.Buffer
-		code := runSync(context.Background(), append(c.flags(dataDir), filepath.Join(dir, manifest)),
+		args := append(append(c.flags(dataDir), flags...), filepath.Join(dir, manifest))
+		code := runSync(context.Background(), args,
 			func(string) (string, bool) { return "", false }, &stdout, &stderr, overrides{rootCAs: c.pool(), keepStdLog: true})
 		return code, stdout.String(), stderr.String()
 	}
@@ -413,8 +415,19 @@ func TestSyncCLIThroughRunningServe(t *testing.T) {
 	}
 
 	dataDir := filepath.Join(t.TempDir(), "data")
+	wantDry, wantDryOut, errOut := sync(dataDir, "good.hcl", "--dry-run") // opens the new data directory
+	if wantDry != 0 || !strings.Contains(wantDryOut, "would fetch cli terraform 1.6.0 "+platform) {
+		t.Fatalf("direct dry run: exit %d\n%s\n%s", wantDry, wantDryOut, errOut)
+	}
 	c.start(t, dataDir)
-	code, out, errOut := sync(dataDir, "good.hcl")
+	code, out, errOut := sync(dataDir, "good.hcl", "--dry-run")
+	if code != wantDry || out != wantDryOut || !strings.Contains(errOut, "admin socket") {
+		t.Fatalf("dry run through the serve: exit %d\n%s\n%s\nwant exit %d\n%s", code, out, errOut, wantDry, wantDryOut)
+	}
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 1 {
+		t.Fatalf("a dry run fetched the archive (%d fetches)", n)
+	}
+	code, out, errOut = sync(dataDir, "good.hcl")
 	if !strings.Contains(errOut, "working through the running tfmirror's admin socket") {
 		t.Fatalf("sync did not go through the running serve:\n%s", errOut)
 	}
