@@ -48,7 +48,7 @@ type env struct {
 	// releasesHost its host:port.
 	releases     *fakeorigin.Releases
 	releasesHost string
-	report     *report
+	report       *report
 
 	bin        string   // the tfmirror binary
 	mirrorArgs []string // its flags
