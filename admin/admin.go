@@ -166,6 +166,9 @@ type Options struct {
 	// in force (the same as on SIGHUP); nil: a reload is refused (a
 	// command that opened the data directory itself serves nothing).
 	Reload func(ctx context.Context) (Reloaded, error)
+	// Releases is the CLI releases side, behind the package policy, that
+	// sync's cli blocks fill (clireleases.go); nil: they are refused.
+	Releases CLIReleases
 }
 
 // Pruner prunes the engine's cache (PruneRequest). *retention.Retainer

@@ -155,6 +155,9 @@ func (c *Client) UnpackModule(ctx context.Context, m addrs.Module, version, dir 
 type CallError struct {
 	Status int
 	Msg    string
+	// Raw says the answer was not an ErrorBody (not the admin API's own
+	// refusal: a route the server does not have, for one).
+	Raw bool
 }
 
 func (e *CallError) Error() string { return e.Msg }
@@ -163,7 +166,7 @@ func (e *CallError) Error() string { return e.Msg }
 func DecodeError(status int, body []byte) error {
 	var ae ErrorBody
 	if json.Unmarshal(body, &ae) != nil || ae.Error == "" {
-		return &CallError{Status: status, Msg: fmt.Sprintf("admin API status %d: %q", status, body)}
+		return &CallError{Status: status, Msg: fmt.Sprintf("admin API status %d: %q", status, body), Raw: true}
 	}
 	return &CallError{Status: status, Msg: ae.Error}
 }

@@ -47,9 +47,11 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/policy/held    PolicyRequest                   -> [mirror/unsigned.Version]
 //	POST /v1/policy/release PolicyRequest                   -> KnownRelease
 //	POST /v1/reload   ReloadRequest                         -> Reloaded
+//	POST /v1/cli/versions CLIRequest                        -> ["VERSION", ...]
+//	POST /v1/cli/ensure   CLIRequest                        -> CLIEnsured
 //
 // Errors answer the status httperr.Status gives and an ErrorBody. What
-// changes the cache or writes files (ensure, module unpack, export,
+// changes the cache or writes files (ensure, CLI ensure, module unpack, export,
 // import), and a reload of the configuration, is logged at info level, succeeded or failed, with what it
 // changed and the caller's uid and pid: the audit log.
 func (a *API) Handler() http.Handler {
@@ -86,6 +88,7 @@ func (a *API) Handler() http.Handler {
 	a.verifyRoutes(mux) // verify.go
 	a.policyRoutes(mux) // policy.go
 	a.reloadRoutes(mux) // reload.go
+	a.cliRoutes(mux)    // clireleases.go
 	return a.guard(mux)
 }
 

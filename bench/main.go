@@ -5,7 +5,8 @@
 // through the mirror against installing directly from the origin, origin
 // downloads of three replicas with and without a shared store, what
 // start-up, memory and the status page cost as the cache grows to 100,000
-// packages, and whether the disk follows the cache after evictions.
+// packages, whether the disk follows the cache after evictions, and the
+// CLI releases door's warm archive against the network mirror's.
 //
 //	go run ./bench            (see BENCHMARKS.md; -h lists the flags)
 //
@@ -35,6 +36,7 @@ type config struct {
 	Duration      time.Duration
 	Rounds        int
 	JSONRounds    int
+	CLIRounds     int
 	FanOut        int
 	OriginRate    int64
 	TTFBSamples   int
@@ -68,6 +70,7 @@ func parseFlags() config {
 	flag.IntVar(&c.JSONConns, "json-conns", 64, "concurrent keep-alive connections for warm JSON (figure 2)")
 	flag.DurationVar(&c.Duration, "duration", 10*time.Second, "how long each throughput and requests-per-second measurement runs")
 	flag.IntVar(&c.JSONRounds, "json-rounds", 5, "rounds of figure 2, each measuring tfmirror and nginx back to back with each load generator, alternating which goes first; the median of the rounds' ratios is reported")
+	flag.IntVar(&c.CLIRounds, "cli-rounds", 5, "rounds of figure 11, each measuring the releases door's warm CLI archive and the network mirror's warm archive back to back, alternating which goes first; the medians are reported")
 	flag.IntVar(&c.Rounds, "rounds", 3, "times figure 1 alternates between tfmirror and nginx; the best round of each is reported, as other load on the machine only ever slows a round down")
 	flag.IntVar(&c.FanOut, "fanout", 50, "concurrent clients of one uncached archive (figure 3)")
 	flag.Int64Var(&c.OriginRate, "origin-rate", 100_000_000, "origin archive throttle for figures 3, 4 and 7, in bytes per second")
@@ -96,6 +99,7 @@ func parseFlags() config {
 	flag.Parse()
 	c.Rounds = max(c.Rounds, 1)
 	c.JSONRounds = max(c.JSONRounds, 1)
+	c.CLIRounds = max(c.CLIRounds, 1)
 	return c
 }
 

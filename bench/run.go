@@ -44,7 +44,11 @@ type env struct {
 	big        *fakeorigin.Origin
 	json       *fakeorigin.Origin
 	tf         *fakeorigin.Origin
-	report     *report
+	// releases is the stand-in CLI release origin of figure 11;
+	// releasesHost its host:port.
+	releases     *fakeorigin.Releases
+	releasesHost string
+	report       *report
 
 	bin        string   // the tfmirror binary
 	mirrorArgs []string // its flags
@@ -142,7 +146,7 @@ func run(ctx context.Context, cfg config) (err error) {
 
 	e.tls = tlsFiles
 	e.bin = bin
-	if cfg.wantAny(1, 2, 3, 4, 5, 6, 7) {
+	if cfg.wantAny(1, 2, 3, 4, 5, 6, 7, 11) {
 		stopMain, err := e.setupMain(ctx)
 		if err != nil {
 			return err
@@ -154,7 +158,7 @@ func run(ctx context.Context, cfg config) (err error) {
 		n int
 		f func(context.Context) error
 	}{{1, e.warmThroughput}, {2, e.warmJSON}, {3, e.coldFanOut}, {4, e.coldTTFB}, {5, e.memory}, {6, e.terraformInit}, {7, e.sharedTier},
-		{8, e.growth}, {9, e.diskUse}, {10, e.soak}}
+		{8, e.growth}, {9, e.diskUse}, {10, e.soak}, {11, e.warmCLIArchive}}
 	for _, fig := range figures {
 		if !e.want(fig.n) {
 			continue
@@ -184,8 +188,9 @@ func run(ctx context.Context, cfg config) (err error) {
 	return nil
 }
 
-// setupMain starts what figures 1 to 7 share: the fake origins, a CONNECT
-// proxy, tfmirror and, for figures 1, 2, 3 and 6, nginx; stop stops them.
+// setupMain starts what figures 1 to 7 and 11 share: the fake origins
+// (and, for figure 11, the stand-in CLI release origin), a CONNECT proxy,
+// tfmirror and, for figures 1, 2, 3 and 6, nginx; stop stops them.
 func (e *env) setupMain(ctx context.Context) (stop func(), err error) {
 	var stops []func()
 	stop = func() {
@@ -235,8 +240,19 @@ func (e *env) setupMain(ctx context.Context) (stop func(), err error) {
 	}
 	stops = append(stops, proxy.Close)
 
+	allowed := []string{e.big.Addr, e.json.Addr, tfHost}
+	cas := append(append(append([]byte{}, e.big.CACertPEM...), e.json.CACertPEM...), e.tf.CACertPEM...)
+	var releasesFlags []string
+	if e.want(11) {
+		if releasesFlags, err = e.startReleasesOrigin(int64(e.cfg.ArchiveMiB) << 20); err != nil {
+			return stop, err
+		}
+		stops = append(stops, e.releases.Close)
+		allowed = append(allowed, e.releasesHost)
+		cas = append(cas, e.releases.CACertPEM...)
+	}
 	originCAs := filepath.Join(e.dir, "origin-cas.pem")
-	if err := os.WriteFile(originCAs, append(append(append([]byte{}, e.big.CACertPEM...), e.json.CACertPEM...), e.tf.CACertPEM...), 0o644); err != nil {
+	if err := os.WriteFile(originCAs, cas, 0o644); err != nil {
 		return stop, err
 	}
 
@@ -244,9 +260,10 @@ func (e *env) setupMain(ctx context.Context) (stop func(), err error) {
 	e.mirrorArgs = []string{
 		"--data-dir", filepath.Join(e.dir, "data"),
 		"--tls-cert", e.tls.Cert, "--tls-key", e.tls.Key,
-		"--allowed-origins", strings.Join([]string{e.big.Addr, e.json.Addr, tfHost}, ","),
+		"--allowed-origins", strings.Join(allowed, ","),
 		"--allow-private-origins",
 	}
+	e.mirrorArgs = append(e.mirrorArgs, releasesFlags...)
 	e.mirrorEnv = []string{"SSL_CERT_FILE=" + originCAs, "HTTPS_PROXY=" + proxy.URL(), "https_proxy=", "NO_PROXY=", "no_proxy="}
 	for _, kv := range strings.Split(e.cfg.MirrorEnv, ",") {
 		if kv = strings.TrimSpace(kv); kv != "" {

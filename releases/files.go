@@ -110,3 +110,8 @@ func (r *Releases) OpenArchive(ctx context.Context, pub Publisher, product, vers
 	r.metrics.CLIServed(string(pub), product, "archive", false)
 	return arc, nil
 }
+
+// Cached reports whether the archive whose sha256 is sha is in the cache
+// (an archive read to its end through OpenArchive is committed just
+// after).
+func (r *Releases) Cached(sha string) bool { return r.engine.HasBlob(sha) }

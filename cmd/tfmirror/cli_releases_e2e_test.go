@@ -374,3 +374,96 @@ func TestSyncCLIThenSealed(t *testing.T) {
 		t.Errorf("the sealed mirror made %d origin requests", n)
 	}
 }
+
+// TestSyncCLIThroughRunningServe: with a tfmirror serve running on the
+// data directory, sync takes a manifest's cli blocks through its admin
+// socket (admin /v1/cli/*), printing what a sync that opens the data
+// directory itself prints, with the same exit status, for a dry run, a
+// manifest that succeeds and one that names a product the mirror does
+// not serve. A
+// second sync finds the archives cached; then, the origin stopped, tenv
+// installs the synced version from the serve's cache.
+func TestSyncCLIThroughRunningServe(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := newCLIOrigin(t)
+	dir := t.TempDir()
+	manifests := map[string]string{
+		"good.hcl": "platforms = [\"" + platform + "\"]\ncli \"terraform\" {\n  versions = [\"~> 1.6.0\"]\n}\ncli \"tofu\" {\n  versions = [\">= 1.8.0\"]\n  platforms = [\"windows_amd64\", \"freebsd_arm\"]\n}\n",
+		"bad.hcl":  "platforms = [\"" + platform + "\"]\ncli \"vault\" {\n  versions = [\">= 1.0.0\"]\n}\n",
+	}
+	for name, src := range manifests {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(src), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sync := func(dataDir, manifest string, flags ...string) (int, string, string) {
+		t.Helper()
+		var stdout, stderr bytes.Buffer
+		args := append(append(c.flags(dataDir), flags...), filepath.Join(dir, manifest))
+		code := runSync(context.Background(), args,
+			func(string) (string, bool) { return "", false }, &stdout, &stderr, overrides{rootCAs: c.pool(), keepStdLog: true})
+		return code, stdout.String(), stderr.String()
+	}
+
+	// The direct path, on a data directory of its own: what to expect.
+	direct := filepath.Join(t.TempDir(), "direct")
+	wantGood, wantGoodOut, errOut := sync(direct, "good.hcl")
+	if wantGood != 0 || !strings.Contains(wantGoodOut, "cli summary: 3 archives fetched") {
+		t.Fatalf("direct sync: exit %d\n%s\n%s", wantGood, wantGoodOut, errOut)
+	}
+	wantBad, wantBadOut, _ := sync(direct, "bad.hcl")
+	if wantBad != 1 || !strings.Contains(wantBadOut, "cli vault") {
+		t.Fatalf("direct sync of an unserved product: exit %d\n%s", wantBad, wantBadOut)
+	}
+
+	dataDir := filepath.Join(t.TempDir(), "data")
+	wantDry, wantDryOut, errOut := sync(dataDir, "good.hcl", "--dry-run") // opens the new data directory
+	if wantDry != 0 || !strings.Contains(wantDryOut, "would fetch cli terraform 1.6.0 "+platform) {
+		t.Fatalf("direct dry run: exit %d\n%s\n%s", wantDry, wantDryOut, errOut)
+	}
+	c.start(t, dataDir)
+	code, out, errOut := sync(dataDir, "good.hcl", "--dry-run")
+	if code != wantDry || out != wantDryOut || !strings.Contains(errOut, "admin socket") {
+		t.Fatalf("dry run through the serve: exit %d\n%s\n%s\nwant exit %d\n%s", code, out, errOut, wantDry, wantDryOut)
+	}
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 1 {
+		t.Fatalf("a dry run fetched the archive (%d fetches)", n)
+	}
+	code, out, errOut = sync(dataDir, "good.hcl")
+	if !strings.Contains(errOut, "working through the running tfmirror's admin socket") {
+		t.Fatalf("sync did not go through the running serve:\n%s", errOut)
+	}
+	if code != wantGood || out != wantGoodOut {
+		t.Fatalf("through the serve: exit %d\n%s\n%s\nwant exit %d\n%s", code, out, errOut, wantGood, wantGoodOut)
+	}
+	if !strings.Contains(errOut, "not published by the origin: cli tofu 1.8.0 freebsd_arm") {
+		t.Errorf("an unpublished platform is not reported:\n%s", errOut)
+	}
+	code, out, errOut = sync(dataDir, "bad.hcl")
+	if code != wantBad || out != wantBadOut {
+		t.Fatalf("through the serve, an unserved product: exit %d\n%s\n%s\nwant exit %d\n%s", code, out, errOut, wantBad, wantBadOut)
+	}
+	code, out, errOut = sync(dataDir, "good.hcl")
+	if code != 0 || !strings.Contains(out, "cli summary: 0 archives fetched (0 B), 3 already cached, 0 failed") {
+		t.Fatalf("second sync through the serve: exit %d\n%s\n%s", code, out, errOut)
+	}
+	archive := "/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)
+	if n := c.origin.Hits(archive); n != 2 { // once for each data directory
+		t.Errorf("the archive was fetched %d times, want 2", n)
+	}
+	waitIdle(c.mirror.engine)
+
+	c.origin.SetDown(true)
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+	if n := c.origin.Hits(archive); n != 2 {
+		t.Errorf("the install fetched the archive from the origin (%d fetches)", n)
+	}
+}

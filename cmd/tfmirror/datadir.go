@@ -33,6 +33,7 @@ type engineOps interface {
 	// Release is what the cache knows of a version's release.
 	Release(ctx context.Context, req admin.PolicyRequest) (admin.KnownRelease, error)
 	moduleOps
+	cliOps
 }
 
 // dataDir is a data directory's engine as a subcommand reaches it.
@@ -81,6 +82,9 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 	opts, err := adminOptions(cfg)
 	if err == nil {
 		opts.OCILayout, err = ociLayoutOption(cfg, parts)
+	}
+	if parts.releases != nil {
+		opts.Releases = parts.releases
 	}
 	if err != nil {
 		parts.shutdown(ctx)

@@ -182,6 +182,9 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if aopts.OCILayout, err = ociLayoutOption(cfg, m.engineParts); err != nil {
 		return nil, err
 	}
+	if m.releases != nil {
+		aopts.Releases = m.releases // sync's cli blocks through the admin socket
+	}
 	// The same reload as on SIGHUP, for tfmirror reload.
 	aopts.Reload = func(context.Context) (admin.Reloaded, error) { return m.reload() }
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {

@@ -20,7 +20,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/manifest"
 	"github.com/tfmirror/tfmirror/v2/policy"
-	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
@@ -114,9 +113,6 @@ type syncRun struct {
 	status io.Writer // progress
 	tty    bool      // status is a terminal: redraw one line
 	now    func() time.Time
-	// cli is the CLI releases side of the engine this sync opened; nil
-	// through a running serve.
-	cli *releases.Releases
 }
 
 // runSync is `tfmirror sync`; it returns the exit status.
@@ -163,9 +159,6 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", dd.where(), cfg.DataDir)
 	dd.setPolicy(cfg.policy)
 	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: isTerminal(stderr), now: time.Now}
-	if dd.parts != nil {
-		r.cli = dd.parts.releases
-	}
 	if !r.run(ctx, spec) {
 		return 1
 	}

@@ -2,17 +2,23 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/dustin/go-humanize"
 
+	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/manifest"
-	"github.com/tfmirror/tfmirror/v2/mirror/gate"
-	"github.com/tfmirror/tfmirror/v2/releases"
 )
+
+// cliOps is what sync needs for CLI releases, part of engineOps: the
+// same admin operations whether this process opened the data directory
+// or a running serve holds it.
+type cliOps interface {
+	CLIVersions(ctx context.Context, req admin.CLIRequest) ([]string, error)
+	EnsureCLI(ctx context.Context, req admin.CLIRequest) (admin.CLIEnsured, error)
+}
 
 // cliSync is what a sync did of the manifests' cli blocks.
 type cliSync struct {
@@ -24,29 +30,18 @@ type cliSync struct {
 
 // syncCLIs fetches, verified, the archives of the CLI versions the
 // manifests' cli blocks select, for their platforms, through the releases
-// side of the engine this sync opened.
+// side of the data directory's engine (admin.API.EnsureCLI).
 func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 	var res cliSync
-	if len(spec.CLIs) == 0 {
-		return res
-	}
-	if r.cli == nil {
-		res.failures = append(res.failures, "cli blocks: a running tfmirror serve holds this data directory, and CLI releases are synced only by a sync that opens it (stop the serve, or let runners pull them through /releases/)")
-		return res
-	}
 	for _, c := range spec.CLIs {
-		pub := releases.HashiCorp
-		if c.Product == releases.TofuProduct {
-			pub = releases.OpenTofu
-		}
-		list, _, err := r.cli.Versions(ctx, pub, c.Product)
+		list, err := r.ops.CLIVersions(ctx, admin.CLIRequest{Product: c.Product})
 		if err != nil {
 			res.failures = append(res.failures, fmt.Sprintf("cli %s: %v", c.Product, err))
 			continue
 		}
 		var available versions.List
-		for _, l := range list.Versions {
-			if v, err := versions.ParseVersion(l.Version); err == nil {
+		for _, l := range list {
+			if v, err := versions.ParseVersion(l); err == nil {
 				available = append(available, v)
 			}
 		}
@@ -61,7 +56,7 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 				continue
 			}
 			for _, pl := range c.Platforms {
-				r.syncCLIArchive(ctx, &res, pub, c.Product, v.String(), pl)
+				r.syncCLIArchive(ctx, &res, c.Product, v.String(), pl)
 			}
 		}
 	}
@@ -69,38 +64,26 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 }
 
 // syncCLIArchive fetches one archive, unless the cache has it.
-func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, pub releases.Publisher, product, version, platform string) {
-	name := product + "_" + version + "_" + platform + ".zip"
+func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, product, version, platform string) {
 	what := fmt.Sprintf("cli %s %s %s", product, version, platform)
 	if r.cfg.DryRun {
-		fmt.Fprintf(r.out, "would fetch %s (%s)\n", what, name)
+		fmt.Fprintf(r.out, "would fetch %s (%s)\n", what, product+"_"+version+"_"+platform+".zip")
 		return
 	}
-	a, err := r.cli.OpenArchive(ctx, pub, product, version, name)
-	var held *gate.PolicyError
+	got, err := r.ops.EnsureCLI(ctx, admin.CLIRequest{Product: product, Version: version, Platform: platform})
 	switch {
-	case errors.As(err, &held):
-		res.skipped = append(res.skipped, fmt.Sprintf("%s: %s", what, held.Verdict.Message()))
-		return
-	case errors.Is(err, releases.ErrNotFound):
-		fmt.Fprintf(r.status, "not published by the origin: %s\n", what)
-		return
 	case err != nil:
 		res.failures = append(res.failures, fmt.Sprintf("%s: %v", what, err))
-		return
-	}
-	defer a.Close()
-	if a.Content() != nil {
+	case got.Held != "":
+		res.skipped = append(res.skipped, fmt.Sprintf("%s: %s", what, got.Held))
+	case got.Unpublished:
+		fmt.Fprintf(r.status, "not published by the origin: %s\n", what)
+	case got.CachedAlready:
 		res.cached++
-		return
+	default:
+		res.fetched++
+		res.bytes += got.Bytes
 	}
-	n, err := io.Copy(io.Discard, a) // the whole archive verified, then committed
-	if err != nil {
-		res.failures = append(res.failures, fmt.Sprintf("%s: %v", what, err))
-		return
-	}
-	res.fetched++
-	res.bytes += n
 }
 
 // report prints the CLI part of a sync's summary and says whether it all

@@ -1,0 +1,244 @@
+package admin
+
+// Admin operations on the CLI releases (Terraform's, OpenTofu's), for the
+// cli blocks of `tfmirror sync`:
+//
+//	POST /v1/cli/versions {"product"}                       -> ["1.6.0", ...]
+//	POST /v1/cli/ensure   {"product","version","platform"}  -> CLIEnsured
+//
+// ensure makes sure one archive is cached, fetched and verified exactly as
+// for a client of the releases door (releases.Releases.OpenArchive): the
+// signed SHA256SUMS, the archive's sha256, the package policy. Each call
+// names one archive, so a request is as small as every admin request and
+// a sync of many versions is many calls, each bounded in time by its
+// caller.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
+	"github.com/tfmirror/tfmirror/v2/releases"
+)
+
+// CLIReleases is what the CLI operations use of the releases side, behind
+// the package policy. *releases.Releases implements it.
+type CLIReleases interface {
+	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
+	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
+	// Cached reports whether the archive of sha256 sha is in the cache.
+	Cached(sha string) bool
+}
+
+var _ CLIReleases = (*releases.Releases)(nil)
+
+// CLIRequest names a CLI product ("terraform", "tofu", ...) and, for
+// ensure, a version and a platform (os_arch).
+type CLIRequest struct {
+	Product  string `json:"product"`
+	Version  string `json:"version,omitempty"`
+	Platform string `json:"platform,omitempty"`
+}
+
+// CLIEnsured is the result of making sure one CLI archive is cached. When
+// Held or Unpublished is set nothing was fetched.
+type CLIEnsured struct {
+	// Archive is the archive's name, PRODUCT_VERSION_OS_ARCH.zip.
+	Archive string `json:"archive"`
+	SHA256  string `json:"sha256,omitempty"`
+	// Bytes is the archive's size.
+	Bytes int64 `json:"bytes,omitempty"`
+	// CachedAlready says the archive was in the cache before the call.
+	CachedAlready bool `json:"cached_already,omitempty"`
+	// Held says why the package policy holds the version back.
+	Held string `json:"held,omitempty"`
+	// Unpublished says the origin publishes no such archive: the
+	// version's signed SHA256SUMS does not list it, or the version is not
+	// released.
+	Unpublished bool `json:"unpublished,omitempty"`
+}
+
+// maxCLIProduct bounds a product name, as the releases side does.
+const maxCLIProduct = 64
+
+// publisherOf is the publisher of product: OpenTofu's one product, or
+// HashiCorp's.
+func publisherOf(product string) releases.Publisher {
+	if product == releases.TofuProduct {
+		return releases.OpenTofu
+	}
+	return releases.HashiCorp
+}
+
+// parse checks the request's product (and version and platform, when
+// want); every refusal is a 400.
+func (r CLIRequest) parse(wantArchive bool) error {
+	if r.Product == "" || len(r.Product) > maxCLIProduct || strings.Trim(r.Product, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		return httperr.BadRequest("product %.80q: want a lower-case product name such as terraform or tofu", r.Product)
+	}
+	if !wantArchive {
+		if r.Version != "" || r.Platform != "" {
+			return httperr.BadRequest("a version list takes no version or platform")
+		}
+		return nil
+	}
+	if _, err := releases.CanonicalVersion(r.Version); err != nil {
+		return httperr.BadRequest("version %.80q: want a version in its canonical spelling, such as 1.6.0", r.Version)
+	}
+	if _, err := addrs.ParsePlatform(r.Platform); err != nil {
+		return httperr.BadRequest("%v", err)
+	}
+	return nil
+}
+
+// errNoCLIReleases: the process has no releases side to sync.
+var errNoCLIReleases = &httperr.RequestError{Status: http.StatusConflict, Msg: "this tfmirror has no CLI releases side"}
+
+// CLIVersions lists the versions of product the releases side serves
+// (what the package policy holds back left out), newest first.
+func (a *API) CLIVersions(ctx context.Context, req CLIRequest) ([]string, error) {
+	if err := req.parse(false); err != nil {
+		return nil, err
+	}
+	if a.opts.Releases == nil {
+		return nil, errNoCLIReleases
+	}
+	list, _, err := a.opts.Releases.Versions(ctx, publisherOf(req.Product), req.Product)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, 0, len(list.Versions))
+	for _, l := range list.Versions {
+		out = append(out, l.Version)
+	}
+	return out, nil
+}
+
+// EnsureCLI makes sure the archive of req's version of its product for
+// its platform is cached: fetched and verified as for a client of the
+// releases door. A version the policy holds back, or an archive the
+// origin does not publish, is an answer (CLIEnsured.Held, Unpublished),
+// not an error.
+func (a *API) EnsureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
+	res, err := a.ensureCLI(ctx, req)
+	if a.metrics != nil && res.Held == "" && !res.Unpublished {
+		switch {
+		case err != nil:
+			a.metrics.Synced("failed", 0)
+		case res.CachedAlready:
+			a.metrics.Synced("cached", 0)
+		default:
+			a.metrics.Synced("fetched", res.Bytes)
+		}
+	}
+	return res, err
+}
+
+func (a *API) ensureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
+	if err := req.parse(true); err != nil {
+		return CLIEnsured{}, err
+	}
+	if a.opts.Releases == nil {
+		return CLIEnsured{}, errNoCLIReleases
+	}
+	res := CLIEnsured{Archive: req.Product + "_" + req.Version + "_" + req.Platform + ".zip"}
+	arc, err := a.opts.Releases.OpenArchive(ctx, publisherOf(req.Product), req.Product, req.Version, res.Archive)
+	var held *gate.PolicyError
+	switch {
+	case errors.As(err, &held):
+		res.Held = held.Verdict.Message()
+		return res, nil
+	case errors.Is(err, releases.ErrNotFound):
+		res.Unpublished = true
+		return res, nil
+	case err != nil:
+		return res, err
+	}
+	defer arc.Close()
+	res.SHA256 = arc.SHA256
+	if arc.Content() != nil {
+		res.CachedAlready, res.Bytes = true, arc.Size
+		return res, nil
+	}
+	// The whole archive read: its sha256 checked, then committed.
+	n, err := io.Copy(io.Discard, arc)
+	if err != nil {
+		return res, fmt.Errorf("%s: %w", res.Archive, err)
+	}
+	res.Bytes = n
+	// Committed to the cache just after its last byte: ensured means
+	// cached, so that a sync that follows finds it.
+	if err := waitCached(ctx, a.opts.Releases, arc.SHA256); err != nil {
+		return res, fmt.Errorf("%s: %w", res.Archive, err)
+	}
+	return res, nil
+}
+
+// maxCommitWait bounds the wait for a verified archive to be in the cache.
+const maxCommitWait = 30 * time.Second
+
+// waitCached waits until the archive of sha is cached, for up to
+// maxCommitWait.
+func waitCached(ctx context.Context, rel CLIReleases, sha string) error {
+	deadline := time.NewTimer(maxCommitWait)
+	defer deadline.Stop()
+	for wait := time.Millisecond; !rel.Cached(sha); wait = min(2*wait, 100*time.Millisecond) {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-deadline.C:
+			return fmt.Errorf("verified but not in the cache %s later (evicted at once: is --cache-max-bytes too small?)", maxCommitWait)
+		case <-time.After(wait):
+		}
+	}
+	return nil
+}
+
+// cliRoutes adds the CLI operations to mux.
+func (a *API) cliRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/cli/versions", handle(a, slog.LevelDebug, "admin sync: CLI versions listed", func(ctx context.Context, req CLIRequest) (any, []any, error) {
+		res, err := a.CLIVersions(ctx, req)
+		return res, []any{"product", req.Product, "versions", len(res)}, err
+	}))
+	mux.HandleFunc("POST /v1/cli/ensure", handle(a, slog.LevelInfo, "admin sync: CLI archive ensured", func(ctx context.Context, req CLIRequest) (any, []any, error) {
+		res, err := a.EnsureCLI(ctx, req)
+		attrs := []any{"product", req.Product, "version", req.Version, "platform", req.Platform}
+		if err != nil {
+			return nil, attrs, err
+		}
+		return res, append(attrs, "fetched", !res.CachedAlready && res.Held == "" && !res.Unpublished,
+			"held", res.Held, "unpublished", res.Unpublished, "bytes", res.Bytes, "sha256", res.SHA256), nil
+	}))
+}
+
+// CLIVersions is API.CLIVersions through the socket.
+func (c *Client) CLIVersions(ctx context.Context, req CLIRequest) ([]string, error) {
+	var out []string
+	return out, earlier(c.call(ctx, "/v1/cli/versions", req, &out))
+}
+
+// EnsureCLI is API.EnsureCLI through the socket.
+func (c *Client) EnsureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
+	var out CLIEnsured
+	return out, earlier(c.call(ctx, "/v1/cli/ensure", req, &out))
+}
+
+// earlier says so when err is the answer of a tfmirror that has no such
+// route: a serve of an earlier release, which answers 404 without an
+// ErrorBody.
+func earlier(err error) error {
+	var ce *CallError
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound && ce.Raw {
+		return fmt.Errorf("the running tfmirror serve does not sync CLI releases (is it of an earlier release? restart it): %w", err)
+	}
+	return err
+}
