@@ -6,6 +6,12 @@
 // it for package access; cmd/tfmirror composes it over the engine and
 // its OCI side and hands it to each of them.
 //
+// It is a decorator, as Terraform's getproviders composes its Sources:
+// Packages holds the APIs it decorates through the interfaces declared
+// here (Providers, Modules, OCI: what the front doors need of the
+// engine), never the engine itself, and each method asks the policy
+// before it hands the call down.
+//
 // Every method that names a provider or a module asks the policy's
 // address rules (deny, allow) first, before anything below it may ask
 // an origin, so that a refused address costs no origin request and
@@ -44,25 +50,79 @@ import (
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
+// Providers is the engine's provider API that Packages decorates
+// (*mirror.Engine implements it): the versions, packages, evidence and
+// archives of providers, the address rules of the policy in force, and
+// what the cache holds.
+type Providers interface {
+	Config() mirror.Config
+	Reuse(st mirror.Stamp) bool
+	CheckOrigin(p addrs.Provider) error
+	CheckAddress(kind policy.Kind, address string) error
+	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
+	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
+	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error)
+	OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Archive, error)
+	EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error)
+	CachedSize(sha string) (int64, bool)
+	Stats() (archives int, bytes int64)
+	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
+	Withheld() []unsigned.Version
+	CacheChecker() *cachecheck.Checker
+}
+
+// Modules is the engine's registry-module API that Packages decorates
+// (*mirror/modules.Zips implements it): module versions, their
+// packages, and their zips and OCI documents.
+type Modules interface {
+	CheckModuleOrigin(m addrs.Module) error
+	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error)
+	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
+	OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*modules.Zip, error)
+	ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error)
+	ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error)
+	ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error)
+	ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error
+}
+
+// OCI is the engine's OCI side of providers that Packages decorates
+// (*mirror.OCI implements it): image indexes, platform manifests and
+// blobs.
+type OCI interface {
+	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
+	IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error)
+	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
+	ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error)
+	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
+}
+
+// Parts are the APIs a Packages decorates; cmd/tfmirror takes them from
+// the engine.
+type Parts struct {
+	Providers Providers // required
+	Modules   Modules   // required
+	OCI       OCI       // nil without an OCI side: the OCI methods then fail
+}
+
 // Packages is the engine's package API behind the package policy. Its
 // methods are safe for concurrent use.
 type Packages struct {
-	e    *mirror.Engine
-	zips *modules.Zips
-	oci  *mirror.OCI // nil without an OCI side
+	e    Providers
+	zips Modules
+	oci  OCI // nil without an OCI side
 }
 
 // ErrNoOCI is returned by the OCI methods of a Packages made without an
 // OCI side.
 var ErrNoOCI = errors.New("served: no OCI side")
 
-// New returns the package API of engine behind its package policy, with
-// its OCI side o (nil for none: the OCI methods then fail).
-func New(engine *mirror.Engine, o *mirror.OCI) (*Packages, error) {
-	if engine == nil {
-		return nil, errors.New("served: the engine is required")
+// New returns the package API of parts behind the package policy.
+func New(parts Parts) (*Packages, error) {
+	if parts.Providers == nil || parts.Modules == nil {
+		return nil, errors.New("served: the engine's providers and modules are required")
 	}
-	return &Packages{e: engine, zips: engine.Modules().Zips(), oci: o}, nil
+	return &Packages{e: parts.Providers, zips: parts.Modules, oci: parts.OCI}, nil
 }
 
 func (s *Packages) provider(p addrs.Provider) error {
@@ -200,7 +260,7 @@ func (s *Packages) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Dige
 
 // The OCI side of providers.
 
-func (s *Packages) ociFor(p addrs.Provider) (*mirror.OCI, error) {
+func (s *Packages) ociFor(p addrs.Provider) (OCI, error) {
 	if s.oci == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoOCI, p)
 	}
