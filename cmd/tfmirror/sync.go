@@ -19,8 +19,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/manifest"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/policy"
-	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // syncConfig holds the flags of `tfmirror sync`.
@@ -116,7 +116,7 @@ type syncRun struct {
 	now    func() time.Time
 	// cli is the CLI releases side of the engine this sync opened; nil
 	// through a running serve.
-	cli *releases.Releases
+	cli *served.Releases
 }
 
 // runSync is `tfmirror sync`; it returns the exit status.
