@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -158,11 +159,11 @@ func (r *Releases) KeyIDs(pub releases.Publisher) []string { return r.rel.KeyIDs
 // to be as old; a version left undated is held.
 func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error) {
 	if err := r.product(pub, product); err != nil {
-		return nil, releases.ListState{}, err
+		return nil, releases.ListState{}, failure.FromOrigin(err)
 	}
 	list, st, err := r.rel.Versions(ctx, pub, product)
 	if err != nil {
-		return nil, releases.ListState{}, err
+		return nil, releases.ListState{}, failure.FromOrigin(err)
 	}
 	pol := r.pol.Policy()
 	if pol == nil {
@@ -202,26 +203,26 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 // Sums is releases.Releases.Sums behind the policy.
 func (r *Releases) Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error) {
 	if err := r.version(ctx, pub, product, version); err != nil {
-		return nil, err
+		return nil, failure.FromOrigin(err)
 	}
-	return r.rel.Sums(ctx, pub, product, version)
+	return out(r.rel.Sums(ctx, pub, product, version))
 }
 
 // Document is releases.Releases.Document behind the policy.
 func (r *Releases) Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error) {
 	if err := r.version(ctx, pub, product, version); err != nil {
-		return nil, err
+		return nil, failure.FromOrigin(err)
 	}
-	return r.rel.Document(ctx, pub, product, version, name)
+	return out(r.rel.Document(ctx, pub, product, version, name))
 }
 
 // OpenArchive is releases.Releases.OpenArchive behind the policy: a
 // version it refuses has no archive fetched.
 func (r *Releases) OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error) {
 	if err := r.version(ctx, pub, product, version); err != nil {
-		return nil, err
+		return nil, failure.FromOrigin(err)
 	}
-	return r.rel.OpenArchive(ctx, pub, product, version, name)
+	return out(r.rel.OpenArchive(ctx, pub, product, version, name))
 }
 
 func later(a, b time.Time) time.Time {

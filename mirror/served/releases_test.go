@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -277,5 +278,27 @@ deny_version "get.opentofu.org/opentofu/tofu" {
 				}
 			}
 		})
+	}
+}
+
+// TestReleasesOriginFailuresInTheEnginesKinds: with the publisher's
+// origin down, every method of served.Releases that reaches it reports
+// the failure in the engine's kinds (mirror/failure.OriginError): the
+// origin's status, then its open circuit breaker.
+func TestReleasesOriginFailuresInTheEnginesKinds(t *testing.T) {
+	o, side, _, _ := releasesRig(t)
+	o.SetDown(true)
+	x := releaseTarget{releases.HashiCorp, "terraform", "1.6.0", tfZip}
+	for name, c := range releaseCases {
+		err := c(context.Background(), side.Served, x)
+		var fe *failure.OriginError
+		switch {
+		case !errors.As(err, &fe):
+			t.Errorf("%s: %v, want a failure.OriginError", name, err)
+		case fe.Kind == failure.OriginFailed && fe.StatusCode != 0:
+		case fe.Kind == failure.CircuitOpen && fe.Wait: // the origin kept failing
+		default:
+			t.Errorf("%s: %+v, want the origin's status or its open circuit", name, fe)
+		}
 	}
 }

@@ -43,6 +43,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -127,17 +128,25 @@ func New(parts Parts) (*Packages, error) {
 
 func (s *Packages) provider(p addrs.Provider) error {
 	if err := s.e.CheckOrigin(p); err != nil {
-		return err
+		return failure.FromOrigin(err)
 	}
-	return s.e.CheckAddress(policy.Provider, p.String())
+	return failure.FromOrigin(s.e.CheckAddress(policy.Provider, p.String()))
 }
 
 func (s *Packages) module(m addrs.Module) error {
 	if err := s.zips.CheckModuleOrigin(m); err != nil {
-		return err
+		return failure.FromOrigin(err)
 	}
-	return s.e.CheckAddress(policy.Module, m.String())
+	return failure.FromOrigin(s.e.CheckAddress(policy.Module, m.String()))
 }
+
+// out and out3 return a call's answer with its error in the engine's
+// kinds: every error crossing the layer reports the failures of origins
+// and module source hosts as mirror/failure.OriginError, so that the
+// front doors map the engine's errors only.
+func out[T any](v T, err error) (T, error) { return v, failure.FromOrigin(err) }
+
+func out3[T, U any](v T, u U, err error) (T, U, error) { return v, u, failure.FromOrigin(err) }
 
 // The provider side.
 
@@ -158,7 +167,7 @@ func (s *Packages) Versions(ctx context.Context, p addrs.Provider) (*records.Ver
 	if err := s.provider(p); err != nil {
 		return nil, mirror.ListState{}, err
 	}
-	return s.e.Versions(ctx, p)
+	return out3(s.e.Versions(ctx, p))
 }
 
 // Package is mirror.Engine.Package behind the policy.
@@ -166,7 +175,7 @@ func (s *Packages) Package(ctx context.Context, p addrs.Provider, v versions.Ver
 	if err := s.provider(p); err != nil {
 		return nil, err
 	}
-	return s.e.Package(ctx, p, v, platforms)
+	return out(s.e.Package(ctx, p, v, platforms))
 }
 
 // Evidence is mirror.Engine.Evidence behind the policy.
@@ -174,7 +183,7 @@ func (s *Packages) Evidence(ctx context.Context, p addrs.Provider, v versions.Ve
 	if err := s.provider(p); err != nil {
 		return nil, err
 	}
-	return s.e.Evidence(ctx, p, v, platforms)
+	return out(s.e.Evidence(ctx, p, v, platforms))
 }
 
 // OpenArchive is mirror.Engine.OpenArchive behind the policy.
@@ -182,7 +191,7 @@ func (s *Packages) OpenArchive(ctx context.Context, p addrs.Provider, v versions
 	if err := s.provider(p); err != nil {
 		return nil, err
 	}
-	return s.e.OpenArchive(ctx, p, v, pl)
+	return out(s.e.OpenArchive(ctx, p, v, pl))
 }
 
 // EnsureArchive is mirror.Engine.EnsureArchive behind the policy.
@@ -190,7 +199,7 @@ func (s *Packages) EnsureArchive(ctx context.Context, p addrs.Provider, v versio
 	if err := s.provider(p); err != nil {
 		return 0, err
 	}
-	return s.e.EnsureArchive(ctx, p, v, pl)
+	return out(s.e.EnsureArchive(ctx, p, v, pl))
 }
 
 // The module side.
@@ -205,7 +214,7 @@ func (s *Packages) ModuleVersions(ctx context.Context, m addrs.Module) (*records
 	if err := s.module(m); err != nil {
 		return nil, modules.ListState{}, err
 	}
-	return s.zips.ModuleVersions(ctx, m)
+	return out3(s.zips.ModuleVersions(ctx, m))
 }
 
 // ModuleLocation is mirror/modules.Modules.ModuleLocation behind the policy.
@@ -213,7 +222,7 @@ func (s *Packages) ModuleLocation(ctx context.Context, m addrs.Module, version s
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.ModuleLocation(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.ModuleLocation(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // OpenModule is mirror/modules.Modules.OpenModule behind the policy.
@@ -221,7 +230,7 @@ func (s *Packages) OpenModule(ctx context.Context, m addrs.Module, version strin
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.OpenModule(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.OpenModule(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // OpenModuleZip is mirror/modules.Zips.OpenModuleZip behind the policy.
@@ -229,7 +238,7 @@ func (s *Packages) OpenModuleZip(ctx context.Context, m addrs.Module, version st
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.OpenModuleZip(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.OpenModuleZip(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // ModuleManifest is mirror/modules.Zips.ModuleManifest behind the policy.
@@ -237,7 +246,7 @@ func (s *Packages) ModuleManifest(ctx context.Context, m addrs.Module, version s
 	if err := s.module(m); err != nil {
 		return oci.Document{}, err
 	}
-	return s.zips.ModuleManifest(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.ModuleManifest(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // ModuleDocument is mirror/modules.Zips.ModuleDocument behind the
@@ -247,7 +256,7 @@ func (s *Packages) ModuleDocument(ctx context.Context, m addrs.Module, d digest.
 	if err := s.module(m); err != nil {
 		return oci.Document{}, err
 	}
-	return s.zips.ModuleDocument(ctx, m, d)
+	return out(s.zips.ModuleDocument(ctx, m, d))
 }
 
 // ModuleBlob is mirror/modules.Zips.ModuleBlob behind the policy.
@@ -255,7 +264,7 @@ func (s *Packages) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Dige
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.ModuleBlob(ctx, m, d)
+	return out(s.zips.ModuleBlob(ctx, m, d))
 }
 
 // The OCI side of providers.
@@ -273,7 +282,7 @@ func (s *Packages) Index(ctx context.Context, p addrs.Provider, v versions.Versi
 	if err != nil {
 		return oci.Document{}, err
 	}
-	return o.Index(ctx, p, v)
+	return out(o.Index(ctx, p, v))
 }
 
 // IndexAnswer is mirror.OCI's IndexAnswer behind the policy.
@@ -282,7 +291,7 @@ func (s *Packages) IndexAnswer(ctx context.Context, p addrs.Provider, v versions
 	if err != nil {
 		return oci.Document{}, nil, err
 	}
-	return o.IndexAnswer(ctx, p, v)
+	return out3(o.IndexAnswer(ctx, p, v))
 }
 
 // Manifest is mirror.OCI's Manifest behind the policy: a digest of a
@@ -292,7 +301,7 @@ func (s *Packages) Manifest(ctx context.Context, p addrs.Provider, d digest.Dige
 	if err != nil {
 		return oci.Document{}, err
 	}
-	return o.Manifest(ctx, p, d)
+	return out(o.Manifest(ctx, p, d))
 }
 
 // ManifestAnswer is mirror.OCI's ManifestAnswer behind the policy.
@@ -301,7 +310,7 @@ func (s *Packages) ManifestAnswer(ctx context.Context, p addrs.Provider, d diges
 	if err != nil {
 		return oci.Document{}, nil, err
 	}
-	return o.ManifestAnswer(ctx, p, d)
+	return out3(o.ManifestAnswer(ctx, p, d))
 }
 
 // Blob is mirror.OCI.Blob behind the policy.
@@ -310,7 +319,7 @@ func (s *Packages) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) 
 	if err != nil {
 		return nil, 0, err
 	}
-	return o.Blob(ctx, p, d)
+	return out3(o.Blob(ctx, p, d))
 }
 
 // What the status page and sync read that serves no package: listings
@@ -325,12 +334,12 @@ func (s *Packages) Stats() (archives int, bytes int64) { return s.e.Stats() }
 
 // ListCachedAfter lists the cached provider versions (mirror.Engine.ListCachedAfter).
 func (s *Packages) ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error {
-	return s.e.ListCachedAfter(prefix, after, fn)
+	return failure.FromOrigin(s.e.ListCachedAfter(prefix, after, fn))
 }
 
 // ListCachedModulesAfter lists the cached module versions.
 func (s *Packages) ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error {
-	return s.zips.ListCachedModulesAfter(prefix, after, fn)
+	return failure.FromOrigin(s.zips.ListCachedModulesAfter(prefix, after, fn))
 }
 
 // Withheld returns what is not served: unsigned imports, and what the
