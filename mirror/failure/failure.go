@@ -1,9 +1,10 @@
-// Package failure holds the engine's errors as the front doors read
-// them: the failures of an origin or a module source host, reported in
-// the engine's own kinds (OriginError, made by FromOrigin), so that a
-// front door maps the engine's errors only and never reads the origin
-// client's (package discovery) or the module source fetcher's (package
-// discovery/modsource).
+// Package failure holds the engine's errors, as the front doors read
+// them: its own (ErrVersionNotFound, ErrOffline, BadArchiveError, ...;
+// mirror/records names the same values for the engine's parts), and the
+// failures of an origin or a module source host reported in the engine's
+// own kinds (OriginError, made by FromOrigin), so that a front door maps
+// the engine's errors only and never reads the origin client's (package
+// discovery) or the module source fetcher's (package discovery/modsource).
 //
 // The layer in front of the engine's API (mirror/served) passes every
 // error it returns through FromOrigin. An OriginError keeps the error it

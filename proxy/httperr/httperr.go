@@ -23,8 +23,6 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
-	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -70,7 +68,7 @@ func Status(err error) int {
 	originErr := &failure.OriginError{Kind: -1} // of no kind when err holds none
 	isOrigin := errors.As(err, &originErr)
 	var goneErr *ClientGoneError
-	var badArchive *records.BadArchiveError
+	var badArchive *failure.BadArchiveError
 	var held *gate.PolicyError
 	switch {
 	case errors.As(err, &goneErr):
@@ -98,18 +96,18 @@ func Status(err error) int {
 	case originErr.Kind == failure.HostNotAllowed,
 		originErr.Kind == failure.NotFound,
 		originErr.Kind == failure.NoService,
-		errors.Is(err, records.ErrVersionNotFound),
-		errors.Is(err, records.ErrPlatformNotFound),
-		errors.Is(err, ocistore.ErrDigestUnknown):
+		errors.Is(err, failure.ErrVersionNotFound),
+		errors.Is(err, failure.ErrPlatformNotFound),
+		errors.Is(err, failure.ErrDigestUnknown):
 		return http.StatusNotFound
 	case errors.Is(err, unsigned.ErrUnsignedOrigin):
 		// An import refused (served versions that are withheld are
 		// ErrVersionNotFound too, 404 above).
 		return http.StatusForbidden
-	case errors.Is(err, records.ErrOffline), errors.Is(err, records.ErrShutDown),
+	case errors.Is(err, failure.ErrOffline), errors.Is(err, failure.ErrShutDown),
 		originErr.Kind == failure.CircuitOpen:
 		return http.StatusServiceUnavailable
-	case errors.Is(err, records.ErrNoEvidence):
+	case errors.Is(err, failure.ErrNoEvidence):
 		// A version imported without signature has no registry-protocol
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound
