@@ -23,10 +23,23 @@
 // before the policy changed. A module version is handed down in its
 // canonical form (records.CanonicalModuleVersion: "v1.1.0" is "1.1.0"),
 // the one its records, release times and the policy's rules are keyed
-// by; the engine asks the origin in the origin's own spelling. TestEveryMethodRefuses walks the method set
-// of Packages by reflection and fails for a method with no case of a
-// denied and an age-held version, so that a method added later cannot
-// skip the layer.
+// by; the engine asks the origin in the origin's own spelling.
+// TestEveryMethodRefuses walks the method set of Packages by reflection
+// and fails for a method with no case of a denied and an age-held
+// version, so that a method added later cannot skip the layer.
+//
+// Releases is the same layer over the CLI releases side (package
+// releases, through CLIReleases): the releases door and sync reach the
+// Terraform and OpenTofu releases through it, a product refused by its
+// address before anything below may ask an origin, a version by its
+// signature time and the listing rule; TestEveryReleasesMethodRefuses
+// walks its method set.
+//
+// Every error either type returns passes mirror/failure.FromOrigin: the
+// failures of origins and module source hosts cross the layer in the
+// engine's kinds (failure.OriginError, wrapping the error it was made
+// from, its message unchanged), so that the front doors map the engine's
+// errors only.
 //
 // It does not decide (package policy and mirror/gate do), fetch, store,
 // or speak HTTP.
