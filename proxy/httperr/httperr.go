@@ -65,8 +65,12 @@ var (
 // 404: clients read 404 as "no such provider".
 func Status(err error) int {
 	var reqErr *RequestError
-	originErr := &failure.OriginError{Kind: -1} // of no kind when err holds none
+	var originErr *failure.OriginError
 	isOrigin := errors.As(err, &originErr)
+	originKind := failure.Kind(-1) // no kind: err holds no origin failure
+	if isOrigin {
+		originKind = originErr.Kind
+	}
 	var goneErr *ClientGoneError
 	var badArchive *failure.BadArchiveError
 	var held *gate.PolicyError
@@ -93,9 +97,9 @@ func Status(err error) int {
 		// credentials, 404 from VERSION.json as a broken mirror); 451
 		// says the refusal is the operator's.
 		return http.StatusUnavailableForLegalReasons
-	case originErr.Kind == failure.HostNotAllowed,
-		originErr.Kind == failure.NotFound,
-		originErr.Kind == failure.NoService,
+	case originKind == failure.HostNotAllowed,
+		originKind == failure.NotFound,
+		originKind == failure.NoService,
 		errors.Is(err, failure.ErrVersionNotFound),
 		errors.Is(err, failure.ErrPlatformNotFound),
 		errors.Is(err, failure.ErrDigestUnknown):
@@ -105,17 +109,17 @@ func Status(err error) int {
 		// ErrVersionNotFound too, 404 above).
 		return http.StatusForbidden
 	case errors.Is(err, failure.ErrOffline), errors.Is(err, failure.ErrShutDown),
-		originErr.Kind == failure.CircuitOpen:
+		originKind == failure.CircuitOpen:
 		return http.StatusServiceUnavailable
 	case errors.Is(err, failure.ErrNoEvidence):
 		// A version imported without signature has no registry-protocol
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound
-	case originErr.Kind == failure.UntrustedCertificate:
+	case originKind == failure.UntrustedCertificate:
 		// The operator's to fix (a CA to add): the body says how.
 		return http.StatusBadGateway
 	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive),
-		originErr.Kind == failure.ModuleSource:
+		originKind == failure.ModuleSource:
 		return http.StatusBadGateway
 	case isOrigin:
 		switch {
