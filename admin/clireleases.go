@@ -26,12 +26,13 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // CLIReleases is what the CLI operations use of the releases side, behind
-// the package policy. *releases.Releases implements it.
+// the package policy. *served.Releases implements it.
 type CLIReleases interface {
 	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
 	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
@@ -39,7 +40,7 @@ type CLIReleases interface {
 	Cached(sha string) bool
 }
 
-var _ CLIReleases = (*releases.Releases)(nil)
+var _ CLIReleases = (*served.Releases)(nil)
 
 // CLIRequest names a CLI product ("terraform", "tofu", ...) and, for
 // ensure, a version and a platform (os_arch).

@@ -45,7 +45,7 @@ func newCLIRig(t *testing.T) *cliRig {
 		met: &countingSync{outcomes: map[string]int{}}, log: &lockedBuffer{}}
 	h := newHarness(t, harnessOptions{})
 	logger := slog.New(slog.NewJSONHandler(r.log, nil))
-	r.api = h.newAPI(t, logger, r.met, Options{Releases: r.side.Releases})
+	r.api = h.newAPI(t, logger, r.met, Options{Releases: r.side.Served})
 	r.dir, r.post = socket(t, r.api)
 	return r
 }

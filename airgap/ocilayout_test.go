@@ -259,7 +259,7 @@ deny_version "`+p.String()+`" {
 // exports take them.
 func servedBy(t *testing.T, engine *mirror.Engine, side *mirror.OCI) *served.Packages {
 	t.Helper()
-	p, err := served.New(engine, side)
+	p, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips(), OCI: side})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,9 +11,12 @@
 // its last bytes only once its sha256 matched that signed SHA256SUMS and
 // it is a zip holding the program. Version lists are refreshed after a
 // time to live and served stale when the origin fails; offline, only what
-// the cache holds is listed. The package policy (see policy.go) applies to
-// every answer.
+// the cache holds is listed. It keeps what the package policy judges by
+// (listing.go: the address of a product, the listing rule's times; the
+// signature times in Sums).
 //
-// It does not speak HTTP to clients (package proxy/releasesdoor does) nor
-// decide how long archives are kept (retention).
+// It does not apply the package policy (mirror/served.Releases, the layer
+// every way in reaches it through, does), speak HTTP to clients (package
+// proxy/releasesdoor does) nor decide how long archives are kept
+// (retention).
 package releases

@@ -177,22 +177,26 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	return nil
 }
 
-// StoredVerdict is the package policy's verdict, now, on version of the
-// product address, dated by what the cache holds (its SHA256SUMS
-// signature's time and the listing rule), as the door would judge it;
-// nothing is fetched. An address that is not a CLI product's is allowed
-// (retention asks only of the versions ScanVersions lists).
-func (s *Inventory) StoredVerdict(address, version string) policy.Verdict {
+// StoredVerdict is the verdict of pol (the package policy in force; nil:
+// everything allowed), now, on version of the product address, dated by
+// what the cache holds (its SHA256SUMS signature's time and the listing
+// rule), as the door's policy layer (mirror/served.Releases) would judge
+// it; nothing is fetched. An address that is not a CLI product's is
+// allowed (retention asks only of the versions ScanVersions lists).
+func (s *Inventory) StoredVerdict(pol *policy.Policy, address, version string) policy.Verdict {
 	r := s.r
-	pol := r.engine.Policy()
 	pub, product, ok := ParseAddress(address)
 	if pol == nil || !ok {
 		return policy.Verdict{Allowed: true}
 	}
 	var signed time.Time
-	if s, err := r.heldSums(pub, product, version); err == nil {
+	if s, err := r.HeldSums(pub, product, version); err == nil {
 		signed = s.SignedAt
 	}
-	rel := policy.Release{At: later(signed, r.absent(pub, product, version)), Known: !signed.IsZero()}
+	at := signed
+	if listed := r.ListingTime(pub, product, version); listed.After(at) {
+		at = listed
+	}
+	rel := policy.Release{At: at, Known: !signed.IsZero()}
 	return pol.Version(policy.Provider, address, version, rel, r.cfg.Now())
 }

@@ -174,7 +174,7 @@ func TestStoredVerdict(t *testing.T) {
 	}
 	inv := r.rel.Inventory()
 	tfAddr, tofuAddr := releases.Address(releases.HashiCorp, "terraform"), releases.Address(releases.OpenTofu, "tofu")
-	if v := inv.StoredVerdict(tfAddr, "1.6.0"); !v.Allowed {
+	if v := inv.StoredVerdict(r.engine.Policy(), tfAddr, "1.6.0"); !v.Allowed {
 		t.Errorf("no policy: %+v", v)
 	}
 	r.engine.SetPolicy(enginetest.DecodePolicy(t, `
@@ -195,7 +195,7 @@ deny_version "get.opentofu.org/opentofu/tofu" {
 		{tofuAddr, "1.8.0", false, policy.RuleDenyVersion},
 		{"registry.terraform.io/hashicorp/aws", "1.0.0", true, ""},
 	} {
-		v := inv.StoredVerdict(tc.addr, tc.version)
+		v := inv.StoredVerdict(r.engine.Policy(), tc.addr, tc.version)
 		if v.Allowed != tc.allowed || v.Rule != tc.rule {
 			t.Errorf("%s %s: %+v, want allowed %v by %q", tc.addr, tc.version, v, tc.allowed, tc.rule)
 		}

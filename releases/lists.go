@@ -54,16 +54,13 @@ func listKey(pub Publisher, product string) string {
 	return "releases/list/" + string(pub) + "/" + product
 }
 
-// Versions returns the product's version list without what the package
-// policy holds back: the cached one while younger than Config.ListTTL,
-// else the origin's, or the cached one (ListState.Stale) when the origin
-// fails. Offline, only versions with a verified SHA256SUMS and at least
-// one archive cached are listed.
+// Versions returns the product's version list: the cached one while
+// younger than Config.ListTTL, else the origin's, or the cached one
+// (ListState.Stale) when the origin fails. Offline, only versions with a
+// verified SHA256SUMS and at least one archive cached are listed. The
+// package policy is not applied here (mirror/served.Releases does).
 func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) (*List, ListState, error) {
-	if err := r.checkProduct(pub, product); err != nil {
-		return nil, ListState{}, err
-	}
-	if err := r.checkAddress(pub, product); err != nil {
+	if err := r.CheckProduct(pub, product); err != nil {
 		return nil, ListState{}, err
 	}
 	list, st, err := r.list(ctx, pub, product)
@@ -73,12 +70,11 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 	if r.cfg.Offline {
 		list = r.held(pub, product, list)
 	}
-	list = r.filterList(ctx, pub, product, list)
 	r.metrics.CLIServed(string(pub), product, "list", st.Stale)
 	return list, st, nil
 }
 
-// list is Versions without the policy and the offline filter.
+// list is Versions without the offline filter.
 func (r *Releases) list(ctx context.Context, pub Publisher, product string) (*List, ListState, error) {
 	key := listKey(pub, product)
 	r.mu.Lock()
@@ -112,7 +108,7 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string) (*Li
 }
 
 // fetchList fetches the origin's list, notes the versions it lists for
-// the first time (the listing rule, see policy.go) and stores it.
+// the first time (the listing rule, see listing.go) and stores it.
 func (r *Releases) fetchList(ctx context.Context, pub Publisher, product string) (*List, error) {
 	var (
 		data []byte
@@ -234,7 +230,7 @@ func sortList(list *List) {
 func (r *Releases) held(pub Publisher, product string, list *List) *List {
 	out := &List{At: list.At, Schema: list.Schema}
 	for _, l := range list.Versions {
-		s, err := r.heldSums(pub, product, l.Version)
+		s, err := r.HeldSums(pub, product, l.Version)
 		if err != nil {
 			continue
 		}

@@ -21,7 +21,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -65,12 +64,10 @@ type Origin interface {
 }
 
 // Engine is what the releases side needs of the pull-through engine
-// (*mirror.Engine): its one fetcher of immutable files, and the package
-// policy in force.
+// (*mirror.Engine): its one fetcher of immutable files.
 type Engine interface {
 	OpenBlob(ctx context.Context, b mirror.Blob) (*mirror.Archive, error)
 	HasBlob(sha string) bool
-	Policy() *policy.Policy
 }
 
 // Store keeps the verified SHA256SUMS and the version lists (*cache.Store);
@@ -262,8 +259,9 @@ func validProduct(p string) bool {
 	return true
 }
 
-// checkProduct refuses a product of publisher pub that is not served.
-func (r *Releases) checkProduct(pub Publisher, product string) error {
+// CheckProduct refuses a product of publisher pub that is not served
+// (ErrNotFound), asking nothing of an origin.
+func (r *Releases) CheckProduct(pub Publisher, product string) error {
 	switch {
 	case pub == OpenTofu && product == TofuProduct:
 		return nil

@@ -12,11 +12,8 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/verify"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
@@ -272,59 +269,6 @@ func TestOffline(t *testing.T) {
 	}
 	if n := o.TotalHits(); n != before {
 		t.Errorf("the sealed mirror made %d origin requests", n-before)
-	}
-}
-
-// TestPolicy: a version younger than minimum_release_age (dated by its
-// signature) is held in the list and refused with its date; deny_version
-// refuses with the operator's reason; a product the policy denies is
-// refused whole.
-func TestPolicy(t *testing.T) {
-	o := startOrigin(t)
-	r := newRig(t, o, "", false)
-	ctx := context.Background()
-	now := r.clock.Now()
-	o.SetSignedAt(now.Add(-24 * time.Hour))
-	// 1.5.7 is signed long ago.
-	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err != nil {
-		t.Fatal(err)
-	}
-	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
-	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.5.7"); err != nil {
-		t.Fatal(err)
-	}
-	r.engine.SetPolicy(enginetest.DecodePolicy(t, `
-minimum_release_age = "72h"
-deny_version "get.opentofu.org/opentofu/tofu" {
-  versions = ["1.8.0"]
-  reason   = "CVE-2026-0001: use 1.8.1"
-}
-`))
-	list, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform")
-	if err != nil || len(list.Versions) != 1 || list.Versions[0].Version != "1.5.7" {
-		t.Fatalf("list under the age gate: %+v %v, want 1.5.7 alone", list, err)
-	}
-	_, _, err = r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip)
-	var pe *gate.PolicyError
-	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge || !pe.Verdict.AvailableAt.Equal(now.Add(48*time.Hour)) {
-		t.Fatalf("a fresh version: %v, want held until %s", err, now.Add(48*time.Hour))
-	}
-	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.5.7", "terraform_1.5.7_linux_amd64.zip"); err != nil {
-		t.Fatalf("an old version: %v", err)
-	}
-	_, _, err = r.read(releases.OpenTofu, "tofu", "1.8.0", tofuZip)
-	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-0001") {
-		t.Fatalf("a denied version: %v", err)
-	}
-	if n := o.Hits("/tofu/download/v1.8.0/" + tofuZip); n != 0 {
-		t.Errorf("a denied version's archive was fetched")
-	}
-	r.engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/*"]`))
-	if _, _, err := r.rel.Versions(ctx, releases.HashiCorp, "terraform"); !errors.As(err, &pe) || pe.Version != "" {
-		t.Fatalf("a denied product: %v", err)
-	}
-	if r.metrics.refusals("hashicorp/terraform/"+policy.RuleDeny) == 0 || r.metrics.refusals("opentofu/tofu/"+policy.RuleDenyVersion) == 0 {
-		t.Error("refusals not counted per product")
 	}
 }
 

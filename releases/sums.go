@@ -122,17 +122,15 @@ func (r *Releases) fileURL(pub Publisher, product, version, name string) string 
 
 // Sums returns version's verified SHA256SUMS: from memory, the cache
 // (verified again with the keys in force), or the origin (one fetch for
-// every caller at once), checked against the package policy. Errors:
-// ErrNotFound, records.ErrOffline, verify.ErrIntegrity (a signature that
-// does not verify: nothing is kept), gate.PolicyError, origin errors.
+// every caller at once). The package policy is not applied here
+// (mirror/served.Releases does, by the signature time it carries).
+// Errors: ErrNotFound, records.ErrOffline, verify.ErrIntegrity (a
+// signature that does not verify: nothing is kept), origin errors.
 func (r *Releases) Sums(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
-	if err := r.checkProduct(pub, product); err != nil {
+	if err := r.CheckProduct(pub, product); err != nil {
 		return nil, err
 	}
 	if _, err := CanonicalVersion(version); err != nil {
-		return nil, err
-	}
-	if err := r.checkAddress(pub, product); err != nil {
 		return nil, err
 	}
 	s, err := r.sumsOf(ctx, pub, product, version)
@@ -144,9 +142,6 @@ func (r *Releases) Sums(ctx context.Context, pub Publisher, product, version str
 	if err != nil {
 		return nil, err
 	}
-	if err := r.checkVersion(pub, product, version, s.SignedAt); err != nil {
-		return nil, err
-	}
 	return s, nil
 }
 
@@ -156,7 +151,7 @@ func holdsArchive(e Engine, s *Sums) bool {
 	return slices.ContainsFunc(s.Builds(), func(b Build) bool { return e.HasBlob(b.SHA256) })
 }
 
-// sumsOf is Sums without the policy.
+// sumsOf is Sums of a product served and a version in its one spelling.
 func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
 	key := sumsKey(pub, product, version)
 	r.mu.Lock()
@@ -183,9 +178,9 @@ func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version s
 	return s, nil
 }
 
-// heldSums is a version's verified SHA256SUMS from memory or the cache,
+// HeldSums is a version's verified SHA256SUMS from memory or the cache,
 // never the origin; cache.ErrNotFound when neither has it.
-func (r *Releases) heldSums(pub Publisher, product, version string) (*Sums, error) {
+func (r *Releases) HeldSums(pub Publisher, product, version string) (*Sums, error) {
 	key := sumsKey(pub, product, version)
 	r.mu.Lock()
 	s := r.sums[key]

@@ -19,7 +19,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
-	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/retention"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -33,7 +32,7 @@ type engineParts struct {
 	store     *cache.Store
 	origin    *discovery.Client
 	shared    *sharedstore.Store // nil without --shared-store
-	releases  *releases.Releases // the CLI releases side
+	releases  *served.Releases   // the CLI releases side, behind the package policy
 	// metadataTimeout bounds one metadata operation against an origin
 	// (mirror.Config.OriginTimeout), derived from the origin limits.
 	metadataTimeout time.Duration
@@ -195,7 +194,14 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		engine.Close()
 		return nil, err
 	}
-	parts.engine, parts.retention, parts.releases = engine, ret, rel
+	servedRel, err := servedReleases(rel, engine, logger, met)
+	if err != nil {
+		rel.Close()
+		ret.Close()
+		engine.Close()
+		return nil, err
+	}
+	parts.engine, parts.retention, parts.releases = engine, ret, servedRel
 	parts.shutdown = func(ctx context.Context) error {
 		rel.Close()
 		serr := engine.Shutdown(ctx)

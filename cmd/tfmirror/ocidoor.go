@@ -65,7 +65,7 @@ func (p *engineParts) packages() (*served.Packages, error) {
 			p.pkgsErr = err
 			return
 		}
-		p.pkgs, p.pkgsErr = served.New(p.engine, side)
+		p.pkgs, p.pkgsErr = served.New(served.Parts{Providers: p.engine, Modules: p.engine.Modules().Zips(), OCI: side})
 	})
 	return p.pkgs, p.pkgsErr
 }

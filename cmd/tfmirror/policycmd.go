@@ -78,7 +78,7 @@ func (dd *dataDir) setPolicy(p *policy.Policy) {
 func policyRefuses(e *mirror.Engine, rel *releases.Releases) func(kind, address, version string) bool {
 	return func(kind, address, version string) bool {
 		if kind == releases.Kind {
-			return !rel.Inventory().StoredVerdict(address, version).Allowed
+			return !rel.Inventory().StoredVerdict(e.Policy(), address, version).Allowed
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()

@@ -11,6 +11,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/proxy/releasesdoor"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -45,6 +46,17 @@ func openReleases(cfg settings.Config, logger *slog.Logger, client *discovery.Cl
 	return releases.New(rcfg, client, engine, store)
 }
 
+// servedReleases is the CLI releases side rel behind the package policy
+// in force in engine (package mirror/served): the releases door and sync
+// reach the CLI releases through it.
+func servedReleases(rel *releases.Releases, engine *mirror.Engine, logger *slog.Logger, met *metrics.Metrics) (*served.Releases, error) {
+	rcfg := served.ReleasesConfig{Releases: rel, Policy: engine, Logger: logger}
+	if met != nil {
+		rcfg.Metrics = met
+	}
+	return served.NewReleases(rcfg)
+}
+
 // readArmoredKeys reads the ASCII-armored public key blocks of a file
 // ("" : none, the shipped keys).
 func readArmoredKeys(path string) ([]string, error) {
@@ -67,6 +79,6 @@ func readArmoredKeys(path string) ([]string, error) {
 }
 
 // openReleasesDoor is the front door of the CLI releases, under /releases/.
-func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *releases.Releases, auth *proxy.Auth) (*releasesdoor.Door, error) {
+func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *served.Releases, auth *proxy.Auth) (*releasesdoor.Door, error) {
 	return releasesdoor.New(releasesdoor.Config{PublicURL: cfg.PublicURL, PlainHTTP: cfg.InsecureHTTP, Auth: auth, Logger: logger}, rel)
 }

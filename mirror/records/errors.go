@@ -1,51 +1,26 @@
 package records
 
 import (
-	"errors"
 	"fmt"
+
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 )
 
-// Errors of the engine itself. Origin errors come from package discovery
-// (ErrNotFound, ErrNoProviderService, *OriginError, ErrCircuitOpen, and
-// ErrHostNotAllowed, which the engine also returns for a host it does not
-// serve), integrity errors from package verify (ErrIntegrity); callers map
-// all of them to what they tell their own clients.
+// The engine's errors, kept in package mirror/failure (the engine keeps
+// its errors; records keeps schemas and keys): these names are the same
+// values, for the parts of the engine that read them here.
 var (
-	// ErrVersionNotFound: the origin does not list the requested version.
-	ErrVersionNotFound = errors.New("version not found")
-	// ErrPlatformNotFound: the version has no package for the requested
-	// platform, or the platform is not served (Config.Platforms).
-	ErrPlatformNotFound = errors.New("platform not available")
-	// ErrOffline: the mirror runs sealed and does not hold what was asked for.
-	ErrOffline = errors.New("mirror is offline (never contacts origins) and does not have this in its cache")
-	// ErrShutDown: the engine is shutting down and starts no more origin work.
-	ErrShutDown = errors.New("mirror is shutting down")
-	// ErrNotCached: verifyCached was asked for a version, platform or archive the
-	// cache does not hold.
-	ErrNotCached = errors.New("not in the cache")
-	// ErrNoEvidence: the version's package metadata was cached by an
-	// earlier release, which kept none of the origin's signed evidence,
-	// and it could not be fetched again (offline, for instance).
-	ErrNoEvidence = errors.New("cached without the origin's signed evidence")
-	// ErrDigestUnknown: a digest that names no manifest or blob of the OCI
-	// repository asked (of a provider or a module): never handed out for
-	// it, or its version no longer kept.
-	ErrDigestUnknown = errors.New("digest unknown in this repository")
+	ErrVersionNotFound  = failure.ErrVersionNotFound
+	ErrPlatformNotFound = failure.ErrPlatformNotFound
+	ErrOffline          = failure.ErrOffline
+	ErrShutDown         = failure.ErrShutDown
+	ErrNotCached        = failure.ErrNotCached
+	ErrNoEvidence       = failure.ErrNoEvidence
+	ErrDigestUnknown    = failure.ErrDigestUnknown
 )
 
-// BadArchiveError is a fault the engine found itself in an archive an
-// origin sent: larger than Config.MaxArchiveBytes, or a body of another
-// length than announced. Like a *discovery.OriginError it is the origin's
-// fault, not the mirror's. (An archive whose sha256 differs from the
-// signed checksum is a *verify.Error instead.)
-type BadArchiveError struct {
-	Filename string // the origin's file name
-	Detail   string
-}
-
-func (e *BadArchiveError) Error() string {
-	return fmt.Sprintf("origin sent a bad archive %s: %s", e.Filename, e.Detail)
-}
+// BadArchiveError is mirror/failure.BadArchiveError.
+type BadArchiveError = failure.BadArchiveError
 
 // Source says where the bytes of an opened archive come from.
 type Source int

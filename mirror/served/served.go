@@ -6,6 +6,12 @@
 // it for package access; cmd/tfmirror composes it over the engine and
 // its OCI side and hands it to each of them.
 //
+// It is a decorator, as Terraform's getproviders composes its Sources:
+// Packages holds the APIs it decorates through the interfaces declared
+// here (Providers, Modules, OCI: what the front doors need of the
+// engine), never the engine itself, and each method asks the policy
+// before it hands the call down.
+//
 // Every method that names a provider or a module asks the policy's
 // address rules (deny, allow) first, before anything below it may ask
 // an origin, so that a refused address costs no origin request and
@@ -17,10 +23,23 @@
 // before the policy changed. A module version is handed down in its
 // canonical form (records.CanonicalModuleVersion: "v1.1.0" is "1.1.0"),
 // the one its records, release times and the policy's rules are keyed
-// by; the engine asks the origin in the origin's own spelling. TestEveryMethodRefuses walks the method set
-// of Packages by reflection and fails for a method with no case of a
-// denied and an age-held version, so that a method added later cannot
-// skip the layer.
+// by; the engine asks the origin in the origin's own spelling.
+// TestEveryMethodRefuses walks the method set of Packages by reflection
+// and fails for a method with no case of a denied and an age-held
+// version, so that a method added later cannot skip the layer.
+//
+// Releases is the same layer over the CLI releases side (package
+// releases, through CLIReleases): the releases door and sync reach the
+// Terraform and OpenTofu releases through it, a product refused by its
+// address before anything below may ask an origin, a version by its
+// signature time and the listing rule; TestEveryReleasesMethodRefuses
+// walks its method set.
+//
+// Every error either type returns passes mirror/failure.FromOrigin: the
+// failures of origins and module source hosts cross the layer in the
+// engine's kinds (failure.OriginError, wrapping the error it was made
+// from, its message unchanged), so that the front doors map the engine's
+// errors only.
 //
 // It does not decide (package policy and mirror/gate do), fetch, store,
 // or speak HTTP.
@@ -37,6 +56,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -44,40 +64,102 @@ import (
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
+// Providers is the engine's provider API that Packages decorates
+// (*mirror.Engine implements it): the versions, packages, evidence and
+// archives of providers, the address rules of the policy in force, and
+// what the cache holds.
+type Providers interface {
+	Config() mirror.Config
+	Reuse(st mirror.Stamp) bool
+	CheckOrigin(p addrs.Provider) error
+	CheckAddress(kind policy.Kind, address string) error
+	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
+	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
+	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error)
+	OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*mirror.Archive, error)
+	EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error)
+	CachedSize(sha string) (int64, bool)
+	Stats() (archives int, bytes int64)
+	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
+	Withheld() []unsigned.Version
+	CacheChecker() *cachecheck.Checker
+}
+
+// Modules is the engine's registry-module API that Packages decorates
+// (*mirror/modules.Zips implements it): module versions, their
+// packages, and their zips and OCI documents.
+type Modules interface {
+	CheckModuleOrigin(m addrs.Module) error
+	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error)
+	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
+	OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*modules.Zip, error)
+	ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error)
+	ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error)
+	ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error)
+	ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error
+}
+
+// OCI is the engine's OCI side of providers that Packages decorates
+// (*mirror.OCI implements it): image indexes, platform manifests and
+// blobs.
+type OCI interface {
+	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
+	IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error)
+	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
+	ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error)
+	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
+}
+
+// Parts are the APIs a Packages decorates; cmd/tfmirror takes them from
+// the engine.
+type Parts struct {
+	Providers Providers // required
+	Modules   Modules   // required
+	OCI       OCI       // nil without an OCI side: the OCI methods then fail
+}
+
 // Packages is the engine's package API behind the package policy. Its
 // methods are safe for concurrent use.
 type Packages struct {
-	e    *mirror.Engine
-	zips *modules.Zips
-	oci  *mirror.OCI // nil without an OCI side
+	e    Providers
+	zips Modules
+	oci  OCI // nil without an OCI side
 }
 
 // ErrNoOCI is returned by the OCI methods of a Packages made without an
 // OCI side.
 var ErrNoOCI = errors.New("served: no OCI side")
 
-// New returns the package API of engine behind its package policy, with
-// its OCI side o (nil for none: the OCI methods then fail).
-func New(engine *mirror.Engine, o *mirror.OCI) (*Packages, error) {
-	if engine == nil {
-		return nil, errors.New("served: the engine is required")
+// New returns the package API of parts behind the package policy.
+func New(parts Parts) (*Packages, error) {
+	if parts.Providers == nil || parts.Modules == nil {
+		return nil, errors.New("served: the engine's providers and modules are required")
 	}
-	return &Packages{e: engine, zips: engine.Modules().Zips(), oci: o}, nil
+	return &Packages{e: parts.Providers, zips: parts.Modules, oci: parts.OCI}, nil
 }
 
 func (s *Packages) provider(p addrs.Provider) error {
 	if err := s.e.CheckOrigin(p); err != nil {
-		return err
+		return failure.FromOrigin(err)
 	}
-	return s.e.CheckAddress(policy.Provider, p.String())
+	return failure.FromOrigin(s.e.CheckAddress(policy.Provider, p.String()))
 }
 
 func (s *Packages) module(m addrs.Module) error {
 	if err := s.zips.CheckModuleOrigin(m); err != nil {
-		return err
+		return failure.FromOrigin(err)
 	}
-	return s.e.CheckAddress(policy.Module, m.String())
+	return failure.FromOrigin(s.e.CheckAddress(policy.Module, m.String()))
 }
+
+// out and out3 return a call's answer with its error in the engine's
+// kinds: every error crossing the layer reports the failures of origins
+// and module source hosts as mirror/failure.OriginError, so that the
+// front doors map the engine's errors only.
+func out[T any](v T, err error) (T, error) { return v, failure.FromOrigin(err) }
+
+func out3[T, U any](v T, u U, err error) (T, U, error) { return v, u, failure.FromOrigin(err) }
 
 // The provider side.
 
@@ -98,7 +180,7 @@ func (s *Packages) Versions(ctx context.Context, p addrs.Provider) (*records.Ver
 	if err := s.provider(p); err != nil {
 		return nil, mirror.ListState{}, err
 	}
-	return s.e.Versions(ctx, p)
+	return out3(s.e.Versions(ctx, p))
 }
 
 // Package is mirror.Engine.Package behind the policy.
@@ -106,7 +188,7 @@ func (s *Packages) Package(ctx context.Context, p addrs.Provider, v versions.Ver
 	if err := s.provider(p); err != nil {
 		return nil, err
 	}
-	return s.e.Package(ctx, p, v, platforms)
+	return out(s.e.Package(ctx, p, v, platforms))
 }
 
 // Evidence is mirror.Engine.Evidence behind the policy.
@@ -114,7 +196,7 @@ func (s *Packages) Evidence(ctx context.Context, p addrs.Provider, v versions.Ve
 	if err := s.provider(p); err != nil {
 		return nil, err
 	}
-	return s.e.Evidence(ctx, p, v, platforms)
+	return out(s.e.Evidence(ctx, p, v, platforms))
 }
 
 // OpenArchive is mirror.Engine.OpenArchive behind the policy.
@@ -122,7 +204,7 @@ func (s *Packages) OpenArchive(ctx context.Context, p addrs.Provider, v versions
 	if err := s.provider(p); err != nil {
 		return nil, err
 	}
-	return s.e.OpenArchive(ctx, p, v, pl)
+	return out(s.e.OpenArchive(ctx, p, v, pl))
 }
 
 // EnsureArchive is mirror.Engine.EnsureArchive behind the policy.
@@ -130,7 +212,7 @@ func (s *Packages) EnsureArchive(ctx context.Context, p addrs.Provider, v versio
 	if err := s.provider(p); err != nil {
 		return 0, err
 	}
-	return s.e.EnsureArchive(ctx, p, v, pl)
+	return out(s.e.EnsureArchive(ctx, p, v, pl))
 }
 
 // The module side.
@@ -145,7 +227,7 @@ func (s *Packages) ModuleVersions(ctx context.Context, m addrs.Module) (*records
 	if err := s.module(m); err != nil {
 		return nil, modules.ListState{}, err
 	}
-	return s.zips.ModuleVersions(ctx, m)
+	return out3(s.zips.ModuleVersions(ctx, m))
 }
 
 // ModuleLocation is mirror/modules.Modules.ModuleLocation behind the policy.
@@ -153,7 +235,7 @@ func (s *Packages) ModuleLocation(ctx context.Context, m addrs.Module, version s
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.ModuleLocation(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.ModuleLocation(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // OpenModule is mirror/modules.Modules.OpenModule behind the policy.
@@ -161,7 +243,7 @@ func (s *Packages) OpenModule(ctx context.Context, m addrs.Module, version strin
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.OpenModule(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.OpenModule(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // OpenModuleZip is mirror/modules.Zips.OpenModuleZip behind the policy.
@@ -169,7 +251,7 @@ func (s *Packages) OpenModuleZip(ctx context.Context, m addrs.Module, version st
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.OpenModuleZip(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.OpenModuleZip(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // ModuleManifest is mirror/modules.Zips.ModuleManifest behind the policy.
@@ -177,7 +259,7 @@ func (s *Packages) ModuleManifest(ctx context.Context, m addrs.Module, version s
 	if err := s.module(m); err != nil {
 		return oci.Document{}, err
 	}
-	return s.zips.ModuleManifest(ctx, m, records.CanonicalModuleVersion(version))
+	return out(s.zips.ModuleManifest(ctx, m, records.CanonicalModuleVersion(version)))
 }
 
 // ModuleDocument is mirror/modules.Zips.ModuleDocument behind the
@@ -187,7 +269,7 @@ func (s *Packages) ModuleDocument(ctx context.Context, m addrs.Module, d digest.
 	if err := s.module(m); err != nil {
 		return oci.Document{}, err
 	}
-	return s.zips.ModuleDocument(ctx, m, d)
+	return out(s.zips.ModuleDocument(ctx, m, d))
 }
 
 // ModuleBlob is mirror/modules.Zips.ModuleBlob behind the policy.
@@ -195,12 +277,12 @@ func (s *Packages) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Dige
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return s.zips.ModuleBlob(ctx, m, d)
+	return out(s.zips.ModuleBlob(ctx, m, d))
 }
 
 // The OCI side of providers.
 
-func (s *Packages) ociFor(p addrs.Provider) (*mirror.OCI, error) {
+func (s *Packages) ociFor(p addrs.Provider) (OCI, error) {
 	if s.oci == nil {
 		return nil, fmt.Errorf("%w: %s", ErrNoOCI, p)
 	}
@@ -213,7 +295,7 @@ func (s *Packages) Index(ctx context.Context, p addrs.Provider, v versions.Versi
 	if err != nil {
 		return oci.Document{}, err
 	}
-	return o.Index(ctx, p, v)
+	return out(o.Index(ctx, p, v))
 }
 
 // IndexAnswer is mirror.OCI's IndexAnswer behind the policy.
@@ -222,7 +304,7 @@ func (s *Packages) IndexAnswer(ctx context.Context, p addrs.Provider, v versions
 	if err != nil {
 		return oci.Document{}, nil, err
 	}
-	return o.IndexAnswer(ctx, p, v)
+	return out3(o.IndexAnswer(ctx, p, v))
 }
 
 // Manifest is mirror.OCI's Manifest behind the policy: a digest of a
@@ -232,7 +314,7 @@ func (s *Packages) Manifest(ctx context.Context, p addrs.Provider, d digest.Dige
 	if err != nil {
 		return oci.Document{}, err
 	}
-	return o.Manifest(ctx, p, d)
+	return out(o.Manifest(ctx, p, d))
 }
 
 // ManifestAnswer is mirror.OCI's ManifestAnswer behind the policy.
@@ -241,7 +323,7 @@ func (s *Packages) ManifestAnswer(ctx context.Context, p addrs.Provider, d diges
 	if err != nil {
 		return oci.Document{}, nil, err
 	}
-	return o.ManifestAnswer(ctx, p, d)
+	return out3(o.ManifestAnswer(ctx, p, d))
 }
 
 // Blob is mirror.OCI.Blob behind the policy.
@@ -250,7 +332,7 @@ func (s *Packages) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) 
 	if err != nil {
 		return nil, 0, err
 	}
-	return o.Blob(ctx, p, d)
+	return out3(o.Blob(ctx, p, d))
 }
 
 // What the status page and sync read that serves no package: listings
@@ -265,12 +347,12 @@ func (s *Packages) Stats() (archives int, bytes int64) { return s.e.Stats() }
 
 // ListCachedAfter lists the cached provider versions (mirror.Engine.ListCachedAfter).
 func (s *Packages) ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error {
-	return s.e.ListCachedAfter(prefix, after, fn)
+	return failure.FromOrigin(s.e.ListCachedAfter(prefix, after, fn))
 }
 
 // ListCachedModulesAfter lists the cached module versions.
 func (s *Packages) ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error {
-	return s.zips.ListCachedModulesAfter(prefix, after, fn)
+	return failure.FromOrigin(s.zips.ListCachedModulesAfter(prefix, after, fn))
 }
 
 // Withheld returns what is not served: unsigned imports, and what the

@@ -286,7 +286,7 @@ func servedRig(t *testing.T) (*harness.Harness, *served.Packages, target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkgs, err := served.New(h.Engine, side)
+	pkgs, err := served.New(served.Parts{Providers: h.Engine, Modules: h.Engine.Modules().Zips(), OCI: side})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,16 @@
 // for both of tfmirror's HTTP front doors: the mirror and registry
 // protocols (package proxy) and the local admin API (package admin).
 //
-// It owns the mapping (Status) of the engine's errors (package mirror),
-// the origin client's (package discovery), verification's (package
-// verify) and the front doors' own (RequestError, ClientGoneError,
-// ErrUnauthorized, ErrBadSignature), and the wait an error asks of the
-// client (RetryAfter). It does not write responses: each front door
-// renders its own error body.
+// It owns the mapping (Status) of the engine's errors (package mirror and
+// its parts, with the failures of origins and module source hosts as the
+// engine reports them: mirror/failure.OriginError), verification's
+// (package verify) and the front doors' own (RequestError,
+// ClientGoneError, ErrUnauthorized, ErrBadSignature), and the wait an
+// error asks of the client (RetryAfter). It reads no error of the origin
+// client (package discovery) or the module source fetcher
+// (discovery/modsource): the layer in front of the engine's API
+// (mirror/served) reports those in the engine's kinds. It does not write
+// responses: each front door renders its own error body.
 package httperr
 
 import (
@@ -17,11 +21,8 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/tfmirror/tfmirror/v2/discovery"
-	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
-	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -64,9 +65,14 @@ var (
 // 404: clients read 404 as "no such provider".
 func Status(err error) int {
 	var reqErr *RequestError
-	var originErr *discovery.OriginError
+	var originErr *failure.OriginError
+	isOrigin := errors.As(err, &originErr)
+	originKind := failure.Kind(-1) // no kind: err holds no origin failure
+	if isOrigin {
+		originKind = originErr.Kind
+	}
 	var goneErr *ClientGoneError
-	var badArchive *records.BadArchiveError
+	var badArchive *failure.BadArchiveError
 	var held *gate.PolicyError
 	switch {
 	case errors.As(err, &goneErr):
@@ -91,35 +97,33 @@ func Status(err error) int {
 		// credentials, 404 from VERSION.json as a broken mirror); 451
 		// says the refusal is the operator's.
 		return http.StatusUnavailableForLegalReasons
-	case errors.Is(err, discovery.ErrHostNotAllowed),
-		errors.Is(err, discovery.ErrNotFound),
-		errors.Is(err, discovery.ErrNoProviderService),
-		errors.Is(err, discovery.ErrNoModuleService),
-		errors.Is(err, records.ErrVersionNotFound),
-		errors.Is(err, records.ErrPlatformNotFound),
-		errors.Is(err, ocistore.ErrDigestUnknown):
+	case originKind == failure.HostNotAllowed,
+		originKind == failure.NotFound,
+		originKind == failure.NoService,
+		errors.Is(err, failure.ErrVersionNotFound),
+		errors.Is(err, failure.ErrPlatformNotFound),
+		errors.Is(err, failure.ErrDigestUnknown):
 		return http.StatusNotFound
 	case errors.Is(err, unsigned.ErrUnsignedOrigin):
 		// An import refused (served versions that are withheld are
 		// ErrVersionNotFound too, 404 above).
 		return http.StatusForbidden
-	case errors.Is(err, records.ErrOffline), errors.Is(err, records.ErrShutDown),
-		errors.Is(err, discovery.ErrCircuitOpen):
+	case errors.Is(err, failure.ErrOffline), errors.Is(err, failure.ErrShutDown),
+		originKind == failure.CircuitOpen:
 		return http.StatusServiceUnavailable
-	case errors.Is(err, records.ErrNoEvidence):
+	case errors.Is(err, failure.ErrNoEvidence):
 		// A version imported without signature has no registry-protocol
 		// answer (offline, a record of an earlier release is 503 above).
 		return http.StatusNotFound
-	case errors.Is(err, discovery.ErrUntrustedCertificate):
+	case originKind == failure.UntrustedCertificate:
 		// The operator's to fix (a CA to add): the body says how.
 		return http.StatusBadGateway
 	case errors.Is(err, verify.ErrIntegrity), errors.As(err, &badArchive),
-		errors.Is(err, modsource.ErrUnsupported), errors.As(err, new(*modsource.LimitError)),
-		errors.Is(err, modsource.ErrSource):
+		originKind == failure.ModuleSource:
 		return http.StatusBadGateway
-	case errors.As(err, &originErr):
+	case isOrigin:
 		switch {
-		case originErr.Timeout():
+		case originErr.Timeout:
 			return http.StatusGatewayTimeout
 		case originErr.StatusCode == http.StatusTooManyRequests,
 			originErr.StatusCode == http.StatusServiceUnavailable:
@@ -136,11 +140,11 @@ func Status(err error) int {
 
 // RetryAfter is how long err asks the client to wait before trying
 // again, and whether it asks at all: an origin's open circuit breaker
-// (discovery.CircuitOpenError) does, with its wait, 0 while a probe is
-// under way and its end unknown.
+// (mirror/failure.OriginError.Wait) does, with its wait, 0 while a probe
+// is under way and its end unknown.
 func RetryAfter(err error) (time.Duration, bool) {
-	var open *discovery.CircuitOpenError
-	if errors.As(err, &open) {
+	var open *failure.OriginError
+	if errors.As(err, &open) && open.Wait {
 		return open.RetryAfter, true
 	}
 	return 0, false

@@ -1,12 +1,16 @@
 package httperr
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"net/http"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -22,7 +26,7 @@ func TestStatusOfHostNotAllowed(t *testing.T) {
 		fmt.Errorf("%w: %q", discovery.ErrHostNotAllowed, "evil.example"),
 		fmt.Errorf("fetching versions: %w", fmt.Errorf("%w: %q", discovery.ErrHostNotAllowed, "evil.example")),
 	} {
-		if got := Status(err); got != http.StatusNotFound {
+		if got := Status(failure.FromOrigin(err)); got != http.StatusNotFound {
 			t.Errorf("Status(%v) = %d, want 404", err, got)
 		}
 	}
@@ -94,7 +98,7 @@ func TestRetryAfter(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, ok := RetryAfter(tc.err)
+			got, ok := RetryAfter(failure.FromOrigin(tc.err))
 			if got != tc.want || ok != tc.wantOK {
 				t.Fatalf("RetryAfter(%v) = %v, %v; want %v, %v", tc.err, got, ok, tc.want, tc.wantOK)
 			}
@@ -141,8 +145,48 @@ func TestStatusOfUntrustedCertificate(t *testing.T) {
 		&discovery.OriginError{Host: "registry.example.com", Op: discovery.OpDiscovery, Err: ce},
 		fmt.Errorf("git repository https://git.example.com/x.git: %w", &discovery.OriginError{Host: "registry.example.com", Op: discovery.OpModuleSource, Err: ce}),
 	} {
-		if got := Status(err); got != http.StatusBadGateway {
+		if got := Status(failure.FromOrigin(err)); got != http.StatusBadGateway {
 			t.Errorf("Status(%v) = %d, want 502", err, got)
 		}
+	}
+}
+
+// TestStatusOfOriginFailures: the failures of origins and module source
+// hosts, as the engine reports them (mirror/failure.FromOrigin, at the
+// layer every front door reaches the engine through), answer the
+// statuses they always did, with the origin's message, however wrapped;
+// a timeout is 504, an origin's 429 and 503 are 503, any other trouble
+// at an origin is 502, never 404 or 500.
+func TestStatusOfOriginFailures(t *testing.T) {
+	timeout := &discovery.OriginError{Host: "registry.example", Op: discovery.OpVersions, Err: fmt.Errorf("request: %w", context.DeadlineExceeded)}
+	for _, tc := range []struct {
+		name string
+		err  error
+		want int
+	}{
+		{"not found", fmt.Errorf("%w: registry.example/acme/x", discovery.ErrNotFound), http.StatusNotFound},
+		{"no provider service", fmt.Errorf("registry.example: %w", discovery.ErrNoProviderService), http.StatusNotFound},
+		{"no module service", fmt.Errorf("registry.example: %w", discovery.ErrNoModuleService), http.StatusNotFound},
+		{"circuit open", &discovery.OriginError{Host: "registry.example", Op: discovery.OpVersions, Err: &discovery.CircuitOpenError{Failures: 5, RetryAfter: time.Minute}}, http.StatusServiceUnavailable},
+		{"origin 429", &discovery.OriginError{Host: "registry.example", Op: discovery.OpVersions, StatusCode: http.StatusTooManyRequests}, http.StatusServiceUnavailable},
+		{"origin 503", fmt.Errorf("listing: %w", &discovery.OriginError{Host: "registry.example", Op: discovery.OpVersions, StatusCode: http.StatusServiceUnavailable}), http.StatusServiceUnavailable},
+		{"origin 500", &discovery.OriginError{Host: "registry.example", Op: discovery.OpPackage, StatusCode: http.StatusInternalServerError}, http.StatusBadGateway},
+		{"private address", &discovery.OriginError{Host: "registry.example", Op: discovery.OpDiscovery, Err: discovery.ErrPrivateAddress}, http.StatusBadGateway},
+		{"timeout", timeout, http.StatusGatewayTimeout},
+		{"unsupported module source", fmt.Errorf("acme/vpc/aws 1.0.0: %w", &modsource.UnsupportedError{Scheme: "hg", Detail: "not fetched"}), http.StatusBadGateway},
+		{"module over a limit", fmt.Errorf("acme/vpc/aws 1.0.0: %w", &modsource.LimitError{Detail: "more than 10 files"}), http.StatusBadGateway},
+		{"module source refused", fmt.Errorf("%w: HTTP 403", modsource.ErrSource), http.StatusBadGateway},
+		{"version not found over an origin failure", fmt.Errorf("%w: %w", records.ErrVersionNotFound, &discovery.OriginError{Host: "registry.example", Op: discovery.OpPackage, StatusCode: 500}), http.StatusNotFound},
+		{"no origin failure", errors.New("something else"), http.StatusInternalServerError},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := failure.FromOrigin(tc.err)
+			if got := Status(err); got != tc.want {
+				t.Errorf("Status(%v) = %d, want %d", err, got, tc.want)
+			}
+			if err.Error() != tc.err.Error() {
+				t.Errorf("the message changed: %q, was %q", err, tc.err)
+			}
+		})
 	}
 }

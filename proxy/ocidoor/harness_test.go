@@ -78,7 +78,7 @@ func (r *rig) start(opts rigOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkgs, err := served.New(engine, side)
+	pkgs, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips(), OCI: side})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -110,7 +110,7 @@ func networkMirrorURL(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { engine.Close() })
-	pkgs, err := served.New(engine, nil)
+	pkgs, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -136,7 +136,7 @@ func releasesDoorURL(b *testing.B) string {
 	o.SetArchivePadding(benchArchiveSize - 1024)
 	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64")
 	side := harness.StartReleasesSide(b, o, releases.Config{Logger: slog.New(slog.DiscardHandler)})
-	door, err := releasesdoor.New(releasesdoor.Config{PlainHTTP: true}, side.Releases)
+	door, err := releasesdoor.New(releasesdoor.Config{PlainHTTP: true}, side.Served)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -8,7 +8,9 @@
 // document pointing back at the mirror.
 //
 // It owns the wire: paths, documents, statuses, authentication. What is
-// served, and whether it verified, is package releases'.
+// served, and whether it verified, is package releases'; whether the
+// package policy lets it be served, package mirror/served's, the layer the
+// door reaches the releases through.
 package releasesdoor
 
 import (
@@ -30,7 +32,8 @@ import (
 // Prefix is where the door is mounted.
 const Prefix = "/releases/"
 
-// Releases is what the door answers from (*releases.Releases).
+// Releases is what the door answers from: the CLI releases behind the
+// package policy (*mirror/served.Releases).
 type Releases interface {
 	Products() []string
 	KeyIDs(pub releases.Publisher) []string

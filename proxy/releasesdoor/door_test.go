@@ -41,7 +41,7 @@ func newRig(t *testing.T, auth *proxy.Auth) *rig {
 	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64", "darwin_arm64")
 	o.Add("opentofu", "tofu", "1.8.0", "linux_amd64")
 	side := harness.StartReleasesSide(t, o, releases.Config{})
-	door, err := releasesdoor.New(releasesdoor.Config{Auth: auth, PlainHTTP: true, Logger: enginetest.Logger(t)}, side.Releases)
+	door, err := releasesdoor.New(releasesdoor.Config{Auth: auth, PlainHTTP: true, Logger: enginetest.Logger(t)}, side.Served)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,5 +330,37 @@ func TestTwentyClientsOneFetch(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, want[:4]) {
 		t.Errorf("range once cached: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestPolicyThroughTheDoor: the door reaches the releases through the
+// package policy's layer: a denied version answers 451 with the
+// operator's reason and its archive is not fetched; a denied product
+// answers 404 at once, asking the origin nothing.
+func TestPolicyThroughTheDoor(t *testing.T) {
+	r := newRig(t, nil)
+	r.side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+deny_version "get.opentofu.org/opentofu/tofu" {
+  versions = ["1.8.0"]
+  reason   = "CVE-2026-0001: use 1.8.1"
+}
+`))
+	status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/tofu_1.8.0_linux_amd64.zip")
+	if status != http.StatusUnavailableForLegalReasons || !strings.Contains(string(body), "CVE-2026-0001") {
+		t.Errorf("a denied version: %d %s, want 451 with the reason", status, body)
+	}
+	if n := r.origin.Hits("/tofu/download/v1.8.0/tofu_1.8.0_linux_amd64.zip"); n != 0 {
+		t.Errorf("a denied version's archive was fetched %d times", n)
+	}
+	r.side.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/terraform"]`))
+	before := r.origin.TotalHits()
+	for _, path := range []string{"/releases/hashicorp/terraform/index.json", "/releases/hashicorp/terraform/", "/releases/hashicorp/terraform/1.6.0/index.json",
+		"/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_SHA256SUMS", "/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip"} {
+		if status, body, _ := r.get(t, path); status != http.StatusNotFound {
+			t.Errorf("%s of a denied product: %d %s, want 404", path, status, body)
+		}
+	}
+	if n := r.origin.TotalHits() - before; n != 0 {
+		t.Errorf("%d origin requests for a denied product, want none", n)
 	}
 }

@@ -12,14 +12,17 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
 // ReleasesSide is the CLI releases side on an engine and an in-memory
-// cache, before a stand-in origin whose keys it trusts; it ends with the
-// test.
+// cache, before a stand-in origin whose keys it trusts, and the same
+// behind the engine's package policy (Served, what the releases door
+// and sync are given); it ends with the test.
 type ReleasesSide struct {
 	Releases *releases.Releases
+	Served   *served.Releases
 	Engine   *mirror.Engine
 	Store    *cache.Store
 }
@@ -50,6 +53,14 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 	if err != nil {
 		t.Fatal(err)
 	}
+	scfg := served.ReleasesConfig{Releases: rel, Policy: engine, Logger: cfg.Logger, Now: cfg.Now}
+	if cfg.Metrics != nil {
+		scfg.Metrics = cfg.Metrics
+	}
+	srel, err := served.NewReleases(scfg)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
 		rel.Close()
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -57,5 +68,5 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 		engine.Shutdown(ctx) //nolint:errcheck // the test is over
 		store.Close()
 	})
-	return &ReleasesSide{Releases: rel, Engine: engine, Store: store}
+	return &ReleasesSide{Releases: rel, Served: srel, Engine: engine, Store: store}
 }

@@ -1,0 +1,239 @@
+package served
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/releases"
+)
+
+// CLIReleases is the CLI releases side that Releases decorates
+// (*releases.Releases implements it): version lists, verified
+// SHA256SUMS and their files, and archives, with no package policy; and
+// what the policy judges by (the listing rule's times, the SHA256SUMS
+// already held).
+type CLIReleases interface {
+	Products() []string
+	KeyIDs(pub releases.Publisher) []string
+	CheckProduct(pub releases.Publisher, product string) error
+	Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error)
+	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
+	HeldSums(pub releases.Publisher, product, version string) (*releases.Sums, error)
+	ListingTime(pub releases.Publisher, product, version string) time.Time
+	Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error)
+	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
+	Cached(sha string) bool
+}
+
+// PolicySource is the package policy in force (*mirror.Engine
+// implements it); nil refuses nothing.
+type PolicySource interface {
+	Policy() *policy.Policy
+}
+
+// CLIMetrics counts the policy's refusals per publisher and product
+// (package metrics implements it).
+type CLIMetrics interface {
+	CLIRefused(publisher, product, reason string)
+}
+
+// ReleasesConfig configures a Releases.
+type ReleasesConfig struct {
+	Releases CLIReleases  // required
+	Policy   PolicySource // required
+	Metrics  CLIMetrics   // nil counts nothing
+	Logger   *slog.Logger
+	Now      func() time.Time
+}
+
+// maxLookupsPerList bounds the SHA256SUMS fetched to date the versions of
+// one list; the versions left undated are held until a later list.
+const maxLookupsPerList = 4
+
+// Releases is the CLI releases side behind the package policy: the one
+// type through which the releases door and sync reach the CLI releases.
+// A product is judged by its address (releases.Address) as a provider
+// is: the address rules (deny, allow) decide before anything below may
+// ask an origin; a version is judged by its release time, the later of
+// its SHA256SUMS signature time and the listing rule's time
+// (CLIReleases.ListingTime). TestEveryReleasesMethodRefuses walks its
+// method set. Its methods are safe for concurrent use.
+type Releases struct {
+	rel     CLIReleases
+	pol     PolicySource
+	metrics CLIMetrics
+	log     *slog.Logger
+	now     func() time.Time
+}
+
+// NewReleases returns the CLI releases side behind the package policy.
+func NewReleases(cfg ReleasesConfig) (*Releases, error) {
+	if cfg.Releases == nil || cfg.Policy == nil {
+		return nil, errors.New("served: the releases side and the policy in force are required")
+	}
+	r := &Releases{rel: cfg.Releases, pol: cfg.Policy, metrics: cfg.Metrics, log: cfg.Logger, now: cfg.Now}
+	if r.metrics == nil {
+		r.metrics = noCLIMetrics{}
+	}
+	if r.log == nil {
+		r.log = slog.New(slog.DiscardHandler)
+	}
+	if r.now == nil {
+		r.now = time.Now
+	}
+	return r, nil
+}
+
+type noCLIMetrics struct{}
+
+func (noCLIMetrics) CLIRefused(string, string, string) {}
+
+func (r *Releases) refuse(pub releases.Publisher, product, version string, v policy.Verdict) error {
+	addr := releases.Address(pub, product)
+	r.metrics.CLIRefused(string(pub), product, v.Rule)
+	r.log.Warn("held back by the package policy", "kind", "cli", "address", addr, "version", version,
+		"rule", v.Rule, "detail", v.Detail, "reason", v.Reason)
+	return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
+}
+
+// product refuses a product not served, then one the policy refuses
+// whatever the version: before anything asks an origin.
+func (r *Releases) product(pub releases.Publisher, product string) error {
+	if err := r.rel.CheckProduct(pub, product); err != nil {
+		return err
+	}
+	pol := r.pol.Policy()
+	if pol == nil {
+		return nil
+	}
+	if v := pol.Address(policy.Provider, releases.Address(pub, product)); !v.Allowed {
+		return r.refuse(pub, product, "", v)
+	}
+	return nil
+}
+
+// version refuses a version the policy holds back, dated by its signature
+// and the listing rule, after its product's checks.
+func (r *Releases) version(ctx context.Context, pub releases.Publisher, product, version string) error {
+	if err := r.rel.CheckProduct(pub, product); err != nil {
+		return err
+	}
+	if _, err := releases.CanonicalVersion(version); err != nil {
+		return err
+	}
+	if err := r.product(pub, product); err != nil {
+		return err
+	}
+	pol := r.pol.Policy()
+	if pol == nil {
+		return nil
+	}
+	s, err := r.rel.Sums(ctx, pub, product, version)
+	if err != nil {
+		return err
+	}
+	rel := policy.Release{At: later(s.SignedAt, r.rel.ListingTime(pub, product, version)), Known: true}
+	if v := pol.Version(policy.Provider, releases.Address(pub, product), version, rel, r.now()); !v.Allowed {
+		return r.refuse(pub, product, version, v)
+	}
+	return nil
+}
+
+// Cached reports whether the archive whose sha256 is sha is in the
+// cache (releases.Releases.Cached): sync asks it of an archive this layer
+// has just served it, to wait for the archive's commit.
+func (r *Releases) Cached(sha string) bool { return r.rel.Cached(sha) }
+
+// Products are the HashiCorp products served (releases.Releases.Products).
+func (r *Releases) Products() []string { return r.rel.Products() }
+
+// KeyIDs are the short IDs of the publisher's keys in force
+// (releases.Releases.KeyIDs).
+func (r *Releases) KeyIDs(pub releases.Publisher) []string { return r.rel.KeyIDs(pub) }
+
+// Versions is releases.Releases.Versions behind the policy: a product it
+// refuses is refused before the list is asked for, and the versions it
+// holds back are left out. A version's signature time is learnt from the
+// cache, else from the origin for the newest versions only
+// (maxLookupsPerList), until one is old enough: the older ones are taken
+// to be as old; a version left undated is held.
+func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error) {
+	if err := r.product(pub, product); err != nil {
+		return nil, releases.ListState{}, failure.FromOrigin(err)
+	}
+	list, st, err := r.rel.Versions(ctx, pub, product)
+	if err != nil {
+		return nil, releases.ListState{}, failure.FromOrigin(err)
+	}
+	pol := r.pol.Policy()
+	if pol == nil {
+		return list, st, nil
+	}
+	sub := pol.For(policy.Provider, releases.Address(pub, product))
+	window := sub.Window()
+	now := r.now()
+	out := &releases.List{At: list.At, Schema: list.Schema}
+	lookups, oldEnough := 0, false
+	for _, l := range list.Versions {
+		rel := policy.Release{At: r.rel.ListingTime(pub, product, l.Version), Known: true}
+		if window > 0 && !oldEnough {
+			var signed time.Time
+			if s, err := r.rel.HeldSums(pub, product, l.Version); err == nil {
+				signed = s.SignedAt
+			} else if lookups < maxLookupsPerList {
+				lookups++
+				if s, err := r.rel.Sums(ctx, pub, product, l.Version); err == nil {
+					signed = s.SignedAt
+				}
+			}
+			if signed.IsZero() {
+				rel.Known = false
+			} else {
+				rel.At = later(rel.At, signed)
+				oldEnough = now.Sub(signed) >= window
+			}
+		}
+		if v := sub.Version(l.Version, rel, now); v.Allowed {
+			out.Versions = append(out.Versions, l)
+		}
+	}
+	return out, st, nil
+}
+
+// Sums is releases.Releases.Sums behind the policy.
+func (r *Releases) Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error) {
+	if err := r.version(ctx, pub, product, version); err != nil {
+		return nil, failure.FromOrigin(err)
+	}
+	return out(r.rel.Sums(ctx, pub, product, version))
+}
+
+// Document is releases.Releases.Document behind the policy.
+func (r *Releases) Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error) {
+	if err := r.version(ctx, pub, product, version); err != nil {
+		return nil, failure.FromOrigin(err)
+	}
+	return out(r.rel.Document(ctx, pub, product, version, name))
+}
+
+// OpenArchive is releases.Releases.OpenArchive behind the policy: a
+// version it refuses has no archive fetched.
+func (r *Releases) OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error) {
+	if err := r.version(ctx, pub, product, version); err != nil {
+		return nil, failure.FromOrigin(err)
+	}
+	return out(r.rel.OpenArchive(ctx, pub, product, version, name))
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,305 @@
+package served_test
+
+import (
+	"context"
+	"errors"
+	"io"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/releases"
+)
+
+const (
+	tfZip   = "terraform_1.6.0_linux_amd64.zip"
+	tofuZip = "tofu_1.8.0_linux_amd64.zip"
+)
+
+// refusalCounter counts the CLI releases' refusals per publisher,
+// product and reason.
+type refusalCounter struct {
+	mu      sync.Mutex
+	refused map[string]int
+}
+
+func (m *refusalCounter) CLIServed(pub, product, kind string, stale bool) {}
+
+func (m *refusalCounter) CLIRefused(pub, product, reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.refused[pub+"/"+product+"/"+reason]++
+}
+
+func (m *refusalCounter) refusals(k string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.refused[k]
+}
+
+// releasesRig is the CLI releases side behind the policy, on a fake
+// clock, before a stand-in origin with terraform 1.5.7 and 1.6.0 and
+// tofu 1.8.0.
+func releasesRig(t *testing.T) (*fakeorigin.Releases, *harness.ReleasesSide, *enginetest.FakeClock, *refusalCounter) {
+	t.Helper()
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	o.Add("hashicorp", "terraform", "1.5.7", "linux_amd64", "darwin_arm64")
+	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64", "darwin_arm64")
+	o.Add("opentofu", "tofu", "1.8.0", "linux_amd64", "darwin_arm64")
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	met := &refusalCounter{refused: map[string]int{}}
+	side := harness.StartReleasesSide(t, o, releases.Config{Now: clock.Now, Metrics: met})
+	return o, side, clock, met
+}
+
+// readArchive opens and reads a whole archive through rel.
+func readArchive(rel *served.Releases, pub releases.Publisher, product, version, name string) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	arc, err := rel.OpenArchive(ctx, pub, product, version, name)
+	if err != nil {
+		return err
+	}
+	defer arc.Close()
+	_, err = io.Copy(io.Discard, arc)
+	return err
+}
+
+// TestReleasesPolicy: a version younger than minimum_release_age (dated
+// by its signature) is held in the list and refused with its date;
+// deny_version refuses with the operator's reason, and its archive is not
+// fetched; a product the policy denies is refused whole; each refusal is
+// counted per product.
+func TestReleasesPolicy(t *testing.T) {
+	o, side, clock, met := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-24 * time.Hour))
+	if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err != nil {
+		t.Fatal(err)
+	}
+	// 1.5.7 is signed long ago.
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", "1.5.7"); err != nil {
+		t.Fatal(err)
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "72h"
+deny_version "get.opentofu.org/opentofu/tofu" {
+  versions = ["1.8.0"]
+  reason   = "CVE-2026-0001: use 1.8.1"
+}
+`))
+	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil || len(list.Versions) != 1 || list.Versions[0].Version != "1.5.7" {
+		t.Fatalf("list under the age gate: %+v %v, want 1.5.7 alone", list, err)
+	}
+	err = readArchive(rel, releases.HashiCorp, "terraform", "1.6.0", tfZip)
+	var pe *gate.PolicyError
+	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge || !pe.Verdict.AvailableAt.Equal(now.Add(48*time.Hour)) {
+		t.Fatalf("a fresh version: %v, want held until %s", err, now.Add(48*time.Hour))
+	}
+	if err := readArchive(rel, releases.HashiCorp, "terraform", "1.5.7", "terraform_1.5.7_linux_amd64.zip"); err != nil {
+		t.Fatalf("an old version: %v", err)
+	}
+	err = readArchive(rel, releases.OpenTofu, "tofu", "1.8.0", tofuZip)
+	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-0001") {
+		t.Fatalf("a denied version: %v", err)
+	}
+	if n := o.Hits("/tofu/download/v1.8.0/" + tofuZip); n != 0 {
+		t.Errorf("a denied version's archive was fetched")
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/*"]`))
+	if _, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform"); !errors.As(err, &pe) || pe.Version != "" {
+		t.Fatalf("a denied product: %v", err)
+	}
+	if met.refusals("hashicorp/terraform/"+policy.RuleDeny) == 0 || met.refusals("opentofu/tofu/"+policy.RuleDenyVersion) == 0 {
+		t.Error("refusals not counted per product")
+	}
+	// Beneath the layer, the releases side applies no policy.
+	if _, err := side.Releases.Sums(ctx, releases.OpenTofu, "tofu", "1.8.0"); err != nil {
+		t.Errorf("the releases side beneath the layer: %v", err)
+	}
+}
+
+// releaseTarget is what the releases cases ask for.
+type releaseTarget struct {
+	pub                    releases.Publisher
+	product, version, name string
+}
+
+// releaseCall is a method of served.Releases as a case calls it.
+type releaseCall func(ctx context.Context, r *served.Releases, x releaseTarget) error
+
+// releaseCases has one case per method of served.Releases that serves or
+// lists CLI versions: each refuses the target version of a denied
+// product, and a denied or an age-held version (a listing by leaving it
+// out).
+var releaseCases = map[string]releaseCall{
+	"Versions": func(ctx context.Context, r *served.Releases, x releaseTarget) error {
+		list, _, err := r.Versions(ctx, x.pub, x.product)
+		if err != nil {
+			return err
+		}
+		if slices.ContainsFunc(list.Versions, func(l releases.Listed) bool { return l.Version == x.version }) {
+			return nil
+		}
+		return errLeftOut
+	},
+	"Sums": func(ctx context.Context, r *served.Releases, x releaseTarget) error {
+		_, err := r.Sums(ctx, x.pub, x.product, x.version)
+		return err
+	},
+	"Document": func(ctx context.Context, r *served.Releases, x releaseTarget) error {
+		_, err := r.Document(ctx, x.pub, x.product, x.version, releases.SumsName(x.pub, x.product, x.version))
+		return err
+	},
+	"OpenArchive": func(ctx context.Context, r *served.Releases, x releaseTarget) error {
+		return readArchive(r, x.pub, x.product, x.version, x.name)
+	},
+}
+
+// releasesNotServing are the methods of served.Releases that serve no
+// CLI version, each with why.
+var releasesNotServing = map[string]string{
+	"Products": "the products configured, for the door's listings and the status page",
+	"KeyIDs":   "the IDs of the publisher's keys in force, which name signature files",
+	"Cached":   "whether an archive, named by the sha256 of an answer this layer gave, is committed",
+}
+
+// TestEveryReleasesMethodRefuses walks the method set of
+// served.Releases: every method is either one that serves no CLI
+// version (releasesNotServing, with why) or has a case in releaseCases,
+// and every case refuses: a denied product (on a cold mirror, asking the
+// origin nothing), a deny_version and a minimum release age on versions
+// served before the policy changed. A method added later without a case
+// fails here.
+func TestEveryReleasesMethodRefuses(t *testing.T) {
+	typ := reflect.TypeOf(&served.Releases{})
+	var names []string
+	for i := range typ.NumMethod() {
+		name := typ.Method(i).Name
+		names = append(names, name)
+		_, isCase := releaseCases[name]
+		_, skip := releasesNotServing[name]
+		if !isCase && !skip {
+			t.Errorf("served.Releases.%s has no case in releaseCases for a denied and an age-held version (nor a reason in releasesNotServing)", name)
+		}
+	}
+	for name := range releaseCases {
+		if !slices.Contains(names, name) {
+			t.Errorf("releaseCases names %s, which served.Releases does not have", name)
+		}
+	}
+	if t.Failed() {
+		return
+	}
+	sort.Strings(names)
+	for _, sc := range []struct {
+		name, policy string
+		rule         string
+		address      bool // the product is refused, on a cold mirror
+	}{
+		{"deny", `deny = ["releases.hashicorp.com/hashicorp/terraform", "get.opentofu.org/opentofu/tofu"]`, policy.RuleDeny, true},
+		{"deny_version", `
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "= 1.6.0"
+  reason   = "CVE-2026-0004"
+}
+deny_version "get.opentofu.org/opentofu/tofu" {
+  versions = "= 1.8.0"
+  reason   = "CVE-2026-0004"
+}`, policy.RuleDenyVersion, false},
+		{"min_release_age", `minimum_release_age = "72h"`, policy.RuleMinReleaseAge, false},
+	} {
+		t.Run(sc.name, func(t *testing.T) {
+			t.Parallel()
+			o, side, clock, _ := releasesRig(t)
+			o.SetSignedAt(clock.Now().Add(-time.Hour))
+			targets := []releaseTarget{
+				{releases.HashiCorp, "terraform", "1.6.0", tfZip},
+				{releases.OpenTofu, "tofu", "1.8.0", tofuZip},
+			}
+			ctx := context.Background()
+			if !sc.address {
+				// Everything a case asks is served with no policy first.
+				for _, x := range targets {
+					for _, name := range names {
+						if c, ok := releaseCases[name]; ok {
+							if err := c(ctx, side.Served, x); err != nil {
+								t.Fatalf("%s %s with no policy: %v", x.product, name, err)
+							}
+						}
+					}
+				}
+			}
+			side.Engine.SetPolicy(enginetest.DecodePolicy(t, sc.policy))
+			before := o.TotalHits()
+			for _, x := range targets {
+				for _, name := range names {
+					c, ok := releaseCases[name]
+					if !ok {
+						continue
+					}
+					ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+					err := c(ctx, side.Served, x)
+					cancel()
+					var perr *gate.PolicyError
+					switch {
+					case errors.Is(err, errLeftOut) && !sc.address:
+					case !errors.As(err, &perr):
+						t.Errorf("%s %s: %v, want refused by the package policy (%s)", x.product, name, err, sc.rule)
+					case perr.Verdict.Rule != sc.rule:
+						t.Errorf("%s %s: refused by %s, want %s", x.product, name, perr.Verdict.Rule, sc.rule)
+					case sc.address && perr.Version != "":
+						t.Errorf("%s %s: refused as version %q, want the product refused whole", x.product, name, perr.Version)
+					}
+				}
+			}
+			if sc.address {
+				if n := o.TotalHits() - before; n != 0 {
+					t.Errorf("%d origin requests for a denied product, want none", n)
+				}
+			}
+		})
+	}
+}
+
+// TestReleasesOriginFailuresInTheEnginesKinds: with the publisher's
+// origin down, every method of served.Releases that reaches it reports
+// the failure in the engine's kinds (mirror/failure.OriginError): the
+// origin's status, then its open circuit breaker.
+func TestReleasesOriginFailuresInTheEnginesKinds(t *testing.T) {
+	o, side, _, _ := releasesRig(t)
+	o.SetDown(true)
+	x := releaseTarget{releases.HashiCorp, "terraform", "1.6.0", tfZip}
+	for name, c := range releaseCases {
+		err := c(context.Background(), side.Served, x)
+		var fe *failure.OriginError
+		switch {
+		case !errors.As(err, &fe):
+			t.Errorf("%s: %v, want a failure.OriginError", name, err)
+		case fe.Kind == failure.OriginFailed && fe.StatusCode != 0:
+		case fe.Kind == failure.CircuitOpen && fe.Wait: // the origin kept failing
+		default:
+			t.Errorf("%s: %+v, want the origin's status or its open circuit", name, fe)
+		}
+	}
+}

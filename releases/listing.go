@@ -1,0 +1,67 @@
+package releases
+
+// What the package policy judges the releases side's answers by: the
+// address a product is named by, and the listing rule's time of a
+// version. The policy itself is applied above, by mirror/served.Releases,
+// the layer every way in reaches the CLI releases through.
+//
+// A CLI product is judged as a provider address of its publisher's
+// layout, so that the policy file's allow, deny, deny_version and
+// minimum_release_age rules name it as they name providers:
+// releases.hashicorp.com/hashicorp/PRODUCT for HashiCorp's products and
+// get.opentofu.org/opentofu/tofu for OpenTofu, whatever origin URLs are
+// configured.
+//
+// A version's release time is the later of two times, as for providers
+// (mirror/gate): the creation time of its SHA256SUMS signature
+// (Sums.SignedAt), and the time of the last list fetched before the one
+// that first listed it (ListingTime; a version in the first list ever
+// fetched has none).
+
+import (
+	"time"
+)
+
+// Address is the address the package policy judges a product by.
+func Address(pub Publisher, product string) string {
+	if pub == OpenTofu {
+		return "get.opentofu.org/opentofu/" + product
+	}
+	return "releases.hashicorp.com/hashicorp/" + product
+}
+
+// ListingTime is the listing rule's time of a version: the time of the
+// last list fetched before the one that first listed it; zero when none.
+func (r *Releases) ListingTime(pub Publisher, product, version string) time.Time {
+	var at time.Time
+	if _, err := r.store.GetMeta(absentKey(pub, product, version), &at); err != nil {
+		return time.Time{}
+	}
+	return at
+}
+
+func absentKey(pub Publisher, product, version string) string {
+	return "releases/absent/" + string(pub) + "/" + product + "/" + version
+}
+
+// noteListing records, for each version next lists that prev did not,
+// prev's time: the version was not yet released then.
+func (r *Releases) noteListing(pub Publisher, product string, prev, next *List) {
+	had := make(map[string]bool, len(prev.Versions))
+	for _, l := range prev.Versions {
+		had[l.Version] = true
+	}
+	for _, l := range next.Versions {
+		if had[l.Version] {
+			continue
+		}
+		key := absentKey(pub, product, l.Version)
+		var at time.Time
+		if _, err := r.store.GetMeta(key, &at); err == nil {
+			continue // written once
+		}
+		if err := r.store.PutMeta(key, prev.At); err != nil {
+			r.log.Warn("could not store a release's listing time", "publisher", string(pub), "product", product, "version", l.Version, "error", err)
+		}
+	}
+}
