@@ -3,6 +3,7 @@ package releases
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -64,18 +65,21 @@ type Origin interface {
 }
 
 // Engine is what the releases side needs of the pull-through engine
-// (*mirror.Engine): its one fetcher of immutable files, and the package
-// policy in force.
+// (*mirror.Engine): its one fetcher of immutable files, the package
+// policy in force, and the air-gap side that imports a file (airgap.go).
 type Engine interface {
 	OpenBlob(ctx context.Context, b mirror.Blob) (*mirror.Archive, error)
 	HasBlob(sha string) bool
 	Policy() *policy.Policy
+	AirGap() *mirror.AirGap
 }
 
-// Store keeps the verified SHA256SUMS and the version lists (*cache.Store).
+// Store keeps the verified SHA256SUMS and the version lists (*cache.Store);
+// an export lists the SHA256SUMS it holds (ScanMeta).
 type Store interface {
 	PutMeta(key string, v any) error
 	GetMeta(key string, v any) (time.Time, error)
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
 
 // Metrics receives, per publisher and product, what is served and what is

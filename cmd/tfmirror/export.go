@@ -34,9 +34,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	var ifs *flag.FlagSet
 	e, rest, err := parseCacheCommandConfig("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
-		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
-		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
-		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
+		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module and CLI release (with --provider or --version, no module is exported, and a CLI release only when its address is named: releases.hashicorp.com/hashicorp/PRODUCT, get.opentofu.org/opentofu/tofu)")
+		fs.Var(&versionList, "version", "comma-separated provider (and CLI) versions to export; default all")
+		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export, of providers and CLI releases; default all")
 		fs.StringVar(&format, "format", admin.FormatBundle, "what OUT is: bundle (an air-gap bundle for tfmirror import, signed) or oci-layout (a directory of OCI image layouts, one per repository with the OCI front door's names and digests, and push.sh to copy them into an OCI registry with oras)")
 		settings.Add(fs, &own, "export-key", "oci-provider-prefix", "oci-module-prefix")
 	})
@@ -131,6 +131,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
 		if res.Modules+res.ModulesPresent > 0 {
 			summary += fmt.Sprintf("\nmodules: %d packages exported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
+		}
+		if res.CLIArchives+res.CLIPresent > 0 {
+			summary += fmt.Sprintf("\ncli releases: %d archives exported (%d bytes), %d already present", res.CLIArchives, res.CLIBytes, res.CLIPresent)
 		}
 		if res.Held > 0 {
 			summary += fmt.Sprintf("\nleft out %d versions the package policy holds back (listed on stderr)", res.Held)

@@ -93,6 +93,12 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		if res.Modules+res.ModulesPresent > 0 {
 			summary += fmt.Sprintf("\nmodules: %d packages imported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
 		}
+		if res.CLIArchives+res.CLIPresent > 0 {
+			summary += fmt.Sprintf("\ncli releases: %d archives imported (%d bytes), %d already present", res.CLIArchives, res.CLIBytes, res.CLIPresent)
+		}
+		if res.CLIHeld > 0 {
+			summary += fmt.Sprintf("\n%d CLI versions imported are held back by the package policy, and not served until it allows them (listed on stderr)", res.CLIHeld)
+		}
 		return airGapResult{
 			summary:  summary,
 			failures: res.Failures, failed: res.Failed,

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -69,4 +71,23 @@ func readArmoredKeys(path string) ([]string, error) {
 // openReleasesDoor is the front door of the CLI releases, under /releases/.
 func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *releases.Releases, auth *proxy.Auth) (*releasesdoor.Door, error) {
 	return releasesdoor.New(releasesdoor.Config{PublicURL: cfg.PublicURL, PlainHTTP: cfg.InsecureHTTP, Auth: auth, Logger: logger}, rel)
+}
+
+// cliEngine is the engine with its CLI releases side, as export and import
+// take it (airgap.CLIEngine): an export then carries the cached CLI
+// versions and an import takes them, verified with the publisher keys
+// this process is configured with.
+type cliEngine struct {
+	*mirror.Engine
+	rel *releases.Releases
+}
+
+var _ airgap.CLIEngine = cliEngine{}
+
+func (e cliEngine) CLIReleases() airgap.CLIReleases { return e.rel }
+
+// adminEngine is the engine the admin operations run on: with its CLI
+// releases side.
+func (p *engineParts) adminEngine() admin.Engine {
+	return cliEngine{Engine: p.engine, rel: p.releases}
 }
