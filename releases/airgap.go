@@ -118,7 +118,7 @@ type ImportOutcome struct {
 	// Archives are the archives imported, Present those the cache had
 	// already; Bytes the size of those imported.
 	Archives, Present int
-	Bytes            int64
+	Bytes             int64
 	// Held is the package policy's verdict now when it holds the
 	// version back: it is stored, and refused to clients until the
 	// policy lets it through (an import is a transfer; the policy decides
