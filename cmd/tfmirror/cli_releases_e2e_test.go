@@ -372,3 +372,75 @@ func TestSyncCLIThenSealed(t *testing.T) {
 		t.Errorf("the sealed mirror made %d origin requests", n)
 	}
 }
+
+// TestSyncCLIExportImportSealed: CLI versions synced into one mirror
+// cross an air gap in its signed bundle. A fresh mirror that trusts the
+// exporting mirror's key imports them only with the publishers' keys it
+// is configured with (with the shipped keys, which did not sign the
+// stand-ins' SHA256SUMS, it refuses them and keeps nothing); then, sealed
+// and with no origin reachable, it serves them to tenv, which installs
+// the origin's program.
+func TestSyncCLIExportImportSealed(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := newCLIOrigin(t)
+	dataA := filepath.Join(t.TempDir(), "a")
+	m := filepath.Join(t.TempDir(), "sync.hcl")
+	src := "platforms = [\"" + platform + "\"]\ncli \"terraform\" {\n  versions = [\"~> 1.6.0\"]\n}\ncli \"tofu\" {\n  versions = [\">= 1.8.0\"]\n}\n"
+	if err := os.WriteFile(m, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runSync(context.Background(), append(c.flags(dataA), m), func(string) (string, bool) { return "", false }, &stdout, &stderr,
+		overrides{rootCAs: c.pool(), keepStdLog: true}); code != 0 {
+		t.Fatalf("sync: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	keys := []string{"--releases-hashicorp-keys", c.hcKey, "--releases-opentofu-keys", c.tofuKey}
+	bundle := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	code, out, errOut := runCommand(append(append([]string{"export", "--data-dir", dataA}, keys...), bundle)...)
+	if code != 0 || !strings.Contains(out, "cli releases: 2 archives exported") {
+		t.Fatalf("export: exit %d\n%s%s", code, out, errOut)
+	}
+	exporter := exporterKey(t, dataA)
+	c.origin.Close() // from here on, no origin answers
+	hits := c.origin.TotalHits()
+
+	dataB := filepath.Join(t.TempDir(), "b")
+	code, out, errOut = runCommand("import", "--data-dir", dataB, "--trusted-export-keys", exporter, bundle)
+	if code != 1 || !strings.Contains(errOut, "cli releases.hashicorp.com/hashicorp/terraform 1.6.0 refused") ||
+		!strings.Contains(errOut, "does not verify with the hashicorp keys this mirror trusts (--releases-hashicorp-keys)") || strings.Contains(out, "cli releases:") {
+		t.Fatalf("import with the shipped publisher keys: exit %d, want 1 and the CLI versions refused\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCommand(append(append([]string{"import", "--data-dir", dataB, "--trusted-export-keys", exporter}, keys...), bundle)...)
+	if code != 0 || !strings.Contains(out, "cli releases: 2 archives imported") {
+		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	}
+
+	c.start(t, dataB, "--offline")
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") || strings.Contains(out, "1.5.7") {
+		t.Fatalf("the sealed mirror lists:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+
+	tofuEnv := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TOFUENV_INSTALL_MODE=mirror",
+		"TOFUENV_LIST_MODE=mirror",
+		"TOFUENV_LIST_URL=" + c.url + "/releases/opentofu/api.json",
+		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
+		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
+		"PATH=" + t.TempDir(), // no cosign: tenv checks the .gpgsig
+	}
+	c.run(t, home, tenv, tofuEnv, "tofu", "install", "1.8.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "OpenTofu", "1.8.0", "tofu"), "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
+	if n := c.origin.TotalHits() - hits; n != 0 {
+		t.Errorf("the origin was asked %d times after the export", n)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
@@ -18,6 +19,33 @@ import (
 	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
+
+// releasesFlags are the flags of the CLI releases side that export and
+// import take: the products served and the publisher keys, which decide
+// what an export carries and what an import takes. Through a running
+// serve, the serve's apply.
+var releasesFlags = []string{"releases-hashicorp-products", "releases-hashicorp-keys", "releases-opentofu-keys"}
+
+// useReleasesFlags sets in cfg the releasesFlags given on fs (parsed into
+// own), and returns them as given ("--NAME").
+func useReleasesFlags(fs *flag.FlagSet, own settings.Config, cfg *settings.Config) []string {
+	var given []string
+	for _, name := range releasesFlags {
+		if !flagGiven(fs, name) {
+			continue
+		}
+		given = append(given, "--"+name)
+		switch name {
+		case "releases-hashicorp-products":
+			cfg.ReleasesHashiCorpProducts = own.ReleasesHashiCorpProducts
+		case "releases-hashicorp-keys":
+			cfg.ReleasesHashiCorpKeys = own.ReleasesHashiCorpKeys
+		case "releases-opentofu-keys":
+			cfg.ReleasesOpenTofuKeys = own.ReleasesOpenTofuKeys
+		}
+	}
+	return given
+}
 
 // openReleases builds the CLI releases side on the engine, its cache and
 // its origin client (whose allowed origins decide which publishers it may
