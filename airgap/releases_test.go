@@ -39,7 +39,7 @@ type cliEng struct {
 	rel *releases.Releases
 }
 
-func (e cliEng) CLIReleases() CLIReleases { return e.rel }
+func (e cliEng) CLIReleases() CLIReleases { return e.rel.AirGap() }
 
 const (
 	cliPlatform = "linux_amd64"

@@ -1,8 +1,9 @@
 package releases
 
 // Carrying CLI versions across an air gap: what an export reads of the
-// versions the cache holds (Held), and what an import loads (Import),
-// verified exactly as the pull-through path verifies them. Package
+// versions the cache holds (AirGap.Held), and what an import loads
+// (AirGap.Import), verified exactly as the pull-through path verifies
+// them. Package
 // airgap writes and reads the bundle; this side owns the trust: a
 // SHA256SUMS is taken only once its signature verifies with the
 // publisher's keys configured here, never with a key that comes with it,
@@ -25,6 +26,13 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
+// AirGap is the releases side as an air gap sees it: the versions to
+// export and the import of one. Releases.AirGap returns it.
+type AirGap struct{ r *Releases }
+
+// AirGap returns the releases side's air-gap side.
+func (r *Releases) AirGap() *AirGap { return &AirGap{r: r} }
+
 // HeldVersion is a CLI version the cache holds: its SHA256SUMS, verified
 // again with the keys in force, its entry in the product's version list,
 // and the archives of it in the cache.
@@ -43,7 +51,8 @@ type HeldVersion struct {
 // SHA256SUMS and at least one archive the cache holds, by publisher,
 // product and version. A stored SHA256SUMS that no longer verifies with
 // the keys in force is left out (and logged).
-func (r *Releases) Held(fn func(HeldVersion) error) error {
+func (a *AirGap) Held(fn func(HeldVersion) error) error {
+	r := a.r
 	lists := map[string]*List{}
 	return r.store.ScanMeta("releases/sums/", func(key string, _ time.Time, _ json.RawMessage) error {
 		s, err := r.loadSums(key)
@@ -73,7 +82,7 @@ func (r *Releases) Held(fn func(HeldVersion) error) error {
 			lists[lk] = list
 		}
 		h.Listed = listedOf(s, list)
-		h.Verdict = r.verdict(s.Publisher, s.Product, s.Version, s.SignedAt)
+		h.Verdict = a.verdict(s.Publisher, s.Product, s.Version, s.SignedAt)
 		return fn(h)
 	})
 }
@@ -146,7 +155,8 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // be served. The version then joins the stored version list, which is
 // what a sealed mirror lists. A product this mirror does not serve is
 // refused (ErrNotFound).
-func (r *Releases) Import(ctx context.Context, in Imported) (ImportOutcome, error) {
+func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error) {
+	r := a.r
 	out := ImportOutcome{Held: policy.Verdict{Allowed: true}}
 	pub, product, version := in.Publisher, in.Product, in.Version
 	if pub != HashiCorp && pub != OpenTofu {
@@ -164,7 +174,7 @@ func (r *Releases) Import(ctx context.Context, in Imported) (ImportOutcome, erro
 	}
 	s := &Sums{Publisher: pub, Product: product, Version: version, Document: in.Document, Signature: in.Signature, Schema: sumsSchema}
 	if err := r.verifySums(s); err != nil {
-		r.refused(pub, product, err)
+		a.refused(pub, product, err)
 		return out, &ImportError{File: sumsName, Err: fmt.Errorf("does not verify with the %s keys this mirror trusts (%s): %w", pub, keysSetting(pub), err)}
 	}
 	if len(in.Archives) == 0 {
@@ -172,21 +182,21 @@ func (r *Releases) Import(ctx context.Context, in Imported) (ImportOutcome, erro
 	}
 	builds := s.Builds()
 	blobs := make([]mirror.Blob, 0, len(in.Archives))
-	for _, a := range in.Archives {
-		i := slices.IndexFunc(builds, func(b Build) bool { return b.Filename == a.Filename })
+	for _, arc := range in.Archives {
+		i := slices.IndexFunc(builds, func(b Build) bool { return b.Filename == arc.Filename })
 		if i < 0 {
-			return out, &ImportError{File: a.Filename, Err: fmt.Errorf("is not an archive its signed %s lists", sumsName)}
+			return out, &ImportError{File: arc.Filename, Err: fmt.Errorf("is not an archive its signed %s lists", sumsName)}
 		}
 		want := builds[i].SHA256
-		if a.SHA256 != "" && a.SHA256 != want {
-			return out, &ImportError{File: a.Filename, Err: fmt.Errorf("the bundle gives sha256 %s, the signed %s %s", a.SHA256, sumsName, want)}
+		if arc.SHA256 != "" && arc.SHA256 != want {
+			return out, &ImportError{File: arc.Filename, Err: fmt.Errorf("the bundle gives sha256 %s, the signed %s %s", arc.SHA256, sumsName, want)}
 		}
-		if err := checkSHA256(ctx, a, want); err != nil {
-			r.refused(pub, product, err)
-			return out, &ImportError{File: a.Filename, Err: err}
+		if err := checkSHA256(ctx, arc, want); err != nil {
+			a.refused(pub, product, err)
+			return out, &ImportError{File: arc.Filename, Err: err}
 		}
 		exe := product
-		blobs = append(blobs, mirror.Blob{SHA256: want, Filename: a.Filename, Label: Address(pub, product) + " " + version, Open: a.Open,
+		blobs = append(blobs, mirror.Blob{SHA256: want, Filename: arc.Filename, Label: Address(pub, product) + " " + version, Open: arc.Open,
 			Check: func(ctx context.Context, ra io.ReaderAt, size int64) error {
 				return verify.CheckCLIArchive(ctx, ra, size, exe, r.cfg.ArchiveLimits)
 			},
@@ -209,10 +219,10 @@ func (r *Releases) Import(ctx context.Context, in Imported) (ImportOutcome, erro
 		return out, fmt.Errorf("storing %s: %w", sumsName, err)
 	}
 	r.remember(key, s)
-	if err := r.addListed(s, in.Files); err != nil {
+	if err := a.addListed(s, in.Files); err != nil {
 		return out, fmt.Errorf("adding %s %s to the stored version list: %w", product, version, err)
 	}
-	if v := r.verdict(pub, product, version, s.SignedAt); !v.Allowed {
+	if v := a.verdict(pub, product, version, s.SignedAt); !v.Allowed {
 		out.Held = v
 	}
 	return out, nil
@@ -227,7 +237,8 @@ func keysSetting(pub Publisher) string {
 }
 
 // refused counts a refusal by its verify.Reason.
-func (r *Releases) refused(pub Publisher, product string, err error) {
+func (a *AirGap) refused(pub Publisher, product string, err error) {
+	r := a.r
 	reason := string(verify.ReasonSignature)
 	var verr *verify.Error
 	if errors.As(err, &verr) {
@@ -261,7 +272,8 @@ func checkSHA256(ctx context.Context, a ImportedArchive, want string) error {
 // signed SHA256SUMS names them, OpenTofu's files as given, under the
 // rules its list is read by. A list made here is dated at the zero time,
 // so that a mirror that is not sealed fetches the origin's at once.
-func (r *Releases) addListed(s *Sums, files []string) error {
+func (a *AirGap) addListed(s *Sums, files []string) error {
+	r := a.r
 	key := listKey(s.Publisher, s.Product)
 	var list List
 	if _, err := r.store.GetMeta(key, &list); err != nil || list.Schema != listSchema {
@@ -306,7 +318,8 @@ func (r *Releases) addListed(s *Sums, files []string) error {
 
 // verdict is the package policy's verdict on a stored version now, as
 // Sums judges it, without counting a refusal.
-func (r *Releases) verdict(pub Publisher, product, version string, signedAt time.Time) policy.Verdict {
+func (a *AirGap) verdict(pub Publisher, product, version string, signedAt time.Time) policy.Verdict {
+	r := a.r
 	pol := r.engine.Policy()
 	if pol == nil {
 		return policy.Verdict{Allowed: true}

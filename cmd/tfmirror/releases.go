@@ -106,13 +106,13 @@ func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *releases.Re
 // versions and an import takes them, verified with the publisher keys
 // this process is configured with.
 type cliEngine struct {
-	*mirror.Engine
+	admin.Engine
 	rel *releases.Releases
 }
 
 var _ airgap.CLIEngine = cliEngine{}
 
-func (e cliEngine) CLIReleases() airgap.CLIReleases { return e.rel }
+func (e cliEngine) CLIReleases() airgap.CLIReleases { return e.rel.AirGap() }
 
 // adminEngine is the engine the admin operations run on: with its CLI
 // releases side.
