@@ -415,3 +415,53 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 		t.Fatalf("import into a mirror without terraform: %+v %q", sum, reports)
 	}
 }
+
+// TestImportCLIReleasesSection: the manifest's releases section decides
+// which CLI versions an import looks for: one it lists that is missing is
+// refused, as is every one under a section of a format this release does
+// not read (the providers and modules of such a bundle still import), and
+// every one when the engine has no CLI releases side.
+func TestImportCLIReleasesSection(t *testing.T) {
+	t.Run("missing", func(t *testing.T) {
+		o, out, key := exportedCLI(t)
+		if err := os.RemoveAll(filepath.Join(out, filepath.FromSlash(tofuRelDir))); err != nil {
+			t.Fatal(err)
+		}
+		b := sealedCLI(t, o)
+		sum, reports := importCLI(t, b, out, key)
+		if sum.Failed != 1 || sum.CLIArchives != 1 || !strings.Contains(strings.Join(reports, "\n"), "tofu 1.8.0 refused: "+filepath.Join(out, filepath.FromSlash(tofuRelDir))+" is listed in the manifest") {
+			t.Fatalf("import: %+v %q", sum, reports)
+		}
+	})
+	t.Run("no CLI releases side", func(t *testing.T) {
+		_, out, key := exportedCLI(t)
+		sum, reports := importCLI(t, newEngine(t, nil), out, key)
+		if sum.Failed != 2 || !strings.Contains(strings.Join(reports, "\n"), "no CLI releases side") {
+			t.Fatalf("import: %+v %q", sum, reports)
+		}
+	})
+	t.Run("newer format", func(t *testing.T) {
+		o, out, key := exportedCLI(t)
+		data, err := os.ReadFile(filepath.Join(out, manifestName))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m manifest
+		if err := json.Unmarshal(data, &m); err != nil {
+			t.Fatal(err)
+		}
+		m.Releases.Format = releasesFormat + 1
+		data, _ = json.MarshalIndent(m, "", "  ")
+		sig, err := key.sign(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		write(t, filepath.Join(out, manifestName), string(data))
+		write(t, filepath.Join(out, manifestSigName), string(sig))
+		b := sealedCLI(t, o)
+		sum, reports := importCLI(t, b, out, key)
+		if sum.Failed != 2 || sum.CLIArchives != 0 || !strings.Contains(strings.Join(reports, "\n"), "has format 2, and this tfmirror reads 1") {
+			t.Fatalf("import: %+v %q", sum, reports)
+		}
+	})
+}
