@@ -278,8 +278,9 @@ func TestExportSelectsCLIReleases(t *testing.T) {
 // archive was changed, when its SHA256SUMS was changed (even under a
 // manifest the exporting key signed again), when its signature is by a
 // key other than the publisher's configured in the importing mirror,
-// when its record names a file outside its directory, when its files
-// are links, and when no trusted export key signed the manifest.
+// when its record names a file outside its directory or an archive its
+// SHA256SUMS does not sign, when its files are links, and when no trusted
+// export key signed the manifest.
 func TestImportCLIReleasesRefused(t *testing.T) {
 	other, err := openpgp.NewEntity("someone else", "", "other@example.invalid", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
 	if err != nil {
@@ -333,6 +334,21 @@ func TestImportCLIReleasesRefused(t *testing.T) {
 			write(t, rec, string(data))
 			resign(t, out, key)
 		}, "which is not in its directory"},
+		{"record names an archive its SHA256SUMS does not", func(t *testing.T, out string, key *ExportKey) {
+			rec := filepath.Join(out, filepath.FromSlash(tfRelDir), releaseFileName)
+			var rf releaseFile
+			data, _ := os.ReadFile(rec)
+			if err := json.Unmarshal(data, &rf); err != nil {
+				t.Fatal(err)
+			}
+			extra := "terraform_1.6.0_freebsd_amd64.zip"
+			zip, _ := os.ReadFile(filepath.Join(out, tfZip))
+			write(t, filepath.Join(out, filepath.FromSlash(tfRelDir), extra), string(zip))
+			rf.Archives = append(rf.Archives, extra)
+			data, _ = json.Marshal(rf)
+			write(t, rec, string(data))
+			resign(t, out, key)
+		}, "is not an archive its signed terraform_1.6.0_SHA256SUMS lists"},
 		{"archive is a link", func(t *testing.T, out string, key *ExportKey) {
 			outside := filepath.Join(t.TempDir(), tfZipName)
 			data, _ := os.ReadFile(filepath.Join(out, tfZip))

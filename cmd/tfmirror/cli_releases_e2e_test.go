@@ -376,10 +376,11 @@ func TestSyncCLIThenSealed(t *testing.T) {
 // TestSyncCLIExportImportSealed: CLI versions synced into one mirror
 // cross an air gap in its signed bundle. A fresh mirror that trusts the
 // exporting mirror's key imports them only with the publishers' keys it
-// is configured with (with the shipped keys, which did not sign the
-// stand-ins' SHA256SUMS, it refuses them and keeps nothing); then, sealed
-// and with no origin reachable, it serves them to tenv, which installs
-// the origin's program.
+// is configured with: on its own, with the shipped keys (which did not
+// sign the stand-ins' SHA256SUMS), it refuses them and keeps nothing;
+// through its sealed serve, configured with the stand-ins' keys and with
+// no origin reachable, it takes them and serves them at once to tenv,
+// which installs the origin's program.
 func TestSyncCLIExportImportSealed(t *testing.T) {
 	tenv := tenvTool.Binary(t)
 	c := newCLIOrigin(t)
@@ -410,12 +411,13 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 		!strings.Contains(errOut, "does not verify with the hashicorp keys this mirror trusts (--releases-hashicorp-keys)") || strings.Contains(out, "cli releases:") {
 		t.Fatalf("import with the shipped publisher keys: exit %d, want 1 and the CLI versions refused\n%s%s", code, out, errOut)
 	}
-	code, out, errOut = runCommand(append(append([]string{"import", "--data-dir", dataB, "--trusted-export-keys", exporter}, keys...), bundle)...)
-	if code != 0 || !strings.Contains(out, "cli releases: 2 archives imported") {
-		t.Fatalf("import: exit %d\n%s%s", code, out, errOut)
+	// Then through the sealed serve on dataB, configured with the
+	// stand-ins' keys: what it imports it serves at once.
+	c.start(t, dataB, "--offline", "--trusted-export-keys", exporter)
+	code, out, errOut = runCommand("import", "--data-dir", dataB, bundle)
+	if code != 0 || !strings.Contains(out, "cli releases: 2 archives imported") || !strings.Contains(errOut, "admin socket") {
+		t.Fatalf("import through the serve: exit %d\n%s%s", code, out, errOut)
 	}
-
-	c.start(t, dataB, "--offline")
 	home := t.TempDir()
 	env := []string{
 		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
