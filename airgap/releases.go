@@ -34,8 +34,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -171,9 +173,9 @@ func exportReleases(ctx context.Context, cli CLIReleases, engine Engine, sel Sel
 		if !sel.wantsCLI(s.Publisher, s.Product, s.Version) {
 			return nil
 		}
-		if !h.Verdict.Allowed {
+		if v := cliVerdict(engine, mr, s.SignedAt, h.ListedAt); !v.Allowed {
 			sum.Held++
-			report(fmt.Sprintf("%s: left out, held back by the package policy (%s: %s): %s", mr, h.Verdict.Rule, h.Verdict.Detail, h.Verdict.Message()))
+			report(fmt.Sprintf("%s: left out, held back by the package policy (%s: %s): %s", mr, v.Rule, v.Detail, v.Message()))
 			return nil
 		}
 		if err := exportRelease(engine, sel, h, mr, out, files, sum); err != nil {
@@ -309,7 +311,7 @@ func importReleases(ctx context.Context, engine Engine, b *bundle, report func(s
 		case cli == nil:
 			err = errors.New("this tfmirror has no CLI releases side to import it into")
 		default:
-			err = importRelease(ctx, cli, b, mr, dir, report, sum)
+			err = importRelease(ctx, engine, cli, b, mr, dir, report, sum)
 		}
 		if err != nil {
 			sum.Failed++
@@ -341,7 +343,7 @@ func within(root, path string) bool {
 
 // importRelease imports one CLI version from dir, once the manifest
 // covers every file of it with the bytes found.
-func importRelease(ctx context.Context, cli CLIReleases, b *bundle, mr manifestRelease, dir string, report func(string), sum *ImportSummary) error {
+func importRelease(ctx context.Context, engine Engine, cli CLIReleases, b *bundle, mr manifestRelease, dir string, report func(string), sum *ImportSummary) error {
 	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
 	recPath := filepath.Join(dir, releaseFileName)
 	data, err := vf.readFile(recPath, maxReleaseFileBytes)
@@ -406,10 +408,10 @@ func importRelease(ctx context.Context, cli CLIReleases, b *bundle, mr manifestR
 	if res.Archives > 0 {
 		sum.Versions = append(sum.Versions, releases.Address(in.Publisher, in.Product)+" "+in.Version)
 	}
-	if !res.Held.Allowed {
+	if v := cliVerdict(engine, mr, res.SignedAt, res.ListedAt); !v.Allowed {
 		sum.CLIHeld++
 		report(fmt.Sprintf("%s: imported, and held back by the package policy until it allows it (%s: %s): %s",
-			mr, res.Held.Rule, res.Held.Detail, res.Held.Message()))
+			mr, v.Rule, v.Detail, v.Message()))
 	}
 	return nil
 }
@@ -432,4 +434,24 @@ func checkReleasesSection(sec *manifestReleases) error {
 func hasReleases(dir string) bool {
 	info, err := os.Stat(filepath.Join(dir, releasesDir))
 	return err == nil && info.IsDir()
+}
+
+// cliVerdict is the package policy's verdict now on the CLI version mr,
+// judged as the releases door judges it: by the address the policy names
+// the product by, and by its release time, the later of its SHA256SUMS
+// signature's time and the listing rule's.
+func cliVerdict(engine Engine, mr manifestRelease, signedAt, listedAt time.Time) policy.Verdict {
+	pol := engine.Inventory().Policy()
+	if pol == nil {
+		return policy.Verdict{Allowed: true}
+	}
+	addr := releases.Address(releases.Publisher(mr.Publisher), mr.Product)
+	if v := pol.Address(policy.Provider, addr); !v.Allowed {
+		return v
+	}
+	at := signedAt
+	if listedAt.After(at) {
+		at = listedAt
+	}
+	return pol.Version(policy.Provider, addr, mr.Version, policy.Release{At: at, Known: true}, time.Now())
 }

@@ -13,6 +13,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -53,9 +54,23 @@ var (
 )
 
 // exportedCLI has a connected mirror pull terraform 1.6.0 and tofu 1.8.0
-// (one platform each) through from the stand-in origins, and exports its
-// cache to a directory.
+// (one platform each) through from the stand-in origins (cachedCLI), and
+// exports its cache to a directory.
 func exportedCLI(t *testing.T) (o *fakeorigin.Releases, out string, key *ExportKey) {
+	t.Helper()
+	o, a := cachedCLI(t)
+	out, key = filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
+	var reports []string
+	sum, err := Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	if err != nil || sum.Failed != 0 || sum.CLIArchives != 2 || len(reports) != 0 {
+		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
+	}
+	return o, out, key
+}
+
+// cachedCLI is a connected mirror that pulled terraform 1.6.0 and tofu
+// 1.8.0 (one platform each) through from the stand-in origins.
+func cachedCLI(t *testing.T) (*fakeorigin.Releases, *harness.ReleasesSide) {
 	t.Helper()
 	o, err := fakeorigin.StartReleases()
 	if err != nil {
@@ -88,13 +103,7 @@ func exportedCLI(t *testing.T) (o *fakeorigin.Releases, out string, key *ExportK
 		}
 	}
 	enginetest.WaitIdle(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, a.Engine) })
-	out, key = filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
-	var reports []string
-	sum, err := Export(ctx, cliEng{a.Engine, a.Releases}, Selection{}, out, key, func(s string) { reports = append(reports, s) })
-	if err != nil || sum.Failed != 0 || sum.CLIArchives != 2 || len(reports) != 0 {
-		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
-	}
-	return o, out, key
+	return o, a
 }
 
 // sealedCLI is a sealed mirror with a CLI releases side that trusts o's
@@ -480,4 +489,41 @@ func TestImportCLIReleasesSection(t *testing.T) {
 			t.Fatalf("import: %+v %q", sum, reports)
 		}
 	})
+}
+
+// TestExportCLIReleasesUnderThePolicy: what the policy refuses at the time
+// of the export is left out and listed, as for providers; a selection by
+// address and platform writes only what it names.
+func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
+	_, a := cachedCLI(t)
+	a.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = [{ pattern = "get.opentofu.org/opentofu/tofu", reason = "terraform only" }]`))
+	out := filepath.Join(t.TempDir(), "out")
+	var reports []string
+	sum, err := Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	if err != nil || sum.Held != 1 || sum.CLIArchives != 1 || len(reports) != 1 || !strings.Contains(reports[0], "terraform only") {
+		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
+	}
+	if _, err := os.Stat(filepath.Join(out, filepath.FromSlash(tofuRelDir))); err == nil {
+		t.Error("the denied product was exported")
+	}
+	if !slices.Contains(sum.Versions, "releases.hashicorp.com/hashicorp/terraform 1.6.0") {
+		t.Errorf("versions for the audit log: %q", sum.Versions)
+	}
+
+	a.Engine.SetPolicy(nil)
+	tf, _ := addrs.ParseProvider(releases.Address(releases.HashiCorp, "terraform"))
+	out = filepath.Join(t.TempDir(), "out")
+	sum, err = Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
+		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	if err != nil || sum.CLIArchives != 0 {
+		t.Fatalf("export of a platform not cached: %+v, %v", sum, err)
+	}
+	sum, err = Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{Providers: []addrs.Provider{tf}},
+		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	if err != nil || sum.CLIArchives != 1 {
+		t.Fatalf("export of terraform: %+v, %v", sum, err)
+	}
+	if _, err := os.Stat(filepath.Join(out, filepath.FromSlash(tofuRelDir))); err == nil {
+		t.Error("tofu was exported though only terraform was selected")
+	}
 }

@@ -22,7 +22,6 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror"
-	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -43,8 +42,9 @@ type HeldVersion struct {
 	Listed Listed
 	// Cached are the archives of the version in the cache.
 	Cached []Build
-	// Verdict is the package policy's verdict on the version now.
-	Verdict policy.Verdict
+	// ListedAt is the listing rule's time of the version (zero when
+	// none): with Sums.SignedAt, what the package policy judges it by.
+	ListedAt time.Time
 }
 
 // Held calls fn with every version of a served product whose verified
@@ -82,7 +82,7 @@ func (a *AirGap) Held(fn func(HeldVersion) error) error {
 			lists[lk] = list
 		}
 		h.Listed = listedOf(s, list)
-		h.Verdict = a.verdict(s.Publisher, s.Product, s.Version, s.SignedAt)
+		h.ListedAt = r.absent(s.Publisher, s.Product, s.Version)
 		return fn(h)
 	})
 }
@@ -128,11 +128,10 @@ type ImportOutcome struct {
 	// already; Bytes the size of those imported.
 	Archives, Present int
 	Bytes             int64
-	// Held is the package policy's verdict now when it holds the
-	// version back: it is stored, and refused to clients until the
-	// policy lets it through (an import is a transfer; the policy decides
-	// what is served). Allowed otherwise.
-	Held policy.Verdict
+	// SignedAt and ListedAt are what the package policy judges the
+	// version by (see HeldVersion): an import stores what verifies, and
+	// the policy decides what is served.
+	SignedAt, ListedAt time.Time
 }
 
 // ImportError is an imported version refused, and why; File names the
@@ -157,7 +156,7 @@ func (e *ImportError) Unwrap() error { return e.Err }
 // refused (ErrNotFound).
 func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error) {
 	r := a.r
-	out := ImportOutcome{Held: policy.Verdict{Allowed: true}}
+	var out ImportOutcome
 	pub, product, version := in.Publisher, in.Product, in.Version
 	if pub != HashiCorp && pub != OpenTofu {
 		return out, fmt.Errorf("%w: no publisher %q", ErrNotFound, pub)
@@ -222,9 +221,7 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 	if err := a.addListed(s, in.Files); err != nil {
 		return out, fmt.Errorf("adding %s %s to the stored version list: %w", product, version, err)
 	}
-	if v := a.verdict(pub, product, version, s.SignedAt); !v.Allowed {
-		out.Held = v
-	}
+	out.SignedAt, out.ListedAt = s.SignedAt, r.absent(pub, product, version)
 	return out, nil
 }
 
@@ -314,19 +311,4 @@ func (a *AirGap) addListed(s *Sums, files []string) error {
 	r.lists[key] = &listMemo{list: &list}
 	r.mu.Unlock()
 	return nil
-}
-
-// verdict is the package policy's verdict on a stored version now, as
-// Sums judges it, without counting a refusal.
-func (a *AirGap) verdict(pub Publisher, product, version string, signedAt time.Time) policy.Verdict {
-	r := a.r
-	pol := r.engine.Policy()
-	if pol == nil {
-		return policy.Verdict{Allowed: true}
-	}
-	if v := pol.Address(policy.Provider, Address(pub, product)); !v.Allowed {
-		return v
-	}
-	rel := policy.Release{At: later(signedAt, r.absent(pub, product, version)), Known: true}
-	return pol.Version(policy.Provider, Address(pub, product), version, rel, r.cfg.Now())
 }
