@@ -181,7 +181,12 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 	}
 	builds := s.Builds()
 	blobs := make([]mirror.Blob, 0, len(in.Archives))
+	seen := map[string]bool{}
 	for _, arc := range in.Archives {
+		if seen[arc.Filename] {
+			return out, &ImportError{File: arc.Filename, Err: errors.New("is given twice")}
+		}
+		seen[arc.Filename] = true
 		i := slices.IndexFunc(builds, func(b Build) bool { return b.Filename == arc.Filename })
 		if i < 0 {
 			return out, &ImportError{File: arc.Filename, Err: fmt.Errorf("is not an archive its signed %s lists", sumsName)}
