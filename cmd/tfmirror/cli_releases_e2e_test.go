@@ -414,6 +414,15 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 	// Then through the sealed serve on dataB, configured with the
 	// stand-ins' keys: what it imports it serves at once.
 	c.start(t, dataB, "--offline", "--trusted-export-keys", exporter)
+	// The serve's keys decide: keys given to the command are refused.
+	code, out, errOut = runCommand(append(append([]string{"import", "--data-dir", dataB}, keys...), bundle)...)
+	if code != 2 || !strings.Contains(errOut, "--releases-hashicorp-keys and --releases-opentofu-keys given, but the tfmirror serving this data directory does the import") {
+		t.Fatalf("import through the serve with keys: exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCommand(append(append([]string{"export", "--data-dir", dataB}, keys...), filepath.Join(t.TempDir(), "out"))...)
+	if code != 2 || !strings.Contains(errOut, "given, but the tfmirror serving this data directory does the export") {
+		t.Fatalf("export through the serve with keys: exit %d, want 2\n%s%s", code, out, errOut)
+	}
 	code, out, errOut = runCommand("import", "--data-dir", dataB, bundle)
 	if code != 0 || !strings.Contains(out, "cli releases: 2 archives imported") || !strings.Contains(errOut, "admin socket") {
 		t.Fatalf("import through the serve: exit %d\n%s%s", code, out, errOut)
@@ -444,5 +453,10 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 	c.checkInstalled(t, filepath.Join(home, ".tenv", "OpenTofu", "1.8.0", "tofu"), "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
 	if n := c.origin.TotalHits() - hits; n != 0 {
 		t.Errorf("the origin was asked %d times after the export", n)
+	}
+	// The sealed mirror carries them on, through its serve.
+	code, out, errOut = runCommand("export", "--data-dir", dataB, filepath.Join(t.TempDir(), "again"))
+	if code != 0 || !strings.Contains(out, "cli releases: 2 archives exported") {
+		t.Fatalf("export through the sealed serve: exit %d\n%s%s", code, out, errOut)
 	}
 }
