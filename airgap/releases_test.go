@@ -465,8 +465,8 @@ func TestImportCLIReleasesSection(t *testing.T) {
 			t.Fatalf("import: %+v %q", sum, reports)
 		}
 	})
-	t.Run("newer format", func(t *testing.T) {
-		o, out, key := exportedCLI(t)
+	// signedManifest signs, with key, out's manifest changed by change.
+	signedManifest := func(t *testing.T, out string, key *ExportKey, change func(*manifest)) {
 		data, err := os.ReadFile(filepath.Join(out, manifestName))
 		if err != nil {
 			t.Fatal(err)
@@ -475,7 +475,7 @@ func TestImportCLIReleasesSection(t *testing.T) {
 		if err := json.Unmarshal(data, &m); err != nil {
 			t.Fatal(err)
 		}
-		m.Releases.Format = releasesFormat + 1
+		change(&m)
 		data, _ = json.MarshalIndent(m, "", "  ")
 		sig, err := key.sign(data)
 		if err != nil {
@@ -483,9 +483,24 @@ func TestImportCLIReleasesSection(t *testing.T) {
 		}
 		write(t, filepath.Join(out, manifestName), string(data))
 		write(t, filepath.Join(out, manifestSigName), string(sig))
+	}
+	t.Run("newer format", func(t *testing.T) {
+		o, out, key := exportedCLI(t)
+		signedManifest(t, out, key, func(m *manifest) { m.Releases.Format = releasesFormat + 1 })
 		b := sealedCLI(t, o)
 		sum, reports := importCLI(t, b, out, key)
 		if sum.Failed != 2 || sum.CLIArchives != 0 || !strings.Contains(strings.Join(reports, "\n"), "has format 2, and this tfmirror reads 1") {
+			t.Fatalf("import: %+v %q", sum, reports)
+		}
+	})
+	t.Run("entry outside", func(t *testing.T) {
+		o, out, key := exportedCLI(t)
+		signedManifest(t, out, key, func(m *manifest) {
+			m.Releases.Versions = append(m.Releases.Versions, manifestRelease{Publisher: "hashicorp", Product: "terraform", Version: "../../../etc"})
+		})
+		b := sealedCLI(t, o)
+		sum, reports := importCLI(t, b, out, key)
+		if sum.Failed != 2 || sum.CLIArchives != 0 || !strings.Contains(strings.Join(reports, "\n"), "its releases section has a malformed entry") {
 			t.Fatalf("import: %+v %q", sum, reports)
 		}
 	})
