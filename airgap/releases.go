@@ -50,8 +50,10 @@ const (
 	// and releasesFormat that of the manifest's releases section.
 	releaseFileFormat = 1
 	releasesFormat    = 1
-	// maxReleaseFileBytes bounds a version's record.
-	maxReleaseFileBytes = 64 << 10
+	// maxReleaseFileBytes bounds a version's record, and
+	// maxPassedThroughBytes a file passed through (as the door bounds it).
+	maxReleaseFileBytes   = 64 << 10
+	maxPassedThroughBytes = 64 << 10
 )
 
 // CLIReleases is the CLI releases side as export and import use it
@@ -85,6 +87,10 @@ type releaseFile struct {
 	// Files is OpenTofu's list of the version's files, as the exporting
 	// mirror's version list had it.
 	Files []string `json:"files,omitempty"`
+	// PassedThrough are the file names of the files the exporting mirror
+	// passed through as the origin sent them and kept (OpenTofu's cosign
+	// .sig and .pem), which nothing but its manifest vouches for.
+	PassedThrough []string `json:"passed_through,omitempty"`
 }
 
 // manifestReleases is the manifest's section on CLI versions.
@@ -242,6 +248,15 @@ func exportRelease(engine Engine, sel Selection, h releases.HeldVersion, mr mani
 	if _, err := files.writeFile(filepath.Join(dir, rf.Signature), s.Signature); err != nil {
 		return errors.Join(failed, err)
 	}
+	for _, name := range slices.Sorted(maps.Keys(h.PassedThrough)) {
+		if !plainName(name) || name == rf.Sums || name == rf.Signature {
+			continue
+		}
+		if _, err := files.writeFile(filepath.Join(dir, name), h.PassedThrough[name]); err != nil {
+			return errors.Join(failed, err)
+		}
+		rf.PassedThrough = append(rf.PassedThrough, name)
+	}
 	if _, err := files.writeJSON(filepath.Join(dir, releaseFileName), rf); err != nil {
 		return errors.Join(failed, err)
 	}
@@ -360,7 +375,7 @@ func importRelease(ctx context.Context, engine Engine, cli CLIReleases, b *bundl
 	case rf.Publisher != mr.Publisher || rf.Product != mr.Product || rf.Version != mr.Version:
 		return fmt.Errorf("%s is of %s %s %s", b.shownPath(b.rel(recPath)), rf.Publisher, rf.Product, rf.Version)
 	}
-	for _, name := range append([]string{rf.Sums, rf.Signature}, rf.Archives...) {
+	for _, name := range append(append([]string{rf.Sums, rf.Signature}, rf.Archives...), rf.PassedThrough...) {
 		if !plainName(name) {
 			return fmt.Errorf("%s names the file %q, which is not in its directory", b.shownPath(b.rel(recPath)), name)
 		}
@@ -372,6 +387,17 @@ func importRelease(ctx context.Context, engine Engine, cli CLIReleases, b *bundl
 	sig, err := vf.readFile(filepath.Join(dir, rf.Signature), maxSignatureBytes)
 	if err != nil {
 		return err
+	}
+	var passed map[string][]byte
+	for _, name := range rf.PassedThrough {
+		data, err := vf.readFile(filepath.Join(dir, name), maxPassedThroughBytes)
+		if err != nil {
+			return err
+		}
+		if passed == nil {
+			passed = map[string][]byte{}
+		}
+		passed[name] = data
 	}
 	for _, name := range rf.Archives {
 		path := filepath.Join(dir, name)
@@ -389,7 +415,7 @@ func importRelease(ctx context.Context, engine Engine, cli CLIReleases, b *bundl
 		return fmt.Errorf("no trusted key vouches for it: %w", err)
 	}
 	in := releases.Imported{Publisher: releases.Publisher(rf.Publisher), Product: rf.Product, Version: rf.Version,
-		Document: doc, Signature: sig, Files: rf.Files}
+		Document: doc, Signature: sig, Files: rf.Files, PassedThrough: passed}
 	for _, name := range rf.Archives {
 		path := filepath.Join(dir, name)
 		in.Archives = append(in.Archives, releases.ImportedArchive{Filename: name, SHA256: shas[b.rel(path)], Open: openFile(path)})

@@ -102,6 +102,12 @@ func cachedCLI(t *testing.T) (*fakeorigin.Releases, *harness.ReleasesSide) {
 			t.Fatal(err)
 		}
 	}
+	// OpenTofu's cosign files, which the door passes through.
+	for _, name := range []string{"tofu_1.8.0_SHA256SUMS.sig", "tofu_1.8.0_SHA256SUMS.pem"} {
+		if _, err := a.Releases.Document(ctx, releases.OpenTofu, "tofu", "1.8.0", name); err != nil {
+			t.Fatal(err)
+		}
+	}
 	enginetest.WaitIdle(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, a.Engine) })
 	return o, a
 }
@@ -246,6 +252,15 @@ func TestExportImportCLIReleases(t *testing.T) {
 	}
 	if list, _, _ := b.rel.Versions(ctx, releases.OpenTofu, "tofu"); len(list.Versions[0].Files) == 0 {
 		t.Error("OpenTofu's list entry came without its files")
+	}
+	for _, name := range []string{"tofu_1.8.0_SHA256SUMS.sig", "tofu_1.8.0_SHA256SUMS.pem"} {
+		exported, err := os.ReadFile(filepath.Join(out, filepath.FromSlash(tofuRelDir), name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, err := b.rel.Document(ctx, releases.OpenTofu, "tofu", "1.8.0", name); err != nil || !bytes.Equal(got, exported) {
+			t.Errorf("%s passed through on the sealed side: %q, %v", name, got, err)
+		}
 	}
 	if n := o.TotalHits() - before; n != 0 {
 		t.Errorf("the sealed mirror asked the origin %d times", n)

@@ -45,6 +45,10 @@ type HeldVersion struct {
 	// ListedAt is the listing rule's time of the version (zero when
 	// none): with Sums.SignedAt, what the package policy judges it by.
 	ListedAt time.Time
+	// PassedThrough are the files of the version passed through as the
+	// origin sent them and kept (OpenTofu's cosign .sig and .pem), by
+	// name: nothing vouches for them but the exporting mirror.
+	PassedThrough map[string][]byte
 }
 
 // Held calls fn with every version of a served product whose verified
@@ -83,6 +87,15 @@ func (a *AirGap) Held(fn func(HeldVersion) error) error {
 		}
 		h.Listed = listedOf(s, list)
 		h.ListedAt = r.absent(s.Publisher, s.Product, s.Version)
+		for _, name := range passedThrough(s.Publisher, s.Product, s.Version) {
+			var data []byte
+			if _, err := r.store.GetMeta(fileKey(s.Publisher, s.Product, s.Version, name), &data); err == nil {
+				if h.PassedThrough == nil {
+					h.PassedThrough = map[string][]byte{}
+				}
+				h.PassedThrough[name] = data
+			}
+		}
 		return fn(h)
 	})
 }
@@ -109,6 +122,9 @@ type Imported struct {
 	// taken from the SHA256SUMS).
 	Files    []string
 	Archives []ImportedArchive
+	// PassedThrough are files the door passes through unverified
+	// (OpenTofu's cosign .sig and .pem), by name, kept as given.
+	PassedThrough map[string][]byte
 }
 
 // ImportedArchive is one archive of an Imported version.
@@ -176,6 +192,14 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 		a.refused(pub, product, err)
 		return out, &ImportError{File: sumsName, Err: fmt.Errorf("does not verify with the %s keys this mirror trusts (%s): %w", pub, keysSetting(pub), err)}
 	}
+	for name, data := range in.PassedThrough {
+		if !slices.Contains(passedThrough(pub, product, version), name) {
+			return out, &ImportError{File: name, Err: errors.New("is not a file the mirror passes through")}
+		}
+		if len(data) > maxCosignDocument {
+			return out, &ImportError{File: name, Err: fmt.Errorf("is larger than the %d bytes such a file may be", maxCosignDocument)}
+		}
+	}
 	if len(in.Archives) == 0 {
 		return out, &ImportError{File: sumsName, Err: errors.New("no archive of the version comes with it")}
 	}
@@ -223,6 +247,16 @@ func (a *AirGap) Import(ctx context.Context, in Imported) (ImportOutcome, error)
 		return out, fmt.Errorf("storing %s: %w", sumsName, err)
 	}
 	r.remember(key, s)
+	for name, data := range in.PassedThrough {
+		key := fileKey(pub, product, version, name)
+		var had []byte
+		if _, err := r.store.GetMeta(key, &had); err == nil {
+			continue // an import never changes what the mirror serves
+		}
+		if err := r.store.PutMeta(key, data); err != nil {
+			return out, fmt.Errorf("storing %s: %w", name, err)
+		}
+	}
 	if err := a.addListed(s, in.Files); err != nil {
 		return out, fmt.Errorf("adding %s %s to the stored version list: %w", product, version, err)
 	}
