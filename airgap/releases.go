@@ -242,6 +242,7 @@ func exportRelease(engine Engine, sel Selection, h releases.HeldVersion, mr mani
 	if len(rf.Archives) == 0 {
 		return failed
 	}
+	keepEarlier(dir, s, &rf, files)
 	if _, err := files.writeFile(filepath.Join(dir, rf.Sums), s.Document); err != nil {
 		return errors.Join(failed, err)
 	}
@@ -249,7 +250,7 @@ func exportRelease(engine Engine, sel Selection, h releases.HeldVersion, mr mani
 		return errors.Join(failed, err)
 	}
 	for _, name := range slices.Sorted(maps.Keys(h.PassedThrough)) {
-		if !plainName(name) || name == rf.Sums || name == rf.Signature {
+		if !plainName(name) || name == rf.Sums || name == rf.Signature || slices.Contains(rf.PassedThrough, name) {
 			continue
 		}
 		if _, err := files.writeFile(filepath.Join(dir, name), h.PassedThrough[name]); err != nil {
@@ -264,6 +265,46 @@ func exportRelease(engine Engine, sel Selection, h releases.HeldVersion, mr mani
 		sum.Versions = append(sum.Versions, releases.Address(s.Publisher, s.Product)+" "+s.Version)
 	}
 	return failed
+}
+
+// keepEarlier adds to rf the archives and files passed through that the
+// record of an earlier export into dir lists, when that export's manifest,
+// signed with the same key, vouches for the record, and each is still
+// there: an archive with the sha256 s gives it, a file passed through as
+// that manifest lists it. An incremental export that selects fewer
+// platforms so keeps covering what earlier ones wrote, as it does for
+// providers.
+func keepEarlier(dir string, s *releases.Sums, rf *releaseFile, files *exportFiles) {
+	data, err := files.readVouched(filepath.Join(dir, releaseFileName), maxReleaseFileBytes)
+	if err != nil {
+		return
+	}
+	var old releaseFile
+	if json.Unmarshal(data, &old) != nil || old.Format != releaseFileFormat || old.Version != rf.Version || old.Product != rf.Product || old.Publisher != rf.Publisher {
+		return
+	}
+	for _, name := range old.Archives {
+		sha := s.SHA256(name)
+		if !plainName(name) || sha == "" || slices.Contains(rf.Archives, name) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if got, n, err := fileSHA256Size(path); err == nil && got == sha {
+			files.add(path, n, got)
+			rf.Archives = append(rf.Archives, name)
+		}
+	}
+	slices.Sort(rf.Archives)
+	for _, name := range old.PassedThrough {
+		if !plainName(name) || name == rf.Sums || name == rf.Signature || slices.Contains(rf.Archives, name) {
+			continue
+		}
+		path := filepath.Join(dir, name)
+		if data, err := files.readVouched(path, maxPassedThroughBytes); err == nil {
+			files.addData(path, data)
+			rf.PassedThrough = append(rf.PassedThrough, name)
+		}
+	}
 }
 
 // importReleases imports every CLI version under the input's releases

@@ -557,3 +557,34 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 		t.Error("tofu was exported though only terraform was selected")
 	}
 }
+
+// TestIncrementalExportKeepsCLIArchives: exporting again into the same
+// directory, with the same key, for fewer platforms keeps covering the
+// archives an earlier export wrote there, so that the bundle still
+// imports whole.
+func TestIncrementalExportKeepsCLIArchives(t *testing.T) {
+	o, a := cachedCLI(t)
+	ctx := context.Background()
+	arc, err := a.Releases.OpenArchive(ctx, releases.HashiCorp, "terraform", "1.6.0", fakeorigin.ArchiveName("terraform", "1.6.0", "darwin_arm64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, arc) //nolint:errcheck
+	arc.Close()
+	enginetest.WaitIdle(t, func(ctx context.Context) error { return mirror.WaitIdle(ctx, a.Engine) })
+	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
+	var reports []string
+	report := func(s string) { reports = append(reports, s) }
+	if sum, err := Export(ctx, cliEng{a.Engine, a.Releases}, Selection{}, out, key, report); err != nil || sum.CLIArchives != 3 {
+		t.Fatalf("export: %+v %v %q", sum, err, reports)
+	}
+	sum, err := Export(ctx, cliEng{a.Engine, a.Releases}, Selection{Platforms: []string{"darwin_arm64"}}, out, key, report)
+	if err != nil || sum.CLIArchives != 0 || sum.CLIPresent != 1 || sum.Unlisted != 0 || len(reports) != 0 {
+		t.Fatalf("export again for one platform: %+v %v %q", sum, err, reports)
+	}
+	o.SetDown(true)
+	isum, ireports := importCLI(t, sealedCLI(t, o), out, key)
+	if isum.Failed != 0 || isum.CLIArchives != 3 {
+		t.Fatalf("import: %+v %q", isum, ireports)
+	}
+}
