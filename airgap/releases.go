@@ -174,11 +174,16 @@ func exportReleases(ctx context.Context, cli CLIReleases, engine Engine, sel Sel
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		s := h.Sums
-		mr := manifestRelease{Publisher: string(s.Publisher), Product: s.Product, Version: s.Version}
-		if !sel.wantsCLI(s.Publisher, s.Product, s.Version) {
+		mr := manifestRelease{Publisher: string(h.Publisher), Product: h.Product, Version: h.Version}
+		if !sel.wantsCLI(h.Publisher, h.Product, h.Version) {
 			return nil
 		}
+		if h.Err != nil {
+			sum.Failed++
+			report(fmt.Sprintf("%s: %v", mr, h.Err))
+			return nil
+		}
+		s := h.Sums
 		if v := cliVerdict(engine, mr, s.SignedAt, h.ListedAt); !v.Allowed {
 			sum.Held++
 			report(fmt.Sprintf("%s: left out, held back by the package policy (%s: %s): %s", mr, v.Rule, v.Detail, v.Message()))

@@ -21,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -34,8 +35,14 @@ func (r *Releases) AirGap() *AirGap { return &AirGap{r: r} }
 
 // HeldVersion is a CLI version the cache holds: its SHA256SUMS, verified
 // again with the keys in force, its entry in the product's version list,
-// and the archives of it in the cache.
+// and the archives of it in the cache. One whose stored SHA256SUMS no
+// longer verifies has Err set, and only its names.
 type HeldVersion struct {
+	Publisher        Publisher
+	Product, Version string
+	// Err says why the stored SHA256SUMS is not taken: it does not verify
+	// with the keys in force (they changed since it was stored).
+	Err  error
 	Sums *Sums
 	// Listed is the version's entry in the stored version list, or one
 	// made from the SHA256SUMS when the stored list lacks it.
@@ -53,21 +60,27 @@ type HeldVersion struct {
 
 // Held calls fn with every version of a served product whose verified
 // SHA256SUMS and at least one archive the cache holds, by publisher,
-// product and version. A stored SHA256SUMS that no longer verifies with
-// the keys in force is left out (and logged).
+// product and version; and with every one whose stored SHA256SUMS no
+// longer verifies with the keys in force (HeldVersion.Err).
 func (a *AirGap) Held(fn func(HeldVersion) error) error {
 	r := a.r
 	lists := map[string]*List{}
 	return r.store.ScanMeta("releases/sums/", func(key string, _ time.Time, _ json.RawMessage) error {
+		parts := strings.Split(strings.TrimPrefix(key, "releases/sums/"), "/")
+		if len(parts) != 3 || r.checkProduct(Publisher(parts[0]), parts[1]) != nil {
+			return nil
+		}
 		s, err := r.loadSums(key)
-		if err != nil {
-			r.log.Warn("stored SHA256SUMS left out: it does not verify with the keys in force", "key", key, "error", err)
+		switch {
+		case errors.Is(err, cache.ErrNotFound):
+			return nil // gone, or of another schema
+		case err != nil:
+			return fn(HeldVersion{Publisher: Publisher(parts[0]), Product: parts[1], Version: parts[2],
+				Err: fmt.Errorf("its stored SHA256SUMS does not verify with the %s keys in force (%s): %w", parts[0], keysSetting(Publisher(parts[0])), err)})
+		case key != sumsKey(s.Publisher, s.Product, s.Version):
 			return nil
 		}
-		if key != sumsKey(s.Publisher, s.Product, s.Version) || r.checkProduct(s.Publisher, s.Product) != nil {
-			return nil
-		}
-		h := HeldVersion{Sums: s}
+		h := HeldVersion{Publisher: s.Publisher, Product: s.Product, Version: s.Version, Sums: s}
 		for _, b := range s.Builds() {
 			if r.engine.HasBlob(b.SHA256) {
 				h.Cached = append(h.Cached, b)

@@ -395,9 +395,14 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 		overrides{rootCAs: c.pool(), keepStdLog: true}); code != 0 {
 		t.Fatalf("sync: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
 	}
-	keys := []string{"--releases-hashicorp-keys", c.hcKey, "--releases-opentofu-keys", c.tofuKey}
 	bundle := filepath.Join(t.TempDir(), "bundle.tar.gz")
-	code, out, errOut := runCommand(append(append([]string{"export", "--data-dir", dataA}, keys...), bundle)...)
+	// With the shipped keys, what the stand-ins signed is not exported.
+	code, out, errOut := runCommand("export", "--data-dir", dataA, bundle)
+	if code != 1 || !strings.Contains(errOut, "terraform 1.6.0: its stored SHA256SUMS does not verify with the hashicorp keys in force (--releases-hashicorp-keys)") {
+		t.Fatalf("export with the shipped keys: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	keys := []string{"--releases-hashicorp-keys", c.hcKey, "--releases-opentofu-keys", c.tofuKey}
+	code, out, errOut = runCommand(append(append([]string{"export", "--data-dir", dataA}, keys...), bundle)...)
 	if code != 0 || !strings.Contains(out, "cli releases: 2 archives exported") {
 		t.Fatalf("export: exit %d\n%s%s", code, out, errOut)
 	}
