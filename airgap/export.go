@@ -56,8 +56,13 @@ type ExportSummary struct {
 	Modules        int   `json:"modules,omitempty"`
 	ModuleBytes    int64 `json:"module_bytes,omitempty"`
 	ModulesPresent int   `json:"modules_present,omitempty"`
+	// CLIArchives are the CLI release archives written, CLIBytes their
+	// size; CLIPresent those in the export already.
+	CLIArchives int   `json:"cli_archives,omitempty"`
+	CLIBytes    int64 `json:"cli_bytes,omitempty"`
+	CLIPresent  int   `json:"cli_present,omitempty"`
 	// Failed counts the versions that failed (each reported), of
-	// providers and modules.
+	// providers, modules and CLI releases.
 	Failed int `json:"failed"`
 	// Signer is the fingerprint of the export key that signed the
 	// manifest.
@@ -67,15 +72,19 @@ type ExportSummary struct {
 	// nor listed by an earlier one's manifest signed with the same key.
 	Unlisted int `json:"unlisted,omitempty"`
 	// Versions are the provider versions it wrote packages of,
-	// "HOST/NAMESPACE/TYPE VERSION", for the audit log.
+	// "HOST/NAMESPACE/TYPE VERSION", and the CLI versions it wrote
+	// archives of, by the address the package policy names them by
+	// ("releases.hashicorp.com/hashicorp/terraform 1.6.0"), for the
+	// audit log.
 	Versions []string `json:"versions,omitempty"`
-	// Held counts the versions (of providers and modules) left out
+	// Held counts the versions (of providers, modules and CLI releases) left out
 	// because the package policy in effect refuses them (each reported).
 	Held int `json:"held,omitempty"`
 }
 
-// Export writes the cached packages sel selects, with their evidence, and
-// the cached module packages (see exportModules), to
+// Export writes the cached packages sel selects, with their evidence, the
+// cached module packages (see exportModules) and, on a CLIEngine, the
+// cached CLI releases (see exportReleases), to
 // out: a directory, or (IsTarName) one tar file; and the manifest of
 // every file there, signed by key (see writeManifest). Each version that
 // fails is passed to report (one line, naming it) and counted, and the
@@ -242,6 +251,11 @@ func exportDir(ctx context.Context, engine Engine, sel Selection, out string, ke
 	}
 	if sel.wantsModules() {
 		if err := exportModules(ctx, engine, out, files, report, sum); err != nil {
+			return err
+		}
+	}
+	if ce, ok := engine.(CLIEngine); ok {
+		if err := exportReleases(ctx, ce.CLIReleases(), engine, sel, out, files, report, sum); err != nil {
 			return err
 		}
 	}

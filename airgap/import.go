@@ -32,13 +32,23 @@ type ImportSummary struct {
 	Modules        int   `json:"modules,omitempty"`
 	ModuleBytes    int64 `json:"module_bytes,omitempty"`
 	ModulesPresent int   `json:"modules_present,omitempty"`
+	// CLIArchives are the CLI release archives added to the cache,
+	// CLIBytes their size; CLIPresent those there already. CLIHeld counts
+	// the CLI versions imported that the package policy holds back now
+	// (each reported): stored, and not served until it allows them.
+	CLIArchives int   `json:"cli_archives,omitempty"`
+	CLIBytes    int64 `json:"cli_bytes,omitempty"`
+	CLIPresent  int   `json:"cli_present,omitempty"`
+	CLIHeld     int   `json:"cli_held,omitempty"`
 	// Failed counts the versions (or provider directories) refused, each
-	// reported, of providers and modules; Ignored the entries of the
-	// input that are not imported.
+	// reported, of providers, modules and CLI releases; Ignored the
+	// entries of the input that are not imported.
 	Failed  int `json:"failed"`
 	Ignored int `json:"ignored"`
 	// Versions are the provider versions it added packages of,
-	// "HOST/NAMESPACE/TYPE VERSION", for the audit log.
+	// "HOST/NAMESPACE/TYPE VERSION", and the CLI versions it added
+	// archives of, by the address the package policy names them by, for
+	// the audit log.
 	Versions []string `json:"versions,omitempty"`
 }
 
@@ -109,6 +119,9 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 	if err == nil {
 		err = importModules(ctx, engine, b, opts.ScratchDir, report, &sum)
 	}
+	if err == nil {
+		err = importReleases(ctx, engine, b, report, &sum)
+	}
 	return sum, err
 }
 
@@ -122,6 +135,10 @@ type bundle struct {
 	manifest map[string]manifestFile
 	signer   string
 	why      string
+	// releases is the manifest's releases section; releasesErr says why
+	// it cannot be read (a format this release does not read).
+	releases    *manifestReleases
+	releasesErr error
 	// hasManifest says the input has a manifest or its signature: it is
 	// an export, not a plain directory.
 	hasManifest bool
@@ -140,6 +157,7 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 	switch {
 	case err == nil:
 		b.manifest, b.signer = map[string]manifestFile{}, m.Signer
+		b.releases, b.releasesErr = m.Releases, checkReleasesSection(m.Releases)
 		for _, f := range m.Files {
 			b.manifest[f.Path] = f
 		}
@@ -174,8 +192,8 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 		}
 		rel, _ := filepath.Rel(dir, pdir)
 		parts := strings.Split(filepath.ToSlash(rel), "/")
-		if parts[0] == modulesDir {
-			continue // see importModules
+		if parts[0] == modulesDir || parts[0] == releasesDir {
+			continue // see importModules and importReleases
 		}
 		p, err := addrs.ParseProvider(strings.Join(parts, "/"))
 		if err != nil {
@@ -204,7 +222,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 			}
 		}
 	}
-	if !found && !hasModules(dir) {
+	if !found && !hasModules(dir) && !hasReleases(dir) {
 		return fmt.Errorf("%s holds no provider packages (HOST/NAMESPACE/TYPE/terraform-provider-TYPE_VERSION_OS_ARCH.zip)", shown)
 	}
 	return nil

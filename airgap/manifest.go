@@ -44,6 +44,11 @@ type manifest struct {
 	// beside the manifest, for people; the signature decides.
 	Signer string         `json:"signer"`
 	Files  []manifestFile `json:"files"`
+	// Releases names the CLI versions among Files (releases.go), in a
+	// format of its own; absent from manifests without any (and from
+	// those of earlier releases, which read the top directory releases
+	// as a provider host with no packages, and so leave it out).
+	Releases *manifestReleases `json:"releases,omitempty"`
 }
 
 // manifestFile is one file of an export: Path relative to its top, with
@@ -177,6 +182,7 @@ func writeManifest(out string, key *ExportKey, ef *exportFiles) ([]string, error
 		return nil, err
 	}
 	slices.SortFunc(m.Files, func(a, b manifestFile) int { return strings.Compare(a.Path, b.Path) })
+	m.Releases = releasesSection(m.Files)
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return nil, err
@@ -248,6 +254,13 @@ func readManifest(dir string, keyring openpgp.EntityList) (*manifest, error) {
 			return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by the trusted export key %s but has a malformed entry %q", issuer, f.Path)}
 		}
 		seen[f.Path] = true
+	}
+	if m.Releases != nil && m.Releases.Format == releasesFormat {
+		for _, mr := range m.Releases.Versions {
+			if !mr.valid() {
+				return nil, &manifestError{Signer: issuer, Msg: fmt.Sprintf("is signed by the trusted export key %s but its releases section has a malformed entry %q", issuer, mr.dir())}
+			}
+		}
 	}
 	m.Signer = issuer
 	return &m, nil

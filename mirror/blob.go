@@ -3,6 +3,7 @@ package mirror
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -65,4 +66,50 @@ func (s *Engine) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
 func (s *Engine) HasBlob(sha string) bool {
 	_, err := s.store.StatBlob(sha)
 	return err == nil
+}
+
+// ImportBlob commits the file b to the cache with its bytes read from
+// b.Open (a file of an air-gap bundle, not an origin), verified as OpenBlob
+// verifies a download: its sha256, then Check, before it is committed. It
+// works sealed. present says the cache had it already (nothing was read);
+// size is its size in the cache. A file that fails is not kept.
+func (s *AirGap) ImportBlob(ctx context.Context, b Blob) (size int64, present bool, err error) {
+	if !sha256hex.Valid(b.SHA256) || b.Open == nil {
+		return 0, false, errBlob
+	}
+	e := s.e
+	if !e.work.add() {
+		return 0, false, records.ErrShutDown
+	}
+	defer e.work.done()
+	a := records.ArchiveRecord{Filename: b.Filename, SHA256: b.SHA256}
+	src := &archiveSource{open: b.Open, check: b.Check, label: b.Label, refused: b.Refused, localOnly: true}
+	if src.check == nil {
+		src.check = func(context.Context, io.ReaderAt, int64) error { return nil }
+	}
+	e.notify.get().Importing(b.SHA256) // an imported file cannot be fetched again
+	f, _, err := e.archives.joinFrom(addrs.Provider{}, a, src)
+	if err != nil {
+		return 0, false, err
+	}
+	if f != nil {
+		defer f.release()
+		select {
+		case <-f.done:
+		case <-ctx.Done():
+			return 0, false, ctx.Err()
+		}
+	} else {
+		present = true
+	}
+	info, err := s.store.StatBlob(b.SHA256)
+	if err != nil {
+		if f != nil {
+			if ferr := f.snapshot().err; ferr != nil {
+				return 0, false, ferr
+			}
+		}
+		return 0, false, fmt.Errorf("%s was verified but could not be stored in the cache: %w", b.Filename, err)
+	}
+	return info.Size, present, nil
 }

@@ -36,7 +36,7 @@ func (r *Releases) Document(ctx context.Context, pub Publisher, product, version
 		pub == OpenTofu && name == sums+".gpgsig":
 		r.metrics.CLIServed(string(pub), product, "signature", false)
 		return s.Signature, nil
-	case pub == OpenTofu && (name == sums+".sig" || name == sums+".pem"):
+	case slices.Contains(passedThrough(pub, product, version), name):
 		return r.passThrough(ctx, pub, product, version, name)
 	}
 	return nil, fmt.Errorf("%w: %s %s has no file %q", ErrNotFound, product, version, name)
@@ -45,7 +45,7 @@ func (r *Releases) Document(ctx context.Context, pub Publisher, product, version
 // passThrough serves a file no key of the operator covers, kept once
 // fetched (a release's files do not change).
 func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, version, name string) ([]byte, error) {
-	key := "releases/file/" + string(pub) + "/" + product + "/" + version + "/" + name
+	key := fileKey(pub, product, version, name)
 	var data []byte
 	if _, err := r.store.GetMeta(key, &data); err == nil {
 		return data, nil
@@ -61,6 +61,21 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 		r.log.Warn("release file served but not cached", "file", name, "error", err)
 	}
 	return data, nil
+}
+
+// fileKey keys a file passed through (passThrough).
+func fileKey(pub Publisher, product, version, name string) string {
+	return "releases/file/" + string(pub) + "/" + product + "/" + version + "/" + name
+}
+
+// passedThrough are the names of a version's files passed through: OpenTofu's
+// cosign signature and certificate.
+func passedThrough(pub Publisher, product, version string) []string {
+	if pub != OpenTofu {
+		return nil
+	}
+	sums := SumsName(pub, product, version)
+	return []string{sums + ".sig", sums + ".pem"}
 }
 
 // OpenArchive opens a version's archive name, which must be listed in its

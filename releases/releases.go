@@ -64,15 +64,17 @@ type Origin interface {
 }
 
 // Engine is what the releases side needs of the pull-through engine
-// (*mirror.Engine): its one fetcher of immutable files.
+// (*mirror.Engine): its one fetcher of immutable files, and the air-gap
+// side that imports a file (airgap.go).
 type Engine interface {
 	OpenBlob(ctx context.Context, b mirror.Blob) (*mirror.Archive, error)
 	HasBlob(sha string) bool
+	AirGap() *mirror.AirGap
 }
 
 // Store keeps the verified SHA256SUMS and the version lists (*cache.Store);
 // retention lists and removes the SHA256SUMS through it (ScanVersions,
-// RemoveVersion).
+// RemoveVersion), and an export lists those it holds (ScanMeta).
 type Store interface {
 	PutMeta(key string, v any) error
 	GetMeta(key string, v any) (time.Time, error)

@@ -467,3 +467,96 @@ func TestSyncCLIThroughRunningServe(t *testing.T) {
 		t.Errorf("the install fetched the archive from the origin (%d fetches)", n)
 	}
 }
+
+// TestSyncCLIExportImportSealed: CLI versions synced into one mirror
+// cross an air gap in its signed bundle. A fresh mirror that trusts the
+// exporting mirror's key imports them only with the publishers' keys it
+// is configured with: on its own, with the shipped keys (which did not
+// sign the stand-ins' SHA256SUMS), it refuses them and keeps nothing;
+// through its sealed serve, configured with the stand-ins' keys and with
+// no origin reachable, it takes them and serves them at once to tenv,
+// which installs the origin's program.
+func TestSyncCLIExportImportSealed(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := newCLIOrigin(t)
+	dataA := filepath.Join(t.TempDir(), "a")
+	m := filepath.Join(t.TempDir(), "sync.hcl")
+	src := "platforms = [\"" + platform + "\"]\ncli \"terraform\" {\n  versions = [\"~> 1.6.0\"]\n}\ncli \"tofu\" {\n  versions = [\">= 1.8.0\"]\n}\n"
+	if err := os.WriteFile(m, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	if code := runSync(context.Background(), append(c.flags(dataA), m), func(string) (string, bool) { return "", false }, &stdout, &stderr,
+		overrides{rootCAs: c.pool(), keepStdLog: true}); code != 0 {
+		t.Fatalf("sync: exit %d\n%s\n%s", code, stdout.String(), stderr.String())
+	}
+	bundle := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	// With the shipped keys, what the stand-ins signed is not exported.
+	code, out, errOut := runCommand("export", "--data-dir", dataA, bundle)
+	if code != 1 || !strings.Contains(errOut, "terraform 1.6.0: its stored SHA256SUMS does not verify with the hashicorp keys in force (--releases-hashicorp-keys)") {
+		t.Fatalf("export with the shipped keys: exit %d, want 1\n%s%s", code, out, errOut)
+	}
+	keys := []string{"--releases-hashicorp-keys", c.hcKey, "--releases-opentofu-keys", c.tofuKey}
+	code, out, errOut = runCommand(append(append([]string{"export", "--data-dir", dataA}, keys...), bundle)...)
+	if code != 0 || !strings.Contains(out, "cli releases: 2 archives exported") {
+		t.Fatalf("export: exit %d\n%s%s", code, out, errOut)
+	}
+	exporter := exporterKey(t, dataA)
+	c.origin.Close() // from here on, no origin answers
+	hits := c.origin.TotalHits()
+
+	dataB := filepath.Join(t.TempDir(), "b")
+	code, out, errOut = runCommand("import", "--data-dir", dataB, "--trusted-export-keys", exporter, bundle)
+	if code != 1 || !strings.Contains(errOut, "cli releases.hashicorp.com/hashicorp/terraform 1.6.0 refused") ||
+		!strings.Contains(errOut, "does not verify with the hashicorp keys this mirror trusts (--releases-hashicorp-keys)") || strings.Contains(out, "cli releases:") {
+		t.Fatalf("import with the shipped publisher keys: exit %d, want 1 and the CLI versions refused\n%s%s", code, out, errOut)
+	}
+	// Then through the sealed serve on dataB, configured with the
+	// stand-ins' keys: what it imports it serves at once.
+	c.start(t, dataB, "--offline", "--trusted-export-keys", exporter)
+	// The serve's keys decide: keys given to the command are refused.
+	code, out, errOut = runCommand(append(append([]string{"import", "--data-dir", dataB}, keys...), bundle)...)
+	if code != 2 || !strings.Contains(errOut, "--releases-hashicorp-keys and --releases-opentofu-keys given, but the tfmirror serving this data directory does the import") {
+		t.Fatalf("import through the serve with keys: exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCommand(append(append([]string{"export", "--data-dir", dataB}, keys...), filepath.Join(t.TempDir(), "out"))...)
+	if code != 2 || !strings.Contains(errOut, "given, but the tfmirror serving this data directory does the export") {
+		t.Fatalf("export through the serve with keys: exit %d, want 2\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCommand("import", "--data-dir", dataB, bundle)
+	if code != 0 || !strings.Contains(out, "cli releases: 2 archives imported") || !strings.Contains(errOut, "admin socket") {
+		t.Fatalf("import through the serve: exit %d\n%s%s", code, out, errOut)
+	}
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") || strings.Contains(out, "1.5.7") {
+		t.Fatalf("the sealed mirror lists:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+
+	tofuEnv := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TOFUENV_INSTALL_MODE=mirror",
+		"TOFUENV_LIST_MODE=mirror",
+		"TOFUENV_LIST_URL=" + c.url + "/releases/opentofu/api.json",
+		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
+		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
+		"PATH=" + t.TempDir(), // no cosign: tenv checks the .gpgsig
+	}
+	c.run(t, home, tenv, tofuEnv, "tofu", "install", "1.8.0")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "OpenTofu", "1.8.0", "tofu"), "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
+	if n := c.origin.TotalHits() - hits; n != 0 {
+		t.Errorf("the origin was asked %d times after the export", n)
+	}
+	// The sealed mirror carries them on, through its serve.
+	code, out, errOut = runCommand("export", "--data-dir", dataB, filepath.Join(t.TempDir(), "again"))
+	if code != 0 || !strings.Contains(out, "cli releases: 2 archives exported") {
+		t.Fatalf("export through the sealed serve: exit %d\n%s%s", code, out, errOut)
+	}
+}

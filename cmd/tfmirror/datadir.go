@@ -95,7 +95,7 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 		parts.shutdown(ctx)
 		return nil, err
 	}
-	api, err := admin.New(parts.engine, pkgs, parts.retention, logger, nil, opts)
+	api, err := admin.New(parts.adminEngine(), pkgs, parts.retention, logger, nil, opts)
 	if err != nil {
 		parts.shutdown(ctx)
 		return nil, err

@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
+	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/retention"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -33,6 +34,9 @@ type engineParts struct {
 	origin    *discovery.Client
 	shared    *sharedstore.Store // nil without --shared-store
 	releases  *served.Releases   // the CLI releases side, behind the package policy
+	// cliSide is the CLI releases side beneath the policy, for what
+	// export and import carry (they judge each version themselves).
+	cliSide *releases.Releases
 	// metadataTimeout bounds one metadata operation against an origin
 	// (mirror.Config.OriginTimeout), derived from the origin limits.
 	metadataTimeout time.Duration
@@ -201,7 +205,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		engine.Close()
 		return nil, err
 	}
-	parts.engine, parts.retention, parts.releases = engine, ret, servedRel
+	parts.engine, parts.retention, parts.releases, parts.cliSide = engine, ret, servedRel, rel
 	parts.shutdown = func(ctx context.Context) error {
 		rel.Close()
 		serr := engine.Shutdown(ctx)

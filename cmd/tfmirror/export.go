@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -18,7 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
-const exportUsage = "tfmirror export [--data-dir DIR] [--format bundle|oci-layout] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] OUT"
+const exportUsage = "tfmirror export [--data-dir DIR] [--format bundle|oci-layout] [--export-key FILE] [--provider HOST/NAMESPACE/TYPE,...] [--version V,...] [--platforms os_arch,...] [--releases-hashicorp-keys FILE] [--releases-opentofu-keys FILE] OUT"
 
 // runExport is `tfmirror export`. What the package policy refuses is left
 // out, and listed (the --config file's policy; through a running serve,
@@ -34,11 +35,12 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	var ifs *flag.FlagSet
 	e, rest, err := parseCacheCommandConfig("export", args, os.LookupEnv, stderr, exportUsage, func(fs *flag.FlagSet) {
 		ifs = fs
-		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module (with --provider or --version, no module is exported)")
-		fs.Var(&versionList, "version", "comma-separated provider versions to export; default all")
-		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export; default all")
+		fs.Var(&providers, "provider", "comma-separated providers to export, HOST/NAMESPACE/TYPE or NAMESPACE/TYPE (registry.terraform.io); default all, and every cached registry module and CLI release (with --provider or --version, no module is exported, and a CLI release only when its address is named: releases.hashicorp.com/hashicorp/PRODUCT, get.opentofu.org/opentofu/tofu)")
+		fs.Var(&versionList, "version", "comma-separated provider (and CLI) versions to export; default all")
+		fs.Var(&platforms, "platforms", "comma-separated os_arch platforms to export, of providers and CLI releases; default all")
 		fs.StringVar(&format, "format", admin.FormatBundle, "what OUT is: bundle (an air-gap bundle for tfmirror import, signed) or oci-layout (a directory of OCI image layouts, one per repository with the OCI front door's names and digests, and push.sh to copy them into an OCI registry with oras)")
 		settings.Add(fs, &own, "export-key", "oci-provider-prefix", "oci-module-prefix")
+		settings.Add(fs, &own, releasesFlags...)
 	})
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
@@ -52,6 +54,10 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 	keyGiven := err == nil && flagGiven(ifs, "export-key")
 	if keyGiven {
 		cfg.ExportKeyFile = own.ExportKeyFile
+	}
+	var releasesGiven []string
+	if err == nil {
+		releasesGiven = useReleasesFlags(ifs, own, &cfg)
 	}
 	if err == nil && len(rest) != 1 {
 		err = fmt.Errorf("want one OUT (a directory, or a file ending in .tar or .tar.gz), got %d arguments", len(rest))
@@ -116,6 +122,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		if keyGiven {
 			return errors.New("--export-key given, but the tfmirror serving this data directory does the export and signs it with its own export key: give --export-key to tfmirror serve")
 		}
+		if len(releasesGiven) > 0 {
+			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the export, with the CLI products and publisher keys it is configured with: give them to tfmirror serve", strings.Join(releasesGiven, " and "))
+		}
 		return nil
 	}
 	return runSealed("export", cfg, pol, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
@@ -131,6 +140,9 @@ func runExport(args []string, stdout, stderr io.Writer) int {
 		summary := fmt.Sprintf("exported %d packages (%d bytes), %d already present, %d failed", res.Written, res.Bytes, res.Present, res.Failed)
 		if res.Modules+res.ModulesPresent > 0 {
 			summary += fmt.Sprintf("\nmodules: %d packages exported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
+		}
+		if res.CLIArchives+res.CLIPresent > 0 {
+			summary += fmt.Sprintf("\ncli releases: %d archives exported (%d bytes), %d already present", res.CLIArchives, res.CLIBytes, res.CLIPresent)
 		}
 		if res.Held > 0 {
 			summary += fmt.Sprintf("\nleft out %d versions the package policy holds back (listed on stderr)", res.Held)

@@ -8,13 +8,14 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
-const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned [--allow-unsigned-hosts HOST,...]] IN"
+const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned [--allow-unsigned-hosts HOST,...]] [--releases-hashicorp-keys FILE] [--releases-opentofu-keys FILE] IN"
 
 // trustFlags are the flags of what an import trusts: keys, and the
 // origin hosts that take versions without signature. Through a running
@@ -35,6 +36,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		ifs = fs
 		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (a `terraform providers mirror` directory of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
 		settings.Add(fs, &own, trustFlags...)
+		settings.Add(fs, &own, releasesFlags...)
 	})
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
@@ -55,6 +57,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		if flagGiven(ifs, "allow-unsigned-hosts") {
 			cfg.AllowUnsignedHosts = own.AllowUnsignedHosts
 		}
+		given = append(given, useReleasesFlags(ifs, own, &cfg)...)
 		if len(given) > 0 {
 			err = cfg.Validate()
 		}
@@ -79,7 +82,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		if len(given) > 0 {
 			return fmt.Errorf("%s given, but the tfmirror serving this data directory does the import, with the keys it trusts and the hosts it allows unsigned versions under: give them to tfmirror serve (neither is ever sent over the admin socket)", strings.Join(given, " and "))
 		}
-		for _, name := range trustFlags {
+		for _, name := range append(slices.Clone(trustFlags), releasesFlags...) {
 			if _, ok := os.LookupEnv(settings.EnvName(name)); ok {
 				fmt.Fprintf(stderr, "tfmirror import: %s is ignored: the tfmirror serving this data directory imports with its own settings\n", settings.EnvName(name))
 			}
@@ -92,6 +95,12 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 			res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored)
 		if res.Modules+res.ModulesPresent > 0 {
 			summary += fmt.Sprintf("\nmodules: %d packages imported (%d bytes), %d already present", res.Modules, res.ModuleBytes, res.ModulesPresent)
+		}
+		if res.CLIArchives+res.CLIPresent > 0 {
+			summary += fmt.Sprintf("\ncli releases: %d archives imported (%d bytes), %d already present", res.CLIArchives, res.CLIBytes, res.CLIPresent)
+		}
+		if res.CLIHeld > 0 {
+			summary += fmt.Sprintf("\n%d CLI versions imported are held back by the package policy, and not served until it allows them (listed on stderr)", res.CLIHeld)
 		}
 		return airGapResult{
 			summary:  summary,

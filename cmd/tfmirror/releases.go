@@ -1,11 +1,14 @@
 package main
 
 import (
+	"flag"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
 
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -17,6 +20,33 @@ import (
 	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
+
+// releasesFlags are the flags of the CLI releases side that export and
+// import take: the products served and the publisher keys, which decide
+// what an export carries and what an import takes. Through a running
+// serve, the serve's apply.
+var releasesFlags = []string{"releases-hashicorp-products", "releases-hashicorp-keys", "releases-opentofu-keys"}
+
+// useReleasesFlags sets in cfg the releasesFlags given on fs (parsed into
+// own), and returns them as given ("--NAME").
+func useReleasesFlags(fs *flag.FlagSet, own settings.Config, cfg *settings.Config) []string {
+	var given []string
+	for _, name := range releasesFlags {
+		if !flagGiven(fs, name) {
+			continue
+		}
+		given = append(given, "--"+name)
+		switch name {
+		case "releases-hashicorp-products":
+			cfg.ReleasesHashiCorpProducts = own.ReleasesHashiCorpProducts
+		case "releases-hashicorp-keys":
+			cfg.ReleasesHashiCorpKeys = own.ReleasesHashiCorpKeys
+		case "releases-opentofu-keys":
+			cfg.ReleasesOpenTofuKeys = own.ReleasesOpenTofuKeys
+		}
+	}
+	return given
+}
 
 // openReleases builds the CLI releases side on the engine, its cache and
 // its origin client (whose allowed origins decide which publishers it may
@@ -81,4 +111,23 @@ func readArmoredKeys(path string) ([]string, error) {
 // openReleasesDoor is the front door of the CLI releases, under /releases/.
 func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *served.Releases, auth *proxy.Auth) (*releasesdoor.Door, error) {
 	return releasesdoor.New(releasesdoor.Config{PublicURL: cfg.PublicURL, PlainHTTP: cfg.InsecureHTTP, Auth: auth, Logger: logger}, rel)
+}
+
+// cliEngine is the engine with its CLI releases side, as export and import
+// take it (airgap.CLIEngine): an export then carries the cached CLI
+// versions and an import takes them, verified with the publisher keys
+// this process is configured with.
+type cliEngine struct {
+	admin.Engine
+	rel *releases.Releases
+}
+
+var _ airgap.CLIEngine = cliEngine{}
+
+func (e cliEngine) CLIReleases() airgap.CLIReleases { return e.rel.AirGap() }
+
+// adminEngine is the engine the admin operations run on: with its CLI
+// releases side.
+func (p *engineParts) adminEngine() admin.Engine {
+	return cliEngine{Engine: p.engine, rel: p.cliSide}
 }

@@ -190,7 +190,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
 		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
 	}
-	m.admin, err = admin.New(m.engine, pkgs, m.retention, logger, m.metrics, aopts)
+	m.admin, err = admin.New(m.adminEngine(), pkgs, m.retention, logger, m.metrics, aopts)
 	if err != nil {
 		return nil, err
 	}
