@@ -64,6 +64,7 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 		return nil, ListState{}, err
 	}
 	if err := r.checkAddress(pub, product); err != nil {
+		r.noteRefusal(pub, product, err)
 		return nil, ListState{}, err
 	}
 	list, st, err := r.list(ctx, pub, product)
@@ -73,7 +74,9 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 	if r.cfg.Offline {
 		list = r.held(pub, product, list)
 	}
+	all := list
 	list = r.filterList(ctx, pub, product, list)
+	r.noteLeftOut(pub, product, all, list)
 	r.metrics.CLIServed(string(pub), product, "list", st.Stale)
 	return list, st, nil
 }
@@ -216,17 +219,20 @@ func parseTofuList(data []byte) (*List, error) {
 
 // sortList orders a list newest first.
 func sortList(list *List) {
-	slices.SortFunc(list.Versions, func(a, b Listed) int {
-		va, _ := versions.ParseVersion(a.Version)
-		vb, _ := versions.ParseVersion(b.Version)
-		switch {
-		case va.GreaterThan(vb):
-			return -1
-		case vb.GreaterThan(va):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(list.Versions, func(a, b Listed) int { return compareVersions(b.Version, a.Version) })
+}
+
+// compareVersions orders two versions as versions (-1 when a is older).
+func compareVersions(a, b string) int {
+	va, _ := versions.ParseVersion(a)
+	vb, _ := versions.ParseVersion(b)
+	switch {
+	case va.GreaterThan(vb):
+		return 1
+	case vb.GreaterThan(va):
+		return -1
+	}
+	return 0
 }
 
 // held is list without the versions a sealed mirror cannot serve: those

@@ -52,8 +52,10 @@ type Releases struct {
 	tamper   map[string]bool // by archive file name
 	badSig   map[string]bool // by SHA256SUMS name: signed by another key
 	signedAt time.Time
-	pad      int64             // SetArchivePadding
-	replaced map[string][]byte // SetArchiveBytes, by file name
+	// versionSignedAt overrides signedAt, by SHA256SUMS name.
+	versionSignedAt map[string]time.Time
+	pad             int64             // SetArchivePadding
+	replaced        map[string][]byte // SetArchiveBytes, by file name
 }
 
 type relVersion struct {
@@ -64,7 +66,7 @@ type relVersion struct {
 // StartReleases starts the stand-in. Call Close when done.
 func StartReleases() (*Releases, error) {
 	r := &Releases{products: map[string][]relVersion{}, hits: map[string]int{}, tamper: map[string]bool{},
-		badSig: map[string]bool{}, signedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+		badSig: map[string]bool{}, versionSignedAt: map[string]time.Time{}, signedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var err error
 	if r.hc, r.HashiCorpKey, err = newSigningKey("stand-in HashiCorp releases", "hc@fakeorigin.invalid"); err != nil {
 		return nil, err
@@ -225,6 +227,15 @@ func (r *Releases) SignWithOtherKey(sumsName string) {
 // SetSignedAt sets the creation time of the signatures made from now on.
 func (r *Releases) SetSignedAt(t time.Time) { r.mu.Lock(); r.signedAt = t; r.mu.Unlock() }
 
+// SetVersionSignedAt sets the creation time of the signatures of one
+// version's SHA256SUMS made from now on, whatever SetSignedAt says: a
+// version released at another time than the others.
+func (r *Releases) SetVersionSignedAt(product, version string, t time.Time) {
+	r.mu.Lock()
+	r.versionSignedAt[product+"_"+version+"_SHA256SUMS"] = t
+	r.mu.Unlock()
+}
+
 func (r *Releases) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.hits[req.URL.Path]++
@@ -322,6 +333,9 @@ func (r *Releases) signature(pub, sumsName string, doc []byte) []byte {
 		key = r.other
 	}
 	at := r.signedAt
+	if t, ok := r.versionSignedAt[sumsName]; ok {
+		at = t
+	}
 	r.mu.Unlock()
 	var sig bytes.Buffer
 	if err := openpgp.DetachSign(&sig, key, bytes.NewReader(doc), &packet.Config{Time: func() time.Time { return at }}); err != nil {

@@ -1,0 +1,112 @@
+package releases
+
+// The versions the package policy holds back, for the status page: noted
+// when a list leaves them out or a request for one is refused, and judged
+// again by the policy in force each time they are shown, so that a
+// version allowed since (its minimum release age passed, a rule lifted)
+// is no longer shown.
+
+import (
+	"errors"
+	"slices"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
+)
+
+// maxHeldNoted bounds the versions noted; the first noted are kept.
+const maxHeldNoted = 1024
+
+// HeldKind is the unsigned.Version Kind of a CLI version.
+const HeldKind = "cli"
+
+type heldKey struct {
+	pub              Publisher
+	product, version string // version "" for a product refused whole
+}
+
+// noteHeld notes a version (or, with version "", a product) the policy
+// held back.
+func (r *Releases) noteHeld(pub Publisher, product, version string) {
+	k := heldKey{pub, product, version}
+	r.mu.Lock()
+	if len(r.refused) < maxHeldNoted {
+		r.refused[k] = true
+	}
+	r.mu.Unlock()
+}
+
+// noteRefusal notes what err says the policy refused, if it is a refusal.
+func (r *Releases) noteRefusal(pub Publisher, product string, err error) {
+	var pe *gate.PolicyError
+	if errors.As(err, &pe) {
+		r.noteHeld(pub, product, pe.Version)
+	}
+}
+
+// noteLeftOut notes the versions of all that shown left out.
+func (r *Releases) noteLeftOut(pub Publisher, product string, all, shown *List) {
+	if len(shown.Versions) == len(all.Versions) {
+		return
+	}
+	kept := make(map[string]bool, len(shown.Versions))
+	for _, l := range shown.Versions {
+		kept[l.Version] = true
+	}
+	for _, l := range all.Versions {
+		if !kept[l.Version] {
+			r.noteHeld(pub, product, l.Version)
+		}
+	}
+}
+
+// Held are the CLI versions (and products) the package policy in force
+// holds back, among those it refused or left out of a list since the
+// mirror started, by address and version (newest first), each with its
+// rule, reason and, for the minimum release age, when it becomes
+// available. A version's release time is judged as Sums judges it: its
+// cached signature's creation time and the listing rule; the origin is
+// not asked. Kind is HeldKind.
+func (r *Releases) Held() []unsigned.Version {
+	pol := r.engine.Policy()
+	if pol == nil {
+		return nil
+	}
+	r.mu.Lock()
+	keys := make([]heldKey, 0, len(r.refused))
+	for k := range r.refused {
+		keys = append(keys, k)
+	}
+	r.mu.Unlock()
+	slices.SortFunc(keys, func(a, b heldKey) int {
+		if c := strings.Compare(Address(a.pub, a.product), Address(b.pub, b.product)); c != 0 {
+			return c
+		}
+		return compareVersions(b.version, a.version)
+	})
+	now := r.cfg.Now()
+	var out []unsigned.Version
+	for _, k := range keys {
+		addr := Address(k.pub, k.product)
+		var v policy.Verdict
+		if k.version == "" {
+			v = pol.Address(policy.Provider, addr)
+		} else {
+			rel := policy.Release{At: r.absent(k.pub, k.product, k.version), Known: true}
+			if s, err := r.heldSums(k.pub, k.product, k.version); err == nil {
+				rel.At = later(rel.At, s.SignedAt)
+			} else if sub := pol.For(policy.Provider, addr); sub.Window() > 0 {
+				rel.Known = false // not dated yet: held until it is
+			}
+			v = pol.Version(policy.Provider, addr, k.version, rel, now)
+		}
+		if v.Allowed {
+			continue
+		}
+		out = append(out, unsigned.Version{Provider: addr, Version: k.version, Platforms: []string{}, Kind: HeldKind,
+			Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt})
+	}
+	return out
+}
