@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -31,6 +32,9 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/ocitest"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // tenvTool is tenv, pinned as .ci/run installs it.
@@ -371,4 +375,78 @@ func TestSyncCLIThenSealed(t *testing.T) {
 	if n := c.origin.TotalHits() - before; n != 0 {
 		t.Errorf("the sealed mirror made %d origin requests", n)
 	}
+}
+
+// TestTenvUnderMinimumReleaseAge: with minimum_release_age, a version the
+// stand-in released yesterday (its SHA256SUMS signed then) is neither
+// listed to tenv nor installable, with the origin's archive never
+// fetched; the older version installs; the status page lists the held
+// version with its rule and the time it becomes available.
+func TestTenvUnderMinimumReleaseAge(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := newCLIOrigin(t)
+	signed := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
+	c.origin.SetVersionSignedAt("terraform", "1.6.0", signed)
+	conf := filepath.Join(t.TempDir(), "mirror.hcl")
+	if err := os.WriteFile(conf, []byte("policy {\n  minimum_release_age = \"72h\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.start(t, filepath.Join(t.TempDir(), "data"), "--config", conf)
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
+		t.Fatalf("list-remote under the age gate:\n%s", out)
+	}
+	cmd := exec.Command(tenv, "tf", "install", "1.6.0")
+	cmd.Dir = home
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSL_CERT_FILE=" + c.caFile}, env...)
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("a version released yesterday installed:\n%s", out)
+	}
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 0 {
+		t.Errorf("the held version's archive was fetched %d times", n)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.5.7")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.5.7", "terraform"), "hashicorp", "terraform", "1.5.7", "Terraform v1.5.7")
+
+	st := c.status(t)
+	var held *unsigned.Version
+	for i, w := range st.Withheld {
+		if w.Provider == "releases.hashicorp.com/hashicorp/terraform" && w.Version == "1.6.0" {
+			held = &st.Withheld[i]
+		}
+	}
+	if held == nil || held.Kind != "cli" || held.Rule != policy.RuleMinReleaseAge || !held.AvailableAt.Equal(signed.Add(72*time.Hour)) {
+		t.Fatalf("status page: %+v, want terraform 1.6.0 held until %s (all: %+v)", held, signed.Add(72*time.Hour), st.Withheld)
+	}
+	if st.HeldBack == nil || st.HeldBack.Versions != 1 {
+		t.Errorf("status page summary: %+v", st.HeldBack)
+	}
+}
+
+// status reads the mirror's status page as JSON.
+func (c *cliMirror) status(t *testing.T) proxy.Status {
+	t.Helper()
+	ca, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(c.url + "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st proxy.Status
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&st); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status page: %d %v", resp.StatusCode, err)
+	}
+	return st
 }
