@@ -450,3 +450,40 @@ func (c *cliMirror) status(t *testing.T) proxy.Status {
 	}
 	return st
 }
+
+// tfswitchInstall runs tfswitch for product (terraform, opentofu) with
+// the mirror's list and download URLs, its key fetched through p, and
+// returns where it put the program.
+func (c *cliMirror) tfswitchInstall(t *testing.T, tfswitch string, p *keyProxy, product, list, download, version string) string {
+	t.Helper()
+	home := t.TempDir()
+	exe := map[string]string{"terraform": "terraform", "opentofu": "tofu"}[product]
+	bin := filepath.Join(home, "bin", exe)
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HTTPS_PROXY=" + p.URL, "SSL_CERT_FILE=" + caBundle(t, c.caFile, p.CAFile)}
+	c.run(t, home, tfswitch, env, "--product", product, "--mirror", list, "--mirror-download", download,
+		"--bin", bin, "--install", home, version)
+	return bin
+}
+
+// TestTfswitchInstallsOpenTofuThroughTheMirror: tfswitch --product
+// opentofu reads the door's version list and downloads the archive,
+// tofu_VERSION_SHA256SUMS and its .gpgsig from it, checking them with the
+// key it fetches from https://get.opentofu.org/opentofu.asc (here the
+// stand-in's, through a proxy on loopback): the program it installs is
+// the origin's and runs.
+func TestTfswitchInstallsOpenTofuThroughTheMirror(t *testing.T) {
+	tfswitch := tfswitchTool.Binary(t)
+	c := startCLIMirror(t)
+	p := startKeyProxy(t, map[string][]byte{"get.opentofu.org/opentofu.asc": []byte(c.origin.OpenTofuKey)})
+	bin := c.tfswitchInstall(t, tfswitch, p, "opentofu", c.url+"/releases/opentofu/api.json", c.url+"/releases/opentofu", "1.8.0")
+	c.checkInstalled(t, bin, "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
+	if n := p.Hits("get.opentofu.org/opentofu.asc"); n != 1 {
+		t.Errorf("the key was fetched %d times, want 1", n)
+	}
+	if n := c.origin.Hits("/tofu/download/v1.8.0/" + fakeorigin.ArchiveName("tofu", "1.8.0", platform)); n != 1 {
+		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
+	}
+}
