@@ -74,7 +74,7 @@ func startKeyProxy(t *testing.T, files map[string][]byte) *keyProxy {
 	}
 	p.URL = "http://" + ln.Addr().String()
 	var wg sync.WaitGroup
-	wg.Go(func() { p.outer.Serve(ln) })     //nolint:errcheck // ErrServerClosed
+	wg.Go(func() { p.outer.Serve(ln) })      //nolint:errcheck // ErrServerClosed
 	wg.Go(func() { p.inner.Serve(p.conns) }) //nolint:errcheck // ErrServerClosed
 	t.Cleanup(func() {
 		p.outer.Close()
