@@ -252,13 +252,23 @@ func TestAuth(t *testing.T) {
 }
 
 // TestTfenvAndTfswitchLayout: the listing and paths tfenv (a shell script
-// not packaged for Debian or npm, so not run here) and tfswitch read:
-// their own version patterns over PRODUCT/ find the versions, and the
-// files they build the names of are there.
+// not packaged for Debian, npm or Go, so not run here) and tfswitch read.
+// The requests are tfenv's (libexec/tfenv-list-remote, tfenv-install,
+// with TFENV_REMOTE at the door), and its answers are read as tfenv reads
+// them: its grep over the HTML listing, newest first, the version it
+// resolves, `grep -F ARCHIVE SHA256SUMS` for sha256sum -c, and the
+// signature gpgv checks (with use-gpgv) under HashiCorp's key ID.
 func TestTfenvAndTfswitchLayout(t *testing.T) {
 	r := newRig(t, nil)
-	_, page, _ := r.get(t, "/releases/hashicorp/terraform/")
-	// tfenv-list-remote: grep -o -E "[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?" | uniq
+	r.origin.Add("hashicorp", "terraform", "1.7.0-rc1", "linux_amd64")
+	remote := "/releases/hashicorp" // TFENV_REMOTE, less the mirror's URL
+
+	// tfenv list-remote: curl -sSf "${TFENV_REMOTE}/terraform/" | grep -o -E
+	// "[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?" | uniq
+	status, page, _ := r.get(t, remote+"/terraform/")
+	if status != 200 {
+		t.Fatalf("listing: %d", status)
+	}
 	tfenv := regexp.MustCompile(`[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?`)
 	var listed []string
 	for _, m := range tfenv.FindAllString(string(page), -1) {
@@ -266,10 +276,63 @@ func TestTfenvAndTfswitchLayout(t *testing.T) {
 			listed = append(listed, m)
 		}
 	}
-	if strings.Join(listed, " ") != "1.6.0 1.5.7" {
-		t.Errorf("tfenv would list %q", listed)
+	if strings.Join(listed, " ") != "1.7.0-rc1 1.6.0 1.5.7" {
+		t.Fatalf("tfenv would list %q", listed)
 	}
-	// tfswitch (lib/list_versions.go): \/?MAJOR.MINOR.PATCH\/?"
+	// tfenv-resolve-version: an explicit version is the regex ^VERSION$;
+	// "latest" is ^[0-9]+.[0-9]+.[0-9]+$; install takes the first match.
+	resolve := func(re string) string {
+		for _, v := range listed {
+			if regexp.MustCompile(re).MatchString(v) {
+				return v
+			}
+		}
+		return ""
+	}
+	if v := resolve(`^[0-9]+\.[0-9]+\.[0-9]+$`); v != "1.6.0" {
+		t.Errorf("tfenv install latest would resolve %q, want 1.6.0", v)
+	}
+	if v := resolve(`^1\.5\.7$`); v != "1.5.7" {
+		t.Errorf("tfenv install 1.5.7 would resolve %q", v)
+	}
+
+	// tfenv install 1.6.0: version_url="${TFENV_REMOTE}/terraform/${version}".
+	versionURL := remote + "/terraform/1.6.0"
+	tarball := "terraform_1.6.0_linux_amd64.zip"
+	shasums := "terraform_1.6.0_SHA256SUMS"
+	status, archive, _ := r.get(t, versionURL+"/"+tarball)
+	if status != 200 {
+		t.Fatalf("%s: %d", tarball, status)
+	}
+	status, sums, _ := r.get(t, versionURL+"/"+shasums)
+	if status != 200 {
+		t.Fatalf("%s: %d", shasums, status)
+	}
+	// sha256sum -c <(grep -F "${tarball_name}" "${shasums_name}")
+	var lines []string
+	for _, l := range strings.Split(string(sums), "\n") {
+		if strings.Contains(l, tarball) {
+			lines = append(lines, l)
+		}
+	}
+	sum := sha256.Sum256(archive)
+	if len(lines) != 1 || lines[0] != string(hexOf(sum[:]))+"  "+tarball {
+		t.Errorf("sha256sum -c would check %q, want the archive's sha256 and name", lines)
+	}
+	// shasums_sig="${shasums_name}.72D7468F.sig", named by HashiCorp's key
+	// ID: the door names it by the ID of the key that verified it (the
+	// stand-in's here).
+	status, sig, _ := r.get(t, versionURL+"/"+shasums+"."+r.origin.HashiCorpKeyID+".sig")
+	if status != 200 {
+		t.Fatalf("signature: %d", status)
+	}
+	if err := verify.CheckSignature(sums, sig, []string{r.origin.HashiCorpKey}); err != nil {
+		t.Errorf("gpgv would reject the signature: %v", err)
+	}
+
+	// tfswitch (lib/list_versions.go): \/?MAJOR.MINOR.PATCH\/?" over the
+	// same listing, pre-releases left out; it downloads from
+	// --mirror-download the same three files as tfenv.
 	tfswitch := regexp.MustCompile(`\/?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\/?"`)
 	var found []string
 	for _, m := range tfswitch.FindAllString(string(page), -1) {
@@ -277,14 +340,6 @@ func TestTfenvAndTfswitchLayout(t *testing.T) {
 	}
 	if strings.Join(found, " ") != "1.6.0 1.5.7" {
 		t.Errorf("tfswitch would list %q", found)
-	}
-	// Both download VERSION/terraform_VERSION_OS_ARCH.zip, the SHA256SUMS
-	// and its key-ID-named signature from TFENV_REMOTE/terraform/ and
-	// tfswitch's --mirror.
-	for _, f := range []string{"terraform_1.6.0_linux_amd64.zip", "terraform_1.6.0_SHA256SUMS", "terraform_1.6.0_SHA256SUMS." + r.origin.HashiCorpKeyID + ".sig"} {
-		if status, _, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/"+f); status != 200 {
-			t.Errorf("%s: %d", f, status)
-		}
 	}
 }
 
