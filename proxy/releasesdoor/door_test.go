@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -385,5 +386,123 @@ func TestTwentyClientsOneFetch(t *testing.T) {
 	resp.Body.Close()
 	if resp.StatusCode != http.StatusPartialContent || !bytes.Equal(body, want[:4]) {
 		t.Errorf("range once cached: %d %q", resp.StatusCode, body)
+	}
+}
+
+// TestHashiCorpReleasesJSLayout: the releases index as
+// @hashicorp/js-releases (which hashicorp/setup-terraform runs) reads it:
+// PRODUCT/index.json's name and versions, each version's name, version,
+// builds (os, arch, filename, name, version, url), shasums and the entry
+// of shasums_signatures ending in _SHA256SUMS.KEYID.sig; it then fetches
+// BASE/NAME/VERSION/SHASUMS and the signature, and the build's url.
+func TestHashiCorpReleasesJSLayout(t *testing.T) {
+	r := newRig(t, nil)
+	base := "/releases/hashicorp"
+	_, body, _ := r.get(t, base+"/terraform/index.json")
+	type build struct {
+		Arch, Filename, Name, OS, URL, Version string
+	}
+	var index struct {
+		Name     string `json:"name"`
+		Versions map[string]struct {
+			Builds            []build  `json:"builds"`
+			Name              string   `json:"name"`
+			Shasums           string   `json:"shasums"`
+			ShasumsSignature  string   `json:"shasums_signature"`
+			ShasumsSignatures []string `json:"shasums_signatures"`
+			Version           string   `json:"version"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(body, &index); err != nil || index.Name != "terraform" || len(index.Versions) != 2 {
+		t.Fatalf("index: %v %s", err, body)
+	}
+	for v, rel := range index.Versions {
+		if rel.Name != "terraform" || rel.Version != v || len(rel.Builds) == 0 {
+			t.Errorf("%s: name %q, version %q, %d builds", v, rel.Name, rel.Version, len(rel.Builds))
+		}
+		sig := ""
+		for _, s := range rel.ShasumsSignatures {
+			if strings.HasSuffix(s, "_SHA256SUMS."+r.origin.HashiCorpKeyID+".sig") {
+				sig = s
+			}
+		}
+		if sig == "" {
+			t.Errorf("%s: no signature named by the key's ID in %q", v, rel.ShasumsSignatures)
+			continue
+		}
+		_, sums, _ := r.get(t, base+"/"+rel.Name+"/"+rel.Version+"/"+rel.Shasums)
+		_, sigData, _ := r.get(t, base+"/"+rel.Name+"/"+rel.Version+"/"+sig)
+		if err := verify.CheckSignature(sums, sigData, []string{r.origin.HashiCorpKey}); err != nil {
+			t.Errorf("%s: %v", v, err)
+		}
+		for _, b := range rel.Builds {
+			if b.Name != "terraform" || b.Version != v || b.Filename != "terraform_"+v+"_"+b.OS+"_"+b.Arch+".zip" {
+				t.Errorf("%s: build %+v", v, b)
+			}
+			status, data, _ := r.get(t, strings.TrimPrefix(b.URL, r.srv.URL))
+			// The line js-releases takes: the one naming the build, split on two spaces.
+			var line string
+			for _, l := range strings.Split(string(sums), "\n") {
+				if strings.Contains(l, b.Filename) {
+					line = l
+				}
+			}
+			sum := sha256.Sum256(data)
+			if status != 200 || !strings.HasPrefix(b.URL, r.srv.URL+base+"/") || strings.Split(line, "  ")[0] != string(hexOf(sum[:])) {
+				t.Errorf("%s %s: %d from %s, SHA256SUMS line %q", v, b.Filename, status, b.URL, line)
+			}
+		}
+	}
+}
+
+// TestOpenTofuSetupLayout: the version list and files as
+// opentofu/setup-opentofu and OpenTofu's install script
+// (install-opentofu.sh --install-method standalone) read them, from the
+// door's base in place of get.opentofu.org/tofu/api.json and
+// github.com/opentofu/opentofu/releases/download: versions[].id (a
+// leading v dropped) and files[], whose tofu_VERSION_OS_ARCH.zip names
+// the archive; vVERSION/ARCHIVE; vVERSION/tofu_VERSION_SHA256SUMS, read
+// by setup-opentofu as "SUM whitespace [*]NAME" lines and by the script
+// as `grep ZIP SUMS | cut -f 1 -d ' '`; and the cosign .sig and .pem the
+// script asks for unless --skip-verify.
+func TestOpenTofuSetupLayout(t *testing.T) {
+	r := newRig(t, nil)
+	base := "/releases/opentofu"
+	_, body, _ := r.get(t, base+"/tofu/api.json")
+	var list struct {
+		Versions []struct {
+			ID    string   `json:"id"`
+			Files []string `json:"files"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || len(list.Versions) != 1 {
+		t.Fatalf("api.json: %v %s", err, body)
+	}
+	version := strings.TrimPrefix(list.Versions[0].ID, "v")
+	zip := "tofu_" + version + "_linux_amd64.zip"
+	if version != "1.8.0" || !slices.Contains(list.Versions[0].Files, zip) {
+		t.Fatalf("api.json: %s, want 1.8.0 listing %s", body, zip)
+	}
+	dir := base + "/v" + version + "/"
+	status, archive, _ := r.get(t, dir+zip)
+	_, sums, _ := r.get(t, dir+"tofu_"+version+"_SHA256SUMS")
+	sum := string(hexOf(func() []byte { s := sha256.Sum256(archive); return s[:] }()))
+	var byAction, byScript string
+	for _, l := range strings.Split(string(sums), "\n") {
+		l = strings.TrimSpace(l)
+		if i := strings.IndexAny(l, " \t"); i > 0 && strings.TrimPrefix(strings.TrimSpace(l[i:]), "*") == zip {
+			byAction = strings.ToLower(l[:i])
+		}
+		if strings.Contains(l, zip) {
+			byScript = strings.Split(l, " ")[0]
+		}
+	}
+	if status != 200 || byAction != sum || byScript != sum {
+		t.Errorf("archive %d; setup-opentofu reads %q, the script %q, want %s", status, byAction, byScript, sum)
+	}
+	for _, f := range []string{"tofu_" + version + "_SHA256SUMS.sig", "tofu_" + version + "_SHA256SUMS.pem"} {
+		if status, _, _ := r.get(t, dir+f); status != 200 {
+			t.Errorf("%s: %d", f, status)
+		}
 	}
 }
