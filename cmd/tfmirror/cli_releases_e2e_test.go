@@ -451,39 +451,71 @@ func (c *cliMirror) status(t *testing.T) proxy.Status {
 	return st
 }
 
-// tfswitchInstall runs tfswitch for product (terraform, opentofu) with
-// the mirror's list and download URLs, its key fetched through p, and
-// returns where it put the program.
-func (c *cliMirror) tfswitchInstall(t *testing.T, tfswitch string, p *keyProxy, product, list, download, version string) string {
+// tfswitchArgs are the arguments of the status page's tfswitch line that
+// starts with prefix, for version.
+func (c *cliMirror) tfswitchArgs(t *testing.T, prefix, version string) []string {
 	t.Helper()
-	home := t.TempDir()
-	exe := map[string]string{"terraform": "terraform", "opentofu": "tofu"}[product]
+	for _, line := range strings.Split(c.status(t).CLIReleases, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			args := strings.Fields(line)[1:]
+			for i, a := range args {
+				if a == "VERSION" {
+					args[i] = version
+				}
+			}
+			return args
+		}
+	}
+	t.Fatalf("the status page has no line %q", prefix)
+	return nil
+}
+
+// tfswitchInstall runs tfswitch with args in home, the proxy p standing
+// in for the internet, and returns where it put the program exe.
+func (c *cliMirror) tfswitchInstall(t *testing.T, tfswitch string, p *keyProxy, home, exe string, args ...string) string {
+	t.Helper()
 	bin := filepath.Join(home, "bin", exe)
 	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	env := []string{"HTTPS_PROXY=" + p.URL, "SSL_CERT_FILE=" + caBundle(t, c.caFile, p.CAFile)}
-	c.run(t, home, tfswitch, env, "--product", product, "--mirror", list, "--mirror-download", download,
-		"--bin", bin, "--install", home, version)
+	c.run(t, home, tfswitch, env, append([]string{"--bin", bin, "--install", home}, args...)...)
 	return bin
 }
 
-// TestTfswitchInstallsOpenTofuThroughTheMirror: tfswitch --product
-// opentofu reads the door's version list and downloads the archive,
-// tofu_VERSION_SHA256SUMS and its .gpgsig from it, checking them with the
-// key it fetches from https://get.opentofu.org/opentofu.asc (here the
-// stand-in's, through a proxy on loopback): the program it installs is
-// the origin's and runs.
+// TestTfswitchInstallsOpenTofuThroughTheMirror: tfswitch, as the status
+// page says to run it for OpenTofu, reads the door's version list and
+// downloads the archive, tofu_VERSION_SHA256SUMS and its .gpgsig from it,
+// checking them with the key it fetches from
+// https://get.opentofu.org/opentofu.asc (here the stand-in's, through a
+// proxy on loopback): the program it installs is the origin's and runs.
+// With the key already in its install directory, as on a runner with no
+// way out but the mirror, it asks nothing else.
 func TestTfswitchInstallsOpenTofuThroughTheMirror(t *testing.T) {
 	tfswitch := tfswitchTool.Binary(t)
 	c := startCLIMirror(t)
 	p := startKeyProxy(t, map[string][]byte{"get.opentofu.org/opentofu.asc": []byte(c.origin.OpenTofuKey)})
-	bin := c.tfswitchInstall(t, tfswitch, p, "opentofu", c.url+"/releases/opentofu/api.json", c.url+"/releases/opentofu", "1.8.0")
+	args := c.tfswitchArgs(t, "tfswitch --product opentofu ", "1.8.0")
+	bin := c.tfswitchInstall(t, tfswitch, p, t.TempDir(), "tofu", args...)
 	c.checkInstalled(t, bin, "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
 	if n := p.Hits("get.opentofu.org/opentofu.asc"); n != 1 {
 		t.Errorf("the key was fetched %d times, want 1", n)
 	}
 	if n := c.origin.Hits("/tofu/download/v1.8.0/" + fakeorigin.ArchiveName("tofu", "1.8.0", platform)); n != 1 {
 		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
+	}
+
+	home := t.TempDir()
+	keyFile := filepath.Join(home, ".terraform.versions", "opentofu_0C0AF313E5FD9F80.asc")
+	if err := os.MkdirAll(filepath.Dir(keyFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, []byte(c.origin.OpenTofuKey), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin = c.tfswitchInstall(t, tfswitch, p, home, "tofu", args...)
+	c.checkInstalled(t, bin, "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
+	if n := p.Hits("CONNECT get.opentofu.org:443"); n != 1 {
+		t.Errorf("with the key in place tfswitch went out: %d tunnels in all, want the first run's 1", n)
 	}
 }
