@@ -10,6 +10,7 @@ import (
 	"errors"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -27,27 +28,35 @@ type heldKey struct {
 	product, version string // version "" for a product refused whole
 }
 
-// noteHeld notes a version (or, with version "", a product) the policy
-// held back.
-func (r *Releases) noteHeld(pub Publisher, product, version string) {
-	k := heldKey{pub, product, version}
-	r.mu.Lock()
-	if len(r.refused) < maxHeldNoted {
-		r.refused[k] = true
-	}
-	r.mu.Unlock()
+// heldNotes are the versions noted as held back, safe for concurrent use.
+type heldNotes struct {
+	mu   sync.Mutex
+	keys map[heldKey]bool
 }
 
-// noteRefusal notes what err says the policy refused, if it is a refusal.
-func (r *Releases) noteRefusal(pub Publisher, product string, err error) {
+// note notes a version (or, with version "", a product) the policy held
+// back.
+func (h *heldNotes) note(pub Publisher, product, version string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.keys == nil {
+		h.keys = map[heldKey]bool{}
+	}
+	if len(h.keys) < maxHeldNoted {
+		h.keys[heldKey{pub, product, version}] = true
+	}
+}
+
+// refusal notes what err says the policy refused, if it is a refusal.
+func (h *heldNotes) refusal(pub Publisher, product string, err error) {
 	var pe *gate.PolicyError
 	if errors.As(err, &pe) {
-		r.noteHeld(pub, product, pe.Version)
+		h.note(pub, product, pe.Version)
 	}
 }
 
-// noteLeftOut notes the versions of all that shown left out.
-func (r *Releases) noteLeftOut(pub Publisher, product string, all, shown *List) {
+// leftOut notes the versions of all that shown left out.
+func (h *heldNotes) leftOut(pub Publisher, product string, all, shown *List) {
 	if len(shown.Versions) == len(all.Versions) {
 		return
 	}
@@ -57,9 +66,26 @@ func (r *Releases) noteLeftOut(pub Publisher, product string, all, shown *List) 
 	}
 	for _, l := range all.Versions {
 		if !kept[l.Version] {
-			r.noteHeld(pub, product, l.Version)
+			h.note(pub, product, l.Version)
 		}
 	}
+}
+
+// list is the versions noted, by address and version (newest first).
+func (h *heldNotes) list() []heldKey {
+	h.mu.Lock()
+	keys := make([]heldKey, 0, len(h.keys))
+	for k := range h.keys {
+		keys = append(keys, k)
+	}
+	h.mu.Unlock()
+	slices.SortFunc(keys, func(a, b heldKey) int {
+		if c := strings.Compare(Address(a.pub, a.product), Address(b.pub, b.product)); c != 0 {
+			return c
+		}
+		return compareVersions(b.version, a.version)
+	})
+	return keys
 }
 
 // Held are the CLI versions (and products) the package policy in force
@@ -74,21 +100,9 @@ func (r *Releases) Held() []unsigned.Version {
 	if pol == nil {
 		return nil
 	}
-	r.mu.Lock()
-	keys := make([]heldKey, 0, len(r.refused))
-	for k := range r.refused {
-		keys = append(keys, k)
-	}
-	r.mu.Unlock()
-	slices.SortFunc(keys, func(a, b heldKey) int {
-		if c := strings.Compare(Address(a.pub, a.product), Address(b.pub, b.product)); c != 0 {
-			return c
-		}
-		return compareVersions(b.version, a.version)
-	})
 	now := r.cfg.Now()
 	var out []unsigned.Version
-	for _, k := range keys {
+	for _, k := range r.heldNotes.list() {
 		addr := Address(k.pub, k.product)
 		var v policy.Verdict
 		if k.version == "" {

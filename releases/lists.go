@@ -64,7 +64,7 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 		return nil, ListState{}, err
 	}
 	if err := r.checkAddress(pub, product); err != nil {
-		r.noteRefusal(pub, product, err)
+		r.heldNotes.refusal(pub, product, err)
 		return nil, ListState{}, err
 	}
 	list, st, err := r.list(ctx, pub, product)
@@ -76,7 +76,7 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 	}
 	all := list
 	list = r.filterList(ctx, pub, product, list)
-	r.noteLeftOut(pub, product, all, list)
+	r.heldNotes.leftOut(pub, product, all, list)
 	r.metrics.CLIServed(string(pub), product, "list", st.Stale)
 	return list, st, nil
 }

@@ -144,10 +144,11 @@ type Releases struct {
 	cancel context.CancelFunc
 	group  singleflight.Group
 
-	mu      sync.Mutex
-	sums    map[string]*Sums     // verified, by sumsKey
-	lists   map[string]*listMemo // by listKey
-	refused map[heldKey]bool     // noted by noteHeld, for Held
+	mu    sync.Mutex
+	sums  map[string]*Sums     // verified, by sumsKey
+	lists map[string]*listMemo // by listKey
+
+	heldNotes heldNotes // what the policy held back, for Held
 }
 
 // keyring is a publisher's keys: armored (for verify) and parsed (for
@@ -222,7 +223,7 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	}
 	r := &Releases{cfg: cfg, origin: origin, engine: engine, store: store, log: cfg.Logger, metrics: cfg.Metrics,
 		keys: map[Publisher]keyring{}, products: map[string]bool{},
-		sums: map[string]*Sums{}, lists: map[string]*listMemo{}, refused: map[heldKey]bool{}}
+		sums: map[string]*Sums{}, lists: map[string]*listMemo{}}
 	var err error
 	if r.keys[HashiCorp], err = newKeyring(cfg.HashiCorpKeys); err != nil {
 		return nil, fmt.Errorf("releases: HashiCorp keys: %w", err)

@@ -127,7 +127,7 @@ func (r *Releases) Sums(ctx context.Context, pub Publisher, product, version str
 		return nil, err
 	}
 	if err := r.checkAddress(pub, product); err != nil {
-		r.noteRefusal(pub, product, err)
+		r.heldNotes.refusal(pub, product, err)
 		return nil, err
 	}
 	s, err := r.sumsOf(ctx, pub, product, version)
@@ -135,7 +135,7 @@ func (r *Releases) Sums(ctx context.Context, pub Publisher, product, version str
 		return nil, err
 	}
 	if err := r.checkVersion(pub, product, version, s.SignedAt); err != nil {
-		r.noteRefusal(pub, product, err)
+		r.heldNotes.refusal(pub, product, err)
 		return nil, err
 	}
 	return s, nil
