@@ -65,7 +65,12 @@ func startCLIMirror(t *testing.T, extraFlags ...string) *cliMirror {
 // their keys to files.
 func newCLIOrigin(t *testing.T) *cliMirror {
 	t.Helper()
-	o, err := fakeorigin.StartReleases()
+	return newCLIOriginWith(t, fakeorigin.ReleasesOptions{})
+}
+
+func newCLIOriginWith(t *testing.T, opts fakeorigin.ReleasesOptions) *cliMirror {
+	t.Helper()
+	o, err := fakeorigin.StartReleasesWith(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,10 +277,7 @@ var tfswitchTool = ocitest.Tool{Name: "tfswitch", Env: "TFMIRROR_TFSWITCH", Pack
 
 // TestTfswitchListsThroughTheMirror: tfswitch --mirror reads the door's
 // listing and finds the versions the origin has, the newest and the
-// newest of a line. (Its install fetches SHA256SUMS.72D7468F.sig, named
-// by HashiCorp's key ID whatever key it is told to trust, so against a
-// stand-in signing with another key it cannot install: the paths it
-// downloads are checked in proxy/releasesdoor.TestTfenvAndTfswitchLayout.)
+// newest of a line.
 func TestTfswitchListsThroughTheMirror(t *testing.T) {
 	tfswitch := tfswitchTool.Binary(t)
 	c := startCLIMirror(t)
@@ -517,5 +519,29 @@ func TestTfswitchInstallsOpenTofuThroughTheMirror(t *testing.T) {
 	c.checkInstalled(t, bin, "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
 	if n := p.Hits("CONNECT get.opentofu.org:443"); n != 1 {
 		t.Errorf("with the key in place tfswitch went out: %d tunnels in all, want the first run's 1", n)
+	}
+}
+
+// TestTfswitchInstallsTerraformThroughTheMirror: tfswitch, as the status
+// page says to run it, lists Terraform from the door and downloads the
+// archive, SHA256SUMS and SHA256SUMS.72D7468F.sig from it, checking the
+// signature with the key it fetches from
+// https://www.hashicorp.com/.well-known/pgp-key.txt (here the stand-in's,
+// through a proxy on loopback). tfswitch names the signature file by
+// HashiCorp's key ID whatever key it checks it with, so the stand-in
+// signs with a test key whose short ID is 72D7468F
+// (fakeorigin.ReleasesOptions.HashiCorpShortID).
+func TestTfswitchInstallsTerraformThroughTheMirror(t *testing.T) {
+	tfswitch := tfswitchTool.Binary(t)
+	c := newCLIOriginWith(t, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
+	c.start(t, filepath.Join(t.TempDir(), "data"))
+	p := startKeyProxy(t, map[string][]byte{"www.hashicorp.com/.well-known/pgp-key.txt": []byte(c.origin.HashiCorpKey)})
+	bin := c.tfswitchInstall(t, tfswitch, p, t.TempDir(), "terraform", c.tfswitchArgs(t, "tfswitch --mirror ", "1.6.0")...)
+	c.checkInstalled(t, bin, "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+	if n := p.Hits("www.hashicorp.com/.well-known/pgp-key.txt"); n != 1 {
+		t.Errorf("the key was fetched %d times, want 1", n)
+	}
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 1 {
+		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
 	}
 }

@@ -33,7 +33,12 @@ type rig struct {
 
 func newRig(t *testing.T, auth *proxy.Auth) *rig {
 	t.Helper()
-	o, err := fakeorigin.StartReleases()
+	return newRigWith(t, auth, fakeorigin.ReleasesOptions{})
+}
+
+func newRigWith(t *testing.T, auth *proxy.Auth, opts fakeorigin.ReleasesOptions) *rig {
+	t.Helper()
+	o, err := fakeorigin.StartReleasesWith(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +265,9 @@ func TestAuth(t *testing.T) {
 // resolves, `grep -F ARCHIVE SHA256SUMS` for sha256sum -c, and the
 // signature gpgv checks (with use-gpgv) under HashiCorp's key ID.
 func TestTfenvAndTfswitchLayout(t *testing.T) {
-	r := newRig(t, nil)
+	// Signed with a key whose short ID is HashiCorp's, as tfenv names
+	// the signature file by it.
+	r := newRigWith(t, nil, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
 	r.origin.Add("hashicorp", "terraform", "1.7.0-rc1", "linux_amd64")
 	remote := "/releases/hashicorp" // TFENV_REMOTE, less the mirror's URL
 
@@ -320,10 +327,9 @@ func TestTfenvAndTfswitchLayout(t *testing.T) {
 	if len(lines) != 1 || lines[0] != string(hexOf(sum[:]))+"  "+tarball {
 		t.Errorf("sha256sum -c would check %q, want the archive's sha256 and name", lines)
 	}
-	// shasums_sig="${shasums_name}.72D7468F.sig", named by HashiCorp's key
-	// ID: the door names it by the ID of the key that verified it (the
-	// stand-in's here).
-	status, sig, _ := r.get(t, versionURL+"/"+shasums+"."+r.origin.HashiCorpKeyID+".sig")
+	// shasums_sig="${shasums_name}.72D7468F.sig": the door names it by the
+	// ID of the key that verified it.
+	status, sig, _ := r.get(t, versionURL+"/"+shasums+".72D7468F.sig")
 	if status != 200 {
 		t.Fatalf("signature: %d", status)
 	}
