@@ -379,14 +379,15 @@ func TestSyncCLIThenSealed(t *testing.T) {
 	}
 }
 
-// TestTenvUnderMinimumReleaseAge: with minimum_release_age, a version the
+// TestCLIsUnderMinimumReleaseAge: with minimum_release_age, a version the
 // stand-in released yesterday (its SHA256SUMS signed then) is neither
-// listed to tenv nor installable, with the origin's archive never
-// fetched; the older version installs; the status page lists the held
-// version with its rule and the time it becomes available.
-func TestTenvUnderMinimumReleaseAge(t *testing.T) {
-	tenv := tenvTool.Binary(t)
-	c := newCLIOrigin(t)
+// listed to tenv and tfswitch nor installable by them, with the origin's
+// archive never fetched; the older version installs with each; the
+// status page lists the held version with its rule and the time it
+// becomes available.
+func TestCLIsUnderMinimumReleaseAge(t *testing.T) {
+	tenv, tfswitch := tenvTool.Binary(t), tfswitchTool.Binary(t)
+	c := newCLIOriginWith(t, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
 	signed := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
 	c.origin.SetVersionSignedAt("terraform", "1.6.0", signed)
 	conf := filepath.Join(t.TempDir(), "mirror.hcl")
@@ -410,12 +411,28 @@ func TestTenvUnderMinimumReleaseAge(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("a version released yesterday installed:\n%s", out)
 	}
-	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 0 {
-		t.Errorf("the held version's archive was fetched %d times", n)
-	}
 	c.run(t, home, tenv, env, "tf", "install", "1.5.7")
 	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.5.7", "terraform"), "hashicorp", "terraform", "1.5.7", "Terraform v1.5.7")
 
+	p := startKeyProxy(t, map[string][]byte{"www.hashicorp.com/.well-known/pgp-key.txt": []byte(c.origin.HashiCorpKey)})
+	args := c.tfswitchArgs(t, "tfswitch --mirror ", "VERSION")
+	latest := append(args[:len(args)-1:len(args)-1], "--show-latest")
+	if out := strings.TrimSpace(c.run(t, t.TempDir(), tfswitch, nil, latest...)); !strings.HasSuffix(out, "\n1.5.7") && out != "1.5.7" {
+		t.Errorf("tfswitch --show-latest: %q, want 1.5.7", out)
+	}
+	swHome := t.TempDir()
+	cmd = exec.Command(tfswitch, append([]string{"--bin", filepath.Join(swHome, "terraform"), "--install", swHome}, c.tfswitchArgs(t, "tfswitch --mirror ", "1.6.0")...)...)
+	cmd.Dir = swHome
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + swHome, "SSL_CERT_FILE=" + caBundle(t, c.caFile, p.CAFile), "HTTPS_PROXY=" + p.URL}
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("tfswitch installed a version released yesterday:\n%s", out)
+	}
+	bin := c.tfswitchInstall(t, tfswitch, p, t.TempDir(), "terraform", c.tfswitchArgs(t, "tfswitch --mirror ", "1.5.7")...)
+	c.checkInstalled(t, bin, "hashicorp", "terraform", "1.5.7", "Terraform v1.5.7")
+
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 0 {
+		t.Errorf("the held version's archive was fetched %d times", n)
+	}
 	st := c.status(t)
 	var held *unsigned.Version
 	for i, w := range st.Withheld {
