@@ -399,10 +399,12 @@ func TestTwentyClientsOneFetch(t *testing.T) {
 // @hashicorp/js-releases (which hashicorp/setup-terraform runs) reads it:
 // PRODUCT/index.json's name and versions, each version's name, version,
 // builds (os, arch, filename, name, version, url), shasums and the entry
-// of shasums_signatures ending in _SHA256SUMS.KEYID.sig; it then fetches
+// of shasums_signatures ending in _SHA256SUMS.72D7468F.sig; it then fetches
 // BASE/NAME/VERSION/SHASUMS and the signature, and the build's url.
 func TestHashiCorpReleasesJSLayout(t *testing.T) {
-	r := newRig(t, nil)
+	// Signed with a key whose short ID is HashiCorp's, the ID js-releases
+	// looks for.
+	r := newRigWith(t, nil, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
 	base := "/releases/hashicorp"
 	_, body, _ := r.get(t, base+"/terraform/index.json")
 	type build struct {
@@ -428,7 +430,7 @@ func TestHashiCorpReleasesJSLayout(t *testing.T) {
 		}
 		sig := ""
 		for _, s := range rel.ShasumsSignatures {
-			if strings.HasSuffix(s, "_SHA256SUMS."+r.origin.HashiCorpKeyID+".sig") {
+			if strings.HasSuffix(s, "_SHA256SUMS.72D7468F.sig") {
 				sig = s
 			}
 		}
