@@ -2,8 +2,9 @@
 // HashiCorp's releases layout under /releases/hashicorp/ (PRODUCT/index.json,
 // PRODUCT/VERSION/index.json, the HTML listings of PRODUCT/ and
 // PRODUCT/VERSION/, the archives, SHA256SUMS and its signatures) and
-// OpenTofu's release files under /releases/opentofu/ (vVERSION/FILE, and
-// the version list its installers read, api.json), as tenv, tfenv,
+// OpenTofu's release files under /releases/opentofu/ (vVERSION/FILE, the
+// version list its installers read, api.json, and the latest release's
+// tag as GitHub's API gives it, latest), as tenv, tfenv,
 // tfswitch, hc-install and the setup actions read them, every URL in a
 // document pointing back at the mirror.
 //

@@ -471,10 +471,13 @@ func TestHashiCorpReleasesJSLayout(t *testing.T) {
 // leading v dropped) and files[], whose tofu_VERSION_OS_ARCH.zip names
 // the archive; vVERSION/ARCHIVE; vVERSION/tofu_VERSION_SHA256SUMS, read
 // by setup-opentofu as "SUM whitespace [*]NAME" lines and by the script
-// as `grep ZIP SUMS | cut -f 1 -d ' '`; and the cosign .sig and .pem the
-// script asks for unless --skip-verify.
+// as `grep ZIP SUMS | cut -f 1 -d ' '`; the cosign .sig and .pem the
+// script asks for unless --skip-verify; and, for the script given no
+// version, the tag_name of the latest release as GitHub's API answers it
+// (api.github.com/repos/opentofu/opentofu/releases/latest), at latest.
 func TestOpenTofuSetupLayout(t *testing.T) {
 	r := newRig(t, nil)
+	r.origin.Add("opentofu", "tofu", "1.9.0-rc1", "linux_amd64")
 	base := "/releases/opentofu"
 	_, body, _ := r.get(t, base+"/tofu/api.json")
 	var list struct {
@@ -483,12 +486,13 @@ func TestOpenTofuSetupLayout(t *testing.T) {
 			Files []string `json:"files"`
 		} `json:"versions"`
 	}
-	if err := json.Unmarshal(body, &list); err != nil || len(list.Versions) != 1 {
+	if err := json.Unmarshal(body, &list); err != nil || len(list.Versions) != 2 {
 		t.Fatalf("api.json: %v %s", err, body)
 	}
-	version := strings.TrimPrefix(list.Versions[0].ID, "v")
+	// setup-opentofu picks the newest version that is no pre-release.
+	version := strings.TrimPrefix(list.Versions[1].ID, "v")
 	zip := "tofu_" + version + "_linux_amd64.zip"
-	if version != "1.8.0" || !slices.Contains(list.Versions[0].Files, zip) {
+	if list.Versions[0].ID != "1.9.0-rc1" || version != "1.8.0" || !slices.Contains(list.Versions[1].Files, zip) {
 		t.Fatalf("api.json: %s, want 1.8.0 listing %s", body, zip)
 	}
 	dir := base + "/v" + version + "/"
@@ -512,5 +516,20 @@ func TestOpenTofuSetupLayout(t *testing.T) {
 		if status, _, _ := r.get(t, dir+f); status != 200 {
 			t.Errorf("%s: %d", f, status)
 		}
+	}
+
+	// Without a version, the script reads GitHub's latest release:
+	// grep "tag_name" | sed -e 's/.*tag_name": "v//' -e 's/".*//'. A
+	// pre-release is never the latest.
+	status, latest, _ := r.get(t, base+"/latest")
+	var tag string
+	for _, l := range strings.Split(string(latest), "\n") {
+		if strings.Contains(l, "tag_name") {
+			_, after, _ := strings.Cut(l, `tag_name": "v`)
+			tag, _, _ = strings.Cut(after, `"`)
+		}
+	}
+	if status != 200 || tag != "1.8.0" {
+		t.Errorf("latest: %d %s, the script would read %q", status, latest, tag)
 	}
 }
