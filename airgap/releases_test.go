@@ -28,6 +28,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -37,7 +38,8 @@ import (
 // tfmirror wires it.
 type cliEng struct {
 	*mirror.Engine
-	rel *releases.Releases
+	rel    *releases.Releases
+	served *served.Releases // rel behind the package policy, as the door reaches it
 }
 
 func (e cliEng) CLIReleases() CLIReleases { return e.rel.AirGap() }
@@ -61,7 +63,7 @@ func exportedCLI(t *testing.T) (o *fakeorigin.Releases, out string, key *ExportK
 	o, a := cachedCLI(t)
 	out, key = filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 	var reports []string
-	sum, err := Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 || sum.CLIArchives != 2 || len(reports) != 0 {
 		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 	}
@@ -144,7 +146,11 @@ func sealedCLI(t *testing.T, o *fakeorigin.Releases, products ...string) cliEng 
 		engine.Shutdown(ctx) //nolint:errcheck // the test is over
 		store.Close()
 	})
-	return cliEng{engine, rel}
+	sr, err := served.NewReleases(served.ReleasesConfig{Releases: rel, Policy: engine, Logger: enginetest.Logger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cliEng{engine, rel, sr}
 }
 
 func importCLI(t *testing.T, engine Engine, in string, key *ExportKey) (ImportSummary, []string) {
@@ -440,11 +446,11 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 	}
 	ctx := context.Background()
 	var pe *gate.PolicyError
-	if _, err := b.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleDenyVersion {
+	if _, err := b.served.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleDenyVersion {
 		t.Fatalf("the denied version is served: %v", err)
 	}
 	b.SetPolicy(nil)
-	if _, err := b.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err != nil {
+	if _, err := b.served.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err != nil {
 		t.Fatalf("the policy lifted, the version is not served: %v", err)
 	}
 
@@ -529,7 +535,7 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 	a.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = [{ pattern = "get.opentofu.org/opentofu/tofu", reason = "terraform only" }]`))
 	out := filepath.Join(t.TempDir(), "out")
 	var reports []string
-	sum, err := Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 1 || sum.CLIArchives != 1 || len(reports) != 1 || !strings.Contains(reports[0], "terraform only") {
 		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 	}
@@ -543,12 +549,12 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 	a.Engine.SetPolicy(nil)
 	tf, _ := addrs.ParseProvider(releases.Address(releases.HashiCorp, "terraform"))
 	out = filepath.Join(t.TempDir(), "out")
-	sum, err = Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
+	sum, err = Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.CLIArchives != 0 {
 		t.Fatalf("export of a platform not cached: %+v, %v", sum, err)
 	}
-	sum, err = Export(context.Background(), cliEng{a.Engine, a.Releases}, Selection{Providers: []addrs.Provider{tf}},
+	sum, err = Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{Providers: []addrs.Provider{tf}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.CLIArchives != 1 {
 		t.Fatalf("export of terraform: %+v, %v", sum, err)
@@ -575,10 +581,10 @@ func TestIncrementalExportKeepsCLIArchives(t *testing.T) {
 	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 	var reports []string
 	report := func(s string) { reports = append(reports, s) }
-	if sum, err := Export(ctx, cliEng{a.Engine, a.Releases}, Selection{}, out, key, report); err != nil || sum.CLIArchives != 3 {
+	if sum, err := Export(ctx, cliEng{Engine: a.Engine, rel: a.Releases}, Selection{}, out, key, report); err != nil || sum.CLIArchives != 3 {
 		t.Fatalf("export: %+v %v %q", sum, err, reports)
 	}
-	sum, err := Export(ctx, cliEng{a.Engine, a.Releases}, Selection{Platforms: []string{"darwin_arm64"}}, out, key, report)
+	sum, err := Export(ctx, cliEng{Engine: a.Engine, rel: a.Releases}, Selection{Platforms: []string{"darwin_arm64"}}, out, key, report)
 	if err != nil || sum.CLIArchives != 0 || sum.CLIPresent != 1 || sum.Unlisted != 0 || len(reports) != 0 {
 		t.Fatalf("export again for one platform: %+v %v %q", sum, err, reports)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
@@ -97,6 +98,10 @@ type Config struct {
 	// releases door (Releases) ready to paste, for the mirror's base URL
 	// ("https://host/"): each installer's settings. Default: nothing.
 	CLIReleases func(mirrorURL string) string
+	// CLIHeld, when set, gives the CLI versions the package policy holds
+	// back (releases.Releases.Held), which the status page lists with the
+	// engine's (Status.Withheld). Default: none.
+	CLIHeld func() []unsigned.Version
 	// Settings, when set, gives the configuration in effect that the
 	// status page shows (each setting's value, secrets redacted, and where
 	// it came from); it is called for each view, so that a reload shows.

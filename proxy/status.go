@@ -340,6 +340,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	st.Providers = lists.providers
 	st.Modules = lists.modules
 	st.Withheld = s.engine.Withheld()
+	if s.cfg.CLIHeld != nil {
+		st.Withheld = append(st.Withheld, s.cfg.CLIHeld()...)
+	}
 	st.UnsignedWithheld, st.PolicyHeld, st.HeldBack = splitWithheld(st.Withheld, s.cfg.Now())
 	if lists.nextAfter != "" {
 		st.Page.NextAfter = lists.nextAfter

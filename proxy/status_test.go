@@ -22,6 +22,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // statusHarness returns a mirror that has cached version 1.0.0 of the test
@@ -631,5 +633,25 @@ func TestStatusCLIReleases(t *testing.T) {
 	h2 := statusHarness(t, Config{})
 	if r := h2.get("/"); strings.Contains(string(r.body), "cli-releases-block") {
 		t.Error("the block is shown without a releases door")
+	}
+}
+
+// TestStatusCLIHeld: the CLI versions the policy holds back
+// (Config.CLIHeld) are listed with the engine's, in the JSON and in the
+// page's table with their kind, and counted in the summary.
+func TestStatusCLIHeld(t *testing.T) {
+	t.Parallel()
+	at := time.Date(2030, 1, 2, 3, 4, 0, 0, time.UTC)
+	held := []unsigned.Version{{Provider: "releases.hashicorp.com/hashicorp/terraform", Version: "1.6.0", Platforms: []string{},
+		Kind: "cli", Rule: policy.RuleMinReleaseAge, Reason: "too fresh", AvailableAt: at}}
+	h := statusHarness(t, Config{CLIHeld: func() []unsigned.Version { return held }})
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if len(st.Withheld) != 1 || st.Withheld[0].Kind != "cli" || !st.Withheld[0].AvailableAt.Equal(at) || st.HeldBack == nil || st.HeldBack.Versions != 1 {
+		t.Fatalf("withheld %+v, held_back %+v", st.Withheld, st.HeldBack)
+	}
+	body := string(h.get("/").body)
+	if !strings.Contains(body, "terraform</code> <small>(cli)</small>") || !strings.Contains(body, "2030-01-02 03:04 UTC") {
+		t.Errorf("the page's held table lacks the CLI version:\n%s", body)
 	}
 }

@@ -212,17 +212,20 @@ func parseTofuList(data []byte) (*List, error) {
 
 // sortList orders a list newest first.
 func sortList(list *List) {
-	slices.SortFunc(list.Versions, func(a, b Listed) int {
-		va, _ := versions.ParseVersion(a.Version)
-		vb, _ := versions.ParseVersion(b.Version)
-		switch {
-		case va.GreaterThan(vb):
-			return -1
-		case vb.GreaterThan(va):
-			return 1
-		}
-		return 0
-	})
+	slices.SortFunc(list.Versions, func(a, b Listed) int { return CompareVersions(b.Version, a.Version) })
+}
+
+// CompareVersions orders two versions as versions (-1 when a is older).
+func CompareVersions(a, b string) int {
+	va, _ := versions.ParseVersion(a)
+	vb, _ := versions.ParseVersion(b)
+	switch {
+	case va.GreaterThan(vb):
+		return 1
+	case vb.GreaterThan(va):
+		return -1
+	}
+	return 0
 }
 
 // held is list without the versions a sealed mirror cannot serve: those

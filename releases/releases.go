@@ -153,6 +153,7 @@ type Releases struct {
 	mu    sync.Mutex
 	sums  map[string]*Sums     // verified, by sumsKey
 	lists map[string]*listMemo // by listKey
+
 }
 
 // keyring is a publisher's keys: armored (for verify) and parsed (for

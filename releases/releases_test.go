@@ -12,6 +12,7 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -324,5 +325,45 @@ func TestSignedArchiveWithoutTheProgramRefused(t *testing.T) {
 	}
 	if n := r.metrics.refusals("hashicorp/terraform/" + string(verify.ReasonTooLarge)); n != 1 {
 		t.Errorf("too large refusals %d, want 1", n)
+	}
+}
+
+// TestShortKeyIDIsNotTrust: a key whose short ID is HashiCorp's 72D7468F
+// (the tests' key made to match it) and nothing else of it is refused by
+// HashiCorp's shipped key, from the origin and from the cache; the
+// signature file named by that ID is not served. Trusted by
+// configuration, the same key verifies.
+func TestShortKeyIDIsNotTrust(t *testing.T) {
+	o, err := fakeorigin.StartReleasesWith(fakeorigin.ReleasesOptions{HashiCorpShortID: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	o.Add("hashicorp", "terraform", "1.6.0", "linux_amd64")
+	if o.HashiCorpKeyID != "72D7468F" {
+		t.Fatalf("the test key's short ID is %s", o.HashiCorpKeyID)
+	}
+	r := newRig(t, o, "", false) // trusts the test key
+	shipped, err := releases.New(releases.Config{HashiCorpURL: o.HashiCorpURL, OpenTofuDownloadURL: o.OpenTofuDownloadURL,
+		OpenTofuAPIURL: o.OpenTofuAPIURL, Logger: enginetest.Logger(t), Now: r.clock.Now}, r.client, r.engine, r.store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer shipped.Close()
+	if ids := shipped.KeyIDs(releases.HashiCorp); len(ids) != 1 || ids[0] != o.HashiCorpKeyID {
+		t.Fatalf("shipped key IDs %v", ids)
+	}
+	ctx := context.Background()
+	sig := "terraform_1.6.0_SHA256SUMS.72D7468F.sig"
+	for _, from := range []string{"the origin", "the cache"} {
+		if _, err := shipped.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); !errors.Is(err, verify.ErrIntegrity) {
+			t.Fatalf("from %s: %v, want refused", from, err)
+		}
+		if _, err := shipped.Document(ctx, releases.HashiCorp, "terraform", "1.6.0", sig); err == nil {
+			t.Fatalf("from %s: the signature was served", from)
+		}
+		if _, err := r.rel.Document(ctx, releases.HashiCorp, "terraform", "1.6.0", sig); err != nil {
+			t.Fatalf("the test key trusted: %v", err)
+		}
 	}
 }

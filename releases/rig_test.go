@@ -27,6 +27,7 @@ type rig struct {
 	store   *cache.Store
 	engine  *mirror.Engine
 	rel     *releases.Releases
+	client  *discovery.Client
 	clock   *enginetest.FakeClock
 	metrics *countingMetrics
 }
@@ -87,6 +88,7 @@ func newRig(t *testing.T, o *fakeorigin.Releases, dir string, offline bool) *rig
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.client = client
 	r.engine, err = mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t), Offline: offline}, client, r.store)
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -31,6 +32,9 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/ocitest"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // tenvTool is tenv, pinned as .ci/run installs it.
@@ -62,7 +66,12 @@ func startCLIMirror(t *testing.T, extraFlags ...string) *cliMirror {
 // their keys to files.
 func newCLIOrigin(t *testing.T) *cliMirror {
 	t.Helper()
-	o, err := fakeorigin.StartReleases()
+	return newCLIOriginWith(t, fakeorigin.ReleasesOptions{})
+}
+
+func newCLIOriginWith(t *testing.T, opts fakeorigin.ReleasesOptions) *cliMirror {
+	t.Helper()
+	o, err := fakeorigin.StartReleasesWith(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,10 +279,7 @@ var tfswitchTool = ocitest.Tool{Name: "tfswitch", Env: "TFMIRROR_TFSWITCH", Pack
 
 // TestTfswitchListsThroughTheMirror: tfswitch --mirror reads the door's
 // listing and finds the versions the origin has, the newest and the
-// newest of a line. (Its install fetches SHA256SUMS.72D7468F.sig, named
-// by HashiCorp's key ID whatever key it is told to trust, so against a
-// stand-in signing with another key it cannot install: the paths it
-// downloads are checked in proxy/releasesdoor.TestTfenvAndTfswitchLayout.)
+// newest of a line.
 func TestTfswitchListsThroughTheMirror(t *testing.T) {
 	tfswitch := tfswitchTool.Binary(t)
 	c := startCLIMirror(t)
@@ -558,5 +564,189 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 	code, out, errOut = runCommand("export", "--data-dir", dataB, filepath.Join(t.TempDir(), "again"))
 	if code != 0 || !strings.Contains(out, "cli releases: 2 archives exported") {
 		t.Fatalf("export through the sealed serve: exit %d\n%s%s", code, out, errOut)
+	}
+}
+
+// TestCLIsUnderMinimumReleaseAge: with minimum_release_age, a version the
+// stand-in released yesterday (its SHA256SUMS signed then) is neither
+// listed to tenv and tfswitch nor installable by them, with the origin's
+// archive never fetched; the older version installs with each; the
+// status page lists the held version with its rule and the time it
+// becomes available.
+func TestCLIsUnderMinimumReleaseAge(t *testing.T) {
+	tenv, tfswitch := tenvTool.Binary(t), tfswitchTool.Binary(t)
+	c := newCLIOriginWith(t, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
+	signed := time.Now().Add(-24 * time.Hour).Truncate(time.Second)
+	c.origin.SetVersionSignedAt("terraform", "1.6.0", signed)
+	conf := filepath.Join(t.TempDir(), "mirror.hcl")
+	if err := os.WriteFile(conf, []byte("policy {\n  minimum_release_age = \"72h\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.start(t, filepath.Join(t.TempDir(), "data"), "--config", conf)
+	home := t.TempDir()
+	env := []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
+		t.Fatalf("list-remote under the age gate:\n%s", out)
+	}
+	cmd := exec.Command(tenv, "tf", "install", "1.6.0")
+	cmd.Dir = home
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSL_CERT_FILE=" + c.caFile}, env...)
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("a version released yesterday installed:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.5.7")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.5.7", "terraform"), "hashicorp", "terraform", "1.5.7", "Terraform v1.5.7")
+
+	p := startKeyProxy(t, map[string][]byte{"www.hashicorp.com/.well-known/pgp-key.txt": []byte(c.origin.HashiCorpKey)})
+	args := c.tfswitchArgs(t, "tfswitch --mirror ", "VERSION")
+	latest := append(args[:len(args)-1:len(args)-1], "--show-latest")
+	if out := strings.TrimSpace(c.run(t, t.TempDir(), tfswitch, nil, latest...)); !strings.HasSuffix(out, "\n1.5.7") && out != "1.5.7" {
+		t.Errorf("tfswitch --show-latest: %q, want 1.5.7", out)
+	}
+	swHome := t.TempDir()
+	cmd = exec.Command(tfswitch, append([]string{"--bin", filepath.Join(swHome, "terraform"), "--install", swHome}, c.tfswitchArgs(t, "tfswitch --mirror ", "1.6.0")...)...)
+	cmd.Dir = swHome
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + swHome, "SSL_CERT_FILE=" + caBundle(t, c.caFile, p.CAFile), "HTTPS_PROXY=" + p.URL}
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("tfswitch installed a version released yesterday:\n%s", out)
+	}
+	bin := c.tfswitchInstall(t, tfswitch, p, t.TempDir(), "terraform", c.tfswitchArgs(t, "tfswitch --mirror ", "1.5.7")...)
+	c.checkInstalled(t, bin, "hashicorp", "terraform", "1.5.7", "Terraform v1.5.7")
+
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 0 {
+		t.Errorf("the held version's archive was fetched %d times", n)
+	}
+	st := c.status(t)
+	var held *unsigned.Version
+	for i, w := range st.Withheld {
+		if w.Provider == "releases.hashicorp.com/hashicorp/terraform" && w.Version == "1.6.0" {
+			held = &st.Withheld[i]
+		}
+	}
+	if held == nil || held.Kind != "cli" || held.Rule != policy.RuleMinReleaseAge || !held.AvailableAt.Equal(signed.Add(72*time.Hour)) {
+		t.Fatalf("status page: %+v, want terraform 1.6.0 held until %s (all: %+v)", held, signed.Add(72*time.Hour), st.Withheld)
+	}
+	if st.HeldBack == nil || st.HeldBack.Versions != 1 {
+		t.Errorf("status page summary: %+v", st.HeldBack)
+	}
+}
+
+// status reads the mirror's status page as JSON.
+func (c *cliMirror) status(t *testing.T) proxy.Status {
+	t.Helper()
+	ca, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(c.url + "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var st proxy.Status
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&st); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("status page: %d %v", resp.StatusCode, err)
+	}
+	return st
+}
+
+// tfswitchArgs are the arguments of the status page's tfswitch line that
+// starts with prefix, for version.
+func (c *cliMirror) tfswitchArgs(t *testing.T, prefix, version string) []string {
+	t.Helper()
+	for _, line := range strings.Split(c.status(t).CLIReleases, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			args := strings.Fields(line)[1:]
+			for i, a := range args {
+				if a == "VERSION" {
+					args[i] = version
+				}
+			}
+			return args
+		}
+	}
+	t.Fatalf("the status page has no line %q", prefix)
+	return nil
+}
+
+// tfswitchInstall runs tfswitch with args in home, the proxy p standing
+// in for the internet, and returns where it put the program exe.
+func (c *cliMirror) tfswitchInstall(t *testing.T, tfswitch string, p *keyProxy, home, exe string, args ...string) string {
+	t.Helper()
+	bin := filepath.Join(home, "bin", exe)
+	if err := os.MkdirAll(filepath.Dir(bin), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"HTTPS_PROXY=" + p.URL, "SSL_CERT_FILE=" + caBundle(t, c.caFile, p.CAFile)}
+	c.run(t, home, tfswitch, env, append([]string{"--bin", bin, "--install", home}, args...)...)
+	return bin
+}
+
+// TestTfswitchInstallsOpenTofuThroughTheMirror: tfswitch, as the status
+// page says to run it for OpenTofu, reads the door's version list and
+// downloads the archive, tofu_VERSION_SHA256SUMS and its .gpgsig from it,
+// checking them with the key it fetches from
+// https://get.opentofu.org/opentofu.asc (here the stand-in's, through a
+// proxy on loopback): the program it installs is the origin's and runs.
+// With the key already in its install directory, as on a runner with no
+// way out but the mirror, it asks nothing else.
+func TestTfswitchInstallsOpenTofuThroughTheMirror(t *testing.T) {
+	tfswitch := tfswitchTool.Binary(t)
+	c := startCLIMirror(t)
+	p := startKeyProxy(t, map[string][]byte{"get.opentofu.org/opentofu.asc": []byte(c.origin.OpenTofuKey)})
+	args := c.tfswitchArgs(t, "tfswitch --product opentofu ", "1.8.0")
+	bin := c.tfswitchInstall(t, tfswitch, p, t.TempDir(), "tofu", args...)
+	c.checkInstalled(t, bin, "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
+	if n := p.Hits("get.opentofu.org/opentofu.asc"); n != 1 {
+		t.Errorf("the key was fetched %d times, want 1", n)
+	}
+	if n := c.origin.Hits("/tofu/download/v1.8.0/" + fakeorigin.ArchiveName("tofu", "1.8.0", platform)); n != 1 {
+		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
+	}
+
+	home := t.TempDir()
+	keyFile := filepath.Join(home, ".terraform.versions", "opentofu_0C0AF313E5FD9F80.asc")
+	if err := os.MkdirAll(filepath.Dir(keyFile), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, []byte(c.origin.OpenTofuKey), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	bin = c.tfswitchInstall(t, tfswitch, p, home, "tofu", args...)
+	c.checkInstalled(t, bin, "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
+	if n := p.Hits("CONNECT get.opentofu.org:443"); n != 1 {
+		t.Errorf("with the key in place tfswitch went out: %d tunnels in all, want the first run's 1", n)
+	}
+}
+
+// TestTfswitchInstallsTerraformThroughTheMirror: tfswitch, as the status
+// page says to run it, lists Terraform from the door and downloads the
+// archive, SHA256SUMS and SHA256SUMS.72D7468F.sig from it, checking the
+// signature with the key it fetches from
+// https://www.hashicorp.com/.well-known/pgp-key.txt (here the stand-in's,
+// through a proxy on loopback). tfswitch names the signature file by
+// HashiCorp's key ID whatever key it checks it with, so the stand-in
+// signs with a test key whose short ID is 72D7468F
+// (fakeorigin.ReleasesOptions.HashiCorpShortID).
+func TestTfswitchInstallsTerraformThroughTheMirror(t *testing.T) {
+	tfswitch := tfswitchTool.Binary(t)
+	c := newCLIOriginWith(t, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
+	c.start(t, filepath.Join(t.TempDir(), "data"))
+	p := startKeyProxy(t, map[string][]byte{"www.hashicorp.com/.well-known/pgp-key.txt": []byte(c.origin.HashiCorpKey)})
+	bin := c.tfswitchInstall(t, tfswitch, p, t.TempDir(), "terraform", c.tfswitchArgs(t, "tfswitch --mirror ", "1.6.0")...)
+	c.checkInstalled(t, bin, "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+	if n := p.Hits("www.hashicorp.com/.well-known/pgp-key.txt"); n != 1 {
+		t.Errorf("the key was fetched %d times, want 1", n)
+	}
+	if n := c.origin.Hits("/hc/terraform/1.6.0/" + fakeorigin.ArchiveName("terraform", "1.6.0", platform)); n != 1 {
+		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
 	}
 }

@@ -159,6 +159,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		OCI:             door,
 		Releases:        rdoor,
 		CLIReleases:     releasesdoor.Snippets,
+		CLIHeld:         m.releases.Held,
 		OCIBlock:        ociBlock(cfg),
 		OCIModuleSource: ociModuleSource(cfg),
 		Settings:        m.configuration,

@@ -70,6 +70,7 @@ type Releases struct {
 	metrics CLIMetrics
 	log     *slog.Logger
 	now     func() time.Time
+	held    heldNotes // what the policy held back, for Held
 }
 
 // NewReleases returns the CLI releases side behind the package policy.
@@ -97,6 +98,7 @@ func (noCLIMetrics) CLIRefused(string, string, string) {}
 func (r *Releases) refuse(pub releases.Publisher, product, version string, v policy.Verdict) error {
 	addr := releases.Address(pub, product)
 	r.metrics.CLIRefused(string(pub), product, v.Rule)
+	r.held.note(pub, product, version)
 	r.log.Warn("held back by the package policy", "kind", "cli", "address", addr, "version", version,
 		"rule", v.Rule, "detail", v.Detail, "reason", v.Reason)
 	return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
@@ -201,6 +203,8 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 		}
 		if v := sub.Version(l.Version, rel, now); v.Allowed {
 			out.Versions = append(out.Versions, l)
+		} else {
+			r.held.note(pub, product, l.Version)
 		}
 	}
 	return out, st, nil

@@ -181,6 +181,7 @@ var releaseCases = map[string]releaseCall{
 var releasesNotServing = map[string]string{
 	"Products": "the products configured, for the door's listings and the status page",
 	"KeyIDs":   "the IDs of the publisher's keys in force, which name signature files",
+	"Held":     "the versions this layer held back, for the status page",
 	"Cached":   "whether an archive, named by the sha256 of an answer this layer gave, is committed",
 }
 

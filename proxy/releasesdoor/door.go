@@ -2,8 +2,9 @@
 // HashiCorp's releases layout under /releases/hashicorp/ (PRODUCT/index.json,
 // PRODUCT/VERSION/index.json, the HTML listings of PRODUCT/ and
 // PRODUCT/VERSION/, the archives, SHA256SUMS and its signatures) and
-// OpenTofu's release files under /releases/opentofu/ (vVERSION/FILE, and
-// the version list its installers read, api.json), as tenv, tfenv,
+// OpenTofu's release files under /releases/opentofu/ (vVERSION/FILE, the
+// version list its installers read, api.json, and the latest release's
+// tag as GitHub's API gives it, latest), as tenv, tfenv,
 // tfswitch, hc-install and the setup actions read them, every URL in a
 // document pointing back at the mirror.
 //
@@ -245,7 +246,8 @@ func notFound() error { return fmt.Errorf("%w: no such path", releases.ErrNotFou
 func itoa(n int) string { return fmt.Sprint(n) }
 
 // Snippets are each installer's settings for the door at mirrorURL (the
-// mirror's base URL, "https://host/"), for the status page.
+// mirror's base URL, "https://host/"), for the status page: the lines of
+// docs/cli-releases.md's sections, for this mirror.
 func Snippets(mirrorURL string) string {
 	base := strings.TrimSuffix(mirrorURL, "/") + strings.TrimSuffix(Prefix, "/")
 	return "# tenv (Terraform), tfenv\n" +
@@ -255,7 +257,10 @@ func Snippets(mirrorURL string) string {
 		"export TOFUENV_INSTALL_MODE=mirror TOFUENV_LIST_MODE=mirror\n" +
 		"export TOFUENV_LIST_URL=" + base + "/opentofu/api.json\n" +
 		"export TOFUENV_URL_TEMPLATE='" + base + "/opentofu/v{{ .Version }}/{{ .Artifact }}'\n\n" +
-		"# tfswitch\n" +
-		"tfswitch --mirror " + base + "/hashicorp/terraform\n\n" +
-		"# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \"" + base + "/hashicorp\"}\n"
+		"# tfswitch: the publisher's key comes from its site, or from\n" +
+		"# ~/.terraform.versions/terraform_72D7468F.asc (opentofu_0C0AF313E5FD9F80.asc)\n" +
+		"tfswitch --mirror " + base + "/hashicorp/terraform --mirror-download " + base + "/hashicorp/terraform VERSION\n" +
+		"tfswitch --product opentofu --mirror " + base + "/opentofu/api.json --mirror-download " + base + "/opentofu VERSION\n\n" +
+		"# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \"" + base + "/hashicorp\"}\n" +
+		"# setup-terraform, setup-opentofu, install-opentofu.sh: no mirror setting (see docs/cli-releases.md)\n"
 }

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -32,7 +33,12 @@ type rig struct {
 
 func newRig(t *testing.T, auth *proxy.Auth) *rig {
 	t.Helper()
-	o, err := fakeorigin.StartReleases()
+	return newRigWith(t, auth, fakeorigin.ReleasesOptions{})
+}
+
+func newRigWith(t *testing.T, auth *proxy.Auth, opts fakeorigin.ReleasesOptions) *rig {
+	t.Helper()
+	o, err := fakeorigin.StartReleasesWith(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -252,13 +258,25 @@ func TestAuth(t *testing.T) {
 }
 
 // TestTfenvAndTfswitchLayout: the listing and paths tfenv (a shell script
-// not packaged for Debian or npm, so not run here) and tfswitch read:
-// their own version patterns over PRODUCT/ find the versions, and the
-// files they build the names of are there.
+// not packaged for Debian, npm or Go, so not run here) and tfswitch read.
+// The requests are tfenv's (libexec/tfenv-list-remote, tfenv-install,
+// with TFENV_REMOTE at the door), and its answers are read as tfenv reads
+// them: its grep over the HTML listing, newest first, the version it
+// resolves, `grep -F ARCHIVE SHA256SUMS` for sha256sum -c, and the
+// signature gpgv checks (with use-gpgv) under HashiCorp's key ID.
 func TestTfenvAndTfswitchLayout(t *testing.T) {
-	r := newRig(t, nil)
-	_, page, _ := r.get(t, "/releases/hashicorp/terraform/")
-	// tfenv-list-remote: grep -o -E "[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?" | uniq
+	// Signed with a key whose short ID is HashiCorp's, as tfenv names
+	// the signature file by it.
+	r := newRigWith(t, nil, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
+	r.origin.Add("hashicorp", "terraform", "1.7.0-rc1", "linux_amd64")
+	remote := "/releases/hashicorp" // TFENV_REMOTE, less the mirror's URL
+
+	// tfenv list-remote: curl -sSf "${TFENV_REMOTE}/terraform/" | grep -o -E
+	// "[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?" | uniq
+	status, page, _ := r.get(t, remote+"/terraform/")
+	if status != 200 {
+		t.Fatalf("listing: %d", status)
+	}
 	tfenv := regexp.MustCompile(`[0-9]+\.[0-9]+\.[0-9]+(-(rc|beta|alpha|oci)-?[0-9]*)?`)
 	var listed []string
 	for _, m := range tfenv.FindAllString(string(page), -1) {
@@ -266,10 +284,62 @@ func TestTfenvAndTfswitchLayout(t *testing.T) {
 			listed = append(listed, m)
 		}
 	}
-	if strings.Join(listed, " ") != "1.6.0 1.5.7" {
-		t.Errorf("tfenv would list %q", listed)
+	if strings.Join(listed, " ") != "1.7.0-rc1 1.6.0 1.5.7" {
+		t.Fatalf("tfenv would list %q", listed)
 	}
-	// tfswitch (lib/list_versions.go): \/?MAJOR.MINOR.PATCH\/?"
+	// tfenv-resolve-version: an explicit version is the regex ^VERSION$;
+	// "latest" is ^[0-9]+.[0-9]+.[0-9]+$; install takes the first match.
+	resolve := func(re string) string {
+		for _, v := range listed {
+			if regexp.MustCompile(re).MatchString(v) {
+				return v
+			}
+		}
+		return ""
+	}
+	if v := resolve(`^[0-9]+\.[0-9]+\.[0-9]+$`); v != "1.6.0" {
+		t.Errorf("tfenv install latest would resolve %q, want 1.6.0", v)
+	}
+	if v := resolve(`^1\.5\.7$`); v != "1.5.7" {
+		t.Errorf("tfenv install 1.5.7 would resolve %q", v)
+	}
+
+	// tfenv install 1.6.0: version_url="${TFENV_REMOTE}/terraform/${version}".
+	versionURL := remote + "/terraform/1.6.0"
+	tarball := "terraform_1.6.0_linux_amd64.zip"
+	shasums := "terraform_1.6.0_SHA256SUMS"
+	status, archive, _ := r.get(t, versionURL+"/"+tarball)
+	if status != 200 {
+		t.Fatalf("%s: %d", tarball, status)
+	}
+	status, sums, _ := r.get(t, versionURL+"/"+shasums)
+	if status != 200 {
+		t.Fatalf("%s: %d", shasums, status)
+	}
+	// sha256sum -c <(grep -F "${tarball_name}" "${shasums_name}")
+	var lines []string
+	for _, l := range strings.Split(string(sums), "\n") {
+		if strings.Contains(l, tarball) {
+			lines = append(lines, l)
+		}
+	}
+	sum := sha256.Sum256(archive)
+	if len(lines) != 1 || lines[0] != string(hexOf(sum[:]))+"  "+tarball {
+		t.Errorf("sha256sum -c would check %q, want the archive's sha256 and name", lines)
+	}
+	// shasums_sig="${shasums_name}.72D7468F.sig": the door names it by the
+	// ID of the key that verified it.
+	status, sig, _ := r.get(t, versionURL+"/"+shasums+".72D7468F.sig")
+	if status != 200 {
+		t.Fatalf("signature: %d", status)
+	}
+	if err := verify.CheckSignature(sums, sig, []string{r.origin.HashiCorpKey}); err != nil {
+		t.Errorf("gpgv would reject the signature: %v", err)
+	}
+
+	// tfswitch (lib/list_versions.go): \/?MAJOR.MINOR.PATCH\/?" over the
+	// same listing, pre-releases left out; it downloads from
+	// --mirror-download the same three files as tfenv.
 	tfswitch := regexp.MustCompile(`\/?(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)\/?"`)
 	var found []string
 	for _, m := range tfswitch.FindAllString(string(page), -1) {
@@ -277,14 +347,6 @@ func TestTfenvAndTfswitchLayout(t *testing.T) {
 	}
 	if strings.Join(found, " ") != "1.6.0 1.5.7" {
 		t.Errorf("tfswitch would list %q", found)
-	}
-	// Both download VERSION/terraform_VERSION_OS_ARCH.zip, the SHA256SUMS
-	// and its key-ID-named signature from TFENV_REMOTE/terraform/ and
-	// tfswitch's --mirror.
-	for _, f := range []string{"terraform_1.6.0_linux_amd64.zip", "terraform_1.6.0_SHA256SUMS", "terraform_1.6.0_SHA256SUMS." + r.origin.HashiCorpKeyID + ".sig"} {
-		if status, _, _ := r.get(t, "/releases/hashicorp/terraform/1.6.0/"+f); status != 200 {
-			t.Errorf("%s: %d", f, status)
-		}
 	}
 }
 
@@ -362,5 +424,144 @@ deny_version "get.opentofu.org/opentofu/tofu" {
 	}
 	if n := r.origin.TotalHits() - before; n != 0 {
 		t.Errorf("%d origin requests for a denied product, want none", n)
+	}
+}
+
+// TestHashiCorpReleasesJSLayout: the releases index as
+// @hashicorp/js-releases (which hashicorp/setup-terraform runs) reads it:
+// PRODUCT/index.json's name and versions, each version's name, version,
+// builds (os, arch, filename, name, version, url), shasums and the entry
+// of shasums_signatures ending in _SHA256SUMS.72D7468F.sig; it then fetches
+// BASE/NAME/VERSION/SHASUMS and the signature, and the build's url.
+func TestHashiCorpReleasesJSLayout(t *testing.T) {
+	// Signed with a key whose short ID is HashiCorp's, the ID js-releases
+	// looks for.
+	r := newRigWith(t, nil, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
+	base := "/releases/hashicorp"
+	_, body, _ := r.get(t, base+"/terraform/index.json")
+	type build struct {
+		Arch, Filename, Name, OS, URL, Version string
+	}
+	var index struct {
+		Name     string `json:"name"`
+		Versions map[string]struct {
+			Builds            []build  `json:"builds"`
+			Name              string   `json:"name"`
+			Shasums           string   `json:"shasums"`
+			ShasumsSignature  string   `json:"shasums_signature"`
+			ShasumsSignatures []string `json:"shasums_signatures"`
+			Version           string   `json:"version"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(body, &index); err != nil || index.Name != "terraform" || len(index.Versions) != 2 {
+		t.Fatalf("index: %v %s", err, body)
+	}
+	for v, rel := range index.Versions {
+		if rel.Name != "terraform" || rel.Version != v || len(rel.Builds) == 0 {
+			t.Errorf("%s: name %q, version %q, %d builds", v, rel.Name, rel.Version, len(rel.Builds))
+		}
+		sig := ""
+		for _, s := range rel.ShasumsSignatures {
+			if strings.HasSuffix(s, "_SHA256SUMS.72D7468F.sig") {
+				sig = s
+			}
+		}
+		if sig == "" {
+			t.Errorf("%s: no signature named by the key's ID in %q", v, rel.ShasumsSignatures)
+			continue
+		}
+		_, sums, _ := r.get(t, base+"/"+rel.Name+"/"+rel.Version+"/"+rel.Shasums)
+		_, sigData, _ := r.get(t, base+"/"+rel.Name+"/"+rel.Version+"/"+sig)
+		if err := verify.CheckSignature(sums, sigData, []string{r.origin.HashiCorpKey}); err != nil {
+			t.Errorf("%s: %v", v, err)
+		}
+		for _, b := range rel.Builds {
+			if b.Name != "terraform" || b.Version != v || b.Filename != "terraform_"+v+"_"+b.OS+"_"+b.Arch+".zip" {
+				t.Errorf("%s: build %+v", v, b)
+			}
+			status, data, _ := r.get(t, strings.TrimPrefix(b.URL, r.srv.URL))
+			// The line js-releases takes: the one naming the build, split on two spaces.
+			var line string
+			for _, l := range strings.Split(string(sums), "\n") {
+				if strings.Contains(l, b.Filename) {
+					line = l
+				}
+			}
+			sum := sha256.Sum256(data)
+			if status != 200 || !strings.HasPrefix(b.URL, r.srv.URL+base+"/") || strings.Split(line, "  ")[0] != string(hexOf(sum[:])) {
+				t.Errorf("%s %s: %d from %s, SHA256SUMS line %q", v, b.Filename, status, b.URL, line)
+			}
+		}
+	}
+}
+
+// TestOpenTofuSetupLayout: the version list and files as
+// opentofu/setup-opentofu and OpenTofu's install script
+// (install-opentofu.sh --install-method standalone) read them, from the
+// door's base in place of get.opentofu.org/tofu/api.json and
+// github.com/opentofu/opentofu/releases/download: versions[].id (a
+// leading v dropped) and files[], whose tofu_VERSION_OS_ARCH.zip names
+// the archive; vVERSION/ARCHIVE; vVERSION/tofu_VERSION_SHA256SUMS, read
+// by setup-opentofu as "SUM whitespace [*]NAME" lines and by the script
+// as `grep ZIP SUMS | cut -f 1 -d ' '`; the cosign .sig and .pem the
+// script asks for unless --skip-verify; and, for the script given no
+// version, the tag_name of the latest release as GitHub's API answers it
+// (api.github.com/repos/opentofu/opentofu/releases/latest), at latest.
+func TestOpenTofuSetupLayout(t *testing.T) {
+	r := newRig(t, nil)
+	r.origin.Add("opentofu", "tofu", "1.9.0-rc1", "linux_amd64")
+	base := "/releases/opentofu"
+	_, body, _ := r.get(t, base+"/tofu/api.json")
+	var list struct {
+		Versions []struct {
+			ID    string   `json:"id"`
+			Files []string `json:"files"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(body, &list); err != nil || len(list.Versions) != 2 {
+		t.Fatalf("api.json: %v %s", err, body)
+	}
+	// setup-opentofu picks the newest version that is no pre-release.
+	version := strings.TrimPrefix(list.Versions[1].ID, "v")
+	zip := "tofu_" + version + "_linux_amd64.zip"
+	if list.Versions[0].ID != "1.9.0-rc1" || version != "1.8.0" || !slices.Contains(list.Versions[1].Files, zip) {
+		t.Fatalf("api.json: %s, want 1.8.0 listing %s", body, zip)
+	}
+	dir := base + "/v" + version + "/"
+	status, archive, _ := r.get(t, dir+zip)
+	_, sums, _ := r.get(t, dir+"tofu_"+version+"_SHA256SUMS")
+	sum := string(hexOf(func() []byte { s := sha256.Sum256(archive); return s[:] }()))
+	var byAction, byScript string
+	for _, l := range strings.Split(string(sums), "\n") {
+		l = strings.TrimSpace(l)
+		if i := strings.IndexAny(l, " \t"); i > 0 && strings.TrimPrefix(strings.TrimSpace(l[i:]), "*") == zip {
+			byAction = strings.ToLower(l[:i])
+		}
+		if strings.Contains(l, zip) {
+			byScript = strings.Split(l, " ")[0]
+		}
+	}
+	if status != 200 || byAction != sum || byScript != sum {
+		t.Errorf("archive %d; setup-opentofu reads %q, the script %q, want %s", status, byAction, byScript, sum)
+	}
+	for _, f := range []string{"tofu_" + version + "_SHA256SUMS.sig", "tofu_" + version + "_SHA256SUMS.pem"} {
+		if status, _, _ := r.get(t, dir+f); status != 200 {
+			t.Errorf("%s: %d", f, status)
+		}
+	}
+
+	// Without a version, the script reads GitHub's latest release:
+	// grep "tag_name" | sed -e 's/.*tag_name": "v//' -e 's/".*//'. A
+	// pre-release is never the latest.
+	status, latest, _ := r.get(t, base+"/latest")
+	var tag string
+	for _, l := range strings.Split(string(latest), "\n") {
+		if strings.Contains(l, "tag_name") {
+			_, after, _ := strings.Cut(l, `tag_name": "v`)
+			tag, _, _ = strings.Cut(after, `"`)
+		}
+	}
+	if status != 200 || tag != "1.8.0" {
+		t.Errorf("latest: %d %s, the script would read %q", status, latest, tag)
 	}
 }

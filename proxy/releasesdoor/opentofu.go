@@ -1,14 +1,16 @@
 package releasesdoor
 
 import (
+	"fmt"
 	"net/http"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
-// OpenTofu's release files, as GitHub serves them (vVERSION/FILE), and
-// the version list its installers read (get.opentofu.org/tofu/api.json).
+// OpenTofu's release files, as GitHub serves them (vVERSION/FILE), the
+// version list its installers read (get.opentofu.org/tofu/api.json), and
+// the tag of the latest release (latest), as GitHub's API answers it.
 
 type tofuVersion struct {
 	ID    string   `json:"id"`
@@ -17,6 +19,13 @@ type tofuVersion struct {
 
 type tofuList struct {
 	Versions []tofuVersion `json:"versions"`
+}
+
+// githubRelease is what OpenTofu's install script reads of GitHub's
+// latest release (api.github.com/repos/opentofu/opentofu/releases/latest)
+// when it is given no version.
+type githubRelease struct {
+	TagName string `json:"tag_name"`
 }
 
 // opentofu serves /releases/opentofu/ + parts.
@@ -48,6 +57,19 @@ func (d *Door) opentofu(w http.ResponseWriter, r *http.Request, parts []string) 
 			doc.Versions = append(doc.Versions, tofuVersion{ID: v.Version, Files: files})
 		}
 		d.writeJSON(w, r, doc, st.Stale)
+	case len(parts) == 1 && parts[0] == "latest":
+		list, st, err := d.rel.Versions(ctx, pub, product)
+		if err != nil {
+			d.fail(w, r, err)
+			return
+		}
+		for _, v := range list.Versions { // newest first, held versions left out
+			if !strings.Contains(v.Version, "-") {
+				d.writeJSON(w, r, githubRelease{TagName: "v" + v.Version}, st.Stale)
+				return
+			}
+		}
+		d.fail(w, r, fmt.Errorf("%w: no release that is not a pre-release", releases.ErrNotFound))
 	case len(parts) == 2 && strings.HasPrefix(parts[0], "v"):
 		version, file := strings.TrimPrefix(parts[0], "v"), parts[1]
 		switch {

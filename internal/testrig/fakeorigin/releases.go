@@ -8,6 +8,7 @@ import (
 	"archive/zip"
 	"bytes"
 	"crypto/sha256"
+	_ "embed"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -24,6 +25,7 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 )
 
@@ -52,8 +54,10 @@ type Releases struct {
 	tamper   map[string]bool // by archive file name
 	badSig   map[string]bool // by SHA256SUMS name: signed by another key
 	signedAt time.Time
-	pad      int64             // SetArchivePadding
-	replaced map[string][]byte // SetArchiveBytes, by file name
+	// versionSignedAt overrides signedAt, by SHA256SUMS name.
+	versionSignedAt map[string]time.Time
+	pad             int64             // SetArchivePadding
+	replaced        map[string][]byte // SetArchiveBytes, by file name
 }
 
 type relVersion struct {
@@ -61,12 +65,35 @@ type relVersion struct {
 	platforms []string
 }
 
+// ReleasesOptions vary the stand-in.
+type ReleasesOptions struct {
+	// HashiCorpShortID signs HashiCorp's releases with a key made for
+	// tests (testdata/hashicorp-shortid-standin.asc, private key
+	// included) whose short key ID is HashiCorp's, 72D7468F: the last 32
+	// bits of its fingerprint were searched for, nothing else of it is
+	// HashiCorp's. Some installers (tfswitch, tfenv, js-releases) ask
+	// for the signature file named by that ID whatever key they check it
+	// with; with this key they can install from the stand-in.
+	HashiCorpShortID bool
+}
+
+//go:embed testdata/hashicorp-shortid-standin.asc
+var hashiCorpShortIDKey string
+
 // StartReleases starts the stand-in. Call Close when done.
-func StartReleases() (*Releases, error) {
+func StartReleases() (*Releases, error) { return StartReleasesWith(ReleasesOptions{}) }
+
+// StartReleasesWith starts the stand-in with opts. Call Close when done.
+func StartReleasesWith(opts ReleasesOptions) (*Releases, error) {
 	r := &Releases{products: map[string][]relVersion{}, hits: map[string]int{}, tamper: map[string]bool{},
-		badSig: map[string]bool{}, signedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
+		badSig: map[string]bool{}, versionSignedAt: map[string]time.Time{}, signedAt: time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)}
 	var err error
-	if r.hc, r.HashiCorpKey, err = newSigningKey("stand-in HashiCorp releases", "hc@fakeorigin.invalid"); err != nil {
+	if opts.HashiCorpShortID {
+		r.hc, r.HashiCorpKey, err = armoredSigningKey(hashiCorpShortIDKey)
+	} else {
+		r.hc, r.HashiCorpKey, err = newSigningKey("stand-in HashiCorp releases", "hc@fakeorigin.invalid")
+	}
+	if err != nil {
 		return nil, err
 	}
 	if r.tofu, r.OpenTofuKey, err = newSigningKey("stand-in OpenTofu releases", "tofu@fakeorigin.invalid"); err != nil {
@@ -225,6 +252,15 @@ func (r *Releases) SignWithOtherKey(sumsName string) {
 // SetSignedAt sets the creation time of the signatures made from now on.
 func (r *Releases) SetSignedAt(t time.Time) { r.mu.Lock(); r.signedAt = t; r.mu.Unlock() }
 
+// SetVersionSignedAt sets the creation time of the signatures of one
+// version's SHA256SUMS made from now on, whatever SetSignedAt says: a
+// version released at another time than the others.
+func (r *Releases) SetVersionSignedAt(product, version string, t time.Time) {
+	r.mu.Lock()
+	r.versionSignedAt[product+"_"+version+"_SHA256SUMS"] = t
+	r.mu.Unlock()
+}
+
 func (r *Releases) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	r.hits[req.URL.Path]++
@@ -322,6 +358,9 @@ func (r *Releases) signature(pub, sumsName string, doc []byte) []byte {
 		key = r.other
 	}
 	at := r.signedAt
+	if t, ok := r.versionSignedAt[sumsName]; ok {
+		at = t
+	}
 	r.mu.Unlock()
 	var sig bytes.Buffer
 	if err := openpgp.DetachSign(&sig, key, bytes.NewReader(doc), &packet.Config{Time: func() time.Time { return at }}); err != nil {
@@ -445,4 +484,25 @@ func (r *Releases) tofuList(w http.ResponseWriter) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(doc) //nolint:errcheck
+}
+
+// armoredSigningKey reads an armored private key, returning it and its
+// armored public key.
+func armoredSigningKey(armored string) (*openpgp.Entity, string, error) {
+	el, err := openpgp.ReadArmoredKeyRing(strings.NewReader(armored))
+	if err != nil || len(el) != 1 || el[0].PrivateKey == nil {
+		return nil, "", fmt.Errorf("fakeorigin: test key: %v", err)
+	}
+	var b bytes.Buffer
+	w, err := armor.Encode(&b, openpgp.PublicKeyType, nil)
+	if err != nil {
+		return nil, "", err
+	}
+	if err := el[0].Serialize(w); err != nil {
+		return nil, "", err
+	}
+	if err := w.Close(); err != nil {
+		return nil, "", err
+	}
+	return el[0], b.String(), nil
 }

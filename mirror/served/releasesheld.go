@@ -1,0 +1,102 @@
+package served
+
+// The CLI versions the package policy holds back, for the status page:
+// noted where this layer refuses one or leaves one out of a list, and
+// judged again by the policy in force each time they are shown, so that a
+// version allowed since (its minimum release age passed, a rule lifted)
+// is no longer shown.
+
+import (
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/releases"
+)
+
+// maxHeldNoted bounds the CLI versions noted; the first noted are kept.
+const maxHeldNoted = 1024
+
+// HeldCLIKind is the unsigned.Version Kind of a CLI version held back.
+const HeldCLIKind = "cli"
+
+type heldKey struct {
+	pub              releases.Publisher
+	product, version string // version "" for a product refused whole
+}
+
+// heldNotes are the CLI versions noted as held back, safe for concurrent
+// use and bounded (maxHeldNoted).
+type heldNotes struct {
+	mu   sync.Mutex
+	keys map[heldKey]bool
+}
+
+// note notes a version (or, with version "", a product) the policy held
+// back.
+func (h *heldNotes) note(pub releases.Publisher, product, version string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.keys == nil {
+		h.keys = map[heldKey]bool{}
+	}
+	if len(h.keys) < maxHeldNoted {
+		h.keys[heldKey{pub, product, version}] = true
+	}
+}
+
+// list is the versions noted, by address and version (newest first).
+func (h *heldNotes) list() []heldKey {
+	h.mu.Lock()
+	keys := make([]heldKey, 0, len(h.keys))
+	for k := range h.keys {
+		keys = append(keys, k)
+	}
+	h.mu.Unlock()
+	slices.SortFunc(keys, func(a, b heldKey) int {
+		if c := strings.Compare(releases.Address(a.pub, a.product), releases.Address(b.pub, b.product)); c != 0 {
+			return c
+		}
+		return releases.CompareVersions(b.version, a.version)
+	})
+	return keys
+}
+
+// Held are the CLI versions (and products) the package policy in force
+// holds back, among those this layer refused or left out of a list since
+// the mirror started, by address and version (newest first), each with
+// its rule, reason and, for the minimum release age, when it becomes
+// available. A version's release time is judged as Sums judges it: its
+// cached signature's creation time and the listing rule; the origin is
+// not asked. Kind is HeldCLIKind.
+func (r *Releases) Held() []unsigned.Version {
+	pol := r.pol.Policy()
+	if pol == nil {
+		return nil
+	}
+	now := r.now()
+	var out []unsigned.Version
+	for _, k := range r.held.list() {
+		addr := releases.Address(k.pub, k.product)
+		var v policy.Verdict
+		if k.version == "" {
+			v = pol.Address(policy.Provider, addr)
+		} else {
+			rel := policy.Release{At: r.rel.ListingTime(k.pub, k.product, k.version), Known: true}
+			if s, err := r.rel.HeldSums(k.pub, k.product, k.version); err == nil {
+				rel.At = later(rel.At, s.SignedAt)
+			} else if sub := pol.For(policy.Provider, addr); sub.Window() > 0 {
+				rel.Known = false // not dated yet: held until it is
+			}
+			v = pol.Version(policy.Provider, addr, k.version, rel, now)
+		}
+		if v.Allowed {
+			continue
+		}
+		out = append(out, unsigned.Version{Provider: addr, Version: k.version, Platforms: []string{}, Kind: HeldCLIKind,
+			Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt})
+	}
+	return out
+}
