@@ -278,7 +278,7 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	sum, err := airgap.Export(ctx, a.engine, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ExportSummary = sum
 	if a.metrics != nil {
-		a.metrics.AirGap("export", map[string]int{"exported": sum.Written, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
+		a.metrics.AirGap("export", map[string]int{"exported": sum.Written + sum.CLIArchives, "present": sum.Present + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.CLIBytes)
 	}
 	return res, err
 }
@@ -314,7 +314,7 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 	}, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ImportSummary = sum
 	if a.metrics != nil {
-		a.metrics.AirGap("import", map[string]int{"imported": sum.Imported, "present": sum.Present, "failed": sum.Failed}, sum.Bytes)
+		a.metrics.AirGap("import", map[string]int{"imported": sum.Imported + sum.CLIArchives, "present": sum.Present + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.CLIBytes)
 	}
 	return res, err
 }

@@ -19,6 +19,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"sync"
@@ -533,6 +534,11 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "cli releases: 2 archives imported") || !strings.Contains(errOut, "admin socket") {
 		t.Fatalf("import through the serve: exit %d\n%s%s", code, out, errOut)
 	}
+	// The serve counts them in its import metrics.
+	if m := c.get(t, "/metrics"); !strings.Contains(m, "\n"+`tfmirror_import_packages_total{outcome="imported"} 2`+"\n") ||
+		!regexp.MustCompile(`(?m)^tfmirror_import_bytes_total [1-9]`).MatchString(m) {
+		t.Errorf("/metrics does not count the 2 CLI archives imported:\n%s", m)
+	}
 	home := t.TempDir()
 	env := []string{
 		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
@@ -656,6 +662,29 @@ func (c *cliMirror) status(t *testing.T) proxy.Status {
 		t.Fatalf("status page: %d %v", resp.StatusCode, err)
 	}
 	return st
+}
+
+// get returns the body of the mirror's answer to path, failing the test
+// unless it is 200.
+func (c *cliMirror) get(t *testing.T, path string) string {
+	t.Helper()
+	ca, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := client.Get(c.url + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %d %v", path, resp.StatusCode, err)
+	}
+	return string(body)
 }
 
 // tfswitchArgs are the arguments of the status page's tfswitch line that
