@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -36,7 +35,7 @@ type AirGap struct {
 // newAirGap returns the engine's AirGap.
 func newAirGap(e *Engine) (*AirGap, error) {
 	imp, err := imports.New(imports.Config{MaxArchiveBytes: e.cfg.MaxArchiveBytes, Now: e.cfg.Now, Logger: e.log},
-		importEngine{e}, e.store, e.metrics)
+		e.life, importEngine{e}, e.store, e.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -54,10 +53,6 @@ type importEngine struct{ e *Engine }
 
 var _ imports.Engine = importEngine{}
 
-func (m importEngine) StartWork() bool      { return m.e.work.add() }
-func (m importEngine) EndWork()             { m.e.work.done() }
-func (m importEngine) ImportEnded()         { m.e.notify.get().Changed() }
-func (m importEngine) Imports() sync.Locker { return &m.e.importMu }
 func (m importEngine) H1(sha string) string { return m.e.records.h1(sha) }
 func (m importEngine) Forget(key string)    { m.e.memo.forget(key) }
 func (m importEngine) RefuseUnsigned(p addrs.Provider) error {
@@ -74,9 +69,6 @@ func (m importEngine) CachedPackage(p addrs.Provider, v versions.Version) (*reco
 }
 func (m importEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
 	return m.e.records.cachedVersions(key)
-}
-func (m importEngine) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	return m.e.coalesce(ctx, kind, key, fn)
 }
 func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
 	return m.e.hosts.record(host)
@@ -97,7 +89,7 @@ func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a rec
 	s := m.e
 	out := imports.Outcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
-	s.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
+	s.life.Notifier().Importing(a.SHA256) // an imported package cannot be fetched again
 	f, _, err := s.archives.joinFrom(p, a, src)
 	if err != nil {
 		return out, err

@@ -145,7 +145,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	if err != nil {
 		return nil, err
 	}
-	n := s.notify.get()
+	n := s.life.Notifier()
 	n.Used(records.PackageKey(p, v))
 	n.Serving("provider", p.String(), v, a.SHA256)
 	return s.openFetched(ctx, p, a, nil)
@@ -166,7 +166,7 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 		return nil, err
 	}
 	if blob != nil {
-		if !s.work.add() {
+		if !s.life.StartWork() {
 			blob.Close()
 			return nil, records.ErrShutDown
 		}
@@ -189,7 +189,7 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 	if leader && f.fromShared { // set before ready was closed
 		how = records.Shared
 	}
-	if !s.work.add() {
+	if !s.life.StartWork() {
 		f.release()
 		return nil, records.ErrShutDown
 	}
@@ -204,12 +204,12 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 // openCached opens the cached archive sha, counting a cache hit; it
 // returns nil, nil when the archive is not cached.
 func (s *Engine) openCached(sha string) (*Archive, error) {
-	if !s.work.add() {
+	if !s.life.StartWork() {
 		return nil, records.ErrShutDown
 	}
 	blob, err := s.store.OpenBlob(sha)
 	if err != nil {
-		s.work.done()
+		s.life.EndWork()
 		if !errors.Is(err, cache.ErrNotFound) {
 			s.log.Error("opening cached archive", "sha256", sha, "error", err)
 		}

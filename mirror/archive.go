@@ -130,7 +130,7 @@ func (a *Archive) Close() error {
 			a.stop()
 			a.f.release()
 		}
-		a.s.work.done()
+		a.s.life.EndWork()
 	})
 	return err
 }
@@ -231,7 +231,7 @@ func (fr *fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *archive
 	} else if _, err := fr.s.store.StatBlob(a.SHA256); err == nil {
 		return nil, nil, false, nil
 	}
-	ctx, done, err := fr.s.detached(fr.s.cfg.ArchiveTimeout)
+	ctx, done, err := fr.s.life.Detached(fr.s.cfg.ArchiveTimeout)
 	if err != nil {
 		return nil, nil, false, err
 	}

@@ -10,11 +10,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -23,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
@@ -182,24 +181,22 @@ type Engine struct {
 
 	// hosts are the allowed origins and the hosts Import has loaded
 	// providers of; those that are not allowed origins are local-only.
-	hosts    *hosts
-	importMu sync.Mutex // one Import at a time
+	hosts *hosts
 
-	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
 	memo     *metaMemo      // decoded version lists and package metadata
 	shared   *sharedRecords // the shared tier's records and leases
 	gate     *gate.Gate     // the package policy and release times
 	oci      ocistore.Sides // the OCI sides built on the engine (NewOCI)
 
-	// root is the engine's lifetime, not any caller's: the parent of the
-	// contexts that origin fetches and archive downloads run on. Shutdown
-	// and Close cancel it.
-	root   context.Context
-	cancel context.CancelFunc
-	work   *tasks // origin fetches and downloads running on root
-	// notify is told what the engine serves and imports (see Inventory.Notify).
-	notify notifier
+	// life is the engine's lifetime, not any caller's: the root context
+	// that origin fetches and archive downloads run on, the work Shutdown
+	// waits for, the coalescing of fetches, the import lock and the
+	// Notifier told what the engine serves and imports (see
+	// Inventory.Notify). Shutdown and Close end it.
+	life *lifetime.Lifetime
+	// onStop is a test hook: called once no more work is taken.
+	onStop func()
 	// checker checks the whole cache again (VerifyCache); Shutdown and
 	// Close end its checks first: they serve no client.
 	checker *cachecheck.Checker
@@ -227,7 +224,6 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
 		memo:    newMetaMemo(),
-		work:    newTasks(),
 	}
 	s.hosts = &hosts{allowed: s.allowed, store: store, imported: map[svchost.Hostname]bool{}}
 	s.cfg.AllowedOrigins = nil
@@ -304,6 +300,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
+	s.life = lifetime.New(s.cfg.OriginTimeout, s.metrics)
 	if s.cfg.Offline {
 		s.origin = originguard.Offline()
 	}
@@ -322,10 +319,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
-	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, gateEngine{s}, s.origin, store, s.metrics); err != nil {
+	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, s.life, gateEngine{s}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	s.root, s.cancel = context.WithCancel(context.Background())
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
@@ -333,10 +329,10 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		mcfg.Shared = s.cfg.Shared
 	}
 	mcfg.SharedPoll.Min, mcfg.SharedPoll.Max = sharedPollMin, sharedPollMax
-	if s.modules, err = modules.New(mcfg, machinery{s}, origin, store, s.metrics); err != nil {
+	if s.modules, err = modules.New(mcfg, s.life, machinery{s}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	h, err := inventory.New(inventoryEngine{s}, store)
+	h, err := inventory.New(s.life, inventoryEngine{s}, store)
 	if err != nil {
 		return nil, err
 	}
@@ -393,7 +389,7 @@ func (s *Engine) CheckOrigin(p addrs.Provider) error {
 // wait blocks until every origin fetch and archive download under way has
 // ended, or ctx is done. The engine keeps working; see Shutdown. Tests of
 // other packages get it through internal/testrig/enginetest.
-func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
+func (s *Engine) wait(ctx context.Context) error { return s.life.Wait(ctx) }
 
 // Shutdown stops the engine: it starts no more work (new calls that would
 // need the origin fail with records.ErrShutDown), lets the fetches and downloads
@@ -403,12 +399,12 @@ func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 // had to be cancelled.
 func (s *Engine) Shutdown(ctx context.Context) error {
 	s.checker.Stop()
-	s.work.close()
-	err := s.work.wait(ctx)
-	s.cancel()
+	s.stop()
+	err := s.life.Wait(ctx)
+	s.life.Cancel()
 	if err != nil {
 		// Cancelled downloads end promptly: they wait only on the origin.
-		s.work.wait(context.Background())
+		s.life.Wait(context.Background())
 	}
 	return err
 }
@@ -416,9 +412,17 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 // Close is Shutdown without a grace period: work under way is cancelled.
 func (s *Engine) Close() error {
 	s.checker.Stop()
-	s.work.close()
-	s.cancel()
-	return s.work.wait(context.Background())
+	s.stop()
+	s.life.Cancel()
+	return s.life.Wait(context.Background())
+}
+
+// stop takes no more work (see lifetime.Lifetime.Stop).
+func (s *Engine) stop() {
+	s.life.Stop()
+	if s.onStop != nil {
+		s.onStop()
+	}
 }
 
 // Stats returns how many archives the cache holds, and their total size.
@@ -429,19 +433,6 @@ func (s *Engine) wanted(pl string) bool {
 	return s.platforms == nil || s.platforms[pl]
 }
 
-// detached returns a context for work done on behalf of every caller that
-// waits for it: it does not end when the caller that started it goes away,
-// only at its timeout or when the engine shuts down. done must be called
-// when the work ends. It fails with records.ErrShutDown once Shutdown or Close was
-// called.
-func (s *Engine) detached(timeout time.Duration) (ctx context.Context, done func(), err error) {
-	if !s.work.add() {
-		return nil, nil, records.ErrShutDown
-	}
-	ctx, cancel := context.WithTimeout(s.root, timeout)
-	return ctx, func() { cancel(); s.work.done() }, nil
-}
-
 func sortedKeys[M ~map[string]V, V any](m M) []string {
 	keys := make([]string, 0, len(m))
 	for k := range m {
@@ -449,67 +440,6 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// tasks counts work running on the engine's context, so that Wait and
-// Shutdown can wait for it (a sync.WaitGroup may not be waited on while
-// it can be incremented from zero).
-type tasks struct {
-	mu      sync.Mutex
-	n       int
-	closed  bool
-	idle    chan struct{} // closed while n == 0
-	onClose func()        // test hook: called once no more tasks are taken
-}
-
-func newTasks() *tasks {
-	t := &tasks{idle: make(chan struct{})}
-	close(t.idle)
-	return t
-}
-
-// add counts one more task, unless the engine is shutting down.
-func (t *tasks) add() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	return true
-}
-
-func (t *tasks) done() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.n--
-	if t.n == 0 {
-		close(t.idle)
-	}
-}
-
-func (t *tasks) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-	if t.onClose != nil {
-		t.onClose()
-	}
-}
-
-func (t *tasks) wait(ctx context.Context) error {
-	t.mu.Lock()
-	idle := t.idle
-	t.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 type noMetrics struct{}

@@ -96,14 +96,14 @@ func (s *providerRecords) platformsFor(entry records.VersionEntry, platforms []a
 // Package or records.Evidence, stores it); records.ErrShutDown. It checks what is cached
 // whatever its origin, allowed now or not.
 func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
-	if !s.e.work.add() {
+	if !s.e.life.StartWork() {
 		return records.ErrShutDown
 	}
-	defer s.e.work.done()
+	defer s.e.life.EndWork()
 	// Reading a large archive must not hold up Shutdown past its deadline.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(s.e.root, cancel)()
+	defer context.AfterFunc(s.e.life.Context(), cancel)()
 
 	rec, ok := s.cachedPackage(p, v)
 	if !ok {

@@ -6,9 +6,6 @@ package mirror
 
 import (
 	"context"
-	"errors"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -39,40 +36,14 @@ func (s *Inventory) Config() Config { return s.e.Config() }
 // Notify makes the engine tell n what it serves and imports from now on.
 // An engine has one Notifier: Notify fails when it has one already.
 func (s *Inventory) Notify(n inventory.Notifier) error {
-	if n == nil {
-		return errors.New("mirror: a nil Notifier")
-	}
-	if !s.e.notify.n.CompareAndSwap(nil, &n) {
-		return errors.New("mirror: the engine has a Notifier already")
-	}
-	return nil
+	return s.e.life.SetNotifier(n)
 }
-
-// notifier holds the engine's Notifier (none until Inventory.Notify).
-type notifier struct {
-	n atomic.Pointer[inventory.Notifier]
-}
-
-func (h *notifier) get() inventory.Notifier {
-	if p := h.n.Load(); p != nil {
-		return *p
-	}
-	return noNotifier{}
-}
-
-type noNotifier struct{}
-
-func (noNotifier) Used(string)                                      {}
-func (noNotifier) Serving(string, string, versions.Version, string) {}
-func (noNotifier) Importing(string)                                 {}
-func (noNotifier) Changed()                                         {}
 
 // inventoryEngine is the engine as Held uses it (inventory.Engine).
 type inventoryEngine struct{ e *Engine }
 
 func (m inventoryEngine) Offline() bool                             { return m.e.cfg.Offline }
 func (m inventoryEngine) Local(host svchost.Hostname) bool          { return m.e.hosts.local(host) }
-func (m inventoryEngine) Imports() sync.Locker                      { return &m.e.importMu }
 func (m inventoryEngine) Forget(key string)                         { m.e.memo.forget(key) }
 func (m inventoryEngine) ForgetWithheld(p addrs.Provider, v string) { m.e.withholding.Forget(p, v) }
 func (m inventoryEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {

@@ -2,7 +2,6 @@ package mirror
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
@@ -25,16 +24,6 @@ func (m machinery) Local(host svchost.Hostname) bool   { return m.e.hosts.local(
 func (m machinery) RecordImportedHost(host svchost.Hostname) error {
 	return m.e.hosts.record(host)
 }
-func (m machinery) Imports() sync.Locker { return &m.e.importMu }
-func (m machinery) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	return m.e.coalesce(ctx, kind, key, fn)
-}
-func (m machinery) Detached(timeout time.Duration) (context.Context, func(), error) {
-	return m.e.detached(timeout)
-}
-func (m machinery) StartWork() bool             { return m.e.work.add() }
-func (m machinery) EndWork()                    { m.e.work.done() }
-func (m machinery) Notifier() modules.Notifier  { return m.e.notify.get() }
 func (m machinery) PutShared(key string, v any) { m.e.shared.putShared(key, v) }
 func (m machinery) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
 	return m.e.shared.getShared(ctx, key, v)

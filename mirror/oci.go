@@ -29,7 +29,7 @@ type OCI struct {
 // guards as every other origin request (a sealed mirror asks nothing, a
 // local-only host is never contacted).
 func (s *Engine) NewOCI() (*OCI, error) {
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ociEngine{s}, s.store, s.origin, s.metrics)
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, s.life, ociEngine{s}, s.store, s.origin, s.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -72,9 +72,6 @@ func (o ociEngine) CheckPolicy(ctx context.Context, p addrs.Provider, v versions
 	return o.e.gate.CheckProvider(ctx, p, v)
 }
 func (o ociEngine) Offline() bool { return o.e.cfg.Offline }
-func (o ociEngine) Detached(timeout time.Duration) (context.Context, func(), error) {
-	return o.e.detached(timeout)
-}
 func (o ociEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
 	if o.e.cfg.Shared == nil {
 		return time.Time{}, false

@@ -213,7 +213,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 	// many concurrent requests for different platforms that can take a few
 	// rounds.
 	for range maxPackageRounds {
-		res, err := s.e.coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
+		res, err := s.e.life.Coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
 			return s.fetchPackage(ctx, p, v, need, entry)
 		})
 		if err != nil {

@@ -40,9 +40,6 @@ func (g gateEngine) Offline() bool                    { return g.e.cfg.Offline }
 func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.hosts.local(host) }
 func (g gateEngine) Wanted(pl string) bool            { return g.e.wanted(pl) }
 func (g gateEngine) PutShared(key string, v any)      { g.e.shared.putShared(key, v) }
-func (g gateEngine) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	return g.e.coalesce(ctx, kind, key, fn)
-}
 func (g gateEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
 	if g.e.cfg.Shared == nil {
 		return time.Time{}, false

@@ -196,7 +196,7 @@ func (s *sharedRecords) putShared(key string, record any) {
 	if s.cfg.Shared == nil {
 		return
 	}
-	ctx, done, err := s.e.detached(s.cfg.OriginTimeout)
+	ctx, done, err := s.e.life.Detached(s.cfg.OriginTimeout)
 	if err != nil {
 		return // shutting down
 	}

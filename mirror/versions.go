@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -42,7 +41,7 @@ func (s *providerRecords) versions(ctx context.Context, p addrs.Provider, force 
 	}
 	s.metrics.CacheLookup("versions", false)
 
-	res, err := s.e.coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.e.life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
 		return s.refreshVersions(ctx, p)
 	})
 	if err == nil {
@@ -94,31 +93,6 @@ func (s *providerRecords) cachedVersions(key string) (*records.VersionList, time
 	}
 	s.memo.put(key, gen, &list, storedAt)
 	return &list, storedAt, nil
-}
-
-// coalesce runs fn once for all concurrent callers with the same key, on a
-// context detached from any one of them (the engine's). A caller whose own
-// context ends stops waiting; the work goes on for the others.
-func (s *Engine) coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	var led atomic.Bool
-	ch := s.meta.DoChan(key, func() (any, error) {
-		led.Store(true)
-		ctx, done, err := s.detached(s.cfg.OriginTimeout)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		return fn(ctx)
-	})
-	select {
-	case res := <-ch:
-		if !led.Load() {
-			s.metrics.Coalesced(kind)
-		}
-		return res.Val, res.Err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
-	}
 }
 
 // previousListing returns the listing of p taken before the one being

@@ -30,6 +30,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -82,9 +83,6 @@ type Engine interface {
 	Offline() bool
 	Local(host svchost.Hostname) bool
 	Wanted(platform string) bool
-	// Coalesce runs fn once for all concurrent callers with the same key,
-	// on a context detached from any one of them.
-	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
 	// GetShared reads the record under key from the shared tier into v,
 	// false when there is none (or no shared tier); PutShared puts one
 	// there (nothing without a shared tier).
@@ -134,12 +132,12 @@ type Gate struct {
 }
 
 // New returns a gate with no policy (everything allowed).
-func New(cfg Config, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
-	if e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("gate: the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, life *lifetime.Lifetime, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
+	if life == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("gate: the lifetime, the engine, an origin, a store, metrics, a clock and a logger are required")
 	}
 	g := &Gate{e: e, now: cfg.Now, log: cfg.Logger, metrics: metrics}
-	g.rel = &releaseTimes{e: e, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+	g.rel = &releaseTimes{life: life, e: e, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
 		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
 	return g, nil
 }

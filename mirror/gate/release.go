@@ -47,6 +47,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -76,6 +77,7 @@ type releaseRecord struct {
 
 // releaseTimes learns and keeps release times.
 type releaseTimes struct {
+	life    *lifetime.Lifetime // coalescing
 	e       Engine
 	origin  Origin
 	store   Store
@@ -369,7 +371,7 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 // context, keeping what it learned.
 func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v versions.Version, entry records.VersionEntry) (time.Time, error) {
 	key := signedKey(p, v.String())
-	res, err := r.e.Coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
+	res, err := r.life.Coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
 		at, err := r.lookup(ctx, p, v, entry)
 		if err != nil {
 			return nil, err

@@ -11,7 +11,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -20,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -28,6 +28,7 @@ import (
 // into the engine's cache, verified exactly as if they came from the
 // origin: mirror.AirGap.Import. Its methods are safe for concurrent use.
 type Importer struct {
+	life    *lifetime.Lifetime // the work Shutdown waits for, the import lock, coalescing, the notifier
 	e       Engine
 	cfg     Config
 	store   Store
@@ -36,16 +37,8 @@ type Importer struct {
 }
 
 // Engine is what an import uses of the engine: its records, its archive
-// fetcher, its coalescing and its locks. Package mirror implements it.
+// fetcher and its checks. Package mirror implements it.
 type Engine interface {
-	// StartWork counts work the engine's Shutdown waits for (false once
-	// it shuts down), EndWork ends it.
-	StartWork() bool
-	EndWork()
-	// ImportEnded tells retention an import ended (mirror.Notifier.Changed).
-	ImportEnded()
-	// Imports is the import lock: one import, or removal, at a time.
-	Imports() sync.Locker
 	// RefuseUnsigned fails for a version without signature of p that
 	// may not be imported (unsigned.ErrUnsignedOrigin); nil when it may.
 	RefuseUnsigned(p addrs.Provider) error
@@ -60,9 +53,6 @@ type Engine interface {
 	CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool)
 	CachedVersions(key string) (*records.VersionList, time.Time, error)
 	Forget(key string)
-	// Coalesce runs fn once for all concurrent callers with the same key,
-	// in turn with the engine's fetches of the same record.
-	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
 	// RecordImportedHost records host as one an import loaded packages of.
 	RecordImportedHost(host svchost.Hostname) error
 	// ImportArchive commits pkg's archive, verified as a, through the
@@ -91,11 +81,11 @@ type Config struct {
 }
 
 // New returns the importer of an engine.
-func New(cfg Config, e Engine, store Store, metrics Metrics) (*Importer, error) {
-	if e == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
-		return nil, errors.New("imports: the engine, a store, metrics, a clock, a logger and the archive size limit are required")
+func New(cfg Config, life *lifetime.Lifetime, e Engine, store Store, metrics Metrics) (*Importer, error) {
+	if life == nil || e == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
+		return nil, errors.New("imports: the lifetime, the engine, a store, metrics, a clock, a logger and the archive size limit are required")
 	}
-	return &Importer{e: e, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Importer{life: life, e: e, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Imported is one provider version loaded from outside the origin (an
@@ -214,15 +204,15 @@ type Outcome struct {
 // check fails; records.ErrShutDown; errors opening or storing the archives. An
 // error that one document or package caused is an *Error.
 func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
-	if !s.e.StartWork() {
+	if !s.life.StartWork() {
 		return Result{}, records.ErrShutDown
 	}
-	defer s.e.EndWork()
+	defer s.life.EndWork()
 	// What is kept from the size limit, and whether it exceeds it, is
 	// recomputed once the import has written its records.
-	defer s.e.ImportEnded()
-	s.e.Imports().Lock()
-	defer s.e.Imports().Unlock()
+	defer s.life.Notifier().Changed() // tells retention the import ended
+	s.life.Imports().Lock()
+	defer s.life.Imports().Unlock()
 	p, v := in.Provider, in.Version
 	if len(in.Packages) == 0 {
 		return Result{}, fmt.Errorf("%s %s: nothing to import", p, v)
@@ -458,7 +448,7 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 	key := records.PackageKey(p, v)
 	for range maxRounds {
 		ran := false
-		_, err := s.e.Coalesce(ctx, "package", key, func(context.Context) (any, error) {
+		_, err := s.life.Coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
 			rec, ok := s.e.CachedPackage(p, v)
 			if ok {
@@ -533,7 +523,7 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 	key := records.VersionsKey(p)
 	for range maxRounds {
 		ran := false
-		_, err := s.e.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
+		_, err := s.life.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
 			ran = true
 			list := &records.VersionList{Schema: records.Schema}
 			if cached, _, err := s.e.CachedVersions(key); err == nil {

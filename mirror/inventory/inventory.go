@@ -18,7 +18,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -26,28 +25,15 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // Notifier is told what the engine does with the versions it holds
-// (mirror.Inventory.Notify; package retention implements it). Its methods are
-// called on the request path: they must not block.
-type Notifier interface {
-	// Used says a client asked for a package of the version whose record
-	// is keyed key (Record.Key).
-	Used(key string)
-	// Serving says the archive sha of version v of address (kind
-	// "provider" or "module") is about to be served, and fetched first
-	// when it is not cached.
-	Serving(kind, address string, v versions.Version, sha string)
-	// Importing says the archive sha is about to be committed by an
-	// import: it cannot be fetched again.
-	Importing(sha string)
-	// Changed says an import ended: records of versions that cannot be
-	// fetched again may have been written.
-	Changed()
-}
+// (mirror.Inventory.Notify; package retention implements it): the
+// engine's lifetime holds it (lifetime.Notifier).
+type Notifier = lifetime.Notifier
 
 // Record is a version the engine has a record of.
 type Record struct {
@@ -74,6 +60,7 @@ type Record struct {
 // Inventory lists the versions the engine holds, and removes them.
 // mirror.Engine.Inventory returns the engine's, within a mirror.Inventory.
 type Inventory struct {
+	life  *lifetime.Lifetime // the import lock
 	e     Engine
 	store Store
 }
@@ -84,8 +71,6 @@ type Engine interface {
 	// (its providers are imported, never fetched).
 	Offline() bool
 	Local(host svchost.Hostname) bool
-	// Imports is the import lock: no removal while an import writes.
-	Imports() sync.Locker
 	// CachedVersions reads a stored version list; Forget drops what the
 	// engine's memo holds under key once it was written.
 	CachedVersions(key string) (*records.VersionList, time.Time, error)
@@ -113,11 +98,11 @@ type Store interface {
 }
 
 // New returns Inventory on the engine e and its store.
-func New(e Engine, store Store) (*Inventory, error) {
+func New(life *lifetime.Lifetime, e Engine, store Store) (*Inventory, error) {
 	if e == nil || store == nil {
 		return nil, errors.New("held: the engine and its store are required")
 	}
-	return &Inventory{e: e, store: store}, nil
+	return &Inventory{life: life, e: e, store: store}, nil
 }
 
 // VersionRecordPrefixes are the key prefixes of the records of versions,
@@ -213,8 +198,8 @@ func (s *Inventory) moduleZipBlobs(rec records.ModuleRecord) []string {
 // provider version's OCI records (the documents handed out for it, by
 // digest) go with it.
 func (s *Inventory) RemoveVersion(kind, address, version string) error {
-	s.e.Imports().Lock() // not while an import writes the same list
-	defer s.e.Imports().Unlock()
+	s.life.Imports().Lock() // not while an import writes the same list
+	defer s.life.Imports().Unlock()
 	if kind == "module" {
 		m, err := addrs.ParseModule(address)
 		if err != nil {
@@ -284,8 +269,8 @@ func parseProviderVersion(address, version string) (addrs.Provider, versions.Ver
 // version of the provider address (records.PackageRecord.Withheld), once its
 // archives are removed: the record stays the origin's, without it.
 func (s *Inventory) DropSetAside(address, version string) error {
-	s.e.Imports().Lock() // as RemoveVersion
-	defer s.e.Imports().Unlock()
+	s.life.Imports().Lock() // as RemoveVersion
+	defer s.life.Imports().Unlock()
 	p, v, err := parseProviderVersion(address, version)
 	if err != nil {
 		return err

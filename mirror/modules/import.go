@@ -72,13 +72,13 @@ type ImportOutcome struct {
 // *modsource.LimitError; records.ErrShutDown; errors reading or storing it.
 func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome, error) {
 	var out ImportOutcome
-	if !s.e.StartWork() {
+	if !s.life.StartWork() {
 		return out, records.ErrShutDown
 	}
-	defer s.e.EndWork()
-	defer s.e.Notifier().Changed() // as after Import
-	s.e.Imports().Lock()
-	defer s.e.Imports().Unlock()
+	defer s.life.EndWork()
+	defer s.life.Notifier().Changed() // as after Import
+	s.life.Imports().Lock()
+	defer s.life.Imports().Unlock()
 	m := in.Module
 	if in.Version == "" || strings.ContainsAny(in.Version, "/\\") {
 		return out, fmt.Errorf("module %s: invalid version %q", m, in.Version)
@@ -206,7 +206,7 @@ func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in Imported, 
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
-	s.e.Notifier().Importing(sum) // an imported package is not fetched again
+	s.life.Notifier().Importing(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}

@@ -27,7 +27,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,17 +41,19 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // Modules is the engine's registry-module side: module version lists,
 // records and packages, fetched from their source hosts through the
-// machinery the engine shares with providers (Engine: detached work and
-// its coalescing, the shared tier's records and leases, the notifier,
-// the import lock). mirror.Engine.Modules returns the engine's; its
+// machinery the engine shares with providers: the engine's lifetime
+// (detached work and its coalescing, the notifier, the import lock) and
+// Engine (the hosts, the shared tier's records and leases, the policy). mirror.Engine.Modules returns the engine's; its
 // methods are safe for concurrent use.
 type Modules struct {
+	life    *lifetime.Lifetime // detached work, coalescing, the import lock, the notifier
 	e       Engine
 	cfg     Config
 	origin  Origin
@@ -72,19 +73,6 @@ type Engine interface {
 	Local(host svchost.Hostname) bool
 	// RecordImportedHost records host as one an import loaded packages of.
 	RecordImportedHost(host svchost.Hostname) error
-	// Imports is the import lock: one import, or removal, at a time.
-	Imports() sync.Locker
-	// Coalesce runs fn once for all concurrent callers with the same key,
-	// on a context detached from any one of them; Detached is such a
-	// context, ended by done, failing with records.ErrShutDown once the
-	// engine shuts down. StartWork counts work the engine's Shutdown
-	// waits for (false once it shuts down), EndWork ends it.
-	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
-	Detached(timeout time.Duration) (ctx context.Context, done func(), err error)
-	StartWork() bool
-	EndWork()
-	// Notifier is told what is served and imported (retention).
-	Notifier() Notifier
 	// GetShared reads the record under key from the shared tier into v,
 	// false when it has none (or fails); PutShared puts one there.
 	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
@@ -107,15 +95,6 @@ type Engine interface {
 	// previous one (prev, taken at prevAt; nil for none) lacked: when a
 	// version was first seen, which dates its release.
 	NoteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string)
-}
-
-// Notifier is told what the engine does with the versions it holds
-// (mirror.Notifier).
-type Notifier interface {
-	Used(key string)
-	Serving(kind, address string, v versions.Version, sha string)
-	Importing(sha string)
-	Changed()
 }
 
 // Store is what Modules needs of the cache. *cache.Store implements it.
@@ -182,14 +161,14 @@ type ListState struct {
 }
 
 // New returns the module side of an engine, on origin and store.
-func New(cfg Config, e Engine, origin Origin, store Store, metrics Metrics) (*Modules, error) {
-	if e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("modules: the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, life *lifetime.Lifetime, e Engine, origin Origin, store Store, metrics Metrics) (*Modules, error) {
+	if life == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("modules: the lifetime, the engine, an origin, a store, metrics, a clock and a logger are required")
 	}
 	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 || cfg.SharedPoll.Min <= 0 || cfg.SharedPoll.Max < cfg.SharedPoll.Min {
 		return nil, errors.New("modules: a fetch timeout, a version list TTL and the shared tier's polling are required")
 	}
-	return &Modules{e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Modules{life: life, e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -281,7 +260,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		return &cached, ListState{StoredAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("module_versions", false)
-	res, err := s.e.Coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.Coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin("module versions of " + m.String())
 		if err != nil {
 			return nil, err
@@ -377,7 +356,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 	if s.e.Local(m.Hostname) {
 		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
-	res, err := s.e.Coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.Coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
 		if err != nil {
 			return nil, err
@@ -447,7 +426,7 @@ type Package struct {
 // engine's work it holds until it is closed.
 type cachedBlob struct {
 	blob cache.BlobReader
-	e    Engine
+	life *lifetime.Lifetime
 }
 
 // Content is the blob, for serving with Range and conditional requests.
@@ -456,7 +435,7 @@ func (b cachedBlob) Content() io.ReadSeeker { return b.blob }
 // Close releases the blob.
 func (b cachedBlob) Close() error {
 	err := b.blob.Close()
-	b.e.EndWork()
+	b.life.EndWork()
 	return err
 }
 
@@ -484,15 +463,15 @@ func (s *Modules) storeSpool(sha string, spool io.ReadSeeker, what string) error
 // openBlob opens the cached blob sha as work of the engine; false when it
 // is not cached or the engine shuts down.
 func (s *Modules) openBlob(sha string) (cachedBlob, bool) {
-	if !s.e.StartWork() {
+	if !s.life.StartWork() {
 		return cachedBlob{}, false
 	}
 	blob, err := s.store.OpenBlob(sha)
 	if err != nil {
-		s.e.EndWork()
+		s.life.EndWork()
 		return cachedBlob{}, false
 	}
-	return cachedBlob{blob: blob, e: s.e}, true
+	return cachedBlob{blob: blob, life: s.life}, true
 }
 
 // once runs fetch once per key, however many callers ask at once, on the
@@ -506,7 +485,7 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 	var led atomic.Bool
 	ch := s.pkgs.DoChan(key, func() (any, error) {
 		led.Store(true)
-		ctx, done, err := s.e.Detached(s.cfg.Timeout)
+		ctx, done, err := s.life.Detached(s.cfg.Timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -543,7 +522,7 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 	if err != nil {
 		return nil, err
 	}
-	n := s.e.Notifier()
+	n := s.life.Notifier()
 	n.Used(records.ModuleRecordKey(m, version))
 	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
 		n.Serving("module", m.String(), v, rec.SHA256)
@@ -651,10 +630,10 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 	if rec.SHA256 == "" {
 		// In turn with ImportModule, which may have completed the record
 		// since this fetch read it: the first sha256 stays.
-		s.e.Imports().Lock()
+		s.life.Imports().Lock()
 		var now records.ModuleRecord
 		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
-			s.e.Imports().Unlock()
+			s.life.Imports().Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
 			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
@@ -662,7 +641,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
 		err := s.store.PutMeta(records.ModuleRecordKey(m, rec.Version), rec)
-		s.e.Imports().Unlock()
+		s.life.Imports().Unlock()
 		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)

@@ -75,7 +75,7 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version string
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
 		haveRec = true
 		if z := s.openZipBlob(rec, records.Hit); z != nil {
-			s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+			s.life.Notifier().Used(records.ModuleRecordKey(m, version))
 			s.metrics.CacheLookup("module_zip", true)
 			return z, nil
 		}

@@ -51,7 +51,7 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version strin
 	}
 	var rec records.ModuleZipRecord
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
-		s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+		s.life.Notifier().Used(records.ModuleRecordKey(m, version))
 		return moduleManifestOf(m, rec)
 	} else if err != nil {
 		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
@@ -120,7 +120,7 @@ func (s *Zips) served(ctx context.Context, m addrs.Module, version string, doc o
 	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return oci.Document{}, err
 	}
-	s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+	s.life.Notifier().Used(records.ModuleRecordKey(m, version))
 	return doc, nil
 }
 

@@ -42,6 +42,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
@@ -69,6 +70,7 @@ var ErrDigestUnknown = records.ErrDigestUnknown
 // or not. It speaks no HTTP: the OCI front door does.
 type OCI struct {
 	cfg     Config
+	life    *lifetime.Lifetime // detached work
 	e       Engine
 	store   Store
 	sizer   ArchiveSizer
@@ -122,10 +124,6 @@ type Engine interface {
 	Kept(p addrs.Provider, v versions.Version) bool
 	// Offline says the mirror is sealed: no origin is asked.
 	Offline() bool
-	// Detached is a context for work done for every caller that waits
-	// for it, ended by done, at timeout or when the engine shuts down
-	// (failing with records.ErrShutDown once it has).
-	Detached(timeout time.Duration) (ctx context.Context, done func(), err error)
 	// GetShared reads the record under key from the tier shared with
 	// other replicas into v: false when there is no such tier, it has
 	// no record there, or it fails (one request). PutShared puts one
@@ -167,11 +165,11 @@ type Config struct {
 
 // New returns the OCI side of the engine e, keeping its records in
 // store, learning archive sizes the origin does not state from sizer.
-func New(cfg Config, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
-	if e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
-		return nil, errors.New("ocistore: the OCI side needs the engine, a store, an archive sizer, metrics, a logger and a timeout")
+func New(cfg Config, life *lifetime.Lifetime, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
+	if life == nil || e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+		return nil, errors.New("ocistore: the OCI side needs the lifetime, the engine, a store, an archive sizer, metrics, a logger and a timeout")
 	}
-	return &OCI{cfg: cfg, e: e, store: store, sizer: sizer, metrics: metrics,
+	return &OCI{cfg: cfg, life: life, e: e, store: store, sizer: sizer, metrics: metrics,
 		recs: memo.New[string, *ociRecord](ociMemoEntries),
 		kept: memo.New[string, struct{}](16 * ociMemoEntries),
 		hot:  memo.New[versionKey, hotIndex](ociMemoEntries),
@@ -323,7 +321,7 @@ func (o *OCI) size(ctx context.Context, p addrs.Provider, pa Archive, rec *ociRe
 		return info.Size, nil
 	}
 	ch := o.sizes.DoChan(pa.SHA256, func() (any, error) {
-		ctx, done, err := o.e.Detached(o.cfg.OriginTimeout)
+		ctx, done, err := o.life.Detached(o.cfg.OriginTimeout)
 		if err != nil {
 			return int64(0), err
 		}
