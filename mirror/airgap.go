@@ -53,8 +53,8 @@ type importEngine struct{ e *Engine }
 
 var _ imports.Engine = importEngine{}
 
-func (m importEngine) H1(sha string) string { return m.e.records.h1(sha) }
-func (m importEngine) Forget(key string)    { m.e.memo.forget(key) }
+func (m importEngine) H1(sha string) string { return m.e.memo.H1(sha) }
+func (m importEngine) Forget(key string)    { m.e.memo.Forget(key) }
 func (m importEngine) RefuseUnsigned(p addrs.Provider) error {
 	if m.e.withholding.UnsignedAllowed(p.Hostname) {
 		return nil
@@ -65,10 +65,10 @@ func (m importEngine) Refuse(p addrs.Provider, v versions.Version, platform stri
 	return m.e.records.refuse(p, v, platform, err)
 }
 func (m importEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	return m.e.records.cachedPackage(p, v)
+	return m.e.memo.CachedPackage(p, v)
 }
 func (m importEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	return m.e.records.cachedVersions(key)
+	return m.e.memo.CachedVersions(key)
 }
 func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
 	return m.e.hosts.record(host)
@@ -128,7 +128,7 @@ func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a rec
 // names and sha256s only, with Document -1. Errors: records.ErrNotCached;
 // records.ErrNoEvidence for a version cached by an earlier release.
 func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence, error) {
-	rec, ok := s.e.records.cachedPackage(p, v)
+	rec, ok := s.e.memo.CachedPackage(p, v)
 	if !ok {
 		return nil, fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
 	}
@@ -162,7 +162,7 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 	for i, e := range list.Versions {
 		installable := false
 		if v, err := addrs.ParseSemver(e.Version); err == nil {
-			rec, ok := s.cachedPackage(p, v)
+			rec, ok := s.memo.CachedPackage(p, v)
 			if ok {
 				for pl, a := range rec.Archives {
 					if !s.e.wanted(pl) {

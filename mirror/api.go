@@ -118,7 +118,7 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	}
 	for _, pl := range need {
 		if a, ok := rec.Archives[pl]; ok {
-			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.records.h1(a.SHA256)})
+			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.memo.H1(a.SHA256)})
 		}
 	}
 	return pkg, nil

@@ -26,6 +26,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -184,10 +185,10 @@ type Engine struct {
 	hosts *hosts
 
 	archives *fetcher
-	memo     *metaMemo      // decoded version lists and package metadata
-	shared   *sharedRecords // the shared tier's records and leases
-	gate     *gate.Gate     // the package policy and release times
-	oci      ocistore.Sides // the OCI sides built on the engine (NewOCI)
+	memo     *stored.Records // version lists and package records, read through a memo
+	shared   *sharedRecords  // the shared tier's records and leases
+	gate     *gate.Gate      // the package policy and release times
+	oci      ocistore.Sides  // the OCI sides built on the engine (NewOCI)
 
 	// life is the engine's lifetime, not any caller's: the root context
 	// that origin fetches and archive downloads run on, the work Shutdown
@@ -223,7 +224,6 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		store:   store,
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
-		memo:    newMetaMemo(),
 	}
 	s.hosts = &hosts{allowed: s.allowed, store: store, imported: map[svchost.Hostname]bool{}}
 	s.cfg.AllowedOrigins = nil
@@ -242,8 +242,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.log = slog.New(slog.DiscardHandler)
 		s.cfg.Logger = s.log
 	}
+	s.memo = stored.New(store, s.log)
 	w, err := unsigned.New(unsigned.Config{AllowedOrigins: s.cfg.AllowedOrigins, UnsignedHosts: cfg.UnsignedHosts,
-		Offline: cfg.Offline, Logger: s.log}, unsignedEngine{s}, store)
+		Offline: cfg.Offline, Logger: s.log}, s.memo, store)
 	if err != nil {
 		return nil, err
 	}

@@ -105,7 +105,7 @@ func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v 
 	defer cancel()
 	defer context.AfterFunc(s.e.life.Context(), cancel)()
 
-	rec, ok := s.cachedPackage(p, v)
+	rec, ok := s.memo.CachedPackage(p, v)
 	if !ok {
 		return fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
 	}
@@ -210,7 +210,7 @@ func (s *providerRecords) checkEvidence(p addrs.Provider, v versions.Version, re
 	s.metrics.VerificationFailed(reason)
 	key := records.PackageKey(p, v)
 	derr := s.store.DeleteMeta(key)
-	s.memo.forget(key)
+	s.memo.Forget(key)
 	s.log.Error("cached evidence failed verification; dropped the record to fetch it again",
 		"provider", p.String(), "version", v.String(), "reason", reason, "error", err, "drop_error", derr)
 	return fmt.Errorf("%s %s: cached evidence: %w", p, v, err)

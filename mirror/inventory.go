@@ -44,10 +44,10 @@ type inventoryEngine struct{ e *Engine }
 
 func (m inventoryEngine) Offline() bool                             { return m.e.cfg.Offline }
 func (m inventoryEngine) Local(host svchost.Hostname) bool          { return m.e.hosts.local(host) }
-func (m inventoryEngine) Forget(key string)                         { m.e.memo.forget(key) }
+func (m inventoryEngine) Forget(key string)                         { m.e.memo.Forget(key) }
 func (m inventoryEngine) ForgetWithheld(p addrs.Provider, v string) { m.e.withholding.Forget(p, v) }
 func (m inventoryEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	return m.e.records.cachedVersions(key)
+	return m.e.memo.CachedVersions(key)
 }
 func (m inventoryEngine) RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error {
 	return m.e.oci.Remove(m.e.store, p, v, archives)

@@ -80,7 +80,7 @@ func (o ociEngine) GetShared(ctx context.Context, key string, v any) (time.Time,
 }
 func (o ociEngine) PutShared(key string, record any) { o.e.shared.putShared(key, record) }
 func (o ociEngine) Kept(p addrs.Provider, v versions.Version) bool {
-	_, ok := o.e.records.cachedPackage(p, v)
+	_, ok := o.e.memo.CachedPackage(p, v)
 	return ok
 }
 func (o ociEngine) Archives(ctx context.Context, p addrs.Provider, v versions.Version) ([]ocistore.Archive, func() bool, error) {

@@ -14,9 +14,9 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -75,7 +75,7 @@ type providerRecords struct {
 	cfg     *Config // the engine's, defaults filled in
 	origin  ProviderOrigin
 	store   Store
-	memo    *metaMemo
+	memo    *stored.Records
 	log     *slog.Logger
 	metrics Metrics
 }
@@ -83,7 +83,7 @@ type providerRecords struct {
 // listStoredAt returns when p's cached version list was stored, or the
 // zero time when there is none.
 func (s *providerRecords) listStoredAt(p addrs.Provider) time.Time {
-	_, storedAt, err := s.cachedVersions(records.VersionsKey(p))
+	_, storedAt, err := s.memo.CachedVersions(records.VersionsKey(p))
 	if err != nil {
 		return time.Time{}
 	}
@@ -122,38 +122,6 @@ func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v 
 	return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
 }
 
-// h1 returns the h1: hash of a cached archive, or "" when it is not cached.
-func (s *providerRecords) h1(sha string) string {
-	info, err := s.store.StatBlob(sha)
-	if err != nil {
-		return ""
-	}
-	return info.H1
-}
-
-// cachedPackage returns the stored record for v, if any, from memory when
-// it was read before. The record must not be modified (see clone).
-func (s *providerRecords) cachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	key := records.PackageKey(p, v)
-	val, _, gen, ok := s.memo.get(key)
-	if ok {
-		return val.(*records.PackageRecord), true
-	}
-	var rec records.PackageRecord
-	storedAt, err := s.store.GetMeta(key, &rec)
-	if err != nil {
-		if !errors.Is(err, cache.ErrNotFound) {
-			s.log.Warn("reading cached package metadata", "provider", p.String(), "version", v.String(), "error", err)
-		}
-		return nil, false
-	}
-	if !records.KnownSchema(rec.Schema) {
-		return nil, false
-	}
-	s.memo.put(key, gen, &rec, storedAt)
-	return &rec, true
-}
-
 // maxPackageRounds bounds how often packageFor joins a fetch of the same
 // version's metadata that was for other platforms.
 const maxPackageRounds = 32
@@ -174,7 +142,7 @@ const maxPackageRounds = 32
 // and records.ErrNoEvidence).
 func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry, evidence bool) (rec *records.PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
-	cached, haveCached := s.cachedPackage(p, v)
+	cached, haveCached := s.memo.CachedPackage(p, v)
 	if !haveCached {
 		cached, haveCached = s.e.shared.sharedPackage(ctx, p, v)
 	}
@@ -256,7 +224,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 // replaced by a new one for its platforms and need, whose archives must
 // have the sha256 they had.
 func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry) (*records.PackageRecord, error) {
-	rec, ok := s.cachedPackage(p, v)
+	rec, ok := s.memo.CachedPackage(p, v)
 	if ok && s.e.withholding.IsWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
@@ -350,7 +318,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		if err := records.CheckPackageHashes(pkg.Packages, name, rel, s.h1); err != nil {
+		if err := records.CheckPackageHashes(pkg.Packages, name, rel, s.memo.H1); err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
 		a := records.ArchiveRecord{
@@ -393,7 +361,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	// prune naming the version may have removed it while this fetch ran),
 	// whichever record held it: it cannot be fetched again.
 	rec.Withheld = nil
-	if cur, ok := s.cachedPackage(p, v); ok {
+	if cur, ok := s.memo.CachedPackage(p, v); ok {
 		if s.e.withholding.IsWithheld(p, cur) {
 			rec.Withheld = cur
 		} else {
@@ -401,7 +369,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		}
 	}
 	err = s.store.PutMeta(records.PackageKey(p, v), rec)
-	s.memo.forget(records.PackageKey(p, v))
+	s.memo.Forget(records.PackageKey(p, v))
 	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)

@@ -51,10 +51,10 @@ func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.Ve
 	return list, err
 }
 func (g gateEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	return g.e.records.cachedVersions(key)
+	return g.e.memo.CachedVersions(key)
 }
 func (g gateEngine) CachedPackage(p addrs.Provider, v versions.Version) *records.PackageRecord {
-	rec, _ := g.e.records.cachedPackage(p, v)
+	rec, _ := g.e.memo.CachedPackage(p, v)
 	return rec
 }
 
@@ -88,12 +88,4 @@ func gated(st Stamp, until time.Time) Stamp {
 		st.until = until
 	}
 	return st
-}
-
-// unsignedEngine is the engine as the withholding of unsigned imports
-// reads it (unsigned.Engine).
-type unsignedEngine struct{ e *Engine }
-
-func (w unsignedEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	return w.e.records.cachedPackage(p, v)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
 
 // SharedTier is a store that replicas share behind their own caches
@@ -62,7 +63,7 @@ type sharedRecords struct {
 	e       *Engine // detached work, the fetcher's trust in the tier
 	cfg     *Config // the engine's, defaults filled in
 	store   Store
-	memo    *metaMemo
+	memo    *stored.Records
 	log     *slog.Logger
 	metrics Metrics
 	// seen remembers what the shared tier holds, for a sealed mirror's
@@ -217,13 +218,13 @@ func (s *sharedRecords) sharedVersions(ctx context.Context, key string) (*record
 	if s.cfg.Shared == nil {
 		return nil, time.Time{}, false
 	}
-	_, _, gen, _ := s.memo.get(key)
+	_, _, gen, _ := s.memo.Get(key)
 	var list records.VersionList
 	storedAt, ok := s.getShared(ctx, key, &list)
 	if !ok || !records.KnownSchema(list.Schema) {
 		return nil, time.Time{}, false
 	}
-	s.memo.adopt(key, gen, &list, storedAt)
+	s.memo.Adopt(key, gen, &list, storedAt)
 	return &list, storedAt, true
 }
 
@@ -254,7 +255,7 @@ func (s *sharedRecords) sharedPackage(ctx context.Context, p addrs.Provider, v v
 	// earlier release shared: imported records stay local.
 	rec.Withheld = nil
 	err := s.store.PutMeta(key, &rec)
-	s.memo.forget(key)
+	s.memo.Forget(key)
 	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)

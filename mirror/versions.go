@@ -3,7 +3,6 @@ package mirror
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -26,7 +25,7 @@ type listState struct {
 // marked stale. force refreshes a fresh list too.
 func (s *providerRecords) versions(ctx context.Context, p addrs.Provider, force bool) (*records.VersionList, listState, error) {
 	key := records.VersionsKey(p)
-	cached, storedAt, err := s.cachedVersions(key)
+	cached, storedAt, err := s.memo.CachedVersions(key)
 	haveCached := err == nil
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
@@ -67,7 +66,7 @@ func (s *providerRecords) refreshVersions(ctx context.Context, p addrs.Provider)
 	prev, prevAt := s.previousListing(ctx, p)
 	s.e.gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
 	err = s.store.PutMeta(records.VersionsKey(p), list)
-	s.memo.forget(records.VersionsKey(p))
+	s.memo.Forget(records.VersionsKey(p))
 	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
@@ -76,31 +75,12 @@ func (s *providerRecords) refreshVersions(ctx context.Context, p addrs.Provider)
 	return list, nil
 }
 
-// cachedVersions returns the stored version list under key, from memory
-// when it was read before. The list must not be modified.
-func (s *providerRecords) cachedVersions(key string) (*records.VersionList, time.Time, error) {
-	val, storedAt, gen, ok := s.memo.get(key)
-	if ok {
-		return val.(*records.VersionList), storedAt, nil
-	}
-	var list records.VersionList
-	storedAt, err := s.store.GetMeta(key, &list)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if !records.KnownSchema(list.Schema) {
-		return nil, time.Time{}, fmt.Errorf("%w: version list of schema %d", cache.ErrNotFound, list.Schema)
-	}
-	s.memo.put(key, gen, &list, storedAt)
-	return &list, storedAt, nil
-}
-
 // previousListing returns the listing of p taken before the one being
 // stored, and when it was taken: the cached list, or the shared tier's
 // when it is newer (another replica listed since); nil when p was never
 // listed.
 func (s *providerRecords) previousListing(ctx context.Context, p addrs.Provider) (*records.VersionList, time.Time) {
-	prev, prevAt, err := s.cachedVersions(records.VersionsKey(p))
+	prev, prevAt, err := s.memo.CachedVersions(records.VersionsKey(p))
 	if err != nil {
 		prev = nil
 	}
