@@ -71,7 +71,7 @@ func (m importEngine) CachedVersions(key string) (*records.VersionList, time.Tim
 	return m.e.memo.CachedVersions(key)
 }
 func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
-	return m.e.hosts.record(host)
+	return m.e.hosts.Record(host)
 }
 
 // DiskHeadroom is how many bytes an import may still write to the cache's

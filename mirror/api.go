@@ -52,7 +52,7 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.Versi
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline || s.hosts.local(p.Hostname) {
+	if s.cfg.Offline || s.hosts.Local(p.Hostname) {
 		// What cannot be fetched again is listed only while it is held.
 		list = s.records.sealedList(ctx, p, list)
 	}

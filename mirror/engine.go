@@ -25,7 +25,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -166,8 +165,7 @@ type Config struct {
 // (origin fetches, archive downloads) runs on the engine's own context,
 // which Shutdown and Close end.
 type Engine struct {
-	cfg     Config
-	allowed map[svchost.Hostname]bool
+	cfg Config
 	// withholding keeps unsigned imports in their lane (mirror/unsigned).
 	withholding *unsigned.Withholding
 	platforms   map[string]bool  // nil = all
@@ -182,7 +180,7 @@ type Engine struct {
 
 	// hosts are the allowed origins and the hosts Import has loaded
 	// providers of; those that are not allowed origins are local-only.
-	hosts *hosts
+	hosts *originguard.Hosts
 
 	archives *fetcher
 	memo     *stored.Records // version lists and package records, read through a memo
@@ -219,21 +217,20 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s := &Engine{
 		cfg:     cfg,
-		allowed: make(map[svchost.Hostname]bool),
 		origin:  origin,
 		store:   store,
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
 	}
-	s.hosts = &hosts{allowed: s.allowed, store: store, imported: map[svchost.Hostname]bool{}}
 	s.cfg.AllowedOrigins = nil
+	var allowed []svchost.Hostname
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
 		if err != nil {
 			return nil, fmt.Errorf("mirror: allowed origin %q: %w", h, err)
 		}
-		if !s.allowed[host] {
-			s.allowed[host] = true
+		if !slices.Contains(allowed, host) {
+			allowed = append(allowed, host)
 			s.cfg.AllowedOrigins = append(s.cfg.AllowedOrigins, host.String())
 		}
 	}
@@ -305,16 +302,10 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.cfg.Offline {
 		s.origin = originguard.Offline()
 	}
-	s.origin = originguard.Local(s.origin, s.hosts.local)
-	err = store.ScanMeta(records.ImportedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
-		if host, err := svchost.ForComparison(strings.TrimPrefix(key, records.ImportedHostPrefix)); err == nil {
-			s.hosts.imported[host] = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("mirror: reading the hosts of imported providers: %w", err)
+	if s.hosts, err = originguard.NewHosts(allowed, store); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
 	}
+	s.origin = originguard.Local(s.origin, s.hosts.Local)
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
@@ -333,11 +324,12 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.modules, err = modules.New(mcfg, s.life, machinery{s}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	h, err := inventory.New(s.life, inventoryEngine{s}, store)
+	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,
+		Records: s.memo, Hosts: s.hosts, Withholding: s.withholding, OCI: &s.oci, Gate: s.gate}, store)
 	if err != nil {
 		return nil, err
 	}
-	s.held = &Inventory{Inventory: h, e: s}
+	s.held = &Inventory{Inventory: h, life: s.life, cfg: s.cfg}
 	if s.airGap, err = newAirGap(s); err != nil {
 		return nil, err
 	}
@@ -365,8 +357,10 @@ func (s *Engine) Inventory() *Inventory { return s.held }
 // Config returns the configuration in effect: cfg as given to New with
 // every default filled in, AllowedOrigins and UnsignedHosts in svchost
 // comparison form and Platforms canonical, all sorted. Slices are copies.
-func (s *Engine) Config() Config {
-	c := s.cfg
+func (s *Engine) Config() Config { return s.cfg.clone() }
+
+// clone returns c with copies of its slices.
+func (c Config) clone() Config {
 	c.AllowedOrigins = slices.Clone(c.AllowedOrigins)
 	c.UnsignedHosts = slices.Clone(c.UnsignedHosts)
 	c.Platforms = slices.Clone(c.Platforms)
@@ -381,10 +375,7 @@ func (s *Engine) Config() Config {
 // providers of is local-only: its providers are served from the cache
 // and the host is never contacted.
 func (s *Engine) CheckOrigin(p addrs.Provider) error {
-	if !s.allowed[p.Hostname] && !s.hosts.local(p.Hostname) {
-		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, p.Hostname)
-	}
-	return nil
+	return s.hosts.Check(p.Hostname)
 }
 
 // wait blocks until every origin fetch and archive download under way has

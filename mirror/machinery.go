@@ -19,10 +19,10 @@ type machinery struct{ e *Engine }
 
 var _ modules.Engine = machinery{}
 
-func (m machinery) Allowed(host svchost.Hostname) bool { return m.e.allowed[host] }
-func (m machinery) Local(host svchost.Hostname) bool   { return m.e.hosts.local(host) }
+func (m machinery) Allowed(host svchost.Hostname) bool { return m.e.hosts.Allowed(host) }
+func (m machinery) Local(host svchost.Hostname) bool   { return m.e.hosts.Local(host) }
 func (m machinery) RecordImportedHost(host svchost.Hostname) error {
-	return m.e.hosts.record(host)
+	return m.e.hosts.Record(host)
 }
 func (m machinery) PutShared(key string, v any) { m.e.shared.putShared(key, v) }
 func (m machinery) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {

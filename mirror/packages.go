@@ -47,7 +47,7 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 		if !slices.Contains(rec.Missing, pl) {
 			return false
 		}
-		if s.cfg.Offline || s.e.hosts.local(p.Hostname) {
+		if s.cfg.Offline || s.e.hosts.Local(p.Hostname) {
 			return true
 		}
 		c, ok := rec.MissingChecked[pl]

@@ -37,7 +37,7 @@ type gateEngine struct{ e *Engine }
 var _ gate.Engine = gateEngine{}
 
 func (g gateEngine) Offline() bool                    { return g.e.cfg.Offline }
-func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.hosts.local(host) }
+func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.hosts.Local(host) }
 func (g gateEngine) Wanted(pl string) bool            { return g.e.wanted(pl) }
 func (g gateEngine) PutShared(key string, v any)      { g.e.shared.putShared(key, v) }
 func (g gateEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {

@@ -34,7 +34,7 @@ func (s *providerRecords) versions(ctx context.Context, p addrs.Provider, force 
 		cached, storedAt, haveCached = s.e.shared.sharedVersions(ctx, key)
 	}
 	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
-	if haveCached && (s.cfg.Offline || fresh || s.e.hosts.local(p.Hostname)) {
+	if haveCached && (s.cfg.Offline || fresh || s.e.hosts.Local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
 		return cached, listState{storedAt: storedAt}, nil
 	}
