@@ -175,7 +175,7 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 				}
 			}
 			if !installable {
-				installable = s.e.shared.sharedInstallable(ctx, p, v, rec)
+				installable = s.e.shared.Installable(ctx, p, v, rec)
 			}
 		}
 		switch {

@@ -241,21 +241,6 @@ func (fr *fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *archive
 	return nil, f, true, nil
 }
 
-func (fr *fetcher) distrustShared(sha string) {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	if fr.distrusted == nil {
-		fr.distrusted = make(map[string]bool)
-	}
-	fr.distrusted[sha] = true
-}
-
-func (fr *fetcher) trustsShared(sha string) bool {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	return !fr.distrusted[sha]
-}
-
 func (fr *fetcher) remove(f *fetch) {
 	fr.mu.Lock()
 	if fr.inflight[f.sha] == f {
@@ -299,7 +284,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 		var verr *verify.Error
 		var berr *records.BadArchiveError
 		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
-			fr.distrustShared(a.SHA256)
+			s.shared.Distrust(a.SHA256)
 			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
 				"provider", subject(p, src), "file", a.Filename, "sha256", a.SHA256, "error", err)
 		}
@@ -490,10 +475,10 @@ type fetch struct {
 	refs     int
 
 	// Set and read by the fetch's goroutine only:
-	fromShared bool       // the bytes come from the shared tier; set before ready is closed
-	lease      *heldLease // the shared tier's lease on the origin download
-	originDone func()     // ends the metrics' origin fetch, once one started
-	checking   bool       // every byte arrived and matched; the archive check began
+	fromShared bool                  // the bytes come from the shared tier; set before ready is closed
+	lease      func(context.Context) // releases the shared tier's lease on the origin download
+	originDone func()                // ends the metrics' origin fetch, once one started
+	checking   bool                  // every byte arrived and matched; the archive check began
 }
 
 type fetchState struct {

@@ -25,6 +25,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -183,10 +184,10 @@ type Engine struct {
 	hosts *originguard.Hosts
 
 	archives *fetcher
-	memo     *stored.Records // version lists and package records, read through a memo
-	shared   *sharedRecords  // the shared tier's records and leases
-	gate     *gate.Gate      // the package policy and release times
-	oci      ocistore.Sides  // the OCI sides built on the engine (NewOCI)
+	memo     *stored.Records    // version lists and package records, read through a memo
+	shared   *sharedtier.Shared // the shared tier, Config.Shared (none: every use a no-op)
+	gate     *gate.Gate         // the package policy and release times
+	oci      ocistore.Sides     // the OCI sides built on the engine (NewOCI)
 
 	// life is the engine's lifetime, not any caller's: the root context
 	// that origin fetches and archive downloads run on, the work Shutdown
@@ -309,19 +310,19 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
-	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
-	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
-	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, s.life, gateEngine{s}, s.origin, store, s.metrics); err != nil {
+	if s.shared, err = sharedtier.New(sharedtier.Config{Offline: s.cfg.Offline, Timeout: s.cfg.OriginTimeout, Platforms: s.cfg.Platforms,
+		Now: s.cfg.Now}, cfg.Shared, s.life, s.memo, store, s.log, s.metrics); err != nil {
+		return nil, err
+	}
+	s.records = &providerRecords{e: s, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, s.life, s.shared, gateEngine{s}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
-	if s.cfg.Shared != nil {
-		mcfg.Shared = s.cfg.Shared
-	}
-	mcfg.SharedPoll.Min, mcfg.SharedPoll.Max = sharedPollMin, sharedPollMax
-	if s.modules, err = modules.New(mcfg, s.life, machinery{s}, origin, store, s.metrics); err != nil {
+	mcfg.SharedPoll.Min, mcfg.SharedPoll.Max = sharedtier.PollMin, sharedtier.PollMax
+	if s.modules, err = modules.New(mcfg, s.life, s.shared, machinery{s}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,

@@ -24,23 +24,6 @@ func (m machinery) Local(host svchost.Hostname) bool   { return m.e.hosts.Local(
 func (m machinery) RecordImportedHost(host svchost.Hostname) error {
 	return m.e.hosts.Record(host)
 }
-func (m machinery) PutShared(key string, v any) { m.e.shared.putShared(key, v) }
-func (m machinery) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
-	return m.e.shared.getShared(ctx, key, v)
-}
-func (m machinery) TrustsShared(sha string) bool { return m.e.archives.trustsShared(sha) }
-func (m machinery) DistrustShared(sha string)    { m.e.archives.distrustShared(sha) }
-
-// TryLease takes the shared tier's lease id and holds it (see heldLease)
-// until release is called.
-func (m machinery) TryLease(ctx context.Context, id string) (func(context.Context), error) {
-	lease, err := m.e.cfg.Shared.TryLease(ctx, id)
-	if err != nil || lease == nil {
-		return nil, err
-	}
-	held := m.e.shared.hold(ctx, id, lease)
-	return held.release, nil
-}
 
 func (m machinery) FilterModules(mod addrs.Module, list *records.ModuleVersionList) (*records.ModuleVersionList, error) {
 	out, _, err := m.e.gate.FilterModules(mod, list)

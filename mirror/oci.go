@@ -7,7 +7,6 @@ package mirror
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
@@ -29,7 +28,7 @@ type OCI struct {
 // guards as every other origin request (a sealed mirror asks nothing, a
 // local-only host is never contacted).
 func (s *Engine) NewOCI() (*OCI, error) {
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, s.life, ociEngine{s}, s.store, s.origin, s.metrics)
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, s.life, s.shared, ociEngine{s}, s.store, s.origin, s.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -72,13 +71,6 @@ func (o ociEngine) CheckPolicy(ctx context.Context, p addrs.Provider, v versions
 	return o.e.gate.CheckProvider(ctx, p, v)
 }
 func (o ociEngine) Offline() bool { return o.e.cfg.Offline }
-func (o ociEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
-	if o.e.cfg.Shared == nil {
-		return time.Time{}, false
-	}
-	return o.e.shared.getShared(ctx, key, v)
-}
-func (o ociEngine) PutShared(key string, record any) { o.e.shared.putShared(key, record) }
 func (o ociEngine) Kept(p addrs.Provider, v versions.Version) bool {
 	_, ok := o.e.memo.CachedPackage(p, v)
 	return ok

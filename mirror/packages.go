@@ -16,6 +16,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -71,7 +72,8 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 // many callers ask (through the engine's coalescing, on its context),
 // verified with its evidence, stored, and read back through the memo.
 type providerRecords struct {
-	e       *Engine // coalescing, detached work, the shared tier, withholding
+	e       *Engine // withholding, the gate
+	shared  *sharedtier.Shared
 	cfg     *Config // the engine's, defaults filled in
 	origin  ProviderOrigin
 	store   Store
@@ -144,7 +146,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 	start := s.cfg.Now()
 	cached, haveCached := s.memo.CachedPackage(p, v)
 	if !haveCached {
-		cached, haveCached = s.e.shared.sharedPackage(ctx, p, v)
+		cached, haveCached = s.shared.Package(ctx, p, v)
 	}
 	if haveCached && s.e.withholding.IsWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
@@ -381,7 +383,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		shared = rec.Clone()
 		shared.Withheld = nil
 	}
-	s.e.shared.putShared(records.PackageKey(p, v), shared)
+	s.shared.Put(records.PackageKey(p, v), shared)
 	return rec, nil
 }
 

@@ -39,13 +39,6 @@ var _ gate.Engine = gateEngine{}
 func (g gateEngine) Offline() bool                    { return g.e.cfg.Offline }
 func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.hosts.Local(host) }
 func (g gateEngine) Wanted(pl string) bool            { return g.e.wanted(pl) }
-func (g gateEngine) PutShared(key string, v any)      { g.e.shared.putShared(key, v) }
-func (g gateEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
-	if g.e.cfg.Shared == nil {
-		return time.Time{}, false
-	}
-	return g.e.shared.getShared(ctx, key, v)
-}
 func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
 	list, _, err := g.e.records.versions(ctx, p, false)
 	return list, err

@@ -22,6 +22,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -868,7 +869,7 @@ func TestSharedSealedListRemembers(t *testing.T) {
 		t.Fatal(a.err)
 	}
 	rs[0].waitIdle()
-	clock.Add(sharedSeenTTL)
+	clock.Add(sharedtier.SeenTTL)
 	list, _, err := sealed.engine.Versions(context.Background(), sealed.provider())
 	if err != nil {
 		t.Fatal(err)

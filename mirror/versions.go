@@ -31,7 +31,7 @@ func (s *providerRecords) versions(ctx context.Context, p addrs.Provider, force 
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
 	if !haveCached {
-		cached, storedAt, haveCached = s.e.shared.sharedVersions(ctx, key)
+		cached, storedAt, haveCached = s.shared.Versions(ctx, key)
 	}
 	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
 	if haveCached && (s.cfg.Offline || fresh || s.e.hosts.Local(p.Hostname)) {
@@ -71,7 +71,7 @@ func (s *providerRecords) refreshVersions(ctx context.Context, p addrs.Provider)
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
-	s.e.shared.putShared(records.VersionsKey(p), list)
+	s.shared.Put(records.VersionsKey(p), list)
 	return list, nil
 }
 
@@ -87,7 +87,7 @@ func (s *providerRecords) previousListing(ctx context.Context, p addrs.Provider)
 	if prev != nil && !prev.ListedAt.IsZero() {
 		prevAt = prev.ListedAt
 	}
-	if shared, at, ok := s.e.shared.sharedVersions(ctx, records.VersionsKey(p)); ok {
+	if shared, at, ok := s.shared.Versions(ctx, records.VersionsKey(p)); ok {
 		if !shared.ListedAt.IsZero() {
 			at = shared.ListedAt
 		}

@@ -32,6 +32,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
@@ -83,11 +84,6 @@ type Engine interface {
 	Offline() bool
 	Local(host svchost.Hostname) bool
 	Wanted(platform string) bool
-	// GetShared reads the record under key from the shared tier into v,
-	// false when there is none (or no shared tier); PutShared puts one
-	// there (nothing without a shared tier).
-	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
-	PutShared(key string, record any)
 	// Versions is p's version list as the engine keeps it (before the
 	// policy), refreshed from the origin when it expired; CachedVersions
 	// reads the stored list under key, asking nothing.
@@ -132,12 +128,12 @@ type Gate struct {
 }
 
 // New returns a gate with no policy (everything allowed).
-func New(cfg Config, life *lifetime.Lifetime, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
-	if life == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("gate: the lifetime, the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, life *lifetime.Lifetime, shared *sharedtier.Shared, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
+	if life == nil || shared == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("gate: the lifetime, the shared tier, the engine, an origin, a store, metrics, a clock and a logger are required")
 	}
 	g := &Gate{e: e, now: cfg.Now, log: cfg.Logger, metrics: metrics}
-	g.rel = &releaseTimes{life: life, e: e, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+	g.rel = &releaseTimes{life: life, shared: shared, e: e, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
 		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
 	return g, nil
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -78,6 +79,7 @@ type releaseRecord struct {
 // releaseTimes learns and keeps release times.
 type releaseTimes struct {
 	life    *lifetime.Lifetime // coalescing
+	shared  *sharedtier.Shared // release times other replicas learnt
 	e       Engine
 	origin  Origin
 	store   Store
@@ -135,7 +137,7 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, pr
 		}
 		at := prevAt
 		var rec releaseRecord
-		if _, ok := r.e.GetShared(ctx, base+v, &rec); ok && !rec.At.IsZero() {
+		if _, ok := r.shared.Get(ctx, base+v, &rec); ok && !rec.At.IsZero() {
 			at = rec.At // another replica's listing saw it first
 		}
 		r.writeOnce(base+v, at)
@@ -203,7 +205,7 @@ func (r *releaseTimes) writeOnce(key string, at time.Time) {
 		r.log.Error("storing a release time", "key", key, "error", err)
 		return
 	}
-	r.e.PutShared(key, rec)
+	r.shared.Put(key, rec)
 }
 
 // signedAt returns the signature time of version v of p when it is known
@@ -226,7 +228,7 @@ func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string,
 	case err != nil && !errors.Is(err, cache.ErrNotFound):
 		r.log.Warn("reading a release time", "key", key, "error", err)
 	}
-	if _, ok := r.e.GetShared(ctx, key, &stored); ok && records.KnownSchema(stored.Schema) && !stored.At.IsZero() {
+	if _, ok := r.shared.Get(ctx, key, &stored); ok && records.KnownSchema(stored.Schema) && !stored.At.IsZero() {
 		r.keep(key, stored.At)
 		return stored.At, true
 	}

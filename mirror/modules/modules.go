@@ -43,17 +43,19 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // Modules is the engine's registry-module side: module version lists,
 // records and packages, fetched from their source hosts through the
 // machinery the engine shares with providers: the engine's lifetime
-// (detached work and its coalescing, the notifier, the import lock) and
-// Engine (the hosts, the shared tier's records and leases, the policy). mirror.Engine.Modules returns the engine's; its
+// (detached work and its coalescing, the notifier, the import lock), the
+// shared tier, and Engine (the hosts and the policy). mirror.Engine.Modules returns the engine's; its
 // methods are safe for concurrent use.
 type Modules struct {
 	life    *lifetime.Lifetime // detached work, coalescing, the import lock, the notifier
+	shared  *sharedtier.Shared // the tier shared with other replicas (its use a no-op without one)
 	e       Engine
 	cfg     Config
 	origin  Origin
@@ -73,17 +75,6 @@ type Engine interface {
 	Local(host svchost.Hostname) bool
 	// RecordImportedHost records host as one an import loaded packages of.
 	RecordImportedHost(host svchost.Hostname) error
-	// GetShared reads the record under key from the shared tier into v,
-	// false when it has none (or fails); PutShared puts one there.
-	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
-	PutShared(key string, record any)
-	// TryLease takes the shared tier's lease id and keeps it until
-	// release is called; a nil release when another replica holds it.
-	TryLease(ctx context.Context, id string) (release func(context.Context), err error)
-	// TrustsShared says the shared tier's copy of blob sha has not been
-	// found wrong; DistrustShared says it was.
-	TrustsShared(sha string) bool
-	DistrustShared(sha string)
 	// FilterModules leaves out of list the versions the package policy
 	// in effect holds back (saying why in its Held), never modifying
 	// list; it fails with a policy error when the policy refuses m whole.
@@ -106,14 +97,6 @@ type Store interface {
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 	ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
-}
-
-// SharedTier is what Modules needs of the tier shared with other
-// replicas (mirror.SharedTier): its blobs, and putting records there.
-type SharedTier interface {
-	OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error)
-	PutArchive(ctx context.Context, sha string, r io.ReadSeeker, size int64) error
-	PutMeta(ctx context.Context, key string, record any) error
 }
 
 // Metrics receives what Modules observes (mirror.Metrics).
@@ -142,8 +125,6 @@ type Config struct {
 	ScratchDir string
 	// Credentials: mirror.Config.ModuleSourceCredentials; nil for none.
 	Credentials SourceCredentials
-	// Shared is the tier shared with other replicas; nil for none.
-	Shared SharedTier
 	// SharedPoll is how often a replica looks for a package that another
 	// replica is fetching: from Min, doubling up to Max.
 	SharedPoll struct{ Min, Max time.Duration }
@@ -161,14 +142,14 @@ type ListState struct {
 }
 
 // New returns the module side of an engine, on origin and store.
-func New(cfg Config, life *lifetime.Lifetime, e Engine, origin Origin, store Store, metrics Metrics) (*Modules, error) {
-	if life == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("modules: the lifetime, the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, life *lifetime.Lifetime, shared *sharedtier.Shared, e Engine, origin Origin, store Store, metrics Metrics) (*Modules, error) {
+	if life == nil || shared == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("modules: the lifetime, the shared tier, the engine, an origin, a store, metrics, a clock and a logger are required")
 	}
 	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 || cfg.SharedPoll.Min <= 0 || cfg.SharedPoll.Max < cfg.SharedPoll.Min {
 		return nil, errors.New("modules: a fetch timeout, a version list TTL and the shared tier's polling are required")
 	}
-	return &Modules{life: life, e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Modules{life: life, shared: shared, e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -250,8 +231,8 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
-	if !haveCached && s.cfg.Shared != nil {
-		if at, ok := s.e.GetShared(ctx, key, &cached); ok && records.KnownSchema(cached.Schema) {
+	if !haveCached && s.shared.On() {
+		if at, ok := s.shared.Get(ctx, key, &cached); ok && records.KnownSchema(cached.Schema) {
 			haveCached, storedAt = true, at
 		}
 	}
@@ -276,7 +257,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
 		}
-		s.e.PutShared(key, list)
+		s.shared.Put(key, list)
 		return list, nil
 	})
 	if err == nil {
@@ -308,8 +289,8 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*re
 		return nil, ListState{}, err
 	}
 	var shared records.ModuleVersionList
-	if s.cfg.Shared != nil {
-		if _, ok := s.e.GetShared(ctx, records.ModuleVersionsKey(m), &shared); ok {
+	if s.shared.On() {
+		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &shared); ok {
 			for _, v := range shared.Versions {
 				if slices.ContainsFunc(list.Versions, func(l string) bool { return records.CanonicalModuleVersion(l) == records.CanonicalModuleVersion(v) }) {
 					continue
@@ -532,10 +513,10 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 		return pkg, nil
 	}
 	s.metrics.CacheLookup("module_package", false)
-	if s.cfg.Offline && s.cfg.Shared == nil {
+	if s.cfg.Offline && !s.shared.On() {
 		return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
 	}
-	if rec.Location == "" && s.cfg.Shared == nil {
+	if rec.Location == "" && !s.shared.On() {
 		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
 	}
 	recKey := records.ModuleRecordKey(m, version)

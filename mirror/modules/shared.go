@@ -30,11 +30,11 @@ func moduleLeaseID(key string) string {
 // sharedModuleRecord copies the record under key from the shared tier to
 // the cache, if the tier has a complete one (with its package's sha256).
 func (s *Modules) sharedModuleRecord(ctx context.Context, key string) (*records.ModuleRecord, bool) {
-	if s.cfg.Shared == nil {
+	if !s.shared.On() {
 		return nil, false
 	}
 	var rec records.ModuleRecord
-	if _, ok := s.e.GetShared(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
+	if _, ok := s.shared.Get(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil {
 		return nil, false
 	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
@@ -55,11 +55,10 @@ func checkModuleSHA(sha string) error {
 // the cache, checking its sha256; it reports whether the package is now
 // cached. A copy that does not match is distrusted from then on.
 func (s *Modules) copySharedModule(ctx context.Context, rec records.ModuleRecord) bool {
-	sh := s.cfg.Shared
-	if sh == nil || rec.SHA256 == "" || !s.e.TrustsShared(rec.SHA256) {
+	if !s.shared.On() || rec.SHA256 == "" || !s.shared.Trusts(rec.SHA256) {
 		return false
 	}
-	body, _, err := sh.OpenArchive(ctx, rec.SHA256)
+	body, _, err := s.shared.OpenBlob(ctx, rec.SHA256)
 	if err != nil {
 		s.log.Warn("shared store failed; going on without it", "module", rec.Module, "version", rec.Version, "error", err)
 		return false
@@ -81,7 +80,7 @@ func (s *Modules) copySharedModule(ctx context.Context, rec records.ModuleRecord
 	}
 	if _, err := w.Commit(""); err != nil {
 		if w.Sum() != rec.SHA256 {
-			s.e.DistrustShared(rec.SHA256)
+			s.shared.Distrust(rec.SHA256)
 			s.log.Error("the shared store's copy of a module package is not the package; this replica fetches it from its source from now on. Delete the object from the bucket",
 				"module", rec.Module, "version", rec.Version, "sha256", rec.SHA256)
 		}
@@ -94,18 +93,17 @@ func (s *Modules) copySharedModule(ctx context.Context, rec records.ModuleRecord
 // shared tier (in this order: a replica that finds the record finds the
 // package).
 func (s *Modules) shareModule(ctx context.Context, key string, rec *records.ModuleRecord, pkg io.ReadSeeker) {
-	sh := s.cfg.Shared
-	if sh == nil {
+	if !s.shared.On() {
 		return
 	}
 	if _, err := pkg.Seek(0, io.SeekStart); err != nil {
 		return
 	}
-	if err := sh.PutArchive(ctx, rec.SHA256, pkg, rec.Size); err != nil {
+	if err := s.shared.PutBlob(ctx, rec.SHA256, pkg, rec.Size); err != nil {
 		s.log.Warn("module package not stored in the shared store", "module", rec.Module, "version", rec.Version, "error", err)
 		return
 	}
-	if err := sh.PutMeta(ctx, key, rec); err != nil {
+	if err := s.shared.PutNow(ctx, key, rec); err != nil {
 		s.log.Warn("module record not stored in the shared store", "module", rec.Module, "version", rec.Version, "error", err)
 	}
 }
@@ -116,8 +114,7 @@ func (s *Modules) shareModule(ctx context.Context, key string, rec *records.Modu
 // tier), while other replicas wait for the package to appear in the tier
 // (taking over if the lease expires). A tier that fails is gone around.
 func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key string, rec records.ModuleRecord) (*records.ModuleRecord, error) {
-	sh := s.cfg.Shared
-	if sh == nil {
+	if !s.shared.On() {
 		return s.fetchModule(ctx, m, rec)
 	}
 	wait := s.cfg.SharedPoll.Min
@@ -133,7 +130,7 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 		if s.cfg.Offline {
 			return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, rec.Version)
 		}
-		release, err := s.e.TryLease(ctx, moduleLeaseID(key))
+		release, err := s.shared.TryLease(ctx, moduleLeaseID(key))
 		if err != nil {
 			s.log.Warn("shared store failed; fetching the module package from its source", "module", m.String(), "error", err)
 			return s.fetchModule(ctx, m, rec)
@@ -162,10 +159,10 @@ func (s *Modules) fetchModuleShared(ctx context.Context, m addrs.Module, key str
 // record under key and its package (for a sealed replica's list).
 func (s *Modules) sharedModuleInstallable(ctx context.Context, key string) bool {
 	var rec records.ModuleRecord
-	if _, ok := s.e.GetShared(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.e.TrustsShared(rec.SHA256) {
+	if _, ok := s.shared.Get(ctx, key, &rec); !ok || rec.SHA256 == "" || checkModuleSHA(rec.SHA256) != nil || !s.shared.Trusts(rec.SHA256) {
 		return false
 	}
-	body, _, err := s.cfg.Shared.OpenArchive(ctx, rec.SHA256)
+	body, _, err := s.shared.OpenBlob(ctx, rec.SHA256)
 	if err != nil || body == nil {
 		return false
 	}

@@ -147,12 +147,12 @@ const maxSharedZipLookups = 16
 // first, at most maxSharedZipLookups of them, keeping those it reads: a
 // record read is kept, and not asked for again.
 func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(records.ModuleZipRecord) bool) (records.ModuleZipRecord, bool) {
-	if s.cfg.Shared == nil {
+	if !s.shared.On() {
 		return records.ModuleZipRecord{}, false
 	}
 	var list records.ModuleVersionList
 	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err != nil {
-		if _, ok := s.e.GetShared(ctx, records.ModuleVersionsKey(m), &list); !ok {
+		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &list); !ok {
 			return records.ModuleZipRecord{}, false
 		}
 	}

@@ -44,6 +44,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
@@ -71,6 +72,7 @@ var ErrDigestUnknown = records.ErrDigestUnknown
 type OCI struct {
 	cfg     Config
 	life    *lifetime.Lifetime // detached work
+	shared  *sharedtier.Shared // the digests other replicas handed out
 	e       Engine
 	store   Store
 	sizer   ArchiveSizer
@@ -124,12 +126,6 @@ type Engine interface {
 	Kept(p addrs.Provider, v versions.Version) bool
 	// Offline says the mirror is sealed: no origin is asked.
 	Offline() bool
-	// GetShared reads the record under key from the tier shared with
-	// other replicas into v: false when there is no such tier, it has
-	// no record there, or it fails (one request). PutShared puts one
-	// there, in the background; a no-op without a shared tier.
-	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
-	PutShared(key string, record any)
 }
 
 // Archive is one platform's verified archive of a version.
@@ -165,11 +161,11 @@ type Config struct {
 
 // New returns the OCI side of the engine e, keeping its records in
 // store, learning archive sizes the origin does not state from sizer.
-func New(cfg Config, life *lifetime.Lifetime, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
-	if life == nil || e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
-		return nil, errors.New("ocistore: the OCI side needs the lifetime, the engine, a store, an archive sizer, metrics, a logger and a timeout")
+func New(cfg Config, life *lifetime.Lifetime, shared *sharedtier.Shared, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
+	if life == nil || shared == nil || e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+		return nil, errors.New("ocistore: the OCI side needs the lifetime, the shared tier, the engine, a store, an archive sizer, metrics, a logger and a timeout")
 	}
-	return &OCI{cfg: cfg, life: life, e: e, store: store, sizer: sizer, metrics: metrics,
+	return &OCI{cfg: cfg, life: life, shared: shared, e: e, store: store, sizer: sizer, metrics: metrics,
 		recs: memo.New[string, *ociRecord](ociMemoEntries),
 		kept: memo.New[string, struct{}](16 * ociMemoEntries),
 		hot:  memo.New[versionKey, hotIndex](ociMemoEntries),
@@ -404,7 +400,7 @@ func (o *OCI) keep(p addrs.Provider, v versions.Version, b built, docs []oci.Doc
 		}
 		o.kept.Put(key, gen, struct{}{})
 		if d != adopted {
-			o.e.PutShared(key, entry)
+			o.shared.Put(key, entry)
 		}
 	}
 	return nil
