@@ -321,7 +321,6 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
-	mcfg.SharedPoll.Min, mcfg.SharedPoll.Max = sharedtier.PollMin, sharedtier.PollMax
 	if s.modules, err = modules.New(mcfg, s.life, s.shared, machinery{s}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}

@@ -113,7 +113,7 @@ type Metrics interface {
 }
 
 // Config configures Modules: the engine's (mirror.Config), its defaults
-// filled in. Every field but Shared and Credentials is required.
+// filled in. Every field but Credentials is required.
 type Config struct {
 	Offline     bool
 	Now         func() time.Time
@@ -125,10 +125,7 @@ type Config struct {
 	ScratchDir string
 	// Credentials: mirror.Config.ModuleSourceCredentials; nil for none.
 	Credentials SourceCredentials
-	// SharedPoll is how often a replica looks for a package that another
-	// replica is fetching: from Min, doubling up to Max.
-	SharedPoll struct{ Min, Max time.Duration }
-	Logger     *slog.Logger
+	Logger      *slog.Logger
 }
 
 // ListState says where a module version list came from.
@@ -146,8 +143,8 @@ func New(cfg Config, life *lifetime.Lifetime, shared *sharedtier.Shared, e Engin
 	if life == nil || shared == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
 		return nil, errors.New("modules: the lifetime, the shared tier, the engine, an origin, a store, metrics, a clock and a logger are required")
 	}
-	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 || cfg.SharedPoll.Min <= 0 || cfg.SharedPoll.Max < cfg.SharedPoll.Min {
-		return nil, errors.New("modules: a fetch timeout, a version list TTL and the shared tier's polling are required")
+	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
+		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
 	return &Modules{life: life, shared: shared, e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
@@ -295,7 +292,7 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*re
 				if slices.ContainsFunc(list.Versions, func(l string) bool { return records.CanonicalModuleVersion(l) == records.CanonicalModuleVersion(v) }) {
 					continue
 				}
-				if s.sharedModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
+				if s.shared.ModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
 					list.Versions = append(list.Versions, v)
 				}
 			}
@@ -331,7 +328,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 		s.log.Warn("reading module record", "module", m.String(), "version", version, "error", err)
 	}
 	s.metrics.CacheLookup("module_location", false)
-	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
+	if rec, ok := s.shared.ModuleRecord(ctx, key); ok {
 		return rec, nil
 	}
 	if s.e.Local(m.Hostname) {
@@ -522,7 +519,10 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.fetchModuleShared(ctx, m, recKey, *rec)
+			return s.shared.FetchModule(ctx, m, recKey, *rec, s.cfg.Limits.MaxDownloadBytes+s.cfg.Limits.MaxTreeBytes, // a normalized package is at most about this
+				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
+					return s.fetchModule(ctx, m, rec)
+				})
 		})
 	if err != nil {
 		return nil, err
@@ -628,7 +628,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	s.shareModule(ctx, records.ModuleRecordKey(m, rec.Version), &rec, spool)
+	s.shared.ShareModule(ctx, records.ModuleRecordKey(m, rec.Version), &rec, spool)
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil

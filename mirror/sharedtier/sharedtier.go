@@ -99,6 +99,7 @@ type Metrics interface {
 type Store interface {
 	PutMeta(key string, v any) error
 	OpenBlob(sha string) (cache.BlobReader, error)
+	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 }
 
 // Shared is the engine's use of the shared tier. Its methods are safe for
@@ -172,34 +173,6 @@ func (s *Shared) Put(key string, record any) {
 			s.log.Warn("record not stored in the shared store", "key", key, "error", err)
 		}
 	}()
-}
-
-// PutNow puts record under key in the tier and returns when it is there
-// (a module's record, after its package); nil without a tier.
-func (s *Shared) PutNow(ctx context.Context, key string, record any) error {
-	if s.tier == nil {
-		return nil
-	}
-	return s.tier.PutMeta(ctx, key, record)
-}
-
-// OpenBlob opens blob sha (an archive or a module package) from the tier,
-// with its size (-1 if unknown): a nil body when there is no tier, it has
-// no such blob, or its copy was distrusted.
-func (s *Shared) OpenBlob(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
-	if s.tier == nil || !s.Trusts(sha) {
-		return nil, 0, nil
-	}
-	return s.tier.OpenArchive(ctx, sha)
-}
-
-// PutBlob stores blob sha of size bytes read from r, which the engine
-// verified, in the tier; nil without a tier.
-func (s *Shared) PutBlob(ctx context.Context, sha string, r io.ReadSeeker, size int64) error {
-	if s.tier == nil {
-		return nil
-	}
-	return s.tier.PutArchive(ctx, sha, r, size)
 }
 
 // TryLease takes the tier's lease id and keeps it renewed until release is
