@@ -321,7 +321,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
-	if s.modules, err = modules.New(mcfg, s.life, s.shared, machinery{s}, origin, store, s.metrics); err != nil {
+	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Gate: s.gate}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,

@@ -86,7 +86,7 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version, Location: in.Location,
 		Commit: in.Commit, Provenance: records.ProvenanceImported}
 	switch {
-	case in.Local && s.e.Allowed(m.Hostname):
+	case in.Local && s.hosts.Allowed(m.Hostname):
 		return out, fmt.Errorf("module %s %s: %s is an allowed origin; a local module without origin is not imported under an origin's host", m, in.Version, m.Hostname)
 	case in.Local:
 		rec.Location, rec.Commit, rec.Provenance = "", "", records.ProvenanceUnsigned
@@ -141,8 +141,8 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 			return out, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	if !s.e.Allowed(m.Hostname) {
-		if err := s.e.RecordImportedHost(m.Hostname); err != nil {
+	if !s.hosts.Allowed(m.Hostname) {
+		if err := s.hosts.Record(m.Hostname); err != nil {
 			return out, err
 		}
 	}

@@ -41,7 +41,9 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -51,12 +53,14 @@ import (
 // records and packages, fetched from their source hosts through the
 // machinery the engine shares with providers: the engine's lifetime
 // (detached work and its coalescing, the notifier, the import lock), the
-// shared tier, and Engine (the hosts and the policy). mirror.Engine.Modules returns the engine's; its
-// methods are safe for concurrent use.
+// shared tier, the hosts and the package policy (Parts).
+// mirror.Engine.Modules returns the engine's; its methods are safe for
+// concurrent use.
 type Modules struct {
 	life    *lifetime.Lifetime // detached work, coalescing, the import lock, the notifier
 	shared  *sharedtier.Shared // the tier shared with other replicas (its use a no-op without one)
-	e       Engine
+	hosts   *originguard.Hosts
+	gate    *gate.Gate
 	cfg     Config
 	origin  Origin
 	store   Store
@@ -65,27 +69,13 @@ type Modules struct {
 	pkgs    singleflight.Group // package fetches, by record key
 }
 
-// Engine is the machinery Modules shares with the engine's provider side:
-// package mirror implements it.
-type Engine interface {
-	// Allowed says host is an allowed origin; Local that it is a
-	// local-only host: not an allowed origin, but one Import or
-	// ImportModule loaded packages of.
-	Allowed(host svchost.Hostname) bool
-	Local(host svchost.Hostname) bool
-	// RecordImportedHost records host as one an import loaded packages of.
-	RecordImportedHost(host svchost.Hostname) error
-	// FilterModules leaves out of list the versions the package policy
-	// in effect holds back (saying why in its Held), never modifying
-	// list; it fails with a policy error when the policy refuses m whole.
-	// CheckModule fails with one when the policy holds version back,
-	// calling relist first when m's listing dates the version.
-	FilterModules(m addrs.Module, list *records.ModuleVersionList) (*records.ModuleVersionList, error)
-	CheckModule(ctx context.Context, m addrs.Module, version string, relist func(context.Context) error) error
-	// NoteListing records the versions of a new listing (next) that the
-	// previous one (prev, taken at prevAt; nil for none) lacked: when a
-	// version was first seen, which dates its release.
-	NoteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string)
+// Parts are the engine's components the module side takes; all are
+// required.
+type Parts struct {
+	Life   *lifetime.Lifetime // detached work and its coalescing, the import lock, the notifier
+	Shared *sharedtier.Shared // the tier shared with other replicas (its use a no-op without one)
+	Hosts  *originguard.Hosts // the allowed origins and the local-only hosts
+	Gate   *gate.Gate         // the package policy on module versions, and the listings that date them
 }
 
 // Store is what Modules needs of the cache. *cache.Store implements it.
@@ -139,14 +129,14 @@ type ListState struct {
 }
 
 // New returns the module side of an engine, on origin and store.
-func New(cfg Config, life *lifetime.Lifetime, shared *sharedtier.Shared, e Engine, origin Origin, store Store, metrics Metrics) (*Modules, error) {
-	if life == nil || shared == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("modules: the lifetime, the shared tier, the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Modules, error) {
+	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Gate == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("modules: the engine's parts, an origin, a store, metrics, a clock and a logger are required")
 	}
 	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
-	return &Modules{life: life, shared: shared, e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Modules{life: parts.Life, shared: parts.Shared, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -181,7 +171,7 @@ var ErrChanged = errors.New("module package changed at its source since it was f
 // host (one that Import or ImportModule loaded packages of), whose
 // modules are served from the cache only.
 func (s *Modules) CheckModuleOrigin(m addrs.Module) error {
-	if !s.e.Allowed(m.Hostname) && !s.e.Local(m.Hostname) {
+	if !s.hosts.Allowed(m.Hostname) && !s.hosts.Local(m.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, m.Hostname)
 	}
 	return nil
@@ -206,7 +196,7 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	list, err = s.e.FilterModules(m, list)
+	list, _, err = s.gate.FilterModules(m, list)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -218,7 +208,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline || s.e.Local(m.Hostname) {
+	if s.cfg.Offline || s.hosts.Local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
 	key := records.ModuleVersionsKey(m)
@@ -249,7 +239,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		}
 		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
 		prev, prevAt := s.previousListing(ctx, m)
-		s.e.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)
+		s.gate.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)
 		if err := s.store.PutMeta(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
@@ -331,7 +321,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 	if rec, ok := s.shared.ModuleRecord(ctx, key); ok {
 		return rec, nil
 	}
-	if s.e.Local(m.Hostname) {
+	if s.hosts.Local(m.Hostname) {
 		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
 	res, err := s.life.Coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
@@ -366,7 +356,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 // version of m back: asked by every answer that serves a version (its
 // location, package, zip, manifest), whatever the cache holds of it.
 func (s *Modules) checkPolicy(ctx context.Context, m addrs.Module, version string) error {
-	return s.e.CheckModule(ctx, m, version, func(ctx context.Context) error {
+	return s.gate.CheckModule(ctx, m, version, func(ctx context.Context) error {
 		_, _, err := s.moduleVersions(ctx, m)
 		return err
 	})
