@@ -172,7 +172,7 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 		}
 		s.metrics.CacheLookup("archive", true)
 		info := blob.Info()
-		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, s: s}, nil
+		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: s.life, log: s.log}, nil
 	}
 	how := s.countMiss(leader)
 	select {
@@ -193,7 +193,7 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 		f.release()
 		return nil, records.ErrShutDown
 	}
-	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), s: s}
+	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), life: s.life, log: s.log}
 	arc.stop = context.AfterFunc(ctx, func() {
 		arc.goneErr = context.Cause(ctx)
 		close(arc.gone)
@@ -217,7 +217,7 @@ func (s *Engine) openCached(sha string) (*Archive, error) {
 	}
 	s.metrics.CacheLookup("archive", true)
 	info := blob.Info()
-	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, s: s}, nil
+	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: s.life, log: s.log}, nil
 }
 
 // EnsureArchive makes sure the archive of version v of p for platform pl

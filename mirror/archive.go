@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -59,10 +62,11 @@ type Archive struct {
 	f        *fetch
 	holdBack int64
 	off      int64
-	gone     chan struct{} // closed when the context given to OpenArchive ends
-	goneErr  error         // why; set before gone is closed
-	stop     func() bool   // stops watching that context
-	s        *Engine
+	gone     chan struct{}      // closed when the context given to OpenArchive ends
+	goneErr  error              // why; set before gone is closed
+	stop     func() bool        // stops watching that context
+	life     *lifetime.Lifetime // the work Shutdown waits for, ended by Close
+	log      *slog.Logger
 
 	closeOnce sync.Once
 }
@@ -102,7 +106,7 @@ func (a *Archive) Read(p []byte) (int, error) {
 				if err := f.snapshot().err; err != nil { // the fetch failed meanwhile
 					return 0, err
 				}
-				a.s.log.Error("reading archive being fetched", "sha256", f.sha, "offset", a.off, "error", err)
+				a.log.Error("reading archive being fetched", "sha256", f.sha, "offset", a.off, "error", err)
 				return 0, fmt.Errorf("reading archive being fetched: %w", err)
 			}
 			a.off += int64(n)
@@ -130,7 +134,7 @@ func (a *Archive) Close() error {
 			a.stop()
 			a.f.release()
 		}
-		a.s.life.EndWork()
+		a.life.EndWork()
 	})
 	return err
 }
@@ -138,22 +142,24 @@ func (a *Archive) Close() error {
 // fetcher runs at most one origin download per archive (by sha256) and lets
 // any number of clients stream from it.
 type fetcher struct {
-	s        *Engine
+	cfg     *Config // the engine's, defaults filled in
+	life    *lifetime.Lifetime
+	store   Store
+	origin  ProviderOrigin
+	shared  *sharedtier.Shared
+	log     *slog.Logger
+	metrics Metrics
+
 	mu       sync.Mutex
 	inflight map[string]*fetch
 	onJoin   func() // test hook: called for every client that joins or starts a fetch
 	onFail   func() // test hook: called when a fetch has failed, before it leaves inflight
 	onWait   func() // test hook: called when a fetch waits for another replica's download
-
-	// distrusted are the archives (by sha256) whose copy in the shared
-	// tier failed verification: fetched from the origin, without the
-	// tier. Few, if any: the tier checks every archive's sha256 as it is
-	// stored.
-	distrusted map[string]bool
 }
 
 func newFetcher(s *Engine) *fetcher {
-	return &fetcher{s: s, inflight: make(map[string]*fetch)}
+	return &fetcher{cfg: &s.cfg, life: s.life, store: s.store, origin: s.origin, shared: s.shared, log: s.log, metrics: s.metrics,
+		inflight: make(map[string]*fetch)}
 }
 
 // join returns the fetch of a's archive under way, starting one if there is
@@ -225,13 +231,13 @@ func (fr *fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *archive
 	// A fetch removes itself only after its commit, so under fr.mu an
 	// archive is either in flight or committed (or neither).
 	if open {
-		if blob, err := fr.s.store.OpenBlob(a.SHA256); err == nil {
+		if blob, err := fr.store.OpenBlob(a.SHA256); err == nil {
 			return blob, nil, false, nil
 		}
-	} else if _, err := fr.s.store.StatBlob(a.SHA256); err == nil {
+	} else if _, err := fr.store.StatBlob(a.SHA256); err == nil {
 		return nil, nil, false, nil
 	}
-	ctx, done, err := fr.s.life.Detached(fr.s.cfg.ArchiveTimeout)
+	ctx, done, err := fr.life.Detached(fr.cfg.ArchiveTimeout)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -264,7 +270,7 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.P
 // to the cache; by the time it returns, the fetch has left inflight and
 // its done is closed.
 func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) {
-	s := fr.s
+	s := fr
 	defer f.release()
 	// Out of inflight before done is closed: a caller that saw done and
 	// then the committed archive must not join this fetch again.
@@ -341,7 +347,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 // clients; the writer is not yet committed. On failure the caller aborts
 // the writer.
 func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (string, error) {
-	s := fr.s
+	s := fr
 	var (
 		body io.ReadCloser
 		size int64
@@ -439,7 +445,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a r
 // stream from the shared tier broke off (with cause) after from bytes,
 // and skips those bytes. Offline, there is no origin: it returns cause.
 func (fr *fetcher) resumeFromOrigin(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
-	s := fr.s
+	s := fr
 	if s.cfg.Offline {
 		return nil, cause
 	}

@@ -27,7 +27,7 @@ type SharedLease = sharedtier.Lease
 // while the others wait for it to appear in the tier; see
 // sharedtier.Shared.Archive).
 func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
-	s := fr.s
+	s := fr
 	body, size, release, err := s.shared.Archive(ctx, a.SHA256, a.Filename, fr.onWait)
 	if err != nil {
 		return nil, 0, err
@@ -52,5 +52,5 @@ func (fr *fetcher) share(ctx context.Context, f *fetch, a records.ArchiveRecord)
 	if f.fromShared {
 		return
 	}
-	fr.s.shared.ShareArchive(ctx, a.SHA256, a.Filename)
+	fr.shared.ShareArchive(ctx, a.SHA256, a.Filename)
 }
