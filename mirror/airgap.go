@@ -9,15 +9,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -35,7 +32,7 @@ type AirGap struct {
 // newAirGap returns the engine's AirGap.
 func newAirGap(e *Engine) (*AirGap, error) {
 	imp, err := imports.New(imports.Config{MaxArchiveBytes: e.cfg.MaxArchiveBytes, Now: e.cfg.Now, Logger: e.log},
-		e.life, importEngine{e}, e.store, e.metrics)
+		imports.Parts{Life: e.life, Records: e.memo, Hosts: e.hosts, Withholding: e.withholding}, importEngine{e.archives}, e.store, e.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -48,30 +45,14 @@ func (s *AirGap) Import(ctx context.Context, in imports.Imported) (imports.Resul
 	return s.imp.Import(ctx, in)
 }
 
-// importEngine is the engine as an import uses it (imports.Engine).
-type importEngine struct{ e *Engine }
+// importEngine is the engine's fetcher as an import uses it
+// (imports.Engine).
+type importEngine struct{ archives *fetcher }
 
 var _ imports.Engine = importEngine{}
 
-func (m importEngine) H1(sha string) string { return m.e.memo.H1(sha) }
-func (m importEngine) Forget(key string)    { m.e.memo.Forget(key) }
-func (m importEngine) RefuseUnsigned(p addrs.Provider) error {
-	if m.e.withholding.UnsignedAllowed(p.Hostname) {
-		return nil
-	}
-	return unsigned.Refused(p)
-}
 func (m importEngine) Refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	return m.e.records.refuse(p, v, platform, err)
-}
-func (m importEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	return m.e.memo.CachedPackage(p, v)
-}
-func (m importEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	return m.e.memo.CachedVersions(key)
-}
-func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
-	return m.e.hosts.Record(host)
+	return refuse(m.archives.log, m.archives.metrics, p, v, platform, err)
 }
 
 // DiskHeadroom is how many bytes an import may still write to the cache's
@@ -86,11 +67,11 @@ func (s *AirGap) DiskHeadroom() (room int64, ok bool) {
 // through the fetcher (reading it from pkg.Open rather than the origin),
 // unless the cache has it already.
 func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg imports.Package) (imports.Outcome, error) {
-	s := m.e
+	s := m.archives
 	out := imports.Outcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
 	s.life.Notifier().Importing(a.SHA256) // an imported package cannot be fetched again
-	f, _, err := s.archives.joinFrom(p, a, src)
+	f, _, err := s.joinFrom(p, a, src)
 	if err != nil {
 		return out, err
 	}
