@@ -146,7 +146,7 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 			rec, ok := s.memo.CachedPackage(p, v)
 			if ok {
 				for pl, a := range rec.Archives {
-					if !s.e.wanted(pl) {
+					if !s.platforms.serves(pl) {
 						continue
 					}
 					if _, err := s.store.StatBlob(a.SHA256); err == nil {
@@ -156,7 +156,7 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 				}
 			}
 			if !installable {
-				installable = s.e.shared.Installable(ctx, p, v, rec)
+				installable = s.shared.Installable(ctx, p, v, rec)
 			}
 		}
 		switch {

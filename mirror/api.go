@@ -135,7 +135,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	if !s.wanted(pl.String()) {
+	if !s.platforms.serves(pl.String()) {
 		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
 	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
@@ -228,7 +228,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	if err := s.CheckOrigin(p); err != nil {
 		return 0, err
 	}
-	if !s.wanted(pl.String()) {
+	if !s.platforms.serves(pl.String()) {
 		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
 	if err := s.gate.CheckProvider(ctx, p, v); err != nil {

@@ -169,7 +169,7 @@ type Engine struct {
 	cfg Config
 	// withholding keeps unsigned imports in their lane (mirror/unsigned).
 	withholding *unsigned.Withholding
-	platforms   map[string]bool  // nil = all
+	platforms   platformSet      // nil = all
 	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
 	records     *providerRecords // provider version lists and package records
 	modules     *modules.Modules // the module side, on the Origin given to New
@@ -249,7 +249,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	s.withholding, s.cfg.UnsignedHosts = w, w.UnsignedHosts()
 	s.cfg.Platforms = nil
 	if len(cfg.Platforms) > 0 {
-		s.platforms = make(map[string]bool)
+		s.platforms = make(platformSet)
 		for _, p := range cfg.Platforms {
 			pl, err := addrs.ParsePlatform(strings.TrimSpace(p))
 			if err != nil {
@@ -314,10 +314,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		Now: s.cfg.Now}, cfg.Shared, s.life, s.memo, store, s.log, s.metrics); err != nil {
 		return nil, err
 	}
-	s.records = &providerRecords{e: s, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, s.life, s.shared, gateEngine{s}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
+	s.records.gate = s.gate
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
@@ -420,9 +421,13 @@ func (s *Engine) stop() {
 // Stats returns how many archives the cache holds, and their total size.
 func (s *Engine) Stats() (archives int, bytes int64) { return s.store.Stats() }
 
-// wanted reports whether platform pl is served (the --platforms filter).
-func (s *Engine) wanted(pl string) bool {
-	return s.platforms == nil || s.platforms[pl]
+// platformSet are the platforms served (the --platforms filter), nil for
+// all.
+type platformSet map[string]bool
+
+// serves reports whether platform pl is served.
+func (ps platformSet) serves(pl string) bool {
+	return ps == nil || ps[pl]
 }
 
 func sortedKeys[M ~map[string]V, V any](m M) []string {

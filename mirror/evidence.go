@@ -65,14 +65,14 @@ func (s *providerRecords) platformsFor(entry records.VersionEntry, platforms []a
 	var need []string
 	if platforms == nil {
 		for _, pl := range entry.Platforms {
-			if s.e.wanted(pl) {
+			if s.platforms.serves(pl) {
 				need = append(need, pl)
 			}
 		}
 		return need
 	}
 	for _, pl := range platforms {
-		if s.e.wanted(pl.String()) {
+		if s.platforms.serves(pl.String()) {
 			need = append(need, pl.String())
 		}
 	}
@@ -96,14 +96,14 @@ func (s *providerRecords) platformsFor(entry records.VersionEntry, platforms []a
 // Package or records.Evidence, stores it); records.ErrShutDown. It checks what is cached
 // whatever its origin, allowed now or not.
 func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
-	if !s.e.life.StartWork() {
+	if !s.life.StartWork() {
 		return records.ErrShutDown
 	}
-	defer s.e.life.EndWork()
+	defer s.life.EndWork()
 	// Reading a large archive must not hold up Shutdown past its deadline.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(s.e.life.Context(), cancel)()
+	defer context.AfterFunc(s.life.Context(), cancel)()
 
 	rec, ok := s.memo.CachedPackage(p, v)
 	if !ok {

@@ -15,6 +15,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
@@ -48,7 +51,7 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 		if !slices.Contains(rec.Missing, pl) {
 			return false
 		}
-		if s.cfg.Offline || s.e.hosts.Local(p.Hostname) {
+		if s.cfg.Offline || s.hosts.Local(p.Hostname) {
 			return true
 		}
 		c, ok := rec.MissingChecked[pl]
@@ -72,14 +75,18 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 // many callers ask (through the engine's coalescing, on its context),
 // verified with its evidence, stored, and read back through the memo.
 type providerRecords struct {
-	e       *Engine // withholding, the gate
-	shared  *sharedtier.Shared
-	cfg     *Config // the engine's, defaults filled in
-	origin  ProviderOrigin
-	store   Store
-	memo    *stored.Records
-	log     *slog.Logger
-	metrics Metrics
+	life        *lifetime.Lifetime // coalescing, the work Shutdown waits for
+	hosts       *originguard.Hosts
+	withholding *unsigned.Withholding
+	gate        *gate.Gate // set once the gate, which reads the version lists, is made
+	platforms   platformSet
+	shared      *sharedtier.Shared
+	cfg         *Config // the engine's, defaults filled in
+	origin      ProviderOrigin
+	store       Store
+	memo        *stored.Records
+	log         *slog.Logger
+	metrics     Metrics
 }
 
 // listStoredAt returns when p's cached version list was stored, or the
@@ -148,7 +155,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 	if !haveCached {
 		cached, haveCached = s.shared.Package(ctx, p, v)
 	}
-	if haveCached && s.e.withholding.IsWithheld(p, cached) {
+	if haveCached && s.withholding.IsWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
 		// origin's own version is had as if it were not there, and the
 		// import is kept inside its record.
@@ -183,7 +190,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 	// many concurrent requests for different platforms that can take a few
 	// rounds.
 	for range maxPackageRounds {
-		res, err := s.e.life.Coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
+		res, err := s.life.Coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
 			return s.fetchPackage(ctx, p, v, need, entry)
 		})
 		if err != nil {
@@ -227,7 +234,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 // have the sha256 they had.
 func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry) (*records.PackageRecord, error) {
 	rec, ok := s.memo.CachedPackage(p, v)
-	if ok && s.e.withholding.IsWithheld(p, rec) {
+	if ok && s.withholding.IsWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
 	var old *records.PackageRecord // a record without evidence being replaced
@@ -364,7 +371,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	// whichever record held it: it cannot be fetched again.
 	rec.Withheld = nil
 	if cur, ok := s.memo.CachedPackage(p, v); ok {
-		if s.e.withholding.IsWithheld(p, cur) {
+		if s.withholding.IsWithheld(p, cur) {
 			rec.Withheld = cur
 		} else {
 			rec.Withheld = cur.Withheld

@@ -38,7 +38,7 @@ var _ gate.Engine = gateEngine{}
 
 func (g gateEngine) Offline() bool                    { return g.e.cfg.Offline }
 func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.hosts.Local(host) }
-func (g gateEngine) Wanted(pl string) bool            { return g.e.wanted(pl) }
+func (g gateEngine) Wanted(pl string) bool            { return g.e.platforms.serves(pl) }
 func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
 	list, _, err := g.e.records.versions(ctx, p, false)
 	return list, err

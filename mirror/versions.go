@@ -34,13 +34,13 @@ func (s *providerRecords) versions(ctx context.Context, p addrs.Provider, force 
 		cached, storedAt, haveCached = s.shared.Versions(ctx, key)
 	}
 	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
-	if haveCached && (s.cfg.Offline || fresh || s.e.hosts.Local(p.Hostname)) {
+	if haveCached && (s.cfg.Offline || fresh || s.hosts.Local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
 		return cached, listState{storedAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("versions", false)
 
-	res, err := s.e.life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
 		return s.refreshVersions(ctx, p)
 	})
 	if err == nil {
@@ -64,7 +64,7 @@ func (s *providerRecords) refreshVersions(ctx context.Context, p addrs.Provider)
 	})
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, p)
-	s.e.gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
+	s.gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
 	err = s.store.PutMeta(records.VersionsKey(p), list)
 	s.memo.Forget(records.VersionsKey(p))
 	if err != nil {
