@@ -315,7 +315,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
-	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, s.life, s.shared, gateEngine{s}, s.origin, store, s.metrics); err != nil {
+	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
+		gate.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo}, gateEngine{s.records}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	s.records.gate = s.gate

@@ -7,9 +7,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
-
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -31,24 +28,15 @@ func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 // the sides beside the engine that judge by it (package releases).
 func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
 
-// gateEngine is the engine as the gate uses it (gate.Engine).
-type gateEngine struct{ e *Engine }
+// gateEngine is the engine's provider records as the gate reads them
+// (gate.Engine).
+type gateEngine struct{ records *providerRecords }
 
 var _ gate.Engine = gateEngine{}
 
-func (g gateEngine) Offline() bool                    { return g.e.cfg.Offline }
-func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.hosts.Local(host) }
-func (g gateEngine) Wanted(pl string) bool            { return g.e.platforms.serves(pl) }
 func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
-	list, _, err := g.e.records.versions(ctx, p, false)
+	list, _, err := g.records.versions(ctx, p, false)
 	return list, err
-}
-func (g gateEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	return g.e.memo.CachedVersions(key)
-}
-func (g gateEngine) CachedPackage(p addrs.Provider, v versions.Version) *records.PackageRecord {
-	rec, _ := g.e.memo.CachedPackage(p, v)
-	return rec
 }
 
 // Withheld returns the versions the engine keeps, or would fetch, but
