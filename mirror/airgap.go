@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -24,9 +25,10 @@ import (
 // and import lock. Engine.AirGap returns it; module packages are carried
 // by Modules (ListCachedModules, ImportModule).
 type AirGap struct {
-	e     *Engine // the records and the fetcher
-	store Store
-	imp   *imports.Importer
+	memo     *stored.Records // the stored package records
+	archives *fetcher        // opens the cached archives
+	store    Store
+	imp      *imports.Importer
 }
 
 // newAirGap returns the engine's AirGap.
@@ -36,7 +38,7 @@ func newAirGap(e *Engine) (*AirGap, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AirGap{e: e, store: e.store, imp: imp}, nil
+	return &AirGap{memo: e.memo, archives: e.archives, store: e.store, imp: imp}, nil
 }
 
 // Import verifies an imported version exactly as if it came from the
@@ -109,7 +111,7 @@ func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a rec
 // names and sha256s only, with Document -1. Errors: records.ErrNotCached;
 // records.ErrNoEvidence for a version cached by an earlier release.
 func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence, error) {
-	rec, ok := s.e.memo.CachedPackage(p, v)
+	rec, ok := s.memo.CachedPackage(p, v)
 	if !ok {
 		return nil, fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
 	}
@@ -122,7 +124,7 @@ func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence
 // OpenStored opens the cached archive whose sha256 is sha (from Stored),
 // without asking any origin. Errors: records.ErrNotCached; records.ErrShutDown.
 func (s *AirGap) OpenStored(sha string) (*Archive, error) {
-	arc, err := s.e.openCached(sha)
+	arc, err := s.archives.openCached(sha)
 	if err != nil {
 		return nil, err
 	}

@@ -155,7 +155,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // or else from its download under way, starting one if there is none. See
 // OpenArchive.
 func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (*Archive, error) {
-	if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
+	if arc, err := s.archives.openCached(a.SHA256); arc != nil || err != nil {
 		return arc, err
 	}
 	// Committed since we looked: joinOrOpen opens it with the reference
@@ -174,7 +174,7 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 		info := blob.Info()
 		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: s.life, log: s.log}, nil
 	}
-	how := s.countMiss(leader)
+	how := s.archives.countMiss(leader)
 	select {
 	case <-f.ready:
 	case <-ctx.Done():
@@ -203,7 +203,7 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 
 // openCached opens the cached archive sha, counting a cache hit; it
 // returns nil, nil when the archive is not cached.
-func (s *Engine) openCached(sha string) (*Archive, error) {
+func (s *fetcher) openCached(sha string) (*Archive, error) {
 	if !s.life.StartWork() {
 		return nil, records.ErrShutDown
 	}
@@ -247,7 +247,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 		return records.Hit, nil
 	}
 	defer f.release()
-	src := s.countMiss(leader)
+	src := s.archives.countMiss(leader)
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -353,7 +353,7 @@ type listedRecord struct {
 // countMiss counts an archive that was not in the cache, and a join of a
 // fetch under way, and returns the source: records.Miss for the fetch's leader,
 // records.Coalesced for the others.
-func (s *Engine) countMiss(leader bool) records.Source {
+func (s *fetcher) countMiss(leader bool) records.Source {
 	s.metrics.CacheLookup("archive", false)
 	if leader {
 		return records.Miss

@@ -48,7 +48,7 @@ func (s *Engine) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
 	}
 	a := records.ArchiveRecord{Filename: b.Filename, SHA256: b.SHA256}
 	if s.cfg.Offline {
-		arc, err := s.openCached(b.SHA256)
+		arc, err := s.archives.openCached(b.SHA256)
 		if arc == nil && err == nil {
 			err = records.ErrOffline
 		}
