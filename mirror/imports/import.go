@@ -207,7 +207,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	defer s.parts.Life.EndWork()
 	// What is kept from the size limit, and whether it exceeds it, is
 	// recomputed once the import has written its records.
-	defer s.parts.Life.Notifier().Changed() // tells retention the import ended
+	defer func() { s.parts.Life.Notifier().Changed() }() // tells retention the import ended
 	s.parts.Life.Imports().Lock()
 	defer s.parts.Life.Imports().Unlock()
 	p, v := in.Provider, in.Version

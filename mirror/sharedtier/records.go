@@ -5,6 +5,7 @@ package sharedtier
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"time"
 
@@ -89,12 +90,7 @@ func (s *Shared) Installable(ctx context.Context, p addrs.Provider, v versions.V
 			return false
 		}
 	}
-	pls := make([]string, 0, len(rec.Archives))
-	for pl := range rec.Archives {
-		pls = append(pls, pl)
-	}
-	slices.Sort(pls)
-	for _, pl := range pls {
+	for _, pl := range slices.Sorted(maps.Keys(rec.Archives)) {
 		a := rec.Archives[pl]
 		if !s.served(pl) || !s.Trusts(a.SHA256) {
 			continue
