@@ -564,3 +564,37 @@ func (f *fetch) release() {
 		w.Close()
 	}
 }
+
+// openSource opens the archive's bytes for the fetch f: from the shared
+// tier when it has the archive, else from the origin (under the tier's
+// lease when there is a tier, so that of all replicas one downloads it
+// while the others wait for it to appear in the tier; see
+// sharedtier.Shared.Archive).
+func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
+	s := fr
+	body, size, release, err := s.shared.Archive(ctx, a.SHA256, a.Filename, fr.onWait)
+	if err != nil {
+		return nil, 0, err
+	}
+	if body != nil {
+		f.fromShared = true
+		return body, size, nil
+	}
+	f.lease = release
+	f.originDone = s.metrics.ArchiveFetchStarted()
+	return s.origin.OpenArchive(ctx, p, a.URL)
+}
+
+// share puts the archive of f, once committed to the cache, in the shared
+// tier (unless it came from there), then gives up f's lease.
+func (fr *fetcher) share(ctx context.Context, f *fetch, a records.ArchiveRecord) {
+	if f.lease != nil {
+		// After the upload: a waiting replica that sees the lease gone
+		// must find the archive.
+		defer f.lease(context.WithoutCancel(ctx))
+	}
+	if f.fromShared {
+		return
+	}
+	fr.shared.ShareArchive(ctx, a.SHA256, a.Filename)
+}

@@ -90,6 +90,13 @@ type Metrics interface {
 	gate.Metrics
 }
 
+// SharedTier is the store replicas share behind their own caches
+// (Config.Shared): sharedtier.Tier.
+type SharedTier = sharedtier.Tier
+
+// SharedLease is a lease on an archive's origin download: sharedtier.Lease.
+type SharedLease = sharedtier.Lease
+
 // Config configures an Engine. Zero values take the documented defaults.
 type Config struct {
 	// AllowedOrigins are the origin registry hosts this mirror serves, in
