@@ -135,8 +135,8 @@ func (s *AirGap) OpenStored(sha string) (*Archive, error) {
 }
 
 // sealedList returns list without the versions of which neither the cache
-// nor the shared tier (Config.Shared; see sharedInstallable) holds an
-// archive of a served platform; list itself when it lacks none.
+// nor the shared tier (Config.Shared; see sharedtier.Shared.Installable)
+// holds an archive of a served platform; list itself when it lacks none.
 func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *records.VersionList) *records.VersionList {
 	var (
 		keep    []records.VersionEntry
