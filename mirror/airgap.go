@@ -9,16 +9,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"sync"
-	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -28,19 +25,20 @@ import (
 // and import lock. Engine.AirGap returns it; module packages are carried
 // by Modules (ListCachedModules, ImportModule).
 type AirGap struct {
-	e     *Engine // the records and the fetcher
-	store Store
-	imp   *imports.Importer
+	memo     *stored.Records // the stored package records
+	archives *fetcher        // opens the cached archives
+	store    Store
+	imp      *imports.Importer
 }
 
 // newAirGap returns the engine's AirGap.
 func newAirGap(e *Engine) (*AirGap, error) {
 	imp, err := imports.New(imports.Config{MaxArchiveBytes: e.cfg.MaxArchiveBytes, Now: e.cfg.Now, Logger: e.log},
-		importEngine{e}, e.store, e.metrics)
+		imports.Parts{Life: e.life, Records: e.memo, Hosts: e.hosts, Withholding: e.withholding}, importEngine{e.archives}, e.store, e.metrics)
 	if err != nil {
 		return nil, err
 	}
-	return &AirGap{e: e, store: e.store, imp: imp}, nil
+	return &AirGap{memo: e.memo, archives: e.archives, store: e.store, imp: imp}, nil
 }
 
 // Import verifies an imported version exactly as if it came from the
@@ -49,37 +47,14 @@ func (s *AirGap) Import(ctx context.Context, in imports.Imported) (imports.Resul
 	return s.imp.Import(ctx, in)
 }
 
-// importEngine is the engine as an import uses it (imports.Engine).
-type importEngine struct{ e *Engine }
+// importEngine is the engine's fetcher as an import uses it
+// (imports.Engine).
+type importEngine struct{ archives *fetcher }
 
 var _ imports.Engine = importEngine{}
 
-func (m importEngine) StartWork() bool      { return m.e.work.add() }
-func (m importEngine) EndWork()             { m.e.work.done() }
-func (m importEngine) ImportEnded()         { m.e.notify.get().Changed() }
-func (m importEngine) Imports() sync.Locker { return &m.e.importMu }
-func (m importEngine) H1(sha string) string { return m.e.records.h1(sha) }
-func (m importEngine) Forget(key string)    { m.e.memo.forget(key) }
-func (m importEngine) RefuseUnsigned(p addrs.Provider) error {
-	if m.e.withholding.UnsignedAllowed(p.Hostname) {
-		return nil
-	}
-	return unsigned.Refused(p)
-}
 func (m importEngine) Refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	return m.e.records.refuse(p, v, platform, err)
-}
-func (m importEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	return m.e.records.cachedPackage(p, v)
-}
-func (m importEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	return m.e.records.cachedVersions(key)
-}
-func (m importEngine) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	return m.e.coalesce(ctx, kind, key, fn)
-}
-func (m importEngine) RecordImportedHost(host svchost.Hostname) error {
-	return m.e.hosts.record(host)
+	return refuse(m.archives.log, m.archives.metrics, p, v, platform, err)
 }
 
 // DiskHeadroom is how many bytes an import may still write to the cache's
@@ -94,11 +69,11 @@ func (s *AirGap) DiskHeadroom() (room int64, ok bool) {
 // through the fetcher (reading it from pkg.Open rather than the origin),
 // unless the cache has it already.
 func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg imports.Package) (imports.Outcome, error) {
-	s := m.e
+	s := m.archives
 	out := imports.Outcome{Platform: pkg.Platform}
 	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
-	s.notify.get().Importing(a.SHA256) // an imported package cannot be fetched again
-	f, _, err := s.archives.joinFrom(p, a, src)
+	s.life.Notifier().Importing(a.SHA256) // an imported package cannot be fetched again
+	f, _, err := s.joinFrom(p, a, src)
 	if err != nil {
 		return out, err
 	}
@@ -136,7 +111,7 @@ func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a rec
 // names and sha256s only, with Document -1. Errors: records.ErrNotCached;
 // records.ErrNoEvidence for a version cached by an earlier release.
 func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence, error) {
-	rec, ok := s.e.records.cachedPackage(p, v)
+	rec, ok := s.memo.CachedPackage(p, v)
 	if !ok {
 		return nil, fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
 	}
@@ -149,7 +124,7 @@ func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence
 // OpenStored opens the cached archive whose sha256 is sha (from Stored),
 // without asking any origin. Errors: records.ErrNotCached; records.ErrShutDown.
 func (s *AirGap) OpenStored(sha string) (*Archive, error) {
-	arc, err := s.e.openCached(sha)
+	arc, err := s.archives.openCached(sha)
 	if err != nil {
 		return nil, err
 	}
@@ -160,8 +135,8 @@ func (s *AirGap) OpenStored(sha string) (*Archive, error) {
 }
 
 // sealedList returns list without the versions of which neither the cache
-// nor the shared tier (Config.Shared; see sharedInstallable) holds an
-// archive of a served platform; list itself when it lacks none.
+// nor the shared tier (Config.Shared; see sharedtier.Shared.Installable)
+// holds an archive of a served platform; list itself when it lacks none.
 func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *records.VersionList) *records.VersionList {
 	var (
 		keep    []records.VersionEntry
@@ -170,10 +145,10 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 	for i, e := range list.Versions {
 		installable := false
 		if v, err := addrs.ParseSemver(e.Version); err == nil {
-			rec, ok := s.cachedPackage(p, v)
+			rec, ok := s.memo.CachedPackage(p, v)
 			if ok {
 				for pl, a := range rec.Archives {
-					if !s.e.wanted(pl) {
+					if !s.platforms.serves(pl) {
 						continue
 					}
 					if _, err := s.store.StatBlob(a.SHA256); err == nil {
@@ -183,7 +158,7 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 				}
 			}
 			if !installable {
-				installable = s.e.shared.sharedInstallable(ctx, p, v, rec)
+				installable = s.shared.Installable(ctx, p, v, rec)
 			}
 		}
 		switch {

@@ -52,7 +52,7 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.Versi
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline || s.hosts.local(p.Hostname) {
+	if s.cfg.Offline || s.hosts.Local(p.Hostname) {
 		// What cannot be fetched again is listed only while it is held.
 		list = s.records.sealedList(ctx, p, list)
 	}
@@ -118,7 +118,7 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	}
 	for _, pl := range need {
 		if a, ok := rec.Archives[pl]; ok {
-			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.records.h1(a.SHA256)})
+			pkg.Archives = append(pkg.Archives, PlatformArchive{Platform: pl, ArchiveRecord: a, H1: s.memo.H1(a.SHA256)})
 		}
 	}
 	return pkg, nil
@@ -135,7 +135,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	if err := s.CheckOrigin(p); err != nil {
 		return nil, err
 	}
-	if !s.wanted(pl.String()) {
+	if !s.platforms.serves(pl.String()) {
 		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
 	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
@@ -145,7 +145,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	if err != nil {
 		return nil, err
 	}
-	n := s.notify.get()
+	n := s.life.Notifier()
 	n.Used(records.PackageKey(p, v))
 	n.Serving("provider", p.String(), v, a.SHA256)
 	return s.openFetched(ctx, p, a, nil)
@@ -155,7 +155,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // or else from its download under way, starting one if there is none. See
 // OpenArchive.
 func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (*Archive, error) {
-	if arc, err := s.openCached(a.SHA256); arc != nil || err != nil {
+	if arc, err := s.archives.openCached(a.SHA256); arc != nil || err != nil {
 		return arc, err
 	}
 	// Committed since we looked: joinOrOpen opens it with the reference
@@ -166,15 +166,15 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 		return nil, err
 	}
 	if blob != nil {
-		if !s.work.add() {
+		if !s.life.StartWork() {
 			blob.Close()
 			return nil, records.ErrShutDown
 		}
 		s.metrics.CacheLookup("archive", true)
 		info := blob.Info()
-		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, s: s}, nil
+		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: s.life, log: s.log}, nil
 	}
-	how := s.countMiss(leader)
+	how := s.archives.countMiss(leader)
 	select {
 	case <-f.ready:
 	case <-ctx.Done():
@@ -189,11 +189,11 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 	if leader && f.fromShared { // set before ready was closed
 		how = records.Shared
 	}
-	if !s.work.add() {
+	if !s.life.StartWork() {
 		f.release()
 		return nil, records.ErrShutDown
 	}
-	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), s: s}
+	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), life: s.life, log: s.log}
 	arc.stop = context.AfterFunc(ctx, func() {
 		arc.goneErr = context.Cause(ctx)
 		close(arc.gone)
@@ -203,13 +203,13 @@ func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.Ar
 
 // openCached opens the cached archive sha, counting a cache hit; it
 // returns nil, nil when the archive is not cached.
-func (s *Engine) openCached(sha string) (*Archive, error) {
-	if !s.work.add() {
+func (s *fetcher) openCached(sha string) (*Archive, error) {
+	if !s.life.StartWork() {
 		return nil, records.ErrShutDown
 	}
 	blob, err := s.store.OpenBlob(sha)
 	if err != nil {
-		s.work.done()
+		s.life.EndWork()
 		if !errors.Is(err, cache.ErrNotFound) {
 			s.log.Error("opening cached archive", "sha256", sha, "error", err)
 		}
@@ -217,7 +217,7 @@ func (s *Engine) openCached(sha string) (*Archive, error) {
 	}
 	s.metrics.CacheLookup("archive", true)
 	info := blob.Info()
-	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, s: s}, nil
+	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: s.life, log: s.log}, nil
 }
 
 // EnsureArchive makes sure the archive of version v of p for platform pl
@@ -228,7 +228,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	if err := s.CheckOrigin(p); err != nil {
 		return 0, err
 	}
-	if !s.wanted(pl.String()) {
+	if !s.platforms.serves(pl.String()) {
 		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
 	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
@@ -247,7 +247,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 		return records.Hit, nil
 	}
 	defer f.release()
-	src := s.countMiss(leader)
+	src := s.archives.countMiss(leader)
 	select {
 	case <-f.done:
 	case <-ctx.Done():
@@ -353,7 +353,7 @@ type listedRecord struct {
 // countMiss counts an archive that was not in the cache, and a join of a
 // fetch under way, and returns the source: records.Miss for the fetch's leader,
 // records.Coalesced for the others.
-func (s *Engine) countMiss(leader bool) records.Source {
+func (s *fetcher) countMiss(leader bool) records.Source {
 	s.metrics.CacheLookup("archive", false)
 	if leader {
 		return records.Miss

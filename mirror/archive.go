@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -12,7 +13,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -59,10 +62,11 @@ type Archive struct {
 	f        *fetch
 	holdBack int64
 	off      int64
-	gone     chan struct{} // closed when the context given to OpenArchive ends
-	goneErr  error         // why; set before gone is closed
-	stop     func() bool   // stops watching that context
-	s        *Engine
+	gone     chan struct{}      // closed when the context given to OpenArchive ends
+	goneErr  error              // why; set before gone is closed
+	stop     func() bool        // stops watching that context
+	life     *lifetime.Lifetime // the work Shutdown waits for, ended by Close
+	log      *slog.Logger
 
 	closeOnce sync.Once
 }
@@ -102,7 +106,7 @@ func (a *Archive) Read(p []byte) (int, error) {
 				if err := f.snapshot().err; err != nil { // the fetch failed meanwhile
 					return 0, err
 				}
-				a.s.log.Error("reading archive being fetched", "sha256", f.sha, "offset", a.off, "error", err)
+				a.log.Error("reading archive being fetched", "sha256", f.sha, "offset", a.off, "error", err)
 				return 0, fmt.Errorf("reading archive being fetched: %w", err)
 			}
 			a.off += int64(n)
@@ -130,7 +134,7 @@ func (a *Archive) Close() error {
 			a.stop()
 			a.f.release()
 		}
-		a.s.work.done()
+		a.life.EndWork()
 	})
 	return err
 }
@@ -138,22 +142,24 @@ func (a *Archive) Close() error {
 // fetcher runs at most one origin download per archive (by sha256) and lets
 // any number of clients stream from it.
 type fetcher struct {
-	s        *Engine
+	cfg     *Config // the engine's, defaults filled in
+	life    *lifetime.Lifetime
+	store   Store
+	origin  ProviderOrigin
+	shared  *sharedtier.Shared
+	log     *slog.Logger
+	metrics Metrics
+
 	mu       sync.Mutex
 	inflight map[string]*fetch
 	onJoin   func() // test hook: called for every client that joins or starts a fetch
 	onFail   func() // test hook: called when a fetch has failed, before it leaves inflight
 	onWait   func() // test hook: called when a fetch waits for another replica's download
-
-	// distrusted are the archives (by sha256) whose copy in the shared
-	// tier failed verification: fetched from the origin, without the
-	// tier. Few, if any: the tier checks every archive's sha256 as it is
-	// stored.
-	distrusted map[string]bool
 }
 
 func newFetcher(s *Engine) *fetcher {
-	return &fetcher{s: s, inflight: make(map[string]*fetch)}
+	return &fetcher{cfg: &s.cfg, life: s.life, store: s.store, origin: s.origin, shared: s.shared, log: s.log, metrics: s.metrics,
+		inflight: make(map[string]*fetch)}
 }
 
 // join returns the fetch of a's archive under way, starting one if there is
@@ -225,13 +231,13 @@ func (fr *fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *archive
 	// A fetch removes itself only after its commit, so under fr.mu an
 	// archive is either in flight or committed (or neither).
 	if open {
-		if blob, err := fr.s.store.OpenBlob(a.SHA256); err == nil {
+		if blob, err := fr.store.OpenBlob(a.SHA256); err == nil {
 			return blob, nil, false, nil
 		}
-	} else if _, err := fr.s.store.StatBlob(a.SHA256); err == nil {
+	} else if _, err := fr.store.StatBlob(a.SHA256); err == nil {
 		return nil, nil, false, nil
 	}
-	ctx, done, err := fr.s.detached(fr.s.cfg.ArchiveTimeout)
+	ctx, done, err := fr.life.Detached(fr.cfg.ArchiveTimeout)
 	if err != nil {
 		return nil, nil, false, err
 	}
@@ -239,21 +245,6 @@ func (fr *fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *archive
 	fr.inflight[a.SHA256] = f
 	go fr.run(ctx, done, f, p, a, src)
 	return nil, f, true, nil
-}
-
-func (fr *fetcher) distrustShared(sha string) {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	if fr.distrusted == nil {
-		fr.distrusted = make(map[string]bool)
-	}
-	fr.distrusted[sha] = true
-}
-
-func (fr *fetcher) trustsShared(sha string) bool {
-	fr.mu.Lock()
-	defer fr.mu.Unlock()
-	return !fr.distrusted[sha]
 }
 
 func (fr *fetcher) remove(f *fetch) {
@@ -279,7 +270,7 @@ func (fr *fetcher) run(ctx context.Context, finished func(), f *fetch, p addrs.P
 // to the cache; by the time it returns, the fetch has left inflight and
 // its done is closed.
 func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) {
-	s := fr.s
+	s := fr
 	defer f.release()
 	// Out of inflight before done is closed: a caller that saw done and
 	// then the committed archive must not join this fetch again.
@@ -299,7 +290,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 		var verr *verify.Error
 		var berr *records.BadArchiveError
 		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
-			fr.distrustShared(a.SHA256)
+			s.shared.Distrust(a.SHA256)
 			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
 				"provider", subject(p, src), "file", a.Filename, "sha256", a.SHA256, "error", err)
 		}
@@ -356,7 +347,7 @@ func (fr *fetcher) fetchAndCommit(ctx context.Context, f *fetch, p addrs.Provide
 // clients; the writer is not yet committed. On failure the caller aborts
 // the writer.
 func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (string, error) {
-	s := fr.s
+	s := fr
 	var (
 		body io.ReadCloser
 		size int64
@@ -454,7 +445,7 @@ func (fr *fetcher) download(ctx context.Context, f *fetch, p addrs.Provider, a r
 // stream from the shared tier broke off (with cause) after from bytes,
 // and skips those bytes. Offline, there is no origin: it returns cause.
 func (fr *fetcher) resumeFromOrigin(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
-	s := fr.s
+	s := fr
 	if s.cfg.Offline {
 		return nil, cause
 	}
@@ -490,10 +481,10 @@ type fetch struct {
 	refs     int
 
 	// Set and read by the fetch's goroutine only:
-	fromShared bool       // the bytes come from the shared tier; set before ready is closed
-	lease      *heldLease // the shared tier's lease on the origin download
-	originDone func()     // ends the metrics' origin fetch, once one started
-	checking   bool       // every byte arrived and matched; the archive check began
+	fromShared bool                  // the bytes come from the shared tier; set before ready is closed
+	lease      func(context.Context) // releases the shared tier's lease on the origin download
+	originDone func()                // ends the metrics' origin fetch, once one started
+	checking   bool                  // every byte arrived and matched; the archive check began
 }
 
 type fetchState struct {
@@ -572,4 +563,38 @@ func (f *fetch) release() {
 	if last && w != nil {
 		w.Close()
 	}
+}
+
+// openSource opens the archive's bytes for the fetch f: from the shared
+// tier when it has the archive, else from the origin (under the tier's
+// lease when there is a tier, so that of all replicas one downloads it
+// while the others wait for it to appear in the tier; see
+// sharedtier.Shared.Archive).
+func (fr *fetcher) openSource(ctx context.Context, f *fetch, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
+	s := fr
+	body, size, release, err := s.shared.Archive(ctx, a.SHA256, a.Filename, fr.onWait)
+	if err != nil {
+		return nil, 0, err
+	}
+	if body != nil {
+		f.fromShared = true
+		return body, size, nil
+	}
+	f.lease = release
+	f.originDone = s.metrics.ArchiveFetchStarted()
+	return s.origin.OpenArchive(ctx, p, a.URL)
+}
+
+// share puts the archive of f, once committed to the cache, in the shared
+// tier (unless it came from there), then gives up f's lease.
+func (fr *fetcher) share(ctx context.Context, f *fetch, a records.ArchiveRecord) {
+	if f.lease != nil {
+		// After the upload: a waiting replica that sees the lease gone
+		// must find the archive.
+		defer f.lease(context.WithoutCancel(ctx))
+	}
+	if f.fromShared {
+		return
+	}
+	fr.shared.ShareArchive(ctx, a.SHA256, a.Filename)
 }

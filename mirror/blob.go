@@ -49,7 +49,7 @@ func (s *Engine) OpenBlob(ctx context.Context, b Blob) (*Archive, error) {
 	}
 	a := records.ArchiveRecord{Filename: b.Filename, SHA256: b.SHA256}
 	if s.cfg.Offline {
-		arc, err := s.openCached(b.SHA256)
+		arc, err := s.archives.openCached(b.SHA256)
 		if arc == nil && err == nil {
 			err = records.ErrOffline
 		}
@@ -77,18 +77,18 @@ func (s *AirGap) ImportBlob(ctx context.Context, b Blob) (size int64, present bo
 	if !sha256hex.Valid(b.SHA256) || b.Open == nil {
 		return 0, false, errBlob
 	}
-	e := s.e
-	if !e.work.add() {
+	fr := s.archives
+	if !fr.life.StartWork() {
 		return 0, false, records.ErrShutDown
 	}
-	defer e.work.done()
+	defer fr.life.EndWork()
 	a := records.ArchiveRecord{Filename: b.Filename, SHA256: b.SHA256}
 	src := &archiveSource{open: b.Open, check: b.Check, label: b.Label, refused: b.Refused, localOnly: true}
 	if src.check == nil {
 		src.check = func(context.Context, io.ReaderAt, int64) error { return nil }
 	}
-	e.notify.get().Importing(b.SHA256) // an imported file cannot be fetched again
-	f, _, err := e.archives.joinFrom(addrs.Provider{}, a, src)
+	fr.life.Notifier().Importing(b.SHA256) // an imported file cannot be fetched again
+	f, _, err := fr.joinFrom(addrs.Provider{}, a, src)
 	if err != nil {
 		return 0, false, err
 	}

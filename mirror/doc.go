@@ -13,9 +13,14 @@
 // checks (package verify does), or decide what the cache keeps (package
 // retention does, through Inventory's listings, removals and a Notifier).
 //
-// Engine composes its parts, each a package below it given what it uses
-// of the engine through a small interface it declares, and hands them out
-// for its callers: the module side (Modules, mirror/modules, whose Zips
+// Engine composes its parts, each a package below it, and hands them out
+// for its callers. The parts take what they share as fields, components
+// below them all: the engine's lifetime (mirror/lifetime), the stored
+// records read through its memo (mirror/stored), the hosts
+// (mirror/originguard) and the tier shared with other replicas
+// (mirror/sharedtier); three ask the engine above them for one thing each
+// through a small interface they declare (mirror/imports, mirror/gate,
+// mirror/ocistore). The parts it hands out: the module side (Modules, mirror/modules, whose Zips
 // are its versions as OCI artifacts), exports and imports (AirGap,
 // verified by mirror/imports), the check of the whole
 // cache (CacheChecker, mirror/cachecheck) and what retention reads and

@@ -10,11 +10,9 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -23,10 +21,12 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -89,6 +89,13 @@ type Metrics interface {
 	cachecheck.Metrics
 	gate.Metrics
 }
+
+// SharedTier is the store replicas share behind their own caches
+// (Config.Shared): sharedtier.Tier.
+type SharedTier = sharedtier.Tier
+
+// SharedLease is a lease on an archive's origin download: sharedtier.Lease.
+type SharedLease = sharedtier.Lease
 
 // Config configures an Engine. Zero values take the documented defaults.
 type Config struct {
@@ -166,11 +173,10 @@ type Config struct {
 // (origin fetches, archive downloads) runs on the engine's own context,
 // which Shutdown and Close end.
 type Engine struct {
-	cfg     Config
-	allowed map[svchost.Hostname]bool
+	cfg Config
 	// withholding keeps unsigned imports in their lane (mirror/unsigned).
 	withholding *unsigned.Withholding
-	platforms   map[string]bool  // nil = all
+	platforms   platformSet      // nil = all
 	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
 	records     *providerRecords // provider version lists and package records
 	modules     *modules.Modules // the module side, on the Origin given to New
@@ -182,24 +188,22 @@ type Engine struct {
 
 	// hosts are the allowed origins and the hosts Import has loaded
 	// providers of; those that are not allowed origins are local-only.
-	hosts    *hosts
-	importMu sync.Mutex // one Import at a time
+	hosts *originguard.Hosts
 
-	meta     singleflight.Group // version lists and package metadata
 	archives *fetcher
-	memo     *metaMemo      // decoded version lists and package metadata
-	shared   *sharedRecords // the shared tier's records and leases
-	gate     *gate.Gate     // the package policy and release times
-	oci      ocistore.Sides // the OCI sides built on the engine (NewOCI)
+	memo     *stored.Records    // version lists and package records, read through a memo
+	shared   *sharedtier.Shared // the shared tier, Config.Shared (none: every use a no-op)
+	gate     *gate.Gate         // the package policy and release times
+	oci      ocistore.Sides     // the OCI sides built on the engine (NewOCI)
 
-	// root is the engine's lifetime, not any caller's: the parent of the
-	// contexts that origin fetches and archive downloads run on. Shutdown
-	// and Close cancel it.
-	root   context.Context
-	cancel context.CancelFunc
-	work   *tasks // origin fetches and downloads running on root
-	// notify is told what the engine serves and imports (see Inventory.Notify).
-	notify notifier
+	// life is the engine's lifetime, not any caller's: the root context
+	// that origin fetches and archive downloads run on, the work Shutdown
+	// waits for, the coalescing of fetches, the import lock and the
+	// Notifier told what the engine serves and imports (see
+	// Inventory.Notify). Shutdown and Close end it.
+	life *lifetime.Lifetime
+	// onStop is a test hook: called once no more work is taken.
+	onStop func()
 	// checker checks the whole cache again (VerifyCache); Shutdown and
 	// Close end its checks first: they serve no client.
 	checker *cachecheck.Checker
@@ -221,23 +225,20 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s := &Engine{
 		cfg:     cfg,
-		allowed: make(map[svchost.Hostname]bool),
 		origin:  origin,
 		store:   store,
 		log:     cfg.Logger,
 		metrics: cfg.Metrics,
-		memo:    newMetaMemo(),
-		work:    newTasks(),
 	}
-	s.hosts = &hosts{allowed: s.allowed, store: store, imported: map[svchost.Hostname]bool{}}
 	s.cfg.AllowedOrigins = nil
+	var allowed []svchost.Hostname
 	for _, h := range cfg.AllowedOrigins {
 		host, err := svchost.ForComparison(strings.TrimSpace(h))
 		if err != nil {
 			return nil, fmt.Errorf("mirror: allowed origin %q: %w", h, err)
 		}
-		if !s.allowed[host] {
-			s.allowed[host] = true
+		if !slices.Contains(allowed, host) {
+			allowed = append(allowed, host)
 			s.cfg.AllowedOrigins = append(s.cfg.AllowedOrigins, host.String())
 		}
 	}
@@ -246,15 +247,16 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.log = slog.New(slog.DiscardHandler)
 		s.cfg.Logger = s.log
 	}
+	s.memo = stored.New(store, s.log)
 	w, err := unsigned.New(unsigned.Config{AllowedOrigins: s.cfg.AllowedOrigins, UnsignedHosts: cfg.UnsignedHosts,
-		Offline: cfg.Offline, Logger: s.log}, unsignedEngine{s}, store)
+		Offline: cfg.Offline, Logger: s.log}, s.memo, store)
 	if err != nil {
 		return nil, err
 	}
 	s.withholding, s.cfg.UnsignedHosts = w, w.UnsignedHosts()
 	s.cfg.Platforms = nil
 	if len(cfg.Platforms) > 0 {
-		s.platforms = make(map[string]bool)
+		s.platforms = make(platformSet)
 		for _, p := range cfg.Platforms {
 			pl, err := addrs.ParsePlatform(strings.TrimSpace(p))
 			if err != nil {
@@ -304,43 +306,39 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.metrics == nil {
 		s.metrics = noMetrics{}
 	}
+	s.life = lifetime.New(s.cfg.OriginTimeout, s.metrics)
 	if s.cfg.Offline {
 		s.origin = originguard.Offline()
 	}
-	s.origin = originguard.Local(s.origin, s.hosts.local)
-	err = store.ScanMeta(records.ImportedHostPrefix, func(key string, _ time.Time, _ json.RawMessage) error {
-		if host, err := svchost.ForComparison(strings.TrimPrefix(key, records.ImportedHostPrefix)); err == nil {
-			s.hosts.imported[host] = true
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("mirror: reading the hosts of imported providers: %w", err)
+	if s.hosts, err = originguard.NewHosts(allowed, store); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
 	}
+	s.origin = originguard.Local(s.origin, s.hosts.Local)
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
-	s.shared = &sharedRecords{e: s, cfg: &s.cfg, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
-	s.records = &providerRecords{e: s, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
-	if s.gate, err = gate.New(gate.Config{Now: s.cfg.Now, Logger: s.log}, gateEngine{s}, s.origin, store, s.metrics); err != nil {
+	if s.shared, err = sharedtier.New(sharedtier.Config{Offline: s.cfg.Offline, Timeout: s.cfg.OriginTimeout, Platforms: s.cfg.Platforms,
+		Now: s.cfg.Now}, cfg.Shared, s.life, s.memo, store, s.log, s.metrics); err != nil {
 		return nil, err
 	}
-	s.root, s.cancel = context.WithCancel(context.Background())
+	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
+		gate.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo}, gateEngine{s.records}, s.origin, store, s.metrics); err != nil {
+		return nil, err
+	}
+	s.records.gate = s.gate
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
-	if s.cfg.Shared != nil {
-		mcfg.Shared = s.cfg.Shared
-	}
-	mcfg.SharedPoll.Min, mcfg.SharedPoll.Max = sharedPollMin, sharedPollMax
-	if s.modules, err = modules.New(mcfg, machinery{s}, origin, store, s.metrics); err != nil {
+	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Gate: s.gate}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	h, err := inventory.New(inventoryEngine{s}, store)
+	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,
+		Records: s.memo, Hosts: s.hosts, Withholding: s.withholding, OCI: &s.oci, Gate: s.gate}, store)
 	if err != nil {
 		return nil, err
 	}
-	s.held = &Inventory{Inventory: h, e: s}
+	s.held = &Inventory{Inventory: h, life: s.life, cfg: s.cfg}
 	if s.airGap, err = newAirGap(s); err != nil {
 		return nil, err
 	}
@@ -368,8 +366,10 @@ func (s *Engine) Inventory() *Inventory { return s.held }
 // Config returns the configuration in effect: cfg as given to New with
 // every default filled in, AllowedOrigins and UnsignedHosts in svchost
 // comparison form and Platforms canonical, all sorted. Slices are copies.
-func (s *Engine) Config() Config {
-	c := s.cfg
+func (s *Engine) Config() Config { return s.cfg.clone() }
+
+// clone returns c with copies of its slices.
+func (c Config) clone() Config {
 	c.AllowedOrigins = slices.Clone(c.AllowedOrigins)
 	c.UnsignedHosts = slices.Clone(c.UnsignedHosts)
 	c.Platforms = slices.Clone(c.Platforms)
@@ -384,16 +384,13 @@ func (s *Engine) Config() Config {
 // providers of is local-only: its providers are served from the cache
 // and the host is never contacted.
 func (s *Engine) CheckOrigin(p addrs.Provider) error {
-	if !s.allowed[p.Hostname] && !s.hosts.local(p.Hostname) {
-		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, p.Hostname)
-	}
-	return nil
+	return s.hosts.Check(p.Hostname)
 }
 
 // wait blocks until every origin fetch and archive download under way has
 // ended, or ctx is done. The engine keeps working; see Shutdown. Tests of
 // other packages get it through internal/testrig/enginetest.
-func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
+func (s *Engine) wait(ctx context.Context) error { return s.life.Wait(ctx) }
 
 // Shutdown stops the engine: it starts no more work (new calls that would
 // need the origin fail with records.ErrShutDown), lets the fetches and downloads
@@ -403,12 +400,12 @@ func (s *Engine) wait(ctx context.Context) error { return s.work.wait(ctx) }
 // had to be cancelled.
 func (s *Engine) Shutdown(ctx context.Context) error {
 	s.checker.Stop()
-	s.work.close()
-	err := s.work.wait(ctx)
-	s.cancel()
+	s.stop()
+	err := s.life.Wait(ctx)
+	s.life.Cancel()
 	if err != nil {
 		// Cancelled downloads end promptly: they wait only on the origin.
-		s.work.wait(context.Background())
+		s.life.Wait(context.Background())
 	}
 	return err
 }
@@ -416,30 +413,29 @@ func (s *Engine) Shutdown(ctx context.Context) error {
 // Close is Shutdown without a grace period: work under way is cancelled.
 func (s *Engine) Close() error {
 	s.checker.Stop()
-	s.work.close()
-	s.cancel()
-	return s.work.wait(context.Background())
+	s.stop()
+	s.life.Cancel()
+	return s.life.Wait(context.Background())
+}
+
+// stop takes no more work (see lifetime.Lifetime.Stop).
+func (s *Engine) stop() {
+	s.life.Stop()
+	if s.onStop != nil {
+		s.onStop()
+	}
 }
 
 // Stats returns how many archives the cache holds, and their total size.
 func (s *Engine) Stats() (archives int, bytes int64) { return s.store.Stats() }
 
-// wanted reports whether platform pl is served (the --platforms filter).
-func (s *Engine) wanted(pl string) bool {
-	return s.platforms == nil || s.platforms[pl]
-}
+// platformSet are the platforms served (the --platforms filter), nil for
+// all.
+type platformSet map[string]bool
 
-// detached returns a context for work done on behalf of every caller that
-// waits for it: it does not end when the caller that started it goes away,
-// only at its timeout or when the engine shuts down. done must be called
-// when the work ends. It fails with records.ErrShutDown once Shutdown or Close was
-// called.
-func (s *Engine) detached(timeout time.Duration) (ctx context.Context, done func(), err error) {
-	if !s.work.add() {
-		return nil, nil, records.ErrShutDown
-	}
-	ctx, cancel := context.WithTimeout(s.root, timeout)
-	return ctx, func() { cancel(); s.work.done() }, nil
+// serves reports whether platform pl is served.
+func (ps platformSet) serves(pl string) bool {
+	return ps == nil || ps[pl]
 }
 
 func sortedKeys[M ~map[string]V, V any](m M) []string {
@@ -449,67 +445,6 @@ func sortedKeys[M ~map[string]V, V any](m M) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// tasks counts work running on the engine's context, so that Wait and
-// Shutdown can wait for it (a sync.WaitGroup may not be waited on while
-// it can be incremented from zero).
-type tasks struct {
-	mu      sync.Mutex
-	n       int
-	closed  bool
-	idle    chan struct{} // closed while n == 0
-	onClose func()        // test hook: called once no more tasks are taken
-}
-
-func newTasks() *tasks {
-	t := &tasks{idle: make(chan struct{})}
-	close(t.idle)
-	return t
-}
-
-// add counts one more task, unless the engine is shutting down.
-func (t *tasks) add() bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if t.closed {
-		return false
-	}
-	if t.n == 0 {
-		t.idle = make(chan struct{})
-	}
-	t.n++
-	return true
-}
-
-func (t *tasks) done() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.n--
-	if t.n == 0 {
-		close(t.idle)
-	}
-}
-
-func (t *tasks) close() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-	if t.onClose != nil {
-		t.onClose()
-	}
-}
-
-func (t *tasks) wait(ctx context.Context) error {
-	t.mu.Lock()
-	idle := t.idle
-	t.mu.Unlock()
-	select {
-	case <-idle:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
 }
 
 type noMetrics struct{}

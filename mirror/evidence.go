@@ -65,14 +65,14 @@ func (s *providerRecords) platformsFor(entry records.VersionEntry, platforms []a
 	var need []string
 	if platforms == nil {
 		for _, pl := range entry.Platforms {
-			if s.e.wanted(pl) {
+			if s.platforms.serves(pl) {
 				need = append(need, pl)
 			}
 		}
 		return need
 	}
 	for _, pl := range platforms {
-		if s.e.wanted(pl.String()) {
+		if s.platforms.serves(pl.String()) {
 			need = append(need, pl.String())
 		}
 	}
@@ -96,16 +96,16 @@ func (s *providerRecords) platformsFor(entry records.VersionEntry, platforms []a
 // Package or records.Evidence, stores it); records.ErrShutDown. It checks what is cached
 // whatever its origin, allowed now or not.
 func (s *providerRecords) verifyCached(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error {
-	if !s.e.work.add() {
+	if !s.life.StartWork() {
 		return records.ErrShutDown
 	}
-	defer s.e.work.done()
+	defer s.life.EndWork()
 	// Reading a large archive must not hold up Shutdown past its deadline.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	defer context.AfterFunc(s.e.root, cancel)()
+	defer context.AfterFunc(s.life.Context(), cancel)()
 
-	rec, ok := s.cachedPackage(p, v)
+	rec, ok := s.memo.CachedPackage(p, v)
 	if !ok {
 		return fmt.Errorf("%w: package metadata of %s %s", records.ErrNotCached, p, v)
 	}
@@ -210,7 +210,7 @@ func (s *providerRecords) checkEvidence(p addrs.Provider, v versions.Version, re
 	s.metrics.VerificationFailed(reason)
 	key := records.PackageKey(p, v)
 	derr := s.store.DeleteMeta(key)
-	s.memo.forget(key)
+	s.memo.Forget(key)
 	s.log.Error("cached evidence failed verification; dropped the record to fetch it again",
 		"provider", p.String(), "version", v.String(), "reason", reason, "error", err, "drop_error", derr)
 	return fmt.Errorf("%s %s: cached evidence: %w", p, v, err)

@@ -277,12 +277,12 @@ func TestVerifyFromStoredEvidence(t *testing.T) {
 		if err := h.store.PutMeta(key, &rec); err != nil {
 			t.Fatal(err)
 		}
-		h.engine.memo.forget(key)
+		h.engine.memo.Forget(key)
 		t.Cleanup(func() {
 			if err := h.store.PutMeta(key, &stored); err != nil {
 				t.Fatal(err)
 			}
-			h.engine.memo.forget(key)
+			h.engine.memo.Forget(key)
 		})
 	}
 	linuxSHA := h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
@@ -421,7 +421,7 @@ func TestEvidenceRefusesTamperedCache(t *testing.T) {
 			if err := h.store.PutMeta(key, &rec); err != nil {
 				t.Fatal(err)
 			}
-			h.engine.memo.forget(key) // as after a restart
+			h.engine.memo.Forget(key) // as after a restart
 			h.origin.ResetHits()
 
 			ev, err := h.engine.Evidence(t.Context(), h.provider(), v, pls)

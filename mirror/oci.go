@@ -7,7 +7,6 @@ package mirror
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
@@ -21,7 +20,17 @@ import (
 // HTTP: the OCI front door does.
 type OCI struct {
 	*ocistore.OCI
-	e *Engine
+	api packageAPI
+}
+
+// packageAPI is what the OCI side uses of the engine's package API, on
+// which its documents are built: a version's verified package and whether
+// the answer still holds, and an archive opened as OpenArchive opens it.
+// *Engine implements it.
+type packageAPI interface {
+	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error)
+	Reuse(st Stamp) bool
+	OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error)
 }
 
 // NewOCI returns an OCI side of the engine. It learns the archive sizes
@@ -29,12 +38,12 @@ type OCI struct {
 // guards as every other origin request (a sealed mirror asks nothing, a
 // local-only host is never contacted).
 func (s *Engine) NewOCI() (*OCI, error) {
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ociEngine{s}, s.store, s.origin, s.metrics)
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo, Gate: s.gate}, ociEngine{s}, s.store, s.origin, s.metrics)
 	if err != nil {
 		return nil, err
 	}
 	s.oci.Add(o)
-	return &OCI{OCI: o, e: s}, nil
+	return &OCI{OCI: o, api: s}, nil
 }
 
 // Blob opens the archive of p's repository whose sha256 digest is d (an
@@ -47,7 +56,7 @@ func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *A
 	if err != nil {
 		return nil, 0, err
 	}
-	a, err = o.e.OpenArchive(ctx, p, b.Version, b.Platform)
+	a, err = o.api.OpenArchive(ctx, p, b.Version, b.Platform)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -64,30 +73,12 @@ func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *A
 	return a, size, nil
 }
 
-// ociEngine is the engine as the OCI side uses it (ocistore.Engine).
-type ociEngine struct{ e *Engine }
+// ociEngine is the engine's package API as the OCI documents read it
+// (ocistore.Engine).
+type ociEngine struct{ api packageAPI }
 
-func (o ociEngine) CheckOrigin(p addrs.Provider) error { return o.e.CheckOrigin(p) }
-func (o ociEngine) CheckPolicy(ctx context.Context, p addrs.Provider, v versions.Version) error {
-	return o.e.gate.CheckProvider(ctx, p, v)
-}
-func (o ociEngine) Offline() bool { return o.e.cfg.Offline }
-func (o ociEngine) Detached(timeout time.Duration) (context.Context, func(), error) {
-	return o.e.detached(timeout)
-}
-func (o ociEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
-	if o.e.cfg.Shared == nil {
-		return time.Time{}, false
-	}
-	return o.e.shared.getShared(ctx, key, v)
-}
-func (o ociEngine) PutShared(key string, record any) { o.e.shared.putShared(key, record) }
-func (o ociEngine) Kept(p addrs.Provider, v versions.Version) bool {
-	_, ok := o.e.records.cachedPackage(p, v)
-	return ok
-}
 func (o ociEngine) Archives(ctx context.Context, p addrs.Provider, v versions.Version) ([]ocistore.Archive, func() bool, error) {
-	pkg, err := o.e.Package(ctx, p, v, nil)
+	pkg, err := o.api.Package(ctx, p, v, nil)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -103,7 +94,7 @@ func (o ociEngine) Archives(ctx context.Context, p addrs.Provider, v versions.Ve
 	}
 	var holds func() bool
 	if st := pkg.Stamp; !st.IsZero() {
-		holds = func() bool { return o.e.Reuse(st) }
+		holds = func() bool { return o.api.Reuse(st) }
 	}
 	return out, holds, nil
 }

@@ -14,9 +14,13 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -47,7 +51,7 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 		if !slices.Contains(rec.Missing, pl) {
 			return false
 		}
-		if s.cfg.Offline || s.e.hosts.local(p.Hostname) {
+		if s.cfg.Offline || s.hosts.Local(p.Hostname) {
 			return true
 		}
 		c, ok := rec.MissingChecked[pl]
@@ -71,19 +75,24 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 // many callers ask (through the engine's coalescing, on its context),
 // verified with its evidence, stored, and read back through the memo.
 type providerRecords struct {
-	e       *Engine // coalescing, detached work, the shared tier, withholding
-	cfg     *Config // the engine's, defaults filled in
-	origin  ProviderOrigin
-	store   Store
-	memo    *metaMemo
-	log     *slog.Logger
-	metrics Metrics
+	life        *lifetime.Lifetime // coalescing, the work Shutdown waits for
+	hosts       *originguard.Hosts
+	withholding *unsigned.Withholding
+	gate        *gate.Gate // set once the gate, which reads the version lists, is made
+	platforms   platformSet
+	shared      *sharedtier.Shared
+	cfg         *Config // the engine's, defaults filled in
+	origin      ProviderOrigin
+	store       Store
+	memo        *stored.Records
+	log         *slog.Logger
+	metrics     Metrics
 }
 
 // listStoredAt returns when p's cached version list was stored, or the
 // zero time when there is none.
 func (s *providerRecords) listStoredAt(p addrs.Provider) time.Time {
-	_, storedAt, err := s.cachedVersions(records.VersionsKey(p))
+	_, storedAt, err := s.memo.CachedVersions(records.VersionsKey(p))
 	if err != nil {
 		return time.Time{}
 	}
@@ -122,38 +131,6 @@ func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v 
 	return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
 }
 
-// h1 returns the h1: hash of a cached archive, or "" when it is not cached.
-func (s *providerRecords) h1(sha string) string {
-	info, err := s.store.StatBlob(sha)
-	if err != nil {
-		return ""
-	}
-	return info.H1
-}
-
-// cachedPackage returns the stored record for v, if any, from memory when
-// it was read before. The record must not be modified (see clone).
-func (s *providerRecords) cachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	key := records.PackageKey(p, v)
-	val, _, gen, ok := s.memo.get(key)
-	if ok {
-		return val.(*records.PackageRecord), true
-	}
-	var rec records.PackageRecord
-	storedAt, err := s.store.GetMeta(key, &rec)
-	if err != nil {
-		if !errors.Is(err, cache.ErrNotFound) {
-			s.log.Warn("reading cached package metadata", "provider", p.String(), "version", v.String(), "error", err)
-		}
-		return nil, false
-	}
-	if !records.KnownSchema(rec.Schema) {
-		return nil, false
-	}
-	s.memo.put(key, gen, &rec, storedAt)
-	return &rec, true
-}
-
 // maxPackageRounds bounds how often packageFor joins a fetch of the same
 // version's metadata that was for other platforms.
 const maxPackageRounds = 32
@@ -174,11 +151,11 @@ const maxPackageRounds = 32
 // and records.ErrNoEvidence).
 func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry, evidence bool) (rec *records.PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
-	cached, haveCached := s.cachedPackage(p, v)
+	cached, haveCached := s.memo.CachedPackage(p, v)
 	if !haveCached {
-		cached, haveCached = s.e.shared.sharedPackage(ctx, p, v)
+		cached, haveCached = s.shared.Package(ctx, p, v)
 	}
-	if haveCached && s.e.withholding.IsWithheld(p, cached) {
+	if haveCached && s.withholding.IsWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
 		// origin's own version is had as if it were not there, and the
 		// import is kept inside its record.
@@ -213,7 +190,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 	// many concurrent requests for different platforms that can take a few
 	// rounds.
 	for range maxPackageRounds {
-		res, err := s.e.coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
+		res, err := s.life.Coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
 			return s.fetchPackage(ctx, p, v, need, entry)
 		})
 		if err != nil {
@@ -256,8 +233,8 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 // replaced by a new one for its platforms and need, whose archives must
 // have the sha256 they had.
 func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry) (*records.PackageRecord, error) {
-	rec, ok := s.cachedPackage(p, v)
-	if ok && s.e.withholding.IsWithheld(p, rec) {
+	rec, ok := s.memo.CachedPackage(p, v)
+	if ok && s.withholding.IsWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
 	var old *records.PackageRecord // a record without evidence being replaced
@@ -350,7 +327,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		if err := records.CheckPackageHashes(pkg.Packages, name, rel, s.h1); err != nil {
+		if err := records.CheckPackageHashes(pkg.Packages, name, rel, s.memo.H1); err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
 		a := records.ArchiveRecord{
@@ -393,15 +370,15 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	// prune naming the version may have removed it while this fetch ran),
 	// whichever record held it: it cannot be fetched again.
 	rec.Withheld = nil
-	if cur, ok := s.cachedPackage(p, v); ok {
-		if s.e.withholding.IsWithheld(p, cur) {
+	if cur, ok := s.memo.CachedPackage(p, v); ok {
+		if s.withholding.IsWithheld(p, cur) {
 			rec.Withheld = cur
 		} else {
 			rec.Withheld = cur.Withheld
 		}
 	}
 	err = s.store.PutMeta(records.PackageKey(p, v), rec)
-	s.memo.forget(records.PackageKey(p, v))
+	s.memo.Forget(records.PackageKey(p, v))
 	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
@@ -413,7 +390,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		shared = rec.Clone()
 		shared.Withheld = nil
 	}
-	s.e.shared.putShared(records.PackageKey(p, v), shared)
+	s.shared.Put(records.PackageKey(p, v), shared)
 	return rec, nil
 }
 
@@ -527,10 +504,16 @@ func (s *providerRecords) fetchPackageMeta(ctx context.Context, p addrs.Provider
 // refuse logs and counts a package that failed verification and returns
 // err for the client.
 func (s *providerRecords) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
+	return refuse(s.log, s.metrics, p, v, platform, err)
+}
+
+// refuse logs a package that failed verification to log, counts it in
+// metrics, and returns err for the client.
+func refuse(log *slog.Logger, metrics Metrics, p addrs.Provider, v versions.Version, platform string, err error) error {
 	var verr *verify.Error
 	if errors.As(err, &verr) {
-		s.metrics.VerificationFailed(string(verr.Reason))
-		s.log.Error("provider package failed verification; nothing was cached",
+		metrics.VerificationFailed(string(verr.Reason))
+		log.Error("provider package failed verification; nothing was cached",
 			"provider", p.String(), "version", v.String(), "platform", platform, "reason", string(verr.Reason), "error", err)
 		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
 	}

@@ -463,7 +463,7 @@ func TestVersionSpellings(t *testing.T) {
 				}
 				h.waitIdle()
 			}
-			rec, ok := h.engine.records.cachedPackage(h.provider(), mustVersion(t, version))
+			rec, ok := h.engine.memo.CachedPackage(h.provider(), mustVersion(t, version))
 			if !ok || len(rec.Missing) != 0 {
 				t.Errorf("package record %+v: want one with no platform missing", rec)
 			}

@@ -7,9 +7,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
-
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -31,34 +28,15 @@ func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 // the sides beside the engine that judge by it (package releases).
 func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
 
-// gateEngine is the engine as the gate uses it (gate.Engine).
-type gateEngine struct{ e *Engine }
+// gateEngine is the engine's provider records as the gate reads them
+// (gate.Engine).
+type gateEngine struct{ records *providerRecords }
 
 var _ gate.Engine = gateEngine{}
 
-func (g gateEngine) Offline() bool                    { return g.e.cfg.Offline }
-func (g gateEngine) Local(host svchost.Hostname) bool { return g.e.hosts.local(host) }
-func (g gateEngine) Wanted(pl string) bool            { return g.e.wanted(pl) }
-func (g gateEngine) PutShared(key string, v any)      { g.e.shared.putShared(key, v) }
-func (g gateEngine) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	return g.e.coalesce(ctx, kind, key, fn)
-}
-func (g gateEngine) GetShared(ctx context.Context, key string, v any) (time.Time, bool) {
-	if g.e.cfg.Shared == nil {
-		return time.Time{}, false
-	}
-	return g.e.shared.getShared(ctx, key, v)
-}
 func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
-	list, _, err := g.e.records.versions(ctx, p, false)
+	list, _, err := g.records.versions(ctx, p, false)
 	return list, err
-}
-func (g gateEngine) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	return g.e.records.cachedVersions(key)
-}
-func (g gateEngine) CachedPackage(p addrs.Provider, v versions.Version) *records.PackageRecord {
-	rec, _ := g.e.records.cachedPackage(p, v)
-	return rec
 }
 
 // Withheld returns the versions the engine keeps, or would fetch, but
@@ -91,12 +69,4 @@ func gated(st Stamp, until time.Time) Stamp {
 		st.until = until
 	}
 	return st
-}
-
-// unsignedEngine is the engine as the withholding of unsigned imports
-// reads it (unsigned.Engine).
-type unsignedEngine struct{ e *Engine }
-
-func (w unsignedEngine) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	return w.e.records.cachedPackage(p, v)
 }

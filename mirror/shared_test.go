@@ -22,6 +22,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -801,7 +802,7 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 // A sealed replica lists a version it lacks when the shared tier has an
 // archive of it; a warm version list asks the shared tier nothing, and an
 // answer, once made, stays reusable. What the shared tier lacked is asked
-// again after sharedSeenTTL, and a version stored there meanwhile listed.
+// again after sharedtier.SeenTTL, and a version stored there meanwhile listed.
 func TestSharedSealedListRemembers(t *testing.T) {
 	srv, rs := newReplicas(t, 1, nil)
 	origin := rs[0].origin
@@ -868,12 +869,12 @@ func TestSharedSealedListRemembers(t *testing.T) {
 		t.Fatal(a.err)
 	}
 	rs[0].waitIdle()
-	clock.Add(sharedSeenTTL)
+	clock.Add(sharedtier.SeenTTL)
 	list, _, err := sealed.engine.Versions(context.Background(), sealed.provider())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := versionsOf(list); !slices.Equal(got, []string{"1.0.0", "3.0.0"}) {
-		t.Errorf("after sharedSeenTTL: versions %v, want 1.0.0 and 3.0.0, stored in the shared tier meanwhile", got)
+		t.Errorf("after sharedtier.SeenTTL: versions %v, want 1.0.0 and 3.0.0, stored in the shared tier meanwhile", got)
 	}
 }

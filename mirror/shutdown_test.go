@@ -51,7 +51,7 @@ func TestShutdown(t *testing.T) {
 	t.Run("download in progress finishes", func(t *testing.T) {
 		h, met, release := start(t)
 		// The origin lets the download go on only once Shutdown has begun.
-		h.engine.work.onClose = release
+		h.engine.onStop = release
 		if err := h.engine.Shutdown(context.Background()); err != nil {
 			t.Fatalf("Shutdown: %v", err)
 		}

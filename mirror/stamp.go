@@ -40,7 +40,7 @@ const (
 // is unchanged only while both are. The policy's generation (advanced by
 // every SetPolicy) is added, so that a new policy ends every answer kept.
 func (s *providerRecords) generation() uint64 {
-	return s.memo.m.Generation() + s.store.StatGeneration() + s.e.gate.Generation()
+	return s.memo.Generation() + s.store.StatGeneration() + s.gate.Generation()
 }
 
 // stamp returns the stamp of an answer made from a version list in state

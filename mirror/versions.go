@@ -3,8 +3,6 @@ package mirror
 import (
 	"context"
 	"errors"
-	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -27,22 +25,22 @@ type listState struct {
 // marked stale. force refreshes a fresh list too.
 func (s *providerRecords) versions(ctx context.Context, p addrs.Provider, force bool) (*records.VersionList, listState, error) {
 	key := records.VersionsKey(p)
-	cached, storedAt, err := s.cachedVersions(key)
+	cached, storedAt, err := s.memo.CachedVersions(key)
 	haveCached := err == nil
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached version list", "provider", p.String(), "error", err)
 	}
 	if !haveCached {
-		cached, storedAt, haveCached = s.e.shared.sharedVersions(ctx, key)
+		cached, storedAt, haveCached = s.shared.Versions(ctx, key)
 	}
 	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
-	if haveCached && (s.cfg.Offline || fresh || s.e.hosts.local(p.Hostname)) {
+	if haveCached && (s.cfg.Offline || fresh || s.hosts.Local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
 		return cached, listState{storedAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("versions", false)
 
-	res, err := s.e.coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
 		return s.refreshVersions(ctx, p)
 	})
 	if err == nil {
@@ -66,59 +64,15 @@ func (s *providerRecords) refreshVersions(ctx context.Context, p addrs.Provider)
 	})
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, p)
-	s.e.gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
+	s.gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
 	err = s.store.PutMeta(records.VersionsKey(p), list)
-	s.memo.forget(records.VersionsKey(p))
+	s.memo.Forget(records.VersionsKey(p))
 	if err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing version list", "provider", p.String(), "error", err)
 	}
-	s.e.shared.putShared(records.VersionsKey(p), list)
+	s.shared.Put(records.VersionsKey(p), list)
 	return list, nil
-}
-
-// cachedVersions returns the stored version list under key, from memory
-// when it was read before. The list must not be modified.
-func (s *providerRecords) cachedVersions(key string) (*records.VersionList, time.Time, error) {
-	val, storedAt, gen, ok := s.memo.get(key)
-	if ok {
-		return val.(*records.VersionList), storedAt, nil
-	}
-	var list records.VersionList
-	storedAt, err := s.store.GetMeta(key, &list)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	if !records.KnownSchema(list.Schema) {
-		return nil, time.Time{}, fmt.Errorf("%w: version list of schema %d", cache.ErrNotFound, list.Schema)
-	}
-	s.memo.put(key, gen, &list, storedAt)
-	return &list, storedAt, nil
-}
-
-// coalesce runs fn once for all concurrent callers with the same key, on a
-// context detached from any one of them (the engine's). A caller whose own
-// context ends stops waiting; the work goes on for the others.
-func (s *Engine) coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
-	var led atomic.Bool
-	ch := s.meta.DoChan(key, func() (any, error) {
-		led.Store(true)
-		ctx, done, err := s.detached(s.cfg.OriginTimeout)
-		if err != nil {
-			return nil, err
-		}
-		defer done()
-		return fn(ctx)
-	})
-	select {
-	case res := <-ch:
-		if !led.Load() {
-			s.metrics.Coalesced(kind)
-		}
-		return res.Val, res.Err
-	case <-ctx.Done():
-		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
-	}
 }
 
 // previousListing returns the listing of p taken before the one being
@@ -126,14 +80,14 @@ func (s *Engine) coalesce(ctx context.Context, kind, key string, fn func(context
 // when it is newer (another replica listed since); nil when p was never
 // listed.
 func (s *providerRecords) previousListing(ctx context.Context, p addrs.Provider) (*records.VersionList, time.Time) {
-	prev, prevAt, err := s.cachedVersions(records.VersionsKey(p))
+	prev, prevAt, err := s.memo.CachedVersions(records.VersionsKey(p))
 	if err != nil {
 		prev = nil
 	}
 	if prev != nil && !prev.ListedAt.IsZero() {
 		prevAt = prev.ListedAt
 	}
-	if shared, at, ok := s.e.shared.sharedVersions(ctx, records.VersionsKey(p)); ok {
+	if shared, at, ok := s.shared.Versions(ctx, records.VersionsKey(p)); ok {
 		if !shared.ListedAt.IsZero() {
 			at = shared.ListedAt
 		}

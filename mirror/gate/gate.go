@@ -26,11 +26,14 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
@@ -73,31 +76,21 @@ type Metrics interface {
 	CacheWriteFailed()
 }
 
-// Engine is what the gate uses of the engine. Package mirror implements
-// it.
+// Engine is what the gate asks of the engine's provider records above
+// it: a provider's version list, which dates its versions. Package mirror
+// implements it.
 type Engine interface {
-	// Offline says the mirror is sealed; Local that host is local-only
-	// (its providers are imported, never fetched); Wanted that the
-	// mirror serves platform.
-	Offline() bool
-	Local(host svchost.Hostname) bool
-	Wanted(platform string) bool
-	// Coalesce runs fn once for all concurrent callers with the same key,
-	// on a context detached from any one of them.
-	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
-	// GetShared reads the record under key from the shared tier into v,
-	// false when there is none (or no shared tier); PutShared puts one
-	// there (nothing without a shared tier).
-	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
-	PutShared(key string, record any)
 	// Versions is p's version list as the engine keeps it (before the
-	// policy), refreshed from the origin when it expired; CachedVersions
-	// reads the stored list under key, asking nothing.
+	// policy), refreshed from the origin when it expired.
 	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error)
-	CachedVersions(key string) (*records.VersionList, time.Time, error)
-	// CachedPackage is the stored package record of version v of p, nil
-	// when there is none.
-	CachedPackage(p addrs.Provider, v versions.Version) *records.PackageRecord
+}
+
+// Parts are the engine's components the gate takes; all are required.
+type Parts struct {
+	Life    *lifetime.Lifetime // coalescing of release-time lookups
+	Shared  *sharedtier.Shared // the release times other replicas learnt
+	Hosts   *originguard.Hosts // the local-only hosts, never asked
+	Records *stored.Records    // the stored version lists and package records
 }
 
 // Origin is what the gate asks origin registries: a version's download
@@ -115,10 +108,14 @@ type Store interface {
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
 
-// Config is the engine's clock and logger (mirror.Config's).
+// Config is the engine's settings the gate uses (mirror.Config's).
 type Config struct {
-	Now    func() time.Time
-	Logger *slog.Logger
+	// Offline says the mirror is sealed: no origin is asked.
+	Offline bool
+	// Platforms are the platforms served (os_arch, canonical); nil: all.
+	Platforms []string
+	Now       func() time.Time
+	Logger    *slog.Logger
 }
 
 // Gate is the engine's package policy, what it has refused, the lists
@@ -126,6 +123,8 @@ type Config struct {
 // for concurrent use.
 type Gate struct {
 	e       Engine
+	cfg     Config
+	parts   Parts
 	now     func() time.Time
 	log     *slog.Logger
 	metrics Metrics
@@ -134,12 +133,12 @@ type Gate struct {
 }
 
 // New returns a gate with no policy (everything allowed).
-func New(cfg Config, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
-	if e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("gate: the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, parts Parts, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
+	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("gate: the engine's parts, the engine, an origin, a store, metrics, a clock and a logger are required")
 	}
-	g := &Gate{e: e, now: cfg.Now, log: cfg.Logger, metrics: metrics}
-	g.rel = &releaseTimes{e: e, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+	g := &Gate{e: e, cfg: cfg, parts: parts, now: cfg.Now, log: cfg.Logger, metrics: metrics}
+	g.rel = &releaseTimes{cfg: cfg, parts: parts, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
 		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
 	return g, nil
 }

@@ -28,7 +28,7 @@ func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, vers
 		if err != nil {
 			return policy.Release{}, err
 		}
-		list, _, err := g.e.CachedVersions(records.VersionsKey(p))
+		list, _, err := g.parts.Records.CachedVersions(records.VersionsKey(p))
 		if err == nil && list != nil {
 			if rel, ok := r.providerReleases(ctx, p, list, window, g.now())[version]; ok {
 				return rel, nil
@@ -40,7 +40,7 @@ func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, vers
 		if err != nil {
 			return policy.Release{}, err
 		}
-		rec := g.e.CachedPackage(p, v)
+		rec, _ := g.parts.Records.CachedPackage(p, v)
 		if rec != nil && rec.Provenance == records.ProvenanceUnsigned {
 			return policy.Release{Known: true, InHouse: true}, nil
 		}

@@ -75,7 +75,7 @@ func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, version string, 
 	canonical := records.CanonicalModuleVersion(version)
 	var rel policy.Release
 	if pol.Window(policy.Module, addr) > 0 {
-		if !g.e.Offline() && !g.e.Local(m.Hostname) {
+		if !g.cfg.Offline && !g.parts.Hosts.Local(m.Hostname) {
 			if err := relist(ctx); err != nil {
 				return err
 			}

@@ -76,7 +76,8 @@ type releaseRecord struct {
 
 // releaseTimes learns and keeps release times.
 type releaseTimes struct {
-	e       Engine
+	cfg     Config
+	parts   Parts
 	origin  Origin
 	store   Store
 	log     *slog.Logger
@@ -133,7 +134,7 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, pr
 		}
 		at := prevAt
 		var rec releaseRecord
-		if _, ok := r.e.GetShared(ctx, base+v, &rec); ok && !rec.At.IsZero() {
+		if _, ok := r.parts.Shared.Get(ctx, base+v, &rec); ok && !rec.At.IsZero() {
 			at = rec.At // another replica's listing saw it first
 		}
 		r.writeOnce(base+v, at)
@@ -201,7 +202,7 @@ func (r *releaseTimes) writeOnce(key string, at time.Time) {
 		r.log.Error("storing a release time", "key", key, "error", err)
 		return
 	}
-	r.e.PutShared(key, rec)
+	r.parts.Shared.Put(key, rec)
 }
 
 // signedAt returns the signature time of version v of p when it is known
@@ -224,7 +225,7 @@ func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string,
 	case err != nil && !errors.Is(err, cache.ErrNotFound):
 		r.log.Warn("reading a release time", "key", key, "error", err)
 	}
-	if _, ok := r.e.GetShared(ctx, key, &stored); ok && records.KnownSchema(stored.Schema) && !stored.At.IsZero() {
+	if _, ok := r.parts.Shared.Get(ctx, key, &stored); ok && records.KnownSchema(stored.Schema) && !stored.At.IsZero() {
 		r.keep(key, stored.At)
 		return stored.At, true
 	}
@@ -264,7 +265,7 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 	}
 	plName := entry.Platforms[0]
 	for _, pl := range entry.Platforms {
-		if r.e.Wanted(pl) {
+		if r.cfg.Platforms == nil || slices.Contains(r.cfg.Platforms, pl) {
 			plName = pl
 			break
 		}
@@ -314,7 +315,7 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 		lines[v.Major] = append(lines[v.Major], versionAt{v: v, entry: e})
 	}
 	lookups := 0
-	canAsk := !r.e.Offline() && !r.e.Local(p.Hostname)
+	canAsk := !r.cfg.Offline && !r.parts.Hosts.Local(p.Hostname)
 	for _, line := range lines {
 		slices.SortFunc(line, func(a, b versionAt) int {
 			switch {
@@ -334,7 +335,7 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 				out[name] = policy.Release{Known: true, At: later(anchor, ab)}
 				continue
 			}
-			rec := r.e.CachedPackage(p, va.v)
+			rec, _ := r.parts.Records.CachedPackage(p, va.v)
 			if rec != nil && rec.Provenance == records.ProvenanceUnsigned {
 				out[name] = policy.Release{Known: true, InHouse: true}
 				continue
@@ -369,7 +370,7 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 // context, keeping what it learned.
 func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v versions.Version, entry records.VersionEntry) (time.Time, error) {
 	key := signedKey(p, v.String())
-	res, err := r.e.Coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
+	res, err := r.parts.Life.Coalesce(ctx, "release", key, func(ctx context.Context) (any, error) {
 		at, err := r.lookup(ctx, p, v, entry)
 		if err != nil {
 			return nil, err

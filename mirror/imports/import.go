@@ -11,16 +11,18 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -28,6 +30,7 @@ import (
 // into the engine's cache, verified exactly as if they came from the
 // origin: mirror.AirGap.Import. Its methods are safe for concurrent use.
 type Importer struct {
+	parts   Parts
 	e       Engine
 	cfg     Config
 	store   Store
@@ -35,36 +38,20 @@ type Importer struct {
 	metrics Metrics
 }
 
-// Engine is what an import uses of the engine: its records, its archive
-// fetcher, its coalescing and its locks. Package mirror implements it.
+// Parts are the engine's components an import takes; all are required.
+type Parts struct {
+	Life        *lifetime.Lifetime    // the work Shutdown waits for, the import lock, coalescing, the notifier
+	Records     *stored.Records       // the stored package records and version lists, the h1: of cached archives
+	Hosts       *originguard.Hosts    // the hosts imports loaded packages of
+	Withholding *unsigned.Withholding // the hosts that take imports without signature
+}
+
+// Engine is what an import uses of the engine above it: its archive
+// fetcher and its checks. Package mirror implements it.
 type Engine interface {
-	// StartWork counts work the engine's Shutdown waits for (false once
-	// it shuts down), EndWork ends it.
-	StartWork() bool
-	EndWork()
-	// ImportEnded tells retention an import ended (mirror.Notifier.Changed).
-	ImportEnded()
-	// Imports is the import lock: one import, or removal, at a time.
-	Imports() sync.Locker
-	// RefuseUnsigned fails for a version without signature of p that
-	// may not be imported (unsigned.ErrUnsignedOrigin); nil when it may.
-	RefuseUnsigned(p addrs.Provider) error
 	// Refuse logs and counts a verification failure of p v's package for
 	// platform, and returns it.
 	Refuse(p addrs.Provider, v versions.Version, platform string, err error) error
-	// H1 is the h1: hash of the cached archive sha, "" when not cached.
-	H1(sha string) string
-	// CachedPackage and CachedVersions read a stored package record and
-	// version list (through the engine's memo); Forget drops what the
-	// memo holds under key once it was written.
-	CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool)
-	CachedVersions(key string) (*records.VersionList, time.Time, error)
-	Forget(key string)
-	// Coalesce runs fn once for all concurrent callers with the same key,
-	// in turn with the engine's fetches of the same record.
-	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
-	// RecordImportedHost records host as one an import loaded packages of.
-	RecordImportedHost(host svchost.Hostname) error
 	// ImportArchive commits pkg's archive, verified as a, through the
 	// engine's archive fetcher (reading it from pkg.Open), unless the
 	// cache has it already.
@@ -91,11 +78,11 @@ type Config struct {
 }
 
 // New returns the importer of an engine.
-func New(cfg Config, e Engine, store Store, metrics Metrics) (*Importer, error) {
-	if e == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
-		return nil, errors.New("imports: the engine, a store, metrics, a clock, a logger and the archive size limit are required")
+func New(cfg Config, parts Parts, e Engine, store Store, metrics Metrics) (*Importer, error) {
+	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Withholding == nil || e == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
+		return nil, errors.New("imports: the engine's parts, the engine, a store, metrics, a clock, a logger and the archive size limit are required")
 	}
-	return &Importer{e: e, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Importer{parts: parts, e: e, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Imported is one provider version loaded from outside the origin (an
@@ -214,15 +201,15 @@ type Outcome struct {
 // check fails; records.ErrShutDown; errors opening or storing the archives. An
 // error that one document or package caused is an *Error.
 func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
-	if !s.e.StartWork() {
+	if !s.parts.Life.StartWork() {
 		return Result{}, records.ErrShutDown
 	}
-	defer s.e.EndWork()
+	defer s.parts.Life.EndWork()
 	// What is kept from the size limit, and whether it exceeds it, is
 	// recomputed once the import has written its records.
-	defer s.e.ImportEnded()
-	s.e.Imports().Lock()
-	defer s.e.Imports().Unlock()
+	defer func() { s.parts.Life.Notifier().Changed() }() // tells retention the import ended
+	s.parts.Life.Imports().Lock()
+	defer s.parts.Life.Imports().Unlock()
 	p, v := in.Provider, in.Version
 	if len(in.Packages) == 0 {
 		return Result{}, fmt.Errorf("%s %s: nothing to import", p, v)
@@ -230,7 +217,8 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	provenance := records.ProvenanceImported
 	if in.Unsigned {
 		provenance = records.ProvenanceUnsigned
-		if err := s.e.RefuseUnsigned(p); err != nil {
+		if !s.parts.Withholding.UnsignedAllowed(p.Hostname) {
+			err := unsigned.Refused(p)
 			s.log.Warn("import without signature refused under an allowed origin host", "provider", p.String(), "version", v.String())
 			return Result{}, err
 		}
@@ -256,14 +244,14 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 		}
 	} else {
 		var err error
-		if archives, rels, err = signedArchives(in, s.e.H1); err != nil {
+		if archives, rels, err = signedArchives(in, s.parts.Records.H1); err != nil {
 			return Result{}, s.refuseImport(in, err)
 		}
 	}
 
 	// The record it will join, if the cache has one (checked again when
 	// the record is stored: it may change in between).
-	if cached, ok := s.e.CachedPackage(p, v); ok {
+	if cached, ok := s.parts.Records.CachedPackage(p, v); ok {
 		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
 			return Result{}, err
 		}
@@ -282,7 +270,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	// The h1: hashes of "packages" against the archives now cached.
 	if !in.Unsigned {
 		for i, pkg := range in.Packages {
-			if err := records.CheckPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.e.H1); err != nil {
+			if err := records.CheckPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.parts.Records.H1); err != nil {
 				return Result{}, pkgError(i, s.e.Refuse(p, v, pkg.Platform, err))
 			}
 		}
@@ -295,7 +283,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	if err := s.listImported(ctx, p, v, in); err != nil {
 		return Result{}, err
 	}
-	if err := s.e.RecordImportedHost(p.Hostname); err != nil {
+	if err := s.parts.Hosts.Record(p.Hostname); err != nil {
 		return Result{}, err
 	}
 	return res, nil
@@ -458,9 +446,9 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 	key := records.PackageKey(p, v)
 	for range maxRounds {
 		ran := false
-		_, err := s.e.Coalesce(ctx, "package", key, func(context.Context) (any, error) {
+		_, err := s.parts.Life.Coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
-			rec, ok := s.e.CachedPackage(p, v)
+			rec, ok := s.parts.Records.CachedPackage(p, v)
 			if ok {
 				// What Import checked may have changed since (a metadata
 				// fetch of the version stored the origin's record): an
@@ -512,7 +500,7 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 			}
 			rec.VerifiedAt = s.cfg.Now().UTC()
 			err := s.store.PutMeta(key, rec)
-			s.e.Forget(key)
+			s.parts.Records.Forget(key)
 			if err != nil {
 				s.metrics.CacheWriteFailed()
 				return nil, fmt.Errorf("storing package metadata of %s %s: %w", p, v, err)
@@ -533,10 +521,10 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 	key := records.VersionsKey(p)
 	for range maxRounds {
 		ran := false
-		_, err := s.e.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
+		_, err := s.parts.Life.Coalesce(ctx, "versions", key, func(context.Context) (any, error) {
 			ran = true
 			list := &records.VersionList{Schema: records.Schema}
-			if cached, _, err := s.e.CachedVersions(key); err == nil {
+			if cached, _, err := s.parts.Records.CachedVersions(key); err == nil {
 				list.Versions = slices.Clone(cached.Versions)
 			} else if !errors.Is(err, cache.ErrNotFound) {
 				return nil, err
@@ -560,7 +548,7 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 			}
 			records.SortVersions(list.Versions)
 			err := s.store.PutMeta(key, list)
-			s.e.Forget(key)
+			s.parts.Records.Forget(key)
 			if err != nil {
 				s.metrics.CacheWriteFailed()
 				return nil, fmt.Errorf("storing version list of %s: %w", p, err)

@@ -11,43 +11,31 @@
 package inventory
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
 
 // Notifier is told what the engine does with the versions it holds
-// (mirror.Inventory.Notify; package retention implements it). Its methods are
-// called on the request path: they must not block.
-type Notifier interface {
-	// Used says a client asked for a package of the version whose record
-	// is keyed key (Record.Key).
-	Used(key string)
-	// Serving says the archive sha of version v of address (kind
-	// "provider" or "module") is about to be served, and fetched first
-	// when it is not cached.
-	Serving(kind, address string, v versions.Version, sha string)
-	// Importing says the archive sha is about to be committed by an
-	// import: it cannot be fetched again.
-	Importing(sha string)
-	// Changed says an import ended: records of versions that cannot be
-	// fetched again may have been written.
-	Changed()
-}
+// (mirror.Inventory.Notify; package retention implements it): the
+// engine's lifetime holds it (lifetime.Notifier).
+type Notifier = lifetime.Notifier
 
 // Record is a version the engine has a record of.
 type Record struct {
@@ -74,37 +62,31 @@ type Record struct {
 // Inventory lists the versions the engine holds, and removes them.
 // mirror.Engine.Inventory returns the engine's, within a mirror.Inventory.
 type Inventory struct {
-	e     Engine
+	cfg   Config
+	parts Parts
 	store Store
 }
 
-// Engine is what Inventory uses of the engine. Package mirror implements it.
-type Engine interface {
-	// Offline says the mirror is sealed; Local that host is local-only
-	// (its providers are imported, never fetched).
-	Offline() bool
-	Local(host svchost.Hostname) bool
-	// Imports is the import lock: no removal while an import writes.
-	Imports() sync.Locker
-	// CachedVersions reads a stored version list; Forget drops what the
-	// engine's memo holds under key once it was written.
-	CachedVersions(key string) (*records.VersionList, time.Time, error)
-	Forget(key string)
-	// ForgetWithheld forgets p's withheld version, once removed.
-	ForgetWithheld(p addrs.Provider, version string)
-	// RemoveOCI deletes the OCI records of version v of p, whose
-	// archives' sha256s are archives (see mirror/ocistore.RemoveVersion).
-	RemoveOCI(p addrs.Provider, v versions.Version, archives []string) error
-	// Policy is the package policy in effect (nil: everything allowed);
-	// KnownRelease what the engine knows of a version's release (see
-	// Inventory.KnownRelease); Now the engine's clock.
-	Policy() *policy.Policy
-	KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error)
-	Now() time.Time
+// Config configures an Inventory.
+type Config struct {
+	// Offline says the mirror is sealed: nothing removed is fetched again.
+	Offline bool
+	// Now is the engine's clock. Required.
+	Now func() time.Time
 }
 
-// Store is what Inventory reads and removes of the cache's records.
-// *cache.Store implements it.
+// Parts are the engine's components that Inventory reads and tells of
+// removals; all are required.
+type Parts struct {
+	Life        *lifetime.Lifetime    // the import lock: no removal while an import writes
+	Records     *stored.Records       // the stored version lists, the memo forgotten after a write
+	Hosts       *originguard.Hosts    // the local-only hosts, whose versions are not fetched again
+	Withholding *unsigned.Withholding // the withheld versions, forgotten once removed
+	OCI         *ocistore.Sides       // the OCI records of a removed version
+	Gate        *gate.Gate            // the package policy and the release times it judges by
+}
+
+// Store is what Inventory uses of the cache. *cache.Store implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
 	PutMeta(key string, v any) error
@@ -112,12 +94,13 @@ type Store interface {
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
 
-// New returns Inventory on the engine e and its store.
-func New(e Engine, store Store) (*Inventory, error) {
-	if e == nil || store == nil {
-		return nil, errors.New("held: the engine and its store are required")
+// New returns the Inventory of an engine's parts and store.
+func New(cfg Config, parts Parts, store Store) (*Inventory, error) {
+	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Withholding == nil || parts.OCI == nil ||
+		parts.Gate == nil || store == nil || cfg.Now == nil {
+		return nil, errors.New("inventory: the engine's parts, its store and a clock are required")
 	}
-	return &Inventory{e: e, store: store}, nil
+	return &Inventory{cfg: cfg, parts: parts, store: store}, nil
 }
 
 // VersionRecordPrefixes are the key prefixes of the records of versions,
@@ -166,7 +149,7 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 			}
 		}
 		imported := rec.Provenance != records.ProvenanceOrigin
-		h.Refetch = !s.e.Offline() && !imported && !s.e.Local(p.Hostname)
+		h.Refetch = !s.cfg.Offline && !imported && !s.parts.Hosts.Local(p.Hostname)
 		return h, true
 	case strings.HasPrefix(key, "module/"):
 		var rec records.ModuleRecord
@@ -184,7 +167,7 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 			Archives: []string{rec.SHA256}}
 		h.Archives = append(h.Archives, s.moduleZipBlobs(rec)...)
 		imported := rec.Provenance != records.ProvenanceOrigin
-		h.Refetch = !s.e.Offline() && !imported && rec.Location != ""
+		h.Refetch = !s.cfg.Offline && !imported && rec.Location != ""
 		return h, true
 	}
 	return Record{}, false
@@ -213,8 +196,8 @@ func (s *Inventory) moduleZipBlobs(rec records.ModuleRecord) []string {
 // provider version's OCI records (the documents handed out for it, by
 // digest) go with it.
 func (s *Inventory) RemoveVersion(kind, address, version string) error {
-	s.e.Imports().Lock() // not while an import writes the same list
-	defer s.e.Imports().Unlock()
+	s.parts.Life.Imports().Lock() // not while an import writes the same list
+	defer s.parts.Life.Imports().Unlock()
 	if kind == "module" {
 		m, err := addrs.ParseModule(address)
 		if err != nil {
@@ -222,7 +205,7 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 		}
 		key := records.ModuleRecordKey(m, version)
 		err = s.store.DeleteMeta(key)
-		s.e.Forget(key)
+		s.parts.Records.Forget(key)
 		if zerr := s.store.DeleteMeta(records.ModuleZipKey(m, version)); err == nil && !errors.Is(zerr, cache.ErrNotFound) {
 			err = zerr
 		}
@@ -233,7 +216,7 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 		return err
 	}
 	key := records.VersionsKey(p)
-	if list, _, err := s.e.CachedVersions(key); err == nil {
+	if list, _, err := s.parts.Records.CachedVersions(key); err == nil {
 		nl := &records.VersionList{Schema: list.Schema, Imported: list.Imported}
 		for _, e := range list.Versions {
 			if e.Version != v.String() {
@@ -244,7 +227,7 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 			nl.Versions = []records.VersionEntry{}
 		}
 		err := s.store.PutMeta(key, nl)
-		s.e.Forget(key)
+		s.parts.Records.Forget(key)
 		if err != nil {
 			return err
 		}
@@ -258,13 +241,13 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	for _, pl := range sortedKeys(rec.Archives) {
 		shas = append(shas, rec.Archives[pl].SHA256)
 	}
-	if err := s.e.RemoveOCI(p, v, shas); err != nil {
+	if err := s.parts.OCI.Remove(s.store, p, v, shas); err != nil {
 		return err
 	}
 	err = s.store.DeleteMeta(pkey)
-	s.e.Forget(pkey)
+	s.parts.Records.Forget(pkey)
 	if err == nil {
-		s.e.ForgetWithheld(p, version)
+		s.parts.Withholding.Forget(p, version)
 	}
 	return err
 }
@@ -284,8 +267,8 @@ func parseProviderVersion(address, version string) (addrs.Provider, versions.Ver
 // version of the provider address (records.PackageRecord.Withheld), once its
 // archives are removed: the record stays the origin's, without it.
 func (s *Inventory) DropSetAside(address, version string) error {
-	s.e.Imports().Lock() // as RemoveVersion
-	defer s.e.Imports().Unlock()
+	s.parts.Life.Imports().Lock() // as RemoveVersion
+	defer s.parts.Life.Imports().Unlock()
 	p, v, err := parseProviderVersion(address, version)
 	if err != nil {
 		return err
@@ -298,12 +281,12 @@ func (s *Inventory) DropSetAside(address, version string) error {
 	if rec.Withheld != nil {
 		rec.Withheld = nil
 		err = s.store.PutMeta(key, &rec)
-		s.e.Forget(key)
+		s.parts.Records.Forget(key)
 		if err != nil {
 			return err
 		}
 	}
-	s.e.ForgetWithheld(p, version)
+	s.parts.Withholding.Forget(p, version)
 	return nil
 }
 

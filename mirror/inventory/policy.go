@@ -14,7 +14,7 @@ import (
 )
 
 // Policy returns the package policy in effect (nil: everything allowed).
-func (s *Inventory) Policy() *policy.Policy { return s.e.Policy() }
+func (s *Inventory) Policy() *policy.Policy { return s.parts.Gate.Current() }
 
 // KnownRelease returns what the engine knows of when version of a
 // provider or module was released, judged as the answers judge it for a
@@ -22,7 +22,7 @@ func (s *Inventory) Policy() *policy.Policy { return s.e.Policy() }
 // asking the origin for a provider's signature time only when the engine
 // is not sealed (as a listing would). version is canonical.
 func (s *Inventory) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {
-	return s.e.KnownRelease(ctx, kind, address, version, window)
+	return s.parts.Gate.KnownRelease(ctx, kind, address, version, window)
 }
 
 // StoredVerdict is the verdict, now, of the package policy in effect on
@@ -41,5 +41,5 @@ func (s *Inventory) StoredVerdict(ctx context.Context, kind policy.Kind, address
 			rel = r
 		}
 	}
-	return sub.Version(version, rel, s.e.Now())
+	return sub.Version(version, rel, s.cfg.Now())
 }

@@ -72,13 +72,13 @@ type ImportOutcome struct {
 // *modsource.LimitError; records.ErrShutDown; errors reading or storing it.
 func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome, error) {
 	var out ImportOutcome
-	if !s.e.StartWork() {
+	if !s.life.StartWork() {
 		return out, records.ErrShutDown
 	}
-	defer s.e.EndWork()
-	defer s.e.Notifier().Changed() // as after Import
-	s.e.Imports().Lock()
-	defer s.e.Imports().Unlock()
+	defer s.life.EndWork()
+	defer s.life.Notifier().Changed() // as after Import
+	s.life.Imports().Lock()
+	defer s.life.Imports().Unlock()
 	m := in.Module
 	if in.Version == "" || strings.ContainsAny(in.Version, "/\\") {
 		return out, fmt.Errorf("module %s: invalid version %q", m, in.Version)
@@ -86,7 +86,7 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version, Location: in.Location,
 		Commit: in.Commit, Provenance: records.ProvenanceImported}
 	switch {
-	case in.Local && s.e.Allowed(m.Hostname):
+	case in.Local && s.hosts.Allowed(m.Hostname):
 		return out, fmt.Errorf("module %s %s: %s is an allowed origin; a local module without origin is not imported under an origin's host", m, in.Version, m.Hostname)
 	case in.Local:
 		rec.Location, rec.Commit, rec.Provenance = "", "", records.ProvenanceUnsigned
@@ -141,8 +141,8 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 			return out, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	if !s.e.Allowed(m.Hostname) {
-		if err := s.e.RecordImportedHost(m.Hostname); err != nil {
+	if !s.hosts.Allowed(m.Hostname) {
+		if err := s.hosts.Record(m.Hostname); err != nil {
 			return out, err
 		}
 	}
@@ -206,7 +206,7 @@ func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in Imported, 
 	if _, err := spool.Seek(0, io.SeekStart); err != nil {
 		return "", 0, err
 	}
-	s.e.Notifier().Importing(sum) // an imported package is not fetched again
+	s.life.Notifier().Importing(sum) // an imported package is not fetched again
 	if _, err := s.store.StatBlob(sum); err == nil {
 		return sum, n, nil
 	}

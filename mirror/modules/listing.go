@@ -20,8 +20,8 @@ func (s *Modules) previousListing(ctx context.Context, m addrs.Module) ([]string
 	if have && !cached.ListedAt.IsZero() {
 		at = cached.ListedAt
 	}
-	if s.cfg.Shared != nil {
-		if sat, ok := s.e.GetShared(ctx, key, &shared); ok && records.KnownSchema(shared.Schema) {
+	if s.shared.On() {
+		if sat, ok := s.shared.Get(ctx, key, &shared); ok && records.KnownSchema(shared.Schema) {
 			if !shared.ListedAt.IsZero() {
 				sat = shared.ListedAt
 			}

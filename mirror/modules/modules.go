@@ -27,7 +27,6 @@ import (
 	"os"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,18 +41,26 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // Modules is the engine's registry-module side: module version lists,
 // records and packages, fetched from their source hosts through the
-// machinery the engine shares with providers (Engine: detached work and
-// its coalescing, the shared tier's records and leases, the notifier,
-// the import lock). mirror.Engine.Modules returns the engine's; its
-// methods are safe for concurrent use.
+// machinery the engine shares with providers: the engine's lifetime
+// (detached work and its coalescing, the notifier, the import lock), the
+// shared tier, the hosts and the package policy (Parts).
+// mirror.Engine.Modules returns the engine's; its methods are safe for
+// concurrent use.
 type Modules struct {
-	e       Engine
+	life    *lifetime.Lifetime // detached work, coalescing, the import lock, the notifier
+	shared  *sharedtier.Shared // the tier shared with other replicas (its use a no-op without one)
+	hosts   *originguard.Hosts
+	gate    *gate.Gate
 	cfg     Config
 	origin  Origin
 	store   Store
@@ -62,60 +69,13 @@ type Modules struct {
 	pkgs    singleflight.Group // package fetches, by record key
 }
 
-// Engine is the machinery Modules shares with the engine's provider side:
-// package mirror implements it.
-type Engine interface {
-	// Allowed says host is an allowed origin; Local that it is a
-	// local-only host: not an allowed origin, but one Import or
-	// ImportModule loaded packages of.
-	Allowed(host svchost.Hostname) bool
-	Local(host svchost.Hostname) bool
-	// RecordImportedHost records host as one an import loaded packages of.
-	RecordImportedHost(host svchost.Hostname) error
-	// Imports is the import lock: one import, or removal, at a time.
-	Imports() sync.Locker
-	// Coalesce runs fn once for all concurrent callers with the same key,
-	// on a context detached from any one of them; Detached is such a
-	// context, ended by done, failing with records.ErrShutDown once the
-	// engine shuts down. StartWork counts work the engine's Shutdown
-	// waits for (false once it shuts down), EndWork ends it.
-	Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error)
-	Detached(timeout time.Duration) (ctx context.Context, done func(), err error)
-	StartWork() bool
-	EndWork()
-	// Notifier is told what is served and imported (retention).
-	Notifier() Notifier
-	// GetShared reads the record under key from the shared tier into v,
-	// false when it has none (or fails); PutShared puts one there.
-	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
-	PutShared(key string, record any)
-	// TryLease takes the shared tier's lease id and keeps it until
-	// release is called; a nil release when another replica holds it.
-	TryLease(ctx context.Context, id string) (release func(context.Context), err error)
-	// TrustsShared says the shared tier's copy of blob sha has not been
-	// found wrong; DistrustShared says it was.
-	TrustsShared(sha string) bool
-	DistrustShared(sha string)
-	// FilterModules leaves out of list the versions the package policy
-	// in effect holds back (saying why in its Held), never modifying
-	// list; it fails with a policy error when the policy refuses m whole.
-	// CheckModule fails with one when the policy holds version back,
-	// calling relist first when m's listing dates the version.
-	FilterModules(m addrs.Module, list *records.ModuleVersionList) (*records.ModuleVersionList, error)
-	CheckModule(ctx context.Context, m addrs.Module, version string, relist func(context.Context) error) error
-	// NoteListing records the versions of a new listing (next) that the
-	// previous one (prev, taken at prevAt; nil for none) lacked: when a
-	// version was first seen, which dates its release.
-	NoteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string)
-}
-
-// Notifier is told what the engine does with the versions it holds
-// (mirror.Notifier).
-type Notifier interface {
-	Used(key string)
-	Serving(kind, address string, v versions.Version, sha string)
-	Importing(sha string)
-	Changed()
+// Parts are the engine's components the module side takes; all are
+// required.
+type Parts struct {
+	Life   *lifetime.Lifetime // detached work and its coalescing, the import lock, the notifier
+	Shared *sharedtier.Shared // the tier shared with other replicas (its use a no-op without one)
+	Hosts  *originguard.Hosts // the allowed origins and the local-only hosts
+	Gate   *gate.Gate         // the package policy on module versions, and the listings that date them
 }
 
 // Store is what Modules needs of the cache. *cache.Store implements it.
@@ -127,14 +87,6 @@ type Store interface {
 	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 	ScanMetaAfter(prefix, after string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
-}
-
-// SharedTier is what Modules needs of the tier shared with other
-// replicas (mirror.SharedTier): its blobs, and putting records there.
-type SharedTier interface {
-	OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error)
-	PutArchive(ctx context.Context, sha string, r io.ReadSeeker, size int64) error
-	PutMeta(ctx context.Context, key string, record any) error
 }
 
 // Metrics receives what Modules observes (mirror.Metrics).
@@ -151,7 +103,7 @@ type Metrics interface {
 }
 
 // Config configures Modules: the engine's (mirror.Config), its defaults
-// filled in. Every field but Shared and Credentials is required.
+// filled in. Every field but Credentials is required.
 type Config struct {
 	Offline     bool
 	Now         func() time.Time
@@ -163,12 +115,7 @@ type Config struct {
 	ScratchDir string
 	// Credentials: mirror.Config.ModuleSourceCredentials; nil for none.
 	Credentials SourceCredentials
-	// Shared is the tier shared with other replicas; nil for none.
-	Shared SharedTier
-	// SharedPoll is how often a replica looks for a package that another
-	// replica is fetching: from Min, doubling up to Max.
-	SharedPoll struct{ Min, Max time.Duration }
-	Logger     *slog.Logger
+	Logger      *slog.Logger
 }
 
 // ListState says where a module version list came from.
@@ -182,14 +129,14 @@ type ListState struct {
 }
 
 // New returns the module side of an engine, on origin and store.
-func New(cfg Config, e Engine, origin Origin, store Store, metrics Metrics) (*Modules, error) {
-	if e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("modules: the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Modules, error) {
+	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Gate == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("modules: the engine's parts, an origin, a store, metrics, a clock and a logger are required")
 	}
-	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 || cfg.SharedPoll.Min <= 0 || cfg.SharedPoll.Max < cfg.SharedPoll.Min {
-		return nil, errors.New("modules: a fetch timeout, a version list TTL and the shared tier's polling are required")
+	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
+		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
-	return &Modules{e: e, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Modules{life: parts.Life, shared: parts.Shared, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -224,7 +171,7 @@ var ErrChanged = errors.New("module package changed at its source since it was f
 // host (one that Import or ImportModule loaded packages of), whose
 // modules are served from the cache only.
 func (s *Modules) CheckModuleOrigin(m addrs.Module) error {
-	if !s.e.Allowed(m.Hostname) && !s.e.Local(m.Hostname) {
+	if !s.hosts.Allowed(m.Hostname) && !s.hosts.Local(m.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, m.Hostname)
 	}
 	return nil
@@ -249,7 +196,7 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	list, err = s.e.FilterModules(m, list)
+	list, _, err = s.gate.FilterModules(m, list)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -261,7 +208,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, ListState{}, err
 	}
-	if s.cfg.Offline || s.e.Local(m.Hostname) {
+	if s.cfg.Offline || s.hosts.Local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
 	key := records.ModuleVersionsKey(m)
@@ -271,8 +218,8 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
-	if !haveCached && s.cfg.Shared != nil {
-		if at, ok := s.e.GetShared(ctx, key, &cached); ok && records.KnownSchema(cached.Schema) {
+	if !haveCached && s.shared.On() {
+		if at, ok := s.shared.Get(ctx, key, &cached); ok && records.KnownSchema(cached.Schema) {
 			haveCached, storedAt = true, at
 		}
 	}
@@ -281,7 +228,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		return &cached, ListState{StoredAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("module_versions", false)
-	res, err := s.e.Coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.Coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin("module versions of " + m.String())
 		if err != nil {
 			return nil, err
@@ -292,12 +239,12 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		}
 		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
 		prev, prevAt := s.previousListing(ctx, m)
-		s.e.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)
+		s.gate.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)
 		if err := s.store.PutMeta(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
 		}
-		s.e.PutShared(key, list)
+		s.shared.Put(key, list)
 		return list, nil
 	})
 	if err == nil {
@@ -329,13 +276,13 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*re
 		return nil, ListState{}, err
 	}
 	var shared records.ModuleVersionList
-	if s.cfg.Shared != nil {
-		if _, ok := s.e.GetShared(ctx, records.ModuleVersionsKey(m), &shared); ok {
+	if s.shared.On() {
+		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &shared); ok {
 			for _, v := range shared.Versions {
 				if slices.ContainsFunc(list.Versions, func(l string) bool { return records.CanonicalModuleVersion(l) == records.CanonicalModuleVersion(v) }) {
 					continue
 				}
-				if s.sharedModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
+				if s.shared.ModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
 					list.Versions = append(list.Versions, v)
 				}
 			}
@@ -371,13 +318,13 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 		s.log.Warn("reading module record", "module", m.String(), "version", version, "error", err)
 	}
 	s.metrics.CacheLookup("module_location", false)
-	if rec, ok := s.sharedModuleRecord(ctx, key); ok {
+	if rec, ok := s.shared.ModuleRecord(ctx, key); ok {
 		return rec, nil
 	}
-	if s.e.Local(m.Hostname) {
+	if s.hosts.Local(m.Hostname) {
 		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
-	res, err := s.e.Coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.Coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
 		if err != nil {
 			return nil, err
@@ -409,7 +356,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 // version of m back: asked by every answer that serves a version (its
 // location, package, zip, manifest), whatever the cache holds of it.
 func (s *Modules) checkPolicy(ctx context.Context, m addrs.Module, version string) error {
-	return s.e.CheckModule(ctx, m, version, func(ctx context.Context) error {
+	return s.gate.CheckModule(ctx, m, version, func(ctx context.Context) error {
 		_, _, err := s.moduleVersions(ctx, m)
 		return err
 	})
@@ -447,7 +394,7 @@ type Package struct {
 // engine's work it holds until it is closed.
 type cachedBlob struct {
 	blob cache.BlobReader
-	e    Engine
+	life *lifetime.Lifetime
 }
 
 // Content is the blob, for serving with Range and conditional requests.
@@ -456,7 +403,7 @@ func (b cachedBlob) Content() io.ReadSeeker { return b.blob }
 // Close releases the blob.
 func (b cachedBlob) Close() error {
 	err := b.blob.Close()
-	b.e.EndWork()
+	b.life.EndWork()
 	return err
 }
 
@@ -484,15 +431,15 @@ func (s *Modules) storeSpool(sha string, spool io.ReadSeeker, what string) error
 // openBlob opens the cached blob sha as work of the engine; false when it
 // is not cached or the engine shuts down.
 func (s *Modules) openBlob(sha string) (cachedBlob, bool) {
-	if !s.e.StartWork() {
+	if !s.life.StartWork() {
 		return cachedBlob{}, false
 	}
 	blob, err := s.store.OpenBlob(sha)
 	if err != nil {
-		s.e.EndWork()
+		s.life.EndWork()
 		return cachedBlob{}, false
 	}
-	return cachedBlob{blob: blob, e: s.e}, true
+	return cachedBlob{blob: blob, life: s.life}, true
 }
 
 // once runs fetch once per key, however many callers ask at once, on the
@@ -506,7 +453,7 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 	var led atomic.Bool
 	ch := s.pkgs.DoChan(key, func() (any, error) {
 		led.Store(true)
-		ctx, done, err := s.e.Detached(s.cfg.Timeout)
+		ctx, done, err := s.life.Detached(s.cfg.Timeout)
 		if err != nil {
 			return nil, err
 		}
@@ -543,7 +490,7 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 	if err != nil {
 		return nil, err
 	}
-	n := s.e.Notifier()
+	n := s.life.Notifier()
 	n.Used(records.ModuleRecordKey(m, version))
 	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
 		n.Serving("module", m.String(), v, rec.SHA256)
@@ -553,16 +500,19 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 		return pkg, nil
 	}
 	s.metrics.CacheLookup("module_package", false)
-	if s.cfg.Offline && s.cfg.Shared == nil {
+	if s.cfg.Offline && !s.shared.On() {
 		return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
 	}
-	if rec.Location == "" && s.cfg.Shared == nil {
+	if rec.Location == "" && !s.shared.On() {
 		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
 	}
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.fetchModuleShared(ctx, m, recKey, *rec)
+			return s.shared.FetchModule(ctx, m, recKey, *rec, s.cfg.Limits.MaxDownloadBytes+s.cfg.Limits.MaxTreeBytes, // a normalized package is at most about this
+				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
+					return s.fetchModule(ctx, m, rec)
+				})
 		})
 	if err != nil {
 		return nil, err
@@ -651,10 +601,10 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 	if rec.SHA256 == "" {
 		// In turn with ImportModule, which may have completed the record
 		// since this fetch read it: the first sha256 stays.
-		s.e.Imports().Lock()
+		s.life.Imports().Lock()
 		var now records.ModuleRecord
 		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
-			s.e.Imports().Unlock()
+			s.life.Imports().Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
 			s.log.Error("module package changed at its source; refused", "module", m.String(), "version", rec.Version, "detail", detail)
@@ -662,13 +612,13 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
 		err := s.store.PutMeta(records.ModuleRecordKey(m, rec.Version), rec)
-		s.e.Imports().Unlock()
+		s.life.Imports().Unlock()
 		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	s.shareModule(ctx, records.ModuleRecordKey(m, rec.Version), &rec, spool)
+	s.shared.ShareModule(ctx, records.ModuleRecordKey(m, rec.Version), &rec, spool)
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil

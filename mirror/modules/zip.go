@@ -75,7 +75,7 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version string
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
 		haveRec = true
 		if z := s.openZipBlob(rec, records.Hit); z != nil {
-			s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+			s.life.Notifier().Used(records.ModuleRecordKey(m, version))
 			s.metrics.CacheLookup("module_zip", true)
 			return z, nil
 		}
@@ -112,11 +112,11 @@ func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version string, re
 		return true, nil
 	case err != nil && !errors.Is(err, cache.ErrNotFound):
 		return false, err
-	case s.cfg.Shared == nil:
+	case !s.shared.On():
 		return false, nil
 	}
 	var shared records.ModuleZipRecord
-	if _, ok := s.e.GetShared(ctx, key, &shared); !ok || !records.KnownSchema(shared.Schema) || shared.Module != m.String() ||
+	if _, ok := s.shared.Get(ctx, key, &shared); !ok || !records.KnownSchema(shared.Schema) || shared.Module != m.String() ||
 		records.CanonicalModuleVersion(shared.Version) != records.CanonicalModuleVersion(version) {
 		return false, nil
 	}
@@ -177,7 +177,7 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version string
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module zip record: %w", err)
 		}
-		s.e.PutShared(key, rec)
+		s.shared.Put(key, rec)
 	}
 	s.log.Info("module zip made", "module", m.String(), "version", rec.Version, "sha256", rec.SHA256, "size", size)
 	return rec, nil

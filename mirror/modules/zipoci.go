@@ -51,7 +51,7 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version strin
 	}
 	var rec records.ModuleZipRecord
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
-		s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+		s.life.Notifier().Used(records.ModuleRecordKey(m, version))
 		return moduleManifestOf(m, rec)
 	} else if err != nil {
 		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
@@ -120,7 +120,7 @@ func (s *Zips) served(ctx context.Context, m addrs.Module, version string, doc o
 	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return oci.Document{}, err
 	}
-	s.e.Notifier().Used(records.ModuleRecordKey(m, version))
+	s.life.Notifier().Used(records.ModuleRecordKey(m, version))
 	return doc, nil
 }
 
@@ -147,12 +147,12 @@ const maxSharedZipLookups = 16
 // first, at most maxSharedZipLookups of them, keeping those it reads: a
 // record read is kept, and not asked for again.
 func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(records.ModuleZipRecord) bool) (records.ModuleZipRecord, bool) {
-	if s.cfg.Shared == nil {
+	if !s.shared.On() {
 		return records.ModuleZipRecord{}, false
 	}
 	var list records.ModuleVersionList
 	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err != nil {
-		if _, ok := s.e.GetShared(ctx, records.ModuleVersionsKey(m), &list); !ok {
+		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &list); !ok {
 			return records.ModuleZipRecord{}, false
 		}
 	}

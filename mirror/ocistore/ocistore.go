@@ -42,7 +42,12 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
@@ -69,6 +74,7 @@ var ErrDigestUnknown = records.ErrDigestUnknown
 // or not. It speaks no HTTP: the OCI front door does.
 type OCI struct {
 	cfg     Config
+	parts   Parts
 	e       Engine
 	store   Store
 	sizer   ArchiveSizer
@@ -104,7 +110,8 @@ type keptDocument struct {
 // ociMemoEntries bounds each of OCI's memos.
 const ociMemoEntries = 4096
 
-// Engine is what OCI uses of the engine. Package mirror implements it.
+// Engine is what OCI asks of the engine above it: a version's verified
+// archives. Package mirror implements it.
 type Engine interface {
 	// Archives returns the verified archives of version v of p, one for
 	// every platform the engine serves that the version has a package
@@ -112,26 +119,21 @@ type Engine interface {
 	// mirror.Engine.Package does, with its errors); holds says whether
 	// the answer still holds (nil: it may not be reused).
 	Archives(ctx context.Context, p addrs.Provider, v versions.Version) (archives []Archive, holds func() bool, err error)
-	// CheckOrigin fails for a provider of a host the engine does not
-	// serve (discovery.ErrHostNotAllowed).
-	CheckOrigin(p addrs.Provider) error
-	// CheckPolicy fails with the package policy's error when it holds
-	// version v of p back: a document kept by digest is not served then.
-	CheckPolicy(ctx context.Context, p addrs.Provider, v versions.Version) error
-	// Kept says the cache holds the package record of version v of p.
-	Kept(p addrs.Provider, v versions.Version) bool
-	// Offline says the mirror is sealed: no origin is asked.
-	Offline() bool
-	// Detached is a context for work done for every caller that waits
-	// for it, ended by done, at timeout or when the engine shuts down
-	// (failing with records.ErrShutDown once it has).
-	Detached(timeout time.Duration) (ctx context.Context, done func(), err error)
-	// GetShared reads the record under key from the tier shared with
-	// other replicas into v: false when there is no such tier, it has
-	// no record there, or it fails (one request). PutShared puts one
-	// there, in the background; a no-op without a shared tier.
-	GetShared(ctx context.Context, key string, v any) (time.Time, bool)
-	PutShared(key string, record any)
+}
+
+// Parts are the engine's components OCI takes; all are required.
+type Parts struct {
+	Life    *lifetime.Lifetime // detached work
+	Shared  *sharedtier.Shared // the digests other replicas handed out
+	Hosts   *originguard.Hosts // the hosts served
+	Records *stored.Records    // the stored package records
+	Gate    *gate.Gate         // the package policy: a document kept by digest is not served when it holds the version back
+}
+
+// recordKept says the cache holds the package record of version v of p.
+func (o *OCI) recordKept(p addrs.Provider, v versions.Version) bool {
+	_, ok := o.parts.Records.CachedPackage(p, v)
+	return ok
 }
 
 // Archive is one platform's verified archive of a version.
@@ -167,11 +169,11 @@ type Config struct {
 
 // New returns the OCI side of the engine e, keeping its records in
 // store, learning archive sizes the origin does not state from sizer.
-func New(cfg Config, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
-	if e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
-		return nil, errors.New("ocistore: the OCI side needs the engine, a store, an archive sizer, metrics, a logger and a timeout")
+func New(cfg Config, parts Parts, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
+	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || parts.Gate == nil || e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+		return nil, errors.New("ocistore: the OCI side needs the engine's parts, the engine, a store, an archive sizer, metrics, a logger and a timeout")
 	}
-	return &OCI{cfg: cfg, e: e, store: store, sizer: sizer, metrics: metrics,
+	return &OCI{cfg: cfg, parts: parts, e: e, store: store, sizer: sizer, metrics: metrics,
 		recs: memo.New[string, *ociRecord](ociMemoEntries),
 		kept: memo.New[string, struct{}](16 * ociMemoEntries),
 		hot:  memo.New[versionKey, hotIndex](ociMemoEntries),
@@ -323,7 +325,7 @@ func (o *OCI) size(ctx context.Context, p addrs.Provider, pa Archive, rec *ociRe
 		return info.Size, nil
 	}
 	ch := o.sizes.DoChan(pa.SHA256, func() (any, error) {
-		ctx, done, err := o.e.Detached(o.cfg.OriginTimeout)
+		ctx, done, err := o.parts.Life.Detached(o.cfg.OriginTimeout)
 		if err != nil {
 			return int64(0), err
 		}
@@ -406,7 +408,7 @@ func (o *OCI) keep(p addrs.Provider, v versions.Version, b built, docs []oci.Doc
 		}
 		o.kept.Put(key, gen, struct{}{})
 		if d != adopted {
-			o.e.PutShared(key, entry)
+			o.parts.Shared.Put(key, entry)
 		}
 	}
 	return nil
@@ -440,7 +442,7 @@ func (o *OCI) addToRecord(p addrs.Provider, v versions.Version, docs []oci.Docum
 // package record is kept.
 func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (versions.Version, ociDigestEntry, error) {
 	unknown := fmt.Errorf("%w: %s in %s", ErrDigestUnknown, d, p)
-	if err := o.e.CheckOrigin(p); err != nil {
+	if err := o.parts.Hosts.Check(p.Hostname); err != nil {
 		return versions.Version{}, ociDigestEntry{}, err
 	}
 	if d.Validate() != nil || d.Algorithm() != digest.SHA256 {
@@ -457,7 +459,7 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 	if err != nil {
 		return versions.Version{}, entry, unknown
 	}
-	if !o.e.Kept(p, v) {
+	if !o.recordKept(p, v) {
 		return versions.Version{}, entry, unknown
 	}
 	return v, entry, nil
@@ -496,7 +498,7 @@ func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 	if err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
-	if err := o.e.CheckPolicy(ctx, p, v); err != nil {
+	if err := o.parts.Gate.CheckProvider(ctx, p, v); err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
 	return doc, v, nil
@@ -505,7 +507,7 @@ func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 func (o *OCI) keptManifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, error) {
 	key := ociDigestKey(p, d)
 	if k, _, ok := o.docs.Get(key); ok {
-		if o.e.Kept(p, k.v) && o.e.CheckOrigin(p) == nil {
+		if o.recordKept(p, k.v) && o.parts.Hosts.Check(p.Hostname) == nil {
 			return k.doc, k.v, nil
 		}
 	}

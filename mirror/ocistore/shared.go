@@ -31,7 +31,7 @@ const maxEntryPlatforms = 256
 func (o *OCI) sharedEntry(ctx context.Context, p addrs.Provider, d digest.Digest, unknown error) (versions.Version, ociDigestEntry, error) {
 	key := ociDigestKey(p, d)
 	var entry ociDigestEntry
-	if _, ok := o.e.GetShared(ctx, key, &entry); !ok {
+	if _, ok := o.parts.Shared.Get(ctx, key, &entry); !ok {
 		return versions.Version{}, entry, unknown
 	}
 	v, err := addrs.ParseSemver(entry.Version)

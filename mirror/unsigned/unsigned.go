@@ -42,11 +42,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
 
 // ErrUnsignedOrigin: a version without signature under an allowed origin
@@ -81,7 +81,7 @@ type Version struct {
 // concurrent use once Find has returned.
 type Withholding struct {
 	cfg     Config
-	e       Engine
+	recs    *stored.Records // the stored package records
 	allowed map[svchost.Hostname]bool
 	store   Store
 	hosts   []string // Config.UnsignedHosts, canonical and sorted
@@ -106,12 +106,6 @@ type Config struct {
 	Logger  *slog.Logger
 }
 
-// Engine is what Withholding reads of the engine: its stored package
-// records. Package mirror implements it.
-type Engine interface {
-	CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool)
-}
-
 // Store is what Withholding reads of the cache. *cache.Store implements
 // it.
 type Store interface {
@@ -122,11 +116,11 @@ type Store interface {
 // cfg.AllowedOrigins; each of cfg.UnsignedHosts must be one of them
 // (hosts that are not take unsigned imports unnamed). Call Find before
 // using it.
-func New(cfg Config, e Engine, store Store) (*Withholding, error) {
-	if e == nil || store == nil || cfg.Logger == nil {
-		return nil, errors.New("unsigned: the engine, a store and a logger are required")
+func New(cfg Config, recs *stored.Records, store Store) (*Withholding, error) {
+	if recs == nil || store == nil || cfg.Logger == nil {
+		return nil, errors.New("unsigned: the stored records, a store and a logger are required")
 	}
-	s := &Withholding{cfg: cfg, e: e, store: store, allowed: map[svchost.Hostname]bool{}, unsigned: map[svchost.Hostname]bool{}}
+	s := &Withholding{cfg: cfg, recs: recs, store: store, allowed: map[svchost.Hostname]bool{}, unsigned: map[svchost.Hostname]bool{}}
 	for _, h := range cfg.AllowedOrigins {
 		s.allowed[svchost.Hostname(h)] = true
 	}
@@ -256,7 +250,7 @@ func (s *Withholding) WithholdFrom(p addrs.Provider, list *records.VersionList) 
 		if err != nil {
 			return true
 		}
-		rec, ok := s.e.CachedPackage(p, v)
+		rec, ok := s.recs.CachedPackage(p, v)
 		return !ok || s.IsWithheld(p, rec)
 	})
 	if len(keep) == len(list.Versions) {

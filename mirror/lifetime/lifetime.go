@@ -1,0 +1,223 @@
+// Package lifetime is the engine's lifetime: the root context that the work
+// done for every caller runs on (origin fetches, archive downloads, writes
+// to the shared tier), the count of that work which a shutdown waits for,
+// the coalescing of concurrent fetches of one thing, the import lock, and
+// the holder of the one Notifier told what is served and imported.
+//
+// The engine's parts take a *Lifetime as a field: it is the machinery they
+// share, below them all, and knows nothing of providers, modules or the
+// cache.
+package lifetime
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+	"golang.org/x/sync/singleflight"
+
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+)
+
+// Notifier is told what the engine serves and imports (retention's
+// last-use records and its guard of what cannot be fetched again;
+// package retention implements it). Its methods are called on the
+// request path: they must not block.
+type Notifier interface {
+	// Used says a client asked for a package of the version whose
+	// record is keyed key (mirror/inventory.Record.Key).
+	Used(key string)
+	// Serving says the archive sha of version v of address (kind
+	// "provider" or "module") is about to be served, and fetched first
+	// when it is not cached.
+	Serving(kind, address string, v versions.Version, sha string)
+	// Importing says the archive sha is about to be committed by an
+	// import: it cannot be fetched again.
+	Importing(sha string)
+	// Changed says an import ended: records of versions that cannot be
+	// fetched again may have been written.
+	Changed()
+}
+
+// Metrics receives what the lifetime observes.
+type Metrics interface {
+	// Coalesced records a request that joined a fetch already under way.
+	Coalesced(kind string)
+}
+
+// Lifetime is the engine's lifetime. Its methods are safe for concurrent
+// use. The zero value is not usable: call New.
+type Lifetime struct {
+	// timeout bounds the work Coalesce runs for its callers.
+	timeout time.Duration
+	metrics Metrics
+
+	root   context.Context
+	cancel context.CancelFunc
+	work   tasks
+	meta   singleflight.Group
+	// imports is the import lock: one import, or removal, at a time.
+	imports sync.Mutex
+	notify  atomic.Pointer[Notifier]
+}
+
+// New returns a running lifetime whose Coalesce runs each fetch for at
+// most timeout; metrics may be nil.
+func New(timeout time.Duration, metrics Metrics) *Lifetime {
+	if metrics == nil {
+		metrics = noMetrics{}
+	}
+	l := &Lifetime{timeout: timeout, metrics: metrics}
+	l.work.idle = make(chan struct{})
+	close(l.work.idle)
+	l.root, l.cancel = context.WithCancel(context.Background())
+	return l
+}
+
+// Context is the lifetime's root context, which Cancel ends.
+func (l *Lifetime) Context() context.Context { return l.root }
+
+// Detached returns a context for work done on behalf of every caller that
+// waits for it: it does not end when the caller that started it goes away,
+// only at its timeout or when the lifetime is cancelled. done must be
+// called when the work ends. It fails with records.ErrShutDown once Stop
+// was called.
+func (l *Lifetime) Detached(timeout time.Duration) (ctx context.Context, done func(), err error) {
+	if !l.work.add() {
+		return nil, nil, records.ErrShutDown
+	}
+	ctx, cancel := context.WithTimeout(l.root, timeout)
+	return ctx, func() { cancel(); l.work.done() }, nil
+}
+
+// StartWork counts work that Wait waits for; it returns false, counting
+// nothing, once Stop was called. EndWork ends it.
+func (l *Lifetime) StartWork() bool { return l.work.add() }
+
+// EndWork ends work counted by StartWork.
+func (l *Lifetime) EndWork() { l.work.done() }
+
+// Coalesce runs fn once for all concurrent callers with the same key, on a
+// context detached from any one of them (see Detached). A caller whose own
+// context ends stops waiting; the work goes on for the others. A caller
+// that joined a fetch under way is counted as coalesced under kind.
+func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+	var led atomic.Bool
+	ch := l.meta.DoChan(key, func() (any, error) {
+		led.Store(true)
+		ctx, done, err := l.Detached(l.timeout)
+		if err != nil {
+			return nil, err
+		}
+		defer done()
+		return fn(ctx)
+	})
+	select {
+	case res := <-ch:
+		if !led.Load() {
+			l.metrics.Coalesced(kind)
+		}
+		return res.Val, res.Err
+	case <-ctx.Done():
+		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+	}
+}
+
+// Imports is the import lock: one import, or removal, at a time.
+func (l *Lifetime) Imports() sync.Locker { return &l.imports }
+
+// Notifier is the Notifier set by SetNotifier, or one that does nothing.
+func (l *Lifetime) Notifier() Notifier {
+	if p := l.notify.Load(); p != nil {
+		return *p
+	}
+	return noNotifier{}
+}
+
+// SetNotifier makes n the Notifier from now on. There is one: it fails
+// when one was set already.
+func (l *Lifetime) SetNotifier(n Notifier) error {
+	if n == nil {
+		return errors.New("mirror: a nil Notifier")
+	}
+	if !l.notify.CompareAndSwap(nil, &n) {
+		return errors.New("mirror: the engine has a Notifier already")
+	}
+	return nil
+}
+
+// Stop takes no more work: StartWork returns false and Detached fails
+// from now on. The work under way goes on.
+func (l *Lifetime) Stop() { l.work.close() }
+
+// Wait blocks until no counted work runs, or ctx is done.
+func (l *Lifetime) Wait(ctx context.Context) error { return l.work.wait(ctx) }
+
+// Cancel ends the root context, and so every Detached context.
+func (l *Lifetime) Cancel() { l.cancel() }
+
+// tasks counts work running on the root context, so that Wait can wait
+// for it (a sync.WaitGroup may not be waited on while it can be
+// incremented from zero).
+type tasks struct {
+	mu     sync.Mutex
+	n      int
+	closed bool
+	idle   chan struct{} // closed while n == 0
+}
+
+// add counts one more task, unless the lifetime is stopped.
+func (t *tasks) add() bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.closed {
+		return false
+	}
+	if t.n == 0 {
+		t.idle = make(chan struct{})
+	}
+	t.n++
+	return true
+}
+
+func (t *tasks) done() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.n--
+	if t.n == 0 {
+		close(t.idle)
+	}
+}
+
+func (t *tasks) close() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+}
+
+func (t *tasks) wait(ctx context.Context) error {
+	t.mu.Lock()
+	idle := t.idle
+	t.mu.Unlock()
+	select {
+	case <-idle:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+type noMetrics struct{}
+
+func (noMetrics) Coalesced(string) {}
+
+type noNotifier struct{}
+
+func (noNotifier) Used(string)                                      {}
+func (noNotifier) Serving(string, string, versions.Version, string) {}
+func (noNotifier) Importing(string)                                 {}
+func (noNotifier) Changed()                                         {}

@@ -1,0 +1,126 @@
+package lifetime
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+)
+
+type countCoalesced struct{ n atomic.Int32 }
+
+func (c *countCoalesced) Coalesced(string) { c.n.Add(1) }
+
+// Concurrent callers of one key share one run of fn, which goes on when
+// its first caller goes away; the callers that joined are counted.
+func TestCoalesceRunsOnceForAll(t *testing.T) {
+	met := &countCoalesced{}
+	l := New(time.Minute, met)
+	release := make(chan struct{})
+	var runs atomic.Int32
+	fn := func(ctx context.Context) (any, error) {
+		runs.Add(1)
+		select {
+		case <-release:
+			return "done", nil
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	first, cancel := context.WithCancel(t.Context())
+	firstDone := make(chan error, 1)
+	go func() {
+		_, err := l.Coalesce(first, "k", "key", fn)
+		firstDone <- err
+	}()
+	for runs.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	if err := <-firstDone; !errors.Is(err, context.Canceled) {
+		t.Fatalf("the caller that went away: %v, want context.Canceled", err)
+	}
+	var wg sync.WaitGroup
+	results := make(chan any, 3)
+	for range 3 {
+		wg.Go(func() {
+			v, err := l.Coalesce(t.Context(), "k", "key", fn)
+			if err != nil {
+				t.Errorf("Coalesce: %v", err)
+			}
+			results <- v
+		})
+	}
+	time.Sleep(20 * time.Millisecond)
+	close(release)
+	wg.Wait()
+	close(results)
+	for v := range results {
+		if v != "done" {
+			t.Errorf("result %v, want done", v)
+		}
+	}
+	if n := runs.Load(); n != 1 {
+		t.Errorf("fn ran %d times, want 1", n)
+	}
+	if n := met.n.Load(); n != 3 {
+		t.Errorf("coalesced %d, want 3", n)
+	}
+}
+
+// Once stopped, no work is taken; Wait waits for the work under way, and
+// Cancel ends its contexts.
+func TestStopWaitCancel(t *testing.T) {
+	l := New(time.Minute, nil)
+	ctx, done, err := l.Detached(time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Stop()
+	if l.StartWork() {
+		t.Error("StartWork after Stop took work")
+	}
+	if _, _, err := l.Detached(time.Hour); !errors.Is(err, records.ErrShutDown) {
+		t.Errorf("Detached after Stop: %v, want records.ErrShutDown", err)
+	}
+	if _, err := l.Coalesce(t.Context(), "k", "other", func(context.Context) (any, error) { return nil, nil }); !errors.Is(err, records.ErrShutDown) {
+		t.Errorf("Coalesce after Stop: %v, want records.ErrShutDown", err)
+	}
+	short, cancel := context.WithTimeout(t.Context(), 10*time.Millisecond)
+	defer cancel()
+	if err := l.Wait(short); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Wait with work under way: %v, want context.DeadlineExceeded", err)
+	}
+	l.Cancel()
+	<-ctx.Done()
+	done()
+	if err := l.Wait(t.Context()); err != nil {
+		t.Errorf("Wait once the work ended: %v", err)
+	}
+}
+
+type nopNotifier struct{ noNotifier }
+
+func TestOneNotifier(t *testing.T) {
+	l := New(time.Minute, nil)
+	if _, ok := l.Notifier().(noNotifier); !ok {
+		t.Errorf("Notifier before SetNotifier: %T, want one doing nothing", l.Notifier())
+	}
+	if err := l.SetNotifier(nil); err == nil {
+		t.Error("SetNotifier(nil) succeeded")
+	}
+	n := &nopNotifier{}
+	if err := l.SetNotifier(n); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.SetNotifier(&nopNotifier{}); err == nil {
+		t.Error("a second Notifier was taken")
+	}
+	if l.Notifier() != Notifier(n) {
+		t.Error("Notifier is not the one set")
+	}
+}

@@ -1,0 +1,116 @@
+package sharedtier
+
+// The provider records the engine takes from the tier: version lists,
+// and package records whose evidence verifies.
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+)
+
+// Versions returns the version list under key from the tier, with when it
+// was stored there, and remembers it in the engine's memo (not in the
+// cache, so that its age stays the tier's copy's). Remembering it changes
+// what the engine answers from, as a write to the cache would: the memo's
+// generation advances, so that no answer stamped before holds on.
+func (s *Shared) Versions(ctx context.Context, key string) (*records.VersionList, time.Time, bool) {
+	if s.tier == nil {
+		return nil, time.Time{}, false
+	}
+	_, _, gen, _ := s.recs.Get(key)
+	var list records.VersionList
+	storedAt, ok := s.Get(ctx, key, &list)
+	if !ok || !records.KnownSchema(list.Schema) {
+		return nil, time.Time{}, false
+	}
+	s.recs.Adopt(key, gen, &list, storedAt)
+	return &list, storedAt, true
+}
+
+// Package copies the package record of v from the tier to the cache, if
+// the tier has one (which the tier authenticated as a replica's, see Tier)
+// with evidence that still verifies: a copy that does not is left where it
+// is, so that the version is fetched and verified anew, as when the cached
+// record fails, and its record then replaces the tier's.
+func (s *Shared) Package(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+	if s.tier == nil {
+		return nil, false
+	}
+	key := records.PackageKey(p, v)
+	var rec records.PackageRecord
+	if _, ok := s.Get(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !rec.HasEvidence() {
+		return nil, false
+	}
+	if err := rec.VerifyEvidence(p.Type, v); err != nil {
+		reason := records.ReasonOf(err)
+		s.metrics.VerificationFailed(reason)
+		s.log.Error("the shared store's package record failed verification; fetching the version from the origin",
+			"provider", p.String(), "version", v.String(), "reason", reason, "error", err)
+		return nil, false
+	}
+	rec.MarkEvidenceChecked()
+	// A withheld import set aside in it is another replica's, which an
+	// earlier release shared: imported records stay local.
+	rec.Withheld = nil
+	err := s.store.PutMeta(key, &rec)
+	s.recs.Forget(key)
+	if err != nil {
+		s.metrics.CacheWriteFailed()
+		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
+	}
+	return &rec, true
+}
+
+// Installable reports whether a sealed mirror can serve version v of p
+// from the tier: the version's package record (rec, the cached one, if
+// any; else the tier's, copied into the cache) has an archive of a served
+// platform that the tier holds and that this replica trusts it for. What
+// the tier answered is remembered for SeenTTL, so that a warm version list
+// asks it nothing.
+func (s *Shared) Installable(ctx context.Context, p addrs.Provider, v versions.Version, rec *records.PackageRecord) bool {
+	if s.tier == nil {
+		return false
+	}
+	now := s.cfg.Now()
+	if rec == nil {
+		key := "package/" + records.PackageKey(p, v)
+		if has, ok := s.seen.get(key, now); ok && !has {
+			return false
+		}
+		var ok bool
+		if rec, ok = s.Package(ctx, p, v); !ok {
+			s.seen.put(key, false, now)
+			return false
+		}
+	}
+	for _, pl := range slices.Sorted(maps.Keys(rec.Archives)) {
+		a := rec.Archives[pl]
+		if !s.served(pl) || !s.Trusts(a.SHA256) {
+			continue
+		}
+		key := "archive/" + a.SHA256
+		if has, ok := s.seen.get(key, now); ok {
+			if has {
+				return true
+			}
+			continue
+		}
+		body, _, err := s.tier.OpenArchive(ctx, a.SHA256)
+		if err != nil {
+			return false // a failing tier is gone around: not listed
+		}
+		s.seen.put(key, body != nil, now)
+		if body != nil {
+			body.Close()
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,230 @@
+package sharedtier
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+)
+
+// fakeTier is a tier in memory; its lease is held by another replica
+// while othersLease is set.
+type fakeTier struct {
+	mu          sync.Mutex
+	blobs       map[string][]byte
+	meta        map[string]json.RawMessage
+	othersLease bool
+	leases      int
+	putMeta     chan string
+}
+
+func newFakeTier() *fakeTier {
+	return &fakeTier{blobs: map[string][]byte{}, meta: map[string]json.RawMessage{}, putMeta: make(chan string, 16)}
+}
+
+func (t *fakeTier) OpenArchive(_ context.Context, sha string) (io.ReadCloser, int64, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b, ok := t.blobs[sha]
+	if !ok {
+		return nil, 0, nil
+	}
+	return io.NopCloser(bytes.NewReader(b)), int64(len(b)), nil
+}
+
+func (t *fakeTier) PutArchive(_ context.Context, sha string, r io.ReadSeeker, _ int64) error {
+	b, err := io.ReadAll(r)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.blobs[sha] = b
+	return nil
+}
+
+func (t *fakeTier) TryLease(context.Context, string) (Lease, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.othersLease {
+		return nil, nil
+	}
+	t.leases++
+	return fakeLease{}, nil
+}
+
+func (t *fakeTier) GetMeta(_ context.Context, key string) (json.RawMessage, time.Time, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.meta[key], time.Unix(1, 0), nil
+}
+
+func (t *fakeTier) PutMeta(_ context.Context, key string, record any) error {
+	raw, err := json.Marshal(record)
+	if err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.meta[key] = raw
+	t.mu.Unlock()
+	t.putMeta <- key
+	return nil
+}
+
+type fakeLease struct{}
+
+func (fakeLease) Keep(ctx context.Context) error { <-ctx.Done(); return nil }
+func (fakeLease) Release(context.Context) error  { return nil }
+
+type noMetrics struct{}
+
+func (noMetrics) VerificationFailed(string) {}
+func (noMetrics) CacheWriteFailed()         {}
+
+func newShared(t *testing.T, tier Tier, offline bool) (*Shared, *lifetime.Lifetime) {
+	t.Helper()
+	store := enginetest.OpenStore(t, "", cache.Options{})
+	log := slog.New(slog.DiscardHandler)
+	life := lifetime.New(time.Minute, nil)
+	s, err := New(Config{Offline: offline, Timeout: time.Minute, Now: time.Now}, tier, life, stored.New(store, log), store, log, noMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, life
+}
+
+const sha = "0000000000000000000000000000000000000000000000000000000000000001"
+
+// Without a tier, every use finds nothing and asks nothing.
+func TestNoTierFindsNothing(t *testing.T) {
+	s, _ := newShared(t, nil, false)
+	if s.On() {
+		t.Error("On without a tier")
+	}
+	var v struct{}
+	if _, ok := s.Get(t.Context(), "key", &v); ok {
+		t.Error("Get found a record without a tier")
+	}
+	s.Put("key", v)
+	if release, err := s.TryLease(t.Context(), sha); release != nil || err != nil {
+		t.Errorf("TryLease without a tier: %v, %v", release != nil, err)
+	}
+	if body, _, release, err := s.Archive(t.Context(), sha, "a.zip", nil); body != nil || release != nil || err != nil {
+		t.Errorf("Archive without a tier: body %v, lease %v, %v", body != nil, release != nil, err)
+	}
+	if _, _, ok := s.Versions(t.Context(), "versions/key"); ok {
+		t.Error("Versions found a list without a tier")
+	}
+}
+
+// An archive whose copy in the tier was found wrong is not read from the
+// tier again, nor downloaded under its lease: the origin gives it.
+func TestDistrustedArchiveIsNotRead(t *testing.T) {
+	tier := newFakeTier()
+	tier.blobs[sha] = []byte("archive")
+	s, _ := newShared(t, tier, false)
+	body, size, release, err := s.Archive(t.Context(), sha, "a.zip", nil)
+	if err != nil || body == nil || size != 7 || release != nil {
+		t.Fatalf("Archive of a held archive: body %v, size %d, lease %v, %v", body != nil, size, release != nil, err)
+	}
+	body.Close()
+	s.Distrust(sha)
+	if s.Trusts(sha) {
+		t.Error("Trusts after Distrust")
+	}
+	body, _, release, err = s.Archive(t.Context(), sha, "a.zip", nil)
+	if body != nil || release != nil || err != nil {
+		t.Errorf("Archive of a distrusted archive: body %v, lease %v, %v", body != nil, release != nil, err)
+	}
+	if tier.leases != 0 {
+		t.Errorf("%d leases taken for a distrusted archive", tier.leases)
+	}
+}
+
+// An archive the tier lacks is downloaded under the tier's lease; while
+// another replica holds it, the caller waits for the archive to appear,
+// until its context ends. A sealed mirror takes no lease.
+func TestArchiveUnderTheLease(t *testing.T) {
+	t.Run("lease taken", func(t *testing.T) {
+		tier := newFakeTier()
+		s, _ := newShared(t, tier, false)
+		body, _, release, err := s.Archive(t.Context(), sha, "a.zip", nil)
+		if body != nil || release == nil || err != nil {
+			t.Fatalf("Archive of a missing archive: body %v, lease %v, %v", body != nil, release != nil, err)
+		}
+		release(t.Context())
+	})
+	t.Run("another replica downloads it", func(t *testing.T) {
+		tier := newFakeTier()
+		tier.othersLease = true
+		s, _ := newShared(t, tier, false)
+		waits := 0
+		body, _, release, err := s.Archive(t.Context(), sha, "a.zip", func() {
+			waits++
+			if waits == 2 {
+				tier.mu.Lock()
+				tier.blobs[sha] = []byte("archive")
+				tier.mu.Unlock()
+			}
+		})
+		if body == nil || release != nil || err != nil {
+			t.Fatalf("Archive once another replica stored it: body %v, lease %v, %v", body != nil, release != nil, err)
+		}
+		body.Close()
+		ctx, cancel := context.WithTimeout(t.Context(), 3*PollMin)
+		defer cancel()
+		if _, _, _, err := s.Archive(ctx, "0000000000000000000000000000000000000000000000000000000000000002", "b.zip", nil); !errors.Is(err, context.DeadlineExceeded) {
+			t.Errorf("Archive while another replica holds the lease: %v, want the context's end", err)
+		}
+	})
+	t.Run("sealed", func(t *testing.T) {
+		tier := newFakeTier()
+		s, _ := newShared(t, tier, true)
+		if body, _, release, err := s.Archive(t.Context(), sha, "a.zip", nil); body != nil || release != nil || err != nil {
+			t.Errorf("Archive sealed: body %v, lease %v, %v", body != nil, release != nil, err)
+		}
+		if tier.leases != 0 {
+			t.Errorf("a sealed mirror took %d leases", tier.leases)
+		}
+	})
+}
+
+// A record is put in the tier in the background, as work of the engine's
+// lifetime; once the lifetime stops, nothing more is put.
+func TestPutIsWorkOfTheLifetime(t *testing.T) {
+	tier := newFakeTier()
+	s, life := newShared(t, tier, false)
+	s.Put("k1", map[string]int{"a": 1})
+	if err := life.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case key := <-tier.putMeta:
+		if key != "k1" {
+			t.Errorf("put %q, want k1", key)
+		}
+	default:
+		t.Fatal("the record was not put before the lifetime was idle")
+	}
+	var got map[string]int
+	if _, ok := s.Get(t.Context(), "k1", &got); !ok || got["a"] != 1 {
+		t.Errorf("Get after Put: %v, %v", got, ok)
+	}
+	life.Stop()
+	s.Put("k2", 2)
+	select {
+	case key := <-tier.putMeta:
+		t.Errorf("put %q after the lifetime stopped", key)
+	case <-time.After(20 * time.Millisecond):
+	}
+}
