@@ -177,10 +177,12 @@ type Pruner interface {
 	Prune(ctx context.Context, req retention.PruneRequest) ([]retention.Removal, error)
 }
 
-// Packages is what sync asks of the engine, behind the package policy
-// (*mirror/served.Packages): the versions and packages it may serve, the
-// archives it caches.
+// Packages is what sync and the bundle export ask of the engine, behind
+// the package policy (*mirror/served.Packages): the versions and packages
+// it may serve, the archives it caches, and whether a version the cache
+// holds may be served (airgap.Served).
 type Packages interface {
+	airgap.Served
 	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
 	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
 	EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error)
@@ -190,12 +192,14 @@ type Packages interface {
 }
 
 // Engine is what the admin operations use of the engine: what export and
-// import use (airgap.Engine), the check of the whole cache, and what it
-// withholds. *mirror.Engine implements it.
+// import use (airgap.Engine), the check of the whole cache, what it
+// withholds, and what it knows of a version's release (policy.go).
+// *mirror.Engine implements it.
 type Engine interface {
 	airgap.Engine
 	CacheChecker() *cachecheck.Checker
 	Withheld() []unsigned.Version
+	Inventory() *mirror.Inventory
 }
 
 var _ Engine = (*mirror.Engine)(nil)
@@ -275,7 +279,7 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	if err != nil {
 		return res, fmt.Errorf("export key: %w", err)
 	}
-	sum, err := airgap.Export(ctx, a.engine, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
+	sum, err := airgap.Export(ctx, a.engine, a.pkgs, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ExportSummary = sum
 	if a.metrics != nil {
 		a.metrics.AirGap("export", map[string]int{"exported": sum.Written + sum.CLIArchives, "present": sum.Present + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.CLIBytes)

@@ -20,9 +20,9 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -82,7 +82,18 @@ type ExportSummary struct {
 	Held int `json:"held,omitempty"`
 }
 
-// Export writes the cached packages sel selects, with their evidence, the
+// Served is the package policy in front of the engine as the exports ask
+// it (*mirror/served.Packages): whether a provider or module version the
+// cache holds may be served now, and, when not, the *gate.PolicyError
+// saying why. An export carries only what it lets through, so that what
+// an export carries is what the mirror serves.
+type Served interface {
+	StoredVersion(ctx context.Context, p addrs.Provider, v versions.Version) error
+	StoredModuleVersion(ctx context.Context, m addrs.Module, version string) error
+}
+
+// Export writes the cached packages sel selects that pkgs (the package
+// policy in front of engine) lets be served, with their evidence, the
 // cached module packages (see exportModules) and, on a CLIEngine, the
 // cached CLI releases (see exportReleases), to
 // out: a directory, or (IsTarName) one tar file; and the manifest of
@@ -90,30 +101,33 @@ type ExportSummary struct {
 // fails is passed to report (one line, naming it) and counted, and the
 // export goes on; so is each file the manifest leaves out. The error is
 // for what stops it.
-func Export(ctx context.Context, engine Engine, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
+func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
 	var sum ExportSummary
+	if pkgs == nil {
+		return sum, errors.New("no package policy layer to ask what may be exported")
+	}
 	if key == nil {
 		return sum, errors.New("no export key to sign the export's manifest with")
 	}
 	sum.Signer = key.Fingerprint()
 	var err error
 	if IsTarName(out) {
-		err = exportTar(ctx, engine, sel, out, key, report, &sum)
+		err = exportTar(ctx, engine, pkgs, sel, out, key, report, &sum)
 	} else {
-		err = exportDir(ctx, engine, sel, out, key, report, &sum)
+		err = exportDir(ctx, engine, pkgs, sel, out, key, report, &sum)
 	}
 	return sum, err
 }
 
 // exportTar exports into a temporary directory beside out, then writes
 // it as one tar file (gzip-compressed for .tar.gz and .tgz).
-func exportTar(ctx context.Context, engine Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
-	if err := exportDir(ctx, engine, sel, tmp, key, report, sum); err != nil {
+	if err := exportDir(ctx, engine, pkgs, sel, tmp, key, report, sum); err != nil {
 		return err
 	}
 	f, err := os.CreateTemp(filepath.Dir(out), ".tfmirror-export-*.tar")
@@ -228,7 +242,7 @@ func cachedModules(engine Engine) ([]modules.Cached, error) {
 // with their evidence, then index.json and VERSION.json of every provider
 // in out, as `terraform providers mirror` does, and last the manifest
 // signed by key.
-func exportDir(ctx context.Context, engine Engine, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
+func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
 	}
@@ -241,7 +255,7 @@ func exportDir(ctx context.Context, engine Engine, sel Selection, out string, ke
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if refusedByPolicy(ctx, engine, policy.Provider, cv.Provider, cv.Version, report, sum) {
+		if leftOut(storedProvider(ctx, pkgs, cv), cv.Provider+" "+cv.Version, report, sum) {
 			continue
 		}
 		if err := exportVersion(engine, sel, cv, out, files, sum); err != nil {
@@ -250,12 +264,12 @@ func exportDir(ctx context.Context, engine Engine, sel Selection, out string, ke
 		}
 	}
 	if sel.wantsModules() {
-		if err := exportModules(ctx, engine, out, files, report, sum); err != nil {
+		if err := exportModules(ctx, engine, pkgs, out, files, report, sum); err != nil {
 			return err
 		}
 	}
 	if ce, ok := engine.(CLIEngine); ok {
-		if err := exportReleases(ctx, ce.CLIReleases(), engine, sel, out, files, report, sum); err != nil {
+		if err := exportReleases(ctx, ce.CLIReleases(), ce.ServedCLI(), engine, sel, out, files, report, sum); err != nil {
 			return err
 		}
 	}
@@ -274,19 +288,33 @@ func exportDir(ctx context.Context, engine Engine, sel Selection, out string, ke
 	return nil
 }
 
-// refusedByPolicy says whether the package policy in effect refuses a
-// cached version now; a refused one is reported and counted, and left
-// out of the export: what an export carries is what the mirror serves.
-func refusedByPolicy(ctx context.Context, engine Engine, kind policy.Kind, address, version string, report func(string), sum *ExportSummary) bool {
-	v := engine.Inventory().StoredVerdict(ctx, kind, address, strings.TrimPrefix(version, "v"))
-	if v.Allowed {
+// storedProvider is the served layer's answer on the cached provider
+// version cv: nil when the package policy lets it be served.
+func storedProvider(ctx context.Context, pkgs Served, cv mirror.CachedVersion) error {
+	p, v, err := parseCached(cv)
+	if err != nil {
+		return nil // not judged: exportVersion reports it as failed
+	}
+	return pkgs.StoredVersion(ctx, p, v)
+}
+
+// leftOut says whether the served layer's answer err on a cached version
+// (what: its address and version) leaves it out of the export: a version
+// the package policy refuses now (err a *gate.PolicyError) is reported
+// and counted as held, and one the layer could not judge as failed; what
+// an export carries is what the mirror serves.
+func leftOut(err error, what string, report func(string), sum *ExportSummary) bool {
+	if err == nil {
 		return false
 	}
-	sum.Held++
-	what := address + " " + version
-	if kind == policy.Module {
-		what = "module " + what
+	var pe *gate.PolicyError
+	if !errors.As(err, &pe) {
+		sum.Failed++
+		report(fmt.Sprintf("%s: left out, the package policy could not judge it: %v", what, err))
+		return true
 	}
+	v := pe.Verdict
+	sum.Held++
 	report(fmt.Sprintf("%s: left out, held back by the package policy (%s: %s): %s", what, v.Rule, v.Detail, v.Message()))
 	return true
 }

@@ -31,13 +31,14 @@ import (
 
 // Engine is what export and import use of the engine: the cached
 // provider versions, the air-gap side that reads and imports them with
-// their evidence, the module side, the package policy's verdict on what
-// is stored, and the module limits. *mirror.Engine implements it.
+// their evidence, the module side, and the module limits.
+// *mirror.Engine implements it. What the package policy lets be served
+// an export asks the served layer (Served, CLIEngine.ServedCLI), never
+// the engine.
 type Engine interface {
 	ListCachedAfter(prefix, after string, fn func(mirror.CachedVersion) error) error
 	AirGap() *mirror.AirGap
 	Modules() *modules.Modules
-	Inventory() *mirror.Inventory
 	Config() mirror.Config
 }
 

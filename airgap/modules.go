@@ -35,7 +35,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 const (
@@ -96,7 +95,7 @@ func moduleDir(top string, m addrs.Module) string {
 // exportModules writes every module version whose package is cached,
 // with its record, into out (see the layout above) and records them in
 // files. Each version that fails is reported and counted.
-func exportModules(ctx context.Context, engine Engine, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
+func exportModules(ctx context.Context, engine Engine, pkgs Served, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
 	cached, err := cachedModules(engine)
 	if err != nil {
 		return err
@@ -105,7 +104,7 @@ func exportModules(ctx context.Context, engine Engine, out string, files *export
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if refusedByPolicy(ctx, engine, policy.Module, cm.Module, cm.Version, report, sum) {
+		if leftOut(storedModule(ctx, pkgs, cm), "module "+cm.Module+" "+cm.Version, report, sum) {
 			continue
 		}
 		if err := exportModule(engine, cm, out, files, sum); err != nil {
@@ -114,6 +113,16 @@ func exportModules(ctx context.Context, engine Engine, out string, files *export
 		}
 	}
 	return nil
+}
+
+// storedModule is the served layer's answer on the cached module
+// version cm: nil when the package policy lets it be served.
+func storedModule(ctx context.Context, pkgs Served, cm modules.Cached) error {
+	m, err := addrs.ParseModule(cm.Module)
+	if err != nil {
+		return nil // not judged: exportModule reports it as failed
+	}
+	return pkgs.StoredModuleVersion(ctx, m, cm.Version)
 }
 
 // exportModule writes one module version's package, unless it is there

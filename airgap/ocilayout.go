@@ -37,13 +37,14 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/oci"
-	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // Artifacts are the OCI documents of provider and module versions, and
 // module zips, as the OCI front door serves them, behind the package
-// policy: *mirror/served.Packages.
+// policy, and its answer on what the cache holds (Served):
+// *mirror/served.Packages.
 type Artifacts interface {
+	Served
 	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
 	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
 	ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error)
@@ -120,7 +121,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		if x.refused(policy.Provider, cv.Provider, cv.Version, report) {
+		if x.refused(storedProvider(ctx, arts, cv), cv.Provider+" "+cv.Version, report) {
 			continue
 		}
 		if err := x.provider(sel, cv, report); err != nil {
@@ -137,7 +138,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 			if err := ctx.Err(); err != nil {
 				return sum, err
 			}
-			if x.refused(policy.Module, cm.Module, cm.Version, report) {
+			if x.refused(storedModule(ctx, arts, cm), "module "+cm.Module+" "+cm.Version, report) {
 				continue
 			}
 			if err := x.module(cm); err != nil {
@@ -162,15 +163,16 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	return sum, err
 }
 
-// refused says whether the package policy in effect refuses a cached
-// version: reported, counted and left out, as the bundle export does
-// (refusedByPolicy).
-func (x *ociLayoutExport) refused(kind policy.Kind, address, version string, report func(string)) bool {
-	var held ExportSummary
-	if !refusedByPolicy(x.ctx, x.engine, kind, address, version, report, &held) {
+// refused says whether the served layer's answer err on a cached version
+// (what) leaves it out: reported, counted and left out, as the bundle
+// export does (leftOut).
+func (x *ociLayoutExport) refused(err error, what string, report func(string)) bool {
+	var left ExportSummary
+	if !leftOut(err, what, report, &left) {
 		return false
 	}
-	x.sum.Held += held.Held
+	x.sum.Held += left.Held
+	x.sum.Failed += left.Failed
 	return true
 }
 

@@ -255,11 +255,15 @@ deny_version "`+p.String()+`" {
 	}
 }
 
-// servedBy is engine and its OCI side behind the package policy, as
-// exports take them.
+// servedBy is engine and its OCI side (nil: none) behind the package
+// policy, as exports take them.
 func servedBy(t *testing.T, engine *mirror.Engine, side *mirror.OCI) *served.Packages {
 	t.Helper()
-	p, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips(), OCI: side})
+	parts := served.Parts{Providers: engine, Modules: engine.Modules().Zips(), Stored: engine.Inventory()}
+	if side != nil {
+		parts.OCI = side
+	}
+	p, err := served.New(parts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -34,10 +34,9 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -67,9 +66,20 @@ type CLIReleases interface {
 // CLIEngine is an Engine with the CLI releases side on it: an export
 // carries CLI versions, and an import takes them, only on one. An import
 // on an engine without it refuses the CLI versions of its input.
+// ServedCLI is that side behind the package policy, which an export asks
+// what it may carry and an import what it stored that is held back.
 type CLIEngine interface {
 	Engine
 	CLIReleases() CLIReleases
+	ServedCLI() ServedCLI
+}
+
+// ServedCLI is the package policy in front of the CLI releases as the
+// exports and imports ask it (*mirror/served.Releases): whether a CLI
+// version the cache holds may be served now, and, when not, the
+// *gate.PolicyError saying why.
+type ServedCLI interface {
+	StoredVersion(pub releases.Publisher, product, version string) error
 }
 
 // releaseFile is release.json, beside a CLI version's files in an export.
@@ -169,7 +179,7 @@ func (sel Selection) wantsCLI(pub releases.Publisher, product, version string) b
 // holds, each with the archives of sel's platforms, into out (see the
 // layout above) and records them in files. Each version that fails is
 // reported and counted; one the package policy refuses is left out.
-func exportReleases(ctx context.Context, cli CLIReleases, engine Engine, sel Selection, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
+func exportReleases(ctx context.Context, cli CLIReleases, pol ServedCLI, engine Engine, sel Selection, out string, files *exportFiles, report func(string), sum *ExportSummary) error {
 	err := cli.Held(func(h releases.HeldVersion) error {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -183,10 +193,7 @@ func exportReleases(ctx context.Context, cli CLIReleases, engine Engine, sel Sel
 			report(fmt.Sprintf("%s: %v", mr, h.Err))
 			return nil
 		}
-		s := h.Sums
-		if v := cliVerdict(engine, mr, s.SignedAt, h.ListedAt); !v.Allowed {
-			sum.Held++
-			report(fmt.Sprintf("%s: left out, held back by the package policy (%s: %s): %s", mr, v.Rule, v.Detail, v.Message()))
+		if leftOut(storedCLI(pol, mr), mr.String(), report, sum) {
 			return nil
 		}
 		if err := exportRelease(engine, sel, h, mr, out, files, sum); err != nil {
@@ -324,8 +331,9 @@ func importReleases(ctx context.Context, engine Engine, b *bundle, report func(s
 		return err
 	}
 	var cli CLIReleases
+	var pol ServedCLI
 	if ce, ok := engine.(CLIEngine); ok {
-		cli = ce.CLIReleases()
+		cli, pol = ce.CLIReleases(), ce.ServedCLI()
 	}
 	listed := map[string]manifestRelease{}
 	if b.releases != nil {
@@ -372,7 +380,7 @@ func importReleases(ctx context.Context, engine Engine, b *bundle, report func(s
 		case cli == nil:
 			err = errors.New("this tfmirror has no CLI releases side to import it into")
 		default:
-			err = importRelease(ctx, engine, cli, b, mr, dir, report, sum)
+			err = importRelease(ctx, cli, pol, b, mr, dir, report, sum)
 		}
 		if err != nil {
 			sum.Failed++
@@ -404,7 +412,7 @@ func within(root, path string) bool {
 
 // importRelease imports one CLI version from dir, once the manifest
 // covers every file of it with the bytes found.
-func importRelease(ctx context.Context, engine Engine, cli CLIReleases, b *bundle, mr manifestRelease, dir string, report func(string), sum *ImportSummary) error {
+func importRelease(ctx context.Context, cli CLIReleases, pol ServedCLI, b *bundle, mr manifestRelease, dir string, report func(string), sum *ImportSummary) error {
 	vf := &versionFiles{b: b, read: map[string]manifestFile{}, zips: map[string]int64{}}
 	recPath := filepath.Join(dir, releaseFileName)
 	data, err := vf.readFile(recPath, maxReleaseFileBytes)
@@ -480,10 +488,16 @@ func importRelease(ctx context.Context, engine Engine, cli CLIReleases, b *bundl
 	if res.Archives > 0 {
 		sum.Versions = append(sum.Versions, releases.Address(in.Publisher, in.Product)+" "+in.Version)
 	}
-	if v := cliVerdict(engine, mr, res.SignedAt, res.ListedAt); !v.Allowed {
+	// Stored whatever the policy says; the policy decides what is served.
+	var pe *gate.PolicyError
+	switch err := storedCLI(pol, mr); {
+	case errors.As(err, &pe):
+		v := pe.Verdict
 		sum.CLIHeld++
 		report(fmt.Sprintf("%s: imported, and held back by the package policy until it allows it (%s: %s): %s",
 			mr, v.Rule, v.Detail, v.Message()))
+	case err != nil:
+		report(fmt.Sprintf("%s: imported, and the package policy could not judge it: %v", mr, err))
 	}
 	return nil
 }
@@ -508,22 +522,11 @@ func hasReleases(dir string) bool {
 	return err == nil && info.IsDir()
 }
 
-// cliVerdict is the package policy's verdict now on the CLI version mr,
-// judged as the releases door judges it: by the address the policy names
-// the product by, and by its release time, the later of its SHA256SUMS
-// signature's time and the listing rule's.
-func cliVerdict(engine Engine, mr manifestRelease, signedAt, listedAt time.Time) policy.Verdict {
-	pol := engine.Inventory().Policy()
+// storedCLI is the served layer's answer on the CLI version mr the cache
+// holds: nil when the package policy lets it be served.
+func storedCLI(pol ServedCLI, mr manifestRelease) error {
 	if pol == nil {
-		return policy.Verdict{Allowed: true}
+		return errors.New("no package policy layer in front of the CLI releases")
 	}
-	addr := releases.Address(releases.Publisher(mr.Publisher), mr.Product)
-	if v := pol.Address(policy.Provider, addr); !v.Allowed {
-		return v
-	}
-	at := signedAt
-	if listedAt.After(at) {
-		at = listedAt
-	}
-	return pol.Version(policy.Provider, addr, mr.Version, policy.Release{At: at, Known: true}, time.Now())
+	return pol.StoredVersion(releases.Publisher(mr.Publisher), mr.Product, mr.Version)
 }

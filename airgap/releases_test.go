@@ -28,8 +28,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
-	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -43,6 +43,13 @@ type cliEng struct {
 }
 
 func (e cliEng) CLIReleases() CLIReleases { return e.rel.AirGap() }
+
+func (e cliEng) ServedCLI() ServedCLI { return e.served }
+
+// cliOf is the engine of a with its CLI releases side, as tfmirror wires it.
+func cliOf(a *harness.ReleasesSide) cliEng {
+	return cliEng{Engine: a.Engine, rel: a.Releases, served: a.Served}
+}
 
 const (
 	cliPlatform = "linux_amd64"
@@ -63,7 +70,7 @@ func exportedCLI(t *testing.T) (o *fakeorigin.Releases, out string, key *ExportK
 	o, a := cachedCLI(t)
 	out, key = filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 	var reports []string
-	sum, err := Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{}, out, key, func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{}, out, key, func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Failed != 0 || sum.CLIArchives != 2 || len(reports) != 0 {
 		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 	}
@@ -535,7 +542,7 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 	a.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = [{ pattern = "get.opentofu.org/opentofu/tofu", reason = "terraform only" }]`))
 	out := filepath.Join(t.TempDir(), "out")
 	var reports []string
-	sum, err := Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
+	sum, err := Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{}, out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.Held != 1 || sum.CLIArchives != 1 || len(reports) != 1 || !strings.Contains(reports[0], "terraform only") {
 		t.Fatalf("export: %+v, %v, %q", sum, err, reports)
 	}
@@ -549,12 +556,12 @@ func TestExportCLIReleasesUnderThePolicy(t *testing.T) {
 	a.Engine.SetPolicy(nil)
 	tf, _ := addrs.ParseProvider(releases.Address(releases.HashiCorp, "terraform"))
 	out = filepath.Join(t.TempDir(), "out")
-	sum, err = Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
+	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{Providers: []addrs.Provider{tf}, Platforms: []string{"darwin_arm64"}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.CLIArchives != 0 {
 		t.Fatalf("export of a platform not cached: %+v, %v", sum, err)
 	}
-	sum, err = Export(context.Background(), cliEng{Engine: a.Engine, rel: a.Releases}, Selection{Providers: []addrs.Provider{tf}},
+	sum, err = Export(context.Background(), cliOf(a), servedBy(t, a.Engine, nil), Selection{Providers: []addrs.Provider{tf}},
 		out, newKey(t, "exporter"), func(s string) { reports = append(reports, s) })
 	if err != nil || sum.CLIArchives != 1 {
 		t.Fatalf("export of terraform: %+v, %v", sum, err)
@@ -581,10 +588,10 @@ func TestIncrementalExportKeepsCLIArchives(t *testing.T) {
 	out, key := filepath.Join(t.TempDir(), "out"), newKey(t, "exporter")
 	var reports []string
 	report := func(s string) { reports = append(reports, s) }
-	if sum, err := Export(ctx, cliEng{Engine: a.Engine, rel: a.Releases}, Selection{}, out, key, report); err != nil || sum.CLIArchives != 3 {
+	if sum, err := Export(ctx, cliOf(a), servedBy(t, a.Engine, nil), Selection{}, out, key, report); err != nil || sum.CLIArchives != 3 {
 		t.Fatalf("export: %+v %v %q", sum, err, reports)
 	}
-	sum, err := Export(ctx, cliEng{Engine: a.Engine, rel: a.Releases}, Selection{Platforms: []string{"darwin_arm64"}}, out, key, report)
+	sum, err := Export(ctx, cliOf(a), servedBy(t, a.Engine, nil), Selection{Platforms: []string{"darwin_arm64"}}, out, key, report)
 	if err != nil || sum.CLIArchives != 0 || sum.CLIPresent != 1 || sum.Unlisted != 0 || len(reports) != 0 {
 		t.Fatalf("export again for one platform: %+v %v %q", sum, err, reports)
 	}

@@ -115,19 +115,23 @@ func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *served.Rele
 
 // cliEngine is the engine with its CLI releases side, as export and import
 // take it (airgap.CLIEngine): an export then carries the cached CLI
-// versions and an import takes them, verified with the publisher keys
-// this process is configured with.
+// versions the package policy lets be served (asking served, the side
+// behind the policy) and an import takes them, verified with the
+// publisher keys this process is configured with.
 type cliEngine struct {
 	admin.Engine
-	rel *releases.Releases
+	rel    *releases.Releases
+	served *served.Releases
 }
 
 var _ airgap.CLIEngine = cliEngine{}
 
 func (e cliEngine) CLIReleases() airgap.CLIReleases { return e.rel.AirGap() }
 
+func (e cliEngine) ServedCLI() airgap.ServedCLI { return e.served }
+
 // adminEngine is the engine the admin operations run on: with its CLI
 // releases side.
 func (p *engineParts) adminEngine() admin.Engine {
-	return cliEngine{Engine: p.engine, rel: p.cliSide}
+	return cliEngine{Engine: p.engine, rel: p.cliSide, served: p.releases}
 }

@@ -235,6 +235,38 @@ func (r *Releases) OpenArchive(ctx context.Context, pub releases.Publisher, prod
 	return out(r.rel.OpenArchive(ctx, pub, product, version, name))
 }
 
+// StoredVersion says whether the package policy in force lets a CLI
+// version the cache holds be served now: nil, or the *gate.PolicyError of
+// its refusal (the product refused whole, with Version "", or the
+// version, with its rule, the operator's reason and, for the minimum
+// release age, when it becomes available). The version is dated as Held
+// dates it, by what the cache holds: its SHA256SUMS signature's time and
+// the listing rule; a version with no SHA256SUMS held is not dated, and
+// held while a minimum release age applies. It fetches nothing, and
+// counts, logs and notes no refusal: the exports, which carry only the
+// versions it lets through, report what they leave out, and an import
+// reports what it stored that the policy holds back.
+func (r *Releases) StoredVersion(pub releases.Publisher, product, version string) error {
+	pol := r.pol.Policy()
+	if pol == nil {
+		return nil
+	}
+	addr := releases.Address(pub, product)
+	if v := pol.Address(policy.Provider, addr); !v.Allowed {
+		return &gate.PolicyError{Kind: "cli", Address: addr, Verdict: v}
+	}
+	rel := policy.Release{At: r.rel.ListingTime(pub, product, version), Known: true}
+	if s, err := r.rel.HeldSums(pub, product, version); err == nil {
+		rel.At = later(rel.At, s.SignedAt)
+	} else {
+		rel.Known = false
+	}
+	if v := pol.Version(policy.Provider, addr, version, rel, r.now()); !v.Allowed {
+		return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
+	}
+	return nil
+}
+
 func later(a, b time.Time) time.Time {
 	if b.After(a) {
 		return b

@@ -28,12 +28,20 @@
 // and fails for a method with no case of a denied and an age-held
 // version, so that a method added later cannot skip the layer.
 //
+// The exports ask it what they may carry: StoredVersion and
+// StoredModuleVersion answer, for a version the cache holds, whether the
+// policy in force lets it be served and, when not, why (the same
+// *gate.PolicyError a door's refusal carries), with no origin request for
+// the address rules and deny_version; an export leaves out what they
+// refuse, so that an export carries what the mirror serves.
+//
 // Releases is the same layer over the CLI releases side (package
 // releases, through CLIReleases): the releases door and sync reach the
 // Terraform and OpenTofu releases through it, a product refused by its
 // address before anything below may ask an origin, a version by its
-// signature time and the listing rule; TestEveryReleasesMethodRefuses
-// walks its method set.
+// signature time and the listing rule; its StoredVersion is what the
+// exports and imports ask of a CLI version the cache holds, from the
+// cache alone. TestEveryReleasesMethodRefuses walks its method set.
 //
 // Every error either type returns passes mirror/failure.FromOrigin: the
 // failures of origins and module source hosts cross the layer in the
@@ -57,6 +65,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -111,12 +120,24 @@ type OCI interface {
 	Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (*mirror.Archive, int64, error)
 }
 
+// Stored is the package policy's view of the provider and module
+// versions the cache holds (*mirror.Inventory implements it): the
+// policy in force, and its verdict, now, on a stored version, dated by
+// what the engine knows of its release.
+type Stored interface {
+	Policy() *policy.Policy
+	StoredVerdict(ctx context.Context, kind policy.Kind, address, version string) policy.Verdict
+}
+
+var _ Stored = (*mirror.Inventory)(nil)
+
 // Parts are the APIs a Packages decorates; cmd/tfmirror takes them from
 // the engine.
 type Parts struct {
 	Providers Providers // required
 	Modules   Modules   // required
 	OCI       OCI       // nil without an OCI side: the OCI methods then fail
+	Stored    Stored    // nil: StoredVersion and StoredModuleVersion fail
 }
 
 // Packages is the engine's package API behind the package policy. Its
@@ -125,18 +146,23 @@ type Packages struct {
 	e    Providers
 	zips Modules
 	oci  OCI // nil without an OCI side
+	held Stored
 }
 
 // ErrNoOCI is returned by the OCI methods of a Packages made without an
 // OCI side.
 var ErrNoOCI = errors.New("served: no OCI side")
 
+// ErrNoStored is returned by StoredVersion and StoredModuleVersion of a
+// Packages made without the policy's view of the stored versions.
+var ErrNoStored = errors.New("served: no view of the stored versions")
+
 // New returns the package API of parts behind the package policy.
 func New(parts Parts) (*Packages, error) {
 	if parts.Providers == nil || parts.Modules == nil {
 		return nil, errors.New("served: the engine's providers and modules are required")
 	}
-	return &Packages{e: parts.Providers, zips: parts.Modules, oci: parts.OCI}, nil
+	return &Packages{e: parts.Providers, zips: parts.Modules, oci: parts.OCI, held: parts.Stored}, nil
 }
 
 func (s *Packages) provider(p addrs.Provider) error {
@@ -333,6 +359,45 @@ func (s *Packages) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) 
 		return nil, 0, err
 	}
 	return out3(o.Blob(ctx, p, d))
+}
+
+// What the exports ask of a version the cache holds.
+
+// StoredVersion says whether the package policy in force lets version v
+// of provider p, which the cache holds, be served now: nil, or the
+// *gate.PolicyError of its refusal (its rule, the operator's reason, and
+// for the minimum release age when the version becomes available). The
+// address rules (deny, allow) decide first, then deny_version and the
+// minimum release age, the version dated by what the engine knows of its
+// release (Stored). It fetches nothing: the address rules and
+// deny_version need no release time, and the minimum release age is
+// judged from the cache, asking the origin only for a signature time the
+// cache does not have, as a listing would, and never on a sealed engine.
+// It counts and logs no refusal: the exports report what they leave out.
+// An export carries only the versions this lets through, so that what it
+// carries is what the mirror serves.
+func (s *Packages) StoredVersion(ctx context.Context, p addrs.Provider, v versions.Version) error {
+	return s.stored(ctx, policy.Provider, p.String(), v.String())
+}
+
+// StoredModuleVersion is StoredVersion of a module version the cache
+// holds, in either spelling ("v1.1.0" is "1.1.0"): a module is dated by
+// the listing rule, from the cache alone.
+func (s *Packages) StoredModuleVersion(ctx context.Context, m addrs.Module, version string) error {
+	return s.stored(ctx, policy.Module, m.String(), records.CanonicalModuleVersion(version))
+}
+
+func (s *Packages) stored(ctx context.Context, kind policy.Kind, address, version string) error {
+	if s.held == nil {
+		return fmt.Errorf("%w: %s %s %s", ErrNoStored, kind, address, version)
+	}
+	if v := s.held.Policy().Address(kind, address); !v.Allowed {
+		return &gate.PolicyError{Kind: kind, Address: address, Verdict: v}
+	}
+	if v := s.held.StoredVerdict(ctx, kind, address, version); !v.Allowed {
+		return &gate.PolicyError{Kind: kind, Address: address, Version: version, Verdict: v}
+	}
+	return nil
 }
 
 // What the status page and sync read that serves no package: listings

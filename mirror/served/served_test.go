@@ -67,13 +67,22 @@ func both(first, second error) error {
 type call func(ctx context.Context, s *served.Packages, x target) error
 
 // packageCases has one case per method of Packages that serves, lists
-// or resolves packages: each refuses the target version of a denied
-// address, and a denied or age-held version (addressOnly: the method
-// names no version, so only the address rules refuse it).
+// or resolves packages, or judges a stored version for the exports: each
+// refuses the target version of a denied address, and a denied or
+// age-held version (addressOnly: the method names no version, so only
+// the address rules refuse it; noOrigin: the method never asks an
+// origin, whatever the policy, so that an export costs no origin request).
 var packageCases = map[string]struct {
 	call        call
 	addressOnly bool
+	noOrigin    bool
 }{
+	"StoredVersion": {noOrigin: true, call: func(ctx context.Context, s *served.Packages, x target) error {
+		return s.StoredVersion(ctx, x.p, x.v)
+	}},
+	"StoredModuleVersion": {noOrigin: true, call: func(ctx context.Context, s *served.Packages, x target) error {
+		return s.StoredModuleVersion(ctx, x.m, "v"+x.mv) // the other spelling: one version
+	}},
 	"CheckOrigin": {addressOnly: true, call: func(ctx context.Context, s *served.Packages, x target) error {
 		return s.CheckOrigin(x.p)
 	}},
@@ -238,8 +247,12 @@ deny_version "M" {
 					continue
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				hits := h.Origin.TotalHits()
 				err := c.call(ctx, pkgs, x)
 				cancel()
+				if n := h.Origin.TotalHits() - hits; c.noOrigin && n != 0 {
+					t.Errorf("%s: %d origin requests, want none", name, n)
+				}
 				var perr *gate.PolicyError
 				switch {
 				case c.addressOnly && !sc.address:
@@ -286,7 +299,7 @@ func servedRig(t *testing.T) (*harness.Harness, *served.Packages, target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkgs, err := served.New(served.Parts{Providers: h.Engine, Modules: h.Engine.Modules().Zips(), OCI: side})
+	pkgs, err := served.New(served.Parts{Providers: h.Engine, Modules: h.Engine.Modules().Zips(), OCI: side, Stored: h.Engine.Inventory()})
 	if err != nil {
 		t.Fatal(err)
 	}

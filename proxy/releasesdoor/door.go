@@ -261,6 +261,9 @@ func Snippets(mirrorURL string) string {
 		"# ~/.terraform.versions/terraform_72D7468F.asc (opentofu_0C0AF313E5FD9F80.asc)\n" +
 		"tfswitch --mirror " + base + "/hashicorp/terraform --mirror-download " + base + "/hashicorp/terraform VERSION\n" +
 		"tfswitch --product opentofu --mirror " + base + "/opentofu/api.json --mirror-download " + base + "/opentofu VERSION\n\n" +
-		"# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \"" + base + "/hashicorp\"}\n" +
+		"# hc-install (Go library): releases.ExactVersion{ApiBaseURL: \"" + base + "/hashicorp\"}\n\n" +
+		"# Terrakube: Helm values api.terraformReleasesUrl (or CustomTerraformReleasesUrl\n" +
+		"# on the API and the executor)\n" +
+		"terraformReleasesUrl: \"" + base + "/hashicorp/terraform/index.json\"\n\n" +
 		"# setup-terraform, setup-opentofu, install-opentofu.sh: no mirror setting (see docs/cli-releases.md)\n"
 }

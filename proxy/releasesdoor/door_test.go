@@ -433,6 +433,8 @@ deny_version "get.opentofu.org/opentofu/tofu" {
 // builds (os, arch, filename, name, version, url), shasums and the entry
 // of shasums_signatures ending in _SHA256SUMS.72D7468F.sig; it then fetches
 // BASE/NAME/VERSION/SHASUMS and the signature, and the build's url.
+// Terrakube (terraformReleasesUrl) reads the same document, and
+// shasums_signature too, which must name a signature the door serves.
 func TestHashiCorpReleasesJSLayout(t *testing.T) {
 	// Signed with a key whose short ID is HashiCorp's, the ID js-releases
 	// looks for.
@@ -475,7 +477,15 @@ func TestHashiCorpReleasesJSLayout(t *testing.T) {
 		if err := verify.CheckSignature(sums, sigData, []string{r.origin.HashiCorpKey}); err != nil {
 			t.Errorf("%s: %v", v, err)
 		}
+		if rel.ShasumsSignature != "terraform_"+v+"_SHA256SUMS.sig" || !slices.Contains(rel.ShasumsSignatures, rel.ShasumsSignature) {
+			t.Errorf("%s: shasums_signature %q, want the unsuffixed signature, also in shasums_signatures %q", v, rel.ShasumsSignature, rel.ShasumsSignatures)
+		} else if status, data, _ := r.get(t, base+"/"+rel.Name+"/"+rel.Version+"/"+rel.ShasumsSignature); status != 200 || verify.CheckSignature(sums, data, []string{r.origin.HashiCorpKey}) != nil {
+			t.Errorf("%s: %s answers %d, or does not verify", v, rel.ShasumsSignature, status)
+		}
 		for _, b := range rel.Builds {
+			if b.OS == "" || b.Arch == "" {
+				t.Errorf("%s: build %+v without os or arch", v, b)
+			}
 			if b.Name != "terraform" || b.Version != v || b.Filename != "terraform_"+v+"_"+b.OS+"_"+b.Arch+".zip" {
 				t.Errorf("%s: build %+v", v, b)
 			}
@@ -563,5 +573,31 @@ func TestOpenTofuSetupLayout(t *testing.T) {
 	}
 	if status != 200 || tag != "1.8.0" {
 		t.Errorf("latest: %d %s, the script would read %q", status, latest, tag)
+	}
+}
+
+// TestSnippetsTerrakube: the status page's Terrakube setting names the
+// door's terraform index.json, in the layout TestHashiCorpReleasesJSLayout
+// checks.
+func TestSnippetsTerrakube(t *testing.T) {
+	r := newRigWith(t, nil, fakeorigin.ReleasesOptions{HashiCorpShortID: true})
+	snippets := releasesdoor.Snippets(r.srv.URL + "/")
+	const key = "terraformReleasesUrl: "
+	var url string
+	for _, l := range strings.Split(snippets, "\n") {
+		if strings.HasPrefix(l, key) {
+			url = strings.Trim(strings.TrimPrefix(l, key), `"`)
+		}
+	}
+	if url != r.srv.URL+"/releases/hashicorp/terraform/index.json" {
+		t.Fatalf("Terrakube's setting names %q in\n%s", url, snippets)
+	}
+	status, body, _ := r.get(t, strings.TrimPrefix(url, r.srv.URL))
+	var index struct {
+		Name     string                     `json:"name"`
+		Versions map[string]json.RawMessage `json:"versions"`
+	}
+	if status != 200 || json.Unmarshal(body, &index) != nil || index.Name != "terraform" || len(index.Versions) == 0 {
+		t.Errorf("%s: %d %s", url, status, body)
 	}
 }
