@@ -36,6 +36,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/releasesdoor"
 )
 
 // tenvTool is tenv, pinned as .ci/run installs it.
@@ -216,6 +217,54 @@ func TestTenvInstallsTerraformThroughTheMirror(t *testing.T) {
 		}
 		waitIdle(c.mirror.engine)
 	}
+}
+
+// TestTenvRemoteFileThroughTheMirror: tenv's remote configuration file,
+// as the status page gives it to paste (releasesdoor.Snippets), points
+// tenv at the door for Terraform and OpenTofu with no other setting but
+// the publishers' keys and OpenTofu's URL template (an environment
+// variable only); tenv installs both.
+func TestTenvRemoteFileThroughTheMirror(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := startCLIMirror(t)
+	snippets := c.status(t).CLIReleases
+	_, file, ok := strings.Cut(snippets, releasesdoor.TenvRemoteFileHeader+"\n")
+	if !ok {
+		t.Fatalf("the status page gives no remote file for tenv:\n%s", snippets)
+	}
+	var yaml strings.Builder
+	for line := range strings.Lines(file) {
+		rest, ok := strings.CutPrefix(line, "#   ")
+		if !ok {
+			break
+		}
+		yaml.WriteString(rest)
+	}
+	home := t.TempDir()
+	root := filepath.Join(home, ".tenv")
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(root, "remote.yaml"), []byte(yaml.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env := []string{
+		"TENV_ROOT=" + root,
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
+		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
+		"PATH=" + t.TempDir(), // no cosign: tenv checks the .gpgsig
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") {
+		t.Fatalf("tf list-remote with the remote file:\n%s\n%s", out, yaml.String())
+	}
+	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
+	c.checkInstalled(t, filepath.Join(root, "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+	if out := c.run(t, home, tenv, env, "tofu", "list-remote"); !strings.Contains(out, "1.8.0") {
+		t.Fatalf("tofu list-remote with the remote file:\n%s\n%s", out, yaml.String())
+	}
+	c.run(t, home, tenv, env, "tofu", "install", "1.8.0")
+	c.checkInstalled(t, filepath.Join(root, "OpenTofu", "1.8.0", "tofu"), "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
 }
 
 // TestTenvInstallsOpenTofuThroughTheMirror: tenv's artifact mirror mode

@@ -245,6 +245,10 @@ func notFound() error { return fmt.Errorf("%w: no such path", releases.ErrNotFou
 
 func itoa(n int) string { return fmt.Sprint(n) }
 
+// TenvRemoteFileHeader heads, in Snippets, tenv's remote configuration
+// file: the lines after it, each "#   " dropped, are that file.
+const TenvRemoteFileHeader = "# or tenv's remote configuration file (~/.tenv/remote.yaml, or TENV_REMOTE_CONF):"
+
 // Snippets are each installer's settings for the door at mirrorURL (the
 // mirror's base URL, "https://host/"), for the status page: the lines of
 // docs/cli-releases.md's sections, for this mirror.
@@ -257,6 +261,14 @@ func Snippets(mirrorURL string) string {
 		"export TOFUENV_INSTALL_MODE=mirror TOFUENV_LIST_MODE=mirror\n" +
 		"export TOFUENV_LIST_URL=" + base + "/opentofu/api.json\n" +
 		"export TOFUENV_URL_TEMPLATE='" + base + "/opentofu/v{{ .Version }}/{{ .Artifact }}'\n\n" +
+		TenvRemoteFileHeader + "\n" +
+		"#   terraform:\n" +
+		"#     url: " + base + "/hashicorp\n" +
+		"#     list_mode: api\n" +
+		"#   tofu:   # its URL template stays TOFUENV_URL_TEMPLATE above\n" +
+		"#     install_mode: mirror\n" +
+		"#     list_mode: mirror\n" +
+		"#     list_url: " + base + "/opentofu/api.json\n\n" +
 		"# tfswitch: the publisher's key comes from its site, or from\n" +
 		"# ~/.terraform.versions/terraform_72D7468F.asc (opentofu_0C0AF313E5FD9F80.asc)\n" +
 		"tfswitch --mirror " + base + "/hashicorp/terraform --mirror-download " + base + "/hashicorp/terraform VERSION\n" +
