@@ -138,7 +138,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	if !s.platforms.serves(pl.String()) {
 		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
-	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
+	if err := s.records.checkProvider(ctx, p, v); err != nil {
 		return nil, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())
@@ -231,7 +231,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	if !s.platforms.serves(pl.String()) {
 		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
-	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
+	if err := s.records.checkProvider(ctx, p, v); err != nil {
 		return 0, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())

@@ -323,7 +323,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
-		gate.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo}, gateEngine{s.records}, s.origin, store, s.metrics); err != nil {
+		gate.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	s.records.gate = s.gate

@@ -1,14 +1,15 @@
 package mirror
 
-// The package policy on the engine's answers: package mirror/gate,
-// built on gateEngine, the engine as it uses it.
+// The package policy on the engine's answers: package mirror/gate, on
+// the components below it, handed the version lists that date versions.
 
 import (
 	"context"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -28,15 +29,19 @@ func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 // the sides beside the engine that judge by it (package releases).
 func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
 
-// gateEngine is the engine's provider records as the gate reads them
-// (gate.Engine).
-type gateEngine struct{ records *providerRecords }
-
-var _ gate.Engine = gateEngine{}
-
-func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
-	list, _, err := g.records.versions(ctx, p, false)
-	return list, err
+// checkProvider is the package policy's verdict on version v of p
+// (gate.Gate.CheckProviderIn), with p's version list read first when the
+// policy dates p's versions (gate.Gate.DatesProvider).
+func (s *providerRecords) checkProvider(ctx context.Context, p addrs.Provider, v versions.Version) error {
+	var list *records.VersionList
+	if s.gate.DatesProvider(p) {
+		l, _, err := s.versions(ctx, p, false)
+		if err != nil {
+			return err
+		}
+		list = l
+	}
+	return s.gate.CheckProviderIn(ctx, p, v, list)
 }
 
 // Withheld returns the versions the engine keeps, or would fetch, but

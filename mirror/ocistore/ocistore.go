@@ -119,6 +119,9 @@ type Engine interface {
 	// mirror.Engine.Package does, with its errors); holds says whether
 	// the answer still holds (nil: it may not be reused).
 	Archives(ctx context.Context, p addrs.Provider, v versions.Version) (archives []Archive, holds func() bool, err error)
+	// CheckVersion is the package policy's verdict on version v of p, as
+	// the engine judges it before opening an archive of it.
+	CheckVersion(ctx context.Context, p addrs.Provider, v versions.Version) error
 }
 
 // Parts are the engine's components OCI takes; all are required.
@@ -498,7 +501,7 @@ func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 	if err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
-	if err := o.parts.Gate.CheckProvider(ctx, p, v); err != nil {
+	if err := o.e.CheckVersion(ctx, p, v); err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
 	return doc, v, nil
