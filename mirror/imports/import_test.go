@@ -13,7 +13,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -35,7 +34,7 @@ func TestImportFromEvidence(t *testing.T) {
 	body := func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) }
 
 	t.Run("tampered archive", func(t *testing.T) {
-		dst := harness.New(t, harness.Options{Config: mirror.Config{Offline: true}})
+		dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true}})
 		in := enginetest.ImportedFrom(ev, func(pl string) []byte {
 			b := bytes.Clone(body(pl))
 			if pl == "linux_amd64" {
@@ -57,7 +56,7 @@ func TestImportFromEvidence(t *testing.T) {
 		}
 	})
 
-	dst := harness.New(t, harness.Options{Config: mirror.Config{Offline: true}})
+	dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true}})
 	in := enginetest.ImportedFrom(ev, body)
 	in.Version = v
 	res, err := dst.Engine.AirGap().Import(t.Context(), in)
@@ -156,7 +155,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if _, _, err := h.Engine.Versions(t.Context(), other); !errors.Is(err, discovery.ErrNotFound) {
 		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
 	}
-	err = h.Engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
+	err = h.Engine.ListCachedAfter("", "", func(cv harness.CachedVersion) error {
 		if cv.Provenance != records.ProvenanceUnsigned || cv.HasEvidence {
 			t.Errorf("ListCachedAfter: %+v", cv)
 		}
@@ -208,7 +207,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	t.Parallel()
 	// The host takes unsigned imports (Config.UnsignedHosts); without,
 	// Import would refuse at once (TestUnsignedImportStaysInItsLane).
-	h := harness.New(t, harness.Options{Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}}})
+	h := harness.New(t, harness.Options{Config: harness.Config{UnsignedHosts: []string{harness.OriginHost}}})
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
 	p, v := h.Provider(), harness.MustVersion(t, "1.0.0")
 	zipped := enginetest.InHouseZip(t, harness.Type)
