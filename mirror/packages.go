@@ -504,16 +504,10 @@ func (s *providerRecords) fetchPackageMeta(ctx context.Context, p addrs.Provider
 // refuse logs and counts a package that failed verification and returns
 // err for the client.
 func (s *providerRecords) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	return refuse(s.log, s.metrics, p, v, platform, err)
-}
-
-// refuse logs a package that failed verification to log, counts it in
-// metrics, and returns err for the client.
-func refuse(log *slog.Logger, metrics Metrics, p addrs.Provider, v versions.Version, platform string, err error) error {
 	var verr *verify.Error
 	if errors.As(err, &verr) {
-		metrics.VerificationFailed(string(verr.Reason))
-		log.Error("provider package failed verification; nothing was cached",
+		s.metrics.VerificationFailed(string(verr.Reason))
+		s.log.Error("provider package failed verification; nothing was cached",
 			"provider", p.String(), "version", v.String(), "platform", platform, "reason", string(verr.Reason), "error", err)
 		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
 	}
