@@ -25,6 +25,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
+	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -327,6 +328,10 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	s.records.gate = s.gate
+	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, Now: s.cfg.Now, Logger: s.log},
+		providerlists.Parts{Life: s.life, Hosts: s.hosts, Shared: s.shared, Records: s.memo, Gate: s.gate}, s.origin, store, s.metrics); err != nil {
+		return nil, err
+	}
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}

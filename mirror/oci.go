@@ -38,7 +38,7 @@ type packageAPI interface {
 // guards as every other origin request (a sealed mirror asks nothing, a
 // local-only host is never contacted).
 func (s *Engine) NewOCI() (*OCI, error) {
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo, Gate: s.gate}, ociEngine{s, s.records}, s.store, s.origin, s.metrics)
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo, Lists: s.records.lists}, ociEngine{s}, s.store, s.origin, s.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -75,14 +75,7 @@ func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *A
 
 // ociEngine is the engine's package API as the OCI documents read it
 // (ocistore.Engine).
-type ociEngine struct {
-	api     packageAPI
-	records *providerRecords
-}
-
-func (o ociEngine) CheckVersion(ctx context.Context, p addrs.Provider, v versions.Version) error {
-	return o.records.checkProvider(ctx, p, v)
-}
+type ociEngine struct{ api packageAPI }
 
 func (o ociEngine) Archives(ctx context.Context, p addrs.Provider, v versions.Version) ([]ocistore.Archive, func() bool, error) {
 	pkg, err := o.api.Package(ctx, p, v, nil)

@@ -1,16 +1,12 @@
 package mirror
 
 // The package policy on the engine's answers: package mirror/gate, on
-// the components below it, handed the version lists that date versions.
+// the components below it, handed the version lists that date versions
+// (package mirror/providerlists).
 
 import (
-	"context"
 	"time"
 
-	"github.com/apparentlymart/go-versions/versions"
-
-	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -28,21 +24,6 @@ func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 // Policy is the package policy in force (nil: everything allowed), for
 // the sides beside the engine that judge by it (package releases).
 func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
-
-// checkProvider is the package policy's verdict on version v of p
-// (gate.Gate.CheckProviderIn), with p's version list read first when the
-// policy dates p's versions (gate.Gate.DatesProvider).
-func (s *providerRecords) checkProvider(ctx context.Context, p addrs.Provider, v versions.Version) error {
-	var list *records.VersionList
-	if s.gate.DatesProvider(p) {
-		l, _, err := s.versions(ctx, p, false)
-		if err != nil {
-			return err
-		}
-		list = l
-	}
-	return s.gate.CheckProviderIn(ctx, p, v, list)
-}
 
 // Withheld returns the versions the engine keeps, or would fetch, but
 // does not serve: imported without signature (by an earlier release)
