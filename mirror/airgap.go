@@ -53,10 +53,6 @@ type importEngine struct{ archives *fetcher }
 
 var _ imports.Engine = importEngine{}
 
-func (m importEngine) Refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	return refuse(m.archives.log, m.archives.metrics, p, v, platform, err)
-}
-
 // DiskHeadroom is how many bytes an import may still write to the cache's
 // file system (unpacking a bundle beside it) before the cache's free space
 // reaches its disk reserve, asked now (see cache.Store.Headroom); ok is

@@ -48,7 +48,7 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.Versi
 		return nil, ListState{}, err
 	}
 	gen := s.records.generation()
-	list, st, err := s.records.versions(ctx, p, false)
+	list, st, err := s.records.lists.Versions(ctx, p, false)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -61,7 +61,7 @@ func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.Versi
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	return list, ListState{Stale: st.stale, Fetched: st.fetched, StoredAt: st.storedAt, Stamp: gated(s.records.stamp(gen, st, stampVersions), next)}, nil
+	return list, ListState{Stale: st.Stale, Fetched: st.Fetched, StoredAt: st.StoredAt, Stamp: gated(s.records.stamp(gen, st, stampVersions), next)}, nil
 }
 
 // Package is the verified package metadata of one version for a set of
@@ -111,7 +111,7 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 	if err != nil {
 		return nil, err
 	}
-	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: st.stale}
+	pkg := &Package{Archives: make([]PlatformArchive, 0, len(need)), Stale: st.Stale}
 	if hit {
 		pkg.Stamp = s.records.stamp(gen, st, stampPackage)
 		pkg.Stamp.until = s.records.missingUntil(rec, need, pkg.Stamp.until)
@@ -138,7 +138,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	if !s.platforms.serves(pl.String()) {
 		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
-	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
+	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
 		return nil, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())
@@ -231,7 +231,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	if !s.platforms.serves(pl.String()) {
 		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
-	if err := s.gate.CheckProvider(ctx, p, v); err != nil {
+	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
 		return 0, err
 	}
 	a, err := s.archiveFor(ctx, p, v, pl.String())

@@ -14,13 +14,18 @@
 // retention does, through Inventory's listings, removals and a Notifier).
 //
 // Engine composes its parts, each a package below it, and hands them out
-// for its callers. The parts take what they share as fields, components
-// below them all: the engine's lifetime (mirror/lifetime), the stored
-// records read through its memo (mirror/stored), the hosts
-// (mirror/originguard) and the tier shared with other replicas
-// (mirror/sharedtier); three ask the engine above them for one thing each
-// through a small interface they declare (mirror/imports, mirror/gate,
-// mirror/ocistore). The parts it hands out: the module side (Modules, mirror/modules, whose Zips
+// for its callers. The parts take what they share as fields, in layers
+// below the engine (internal/layercheck/layers.txt): the core, the
+// engine's lifetime (mirror/lifetime), the stored records read through
+// its memo (mirror/stored), the hosts (mirror/originguard); the
+// decorators, the tier shared with other replicas (mirror/sharedtier) and
+// the package policy's gate (mirror/gate), handed the version list that
+// dates a version; the use cases, among them the providers' version
+// lists (mirror/providerlists), which the engine's provider records and
+// the OCI documents both take. Two still ask the engine above them for
+// one thing each through a small interface they declare: an import the
+// fetcher (mirror/imports), the OCI documents a version's verified
+// archives (mirror/ocistore). The parts it hands out: the module side (Modules, mirror/modules, whose Zips
 // are its versions as OCI artifacts), exports and imports (AirGap,
 // verified by mirror/imports), the check of the whole
 // cache (CacheChecker, mirror/cachecheck) and what retention reads and

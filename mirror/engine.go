@@ -25,6 +25,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
+	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -323,10 +324,14 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
-		gate.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo}, gateEngine{s.records}, s.origin, store, s.metrics); err != nil {
+		gate.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	s.records.gate = s.gate
+	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, Now: s.cfg.Now, Logger: s.log},
+		providerlists.Parts{Life: s.life, Hosts: s.hosts, Shared: s.shared, Records: s.memo, Gate: s.gate}, s.origin, store, s.metrics); err != nil {
+		return nil, err
+	}
 	s.archives = newFetcher(s)
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}

@@ -55,7 +55,7 @@ func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Vers
 		return nil, err
 	}
 	ev := records.EvidenceOf(p, rec, need)
-	ev.Stale = st.stale
+	ev.Stale = st.Stale
 	return ev, nil
 }
 

@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
+	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
@@ -78,7 +79,8 @@ type providerRecords struct {
 	life        *lifetime.Lifetime // coalescing, the work Shutdown waits for
 	hosts       *originguard.Hosts
 	withholding *unsigned.Withholding
-	gate        *gate.Gate // set once the gate, which reads the version lists, is made
+	gate        *gate.Gate           // the package policy and release times
+	lists       *providerlists.Lists // the providers' version lists
 	platforms   platformSet
 	shared      *sharedtier.Shared
 	cfg         *Config // the engine's, defaults filled in
@@ -105,30 +107,30 @@ func (s *providerRecords) listStoredAt(p addrs.Provider) time.Time {
 // that the origin answered lately says that v does not exist
 // (records.ErrVersionNotFound): when the list could not be refreshed the
 // error is why, and offline it is records.ErrOffline.
-func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (records.VersionEntry, *records.VersionList, listState, error) {
-	list, st, err := s.versions(ctx, p, false)
+func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (records.VersionEntry, *records.VersionList, providerlists.State, error) {
+	list, st, err := s.lists.Versions(ctx, p, false)
 	if err != nil {
-		return records.VersionEntry{}, nil, listState{}, err
+		return records.VersionEntry{}, nil, providerlists.State{}, err
 	}
 	if e, ok := list.Find(v); ok {
 		return e, list, st, nil
 	}
-	if !st.stale && !st.fetched && s.cfg.Now().Sub(st.storedAt) >= minForcedRefresh {
-		list, st, err = s.versions(ctx, p, true)
+	if !st.Stale && !st.Fetched && s.cfg.Now().Sub(st.StoredAt) >= minForcedRefresh {
+		list, st, err = s.lists.Versions(ctx, p, true)
 		if err != nil {
-			return records.VersionEntry{}, nil, listState{}, err
+			return records.VersionEntry{}, nil, providerlists.State{}, err
 		}
 		if e, ok := list.Find(v); ok {
 			return e, list, st, nil
 		}
 	}
 	switch {
-	case st.stale:
-		return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.err)
+	case st.Stale:
+		return records.VersionEntry{}, nil, providerlists.State{}, fmt.Errorf("%s has no version %s in its cached version list, which could not be refreshed: %w", p, v, st.Err)
 	case s.cfg.Offline:
-		return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s in its cached version list", records.ErrOffline, p, v)
+		return records.VersionEntry{}, nil, providerlists.State{}, fmt.Errorf("%w: %s has no version %s in its cached version list", records.ErrOffline, p, v)
 	}
-	return records.VersionEntry{}, nil, listState{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
+	return records.VersionEntry{}, nil, providerlists.State{}, fmt.Errorf("%w: %s has no version %s", records.ErrVersionNotFound, p, v)
 }
 
 // maxPackageRounds bounds how often packageFor joins a fetch of the same
@@ -504,16 +506,10 @@ func (s *providerRecords) fetchPackageMeta(ctx context.Context, p addrs.Provider
 // refuse logs and counts a package that failed verification and returns
 // err for the client.
 func (s *providerRecords) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	return refuse(s.log, s.metrics, p, v, platform, err)
-}
-
-// refuse logs a package that failed verification to log, counts it in
-// metrics, and returns err for the client.
-func refuse(log *slog.Logger, metrics Metrics, p addrs.Provider, v versions.Version, platform string, err error) error {
 	var verr *verify.Error
 	if errors.As(err, &verr) {
-		metrics.VerificationFailed(string(verr.Reason))
-		log.Error("provider package failed verification; nothing was cached",
+		s.metrics.VerificationFailed(string(verr.Reason))
+		s.log.Error("provider package failed verification; nothing was cached",
 			"provider", p.String(), "version", v.String(), "platform", platform, "reason", string(verr.Reason), "error", err)
 		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
 	}

@@ -1,15 +1,12 @@
 package mirror
 
-// The package policy on the engine's answers: package mirror/gate,
-// built on gateEngine, the engine as it uses it.
+// The package policy on the engine's answers: package mirror/gate, on
+// the components below it, handed the version lists that date versions
+// (package mirror/providerlists).
 
 import (
-	"context"
 	"time"
 
-	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/mirror/gate"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -27,17 +24,6 @@ func (s *Engine) CheckAddress(kind policy.Kind, address string) error {
 // Policy is the package policy in force (nil: everything allowed), for
 // the sides beside the engine that judge by it (package releases).
 func (s *Engine) Policy() *policy.Policy { return s.gate.Current() }
-
-// gateEngine is the engine's provider records as the gate reads them
-// (gate.Engine).
-type gateEngine struct{ records *providerRecords }
-
-var _ gate.Engine = gateEngine{}
-
-func (g gateEngine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
-	list, _, err := g.records.versions(ctx, p, false)
-	return list, err
-}
 
 // Withheld returns the versions the engine keeps, or would fetch, but
 // does not serve: imported without signature (by an earlier release)

@@ -3,6 +3,7 @@ package mirror
 import (
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -45,14 +46,14 @@ func (s *providerRecords) generation() uint64 {
 
 // stamp returns the stamp of an answer made from a version list in state
 // st, the engine's generation having been gen when the call began.
-func (s *providerRecords) stamp(gen uint64, st listState, kind stampKind) Stamp {
-	if st.stale || st.fetched {
+func (s *providerRecords) stamp(gen uint64, st providerlists.State, kind stampKind) Stamp {
+	if st.Stale || st.Fetched {
 		return Stamp{}
 	}
 	if s.cfg.Offline {
 		return Stamp{gen: gen, kind: kind} // cached lists are served however old
 	}
-	return Stamp{gen: gen, until: st.storedAt.Add(s.cfg.VersionsTTL), kind: kind}
+	return Stamp{gen: gen, until: st.StoredAt.Add(s.cfg.VersionsTTL), kind: kind}
 }
 
 // missingUntil returns until, or earlier when a platform of need that rec

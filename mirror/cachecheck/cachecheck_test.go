@@ -17,7 +17,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -49,7 +48,7 @@ func (m *checkMetrics) get() cachecheck.Summary {
 func TestVerifyCache(t *testing.T) {
 	t.Parallel()
 	met := &checkMetrics{}
-	h := harness.New(t, harness.Options{Config: mirror.Config{Metrics: met}})
+	h := harness.New(t, harness.Options{Config: harness.Config{Metrics: met}})
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	h.ReadAll("1.0.0", "2.0.0")
 	h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
@@ -134,7 +133,7 @@ func TestVerifyCache(t *testing.T) {
 // without holding it up.
 func TestVerifyCacheScheduled(t *testing.T) {
 	t.Parallel()
-	h := harness.New(t, harness.Options{Config: mirror.Config{CheckEvery: 20 * time.Millisecond}})
+	h := harness.New(t, harness.Options{Config: harness.Config{CheckEvery: 20 * time.Millisecond}})
 	vs := []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0"}
 	h.Origin.AddProvider(harness.NS, harness.Type, vs, []string{"linux_amd64"})
 	h.ReadAll(vs...)

@@ -9,8 +9,10 @@
 //
 // It also learns and keeps the release times a minimum release age
 // judges by (release.go). It does not decide what is kept (retention
-// does), fetch packages, or speak HTTP: package mirror builds it on a
-// narrow view of the engine (Engine) and asks it on every answer.
+// does), fetch packages, read version lists, or speak HTTP: package
+// mirror builds it on the components below it (Parts) and asks it on
+// every answer, handing it the version list that dates a version
+// (DatesProvider, CheckProviderIn). Nothing of the engine is called back.
 package gate
 
 import (
@@ -76,15 +78,6 @@ type Metrics interface {
 	CacheWriteFailed()
 }
 
-// Engine is what the gate asks of the engine's provider records above
-// it: a provider's version list, which dates its versions. Package mirror
-// implements it.
-type Engine interface {
-	// Versions is p's version list as the engine keeps it (before the
-	// policy), refreshed from the origin when it expired.
-	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, error)
-}
-
 // Parts are the engine's components the gate takes; all are required.
 type Parts struct {
 	Life    *lifetime.Lifetime // coalescing of release-time lookups
@@ -122,7 +115,6 @@ type Config struct {
 // it filtered, and the release times it judges by. Its methods are safe
 // for concurrent use.
 type Gate struct {
-	e       Engine
 	cfg     Config
 	parts   Parts
 	now     func() time.Time
@@ -133,11 +125,11 @@ type Gate struct {
 }
 
 // New returns a gate with no policy (everything allowed).
-func New(cfg Config, parts Parts, e Engine, origin Origin, store Store, metrics Metrics) (*Gate, error) {
-	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || e == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
-		return nil, errors.New("gate: the engine's parts, the engine, an origin, a store, metrics, a clock and a logger are required")
+func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Gate, error) {
+	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+		return nil, errors.New("gate: the engine's parts, an origin, a store, metrics, a clock and a logger are required")
 	}
-	g := &Gate{e: e, cfg: cfg, parts: parts, now: cfg.Now, log: cfg.Logger, metrics: metrics}
+	g := &Gate{cfg: cfg, parts: parts, now: cfg.Now, log: cfg.Logger, metrics: metrics}
 	g.rel = &releaseTimes{cfg: cfg, parts: parts, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
 		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
 	return g, nil
@@ -412,28 +404,19 @@ func (g *Gate) providerReleases(ctx context.Context, w time.Duration, p addrs.Pr
 	return rels
 }
 
-// CheckProvider refuses version v of p when the policy in effect holds
-// it back: a *PolicyError. p's version list, read when a minimum release
-// age applies, dates v (CheckProviderIn).
-func (g *Gate) CheckProvider(ctx context.Context, p addrs.Provider, v versions.Version) error {
+// DatesProvider says whether judging a version of p needs p's version
+// list, which dates it: a minimum release age applies to p. The caller
+// reads the list (the provider records, below the gate's callers) and
+// hands it to CheckProviderIn; when DatesProvider is false, nil will do.
+func (g *Gate) DatesProvider(p addrs.Provider) bool {
 	pol := g.Current()
-	if pol == nil {
-		return nil
-	}
-	var list *records.VersionList
-	if pol.Window(policy.Provider, p.String()) > 0 {
-		l, err := g.e.Versions(ctx, p)
-		if err != nil {
-			return err
-		}
-		list = l
-	}
-	return g.CheckProviderIn(ctx, p, v, list)
+	return pol != nil && pol.Window(policy.Provider, p.String()) > 0
 }
 
-// CheckProviderIn is CheckProvider with list, the version list v was
-// found in, dating v: a provider's documents are judged with the list
-// that answered for them, not a second one read.
+// CheckProviderIn refuses version v of p when the policy in effect holds
+// it back: a *PolicyError. list, the version list v was found in, dates
+// v (required when DatesProvider says so): a provider's documents are
+// judged with the list that answered for them, not a second one read.
 func (g *Gate) CheckProviderIn(ctx context.Context, p addrs.Provider, v versions.Version, list *records.VersionList) error {
 	pol := g.Current()
 	if pol == nil {

@@ -14,7 +14,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -23,7 +22,7 @@ import (
 // releaseHarness is an engine on a fake clock, in front of an origin
 // whose test provider has the versions given, each signed at the time
 // given (relative to the clock's start).
-func releaseHarness(t *testing.T, signed map[string]time.Duration, cfg mirror.Config) (*harness.Harness, *enginetest.FakeClock) {
+func releaseHarness(t *testing.T, signed map[string]time.Duration, cfg harness.Config) (*harness.Harness, *enginetest.FakeClock) {
 	t.Helper()
 	return releaseHarnessAt(t, time.Now().Truncate(time.Second), signed, cfg)
 }
@@ -32,7 +31,7 @@ func releaseHarness(t *testing.T, signed map[string]time.Duration, cfg mirror.Co
 // The cache dates what it stores by the real clock, which decides when a
 // version list expires: a clock ahead of it makes lists expire when the
 // test's clock says.
-func releaseHarnessAt(t *testing.T, start time.Time, signed map[string]time.Duration, cfg mirror.Config) (*harness.Harness, *enginetest.FakeClock) {
+func releaseHarnessAt(t *testing.T, start time.Time, signed map[string]time.Duration, cfg harness.Config) (*harness.Harness, *enginetest.FakeClock) {
 	t.Helper()
 	clock := enginetest.NewFakeClock()
 	clock.Set(start)
@@ -58,7 +57,7 @@ const day = 24 * time.Hour
 // it is listed without one.
 func TestMinimumReleaseAgeHoldsFreshSignature(t *testing.T) {
 	t.Parallel()
-	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, mirror.Config{})
+	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, harness.Config{})
 	signed := clock.Now().Add(-time.Hour)
 	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 
@@ -126,7 +125,7 @@ func TestMinimumReleaseAgeListingRule(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			start := time.Now().Truncate(time.Second).Add(tc.listedAt + time.Hour)
-			h, clock := releaseHarnessAt(t, start, map[string]time.Duration{"1.0.0": 400 * day, "1.1.0": 365 * day}, mirror.Config{VersionsTTL: time.Minute})
+			h, clock := releaseHarnessAt(t, start, map[string]time.Duration{"1.0.0": 400 * day, "1.1.0": 365 * day}, harness.Config{VersionsTTL: time.Minute})
 			h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 			now := clock.Now()
 			h.Origin.RemoveVersion(harness.NS, harness.Type, "1.1.0")
@@ -174,7 +173,7 @@ func TestReleaseTimesCost(t *testing.T) {
 		}
 		newest = append(newest, fmt.Sprintf("%d.49.0", major))
 	}
-	h, clock := releaseHarness(t, signed, mirror.Config{VersionsTTL: time.Minute})
+	h, clock := releaseHarness(t, signed, harness.Config{VersionsTTL: time.Minute})
 	p := h.Provider()
 	for _, v := range newest {
 		old := fmt.Sprintf(`{"schema":1,"version":%q,"sums":{},"archives":{},"verified_at":"2025-06-01T12:00:00Z"}`, v)
@@ -226,7 +225,7 @@ func TestReleaseTimesKept(t *testing.T) {
 	clock := enginetest.NewFakeClock()
 	clock.Set(time.Now().Truncate(time.Second))
 	dir := t.TempDir()
-	h := harness.New(t, harness.Options{Config: mirror.Config{Now: clock.Now}, CacheDir: dir})
+	h := harness.New(t, harness.Options{Config: harness.Config{Now: clock.Now}, CacheDir: dir})
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	h.Origin.SetSignedAt(harness.NS, harness.Type, "1.0.0", clock.Now().Add(-365*day))
 	h.Origin.SetSignedAt(harness.NS, harness.Type, "2.0.0", clock.Now().Add(-365*day))
@@ -235,7 +234,7 @@ func TestReleaseTimesKept(t *testing.T) {
 		t.Fatalf("listed %v", got)
 	}
 	h.Stop()
-	h.Start(harness.Options{Config: mirror.Config{Now: clock.Now, VersionsTTL: time.Minute}, CacheDir: dir})
+	h.Start(harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}, CacheDir: dir})
 	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	clock.Add(2 * time.Minute)
 	// Signed again now: a time read again would hold them.
@@ -300,7 +299,7 @@ deny_version "%[1]s/%[2]s/%[3]s" {
 // clock reaches the time a held version becomes available.
 func TestPolicyEndsReuse(t *testing.T) {
 	t.Parallel()
-	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, mirror.Config{VersionsTTL: 1000 * time.Hour})
+	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, harness.Config{VersionsTTL: 1000 * time.Hour})
 	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 	h.Listed()
 	_, st, err := h.Engine.Versions(context.Background(), h.Provider())
@@ -344,7 +343,7 @@ func TestModuleReleaseAgeEverySpelling(t *testing.T) {
 			t.Parallel()
 			clock := enginetest.NewFakeClock()
 			clock.Set(time.Now().Truncate(time.Second).Add(30 * day))
-			h := harness.New(t, harness.Options{Config: mirror.Config{Now: clock.Now, VersionsTTL: time.Minute}})
+			h := harness.New(t, harness.Options{Config: harness.Config{Now: clock.Now, VersionsTTL: time.Minute}})
 			h.Origin.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
 			h.Origin.AddModule(harness.Module.Namespace, harness.Module.Name, harness.Module.System, "1.0.0", h.Origin.TarballURL("vpc.tar.gz"))
 			ctx := context.Background()

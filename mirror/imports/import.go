@@ -47,11 +47,8 @@ type Parts struct {
 }
 
 // Engine is what an import uses of the engine above it: its archive
-// fetcher and its checks. Package mirror implements it.
+// fetcher. Package mirror implements it.
 type Engine interface {
-	// Refuse logs and counts a verification failure of p v's package for
-	// platform, and returns it.
-	Refuse(p addrs.Provider, v versions.Version, platform string, err error) error
 	// ImportArchive commits pkg's archive, verified as a, through the
 	// engine's archive fetcher (reading it from pkg.Open), unless the
 	// cache has it already.
@@ -66,6 +63,8 @@ type Store interface {
 // Metrics receives what an import observes (mirror.Metrics).
 type Metrics interface {
 	CacheWriteFailed()
+	// VerificationFailed counts a package refused, by verify.Reason.
+	VerificationFailed(reason string)
 }
 
 // Config configures an Importer: the engine's (mirror.Config), its
@@ -236,7 +235,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 			if a.SHA256 == "" {
 				sha, err := s.sumArchive(ctx, pkg)
 				if err != nil {
-					return Result{}, pkgError(i, s.e.Refuse(p, v, pkg.Platform, err))
+					return Result{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 				}
 				a.SHA256 = sha
 			}
@@ -271,7 +270,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	if !in.Unsigned {
 		for i, pkg := range in.Packages {
 			if err := records.CheckPackageHashes(pkg.Packages, archives[i].Filename, rels[pkg.Document], s.parts.Records.H1); err != nil {
-				return Result{}, pkgError(i, s.e.Refuse(p, v, pkg.Platform, err))
+				return Result{}, pkgError(i, s.refuse(p, v, pkg.Platform, err))
 			}
 		}
 	}
@@ -383,7 +382,7 @@ func (s *Importer) refuseImport(in Imported, err error) error {
 	if ierr.Package >= 0 && ierr.Package < len(in.Packages) {
 		pl = in.Packages[ierr.Package].Platform
 	}
-	return &Error{Document: ierr.Document, Package: ierr.Package, Err: s.e.Refuse(in.Provider, in.Version, pl, ierr.Err)}
+	return &Error{Document: ierr.Document, Package: ierr.Package, Err: s.refuse(in.Provider, in.Version, pl, ierr.Err)}
 }
 
 // joinable checks that the imported packages, verified as archives, may
@@ -398,7 +397,7 @@ func (s *Importer) joinable(p addrs.Provider, v versions.Version, cached *record
 			continue
 		}
 		if was.SHA256 != archives[i].SHA256 {
-			return pkgError(i, s.e.Refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
+			return pkgError(i, s.refuse(p, v, pkg.Platform, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
 		}
 	}
@@ -565,3 +564,17 @@ func (s *Importer) listImported(ctx context.Context, p addrs.Provider, v version
 // maxRounds bounds how often an import waits for a fetch of the record it
 // writes, which then changed it.
 const maxRounds = 32
+
+// refuse logs a package of the import that failed verification, counts
+// it, and returns err for the caller, as the engine's origin path does
+// for a package fetched.
+func (s *Importer) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
+	var verr *verify.Error
+	if errors.As(err, &verr) {
+		s.metrics.VerificationFailed(string(verr.Reason))
+		s.log.Error("provider package failed verification; nothing was cached",
+			"provider", p.String(), "version", v.String(), "platform", platform, "reason", string(verr.Reason), "error", err)
+		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
+	}
+	return err
+}

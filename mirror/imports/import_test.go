@@ -5,15 +5,17 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
+	"maps"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -35,7 +37,7 @@ func TestImportFromEvidence(t *testing.T) {
 	body := func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) }
 
 	t.Run("tampered archive", func(t *testing.T) {
-		dst := harness.New(t, harness.Options{Config: mirror.Config{Offline: true}})
+		dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true}})
 		in := enginetest.ImportedFrom(ev, func(pl string) []byte {
 			b := bytes.Clone(body(pl))
 			if pl == "linux_amd64" {
@@ -57,7 +59,7 @@ func TestImportFromEvidence(t *testing.T) {
 		}
 	})
 
-	dst := harness.New(t, harness.Options{Config: mirror.Config{Offline: true}})
+	dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true}})
 	in := enginetest.ImportedFrom(ev, body)
 	in.Version = v
 	res, err := dst.Engine.AirGap().Import(t.Context(), in)
@@ -156,7 +158,7 @@ func TestImportUnsignedLocalOnlyHost(t *testing.T) {
 	if _, _, err := h.Engine.Versions(t.Context(), other); !errors.Is(err, discovery.ErrNotFound) {
 		t.Errorf("a provider not imported of the local-only host: %v, want not found", err)
 	}
-	err = h.Engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
+	err = h.Engine.ListCachedAfter("", "", func(cv harness.CachedVersion) error {
 		if cv.Provenance != records.ProvenanceUnsigned || cv.HasEvidence {
 			t.Errorf("ListCachedAfter: %+v", cv)
 		}
@@ -208,7 +210,7 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	t.Parallel()
 	// The host takes unsigned imports (Config.UnsignedHosts); without,
 	// Import would refuse at once (TestUnsignedImportStaysInItsLane).
-	h := harness.New(t, harness.Options{Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}}})
+	h := harness.New(t, harness.Options{Config: harness.Config{UnsignedHosts: []string{harness.OriginHost}}})
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
 	p, v := h.Provider(), harness.MustVersion(t, "1.0.0")
 	zipped := enginetest.InHouseZip(t, harness.Type)
@@ -243,5 +245,52 @@ func TestImportUnsignedDoesNotJoinRecordStoredMeanwhile(t *testing.T) {
 	}
 	if pkg, err := h.Engine.Package(t.Context(), p, v, []addrs.Platform{harness.MustPlatform(t, "freebsd_amd64")}); err == nil && len(pkg.Archives) > 0 {
 		t.Errorf("the unsigned archive is served inside the origin's record: %+v", pkg.Archives)
+	}
+}
+
+// refusals counts the engine's verification failures by reason.
+type refusals struct {
+	enginetest.NoMetrics
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (m *refusals) VerificationFailed(reason string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.n[reason]++
+}
+
+// An import refused by verification before any archive is read (its
+// SHA256SUMS not what the signature signed) is logged and counted, with
+// its reason, once, as a package fetched from the origin would be.
+func TestImportRefusalLoggedAndCounted(t *testing.T) {
+	t.Parallel()
+	src := harness.New(t, harness.Options{})
+	src.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
+	v := harness.MustVersion(t, "1.0.0")
+	ev, err := src.Engine.Evidence(t.Context(), src.Provider(), v, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logs enginetest.LockedBuffer
+	m := &refusals{n: map[string]int{}}
+	dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
+	in := enginetest.ImportedFrom(ev, func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) })
+	in.Version = v
+	in.Documents[0].Content = append(bytes.Clone(in.Documents[0].Content), "0000000000000000000000000000000000000000000000000000000000000000  extra.zip\n"...)
+	_, err = dst.Engine.AirGap().Import(t.Context(), in)
+	var verr *verify.Error
+	if !errors.As(err, &verr) {
+		t.Fatalf("Import of a SHA256SUMS the signature does not cover: %v, want a verification error", err)
+	}
+	m.mu.Lock()
+	counted := maps.Clone(m.n)
+	m.mu.Unlock()
+	if want := map[string]int{string(verr.Reason): 1}; !maps.Equal(counted, want) {
+		t.Errorf("verification failures counted %v, want %v", counted, want)
+	}
+	if got := strings.Count(logs.String(), "provider package failed verification"); got != 1 {
+		t.Errorf("%d log lines of the refusal, want 1:\n%s", got, logs.String())
 	}
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
 )
 
@@ -49,7 +48,7 @@ func (n *notifications) take() []string {
 // it is committed, then that the import ended); an engine has one.
 func TestNotifierToldOfServesAndImports(t *testing.T) {
 	t.Parallel()
-	h := harness.New(t, harness.Options{Config: mirror.Config{ScratchDir: t.TempDir()}})
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
 	n := &notifications{}
 	if err := h.Engine.Inventory().Notify(n); err != nil {
 		t.Fatal(err)

@@ -14,7 +14,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
 // staticCredentials ties one credential to origins.
@@ -56,7 +55,7 @@ func TestModuleSourceCredentialsTiedToOrigins(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			logs := &enginetest.LockedBuffer{}
-			cfg := mirror.Config{
+			cfg := harness.Config{
 				Logger:         slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})),
 				AllowedOrigins: []string{harness.OriginHost, string(other)},
 			}

@@ -18,7 +18,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -55,7 +54,7 @@ func tarGzOf(t *testing.T, h *tar.Header, body string) []byte {
 // integrity failure; the same package is present.
 func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 	t.Parallel()
-	h := harness.New(t, harness.Options{Config: mirror.Config{ScratchDir: t.TempDir()}})
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
 	o := h.Origin
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
 	loc := o.TarballURL("m.tar.gz")
@@ -109,7 +108,7 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 	t.Parallel()
 	limits := modsource.Limits{MaxDownloadBytes: 4 << 10, MaxTreeBytes: 8 << 10, MaxEntries: 10}
 	scratchDir := t.TempDir()
-	h := harness.New(t, harness.Options{Config: mirror.Config{Offline: true, ScratchDir: scratchDir, ModuleLimits: limits}})
+	h := harness.New(t, harness.Options{Config: harness.Config{Offline: true, ScratchDir: scratchDir, ModuleLimits: limits}})
 	bomb := tarGzOf(t, &tar.Header{Name: "zeros.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1 << 20}, strings.Repeat("\x00", 1<<20))
 	escape := tarGzOf(t, &tar.Header{Name: "link", Typeflag: tar.TypeSymlink, Linkname: "../../etc/passwd"}, "")
 	ok := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# ok\n")})
@@ -173,7 +172,7 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 // the whole location, it joins that record, which keeps the whole one.
 func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 	t.Parallel()
-	h := harness.New(t, harness.Options{Config: mirror.Config{ScratchDir: t.TempDir()}})
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
 	o := h.Origin
 	data := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")})
 	o.AddTarball("m.tar.gz", data)

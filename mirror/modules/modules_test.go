@@ -14,7 +14,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -56,7 +55,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 	t.Parallel()
 	needGit(t)
 	rec := &moduleRecorder{}
-	h := harness.New(t, harness.Options{Config: mirror.Config{Metrics: rec}})
+	h := harness.New(t, harness.Options{Config: harness.Config{Metrics: rec}})
 	o := h.Origin
 	first, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# one\n")}, "v1.0.0")
 	if err != nil {
@@ -133,7 +132,7 @@ func TestModulesOffline(t *testing.T) {
 	}
 	h.Stop()
 	o.ResetHits()
-	h.Start(harness.Options{CacheDir: dir, Config: mirror.Config{Offline: true}})
+	h.Start(harness.Options{CacheDir: dir, Config: harness.Config{Offline: true}})
 	list, _, err := h.Engine.Modules().ModuleVersions(context.Background(), harness.Module)
 	if err != nil || len(list.Versions) != 1 || list.Versions[0] != "1.0.0" {
 		t.Errorf("sealed versions: %+v, %v; want only 1.0.0", list, err)

@@ -8,7 +8,6 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -18,7 +17,7 @@ import (
 func TestModulesShared(t *testing.T) {
 	needGit(t)
 	tier := harness.NewMemTier()
-	first := harness.New(t, harness.Options{Config: mirror.Config{Shared: tier}})
+	first := harness.New(t, harness.Options{Config: harness.Config{Shared: tier}})
 	o := first.Origin
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0"); err != nil {
 		t.Fatal(err)
@@ -30,7 +29,7 @@ func TestModulesShared(t *testing.T) {
 	rs := []*harness.Harness{first}
 	for range 2 {
 		h := &harness.Harness{T: t, Origin: o}
-		h.Start(harness.Options{Config: mirror.Config{Shared: tier}})
+		h.Start(harness.Options{Config: harness.Config{Shared: tier}})
 		rs = append(rs, h)
 	}
 	var wg sync.WaitGroup
@@ -58,7 +57,7 @@ func TestModulesShared(t *testing.T) {
 	}
 	o.ResetHits()
 	sealed := &harness.Harness{T: t, Origin: o}
-	sealed.Start(harness.Options{Config: mirror.Config{Shared: tier, Offline: true}})
+	sealed.Start(harness.Options{Config: harness.Config{Shared: tier, Offline: true}})
 	list, _, err := sealed.Engine.Modules().ModuleVersions(context.Background(), harness.Module)
 	if err != nil || len(list.Versions) != 1 {
 		t.Fatalf("sealed replica's versions: %+v, %v", list, err)

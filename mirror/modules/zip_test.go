@@ -17,7 +17,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -128,7 +127,7 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.Stop()
-	h.Start(harness.Options{CacheDir: dir, Config: mirror.Config{Offline: true}})
+	h.Start(harness.Options{CacheDir: dir, Config: harness.Config{Offline: true}})
 	if _, again, err := readModuleZip(t, h, "1.0.0"); err != nil || !bytes.Equal(again, zips[0]) {
 		t.Errorf("sealed, after a restart: %v", err)
 	}

@@ -13,7 +13,6 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
@@ -72,7 +71,7 @@ func TestModuleManifestStable(t *testing.T) {
 	}
 	h.Stop()
 	o.ResetHits()
-	h.Start(harness.Options{CacheDir: dir, Config: mirror.Config{Offline: true}})
+	h.Start(harness.Options{CacheDir: dir, Config: harness.Config{Offline: true}})
 	mods = h.Engine.Modules().Zips()
 	if again, err := mods.ModuleManifest(ctx, harness.Module, "1.0.0"); err != nil || again.Digest != doc.Digest {
 		t.Errorf("after a restart: %v, %v; want %s", again.Digest, err, doc.Digest)
@@ -102,7 +101,7 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 	t.Parallel()
 	needGit(t)
 	tier := harness.NewMemTier()
-	first := harness.New(t, harness.Options{Config: mirror.Config{Shared: tier}})
+	first := harness.New(t, harness.Options{Config: harness.Config{Shared: tier}})
 	o := first.Origin
 	if _, err := o.AddGitRepo("vpc", map[string][]byte{"main.tf": []byte("# shared\n")}, "v1.0.0", "v1.1.0"); err != nil {
 		t.Fatal(err)
@@ -121,7 +120,7 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 	first.WaitIdle() // records go to the tier in the background
 	o.ResetHits()
 	second := &harness.Harness{T: t, Origin: o}
-	second.Start(harness.Options{Config: mirror.Config{Shared: tier, Offline: true}})
+	second.Start(harness.Options{Config: harness.Config{Shared: tier, Offline: true}})
 	mods := second.Engine.Modules().Zips()
 	got, err := mods.ModuleDocument(ctx, harness.Module, doc.Digest)
 	if err != nil || string(got.Bytes) != string(doc.Bytes) {

@@ -42,9 +42,9 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
-	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
+	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
@@ -123,11 +123,11 @@ type Engine interface {
 
 // Parts are the engine's components OCI takes; all are required.
 type Parts struct {
-	Life    *lifetime.Lifetime // detached work
-	Shared  *sharedtier.Shared // the digests other replicas handed out
-	Hosts   *originguard.Hosts // the hosts served
-	Records *stored.Records    // the stored package records
-	Gate    *gate.Gate         // the package policy: a document kept by digest is not served when it holds the version back
+	Life    *lifetime.Lifetime   // detached work
+	Shared  *sharedtier.Shared   // the digests other replicas handed out
+	Hosts   *originguard.Hosts   // the hosts served
+	Records *stored.Records      // the stored package records
+	Lists   *providerlists.Lists // the package policy on a version, dated by its list: a document kept by digest is not served when the policy holds the version back
 }
 
 // recordKept says the cache holds the package record of version v of p.
@@ -170,7 +170,7 @@ type Config struct {
 // New returns the OCI side of the engine e, keeping its records in
 // store, learning archive sizes the origin does not state from sizer.
 func New(cfg Config, parts Parts, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
-	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || parts.Gate == nil || e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || parts.Lists == nil || e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
 		return nil, errors.New("ocistore: the OCI side needs the engine's parts, the engine, a store, an archive sizer, metrics, a logger and a timeout")
 	}
 	return &OCI{cfg: cfg, parts: parts, e: e, store: store, sizer: sizer, metrics: metrics,
@@ -498,7 +498,7 @@ func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 	if err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
-	if err := o.parts.Gate.CheckProvider(ctx, p, v); err != nil {
+	if err := o.parts.Lists.CheckVersion(ctx, p, v); err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
 	return doc, v, nil

@@ -17,7 +17,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -33,7 +32,7 @@ import (
 // harness.Harness and the import's sha256.
 func setAside(t *testing.T, strict harness.Options, size int, versions ...string) (*harness.Harness, string) {
 	t.Helper()
-	allowed := harness.Options{CacheDir: strict.CacheDir, Origin: strict.Origin, Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}}}
+	allowed := harness.Options{CacheDir: strict.CacheDir, Origin: strict.Origin, Config: harness.Config{UnsignedHosts: []string{harness.OriginHost}}}
 	h := harness.New(t, allowed)
 	h.Origin.AddProvider(harness.NS, harness.Type, versions, []string{"linux_amd64"})
 	zipped := enginetest.ZipOfSize(t, harness.Type, size, 42)
@@ -131,7 +130,7 @@ func TestVerifyCacheChecksSetAsideImport(t *testing.T) {
 func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 	t.Parallel()
 	tier := harness.NewMemTier()
-	strict := harness.Options{CacheDir: t.TempDir(), Config: mirror.Config{Shared: tier}}
+	strict := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{Shared: tier}}
 	h, importSHA := setAside(t, strict, 1<<10, "1.0.0")
 	key := records.PackageKey(h.Provider(), harness.MustVersion(t, "1.0.0"))
 	h.Stop() // the record is put in the tier in the background
@@ -163,7 +162,7 @@ func TestSetAsideImportStaysOutOfSharedTier(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := &harness.Harness{T: t, Origin: h.Origin}
-	other.Start(harness.Options{Config: mirror.Config{Shared: tier}})
+	other.Start(harness.Options{Config: harness.Config{Shared: tier}})
 	if _, err := other.Packages("1.0.0", "linux_amd64"); err != nil {
 		t.Fatal(err)
 	}

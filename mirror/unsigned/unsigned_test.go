@@ -12,7 +12,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
-	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
@@ -69,7 +68,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 				t.Errorf("9.0.0: %v, want ErrVersionNotFound", err)
 			}
 			h.WaitIdle()
-			err = h.Engine.ListCachedAfter("", "", func(cv mirror.CachedVersion) error {
+			err = h.Engine.ListCachedAfter("", "", func(cv harness.CachedVersion) error {
 				if cv.Provenance == records.ProvenanceUnsigned {
 					t.Errorf("an unsigned record was stored: %+v", cv)
 				}
@@ -89,7 +88,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 		offline bool
 	}{{"1.0.0", false}, {"9.0.0", true}} {
 		t.Run("allowed for the host "+tc.version, func(t *testing.T) {
-			h := harness.New(t, harness.Options{Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}, Offline: tc.offline}})
+			h := harness.New(t, harness.Options{Config: harness.Config{UnsignedHosts: []string{harness.OriginHost}, Offline: tc.offline}})
 			h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
 			p := h.Provider()
 			in, sha := harness.UnsignedImport(t, p, tc.version)
@@ -108,7 +107,7 @@ func TestUnsignedImportStaysInItsLane(t *testing.T) {
 
 	t.Run("a host that is no allowed origin", func(t *testing.T) {
 		h := harness.New(t, harness.Options{})
-		_, err := mirror.New(mirror.Config{AllowedOrigins: []string{harness.OriginHost}, UnsignedHosts: []string{"tf.corp.example"}},
+		_, err := harness.NewEngine(harness.Config{AllowedOrigins: []string{harness.OriginHost}, UnsignedHosts: []string{"tf.corp.example"}},
 			enginetest.OriginClient(t, h.Origin), h.Store)
 		if err == nil || !strings.Contains(err.Error(), "tf.corp.example is not an allowed origin") {
 			t.Errorf("New: %v, want the host refused", err)
@@ -133,7 +132,7 @@ func TestWithheldAtStart(t *testing.T) {
 }
 
 func testWithheldAtStart(t *testing.T, offline bool) {
-	allowed := harness.Options{CacheDir: t.TempDir(), Config: mirror.Config{UnsignedHosts: []string{harness.OriginHost}, Offline: offline}}
+	allowed := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{UnsignedHosts: []string{harness.OriginHost}, Offline: offline}}
 	h := harness.New(t, allowed)
 	h.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
 	p := h.Provider()
@@ -148,7 +147,7 @@ func testWithheldAtStart(t *testing.T, offline bool) {
 	h.Stop()
 
 	var logs enginetest.LockedBuffer
-	strict := harness.Options{CacheDir: allowed.CacheDir, Config: mirror.Config{Offline: offline, Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
+	strict := harness.Options{CacheDir: allowed.CacheDir, Config: harness.Config{Offline: offline, Logger: slog.New(slog.NewTextHandler(&logs, nil))}}
 	h.Start(strict)
 	checkWithheld := func(what string, want ...string) {
 		t.Helper()

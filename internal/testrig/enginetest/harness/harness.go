@@ -39,6 +39,21 @@ const (
 // Platforms are the platforms the tests publish.
 var Platforms = []string{"darwin_arm64", "linux_amd64", "windows_amd64"}
 
+// The engine's types and constructor the tests of its parts configure
+// and read it with: the parts sit in layers below the engine, and their
+// tests reach it through this rig only (internal/layercheck).
+type (
+	// Config is mirror.Config.
+	Config = mirror.Config
+	// CachedVersion is mirror.CachedVersion.
+	CachedVersion = mirror.CachedVersion
+)
+
+// NewEngine is mirror.New.
+func NewEngine(cfg Config, origin mirror.Origin, store mirror.Store) (*mirror.Engine, error) {
+	return mirror.New(cfg, origin, store)
+}
+
 // Harness is an engine on a cache, in front of a fake origin.
 type Harness struct {
 	T      *testing.T

@@ -1,0 +1,190 @@
+// Package providerlists keeps the providers' version lists: from the
+// cache while they are fresh, from the tier shared with other replicas
+// when the cache has none, and from the origin otherwise, one refresh at
+// a time per provider, with the cached list served stale when the origin
+// fails. Each listing taken is noted for the release times the package
+// policy dates versions by (mirror/gate.Gate.NoteListing).
+//
+// It is a component the engine's provider records and the OCI documents
+// take as a field: the version list that dates a version for the gate
+// (Lists.CheckVersion) is read here, so that neither calls the engine
+// back for it.
+package providerlists
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"time"
+
+	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+)
+
+// Origin is what the lists ask origin registries: a provider's versions.
+type Origin interface {
+	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
+}
+
+// Store is where the lists are kept: the cache's records. *cache.Store
+// implements it.
+type Store interface {
+	PutMeta(key string, v any) error
+}
+
+// Metrics receives what the lists observe (mirror.Metrics).
+type Metrics interface {
+	CacheLookup(kind string, hit bool)
+	StaleServed(kind string)
+	CacheWriteFailed()
+}
+
+// Config is the engine's settings the lists use (mirror.Config's,
+// defaults filled in); all are required.
+type Config struct {
+	// Offline says the mirror is sealed: a cached list is served however old.
+	Offline bool
+	// VersionsTTL is how long a list is served before it is refreshed.
+	VersionsTTL time.Duration
+	Now         func() time.Time
+	Logger      *slog.Logger
+}
+
+// Parts are the engine's components the lists take; all are required.
+type Parts struct {
+	Life    *lifetime.Lifetime // coalescing of refreshes
+	Hosts   *originguard.Hosts // the local-only hosts, never refreshed
+	Shared  *sharedtier.Shared // the lists other replicas took
+	Records *stored.Records    // the stored lists, read through the memo
+	Gate    *gate.Gate         // told of every listing taken; judges versions by the lists
+}
+
+// Lists are the providers' version lists. Its methods are safe for
+// concurrent use.
+type Lists struct {
+	cfg     Config
+	parts   Parts
+	origin  Origin
+	store   Store
+	metrics Metrics
+}
+
+// New returns the version lists of the providers.
+func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Lists, error) {
+	if parts.Life == nil || parts.Hosts == nil || parts.Shared == nil || parts.Records == nil || parts.Gate == nil ||
+		origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 {
+		return nil, errors.New("providerlists: the engine's parts, an origin, a store, metrics, a clock, a logger and a time to live are required")
+	}
+	return &Lists{cfg: cfg, parts: parts, origin: origin, store: store, metrics: metrics}, nil
+}
+
+// State says where a version list came from.
+type State struct {
+	Stale    bool      // cached copy served because the refresh failed
+	Fetched  bool      // fetched from the origin for this call
+	StoredAt time.Time // when the list was fetched from the origin
+	Err      error     // why the refresh failed, when stale
+}
+
+// Versions returns p's version list, from the cache while it is fresh and
+// from the origin otherwise. When the refresh fails for any reason but the
+// origin saying the provider does not exist, a cached list is returned
+// marked stale. force refreshes a fresh list too.
+func (s *Lists) Versions(ctx context.Context, p addrs.Provider, force bool) (*records.VersionList, State, error) {
+	key := records.VersionsKey(p)
+	cached, storedAt, err := s.parts.Records.CachedVersions(key)
+	haveCached := err == nil
+	if err != nil && !errors.Is(err, cache.ErrNotFound) {
+		s.cfg.Logger.Warn("reading cached version list", "provider", p.String(), "error", err)
+	}
+	if !haveCached {
+		cached, storedAt, haveCached = s.parts.Shared.Versions(ctx, key)
+	}
+	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
+	if haveCached && (s.cfg.Offline || fresh || s.parts.Hosts.Local(p.Hostname)) {
+		s.metrics.CacheLookup("versions", true)
+		return cached, State{StoredAt: storedAt}, nil
+	}
+	s.metrics.CacheLookup("versions", false)
+
+	res, err := s.parts.Life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
+		return s.refresh(ctx, p)
+	})
+	if err == nil {
+		return res.(*records.VersionList), State{Fetched: true, StoredAt: s.cfg.Now()}, nil
+	}
+	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
+		s.metrics.StaleServed("versions")
+		s.cfg.Logger.Warn("origin failed, serving cached version list", "provider", p.String(), "stored_at", storedAt, "error", err)
+		return cached, State{Stale: true, StoredAt: storedAt, Err: err}, nil
+	}
+	return nil, State{}, err
+}
+
+func (s *Lists) refresh(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
+	infos, err := s.origin.Versions(ctx, p)
+	if err != nil {
+		return nil, err
+	}
+	list := records.TranslateVersions(infos, func(raw string, err error) {
+		s.cfg.Logger.Warn("origin lists an invalid version; skipped", "provider", p.String(), "version", raw, "error", err)
+	})
+	list.ListedAt = s.cfg.Now().UTC()
+	prev, prevAt := s.previousListing(ctx, p)
+	s.parts.Gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
+	err = s.store.PutMeta(records.VersionsKey(p), list)
+	s.parts.Records.Forget(records.VersionsKey(p))
+	if err != nil {
+		s.metrics.CacheWriteFailed()
+		s.cfg.Logger.Error("storing version list", "provider", p.String(), "error", err)
+	}
+	s.parts.Shared.Put(records.VersionsKey(p), list)
+	return list, nil
+}
+
+// previousListing returns the listing of p taken before the one being
+// stored, and when it was taken: the cached list, or the shared tier's
+// when it is newer (another replica listed since); nil when p was never
+// listed.
+func (s *Lists) previousListing(ctx context.Context, p addrs.Provider) (*records.VersionList, time.Time) {
+	prev, prevAt, err := s.parts.Records.CachedVersions(records.VersionsKey(p))
+	if err != nil {
+		prev = nil
+	}
+	if prev != nil && !prev.ListedAt.IsZero() {
+		prevAt = prev.ListedAt
+	}
+	if shared, at, ok := s.parts.Shared.Versions(ctx, records.VersionsKey(p)); ok {
+		if !shared.ListedAt.IsZero() {
+			at = shared.ListedAt
+		}
+		if prev == nil || at.After(prevAt) {
+			prev, prevAt = shared, at
+		}
+	}
+	return prev, prevAt
+}
+
+// CheckVersion is the package policy's verdict on version v of p
+// (gate.Gate.CheckProviderIn), with p's version list read first when the
+// policy dates p's versions (gate.Gate.DatesProvider).
+func (s *Lists) CheckVersion(ctx context.Context, p addrs.Provider, v versions.Version) error {
+	var list *records.VersionList
+	if s.parts.Gate.DatesProvider(p) {
+		l, _, err := s.Versions(ctx, p, false)
+		if err != nil {
+			return err
+		}
+		list = l
+	}
+	return s.parts.Gate.CheckProviderIn(ctx, p, v, list)
+}
