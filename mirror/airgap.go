@@ -13,10 +13,10 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
-	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // AirGap is the engine's side of carrying a cache across an air gap:
@@ -26,7 +26,7 @@ import (
 // by Modules (ListCachedModules, ImportModule).
 type AirGap struct {
 	memo     *stored.Records // the stored package records
-	archives *fetcher        // opens the cached archives
+	archives *fetch.Fetcher  // opens the cached archives
 	store    Store
 	imp      *imports.Importer
 }
@@ -34,7 +34,7 @@ type AirGap struct {
 // newAirGap returns the engine's AirGap.
 func newAirGap(e *Engine) (*AirGap, error) {
 	imp, err := imports.New(imports.Config{MaxArchiveBytes: e.cfg.MaxArchiveBytes, Now: e.cfg.Now, Logger: e.log},
-		imports.Parts{Life: e.life, Records: e.memo, Hosts: e.hosts, Withholding: e.withholding}, importEngine{e.archives}, e.store, e.metrics)
+		imports.Parts{Life: e.life, Records: e.memo, Hosts: e.hosts, Withholding: e.withholding, Fetcher: e.archives}, e.store, e.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -47,57 +47,12 @@ func (s *AirGap) Import(ctx context.Context, in imports.Imported) (imports.Resul
 	return s.imp.Import(ctx, in)
 }
 
-// importEngine is the engine's fetcher as an import uses it
-// (imports.Engine).
-type importEngine struct{ archives *fetcher }
-
-var _ imports.Engine = importEngine{}
-
 // DiskHeadroom is how many bytes an import may still write to the cache's
 // file system (unpacking a bundle beside it) before the cache's free space
 // reaches its disk reserve, asked now (see cache.Store.Headroom); ok is
 // false when the cache does not check free space.
 func (s *AirGap) DiskHeadroom() (room int64, ok bool) {
 	return s.store.Headroom()
-}
-
-// ImportArchive commits pkg's archive, verified as a, to the cache
-// through the fetcher (reading it from pkg.Open rather than the origin),
-// unless the cache has it already.
-func (m importEngine) ImportArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg imports.Package) (imports.Outcome, error) {
-	s := m.archives
-	out := imports.Outcome{Platform: pkg.Platform}
-	src := &archiveSource{open: pkg.Open, h1: pkg.H1}
-	s.life.Notifier().Importing(a.SHA256) // an imported package cannot be fetched again
-	f, _, err := s.joinFrom(p, a, src)
-	if err != nil {
-		return out, err
-	}
-	if f != nil {
-		defer f.release()
-		select {
-		case <-f.done:
-		case <-ctx.Done():
-			return out, ctx.Err()
-		}
-	} else {
-		out.Present = true
-	}
-	info, err := s.store.StatBlob(a.SHA256)
-	if err != nil {
-		if f != nil {
-			if ferr := f.snapshot().err; ferr != nil {
-				return out, ferr
-			}
-		}
-		return out, fmt.Errorf("archive %s was verified but could not be stored in the cache: %w", a.Filename, err)
-	}
-	if pkg.H1 != "" && info.H1 != "" && info.H1 != pkg.H1 {
-		return out, &verify.Error{Reason: verify.ReasonChecksum,
-			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, info.H1, pkg.H1)}
-	}
-	out.Size = info.Size
-	return out, nil
 }
 
 // Stored returns what the cache holds of version v of p, every platform
@@ -120,7 +75,7 @@ func (s *AirGap) Stored(p addrs.Provider, v versions.Version) (*records.Evidence
 // OpenStored opens the cached archive whose sha256 is sha (from Stored),
 // without asking any origin. Errors: records.ErrNotCached; records.ErrShutDown.
 func (s *AirGap) OpenStored(sha string) (*Archive, error) {
-	arc, err := s.archives.openCached(sha)
+	arc, err := s.archives.OpenCached(sha)
 	if err != nil {
 		return nil, err
 	}

@@ -3,7 +3,6 @@ package mirror
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -11,7 +10,6 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -148,76 +146,7 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 	n := s.life.Notifier()
 	n.Used(records.PackageKey(p, v))
 	n.Serving("provider", p.String(), v, a.SHA256)
-	return s.openFetched(ctx, p, a, nil)
-}
-
-// openFetched opens the archive a (of p, or read from src): from the cache,
-// or else from its download under way, starting one if there is none. See
-// OpenArchive.
-func (s *Engine) openFetched(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, src *archiveSource) (*Archive, error) {
-	if arc, err := s.archives.openCached(a.SHA256); arc != nil || err != nil {
-		return arc, err
-	}
-	// Committed since we looked: joinOrOpen opens it with the reference
-	// taken before the fetcher's lock is let go, so that eviction cannot
-	// delete it between being found and being opened.
-	blob, f, leader, err := s.archives.joinOrOpen(p, a, src)
-	if err != nil {
-		return nil, err
-	}
-	if blob != nil {
-		if !s.life.StartWork() {
-			blob.Close()
-			return nil, records.ErrShutDown
-		}
-		s.metrics.CacheLookup("archive", true)
-		info := blob.Info()
-		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: s.life, log: s.log}, nil
-	}
-	how := s.archives.countMiss(leader)
-	select {
-	case <-f.ready:
-	case <-ctx.Done():
-		f.release()
-		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
-	}
-	size, err := f.header()
-	if err != nil {
-		f.release()
-		return nil, err
-	}
-	if leader && f.fromShared { // set before ready was closed
-		how = records.Shared
-	}
-	if !s.life.StartWork() {
-		f.release()
-		return nil, records.ErrShutDown
-	}
-	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: s.cfg.HoldBack, gone: make(chan struct{}), life: s.life, log: s.log}
-	arc.stop = context.AfterFunc(ctx, func() {
-		arc.goneErr = context.Cause(ctx)
-		close(arc.gone)
-	})
-	return arc, nil
-}
-
-// openCached opens the cached archive sha, counting a cache hit; it
-// returns nil, nil when the archive is not cached.
-func (s *fetcher) openCached(sha string) (*Archive, error) {
-	if !s.life.StartWork() {
-		return nil, records.ErrShutDown
-	}
-	blob, err := s.store.OpenBlob(sha)
-	if err != nil {
-		s.life.EndWork()
-		if !errors.Is(err, cache.ErrNotFound) {
-			s.log.Error("opening cached archive", "sha256", sha, "error", err)
-		}
-		return nil, nil
-	}
-	s.metrics.CacheLookup("archive", true)
-	info := blob.Info()
-	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: s.life, log: s.log}, nil
+	return s.archives.Open(ctx, p, a, nil)
 }
 
 // EnsureArchive makes sure the archive of version v of p for platform pl
@@ -238,31 +167,7 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 	if err != nil {
 		return 0, err
 	}
-	f, leader, err := s.archives.join(p, a)
-	if err != nil {
-		return 0, err
-	}
-	if f == nil {
-		s.metrics.CacheLookup("archive", true)
-		return records.Hit, nil
-	}
-	defer f.release()
-	src := s.archives.countMiss(leader)
-	select {
-	case <-f.done:
-	case <-ctx.Done():
-		return src, fmt.Errorf("waiting for the origin: %w", ctx.Err())
-	}
-	if leader && f.fromShared { // set before done was closed
-		src = records.Shared
-	}
-	if _, err := s.store.StatBlob(a.SHA256); err == nil {
-		return src, nil
-	}
-	if err := f.snapshot().err; err != nil {
-		return src, err
-	}
-	return src, fmt.Errorf("archive %s was verified but could not be stored in the cache", a.Filename)
+	return s.archives.Ensure(ctx, p, a)
 }
 
 // CachedSize returns the size of the cached archive whose sha256 is sha,
@@ -348,16 +253,4 @@ type listedRecord struct {
 	Version    string                           `json:"version"`
 	Archives   map[string]records.ArchiveRecord `json:"archives"`
 	Provenance records.Provenance               `json:"provenance,omitempty"`
-}
-
-// countMiss counts an archive that was not in the cache, and a join of a
-// fetch under way, and returns the source: records.Miss for the fetch's leader,
-// records.Coalesced for the others.
-func (s *fetcher) countMiss(leader bool) records.Source {
-	s.metrics.CacheLookup("archive", false)
-	if leader {
-		return records.Miss
-	}
-	s.metrics.Coalesced("archive")
-	return records.Coalesced
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -25,7 +26,7 @@ func TestConcurrentColdDownloadsShareOneFetch(t *testing.T) {
 	}
 
 	joined := make(chan struct{}, clients)
-	h.engine.archives.onJoin = func() { joined <- struct{}{} }
+	h.engine.archives.SetHooks(fetch.Hooks{Join: func(string, *fetch.Download) { joined <- struct{}{} }})
 	release := h.origin.GateArchives()
 	var wg sync.WaitGroup
 	results := make([]archive, clients)

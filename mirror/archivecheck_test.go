@@ -8,6 +8,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/verify"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
@@ -26,11 +27,11 @@ func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 
 	// stagedWhole waits until the fetch of sha has staged all of the
 	// archive: its check is then under way.
-	stagedWhole := func(t *testing.T, w *fetchWatcher) *fetch {
+	stagedWhole := func(t *testing.T, w *fetchWatcher) *fetch.Download {
 		t.Helper()
 		for {
 			w.mu.Lock()
-			var f *fetch
+			var f *fetch.Download
 			if len(w.fetches) > 0 {
 				f = w.fetches[0]
 			}
@@ -38,14 +39,14 @@ func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 			if f == nil {
 				t.Fatal("no fetch was started")
 			}
-			st := f.snapshot()
-			if st.err != nil {
-				t.Fatalf("the fetch failed before its check: %v", st.err)
+			st := f.State()
+			if st.Err != nil {
+				t.Fatalf("the fetch failed before its check: %v", st.Err)
 			}
-			if st.written == int64(len(bomb)) {
+			if st.Written == int64(len(bomb)) {
 				return f
 			}
-			<-st.changed
+			<-st.Changed
 		}
 	}
 	check := func(t *testing.T, h *harness, met *refusalMetrics, r archive, sha string) {

@@ -22,10 +22,12 @@
 // the package policy's gate (mirror/gate), handed the version list that
 // dates a version; the use cases, among them the providers' version
 // lists (mirror/providerlists), which the engine's provider records and
-// the OCI documents both take. Two still ask the engine above them for
-// one thing each through a small interface they declare: an import the
-// fetcher (mirror/imports), the OCI documents a version's verified
-// archives (mirror/ocistore). The parts it hands out: the module side (Modules, mirror/modules, whose Zips
+// the OCI documents both take. Between the decorators and the use cases,
+// the fetcher (mirror/fetch: each archive fetched once, staged, verified
+// before its last bytes, committed), which the engine and an import take
+// as a field; Archive and Blob are its types. The OCI documents still ask
+// the engine above them for a version's verified archives through a
+// small interface they declare (mirror/ocistore). The parts it hands out: the module side (Modules, mirror/modules, whose Zips
 // are its versions as OCI artifacts), exports and imports (AirGap,
 // verified by mirror/imports), the check of the whole
 // cache (CacheChecker, mirror/cachecheck) and what retention reads and

@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
@@ -191,7 +192,7 @@ type Engine struct {
 	// providers of; those that are not allowed origins are local-only.
 	hosts *originguard.Hosts
 
-	archives *fetcher
+	archives *fetch.Fetcher     // fetches each archive once, verified before its last bytes
 	memo     *stored.Records    // version lists and package records, read through a memo
 	shared   *sharedtier.Shared // the shared tier, Config.Shared (none: every use a no-op)
 	gate     *gate.Gate         // the package policy and release times
@@ -332,7 +333,10 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		providerlists.Parts{Life: s.life, Hosts: s.hosts, Shared: s.shared, Records: s.memo, Gate: s.gate}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	s.archives = newFetcher(s)
+	if s.archives, err = fetch.New(fetch.Config{ArchiveTimeout: s.cfg.ArchiveTimeout, MaxArchiveBytes: s.cfg.MaxArchiveBytes, ArchiveLimits: s.cfg.ArchiveLimits,
+		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Shared: s.shared}, s.origin, store, s.metrics); err != nil {
+		return nil, err
+	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
 	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Gate: s.gate}, origin, store, s.metrics); err != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -26,9 +27,9 @@ func TestJoiningAFailedDownload(t *testing.T) {
 
 	var late archive
 	var once sync.Once
-	h.engine.archives.onFail = func() {
+	h.engine.archives.SetHooks(fetch.Hooks{Fail: func() {
 		once.Do(func() { late = h.read(context.Background(), "1.0.0", "linux_amd64") })
-	}
+	}})
 	first := h.read(context.Background(), "1.0.0", "linux_amd64")
 	if !errors.Is(first.err, verify.ErrIntegrity) {
 		t.Fatalf("first reader: %v, want an integrity error", first.err)

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"io"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 )
 
 // ImportBlob commits a file read from a bundle on a sealed engine once
@@ -46,7 +48,7 @@ func TestImportBlob(t *testing.T) {
 	if _, present, err := h.engine.AirGap().ImportBlob(ctx, blob(data, nil)); err != nil || !present || reads != 0 {
 		t.Fatalf("import again: %v %v, %d reads", present, err, reads)
 	}
-	if _, _, err := h.engine.AirGap().ImportBlob(ctx, Blob{SHA256: "nope"}); !errors.Is(err, errBlob) {
+	if _, _, err := h.engine.AirGap().ImportBlob(ctx, Blob{SHA256: "nope"}); !errors.Is(err, fetch.ErrBlob) {
 		t.Fatalf("a blob without sha256: %v", err)
 	}
 }

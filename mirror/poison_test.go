@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
 	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
@@ -88,21 +89,19 @@ func zipOf(t *testing.T, names ...string) []byte {
 }
 
 // fetchWatcher records the downloads of one archive that readers join or
-// start, through the fetcher's onJoin hook, so that a test can ask whether
+// start, through the fetcher's Join hook, so that a test can ask whether
 // a download was ever released to its readers (marked verified).
 type fetchWatcher struct {
 	mu      sync.Mutex
-	fetches []*fetch
+	fetches []*fetch.Download
 }
 
 // watchFetches installs the watcher on h's engine. joined, if not nil,
 // receives one value for every join.
 func watchFetches(h *harness, sha string, joined chan<- struct{}) *fetchWatcher {
 	w := &fetchWatcher{}
-	fr := h.engine.archives
-	fr.onJoin = func() {
-		// The hook runs under fr.mu, which guards inflight.
-		if f := fr.inflight[sha]; f != nil {
+	h.engine.archives.SetHooks(fetch.Hooks{Join: func(joinedSHA string, f *fetch.Download) {
+		if joinedSHA == sha && f != nil {
 			w.mu.Lock()
 			if !slices.Contains(w.fetches, f) {
 				w.fetches = append(w.fetches, f)
@@ -112,7 +111,7 @@ func watchFetches(h *harness, sha string, joined chan<- struct{}) *fetchWatcher 
 		if joined != nil {
 			joined <- struct{}{}
 		}
-	}
+	}})
 	return w
 }
 
@@ -122,7 +121,7 @@ func (w *fetchWatcher) released() (seen, released int) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	for _, f := range w.fetches {
-		if f.snapshot().verified {
+		if f.State().Verified {
 			released++
 		}
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
@@ -169,7 +170,7 @@ func TestSharedOneOriginDownload(t *testing.T) {
 	waiting.Add(2)
 	for _, r := range rs {
 		var once sync.Once
-		r.engine.archives.onWait = func() { once.Do(waiting.Done) }
+		r.engine.archives.SetHooks(fetch.Hooks{Wait: func() { once.Do(waiting.Done) }})
 	}
 	var wg sync.WaitGroup
 	got := make([]archive, 30)
@@ -318,7 +319,7 @@ func TestSharedLeaseTakeover(t *testing.T) {
 	}
 	waited := make(chan struct{})
 	var once sync.Once
-	rs[0].engine.archives.onWait = func() { once.Do(func() { close(waited) }) }
+	rs[0].engine.archives.SetHooks(fetch.Hooks{Wait: func() { once.Do(func() { close(waited) }) }})
 	a := rs[0].read(context.Background(), "1.0.0", "linux_amd64")
 	if a.err != nil || !bytes.Equal(a.body, origin.Archive(ns, typ, "1.0.0", "linux_amd64")) {
 		t.Fatalf("%d bytes, %v", len(a.body), a.err)
@@ -760,7 +761,7 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 	want := origin.Archive(ns, typ, "1.0.0", "linux_amd64")
 	waited := make(chan struct{})
 	var once sync.Once
-	rs[1].engine.archives.onWait = func() { once.Do(func() { close(waited) }) }
+	rs[1].engine.archives.SetHooks(fetch.Hooks{Wait: func() { once.Do(func() { close(waited) }) }})
 
 	var wg sync.WaitGroup
 	got := make([]archive, 20)

@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -31,7 +32,6 @@ import (
 // origin: mirror.AirGap.Import. Its methods are safe for concurrent use.
 type Importer struct {
 	parts   Parts
-	e       Engine
 	cfg     Config
 	store   Store
 	log     *slog.Logger
@@ -44,15 +44,7 @@ type Parts struct {
 	Records     *stored.Records       // the stored package records and version lists, the h1: of cached archives
 	Hosts       *originguard.Hosts    // the hosts imports loaded packages of
 	Withholding *unsigned.Withholding // the hosts that take imports without signature
-}
-
-// Engine is what an import uses of the engine above it: its archive
-// fetcher. Package mirror implements it.
-type Engine interface {
-	// ImportArchive commits pkg's archive, verified as a, through the
-	// engine's archive fetcher (reading it from pkg.Open), unless the
-	// cache has it already.
-	ImportArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg Package) (Outcome, error)
+	Fetcher     *fetch.Fetcher        // commits the archives, verified as downloads are
 }
 
 // Store is what an import writes to the cache. *cache.Store implements it.
@@ -77,11 +69,11 @@ type Config struct {
 }
 
 // New returns the importer of an engine.
-func New(cfg Config, parts Parts, e Engine, store Store, metrics Metrics) (*Importer, error) {
-	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Withholding == nil || e == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
-		return nil, errors.New("imports: the engine's parts, the engine, a store, metrics, a clock, a logger and the archive size limit are required")
+func New(cfg Config, parts Parts, store Store, metrics Metrics) (*Importer, error) {
+	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Withholding == nil || parts.Fetcher == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.MaxArchiveBytes <= 0 {
+		return nil, errors.New("imports: the engine's parts, a store, metrics, a clock, a logger and the archive size limit are required")
 	}
-	return &Importer{parts: parts, e: e, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Importer{parts: parts, cfg: cfg, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Imported is one provider version loaded from outside the origin (an
@@ -259,7 +251,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 	// The archives, through the fetcher.
 	res := Result{Packages: make([]Outcome, len(in.Packages))}
 	for i, pkg := range in.Packages {
-		out, err := s.e.ImportArchive(ctx, p, archives[i], pkg)
+		out, err := s.importArchive(ctx, p, archives[i], pkg)
 		if err != nil {
 			// The fetcher logged and counted it.
 			return Result{}, pkgError(i, fmt.Errorf("%s %s %s: %w", p, v, pkg.Platform, err))
@@ -577,4 +569,22 @@ func (s *Importer) refuse(p addrs.Provider, v versions.Version, platform string,
 		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
 	}
 	return err
+}
+
+// importArchive commits pkg's archive, verified as a, to the cache
+// through the fetcher (reading it from pkg.Open rather than the origin),
+// unless the cache has it already.
+func (s *Importer) importArchive(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, pkg Package) (Outcome, error) {
+	out := Outcome{Platform: pkg.Platform}
+	info, present, err := s.parts.Fetcher.Import(ctx, p, a, fetch.Source{Open: pkg.Open, H1: pkg.H1})
+	if err != nil {
+		return out, err
+	}
+	out.Present = present
+	if pkg.H1 != "" && info.H1 != "" && info.H1 != pkg.H1 {
+		return out, &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, info.H1, pkg.H1)}
+	}
+	out.Size = info.Size
+	return out, nil
 }

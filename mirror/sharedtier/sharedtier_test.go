@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
@@ -93,7 +92,12 @@ func (noMetrics) CacheWriteFailed()         {}
 
 func newShared(t *testing.T, tier Tier, offline bool) (*Shared, *lifetime.Lifetime) {
 	t.Helper()
-	store := enginetest.OpenStore(t, "", cache.Options{})
+	// The cache opened here, not through a test rig of the engine: the
+	// engine's fetcher takes this package as a field.
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
 	log := slog.New(slog.DiscardHandler)
 	life := lifetime.New(time.Minute, nil)
 	s, err := New(Config{Offline: offline, Timeout: time.Minute, Now: time.Now}, tier, life, stored.New(store, log), store, log, noMetrics{})

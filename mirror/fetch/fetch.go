@@ -1,0 +1,668 @@
+// Package fetch fetches each archive once: it runs at most one download
+// per archive (by sha256), from the shared tier or the origin or a file
+// handed in, stages it in the cache as it arrives, lets any number of
+// readers stream it while it does, releases its held-back last bytes only
+// once its sha256 matched and it passed its check, and commits it then.
+// The engine and the import of provider versions take a *Fetcher as a
+// field; it calls nothing above it.
+package fetch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
+	"github.com/tfmirror/tfmirror/v2/verify"
+)
+
+// copyBufferSize is the unit in which archive bytes move from the origin to
+// the cache and from the cache to clients.
+const copyBufferSize = 256 << 10
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// Archive is an opened provider archive. Read it, then Close it. A cached
+// archive (records.Source records.Hit) is also an io.Seeker, see Content; an archive
+// being downloaded is read as it arrives, except for its final
+// Config.HoldBack bytes, which Read returns only once the whole archive's
+// sha256 matched. If the download fails, Read returns its error: a reader
+// never sees all the bytes of an archive that did not verify. Read is not
+// safe for concurrent use.
+type Archive struct {
+	// SHA256 is the archive's verified sha256, in hex.
+	SHA256 string
+	// Size is the archive's length in bytes, or -1 when the origin did
+	// not announce it.
+	Size int64
+	// ModTime is when the archive was stored (zero unless cached).
+	ModTime time.Time
+	// records.Source says whether the archive was cached, or is being downloaded.
+	Source records.Source
+
+	blob cache.BlobReader // records.Source records.Hit
+
+	// records.Source records.Miss or records.Coalesced:
+	f        *Download
+	holdBack int64
+	off      int64
+	gone     chan struct{}      // closed when the context given to OpenArchive ends
+	goneErr  error              // why; set before gone is closed
+	stop     func() bool        // stops watching that context
+	life     *lifetime.Lifetime // the work Shutdown waits for, ended by Close
+	log      *slog.Logger
+
+	closeOnce sync.Once
+}
+
+// Content returns the archive as an io.ReadSeeker when it is cached
+// (records.Source records.Hit), for serving with Range and conditional requests; nil
+// while it is being downloaded.
+func (a *Archive) Content() io.ReadSeeker {
+	if a.blob == nil {
+		return nil
+	}
+	return a.blob
+}
+
+// Read reads the archive. While it is being downloaded, Read waits for
+// bytes to arrive; it returns the download's error if the download fails,
+// and the context's error once the context given to OpenArchive ends
+// (the download goes on for others).
+func (a *Archive) Read(p []byte) (int, error) {
+	if a.blob != nil {
+		return a.blob.Read(p)
+	}
+	f := a.f
+	for {
+		st := f.State()
+		if st.Err != nil {
+			return 0, st.Err
+		}
+		limit := st.Written
+		if !st.Verified {
+			limit = max(0, st.Written-a.holdBack)
+		}
+		if a.off < limit {
+			n := int(min(int64(len(p)), limit-a.off))
+			n, err := f.w.ReadAt(p[:n], a.off)
+			if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
+				if err := f.State().Err; err != nil { // the fetch failed meanwhile
+					return 0, err
+				}
+				a.log.Error("reading archive being fetched", "sha256", f.sha, "offset", a.off, "error", err)
+				return 0, fmt.Errorf("reading archive being fetched: %w", err)
+			}
+			a.off += int64(n)
+			return n, nil
+		}
+		if st.Verified && a.off == st.Written {
+			return 0, io.EOF
+		}
+		select {
+		case <-st.Changed:
+		case <-a.gone:
+			return 0, a.goneErr
+		}
+	}
+}
+
+// Close releases the archive. The download, if any, goes on. Shutdown
+// waits for every opened archive to be closed.
+func (a *Archive) Close() error {
+	var err error
+	a.closeOnce.Do(func() {
+		if a.blob != nil {
+			err = a.blob.Close()
+		} else {
+			a.stop()
+			a.f.release()
+		}
+		a.life.EndWork()
+	})
+	return err
+}
+
+// Fetcher runs at most one origin download per archive (by sha256) and
+// lets any number of clients stream from it. Its methods are safe for
+// concurrent use.
+type Fetcher struct {
+	cfg     Config
+	life    *lifetime.Lifetime
+	store   Store
+	origin  Origin
+	shared  *sharedtier.Shared
+	log     *slog.Logger
+	metrics Metrics
+
+	mu       sync.Mutex
+	inflight map[string]*Download
+	hooks    Hooks
+}
+
+// Hooks let a test watch the fetcher at work; a nil field is not called.
+type Hooks struct {
+	// Join is called for every client that joins or starts a fetch of
+	// the archive sha, with the download of it under way (nil: none,
+	// the archive is committed), under the fetcher's lock.
+	Join func(sha string, d *Download)
+	// Fail is called when a download has failed, before it leaves the
+	// downloads under way.
+	Fail func()
+	// Wait is called when a download waits for another replica's.
+	Wait func()
+}
+
+// SetHooks installs a test's hooks; call it before the first fetch.
+func (fr *Fetcher) SetHooks(h Hooks) {
+	fr.mu.Lock()
+	fr.hooks = h
+	fr.mu.Unlock()
+}
+
+// Config configures a Fetcher: the engine's (mirror.Config), its
+// defaults filled in.
+type Config struct {
+	// ArchiveTimeout bounds one archive download; required.
+	ArchiveTimeout time.Duration
+	// MaxArchiveBytes refuses larger archives; required.
+	MaxArchiveBytes int64
+	// ArchiveLimits bound the check that an archive is an installable
+	// provider package.
+	ArchiveLimits verify.Limits
+	// HoldBack is how many final bytes of an archive being downloaded a
+	// reader gets only once the whole archive verified.
+	HoldBack int64
+	// Offline: no origin is asked; a download the shared tier broke off
+	// fails, and a Blob not cached fails with records.ErrOffline.
+	Offline bool
+	// Logger is required.
+	Logger *slog.Logger
+}
+
+// Parts are the engine's components a Fetcher takes; both are required.
+type Parts struct {
+	Life   *lifetime.Lifetime // the context downloads run on, the work Shutdown waits for, the notifier
+	Shared *sharedtier.Shared // archives read from and given to the tier shared with other replicas
+}
+
+// Origin opens archives at their origin (mirror.ProviderOrigin, behind
+// the engine's guards).
+type Origin interface {
+	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
+}
+
+// Store is where archives are staged, verified and kept: the cache.
+// *cache.Store implements it.
+type Store interface {
+	StatBlob(sha string) (cache.BlobInfo, error)
+	OpenBlob(sha string) (cache.BlobReader, error)
+	NewBlobWriter(expectedSHA string) (cache.BlobWriter, error)
+}
+
+// Metrics receives what a Fetcher observes (mirror.Metrics).
+type Metrics interface {
+	CacheLookup(kind string, hit bool)
+	Coalesced(kind string)
+	VerificationFailed(reason string)
+	ArchiveFetchStarted() (done func())
+	CacheWriteFailed()
+}
+
+// New returns a Fetcher of archives from origin into store.
+func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Fetcher, error) {
+	if parts.Life == nil || parts.Shared == nil || origin == nil || store == nil || metrics == nil || cfg.Logger == nil || cfg.ArchiveTimeout <= 0 || cfg.MaxArchiveBytes <= 0 {
+		return nil, errors.New("fetch: the engine's parts, an origin, a store, metrics, a logger, a timeout and the archive size limit are required")
+	}
+	return &Fetcher{cfg: cfg, life: parts.Life, store: store, origin: origin, shared: parts.Shared, log: cfg.Logger, metrics: metrics,
+		inflight: make(map[string]*Download)}, nil
+}
+
+// join returns the fetch of a's archive under way, starting one if there is
+// none; leader reports whether this call started it. It returns nil when
+// the archive is already committed to the cache, and records.ErrShutDown when a
+// fetch would be needed but the engine is shutting down. The caller must
+// release the fetch.
+func (fr *Fetcher) join(p addrs.Provider, a records.ArchiveRecord) (f *Download, leader bool, err error) {
+	return fr.joinFrom(p, a, nil)
+}
+
+// Source is where a fetch reads an archive from instead of its origin:
+// an imported file, or a Blob's origin. Everything else (staging, the
+// sha256 and installability checks, the commit) is the same.
+type Source struct {
+	Open func(ctx context.Context) (io.ReadCloser, int64, error)
+	// H1, when set, is the h1: hash the archive must have.
+	H1 string
+	// FromOrigin says Open reads an origin: the fetch is counted as one.
+	FromOrigin bool
+	// Check, when set, replaces the provider package check (a file that
+	// is not a provider archive, see Blob); the file is committed
+	// without an h1: hash.
+	Check func(ctx context.Context, r io.ReaderAt, size int64) error
+	// Label names the file in logs in place of the provider.
+	Label string
+	// Refused, when set, is told of a verification failure, after the
+	// fetcher counted it.
+	Refused func(reason string)
+	// LocalOnly keeps the file out of the shared tier, which holds
+	// provider archives (a Blob).
+	LocalOnly bool
+}
+
+// subject is what logs name a fetch of p's archive by: p, or src's label.
+func subject(p addrs.Provider, src *Source) string {
+	if src != nil && src.Label != "" {
+		return src.Label
+	}
+	return p.String()
+}
+
+// joinFrom is join, with the archive read from src when this call starts
+// the fetch (nil: the origin).
+func (fr *Fetcher) joinFrom(p addrs.Provider, a records.ArchiveRecord, src *Source) (f *Download, leader bool, err error) {
+	_, f, leader, err = fr.start(p, a, src, false)
+	return f, leader, err
+}
+
+// joinOrOpen is join, except that an archive already committed is opened
+// (blob) rather than only found: the reader's reference is taken under
+// fr.mu, so that the archive cannot be evicted between being found and
+// being opened. An archive evicted before is fetched again, from src when
+// set (see joinFrom).
+func (fr *Fetcher) joinOrOpen(p addrs.Provider, a records.ArchiveRecord, src *Source) (blob cache.BlobReader, f *Download, leader bool, err error) {
+	return fr.start(p, a, src, true)
+}
+
+func (fr *Fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *Source, open bool) (blob cache.BlobReader, f *Download, leader bool, err error) {
+	fr.mu.Lock()
+	defer fr.mu.Unlock()
+	if fr.hooks.Join != nil {
+		defer func() { fr.hooks.Join(a.SHA256, fr.inflight[a.SHA256]) }()
+	}
+	if f, ok := fr.inflight[a.SHA256]; ok {
+		f.acquire()
+		return nil, f, false, nil
+	}
+	// A fetch removes itself only after its commit, so under fr.mu an
+	// archive is either in flight or committed (or neither).
+	if open {
+		if blob, err := fr.store.OpenBlob(a.SHA256); err == nil {
+			return blob, nil, false, nil
+		}
+	} else if _, err := fr.store.StatBlob(a.SHA256); err == nil {
+		return nil, nil, false, nil
+	}
+	ctx, done, err := fr.life.Detached(fr.cfg.ArchiveTimeout)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	f = &Download{sha: a.SHA256, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
+	fr.inflight[a.SHA256] = f
+	go fr.run(ctx, done, f, p, a, src)
+	return nil, f, true, nil
+}
+
+func (fr *Fetcher) remove(f *Download) {
+	fr.mu.Lock()
+	if fr.inflight[f.sha] == f {
+		delete(fr.inflight, f.sha)
+	}
+	fr.mu.Unlock()
+}
+
+// run downloads the archive on ctx, the engine's and not any client's, so
+// that no client going away cancels it, staging it in the cache as it
+// arrives. finished is called when it has ended.
+func (fr *Fetcher) run(ctx context.Context, finished func(), f *Download, p addrs.Provider, a records.ArchiveRecord, src *Source) {
+	defer finished()
+	fr.fetchAndCommit(ctx, f, p, a, src)
+	if src == nil || !src.LocalOnly {
+		fr.share(ctx, f, a)
+	}
+}
+
+// fetchAndCommit downloads the archive (from src when set) and commits it
+// to the cache; by the time it returns, the fetch has left inflight and
+// its done is closed.
+func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord, src *Source) {
+	s := fr
+	defer f.release()
+	// Out of inflight before done is closed: a caller that saw done and
+	// then the committed archive must not join this fetch again.
+	defer close(f.done)
+	defer fr.remove(f)
+	defer func() {
+		if f.originDone != nil {
+			f.originDone()
+		}
+	}()
+
+	h1, err := fr.download(ctx, f, p, a, src)
+	if err != nil {
+		// Logged and counted before the waiters are released, so that
+		// whatever they do next comes after (a caller's own output to
+		// the log's writer, a metrics read).
+		var verr *verify.Error
+		var berr *records.BadArchiveError
+		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
+			s.shared.Distrust(a.SHA256)
+			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
+				"provider", subject(p, src), "file", a.Filename, "sha256", a.SHA256, "error", err)
+		}
+		switch {
+		case errors.As(err, &verr):
+			s.metrics.VerificationFailed(string(verr.Reason))
+			if src != nil && src.Refused != nil {
+				src.Refused(string(verr.Reason))
+			}
+			s.log.Error("archive failed verification; nothing was cached", "provider", subject(p, src),
+				"file", a.Filename, "reason", string(verr.Reason), "error", err)
+		case errors.Is(ctx.Err(), context.Canceled):
+			// Only Shutdown (at its deadline) and Close cancel ctx
+			// before the fetch ends; its timeout is a deadline. Not a
+			// fault, and said apart from one.
+			stage := "download"
+			if f.checking {
+				stage = "check"
+			}
+			s.log.Info("archive fetch stopped by shutdown; nothing was cached", "provider", subject(p, src),
+				"file", a.Filename, "stage", stage, "error", err)
+		default:
+			s.log.Error("archive fetch failed", "provider", subject(p, src), "file", a.Filename, "error", err)
+		}
+		// Failed before aborting the writer, so that no client reading
+		// it mistakes the abort for a fault of its own.
+		f.fail(err)
+		if f.w != nil { // set by download, on this goroutine
+			f.w.Abort()
+		}
+		if fail := fr.hooksNow().Fail; fail != nil {
+			fail()
+		}
+		return
+	}
+	// Every byte is verified and clients have been released; store it.
+	if err := f.w.Err(); err != nil {
+		// The cache could not be written: nothing to commit.
+		s.metrics.CacheWriteFailed()
+		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
+		return
+	}
+	if _, err := f.w.Commit(h1); err != nil {
+		s.metrics.CacheWriteFailed()
+		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
+	}
+}
+
+// download copies the archive (src's when set, else from the shared tier
+// or the origin, see openSource) into the fetch's cache writer,
+// checks it against the verified sha256 and checks that it is a provider
+// package the clients can install, and returns its h1: hash. Only then is
+// the fetch marked verified, which releases the held-back final bytes to
+// clients; the writer is not yet committed. On failure the caller aborts
+// the writer.
+func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord, src *Source) (string, error) {
+	s := fr
+	var (
+		body io.ReadCloser
+		size int64
+		err  error
+	)
+	if src != nil {
+		if src.FromOrigin {
+			f.originDone = s.metrics.ArchiveFetchStarted()
+		}
+		body, size, err = src.Open(ctx) // an import is not an origin fetch: originDone stays nil
+	} else {
+		body, size, err = fr.openSource(ctx, f, p, a)
+	}
+	if err != nil {
+		return "", err
+	}
+	defer func() { body.Close() }() // body may be replaced below
+	if size > s.cfg.MaxArchiveBytes {
+		return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is %d bytes, more than the %d allowed", size, s.cfg.MaxArchiveBytes)}
+	}
+	w, err := s.store.NewBlobWriter(a.SHA256)
+	if err != nil {
+		return "", fmt.Errorf("staging archive: %w", err)
+	}
+	f.start(size, w)
+
+	bufp := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(bufp)
+	buf := *bufp
+	for {
+		n, rerr := body.Read(buf)
+		if n > 0 {
+			if _, err := w.Write(buf[:n]); err != nil {
+				return "", fmt.Errorf("staging archive: %w", err)
+			}
+			if w.Written() > s.cfg.MaxArchiveBytes {
+				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
+			}
+			f.progress(w.Written())
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			// A verification failure of the shared tier's (its bytes are
+			// not those it vouched for) is not mended from the origin.
+			if !f.fromShared || src != nil || ctx.Err() != nil || errors.As(rerr, new(*verify.Error)) {
+				return "", rerr
+			}
+			// The shared tier broke off: the origin gives the rest, so
+			// that a store in trouble never fails a download this
+			// replica could make alone. The sha256 check below covers
+			// the bytes of both.
+			next, err := fr.resumeFromOrigin(ctx, f, p, a, w.Written(), rerr)
+			if err != nil {
+				return "", err
+			}
+			body.Close()
+			body = next
+		}
+	}
+	if size >= 0 && w.Written() != size {
+		return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("%d bytes sent, %d announced", w.Written(), size)}
+	}
+	if got := w.Sum(); got != a.SHA256 {
+		return "", &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("%s has sha256 %s, the signed SHA256SUMS says %s", a.Filename, got, a.SHA256)}
+	}
+	// A signed archive may still be no provider package at all, or a zip
+	// bomb (anyone can sign what they publish). Checked from the staged
+	// bytes, within Config.ArchiveLimits and under the download's context;
+	// if some of the bytes could not be kept (a full disk), the check
+	// cannot run and the archive is not released.
+	f.checking = true
+	if src != nil && src.Check != nil {
+		if err := src.Check(ctx, w, w.Written()); err != nil {
+			return "", err
+		}
+		f.verify()
+		return "", nil
+	}
+	h1, err := verify.CheckArchive(ctx, w, w.Written(), p.Type, s.cfg.ArchiveLimits)
+	if err != nil {
+		return "", err
+	}
+	if src != nil && src.H1 != "" && h1 != src.H1 {
+		return "", &verify.Error{Reason: verify.ReasonChecksum,
+			Detail: fmt.Sprintf("%s has %s, its VERSION.json says %s", a.Filename, h1, src.H1)}
+	}
+	f.verify()
+	return h1, nil
+}
+
+// resumeFromOrigin opens the origin's archive a for a download whose
+// stream from the shared tier broke off (with cause) after from bytes,
+// and skips those bytes. Offline, there is no origin: it returns cause.
+func (fr *Fetcher) resumeFromOrigin(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord, from int64, cause error) (io.ReadCloser, error) {
+	s := fr
+	if s.cfg.Offline {
+		return nil, cause
+	}
+	s.log.Warn("the shared store broke off an archive; the origin gives the rest",
+		"provider", p.String(), "file", a.Filename, "offset", from, "error", cause)
+	if f.originDone == nil {
+		f.originDone = s.metrics.ArchiveFetchStarted()
+	}
+	body, _, err := s.origin.OpenArchive(ctx, p, a.URL)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := io.CopyN(io.Discard, body, from); err != nil {
+		body.Close()
+		return nil, fmt.Errorf("origin: skipping the %d bytes of %s the shared store gave: %w", from, a.Filename, err)
+	}
+	return body, nil
+}
+
+// Download is one archive download that clients stream from.
+type Download struct {
+	sha   string
+	ready chan struct{} // closed once size and w are set, or err
+	done  chan struct{} // closed once the fetch has ended, committed or not
+
+	mu       sync.Mutex
+	changed  chan struct{} // closed and replaced on every change below
+	size     int64
+	w        cache.BlobWriter
+	written  int64
+	verified bool
+	err      error
+	refs     int
+
+	// Set and read by the fetch's goroutine only:
+	fromShared bool                  // the bytes come from the shared tier; set before ready is closed
+	lease      func(context.Context) // releases the shared tier's lease on the origin download
+	originDone func()                // ends the metrics' origin fetch, once one started
+	checking   bool                  // every byte arrived and matched; the archive check began
+}
+
+// State is how far a download got: the bytes staged, whether they all
+// arrived and verified, the error that ended it, and a channel closed at
+// the next change.
+type State struct {
+	Written  int64
+	Verified bool
+	Err      error
+	Changed  <-chan struct{}
+}
+
+// State returns the download's state now.
+func (f *Download) State() State {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return State{Written: f.written, Verified: f.verified, Err: f.err, Changed: f.changed}
+}
+
+// header returns the archive size once ready, or the error that ended the
+// fetch, before it started or since.
+func (f *Download) header() (int64, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.w == nil || f.err != nil {
+		return 0, f.err
+	}
+	return f.size, nil
+}
+
+func (f *Download) notifyLocked() {
+	close(f.changed)
+	f.changed = make(chan struct{})
+}
+
+func (f *Download) start(size int64, w cache.BlobWriter) {
+	f.mu.Lock()
+	f.size, f.w = size, w
+	f.mu.Unlock()
+	close(f.ready)
+}
+
+func (f *Download) progress(written int64) {
+	f.mu.Lock()
+	f.written = written
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+func (f *Download) verify() {
+	f.mu.Lock()
+	f.verified = true
+	f.notifyLocked()
+	f.mu.Unlock()
+}
+
+func (f *Download) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+	f.notifyLocked()
+	if f.w == nil {
+		close(f.ready)
+	}
+}
+
+func (f *Download) acquire() {
+	f.mu.Lock()
+	f.refs++
+	f.mu.Unlock()
+}
+
+// release drops a reference; the last one frees the staged data's memory.
+func (f *Download) release() {
+	f.mu.Lock()
+	f.refs--
+	last := f.refs == 0
+	w := f.w
+	f.mu.Unlock()
+	if last && w != nil {
+		w.Close()
+	}
+}
+
+// openSource opens the archive's bytes for the fetch f: from the shared
+// tier when it has the archive, else from the origin (under the tier's
+// lease when there is a tier, so that of all replicas one downloads it
+// while the others wait for it to appear in the tier; see
+// sharedtier.Shared.Archive).
+func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
+	s := fr
+	body, size, release, err := s.shared.Archive(ctx, a.SHA256, a.Filename, fr.hooksNow().Wait)
+	if err != nil {
+		return nil, 0, err
+	}
+	if body != nil {
+		f.fromShared = true
+		return body, size, nil
+	}
+	f.lease = release
+	f.originDone = s.metrics.ArchiveFetchStarted()
+	return s.origin.OpenArchive(ctx, p, a.URL)
+}
+
+// share puts the archive of f, once committed to the cache, in the shared
+// tier (unless it came from there), then gives up f's lease.
+func (fr *Fetcher) share(ctx context.Context, f *Download, a records.ArchiveRecord) {
+	if f.lease != nil {
+		// After the upload: a waiting replica that sees the lease gone
+		// must find the archive.
+		defer f.lease(context.WithoutCancel(ctx))
+	}
+	if f.fromShared {
+		return
+	}
+	fr.shared.ShareArchive(ctx, a.SHA256, a.Filename)
+}
