@@ -25,9 +25,10 @@
 // the OCI documents both take. Between the decorators and the use cases,
 // the fetcher (mirror/fetch: each archive fetched once, staged, verified
 // before its last bytes, committed), which the engine and an import take
-// as a field; Archive and Blob are its types. The OCI documents still ask
-// the engine above them for a version's verified archives through a
-// small interface they declare (mirror/ocistore). The parts it hands out: the module side (Modules, mirror/modules, whose Zips
+// as a field; Archive and Blob are its types. No part asks the engine
+// above it for anything: the OCI documents (mirror/ocistore) are handed
+// a version's verified archives by the engine's OCI side, which asks the
+// package API first. The parts it hands out: the module side (Modules, mirror/modules, whose Zips
 // are its versions as OCI artifacts), exports and imports (AirGap,
 // verified by mirror/imports), the check of the whole
 // cache (CacheChecker, mirror/cachecheck) and what retention reads and
@@ -35,6 +36,6 @@
 // (mirror/gate: SetPolicy, the release times) and the withholding of
 // unsigned imports (mirror/unsigned) on every answer, and reaches its
 // origins through mirror/originguard. NewOCI gives its provider versions
-// as OCI artifacts (OCI, on mirror/ocistore).
+// as OCI artifacts (OCI, on mirror/ocistore, over Package's answers).
 // How it works: docs/how-it-works.md.
 package mirror

@@ -1,11 +1,13 @@
 package mirror
 
-// Provider versions as OCI artifacts: package mirror/ocistore, built on
-// ociEngine, the engine as it uses it; OCI adds the opening of its blobs
-// as the engine's archives.
+// Provider versions as OCI artifacts: package mirror/ocistore keeps the
+// documents, built over a version's verified archives that OCI asks of
+// the engine's package API and hands down (ocistore.Answer); OCI adds the
+// opening of its blobs as the engine's archives.
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -13,14 +15,16 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // OCI is the engine's OCI side: the documents of package mirror/ocistore,
-// and their blobs opened as the engine's archives (Blob). It speaks no
-// HTTP: the OCI front door does.
+// built over the verified archives of the engine's package API, and
+// their blobs opened as the engine's archives (Blob). It speaks no HTTP:
+// the OCI front door does.
 type OCI struct {
-	*ocistore.OCI
-	api packageAPI
+	docs *ocistore.OCI
+	api  packageAPI
 }
 
 // packageAPI is what the OCI side uses of the engine's package API, on
@@ -38,12 +42,12 @@ type packageAPI interface {
 // guards as every other origin request (a sealed mirror asks nothing, a
 // local-only host is never contacted).
 func (s *Engine) NewOCI() (*OCI, error) {
-	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo, Lists: s.records.lists}, ociEngine{s}, s.store, s.origin, s.metrics)
+	o, err := ocistore.New(ocistore.Config{OriginTimeout: s.cfg.OriginTimeout, Logger: s.log}, ocistore.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo, Lists: s.records.lists}, s.store, s.origin, s.metrics)
 	if err != nil {
 		return nil, err
 	}
 	s.oci.Add(o)
-	return &OCI{OCI: o, api: s}, nil
+	return &OCI{docs: o, api: s}, nil
 }
 
 // Blob opens the archive of p's repository whose sha256 digest is d (an
@@ -73,14 +77,13 @@ func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *A
 	return a, size, nil
 }
 
-// ociEngine is the engine's package API as the OCI documents read it
-// (ocistore.Engine).
-type ociEngine struct{ api packageAPI }
-
-func (o ociEngine) Archives(ctx context.Context, p addrs.Provider, v versions.Version) ([]ocistore.Archive, func() bool, error) {
+// answer returns the verified archives of version v of p, as the
+// engine's package API answers them (Engine.Package: fetched and
+// verified if the cache lacks them), for the OCI documents.
+func (o *OCI) answer(ctx context.Context, p addrs.Provider, v versions.Version) (ocistore.Answer, error) {
 	pkg, err := o.api.Package(ctx, p, v, nil)
 	if err != nil {
-		return nil, nil, err
+		return ocistore.Answer{}, err
 	}
 	out := make([]ocistore.Archive, 0, len(pkg.Archives))
 	for _, pa := range pkg.Archives {
@@ -96,5 +99,104 @@ func (o ociEngine) Archives(ctx context.Context, p addrs.Provider, v versions.Ve
 	if st := pkg.Stamp; !st.IsZero() {
 		holds = func() bool { return o.api.Reuse(st) }
 	}
-	return out, holds, nil
+	return ocistore.Answer{Archives: out, Holds: holds}, nil
+}
+
+// adopted runs ask; when it finds a digest only the shared tier knows
+// (*ocistore.Unadopted), it hands the OCI documents the verified
+// archives of its version to build it again from, then runs ask once
+// more.
+func (o *OCI) adopted(ctx context.Context, ask func() error) error {
+	err := ask()
+	var u *ocistore.Unadopted
+	if !errors.As(err, &u) {
+		return err
+	}
+	ans, err := o.answer(ctx, u.Provider, u.Version)
+	if err != nil {
+		return err
+	}
+	if err := o.docs.Adopt(ctx, u, ans); err != nil {
+		return err
+	}
+	return ask()
+}
+
+// Index returns the image index of version v of p, over every platform
+// the engine serves that the version has a package for, fetching and
+// verifying what the cache lacks as Package does, and learning archive
+// sizes not known. Errors: those of Package; ErrPlatformNotFound when no
+// platform has a package; ErrOffline for a size not known offline.
+func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error) {
+	doc, _, err := o.IndexAnswer(ctx, p, v)
+	return doc, err
+}
+
+// IndexAnswer is Index, with what says whether the index is still the
+// one Index would answer (nil: it may not be reused): while the engine's
+// package answer it was built from holds, so that a new policy, a
+// version list refreshed or anything the engine writes ends it. A front
+// door may keep what it made of the index while holds says so.
+func (o *OCI) IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error) {
+	doc, holds, gen, ok := o.docs.HotIndex(p, v)
+	if ok {
+		return doc, holds, nil
+	}
+	ans, err := o.answer(ctx, p, v)
+	if err != nil {
+		return oci.Document{}, nil, err
+	}
+	return o.docs.IndexOf(ctx, p, v, gen, ans)
+}
+
+// Manifest returns the document (index or manifest) of p's repository
+// whose digest is d, if it was ever handed out (by this replica, or by
+// another through the shared tier), its version's package record is
+// still kept and the package policy lets the version through. Errors:
+// ocistore.ErrDigestUnknown, discovery.ErrHostNotAllowed, the policy's.
+func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
+	var doc oci.Document
+	err := o.adopted(ctx, func() (err error) {
+		doc, _, _, err = o.docs.Manifest(ctx, p, d)
+		return err
+	})
+	return doc, err
+}
+
+// ManifestAnswer is Manifest, with what says whether the document is
+// still the one Manifest would answer (nil: it may not be reused): while
+// the engine's package answer of its version holds, as IndexAnswer's.
+func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error) {
+	var (
+		doc   oci.Document
+		v     versions.Version
+		holds func() bool
+	)
+	err := o.adopted(ctx, func() (err error) {
+		doc, v, holds, err = o.docs.Manifest(ctx, p, d)
+		return err
+	})
+	if err != nil {
+		return oci.Document{}, nil, err
+	}
+	if holds != nil {
+		return doc, holds, nil
+	}
+	if ans, err := o.answer(ctx, p, v); err == nil {
+		return doc, ans.Holds, nil
+	}
+	return doc, nil, nil
+}
+
+// Resolve returns the archive of p's repository whose sha256 digest is d
+// (an archive of a version whose index was handed out, by this replica or
+// another), while the version's package record is kept; Blob opens it.
+// Errors: ocistore.ErrDigestUnknown, discovery.ErrHostNotAllowed.
+func (o *OCI) Resolve(ctx context.Context, p addrs.Provider, d digest.Digest) (ocistore.Blob, error) {
+	var b ocistore.Blob
+	err := o.adopted(ctx, func() (err error) {
+		b, err = o.docs.Resolve(ctx, p, d)
+		return err
+	})
+	return b, err
 }

@@ -16,13 +16,14 @@
 // With a tier shared with other replicas, every digest handed out is
 // entered there too, so that a digest one replica handed out resolves on
 // every other by digest alone: a replica builds the document again from
-// the version's package record before it serves it (see sharedEntry).
+// the version's package record before it serves it (see Unadopted and
+// Adopt).
 //
 // It speaks no HTTP (the OCI front door, proxy/ocidoor, does), fetches
-// no archive and verifies nothing itself: the engine's package records
-// say what each version's archives are (package mirror builds it on a
-// narrow view of the engine, Engine), and mirror.OCI opens its blobs as
-// the engine's archives.
+// no archive and verifies nothing itself, and asks nothing of the engine
+// above it: its caller (mirror.OCI) asks the engine's package API for a
+// version's verified archives and hands them down (Answer: IndexOf,
+// Adopt), and opens its blobs as the engine's archives.
 package ocistore
 
 import (
@@ -75,7 +76,6 @@ var ErrDigestUnknown = records.ErrDigestUnknown
 type OCI struct {
 	cfg     Config
 	parts   Parts
-	e       Engine
 	store   Store
 	sizer   ArchiveSizer
 	metrics Metrics
@@ -95,7 +95,7 @@ type versionKey struct {
 }
 
 // hotIndex is an index built, with what says whether the package answer
-// it was built from still holds (see Engine.Archives).
+// it was built from still holds (see Answer).
 type hotIndex struct {
 	doc   oci.Document
 	holds func() bool
@@ -110,15 +110,14 @@ type keptDocument struct {
 // ociMemoEntries bounds each of OCI's memos.
 const ociMemoEntries = 4096
 
-// Engine is what OCI asks of the engine above it: a version's verified
-// archives. Package mirror implements it.
-type Engine interface {
-	// Archives returns the verified archives of version v of p, one for
-	// every platform the engine serves that the version has a package
-	// for, fetching and verifying what the cache lacks (as
-	// mirror.Engine.Package does, with its errors); holds says whether
-	// the answer still holds (nil: it may not be reused).
-	Archives(ctx context.Context, p addrs.Provider, v versions.Version) (archives []Archive, holds func() bool, err error)
+// Answer is a version's verified archives as the engine's package API
+// answered them (mirror.Engine.Package), one for every platform the
+// engine serves that the version has a package for, handed down by the
+// caller; Holds says whether the answer still holds (nil: it may not be
+// reused).
+type Answer struct {
+	Archives []Archive
+	Holds    func() bool
 }
 
 // Parts are the engine's components OCI takes; all are required.
@@ -167,13 +166,15 @@ type Config struct {
 	Logger        *slog.Logger
 }
 
-// New returns the OCI side of the engine e, keeping its records in
+// New returns the OCI documents of an engine, keeping its records in
 // store, learning archive sizes the origin does not state from sizer.
-func New(cfg Config, parts Parts, e Engine, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
-	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || parts.Lists == nil || e == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
-		return nil, errors.New("ocistore: the OCI side needs the engine's parts, the engine, a store, an archive sizer, metrics, a logger and a timeout")
+// It asks nothing of the engine above it: its caller hands it a
+// version's verified archives (Answer).
+func New(cfg Config, parts Parts, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
+	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || parts.Lists == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+		return nil, errors.New("ocistore: the OCI side needs the engine's parts, a store, an archive sizer, metrics, a logger and a timeout")
 	}
-	return &OCI{cfg: cfg, parts: parts, e: e, store: store, sizer: sizer, metrics: metrics,
+	return &OCI{cfg: cfg, parts: parts, store: store, sizer: sizer, metrics: metrics,
 		recs: memo.New[string, *ociRecord](ociMemoEntries),
 		kept: memo.New[string, struct{}](16 * ociMemoEntries),
 		hot:  memo.New[versionKey, hotIndex](ociMemoEntries),
@@ -219,31 +220,30 @@ func ociDigestKey(p addrs.Provider, d digest.Digest) string {
 	return "oci/digest/" + p.String() + "/" + d.String()
 }
 
-// Index returns the image index of version v of p, over every platform
-// the engine serves that the version has a package for, fetching and
-// verifying what the cache lacks as Package does, and learning archive
-// sizes not known. Errors: those of Package; ErrPlatformNotFound when no
-// platform has a package; ErrOffline for a size not known offline.
-func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error) {
-	doc, _, err := o.IndexAnswer(ctx, p, v)
-	return doc, err
-}
-
-// IndexAnswer is Index, with what says whether the index is still the
-// one Index would answer (nil: it may not be reused): while the engine's
-// package answer it was built from holds (see Engine.Archives), so that a
-// new policy, a version list refreshed or anything the engine writes ends
-// it. A front door may keep what it made of the index while holds says so.
-func (o *OCI) IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error) {
+// HotIndex returns the image index of version v of p last built, while
+// the answer it was built from holds (ok). Otherwise gen is what IndexOf
+// takes, read before the caller asks the engine for the version's
+// archives.
+func (o *OCI) HotIndex(p addrs.Provider, v versions.Version) (doc oci.Document, holds func() bool, gen uint64, ok bool) {
 	key := versionKey{p, v}
 	if h, _, ok := o.hot.Get(key); ok && h.holds() {
-		return h.doc, h.holds, nil
+		return h.doc, h.holds, 0, true
 	}
-	gen := o.hot.Generation()
-	archives, holds, err := o.e.Archives(ctx, p, v)
-	if err != nil {
-		return oci.Document{}, nil, err
-	}
+	return oci.Document{}, nil, o.hot.Generation(), false
+}
+
+// IndexOf returns the image index of version v of p over the verified
+// archives ans (as the engine's package API answered, Answer), learning
+// archive sizes not known, and keeps its documents by digest; gen is
+// HotIndex's. It returns what says whether the index is still the one
+// the caller would answer (nil: it may not be reused): ans.Holds, so
+// that a new policy, a version list refreshed or anything the engine
+// writes ends it. A front door may keep what it made of the index while
+// holds says so. Errors: ErrPlatformNotFound when no platform has a
+// package; ErrOffline for a size not known offline.
+func (o *OCI) IndexOf(ctx context.Context, p addrs.Provider, v versions.Version, gen uint64, ans Answer) (oci.Document, func() bool, error) {
+	key := versionKey{p, v}
+	archives, holds := ans.Archives, ans.Holds
 	if len(archives) == 0 {
 		return oci.Document{}, nil, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
 	}
@@ -467,28 +467,21 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 
 // Manifest returns the document (index or manifest) of p's repository
 // whose digest is d, if it was ever handed out, its version's package
-// record is still kept and the package policy lets the version through.
-// Errors: ErrDigestUnknown, discovery.ErrHostNotAllowed, the policy's.
-func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
-	doc, _, err := o.manifest(ctx, p, d)
-	return doc, err
-}
-
-// ManifestAnswer is Manifest, with what says whether the document is
-// still the one Manifest would answer (nil: it may not be reused): while
-// the engine's package answer of its version holds, as IndexAnswer's.
-func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error) {
+// record is still kept and the package policy lets the version through;
+// with its version, and what says whether the document is still the
+// one Manifest would answer while the index of its version is kept hot
+// (nil: the caller learns it from the engine's package answer of the
+// version, as IndexOf's). Errors: ErrDigestUnknown, an *Unadopted to
+// adopt first, discovery.ErrHostNotAllowed, the policy's.
+func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, func() bool, error) {
 	doc, v, err := o.manifest(ctx, p, d)
 	if err != nil {
-		return oci.Document{}, nil, err
+		return oci.Document{}, versions.Version{}, nil, err
 	}
 	if h, _, ok := o.hot.Get(versionKey{p, v}); ok && h.holds() {
-		return doc, h.holds, nil
+		return doc, v, h.holds, nil
 	}
-	if _, holds, err := o.e.Archives(ctx, p, v); err == nil {
-		return doc, holds, nil
-	}
-	return doc, nil, nil
+	return doc, v, nil, nil
 }
 
 // manifest is the document of digest d and its version, which the
@@ -541,7 +534,8 @@ type Blob struct {
 // Resolve returns the archive of p's repository whose sha256 digest is d
 // (an archive of a version whose index was handed out), while the
 // version's package record is kept; mirror.OCI.Blob opens it. Errors:
-// ErrDigestUnknown, discovery.ErrHostNotAllowed.
+// ErrDigestUnknown, an *Unadopted to adopt first,
+// discovery.ErrHostNotAllowed.
 func (o *OCI) Resolve(ctx context.Context, p addrs.Provider, d digest.Digest) (Blob, error) {
 	v, entry, err := o.entry(ctx, p, d)
 	if err != nil {

@@ -3,7 +3,8 @@ package ocistore
 // Digests another replica handed out: their entries are in the tier
 // shared with other replicas (see ociDigestEntry), and a replica that
 // lacks one looks it up there, once per request for a digest it does not
-// know, and builds the document again before it serves it.
+// know, and builds the document again, from the version's verified
+// archives its caller hands down (Adopt), before it serves it.
 
 import (
 	"context"
@@ -20,14 +21,29 @@ import (
 // maxEntryPlatforms bounds the platforms a shared entry may name.
 const maxEntryPlatforms = 256
 
-// sharedEntry resolves digest d of p's repository from its entry in the
-// shared tier: one lookup there (unknown when it has none), then the
-// version's package record as the engine gets it (from its cache, the
-// shared tier with its evidence checked, or the origin; see
-// Engine.Archives), from which the document the entry names is built
-// again: an entry whose document does not have the digest d, or whose
-// version has no such archive, is unknown. What resolves is kept as if
-// this replica had handed it out.
+// Unadopted is a digest of p's repository this replica does not know
+// and the tier shared with other replicas has an entry for: its caller
+// hands Adopt the verified archives of Version (as the engine's package
+// API answers them: from its cache, the shared tier with its evidence
+// checked, or the origin), then asks again. It is ErrDigestUnknown to
+// whoever does not adopt it.
+type Unadopted struct {
+	Provider addrs.Provider
+	Version  versions.Version
+	Digest   digest.Digest
+	entry    ociDigestEntry
+	unknown  error
+}
+
+func (u *Unadopted) Error() string {
+	return u.unknown.Error() + " (its entry in the shared store is not adopted)"
+}
+
+func (u *Unadopted) Unwrap() error { return u.unknown }
+
+// sharedEntry finds digest d of p's repository in the shared tier: one
+// lookup there (unknown when it has none or it is not readable), and an
+// *Unadopted for the entry found.
 func (o *OCI) sharedEntry(ctx context.Context, p addrs.Provider, d digest.Digest, unknown error) (versions.Version, ociDigestEntry, error) {
 	key := ociDigestKey(p, d)
 	var entry ociDigestEntry
@@ -39,10 +55,17 @@ func (o *OCI) sharedEntry(ctx context.Context, p addrs.Provider, d digest.Digest
 		o.cfg.Logger.Warn("an OCI digest entry in the shared store is not readable; ignored", "key", key)
 		return versions.Version{}, entry, unknown
 	}
-	archives, _, err := o.e.Archives(ctx, p, v)
-	if err != nil {
-		return versions.Version{}, entry, err
-	}
+	return versions.Version{}, entry, &Unadopted{Provider: p, Version: v, Digest: d, entry: entry, unknown: unknown}
+}
+
+// Adopt builds the document u's entry names again from ans, the verified
+// archives of its version: an entry whose document does not have the
+// digest, or whose version has no such archive, is unknown. What
+// resolves is kept as if this replica had handed it out, so that the
+// caller's next ask finds it.
+func (o *OCI) Adopt(ctx context.Context, u *Unadopted, ans Answer) error {
+	p, v, d, entry, unknown := u.Provider, u.Version, u.Digest, u.entry, u.unknown
+	archives := ans.Archives
 	byPlatform := make(map[string]Archive, len(archives))
 	for _, a := range archives {
 		byPlatform[a.Platform] = a
@@ -51,30 +74,30 @@ func (o *OCI) sharedEntry(ctx context.Context, p addrs.Provider, d digest.Digest
 		// An archive: the version's record must name it for the platform.
 		a, ok := byPlatform[entry.Platform]
 		if !ok || a.SHA256 != d.Encoded() {
-			return versions.Version{}, entry, o.mismatch(p, v, d, unknown)
+			return o.mismatch(p, v, d, unknown)
 		}
 		b := built{blobs: map[digest.Digest]string{d: entry.Platform}}
 		if err := o.keep(p, v, b, nil, d); err != nil {
-			return versions.Version{}, entry, err
+			return err
 		}
-		return v, entry, nil
+		return nil
 	}
 	subset := make([]Archive, 0, len(entry.Platforms))
 	for i, pl := range entry.Platforms {
 		a, ok := byPlatform[pl]
 		if !ok || (i > 0 && !(entry.Platforms[i-1] < pl)) {
-			return versions.Version{}, entry, o.mismatch(p, v, d, unknown)
+			return o.mismatch(p, v, d, unknown)
 		}
 		subset = append(subset, a)
 	}
 	b, err := o.build(ctx, p, v, subset)
 	if err != nil {
-		return versions.Version{}, entry, err
+		return err
 	}
 	var docs []oci.Document
 	switch i := slices.IndexFunc(b.docs, func(doc oci.Document) bool { return doc.Digest == d }); {
 	case i < 0:
-		return versions.Version{}, entry, o.mismatch(p, v, d, unknown)
+		return o.mismatch(p, v, d, unknown)
 	case b.index.Digest == d:
 		docs = b.docs // the index, and every manifest it names
 	default:
@@ -86,9 +109,9 @@ func (o *OCI) sharedEntry(ctx context.Context, p addrs.Provider, d digest.Digest
 		}
 	}
 	if err := o.keep(p, v, b, docs, d); err != nil {
-		return versions.Version{}, entry, err
+		return err
 	}
-	return v, entry, nil
+	return nil
 }
 
 // mismatch logs a shared entry that the version's package record does
