@@ -54,7 +54,7 @@ type Archive struct {
 	f        *Download
 	holdBack int64
 	off      int64
-	gone     chan struct{}      // closed when the context given to OpenArchive ends
+	gone     chan struct{}      // closed when the context given to Open ends
 	goneErr  error              // why; set before gone is closed
 	stop     func() bool        // stops watching that context
 	life     *lifetime.Lifetime // the work Shutdown waits for, ended by Close
@@ -75,7 +75,7 @@ func (a *Archive) Content() io.ReadSeeker {
 
 // Read reads the archive. While it is being downloaded, Read waits for
 // bytes to arrive; it returns the download's error if the download fails,
-// and the context's error once the context given to OpenArchive ends
+// and the context's error once the context given to Open (mirror.Engine.OpenArchive) ends
 // (the download goes on for others).
 func (a *Archive) Read(p []byte) (int, error) {
 	if a.blob != nil {
