@@ -152,6 +152,33 @@ func (c *cliMirror) start(t *testing.T, dataDir string, extraFlags ...string) {
 	c.url, c.caFile = "https://"+ln.Addr().String(), m.caFile
 }
 
+// tenvTerraformEnv is tenv's environment for Terraform through the door,
+// rooted in home, trusting the stand-in's HashiCorp key.
+func (c *cliMirror) tenvTerraformEnv(home string) []string {
+	return []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
+		"TFENV_LIST_MODE=api",
+		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
+	}
+}
+
+// tenvOpenTofuEnv is tenv's artifact mirror mode for OpenTofu through the
+// door, rooted in home, trusting the stand-in's OpenTofu key. No cosign is
+// on PATH, wherever the tests run: tenv then checks the .gpgsig with that
+// key (the stand-in's cosign files are placeholders).
+func (c *cliMirror) tenvOpenTofuEnv(t *testing.T, home string) []string {
+	return []string{
+		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
+		"TOFUENV_INSTALL_MODE=mirror",
+		"TOFUENV_LIST_MODE=mirror",
+		"TOFUENV_LIST_URL=" + c.url + "/releases/opentofu/api.json",
+		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
+		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
+		"PATH=" + t.TempDir(),
+	}
+}
+
 // run runs an installer with only env (and PATH, HOME, the mirror's CA).
 func (c *cliMirror) run(t *testing.T, home, bin string, env []string, args ...string) string {
 	t.Helper()
@@ -200,12 +227,7 @@ func TestTenvInstallsTerraformThroughTheMirror(t *testing.T) {
 			c.origin.SetDown(true)
 		}
 		home := t.TempDir()
-		env := []string{
-			"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-			"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
-			"TFENV_LIST_MODE=api",
-			"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
-		}
+		env := c.tenvTerraformEnv(home)
 		out := c.run(t, home, tenv, env, "tf", "list-remote")
 		if !strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
 			t.Fatalf("%s: list-remote:\n%s", what, out)
@@ -274,18 +296,7 @@ func TestTenvInstallsOpenTofuThroughTheMirror(t *testing.T) {
 	tenv := tenvTool.Binary(t)
 	c := startCLIMirror(t)
 	home := t.TempDir()
-	env := []string{
-		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-		"TOFUENV_INSTALL_MODE=mirror",
-		"TOFUENV_LIST_MODE=mirror",
-		"TOFUENV_LIST_URL=" + c.url + "/releases/opentofu/api.json",
-		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
-		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
-		// No cosign on PATH, wherever the tests run: tenv then checks the
-		// .gpgsig with the key above (the stand-in's cosign files are
-		// placeholders).
-		"PATH=" + t.TempDir(),
-	}
+	env := c.tenvOpenTofuEnv(t, home)
 	if out := c.run(t, home, tenv, env, "tofu", "list-remote"); !strings.Contains(out, "1.8.0") {
 		t.Fatalf("list-remote:\n%s", out)
 	}
@@ -305,12 +316,7 @@ func TestTenvRefusedUnderThePolicy(t *testing.T) {
 	}
 	c := startCLIMirror(t, "--config", conf)
 	home := t.TempDir()
-	env := []string{
-		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
-		"TFENV_LIST_MODE=api",
-		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
-	}
+	env := c.tenvTerraformEnv(home)
 	if out := c.run(t, home, tenv, env, "tf", "list-remote"); strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
 		t.Fatalf("list-remote shows the denied version or lacks the allowed one:\n%s", out)
 	}
@@ -415,12 +421,7 @@ func TestSyncCLIThenSealed(t *testing.T) {
 
 	c.start(t, dataDir, "--offline")
 	home := t.TempDir()
-	env := []string{
-		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
-		"TFENV_LIST_MODE=api",
-		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
-	}
+	env := c.tenvTerraformEnv(home)
 	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") || strings.Contains(out, "1.5.7") {
 		t.Fatalf("the sealed mirror lists:\n%s", out)
 	}
@@ -511,12 +512,7 @@ func TestSyncCLIThroughRunningServe(t *testing.T) {
 
 	c.origin.SetDown(true)
 	home := t.TempDir()
-	env := []string{
-		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
-		"TFENV_LIST_MODE=api",
-		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
-	}
+	env := c.tenvTerraformEnv(home)
 	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
 	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
 	if n := c.origin.Hits(archive); n != 2 {
@@ -589,27 +585,14 @@ func TestSyncCLIExportImportSealed(t *testing.T) {
 		t.Errorf("/metrics does not count the 2 CLI archives imported:\n%s", m)
 	}
 	home := t.TempDir()
-	env := []string{
-		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
-		"TFENV_LIST_MODE=api",
-		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
-	}
+	env := c.tenvTerraformEnv(home)
 	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") || strings.Contains(out, "1.5.7") {
 		t.Fatalf("the sealed mirror lists:\n%s", out)
 	}
 	c.run(t, home, tenv, env, "tf", "install", "1.6.0")
 	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
 
-	tofuEnv := []string{
-		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-		"TOFUENV_INSTALL_MODE=mirror",
-		"TOFUENV_LIST_MODE=mirror",
-		"TOFUENV_LIST_URL=" + c.url + "/releases/opentofu/api.json",
-		"TOFUENV_URL_TEMPLATE=" + c.url + "/releases/opentofu/v{{ .Version }}/{{ .Artifact }}",
-		"TOFUENV_OPENTOFU_PGP_KEY=" + c.tofuKey,
-		"PATH=" + t.TempDir(), // no cosign: tenv checks the .gpgsig
-	}
+	tofuEnv := c.tenvOpenTofuEnv(t, home)
 	c.run(t, home, tenv, tofuEnv, "tofu", "install", "1.8.0")
 	c.checkInstalled(t, filepath.Join(home, ".tenv", "OpenTofu", "1.8.0", "tofu"), "opentofu", "tofu", "1.8.0", "OpenTofu v1.8.0")
 	if n := c.origin.TotalHits() - hits; n != 0 {
@@ -639,12 +622,7 @@ func TestCLIsUnderMinimumReleaseAge(t *testing.T) {
 	}
 	c.start(t, filepath.Join(t.TempDir(), "data"), "--config", conf)
 	home := t.TempDir()
-	env := []string{
-		"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-		"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
-		"TFENV_LIST_MODE=api",
-		"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
-	}
+	env := c.tenvTerraformEnv(home)
 	if out := c.run(t, home, tenv, env, "tf", "list-remote"); strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
 		t.Fatalf("list-remote under the age gate:\n%s", out)
 	}
@@ -694,21 +672,9 @@ func TestCLIsUnderMinimumReleaseAge(t *testing.T) {
 // status reads the mirror's status page as JSON.
 func (c *cliMirror) status(t *testing.T) proxy.Status {
 	t.Helper()
-	ca, err := os.ReadFile(c.caFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(ca)
-	client := &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
-	resp, err := client.Get(c.url + "/?format=json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
 	var st proxy.Status
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 8<<20)).Decode(&st); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("status page: %d %v", resp.StatusCode, err)
+	if err := json.Unmarshal([]byte(c.get(t, "/?format=json")), &st); err != nil {
+		t.Fatalf("status page: %v", err)
 	}
 	return st
 }

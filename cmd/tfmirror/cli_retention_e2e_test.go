@@ -26,20 +26,12 @@ func TestCLIPrunePinnedThenSealed(t *testing.T) {
 	c := newCLIOrigin(t)
 	dataDir := filepath.Join(t.TempDir(), "data")
 	c.start(t, dataDir)
-	tenvEnv := func(home string) []string {
-		return []string{
-			"TENV_ROOT=" + filepath.Join(home, ".tenv"),
-			"TFENV_REMOTE=" + c.url + "/releases/hashicorp",
-			"TFENV_LIST_MODE=api",
-			"TFENV_HASHICORP_PGP_KEY=" + c.hcKey,
-		}
-	}
 	home := t.TempDir()
-	if out := c.run(t, home, tenv, tenvEnv(home), "tf", "list-remote"); !strings.Contains(out, "1.6.0") {
+	if out := c.run(t, home, tenv, c.tenvTerraformEnv(home), "tf", "list-remote"); !strings.Contains(out, "1.6.0") {
 		t.Fatalf("list-remote:\n%s", out)
 	}
 	for _, v := range []string{"1.5.7", "1.6.0"} {
-		c.run(t, home, tenv, tenvEnv(home), "tf", "install", v)
+		c.run(t, home, tenv, c.tenvTerraformEnv(home), "tf", "install", v)
 		c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", v, "terraform"), "hashicorp", "terraform", v, "Terraform v"+v)
 	}
 	waitIdle(c.mirror.engine)
@@ -88,13 +80,13 @@ func TestCLIPrunePinnedThenSealed(t *testing.T) {
 		t.Errorf("status page's pinned versions: %+v, %v; want cli %s 1.5.7 pinned by clis.hcl:2", st.Retention.Pinned, err, addr)
 	}
 	home = t.TempDir()
-	if out := c.run(t, home, tenv, tenvEnv(home), "tf", "list-remote"); !strings.Contains(out, "1.5.7") || strings.Contains(out, "1.6.0") {
+	if out := c.run(t, home, tenv, c.tenvTerraformEnv(home), "tf", "list-remote"); !strings.Contains(out, "1.5.7") || strings.Contains(out, "1.6.0") {
 		t.Fatalf("the sealed mirror lists:\n%s", out)
 	}
-	c.run(t, home, tenv, tenvEnv(home), "tf", "install", "1.5.7")
+	c.run(t, home, tenv, c.tenvTerraformEnv(home), "tf", "install", "1.5.7")
 	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.5.7", "terraform"), "hashicorp", "terraform", "1.5.7", "Terraform v1.5.7")
 	cmd := exec.Command(tenv, "tf", "install", "1.6.0")
-	cmd.Dir, cmd.Env = home, append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSL_CERT_FILE=" + c.caFile}, tenvEnv(home)...)
+	cmd.Dir, cmd.Env = home, append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSL_CERT_FILE=" + c.caFile}, c.tenvTerraformEnv(home)...)
 	if out, err := cmd.CombinedOutput(); err == nil {
 		t.Fatalf("tenv installed the pruned version from the sealed mirror:\n%s", out)
 	}
