@@ -189,14 +189,5 @@ func (s *Inventory) StoredVerdict(pol *policy.Policy, address, version string) p
 	if pol == nil || !ok {
 		return policy.Verdict{Allowed: true}
 	}
-	var signed time.Time
-	if s, err := r.HeldSums(pub, product, version); err == nil {
-		signed = s.SignedAt
-	}
-	at := signed
-	if listed := r.ListingTime(pub, product, version); listed.After(at) {
-		at = listed
-	}
-	rel := policy.Release{At: at, Known: !signed.IsZero()}
-	return pol.Version(policy.Provider, address, version, rel, r.cfg.Now())
+	return pol.Version(policy.Provider, address, version, r.StoredRelease(pub, product, version), r.cfg.Now())
 }

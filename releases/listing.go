@@ -16,10 +16,12 @@ package releases
 // (mirror/gate): the creation time of its SHA256SUMS signature
 // (Sums.SignedAt), and the time of the last list fetched before the one
 // that first listed it (ListingTime; a version in the first list ever
-// fetched has none).
+// fetched has none). StoredRelease is that time from the cache alone.
 
 import (
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // Address is the address the package policy judges a product by.
@@ -38,6 +40,21 @@ func (r *Releases) ListingTime(pub Publisher, product, version string) time.Time
 		return time.Time{}
 	}
 	return at
+}
+
+// StoredRelease is the release time of a version as the cache dates it,
+// asking no origin: its stored SHA256SUMS signature's creation time, or
+// the listing rule's time when later. Not Known when the cache holds no
+// verified SHA256SUMS of the version.
+func (r *Releases) StoredRelease(pub Publisher, product, version string) policy.Release {
+	rel := policy.Release{At: r.ListingTime(pub, product, version)}
+	if s, err := r.HeldSums(pub, product, version); err == nil {
+		rel.Known = true
+		if s.SignedAt.After(rel.At) {
+			rel.At = s.SignedAt
+		}
+	}
+	return rel
 }
 
 func absentKey(pub Publisher, product, version string) string {

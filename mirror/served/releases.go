@@ -26,6 +26,7 @@ type CLIReleases interface {
 	Sums(ctx context.Context, pub releases.Publisher, product, version string) (*releases.Sums, error)
 	HeldSums(pub releases.Publisher, product, version string) (*releases.Sums, error)
 	ListingTime(pub releases.Publisher, product, version string) time.Time
+	StoredRelease(pub releases.Publisher, product, version string) policy.Release
 	Document(ctx context.Context, pub releases.Publisher, product, version, name string) ([]byte, error)
 	OpenArchive(ctx context.Context, pub releases.Publisher, product, version, name string) (*mirror.Archive, error)
 	Cached(sha string) bool
@@ -255,13 +256,7 @@ func (r *Releases) StoredVersion(pub releases.Publisher, product, version string
 	if v := pol.Address(policy.Provider, addr); !v.Allowed {
 		return &gate.PolicyError{Kind: "cli", Address: addr, Verdict: v}
 	}
-	rel := policy.Release{At: r.rel.ListingTime(pub, product, version), Known: true}
-	if s, err := r.rel.HeldSums(pub, product, version); err == nil {
-		rel.At = later(rel.At, s.SignedAt)
-	} else {
-		rel.Known = false
-	}
-	if v := pol.Version(policy.Provider, addr, version, rel, r.now()); !v.Allowed {
+	if v := pol.Version(policy.Provider, addr, version, r.rel.StoredRelease(pub, product, version), r.now()); !v.Allowed {
 		return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
 	}
 	return nil

@@ -84,13 +84,7 @@ func (r *Releases) Held() []unsigned.Version {
 		if k.version == "" {
 			v = pol.Address(policy.Provider, addr)
 		} else {
-			rel := policy.Release{At: r.rel.ListingTime(k.pub, k.product, k.version), Known: true}
-			if s, err := r.rel.HeldSums(k.pub, k.product, k.version); err == nil {
-				rel.At = later(rel.At, s.SignedAt)
-			} else if sub := pol.For(policy.Provider, addr); sub.Window() > 0 {
-				rel.Known = false // not dated yet: held until it is
-			}
-			v = pol.Version(policy.Provider, addr, k.version, rel, now)
+			v = pol.Version(policy.Provider, addr, k.version, r.rel.StoredRelease(k.pub, k.product, k.version), now)
 		}
 		if v.Allowed {
 			continue
