@@ -192,22 +192,8 @@ func checkManifestBlobs(t *testing.T, out, repo string, d digest.Digest) {
 // version cached before a deny_version are reported and counted as held,
 // and no tag, manifest or zip of them is written.
 func TestExportOCILayoutLeavesOutDenied(t *testing.T) {
-	o := enginetest.StartOrigin(t, fakeorigin.Options{})
-	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64"})
-	o.AddTarball("tarball-0.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# tarball\n")}))
-	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("tarball-0.1.0.tar.gz"))
-	engine := newEngine(t, o)
+	engine, p := cachedNetAndTarball(t)
 	ctx := context.Background()
-	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
-	v, _ := addrs.ParseSemver("1.0.0")
-	a, err := engine.OpenArchive(ctx, p, v, addrs.Platform{OS: "linux", Arch: "amd64"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, a)
-	a.Close()
-	mirror.WaitIdle(ctx, engine)
-	moduleBytes(t, engine, tarballModule, "0.1.0")
 	module, err := engine.Modules().Zips().ModuleManifest(ctx, tarballModule, "0.1.0")
 	if err != nil {
 		t.Fatal(err)

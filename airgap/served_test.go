@@ -67,6 +67,31 @@ type layeredCLI struct {
 
 func (e layeredCLI) ServedCLI() ServedCLI { return e.layer }
 
+// cachedNetAndTarball is an engine before a fake origin that has cached
+// provider p (acme/net 1.0.0, linux_amd64) and the tarball module 0.1.0.
+func cachedNetAndTarball(t *testing.T) (engine *mirror.Engine, p addrs.Provider) {
+	t.Helper()
+	o := enginetest.StartOrigin(t, fakeorigin.Options{})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64"})
+	o.AddTarball("tarball-0.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# tarball\n")}))
+	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("tarball-0.1.0.tar.gz"))
+	engine = newEngine(t, o)
+	ctx := context.Background()
+	p = addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	v, _ := addrs.ParseSemver("1.0.0")
+	a, err := engine.OpenArchive(ctx, p, v, addrs.Platform{OS: "linux", Arch: "amd64"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, a); err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	mirror.WaitIdle(ctx, engine) //nolint:errcheck // a test's wait
+	moduleBytes(t, engine, tarballModule, "0.1.0")
+	return engine, p
+}
+
 // TestExportAsksTheServedLayer: the bundle export leaves out what the
 // served layer refuses, and only that: on an engine with no policy of
 // its own, a provider, a module and a CLI version the layer refuses are
@@ -75,22 +100,8 @@ func (e layeredCLI) ServedCLI() ServedCLI { return e.layer }
 // module leaves it alone out. An export that judged versions by itself
 // would export everything the first time.
 func TestExportAsksTheServedLayer(t *testing.T) {
-	o := enginetest.StartOrigin(t, fakeorigin.Options{})
-	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64"})
-	o.AddTarball("tarball-0.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# tarball\n")}))
-	o.AddModule("acme", "tarball", "aws", "0.1.0", o.TarballURL("tarball-0.1.0.tar.gz"))
-	engine := newEngine(t, o)
+	engine, p := cachedNetAndTarball(t)
 	ctx := context.Background()
-	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
-	v, _ := addrs.ParseSemver("1.0.0")
-	a, err := engine.OpenArchive(ctx, p, v, addrs.Platform{OS: "linux", Arch: "amd64"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	io.Copy(io.Discard, a) //nolint:errcheck
-	a.Close()
-	mirror.WaitIdle(ctx, engine) //nolint:errcheck
-	moduleBytes(t, engine, tarballModule, "0.1.0")
 	providerDir := filepath.Join(p.Hostname.ForDisplay(), p.Namespace, p.Type)
 
 	layer := refusingLayer{Served: servedBy(t, engine, nil), refused: map[string]bool{p.String(): true, tarballModule.String(): true}}
