@@ -6,7 +6,6 @@ import (
 	"io"
 	"reflect"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"testing"
@@ -201,26 +200,10 @@ var releasesNotServing = map[string]string{
 // served before the policy changed. A method added later without a case
 // fails here.
 func TestEveryReleasesMethodRefuses(t *testing.T) {
-	typ := reflect.TypeOf(&served.Releases{})
-	var names []string
-	for i := range typ.NumMethod() {
-		name := typ.Method(i).Name
-		names = append(names, name)
-		_, isCase := releaseCases[name]
-		_, skip := releasesNotServing[name]
-		if !isCase && !skip {
-			t.Errorf("served.Releases.%s has no case in releaseCases for a denied and an age-held version (nor a reason in releasesNotServing)", name)
-		}
-	}
-	for name := range releaseCases {
-		if !slices.Contains(names, name) {
-			t.Errorf("releaseCases names %s, which served.Releases does not have", name)
-		}
-	}
+	names := coveredMethods(t, reflect.TypeOf(&served.Releases{}), releaseCases, "releaseCases", releasesNotServing, "releasesNotServing")
 	if t.Failed() {
 		return
 	}
-	sort.Strings(names)
 	for _, sc := range []struct {
 		name, policy string
 		rule         string

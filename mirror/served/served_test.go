@@ -187,6 +187,32 @@ var notServing = map[string]string{
 	"CacheChecker":           "the check of the whole cache",
 }
 
+// coveredMethods walks the method set of typ (a pointer to a type of the
+// layer): every method must have a case in cases (named casesName) for a
+// denied and an age-held version, or a reason in notServing (named
+// skipName), and every case must name a method. It returns the method
+// names, sorted.
+func coveredMethods[C any](t *testing.T, typ reflect.Type, cases map[string]C, casesName string, notServing map[string]string, skipName string) []string {
+	t.Helper()
+	var names []string
+	for i := range typ.NumMethod() {
+		name := typ.Method(i).Name
+		names = append(names, name)
+		_, isCase := cases[name]
+		_, skip := notServing[name]
+		if !isCase && !skip {
+			t.Errorf("%s.%s has no case in %s for a denied and an age-held version (nor a reason in %s)", typ.Elem(), name, casesName, skipName)
+		}
+	}
+	for name := range cases {
+		if !slices.Contains(names, name) {
+			t.Errorf("%s names %s, which %s does not have", casesName, name, typ.Elem())
+		}
+	}
+	sort.Strings(names)
+	return names
+}
+
 // TestEveryMethodRefuses walks the method set of served.Packages: every
 // method is either one that serves no package (notServing, with why)
 // or has a case in packageCases, and every case refuses, on a mirror
@@ -195,26 +221,10 @@ var notServing = map[string]string{
 // minimum release age that holds the versions. A method added later
 // without a case fails here, so no way in can skip the layer.
 func TestEveryMethodRefuses(t *testing.T) {
-	typ := reflect.TypeOf(&served.Packages{})
-	var names []string
-	for i := range typ.NumMethod() {
-		name := typ.Method(i).Name
-		names = append(names, name)
-		_, isCase := packageCases[name]
-		_, skip := notServing[name]
-		if !isCase && !skip {
-			t.Errorf("served.Packages.%s has no case in packageCases for a denied and an age-held version (nor a reason in notServing)", name)
-		}
-	}
-	for name := range packageCases {
-		if !slices.Contains(names, name) {
-			t.Errorf("packageCases names %s, which served.Packages does not have", name)
-		}
-	}
+	names := coveredMethods(t, reflect.TypeOf(&served.Packages{}), packageCases, "packageCases", notServing, "notServing")
 	if t.Failed() {
 		return
 	}
-	sort.Strings(names)
 	for _, sc := range []struct {
 		name, policy string
 		rule         string
