@@ -15,6 +15,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
@@ -506,12 +507,5 @@ func (s *providerRecords) fetchPackageMeta(ctx context.Context, p addrs.Provider
 // refuse logs and counts a package that failed verification and returns
 // err for the client.
 func (s *providerRecords) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	var verr *verify.Error
-	if errors.As(err, &verr) {
-		s.metrics.VerificationFailed(string(verr.Reason))
-		s.log.Error("provider package failed verification; nothing was cached",
-			"provider", p.String(), "version", v.String(), "platform", platform, "reason", string(verr.Reason), "error", err)
-		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
-	}
-	return err
+	return failure.RefusePackage(s.log, s.metrics, p, v, platform, err)
 }

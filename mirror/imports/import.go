@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
@@ -561,14 +562,7 @@ const maxRounds = 32
 // it, and returns err for the caller, as the engine's origin path does
 // for a package fetched.
 func (s *Importer) refuse(p addrs.Provider, v versions.Version, platform string, err error) error {
-	var verr *verify.Error
-	if errors.As(err, &verr) {
-		s.metrics.VerificationFailed(string(verr.Reason))
-		s.log.Error("provider package failed verification; nothing was cached",
-			"provider", p.String(), "version", v.String(), "platform", platform, "reason", string(verr.Reason), "error", err)
-		return fmt.Errorf("%s %s %s: %w", p, v, platform, err)
-	}
-	return err
+	return failure.RefusePackage(s.log, s.metrics, p, v, platform, err)
 }
 
 // importArchive commits pkg's archive, verified as a, to the cache
