@@ -372,17 +372,24 @@ func (a *API) Package(ctx context.Context, p addrs.Provider, version string, pla
 // a client.
 func (a *API) Ensure(ctx context.Context, p addrs.Provider, version, platform string) (Ensured, error) {
 	res, err := a.ensure(ctx, p, version, platform)
-	if a.metrics != nil {
-		switch {
-		case err != nil:
-			a.metrics.Synced("failed", 0)
-		case res.CachedAlready:
-			a.metrics.Synced("cached", 0)
-		default:
-			a.metrics.Synced("fetched", res.Bytes)
-		}
-	}
+	a.countSynced(err, res.CachedAlready, res.Bytes)
 	return res, err
+}
+
+// countSynced counts one archive sync asked for: failed (err), found
+// cached, or fetched with its bytes.
+func (a *API) countSynced(err error, cached bool, fetched int64) {
+	if a.metrics == nil {
+		return
+	}
+	switch {
+	case err != nil:
+		a.metrics.Synced("failed", 0)
+	case cached:
+		a.metrics.Synced("cached", 0)
+	default:
+		a.metrics.Synced("fetched", fetched)
+	}
 }
 
 func (a *API) ensure(ctx context.Context, p addrs.Provider, version, platform string) (Ensured, error) {

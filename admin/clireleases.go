@@ -131,15 +131,8 @@ func (a *API) CLIVersions(ctx context.Context, req CLIRequest) ([]string, error)
 // not an error.
 func (a *API) EnsureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
 	res, err := a.ensureCLI(ctx, req)
-	if a.metrics != nil && res.Held == "" && !res.Unpublished {
-		switch {
-		case err != nil:
-			a.metrics.Synced("failed", 0)
-		case res.CachedAlready:
-			a.metrics.Synced("cached", 0)
-		default:
-			a.metrics.Synced("fetched", res.Bytes)
-		}
+	if res.Held == "" && !res.Unpublished {
+		a.countSynced(err, res.CachedAlready, res.Bytes)
 	}
 	return res, err
 }
