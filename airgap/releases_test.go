@@ -4,26 +4,21 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
-	"crypto/x509"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"io"
 	"io/fs"
-	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/cache"
-	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -126,38 +121,8 @@ func cachedCLI(t *testing.T) (*fakeorigin.Releases, *harness.ReleasesSide) {
 // HashiCorp products it serves (default terraform).
 func sealedCLI(t *testing.T, o *fakeorigin.Releases, products ...string) cliEng {
 	t.Helper()
-	store := enginetest.OpenStore(t, "", cache.Options{})
-	u, _ := url.Parse(o.URL)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(o.CACertPEM)
-	client, err := discovery.New(discovery.Config{AllowedOrigins: []string{u.Host}, AllowPrivate: true, RootCAs: pool})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t), Offline: true}, client, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rel, err := releases.New(releases.Config{
-		HashiCorpURL: o.HashiCorpURL, HashiCorpKeys: []string{o.HashiCorpKey},
-		OpenTofuDownloadURL: o.OpenTofuDownloadURL, OpenTofuAPIURL: o.OpenTofuAPIURL, OpenTofuKeys: []string{o.OpenTofuKey},
-		HashiCorpProducts: products, Offline: true, Logger: enginetest.Logger(t),
-	}, client, engine, store)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		rel.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		engine.Shutdown(ctx) //nolint:errcheck // the test is over
-		store.Close()
-	})
-	sr, err := served.NewReleases(served.ReleasesConfig{Releases: rel, Policy: engine, Logger: enginetest.Logger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return cliEng{engine, rel, sr}
+	side := harness.StartReleasesSide(t, o, releases.Config{HashiCorpProducts: products, Offline: true})
+	return cliEng{side.Engine, side.Releases, side.Served}
 }
 
 func importCLI(t *testing.T, engine Engine, in string, key *ExportKey) (ImportSummary, []string) {

@@ -28,7 +28,7 @@ type ReleasesSide struct {
 }
 
 // StartReleasesSide builds a ReleasesSide before o, cfg completed with
-// o's URLs and keys.
+// o's URLs and keys; with cfg.Offline, the engine is sealed too.
 func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config) *ReleasesSide {
 	t.Helper()
 	store := enginetest.OpenStore(t, "", cache.Options{})
@@ -40,7 +40,7 @@ func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config
 	if err != nil {
 		t.Fatal(err)
 	}
-	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t)}, client, store)
+	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t), Offline: cfg.Offline}, client, store)
 	if err != nil {
 		t.Fatal(err)
 	}
