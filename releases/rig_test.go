@@ -2,10 +2,8 @@ package releases_test
 
 import (
 	"context"
-	"crypto/x509"
 	"errors"
 	"io"
-	"net/url"
 	"sync"
 	"testing"
 	"time"
@@ -80,16 +78,10 @@ func newRig(t *testing.T, o *fakeorigin.Releases, dir string, offline bool) *rig
 		metrics: &countingMetrics{served: map[string]int{}, refused: map[string]int{}}}
 	r.clock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
 	r.store = enginetest.OpenStore(t, dir, cache.Options{})
-	u, _ := url.Parse(o.URL)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(o.CACertPEM)
-	client, err := discovery.New(discovery.Config{AllowedOrigins: []string{u.Host}, AllowPrivate: true, RootCAs: pool,
-		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
+	client, host := enginetest.ReleasesClient(t, o)
 	r.client = client
-	r.engine, err = mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t), Offline: offline}, client, r.store)
+	var err error
+	r.engine, err = mirror.New(mirror.Config{AllowedOrigins: []string{host}, Logger: enginetest.Logger(t), Offline: offline}, client, r.store)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,11 +2,9 @@ package retention
 
 import (
 	"context"
-	"crypto/x509"
 	"encoding/json"
 	"errors"
 	"io"
-	"net/url"
 	"reflect"
 	"strings"
 	"testing"
@@ -15,7 +13,6 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
-	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -63,15 +60,9 @@ func newCLIRig(t *testing.T, o *fakeorigin.Releases, dir string, offline bool, c
 	t.Helper()
 	r := &cliRig{t: t, origin: o, dir: dir}
 	r.store = enginetest.OpenStore(t, dir, cache.Options{})
-	u, _ := url.Parse(o.URL)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(o.CACertPEM)
-	client, err := discovery.New(discovery.Config{AllowedOrigins: []string{u.Host}, AllowPrivate: true, RootCAs: pool,
-		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ecfg := mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t), Offline: offline}
+	client, host := enginetest.ReleasesClient(t, o)
+	var err error
+	ecfg := mirror.Config{AllowedOrigins: []string{host}, Logger: enginetest.Logger(t), Offline: offline}
 	if clock != nil {
 		ecfg.Now = clock.Now
 	}

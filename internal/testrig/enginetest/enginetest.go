@@ -10,8 +10,10 @@ package enginetest
 
 import (
 	"context"
+	"crypto/x509"
 	"log/slog"
 	"net"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -50,6 +52,26 @@ func OpenStore(t testing.TB, dir string, opts cache.Options) *cache.Store {
 		t.Fatal(err)
 	}
 	return store
+}
+
+// ReleasesClient returns an origin client for the CLI releases stand-in
+// o: o's host (returned too) its one allowed origin, o's certificate
+// trusted, private addresses allowed, retries without the production
+// backoff.
+func ReleasesClient(t testing.TB, o *fakeorigin.Releases) (client *discovery.Client, host string) {
+	t.Helper()
+	u, err := url.Parse(o.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(o.CACertPEM)
+	client, err = discovery.New(discovery.Config{AllowedOrigins: []string{u.Host}, AllowPrivate: true, RootCAs: pool,
+		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client, u.Host
 }
 
 // OriginClient returns an origin client that trusts origin's certificate

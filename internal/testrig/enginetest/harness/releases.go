@@ -2,13 +2,10 @@ package harness
 
 import (
 	"context"
-	"crypto/x509"
-	"net/url"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
-	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -32,15 +29,8 @@ type ReleasesSide struct {
 func StartReleasesSide(t testing.TB, o *fakeorigin.Releases, cfg releases.Config) *ReleasesSide {
 	t.Helper()
 	store := enginetest.OpenStore(t, "", cache.Options{})
-	u, _ := url.Parse(o.URL)
-	pool := x509.NewCertPool()
-	pool.AppendCertsFromPEM(o.CACertPEM)
-	client, err := discovery.New(discovery.Config{AllowedOrigins: []string{u.Host}, AllowPrivate: true, RootCAs: pool,
-		RetryBaseDelay: time.Millisecond, RetryMaxDelay: 5 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{u.Host}, Logger: enginetest.Logger(t), Offline: cfg.Offline}, client, store)
+	client, host := enginetest.ReleasesClient(t, o)
+	engine, err := mirror.New(mirror.Config{AllowedOrigins: []string{host}, Logger: enginetest.Logger(t), Offline: cfg.Offline}, client, store)
 	if err != nil {
 		t.Fatal(err)
 	}
