@@ -13,6 +13,7 @@ import (
 	"reflect"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -119,6 +120,65 @@ func TestMetaRoundTrip(t *testing.T) {
 	for _, bad := range []string{"", "a\x00b", string(make([]byte, 2000))} {
 		if err := s.PutMeta(bad, doc{}); err == nil {
 			t.Errorf("PutMeta(%q) succeeded", bad)
+		}
+	}
+}
+
+// PutMetas writes its documents all together or not at all: a write
+// that fails part way (the disk, a document that cannot be encoded, a
+// bad key) leaves none of them, and one that succeeds leaves each as
+// PutMeta would.
+func TestPutMetasAllOrNothing(t *testing.T) {
+	var writes, failAt atomic.Int64
+	s, err := Open(Options{InMemory: true, ChunkSize: testChunk, FailWrites: func() error {
+		if n := writes.Add(1); n == failAt.Load() {
+			return errors.New("no space left on device")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	t.Cleanup(func() { s.Close() })
+	type doc struct{ A string }
+	docs := map[string]any{"oci/a": doc{"one"}, "oci/b": doc{"two"}, "oci/c": doc{"three"}}
+	stored := func() (keys []string) {
+		s.ScanMeta("oci/", func(key string, _ time.Time, _ json.RawMessage) error {
+			keys = append(keys, key)
+			return nil
+		})
+		return keys
+	}
+	for _, k := range []int64{1, 2, 3} {
+		writes.Store(0)
+		failAt.Store(k)
+		if err := s.PutMetas(docs); err == nil {
+			t.Fatalf("PutMetas with the write of document %d failing succeeded", k)
+		}
+		if keys := stored(); len(keys) != 0 {
+			t.Fatalf("PutMetas failing at document %d left %q", k, keys)
+		}
+	}
+	failAt.Store(0)
+	for name, bad := range map[string]map[string]any{
+		"a document that cannot be encoded": {"oci/a": doc{"one"}, "oci/b": make(chan int)},
+		"a bad key":                         {"oci/a": doc{"one"}, "oci/\x00": doc{"two"}},
+	} {
+		if err := s.PutMetas(bad); err == nil {
+			t.Errorf("PutMetas with %s succeeded", name)
+		}
+		if keys := stored(); len(keys) != 0 {
+			t.Errorf("PutMetas with %s left %q", name, keys)
+		}
+	}
+	if err := s.PutMetas(docs); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range docs {
+		var got doc
+		if _, err := s.GetMeta(key, &got); err != nil || got != want {
+			t.Errorf("GetMeta(%s) = %v, %v; want %v", key, got, err, want)
 		}
 	}
 }

@@ -95,6 +95,57 @@ func (r *Records) PutMeta(key string, v any) error {
 	return nil
 }
 
+// PutMetas stores each document of docs, JSON-encoded, under its key with
+// the current time, as PutMeta does, in one transaction: all of them, or
+// none when it fails, so that documents that name each other are never
+// found half written. It fails with ErrClosed once Shutdown or Close
+// began.
+func (r *Records) PutMetas(docs map[string]any) error {
+	if len(docs) == 0 {
+		return nil
+	}
+	if r.writers.refusing() {
+		return fmt.Errorf("storing %d documents: %w", len(docs), ErrClosed)
+	}
+	type entry struct{ key, doc []byte }
+	entries := make([]entry, 0, len(docs))
+	var cost int64
+	now := time.Now().UTC()
+	for key, v := range docs {
+		k, err := metaKey(key)
+		if err != nil {
+			return err
+		}
+		raw, err := json.Marshal(v)
+		if err != nil {
+			return fmt.Errorf("cache: encoding %s: %w", key, err)
+		}
+		doc, err := json.Marshal(envelope{StoredAt: now, Value: raw})
+		if err != nil {
+			return err
+		}
+		if h := r.failWrites; h != nil {
+			if err := h(); err != nil {
+				return fmt.Errorf("cache: storing %s: %w", key, err)
+			}
+		}
+		entries = append(entries, entry{k, doc})
+		cost += entryCost(len(k), len(doc))
+	}
+	err := r.db.update(cost, func(txn *badger.Txn) error {
+		for _, e := range entries {
+			if err := txn.Set(e.key, e.doc); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("cache: storing %d documents: %w", len(docs), err)
+	}
+	return nil
+}
+
 // GetMeta decodes the document stored under key into v and returns when
 // it was stored, or ErrNotFound.
 func (r *Records) GetMeta(key string, v any) (time.Time, error) {

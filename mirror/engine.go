@@ -55,6 +55,8 @@ type ProviderOrigin interface {
 // Store is what the engine needs from the cache. *cache.Store implements it.
 type Store interface {
 	PutMeta(key string, v any) error
+	// PutMetas is PutMeta of each document, in one transaction: all or none.
+	PutMetas(docs map[string]any) error
 	GetMeta(key string, v any) (time.Time, error)
 	DeleteMeta(key string) error
 	StatBlob(sha string) (cache.BlobInfo, error)

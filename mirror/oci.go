@@ -2,8 +2,9 @@ package mirror
 
 // Provider versions as OCI artifacts: package mirror/ocistore keeps the
 // documents, built over a version's verified archives that OCI asks of
-// the engine's package API and hands down (ocistore.Answer); OCI adds the
-// opening of its blobs as the engine's archives.
+// the engine's package API and hands down (ocistore.Answer); OCI keeps
+// the index last built of each version hot while that answer holds, and
+// adds the opening of its blobs as the engine's archives.
 
 import (
 	"context"
@@ -14,6 +15,7 @@ import (
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/memo"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
@@ -25,7 +27,25 @@ import (
 type OCI struct {
 	docs *ocistore.OCI
 	api  packageAPI
+	hot  *memo.Memo[versionKey, hotIndex] // the index last built of a version, while its package answer holds
 }
+
+// versionKey names a version in memory (no string to build per request).
+type versionKey struct {
+	p addrs.Provider
+	v versions.Version
+}
+
+// hotIndex is an index built, with what says whether the package answer
+// it was built from still holds (ocistore.Answer's Holds): not once the
+// version's package record is written or removed, or the policy changed.
+type hotIndex struct {
+	doc   oci.Document
+	holds func() bool
+}
+
+// hotIndexes bounds the indexes kept hot.
+const hotIndexes = 4096
 
 // packageAPI is what the OCI side uses of the engine's package API, on
 // which its documents are built: a version's verified package and whether
@@ -47,7 +67,7 @@ func (s *Engine) NewOCI() (*OCI, error) {
 		return nil, err
 	}
 	s.oci.Add(o)
-	return &OCI{docs: o, api: s}, nil
+	return &OCI{docs: o, api: s, hot: memo.New[versionKey, hotIndex](hotIndexes)}, nil
 }
 
 // Blob opens the archive of p's repository whose sha256 digest is d (an
@@ -137,16 +157,28 @@ func (o *OCI) Index(ctx context.Context, p addrs.Provider, v versions.Version) (
 // package answer it was built from holds, so that a new policy, a
 // version list refreshed or anything the engine writes ends it. A front
 // door may keep what it made of the index while holds says so.
+//
+// On a miss it asks the engine's package API for the version's verified
+// archives, then hands them down to the OCI documents once, which size
+// the archives and keep the documents by digest.
 func (o *OCI) IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, func() bool, error) {
-	doc, holds, gen, ok := o.docs.HotIndex(p, v)
-	if ok {
-		return doc, holds, nil
+	key := versionKey{p, v}
+	h, gen, ok := o.hot.Get(key)
+	if ok && h.holds() {
+		return h.doc, h.holds, nil
 	}
 	ans, err := o.answer(ctx, p, v)
 	if err != nil {
 		return oci.Document{}, nil, err
 	}
-	return o.docs.IndexOf(ctx, p, v, gen, ans)
+	doc, err := o.docs.IndexOf(ctx, p, v, ans)
+	if err != nil {
+		return oci.Document{}, nil, err
+	}
+	if ans.Holds != nil {
+		o.hot.Put(key, gen, hotIndex{doc: doc, holds: ans.Holds})
+	}
+	return doc, ans.Holds, nil
 }
 
 // Manifest returns the document (index or manifest) of p's repository
@@ -157,7 +189,7 @@ func (o *OCI) IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Vers
 func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
 	var doc oci.Document
 	err := o.adopted(ctx, func() (err error) {
-		doc, _, _, err = o.docs.Manifest(ctx, p, d)
+		doc, _, err = o.docs.Manifest(ctx, p, d)
 		return err
 	})
 	return doc, err
@@ -168,19 +200,18 @@ func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 // the engine's package answer of its version holds, as IndexAnswer's.
 func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error) {
 	var (
-		doc   oci.Document
-		v     versions.Version
-		holds func() bool
+		doc oci.Document
+		v   versions.Version
 	)
 	err := o.adopted(ctx, func() (err error) {
-		doc, v, holds, err = o.docs.Manifest(ctx, p, d)
+		doc, v, err = o.docs.Manifest(ctx, p, d)
 		return err
 	})
 	if err != nil {
 		return oci.Document{}, nil, err
 	}
-	if holds != nil {
-		return doc, holds, nil
+	if h, _, ok := o.hot.Get(versionKey{p, v}); ok && h.holds() {
+		return doc, h.holds, nil
 	}
 	if ans, err := o.answer(ctx, p, v); err == nil {
 		return doc, ans.Holds, nil

@@ -15,6 +15,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 )
 
@@ -216,5 +217,79 @@ func TestSharedOCIDigestsResolveOnAnotherReplica(t *testing.T) {
 	}
 	if n := b.getMetas() - before; n != 1 {
 		t.Errorf("an unknown digest cost %d bucket lookups, want 1", n)
+	}
+}
+
+// The OCI records of a version's index are written whole: a write that
+// fails part way (a full disk, a crash between two records) leaves
+// every digest the index hands out resolving or none of them, never an
+// index whose manifests or archives are unknown, on this side or on one
+// started afresh; and once the disk has room again, the next index
+// keeps them all.
+func TestOCIRecordsWrittenWhole(t *testing.T) {
+	t.Parallel()
+	var writes, failFrom atomic.Int64 // failFrom: the first write that fails (0: none)
+	h := newHarness(t, harnessOptions{store: cache.Options{FailWrites: func() error {
+		if n, f := writes.Add(1), failFrom.Load(); f > 0 && n >= f {
+			return errors.New("write /data/cache/000001.vlog: no space left on device")
+		}
+		return nil
+	}}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
+	p, v := h.provider(), versions.MustParseVersion("1.0.0")
+	newSide := func() *OCI {
+		o, err := h.engine.NewOCI()
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	index, manifests, blobs := ociDigests(t, newSide(), p, v)
+	docs := append([]digest.Digest{index}, manifests...)
+	resolving := func(o *OCI) (n int) {
+		for _, d := range docs {
+			if _, err := o.Manifest(t.Context(), p, d); err == nil {
+				n++
+			} else if !errors.Is(err, ocistore.ErrDigestUnknown) {
+				t.Fatalf("manifest %s: %v", d, err)
+			}
+		}
+		for _, d := range blobs {
+			if _, err := o.Resolve(t.Context(), p, d); err == nil {
+				n++
+			} else if !errors.Is(err, ocistore.ErrDigestUnknown) {
+				t.Fatalf("blob %s: %v", d, err)
+			}
+		}
+		return n
+	}
+	all := len(docs) + len(blobs)
+	// Each write of the index's records failing in turn, from the
+	// first on, its OCI records gone from the cache before.
+	for k := int64(1); k <= int64(all)+2; k++ {
+		if err := h.store.ScanMeta("oci/", func(key string, _ time.Time, _ json.RawMessage) error {
+			return h.store.DeleteMeta(key)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		side := newSide()
+		writes.Store(0)
+		failFrom.Store(k)
+		_, err := side.Index(t.Context(), p, v)
+		failFrom.Store(0)
+		for name, o := range map[string]*OCI{"the side that wrote": side, "a side started afresh": newSide()} {
+			switch n := resolving(o); {
+			case n != 0 && n != all:
+				t.Errorf("write %d failing: %d of %d digests resolve on %s", k, n, all, name)
+			case err == nil && n != all:
+				t.Errorf("write %d failing: the index was answered, but %d of %d digests resolve on %s", k, n, all, name)
+			}
+		}
+		if _, err := side.Index(t.Context(), p, v); err != nil {
+			t.Fatalf("the index with room on the disk again: %v", err)
+		}
+		if n := resolving(newSide()); n != all {
+			t.Errorf("write %d failed, then the index again: %d of %d digests resolve", k, n, all)
+		}
 	}
 }

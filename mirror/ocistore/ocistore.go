@@ -83,22 +83,7 @@ type OCI struct {
 
 	mu   sync.Mutex                       // one read-modify-write of an OCI record at a time
 	recs *memo.Memo[string, *ociRecord]   // ociRecordKey -> the record as last read or written (never modified)
-	kept *memo.Memo[string, struct{}]     // ociDigestKey -> stored: digest entries known stored
-	hot  *memo.Memo[versionKey, hotIndex] // the index last built, while the engine says it holds
 	docs *memo.Memo[string, keptDocument] // ociDigestKey -> a document read back by digest
-}
-
-// versionKey names a version in memory (no string to build per request).
-type versionKey struct {
-	p addrs.Provider
-	v versions.Version
-}
-
-// hotIndex is an index built, with what says whether the package answer
-// it was built from still holds (see Answer).
-type hotIndex struct {
-	doc   oci.Document
-	holds func() bool
 }
 
 // keptDocument is a document read back by digest, and its version.
@@ -147,10 +132,11 @@ type Archive struct {
 }
 
 // Store is where OCI keeps the documents it handed out and what it
-// learned: the cache's records. *cache.Store implements it.
+// learned: the cache's records, a version's written together (PutMetas:
+// all or none). *cache.Store implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
-	PutMeta(key string, v any) error
+	PutMetas(docs map[string]any) error
 	StatBlob(sha string) (cache.BlobInfo, error)
 }
 
@@ -176,19 +162,25 @@ func New(cfg Config, parts Parts, store Store, sizer ArchiveSizer, metrics Metri
 	}
 	return &OCI{cfg: cfg, parts: parts, store: store, sizer: sizer, metrics: metrics,
 		recs: memo.New[string, *ociRecord](ociMemoEntries),
-		kept: memo.New[string, struct{}](16 * ociMemoEntries),
-		hot:  memo.New[versionKey, hotIndex](ociMemoEntries),
 		docs: memo.New[string, keptDocument](ociMemoEntries),
 	}, nil
 }
 
 // ociRecord is what is kept of a version's OCI artifacts, beside its
 // package record: every document handed out, by digest, and the sizes of
-// its archives learned from the origin. Only added to.
+// its archives learned from the origin. Only added to. It is written in
+// the same transaction as the digest entries of what it adds (keep), so
+// that no document it holds is found without its entry; the entries are
+// kept under their own keys, where a replica looks a digest up alone.
 type ociRecord struct {
 	Schema    int               `json:"schema"`
 	Sizes     map[string]int64  `json:"sizes,omitempty"`     // archive sha256 -> bytes
 	Documents map[string]ociDoc `json:"documents,omitempty"` // digest -> document
+	// entered are the digests whose entries this process stored (in the
+	// cache and offered to the shared tier) with the record or since it
+	// was read; not stored: a record read from the cache has none, and
+	// the next keep of its version writes its entries again, once.
+	entered map[string]bool
 }
 
 type ociDoc struct {
@@ -212,53 +204,45 @@ type ociDigestEntry struct {
 	Platforms []string `json:"platforms,omitempty"` // set for a document
 }
 
-func ociRecordKey(p addrs.Provider, v versions.Version) string {
-	return "oci/version/" + p.String() + "/" + v.String()
+// recordKeys are the keys of a version's OCI records, built once for
+// all of them.
+type recordKeys struct {
+	record string // the version's OCI record
+	digest string // what the key of each digest entry of the repository begins with
 }
+
+func keysOf(p addrs.Provider, v versions.Version) recordKeys {
+	ps := p.String()
+	return recordKeys{record: "oci/version/" + ps + "/" + v.String(), digest: "oci/digest/" + ps + "/"}
+}
+
+func ociRecordKey(p addrs.Provider, v versions.Version) string { return keysOf(p, v).record }
 
 func ociDigestKey(p addrs.Provider, d digest.Digest) string {
 	return "oci/digest/" + p.String() + "/" + d.String()
 }
 
-// HotIndex returns the image index of version v of p last built, while
-// the answer it was built from holds (ok). Otherwise gen is what IndexOf
-// takes, read before the caller asks the engine for the version's
-// archives.
-func (o *OCI) HotIndex(p addrs.Provider, v versions.Version) (doc oci.Document, holds func() bool, gen uint64, ok bool) {
-	key := versionKey{p, v}
-	if h, _, ok := o.hot.Get(key); ok && h.holds() {
-		return h.doc, h.holds, 0, true
-	}
-	return oci.Document{}, nil, o.hot.Generation(), false
-}
-
 // IndexOf returns the image index of version v of p over the verified
 // archives ans (as the engine's package API answered, Answer), learning
-// archive sizes not known, and keeps its documents by digest; gen is
-// HotIndex's. It returns what says whether the index is still the one
-// the caller would answer (nil: it may not be reused): ans.Holds, so
-// that a new policy, a version list refreshed or anything the engine
-// writes ends it. A front door may keep what it made of the index while
-// holds says so. Errors: ErrPlatformNotFound when no platform has a
-// package; ErrOffline for a size not known offline.
-func (o *OCI) IndexOf(ctx context.Context, p addrs.Provider, v versions.Version, gen uint64, ans Answer) (oci.Document, func() bool, error) {
-	key := versionKey{p, v}
-	archives, holds := ans.Archives, ans.Holds
+// archive sizes not known, and keeps its documents by digest. It asks
+// nothing of its caller: whether the index may be reused is ans.Holds,
+// which the caller has. Errors: ErrPlatformNotFound when no platform has
+// a package; ErrOffline for a size not known offline.
+func (o *OCI) IndexOf(ctx context.Context, p addrs.Provider, v versions.Version, ans Answer) (oci.Document, error) {
+	archives := ans.Archives
 	if len(archives) == 0 {
-		return oci.Document{}, nil, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
+		return oci.Document{}, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
 	}
-	b, err := o.build(ctx, p, v, archives)
+	keys := keysOf(p, v)
+	rec := o.recordAt(keys.record)
+	b, err := o.build(ctx, p, v, rec, archives)
 	if err != nil {
-		return oci.Document{}, nil, err
+		return oci.Document{}, err
 	}
-	if err := o.keep(p, v, b, b.docs, ""); err != nil {
-		return oci.Document{}, nil, err
+	if err := o.keep(keys, p, v, rec, b, b.docs, ""); err != nil {
+		return oci.Document{}, err
 	}
-	index := b.index
-	if holds != nil {
-		o.hot.Put(key, gen, hotIndex{doc: index, holds: holds})
-	}
-	return index, holds, nil
+	return b.index, nil
 }
 
 // built are the documents of a version built over some of its archives:
@@ -273,17 +257,17 @@ type built struct {
 }
 
 // build builds the documents of version v of p over archives, learning
-// archive sizes not known.
-func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, archives []Archive) (built, error) {
-	rec := o.record(p, v)
+// archive sizes not known in rec, v's OCI record.
+func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, rec *ociRecord, archives []Archive) (built, error) {
+	sizes, err := o.sizesOf(ctx, p, archives, rec)
+	if err != nil {
+		return built{}, err
+	}
 	b := built{platforms: map[digest.Digest][]string{}, blobs: map[digest.Digest]string{}, sizes: map[string]int64{}}
 	targets := make([]oci.Target, 0, len(archives))
 	all := make([]string, 0, len(archives))
-	for _, pa := range archives {
-		size, err := o.size(ctx, p, pa, rec)
-		if err != nil {
-			return built{}, err
-		}
+	for i, pa := range archives {
+		size := sizes[i]
 		b.sizes[pa.SHA256] = size
 		pl, err := addrs.ParsePlatform(pa.Platform)
 		if err != nil {
@@ -310,132 +294,181 @@ func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, a
 	return b, nil
 }
 
-// size returns the size of a platform's archive: as kept, as the origin
-// stated it (OpenTofu's package_size), as cached, or learned from the
-// origin, once however many callers ask (each may give up on its own
-// context; the request runs on the engine's).
-func (o *OCI) size(ctx context.Context, p addrs.Provider, pa Archive, rec *ociRecord) (int64, error) {
-	if n := rec.Sizes[pa.SHA256]; n > 0 {
-		return n, nil
+// sizesOf returns the size of each of archives, in order: as kept in
+// rec, as the origin stated it (OpenTofu's package_size), as cached, or
+// learned from the origin, the archives' requests all at once, each
+// archive's once however many callers ask (each may give up on its own
+// context; the requests run on the engine's).
+func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive, rec *ociRecord) ([]int64, error) {
+	sizes := make([]int64, len(archives))
+	type ask struct {
+		i  int
+		ch <-chan singleflight.Result
 	}
-	if pa.Size > 0 {
-		return pa.Size, nil
-	}
-	if info, err := o.store.StatBlob(pa.SHA256); err == nil && info.Size > 0 {
-		return info.Size, nil
-	}
-	ch := o.sizes.DoChan(pa.SHA256, func() (any, error) {
-		ctx, done, err := o.parts.Life.Detached(o.cfg.OriginTimeout)
-		if err != nil {
-			return int64(0), err
+	var asked []ask
+	for i, pa := range archives {
+		if n := rec.Sizes[pa.SHA256]; n > 0 {
+			sizes[i] = n
+			continue
 		}
-		defer done()
-		return o.sizer.ArchiveSize(ctx, p, pa.URL)
-	})
-	select {
-	case res := <-ch:
-		if res.Err != nil {
-			return 0, res.Err
+		if pa.Size > 0 {
+			sizes[i] = pa.Size
+			continue
 		}
-		return res.Val.(int64), nil
-	case <-ctx.Done():
-		return 0, ctx.Err()
+		if info, err := o.store.StatBlob(pa.SHA256); err == nil && info.Size > 0 {
+			sizes[i] = info.Size
+			continue
+		}
+		asked = append(asked, ask{i, o.sizes.DoChan(pa.SHA256, func() (any, error) {
+			ctx, done, err := o.parts.Life.Detached(o.cfg.OriginTimeout)
+			if err != nil {
+				return int64(0), err
+			}
+			defer done()
+			return o.sizer.ArchiveSize(ctx, p, pa.URL)
+		})})
 	}
+	for _, a := range asked {
+		select {
+		case res := <-a.ch:
+			if res.Err != nil {
+				return nil, res.Err
+			}
+			sizes[a.i] = res.Val.(int64)
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return sizes, nil
 }
 
 // record returns the kept OCI record of v (empty when there is none).
 func (o *OCI) record(p addrs.Provider, v versions.Version) *ociRecord {
-	key := ociRecordKey(p, v)
+	return o.recordAt(ociRecordKey(p, v))
+}
+
+// recordAt returns the kept OCI record under key (empty when there is
+// none).
+func (o *OCI) recordAt(key string) *ociRecord {
 	if r, _, ok := o.recs.Get(key); ok {
 		return r
 	}
 	gen := o.recs.Generation()
-	var rec ociRecord
-	if _, err := o.store.GetMeta(key, &rec); err != nil {
+	rec, ok := o.readRecord(key)
+	if ok {
+		o.recs.Put(key, gen, rec)
+	}
+	return rec
+}
+
+// readRecord reads the OCI record under key from the store: ok when
+// there is one it reads (empty otherwise).
+func (o *OCI) readRecord(key string) (rec *ociRecord, ok bool) {
+	rec = &ociRecord{}
+	if _, err := o.store.GetMeta(key, rec); err != nil {
 		if !errors.Is(err, cache.ErrNotFound) {
-			o.cfg.Logger.Warn("reading a cached OCI record", "provider", p.String(), "version", v.String(), "error", err)
+			o.cfg.Logger.Warn("reading a cached OCI record", "key", key, "error", err)
 		}
-		return &ociRecord{}
+		return &ociRecord{}, false
 	}
 	if !records.KnownSchema(rec.Schema) {
-		return &ociRecord{}
+		return &ociRecord{}, false
 	}
-	o.recs.Put(key, gen, &rec)
-	return &rec
+	return rec, true
 }
 
-// keep stores documents docs of b, handed out: the documents and the
-// archive sizes in v's OCI record, and an entry for every digest (the
-// documents and b's archives), in the cache and in the shared tier
-// (except adopted's, read from there). It writes only what is new.
-func (o *OCI) keep(p addrs.Provider, v versions.Version, b built, docs []oci.Document, adopted digest.Digest) error {
-	rec := o.record(p, v)
-	missing := false
+// keep stores documents docs of b, handed out, v's OCI record being
+// rec: the documents and the archive sizes in v's OCI record, and an
+// entry for every digest (the documents and b's archives), in the cache
+// in one transaction, then in the shared tier (except adopted's, read
+// from there). It writes only what is new.
+func (o *OCI) keep(keys recordKeys, p addrs.Provider, v versions.Version, rec *ociRecord, b built, docs []oci.Document, adopted digest.Digest) error {
+	if _, batch, _ := merge(keys, v, rec, b, docs); len(batch) == 0 {
+		return nil
+	}
+	o.mu.Lock()
+	// What is stored now (another caller, or another OCI side of the
+	// engine, may have kept v since rec was read), with the entries this
+	// side stored.
+	cur, _ := o.readRecord(keys.record)
+	if m, _, ok := o.recs.Get(keys.record); ok {
+		cur.entered = m.entered
+	}
+	next, batch, entries := merge(keys, v, cur, b, docs)
+	err := o.store.PutMetas(batch)
+	if err == nil {
+		o.recs.Adopt(keys.record, o.recs.Generation(), next)
+	}
+	o.mu.Unlock()
+	if err != nil {
+		o.metrics.CacheWriteFailed()
+		return fmt.Errorf("storing the OCI records of %s %s: %w", p, v, err)
+	}
+	for _, e := range entries {
+		if e.d != adopted {
+			o.parts.Shared.Put(e.key, e.entry)
+		}
+	}
+	return nil
+}
+
+// digestEntry is a digest's entry and its key.
+type digestEntry struct {
+	d     digest.Digest
+	key   string
+	entry *ociDigestEntry
+}
+
+// merge returns v's OCI record rec with documents docs of b added, and
+// what to write for it: the record, when it gains a document or a size,
+// and the entries of the digests not entered yet, under their keys (no
+// key when there is nothing to write); entries are those digests'.
+func merge(keys recordKeys, v versions.Version, rec *ociRecord, b built, docs []oci.Document) (next *ociRecord, batch map[string]any, entries []digestEntry) {
+	next = &ociRecord{Schema: rec.Schema, Sizes: rec.Sizes, Documents: rec.Documents, entered: maps.Clone(rec.entered)}
+	if next.entered == nil {
+		next.entered = map[string]bool{}
+	}
+	batch = map[string]any{}
+	grows := false
 	for sha, n := range b.sizes {
-		if rec.Sizes[sha] != n {
-			missing = true
-		}
+		grows = grows || rec.Sizes[sha] != n
 	}
 	for _, d := range docs {
-		if _, ok := rec.Documents[d.Digest.String()]; !ok {
-			missing = true
-		}
+		_, ok := rec.Documents[d.Digest.String()]
+		grows = grows || !ok
 	}
-	if missing {
-		o.mu.Lock()
-		err := o.addToRecord(p, v, docs, b.sizes)
-		o.mu.Unlock()
-		if err != nil {
-			return err
+	if grows {
+		next.Schema, next.Sizes, next.Documents = records.Schema, maps.Clone(rec.Sizes), maps.Clone(rec.Documents)
+		if next.Sizes == nil {
+			next.Sizes = map[string]int64{}
 		}
+		if next.Documents == nil {
+			next.Documents = map[string]ociDoc{}
+		}
+		maps.Copy(next.Sizes, b.sizes)
+		for _, d := range docs {
+			next.Documents[d.Digest.String()] = ociDoc{MediaType: d.MediaType, Content: d.Bytes}
+		}
+		batch[keys.record] = next
 	}
-	entries := map[digest.Digest]*ociDigestEntry{}
+	vs := v.String()
+	enter := func(d digest.Digest, entry *ociDigestEntry) {
+		ds := d.String()
+		if next.entered[ds] {
+			return
+		}
+		next.entered[ds] = true
+		key := keys.digest + ds
+		batch[key] = entry
+		entries = append(entries, digestEntry{d: d, key: key, entry: entry})
+	}
 	for _, d := range docs {
-		entries[d.Digest] = &ociDigestEntry{Version: v.String(), Platforms: b.platforms[d.Digest]}
+		enter(d.Digest, &ociDigestEntry{Version: vs, Platforms: b.platforms[d.Digest]})
 	}
 	for d, pl := range b.blobs {
-		entries[d] = &ociDigestEntry{Version: v.String(), Platform: pl}
+		enter(d, &ociDigestEntry{Version: vs, Platform: pl})
 	}
-	for d, entry := range entries {
-		key := ociDigestKey(p, d)
-		if _, _, ok := o.kept.Get(key); ok {
-			continue
-		}
-		gen := o.kept.Generation()
-		if err := o.store.PutMeta(key, entry); err != nil {
-			o.metrics.CacheWriteFailed()
-			return fmt.Errorf("storing an OCI digest of %s %s: %w", p, v, err)
-		}
-		o.kept.Put(key, gen, struct{}{})
-		if d != adopted {
-			o.parts.Shared.Put(key, entry)
-		}
-	}
-	return nil
-}
-
-func (o *OCI) addToRecord(p addrs.Provider, v versions.Version, docs []oci.Document, sizes map[string]int64) error {
-	key := ociRecordKey(p, v)
-	o.recs.Forget(key) // read what is stored now
-	old := o.record(p, v)
-	rec := &ociRecord{Schema: records.Schema, Sizes: maps.Clone(old.Sizes), Documents: maps.Clone(old.Documents)}
-	if rec.Sizes == nil {
-		rec.Sizes = map[string]int64{}
-	}
-	if rec.Documents == nil {
-		rec.Documents = map[string]ociDoc{}
-	}
-	maps.Copy(rec.Sizes, sizes)
-	for _, d := range docs {
-		rec.Documents[d.Digest.String()] = ociDoc{MediaType: d.MediaType, Content: d.Bytes}
-	}
-	if err := o.store.PutMeta(key, rec); err != nil {
-		o.metrics.CacheWriteFailed()
-		return fmt.Errorf("storing the OCI record of %s %s: %w", p, v, err)
-	}
-	o.recs.Forget(key)
-	o.recs.Put(key, o.recs.Generation(), rec)
-	return nil
+	return next, batch, entries
 }
 
 // entry finds what digest d of p's repository names, while its version's
@@ -468,25 +501,9 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 // Manifest returns the document (index or manifest) of p's repository
 // whose digest is d, if it was ever handed out, its version's package
 // record is still kept and the package policy lets the version through;
-// with its version, and what says whether the document is still the
-// one Manifest would answer while the index of its version is kept hot
-// (nil: the caller learns it from the engine's package answer of the
-// version, as IndexOf's). Errors: ErrDigestUnknown, an *Unadopted to
-// adopt first, discovery.ErrHostNotAllowed, the policy's.
-func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, func() bool, error) {
-	doc, v, err := o.manifest(ctx, p, d)
-	if err != nil {
-		return oci.Document{}, versions.Version{}, nil, err
-	}
-	if h, _, ok := o.hot.Get(versionKey{p, v}); ok && h.holds() {
-		return doc, v, h.holds, nil
-	}
-	return doc, v, nil, nil
-}
-
-// manifest is the document of digest d and its version, which the
-// package policy lets through.
-func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, error) {
+// with its version. Errors: ErrDigestUnknown, an *Unadopted to adopt
+// first, discovery.ErrHostNotAllowed, the policy's.
+func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, error) {
 	doc, v, err := o.keptManifest(ctx, p, d)
 	if err != nil {
 		return oci.Document{}, versions.Version{}, err

@@ -67,15 +67,15 @@ func RemoveVersion(store Remover, p addrs.Provider, v versions.Version, archives
 }
 
 // Forget drops what o remembers of version v of p, once its records were
-// removed (RemoveVersion): its record, its index, and which digests are
-// stored, so that an index of the version built again keeps its
-// documents anew. Removals are rare: the digest memos are cleared whole.
+// removed (RemoveVersion): its record, with which digests are stored, so
+// that an index of the version built again keeps its documents anew,
+// and the documents read back by digest. Removals are rare: the
+// documents' memo is cleared whole. (An index kept hot by its caller
+// ends with the version's package record: see Answer's Holds.)
 func (o *OCI) Forget(p addrs.Provider, v versions.Version) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.recs.Forget(ociRecordKey(p, v))
-	o.hot.Forget(versionKey{p, v})
-	o.kept.Clear()
 	o.docs.Clear()
 }
 

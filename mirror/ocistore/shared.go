@@ -77,7 +77,8 @@ func (o *OCI) Adopt(ctx context.Context, u *Unadopted, ans Answer) error {
 			return o.mismatch(p, v, d, unknown)
 		}
 		b := built{blobs: map[digest.Digest]string{d: entry.Platform}}
-		if err := o.keep(p, v, b, nil, d); err != nil {
+		keys := keysOf(p, v)
+		if err := o.keep(keys, p, v, o.recordAt(keys.record), b, nil, d); err != nil {
 			return err
 		}
 		return nil
@@ -90,7 +91,9 @@ func (o *OCI) Adopt(ctx context.Context, u *Unadopted, ans Answer) error {
 		}
 		subset = append(subset, a)
 	}
-	b, err := o.build(ctx, p, v, subset)
+	keys := keysOf(p, v)
+	rec := o.recordAt(keys.record)
+	b, err := o.build(ctx, p, v, rec, subset)
 	if err != nil {
 		return err
 	}
@@ -108,7 +111,7 @@ func (o *OCI) Adopt(ctx context.Context, u *Unadopted, ans Answer) error {
 			}
 		}
 	}
-	if err := o.keep(p, v, b, docs, d); err != nil {
+	if err := o.keep(keys, p, v, rec, b, docs, d); err != nil {
 		return err
 	}
 	return nil
