@@ -2,6 +2,7 @@ package mirror
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -291,5 +292,68 @@ func TestOCIRecordsWrittenWhole(t *testing.T) {
 		if n := resolving(newSide()); n != all {
 			t.Errorf("write %d failed, then the index again: %d of %d digests resolve", k, n, all)
 		}
+	}
+}
+
+// sizeGate is an origin whose archive size requests each wait until want
+// of them are under way at once, counting them.
+type sizeGate struct {
+	Origin
+	want  int32
+	asked atomic.Int32
+	all   chan struct{} // closed once want are under way
+}
+
+func (g *sizeGate) ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error) {
+	if g.asked.Add(1) == g.want {
+		close(g.all)
+	}
+	select {
+	case <-g.all:
+	case <-time.After(10 * time.Second):
+		return 0, errors.New("the other archives' sizes were not asked meanwhile")
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	}
+	return g.Origin.ArchiveSize(ctx, p, rawURL)
+}
+
+// The first index of a version asks the origin for its archives' sizes
+// all at once, not one after the other; and however many callers ask
+// for the index at the same time, each archive's size is asked once.
+func TestOCIArchiveSizesAskedAtOnce(t *testing.T) {
+	t.Parallel()
+	platforms := []string{"linux_amd64", "darwin_arm64", "windows_amd64"}
+	gate := &sizeGate{want: int32(len(platforms)), all: make(chan struct{})}
+	h := newHarness(t, harnessOptions{wrapOrigin: func(o Origin) Origin { gate.Origin = o; return gate }})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	o, err := h.engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, v := h.provider(), versions.MustParseVersion("1.0.0")
+	const callers = 4
+	got := make(chan digest.Digest, callers)
+	errs := make(chan error, callers)
+	for range callers {
+		go func() {
+			doc, err := o.Index(t.Context(), p, v)
+			got <- doc.Digest
+			errs <- err
+		}()
+	}
+	var first digest.Digest
+	for i := range callers {
+		if err := <-errs; err != nil {
+			t.Fatalf("index: %v", err)
+		}
+		if d := <-got; i == 0 {
+			first = d
+		} else if d != first {
+			t.Errorf("index %s, then %s", first, d)
+		}
+	}
+	if n := gate.asked.Load(); n != int32(len(platforms)) {
+		t.Errorf("%d archive size requests for %d archives, want one each", n, len(platforms))
 	}
 }
