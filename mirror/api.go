@@ -14,7 +14,11 @@ import (
 )
 
 // This file is the engine's API: what front doors (the HTTP mirror
-// protocol today) and subcommands call. Every method takes the caller's
+// protocol today) and subcommands call, through the package policy's
+// layer (mirror/served), which has decided, before a call reaches a
+// method here, that the provider's host is served (CheckOrigin) and that
+// the policy's address rules let it through; the methods judge what
+// depends on the version. Every method takes the caller's
 // context, which bounds only the caller's wait: work shared with other
 // callers goes on when it ends.
 
@@ -42,9 +46,6 @@ type ListState struct {
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
 func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, ListState, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return nil, ListState{}, err
-	}
 	gen := s.records.generation()
 	list, st, err := s.records.lists.Versions(ctx, p, false)
 	if err != nil {
@@ -93,9 +94,6 @@ type PlatformArchive struct {
 // discovery.ErrHostNotAllowed, records.ErrVersionNotFound, verify.ErrIntegrity,
 // records.ErrOffline, origin errors.
 func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return nil, err
-	}
 	gen := s.records.generation()
 	entry, list, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
@@ -130,9 +128,6 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 // begun (its size is known) or failed; ctx bounds that wait and the
 // Reads. Errors: those of Package, and records.ErrPlatformNotFound.
 func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return nil, err
-	}
 	if !s.platforms.serves(pl.String()) {
 		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
@@ -154,9 +149,6 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // and the archive if need be, verifies them and waits for the commit. It
 // returns where the archive came from. ctx bounds the wait only.
 func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return 0, err
-	}
 	if !s.platforms.serves(pl.String()) {
 		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
