@@ -128,13 +128,7 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 // begun (its size is known) or failed; ctx bounds that wait and the
 // Reads. Errors: those of Package, and records.ErrPlatformNotFound.
 func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error) {
-	if !s.platforms.serves(pl.String()) {
-		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
-	}
-	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
-		return nil, err
-	}
-	a, err := s.archiveFor(ctx, p, v, pl.String())
+	a, err := s.archiveFor(ctx, p, v, pl)
 	if err != nil {
 		return nil, err
 	}
@@ -149,17 +143,34 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // and the archive if need be, verifies them and waits for the commit. It
 // returns where the archive came from. ctx bounds the wait only.
 func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error) {
-	if !s.platforms.serves(pl.String()) {
-		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
-	}
-	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
-		return 0, err
-	}
-	a, err := s.archiveFor(ctx, p, v, pl.String())
+	a, err := s.archiveFor(ctx, p, v, pl)
 	if err != nil {
 		return 0, err
 	}
 	return s.archives.Ensure(ctx, p, a)
+}
+
+// archiveFor returns the verified archive record of version v of p for
+// platform pl, for OpenArchive and EnsureArchive: a platform the engine
+// serves, the version as the policy judges it (dated by p's version list
+// when it must be), then its package record, found, or fetched and
+// verified.
+func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.ArchiveRecord, error) {
+	if !s.platforms.serves(pl.String()) {
+		return records.ArchiveRecord{}, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
+	}
+	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
+		return records.ArchiveRecord{}, err
+	}
+	rec, _, err := s.records.packageFor(ctx, p, v, []string{pl.String()}, nil, false)
+	if err != nil {
+		return records.ArchiveRecord{}, err
+	}
+	a, ok := rec.Archives[pl.String()]
+	if !ok {
+		return records.ArchiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
+	}
+	return a, nil
 }
 
 // CachedSize returns the size of the cached archive whose sha256 is sha,
