@@ -14,7 +14,11 @@ import (
 )
 
 // This file is the engine's API: what front doors (the HTTP mirror
-// protocol today) and subcommands call. Every method takes the caller's
+// protocol today) and subcommands call, through the package policy's
+// layer (mirror/served), which has decided, before a call reaches a
+// method here, that the provider's host is served (CheckOrigin) and that
+// the policy's address rules let it through; the methods judge what
+// depends on the version. Every method takes the caller's
 // context, which bounds only the caller's wait: work shared with other
 // callers goes on when it ends.
 
@@ -42,9 +46,6 @@ type ListState struct {
 // returned with ListState.Stale set. The list is shared and must not be
 // modified.
 func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, ListState, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return nil, ListState{}, err
-	}
 	gen := s.records.generation()
 	list, st, err := s.records.lists.Versions(ctx, p, false)
 	if err != nil {
@@ -93,9 +94,6 @@ type PlatformArchive struct {
 // discovery.ErrHostNotAllowed, records.ErrVersionNotFound, verify.ErrIntegrity,
 // records.ErrOffline, origin errors.
 func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return nil, err
-	}
 	gen := s.records.generation()
 	entry, list, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
@@ -130,16 +128,7 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 // begun (its size is known) or failed; ctx bounds that wait and the
 // Reads. Errors: those of Package, and records.ErrPlatformNotFound.
 func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return nil, err
-	}
-	if !s.platforms.serves(pl.String()) {
-		return nil, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
-	}
-	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
-		return nil, err
-	}
-	a, err := s.archiveFor(ctx, p, v, pl.String())
+	a, err := s.archiveFor(ctx, p, v, pl)
 	if err != nil {
 		return nil, err
 	}
@@ -154,20 +143,34 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // and the archive if need be, verifies them and waits for the commit. It
 // returns where the archive came from. ctx bounds the wait only.
 func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return 0, err
-	}
-	if !s.platforms.serves(pl.String()) {
-		return 0, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
-	}
-	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
-		return 0, err
-	}
-	a, err := s.archiveFor(ctx, p, v, pl.String())
+	a, err := s.archiveFor(ctx, p, v, pl)
 	if err != nil {
 		return 0, err
 	}
 	return s.archives.Ensure(ctx, p, a)
+}
+
+// archiveFor returns the verified archive record of version v of p for
+// platform pl, for OpenArchive and EnsureArchive: a platform the engine
+// serves, the version as the policy judges it (dated by p's version list
+// when it must be), then its package record, found, or fetched and
+// verified.
+func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.ArchiveRecord, error) {
+	if !s.platforms.serves(pl.String()) {
+		return records.ArchiveRecord{}, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
+	}
+	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
+		return records.ArchiveRecord{}, err
+	}
+	rec, _, err := s.records.packageFor(ctx, p, v, []string{pl.String()}, nil, false)
+	if err != nil {
+		return records.ArchiveRecord{}, err
+	}
+	a, ok := rec.Archives[pl.String()]
+	if !ok {
+		return records.ArchiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
+	}
+	return a, nil
 }
 
 // CachedSize returns the size of the cached archive whose sha256 is sha,

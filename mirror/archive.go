@@ -2,14 +2,9 @@ package mirror
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
-	"github.com/apparentlymart/go-versions/versions"
-
-	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
-	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // copyBufferSize is the unit in which the engine copies documents it
@@ -25,19 +20,6 @@ type Archive = fetch.Archive
 // Blob is an immutable file other than a provider archive, fetched once
 // and verified as provider archives are (fetch.Blob). See OpenBlob.
 type Blob = fetch.Blob
-
-// archiveFor returns the verified archive record for one platform of v.
-func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl string) (records.ArchiveRecord, error) {
-	rec, _, err := s.records.packageFor(ctx, p, v, []string{pl}, nil, false)
-	if err != nil {
-		return records.ArchiveRecord{}, err
-	}
-	a, ok := rec.Archives[pl]
-	if !ok {
-		return records.ArchiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
-	}
-	return a, nil
-}
 
 // OpenBlob opens the file b: from the cache, or else from the origin
 // download of it under way, starting one if there is none, as

@@ -388,8 +388,11 @@ func (c Config) clone() Config {
 }
 
 // CheckOrigin returns nil when p's host is an allowed origin, and an error
-// wrapping discovery.ErrHostNotAllowed otherwise. Every method that takes a
-// provider checks it first.
+// wrapping discovery.ErrHostNotAllowed otherwise. The package policy's
+// layer (mirror/served) asks it, with the address rules, before any call
+// reaches the engine's package API, whose methods do not ask it again;
+// the origin side refuses such a host on its own (the origin client's
+// allowed origins, mirror/originguard for a local-only host).
 //
 // A host that is not an allowed origin but that Import has loaded
 // providers of is local-only: its providers are served from the cache

@@ -36,9 +36,6 @@ import (
 // the next call fetches it anew, and the call fails with the
 // *verify.Error. Errors: those of Package, and verify.ErrIntegrity.
 func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error) {
-	if err := s.CheckOrigin(p); err != nil {
-		return nil, err
-	}
 	entry, list, st, err := s.records.versionEntry(ctx, p, v)
 	if err != nil {
 		return nil, err

@@ -219,14 +219,12 @@ type providerRoutes struct {
 	docs   *renderMemo // rendered index.json, VERSION.json and registry versions answers
 }
 
-// provider parses the request's provider address and checks its host is allowed.
+// provider parses the request's provider address. Whether its host is
+// served and the policy lets it through, the engine behind the policy
+// (mirror/served) decides, once, in the call the request makes of it.
 func (pr *providerRoutes) provider(r *http.Request) (addrs.Provider, error) {
 	vars := mux.Vars(r)
-	p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
-	if err != nil {
-		return p, err
-	}
-	return p, pr.engine.CheckOrigin(p)
+	return parseProvider(vars["host"], vars["namespace"], vars["type"])
 }
 
 // versions reads the version list of the request's provider, for the

@@ -111,19 +111,10 @@ func (g *providerRegistry) newVersions(list *records.VersionList) registryjson.V
 	return doc
 }
 
-// target parses the provider, version and platform of a download
-// or file request, and checks that the provider's host is an origin this
-// mirror serves.
-func (g *providerRegistry) target(r *http.Request) (addrs.Provider, versions.Version, addrs.Platform, error) {
-	p, v, pl, err := parseRegistryTarget(r)
-	if err != nil {
-		return p, v, pl, err
-	}
-	return p, v, pl, g.engine.CheckOrigin(p)
-}
-
-// parseRegistryTarget is target without the origin check, for
-// what must not depend on which hosts this mirror serves.
+// parseRegistryTarget parses the provider, version and platform of a
+// download or file request. Whether the provider's host is served and
+// the policy lets it through, the engine behind the policy
+// (mirror/served) decides, once, in the call the request makes of it.
 func parseRegistryTarget(r *http.Request) (addrs.Provider, versions.Version, addrs.Platform, error) {
 	vars := mux.Vars(r)
 	p, err := parseProvider(vars["host"], vars["namespace"], vars["type"])
@@ -168,7 +159,7 @@ func (g *providerRegistry) evidence(r *http.Request, p addrs.Provider, v version
 }
 
 func (g *providerRegistry) handleDownload(w http.ResponseWriter, r *http.Request) {
-	p, v, pl, err := g.target(r)
+	p, v, pl, err := parseRegistryTarget(r)
 	if err != nil {
 		g.fail(w, r, err)
 		return
@@ -201,7 +192,7 @@ func registryFileName(v versions.Version, pl addrs.Platform, file string) string
 // handleFile serves the SHA256SUMS document, or its signature,
 // that verified a package, byte for byte as the origin served it.
 func (g *providerRegistry) handleFile(w http.ResponseWriter, r *http.Request) {
-	p, v, pl, err := g.target(r)
+	p, v, pl, err := parseRegistryTarget(r)
 	if err != nil {
 		g.fail(w, r, err)
 		return

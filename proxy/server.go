@@ -39,14 +39,13 @@ type Engine interface {
 }
 
 // ProviderEngine is what the provider routes (the network mirror and the
-// provider registry protocols) need from the engine.
+// provider registry protocols) need from the engine. Each of its calls
+// that names a provider decides whether the provider's host is served
+// and the policy lets it through, before anything else: the routes
+// parse the request, make one call, and map its error.
 type ProviderEngine interface {
 	// Config returns the engine's configuration in effect.
 	Config() mirror.Config
-	// CheckOrigin fails for a provider of a host the engine does not
-	// serve (the origin client's ErrHostNotAllowed, which httperr answers
-	// with 404).
-	CheckOrigin(p addrs.Provider) error
 	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
 	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*mirror.Package, error)
 	Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error)

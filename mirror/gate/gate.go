@@ -417,6 +417,10 @@ func (g *Gate) DatesProvider(p addrs.Provider) bool {
 // it back: a *PolicyError. list, the version list v was found in, dates
 // v (required when DatesProvider says so): a provider's documents are
 // judged with the list that answered for them, not a second one read.
+// The address rules (deny, allow) were decided before the call reached
+// the engine (CheckAddress, asked by mirror/served); an address they
+// refuse, should a caller come without asking, is refused here with its
+// version, as every version of it is (policy.Subject.Version).
 func (g *Gate) CheckProviderIn(ctx context.Context, p addrs.Provider, v versions.Version, list *records.VersionList) error {
 	pol := g.Current()
 	if pol == nil {
@@ -424,9 +428,6 @@ func (g *Gate) CheckProviderIn(ctx context.Context, p addrs.Provider, v versions
 	}
 	addr := p.String()
 	sub := pol.For(policy.Provider, addr)
-	if err := g.checkSubject(&sub, policy.Provider, addr); err != nil {
-		return err
-	}
 	now := g.now()
 	var rel policy.Release
 	if list != nil {

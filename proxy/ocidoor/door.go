@@ -31,7 +31,10 @@ import (
 // repositories, behind the package policy: their version lists, and
 // the OCI documents and blobs. *mirror/served.Packages implements it.
 type Providers interface {
-	// CheckOrigin fails for a provider of a host the engine does not serve.
+	// CheckOrigin fails for a provider of a host the engine does not
+	// serve, or one the policy refuses whatever the version: asked only
+	// where the door answers without another of these calls (the empty
+	// config blob, referrers), as each of the others decides it itself.
 	CheckOrigin(p addrs.Provider) error
 	Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, mirror.ListState, error)
 	// IndexAnswer and ManifestAnswer return a document with what says
@@ -135,7 +138,9 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		a.write(w, r)
 		return
 	}
-	if m, _, ok := d.refs.Get(path); ok && d.providers.CheckOrigin(m.p) == nil {
+	// A manifest request parsed before is answered at once: the call
+	// serveManifest makes decides whether its provider is served now.
+	if m, _, ok := d.refs.Get(path); ok {
 		d.serveManifest(w, r, m)
 		return
 	}
@@ -184,8 +189,10 @@ func split(rest string) (name, ref, kind string) {
 	return "", "", ""
 }
 
-// provider parses a repository name of a provider the engine serves; on
-// an error it answers NAME_UNKNOWN.
+// provider parses a repository name of a provider; on an error it
+// answers NAME_UNKNOWN. Whether the provider's host is served and the
+// policy lets it through, the call the request makes of the providers
+// decides (served, for the calls that make none).
 func (d *Door) provider(w http.ResponseWriter, r *http.Request, name string) (addrs.Provider, bool) {
 	repo, _, ok := d.names.Get(name)
 	var err error
@@ -198,14 +205,22 @@ func (d *Door) provider(w http.ResponseWriter, r *http.Request, name string) (ad
 	if err == nil && repo.Kind != oci.KindProvider {
 		err = fmt.Errorf("%q: module repositories are not served here", name)
 	}
-	if err == nil {
-		err = d.providers.CheckOrigin(repo.Provider)
-	}
 	if err != nil {
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, err)
 		return addrs.Provider{}, false
 	}
 	return repo.Provider, true
+}
+
+// served answers NAME_UNKNOWN and returns false for a provider of a host
+// the engine does not serve or one the policy refuses whatever the
+// version, for an answer that asks the providers nothing else.
+func (d *Door) served(w http.ResponseWriter, r *http.Request, p addrs.Provider) bool {
+	if err := d.providers.CheckOrigin(p); err != nil {
+		d.fail(w, r, codeNameUnknown, http.StatusNotFound, err)
+		return false
+	}
+	return true
 }
 
 // tagList is the tag list answer.
@@ -433,6 +448,9 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 	}
 	h := w.Header()
 	if dg == oci.EmptyConfig().Digest {
+		if !d.served(w, r, p) {
+			return
+		}
 		h.Set("Docker-Content-Digest", dg.String())
 		h.Set("ETag", `"`+dg.String()+`"`)
 		h.Set("Cache-Control", "max-age=31536000, immutable")
@@ -463,7 +481,8 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 // referrers answers NAME/referrers/DIGEST: no artifact refers to another
 // here, so an empty index.
 func (d *Door) referrers(w http.ResponseWriter, r *http.Request, name, ref string) {
-	if _, ok := d.provider(w, r, name); !ok {
+	p, ok := d.provider(w, r, name)
+	if !ok || !d.served(w, r, p) {
 		return
 	}
 	if _, err := digest.Parse(ref); err != nil {

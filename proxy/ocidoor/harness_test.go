@@ -45,6 +45,9 @@ type rigOptions struct {
 	engine   mirror.Config
 	auth     *proxy.Auth
 	cacheDir string // "" = in memory
+	// providers, if set, is what the package policy's layer decorates in
+	// place of the engine (a stand-in over it).
+	providers func(*mirror.Engine) served.Providers
 }
 
 func newRig(t testing.TB, opts rigOptions) *rig {
@@ -78,7 +81,11 @@ func (r *rig) start(opts rigOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkgs, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips(), OCI: side})
+	var providers served.Providers = engine
+	if opts.providers != nil {
+		providers = opts.providers(engine)
+	}
+	pkgs, err := served.New(served.Parts{Providers: providers, Modules: engine.Modules().Zips(), OCI: side})
 	if err != nil {
 		t.Fatal(err)
 	}
