@@ -379,6 +379,10 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		default:
 			s.log.Error("archive fetch failed", "provider", subject(p, src), "file", a.Filename, "error", err)
 		}
+		// Out of inflight before the waiters learn of the failure: a
+		// caller told of it that asks again must start a new fetch, not
+		// join this failed one.
+		fr.remove(f)
 		// Failed before aborting the writer, so that no client reading
 		// it mistakes the abort for a fault of its own.
 		f.fail(err)
