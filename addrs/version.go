@@ -47,3 +47,18 @@ func validSemverExtra(s string) bool {
 	}
 	return true
 }
+
+// ParseModuleVersion parses a registry module's version as the clients'
+// module installers do: semantic versioning with an optional leading
+// "v" (the module registry protocol lets an origin list "v1.1.0", and
+// Terraform's installer reads it as 1.1.0), otherwise as ParseSemver.
+// The version returned is the one version every spelling names: its
+// String is the canonical form ("1.1.0" for "v1.1.0"), the one records,
+// release times and the package policy's rules are keyed by.
+func ParseModuleVersion(s string) (versions.Version, error) {
+	v, err := ParseSemver(strings.TrimPrefix(s, "v"))
+	if err != nil {
+		return versions.Version{}, fmt.Errorf("module version %q: %w", s, err)
+	}
+	return v, nil
+}
