@@ -122,7 +122,11 @@ func storedModule(ctx context.Context, pkgs Served, cm modules.Cached) error {
 	if err != nil {
 		return nil // not judged: exportModule reports it as failed
 	}
-	return pkgs.StoredModuleVersion(ctx, m, cm.Version)
+	v, err := addrs.ParseModuleVersion(cm.Version)
+	if err != nil {
+		return err // no door serves it: left out
+	}
+	return pkgs.StoredModuleVersion(ctx, m, v)
 }
 
 // exportModule writes one module version's package, unless it is there

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -100,7 +101,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 		t.Errorf("%d blobs cached after the refused refetch", n)
 	}
 	var r records.ModuleRecord
-	if _, err := h.Store.GetMeta(records.ModuleRecordKey(harness.Module, "1.0.0"), &r); err != nil || r.SHA256 != sha || r.Commit != first {
+	if _, err := h.Store.GetMeta(records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0")), &r); err != nil || r.SHA256 != sha || r.Commit != first {
 		t.Errorf("record after the refused refetch: %+v, %v (want it unchanged)", r, err)
 	}
 	if got := rec.got(); len(got) != 3 || got[0] != "git/success" || got[2] != "git/changed" {
@@ -127,7 +128,7 @@ func TestModulesOffline(t *testing.T) {
 	if _, _, err := h.ReadModule("1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Engine.Modules().ModuleLocation(context.Background(), harness.Module, "2.0.0"); err != nil {
+	if _, err := h.Engine.Modules().ModuleLocation(context.Background(), harness.Module, enginetest.MustModuleVersion(t, "2.0.0")); err != nil {
 		t.Fatal(err) // a record, no package
 	}
 	h.Stop()
