@@ -7,8 +7,8 @@ import (
 	"regexp"
 	"strings"
 
-	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/apparentlymart/go-versions/versions"
+	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/net/idna"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
