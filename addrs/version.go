@@ -55,8 +55,19 @@ func validSemverExtra(s string) bool {
 // The version returned is the one version every spelling names: its
 // String is the canonical form ("1.1.0" for "v1.1.0"), the one records,
 // release times and the package policy's rules are keyed by.
+//
+// It is stricter than ParseSemver on one point: a "-" or "+" with
+// nothing after it ("1.1.0-", which the library reads as 1.1.0) is
+// refused, as the clients' module installers refuse it, so that a
+// version has no spelling a client would not send.
 func ParseModuleVersion(s string) (versions.Version, error) {
-	v, err := ParseSemver(strings.TrimPrefix(s, "v"))
+	bare := strings.TrimPrefix(s, "v")
+	main, meta, hasMeta := strings.Cut(bare, "+")
+	_, pre, hasPre := strings.Cut(main, "-")
+	if hasMeta && meta == "" || hasPre && pre == "" {
+		return versions.Version{}, fmt.Errorf("module version %q: an empty prerelease or build metadata part", s)
+	}
+	v, err := ParseSemver(bare)
 	if err != nil {
 		return versions.Version{}, fmt.Errorf("module version %q: %w", s, err)
 	}

@@ -12,6 +12,8 @@ func TestParseModuleVersion(t *testing.T) {
 		"v1.1":          "1.1.0",
 		"1.0.0-rc.1+b2": "1.0.0-rc.1+b2",
 		"v2.0.0-beta.1": "2.0.0-beta.1",
+		"1.0.0+b-1":     "1.0.0+b-1",
+		"1.0.0-rc-1":    "1.0.0-rc-1",
 	} {
 		v, err := ParseModuleVersion(in)
 		if err != nil || v.String() != want {
@@ -24,7 +26,7 @@ func TestParseModuleVersion(t *testing.T) {
 		t.Errorf("v1.1.0 and 1.1.0 are two versions: %#v, %#v", a, b)
 	}
 	for _, bad := range []string{"", "v", "vv1.1.0", "V1.1.0", "latest", "1.1.0/..", "../1.1.0", " 1.1.0", "1.1.0 ",
-		"99999999999999999999.0.0", "1.0.0+.", "1.0.0-a..b", "1.1.0%2F"} {
+		"99999999999999999999.0.0", "1.0.0+.", "1.0.0-a..b", "1.1.0%2F", "1.1.0-", "1.1.0+", "v1.1.0-+", "1.1.0-rc.1+"} {
 		if v, err := ParseModuleVersion(bad); err == nil {
 			t.Errorf("ParseModuleVersion(%q) = %q, want an error", bad, v)
 		}
