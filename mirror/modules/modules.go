@@ -333,7 +333,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		if err != nil {
 			return nil, err
 		}
-		originVersion := s.originModuleVersion(m, version)
+		originVersion := s.originModuleVersion(ctx, m, version)
 		loc, err := mo.ModuleLocation(ctx, m, originVersion)
 		if err != nil {
 			return nil, err
@@ -366,13 +366,21 @@ func (s *Modules) checkPolicy(ctx context.Context, m addrs.Module, version versi
 	})
 }
 
-// originModuleVersion is the origin's spelling of version, from the
-// cached version list ("v1.0.0" when the client asks for "1.0.0"); the
-// canonical form when the list does not name it.
-func (s *Modules) originModuleVersion(m addrs.Module, version versions.Version) string {
+// originModuleVersion is the origin's spelling of version ("v1.0.0"
+// when the client asks for 1.0.0), from m's version list: the cached
+// one, or, when it does not name the version (a client that asked for
+// the version without listing first), the list as ModuleVersions gets
+// it (from the origin once the cached one is stale); the canonical form
+// when neither names it.
+func (s *Modules) originModuleVersion(ctx context.Context, m addrs.Module, version versions.Version) string {
 	var list records.ModuleVersionList
 	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err == nil {
 		if raw, ok := list.OriginSpelling(version); ok {
+			return raw
+		}
+	}
+	if fresh, _, err := s.moduleVersions(ctx, m); err == nil {
+		if raw, ok := fresh.OriginSpelling(version); ok {
 			return raw
 		}
 	}
