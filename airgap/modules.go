@@ -303,7 +303,7 @@ func importLocalModule(ctx context.Context, engine Engine, b *bundle, m addrs.Mo
 	case !b.allowUnsigned:
 		return fmt.Errorf("%s holds a local module's files, which nothing signs; to accept it as a local module, import with --allow-unsigned", shown)
 	}
-	if _, err := addrs.ParseSemver(strings.TrimPrefix(version, "v")); err != nil || !safeVersion(version) {
+	if _, err := addrs.ParseModuleVersion(version); err != nil || !safeVersion(version) {
 		return fmt.Errorf("%s: the directory's name %q is not a version", shown, version)
 	}
 	tmp, err := os.CreateTemp(scratchDir, scratch.Pattern(scratch.LocalModule, "", ".tar.gz"))
