@@ -94,10 +94,25 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 			}
 		})
 	}
-	res, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.TarballModule, Version: "0.1.0", Location: loc,
-		SHA256: sha256Hex(want), Open: opener(want)})
-	if err != nil || !res.Present || res.Size != int64(len(want)) {
-		t.Errorf("importing the cached package: %+v, %v", res, err)
+	// The same version in the other spelling joins the same record.
+	for _, spelled := range []string{"0.1.0", "v0.1.0"} {
+		res, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.TarballModule, Version: spelled, Location: loc,
+			SHA256: sha256Hex(want), Open: opener(want)})
+		if err != nil || !res.Present || res.Size != int64(len(want)) {
+			t.Errorf("importing the cached package as %s: %+v, %v", spelled, res, err)
+		}
+	}
+	// A version that does not parse is refused, and leaves no record.
+	for _, bad := range []string{"latest", "0.1.0-", "../0.1.0", ""} {
+		if _, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.TarballModule, Version: bad, Location: loc,
+			SHA256: sha256Hex(want), Open: opener(want)}); err == nil {
+			t.Errorf("ImportModule of version %q: accepted", bad)
+		}
+	}
+	n := 0
+	h.Engine.Modules().ListCachedModules(func(modules.Cached) error { n++; return nil })
+	if n != 1 {
+		t.Errorf("%d module records after the imports, want the one version's", n)
 	}
 }
 
