@@ -47,3 +47,29 @@ func validSemverExtra(s string) bool {
 	}
 	return true
 }
+
+// ParseModuleVersion parses a registry module's version as the clients'
+// module installers do: semantic versioning with an optional leading
+// "v" (the module registry protocol lets an origin list "v1.1.0", and
+// Terraform's installer reads it as 1.1.0), otherwise as ParseSemver.
+// The version returned is the one version every spelling names: its
+// String is the canonical form ("1.1.0" for "v1.1.0"), the one records,
+// release times and the package policy's rules are keyed by.
+//
+// It is stricter than ParseSemver on one point: a "-" or "+" with
+// nothing after it ("1.1.0-", which the library reads as 1.1.0) is
+// refused, as the clients' module installers refuse it, so that a
+// version has no spelling a client would not send.
+func ParseModuleVersion(s string) (versions.Version, error) {
+	bare := strings.TrimPrefix(s, "v")
+	main, meta, hasMeta := strings.Cut(bare, "+")
+	_, pre, hasPre := strings.Cut(main, "-")
+	if hasMeta && meta == "" || hasPre && pre == "" {
+		return versions.Version{}, fmt.Errorf("module version %q: an empty prerelease or build metadata part", s)
+	}
+	v, err := ParseSemver(bare)
+	if err != nil {
+		return versions.Version{}, fmt.Errorf("module version %q: %w", s, err)
+	}
+	return v, nil
+}

@@ -188,7 +188,7 @@ type Packages interface {
 	EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error)
 	CachedSize(sha string) (int64, bool)
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
-	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
+	OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Package, error)
 }
 
 // Engine is what the admin operations use of the engine: what export and

@@ -18,7 +18,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
@@ -59,15 +58,21 @@ func (a *API) ModuleVersions(ctx context.Context, m addrs.Module) ([]string, err
 
 // UnpackModule makes sure the package of version of m is cached and
 // writes its files under dir, which must be an absolute path to an
-// existing empty directory.
+// existing empty directory. version is parsed here, once
+// (addrs.ParseModuleVersion: "v1.1.0" is 1.1.0); one that does not parse
+// is a bad request.
 func (a *API) UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (Module, error) {
+	v, err := addrs.ParseModuleVersion(version)
+	if err != nil {
+		return Module{}, httperr.BadRequest("%v", err)
+	}
 	if !filepath.IsAbs(dir) {
 		return Module{}, httperr.BadRequest("dir %q is not an absolute path", dir)
 	}
 	if entries, err := os.ReadDir(dir); err != nil || len(entries) > 0 {
 		return Module{}, httperr.BadRequest("dir %q is not an existing empty directory", dir)
 	}
-	pkg, err := a.pkgs.OpenModule(ctx, m, version)
+	pkg, err := a.pkgs.OpenModule(ctx, m, v)
 	if err != nil {
 		return Module{}, err
 	}
@@ -92,9 +97,6 @@ func (a *API) moduleRoutes(mux *http.ServeMux) {
 		m, err := addrs.ParseModule(req.Module)
 		if err != nil {
 			return m, attrs, httperr.BadRequest("%v", err)
-		}
-		if strings.Contains(req.Version, "/") {
-			return m, attrs, httperr.BadRequest("invalid version %q", req.Version)
 		}
 		return m, attrs, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -94,7 +95,7 @@ func putOldModulePackage(t *testing.T, h *harness, pkg []byte) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := h.engine.Modules().OpenModule(t.Context(), m, "1.0.0")
+	p, err := h.engine.Modules().OpenModule(t.Context(), m, versions.MustParseVersion("1.0.0"))
 	if err != nil {
 		t.Fatal(err)
 	}

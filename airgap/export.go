@@ -89,7 +89,7 @@ type ExportSummary struct {
 // an export carries is what the mirror serves.
 type Served interface {
 	StoredVersion(ctx context.Context, p addrs.Provider, v versions.Version) error
-	StoredModuleVersion(ctx context.Context, m addrs.Module, version string) error
+	StoredModuleVersion(ctx context.Context, m addrs.Module, v versions.Version) error
 }
 
 // Export writes the cached packages sel selects that pkgs (the package

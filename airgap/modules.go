@@ -122,7 +122,11 @@ func storedModule(ctx context.Context, pkgs Served, cm modules.Cached) error {
 	if err != nil {
 		return nil // not judged: exportModule reports it as failed
 	}
-	return pkgs.StoredModuleVersion(ctx, m, cm.Version)
+	v, err := addrs.ParseModuleVersion(cm.Version)
+	if err != nil {
+		return err // no door serves it: left out
+	}
+	return pkgs.StoredModuleVersion(ctx, m, v)
 }
 
 // exportModule writes one module version's package, unless it is there
@@ -299,7 +303,7 @@ func importLocalModule(ctx context.Context, engine Engine, b *bundle, m addrs.Mo
 	case !b.allowUnsigned:
 		return fmt.Errorf("%s holds a local module's files, which nothing signs; to accept it as a local module, import with --allow-unsigned", shown)
 	}
-	if _, err := addrs.ParseSemver(strings.TrimPrefix(version, "v")); err != nil || !safeVersion(version) {
+	if _, err := addrs.ParseModuleVersion(version); err != nil || !safeVersion(version) {
 		return fmt.Errorf("%s: the directory's name %q is not a version", shown, version)
 	}
 	tmp, err := os.CreateTemp(scratchDir, scratch.Pattern(scratch.LocalModule, "", ".tar.gz"))

@@ -54,7 +54,7 @@ const tarballRel = "modules/registry.terraform.io/acme/tarball/aws/0.1.0"
 // moduleBytes returns the package of version of m as engine serves it.
 func moduleBytes(t *testing.T, engine *mirror.Engine, m addrs.Module, version string) (*modules.Package, []byte) {
 	t.Helper()
-	pkg, err := engine.Modules().OpenModule(context.Background(), m, version)
+	pkg, err := engine.Modules().OpenModule(context.Background(), m, enginetest.MustModuleVersion(t, version))
 	if err != nil {
 		t.Fatalf("OpenModule %s %s: %v", m, version, err)
 	}
@@ -126,7 +126,7 @@ func TestExportImportModules(t *testing.T) {
 	if err != nil || !slices.Equal(list.Versions, []string{"0.1.0"}) {
 		t.Fatalf("the sealed mirror lists %v, %v", list, err)
 	}
-	rec, err := sealed.Modules().ModuleLocation(context.Background(), tarballModule, "0.1.0")
+	rec, err := sealed.Modules().ModuleLocation(context.Background(), tarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 	if err != nil || rec.Subdir != "modules/app" || rec.Provenance != records.ProvenanceImported {
 		t.Fatalf("record %+v, %v", rec, err)
 	}
@@ -210,7 +210,7 @@ func TestImportModuleRefused(t *testing.T) {
 			if _, _, err := sealed.Modules().ModuleVersions(context.Background(), tarballModule); !errors.Is(err, records.ErrOffline) {
 				t.Errorf("the refused module is listed: %v", err)
 			}
-			if _, err := sealed.Modules().OpenModule(context.Background(), tarballModule, "0.1.0"); err == nil {
+			if _, err := sealed.Modules().OpenModule(context.Background(), tarballModule, enginetest.MustModuleVersion(t, "0.1.0")); err == nil {
 				t.Error("the refused module is served")
 			}
 		})

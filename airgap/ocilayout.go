@@ -47,7 +47,7 @@ type Artifacts interface {
 	Served
 	Index(ctx context.Context, p addrs.Provider, v versions.Version) (oci.Document, error)
 	Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error)
-	ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error)
+	ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error)
 	ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error)
 }
 
@@ -245,7 +245,7 @@ func (x *ociLayoutExport) module(cm modules.Cached) error {
 	if err != nil {
 		return err
 	}
-	pv, err := versions.ParseVersion(strings.TrimPrefix(cm.Version, "v"))
+	pv, err := addrs.ParseModuleVersion(cm.Version)
 	if err != nil {
 		return fmt.Errorf("version %q is not a version a tag can name", cm.Version)
 	}
@@ -253,7 +253,7 @@ func (x *ociLayoutExport) module(cm modules.Cached) error {
 	if !ok {
 		return fmt.Errorf("version %s makes no tag", pv)
 	}
-	doc, err := x.arts.ModuleManifest(x.ctx, m, cm.Version)
+	doc, err := x.arts.ModuleManifest(x.ctx, m, pv)
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,7 @@ func TestExportOCILayout(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	module, err := engine.Modules().Zips().ModuleManifest(ctx, tarballModule, "0.1.0")
+	module, err := engine.Modules().Zips().ModuleManifest(ctx, tarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func checkManifestBlobs(t *testing.T, out, repo string, d digest.Digest) {
 func TestExportOCILayoutLeavesOutDenied(t *testing.T) {
 	engine, p := cachedNetAndTarball(t)
 	ctx := context.Background()
-	module, err := engine.Modules().Zips().ModuleManifest(ctx, tarballModule, "0.1.0")
+	module, err := engine.Modules().Zips().ModuleManifest(ctx, tarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}

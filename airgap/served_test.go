@@ -39,9 +39,9 @@ func (l refusingLayer) StoredVersion(ctx context.Context, p addrs.Provider, v ve
 	return l.Served.StoredVersion(ctx, p, v)
 }
 
-func (l refusingLayer) StoredModuleVersion(ctx context.Context, m addrs.Module, version string) error {
+func (l refusingLayer) StoredModuleVersion(ctx context.Context, m addrs.Module, version versions.Version) error {
 	if l.refused[m.String()] {
-		return layerRefusal(policy.Module, m.String(), version)
+		return layerRefusal(policy.Module, m.String(), version.String())
 	}
 	return l.Served.StoredModuleVersion(ctx, m, version)
 }

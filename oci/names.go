@@ -7,6 +7,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 	"golang.org/x/net/idna"
 
@@ -314,4 +315,23 @@ func ParseTag(tag string) (version string, ok bool) {
 		return "", false
 	}
 	return version, true
+}
+
+// ParseModuleTag is ParseTag of a module repository's tag, where a
+// version is a module version (addrs.ParseModuleVersion): the tag of a
+// version, or that tag with the leading "v" the module registry protocol
+// allows ("v1.1.0" names 1.1.0, as the registry door reads it). A tag
+// that names no version gives ok false.
+func ParseModuleTag(tag string) (v versions.Version, ok bool) {
+	if !tagPattern.MatchString(tag) {
+		return versions.Version{}, false
+	}
+	v, err := addrs.ParseModuleVersion(strings.ReplaceAll(tag, "_", "+"))
+	if err != nil {
+		return versions.Version{}, false
+	}
+	if t, ok := Tag(v.String()); !ok || (tag != t && tag != "v"+t) {
+		return versions.Version{}, false
+	}
+	return v, true
 }

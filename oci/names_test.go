@@ -238,3 +238,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// A module repository's tag is the version's, with or without the
+// leading "v" the module registry protocol allows: both name the one
+// version; what is not a version's tag names none.
+func TestModuleTags(t *testing.T) {
+	for tag, want := range map[string]string{
+		"1.0.0":              "1.0.0",
+		"v1.0.0":             "1.0.0",
+		"1.2.3_build.7":      "1.2.3+build.7",
+		"v1.2.3-rc1_meta-da": "1.2.3-rc1+meta-da",
+	} {
+		v, ok := ParseModuleTag(tag)
+		if !ok || v.String() != want {
+			t.Errorf("ParseModuleTag(%q) = %s, %v; want %s", tag, v, ok, want)
+		}
+	}
+	for _, tag := range []string{"latest", "v", "vv1.0.0", "V1.0.0", "1.0", "v1.0", "01.0.0", "v01.0.0", "1.0.0_", "1.0.0-", "1.0.0+x",
+		"v1.0.0__x", "", "99999999999999999999.0.0", "v1.0.0-" + strings.Repeat("a", 200)} {
+		if v, ok := ParseModuleTag(tag); ok {
+			t.Errorf("ParseModuleTag(%q) = %s, want no version", tag, v)
+		}
+	}
+}

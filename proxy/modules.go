@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/gorilla/mux"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -35,8 +36,8 @@ import (
 type ModuleEngine interface {
 	CheckModuleOrigin(m addrs.Module) error
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
-	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error)
-	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error)
+	OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Package, error)
 }
 
 // modulePackageFile is the package's file name below its version.
@@ -101,26 +102,29 @@ func (mr *moduleRegistry) module(r *http.Request) (addrs.Module, error) {
 }
 
 // moduleVersion parses the request's module and version.
-func (mr *moduleRegistry) moduleVersion(r *http.Request) (addrs.Module, string, error) {
+func (mr *moduleRegistry) moduleVersion(r *http.Request) (addrs.Module, versions.Version, error) {
 	m, err := mr.module(r)
 	if err != nil {
-		return addrs.Module{}, "", err
+		return addrs.Module{}, versions.Version{}, err
 	}
 	version, err := requestModuleVersion(r)
 	if err != nil {
-		return addrs.Module{}, "", err
+		return addrs.Module{}, versions.Version{}, err
 	}
 	return m, version, nil
 }
 
-// requestModuleVersion parses the request's version.
-func requestModuleVersion(r *http.Request) (string, error) {
-	v, err := unescapePart("version", mux.Vars(r)["version"], maxVersionLen)
+// requestModuleVersion parses the request's version, once, as the
+// clients parse a module version (addrs.ParseModuleVersion: "v1.1.0" is
+// 1.1.0); one that does not parse is a bad request.
+func requestModuleVersion(r *http.Request) (versions.Version, error) {
+	raw, err := unescapePart("version", mux.Vars(r)["version"], maxVersionLen)
 	if err != nil {
-		return "", err
+		return versions.Version{}, err
 	}
-	if strings.ContainsAny(v, "/\\") || v == "." || v == ".." {
-		return "", httperr.BadRequest("invalid version %q", v)
+	v, err := addrs.ParseModuleVersion(raw)
+	if err != nil {
+		return versions.Version{}, httperr.BadRequest("invalid version %.140q", raw)
 	}
 	return v, nil
 }
@@ -215,7 +219,9 @@ func moduleSigner(m addrs.Module) addrs.Provider {
 	return addrs.Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
 }
 
-func moduleFileName(version string) string { return "module/" + version + "/" + modulePackageFile }
+func moduleFileName(version versions.Version) string {
+	return "module/" + version.String() + "/" + modulePackageFile
+}
 
 // guard says how the module registry routes are guarded: the versions and download
 // answers need a bearer token (the one configured for the origin's host

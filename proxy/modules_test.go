@@ -293,6 +293,10 @@ func TestModulesClientAuth(t *testing.T) {
 	if r := h.get(pkg + "?" + query); r.status != http.StatusOK || r.header.Get("Cache-Control") == "" || !strings.Contains(r.header.Get("Cache-Control"), "private") {
 		t.Errorf("signed package: %d, Cache-Control %q", r.status, r.header.Get("Cache-Control"))
 	}
+	// The signature is the version's, not the spelling's.
+	if r := h.get(modBase + "acme/vpc/aws/v1.0.0/" + rel + "?" + query); r.status != http.StatusOK {
+		t.Errorf("package of 1.0.0 asked as v1.0.0 with its signature: %d %s", r.status, r.body)
+	}
 	for name, path := range map[string]string{
 		"unsigned":            pkg,
 		"signed for 1.0.0":    modBase + "acme/vpc/aws/2.0.0/" + rel + "?" + query,
@@ -354,5 +358,52 @@ func TestModuleAddressPartsFrontDoor(t *testing.T) {
 				t.Error("a refused address reached the origin")
 			}
 		})
+	}
+}
+
+// A module version is one version in either spelling at the module
+// registry door: the origin lists "v1.1.0", and the download answer and
+// the package asked for as "1.1.0" or "v1.1.0" are one record (the origin
+// asked once, in its own spelling) and one package (fetched once). A
+// version that does not parse is a 400 at the door, before the origin.
+func TestModuleVersionEverySpelling(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	o := h.origin
+	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one version\n")}))
+	o.AddModule("acme", "vpc", "aws", "v1.1.0", o.TarballURL("m.tar.gz"))
+	if r := h.get(modBase + "acme/vpc/aws/versions"); r.status != http.StatusOK || !strings.Contains(string(r.body), `"v1.1.0"`) {
+		t.Fatalf("versions answer: %d %s", r.status, r.body)
+	}
+	var bodies [][]byte
+	for _, spelled := range []string{"1.1.0", "v1.1.0", "1.1.0", "v1.1"} {
+		pkg, _ := download(t, h, "acme/vpc/aws", spelled)
+		r := h.get(pkg)
+		if r.status != http.StatusOK {
+			t.Fatalf("package asked as %s: %d %s", spelled, r.status, r.body)
+		}
+		bodies = append(bodies, r.body)
+	}
+	for i, b := range bodies {
+		if !bytes.Equal(b, bodies[0]) {
+			t.Errorf("package %d differs from the first", i)
+		}
+	}
+	if n := o.Hits(fakeorigin.ModuleDownload); n != 1 {
+		t.Errorf("%d download answers asked of the origin, want 1 (one version, one record)", n)
+	}
+	if n := o.Hits(fakeorigin.Tarball); n != 1 {
+		t.Errorf("%d tarball fetches, want 1 (one version, one package)", n)
+	}
+	before := o.TotalHits()
+	for _, bad := range []string{"latest", "vv1.1.0", "V1.1.0", "1.1.0.0", "v", "1.1.0-", "1.1.0+", "99999999999999999999.0.0", "%2E%2E", "1.1.0%2Fx"} {
+		for _, file := range []string{"download", modulePackageFile} {
+			if r := h.get(modBase + "acme/vpc/aws/" + bad + "/" + file); r.status != http.StatusBadRequest {
+				t.Errorf("%s of version %q: %d %s, want 400", file, bad, r.status, r.body)
+			}
+		}
+	}
+	if n := o.TotalHits() - before; n != 0 {
+		t.Errorf("malformed versions made %d origin requests", n)
 	}
 }

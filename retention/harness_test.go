@@ -307,7 +307,7 @@ var (
 
 func readModule(t *testing.T, h *harness, version string) (*modules.Package, []byte, error) {
 	t.Helper()
-	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, version)
+	pkg, err := h.engine.Modules().OpenModule(context.Background(), testModule, enginetest.MustModuleVersion(t, version))
 	if err != nil {
 		return nil, nil, err
 	}

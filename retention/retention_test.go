@@ -604,7 +604,7 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	for _, v := range []string{"0.1.0", "0.2.0"} {
 		o.AddTarball(v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# " + v + "\n")}))
 		o.AddModule("acme", "tarball", "aws", v, o.TarballURL(v+".tar.gz"))
-		pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, v)
+		pkg, err := h.engine.Modules().OpenModule(context.Background(), tarballMod, enginetest.MustModuleVersion(t, v))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -631,7 +631,7 @@ func TestRetentionKeepsImportedModules(t *testing.T) {
 	}
 	for _, m := range []addrs.Module{local, imported} {
 		for _, v := range []string{"1.0.0", "1.1.0"} {
-			pkg, err := h.engine.Modules().OpenModule(context.Background(), m, v)
+			pkg, err := h.engine.Modules().OpenModule(context.Background(), m, enginetest.MustModuleVersion(t, v))
 			if err != nil {
 				t.Errorf("%s %s after prune: %v", m, v, err)
 				continue

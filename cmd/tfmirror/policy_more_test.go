@@ -146,12 +146,13 @@ func TestSyncModuleHeldBack(t *testing.T) {
 		t.Errorf("%d tarballs fetched, want 1: 1.1.0 alone", n)
 	}
 
-	// 1.3.0 appears after that listing: it is younger than the window,
-	// though the module registry gives no date. The second sync works
-	// through a serve on the data directory (whose policy then applies),
-	// which lists the module again.
+	// 1.3.0 appears after that listing, spelled "v1.3.0" by the origin:
+	// it is younger than the window, though the module registry gives no
+	// date, whatever the spelling. The second sync works through a serve
+	// on the data directory (whose policy then applies), which lists the
+	// module again.
 	listed := time.Now()
-	addVPC("1.3.0")
+	addVPC("v1.3.0")
 	m := startMirror(t, origin, data, io.Discard, "--versions-ttl", "1ms")
 	m.m.engine.SetPolicy(policyOf(t, conf))
 	stdout, _, code = syncInProcess(t, origin, data, manifest)

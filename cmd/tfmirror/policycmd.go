@@ -114,7 +114,11 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 	}
 	if err == nil && len(rest) == 2 {
 		var v interface{ String() string }
-		v, err = addrs.ParseSemver(trimV(rest[1]))
+		if kind == policy.Module {
+			v, err = addrs.ParseModuleVersion(rest[1])
+		} else {
+			v, err = addrs.ParseSemver(trimV(rest[1]))
+		}
 		if err == nil {
 			version = v.String()
 		}

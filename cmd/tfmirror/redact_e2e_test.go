@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -144,7 +145,7 @@ func TestPresignedModuleLocationNotShown(t *testing.T) {
 	fmt.Fprintf(&answers, "admin export: %+v\n", res)
 
 	// The record keeps the whole location, for fetching.
-	rec, err := e.mirror.engine.Modules().ModuleLocation(ctx, m, "1.0.0")
+	rec, err := e.mirror.engine.Modules().ModuleLocation(ctx, m, versions.MustParseVersion("1.0.0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -82,7 +82,7 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		byVersion := map[string]string{}
 		var available versions.List
 		for _, s := range raw {
-			v, err := addrs.ParseSemver(trimV(s))
+			v, err := addrs.ParseModuleVersion(s)
 			if err != nil {
 				continue
 			}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
@@ -227,7 +228,7 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 				t.Fatal(err)
 			}
 			w.Close()
-			key := records.ModuleRecordKey(harness.Module, "1.0.0")
+			key := records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))
 			var rec records.ModuleRecord
 			if _, err := h.Store.GetMeta(key, &rec); err != nil {
 				t.Fatal(err)

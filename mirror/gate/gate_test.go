@@ -358,19 +358,19 @@ func TestModuleReleaseAgeEverySpelling(t *testing.T) {
 			}
 			h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
 			for _, asked := range []string{"1.1.0", "v1.1.0"} {
-				_, err := mods.ModuleLocation(ctx, harness.Module, asked)
+				_, err := mods.ModuleLocation(ctx, harness.Module, enginetest.MustModuleVersion(t, asked))
 				var perr *gate.PolicyError
 				if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge || perr.Version != "1.1.0" {
 					t.Errorf("module location of %s: %v, want held by its minimum release age", asked, err)
 				}
 			}
 			for _, asked := range []string{"1.0.0", "v1.0.0"} {
-				if _, err := mods.ModuleLocation(ctx, harness.Module, asked); err != nil {
+				if _, err := mods.ModuleLocation(ctx, harness.Module, enginetest.MustModuleVersion(t, asked)); err != nil {
 					t.Errorf("module location of %s, in the first listing: %v", asked, err)
 				}
 			}
 			list, _, err := mods.ModuleVersions(ctx, harness.Module)
-			if err != nil || len(list.Versions) != 1 || records.CanonicalModuleVersion(list.Versions[0]) != "1.0.0" {
+			if err != nil || len(list.Versions) != 1 || enginetest.MustModuleVersion(t, list.Versions[0]).String() != "1.0.0" {
 				t.Errorf("listed %v, %v; want 1.0.0 alone", list, err)
 			}
 			for _, asked := range []string{"1.1.0", "v1.1.0"} {
@@ -379,7 +379,7 @@ func TestModuleReleaseAgeEverySpelling(t *testing.T) {
 				}
 			}
 			// A version no listing named has no release time known: held.
-			_, err = mods.ModuleLocation(ctx, harness.Module, "1.2.0")
+			_, err = mods.ModuleLocation(ctx, harness.Module, enginetest.MustModuleVersion(t, "1.2.0"))
 			var perr *gate.PolicyError
 			if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge {
 				t.Errorf("module location of a version never listed: %v, want held by its minimum release age", err)

@@ -19,7 +19,8 @@ import (
 // provider or module was released, judged as the answers judge it for a
 // minimum release age of window: from the cache and the shared tier,
 // asking the origin for a provider's signature time only when the engine
-// is not sealed (as a listing would). version is canonical.
+// is not sealed (as a listing would). version is canonical (a module's
+// is parsed, in either spelling).
 func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, version string, window time.Duration) (policy.Release, error) {
 	r := g.rel
 	switch kind {
@@ -54,8 +55,11 @@ func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, vers
 		if err != nil {
 			return policy.Release{}, err
 		}
-		v := records.CanonicalModuleVersion(version)
-		return r.moduleReleases(m, []string{v})[v], nil
+		v, err := addrs.ParseModuleVersion(version)
+		if err != nil {
+			return policy.Release{}, err
+		}
+		return r.moduleRelease(m, v), nil
 	}
 	return policy.Release{}, fmt.Errorf("unknown kind %q", kind)
 }

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -28,12 +30,27 @@ func (g *Gate) FilterModules(m addrs.Module, list *records.ModuleVersionList) (*
 		return nil, time.Time{}, err
 	}
 	now := g.now()
-	rels := g.moduleReleases(pol, m, list.Versions)
+	parsed := make([]versions.Version, len(list.Versions))
+	valid := make([]bool, len(list.Versions))
+	for i, raw := range list.Versions {
+		pv, err := addrs.ParseModuleVersion(raw)
+		parsed[i], valid[i] = pv, err == nil
+	}
+	var rels map[versions.Version]policy.Release
+	if pol.Window(policy.Module, addr) > 0 {
+		rels = g.rel.moduleReleases(m, parsed, valid)
+	}
 	var next time.Time
 	out := list
 	for i, raw := range list.Versions {
-		version := records.CanonicalModuleVersion(raw)
-		v := pol.Version(policy.Module, addr, version, rels[version], now)
+		// A version that does not parse is judged as the origin spells
+		// it: refused by any deny_version, held by the age gate (no
+		// release time is known of it); no door asks for it.
+		version, rel := raw, policy.Release{}
+		if valid[i] {
+			version, rel = parsed[i].String(), rels[parsed[i]]
+		}
+		v := pol.Version(policy.Module, addr, version, rel, now)
 		if v.Allowed {
 			if out != list {
 				out.Versions = append(out.Versions, raw)
@@ -43,27 +60,19 @@ func (g *Gate) FilterModules(m addrs.Module, list *records.ModuleVersionList) (*
 		if out == list {
 			out = &records.ModuleVersionList{Schema: list.Schema, Versions: slices.Clone(list.Versions[:i])}
 		}
-		g.refused(policy.Module, addr, version, rels[version], v, false)
+		g.refused(policy.Module, addr, version, rel, v, false)
 		out.Held = append(out.Held, fmt.Sprintf("%s %s is held back by the mirror's package policy: %s", addr, raw, v.Message()))
 		next = earliest(next, v.AvailableAt)
 	}
 	return out, next, nil
 }
 
-// moduleReleases returns the release times of m's versions, keyed by
-// the canonical version, when a minimum release age applies to m.
-func (g *Gate) moduleReleases(pol *policy.Policy, m addrs.Module, list []string) map[string]policy.Release {
-	if pol.Window(policy.Module, m.String()) <= 0 {
-		return nil
-	}
-	return g.rel.moduleReleases(m, list)
-}
-
-// CheckModule refuses version of m when the policy in effect holds it
+// CheckModule refuses version v of m when the policy in effect holds it
 // back: a *PolicyError. When a minimum release age applies to m and the
 // engine may ask its origin, relist lists m's versions first (the
-// listing that dates the version).
-func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, version string, relist func(context.Context) error) error {
+// listing that dates the version); a version no stored listing names has
+// no release time known, and is held.
+func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, v versions.Version, relist func(context.Context) error) error {
 	pol := g.Current()
 	if pol == nil {
 		return nil
@@ -72,7 +81,6 @@ func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, version string, 
 	if err := g.checkAddress(pol, policy.Module, addr); err != nil {
 		return err
 	}
-	canonical := records.CanonicalModuleVersion(version)
 	var rel policy.Release
 	if pol.Window(policy.Module, addr) > 0 {
 		if !g.cfg.Offline && !g.parts.Hosts.Local(m.Hostname) {
@@ -80,12 +88,13 @@ func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, version string, 
 				return err
 			}
 		}
-		rel = g.moduleReleases(pol, m, []string{canonical})[canonical]
+		rel = g.rel.moduleRelease(m, v)
 	}
-	v := pol.Version(policy.Module, addr, canonical, rel, g.now())
-	if v.Allowed {
+	version := v.String()
+	verdict := pol.Version(policy.Module, addr, version, rel, g.now())
+	if verdict.Allowed {
 		return nil
 	}
-	g.refused(policy.Module, addr, canonical, rel, v, true)
-	return &PolicyError{Kind: policy.Module, Address: addr, Version: canonical, Verdict: v}
+	g.refused(policy.Module, addr, version, rel, verdict, true)
+	return &PolicyError{Kind: policy.Module, Address: addr, Version: version, Verdict: verdict}
 }

@@ -21,9 +21,9 @@ package gate
 // absent record) is taken as released before the mirror first looked;
 // one that no stored listing names has no release time known, and is
 // held while a minimum release age applies. Module release times are
-// keyed by the canonical version (records.CanonicalModuleVersion), so
-// that "v1.1.0" and "1.1.0" are one version to the gate whatever the
-// client or the origin spells.
+// keyed by the version parsed (addrs.ParseModuleVersion), stored under
+// its canonical form, so that "v1.1.0" and "1.1.0" are one version to the
+// gate whatever the client or the origin spells.
 //
 // What learning costs: only versions that might be inside the window are
 // looked up: per major version line, newest first, until one is known to
@@ -90,14 +90,19 @@ type releaseTimes struct {
 
 func signedKey(p addrs.Provider, v string) string { return signedPrefix + p.String() + "/" + v }
 
-// versionKey is how versions of kind are keyed: a module's by its
-// canonical version (its listings spell versions as their origin does),
-// a provider's as listed (its lists hold canonical versions already).
-func versionKey(kind string) func(string) string {
+// versionKey is how versions of kind are keyed: a module's by the
+// canonical form of the version parsed (its listings spell versions as
+// their origin does; false for one that does not parse, which has no
+// release time), a provider's as listed (its lists hold canonical
+// versions already).
+func versionKey(kind string) func(string) (string, bool) {
 	if kind == string(policy.Module) {
-		return records.CanonicalModuleVersion
+		return func(raw string) (string, bool) {
+			v, err := addrs.ParseModuleVersion(raw)
+			return v.String(), err == nil
+		}
 	}
-	return func(v string) string { return v }
+	return func(v string) (string, bool) { return v, true }
 }
 
 func absentBase(kind, address string) string { return absentPrefix + kind + "/" + address + "/" }
@@ -118,14 +123,16 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, pr
 	}
 	canon := versionKey(kind)
 	had := make(map[string]bool, len(prev))
-	for _, v := range prev {
-		had[canon(v)] = true
+	for _, raw := range prev {
+		if v, ok := canon(raw); ok {
+			had[v] = true
+		}
 	}
 	base := absentBase(kind, address)
 	known := r.absentOf(kind, address)
 	for _, raw := range next {
-		v := canon(raw)
-		if had[v] {
+		v, ok := canon(raw)
+		if !ok || had[v] {
 			continue
 		}
 		had[v] = true
@@ -168,8 +175,9 @@ func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
 			// Records of earlier releases are keyed by the origin's
 			// spelling: read under the canonical one, the latest time
 			// when two spellings were recorded.
-			v := canon(key[len(base):])
-			m[v] = later(m[v], rec.At)
+			if v, ok := canon(key[len(base):]); ok {
+				m[v] = later(m[v], rec.At)
+			}
 		}
 		return nil
 	})
@@ -385,17 +393,19 @@ func (r *releaseTimes) lookupShared(ctx context.Context, p addrs.Provider, v ver
 }
 
 // moduleReleases returns the release of every version of vs (versions
-// of m, spelled as anyone spells them), keyed by the canonical version:
-// dated by the listing rule alone (see the file comment); in-house
-// versions (imported without origin) are the operator's own; a version
-// no stored listing names is not known.
-func (r *releaseTimes) moduleReleases(m addrs.Module, vs []string) map[string]policy.Release {
+// of m, those whose valid is false left out): dated by the listing rule
+// alone (see the file comment); in-house versions (imported without
+// origin) are the operator's own; a version no stored listing names is
+// not known.
+func (r *releaseTimes) moduleReleases(m addrs.Module, vs []versions.Version, valid []bool) map[versions.Version]policy.Release {
 	absent := r.absentOf("module", m.String())
-	out := make(map[string]policy.Release, len(vs))
-	var listed map[string]bool // the stored listing, read when needed
-	for _, raw := range vs {
-		v := records.CanonicalModuleVersion(raw)
-		switch at, ok := absent[v]; {
+	out := make(map[versions.Version]policy.Release, len(vs))
+	var listed map[versions.Version]bool // the stored listing, read when needed
+	for i, v := range vs {
+		if !valid[i] {
+			continue
+		}
+		switch at, ok := absent[v.String()]; {
 		case r.inHouseModule(m, v):
 			out[v] = policy.Release{Known: true, InHouse: true}
 		case ok:
@@ -414,16 +424,23 @@ func (r *releaseTimes) moduleReleases(m addrs.Module, vs []string) map[string]po
 	return out
 }
 
-// storedListing is the set of canonical versions of m's stored listing
-// (empty when there is none).
-func (r *releaseTimes) storedListing(m addrs.Module) map[string]bool {
+// moduleRelease is moduleReleases of one version of m.
+func (r *releaseTimes) moduleRelease(m addrs.Module, v versions.Version) policy.Release {
+	return r.moduleReleases(m, []versions.Version{v}, []bool{true})[v]
+}
+
+// storedListing is the set of versions of m's stored listing (empty when
+// there is none).
+func (r *releaseTimes) storedListing(m addrs.Module) map[versions.Version]bool {
 	var list records.ModuleVersionList
-	out := map[string]bool{}
+	out := map[versions.Version]bool{}
 	if _, err := r.store.GetMeta(records.ModuleVersionsKey(m), &list); err != nil || !records.KnownSchema(list.Schema) {
 		return out
 	}
-	for _, v := range list.Versions {
-		out[records.CanonicalModuleVersion(v)] = true
+	for _, raw := range list.Versions {
+		if v, err := addrs.ParseModuleVersion(raw); err == nil {
+			out[v] = true
+		}
 	}
 	return out
 }
@@ -442,7 +459,7 @@ func later(a, b time.Time) time.Time {
 
 // inHouseModule says version v of m was imported without origin: the
 // operator's own.
-func (r *releaseTimes) inHouseModule(m addrs.Module, v string) bool {
+func (r *releaseTimes) inHouseModule(m addrs.Module, v versions.Version) bool {
 	var rec records.ModuleRecord
 	_, err := r.store.GetMeta(records.ModuleRecordKey(m, v), &rec)
 	return err == nil && rec.Provenance == records.ProvenanceUnsigned

@@ -156,7 +156,7 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 		if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" {
 			return Record{}, false
 		}
-		v, err := versions.ParseVersion(strings.TrimPrefix(rec.Version, "v"))
+		v, err := addrs.ParseModuleVersion(rec.Version)
 		if err != nil {
 			return Record{}, false
 		}
@@ -165,7 +165,7 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 		// providers are not.
 		h := Record{Kind: "module", Address: rec.Module, Version: v, Raw: rec.Version, Key: key,
 			Archives: []string{rec.SHA256}}
-		h.Archives = append(h.Archives, s.moduleZipBlobs(rec)...)
+		h.Archives = append(h.Archives, s.moduleZipBlobs(rec, v)...)
 		imported := rec.Provenance != records.ProvenanceOrigin
 		h.Refetch = !s.cfg.Offline && !imported && rec.Location != ""
 		return h, true
@@ -174,15 +174,15 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 }
 
 // moduleZipBlobs returns the sha256 of the zip made of the module
-// version of rec (mirror/modules.Zips), when one was recorded: a blob of
-// the version's, for retention, removed with it.
-func (s *Inventory) moduleZipBlobs(rec records.ModuleRecord) []string {
+// version of rec, v (mirror/modules.Zips), when one was recorded: a blob
+// of the version's, for retention, removed with it.
+func (s *Inventory) moduleZipBlobs(rec records.ModuleRecord, v versions.Version) []string {
 	m, err := addrs.ParseModule(rec.Module)
 	if err != nil {
 		return nil
 	}
 	var zr records.ModuleZipRecord
-	if _, err := s.store.GetMeta(records.ModuleZipKey(m, rec.Version), &zr); err != nil || !records.KnownSchema(zr.Schema) || zr.Package != rec.SHA256 {
+	if _, err := s.store.GetMeta(records.ModuleZipKey(m, v), &zr); err != nil || !records.KnownSchema(zr.Schema) || zr.Package != rec.SHA256 {
 		return nil
 	}
 	return []string{zr.SHA256}
@@ -203,10 +203,14 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 		if err != nil {
 			return err
 		}
-		key := records.ModuleRecordKey(m, version)
+		v, err := addrs.ParseModuleVersion(version)
+		if err != nil {
+			return err
+		}
+		key := records.ModuleRecordKey(m, v)
 		err = s.store.DeleteMeta(key)
 		s.parts.Records.Forget(key)
-		if zerr := s.store.DeleteMeta(records.ModuleZipKey(m, version)); err == nil && !errors.Is(zerr, cache.ErrNotFound) {
+		if zerr := s.store.DeleteMeta(records.ModuleZipKey(m, v)); err == nil && !errors.Is(zerr, cache.ErrNotFound) {
 			err = zerr
 		}
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
@@ -78,7 +79,7 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 
 	h.Origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# m\n")}))
 	h.Origin.AddModule("acme", "tarball", "aws", "0.1.0", h.Origin.TarballURL("m.tar.gz"))
-	pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
+	pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +88,7 @@ func TestNotifierToldOfServesAndImports(t *testing.T) {
 		// The first fetch has no sha256 to name yet.
 		t.Errorf("a module fetched: told %q, want %q", got, want)
 	}
-	pkg, err = h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
+	pkg, err = h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -29,7 +29,9 @@ import (
 type Imported struct {
 	Module addrs.Module
 	// Version is the version as the origin spells it ("v1.2.0" or
-	// "1.2.0"); it is listed so.
+	// "1.2.0"); it is listed so, and stored under its canonical form
+	// (records.ModuleRecordKey). One that does not parse
+	// (addrs.ParseModuleVersion) is refused.
 	Version string
 	// Location is the origin's download location the package was fetched
 	// from, and Commit the Git commit it resolved to; both empty for a
@@ -80,8 +82,9 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	s.life.Imports().Lock()
 	defer s.life.Imports().Unlock()
 	m := in.Module
-	if in.Version == "" || strings.ContainsAny(in.Version, "/\\") {
-		return out, fmt.Errorf("module %s: invalid version %q", m, in.Version)
+	v, err := addrs.ParseModuleVersion(in.Version)
+	if err != nil {
+		return out, fmt.Errorf("module %s: %w", m, err)
 	}
 	rec := records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: in.Version, Location: in.Location,
 		Commit: in.Commit, Provenance: records.ProvenanceImported}
@@ -97,7 +100,7 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 		}
 		rec.Kind, rec.Package, rec.Subdir = addr.Kind, addr.Package(), addr.Subdir
 	}
-	key := records.ModuleRecordKey(m, in.Version)
+	key := records.ModuleRecordKey(m, v)
 
 	// The record it joins, if the cache has one.
 	var cached records.ModuleRecord

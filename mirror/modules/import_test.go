@@ -16,6 +16,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
@@ -59,7 +60,7 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 	o.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
 	loc := o.TarballURL("m.tar.gz")
 	o.AddModule("acme", "tarball", "aws", "0.1.0", loc)
-	pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
+	pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +83,7 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 			if !errors.Is(err, verify.ErrIntegrity) || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("ImportModule: %v, want an integrity error saying %q", err, tc.want)
 			}
-			pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, "0.1.0")
+			pkg, err := h.Engine.Modules().OpenModule(context.Background(), harness.TarballModule, enginetest.MustModuleVersion(t, "0.1.0"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -93,10 +94,25 @@ func TestImportModuleJoinsTheCachedRecord(t *testing.T) {
 			}
 		})
 	}
-	res, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.TarballModule, Version: "0.1.0", Location: loc,
-		SHA256: sha256Hex(want), Open: opener(want)})
-	if err != nil || !res.Present || res.Size != int64(len(want)) {
-		t.Errorf("importing the cached package: %+v, %v", res, err)
+	// The same version in the other spelling joins the same record.
+	for _, spelled := range []string{"0.1.0", "v0.1.0"} {
+		res, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.TarballModule, Version: spelled, Location: loc,
+			SHA256: sha256Hex(want), Open: opener(want)})
+		if err != nil || !res.Present || res.Size != int64(len(want)) {
+			t.Errorf("importing the cached package as %s: %+v, %v", spelled, res, err)
+		}
+	}
+	// A version that does not parse is refused, and leaves no record.
+	for _, bad := range []string{"latest", "0.1.0-", "../0.1.0", ""} {
+		if _, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: harness.TarballModule, Version: bad, Location: loc,
+			SHA256: sha256Hex(want), Open: opener(want)}); err == nil {
+			t.Errorf("ImportModule of version %q: accepted", bad)
+		}
+	}
+	n := 0
+	h.Engine.Modules().ListCachedModules(func(modules.Cached) error { n++; return nil })
+	if n != 1 {
+		t.Errorf("%d module records after the imports, want the one version's", n)
 	}
 }
 
@@ -185,7 +201,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		}
 		o.AddModule("acme", "tarball", "aws", v, full)
 		if v == "0.1.0" {
-			pkg, err := h.Engine.Modules().OpenModule(ctx, harness.TarballModule, v) // the record and the package
+			pkg, err := h.Engine.Modules().OpenModule(ctx, harness.TarballModule, enginetest.MustModuleVersion(t, v)) // the record and the package
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +210,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-		} else if _, err := h.Engine.Modules().ModuleLocation(ctx, harness.TarballModule, v); err != nil { // the record only
+		} else if _, err := h.Engine.Modules().ModuleLocation(ctx, harness.TarballModule, enginetest.MustModuleVersion(t, v)); err != nil { // the record only
 			t.Fatal(err)
 		}
 		shown := redact.Location(full)
@@ -209,7 +225,7 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		if v == "0.1.0" && !res.Present {
 			t.Errorf("%s: the cached package is not present", v)
 		}
-		rec, err := h.Engine.Modules().ModuleLocation(ctx, harness.TarballModule, v)
+		rec, err := h.Engine.Modules().ModuleLocation(ctx, harness.TarballModule, enginetest.MustModuleVersion(t, v))
 		if err != nil {
 			t.Fatal(err)
 		}

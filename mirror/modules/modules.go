@@ -25,7 +25,6 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -278,12 +277,16 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*re
 	var shared records.ModuleVersionList
 	if s.shared.On() {
 		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &shared); ok {
-			for _, v := range shared.Versions {
-				if slices.ContainsFunc(list.Versions, func(l string) bool { return records.CanonicalModuleVersion(l) == records.CanonicalModuleVersion(v) }) {
+			for _, raw := range shared.Versions {
+				v, err := addrs.ParseModuleVersion(raw)
+				if err != nil {
+					continue // no door asks for it
+				}
+				if _, listed := list.OriginSpelling(v); listed {
 					continue
 				}
 				if s.shared.ModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
-					list.Versions = append(list.Versions, v)
+					list.Versions = append(list.Versions, raw)
 				}
 			}
 		}
@@ -299,10 +302,11 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*re
 
 // ModuleLocation returns the record of version of m, asking the origin
 // for its download location when the engine has none yet (a record,
-// once written, is kept). Locations this mirror cannot fetch fail with a
+// once written, is kept), in the origin's spelling of the version (its
+// version list's). Locations this mirror cannot fetch fail with a
 // *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, records.ErrOffline,
 // discovery.ErrNotFound and origin errors.
-func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error) {
+func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
@@ -329,7 +333,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 		if err != nil {
 			return nil, err
 		}
-		originVersion := s.originModuleVersion(m, version)
+		originVersion := s.originModuleVersion(ctx, m, version)
 		loc, err := mo.ModuleLocation(ctx, m, originVersion)
 		if err != nil {
 			return nil, err
@@ -355,26 +359,32 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version st
 // checkPolicy fails with the package policy's error when it holds
 // version of m back: asked by every answer that serves a version (its
 // location, package, zip, manifest), whatever the cache holds of it.
-func (s *Modules) checkPolicy(ctx context.Context, m addrs.Module, version string) error {
+func (s *Modules) checkPolicy(ctx context.Context, m addrs.Module, version versions.Version) error {
 	return s.gate.CheckModule(ctx, m, version, func(ctx context.Context) error {
 		_, _, err := s.moduleVersions(ctx, m)
 		return err
 	})
 }
 
-// originModuleVersion is the origin's spelling of version, from the
-// cached version list ("v1.0.0" when the client asks for "1.0.0").
-func (s *Modules) originModuleVersion(m addrs.Module, version string) string {
+// originModuleVersion is the origin's spelling of version ("v1.0.0"
+// when the client asks for 1.0.0), from m's version list: the cached
+// one, or, when it does not name the version (a client that asked for
+// the version without listing first), the list as ModuleVersions gets
+// it (from the origin once the cached one is stale); the canonical form
+// when neither names it.
+func (s *Modules) originModuleVersion(ctx context.Context, m addrs.Module, version versions.Version) string {
 	var list records.ModuleVersionList
 	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err == nil {
-		want := records.CanonicalModuleVersion(version)
-		for _, v := range list.Versions {
-			if records.CanonicalModuleVersion(v) == want {
-				return v
-			}
+		if raw, ok := list.OriginSpelling(version); ok {
+			return raw
 		}
 	}
-	return version
+	if fresh, _, err := s.moduleVersions(ctx, m); err == nil {
+		if raw, ok := fresh.OriginSpelling(version); ok {
+			return raw
+		}
+	}
+	return version.String()
 }
 
 // Package is an opened module package (a normalized tar.gz), read
@@ -485,15 +495,15 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 // Errors: those of ModuleLocation, *modsource.UnsupportedError,
 // *modsource.LimitError, ErrChanged (an integrity error) and
 // source host errors.
-func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string) (*Package, error) {
+func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*Package, error) {
 	rec, err := s.ModuleLocation(ctx, m, version)
 	if err != nil {
 		return nil, err
 	}
 	n := s.life.Notifier()
 	n.Used(records.ModuleRecordKey(m, version))
-	if v, err := versions.ParseVersion(strings.TrimPrefix(version, "v")); err == nil && rec.SHA256 != "" {
-		n.Serving("module", m.String(), v, rec.SHA256)
+	if rec.SHA256 != "" {
+		n.Serving("module", m.String(), version, rec.SHA256)
 	}
 	if pkg := s.openModuleBlob(*rec, records.Hit); pkg != nil {
 		s.metrics.CacheLookup("module_package", true)
@@ -511,7 +521,7 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version string
 		func(ctx context.Context) (*records.ModuleRecord, error) {
 			return s.shared.FetchModule(ctx, m, recKey, *rec, s.cfg.Limits.MaxDownloadBytes+s.cfg.Limits.MaxTreeBytes, // a normalized package is at most about this
 				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
-					return s.fetchModule(ctx, m, rec)
+					return s.fetchModule(ctx, m, version, rec)
 				})
 		})
 	if err != nil {
@@ -536,9 +546,10 @@ func (s *Modules) openModuleBlob(rec records.ModuleRecord, src records.Source) *
 	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, cachedBlob: b}
 }
 
-// fetchModule fetches, normalizes and stores the package of rec, and
-// returns the record completed with its sha256.
-func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.ModuleRecord) (_ *records.ModuleRecord, err error) {
+// fetchModule fetches, normalizes and stores the package of rec, the
+// record of version of m, and returns the record completed with its
+// sha256.
+func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord) (_ *records.ModuleRecord, err error) {
 	start := time.Now()
 	var size int64
 	defer func() {
@@ -603,7 +614,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 		// since this fetch read it: the first sha256 stays.
 		s.life.Imports().Lock()
 		var now records.ModuleRecord
-		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, rec.Version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
+		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
 			s.life.Imports().Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
@@ -611,14 +622,14 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, rec records.M
 			return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
 		}
 		rec.SHA256, rec.Size, rec.Commit, rec.FetchedAt = sum, size, res.Commit, s.cfg.Now().UTC()
-		err := s.store.PutMeta(records.ModuleRecordKey(m, rec.Version), rec)
+		err := s.store.PutMeta(records.ModuleRecordKey(m, version), rec)
 		s.life.Imports().Unlock()
 		if err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	s.shared.ShareModule(ctx, records.ModuleRecordKey(m, rec.Version), &rec, spool)
+	s.shared.ShareModule(ctx, records.ModuleRecordKey(m, version), &rec, spool)
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil

@@ -2,6 +2,8 @@ package modules_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -100,7 +105,7 @@ func TestModuleImmutableOnceCached(t *testing.T) {
 		t.Errorf("%d blobs cached after the refused refetch", n)
 	}
 	var r records.ModuleRecord
-	if _, err := h.Store.GetMeta(records.ModuleRecordKey(harness.Module, "1.0.0"), &r); err != nil || r.SHA256 != sha || r.Commit != first {
+	if _, err := h.Store.GetMeta(records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0")), &r); err != nil || r.SHA256 != sha || r.Commit != first {
 		t.Errorf("record after the refused refetch: %+v, %v (want it unchanged)", r, err)
 	}
 	if got := rec.got(); len(got) != 3 || got[0] != "git/success" || got[2] != "git/changed" {
@@ -127,7 +132,7 @@ func TestModulesOffline(t *testing.T) {
 	if _, _, err := h.ReadModule("1.0.0"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := h.Engine.Modules().ModuleLocation(context.Background(), harness.Module, "2.0.0"); err != nil {
+	if _, err := h.Engine.Modules().ModuleLocation(context.Background(), harness.Module, enginetest.MustModuleVersion(t, "2.0.0")); err != nil {
 		t.Fatal(err) // a record, no package
 	}
 	h.Stop()
@@ -149,5 +154,58 @@ func TestModulesOffline(t *testing.T) {
 	}
 	if n := o.TotalHits(); n != 0 {
 		t.Errorf("the sealed engine made %d origin requests", n)
+	}
+}
+
+// A module version's record and its package stored by an earlier
+// release, under the key it wrote (the version without its leading "v"),
+// are found by the parsed version in either spelling, with no origin
+// request; the zip made of it is recorded under the key earlier releases
+// read too.
+func TestModuleRecordOfEarlierReleaseFound(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	o := h.Origin
+	pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# earlier\n")})
+	sum := sha256.Sum256(pkg)
+	sha := hex.EncodeToString(sum[:])
+	w, err := h.Store.NewBlobWriter(sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(pkg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(""); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	loc := o.TarballURL("vpc-1.1.0.tar.gz")
+	rec := records.ModuleRecord{Schema: records.Schema, Module: harness.Module.String(), Version: "v1.1.0", Location: loc,
+		Kind: modsource.KindArchive, Package: loc, SHA256: sha, Size: int64(len(pkg)), FetchedAt: time.Now().UTC()}
+	if err := h.Store.PutMeta("module/"+harness.Module.String()+"/1.1.0", &rec); err != nil {
+		t.Fatal(err)
+	}
+	o.ResetHits()
+	for _, spelled := range []string{"v1.1.0", "1.1.0"} {
+		got, body, err := h.ReadModule(spelled)
+		if err != nil {
+			t.Fatalf("%s: %v", spelled, err)
+		}
+		if got.Source != records.Hit || got.SHA256 != sha || string(body) != string(pkg) {
+			t.Errorf("%s: source %v, sha256 %s; want the stored package, a hit", spelled, got.Source, got.SHA256)
+		}
+	}
+	z, err := h.Engine.Modules().Zips().OpenModuleZip(context.Background(), harness.Module, enginetest.MustModuleVersion(t, "v1.1.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	z.Close()
+	var zr records.ModuleZipRecord
+	if _, err := h.Store.GetMeta("modzip/"+harness.Module.String()+"/1.1.0", &zr); err != nil || zr.SHA256 != z.Record.SHA256 {
+		t.Errorf("the zip's record under the key of earlier releases: %+v, %v", zr, err)
+	}
+	if n := o.TotalHits(); n != 0 {
+		t.Errorf("%d origin requests for a version whose record and package are stored", n)
 	}
 }

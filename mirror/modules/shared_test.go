@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -48,7 +49,7 @@ func TestModulesShared(t *testing.T) {
 	if n := o.Hits("git"); n != 2 {
 		t.Errorf("three replicas made %d Git requests, want the 2 of one fetch", n)
 	}
-	if tier.Archives() != 1 || tier.Meta(records.ModuleRecordKey(harness.Module, "1.0.0")) == nil {
+	if tier.Archives() != 1 || tier.Meta(records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))) == nil {
 		t.Errorf("the tier holds %d packages and records %v", tier.Archives(), tier.Metas())
 	}
 

@@ -25,6 +25,8 @@ import (
 	"os"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
@@ -62,7 +64,7 @@ type Zip struct {
 // zip cannot hold: modsource.ErrLinkLoop, *modsource.LimitError), and an
 // integrity error matching ErrChanged when a zip made again does not
 // give the bytes first recorded.
-func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*Zip, error) {
+func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versions.Version) (*Zip, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
@@ -104,7 +106,7 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version string
 // cache's, or else the shared tier's (kept in the cache from then on, so
 // that a replica answers the digests another one handed out). ok is
 // false when neither has one; err is for a cache that failed.
-func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version string, rec *records.ModuleZipRecord) (ok bool, err error) {
+func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.Version, rec *records.ModuleZipRecord) (ok bool, err error) {
 	key := records.ModuleZipKey(m, version)
 	_, err = s.store.GetMeta(key, rec)
 	switch {
@@ -116,8 +118,10 @@ func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version string, re
 		return false, nil
 	}
 	var shared records.ModuleZipRecord
-	if _, ok := s.shared.Get(ctx, key, &shared); !ok || !records.KnownSchema(shared.Schema) || shared.Module != m.String() ||
-		records.CanonicalModuleVersion(shared.Version) != records.CanonicalModuleVersion(version) {
+	if _, ok := s.shared.Get(ctx, key, &shared); !ok || !records.KnownSchema(shared.Schema) || shared.Module != m.String() {
+		return false, nil
+	}
+	if v, err := addrs.ParseModuleVersion(shared.Version); err != nil || v != version {
 		return false, nil
 	}
 	if err := s.store.PutMeta(key, &shared); err != nil {
@@ -140,7 +144,7 @@ func (s *Zips) openZipBlob(rec records.ModuleZipRecord, src records.Source) *Zip
 // makeModuleZip makes and stores the zip of version of m, checking it
 // against first, the record of the zip first made, when there is one,
 // and recording it otherwise.
-func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version string, first *records.ModuleZipRecord) (*records.ModuleZipRecord, error) {
+func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versions.Version, first *records.ModuleZipRecord) (*records.ModuleZipRecord, error) {
 	pkg, err := s.OpenModule(ctx, m, version)
 	if err != nil {
 		return nil, err
@@ -187,29 +191,33 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version string
 // sha, as recorded: how a blob digest of a module's repository is
 // resolved. A digest no zip of m was recorded with is not found
 // (discovery.ErrNotFound is not used: the module itself may exist).
-func (s *Zips) ModuleZipVersion(m addrs.Module, sha string) (version string, ok bool, err error) {
+func (s *Zips) ModuleZipVersion(m addrs.Module, sha string) (version versions.Version, ok bool, err error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
-		return "", false, err
+		return versions.Version{}, false, err
 	}
-	err = s.moduleZipRecords(m, func(rec records.ModuleZipRecord) bool {
+	err = s.moduleZipRecords(m, func(rec records.ModuleZipRecord, v versions.Version) bool {
 		if rec.SHA256 == sha {
-			version, ok = rec.Version, true
+			version, ok = v, true
 		}
 		return ok
 	})
 	if err != nil {
-		return "", false, err
+		return versions.Version{}, false, err
 	}
 	return version, ok, nil
 }
 
-// moduleZipRecords calls fn with each zip record of m the cache holds
-// until it returns true.
-func (s *Zips) moduleZipRecords(m addrs.Module, fn func(records.ModuleZipRecord) bool) error {
+// moduleZipRecords calls fn with each zip record of m the cache holds,
+// and its version, until it returns true. A record whose version does
+// not parse is of no version a door asks for: it is passed over.
+func (s *Zips) moduleZipRecords(m addrs.Module, fn func(records.ModuleZipRecord, versions.Version) bool) error {
 	stop := errors.New("stop")
 	err := s.store.ScanMeta(records.ModuleZipPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
 		var rec records.ModuleZipRecord
-		if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) && fn(rec) {
+		if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) {
+			return nil
+		}
+		if v, err := addrs.ParseModuleVersion(rec.Version); err == nil && fn(rec, v) {
 			return stop
 		}
 		return nil

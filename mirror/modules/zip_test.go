@@ -14,7 +14,9 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
@@ -24,7 +26,7 @@ import (
 
 func readModuleZip(t *testing.T, h *harness.Harness, version string) (*modules.Zip, []byte, error) {
 	t.Helper()
-	z, err := h.Engine.Modules().Zips().OpenModuleZip(context.Background(), harness.Module, version)
+	z, err := h.Engine.Modules().Zips().OpenModuleZip(context.Background(), harness.Module, enginetest.MustModuleVersion(t, version))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -102,8 +104,8 @@ func TestModuleZipMadeOnceStableAndSealed(t *testing.T) {
 	if err != nil || z.Source != records.Hit || z.Record.SHA256 != sha || z.Record.Size != int64(len(zips[0])) {
 		t.Fatalf("second open: %+v, %v", z, err)
 	}
-	if v, ok, err := h.Engine.Modules().Zips().ModuleZipVersion(harness.Module, sha); err != nil || !ok || v != "v1.0.0" {
-		t.Errorf("ModuleZipVersion: %q, %v, %v; want v1.0.0", v, ok, err)
+	if v, ok, err := h.Engine.Modules().Zips().ModuleZipVersion(harness.Module, sha); err != nil || !ok || v.String() != "1.0.0" {
+		t.Errorf("ModuleZipVersion: %s, %v, %v; want 1.0.0", v, ok, err)
 	}
 	if _, ok, err := h.Engine.Modules().Zips().ModuleZipVersion(harness.Module, z.Record.Package); err != nil || ok {
 		t.Errorf("the package's sha256 resolved as a zip: %v, %v", ok, err)
@@ -174,7 +176,7 @@ func TestModuleZipRefusesLinkLoop(t *testing.T) {
 		t.Fatal("a package with a link loop made a zip")
 	}
 	var rec records.ModuleZipRecord
-	if _, err := h.Store.GetMeta(records.ModuleZipKey(harness.Module, "1.0.0"), &rec); err == nil {
+	if _, err := h.Store.GetMeta(records.ModuleZipKey(harness.Module, versions.MustParseVersion("1.0.0")), &rec); err == nil {
 		t.Errorf("a zip record was kept: %+v", rec)
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -23,13 +24,14 @@ import (
 // ZipTitle is the file name of a module version's zip in its manifest
 // (the layer's org.opencontainers.image.title, which oras pull saves it
 // as): NAME-SYSTEM-VERSION.zip, the version canonical.
-func ZipTitle(m addrs.Module, version string) string {
-	return m.Name + "-" + m.System + "-" + records.CanonicalModuleVersion(version) + ".zip"
+func ZipTitle(m addrs.Module, version versions.Version) string {
+	return m.Name + "-" + m.System + "-" + version.String() + ".zip"
 }
 
-// moduleManifestOf builds the manifest of the zip rec records.
-func moduleManifestOf(m addrs.Module, rec records.ModuleZipRecord) (oci.Document, error) {
-	doc, err := oci.ModuleManifest(oci.Layer{SHA256: rec.SHA256, Size: rec.Size, Title: ZipTitle(m, rec.Version)})
+// moduleManifestOf builds the manifest of the zip rec records, of
+// version v.
+func moduleManifestOf(m addrs.Module, v versions.Version, rec records.ModuleZipRecord) (oci.Document, error) {
+	doc, err := oci.ModuleManifest(oci.Layer{SHA256: rec.SHA256, Size: rec.Size, Title: ZipTitle(m, v)})
 	if err != nil {
 		return oci.Document{}, fmt.Errorf("module %s %s: %w", m, rec.Version, err)
 	}
@@ -42,7 +44,7 @@ func moduleManifestOf(m addrs.Module, rec records.ModuleZipRecord) (oci.Document
 // version the module's version list names. Errors:
 // those of ModuleVersions and OpenModuleZip; records.ErrVersionNotFound
 // for a version the list lacks.
-func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
+func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error) {
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return oci.Document{}, err
 	}
@@ -52,7 +54,7 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version strin
 	var rec records.ModuleZipRecord
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
 		s.life.Notifier().Used(records.ModuleRecordKey(m, version))
-		return moduleManifestOf(m, rec)
+		return moduleManifestOf(m, version, rec)
 	} else if err != nil {
 		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 	}
@@ -63,8 +65,7 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version strin
 	if err != nil {
 		return oci.Document{}, err
 	}
-	want := records.CanonicalModuleVersion(version)
-	if !slices.ContainsFunc(list.Versions, func(v string) bool { return records.CanonicalModuleVersion(v) == want }) {
+	if _, listed := list.OriginSpelling(version); !listed {
 		return oci.Document{}, fmt.Errorf("%w: module %s %s", records.ErrVersionNotFound, m, version)
 	}
 	z, err := s.OpenModuleZip(ctx, m, version)
@@ -73,7 +74,7 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version strin
 	}
 	rec = z.Record
 	z.Close()
-	return moduleManifestOf(m, rec)
+	return moduleManifestOf(m, version, rec)
 }
 
 // ModuleDocument returns the manifest of m's repository whose digest is
@@ -85,16 +86,16 @@ func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Dige
 		return oci.Document{}, err
 	}
 	var found oci.Document
-	var foundVersion string
+	var foundVersion versions.Version
 	var ferr error
-	err := s.moduleZipRecords(m, func(rec records.ModuleZipRecord) bool {
-		doc, err := moduleManifestOf(m, rec)
+	err := s.moduleZipRecords(m, func(rec records.ModuleZipRecord, v versions.Version) bool {
+		doc, err := moduleManifestOf(m, v, rec)
 		if err != nil {
 			ferr = err
 			return false
 		}
 		if doc.Digest == d {
-			found, foundVersion = doc, rec.Version
+			found, foundVersion = doc, v
 			return true
 		}
 		return false
@@ -116,7 +117,7 @@ func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Dige
 // served returns doc, the manifest of version of m, unless the package
 // policy holds the version back: a digest handed out before a deny names
 // a version refused since.
-func (s *Zips) served(ctx context.Context, m addrs.Module, version string, doc oci.Document) (oci.Document, error) {
+func (s *Zips) served(ctx context.Context, m addrs.Module, version versions.Version, doc oci.Document) (oci.Document, error) {
 	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return oci.Document{}, err
 	}
@@ -126,14 +127,14 @@ func (s *Zips) served(ctx context.Context, m addrs.Module, version string, doc o
 
 // sharedModuleDocument looks for the manifest of digest d among the zip
 // records the shared tier holds (sharedZipRecord).
-func (s *Zips) sharedModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, string, bool) {
+func (s *Zips) sharedModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, versions.Version, bool) {
 	var doc oci.Document
-	rec, ok := s.sharedZipRecord(ctx, m, func(rec records.ModuleZipRecord) bool {
+	v, ok := s.sharedZipRecord(ctx, m, func(rec records.ModuleZipRecord, v versions.Version) bool {
 		var err error
-		doc, err = moduleManifestOf(m, rec)
+		doc, err = moduleManifestOf(m, v, rec)
 		return err == nil && doc.Digest == d
 	})
-	return doc, rec.Version, ok
+	return doc, v, ok
 }
 
 // maxSharedZipLookups bounds the shared store requests one digest lookup
@@ -141,25 +142,23 @@ func (s *Zips) sharedModuleDocument(ctx context.Context, m addrs.Module, d diges
 // and again, costs at most this many each time.
 const maxSharedZipLookups = 16
 
-// sharedZipRecord returns the first zip record match accepts among
-// those the shared tier holds of the versions of m's cached version list
-// that the cache has none of (another replica made their zips), newest
-// first, at most maxSharedZipLookups of them, keeping those it reads: a
-// record read is kept, and not asked for again.
-func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(records.ModuleZipRecord) bool) (records.ModuleZipRecord, bool) {
+// sharedZipRecord returns the version of the first zip record match
+// accepts among those the shared tier holds of the versions of m's
+// cached version list that the cache has none of (another replica made
+// their zips), newest first, at most maxSharedZipLookups of them, keeping
+// those it reads: a record read is kept, and not asked for again.
+func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(records.ModuleZipRecord, versions.Version) bool) (versions.Version, bool) {
 	if !s.shared.On() {
-		return records.ModuleZipRecord{}, false
+		return versions.Version{}, false
 	}
 	var list records.ModuleVersionList
 	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err != nil {
 		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &list); !ok {
-			return records.ModuleZipRecord{}, false
+			return versions.Version{}, false
 		}
 	}
-	vs := slices.Clone(list.Versions)
-	records.SortModuleVersions(vs)
 	asked := 0
-	for _, v := range vs {
+	for _, v := range newestFirst(list.Versions) {
 		if ctx.Err() != nil || asked == maxSharedZipLookups {
 			break
 		}
@@ -168,11 +167,38 @@ func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(r
 		}
 		asked++
 		var rec records.ModuleZipRecord
-		if ok, _ := s.zipRecord(ctx, m, v, &rec); ok && match(rec) {
-			return rec, true
+		if ok, _ := s.zipRecord(ctx, m, v, &rec); ok && match(rec, v) {
+			return v, true
 		}
 	}
-	return records.ModuleZipRecord{}, false
+	return versions.Version{}, false
+}
+
+// newestFirst parses the versions of a list as the origin spells them
+// (those that do not parse left out: no door asks for them), newest
+// first.
+func newestFirst(raw []string) versions.List {
+	vs := make(versions.List, 0, len(raw))
+	for _, r := range raw {
+		if v, err := addrs.ParseModuleVersion(r); err == nil {
+			vs = append(vs, v)
+		}
+	}
+	sortNewestFirst(vs)
+	return vs
+}
+
+// sortNewestFirst sorts vs newest first, in place.
+func sortNewestFirst(vs []versions.Version) {
+	slices.SortStableFunc(vs, func(a, b versions.Version) int {
+		switch {
+		case a.GreaterThan(b):
+			return -1
+		case b.GreaterThan(a):
+			return 1
+		}
+		return 0
+	})
 }
 
 // ModuleBlob opens the zip of m's repository whose digest is d (made
@@ -188,10 +214,10 @@ func (s *Zips) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) 
 	if err := s.CheckModuleOrigin(m); err != nil {
 		return nil, err
 	}
-	var vs []string
-	err := s.moduleZipRecords(m, func(rec records.ModuleZipRecord) bool {
+	var vs []versions.Version
+	err := s.moduleZipRecords(m, func(rec records.ModuleZipRecord, v versions.Version) bool {
 		if rec.SHA256 == d.Encoded() {
-			vs = append(vs, rec.Version)
+			vs = append(vs, v)
 		}
 		return len(vs) == maxSharedZipLookups
 	})
@@ -199,13 +225,13 @@ func (s *Zips) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) 
 		return nil, err
 	}
 	if len(vs) == 0 {
-		rec, found := s.sharedZipRecord(ctx, m, func(rec records.ModuleZipRecord) bool { return rec.SHA256 == d.Encoded() })
+		v, found := s.sharedZipRecord(ctx, m, func(rec records.ModuleZipRecord, _ versions.Version) bool { return rec.SHA256 == d.Encoded() })
 		if !found {
 			return nil, fmt.Errorf("%w: %s in %s", records.ErrDigestUnknown, d, m)
 		}
-		vs = append(vs, rec.Version)
+		vs = append(vs, v)
 	}
-	records.SortModuleVersions(vs)
+	sortNewestFirst(vs)
 	var firstErr error
 	for _, v := range vs {
 		z, err := s.OpenModuleZip(ctx, m, v)

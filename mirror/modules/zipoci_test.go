@@ -12,6 +12,7 @@ import (
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/oci"
@@ -32,7 +33,7 @@ func TestModuleManifestStable(t *testing.T) {
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	ctx := context.Background()
 	mods := h.Engine.Modules().Zips()
-	doc, err := mods.ModuleManifest(ctx, harness.Module, "1.0.0")
+	doc, err := mods.ModuleManifest(ctx, harness.Module, enginetest.MustModuleVersion(t, "1.0.0"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestModuleManifestStable(t *testing.T) {
 	o.ResetHits()
 	h.Start(harness.Options{CacheDir: dir, Config: harness.Config{Offline: true}})
 	mods = h.Engine.Modules().Zips()
-	if again, err := mods.ModuleManifest(ctx, harness.Module, "1.0.0"); err != nil || again.Digest != doc.Digest {
+	if again, err := mods.ModuleManifest(ctx, harness.Module, enginetest.MustModuleVersion(t, "1.0.0")); err != nil || again.Digest != doc.Digest {
 		t.Errorf("after a restart: %v, %v; want %s", again.Digest, err, doc.Digest)
 	}
 	if got, err := mods.ModuleDocument(ctx, harness.Module, doc.Digest); err != nil || got.Digest != doc.Digest {
@@ -109,7 +110,7 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 	o.AddModule("acme", "vpc", "aws", "1.0.0", "git::"+o.GitURL("vpc")+"?ref=v1.0.0")
 	o.AddModule("acme", "vpc", "aws", "1.1.0", "git::"+o.GitURL("vpc")+"?ref=v1.1.0")
 	ctx := context.Background()
-	doc, err := first.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, "1.1.0")
+	doc, err := first.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, enginetest.MustModuleVersion(t, "1.1.0"))
 	if err != nil {
 		t.Fatal(err)
 	}

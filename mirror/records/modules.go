@@ -2,7 +2,6 @@ package records
 
 import (
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -63,10 +62,13 @@ func ModuleVersionsKey(m addrs.Module) string { return "modversions/" + m.String
 
 func ModuleRecordPrefix(m addrs.Module) string { return "module/" + m.String() + "/" }
 
-// ModuleRecordKey keys a record by the canonical version, so that every
-// spelling of one version shares it.
-func ModuleRecordKey(m addrs.Module, version string) string {
-	return ModuleRecordPrefix(m) + CanonicalModuleVersion(version)
+// ModuleRecordKey keys the record of version v of m: the version in its
+// canonical form (v.String(): "1.1.0" for "v1.1.0"), so that every
+// spelling of one version shares it. The key is the one earlier releases
+// wrote (they kept the canonical string), so a cache, a bundle or a
+// shared bucket of theirs is read as it is.
+func ModuleRecordKey(m addrs.Module, v versions.Version) string {
+	return ModuleRecordPrefix(m) + v.String()
 }
 
 // ModuleZipRecord is what the engine keeps of a module version's zip,
@@ -84,28 +86,30 @@ type ModuleZipRecord struct {
 
 func ModuleZipPrefix(m addrs.Module) string { return "modzip/" + m.String() + "/" }
 
-// ModuleZipKey keys the record of a module version's zip, by the
+// ModuleZipKey keys the record of the zip of version v of m, by the
 // canonical version as ModuleRecordKey does.
-func ModuleZipKey(m addrs.Module, version string) string {
-	return ModuleZipPrefix(m) + CanonicalModuleVersion(version)
+func ModuleZipKey(m addrs.Module, v versions.Version) string {
+	return ModuleZipPrefix(m) + v.String()
 }
 
-// CanonicalModuleVersion is version without a leading "v", in semver's
-// canonical form when it parses.
-func CanonicalModuleVersion(v string) string {
-	v = strings.TrimPrefix(v, "v")
-	if pv, err := versions.ParseVersion(v); err == nil {
-		return pv.String()
+// OriginSpelling returns how the list spells v (the origin's own
+// spelling, "v1.1.0" for a client's 1.1.0: what the origin's download
+// answer is asked with), false when the list does not name it.
+func (l *ModuleVersionList) OriginSpelling(v versions.Version) (string, bool) {
+	for _, raw := range l.Versions {
+		if lv, err := addrs.ParseModuleVersion(raw); err == nil && lv == v {
+			return raw, true
+		}
 	}
-	return v
+	return "", false
 }
 
 // SortModuleVersions sorts version strings newest first where they parse
 // as semver, the others after them in their order.
 func SortModuleVersions(vs []string) {
 	slices.SortStableFunc(vs, func(a, b string) int {
-		va, ea := versions.ParseVersion(strings.TrimPrefix(a, "v"))
-		vb, eb := versions.ParseVersion(strings.TrimPrefix(b, "v"))
+		va, ea := addrs.ParseModuleVersion(a)
+		vb, eb := addrs.ParseModuleVersion(b)
 		switch {
 		case ea != nil && eb != nil:
 			return 0

@@ -56,7 +56,7 @@ func TestAddressRulesDecideFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	x := target{p: p, v: harness.MustVersion(t, "1.0.0"), pl: harness.MustPlatform(t, "linux_amd64"), m: harness.Module, mv: "1.0.0",
+	x := target{p: p, v: harness.MustVersion(t, "1.0.0"), pl: harness.MustPlatform(t, "linux_amd64"), m: harness.Module, mv: harness.MustVersion(t, "1.0.0"),
 		index: digest.FromString("index"), manifest: digest.FromString("manifest"), blob: digest.FromString("blob"),
 		mmanifest: digest.FromString("module manifest"), mblob: digest.FromString("module blob")}
 	for name, c := range packageCases {
@@ -116,16 +116,16 @@ func (f failingEngine) EnsureArchive(context.Context, addrs.Provider, versions.V
 func (f failingEngine) ModuleVersions(context.Context, addrs.Module) (*records.ModuleVersionList, modules.ListState, error) {
 	return nil, modules.ListState{}, f.err
 }
-func (f failingEngine) ModuleLocation(context.Context, addrs.Module, string) (*records.ModuleRecord, error) {
+func (f failingEngine) ModuleLocation(context.Context, addrs.Module, versions.Version) (*records.ModuleRecord, error) {
 	return nil, f.err
 }
-func (f failingEngine) OpenModule(context.Context, addrs.Module, string) (*modules.Package, error) {
+func (f failingEngine) OpenModule(context.Context, addrs.Module, versions.Version) (*modules.Package, error) {
 	return nil, f.err
 }
-func (f failingEngine) OpenModuleZip(context.Context, addrs.Module, string) (*modules.Zip, error) {
+func (f failingEngine) OpenModuleZip(context.Context, addrs.Module, versions.Version) (*modules.Zip, error) {
 	return nil, f.err
 }
-func (f failingEngine) ModuleManifest(context.Context, addrs.Module, string) (oci.Document, error) {
+func (f failingEngine) ModuleManifest(context.Context, addrs.Module, versions.Version) (oci.Document, error) {
 	return oci.Document{}, f.err
 }
 func (f failingEngine) ModuleDocument(context.Context, addrs.Module, digest.Digest) (oci.Document, error) {
@@ -169,7 +169,7 @@ func TestOriginFailuresInTheEnginesKinds(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, _ := addrs.ParseProvider("registry.test/acme/thing")
-	x := target{p: p, v: harness.MustVersion(t, "1.0.0"), pl: harness.MustPlatform(t, "linux_amd64"), m: harness.Module, mv: "1.0.0",
+	x := target{p: p, v: harness.MustVersion(t, "1.0.0"), pl: harness.MustPlatform(t, "linux_amd64"), m: harness.Module, mv: harness.MustVersion(t, "1.0.0"),
 		index: digest.FromString("index"), manifest: digest.FromString("manifest"), blob: digest.FromString("blob"),
 		mmanifest: digest.FromString("module manifest"), mblob: digest.FromString("module blob")}
 	cases := map[string]call{

@@ -20,10 +20,11 @@
 // is known: for a method given one, by the engine's answer for it; for a
 // method given a digest, by the part that resolves the digest to its
 // version (mirror/ocistore, mirror/modules), whatever it kept from
-// before the policy changed. A module version is handed down in its
-// canonical form (records.CanonicalModuleVersion: "v1.1.0" is "1.1.0"),
-// the one its records, release times and the policy's rules are keyed
-// by; the engine asks the origin in the origin's own spelling.
+// before the policy changed. A module version comes in parsed
+// (addrs.ParseModuleVersion, at each door: "v1.1.0" is "1.1.0"), and is
+// handed down as it is: its records, release times and the policy's
+// rules are keyed by it; the engine asks the origin in the origin's own
+// spelling.
 // TestEveryMethodRefuses walks the method set of Packages by reflection
 // and fails for a method with no case of a denied and an age-held
 // version, so that a method added later cannot skip the layer.
@@ -100,10 +101,10 @@ type Providers interface {
 type Modules interface {
 	CheckModuleOrigin(m addrs.Module) error
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
-	ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error)
-	OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error)
-	OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*modules.Zip, error)
-	ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error)
+	OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Package, error)
+	OpenModuleZip(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Zip, error)
+	ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error)
 	ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error)
 	ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error)
 	ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error
@@ -257,35 +258,35 @@ func (s *Packages) ModuleVersions(ctx context.Context, m addrs.Module) (*records
 }
 
 // ModuleLocation is mirror/modules.Modules.ModuleLocation behind the policy.
-func (s *Packages) ModuleLocation(ctx context.Context, m addrs.Module, version string) (*records.ModuleRecord, error) {
+func (s *Packages) ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error) {
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return out(s.zips.ModuleLocation(ctx, m, records.CanonicalModuleVersion(version)))
+	return out(s.zips.ModuleLocation(ctx, m, version))
 }
 
 // OpenModule is mirror/modules.Modules.OpenModule behind the policy.
-func (s *Packages) OpenModule(ctx context.Context, m addrs.Module, version string) (*modules.Package, error) {
+func (s *Packages) OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Package, error) {
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return out(s.zips.OpenModule(ctx, m, records.CanonicalModuleVersion(version)))
+	return out(s.zips.OpenModule(ctx, m, version))
 }
 
 // OpenModuleZip is mirror/modules.Zips.OpenModuleZip behind the policy.
-func (s *Packages) OpenModuleZip(ctx context.Context, m addrs.Module, version string) (*modules.Zip, error) {
+func (s *Packages) OpenModuleZip(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Zip, error) {
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return out(s.zips.OpenModuleZip(ctx, m, records.CanonicalModuleVersion(version)))
+	return out(s.zips.OpenModuleZip(ctx, m, version))
 }
 
 // ModuleManifest is mirror/modules.Zips.ModuleManifest behind the policy.
-func (s *Packages) ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error) {
+func (s *Packages) ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error) {
 	if err := s.module(m); err != nil {
 		return oci.Document{}, err
 	}
-	return out(s.zips.ModuleManifest(ctx, m, records.CanonicalModuleVersion(version)))
+	return out(s.zips.ModuleManifest(ctx, m, version))
 }
 
 // ModuleDocument is mirror/modules.Zips.ModuleDocument behind the
@@ -381,10 +382,9 @@ func (s *Packages) StoredVersion(ctx context.Context, p addrs.Provider, v versio
 }
 
 // StoredModuleVersion is StoredVersion of a module version the cache
-// holds, in either spelling ("v1.1.0" is "1.1.0"): a module is dated by
-// the listing rule, from the cache alone.
-func (s *Packages) StoredModuleVersion(ctx context.Context, m addrs.Module, version string) error {
-	return s.stored(ctx, policy.Module, m.String(), records.CanonicalModuleVersion(version))
+// holds: a module is dated by the listing rule, from the cache alone.
+func (s *Packages) StoredModuleVersion(ctx context.Context, m addrs.Module, v versions.Version) error {
+	return s.stored(ctx, policy.Module, m.String(), v.String())
 }
 
 func (s *Packages) stored(ctx context.Context, kind policy.Kind, address, version string) error {

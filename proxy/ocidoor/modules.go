@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -27,7 +28,7 @@ type Modules interface {
 	// serve.
 	CheckModuleOrigin(m addrs.Module) error
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
-	ModuleManifest(ctx context.Context, m addrs.Module, version string) (oci.Document, error)
+	ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error)
 	ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error)
 	ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error)
 }
@@ -85,7 +86,7 @@ func (d *Door) moduleTags(w http.ResponseWriter, r *http.Request, name string, m
 	}
 	all := make([]string, 0, len(list.Versions))
 	for _, v := range list.Versions {
-		if pv, err := addrs.ParseSemver(strings.TrimPrefix(v, "v")); err == nil {
+		if pv, err := addrs.ParseModuleVersion(v); err == nil {
 			if tag, ok := oci.Tag(pv.String()); ok {
 				all = append(all, tag)
 			}
@@ -94,7 +95,8 @@ func (d *Door) moduleTags(w http.ResponseWriter, r *http.Request, name string, m
 	writeTagPage(w, r, name, all, n, last)
 }
 
-// moduleManifest serves NAME/manifests/REF: by tag, the version's image
+// moduleManifest serves NAME/manifests/REF: by tag (the version's, or
+// with a leading "v": oci.ParseModuleTag), the version's image
 // manifest; by digest, any manifest of the module's versions whose zip
 // is recorded.
 func (d *Door) moduleManifest(w http.ResponseWriter, r *http.Request, m addrs.Module, ref string) {
@@ -111,7 +113,7 @@ func (d *Door) moduleManifest(w http.ResponseWriter, r *http.Request, m addrs.Mo
 		}
 		w.Header().Set("Cache-Control", "max-age=31536000, immutable")
 	} else {
-		version, ok := oci.ParseTag(ref)
+		version, ok := oci.ParseModuleTag(ref)
 		if !ok {
 			d.fail(w, r, codeManifestUnknown, http.StatusNotFound, fmt.Errorf("tag %.140q names no version", ref))
 			return

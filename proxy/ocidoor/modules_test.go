@@ -169,3 +169,33 @@ func TestModuleErrorCodes(t *testing.T) {
 		t.Errorf("referrers: %s %q", resp.Status, b)
 	}
 }
+
+// A module version is one version by either tag: the origin lists
+// "v1.0.0", and a pull by the tag "1.0.0" or "v1.0.0" resolves to the one
+// manifest, made of one fetch of the source. A tag that names no version
+// is MANIFEST_UNKNOWN, with no origin request.
+func TestModuleTagEverySpelling(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	addTarballModule(r, map[string][]byte{"main.tf": []byte("# net\n")}, "v1.0.0")
+	d1, files := pullModule(t, r, "1.0.0")
+	d2, _ := pullModule(t, r, "v1.0.0")
+	if d1 != d2 || files["main.tf"] != "# net\n" {
+		t.Errorf("by 1.0.0 %s, by v1.0.0 %s (files %v): want one manifest", d1, d2, files)
+	}
+	if n := r.origin.Hits(fakeorigin.Tarball); n != 1 {
+		t.Errorf("%d source fetches, want 1", n)
+	}
+	if n := r.origin.Hits(fakeorigin.ModuleDownload); n != 1 {
+		t.Errorf("%d download answers asked of the origin, want 1", n)
+	}
+	before := r.origin.TotalHits()
+	base := "/v2/modules/" + originHost + "/acme/net/aws/manifests/"
+	for _, tag := range []string{"vv1.0.0", "V1.0.0", "v", "1.0", "1.0.0-", "v1.0.0_"} {
+		if status, code := ociError(t, r.do("GET", base+tag)); status != 404 || code != "MANIFEST_UNKNOWN" {
+			t.Errorf("tag %q: %d %s, want 404 MANIFEST_UNKNOWN", tag, status, code)
+		}
+	}
+	if n := r.origin.TotalHits() - before; n != 0 {
+		t.Errorf("tags that name no version made %d origin requests", n)
+	}
+}

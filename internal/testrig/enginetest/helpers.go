@@ -11,13 +11,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclsyntax"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
+
+// MustModuleVersion parses s as a module version (a leading "v"
+// allowed: addrs.ParseModuleVersion) or fails the test.
+func MustModuleVersion(t testing.TB, s string) versions.Version {
+	t.Helper()
+	v, err := addrs.ParseModuleVersion(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
 
 // FakeClock is an engine's clock (mirror.Config.Now) that tests move.
 type FakeClock struct{ now atomic.Int64 }

@@ -20,10 +20,11 @@ var Module = addrs.Module{Hostname: OriginHost, Namespace: "acme", Name: "vpc", 
 // TarballModule is a test module whose package tests publish as a tarball.
 var TarballModule = addrs.Module{Hostname: OriginHost, Namespace: "acme", Name: "tarball", System: "aws"}
 
-// ReadModule opens version of Module and reads it to the end.
+// ReadModule opens version of Module (in either spelling) and reads it
+// to the end.
 func (h *Harness) ReadModule(version string) (*modules.Package, []byte, error) {
 	h.T.Helper()
-	pkg, err := h.Engine.Modules().OpenModule(context.Background(), Module, version)
+	pkg, err := h.Engine.Modules().OpenModule(context.Background(), Module, enginetest.MustModuleVersion(h.T, version))
 	if err != nil {
 		return nil, nil, err
 	}
