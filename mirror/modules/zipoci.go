@@ -147,14 +147,9 @@ const maxSharedZipLookups = 16
 // first, at most maxSharedZipLookups of them, keeping those it reads: a
 // record read is kept, and not asked for again.
 func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(records.ModuleZipRecord) bool) (records.ModuleZipRecord, bool) {
-	if !s.shared.On() {
-		return records.ModuleZipRecord{}, false
-	}
 	var list records.ModuleVersionList
-	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err != nil {
-		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &list); !ok {
-			return records.ModuleZipRecord{}, false
-		}
+	if _, _, err := s.recs.Get(ctx, records.ModuleVersionsKey(m), &list); err != nil {
+		return records.ModuleZipRecord{}, false
 	}
 	vs := slices.Clone(list.Versions)
 	records.SortModuleVersions(vs)

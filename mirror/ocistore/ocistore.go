@@ -47,7 +47,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
@@ -123,7 +122,7 @@ type Answer struct {
 // Parts are the engine's components OCI takes; all are required.
 type Parts struct {
 	Life    *lifetime.Lifetime   // detached work
-	Shared  *sharedtier.Shared   // the digests other replicas handed out
+	Source  stored.Source        // the digests handed out, stored (and those other replicas handed out, when the engine composes the shared tier over it)
 	Hosts   *originguard.Hosts   // the hosts served
 	Records *stored.Records      // the stored package records
 	Lists   *providerlists.Lists // the package policy on a version, dated by its list: a document kept by digest is not served when the policy holds the version back
@@ -171,7 +170,7 @@ type Config struct {
 // It asks nothing of the engine above it: its caller hands it a
 // version's verified archives (Answer).
 func New(cfg Config, parts Parts, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
-	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || parts.Lists == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+	if parts.Life == nil || parts.Source == nil || parts.Hosts == nil || parts.Records == nil || parts.Lists == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
 		return nil, errors.New("ocistore: the OCI side needs the engine's parts, a store, an archive sizer, metrics, a logger and a timeout")
 	}
 	return &OCI{cfg: cfg, parts: parts, store: store, sizer: sizer, metrics: metrics,
@@ -402,14 +401,15 @@ func (o *OCI) keep(p addrs.Provider, v versions.Version, b built, docs []oci.Doc
 			continue
 		}
 		gen := o.kept.Generation()
-		if err := o.store.PutMeta(key, entry); err != nil {
+		put := o.parts.Source.Put // into the shared tier too
+		if d == adopted {
+			put = o.store.PutMeta // it came from there
+		}
+		if err := put(key, entry); err != nil {
 			o.metrics.CacheWriteFailed()
 			return fmt.Errorf("storing an OCI digest of %s %s: %w", p, v, err)
 		}
 		o.kept.Put(key, gen, struct{}{})
-		if d != adopted {
-			o.parts.Shared.Put(key, entry)
-		}
 	}
 	return nil
 }
@@ -449,11 +449,13 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 		return versions.Version{}, ociDigestEntry{}, unknown
 	}
 	var entry ociDigestEntry
-	if _, err := o.store.GetMeta(ociDigestKey(p, d), &entry); err != nil {
-		if !errors.Is(err, cache.ErrNotFound) {
-			return versions.Version{}, entry, fmt.Errorf("reading an OCI digest of %s: %w", p, err)
-		}
-		return o.sharedEntry(ctx, p, d, unknown)
+	switch _, src, err := o.parts.Source.Get(ctx, ociDigestKey(p, d), &entry); {
+	case err != nil && !errors.Is(err, cache.ErrNotFound):
+		return versions.Version{}, entry, fmt.Errorf("reading an OCI digest of %s: %w", p, err)
+	case err != nil:
+		return versions.Version{}, entry, unknown
+	case src != records.Hit:
+		return o.sharedEntry(p, d, entry, unknown)
 	}
 	v, err := addrs.ParseSemver(entry.Version)
 	if err != nil {

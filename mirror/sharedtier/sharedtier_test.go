@@ -116,7 +116,7 @@ func TestNoTierFindsNothing(t *testing.T) {
 		t.Error("On without a tier")
 	}
 	var v struct{}
-	if _, ok := s.Get(t.Context(), "key", &v); ok {
+	if _, _, err := s.Get(t.Context(), "key", &v); err == nil {
 		t.Error("Get found a record without a tier")
 	}
 	s.Put("key", v)
@@ -221,8 +221,8 @@ func TestPutIsWorkOfTheLifetime(t *testing.T) {
 		t.Fatal("the record was not put before the lifetime was idle")
 	}
 	var got map[string]int
-	if _, ok := s.Get(t.Context(), "k1", &got); !ok || got["a"] != 1 {
-		t.Errorf("Get after Put: %v, %v", got, ok)
+	if _, _, err := s.Get(t.Context(), "k1", &got); err != nil || got["a"] != 1 {
+		t.Errorf("Get after Put: %v, %v", got, err)
 	}
 	life.Stop()
 	s.Put("k2", 2)

@@ -33,9 +33,11 @@ import (
 // time.
 const MaxEntries = 4096
 
-// Store is what Records reads of the cache. *cache.Store implements it.
+// Store is what Records reads and writes of the cache. *cache.Store
+// implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
+	PutMeta(key string, v any) error
 	StatBlob(sha string) (cache.BlobInfo, error)
 }
 
@@ -61,7 +63,7 @@ func New(store Store, log *slog.Logger) *Records {
 // any, from memory when it was read before.
 func (r *Records) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
 	key := records.PackageKey(p, v)
-	val, _, gen, ok := r.Get(key)
+	val, _, gen, ok := r.Remembered(key)
 	if ok {
 		return val.(*records.PackageRecord), true
 	}
@@ -76,14 +78,14 @@ func (r *Records) CachedPackage(p addrs.Provider, v versions.Version) (*records.
 	if !records.KnownSchema(rec.Schema) {
 		return nil, false
 	}
-	r.Put(key, gen, &rec, storedAt)
+	r.Remember(key, gen, &rec, storedAt)
 	return &rec, true
 }
 
 // CachedVersions returns the stored version list under key, from memory
 // when it was read before, and when it was stored.
 func (r *Records) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	val, storedAt, gen, ok := r.Get(key)
+	val, storedAt, gen, ok := r.Remembered(key)
 	if ok {
 		return val.(*records.VersionList), storedAt, nil
 	}
@@ -95,7 +97,7 @@ func (r *Records) CachedVersions(key string) (*records.VersionList, time.Time, e
 	if !records.KnownSchema(list.Schema) {
 		return nil, time.Time{}, fmt.Errorf("%w: version list of schema %d", cache.ErrNotFound, list.Schema)
 	}
-	r.Put(key, gen, &list, storedAt)
+	r.Remember(key, gen, &list, storedAt)
 	return &list, storedAt, nil
 }
 
@@ -108,22 +110,22 @@ func (r *Records) H1(sha string) string {
 	return info.H1
 }
 
-// Get returns the remembered record under key and when it was stored.
-// When there is none, it returns the generation to pass to Put after
-// reading the record from the store.
-func (r *Records) Get(key string) (val any, storedAt time.Time, gen uint64, ok bool) {
+// Remembered returns the remembered record under key and when it was
+// stored. When there is none, it returns the generation to pass to
+// Remember after reading the record from the store.
+func (r *Records) Remembered(key string) (val any, storedAt time.Time, gen uint64, ok bool) {
 	e, gen, ok := r.m.Get(key)
 	return e.val, e.storedAt, gen, ok
 }
 
-// Put remembers a record read from the store, unless a write happened
-// since Get returned gen.
-func (r *Records) Put(key string, gen uint64, val any, storedAt time.Time) {
+// Remember remembers a record read from the store, unless a write
+// happened since Remembered returned gen.
+func (r *Records) Remember(key string, gen uint64, val any, storedAt time.Time) {
 	r.m.Put(key, gen, entry{storedAt: storedAt, val: val})
 }
 
 // Adopt remembers a record that is not in the store (a copy from the
-// shared tier), unless a write happened since Get returned gen; it
+// shared tier), unless a write happened since Remembered returned gen; it
 // advances the generation as a write does.
 func (r *Records) Adopt(key string, gen uint64, val any, storedAt time.Time) {
 	r.m.Adopt(key, gen, entry{storedAt: storedAt, val: val})
