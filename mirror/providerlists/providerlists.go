@@ -33,12 +33,6 @@ type Origin interface {
 	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
 }
 
-// Store is where the lists are kept: the cache's records. *cache.Store
-// implements it.
-type Store interface {
-	PutMeta(key string, v any) error
-}
-
 // Metrics receives what the lists observe (mirror.Metrics).
 type Metrics interface {
 	CacheLookup(kind string, hit bool)
@@ -71,17 +65,16 @@ type Lists struct {
 	cfg     Config
 	parts   Parts
 	origin  Origin
-	store   Store
 	metrics Metrics
 }
 
 // New returns the version lists of the providers.
-func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Lists, error) {
+func New(cfg Config, parts Parts, origin Origin, metrics Metrics) (*Lists, error) {
 	if parts.Life == nil || parts.Hosts == nil || parts.Records == nil || parts.Gate == nil ||
-		origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 {
-		return nil, errors.New("providerlists: the engine's parts, an origin, a store, metrics, a clock, a logger and a time to live are required")
+		origin == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 {
+		return nil, errors.New("providerlists: the engine's parts, an origin, metrics, a clock, a logger and a time to live are required")
 	}
-	return &Lists{cfg: cfg, parts: parts, origin: origin, store: store, metrics: metrics}, nil
+	return &Lists{cfg: cfg, parts: parts, origin: origin, metrics: metrics}, nil
 }
 
 // State says where a version list came from.
