@@ -96,7 +96,6 @@ type Origin interface {
 // *cache.Store implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
-	PutMeta(key string, v any) error
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
 
