@@ -92,7 +92,8 @@ type Origin interface {
 	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
 }
 
-// Store is where the gate keeps release times: the cache's records.
+// Store is where the gate reads the release times kept (they are written
+// through Parts.Source): the cache's records.
 // *cache.Store implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
