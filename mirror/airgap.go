@@ -86,7 +86,7 @@ func (s *AirGap) OpenStored(sha string) (*Archive, error) {
 }
 
 // sealedList returns list without the versions of which neither the cache
-// nor the shared tier (Config.Shared; see sharedtier.Shared.Installable)
+// nor the shared tier (Config.Shared; see recordSource.Installable)
 // holds an archive of a served platform; list itself when it lacks none.
 func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list *records.VersionList) *records.VersionList {
 	var (
@@ -109,7 +109,7 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 				}
 			}
 			if !installable {
-				installable = s.shared.Installable(ctx, p, v, rec)
+				installable = s.source.Installable(ctx, p, v, rec)
 			}
 		}
 		switch {

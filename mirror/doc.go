@@ -18,9 +18,12 @@
 // below the engine (internal/layercheck/layers.txt): the core, the
 // engine's lifetime (mirror/lifetime), the stored records read through
 // its memo (mirror/stored), the hosts (mirror/originguard); the
-// decorators, the tier shared with other replicas (mirror/sharedtier) and
-// the package policy's gate (mirror/gate), handed the version list that
-// dates a version; the use cases, among them the providers' version
+// decorators, the tier shared with other replicas (mirror/sharedtier),
+// which the engine composes over its stored records when one is
+// configured, so that the parts read and write records through one
+// mirror/stored.Source and never name the tier, and the package
+// policy's gate (mirror/gate), handed the version list that dates a
+// version; the use cases, among them the providers' version
 // lists (mirror/providerlists), which the engine's provider records and
 // the OCI documents both take. Between the decorators and the use cases,
 // the fetcher (mirror/fetch: each archive fetched once, staged, verified

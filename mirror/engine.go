@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -27,6 +28,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -100,6 +102,29 @@ type SharedTier = sharedtier.Tier
 
 // SharedLease is a lease on an archive's origin download: sharedtier.Lease.
 type SharedLease = sharedtier.Lease
+
+// recordSource is the engine's stored records as its parts take them, in
+// one line of calls (mirror/stored.Source), with what the archives, the
+// module side and a sealed mirror's lists ask of the store beyond the
+// cache: the memo over the cache, or the shared tier composed over it.
+type recordSource interface {
+	stored.Source
+	fetch.Copies
+	modules.Records
+	// Installable reports whether a sealed mirror can serve version v of
+	// p from beyond the cache (rec: the cached record, if any).
+	Installable(ctx context.Context, p addrs.Provider, v versions.Version, rec *records.PackageRecord) bool
+}
+
+// newRecordSource composes the engine's stored records: recs, the memo
+// over the cache, decorated by the shared tier when there is one.
+func newRecordSource(cfg *Config, tier SharedTier, life *lifetime.Lifetime, recs *stored.Records, store Store, log *slog.Logger, metrics Metrics) (recordSource, error) {
+	if tier == nil {
+		return recs, nil
+	}
+	return sharedtier.New(sharedtier.Config{Offline: cfg.Offline, Timeout: cfg.OriginTimeout, Platforms: cfg.Platforms, Now: cfg.Now},
+		tier, life, recs, store, log, metrics)
+}
 
 // Config configures an Engine. Zero values take the documented defaults.
 type Config struct {
@@ -194,11 +219,11 @@ type Engine struct {
 	// providers of; those that are not allowed origins are local-only.
 	hosts *originguard.Hosts
 
-	archives *fetch.Fetcher     // fetches each archive once, verified before its last bytes
-	memo     *stored.Records    // version lists and package records, read through a memo
-	shared   *sharedtier.Shared // the shared tier, Config.Shared (none: every use a no-op)
-	gate     *gate.Gate         // the package policy and release times
-	oci      ocistore.Sides     // the OCI sides built on the engine (NewOCI)
+	archives *fetch.Fetcher  // fetches each archive once, verified before its last bytes
+	memo     *stored.Records // version lists and package records, read through a memo
+	source   recordSource    // the memo, or the shared tier over it (Config.Shared)
+	gate     *gate.Gate      // the package policy and release times
+	oci      ocistore.Sides  // the OCI sides built on the engine (NewOCI)
 
 	// life is the engine's lifetime, not any caller's: the root context
 	// that origin fetches and archive downloads run on, the work Shutdown
@@ -321,27 +346,26 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
-	if s.shared, err = sharedtier.New(sharedtier.Config{Offline: s.cfg.Offline, Timeout: s.cfg.OriginTimeout, Platforms: s.cfg.Platforms,
-		Now: s.cfg.Now}, cfg.Shared, s.life, s.memo, store, s.log, s.metrics); err != nil {
+	if s.source, err = newRecordSource(&s.cfg, cfg.Shared, s.life, s.memo, store, s.log, s.metrics); err != nil {
 		return nil, err
 	}
-	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, shared: s.shared, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
+	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, source: s.source, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
-		gate.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Records: s.memo}, s.origin, store, s.metrics); err != nil {
+		gate.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	s.records.gate = s.gate
 	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, Now: s.cfg.Now, Logger: s.log},
-		providerlists.Parts{Life: s.life, Hosts: s.hosts, Shared: s.shared, Records: s.memo, Gate: s.gate}, s.origin, store, s.metrics); err != nil {
+		providerlists.Parts{Life: s.life, Hosts: s.hosts, Records: s.source, Gate: s.gate}, s.origin, s.metrics); err != nil {
 		return nil, err
 	}
 	if s.archives, err = fetch.New(fetch.Config{ArchiveTimeout: s.cfg.ArchiveTimeout, MaxArchiveBytes: s.cfg.MaxArchiveBytes, ArchiveLimits: s.cfg.ArchiveLimits,
-		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Shared: s.shared}, s.origin, store, s.metrics); err != nil {
+		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
-	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Shared: s.shared, Hosts: s.hosts, Gate: s.gate}, origin, store, s.metrics); err != nil {
+	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate}, origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,

@@ -21,7 +21,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -83,8 +82,8 @@ type providerRecords struct {
 	gate        *gate.Gate           // the package policy and release times
 	lists       *providerlists.Lists // the providers' version lists
 	platforms   platformSet
-	shared      *sharedtier.Shared
-	cfg         *Config // the engine's, defaults filled in
+	source      recordSource // the package records, read and written in one line of calls (mirror/stored.Source)
+	cfg         *Config      // the engine's, defaults filled in
 	origin      ProviderOrigin
 	store       Store
 	memo        *stored.Records
@@ -154,10 +153,7 @@ const maxPackageRounds = 32
 // and records.ErrNoEvidence).
 func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry, evidence bool) (rec *records.PackageRecord, hit bool, err error) {
 	start := s.cfg.Now()
-	cached, haveCached := s.memo.CachedPackage(p, v)
-	if !haveCached {
-		cached, haveCached = s.shared.Package(ctx, p, v)
-	}
+	cached, haveCached := s.source.Package(ctx, p, v)
 	if haveCached && s.withholding.IsWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
 		// origin's own version is had as if it were not there, and the
@@ -380,20 +376,12 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 			rec.Withheld = cur.Withheld
 		}
 	}
-	err = s.store.PutMeta(records.PackageKey(p, v), rec)
-	s.memo.Forget(records.PackageKey(p, v))
-	if err != nil {
+	// The import is this mirror's: imported records stay out of the
+	// shared tier (which puts the record there without it).
+	if err := s.source.Put(records.PackageKey(p, v), rec); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
-	// The import is this mirror's: imported records stay out of the
-	// shared tier.
-	shared := rec
-	if rec.Withheld != nil {
-		shared = rec.Clone()
-		shared.Withheld = nil
-	}
-	s.shared.Put(records.PackageKey(p, v), shared)
 	return rec, nil
 }
 

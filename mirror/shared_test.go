@@ -879,3 +879,17 @@ func TestSharedSealedListRemembers(t *testing.T) {
 		t.Errorf("after sharedtier.SeenTTL: versions %v, want 1.0.0 and 3.0.0, stored in the shared tier meanwhile", got)
 	}
 }
+
+// The engine composes its stored records: without a shared tier its parts
+// take the records themselves (nothing of the tier between them and the
+// cache); with one, the tier decorating them.
+func TestRecordSourceComposed(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	if h.engine.source != recordSource(h.engine.memo) {
+		t.Errorf("without a shared tier the parts take %T, want the stored records", h.engine.source)
+	}
+	h = newHarness(t, harnessOptions{cfg: Config{Shared: &blockingTier{gate: make(chan struct{})}}})
+	if _, ok := h.engine.source.(*sharedtier.Shared); !ok {
+		t.Errorf("with a shared tier the parts take %T, want the tier over the stored records", h.engine.source)
+	}
+}

@@ -20,7 +20,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -139,7 +138,7 @@ type Fetcher struct {
 	life    *lifetime.Lifetime
 	store   Store
 	origin  Origin
-	shared  *sharedtier.Shared
+	copies  Copies
 	log     *slog.Logger
 	metrics Metrics
 
@@ -191,7 +190,28 @@ type Config struct {
 // Parts are the engine's components a Fetcher takes; both are required.
 type Parts struct {
 	Life   *lifetime.Lifetime // the context downloads run on, the work Shutdown waits for, the notifier
-	Shared *sharedtier.Shared // archives read from and given to the tier shared with other replicas
+	Copies Copies             // archives read from and given to the store beyond the cache
+}
+
+// Copies is the store beyond the cache, where an archive the cache lacks
+// is looked for before the origin is asked, and where one committed to
+// the cache is offered: the engine's stored records (mirror/stored.Records,
+// which find nothing beyond the cache), or the tier shared with other
+// replicas that the engine composes over them.
+type Copies interface {
+	// Archive finds the archive sha (named name in logs) for a download:
+	// its body and size when the store has it; else a nil body and,
+	// when this replica took the store's lease on downloading it from
+	// the origin, release, to be called once the archive is offered
+	// (ShareArchive). While another replica holds the lease, it waits
+	// (calling onWait, a test hook, if not nil, each time it looks)
+	// until ctx ends.
+	Archive(ctx context.Context, sha, name string, onWait func()) (body io.ReadCloser, size int64, release func(context.Context), err error)
+	// ShareArchive offers the archive sha, committed to the cache.
+	ShareArchive(ctx context.Context, sha, name string)
+	// Distrust says the store's copy of the archive sha failed
+	// verification: it is taken from the origin from then on.
+	Distrust(sha string)
 }
 
 // Origin opens archives at their origin (mirror.ProviderOrigin, behind
@@ -219,10 +239,10 @@ type Metrics interface {
 
 // New returns a Fetcher of archives from origin into store.
 func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Fetcher, error) {
-	if parts.Life == nil || parts.Shared == nil || origin == nil || store == nil || metrics == nil || cfg.Logger == nil || cfg.ArchiveTimeout <= 0 || cfg.MaxArchiveBytes <= 0 {
+	if parts.Life == nil || parts.Copies == nil || origin == nil || store == nil || metrics == nil || cfg.Logger == nil || cfg.ArchiveTimeout <= 0 || cfg.MaxArchiveBytes <= 0 {
 		return nil, errors.New("fetch: the engine's parts, an origin, a store, metrics, a logger, a timeout and the archive size limit are required")
 	}
-	return &Fetcher{cfg: cfg, life: parts.Life, store: store, origin: origin, shared: parts.Shared, log: cfg.Logger, metrics: metrics,
+	return &Fetcher{cfg: cfg, life: parts.Life, store: store, origin: origin, copies: parts.Copies, log: cfg.Logger, metrics: metrics,
 		inflight: make(map[string]*Download)}, nil
 }
 
@@ -354,7 +374,7 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		var verr *verify.Error
 		var berr *records.BadArchiveError
 		if f.fromShared && (errors.As(err, &verr) || errors.As(err, &berr)) {
-			s.shared.Distrust(a.SHA256)
+			s.copies.Distrust(a.SHA256)
 			s.log.Error("the shared store's copy of an archive is not the archive; this replica fetches it from the origin from now on. Delete the object from the bucket",
 				"provider", subject(p, src), "file", a.Filename, "sha256", a.SHA256, "error", err)
 		}
@@ -637,14 +657,14 @@ func (f *Download) release() {
 	}
 }
 
-// openSource opens the archive's bytes for the fetch f: from the shared
-// tier when it has the archive, else from the origin (under the tier's
-// lease when there is a tier, so that of all replicas one downloads it
-// while the others wait for it to appear in the tier; see
-// sharedtier.Shared.Archive).
+// openSource opens the archive's bytes for the fetch f: from the store
+// beyond the cache when it has the archive, else from the origin (under
+// its lease when there is a shared tier, so that of all replicas one
+// downloads it while the others wait for it to appear in the tier; see
+// Copies).
 func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr
-	body, size, release, err := s.shared.Archive(ctx, a.SHA256, a.Filename, fr.hooksNow().Wait)
+	body, size, release, err := s.copies.Archive(ctx, a.SHA256, a.Filename, fr.hooksNow().Wait)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -668,5 +688,5 @@ func (fr *Fetcher) share(ctx context.Context, f *Download, a records.ArchiveReco
 	if f.fromShared {
 		return
 	}
-	fr.shared.ShareArchive(ctx, a.SHA256, a.Filename)
+	fr.copies.ShareArchive(ctx, a.SHA256, a.Filename)
 }

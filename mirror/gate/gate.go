@@ -34,7 +34,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -81,7 +80,7 @@ type Metrics interface {
 // Parts are the engine's components the gate takes; all are required.
 type Parts struct {
 	Life    *lifetime.Lifetime // coalescing of release-time lookups
-	Shared  *sharedtier.Shared // the release times other replicas learnt
+	Source  stored.Source      // release times, stored (and those other replicas learnt, when the engine composes the shared tier over it)
 	Hosts   *originguard.Hosts // the local-only hosts, never asked
 	Records *stored.Records    // the stored version lists and package records
 }
@@ -93,11 +92,11 @@ type Origin interface {
 	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
 }
 
-// Store is where the gate keeps release times: the cache's records.
+// Store is where the gate reads the release times kept (they are written
+// through Parts.Source): the cache's records.
 // *cache.Store implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
-	PutMeta(key string, v any) error
 	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
 }
 
@@ -126,7 +125,7 @@ type Gate struct {
 
 // New returns a gate with no policy (everything allowed).
 func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Gate, error) {
-	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+	if parts.Life == nil || parts.Source == nil || parts.Hosts == nil || parts.Records == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
 		return nil, errors.New("gate: the engine's parts, an origin, a store, metrics, a clock and a logger are required")
 	}
 	g := &Gate{cfg: cfg, parts: parts, now: cfg.Now, log: cfg.Logger, metrics: metrics}

@@ -141,7 +141,7 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, pr
 		}
 		at := prevAt
 		var rec releaseRecord
-		if _, ok := r.parts.Shared.Get(ctx, base+v, &rec); ok && !rec.At.IsZero() {
+		if _, _, err := r.parts.Source.Get(ctx, base+v, &rec); err == nil && !rec.At.IsZero() {
 			at = rec.At // another replica's listing saw it first
 		}
 		r.writeOnce(base+v, at)
@@ -197,20 +197,18 @@ func (r *releaseTimes) absentOf(kind, address string) map[string]time.Time {
 	return m
 }
 
-// writeOnce stores at under key unless the cache has a record there, and
-// puts it in the shared tier.
+// writeOnce stores at under key unless the cache has a record there
+// (through the stored records, into the shared tier too).
 func (r *releaseTimes) writeOnce(key string, at time.Time) {
 	var old releaseRecord
 	if _, err := r.store.GetMeta(key, &old); err == nil {
 		return
 	}
 	rec := &releaseRecord{Schema: records.Schema, At: at.UTC()}
-	if err := r.store.PutMeta(key, rec); err != nil {
+	if err := r.parts.Source.Put(key, rec); err != nil {
 		r.metrics.CacheWriteFailed()
 		r.log.Error("storing a release time", "key", key, "error", err)
-		return
 	}
-	r.parts.Shared.Put(key, rec)
 }
 
 // signedAt returns the signature time of version v of p when it is known
@@ -225,17 +223,16 @@ func (r *releaseTimes) signedAt(ctx context.Context, p addrs.Provider, v string,
 		return at, true
 	}
 	var stored releaseRecord
-	_, err := r.store.GetMeta(key, &stored)
+	_, src, err := r.parts.Source.Get(ctx, key, &stored)
 	switch {
-	case err == nil && records.KnownSchema(stored.Schema):
+	case err == nil && src == records.Hit && records.KnownSchema(stored.Schema):
 		r.remember(key, stored.At)
+		return stored.At, true
+	case err == nil && records.KnownSchema(stored.Schema) && !stored.At.IsZero():
+		r.keep(key, stored.At) // another replica's: stored here too
 		return stored.At, true
 	case err != nil && !errors.Is(err, cache.ErrNotFound):
 		r.log.Warn("reading a release time", "key", key, "error", err)
-	}
-	if _, ok := r.parts.Shared.Get(ctx, key, &stored); ok && records.KnownSchema(stored.Schema) && !stored.At.IsZero() {
-		r.keep(key, stored.At)
-		return stored.At, true
 	}
 	if rec != nil && rec.HasEvidence() && len(rec.Documents) > 0 {
 		doc := rec.Documents[0]

@@ -9,30 +9,20 @@ import (
 )
 
 // previousListing returns the versions of m's listing taken before the
-// one being stored, and when it was taken: the cached list, or the shared
-// tier's when it is newer; nil when m was never listed. It dates the
-// versions the new listing adds (Engine.NoteListing).
+// one being stored, and when it was taken: the newest of the stored
+// lists (the cached one, or the shared tier's when it is newer); nil
+// when m was never listed. It dates the versions the new listing adds
+// (Engine.NoteListing).
 func (s *Modules) previousListing(ctx context.Context, m addrs.Module) ([]string, time.Time) {
-	key := records.ModuleVersionsKey(m)
-	var cached, shared records.ModuleVersionList
-	at, err := s.store.GetMeta(key, &cached)
-	have := err == nil && records.KnownSchema(cached.Schema)
-	if have && !cached.ListedAt.IsZero() {
-		at = cached.ListedAt
-	}
-	if s.shared.On() {
-		if sat, ok := s.shared.Get(ctx, key, &shared); ok && records.KnownSchema(shared.Schema) {
-			if !shared.ListedAt.IsZero() {
-				sat = shared.ListedAt
-			}
-			if !have || sat.After(at) {
-				cached, at, have = shared, sat, true
-			}
-		}
-	}
+	v, at, have := s.recs.Newest(ctx, records.ModuleVersionsKey(m), func() any { return new(records.ModuleVersionList) },
+		func(v any) (time.Time, bool) {
+			l := v.(*records.ModuleVersionList)
+			return l.ListedAt, records.KnownSchema(l.Schema)
+		})
 	if !have {
 		return nil, time.Time{}
 	}
+	cached := v.(*records.ModuleVersionList)
 	if cached.Versions == nil {
 		return []string{}, at
 	}

@@ -44,7 +44,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
+	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -57,7 +57,7 @@ import (
 // concurrent use.
 type Modules struct {
 	life    *lifetime.Lifetime // detached work, coalescing, the import lock, the notifier
-	shared  *sharedtier.Shared // the tier shared with other replicas (its use a no-op without one)
+	recs    Records            // the module records and packages stored, and beyond the cache
 	hosts   *originguard.Hosts
 	gate    *gate.Gate
 	cfg     Config
@@ -71,10 +71,38 @@ type Modules struct {
 // Parts are the engine's components the module side takes; all are
 // required.
 type Parts struct {
-	Life   *lifetime.Lifetime // detached work and its coalescing, the import lock, the notifier
-	Shared *sharedtier.Shared // the tier shared with other replicas (its use a no-op without one)
-	Hosts  *originguard.Hosts // the allowed origins and the local-only hosts
-	Gate   *gate.Gate         // the package policy on module versions, and the listings that date them
+	Life    *lifetime.Lifetime // detached work and its coalescing, the import lock, the notifier
+	Records Records            // the module records and packages stored, and beyond the cache
+	Hosts   *originguard.Hosts // the allowed origins and the local-only hosts
+	Gate    *gate.Gate         // the package policy on module versions, and the listings that date them
+}
+
+// Records is where the module side reads and writes its records, in one
+// line of calls (mirror/stored.Source), and what it asks of the store
+// beyond the cache for module packages: the engine's stored records
+// (mirror/stored.Records, which find nothing beyond the cache), or the
+// tier shared with other replicas that the engine composes over them.
+type Records interface {
+	stored.Source
+	// ModuleRecord returns the module record under key: the cache's
+	// (records.Hit), else a complete one from beyond it
+	// (records.Shared, stored in the cache from then on); when none has
+	// one, the cache's error.
+	ModuleRecord(ctx context.Context, key string) (*records.ModuleRecord, records.Source, error)
+	// FetchModule is the fetch of module m's version, recorded as rec
+	// under key, with the store beyond the cache in front of fetch (the
+	// fetch from the source host): the package from there when it has it
+	// (at most limit bytes), else through fetch (and then ShareModule).
+	FetchModule(ctx context.Context, m addrs.Module, key string, rec records.ModuleRecord, limit int64,
+		fetch func(context.Context, records.ModuleRecord) (*records.ModuleRecord, error)) (*records.ModuleRecord, error)
+	// ShareModule offers a fetched module package and its record, stored
+	// in the cache.
+	ShareModule(ctx context.Context, key string, rec *records.ModuleRecord, pkg io.ReadSeeker)
+	// InstallableModules hands add, in turn, the versions of m's list
+	// beyond the cache that have is false for (asked again after each
+	// add) and whose record and package are there (a sealed mirror's
+	// list).
+	InstallableModules(ctx context.Context, m addrs.Module, have func(versions.Version) bool, add func(string))
 }
 
 // Store is what Modules needs of the cache. *cache.Store implements it.
@@ -129,13 +157,13 @@ type ListState struct {
 
 // New returns the module side of an engine, on origin and store.
 func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Modules, error) {
-	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Gate == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
+	if parts.Life == nil || parts.Records == nil || parts.Hosts == nil || parts.Gate == nil || origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil {
 		return nil, errors.New("modules: the engine's parts, an origin, a store, metrics, a clock and a logger are required")
 	}
 	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
-	return &Modules{life: parts.Life, shared: parts.Shared, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -212,15 +240,10 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	}
 	key := records.ModuleVersionsKey(m)
 	var cached records.ModuleVersionList
-	storedAt, err := s.store.GetMeta(key, &cached)
+	storedAt, _, err := s.recs.Get(ctx, key, &cached)
 	haveCached := err == nil && records.KnownSchema(cached.Schema)
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
-	}
-	if !haveCached && s.shared.On() {
-		if at, ok := s.shared.Get(ctx, key, &cached); ok && records.KnownSchema(cached.Schema) {
-			haveCached, storedAt = true, at
-		}
 	}
 	if haveCached && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL {
 		s.metrics.CacheLookup("module_versions", true)
@@ -239,11 +262,10 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
 		prev, prevAt := s.previousListing(ctx, m)
 		s.gate.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)
-		if err := s.store.PutMeta(key, list); err != nil {
+		if err := s.recs.Put(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)
 		}
-		s.shared.Put(key, list)
 		return list, nil
 	})
 	if err == nil {
@@ -274,23 +296,10 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*re
 	if err != nil {
 		return nil, ListState{}, err
 	}
-	var shared records.ModuleVersionList
-	if s.shared.On() {
-		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &shared); ok {
-			for _, raw := range shared.Versions {
-				v, err := addrs.ParseModuleVersion(raw)
-				if err != nil {
-					continue // no door asks for it
-				}
-				if _, listed := list.OriginSpelling(v); listed {
-					continue
-				}
-				if s.shared.ModuleInstallable(ctx, records.ModuleRecordKey(m, v)) {
-					list.Versions = append(list.Versions, raw)
-				}
-			}
-		}
-	}
+	s.recs.InstallableModules(ctx, m, func(v versions.Version) bool {
+		_, listed := list.OriginSpelling(v)
+		return listed
+	}, func(v string) { list.Versions = append(list.Versions, v) })
 	if len(list.Versions) == 0 {
 		if !s.cfg.Offline {
 			return nil, ListState{}, fmt.Errorf("%w: no version of module %s of the local-only host %s is cached", discovery.ErrNotFound, m, m.Hostname)
@@ -314,16 +323,16 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		return nil, err
 	}
 	key := records.ModuleRecordKey(m, version)
-	var rec records.ModuleRecord
-	if _, err := s.store.GetMeta(key, &rec); err == nil && records.KnownSchema(rec.Schema) {
+	rec, src, err := s.recs.ModuleRecord(ctx, key)
+	if err == nil && src == records.Hit {
 		s.metrics.CacheLookup("module_location", true)
-		return &rec, nil
+		return rec, nil
 	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading module record", "module", m.String(), "version", version, "error", err)
 	}
 	s.metrics.CacheLookup("module_location", false)
-	if rec, ok := s.shared.ModuleRecord(ctx, key); ok {
-		return rec, nil
+	if err == nil {
+		return rec, nil // another replica's
 	}
 	if s.hosts.Local(m.Hostname) {
 		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
@@ -510,17 +519,18 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 		return pkg, nil
 	}
 	s.metrics.CacheLookup("module_package", false)
-	if s.cfg.Offline && !s.shared.On() {
-		return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
-	}
-	if rec.Location == "" && !s.shared.On() {
-		return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
-	}
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.shared.FetchModule(ctx, m, recKey, *rec, s.cfg.Limits.MaxDownloadBytes+s.cfg.Limits.MaxTreeBytes, // a normalized package is at most about this
+			return s.recs.FetchModule(ctx, m, recKey, *rec, s.cfg.Limits.MaxDownloadBytes+s.cfg.Limits.MaxTreeBytes, // a normalized package is at most about this
 				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
+					// What the store beyond the cache did not have.
+					if s.cfg.Offline {
+						return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
+					}
+					if rec.Location == "" {
+						return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
+					}
 					return s.fetchModule(ctx, m, version, rec)
 				})
 		})
@@ -629,7 +639,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 			return nil, fmt.Errorf("storing module record: %w", err)
 		}
 	}
-	s.shared.ShareModule(ctx, records.ModuleRecordKey(m, version), &rec, spool)
+	s.recs.ShareModule(ctx, records.ModuleRecordKey(m, version), &rec, spool)
 	s.log.Info("module package cached", "module", m.String(), "version", rec.Version, "package", rec.Shown(),
 		"commit", rec.Commit, "sha256", sum, "size", size)
 	return &rec, nil

@@ -108,17 +108,19 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 // false when neither has one; err is for a cache that failed.
 func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.Version, rec *records.ModuleZipRecord) (ok bool, err error) {
 	key := records.ModuleZipKey(m, version)
-	_, err = s.store.GetMeta(key, rec)
+	var shared records.ModuleZipRecord
+	_, src, err := s.recs.Get(ctx, key, &shared)
 	switch {
-	case err == nil && records.KnownSchema(rec.Schema):
+	case err == nil && src == records.Hit && records.KnownSchema(shared.Schema):
+		*rec = shared
 		return true, nil
 	case err != nil && !errors.Is(err, cache.ErrNotFound):
 		return false, err
-	case !s.shared.On():
+	case err != nil || src == records.Hit:
 		return false, nil
 	}
-	var shared records.ModuleZipRecord
-	if _, ok := s.shared.Get(ctx, key, &shared); !ok || !records.KnownSchema(shared.Schema) || shared.Module != m.String() {
+	// Another replica's.
+	if !records.KnownSchema(shared.Schema) || shared.Module != m.String() {
 		return false, nil
 	}
 	if v, err := addrs.ParseModuleVersion(shared.Version); err != nil || v != version {
@@ -177,11 +179,10 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 	}
 	if first == nil {
 		key := records.ModuleZipKey(m, version)
-		if err := s.store.PutMeta(key, rec); err != nil {
+		if err := s.recs.Put(key, rec); err != nil {
 			s.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module zip record: %w", err)
 		}
-		s.shared.Put(key, rec)
 	}
 	s.log.Info("module zip made", "module", m.String(), "version", rec.Version, "sha256", rec.SHA256, "size", size)
 	return rec, nil

@@ -148,14 +148,9 @@ const maxSharedZipLookups = 16
 // their zips), newest first, at most maxSharedZipLookups of them, keeping
 // those it reads: a record read is kept, and not asked for again.
 func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(records.ModuleZipRecord, versions.Version) bool) (versions.Version, bool) {
-	if !s.shared.On() {
-		return versions.Version{}, false
-	}
 	var list records.ModuleVersionList
-	if _, err := s.store.GetMeta(records.ModuleVersionsKey(m), &list); err != nil {
-		if _, ok := s.shared.Get(ctx, records.ModuleVersionsKey(m), &list); !ok {
-			return versions.Version{}, false
-		}
+	if _, _, err := s.recs.Get(ctx, records.ModuleVersionsKey(m), &list); err != nil {
+		return versions.Version{}, false
 	}
 	asked := 0
 	for _, v := range newestFirst(list.Versions) {

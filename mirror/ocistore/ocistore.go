@@ -47,7 +47,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
@@ -108,7 +107,7 @@ type Answer struct {
 // Parts are the engine's components OCI takes; all are required.
 type Parts struct {
 	Life    *lifetime.Lifetime   // detached work
-	Shared  *sharedtier.Shared   // the digests other replicas handed out
+	Source  stored.Source        // the digests handed out, stored (and those other replicas handed out, when the engine composes the shared tier over it)
 	Hosts   *originguard.Hosts   // the hosts served
 	Records *stored.Records      // the stored package records
 	Lists   *providerlists.Lists // the package policy on a version, dated by its list: a document kept by digest is not served when the policy holds the version back
@@ -157,7 +156,7 @@ type Config struct {
 // It asks nothing of the engine above it: its caller hands it a
 // version's verified archives (Answer).
 func New(cfg Config, parts Parts, store Store, sizer ArchiveSizer, metrics Metrics) (*OCI, error) {
-	if parts.Life == nil || parts.Shared == nil || parts.Hosts == nil || parts.Records == nil || parts.Lists == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
+	if parts.Life == nil || parts.Source == nil || parts.Hosts == nil || parts.Records == nil || parts.Lists == nil || store == nil || sizer == nil || metrics == nil || cfg.Logger == nil || cfg.OriginTimeout <= 0 {
 		return nil, errors.New("ocistore: the OCI side needs the engine's parts, a store, an archive sizer, metrics, a logger and a timeout")
 	}
 	return &OCI{cfg: cfg, parts: parts, store: store, sizer: sizer, metrics: metrics,
@@ -406,7 +405,7 @@ func (o *OCI) keep(keys recordKeys, p addrs.Provider, v versions.Version, rec *o
 	}
 	for _, e := range entries {
 		if e.d != adopted {
-			o.parts.Shared.Put(e.key, e.entry)
+			o.parts.Source.Share(e.key, e.entry)
 		}
 	}
 	return nil
@@ -482,11 +481,13 @@ func (o *OCI) entry(ctx context.Context, p addrs.Provider, d digest.Digest) (ver
 		return versions.Version{}, ociDigestEntry{}, unknown
 	}
 	var entry ociDigestEntry
-	if _, err := o.store.GetMeta(ociDigestKey(p, d), &entry); err != nil {
-		if !errors.Is(err, cache.ErrNotFound) {
-			return versions.Version{}, entry, fmt.Errorf("reading an OCI digest of %s: %w", p, err)
-		}
-		return o.sharedEntry(ctx, p, d, unknown)
+	switch _, src, err := o.parts.Source.Get(ctx, ociDigestKey(p, d), &entry); {
+	case err != nil && !errors.Is(err, cache.ErrNotFound):
+		return versions.Version{}, entry, fmt.Errorf("reading an OCI digest of %s: %w", p, err)
+	case err != nil:
+		return versions.Version{}, entry, unknown
+	case src != records.Hit:
+		return o.sharedEntry(p, d, entry, unknown)
 	}
 	v, err := addrs.ParseSemver(entry.Version)
 	if err != nil {

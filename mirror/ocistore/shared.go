@@ -41,15 +41,10 @@ func (u *Unadopted) Error() string {
 
 func (u *Unadopted) Unwrap() error { return u.unknown }
 
-// sharedEntry finds digest d of p's repository in the shared tier: one
-// lookup there (unknown when it has none or it is not readable), and an
-// *Unadopted for the entry found.
-func (o *OCI) sharedEntry(ctx context.Context, p addrs.Provider, d digest.Digest, unknown error) (versions.Version, ociDigestEntry, error) {
+// sharedEntry is the entry of digest d of p's repository found in the
+// shared tier only: unknown when it is not readable, else an *Unadopted.
+func (o *OCI) sharedEntry(p addrs.Provider, d digest.Digest, entry ociDigestEntry, unknown error) (versions.Version, ociDigestEntry, error) {
 	key := ociDigestKey(p, d)
-	var entry ociDigestEntry
-	if _, ok := o.parts.Shared.Get(ctx, key, &entry); !ok {
-		return versions.Version{}, entry, unknown
-	}
 	v, err := addrs.ParseSemver(entry.Version)
 	if err != nil || len(entry.Platforms) > maxEntryPlatforms || (entry.Platform == "") == (len(entry.Platforms) == 0) {
 		o.cfg.Logger.Warn("an OCI digest entry in the shared store is not readable; ignored", "key", key)

@@ -20,25 +20,17 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
-	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
-	"github.com/tfmirror/tfmirror/v2/mirror/sharedtier"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
 
 // Origin is what the lists ask origin registries: a provider's versions.
 type Origin interface {
 	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
-}
-
-// Store is where the lists are kept: the cache's records. *cache.Store
-// implements it.
-type Store interface {
-	PutMeta(key string, v any) error
 }
 
 // Metrics receives what the lists observe (mirror.Metrics).
@@ -63,8 +55,7 @@ type Config struct {
 type Parts struct {
 	Life    *lifetime.Lifetime // coalescing of refreshes
 	Hosts   *originguard.Hosts // the local-only hosts, never refreshed
-	Shared  *sharedtier.Shared // the lists other replicas took
-	Records *stored.Records    // the stored lists, read through the memo
+	Records stored.Source      // the stored lists, read through the memo (and the lists other replicas took, when the engine composes the shared tier over it)
 	Gate    *gate.Gate         // told of every listing taken; judges versions by the lists
 }
 
@@ -74,17 +65,16 @@ type Lists struct {
 	cfg     Config
 	parts   Parts
 	origin  Origin
-	store   Store
 	metrics Metrics
 }
 
 // New returns the version lists of the providers.
-func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Lists, error) {
-	if parts.Life == nil || parts.Hosts == nil || parts.Shared == nil || parts.Records == nil || parts.Gate == nil ||
-		origin == nil || store == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 {
-		return nil, errors.New("providerlists: the engine's parts, an origin, a store, metrics, a clock, a logger and a time to live are required")
+func New(cfg Config, parts Parts, origin Origin, metrics Metrics) (*Lists, error) {
+	if parts.Life == nil || parts.Hosts == nil || parts.Records == nil || parts.Gate == nil ||
+		origin == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 {
+		return nil, errors.New("providerlists: the engine's parts, an origin, metrics, a clock, a logger and a time to live are required")
 	}
-	return &Lists{cfg: cfg, parts: parts, origin: origin, store: store, metrics: metrics}, nil
+	return &Lists{cfg: cfg, parts: parts, origin: origin, metrics: metrics}, nil
 }
 
 // State says where a version list came from.
@@ -101,14 +91,7 @@ type State struct {
 // marked stale. force refreshes a fresh list too.
 func (s *Lists) Versions(ctx context.Context, p addrs.Provider, force bool) (*records.VersionList, State, error) {
 	key := records.VersionsKey(p)
-	cached, storedAt, err := s.parts.Records.CachedVersions(key)
-	haveCached := err == nil
-	if err != nil && !errors.Is(err, cache.ErrNotFound) {
-		s.cfg.Logger.Warn("reading cached version list", "provider", p.String(), "error", err)
-	}
-	if !haveCached {
-		cached, storedAt, haveCached = s.parts.Shared.Versions(ctx, key)
-	}
+	cached, storedAt, haveCached := s.parts.Records.Versions(ctx, key)
 	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
 	if haveCached && (s.cfg.Offline || fresh || s.parts.Hosts.Local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
@@ -141,37 +124,27 @@ func (s *Lists) refresh(ctx context.Context, p addrs.Provider) (*records.Version
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, p)
 	s.parts.Gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
-	err = s.store.PutMeta(records.VersionsKey(p), list)
-	s.parts.Records.Forget(records.VersionsKey(p))
-	if err != nil {
+	if err := s.parts.Records.Put(records.VersionsKey(p), list); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.cfg.Logger.Error("storing version list", "provider", p.String(), "error", err)
 	}
-	s.parts.Shared.Put(records.VersionsKey(p), list)
 	return list, nil
 }
 
 // previousListing returns the listing of p taken before the one being
-// stored, and when it was taken: the cached list, or the shared tier's
-// when it is newer (another replica listed since); nil when p was never
-// listed.
+// stored, and when it was taken: the newest of the stored lists (the
+// cached one, or the shared tier's when another replica listed since);
+// nil when p was never listed.
 func (s *Lists) previousListing(ctx context.Context, p addrs.Provider) (*records.VersionList, time.Time) {
-	prev, prevAt, err := s.parts.Records.CachedVersions(records.VersionsKey(p))
-	if err != nil {
-		prev = nil
+	prev, at, ok := s.parts.Records.Newest(ctx, records.VersionsKey(p), func() any { return new(records.VersionList) },
+		func(v any) (time.Time, bool) {
+			l := v.(*records.VersionList)
+			return l.ListedAt, records.KnownSchema(l.Schema)
+		})
+	if !ok {
+		return nil, time.Time{}
 	}
-	if prev != nil && !prev.ListedAt.IsZero() {
-		prevAt = prev.ListedAt
-	}
-	if shared, at, ok := s.parts.Shared.Versions(ctx, records.VersionsKey(p)); ok {
-		if !shared.ListedAt.IsZero() {
-			at = shared.ListedAt
-		}
-		if prev == nil || at.After(prevAt) {
-			prev, prevAt = shared, at
-		}
-	}
-	return prev, prevAt
+	return prev.(*records.VersionList), at
 }
 
 // CheckVersion is the package policy's verdict on version v of p

@@ -13,6 +13,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -26,14 +28,28 @@ func moduleLeaseID(key string) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// ModuleRecord copies the module record under key from the tier to the
-// cache, if the tier has a complete one (with its package's sha256).
-func (s *Shared) ModuleRecord(ctx context.Context, key string) (*records.ModuleRecord, bool) {
+// ModuleRecord returns the module record under key: the cache's
+// (records.Hit), else the tier's (records.Shared, see sharedModuleRecord);
+// when neither has one, the cache's error.
+func (s *Shared) ModuleRecord(ctx context.Context, key string) (*records.ModuleRecord, records.Source, error) {
+	rec, src, err := s.recs.ModuleRecord(ctx, key)
+	if err == nil {
+		return rec, src, nil
+	}
+	if r, ok := s.sharedModuleRecord(ctx, key); ok {
+		return r, records.Shared, nil
+	}
+	return nil, src, err
+}
+
+// sharedModuleRecord copies the module record under key from the tier to
+// the cache, if the tier has a complete one (with its package's sha256).
+func (s *Shared) sharedModuleRecord(ctx context.Context, key string) (*records.ModuleRecord, bool) {
 	if s.tier == nil {
 		return nil, false
 	}
 	var rec records.ModuleRecord
-	if _, ok := s.Get(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !sha256hex.Valid(rec.SHA256) {
+	if _, ok := s.peek(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !sha256hex.Valid(rec.SHA256) {
 		return nil, false
 	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
@@ -80,9 +96,9 @@ func (s *Shared) copyModule(ctx context.Context, rec records.ModuleRecord, limit
 	return true
 }
 
-// ShareModule puts a fetched module package and then its record in the
-// tier (in this order: a replica that finds the record finds the
-// package). A no-op without a tier.
+// ShareModule puts a fetched module package and then its record (stored
+// in the cache already) in the tier (in this order: a replica that finds
+// the record finds the package). A no-op without a tier.
 func (s *Shared) ShareModule(ctx context.Context, key string, rec *records.ModuleRecord, pkg io.ReadSeeker) {
 	if s.tier == nil {
 		return
@@ -114,7 +130,7 @@ func (s *Shared) FetchModule(ctx context.Context, m addrs.Module, key string, re
 	wait := PollMin
 	for {
 		if rec.SHA256 == "" {
-			if r, ok := s.ModuleRecord(ctx, key); ok {
+			if r, ok := s.sharedModuleRecord(ctx, key); ok {
 				rec = *r
 			}
 		}
@@ -132,7 +148,7 @@ func (s *Shared) FetchModule(ctx context.Context, m addrs.Module, key string, re
 		if release != nil {
 			defer release(context.WithoutCancel(ctx))
 			// The holder before us may have stored it and let go just now.
-			if r, ok := s.ModuleRecord(ctx, key); ok && s.copyModule(ctx, *r, limit) {
+			if r, ok := s.sharedModuleRecord(ctx, key); ok && s.copyModule(ctx, *r, limit) {
 				return r, nil
 			}
 			return fetch(ctx, rec)
@@ -149,11 +165,31 @@ func (s *Shared) FetchModule(ctx context.Context, m addrs.Module, key string, re
 	}
 }
 
-// ModuleInstallable reports whether the tier holds the module record under
-// key and its package (for a sealed replica's list).
-func (s *Shared) ModuleInstallable(ctx context.Context, key string) bool {
+// InstallableModules hands add, in turn, the versions of the tier's
+// version list of m that have is false for (asked again after each add)
+// and whose module record and package the tier holds (for a sealed
+// replica's list).
+func (s *Shared) InstallableModules(ctx context.Context, m addrs.Module, have func(versions.Version) bool, add func(string)) {
+	var list records.ModuleVersionList
+	if _, ok := s.peek(ctx, records.ModuleVersionsKey(m), &list); !ok {
+		return
+	}
+	for _, raw := range list.Versions {
+		v, err := addrs.ParseModuleVersion(raw)
+		if err != nil {
+			continue // no door asks for it
+		}
+		if !have(v) && s.moduleInstallable(ctx, records.ModuleRecordKey(m, v)) {
+			add(raw)
+		}
+	}
+}
+
+// moduleInstallable reports whether the tier holds the module record under
+// key and its package.
+func (s *Shared) moduleInstallable(ctx context.Context, key string) bool {
 	var rec records.ModuleRecord
-	if _, ok := s.Get(ctx, key, &rec); !ok || !sha256hex.Valid(rec.SHA256) || !s.Trusts(rec.SHA256) {
+	if _, ok := s.peek(ctx, key, &rec); !ok || !sha256hex.Valid(rec.SHA256) || !s.Trusts(rec.SHA256) {
 		return false
 	}
 	body, _, err := s.tier.OpenArchive(ctx, rec.SHA256)

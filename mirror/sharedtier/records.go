@@ -15,18 +15,22 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
-// Versions returns the version list under key from the tier, with when it
-// was stored there, and remembers it in the engine's memo (not in the
-// cache, so that its age stays the tier's copy's). Remembering it changes
-// what the engine answers from, as a write to the cache would: the memo's
-// generation advances, so that no answer stamped before holds on.
+// Versions returns the version list under key: the cache's, else the
+// tier's, with when it was stored there, remembered in the engine's memo
+// (not in the cache, so that its age stays the tier's copy's).
+// Remembering it changes what the engine answers from, as a write to the
+// cache would: the memo's generation advances, so that no answer stamped
+// before holds on.
 func (s *Shared) Versions(ctx context.Context, key string) (*records.VersionList, time.Time, bool) {
+	if list, at, ok := s.recs.Versions(ctx, key); ok {
+		return list, at, true
+	}
 	if s.tier == nil {
 		return nil, time.Time{}, false
 	}
-	_, _, gen, _ := s.recs.Get(key)
+	_, _, gen, _ := s.recs.Remembered(key)
 	var list records.VersionList
-	storedAt, ok := s.Get(ctx, key, &list)
+	storedAt, ok := s.peek(ctx, key, &list)
 	if !ok || !records.KnownSchema(list.Schema) {
 		return nil, time.Time{}, false
 	}
@@ -34,18 +38,28 @@ func (s *Shared) Versions(ctx context.Context, key string) (*records.VersionList
 	return &list, storedAt, true
 }
 
-// Package copies the package record of v from the tier to the cache, if
-// the tier has one (which the tier authenticated as a replica's, see Tier)
-// with evidence that still verifies: a copy that does not is left where it
-// is, so that the version is fetched and verified anew, as when the cached
-// record fails, and its record then replaces the tier's.
+// Package returns the package record of v: the cache's, else the tier's
+// (sharedPackage).
 func (s *Shared) Package(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+	if rec, ok := s.recs.CachedPackage(p, v); ok {
+		return rec, true
+	}
+	return s.sharedPackage(ctx, p, v)
+}
+
+// sharedPackage copies the package record of v from the tier to the
+// cache, if the tier has one (which the tier authenticated as a
+// replica's, see Tier) with evidence that still verifies: a copy that
+// does not is left where it is, so that the version is fetched and
+// verified anew, as when the cached record fails, and its record then
+// replaces the tier's.
+func (s *Shared) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
 	if s.tier == nil {
 		return nil, false
 	}
 	key := records.PackageKey(p, v)
 	var rec records.PackageRecord
-	if _, ok := s.Get(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !rec.HasEvidence() {
+	if _, ok := s.peek(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !rec.HasEvidence() {
 		return nil, false
 	}
 	if err := rec.VerifyEvidence(p.Type, v); err != nil {
@@ -85,7 +99,7 @@ func (s *Shared) Installable(ctx context.Context, p addrs.Provider, v versions.V
 			return false
 		}
 		var ok bool
-		if rec, ok = s.Package(ctx, p, v); !ok {
+		if rec, ok = s.sharedPackage(ctx, p, v); !ok {
 			s.seen.put(key, false, now)
 			return false
 		}

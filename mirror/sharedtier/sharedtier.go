@@ -1,16 +1,20 @@
 // Package sharedtier is the tier that replicas share behind their own
 // caches (mirror.Config.Shared; package sharedstore implements it over
-// S3), as the engine and its parts use it: a decorator of the cache side
-// that takes from the tier what the cache lacks before the origin is
-// asked, and puts in it what was verified and committed.
+// S3), as a decorator of the engine's stored records
+// (mirror/stored.Source, over mirror/stored.Records): a read takes what
+// the cache lacks from the tier before the origin is asked, in one line
+// of calls, and a write goes to the cache and the tier. The engine
+// composes it over its records when a tier is configured; its parts take
+// the result as a mirror/stored.Source (and the few interfaces of their
+// own for archives and module packages) and never name the tier.
 //
 // It is the one place that speaks to the tier. What it reads, the tier
 // authenticated as a replica's (see Tier); a package record's evidence is
 // checked again before it is copied into the cache; an archive whose copy
 // in the tier failed verification is distrusted from then on. A tier that
 // fails is gone around: its errors never fail a call that could be
-// answered without it. Without a tier every method is a no-op that finds
-// nothing.
+// answered without it. Without a tier (nil) it is the records it
+// decorates.
 package sharedtier
 
 import (
@@ -26,6 +30,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
 
@@ -131,10 +136,62 @@ func New(cfg Config, tier Tier, life *lifetime.Lifetime, recs *stored.Records, s
 // On reports whether there is a shared tier.
 func (s *Shared) On() bool { return s.tier != nil }
 
-// Get reads the record under key from the tier into v, and returns when
+var _ stored.Source = (*Shared)(nil)
+
+// Get reads the record under key into v: the cache's, else the tier's
+// (records.Shared: not stored in the cache). When neither has it, it
+// returns the cache's error.
+func (s *Shared) Get(ctx context.Context, key string, v any) (time.Time, records.Source, error) {
+	at, src, err := s.recs.Get(ctx, key, v)
+	if err == nil {
+		return at, src, nil
+	}
+	if at, ok := s.peek(ctx, key, v); ok {
+		return at, records.Shared, nil
+	}
+	return at, src, err
+}
+
+// Newest reads the record under key from the cache and the tier, and
+// returns the one listed last.
+func (s *Shared) Newest(ctx context.Context, key string, fresh func() any, listed func(any) (time.Time, bool)) (any, time.Time, bool) {
+	v, at, ok := s.recs.Newest(ctx, key, fresh, listed)
+	theirs := fresh()
+	sat, found := s.peek(ctx, key, theirs)
+	if !found {
+		return v, at, ok
+	}
+	lat, readable := listed(theirs)
+	if !readable {
+		return v, at, ok
+	}
+	if !lat.IsZero() {
+		sat = lat
+	}
+	if !ok || sat.After(at) {
+		return theirs, sat, true
+	}
+	return v, at, ok
+}
+
+// Put stores record under key in the cache (returning its error) and
+// puts it in the tier (see share). A package record goes to the tier
+// without the withheld import set aside in it: imports stay local.
+func (s *Shared) Put(key string, record any) error {
+	err := s.recs.Put(key, record)
+	if rec, ok := record.(*records.PackageRecord); ok && rec.Withheld != nil {
+		rec = rec.Clone()
+		rec.Withheld = nil
+		record = rec
+	}
+	s.Share(key, record)
+	return err
+}
+
+// peek reads the record under key from the tier into v, and returns when
 // it was stored there: false when there is no tier, it has no record
 // there, or it fails (logged).
-func (s *Shared) Get(ctx context.Context, key string, v any) (time.Time, bool) {
+func (s *Shared) peek(ctx context.Context, key string, v any) (time.Time, bool) {
 	if s.tier == nil {
 		return time.Time{}, false
 	}
@@ -155,11 +212,11 @@ func (s *Shared) Get(ctx context.Context, key string, v any) (time.Time, bool) {
 	return storedAt, true
 }
 
-// Put puts a record just stored in the cache in the tier, in the
+// Share puts a record just stored in the cache in the tier, in the
 // background (work of the engine's lifetime, which a shutdown waits for),
 // so that a slow tier does not slow the callers waiting for the record.
 // record must not be modified afterwards (records handed out never are).
-func (s *Shared) Put(key string, record any) {
+func (s *Shared) Share(key string, record any) {
 	if s.tier == nil {
 		return
 	}

@@ -7,12 +7,14 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
 
@@ -24,6 +26,7 @@ type fakeTier struct {
 	meta        map[string]json.RawMessage
 	othersLease bool
 	leases      int
+	gets        int // GetMeta calls
 	putMeta     chan string
 }
 
@@ -65,6 +68,7 @@ func (t *fakeTier) TryLease(context.Context, string) (Lease, error) {
 func (t *fakeTier) GetMeta(_ context.Context, key string) (json.RawMessage, time.Time, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.gets++
 	return t.meta[key], time.Unix(1, 0), nil
 }
 
@@ -116,7 +120,7 @@ func TestNoTierFindsNothing(t *testing.T) {
 		t.Error("On without a tier")
 	}
 	var v struct{}
-	if _, ok := s.Get(t.Context(), "key", &v); ok {
+	if _, _, err := s.Get(t.Context(), "key", &v); err == nil {
 		t.Error("Get found a record without a tier")
 	}
 	s.Put("key", v)
@@ -221,8 +225,8 @@ func TestPutIsWorkOfTheLifetime(t *testing.T) {
 		t.Fatal("the record was not put before the lifetime was idle")
 	}
 	var got map[string]int
-	if _, ok := s.Get(t.Context(), "k1", &got); !ok || got["a"] != 1 {
-		t.Errorf("Get after Put: %v, %v", got, ok)
+	if _, _, err := s.Get(t.Context(), "k1", &got); err != nil || got["a"] != 1 {
+		t.Errorf("Get after Put: %v, %v", got, err)
 	}
 	life.Stop()
 	s.Put("k2", 2)
@@ -230,5 +234,96 @@ func TestPutIsWorkOfTheLifetime(t *testing.T) {
 	case key := <-tier.putMeta:
 		t.Errorf("put %q after the lifetime stopped", key)
 	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// A record is read in one line of calls: the cache's when it has one,
+// without asking the tier; else the tier's, said to come from there and
+// not stored in the cache.
+func TestGetReadsTheCacheThenTheTier(t *testing.T) {
+	tier := newFakeTier()
+	tier.meta["k"] = json.RawMessage(`{"a":2}`)
+	s, _ := newShared(t, tier, false)
+	var got map[string]int
+	at, src, err := s.Get(t.Context(), "k", &got)
+	if err != nil || src != records.Shared || got["a"] != 2 || !at.Equal(time.Unix(1, 0)) {
+		t.Fatalf("Get of the tier's record: %v from %v at %v, %v", got, src, at, err)
+	}
+	if _, _, err := s.recs.Get(t.Context(), "k", &map[string]int{}); !errors.Is(err, cache.ErrNotFound) {
+		t.Errorf("the tier's record was stored in the cache: %v", err)
+	}
+	if err := s.recs.Put("k", map[string]int{"a": 3}); err != nil {
+		t.Fatal(err)
+	}
+	before := tier.gets
+	got = nil
+	if _, src, err := s.Get(t.Context(), "k", &got); err != nil || src != records.Hit || got["a"] != 3 {
+		t.Fatalf("Get of the cache's record: %v from %v, %v", got, src, err)
+	}
+	if tier.gets != before {
+		t.Errorf("the tier was asked for a record the cache has")
+	}
+	if _, _, err := s.Get(t.Context(), "none", &got); !errors.Is(err, cache.ErrNotFound) {
+		t.Errorf("Get of a record neither has: %v, want cache.ErrNotFound", err)
+	}
+}
+
+// A package record is written to the cache as it is and to the tier
+// without the withheld import set aside in it (imports stay local); the
+// caller's record is not changed.
+func TestPutKeepsImportsLocal(t *testing.T) {
+	tier := newFakeTier()
+	s, life := newShared(t, tier, false)
+	rec := &records.PackageRecord{Schema: records.Schema, Withheld: &records.PackageRecord{Schema: records.Schema, Provenance: records.ProvenanceUnsigned}}
+	if err := s.Put("package/k", rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := life.Wait(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if rec.Withheld == nil {
+		t.Error("Put changed the caller's record")
+	}
+	var local records.PackageRecord
+	if _, src, err := s.Get(t.Context(), "package/k", &local); err != nil || src != records.Hit || local.Withheld == nil {
+		t.Errorf("the cache's record: withheld %v, from %v, %v", local.Withheld != nil, src, err)
+	}
+	if strings.Contains(string(tier.meta["package/k"]), "withheld") || tier.meta["package/k"] == nil {
+		t.Errorf("the tier's record: %s", tier.meta["package/k"])
+	}
+}
+
+// Newest takes the listing taken last, whichever store has it.
+func TestNewestTakesTheLaterListing(t *testing.T) {
+	early, late := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
+	fresh := func() any { return new(records.VersionList) }
+	listed := func(v any) (time.Time, bool) { return v.(*records.VersionList).ListedAt, true }
+	for _, c := range []struct {
+		name        string
+		local, tier time.Time
+		want        time.Time
+	}{
+		{"the tier's is later", early, late, late},
+		{"the cache's is later", late, early, late},
+		{"the cache's alone", late, time.Time{}, late},
+		{"the tier's alone", time.Time{}, early, early},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			tier := newFakeTier()
+			s, _ := newShared(t, tier, false)
+			if !c.tier.IsZero() {
+				raw, _ := json.Marshal(&records.VersionList{Schema: records.Schema, ListedAt: c.tier})
+				tier.meta["versions/k"] = raw
+			}
+			if !c.local.IsZero() {
+				if err := s.recs.Put("versions/k", &records.VersionList{Schema: records.Schema, ListedAt: c.local}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			v, at, ok := s.Newest(t.Context(), "versions/k", fresh, listed)
+			if !ok || !at.Equal(c.want) || !v.(*records.VersionList).ListedAt.Equal(c.want) {
+				t.Errorf("Newest: %v, %v, want %v", at, ok, c.want)
+			}
+		})
 	}
 }

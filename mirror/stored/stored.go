@@ -8,11 +8,19 @@
 // after every write; a record read from the store while a write was under
 // way is not remembered, so the memo never holds a value older than the
 // store's. Values are shared between callers and must not be modified.
+//
+// The engine's parts read and write records through Source, in one line
+// of calls: Records itself, or the tier shared with other replicas that
+// the engine composes over it (a decorator that takes from the tier what
+// the cache lacks and writes through to both). A part never asks the
+// tier beside the records.
 package stored
 
 import (
+	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"time"
 
@@ -33,9 +41,11 @@ import (
 // time.
 const MaxEntries = 4096
 
-// Store is what Records reads of the cache. *cache.Store implements it.
+// Store is what Records reads and writes of the cache. *cache.Store
+// implements it.
 type Store interface {
 	GetMeta(key string, v any) (time.Time, error)
+	PutMeta(key string, v any) error
 	StatBlob(sha string) (cache.BlobInfo, error)
 }
 
@@ -61,7 +71,7 @@ func New(store Store, log *slog.Logger) *Records {
 // any, from memory when it was read before.
 func (r *Records) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
 	key := records.PackageKey(p, v)
-	val, _, gen, ok := r.Get(key)
+	val, _, gen, ok := r.Remembered(key)
 	if ok {
 		return val.(*records.PackageRecord), true
 	}
@@ -76,14 +86,14 @@ func (r *Records) CachedPackage(p addrs.Provider, v versions.Version) (*records.
 	if !records.KnownSchema(rec.Schema) {
 		return nil, false
 	}
-	r.Put(key, gen, &rec, storedAt)
+	r.Remember(key, gen, &rec, storedAt)
 	return &rec, true
 }
 
 // CachedVersions returns the stored version list under key, from memory
 // when it was read before, and when it was stored.
 func (r *Records) CachedVersions(key string) (*records.VersionList, time.Time, error) {
-	val, storedAt, gen, ok := r.Get(key)
+	val, storedAt, gen, ok := r.Remembered(key)
 	if ok {
 		return val.(*records.VersionList), storedAt, nil
 	}
@@ -95,7 +105,7 @@ func (r *Records) CachedVersions(key string) (*records.VersionList, time.Time, e
 	if !records.KnownSchema(list.Schema) {
 		return nil, time.Time{}, fmt.Errorf("%w: version list of schema %d", cache.ErrNotFound, list.Schema)
 	}
-	r.Put(key, gen, &list, storedAt)
+	r.Remember(key, gen, &list, storedAt)
 	return &list, storedAt, nil
 }
 
@@ -108,22 +118,22 @@ func (r *Records) H1(sha string) string {
 	return info.H1
 }
 
-// Get returns the remembered record under key and when it was stored.
-// When there is none, it returns the generation to pass to Put after
-// reading the record from the store.
-func (r *Records) Get(key string) (val any, storedAt time.Time, gen uint64, ok bool) {
+// Remembered returns the remembered record under key and when it was
+// stored. When there is none, it returns the generation to pass to
+// Remember after reading the record from the store.
+func (r *Records) Remembered(key string) (val any, storedAt time.Time, gen uint64, ok bool) {
 	e, gen, ok := r.m.Get(key)
 	return e.val, e.storedAt, gen, ok
 }
 
-// Put remembers a record read from the store, unless a write happened
-// since Get returned gen.
-func (r *Records) Put(key string, gen uint64, val any, storedAt time.Time) {
+// Remember remembers a record read from the store, unless a write
+// happened since Remembered returned gen.
+func (r *Records) Remember(key string, gen uint64, val any, storedAt time.Time) {
 	r.m.Put(key, gen, entry{storedAt: storedAt, val: val})
 }
 
 // Adopt remembers a record that is not in the store (a copy from the
-// shared tier), unless a write happened since Get returned gen; it
+// shared tier), unless a write happened since Remembered returned gen; it
 // advances the generation as a write does.
 func (r *Records) Adopt(key string, gen uint64, val any, storedAt time.Time) {
 	r.m.Adopt(key, gen, entry{storedAt: storedAt, val: val})
@@ -134,3 +144,140 @@ func (r *Records) Forget(key string) { r.m.Forget(key) }
 
 // Generation changes whenever a remembered record may have.
 func (r *Records) Generation() uint64 { return r.m.Generation() }
+
+// Source is the engine's stored records as its parts read and write
+// them, in one line of calls: the local store (*Records: the memo over
+// the cache), or a decorator over it that the engine composes when a
+// store beyond the cache is configured (the tier shared with other
+// replicas), which takes from beyond what the local store lacks, having
+// authenticated it, and writes through to both. A part takes a Source as
+// a field; with nothing beyond the cache it is the local store itself.
+type Source interface {
+	// Get reads the record under key into v: the local store's, else
+	// one from beyond it. It returns when the record was stored and
+	// where it came from (records.Hit: the local store; records.Shared:
+	// beyond it, not stored locally); cache.ErrNotFound when none has it,
+	// or the local store's error.
+	Get(ctx context.Context, key string, v any) (time.Time, records.Source, error)
+	// Newest reads the record under key from every store that has it,
+	// each into a value fresh returns, and returns the one listed last:
+	// listed says when a record was listed (zero: when it was stored)
+	// and whether it is readable. ok is false when none is.
+	Newest(ctx context.Context, key string, fresh func() any, listed func(any) (time.Time, bool)) (v any, at time.Time, ok bool)
+	// Put stores v under key in the local store (returning its error)
+	// and beyond it. v must not be modified afterwards.
+	Put(key string, v any) error
+	// Share stores v under key beyond the local store only, for a record
+	// the caller has already written to the local store (in a batch of
+	// its own). v must not be modified afterwards.
+	Share(key string, v any)
+	// Package returns the package record of version v of p: the local
+	// store's, else one from beyond whose evidence verifies (stored
+	// locally from then on).
+	Package(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool)
+	// Versions returns the version list under key and when it was
+	// stored: the local store's, else one from beyond (remembered, not
+	// stored locally, so that its age stays the copy's).
+	Versions(ctx context.Context, key string) (*records.VersionList, time.Time, bool)
+}
+
+var _ Source = (*Records)(nil)
+
+// Get reads the record under key from the cache into v.
+func (r *Records) Get(_ context.Context, key string, v any) (time.Time, records.Source, error) {
+	at, err := r.store.GetMeta(key, v)
+	return at, records.Hit, err
+}
+
+// Newest reads the record under key from the cache.
+func (r *Records) Newest(_ context.Context, key string, fresh func() any, listed func(any) (time.Time, bool)) (any, time.Time, bool) {
+	v := fresh()
+	storedAt, err := r.store.GetMeta(key, v)
+	if err != nil {
+		return nil, time.Time{}, false
+	}
+	at, ok := listed(v)
+	if !ok {
+		return nil, time.Time{}, false
+	}
+	if at.IsZero() {
+		at = storedAt
+	}
+	return v, at, true
+}
+
+// Put stores v under key in the cache and forgets what the memo
+// remembered of key.
+func (r *Records) Put(key string, v any) error {
+	err := r.store.PutMeta(key, v)
+	r.Forget(key)
+	return err
+}
+
+// Share stores nothing: nothing is beyond the cache.
+func (r *Records) Share(string, any) {}
+
+// Package is CachedPackage.
+func (r *Records) Package(_ context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+	return r.CachedPackage(p, v)
+}
+
+// Versions is CachedVersions; a read that fails for another reason than
+// the list's absence is logged.
+func (r *Records) Versions(_ context.Context, key string) (*records.VersionList, time.Time, bool) {
+	list, at, err := r.CachedVersions(key)
+	if err != nil {
+		if !errors.Is(err, cache.ErrNotFound) {
+			r.log.Warn("reading cached version list", "key", key, "error", err)
+		}
+		return nil, time.Time{}, false
+	}
+	return list, at, true
+}
+
+// What the parts that keep archives and module packages ask of the store
+// beyond the cache (they declare it as interfaces of their own: see
+// mirror/fetch and mirror/modules). The local store holds nothing beyond
+// the cache: it finds nothing there, offers nothing, and a fetch is the
+// caller's own.
+
+// ModuleRecord returns the module record under key from the cache.
+func (r *Records) ModuleRecord(_ context.Context, key string) (*records.ModuleRecord, records.Source, error) {
+	var rec records.ModuleRecord
+	if _, err := r.store.GetMeta(key, &rec); err != nil {
+		return nil, records.Hit, err
+	}
+	if !records.KnownSchema(rec.Schema) {
+		return nil, records.Hit, cache.ErrNotFound
+	}
+	return &rec, records.Hit, nil
+}
+
+// FetchModule is fetch(ctx, rec): nothing beyond the cache has it.
+func (r *Records) FetchModule(ctx context.Context, _ addrs.Module, _ string, rec records.ModuleRecord, _ int64,
+	fetch func(context.Context, records.ModuleRecord) (*records.ModuleRecord, error)) (*records.ModuleRecord, error) {
+	return fetch(ctx, rec)
+}
+
+// ShareModule does nothing: nothing is beyond the cache.
+func (r *Records) ShareModule(context.Context, string, *records.ModuleRecord, io.ReadSeeker) {}
+
+// InstallableModules adds none: nothing is beyond the cache.
+func (r *Records) InstallableModules(context.Context, addrs.Module, func(versions.Version) bool, func(string)) {
+}
+
+// Installable is false: nothing is beyond the cache.
+func (r *Records) Installable(context.Context, addrs.Provider, versions.Version, *records.PackageRecord) bool {
+	return false
+}
+
+// Archive finds nothing: nothing is beyond the cache.
+func (r *Records) Archive(context.Context, string, string, func()) (io.ReadCloser, int64, func(context.Context), error) {
+	return nil, 0, nil, nil
+}
+
+// ShareArchive does nothing: nothing is beyond the cache.
+func (r *Records) ShareArchive(context.Context, string, string) {}
+
+// Distrust does nothing: nothing is beyond the cache.
+func (r *Records) Distrust(string) {}
