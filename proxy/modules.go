@@ -32,9 +32,12 @@ import (
 )
 
 // ModuleEngine is what the module routes need from the engine: the
-// module side of Engine.
+// module side of Engine, behind the package policy
+// (*mirror/served.Packages implements it). Each of its calls decides
+// whether the module's host is served and the policy lets it through,
+// before anything else: the routes parse the request, make one call, and
+// map its error.
 type ModuleEngine interface {
-	CheckModuleOrigin(m addrs.Module) error
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
 	ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error)
 	OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Package, error)
@@ -70,7 +73,9 @@ func (mr *moduleRegistry) routes(r *mux.Router) {
 	})
 }
 
-// module parses the request's module address and checks its host.
+// module parses the request's module address. Whether its host is
+// served and the policy lets it through, the engine behind the policy
+// (mirror/served) decides, once, in the call the request makes of it.
 func (mr *moduleRegistry) module(r *http.Request) (addrs.Module, error) {
 	vars := mux.Vars(r)
 	hostPart, err := unescapePart("host", vars["host"], maxHostLen)
@@ -98,7 +103,7 @@ func (mr *moduleRegistry) module(r *http.Request) (addrs.Module, error) {
 		}
 		*part.dst = v
 	}
-	return m, mr.engine.CheckModuleOrigin(m)
+	return m, nil
 }
 
 // moduleVersion parses the request's module and version.

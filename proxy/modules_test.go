@@ -297,10 +297,15 @@ func TestModulesClientAuth(t *testing.T) {
 	if r := h.get(modBase + "acme/vpc/aws/v1.0.0/" + rel + "?" + query); r.status != http.StatusOK {
 		t.Errorf("package of 1.0.0 asked as v1.0.0 with its signature: %d %s", r.status, r.body)
 	}
+	// The signature is checked before anything is asked of the engine:
+	// a package of a host this mirror does not serve, unsigned, is
+	// refused as any unsigned package is (as the provider registry's).
 	for name, path := range map[string]string{
-		"unsigned":            pkg,
-		"signed for 1.0.0":    modBase + "acme/vpc/aws/2.0.0/" + rel + "?" + query,
-		"token, no signature": pkg,
+		"unsigned":             pkg,
+		"signed for 1.0.0":     modBase + "acme/vpc/aws/2.0.0/" + rel + "?" + query,
+		"token, no signature":  pkg,
+		"host not served":      "/" + ModulesPath("registry.example.org") + "acme/vpc/aws/1.0.0/" + rel,
+		"signed for elsewhere": "/" + ModulesPath("registry.example.org") + "acme/vpc/aws/1.0.0/" + rel + "?" + query,
 	} {
 		hdr := []string{}
 		if name == "token, no signature" {

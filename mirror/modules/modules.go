@@ -196,7 +196,13 @@ var ErrChanged = errors.New("module package changed at its source since it was f
 // CheckModuleOrigin fails with discovery.ErrHostNotAllowed for a module of a host
 // the engine does not serve: neither an allowed origin nor a local-only
 // host (one that Import or ImportModule loaded packages of), whose
-// modules are served from the cache only.
+// modules are served from the cache only. The package policy's layer
+// (mirror/served) asks it, with the address rules, before any call
+// reaches the module API, whose methods do not ask it again; the origin
+// side refuses such a host on its own (the origin client's allowed
+// origins), a local-only host's modules are listed from the cache and
+// never fetched (moduleVersions, ModuleLocation), and a sealed mirror
+// has no origin (moduleOrigin).
 func (s *Modules) CheckModuleOrigin(m addrs.Module) error {
 	if !s.hosts.Allowed(m.Hostname) && !s.hosts.Local(m.Hostname) {
 		return fmt.Errorf("%w: %s", discovery.ErrHostNotAllowed, m.Hostname)
@@ -232,9 +238,6 @@ func (s *Modules) ModuleVersions(ctx context.Context, m addrs.Module) (*records.
 
 // moduleVersions is ModuleVersions before the package policy.
 func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
-	if err := s.CheckModuleOrigin(m); err != nil {
-		return nil, ListState{}, err
-	}
 	if s.cfg.Offline || s.hosts.Local(m.Hostname) {
 		return s.sealedModuleVersions(ctx, m)
 	}
@@ -313,12 +316,10 @@ func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*re
 // for its download location when the engine has none yet (a record,
 // once written, is kept), in the origin's spelling of the version (its
 // version list's). Locations this mirror cannot fetch fail with a
-// *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed, records.ErrOffline,
+// *modsource.UnsupportedError. Errors: discovery.ErrHostNotAllowed (the
+// origin client's, for a host not among its allowed origins), records.ErrOffline,
 // discovery.ErrNotFound and origin errors.
 func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error) {
-	if err := s.CheckModuleOrigin(m); err != nil {
-		return nil, err
-	}
 	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return nil, err
 	}

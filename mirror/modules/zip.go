@@ -65,9 +65,6 @@ type Zip struct {
 // integrity error matching ErrChanged when a zip made again does not
 // give the bytes first recorded.
 func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versions.Version) (*Zip, error) {
-	if err := s.CheckModuleOrigin(m); err != nil {
-		return nil, err
-	}
 	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return nil, err
 	}
@@ -193,9 +190,6 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 // resolved. A digest no zip of m was recorded with is not found
 // (discovery.ErrNotFound is not used: the module itself may exist).
 func (s *Zips) ModuleZipVersion(m addrs.Module, sha string) (version versions.Version, ok bool, err error) {
-	if err := s.CheckModuleOrigin(m); err != nil {
-		return versions.Version{}, false, err
-	}
 	err = s.moduleZipRecords(m, func(rec records.ModuleZipRecord, v versions.Version) bool {
 		if rec.SHA256 == sha {
 			version, ok = v, true

@@ -45,9 +45,6 @@ func moduleManifestOf(m addrs.Module, v versions.Version, rec records.ModuleZipR
 // those of ModuleVersions and OpenModuleZip; records.ErrVersionNotFound
 // for a version the list lacks.
 func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error) {
-	if err := s.CheckModuleOrigin(m); err != nil {
-		return oci.Document{}, err
-	}
 	if err := s.checkPolicy(ctx, m, version); err != nil {
 		return oci.Document{}, err
 	}
@@ -79,12 +76,8 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versi
 
 // ModuleDocument returns the manifest of m's repository whose digest is
 // d: one of a version whose zip is recorded and that the package policy
-// lets through. Errors: records.ErrDigestUnknown,
-// discovery.ErrHostNotAllowed, the policy's.
+// lets through. Errors: records.ErrDigestUnknown, the policy's.
 func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error) {
-	if err := s.CheckModuleOrigin(m); err != nil {
-		return oci.Document{}, err
-	}
 	var found oci.Document
 	var foundVersion versions.Version
 	var ferr error
@@ -205,9 +198,6 @@ func sortNewestFirst(vs []versions.Version) {
 func (s *Zips) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*Zip, error) {
 	if d.Algorithm() != digest.SHA256 || d.Validate() != nil {
 		return nil, fmt.Errorf("%w: %.80s in %s", records.ErrDigestUnknown, d, m)
-	}
-	if err := s.CheckModuleOrigin(m); err != nil {
-		return nil, err
 	}
 	var vs []versions.Version
 	err := s.moduleZipRecords(m, func(rec records.ModuleZipRecord, v versions.Version) bool {

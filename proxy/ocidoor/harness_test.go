@@ -20,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/proxy"
@@ -48,6 +49,9 @@ type rigOptions struct {
 	// providers, if set, is what the package policy's layer decorates in
 	// place of the engine (a stand-in over it).
 	providers func(*mirror.Engine) served.Providers
+	// modules, if set, is what the layer decorates in place of the
+	// engine's modules (a stand-in over them).
+	modules func(*modules.Zips) served.Modules
 }
 
 func newRig(t testing.TB, opts rigOptions) *rig {
@@ -85,7 +89,11 @@ func (r *rig) start(opts rigOptions) {
 	if opts.providers != nil {
 		providers = opts.providers(engine)
 	}
-	pkgs, err := served.New(served.Parts{Providers: providers, Modules: engine.Modules().Zips(), OCI: side})
+	var mods served.Modules = engine.Modules().Zips()
+	if opts.modules != nil {
+		mods = opts.modules(engine.Modules().Zips())
+	}
+	pkgs, err := served.New(served.Parts{Providers: providers, Modules: mods, OCI: side})
 	if err != nil {
 		t.Fatal(err)
 	}

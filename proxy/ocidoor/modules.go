@@ -22,10 +22,13 @@ import (
 
 // Modules is what the front door needs of the engine for module
 // repositories, behind the package policy: *mirror/served.Packages
-// implements it.
+// implements it. Each of its calls decides whether the module's host is
+// served and the policy lets it through, before anything else.
 type Modules interface {
 	// CheckModuleOrigin fails for a module of a host the engine does not
-	// serve.
+	// serve, or one the policy refuses whatever the version: asked only
+	// where the door answers without another of these calls (the empty
+	// config blob, referrers), as each of the others decides it itself.
 	CheckModuleOrigin(m addrs.Module) error
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
 	ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error)
@@ -48,10 +51,6 @@ func (d *Door) serveModule(w http.ResponseWriter, r *http.Request, name, ref, ki
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, fmt.Errorf("%q: module repositories are not served", name))
 		return true
 	}
-	if err := d.cfg.Modules.CheckModuleOrigin(m); err != nil {
-		d.fail(w, r, codeNameUnknown, http.StatusNotFound, err)
-		return true
-	}
 	switch kind {
 	case "tags":
 		d.moduleTags(w, r, name, m)
@@ -65,8 +64,22 @@ func (d *Door) serveModule(w http.ResponseWriter, r *http.Request, name, ref, ki
 			d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)
 			return true
 		}
+		if !d.moduleServed(w, r, m) {
+			return true
+		}
 		writeJSON(w, r, http.StatusOK, oci.MediaTypeIndex, []byte(`{"schemaVersion":2,"mediaType":"`+oci.MediaTypeIndex+`","manifests":[]}`))
 	default:
+		return false
+	}
+	return true
+}
+
+// moduleServed answers NAME_UNKNOWN and returns false for a module of a
+// host the engine does not serve or one the policy refuses whatever the
+// version, for an answer that asks the modules nothing else.
+func (d *Door) moduleServed(w http.ResponseWriter, r *http.Request, m addrs.Module) bool {
+	if err := d.cfg.Modules.CheckModuleOrigin(m); err != nil {
+		d.fail(w, r, codeNameUnknown, http.StatusNotFound, err)
 		return false
 	}
 	return true
@@ -142,6 +155,9 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 	}
 	h := w.Header()
 	if dg == oci.EmptyConfig().Digest {
+		if !d.moduleServed(w, r, m) {
+			return
+		}
 		h.Set("Docker-Content-Digest", dg.String())
 		h.Set("ETag", `"`+dg.String()+`"`)
 		h.Set("Cache-Control", "max-age=31536000, immutable")
