@@ -413,10 +413,11 @@ type storedRead struct {
 // now returns r while nothing has been stored since it was read, else
 // the record the cache holds now.
 func (r storedRead) now(memo *stored.Records, k records.VersionKeys) storedRead {
-	if memo.Generation() == r.gen {
+	gen := memo.Generation()
+	if gen == r.gen {
 		return r
 	}
-	cur := storedRead{gen: memo.Generation()}
+	cur := storedRead{gen: gen}
 	cur.rec, cur.ok = memo.CachedPackageAt(k)
 	return cur
 }
