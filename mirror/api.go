@@ -47,7 +47,7 @@ type ListState struct {
 // modified.
 func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, ListState, error) {
 	gen := s.records.generation()
-	list, st, err := s.records.lists.Versions(ctx, p, false)
+	list, st, err := s.records.lists.Versions(ctx, records.KeysOf(p), false)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -95,7 +95,8 @@ type PlatformArchive struct {
 // records.ErrOffline, origin errors.
 func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
 	gen := s.records.generation()
-	entry, list, st, err := s.records.versionEntry(ctx, p, v)
+	k := records.KeysOf(p).Of(v)
+	entry, list, st, err := s.records.versionEntry(ctx, k)
 	if err != nil {
 		return nil, err
 	}
@@ -103,7 +104,7 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)
-	rec, hit, err := s.records.packageFor(ctx, p, v, need, &entry, false)
+	rec, hit, err := s.records.packageFor(ctx, k, need, &entry, false)
 	if err != nil {
 		return nil, err
 	}
@@ -128,13 +129,14 @@ func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 // begun (its size is known) or failed; ctx bounds that wait and the
 // Reads. Errors: those of Package, and records.ErrPlatformNotFound.
 func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error) {
-	a, err := s.archiveFor(ctx, p, v, pl)
+	k := records.KeysOf(p).Of(v)
+	a, err := s.archiveFor(ctx, k, pl)
 	if err != nil {
 		return nil, err
 	}
 	n := s.life.Notifier()
-	n.Used(records.PackageKey(p, v))
-	n.Serving("provider", p.String(), v, a.SHA256)
+	n.Used(k.Package)
+	n.Serving("provider", k.Name, v, a.SHA256)
 	return s.archives.Open(ctx, p, a, nil)
 }
 
@@ -143,26 +145,27 @@ func (s *Engine) OpenArchive(ctx context.Context, p addrs.Provider, v versions.V
 // and the archive if need be, verifies them and waits for the commit. It
 // returns where the archive came from. ctx bounds the wait only.
 func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error) {
-	a, err := s.archiveFor(ctx, p, v, pl)
+	a, err := s.archiveFor(ctx, records.KeysOf(p).Of(v), pl)
 	if err != nil {
 		return 0, err
 	}
 	return s.archives.Ensure(ctx, p, a)
 }
 
-// archiveFor returns the verified archive record of version v of p for
-// platform pl, for OpenArchive and EnsureArchive: a platform the engine
-// serves, the version as the policy judges it (dated by p's version list
-// when it must be), then its package record, found, or fetched and
-// verified.
-func (s *Engine) archiveFor(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.ArchiveRecord, error) {
+// archiveFor returns the verified archive record of the version k names
+// for platform pl, for OpenArchive and EnsureArchive: a platform the
+// engine serves, the version as the policy judges it (dated by the
+// provider's version list when it must be), then its package record,
+// found, or fetched and verified.
+func (s *Engine) archiveFor(ctx context.Context, k records.VersionKeys, pl addrs.Platform) (records.ArchiveRecord, error) {
+	p, v := k.Provider, k.Version
 	if !s.platforms.serves(pl.String()) {
 		return records.ArchiveRecord{}, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
-	if err := s.records.lists.CheckVersion(ctx, p, v); err != nil {
+	if err := s.records.lists.CheckVersion(ctx, k); err != nil {
 		return records.ArchiveRecord{}, err
 	}
-	rec, _, err := s.records.packageFor(ctx, p, v, []string{pl.String()}, nil, false)
+	rec, _, err := s.records.packageFor(ctx, k, []string{pl.String()}, nil, false)
 	if err != nil {
 		return records.ArchiveRecord{}, err
 	}

@@ -36,7 +36,8 @@ import (
 // the next call fetches it anew, and the call fails with the
 // *verify.Error. Errors: those of Package, and verify.ErrIntegrity.
 func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*records.Evidence, error) {
-	entry, list, st, err := s.records.versionEntry(ctx, p, v)
+	k := records.KeysOf(p).Of(v)
+	entry, list, st, err := s.records.versionEntry(ctx, k)
 	if err != nil {
 		return nil, err
 	}
@@ -44,7 +45,7 @@ func (s *Engine) Evidence(ctx context.Context, p addrs.Provider, v versions.Vers
 		return nil, err
 	}
 	need := s.records.platformsFor(entry, platforms)
-	rec, _, err := s.records.packageFor(ctx, p, v, need, &entry, true)
+	rec, _, err := s.records.packageFor(ctx, k, need, &entry, true)
 	if err != nil {
 		return nil, err
 	}

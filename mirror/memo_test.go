@@ -124,3 +124,77 @@ func TestRememberedPackageRecordGrows(t *testing.T) {
 		t.Errorf("package metadata fetched %d more times, want 0", n-hits)
 	}
 }
+
+// readCountingStore counts the reads of each record from the cache.
+type readCountingStore struct {
+	Store
+	mu    sync.Mutex
+	reads map[string]int
+}
+
+func (s *readCountingStore) GetMeta(key string, v any) (time.Time, error) {
+	s.mu.Lock()
+	s.reads[key]++
+	s.mu.Unlock()
+	return s.Store.GetMeta(key, v)
+}
+
+// since returns the reads of key since the last call for it.
+func (s *readCountingStore) since(key string, last map[string]int) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n := s.reads[key] - last[key]
+	last[key] = s.reads[key]
+	return n
+}
+
+// A cold archive request reads each of its version's records from the
+// cache once, and again only where something may have been stored since:
+// the package record after a fetch that stored the version list (an
+// import may have set a record aside meanwhile), the version list when it
+// is refreshed (the listing before the refresh dates new releases).
+func TestColdArchiveReadsEachRecordOnce(t *testing.T) {
+	t.Parallel()
+	counts := &readCountingStore{reads: map[string]int{}}
+	h := newHarness(t, harnessOptions{wrap: func(s Store) Store { counts.Store = s; return counts }})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, platforms)
+	p := h.provider()
+	last := map[string]int{}
+	listKey := "versions/" + p.String()
+	pkgKey := func(v string) string { return "package/" + p.String() + "/" + v }
+
+	// Nothing cached: the list is fetched and stored during the fetch.
+	if r := h.read(t.Context(), "1.0.0", "linux_amd64"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if n := counts.since(pkgKey("1.0.0"), last); n > 2 {
+		t.Errorf("first request: package record read %d times from the cache, want at most 2", n)
+	}
+	if n := counts.since(listKey, last); n > 2 {
+		t.Errorf("first request: version list read %d times from the cache, want at most 2", n)
+	}
+
+	// The list cached and fresh: nothing is stored but the new record,
+	// and each record is read once.
+	if r := h.read(t.Context(), "2.0.0", "linux_amd64"); r.err != nil {
+		t.Fatal(r.err)
+	}
+	if n := counts.since(pkgKey("2.0.0"), last); n != 1 {
+		t.Errorf("package record of a new version read %d times from the cache, want 1", n)
+	}
+	if n := counts.since(listKey, last); n > 1 {
+		t.Errorf("version list read %d times from the cache for a new version, want at most 1", n)
+	}
+
+	// Warm: the stored record is read once more (storing it forgot what
+	// was remembered), then remembered.
+	for i, want := range []int{1, 0} {
+		if r := h.read(t.Context(), "2.0.0", "linux_amd64"); r.err != nil {
+			t.Fatal(r.err)
+		}
+		if n := counts.since(pkgKey("2.0.0"), last); n != want {
+			t.Errorf("warm request %d: package record read %d times from the cache, want %d", i+1, n, want)
+		}
+	}
+	h.waitIdle()
+}

@@ -43,7 +43,7 @@ const (
 // per TTL or list refresh. A finding made at or after since is believed
 // regardless (it answers a request made since). A sealed mirror believes
 // every finding, as it cannot ask.
-func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.PackageRecord, since time.Time) func(pl string) bool {
+func (s *providerRecords) believedMissing(k records.ProviderKeys, rec *records.PackageRecord, since time.Time) func(pl string) bool {
 	var (
 		listRead bool
 		listAt   time.Time
@@ -52,7 +52,7 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 		if !slices.Contains(rec.Missing, pl) {
 			return false
 		}
-		if s.cfg.Offline || s.hosts.Local(p.Hostname) {
+		if s.cfg.Offline || s.hosts.Local(k.Provider.Hostname) {
 			return true
 		}
 		c, ok := rec.MissingChecked[pl]
@@ -65,7 +65,7 @@ func (s *providerRecords) believedMissing(p addrs.Provider, rec *records.Package
 			return false
 		}
 		if !listRead {
-			listAt, listRead = s.listStoredAt(p), true
+			listAt, listRead = s.listStoredAt(k.Versions), true
 		}
 		return listAt.Equal(c.List)
 	}
@@ -91,24 +91,25 @@ type providerRecords struct {
 	metrics     Metrics
 }
 
-// listStoredAt returns when p's cached version list was stored, or the
-// zero time when there is none.
-func (s *providerRecords) listStoredAt(p addrs.Provider) time.Time {
-	_, storedAt, err := s.memo.CachedVersions(records.VersionsKey(p))
+// listStoredAt returns when the cached version list under key was
+// stored, or the zero time when there is none.
+func (s *providerRecords) listStoredAt(key string) time.Time {
+	_, storedAt, err := s.memo.CachedVersions(key)
 	if err != nil {
 		return time.Time{}
 	}
 	return storedAt
 }
 
-// versionEntry finds version v in p's version list, returns the list (it
+// versionEntry finds the version k names in its version list, returns the list (it
 // dates v for the package policy) and says where it came from, refreshing
 // a list that lacks it (a release newer than the cached list). Only a list
 // that the origin answered lately says that v does not exist
 // (records.ErrVersionNotFound): when the list could not be refreshed the
 // error is why, and offline it is records.ErrOffline.
-func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v versions.Version) (records.VersionEntry, *records.VersionList, providerlists.State, error) {
-	list, st, err := s.lists.Versions(ctx, p, false)
+func (s *providerRecords) versionEntry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, *records.VersionList, providerlists.State, error) {
+	p, v := k.Provider, k.Version
+	list, st, err := s.lists.Versions(ctx, k.ProviderKeys, false)
 	if err != nil {
 		return records.VersionEntry{}, nil, providerlists.State{}, err
 	}
@@ -116,7 +117,7 @@ func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v 
 		return e, list, st, nil
 	}
 	if !st.Stale && !st.Fetched && s.cfg.Now().Sub(st.StoredAt) >= minForcedRefresh {
-		list, st, err = s.lists.Versions(ctx, p, true)
+		list, st, err = s.lists.Versions(ctx, k.ProviderKeys, true)
 		if err != nil {
 			return records.VersionEntry{}, nil, providerlists.State{}, err
 		}
@@ -137,9 +138,11 @@ func (s *providerRecords) versionEntry(ctx context.Context, p addrs.Provider, v 
 // version's metadata that was for other platforms.
 const maxPackageRounds = 32
 
-// packageFor returns the verified package record of version v of p with an
-// answer for every platform in need, fetching and verifying what the cache
-// lacks. entry is v's version-list entry if the caller has it. Concurrent
+// packageFor returns the verified package record of the version k names
+// with an answer for every platform in need, fetching and verifying what
+// the cache lacks. entry is the version's version-list entry if the caller
+// has it. The record is read once, and handed to the fetch with when it
+// was read (storedRead). Concurrent
 // callers for one version share one origin fetch. When the origin fails
 // while platforms found missing before are asked for again, the cached
 // record is returned as it is. hit says the record was the cached one,
@@ -151,9 +154,12 @@ const maxPackageRounds = 32
 // it is, unless evidence is set: then the returned record always has
 // evidence, and the error says why there is none (offline: records.ErrOffline
 // and records.ErrNoEvidence).
-func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry, evidence bool) (rec *records.PackageRecord, hit bool, err error) {
+func (s *providerRecords) packageFor(ctx context.Context, k records.VersionKeys, need []string, entry *records.VersionEntry, evidence bool) (rec *records.PackageRecord, hit bool, err error) {
+	p, v := k.Provider, k.Version
 	start := s.cfg.Now()
-	cached, haveCached := s.source.Package(ctx, p, v)
+	read := storedRead{gen: s.memo.Generation()}
+	read.rec, read.ok = s.source.Package(ctx, k)
+	cached, haveCached := read.rec, read.ok
 	if haveCached && s.withholding.IsWithheld(p, cached) {
 		// It would shadow the origin's provider (see unsigned.go): the
 		// origin's own version is had as if it were not there, and the
@@ -174,7 +180,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 	// old: a record without evidence, which is served only while it
 	// cannot be replaced.
 	old := haveCached && !cached.HasEvidence()
-	if haveCached && (!old || s.cfg.Offline) && cached.Covers(need, s.believedMissing(p, cached, time.Time{})) {
+	if haveCached && (!old || s.cfg.Offline) && cached.Covers(need, s.believedMissing(k.ProviderKeys, cached, time.Time{})) {
 		if old && evidence {
 			return nil, false, fmt.Errorf("%w: %w: %s %s was cached by an earlier release", records.ErrOffline, records.ErrNoEvidence, p, v)
 		}
@@ -182,15 +188,14 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 		return cached, true, nil
 	}
 	s.metrics.CacheLookup("package", false)
-	key := records.PackageKey(p, v)
 	// A fetch under way may have been for other platforms than need; then
 	// go again. Fetches of one version run one at a time, and a round that
 	// leads fetches all of need, so this ends once this caller leads; under
 	// many concurrent requests for different platforms that can take a few
 	// rounds.
 	for range maxPackageRounds {
-		res, err := s.life.Coalesce(ctx, "package", key, func(ctx context.Context) (any, error) {
-			return s.fetchPackage(ctx, p, v, need, entry)
+		res, err := s.life.Coalesce(ctx, "package", k.Package, func(ctx context.Context) (any, error) {
+			return s.fetchPackage(ctx, k, need, entry, read)
 		})
 		if err != nil {
 			if !haveCached || ctx.Err() != nil {
@@ -214,7 +219,7 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 			}
 			return nil, false, err
 		}
-		if rec := res.(*records.PackageRecord); rec.Covers(need, s.believedMissing(p, rec, start)) {
+		if rec := res.(*records.PackageRecord); rec.Covers(need, s.believedMissing(k.ProviderKeys, rec, start)) {
 			return rec, false, nil
 		}
 	}
@@ -230,9 +235,15 @@ func (s *providerRecords) packageFor(ctx context.Context, p addrs.Provider, v ve
 // merged record with the
 // evidence. Nothing is stored unless every check passed. A stored record without evidence is
 // replaced by a new one for its platforms and need, whose archives must
-// have the sha256 they had.
-func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v versions.Version, need []string, entry *records.VersionEntry) (*records.PackageRecord, error) {
-	rec, ok := s.memo.CachedPackage(p, v)
+// have the sha256 they had. read is the stored record as the caller
+// read it, read again only when something was stored since.
+func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKeys, need []string, entry *records.VersionEntry, read storedRead) (*records.PackageRecord, error) {
+	p, v := k.Provider, k.Version
+	// The fetch is coalesced: another caller's fetch of this version may
+	// have stored the record since the caller read it (or this caller's
+	// round before this one did).
+	read = read.now(s.memo, k)
+	rec, ok := read.rec, read.ok
 	if ok && s.withholding.IsWithheld(p, rec) {
 		rec, ok = nil, false // a withheld import: set aside inside the origin's record when it is stored
 	}
@@ -252,7 +263,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	default:
 		rec = rec.Clone() // the cached one is shared
 	}
-	believed := s.believedMissing(p, rec, time.Time{})
+	believed := s.believedMissing(k.ProviderKeys, rec, time.Time{})
 	var missing []string
 	for _, pl := range need {
 		if _, ok := rec.Archives[pl]; !ok && !believed(pl) {
@@ -263,7 +274,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 		return rec, nil
 	}
 	if entry == nil {
-		e, _, _, err := s.versionEntry(ctx, p, v)
+		e, _, _, err := s.versionEntry(ctx, k)
 		if err != nil {
 			return nil, err
 		}
@@ -358,31 +369,57 @@ func (s *providerRecords) fetchPackage(ctx context.Context, p addrs.Provider, v 
 	for _, pl := range missing {
 		delete(rec.MissingChecked, pl)
 	}
-	check := records.MissingCheck{At: s.cfg.Now(), List: s.listStoredAt(p)}
-	for _, pl := range notFound {
-		rec.Missing = append(rec.Missing, pl)
-		rec.MissingChecked[pl] = check
+	if len(notFound) > 0 {
+		check := records.MissingCheck{At: s.cfg.Now(), List: s.listStoredAt(k.Versions)}
+		for _, pl := range notFound {
+			rec.Missing = append(rec.Missing, pl)
+			rec.MissingChecked[pl] = check
+		}
 	}
 	slices.Sort(rec.Missing)
 	rec.VerifiedAt = s.cfg.Now().UTC()
 	// The withheld import set aside is the one the cache holds now (a
 	// prune naming the version may have removed it while this fetch ran),
-	// whichever record held it: it cannot be fetched again.
+	// whichever record held it: it cannot be fetched again. The record
+	// read before the fetch is read again only when something was
+	// stored since.
 	rec.Withheld = nil
-	if cur, ok := s.memo.CachedPackage(p, v); ok {
-		if s.withholding.IsWithheld(p, cur) {
-			rec.Withheld = cur
+	if cur := read.now(s.memo, k); cur.ok {
+		if s.withholding.IsWithheld(p, cur.rec) {
+			rec.Withheld = cur.rec
 		} else {
-			rec.Withheld = cur.Withheld
+			rec.Withheld = cur.rec.Withheld
 		}
 	}
 	// The import is this mirror's: imported records stay out of the
 	// shared tier (which puts the record there without it).
-	if err := s.source.Put(records.PackageKey(p, v), rec); err != nil {
+	if err := s.source.Put(k.Package, rec); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
 	return rec, nil
+}
+
+// storedRead is a version's package record as read from the stored
+// records (ok: there is one), with the memo's generation taken before the
+// read: every write of a record advances it (mirror/stored.Records.Forget),
+// so while it stands the read is what the cache holds.
+type storedRead struct {
+	rec *records.PackageRecord
+	ok  bool
+	gen uint64
+}
+
+// now returns r while nothing has been stored since it was read, else
+// the record the cache holds now.
+func (r storedRead) now(memo *stored.Records, k records.VersionKeys) storedRead {
+	gen := memo.Generation()
+	if gen == r.gen {
+		return r
+	}
+	cur := storedRead{gen: gen}
+	cur.rec, cur.ok = memo.CachedPackageAt(k)
+	return cur
 }
 
 // sumsDocument returns the index in rec.Documents of the SHA256SUMS

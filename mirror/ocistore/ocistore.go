@@ -509,7 +509,7 @@ func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (
 	if err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
-	if err := o.parts.Lists.CheckVersion(ctx, p, v); err != nil {
+	if err := o.parts.Lists.CheckVersion(ctx, records.KeysOf(p).Of(v)); err != nil {
 		return oci.Document{}, versions.Version{}, err
 	}
 	return doc, v, nil

@@ -17,8 +17,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/apparentlymart/go-versions/versions"
-
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
@@ -88,9 +86,10 @@ type State struct {
 // Versions returns p's version list, from the cache while it is fresh and
 // from the origin otherwise. When the refresh fails for any reason but the
 // origin saying the provider does not exist, a cached list is returned
-// marked stale. force refreshes a fresh list too.
-func (s *Lists) Versions(ctx context.Context, p addrs.Provider, force bool) (*records.VersionList, State, error) {
-	key := records.VersionsKey(p)
+// marked stale. force refreshes a fresh list too. k are the provider's
+// keys, spelled once by the caller for its request.
+func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool) (*records.VersionList, State, error) {
+	p, key := k.Provider, k.Versions
 	cached, storedAt, haveCached := s.parts.Records.Versions(ctx, key)
 	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
 	if haveCached && (s.cfg.Offline || fresh || s.parts.Hosts.Local(p.Hostname)) {
@@ -100,43 +99,50 @@ func (s *Lists) Versions(ctx context.Context, p addrs.Provider, force bool) (*re
 	s.metrics.CacheLookup("versions", false)
 
 	res, err := s.parts.Life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
-		return s.refresh(ctx, p)
+		return s.refresh(ctx, k)
 	})
 	if err == nil {
 		return res.(*records.VersionList), State{Fetched: true, StoredAt: s.cfg.Now()}, nil
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("versions")
-		s.cfg.Logger.Warn("origin failed, serving cached version list", "provider", p.String(), "stored_at", storedAt, "error", err)
+		s.cfg.Logger.Warn("origin failed, serving cached version list", "provider", k.Name, "stored_at", storedAt, "error", err)
 		return cached, State{Stale: true, StoredAt: storedAt, Err: err}, nil
 	}
 	return nil, State{}, err
 }
 
-func (s *Lists) refresh(ctx context.Context, p addrs.Provider) (*records.VersionList, error) {
+func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.VersionList, error) {
+	p := k.Provider
 	infos, err := s.origin.Versions(ctx, p)
 	if err != nil {
 		return nil, err
 	}
 	list := records.TranslateVersions(infos, func(raw string, err error) {
-		s.cfg.Logger.Warn("origin lists an invalid version; skipped", "provider", p.String(), "version", raw, "error", err)
+		s.cfg.Logger.Warn("origin lists an invalid version; skipped", "provider", k.Name, "version", raw, "error", err)
 	})
 	list.ListedAt = s.cfg.Now().UTC()
-	prev, prevAt := s.previousListing(ctx, p)
-	s.parts.Gate.NoteListing(ctx, "provider", p.String(), prev.Names(), prevAt, list.Names())
-	if err := s.parts.Records.Put(records.VersionsKey(p), list); err != nil {
+	prev, prevAt := s.previousListing(ctx, k.Versions)
+	s.parts.Gate.NoteListing(ctx, "provider", k.Name, prev.Names(), prevAt, list.Names())
+	if err := s.parts.Records.Put(k.Versions, list); err != nil {
 		s.metrics.CacheWriteFailed()
-		s.cfg.Logger.Error("storing version list", "provider", p.String(), "error", err)
+		s.cfg.Logger.Error("storing version list", "provider", k.Name, "error", err)
 	}
 	return list, nil
 }
 
-// previousListing returns the listing of p taken before the one being
-// stored, and when it was taken: the newest of the stored lists (the
+// previousListing returns the listing taken before the one being stored
+// under key, and when it was taken: the newest of the stored lists (the
 // cached one, or the shared tier's when another replica listed since);
-// nil when p was never listed.
-func (s *Lists) previousListing(ctx context.Context, p addrs.Provider) (*records.VersionList, time.Time) {
-	prev, at, ok := s.parts.Records.Newest(ctx, records.VersionsKey(p), func() any { return new(records.VersionList) },
+// nil when the provider was never listed.
+//
+// It reads the stored list again rather than take the one Versions read
+// before the refresh: the refresh is coalesced, so the list its caller
+// read may be older than one another refresh stored since, and with a
+// shared tier the tier's may be newer than the cache's, which Versions
+// does not ask when the cache has one.
+func (s *Lists) previousListing(ctx context.Context, key string) (*records.VersionList, time.Time) {
+	prev, at, ok := s.parts.Records.Newest(ctx, key, func() any { return new(records.VersionList) },
 		func(v any) (time.Time, bool) {
 			l := v.(*records.VersionList)
 			return l.ListedAt, records.KnownSchema(l.Schema)
@@ -147,17 +153,17 @@ func (s *Lists) previousListing(ctx context.Context, p addrs.Provider) (*records
 	return prev.(*records.VersionList), at
 }
 
-// CheckVersion is the package policy's verdict on version v of p
-// (gate.Gate.CheckProviderIn), with p's version list read first when the
-// policy dates p's versions (gate.Gate.DatesProvider).
-func (s *Lists) CheckVersion(ctx context.Context, p addrs.Provider, v versions.Version) error {
+// CheckVersion is the package policy's verdict on the version k names
+// (gate.Gate.CheckProviderIn), with the provider's version list read
+// first when the policy dates its versions (gate.Gate.DatesProvider).
+func (s *Lists) CheckVersion(ctx context.Context, k records.VersionKeys) error {
 	var list *records.VersionList
-	if s.parts.Gate.DatesProvider(p) {
-		l, _, err := s.Versions(ctx, p, false)
+	if s.parts.Gate.DatesProvider(k.Provider) {
+		l, _, err := s.Versions(ctx, k.ProviderKeys, false)
 		if err != nil {
 			return err
 		}
 		list = l
 	}
-	return s.parts.Gate.CheckProviderIn(ctx, p, v, list)
+	return s.parts.Gate.CheckProviderIn(ctx, k.Provider, k.Version, list)
 }

@@ -269,6 +269,34 @@ func PackageKey(p addrs.Provider, v versions.Version) string {
 	return "package/" + p.String() + "/" + v.String()
 }
 
+// ProviderKeys are a provider's address and the keys of its records,
+// spelled once for a request and handed down to what reads and writes
+// them (VersionsKey).
+type ProviderKeys struct {
+	Provider addrs.Provider
+	Name     string // Provider.String()
+	Versions string // VersionsKey(Provider)
+}
+
+// KeysOf returns p's keys.
+func KeysOf(p addrs.Provider) ProviderKeys {
+	name := p.String()
+	return ProviderKeys{Provider: p, Name: name, Versions: "versions/" + name}
+}
+
+// VersionKeys are a provider version and the keys of its records, spelled
+// once for a request (PackageKey, and the provider's).
+type VersionKeys struct {
+	ProviderKeys
+	Version versions.Version
+	Package string // PackageKey(Provider, Version)
+}
+
+// Of returns the keys of version v of the provider.
+func (k ProviderKeys) Of(v versions.Version) VersionKeys {
+	return VersionKeys{ProviderKeys: k, Version: v, Package: "package/" + k.Name + "/" + v.String()}
+}
+
 // clone returns a deep copy of rec, for adding platforms.
 func (rec *PackageRecord) Clone() *PackageRecord {
 	c := PackageRecord{

@@ -116,3 +116,16 @@ func TestTranslateVersionsSpellings(t *testing.T) {
 		})
 	}
 }
+
+// The keys a request spells once are the records' keys.
+func TestVersionKeysAreTheRecordsKeys(t *testing.T) {
+	p, err := addrs.NewProvider("registry.example.com", "acme", "thing")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := mustVersion(t, "1.2.3")
+	k := KeysOf(p).Of(v)
+	if k.Name != p.String() || k.Versions != VersionsKey(p) || k.Package != PackageKey(p, v) || k.Provider != p || !k.Version.Same(v) {
+		t.Fatalf("keys %+v, want %s, %s, %s", k, p, VersionsKey(p), PackageKey(p, v))
+	}
+}

@@ -40,11 +40,11 @@ func (s *Shared) Versions(ctx context.Context, key string) (*records.VersionList
 
 // Package returns the package record of v: the cache's, else the tier's
 // (sharedPackage).
-func (s *Shared) Package(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	if rec, ok := s.recs.CachedPackage(p, v); ok {
+func (s *Shared) Package(ctx context.Context, k records.VersionKeys) (*records.PackageRecord, bool) {
+	if rec, ok := s.recs.CachedPackageAt(k); ok {
 		return rec, true
 	}
-	return s.sharedPackage(ctx, p, v)
+	return s.sharedPackage(ctx, k)
 }
 
 // sharedPackage copies the package record of v from the tier to the
@@ -53,11 +53,11 @@ func (s *Shared) Package(ctx context.Context, p addrs.Provider, v versions.Versi
 // does not is left where it is, so that the version is fetched and
 // verified anew, as when the cached record fails, and its record then
 // replaces the tier's.
-func (s *Shared) sharedPackage(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
+func (s *Shared) sharedPackage(ctx context.Context, k records.VersionKeys) (*records.PackageRecord, bool) {
 	if s.tier == nil {
 		return nil, false
 	}
-	key := records.PackageKey(p, v)
+	p, v, key := k.Provider, k.Version, k.Package
 	var rec records.PackageRecord
 	if _, ok := s.peek(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !rec.HasEvidence() {
 		return nil, false
@@ -94,12 +94,13 @@ func (s *Shared) Installable(ctx context.Context, p addrs.Provider, v versions.V
 	}
 	now := s.cfg.Now()
 	if rec == nil {
-		key := "package/" + records.PackageKey(p, v)
+		k := records.KeysOf(p).Of(v)
+		key := "package/" + k.Package
 		if has, ok := s.seen.get(key, now); ok && !has {
 			return false
 		}
 		var ok bool
-		if rec, ok = s.sharedPackage(ctx, p, v); !ok {
+		if rec, ok = s.sharedPackage(ctx, k); !ok {
 			s.seen.put(key, false, now)
 			return false
 		}

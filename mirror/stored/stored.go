@@ -70,7 +70,13 @@ func New(store Store, log *slog.Logger) *Records {
 // CachedPackage returns the stored package record of version v of p, if
 // any, from memory when it was read before.
 func (r *Records) CachedPackage(p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	key := records.PackageKey(p, v)
+	return r.CachedPackageAt(records.KeysOf(p).Of(v))
+}
+
+// CachedPackageAt is CachedPackage for a version whose keys the caller
+// has spelled.
+func (r *Records) CachedPackageAt(k records.VersionKeys) (*records.PackageRecord, bool) {
+	key := k.Package
 	val, _, gen, ok := r.Remembered(key)
 	if ok {
 		return val.(*records.PackageRecord), true
@@ -79,7 +85,7 @@ func (r *Records) CachedPackage(p addrs.Provider, v versions.Version) (*records.
 	storedAt, err := r.store.GetMeta(key, &rec)
 	if err != nil {
 		if !errors.Is(err, cache.ErrNotFound) {
-			r.log.Warn("reading cached package metadata", "provider", p.String(), "version", v.String(), "error", err)
+			r.log.Warn("reading cached package metadata", "provider", k.Name, "version", k.Version.String(), "error", err)
 		}
 		return nil, false
 	}
@@ -171,10 +177,10 @@ type Source interface {
 	// the caller has already written to the local store (in a batch of
 	// its own). v must not be modified afterwards.
 	Share(key string, v any)
-	// Package returns the package record of version v of p: the local
-	// store's, else one from beyond whose evidence verifies (stored
+	// Package returns the package record of the version k names: the
+	// local store's, else one from beyond whose evidence verifies (stored
 	// locally from then on).
-	Package(ctx context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool)
+	Package(ctx context.Context, k records.VersionKeys) (*records.PackageRecord, bool)
 	// Versions returns the version list under key and when it was
 	// stored: the local store's, else one from beyond (remembered, not
 	// stored locally, so that its age stays the copy's).
@@ -217,9 +223,9 @@ func (r *Records) Put(key string, v any) error {
 // Share stores nothing: nothing is beyond the cache.
 func (r *Records) Share(string, any) {}
 
-// Package is CachedPackage.
-func (r *Records) Package(_ context.Context, p addrs.Provider, v versions.Version) (*records.PackageRecord, bool) {
-	return r.CachedPackage(p, v)
+// Package is CachedPackageAt.
+func (r *Records) Package(_ context.Context, k records.VersionKeys) (*records.PackageRecord, bool) {
+	return r.CachedPackageAt(k)
 }
 
 // Versions is CachedVersions; a read that fails for another reason than
