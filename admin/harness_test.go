@@ -75,7 +75,7 @@ func newHarness(t *testing.T, opts harnessOptions) *harness {
 // packages is the harness's engine behind its package policy.
 func (h *harness) packages(t *testing.T) *served.Packages {
 	t.Helper()
-	p, err := served.New(served.Parts{Providers: h.engine, Modules: h.engine.Modules().Zips(), Stored: h.engine.Inventory()})
+	p, err := served.New(served.Parts{Providers: h.engine, Modules: h.engine.Modules(), Zips: h.engine.Modules().Zips(), Stored: h.engine.Inventory()})
 	if err != nil {
 		t.Fatal(err)
 	}

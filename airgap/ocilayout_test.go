@@ -245,7 +245,7 @@ deny_version "`+p.String()+`" {
 // policy, as exports take them.
 func servedBy(t *testing.T, engine *mirror.Engine, side *mirror.OCI) *served.Packages {
 	t.Helper()
-	parts := served.Parts{Providers: engine, Modules: engine.Modules().Zips(), Stored: engine.Inventory()}
+	parts := served.Parts{Providers: engine, Modules: engine.Modules(), Zips: engine.Modules().Zips(), Stored: engine.Inventory()}
 	if side != nil {
 		parts.OCI = side
 	}

@@ -168,7 +168,7 @@ func TestMain(m *testing.M) {
 // takes it (package mirror/served), without an OCI side.
 func packagesOf(t testing.TB, engine *mirror.Engine) *served.Packages {
 	t.Helper()
-	p, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips()})
+	p, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules(), Zips: engine.Modules().Zips()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func (p *engineParts) packages() (*served.Packages, error) {
 			p.pkgsErr = err
 			return
 		}
-		p.pkgs, p.pkgsErr = served.New(served.Parts{Providers: p.engine, Modules: p.engine.Modules().Zips(), OCI: side, Stored: p.engine.Inventory()})
+		p.pkgs, p.pkgsErr = served.New(served.Parts{Providers: p.engine, Modules: p.engine.Modules(), Zips: p.engine.Modules().Zips(), OCI: side, Stored: p.engine.Inventory()})
 	})
 	return p.pkgs, p.pkgsErr
 }

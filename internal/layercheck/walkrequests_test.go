@@ -55,7 +55,7 @@ func newWalkMirror(t *testing.T) *walkMirror {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkgs, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips(), OCI: side})
+	pkgs, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules(), Zips: engine.Modules().Zips(), OCI: side})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 type refusingEngine struct {
 	served.Providers
 	served.Modules
+	served.Zips
 	served.OCI
 	served.Stored
 	denyAll *policy.Policy
@@ -48,7 +49,7 @@ func (refusingEngine) CheckAddress(kind policy.Kind, address string) error {
 // down, so that a refused address reaches nothing below the layer.
 func TestAddressRulesDecideFirst(t *testing.T) {
 	eng := refusingEngine{denyAll: enginetest.DecodePolicy(t, `deny = ["*/*/*", "*/*/*/*"]`)}
-	pkgs, err := served.New(served.Parts{Providers: eng, Modules: eng, OCI: eng, Stored: eng})
+	pkgs, err := served.New(served.Parts{Providers: eng, Modules: eng, Zips: eng, OCI: eng, Stored: eng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,11 +76,11 @@ func TestAddressRulesDecideFirst(t *testing.T) {
 	}
 }
 
-// TestNewRequiresTheEngine: a Packages over no provider or module API is
-// refused.
+// TestNewRequiresTheEngine: a Packages over no provider, module or
+// module zip API is refused.
 func TestNewRequiresTheEngine(t *testing.T) {
 	eng := refusingEngine{}
-	for _, parts := range []served.Parts{{}, {Providers: eng}, {Modules: eng}} {
+	for _, parts := range []served.Parts{{}, {Providers: eng}, {Modules: eng}, {Zips: eng}, {Providers: eng, Modules: eng}, {Providers: eng, Zips: eng}} {
 		if _, err := served.New(parts); err == nil {
 			t.Errorf("New(%+v) succeeded", parts)
 		}
@@ -164,7 +165,7 @@ func TestOriginFailuresInTheEnginesKinds(t *testing.T) {
 	origin := &discovery.OriginError{Host: "registry.test", Op: discovery.OpVersions,
 		Err: &discovery.CircuitOpenError{Failures: 5, RetryAfter: time.Minute}}
 	eng := failingEngine{err: fmt.Errorf("listing: %w", origin)}
-	pkgs, err := served.New(served.Parts{Providers: eng, Modules: eng, OCI: eng})
+	pkgs, err := served.New(served.Parts{Providers: eng, Modules: eng, Zips: eng, OCI: eng})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +196,7 @@ func TestOriginFailuresInTheEnginesKinds(t *testing.T) {
 		}
 	}
 	refused := refusingHost{failingEngine: eng}
-	pkgs, err = served.New(served.Parts{Providers: refused, Modules: refused})
+	pkgs, err = served.New(served.Parts{Providers: refused, Modules: refused, Zips: refused})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,7 @@
 //
 // It is a decorator, as Terraform's getproviders composes its Sources:
 // Packages holds the APIs it decorates through the interfaces declared
-// here (Providers, Modules, OCI: what the front doors need of the
+// here (Providers, Modules, Zips, OCI: what the front doors need of the
 // engine), never the engine itself, and each method asks the policy
 // before it hands the call down.
 //
@@ -96,19 +96,30 @@ type Providers interface {
 }
 
 // Modules is the engine's registry-module API that Packages decorates
-// (*mirror/modules.Zips implements it): module versions, their
-// packages, and their zips and OCI documents.
+// (*mirror/modules.Modules implements it): module versions, their
+// packages, and what the cache holds of them.
 type Modules interface {
 	CheckModuleOrigin(m addrs.Module) error
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
 	ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error)
 	OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Package, error)
+	ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error
+}
+
+// Zips is the engine's module versions as OCI artifacts that Packages
+// decorates (*mirror/modules.Zips implements it): their zips and OCI
+// documents.
+type Zips interface {
 	OpenModuleZip(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Zip, error)
 	ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error)
 	ModuleDocument(ctx context.Context, m addrs.Module, d digest.Digest) (oci.Document, error)
 	ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) (*modules.Zip, error)
-	ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error
 }
+
+var (
+	_ Modules = (*modules.Modules)(nil)
+	_ Zips    = (*modules.Zips)(nil)
+)
 
 // OCI is the engine's OCI side of providers that Packages decorates
 // (*mirror.OCI implements it): image indexes, platform manifests and
@@ -137,6 +148,7 @@ var _ Stored = (*mirror.Inventory)(nil)
 type Parts struct {
 	Providers Providers // required
 	Modules   Modules   // required
+	Zips      Zips      // required
 	OCI       OCI       // nil without an OCI side: the OCI methods then fail
 	Stored    Stored    // nil: StoredVersion and StoredModuleVersion fail
 }
@@ -145,7 +157,8 @@ type Parts struct {
 // methods are safe for concurrent use.
 type Packages struct {
 	e    Providers
-	zips Modules
+	mods Modules
+	zips Zips
 	oci  OCI // nil without an OCI side
 	held Stored
 }
@@ -160,10 +173,10 @@ var ErrNoStored = errors.New("served: no view of the stored versions")
 
 // New returns the package API of parts behind the package policy.
 func New(parts Parts) (*Packages, error) {
-	if parts.Providers == nil || parts.Modules == nil {
-		return nil, errors.New("served: the engine's providers and modules are required")
+	if parts.Providers == nil || parts.Modules == nil || parts.Zips == nil {
+		return nil, errors.New("served: the engine's providers, modules and module zips are required")
 	}
-	return &Packages{e: parts.Providers, zips: parts.Modules, oci: parts.OCI, held: parts.Stored}, nil
+	return &Packages{e: parts.Providers, mods: parts.Modules, zips: parts.Zips, oci: parts.OCI, held: parts.Stored}, nil
 }
 
 func (s *Packages) provider(p addrs.Provider) error {
@@ -174,7 +187,7 @@ func (s *Packages) provider(p addrs.Provider) error {
 }
 
 func (s *Packages) module(m addrs.Module) error {
-	if err := s.zips.CheckModuleOrigin(m); err != nil {
+	if err := s.mods.CheckModuleOrigin(m); err != nil {
 		return failure.FromOrigin(err)
 	}
 	return failure.FromOrigin(s.e.CheckAddress(policy.Module, m.String()))
@@ -254,7 +267,7 @@ func (s *Packages) ModuleVersions(ctx context.Context, m addrs.Module) (*records
 	if err := s.module(m); err != nil {
 		return nil, modules.ListState{}, err
 	}
-	return out3(s.zips.ModuleVersions(ctx, m))
+	return out3(s.mods.ModuleVersions(ctx, m))
 }
 
 // ModuleLocation is mirror/modules.Modules.ModuleLocation behind the policy.
@@ -262,7 +275,7 @@ func (s *Packages) ModuleLocation(ctx context.Context, m addrs.Module, version v
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return out(s.zips.ModuleLocation(ctx, m, version))
+	return out(s.mods.ModuleLocation(ctx, m, version))
 }
 
 // OpenModule is mirror/modules.Modules.OpenModule behind the policy.
@@ -270,7 +283,7 @@ func (s *Packages) OpenModule(ctx context.Context, m addrs.Module, version versi
 	if err := s.module(m); err != nil {
 		return nil, err
 	}
-	return out(s.zips.OpenModule(ctx, m, version))
+	return out(s.mods.OpenModule(ctx, m, version))
 }
 
 // OpenModuleZip is mirror/modules.Zips.OpenModuleZip behind the policy.
@@ -417,7 +430,7 @@ func (s *Packages) ListCachedAfter(prefix, after string, fn func(mirror.CachedVe
 
 // ListCachedModulesAfter lists the cached module versions.
 func (s *Packages) ListCachedModulesAfter(prefix, after string, fn func(modules.Cached) error) error {
-	return failure.FromOrigin(s.zips.ListCachedModulesAfter(prefix, after, fn))
+	return failure.FromOrigin(s.mods.ListCachedModulesAfter(prefix, after, fn))
 }
 
 // Withheld returns what is not served: unsigned imports, and what the

@@ -308,7 +308,7 @@ func servedRig(t *testing.T) (*harness.Harness, *served.Packages, target) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pkgs, err := served.New(served.Parts{Providers: h.Engine, Modules: h.Engine.Modules().Zips(), OCI: side, Stored: h.Engine.Inventory()})
+	pkgs, err := served.New(served.Parts{Providers: h.Engine, Modules: h.Engine.Modules(), Zips: h.Engine.Modules().Zips(), OCI: side, Stored: h.Engine.Inventory()})
 	if err != nil {
 		t.Fatal(err)
 	}

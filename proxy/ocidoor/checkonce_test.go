@@ -124,13 +124,13 @@ func TestEveryProviderRequestCheckedOnce(t *testing.T) {
 // layer, counting how often the layer asks whether a module's host is
 // served (the address rules it asks of the providers' stand-in).
 type moduleCheckCounter struct {
-	*modules.Zips
+	*modules.Modules
 	origin atomic.Int64
 }
 
 func (c *moduleCheckCounter) CheckModuleOrigin(m addrs.Module) error {
 	c.origin.Add(1)
-	return c.Zips.CheckModuleOrigin(m)
+	return c.Modules.CheckModuleOrigin(m)
 }
 
 // Every module request of the module registry door and of the OCI door
@@ -150,8 +150,8 @@ func TestEveryModuleRequestCheckedOnce(t *testing.T) {
 			below = &checkCounter{Engine: e}
 			return below
 		},
-		modules: func(z *modules.Zips) served.Modules {
-			mods = &moduleCheckCounter{Zips: z}
+		modules: func(m *modules.Modules) served.Modules {
+			mods = &moduleCheckCounter{Modules: m}
 			return mods
 		},
 	})

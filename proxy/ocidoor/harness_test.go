@@ -51,7 +51,7 @@ type rigOptions struct {
 	providers func(*mirror.Engine) served.Providers
 	// modules, if set, is what the layer decorates in place of the
 	// engine's modules (a stand-in over them).
-	modules func(*modules.Zips) served.Modules
+	modules func(*modules.Modules) served.Modules
 }
 
 func newRig(t testing.TB, opts rigOptions) *rig {
@@ -89,11 +89,11 @@ func (r *rig) start(opts rigOptions) {
 	if opts.providers != nil {
 		providers = opts.providers(engine)
 	}
-	var mods served.Modules = engine.Modules().Zips()
+	var mods served.Modules = engine.Modules()
 	if opts.modules != nil {
-		mods = opts.modules(engine.Modules().Zips())
+		mods = opts.modules(engine.Modules())
 	}
-	pkgs, err := served.New(served.Parts{Providers: providers, Modules: mods, OCI: side})
+	pkgs, err := served.New(served.Parts{Providers: providers, Modules: mods, Zips: engine.Modules().Zips(), OCI: side})
 	if err != nil {
 		t.Fatal(err)
 	}

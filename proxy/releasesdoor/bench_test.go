@@ -110,7 +110,7 @@ func networkMirrorURL(b *testing.B) string {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { engine.Close() })
-	pkgs, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules().Zips()})
+	pkgs, err := served.New(served.Parts{Providers: engine, Modules: engine.Modules(), Zips: engine.Modules().Zips()})
 	if err != nil {
 		b.Fatal(err)
 	}
