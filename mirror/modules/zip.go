@@ -36,14 +36,17 @@ import (
 )
 
 // Zips is the module side as OCI artifacts: each module version's zip,
-// and its image manifest (zipoci.go). Modules.Zips returns it; it has
-// Modules's methods too. Its methods are safe for concurrent use.
+// and its image manifest (zipoci.go). Modules.Zips returns it. It makes
+// a zip from the module side's packages (OpenModule) and asks its
+// version lists and checks, but its method set is its own: what a
+// caller needs of the module side itself it takes from the *Modules.
+// Its methods are safe for concurrent use.
 type Zips struct {
-	*Modules
+	mods *Modules
 }
 
 // Zips returns the module side as OCI artifacts.
-func (s *Modules) Zips() *Zips { return &Zips{s} }
+func (s *Modules) Zips() *Zips { return &Zips{mods: s} }
 
 // Zip is an opened module zip, read from the cache. Close it.
 type Zip struct {
@@ -65,7 +68,7 @@ type Zip struct {
 // integrity error matching ErrChanged when a zip made again does not
 // give the bytes first recorded.
 func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versions.Version) (*Zip, error) {
-	if err := s.checkPolicy(ctx, m, version); err != nil {
+	if err := s.mods.checkPolicy(ctx, m, version); err != nil {
 		return nil, err
 	}
 	key := records.ModuleZipKey(m, version)
@@ -74,15 +77,15 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
 		haveRec = true
 		if z := s.openZipBlob(rec, records.Hit); z != nil {
-			s.life.Notifier().Used(records.ModuleRecordKey(m, version))
-			s.metrics.CacheLookup("module_zip", true)
+			s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
+			s.mods.metrics.CacheLookup("module_zip", true)
 			return z, nil
 		}
 	} else if err != nil {
-		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
+		s.mods.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 	}
-	s.metrics.CacheLookup("module_zip", false)
-	made, src, err := once(ctx, s.Modules, key, "module_zip", "the module's zip",
+	s.mods.metrics.CacheLookup("module_zip", false)
+	made, src, err := once(ctx, s.mods, key, "module_zip", "the module's zip",
 		func(ctx context.Context) (*records.ModuleZipRecord, error) {
 			var first *records.ModuleZipRecord
 			if haveRec {
@@ -106,7 +109,7 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.Version, rec *records.ModuleZipRecord) (ok bool, err error) {
 	key := records.ModuleZipKey(m, version)
 	var shared records.ModuleZipRecord
-	_, src, err := s.recs.Get(ctx, key, &shared)
+	_, src, err := s.mods.recs.Get(ctx, key, &shared)
 	switch {
 	case err == nil && src == records.Hit && records.KnownSchema(shared.Schema):
 		*rec = shared
@@ -123,9 +126,9 @@ func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.V
 	if v, err := addrs.ParseModuleVersion(shared.Version); err != nil || v != version {
 		return false, nil
 	}
-	if err := s.store.PutMeta(key, &shared); err != nil {
-		s.metrics.CacheWriteFailed()
-		s.log.Warn("storing module zip record from the shared store", "module", m.String(), "version", version, "error", err)
+	if err := s.mods.store.PutMeta(key, &shared); err != nil {
+		s.mods.metrics.CacheWriteFailed()
+		s.mods.log.Warn("storing module zip record from the shared store", "module", m.String(), "version", version, "error", err)
 	}
 	*rec = shared
 	return true, nil
@@ -133,7 +136,7 @@ func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.V
 
 // openZipBlob opens rec's cached zip, nil when it is not cached.
 func (s *Zips) openZipBlob(rec records.ModuleZipRecord, src records.Source) *Zip {
-	b, ok := s.openBlob(rec.SHA256)
+	b, ok := s.mods.openBlob(rec.SHA256)
 	if !ok {
 		return nil
 	}
@@ -144,19 +147,19 @@ func (s *Zips) openZipBlob(rec records.ModuleZipRecord, src records.Source) *Zip
 // against first, the record of the zip first made, when there is one,
 // and recording it otherwise.
 func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versions.Version, first *records.ModuleZipRecord) (*records.ModuleZipRecord, error) {
-	pkg, err := s.OpenModule(ctx, m, version)
+	pkg, err := s.mods.OpenModule(ctx, m, version)
 	if err != nil {
 		return nil, err
 	}
 	defer pkg.Close()
-	spool, err := os.CreateTemp(s.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".zip"))
+	spool, err := os.CreateTemp(s.mods.cfg.ScratchDir, scratch.Pattern(scratch.Module, "", ".zip"))
 	if err != nil {
 		return nil, err
 	}
 	defer func() { spool.Close(); os.Remove(spool.Name()) }()
 	h := sha256.New()
-	if _, err := modsource.WriteZip(ctx, pkg.Content(), io.MultiWriter(spool, h), s.cfg.ScratchDir, s.cfg.Limits); err != nil {
-		s.log.Error("module package cannot be made a zip", "module", m.String(), "version", pkg.Record.Version, "error", err)
+	if _, err := modsource.WriteZip(ctx, pkg.Content(), io.MultiWriter(spool, h), s.mods.cfg.ScratchDir, s.mods.cfg.Limits); err != nil {
+		s.mods.log.Error("module package cannot be made a zip", "module", m.String(), "version", pkg.Record.Version, "error", err)
 		return nil, fmt.Errorf("module %s %s as a zip: %w", m, pkg.Record.Version, err)
 	}
 	size, err := spool.Seek(0, io.SeekCurrent)
@@ -167,21 +170,21 @@ func (s *Zips) makeModuleZip(ctx context.Context, m addrs.Module, version versio
 		Package: pkg.SHA256, SHA256: hex.EncodeToString(h.Sum(nil)), Size: size}
 	if first != nil && (first.SHA256 != rec.SHA256 || first.Package != rec.Package) {
 		detail := fmt.Sprintf("%s %s: zip sha256 %s of package %s, first made as %s of package %s", m, rec.Version, rec.SHA256, rec.Package, first.SHA256, first.Package)
-		s.metrics.VerificationFailed(string(verify.ReasonChecksum))
-		s.log.Error("module zip made again differs from the first; refused", "module", m.String(), "version", rec.Version, "detail", detail)
+		s.mods.metrics.VerificationFailed(string(verify.ReasonChecksum))
+		s.mods.log.Error("module zip made again differs from the first; refused", "module", m.String(), "version", rec.Version, "detail", detail)
 		return nil, &verify.Error{Reason: verify.ReasonChecksum, Detail: detail, Err: ErrChanged}
 	}
-	if err := s.storeSpool(rec.SHA256, spool, "module zip"); err != nil {
+	if err := s.mods.storeSpool(rec.SHA256, spool, "module zip"); err != nil {
 		return nil, err
 	}
 	if first == nil {
 		key := records.ModuleZipKey(m, version)
-		if err := s.recs.Put(key, rec); err != nil {
-			s.metrics.CacheWriteFailed()
+		if err := s.mods.recs.Put(key, rec); err != nil {
+			s.mods.metrics.CacheWriteFailed()
 			return nil, fmt.Errorf("storing module zip record: %w", err)
 		}
 	}
-	s.log.Info("module zip made", "module", m.String(), "version", rec.Version, "sha256", rec.SHA256, "size", size)
+	s.mods.log.Info("module zip made", "module", m.String(), "version", rec.Version, "sha256", rec.SHA256, "size", size)
 	return rec, nil
 }
 
@@ -207,7 +210,7 @@ func (s *Zips) ModuleZipVersion(m addrs.Module, sha string) (version versions.Ve
 // not parse is of no version a door asks for: it is passed over.
 func (s *Zips) moduleZipRecords(m addrs.Module, fn func(records.ModuleZipRecord, versions.Version) bool) error {
 	stop := errors.New("stop")
-	err := s.store.ScanMeta(records.ModuleZipPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
+	err := s.mods.store.ScanMeta(records.ModuleZipPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
 		var rec records.ModuleZipRecord
 		if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) {
 			return nil

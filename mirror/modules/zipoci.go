@@ -45,20 +45,20 @@ func moduleManifestOf(m addrs.Module, v versions.Version, rec records.ModuleZipR
 // those of ModuleVersions and OpenModuleZip; records.ErrVersionNotFound
 // for a version the list lacks.
 func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versions.Version) (oci.Document, error) {
-	if err := s.checkPolicy(ctx, m, version); err != nil {
+	if err := s.mods.checkPolicy(ctx, m, version); err != nil {
 		return oci.Document{}, err
 	}
 	var rec records.ModuleZipRecord
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
-		s.life.Notifier().Used(records.ModuleRecordKey(m, version))
+		s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
 		return moduleManifestOf(m, version, rec)
 	} else if err != nil {
-		s.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
+		s.mods.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 	}
 	// The version list first: it names the version as the origin spells
 	// it ("v1.0.0" for a tag "1.0.0"), and a version it lacks is one the
 	// repository lacks, not the module.
-	list, _, err := s.ModuleVersions(ctx, m)
+	list, _, err := s.mods.ModuleVersions(ctx, m)
 	if err != nil {
 		return oci.Document{}, err
 	}
@@ -111,10 +111,10 @@ func (s *Zips) ModuleDocument(ctx context.Context, m addrs.Module, d digest.Dige
 // policy holds the version back: a digest handed out before a deny names
 // a version refused since.
 func (s *Zips) served(ctx context.Context, m addrs.Module, version versions.Version, doc oci.Document) (oci.Document, error) {
-	if err := s.checkPolicy(ctx, m, version); err != nil {
+	if err := s.mods.checkPolicy(ctx, m, version); err != nil {
 		return oci.Document{}, err
 	}
-	s.life.Notifier().Used(records.ModuleRecordKey(m, version))
+	s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
 	return doc, nil
 }
 
@@ -142,7 +142,7 @@ const maxSharedZipLookups = 16
 // those it reads: a record read is kept, and not asked for again.
 func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(records.ModuleZipRecord, versions.Version) bool) (versions.Version, bool) {
 	var list records.ModuleVersionList
-	if _, _, err := s.recs.Get(ctx, records.ModuleVersionsKey(m), &list); err != nil {
+	if _, _, err := s.mods.recs.Get(ctx, records.ModuleVersionsKey(m), &list); err != nil {
 		return versions.Version{}, false
 	}
 	asked := 0
@@ -150,7 +150,7 @@ func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(r
 		if ctx.Err() != nil || asked == maxSharedZipLookups {
 			break
 		}
-		if _, err := s.store.GetMeta(records.ModuleZipKey(m, v), &records.ModuleZipRecord{}); err == nil {
+		if _, err := s.mods.store.GetMeta(records.ModuleZipKey(m, v), &records.ModuleZipRecord{}); err == nil {
 			continue // the cache's records were looked at already
 		}
 		asked++
