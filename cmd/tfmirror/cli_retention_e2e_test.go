@@ -63,21 +63,30 @@ func TestCLIPrunePinnedThenSealed(t *testing.T) {
 	c.start(t, dataDir, "--offline", "--pins-dir", pins)
 	client := trustingClient(t, c.caFile)
 	client.Timeout = 30 * time.Second
-	// The status page lists the pin.
-	resp, err := client.Get(c.url + "/?format=json")
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The status page lists the pin, once retention has read the pins
+	// and the cache, which it does in the background after start.
 	var st struct {
 		Retention struct {
 			Pinned []struct{ Kind, Address, Version, Where string }
 		}
 	}
-	err = json.NewDecoder(resp.Body).Decode(&st)
-	resp.Body.Close()
-	if err != nil || len(st.Retention.Pinned) != 1 || st.Retention.Pinned[0].Kind != "cli" || st.Retention.Pinned[0].Address != addr ||
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		resp, err := client.Get(c.url + "/?format=json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = json.NewDecoder(resp.Body).Decode(&st)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("status JSON: %v", err)
+		}
+		if len(st.Retention.Pinned) > 0 || time.Now().After(deadline) {
+			break
+		}
+	}
+	if len(st.Retention.Pinned) != 1 || st.Retention.Pinned[0].Kind != "cli" || st.Retention.Pinned[0].Address != addr ||
 		st.Retention.Pinned[0].Version != "1.5.7" || st.Retention.Pinned[0].Where != filepath.Join(pins, "clis.hcl")+":2" {
-		t.Errorf("status page's pinned versions: %+v, %v; want cli %s 1.5.7 pinned by clis.hcl:2", st.Retention.Pinned, err, addr)
+		t.Errorf("status page's pinned versions: %+v; want cli %s 1.5.7 pinned by clis.hcl:2", st.Retention.Pinned, addr)
 	}
 	home = t.TempDir()
 	if out := c.run(t, home, tenv, c.tenvTerraformEnv(home), "tf", "list-remote"); !strings.Contains(out, "1.5.7") || strings.Contains(out, "1.6.0") {

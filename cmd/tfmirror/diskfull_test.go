@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -38,10 +39,18 @@ func mountSmallFS(t *testing.T, size string) string {
 	return dir
 }
 
-// TestFullDiskDoesNotCrash fills a 64 MiB file system through the mirror,
-// with the default --disk-reserve, and checks that the process stays up,
-// that clients get correct archives or clean failures, that /readyz says
-// why it is not ready, and that a restart on the full file system serves.
+// TestFullDiskDoesNotCrash fills a 64 MiB file system, with the default
+// --disk-reserve, and checks that the process stays up, that clients get
+// correct archives or clean failures, that /readyz says why it is not
+// ready, and that a restart on the full file system serves.
+//
+// The file system is filled by one archive through the mirror, then by a
+// file that leaves it just above the reserve and below the point where a
+// cache that stopped writing writes again (disk.Space's resumeAt, an
+// eighth above the reserve): the clients then ask for four times what it
+// can take. Filled by the clients' archives alone, what is left once the
+// writes that failed are removed depends on how far each got, and may be
+// enough for the cache to write again, as it should.
 func TestFullDiskDoesNotCrash(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -51,6 +60,7 @@ func TestFullDiskDoesNotCrash(t *testing.T) {
 		ns, typ, version = "hashicorp", "random", "1.0.0"
 		archiveSize      = 16 << 20
 		clientsPerFile   = 2
+		reserve          = 10 << 20 // the default --disk-reserve
 	)
 	mnt := mountSmallFS(t, "64m")
 	bin := buildBinary(t)
@@ -72,6 +82,8 @@ func TestFullDiskDoesNotCrash(t *testing.T) {
 		t.Fatalf("first download: %v, %d bytes", err, len(body))
 	}
 	waitCached(t, m, 1)
+	fillTo(t, mnt, reserve+reserve/16)
+	waitFreeAtMost(t, m, reserve+reserve/16+1<<20)
 
 	// 64 MiB more than the file system can take, all at once.
 	type result struct {
@@ -160,6 +172,52 @@ func TestFullDiskDoesNotCrash(t *testing.T) {
 }
 
 // notReady checks that /readyz answers 503 and returns its reason.
+// fillTo writes a file on the file system of dir that leaves free bytes
+// free on it.
+func fillTo(t *testing.T, dir string, free int64) {
+	t.Helper()
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil {
+		t.Fatal(err)
+	}
+	size := int64(st.Bavail)*st.Bsize - free
+	if size <= 0 {
+		t.Fatalf("%s has %d bytes free, not more than %d", dir, int64(st.Bavail)*st.Bsize, free)
+	}
+	f, err := os.Create(filepath.Join(dir, "filler"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Fallocate(int(f.Fd()), 0, 0, size); err != nil {
+		t.Fatalf("filling %s: %v", dir, err)
+	}
+}
+
+// waitFreeAtMost waits until m's status reports at most max bytes free on
+// the cache's file system: the cache has looked since it was filled.
+func waitFreeAtMost(t *testing.T, m *proc, max int64) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		raw, _, err := m.get(context.Background(), "/?format=json")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var st proxy.Status
+		if err := json.Unmarshal(raw, &st); err != nil {
+			t.Fatalf("status JSON: %v", err)
+		}
+		if f := st.Health.DiskFreeBytes; f != nil && *f <= max {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the status never reported at most %d bytes free: %s", max, raw)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 func notReady(t *testing.T, m *proc) string {
 	t.Helper()
 	resp, err := m.client.Get(m.url + "readyz")
