@@ -107,31 +107,40 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 // that a replica answers the digests another one handed out). ok is
 // false when neither has one; err is for a cache that failed.
 func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.Version, rec *records.ModuleZipRecord) (ok bool, err error) {
+	_, ok, err = s.readZipRecord(ctx, m, version, rec)
+	return ok, err
+}
+
+// readZipRecord is zipRecord, and says whether the cache holds a record
+// under the zip's key (local: read from the cache, whatever its schema),
+// so that a caller looking beyond the cache reads each key once.
+func (s *Zips) readZipRecord(ctx context.Context, m addrs.Module, version versions.Version, rec *records.ModuleZipRecord) (local, ok bool, err error) {
 	key := records.ModuleZipKey(m, version)
 	var shared records.ModuleZipRecord
 	_, src, err := s.mods.recs.Get(ctx, key, &shared)
+	local = err == nil && src == records.Hit
 	switch {
-	case err == nil && src == records.Hit && records.KnownSchema(shared.Schema):
+	case local && records.KnownSchema(shared.Schema):
 		*rec = shared
-		return true, nil
+		return true, true, nil
 	case err != nil && !errors.Is(err, cache.ErrNotFound):
-		return false, err
-	case err != nil || src == records.Hit:
-		return false, nil
+		return false, false, err
+	case err != nil || local:
+		return local, false, nil
 	}
 	// Another replica's.
 	if !records.KnownSchema(shared.Schema) || shared.Module != m.String() {
-		return false, nil
+		return false, false, nil
 	}
 	if v, err := addrs.ParseModuleVersion(shared.Version); err != nil || v != version {
-		return false, nil
+		return false, false, nil
 	}
 	if err := s.mods.store.PutMeta(key, &shared); err != nil {
 		s.mods.metrics.CacheWriteFailed()
 		s.mods.log.Warn("storing module zip record from the shared store", "module", m.String(), "version", version, "error", err)
 	}
 	*rec = shared
-	return true, nil
+	return false, true, nil
 }
 
 // openZipBlob opens rec's cached zip, nil when it is not cached.

@@ -150,12 +150,13 @@ func (s *Zips) sharedZipRecord(ctx context.Context, m addrs.Module, match func(r
 		if ctx.Err() != nil || asked == maxSharedZipLookups {
 			break
 		}
-		if _, err := s.mods.store.GetMeta(records.ModuleZipKey(m, v), &records.ModuleZipRecord{}); err == nil {
+		var rec records.ModuleZipRecord
+		local, ok, _ := s.readZipRecord(ctx, m, v, &rec)
+		if local {
 			continue // the cache's records were looked at already
 		}
 		asked++
-		var rec records.ModuleZipRecord
-		if ok, _ := s.zipRecord(ctx, m, v, &rec); ok && match(rec, v) {
+		if ok && match(rec, v) {
 			return v, true
 		}
 	}
