@@ -12,6 +12,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/apparentlymart/go-versions/versions"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -21,12 +23,11 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
-// A version imported from another cache's evidence into a sealed engine
-// is served from it as if fetched from the Origin: the same evidence, and
-// Verify passes from the cache alone. An archive of other bytes than the
-// signed SHA256SUMS says is refused, and nothing of that version stored.
-func TestImportFromEvidence(t *testing.T) {
-	t.Parallel()
+// sourceEvidence starts an engine before an origin offering version 1.0.0
+// of the harness's provider and returns it, the version and its evidence,
+// as another cache would hand them to an import.
+func sourceEvidence(t *testing.T) (*harness.Harness, versions.Version, *records.Evidence) {
+	t.Helper()
 	src := harness.New(t, harness.Options{})
 	src.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
 	v := harness.MustVersion(t, "1.0.0")
@@ -34,6 +35,16 @@ func TestImportFromEvidence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return src, v, ev
+}
+
+// A version imported from another cache's evidence into a sealed engine
+// is served from it as if fetched from the Origin: the same evidence, and
+// Verify passes from the cache alone. An archive of other bytes than the
+// signed SHA256SUMS says is refused, and nothing of that version stored.
+func TestImportFromEvidence(t *testing.T) {
+	t.Parallel()
+	src, v, ev := sourceEvidence(t)
 	body := func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) }
 
 	t.Run("tampered archive", func(t *testing.T) {
@@ -266,20 +277,14 @@ func (m *refusals) VerificationFailed(reason string) {
 // its reason, once, as a package fetched from the origin would be.
 func TestImportRefusalLoggedAndCounted(t *testing.T) {
 	t.Parallel()
-	src := harness.New(t, harness.Options{})
-	src.Origin.AddProvider(harness.NS, harness.Type, []string{"1.0.0"}, harness.Platforms)
-	v := harness.MustVersion(t, "1.0.0")
-	ev, err := src.Engine.Evidence(t.Context(), src.Provider(), v, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
+	src, v, ev := sourceEvidence(t)
 	var logs enginetest.LockedBuffer
 	m := &refusals{n: map[string]int{}}
 	dst := harness.New(t, harness.Options{Config: harness.Config{Offline: true, Metrics: m, Logger: slog.New(slog.NewTextHandler(&logs, nil))}})
 	in := enginetest.ImportedFrom(ev, func(pl string) []byte { return src.Origin.Archive(harness.NS, harness.Type, "1.0.0", pl) })
 	in.Version = v
 	in.Documents[0].Content = append(bytes.Clone(in.Documents[0].Content), "0000000000000000000000000000000000000000000000000000000000000000  extra.zip\n"...)
-	_, err = dst.Engine.AirGap().Import(t.Context(), in)
+	_, err := dst.Engine.AirGap().Import(t.Context(), in)
 	var verr *verify.Error
 	if !errors.As(err, &verr) {
 		t.Fatalf("Import of a SHA256SUMS the signature does not cover: %v, want a verification error", err)
