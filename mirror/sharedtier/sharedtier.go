@@ -175,15 +175,9 @@ func (s *Shared) Newest(ctx context.Context, key string, fresh func() any, liste
 }
 
 // Put stores record under key in the cache (returning its error) and
-// puts it in the tier (see share). A package record goes to the tier
-// without the withheld import set aside in it: imports stay local.
+// puts it in the tier (see Share).
 func (s *Shared) Put(key string, record any) error {
 	err := s.recs.Put(key, record)
-	if rec, ok := record.(*records.PackageRecord); ok && rec.Withheld != nil {
-		rec = rec.Clone()
-		rec.Withheld = nil
-		record = rec
-	}
 	s.Share(key, record)
 	return err
 }
@@ -219,6 +213,13 @@ func (s *Shared) peek(ctx context.Context, key string, v any) (time.Time, bool) 
 func (s *Shared) Share(key string, record any) {
 	if s.tier == nil {
 		return
+	}
+	// A package record goes to the tier without the withheld import set
+	// aside in it: imports stay local.
+	if rec, ok := record.(*records.PackageRecord); ok && rec.Withheld != nil {
+		rec = rec.Clone()
+		rec.Withheld = nil
+		record = rec
 	}
 	ctx, done, err := s.life.Detached(s.cfg.Timeout)
 	if err != nil {
