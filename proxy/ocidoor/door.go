@@ -212,12 +212,14 @@ func (d *Door) provider(w http.ResponseWriter, r *http.Request, name string) (ad
 	return repo.Provider, true
 }
 
-// served answers NAME_UNKNOWN and returns false for a provider of a host
-// the engine does not serve or one the policy refuses whatever the
-// version, for an answer that asks the providers nothing else.
-func (d *Door) served(w http.ResponseWriter, r *http.Request, p addrs.Provider) bool {
-	if err := d.providers.CheckOrigin(p); err != nil {
-		d.fail(w, r, codeNameUnknown, http.StatusNotFound, err)
+// served answers NAME_UNKNOWN and returns false when refused, the error
+// of the policy layer's check of a repository's package (a provider's
+// CheckOrigin, a module's CheckModuleOrigin: a host the engine does not
+// serve, or an address the policy refuses whatever the version), for an
+// answer that asks the packages nothing else.
+func (d *Door) served(w http.ResponseWriter, r *http.Request, refused error) bool {
+	if refused != nil {
+		d.fail(w, r, codeNameUnknown, http.StatusNotFound, refused)
 		return false
 	}
 	return true
@@ -448,7 +450,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 	}
 	h := w.Header()
 	if dg == oci.EmptyConfig().Digest {
-		if !d.served(w, r, p) {
+		if !d.served(w, r, d.providers.CheckOrigin(p)) {
 			return
 		}
 		h.Set("Docker-Content-Digest", dg.String())
@@ -482,7 +484,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 // here, so an empty index.
 func (d *Door) referrers(w http.ResponseWriter, r *http.Request, name, ref string) {
 	p, ok := d.provider(w, r, name)
-	if !ok || !d.served(w, r, p) {
+	if !ok || !d.served(w, r, d.providers.CheckOrigin(p)) {
 		return
 	}
 	if _, err := digest.Parse(ref); err != nil {

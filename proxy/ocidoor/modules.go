@@ -64,22 +64,11 @@ func (d *Door) serveModule(w http.ResponseWriter, r *http.Request, name, ref, ki
 			d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)
 			return true
 		}
-		if !d.moduleServed(w, r, m) {
+		if !d.served(w, r, d.cfg.Modules.CheckModuleOrigin(m)) {
 			return true
 		}
 		writeJSON(w, r, http.StatusOK, oci.MediaTypeIndex, []byte(`{"schemaVersion":2,"mediaType":"`+oci.MediaTypeIndex+`","manifests":[]}`))
 	default:
-		return false
-	}
-	return true
-}
-
-// moduleServed answers NAME_UNKNOWN and returns false for a module of a
-// host the engine does not serve or one the policy refuses whatever the
-// version, for an answer that asks the modules nothing else.
-func (d *Door) moduleServed(w http.ResponseWriter, r *http.Request, m addrs.Module) bool {
-	if err := d.cfg.Modules.CheckModuleOrigin(m); err != nil {
-		d.fail(w, r, codeNameUnknown, http.StatusNotFound, err)
 		return false
 	}
 	return true
@@ -155,7 +144,7 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 	}
 	h := w.Header()
 	if dg == oci.EmptyConfig().Digest {
-		if !d.moduleServed(w, r, m) {
+		if !d.served(w, r, d.cfg.Modules.CheckModuleOrigin(m)) {
 			return
 		}
 		h.Set("Docker-Content-Digest", dg.String())
