@@ -23,24 +23,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 )
 
-// readAll reads every given version of the test provider for linux_amd64
-// and checks the bytes.
-func (h *harness) readAll(versions ...string) {
-	h.t.Helper()
-	for _, v := range versions {
-		want := h.origin.Archive(ns, typ, v, "linux_amd64")
-		if r := h.read(h.t.Context(), v, "linux_amd64"); r.err != nil || !bytes.Equal(r.body, want) {
-			h.t.Fatalf("%s: err %v, %d bytes", v, r.err, len(r.body))
-		}
-		h.waitCommitted(h.origin.SHA256(ns, typ, v, "linux_amd64"))
-	}
-}
-
-func (h *harness) isCached(v string) bool {
-	_, err := h.store.StatBlob(h.origin.SHA256(ns, typ, v, "linux_amd64"))
-	return err == nil
-}
-
 // A version of a local-only host whose packages are gone is not listed.
 func TestLocalVersionWithoutPackagesNotListed(t *testing.T) {
 	t.Parallel()
