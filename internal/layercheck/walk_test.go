@@ -248,7 +248,9 @@ func (w walk) figures() (stops, files, returns int) {
 func (w walk) report(name string) string {
 	var b strings.Builder
 	stops, files, returns := w.figures()
-	fmt.Fprintf(&b, "%s: %d stops / %d files / %d returns to a file left\n", name, stops, files, returns)
+	// Files plus returns are the walk's entries into a file: the unit
+	// of issue #33's "stops" (its 116 / 35 / 81 is 35 + 81 entries).
+	fmt.Fprintf(&b, "%s: %d stops / %d files / %d returns to a file left (%d file entries)\n", name, stops, files, returns, files+returns)
 	for _, v := range w.visits() {
 		mark := " "
 		if v.again {
