@@ -15,11 +15,15 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/ocitest"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // ociModuleRoot is moduleRoot's three modules from oci:// sources of
@@ -183,5 +187,110 @@ func pushLayout(t *testing.T, layout string, reg *ocitest.Server) {
 	if err != nil {
 		script, _ := os.ReadFile(filepath.Join(layout, "push.sh"))
 		t.Fatalf("push.sh: %v\n%s\nscript:\n%s", err, out, script)
+	}
+}
+
+// tofuInitResult runs tofu init as tofuInit does and returns its output
+// and error, where tofuInit fails the test.
+func tofuInitResult(t *testing.T, tofu, root, conf, caFile string) (dir, out string, err error) {
+	t.Helper()
+	dir = t.TempDir()
+	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(root), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, tofu, "init", "-no-color")
+	cmd.Dir = dir
+	cmd.Env = []string{
+		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TF_CLI_CONFIG_FILE=" + conf,
+		"SSL_CERT_FILE=" + caFile, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0",
+	}
+	b, err := cmd.CombinedOutput()
+	return dir, string(b), err
+}
+
+// A running tfmirror serves a module version to tofu init from an oci://
+// source; a deny_version of it, applied by SIGHUP, has the next tofu init
+// of that version fail with the policy's refusal and nothing installed,
+// while the version beside it still installs.
+func TestTofuOCIModuleDeniedAfterSIGHUP(t *testing.T) {
+	t.Parallel()
+	tofu := tofuBinary(t)
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	caFile := originCAFile(t, origin)
+	for _, v := range []string{"1.0.0", "1.1.0"} {
+		origin.AddTarball("vpc-"+v+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc " + v + "\n")}))
+		origin.AddModule("acme", "vpc", "aws", v, origin.TarballURL("vpc-"+v+".tar.gz"))
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	config := filepath.Join(t.TempDir(), "tfmirror.hcl")
+	if err := os.WriteFile(config, []byte("log_level = \"info\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	m := startProcess(t, bin, dataDir, origin, caFile, "--config", config)
+	mirrorCA := filepath.Join(dataDir, "tls", "ca.pem")
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vpc, err := addrs.ParseModule(origin.Addr + "/acme/vpc/aws")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := func(tag string) string {
+		return fmt.Sprintf("module \"vpc\" {\n  source = \"oci://%s/%s?tag=%s\"\n}\n", m.addr, names.Module(vpc), tag)
+	}
+	conf := writeTemp(t, "cli.tfrc", "")
+	installed := func(dir string) string {
+		t.Helper()
+		b, err := os.ReadFile(filepath.Join(dir, ".terraform", "modules", "vpc", "main.tf"))
+		if err != nil {
+			return ""
+		}
+		return string(b)
+	}
+
+	dir, out, err := tofuInitResult(t, tofu, root("1.0.0"), conf, mirrorCA)
+	if err != nil {
+		t.Fatalf("tofu init before the deny: %v\n%s", err, out)
+	}
+	if got := installed(dir); got != "# vpc 1.0.0\n" {
+		t.Fatalf("before the deny, vpc's main.tf is %q\n%s", got, out)
+	}
+
+	policy := `log_level = "info"
+policy {
+  deny_version "` + origin.Addr + `/acme/vpc/aws" {
+    versions = "= 1.0.0"
+    reason   = "CVE-2026-7777: use 1.1.0"
+  }
+}
+`
+	if err := os.WriteFile(config, []byte(policy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.cmd.Process.Signal(syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	m.waitLog("configuration file reloaded", 10*time.Second)
+
+	dir, out, err = tofuInitResult(t, tofu, root("1.0.0"), conf, mirrorCA)
+	if err == nil {
+		t.Fatalf("tofu init of the denied version succeeded:\n%s", out)
+	}
+	if got := installed(dir); got != "" {
+		t.Errorf("the denied version was installed: %q", got)
+	}
+	if !strings.Contains(out, "451") {
+		t.Errorf("tofu's failure does not show the policy's refusal (451):\n%s", out)
+	}
+	dir, out, err = tofuInitResult(t, tofu, root("1.1.0"), conf, mirrorCA)
+	if err != nil {
+		t.Fatalf("tofu init of the allowed version: %v\n%s", err, out)
+	}
+	if got := installed(dir); got != "# vpc 1.1.0\n" {
+		t.Errorf("the allowed version's main.tf is %q\n%s", got, out)
 	}
 }
