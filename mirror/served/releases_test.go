@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -300,6 +301,39 @@ func TestReleasesOriginFailuresInTheEnginesKinds(t *testing.T) {
 		case fe.Kind == failure.CircuitOpen && fe.Wait: // the origin kept failing
 		default:
 			t.Errorf("%s: %+v, want the origin's status or its open circuit", name, fe)
+		}
+	}
+}
+
+// TestReleasesVersionRulesDecideBeforeOrigin: a CLI version that
+// deny_version refuses is refused, on a cold mirror with a minimum
+// release age in force and the origin down, before its SHA256SUMS is
+// asked for: with the operator's reason and no origin request, as a
+// product refused whole is.
+func TestReleasesVersionRulesDecideBeforeOrigin(t *testing.T) {
+	o, side, _, _ := releasesRig(t)
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "72h"
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "= 1.6.0"
+  reason   = "CVE-2026-0004"
+}`))
+	o.SetDown(true)
+	x := releaseTarget{releases.HashiCorp, "terraform", "1.6.0", tfZip}
+	for _, name := range slices.Sorted(maps.Keys(releaseCases)) {
+		if name == "Versions" {
+			continue // a listing asks the origin for the list
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		hits := o.TotalHits()
+		err := releaseCases[name](ctx, side.Served, x)
+		cancel()
+		if n := o.TotalHits() - hits; n != 0 {
+			t.Errorf("%s: %d origin requests for a version deny_version refuses, want none", name, n)
+		}
+		var perr *gate.PolicyError
+		if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-0004") {
+			t.Errorf("%s: %v, want refused by deny_version with its reason", name, err)
 		}
 	}
 }
