@@ -33,9 +33,14 @@ const (
 	// VERSION.json gains h1 hashes as its archives get cached.
 	documentMaxAge = time.Minute
 
-	// archiveCacheControl: an archive URL names one version and platform,
-	// and its bytes are fixed by the origin's signed checksum.
-	archiveCacheControl = "public, max-age=31536000, immutable"
+	// An archive's bytes are fixed by the origin's signed checksum, but
+	// whether they may be served is not: the package policy may refuse
+	// the version on any reload (a deny_version for a compromised
+	// release). An archive is therefore reusable by a cache in front for
+	// as long as the documents that list it (documentCacheControl), never
+	// a year: a refusal reaches the cache within that time, when it
+	// revalidates (with If-None-Match: a 304 costs no archive bytes
+	// while the version is served).
 
 	// staleCacheControl is sent with answers served from the cache because
 	// the origin failed: a shared cache may keep them but must ask again
@@ -55,18 +60,23 @@ func (rs *responder) cacheControl(kind responseKind, stale bool) []string {
 	if stale {
 		return staleCacheControlValue
 	}
-	switch kind {
-	case kindArchive:
-		return archiveCacheControlValue
-	default:
-		return rs.documentCacheControl
-	}
+	// Every kind alike: see documentMaxAge, and why an archive is not
+	// immutable above.
+	return rs.documentCacheControl
 }
 
-var (
-	staleCacheControlValue   = headerValue(staleCacheControl)
-	archiveCacheControlValue = headerValue(archiveCacheControl)
-)
+var staleCacheControlValue = headerValue(staleCacheControl)
+
+// PackageCacheControl is the Cache-Control of the other front doors'
+// successful answers that carry a version's bytes or name it by digest
+// (the OCI door's manifests by digest and blobs, the CLI releases door's
+// archives and signed files): reusable for documentMaxAge, never
+// immutable, so that a version the package policy refuses on a reload
+// stops being served through a cache in front within a minute, as the
+// network mirror's archives do. It is not public: those doors take
+// client credentials in the Authorization header, with which a shared
+// cache reuses only what is marked public.
+var PackageCacheControl = fmt.Sprintf("max-age=%d", int(documentMaxAge/time.Second))
 
 // documentCacheControl is the Cache-Control of fresh index.json and
 // VERSION.json answers: shared caches may reuse them for a minute, or for
