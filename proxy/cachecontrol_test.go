@@ -135,3 +135,11 @@ func TestUncacheableAnswers(t *testing.T) {
 		t.Errorf("status page Cache-Control %q, want no-cache", got)
 	}
 }
+
+// TestPackageCacheControl: the other doors' package content is reusable
+// for as long as the network mirror's documents and archives.
+func TestPackageCacheControl(t *testing.T) {
+	if want := documentCacheControl(time.Hour); "public, "+PackageCacheControl != want {
+		t.Errorf("PackageCacheControl %q, want %q without public", PackageCacheControl, want)
+	}
+}
