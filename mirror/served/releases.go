@@ -160,8 +160,23 @@ func (r *Releases) version(ctx context.Context, pub releases.Publisher, product,
 // has just served it, to wait for the archive's commit.
 func (r *Releases) Cached(sha string) bool { return r.rel.Cached(sha) }
 
-// Products are the HashiCorp products served (releases.Releases.Products).
-func (r *Releases) Products() []string { return r.rel.Products() }
+// Products are the HashiCorp products served (releases.Releases.Products),
+// those the policy refuses whole left out, as a listing leaves out what
+// it holds back.
+func (r *Releases) Products() []string {
+	all := r.rel.Products()
+	pol := r.pol.Policy()
+	if pol == nil {
+		return all
+	}
+	out := make([]string, 0, len(all))
+	for _, p := range all {
+		if pol.Address(policy.Provider, releases.Address(releases.HashiCorp, p)).Allowed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // KeyIDs are the short IDs of the publisher's keys in force
 // (releases.Releases.KeyIDs).

@@ -187,7 +187,7 @@ var releasesNoOrigin = map[string]bool{"StoredVersion": true}
 // releasesNotServing are the methods of served.Releases that serve no
 // CLI version, each with why.
 var releasesNotServing = map[string]string{
-	"Products": "the products configured, for the door's listings and the status page",
+	"Products": "the products configured, for the door's listing, those refused whole left out (TestReleasesProductsLeaveOutDenied)",
 	"KeyIDs":   "the IDs of the publisher's keys in force, which name signature files",
 	"Held":     "the versions this layer held back, for the status page",
 	"Cached":   "whether an archive, named by the sha256 of an answer this layer gave, is committed",
@@ -335,5 +335,19 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 		if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-0004") {
 			t.Errorf("%s: %v, want refused by deny_version with its reason", name, err)
 		}
+	}
+}
+
+// TestReleasesProductsLeaveOutDenied: the door's listing of the HashiCorp
+// products leaves out a product the policy refuses whole, as the version
+// lists leave out what it holds back.
+func TestReleasesProductsLeaveOutDenied(t *testing.T) {
+	_, side, _, _ := releasesRig(t)
+	if !slices.Contains(side.Served.Products(), "terraform") {
+		t.Fatalf("products %v with no policy, want terraform", side.Served.Products())
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/terraform"]`))
+	if got := side.Served.Products(); slices.Contains(got, "terraform") {
+		t.Errorf("products %v under a deny of terraform, want it left out", got)
 	}
 }
