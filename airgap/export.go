@@ -255,7 +255,12 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if leftOut(storedProvider(ctx, pkgs, cv), cv.Provider+" "+cv.Version, report, sum) {
+		if err := storedProvider(ctx, pkgs, cv); leftOut(err, cv.Provider+" "+cv.Version, report, sum) {
+			if refusedByPolicy(err) {
+				if err := files.withdrawProvider(cv); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if err := exportVersion(engine, sel, cv, out, files, sum); err != nil {
@@ -317,6 +322,13 @@ func leftOut(err error, what string, report func(string), sum *ExportSummary) bo
 	sum.Held++
 	report(fmt.Sprintf("%s: left out, held back by the package policy (%s: %s): %s", what, v.Rule, v.Detail, v.Message()))
 	return true
+}
+
+// refusedByPolicy reports whether err, the served layer's answer on a
+// version the cache holds, is the package policy's refusal.
+func refusedByPolicy(err error) bool {
+	var pe *gate.PolicyError
+	return errors.As(err, &pe)
 }
 
 // parseCached parses the provider address and version of cv.

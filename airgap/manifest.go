@@ -15,7 +15,10 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -78,6 +81,76 @@ func newExportFiles(out string, key *ExportKey) *exportFiles {
 		}
 	}
 	return ef
+}
+
+// withdraw removes the regular files of dir (under out) whose names
+// match, and forgets them from the earlier export's manifest: the files
+// an earlier export into out wrote of a version the package policy
+// refuses now, which this export must neither carry nor sign again (an
+// export carries what the mirror serves). A dir that does not exist
+// holds nothing to withdraw.
+func (ef *exportFiles) withdraw(dir string, match func(name string) bool) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if !e.Type().IsRegular() || !match(e.Name()) {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		delete(ef.prior, ef.rel(path))
+		delete(ef.files, ef.rel(path))
+	}
+	return nil
+}
+
+// withdrawProvider withdraws the files of provider version cv: its
+// archives, SHA256SUMS, signatures, evidence and VERSION.json, and the
+// provider's index.json when no archive of another version is left (it
+// is written again from those that are, writeIndexes).
+func (ef *exportFiles) withdrawProvider(cv mirror.CachedVersion) error {
+	p, v, err := parseCached(cv)
+	if err != nil {
+		return nil
+	}
+	dir := filepath.Join(ef.out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
+	prefix := "terraform-provider-" + p.Type + "_" + v.String() + "_"
+	if err := ef.withdraw(dir, func(name string) bool { return name == v.String()+".json" || strings.HasPrefix(name, prefix) }); err != nil {
+		return err
+	}
+	return ef.withdraw(dir, func(name string) bool {
+		if name != "index.json" {
+			return false
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return false
+		}
+		for _, e := range entries {
+			if _, _, err := addrs.ParseArchiveName(p.Type, e.Name()); err == nil {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// withdrawModule withdraws the files of module version cm: its package
+// and its record.
+func (ef *exportFiles) withdrawModule(cm modules.Cached) error {
+	m, err := addrs.ParseModule(cm.Module)
+	if err != nil || !safeVersion(cm.Record.Version) {
+		return nil
+	}
+	base := cm.Record.Version
+	return ef.withdraw(moduleDir(ef.out, m), func(name string) bool { return name == base+".tar.gz" || name == base+".json" })
 }
 
 // rel is path relative to out, with slashes.

@@ -104,7 +104,12 @@ func exportModules(ctx context.Context, engine Engine, pkgs Served, out string, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if leftOut(storedModule(ctx, pkgs, cm), "module "+cm.Module+" "+cm.Version, report, sum) {
+		if err := storedModule(ctx, pkgs, cm); leftOut(err, "module "+cm.Module+" "+cm.Version, report, sum) {
+			if refusedByPolicy(err) {
+				if err := files.withdrawModule(cm); err != nil {
+					return err
+				}
+			}
 			continue
 		}
 		if err := exportModule(engine, cm, out, files, sum); err != nil {

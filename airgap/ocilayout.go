@@ -93,6 +93,11 @@ type ociLayoutExport struct {
 	files  *exportFiles // records what exportArchive wrote (not signed)
 	sum    *LayoutSummary
 	tags   map[string][]layoutTag // repository -> tags written
+	// dropped are the tags of the versions the package policy refuses,
+	// by repository: an earlier export into out may have tagged them,
+	// and this one must not keep them (an export carries what the mirror
+	// serves).
+	dropped map[string][]string
 }
 
 // ExportOCILayout writes the cached provider versions sel selects and
@@ -112,7 +117,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return sum, err
 	}
-	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}}
+	x := &ociLayoutExport{ctx: ctx, engine: engine, arts: arts, names: names, out: out, files: &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}, sum: &sum, tags: map[string][]layoutTag{}, dropped: map[string][]string{}}
 	selected, err := selectCached(engine, sel)
 	if err != nil {
 		return sum, err
@@ -121,7 +126,10 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		if x.refused(storedProvider(ctx, arts, cv), cv.Provider+" "+cv.Version, report) {
+		if err := storedProvider(ctx, arts, cv); x.refused(err, cv.Provider+" "+cv.Version, report) {
+			if p, v, perr := parseCached(cv); perr == nil && refusedByPolicy(err) {
+				x.drop(names.Provider(p), v.String())
+			}
 			continue
 		}
 		if err := x.provider(sel, cv, report); err != nil {
@@ -138,7 +146,12 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 			if err := ctx.Err(); err != nil {
 				return sum, err
 			}
-			if x.refused(storedModule(ctx, arts, cm), "module "+cm.Module+" "+cm.Version, report) {
+			if err := storedModule(ctx, arts, cm); x.refused(err, "module "+cm.Module+" "+cm.Version, report) {
+				m, merr := addrs.ParseModule(cm.Module)
+				v, verr := addrs.ParseModuleVersion(cm.Version)
+				if merr == nil && verr == nil && refusedByPolicy(err) {
+					x.drop(names.Module(m), v.String())
+				}
 				continue
 			}
 			if err := x.module(cm); err != nil {
@@ -151,6 +164,13 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	for repo := range x.tags {
 		repos = append(repos, repo)
 	}
+	for repo := range x.dropped {
+		// A repository of refused versions alone is rewritten only when
+		// an earlier export made it.
+		if _, ok := x.tags[repo]; !ok && fileExists(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile)) {
+			repos = append(repos, repo)
+		}
+	}
 	slices.Sort(repos)
 	for _, repo := range repos {
 		if err := x.writeIndex(repo); err != nil {
@@ -161,6 +181,15 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 	script, err := x.writeScript()
 	sum.Script = script
 	return sum, err
+}
+
+// drop notes the tag of version of repo, which the package policy
+// refuses: writeIndex leaves it out of the repository's index.json,
+// where an earlier export may have put it.
+func (x *ociLayoutExport) drop(repo, version string) {
+	if tag, ok := oci.Tag(version); ok {
+		x.dropped[repo] = append(x.dropped[repo], tag)
+	}
 }
 
 // refused says whether the served layer's answer err on a cached version
@@ -401,6 +430,9 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 		}
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return err
+	}
+	for _, tag := range x.dropped[repo] {
+		delete(byTag, tag)
 	}
 	for _, t := range x.tags[repo] {
 		d := t.desc

@@ -193,7 +193,10 @@ func exportReleases(ctx context.Context, cli CLIReleases, pol ServedCLI, engine 
 			report(fmt.Sprintf("%s: %v", mr, h.Err))
 			return nil
 		}
-		if leftOut(storedCLI(pol, mr), mr.String(), report, sum) {
+		if err := storedCLI(pol, mr); leftOut(err, mr.String(), report, sum) {
+			if refusedByPolicy(err) && mr.valid() {
+				return files.withdraw(filepath.Join(out, filepath.FromSlash(mr.dir())), func(string) bool { return true })
+			}
 			return nil
 		}
 		if err := exportRelease(engine, sel, h, mr, out, files, sum); err != nil {

@@ -23,6 +23,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -109,6 +110,11 @@ func (s *providerRecords) listStoredAt(key string) time.Time {
 // error is why, and offline it is records.ErrOffline.
 func (s *providerRecords) versionEntry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, *records.VersionList, providerlists.State, error) {
 	p, v := k.Provider, k.Version
+	// What the policy refuses whatever the version's release time is
+	// refused before the list is read, which may ask the origin.
+	if err := s.gate.CheckUndated(policy.Provider, k.Name, v.String()); err != nil {
+		return records.VersionEntry{}, nil, providerlists.State{}, err
+	}
 	list, st, err := s.lists.Versions(ctx, k.ProviderKeys, false)
 	if err != nil {
 		return records.VersionEntry{}, nil, providerlists.State{}, err

@@ -31,11 +31,28 @@ const (
 	// documentMaxAge bounds how long a shared cache may reuse index.json
 	// and VERSION.json. A version list changes when the origin publishes;
 	// VERSION.json gains h1 hashes as its archives get cached.
+	//
+	// It bounds archives too. An archive's bytes are fixed by the
+	// origin's signed checksum, but whether they may be served is not:
+	// the package policy may refuse the version on any reload (a
+	// deny_version for a compromised release). An archive is therefore
+	// reusable by a cache in front for as long as the documents that list
+	// it, never a year and never immutable: a refusal reaches the cache
+	// within that time, when it revalidates (with If-None-Match: a 304
+	// costs no archive bytes while the version is served).
 	documentMaxAge = time.Minute
 
-	// archiveCacheControl: an archive URL names one version and platform,
-	// and its bytes are fixed by the origin's signed checksum.
-	archiveCacheControl = "public, max-age=31536000, immutable"
+	// PackageCacheControl is the Cache-Control of the other front doors'
+	// successful answers that carry a version's bytes or name it by
+	// digest (the OCI door's manifests by digest and blobs, the CLI
+	// releases door's archives and signed files): reusable for
+	// documentMaxAge (TestPackageCacheControl), never immutable, so that
+	// a version the package policy refuses on a reload stops being served
+	// through a cache in front within a minute, as the network mirror's
+	// archives do. It is not public: those doors take client credentials
+	// in the Authorization header, with which a shared cache reuses only
+	// what is marked public.
+	PackageCacheControl = "max-age=60"
 
 	// staleCacheControl is sent with answers served from the cache because
 	// the origin failed: a shared cache may keep them but must ask again
@@ -55,18 +72,11 @@ func (rs *responder) cacheControl(kind responseKind, stale bool) []string {
 	if stale {
 		return staleCacheControlValue
 	}
-	switch kind {
-	case kindArchive:
-		return archiveCacheControlValue
-	default:
-		return rs.documentCacheControl
-	}
+	// Every kind alike, archives too: see documentMaxAge.
+	return rs.documentCacheControl
 }
 
-var (
-	staleCacheControlValue   = headerValue(staleCacheControl)
-	archiveCacheControlValue = headerValue(archiveCacheControl)
-)
+var staleCacheControlValue = headerValue(staleCacheControl)
 
 // documentCacheControl is the Cache-Control of fresh index.json and
 // VERSION.json answers: shared caches may reuse them for a minute, or for

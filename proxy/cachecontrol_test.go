@@ -26,7 +26,8 @@ func TestCacheHeaders(t *testing.T) {
 		{"index.json", 0, providerPath("index.json"), "public, max-age=60", true},
 		{"index.json with a short versions TTL", 20 * time.Second, providerPath("index.json"), "public, max-age=20", true},
 		{"VERSION.json", 0, providerPath("1.0.0.json"), "public, max-age=60", true},
-		{"archive", 0, archivePath("1.0.0", "linux_amd64"), "public, max-age=31536000, immutable", true},
+		{"archive", 0, archivePath("1.0.0", "linux_amd64"), "public, max-age=60", true},
+		{"archive with a short versions TTL", 20 * time.Second, archivePath("1.0.0", "linux_amd64"), "public, max-age=20", true},
 		{"unknown version", 0, providerPath("9.9.9.json"), "no-store", false},
 		{"host not allowed", 0, "/example.com/" + ns + "/" + typ + "/index.json", "no-store", false},
 		{"not a mirror path", 0, "/a/b", "no-store", false},
@@ -132,5 +133,13 @@ func TestUncacheableAnswers(t *testing.T) {
 	}
 	if got := h.get("/").header.Get("Cache-Control"); got != "no-cache" {
 		t.Errorf("status page Cache-Control %q, want no-cache", got)
+	}
+}
+
+// TestPackageCacheControl: the other doors' package content is reusable
+// for as long as the network mirror's documents and archives.
+func TestPackageCacheControl(t *testing.T) {
+	if want := documentCacheControl(time.Hour); "public, "+PackageCacheControl != want {
+		t.Errorf("PackageCacheControl %q, want %q without public", PackageCacheControl, want)
 	}
 }

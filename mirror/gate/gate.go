@@ -219,7 +219,10 @@ func (g *Gate) Refusals() []Refusal {
 		} else {
 			v = pol.Version(h.Kind, h.Address, h.Version, h.rel, now)
 		}
-		if v.Allowed {
+		if v.Allowed || v.Rule == policy.RuleMinReleaseAge && h.Rule != policy.RuleMinReleaseAge && !h.rel.Known {
+			// Allowed now; or refused by another rule (CheckUndated)
+			// before its release time was learnt, which the age gate
+			// judges, and lists, once it has dated the version.
 			continue
 		}
 		done[k] = true
@@ -281,6 +284,29 @@ func (g *Gate) CheckAddress(kind policy.Kind, address string) error {
 		return &PolicyError{Kind: kind, Address: address, Verdict: v}
 	}
 	return nil
+}
+
+// CheckUndated refuses version of an address (kind and address as
+// CheckAddress takes them) when the policy in effect refuses it whatever
+// its release time: the address rules, and deny_version (and a version
+// no deny_version block can check). It asks nothing of the origin, and
+// is asked before anything reads or refreshes a version list to date or
+// find the version, so that such a refusal costs no origin request and
+// answers at once, whatever the origin's state, as an address refused
+// does. What only the minimum release age may refuse passes: it is
+// judged once the version is dated (CheckProviderIn, CheckModule).
+func (g *Gate) CheckUndated(kind policy.Kind, address, version string) error {
+	pol := g.Current()
+	if pol == nil {
+		return nil
+	}
+	sub := pol.For(kind, address)
+	v := sub.Version(version, policy.Release{}, g.now())
+	if v.Allowed || v.Rule == policy.RuleMinReleaseAge {
+		return nil
+	}
+	g.refused(kind, address, version, policy.Release{}, v, true)
+	return &PolicyError{Kind: kind, Address: address, Version: version, Verdict: v}
 }
 
 // checkAddress refuses an address the policy refuses whatever the version.

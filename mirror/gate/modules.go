@@ -78,7 +78,9 @@ func (g *Gate) CheckModule(ctx context.Context, m addrs.Module, v versions.Versi
 		return nil
 	}
 	addr := m.String()
-	if err := g.checkAddress(pol, policy.Module, addr); err != nil {
+	// The rules that need no release time decide before the relisting
+	// that dates the version may ask the origin.
+	if err := g.CheckUndated(policy.Module, addr, v.String()); err != nil {
 		return err
 	}
 	var rel policy.Release

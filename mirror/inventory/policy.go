@@ -34,6 +34,13 @@ func (s *Inventory) StoredVerdict(ctx context.Context, kind policy.Kind, address
 		return policy.Verdict{Allowed: true}
 	}
 	sub := pol.For(kind, address)
+	now := s.cfg.Now()
+	// The rules that need no release time (the address rules,
+	// deny_version) decide before anything dates the version, which may
+	// ask the origin.
+	if v := sub.Version(version, policy.Release{}, now); v.Allowed || v.Rule != policy.RuleMinReleaseAge {
+		return v
+	}
 	var rel policy.Release
 	if w := sub.Window(); w > 0 {
 		r, err := s.KnownRelease(ctx, kind, address, version, w)
@@ -41,5 +48,5 @@ func (s *Inventory) StoredVerdict(ctx context.Context, kind policy.Kind, address
 			rel = r
 		}
 	}
-	return sub.Version(version, rel, s.cfg.Now())
+	return sub.Version(version, rel, now)
 }

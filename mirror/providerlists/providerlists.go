@@ -24,6 +24,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // Origin is what the lists ask origin registries: a provider's versions.
@@ -157,6 +158,11 @@ func (s *Lists) previousListing(ctx context.Context, key string) (*records.Versi
 // (gate.Gate.CheckProviderIn), with the provider's version list read
 // first when the policy dates its versions (gate.Gate.DatesProvider).
 func (s *Lists) CheckVersion(ctx context.Context, k records.VersionKeys) error {
+	// What needs no release time decides before the list is read, which
+	// may ask the origin (gate.Gate.CheckUndated).
+	if err := s.parts.Gate.CheckUndated(policy.Provider, k.Name, k.Version.String()); err != nil {
+		return err
+	}
 	var list *records.VersionList
 	if s.parts.Gate.DatesProvider(k.Provider) {
 		l, _, err := s.Versions(ctx, k.ProviderKeys, false)

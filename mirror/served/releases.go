@@ -137,12 +137,19 @@ func (r *Releases) version(ctx context.Context, pub releases.Publisher, product,
 	if pol == nil {
 		return nil
 	}
+	// The rules that need no release time (deny_version) decide before
+	// the SHA256SUMS that dates the version is asked for: a version they
+	// refuse costs no origin request, whatever the origin's state.
+	addr := releases.Address(pub, product)
+	if v := pol.Version(policy.Provider, addr, version, policy.Release{}, r.now()); !v.Allowed && v.Rule != policy.RuleMinReleaseAge {
+		return r.refuse(pub, product, version, v)
+	}
 	s, err := r.rel.Sums(ctx, pub, product, version)
 	if err != nil {
 		return err
 	}
 	rel := policy.Release{At: later(s.SignedAt, r.rel.ListingTime(pub, product, version)), Known: true}
-	if v := pol.Version(policy.Provider, releases.Address(pub, product), version, rel, r.now()); !v.Allowed {
+	if v := pol.Version(policy.Provider, addr, version, rel, r.now()); !v.Allowed {
 		return r.refuse(pub, product, version, v)
 	}
 	return nil
@@ -153,8 +160,23 @@ func (r *Releases) version(ctx context.Context, pub releases.Publisher, product,
 // has just served it, to wait for the archive's commit.
 func (r *Releases) Cached(sha string) bool { return r.rel.Cached(sha) }
 
-// Products are the HashiCorp products served (releases.Releases.Products).
-func (r *Releases) Products() []string { return r.rel.Products() }
+// Products are the HashiCorp products served (releases.Releases.Products),
+// those the policy refuses whole left out, as a listing leaves out what
+// it holds back.
+func (r *Releases) Products() []string {
+	all := r.rel.Products()
+	pol := r.pol.Policy()
+	if pol == nil {
+		return all
+	}
+	out := make([]string, 0, len(all))
+	for _, p := range all {
+		if pol.Address(policy.Provider, releases.Address(releases.HashiCorp, p)).Allowed {
+			out = append(out, p)
+		}
+	}
+	return out
+}
 
 // KeyIDs are the short IDs of the publisher's keys in force
 // (releases.Releases.KeyIDs).

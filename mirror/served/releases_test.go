@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"strings"
@@ -186,7 +187,7 @@ var releasesNoOrigin = map[string]bool{"StoredVersion": true}
 // releasesNotServing are the methods of served.Releases that serve no
 // CLI version, each with why.
 var releasesNotServing = map[string]string{
-	"Products": "the products configured, for the door's listings and the status page",
+	"Products": "the products configured, for the door's listing, those refused whole left out (TestReleasesProductsLeaveOutDenied)",
 	"KeyIDs":   "the IDs of the publisher's keys in force, which name signature files",
 	"Held":     "the versions this layer held back, for the status page",
 	"Cached":   "whether an archive, named by the sha256 of an answer this layer gave, is committed",
@@ -301,5 +302,52 @@ func TestReleasesOriginFailuresInTheEnginesKinds(t *testing.T) {
 		default:
 			t.Errorf("%s: %+v, want the origin's status or its open circuit", name, fe)
 		}
+	}
+}
+
+// TestReleasesVersionRulesDecideBeforeOrigin: a CLI version that
+// deny_version refuses is refused, on a cold mirror with a minimum
+// release age in force and the origin down, before its SHA256SUMS is
+// asked for: with the operator's reason and no origin request, as a
+// product refused whole is.
+func TestReleasesVersionRulesDecideBeforeOrigin(t *testing.T) {
+	o, side, _, _ := releasesRig(t)
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "72h"
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "= 1.6.0"
+  reason   = "CVE-2026-0004"
+}`))
+	o.SetDown(true)
+	x := releaseTarget{releases.HashiCorp, "terraform", "1.6.0", tfZip}
+	for _, name := range slices.Sorted(maps.Keys(releaseCases)) {
+		if name == "Versions" {
+			continue // a listing asks the origin for the list
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		hits := o.TotalHits()
+		err := releaseCases[name](ctx, side.Served, x)
+		cancel()
+		if n := o.TotalHits() - hits; n != 0 {
+			t.Errorf("%s: %d origin requests for a version deny_version refuses, want none", name, n)
+		}
+		var perr *gate.PolicyError
+		if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleDenyVersion || !strings.Contains(err.Error(), "CVE-2026-0004") {
+			t.Errorf("%s: %v, want refused by deny_version with its reason", name, err)
+		}
+	}
+}
+
+// TestReleasesProductsLeaveOutDenied: the door's listing of the HashiCorp
+// products leaves out a product the policy refuses whole, as the version
+// lists leave out what it holds back.
+func TestReleasesProductsLeaveOutDenied(t *testing.T) {
+	_, side, _, _ := releasesRig(t)
+	if !slices.Contains(side.Served.Products(), "terraform") {
+		t.Fatalf("products %v with no policy, want terraform", side.Served.Products())
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/terraform"]`))
+	if got := side.Served.Products(); slices.Contains(got, "terraform") {
+		t.Errorf("products %v under a deny of terraform, want it left out", got)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"reflect"
 	"slices"
 	"sort"
@@ -243,7 +244,7 @@ deny_version "M" {
 	} {
 		t.Run(sc.name, func(t *testing.T) {
 			t.Parallel()
-			h, pkgs, x := servedRig(t)
+			h, pkgs, x, _ := servedRig(t)
 			src := strings.NewReplacer(`"P"`, `"`+x.p.String()+`"`, `"M"`, `"`+x.m.String()+`"`).Replace(sc.policy)
 			h.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
 			if sc.address {
@@ -289,7 +290,7 @@ deny_version "M" {
 // hour ago (0.9.0 of each is a year old), each served whole through the
 // layer with no policy: archive, index, manifest and blob; package, zip,
 // manifest and zip blob.
-func servedRig(t *testing.T) (*harness.Harness, *served.Packages, target) {
+func servedRig(t *testing.T) (*harness.Harness, *served.Packages, target, *enginetest.FakeClock) {
 	t.Helper()
 	clock := enginetest.NewFakeClock()
 	now := time.Now().Truncate(time.Second).Add(time.Hour)
@@ -360,5 +361,56 @@ func servedRig(t *testing.T) (*harness.Harness, *served.Packages, target) {
 		}
 	}
 	h.WaitIdle()
-	return h, pkgs, x
+	return h, pkgs, x, clock
+}
+
+// TestVersionRulesDecideBeforeOrigin: a version that deny_version
+// refuses is refused by every method given it, or a digest of it,
+// before anything asks an origin, as an address the policy refuses is:
+// with the version lists stale, a minimum release age in force (whose
+// dating would relist) and the origin stalled, each answers the
+// operator's refusal at once, with no origin request.
+func TestVersionRulesDecideBeforeOrigin(t *testing.T) {
+	h, pkgs, x, clock := servedRig(t)
+	src := strings.NewReplacer(`"P"`, `"`+x.p.String()+`"`, `"M"`, `"`+x.m.String()+`"`).Replace(`
+minimum_release_age = "72h"
+deny_version "P" {
+  versions = "= 1.0.0"
+  reason   = "CVE-2026-0004"
+}
+deny_version "M" {
+  versions = "= 1.0.0"
+  reason   = "CVE-2026-0004"
+}`)
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
+	clock.Add(time.Hour) // every version list stale
+	h.Origin.SetLatency(time.Minute)
+	h.Origin.ResetHits()
+	listing := map[string]bool{"Versions": true, "ModuleVersions": true}
+	for _, name := range slices.Sorted(maps.Keys(packageCases)) {
+		c := packageCases[name]
+		if c.addressOnly || listing[name] {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		hits := h.Origin.TotalHits()
+		start := time.Now()
+		err := c.call(ctx, pkgs, x)
+		cancel()
+		if n := h.Origin.TotalHits() - hits; n != 0 {
+			t.Errorf("%s: %d origin requests for a version deny_version refuses, want none", name, n)
+		}
+		var perr *gate.PolicyError
+		if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleDenyVersion {
+			t.Errorf("%s: %v (after %s), want refused by deny_version at once", name, err, time.Since(start).Round(time.Millisecond))
+		}
+	}
+	// Lifted, the versions refused undated are not listed as held for a
+	// release time not known: the age gate lists them once it dates them.
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	for _, w := range pkgs.Withheld() {
+		if w.Rule != "" && w.AvailableAt.IsZero() && w.Version == "1.0.0" {
+			t.Errorf("after deny_version was lifted, %s %s is listed as held with its release time not known", w.Provider, w.Version)
+		}
+	}
 }

@@ -345,7 +345,7 @@ func (d *Door) serveManifest(w http.ResponseWriter, r *http.Request, m manifestR
 	var doc oci.Document
 	var holds func() bool
 	var err error
-	cacheControl := immutable
+	cacheControl := byDigest
 	if m.byTag {
 		doc, holds, err = d.providers.IndexAnswer(r.Context(), m.p, m.v)
 		cacheControl = noCache
@@ -433,7 +433,12 @@ func (a hotManifest) write(w http.ResponseWriter, r *http.Request) {
 // Header values set on every answer of their kind.
 var (
 	noCache   = []string{"no-cache"}
-	immutable = []string{"max-age=31536000, immutable"}
+	immutable = []string{"max-age=31536000, immutable"} // the empty config blob alone: it names no package
+	// byDigest is what a manifest by digest or a blob of a version is
+	// reusable for by a cache in front: proxy.PackageCacheControl, never
+	// immutable, as the package policy may refuse the version on a
+	// reload.
+	byDigest = []string{proxy.PackageCacheControl}
 )
 
 // blob serves NAME/blobs/DIGEST: the empty config, or a platform's zip,
@@ -455,7 +460,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 		}
 		h.Set("Docker-Content-Digest", dg.String())
 		h.Set("ETag", `"`+dg.String()+`"`)
-		h.Set("Cache-Control", "max-age=31536000, immutable")
+		h["Cache-Control"] = immutable
 		writeJSON(w, r, http.StatusOK, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob())
 		return
 	}
@@ -468,7 +473,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Docker-Content-Digest", dg.String())
 	h.Set("ETag", `"`+dg.String()+`"`)
-	h.Set("Cache-Control", "max-age=31536000, immutable")
+	h["Cache-Control"] = byDigest
 	h.Set("X-Tfmirror-Cache", a.Source.String())
 	if content := a.Content(); content != nil {
 		http.ServeContent(w, r, "", a.ModTime, content)

@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/policy"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // countingProviders counts the documents asked of the engine.
@@ -76,8 +77,8 @@ func TestWarmManifestKeptUntilTheEngineChanges(t *testing.T) {
 	if w := get(tag); w.Header().Get("Cache-Control") != "no-cache" {
 		t.Errorf("warm tag Cache-Control %q, want no-cache", w.Header().Get("Cache-Control"))
 	}
-	if w := get(byDigest); w.Header().Get("Cache-Control") != immutable[0] {
-		t.Errorf("warm digest Cache-Control %q, want %q", w.Header().Get("Cache-Control"), immutable[0])
+	if w := get(byDigest); w.Header().Get("Cache-Control") != proxy.PackageCacheControl {
+		t.Errorf("warm digest Cache-Control %q, want %q", w.Header().Get("Cache-Control"), proxy.PackageCacheControl)
 	}
 
 	src := `deny_version "` + originHost + `/acme/net" {

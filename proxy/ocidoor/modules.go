@@ -113,7 +113,7 @@ func (d *Door) moduleManifest(w http.ResponseWriter, r *http.Request, m addrs.Mo
 			d.failEngine(w, r, codeManifestUnknown, err)
 			return
 		}
-		w.Header().Set("Cache-Control", "max-age=31536000, immutable")
+		w.Header()["Cache-Control"] = byDigest
 	} else {
 		version, ok := oci.ParseModuleTag(ref)
 		if !ok {
@@ -149,7 +149,7 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 		}
 		h.Set("Docker-Content-Digest", dg.String())
 		h.Set("ETag", `"`+dg.String()+`"`)
-		h.Set("Cache-Control", "max-age=31536000, immutable")
+		h["Cache-Control"] = immutable
 		writeJSON(w, r, http.StatusOK, oci.MediaTypeEmptyConfig, oci.EmptyConfigBlob())
 		return
 	}
@@ -162,7 +162,7 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("Docker-Content-Digest", dg.String())
 	h.Set("ETag", `"`+dg.String()+`"`)
-	h.Set("Cache-Control", "max-age=31536000, immutable")
+	h["Cache-Control"] = byDigest
 	h.Set("X-Tfmirror-Cache", z.Source.String())
 	http.ServeContent(w, r, "", z.ModTime, z.Content())
 }

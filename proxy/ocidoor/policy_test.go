@@ -3,6 +3,7 @@ package ocidoor
 import (
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -140,4 +141,73 @@ func TestDeniedAddressAsksNoOrigin(t *testing.T) {
 	if n := r.origin.TotalHits(); n != 0 {
 		t.Errorf("%d origin requests for denied addresses, want none", n)
 	}
+}
+
+// maxPolicyReach is how long after a reload a shared cache in front of
+// the mirror (a CDN, nginx, a corporate proxy) may still reuse a
+// successful answer of a version the policy refuses since: the
+// freshness of index.json and VERSION.json.
+const maxPolicyReach = 60
+
+// Every successful answer that carries a version's bytes or names it by
+// digest (the network mirror's archive, the module registry's package,
+// the OCI door's manifests by digest and blobs of providers and modules)
+// tells a shared cache to reuse it for no longer than the documents
+// (never a year, never immutable), so that a version denied on a reload
+// stops being served through a cache in front within that time, as it
+// stops in the version lists; revalidated after the deny, each is
+// refused, not 304.
+func TestPackageAnswersEndWithThePolicy(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	addTarballModule(r, map[string][]byte{"main.tf": []byte("# net\n")}, "1.0.0")
+	digests, _ := pullProvider(t, r, "acme", "net", "1.0.0", "linux_amd64", auth.EmptyCredential)
+	md, _ := pullModule(t, r, "1.0.0")
+	mbase := "/v2/modules/" + originHost + "/acme/net/aws"
+	pbase := "/v2/providers/" + originHost + "/acme/net"
+	paths := []string{
+		"/" + originHost + "/acme/net/terraform-provider-net_1.0.0_linux_amd64.zip",
+		"/" + proxy.ModulesPath(originHost) + "acme/net/aws/1.0.0/package.tar.gz",
+		pbase + "/blobs/sha256:" + r.origin.SHA256("acme", "net", "1.0.0", "linux_amd64"),
+		mbase + "/manifests/" + md,
+		mbase + "/blobs/" + moduleLayer(t, r, md),
+	}
+	for _, d := range digests {
+		paths = append(paths, pbase+"/manifests/"+d)
+	}
+	etags := map[string]string{}
+	for _, path := range paths {
+		resp := r.do("GET", path)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET %s: %s", path, resp.Status)
+		}
+		etags[path] = resp.Header.Get("ETag")
+		cc := resp.Header.Get("Cache-Control")
+		age, ok := maxAge(cc)
+		if strings.Contains(cc, "immutable") || !ok || age > maxPolicyReach {
+			t.Errorf("GET %s: Cache-Control %q, want a max-age of at most %ds and not immutable: a deny on a reload must reach a cache in front", path, cc, maxPolicyReach)
+		}
+	}
+	r.engine.SetPolicy(enginetest.DecodePolicy(t, denyVersion(originHost+"/acme/net", "1.0.0")+denyVersion(originHost+"/acme/net/aws", "1.0.0")))
+	for _, path := range paths {
+		resp := r.do("GET", path, "If-None-Match", etags[path])
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusUnavailableForLegalReasons {
+			t.Errorf("GET %s revalidated after the deny: %s, want 451", path, resp.Status)
+		}
+	}
+}
+
+// maxAge returns the max-age directive of a Cache-Control value.
+func maxAge(cc string) (int, bool) {
+	for _, d := range strings.Split(cc, ",") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(d), "max-age="); ok {
+			n, err := strconv.Atoi(v)
+			return n, err == nil
+		}
+	}
+	return 0, false
 }

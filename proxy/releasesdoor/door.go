@@ -206,7 +206,7 @@ func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases
 	h := w.Header()
 	h.Set("Content-Type", "application/zip")
 	h.Set("ETag", `"`+a.SHA256+`"`)
-	h.Set("Cache-Control", "max-age=31536000, immutable")
+	h.Set("Cache-Control", proxy.PackageCacheControl) // the policy may refuse the version on a reload
 	h.Set("X-Tfmirror-Cache", a.Source.String())
 	if content := a.Content(); content != nil {
 		http.ServeContent(w, r, "", a.ModTime, content)

@@ -601,3 +601,41 @@ func TestSnippetsTerrakube(t *testing.T) {
 		t.Errorf("%s: %d %s", url, status, body)
 	}
 }
+
+// TestReleaseFilesEndWithThePolicy: the archives and signed files of a
+// CLI version are reusable by a cache in front for a minute at most,
+// never immutable, so that a version denied on a reload stops being
+// served through the cache within that time.
+func TestReleaseFilesEndWithThePolicy(t *testing.T) {
+	r := newRig(t, nil)
+	paths := []string{
+		"/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip",
+		"/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_SHA256SUMS",
+		"/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_SHA256SUMS.sig",
+		"/releases/opentofu/v1.8.0/tofu_1.8.0_linux_amd64.zip",
+	}
+	for _, path := range paths {
+		status, _, h := r.get(t, path)
+		if status != http.StatusOK {
+			t.Fatalf("%s: %d", path, status)
+		}
+		if cc := h.Get("Cache-Control"); cc != proxy.PackageCacheControl {
+			t.Errorf("%s: Cache-Control %q, want %q: a deny on a reload must reach a cache in front", path, cc, proxy.PackageCacheControl)
+		}
+	}
+	r.side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = ["1.6.0"]
+  reason   = "CVE-2026-0001"
+}
+deny_version "get.opentofu.org/opentofu/tofu" {
+  versions = ["1.8.0"]
+  reason   = "CVE-2026-0001"
+}
+`))
+	for _, path := range paths {
+		if status, body, _ := r.get(t, path); status != http.StatusUnavailableForLegalReasons {
+			t.Errorf("%s after the deny: %d %s, want 451", path, status, body)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -118,7 +119,7 @@ func (d *Door) serveDocument(w http.ResponseWriter, r *http.Request, pub release
 		d.fail(w, r, err)
 		return
 	}
-	w.Header().Set("Cache-Control", "max-age=31536000, immutable")
+	w.Header().Set("Cache-Control", proxy.PackageCacheControl) // the policy may refuse the version on a reload
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
 	if strings.HasSuffix(file, "SHA256SUMS") {
