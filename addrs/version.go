@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"github.com/apparentlymart/go-versions/versions/constraints"
 )
 
 // ParseSemver is versions.ParseVersion made strict and safe. The library
@@ -72,4 +73,25 @@ func ParseModuleVersion(s string) (versions.Version, error) {
 		return versions.Version{}, fmt.Errorf("module version %q: %w", s, err)
 	}
 	return v, nil
+}
+
+// ParseConstraint parses a version constraint as Terraform writes one
+// (constraints.ParseRubyStyleMulti: ">= 5.0, < 6.0", "~> 1.9.0",
+// "4.67.0"), made safe: the library panics on a number that does not fit
+// in 64 bits, and a constraint may come from a file a stranger wrote (a
+// module's .tf, read by sync); that becomes an error here, as does an
+// empty constraint.
+func ParseConstraint(s string) (spec constraints.IntersectionSpec, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			spec, err = nil, fmt.Errorf("version constraint %q is out of range", s)
+		}
+	}()
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("empty version constraint")
+	}
+	if spec, err = constraints.ParseRubyStyleMulti(s); err != nil {
+		return nil, fmt.Errorf("version constraint %q: %v", s, err)
+	}
+	return spec, nil
 }

@@ -13,11 +13,9 @@
 package manifest
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -158,12 +156,9 @@ func appendNew(list []string, add ...string) []string {
 // parseConstraint parses a Terraform provider version constraint ("~> 5.0",
 // ">= 1.2, < 2.0", "4.67.0"), as Terraform does.
 func parseConstraint(s string) (versions.Set, error) {
-	if strings.TrimSpace(s) == "" {
-		return versions.None, fmt.Errorf("empty version constraint")
-	}
-	set, err := versions.MeetingConstraintsStringRuby(s)
+	spec, err := addrs.ParseConstraint(s)
 	if err != nil {
-		return versions.None, fmt.Errorf("version constraint %q: %v", s, err)
+		return versions.None, err
 	}
-	return set, nil
+	return versions.MeetingConstraints(spec), nil
 }
