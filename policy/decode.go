@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	"github.com/apparentlymart/go-versions/versions/constraints"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/duration"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
@@ -332,22 +332,20 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 // parseVersions parses a Terraform version constraint. exact keeps the
-// prereleases within its bounds (what a deny means); otherwise a
-// prerelease is held only when named exactly, as Terraform selects.
-func parseVersions(s string, exact bool) (set versions.Set, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			set, err = versions.None, fmt.Errorf("version constraint %q is out of range", s)
-		}
-	}()
-	if strings.TrimSpace(s) == "" {
-		return versions.None, fmt.Errorf("empty version constraint")
-	}
-	spec, err := constraints.ParseRubyStyleMulti(s)
+// prereleases within its bounds and disregards build metadata (what a
+// deny means: "= 1.1.0" and "= 1.1.0+build" both name release 1.1.0,
+// every build of it, and Subject.Version asks about a version without
+// its metadata); otherwise a prerelease is held only when named exactly,
+// as Terraform selects, and metadata counts.
+func parseVersions(s string, exact bool) (versions.Set, error) {
+	spec, err := addrs.ParseConstraint(s)
 	if err != nil {
-		return versions.None, fmt.Errorf("version constraint %q: %v", s, err)
+		return versions.None, err
 	}
 	if exact {
+		for i := range spec {
+			spec[i].Boundary.Metadata = ""
+		}
 		return versions.MeetingConstraintsExact(spec), nil
 	}
 	return versions.MeetingConstraints(spec), nil

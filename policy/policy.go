@@ -325,7 +325,7 @@ func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
 		}
 	}
 	for _, r := range s.deny {
-		if r.set.Has(v) {
+		if r.set.Has(v.Comparable()) { // every build of a release (parseVersions)
 			return Verdict{Rule: RuleDenyVersion, Detail: r.detail(), Reason: r.reason}
 		}
 	}
