@@ -95,3 +95,29 @@ func ParseConstraint(s string) (spec constraints.IntersectionSpec, err error) {
 	}
 	return spec, nil
 }
+
+// ParseModuleConstraint is ParseConstraint of a registry module's version
+// constraint, where each version may carry the leading "v" that module
+// versions may be spelt with (ParseModuleVersion): Terraform and OpenTofu
+// read a module call's version = "~> v1.1" (hashicorp/go-version), and a
+// module registry lists "v1.1.0". The "v" is dropped from each part, the
+// rest parsed as ParseConstraint parses it.
+func ParseModuleConstraint(s string) (constraints.IntersectionSpec, error) {
+	parts := strings.Split(s, ",")
+	for i, part := range parts {
+		rest := strings.TrimLeft(part, " \t")
+		op := rest[:len(rest)-len(strings.TrimLeft(rest, "=!<>~^"))]
+		num := strings.TrimLeft(rest[len(op):], " \t")
+		if bare, ok := strings.CutPrefix(num, "v"); ok && bare != "" && bare[0] >= '0' && bare[0] <= '9' {
+			parts[i] = part[:len(part)-len(num)] + bare
+		}
+	}
+	spec, err := ParseConstraint(strings.Join(parts, ","))
+	if err != nil {
+		if _, orig := ParseConstraint(s); orig != nil {
+			return nil, orig // the error names the constraint as written
+		}
+		return nil, err
+	}
+	return spec, nil
+}
