@@ -62,3 +62,32 @@ func TestDenyVersionBuildMetadata(t *testing.T) {
 		t.Errorf("deny_version v1.1.0: %v, want an error at mirror.hcl:3", diags)
 	}
 }
+
+// A module version is judged in every spelling a module registry gives
+// it: "v1.1.0" is 1.1.0 (retention asks with the origin's spelling), so
+// a deny of another version does not refuse it, a deny of 1.1.0 does,
+// and an exemption of 1.1.0 lets it through. A provider's "v1.1.0" is
+// not a version (the clients never send one).
+func TestModuleVersionEverySpelling(t *testing.T) {
+	now := time.Date(2026, 3, 1, 0, 0, 0, 0, time.UTC)
+	young := Release{At: now, Known: true}
+	const addr = "registry.test/a/b/c"
+	other := mustDecode(t, "policy {\n  deny_version \""+addr+"\" {\n    versions = \"= 2.0.0\"\n    reason = \"r\"\n  }\n}")
+	this := mustDecode(t, "policy {\n  deny_version \""+addr+"\" {\n    versions = \"= 1.1.0\"\n    reason = \"r\"\n  }\n}")
+	exempt := mustDecode(t, "policy {\n  minimum_release_age = \"72h\"\n  release_age_exempt_version \""+addr+"\" {\n    versions = \"= 1.1.0\"\n  }\n}")
+	for _, v := range []string{"1.1.0", "v1.1.0"} {
+		if got := other.Version(Module, addr, v, young, now); !got.Allowed {
+			t.Errorf("module %s under a deny of 2.0.0: %+v, want allowed", v, got)
+		}
+		if got := this.Version(Module, addr, v, young, now); got.Rule != RuleDenyVersion {
+			t.Errorf("module %s under a deny of 1.1.0: %+v, want refused", v, got)
+		}
+		if got := exempt.Version(Module, addr, v, young, now); !got.Allowed {
+			t.Errorf("module %s under an exemption of 1.1.0: %+v, want allowed", v, got)
+		}
+	}
+	p := mustDecode(t, "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"= 2.0.0\"\n    reason = \"r\"\n  }\n}")
+	if got := p.Version(Provider, "registry.test/a/b", "v1.1.0", young, now); got.Allowed {
+		t.Errorf("provider v1.1.0 under a deny: %+v, want refused as not a version", got)
+	}
+}
