@@ -82,3 +82,22 @@ deny_version "`+harness.Module.String()+`" {
 		t.Errorf("listed %v, %v under a deny of 1.1.0; want 1.0.0 alone", list, err)
 	}
 }
+
+// A provider version asked for with build metadata its origin does not
+// list ("1.1.0+build" where it lists 1.1.0, old enough) is not served
+// under a minimum release age: it is not that version, and nothing
+// dates it.
+func TestReleaseAgeUnlistedBuild(t *testing.T) {
+	t.Parallel()
+	h, _ := releaseHarness(t, map[string]time.Duration{"1.1.0": 365 * day}, harness.Config{})
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	if got := h.Listed(); !slices.Equal(got, []string{"1.1.0"}) {
+		t.Fatalf("listed %v", got)
+	}
+	if got := h.Read(context.Background(), "1.1.0+build", "linux_amd64"); got.Err == nil || got.Opened {
+		t.Errorf("archive of 1.1.0+build: opened %v, %d bytes; want refused", got.Opened, len(got.Body))
+	}
+	if _, err := h.Packages("1.1.0+build"); err == nil {
+		t.Error("package metadata of 1.1.0+build: no error")
+	}
+}
