@@ -56,10 +56,22 @@ func TestDenyVersionBuildMetadata(t *testing.T) {
 	if v := p.Version(Provider, "registry.test/a/b", "1.1.0+build", young, now); v.Allowed {
 		t.Errorf("exempt 1.1.0 on 1.1.0+build, released now: %+v, want held", v)
 	}
-	// A "v" in a constraint is refused with its place, not read as
+	// A module's constraint may spell its versions as its registry does
+	// ("v1.1.0"); a provider's "v" is refused with its place, not read as
 	// nothing: the operator learns the rule does not say what was meant.
-	if _, diags := decode(t, "mirror.hcl", "policy {\n  deny_version \"registry.test/a/b/c\" {\n    versions = \"v1.1.0\"\n    reason = \"r\"\n  }\n}"); !diags.HasErrors() || !strings.Contains(diags.Error(), "mirror.hcl:3") {
-		t.Errorf("deny_version v1.1.0: %v, want an error at mirror.hcl:3", diags)
+	for _, c := range []string{"v1.1.0", "= v1.1.0", ">= v1.1.0, < v1.1.1"} {
+		p := mustDecode(t, fmt.Sprintf("policy {\n  minimum_release_age = \"72h\"\n  deny_version \"registry.test/a/b/c\" {\n    versions = %q\n    reason = \"r\"\n  }\n  release_age_exempt_version \"registry.test/a/b/d\" {\n    versions = %q\n  }\n}", c, c))
+		for _, v := range []string{"1.1.0", "v1.1.0", "1.1.0+build"} {
+			if got := p.Version(Module, "registry.test/a/b/c", v, young, now); got.Rule != RuleDenyVersion {
+				t.Errorf("module deny %q on %s: %+v, want refused", c, v, got)
+			}
+		}
+		if got := p.Version(Module, "registry.test/a/b/d", "v1.1.0", young, now); !got.Allowed {
+			t.Errorf("module exemption %q on v1.1.0: %+v, want allowed", c, got)
+		}
+	}
+	if _, diags := decode(t, "mirror.hcl", "policy {\n  deny_version \"registry.test/a/b\" {\n    versions = \"v1.1.0\"\n    reason = \"r\"\n  }\n}"); !diags.HasErrors() || !strings.Contains(diags.Error(), "mirror.hcl:3") {
+		t.Errorf("provider deny_version v1.1.0: %v, want an error at mirror.hcl:3", diags)
 	}
 }
 
