@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -54,5 +56,34 @@ func TestTerraformModuleListLeavesOutNonVersions(t *testing.T) {
 		if m.Key == "tarball" && m.Version != "0.1.0" {
 			t.Errorf("installed version %q, want 0.1.0", m.Version)
 		}
+	}
+}
+
+// A deny_version of "= 1.1.0" refuses the build 1.1.0+build the origin
+// lists: terraform init with "~> 1.0" through the network mirror installs
+// 1.0.0, where it installed the denied release under its build's name.
+func TestTerraformDenyVersionEveryBuild(t *testing.T) {
+	t.Parallel()
+	e, _ := newPolicyE2E(t)
+	e.origin.AddProvider("acme", "widget", []string{"1.0.0", "1.1.0+build"}, registryPlatforms())
+	if err := os.WriteFile(e.config, []byte(policyConfig(`  deny_version "`+privateRegistry+`/acme/widget" {
+    versions = "= 1.1.0"
+    reason   = "`+cve+`"
+  }
+`)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	e.startMirror(filepath.Join(t.TempDir(), "data"))
+	e.cliConf = filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(e.cliConf, []byte(fmt.Sprintf("provider_installation {\n  network_mirror {\n    url = %q\n  }\n}\n", e.url)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	widget := privateRegistry + "/acme/widget"
+	dir := writeConfig(t, map[string]string{"widget": widget + "@~> 1.0"})
+	if out, err := e.terraform(dir, "init", "-no-color"); err != nil {
+		t.Fatalf("terraform init through the network mirror: %v\n%s", err, out)
+	}
+	if got := installed(t, dir, widget); strings.Join(got, ",") != "1.0.0" {
+		t.Errorf("installed %v, want 1.0.0 (1.1.0+build is release 1.1.0, denied)", got)
 	}
 }
