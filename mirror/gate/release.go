@@ -30,9 +30,8 @@ package gate
 // be old enough; the older ones of its line (lower in precedence: another
 // build of the same release, "1.1.0+b" beside "1.1.0+a", is looked up on
 // its own) are taken to be as old (their listing time, when they came
-// later, still counts). A version's times
-// never change, so a second listing costs nothing, and a new version its
-// own three requests.
+// later, still counts). A version's times never change, so a second
+// listing costs nothing, and a new version its own three requests.
 
 import (
 	"context"
