@@ -2,9 +2,10 @@
 // (Provider, Module), target platforms (Platform), versions and the file
 // names of provider packages, each with its one parser (ParseProvider,
 // NewProvider, ParseModule, CheckModulePart, ParsePlatform, ParseSemver,
-// ParseArchiveName, and ArchiveName its inverse), which applies the
-// clients' rules (Terraform's and OpenTofu's), so that every layer reads a
-// name as they do and one thing has one normal form.
+// ParseModuleVersion, ParseConstraint, ParseArchiveName, and ArchiveName
+// its inverse), which applies the clients' rules (Terraform's and
+// OpenTofu's), so that every layer reads a name as they do and one thing
+// has one normal form.
 //
 // It is pure: no I/O, no state, and it imports nothing of tfmirror, so
 // that every package may import it. It does not ask whether a provider,

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"github.com/apparentlymart/go-versions/versions/constraints"
 )
 
 // ParseSemver is versions.ParseVersion made strict and safe. The library
@@ -72,4 +73,51 @@ func ParseModuleVersion(s string) (versions.Version, error) {
 		return versions.Version{}, fmt.Errorf("module version %q: %w", s, err)
 	}
 	return v, nil
+}
+
+// ParseConstraint parses a version constraint as Terraform writes one
+// (constraints.ParseRubyStyleMulti: ">= 5.0, < 6.0", "~> 1.9.0",
+// "4.67.0"), made safe: the library panics on a number that does not fit
+// in 64 bits, and a constraint may come from a file a stranger wrote (a
+// module's .tf, read by sync); that becomes an error here, as does an
+// empty constraint.
+func ParseConstraint(s string) (spec constraints.IntersectionSpec, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			spec, err = nil, fmt.Errorf("version constraint %q is out of range", s)
+		}
+	}()
+	if strings.TrimSpace(s) == "" {
+		return nil, fmt.Errorf("empty version constraint")
+	}
+	if spec, err = constraints.ParseRubyStyleMulti(s); err != nil {
+		return nil, fmt.Errorf("version constraint %q: %v", s, err)
+	}
+	return spec, nil
+}
+
+// ParseModuleConstraint is ParseConstraint of a registry module's version
+// constraint, where each version may carry the leading "v" that module
+// versions may be spelt with (ParseModuleVersion): Terraform and OpenTofu
+// read a module call's version = "~> v1.1" (hashicorp/go-version), and a
+// module registry lists "v1.1.0". The "v" is dropped from each part, the
+// rest parsed as ParseConstraint parses it.
+func ParseModuleConstraint(s string) (constraints.IntersectionSpec, error) {
+	parts := strings.Split(s, ",")
+	for i, part := range parts {
+		rest := strings.TrimLeft(part, " \t")
+		op := rest[:len(rest)-len(strings.TrimLeft(rest, "=!<>~^"))]
+		num := strings.TrimLeft(rest[len(op):], " \t")
+		if bare, ok := strings.CutPrefix(num, "v"); ok && bare != "" && bare[0] >= '0' && bare[0] <= '9' {
+			parts[i] = part[:len(part)-len(num)] + bare
+		}
+	}
+	spec, err := ParseConstraint(strings.Join(parts, ","))
+	if err != nil {
+		if _, orig := ParseConstraint(s); orig != nil {
+			return nil, orig // the error names the constraint as written
+		}
+		return nil, err
+	}
+	return spec, nil
 }

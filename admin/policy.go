@@ -30,8 +30,28 @@ type KnownRelease struct {
 	InHouse bool      `json:"in_house,omitempty"`
 }
 
-// parse checks the request's address (and version, when want).
-func (r PolicyRequest) parse(wantVersion bool) (policy.Kind, string, error) {
+// parse checks the request's address, and when want its version, which
+// it returns in its canonical form (a module's parsed as
+// addrs.ParseModuleVersion: "v1.1.0" is 1.1.0; a provider's as
+// addrs.ParseSemver: "1.1" is 1.1.0), the form release times are keyed by.
+func (r PolicyRequest) parse(wantVersion bool) (kind policy.Kind, addr, version string, err error) {
+	kind, addr, err = r.parseAddress()
+	if err != nil || !wantVersion {
+		return kind, addr, "", err
+	}
+	parseVersion := addrs.ParseSemver
+	if kind == policy.Module {
+		parseVersion = addrs.ParseModuleVersion
+	}
+	v, err := parseVersion(r.Version)
+	if err != nil {
+		return "", "", "", httperr.BadRequest("%v", err)
+	}
+	return kind, addr, v.String(), nil
+}
+
+// parseAddress checks the request's kind and address.
+func (r PolicyRequest) parseAddress() (policy.Kind, string, error) {
 	kind := policy.Kind(r.Kind)
 	var addr string
 	switch kind {
@@ -50,11 +70,6 @@ func (r PolicyRequest) parse(wantVersion bool) (policy.Kind, string, error) {
 	default:
 		return "", "", httperr.BadRequest("kind %q: want provider or module", r.Kind)
 	}
-	if wantVersion {
-		if _, err := addrs.ParseSemver(r.Version); err != nil {
-			return "", "", httperr.BadRequest("%v", err)
-		}
-	}
 	return kind, addr, nil
 }
 
@@ -63,7 +78,7 @@ func (r PolicyRequest) parse(wantVersion bool) (policy.Kind, string, error) {
 // engine started (the policy's part of mirror.Engine.Withheld): the
 // address itself with Version "", or versions of it.
 func (a *API) Held(_ context.Context, req PolicyRequest) ([]unsigned.Version, error) {
-	kind, addr, err := req.parse(false)
+	kind, addr, _, err := req.parse(false)
 	if err != nil {
 		return nil, err
 	}
@@ -83,11 +98,11 @@ func (a *API) Held(_ context.Context, req PolicyRequest) ([]unsigned.Version, er
 // Release is what the cache knows of when a version was released; it
 // asks no origin.
 func (a *API) Release(ctx context.Context, req PolicyRequest) (KnownRelease, error) {
-	kind, addr, err := req.parse(true)
+	kind, addr, version, err := req.parse(true)
 	if err != nil {
 		return KnownRelease{}, err
 	}
-	rel, err := a.engine.Inventory().KnownRelease(ctx, kind, addr, req.Version, req.Window)
+	rel, err := a.engine.Inventory().KnownRelease(ctx, kind, addr, version, req.Window)
 	if err != nil {
 		return KnownRelease{}, err
 	}

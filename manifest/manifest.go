@@ -13,13 +13,12 @@
 package manifest
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"github.com/apparentlymart/go-versions/versions/constraints"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 )
@@ -158,12 +157,18 @@ func appendNew(list []string, add ...string) []string {
 // parseConstraint parses a Terraform provider version constraint ("~> 5.0",
 // ">= 1.2, < 2.0", "4.67.0"), as Terraform does.
 func parseConstraint(s string) (versions.Set, error) {
-	if strings.TrimSpace(s) == "" {
-		return versions.None, fmt.Errorf("empty version constraint")
-	}
-	set, err := versions.MeetingConstraintsStringRuby(s)
+	return meeting(addrs.ParseConstraint(s))
+}
+
+// parseModuleConstraint parses a registry module's version constraint,
+// whose versions may be spelt with a leading "v" (addrs.ParseModuleConstraint).
+func parseModuleConstraint(s string) (versions.Set, error) {
+	return meeting(addrs.ParseModuleConstraint(s))
+}
+
+func meeting(spec constraints.IntersectionSpec, err error) (versions.Set, error) {
 	if err != nil {
-		return versions.None, fmt.Errorf("version constraint %q: %v", s, err)
+		return versions.None, err
 	}
-	return set, nil
+	return versions.MeetingConstraints(spec), nil
 }

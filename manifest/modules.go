@@ -67,7 +67,7 @@ func (s *Spec) loadManifestModule(b *hcl.Block, seen map[addrs.Module]string) er
 	if diags.HasErrors() {
 		return diagError(diags)
 	}
-	sels, err := manifestSelections(mc)
+	sels, err := manifestSelections(mc, parseModuleConstraint)
 	if err != nil {
 		return err
 	}
@@ -177,7 +177,7 @@ func remoteModule(b *hcl.Block) (remoteCall, error) {
 		if diags.HasErrors() || cv.IsNull() || !cv.Type().Equals(cty.String) {
 			return rc, posError(va.Expr.Range(), "version of module %q must be a string", b.Labels[0])
 		}
-		set, err := parseConstraint(cv.AsString())
+		set, err := parseModuleConstraint(cv.AsString())
 		if err != nil {
 			return rc, posError(va.Expr.Range(), "%v", err)
 		}

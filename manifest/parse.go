@@ -136,7 +136,7 @@ func providerBlock(b *hcl.Block) ([]Selection, []string, error) {
 	if diags.HasErrors() {
 		return nil, nil, diagError(diags)
 	}
-	sels, err := manifestSelections(pc)
+	sels, err := manifestSelections(pc, parseConstraint)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,8 +150,8 @@ func providerBlock(b *hcl.Block) ([]Selection, []string, error) {
 }
 
 // manifestSelections reads the versions (and latest) of a manifest's
-// provider or module block.
-func manifestSelections(c *hcl.BodyContent) ([]Selection, error) {
+// provider, cli or module block, each constraint parsed with parse.
+func manifestSelections(c *hcl.BodyContent, parse func(string) (versions.Set, error)) ([]Selection, error) {
 	latest := 0
 	if attr, ok := c.Attributes["latest"]; ok {
 		v, err := attrValue(attr, cty.Number)
@@ -174,7 +174,7 @@ func manifestSelections(c *hcl.BodyContent) ([]Selection, error) {
 	}
 	var sels []Selection
 	for _, c := range list {
-		set, err := parseConstraint(c)
+		set, err := parse(c)
 		if err != nil {
 			return nil, posError(attr.Expr.Range(), "%v", err)
 		}

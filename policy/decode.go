@@ -6,10 +6,10 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
-	"github.com/apparentlymart/go-versions/versions/constraints"
 	"github.com/hashicorp/hcl/v2"
 	"github.com/zclconf/go-cty/cty"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/duration"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
@@ -170,7 +170,7 @@ func Decode(body hcl.Body) (*Policy, hcl.Diagnostics) {
 			}
 			if attr, ok := c.Attributes["versions"]; ok {
 				var d hcl.Diagnostics
-				r.versions, r.set, d = decodeVersions(attr, exact)
+				r.versions, r.set, d = decodeVersions(attr, exact, pt.n == 4)
 				diags = append(diags, d...)
 			}
 			if b.Type == "deny_version" && strings.TrimSpace(r.reason) == "" && c.Attributes["reason"] != nil {
@@ -266,7 +266,10 @@ func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {
 // decodeVersions reads a versions attribute: one Terraform version
 // constraint ("commas mean and": ">= 5.80.0, < 5.81.1"), or a list of
 // them, any of which holds a version.
-func decodeVersions(attr *hcl.Attribute, exact bool) (string, versions.Set, hcl.Diagnostics) {
+//
+// A module's (module is set for a module pattern) may spell its versions
+// with the leading "v" of its registry (addrs.ParseModuleConstraint).
+func decodeVersions(attr *hcl.Attribute, exact, module bool) (string, versions.Set, hcl.Diagnostics) {
 	v, diags := attr.Expr.Value(nil)
 	if diags.HasErrors() {
 		return "", versions.None, diags
@@ -294,7 +297,7 @@ func decodeVersions(attr *hcl.Attribute, exact bool) (string, versions.Set, hcl.
 	}
 	var sets []versions.Set
 	for _, text := range texts {
-		set, err := parseVersions(text, exact)
+		set, err := parseVersions(text, exact, module)
 		if err != nil {
 			return "", versions.None, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: "Invalid version constraint", Detail: err.Error(), Subject: attr.Expr.Range().Ptr()}}
 		}
@@ -332,22 +335,24 @@ func parseAge(s string) (time.Duration, error) {
 }
 
 // parseVersions parses a Terraform version constraint. exact keeps the
-// prereleases within its bounds (what a deny means); otherwise a
-// prerelease is held only when named exactly, as Terraform selects.
-func parseVersions(s string, exact bool) (set versions.Set, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			set, err = versions.None, fmt.Errorf("version constraint %q is out of range", s)
-		}
-	}()
-	if strings.TrimSpace(s) == "" {
-		return versions.None, fmt.Errorf("empty version constraint")
+// prereleases within its bounds and disregards build metadata (what a
+// deny means: "= 1.1.0" and "= 1.1.0+build" both name release 1.1.0,
+// every build of it, and Subject.Version asks about a version without
+// its metadata); otherwise a prerelease is held only when named exactly,
+// as Terraform selects, and metadata counts.
+func parseVersions(s string, exact, module bool) (versions.Set, error) {
+	parse := addrs.ParseConstraint
+	if module {
+		parse = addrs.ParseModuleConstraint
 	}
-	spec, err := constraints.ParseRubyStyleMulti(s)
+	spec, err := parse(s)
 	if err != nil {
-		return versions.None, fmt.Errorf("version constraint %q: %v", s, err)
+		return versions.None, err
 	}
 	if exact {
+		for i := range spec {
+			spec[i].Boundary.Metadata = ""
+		}
 		return versions.MeetingConstraintsExact(spec), nil
 	}
 	return versions.MeetingConstraints(spec), nil

@@ -266,8 +266,9 @@ func (p *Policy) window(a key) (d time.Duration, detail, text string) {
 // costs one Version call each and no more look-ups. The zero Subject
 // (and one of a nil Policy) allows everything.
 type Subject struct {
-	refused *Verdict // the address's refusal, if any
-	allowed string   // what let the address through, when nothing else applies
+	parse   func(string) (versions.Version, error) // the kind's version parser
+	refused *Verdict                               // the address's refusal, if any
+	allowed string                                 // what let the address through, when nothing else applies
 	deny    []*versionRule
 	exempt  []*versionRule
 	window  time.Duration
@@ -289,7 +290,10 @@ func (p *Policy) For(kind Kind, address string) Subject {
 	if !v.Allowed {
 		return Subject{refused: &v}
 	}
-	s := Subject{allowed: v.Detail, deny: p.denyVer.matching(a)}
+	s := Subject{parse: addrs.ParseSemver, allowed: v.Detail, deny: p.denyVer.matching(a)}
+	if kind == Module {
+		s.parse = addrs.ParseModuleVersion // "v1.1.0" is 1.1.0, as module registries spell it
+	}
 	s.window, s.wdetail, s.wtext = p.window(a)
 	if s.window > 0 {
 		s.exempt = p.exemptVer.matching(a)
@@ -317,7 +321,7 @@ func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
 	var v versions.Version
 	if len(s.deny) > 0 || len(s.exempt) > 0 {
 		var err error
-		if v, err = addrs.ParseSemver(version); err != nil {
+		if v, err = s.parse(version); err != nil {
 			if len(s.deny) > 0 {
 				return Verdict{Rule: RuleDenyVersion, Detail: fmt.Sprintf("version %q is not a valid version, so %s cannot be checked", version, s.deny[0].detail()), Reason: "not a valid version"}
 			}
@@ -325,7 +329,7 @@ func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
 		}
 	}
 	for _, r := range s.deny {
-		if r.set.Has(v) {
+		if r.set.Has(v.Comparable()) { // every build of a release (parseVersions)
 			return Verdict{Rule: RuleDenyVersion, Detail: r.detail(), Reason: r.reason}
 		}
 	}
@@ -370,7 +374,10 @@ func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
 //  4. Otherwise it is allowed.
 //
 // A version that does not parse is refused when a deny_version block
-// names its address, since the block cannot be checked.
+// names its address, since the block cannot be checked. A module's
+// version is parsed as the module registries spell it
+// (addrs.ParseModuleVersion: "v1.1.0" is 1.1.0), a provider's as
+// addrs.ParseSemver.
 func (p *Policy) Version(kind Kind, address, version string, rel Release, now time.Time) Verdict {
 	s := p.For(kind, address)
 	return s.Version(version, rel, now)

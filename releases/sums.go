@@ -9,8 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/apparentlymart/go-versions/versions"
-
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -96,12 +95,13 @@ func SumsName(pub Publisher, product, version string) string {
 
 // CanonicalVersion parses a version as the installers write it ("1.6.0",
 // "1.7.0-rc1"), returning its one spelling; ErrNotFound when it does not
-// parse.
+// parse (addrs.ParseSemver: a numeric part too large for 64 bits is not a
+// version) or is spelt otherwise ("v1.6.0", "1.6", "01.6.0").
 func CanonicalVersion(v string) (string, error) {
 	if len(v) > 64 {
 		return "", fmt.Errorf("%w: not a version", ErrNotFound)
 	}
-	pv, err := versions.ParseVersion(v)
+	pv, err := addrs.ParseSemver(v)
 	if err != nil || pv.String() != v {
 		return "", fmt.Errorf("%w: %q is not a version in its canonical spelling", ErrNotFound, v)
 	}

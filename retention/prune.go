@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/apparentlymart/go-versions/versions"
-
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -221,12 +219,17 @@ func named(hs []*held, req PruneRequest) (map[*held]string, error) {
 	}
 	out := map[*held]string{}
 	for _, want := range req.Versions {
+		// One version, in any spelling ("v1.1.0" is 1.1.0, as a module
+		// registry spells it): not the other builds of its release
+		// (1.1.0+a is a version of its own). One that does not parse
+		// names the version stored under that very string, if any.
+		wv, werr := addrs.ParseModuleVersion(want)
 		found := false
 		for _, h := range hs {
 			if h.Kind != kind || h.Address != addr {
 				continue
 			}
-			if v, err := versions.ParseVersion(strings.TrimPrefix(want, "v")); err == nil && v.Same(h.Version) || want == h.Raw {
+			if werr == nil && wv == h.Version || want == h.Raw {
 				out[h] = RuleNamed
 				found = true
 			}

@@ -27,10 +27,11 @@ package gate
 //
 // What learning costs: only versions that might be inside the window are
 // looked up: per major version line, newest first, until one is known to
-// be old enough; the older ones of its line are taken to be as old (their
-// listing time, when they came later, still counts). A version's times
-// never change, so a second listing costs nothing, and a new version its
-// own three requests.
+// be old enough; the older ones of its line (lower in precedence: another
+// build of the same release, "1.1.0+b" beside "1.1.0+a", is looked up on
+// its own) are taken to be as old (their listing time, when they came
+// later, still counts). A version's times never change, so a second
+// listing costs nothing, and a new version its own three requests.
 
 import (
 	"context"
@@ -331,12 +332,16 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 			}
 			return 0
 		})
-		var anchor time.Time // release of the newest version known old enough
+		var anchor time.Time         // release of the newest version known old enough
+		var anchorV versions.Version // that version
 		anchored, failed := false, false
 		for _, va := range line {
 			name := va.entry.Version
 			ab := absent[name]
-			if anchored {
+			// Only a version below the anchor is taken to be as old: one
+			// of the same precedence (another build of the release,
+			// "1.1.0+b" beside "1.1.0+a") is not older, and is dated alone.
+			if anchored && va.v.LessThan(anchorV) {
 				out[name] = policy.Release{Known: true, At: later(anchor, ab)}
 				continue
 			}
@@ -363,8 +368,8 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 			}
 			rel := later(signed, ab)
 			out[name] = policy.Release{Known: true, At: rel}
-			if now.Sub(rel) >= window {
-				anchor, anchored = rel, true
+			if !anchored && now.Sub(rel) >= window {
+				anchor, anchorV, anchored = rel, va.v, true
 			}
 		}
 	}

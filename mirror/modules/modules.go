@@ -262,6 +262,17 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		if err != nil {
 			return nil, err
 		}
+		var skipped []string
+		vs = records.ModuleVersionsServed(vs, func(raw string, _ error) {
+			if len(skipped) < 3 && len(raw) <= 64 {
+				skipped = append(skipped, raw)
+			} else if len(skipped) < 3 {
+				skipped = append(skipped, raw[:64]+"...")
+			}
+		})
+		if len(skipped) > 0 { // one line per listing, however many
+			s.log.Warn("origin lists strings that are not module versions; left out of the list", "module", m.String(), "such as", skipped)
+		}
 		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
 		prev, prevAt := s.previousListing(ctx, m)
 		s.gate.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)

@@ -104,6 +104,23 @@ func (l *ModuleVersionList) OriginSpelling(v versions.Version) (string, bool) {
 	return "", false
 }
 
+// ModuleVersionsServed is an origin's module version list without the
+// strings that are not module versions (addrs.ParseModuleVersion), each
+// reported to skip: no door serves them, and a client that read one as a
+// version (hashicorp/go-version reads "1.2.0.0") would ask for it. The
+// others keep the origin's spelling and order.
+func ModuleVersionsServed(vs []string, skip func(raw string, err error)) []string {
+	out := make([]string, 0, len(vs))
+	for _, raw := range vs {
+		if _, err := addrs.ParseModuleVersion(raw); err != nil {
+			skip(raw, err)
+			continue
+		}
+		out = append(out, raw)
+	}
+	return out
+}
+
 // SortModuleVersions sorts version strings newest first where they parse
 // as semver, the others after them in their order.
 func SortModuleVersions(vs []string) {

@@ -186,8 +186,9 @@ func (r *Releases) KeyIDs(pub releases.Publisher) []string { return r.rel.KeyIDs
 // refuses is refused before the list is asked for, and the versions it
 // holds back are left out. A version's signature time is learnt from the
 // cache, else from the origin for the newest versions only
-// (maxLookupsPerList), until one is old enough: the older ones are taken
-// to be as old; a version left undated is held.
+// (maxLookupsPerList), until one is old enough: the older ones (lower in
+// precedence, not another build of its release) are taken to be as old;
+// a version left undated is held.
 func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error) {
 	if err := r.product(pub, product); err != nil {
 		return nil, releases.ListState{}, failure.FromOrigin(err)
@@ -204,10 +205,13 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 	window := sub.Window()
 	now := r.now()
 	out := &releases.List{At: list.At, Schema: list.Schema}
-	lookups, oldEnough := 0, false
+	lookups, oldEnough := 0, ""
 	for _, l := range list.Versions {
 		rel := policy.Release{At: r.rel.ListingTime(pub, product, l.Version), Known: true}
-		if window > 0 && !oldEnough {
+		// Only versions below the one old enough are taken to be as old:
+		// another build of its release ("1.9.0+b" beside "1.9.0+a") is
+		// not older, and is dated by its own signature.
+		if window > 0 && (oldEnough == "" || releases.CompareVersions(l.Version, oldEnough) >= 0) {
 			var signed time.Time
 			if s, err := r.rel.HeldSums(pub, product, l.Version); err == nil {
 				signed = s.SignedAt
@@ -221,7 +225,9 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 				rel.Known = false
 			} else {
 				rel.At = later(rel.At, signed)
-				oldEnough = now.Sub(signed) >= window
+				if oldEnough == "" && now.Sub(signed) >= window {
+					oldEnough = l.Version
+				}
 			}
 		}
 		if v := sub.Version(l.Version, rel, now); v.Allowed {
