@@ -44,6 +44,7 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -57,6 +58,10 @@ const (
 	signedPrefix = "release/signed/" // + provider + "/" + version
 	absentPrefix = "release/absent/" // + kind + "/" + address + "/" + version
 )
+
+// maxRecordLookups bounds the release-time records of one listing looked
+// for at once (in the cache, then the shared tier).
+const maxRecordLookups = 16
 
 // releaseTimesMax bounds the release times kept in memory; past it they
 // are dropped and read again from the cache as needed.
@@ -146,6 +151,11 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 	inOwn := set(own)
 	base := absentBase(kind, address)
 	known := r.absentOf(kind, address)
+	type dating struct {
+		v  string
+		at time.Time // zero: dated only by another replica's record
+	}
+	var todo []dating
 	seen := make(map[string]bool, len(next))
 	for _, raw := range next {
 		v, ok := canon(raw)
@@ -156,18 +166,37 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key strin
 		if _, ok := known[v]; ok {
 			continue
 		}
-		var at time.Time // zero: dated only by another replica's record
 		switch {
 		case !inPrev[v]:
-			at = prevAt
+			todo = append(todo, dating{v, prevAt})
 		case inOwn[v]:
-			continue // new to an earlier listing of this replica's, or of its first
+			// New to an earlier listing of this replica's, or of its first.
 		case haveOwn:
-			at = ownAt // named first by another replica's listing
+			todo = append(todo, dating{v, ownAt}) // named first by another replica's listing
+		default:
+			todo = append(todo, dating{v: v})
 		}
-		var rec releaseRecord
-		if _, _, err := r.parts.Source.Get(ctx, base+v, &rec); err == nil && !rec.At.IsZero() {
-			at = rec.At // another replica's listing saw it first
+	}
+	// Another replica's record of each, looked for at once: a replica
+	// with an empty cache asks the tier for every version of its first
+	// listing.
+	theirs := make([]time.Time, len(todo))
+	var g errgroup.Group
+	g.SetLimit(maxRecordLookups)
+	for i, d := range todo {
+		g.Go(func() error {
+			var rec releaseRecord
+			if _, _, err := r.parts.Source.Get(ctx, base+d.v, &rec); err == nil && !rec.At.IsZero() {
+				theirs[i] = rec.At
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	for i, d := range todo {
+		v, at := d.v, d.at
+		if !theirs[i].IsZero() {
+			at = theirs[i] // another replica's listing saw it first
 		}
 		if at.IsZero() {
 			continue
