@@ -47,29 +47,42 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 	}
 	defer keepLease(ctx, r.log, lease)(context.WithoutCancel(ctx))
 
+	// What the pass holds is what the replicas wrote (records that
+	// authenticate, the archives they name), never what the bucket lists:
+	// a writer of the bucket can list millions of keys there. Each record
+	// is read as it is listed.
+	var vs []mirrorheld.Record
+	named := map[string]bool{}
+	for _, prefix := range mirrorheld.VersionRecordPrefixes() {
+		if err := sh.ListMeta(ctx, prefix, func(key string) error {
+			raw, _, err := sh.GetMeta(ctx, key)
+			if err != nil {
+				return err
+			}
+			if v, ok := r.eng.VersionOfRecord(key, raw); ok {
+				vs = append(vs, v)
+				for _, sha := range v.Archives {
+					named[sha] = true
+				}
+			}
+			return nil
+		}); err != nil {
+			return nil, err
+		}
+	}
 	sizes := map[string]int64{}
 	stored := map[string]time.Time{}
 	if err := sh.ListArchives(ctx, func(sha string, size int64, at time.Time) error {
-		sizes[sha], stored[sha] = size, at
+		if named[sha] {
+			sizes[sha], stored[sha] = size, at
+		}
 		return nil
 	}); err != nil {
 		return nil, err
 	}
-	var hs []*held
-	for _, prefix := range mirrorheld.VersionRecordPrefixes() {
-		var keys []string
-		if err := sh.ListMeta(ctx, prefix, func(key string) error { keys = append(keys, key); return nil }); err != nil {
-			return nil, err
-		}
-		for _, key := range keys {
-			raw, _, err := sh.GetMeta(ctx, key)
-			if err != nil {
-				return nil, err
-			}
-			if v, ok := r.eng.VersionOfRecord(key, raw); ok {
-				hs = append(hs, bucketHeld(v, sizes, stored))
-			}
-		}
+	hs := make([]*held, 0, len(vs))
+	for _, v := range vs {
+		hs = append(hs, bucketHeld(v, sizes, stored))
 	}
 	pins, _ := r.pins.current()
 	applyPins(pins, hs)

@@ -184,12 +184,25 @@ type metaDoc struct {
 	MAC      string          `json:"mac,omitempty"`
 }
 
+// maxPutBack is how much later than a record's time of storing (by its
+// writer's clock, under the MAC) the store may have written it (by the
+// store's clock, its Last-Modified) and the record still be read: the
+// most that a replica's clock and the store's disagree by (an S3 store
+// refuses a request signed more than 15 minutes off its clock), plus the
+// call that wrote it. A record written later than that was put back: a
+// copy of an older record that someone kept, replayed (or one of a
+// replica whose clock is that far behind, which the store itself would
+// not have let write). So a writer of the bucket without the key can roll
+// a record back by minutes at most, never to one of months ago.
+const maxPutBack = 15 * time.Minute
+
 // GetMeta returns the record under key and when it was stored; a nil
 // record when the store has none, or none that authenticates (which is
-// counted and logged as rejected).
+// counted and logged as rejected): among them, one that the store wrote
+// later than maxPutBack after its time of storing.
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	name := s.key("meta/" + key)
-	raw, err := s.getSmall(ctx, "get_meta", name)
+	raw, modified, err := s.getSmall(ctx, "get_meta", name)
 	if err != nil || raw == nil {
 		return nil, time.Time{}, err
 	}
@@ -206,6 +219,11 @@ func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.
 	at, err := time.Parse(time.RFC3339Nano, doc.StoredAt)
 	if err != nil {
 		s.rejected.reject(kind, name, fmt.Errorf("its time of storing: %w", err))
+		return nil, time.Time{}, nil
+	}
+	if late := modified.Sub(at); !modified.IsZero() && late > maxPutBack+s.cfg.CallTimeout {
+		s.rejected.reject(kind, name, fmt.Errorf("stored at %s but written to the bucket %s later (%s): put back from an older copy, or written by a replica whose clock is that far behind the store's",
+			doc.StoredAt, late.Round(time.Second), modified.UTC().Format(time.RFC3339)))
 		return nil, time.Time{}, nil
 	}
 	return doc.Record, at, nil
@@ -257,7 +275,7 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 	if err != nil || body == nil {
 		return nil, 0, err
 	}
-	raw, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
+	raw, _, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
 	if err != nil {
 		body.Close()
 		return nil, 0, err

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -402,5 +403,53 @@ func TestLoadKeys(t *testing.T) {
 		if _, err := sharedstore.LoadKeys(bad[0], bad[1]); err == nil {
 			t.Errorf("LoadKeys(%q, %q): no error", bad[0], bad[1])
 		}
+	}
+}
+
+// A record put back in the bucket long after a replica wrote it is
+// refused, as any object that fails: a copy a writer of the bucket kept,
+// replayed to roll a version list back by months (and so give a replica
+// that lists anew an old listing to date the versions published since
+// by, passing them through a minimum release age). What vouches for the
+// time is the store's: its Last-Modified, which a writer of the bucket
+// cannot set, later than the time of storing under the MAC by more than
+// clocks disagree. A record of a replica whose clock is minutes behind
+// the store's is read.
+func TestReplayedRecordRejected(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	keys := mustKeys(t, key('a'))
+	name := recordsByKind["module_versions"]
+	rec := map[string]any{"schema": 2, "versions": []string{"1.0.0"}}
+
+	// What a replica wrote months ago, kept, and put back now.
+	then := openWith(t, srv, sharedstore.Config{Holder: "then", Keys: keys, Now: skewed(-90 * 24 * time.Hour)})
+	if err := then.PutMeta(ctx, name, rec); err != nil {
+		t.Fatal(err)
+	}
+	kept := rawObject(t, srv, "meta/"+name)
+	if err := a.PutMeta(ctx, name, rec); err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, srv, "meta/"+name, kept)
+	wantRejected(t, a, "module_versions", name, 0)
+
+	// Written back, it is read again.
+	if err := a.PutMeta(ctx, name, rec); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _, err := a.GetMeta(ctx, name); err != nil || raw == nil {
+		t.Errorf("written back: %s, %v", raw, err)
+	}
+
+	// A replica whose clock is five minutes behind the store's.
+	behind := openWith(t, srv, sharedstore.Config{Holder: "behind", Keys: keys, Now: skewed(-5 * time.Minute)})
+	other := recordsByKind["versions"]
+	if err := behind.PutMeta(ctx, other, rec); err != nil {
+		t.Fatal(err)
+	}
+	if raw, _, err := a.GetMeta(ctx, other); err != nil || raw == nil {
+		t.Errorf("a record of a replica five minutes behind: %s, %v", raw, err)
 	}
 }

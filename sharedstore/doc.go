@@ -48,8 +48,9 @@
 // authenticate) is as good as absent: counted (Observer), logged once,
 // and the callers take it from the origin and write it back. Whoever can
 // write the bucket without the key can delete, hide, or replay under the
-// same name what the replicas wrote; never make them take other bytes,
-// records or times.
+// same name what the replicas wrote (a record within minutes of its
+// writing only: the store's Last-Modified gives an older one away);
+// never make them take other bytes, records or times.
 //
 // Every call is bounded by Config.CallTimeout (archive bodies by the
 // caller's context), and a circuit breaker stops calling a store that

@@ -446,10 +446,12 @@ func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 // store.
 const maxSmallBytes = 16 << 20
 
-// getSmall returns the object under the full key, at most maxSmallBytes;
-// nil when the store has none.
-func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, error) {
+// getSmall returns the object under the full key, at most maxSmallBytes,
+// and when the store last wrote it (its Last-Modified; zero when it did
+// not say); nil when the store has none.
+func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time, error) {
 	var raw []byte
+	var modified time.Time
 	err := s.call(ctx, op, func(ctx context.Context) (string, error) {
 		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if statusOf(err) == http.StatusNotFound {
@@ -466,10 +468,10 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, error) {
 		if len(b) > maxSmallBytes {
 			return "", fmt.Errorf("object %s is larger than %d bytes", key, maxSmallBytes)
 		}
-		raw = b
+		raw, modified = b, aws.ToTime(o.LastModified)
 		return "ok", nil
 	})
-	return raw, err
+	return raw, modified, err
 }
 
 // putSmall stores doc under the full key, replacing any object there.

@@ -316,3 +316,63 @@ func TestSharedStoreBackdatedReleaseTime(t *testing.T) {
 		t.Errorf("tfmirror_shared_rejected_total{kind=\"release_time\"} = %v, want at least 1", n)
 	}
 }
+
+// Two replicas sharing a bucket, a minimum release age of 72h on
+// modules: a module version that replica b listed first (dated by a's
+// listing before it) stays held on replica a when a lists again, taking
+// b's newer listing from the bucket as the one before its own. Taken for
+// a version of a first listing, it was listed and served by a at once.
+func TestSharedStoreModuleReleaseAgeAcrossReplicas(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	s.origin.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	s.origin.AddModule("acme", "vpc", "aws", "1.0.0", s.origin.TarballURL("vpc.tar.gz"))
+	conf := writePolicyConfig(t, "  minimum_release_age = \"72h\"\n")
+	const ttl = time.Second
+	versions := "/registry/" + s.origin.Addr + "/v1/modules/acme/vpc/aws/versions"
+	list := func(m *proc) string {
+		t.Helper()
+		body, resp, err := m.get(ctx, versions)
+		if err != nil || resp.StatusCode != 200 {
+			t.Fatalf("versions: %v, %v: %s", resp, err, body)
+		}
+		return string(body)
+	}
+	inBucket := func(prefix, part string) {
+		t.Helper()
+		deadline := time.Now().Add(30 * time.Second)
+		for !slices.ContainsFunc(s.srv.Keys(sharedBucket, "mirror/meta/"+prefix), func(k string) bool { return strings.Contains(k, part) }) {
+			if time.Now().After(deadline) {
+				t.Fatalf("no %s%s in the bucket: %q", prefix, part, s.srv.Keys(sharedBucket, "mirror/"))
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+
+	a := s.start(t, "--config", conf, "--versions-ttl", ttl.String())
+	if got := list(a); !strings.Contains(got, `"1.0.0"`) {
+		t.Fatalf("a's first listing: %s", got)
+	}
+	inBucket("modversions/", "/acme/vpc/aws")
+
+	s.origin.AddModule("acme", "vpc", "aws", "1.1.0", s.origin.TarballURL("vpc.tar.gz"))
+	b := s.start(t, "--config", conf, "--versions-ttl", ttl.String())
+	time.Sleep(ttl + 100*time.Millisecond) // a's listing in the bucket is stale: b lists anew
+	if got := list(b); strings.Contains(got, `"1.1.0"`) {
+		t.Fatalf("b lists 1.1.0, published just now: %s", got)
+	}
+	inBucket("release/absent/module/", "/acme/vpc/aws/1.1.0")
+
+	time.Sleep(ttl + 100*time.Millisecond)
+	if got := list(a); strings.Contains(got, `"1.1.0"`) {
+		t.Errorf("a lists 1.1.0, published just now, under a 72h minimum release age: %s", got)
+	}
+	body, resp, err := a.get(ctx, "/registry/"+s.origin.Addr+"/v1/modules/acme/vpc/aws/1.1.0/download")
+	if resp == nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != 451 {
+		t.Errorf("a's download of 1.1.0: status %d (%s), want 451, held back", resp.StatusCode, body)
+	}
+}

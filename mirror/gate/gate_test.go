@@ -387,3 +387,61 @@ func TestModuleReleaseAgeEverySpelling(t *testing.T) {
 		})
 	}
 }
+
+// Two replicas sharing a tier, a minimum release age of 72h: a module
+// version that replica b saw first (its listing dated it by a's earlier
+// one) is held on replica a too, whose own listing then takes b's
+// listing, which names the version, as the one before; and on replica c,
+// started later with an empty cache. Taken as a version of a first
+// listing (the bootstrap), it would pass at once on a and c: the tier
+// would have made its release time "long ago".
+func TestModuleReleaseAgeAcrossReplicas(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Now().Truncate(time.Second).Add(30 * day))
+	tier := harness.NewMemTier()
+	cfg := harness.Config{Now: clock.Now, VersionsTTL: time.Minute, Shared: tier}
+	a := harness.New(t, harness.Options{Config: cfg})
+	b := &harness.Harness{T: t, Origin: a.Origin}
+	b.Start(harness.Options{Config: cfg})
+	a.Origin.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	a.Origin.AddModule(harness.Module.Namespace, harness.Module.Name, harness.Module.System, "1.0.0", a.Origin.TarballURL("vpc.tar.gz"))
+	ctx := context.Background()
+	if _, _, err := a.Engine.Modules().ModuleVersions(ctx, harness.Module); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitIdle()
+
+	a.Origin.AddModule(harness.Module.Namespace, harness.Module.Name, harness.Module.System, "1.1.0", a.Origin.TarballURL("vpc.tar.gz"))
+	clock.Set(clock.Now().Add(time.Hour))
+	if _, _, err := b.Engine.Modules().ModuleVersions(ctx, harness.Module); err != nil {
+		t.Fatal(err)
+	}
+	b.WaitIdle()
+	clock.Set(clock.Now().Add(time.Hour))
+	if _, _, err := a.Engine.Modules().ModuleVersions(ctx, harness.Module); err != nil {
+		t.Fatal(err)
+	}
+	a.WaitIdle()
+	// A replica started now, with an empty cache, lists the tier's
+	// listing as the one before its own.
+	c := &harness.Harness{T: t, Origin: a.Origin}
+	c.Start(harness.Options{Config: cfg})
+	if _, _, err := c.Engine.Modules().ModuleVersions(ctx, harness.Module); err != nil {
+		t.Fatal(err)
+	}
+	c.WaitIdle()
+
+	pol := enginetest.DecodePolicy(t, `minimum_release_age = "72h"`)
+	for name, h := range map[string]*harness.Harness{"a": a, "b": b, "c": c} {
+		h.Engine.SetPolicy(pol)
+		_, err := h.Engine.Modules().ModuleLocation(ctx, harness.Module, enginetest.MustModuleVersion(t, "1.1.0"))
+		var perr *gate.PolicyError
+		if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge {
+			t.Errorf("replica %s: module location of 1.1.0, listed first two hours ago: %v, want held by its minimum release age", name, err)
+		}
+		if _, err := h.Engine.Modules().ModuleLocation(ctx, harness.Module, enginetest.MustModuleVersion(t, "1.0.0")); err != nil {
+			t.Errorf("replica %s: module location of 1.0.0, in the first listing: %v", name, err)
+		}
+	}
+}

@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -58,6 +59,10 @@ const (
 	signedPrefix = "release/signed/" // + provider + "/" + version
 	absentPrefix = "release/absent/" // + kind + "/" + address + "/" + version
 )
+
+// maxRecordLookups bounds the release-time records of one listing looked
+// for at once (in the cache, then the shared tier).
+const maxRecordLookups = 16
 
 // releaseTimesMax bounds the release times kept in memory; past it they
 // are dropped and read again from the cache as needed.
@@ -109,41 +114,93 @@ func versionKey(kind string) func(string) (string, bool) {
 func absentBase(kind, address string) string { return absentPrefix + kind + "/" + address + "/" }
 
 // NoteListing records, for every version of next (a listing of address,
-// of kind "provider" or "module") that prev (the listing before it,
-// taken at prevAt; nil when there was none) lacks, that it was absent at
-// prevAt. A version another replica recorded first keeps that replica's
-// record. With no previous listing at all, nothing is written: the
-// versions of the first listing are dated by their signatures.
-func (g *Gate) NoteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string) {
-	g.rel.noteListing(ctx, kind, address, prev, prevAt, next)
+// of kind "provider" or "module", stored under key) that prev (the
+// listing before it, taken at prevAt; nil when there was none) lacks,
+// that it was absent at prevAt. A version another replica recorded first
+// keeps that replica's record. With no previous listing at all, nothing
+// is written: the versions of the first listing are dated by their
+// signatures.
+//
+// prev may be another replica's listing, taken from the shared tier
+// because it is newer than this replica's own (the cache's, under key).
+// The versions it names that the own listing lacks were never new to a
+// listing of this replica's: they are dated too, by the record of the
+// replica that saw them first, else as absent at the own listing; with no
+// own listing, by that record alone. Left undated, a version that came
+// after the first listing would be taken for one of it (the bootstrap)
+// and pass any minimum release age.
+func (g *Gate) NoteListing(ctx context.Context, kind, address, key string, prev []string, prevAt time.Time, next []string) {
+	g.rel.noteListing(ctx, kind, address, key, prev, prevAt, next)
 }
 
-func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, prev []string, prevAt time.Time, next []string) {
+func (r *releaseTimes) noteListing(ctx context.Context, kind, address, key string, prev []string, prevAt time.Time, next []string) {
 	if prev == nil {
 		return
 	}
 	canon := versionKey(kind)
-	had := make(map[string]bool, len(prev))
-	for _, raw := range prev {
-		if v, ok := canon(raw); ok {
-			had[v] = true
+	set := func(vs []string) map[string]bool {
+		out := make(map[string]bool, len(vs))
+		for _, raw := range vs {
+			if v, ok := canon(raw); ok {
+				out[v] = true
+			}
 		}
+		return out
 	}
+	inPrev := set(prev)
+	own, ownAt, haveOwn := r.ownListing(kind, key)
+	inOwn := set(own)
 	base := absentBase(kind, address)
 	known := r.absentOf(kind, address)
+	type dating struct {
+		v  string
+		at time.Time // zero: dated only by another replica's record
+	}
+	var todo []dating
+	seen := make(map[string]bool, len(next))
 	for _, raw := range next {
 		v, ok := canon(raw)
-		if !ok || had[v] {
+		if !ok || seen[v] {
 			continue
 		}
-		had[v] = true
+		seen[v] = true
 		if _, ok := known[v]; ok {
 			continue
 		}
-		at := prevAt
-		var rec releaseRecord
-		if _, _, err := r.parts.Source.Get(ctx, base+v, &rec); err == nil && !rec.At.IsZero() {
-			at = rec.At // another replica's listing saw it first
+		switch {
+		case !inPrev[v]:
+			todo = append(todo, dating{v, prevAt})
+		case inOwn[v]:
+			// New to an earlier listing of this replica's, or of its first.
+		case haveOwn:
+			todo = append(todo, dating{v, ownAt}) // named first by another replica's listing
+		default:
+			todo = append(todo, dating{v: v})
+		}
+	}
+	// Another replica's record of each, looked for at once: a replica
+	// with an empty cache asks the tier for every version of its first
+	// listing.
+	theirs := make([]time.Time, len(todo))
+	var g errgroup.Group
+	g.SetLimit(maxRecordLookups)
+	for i, d := range todo {
+		g.Go(func() error {
+			var rec releaseRecord
+			if _, _, err := r.parts.Source.Get(ctx, base+d.v, &rec); err == nil && !rec.At.IsZero() {
+				theirs[i] = rec.At
+			}
+			return nil
+		})
+	}
+	g.Wait()
+	for i, d := range todo {
+		v, at := d.v, d.at
+		if !theirs[i].IsZero() {
+			at = theirs[i] // another replica's listing saw it first
+		}
+		if at.IsZero() {
+			continue
 		}
 		r.writeOnce(base+v, at)
 		// The maps handed out are never modified: a new one replaces it.
@@ -155,6 +212,33 @@ func (r *releaseTimes) noteListing(ctx context.Context, kind, address string, pr
 		}
 		r.mu.Unlock()
 	}
+}
+
+// ownListing returns the versions of this replica's own listing of kind
+// stored under key (the cache's, never the shared tier's) and when it was
+// taken; false when the cache has none.
+func (r *releaseTimes) ownListing(kind, key string) ([]string, time.Time, bool) {
+	var names []string
+	var listedAt time.Time
+	var schema int
+	var storedAt time.Time
+	var err error
+	if kind == string(policy.Module) {
+		var l records.ModuleVersionList
+		storedAt, err = r.store.GetMeta(key, &l)
+		names, listedAt, schema = l.Versions, l.ListedAt, l.Schema
+	} else {
+		var l records.VersionList
+		storedAt, err = r.store.GetMeta(key, &l)
+		names, listedAt, schema = l.Names(), l.ListedAt, l.Schema
+	}
+	if err != nil || !records.KnownSchema(schema) {
+		return nil, time.Time{}, false
+	}
+	if listedAt.IsZero() {
+		listedAt = storedAt
+	}
+	return names, listedAt, true
 }
 
 // absentOf returns the absent times recorded for address, read from the

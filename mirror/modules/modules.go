@@ -275,7 +275,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		}
 		list := &records.ModuleVersionList{Schema: records.Schema, Versions: vs, ListedAt: s.cfg.Now().UTC()}
 		prev, prevAt := s.previousListing(ctx, m)
-		s.gate.NoteListing(ctx, "module", m.String(), prev, prevAt, vs)
+		s.gate.NoteListing(ctx, "module", m.String(), key, prev, prevAt, vs)
 		if err := s.recs.Put(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module version list", "module", m.String(), "error", err)

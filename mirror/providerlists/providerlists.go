@@ -124,7 +124,7 @@ func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.V
 	})
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, k.Versions)
-	s.parts.Gate.NoteListing(ctx, "provider", k.Name, prev.Names(), prevAt, list.Names())
+	s.parts.Gate.NoteListing(ctx, "provider", k.Name, k.Versions, prev.Names(), prevAt, list.Names())
 	if err := s.parts.Records.Put(k.Versions, list); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.cfg.Logger.Error("storing version list", "provider", k.Name, "error", err)

@@ -120,14 +120,16 @@ func (s *Shared) ShareModule(ctx context.Context, key string, rec *records.Modul
 // from the tier when it has the package (at most limit bytes); else under
 // the tier's lease on the version, through fetch (and then, by the caller,
 // ShareModule), while other replicas wait for the package to appear in the
-// tier (taking over if the lease expires). A tier that fails is gone
-// around; without a tier it is fetch.
+// tier (taking over if the lease expires, or fetching for themselves
+// after Config.HolderWait). A tier that fails is gone around; without a
+// tier it is fetch.
 func (s *Shared) FetchModule(ctx context.Context, m addrs.Module, key string, rec records.ModuleRecord, limit int64,
 	fetch func(context.Context, records.ModuleRecord) (*records.ModuleRecord, error)) (*records.ModuleRecord, error) {
 	if s.tier == nil {
 		return fetch(ctx, rec)
 	}
-	wait := PollMin
+	wait := s.waitForHolder()
+	defer wait.stop()
 	for {
 		if rec.SHA256 == "" {
 			if r, ok := s.sharedModuleRecord(ctx, key); ok {
@@ -154,14 +156,15 @@ func (s *Shared) FetchModule(ctx context.Context, m addrs.Module, key string, re
 			return fetch(ctx, rec)
 		}
 		// Another replica is fetching it.
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fmt.Errorf("waiting for another replica's fetch of module %s %s: %w", m, rec.Version, context.Cause(ctx))
-		case <-t.C:
+		more, err := wait.next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("waiting for another replica's fetch of module %s %s: %w", m, rec.Version, err)
 		}
-		wait = min(2*wait, PollMax)
+		if !more {
+			s.log.Warn("another replica has held the shared store's lease on a module fetch too long; fetching it here",
+				"module", m.String(), "version", rec.Version, "waited", time.Since(wait.start).Round(time.Millisecond))
+			return fetch(ctx, rec)
+		}
 	}
 }
 

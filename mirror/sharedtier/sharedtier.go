@@ -73,11 +73,19 @@ type Lease interface {
 
 // How often a replica looks for an archive that another replica is
 // downloading: from PollMin, doubling up to PollMax, for as long as the
-// lease is held (bounded by the download's timeout).
+// lease is held, at most Config.HolderWait (and the download's timeout).
 const (
 	PollMin = 50 * time.Millisecond
 	PollMax = 2 * time.Second
 )
+
+// DefaultHolderWait is how long a fetch waits by default for another
+// replica that holds the tier's lease on it; then it fetches for itself,
+// as without a tier. A lease vouches for nothing, it only saves
+// downloads: a replica stuck while renewing its lease, or a lease object
+// that a writer of the bucket keeps putting back, holds no download back
+// longer than this.
+const DefaultHolderWait = 2 * time.Minute
 
 // Config configures Shared: the engine's settings it uses.
 type Config struct {
@@ -90,6 +98,9 @@ type Config struct {
 	Platforms []string
 	// Now is the clock. Required.
 	Now func() time.Time
+	// HolderWait bounds how long a fetch waits for another replica
+	// holding the tier's lease on it. Default DefaultHolderWait.
+	HolderWait time.Duration
 }
 
 // Metrics receives what Shared observes.
@@ -129,6 +140,9 @@ type Shared struct {
 func New(cfg Config, tier Tier, life *lifetime.Lifetime, recs *stored.Records, store Store, log *slog.Logger, metrics Metrics) (*Shared, error) {
 	if life == nil || recs == nil || store == nil || log == nil || metrics == nil || cfg.Now == nil || cfg.Timeout <= 0 {
 		return nil, errors.New("sharedtier: the lifetime, the stored records, a store, a logger, metrics, a clock and a timeout are required")
+	}
+	if cfg.HolderWait <= 0 {
+		cfg.HolderWait = DefaultHolderWait
 	}
 	return &Shared{tier: tier, cfg: cfg, life: life, recs: recs, store: store, log: log, metrics: metrics}, nil
 }
@@ -292,14 +306,17 @@ func (s *Shared) Distrust(sha string) {
 // ShareArchive). While another replica holds the lease, it waits for the
 // archive to appear (polling from PollMin to PollMax, calling onWait, a
 // test hook, if not nil, each time) until ctx ends, taking over if the
-// lease expires. A tier that fails is gone around (nothing found), and so
+// lease expires; after Config.HolderWait it stops waiting and returns
+// nothing found and no release: the caller downloads it without the
+// lease. A tier that fails is gone around (nothing found), and so
 // is one without the archive when the mirror is sealed, or whose copy was
 // distrusted.
 func (s *Shared) Archive(ctx context.Context, sha, name string, onWait func()) (body io.ReadCloser, size int64, release func(context.Context), err error) {
 	if s.tier == nil || !s.Trusts(sha) {
 		return nil, 0, nil, nil
 	}
-	wait := PollMin
+	wait := s.waitForHolder()
+	defer wait.stop()
 	for {
 		body, size, err := s.tier.OpenArchive(ctx, sha)
 		if err != nil {
@@ -329,16 +346,49 @@ func (s *Shared) Archive(ctx context.Context, sha, name string, onWait func()) (
 			onWait()
 		}
 		// Another replica is downloading it.
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, 0, nil, fmt.Errorf("waiting for another replica's download of %s: %w", name, context.Cause(ctx))
-		case <-t.C:
+		more, err := wait.next(ctx)
+		if err != nil {
+			return nil, 0, nil, fmt.Errorf("waiting for another replica's download of %s: %w", name, err)
 		}
-		wait = min(2*wait, PollMax)
+		if !more {
+			s.log.Warn("another replica has held the shared store's lease on an archive download too long; downloading it here",
+				"file", name, "sha256", sha, "waited", time.Since(wait.start).Round(time.Millisecond))
+			return nil, 0, nil, nil
+		}
 	}
 }
+
+// holderWait is a fetch's wait for another replica that holds the tier's
+// lease on it: looks from PollMin apart, doubling up to PollMax, for
+// Config.HolderWait at most (by this replica's clock: no object of the
+// tier's decides it).
+type holderWait struct {
+	poll   time.Duration
+	start  time.Time
+	giveUp *time.Timer
+}
+
+func (s *Shared) waitForHolder() *holderWait {
+	return &holderWait{poll: PollMin, start: time.Now(), giveUp: time.NewTimer(s.cfg.HolderWait)}
+}
+
+// next waits until the next look: false when the bound has passed, an
+// error when ctx ended first.
+func (w *holderWait) next(ctx context.Context) (bool, error) {
+	t := time.NewTimer(w.poll)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false, context.Cause(ctx)
+	case <-w.giveUp.C:
+		return false, nil
+	case <-t.C:
+	}
+	w.poll = min(2*w.poll, PollMax)
+	return true, nil
+}
+
+func (w *holderWait) stop() { w.giveUp.Stop() }
 
 // ShareArchive puts the archive sha (named name in logs), committed to the
 // cache, in the tier. A no-op without a tier, or when the cache no longer

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -325,5 +326,60 @@ func TestNewestTakesTheLaterListing(t *testing.T) {
 				t.Errorf("Newest: %v, %v, want %v", at, ok, c.want)
 			}
 		})
+	}
+}
+
+// newSharedHolderWait is newShared with a bound on the wait for another
+// replica's lease.
+func newSharedHolderWait(t *testing.T, tier Tier, wait time.Duration) *Shared {
+	t.Helper()
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	s, err := New(Config{Timeout: time.Minute, Now: time.Now, HolderWait: wait}, tier, lifetime.New(time.Minute, nil), stored.New(store, log), store, log, noMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// A lease that is never let go (a replica stuck while renewing it, or a
+// lease object a writer of the bucket keeps putting back) holds a
+// download back for HolderWait at most: then the replica downloads the
+// archive itself, as without a tier, and does not fail the request.
+func TestArchiveHolderWaitBounded(t *testing.T) {
+	tier := newFakeTier()
+	tier.othersLease = true
+	s := newSharedHolderWait(t, tier, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	body, _, release, err := s.Archive(ctx, sha, "a.zip", nil)
+	if body != nil || release != nil || err != nil {
+		t.Fatalf("Archive under a lease held forever: body %v, lease %v, %v; want to download it without the lease", body != nil, release != nil, err)
+	}
+	if d := time.Since(start); d < 300*time.Millisecond || d > 5*time.Second {
+		t.Errorf("waited %v for the lease, want about 300ms", d)
+	}
+}
+
+// The same bound holds for a module package another replica's lease
+// holds: the package is fetched from its source.
+func TestFetchModuleHolderWaitBounded(t *testing.T) {
+	tier := newFakeTier()
+	tier.othersLease = true
+	s := newSharedHolderWait(t, tier, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	fetched := 0
+	rec := records.ModuleRecord{Schema: records.Schema, Module: "example.com/acme/net/aws", Version: "1.0.0"}
+	got, err := s.FetchModule(ctx, addrs.Module{}, "module/k", rec, 1<<20, func(context.Context, records.ModuleRecord) (*records.ModuleRecord, error) {
+		fetched++
+		return &rec, nil
+	})
+	if err != nil || got == nil || fetched != 1 {
+		t.Fatalf("FetchModule under a lease held forever: %v, %v, %d fetches; want one fetch from the source", got, err, fetched)
 	}
 }

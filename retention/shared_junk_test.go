@@ -1,0 +1,107 @@
+package retention
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
+)
+
+// junkShared is the bucket with n more records under each prefix the
+// bucket's pass lists, and n more archives, that no replica wrote: a
+// writer of the bucket's. It counts the records listed and not read yet.
+type junkShared struct {
+	Shared
+	n int
+
+	mu                  sync.Mutex
+	pending, maxPending int
+}
+
+func (j *junkShared) ListMeta(ctx context.Context, prefix string, fn func(key string) error) error {
+	if err := j.Shared.ListMeta(ctx, prefix, fn); err != nil {
+		return err
+	}
+	for i := range j.n {
+		j.mu.Lock()
+		j.pending++
+		j.maxPending = max(j.maxPending, j.pending)
+		j.mu.Unlock()
+		if err := fn(fmt.Sprintf("%sjunk/%s/%d", prefix, strings.Repeat("x", 512), i)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (j *junkShared) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
+	if strings.Contains(key, "junk/") {
+		j.mu.Lock()
+		j.pending--
+		j.mu.Unlock()
+		return nil, time.Time{}, nil // not authenticated: as absent
+	}
+	return j.Shared.GetMeta(ctx, key)
+}
+
+func (j *junkShared) ListArchives(ctx context.Context, fn func(sha string, size int64, stored time.Time) error) error {
+	if err := j.Shared.ListArchives(ctx, fn); err != nil {
+		return err
+	}
+	for i := range j.n {
+		if err := fn(fmt.Sprintf("%064x", i+1), 1<<20, time.Now()); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// The bucket's pass holds what it reads of the bucket by what the
+// replicas wrote, not by what the bucket lists: a writer of the bucket
+// who adds millions of objects under the listed prefixes (their keys up
+// to S3's 1024 bytes each) costs the pass time, bounded by its timeout,
+// not memory. Each record listed is read before the next is listed; the
+// pass removes what the rules say, as without the junk.
+func TestRetentionSharedPassBounded(t *testing.T) {
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	srv.CreateBucket(bucket)
+	ret := Config{KeepVersions: 1, Interval: -1}
+	sa := newSharedStore(t, srv, "a")
+	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: ret})
+	a.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
+	a.readAll("1.0.0", "2.0.0")
+	a.waitIdle()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		n := 0
+		if err := sa.ListArchives(t.Context(), func(string, int64, time.Time) error { n++; return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if n == 2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket holds %d archives, want 2", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	junk := &junkShared{Shared: a.ret.shared, n: 20000}
+	a.ret.shared = junk
+	done, err := a.ret.pruneShared(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := removalNames(done), []string{"1.0.0 keep-versions"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("removed from the bucket %v, want %v", got, want)
+	}
+	if junk.maxPending > 1 {
+		t.Errorf("%d records of the bucket listed and held before they were read, want one at a time", junk.maxPending)
+	}
+}
