@@ -102,7 +102,7 @@ func TestUnmarshalBoundedMemory(t *testing.T) {
 	if v.Versions != nil {
 		t.Fatal("v was decoded into")
 	}
-	if a := m1.TotalAlloc - m0.TotalAlloc; a > 1<<20 {
+	if a := m1.TotalAlloc - m0.TotalAlloc; a > 4<<20 {
 		t.Fatalf("refusing took %d bytes", a)
 	}
 	deep := strings.Repeat("[", 33) + strings.Repeat("]", 33)
