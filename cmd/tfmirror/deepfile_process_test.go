@@ -57,21 +57,21 @@ func runBounded(t *testing.T, bin string, env []string, args ...string) (int, st
 }
 
 // TestDeepFilesRefusedProcess runs the binary on each kind of file it
-// parses, nested half a million levels deep (under each file's size
+// parses, in each of the hostileShapes (nested half a million levels
+// deep, 600,000 tokens wide, not UTF-8; under each file's size
 // limit): the configuration file (config check, and serve at start), the
 // origin credentials file, the module source credentials, a sync
 // manifest, a Terraform configuration, and the pins of cache prune (whose
 // rules then remove nothing: they would not know what is pinned). Each
 // command refuses the file with its file:line and exits with its error
-// status, instead of dying of a stack overflow after taking a gigabyte,
-// and stays small while doing so.
+// status, instead of dying of a stack overflow or running out of memory
+// after taking a gigabyte, and stays small while doing so.
 func TestDeepFilesRefusedProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	const depth = 500000 // a megabyte
 	for _, tc := range []struct {
 		name string
 		file string // the deep file's name in its directory
@@ -97,27 +97,45 @@ func TestDeepFilesRefusedProcess(t *testing.T) {
 			return []string{"cache", "prune", "--data-dir", d, "--dry-run", "--keep-versions", "1", "--pins-dir", filepath.Dir(f)}
 		}, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			file := filepath.Join(dir, tc.file)
-			body := deepHCL(depth)
-			if strings.HasSuffix(tc.file, ".json") {
-				body = []byte(`{"a": ` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "}\n")
-			}
-			if err := os.WriteFile(file, body, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			data := filepath.Join(t.TempDir(), "data")
-			code, out := runBounded(t, bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, tc.args(file, data)...)
-			if code < 0 || code > 2 || strings.Contains(out, "stack overflow") || strings.Contains(out, "out of memory") || strings.Contains(out, "goroutine ") {
-				t.Fatalf("exit %d, the process crashed (or outgrew %d MiB):\n%.600s", code, memoryBound>>20, out)
-			}
-			if code != tc.code || !strings.Contains(out, file+":1") || !strings.Contains(out, "Nesting too deep") {
-				t.Errorf("exit %d, want %d and the file refused at %s:1 for its nesting:\n%s", code, tc.code, file, out)
-			}
-		})
+		for _, shape := range hostileShapes {
+			t.Run(tc.name+"/"+shape.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				file := filepath.Join(dir, tc.file)
+				body := shape.native
+				if strings.HasSuffix(tc.file, ".json") {
+					body = shape.json
+				}
+				if err := os.WriteFile(file, body, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				data := filepath.Join(t.TempDir(), "data")
+				code, out := runBounded(t, bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, tc.args(file, data)...)
+				if code < 0 || code > 2 || strings.Contains(out, "stack overflow") || strings.Contains(out, "out of memory") || strings.Contains(out, "goroutine ") {
+					t.Fatalf("exit %d, the process crashed (or outgrew %d MiB):\n%.600s", code, memoryBound>>20, out)
+				}
+				if code != tc.code || !strings.Contains(out, file+":1") || !strings.Contains(out, shape.summary) {
+					t.Errorf("exit %d, want %d and the file refused at %s:1 (%s):\n%s", code, tc.code, file, shape.summary, out)
+				}
+			})
+		}
 	}
+}
+
+// hostileShapes are the files of TestDeepFilesRefusedProcess, each
+// refused on its first line: nested half a million levels deep; a tuple
+// of 300,000 ones (600 KB, under the configuration file's megabyte, which
+// HCL's parser would take half a gigabyte to build); and a bad byte before a line of brackets, which
+// HCL's scanner reads as a name, where a check that took "#" for a
+// comment let the brackets through to overflow the stack.
+var hostileShapes = []struct {
+	name         string
+	native, json []byte
+	summary      string
+}{
+	{"deep", deepHCL(500000), []byte(`{"a": ` + strings.Repeat("[", 500000) + strings.Repeat("]", 500000) + "}\n"), "Nesting too deep"},
+	{"wide", []byte("a = [" + strings.Repeat("1,", 300000) + "1]\n"), []byte(`{"a": [` + strings.Repeat("1,", 300000) + "1]}\n"), "Too many tokens"},
+	{"not UTF-8", []byte("a = \xda#" + strings.Repeat("[", 500000) + strings.Repeat("]", 500000) + "\n"), []byte("{\"a\": \"\xda\"}\n"), "Invalid UTF-8"},
 }
 
 // TestDeepPinsFileAtStart: serve starts with a pins directory that holds
