@@ -517,7 +517,9 @@ func scanJSON(src []byte, maxDepth, maxTokens int) (line int, tooMany bool) {
 				}
 			}
 			raw := src[start-1 : min(i+1, len(src))]
-			if !bytes.Contains(raw, []byte("${")) && !bytes.Contains(raw, []byte("%{")) {
+			// HCL parses a JSON string as a template when it is evaluated,
+			// and its scanner ends the text at each $, % and newline.
+			if !bytes.ContainsAny(raw, `$%\`) {
 				continue
 			}
 			var str string

@@ -26,6 +26,10 @@ var wideFiles = []struct{ name, src string }{
 	{"interpolations.tf", `a = "` + strings.Repeat("${x}", 1<<19) + "\"\n"},
 	{"tuple.tf.json", `{"a":[` + strings.Repeat("1,", 1<<20) + "1]}\n"},
 	{"templates.tf.json", `{"a":"` + strings.Repeat("${x}", 1<<19) + "\"}\n"},
+	// Parsed as a template when it is evaluated (HCL's scanner ends the
+	// text at each $ and newline).
+	{"dollars.tf.json", `{"a":"` + strings.Repeat("$a", 1<<19) + "\"}\n"},
+	{"escaped newlines.tf.json", `{"a":"` + strings.Repeat(`\n`, 1<<19) + "\"}\n"},
 }
 
 // TestWideFilesRefused: a file of more tokens than MaxTokens is refused
