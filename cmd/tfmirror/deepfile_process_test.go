@@ -221,9 +221,10 @@ func TestDeepConfigOnHangup(t *testing.T) {
 	}
 }
 
-// TestSyncDeepModuleProcess: sync fetches a registry module whose main.tf
-// is nested too deep and refuses it, naming the module and the file's
-// line, where the sync process died before.
+// TestSyncDeepModuleProcess: sync fetches registry modules whose main.tf
+// is one of the hostileShapes (nested too deep, too wide, not UTF-8) and
+// refuses each, naming the module and the file's line, where the sync
+// process died before (of a stack overflow, or after half a gigabyte).
 func TestSyncDeepModuleProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -231,19 +232,27 @@ func TestSyncDeepModuleProcess(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	origin := newOrigin(t, fakeorigin.Options{})
-	origin.AddTarball("deep.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": deepHCL(500000)}))
-	origin.AddModule("acme", "deep", "aws", "1.0.0", origin.TarballURL("deep.tar.gz"))
-	manifestPath := filepath.Join(t.TempDir(), "mirror.hcl")
-	addr := origin.Addr + "/acme/deep/aws"
-	if err := os.WriteFile(manifestPath, []byte("module \""+addr+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for i, shape := range hostileShapes {
+		name := fmt.Sprintf("shape%d", i)
+		origin.AddTarball(name+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": shape.native}))
+		origin.AddModule("acme", name, "aws", "1.0.0", origin.TarballURL(name+".tar.gz"))
 	}
-	stdout, stderr, code := syncProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), manifestPath)
-	if strings.Contains(stderr, "stack overflow") {
-		t.Fatalf("sync crashed (exit %d)", code)
-	}
-	if code != 1 || !strings.Contains(stdout, "module "+addr+" 1.0.0: reading its configuration: ") ||
-		!strings.Contains(stdout, "reading its configuration: main.tf:1: Nesting too deep") {
-		t.Errorf("exit %d, want 1 and the module refused for its nesting:\n%s%s", code, stdout, stderr)
+	for i, shape := range hostileShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			manifestPath := filepath.Join(t.TempDir(), "mirror.hcl")
+			addr := origin.Addr + fmt.Sprintf("/acme/shape%d/aws", i)
+			if err := os.WriteFile(manifestPath, []byte("module \""+addr+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, code := syncProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), manifestPath)
+			if strings.Contains(stderr, "stack overflow") {
+				t.Fatalf("sync crashed (exit %d)", code)
+			}
+			if code != 1 || !strings.Contains(stdout, "module "+addr+" 1.0.0: reading its configuration: ") ||
+				!strings.Contains(stdout, "reading its configuration: main.tf:1") || !strings.Contains(stdout, shape.summary) {
+				t.Errorf("exit %d, want 1 and the module refused (%s):\n%s%s", code, shape.summary, stdout, stderr)
+			}
+		})
 	}
 }
