@@ -9,9 +9,9 @@ import (
 	"net/http"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/httpserve"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
@@ -23,13 +23,10 @@ const maxRequest = 64 << 10
 // serves Handler. Requests run on base, detached from its cancellation;
 // the caller shuts the server down.
 func (a *API) NewServer(base context.Context) *http.Server {
-	return &http.Server{
-		Handler:           a.Handler(),
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(base) },
-		ConnContext:       connContext,
-	}
+	srv := httpserve.New(a.Handler(), slog.NewLogLogger(a.log.Handler(), slog.LevelDebug))
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(base) }
+	srv.ConnContext = connContext
+	return srv
 }
 
 // Handler serves the admin API, for a unix socket only: a caller is let

@@ -6,7 +6,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -19,6 +18,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
@@ -514,7 +514,12 @@ func writeEvidence(dir string, p addrs.Provider, ev *records.Evidence, exported 
 // document and its signature as the engine fetches them.
 const (
 	maxEvidenceBytes = 16 << 20
-	maxSumsBytes     = records.MaxSumsBytes
+	// maxEvidenceDocuments bounds the SHA256SUMS documents of one
+	// version's evidence, each read (up to maxSumsBytes) and kept: a
+	// version has one per distinct SHA256SUMS its platforms' packages
+	// named, usually one, never more than its platforms.
+	maxEvidenceDocuments = 64
+	maxSumsBytes         = records.MaxSumsBytes
 )
 
 // readEvidence reads an evidence file and the documents it names (from
@@ -525,11 +530,14 @@ func readEvidence(dir, path string, read func(path string, limit int64) ([]byte,
 		return nil, nil, err
 	}
 	var ef evidenceFile
-	if err := json.Unmarshal(data, &ef); err != nil {
+	if err := jsonbound.Unmarshal(data, &ef, jsonbound.Limits{}); err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
 	if ef.Format != evidenceFormat {
 		return nil, nil, fmt.Errorf("%s: evidence format %d, this release reads %d", path, ef.Format, evidenceFormat)
+	}
+	if len(ef.Documents) > maxEvidenceDocuments {
+		return nil, nil, fmt.Errorf("%s: %d SHA256SUMS documents, more than the %d a version may have", path, len(ef.Documents), maxEvidenceDocuments)
 	}
 	docs := make([]records.SumsDocument, len(ef.Documents))
 	for i, d := range ef.Documents {

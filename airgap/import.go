@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -551,7 +551,7 @@ func versionHashes(path string, read func(string, int64) ([]byte, error)) (map[s
 		return nil, err
 	}
 	var doc mirrorVersion
-	if err := json.Unmarshal(data, &doc); err != nil {
+	if err := jsonbound.Unmarshal(data, &doc, jsonbound.Limits{}); err != nil {
 		return nil, err
 	}
 	for pl, a := range doc.Archives {

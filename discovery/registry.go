@@ -14,6 +14,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 
+	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
@@ -205,10 +206,19 @@ func parsePackage(data []byte, final *url.URL, pl addrs.Platform) (*Package, err
 	return pkg, nil
 }
 
-// decodeObject decodes data, which must be a JSON object, into v.
+// decodeObject decodes data, which must be a JSON object, into v: every
+// registry answer the client decodes comes through here. The answer's
+// bytes are bounded by the transport; its nesting and element count are
+// bounded here, before it is decoded (jsonbound's defaults: 32 levels,
+// 1,048,576 elements, some twenty times the largest real versions
+// answer), so that a document of millions of empty objects cannot decode
+// into gigabytes. One over them is ErrTooLarge.
 func decodeObject(data []byte, v any) error {
 	if t := bytes.TrimLeft(data, " \t\r\n"); len(t) == 0 || t[0] != '{' {
 		return errors.New("response is not a JSON object")
+	}
+	if err := jsonbound.Check(data, jsonbound.Limits{}); err != nil {
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return fmt.Errorf("malformed JSON response: %w", err)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -150,6 +151,42 @@ func TestVersions(t *testing.T) {
 				t.Fatalf("request headers Accept=%q User-Agent=%q", h.Get("Accept"), h.Get("User-Agent"))
 			}
 		})
+	}
+}
+
+// TestVersionsDocumentElementsBounded: an origin's versions answer within
+// the byte limit (16 MiB by default) but made of millions of empty
+// platform objects, which encoding/json decodes into gigabytes, is refused
+// as too large before it is decoded, with the memory the refusal takes
+// bounded by the document's bytes.
+func TestVersionsDocumentElementsBounded(t *testing.T) {
+	const path = "/v1/providers/hashicorp/random/versions"
+	var b strings.Builder
+	b.WriteString(`{"versions":[{"version":"1.0.0","platforms":[`)
+	for b.Len() < 16<<20-64 {
+		b.WriteString(`{},`)
+	}
+	b.WriteString(`{}]}]}`)
+	doc := b.String()
+	s := newTestServer(t, registry(map[string]http.HandlerFunc{path: func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, doc)
+	}}))
+	c := newTestClient(t, s, nil)
+	var m0, m1 runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&m0)
+	got, err := c.Versions(context.Background(), testProvider(s))
+	runtime.ReadMemStats(&m1)
+	if err == nil {
+		t.Fatalf("a versions answer of %d elements was taken: %d versions", len(doc)/3, len(got))
+	}
+	wantOriginError(t, err, OpVersions, 0)
+	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "elements") {
+		t.Fatalf("err = %v, want ErrTooLarge naming the element limit", err)
+	}
+	// Reading the answer takes about twice its size; decoding it took 2 GiB.
+	if a := m1.TotalAlloc - m0.TotalAlloc; a > 128<<20 {
+		t.Fatalf("refusing a %d-byte answer allocated %d MiB", len(doc), a>>20)
 	}
 }
 

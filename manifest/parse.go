@@ -456,8 +456,11 @@ func joinConstraints(cs []string) string {
 // source. Providers are keyed by local name, as in Terraform: a local name
 // without a source address means hashicorp/NAME; constraints given for one
 // provider in several places all apply.
+//
+// Each file is parsed on its own, what it holds let go before the next is
+// read: a parser keeps every file it parsed, and a module fetched from a
+// stranger may hold thousands, each up to hclfile's bounds.
 func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
-	p := hclparse.NewParser()
 	byName := map[string]*requirement{}
 	var order []string
 	get := func(name string, r hcl.Range) *requirement {
@@ -472,7 +475,7 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
 	for _, path := range files {
-		f, err := parseFile(p, path)
+		f, err := parseFile(nil, path)
 		if err != nil {
 			return nil, nil, err
 		}

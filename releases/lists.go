@@ -2,7 +2,6 @@ package releases
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -159,7 +159,7 @@ func parseHashiCorpList(product string, data []byte) (*List, error) {
 			} `json:"builds"`
 		} `json:"versions"`
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
+	if err := jsonbound.Unmarshal(data, &doc, jsonbound.Limits{}); err != nil {
 		return nil, fmt.Errorf("not a releases index: %w", err)
 	}
 	list := &List{}
@@ -188,7 +188,7 @@ func parseTofuList(data []byte) (*List, error) {
 			Files []string `json:"files"`
 		} `json:"versions"`
 	}
-	if err := json.Unmarshal(data, &doc); err != nil {
+	if err := jsonbound.Unmarshal(data, &doc, jsonbound.Limits{}); err != nil {
 		return nil, fmt.Errorf("not an OpenTofu version list: %w", err)
 	}
 	list := &List{}

@@ -159,8 +159,9 @@ size that does not parse, a value the flag would refuse: each is an error with t
 start (exit status 2). A name that is not a setting gets the one meant when one is near
 (` + "`policies`: did you mean `policy`?" + `), and a rule of the policy written outside its block is told so
 (` + "`deny` belongs inside `policy { }`" + `). A file nested deeper than 64 levels (brackets, braces,
-strings, templates, operators) is refused with its line before it is parsed, as is every HCL file
-tfmirror reads (credentials, manifests, pins, a module's ` + "`.tf`" + ` files).
+strings, templates, operators), one of more than 524,288 tokens (words, numbers, punctuation,
+lines) or one that is not UTF-8 is refused with its line before it is parsed, as is every HCL file
+tfmirror reads (credentials, manifests, pins, a module's ` + "`.tf`" + ` files, each at most 16 MiB).
 
 **Writable by its owner only.** A file that users other than its owner may write (its group's or all
 users' write bit) is refused, as the admin socket refuses other users: whoever may write it decides

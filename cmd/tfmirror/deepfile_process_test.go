@@ -57,21 +57,21 @@ func runBounded(t *testing.T, bin string, env []string, args ...string) (int, st
 }
 
 // TestDeepFilesRefusedProcess runs the binary on each kind of file it
-// parses, nested half a million levels deep (under each file's size
+// parses, in each of the hostileShapes (nested half a million levels
+// deep, 600,000 tokens wide, not UTF-8; under each file's size
 // limit): the configuration file (config check, and serve at start), the
 // origin credentials file, the module source credentials, a sync
 // manifest, a Terraform configuration, and the pins of cache prune (whose
 // rules then remove nothing: they would not know what is pinned). Each
 // command refuses the file with its file:line and exits with its error
-// status, instead of dying of a stack overflow after taking a gigabyte,
-// and stays small while doing so.
+// status, instead of dying of a stack overflow or running out of memory
+// after taking a gigabyte, and stays small while doing so.
 func TestDeepFilesRefusedProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
 	bin := buildBinary(t)
-	const depth = 500000 // a megabyte
 	for _, tc := range []struct {
 		name string
 		file string // the deep file's name in its directory
@@ -97,27 +97,45 @@ func TestDeepFilesRefusedProcess(t *testing.T) {
 			return []string{"cache", "prune", "--data-dir", d, "--dry-run", "--keep-versions", "1", "--pins-dir", filepath.Dir(f)}
 		}, 1},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
-			t.Parallel()
-			dir := t.TempDir()
-			file := filepath.Join(dir, tc.file)
-			body := deepHCL(depth)
-			if strings.HasSuffix(tc.file, ".json") {
-				body = []byte(`{"a": ` + strings.Repeat("[", depth) + strings.Repeat("]", depth) + "}\n")
-			}
-			if err := os.WriteFile(file, body, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			data := filepath.Join(t.TempDir(), "data")
-			code, out := runBounded(t, bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, tc.args(file, data)...)
-			if code < 0 || code > 2 || strings.Contains(out, "stack overflow") || strings.Contains(out, "out of memory") || strings.Contains(out, "goroutine ") {
-				t.Fatalf("exit %d, the process crashed (or outgrew %d MiB):\n%.600s", code, memoryBound>>20, out)
-			}
-			if code != tc.code || !strings.Contains(out, file+":1") || !strings.Contains(out, "Nesting too deep") {
-				t.Errorf("exit %d, want %d and the file refused at %s:1 for its nesting:\n%s", code, tc.code, file, out)
-			}
-		})
+		for _, shape := range hostileShapes {
+			t.Run(tc.name+"/"+shape.name, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				file := filepath.Join(dir, tc.file)
+				body := shape.native
+				if strings.HasSuffix(tc.file, ".json") {
+					body = shape.json
+				}
+				if err := os.WriteFile(file, body, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				data := filepath.Join(t.TempDir(), "data")
+				code, out := runBounded(t, bin, []string{"HOME=" + t.TempDir(), "PATH=" + os.Getenv("PATH")}, tc.args(file, data)...)
+				if code < 0 || code > 2 || strings.Contains(out, "stack overflow") || strings.Contains(out, "out of memory") || strings.Contains(out, "goroutine ") {
+					t.Fatalf("exit %d, the process crashed (or outgrew %d MiB):\n%.600s", code, memoryBound>>20, out)
+				}
+				if code != tc.code || !strings.Contains(out, file+":1") || !strings.Contains(out, shape.summary) {
+					t.Errorf("exit %d, want %d and the file refused at %s:1 (%s):\n%s", code, tc.code, file, shape.summary, out)
+				}
+			})
+		}
 	}
+}
+
+// hostileShapes are the files of TestDeepFilesRefusedProcess, each
+// refused on its first line: nested half a million levels deep; a tuple
+// of 300,000 ones (600 KB, under the configuration file's megabyte, which
+// HCL's parser would take half a gigabyte to build); and a bad byte before a line of brackets, which
+// HCL's scanner reads as a name, where a check that took "#" for a
+// comment let the brackets through to overflow the stack.
+var hostileShapes = []struct {
+	name         string
+	native, json []byte
+	summary      string
+}{
+	{"deep", deepHCL(500000), []byte(`{"a": ` + strings.Repeat("[", 500000) + strings.Repeat("]", 500000) + "}\n"), "Nesting too deep"},
+	{"wide", []byte("a = [" + strings.Repeat("1,", 300000) + "1]\n"), []byte(`{"a": [` + strings.Repeat("1,", 300000) + "1]}\n"), "Too many tokens"},
+	{"not UTF-8", []byte("a = \xda#" + strings.Repeat("[", 500000) + strings.Repeat("]", 500000) + "\n"), []byte("{\"a\": \"\xda\"}\n"), "Invalid UTF-8"},
 }
 
 // TestDeepPinsFileAtStart: serve starts with a pins directory that holds
@@ -203,9 +221,10 @@ func TestDeepConfigOnHangup(t *testing.T) {
 	}
 }
 
-// TestSyncDeepModuleProcess: sync fetches a registry module whose main.tf
-// is nested too deep and refuses it, naming the module and the file's
-// line, where the sync process died before.
+// TestSyncDeepModuleProcess: sync fetches registry modules whose main.tf
+// is one of the hostileShapes (nested too deep, too wide, not UTF-8) and
+// refuses each, naming the module and the file's line, where the sync
+// process died before (of a stack overflow, or after half a gigabyte).
 func TestSyncDeepModuleProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -213,19 +232,27 @@ func TestSyncDeepModuleProcess(t *testing.T) {
 	}
 	bin := buildBinary(t)
 	origin := newOrigin(t, fakeorigin.Options{})
-	origin.AddTarball("deep.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": deepHCL(500000)}))
-	origin.AddModule("acme", "deep", "aws", "1.0.0", origin.TarballURL("deep.tar.gz"))
-	manifestPath := filepath.Join(t.TempDir(), "mirror.hcl")
-	addr := origin.Addr + "/acme/deep/aws"
-	if err := os.WriteFile(manifestPath, []byte("module \""+addr+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o600); err != nil {
-		t.Fatal(err)
+	for i, shape := range hostileShapes {
+		name := fmt.Sprintf("shape%d", i)
+		origin.AddTarball(name+".tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": shape.native}))
+		origin.AddModule("acme", name, "aws", "1.0.0", origin.TarballURL(name+".tar.gz"))
 	}
-	stdout, stderr, code := syncProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), manifestPath)
-	if strings.Contains(stderr, "stack overflow") {
-		t.Fatalf("sync crashed (exit %d)", code)
-	}
-	if code != 1 || !strings.Contains(stdout, "module "+addr+" 1.0.0: reading its configuration: ") ||
-		!strings.Contains(stdout, "reading its configuration: main.tf:1: Nesting too deep") {
-		t.Errorf("exit %d, want 1 and the module refused for its nesting:\n%s%s", code, stdout, stderr)
+	for i, shape := range hostileShapes {
+		t.Run(shape.name, func(t *testing.T) {
+			t.Parallel()
+			manifestPath := filepath.Join(t.TempDir(), "mirror.hcl")
+			addr := origin.Addr + fmt.Sprintf("/acme/shape%d/aws", i)
+			if err := os.WriteFile(manifestPath, []byte("module \""+addr+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			stdout, stderr, code := syncProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), manifestPath)
+			if strings.Contains(stderr, "stack overflow") {
+				t.Fatalf("sync crashed (exit %d)", code)
+			}
+			if code != 1 || !strings.Contains(stdout, "module "+addr+" 1.0.0: reading its configuration: ") ||
+				!strings.Contains(stdout, "reading its configuration: main.tf:1") || !strings.Contains(stdout, shape.summary) {
+				t.Errorf("exit %d, want 1 and the module refused (%s):\n%s%s", code, shape.summary, stdout, stderr)
+			}
+		})
 	}
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/certs"
+	"github.com/tfmirror/tfmirror/v2/internal/httpserve"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
 	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
 	"github.com/tfmirror/tfmirror/v2/metrics"
@@ -278,14 +279,8 @@ const gcInterval = 5 * time.Minute
 // ShutdownTimeout to finish; then the engine is shut down (downloads still
 // running are cancelled and waited for) and the cache is closed cleanly.
 func (m *server) serve(ctx context.Context, ln net.Listener) error {
-	srv := &http.Server{
-		Handler:           m.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		MaxHeaderBytes:    64 << 10,
-		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelDebug),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
-	}
+	srv := httpserve.New(m.handler, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
+	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
 	scheme := "http"
 	if m.tls != nil {
 		scheme = "https"
@@ -323,7 +318,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		}
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.metrics.Handler())
-		metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		metricsSrv = httpserve.New(mux, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
 		go func() {
 			if err := metricsSrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math"
 	"unicode"
 	"unicode/utf8"
 
@@ -16,6 +17,16 @@ import (
 // the process (fatal error: stack overflow) after taking a gigabyte of
 // stack. Real files nest a dozen levels; 64 leaves room for any of them.
 const MaxDepth = 64
+
+// MaxTokens is the most tokens a file may hold, counted as HCL's scanner
+// would make them, a little generously (each punctuation byte, each word,
+// each line of text or comment). HCL builds a struct for each token and
+// often a node of the syntax tree, a few hundred bytes in all: two million
+// tokens fit in 2 MiB ("1,1,1,..." or empty lines) and took over a
+// gigabyte to parse. Real files run at four or more bytes a token, so
+// this bound is some 2 MiB of real HCL, and at most a couple of hundred
+// MiB of memory for any file.
+const MaxTokens = 1 << 19
 
 // A level is one thing that nests in HCL native syntax: a bracket, a
 // brace or a parenthesis, a template's interpolation or directive, a
@@ -56,7 +67,18 @@ type depthScanner struct {
 	stack []level
 	depth int // levels on the stack plus their extra
 	max   int
-	err   int // the line where the depth first passed max; 0: never
+	err   int // the line where the depth or the tokens first passed their bound; 0: never
+
+	tokens    int
+	maxTokens int
+	tooMany   bool // err is where the tokens passed maxTokens
+}
+
+// token counts one token.
+func (s *depthScanner) token() {
+	if s.tokens++; s.tokens > s.maxTokens && s.err == 0 {
+		s.err, s.tooMany = s.line, true
+	}
 }
 
 func (s *depthScanner) push(l level) {
@@ -115,24 +137,30 @@ func (s *depthScanner) check() {
 // checkNative scans HCL native syntax from its top level; it returns the
 // line where the nesting passes max, or 0.
 func checkNative(src []byte, max int) int {
-	s := &depthScanner{src: src, line: 1, max: max}
+	return scanNative(src, max, math.MaxInt).err
+}
+
+// scanNative scans HCL native syntax from its top level, to the first
+// line where the nesting passes maxDepth or the tokens maxTokens.
+func scanNative(src []byte, maxDepth, maxTokens int) *depthScanner {
+	s := &depthScanner{src: src, line: 1, max: maxDepth, maxTokens: maxTokens}
 	s.stack = append(s.stack, level{kind: kBody})
 	s.depth = 1
 	s.check()
 	s.run()
-	return s.err
+	return s
 }
 
-// checkTemplate scans src as a template with no delimiters, nested base
-// levels deep (the string one more), starting at line; it returns the line where the nesting
-// passes max, or 0.
-func checkTemplate(src []byte, base, line, max int) int {
-	s := &depthScanner{src: src, line: line, max: max, depth: base}
+// scanTemplate scans src as a template with no delimiters, nested base
+// levels deep (the string one more), starting at line, with maxTokens
+// tokens allowed.
+func scanTemplate(src []byte, base, line, max, maxTokens int) *depthScanner {
+	s := &depthScanner{src: src, line: line, max: max, depth: base, maxTokens: maxTokens}
 	s.stack = append(s.stack, level{kind: kBare})
 	s.depth++
 	s.check()
 	s.run()
-	return s.err
+	return s
 }
 
 func (s *depthScanner) run() {
@@ -154,12 +182,25 @@ func (s *depthScanner) template() {
 		end := bytes.IndexByte(s.src[s.i:], '\n')
 		if end >= 0 && bytes.Equal(bytes.TrimSpace(s.src[s.i:s.i+end]), t.marker) {
 			s.i += end // the newline ends the attribute: scanned as an expression's
+			s.token()
 			s.pop()
 			return
 		}
 	}
+	s.token() // the text up to the end, an interpolation or a line's end
 	for s.i < len(s.src) {
 		c := s.src[s.i]
+		if c == '$' || c == '%' || c == '\n' || c == '\r' {
+			// HCL's scanner ends the text before each and starts
+			// another after it; as it does a byte that is no UTF-8.
+			s.token()
+			s.token()
+		} else if c >= utf8.RuneSelf {
+			if r, n := utf8.DecodeRune(s.src[s.i:]); r == utf8.RuneError && n == 1 {
+				s.token()
+				s.token()
+			}
+		}
 		switch {
 		case c == '\n':
 			s.line++
@@ -175,6 +216,7 @@ func (s *depthScanner) template() {
 			}
 		case c == '"' && t.kind == kQuoted:
 			s.i++
+			s.token()
 			s.pop()
 			return
 		case (c == '$' || c == '%') && s.i+1 < len(s.src):
@@ -189,6 +231,7 @@ func (s *depthScanner) template() {
 			}
 			s.i += 2
 			t.midln = true
+			s.token() // the ${ or %{
 			if c == '%' {
 				s.directive()
 			}
@@ -227,6 +270,9 @@ func (s *depthScanner) directive() {
 func (s *depthScanner) expression() {
 	for s.i < len(s.src) && s.err == 0 {
 		c := s.src[s.i]
+		if startsToken(s.src, s.i) {
+			s.token()
+		}
 		switch c {
 		case '\n':
 			s.line++
@@ -246,7 +292,10 @@ func (s *depthScanner) expression() {
 			case s.i+1 < len(s.src) && s.src[s.i+1] == '*':
 				end := bytes.Index(s.src[s.i+2:], []byte("*/"))
 				if end < 0 {
-					end = len(s.src) - s.i - 2
+					// Not a comment to HCL's scanner, which goes on
+					// with a slash, a star and what follows.
+					s.i++
+					continue
 				}
 				s.line += bytes.Count(s.src[s.i:s.i+2+end], []byte("\n"))
 				s.i += 2 + end + 2
@@ -304,6 +353,11 @@ func (s *depthScanner) expression() {
 		default:
 			if identByte(c) || c >= utf8.RuneSelf {
 				s.operand()
+			}
+			if c >= utf8.RuneSelf {
+				_, n := utf8.DecodeRune(s.src[s.i:]) // counted once; a byte that is no character, once each
+				s.i += n
+				continue
 			}
 			s.i++
 		}
@@ -385,6 +439,31 @@ func heredocIntro(b []byte) (marker []byte, n int) {
 	return marker, j + 1
 }
 
+// startsToken reports whether the byte at i starts a token as counted:
+// every byte but blanks and the second and later letters, digits and
+// underscores of a word (a letter after a digit counted again). Operators of two bytes, a name's dashes and
+// non-ASCII characters (each byte, unless the scanner steps over a
+// character whole) are counted more than HCL's scanner would.
+func startsToken(src []byte, i int) bool {
+	c := src[i]
+	switch {
+	case c == ' ' || c == '\t':
+		return false
+	case c == '\r': // a newline's, or a token on its own
+		return i+1 == len(src) || src[i+1] != '\n'
+	case alnum(c) && i > 0 && alnum(src[i-1]) && !(isDigit(src[i-1]) && !isDigit(c)):
+		// A letter after a digit may start a name after a number (0A).
+		return false
+	}
+	return true
+}
+
+func isDigit(c byte) bool { return c >= '0' && c <= '9' }
+
+func alnum(c byte) bool {
+	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+}
+
 func identByte(c byte) bool {
 	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
@@ -394,17 +473,33 @@ func identByte(c byte) bool {
 // when the value is read. It returns the line where the nesting passes
 // max, or 0.
 func checkJSON(src []byte, max int) int {
-	depth, line := 0, 1
+	line, _ := scanJSON(src, max, math.MaxInt)
+	return line
+}
+
+// scanJSON scans HCL's JSON syntax to the first line where the nesting
+// passes maxDepth or the tokens maxTokens (tooMany); line 0 when neither
+// does. A token is a punctuation byte, a string, a word (number, true,
+// false, null), and the tokens of a string's template.
+func scanJSON(src []byte, maxDepth, maxTokens int) (line int, tooMany bool) {
+	depth, tokens := 0, 0
+	line = 1
 	var open []byte
 	for i := 0; i < len(src); i++ {
-		switch c := src[i]; c {
+		c := src[i]
+		if c != '\n' && startsToken(src, i) {
+			if tokens++; tokens > maxTokens {
+				return line, true
+			}
+		}
+		switch c {
 		case '\n':
 			line++
 		case '{', '[':
 			open = append(open, c)
 			depth++
-			if depth > max {
-				return line
+			if depth > maxDepth {
+				return line, false
 			}
 		case '}', ']':
 			if len(open) > 0 && open[len(open)-1] == c-2 { // '{' is '}'-2, '[' is ']'-2
@@ -422,19 +517,35 @@ func checkJSON(src []byte, max int) int {
 				}
 			}
 			raw := src[start-1 : min(i+1, len(src))]
-			if !bytes.Contains(raw, []byte("${")) && !bytes.Contains(raw, []byte("%{")) {
+			// HCL parses a JSON string as a template when it is evaluated,
+			// and its scanner ends the text at each $, % and newline.
+			if !bytes.ContainsAny(raw, `$%\`) {
 				continue
 			}
 			var str string
 			if json.Unmarshal(raw, &str) != nil {
 				continue // a syntax error, which the parser reports
 			}
-			if l := checkTemplate([]byte(str), depth, startLine, max); l != 0 {
-				return l
+			ts := scanTemplate([]byte(str), depth, startLine, maxDepth, maxTokens-tokens)
+			if ts.err != 0 {
+				return ts.err, ts.tooMany
 			}
+			tokens += ts.tokens
 		}
 	}
-	return 0
+	return 0, false
+}
+
+// tokensDiagnostic is the error for a file of more than MaxTokens
+// tokens, found at line.
+func tokensDiagnostic(path string, line int) *hcl.Diagnostic {
+	pos := hcl.Pos{Line: line, Column: 1}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Too many tokens",
+		Detail:   fmt.Sprintf("more than %d tokens by here; the file is not parsed", MaxTokens),
+		Subject:  &hcl.Range{Filename: path, Start: pos, End: pos},
+	}
 }
 
 // depthDiagnostic is the error for a file nested deeper than MaxDepth,

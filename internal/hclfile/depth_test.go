@@ -104,10 +104,10 @@ func TestDepthAccepted(t *testing.T) {
 		})
 	}
 	// One level more than the bound is refused.
-	if d := checkDepth([]byte("a = "+nest("[", "1", "]", MaxDepth)), "a.hcl", false); d == nil {
+	if d := checkBounds([]byte("a = "+nest("[", "1", "]", MaxDepth)), "a.hcl", false); d == nil {
 		t.Error("a file nested MaxDepth+1 levels (the body and MaxDepth brackets) is accepted")
 	}
-	if d := checkDepth([]byte(nest("[", "1", "]", MaxDepth+1)), "a.json", true); d == nil {
+	if d := checkBounds([]byte(nest("[", "1", "]", MaxDepth+1)), "a.json", true); d == nil {
 		t.Error("a JSON file nested MaxDepth+1 levels is accepted")
 	}
 }
@@ -147,7 +147,7 @@ func TestDepthBoundedMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	d := checkDepth(src, "a.hcl", false)
+	d := checkBounds(src, "a.hcl", false)
 	runtime.ReadMemStats(&after)
 	if d == nil {
 		t.Fatal("not refused")
@@ -170,7 +170,7 @@ func FuzzCheckDepth(f *testing.F) {
 		f.Add(seed, true)
 	}
 	f.Fuzz(func(t *testing.T, src string, isJSON bool) {
-		if d := checkDepth([]byte(src), "f.hcl", isJSON); d != nil {
+		if d := checkBounds([]byte(src), "f.hcl", isJSON); d != nil {
 			return
 		}
 		p := hclparse.NewParser()

@@ -3,34 +3,56 @@
 // .tf files of the modules sync fetches): HCL native syntax, or HCL's
 // JSON syntax when the file's name ends in ".json". It parses only: what
 // the blocks mean is decoded by each file's reader, which may use Suggest
-// and UnknownName for the names it does not know. Every file is first
-// checked for nesting deeper than MaxDepth, which HCL's recursive parsers
-// would turn into a crash, and refused with its file:line unparsed.
+// and UnknownName for the names it does not know. Every file is read up
+// to MaxBytes, then checked in one pass before it is parsed: a file that
+// is not UTF-8, one nested deeper than MaxDepth (which HCL's recursive
+// parsers would turn into a crash) and one of more than MaxTokens tokens
+// (each a struct of HCL's scanner and often a node of its tree) are
+// refused with their file:line unparsed.
 package hclfile
 
 import (
+	"bytes"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
 )
 
+// MaxBytes is the largest file Parse reads: sixteen times the
+// largest real configuration, and as many bytes as MaxTokens allows of
+// long strings and comments.
+const MaxBytes = 16 << 20
+
 // Parse reads and parses the file at path with p (a new parser when nil),
 // as JSON when its name ends in ".json" in any case. err is the error
 // reading it; diags are the syntax errors, or the one error of a file
-// nested deeper than MaxDepth, which is not parsed.
+// larger than MaxBytes, of more than MaxTokens tokens or nested deeper
+// than MaxDepth, which is not parsed.
 func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics, err error) {
-	src, err := os.ReadFile(path)
+	src, err := readBounded(path)
 	if err != nil {
 		return nil, nil, err
+	}
+	if src == nil {
+		pos := hcl.Pos{Line: 1, Column: 1}
+		return nil, hcl.Diagnostics{{
+			Severity: hcl.DiagError,
+			Summary:  "File too large",
+			Detail:   fmt.Sprintf("larger than %d bytes; the file is not parsed", MaxBytes),
+			Subject:  &hcl.Range{Filename: path, Start: pos, End: pos},
+		}}, nil
 	}
 	if p == nil {
 		p = hclparse.NewParser()
 	}
 	isJSON := strings.EqualFold(filepath.Ext(path), ".json")
-	if d := checkDepth(src, path, isJSON); d != nil {
+	if d := checkBounds(src, path, isJSON); d != nil {
 		return nil, hcl.Diagnostics{d}, nil
 	}
 	if isJSON {
@@ -41,18 +63,52 @@ func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics,
 	return f, diags, nil
 }
 
-// checkDepth is the error for src, the file at path in HCL native syntax
-// or (isJSON) HCL's JSON syntax, when it nests deeper than MaxDepth: its
-// subject is the line where it does. nil when it does not.
-func checkDepth(src []byte, path string, isJSON bool) *hcl.Diagnostic {
-	line := 0
-	if isJSON {
-		line = checkJSON(src, MaxDepth)
-	} else {
-		line = checkNative(src, MaxDepth)
+// readBounded reads the file at path, or nil when it holds more than
+// MaxBytes (read no further), whatever it says its size is (a pipe, a
+// device, a file still growing).
+func readBounded(path string) ([]byte, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
 	}
-	if line == 0 {
+	defer fh.Close()
+	src, err := io.ReadAll(io.LimitReader(fh, MaxBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(src) > MaxBytes {
+		return nil, nil
+	}
+	if src == nil {
+		src = []byte{}
+	}
+	return src, nil
+}
+
+// checkBounds is the error for src, the file at path in HCL native syntax
+// or (isJSON) HCL's JSON syntax, when it is not UTF-8, nests deeper than
+// MaxDepth or holds more than MaxTokens tokens: its subject is the line
+// where it does. nil when it does not.
+func checkBounds(src []byte, path string, isJSON bool) *hcl.Diagnostic {
+	if !utf8.Valid(src) {
+		// HCL refuses such a file too, but only once it has scanned it,
+		// reading a bad byte with what follows ("\xda#" starts a name,
+		// not a comment): the checks below follow its scanner on UTF-8.
+		return invalidDiagnostic(path, src)
+	}
+	var line int
+	var tooMany bool
+	if isJSON {
+		line, tooMany = scanJSON(src, MaxDepth, MaxTokens)
+	} else {
+		s := scanNative(src, MaxDepth, MaxTokens)
+		line, tooMany = s.err, s.tooMany
+	}
+	switch {
+	case line == 0:
 		return nil
+	case tooMany:
+		return tokensDiagnostic(path, line)
 	}
 	return depthDiagnostic(path, line)
 }
@@ -69,4 +125,26 @@ func Summary(diags hcl.Diagnostics) string {
 		out = append(out, s)
 	}
 	return strings.Join(out, "; ")
+}
+
+// invalidDiagnostic is the error for src, the file at path, which is not
+// UTF-8: its subject is the first bad byte.
+func invalidDiagnostic(path string, src []byte) *hcl.Diagnostic {
+	i := 0
+	for i < len(src) {
+		r, n := utf8.DecodeRune(src[i:])
+		if r == utf8.RuneError && n == 1 {
+			break
+		}
+		i += n
+	}
+	line := 1 + bytes.Count(src[:i], []byte("\n"))
+	col := i - bytes.LastIndexByte(src[:i], '\n')
+	pos := hcl.Pos{Line: line, Column: col, Byte: i}
+	return &hcl.Diagnostic{
+		Severity: hcl.DiagError,
+		Summary:  "Invalid UTF-8",
+		Detail:   "the file must be UTF-8; it is not parsed",
+		Subject:  &hcl.Range{Filename: path, Start: pos, End: pos},
+	}
 }
