@@ -46,28 +46,15 @@ module "tarball" {
 }
 
 // tofuInit runs tofu init in a new directory holding root as main.tf,
-// with the CLI configuration conf and the CA certificates in caFile.
+// with the CLI configuration conf and the CA certificates in caFile, and
+// fails the test when it fails.
 func tofuInit(t *testing.T, tofu, root, conf, caFile string) (dir, out string) {
 	t.Helper()
-	dir = t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(root), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, tofu, "init", "-no-color")
-	cmd.Dir = dir
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TF_CLI_CONFIG_FILE=" + conf,
-		"SSL_CERT_FILE=" + caFile, "GIT_SSL_CAINFO=/nonexistent",
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-		"CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0",
-	}
-	b, err := cmd.CombinedOutput()
+	dir, out, err := tofuInitResult(t, tofu, root, conf, caFile)
 	if err != nil {
-		t.Fatalf("tofu init failed: %v\n%s", err, b)
+		t.Fatalf("tofu init failed: %v\n%s", err, out)
 	}
-	return dir, string(b)
+	return dir, out
 }
 
 // moduleFiles is moduleTree without modules.json, which names each
@@ -190,8 +177,9 @@ func pushLayout(t *testing.T, layout string, reg *ocitest.Server) {
 	}
 }
 
-// tofuInitResult runs tofu init as tofuInit does and returns its output
-// and error, where tofuInit fails the test.
+// tofuInitResult runs tofu init in a new directory holding root as
+// main.tf, with the CLI configuration conf and the CA certificates in
+// caFile, and returns its output and error.
 func tofuInitResult(t *testing.T, tofu, root, conf, caFile string) (dir, out string, err error) {
 	t.Helper()
 	dir = t.TempDir()
@@ -204,7 +192,9 @@ func tofuInitResult(t *testing.T, tofu, root, conf, caFile string) (dir, out str
 	cmd.Dir = dir
 	cmd.Env = []string{
 		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TF_CLI_CONFIG_FILE=" + conf,
-		"SSL_CERT_FILE=" + caFile, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0",
+		"SSL_CERT_FILE=" + caFile, "GIT_SSL_CAINFO=/nonexistent",
+		"GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
+		"CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0",
 	}
 	b, err := cmd.CombinedOutput()
 	return dir, string(b), err
