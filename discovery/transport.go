@@ -165,9 +165,12 @@ func (t *transport) do(ctx, reqCtx context.Context, r request) (*http.Response, 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s %s for %s: %w", r.op, redact.URL(r.u), r.p, ctx.Err())
 		}
+		// Not err itself: its *url.Error spells out the URL of the last
+		// hop, query string (a pre-signed URL's signature) included.
+		err = stripURL(err)
 		t.log.LogAttrs(ctx, slog.LevelDebug, "origin request failed",
 			slog.String("op", r.op), slog.String("url", redact.URL(r.u)), slog.Any("error", err))
-		return nil, originError(r, 0, causeOf(reqCtx, stripURL(err)))
+		return nil, originError(r, 0, causeOf(reqCtx, err))
 	}
 	t.log.LogAttrs(ctx, slog.LevelDebug, "origin request",
 		slog.String("op", r.op), slog.String("url", redact.URL(r.u)),
