@@ -166,10 +166,17 @@ func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
 }
 
 func checkTargetHost(ctx context.Context, host string) error {
-	if a, err := netip.ParseAddr(host); err == nil {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if a, err := netip.ParseAddr(h); err == nil {
 		return checkAddr(a)
 	}
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if endsInNumber(h) {
+		// Not a name: an IPv4 address in one of inet_aton's other forms
+		// (127.1, 2130706433, 0x7f000001, 0177.0.0.1), which the proxy's
+		// resolver reads as the address it spells while ours finds no
+		// such name.
+		return fmt.Errorf("%w: %s is an IPv4 address in a form other than dotted decimal", ErrPrivateAddress, host)
+	}
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return fmt.Errorf("%w: %s", ErrPrivateAddress, host)
 	}
@@ -183,6 +190,17 @@ func checkTargetHost(ctx context.Context, host string) error {
 		}
 	}
 	return nil
+}
+
+// endsInNumber reports whether host's last label is a number (decimal, or
+// hexadecimal after 0x), as the URL standard tells an IPv4 host from a
+// domain: no top-level domain is one.
+func endsInNumber(host string) bool {
+	last := host[strings.LastIndex(host, ".")+1:]
+	if l := strings.TrimPrefix(last, "0x"); l != last {
+		return strings.Trim(l, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // proxyDialAddr is the host:port net/http dials for a proxy URL.

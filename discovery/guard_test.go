@@ -200,3 +200,46 @@ func TestGuardWithProxy(t *testing.T) {
 		t.Fatalf("proxy saw %v, want [8.8.8.8:443]", got)
 	}
 }
+
+// TestGuardWithProxyRefusesNumericHosts: through a proxy the target is
+// checked before the proxy is asked; host spellings that are not a
+// canonical IP address to Go but are one to the proxy's resolver
+// (inet_aton's short, decimal, octal and hexadecimal forms, a trailing
+// dot) are refused too, not passed on as names that did not resolve here.
+func TestGuardWithProxyRefusesNumericHosts(t *testing.T) {
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewServer(rec)
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.AllowPrivate = false
+		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.Retries = -1
+		cfg.BreakerThreshold = -1 // every host is tried
+	})
+	p := testProvider(s)
+	for _, host := range []string{
+		"127.1",               // 127.0.0.1
+		"2130706433",          // 127.0.0.1
+		"0x7f000001",          // 127.0.0.1
+		"0177.0.0.1",          // 127.0.0.1
+		"017700000001",        // 127.0.0.1
+		"169.254.43518",       // 169.254.169.254
+		"0xa9.0xfe.0xa9.0xfe", // 169.254.169.254
+		"127.0.0.1.",          // trailing dot
+		"169.254.169.254.",    // trailing dot
+		"10.0.0.1.",
+	} {
+		t.Run(host, func(t *testing.T) {
+			before := len(rec.seen())
+			_, _, err := c.OpenArchive(context.Background(), p, "https://"+host+"/a.zip")
+			if !errors.Is(err, ErrPrivateAddress) {
+				t.Errorf("err = %v, want ErrPrivateAddress", err)
+			}
+			if got := rec.seen()[before:]; len(got) != 0 {
+				t.Fatalf("the proxy was asked for %v", got)
+			}
+		})
+	}
+}
