@@ -40,3 +40,27 @@ func TestGitErrorHidesRedirectTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestSubmoduleURLsStayOnHTTPS: a .gitmodules URL that names the mirror's
+// own disk or another protocol is refused; a relative one stays on the
+// parent repository's https host, however far it climbs.
+func TestSubmoduleURLsStayOnHTTPS(t *testing.T) {
+	const parent = "https://h.test/org/repo.git"
+	for _, raw := range []string{
+		"file:///etc", "file://localhost/srv/repo.git", "/srv/repo.git", "ssh://git@h.test/org/sub.git",
+		"git@h.test:org/sub.git", "http://h.test/org/sub.git", "git://h.test/org/sub.git", "ext::sh -c touch% /tmp/x",
+	} {
+		if got, err := resolveSubmoduleURL(parent, raw); err == nil {
+			t.Errorf("submodule URL %q resolved to %q, want a refusal", raw, got)
+		}
+	}
+	for raw, want := range map[string]string{
+		"../sub.git":             "https://h.test/org/sub.git",
+		"../../../../../etc/sub": "https://h.test/etc/sub",
+		"./sub.git":              "https://h.test/org/repo.git/sub.git",
+	} {
+		if got, err := resolveSubmoduleURL(parent, raw); err != nil || got != want {
+			t.Errorf("submodule URL %q = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+}
