@@ -44,7 +44,8 @@ type transport struct {
 	retryAfterMax    time.Duration
 }
 
-// policyTransport refuses anything but https and sets the User-Agent.
+// policyTransport refuses anything but https, sets the User-Agent and
+// gives each request the proxyChoice the dial guard reads.
 type policyTransport struct {
 	next      http.RoundTripper
 	userAgent string
@@ -60,7 +61,7 @@ func (p *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("%w (got %q)", errNotHTTPS, req.URL.Scheme)
 	}
-	r := req.Clone(req.Context())
+	r := req.Clone(withProxyChoice(req.Context()))
 	r.Header.Set("User-Agent", p.userAgent)
 	return p.next.RoundTrip(r)
 }
