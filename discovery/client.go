@@ -69,8 +69,9 @@ type Config struct {
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
 
 	// Proxy chooses an HTTP proxy per request. Default
-	// http.ProxyFromEnvironment. Connections to the proxy itself are not
-	// subject to the AllowPrivate policy; the target host is checked before
+	// http.ProxyFromEnvironment. Connections to the proxy itself, for the
+	// requests sent through it, are not subject to the AllowPrivate policy
+	// (a request sent direct to the proxy's address is); the target host is checked before
 	// the request is sent through the proxy (best effort, see IsPublicAddr).
 	Proxy func(*http.Request) (*url.URL, error)
 

@@ -8,7 +8,7 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
-	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -119,7 +119,35 @@ type dialGuard struct {
 	proxy        func(*http.Request) (*url.URL, error)
 	guarded      *net.Dialer
 	open         *net.Dialer
-	proxyAddrs   sync.Map // proxy dial addresses exempt from the guard
+}
+
+// proxyChoiceKey is the context key of a request's *proxyChoice.
+type proxyChoiceKey struct{}
+
+// proxyChoice is where one request's proxy decision is written: proxyFor
+// writes the dial address of the proxy it chose, and dial lets that one
+// address past the guard for the connections made for that request. A
+// request sent direct, even to the proxy's own address (a URL naming it,
+// which NO_PROXY sends direct), is guarded like any other.
+type proxyChoice struct {
+	addr atomic.Pointer[string]
+}
+
+// withProxyChoice returns ctx with a fresh proxyChoice: every request
+// gets one (policyTransport) before it reaches the *http.Transport.
+func withProxyChoice(ctx context.Context) context.Context {
+	return context.WithValue(ctx, proxyChoiceKey{}, &proxyChoice{})
+}
+
+// viaProxy reports whether addr is the proxy that ctx's request was sent
+// through.
+func viaProxy(ctx context.Context, addr string) bool {
+	pc, ok := ctx.Value(proxyChoiceKey{}).(*proxyChoice)
+	if !ok {
+		return false
+	}
+	a := pc.addr.Load()
+	return a != nil && *a == addr
 }
 
 func newDialGuard(cfg Config) *dialGuard {
@@ -133,16 +161,14 @@ func newDialGuard(cfg Config) *dialGuard {
 }
 
 // dial is the transport's DialContext. Connections to the HTTP proxy itself
-// (an operator's explicit choice, often on a private network) are exempt
-// from the guard; everything else goes through guardControl.
+// (an operator's explicit choice, often on a private network) for requests
+// sent through it are exempt from the guard; everything else goes through
+// guardControl.
 func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, error) {
 	if g.dialContext != nil {
 		return g.dialContext(ctx, network, addr)
 	}
-	if g.allowPrivate {
-		return g.open.DialContext(ctx, network, addr)
-	}
-	if _, ok := g.proxyAddrs.Load(addr); ok {
+	if g.allowPrivate || viaProxy(ctx, addr) {
 		return g.open.DialContext(ctx, network, addr)
 	}
 	return g.guarded.DialContext(ctx, network, addr)
@@ -161,15 +187,25 @@ func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
 	if err := checkTargetHost(req.Context(), req.URL.Hostname()); err != nil {
 		return nil, err
 	}
-	g.proxyAddrs.Store(proxyDialAddr(u), struct{}{})
+	if pc, ok := req.Context().Value(proxyChoiceKey{}).(*proxyChoice); ok {
+		addr := proxyDialAddr(u)
+		pc.addr.Store(&addr)
+	}
 	return u, nil
 }
 
 func checkTargetHost(ctx context.Context, host string) error {
-	if a, err := netip.ParseAddr(host); err == nil {
+	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if a, err := netip.ParseAddr(h); err == nil {
 		return checkAddr(a)
 	}
-	h := strings.ToLower(strings.TrimSuffix(host, "."))
+	if endsInNumber(h) {
+		// Not a name: an IPv4 address in one of inet_aton's other forms
+		// (127.1, 2130706433, 0x7f000001, 0177.0.0.1), which the proxy's
+		// resolver reads as the address it spells while ours finds no
+		// such name.
+		return fmt.Errorf("%w: %s is an IPv4 address in a form other than dotted decimal", ErrPrivateAddress, host)
+	}
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return fmt.Errorf("%w: %s", ErrPrivateAddress, host)
 	}
@@ -183,6 +219,17 @@ func checkTargetHost(ctx context.Context, host string) error {
 		}
 	}
 	return nil
+}
+
+// endsInNumber reports whether host's last label is a number (decimal, or
+// hexadecimal after 0x), as the URL standard tells an IPv4 host from a
+// domain: no top-level domain is one.
+func endsInNumber(host string) bool {
+	last := host[strings.LastIndex(host, ".")+1:]
+	if l := strings.TrimPrefix(last, "0x"); l != last {
+		return strings.Trim(l, "0123456789abcdef") == ""
+	}
+	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
 // proxyDialAddr is the host:port net/http dials for a proxy URL.

@@ -200,3 +200,105 @@ func TestGuardWithProxy(t *testing.T) {
 		t.Fatalf("proxy saw %v, want [8.8.8.8:443]", got)
 	}
 }
+
+// TestGuardWithProxyRefusesNumericHosts: through a proxy the target is
+// checked before the proxy is asked; host spellings that are not a
+// canonical IP address to Go but are one to the proxy's resolver
+// (inet_aton's short, decimal, octal and hexadecimal forms, a trailing
+// dot) are refused too, not passed on as names that did not resolve here.
+func TestGuardWithProxyRefusesNumericHosts(t *testing.T) {
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewServer(rec)
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.AllowPrivate = false
+		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.Retries = -1
+		cfg.BreakerThreshold = -1 // every host is tried
+	})
+	p := testProvider(s)
+	for _, host := range []string{
+		"127.1",               // 127.0.0.1
+		"2130706433",          // 127.0.0.1
+		"0x7f000001",          // 127.0.0.1
+		"0177.0.0.1",          // 127.0.0.1
+		"017700000001",        // 127.0.0.1
+		"169.254.43518",       // 169.254.169.254
+		"0xa9.0xfe.0xa9.0xfe", // 169.254.169.254
+		"127.0.0.1.",          // trailing dot
+		"169.254.169.254.",    // trailing dot
+		"10.0.0.1.",
+	} {
+		t.Run(host, func(t *testing.T) {
+			before := len(rec.seen())
+			_, _, err := c.OpenArchive(context.Background(), p, "https://"+host+"/a.zip")
+			if !errors.Is(err, ErrPrivateAddress) {
+				t.Errorf("err = %v, want ErrPrivateAddress", err)
+			}
+			if got := rec.seen()[before:]; len(got) != 0 {
+				t.Fatalf("the proxy was asked for %v", got)
+			}
+		})
+	}
+}
+
+// TestGuardProxyExemptionOnlyForProxiedConnections: the guard lets the
+// mirror connect to the proxy (often private) for the requests it sends
+// through it, and for nothing else: a URL naming the proxy's own address,
+// which the proxy rules send direct (NO_PROXY), is a private address like
+// any other.
+func TestGuardProxyExemptionOnlyForProxiedConnections(t *testing.T) {
+	var (
+		mu     sync.Mutex
+		direct []string
+	)
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodConnect {
+			mu.Lock()
+			direct = append(direct, r.URL.Path)
+			mu.Unlock()
+			w.Write([]byte("the proxy's own page"))
+			return
+		}
+		rec.ServeHTTP(w, r)
+	}))
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.AllowPrivate = false
+		cfg.RootCAs.AddCert(proxySrv.Certificate())
+		// As NO_PROXY naming the proxy's host: everything else goes through it.
+		cfg.Proxy = func(r *http.Request) (*url.URL, error) {
+			if r.URL.Host == proxyURL.Host {
+				return nil, nil
+			}
+			return proxyURL, nil
+		}
+		cfg.Retries = -1
+		cfg.BreakerThreshold = -1
+	})
+	p := testProvider(s)
+	ctx := context.Background()
+
+	// A public target goes through the (private) proxy.
+	if _, _, err := c.OpenArchive(ctx, p, "https://8.8.8.8/a.zip"); err == nil || errors.Is(err, ErrPrivateAddress) {
+		t.Fatalf("public target through the proxy: err = %v, want the proxy's refusal", err)
+	}
+	if got := rec.seen(); len(got) != 1 {
+		t.Fatalf("the proxy saw %v, want one CONNECT", got)
+	}
+	// The proxy's address, sent direct, is refused.
+	_, _, err := c.OpenArchive(ctx, p, proxySrv.URL+"/admin")
+	if !errors.Is(err, ErrPrivateAddress) {
+		t.Errorf("the proxy's address, direct: err = %v, want ErrPrivateAddress", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(direct) != 0 {
+		t.Fatalf("the proxy answered %v as an origin", direct)
+	}
+}

@@ -44,7 +44,8 @@ type transport struct {
 	retryAfterMax    time.Duration
 }
 
-// policyTransport refuses anything but https and sets the User-Agent.
+// policyTransport refuses anything but https, sets the User-Agent and
+// gives each request the proxyChoice the dial guard reads.
 type policyTransport struct {
 	next      http.RoundTripper
 	userAgent string
@@ -60,7 +61,7 @@ func (p *policyTransport) RoundTrip(req *http.Request) (*http.Response, error) {
 		}
 		return nil, fmt.Errorf("%w (got %q)", errNotHTTPS, req.URL.Scheme)
 	}
-	r := req.Clone(req.Context())
+	r := req.Clone(withProxyChoice(req.Context()))
 	r.Header.Set("User-Agent", p.userAgent)
 	return p.next.RoundTrip(r)
 }
@@ -165,9 +166,12 @@ func (t *transport) do(ctx, reqCtx context.Context, r request) (*http.Response, 
 		if ctx.Err() != nil {
 			return nil, fmt.Errorf("%s %s for %s: %w", r.op, redact.URL(r.u), r.p, ctx.Err())
 		}
+		// Not err itself: its *url.Error spells out the URL of the last
+		// hop, query string (a pre-signed URL's signature) included.
+		err = stripURL(err)
 		t.log.LogAttrs(ctx, slog.LevelDebug, "origin request failed",
 			slog.String("op", r.op), slog.String("url", redact.URL(r.u)), slog.Any("error", err))
-		return nil, originError(r, 0, causeOf(reqCtx, stripURL(err)))
+		return nil, originError(r, 0, causeOf(reqCtx, err))
 	}
 	t.log.LogAttrs(ctx, slog.LevelDebug, "origin request",
 		slog.String("op", r.op), slog.String("url", redact.URL(r.u)),

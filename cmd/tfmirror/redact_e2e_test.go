@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -70,12 +71,21 @@ func TestPresignedModuleLocationNotShown(t *testing.T) {
 	origin.AddTarball("leak-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{
 		"main.tf": []byte("output \"x\" {\n  value = 1\n}\n"),
 	}))
+	// A source host that refuses connections: the failure is the
+	// transport's, whose error names the URL it was sent to.
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	refusing := "https://" + closed.Addr().String()
+	closed.Close()
 	locations := map[string]string{
 		"1.0.0": origin.TarballURL("leak-1.0.0.tar.gz") + "?" + presign,                             // fetched
 		"1.0.1": origin.TarballURL("gone-1.0.1.tar.gz") + "?" + presign,                             // 404 at the source host
 		"1.0.2": "git::" + origin.GitURL("gone") + "//sub?ref=v1.0.2&token=" + sig,                  // no such repository
 		"1.0.3": "s3::https://bucket.s3.amazonaws.com/x.zip?" + presign,                             // unsupported getter
 		"1.0.4": strings.Replace(origin.TarballURL("leak-1.0.0.tar.gz"), "://", "://u:"+sig+"@", 1), // userinfo
+		"1.0.5": refusing + "/leak-1.0.5.tar.gz?" + presign,                                         // connection refused
 	}
 	for v, loc := range locations {
 		origin.AddModule("acme", "leak", "aws", v, loc)

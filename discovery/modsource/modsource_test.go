@@ -50,6 +50,13 @@ func TestParse(t *testing.T) {
 		{"https://h.test/m.tar", ""},
 		{"https://h.test/m?archive=rar", ""},
 		{"./local", ""},
+		{"/srv/modules/vpc", ""},
+		{"file:///etc/m.tar.gz", "file"},
+		{"git::file:///srv/repo.git", "file"},
+		{"git::/srv/repo.git", ""},
+		{"ssh://git@h.test/org/repo.git", "ssh"},
+		{"git::ssh://h.test/org/repo.git?ref=v1", "ssh"},
+		{"https::file:///etc/m.tar.gz", "file"},
 	} {
 		_, err := Parse(tc.in)
 		var ue *UnsupportedError

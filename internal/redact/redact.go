@@ -150,9 +150,12 @@ func Secrets(loc string) []string {
 const minSecret = 8
 
 // Error is err with every secret of the locations (as Secrets finds
-// them) replaced by "REDACTED" in its message; errors.Is and errors.As
-// see err. It is for errors of libraries that put a URL they were given
-// into their messages. It returns nil for nil.
+// them) replaced by "REDACTED" in its message, and every URL its message
+// spells out (scheme://...) shown as Location shows it; errors.Is and
+// errors.As see err. It is for errors of libraries that put a URL into
+// their messages: one they were given, or one they were sent to (a
+// redirect's target, a submodule's URL), which no caller can name. It
+// returns nil for nil.
 func Error(err error, locations ...string) error {
 	if err == nil {
 		return nil
@@ -162,7 +165,9 @@ func Error(err error, locations ...string) error {
 		secrets = append(secrets, Secrets(l)...)
 	}
 	if len(secrets) == 0 {
-		return err
+		if msg := err.Error(); urlsIn(msg) == msg {
+			return err
+		}
 	}
 	slices.SortFunc(secrets, func(a, b string) int { return len(b) - len(a) })
 	return &redacted{err: err, secrets: secrets}
@@ -173,7 +178,20 @@ type redacted struct {
 	secrets []string
 }
 
-func (e *redacted) Error() string { return Text(e.err.Error(), e.secrets) }
+func (e *redacted) Error() string { return urlsIn(Text(e.err.Error(), e.secrets)) }
+
+// urlInText is a URL inside a message: a scheme, "://", and what follows
+// up to a space or a quote.
+var urlInText = regexp.MustCompile(`[A-Za-z][A-Za-z0-9+.-]*://[^\s"'<>\x60]+`)
+
+// urlsIn is s with every URL in it as Location shows it; punctuation
+// that ends it (a colon before the cause) is the message's.
+func urlsIn(s string) string {
+	return urlInText.ReplaceAllStringFunc(s, func(u string) string {
+		trimmed := strings.TrimRight(u, ".,:;)]")
+		return Location(trimmed) + u[len(trimmed):]
+	})
+}
 func (e *redacted) Unwrap() error { return e.err }
 
 // Text is s with every one of secrets replaced by "REDACTED".

@@ -90,3 +90,37 @@ func TestError(t *testing.T) {
 		t.Error("an error with no secret to remove was wrapped")
 	}
 }
+
+// A library's message that names a URL the caller never gave it (the
+// target of a redirect, a submodule's URL) loses that URL's secrets too,
+// and keeps what Location keeps of it.
+func TestErrorHidesURLsItWasNotGiven(t *testing.T) {
+	given := "git::https://h.example/r.git?ref=v1"
+	target := "https://bucket.example/r/info/refs?service=git-upload-pack&X-Amz-Signature=" + sig
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"url.Error", fmt.Errorf("fetch: %w", &url.Error{Op: "Get", URL: target, Err: fs.ErrNotExist})},
+		{"quoted", fmt.Errorf("unexpected requesting %q status code: 500: %w", target, fs.ErrNotExist)},
+		{"bare", fmt.Errorf("get %s: %w", target, fs.ErrNotExist)},
+		{"userinfo", fmt.Errorf("get %s: %w", "https://user:pw-"+sig+"@other.example/x", fs.ErrNotExist)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, err := range []error{Error(tc.err, given), Error(tc.err)} {
+				if strings.Contains(err.Error(), sig) {
+					t.Errorf("message keeps the secret: %s", err)
+				}
+				if !strings.Contains(err.Error(), ".example/") {
+					t.Errorf("message lost the URL's host and path: %s", err)
+				}
+				if !errors.Is(err, fs.ErrNotExist) {
+					t.Error("errors.Is lost the cause")
+				}
+			}
+		})
+	}
+	if got := Error(fmt.Errorf("get %s: refused", "https://h.example/x.zip?ref=v1")).Error(); got != "get https://h.example/x.zip?ref=v1: refused" {
+		t.Errorf("a URL with nothing to hide changed: %s", got)
+	}
+}

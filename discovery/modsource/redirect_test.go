@@ -1,0 +1,66 @@
+package modsource
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+// TestGitErrorHidesRedirectTarget: a Git source that redirects to a
+// pre-signed URL, which then fails, gives an error (logged, and shown to
+// the client that asked) without that URL's query string, which neither
+// the location nor anything the caller holds names.
+func TestGitErrorHidesRedirectTarget(t *testing.T) {
+	const secret = "redirectsignature0123456789"
+	for _, status := range []int{http.StatusInternalServerError, http.StatusBadGateway, http.StatusTeapot} {
+		mux := http.NewServeMux()
+		mux.HandleFunc("/repo.git/info/refs", func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/signed/info/refs?service=git-upload-pack&X-Amz-Signature="+secret, http.StatusFound)
+		})
+		mux.HandleFunc("/signed/info/refs", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(status) })
+		srv := httptest.NewTLSServer(mux)
+		f := &Fetcher{HTTP: srv.Client(), Limits: defaultLimits, TempDir: t.TempDir()}
+		a, err := Parse("git::" + srv.URL + "/repo.git?ref=v1")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = f.Fetch(context.Background(), a, io.Discard)
+		srv.Close()
+		if err == nil {
+			t.Fatalf("status %d: no error", status)
+		}
+		if strings.Contains(err.Error(), secret) {
+			t.Errorf("status %d: the error carries the redirect's signed query: %v", status, err)
+		}
+		if !strings.Contains(err.Error(), "/repo.git") {
+			t.Errorf("status %d: the error does not name the repository: %v", status, err)
+		}
+	}
+}
+
+// TestSubmoduleURLsStayOnHTTPS: a .gitmodules URL that names the mirror's
+// own disk or another protocol is refused; a relative one stays on the
+// parent repository's https host, however far it climbs.
+func TestSubmoduleURLsStayOnHTTPS(t *testing.T) {
+	const parent = "https://h.test/org/repo.git"
+	for _, raw := range []string{
+		"file:///etc", "file://localhost/srv/repo.git", "/srv/repo.git", "ssh://git@h.test/org/sub.git",
+		"git@h.test:org/sub.git", "http://h.test/org/sub.git", "git://h.test/org/sub.git", "ext::sh -c touch% /tmp/x",
+	} {
+		if got, err := resolveSubmoduleURL(parent, raw); err == nil {
+			t.Errorf("submodule URL %q resolved to %q, want a refusal", raw, got)
+		}
+	}
+	for raw, want := range map[string]string{
+		"../sub.git":             "https://h.test/org/sub.git",
+		"../../../../../etc/sub": "https://h.test/etc/sub",
+		"./sub.git":              "https://h.test/org/repo.git/sub.git",
+	} {
+		if got, err := resolveSubmoduleURL(parent, raw); err != nil || got != want {
+			t.Errorf("submodule URL %q = %q, %v; want %q", raw, got, err, want)
+		}
+	}
+}
