@@ -15,18 +15,6 @@ import (
 // carries a strong ETag, so a cache revalidates with If-None-Match and gets
 // 304 Not Modified when nothing changed.
 
-// responseKind names the mirror responses that have a caching policy.
-type responseKind int
-
-const (
-	// kindIndex is HOST/NAMESPACE/TYPE/index.json, the version list.
-	kindIndex responseKind = iota
-	// kindVersion is HOST/NAMESPACE/TYPE/VERSION.json, the archive list.
-	kindVersion
-	// kindArchive is a provider archive.
-	kindArchive
-)
-
 const (
 	// documentMaxAge bounds how long a shared cache may reuse index.json
 	// and VERSION.json. A version list changes when the origin publishes;
@@ -65,21 +53,21 @@ const (
 )
 
 // cacheControl is the one place that decides the Cache-Control header of
-// successful mirror responses. stale says the answer was served from the
-// cache because the origin could not be reached. The value is from
-// headerValue: it may be put in a header map as it is.
-func (rs *responder) cacheControl(kind responseKind, stale bool) []string {
+// successful mirror responses, documents and archives alike (see
+// documentMaxAge). stale says the answer was served from the cache
+// because the origin could not be reached. The value is from headerValue:
+// it may be put in a header map as it is.
+func (rs *responder) cacheControl(stale bool) []string {
 	if stale {
 		return staleCacheControlValue
 	}
-	// Every kind alike, archives too: see documentMaxAge.
 	return rs.documentCacheControl
 }
 
 var staleCacheControlValue = headerValue(staleCacheControl)
 
-// documentCacheControl is the Cache-Control of fresh index.json and
-// VERSION.json answers: shared caches may reuse them for a minute, or for
+// documentCacheControl is the Cache-Control of fresh answers (index.json,
+// VERSION.json, archives): shared caches may reuse them for a minute, or for
 // the version-list TTL if that is shorter.
 func documentCacheControl(versionsTTL time.Duration) string {
 	age := min(documentMaxAge, versionsTTL)

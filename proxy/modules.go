@@ -167,7 +167,7 @@ func (mr *moduleRegistry) handleVersions(w http.ResponseWriter, r *http.Request)
 	for _, v := range list.Versions {
 		body.Modules[0].Versions = append(body.Modules[0].Versions, moduleVersion{v})
 	}
-	writeDocument(w, r, newDocument(renderJSON(body)), mr.cacheControl(kindIndex, st.Stale))
+	writeDocument(w, r, newDocument(renderJSON(body)), mr.cacheControl(st.Stale))
 }
 
 // moduleLocation is the download answer's JSON body, as OpenTofu reads it.
@@ -194,7 +194,7 @@ func (mr *moduleRegistry) handleDownload(w http.ResponseWriter, r *http.Request)
 		loc += "?" + a.sign(moduleSigner(m), moduleFileName(version))
 	}
 	w.Header().Set("X-Terraform-Get", loc)
-	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), mr.cacheControl(kindVersion, false))
+	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), mr.cacheControl(false))
 }
 
 func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) {
@@ -212,7 +212,7 @@ func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) 
 	h := w.Header()
 	h.Set("Content-Type", "application/gzip")
 	h.Set("ETag", `"`+pkg.SHA256+`"`)
-	h["Cache-Control"] = mr.cacheControl(kindArchive, false)
+	h["Cache-Control"] = mr.cacheControl(false)
 	h.Set("X-Tfmirror-Cache", pkg.Source.String())
 	http.ServeContent(w, r, "", pkg.ModTime, pkg.Content())
 }

@@ -111,7 +111,7 @@ func (n *networkMirror) setArchiveHeaders(w http.ResponseWriter, sha, cacheState
 	h := w.Header()
 	h.Set("Content-Type", "application/zip")
 	h.Set("ETag", `"`+sha+`"`)
-	h["Cache-Control"] = n.cacheControl(kindArchive, false)
+	h["Cache-Control"] = n.cacheControl(false)
 	h.Set("X-Tfmirror-Cache", cacheState)
 }
 
@@ -177,7 +177,7 @@ func (n *networkMirror) handleIndex(w http.ResponseWriter, r *http.Request) {
 	}
 	doc := n.docs.index(p, list)
 	n.hot.keep(r, doc, st.Stale, st.Stamp)
-	writeDocument(w, r, doc, n.cacheControl(kindIndex, st.Stale))
+	writeDocument(w, r, doc, n.cacheControl(st.Stale))
 }
 
 func (n *networkMirror) serveVersion(w http.ResponseWriter, r *http.Request, p addrs.Provider, v versions.Version) {
@@ -197,7 +197,7 @@ func (n *networkMirror) serveVersion(w http.ResponseWriter, r *http.Request, p a
 		n.signArchiveURLs(p, &vd)
 		doc = newDocument(renderJSON(vd))
 	}
-	writeDocument(w, r, doc, n.cacheControl(kindVersion, pkg.Stale))
+	writeDocument(w, r, doc, n.cacheControl(pkg.Stale))
 }
 
 // signArchiveURLs appends a signature to every archive URL of doc.

@@ -81,7 +81,7 @@ func (g *providerRegistry) handleVersions(w http.ResponseWriter, r *http.Request
 	doc := g.docs.registryVersions(p, list, func() document {
 		return newDocument(renderJSON(g.newVersions(list)))
 	})
-	writeDocument(w, r, doc, g.cacheControl(kindIndex, st.Stale))
+	writeDocument(w, r, doc, g.cacheControl(st.Stale))
 }
 
 // newVersions is the versions answer for list: every version with
@@ -180,7 +180,7 @@ func (g *providerRegistry) handleDownload(w http.ResponseWriter, r *http.Request
 		pkg.SHASumsSignatureURL += "?" + a.sign(p, registryFileName(v, pl, signatureFile))
 	}
 	markStale(w, ev.Stale)
-	writeDocument(w, r, newDocument(renderJSON(pkg)), g.cacheControl(kindVersion, ev.Stale))
+	writeDocument(w, r, newDocument(renderJSON(pkg)), g.cacheControl(ev.Stale))
 }
 
 // registryFileName names a SHA256SUMS document or signature for URL
@@ -213,7 +213,7 @@ func (g *providerRegistry) handleFile(w http.ResponseWriter, r *http.Request) {
 		body, contentType = doc.Signature, signatureContentType
 	}
 	markStale(w, ev.Stale)
-	writeFile(w, r, newDocument(body), contentType, g.cacheControl(kindVersion, ev.Stale))
+	writeFile(w, r, newDocument(body), contentType, g.cacheControl(ev.Stale))
 }
 
 // Content types of the evidence files.
