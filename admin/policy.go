@@ -31,19 +31,15 @@ type KnownRelease struct {
 }
 
 // parse checks the request's address, and when want its version, which
-// it returns in its canonical form (a module's parsed as
-// addrs.ParseModuleVersion: "v1.1.0" is 1.1.0; a provider's as
-// addrs.ParseSemver: "1.1" is 1.1.0), the form release times are keyed by.
+// it returns in its canonical form (policy.Kind.ParseVersion: a module's
+// "v1.1.0" is 1.1.0, a provider's "1.1" is 1.1.0), the form release times
+// are keyed by.
 func (r PolicyRequest) parse(wantVersion bool) (kind policy.Kind, addr, version string, err error) {
 	kind, addr, err = r.parseAddress()
 	if err != nil || !wantVersion {
 		return kind, addr, "", err
 	}
-	parseVersion := addrs.ParseSemver
-	if kind == policy.Module {
-		parseVersion = addrs.ParseModuleVersion
-	}
-	v, err := parseVersion(r.Version)
+	v, err := kind.ParseVersion(r.Version)
 	if err != nil {
 		return "", "", "", httperr.BadRequest("%v", err)
 	}

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/apparentlymart/go-versions/versions"
 	"github.com/hashicorp/hcl/v2"
 	svchost "github.com/hashicorp/terraform-svchost"
 
@@ -30,6 +31,17 @@ func (k Kind) segments() int {
 		return 4
 	}
 	return 0
+}
+
+// ParseVersion parses a version of a package of kind k as its registry
+// spells it: a module's with the leading "v" module registries may list
+// (addrs.ParseModuleVersion: "v1.1.0" is 1.1.0), any other's as
+// addrs.ParseSemver.
+func (k Kind) ParseVersion(s string) (versions.Version, error) {
+	if k == Module {
+		return addrs.ParseModuleVersion(s)
+	}
+	return addrs.ParseSemver(s)
 }
 
 // key is an address in its compared form: host in svchost's comparison

@@ -7,8 +7,6 @@ import (
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/hashicorp/hcl/v2"
-
-	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // The rules a refusal names (Verdict.Rule): stable, for metric labels.
@@ -266,9 +264,9 @@ func (p *Policy) window(a key) (d time.Duration, detail, text string) {
 // costs one Version call each and no more look-ups. The zero Subject
 // (and one of a nil Policy) allows everything.
 type Subject struct {
-	parse   func(string) (versions.Version, error) // the kind's version parser
-	refused *Verdict                               // the address's refusal, if any
-	allowed string                                 // what let the address through, when nothing else applies
+	kind    Kind     // whose versions are parsed (Kind.ParseVersion)
+	refused *Verdict // the address's refusal, if any
+	allowed string   // what let the address through, when nothing else applies
 	deny    []*versionRule
 	exempt  []*versionRule
 	window  time.Duration
@@ -290,10 +288,7 @@ func (p *Policy) For(kind Kind, address string) Subject {
 	if !v.Allowed {
 		return Subject{refused: &v}
 	}
-	s := Subject{parse: addrs.ParseSemver, allowed: v.Detail, deny: p.denyVer.matching(a)}
-	if kind == Module {
-		s.parse = addrs.ParseModuleVersion // "v1.1.0" is 1.1.0, as module registries spell it
-	}
+	s := Subject{kind: kind, allowed: v.Detail, deny: p.denyVer.matching(a)}
 	s.window, s.wdetail, s.wtext = p.window(a)
 	if s.window > 0 {
 		s.exempt = p.exemptVer.matching(a)
@@ -313,6 +308,17 @@ func (s *Subject) Address() Verdict {
 // for a refused address.
 func (s *Subject) Window() time.Duration { return s.window }
 
+// Undated is the verdict on version with its release time not known, and
+// whether it is final: whether no release time can change it (the
+// address rules, deny_version, an exemption, no minimum release age).
+// Only a hold by the minimum release age is not final: it is judged
+// again once the version is dated. It lets a caller decide what it can
+// before it asks anything (an origin) to date the version.
+func (s *Subject) Undated(version string, now time.Time) (v Verdict, final bool) {
+	v = s.Version(version, Release{}, now)
+	return v, v.Allowed || v.Rule != RuleMinReleaseAge
+}
+
 // Version is Policy.Version for the subject's address.
 func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
 	if s.refused != nil {
@@ -321,7 +327,7 @@ func (s *Subject) Version(version string, rel Release, now time.Time) Verdict {
 	var v versions.Version
 	if len(s.deny) > 0 || len(s.exempt) > 0 {
 		var err error
-		if v, err = s.parse(version); err != nil {
+		if v, err = s.kind.ParseVersion(version); err != nil {
 			if len(s.deny) > 0 {
 				return Verdict{Rule: RuleDenyVersion, Detail: fmt.Sprintf("version %q is not a valid version, so %s cannot be checked", version, s.deny[0].detail()), Reason: "not a valid version"}
 			}

@@ -301,8 +301,8 @@ func (g *Gate) CheckUndated(kind policy.Kind, address, version string) error {
 		return nil
 	}
 	sub := pol.For(kind, address)
-	v := sub.Version(version, policy.Release{}, g.now())
-	if v.Allowed || v.Rule == policy.RuleMinReleaseAge {
+	v, final := sub.Undated(version, g.now())
+	if v.Allowed || !final {
 		return nil
 	}
 	g.refused(kind, address, version, policy.Release{}, v, true)

@@ -38,7 +38,7 @@ func (s *Inventory) StoredVerdict(ctx context.Context, kind policy.Kind, address
 	// The rules that need no release time (the address rules,
 	// deny_version) decide before anything dates the version, which may
 	// ask the origin.
-	if v := sub.Version(version, policy.Release{}, now); v.Allowed || v.Rule != policy.RuleMinReleaseAge {
+	if v, final := sub.Undated(version, now); final {
 		return v
 	}
 	var rel policy.Release

@@ -141,7 +141,8 @@ func (r *Releases) version(ctx context.Context, pub releases.Publisher, product,
 	// the SHA256SUMS that dates the version is asked for: a version they
 	// refuse costs no origin request, whatever the origin's state.
 	addr := releases.Address(pub, product)
-	if v := pol.Version(policy.Provider, addr, version, policy.Release{}, r.now()); !v.Allowed && v.Rule != policy.RuleMinReleaseAge {
+	sub := pol.For(policy.Provider, addr)
+	if v, final := sub.Undated(version, r.now()); final && !v.Allowed {
 		return r.refuse(pub, product, version, v)
 	}
 	s, err := r.rel.Sums(ctx, pub, product, version)
@@ -149,7 +150,7 @@ func (r *Releases) version(ctx context.Context, pub releases.Publisher, product,
 		return err
 	}
 	rel := policy.Release{At: later(s.SignedAt, r.rel.ListingTime(pub, product, version)), Known: true}
-	if v := pol.Version(policy.Provider, addr, version, rel, r.now()); !v.Allowed {
+	if v := sub.Version(version, rel, r.now()); !v.Allowed {
 		return r.refuse(pub, product, version, v)
 	}
 	return nil
