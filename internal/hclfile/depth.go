@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"math"
 	"unicode"
 	"unicode/utf8"
 
@@ -132,12 +131,6 @@ func (s *depthScanner) check() {
 	if s.depth > s.max && s.err == 0 {
 		s.err = s.line
 	}
-}
-
-// checkNative scans HCL native syntax from its top level; it returns the
-// line where the nesting passes max, or 0.
-func checkNative(src []byte, max int) int {
-	return scanNative(src, max, math.MaxInt).err
 }
 
 // scanNative scans HCL native syntax from its top level, to the first
@@ -461,23 +454,14 @@ func startsToken(src []byte, i int) bool {
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
 func alnum(c byte) bool {
-	return c == '_' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
+	return c == '_' || isDigit(c) || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }
 
-func identByte(c byte) bool {
-	return c == '_' || c == '-' || c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
-}
+func identByte(c byte) bool { return c == '-' || alnum(c) }
 
-// checkJSON scans HCL's JSON syntax: objects and arrays nest, and a
-// string's ${ } and %{ } sequences are a template's, which HCL parses
-// when the value is read. It returns the line where the nesting passes
-// max, or 0.
-func checkJSON(src []byte, max int) int {
-	line, _ := scanJSON(src, max, math.MaxInt)
-	return line
-}
-
-// scanJSON scans HCL's JSON syntax to the first line where the nesting
+// scanJSON scans HCL's JSON syntax (objects and arrays nest, and a
+// string is a template, which HCL parses when the value is read) to the
+// first line where the nesting
 // passes maxDepth or the tokens maxTokens (tooMany); line 0 when neither
 // does. A token is a punctuation byte, a string, a word (number, true,
 // false, null), and the tokens of a string's template.
@@ -539,24 +523,23 @@ func scanJSON(src []byte, maxDepth, maxTokens int) (line int, tooMany bool) {
 // tokensDiagnostic is the error for a file of more than MaxTokens
 // tokens, found at line.
 func tokensDiagnostic(path string, line int) *hcl.Diagnostic {
-	pos := hcl.Pos{Line: line, Column: 1}
-	return &hcl.Diagnostic{
-		Severity: hcl.DiagError,
-		Summary:  "Too many tokens",
-		Detail:   fmt.Sprintf("more than %d tokens by here; the file is not parsed", MaxTokens),
-		Subject:  &hcl.Range{Filename: path, Start: pos, End: pos},
-	}
+	return refusal(path, hcl.Pos{Line: line, Column: 1}, "Too many tokens",
+		fmt.Sprintf("more than %d tokens by here; the file is not parsed", MaxTokens))
 }
 
 // depthDiagnostic is the error for a file nested deeper than MaxDepth,
 // found at line.
 func depthDiagnostic(path string, line int) *hcl.Diagnostic {
-	pos := hcl.Pos{Line: line, Column: 1}
+	return refusal(path, hcl.Pos{Line: line, Column: 1}, "Nesting too deep",
+		fmt.Sprintf("more than %d levels of brackets, braces, strings, templates or operators nest here; the file is not parsed", MaxDepth))
+}
+
+// refusal is the error of a file at path refused unparsed, at pos.
+func refusal(path string, pos hcl.Pos, summary, detail string) *hcl.Diagnostic {
 	return &hcl.Diagnostic{
 		Severity: hcl.DiagError,
-		Summary:  "Nesting too deep",
-		Detail: fmt.Sprintf("more than %d levels of brackets, braces, strings, templates or operators nest here; the file is not parsed",
-			MaxDepth),
-		Subject: &hcl.Range{Filename: path, Start: pos, End: pos},
+		Summary:  summary,
+		Detail:   detail,
+		Subject:  &hcl.Range{Filename: path, Start: pos, End: pos},
 	}
 }

@@ -1,6 +1,7 @@
 package hclfile
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -129,7 +130,7 @@ func TestDepthRealFiles(t *testing.T) {
 				continue // a fragment
 			}
 			n++
-			if line := checkNative(src, MaxDepth/4); line != 0 {
+			if line := scanNative(src, MaxDepth/4, math.MaxInt).err; line != 0 {
 				t.Errorf("%s, block %d, line %d nests more than %d levels", doc, i+1, line, MaxDepth/4)
 			}
 		}

@@ -40,13 +40,8 @@ func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics,
 		return nil, nil, err
 	}
 	if src == nil {
-		pos := hcl.Pos{Line: 1, Column: 1}
-		return nil, hcl.Diagnostics{{
-			Severity: hcl.DiagError,
-			Summary:  "File too large",
-			Detail:   fmt.Sprintf("larger than %d bytes; the file is not parsed", MaxBytes),
-			Subject:  &hcl.Range{Filename: path, Start: pos, End: pos},
-		}}, nil
+		return nil, hcl.Diagnostics{refusal(path, hcl.Pos{Line: 1, Column: 1}, "File too large",
+			fmt.Sprintf("larger than %d bytes; the file is not parsed", MaxBytes))}, nil
 	}
 	if p == nil {
 		p = hclparse.NewParser()
@@ -140,11 +135,5 @@ func invalidDiagnostic(path string, src []byte) *hcl.Diagnostic {
 	}
 	line := 1 + bytes.Count(src[:i], []byte("\n"))
 	col := i - bytes.LastIndexByte(src[:i], '\n')
-	pos := hcl.Pos{Line: line, Column: col, Byte: i}
-	return &hcl.Diagnostic{
-		Severity: hcl.DiagError,
-		Summary:  "Invalid UTF-8",
-		Detail:   "the file must be UTF-8; it is not parsed",
-		Subject:  &hcl.Range{Filename: path, Start: pos, End: pos},
-	}
+	return refusal(path, hcl.Pos{Line: line, Column: col, Byte: i}, "Invalid UTF-8", "the file must be UTF-8; it is not parsed")
 }
