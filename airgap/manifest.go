@@ -125,21 +125,16 @@ func (ef *exportFiles) withdrawProvider(cv mirror.CachedVersion) error {
 	if err := ef.withdraw(dir, func(name string) bool { return name == v.String()+".json" || strings.HasPrefix(name, prefix) }); err != nil {
 		return err
 	}
-	return ef.withdraw(dir, func(name string) bool {
-		if name != "index.json" {
-			return false
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil // nothing left to withdraw
+	}
+	for _, e := range entries {
+		if _, _, err := addrs.ParseArchiveName(p.Type, e.Name()); err == nil {
+			return nil // index.json lists that archive
 		}
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return false
-		}
-		for _, e := range entries {
-			if _, _, err := addrs.ParseArchiveName(p.Type, e.Name()); err == nil {
-				return false
-			}
-		}
-		return true
-	})
+	}
+	return ef.withdraw(dir, func(name string) bool { return name == "index.json" })
 }
 
 // withdrawModule withdraws the files of module version cm: its package

@@ -264,10 +264,11 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		}
 		var skipped []string
 		vs = records.ModuleVersionsServed(vs, func(raw string, _ error) {
-			if len(skipped) < 3 && len(raw) <= 64 {
+			if len(skipped) < 3 {
+				if len(raw) > 64 {
+					raw = raw[:64] + "..."
+				}
 				skipped = append(skipped, raw)
-			} else if len(skipped) < 3 {
-				skipped = append(skipped, raw[:64]+"...")
 			}
 		})
 		if len(skipped) > 0 { // one line per listing, however many
