@@ -2,10 +2,11 @@
 // the metrics listener, the admin socket) with one set of bounds on how
 // long a client may keep a connection waiting: its request headers
 // (HeaderTimeout, at most MaxHeaderBytes), its request body (BodyTimeout),
-// and the silence between its requests (IdleTimeout). It does not bound
-// how long an answer takes to send, which is the client's to read at its
-// pace (an archive to a slow link), nor what a handler does with the body
-// it reads (each bounds that in bytes).
+// the silence between its requests (IdleTimeout), and the reading of its
+// answer (WriteStallTimeout), which bounds the progress of each write, not
+// how long the whole answer takes: that is the client's to read at its
+// pace (an archive to a slow link). It does not bound what a handler does
+// with the body it reads (each bounds that in bytes).
 package httpserve
 
 import (
@@ -30,28 +31,56 @@ const (
 	// IdleTimeout bounds the wait for the next request on a kept-alive
 	// connection.
 	IdleTimeout = 2 * time.Minute
+	// WriteStallTimeout bounds how long one write of an answer (at most
+	// 32 KiB of it, see stallChunk) may wait for the client to take it: a
+	// client that stops reading, or reads a byte a minute, is cut off
+	// then, and its handler's write fails (the client gone), where it held
+	// the handler, its connection and what the handler reads (an archive
+	// being downloaded) for good. Only a write in progress is timed, so a
+	// handler may wait as long as it needs between writes (an origin's
+	// slow download), and a slow link that keeps taking bytes may take
+	// hours over a large archive. As long as IdleTimeout: a client may
+	// keep a connection silent for 2 minutes, between its requests or in
+	// the middle of an answer, not longer. It must exceed BodyTimeout:
+	// Go's server reads a declared body the handler left unread before it
+	// writes the answer's headers, within a write.
+	WriteStallTimeout = 2 * time.Minute
 	// MaxHeaderBytes bounds a request's headers.
 	MaxHeaderBytes = 64 << 10
 )
 
 type bounds struct {
-	header, body, idle time.Duration
+	header, body, idle, stall time.Duration
 }
 
 // New returns a server of h with the bounds above; errLog receives the
 // server's own errors (a TLS handshake that failed, ...). The caller sets
 // what else it needs (TLSConfig, BaseContext, ConnContext) before serving.
 func New(h http.Handler, errLog *log.Logger) *http.Server {
-	return newServer(h, errLog, bounds{header: HeaderTimeout, body: BodyTimeout, idle: IdleTimeout})
+	return NewWriteStall(h, errLog, WriteStallTimeout)
+}
+
+// NewWriteStall is New with stall in place of WriteStallTimeout: for the
+// tests of a front door, which cannot wait minutes for a stalled client
+// to be cut off.
+func NewWriteStall(h http.Handler, errLog *log.Logger, stall time.Duration) *http.Server {
+	return newServer(h, errLog, bounds{header: HeaderTimeout, body: BodyTimeout, idle: IdleTimeout, stall: stall})
 }
 
 func newServer(h http.Handler, errLog *log.Logger, b bounds) *http.Server {
 	return &http.Server{
-		Handler:           bodyDeadline(h, b.body),
+		Handler:           writeStall(bodyDeadline(h, b.body), b.stall),
 		ReadHeaderTimeout: b.header,
 		IdleTimeout:       b.idle,
 		MaxHeaderBytes:    MaxHeaderBytes,
 		ErrorLog:          errLog,
+		// HTTP/2 (offered over TLS with --http2) writes a connection's
+		// frames on a goroutine of its own, which writeStall does not
+		// reach: a connection it cannot write to for stall is closed,
+		// its streams with it. Without it a stream's deadline would not
+		// free its handler either: the stream's reset is a frame, queued
+		// behind the stalled ones.
+		HTTP2: &http.HTTP2Config{WriteByteTimeout: b.stall},
 	}
 }
 

@@ -16,7 +16,7 @@ import (
 // serve runs newServer(h) with short bounds on a loopback listener.
 func serve(t *testing.T, h http.Handler) (addr string, b bounds) {
 	t.Helper()
-	b = bounds{header: time.Second, body: time.Second, idle: time.Second}
+	b = bounds{header: time.Second, body: time.Second, idle: time.Second, stall: 1500 * time.Millisecond} // stall > body, as in New
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
