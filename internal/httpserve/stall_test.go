@@ -473,3 +473,69 @@ func TestWriteStallRecorder(t *testing.T) {
 		t.Fatalf("the recorder was wrapped (%T) or the body lost (%d bytes)", inner, rec.Body.Len())
 	}
 }
+
+// deadlineWriter records the write deadlines set on it and the deadline
+// in force at each write.
+type deadlineWriter struct {
+	http.ResponseWriter
+	deadline time.Time
+	sets     int
+	writes   []time.Time // the deadline of each write
+	sizes    []int
+}
+
+func (w *deadlineWriter) SetWriteDeadline(t time.Time) error {
+	w.deadline = t
+	w.sets++
+	return nil
+}
+
+func (w *deadlineWriter) Write(p []byte) (int, error) {
+	w.writes = append(w.writes, w.deadline)
+	w.sizes = append(w.sizes, len(p))
+	return len(p), nil
+}
+
+func (w *deadlineWriter) FlushError() error {
+	w.writes = append(w.writes, w.deadline)
+	w.sizes = append(w.sizes, 0)
+	return nil
+}
+
+// TestWriteStallDeadlines: the deadline is set before each write (a
+// large one in pieces of stallChunk), lifted after it, so that none is
+// left while the handler waits, and set once more when the handler
+// returns, for what the server still writes (over HTTP/1.1 a buffered
+// tail, over HTTP/2 the final flush, both of which would otherwise wait
+// for the client without end).
+func TestWriteStallDeadlines(t *testing.T) {
+	dw := &deadlineWriter{ResponseWriter: httptest.NewRecorder()}
+	const d = time.Minute
+	var between []time.Time // the deadline in force between writes
+	h := writeStall(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write(make([]byte, 2*stallChunk+1))
+		between = append(between, dw.deadline)
+		http.NewResponseController(w).Flush()
+		between = append(between, dw.deadline)
+		w.Write([]byte("tail"))
+		between = append(between, dw.deadline)
+	}), d)
+	start := time.Now()
+	h.ServeHTTP(dw, httptest.NewRequest(http.MethodGet, "/", nil))
+	if want := []int{stallChunk, stallChunk, 1, 0, 4}; fmt.Sprint(dw.sizes) != fmt.Sprint(want) {
+		t.Errorf("writes of %v bytes (0: a flush), want %v", dw.sizes, want)
+	}
+	for i, dl := range dw.writes {
+		if dl.Before(start.Add(d)) || dl.After(time.Now().Add(d)) {
+			t.Errorf("write %d had deadline %v, want about now + %v", i, dl, d)
+		}
+	}
+	for i, dl := range between {
+		if !dl.IsZero() {
+			t.Errorf("a deadline was left set after write %d: %v", i, dl)
+		}
+	}
+	if dw.deadline.Before(start.Add(d)) {
+		t.Errorf("after the handler returned the deadline is %v, want one for the server's last writes", dw.deadline)
+	}
+}
