@@ -32,7 +32,7 @@ const (
 	// connection.
 	IdleTimeout = 2 * time.Minute
 	// WriteStallTimeout bounds how long one write of an answer (at most
-	// 32 KiB of it, see stallChunk) may wait for the client to take it: a
+	// 64 KiB of it, see stallChunk) may wait for the client to take it: a
 	// client that stops reading, or reads a byte a minute, is cut off
 	// then, and its handler's write fails (the client gone), where it held
 	// the handler, its connection and what the handler reads (an archive

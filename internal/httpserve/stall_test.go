@@ -357,7 +357,7 @@ func TestSlowReaderCompletes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// 8 KiB every 10 ms: 32 KiB in some 40 ms, 2 MiB in some 2.6 s.
+			// 8 KiB every 10 ms: 64 KiB in some 80 ms, 2 MiB in some 2.6 s.
 			var got bytes.Buffer
 			buf := make([]byte, 8<<10)
 			c.SetReadDeadline(time.Now().Add(30 * time.Second))
