@@ -45,7 +45,9 @@ func writeStall(h http.Handler, d time.Duration) http.Handler {
 		}
 		sw := &stallWriter{ResponseWriter: w, rc: rc, d: d}
 		h.ServeHTTP(sw, r)
-		if !sw.hijacked {
+		// An HTTP/2 stream already gone (its client reset it) keeps a
+		// deadline set now as a timer that would reset it again later.
+		if !sw.hijacked && (r.ProtoMajor < 2 || r.Context().Err() == nil) {
 			sw.arm()
 		}
 	})
