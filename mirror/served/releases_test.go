@@ -3,6 +3,7 @@ package served_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"reflect"
@@ -18,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -349,5 +351,38 @@ func TestReleasesProductsLeaveOutDenied(t *testing.T) {
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/terraform"]`))
 	if got := side.Served.Products(); slices.Contains(got, "terraform") {
 		t.Errorf("products %v under a deny of terraform, want it left out", got)
+	}
+}
+
+// TestReleasesHeldNotFilledByMadeUpVersions: deny_version refuses a
+// version before any origin is asked whether it exists, so a client can
+// have the layer note a thousand versions it made up as held back. A
+// version held back since is noted still, for the status page (Held):
+// before, the first 1,024 noted were kept and every later one dropped
+// until a restart.
+func TestReleasesHeldNotFilledByMadeUpVersions(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "48h"
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "< 1.5.0"
+  reason   = "too old"
+}`))
+	for i := range 1100 {
+		if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", fmt.Sprintf("1.0.%d", i)); err == nil {
+			t.Fatalf("a denied version was served")
+		}
+	}
+	o.SetSignedAt(clock.Now().Add(-24 * time.Hour))
+	err := readArchive(rel, releases.HashiCorp, "terraform", "1.6.0", tfZip)
+	var pe *gate.PolicyError
+	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge {
+		t.Fatalf("a fresh version: %v, want held by its age", err)
+	}
+	held := rel.Held()
+	if !slices.ContainsFunc(held, func(v unsigned.Version) bool { return v.Version == "1.6.0" }) {
+		t.Errorf("1.6.0, held back after 1,100 made-up versions were refused, is not among the %d held", len(held))
 	}
 }

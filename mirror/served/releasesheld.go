@@ -16,7 +16,11 @@ import (
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
-// maxHeldNoted bounds the CLI versions noted; the first noted are kept.
+// maxHeldNoted bounds the CLI versions noted; past it the notes start
+// again (as mirror/gate's memory of refusals does). deny_version refuses a
+// version before any origin is asked whether it exists, so most of a full
+// memory may be versions a client made up: kept, they would keep every
+// version held back later off the status page until a restart.
 const maxHeldNoted = 1024
 
 // HeldCLIKind is the unsigned.Version Kind of a CLI version held back.
@@ -28,7 +32,8 @@ type heldKey struct {
 }
 
 // heldNotes are the CLI versions noted as held back, safe for concurrent
-// use and bounded (maxHeldNoted).
+// use and bounded (maxHeldNoted): those noted since it was last full are
+// kept.
 type heldNotes struct {
 	mu   sync.Mutex
 	keys map[heldKey]bool
@@ -42,9 +47,11 @@ func (h *heldNotes) note(pub releases.Publisher, product, version string) {
 	if h.keys == nil {
 		h.keys = map[heldKey]bool{}
 	}
-	if len(h.keys) < maxHeldNoted {
-		h.keys[heldKey{pub, product, version}] = true
+	k := heldKey{pub, product, version}
+	if !h.keys[k] && len(h.keys) >= maxHeldNoted {
+		clear(h.keys)
 	}
+	h.keys[k] = true
 }
 
 // list is the versions noted, by address and version (newest first).
