@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -183,6 +184,12 @@ func New(cfg Config, engine Engine) (*Server, error) {
 // Router. A warm index.json or VERSION.json is answered from the document
 // sent last for the same path, while the engine says it holds.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.EscapedPath()) > MaxRequestPath {
+		// Longer than any door serves: refused before one logs it.
+		writeError(w, &httperr.RequestError{Status: http.StatusRequestURITooLong,
+			Msg: fmt.Sprintf("path longer than %d bytes", MaxRequestPath)})
+		return
+	}
 	r = oneRange(r)
 	if s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
 		// Everything under /v2/ is the OCI front door's, whatever its
@@ -199,6 +206,12 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	s.router.ServeHTTP(w, r)
 }
+
+// MaxRequestPath bounds a request's path, as sent (escaped), for every
+// door: the longest a door serves is the OCI door's 2048 bytes. A longer
+// path is answered 414 before any door sees it, so that the line a door
+// logs for a request it refuses stays short.
+const MaxRequestPath = 4096
 
 // oneRange returns r without its Range header when it names more than one
 // range, for every door: the answer is then the whole file (RFC 9110 lets
