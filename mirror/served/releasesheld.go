@@ -31,27 +31,30 @@ type heldKey struct {
 	product, version string // version "" for a product refused whole
 }
 
-// heldNotes are the CLI versions noted as held back, safe for concurrent
-// use and bounded (maxHeldNoted): those noted since it was last full are
-// kept.
+// heldNotes are the CLI versions noted as held back, each with the rule
+// that held it, safe for concurrent use and bounded (maxHeldNoted): those
+// noted since it was last full are kept.
 type heldNotes struct {
 	mu   sync.Mutex
-	keys map[heldKey]bool
+	keys map[heldKey]string // the rule
 }
 
 // note notes a version (or, with version "", a product) the policy held
-// back.
-func (h *heldNotes) note(pub releases.Publisher, product, version string) {
+// back by rule, and reports whether it is new: not noted before, or noted
+// by another rule.
+func (h *heldNotes) note(pub releases.Publisher, product, version, rule string) (fresh bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.keys == nil {
-		h.keys = map[heldKey]bool{}
+		h.keys = map[heldKey]string{}
 	}
 	k := heldKey{pub, product, version}
-	if !h.keys[k] && len(h.keys) >= maxHeldNoted {
+	was, ok := h.keys[k]
+	if !ok && len(h.keys) >= maxHeldNoted {
 		clear(h.keys)
 	}
-	h.keys[k] = true
+	h.keys[k] = rule
+	return !ok || was != rule
 }
 
 // list is the versions noted, by address and version (newest first).
