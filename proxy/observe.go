@@ -133,9 +133,10 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 				return
 			}
 			rw.line = requestLine{
-				id: id, method: r.Method, path: r.URL.EscapedPath(), route: route,
+				id: id, method: r.Method, path: logged(r.URL.EscapedPath(), maxLoggedPath), route: route,
 				status: status, bytes: rw.bytes, duration: d,
-				cache: firstValue(w.Header(), "X-Tfmirror-Cache"), aborted: aborted, userAgent: r.UserAgent(),
+				cache: firstValue(w.Header(), "X-Tfmirror-Cache"), aborted: aborted,
+				userAgent: logged(r.UserAgent(), maxLoggedUserAgent),
 			}
 			// As log.LogAttrs, without looking up the caller's program
 			// counter for a source location that would only ever name
@@ -147,6 +148,22 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 		next.ServeHTTP(rw, r)
 		aborted = false
 	})
+}
+
+// What the access log keeps of a request's path and User-Agent: whatever
+// a client sends is bounded in the log too. A header may be 64 KiB, and a
+// byte that is not UTF-8 is six in JSON (\ufffd).
+const (
+	maxLoggedPath      = 2048 // the longest path a door serves (the OCI door's)
+	maxLoggedUserAgent = 256
+)
+
+// logged is s cut to limit bytes, marked as cut.
+func logged(s string, limit int) string {
+	if len(s) <= limit {
+		return s
+	}
+	return s[:limit] + "...(cut)"
 }
 
 // firstValue is h.Get(key) for a key already in canonical form.

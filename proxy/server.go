@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -183,6 +184,13 @@ func New(cfg Config, engine Engine) (*Server, error) {
 // Router. A warm index.json or VERSION.json is answered from the document
 // sent last for the same path, while the engine says it holds.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(r.URL.EscapedPath()) > MaxRequestPath {
+		// Longer than any door serves: refused before one logs it.
+		writeError(w, &httperr.RequestError{Status: http.StatusRequestURITooLong,
+			Msg: fmt.Sprintf("path longer than %d bytes", MaxRequestPath)})
+		return
+	}
+	r = oneRange(r)
 	if s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
 		// Everything under /v2/ is the OCI front door's, whatever its
 		// method (the router mounts it there too, for Router's users).
@@ -197,6 +205,29 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.router.ServeHTTP(w, r)
+}
+
+// MaxRequestPath bounds a request's path, as sent (escaped), for every
+// door: the longest a door serves is the OCI door's 2048 bytes. A longer
+// path is answered 414 before any door sees it, so that the line a door
+// logs for a request it refuses stays short.
+const MaxRequestPath = 4096
+
+// oneRange returns r without its Range header when it names more than one
+// range, for every door: the answer is then the whole file (RFC 9110 lets
+// a server ignore Range). http.ServeContent answers such a request with a
+// part per range, and each part of a cached archive may be a chunk read
+// from the cache: thousands of ranges of a byte, alternating between two
+// chunks, cost seconds of CPU and gigabytes read for a request of 60 KB.
+// Clients ask for one range, to resume a download.
+func oneRange(r *http.Request) *http.Request {
+	v := r.Header["Range"]
+	if len(v) == 0 || len(v) == 1 && !strings.Contains(v[0], ",") {
+		return r
+	}
+	r = r.Clone(r.Context())
+	delete(r.Header, "Range")
+	return r
 }
 
 // SetPublicURL replaces Config.PublicURL from the next request on (a

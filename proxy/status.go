@@ -344,6 +344,10 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		st.Withheld = append(st.Withheld, s.cfg.CLIHeld()...)
 	}
 	st.UnsignedWithheld, st.PolicyHeld, st.HeldBack = splitWithheld(st.Withheld, s.cfg.Now())
+	if st.HeldBack != nil {
+		st.PolicyHeld, st.HeldBack.Omitted = boundHeld(st.PolicyHeld, q)
+		st.Withheld = append(slices.Clip(st.UnsignedWithheld), st.PolicyHeld...)
+	}
 	if lists.nextAfter != "" {
 		st.Page.NextAfter = lists.nextAfter
 		st.Page.Next = pageQuery(q.Prefix, "after", lists.nextAfter, q.Limit)

@@ -3,6 +3,7 @@ package proxy
 import (
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
@@ -20,6 +21,28 @@ type HeldSummary struct {
 	// Text is the line as the page shows it: "held back: 3 versions,
 	// next released in 41 h".
 	Text string `json:"text"`
+	// Omitted is how many of them under the view's prefix it leaves out
+	// of its list, past its limit.
+	Omitted int `json:"omitted,omitempty"`
+}
+
+// boundHeld is the part of held a view lists: those whose address
+// starts with q.Prefix, q.Limit at most, and how many more of those it
+// leaves out. The policy refuses an address before any origin is asked,
+// whether or not it exists, so the versions held back that the engine
+// remembers may be thousands of names a client made up: a view lists a
+// page of them.
+func boundHeld(held []unsigned.Version, q statusQuery) (shown []unsigned.Version, omitted int) {
+	for _, h := range held {
+		switch {
+		case !strings.HasPrefix(h.Provider, q.Prefix):
+		case len(shown) < q.Limit:
+			shown = append(shown, h)
+		default:
+			omitted++
+		}
+	}
+	return shown, omitted
 }
 
 // splitWithheld parts the engine's withheld versions into the unsigned

@@ -99,8 +99,13 @@ func (noCLIMetrics) CLIRefused(string, string, string) {}
 func (r *Releases) refuse(pub releases.Publisher, product, version string, v policy.Verdict) error {
 	addr := releases.Address(pub, product)
 	r.metrics.CLIRefused(string(pub), product, v.Rule)
-	r.held.note(pub, product, version)
-	r.log.Warn("held back by the package policy", "kind", "cli", "address", addr, "version", version,
+	// Logged when first refused by its rule, as mirror/gate logs the
+	// packages' refusals: not once a request.
+	level := slog.LevelDebug
+	if r.held.note(pub, product, version, v.Rule) {
+		level = slog.LevelWarn
+	}
+	r.log.Log(context.Background(), level, "held back by the package policy", "kind", "cli", "address", addr, "version", version,
 		"rule", v.Rule, "detail", v.Detail, "reason", v.Reason)
 	return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
 }
@@ -234,7 +239,7 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 		if v := sub.Version(l.Version, rel, now); v.Allowed {
 			out.Versions = append(out.Versions, l)
 		} else {
-			r.held.note(pub, product, l.Version)
+			r.held.note(pub, product, l.Version, v.Rule)
 		}
 	}
 	return out, st, nil

@@ -3,7 +3,9 @@ package served_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"reflect"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -349,5 +352,97 @@ func TestReleasesProductsLeaveOutDenied(t *testing.T) {
 	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/terraform"]`))
 	if got := side.Served.Products(); slices.Contains(got, "terraform") {
 		t.Errorf("products %v under a deny of terraform, want it left out", got)
+	}
+}
+
+// TestReleasesHeldNotFilledByMadeUpVersions: deny_version refuses a
+// version before any origin is asked whether it exists, so a client can
+// have the layer note a thousand versions it made up as held back. A
+// version held back since is noted still, for the status page (Held):
+// before, the first 1,024 noted were kept and every later one dropped
+// until a restart.
+func TestReleasesHeldNotFilledByMadeUpVersions(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+minimum_release_age = "48h"
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "< 1.5.0"
+  reason   = "too old"
+}`))
+	for i := range 1100 {
+		if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", fmt.Sprintf("1.0.%d", i)); err == nil {
+			t.Fatalf("a denied version was served")
+		}
+	}
+	o.SetSignedAt(clock.Now().Add(-24 * time.Hour))
+	err := readArchive(rel, releases.HashiCorp, "terraform", "1.6.0", tfZip)
+	var pe *gate.PolicyError
+	if !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge {
+		t.Fatalf("a fresh version: %v, want held by its age", err)
+	}
+	held := rel.Held()
+	if !slices.ContainsFunc(held, func(v unsigned.Version) bool { return v.Version == "1.6.0" }) {
+		t.Errorf("1.6.0, held back after 1,100 made-up versions were refused, is not among the %d held", len(held))
+	}
+}
+
+// warnCounter counts the log records at warn level and above.
+type warnCounter struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (c *warnCounter) Enabled(_ context.Context, l slog.Level) bool { return l >= slog.LevelWarn }
+func (c *warnCounter) Handle(context.Context, slog.Record) error {
+	c.mu.Lock()
+	c.n++
+	c.mu.Unlock()
+	return nil
+}
+func (c *warnCounter) WithAttrs([]slog.Attr) slog.Handler { return c }
+func (c *warnCounter) WithGroup(string) slog.Handler      { return c }
+
+func (c *warnCounter) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// TestReleasesRefusalLoggedOnce: a CLI version the package policy
+// refuses is logged once, when first refused by its rule (as
+// mirror/gate logs a provider's or a module's), not on every request:
+// before, each request for it, a client's retries as much as a flood of
+// one, wrote a warning. Refused by another rule since, it is logged again.
+func TestReleasesRefusalLoggedOnce(t *testing.T) {
+	_, side, clock, _ := releasesRig(t)
+	warns := &warnCounter{}
+	rel, err := served.NewReleases(served.ReleasesConfig{Releases: side.Releases, Policy: side.Engine, Logger: slog.New(warns), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "< 1.5.0"
+  reason   = "too old"
+}`))
+	for range 50 {
+		if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", "1.0.0"); err == nil {
+			t.Fatal("a denied version was served")
+		}
+	}
+	if n := warns.count(); n != 1 {
+		t.Errorf("50 refusals of one version wrote %d warnings, want 1", n)
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `deny = ["releases.hashicorp.com/hashicorp/terraform"]`))
+	for range 5 {
+		if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", "1.0.0"); err == nil {
+			t.Fatal("a denied product was served")
+		}
+	}
+	if n := warns.count(); n != 2 {
+		t.Errorf("after the product is denied: %d warnings, want 2", n)
 	}
 }

@@ -16,7 +16,11 @@ import (
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
-// maxHeldNoted bounds the CLI versions noted; the first noted are kept.
+// maxHeldNoted bounds the CLI versions noted; past it the notes start
+// again (as mirror/gate's memory of refusals does). deny_version refuses a
+// version before any origin is asked whether it exists, so most of a full
+// memory may be versions a client made up: kept, they would keep every
+// version held back later off the status page until a restart.
 const maxHeldNoted = 1024
 
 // HeldCLIKind is the unsigned.Version Kind of a CLI version held back.
@@ -27,24 +31,30 @@ type heldKey struct {
 	product, version string // version "" for a product refused whole
 }
 
-// heldNotes are the CLI versions noted as held back, safe for concurrent
-// use and bounded (maxHeldNoted).
+// heldNotes are the CLI versions noted as held back, each with the rule
+// that held it, safe for concurrent use and bounded (maxHeldNoted): those
+// noted since it was last full are kept.
 type heldNotes struct {
 	mu   sync.Mutex
-	keys map[heldKey]bool
+	keys map[heldKey]string // the rule
 }
 
 // note notes a version (or, with version "", a product) the policy held
-// back.
-func (h *heldNotes) note(pub releases.Publisher, product, version string) {
+// back by rule, and reports whether it is new: not noted before, or noted
+// by another rule.
+func (h *heldNotes) note(pub releases.Publisher, product, version, rule string) (fresh bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.keys == nil {
-		h.keys = map[heldKey]bool{}
+		h.keys = map[heldKey]string{}
 	}
-	if len(h.keys) < maxHeldNoted {
-		h.keys[heldKey{pub, product, version}] = true
+	k := heldKey{pub, product, version}
+	was, ok := h.keys[k]
+	if !ok && len(h.keys) >= maxHeldNoted {
+		clear(h.keys)
 	}
+	h.keys[k] = rule
+	return !ok || was != rule
 }
 
 // list is the versions noted, by address and version (newest first).

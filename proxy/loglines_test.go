@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"bufio"
+	"bytes"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
+)
+
+// syncBuffer is a bytes.Buffer safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestLogLinesBounded: what a client sends is bounded in the log too.
+// The access log's line and a door's "request failed" line for one
+// request stay within a few KiB, whatever its path and User-Agent: a
+// 60 KiB User-Agent of bytes that are not UTF-8, each written \ufffd in
+// JSON, made a 360 KiB line, and a long path of such bytes (%FF, three
+// bytes each) made two lines of 180 KiB, from one request of 64 KiB: the
+// log grew six times as fast as the requests came in. A path longer than
+// any door serves is answered 414 before any door sees it.
+func TestLogLinesBounded(t *testing.T) {
+	t.Parallel()
+	var out syncBuffer
+	logger := slog.New(jsonlog.New(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	oci := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		logger.Info("request failed", "path", r.URL.EscapedPath())
+		w.WriteHeader(http.StatusNotFound)
+	})
+	h := newHarness(t, harnessOptions{cfg: Config{Logger: logger, OCI: oci, Releases: oci}})
+	srv := httptest.NewServer(Instrument(h.server, logger, nil))
+	t.Cleanup(srv.Close)
+
+	ua := strings.Repeat("\xff", 60<<10)
+	long := strings.Repeat("%FF", 18<<10)
+	for _, tc := range []struct {
+		path, ua string
+		status   int
+	}{
+		{"/", ua, http.StatusOK},
+		{"/" + originHost + "/" + long + "/x/index.json", "", http.StatusRequestURITooLong},
+		{"/registry/" + originHost + "/v1/providers/" + long, "", http.StatusRequestURITooLong},
+		{"/v2/" + long, "", http.StatusRequestURITooLong},
+		{"/releases/" + long, "", http.StatusRequestURITooLong},
+		{"/" + strings.Repeat("%FF", 500) + "/x/y/index.json", ua, http.StatusBadRequest},
+	} {
+		req, err := http.NewRequest(http.MethodGet, srv.URL+tc.path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("User-Agent", tc.ua)
+		resp, err := srv.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != tc.status {
+			t.Errorf("%.60s...: status %d, want %d", tc.path, resp.StatusCode, tc.status)
+		}
+	}
+	const maxLine = 8 << 10
+	sc := bufio.NewScanner(strings.NewReader(out.String()))
+	sc.Buffer(nil, 4<<20)
+	lines := 0
+	for sc.Scan() {
+		lines++
+		if n := len(sc.Bytes()); n > maxLine {
+			t.Errorf("a log line of %d bytes, want at most %d: %.200s...", n, maxLine, sc.Bytes())
+		}
+	}
+	if lines < 6 {
+		t.Errorf("%d log lines, want an access log line per request", lines)
+	}
+}
