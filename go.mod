@@ -28,6 +28,7 @@ require (
 	golang.org/x/sync v0.24.0
 	golang.org/x/sys v0.48.0
 	golang.org/x/term v0.46.0
+	golang.org/x/time v0.16.0
 	golang.org/x/tools v0.51.0
 	oras.land/oras-go/v2 v2.6.0
 )

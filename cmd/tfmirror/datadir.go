@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -53,6 +56,44 @@ func (dd *dataDir) where() string {
 	}
 	return "opened the data directory"
 }
+
+// prepareDataDir makes the data directory dir (mode 0700) when it is
+// missing, and takes from one that exists the bits that let its group or
+// all users in: whoever can write it can replace its keys and its cache,
+// so it is the mirror's user's alone. A directory the mirror's user does
+// not own (a volume mounted for it, as Kubernetes mounts one with
+// fsGroup) cannot be changed; it keeps its mode, and when all users may
+// write it a warning says so and what to do. Windows has no such bits.
+func prepareDataDir(dir string, logger *slog.Logger) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("data directory: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("data directory: %s is not a directory", dir)
+	}
+	perm := fi.Mode().Perm()
+	if runtime.GOOS == "windows" || perm&0o077 == 0 {
+		return nil
+	}
+	if err := os.Chmod(dir, perm&^0o077); err == nil {
+		logger.Info("the data directory was open to other users; it is now its owner's only",
+			"data_dir", dir, "mode", fmt.Sprintf("%04o", perm), "now", fmt.Sprintf("%04o", perm&^0o077))
+		return nil
+	} else if _, told := openDataDirsTold.LoadOrStore(dir, true); perm&0o002 != 0 && !told {
+		logger.Warn("all users may write the data directory, and it is not this user's to change: they may replace the mirror's keys and cache; make it the mirror's user's (chown), or point data_dir at a directory inside it",
+			"data_dir", dir, "mode", fmt.Sprintf("%04o", perm), "error", err)
+	}
+	return nil
+}
+
+// openDataDirsTold are the data directories whose warning was given: a
+// serve prepares its directory twice (for its certificate, then for the
+// engine), and says it once.
+var openDataDirsTold sync.Map
 
 // openDataDir is the one place subcommands get at a data directory: when
 // a tfmirror serve runs on it (its admin socket answers), through that

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -69,8 +68,8 @@ const metadataStages = 4
 // observations; watch, when not nil, the end of each origin request (the
 // status page's origin rows). The caller must call the returned parts' shutdown.
 func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics, watch discovery.OriginWatcher) (_ *engineParts, err error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
+		return nil, err
 	}
 	reserve := cfg.DiskReserve
 	if reserve == 0 {

@@ -82,8 +82,8 @@ type originCircuits struct{ m *server }
 func (c originCircuits) Circuit(origin string) discovery.Circuit { return c.m.origin.Circuit(origin) }
 
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		return nil, fmt.Errorf("data directory: %w", err)
+	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
+		return nil, err
 	}
 	m = &server{cfg: cfg, log: logger}
 	if !cfg.InsecureHTTP {

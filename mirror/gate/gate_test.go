@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"testing"
@@ -443,5 +444,47 @@ func TestModuleReleaseAgeAcrossReplicas(t *testing.T) {
 		if _, err := h.Engine.Modules().ModuleLocation(ctx, harness.Module, enginetest.MustModuleVersion(t, "1.0.0")); err != nil {
 			t.Errorf("replica %s: module location of 1.0.0, in the first listing: %v", name, err)
 		}
+	}
+}
+
+// A client asking for made-up providers under an allow list has each
+// refused (before any origin request: the policy layer asks the address
+// rules first, mirror/served); the refusals are counted and kept
+// for the status page, but at most a burst of them, then one a second,
+// are logged at warn: the rest go to debug, and the next warning says
+// how many did.
+func TestRefusalWarningsBounded(t *testing.T) {
+	t.Parallel()
+	var logs strings.Builder
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Now().Truncate(time.Second))
+	h := harness.New(t, harness.Options{Config: harness.Config{Logger: logger, Now: clock.Now}})
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, fmt.Sprintf(`allow = ["%s/%s/*"]`, harness.OriginHost, harness.NS)))
+	refuse := func(n int, from int) {
+		for i := from; i < from+n; i++ {
+			p := addrs.Provider{Hostname: harness.OriginHost, Namespace: fmt.Sprintf("made-up-%d", i), Type: "x"}
+			if err := h.Engine.CheckAddress(policy.Provider, p.String()); !errors.Is(err, gate.ErrPolicy) {
+				t.Fatalf("%s: %v, want a policy refusal", p, err)
+			}
+		}
+	}
+	count := func(level string) int {
+		return strings.Count(logs.String(), "level="+level+` msg="held back by the package policy"`)
+	}
+	refuse(500, 0)
+	if w, d := count("WARN"), count("DEBUG"); w != 20 || d != 480 {
+		t.Fatalf("500 made-up names refused at once: %d warnings and %d at debug, want 20 and 480", w, d)
+	}
+	clock.Add(3 * time.Second)
+	refuse(5, 500)
+	if w := count("WARN"); w != 23 {
+		t.Fatalf("three seconds later, %d warnings in all, want 23", w)
+	}
+	if !strings.Contains(logs.String(), "refusals_logged_at_debug=480") {
+		t.Fatalf("the next warning does not say how many went to debug:\n%s", logs.String()[len(logs.String())-2000:])
+	}
+	if got := len(h.Engine.Withheld()); got != 505 {
+		t.Fatalf("%d refusals remembered for the status page, want all 505", got)
 	}
 }

@@ -1,0 +1,82 @@
+package main
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"testing"
+)
+
+// A data directory left open to its group or all users (made by hand, or
+// by an older release's umask) is the mirror's user's alone once the
+// mirror opens it, as SECURITY.md says: anyone who can write it could
+// replace its keys.
+func TestDataDirOpenToOthersIsTightened(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no permission bits on Windows")
+	}
+	for _, mode := range []os.FileMode{0o777, 0o755, 0o770, 0o700} {
+		dir := filepath.Join(t.TempDir(), "data")
+		if err := os.Mkdir(dir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(dir, mode); err != nil {
+			t.Fatal(err)
+		}
+		var logs bytes.Buffer
+		if err := prepareDataDir(dir, slog.New(slog.NewTextHandler(&logs, nil))); err != nil {
+			t.Fatalf("%04o: %v", mode, err)
+		}
+		fi, err := os.Stat(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o700 {
+			t.Errorf("a data directory of mode %04o is %04o after opening, want 0700", mode, fi.Mode().Perm())
+		}
+		if said := strings.Contains(logs.String(), "now its owner's only"); said != (mode != 0o700) {
+			t.Errorf("mode %04o: the log says %q", mode, logs.String())
+		}
+	}
+}
+
+// The engine's wiring, which serve and every subcommand open the data
+// directory through, tightens it; one that is missing is made 0700; a
+// file where the directory should be is refused with its name.
+func TestOpenEngineTightensTheDataDir(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no permission bits on Windows")
+	}
+	cfg, err := parseServeFlags([]string{"--data-dir", filepath.Join(t.TempDir(), "data")}, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Offline = true
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(cfg.DataDir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts.shutdown(t.Context())
+	if fi, err := os.Stat(cfg.DataDir); err != nil || fi.Mode().Perm() != 0o700 {
+		t.Fatalf("data directory after opening: %v, %v; want mode 0700", fi.Mode().Perm(), err)
+	}
+
+	file := filepath.Join(t.TempDir(), "data")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg.DataDir = file
+	if _, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil); err == nil || !strings.Contains(err.Error(), file) {
+		t.Fatalf("a file as the data directory: %v, want an error naming it", err)
+	}
+}
