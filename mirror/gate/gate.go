@@ -131,7 +131,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 		return nil, errors.New("gate: the engine's parts, an origin, a store, metrics, a clock and a logger are required")
 	}
 	g := &Gate{cfg: cfg, parts: parts, now: cfg.Now, log: cfg.Logger, metrics: metrics}
-	g.warns = rate.NewLimiter(refusalWarnRate, refusalWarnBurst)
+	g.warns = NewRefusalWarnings()
 	g.rel = &releaseTimes{cfg: cfg, parts: parts, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
 		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
 	return g, nil
@@ -142,14 +142,11 @@ type state struct {
 	p   atomic.Pointer[policy.Policy]
 	gen atomic.Uint64 // advanced by every SetPolicy
 
-	mu   sync.Mutex
-	seen map[heldKey]heldEntry // refusals logged, by version and rule
-	// warns bounds the refusals logged at warn; unlogged counts those
-	// logged at debug instead since the last warning.
-	warns    *rate.Limiter
-	unlogged int
-	lists    map[string]filteredList // the lists last filtered, by provider
-	rels     map[string]datedList    // the release times of the lists last dated, by provider
+	mu    sync.Mutex
+	seen  map[heldKey]heldEntry   // refusals logged, by version and rule
+	warns *RefusalWarnings        // bounds the refusals logged at warn
+	lists map[string]filteredList // the lists last filtered, by provider
+	rels  map[string]datedList    // the release times of the lists last dated, by provider
 }
 
 // datedList is the release times of the versions of src under a minimum
@@ -273,29 +270,47 @@ func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Rel
 	if !v.AvailableAt.IsZero() {
 		args = append(args, "available_at", v.AvailableAt.UTC().Format(time.RFC3339))
 	}
-	g.mu.Lock()
-	warn, unlogged := g.warns.AllowN(g.now(), 1), g.unlogged
+	g.warns.Log(g.log, g.now(), args...)
+}
+
+// RefusalWarnings logs the first refusals of versions by the package
+// policy's rules, which a client can make as many of as it asks for
+// made-up names or versions: at most refusalWarnBurst at warn at once and
+// refusalWarnRate after, the others at debug, with their number on the
+// next warning. Each is counted and on the status page all the same. The
+// gate and the CLI releases side (mirror/served.Releases) log theirs
+// through one. Safe for concurrent use.
+type RefusalWarnings struct {
+	mu       sync.Mutex
+	limit    *rate.Limiter
+	unlogged int // logged at debug since the last warning
+}
+
+// NewRefusalWarnings returns the bound of a side's refusal warnings.
+func NewRefusalWarnings() *RefusalWarnings {
+	return &RefusalWarnings{limit: rate.NewLimiter(refusalWarnRate, refusalWarnBurst)}
+}
+
+// Log logs a first refusal (its attributes args) at now.
+func (w *RefusalWarnings) Log(log *slog.Logger, now time.Time, args ...any) {
+	w.mu.Lock()
+	warn, unlogged := w.limit.AllowN(now, 1), w.unlogged
 	if warn {
-		g.unlogged = 0
+		w.unlogged = 0
 	} else {
-		g.unlogged++
+		w.unlogged++
 	}
-	g.mu.Unlock()
+	w.mu.Unlock()
 	if !warn {
-		g.log.Debug("held back by the package policy", args...)
+		log.Debug("held back by the package policy", args...)
 		return
 	}
 	if unlogged > 0 {
 		args = append(args, "refusals_logged_at_debug", unlogged)
 	}
-	g.log.Warn("held back by the package policy", args...)
+	log.Warn("held back by the package policy", args...)
 }
 
-// A client may ask for as many made-up names as it likes, each refused
-// by an allow or deny rule for the first time: the first refusals are
-// logged at warn at most refusalWarnBurst at once and refusalWarnRate
-// after, the others at debug, with their number on the next warning.
-// Each is counted and on the status page all the same.
 const (
 	refusalWarnRate  = rate.Limit(1) // a second
 	refusalWarnBurst = 20

@@ -72,6 +72,7 @@ type Releases struct {
 	log     *slog.Logger
 	now     func() time.Time
 	held    heldNotes // what the policy held back, for Held
+	warns   *gate.RefusalWarnings
 }
 
 // NewReleases returns the CLI releases side behind the package policy.
@@ -79,7 +80,8 @@ func NewReleases(cfg ReleasesConfig) (*Releases, error) {
 	if cfg.Releases == nil || cfg.Policy == nil {
 		return nil, errors.New("served: the releases side and the policy in force are required")
 	}
-	r := &Releases{rel: cfg.Releases, pol: cfg.Policy, metrics: cfg.Metrics, log: cfg.Logger, now: cfg.Now}
+	r := &Releases{rel: cfg.Releases, pol: cfg.Policy, metrics: cfg.Metrics, log: cfg.Logger, now: cfg.Now,
+		warns: gate.NewRefusalWarnings()}
 	if r.metrics == nil {
 		r.metrics = noCLIMetrics{}
 	}
@@ -100,13 +102,13 @@ func (r *Releases) refuse(pub releases.Publisher, product, version string, v pol
 	addr := releases.Address(pub, product)
 	r.metrics.CLIRefused(string(pub), product, v.Rule)
 	// Logged when first refused by its rule, as mirror/gate logs the
-	// packages' refusals: not once a request.
-	level := slog.LevelDebug
+	// packages' refusals: not once a request, and within the same bound.
+	args := []any{"kind", "cli", "address", addr, "version", version, "rule", v.Rule, "detail", v.Detail, "reason", v.Reason}
 	if r.held.note(pub, product, version, v.Rule) {
-		level = slog.LevelWarn
+		r.warns.Log(r.log, r.now(), args...)
+	} else {
+		r.log.Debug("held back by the package policy", args...)
 	}
-	r.log.Log(context.Background(), level, "held back by the package policy", "kind", "cli", "address", addr, "version", version,
-		"rule", v.Rule, "detail", v.Detail, "reason", v.Reason)
 	return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
 }
 

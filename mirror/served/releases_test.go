@@ -446,3 +446,29 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 		t.Errorf("after the product is denied: %d warnings, want 2", n)
 	}
 }
+
+// Made-up CLI versions, each refused by deny_version without asking the
+// origin, cannot fill the log: they are logged at warn within the bound
+// the gate keeps for the packages (mirror/gate.RefusalWarnings), the rest
+// at debug.
+func TestReleasesMadeUpVersionsWarnWithinBound(t *testing.T) {
+	_, side, clock, _ := releasesRig(t)
+	warns := &warnCounter{}
+	rel, err := served.NewReleases(served.ReleasesConfig{Releases: side.Releases, Policy: side.Engine, Logger: slog.New(warns), Now: clock.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "< 1.5.0"
+  reason   = "too old"
+}`))
+	for i := range 300 {
+		if _, err := rel.Sums(context.Background(), releases.HashiCorp, "terraform", fmt.Sprintf("1.0.%d", i)); err == nil {
+			t.Fatal("a denied version was served")
+		}
+	}
+	if n := warns.count(); n != 20 {
+		t.Errorf("300 made-up versions refused at once wrote %d warnings, want 20", n)
+	}
+}
