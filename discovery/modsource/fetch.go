@@ -232,7 +232,8 @@ type treeWriter struct {
 
 // openTree opens the writer of the tree under dir.
 func openTree(dir string, b *budget) (*treeWriter, error) {
-	w, err := safetree.Open(dir, safetree.Options{})
+	// A directory an entry implies, which no entry names, is an entry.
+	w, err := safetree.Open(dir, safetree.Options{ImpliedDir: func(string) error { return b.entry() }})
 	if err != nil {
 		return nil, err
 	}

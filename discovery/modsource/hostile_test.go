@@ -5,11 +5,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -239,6 +241,53 @@ func TestWriteTarGzRefusesLinksOut(t *testing.T) {
 			}
 			if _, err := writeTarGz(root, io.Discard); err == nil || !strings.Contains(err.Error(), "link") {
 				t.Errorf("writeTarGz = %v, want a refusal of the link", err)
+			}
+		})
+	}
+}
+
+// TestFetchRefusesDeepTrees: a module archive from a source host (and a
+// package as a bundle brings it) with an entry nested past
+// safetree.MaxDepth is refused at once; and the directories its entries
+// imply, which no entry names, count against Limits.MaxEntries as the
+// directories named do: 10 entries 20 directories deep make 200.
+func TestFetchRefusesDeepTrees(t *testing.T) {
+	o, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	deep := fakeorigin.TarGzEntries([]fakeorigin.TarEntry{{Name: strings.Repeat("a/", 300_000) + "main.tf", Body: "# deep\n"}})
+	var wide []fakeorigin.TarEntry
+	for i := range 10 {
+		wide = append(wide, fakeorigin.TarEntry{Name: fmt.Sprintf("d%d/", i) + strings.Repeat("a/", 19) + "main.tf", Body: "# x\n"})
+	}
+	implied := fakeorigin.TarGzEntries(wide)
+	o.AddTarball("deep.tar.gz", deep)
+	o.AddTarball("implied.tar.gz", implied)
+	for _, tc := range []struct {
+		name string
+		pkg  []byte
+		want func(error) bool
+	}{
+		{"deep", deep, func(err error) bool { return errors.Is(err, safetree.ErrUnsafe) }},
+		{"implied", implied, func(err error) bool { var le *LimitError; return errors.As(err, &le) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := Parse(o.TarballURL(tc.name + ".tar.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard)
+			if !tc.want(err) {
+				t.Errorf("Fetch: %v", err)
+			}
+			if err := Unpack(context.Background(), bytes.NewReader(tc.pkg), t.TempDir(), defaultLimits); !tc.want(err) {
+				t.Errorf("Unpack: %v", err)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("took %v to refuse", d)
 			}
 		})
 	}
