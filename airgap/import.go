@@ -187,7 +187,7 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 	}
 	found := false
 	for _, pdir := range providerDirs {
-		if info, err := os.Stat(pdir); err != nil || !info.IsDir() {
+		if !b.realDir(pdir) {
 			continue
 		}
 		rel, _ := filepath.Rel(dir, pdir)
@@ -299,6 +299,25 @@ func (vf *versionFiles) readFile(path string, limit int64) ([]byte, error) {
 	sum := sha256.Sum256(data)
 	vf.read[rel] = manifestFile{Path: rel, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
 	return data, nil
+}
+
+// realDir reports whether path (in b.dir) is a directory reached from
+// b.dir through directories only: a link to a directory, or a directory
+// under one, is not read, wherever it points (a directory import reads
+// nothing outside the input; a tar file's has no links).
+func (b *bundle) realDir(path string) bool {
+	rel, err := filepath.Rel(b.dir, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return false
+	}
+	p := b.dir
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, part)
+		if info, err := os.Lstat(p); err != nil || !info.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // rel is path (in b.dir) relative to b.dir, with slashes.
