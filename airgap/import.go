@@ -178,11 +178,8 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 // under shown, the directory or tar file the user named.
 func importDir(ctx context.Context, engine Engine, b *bundle, report func(string), sum *ImportSummary) error {
 	dir, shown := b.dir, b.shown
-	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
+	providerDirs, err := b.entriesAt(dir, 3, modulesDir, releasesDir) // see importModules and importReleases
 	if err != nil {
-		return err
-	}
-	if err := b.take(len(providerDirs)); err != nil {
 		return err
 	}
 	found := false
@@ -239,6 +236,35 @@ func (b *bundle) take(n int) error {
 		return fmt.Errorf("%s holds more than %d entries (directories and files), the most an import takes: %w", b.shown, b.maxEntries, errTooManyEntries)
 	}
 	return nil
+}
+
+// entriesAt returns the paths of the entries depth levels below base
+// (sorted; what they are is the caller's to check), reading each
+// directory on the way through readDir, so that no more entries are read
+// than the input's budget takes; links, and the names in skip at the
+// first level, are not descended into.
+func (b *bundle) entriesAt(base string, depth int, skip ...string) ([]string, error) {
+	level := []string{base}
+	for d := range depth {
+		var next []string
+		for _, dir := range level {
+			entries, err := b.readDir(dir)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				if (e.IsDir() || d == depth-1) && !(d == 0 && slices.Contains(skip, e.Name())) {
+					next = append(next, filepath.Join(dir, e.Name()))
+				}
+			}
+		}
+		level = next
+	}
+	slices.Sort(level)
+	return level, nil
 }
 
 // readDir returns the entries of dir (unsorted), taken from the input's

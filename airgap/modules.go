@@ -176,11 +176,8 @@ func hasModules(dir string) bool {
 // vouches for it, or as a local module with b.allowUnsigned. Each version
 // refused is reported and counted.
 func importModules(ctx context.Context, engine Engine, b *bundle, scratch string, report func(string), sum *ImportSummary) error {
-	dirs, err := filepath.Glob(filepath.Join(b.dir, modulesDir, "*", "*", "*", "*"))
+	dirs, err := b.entriesAt(filepath.Join(b.dir, modulesDir), 4)
 	if err != nil {
-		return err
-	}
-	if err := b.take(len(dirs)); err != nil {
 		return err
 	}
 	for _, mdir := range dirs {

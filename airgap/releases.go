@@ -326,11 +326,8 @@ func keepEarlier(dir string, s *releases.Sums, rf *releaseFile, files *exportFil
 // directory, each once both anchors vouch for it (see the top of this
 // file). Each version refused is reported and counted.
 func importReleases(ctx context.Context, engine Engine, b *bundle, report func(string), sum *ImportSummary) error {
-	dirs, err := filepath.Glob(filepath.Join(b.dir, releasesDir, "*", "*", "*"))
+	dirs, err := b.entriesAt(filepath.Join(b.dir, releasesDir), 3)
 	if err != nil {
-		return err
-	}
-	if err := b.take(len(dirs)); err != nil {
 		return err
 	}
 	var cli CLIReleases

@@ -402,3 +402,24 @@ func TestUntarRefusesDeepNames(t *testing.T) {
 		t.Errorf("20 files in 600 directories charged %d bytes of room, want %d at least", charged, want)
 	}
 }
+
+// TestDirectoryImportListingBounded: a directory import reads no more
+// entries of any directory than it takes, at every level of the layout
+// (before, filepath.Glob listed every directory three and four levels
+// down, whatever their number, before anything was counted: a directory
+// of millions of empty directories was read whole).
+func TestDirectoryImportListingBounded(t *testing.T) {
+	for _, top := range []string{"", modulesDir, releasesDir} {
+		dir := t.TempDir()
+		for i := range 500 {
+			if err := os.MkdirAll(filepath.Join(dir, top, fmt.Sprintf("h%d.example", i)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(t, filepath.Join(dir, "registry.test/acme/alpha/terraform-provider-alpha_1.0.0_linux_amd64.zip"), "zip")
+		_, err := Import(context.Background(), nil, dir, ImportOptions{Shown: "in", MaxEntries: 100}, func(string) {})
+		if err == nil || !strings.Contains(err.Error(), "in holds more than 100 entries") {
+			t.Errorf("500 directories under %q/: %v, want refused for its entries", top, err)
+		}
+	}
+}
