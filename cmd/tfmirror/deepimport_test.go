@@ -54,3 +54,40 @@ func TestDeepBundleImportProcess(t *testing.T) {
 		})
 	}
 }
+
+// TestDirectoryImportFollowsNoLinkOutProcess: `tfmirror import
+// --allow-unsigned` of a directory whose module system directory is a link
+// to a directory elsewhere on the host (holding a key in a version-named
+// directory) imports the module inside the directory only; before, the
+// key was packed into a module package and served.
+func TestDirectoryImportFollowsNoLinkOutProcess(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	victim := t.TempDir()
+	in := t.TempDir()
+	for path, data := range map[string]string{
+		filepath.Join(victim, "1.0.0", "export-key.asc"):                                                  "-----BEGIN PGP PRIVATE KEY BLOCK-----\n",
+		filepath.Join(in, "modules", "tf.corp.example", "platform", "network", "aws", "1.2.0", "main.tf"): "# inside\n",
+	} {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leak := filepath.Join(in, "modules", "tf.corp.example", "platform", "leak", "aws")
+	if err := os.MkdirAll(filepath.Dir(leak), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, leak); err != nil {
+		t.Fatal(err)
+	}
+	dataDir := filepath.Join(t.TempDir(), "data")
+	stdout, _, code := runProcess(t, bin, in, "import", "--data-dir", dataDir, "--allow-unsigned", in)
+	if code != 0 || !strings.Contains(stdout, "modules: 1 packages imported") {
+		t.Errorf("import exited %d, want 0 with the one module inside the directory imported", code)
+	}
+}
