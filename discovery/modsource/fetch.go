@@ -166,9 +166,10 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 
 // budget counts what a package has cost so far.
 type budget struct {
-	limits  Limits
-	tree    int64
-	entries int
+	limits     Limits
+	tree       int64
+	entries    int
+	submodules int // Git submodules named so far (maxSubmodules)
 }
 
 func (b *budget) entry() error {
