@@ -178,16 +178,13 @@ func openBundle(dir string, opts ImportOptions) *bundle {
 // under shown, the directory or tar file the user named.
 func importDir(ctx context.Context, engine Engine, b *bundle, report func(string), sum *ImportSummary) error {
 	dir, shown := b.dir, b.shown
-	providerDirs, err := filepath.Glob(filepath.Join(dir, "*", "*", "*"))
+	providerDirs, err := b.entriesAt(dir, 3, modulesDir, releasesDir) // see importModules and importReleases
 	if err != nil {
-		return err
-	}
-	if err := b.take(len(providerDirs)); err != nil {
 		return err
 	}
 	found := false
 	for _, pdir := range providerDirs {
-		if info, err := os.Stat(pdir); err != nil || !info.IsDir() {
+		if !b.realDir(pdir) {
 			continue
 		}
 		rel, _ := filepath.Rel(dir, pdir)
@@ -239,6 +236,35 @@ func (b *bundle) take(n int) error {
 		return fmt.Errorf("%s holds more than %d entries (directories and files), the most an import takes: %w", b.shown, b.maxEntries, errTooManyEntries)
 	}
 	return nil
+}
+
+// entriesAt returns the paths of the entries depth levels below base
+// (sorted; what they are is the caller's to check), reading each
+// directory on the way through readDir, so that no more entries are read
+// than the input's budget takes; links, and the names in skip at the
+// first level, are not descended into.
+func (b *bundle) entriesAt(base string, depth int, skip ...string) ([]string, error) {
+	level := []string{base}
+	for d := range depth {
+		var next []string
+		for _, dir := range level {
+			entries, err := b.readDir(dir)
+			if errors.Is(err, os.ErrNotExist) {
+				continue
+			}
+			if err != nil {
+				return nil, err
+			}
+			for _, e := range entries {
+				if (e.IsDir() || d == depth-1) && !(d == 0 && slices.Contains(skip, e.Name())) {
+					next = append(next, filepath.Join(dir, e.Name()))
+				}
+			}
+		}
+		level = next
+	}
+	slices.Sort(level)
+	return level, nil
 }
 
 // readDir returns the entries of dir (unsorted), taken from the input's
@@ -299,6 +325,25 @@ func (vf *versionFiles) readFile(path string, limit int64) ([]byte, error) {
 	sum := sha256.Sum256(data)
 	vf.read[rel] = manifestFile{Path: rel, Size: int64(len(data)), SHA256: hex.EncodeToString(sum[:])}
 	return data, nil
+}
+
+// realDir reports whether path (in b.dir) is a directory reached from
+// b.dir through directories only: a link to a directory, or a directory
+// under one, is not read, wherever it points (a directory import reads
+// nothing outside the input; a tar file's has no links).
+func (b *bundle) realDir(path string) bool {
+	rel, err := filepath.Rel(b.dir, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return false
+	}
+	p := b.dir
+	for _, part := range strings.Split(rel, string(filepath.Separator)) {
+		p = filepath.Join(p, part)
+		if info, err := os.Lstat(p); err != nil || !info.IsDir() {
+			return false
+		}
+	}
+	return true
 }
 
 // rel is path (in b.dir) relative to b.dir, with slashes.

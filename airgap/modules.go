@@ -176,15 +176,12 @@ func hasModules(dir string) bool {
 // vouches for it, or as a local module with b.allowUnsigned. Each version
 // refused is reported and counted.
 func importModules(ctx context.Context, engine Engine, b *bundle, scratch string, report func(string), sum *ImportSummary) error {
-	dirs, err := filepath.Glob(filepath.Join(b.dir, modulesDir, "*", "*", "*", "*"))
+	dirs, err := b.entriesAt(filepath.Join(b.dir, modulesDir), 4)
 	if err != nil {
 		return err
 	}
-	if err := b.take(len(dirs)); err != nil {
-		return err
-	}
 	for _, mdir := range dirs {
-		if info, err := os.Stat(mdir); err != nil || !info.IsDir() {
+		if !b.realDir(mdir) {
 			continue
 		}
 		rel := b.rel(mdir)
@@ -316,7 +313,19 @@ func importLocalModule(ctx context.Context, engine Engine, b *bundle, m addrs.Mo
 		return err
 	}
 	defer func() { tmp.Close(); os.Remove(tmp.Name()) }()
-	if _, err := modsource.PackDir(ctx, dir, scratchDir, tmp, engine.Config().ModuleLimits); err != nil {
+	// Read through the input's own root: nothing outside it is packed,
+	// whatever a link in it (or one made while it is read) points to.
+	top, err := os.OpenRoot(b.dir)
+	if err != nil {
+		return err
+	}
+	defer top.Close()
+	root, err := top.OpenRoot(filepath.FromSlash(b.rel(dir)))
+	if err != nil {
+		return fmt.Errorf("%s: %w", shown, err)
+	}
+	defer root.Close()
+	if _, err := modsource.PackRoot(ctx, root, scratchDir, tmp, engine.Config().ModuleLimits); err != nil {
 		return fmt.Errorf("%s: %w", shown, err)
 	}
 	if err := tmp.Close(); err != nil {

@@ -303,3 +303,45 @@ func unpackModule(t *testing.T, data []byte) []string {
 	})
 	return out
 }
+
+// TestImportReadsNothingOutsideTheDirectory: a directory to import whose
+// directories are links to directories outside it (a victim's, holding a
+// key beside a version-named directory) imports nothing of them: a local
+// module is packed from the files under the input only, and neither a
+// local module nor a provider version is read through a link to a
+// directory elsewhere.
+func TestImportReadsNothingOutsideTheDirectory(t *testing.T) {
+	victim := t.TempDir()
+	write(t, filepath.Join(victim, "aws", "1.0.0", "export-key.asc"), "-----BEGIN PGP PRIVATE KEY BLOCK-----\n")
+	write(t, filepath.Join(victim, "1.0.0", "url-signing.key"), "secret\n")
+	in := t.TempDir()
+	write(t, filepath.Join(in, modulesDir, "tf.corp.example", "platform", "network", "aws", "1.2.0", "main.tf"), "# ok\n")
+	for link, target := range map[string]string{
+		// modules/HOST/NAMESPACE/NAME -> victim: its aws/1.0.0 is read as a version.
+		filepath.Join(in, modulesDir, "tf.corp.example", "platform", "leak"): victim,
+		// modules/HOST/NAMESPACE/NAME/SYSTEM -> victim: its 1.0.0.
+		filepath.Join(in, modulesDir, "tf.corp.example", "platform", "keys", "aws"): victim,
+		// a version's directory itself.
+		filepath.Join(in, modulesDir, "tf.corp.example", "platform", "ver", "aws", "1.0.0"): filepath.Join(victim, "1.0.0"),
+	} {
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(target, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	engine := newEngine(t, enginetest.StartOrigin(t, fakeorigin.Options{}))
+	sum, reports := importInto(t, engine, in, ImportOptions{AllowUnsigned: true})
+	t.Logf("%+v %q", sum, reports)
+	if sum.Modules != 1 {
+		t.Errorf("imported %d modules, want the one inside the directory", sum.Modules)
+	}
+	for _, name := range []string{"leak", "keys", "ver"} {
+		m := addrs.Module{Hostname: "tf.corp.example", Namespace: "platform", Name: name, System: "aws"}
+		if list, _, err := engine.Modules().ModuleVersions(context.Background(), m); err == nil {
+			_, data := moduleBytes(t, engine, m, list.Versions[0])
+			t.Errorf("module %s imported from outside the directory: %v", m, unpackModule(t, data))
+		}
+	}
+}

@@ -476,6 +476,11 @@ r="${1:?usage: sh push.sh REGISTRY[/PREFIX]}"
 cd "$(dirname "$0")"
 `)
 	for _, repo := range repos {
+		if !oci.ValidRepository(repo) {
+			// Not a layout an export wrote (its name is put into a
+			// shell line): left out.
+			continue
+		}
 		idx, err := readCapped(filepath.Join(x.out, filepath.FromSlash(repo), ocispec.ImageIndexFile), oci.MaxManifestSize)
 		if err != nil {
 			return "", err

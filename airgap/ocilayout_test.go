@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -254,4 +255,61 @@ func servedBy(t *testing.T, engine *mirror.Engine, side *mirror.OCI) *served.Pac
 		t.Fatal(err)
 	}
 	return p
+}
+
+// TestPushScriptTakesOnlyRepositoryNames: push.sh lists the layouts found
+// in the export's directory, those of earlier exports included, so what
+// else the directory holds (a layout copied in from elsewhere) names
+// lines of it; a directory whose name is not a repository name (here one
+// holding a shell command) is left out of it, and running push.sh runs
+// nothing but oras.
+func TestPushScriptTakesOnlyRepositoryNames(t *testing.T) {
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip(err)
+	}
+	engine := newEngine(t, nil)
+	side, err := engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "layout")
+	pwned := filepath.Join(t.TempDir(), "pwned")
+	for _, repo := range []string{"good/repo", "x$(touch " + pwned + ")", "q'$(touch " + pwned + ")'"} {
+		dir := filepath.Join(out, repo)
+		write(t, filepath.Join(dir, ocispec.ImageLayoutFile), `{"imageLayoutVersion":"1.0.0"}`)
+		idx := ocispec.Index{Manifests: []ocispec.Descriptor{{MediaType: ocispec.MediaTypeImageManifest,
+			Digest: digest.FromString("m"), Size: 1, Annotations: map[string]string{ocispec.AnnotationRefName: "1.0.0"}}}}
+		idx.SchemaVersion = 2
+		data, _ := json.Marshal(idx)
+		write(t, filepath.Join(dir, ocispec.ImageIndexFile), string(data))
+	}
+	sum, err := ExportOCILayout(context.Background(), engine, servedBy(t, engine, side), names, Selection{}, out, func(s string) { t.Log(s) })
+	if err != nil {
+		t.Fatalf("export: %+v, %v", sum, err)
+	}
+	script, err := os.ReadFile(filepath.Join(out, PushScriptName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("push.sh:\n%s", script)
+	bin := t.TempDir()
+	write(t, filepath.Join(bin, "oras"), "#!/bin/sh\nexit 0\n")
+	if err := os.Chmod(filepath.Join(bin, "oras"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sh", filepath.Join(out, PushScriptName), "registry.example")
+	cmd.Env = append(os.Environ(), "PATH="+bin+":/usr/bin:/bin")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Logf("sh push.sh: %v\n%s", err, b)
+	}
+	if _, err := os.Stat(pwned); err == nil {
+		t.Error("running push.sh ran a command a directory's name held")
+	}
+	if !strings.Contains(string(script), "'good/repo:1.0.0'") || strings.Contains(string(script), "touch") {
+		t.Error("push.sh does not list the layout good/repo alone")
+	}
 }

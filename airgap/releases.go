@@ -326,11 +326,8 @@ func keepEarlier(dir string, s *releases.Sums, rf *releaseFile, files *exportFil
 // directory, each once both anchors vouch for it (see the top of this
 // file). Each version refused is reported and counted.
 func importReleases(ctx context.Context, engine Engine, b *bundle, report func(string), sum *ImportSummary) error {
-	dirs, err := filepath.Glob(filepath.Join(b.dir, releasesDir, "*", "*", "*"))
+	dirs, err := b.entriesAt(filepath.Join(b.dir, releasesDir), 3)
 	if err != nil {
-		return err
-	}
-	if err := b.take(len(dirs)); err != nil {
 		return err
 	}
 	var cli CLIReleases
@@ -432,10 +429,21 @@ func importRelease(ctx context.Context, cli CLIReleases, pol ServedCLI, b *bundl
 	case rf.Publisher != mr.Publisher || rf.Product != mr.Product || rf.Version != mr.Version:
 		return fmt.Errorf("%s is of %s %s %s", b.shownPath(b.rel(recPath)), rf.Publisher, rf.Product, rf.Version)
 	}
+	// Nothing the record names is read before the signed manifest is
+	// known to list it, once: the record is not vouched for until then,
+	// and what it names is held in memory.
+	named := map[string]bool{}
 	for _, name := range append(append([]string{rf.Sums, rf.Signature}, rf.Archives...), rf.PassedThrough...) {
-		if !plainName(name) {
+		rel := b.rel(filepath.Join(dir, name))
+		switch _, listed := b.manifest[rel]; {
+		case !plainName(name):
 			return fmt.Errorf("%s names the file %q, which is not in its directory", b.shownPath(b.rel(recPath)), name)
+		case named[name]:
+			return fmt.Errorf("%s names the file %q twice", b.shownPath(b.rel(recPath)), name)
+		case !listed:
+			return fmt.Errorf("%s is not in the manifest %s (signed by the trusted export key %s)", b.shownPath(rel), b.shownPath(manifestName), b.signer)
 		}
+		named[name] = true
 	}
 	doc, err := vf.readFile(filepath.Join(dir, rf.Sums), maxSumsBytes)
 	if err != nil {

@@ -7,10 +7,12 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -564,5 +566,45 @@ func TestIncrementalExportKeepsCLIArchives(t *testing.T) {
 	isum, ireports := importCLI(t, sealedCLI(t, o), out, key)
 	if isum.Failed != 0 || isum.CLIArchives != 3 {
 		t.Fatalf("import: %+v %q", isum, ireports)
+	}
+}
+
+// TestImportCLIReleaseReadsOnlyListedFiles: a CLI release's record
+// (release.json), which the manifest vouches for only once its files are
+// read, names files; an import reads none that the signed manifest does
+// not list. Before, a signed bundle whose record was changed to pass
+// through 2,000 files of 64 KiB (a few kilobytes gzip-compressed) had an
+// import hold 128 MiB of them before it found the record was not the one
+// signed.
+func TestImportCLIReleaseReadsOnlyListedFiles(t *testing.T) {
+	o, out, key := exportedCLI(t)
+	dir := filepath.Join(out, filepath.FromSlash(tofuRelDir))
+	rec := filepath.Join(dir, releaseFileName)
+	data, err := os.ReadFile(rec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rf releaseFile
+	if err := json.Unmarshal(data, &rf); err != nil {
+		t.Fatal(err)
+	}
+	filler := strings.Repeat("x", maxPassedThroughBytes)
+	for i := range 2000 {
+		name := fmt.Sprintf("p%d.sig", i)
+		write(t, filepath.Join(dir, name), filler)
+		rf.PassedThrough = append(rf.PassedThrough, name)
+	}
+	data, _ = json.Marshal(rf)
+	write(t, rec, string(data))
+	engine := sealedCLI(t, o)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	sum, reports := importCLI(t, engine, out, key)
+	runtime.ReadMemStats(&after)
+	if sum.CLIArchives != 1 || sum.Failed != 1 || !strings.Contains(strings.Join(reports, "\n"), "p0.sig") {
+		t.Errorf("import: %+v, %q; want the tofu release refused for the file its manifest does not list", sum, reports)
+	}
+	if alloc := after.TotalAlloc - before.TotalAlloc; alloc > 64<<20 {
+		t.Errorf("the import allocated %d MiB, reading files the manifest does not list", alloc>>20)
 	}
 }

@@ -82,7 +82,8 @@ func blocks(n int64) int64 { return (n + entryBlock - 1) / entryBlock * entryBlo
 // through a safetree.Writer (which writes nothing through a link, and
 // refuses a name twice): regular files and directories only (links, devices, FIFOs and sparse
 // files are refused, naming the entry), every name inside dir, no file
-// larger than lim.maxFileBytes, at most lim.maxEntries entries, and each
+// larger than lim.maxFileBytes, at most lim.maxEntries entries (the
+// directories they imply that no entry names among them), and each
 // entry only once lim.space says it fits (before it is written, by its
 // header's size, and again as its bytes, counted as written, go on).
 // On error, dir holds part of the tar file: the caller removes it.
@@ -102,14 +103,35 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 		defer zr.Close()
 		r = zr
 	}
-	tw, err := safetree.Open(dir, safetree.Options{NoReplace: true})
+	var unpacked int64 // bytes charged so far, entries included
+	entries := 0       // entries taken, the directories they imply included
+	take := func() error {
+		if entries++; entries > lim.maxEntries {
+			return fmt.Errorf("holds more than %d entries, the most an import takes", lim.maxEntries)
+		}
+		return nil
+	}
+	// A directory an entry implies, which no entry names, is an entry
+	// and takes a block of its own.
+	implied := func(name string) error {
+		if err := take(); err != nil {
+			return err
+		}
+		if lim.space != nil {
+			if err := lim.space(entryBlock, unpacked+entryBlock); err != nil {
+				return fmt.Errorf("directory %q: %w", name, err)
+			}
+		}
+		unpacked += entryBlock
+		return nil
+	}
+	tw, err := safetree.Open(dir, safetree.Options{NoReplace: true, ImpliedDir: implied})
 	if err != nil {
 		return err
 	}
 	defer tw.Close()
 	tr := tar.NewReader(r)
-	var unpacked int64 // bytes charged so far, entries included
-	for entries := 0; ; entries++ {
+	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
@@ -120,8 +142,8 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 		if err != nil {
 			return err
 		}
-		if entries >= lim.maxEntries {
-			return fmt.Errorf("holds more than %d entries, the most an import takes", lim.maxEntries)
+		if err := take(); err != nil {
+			return err
 		}
 		name := strings.TrimSuffix(hdr.Name, "/")
 		if !filepath.IsLocal(name) {

@@ -15,7 +15,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
@@ -358,5 +360,66 @@ func TestRemoveScratch(t *testing.T) {
 	}
 	if err := RemoveScratch(filepath.Join(dir, "none"), discard()); err != nil {
 		t.Errorf("a data directory not made yet: %v", err)
+	}
+}
+
+// TestUntarRefusesDeepNames: an entry nested past safetree.MaxDepth is
+// refused at once, whatever the tar file's extended header allows its
+// name to be (a megabyte): before, one entry named "a/" 4,000 times took
+// minutes to unpack and one of a megabyte would not end. The directories
+// an entry implies but no entry names count as entries, and as room on
+// disk: 20 entries of 30 directories each made 600 directories, counted
+// as 20 entries.
+func TestUntarRefusesDeepNames(t *testing.T) {
+	for _, depth := range []int{safetree.MaxDepth, 4000, 300_000} {
+		path := writeTar(t, reg(strings.Repeat("a/", depth)+"f.zip", "x"))
+		start := time.Now()
+		err := untar(context.Background(), path, t.TempDir(), limits())
+		if !errors.Is(err, safetree.ErrUnsafe) {
+			t.Errorf("an entry %d deep: %v, want refused", depth, err)
+		}
+		if d := time.Since(start); d > 10*time.Second {
+			t.Errorf("an entry %d deep took %v to refuse", depth, d)
+		}
+	}
+	var entries []tarEntry
+	for i := range 20 {
+		entries = append(entries, reg(fmt.Sprintf("d%d/", i)+strings.Repeat("a/", 29)+"f.zip", "x"))
+	}
+	path := writeTar(t, entries...)
+	dir := t.TempDir()
+	if err := untar(context.Background(), path, dir, limits()); err == nil || !strings.Contains(err.Error(), "more than 100 entries") {
+		t.Errorf("20 entries implying 600 directories, 100 entries allowed: %v", err)
+	}
+	var charged int64
+	lim := limits()
+	lim.maxEntries = 1000
+	lim.space = func(pending, unpacked int64) error { charged = max(charged, unpacked); return nil }
+	if err := untar(context.Background(), path, t.TempDir(), lim); err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(20*30*entryBlock + 20*2*entryBlock); charged < want {
+		t.Errorf("20 files in 600 directories charged %d bytes of room, want %d at least", charged, want)
+	}
+}
+
+// TestDirectoryImportListingBounded: a directory import reads no more
+// entries of any directory than it takes, at every level of the layout
+// (before, filepath.Glob listed every directory three and four levels
+// down, whatever their number, before anything was counted: a directory
+// of millions of empty directories was read whole).
+func TestDirectoryImportListingBounded(t *testing.T) {
+	for _, top := range []string{"", modulesDir, releasesDir} {
+		dir := t.TempDir()
+		for i := range 500 {
+			if err := os.MkdirAll(filepath.Join(dir, top, fmt.Sprintf("h%d.example", i)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}
+		write(t, filepath.Join(dir, "registry.test/acme/alpha/terraform-provider-alpha_1.0.0_linux_amd64.zip"), "zip")
+		_, err := Import(context.Background(), nil, dir, ImportOptions{Shown: "in", MaxEntries: 100}, func(string) {})
+		if err == nil || !strings.Contains(err.Error(), "in holds more than 100 entries") {
+			t.Errorf("500 directories under %q/: %v, want refused for its entries", top, err)
+		}
 	}
 }

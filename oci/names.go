@@ -72,6 +72,12 @@ func NewNames(providerPrefix, modulePrefix string) (Names, error) {
 	return Names{providers: providerPrefix, modules: modulePrefix}, nil
 }
 
+// ValidRepository reports whether s is a repository name as the
+// distribution spec writes them: components of lowercase letters and
+// digits with single '.', '_', '__' or '-' separators, separated by
+// single slashes (so nothing a shell or a URL reads otherwise).
+func ValidRepository(s string) bool { return checkPath(s) == nil }
+
 // checkPath checks a repository name (or a prefix of one): components
 // separated by single slashes.
 func checkPath(s string) error {

@@ -128,6 +128,10 @@ func TestHostileModulesThroughTheFrontDoor(t *testing.T) {
 	e := newE2E(t, fakeorigin.Options{})
 	e.stop()
 	addHostileModules(t, e.origin)
+	// A tarball with an entry nested 300,000 directories deep (a 600 kB
+	// name in the tar file's extended header): making it took days.
+	e.origin.AddTarball("deep.tar.gz", fakeorigin.TarGzEntries([]fakeorigin.TarEntry{{Name: strings.Repeat("a/", 300_000) + "main.tf", Body: "# deep\n"}}))
+	e.origin.AddModule("acme", "tardeep", "aws", "1.0.0", e.origin.TarballURL("deep.tar.gz"))
 	e.startMirror(v.dataDir)
 	v.snapshot(t)
 	ca, err := os.ReadFile(e.caFile)
@@ -138,7 +142,7 @@ func TestHostileModulesThroughTheFrontDoor(t *testing.T) {
 	pool.AppendCertsFromPEM(ca)
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer c.CloseIdleConnections()
-	for _, name := range []string{"tarchain", "gitchain"} {
+	for name, why := range map[string]string{"tarchain": "link", "gitchain": "link", "tardeep": "unsafe tree entry"} {
 		t.Run(name, func(t *testing.T) {
 			base := e.url + "registry/" + tfRegistry + "/v1/modules/acme/" + name + "/aws/1.0.0/"
 			resp, err := c.Get(base + "download")
@@ -165,7 +169,7 @@ func TestHostileModulesThroughTheFrontDoor(t *testing.T) {
 			if resp.StatusCode == http.StatusOK {
 				t.Errorf("the package was served (%d bytes)", len(body))
 			}
-			if !bytes.Contains(body, []byte("link")) {
+			if !bytes.Contains(body, []byte(why)) {
 				t.Errorf("refused for another reason: %d %s", resp.StatusCode, body)
 			}
 			t.Logf("package answer: %d %s", resp.StatusCode, body)

@@ -166,9 +166,10 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 
 // budget counts what a package has cost so far.
 type budget struct {
-	limits  Limits
-	tree    int64
-	entries int
+	limits     Limits
+	tree       int64
+	entries    int
+	submodules int // Git submodules named so far (maxSubmodules)
 }
 
 func (b *budget) entry() error {
@@ -228,11 +229,16 @@ type treeWriter struct {
 	w      *safetree.Writer
 	b      *budget
 	prefix string // "" or a submodule's directory, ending in "/"
+	// whole says the tree is a package as Fetch wrote it, which holds
+	// nothing that is left out: an entry under .git is refused, not
+	// skipped (it would be served unchecked with the package).
+	whole bool
 }
 
 // openTree opens the writer of the tree under dir.
 func openTree(dir string, b *budget) (*treeWriter, error) {
-	w, err := safetree.Open(dir, safetree.Options{})
+	// A directory an entry implies, which no entry names, is an entry.
+	w, err := safetree.Open(dir, safetree.Options{ImpliedDir: func(string) error { return b.entry() }})
 	if err != nil {
 		return nil, err
 	}
@@ -260,10 +266,21 @@ func (t *treeWriter) target(name string) string {
 	return t.prefix + clean[1:]
 }
 
+// name returns the name of the entry in the tree, "" for the package's
+// top and for what is left out; in a whole package, an entry left out
+// is refused.
+func (t *treeWriter) name(entry string) (string, error) {
+	n := t.target(entry)
+	if n == "" && t.whole && path.Clean("/"+strings.ReplaceAll(entry, "\\", "/")) != "/" {
+		return "", fmt.Errorf("module package refused: %w: the entry %q is under .git, which no package holds", safetree.ErrUnsafe, entry)
+	}
+	return n, nil
+}
+
 func (t *treeWriter) dir(name string) error {
-	n := t.target(name)
-	if n == "" {
-		return nil
+	n, err := t.name(name)
+	if n == "" || err != nil {
+		return err
 	}
 	if err := t.b.entry(); err != nil {
 		return err
@@ -274,9 +291,9 @@ func (t *treeWriter) dir(name string) error {
 // file writes a file of size bytes read from r (which must give that
 // many: fewer fail, more are not read).
 func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error {
-	n := t.target(name)
-	if n == "" {
-		return nil
+	n, err := t.name(name)
+	if n == "" || err != nil {
+		return err
 	}
 	if err := t.b.entry(); err != nil {
 		return err
@@ -297,9 +314,9 @@ func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error
 // symlink records a link; links are made by finish, once every one of
 // them is known to stay inside the package.
 func (t *treeWriter) symlink(name, target string) error {
-	n := t.target(name)
-	if n == "" {
-		return nil
+	n, err := t.name(name)
+	if n == "" || err != nil {
+		return err
 	}
 	if err := t.b.entry(); err != nil {
 		return err
@@ -524,7 +541,9 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 // dir, within limits, through one safetree.Writer: for callers that read
 // a package's configuration, and to check a package from elsewhere (an
 // import) before it is kept. A package with a link that resolves outside
-// it, or an entry under a link, is refused, and no link of it is made.
+// it, or an entry under a link, is refused, and no link of it is made; so
+// is one with an entry under .git, which Fetch leaves out of every package
+// (skipped, it would be served unchecked with the package).
 func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 	b := &budget{limits: limits}
 	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: limits.MaxDownloadBytes}})
@@ -537,6 +556,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 		return err
 	}
 	defer tw.w.Close()
+	tw.whole = true
 	if err := untar(ctx, &inflateReader{ctx: ctx, r: gz, b: b}, tw); err != nil {
 		return err
 	}
@@ -556,7 +576,7 @@ func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 	}
 	defer gz.Close()
 	tr := tar.NewReader(&inflateReader{ctx: ctx, r: gz, b: b})
-	names := &treeWriter{}
+	names := &treeWriter{whole: true}
 	links := map[string]string{}
 	for {
 		h, err := tr.Next()
@@ -573,7 +593,11 @@ func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 		if err := b.entry(); err != nil {
 			return err
 		}
-		if n := names.target(h.Name); n != "" {
+		n, err := names.name(h.Name)
+		if err != nil {
+			return err
+		}
+		if n != "" {
 			if h.Typeflag == tar.TypeSymlink {
 				links[n] = h.Linkname
 			} else {

@@ -180,6 +180,12 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	return commit.Hash.String(), nil
 }
 
+// maxSubmodules bounds the Git submodules of one package, nested ones
+// included: each is a fetch (two requests or more) from a host the
+// repository names, and the entries allowed would otherwise let a package
+// of a few kilobytes make thousands.
+const maxSubmodules = 64
+
 type submodule struct {
 	path   string
 	commit plumbing.Hash
@@ -192,6 +198,11 @@ type submodule struct {
 func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *object.Tree, subs []submodule, tw *treeWriter, tmp string, b *budget, depth int) error {
 	if depth+1 > f.Limits.MaxSubmoduleDepth {
 		return &LimitError{Detail: fmt.Sprintf("Git submodules nested more than %d deep", f.Limits.MaxSubmoduleDepth)}
+	}
+	// Each is a fetch from a host the repository names: counted before
+	// any is fetched.
+	if b.submodules += len(subs); b.submodules > maxSubmodules {
+		return &LimitError{Detail: fmt.Sprintf("more than %d Git submodules in all", maxSubmodules)}
 	}
 	gm, err := tree.File(".gitmodules")
 	if err != nil {

@@ -5,11 +5,15 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -241,5 +245,106 @@ func TestWriteTarGzRefusesLinksOut(t *testing.T) {
 				t.Errorf("writeTarGz = %v, want a refusal of the link", err)
 			}
 		})
+	}
+}
+
+// TestFetchRefusesDeepTrees: a module archive from a source host (and a
+// package as a bundle brings it) with an entry nested past
+// safetree.MaxDepth is refused at once; and the directories its entries
+// imply, which no entry names, count against Limits.MaxEntries as the
+// directories named do: 10 entries 20 directories deep make 200.
+func TestFetchRefusesDeepTrees(t *testing.T) {
+	o, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	deep := fakeorigin.TarGzEntries([]fakeorigin.TarEntry{{Name: strings.Repeat("a/", 300_000) + "main.tf", Body: "# deep\n"}})
+	var wide []fakeorigin.TarEntry
+	for i := range 10 {
+		wide = append(wide, fakeorigin.TarEntry{Name: fmt.Sprintf("d%d/", i) + strings.Repeat("a/", 19) + "main.tf", Body: "# x\n"})
+	}
+	implied := fakeorigin.TarGzEntries(wide)
+	o.AddTarball("deep.tar.gz", deep)
+	o.AddTarball("implied.tar.gz", implied)
+	for _, tc := range []struct {
+		name string
+		pkg  []byte
+		want func(error) bool
+	}{
+		{"deep", deep, func(err error) bool { return errors.Is(err, safetree.ErrUnsafe) }},
+		{"implied", implied, func(err error) bool { var le *LimitError; return errors.As(err, &le) }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, err := Parse(o.TarballURL(tc.name + ".tar.gz"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			start := time.Now()
+			_, err = newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard)
+			if !tc.want(err) {
+				t.Errorf("Fetch: %v", err)
+			}
+			if err := Unpack(context.Background(), bytes.NewReader(tc.pkg), t.TempDir(), defaultLimits); !tc.want(err) {
+				t.Errorf("Unpack: %v", err)
+			}
+			if d := time.Since(start); d > 20*time.Second {
+				t.Errorf("took %v to refuse", d)
+			}
+		})
+	}
+}
+
+// countingTransport counts the requests sent through it.
+type countingTransport struct {
+	next http.RoundTripper
+	n    atomic.Int32
+}
+
+func (c *countingTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.next.RoundTrip(r)
+}
+
+// TestFetchGitBoundsSubmodules: a repository naming many submodules
+// (each a fetch, two requests or more, to a host the repository names)
+// is refused before any of them is fetched once it names more than
+// maxSubmodules in all: before, a package of a few kilobytes made the
+// mirror send two requests per entry allowed (--module-max-files,
+// 20,000), to hosts of its choosing, for one client's request.
+func TestFetchGitBoundsSubmodules(t *testing.T) {
+	needGit(t)
+	o, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree := fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# many\n")}, Submodules: map[string]string{}}
+	var gm strings.Builder
+	for i := range maxSubmodules + 1 {
+		p := fmt.Sprintf("s%03d", i)
+		tree.Submodules[p] = leaf
+		fmt.Fprintf(&gm, "[submodule %q]\n\tpath = %s\n\turl = ../leaf.git\n", p, p)
+	}
+	tree.Files[".gitmodules"] = []byte(gm.String())
+	if _, err := o.AddGitTree("many", tree, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	limits := defaultLimits
+	limits.MaxEntries = 1000
+	f := newFetcher(t, o, limits)
+	ct := &countingTransport{next: f.HTTP.Transport}
+	f.HTTP.Transport = ct
+	a, _ := Parse("git::" + o.GitURL("many") + "?ref=v1")
+	var le *LimitError
+	if _, err := f.Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) || !strings.Contains(err.Error(), "submodules") {
+		t.Errorf("Fetch: %v, want a LimitError about its submodules", err)
+	}
+	if n := ct.n.Load(); n > 4 {
+		t.Errorf("%d requests sent, want those of the repository itself", n)
 	}
 }

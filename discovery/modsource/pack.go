@@ -13,11 +13,24 @@ import (
 
 // PackDir writes the module files under dir (a directory of the caller's,
 // such as an in-house module to import) to dst as a normalized package,
-// as Fetch writes a fetched one, within limits: regular files,
-// directories and links that stay inside dir only; .git is left out.
-// The files are copied into a directory it makes (and removes) in
-// tempDir first, so that what is packed is what was checked.
+// as Fetch writes a fetched one: PackRoot of dir.
 func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Limits) (Result, error) {
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		return Result{}, err
+	}
+	defer root.Close()
+	return PackRoot(ctx, root, tempDir, dst, limits)
+}
+
+// PackRoot writes the module files under root to dst as a normalized
+// package, as Fetch writes a fetched one, within limits: regular files,
+// directories and links that stay inside root only; .git is left out.
+// Everything is read through root, so that nothing outside it is read
+// whatever its links (or a file or directory made a link while it is
+// read) point to. The files are copied into a directory it makes (and
+// removes) in tempDir first, so that what is packed is what was checked.
+func PackRoot(ctx context.Context, root *os.Root, tempDir string, dst io.Writer, limits Limits) (Result, error) {
 	tmp, err := os.MkdirTemp(tempDir, scratch.Pattern(scratch.Module, "", ""))
 	if err != nil {
 		return Result{}, err
@@ -29,37 +42,32 @@ func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Lim
 		return Result{}, err
 	}
 	defer tw.w.Close()
-	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = fs.WalkDir(root.FS(), ".", func(name string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if p == dir {
+		if name == "." {
 			return nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		if err != nil {
-			return err
-		}
-		name := filepath.ToSlash(rel)
 		switch {
 		case d.Name() == ".git":
 			if d.IsDir() {
-				return filepath.SkipDir
+				return fs.SkipDir
 			}
 			return nil
 		case d.IsDir():
 			return tw.dir(name)
 		case d.Type()&fs.ModeSymlink != 0:
-			target, err := os.Readlink(p)
+			target, err := root.Readlink(name)
 			if err != nil {
 				return err
 			}
 			return tw.symlink(name, filepath.ToSlash(target))
 		case d.Type().IsRegular():
-			f, err := os.Open(p)
+			f, err := root.Open(name)
 			if err != nil {
 				return err
 			}
@@ -67,6 +75,9 @@ func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Lim
 			info, err := f.Stat()
 			if err != nil {
 				return err
+			}
+			if !info.Mode().IsRegular() {
+				return fmt.Errorf("%s is not a file, directory or link", name)
 			}
 			return tw.file(name, info.Mode()&0o111 != 0, info.Size(), f)
 		default:

@@ -10,7 +10,11 @@
 //     tfmirror serves). A name is cleaned lexically; one that is empty,
 //     absolute, climbs out ("..") or is not UTF-8 (which the tree could
 //     not be walked again with, io/fs) is refused. What a caller leaves out
-//     (Git's .git) it leaves out before it calls.
+//     (Git's .git) it leaves out before it calls. A name nested deeper
+//     than MaxDepth or longer than MaxNameBytes is refused before
+//     anything of it is made: os.Root walks a name one directory at a
+//     time, so a name of d directories costs in the order of d² system
+//     calls, and a tar file's extended header lets a name be a megabyte.
 //   - Nothing is written through a link: an entry whose parent path holds
 //     a link (given to this Writer, or found on disk) or a file is
 //     refused.
@@ -30,8 +34,10 @@
 //   - Files are written 0644, or 0755 when any execute bit of their mode
 //     is set; directories 0755 (less the process's umask).
 //
-// It bounds nothing but what it holds per link: callers count entries and
-// bytes (each has its own limits) before they call.
+// It bounds nothing but names and what it holds per link: callers count
+// entries and bytes (each has its own limits) before they call, and the
+// directories an entry implies that no entry names through
+// Options.ImpliedDir.
 package safetree
 
 import (
@@ -55,7 +61,23 @@ type Options struct {
 	// NoReplace refuses a file or a link whose name was already written,
 	// with an error matching fs.ErrExist. Default: the later entry wins.
 	NoReplace bool
+	// ImpliedDir, when not nil, is asked before the Writer makes a
+	// directory that no entry named, because an entry lies under it; an
+	// error refuses the entry, and nothing more of it is made. Callers
+	// count such a directory as an entry (and its room on disk): without
+	// it, one entry could make MaxDepth directories.
+	ImpliedDir func(name string) error
 }
+
+// Bounds on a name, whatever the caller's limits.
+const (
+	// MaxDepth is the most directories and file a name may have: deeper
+	// than any module or bundle is laid out (a client on Windows cannot
+	// make a path of more than 260 characters, without its long paths).
+	MaxDepth = 64
+	// MaxNameBytes is the longest name taken, a system's PATH_MAX.
+	MaxNameBytes = 4096
+)
 
 // Writer writes one tree under a directory. Its methods are not safe for
 // concurrent use.
@@ -88,6 +110,9 @@ func CleanName(name string) (string, error) {
 	if !utf8.ValidString(name) {
 		return "", fmt.Errorf("%w: the name %q is not UTF-8", ErrUnsafe, name)
 	}
+	if len(name) > MaxNameBytes {
+		return "", fmt.Errorf("%w: a name of %d bytes, more than the %d taken", ErrUnsafe, len(name), MaxNameBytes)
+	}
 	n := strings.ReplaceAll(name, `\`, "/")
 	if strings.HasPrefix(n, "/") || hasVolume(n) {
 		return "", fmt.Errorf("%w: the name %q is absolute", ErrUnsafe, name)
@@ -98,6 +123,9 @@ func CleanName(name string) (string, error) {
 	}
 	if n == "." {
 		return "", nil
+	}
+	if depth := strings.Count(n, "/") + 1; depth > MaxDepth {
+		return "", fmt.Errorf("%w: the name %.64q... is nested %d deep, more than the %d taken", ErrUnsafe, name, depth, MaxDepth)
 	}
 	return n, nil
 }
@@ -129,6 +157,11 @@ func (w *Writer) entry(name string) (string, error) {
 		fi, err := w.root.Lstat(parent)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
+			if w.opts.ImpliedDir != nil {
+				if err := w.opts.ImpliedDir(parent); err != nil {
+					return "", err
+				}
+			}
 			if err := w.root.Mkdir(parent, 0o755); err != nil {
 				return "", err
 			}

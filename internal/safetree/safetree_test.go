@@ -343,3 +343,83 @@ func TestCheckLinks(t *testing.T) {
 		})
 	}
 }
+
+// TestWriterRefusesDeepNames: a name nested deeper than MaxDepth, or
+// longer than MaxNameBytes, is refused before anything of it is made
+// (os.Root walks a name one directory at a time, so making a name of d
+// directories costs in the order of d² system calls: a tar entry named
+// "a/" 4,000 times took minutes), and a name at the bound is written.
+func TestWriterRefusesDeepNames(t *testing.T) {
+	for _, name := range []string{
+		strings.Repeat("a/", MaxDepth) + "f",
+		strings.Repeat("a/", 4000) + "f",
+		strings.Repeat("a/", 500_000) + "f",
+		strings.Repeat("x", MaxNameBytes-2) + "/f/g",
+	} {
+		s := newScene(t)
+		w, err := Open(s.root, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = w.File(name, 0o644, 1, strings.NewReader("x"))
+		if !errors.Is(err, ErrUnsafe) {
+			t.Errorf("a name of %d bytes: %v, want ErrUnsafe", len(name), err)
+		}
+		if err := w.Dir(name); !errors.Is(err, ErrUnsafe) {
+			t.Errorf("a directory of %d bytes: %v, want ErrUnsafe", len(name), err)
+		}
+		w.Close()
+		if ents, _ := os.ReadDir(s.root); len(ents) > 0 {
+			t.Errorf("a name of %d bytes refused left %v", len(name), ents)
+		}
+	}
+	s := newScene(t)
+	w, err := Open(s.root, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.File(strings.Repeat("a/", MaxDepth-1)+"f", 0o644, 1, strings.NewReader("x")); err != nil {
+		t.Errorf("a name %d deep: %v", MaxDepth, err)
+	}
+}
+
+// TestWriterAsksBeforeImpliedDirectories: a directory that no entry
+// names, made because an entry lies under it, is made only once
+// Options.ImpliedDir allows it, so that callers count it as an entry
+// (and its room on disk): else one entry of a tar file could make
+// MaxDepth directories, charged as one.
+func TestWriterAsksBeforeImpliedDirectories(t *testing.T) {
+	s := newScene(t)
+	var asked []string
+	budget := 4
+	w, err := Open(s.root, Options{ImpliedDir: func(name string) error {
+		asked = append(asked, name)
+		if budget--; budget < 0 {
+			return errors.New("too many")
+		}
+		return nil
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if err := w.Dir("top"); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.File("top/a/b/f", 0o644, 1, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.File("top/a/b/g", 0o644, 1, strings.NewReader("x")); err != nil {
+		t.Fatal(err)
+	}
+	if want := []string{"top/a", "top/a/b"}; strings.Join(asked, ",") != strings.Join(want, ",") {
+		t.Errorf("asked about %v, want %v (a directory named by an entry, or made already, is not asked about)", asked, want)
+	}
+	if err := w.File("c/d/e/f", 0o644, 1, strings.NewReader("x")); err == nil || !strings.Contains(err.Error(), "too many") {
+		t.Errorf("past the budget: %v", err)
+	}
+	if _, err := os.Lstat(filepath.Join(s.root, "c/d/e")); err == nil {
+		t.Errorf("a directory refused was made")
+	}
+}

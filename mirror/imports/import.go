@@ -108,7 +108,9 @@ type Package struct {
 	Filename string
 	// DownloadURL, Protocols, OS, Arch and Shasum are the origin's package
 	// metadata, as it gave them (empty when Unsigned); OS and Arch must be
-	// Platform's.
+	// Platform's. DownloadURL is not kept: no signature covers it, and an
+	// imported archive is never fetched again from a host the input
+	// names (the archive record Import stores has no URL).
 	DownloadURL string
 	Protocols   []string
 	OS, Arch    string
@@ -224,7 +226,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 			return Result{}, err
 		}
 		for i, pkg := range in.Packages {
-			a := records.ArchiveRecord{Filename: pkg.Filename, URL: pkg.DownloadURL, SHA256: strings.ToLower(pkg.SHA256)}
+			a := records.ArchiveRecord{Filename: pkg.Filename, SHA256: strings.ToLower(pkg.SHA256)} // no URL: see Package.DownloadURL
 			if a.SHA256 == "" {
 				sha, err := s.sumArchive(ctx, pkg)
 				if err != nil {
@@ -357,7 +359,7 @@ func signedArchives(in Imported, h1 func(sha string) string) ([]records.ArchiveR
 			return nil, nil, pkgError(i, &verify.Error{Reason: verify.ReasonChecksum,
 				Detail: fmt.Sprintf("SHA256SUMS gives sha256 %s for %s, the import vouches for %s", sha, name, pkg.SHA256)})
 		}
-		archives[i] = records.ArchiveRecord{Filename: name, URL: pkg.DownloadURL, SHA256: sha,
+		archives[i] = records.ArchiveRecord{Filename: name, SHA256: sha, // no URL: see Package.DownloadURL
 			Evidence: &records.PackageEvidence{Protocols: pkg.Protocols, OS: pkg.OS, Arch: pkg.Arch, Shasum: pkg.Shasum,
 				Packages: pkg.Packages, Document: pkg.Document}}
 	}

@@ -142,6 +142,13 @@ func TestImportModuleRefusesBadPackages(t *testing.T) {
 			func(err error) bool {
 				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), "points outside")
 			}},
+		// Under .git, which a fetch leaves out of a package and the check
+		// skipped: the package imported is served as it is, link and all.
+		{"a link out of the package under .git", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz",
+			Open: opener(tarGzOf(t, &tar.Header{Name: ".git/link", Typeflag: tar.TypeSymlink, Linkname: "../../../etc/passwd"}, ""))},
+			func(err error) bool {
+				return errors.Is(err, verify.ErrIntegrity) && strings.Contains(err.Error(), ".git")
+			}},
 		// Checked in scratchDir/tfmirror-module-check-*: one level up is
 		// scratchDir, where the chain would write victim.txt and more.
 		{"the link chain", modules.Imported{Module: harness.TarballModule, Location: "https://example.test/m.tar.gz", Open: opener(fakeorigin.LinkChainTarGz(1))},
