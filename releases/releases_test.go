@@ -367,3 +367,51 @@ func TestShortKeyIDIsNotTrust(t *testing.T) {
 		}
 	}
 }
+
+// TestSumsOfAnotherReleaseRefused: a SHA256SUMS and its signature that
+// the publisher really made, for another version or another product,
+// answered for a version, are refused for it (counted, nothing kept, no
+// archive fetched): the signature vouches for the names it signed, and
+// none of them is this version's. Kept, it would date the version by
+// another release's signature and stand for it until pruned.
+func TestSumsOfAnotherReleaseRefused(t *testing.T) {
+	o := startOrigin(t)
+	o.Add("hashicorp", "packer", "1.7.0", "linux_amd64")
+	for _, c := range []struct {
+		pub                      releases.Publisher
+		product, version         string
+		fromProduct, fromVersion string
+	}{
+		{releases.HashiCorp, "terraform", "1.7.0", "terraform", "1.5.7"},
+		{releases.HashiCorp, "terraform", "1.7.1", "packer", "1.7.0"},
+		{releases.HashiCorp, "terraform", "1.5.7+x", "terraform", "1.5.7"},
+		{releases.OpenTofu, "tofu", "1.9.0", "tofu", "1.8.0"},
+	} {
+		t.Run(c.product+"_"+c.version, func(t *testing.T) {
+			o.Add(string(c.pub), c.product, c.version, "linux_amd64")
+			o.ReplaySums(string(c.pub), c.product, c.version, c.fromProduct, c.fromVersion)
+			r := newRig(t, o, "", false)
+			ctx := context.Background()
+			sums := releases.SumsName(c.pub, c.product, c.version)
+			zip := fakeorigin.ArchiveName(c.product, c.version, "linux_amd64")
+			for i := range 2 {
+				if _, err := r.rel.Sums(ctx, c.pub, c.product, c.version); !errors.Is(err, verify.ErrIntegrity) {
+					t.Fatalf("try %d: %v, want an integrity error", i, err)
+				}
+				if _, err := r.rel.Document(ctx, c.pub, c.product, c.version, sums); !errors.Is(err, verify.ErrIntegrity) {
+					t.Fatalf("try %d: the SHA256SUMS: %v, want an integrity error", i, err)
+				}
+				if _, _, err := r.read(c.pub, c.product, c.version, zip); !errors.Is(err, verify.ErrIntegrity) {
+					t.Fatalf("try %d: the archive: %v, want an integrity error", i, err)
+				}
+			}
+			if n := r.metrics.refusals(string(c.pub) + "/" + c.product + "/" + string(verify.ReasonChecksum)); n != 6 {
+				t.Errorf("refusals counted %d, want 6", n)
+			}
+			var s releases.Sums
+			if _, err := r.store.GetMeta("releases/sums/"+string(c.pub)+"/"+c.product+"/"+c.version, &s); err == nil {
+				t.Error("the SHA256SUMS of another release was stored")
+			}
+		})
+	}
+}

@@ -273,6 +273,23 @@ func (r *Releases) fetchSignature(ctx context.Context, pub Publisher, product, v
 	return nil, err
 }
 
+// namesVersion refuses a signed SHA256SUMS that names no file of s's
+// product and version (PRODUCT_VERSION_…): one its publisher signed for
+// another release (another version, another spelling of it, another
+// product), answered for this one. The signature vouches for the names
+// it signed; kept, such a document would date the version by another
+// release's signature and stand for it until pruned.
+func namesVersion(s *Sums, files map[string]string) error {
+	prefix := s.Product + "_" + s.Version + "_"
+	for name := range files {
+		if strings.HasPrefix(name, prefix) {
+			return nil
+		}
+	}
+	return &verify.Error{Reason: verify.ReasonChecksum,
+		Detail: fmt.Sprintf("the signed SHA256SUMS names no file of %s %s: it is another release's", s.Product, s.Version)}
+}
+
 // verifySums checks s's signature with its publisher's keys, sets the key
 // ID and the signing time, and parses the document.
 func (r *Releases) verifySums(s *Sums) error {
@@ -284,6 +301,9 @@ func (r *Releases) verifySums(s *Sums) error {
 		}
 		files, err := verify.ParseSHA256SUMS(s.Document)
 		if err != nil {
+			return err
+		}
+		if err := namesVersion(s, files); err != nil {
 			return err
 		}
 		s.KeyID, s.SignedAt, s.files = kr.ids[i], at, files

@@ -472,3 +472,35 @@ deny_version "releases.hashicorp.com/hashicorp/terraform" {
 		t.Errorf("300 made-up versions refused at once wrote %d warnings, want 20", n)
 	}
 }
+
+// TestReleasesAgeNotDatedByAnotherRelease: an origin that answers a
+// version it lists with an old release's SHA256SUMS and signature (the
+// publisher's, for 1.5.7) does not date that version, nor the versions
+// below it, by that old signature: under minimum_release_age, the list
+// leaves out the made-up 9.0.0 and the fresh 1.6.0, and keeps the old
+// 1.5.7.
+func TestReleasesAgeNotDatedByAnotherRelease(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-24 * time.Hour))
+	o.SetVersionSignedAt("terraform", "1.5.7", now.Add(-90*24*time.Hour))
+	o.Add("hashicorp", "terraform", "9.0.0", "linux_amd64")
+	o.ReplaySums("hashicorp", "terraform", "9.0.0", "terraform", "1.5.7")
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range list.Versions {
+		got = append(got, l.Version)
+	}
+	if !slices.Equal(got, []string{"1.5.7"}) {
+		t.Fatalf("listed %v under the age gate, want [1.5.7]", got)
+	}
+	if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", "9.0.0"); err == nil {
+		t.Fatal("9.0.0 served with 1.5.7's SHA256SUMS")
+	}
+}

@@ -58,7 +58,13 @@ type Releases struct {
 	versionSignedAt map[string]time.Time
 	pad             int64             // SetArchivePadding
 	replaced        map[string][]byte // SetArchiveBytes, by file name
+	// replayed answers a SHA256SUMS (by its name) with another
+	// release's, signed (ReplaySums).
+	replayed map[string]relRef
 }
+
+// relRef names a release of a publisher's product.
+type relRef struct{ pub, product, version string }
 
 type relVersion struct {
 	version   string
@@ -249,6 +255,19 @@ func (r *Releases) SignWithOtherKey(sumsName string) {
 	r.mu.Unlock()
 }
 
+// ReplaySums makes the stand-in answer the SHA256SUMS of version of
+// product (and its signatures) with those of another release it
+// publishes, fromProduct fromVersion: a document and a signature the
+// publisher really made, for another release.
+func (r *Releases) ReplaySums(pub, product, version, fromProduct, fromVersion string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.replayed == nil {
+		r.replayed = map[string]relRef{}
+	}
+	r.replayed[product+"_"+version+"_SHA256SUMS"] = relRef{pub, fromProduct, fromVersion}
+}
+
 // SetSignedAt sets the creation time of the signatures made from now on.
 func (r *Releases) SetSignedAt(t time.Time) { r.mu.Lock(); r.signedAt = t; r.mu.Unlock() }
 
@@ -371,14 +390,20 @@ func (r *Releases) signature(pub, sumsName string, doc []byte) []byte {
 
 func (r *Releases) file(w http.ResponseWriter, req *http.Request, pub, product, version, file string) {
 	sums := product + "_" + version + "_SHA256SUMS"
-	doc := r.Sums(pub, product, version)
+	doc, signedName := r.Sums(pub, product, version), sums
+	r.mu.Lock()
+	from, replayed := r.replayed[sums]
+	r.mu.Unlock()
+	if replayed {
+		doc, signedName = r.Sums(from.pub, from.product, from.version), from.product+"_"+from.version+"_SHA256SUMS"
+	}
 	switch {
 	case file == sums:
 		w.Write(doc) //nolint:errcheck
 		return
 	case pub == "hashicorp" && (file == sums+".sig" || file == sums+"."+r.HashiCorpKeyID+".sig"),
 		pub == "opentofu" && file == sums+".gpgsig":
-		w.Write(r.signature(pub, sums, doc)) //nolint:errcheck
+		w.Write(r.signature(pub, signedName, doc)) //nolint:errcheck
 		return
 	case pub == "opentofu" && (file == sums+".sig" || file == sums+".pem"):
 		fmt.Fprintf(w, "stand-in cosign file %s\n", file)
