@@ -794,3 +794,38 @@ func TestTfswitchInstallsTerraformThroughTheMirror(t *testing.T) {
 		t.Errorf("the archive was fetched %d times from the origin, want 1", n)
 	}
 }
+
+// TestCLIAgeNotDatedByAReplayedSums: an origin that lists a made-up
+// newest version 9.0.0 and answers it with 1.5.7's SHA256SUMS and
+// signature (the publisher's, made long ago) dates nothing by them: under
+// minimum_release_age, tenv lists neither 9.0.0 nor the fresh 1.6.0, and
+// installs 1.5.7 as the latest; tfswitch sees 1.5.7 as the latest.
+func TestCLIAgeNotDatedByAReplayedSums(t *testing.T) {
+	tenv, tfswitch := tenvTool.Binary(t), tfswitchTool.Binary(t)
+	c := newCLIOrigin(t)
+	now := time.Now()
+	c.origin.SetSignedAt(now.Add(-24 * time.Hour))
+	c.origin.SetVersionSignedAt("terraform", "1.5.7", now.Add(-90*24*time.Hour))
+	c.origin.Add("hashicorp", "terraform", "9.0.0", platform)
+	c.origin.ReplaySums("hashicorp", "terraform", "9.0.0", "terraform", "1.5.7")
+	conf := filepath.Join(t.TempDir(), "mirror.hcl")
+	if err := os.WriteFile(conf, []byte("policy {\n  minimum_release_age = \"72h\"\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c.start(t, filepath.Join(t.TempDir(), "data"), "--config", conf)
+	home := t.TempDir()
+	env := c.tenvTerraformEnv(home)
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); strings.Contains(out, "9.0.0") || strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
+		t.Fatalf("list-remote under the age gate, 9.0.0 answered with 1.5.7's SHA256SUMS:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "latest")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.5.7", "terraform"), "hashicorp", "terraform", "1.5.7", "Terraform v1.5.7")
+	args := c.tfswitchArgs(t, "tfswitch --mirror ", "VERSION")
+	latest := append(args[:len(args)-1:len(args)-1], "--show-latest")
+	if out := strings.TrimSpace(c.run(t, t.TempDir(), tfswitch, nil, latest...)); !strings.HasSuffix(out, "\n1.5.7") && out != "1.5.7" {
+		t.Errorf("tfswitch --show-latest: %q, want 1.5.7", out)
+	}
+	if n := c.origin.Hits("/hc/terraform/9.0.0/" + fakeorigin.ArchiveName("terraform", "9.0.0", platform)); n != 0 {
+		t.Errorf("the made-up version's archive was fetched %d times", n)
+	}
+}
