@@ -84,7 +84,7 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string) (*Li
 	if m == nil {
 		var stored List
 		if _, err := r.store.GetMeta(key, &stored); err == nil && stored.Schema == listSchema {
-			m = &listMemo{list: &stored}
+			m = &listMemo{list: plainFiles(&stored)}
 		}
 	}
 	if m != nil && (r.cfg.Offline || now.Sub(m.list.At) < r.cfg.ListTTL) {
@@ -200,7 +200,7 @@ func parseTofuList(data []byte) (*List, error) {
 		seen[ver.ID] = true
 		l := Listed{Version: ver.ID}
 		for _, f := range ver.Files {
-			if strings.HasPrefix(f, TofuProduct+"_"+ver.ID+"_") && !strings.ContainsAny(f, "/\\") && len(f) < 128 && len(l.Files) < 128 {
+			if tofuFileName(ver.ID, f) && len(l.Files) < 128 {
 				l.Files = append(l.Files, f)
 			}
 		}
@@ -208,6 +208,36 @@ func parseTofuList(data []byte) (*List, error) {
 	}
 	sortList(list)
 	return list, nil
+}
+
+// tofuFileName says whether f, listed among the files of OpenTofu's
+// version, is a plain file name of that version (tofu_VERSION_…, of
+// letters, digits, ".", "_", "-" and "+", no ".."), which an installer
+// may put in a URL as it is: the list is unsigned, so a name that would
+// add a query, a fragment, an escaped separator or markup to such a URL
+// is left out.
+func tofuFileName(version, f string) bool {
+	rest, ok := strings.CutPrefix(f, TofuProduct+"_"+version+"_")
+	if !ok || rest == "" || len(f) >= 128 || strings.Contains(f, "..") {
+		return false
+	}
+	for _, c := range rest {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || strings.ContainsRune("._-+", c)) {
+			return false
+		}
+	}
+	return true
+}
+
+// plainFiles is list with only the file names tofuFileName lets through:
+// a list stored before they were left out is served as one fetched now.
+func plainFiles(list *List) *List {
+	for i, l := range list.Versions {
+		if slices.ContainsFunc(l.Files, func(f string) bool { return !tofuFileName(l.Version, f) }) {
+			list.Versions[i].Files = slices.DeleteFunc(slices.Clone(l.Files), func(f string) bool { return !tofuFileName(l.Version, f) })
+		}
+	}
+	return list
 }
 
 // sortList orders a list newest first.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -413,5 +414,35 @@ func TestSumsOfAnotherReleaseRefused(t *testing.T) {
 				t.Error("the SHA256SUMS of another release was stored")
 			}
 		})
+	}
+}
+
+// TestStoredTofuListNamesOnlyFileNames: an OpenTofu list stored with a
+// name that is no plain file name of its version (stored before such
+// names were left out) is served without it, sealed as connected.
+func TestStoredTofuListNamesOnlyFileNames(t *testing.T) {
+	o := startOrigin(t)
+	dir := t.TempDir()
+	r := newRig(t, o, dir, false)
+	if _, _, err := r.read(releases.OpenTofu, releases.TofuProduct, "1.8.0", tofuZip); err != nil {
+		t.Fatal(err)
+	}
+	r.waitIdle()
+	stored := releases.List{At: r.clock.Now(), Schema: 1, Versions: []releases.Listed{{Version: "1.8.0",
+		Files: []string{tofuZip, "tofu_1.8.0_linux_amd64.zip?x=1", "tofu_1.8.0_..%2Fx"}}}}
+	if err := r.store.PutMeta("releases/list/opentofu/tofu", stored); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	for _, offline := range []bool{false, true} {
+		r := newRig(t, o, dir, offline)
+		list, _, err := r.rel.Versions(context.Background(), releases.OpenTofu, releases.TofuProduct)
+		if err != nil {
+			t.Fatalf("offline %v: %v", offline, err)
+		}
+		if len(list.Versions) != 1 || !slices.Equal(list.Versions[0].Files, []string{tofuZip}) {
+			t.Fatalf("offline %v: %+v, want %s alone", offline, list.Versions, tofuZip)
+		}
+		r.stop()
 	}
 }

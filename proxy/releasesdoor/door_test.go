@@ -639,3 +639,48 @@ deny_version "get.opentofu.org/opentofu/tofu" {
 		}
 	}
 }
+
+// TestOpenTofuListNamesOnlyFileNames: the origin's api.json is unsigned;
+// the names it lists among a version's files that are not plain file
+// names of the version (a query string, a fragment, an escaped path
+// separator, "..", spaces, markup, control characters) are left out of
+// the door's api.json, so that no installer building a URL from one asks
+// for anything but a file of the version.
+func TestOpenTofuListNamesOnlyFileNames(t *testing.T) {
+	r := newRig(t, nil)
+	hostile := []string{
+		"tofu_1.8.0_linux_amd64.zip?x=https://elsewhere.invalid/",
+		"tofu_1.8.0_linux_amd64.zip#frag",
+		"tofu_1.8.0_..%2F..%2Fapi.json",
+		"tofu_1.8.0_..",
+		"tofu_1.8.0_a..b.zip",
+		"tofu_1.8.0_linux amd64.zip",
+		"tofu_1.8.0_<script>.zip",
+		"tofu_1.8.0_\x00.zip",
+		"tofu_1.8.0_%00.zip",
+		"tofu_1.8.0_x\\y.zip",
+	}
+	r.origin.ListFiles("1.8.0", hostile...)
+	r.origin.ListFiles("1.8.0", "tofu_1.8.0_linux_amd64.tar.gz", "tofu_1.8.0_amd64.deb")
+	status, body, _ := r.get(t, "/releases/opentofu/api.json")
+	var list struct {
+		Versions []struct {
+			ID    string   `json:"id"`
+			Files []string `json:"files"`
+		} `json:"versions"`
+	}
+	if err := json.Unmarshal(body, &list); status != 200 || err != nil || len(list.Versions) != 1 {
+		t.Fatalf("api.json: %d %v %s", status, err, body)
+	}
+	files := list.Versions[0].Files
+	for _, h := range hostile {
+		if slices.Contains(files, h) {
+			t.Errorf("api.json lists %q", h)
+		}
+	}
+	for _, f := range []string{"tofu_1.8.0_linux_amd64.zip", "tofu_1.8.0_SHA256SUMS", "tofu_1.8.0_SHA256SUMS.gpgsig", "tofu_1.8.0_linux_amd64.tar.gz", "tofu_1.8.0_amd64.deb"} {
+		if !slices.Contains(files, f) {
+			t.Errorf("api.json lacks %q: %q", f, files)
+		}
+	}
+}

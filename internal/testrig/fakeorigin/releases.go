@@ -61,6 +61,9 @@ type Releases struct {
 	// replayed answers a SHA256SUMS (by its name) with another
 	// release's, signed (ReplaySums).
 	replayed map[string]relRef
+	// listed are extra file names api.json lists, by OpenTofu version
+	// (ListFiles).
+	listed map[string][]string
 }
 
 // relRef names a release of a publisher's product.
@@ -266,6 +269,17 @@ func (r *Releases) ReplaySums(pub, product, version, fromProduct, fromVersion st
 		r.replayed = map[string]relRef{}
 	}
 	r.replayed[product+"_"+version+"_SHA256SUMS"] = relRef{pub, fromProduct, fromVersion}
+}
+
+// ListFiles makes OpenTofu's api.json list names among version's files
+// too, whatever they are: the unsigned list's word.
+func (r *Releases) ListFiles(version string, names ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.listed == nil {
+		r.listed = map[string][]string{}
+	}
+	r.listed[version] = append(r.listed[version], names...)
 }
 
 // SetSignedAt sets the creation time of the signatures made from now on.
@@ -505,6 +519,9 @@ func (r *Releases) tofuList(w http.ResponseWriter) {
 		for _, pl := range v.platforms {
 			files = append(files, ArchiveName("tofu", v.version, pl))
 		}
+		r.mu.Lock()
+		files = append(files, r.listed[v.version]...)
+		r.mu.Unlock()
 		doc.Versions = append(doc.Versions, ver{ID: v.version, Files: files})
 	}
 	w.Header().Set("Content-Type", "application/json")
