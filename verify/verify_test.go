@@ -98,6 +98,22 @@ func TestCheckSignature(t *testing.T) {
 	corrupt := bytes.Clone(sig)
 	corrupt[len(corrupt)-5] ^= 0xff
 	goodKey, otherKey := armored(t, good), armored(t, other)
+	// An answer that carries its signer's key with the signature: the
+	// key's packets then the signature's, and the armored key block
+	// then the armored signature. Only the keys given decide.
+	var withKey bytes.Buffer
+	if err := other.Serialize(&withKey); err != nil {
+		t.Fatal(err)
+	}
+	withKey.Write(sign(t, other, doc))
+	var armoredWithKey bytes.Buffer
+	armoredWithKey.WriteString(otherKey)
+	aw2, err := armor.Encode(&armoredWithKey, "PGP SIGNATURE", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	aw2.Write(sign(t, other, doc))
+	aw2.Close()
 
 	tests := []struct {
 		name string
@@ -111,6 +127,8 @@ func TestCheckSignature(t *testing.T) {
 		{name: "second key matches", doc: doc, sig: sig, keys: []string{otherKey, goodKey}},
 		{name: "unreadable key then matching key", doc: doc, sig: sig, keys: []string{"not a key", goodKey}},
 		{name: "wrong key", doc: doc, sig: sig, keys: []string{otherKey}, want: ReasonSignature},
+		{name: "signer's key carried before the signature", doc: doc, sig: withKey.Bytes(), keys: []string{goodKey}, want: ReasonSignature},
+		{name: "signer's armored key carried before the signature", doc: doc, sig: armoredWithKey.Bytes(), keys: []string{goodKey}, want: ReasonSignature},
 		{name: "corrupted signature", doc: doc, sig: corrupt, keys: []string{goodKey}, want: ReasonSignature},
 		{name: "garbage signature", doc: doc, sig: []byte("not a signature"), keys: []string{goodKey}, want: ReasonSignature},
 		{name: "empty signature", doc: doc, sig: nil, keys: []string{goodKey}, want: ReasonSignature},
