@@ -446,3 +446,35 @@ func TestStoredTofuListNamesOnlyFileNames(t *testing.T) {
 		r.stop()
 	}
 }
+
+// TestStoredSumsOfAnotherReleaseRefused: a SHA256SUMS of another release
+// stored for a version (by a release that kept it) no longer stands for
+// it when read from the cache: neither held (what the policy dates
+// versions by, and exports carry) nor served.
+func TestStoredSumsOfAnotherReleaseRefused(t *testing.T) {
+	o := startOrigin(t)
+	o.Add("hashicorp", "terraform", "1.7.0", "linux_amd64")
+	o.ReplaySums("hashicorp", "terraform", "1.7.0", "terraform", "1.5.7")
+	dir := t.TempDir()
+	r := newRig(t, o, dir, false)
+	old, err := r.rel.Sums(context.Background(), releases.HashiCorp, "terraform", "1.5.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged := releases.Sums{Publisher: releases.HashiCorp, Product: "terraform", Version: "1.7.0",
+		Document: old.Document, Signature: old.Signature, KeyID: old.KeyID, SignedAt: old.SignedAt, Schema: 1}
+	if err := r.store.PutMeta("releases/sums/hashicorp/terraform/1.7.0", forged); err != nil {
+		t.Fatal(err)
+	}
+	r.stop()
+	r = newRig(t, o, dir, false)
+	if s, err := r.rel.HeldSums(releases.HashiCorp, "terraform", "1.7.0"); err == nil {
+		t.Fatalf("the stored SHA256SUMS of 1.5.7 is held for 1.7.0, signed at %s", s.SignedAt)
+	}
+	if rel := r.rel.StoredRelease(releases.HashiCorp, "terraform", "1.7.0"); rel.Known {
+		t.Fatalf("1.7.0 dated by 1.5.7's signature: %+v", rel)
+	}
+	if _, err := r.rel.Sums(context.Background(), releases.HashiCorp, "terraform", "1.7.0"); !errors.Is(err, verify.ErrIntegrity) {
+		t.Fatalf("served: %v, want an integrity error", err)
+	}
+}
