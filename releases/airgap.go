@@ -334,9 +334,8 @@ func (a *AirGap) addListed(s *Sums, files []string) error {
 	}
 	l := Listed{Version: s.Version}
 	if s.Publisher == OpenTofu {
-		prefix := TofuProduct + "_" + s.Version + "_"
 		for _, f := range files {
-			if strings.HasPrefix(f, prefix) && !strings.ContainsAny(f, "/\\") && len(f) < 128 && len(l.Files) < 128 && !slices.Contains(l.Files, f) {
+			if tofuFileName(s.Version, f) && len(l.Files) < 128 && !slices.Contains(l.Files, f) {
 				l.Files = append(l.Files, f)
 			}
 		}

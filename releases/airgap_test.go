@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 
@@ -128,5 +129,44 @@ func TestAirGapHeldAndImport(t *testing.T) {
 	}
 	if res, err := b.rel.AirGap().Import(ctx, in(sig, archiveOf(tfZip, zip))); err != nil || res.Present != 1 {
 		t.Fatalf("import again: %+v, %v", res, err)
+	}
+}
+
+// TestAirGapImportTakesOnlyTheVersionsNames: a bundle that gives a
+// version another release's SHA256SUMS and signature (the publisher's,
+// for 1.5.7, given as 1.6.0) is refused, keeping nothing; one whose
+// OpenTofu file names are no plain file names of the version is taken,
+// and the sealed list names only the plain ones.
+func TestAirGapImportTakesOnlyTheVersionsNames(t *testing.T) {
+	o := startOrigin(t)
+	a := newRig(t, o, "", false)
+	ctx := context.Background()
+	old, err := a.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.5.7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := newRig(t, o, "", true)
+	replayed := releases.Imported{Publisher: releases.HashiCorp, Product: "terraform", Version: "1.6.0", Document: old.Document,
+		Signature: old.Signature, Archives: []releases.ImportedArchive{archiveOf("terraform_1.5.7_linux_amd64.zip", o.Archive("terraform", "1.5.7", "linux_amd64"))}}
+	if _, err := b.rel.AirGap().Import(ctx, replayed); err == nil || !strings.Contains(err.Error(), "names no file of terraform 1.6.0") {
+		t.Fatalf("import of 1.5.7's SHA256SUMS as 1.6.0: %v", err)
+	}
+	if _, err := b.rel.HeldSums(releases.HashiCorp, "terraform", "1.6.0"); err == nil {
+		t.Error("the SHA256SUMS was kept")
+	}
+
+	tofu, err := a.rel.Sums(ctx, releases.OpenTofu, releases.TofuProduct, "1.8.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := releases.Imported{Publisher: releases.OpenTofu, Product: releases.TofuProduct, Version: "1.8.0", Document: tofu.Document,
+		Signature: tofu.Signature, Archives: []releases.ImportedArchive{archiveOf(tofuZip, o.Archive("tofu", "1.8.0", "linux_amd64"))},
+		Files: []string{tofuZip, "tofu_1.8.0_linux_amd64.zip?x=1", "tofu_1.8.0_..%2Fapi.json", "tofu_1.8.0_<b>"}}
+	if _, err := b.rel.AirGap().Import(ctx, in); err != nil {
+		t.Fatal(err)
+	}
+	list, _, err := b.rel.Versions(ctx, releases.OpenTofu, releases.TofuProduct)
+	if err != nil || len(list.Versions) != 1 || !slices.Equal(list.Versions[0].Files, []string{tofuZip}) {
+		t.Fatalf("the sealed side lists %+v, %v; want %s alone", list, err, tofuZip)
 	}
 }
