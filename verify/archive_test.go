@@ -262,6 +262,12 @@ func TestCheckCLIArchive(t *testing.T) {
 		{"no program", zipOf("LICENSE.txt"), ReasonBadArchive},
 		{"program in a directory", zipOf("bin/terraform"), ReasonBadArchive},
 		{"another program", zipOf("terraformx"), ReasonBadArchive},
+		{"an entry above", zipOf("terraform", "../../.bashrc"), ReasonBadArchive},
+		{"an entry above, inside", zipOf("terraform", "docs/../../x"), ReasonBadArchive},
+		{"an absolute entry", zipOf("terraform", "/etc/profile.d/x.sh"), ReasonBadArchive},
+		{"a backslash", zipOf("terraform", `..\..\x.bat`), ReasonBadArchive},
+		{"a drive letter", zipOf("terraform", "C:x.bat"), ReasonBadArchive},
+		{"a directory and its file", zipOf("terraform", "docs/", "docs/README.md"), ""},
 		{"not a zip", []byte("<html>"), ReasonBadArchive},
 		{"bomb", verifytest.Zeros("terraform", 3<<30), ReasonTooLarge},
 	} {

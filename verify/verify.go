@@ -245,13 +245,36 @@ func (rr *recordingReaderAt) ReadAt(p []byte, off int64) (int, error) {
 	return n, err
 }
 
+// localName says whether a zip entry's name stays inside the directory
+// it is unpacked in, on every system the installers run on.
+func localName(name string) bool {
+	if name == "" || strings.ContainsAny(name, "\\:\x00") || path.IsAbs(name) {
+		return false
+	}
+	for _, el := range strings.Split(name, "/") {
+		if el == ".." {
+			return false
+		}
+	}
+	return true
+}
+
 // CheckCLIArchive checks that the archive read through r (size bytes) is
 // a release of a command-line program the installers can unpack: a
 // readable zip, within lim as CheckArchive checks it, with a top-level
-// file named executable or executable.exe ("terraform", "tofu.exe").
-// Its errors are those of CheckArchive.
+// file named executable or executable.exe ("terraform", "tofu.exe"),
+// and no entry that would unpack outside the directory it is unpacked
+// in (an absolute name, a ".." element, a backslash or a drive letter,
+// which Windows takes as separators). Its errors are those of
+// CheckArchive.
 func CheckCLIArchive(ctx context.Context, r io.ReaderAt, size int64, executable string, lim Limits) error {
 	_, err := hashArchive(ctx, r, size, lim, func(zr *zip.Reader) error {
+		for _, f := range zr.File {
+			if !localName(f.Name) {
+				return &Error{Reason: ReasonBadArchive,
+					Detail: fmt.Sprintf("the zip's entry %q would unpack outside its directory", f.Name)}
+			}
+		}
 		if !slices.ContainsFunc(zr.File, func(f *zip.File) bool {
 			if f.FileInfo().IsDir() {
 				return false

@@ -6,11 +6,13 @@ package main
 // (tenv; .ci/run installs it, pinned) installing through it.
 
 import (
+	"archive/zip"
 	"bytes"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -828,4 +830,76 @@ func TestCLIAgeNotDatedByAReplayedSums(t *testing.T) {
 	if n := c.origin.Hits("/hc/terraform/9.0.0/" + fakeorigin.ArchiveName("terraform", "9.0.0", platform)); n != 0 {
 		t.Errorf("the made-up version's archive was fetched %d times", n)
 	}
+}
+
+// TestTenvGetsNoArchiveEscapingItsDirectory: a release archive its
+// publisher signed holding, beside the program, entries that would
+// unpack outside the installer's directory ("../", an absolute name, a
+// backslash) is refused by the mirror, to tenv and to a plain GET: tenv
+// installs nothing and no file lands outside its directory.
+func TestTenvGetsNoArchiveEscapingItsDirectory(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := newCLIOrigin(t)
+	for i, escaping := range []string{"../../../../escaped-by-dots", "/tmp/escaped-absolute-" + filepath.Base(t.TempDir()), `..\..\escaped-by-backslash`} {
+		var b bytes.Buffer
+		zw := zip.NewWriter(&b)
+		h := &zip.FileHeader{Name: "terraform", Method: zip.Deflate}
+		h.SetMode(0o755)
+		f, _ := zw.CreateHeader(h)
+		f.Write(fakeorigin.Program("terraform", "1.6.0", platform)) //nolint:errcheck
+		e, _ := zw.Create(escaping)
+		e.Write([]byte("escaped\n")) //nolint:errcheck
+		if err := zw.Close(); err != nil {
+			t.Fatal(err)
+		}
+		version := fmt.Sprintf("1.6.%d", i+1)
+		c.origin.Add("hashicorp", "terraform", version, platform)
+		c.origin.SetArchiveBytes("terraform", version, platform, b.Bytes())
+	}
+	c.start(t, filepath.Join(t.TempDir(), "data"))
+	root := t.TempDir()
+	home := filepath.Join(root, "a", "b", "c", "home")
+	if err := os.MkdirAll(home, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	env := c.tenvTerraformEnv(home)
+	for i := range 3 {
+		version := fmt.Sprintf("1.6.%d", i+1)
+		cmd := exec.Command(tenv, "tf", "install", version)
+		cmd.Dir = home
+		cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "HOME=" + home, "SSL_CERT_FILE=" + c.caFile}, env...)
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Errorf("tenv installed %s, whose archive has an entry outside its directory:\n%s", version, out)
+		}
+		name := fakeorigin.ArchiveName("terraform", version, platform)
+		resp, err := c.client(t).Get(c.url + "/releases/hashicorp/terraform/" + version + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == http.StatusOK && err == nil {
+			// Streamed as it arrives, a refused archive ends in an
+			// aborted answer: its last bytes are never sent.
+			t.Errorf("%s served whole", name)
+		}
+	}
+	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error { //nolint:errcheck
+		if err == nil && strings.Contains(d.Name(), "escaped") {
+			t.Errorf("an entry landed at %s", p)
+		}
+		return nil
+	})
+}
+
+// client is an HTTP client trusting the mirror's certificate.
+func (c *cliMirror) client(t *testing.T) *http.Client {
+	t.Helper()
+	ca, err := os.ReadFile(c.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	pool.AppendCertsFromPEM(ca)
+	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
