@@ -195,8 +195,9 @@ func (r *Releases) KeyIDs(pub releases.Publisher) []string { return r.rel.KeyIDs
 // holds back are left out. A version's signature time is learnt from the
 // cache, else from the origin for the newest versions only
 // (maxLookupsPerList), until one is old enough: the older ones (lower in
-// precedence, not another build of its release) are taken to be as old;
-// a version left undated is held.
+// precedence, not another build of its release) are taken to be as old
+// unless the cache holds their SHA256SUMS, which dates them; a version
+// left undated is held.
 func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product string) (*releases.List, releases.ListState, error) {
 	if err := r.product(pub, product); err != nil {
 		return nil, releases.ListState{}, failure.FromOrigin(err)
@@ -236,6 +237,13 @@ func (r *Releases) Versions(ctx context.Context, pub releases.Publisher, product
 				if oldEnough == "" && now.Sub(signed) >= window {
 					oldEnough = l.Version
 				}
+			}
+		} else if window > 0 {
+			// Taken to be as old as the one old enough unless the cache
+			// dates it: a patch of an older line may be released after
+			// it, and is then listed as its download is judged.
+			if s, err := r.rel.HeldSums(pub, product, l.Version); err == nil {
+				rel.At = later(rel.At, s.SignedAt)
 			}
 		}
 		if v := sub.Version(l.Version, rel, now); v.Allowed {

@@ -504,3 +504,35 @@ func TestReleasesAgeNotDatedByAnotherRelease(t *testing.T) {
 		t.Fatal("9.0.0 served with 1.5.7's SHA256SUMS")
 	}
 }
+
+// TestReleasesListDatesWhatItHolds: under minimum_release_age, a version
+// below one old enough is taken to be as old only while the mirror holds
+// nothing that dates it: a patch of an older line released after the
+// newest (1.5.8, signed yesterday, below 1.6.0, signed long ago), once
+// its SHA256SUMS is held, is left out of the list as its download is
+// refused.
+func TestReleasesListDatesWhatItHolds(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	now := clock.Now()
+	o.SetSignedAt(now.Add(-90 * 24 * time.Hour))
+	o.Add("hashicorp", "terraform", "1.5.8", "linux_amd64")
+	o.SetVersionSignedAt("terraform", "1.5.8", now.Add(-24*time.Hour))
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	var pe *gate.PolicyError
+	if err := readArchive(rel, releases.HashiCorp, "terraform", "1.5.8", "terraform_1.5.8_linux_amd64.zip"); !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge {
+		t.Fatalf("1.5.8, signed yesterday: %v, want held", err)
+	}
+	list, _, err := rel.Versions(ctx, releases.HashiCorp, "terraform")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, l := range list.Versions {
+		got = append(got, l.Version)
+	}
+	if !slices.Equal(got, []string{"1.6.0", "1.5.7"}) {
+		t.Fatalf("listed %v, want [1.6.0 1.5.7]: 1.5.8 was refused", got)
+	}
+}
