@@ -461,20 +461,26 @@ func TestStoredSumsOfAnotherReleaseRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	forged := releases.Sums{Publisher: releases.HashiCorp, Product: "terraform", Version: "1.7.0",
-		Document: old.Document, Signature: old.Signature, KeyID: old.KeyID, SignedAt: old.SignedAt, Schema: 1}
-	if err := r.store.PutMeta("releases/sums/hashicorp/terraform/1.7.0", forged); err != nil {
-		t.Fatal(err)
-	}
 	r.stop()
-	r = newRig(t, o, dir, false)
-	if s, err := r.rel.HeldSums(releases.HashiCorp, "terraform", "1.7.0"); err == nil {
-		t.Fatalf("the stored SHA256SUMS of 1.5.7 is held for 1.7.0, signed at %s", s.SignedAt)
-	}
-	if rel := r.rel.StoredRelease(releases.HashiCorp, "terraform", "1.7.0"); rel.Known {
-		t.Fatalf("1.7.0 dated by 1.5.7's signature: %+v", rel)
-	}
-	if _, err := r.rel.Sums(context.Background(), releases.HashiCorp, "terraform", "1.7.0"); !errors.Is(err, verify.ErrIntegrity) {
-		t.Fatalf("served: %v, want an integrity error", err)
+	// Stored for 1.7.0 as such, and as the record of 1.5.7 it is.
+	for _, as := range []string{"1.7.0", "1.5.7"} {
+		r := newRig(t, o, dir, false)
+		forged := releases.Sums{Publisher: releases.HashiCorp, Product: "terraform", Version: as,
+			Document: old.Document, Signature: old.Signature, KeyID: old.KeyID, SignedAt: old.SignedAt, Schema: 1}
+		if err := r.store.PutMeta("releases/sums/hashicorp/terraform/1.7.0", forged); err != nil {
+			t.Fatal(err)
+		}
+		r.stop()
+		r = newRig(t, o, dir, false)
+		if s, err := r.rel.HeldSums(releases.HashiCorp, "terraform", "1.7.0"); err == nil {
+			t.Fatalf("as %s: the stored SHA256SUMS of 1.5.7 is held for 1.7.0, signed at %s", as, s.SignedAt)
+		}
+		if rel := r.rel.StoredRelease(releases.HashiCorp, "terraform", "1.7.0"); rel.Known {
+			t.Fatalf("as %s: 1.7.0 dated by 1.5.7's signature: %+v", as, rel)
+		}
+		if _, err := r.rel.Sums(context.Background(), releases.HashiCorp, "terraform", "1.7.0"); !errors.Is(err, verify.ErrIntegrity) {
+			t.Fatalf("as %s: served: %v, want an integrity error", as, err)
+		}
+		r.stop()
 	}
 }

@@ -216,6 +216,11 @@ func (r *Releases) loadSums(key string) (*Sums, error) {
 	if s.Schema != sumsSchema {
 		return nil, cache.ErrNotFound
 	}
+	if sumsKey(s.Publisher, s.Product, s.Version) != key {
+		// The record of another release stands for nothing here: as
+		// if none were stored.
+		return nil, cache.ErrNotFound
+	}
 	if err := r.verifySums(&s); err != nil {
 		return nil, err
 	}
