@@ -81,7 +81,8 @@ func (b *blob) load(idx int) error {
 	}
 	if int64(n) != want {
 		b.cached = -1
-		return fmt.Errorf("cache: chunk %d of %s is %d bytes, want %d", idx, b.rec.SHA256, n, want)
+		return fmt.Errorf("cache: archive %s: %w", b.rec.SHA256,
+			b.s.damage(b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
 	}
 	*b.buf = buf
 	b.cached = idx

@@ -44,6 +44,10 @@ type Blobs struct {
 
 	stats *statMemo // StatBlob answers
 
+	// damaged are the archives found damaged where they are stored,
+	// logged once each (readChunk).
+	damaged sync.Map
+
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
 	// it (Commit, deleteBlob): see lockBlob.
@@ -261,6 +265,12 @@ func (s *Blobs) deleteChunks(stage string, n int) error {
 }
 
 // readChunk copies chunk idx of stage, from byte off on, into p.
+//
+// A chunk is never empty. Badger, asked for a value whose checksum no
+// longer matches (Options: VerifyValueChecksum), logs the mismatch and
+// hands back an empty value without an error: that, and a chunk of
+// another length than its archive's record says (blob.load), is an
+// archive damaged where it is stored, ErrDamaged, logged once.
 func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error) {
 	var n int
 	err := s.db.view(func(txn *badger.Txn) error {
@@ -269,6 +279,9 @@ func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error)
 			return err
 		}
 		return item.Value(func(val []byte) error {
+			if len(val) == 0 {
+				return s.damage(stage, idx, "the value read back is empty: its checksum did not match")
+			}
 			if off > len(val) {
 				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
 			}
@@ -280,6 +293,22 @@ func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error)
 		return 0, fmt.Errorf("cache: reading chunk %d of %s: %w", idx, stage, err)
 	}
 	return n, nil
+}
+
+// ErrDamaged is returned by reads of an archive whose stored bytes no
+// longer match the checksums Badger wrote with them, or whose chunks are
+// not the length its record says (a failing disk): its bytes are never
+// returned as the archive's.
+var ErrDamaged = errors.New("archive damaged where it is stored")
+
+// damage returns ErrDamaged for chunk idx of stage, logging it once for
+// the stage (every reader of the archive finds it).
+func (s *Blobs) damage(stage string, idx int, detail string) error {
+	if _, logged := s.damaged.LoadOrStore(stage, true); !logged {
+		s.log.Error("a cached archive is damaged where it is stored; it is not served: check the disk, then run tfmirror cache verify and prune or re-import what it finds",
+			"stage", stage, "chunk", idx, "detail", detail)
+	}
+	return fmt.Errorf("%w: chunk %d: %s", ErrDamaged, idx, detail)
 }
 
 // Stats returns the number of committed archives and their total size.

@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // ErrNotFound is returned when a metadata document or blob is absent.
@@ -232,6 +233,14 @@ func badgerOptions(opts Options) badger.Options {
 		// archives). Like any compaction, it writes at most the LSM
 		// tree's size, which the reserve covers (space.go).
 		WithCompactL0OnClose(true).
+		// A byte a failing disk changed is an error, never part of an
+		// archive served: every value read from the value log (archive
+		// chunks) is checked against its CRC32C, and every table block
+		// read from disk (small documents, an archive's last chunk under
+		// the value threshold) against its checksum. Both cost far less
+		// than the copy that follows.
+		WithVerifyValueChecksum(true).
+		WithChecksumVerificationMode(options.OnBlockRead).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
 }
