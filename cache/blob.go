@@ -394,21 +394,38 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	// one writes the record and counts it; the others find it and drop
 	// their copy when they are closed.
 	var existing *blobRecord
-	unlock := w.s.lockBlob(w.expected)
-	err = w.s.db.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
-		old, err := readRecord(txn, w.expected)
-		switch {
-		case err == nil:
-			existing = &old
-			return nil
-		case !errors.Is(err, ErrNotFound):
-			return err
+	var unlock func()
+	for {
+		// A record found while its archive is being evicted is about to
+		// go: this writer's copy must not be dropped for it. The eviction
+		// needs the blob's lock to delete it; wait for it to end and look
+		// again.
+		var evicting <-chan struct{}
+		existing = nil
+		unlock = w.s.lockBlob(w.expected)
+		err = w.s.db.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
+			old, err := readRecord(txn, w.expected)
+			switch {
+			case err == nil:
+				if evicting = w.s.evict.lru.evictingNow(w.expected); evicting != nil {
+					return nil
+				}
+				existing = &old
+				return nil
+			case !errors.Is(err, ErrNotFound):
+				return err
+			}
+			if h := w.s.hooks.recordRead; h != nil {
+				h(w.expected)
+			}
+			return txn.Set(blobKey(w.expected), doc)
+		})
+		if err != nil || evicting == nil {
+			break
 		}
-		if h := w.s.hooks.recordRead; h != nil {
-			h(w.expected)
-		}
-		return txn.Set(blobKey(w.expected), doc)
-	})
+		unlock()
+		<-evicting
+	}
 	w.s.stats.Forget(w.expected)
 	if err == nil && existing == nil {
 		// From staged to committed in one step under s.mu, where the size

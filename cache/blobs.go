@@ -164,8 +164,19 @@ func readRecord(txn *badger.Txn, sha string) (blobRecord, error) {
 	return rec, err
 }
 
-// StatBlob returns the committed blob's info, or ErrNotFound.
+// StatBlob returns the committed blob's info, or ErrNotFound. An archive
+// being evicted is not found: it is about to go, and a caller told it is
+// there would not store it again (OpenBlob does not open it either).
 func (s *Blobs) StatBlob(sha string) (BlobInfo, error) {
+	info, err := s.statBlob(sha)
+	if err == nil && s.evict.lru.evictingNow(sha) != nil {
+		return BlobInfo{}, fmt.Errorf("%w: archive %s (being evicted)", ErrNotFound, sha)
+	}
+	return info, err
+}
+
+// statBlob is StatBlob, for an archive being evicted too.
+func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
 		return BlobInfo{}, err
 	}
