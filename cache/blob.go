@@ -75,14 +75,16 @@ func (b *blob) load(idx int) error {
 	}
 	buf := (*b.buf)[:want]
 	n, err := b.s.readChunk(b.rec.Stage, idx, 0, buf)
+	if err == nil && int64(n) != want {
+		err = fmt.Errorf("cache: archive %s: %w", b.rec.SHA256,
+			b.s.damage(b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
+	}
 	if err != nil {
 		b.cached = -1
+		if errors.Is(err, ErrDamaged) {
+			b.s.markDamaged(b.rec.SHA256, b.rec.Stage)
+		}
 		return err
-	}
-	if int64(n) != want {
-		b.cached = -1
-		return fmt.Errorf("cache: archive %s: %w", b.rec.SHA256,
-			b.s.damage(b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
 	}
 	*b.buf = buf
 	b.cached = idx
@@ -393,7 +395,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	// change together: of any number of writers of this sha256, exactly
 	// one writes the record and counts it; the others find it and drop
 	// their copy when they are closed.
-	var existing *blobRecord
+	var existing, replaced *blobRecord
 	var unlock func()
 	for {
 		// A record found while its archive is being evicted is about to
@@ -401,7 +403,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		// needs the blob's lock to delete it; wait for it to end and look
 		// again.
 		var evicting <-chan struct{}
-		existing = nil
+		existing, replaced = nil, nil
 		unlock = w.s.lockBlob(w.expected)
 		err = w.s.db.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
 			old, err := readRecord(txn, w.expected)
@@ -410,8 +412,13 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 				if evicting = w.s.evict.lru.evictingNow(w.expected); evicting != nil {
 					return nil
 				}
-				existing = &old
-				return nil
+				if stage, ok := w.s.damagedBlobs.Load(w.expected); !ok || stage != old.Stage {
+					existing = &old
+					return nil
+				}
+				// A reader found the stored copy damaged: this one,
+				// verified, takes its place.
+				replaced = &old
 			case !errors.Is(err, ErrNotFound):
 				return err
 			}
@@ -436,13 +443,26 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.stagedBytes = 0
 		w.mu.Unlock()
 		w.s.mu.Lock()
-		w.s.archives++
+		if replaced != nil {
+			w.s.bytes -= replaced.Size
+		} else {
+			w.s.archives++
+		}
 		w.s.bytes += rec.Size
 		w.s.staging.Add(-staged)
 		w.s.mu.Unlock()
 		w.s.evict.lru.addPinned(rec.SHA256)
+		w.s.damagedBlobs.Delete(w.expected)
 	}
 	unlock()
+	if replaced != nil && err == nil {
+		// Readers of the damaged copy fail from now on, as they would at
+		// its damaged chunk.
+		if err := w.s.deleteChunks(replaced.Stage, replaced.Chunks); err != nil {
+			w.s.log.Warn("deleting the damaged copy of an archive replaced", "sha256", w.expected, "error", err)
+		}
+		w.s.db.kickGC()
+	}
 	if err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)

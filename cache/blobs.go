@@ -44,9 +44,11 @@ type Blobs struct {
 
 	stats *statMemo // StatBlob answers
 
-	// damaged are the archives found damaged where they are stored,
-	// logged once each (readChunk).
-	damaged sync.Map
+	// damaged are the stages of archives found damaged where they are
+	// stored, logged once each (damage); damagedBlobs the archives
+	// (sha256 to stage) a reader found so: they are not found (StatBlob,
+	// OpenBlob) until a writer commits them anew (Commit replaces them).
+	damaged, damagedBlobs sync.Map
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
@@ -172,6 +174,9 @@ func (s *Blobs) StatBlob(sha string) (BlobInfo, error) {
 	if err == nil && s.evict.lru.evictingNow(sha) != nil {
 		return BlobInfo{}, fmt.Errorf("%w: archive %s (being evicted)", ErrNotFound, sha)
 	}
+	if err == nil && s.isDamaged(sha) {
+		return BlobInfo{}, fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
+	}
 	return info, err
 }
 
@@ -227,6 +232,9 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 		rec, err = readRecord(txn, sha)
 		return err
 	})
+	if err == nil && s.isDamaged(sha) {
+		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
+	}
 	if err != nil {
 		s.evict.lru.release(sha)
 		return nil, err
@@ -259,6 +267,7 @@ func (s *Blobs) deleteBlob(sha string) error {
 		s.bytes -= rec.Size
 		s.mu.Unlock()
 		s.evict.lru.forget(sha)
+		s.damagedBlobs.Delete(sha)
 	}
 	unlock()
 	if err != nil {
@@ -312,11 +321,26 @@ func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error)
 // returned as the archive's.
 var ErrDamaged = errors.New("archive damaged where it is stored")
 
+// isDamaged says whether a reader found the committed archive sha
+// damaged where it is stored.
+func (s *Blobs) isDamaged(sha string) bool {
+	_, ok := s.damagedBlobs.Load(sha)
+	return ok
+}
+
+// markDamaged records that the archive sha, stored under stage, was
+// found damaged: it is not found from now on, and the next writer of it
+// replaces it (Commit).
+func (s *Blobs) markDamaged(sha, stage string) {
+	s.damagedBlobs.Store(sha, stage)
+	s.stats.Forget(sha)
+}
+
 // damage returns ErrDamaged for chunk idx of stage, logging it once for
 // the stage (every reader of the archive finds it).
 func (s *Blobs) damage(stage string, idx int, detail string) error {
 	if _, logged := s.damaged.LoadOrStore(stage, true); !logged {
-		s.log.Error("a cached archive is damaged where it is stored; it is not served: check the disk, then run tfmirror cache verify and prune or re-import what it finds",
+		s.log.Error("a cached archive is damaged where it is stored; it is not served, and is fetched again when it can be: check the disk, then run tfmirror cache verify and prune or re-import what it finds",
 			"stage", stage, "chunk", idx, "detail", detail)
 	}
 	return fmt.Errorf("%w: chunk %d: %s", ErrDamaged, idx, detail)

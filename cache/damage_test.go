@@ -33,7 +33,7 @@ func (l *lockedBuffer) String() string {
 // A byte the disk changed under a committed archive is never read as
 // the archive's: reading it fails (ErrDamaged), as a failing disk's
 // sector must, and the damage is logged once however often it is read.
-func TestDamagedChunkOnDiskIsNotServed(t *testing.T) {
+func TestDamagedChunkOnDiskIsNotServedAndReplaced(t *testing.T) {
 	dir := t.TempDir()
 	const chunk = 128 << 10 // above the value threshold: chunks go to the value log
 	// Several value log files (their size follows MaxBytes), so that
@@ -80,11 +80,16 @@ func TestDamagedChunkOnDiskIsNotServed(t *testing.T) {
 	var logged lockedBuffer
 	s = open(slog.New(slog.NewTextHandler(&logged, nil)))
 	t.Cleanup(func() { s.Close() })
+	// Three readers opened before the damage is found each find it.
+	var readers []BlobReader
 	for range 3 {
 		r, err := s.OpenBlob(shaOf(data))
 		if err != nil {
 			t.Fatal(err)
 		}
+		readers = append(readers, r)
+	}
+	for _, r := range readers {
 		got, err := io.ReadAll(r)
 		r.Close()
 		if err == nil {
@@ -96,5 +101,31 @@ func TestDamagedChunkOnDiskIsNotServed(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "damaged where it is stored"); n != 1 {
 		t.Fatalf("the damage was logged %d times, want once:\n%s", n, logged.String())
+	}
+
+	// Found damaged, it is not cached any more for those who ask: the
+	// next writer (a fetch from the origin) replaces it.
+	if _, err := s.StatBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("StatBlob of an archive found damaged: %v, want ErrNotFound", err)
+	}
+	if _, err := s.OpenBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("OpenBlob of an archive found damaged: %v, want ErrNotFound", err)
+	}
+	chunks := chunkCount(t, s)
+	put(t, s, data)
+	r, err := s.OpenBlob(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the archive committed anew: %v, %d bytes (equal: %v)", err, len(got), bytes.Equal(got, data))
+	}
+	if n, total := s.Stats(); n != 1 || total != int64(len(data)) {
+		t.Errorf("Stats = %d archives, %d bytes; want 1, %d", n, total, len(data))
+	}
+	if n := chunkCount(t, s); n != chunks {
+		t.Errorf("%d chunks stored after the damaged copy was replaced, want %d", n, chunks)
 	}
 }
