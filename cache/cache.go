@@ -105,8 +105,10 @@ type Options struct {
 // Badger database, and the disk under it. Open starts, and Shutdown or
 // Close stops, what keeps them (Store's own methods): the free-space
 // watch that turns writes off below the reserve and reopens the database
-// read-write when room returns, and, with a size limit, the eviction
-// goroutine. After Shutdown or Close every method fails with ErrClosed.
+// read-write when room returns, the value-log GC that returns the space
+// of deleted archives to the disk (gc.go), and, with a size limit, the
+// eviction goroutine. After Shutdown or Close every method fails with
+// ErrClosed.
 type Store struct {
 	*Records // metadata records
 	*Blobs   // archives
@@ -116,6 +118,8 @@ type Store struct {
 	gc        *valueLogGC
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	stopGC    context.CancelFunc // of the value-log GC goroutine (gc.go)
+	gcDone    chan struct{}
 
 	hooks *testHooks // shared with the parts; set by tests only
 }
@@ -189,6 +193,7 @@ func Open(opts Options) (*Store, error) {
 		s.openReadOnly()
 	}
 	s.evict.start()
+	s.startGC(opts)
 	if !db.space.Disabled() {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopWatch, s.watchDone = cancel, make(chan struct{})
