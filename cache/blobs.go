@@ -41,6 +41,7 @@ type Blobs struct {
 	bufs       sync.Pool
 	log        *slog.Logger
 	failWrites func() error // Options.FailWrites: called before each chunk is written
+	onDamaged  func()       // Options.OnDamaged
 
 	stats *statMemo // StatBlob answers
 
@@ -73,7 +74,7 @@ type Blobs struct {
 
 func newBlobs(opts Options, db *database, writers *writerGate, hooks *testHooks) *Blobs {
 	s := &Blobs{db: db, writers: writers, chunkSize: opts.ChunkSize, log: opts.Logger,
-		failWrites: opts.FailWrites, stats: newStatMemo(), hooks: hooks}
+		failWrites: opts.FailWrites, onDamaged: opts.OnDamaged, stats: newStatMemo(), hooks: hooks}
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 	s.evict = &evictor{blobs: s, kicks: make(chan struct{}, 1), flush: make(chan chan struct{})}
 	s.evict.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
@@ -342,6 +343,9 @@ func (s *Blobs) damage(stage string, idx int, detail string) error {
 	if _, logged := s.damaged.LoadOrStore(stage, true); !logged {
 		s.log.Error("a cached archive is damaged where it is stored; it is not served, and is fetched again when it can be: check the disk, then run tfmirror cache verify and prune or re-import what it finds",
 			"stage", stage, "chunk", idx, "detail", detail)
+		if s.onDamaged != nil {
+			s.onDamaged()
+		}
 	}
 	return fmt.Errorf("%w: chunk %d: %s", ErrDamaged, idx, detail)
 }

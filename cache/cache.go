@@ -67,6 +67,10 @@ type Options struct {
 	// OnEvict, if set, is called once for every archive evicted to stay
 	// under MaxBytes (for metrics). Default: none.
 	OnEvict func(BlobInfo)
+	// OnDamaged, if set, is called once for every stored archive a read
+	// found damaged (ErrDamaged; for metrics), when it is logged.
+	// Default: none.
+	OnDamaged func()
 	// Evictable says which archives MaxBytes may evict until
 	// SetEvictable replaces it: those for which it returns true. A store
 	// whose owner knows what cannot be fetched again only once it has

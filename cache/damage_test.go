@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 )
 
@@ -78,7 +79,13 @@ func TestDamagedChunkOnDiskIsNotServedAndReplaced(t *testing.T) {
 	}
 
 	var logged lockedBuffer
-	s = open(slog.New(slog.NewTextHandler(&logged, nil)))
+	var counted atomic.Int32
+	s, err := Open(Options{Dir: dir, ChunkSize: chunk, MaxBytes: 64 << 20,
+		Logger: slog.New(slog.NewTextHandler(&logged, nil)), OnDamaged: func() { counted.Add(1) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
 	t.Cleanup(func() { s.Close() })
 	// Three readers opened before the damage is found each find it.
 	var readers []BlobReader
@@ -101,6 +108,9 @@ func TestDamagedChunkOnDiskIsNotServedAndReplaced(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "damaged where it is stored"); n != 1 {
 		t.Fatalf("the damage was logged %d times, want once:\n%s", n, logged.String())
+	}
+	if n := counted.Load(); n != 1 {
+		t.Errorf("the damage was counted %d times, want once", n)
 	}
 
 	// Found damaged, it is not cached any more for those who ask: the
