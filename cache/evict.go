@@ -270,6 +270,7 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	if err := l.claim(sha); err != nil {
 		return BlobInfo{}, err
 	}
+	s.stats.Forget(sha) // StatBlob does not find it from now on
 	info, err := s.statBlob(sha)
 	if err == nil {
 		err = s.deleteBlob(sha) // forgets the entry
@@ -280,6 +281,7 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 		return BlobInfo{}, err
 	case err != nil:
 		l.unmark(sha)
+		s.stats.Forget(sha)
 		return BlobInfo{}, err
 	}
 	s.db.kickGC()
@@ -391,6 +393,7 @@ func (e *evictor) pass(ctx context.Context) {
 			return // everything left is in use or kept; retried on the next commit or close
 		}
 		l.unmet.Store(false)
+		s.stats.Forget(sha) // StatBlob does not find it from now on
 		if h := s.hooks.evicting; h != nil {
 			h(sha)
 		}
@@ -404,10 +407,12 @@ func (e *evictor) pass(ctx context.Context) {
 		}
 		if errors.Is(err, ErrClosed) {
 			l.unmark(sha)
+			s.stats.Forget(sha)
 			return
 		}
 		if err != nil {
 			l.unmark(sha)
+			s.stats.Forget(sha)
 			s.log.Warn("evicting archive", "sha256", sha, "error", err)
 			return
 		}

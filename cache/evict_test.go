@@ -381,3 +381,25 @@ func TestCommitWhileTheSameArchiveIsEvicted(t *testing.T) {
 	}
 	readBlob(t, s, a)
 }
+
+// StatGeneration changes as soon as an archive starts being evicted,
+// since StatBlob stops finding it then: a caller that keeps what it made
+// from StatBlob's answers (the engine's rendered documents) sees that it
+// no longer holds before the archive is gone.
+func TestStatGenerationFollowsTheStartOfAnEviction(t *testing.T) {
+	s := openTest(t, "")
+	data := randomBytes(testChunk*2, 5)
+	put(t, s, data)
+	if !cached(s, data) {
+		t.Fatal("not cached")
+	}
+	gen := s.StatGeneration()
+	var during uint64
+	s.hooks.recordRead = func(string) { during = s.StatGeneration() }
+	if _, err := s.EvictBlob(shaOf(data)); err != nil {
+		t.Fatal(err)
+	}
+	if during == gen {
+		t.Error("StatGeneration did not change when the archive started being evicted, though StatBlob stopped finding it")
+	}
+}
