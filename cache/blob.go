@@ -75,13 +75,16 @@ func (b *blob) load(idx int) error {
 	}
 	buf := (*b.buf)[:want]
 	n, err := b.s.readChunk(b.rec.Stage, idx, 0, buf)
+	if err == nil && int64(n) != want {
+		err = fmt.Errorf("cache: archive %s: %w", b.rec.SHA256,
+			b.s.damage(b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
+	}
 	if err != nil {
 		b.cached = -1
+		if errors.Is(err, ErrDamaged) {
+			b.s.markDamaged(b.rec.SHA256, b.rec.Stage)
+		}
 		return err
-	}
-	if int64(n) != want {
-		b.cached = -1
-		return fmt.Errorf("cache: chunk %d of %s is %d bytes, want %d", idx, b.rec.SHA256, n, want)
 	}
 	*b.buf = buf
 	b.cached = idx
@@ -392,22 +395,44 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 	// change together: of any number of writers of this sha256, exactly
 	// one writes the record and counts it; the others find it and drop
 	// their copy when they are closed.
-	var existing *blobRecord
-	unlock := w.s.lockBlob(w.expected)
-	err = w.s.db.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
-		old, err := readRecord(txn, w.expected)
-		switch {
-		case err == nil:
-			existing = &old
-			return nil
-		case !errors.Is(err, ErrNotFound):
-			return err
+	var existing, replaced *blobRecord
+	var unlock func()
+	for {
+		// A record found while its archive is being evicted is about to
+		// go: this writer's copy must not be dropped for it. The eviction
+		// needs the blob's lock to delete it; wait for it to end and look
+		// again.
+		var evicting <-chan struct{}
+		existing, replaced = nil, nil
+		unlock = w.s.lockBlob(w.expected)
+		err = w.s.db.update(entryCost(len(blobKey(w.expected)), len(doc)), func(txn *badger.Txn) error {
+			old, err := readRecord(txn, w.expected)
+			switch {
+			case err == nil:
+				if evicting = w.s.evict.lru.evictingNow(w.expected); evicting != nil {
+					return nil
+				}
+				if stage, ok := w.s.damagedBlobs.Load(w.expected); !ok || stage != old.Stage {
+					existing = &old
+					return nil
+				}
+				// A reader found the stored copy damaged: this one,
+				// verified, takes its place.
+				replaced = &old
+			case !errors.Is(err, ErrNotFound):
+				return err
+			}
+			if h := w.s.hooks.recordRead; h != nil {
+				h(w.expected)
+			}
+			return txn.Set(blobKey(w.expected), doc)
+		})
+		if err != nil || evicting == nil {
+			break
 		}
-		if h := w.s.hooks.recordRead; h != nil {
-			h(w.expected)
-		}
-		return txn.Set(blobKey(w.expected), doc)
-	})
+		unlock()
+		<-evicting
+	}
 	w.s.stats.Forget(w.expected)
 	if err == nil && existing == nil {
 		// From staged to committed in one step under s.mu, where the size
@@ -418,13 +443,26 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.stagedBytes = 0
 		w.mu.Unlock()
 		w.s.mu.Lock()
-		w.s.archives++
+		if replaced != nil {
+			w.s.bytes -= replaced.Size
+		} else {
+			w.s.archives++
+		}
 		w.s.bytes += rec.Size
 		w.s.staging.Add(-staged)
 		w.s.mu.Unlock()
 		w.s.evict.lru.addPinned(rec.SHA256)
+		w.s.damagedBlobs.Delete(w.expected)
 	}
 	unlock()
+	if replaced != nil && err == nil {
+		// Readers of the damaged copy fail from now on, as they would at
+		// its damaged chunk.
+		if err := w.s.deleteChunks(replaced.Stage, replaced.Chunks); err != nil {
+			w.s.log.Warn("deleting the damaged copy of an archive replaced", "sha256", w.expected, "error", err)
+		}
+		w.s.db.kickGC()
+	}
 	if err != nil {
 		w.giveUp()
 		return BlobInfo{}, fmt.Errorf("cache: writing commit record: %w", err)

@@ -41,8 +41,15 @@ type Blobs struct {
 	bufs       sync.Pool
 	log        *slog.Logger
 	failWrites func() error // Options.FailWrites: called before each chunk is written
+	onDamaged  func()       // Options.OnDamaged
 
 	stats *statMemo // StatBlob answers
+
+	// damaged are the stages of archives found damaged where they are
+	// stored, logged once each (damage); damagedBlobs the archives
+	// (sha256 to stage) a reader found so: they are not found (StatBlob,
+	// OpenBlob) until a writer commits them anew (Commit replaces them).
+	damaged, damagedBlobs sync.Map
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
@@ -67,7 +74,7 @@ type Blobs struct {
 
 func newBlobs(opts Options, db *database, writers *writerGate, hooks *testHooks) *Blobs {
 	s := &Blobs{db: db, writers: writers, chunkSize: opts.ChunkSize, log: opts.Logger,
-		failWrites: opts.FailWrites, stats: newStatMemo(), hooks: hooks}
+		failWrites: opts.FailWrites, onDamaged: opts.OnDamaged, stats: newStatMemo(), hooks: hooks}
 	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
 	s.evict = &evictor{blobs: s, kicks: make(chan struct{}, 1), flush: make(chan chan struct{})}
 	s.evict.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
@@ -160,8 +167,22 @@ func readRecord(txn *badger.Txn, sha string) (blobRecord, error) {
 	return rec, err
 }
 
-// StatBlob returns the committed blob's info, or ErrNotFound.
+// StatBlob returns the committed blob's info, or ErrNotFound. An archive
+// being evicted is not found: it is about to go, and a caller told it is
+// there would not store it again (OpenBlob does not open it either).
 func (s *Blobs) StatBlob(sha string) (BlobInfo, error) {
+	info, err := s.statBlob(sha)
+	if err == nil && s.evict.lru.evictingNow(sha) != nil {
+		return BlobInfo{}, fmt.Errorf("%w: archive %s (being evicted)", ErrNotFound, sha)
+	}
+	if err == nil && s.isDamaged(sha) {
+		return BlobInfo{}, fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
+	}
+	return info, err
+}
+
+// statBlob is StatBlob, for an archive being evicted too.
+func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
 		return BlobInfo{}, err
 	}
@@ -212,6 +233,9 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 		rec, err = readRecord(txn, sha)
 		return err
 	})
+	if err == nil && s.isDamaged(sha) {
+		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
+	}
 	if err != nil {
 		s.evict.lru.release(sha)
 		return nil, err
@@ -244,6 +268,7 @@ func (s *Blobs) deleteBlob(sha string) error {
 		s.bytes -= rec.Size
 		s.mu.Unlock()
 		s.evict.lru.forget(sha)
+		s.damagedBlobs.Delete(sha)
 	}
 	unlock()
 	if err != nil {
@@ -261,6 +286,12 @@ func (s *Blobs) deleteChunks(stage string, n int) error {
 }
 
 // readChunk copies chunk idx of stage, from byte off on, into p.
+//
+// A chunk is never empty. Badger, asked for a value whose checksum no
+// longer matches (Options: VerifyValueChecksum), logs the mismatch and
+// hands back an empty value without an error: that, and a chunk of
+// another length than its archive's record says (blob.load), is an
+// archive damaged where it is stored, ErrDamaged, logged once.
 func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error) {
 	var n int
 	err := s.db.view(func(txn *badger.Txn) error {
@@ -269,6 +300,9 @@ func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error)
 			return err
 		}
 		return item.Value(func(val []byte) error {
+			if len(val) == 0 {
+				return s.damage(stage, idx, "the value read back is empty: its checksum did not match")
+			}
 			if off > len(val) {
 				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
 			}
@@ -280,6 +314,40 @@ func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error)
 		return 0, fmt.Errorf("cache: reading chunk %d of %s: %w", idx, stage, err)
 	}
 	return n, nil
+}
+
+// ErrDamaged is returned by reads of an archive whose stored bytes no
+// longer match the checksums Badger wrote with them, or whose chunks are
+// not the length its record says (a failing disk): its bytes are never
+// returned as the archive's.
+var ErrDamaged = errors.New("archive damaged where it is stored")
+
+// isDamaged says whether a reader found the committed archive sha
+// damaged where it is stored.
+func (s *Blobs) isDamaged(sha string) bool {
+	_, ok := s.damagedBlobs.Load(sha)
+	return ok
+}
+
+// markDamaged records that the archive sha, stored under stage, was
+// found damaged: it is not found from now on, and the next writer of it
+// replaces it (Commit).
+func (s *Blobs) markDamaged(sha, stage string) {
+	s.damagedBlobs.Store(sha, stage)
+	s.stats.Forget(sha)
+}
+
+// damage returns ErrDamaged for chunk idx of stage, logging it once for
+// the stage (every reader of the archive finds it).
+func (s *Blobs) damage(stage string, idx int, detail string) error {
+	if _, logged := s.damaged.LoadOrStore(stage, true); !logged {
+		s.log.Error("a cached archive is damaged where it is stored; it is not served, and is fetched again when it can be: check the disk, then run tfmirror cache verify and prune or re-import what it finds",
+			"stage", stage, "chunk", idx, "detail", detail)
+		if s.onDamaged != nil {
+			s.onDamaged()
+		}
+	}
+	return fmt.Errorf("%w: chunk %d: %s", ErrDamaged, idx, detail)
 }
 
 // Stats returns the number of committed archives and their total size.

@@ -37,7 +37,6 @@ func TestDiskBudgetUnderChurn(t *testing.T) {
 	s.budget.wait = 2 * time.Second // what GC achieves in time depends on the machine's load
 	ctx, cancel := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	bg.Go(func() { s.RunGC(ctx, time.Hour) }) // as serve runs it: kicks only
 	bound := int64(limit + limit/4 + reserve)
 	var most int64
 	var breakdown string
@@ -146,10 +145,6 @@ func TestDiskBudgetRefusesWhatCannotFit(t *testing.T) {
 	if used, budget, ok := s.DiskBudget(); !ok || budget != limit+limit/4+reserve || used <= 0 || used > budget {
 		t.Fatalf("DiskBudget() = %d, %d, %v; want a size within the budget of %d", used, budget, ok, limit+limit/4+reserve)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	var gc sync.WaitGroup
-	gc.Go(func() { s.RunGC(ctx, time.Hour) })
-	defer func() { cancel(); gc.Wait() }()
 
 	big := make([]byte, 3*limit)
 	rand.NewChaCha8([32]byte{1}).Read(big)

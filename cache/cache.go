@@ -29,6 +29,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"github.com/dgraph-io/badger/v4/options"
 )
 
 // ErrNotFound is returned when a metadata document or blob is absent.
@@ -66,6 +67,10 @@ type Options struct {
 	// OnEvict, if set, is called once for every archive evicted to stay
 	// under MaxBytes (for metrics). Default: none.
 	OnEvict func(BlobInfo)
+	// OnDamaged, if set, is called once for every stored archive a read
+	// found damaged (ErrDamaged; for metrics), when it is logged.
+	// Default: none.
+	OnDamaged func()
 	// Evictable says which archives MaxBytes may evict until
 	// SetEvictable replaces it: those for which it returns true. A store
 	// whose owner knows what cannot be fetched again only once it has
@@ -104,8 +109,10 @@ type Options struct {
 // Badger database, and the disk under it. Open starts, and Shutdown or
 // Close stops, what keeps them (Store's own methods): the free-space
 // watch that turns writes off below the reserve and reopens the database
-// read-write when room returns, and, with a size limit, the eviction
-// goroutine. After Shutdown or Close every method fails with ErrClosed.
+// read-write when room returns, the value-log GC that returns the space
+// of deleted archives to the disk (gc.go), and, with a size limit, the
+// eviction goroutine. After Shutdown or Close every method fails with
+// ErrClosed.
 type Store struct {
 	*Records // metadata records
 	*Blobs   // archives
@@ -115,6 +122,8 @@ type Store struct {
 	gc        *valueLogGC
 	stopWatch context.CancelFunc
 	watchDone chan struct{}
+	stopGC    context.CancelFunc // of the value-log GC goroutine (gc.go)
+	gcDone    chan struct{}
 
 	hooks *testHooks // shared with the parts; set by tests only
 }
@@ -188,6 +197,7 @@ func Open(opts Options) (*Store, error) {
 		s.openReadOnly()
 	}
 	s.evict.start()
+	s.startGC(opts)
 	if !db.space.Disabled() {
 		ctx, cancel := context.WithCancel(context.Background())
 		s.stopWatch, s.watchDone = cancel, make(chan struct{})
@@ -232,6 +242,14 @@ func badgerOptions(opts Options) badger.Options {
 		// archives). Like any compaction, it writes at most the LSM
 		// tree's size, which the reserve covers (space.go).
 		WithCompactL0OnClose(true).
+		// A byte a failing disk changed is an error, never part of an
+		// archive served: every value read from the value log (archive
+		// chunks) is checked against its CRC32C, and every table block
+		// read from disk (small documents, an archive's last chunk under
+		// the value threshold) against its checksum. Both cost far less
+		// than the copy that follows.
+		WithVerifyValueChecksum(true).
+		WithChecksumVerificationMode(options.OnBlockRead).
 		WithNumVersionsToKeep(1).
 		WithDetectConflicts(false)
 }

@@ -133,5 +133,9 @@ func (s *Store) closeDB() error {
 	}
 	s.stopCounting()
 	s.evict.stop()
+	if s.stopGC != nil {
+		s.stopGC()
+		<-s.gcDone
+	}
 	return s.db.close()
 }

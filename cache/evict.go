@@ -45,6 +45,35 @@ type lruEntry struct {
 	refs      int   // open readers, plus the committing writer until Close
 	committed bool  // false while only a reader that has not found the record yet holds it
 	evicting  bool  // chosen for eviction: no new references
+	// evicted is closed when the eviction ends (the blob deleted, or
+	// kept after all); set while evicting.
+	evicted chan struct{}
+}
+
+// markEvicting marks e as being evicted. Caller holds l.mu.
+func (e *lruEntry) markEvicting() {
+	e.evicting = true
+	e.evicted = make(chan struct{})
+}
+
+// endEvicting ends e's eviction, if any. Caller holds l.mu.
+func (e *lruEntry) endEvicting() {
+	e.evicting = false
+	if e.evicted != nil {
+		close(e.evicted)
+		e.evicted = nil
+	}
+}
+
+// evictingNow returns a channel closed when the eviction of sha under way
+// ends; nil when none is.
+func (l *lru) evictingNow(sha string) <-chan struct{} {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if e := l.entries[sha]; e != nil && e.evicting {
+		return e.evicted
+	}
+	return nil
 }
 
 func (l *lru) init(max int64, onEvict func(BlobInfo), evictable func(string) bool) {
@@ -130,8 +159,9 @@ func (l *lru) forget(sha string) {
 	if e == nil {
 		return
 	}
+	e.endEvicting()
 	if e.refs > 0 {
-		e.committed, e.evicting = false, false
+		e.committed = false
 		return
 	}
 	delete(l.entries, sha)
@@ -161,7 +191,7 @@ func (l *lru) victim() (sha string, kept int) {
 		}
 	}
 	if sha != "" {
-		l.entries[sha].evicting = true
+		l.entries[sha].markEvicting()
 	}
 	return sha, kept
 }
@@ -186,7 +216,7 @@ func (l *lru) claim(sha string) error {
 	case !e.committed:
 		return fmt.Errorf("%w: archive %s", ErrNotFound, sha)
 	}
-	e.evicting = true
+	e.markEvicting()
 	return nil
 }
 
@@ -195,7 +225,7 @@ func (l *lru) unmark(sha string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if e := l.entries[sha]; e != nil {
-		e.evicting = false
+		e.endEvicting()
 	}
 }
 
@@ -240,7 +270,8 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	if err := l.claim(sha); err != nil {
 		return BlobInfo{}, err
 	}
-	info, err := s.StatBlob(sha)
+	s.stats.Forget(sha) // StatBlob does not find it from now on
+	info, err := s.statBlob(sha)
 	if err == nil {
 		err = s.deleteBlob(sha) // forgets the entry
 	}
@@ -250,6 +281,7 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 		return BlobInfo{}, err
 	case err != nil:
 		l.unmark(sha)
+		s.stats.Forget(sha)
 		return BlobInfo{}, err
 	}
 	s.db.kickGC()
@@ -361,10 +393,11 @@ func (e *evictor) pass(ctx context.Context) {
 			return // everything left is in use or kept; retried on the next commit or close
 		}
 		l.unmet.Store(false)
+		s.stats.Forget(sha) // StatBlob does not find it from now on
 		if h := s.hooks.evicting; h != nil {
 			h(sha)
 		}
-		info, err := s.StatBlob(sha)
+		info, err := s.statBlob(sha)
 		if err == nil {
 			err = s.deleteBlob(sha) // forgets the entry
 		}
@@ -374,10 +407,12 @@ func (e *evictor) pass(ctx context.Context) {
 		}
 		if errors.Is(err, ErrClosed) {
 			l.unmark(sha)
+			s.stats.Forget(sha)
 			return
 		}
 		if err != nil {
 			l.unmark(sha)
+			s.stats.Forget(sha)
 			s.log.Warn("evicting archive", "sha256", sha, "error", err)
 			return
 		}

@@ -281,8 +281,11 @@ func TestEvictionInBackground(t *testing.T) {
 	if victim != shaOf(a) {
 		t.Fatalf("evicting %s, want the least recently used archive", victim)
 	}
-	if !cached(s, a) {
+	if _, err := s.statBlob(shaOf(a)); err != nil {
 		t.Fatal("the archive was deleted before the eviction goroutine was let go")
+	}
+	if cached(s, a) {
+		t.Fatal("StatBlob finds an archive being evicted")
 	}
 	// Reads of other archives go on while the eviction is under way,
 	// Close included (which asks for another pass).
@@ -308,5 +311,95 @@ func TestEvictionInBackground(t *testing.T) {
 	}
 	if len(evicted) != 1 || evicted[0] != shaOf(a) {
 		t.Errorf("evicted %d archives, want a", len(evicted))
+	}
+}
+
+// A writer that commits an archive while the eviction is deleting that
+// very archive keeps its own copy: its Commit, which says the archive is
+// stored, is true when it returns, and stays true once the eviction ended.
+func TestCommitWhileTheSameArchiveIsEvicted(t *testing.T) {
+	const size = testChunk * 4
+	var evicted []string
+	s := openLimited(t, "", 2*size, &evicted)
+	a, b, c := randomBytes(size, 1), randomBytes(size, 2), randomBytes(size, 3)
+	put(t, s, a)
+	put(t, s, b)
+
+	picked := make(chan string, 1)
+	release := make(chan struct{})
+	var once sync.Once
+	s.hooks.evicting = func(sha string) {
+		once.Do(func() {
+			picked <- sha
+			<-release
+		})
+	}
+	put(t, s, c)
+	select {
+	case sha := <-picked:
+		if sha != shaOf(a) {
+			t.Fatalf("evicting %s, want a", sha)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("no eviction after a commit over the limit")
+	}
+
+	if cached(s, a) {
+		t.Fatal("StatBlob finds an archive being evicted: a caller would not store it again")
+	}
+	// a is fetched again (a client asked for it) while it is deleted.
+	committed := make(chan error, 1)
+	go func() {
+		w, err := s.NewBlobWriter(shaOf(a))
+		if err != nil {
+			committed <- err
+			return
+		}
+		if _, err := w.Write(a); err != nil {
+			committed <- err
+			return
+		}
+		_, err = w.Commit("h1:test")
+		w.Close()
+		committed <- err
+	}()
+	select {
+	case err := <-committed:
+		close(release)
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(200 * time.Millisecond):
+		close(release) // the commit waits for the eviction to end
+		if err := <-committed; err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.settle()
+	if !cached(s, a) {
+		t.Fatal("the archive a writer committed is gone: its commit found the record of the copy being evicted and dropped its own")
+	}
+	readBlob(t, s, a)
+}
+
+// StatGeneration changes as soon as an archive starts being evicted,
+// since StatBlob stops finding it then: a caller that keeps what it made
+// from StatBlob's answers (the engine's rendered documents) sees that it
+// no longer holds before the archive is gone.
+func TestStatGenerationFollowsTheStartOfAnEviction(t *testing.T) {
+	s := openTest(t, "")
+	data := randomBytes(testChunk*2, 5)
+	put(t, s, data)
+	if !cached(s, data) {
+		t.Fatal("not cached")
+	}
+	gen := s.StatGeneration()
+	var during uint64
+	s.hooks.recordRead = func(string) { during = s.StatGeneration() }
+	if _, err := s.EvictBlob(shaOf(data)); err != nil {
+		t.Fatal(err)
+	}
+	if during == gen {
+		t.Error("StatGeneration did not change when the archive started being evicted, though StatBlob stopped finding it")
 	}
 }

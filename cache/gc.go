@@ -41,7 +41,7 @@ const urgentSettleInterval = time.Second
 // its memtable.
 var flushKey = []byte("x/flush")
 
-// valueLogGC returns the space of deleted archives to the disk (RunGC).
+// valueLogGC returns the space of deleted archives to the disk (run).
 type valueLogGC struct {
 	db     *database
 	budget *diskBudget
@@ -49,22 +49,41 @@ type valueLogGC struct {
 	archiveBytes func() int64
 }
 
-// RunGC returns the space of deleted archives to the disk, until ctx is
+// DefaultGCInterval is how often the value-log GC runs when nothing kicks
+// it (deletions do).
+const DefaultGCInterval = 5 * time.Minute
+
+// startGC starts the goroutine that returns the space of deleted archives
+// to the disk (run), which closeDB stops and waits for: every command
+// that opens the store, not only serve, evicts, prunes and replaces
+// archives, and a data directory whose space never came back would end
+// at its disk budget, refusing every archive. In memory there is no
+// value log.
+func (s *Store) startGC(opts Options) {
+	if opts.InMemory {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	s.stopGC, s.gcDone = cancel, make(chan struct{})
+	go func() {
+		defer close(s.gcDone)
+		s.gc.run(ctx, DefaultGCInterval)
+	}()
+}
+
+// run returns the space of deleted archives to the disk, until ctx is
 // done: every interval, and soon after archives were evicted or deleted
 // or interrupted writes removed (kickGC). Badger's value-log GC only
 // rewrites value-log files that compactions have marked as garbage, and
 // the deletion markers of evicted archives stay in the memtable, marking
 // nothing, until it fills up (which deletions alone never make it do). So
-// after deletions RunGC first has Badger flush its memtable and compact
+// after deletions run first has Badger flush its memtable and compact
 // the LSM tree into one level (settleDeletes), at most every
 // minSettleInterval (urgentSettleInterval while writers wait for the data
 // directory's budget), and then runs the value-log GC until it finds no
 // file worth rewriting. A GC round rewrites up to a value-log file: it runs only
 // when that much is free above the reserve, and never on a read-only
 // cache.
-func (s *Store) RunGC(ctx context.Context, interval time.Duration) { s.gc.run(ctx, interval) }
-
-// run is RunGC.
 func (g *valueLogGC) run(ctx context.Context, interval time.Duration) {
 	d := g.db
 	t := time.NewTicker(interval)

@@ -35,7 +35,7 @@ const (
 	// mapped at twice this size and a new one started once it holds this
 	// much. It is also the most that one value-log GC round rewrites (the
 	// live part of a file, at most half of it with the discard ratio 0.5
-	// RunGC uses) before it deletes the file, which is the room GC needs.
+	// the value-log GC uses) before it deletes the file, which is the room GC needs.
 	// 64 MiB rather than 256 MiB: GC needs that much room on top of the
 	// reserve to run at all, so on a disk that filled up the space of
 	// evicted archives can still be reclaimed; and deleted archives are
@@ -96,7 +96,7 @@ func valueLogFileSizeFor(maxBytes int64) int64 {
 //     the constant: the store adds the current LSM size to the reserve.
 //
 // Value-log GC is not covered by the reserve: it runs only when
-// valueLogFileSize more is free (see RunGC). Hence 10 MiB.
+// valueLogFileSize more is free (see valueLogGC). Hence 10 MiB.
 const DefaultDiskReserve = numMemtables*memTableSize + discardStatsSize + newFileSlack
 
 // DefaultSpaceCheckInterval is Options.SpaceCheckInterval when it is zero.

@@ -62,7 +62,7 @@ func (s *providerRecords) believedMissing(k records.ProviderKeys, rec *records.P
 			return false
 		case !since.IsZero() && !c.At.Before(since):
 			return true
-		case s.cfg.Now().Sub(c.At) >= s.cfg.VersionsTTL:
+		case !records.Fresh(s.cfg.Now(), c.At, s.cfg.VersionsTTL):
 			return false
 		}
 		if !listRead {

@@ -271,9 +271,6 @@ func nextProtos(http2 bool) []string {
 	return []string{"http/1.1"}
 }
 
-// gcInterval is how often the cache's value-log garbage collection runs.
-const gcInterval = 5 * time.Minute
-
 // serve runs the mirror on ln until ctx is done, then shuts down
 // gracefully: no new connections, requests and downloads in flight get
 // ShutdownTimeout to finish; then the engine is shut down (downloads still
@@ -297,11 +294,10 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	errc := make(chan error, 2)
 	go func() { errc <- srv.Serve(ln) }()
 	// Background work, stopped (cancelled and waited for) before the
-	// engine, the shared store and the cache are closed. Value-log GC
-	// returns the space of evicted and replaced archives to the disk.
+	// engine, the shared store and the cache are closed. (The cache runs
+	// its value-log GC itself.)
 	bgCtx, cancelBG := context.WithCancel(context.Background())
 	var bg sync.WaitGroup
-	bg.Go(func() { m.store.RunGC(bgCtx, gcInterval) })
 	if m.shared != nil {
 		bg.Go(func() { m.checkShared(bgCtx) })
 	}

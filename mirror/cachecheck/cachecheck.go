@@ -221,16 +221,23 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 			return err
 		}
 		info, err := s.store.StatBlob(ref.sha)
-		if errors.Is(err, cache.ErrNotFound) {
+		// An archive a read found damaged is not found for those who
+		// would serve it, and stays damaged here until it is replaced.
+		damaged := errors.Is(err, cache.ErrDamaged)
+		if errors.Is(err, cache.ErrNotFound) && !damaged {
 			continue
 		}
-		if err != nil {
+		if err != nil && !damaged {
 			return err
 		}
 		c := Result{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
 			SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256, Withheld: ref.withheld}
-		err = records.ErrNoEvidence
-		if ref.kind == "provider" && !ref.withheld {
+		if damaged {
+			err = damagedError(ref.sha, err)
+		} else {
+			err = records.ErrNoEvidence
+		}
+		if !damaged && ref.kind == "provider" && !ref.withheld {
 			c.By = CheckedEvidence
 			err = s.checkProviderPackage(ctx, ref)
 		}
@@ -289,6 +296,9 @@ func (s *Checker) checkProviderPackage(ctx context.Context, ref cachedPackageRef
 // when it is not cached; the store's.
 func (s *Checker) openBlob(sha string) (cache.BlobReader, error) {
 	blob, err := s.store.OpenBlob(sha)
+	if errors.Is(err, cache.ErrDamaged) {
+		return nil, damagedError(sha, err)
+	}
 	if errors.Is(err, cache.ErrNotFound) {
 		return nil, fmt.Errorf("%w: archive %s", records.ErrNotCached, sha)
 	}
@@ -296,6 +306,12 @@ func (s *Checker) openBlob(sha string) (cache.BlobReader, error) {
 		return nil, fmt.Errorf("opening cached archive %s: %w", sha, err)
 	}
 	return blob, nil
+}
+
+// damagedError is the failure of the cached archive sha whose stored
+// bytes a read found damaged (cache.ErrDamaged, err).
+func damagedError(sha string, err error) error {
+	return &verify.Error{Reason: verify.ReasonChecksum, Detail: fmt.Sprintf("the cached archive %s is damaged where it is stored: %v", sha, err)}
 }
 
 // checkBlobSHA256 reads the cached archive sha and checks its bytes
@@ -308,6 +324,9 @@ func (s *Checker) checkBlobSHA256(ctx context.Context, sha string) error {
 	}
 	defer blob.Close()
 	got, err := readSHA256(ctx, blob)
+	if errors.Is(err, cache.ErrDamaged) {
+		return damagedError(sha, err)
+	}
 	if err != nil {
 		return fmt.Errorf("reading cached archive %s: %w", sha, err)
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
@@ -108,13 +109,24 @@ func New(cfg Config, parts Parts, store Store) (*Inventory, error) {
 // bucket, whose keys are the cache's.
 func VersionRecordPrefixes() []string { return []string{"package/", "module/"} }
 
+// KindUnreadable is the Kind of a Record ScanVersions gives for a record
+// of a version it cannot read: of a schema a newer release wrote (after a
+// rollback), or damaged. Its Address is its key, it has no version, and
+// its Archives are every sha256 its text holds: it may be the only record
+// of packages that cannot be fetched again, so it is never taken as
+// one that can (Refetch is false), and what it may name is kept.
+const KindUnreadable = "unreadable"
+
 // ScanVersions calls fn with every version the cache has a record of, of
-// providers and then of modules.
+// providers and then of modules, and with a KindUnreadable Record for
+// every record under their prefixes that it cannot read.
 func (s *Inventory) ScanVersions(fn func(Record)) error {
 	for _, prefix := range VersionRecordPrefixes() {
 		err := s.store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
 			if h, ok := s.VersionOfRecord(key, raw); ok {
 				fn(h)
+			} else {
+				fn(Record{Kind: KindUnreadable, Address: key, Key: key, Archives: sha256sIn(raw)})
 			}
 			return nil
 		})
@@ -123,6 +135,30 @@ func (s *Inventory) ScanVersions(fn func(Record)) error {
 		}
 	}
 	return nil
+}
+
+// sha256sIn returns every sha256 (64 lowercase hex digits, no more) the
+// text raw holds, once each.
+func sha256sIn(raw []byte) []string {
+	var out []string
+	seen := map[string]bool{}
+	isHex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
+	for i := 0; i < len(raw); {
+		if !isHex(raw[i]) {
+			i++
+			continue
+		}
+		j := i
+		for j < len(raw) && isHex(raw[j]) {
+			j++
+		}
+		if w := string(raw[i:j]); j-i == 64 && sha256hex.Valid(w) && !seen[w] {
+			seen[w] = true
+			out = append(out, w)
+		}
+		i = j
+	}
+	return out
 }
 
 // VersionOfRecord is the version of the record raw stored under key, read

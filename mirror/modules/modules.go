@@ -248,7 +248,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading cached module version list", "module", m.String(), "error", err)
 	}
-	if haveCached && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL {
+	if haveCached && records.Fresh(s.cfg.Now(), storedAt, s.cfg.VersionsTTL) {
 		s.metrics.CacheLookup("module_versions", true)
 		return &cached, ListState{StoredAt: storedAt}, nil
 	}

@@ -92,7 +92,7 @@ type State struct {
 func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool) (*records.VersionList, State, error) {
 	p, key := k.Provider, k.Versions
 	cached, storedAt, haveCached := s.parts.Records.Versions(ctx, key)
-	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && s.cfg.Now().Sub(storedAt) < s.cfg.VersionsTTL
+	fresh := !force && cached != nil && cached.Schema >= records.EvidenceSchema && !cached.Imported && records.Fresh(s.cfg.Now(), storedAt, s.cfg.VersionsTTL)
 	if haveCached && (s.cfg.Offline || fresh || s.parts.Hosts.Local(p.Hostname)) {
 		s.metrics.CacheLookup("versions", true)
 		return cached, State{StoredAt: storedAt}, nil

@@ -35,6 +35,22 @@ const Schema = 2
 // either is served as it is when that fails, and offline.
 const EvidenceSchema = 2
 
+// MaxClockSkew is how far in the future a stored record's time may be
+// and the record still be fresh (Fresh): a record written before the
+// clock was set back, by as much as this, stays fresh this much longer
+// at most; one dated further ahead (a clock that was set years forward
+// and back) is taken as expired, so that it is refreshed and stamped
+// anew, rather than kept fresh until the clock catches up with it.
+const MaxClockSkew = 24 * time.Hour
+
+// Fresh reports whether a record stored (or a finding made) at at is
+// still fresh at now, for ttl: less than ttl old, and not dated more
+// than MaxClockSkew in the future.
+func Fresh(now, at time.Time, ttl time.Duration) bool {
+	age := now.Sub(at)
+	return age < ttl && age > -MaxClockSkew
+}
+
 // KnownSchema reports whether a stored record of schema n can be read.
 func KnownSchema(n int) bool { return n <= Schema }
 
