@@ -266,26 +266,38 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	if err := checkSHA(sha); err != nil {
 		return BlobInfo{}, err
 	}
-	l := &s.evict.lru
-	if err := l.claim(sha); err != nil {
+	if err := s.evict.lru.claim(sha); err != nil {
 		return BlobInfo{}, err
 	}
-	s.stats.Forget(sha) // StatBlob does not find it from now on
+	info, err := s.deleteMarked(sha, nil)
+	if err != nil {
+		return BlobInfo{}, err
+	}
+	s.db.kickGC()
+	return info, nil
+}
+
+// deleteMarked deletes the archive sha, which claim or victim marked for
+// eviction: StatBlob does not find it from then on (evicting, a test's
+// hook, is called then); an archive gone already is forgotten, and one
+// whose deletion failed is unmarked, and found again.
+func (s *Blobs) deleteMarked(sha string, evicting func(string)) (BlobInfo, error) {
+	s.stats.Forget(sha)
+	if evicting != nil {
+		evicting(sha)
+	}
 	info, err := s.statBlob(sha)
 	if err == nil {
 		err = s.deleteBlob(sha) // forgets the entry
 	}
 	switch {
 	case errors.Is(err, ErrNotFound):
-		l.forget(sha)
-		return BlobInfo{}, err
+		s.evict.lru.forget(sha)
 	case err != nil:
-		l.unmark(sha)
+		s.evict.lru.unmark(sha)
 		s.stats.Forget(sha)
-		return BlobInfo{}, err
 	}
-	s.db.kickGC()
-	return info, nil
+	return info, err
 }
 
 // overLimit reports whether the archives, committed and being staged,
@@ -393,26 +405,14 @@ func (e *evictor) pass(ctx context.Context) {
 			return // everything left is in use or kept; retried on the next commit or close
 		}
 		l.unmet.Store(false)
-		s.stats.Forget(sha) // StatBlob does not find it from now on
-		if h := s.hooks.evicting; h != nil {
-			h(sha)
-		}
-		info, err := s.statBlob(sha)
-		if err == nil {
-			err = s.deleteBlob(sha) // forgets the entry
-		}
+		info, err := s.deleteMarked(sha, s.hooks.evicting)
 		if errors.Is(err, ErrNotFound) {
-			l.forget(sha)
 			continue
 		}
 		if errors.Is(err, ErrClosed) {
-			l.unmark(sha)
-			s.stats.Forget(sha)
 			return
 		}
 		if err != nil {
-			l.unmark(sha)
-			s.stats.Forget(sha)
 			s.log.Warn("evicting archive", "sha256", sha, "error", err)
 			return
 		}
