@@ -247,31 +247,31 @@ func openTree(dir string, b *budget) (*treeWriter, error) {
 
 // sub is the writer of the submodule at dir (a name of t's).
 func (t *treeWriter) sub(dir string) (*treeWriter, bool) {
-	n := t.target(dir)
+	n, _ := t.target(dir)
 	return &treeWriter{w: t.w, b: t.b, prefix: n + "/"}, n != ""
 }
 
 // target returns the name of name in the tree, "" for the package's top
-// and for what is left out.
-func (t *treeWriter) target(name string) string {
+// and for what is left out (leftOut: under .git).
+func (t *treeWriter) target(name string) (n string, leftOut bool) {
 	clean := path.Clean("/" + strings.ReplaceAll(name, "\\", "/"))
 	if clean == "/" {
-		return ""
+		return "", false
 	}
 	for _, part := range strings.Split(clean[1:], "/") {
 		if part == ".git" {
-			return "" // never part of a package
+			return "", true // never part of a package
 		}
 	}
-	return t.prefix + clean[1:]
+	return t.prefix + clean[1:], false
 }
 
 // name returns the name of the entry in the tree, "" for the package's
 // top and for what is left out; in a whole package, an entry left out
 // is refused.
 func (t *treeWriter) name(entry string) (string, error) {
-	n := t.target(entry)
-	if n == "" && t.whole && path.Clean("/"+strings.ReplaceAll(entry, "\\", "/")) != "/" {
+	n, leftOut := t.target(entry)
+	if leftOut && t.whole {
 		return "", fmt.Errorf("module package refused: %w: the entry %q is under .git, which no package holds", safetree.ErrUnsafe, entry)
 	}
 	return n, nil
