@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -141,25 +142,16 @@ func (s *Inventory) ScanVersions(fn func(Record)) error {
 // text raw holds, once each.
 func sha256sIn(raw []byte) []string {
 	var out []string
-	seen := map[string]bool{}
-	isHex := func(c byte) bool { return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F' }
-	for i := 0; i < len(raw); {
-		if !isHex(raw[i]) {
-			i++
-			continue
-		}
-		j := i
-		for j < len(raw) && isHex(raw[j]) {
-			j++
-		}
-		if w := string(raw[i:j]); j-i == 64 && sha256hex.Valid(w) && !seen[w] {
-			seen[w] = true
+	for _, run := range hexRun.FindAll(raw, -1) {
+		if w := string(run); sha256hex.Valid(w) && !slices.Contains(out, w) {
 			out = append(out, w)
 		}
-		i = j
 	}
 	return out
 }
+
+// hexRun is a run of hex digits, as long as it goes.
+var hexRun = regexp.MustCompile(`[0-9a-fA-F]+`)
 
 // VersionOfRecord is the version of the record raw stored under key, read
 // from the cache or from the shared store's bucket (whose keys are the
