@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
-	"sync"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -64,6 +63,8 @@ func (dd *dataDir) where() string {
 // not own (a volume mounted for it, as Kubernetes mounts one with
 // fsGroup) cannot be changed; it keeps its mode, and when all users may
 // write it a warning says so and what to do. Windows has no such bits.
+// A serve calls it before it makes its certificate there, and openDataDir
+// before a subcommand opens the engine: once per process.
 func prepareDataDir(dir string, logger *slog.Logger) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data directory: %w", err)
@@ -83,17 +84,12 @@ func prepareDataDir(dir string, logger *slog.Logger) error {
 		logger.Info("the data directory was open to other users; it is now its owner's only",
 			"data_dir", dir, "mode", fmt.Sprintf("%04o", perm), "now", fmt.Sprintf("%04o", perm&^0o077))
 		return nil
-	} else if _, told := openDataDirsTold.LoadOrStore(dir, true); perm&0o002 != 0 && !told {
+	} else if perm&0o002 != 0 {
 		logger.Warn("all users may write the data directory, and it is not this user's to change: they may replace the mirror's keys and cache; make it the mirror's user's (chown), or point data_dir at a directory inside it",
 			"data_dir", dir, "mode", fmt.Sprintf("%04o", perm), "error", err)
 	}
 	return nil
 }
-
-// openDataDirsTold are the data directories whose warning was given: a
-// serve prepares its directory twice (for its certificate, then for the
-// engine), and says it once.
-var openDataDirsTold sync.Map
 
 // openDataDir is the one place subcommands get at a data directory: when
 // a tfmirror serve runs on it (its admin socket answers), through that
@@ -110,6 +106,9 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 		return remote(c), nil
 	}
 	if !errors.Is(err, admin.ErrNoServer) {
+		return nil, err
+	}
+	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
 		return nil, err
 	}
 	parts, err := openEngine(cfg, logger, o, nil, nil)

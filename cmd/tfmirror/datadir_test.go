@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // A data directory left open to its group or all users (made by hand, or
@@ -44,39 +46,57 @@ func TestDataDirOpenToOthersIsTightened(t *testing.T) {
 	}
 }
 
-// The engine's wiring, which serve and every subcommand open the data
-// directory through, tightens it; one that is missing is made 0700; a
-// file where the directory should be is refused with its name.
-func TestOpenEngineTightensTheDataDir(t *testing.T) {
+// The two ways in, serve and openDataDir (every subcommand's), tighten
+// the data directory; one that is missing is made 0700; a file where the
+// directory should be is refused with its name.
+func TestOpeningTightensTheDataDir(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no permission bits on Windows")
 	}
-	cfg, err := parseServeFlags([]string{"--data-dir", filepath.Join(t.TempDir(), "data")}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
+	openers := []struct {
+		name string
+		open func(cfg settings.Config) error
+	}{
+		{"serve", func(cfg settings.Config) error {
+			m, err := newServer(cfg, discardLogger(), overrides{environ: []string{}})
+			if err == nil {
+				m.shutdown(t.Context())
+			}
+			return err
+		}},
+		{"a subcommand", func(cfg settings.Config) error {
+			d, err := openDataDir(t.Context(), cfg, discardLogger(), overrides{})
+			if err == nil {
+				d.close(t.Context())
+			}
+			return err
+		}},
 	}
-	cfg.Offline = true
-	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.Chmod(cfg.DataDir, 0o777); err != nil {
-		t.Fatal(err)
-	}
-	parts, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	parts.shutdown(t.Context())
-	if fi, err := os.Stat(cfg.DataDir); err != nil || fi.Mode().Perm() != 0o700 {
-		t.Fatalf("data directory after opening: %v, %v; want mode 0700", fi.Mode().Perm(), err)
-	}
+	for _, o := range openers {
+		cfg, err := parseServeFlags([]string{"--data-dir", filepath.Join(t.TempDir(), "data"), "--offline"}, func(string) (string, bool) { return "", false }, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(cfg.DataDir, 0o777); err != nil {
+			t.Fatal(err)
+		}
+		if err := o.open(cfg); err != nil {
+			t.Fatalf("%s: %v", o.name, err)
+		}
+		if fi, err := os.Stat(cfg.DataDir); err != nil || fi.Mode().Perm() != 0o700 {
+			t.Fatalf("%s: data directory after opening: %v, %v; want mode 0700", o.name, fi.Mode().Perm(), err)
+		}
 
-	file := filepath.Join(t.TempDir(), "data")
-	if err := os.WriteFile(file, nil, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	cfg.DataDir = file
-	if _, err := openEngine(cfg, discardLogger(), overrides{}, nil, nil); err == nil || !strings.Contains(err.Error(), file) {
-		t.Fatalf("a file as the data directory: %v, want an error naming it", err)
+		file := filepath.Join(t.TempDir(), "data")
+		if err := os.WriteFile(file, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		cfg.DataDir = file
+		if err := o.open(cfg); err == nil || !strings.Contains(err.Error(), file) {
+			t.Fatalf("%s: a file as the data directory: %v, want an error naming it", o.name, err)
+		}
 	}
 }

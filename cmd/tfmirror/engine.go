@@ -68,9 +68,6 @@ const metadataStages = 4
 // observations; watch, when not nil, the end of each origin request (the
 // status page's origin rows). The caller must call the returned parts' shutdown.
 func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metrics.Metrics, watch discovery.OriginWatcher) (_ *engineParts, err error) {
-	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
-		return nil, err
-	}
 	reserve := cfg.DiskReserve
 	if reserve == 0 {
 		reserve = -1 // the flag's "no check"
