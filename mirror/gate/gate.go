@@ -302,14 +302,23 @@ func (w *RefusalWarnings) Log(log *slog.Logger, now time.Time, args ...any) {
 	}
 	w.mu.Unlock()
 	if !warn {
-		log.Debug("held back by the package policy", args...)
+		w.Again(log, args...)
 		return
 	}
 	if unlogged > 0 {
 		args = append(args, "refusals_logged_at_debug", unlogged)
 	}
-	log.Warn("held back by the package policy", args...)
+	log.Warn(refusalMessage, args...)
 }
+
+// Again logs a refusal that was logged before (its attributes args), at
+// debug only.
+func (w *RefusalWarnings) Again(log *slog.Logger, args ...any) {
+	log.Debug(refusalMessage, args...)
+}
+
+// refusalMessage is the message of every refusal logged.
+const refusalMessage = "held back by the package policy"
 
 const (
 	refusalWarnRate  = rate.Limit(1) // a second

@@ -107,7 +107,7 @@ func (r *Releases) refuse(pub releases.Publisher, product, version string, v pol
 	if r.held.note(pub, product, version, v.Rule) {
 		r.warns.Log(r.log, r.now(), args...)
 	} else {
-		r.log.Debug("held back by the package policy", args...)
+		r.warns.Again(r.log, args...)
 	}
 	return &gate.PolicyError{Kind: "cli", Address: addr, Version: version, Verdict: v}
 }
