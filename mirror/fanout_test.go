@@ -15,15 +15,19 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
-// A caller that joins a download just after it failed, while it is still
-// in flight, must get the error from OpenArchive (an error status for an
-// HTTP client), not an archive whose first Read fails (a 200 and then a
-// reset).
-func TestJoiningAFailedDownload(t *testing.T) {
+// A caller that asks for an archive just after its download failed
+// (told of the failure, or asking by chance at that moment) starts a
+// download of its own, not a join of the failed one, and is never handed
+// the bad bytes as an archive: it gets the integrity error, from
+// OpenArchive (an error status for an HTTP client) or, when its own
+// download had started streaming, from a Read before the held-back last
+// bytes (a reset).
+func TestAskingAgainAfterAFailedDownload(t *testing.T) {
 	t.Parallel()
 	h := newHarness(t, harnessOptions{})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.TamperArchive(ns, typ, "1.0.0", "linux_amd64", true)
+	size := len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64"))
 
 	var late archive
 	var once sync.Once
@@ -35,9 +39,12 @@ func TestJoiningAFailedDownload(t *testing.T) {
 		t.Fatalf("first reader: %v, want an integrity error", first.err)
 	}
 	h.waitIdle()
-	if late.opened || !errors.Is(late.err, verify.ErrIntegrity) {
-		t.Fatalf("caller joining the failed download: opened %v (%d bytes), err %v; want OpenArchive to fail with the integrity error",
-			late.opened, len(late.body), late.err)
+	if !errors.Is(late.err, verify.ErrIntegrity) || len(late.body) >= size {
+		t.Fatalf("caller asking again after the failure: opened %v, %d of %d bytes, err %v; want the integrity error before the last bytes",
+			late.opened, len(late.body), size, late.err)
+	}
+	if n := h.origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); n != 2 {
+		t.Fatalf("the origin was asked for the archive %d times, want 2: the caller asking again must start a download of its own", n)
 	}
 }
 

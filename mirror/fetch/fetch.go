@@ -153,8 +153,8 @@ type Hooks struct {
 	// the archive sha, with the download of it under way (nil: none,
 	// the archive is committed), under the fetcher's lock.
 	Join func(sha string, d *Download)
-	// Fail is called when a download has failed, before it leaves the
-	// downloads under way.
+	// Fail is called when a download has failed, after it left the
+	// downloads under way and its clients were told.
 	Fail func()
 	// Wait is called when a download waits for another replica's.
 	Wait func()
