@@ -458,16 +458,8 @@ func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, re
 	if known != nil {
 		doc.Content, doc.Signature = known.Content, known.Signature
 	} else {
-		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() (err error) {
-			doc.Content, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsURL, records.MaxSumsBytes)
-			return err
-		})
-		g.Go(func() (err error) {
-			doc.Signature, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsSignatureURL, records.MaxSignatureBytes)
-			return err
-		})
-		if err := g.Wait(); err != nil {
+		var err error
+		if doc.Content, doc.Signature, err = s.origin.FetchSums(ctx, p, pkg, records.MaxSumsBytes, records.MaxSignatureBytes); err != nil {
 			return 0, err
 		}
 	}
