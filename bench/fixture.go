@@ -160,8 +160,8 @@ func (noOrigin) Package(context.Context, addrs.Provider, string, addrs.Platform)
 	return nil, errNoOrigin
 }
 
-func (noOrigin) FetchDocument(context.Context, addrs.Provider, string, int64) ([]byte, error) {
-	return nil, errNoOrigin
+func (noOrigin) FetchSums(context.Context, addrs.Provider, *discovery.Package, int64, int64) ([]byte, []byte, error) {
+	return nil, nil, errNoOrigin
 }
 
 func (noOrigin) OpenArchive(context.Context, addrs.Provider, string) (io.ReadCloser, int64, error) {

@@ -56,6 +56,10 @@ func TestAllowedOriginsRefusedBeforeAnyConnection(t *testing.T) {
 			return err
 		},
 		"FetchDocument": func() error { _, err := c.FetchDocument(ctx, b, sameServer, 0); return err },
+		"FetchSums": func() error {
+			_, _, err := c.FetchSums(ctx, b, &Package{SHASumsURL: sameServer, SHASumsSignatureURL: sameServer + ".sig"}, 0, 0)
+			return err
+		},
 		"OpenArchive": func() error {
 			body, _, err := c.OpenArchive(ctx, b, sameServer)
 			if body != nil {

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"golang.org/x/sync/errgroup"
+
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
@@ -69,6 +71,30 @@ func (dl *downloads) fetchDocument(ctx context.Context, p addrs.Provider, rawURL
 			ErrTooLarge, resp.ContentLength, limit))
 	}
 	return dl.tr.readBody(ctx, reqCtx, r, resp.Body, limit)
+}
+
+// FetchSums downloads the SHA256SUMS document of p's package, reading
+// at most sumsLimit bytes, and its detached signature, at most
+// signatureLimit bytes, from the URLs the package answer names
+// (Package.SHASumsURL, Package.SHASumsSignatureURL): the checksums step
+// of a package's metadata, as one call, the two downloads made at once.
+// Each is made, limited and observed as FetchDocument's (its Op
+// "shasums" or "signature" by its URL); the first to fail ends the other,
+// and its error is returned.
+func (c *Client) FetchSums(ctx context.Context, p addrs.Provider, pkg *Package, sumsLimit, signatureLimit int64) (sums, signature []byte, err error) {
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() (err error) {
+		sums, err = c.downloads.fetchDocument(gctx, p, pkg.SHASumsURL, sumsLimit)
+		return err
+	})
+	g.Go(func() (err error) {
+		signature, err = c.downloads.fetchDocument(gctx, p, pkg.SHASumsSignatureURL, signatureLimit)
+		return err
+	})
+	if err := g.Wait(); err != nil {
+		return nil, nil, err
+	}
+	return sums, signature, nil
 }
 
 func documentOp(rawURL string) string {

@@ -68,6 +68,62 @@ func TestFetchDocument(t *testing.T) {
 	}
 }
 
+// TestFetchSums fetches a package's SHA256SUMS and signature as one
+// call: both come back, each under its own limit and named by its own Op;
+// a failure of either fails the call with that failure, and ends the
+// other download rather than wait for it.
+func TestFetchSums(t *testing.T) {
+	sums := []byte(strings.Repeat("0123456789abcdef", 4) + "  terraform-provider-random_2.0.0_linux_amd64.zip\n")
+	sig := bytes.Repeat([]byte{0x89}, 600)
+	released := make(chan struct{})
+	t.Cleanup(func() { close(released) })
+	mux := http.NewServeMux()
+	mux.HandleFunc("/r/SHA256SUMS", func(w http.ResponseWriter, r *http.Request) { w.Write(sums) })
+	mux.HandleFunc("/r/SHA256SUMS.sig", func(w http.ResponseWriter, r *http.Request) { w.Write(sig) })
+	mux.HandleFunc("/r/gone.sig", http.NotFound)
+	mux.HandleFunc("/r/stalled/SHA256SUMS", func(w http.ResponseWriter, r *http.Request) {
+		w.(http.Flusher).Flush()
+		select { // until the client ends it, or the test does
+		case <-r.Context().Done():
+		case <-released:
+		}
+	})
+	s := newTestServer(t, mux)
+	c := newTestClient(t, s, nil)
+	p := testProvider(s)
+	ctx := context.Background()
+
+	pkg := &Package{SHASumsURL: s.url("/r/SHA256SUMS"), SHASumsSignatureURL: s.url("/r/SHA256SUMS.sig")}
+	gotSums, gotSig, err := c.FetchSums(ctx, p, pkg, 1024, 1024)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(gotSums, sums) || !bytes.Equal(gotSig, sig) {
+		t.Fatalf("got %d and %d bytes, want the SHA256SUMS (%d) and its signature (%d)", len(gotSums), len(gotSig), len(sums), len(sig))
+	}
+
+	if _, _, err := c.FetchSums(ctx, p, pkg, 1024, int64(len(sig))-1); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("signature over its limit: err = %v, want ErrTooLarge", err)
+	} else {
+		wantOriginError(t, err, OpSignature, 0)
+	}
+	if _, _, err := c.FetchSums(ctx, p, pkg, int64(len(sums))-1, 1024); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("SHA256SUMS over its limit: err = %v, want ErrTooLarge", err)
+	} else {
+		wantOriginError(t, err, OpShasums, 0)
+	}
+
+	stalling := &Package{SHASumsURL: s.url("/r/stalled/SHA256SUMS"), SHASumsSignatureURL: s.url("/r/gone.sig")}
+	done := make(chan error, 1)
+	go func() { _, _, err := c.FetchSums(ctx, p, stalling, 1024, 1024); done <- err }()
+	select {
+	case err := <-done:
+		wantOriginError(t, err, OpSignature, http.StatusNotFound)
+	case <-time.After(10 * time.Second):
+		t.Fatal("FetchSums waited for the stalled SHA256SUMS after its signature failed")
+	}
+}
+
 func TestFetchDocumentRequestTimeout(t *testing.T) {
 	stop := make(chan struct{})
 	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // This file is the engine's API: what front doors (the HTTP mirror
@@ -96,6 +97,11 @@ type PlatformArchive struct {
 func (s *Engine) Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error) {
 	gen := s.records.generation()
 	k := records.KeysOf(p).Of(v)
+	// What the policy refuses whatever the version's release time is
+	// refused before the list is read, which may ask the origin.
+	if err := s.gate.CheckUndated(policy.Provider, k.Name, v.String()); err != nil {
+		return nil, err
+	}
 	entry, list, st, err := s.records.versionEntry(ctx, k)
 	if err != nil {
 		return nil, err
@@ -158,18 +164,18 @@ func (s *Engine) EnsureArchive(ctx context.Context, p addrs.Provider, v versions
 // provider's version list when it must be), then its package record,
 // found, or fetched and verified.
 func (s *Engine) archiveFor(ctx context.Context, k records.VersionKeys, pl addrs.Platform) (records.ArchiveRecord, error) {
-	p, v := k.Provider, k.Version
-	if !s.platforms.serves(pl.String()) {
+	p, v, name := k.Provider, k.Version, pl.String()
+	if !s.platforms.serves(name) {
 		return records.ArchiveRecord{}, fmt.Errorf("%w: %s is not served by this mirror", records.ErrPlatformNotFound, pl)
 	}
 	if err := s.records.lists.CheckVersion(ctx, k); err != nil {
 		return records.ArchiveRecord{}, err
 	}
-	rec, _, err := s.records.packageFor(ctx, k, []string{pl.String()}, nil, false)
+	rec, _, err := s.records.packageFor(ctx, k, []string{name}, nil, false)
 	if err != nil {
 		return records.ArchiveRecord{}, err
 	}
-	a, ok := rec.Archives[pl.String()]
+	a, ok := rec.Archives[name]
 	if !ok {
 		return records.ArchiveRecord{}, fmt.Errorf("%w: %s %s has no package for %s", records.ErrPlatformNotFound, p, v, pl)
 	}

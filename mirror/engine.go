@@ -47,7 +47,9 @@ type Origin interface {
 type ProviderOrigin interface {
 	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
 	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
-	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+	// FetchSums fetches a package's SHA256SUMS and its signature, as the
+	// package answer names them, in one call.
+	FetchSums(ctx context.Context, p addrs.Provider, pkg *discovery.Package, sumsLimit, signatureLimit int64) (sums, signature []byte, err error)
 	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
 	// ArchiveSize learns an archive's size without downloading it (for
 	// the OCI side's manifests, when the origin states none).
@@ -342,7 +344,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.hosts, err = originguard.NewHosts(allowed, store); err != nil {
 		return nil, fmt.Errorf("mirror: %w", err)
 	}
-	s.origin = originguard.Local(s.origin, s.hosts.Local)
+	s.origin = originguard.Local(s.origin, s.hosts)
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}

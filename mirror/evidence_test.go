@@ -30,14 +30,15 @@ type documentRecorder struct {
 	docs map[string][]byte
 }
 
-func (r *documentRecorder) FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error) {
-	b, err := r.Origin.FetchDocument(ctx, p, rawURL, limit)
+func (r *documentRecorder) FetchSums(ctx context.Context, p addrs.Provider, pkg *discovery.Package, sumsLimit, signatureLimit int64) ([]byte, []byte, error) {
+	sums, sig, err := r.Origin.FetchSums(ctx, p, pkg, sumsLimit, signatureLimit)
 	if err == nil {
 		r.mu.Lock()
-		r.docs[rawURL] = bytes.Clone(b)
+		r.docs[pkg.SHASumsURL] = bytes.Clone(sums)
+		r.docs[pkg.SHASumsSignatureURL] = bytes.Clone(sig)
 		r.mu.Unlock()
 	}
-	return b, err
+	return sums, sig, err
 }
 
 func (r *documentRecorder) doc(u string) []byte {

@@ -23,7 +23,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
-	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -108,13 +107,14 @@ func (s *providerRecords) listStoredAt(key string) time.Time {
 // that the origin answered lately says that v does not exist
 // (records.ErrVersionNotFound): when the list could not be refreshed the
 // error is why, and offline it is records.ErrOffline.
+//
+// Its caller asked the package policy first what it refuses whatever the
+// version's release time is (gate.Gate.CheckUndated), as the list may be
+// read from the origin: the engine's API, or for the fetch of a package
+// record, the caller that started it (mirror.Engine.archiveFor, through
+// providerlists.Lists.CheckVersion).
 func (s *providerRecords) versionEntry(ctx context.Context, k records.VersionKeys) (records.VersionEntry, *records.VersionList, providerlists.State, error) {
 	p, v := k.Provider, k.Version
-	// What the policy refuses whatever the version's release time is
-	// refused before the list is read, which may ask the origin.
-	if err := s.gate.CheckUndated(policy.Provider, k.Name, v.String()); err != nil {
-		return records.VersionEntry{}, nil, providerlists.State{}, err
-	}
 	list, st, err := s.lists.Versions(ctx, k.ProviderKeys, false)
 	if err != nil {
 		return records.VersionEntry{}, nil, providerlists.State{}, err
@@ -325,6 +325,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		}
 	}
 	sums := map[int]map[string]string{} // parsed Documents, by index
+	rels := map[int]records.Release{}   // the release each parsed Document is, by index
 	for _, pl := range missing {
 		pkg, ok := pkgs[pl]
 		if !ok {
@@ -334,10 +335,15 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 		if err != nil {
 			return nil, s.refuse(p, v, pl, err)
 		}
-		// The name is derived, never read from the answer (signednames.go).
-		rel, err := records.ReleaseOf(p.Type, v, sums[doc])
-		if err != nil {
-			return nil, s.refuse(p, v, pl, err)
+		// The name is derived, never read from the answer (signednames.go),
+		// from the release the document is, found once for all the
+		// platforms it names.
+		rel, ok := rels[doc]
+		if !ok {
+			if rel, err = records.ReleaseOf(p.Type, v, sums[doc]); err != nil {
+				return nil, s.refuse(p, v, pl, err)
+			}
+			rels[doc] = rel
 		}
 		name, sha, err := rel.SignedPackage(pl, pkg.Filename, pkg.OS, pkg.Arch, pkg.SHASum)
 		if err != nil {
@@ -458,16 +464,8 @@ func (s *providerRecords) sumsDocument(ctx context.Context, p addrs.Provider, re
 	if known != nil {
 		doc.Content, doc.Signature = known.Content, known.Signature
 	} else {
-		g, gctx := errgroup.WithContext(ctx)
-		g.Go(func() (err error) {
-			doc.Content, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsURL, records.MaxSumsBytes)
-			return err
-		})
-		g.Go(func() (err error) {
-			doc.Signature, err = s.origin.FetchDocument(gctx, p, pkg.SHASumsSignatureURL, records.MaxSignatureBytes)
-			return err
-		})
-		if err := g.Wait(); err != nil {
+		var err error
+		if doc.Content, doc.Signature, err = s.origin.FetchSums(ctx, p, pkg, records.MaxSumsBytes, records.MaxSignatureBytes); err != nil {
 			return 0, err
 		}
 	}

@@ -26,44 +26,44 @@ func (fr *Fetcher) hooksNow() Hooks {
 // cache, or else from its download under way, starting one if there is
 // none (ctx bounds only the caller's wait and reads; the download runs
 // on the engine's context). See mirror.Engine.OpenArchive.
+//
+// The archive's work, which Shutdown waits for until it is closed, is
+// counted once, before the cache is looked in, whichever way the archive
+// is then opened; a failure ends it.
 func (fr *Fetcher) Open(ctx context.Context, p addrs.Provider, a records.ArchiveRecord, src *Source) (*Archive, error) {
-	if arc, err := fr.OpenCached(a.SHA256); arc != nil || err != nil {
-		return arc, err
+	if !fr.life.StartWork() {
+		return nil, records.ErrShutDown
+	}
+	if arc := fr.openCached(a.SHA256); arc != nil {
+		return arc, nil
 	}
 	// Committed since we looked: joinOrOpen opens it with the reference
 	// taken before the fetcher's lock is let go, so that eviction cannot
 	// delete it between being found and being opened.
 	blob, f, leader, err := fr.joinOrOpen(p, a, src)
 	if err != nil {
+		fr.life.EndWork()
 		return nil, err
 	}
 	if blob != nil {
-		if !fr.life.StartWork() {
-			blob.Close()
-			return nil, records.ErrShutDown
-		}
-		fr.metrics.CacheLookup("archive", true)
-		info := blob.Info()
-		return &Archive{SHA256: a.SHA256, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: fr.life, log: fr.log}, nil
+		return fr.hit(a.SHA256, blob), nil
 	}
 	how := fr.countMiss(leader)
 	select {
 	case <-f.ready:
 	case <-ctx.Done():
 		f.release()
+		fr.life.EndWork()
 		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
 	}
 	size, err := f.header()
 	if err != nil {
 		f.release()
+		fr.life.EndWork()
 		return nil, err
 	}
 	if leader && f.fromShared { // set before ready was closed
 		how = records.Shared
-	}
-	if !fr.life.StartWork() {
-		f.release()
-		return nil, records.ErrShutDown
 	}
 	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: fr.cfg.HoldBack, gone: make(chan struct{}), life: fr.life, log: fr.log}
 	arc.stop = context.AfterFunc(ctx, func() {
@@ -79,17 +79,33 @@ func (fr *Fetcher) OpenCached(sha string) (*Archive, error) {
 	if !fr.life.StartWork() {
 		return nil, records.ErrShutDown
 	}
+	arc := fr.openCached(sha)
+	if arc == nil {
+		fr.life.EndWork()
+	}
+	return arc, nil
+}
+
+// openCached opens the cached archive sha, counting a cache hit, for a
+// caller that counted the work the archive holds; nil when the archive
+// is not cached.
+func (fr *Fetcher) openCached(sha string) *Archive {
 	blob, err := fr.store.OpenBlob(sha)
 	if err != nil {
-		fr.life.EndWork()
 		if !errors.Is(err, cache.ErrNotFound) {
 			fr.log.Error("opening cached archive", "sha256", sha, "error", err)
 		}
-		return nil, nil
+		return nil
 	}
+	return fr.hit(sha, blob)
+}
+
+// hit is the cached archive sha opened as blob, under the work its
+// caller counted; it counts a cache hit.
+func (fr *Fetcher) hit(sha string, blob cache.BlobReader) *Archive {
 	fr.metrics.CacheLookup("archive", true)
 	info := blob.Info()
-	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: fr.life, log: fr.log}, nil
+	return &Archive{SHA256: sha, Size: info.Size, ModTime: info.Created, Source: records.Hit, blob: blob, life: fr.life, log: fr.log}
 }
 
 // Ensure makes sure the archive a of p is cached, without any client to

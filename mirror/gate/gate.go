@@ -91,7 +91,7 @@ type Parts struct {
 // answer, its SHA256SUMS and signature, to learn when it was signed.
 type Origin interface {
 	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
-	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+	FetchSums(ctx context.Context, p addrs.Provider, pkg *discovery.Package, sumsLimit, signatureLimit int64) (sums, signature []byte, err error)
 }
 
 // Store is where the gate reads the release times kept (they are written

@@ -368,11 +368,7 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 	if err != nil {
 		return time.Time{}, err
 	}
-	sums, err := r.origin.FetchDocument(ctx, p, pkg.SHASumsURL, records.MaxSumsBytes)
-	if err != nil {
-		return time.Time{}, err
-	}
-	sig, err := r.origin.FetchDocument(ctx, p, pkg.SHASumsSignatureURL, records.MaxSignatureBytes)
+	sums, sig, err := r.origin.FetchSums(ctx, p, pkg, records.MaxSumsBytes, records.MaxSignatureBytes)
 	if err != nil {
 		return time.Time{}, err
 	}

@@ -55,17 +55,6 @@ func NewHosts(allowed []svchost.Hostname, store HostStore) (*Hosts, error) {
 // Allowed reports whether host is an allowed origin.
 func (h *Hosts) Allowed(host svchost.Hostname) bool { return h.allowed[host] }
 
-// Local reports whether host is local-only: not an allowed origin, but a
-// host Import has loaded providers of.
-func (h *Hosts) Local(host svchost.Hostname) bool {
-	if h.allowed[host] {
-		return false
-	}
-	h.mu.RLock()
-	defer h.mu.RUnlock()
-	return h.imported[host]
-}
-
 // Check returns nil when host is served (an allowed origin or a
 // local-only host), and an error wrapping discovery.ErrHostNotAllowed
 // otherwise.

@@ -25,7 +25,7 @@ import (
 type Origin interface {
 	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
 	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
-	FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error)
+	FetchSums(ctx context.Context, p addrs.Provider, pkg *discovery.Package, sumsLimit, signatureLimit int64) (sums, signature []byte, err error)
 	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
 	ArchiveSize(ctx context.Context, p addrs.Provider, rawURL string) (int64, error)
 }
@@ -44,8 +44,8 @@ func (offlineOrigin) Package(_ context.Context, p addrs.Provider, version string
 	return nil, fmt.Errorf("%w: %s %s for %s is not cached", records.ErrOffline, p, version, pl)
 }
 
-func (offlineOrigin) FetchDocument(_ context.Context, p addrs.Provider, _ string, _ int64) ([]byte, error) {
-	return nil, fmt.Errorf("%w: checksums of %s are not cached", records.ErrOffline, p)
+func (offlineOrigin) FetchSums(_ context.Context, p addrs.Provider, _ *discovery.Package, _, _ int64) ([]byte, []byte, error) {
+	return nil, nil, fmt.Errorf("%w: checksums of %s are not cached", records.ErrOffline, p)
 }
 
 func (offlineOrigin) OpenArchive(_ context.Context, p addrs.Provider, _ string) (io.ReadCloser, int64, error) {
@@ -56,20 +56,33 @@ func (offlineOrigin) ArchiveSize(_ context.Context, p addrs.Provider, _ string) 
 	return 0, fmt.Errorf("%w: the size of an archive of %s is not known", records.ErrOffline, p)
 }
 
-// Local returns next behind a guard: a provider of a host that local
-// says is local-only is never asked for, and is not found
+// Local reports whether host is local-only: not an allowed origin, but a
+// host Import has loaded providers of. It is the rule the guard Local
+// returns keeps, asked once by each origin request it lets through, and
+// by the engine wherever it serves such a host from the cache alone.
+func (h *Hosts) Local(host svchost.Hostname) bool {
+	if h.allowed[host] {
+		return false
+	}
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	return h.imported[host]
+}
+
+// Local returns next behind a guard: a provider of a host that hosts
+// say is local-only (Hosts.Local) is never asked for, and is not found
 // (discovery.ErrNotFound).
-func Local(next Origin, local func(svchost.Hostname) bool) Origin {
-	return localGuard{local: local, next: next}
+func Local(next Origin, hosts *Hosts) Origin {
+	return localGuard{hosts: hosts, next: next}
 }
 
 type localGuard struct {
-	local func(svchost.Hostname) bool
+	hosts *Hosts
 	next  Origin
 }
 
 func (g localGuard) check(p addrs.Provider) error {
-	if g.local(p.Hostname) {
+	if g.hosts.Local(p.Hostname) {
 		return fmt.Errorf("%w: %s is a local-only host of imported providers and is never contacted; %s was not imported",
 			discovery.ErrNotFound, p.Hostname, p)
 	}
@@ -90,11 +103,11 @@ func (g localGuard) Package(ctx context.Context, p addrs.Provider, version strin
 	return g.next.Package(ctx, p, version, pl)
 }
 
-func (g localGuard) FetchDocument(ctx context.Context, p addrs.Provider, rawURL string, limit int64) ([]byte, error) {
+func (g localGuard) FetchSums(ctx context.Context, p addrs.Provider, pkg *discovery.Package, sumsLimit, signatureLimit int64) ([]byte, []byte, error) {
 	if err := g.check(p); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return g.next.FetchDocument(ctx, p, rawURL, limit)
+	return g.next.FetchSums(ctx, p, pkg, sumsLimit, signatureLimit)
 }
 
 func (g localGuard) OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error) {

@@ -157,14 +157,16 @@ func (s *Lists) previousListing(ctx context.Context, key string) (*records.Versi
 // CheckVersion is the package policy's verdict on the version k names
 // (gate.Gate.CheckProviderIn), with the provider's version list read
 // first when the policy dates its versions (gate.Gate.DatesProvider).
+// The policy is asked once for a version it does not date: its verdict
+// then needs no release time.
 func (s *Lists) CheckVersion(ctx context.Context, k records.VersionKeys) error {
-	// What needs no release time decides before the list is read, which
-	// may ask the origin (gate.Gate.CheckUndated).
-	if err := s.parts.Gate.CheckUndated(policy.Provider, k.Name, k.Version.String()); err != nil {
-		return err
-	}
 	var list *records.VersionList
 	if s.parts.Gate.DatesProvider(k.Provider) {
+		// What needs no release time decides before the list is read,
+		// which may ask the origin (gate.Gate.CheckUndated).
+		if err := s.parts.Gate.CheckUndated(policy.Provider, k.Name, k.Version.String()); err != nil {
+			return err
+		}
 		l, _, err := s.Versions(ctx, k.ProviderKeys, false)
 		if err != nil {
 			return err

@@ -22,7 +22,8 @@ import (
 // no package for a platform.
 func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err error)) *VersionList {
 	byVersion := make(map[string]*VersionEntry)
-	spellings := make(map[string][]string) // canonical -> the origin's, in order
+	spellings := make(map[string][]string)      // canonical -> the origin's, in order
+	parsed := make(map[string]versions.Version) // canonical -> the version, for sorting
 	for _, info := range infos {
 		v, err := addrs.ParseSemver(info.Version)
 		if err != nil {
@@ -34,6 +35,7 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		if !ok {
 			e = &VersionEntry{Version: canon, Platforms: []string{}}
 			byVersion[canon] = e
+			parsed[canon] = v
 		}
 		if !slices.Contains(spellings[canon], info.Version) {
 			spellings[canon] = append(spellings[canon], info.Version)
@@ -72,7 +74,7 @@ func TranslateVersions(infos []discovery.VersionInfo, skip func(raw string, err 
 		slices.Sort(e.Platforms)
 		list.Versions = append(list.Versions, *e)
 	}
-	SortVersions(list.Versions)
+	sortParsed(list.Versions, parsed)
 	return list
 }
 
@@ -84,6 +86,12 @@ func SortVersions(entries []VersionEntry) {
 	for _, e := range entries {
 		parsed[e.Version], _ = addrs.ParseSemver(e.Version)
 	}
+	sortParsed(entries, parsed)
+}
+
+// sortParsed is SortVersions of entries whose versions are parsed
+// already, by their strings.
+func sortParsed(entries []VersionEntry, parsed map[string]versions.Version) {
 	slices.SortStableFunc(entries, func(a, b VersionEntry) int {
 		va, vb := parsed[a.Version], parsed[b.Version]
 		switch {

@@ -1,0 +1,139 @@
+package fetch
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"io"
+	"log/slog"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
+)
+
+type noCopies struct{}
+
+func (noCopies) Archive(context.Context, string, string, func()) (io.ReadCloser, int64, func(context.Context), error) {
+	return nil, 0, nil, nil
+}
+func (noCopies) ShareArchive(context.Context, string, string) {}
+func (noCopies) Distrust(string)                              {}
+
+type noOrigin struct{}
+
+func (noOrigin) OpenArchive(context.Context, addrs.Provider, string) (io.ReadCloser, int64, error) {
+	return nil, 0, errors.New("no origin")
+}
+
+type noMetrics struct{}
+
+func (noMetrics) CacheLookup(string, bool)    {}
+func (noMetrics) Coalesced(string)            {}
+func (noMetrics) VerificationFailed(string)   {}
+func (noMetrics) ArchiveFetchStarted() func() { return func() {} }
+func (noMetrics) CacheWriteFailed()           {}
+
+// blobOf is a Blob whose origin serves data, once release (when not nil)
+// is closed.
+func blobOf(data []byte, release <-chan struct{}) Blob {
+	sum := sha256.Sum256(data)
+	return Blob{SHA256: hex.EncodeToString(sum[:]), Filename: "file", Label: "file",
+		Open: func(ctx context.Context) (io.ReadCloser, int64, error) {
+			if release != nil {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return nil, 0, ctx.Err()
+				}
+			}
+			return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+		}}
+}
+
+// idle reports whether the lifetime counts no work within d: whether a
+// shutdown would wait for nothing.
+func idle(life *lifetime.Lifetime, d time.Duration) bool {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	return life.Wait(ctx) == nil
+}
+
+// An opened archive's work is counted from before the cache is looked in
+// until the archive is closed, however it was opened (downloaded or
+// cached), and an Open that fails, or whose caller gives up waiting for
+// the download, leaves none counted: a shutdown waits for every archive
+// handed out, and for nothing else. Once the lifetime is stopped, Open
+// fails at once.
+func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	life := lifetime.New(time.Minute, nil)
+	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.DiscardHandler)},
+		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := t.Context()
+	data := []byte("the bytes of a file fetched once and then served from the cache")
+	b := blobOf(data, nil)
+
+	for _, want := range []records.Source{records.Miss, records.Hit} {
+		arc, err := fr.OpenBlob(ctx, b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if arc.Source != want {
+			t.Fatalf("opened from %v, want %v", arc.Source, want)
+		}
+		if got, err := io.ReadAll(arc); err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("read %q, %v", got, err)
+		}
+		if idle(life, 50*time.Millisecond) {
+			t.Fatalf("an open archive (%v) is not counted as work", want)
+		}
+		if err := arc.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if !idle(life, 5*time.Second) {
+			t.Fatalf("work is still counted once the archive (%v) is closed and its download ended", want)
+		}
+	}
+
+	failing := blobOf([]byte("another file"), nil)
+	failing.Open = func(context.Context) (io.ReadCloser, int64, error) { return nil, 0, errors.New("the origin is down") }
+	if _, err := fr.OpenBlob(ctx, failing); err == nil {
+		t.Fatal("OpenBlob of a file its origin does not give: no error")
+	}
+	if !idle(life, 5*time.Second) {
+		t.Fatal("a failed Open left work counted")
+	}
+
+	release := make(chan struct{})
+	slow := blobOf([]byte("a third file, slow to come"), release)
+	gone, cancel := context.WithCancel(ctx)
+	cancel()
+	if _, err := fr.OpenBlob(gone, slow); !errors.Is(err, context.Canceled) {
+		t.Fatalf("OpenBlob for a caller gone while the download starts: %v, want context.Canceled", err)
+	}
+	if idle(life, 50*time.Millisecond) {
+		t.Fatal("the download the caller left is not counted as work")
+	}
+	close(release)
+	if !idle(life, 5*time.Second) {
+		t.Fatal("work is still counted once the download a caller gave up on ended")
+	}
+
+	life.Stop()
+	if _, err := fr.OpenBlob(ctx, b); !errors.Is(err, records.ErrShutDown) {
+		t.Fatalf("OpenBlob once stopped: %v, want records.ErrShutDown", err)
+	}
+}
