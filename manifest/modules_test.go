@@ -1,6 +1,9 @@
 package manifest
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,7 +112,7 @@ module "next" {
 `,
 	})
 	spec := &Spec{}
-	calls, err := spec.AddModuleDir(filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
+	calls, err := spec.AddModuleDir(context.Background(), filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +125,57 @@ module "next" {
 	if got := calls[0].Selections[0].Select(available); len(got) != 1 || got[0].String() != "5.1.0" {
 		t.Errorf("the call selects %v, want the newest 5.x", got)
 	}
-	if _, err := spec.AddModuleDir(filepath.Join(dir, "nope"), "x"); err == nil {
+	if _, err := spec.AddModuleDir(context.Background(), filepath.Join(dir, "nope"), "x"); err == nil {
 		t.Error("a directory without configuration: no error")
+	}
+}
+
+// checkCounter is a context whose Err counts its calls and reports the
+// deadline passed from call expireAt on (never when 0).
+type checkCounter struct {
+	context.Context
+	calls, expireAt int
+}
+
+func (c *checkCounter) Err() error {
+	c.calls++
+	if c.expireAt > 0 && c.calls >= c.expireAt {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// AddModuleDir reads a stranger's package within its caller's deadline:
+// the context is asked before each file, of the module and of the local
+// modules it calls, and once it is done nothing more is read and the
+// error is the context's. A package of thousands of files, each within
+// hclfile's bounds, held tfmirror sync past --module-timeout.
+func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
+	files := map[string]string{"main.tf": "module \"child\" {\n  source = \"./child\"\n}\n"}
+	for i := range 30 {
+		files[fmt.Sprintf("r%02d.tf", i)] = fmt.Sprintf("resource \"p%02d_thing\" \"x\" {}\n", i)
+		files[fmt.Sprintf("child/c%02d.tf", i)] = fmt.Sprintf("resource \"q%02d_thing\" \"x\" {}\n", i)
+	}
+	dir := writeFiles(t, files)
+
+	whole := &checkCounter{Context: context.Background()}
+	if _, err := (&Spec{}).AddModuleDir(whole, dir, "module acme/big/aws 1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if whole.calls < 61 {
+		t.Errorf("the context was asked %d times for 61 files, want once a file at least", whole.calls)
+	}
+
+	cut := &checkCounter{Context: context.Background(), expireAt: 5}
+	spec := &Spec{}
+	_, err := spec.AddModuleDir(cut, dir, "module acme/big/aws 1.0.0")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("past its deadline: %v, want the context's error", err)
+	}
+	if cut.calls > 6 {
+		t.Errorf("the context was asked %d times after its deadline passed at the 5th: files were read after it", cut.calls)
+	}
+	if len(spec.Providers) != 0 {
+		t.Errorf("a module read past its deadline added providers: %d", len(spec.Providers))
 	}
 }
