@@ -250,6 +250,18 @@ func TestConfigCheck(t *testing.T) {
 	if code := runConfig([]string{"check"}, env, io.Discard, io.Discard); code != 2 {
 		t.Errorf("no FILE: exit status %d", code)
 	}
+
+	// A proxy URL it refuses is named without its password.
+	for _, proxy := range []string{"ftp://user:hunter2-secret@proxy.example:3128", "user:hunter2-secret@proxy.example:3128", "http://user:hunter2-secret@[::1"} {
+		wrong := filepath.Join(dir, "proxy.hcl")
+		os.WriteFile(wrong, []byte("upstream_proxy = \""+proxy+"\"\n"), 0o600)
+		stdout.Reset()
+		stderr.Reset()
+		if code := runConfig([]string{"check", wrong}, env, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "upstream-proxy") ||
+			strings.Contains(stdout.String()+stderr.String(), "hunter2") {
+			t.Errorf("upstream_proxy %q: exit status %d, want 1 naming the setting without its password:\n%s%s", proxy, code, stdout.String(), stderr.String())
+		}
+	}
 }
 
 // TestConfigFileSubcommands: sync reads the settings it takes from the
