@@ -251,15 +251,24 @@ func TestConfigCheck(t *testing.T) {
 		t.Errorf("no FILE: exit status %d", code)
 	}
 
-	// A proxy URL it refuses is named without its password.
-	for _, proxy := range []string{"ftp://user:hunter2-secret@proxy.example:3128", "user:hunter2-secret@proxy.example:3128", "http://user:hunter2-secret@[::1"} {
-		wrong := filepath.Join(dir, "proxy.hcl")
-		os.WriteFile(wrong, []byte("upstream_proxy = \""+proxy+"\"\n"), 0o600)
+	// A proxy or bucket URL it refuses is named without the credentials
+	// written into it.
+	for _, c := range []struct{ setting, attr, value string }{
+		{"upstream-proxy", "upstream_proxy", "ftp://user:hunter2-secret@proxy.example:3128"},
+		{"upstream-proxy", "upstream_proxy", "user:hunter2-secret@proxy.example:3128"},
+		{"upstream-proxy", "upstream_proxy", "http://user:hunter2-secret@[::1"},
+		{"shared-store", "shared_store", "s3://AKIAEXAMPLE:hunter2-secret@bucket/prefix"},
+		{"shared-store", "shared_store", "https://AKIAEXAMPLE:hunter2-secret@bucket/prefix"},
+		{"shared-store", "shared_store", "s3://AKIAEXAMPLE:hunter2-secret@[bucket/prefix"},
+		{"shared-store", "shared_store", "s3://bucket/prefix?endpoint=https://AKIAEXAMPLE:hunter2-secret@minio.example:9000"},
+	} {
+		wrong := filepath.Join(dir, "creds.hcl")
+		os.WriteFile(wrong, []byte(c.attr+" = \""+c.value+"\"\n"), 0o600)
 		stdout.Reset()
 		stderr.Reset()
-		if code := runConfig([]string{"check", wrong}, env, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), "upstream-proxy") ||
+		if code := runConfig([]string{"check", wrong}, env, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), c.setting) ||
 			strings.Contains(stdout.String()+stderr.String(), "hunter2") {
-			t.Errorf("upstream_proxy %q: exit status %d, want 1 naming the setting without its password:\n%s%s", proxy, code, stdout.String(), stderr.String())
+			t.Errorf("%s %q: exit status %d, want 1 naming the setting without its password:\n%s%s", c.attr, c.value, code, stdout.String(), stderr.String())
 		}
 	}
 }
