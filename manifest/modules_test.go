@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -112,7 +113,7 @@ module "next" {
 `,
 	})
 	spec := &Spec{}
-	calls, err := spec.AddModuleDir(context.Background(), filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
+	calls, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +126,7 @@ module "next" {
 	if got := calls[0].Selections[0].Select(available); len(got) != 1 || got[0].String() != "5.1.0" {
 		t.Errorf("the call selects %v, want the newest 5.x", got)
 	}
-	if _, err := spec.AddModuleDir(context.Background(), filepath.Join(dir, "nope"), "x"); err == nil {
+	if _, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "nope"), "x"); err == nil {
 		t.Error("a directory without configuration: no error")
 	}
 }
@@ -159,7 +160,7 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 	dir := writeFiles(t, files)
 
 	whole := &checkCounter{Context: context.Background()}
-	if _, err := (&Spec{}).AddModuleDir(whole, dir, "module acme/big/aws 1.0.0"); err != nil {
+	if _, err := (&Spec{}).AddModuleDir(whole, dir, dir, "module acme/big/aws 1.0.0"); err != nil {
 		t.Fatal(err)
 	}
 	if whole.calls < 61 {
@@ -168,7 +169,7 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 
 	cut := &checkCounter{Context: context.Background(), expireAt: 5}
 	spec := &Spec{}
-	_, err := spec.AddModuleDir(cut, dir, "module acme/big/aws 1.0.0")
+	_, err := spec.AddModuleDir(cut, dir, dir, "module acme/big/aws 1.0.0")
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("past its deadline: %v, want the context's error", err)
 	}
@@ -177,5 +178,55 @@ func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
 	}
 	if len(spec.Providers) != 0 {
 		t.Errorf("a module read past its deadline added providers: %d", len(spec.Providers))
+	}
+}
+
+// A downloaded package is read within its root: a local module call
+// ("../shared") may name any directory of the package, as Terraform
+// resolves it, and none outside it (Terraform refuses a relative path
+// with too many "../" segments). A stranger's package that climbed out
+// had sync read the configuration of any directory of the machine, and
+// ask the origin for the providers and modules it names.
+func TestAddModuleDirStaysInThePackage(t *testing.T) {
+	base := t.TempDir()
+	outside := filepath.Join(base, "private")
+	writeTree(t, outside, map[string]string{
+		"main.tf": "terraform {\n  required_providers {\n    secret = { source = \"acme/secretthing\" }\n  }\n}\n",
+	})
+	climb := strings.Repeat("../", 40) + strings.TrimPrefix(filepath.ToSlash(outside), "/")
+	pkg := filepath.Join(base, "pkg")
+	for _, source := range []string{"../private", "./modules/../../private", climb} {
+		writeTree(t, pkg, map[string]string{
+			"modules/app/main.tf":  "module \"shared\" {\n  source = \"../shared\"\n}\n",
+			"modules/shared/a.tf":  "resource \"aws_thing\" \"x\" {}\n",
+			"main.tf":              "module \"up\" {\n  source = \"" + source + "\"\n}\n",
+			"modules/keep/main.tf": "# a directory of the package\n",
+		})
+		spec := &Spec{}
+		_, err := spec.AddModuleDir(context.Background(), pkg, pkg, "module acme/app/aws 1.0.0")
+		if err == nil || !strings.Contains(err.Error(), "outside the module package") {
+			t.Errorf("source %q: %v, want refused as outside the package", source, err)
+		}
+		for _, p := range spec.Providers {
+			if strings.Contains(p.Address.String(), "secretthing") {
+				t.Errorf("source %q: the configuration outside the package was read: %s", source, p.Address)
+			}
+		}
+		if _, err := (&Spec{}).AddModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "app"), "module acme/app/aws 1.0.0//modules/app"); err != nil {
+			t.Errorf("a call of another directory of the package: %v", err)
+		}
+	}
+}
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -337,7 +337,7 @@ func (s *Spec) loadDir(dir string) error {
 	}
 	var remotes []remoteCall
 	// The operator's own configuration: read whole, however long it takes.
-	reqs, err := loadModule(context.Background(), dir, files, map[string]bool{}, &remotes)
+	reqs, err := loadModule(context.Background(), "", dir, files, map[string]bool{}, &remotes)
 	if err != nil {
 		return err
 	}
@@ -381,8 +381,10 @@ func configFiles(dir string) ([]string, error) {
 // remote source are added to remotes: their requirements are known only
 // once they are downloaded (tfmirror sync does, for registry modules).
 // seen guards against a module that calls itself. ctx is checked before
-// each file (parseConfig).
-func loadModule(ctx context.Context, dir string, files []string, seen map[string]bool, remotes *[]remoteCall) ([]*requirement, error) {
+// each file (parseConfig). A local source is followed within root only
+// (a downloaded package's; "": the operator's own configuration, read
+// wherever it points).
+func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *[]remoteCall) ([]*requirement, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -401,6 +403,9 @@ func loadModule(ctx context.Context, dir string, files []string, seen map[string
 			continue
 		}
 		child := filepath.Join(dir, filepath.FromSlash(c.source))
+		if root != "" && !within(root, child) {
+			return nil, posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
+		}
 		childFiles, err := configFiles(child)
 		if err == nil && len(childFiles) == 0 {
 			err = errors.New("no *.tf or *.tf.json files there")
@@ -408,13 +413,21 @@ func loadModule(ctx context.Context, dir string, files []string, seen map[string
 		if err != nil {
 			return nil, posError(c.rng, "module source %q: %v", c.source, err)
 		}
-		childReqs, err := loadModule(ctx, child, childFiles, seen, remotes)
+		childReqs, err := loadModule(ctx, root, child, childFiles, seen, remotes)
 		if err != nil {
 			return nil, err
 		}
 		reqs = mergeRequirements(reqs, childReqs)
 	}
 	return reqs, nil
+}
+
+// within reports whether path is root or a path under it, by their
+// names: a downloaded package holds no link that leaves it (the one
+// writer of untrusted trees, internal/safetree, makes none).
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // mergeRequirements adds the requirements of add to reqs, one per provider.

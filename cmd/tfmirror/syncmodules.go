@@ -162,7 +162,7 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 	var out []*manifest.Module
 	for _, sub := range m.Subdirs {
 		modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
-		calls, err := spec.AddModuleDir(ctx, modDir, fmt.Sprintf("module %s %s", m.Address, v))
+		calls, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
 		if err != nil {
 			// Its files by their names in the package, not in the scratch directory.
 			msg := strings.ReplaceAll(timedOut(err).Error(), dir+string(filepath.Separator), "")
