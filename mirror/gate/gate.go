@@ -204,14 +204,14 @@ func (g *Gate) Generation() uint64 { return g.gen.Load() }
 // the versions it refused, or left out of a list, since the gate was
 // made: each judged again now (a version allowed since is not listed),
 // sorted by address and version.
+//
 // The answer is shared and must not be modified; it is kept and given
 // again while it holds (refusals.go).
 func (g *Gate) Refusals() []Refusal {
 	return g.refusals.get(g)
 }
 
-// judgeRefusals is Refusals made anew from the entries seen, of
-// generation gen.
+// judgeRefusals is Refusals made anew at now from the entries seen.
 func (g *Gate) judgeRefusals(pol *policy.Policy, now time.Time, seen []heldEntry) []Refusal {
 	var out []Refusal
 	done := map[heldKey]bool{}

@@ -39,7 +39,7 @@ type refusalsAnswer struct {
 	entries int       // how many
 	at      time.Time // the gate's clock then
 	until   time.Time // the first AvailableAt it names (zero: none): the clock lets the version through then
-	real    time.Time // the real time it was made, for refusalsFloor
+	madeAt  time.Time // the real time it was made, for refusalsFloor
 	out     []Refusal
 }
 
@@ -55,7 +55,7 @@ func (m *refusalsAnswer) holds(pol *policy.Policy, gen uint64, now time.Time) bo
 	case m.gen == gen:
 		return true
 	}
-	return m.entries >= refusalsFloorEntries && time.Since(m.real) < refusalsFloor
+	return m.entries >= refusalsFloorEntries && time.Since(m.madeAt) < refusalsFloor
 }
 
 // get returns g's refusals: the memo while it holds, else a new answer.
@@ -82,6 +82,6 @@ func (m *refusalsMemo) get(g *Gate) []Refusal {
 			until = r.AvailableAt
 		}
 	}
-	m.refusalsAnswer = refusalsAnswer{made: true, pol: pol, gen: gen, entries: len(seen), at: now, until: until, real: time.Now(), out: out}
+	m.refusalsAnswer = refusalsAnswer{made: true, pol: pol, gen: gen, entries: len(seen), at: now, until: until, madeAt: time.Now(), out: out}
 	return out
 }

@@ -153,14 +153,14 @@ type heldAnswer struct {
 	entries int       // how many
 	at      time.Time // the clock then
 	until   time.Time // the first AvailableAt it names (zero: none)
-	real    time.Time // the real time it was made
+	madeAt  time.Time // the real time it was made
 	out     []unsigned.Version
 }
 
 func (a *heldAnswer) holds(pol *policy.Policy, gen uint64, now time.Time) bool {
 	switch {
 	case !a.made || a.pol != pol || now.Before(a.at) || !a.until.IsZero() && !now.Before(a.until),
-		time.Since(a.real) >= heldMemoFor:
+		time.Since(a.madeAt) >= heldMemoFor:
 		return false
 	}
 	return a.gen == gen || a.entries >= heldMemoFloorEntries
@@ -181,6 +181,6 @@ func (m *heldMemo) get(r *Releases, pol *policy.Policy) []unsigned.Version {
 			until = v.AvailableAt
 		}
 	}
-	m.heldAnswer = heldAnswer{made: true, pol: pol, gen: gen, entries: len(keys), at: now, until: until, real: time.Now(), out: out}
+	m.heldAnswer = heldAnswer{made: true, pol: pol, gen: gen, entries: len(keys), at: now, until: until, madeAt: time.Now(), out: out}
 	return out
 }
