@@ -4,6 +4,7 @@ package manifest
 // module calls of configurations whose source is a registry address.
 
 import (
+	"context"
 	"fmt"
 	"path"
 	"slices"
@@ -118,7 +119,15 @@ func (c remoteCall) selection() Selection {
 // version meeting its constraints, as for a configuration directory),
 // lists its unmirrorable module calls, and returns the registry modules
 // it calls, each as its own Module (not added to the spec's Modules).
-func (s *Spec) AddModuleDir(dir, what string) ([]*Module, error) {
+// The package is a stranger's, unpacked in root (dir is root or under
+// it): a local module call is followed within root only, as Terraform
+// resolves one within its package, and ctx is checked before each file
+// is read, so that a package of many large files is read within its
+// caller's deadline (context.Cause(ctx) is then the error).
+func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Module, error) {
+	if !within(root, dir) {
+		return nil, fmt.Errorf("%s: %s is outside the module package", what, dir)
+	}
 	files, err := configFiles(dir)
 	if err != nil {
 		return nil, err
@@ -127,7 +136,7 @@ func (s *Spec) AddModuleDir(dir, what string) ([]*Module, error) {
 		return nil, fmt.Errorf("%s: no *.tf or *.tf.json files", what)
 	}
 	var remotes []remoteCall
-	reqs, err := loadModule(dir, files, map[string]bool{}, &remotes)
+	reqs, err := loadModule(ctx, root, dir, files, map[string]bool{}, &remotes)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,10 @@
 package manifest
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -109,7 +113,7 @@ module "next" {
 `,
 	})
 	spec := &Spec{}
-	calls, err := spec.AddModuleDir(filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
+	calls, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "modules", "app"), "module acme/app/aws 1.0.0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -122,7 +126,107 @@ module "next" {
 	if got := calls[0].Selections[0].Select(available); len(got) != 1 || got[0].String() != "5.1.0" {
 		t.Errorf("the call selects %v, want the newest 5.x", got)
 	}
-	if _, err := spec.AddModuleDir(filepath.Join(dir, "nope"), "x"); err == nil {
+	if _, err := spec.AddModuleDir(context.Background(), dir, filepath.Join(dir, "nope"), "x"); err == nil {
 		t.Error("a directory without configuration: no error")
+	}
+}
+
+// checkCounter is a context whose Err counts its calls and reports the
+// deadline passed from call expireAt on (never when 0).
+type checkCounter struct {
+	context.Context
+	calls, expireAt int
+}
+
+func (c *checkCounter) Err() error {
+	c.calls++
+	if c.expireAt > 0 && c.calls >= c.expireAt {
+		return context.DeadlineExceeded
+	}
+	return nil
+}
+
+// AddModuleDir reads a stranger's package within its caller's deadline:
+// the context is asked before each file, of the module and of the local
+// modules it calls, and once it is done nothing more is read and the
+// error is the context's. A package of thousands of files, each within
+// hclfile's bounds, held tfmirror sync past --module-timeout.
+func TestAddModuleDirStopsAtItsDeadline(t *testing.T) {
+	files := map[string]string{"main.tf": "module \"child\" {\n  source = \"./child\"\n}\n"}
+	for i := range 30 {
+		files[fmt.Sprintf("r%02d.tf", i)] = fmt.Sprintf("resource \"p%02d_thing\" \"x\" {}\n", i)
+		files[fmt.Sprintf("child/c%02d.tf", i)] = fmt.Sprintf("resource \"q%02d_thing\" \"x\" {}\n", i)
+	}
+	dir := writeFiles(t, files)
+
+	whole := &checkCounter{Context: context.Background()}
+	if _, err := (&Spec{}).AddModuleDir(whole, dir, dir, "module acme/big/aws 1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	if whole.calls < 61 {
+		t.Errorf("the context was asked %d times for 61 files, want once a file at least", whole.calls)
+	}
+
+	cut := &checkCounter{Context: context.Background(), expireAt: 5}
+	spec := &Spec{}
+	_, err := spec.AddModuleDir(cut, dir, dir, "module acme/big/aws 1.0.0")
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("past its deadline: %v, want the context's error", err)
+	}
+	if cut.calls > 6 {
+		t.Errorf("the context was asked %d times after its deadline passed at the 5th: files were read after it", cut.calls)
+	}
+	if len(spec.Providers) != 0 {
+		t.Errorf("a module read past its deadline added providers: %d", len(spec.Providers))
+	}
+}
+
+// A downloaded package is read within its root: a local module call
+// ("../shared") may name any directory of the package, as Terraform
+// resolves it, and none outside it (Terraform refuses a relative path
+// with too many "../" segments). A stranger's package that climbed out
+// had sync read the configuration of any directory of the machine, and
+// ask the origin for the providers and modules it names.
+func TestAddModuleDirStaysInThePackage(t *testing.T) {
+	base := t.TempDir()
+	outside := filepath.Join(base, "private")
+	writeTree(t, outside, map[string]string{
+		"main.tf": "terraform {\n  required_providers {\n    secret = { source = \"acme/secretthing\" }\n  }\n}\n",
+	})
+	climb := strings.Repeat("../", 40) + strings.TrimPrefix(filepath.ToSlash(outside), "/")
+	pkg := filepath.Join(base, "pkg")
+	for _, source := range []string{"../private", "./modules/../../private", climb} {
+		writeTree(t, pkg, map[string]string{
+			"modules/app/main.tf":  "module \"shared\" {\n  source = \"../shared\"\n}\n",
+			"modules/shared/a.tf":  "resource \"aws_thing\" \"x\" {}\n",
+			"main.tf":              "module \"up\" {\n  source = \"" + source + "\"\n}\n",
+			"modules/keep/main.tf": "# a directory of the package\n",
+		})
+		spec := &Spec{}
+		_, err := spec.AddModuleDir(context.Background(), pkg, pkg, "module acme/app/aws 1.0.0")
+		if err == nil || !strings.Contains(err.Error(), "outside the module package") {
+			t.Errorf("source %q: %v, want refused as outside the package", source, err)
+		}
+		for _, p := range spec.Providers {
+			if strings.Contains(p.Address.String(), "secretthing") {
+				t.Errorf("source %q: the configuration outside the package was read: %s", source, p.Address)
+			}
+		}
+		if _, err := (&Spec{}).AddModuleDir(context.Background(), pkg, filepath.Join(pkg, "modules", "app"), "module acme/app/aws 1.0.0//modules/app"); err != nil {
+			t.Errorf("a call of another directory of the package: %v", err)
+		}
+	}
+}
+
+func writeTree(t *testing.T, dir string, files map[string]string) {
+	t.Helper()
+	for name, body := range files {
+		p := filepath.Join(dir, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 }

@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -335,7 +336,8 @@ func (s *Spec) loadDir(dir string) error {
 		return fmt.Errorf("%s: no *.tf or *.tf.json files and no %s", dir, LockFileName)
 	}
 	var remotes []remoteCall
-	reqs, err := loadModule(dir, files, map[string]bool{}, &remotes)
+	// The operator's own configuration: read whole, however long it takes.
+	reqs, err := loadModule(context.Background(), "", dir, files, map[string]bool{}, &remotes)
 	if err != nil {
 		return err
 	}
@@ -378,8 +380,11 @@ func configFiles(dir string) ([]string, error) {
 // apply, as in Terraform. Calls of modules from a registry or another
 // remote source are added to remotes: their requirements are known only
 // once they are downloaded (tfmirror sync does, for registry modules).
-// seen guards against a module that calls itself.
-func loadModule(dir string, files []string, seen map[string]bool, remotes *[]remoteCall) ([]*requirement, error) {
+// seen guards against a module that calls itself. ctx is checked before
+// each file (parseConfig). A local source is followed within root only
+// (a downloaded package's; "": the operator's own configuration, read
+// wherever it points).
+func loadModule(ctx context.Context, root, dir string, files []string, seen map[string]bool, remotes *[]remoteCall) ([]*requirement, error) {
 	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return nil, err
@@ -388,7 +393,7 @@ func loadModule(dir string, files []string, seen map[string]bool, remotes *[]rem
 		return nil, nil
 	}
 	seen[abs] = true
-	reqs, calls, err := parseConfig(files)
+	reqs, calls, err := parseConfig(ctx, files)
 	if err != nil {
 		return nil, err
 	}
@@ -398,6 +403,9 @@ func loadModule(dir string, files []string, seen map[string]bool, remotes *[]rem
 			continue
 		}
 		child := filepath.Join(dir, filepath.FromSlash(c.source))
+		if root != "" && !within(root, child) {
+			return nil, posError(c.rng, "module source %q: outside the module package (a local source names a directory of its package)", c.source)
+		}
 		childFiles, err := configFiles(child)
 		if err == nil && len(childFiles) == 0 {
 			err = errors.New("no *.tf or *.tf.json files there")
@@ -405,13 +413,21 @@ func loadModule(dir string, files []string, seen map[string]bool, remotes *[]rem
 		if err != nil {
 			return nil, posError(c.rng, "module source %q: %v", c.source, err)
 		}
-		childReqs, err := loadModule(child, childFiles, seen, remotes)
+		childReqs, err := loadModule(ctx, root, child, childFiles, seen, remotes)
 		if err != nil {
 			return nil, err
 		}
 		reqs = mergeRequirements(reqs, childReqs)
 	}
 	return reqs, nil
+}
+
+// within reports whether path is root or a path under it, by their
+// names: a downloaded package holds no link that leaves it (the one
+// writer of untrusted trees, internal/safetree, makes none).
+func within(root, path string) bool {
+	rel, err := filepath.Rel(root, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
 }
 
 // mergeRequirements adds the requirements of add to reqs, one per provider.
@@ -459,8 +475,10 @@ func joinConstraints(cs []string) string {
 //
 // Each file is parsed on its own, what it holds let go before the next is
 // read: a parser keeps every file it parsed, and a module fetched from a
-// stranger may hold thousands, each up to hclfile's bounds.
-func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
+// stranger may hold thousands, each up to hclfile's bounds. For the same
+// reason ctx is checked before each file: once it is done, parseConfig
+// returns context.Cause(ctx), the files after it unread.
+func parseConfig(ctx context.Context, files []string) ([]*requirement, []moduleCall, error) {
 	byName := map[string]*requirement{}
 	var order []string
 	get := func(name string, r hcl.Range) *requirement {
@@ -475,6 +493,9 @@ func parseConfig(files []string) ([]*requirement, []moduleCall, error) {
 	sources := map[string]addrs.Provider{}
 	var calls []moduleCall
 	for _, path := range files {
+		if ctx.Err() != nil {
+			return nil, nil, context.Cause(ctx)
+		}
 		f, err := parseFile(nil, path)
 		if err != nil {
 			return nil, nil, err

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -287,4 +289,74 @@ func TestStatusHeldListBounded(t *testing.T) {
 	if len(st.Withheld) != 10 || st.Withheld[0].Provider != originHost+"/made-up-290/p" || st.HeldBack.Omitted != 0 {
 		t.Errorf("by prefix: %+v, held_back %+v; want the 10 under it", st.Withheld, st.HeldBack)
 	}
+}
+
+// TestStatusViewCostsNoWorkPerRefusal: the policy refuses a made-up
+// address before any origin is asked, so a client can fill the mirror's
+// memory of refusals (thousands) and view the status page, which lists
+// what the policy holds back, as often as it likes; refusing one more
+// name before each view too. A view judged, sorted and copied every
+// refusal again: some 3 allocations and tens of microseconds each, tens
+// of milliseconds a view. It now takes the last answer while it holds,
+// and while it is that big, for a second whatever was refused since; a
+// new policy is shown at once.
+func TestStatusViewCostsNoWorkPerRefusal(t *testing.T) {
+	// Not parallel: testing.AllocsPerRun counts the process's allocations.
+	h := newHarness(t, harnessOptions{})
+	h.engine.SetPolicy(enginetest.DecodePolicy(t, `allow = ["`+originHost+`/`+ns+`/*"]`))
+	const invented = 4000
+	refuse := func(i int) {
+		rec := httptest.NewRecorder()
+		h.server.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, fmt.Sprintf("/%s/made-up-%05d/p/index.json", originHost, i), nil))
+		if rec.Code != http.StatusNotFound {
+			t.Fatalf("a refused address: %d %s", rec.Code, rec.Body)
+		}
+	}
+	for i := range invented {
+		refuse(i)
+	}
+	view := func() *httptest.ResponseRecorder {
+		rec := httptest.NewRecorder()
+		h.server.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/?format=json", nil))
+		if rec.Code != http.StatusOK {
+			t.Fatalf("status page: %d %s", rec.Code, rec.Body)
+		}
+		return rec
+	}
+	var st Status
+	if err := json.Unmarshal(view().Body.Bytes(), &st); err != nil || st.HeldBack == nil || st.HeldBack.Addresses != invented {
+		t.Fatalf("held back %+v (%v), want the %d addresses refused", st.HeldBack, err, invented)
+	}
+	if n := testing.AllocsPerRun(10, func() { view() }); n > invented/4 {
+		t.Errorf("a view of %d refusals: %.0f allocations, want far fewer than one a refusal", invented, n)
+	}
+	// A refusal before each view: the list is made again once a second
+	// at most, whatever the runs take on a loaded machine. Made again
+	// each time, it took some 3.5 allocations a refusal a view.
+	next := invented
+	const runs = 30
+	total, took := countAllocs(runs, func() { refuse(next); next++; view() })
+	if allowed := runs*invented/4 + (int(took.Seconds())+2)*4*invented; total > allowed {
+		t.Errorf("%d refusals and views, of %d refusals, in %s: %d allocations, want at most %d (a list made again once a second)",
+			runs, invented, took, total, allowed)
+	}
+	h.engine.SetPolicy(nil)
+	st = Status{}
+	if err := json.Unmarshal(view().Body.Bytes(), &st); err != nil || st.HeldBack != nil || len(st.Withheld) != 0 {
+		t.Errorf("with the policy lifted, the page still lists %d held back (%+v)", len(st.Withheld), st.HeldBack)
+	}
+}
+
+// countAllocs runs f runs times and returns the allocations the process
+// made meanwhile, and the time they took.
+func countAllocs(runs int, f func()) (int, time.Duration) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	for range runs {
+		f()
+	}
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return int(after.Mallocs - before.Mallocs), took
 }

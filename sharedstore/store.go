@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
@@ -105,16 +106,24 @@ type Location struct {
 }
 
 // ParseURL parses s3://BUCKET/PREFIX?endpoint=URL&region=REGION&path_style=true.
+//
+// Its errors name the URL without the credentials it may hold (which
+// come from the standard AWS sources, never from it): they reach the
+// log, config check's output and tfmirror reload's answer.
 func ParseURL(raw string) (Location, error) {
+	shown := redact.Location(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Location{}, fmt.Errorf("shared store URL: %w", err)
+		return Location{}, fmt.Errorf("shared store URL %q: not a URL", shown)
 	}
 	if u.Scheme != "s3" {
-		return Location{}, fmt.Errorf("shared store URL %q: the scheme must be s3", raw)
+		return Location{}, fmt.Errorf("shared store URL %q: the scheme must be s3", shown)
 	}
-	if u.Host == "" || u.User != nil || u.Fragment != "" {
-		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX", raw)
+	if u.User != nil {
+		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX, without credentials (they come from the standard AWS sources)", shown)
+	}
+	if u.Host == "" || u.Fragment != "" {
+		return Location{}, fmt.Errorf("shared store URL %q: want s3://BUCKET/PREFIX", shown)
 	}
 	loc := Location{Bucket: u.Host, Prefix: strings.Trim(u.Path, "/")}
 	if loc.Prefix != "" {
@@ -128,7 +137,7 @@ func ParseURL(raw string) (Location, error) {
 		case "endpoint":
 			e, err := url.Parse(v)
 			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
-				return Location{}, fmt.Errorf("shared store URL: endpoint %q is not an http(s) URL", v)
+				return Location{}, fmt.Errorf("shared store URL: endpoint %q is not an http(s) URL", redact.Location(v))
 			}
 			loc.Endpoint = v
 		case "region":

@@ -250,6 +250,27 @@ func TestConfigCheck(t *testing.T) {
 	if code := runConfig([]string{"check"}, env, io.Discard, io.Discard); code != 2 {
 		t.Errorf("no FILE: exit status %d", code)
 	}
+
+	// A proxy or bucket URL it refuses is named without the credentials
+	// written into it.
+	for _, c := range []struct{ setting, attr, value string }{
+		{"upstream-proxy", "upstream_proxy", "ftp://user:hunter2-secret@proxy.example:3128"},
+		{"upstream-proxy", "upstream_proxy", "user:hunter2-secret@proxy.example:3128"},
+		{"upstream-proxy", "upstream_proxy", "http://user:hunter2-secret@[::1"},
+		{"shared-store", "shared_store", "s3://AKIAEXAMPLE:hunter2-secret@bucket/prefix"},
+		{"shared-store", "shared_store", "https://AKIAEXAMPLE:hunter2-secret@bucket/prefix"},
+		{"shared-store", "shared_store", "s3://AKIAEXAMPLE:hunter2-secret@[bucket/prefix"},
+		{"shared-store", "shared_store", "s3://bucket/prefix?endpoint=https://AKIAEXAMPLE:hunter2-secret@minio.example:9000"},
+	} {
+		wrong := filepath.Join(dir, "creds.hcl")
+		os.WriteFile(wrong, []byte(c.attr+" = \""+c.value+"\"\n"), 0o600)
+		stdout.Reset()
+		stderr.Reset()
+		if code := runConfig([]string{"check", wrong}, env, &stdout, &stderr); code != 1 || !strings.Contains(stderr.String(), c.setting) ||
+			strings.Contains(stdout.String()+stderr.String(), "hunter2") {
+			t.Errorf("%s %q: exit status %d, want 1 naming the setting without its password:\n%s%s", c.attr, c.value, code, stdout.String(), stderr.String())
+		}
+	}
 }
 
 // TestConfigFileSubcommands: sync reads the settings it takes from the

@@ -325,3 +325,34 @@ func TestHostileModuleBundleImported(t *testing.T) {
 		})
 	}
 }
+
+// TestSyncReadsNoConfigurationOutsideThePackage: a module package whose
+// configuration calls a local source outside the package (a directory of
+// the machine sync runs on, by enough "../") is refused, as Terraform
+// refuses it; sync reads nothing there, and asks the origin for nothing
+// the configuration there names.
+func TestSyncReadsNoConfigurationOutsideThePackage(t *testing.T) {
+	t.Parallel()
+	origin, err := fakeorigin.Start(fakeorigin.Options{Hostnames: []string{tfRegistry}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	private := t.TempDir()
+	writeFile(t, filepath.Join(private, "main.tf"), []byte("terraform {\n  required_providers {\n    secret = { source = \"acme/secretthing\" }\n  }\n}\n"+
+		"module \"inner\" {\n  source  = \"acme/privatemodule/aws\"\n  version = \"1.0.0\"\n}\n"))
+	climb := strings.Repeat("../", 40) + strings.TrimPrefix(filepath.ToSlash(private), "/")
+	origin.AddTarball("climb.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("module \"up\" {\n  source = \"" + climb + "\"\n}\n")}))
+	origin.AddModule("acme", "climb", "aws", "1.0.0", origin.TarballURL("climb.tar.gz"))
+	config := t.TempDir()
+	writeFile(t, filepath.Join(config, "main.tf"), []byte("module \"c\" {\n  source  = \"acme/climb/aws\"\n  version = \"1.0.0\"\n}\n"))
+	out, errOut, code := syncInProcess(t, origin, filepath.Join(t.TempDir(), "data"), "--platforms", "linux_amd64", config)
+	if code == 0 || !strings.Contains(errOut, "outside the module package") {
+		t.Errorf("sync of a package calling a directory outside it: exit %d, want 1 saying the source is outside the package", code)
+	}
+	for _, name := range []string{"secretthing", "privatemodule"} {
+		if strings.Contains(out+errOut, name) {
+			t.Errorf("sync read the configuration outside the package and went for %s", name)
+		}
+	}
+}

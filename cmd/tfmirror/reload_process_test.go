@@ -162,6 +162,30 @@ func TestReloadCommandProcess(t *testing.T) {
 		t.Error("after a refused reload acme/widget is served")
 	}
 
+	// A proxy URL the file gets wrong is refused without its password:
+	// not in reload's answer, not in the serve's log (nor the audit log).
+	for _, proxy := range []string{"ftp://user:hunter2-secret@proxy.example:3128", "user:hunter2-secret@proxy.example:3128"} {
+		write("log_level = \"info\"\nupstream_proxy = \"" + proxy + "\"\n" + denyHashicorp)
+		lines = len(m.snapshot())
+		code, stdout, stderr = reload(env)
+		if code != 1 || !strings.Contains(stderr, "upstream-proxy") || strings.Contains(stdout+stderr, "hunter2") {
+			t.Errorf("a bad upstream_proxy: exit %d, want 1 naming the setting without its password\nstdout: %s\nstderr: %s", code, stdout, stderr)
+		}
+		m.waitLines(func() bool {
+			for _, l := range m.snapshot()[lines:] {
+				if l["msg"] == "admin request failed" {
+					return true
+				}
+			}
+			return false
+		})
+		for _, l := range m.snapshot()[lines:] {
+			if strings.Contains(fmt.Sprint(l), "hunter2") {
+				t.Errorf("the serve logged the proxy's password: %v", l)
+			}
+		}
+	}
+
 	// SIGHUP goes the same way.
 	write("log_level = \"info\"\nversions_ttl = \"20m\"\n" + denyHashicorp)
 	lines = len(m.snapshot())

@@ -114,38 +114,64 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 				continue
 			}
 			dir, _ = filepath.Abs(dir)
-			got, err := r.ops.UnpackModule(ctx, m.Address, v.String(), dir)
+			calls, err := r.syncModule(ctx, spec, m, v, dir, byVersion[v.String()], &res)
+			os.RemoveAll(dir)
 			if err != nil {
-				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
+				res.failures = append(res.failures, err.Error())
 				continue
 			}
-			if got.CachedAlready {
-				res.cached++
-			} else {
-				res.fetched++
-			}
-			fmt.Fprintf(r.status, "module %s %s: cached (%s)\n", m.Address, byVersion[v.String()], got.SHA256[:12])
-			for _, sub := range m.Subdirs {
-				modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
-				calls, err := spec.AddModuleDir(modDir, fmt.Sprintf("module %s %s", m.Address, v))
-				if err != nil {
-					// Its files by their names in the package, not in the scratch directory.
-					msg := strings.ReplaceAll(err.Error(), dir+string(filepath.Separator), "")
-					res.failures = append(res.failures, fmt.Sprintf("module %s %s: reading its configuration: %s", m.Address, v, msg))
+			for _, c := range calls {
+				if it.depth+1 > maxModuleDepth {
+					res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
 					continue
 				}
-				for _, c := range calls {
-					if it.depth+1 > maxModuleDepth {
-						res.failures = append(res.failures, fmt.Sprintf("module %s: registry modules nested more than %d deep", c.Address, maxModuleDepth))
-						continue
-					}
-					queue = append(queue, item{c, it.depth + 1})
-				}
+				queue = append(queue, item{c, it.depth + 1})
 			}
-			os.RemoveAll(dir)
 		}
 	}
 	return res
+}
+
+// syncModule caches the package of version v of m, unpacks it in dir and
+// reads the configuration of the subdirectories calls use, within one
+// deadline, --module-timeout: the package is a stranger's, and however
+// long it took to come, the time left bounds the reading of its files.
+// It returns the registry modules they call; an error names the module
+// (and is one failure of the sync), but for a subdirectory's, which is
+// added to res on its own so that the others are read.
+func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manifest.Module, v versions.Version, dir, listed string, res *moduleSync) ([]*manifest.Module, error) {
+	timeout := r.cfg.ModuleTimeout
+	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("not done within --module-timeout (%s)", timeout))
+	defer cancel()
+	timedOut := func(err error) error {
+		if ctx.Err() != nil && context.Cause(ctx) != ctx.Err() {
+			return context.Cause(ctx)
+		}
+		return err
+	}
+	got, err := r.ops.UnpackModule(ctx, m.Address, v.String(), dir)
+	if err != nil {
+		return nil, fmt.Errorf("module %s %s: %w", m.Address, v, timedOut(err))
+	}
+	if got.CachedAlready {
+		res.cached++
+	} else {
+		res.fetched++
+	}
+	fmt.Fprintf(r.status, "module %s %s: cached (%s)\n", m.Address, listed, got.SHA256[:12])
+	var out []*manifest.Module
+	for _, sub := range m.Subdirs {
+		modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
+		calls, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
+		if err != nil {
+			// Its files by their names in the package, not in the scratch directory.
+			msg := strings.ReplaceAll(timedOut(err).Error(), dir+string(filepath.Separator), "")
+			res.failures = append(res.failures, fmt.Sprintf("module %s %s: reading its configuration: %s", m.Address, v, msg))
+			continue
+		}
+		out = append(out, calls...)
+	}
+	return out, nil
 }
 
 func trimV(s string) string {

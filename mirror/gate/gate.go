@@ -142,11 +142,14 @@ type state struct {
 	p   atomic.Pointer[policy.Policy]
 	gen atomic.Uint64 // advanced by every SetPolicy
 
-	mu    sync.Mutex
-	seen  map[heldKey]heldEntry   // refusals logged, by version and rule
-	warns *RefusalWarnings        // bounds the refusals logged at warn
-	lists map[string]filteredList // the lists last filtered, by provider
-	rels  map[string]datedList    // the release times of the lists last dated, by provider
+	mu      sync.Mutex
+	seen    map[heldKey]heldEntry // refusals logged, by version and rule
+	seenGen uint64                // advanced by every change of seen
+	// refusals is Refusals' last answer (refusals.go).
+	refusals refusalsMemo
+	warns    *RefusalWarnings        // bounds the refusals logged at warn
+	lists    map[string]filteredList // the lists last filtered, by provider
+	rels     map[string]datedList    // the release times of the lists last dated, by provider
 }
 
 // datedList is the release times of the versions of src under a minimum
@@ -201,15 +204,15 @@ func (g *Gate) Generation() uint64 { return g.gen.Load() }
 // the versions it refused, or left out of a list, since the gate was
 // made: each judged again now (a version allowed since is not listed),
 // sorted by address and version.
+//
+// The answer is shared and must not be modified; it is kept and given
+// again while it holds (refusals.go).
 func (g *Gate) Refusals() []Refusal {
-	pol := g.Current()
-	now := g.now()
-	g.mu.Lock()
-	seen := make([]heldEntry, 0, len(g.seen))
-	for _, h := range g.seen {
-		seen = append(seen, h)
-	}
-	g.mu.Unlock()
+	return g.refusals.get(g)
+}
+
+// judgeRefusals is Refusals made anew at now from the entries seen.
+func (g *Gate) judgeRefusals(pol *policy.Policy, now time.Time, seen []heldEntry) []Refusal {
 	var out []Refusal
 	done := map[heldKey]bool{}
 	for _, h := range seen {
@@ -255,7 +258,10 @@ func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Rel
 	if g.seen == nil {
 		g.seen = map[heldKey]heldEntry{}
 	}
-	g.seen[k] = h
+	if !logged || old != h {
+		g.seen[k] = h
+		g.seenGen++
+	}
 	g.mu.Unlock()
 	if counted || !logged {
 		g.metrics.PolicyRefused(v.Rule)

@@ -488,3 +488,65 @@ func TestRefusalWarningsBounded(t *testing.T) {
 		t.Fatalf("%d refusals remembered for the status page, want all 505", got)
 	}
 }
+
+// Refusals (the status page's list of what the policy holds back) gives
+// its last answer again while it holds, and a new one as soon as it may
+// not: something refused since, while the memory of refusals is small;
+// the clock past a held version's time; a policy put in force. While the
+// memory holds refusalsFloorEntries or more (names a client made up, a
+// refusal each), a refusal since is shown within a second.
+func TestRefusalsKeptWhileTheyHold(t *testing.T) {
+	t.Parallel()
+	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 365 * day, "1.1.0": time.Hour}, harness.Config{})
+	src := fmt.Sprintf("minimum_release_age = \"72h\"\nallow = [\"%s/%s/*\"]\n", harness.OriginHost, harness.NS)
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
+	refuse := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			p := addrs.Provider{Hostname: harness.OriginHost, Namespace: fmt.Sprintf("made-up-%d", i), Type: "x"}
+			if err := h.Engine.CheckAddress(policy.Provider, p.String()); !errors.Is(err, gate.ErrPolicy) {
+				t.Fatalf("%s: %v, want a policy refusal", p, err)
+			}
+		}
+	}
+	held := func() (versions, addresses int) {
+		for _, w := range h.Engine.Withheld() {
+			if w.Version == "" {
+				addresses++
+			} else {
+				versions++
+			}
+		}
+		return versions, addresses
+	}
+	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0"}) {
+		t.Fatalf("listed %v, want only 1.0.0", got)
+	}
+	if v, a := held(); v != 1 || a != 0 {
+		t.Fatalf("held back %d versions and %d addresses, want 1.1.0 alone", v, a)
+	}
+	refuse(0, 1)
+	if v, a := held(); v != 1 || a != 1 {
+		t.Fatalf("after a refusal, held back %d versions and %d addresses, want 1 and 1", v, a)
+	}
+	clock.Add(72 * time.Hour)
+	if v, a := held(); v != 0 || a != 1 {
+		t.Fatalf("72h later, held back %d versions and %d addresses, want 1.1.0 let through", v, a)
+	}
+
+	refuse(1, 1100)
+	if _, a := held(); a != 1101 {
+		t.Fatalf("held back %d addresses, want 1101", a)
+	}
+	refuse(1101, 1)
+	if _, a := held(); a != 1101 {
+		t.Fatalf("a refusal within a second of the last answer of 1101: %d addresses, want the answer kept", a)
+	}
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
+	if _, a := held(); a != 1102 {
+		t.Fatalf("with a policy put in force, held back %d addresses, want 1102 at once", a)
+	}
+	h.Engine.SetPolicy(nil)
+	if v, a := held(); v != 0 || a != 0 {
+		t.Fatalf("with no policy, held back %d versions and %d addresses", v, a)
+	}
+}

@@ -72,7 +72,9 @@ type Releases struct {
 	log     *slog.Logger
 	now     func() time.Time
 	held    heldNotes // what the policy held back, for Held
-	warns   *gate.RefusalWarnings
+	// heldMemo is Held's last answer (releasesheld.go).
+	heldMemo heldMemo
+	warns    *gate.RefusalWarnings
 }
 
 // NewReleases returns the CLI releases side behind the package policy.

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"maps"
 	"reflect"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -535,4 +536,82 @@ func TestReleasesListDatesWhatItHolds(t *testing.T) {
 	if !slices.Equal(got, []string{"1.6.0", "1.5.7"}) {
 		t.Fatalf("listed %v, want [1.6.0 1.5.7]: 1.5.8 was refused", got)
 	}
+}
+
+// The status page asks Held for the CLI versions held back on every
+// view, and deny_version refuses a version before any origin is asked
+// whether it exists, so a client can fill the notes (maxHeldNoted) with
+// versions it made up, and refuse one more before each view. Each view
+// judged every note again, with two reads of the cache each, and sorted
+// them: some 15 ms of CPU a view. Held now gives its last answer again
+// while it holds; a policy put in force, or a version held back for its
+// age, shows at once.
+func TestReleasesHeldCostsNoWorkPerNote(t *testing.T) {
+	o, side, clock, _ := releasesRig(t)
+	rel := side.Served
+	ctx := context.Background()
+	src := `
+minimum_release_age = "48h"
+deny_version "releases.hashicorp.com/hashicorp/terraform" {
+  versions = "< 1.5.0"
+  reason   = "too old"
+}`
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
+	const invented = 1000
+	next := 0
+	refuse := func() {
+		if _, err := rel.Sums(ctx, releases.HashiCorp, "terraform", fmt.Sprintf("1.0.%d", next)); err == nil {
+			t.Fatalf("a denied version was served")
+		}
+		next++
+	}
+	for range invented {
+		refuse()
+	}
+	if n := len(rel.Held()); n != invented {
+		t.Fatalf("%d held, want %d", n, invented)
+	}
+	// The list is made again once a second at most, whatever the runs
+	// take on a loaded machine. Made again each time, it took some 50
+	// allocations a version.
+	const runs = 30
+	for name, f := range map[string]func(){"Held": func() { rel.Held() }, "a refusal and Held": func() { refuse(); rel.Held() }} {
+		total, took := countAllocs(runs, f)
+		if allowed := runs*invented/4 + (int(took.Seconds())+2)*60*invented; total > allowed {
+			t.Errorf("%s, %d times, of %d versions, in %s: %d allocations, want at most %d (a list made again once a second)",
+				name, runs, invented, took, total, allowed)
+		}
+	}
+
+	o.SetSignedAt(clock.Now().Add(-24 * time.Hour))
+	var pe *gate.PolicyError
+	if err := readArchive(rel, releases.HashiCorp, "terraform", "1.6.0", tfZip); !errors.As(err, &pe) || pe.Verdict.Rule != policy.RuleMinReleaseAge {
+		t.Fatalf("a fresh version: %v, want held by its age", err)
+	}
+	side.Engine.SetPolicy(enginetest.DecodePolicy(t, src))
+	if !slices.ContainsFunc(rel.Held(), func(v unsigned.Version) bool { return v.Version == "1.6.0" && !v.AvailableAt.IsZero() }) {
+		t.Error("with a policy put in force, 1.6.0 held for its age is not listed")
+	}
+	clock.Add(24 * time.Hour)
+	if slices.ContainsFunc(rel.Held(), func(v unsigned.Version) bool { return v.Version == "1.6.0" }) {
+		t.Error("past its time, 1.6.0 is still listed as held")
+	}
+	side.Engine.SetPolicy(nil)
+	if held := rel.Held(); len(held) != 0 {
+		t.Errorf("with no policy, %d held", len(held))
+	}
+}
+
+// countAllocs runs f runs times and returns the allocations the process
+// made meanwhile, and the time they took.
+func countAllocs(runs int, f func()) (int, time.Duration) {
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	start := time.Now()
+	for range runs {
+		f()
+	}
+	took := time.Since(start)
+	runtime.ReadMemStats(&after)
+	return int(after.Mallocs - before.Mallocs), took
 }

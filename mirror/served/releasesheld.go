@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
@@ -37,6 +38,7 @@ type heldKey struct {
 type heldNotes struct {
 	mu   sync.Mutex
 	keys map[heldKey]string // the rule
+	gen  uint64             // advanced by every note
 }
 
 // note notes a version (or, with version "", a product) the policy held
@@ -54,16 +56,21 @@ func (h *heldNotes) note(pub releases.Publisher, product, version, rule string) 
 		clear(h.keys)
 	}
 	h.keys[k] = rule
+	// Noted again, the version may have been dated since (its
+	// SHA256SUMS fetched): Held judges it again.
+	h.gen++
 	return !ok || was != rule
 }
 
-// list is the versions noted, by address and version (newest first).
-func (h *heldNotes) list() []heldKey {
+// list is the versions noted, by address and version (newest first),
+// and the generation they are of.
+func (h *heldNotes) list() ([]heldKey, uint64) {
 	h.mu.Lock()
 	keys := make([]heldKey, 0, len(h.keys))
 	for k := range h.keys {
 		keys = append(keys, k)
 	}
+	gen := h.gen
 	h.mu.Unlock()
 	slices.SortFunc(keys, func(a, b heldKey) int {
 		if c := strings.Compare(releases.Address(a.pub, a.product), releases.Address(b.pub, b.product)); c != 0 {
@@ -71,7 +78,14 @@ func (h *heldNotes) list() []heldKey {
 		}
 		return releases.CompareVersions(b.version, a.version)
 	})
-	return keys
+	return keys, gen
+}
+
+// generation is the generation of the versions noted.
+func (h *heldNotes) generation() uint64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.gen
 }
 
 // Held are the CLI versions (and products) the package policy in force
@@ -81,14 +95,23 @@ func (h *heldNotes) list() []heldKey {
 // available. A version's release time is judged as Sums judges it: its
 // cached signature's creation time and the listing rule; the origin is
 // not asked. Kind is HeldCLIKind.
+//
+// The answer is shared and must not be modified. It is given again while
+// it holds (heldMemo): the status page asks for it on every view, and a
+// client can fill the notes with versions it made up that deny_version
+// refuses, each judged with two reads of the cache.
 func (r *Releases) Held() []unsigned.Version {
 	pol := r.pol.Policy()
 	if pol == nil {
 		return nil
 	}
-	now := r.now()
+	return r.heldMemo.get(r, pol)
+}
+
+// judgeHeld is Held made anew at now.
+func (r *Releases) judgeHeld(pol *policy.Policy, now time.Time, keys []heldKey) []unsigned.Version {
 	var out []unsigned.Version
-	for _, k := range r.held.list() {
+	for _, k := range keys {
 		addr := releases.Address(k.pub, k.product)
 		var v policy.Verdict
 		if k.version == "" {
@@ -102,5 +125,62 @@ func (r *Releases) Held() []unsigned.Version {
 		out = append(out, unsigned.Version{Provider: addr, Version: k.version, Platforms: []string{}, Kind: HeldCLIKind,
 			Rule: v.Rule, Reason: v.Reason, AvailableAt: v.AvailableAt})
 	}
+	return out
+}
+
+// Held gives its last answer again while the policy in force and the
+// clock say what they said, for heldMemoFor at most (the cache may have
+// learnt a version's release time since), and either nothing was noted
+// since or the answer was made of heldMemoFloorEntries notes or more: then
+// what was noted since shows within heldMemoFor.
+const (
+	heldMemoFor          = time.Second
+	heldMemoFloorEntries = 256
+)
+
+// heldMemo is Held's last answer. Its mutex is held while an answer is
+// made, so that concurrent callers wait for one and share it.
+type heldMemo struct {
+	mu sync.Mutex
+	heldAnswer
+}
+
+// heldAnswer is one answer of Held and what it was made of.
+type heldAnswer struct {
+	made    bool
+	pol     *policy.Policy
+	gen     uint64    // the generation of the notes it was made of
+	entries int       // how many
+	at      time.Time // the clock then
+	until   time.Time // the first AvailableAt it names (zero: none)
+	madeAt  time.Time // the real time it was made
+	out     []unsigned.Version
+}
+
+func (a *heldAnswer) holds(pol *policy.Policy, gen uint64, now time.Time) bool {
+	switch {
+	case !a.made || a.pol != pol || now.Before(a.at) || !a.until.IsZero() && !now.Before(a.until),
+		time.Since(a.madeAt) >= heldMemoFor:
+		return false
+	}
+	return a.gen == gen || a.entries >= heldMemoFloorEntries
+}
+
+func (m *heldMemo) get(r *Releases, pol *policy.Policy) []unsigned.Version {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := r.now()
+	if m.holds(pol, r.held.generation(), now) {
+		return m.out
+	}
+	keys, gen := r.held.list()
+	out := r.judgeHeld(pol, now, keys)
+	var until time.Time
+	for _, v := range out {
+		if !v.AvailableAt.IsZero() && (until.IsZero() || v.AvailableAt.Before(until)) {
+			until = v.AvailableAt
+		}
+	}
+	m.heldAnswer = heldAnswer{made: true, pol: pol, gen: gen, entries: len(keys), at: now, until: until, madeAt: time.Now(), out: out}
 	return out
 }

@@ -274,12 +274,15 @@ func (c Config) ValidateEngine() error {
 		errs = append(errs, errors.New("--shared-store-previous-key-file needs --shared-store-key-file"))
 	}
 	if c.UpstreamProxy != "" {
+		// A secret setting (its URL may hold a password): named as it is
+		// shown, in an error that reaches the log, config check's output
+		// and tfmirror reload's answer.
 		u, err := url.Parse(c.UpstreamProxy)
-		switch {
+		switch shown := redactValue(c.UpstreamProxy); {
 		case err != nil || u.Host == "":
-			errs = append(errs, fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", c.UpstreamProxy))
+			errs = append(errs, fmt.Errorf("--upstream-proxy %q: want a URL such as http://proxy.example.com:3128", shown))
 		case u.Scheme != "http" && u.Scheme != "https" && u.Scheme != "socks5" && u.Scheme != "socks5h":
-			errs = append(errs, fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", c.UpstreamProxy))
+			errs = append(errs, fmt.Errorf("--upstream-proxy %q: scheme must be http, https, socks5 or socks5h", shown))
 		}
 	}
 	switch c.LogFormat {

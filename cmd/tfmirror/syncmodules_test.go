@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/manifest"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
+)
+
+// slowModuleOps is sync's engine for registry modules: every module has
+// version 1.0.0, whose package is the files of files[module]; the package
+// of a module in slow comes when its caller's context is done, as a
+// package whose fetch and unpack took the time it had (fallback bounds
+// the wait without a deadline). Every module asked for is noted.
+type slowModuleOps struct {
+	engineOps
+	files    map[string]map[string]string
+	slow     map[string]bool
+	fallback time.Duration
+
+	mu    sync.Mutex
+	asked []string
+}
+
+func (o *slowModuleOps) ModuleVersions(_ context.Context, m addrs.Module) ([]string, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.asked = append(o.asked, m.String())
+	return []string{"1.0.0"}, nil
+}
+
+func (o *slowModuleOps) Held(context.Context, admin.PolicyRequest) ([]unsigned.Version, error) {
+	return nil, nil
+}
+
+func (o *slowModuleOps) UnpackModule(ctx context.Context, m addrs.Module, version, dir string) (admin.Module, error) {
+	for name, body := range o.files[m.String()] {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(body), 0o644); err != nil {
+			return admin.Module{}, err
+		}
+	}
+	if o.slow[m.String()] {
+		select {
+		case <-ctx.Done():
+		case <-time.After(o.fallback):
+		}
+	}
+	return admin.Module{Version: version, SHA256: strings.Repeat("ab", 32)}, nil
+}
+
+// TestSyncReadsAModuleWithinItsTimeout: --module-timeout bounds what sync
+// does with one module version, the reading of its package's
+// configuration included (the package is a stranger's, and may hold
+// thousands of files): a package that comes with its time spent is not
+// read, its calls not followed, and the sync says so; the modules that
+// come in time are read as before.
+func TestSyncReadsAModuleWithinItsTimeout(t *testing.T) {
+	const (
+		slow   = "registry.terraform.io/acme/slow/aws"
+		nested = "registry.terraform.io/acme/nested/aws"
+		quick  = "registry.terraform.io/acme/quick/aws"
+		deeper = "registry.terraform.io/acme/deeper/aws"
+	)
+	calls := func(addr string) string {
+		return "module \"m\" {\n  source  = \"" + addr + "\"\n  version = \"1.0.0\"\n}\n"
+	}
+	ops := &slowModuleOps{
+		files: map[string]map[string]string{
+			slow:   {"main.tf": calls(nested)},
+			quick:  {"main.tf": calls(deeper)},
+			nested: {"main.tf": "# none\n"},
+			deeper: {"main.tf": "# none\n"},
+		},
+		slow:     map[string]bool{slow: true},
+		fallback: 3 * time.Second,
+	}
+	dir := t.TempDir()
+	manifestFile := filepath.Join(dir, "sync.hcl")
+	body := "module \"" + slow + "\" {\n  versions = [\"1.0.0\"]\n}\nmodule \"" + quick + "\" {\n  versions = [\"1.0.0\"]\n}\n"
+	if err := os.WriteFile(manifestFile, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := manifest.Load(manifestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: io.Discard, status: io.Discard, now: time.Now}
+	r.cfg.ModuleTimeout = 50 * time.Millisecond
+
+	res := r.syncModules(context.Background(), spec)
+	t.Logf("asked %v; failures %q", ops.asked, res.failures)
+	if slices.Contains(ops.asked, nested) {
+		t.Errorf("sync followed the calls of a package read after its --module-timeout: asked for %s", nested)
+	}
+	if !slices.Contains(ops.asked, deeper) {
+		t.Errorf("sync did not follow the calls of a package read in time: %s not asked for", deeper)
+	}
+	if len(res.failures) != 1 || !strings.Contains(res.failures[0], "acme/slow/aws") || !strings.Contains(res.failures[0], "--module-timeout (50ms)") {
+		t.Errorf("failures %q, want one naming the slow module and --module-timeout", res.failures)
+	}
+}
