@@ -134,7 +134,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 			shutdown(context.Background())
 		}
 	}()
-	m.auth, err = loadAuth(cfg)
+	m.auth, err = loadAuth(cfg, logger, m.metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -405,10 +405,10 @@ var Table = []*Setting{
 
 	// Client authentication.
 	{Name: "auth-tokens-file", Group: GroupAuth,
-		Help:       "file of client bearer tokens, one per line ('#' comments); enables client authentication and signed archive URLs",
-		Doc:        "file of client bearer tokens, one per line (`#` comments and blank lines ignored); turns on [client authentication](operations.md#client-authentication). A missing, unreadable or empty file stops start-up",
+		Help:       "file of client bearer tokens, one per line ('#' comments), each at least 16 characters (openssl rand -hex 32); enables client authentication and signed archive URLs",
+		Doc:        "file of client bearer tokens, one per line (`#` comments and blank lines ignored), each at least 16 characters (make one with `openssl rand -hex 32`); turns on [client authentication](operations.md#client-authentication), with failed attempts limited per client address. A missing, unreadable or empty file, or one with a shorter token (named by file and line), stops start-up",
 		DocDefault: "none (no client authentication)",
-		Reload:     "`tfmirror reload` (or `SIGHUP`) reads the file again; on any error the tokens in force stay",
+		Reload:     "`tfmirror reload` (or `SIGHUP`) reads the file again; on any error (a short token too) the tokens in force stay",
 		bind:       stringOf("", func(c *Config) *string { return &c.AuthTokensFile })},
 	{Name: "url-signing-key-file", Group: GroupAuth,
 		Help:       "file holding the key (at least 32 bytes) that signs archive URLs; share it between replicas. Default: DATA-DIR/url-signing.key, created on first use",
