@@ -14,6 +14,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -268,9 +269,10 @@ func (b *bundle) entriesAt(base string, depth int, skip ...string) ([]string, er
 }
 
 // readDir returns the entries of dir (unsorted), taken from the input's
-// budget: past it, without reading the rest, errTooManyEntries.
+// budget: past it, without reading the rest, errTooManyEntries. A link or
+// anything else but a directory at dir is refused (inputfile.OpenDir).
 func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
-	f, err := os.Open(dir)
+	f, err := inputfile.OpenDir(dir)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +285,9 @@ func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
 }
 
 // scanProviderDir returns the packed archives in dir by version (as
-// named) and platform, and how many other entries it ignored.
+// named) and platform, and how many other entries it ignored. An entry
+// named as an archive that is not a regular file (a link, a FIFO) is
+// returned too, for importVersion to refuse by name.
 func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, int, error) {
 	entries, err := b.readDir(dir)
 	if err != nil {
@@ -294,7 +298,7 @@ func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, 
 	for _, e := range entries {
 		version, pl, err := addrs.ParseArchiveName(typ, e.Name())
 		switch {
-		case err == nil && e.Type().IsRegular():
+		case err == nil && !e.IsDir():
 			if out[version] == nil {
 				out[version] = map[string]string{}
 			}
@@ -469,6 +473,9 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 		if err != nil {
 			return err
 		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s is %s; an import reads regular files only", filepath.Join(shown, zips[pl]), inputfile.Kind(info.Mode()))
+		}
 		vf.zips[b.rel(filepath.Join(dir, zips[pl]))] = info.Size()
 	}
 	signed := ef != nil && !ef.Unsigned
@@ -568,16 +575,13 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// openFile returns an ImportedPackage.Open for path.
+// openFile returns an ImportedPackage.Open for path: the regular file
+// found there when it is opened, whatever was listed there before
+// (inputfile.Open: never a link, never a FIFO that would block).
 func openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
 	return func(context.Context) (io.ReadCloser, int64, error) {
-		f, err := os.Open(path)
+		f, info, err := inputfile.Open(path)
 		if err != nil {
-			return nil, 0, err
-		}
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
 			return nil, 0, err
 		}
 		return f, info.Size(), nil

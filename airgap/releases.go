@@ -36,6 +36,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -471,7 +472,7 @@ func importRelease(ctx context.Context, cli CLIReleases, pol ServedCLI, b *bundl
 			return err
 		}
 		if !info.Mode().IsRegular() {
-			return fmt.Errorf("%s is %s; an import reads regular files only", b.shownPath(b.rel(path)), fileKind(info.Mode()))
+			return fmt.Errorf("%s is %s; an import reads regular files only", b.shownPath(b.rel(path)), inputfile.Kind(info.Mode()))
 		}
 		vf.zips[b.rel(path)] = info.Size()
 	}
