@@ -16,7 +16,7 @@ type authMetrics struct {
 
 func (am *authMetrics) collectors() []prometheus.Collector {
 	am.failures = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tfmirror_auth_failures_total", Help: "Client credentials refused, by kind: token (a client token, as Bearer or Basic password), issued (a token the OCI door issued), signature (an archive URL's signature, wrong or expired). Each counts against its client address's limit of failed attempts.",
+		Name: "tfmirror_auth_failures_total", Help: "Client credentials refused, by kind: token (a client token, as Bearer or Basic password), issued (a token claiming to be one the OCI door issued that does not verify), signature (an archive URL's signature that does not verify; expired ones the mirror made are not counted). Each counts against its client address's limit of failed attempts.",
 	}, []string{"kind"})
 	for _, k := range authKinds {
 		am.failures.WithLabelValues(k)

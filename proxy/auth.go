@@ -174,28 +174,41 @@ func (a *Auth) sign(p addrs.Provider, file string) string {
 }
 
 // verify checks the signature of r, an archive request for file of p. A
-// signature that is there and wrong is a failed attempt of r's client
-// (an expired one too: its client was told how long it holds); a missing
-// one is not.
+// signature that is there and does not verify is a failed attempt of r's
+// client; a missing one is not, nor is one the mirror made that has
+// expired (a slow install's, which guessed nothing).
 func (a *Auth) verify(r *http.Request, p addrs.Provider, file string) bool {
 	q := r.URL.Query()
 	exp, sig := q.Get(expiryParam), q.Get(signatureParam)
 	if sig == "" {
 		return false
 	}
-	return a.checked(r, FailureSignature, a.validSignature(p, file, exp, sig))
+	authentic, fresh := a.signature(p, file, exp, sig)
+	if authentic && !fresh {
+		return false
+	}
+	return a.checked(r, FailureSignature, authentic)
 }
 
+// validSignature reports whether sig is the mirror's signature of file of
+// p until exp, and exp has not passed.
 func (a *Auth) validSignature(p addrs.Provider, file, exp, sig string) bool {
+	authentic, fresh := a.signature(p, file, exp, sig)
+	return authentic && fresh
+}
+
+// signature reports whether sig is the mirror's signature of file of p
+// until exp (authentic), and whether exp has not passed (fresh).
+func (a *Auth) signature(p addrs.Provider, file, exp, sig string) (authentic, fresh bool) {
 	if exp == "" || len(exp) > 20 || len(sig) > 64 {
-		return false
+		return false, false
 	}
 	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil || !hmac.Equal(got, a.mac(p, file, exp)) {
-		return false
+		return false, false
 	}
 	unix, err := strconv.ParseInt(exp, 10, 64)
-	return err == nil && a.now().Unix() < unix
+	return true, err == nil && a.now().Unix() < unix
 }
 
 // mac is the HMAC of one archive path and expiry. The provider address is

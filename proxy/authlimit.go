@@ -40,8 +40,8 @@ const maxTrackedClients = 16384
 // Failure kinds, the label of AuthMetrics.AuthFailed.
 const (
 	FailureToken     = "token"     // a client token (Bearer, or a Basic password)
-	FailureIssued    = "issued"    // a token the OCI door issued
-	FailureSignature = "signature" // an archive URL's signature
+	FailureIssued    = "issued"    // a token claiming to be one the OCI door issued
+	FailureSignature = "signature" // an archive URL's signature that does not verify
 )
 
 // AuthMetrics counts what client authentication refuses. Package metrics

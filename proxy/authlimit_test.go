@@ -14,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 // authCounts is an AuthMetrics that counts.
@@ -277,5 +279,41 @@ func TestRightTokenOverLimitRefused(t *testing.T) {
 	r.RemoteAddr = "192.0.2.10:4000"
 	if !a.CheckToken(r, testToken) {
 		t.Error("the right token refused from another address")
+	}
+}
+
+// A credential the mirror made that has expired (a signed URL a slow
+// install used late, a token the OCI door issued) is refused without
+// counting as a failed attempt: it guessed nothing.
+func TestExpiredCredentialsNotCounted(t *testing.T) {
+	t.Parallel()
+	clock := &testClock{now: time.Now()}
+	counts := &authCounts{}
+	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32),
+		URLTTL: time.Hour, Now: clock.Now, Metrics: counts})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}
+	const file = "terraform-provider-random_1.0.0_linux_amd64.zip"
+	archive := httptest.NewRequest(http.MethodGet, "/"+file+"?"+a.sign(p, file), nil)
+	archive.RemoteAddr = "192.0.2.20:4000"
+	token := httptest.NewRequest(http.MethodGet, "/v2/", nil)
+	token.RemoteAddr = archive.RemoteAddr
+	issued, _, ok := a.IssueToken(token, testToken)
+	if !ok || !a.verify(archive, p, file) || !a.CheckBearer(token, issued) {
+		t.Fatal("fresh credentials refused")
+	}
+	clock.Add(time.Hour + time.Second)
+	for range 2 * AuthFailureBurst {
+		if a.verify(archive, p, file) || a.CheckBearer(token, issued) {
+			t.Fatal("an expired credential accepted")
+		}
+	}
+	if !a.CheckToken(token, testToken) {
+		t.Error("the right token refused after expired credentials")
+	}
+	if failures, _ := counts.get(); len(failures) != 0 {
+		t.Errorf("expired credentials counted as failures: %v", failures)
 	}
 }

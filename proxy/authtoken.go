@@ -30,16 +30,25 @@ func (a *Auth) CheckToken(r *http.Request, tok string) bool {
 
 // CheckBearer reports whether cred, a Bearer credential of r, is a token
 // IssueToken issued (unexpired, its client token still accepted) or an
-// accepted client token: one attempt either way.
+// accepted client token: one attempt either way. A token the mirror
+// issued that has expired, or whose client token was withdrawn, is
+// refused without counting as a failed attempt: it guessed nothing.
 func (a *Auth) CheckBearer(r *http.Request, cred string) bool {
 	if cred == "" {
+		return false
+	}
+	authentic, valid := a.issued(cred)
+	switch {
+	case valid:
+		return a.checked(r, FailureIssued, true)
+	case authentic:
 		return false
 	}
 	kind := FailureToken
 	if strings.HasPrefix(cred, issuedPrefix) {
 		kind = FailureIssued
 	}
-	return a.checked(r, kind, a.validIssued(cred) || a.acceptedToken(cred))
+	return a.checked(r, kind, a.acceptedToken(cred))
 }
 
 // acceptedToken reports whether tok is one of the accepted client tokens.
@@ -70,26 +79,26 @@ func (a *Auth) IssueToken(r *http.Request, tok string) (issued string, ttl time.
 	return issuedPrefix + base64.RawURLEncoding.EncodeToString(append(payload[:], a.issuedMAC(payload[:])...)), a.ttl, true
 }
 
-// validIssued reports whether s is a token IssueToken issued, unexpired,
-// whose client token is still accepted.
-func (a *Auth) validIssued(s string) bool {
+// issued reports whether s is a token IssueToken issued (authentic), and
+// whether it is still valid: unexpired, its client token still accepted.
+func (a *Auth) issued(s string) (authentic, valid bool) {
 	enc, ok := strings.CutPrefix(s, issuedPrefix)
 	if !ok || len(enc) > 128 {
-		return false
+		return false, false
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(enc)
 	if err != nil || len(b) != 16+sha256.Size || !hmac.Equal(b[16:], a.issuedMAC(b[:16])) {
-		return false
+		return false, false
 	}
 	if a.now().Unix() >= int64(binary.BigEndian.Uint64(b[:8])) {
-		return false
+		return true, false
 	}
 	tokens := *a.tokens.Load()
 	match := 0
 	for i := range tokens {
 		match |= subtle.ConstantTimeCompare(b[8:16], a.tokenID(tokens[i]))
 	}
-	return match == 1
+	return true, match == 1
 }
 
 // tokenID names a client token (by its hash) in an issued token.
