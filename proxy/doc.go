@@ -5,7 +5,8 @@
 // It owns the routes and the validation of every request path part, the
 // rendering of the engine's records as the protocols' JSON (and the
 // rendered answers kept for warm requests, hot.go), client authentication
-// and signed URLs (auth.go), caching headers, the status page and request
+// and signed URLs (auth.go), the limit of failed authentication attempts
+// per client address (authlimit.go), caching headers, the status page and request
 // instrumentation.
 //
 // It is not the engine: it reaches it through the Engine interface and
