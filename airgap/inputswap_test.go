@@ -50,15 +50,17 @@ func mkfifo(t *testing.T, path string) {
 // A file or directory an import listed may be replaced before it is
 // opened: by a FIFO, whose open would wait for a writer for ever, or by a
 // link, which could lead out of the input. The archives the engine opens
-// (openFile, made when the archive is listed and called later), the
-// files read whole (readCapped) and the directories listed (readDir)
-// refuse both, at once.
+// (bundle.openFile, made when the archive is listed and called later),
+// the files read whole (bundle.readCapped) and the directories listed
+// (bundle.readDir) refuse both, at once; and a directory above them made
+// a link to a directory outside the input leads no read there.
 func TestImportReadsRefuseSwappedFiles(t *testing.T) {
 	in := t.TempDir()
 	outside := filepath.Join(t.TempDir(), "export-key.asc")
 	write(t, outside, "-----BEGIN PGP PRIVATE KEY BLOCK-----\n")
 	elsewhere := t.TempDir()
 	b := openBundle(in, ImportOptions{Shown: "in", MaxEntries: 100})
+	defer b.close()
 
 	tests := []struct {
 		name string
@@ -87,7 +89,7 @@ func TestImportReadsRefuseSwappedFiles(t *testing.T) {
 			write(t, filepath.Join(dir, "main.tf"), "# ok\n")
 			fifos := []string{zip, doc, dir}
 
-			open := openFile(zip) // as importVersion makes it, once the archive is listed
+			open := b.openFile(zip) // as importVersion makes it, once the archive is listed
 			tc.swap(zip)
 			err := notBlocking(t, fifos, func() error {
 				f, _, err := open(context.Background())
@@ -101,7 +103,7 @@ func TestImportReadsRefuseSwappedFiles(t *testing.T) {
 			}
 
 			tc.swap(doc)
-			err = notBlocking(t, fifos, func() error { _, err := readCapped(doc, 1<<20); return err })
+			err = notBlocking(t, fifos, func() error { _, err := b.readCapped(doc, 1<<20); return err })
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("file read whole replaced %s: %v, want %q", tc.name, err, tc.want)
 			}
@@ -112,6 +114,33 @@ func TestImportReadsRefuseSwappedFiles(t *testing.T) {
 				t.Errorf("directory replaced %s: %v, want %q", tc.name, err, tc.want)
 			}
 		})
+	}
+
+	// The provider's directory, checked to be one when it was listed, made
+	// a link to a directory outside the input holding the same names.
+	pdir := filepath.Join(in, "registry.terraform.io", "acme", "alpha")
+	zip := filepath.Join(pdir, "terraform-provider-alpha_1.0.0_linux_amd64.zip")
+	write(t, zip, "PK")
+	write(t, filepath.Join(pdir, "1.0.0.json"), "{}")
+	open := b.openFile(zip)
+	victim := t.TempDir()
+	write(t, filepath.Join(victim, filepath.Base(zip)), "outside the input")
+	write(t, filepath.Join(victim, "1.0.0.json"), "outside the input")
+	if err := os.RemoveAll(pdir); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, pdir); err != nil {
+		t.Fatal(err)
+	}
+	if f, _, err := open(context.Background()); err == nil {
+		f.Close()
+		t.Error("an archive opened through a directory made a link out of the input")
+	}
+	if data, err := b.readCapped(filepath.Join(pdir, "1.0.0.json"), 1<<20); err == nil {
+		t.Errorf("read %q through a directory made a link out of the input", data)
+	}
+	if entries, err := b.readDir(pdir); err == nil {
+		t.Errorf("listed %d entries of a directory out of the input", len(entries))
 	}
 }
 

@@ -351,6 +351,12 @@ func readCapped(path string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	defer f.Close()
+	return readAllCapped(f, path, limit)
+}
+
+// readAllCapped reads f, the file at path, failing when it is larger
+// than limit.
+func readAllCapped(f *os.File, path string, limit int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err

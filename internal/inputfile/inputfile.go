@@ -50,21 +50,39 @@ func OpenDir(path string) (*os.File, error) {
 }
 
 // OpenIn opens the regular file name in root, on the same terms: the
-// root keeps the open inside it, and a link at name is refused even where
-// it would lead inside the root.
+// root keeps the open inside it (whatever links or ".." the directories
+// on the way hold, or come to hold), and a link at name is refused even
+// where it would lead inside the root.
 func OpenIn(root *os.Root, name string) (*os.File, fs.FileInfo, error) {
+	return openIn(root, name, false)
+}
+
+// OpenDirIn opens the directory name in root, on the same terms.
+func OpenDirIn(root *os.Root, name string) (*os.File, error) {
+	f, _, err := openIn(root, name, true)
+	return f, err
+}
+
+func openIn(root *os.Root, name string, dir bool) (*os.File, fs.FileInfo, error) {
+	want := regular
+	if dir {
+		want = directory
+	}
 	before, err := root.Lstat(name)
 	if err != nil {
 		return nil, nil, err
 	}
-	if !before.Mode().IsRegular() {
-		return nil, nil, &KindError{Path: name, Kind: Kind(before.Mode()), Want: regular}
+	if dir && !before.IsDir() || !dir && !before.Mode().IsRegular() {
+		return nil, nil, &KindError{Path: name, Kind: Kind(before.Mode()), Want: want}
 	}
+	// The root opens name's last part with O_NOFOLLOW, then follows a
+	// link inside the root: what it opened is compared with what the
+	// Lstat saw instead.
 	f, err := root.OpenFile(name, os.O_RDONLY|openFlags, 0)
 	if err != nil {
 		return nil, nil, err
 	}
-	info, err := check(name, f, false)
+	info, err := check(name, f, dir)
 	if err != nil {
 		return nil, nil, err
 	}
