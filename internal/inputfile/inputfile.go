@@ -13,7 +13,6 @@
 package inputfile
 
 import (
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -166,10 +165,4 @@ func Kind(m fs.FileMode) string {
 	default:
 		return "not a regular file"
 	}
-}
-
-// IsKind reports whether err is a *KindError.
-func IsKind(err error) bool {
-	var ke *KindError
-	return errors.As(err, &ke)
 }
