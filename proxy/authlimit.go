@@ -65,6 +65,8 @@ type failureLimiter struct {
 
 	warn     *rate.Limiter // of the warnings logged
 	unlogged int           // failures logged at debug since the last warning
+
+	limitWarn *rate.Limiter // of the warnings that an address went over the limit
 }
 
 type clientFailures struct {
@@ -74,7 +76,8 @@ type clientFailures struct {
 
 func newFailureLimiter(max int) *failureLimiter {
 	return &failureLimiter{clients: make(map[netip.Prefix]*list.Element), max: max,
-		warn: rate.NewLimiter(failureWarnRate, failureWarnBurst)}
+		warn:      rate.NewLimiter(failureWarnRate, failureWarnBurst),
+		limitWarn: rate.NewLimiter(limitWarnRate, limitWarnBurst)}
 }
 
 // At most failureWarnBurst failures logged at warn at once, then
@@ -85,16 +88,23 @@ const (
 	failureWarnBurst = 20
 )
 
-// clientKey is the address a request is counted against: the connection's
-// peer (no header: a client chooses its headers), an IPv4 address alone,
-// an IPv6 address by its /64 (one host usually holds the whole /64). A
-// peer that is not an IP address (a Unix socket) is the zero prefix.
+// At most limitWarnBurst addresses going over the limit are logged at
+// warn at once, then one every 10 seconds; the others at debug.
+const (
+	limitWarnRate  = rate.Limit(0.1)
+	limitWarnBurst = 5
+)
+
+// clientKey is the address a request is counted against: its client
+// address (ClientAddr: the connection's peer, or the client a trusted
+// proxy names), an IPv4 address alone, an IPv6 address by its /64 (one
+// host usually holds the whole /64). A peer that is not an IP address (a
+// Unix socket) is the zero prefix.
 func clientKey(r *http.Request) netip.Prefix {
-	ap, err := netip.ParseAddrPort(r.RemoteAddr)
-	if err != nil {
+	addr, ok := ClientAddr(r)
+	if !ok {
 		return netip.Prefix{}
 	}
-	addr := ap.Addr().Unmap()
 	bits := 32
 	if addr.Is6() {
 		bits = 64
@@ -121,10 +131,10 @@ func (l *failureLimiter) wait(key netip.Prefix, now time.Time) (time.Duration, b
 }
 
 // fail counts a failure of key at now and reports whether key is now over
-// the limit. Failures beyond the burst are counted as debt, so that a
+// the limit, and whether this failure put it over (newly). Failures beyond the burst are counted as debt, so that a
 // burst of concurrent guesses, all checked before the first was counted,
 // keeps its address waiting for as long as it took more than its budget.
-func (l *failureLimiter) fail(key netip.Prefix, now time.Time) (over bool) {
+func (l *failureLimiter) fail(key netip.Prefix, now time.Time) (over, newly bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var c *clientFailures
@@ -140,8 +150,10 @@ func (l *failureLimiter) fail(key netip.Prefix, now time.Time) (over bool) {
 		c = &clientFailures{key: key, lim: rate.NewLimiter(AuthFailureRate, AuthFailureBurst)}
 		l.clients[key] = l.order.PushFront(c)
 	}
+	was := c.lim.TokensAt(now) < 1
 	c.lim.ReserveN(now, 1)
-	return c.lim.TokensAt(now) < 1
+	over = c.lim.TokensAt(now) < 1
+	return over, over && !was
 }
 
 // logFailure logs a refused credential, within the warnings' bound.
@@ -164,6 +176,20 @@ func (l *failureLimiter) logFailure(log *slog.Logger, now time.Time, args ...any
 	log.Warn("client authentication failed", args...)
 }
 
+// logLimited logs that a client address went over the limit: once each
+// time it does, at warn within the bound of limitWarnBurst, then
+// limitWarnRate; at debug beyond.
+func (l *failureLimiter) logLimited(log *slog.Logger, now time.Time, msg string, args ...any) {
+	l.mu.Lock()
+	warn := l.limitWarn.AllowN(now, 1)
+	l.mu.Unlock()
+	if warn {
+		log.Warn(msg, args...)
+	} else {
+		log.Debug(msg, args...)
+	}
+}
+
 // checked is the end of every check of a credential of r: ok says
 // whether the credential was accepted. A refused one is counted against
 // r's client address, logged within bounds and counted in the metrics;
@@ -176,14 +202,40 @@ func (a *Auth) checked(r *http.Request, kind string, ok bool) bool {
 		_, over := a.limit.wait(key, now)
 		return !over
 	}
-	over := a.limit.fail(key, now)
+	over, newly := a.limit.fail(key, now)
 	if a.metrics != nil {
 		a.metrics.AuthFailed(kind)
 	}
-	a.limit.logFailure(a.log, now, "client", clientString(key), "kind", kind,
+	client := clientString(key)
+	a.limit.logFailure(a.log, now, "client", client, "kind", kind,
 		"method", r.Method, "route", Route(r.URL.Path), "limited", over)
+	if newly {
+		a.logLimited(r, client, now)
+	}
 	return false
 }
+
+// logLimited logs that r's client address went over the limit. When the
+// address is the connection's peer, it may be a proxy's that all its
+// clients share (all of them are then refused): the line says so, and
+// whether the request named another client in X-Forwarded-For, which is
+// read only from the proxies the operator trusts (--trusted-proxies).
+func (a *Auth) logLimited(r *http.Request, client string, now time.Time) {
+	args := []any{"client", client, "from", "peer"}
+	if forwarded(r) {
+		args[3] = "x-forwarded-for"
+	} else {
+		args = append(args, "x_forwarded_for_ignored", len(r.Header["X-Forwarded-For"]) > 0, "hint",
+			"if this address is a reverse proxy, ingress or load balancer, every client behind it is refused too: "+
+				"name it in trusted_proxies (--trusted-proxies) so that each client is limited on its own")
+	}
+	a.limit.logLimited(a.log, now, LimitedMessage, args...)
+}
+
+// LimitedMessage is the message of the log line saying that a client
+// address went over the limit of failed authentication attempts: its
+// requests with credentials are answered 429 until it has waited.
+const LimitedMessage = "client address over the limit of failed authentication attempts"
 
 // clientString is key as logged: the address, or its /64.
 func clientString(key netip.Prefix) string {
