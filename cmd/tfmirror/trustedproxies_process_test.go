@@ -129,3 +129,57 @@ func TestNoTrustedProxiesWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestTrustedProxiesDocExample: the examples of docs/operations.md's
+// "Behind a reverse proxy or load balancer" are settings serve accepts,
+// trusting the ranges they say.
+func TestTrustedProxiesDocExample(t *testing.T) {
+	data, err := os.ReadFile(filepath.Join("..", "..", "docs", "operations.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(data), "\n### Behind a reverse proxy or load balancer\n")
+	if !ok {
+		t.Fatal("docs/operations.md has no section \"Behind a reverse proxy or load balancer\"")
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	noEnv := func(string) (string, bool) { return "", false }
+	checked := 0
+	for _, f := range fences(section) {
+		if f.lang != "hcl" {
+			continue
+		}
+		path := filepath.Join(t.TempDir(), "tfmirror.hcl")
+		if err := os.WriteFile(path, []byte(strings.Join(f.lines, "\n")+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		e, err := parseServeConfig([]string{"--config", path, "--data-dir", t.TempDir()}, noEnv, io.Discard)
+		if err != nil {
+			t.Fatalf("the hcl example: %v", err)
+		}
+		if got := strings.Join(e.Config.TrustedProxies, ","); got != "10.244.0.0/16" || !e.Config.InsecureHTTP {
+			t.Errorf("the hcl example trusts %q (insecure_http %v)", got, e.Config.InsecureHTTP)
+		}
+		checked++
+	}
+	for _, line := range strings.Split(section, "\n") {
+		args, ok := strings.CutPrefix(strings.TrimSpace(line), "tfmirror serve ")
+		if !ok {
+			continue
+		}
+		e, err := parseServeConfig(append(strings.Fields(args), "--data-dir", t.TempDir()), noEnv, io.Discard)
+		if err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		if len(e.Config.TrustedProxies) == 0 {
+			t.Errorf("%s: no trusted proxies", line)
+		}
+		if _, err := settings.ParseTrustedProxies(e.Config.TrustedProxies); err != nil {
+			t.Errorf("%s: %v", line, err)
+		}
+		checked++
+	}
+	if checked != 2 {
+		t.Errorf("%d examples checked, want the hcl file and the command", checked)
+	}
+}
