@@ -131,9 +131,10 @@ func (l *failureLimiter) wait(key netip.Prefix, now time.Time) (time.Duration, b
 }
 
 // fail counts a failure of key at now and reports whether key is now over
-// the limit, and whether this failure put it over (newly). Failures beyond the burst are counted as debt, so that a
-// burst of concurrent guesses, all checked before the first was counted,
-// keeps its address waiting for as long as it took more than its budget.
+// the limit, and whether this failure put it over (newly). Failures
+// beyond the burst are counted as debt, so that a burst of concurrent
+// guesses, all checked before the first was counted, keeps its address
+// waiting for as long as it took more than its budget.
 func (l *failureLimiter) fail(key netip.Prefix, now time.Time) (over, newly bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -215,19 +216,23 @@ func (a *Auth) checked(r *http.Request, kind string, ok bool) bool {
 	return false
 }
 
-// logLimited logs that r's client address went over the limit. When the
-// address is the connection's peer, it may be a proxy's that all its
-// clients share (all of them are then refused): the line says so, and
-// whether the request named another client in X-Forwarded-For, which is
-// read only from the proxies the operator trusts (--trusted-proxies).
+// logLimited logs that r's client address went over the limit, and where
+// the address came from (clientSource). A peer's may be a proxy's that all
+// its clients share, all of them refused: the line then says whether the
+// request carried an X-Forwarded-For (read only from the proxies the
+// operator trusts) and how to trust the proxy; a trusted proxy's own,
+// that its header named no client.
 func (a *Auth) logLimited(r *http.Request, client string, now time.Time) {
-	args := []any{"client", client, "from", "peer"}
-	if forwarded(r) {
-		args[3] = "x-forwarded-for"
-	} else {
+	from := clientSource(r)
+	args := []any{"client", client, "from", from}
+	switch from {
+	case "peer":
 		args = append(args, "x_forwarded_for_ignored", len(r.Header["X-Forwarded-For"]) > 0, "hint",
 			"if this address is a reverse proxy, ingress or load balancer, every client behind it is refused too: "+
 				"name it in trusted_proxies (--trusted-proxies) so that each client is limited on its own")
+	case "trusted-proxy":
+		args = append(args, "hint", "a trusted proxy's requests whose X-Forwarded-For is missing, malformed or names only trusted addresses "+
+			"are counted against the proxy itself: check that it appends the client's address")
 	}
 	a.limit.logLimited(a.log, now, LimitedMessage, args...)
 }

@@ -21,6 +21,10 @@ const MaxForwardedEntries = 32
 // found.
 type forwardedKey struct{}
 
+// trustedPeerKey is the context key that says TrustProxies found the
+// peer trusted but no client in X-Forwarded-For.
+type trustedPeerKey struct{}
+
 // forwardedClient is a client address taken from X-Forwarded-For.
 type forwardedClient struct {
 	addr netip.Addr
@@ -53,7 +57,9 @@ func TrustProxies(next http.Handler, trusted []netip.Prefix) http.Handler {
 		}
 		addr, ok := forwardedFor(r.Header["X-Forwarded-For"], trusted)
 		if !ok {
-			next.ServeHTTP(w, r)
+			// The proxy's own request, or one whose header names no
+			// client: the proxy is the client (and the log says why).
+			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), trustedPeerKey{}, true)))
 			return
 		}
 		c := &forwardedClient{addr: addr, text: addr.String()}
@@ -71,10 +77,18 @@ func ClientAddr(r *http.Request) (addr netip.Addr, ok bool) {
 	return peerAddr(r)
 }
 
-// forwarded reports whether r's client address came from X-Forwarded-For.
-func forwarded(r *http.Request) bool {
-	_, ok := r.Context().Value(forwardedKey{}).(*forwardedClient)
-	return ok
+// clientSource says where r's client address came from: "x-forwarded-for",
+// "trusted-proxy" (the peer, a trusted proxy whose X-Forwarded-For named
+// no client) or "peer" (a peer not trusted, or no proxy trusted at all).
+func clientSource(r *http.Request) string {
+	ctx := r.Context()
+	if _, ok := ctx.Value(forwardedKey{}).(*forwardedClient); ok {
+		return "x-forwarded-for"
+	}
+	if ctx.Value(trustedPeerKey{}) != nil {
+		return "trusted-proxy"
+	}
+	return "peer"
 }
 
 // clientText is r's client address as the access log writes it, without

@@ -291,6 +291,11 @@ func TestMalformedForwardedForFallsBackToPeer(t *testing.T) {
 	if got := clients[len(clients)-1]; got != "192.0.2.1" {
 		t.Errorf("access log client %q, want 192.0.2.1", got)
 	}
+	limited := m.lines(t, LimitedMessage)
+	if len(limited) != 1 || limited[0]["client"] != "127.0.0.2" || limited[0]["from"] != "trusted-proxy" ||
+		!strings.Contains(limited[0]["hint"].(string), "appends the client's address") {
+		t.Errorf("over-the-limit lines %v, want one naming the trusted proxy and why", limited)
+	}
 }
 
 // forwardedFor reads the list from the right, at most
