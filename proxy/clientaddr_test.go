@@ -377,3 +377,32 @@ func TestClientAddrWithoutTrust(t *testing.T) {
 		t.Errorf("got\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
+
+// Whatever the header, forwardedFor returns an address outside the
+// trusted ranges that one of the last MaxForwardedEntries entries names,
+// or nothing.
+func FuzzForwardedFor(f *testing.F) {
+	for _, seed := range []string{"192.0.2.1", "192.0.2.1, 10.0.0.1", "[2001:db8::1]:80,10.1.1.1", ",,,", "a,b", "::ffff:10.0.0.1", "fe80::1%lo"} {
+		f.Add(seed, "10.0.0.2")
+	}
+	trusted := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+	f.Fuzz(func(t *testing.T, line1, line2 string) {
+		addr, ok := forwardedFor([]string{line1, line2}, trusted)
+		if !ok {
+			return
+		}
+		if !addr.IsValid() || addr.Zone() != "" || addr.Is4In6() || inPrefixes(trusted, addr) {
+			t.Fatalf("%q, %q: %v", line1, line2, addr)
+		}
+		entries := append(strings.Split(line1, ","), strings.Split(line2, ",")...)
+		if len(entries) > MaxForwardedEntries {
+			entries = entries[len(entries)-MaxForwardedEntries:]
+		}
+		for _, e := range entries {
+			if a, valid := parseForwarded(strings.TrimSpace(e)); valid && a == addr {
+				return
+			}
+		}
+		t.Fatalf("%q, %q: %v is none of the last entries", line1, line2, addr)
+	})
+}
