@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"maps"
 	"os"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -115,6 +117,7 @@ func Import(ctx context.Context, engine Engine, in string, opts ImportOptions, r
 		dir = tmp
 	}
 	b := openBundle(dir, opts)
+	defer b.close()
 	err = importDir(ctx, engine, b, report, &sum)
 	if err == nil {
 		err = importModules(ctx, engine, b, opts.ScratchDir, report, &sum)
@@ -146,12 +149,20 @@ type bundle struct {
 	// it was unpacked from had as many at most); entriesLeft are those
 	// still to look at.
 	maxEntries, entriesLeft int
+	// root is dir, through which every file and directory of the input
+	// is read (bundle.open, bundle.readDir): no link or "..", there
+	// before the import or made while it runs, leads a read out of it.
+	// rootErr says why dir could not be opened as one.
+	root    *os.Root
+	rootErr error
 }
 
-// openBundle reads the manifest of the input in dir, if any.
+// openBundle reads the manifest of the input in dir, if any. The caller
+// closes it.
 func openBundle(dir string, opts ImportOptions) *bundle {
 	b := &bundle{dir: dir, shown: opts.Shown, trust: opts.Trust, allowUnsigned: opts.AllowUnsigned, hasManifest: true,
 		maxEntries: opts.MaxEntries, entriesLeft: opts.MaxEntries}
+	b.root, b.rootErr = os.OpenRoot(dir)
 	m, err := readManifest(dir, opts.Trust.ExportKeys)
 	var merr *manifestError
 	switch {
@@ -267,10 +278,70 @@ func (b *bundle) entriesAt(base string, depth int, skip ...string) ([]string, er
 	return level, nil
 }
 
+// close closes the input's root.
+func (b *bundle) close() {
+	if b.root != nil {
+		b.root.Close()
+	}
+}
+
+// inRoot returns path (in b.dir) as a name in b.root.
+func (b *bundle) inRoot(path string) (string, error) {
+	if b.rootErr != nil {
+		return "", b.rootErr
+	}
+	rel, err := filepath.Rel(b.dir, path)
+	if err != nil || !filepath.IsLocal(rel) {
+		return "", fmt.Errorf("%s is not in the input %s", path, b.dir)
+	}
+	return rel, nil
+}
+
+// open opens the regular file at path (in b.dir) through b.root, as
+// inputfile.OpenIn does: never a link, never a FIFO that would block, and
+// nothing outside the input whatever the directories above it became.
+func (b *bundle) open(path string) (*os.File, fs.FileInfo, error) {
+	rel, err := b.inRoot(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	return inputfile.OpenIn(b.root, rel)
+}
+
+// readCapped reads the file at path (in b.dir) as b.open opens it,
+// failing when it is larger than limit.
+func (b *bundle) readCapped(path string, limit int64) ([]byte, error) {
+	f, _, err := b.open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readAllCapped(f, path, limit)
+}
+
+// openFile returns an ImportedPackage.Open for path (in b.dir): the
+// regular file found there when it is opened (b.open), whatever was
+// listed there before.
+func (b *bundle) openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
+	return func(context.Context) (io.ReadCloser, int64, error) {
+		f, info, err := b.open(path)
+		if err != nil {
+			return nil, 0, err
+		}
+		return f, info.Size(), nil
+	}
+}
+
 // readDir returns the entries of dir (unsorted), taken from the input's
-// budget: past it, without reading the rest, errTooManyEntries.
+// budget: past it, without reading the rest, errTooManyEntries. A link or
+// anything else but a directory at dir is refused, and nothing outside
+// the input is listed (inputfile.OpenDirIn).
 func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
-	f, err := os.Open(dir)
+	rel, err := b.inRoot(dir)
+	if err != nil {
+		return nil, err
+	}
+	f, err := inputfile.OpenDirIn(b.root, rel)
 	if err != nil {
 		return nil, err
 	}
@@ -283,7 +354,9 @@ func (b *bundle) readDir(dir string) ([]os.DirEntry, error) {
 }
 
 // scanProviderDir returns the packed archives in dir by version (as
-// named) and platform, and how many other entries it ignored.
+// named) and platform, and how many other entries it ignored. An entry
+// named as an archive that is not a regular file (a link, a FIFO) is
+// returned too, for importVersion to refuse by name.
 func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, int, error) {
 	entries, err := b.readDir(dir)
 	if err != nil {
@@ -294,7 +367,7 @@ func scanProviderDir(b *bundle, dir, typ string) (map[string]map[string]string, 
 	for _, e := range entries {
 		version, pl, err := addrs.ParseArchiveName(typ, e.Name())
 		switch {
-		case err == nil && e.Type().IsRegular():
+		case err == nil && !e.IsDir():
 			if out[version] == nil {
 				out[version] = map[string]string{}
 			}
@@ -317,7 +390,7 @@ type versionFiles struct {
 
 // readFile reads the file at path (in b.dir) with limit, and records it.
 func (vf *versionFiles) readFile(path string, limit int64) ([]byte, error) {
-	data, err := readCapped(path, limit)
+	data, err := vf.b.readCapped(path, limit)
 	if err != nil {
 		return nil, err
 	}
@@ -469,6 +542,9 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 		if err != nil {
 			return err
 		}
+		if !info.Mode().IsRegular() {
+			return fmt.Errorf("%s is %s; an import reads regular files only", filepath.Join(shown, zips[pl]), inputfile.Kind(info.Mode()))
+		}
 		vf.zips[b.rel(filepath.Join(dir, zips[pl]))] = info.Size()
 	}
 	signed := ef != nil && !ef.Unsigned
@@ -509,7 +585,7 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
-		pkg := imports.Package{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(path), Document: -1,
+		pkg := imports.Package{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: b.openFile(path), Document: -1,
 			SHA256: shas[b.rel(path)]}
 		if ef != nil {
 			epkg, ok := ef.Packages[pl]
@@ -568,16 +644,14 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// openFile returns an ImportedPackage.Open for path.
+// openFile returns an ImportedPackage.Open for path, a file of the
+// import's own (a local module it packed): the regular file found there
+// when it is opened (inputfile.Open: never a link, never a FIFO that
+// would block). The input's files are opened through bundle.openFile.
 func openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
 	return func(context.Context) (io.ReadCloser, int64, error) {
-		f, err := os.Open(path)
+		f, info, err := inputfile.Open(path)
 		if err != nil {
-			return nil, 0, err
-		}
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
 			return nil, 0, err
 		}
 		return f, info.Size(), nil

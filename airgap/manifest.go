@@ -16,6 +16,7 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
@@ -343,23 +344,19 @@ func orUnknown(id string) string {
 
 // readCapped reads the file at path, failing when it is larger than limit
 // or not a regular file (a link, which could lead anywhere, a FIFO, which
-// would never end, a device).
+// would never end, a device), as inputfile.Open opens it.
 func readCapped(path string, limit int64) ([]byte, error) {
-	info, err := os.Lstat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !info.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is %s; an import reads regular files only", path, fileKind(info.Mode()))
-	}
-	f, err := os.Open(path)
+	f, _, err := inputfile.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	if st, err := f.Stat(); err != nil || !os.SameFile(info, st) {
-		return nil, fmt.Errorf("%s changed while it was opened", path)
-	}
+	return readAllCapped(f, path, limit)
+}
+
+// readAllCapped reads f, the file at path, failing when it is larger
+// than limit.
+func readAllCapped(f *os.File, path string, limit int64) ([]byte, error) {
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
@@ -368,22 +365,4 @@ func readCapped(path string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s is larger than the %d bytes allowed", path, limit)
 	}
 	return data, nil
-}
-
-// fileKind names the kind of a file that is not regular.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m&fs.ModeSymlink != 0:
-		return "a symbolic link"
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a FIFO"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	default:
-		return "not a regular file"
-	}
 }

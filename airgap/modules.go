@@ -286,7 +286,7 @@ func importModulePackage(ctx context.Context, engine Engine, b *bundle, m addrs.
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
 	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Location: mf.Location,
-		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(pkgPath)})
+		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: b.openFile(pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
 	}

@@ -36,6 +36,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -471,7 +472,7 @@ func importRelease(ctx context.Context, cli CLIReleases, pol ServedCLI, b *bundl
 			return err
 		}
 		if !info.Mode().IsRegular() {
-			return fmt.Errorf("%s is %s; an import reads regular files only", b.shownPath(b.rel(path)), fileKind(info.Mode()))
+			return fmt.Errorf("%s is %s; an import reads regular files only", b.shownPath(b.rel(path)), inputfile.Kind(info.Mode()))
 		}
 		vf.zips[b.rel(path)] = info.Size()
 	}
@@ -483,7 +484,7 @@ func importRelease(ctx context.Context, cli CLIReleases, pol ServedCLI, b *bundl
 		Document: doc, Signature: sig, Files: rf.Files, PassedThrough: passed}
 	for _, name := range rf.Archives {
 		path := filepath.Join(dir, name)
-		in.Archives = append(in.Archives, releases.ImportedArchive{Filename: name, SHA256: shas[b.rel(path)], Open: openFile(path)})
+		in.Archives = append(in.Archives, releases.ImportedArchive{Filename: name, SHA256: shas[b.rel(path)], Open: b.openFile(path)})
 	}
 	res, err := cli.Import(ctx, in)
 	var ierr *releases.ImportError

@@ -114,6 +114,9 @@ func TestHelmChart(t *testing.T) {
 				if w.scheme != "http" {
 					t.Error("TLS ends at the ingress and gateway: want --insecure-http and HTTP probes")
 				}
+				if got := w.env["TFMIRROR_TRUSTED_PROXIES"]; got != "10.244.0.0/16,fd00:10:244::/56" {
+					t.Errorf("trusted_proxies %q: want the ingress controller's and gateway's pods, whose X-Forwarded-For names the client", got)
+				}
 			}
 		})
 	}
@@ -194,6 +197,7 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"origin CA in config", "config: {origin-ca-file: /ca.pem}", "set originCA instead"},
 		{"origin CA from two places", "originCA: {existingConfigMap: a, existingSecret: b}", "not both"},
 		{"TLS names in config", "config: {tls-san: x.example}", "set tls.extraSANs instead"},
+		{"trusted proxies in config", "config: {trusted-proxies: 10.0.0.0/8}", "set trustedProxies instead"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any
@@ -312,6 +316,43 @@ auth:
 	}
 	if m.configMaps[0].Data["tfmirror.json"] == "" || len(m.configMaps[0].Data) != 1 {
 		t.Errorf("ConfigMap data %v, want the one file", m.configMaps[0].Data)
+	}
+}
+
+// TestHelmChartTrustedProxies: trustedProxies becomes trusted_proxies,
+// which tfmirror accepts; with client authentication behind an ingress and
+// no trusted proxies, NOTES.txt says that one client's wrong token gets
+// all refused, and how to tell them apart.
+func TestHelmChartTrustedProxies(t *testing.T) {
+	t.Parallel()
+	const behind = "insecureHTTP: true\nauth: {existingSecret: tokens}\ningress: {enabled: true, hosts: [{host: mirror.example.com}]}\n"
+	const warning = "trustedProxies is empty"
+	for _, tc := range []struct {
+		name, values, want string
+		warned             bool
+	}{
+		{"behind an ingress, none trusted", behind, "", true},
+		{"behind an ingress, trusted", behind + "trustedProxies: [10.244.0.0/16, 192.0.2.7]", "10.244.0.0/16,192.0.2.7", false},
+		{"no auth", "insecureHTTP: true\n", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			var values map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			m, notes := helmTemplate(t, tc.name, values)
+			w := checkWorkload(t, m)
+			if got := w.env["TFMIRROR_TRUSTED_PROXIES"]; got != tc.want {
+				t.Errorf("trusted_proxies %q, want %q", got, tc.want)
+			}
+			if got := strings.Contains(notes, warning); got != tc.warned {
+				t.Errorf("NOTES.txt warns of no trusted proxies: %v, want %v:\n%s", got, tc.warned, notes)
+			}
+			if tc.want != "" {
+				configCheck(t, tc.name, "tfmirror.json", w.config)
+			}
+		})
 	}
 }
 

@@ -82,6 +82,7 @@ type Metrics struct {
 	config            configMetrics     // config.go
 	policy            policyMetrics     // policy.go
 	releases          releasesMetrics   // releases.go
+	auth              authMetrics       // auth.go
 
 	// Children of the vectors bound to their labels, for what every
 	// request records: WithLabelValues hashes the values and looks them
@@ -275,6 +276,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.config.collectors()...)
 	cs = append(cs, m.policy.collectors()...)
 	cs = append(cs, m.releases.collectors()...)
+	cs = append(cs, m.auth.collectors()...)
 	if opts.Cache != nil {
 		cs = append(cs,
 			prometheus.NewGaugeFunc(prometheus.GaugeOpts{

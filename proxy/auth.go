@@ -12,12 +12,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/gorilla/mux"
 
@@ -33,6 +35,13 @@ const (
 // MinSigningKeyLen is the shortest URL-signing key accepted, in bytes.
 const MinSigningKeyLen = 32
 
+// MinTokenLen is the shortest client token a tokens file may hold, in
+// characters. Sixteen random hex digits are 64 bits: at the limit of
+// failed attempts (AuthFailureRate), guessing one online would take
+// longer than the universe has existed. `openssl rand -hex 32` makes a
+// token of 64.
+const MinTokenLen = 16
+
 // AuthConfig configures client authentication.
 type AuthConfig struct {
 	// TokenHashes are the SHA-256 hashes of the accepted bearer tokens
@@ -45,14 +54,26 @@ type AuthConfig struct {
 	URLTTL time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Logger receives the credentials refused (at warn, within a bound
+	// of failureWarnBurst at once and failureWarnRate a second; the
+	// others at debug), by client address and kind, never the
+	// credential itself. Default: discard.
+	Logger *slog.Logger
+	// Metrics, when set, counts the credentials refused and the requests
+	// refused for too many failures. Default: not counted.
+	Metrics AuthMetrics
 }
 
-// Auth checks client credentials and signs archive URLs.
+// Auth checks client credentials and signs archive URLs. It limits the
+// failed attempts of each client address (authlimit.go).
 type Auth struct {
-	tokens atomic.Pointer[[][sha256.Size]byte]
-	key    []byte
-	ttl    time.Duration
-	now    func() time.Time
+	tokens  atomic.Pointer[[][sha256.Size]byte]
+	key     []byte
+	ttl     time.Duration
+	now     func() time.Time
+	log     *slog.Logger
+	metrics AuthMetrics
+	limit   *failureLimiter
 }
 
 // NewAuth validates cfg and returns an Auth.
@@ -63,8 +84,12 @@ func NewAuth(cfg AuthConfig) (*Auth, error) {
 	if len(cfg.SigningKey) < MinSigningKeyLen {
 		return nil, fmt.Errorf("proxy: URL-signing key is %d bytes, want at least %d", len(cfg.SigningKey), MinSigningKeyLen)
 	}
-	a := &Auth{key: cfg.SigningKey, ttl: cfg.URLTTL, now: cfg.Now}
+	a := &Auth{key: cfg.SigningKey, ttl: cfg.URLTTL, now: cfg.Now, log: cfg.Logger, metrics: cfg.Metrics,
+		limit: newFailureLimiter(maxTrackedClients)}
 	a.tokens.Store(&cfg.TokenHashes)
+	if a.log == nil {
+		a.log = slog.New(slog.DiscardHandler)
+	}
 	if a.ttl <= 0 {
 		a.ttl = time.Hour
 	}
@@ -85,10 +110,21 @@ func (a *Auth) SetTokens(hashes [][sha256.Size]byte) error {
 	return nil
 }
 
+// TokenLineError is a line of a tokens file that ParseTokens refuses. Its
+// reason never quotes the token.
+type TokenLineError struct {
+	Line   int
+	Reason string
+}
+
+func (e *TokenLineError) Error() string { return fmt.Sprintf("line %d: %s", e.Line, e.Reason) }
+
 // ParseTokens reads a tokens file: one token per line, blank lines and
-// lines starting with '#' ignored, surrounding space trimmed. It returns
-// only the tokens' SHA-256 hashes; no token is kept in memory. A file
-// without any token is an error.
+// lines starting with '#' ignored, surrounding space trimmed. Every token
+// has at least MinTokenLen characters and no space; a line that breaks
+// either rule is a *TokenLineError. It returns only the tokens' SHA-256
+// hashes; no token is kept in memory. A file without any token is an
+// error.
 func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 	var hashes [][sha256.Size]byte
 	sc := bufio.NewScanner(r)
@@ -100,7 +136,11 @@ func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 			continue
 		}
 		if strings.ContainsAny(tok, " \t") {
-			return nil, fmt.Errorf("line %d: a token may not contain spaces", line)
+			return nil, &TokenLineError{Line: line, Reason: "a token may not contain spaces"}
+		}
+		if n := utf8.RuneCountInString(tok); n < MinTokenLen {
+			return nil, &TokenLineError{Line: line, Reason: fmt.Sprintf(
+				"a token of %d characters is too short: at least %d are needed, so that it cannot be guessed (make one with: openssl rand -hex 32)", n, MinTokenLen)}
 		}
 		hashes = append(hashes, sha256.Sum256([]byte(tok)))
 	}
@@ -113,14 +153,14 @@ func ParseTokens(r io.Reader) ([][sha256.Size]byte, error) {
 	return hashes, nil
 }
 
-// checkBearer reports whether the Authorization header carries an accepted
-// token. Every stored hash is compared, in constant time.
-func (a *Auth) checkBearer(header string) bool {
-	scheme, tok, ok := strings.Cut(header, " ")
+// checkBearer reports whether r's Authorization header carries an
+// accepted token. Every stored hash is compared, in constant time.
+func (a *Auth) checkBearer(r *http.Request) bool {
+	scheme, tok, ok := strings.Cut(r.Header.Get("Authorization"), " ")
 	if !ok || !strings.EqualFold(scheme, "Bearer") {
 		return false
 	}
-	return a.CheckToken(strings.TrimSpace(tok))
+	return a.CheckToken(r, strings.TrimSpace(tok))
 }
 
 // sign returns the query string that authorizes a GET of file of provider
@@ -133,18 +173,42 @@ func (a *Auth) sign(p addrs.Provider, file string) string {
 	return q.Encode()
 }
 
-// verify checks the signature of an archive request for file of p.
-func (a *Auth) verify(p addrs.Provider, file string, q url.Values) bool {
+// verify checks the signature of r, an archive request for file of p. A
+// signature that is there and does not verify is a failed attempt of r's
+// client; a missing one is not, nor is one the mirror made that has
+// expired (a slow install's, which guessed nothing).
+func (a *Auth) verify(r *http.Request, p addrs.Provider, file string) bool {
+	q := r.URL.Query()
 	exp, sig := q.Get(expiryParam), q.Get(signatureParam)
-	if exp == "" || sig == "" || len(exp) > 20 || len(sig) > 64 {
+	if sig == "" {
 		return false
+	}
+	authentic, fresh := a.signature(p, file, exp, sig)
+	if authentic && !fresh {
+		return false
+	}
+	return a.checked(r, FailureSignature, authentic)
+}
+
+// validSignature reports whether sig is the mirror's signature of file of
+// p until exp, and exp has not passed.
+func (a *Auth) validSignature(p addrs.Provider, file, exp, sig string) bool {
+	authentic, fresh := a.signature(p, file, exp, sig)
+	return authentic && fresh
+}
+
+// signature reports whether sig is the mirror's signature of file of p
+// until exp (authentic), and whether exp has not passed (fresh).
+func (a *Auth) signature(p addrs.Provider, file, exp, sig string) (authentic, fresh bool) {
+	if exp == "" || len(exp) > 20 || len(sig) > 64 {
+		return false, false
 	}
 	got, err := base64.RawURLEncoding.Strict().DecodeString(sig)
 	if err != nil || !hmac.Equal(got, a.mac(p, file, exp)) {
-		return false
+		return false, false
 	}
 	unix, err := strconv.ParseInt(exp, 10, 64)
-	return err == nil && a.now().Unix() < unix
+	return true, err == nil && a.now().Unix() < unix
 }
 
 // mac is the HMAC of one archive path and expiry. The provider address is
@@ -194,11 +258,11 @@ func (rs *responder) authorize(ra routeAuth) mux.MiddlewareFunc {
 				return
 			}
 			if signed {
-				if !a.verify(signer, file, r.URL.Query()) {
+				if !a.verify(r, signer, file) {
 					rs.fail(w, r, ra.badSignature)
 					return
 				}
-			} else if !a.checkBearer(r.Header.Get("Authorization")) {
+			} else if !a.checkBearer(r) {
 				w.Header().Set("WWW-Authenticate", `Bearer realm="tfmirror"`)
 				rs.fail(w, r, ra.unauthorized(r))
 				return

@@ -22,11 +22,15 @@ func TestParseTokens(t *testing.T) {
 		want    []string
 		wantErr string
 	}{
-		{name: "comments and blanks", in: "# team tokens\n\n  alpha  \n#beta\nbravo\n", want: []string{"alpha", "bravo"}},
-		{name: "crlf", in: "alpha\r\nbravo\r\n", want: []string{"alpha", "bravo"}},
+		{name: "comments and blanks", in: "# team tokens\n\n  alpha-0123456789ab  \n#beta\nbravo-0123456789ab\n", want: []string{"alpha-0123456789ab", "bravo-0123456789ab"}},
+		{name: "crlf", in: "alpha-0123456789ab\r\nbravo-0123456789ab\r\n", want: []string{"alpha-0123456789ab", "bravo-0123456789ab"}},
 		{name: "empty", in: "", wantErr: "no tokens"},
 		{name: "only comments", in: "# nothing\n\n", wantErr: "no tokens"},
-		{name: "space inside", in: "a b\n", wantErr: "line 1"},
+		{name: "space inside", in: "alpha-0123456789ab bravo\n", wantErr: "line 1"},
+		{name: "sixteen characters", in: "0123456789abcdef\n", want: []string{"0123456789abcdef"}},
+		{name: "sixteen characters, not bytes", in: "ééééééééééééééé1\n", want: []string{"ééééééééééééééé1"}},
+		{name: "one character", in: "# ok\nalpha-0123456789ab\nZ\n", wantErr: "line 3: a token of 1 characters is too short: at least 16"},
+		{name: "fifteen characters", in: "0123456789abcde\n", wantErr: "line 1: a token of 15 characters is too short"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -34,6 +38,14 @@ func TestParseTokens(t *testing.T) {
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
+				}
+				if strings.Contains(tc.name, "characters") && !strings.Contains(err.Error(), "openssl rand -hex 32") {
+					t.Errorf("error %v does not say how to make a token", err)
+				}
+				for _, line := range strings.Split(tc.in, "\n") {
+					if line != "" && !strings.HasPrefix(line, "#") && strings.Contains(err.Error(), line) {
+						t.Errorf("error %v quotes the token %q", err, line)
+					}
 				}
 				return
 			}
@@ -79,7 +91,7 @@ func (c *testClock) Add(d time.Duration) {
 func newAuthHarness(t *testing.T, clock *testClock, key []byte) *harness {
 	t.Helper()
 	a, err := NewAuth(AuthConfig{
-		TokenHashes: [][32]byte{sha256.Sum256([]byte("other-token")), sha256.Sum256([]byte(testToken))},
+		TokenHashes: [][32]byte{sha256.Sum256([]byte("other-token-0123456789")), sha256.Sum256([]byte(testToken))},
 		SigningKey:  key,
 		URLTTL:      time.Hour,
 		Now:         clock.Now,

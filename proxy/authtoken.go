@@ -10,6 +10,7 @@ import (
 	"crypto/subtle"
 	"encoding/base64"
 	"encoding/binary"
+	"net/http"
 	"strings"
 	"time"
 )
@@ -17,12 +18,41 @@ import (
 // issuedPrefix marks a token the mirror issued.
 const issuedPrefix = "tfm1."
 
-// CheckToken reports whether tok is one of the accepted client tokens
-// (compared by hash, in constant time).
-func (a *Auth) CheckToken(tok string) bool {
+// CheckToken reports whether tok, presented by r, is one of the accepted
+// client tokens (compared by hash, in constant time). A token refused is
+// a failed attempt of r's client address (an empty one is no attempt).
+func (a *Auth) CheckToken(r *http.Request, tok string) bool {
 	if tok == "" {
 		return false
 	}
+	return a.checked(r, FailureToken, a.acceptedToken(tok))
+}
+
+// CheckBearer reports whether cred, a Bearer credential of r, is a token
+// IssueToken issued (unexpired, its client token still accepted) or an
+// accepted client token: one attempt either way. A token the mirror
+// issued that has expired, or whose client token was withdrawn, is
+// refused without counting as a failed attempt: it guessed nothing.
+func (a *Auth) CheckBearer(r *http.Request, cred string) bool {
+	if cred == "" {
+		return false
+	}
+	authentic, valid := a.issued(cred)
+	switch {
+	case valid:
+		return a.checked(r, FailureIssued, true)
+	case authentic:
+		return false
+	}
+	kind := FailureToken
+	if strings.HasPrefix(cred, issuedPrefix) {
+		kind = FailureIssued
+	}
+	return a.checked(r, kind, a.acceptedToken(cred))
+}
+
+// acceptedToken reports whether tok is one of the accepted client tokens.
+func (a *Auth) acceptedToken(tok string) bool {
 	sum := sha256.Sum256([]byte(tok))
 	tokens := *a.tokens.Load()
 	match := 0
@@ -33,12 +63,13 @@ func (a *Auth) CheckToken(tok string) bool {
 }
 
 // IssueToken returns a bearer token standing for the accepted client
-// token tok, valid for the signed URLs' TTL (AuthConfig.URLTTL), and that
-// TTL; ok is false when tok is not accepted. The issued token names its
-// client token only by a keyed hash: it reveals nothing of it, and stops
-// being accepted when the tokens file no longer holds it.
-func (a *Auth) IssueToken(tok string) (issued string, ttl time.Duration, ok bool) {
-	if !a.CheckToken(tok) {
+// token tok, presented by r, valid for the signed URLs' TTL
+// (AuthConfig.URLTTL), and that TTL; ok is false when tok is not
+// accepted (CheckToken). The issued token names its client token only by
+// a keyed hash: it reveals nothing of it, and stops being accepted when
+// the tokens file no longer holds it.
+func (a *Auth) IssueToken(r *http.Request, tok string) (issued string, ttl time.Duration, ok bool) {
+	if !a.CheckToken(r, tok) {
 		return "", 0, false
 	}
 	sum := sha256.Sum256([]byte(tok))
@@ -48,26 +79,26 @@ func (a *Auth) IssueToken(tok string) (issued string, ttl time.Duration, ok bool
 	return issuedPrefix + base64.RawURLEncoding.EncodeToString(append(payload[:], a.issuedMAC(payload[:])...)), a.ttl, true
 }
 
-// CheckIssued reports whether s is a token IssueToken issued, unexpired,
-// whose client token is still accepted.
-func (a *Auth) CheckIssued(s string) bool {
+// issued reports whether s is a token IssueToken issued (authentic), and
+// whether it is still valid: unexpired, its client token still accepted.
+func (a *Auth) issued(s string) (authentic, valid bool) {
 	enc, ok := strings.CutPrefix(s, issuedPrefix)
 	if !ok || len(enc) > 128 {
-		return false
+		return false, false
 	}
 	b, err := base64.RawURLEncoding.Strict().DecodeString(enc)
 	if err != nil || len(b) != 16+sha256.Size || !hmac.Equal(b[16:], a.issuedMAC(b[:16])) {
-		return false
+		return false, false
 	}
 	if a.now().Unix() >= int64(binary.BigEndian.Uint64(b[:8])) {
-		return false
+		return true, false
 	}
 	tokens := *a.tokens.Load()
 	match := 0
 	for i := range tokens {
 		match |= subtle.ConstantTimeCompare(b[8:16], a.tokenID(tokens[i]))
 	}
-	return match == 1
+	return true, match == 1
 }
 
 // tokenID names a client token (by its hash) in an issued token.

@@ -5,8 +5,10 @@
 // It owns the routes and the validation of every request path part, the
 // rendering of the engine's records as the protocols' JSON (and the
 // rendered answers kept for warm requests, hot.go), client authentication
-// and signed URLs (auth.go), caching headers, the status page and request
-// instrumentation.
+// and signed URLs (auth.go), the limit of failed authentication attempts
+// per client address (authlimit.go), the client address itself (the peer,
+// or the client a trusted proxy names: clientaddr.go), caching headers,
+// the status page and request instrumentation.
 //
 // It is not the engine: it reaches it through the Engine interface and
 // never fetches, verifies or stores anything itself; what is cached,

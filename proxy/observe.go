@@ -97,7 +97,9 @@ func registryRoute(rest string) string {
 
 // Instrument wraps next with what every request gets: a request id (taken
 // from a well-formed X-Request-Id header or made up, and returned in
-// X-Request-Id), one access-log line, and a record in obs (may be nil).
+// X-Request-Id), one access-log line naming its client address (put
+// TrustProxies in front for the one a trusted proxy names), and a record
+// in obs (may be nil).
 // The query string is never logged: archive URLs may carry credentials.
 func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -137,6 +139,7 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 				status: status, bytes: rw.bytes, duration: d,
 				cache: firstValue(w.Header(), "X-Tfmirror-Cache"), aborted: aborted,
 				userAgent: logged(r.UserAgent(), maxLoggedUserAgent),
+				client:    clientText(r),
 			}
 			// As log.LogAttrs, without looking up the caller's program
 			// counter for a source location that would only ever name
@@ -206,7 +209,9 @@ type recorder struct {
 
 // requestLine is the access log's line for one request: the attributes
 // request_id, method, path, route, status, bytes, duration (nanoseconds in
-// JSON), cache (X-Tfmirror-Cache), aborted and user_agent, in that order.
+// JSON), cache (X-Tfmirror-Cache), aborted, user_agent and client (the
+// client address, ClientAddr; "" for a peer without an IP address), in
+// that order.
 // Logged as slog.Any("", line), it is written as if each attribute had
 // been added to the record (see jsonlog.Fields).
 type requestLine struct {
@@ -217,6 +222,7 @@ type requestLine struct {
 	cache                   string
 	aborted                 bool
 	userAgent               string
+	client                  string
 }
 
 // Attrs yields the line's attributes.
@@ -230,13 +236,14 @@ func (l *requestLine) Attrs(yield func(slog.Attr) bool) {
 		yield(slog.Duration("duration", l.duration)) &&
 		yield(slog.String("cache", l.cache)) &&
 		yield(slog.Bool("aborted", l.aborted)) &&
-		yield(slog.String("user_agent", l.userAgent))
+		yield(slog.String("user_agent", l.userAgent)) &&
+		yield(slog.String("client", l.client))
 }
 
 // LogValue is the line as a group of its attributes, for handlers other
 // than jsonlog's.
 func (l *requestLine) LogValue() slog.Value {
-	attrs := make([]slog.Attr, 0, 10)
+	attrs := make([]slog.Attr, 0, 11)
 	l.Attrs(func(a slog.Attr) bool { attrs = append(attrs, a); return true })
 	return slog.GroupValue(attrs...)
 }

@@ -36,7 +36,7 @@ func TestAccessLineWithEveryHandler(t *testing.T) {
 
 	wantJSON := `{"time":"X","level":"INFO","msg":"request","request_id":"ci-42","method":"GET",` +
 		`"path":"/registry.terraform.io/hashicorp/random/index.json","route":"index","status":418,"bytes":5,` +
-		`"duration":X,"cache":"hit","aborted":false,"user_agent":"Terraform/1.9 \"quoted\""}` + "\n"
+		`"duration":X,"cache":"hit","aborted":false,"user_agent":"Terraform/1.9 \"quoted\"","client":"192.0.2.1"}` + "\n"
 	if gotFast != wantJSON {
 		t.Errorf("fast JSON handler wrote\n%s\nwant\n%s", gotFast, wantJSON)
 	}
@@ -45,7 +45,7 @@ func TestAccessLineWithEveryHandler(t *testing.T) {
 	}
 	wantText := `time=X level=INFO msg=request request_id=ci-42 method=GET ` +
 		`path=/registry.terraform.io/hashicorp/random/index.json route=index status=418 bytes=5 ` +
-		`duration=X cache=hit aborted=false user_agent="Terraform/1.9 \"quoted\""` + "\n"
+		`duration=X cache=hit aborted=false user_agent="Terraform/1.9 \"quoted\"" client=192.0.2.1` + "\n"
 	if gotText != wantText {
 		t.Errorf("text handler wrote\n%s\nwant\n%s", gotText, wantText)
 	}

@@ -190,6 +190,11 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Msg: fmt.Sprintf("path longer than %d bytes", MaxRequestPath)})
 		return
 	}
+	if s.auth != nil && s.auth.limited(w, r) {
+		// Its client address failed authentication too often: no
+		// door checks its credentials until it has waited.
+		return
+	}
 	r = oneRange(r)
 	if s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
 		// Everything under /v2/ is the OCI front door's, whatever its

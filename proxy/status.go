@@ -309,7 +309,7 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	if c, ok := s.checks.LastCacheCheck(); ok {
 		st.CacheCheck = &c
 	}
-	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r.Header.Get("Authorization")) {
+	if s.cfg.Auth != nil && !s.cfg.Auth.checkBearer(r) {
 		// Which providers a company uses is not for anyone who can
 		// reach the mirror; a client with a token may see the list.
 		st.ProvidersHidden = true

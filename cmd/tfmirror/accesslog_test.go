@@ -80,7 +80,8 @@ func TestAccessLog(t *testing.T) {
 			header: []string{"Authorization", "Bearer secret-token"}},
 		{name: "warm archive with a malformed request id", path: archive + "?sig=secret", wantPath: "/" + archive, status: 200, bytes: size, cache: "hit",
 			header: []string{"X-Request-Id", "not valid!"}, beforeRun: tm.idle},
-		{name: "not found", path: "nope", wantPath: "/nope", status: 404, bytes: -1},
+		{name: "not found, with a forwarding header not read", path: "nope", wantPath: "/nope", status: 404, bytes: -1,
+			header: []string{"X-Forwarded-For", "203.0.113.9"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -101,6 +102,7 @@ func TestAccessLog(t *testing.T) {
 			}
 			want := map[string]any{
 				"method": "GET", "path": tc.wantPath, "status": tc.status, "cache": tc.cache, "request_id": id,
+				"client": "127.0.0.1", // the peer: no proxy is trusted
 			}
 			for k, v := range want {
 				if line[k] != v {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -17,8 +18,9 @@ import (
 const signingKeyName = "url-signing.key"
 
 // loadAuth sets up client authentication from --auth-tokens-file; nil
-// when it is not given.
-func loadAuth(cfg settings.Config) (*proxy.Auth, error) {
+// when it is not given. The credentials it refuses are logged to log and
+// counted in met (may be nil).
+func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*proxy.Auth, error) {
 	if cfg.AuthTokensFile == "" {
 		return nil, nil
 	}
@@ -39,7 +41,7 @@ func loadAuth(cfg settings.Config) (*proxy.Auth, error) {
 	} else if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName)); err != nil {
 		return nil, err
 	}
-	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL})
+	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL, Logger: log, Metrics: met})
 }
 
 // dataDirKey reads the URL-signing key at path, creating a random one
@@ -85,6 +87,12 @@ func readTokens(path string) ([][32]byte, error) {
 	}
 	defer f.Close()
 	hashes, err := proxy.ParseTokens(f)
+	var line *proxy.TokenLineError
+	if errors.As(err, &line) {
+		// file:line, as the configuration file's errors; the reason
+		// never quotes the token.
+		return nil, fmt.Errorf("--auth-tokens-file: %s:%d: %s", path, line.Line, line.Reason)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("--auth-tokens-file %s: %w", path, err)
 	}

@@ -21,7 +21,7 @@ func TestTerraformInitWithClientAuth(t *testing.T) {
 	t.Parallel()
 	const token = "e2e-client-token.0123456789"
 	tokens := filepath.Join(t.TempDir(), "tokens")
-	if err := os.WriteFile(tokens, []byte("# CI\nsomeone-else\n"+token+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(tokens, []byte("# CI\nsomeone-else-0123456789\n"+token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	e := newE2E(t, fakeorigin.Options{}, "--auth-tokens-file", tokens)

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -13,11 +15,16 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
-// TestClientAuthProcess runs the binary with --auth-tokens-file: SIGHUP
-// reloads the tokens (a broken file keeps the old ones), a restart keeps
-// signed archive URLs valid, and no token or signature reaches the log.
+// TestClientAuthProcess runs the binary with --auth-tokens-file: a file
+// with a token too short to be safe is refused at start (exit status 1)
+// and on reload (the tokens in force stay), naming its file and line;
+// SIGHUP reloads the tokens (a broken file keeps the old ones), a restart
+// keeps signed archive URLs valid, wrong tokens from one address are
+// answered 429 once over the limit, and no token or signature reaches the
+// log.
 func TestClientAuthProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -36,6 +43,19 @@ func TestClientAuthProcess(t *testing.T) {
 		if err := os.WriteFile(tokens, []byte(content), 0o600); err != nil {
 			t.Fatal(err)
 		}
+	}
+	const short = "abc123"
+	writeTokens(tokenA + "\n" + short + "\n")
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	refused := exec.CommandContext(ctx, bin, "serve", "--listen", "127.0.0.1:0", "--data-dir", dataDir,
+		"--allowed-origins", origin.Addr, "--auth-tokens-file", tokens)
+	out, err := refused.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() == 0 {
+		t.Fatalf("serve with a short token: %v, want a non-zero exit\n%s", err, out)
+	}
+	if want := tokens + ":2: a token of 6 characters is too short"; !strings.Contains(string(out), want) || strings.Contains(string(out), short) {
+		t.Fatalf("serve with a short token said %q, want %q and not the token", out, want)
 	}
 	writeTokens(tokenA + "\n")
 
@@ -75,6 +95,35 @@ func TestClientAuthProcess(t *testing.T) {
 	m.waitLog("reloading client tokens failed; the previous tokens stay in force", 10*time.Second)
 	check(m, tokenB, 200)
 
+	// A short token refuses the whole file; the tokens in force stay.
+	m.mu.Lock()
+	seen := len(m.lines)
+	m.mu.Unlock()
+	writeTokens(tokenA + "\n" + short + "\n")
+	m.cmd.Process.Signal(syscall.SIGHUP)
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		m.mu.Lock()
+		var msg string
+		for _, l := range m.lines[seen:] {
+			if l["msg"] == "reloading client tokens failed; the previous tokens stay in force" {
+				msg, _ = l["error"].(string)
+			}
+		}
+		m.mu.Unlock()
+		if msg != "" {
+			if !strings.Contains(msg, tokens+":2: a token of 6 characters is too short") {
+				t.Errorf("reload refusal %q names no file and line", msg)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no reload refusal logged for a short token")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	check(m, tokenA, 401)
+	check(m, tokenB, 200)
+
 	// A signed archive URL survives a restart (the key is kept in the data dir).
 	urls, header := archiveURLs(t, m.client, base+version+".json", tokenB)
 	if cc := header.Get("Cache-Control"); cc != "private, no-store" {
@@ -94,12 +143,35 @@ func TestClientAuthProcess(t *testing.T) {
 	if got := status(m2, base2+signed, ""); got != 200 {
 		t.Errorf("archive URL signed before the restart: status %d, want 200", got)
 	}
+
+	// Wrong tokens from one address: 401 while within the limit, then
+	// 429 with Retry-After for every credential, the right one too.
+	const wrong = "wrong-token-guess-0123"
+	for i := range proxy.AuthFailureBurst {
+		if got := status(m2, base2+"index.json", wrong); got != 401 {
+			t.Fatalf("wrong token %d: status %d, want 401", i+1, got)
+		}
+	}
+	req, _ := http.NewRequest(http.MethodGet, base2+"index.json", nil)
+	req.Header.Set("Authorization", "Bearer "+tokenB)
+	resp, err := m2.client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusTooManyRequests || resp.Header.Get("Retry-After") == "" {
+		t.Errorf("the right token after %d failures: status %d, Retry-After %q; want 429 with Retry-After",
+			proxy.AuthFailureBurst, resp.StatusCode, resp.Header.Get("Retry-After"))
+	}
+	if l := m2.waitLog("client authentication failed", 10*time.Second); l["client"] != "127.0.0.1" || l["level"] != "WARN" {
+		t.Errorf("failure logged as %v", l)
+	}
 	sig := signed[strings.Index(signed, "sig=")+len("sig="):]
 	for _, p := range []*proc{m, m2} {
 		p.mu.Lock()
 		raw, _ := json.Marshal(p.lines)
 		p.mu.Unlock()
-		for _, secret := range []string{tokenA, tokenB, sig} {
+		for _, secret := range []string{tokenA, tokenB, sig, short, wrong} {
 			if strings.Contains(string(raw), secret) {
 				t.Errorf("the log contains %q", secret)
 			}

@@ -29,7 +29,7 @@ func TestLoadAuthErrors(t *testing.T) {
 		}
 		return p
 	}
-	good := write("tokens", "tok\n")
+	good := write("tokens", "0123456789abcdef0123456789abcdef\n")
 	tests := []struct {
 		name    string
 		args    []string
@@ -37,13 +37,14 @@ func TestLoadAuthErrors(t *testing.T) {
 	}{
 		{name: "missing tokens file", args: []string{"--auth-tokens-file", filepath.Join(dir, "nope")}, wantErr: "--auth-tokens-file"},
 		{name: "empty tokens file", args: []string{"--auth-tokens-file", write("empty", "# none\n\n")}, wantErr: "no tokens"},
+		{name: "short token", args: []string{"--auth-tokens-file", write("short-token", "# ci\ntok\n")}, wantErr: filepath.Join(dir, "short-token") + ":2: a token of 3 characters is too short"},
 		{name: "short signing key", args: []string{"--auth-tokens-file", good, "--url-signing-key-file", write("short", "0123456789")}, wantErr: "at least 32"},
 		{name: "missing signing key", args: []string{"--auth-tokens-file", good, "--url-signing-key-file", filepath.Join(dir, "nokey")}, wantErr: "--url-signing-key-file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := authFlags(t, append([]string{"--data-dir", t.TempDir()}, tc.args...)...)
-			_, err := loadAuth(cfg)
+			_, err := loadAuth(cfg, nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
 				t.Fatalf("error %v, want one mentioning %q", err, tc.wantErr)
 			}
@@ -57,7 +58,7 @@ func TestLoadAuthErrors(t *testing.T) {
 	if err == nil {
 		t.Error("--signed-url-ttl 0 accepted")
 	}
-	if a, err := loadAuth(authFlags(t)); a != nil || err != nil {
+	if a, err := loadAuth(authFlags(t), nil, nil); a != nil || err != nil {
 		t.Errorf("without --auth-tokens-file: %v, %v; want no authentication", a, err)
 	}
 }

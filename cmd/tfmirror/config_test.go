@@ -36,7 +36,7 @@ func nonDefaultValues(t *testing.T) map[string]settingValue {
 		"oci-provider-prefix": "oci/providers", "oci-module-prefix": "oci/modules",
 		"allowed-origins": "a.example,b.example", "platforms": "linux_amd64,darwin_arm64",
 		"trusted-publisher-keys": "a.example/corp=/etc/tfmirror-test/corp.asc", "allow-unsigned-hosts": "b.example",
-		"tls-san": "tfmirror.tfmirror.svc,10.0.0.7",
+		"tls-san": "tfmirror.tfmirror.svc,10.0.0.7", "trusted-proxies": "10.0.0.0/8,2001:db8::/32",
 	}
 	out := map[string]settingValue{}
 	for _, s := range settings.Table {

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -134,7 +135,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 			shutdown(context.Background())
 		}
 	}()
-	m.auth, err = loadAuth(cfg)
+	m.auth, err = loadAuth(cfg, logger, m.metrics)
 	if err != nil {
 		return nil, err
 	}
@@ -202,7 +203,41 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	router.Handle("/metrics", m.metrics.Handler()).Methods(http.MethodGet)
 	// The server, not its router: it answers warm documents before routing.
 	m.handler = proxy.Instrument(m.origins.Count(m.proxy), logger, m.metrics)
+	// In front of all: the client address, for the access log and the
+	// limit of failed authentication attempts alike.
+	trusted, err := settings.ParseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
+	m.handler = proxy.TrustProxies(m.handler, trusted)
+	logTrustedProxies(logger, cfg, trusted)
 	return m, nil
+}
+
+// The log lines of logTrustedProxies.
+const (
+	trustedProxiesMessage   = "client addresses are taken from X-Forwarded-For of requests from these proxies"
+	noTrustedProxiesWarning = "plain HTTP behind a proxy with client authentication and no trusted proxies: all clients share the proxy's address and its limit of failed authentication attempts"
+)
+
+// logTrustedProxies says at start whose X-Forwarded-For names the
+// client, and warns when client authentication is on behind what must be
+// a proxy (--insecure-http: TLS ends in front of the mirror) while no
+// proxy is trusted: then all clients share the proxy's address, and one
+// with a wrong token gets them all refused for a while.
+func logTrustedProxies(log *slog.Logger, cfg settings.Config, trusted []netip.Prefix) {
+	if len(trusted) > 0 {
+		ranges := make([]string, len(trusted))
+		for i, p := range trusted {
+			ranges[i] = p.String()
+		}
+		log.Info(trustedProxiesMessage, "trusted_proxies", ranges)
+		return
+	}
+	if cfg.AuthTokensFile != "" && cfg.InsecureHTTP {
+		log.Warn(noTrustedProxiesWarning, "hint", "one client's failed authentication attempts (a CI job with a wrong token) get every client refused (429) for a while; "+
+			"name the proxy in trusted_proxies (--trusted-proxies)", "failures", proxy.AuthFailureBurst)
+	}
 }
 
 // setupTLS loads the configured certificate or generates a local CA and

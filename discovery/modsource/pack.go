@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
@@ -67,18 +68,13 @@ func PackRoot(ctx context.Context, root *os.Root, tempDir string, dst io.Writer,
 			}
 			return tw.symlink(name, filepath.ToSlash(target))
 		case d.Type().IsRegular():
-			f, err := root.Open(name)
+			// Not root.Open: a FIFO put in its place since the walk
+			// listed it would block the open for ever.
+			f, info, err := inputfile.OpenIn(root, name)
 			if err != nil {
 				return err
 			}
 			defer f.Close()
-			info, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			if !info.Mode().IsRegular() {
-				return fmt.Errorf("%s is not a file, directory or link", name)
-			}
 			return tw.file(name, info.Mode()&0o111 != 0, info.Size(), f)
 		default:
 			return fmt.Errorf("%s is not a file, directory or link", name)

@@ -6,7 +6,8 @@
 // its parts, with the failures of origins and module source hosts as the
 // engine reports them: mirror/failure.OriginError), verification's
 // (package verify) and the front doors' own (RequestError,
-// ClientGoneError, ErrUnauthorized, ErrBadSignature), and the wait an
+// ClientGoneError, ErrUnauthorized, ErrBadSignature,
+// TooManyFailuresError), and the wait an
 // error asks of the client (RetryAfter). It reads no error of the origin
 // client (package discovery) or the module source fetcher
 // (discovery/modsource): the layer in front of the engine's API
@@ -61,6 +62,14 @@ var (
 	ErrBadSignature = errors.New("forbidden: the archive URL's signature is missing, invalid or expired (fetch VERSION.json again)")
 )
 
+// TooManyFailuresError refuses a request whose client address failed
+// authentication too often (429, with Retry-After: Wait).
+type TooManyFailuresError struct{ Wait time.Duration }
+
+func (e *TooManyFailuresError) Error() string {
+	return fmt.Sprintf("too many failed authentication attempts from this address: try again in %s", e.Wait.Round(time.Second))
+}
+
 // Status is the HTTP status code of err. Trouble at an origin is never
 // 404: clients read 404 as "no such provider".
 func Status(err error) int {
@@ -84,6 +93,8 @@ func Status(err error) int {
 		return http.StatusBadRequest
 	case errors.Is(err, ErrUnauthorized):
 		return http.StatusUnauthorized
+	case errors.As(err, new(*TooManyFailuresError)):
+		return http.StatusTooManyRequests
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusForbidden
 	case errors.As(err, &held):
@@ -141,11 +152,16 @@ func Status(err error) int {
 // RetryAfter is how long err asks the client to wait before trying
 // again, and whether it asks at all: an origin's open circuit breaker
 // (mirror/failure.OriginError.Wait) does, with its wait, 0 while a probe
-// is under way and its end unknown.
+// is under way and its end unknown; a client address over the limit of
+// failed authentication attempts (TooManyFailuresError) does too.
 func RetryAfter(err error) (time.Duration, bool) {
 	var open *failure.OriginError
 	if errors.As(err, &open) && open.Wait {
 		return open.RetryAfter, true
+	}
+	var limited *TooManyFailuresError
+	if errors.As(err, &limited) {
+		return limited.Wait, true
 	}
 	return 0, false
 }

@@ -29,10 +29,10 @@ func (d *Door) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if scheme, cred, ok := strings.Cut(h, " "); ok {
 		cred = strings.TrimSpace(cred)
 		switch {
-		case strings.EqualFold(scheme, "Bearer") && (a.CheckIssued(cred) || a.CheckToken(cred)):
+		case strings.EqualFold(scheme, "Bearer") && a.CheckBearer(r, cred):
 			return d.private(w)
 		case strings.EqualFold(scheme, "Basic"):
-			if _, pass, ok := r.BasicAuth(); ok && a.CheckToken(pass) {
+			if _, pass, ok := r.BasicAuth(); ok && a.CheckToken(r, pass) {
 				return d.private(w)
 			}
 		}
@@ -115,7 +115,7 @@ func (d *Door) token(w http.ResponseWriter, r *http.Request) {
 	} else if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") {
 		tok = strings.TrimSpace(cred)
 	}
-	issued, ttl, ok := a.IssueToken(tok)
+	issued, ttl, ok := a.IssueToken(r, tok)
 	if !ok {
 		w.Header().Set("WWW-Authenticate", `Basic realm="`+service+`"`)
 		d.fail(w, r, codeUnauthorized, http.StatusUnauthorized, errors.New("the token endpoint needs a token of this mirror as the Basic password"))

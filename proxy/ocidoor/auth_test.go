@@ -6,6 +6,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -112,28 +113,29 @@ func TestAuthBasicAndClientBearer(t *testing.T) {
 func TestIssuedTokenLifetime(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	a := testAuth(t, func() time.Time { return now })
-	issued, ttl, ok := a.IssueToken(clientToken)
-	if !ok || ttl != time.Hour || !a.CheckIssued(issued) {
+	req := httptest.NewRequest(http.MethodGet, "/v2/", nil)
+	issued, ttl, ok := a.IssueToken(req, clientToken)
+	if !ok || ttl != time.Hour || !a.CheckBearer(req, issued) {
 		t.Fatalf("IssueToken: %q %v %v", issued, ttl, ok)
 	}
-	if _, _, ok := a.IssueToken("not a token"); ok {
+	if _, _, ok := a.IssueToken(req, "not a token of this mirror"); ok {
 		t.Error("issued a token for a wrong client token")
 	}
 	tampered := []byte(issued)
 	tampered[len(tampered)-3] ^= 1
-	if a.CheckIssued(string(tampered)) {
+	if a.CheckBearer(req, string(tampered)) {
 		t.Error("a tampered token passed")
 	}
 	now = now.Add(time.Hour)
-	if a.CheckIssued(issued) {
+	if a.CheckBearer(req, issued) {
 		t.Error("an expired token passed")
 	}
 	now = now.Add(-30 * time.Minute)
-	other, _ := proxy.ParseTokens(strings.NewReader("another-token\n"))
+	other, _ := proxy.ParseTokens(strings.NewReader("another-client-token\n"))
 	if err := a.SetTokens(other); err != nil {
 		t.Fatal(err)
 	}
-	if a.CheckIssued(issued) {
+	if a.CheckBearer(req, issued) {
 		t.Error("a token issued for a client token no longer accepted passed")
 	}
 }
@@ -159,5 +161,36 @@ func TestTokensNeverLogged(t *testing.T) {
 		if secret != "" && strings.Contains(logs.String(), secret) {
 			t.Errorf("a token is in the log:\n%s", logs.String())
 		}
+	}
+}
+
+// The token endpoint trades client tokens for issued ones: each wrong
+// client token it is given is a failed attempt of its client's address,
+// and once over the limit the mirror's front door answers that address
+// 429 with Retry-After, even for the right token, until it has waited.
+func TestTokenEndpointFailuresLimited(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	a := testAuth(t, func() time.Time { return now })
+	r := newRig(t, rigOptions{auth: a})
+	var retryAfter string
+	status := func(hdr string) int {
+		t.Helper()
+		resp := r.do("GET", "/v2/token?service=tfmirror", "Authorization", hdr)
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		retryAfter = resp.Header.Get("Retry-After")
+		return resp.StatusCode
+	}
+	for i := range proxy.AuthFailureBurst {
+		if got := status("Basic " + basic("tofu", "wrong-client-token-guess")); got != http.StatusUnauthorized {
+			t.Fatalf("wrong token %d: %d, want 401", i+1, got)
+		}
+	}
+	if got := status("Basic " + basic("tofu", clientToken)); got != http.StatusTooManyRequests || retryAfter != "1" {
+		t.Errorf("the right token over the limit: %d, Retry-After %q; want 429, 1", got, retryAfter)
+	}
+	now = now.Add(time.Second)
+	if got := status("Basic " + basic("tofu", clientToken)); got != http.StatusOK {
+		t.Errorf("the right token after waiting: %d, want 200", got)
 	}
 }

@@ -119,10 +119,10 @@ func (d *Door) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if a == nil {
 		return true
 	}
-	if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && a.CheckToken(cred) {
+	if scheme, cred, ok := strings.Cut(r.Header.Get("Authorization"), " "); ok && strings.EqualFold(scheme, "Bearer") && a.CheckToken(r, cred) {
 		return true
 	}
-	if _, pass, ok := r.BasicAuth(); ok && a.CheckToken(pass) {
+	if _, pass, ok := r.BasicAuth(); ok && a.CheckToken(r, pass) {
 		return true
 	}
 	w.Header().Set("WWW-Authenticate", `Basic realm="tfmirror releases"`)

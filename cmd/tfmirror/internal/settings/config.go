@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/netip"
 	"net/url"
 	"slices"
 	"strings"
@@ -96,6 +97,10 @@ type Config struct {
 	// OriginCAFile are PEM files of CAs trusted for origins, source hosts
 	// and the shared store, besides the system roots.
 	OriginCAFile []string
+	// TrustedProxies are the CIDRs (or IP addresses) of the proxies in
+	// front of the mirror whose X-Forwarded-For names the client
+	// (ParseTrustedProxies).
+	TrustedProxies []string
 }
 
 // ModuleConfig holds the settings that bound registry module packages.
@@ -174,6 +179,9 @@ func (c Config) Validate() error {
 		if err := checkSAN(n); err != nil {
 			return fmt.Errorf("--tls-san %q: %w", n, err)
 		}
+	}
+	if _, err := ParseTrustedProxies(c.TrustedProxies); err != nil {
+		errs = append(errs, err)
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
@@ -317,6 +325,31 @@ func checkSAN(n string) error {
 		}
 	}
 	return nil
+}
+
+// ParseTrustedProxies parses --trusted-proxies: each entry a CIDR
+// ("10.0.0.0/8", "2001:db8::/32"; host bits are dropped) or an IP
+// address (a range of one). An IPv4 range written in IPv6 (::ffff:0:0/96
+// and within it) is the IPv4 range, as the addresses it is matched
+// against are.
+func ParseTrustedProxies(entries []string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	for _, e := range entries {
+		e = strings.TrimSpace(e)
+		p, err := netip.ParsePrefix(e)
+		if err != nil {
+			a, aerr := netip.ParseAddr(e)
+			if aerr != nil || a.Zone() != "" {
+				return nil, fmt.Errorf("--trusted-proxies: %q is neither a CIDR (such as 10.0.0.0/8 or 2001:db8::/32) nor an IP address", e)
+			}
+			p = netip.PrefixFrom(a, a.BitLen())
+		}
+		if a := p.Addr(); a.Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(a.Unmap(), p.Bits()-96)
+		}
+		out = append(out, p.Masked())
+	}
+	return out, nil
 }
 
 // ExportKeyName is the export key in the data directory, made on first use.

@@ -113,7 +113,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- if hasKey .Values.config "upstream-proxy" }}
 {{- fail "config.upstream-proxy may carry a password and config is a ConfigMap: put the URL in a Secret and set upstreamProxy.existingSecret instead" }}
 {{- end }}
-{{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" }}
+{{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" "trusted-proxies" "trustedProxies" }}
 {{- range $flag, $value := $owned }}
 {{- if hasKey $.Values.config $flag }}
 {{- fail (printf "config.%s: set %s instead" $flag $value) }}
@@ -138,6 +138,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- with .interval }}{{ $_ := set $s "retention_interval" (toString .) }}{{ end }}
 {{- end }}
 {{- with .Values.unsignedHosts }}{{ $_ := set $s "allow_unsigned_hosts" . }}{{ end }}
+{{- with .Values.trustedProxies }}{{ $_ := set $s "trusted_proxies" . }}{{ end }}
 {{- with .Values.archiveLimits.maxUnpackedBytes }}{{ $_ := set $s "archive_max_unpacked_bytes" (toString .) }}{{ end }}
 {{- with .Values.archiveLimits.maxEntries }}{{ $_ := set $s "archive_max_entries" (. | int64) }}{{ end }}
 {{- if .Values.sharedStore.enabled }}

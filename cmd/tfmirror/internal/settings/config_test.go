@@ -1,0 +1,36 @@
+package settings
+
+import (
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// --trusted-proxies takes CIDRs and single addresses; anything else is
+// refused with the value and the flag named.
+func TestTrustedProxies(t *testing.T) {
+	t.Parallel()
+	got, err := ParseTrustedProxies([]string{"10.0.0.0/8", " 192.0.2.7 ", "2001:db8::/32", "10.1.2.3/16", "::ffff:172.16.0.0/108", "2001:db8::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("192.0.2.7/32"), netip.MustParsePrefix("2001:db8::/32"),
+		netip.MustParsePrefix("10.1.0.0/16"), netip.MustParsePrefix("172.16.0.0/12"), netip.MustParsePrefix("2001:db8::1/128")}
+	if !slices.Equal(got, want) {
+		t.Errorf("parsed %v, want %v", got, want)
+	}
+	for _, bad := range []string{"10.0.0.0/33", "10.0.0.0/", "ingress.example.com", "10.0.0.0/8,", "fe80::1%eth0", "2001:db8::/129", "*"} {
+		var c Config
+		allSettings(&c)
+		c.TrustedProxies = []string{"10.0.0.0/8", bad}
+		err := c.Validate()
+		if err == nil {
+			t.Errorf("%q accepted", bad)
+			continue
+		}
+		if msg := err.Error(); !strings.Contains(msg, "--trusted-proxies") || !strings.Contains(msg, `"`+bad+`"`) {
+			t.Errorf("%q: error %q does not name the flag and the value", bad, msg)
+		}
+	}
+}
