@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
@@ -63,10 +64,8 @@ type failureLimiter struct {
 	order   list.List                      // most recent failure first
 	max     int
 
-	warn     *rate.Limiter // of the warnings logged
-	unlogged int           // failures logged at debug since the last warning
-
-	limitWarn *rate.Limiter // of the warnings that an address went over the limit
+	warns     *logbound.Warnings // of the failures logged
+	limitWarn *logbound.Warnings // of the addresses going over the limit
 }
 
 type clientFailures struct {
@@ -76,8 +75,8 @@ type clientFailures struct {
 
 func newFailureLimiter(max int) *failureLimiter {
 	return &failureLimiter{clients: make(map[netip.Prefix]*list.Element), max: max,
-		warn:      rate.NewLimiter(failureWarnRate, failureWarnBurst),
-		limitWarn: rate.NewLimiter(limitWarnRate, limitWarnBurst)}
+		warns:     logbound.New(failureWarnRate, failureWarnBurst, "failures_logged_at_debug"),
+		limitWarn: logbound.New(limitWarnRate, limitWarnBurst, "")}
 }
 
 // At most failureWarnBurst failures logged at warn at once, then
@@ -159,36 +158,14 @@ func (l *failureLimiter) fail(key netip.Prefix, now time.Time) (over, newly bool
 
 // logFailure logs a refused credential, within the warnings' bound.
 func (l *failureLimiter) logFailure(log *slog.Logger, now time.Time, args ...any) {
-	l.mu.Lock()
-	warn, unlogged := l.warn.AllowN(now, 1), l.unlogged
-	if warn {
-		l.unlogged = 0
-	} else {
-		l.unlogged++
-	}
-	l.mu.Unlock()
-	if !warn {
-		log.Debug("client authentication failed", args...)
-		return
-	}
-	if unlogged > 0 {
-		args = append(args, "failures_logged_at_debug", unlogged)
-	}
-	log.Warn("client authentication failed", args...)
+	l.warns.Log(log, now, "client authentication failed", args...)
 }
 
 // logLimited logs that a client address went over the limit: once each
 // time it does, at warn within the bound of limitWarnBurst, then
 // limitWarnRate; at debug beyond.
 func (l *failureLimiter) logLimited(log *slog.Logger, now time.Time, msg string, args ...any) {
-	l.mu.Lock()
-	warn := l.limitWarn.AllowN(now, 1)
-	l.mu.Unlock()
-	if warn {
-		log.Warn(msg, args...)
-	} else {
-		log.Debug(msg, args...)
-	}
+	l.limitWarn.Log(log, now, msg, args...)
 }
 
 // checked is the end of every check of a credential of r: ok says

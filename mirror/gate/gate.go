@@ -29,6 +29,8 @@ import (
 
 	"golang.org/x/time/rate"
 
+	"github.com/tfmirror/tfmirror/v2/internal/logbound"
+
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -283,38 +285,20 @@ func (g *Gate) refused(kind policy.Kind, address, version string, rel policy.Rel
 // policy's rules, which a client can make as many of as it asks for
 // made-up names or versions: at most refusalWarnBurst at warn at once and
 // refusalWarnRate after, the others at debug, with their number on the
-// next warning. Each is counted and on the status page all the same. The
-// gate and the CLI releases side (mirror/served.Releases) log theirs
-// through one. Safe for concurrent use.
-type RefusalWarnings struct {
-	mu       sync.Mutex
-	limit    *rate.Limiter
-	unlogged int // logged at debug since the last warning
-}
+// next warning (internal/logbound). Each is counted and on the status
+// page all the same. The gate and the CLI releases side
+// (mirror/served.Releases) log theirs through one. Safe for concurrent
+// use.
+type RefusalWarnings struct{ warns *logbound.Warnings }
 
 // NewRefusalWarnings returns the bound of a side's refusal warnings.
 func NewRefusalWarnings() *RefusalWarnings {
-	return &RefusalWarnings{limit: rate.NewLimiter(refusalWarnRate, refusalWarnBurst)}
+	return &RefusalWarnings{warns: logbound.New(refusalWarnRate, refusalWarnBurst, "refusals_logged_at_debug")}
 }
 
 // Log logs a first refusal (its attributes args) at now.
 func (w *RefusalWarnings) Log(log *slog.Logger, now time.Time, args ...any) {
-	w.mu.Lock()
-	warn, unlogged := w.limit.AllowN(now, 1), w.unlogged
-	if warn {
-		w.unlogged = 0
-	} else {
-		w.unlogged++
-	}
-	w.mu.Unlock()
-	if !warn {
-		w.Again(log, args...)
-		return
-	}
-	if unlogged > 0 {
-		args = append(args, "refusals_logged_at_debug", unlogged)
-	}
-	log.Warn(refusalMessage, args...)
+	w.warns.Log(log, now, refusalMessage, args...)
 }
 
 // Again logs a refusal that was logged before (its attributes args), at

@@ -1,0 +1,53 @@
+// Package logbound owns one small thing: warnings that strangers can
+// cause as many of as they like (a refusal of a made-up name, a wrong
+// token), logged within a bound so that they cannot fill the log.
+//
+// A Warnings logs at warn a burst at once and then at a steady rate; the
+// warnings beyond the bound are logged at debug, and the next warning
+// says how many were. It counts nothing else: what a caller must count
+// for every event (a metric, the status page) it counts itself.
+package logbound
+
+import (
+	"log/slog"
+	"sync"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// Warnings is the bound of one kind of warning. Safe for concurrent use.
+type Warnings struct {
+	mu       sync.Mutex
+	limit    *rate.Limiter
+	unlogged int    // logged at debug since the last warning
+	countKey string // the attribute naming their number, "" for none
+}
+
+// New returns a bound of burst warnings at once, then every a second;
+// countKey names the attribute of a warning that says how many were
+// logged at debug since the last one ("" to say nothing).
+func New(every rate.Limit, burst int, countKey string) *Warnings {
+	return &Warnings{limit: rate.NewLimiter(every, burst), countKey: countKey}
+}
+
+// Log logs msg with its attributes args at now: at warn within the
+// bound, else at debug.
+func (w *Warnings) Log(log *slog.Logger, now time.Time, msg string, args ...any) {
+	w.mu.Lock()
+	warn, unlogged := w.limit.AllowN(now, 1), w.unlogged
+	if warn {
+		w.unlogged = 0
+	} else {
+		w.unlogged++
+	}
+	w.mu.Unlock()
+	if !warn {
+		log.Debug(msg, args...)
+		return
+	}
+	if unlogged > 0 && w.countKey != "" {
+		args = append(args, w.countKey, unlogged)
+	}
+	log.Warn(msg, args...)
+}

@@ -1,0 +1,52 @@
+package logbound
+
+import (
+	"log/slog"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// A flood of warnings is logged as its burst at warn and the rest at
+// debug; once the rate lets one through again, it says how many went to
+// debug.
+func TestWarningsBounded(t *testing.T) {
+	var logs strings.Builder
+	log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	w := New(rate.Limit(1), 3, "at_debug")
+	now := time.Unix(1_700_000_000, 0)
+	for i := range 10 {
+		w.Log(log, now, "refused", "n", i)
+	}
+	count := func(level string) int { return strings.Count(logs.String(), "level="+level+" msg=refused") }
+	if wn, d := count("WARN"), count("DEBUG"); wn != 3 || d != 7 {
+		t.Fatalf("10 at once: %d at warn and %d at debug, want 3 and 7\n%s", wn, d, logs.String())
+	}
+	logs.Reset()
+	w.Log(log, now.Add(time.Second), "refused", "n", 10)
+	if got := logs.String(); !strings.Contains(got, "level=WARN") || !strings.Contains(got, "at_debug=7") {
+		t.Fatalf("a second later: %q, want a warning saying 7 went to debug", got)
+	}
+	logs.Reset()
+	w.Log(log, now.Add(2*time.Second), "refused")
+	if got := logs.String(); strings.Contains(got, "at_debug") {
+		t.Fatalf("with none at debug since: %q, want no count", got)
+	}
+
+	logs.Reset()
+	quiet := New(rate.Limit(1), 1, "")
+	quiet.Log(log, now, "refused")
+	quiet.Log(log, now, "refused")
+	quiet.Log(log, now.Add(time.Second), "refused")
+	got := logs.String()
+	if strings.Count(got, "level=WARN") != 2 || strings.Count(got, "level=DEBUG") != 1 {
+		t.Fatalf("without a count key, 2 at once and 1 a second later: %q, want 2 at warn, 1 at debug", got)
+	}
+	for line := range strings.Lines(got) {
+		if !strings.HasSuffix(line, "msg=refused\n") {
+			t.Fatalf("without a count key: %q, want no attribute added", line)
+		}
+	}
+}
