@@ -134,6 +134,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 	}
 	g := &Gate{cfg: cfg, parts: parts, now: cfg.Now, log: cfg.Logger, metrics: metrics}
 	g.warns = NewRefusalWarnings()
+	g.refusals = newRefusalsMemo()
 	g.rel = &releaseTimes{cfg: cfg, parts: parts, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
 		signed: map[string]time.Time{}, absent: map[string]map[string]time.Time{}}
 	return g, nil
@@ -148,7 +149,7 @@ type state struct {
 	seen    map[heldKey]heldEntry // refusals logged, by version and rule
 	seenGen uint64                // advanced by every change of seen
 	// refusals is Refusals' last answer (refusals.go).
-	refusals refusalsMemo
+	refusals *ListMemo[Refusal]
 	warns    *RefusalWarnings        // bounds the refusals logged at warn
 	lists    map[string]filteredList // the lists last filtered, by provider
 	rels     map[string]datedList    // the release times of the lists last dated, by provider
@@ -210,7 +211,7 @@ func (g *Gate) Generation() uint64 { return g.gen.Load() }
 // The answer is shared and must not be modified; it is kept and given
 // again while it holds (refusals.go).
 func (g *Gate) Refusals() []Refusal {
-	return g.refusals.get(g)
+	return g.refusalsNow()
 }
 
 // judgeRefusals is Refusals made anew at now from the entries seen.

@@ -9,6 +9,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -73,7 +74,7 @@ type Releases struct {
 	now     func() time.Time
 	held    heldNotes // what the policy held back, for Held
 	// heldMemo is Held's last answer (releasesheld.go).
-	heldMemo heldMemo
+	heldMemo *gate.ListMemo[unsigned.Version]
 	warns    *gate.RefusalWarnings
 }
 
@@ -82,7 +83,7 @@ func NewReleases(cfg ReleasesConfig) (*Releases, error) {
 	if cfg.Releases == nil || cfg.Policy == nil {
 		return nil, errors.New("served: the releases side and the policy in force are required")
 	}
-	r := &Releases{rel: cfg.Releases, pol: cfg.Policy, metrics: cfg.Metrics, log: cfg.Logger, now: cfg.Now,
+	r := &Releases{heldMemo: newHeldMemo(), rel: cfg.Releases, pol: cfg.Policy, metrics: cfg.Metrics, log: cfg.Logger, now: cfg.Now,
 		warns: gate.NewRefusalWarnings()}
 	if r.metrics == nil {
 		r.metrics = noCLIMetrics{}

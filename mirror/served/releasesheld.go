@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -105,7 +106,12 @@ func (r *Releases) Held() []unsigned.Version {
 	if pol == nil {
 		return nil
 	}
-	return r.heldMemo.get(r, pol)
+	return r.heldMemo.Get(func() (*policy.Policy, time.Time, uint64) {
+		return pol, r.now(), r.held.generation()
+	}, func(pol *policy.Policy, now time.Time) ([]unsigned.Version, int, uint64) {
+		keys, gen := r.held.list()
+		return r.judgeHeld(pol, now, keys), len(keys), gen
+	})
 }
 
 // judgeHeld is Held made anew at now.
@@ -138,49 +144,8 @@ const (
 	heldMemoFloorEntries = 256
 )
 
-// heldMemo is Held's last answer. Its mutex is held while an answer is
-// made, so that concurrent callers wait for one and share it.
-type heldMemo struct {
-	mu sync.Mutex
-	heldAnswer
-}
-
-// heldAnswer is one answer of Held and what it was made of.
-type heldAnswer struct {
-	made    bool
-	pol     *policy.Policy
-	gen     uint64    // the generation of the notes it was made of
-	entries int       // how many
-	at      time.Time // the clock then
-	until   time.Time // the first AvailableAt it names (zero: none)
-	madeAt  time.Time // the real time it was made
-	out     []unsigned.Version
-}
-
-func (a *heldAnswer) holds(pol *policy.Policy, gen uint64, now time.Time) bool {
-	switch {
-	case !a.made || a.pol != pol || now.Before(a.at) || !a.until.IsZero() && !now.Before(a.until),
-		time.Since(a.madeAt) >= heldMemoFor:
-		return false
-	}
-	return a.gen == gen || a.entries >= heldMemoFloorEntries
-}
-
-func (m *heldMemo) get(r *Releases, pol *policy.Policy) []unsigned.Version {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	now := r.now()
-	if m.holds(pol, r.held.generation(), now) {
-		return m.out
-	}
-	keys, gen := r.held.list()
-	out := r.judgeHeld(pol, now, keys)
-	var until time.Time
-	for _, v := range out {
-		if !v.AvailableAt.IsZero() && (until.IsZero() || v.AvailableAt.Before(until)) {
-			until = v.AvailableAt
-		}
-	}
-	m.heldAnswer = heldAnswer{made: true, pol: pol, gen: gen, entries: len(keys), at: now, until: until, madeAt: time.Now(), out: out}
-	return out
+// newHeldMemo is the memo of Held (gate.ListMemo).
+func newHeldMemo() *gate.ListMemo[unsigned.Version] {
+	return &gate.ListMemo[unsigned.Version]{Floor: heldMemoFor, FloorEntries: heldMemoFloorEntries, MaxAge: heldMemoFor,
+		AvailableAt: func(v unsigned.Version) time.Time { return v.AvailableAt }}
 }
