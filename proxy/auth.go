@@ -74,6 +74,7 @@ type Auth struct {
 	log     *slog.Logger
 	metrics AuthMetrics
 	limit   *failureLimiter
+	failed  [len(failureKinds)]atomic.Uint64 // credentials refused since start, by kind
 }
 
 // NewAuth validates cfg and returns an Auth.

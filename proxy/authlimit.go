@@ -12,6 +12,7 @@ import (
 	"math"
 	"net/http"
 	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -45,6 +46,38 @@ const (
 	FailureSignature = "signature" // an archive URL's signature that does not verify
 )
 
+// failureKinds are the failure kinds, in the order of Auth.failed.
+var failureKinds = [...]string{FailureToken, FailureIssued, FailureSignature}
+
+// AuthLimitStatus is the state of the limit of failed authentication
+// attempts, for the status page: counts only, no address.
+type AuthLimitStatus struct {
+	// FailedAttempts are the credentials refused since start, by kind
+	// (FailureToken, FailureIssued, FailureSignature), every kind present.
+	FailedAttempts map[string]uint64 `json:"failed_attempts"`
+	// FailedTotal is their sum, for the HTML page.
+	FailedTotal uint64 `json:"-"`
+	// ClientsOverLimit is how many client addresses (IPv6 by /64) are
+	// over the limit now: their credentials are answered 429.
+	ClientsOverLimit int `json:"clients_over_limit"`
+	// TrustedProxyRanges is how many ranges of trusted proxies are
+	// configured (Config.TrustedProxyRanges); 0: the clients are counted
+	// by their connections' peers.
+	TrustedProxyRanges int `json:"trusted_proxy_ranges"`
+}
+
+// limitStatus is the state of the limit as of now.
+func (a *Auth) limitStatus(trustedRanges int) *AuthLimitStatus {
+	st := &AuthLimitStatus{FailedAttempts: make(map[string]uint64, len(failureKinds)),
+		ClientsOverLimit: a.limit.overLimit(a.now()), TrustedProxyRanges: trustedRanges}
+	for i, kind := range failureKinds {
+		n := a.failed[i].Load()
+		st.FailedAttempts[kind] = n
+		st.FailedTotal += n
+	}
+	return st
+}
+
 // AuthMetrics counts what client authentication refuses. Package metrics
 // implements it.
 type AuthMetrics interface {
@@ -71,6 +104,9 @@ type failureLimiter struct {
 type clientFailures struct {
 	key netip.Prefix
 	lim *rate.Limiter
+	// until is when key is back under the limit: the time lim has a
+	// whole token again, as of its last failure (overLimit reads it).
+	until time.Time
 }
 
 func newFailureLimiter(max int) *failureLimiter {
@@ -152,8 +188,27 @@ func (l *failureLimiter) fail(key netip.Prefix, now time.Time) (over, newly bool
 	}
 	was := c.lim.TokensAt(now) < 1
 	c.lim.ReserveN(now, 1)
-	over = c.lim.TokensAt(now) < 1
+	tokens := c.lim.TokensAt(now)
+	over = tokens < 1
+	c.until = now
+	if over {
+		c.until = now.Add(time.Duration(math.Ceil((1 - tokens) / float64(AuthFailureRate) * float64(time.Second))))
+	}
 	return over, over && !was
+}
+
+// overLimit counts the addresses over the limit at now: one pass over
+// the addresses remembered (at most max), comparing a time each.
+func (l *failureLimiter) overLimit(now time.Time) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for e := l.order.Front(); e != nil; e = e.Next() {
+		if e.Value.(*clientFailures).until.After(now) {
+			n++
+		}
+	}
+	return n
 }
 
 // logFailure logs a refused credential, within the warnings' bound.
@@ -181,6 +236,9 @@ func (a *Auth) checked(r *http.Request, kind string, ok bool) bool {
 		return !over
 	}
 	over, newly := a.limit.fail(key, now)
+	if i := slices.Index(failureKinds[:], kind); i >= 0 {
+		a.failed[i].Add(1)
+	}
 	if a.metrics != nil {
 		a.metrics.AuthFailed(kind)
 	}

@@ -70,6 +70,10 @@ type Config struct {
 	// VERSION.json and signs the archive URLs in VERSION.json. Default:
 	// no client authentication.
 	Auth *Auth
+	// TrustedProxyRanges is how many ranges of trusted proxies the
+	// handler in front has (TrustProxies), for the status page's client
+	// authentication row. Default 0: none.
+	TrustedProxyRanges int
 	// Health, when set, is the source of the status page's health block
 	// (cache writable, disk space, shared store), the same as /readyz's.
 	// Default: the block shows only whether the mirror is sealed.

@@ -86,6 +86,11 @@ type Status struct {
 	// CredentialsHost is set when clients need a token: the host name
 	// (with its port unless 443) of their CLI configuration's credentials block.
 	CredentialsHost string `json:"credentials_host,omitempty"`
+	// ClientAuth is, with client authentication on, the limit of failed
+	// authentication attempts: the attempts refused since start, how many
+	// client addresses are over the limit now, how many trusted proxy
+	// ranges are configured. Counts only; left out with ProvidersHidden.
+	ClientAuth *AuthLimitStatus `json:"client_auth,omitempty"`
 	// ProvidersHidden is set when client authentication is on and the
 	// request carried no valid token: the provider list is then left out.
 	ProvidersHidden bool `json:"providers_hidden,omitempty"`
@@ -322,6 +327,9 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 			}
 		}
 		return st, nil
+	}
+	if s.cfg.Auth != nil {
+		st.ClientAuth = s.cfg.Auth.limitStatus(s.cfg.TrustedProxyRanges)
 	}
 
 	if s.cfg.Settings != nil {

@@ -135,10 +135,11 @@ func TestStatusTemplateEscapes(t *testing.T) {
 			Address:  evil,
 			Versions: []StatusVersion{{Version: evil, Platforms: []StatusPlatform{{Platform: evil, Cached: true, Size: 1}}}},
 		}},
-		Generated: time.Unix(0, 0).UTC(),
-		Health:    Health{Cache: HealthCacheNotWritable, CacheError: evil, SharedStore: HealthSharedDegraded, SharedStoreError: evil},
-		Origins:   []OriginHealth{{Host: evil, State: "failing", LastError: &OriginFailure{Cause: evil}}},
-		Policy:    &StatusPolicy{Rules: []string{evil}},
+		Generated:  time.Unix(0, 0).UTC(),
+		Health:     Health{Cache: HealthCacheNotWritable, CacheError: evil, SharedStore: HealthSharedDegraded, SharedStoreError: evil},
+		Origins:    []OriginHealth{{Host: evil, State: "failing", LastError: &OriginFailure{Cause: evil}}},
+		Policy:     &StatusPolicy{Rules: []string{evil}},
+		ClientAuth: &AuthLimitStatus{FailedAttempts: map[string]uint64{evil: 1}, FailedTotal: 1},
 	}
 	st.OriginTrouble = originTrouble(st.Origins)
 	var buf bytes.Buffer
@@ -151,8 +152,8 @@ func TestStatusTemplateEscapes(t *testing.T) {
 			t.Errorf("output contains unescaped %q:\n%s", bad, out)
 		}
 	}
-	if n := strings.Count(out, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < 11 {
-		t.Errorf("hostile text shown escaped %d times, want at least 11 (every field):\n%s", n, out)
+	if n := strings.Count(out, "&lt;script&gt;alert(1)&lt;/script&gt;"); n < 12 {
+		t.Errorf("hostile text shown escaped %d times, want at least 12 (every field):\n%s", n, out)
 	}
 }
 

@@ -157,23 +157,28 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
+	trusted, err := settings.ParseTrustedProxies(cfg.TrustedProxies)
+	if err != nil {
+		return nil, err
+	}
 	m.proxy, err = proxy.New(proxy.Config{
-		OCI:             door,
-		Releases:        rdoor,
-		CLIReleases:     releasesdoor.Snippets,
-		CLIHeld:         m.releases.Held,
-		OCIBlock:        ociBlock(cfg),
-		OCIModuleSource: ociModuleSource(cfg),
-		Settings:        m.configuration,
-		Auth:            m.auth,
-		Logger:          logger,
-		PublicURL:       cfg.PublicURL,
-		PlainHTTP:       cfg.InsecureHTTP,
-		Version:         thisBuild().String(),
-		Health:          health,
-		Retention:       m.retention,
-		Origins:         m.origins,
-		Policy:          func() []string { return m.engine.Inventory().Policy().Rules() },
+		OCI:                door,
+		Releases:           rdoor,
+		CLIReleases:        releasesdoor.Snippets,
+		CLIHeld:            m.releases.Held,
+		OCIBlock:           ociBlock(cfg),
+		OCIModuleSource:    ociModuleSource(cfg),
+		Settings:           m.configuration,
+		Auth:               m.auth,
+		TrustedProxyRanges: len(trusted),
+		Logger:             logger,
+		PublicURL:          cfg.PublicURL,
+		PlainHTTP:          cfg.InsecureHTTP,
+		Version:            thisBuild().String(),
+		Health:             health,
+		Retention:          m.retention,
+		Origins:            m.origins,
+		Policy:             func() []string { return m.engine.Inventory().Policy().Rules() },
 	}, pkgs)
 	if err != nil {
 		return nil, err
@@ -205,10 +210,6 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	m.handler = proxy.Instrument(m.origins.Count(m.proxy), logger, m.metrics)
 	// In front of all: the client address, for the access log and the
 	// limit of failed authentication attempts alike.
-	trusted, err := settings.ParseTrustedProxies(cfg.TrustedProxies)
-	if err != nil {
-		return nil, err
-	}
 	m.handler = proxy.TrustProxies(m.handler, trusted)
 	logTrustedProxies(logger, cfg, trusted)
 	return m, nil

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"log/slog"
 	"net"
@@ -80,6 +81,34 @@ func TestTrustedProxiesProcess(t *testing.T) {
 	}
 	if got := get(token, good); got != http.StatusOK {
 		t.Errorf("%s through the same proxy: status %d, want 200", good, got)
+	}
+	// The status page shows a client with a token the failures and the
+	// trusted ranges, never the address. (Whether the address is still
+	// over the limit depends on the wall clock here; proxy's tests hold
+	// the clock.)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.url+"?format=json", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("X-Forwarded-For", good)
+	resp, err := viaProxy.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	var st proxy.Status
+	if err == nil {
+		err = json.Unmarshal(body, &st)
+	}
+	if err != nil {
+		t.Fatalf("status page: %v", err)
+	}
+	if c := st.ClientAuth; c == nil || c.FailedAttempts[proxy.FailureToken] != proxy.AuthFailureBurst || c.TrustedProxyRanges != 2 || bytes.Contains(body, []byte(broken)) {
+		t.Errorf("status page's client_auth %+v, want %d token failures, 2 trusted ranges, no address:\n%s", c, proxy.AuthFailureBurst, body)
 	}
 	if l := m.waitLog(proxy.LimitedMessage, 10*time.Second); l["client"] != broken || l["level"] != "WARN" {
 		t.Errorf("over the limit logged as %v", l)
