@@ -191,13 +191,6 @@ func (a *Auth) verify(r *http.Request, p addrs.Provider, file string) bool {
 	return a.checked(r, FailureSignature, authentic)
 }
 
-// validSignature reports whether sig is the mirror's signature of file of
-// p until exp, and exp has not passed.
-func (a *Auth) validSignature(p addrs.Provider, file, exp, sig string) bool {
-	authentic, fresh := a.signature(p, file, exp, sig)
-	return authentic && fresh
-}
-
 // signature reports whether sig is the mirror's signature of file of p
 // until exp (authentic), and whether exp has not passed (fresh).
 func (a *Auth) signature(p addrs.Provider, file, exp, sig string) (authentic, fresh bool) {

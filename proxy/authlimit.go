@@ -104,9 +104,18 @@ type failureLimiter struct {
 type clientFailures struct {
 	key netip.Prefix
 	lim *rate.Limiter
-	// until is when key is back under the limit: the time lim has a
-	// whole token again, as of its last failure (overLimit reads it).
-	until time.Time
+}
+
+// waitAt returns how long c's address must wait at now before a
+// credential of it is checked again (until its limiter has a whole
+// token), and whether it must wait at all.
+func (c *clientFailures) waitAt(now time.Time) (time.Duration, bool) {
+	tokens := c.lim.TokensAt(now)
+	if tokens >= 1 {
+		return 0, false
+	}
+	secs := (1 - tokens) / float64(AuthFailureRate)
+	return time.Duration(math.Ceil(secs * float64(time.Second))), true
 }
 
 func newFailureLimiter(max int) *failureLimiter {
@@ -157,12 +166,7 @@ func (l *failureLimiter) wait(key netip.Prefix, now time.Time) (time.Duration, b
 	if !ok {
 		return 0, false
 	}
-	tokens := e.Value.(*clientFailures).lim.TokensAt(now)
-	if tokens >= 1 {
-		return 0, false
-	}
-	secs := (1 - tokens) / float64(AuthFailureRate)
-	return time.Duration(math.Ceil(secs * float64(time.Second))), true
+	return e.Value.(*clientFailures).waitAt(now)
 }
 
 // fail counts a failure of key at now and reports whether key is now over
@@ -186,25 +190,20 @@ func (l *failureLimiter) fail(key netip.Prefix, now time.Time) (over, newly bool
 		c = &clientFailures{key: key, lim: rate.NewLimiter(AuthFailureRate, AuthFailureBurst)}
 		l.clients[key] = l.order.PushFront(c)
 	}
-	was := c.lim.TokensAt(now) < 1
+	_, was := c.waitAt(now)
 	c.lim.ReserveN(now, 1)
-	tokens := c.lim.TokensAt(now)
-	over = tokens < 1
-	c.until = now
-	if over {
-		c.until = now.Add(time.Duration(math.Ceil((1 - tokens) / float64(AuthFailureRate) * float64(time.Second))))
-	}
+	_, over = c.waitAt(now)
 	return over, over && !was
 }
 
 // overLimit counts the addresses over the limit at now: one pass over
-// the addresses remembered (at most max), comparing a time each.
+// the addresses remembered (at most max), asking each one's limiter.
 func (l *failureLimiter) overLimit(now time.Time) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
 	for e := l.order.Front(); e != nil; e = e.Next() {
-		if e.Value.(*clientFailures).until.After(now) {
+		if _, over := e.Value.(*clientFailures).waitAt(now); over {
 			n++
 		}
 	}
