@@ -427,7 +427,7 @@ func loadModule(ctx context.Context, root, dir string, files []string, seen map[
 // writer of untrusted trees, internal/safetree, makes none).
 func within(root, path string) bool {
 	rel, err := filepath.Rel(root, path)
-	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+	return err == nil && filepath.IsLocal(rel)
 }
 
 // mergeRequirements adds the requirements of add to reqs, one per provider.
