@@ -311,25 +311,7 @@ func (b *bundle) open(path string) (*os.File, fs.FileInfo, error) {
 // readCapped reads the file at path (in b.dir) as b.open opens it,
 // failing when it is larger than limit.
 func (b *bundle) readCapped(path string, limit int64) ([]byte, error) {
-	f, _, err := b.open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return readAllCapped(f, path, limit)
-}
-
-// openFile returns an ImportedPackage.Open for path (in b.dir): the
-// regular file found there when it is opened (b.open), whatever was
-// listed there before.
-func (b *bundle) openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
-	return func(context.Context) (io.ReadCloser, int64, error) {
-		f, info, err := b.open(path)
-		if err != nil {
-			return nil, 0, err
-		}
-		return f, info.Size(), nil
-	}
+	return readOpened(b.open, path, limit)
 }
 
 // readDir returns the entries of dir (unsorted), taken from the input's
@@ -585,7 +567,7 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
-		pkg := imports.Package{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: b.openFile(path), Document: -1,
+		pkg := imports.Package{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(b.open, path), Document: -1,
 			SHA256: shas[b.rel(path)]}
 		if ef != nil {
 			epkg, ok := ef.Packages[pl]
@@ -644,13 +626,14 @@ func fileExists(path string) bool {
 	return err == nil
 }
 
-// openFile returns an ImportedPackage.Open for path, a file of the
-// import's own (a local module it packed): the regular file found there
-// when it is opened (inputfile.Open: never a link, never a FIFO that
-// would block). The input's files are opened through bundle.openFile.
-func openFile(path string) func(context.Context) (io.ReadCloser, int64, error) {
+// openFile returns an ImportedPackage.Open for path: the regular file
+// open finds there when it is opened, whatever was listed there before.
+// The input's files are opened by bundle.open (never a link, never a FIFO
+// that would block, nothing outside the input), the import's own (a
+// local module it packed) by inputfile.Open.
+func openFile(open opener, path string) func(context.Context) (io.ReadCloser, int64, error) {
 	return func(context.Context) (io.ReadCloser, int64, error) {
-		f, info, err := inputfile.Open(path)
+		f, info, err := open(path)
 		if err != nil {
 			return nil, 0, err
 		}

@@ -50,7 +50,7 @@ func mkfifo(t *testing.T, path string) {
 // A file or directory an import listed may be replaced before it is
 // opened: by a FIFO, whose open would wait for a writer for ever, or by a
 // link, which could lead out of the input. The archives the engine opens
-// (bundle.openFile, made when the archive is listed and called later),
+// (openFile with bundle.open, made when the archive is listed and called later),
 // the files read whole (bundle.readCapped) and the directories listed
 // (bundle.readDir) refuse both, at once; and a directory above them made
 // a link to a directory outside the input leads no read there.
@@ -89,7 +89,7 @@ func TestImportReadsRefuseSwappedFiles(t *testing.T) {
 			write(t, filepath.Join(dir, "main.tf"), "# ok\n")
 			fifos := []string{zip, doc, dir}
 
-			open := b.openFile(zip) // as importVersion makes it, once the archive is listed
+			open := openFile(b.open, zip) // as importVersion makes it, once the archive is listed
 			tc.swap(zip)
 			err := notBlocking(t, fifos, func() error {
 				f, _, err := open(context.Background())
@@ -122,7 +122,7 @@ func TestImportReadsRefuseSwappedFiles(t *testing.T) {
 	zip := filepath.Join(pdir, "terraform-provider-alpha_1.0.0_linux_amd64.zip")
 	write(t, zip, "PK")
 	write(t, filepath.Join(pdir, "1.0.0.json"), "{}")
-	open := b.openFile(zip)
+	open := openFile(b.open, zip)
 	victim := t.TempDir()
 	write(t, filepath.Join(victim, filepath.Base(zip)), "outside the input")
 	write(t, filepath.Join(victim, "1.0.0.json"), "outside the input")

@@ -346,7 +346,17 @@ func orUnknown(id string) string {
 // or not a regular file (a link, which could lead anywhere, a FIFO, which
 // would never end, a device), as inputfile.Open opens it.
 func readCapped(path string, limit int64) ([]byte, error) {
-	f, _, err := inputfile.Open(path)
+	return readOpened(inputfile.Open, path, limit)
+}
+
+// opener opens the regular file at path for reading (inputfile.Open, or
+// bundle.open for the input's files).
+type opener func(path string) (*os.File, fs.FileInfo, error)
+
+// readOpened reads the file at path as open opens it, failing when it is
+// larger than limit.
+func readOpened(open opener, path string, limit int64) ([]byte, error) {
+	f, _, err := open(path)
 	if err != nil {
 		return nil, err
 	}

@@ -31,6 +31,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
@@ -286,7 +287,7 @@ func importModulePackage(ctx context.Context, engine Engine, b *bundle, m addrs.
 		return fmt.Errorf("%s gives sha256 %s, the manifest %s", b.shownPath(b.rel(jsonPath)), mf.SHA256, shas[pkgRel])
 	}
 	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Location: mf.Location,
-		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: b.openFile(pkgPath)})
+		Commit: mf.Commit, Local: mf.Local, SHA256: shas[pkgRel], Open: openFile(b.open, pkgPath)})
 	if err != nil {
 		return fmt.Errorf("%s: %w", b.shownPath(pkgRel), err)
 	}
@@ -331,7 +332,7 @@ func importLocalModule(ctx context.Context, engine Engine, b *bundle, m addrs.Mo
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Local: true, Open: openFile(tmp.Name())})
+	res, err := engine.Modules().ImportModule(ctx, modules.Imported{Module: m, Version: version, Local: true, Open: openFile(inputfile.Open, tmp.Name())})
 	if err != nil {
 		return fmt.Errorf("%s: %w", shown, err)
 	}

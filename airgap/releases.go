@@ -484,7 +484,7 @@ func importRelease(ctx context.Context, cli CLIReleases, pol ServedCLI, b *bundl
 		Document: doc, Signature: sig, Files: rf.Files, PassedThrough: passed}
 	for _, name := range rf.Archives {
 		path := filepath.Join(dir, name)
-		in.Archives = append(in.Archives, releases.ImportedArchive{Filename: name, SHA256: shas[b.rel(path)], Open: b.openFile(path)})
+		in.Archives = append(in.Archives, releases.ImportedArchive{Filename: name, SHA256: shas[b.rel(path)], Open: openFile(b.open, path)})
 	}
 	res, err := cli.Import(ctx, in)
 	var ierr *releases.ImportError
