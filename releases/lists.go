@@ -2,6 +2,7 @@ package releases
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -17,8 +18,18 @@ import (
 // listSchema is the schema of the stored version lists.
 const listSchema = 1
 
-// maxListedVersions bounds the versions taken from one list.
+// maxListedVersions bounds the versions taken from one list: its newest.
 const maxListedVersions = 10000
+
+// maxStoredListBytes bounds a version list as it is stored (its newest
+// versions are kept within it): below the largest document the cache
+// takes on disk, 4 MiB for the smallest caches (a sixteenth of
+// --cache-max-bytes, at least 4 MiB), so that every list fetched is
+// stored and the next one is compared with it (the listing rule). A list
+// the cache refused would leave every later list a first one, whose
+// versions the listing rule cannot date. HashiCorp's Terraform list is
+// about half a MiB.
+const maxStoredListBytes = 3 << 20
 
 // List is a product's version list, newest first. It is the origin's
 // word, which no signature covers: it says what may be asked for, and
@@ -164,7 +175,7 @@ func parseHashiCorpList(product string, data []byte) (*List, error) {
 	}
 	list := &List{}
 	for v, ver := range doc.Versions {
-		if _, err := CanonicalVersion(v); err != nil || len(list.Versions) >= maxListedVersions {
+		if _, err := CanonicalVersion(v); err != nil {
 			continue
 		}
 		l := Listed{Version: v}
@@ -176,7 +187,7 @@ func parseHashiCorpList(product string, data []byte) (*List, error) {
 		}
 		list.Versions = append(list.Versions, l)
 	}
-	sortList(list)
+	newest(list)
 	return list, nil
 }
 
@@ -194,7 +205,7 @@ func parseTofuList(data []byte) (*List, error) {
 	list := &List{}
 	seen := map[string]bool{}
 	for _, ver := range doc.Versions {
-		if _, err := CanonicalVersion(ver.ID); err != nil || seen[ver.ID] || len(list.Versions) >= maxListedVersions {
+		if _, err := CanonicalVersion(ver.ID); err != nil || seen[ver.ID] {
 			continue
 		}
 		seen[ver.ID] = true
@@ -206,8 +217,30 @@ func parseTofuList(data []byte) (*List, error) {
 		}
 		list.Versions = append(list.Versions, l)
 	}
-	sortList(list)
+	newest(list)
 	return list, nil
+}
+
+// newest sorts list newest first and keeps its newest versions, at most
+// maxListedVersions within maxStoredListBytes: the same ones whatever
+// order the origin gave them in (HashiCorp's versions are the members of
+// an object, which have none), so that a list too long to keep whole
+// never leaves out its newest release, nor a different one at each fetch
+// (which the next fetch would take for a version first listed).
+func newest(list *List) {
+	sortList(list)
+	if len(list.Versions) > maxListedVersions {
+		list.Versions = list.Versions[:maxListedVersions]
+	}
+	size := 256 // the list's own fields
+	for i, l := range list.Versions {
+		b, err := json.Marshal(l)
+		size += len(b) + 1
+		if err != nil || size > maxStoredListBytes {
+			list.Versions = list.Versions[:i]
+			return
+		}
+	}
 }
 
 // tofuFileName says whether f, listed among the files of OpenTofu's
@@ -240,9 +273,25 @@ func plainFiles(list *List) *List {
 	return list
 }
 
-// sortList orders a list newest first.
+// sortList orders a list newest first; versions of equal precedence
+// (builds of one release, "1.9.0+a" and "1.9.0+b") by their spelling, so
+// that the order is the same whatever order they came in. Each version
+// is parsed once.
 func sortList(list *List) {
-	slices.SortFunc(list.Versions, func(a, b Listed) int { return CompareVersions(b.Version, a.Version) })
+	parsed := make(map[string]versions.Version, len(list.Versions))
+	for _, l := range list.Versions {
+		parsed[l.Version], _ = versions.ParseVersion(l.Version)
+	}
+	slices.SortFunc(list.Versions, func(a, b Listed) int {
+		va, vb := parsed[a.Version], parsed[b.Version]
+		switch {
+		case va.GreaterThan(vb):
+			return -1
+		case vb.GreaterThan(va):
+			return 1
+		}
+		return strings.Compare(a.Version, b.Version)
+	})
 }
 
 // CompareVersions orders two versions as versions (-1 when a is older).

@@ -74,10 +74,16 @@ func startOrigin(t *testing.T) *fakeorigin.Releases {
 // newRig opens the releases side before o, on the cache in dir ("": in memory).
 func newRig(t *testing.T, o *fakeorigin.Releases, dir string, offline bool) *rig {
 	t.Helper()
+	return newRigStore(t, o, dir, offline, cache.Options{})
+}
+
+// newRigStore is newRig on a cache opened with opts.
+func newRigStore(t *testing.T, o *fakeorigin.Releases, dir string, offline bool, opts cache.Options) *rig {
+	t.Helper()
 	r := &rig{t: t, origin: o, clock: enginetest.NewFakeClock(),
 		metrics: &countingMetrics{served: map[string]int{}, refused: map[string]int{}}}
 	r.clock.Set(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
-	r.store = enginetest.OpenStore(t, dir, cache.Options{})
+	r.store = enginetest.OpenStore(t, dir, opts)
 	client, host := enginetest.ReleasesClient(t, o)
 	r.client = client
 	var err error

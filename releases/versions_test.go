@@ -2,8 +2,14 @@ package releases_test
 
 import (
 	"context"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -43,5 +49,94 @@ func TestOutOfRangeVersions(t *testing.T) {
 				t.Errorf("%s: Sums(%q): %v, want ErrNotFound", tc.pub, v, err)
 			}
 		}
+	}
+}
+
+// TestLongListKeepsTheNewest: an origin listing more versions than a list
+// takes (10,000) has its newest kept and its oldest left out, the same
+// ones at every fetch, whatever order the document gives them in
+// (HashiCorp's index.json is an object, whose members have no order;
+// OpenTofu's api.json an array, here oldest first). Taken as they came,
+// the newest release could be left out, and a different one at each
+// refresh, each listed anew (and dated by the listing rule) when it came
+// back.
+func TestLongListKeepsTheNewest(t *testing.T) {
+	const taken, extra = 10000, 10
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	var all []string
+	for i := range taken + extra { // oldest first
+		v := fmt.Sprintf("1.%d.%d", i/100, i%100)
+		all = append(all, v)
+		o.Add("hashicorp", "terraform", v)
+		o.Add("opentofu", "tofu", v)
+	}
+	slices.Reverse(all)
+	want := all[:taken]
+	r := newRig(t, o, "", false)
+	for _, tc := range []struct {
+		pub     releases.Publisher
+		product string
+	}{{releases.HashiCorp, "terraform"}, {releases.OpenTofu, "tofu"}} {
+		list, _, err := r.rel.Versions(context.Background(), tc.pub, tc.product)
+		if err != nil {
+			t.Fatalf("%s: %v", tc.pub, err)
+		}
+		got := make([]string, 0, len(list.Versions))
+		for _, l := range list.Versions {
+			got = append(got, l.Version)
+		}
+		if !slices.Equal(got, want) {
+			missing := 0
+			for _, v := range want {
+				if !slices.Contains(got, v) {
+					missing++
+				}
+			}
+			t.Errorf("%s: %d versions listed, first %q; %d of the newest %d left out (want the newest %d, newest first)",
+				tc.pub, len(got), got[:min(len(got), 1)], missing, taken, taken)
+		}
+	}
+}
+
+// TestLongListStillDated: a list the origin makes larger than the cache
+// takes as one document (here 5 MiB of OpenTofu file names, on a cache
+// whose limit is 4 MiB, that of a small --cache-max-bytes) is still
+// stored, its oldest versions left out, so that a version the next list
+// adds is dated by the listing rule. Stored not at all, every later list
+// was a first one, and a version it added was dated by its signature
+// alone: the origin could turn the listing rule off by padding its list.
+func TestLongListStillDated(t *testing.T) {
+	o, err := fakeorigin.StartReleases()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(o.Close)
+	for i := range 400 {
+		v := fmt.Sprintf("1.%d.%d", i/100, i%100)
+		o.Add("opentofu", "tofu", v, "linux_amd64")
+		var names []string
+		for j := range 120 {
+			names = append(names, fmt.Sprintf("tofu_%s_%s_%d.tar.gz", v, strings.Repeat("x", 80), j))
+		}
+		o.ListFiles(v, names...)
+	}
+	r := newRigStore(t, o, t.TempDir(), false, cache.Options{MaxBytes: 64 << 20})
+	ctx := context.Background()
+	list, _, err := r.rel.Versions(ctx, releases.OpenTofu, "tofu")
+	if err != nil || len(list.Versions) == 0 || list.Versions[0].Version != "1.3.99" {
+		t.Fatalf("first list: %v", err)
+	}
+	o.Add("opentofu", "tofu", "1.9.0", "linux_amd64")
+	r.clock.Add(time.Hour) // past the list's time to live
+	list, _, err = r.rel.Versions(ctx, releases.OpenTofu, "tofu")
+	if err != nil || list.Versions[0].Version != "1.9.0" {
+		t.Fatalf("second list: %v", err)
+	}
+	if at := r.rel.ListingTime(releases.OpenTofu, "tofu", "1.9.0"); at.IsZero() {
+		t.Error("a version the second list added has no listing time: the first list was not kept")
 	}
 }
