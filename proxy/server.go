@@ -243,6 +243,13 @@ func oneRange(r *http.Request) *http.Request {
 // configuration reloaded).
 func (s *Server) SetPublicURL(u string) { s.status.publicURL.Store(&u) }
 
+// MirrorURL is the mirror's base URL for r, ending in "/", as the status
+// page shows it: the public URL in force (Config.PublicURL, or the one
+// SetPublicURL put in force since), or else the one r was made to. The
+// documents that name the mirror by an absolute URL (the releases door's)
+// take it from here, so that a reload reaches them too.
+func (s *Server) MirrorURL(r *http.Request) string { return s.status.mirrorURL(r) }
+
 // Router returns the mirror's router so that other handlers (status page,
 // health, metrics) can be mounted beside the protocol routes.
 func (s *Server) Router() *mux.Router { return s.router }

@@ -266,12 +266,25 @@ type LastCacheCheck interface {
 	LastCacheCheck() (cachecheck.Summary, bool)
 }
 
+// mirrorURL is the mirror's base URL for r, ending in "/": the public URL
+// in force, or else the one r was made to.
+func (s *statusPage) mirrorURL(r *http.Request) string {
+	if u := *s.publicURL.Load(); u != "" {
+		return u
+	}
+	scheme := "https"
+	if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && s.cfg.PlainHTTP {
+		scheme = "http"
+	}
+	return scheme + "://" + r.Host + "/"
+}
+
 // status collects the status page's data. The mirror URL is the
 // configured public URL, or else the one this request was made to.
 func (s *statusPage) status(r *http.Request) (*Status, error) {
 	ecfg := s.engine.Config()
 	st := &Status{
-		MirrorURL:      *s.publicURL.Load(),
+		MirrorURL:      s.mirrorURL(r),
 		Version:        s.cfg.Version,
 		AllowedOrigins: ecfg.AllowedOrigins,
 		Platforms:      ecfg.Platforms,
@@ -283,13 +296,6 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		return nil, err
 	}
 	st.Page = StatusPage{Prefix: q.Prefix, After: q.After, ModuleAfter: q.ModuleAfter, Limit: q.Limit}
-	if st.MirrorURL == "" {
-		scheme := "https"
-		if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && s.cfg.PlainHTTP {
-			scheme = "http"
-		}
-		st.MirrorURL = scheme + "://" + r.Host + "/"
-	}
 	st.CredentialsHost = s.credentialsHost(st.MirrorURL)
 	if s.cfg.OCIBlock != nil {
 		host := r.Host

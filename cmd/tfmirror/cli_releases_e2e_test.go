@@ -903,3 +903,44 @@ func (c *cliMirror) client(t *testing.T) *http.Client {
 	pool.AppendCertsFromPEM(ca)
 	return &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 }
+
+// TestReleasesDoorFollowsPublicURLReload: the URLs the releases door
+// writes into HashiCorp's index.json (each build's url, which installers
+// and Terrakube download from) are those of the public URL in force: a
+// reload that changes public_url changes them from the next request on,
+// as it changes the status page's. The door kept the URL it started with.
+func TestReleasesDoorFollowsPublicURLReload(t *testing.T) {
+	c := newCLIOrigin(t)
+	conf := filepath.Join(t.TempDir(), "tfmirror.hcl")
+	write := func(u string) {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte("public_url = \""+u+"\"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("https://one.example.test/")
+	c.start(t, filepath.Join(t.TempDir(), "data"), "--config", conf)
+	buildURL := func() string {
+		t.Helper()
+		var doc struct {
+			Builds []struct{ URL string } `json:"builds"`
+		}
+		if err := json.Unmarshal([]byte(c.get(t, "/releases/hashicorp/terraform/1.6.0/index.json")), &doc); err != nil || len(doc.Builds) == 0 {
+			t.Fatalf("version index: %v %+v", err, doc)
+		}
+		return doc.Builds[0].URL
+	}
+	if u := buildURL(); !strings.HasPrefix(u, "https://one.example.test/releases/hashicorp/terraform/1.6.0/") {
+		t.Fatalf("before the reload: %s", u)
+	}
+	write("https://two.example.test/mirror/")
+	if _, err := c.mirror.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if st := c.status(t); st.MirrorURL != "https://two.example.test/mirror/" {
+		t.Errorf("status page after the reload: %s", st.MirrorURL)
+	}
+	if u := buildURL(); !strings.HasPrefix(u, "https://two.example.test/mirror/releases/hashicorp/terraform/1.6.0/") {
+		t.Errorf("after the reload: %s", u)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
@@ -108,9 +109,11 @@ func readArmoredKeys(path string) ([]string, error) {
 	return keys, nil
 }
 
-// openReleasesDoor is the front door of the CLI releases, under /releases/.
-func openReleasesDoor(cfg settings.Config, logger *slog.Logger, rel *served.Releases, auth *proxy.Auth) (*releasesdoor.Door, error) {
-	return releasesdoor.New(releasesdoor.Config{PublicURL: cfg.PublicURL, PlainHTTP: cfg.InsecureHTTP, Auth: auth, Logger: logger}, rel)
+// openReleasesDoor is the front door of the CLI releases, under /releases/;
+// mirrorURL is the mirror's URL in force for a request
+// (proxy.Server.MirrorURL), which its documents name.
+func openReleasesDoor(logger *slog.Logger, rel *served.Releases, auth *proxy.Auth, mirrorURL func(*http.Request) string) (*releasesdoor.Door, error) {
+	return releasesdoor.New(releasesdoor.Config{MirrorURL: mirrorURL, Auth: auth, Logger: logger}, rel)
 }
 
 // cliEngine is the engine with its CLI releases side, as export and import

@@ -153,7 +153,9 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
-	rdoor, err := openReleasesDoor(cfg, logger, m.releases, m.auth)
+	// The door names the mirror by the URL in force, which the server
+	// (made below, before any request) holds and a reload changes.
+	rdoor, err := openReleasesDoor(logger, m.releases, m.auth, func(r *http.Request) string { return m.proxy.MirrorURL(r) })
 	if err != nil {
 		return nil, err
 	}

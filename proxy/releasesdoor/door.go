@@ -46,11 +46,13 @@ type Releases interface {
 
 // Config configures a Door.
 type Config struct {
-	// PublicURL is the mirror's base URL as clients reach it, for the
-	// URLs in documents. Default: from each request.
-	PublicURL string
-	// PlainHTTP says the mirror serves http (behind a TLS-terminating
-	// proxy), for URLs taken from requests.
+	// MirrorURL is the mirror's base URL for a request, as clients reach
+	// it, for the URLs in documents: proxy.Server.MirrorURL, the public
+	// URL in force (a reload changes it) or else the request's. Default:
+	// from each request, https unless PlainHTTP.
+	MirrorURL func(r *http.Request) string
+	// PlainHTTP says the mirror serves http, for URLs taken from requests
+	// when MirrorURL is not set.
 	PlainHTTP bool
 	// Auth, when set, requires a client token: as a Bearer token, or as
 	// the password of Basic credentials (the installers' remote user and
@@ -73,7 +75,16 @@ func New(cfg Config, rel Releases) (*Door, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	cfg.PublicURL = strings.TrimSuffix(cfg.PublicURL, "/")
+	if cfg.MirrorURL == nil {
+		plain := cfg.PlainHTTP
+		cfg.MirrorURL = func(r *http.Request) string {
+			scheme := "https"
+			if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && plain {
+				scheme = "http"
+			}
+			return scheme + "://" + r.Host + "/"
+		}
+	}
 	return &Door{cfg: cfg, rel: rel}, nil
 }
 
@@ -130,17 +141,14 @@ func (d *Door) authorized(w http.ResponseWriter, r *http.Request) bool {
 	return false
 }
 
-// base is the URL of the publisher's part of the door, without a final slash.
-func (d *Door) base(r *http.Request, pub releases.Publisher) string {
-	u := d.cfg.PublicURL
-	if u == "" {
-		scheme := "https"
-		if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && d.cfg.PlainHTTP {
-			scheme = "http"
-		}
-		u = scheme + "://" + r.Host
-	}
-	return u + strings.TrimSuffix(Prefix, "/") + "/" + string(pub)
+// base is the URL of the publisher's part of the door, without a final
+// slash, for an answer to r that names it. The URL may come from r's Host
+// and X-Forwarded-Proto (Config.MirrorURL): the answer says it varies by
+// them, so that a cache in front keeps one per Host, never handing one
+// client's to all.
+func (d *Door) base(w http.ResponseWriter, r *http.Request, pub releases.Publisher) string {
+	w.Header().Add("Vary", "Host, X-Forwarded-Proto")
+	return strings.TrimSuffix(d.cfg.MirrorURL(r), "/") + strings.TrimSuffix(Prefix, "/") + "/" + string(pub)
 }
 
 // fail answers err's status, once logged.

@@ -684,3 +684,33 @@ func TestOpenTofuListNamesOnlyFileNames(t *testing.T) {
 		}
 	}
 }
+
+// TestDocumentsNamingTheMirrorVary: HashiCorp's index.json documents name
+// the mirror by an absolute URL (each build's url, which installers and
+// Terrakube download from), taken, without a public URL, from the
+// request's Host (and X-Forwarded-Proto); a cache in front may keep them a
+// minute. They say so (Vary), or a shared cache keyed by path alone would
+// hand every client, for that minute, the download URLs of a Host one
+// client made up.
+func TestDocumentsNamingTheMirrorVary(t *testing.T) {
+	r := newRig(t, nil)
+	for _, path := range []string{"/releases/hashicorp/terraform/index.json", "/releases/hashicorp/terraform/1.6.0/index.json"} {
+		req, _ := http.NewRequest("GET", r.srv.URL+path, nil)
+		req.Host = "attacker.example"
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != 200 || !strings.Contains(string(body), "http://attacker.example/releases/hashicorp/terraform/1.6.0/") {
+			t.Fatalf("%s: %d %s", path, resp.StatusCode, body)
+		}
+		vary := strings.ToLower(strings.Join(resp.Header.Values("Vary"), ","))
+		for _, h := range []string{"host", "x-forwarded-proto"} {
+			if !strings.Contains(vary, h) {
+				t.Errorf("%s: Cache-Control %q, Vary %q: lacks %s", path, resp.Header.Get("Cache-Control"), vary, h)
+			}
+		}
+	}
+}

@@ -52,7 +52,6 @@ func (d *Door) hcVersionDoc(base, product, version string, builds []releases.Bui
 func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string) {
 	const pub = releases.HashiCorp
 	ctx := r.Context()
-	base := d.base(r, pub)
 	switch {
 	case len(parts) == 0 || len(parts) == 1 && parts[0] == "":
 		var links []link
@@ -76,7 +75,7 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 			return
 		}
 		doc := hcProduct{Name: product, Versions: make(map[string]hcVersion, len(list.Versions))}
-		ids := d.rel.KeyIDs(pub)
+		ids, base := d.rel.KeyIDs(pub), d.base(w, r, pub)
 		for _, v := range list.Versions {
 			doc.Versions[v.Version] = d.hcVersionDoc(base, product, v.Version, v.Builds, ids)
 		}
@@ -90,7 +89,7 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 				d.fail(w, r, err)
 				return
 			}
-			doc := d.hcVersionDoc(base, product, version, s.Builds(), []string{s.KeyID})
+			doc := d.hcVersionDoc(d.base(w, r, pub), product, version, s.Builds(), []string{s.KeyID})
 			if file == "index.json" {
 				d.writeJSON(w, r, doc, false)
 				return
