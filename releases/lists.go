@@ -74,7 +74,7 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 	if err := r.CheckProduct(pub, product); err != nil {
 		return nil, ListState{}, err
 	}
-	list, st, err := r.list(ctx, pub, product)
+	list, st, err := r.list(ctx, pub, product, r.cfg.ListTTL)
 	if err != nil {
 		return nil, ListState{}, err
 	}
@@ -85,8 +85,9 @@ func (r *Releases) Versions(ctx context.Context, pub Publisher, product string) 
 	return list, st, nil
 }
 
-// list is Versions without the offline filter.
-func (r *Releases) list(ctx context.Context, pub Publisher, product string) (*List, ListState, error) {
+// list is Versions without the offline filter, from a list fetched less
+// than maxAge ago when there is one.
+func (r *Releases) list(ctx context.Context, pub Publisher, product string, maxAge time.Duration) (*List, ListState, error) {
 	key := listKey(pub, product)
 	r.mu.Lock()
 	m := r.lists[key]
@@ -98,7 +99,7 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string) (*Li
 			m = &listMemo{list: plainFiles(&stored)}
 		}
 	}
-	if m != nil && (r.cfg.Offline || now.Sub(m.list.At) < r.cfg.ListTTL) {
+	if m != nil && (r.cfg.Offline || now.Sub(m.list.At) < maxAge) {
 		return m.list, ListState{At: m.list.At}, nil
 	}
 	if r.cfg.Offline {
@@ -116,6 +117,33 @@ func (r *Releases) list(ctx context.Context, pub Publisher, product string) (*Li
 	}
 	list := v.(*List)
 	return list, ListState{At: list.At}, nil
+}
+
+// minForcedRefresh is how old a version list must be to be fetched again
+// before its time to live because a version asked for is not in it (a
+// release newer than the list), as for providers' lists.
+const minForcedRefresh = time.Minute
+
+// checkListed refuses (ErrNotFound) a version that the product's version
+// list does not have, fetching the list again first when it is older
+// than minForcedRefresh: what the origin lists is all it publishes, and
+// a version it does not list is not asked of it, so that a client naming
+// made-up versions costs at most a list fetch a minute, not an origin
+// request each. The list is unsigned and this decides only what is asked
+// for; what is then fetched is verified on its own. When the list could
+// not be refreshed (served stale) the version is asked for as before.
+func (r *Releases) checkListed(ctx context.Context, pub Publisher, product, version string) error {
+	has := func(l *List) bool {
+		return slices.ContainsFunc(l.Versions, func(e Listed) bool { return e.Version == version })
+	}
+	list, st, err := r.list(ctx, pub, product, r.cfg.ListTTL)
+	if err != nil || st.Stale || has(list) {
+		return err
+	}
+	if list, st, err = r.list(ctx, pub, product, minForcedRefresh); err != nil || st.Stale || has(list) {
+		return err
+	}
+	return fmt.Errorf("%w: %s %s is not in the origin's version list", ErrNotFound, product, version)
 }
 
 // fetchList fetches the origin's list, notes the versions it lists for

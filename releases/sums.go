@@ -168,6 +168,11 @@ func (r *Releases) sumsOf(ctx context.Context, pub Publisher, product, version s
 		if !errors.Is(err, cache.ErrNotFound) {
 			r.log.Warn("stored SHA256SUMS no longer verifies; fetching it again", "publisher", string(pub), "product", product, "version", version, "error", err)
 		}
+		if !r.cfg.Offline {
+			if err := r.checkListed(ctx, pub, product, version); err != nil {
+				return nil, err
+			}
+		}
 		return r.fetchSums(ctx, pub, product, version)
 	})
 	if err != nil {

@@ -140,3 +140,42 @@ func TestLongListStillDated(t *testing.T) {
 		t.Error("a version the second list added has no listing time: the first list was not kept")
 	}
 }
+
+// TestMadeUpVersionsAskNoOrigin: a version the product's version list
+// does not have is not found without asking the origin for its
+// SHA256SUMS, as a provider version missing from its list is: a client
+// naming made-up versions (there is no end of them) costs at most one
+// list fetch a minute, not one origin request each. A release newer than
+// the cached list is found once the list is a minute old (it is fetched
+// again then).
+func TestMadeUpVersionsAskNoOrigin(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	ctx := context.Background()
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0"); err != nil {
+		t.Fatal(err)
+	}
+	before := o.TotalHits()
+	for i := range 50 {
+		for _, tc := range []struct {
+			pub              releases.Publisher
+			product, version string
+		}{
+			{releases.HashiCorp, "terraform", fmt.Sprintf("1.6.%d", i+1)},
+			{releases.OpenTofu, "tofu", fmt.Sprintf("1.8.%d-made.up", i)},
+		} {
+			if _, err := r.rel.Sums(ctx, tc.pub, tc.product, tc.version); !isNotFound(err) {
+				t.Fatalf("%s %s: %v, want not found", tc.product, tc.version, err)
+			}
+		}
+	}
+	if n := o.TotalHits() - before; n > 2 {
+		t.Errorf("100 made-up versions made %d origin requests, want at most the two lists", n)
+	}
+
+	o.Add("hashicorp", "terraform", "1.6.1", "linux_amd64")
+	r.clock.Add(2 * time.Minute)
+	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.1"); err != nil {
+		t.Errorf("a release published since the list was fetched, a minute on: %v", err)
+	}
+}
