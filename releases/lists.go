@@ -130,18 +130,20 @@ const minForcedRefresh = time.Minute
 // a version it does not list is not asked of it, so that a client naming
 // made-up versions costs at most a list fetch a minute, not an origin
 // request each. The list is unsigned and this decides only what is asked
-// for; what is then fetched is verified on its own. When the list could
-// not be refreshed (served stale) the version is asked for as before.
+// for; what is then fetched is verified on its own. Only a list the
+// origin answered refuses: when there is none (an origin that serves no
+// list, or an origin in trouble) or it could not be refreshed (served
+// stale), the version is asked for as it was before.
 func (r *Releases) checkListed(ctx context.Context, pub Publisher, product, version string) error {
 	has := func(l *List) bool {
 		return slices.ContainsFunc(l.Versions, func(e Listed) bool { return e.Version == version })
 	}
 	list, st, err := r.list(ctx, pub, product, r.cfg.ListTTL)
 	if err != nil || st.Stale || has(list) {
-		return err
+		return nil
 	}
 	if list, st, err = r.list(ctx, pub, product, minForcedRefresh); err != nil || st.Stale || has(list) {
-		return err
+		return nil
 	}
 	return fmt.Errorf("%w: %s %s is not in the origin's version list", ErrNotFound, product, version)
 }

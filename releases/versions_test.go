@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
@@ -177,5 +178,20 @@ func TestMadeUpVersionsAskNoOrigin(t *testing.T) {
 	r.clock.Add(2 * time.Minute)
 	if _, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.1"); err != nil {
 		t.Errorf("a release published since the list was fetched, a minute on: %v", err)
+	}
+
+	// An origin that serves no list (here OpenTofu's list URL answers
+	// 404) still serves its releases: only a list it answered refuses.
+	side := harness.StartReleasesSide(t, o, releases.Config{})
+	noList, err := releases.New(releases.Config{
+		HashiCorpURL: o.HashiCorpURL, HashiCorpKeys: []string{o.HashiCorpKey},
+		OpenTofuDownloadURL: o.OpenTofuDownloadURL, OpenTofuAPIURL: o.URL + "/tofu/no-list.json", OpenTofuKeys: []string{o.OpenTofuKey},
+	}, r.client, side.Engine, side.Store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(noList.Close)
+	if _, err := noList.Sums(ctx, releases.OpenTofu, "tofu", "1.8.0"); err != nil {
+		t.Errorf("with no list at the origin: %v", err)
 	}
 }
