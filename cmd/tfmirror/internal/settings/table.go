@@ -213,7 +213,7 @@ var Table = []*Setting{
 		bind: boolOf(func(c *Config) *bool { return &c.HTTP2 })},
 	{Name: "public-url", Group: GroupServing,
 		Help:       "the mirror's base URL as clients reach it (e.g. https://mirror.example.com/), shown on the status page; default: taken from each request",
-		Doc:        "the mirror's base URL as clients reach it (e.g. `https://mirror.example.com/`), shown in the status page's configuration snippet; must be an absolute `http(s)` URL",
+		Doc:        "the mirror's base URL as clients reach it (e.g. `https://mirror.example.com/`), shown in the status page's configuration snippet and given in the CLI releases door's `index.json` documents (each build's `url`); must be an absolute `http(s)` URL. Set it when a cache or CDN is in front: without it those documents are made from each request's `Host`",
 		DocDefault: "from each request",
 		Live:       true,
 		bind:       stringOf("", func(c *Config) *string { return &c.PublicURL })},
