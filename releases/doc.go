@@ -11,7 +11,8 @@
 // its last bytes only once its sha256 matched that signed SHA256SUMS and
 // it is a zip holding the program. Version lists are refreshed after a
 // time to live and served stale when the origin fails; offline, only what
-// the cache holds is listed. It keeps what the package policy judges by
+// the cache holds is listed. A version a list the origin answered does not
+// have is not asked of the origin (lists.go: checkListed). It keeps what the package policy judges by
 // (listing.go: the address of a product, the listing rule's times; the
 // signature times in Sums).
 //
