@@ -14,11 +14,7 @@ import (
 // when m was never listed. It dates the versions the new listing adds
 // (Engine.NoteListing).
 func (s *Modules) previousListing(ctx context.Context, m addrs.Module) ([]string, time.Time) {
-	v, at, have := s.recs.Newest(ctx, records.ModuleVersionsKey(m), func() any { return new(records.ModuleVersionList) },
-		func(v any) (time.Time, bool) {
-			l := v.(*records.ModuleVersionList)
-			return l.ListedAt, records.KnownSchema(l.Schema)
-		})
+	v, at, have := s.recs.Newest(ctx, records.ModuleVersionsKey(m), new(records.ModuleVersionList))
 	if !have {
 		return nil, time.Time{}
 	}

@@ -143,11 +143,7 @@ func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.V
 // shared tier the tier's may be newer than the cache's, which Versions
 // does not ask when the cache has one.
 func (s *Lists) previousListing(ctx context.Context, key string) (*records.VersionList, time.Time) {
-	prev, at, ok := s.parts.Records.Newest(ctx, key, func() any { return new(records.VersionList) },
-		func(v any) (time.Time, bool) {
-			l := v.(*records.VersionList)
-			return l.ListedAt, records.KnownSchema(l.Schema)
-		})
+	prev, at, ok := s.parts.Records.Newest(ctx, key, new(records.VersionList))
 	if !ok {
 		return nil, time.Time{}
 	}

@@ -24,6 +24,13 @@ type ModuleVersionList struct {
 	Held []string `json:"-"`
 }
 
+// Listed is when the module's origin was listed, and whether the
+// record's schema is known.
+func (l *ModuleVersionList) Listed() (time.Time, bool) { return l.ListedAt, KnownSchema(l.Schema) }
+
+// Empty returns a new, empty ModuleVersionList.
+func (*ModuleVersionList) Empty() Listing { return new(ModuleVersionList) }
+
 // ModuleRecord is what the engine keeps of one module version.
 type ModuleRecord struct {
 	Schema  int    `json:"schema"`

@@ -54,6 +54,27 @@ func Fresh(now, at time.Time, ttl time.Duration) bool {
 // KnownSchema reports whether a stored record of schema n can be read.
 func KnownSchema(n int) bool { return n <= Schema }
 
+// Listing is a record of an origin's version listing (VersionList,
+// ModuleVersionList): the stored sources read each of their copies of one
+// into a record of its kind and keep the one listed last
+// (mirror/stored.Source.Newest).
+type Listing interface {
+	// Listed returns when the origin was asked for the listing (zero when
+	// the record does not say: its time of storing tells) and whether this
+	// release reads the record's schema.
+	Listed() (at time.Time, readable bool)
+	// Empty returns a new record of the same kind, to read another copy
+	// into.
+	Empty() Listing
+}
+
+// Listed is when the provider's origin was listed, and whether the
+// record's schema is known.
+func (l *VersionList) Listed() (time.Time, bool) { return l.ListedAt, KnownSchema(l.Schema) }
+
+// Empty returns a new, empty VersionList.
+func (*VersionList) Empty() Listing { return new(VersionList) }
+
 // VersionList is a provider's version list as cached: refreshed after
 // VersionsTTL, served stale when a refresh fails. Lists handed out by the
 // engine are shared and must not be modified.

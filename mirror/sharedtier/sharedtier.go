@@ -168,14 +168,14 @@ func (s *Shared) Get(ctx context.Context, key string, v any) (time.Time, records
 
 // Newest reads the record under key from the cache and the tier, and
 // returns the one listed last.
-func (s *Shared) Newest(ctx context.Context, key string, fresh func() any, listed func(any) (time.Time, bool)) (any, time.Time, bool) {
-	v, at, ok := s.recs.Newest(ctx, key, fresh, listed)
-	theirs := fresh()
+func (s *Shared) Newest(ctx context.Context, key string, into records.Listing) (records.Listing, time.Time, bool) {
+	v, at, ok := s.recs.Newest(ctx, key, into)
+	theirs := into.Empty()
 	sat, found := s.peek(ctx, key, theirs)
 	if !found {
 		return v, at, ok
 	}
-	lat, readable := listed(theirs)
+	lat, readable := theirs.Listed()
 	if !readable {
 		return v, at, ok
 	}

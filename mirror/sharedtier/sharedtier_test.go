@@ -297,8 +297,6 @@ func TestPutKeepsImportsLocal(t *testing.T) {
 // Newest takes the listing taken last, whichever store has it.
 func TestNewestTakesTheLaterListing(t *testing.T) {
 	early, late := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC)
-	fresh := func() any { return new(records.VersionList) }
-	listed := func(v any) (time.Time, bool) { return v.(*records.VersionList).ListedAt, true }
 	for _, c := range []struct {
 		name        string
 		local, tier time.Time
@@ -321,7 +319,7 @@ func TestNewestTakesTheLaterListing(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			v, at, ok := s.Newest(t.Context(), "versions/k", fresh, listed)
+			v, at, ok := s.Newest(t.Context(), "versions/k", new(records.VersionList))
 			if !ok || !at.Equal(c.want) || !v.(*records.VersionList).ListedAt.Equal(c.want) {
 				t.Errorf("Newest: %v, %v, want %v", at, ok, c.want)
 			}

@@ -165,11 +165,12 @@ type Source interface {
 	// beyond it, not stored locally); cache.ErrNotFound when none has it,
 	// or the local store's error.
 	Get(ctx context.Context, key string, v any) (time.Time, records.Source, error)
-	// Newest reads the record under key from every store that has it,
-	// each into a value fresh returns, and returns the one listed last:
-	// listed says when a record was listed (zero: when it was stored)
-	// and whether it is readable. ok is false when none is.
-	Newest(ctx context.Context, key string, fresh func() any, listed func(any) (time.Time, bool)) (v any, at time.Time, ok bool)
+	// Newest reads the listing under key from every store that has it,
+	// the local store's into into and each other's into a record of its
+	// kind (records.Listing.Empty), and returns the one listed last, and
+	// when (its records.Listing.Listed time, else when it was stored).
+	// ok is false when no store has one it reads.
+	Newest(ctx context.Context, key string, into records.Listing) (l records.Listing, at time.Time, ok bool)
 	// Put stores v under key in the local store (returning its error)
 	// and beyond it. v must not be modified afterwards.
 	Put(key string, v any) error
@@ -195,21 +196,20 @@ func (r *Records) Get(_ context.Context, key string, v any) (time.Time, records.
 	return at, records.Hit, err
 }
 
-// Newest reads the record under key from the cache.
-func (r *Records) Newest(_ context.Context, key string, fresh func() any, listed func(any) (time.Time, bool)) (any, time.Time, bool) {
-	v := fresh()
-	storedAt, err := r.store.GetMeta(key, v)
+// Newest reads the listing under key from the cache into into.
+func (r *Records) Newest(_ context.Context, key string, into records.Listing) (records.Listing, time.Time, bool) {
+	storedAt, err := r.store.GetMeta(key, into)
 	if err != nil {
 		return nil, time.Time{}, false
 	}
-	at, ok := listed(v)
+	at, ok := into.Listed()
 	if !ok {
 		return nil, time.Time{}, false
 	}
 	if at.IsZero() {
 		at = storedAt
 	}
-	return v, at, true
+	return into, at, true
 }
 
 // Put stores v under key in the cache and forgets what the memo
