@@ -148,45 +148,24 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("repository names are lowercase letters, digits and separators"))
 		return
 	}
-	name, ref, kind := split(rest)
-	if d.serveModule(w, r, name, ref, kind) {
+	name, ref, route := oci.SplitPath(rest)
+	if d.serveModule(w, r, name, ref, route) {
 		return
 	}
-	switch kind {
-	case "tags":
+	switch route {
+	case oci.RouteTags:
 		d.tags(w, r, name)
-	case "manifests":
+	case oci.RouteManifests:
 		d.manifest(w, r, name, ref)
-	case "blobs":
+	case oci.RouteBlobs:
 		d.blob(w, r, name, ref)
-	case "referrers":
+	case oci.RouteReferrers:
 		d.referrers(w, r, name, ref)
-	case "uploads":
+	case oci.RouteUploads:
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes are not supported"))
 	default:
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("not an OCI distribution API path"))
 	}
-}
-
-// split reads NAME/tags/list, NAME/manifests/REF, NAME/blobs/DIGEST,
-// NAME/referrers/DIGEST and NAME/blobs/uploads/...
-func split(rest string) (name, ref, kind string) {
-	if name, ok := strings.CutSuffix(rest, "/tags/list"); ok {
-		return name, "", "tags"
-	}
-	if i := strings.Index(rest, "/blobs/uploads"); i > 0 {
-		return rest[:i], "", "uploads"
-	}
-	for _, k := range []string{"manifests", "blobs", "referrers"} {
-		if i := strings.LastIndex(rest, "/"+k+"/"); i > 0 {
-			ref := rest[i+len(k)+2:]
-			if ref == "" || strings.Contains(ref, "/") {
-				return "", "", ""
-			}
-			return rest[:i], ref, k
-		}
-	}
-	return "", "", ""
 }
 
 // provider parses a repository name of a provider; on an error it

@@ -347,3 +347,28 @@ func (r *rig) pageTags(t *testing.T, repo string, n int) []string {
 	}
 	return all
 }
+
+// The route is read from the end of the path, as the spec anchors it: a
+// repository name may hold the routes' words ("manifests", "blobs",
+// "uploads", "referrers", "tags") as components, and such a provider is
+// pulled like any other.
+func TestRoutesReadFromTheEndOfThePath(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	for _, nt := range [][2]string{{"acme", "manifests"}, {"blobs", "uploads"}, {"manifests", "blobs"}, {"acme", "referrers"}, {"tags", "list"}} {
+		r.origin.AddProvider(nt[0], nt[1], []string{"1.0.0"}, twoPlatforms)
+		t.Run(nt[0]+"/"+nt[1], func(t *testing.T) {
+			digests, _ := pullProvider(t, r, nt[0], nt[1], "1.0.0", "linux_amd64", auth.EmptyCredential)
+			base := "/v2/providers/" + originHost + "/" + nt[0] + "/" + nt[1]
+			resp := r.do("GET", base+"/referrers/"+digests[0])
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("referrers: %s", resp.Status)
+			}
+			for _, path := range []string{base + "/blobs/uploads/", base + "/blobs/uploads/some-id"} {
+				if status, code := ociError(t, r.do("POST", path)); status != http.StatusMethodNotAllowed || code != "UNSUPPORTED" {
+					t.Errorf("POST %s: %d %s", path, status, code)
+				}
+			}
+		})
+	}
+}
