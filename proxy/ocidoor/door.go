@@ -560,8 +560,12 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, code string, status 
 	h.Del("ETag")
 	h.Del("Docker-Content-Digest")
 	h.Set("Cache-Control", "no-store")
-	body, _ := json.Marshal(errorEnvelope{Errors: []errorEntry{{Code: code, Message: msg}}})
-	if status != httperr.StatusClientClosedRequest {
+	if status == httperr.StatusClientClosedRequest {
+		// Told nothing, but counted and logged with its own code, not
+		// as a 200 that delivered nothing.
+		w.WriteHeader(status)
+	} else {
+		body, _ := json.Marshal(errorEnvelope{Errors: []errorEntry{{Code: code, Message: msg}}})
 		writeJSON(w, r, status, "application/json", body)
 	}
 	level := slog.LevelInfo

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -19,6 +22,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 var twoPlatforms = []string{"linux_amd64", "darwin_arm64"}
@@ -370,5 +375,58 @@ func TestRoutesReadFromTheEndOfThePath(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// codeObserver keeps the status codes of the requests proxy.Instrument
+// observes.
+type codeObserver struct {
+	mu    sync.Mutex
+	codes []int
+}
+
+func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.codes = append(o.codes, code)
+}
+
+// A client that goes away while the door waits for the origin is counted
+// and logged with its own code, 499, as on the other doors: not as a 200
+// that delivered nothing.
+func TestClientGoneCountedAsSuch(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	r.origin.AddProvider("acme", "dns", []string{"1.0.0"}, twoPlatforms)
+	addTarballModule(r, map[string][]byte{"main.tf": []byte("#")}, "1.0.0")
+	// A blob whose index was handed out, not downloaded yet.
+	resp := r.do("GET", "/v2/providers/"+originHost+"/acme/dns/manifests/1.0.0")
+	resp.Body.Close()
+	blob := "/v2/providers/" + originHost + "/acme/dns/blobs/sha256:" + r.origin.SHA256("acme", "dns", "1.0.0", "linux_amd64")
+	// The origin answers much later than the client gives up (at once).
+	r.origin.SetLatency(time.Second)
+	obs := &codeObserver{}
+	h := proxy.Instrument(r.http.Config.Handler, slog.New(slog.DiscardHandler), obs)
+	paths := []string{
+		"/v2/providers/" + originHost + "/acme/net/tags/list",
+		"/v2/providers/" + originHost + "/acme/net/manifests/1.0.0",
+		"/v2/modules/" + originHost + "/acme/net/aws/tags/list",
+		"/v2/modules/" + originHost + "/acme/net/aws/manifests/1.0.0",
+		blob,
+	}
+	for _, path := range paths {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the client has gone away
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.codes) != len(paths) {
+		t.Fatalf("observed %v", obs.codes)
+	}
+	for i, code := range obs.codes {
+		if code != httperr.StatusClientClosedRequest {
+			t.Errorf("%s: counted as %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
+		}
 	}
 }
