@@ -216,4 +216,20 @@ func TestIncrementalOCILayoutDropsDeniedNotCached(t *testing.T) {
 	if script, err := os.ReadFile(filepath.Join(out2, PushScriptName)); err != nil || strings.Count(string(script), "oras cp") != 2 {
 		t.Errorf("push.sh of versions allowed but not cached:\n%s %v", script, err)
 	}
+	// A layout under other prefixes cannot be judged: it is reported.
+	otherNames, err := oci.NewNames("mirror/providers", "mirror/modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out3 := filepath.Join(t.TempDir(), "layout")
+	if _, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), otherNames, Selection{}, out3, func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	reports = nil
+	if _, err := ExportOCILayout(ctx, other, servedBy(t, other, otherSide), names, Selection{}, out3, func(s string) { reports = append(reports, s) }); err != nil {
+		t.Fatal(err)
+	}
+	if n := strings.Count(strings.Join(reports, "\n"), "not judged by the package policy"); n != 2 {
+		t.Errorf("layouts under other prefixes: reports %q, want each of the 2 reported", reports)
+	}
 }
