@@ -503,6 +503,7 @@ const (
 	codePaginationInvalid = "PAGINATION_NUMBER_INVALID"
 	codeUnsupported       = "UNSUPPORTED"
 	codeUnauthorized      = "UNAUTHORIZED"
+	codeDenied            = "DENIED"
 	codeUnavailable       = "UNAVAILABLE"
 	codeTooManyRequests   = "TOOMANYREQUESTS"
 	codeUnknown           = "UNKNOWN"
@@ -520,7 +521,8 @@ type errorEntry struct {
 
 // failEngine answers an engine error: what the engine calls not found
 // with notFound (NAME_UNKNOWN for a repository's versions,
-// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks), anything
+// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks), a refusal
+// (a version the package policy holds back, 451) with DENIED, anything
 // else with its status from httperr.Status, the one table.
 func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound string, err error) {
 	if r.Context().Err() != nil {
@@ -538,6 +540,12 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 		}
 	case status == http.StatusUnauthorized:
 		code = codeUnauthorized
+	case status == http.StatusUnavailableForLegalReasons || status == http.StatusForbidden:
+		// The operator's package policy holds the version back, or the
+		// mirror refuses what it could not verify: the spec's DENIED,
+		// which OpenTofu does not take for "not here, try the next
+		// source" as it takes NAME_UNKNOWN.
+		code = codeDenied
 	case status == http.StatusTooManyRequests:
 		code = codeTooManyRequests
 	case status == http.StatusServiceUnavailable:
