@@ -70,6 +70,9 @@ type Door struct {
 	hot       hotManifests                       // manifest answers by request path, while they hold
 }
 
+// The layers in front of the door answer its requests in its format.
+var _ proxy.ErrorAnswerer = (*Door)(nil)
+
 // New returns a Door answering from providers.
 func New(cfg Config, providers Providers) (*Door, error) {
 	if providers == nil {
@@ -550,11 +553,21 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 		code = codeTooManyRequests
 	case status == http.StatusServiceUnavailable:
 		code = codeUnavailable
-		if wait, ok := httperr.RetryAfter(err); ok {
-			w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
-		}
+	case status == http.StatusRequestURITooLong:
+		code = codeNameInvalid
+	}
+	if wait, ok := httperr.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
 	}
 	d.fail(w, r, code, status, err)
+}
+
+// AnswerError answers err, with which a layer in front of the door
+// refused one of its requests (a path too long, a client address over
+// the limit of failed attempts: proxy.ErrorAnswerer), in the door's error
+// envelope, as failEngine answers the engine's errors.
+func (d *Door) AnswerError(w http.ResponseWriter, r *http.Request, err error) {
+	d.failEngine(w, r, codeUnknown, err)
 }
 
 // fail answers with the OCI error envelope and logs the error once, at a

@@ -241,6 +241,8 @@ func TestErrorCodes(t *testing.T) {
 		{"delete a blob", "DELETE", base + "/blobs/sha256:" + strings.Repeat("b", 64), 405, "UNSUPPORTED"},
 		{"negative page", "GET", base + "/tags/list?n=-1", 400, "PAGINATION_NUMBER_INVALID"},
 		{"not an API path", "GET", base + "/whatever", 404, "NAME_UNKNOWN"},
+		{"path longer than the door's bound", "GET", base + "/" + strings.Repeat("a/", 1100) + "tags/list", 400, "NAME_INVALID"},
+		{"path longer than any door's", "GET", base + "/" + strings.Repeat("a/", 2100) + "tags/list", 414, "NAME_INVALID"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
