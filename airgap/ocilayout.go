@@ -256,7 +256,9 @@ func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
 				what = "module " + parsed.Module.String() + " " + v.String()
 				err = x.arts.StoredModuleVersion(x.ctx, parsed.Module, v)
 			}
-			if x.refused(err, what, report) && refusedByPolicy(err) {
+			if x.refused(err, what, report) {
+				// Refused, or not judged (reported as left out): the
+				// layout carries what the mirror serves.
 				x.dropped[repo] = append(x.dropped[repo], tag)
 			}
 		}
