@@ -9,6 +9,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/mirror/served"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
@@ -231,5 +232,42 @@ func TestIncrementalOCILayoutDropsDeniedNotCached(t *testing.T) {
 	}
 	if n := strings.Count(strings.Join(reports, "\n"), "not judged by the package policy"); n != 2 {
 		t.Errorf("layouts under other prefixes: reports %q, want each of the 2 reported", reports)
+	}
+}
+
+// TestIncrementalOCILayoutLeavesOutUnjudged: an earlier layout's tag
+// whose version the policy layer cannot judge (here a layer without its
+// view of the stored versions) is reported as left out, and is.
+func TestIncrementalOCILayoutLeavesOutUnjudged(t *testing.T) {
+	engine, _ := cachedNetAndTarball(t)
+	ctx := context.Background()
+	side, err := engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "layout")
+	if sum, err := ExportOCILayout(ctx, engine, servedBy(t, engine, side), names, Selection{}, out, func(string) {}); err != nil || sum.Tags != 2 {
+		t.Fatalf("first export: %+v %v", sum, err)
+	}
+	other := newEngine(t, nil)
+	otherSide, err := other.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	blind, err := served.New(served.Parts{Providers: other, Modules: other.Modules(), Zips: other.Modules().Zips(), OCI: otherSide})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var reports []string
+	sum, err := ExportOCILayout(ctx, other, blind, names, Selection{}, out, func(s string) { reports = append(reports, s) })
+	if err != nil || sum.Failed != 2 || strings.Count(strings.Join(reports, "\n"), "could not judge") != 2 {
+		t.Errorf("export by a layer that cannot judge: %+v %v %q", sum, err, reports)
+	}
+	if script, err := os.ReadFile(filepath.Join(out, PushScriptName)); err != nil || strings.Contains(string(script), "oras cp") {
+		t.Errorf("push.sh pushes versions not judged:\n%s %v", script, err)
 	}
 }
