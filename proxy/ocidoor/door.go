@@ -126,7 +126,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = &privateWriter{ResponseWriter: w}
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
+		allowed(w, rest)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes and deletes are not supported"))
 		return
 	}
@@ -165,10 +165,22 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case oci.RouteReferrers:
 		d.referrers(w, r, name, ref)
 	case oci.RouteUploads:
+		allowed(w, rest)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes are not supported"))
 	default:
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("not an OCI distribution API path"))
 	}
+}
+
+// allowed sets the Allow header of a 405 answer on rest (the path under
+// /v2/), as RFC 9110 requires: GET and HEAD, but nothing on an upload's
+// path, which a read-only registry has no method for.
+func allowed(w http.ResponseWriter, rest string) {
+	allow := []string{"GET, HEAD"}
+	if _, _, route := oci.SplitPath(rest); route == oci.RouteUploads {
+		allow = []string{""}
+	}
+	w.Header()["Allow"] = allow
 }
 
 // provider parses a repository name of a provider; on an error it

@@ -238,6 +238,7 @@ func TestErrorCodes(t *testing.T) {
 		{"push a manifest", "PUT", base + "/manifests/1.0.0", 405, "UNSUPPORTED"},
 		{"delete a manifest", "DELETE", base + "/manifests/1.0.0", 405, "UNSUPPORTED"},
 		{"start an upload", "POST", base + "/blobs/uploads/", 405, "UNSUPPORTED"},
+		{"an upload's state", "GET", base + "/blobs/uploads/some-id", 405, "UNSUPPORTED"},
 		{"delete a blob", "DELETE", base + "/blobs/sha256:" + strings.Repeat("b", 64), 405, "UNSUPPORTED"},
 		{"negative page", "GET", base + "/tags/list?n=-1", 400, "PAGINATION_NUMBER_INVALID"},
 		{"not an API path", "GET", base + "/whatever", 404, "NAME_UNKNOWN"},
@@ -253,6 +254,10 @@ func TestErrorCodes(t *testing.T) {
 					t.Errorf("%s %s: %d, want %d", tt.method, tt.path, resp.StatusCode, tt.status)
 				}
 				return
+			}
+			if allow, ok := resp.Header["Allow"]; tt.status == http.StatusMethodNotAllowed &&
+				(!ok || strings.Contains(tt.path, "/uploads/") != (allow[0] == "")) {
+				t.Errorf("%s %s: 405 with Allow %q, want GET and HEAD (none on an upload's path)", tt.method, tt.path, allow)
 			}
 			status, code := ociError(t, resp)
 			if status != tt.status || code != tt.code {
