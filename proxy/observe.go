@@ -163,6 +163,11 @@ const (
 	maxLoggedUserAgent = 256
 )
 
+// LoggedPath is r's path as a log line names it: as sent (escaped), cut
+// at the longest path a door serves, as the access log cuts it, so that a
+// door's line about a request stays short whatever its path.
+func LoggedPath(r *http.Request) string { return logged(r.URL.EscapedPath(), maxLoggedPath) }
+
 // logged is s cut to limit bytes, marked as cut.
 func logged(s string, limit int) string {
 	if len(s) <= limit {

@@ -610,5 +610,5 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, code string, status 
 	case status >= 500:
 		level = slog.LevelWarn
 	}
-	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "code", code, "error", err)
+	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", proxy.LoggedPath(r), "status", status, "code", code, "error", err)
 }

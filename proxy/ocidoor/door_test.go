@@ -437,3 +437,35 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 		}
 	}
 }
+
+// A path longer than any door serves is answered by the door, in its
+// envelope, and the line it logs stays short however long the path.
+func TestLongPathLoggedBounded(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	var out bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	door, err := New(Config{Names: r.names, Logger: logger, Modules: r.pkgs}, r.pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Config{Logger: logger, OCI: door}, r.pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := proxy.Instrument(srv, logger, nil)
+	for _, path := range []string{"/v2/" + strings.Repeat("%FF", 18<<10), "/v2/providers/" + strings.Repeat("a/", 1500) + "tags/list"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var body struct {
+			Errors []struct{ Code string } `json:"errors"`
+		}
+		if json.Unmarshal(rec.Body.Bytes(), &body) != nil || len(body.Errors) != 1 || body.Errors[0].Code != "NAME_INVALID" {
+			t.Errorf("a path of %d bytes: %d %.200s", len(path), rec.Code, rec.Body.Bytes())
+		}
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+		if len(line) > 6<<10 {
+			t.Errorf("a log line of %d bytes: %.300s…", len(line), line)
+		}
+	}
+}
