@@ -160,6 +160,9 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 			}
 		}
 	}
+	if err := x.judgeEarlier(report); err != nil {
+		return sum, err
+	}
 	repos := make([]string, 0, len(x.tags))
 	for repo := range x.tags {
 		repos = append(repos, repo)
@@ -190,6 +193,100 @@ func (x *ociLayoutExport) drop(repo, version string) {
 	if tag, ok := oci.Tag(version); ok {
 		x.dropped[repo] = append(x.dropped[repo], tag)
 	}
+}
+
+// judgeEarlier asks the package policy about every tag an earlier export
+// into out wrote that this one neither wrote nor judged: a version the
+// cache no longer holds (removed since, or never cached here, the earlier
+// export made from another mirror's cache) stays tagged, and pushed by
+// push.sh, only while the policy lets it through, as a cached one does.
+// A layout whose name the repository prefixes do not give cannot be
+// judged, and is reported.
+func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
+	repos, err := layoutRepositories(x.out)
+	if err != nil {
+		return err
+	}
+	for _, repo := range repos {
+		if !oci.ValidRepository(repo) {
+			continue // push.sh leaves it out
+		}
+		if err := x.ctx.Err(); err != nil {
+			return err
+		}
+		parsed, perr := x.names.Parse(repo)
+		seen := map[string]bool{}
+		for _, t := range x.tags[repo] {
+			seen[t.tag] = true
+		}
+		for _, tag := range x.dropped[repo] {
+			seen[tag] = true
+		}
+		tags, err := layoutTags(x.out, repo)
+		if err != nil {
+			return err
+		}
+		for _, tag := range tags {
+			if seen[tag] {
+				continue
+			}
+			if perr != nil {
+				report(fmt.Sprintf("%s: a layout of an earlier export whose name these repository prefixes do not give: its tags are not judged by the package policy", repo))
+				break
+			}
+			var what string
+			var err error
+			switch parsed.Kind {
+			case oci.KindProvider:
+				vs, ok := oci.ParseTag(tag)
+				if !ok {
+					continue // push.sh leaves it out
+				}
+				v, verr := addrs.ParseSemver(vs)
+				if verr != nil {
+					continue
+				}
+				what = parsed.Provider.String() + " " + v.String()
+				err = x.arts.StoredVersion(x.ctx, parsed.Provider, v)
+			case oci.KindModule:
+				v, ok := oci.ParseModuleTag(tag)
+				if !ok {
+					continue
+				}
+				what = "module " + parsed.Module.String() + " " + v.String()
+				err = x.arts.StoredModuleVersion(x.ctx, parsed.Module, v)
+			}
+			if x.refused(err, what, report) {
+				// Refused, or not judged (reported as left out): the
+				// layout carries what the mirror serves.
+				x.dropped[repo] = append(x.dropped[repo], tag)
+			}
+		}
+	}
+	return nil
+}
+
+// layoutTags returns the tags of repo's index.json in out (none when it
+// has none it reads).
+func layoutTags(out, repo string) ([]string, error) {
+	b, err := readCapped(filepath.Join(out, filepath.FromSlash(repo), ocispec.ImageIndexFile), oci.MaxManifestSize)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var idx ocispec.Index
+	if json.Unmarshal(b, &idx) != nil {
+		return nil, nil
+	}
+	var tags []string
+	for _, d := range idx.Manifests {
+		if tag := d.Annotations[ocispec.AnnotationRefName]; tag != "" {
+			tags = append(tags, tag)
+		}
+	}
+	return tags, nil
 }
 
 // refused says whether the served layer's answer err on a cached version

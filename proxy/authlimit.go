@@ -290,21 +290,21 @@ func clientString(key netip.Prefix) string {
 // limited is the layer in front of every door under client
 // authentication (Server.ServeHTTP applies it): a request that presents credentials (an
 // Authorization header, or an archive URL's signature) from a client
-// address over the limit of failed attempts is answered 429 with
-// Retry-After, before any door checks them; limited reports whether it
-// answered. A request without credentials passes: it cannot guess, and it
-// is answered as it would be anyway.
-func (a *Auth) limited(w http.ResponseWriter, r *http.Request) bool {
+// address over the limit of failed attempts is refused, before any door
+// checks them, with a *httperr.TooManyFailuresError (429 with
+// Retry-After) that Server.ServeHTTP answers in the door's format; nil
+// lets it through. A request without credentials passes: it cannot
+// guess, and it is answered as it would be anyway.
+func (a *Auth) limited(r *http.Request) error {
 	if len(r.Header["Authorization"]) == 0 && !strings.Contains(r.URL.RawQuery, signatureParam+"=") {
-		return false
+		return nil
 	}
 	wait, over := a.limit.wait(clientKey(r), a.now())
 	if !over {
-		return false
+		return nil
 	}
 	if a.metrics != nil {
 		a.metrics.AuthLimited()
 	}
-	writeError(w, &httperr.TooManyFailuresError{Wait: wait})
-	return true
+	return &httperr.TooManyFailuresError{Wait: wait}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
 // RequestObserver records served requests. Package metrics implements it.
@@ -51,22 +52,23 @@ func Route(path string) string {
 	return "other"
 }
 
-// ociRoute classifies a path under /v2/.
+// ociRoute classifies a path under /v2/, its route read as the OCI door
+// reads it (oci.SplitPath).
 func ociRoute(path string) string {
-	switch {
-	case path == "/v2" || path == "/v2/":
+	switch path {
+	case "/v2", "/v2/":
 		return "oci_ping"
-	case path == "/v2/token":
+	case "/v2/token":
 		return "oci_token"
-	case strings.HasSuffix(path, "/tags/list"):
+	}
+	switch _, _, route := oci.SplitPath(strings.TrimPrefix(path, "/v2/")); route {
+	case oci.RouteTags:
 		return "oci_tags"
-	case strings.Contains(path, "/manifests/"):
+	case oci.RouteManifests:
 		return "oci_manifest"
-	case strings.Contains(path, "/blobs/uploads"):
-		return "other"
-	case strings.Contains(path, "/blobs/"):
+	case oci.RouteBlobs:
 		return "oci_blob"
-	case strings.Contains(path, "/referrers/"):
+	case oci.RouteReferrers:
 		return "oci_referrers"
 	}
 	return "other"
@@ -160,6 +162,11 @@ const (
 	maxLoggedPath      = 2048 // the longest path a door serves (the OCI door's)
 	maxLoggedUserAgent = 256
 )
+
+// LoggedPath is r's path as a log line names it: as sent (escaped), cut
+// at the longest path a door serves, as the access log cuts it, so that a
+// door's line about a request stays short whatever its path.
+func LoggedPath(r *http.Request) string { return logged(r.URL.EscapedPath(), maxLoggedPath) }
 
 // logged is s cut to limit bytes, marked as cut.
 func logged(s string, limit int) string {

@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
@@ -53,3 +54,29 @@ func TestAccessLineWithEveryHandler(t *testing.T) {
 
 // The access-log line takes jsonlog's way through without allocating.
 var _ jsonlog.Fields = (*requestLine)(nil)
+
+// The OCI door's route labels are read as the door reads its routes:
+// from the end of the path, whatever words the repository name holds.
+func TestOCIRouteLabels(t *testing.T) {
+	t.Parallel()
+	p := "/v2/providers/registry.terraform.io/"
+	d := "sha256:" + strings.Repeat("a", 64)
+	for path, want := range map[string]string{
+		"/v2/":                                  "oci_ping",
+		"/v2/token":                             "oci_token",
+		p + "acme/net/tags/list":                "oci_tags",
+		p + "acme/net/manifests/1.0.0":          "oci_manifest",
+		p + "acme/net/blobs/" + d:               "oci_blob",
+		p + "acme/net/referrers/" + d:           "oci_referrers",
+		p + "acme/net/blobs/uploads/":           "other",
+		p + "acme/manifests/blobs/" + d:         "oci_blob",
+		p + "acme/manifests/referrers/" + d:     "oci_referrers",
+		p + "blobs/uploads/manifests/1.0.0":     "oci_manifest",
+		p + "blobs/uploads/tags/list":           "oci_tags",
+		p + "acme/net/manifests/1.0.0/whatever": "other",
+	} {
+		if got := Route(path); got != want {
+			t.Errorf("Route(%s) = %s, want %s", path, got, want)
+		}
+	}
+}

@@ -190,17 +190,20 @@ func New(cfg Config, engine Engine) (*Server, error) {
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if len(r.URL.EscapedPath()) > MaxRequestPath {
 		// Longer than any door serves: refused before one logs it.
-		writeError(w, &httperr.RequestError{Status: http.StatusRequestURITooLong,
+		s.refuse(w, r, &httperr.RequestError{Status: http.StatusRequestURITooLong,
 			Msg: fmt.Sprintf("path longer than %d bytes", MaxRequestPath)})
 		return
 	}
-	if s.auth != nil && s.auth.limited(w, r) {
-		// Its client address failed authentication too often: no
-		// door checks its credentials until it has waited.
-		return
+	if s.auth != nil {
+		if err := s.auth.limited(r); err != nil {
+			// Its client address failed authentication too often: no
+			// door checks its credentials until it has waited.
+			s.refuse(w, r, err)
+			return
+		}
 	}
 	r = oneRange(r)
-	if s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/")) {
+	if s.ociPath(r) {
 		// Everything under /v2/ is the OCI front door's, whatever its
 		// method (the router mounts it there too, for Router's users).
 		s.oci.ServeHTTP(w, r)
@@ -214,6 +217,32 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.router.ServeHTTP(w, r)
+}
+
+// ErrorAnswerer is a door that answers errors in a format of its own (the
+// OCI door's error envelope, which OCI clients read): what the layers in
+// front of the doors refuse of a request on its paths (a path too long, a
+// client address over the limit of failed attempts) it answers, so that
+// every answer on its paths is in its format.
+type ErrorAnswerer interface {
+	AnswerError(w http.ResponseWriter, r *http.Request, err error)
+}
+
+// ociPath reports whether r is the OCI front door's: everything under
+// /v2/, whatever its method.
+func (s *Server) ociPath(r *http.Request) bool {
+	return s.oci != nil && (r.URL.Path == "/v2" || strings.HasPrefix(r.URL.Path, "/v2/"))
+}
+
+// refuse answers err, a refusal of the layers in front of the doors: on
+// the OCI door's paths in its format (ErrorAnswerer), else as the mirror
+// protocols' errors.
+func (s *Server) refuse(w http.ResponseWriter, r *http.Request, err error) {
+	if a, ok := s.oci.(ErrorAnswerer); ok && s.ociPath(r) {
+		a.AnswerError(w, r, err)
+		return
+	}
+	writeError(w, err)
 }
 
 // MaxRequestPath bounds a request's path, as sent (escaped), for every

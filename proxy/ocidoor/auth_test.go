@@ -189,6 +189,14 @@ func TestTokenEndpointFailuresLimited(t *testing.T) {
 	if got := status("Basic " + basic("tofu", clientToken)); got != http.StatusTooManyRequests || retryAfter != "1" {
 		t.Errorf("the right token over the limit: %d, Retry-After %q; want 429, 1", got, retryAfter)
 	}
+	// The layer in front of the doors answers an OCI client as the door
+	// does: the spec's error envelope, TOOMANYREQUESTS.
+	for _, path := range []string{"/v2/token", "/v2/providers/" + originHost + "/acme/net/tags/list"} {
+		resp := r.do("GET", path, "Authorization", "Basic "+basic("tofu", clientToken))
+		if got, code := ociError(t, resp); got != http.StatusTooManyRequests || code != "TOOMANYREQUESTS" || resp.Header.Get("Retry-After") != "1" {
+			t.Errorf("%s over the limit: %d %s, Retry-After %q; want 429 TOOMANYREQUESTS, 1", path, got, code, resp.Header.Get("Retry-After"))
+		}
+	}
 	now = now.Add(time.Second)
 	if got := status("Basic " + basic("tofu", clientToken)); got != http.StatusOK {
 		t.Errorf("the right token after waiting: %d, want 200", got)

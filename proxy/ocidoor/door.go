@@ -70,6 +70,9 @@ type Door struct {
 	hot       hotManifests                       // manifest answers by request path, while they hold
 }
 
+// The layers in front of the door answer its requests in its format.
+var _ proxy.ErrorAnswerer = (*Door)(nil)
+
 // New returns a Door answering from providers.
 func New(cfg Config, providers Providers) (*Door, error) {
 	if providers == nil {
@@ -123,7 +126,7 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = &privateWriter{ResponseWriter: w}
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		w.Header().Set("Allow", "GET, HEAD")
+		allowed(w, rest)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes and deletes are not supported"))
 		return
 	}
@@ -148,45 +151,36 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("repository names are lowercase letters, digits and separators"))
 		return
 	}
-	name, ref, kind := split(rest)
-	if d.serveModule(w, r, name, ref, kind) {
+	name, ref, route := oci.SplitPath(rest)
+	if d.serveModule(w, r, name, ref, route) {
 		return
 	}
-	switch kind {
-	case "tags":
+	switch route {
+	case oci.RouteTags:
 		d.tags(w, r, name)
-	case "manifests":
+	case oci.RouteManifests:
 		d.manifest(w, r, name, ref)
-	case "blobs":
+	case oci.RouteBlobs:
 		d.blob(w, r, name, ref)
-	case "referrers":
+	case oci.RouteReferrers:
 		d.referrers(w, r, name, ref)
-	case "uploads":
+	case oci.RouteUploads:
+		allowed(w, rest)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes are not supported"))
 	default:
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("not an OCI distribution API path"))
 	}
 }
 
-// split reads NAME/tags/list, NAME/manifests/REF, NAME/blobs/DIGEST,
-// NAME/referrers/DIGEST and NAME/blobs/uploads/...
-func split(rest string) (name, ref, kind string) {
-	if name, ok := strings.CutSuffix(rest, "/tags/list"); ok {
-		return name, "", "tags"
+// allowed sets the Allow header of a 405 answer on rest (the path under
+// /v2/), as RFC 9110 requires: GET and HEAD, but nothing on an upload's
+// path, which a read-only registry has no method for.
+func allowed(w http.ResponseWriter, rest string) {
+	allow := []string{"GET, HEAD"}
+	if _, _, route := oci.SplitPath(rest); route == oci.RouteUploads {
+		allow = []string{""}
 	}
-	if i := strings.Index(rest, "/blobs/uploads"); i > 0 {
-		return rest[:i], "", "uploads"
-	}
-	for _, k := range []string{"manifests", "blobs", "referrers"} {
-		if i := strings.LastIndex(rest, "/"+k+"/"); i > 0 {
-			ref := rest[i+len(k)+2:]
-			if ref == "" || strings.Contains(ref, "/") {
-				return "", "", ""
-			}
-			return rest[:i], ref, k
-		}
-	}
-	return "", "", ""
+	w.Header()["Allow"] = allow
 }
 
 // provider parses a repository name of a provider; on an error it
@@ -524,6 +518,7 @@ const (
 	codePaginationInvalid = "PAGINATION_NUMBER_INVALID"
 	codeUnsupported       = "UNSUPPORTED"
 	codeUnauthorized      = "UNAUTHORIZED"
+	codeDenied            = "DENIED"
 	codeUnavailable       = "UNAVAILABLE"
 	codeTooManyRequests   = "TOOMANYREQUESTS"
 	codeUnknown           = "UNKNOWN"
@@ -541,7 +536,8 @@ type errorEntry struct {
 
 // failEngine answers an engine error: what the engine calls not found
 // with notFound (NAME_UNKNOWN for a repository's versions,
-// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks), anything
+// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks), a refusal
+// (a version the package policy holds back, 451) with DENIED, anything
 // else with its status from httperr.Status, the one table.
 func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound string, err error) {
 	if r.Context().Err() != nil {
@@ -559,15 +555,31 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 		}
 	case status == http.StatusUnauthorized:
 		code = codeUnauthorized
+	case status == http.StatusUnavailableForLegalReasons || status == http.StatusForbidden:
+		// The operator's package policy holds the version back, or the
+		// mirror refuses what it could not verify: the spec's DENIED,
+		// which OpenTofu does not take for "not here, try the next
+		// source" as it takes NAME_UNKNOWN.
+		code = codeDenied
 	case status == http.StatusTooManyRequests:
 		code = codeTooManyRequests
 	case status == http.StatusServiceUnavailable:
 		code = codeUnavailable
-		if wait, ok := httperr.RetryAfter(err); ok {
-			w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
-		}
+	case status == http.StatusRequestURITooLong:
+		code = codeNameInvalid
+	}
+	if wait, ok := httperr.RetryAfter(err); ok {
+		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
 	}
 	d.fail(w, r, code, status, err)
+}
+
+// AnswerError answers err, with which a layer in front of the door
+// refused one of its requests (a path too long, a client address over
+// the limit of failed attempts: proxy.ErrorAnswerer), in the door's error
+// envelope, as failEngine answers the engine's errors.
+func (d *Door) AnswerError(w http.ResponseWriter, r *http.Request, err error) {
+	d.failEngine(w, r, codeUnknown, err)
 }
 
 // fail answers with the OCI error envelope and logs the error once, at a
@@ -581,8 +593,12 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, code string, status 
 	h.Del("ETag")
 	h.Del("Docker-Content-Digest")
 	h.Set("Cache-Control", "no-store")
-	body, _ := json.Marshal(errorEnvelope{Errors: []errorEntry{{Code: code, Message: msg}}})
-	if status != httperr.StatusClientClosedRequest {
+	if status == httperr.StatusClientClosedRequest {
+		// Told nothing, but counted and logged with its own code, not
+		// as a 200 that delivered nothing.
+		w.WriteHeader(status)
+	} else {
+		body, _ := json.Marshal(errorEnvelope{Errors: []errorEntry{{Code: code, Message: msg}}})
 		writeJSON(w, r, status, "application/json", body)
 	}
 	level := slog.LevelInfo
@@ -594,5 +610,5 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, code string, status 
 	case status >= 500:
 		level = slog.LevelWarn
 	}
-	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", r.URL.EscapedPath(), "status", status, "code", code, "error", err)
+	d.cfg.Logger.Log(r.Context(), level, "request failed", "path", proxy.LoggedPath(r), "status", status, "code", code, "error", err)
 }

@@ -6,12 +6,15 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
@@ -19,6 +22,8 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 var twoPlatforms = []string{"linux_amd64", "darwin_arm64"}
@@ -233,9 +238,12 @@ func TestErrorCodes(t *testing.T) {
 		{"push a manifest", "PUT", base + "/manifests/1.0.0", 405, "UNSUPPORTED"},
 		{"delete a manifest", "DELETE", base + "/manifests/1.0.0", 405, "UNSUPPORTED"},
 		{"start an upload", "POST", base + "/blobs/uploads/", 405, "UNSUPPORTED"},
+		{"an upload's state", "GET", base + "/blobs/uploads/some-id", 405, "UNSUPPORTED"},
 		{"delete a blob", "DELETE", base + "/blobs/sha256:" + strings.Repeat("b", 64), 405, "UNSUPPORTED"},
 		{"negative page", "GET", base + "/tags/list?n=-1", 400, "PAGINATION_NUMBER_INVALID"},
 		{"not an API path", "GET", base + "/whatever", 404, "NAME_UNKNOWN"},
+		{"path longer than the door's bound", "GET", base + "/" + strings.Repeat("a/", 1100) + "tags/list", 400, "NAME_INVALID"},
+		{"path longer than any door's", "GET", base + "/" + strings.Repeat("a/", 2100) + "tags/list", 414, "NAME_INVALID"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -246,6 +254,10 @@ func TestErrorCodes(t *testing.T) {
 					t.Errorf("%s %s: %d, want %d", tt.method, tt.path, resp.StatusCode, tt.status)
 				}
 				return
+			}
+			if allow, ok := resp.Header["Allow"]; tt.status == http.StatusMethodNotAllowed &&
+				(!ok || strings.Contains(tt.path, "/uploads/") != (allow[0] == "")) {
+				t.Errorf("%s %s: 405 with Allow %q, want GET and HEAD (none on an upload's path)", tt.method, tt.path, allow)
 			}
 			status, code := ociError(t, resp)
 			if status != tt.status || code != tt.code {
@@ -346,4 +358,114 @@ func (r *rig) pageTags(t *testing.T, repo string, n int) []string {
 		}
 	}
 	return all
+}
+
+// The route is read from the end of the path, as the spec anchors it: a
+// repository name may hold the routes' words ("manifests", "blobs",
+// "uploads", "referrers", "tags") as components, and such a provider is
+// pulled like any other.
+func TestRoutesReadFromTheEndOfThePath(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	for _, nt := range [][2]string{{"acme", "manifests"}, {"blobs", "uploads"}, {"manifests", "blobs"}, {"acme", "referrers"}, {"tags", "list"}} {
+		r.origin.AddProvider(nt[0], nt[1], []string{"1.0.0"}, twoPlatforms)
+		t.Run(nt[0]+"/"+nt[1], func(t *testing.T) {
+			digests, _ := pullProvider(t, r, nt[0], nt[1], "1.0.0", "linux_amd64", auth.EmptyCredential)
+			base := "/v2/providers/" + originHost + "/" + nt[0] + "/" + nt[1]
+			resp := r.do("GET", base+"/referrers/"+digests[0])
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusOK {
+				t.Errorf("referrers: %s", resp.Status)
+			}
+			for _, path := range []string{base + "/blobs/uploads/", base + "/blobs/uploads/some-id"} {
+				if status, code := ociError(t, r.do("POST", path)); status != http.StatusMethodNotAllowed || code != "UNSUPPORTED" {
+					t.Errorf("POST %s: %d %s", path, status, code)
+				}
+			}
+		})
+	}
+}
+
+// codeObserver keeps the status codes of the requests proxy.Instrument
+// observes.
+type codeObserver struct {
+	mu    sync.Mutex
+	codes []int
+}
+
+func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.codes = append(o.codes, code)
+}
+
+// A client that goes away while the door waits for the origin is counted
+// and logged with its own code, 499, as on the other doors: not as a 200
+// that delivered nothing.
+func TestClientGoneCountedAsSuch(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	r.origin.AddProvider("acme", "dns", []string{"1.0.0"}, twoPlatforms)
+	addTarballModule(r, map[string][]byte{"main.tf": []byte("#")}, "1.0.0")
+	// A blob whose index was handed out, not downloaded yet.
+	resp := r.do("GET", "/v2/providers/"+originHost+"/acme/dns/manifests/1.0.0")
+	resp.Body.Close()
+	blob := "/v2/providers/" + originHost + "/acme/dns/blobs/sha256:" + r.origin.SHA256("acme", "dns", "1.0.0", "linux_amd64")
+	// The origin answers much later than the client gives up (at once).
+	r.origin.SetLatency(time.Second)
+	obs := &codeObserver{}
+	h := proxy.Instrument(r.http.Config.Handler, slog.New(slog.DiscardHandler), obs)
+	paths := []string{
+		"/v2/providers/" + originHost + "/acme/net/tags/list",
+		"/v2/providers/" + originHost + "/acme/net/manifests/1.0.0",
+		"/v2/modules/" + originHost + "/acme/net/aws/tags/list",
+		"/v2/modules/" + originHost + "/acme/net/aws/manifests/1.0.0",
+		blob,
+	}
+	for _, path := range paths {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the client has gone away
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	if len(obs.codes) != len(paths) {
+		t.Fatalf("observed %v", obs.codes)
+	}
+	for i, code := range obs.codes {
+		if code != httperr.StatusClientClosedRequest {
+			t.Errorf("%s: counted as %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
+		}
+	}
+}
+
+// A path longer than any door serves is answered by the door, in its
+// envelope, and the line it logs stays short however long the path.
+func TestLongPathLoggedBounded(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	var out bytes.Buffer
+	logger := slog.New(slog.NewJSONHandler(&out, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	door, err := New(Config{Names: r.names, Logger: logger, Modules: r.pkgs}, r.pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := proxy.New(proxy.Config{Logger: logger, OCI: door}, r.pkgs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := proxy.Instrument(srv, logger, nil)
+	for _, path := range []string{"/v2/" + strings.Repeat("%FF", 18<<10), "/v2/providers/" + strings.Repeat("a/", 1500) + "tags/list"} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, path, nil))
+		var body struct {
+			Errors []struct{ Code string } `json:"errors"`
+		}
+		if json.Unmarshal(rec.Body.Bytes(), &body) != nil || len(body.Errors) != 1 || body.Errors[0].Code != "NAME_INVALID" {
+			t.Errorf("a path of %d bytes: %d %.200s", len(path), rec.Code, rec.Body.Bytes())
+		}
+	}
+	for line := range strings.SplitSeq(strings.TrimSpace(out.String()), "\n") {
+		if len(line) > 6<<10 {
+			t.Errorf("a log line of %d bytes: %.300s…", len(line), line)
+		}
+	}
 }

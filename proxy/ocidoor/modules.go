@@ -38,7 +38,7 @@ type Modules interface {
 
 // serveModule serves a request of a module repository, and reports
 // whether name is one (false: the provider routes answer).
-func (d *Door) serveModule(w http.ResponseWriter, r *http.Request, name, ref, kind string) bool {
+func (d *Door) serveModule(w http.ResponseWriter, r *http.Request, name, ref, route string) bool {
 	if !strings.HasPrefix(name, d.cfg.Names.ModulePrefix()+"/") {
 		return false
 	}
@@ -51,14 +51,14 @@ func (d *Door) serveModule(w http.ResponseWriter, r *http.Request, name, ref, ki
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, fmt.Errorf("%q: module repositories are not served", name))
 		return true
 	}
-	switch kind {
-	case "tags":
+	switch route {
+	case oci.RouteTags:
 		d.moduleTags(w, r, name, m)
-	case "manifests":
+	case oci.RouteManifests:
 		d.moduleManifest(w, r, m, ref)
-	case "blobs":
+	case oci.RouteBlobs:
 		d.moduleBlob(w, r, m, ref)
-	case "referrers":
+	case oci.RouteReferrers:
 		// No artifact refers to another here: an empty index.
 		if _, err := digest.Parse(ref); err != nil {
 			d.fail(w, r, codeDigestInvalid, http.StatusBadRequest, err)

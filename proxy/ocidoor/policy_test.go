@@ -23,7 +23,9 @@ func denyVersion(address, version string) string {
 `
 }
 
-// refused checks that path answers 451 with the policy's reason and no
+// refused checks that path answers 451 with the policy's reason, the
+// OCI error code DENIED (one of the codes the distribution spec allows,
+// and not one OpenTofu reads as "not here, try the next source"), and no
 // immutable caching.
 func refused(t *testing.T, r *rig, path string) {
 	t.Helper()
@@ -35,8 +37,8 @@ func refused(t *testing.T, r *rig, path string) {
 			t.Errorf("%s %s after the deny: %s %.200s, want 451", method, path, resp.Status, b)
 			continue
 		}
-		if method == "GET" && !strings.Contains(string(b), "CVE-2026-0001") {
-			t.Errorf("%s %s: %s, want the reason", method, path, b)
+		if method == "GET" && (!strings.Contains(string(b), "CVE-2026-0001") || !strings.Contains(string(b), `"code":"DENIED"`)) {
+			t.Errorf("%s %s: %s, want DENIED with the reason", method, path, b)
 		}
 		if cc := resp.Header.Get("Cache-Control"); strings.Contains(cc, "immutable") {
 			t.Errorf("%s %s: Cache-Control %q on a refusal", method, path, cc)
