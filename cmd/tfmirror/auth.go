@@ -112,8 +112,14 @@ func (m *server) reloadTokens() (int, error) {
 	}
 	if err != nil {
 		m.log.Error("reloading client tokens failed; the previous tokens stay in force", "error", err)
+		if m.metrics != nil {
+			m.metrics.TokensReload("refused")
+		}
 		return 0, err
 	}
 	m.log.Info("client tokens reloaded", "tokens", len(hashes))
+	if m.metrics != nil {
+		m.metrics.TokensReload("applied")
+	}
 	return len(hashes), nil
 }

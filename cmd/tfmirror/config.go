@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
@@ -80,7 +81,9 @@ func (m *server) configuration() *proxy.Configuration {
 	if r == nil {
 		return nil
 	}
-	return configurationOf(r.Current())
+	out := configurationOf(r.Current())
+	out.LastReload = m.lastReload.Load()
+	return out
 }
 
 func configurationOf(e *settings.Effective) *proxy.Configuration {
@@ -131,7 +134,9 @@ func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 // client tokens file (when client authentication is on), and says what
 // changed: SIGHUP and tfmirror reload (the admin API's reload) both come
 // here. A file refused leaves what it configures as it was; the error
-// says why, and each file is read whatever became of the other.
+// says why, and each file is read whatever became of the other. The
+// outcome is the status page's (configuration's LastReload); each file's
+// is counted in its metrics.
 func (m *server) reload() (admin.Reloaded, error) {
 	var out admin.Reloaded
 	var errs []error
@@ -165,7 +170,13 @@ func (m *server) reload() (admin.Reloaded, error) {
 			out.Tokens = &n
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	err := errors.Join(errs...)
+	last := &proxy.Reload{At: time.Now().UTC(), Applied: err == nil}
+	if err != nil {
+		last.Error = err.Error()
+	}
+	m.lastReload.Store(last)
+	if err != nil {
 		return out, &httperr.RequestError{Status: http.StatusUnprocessableEntity, Msg: err.Error()}
 	}
 	return out, nil

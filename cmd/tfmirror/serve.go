@@ -72,6 +72,9 @@ type server struct {
 	// conf holds the configuration in force and reloads it; nil until
 	// useConfig, and without a configuration file.
 	conf atomic.Pointer[settings.Reloader]
+	// lastReload is what the last reload did, for the status page; nil
+	// before the first.
+	lastReload atomic.Pointer[proxy.Reload]
 	// origins keeps the status page's origin rows.
 	origins *originwatch.Watch
 }
