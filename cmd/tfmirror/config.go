@@ -136,8 +136,11 @@ func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 // here. A file refused leaves what it configures as it was; the error
 // says why, and each file is read whatever became of the other. The
 // outcome is the status page's (configuration's LastReload); each file's
-// is counted in its metrics.
+// is counted in its metrics. One reload runs at a time, so that the last
+// to read the files is the one in force.
 func (m *server) reload() (admin.Reloaded, error) {
+	m.reloadMu.Lock()
+	defer m.reloadMu.Unlock()
 	var out admin.Reloaded
 	var errs []error
 	conf := m.conf.Load()

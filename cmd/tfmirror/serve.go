@@ -72,6 +72,10 @@ type server struct {
 	// conf holds the configuration in force and reloads it; nil until
 	// useConfig, and without a configuration file.
 	conf atomic.Pointer[settings.Reloader]
+	// reloadMu makes reloads one at a time: of two at once (SIGHUP and
+	// tfmirror reload), the one that read a file first could otherwise
+	// put it in force over the other's newer reading.
+	reloadMu sync.Mutex
 	// lastReload is what the last reload did, for the status page; nil
 	// before the first.
 	lastReload atomic.Pointer[proxy.Reload]
