@@ -411,7 +411,7 @@ var Table = []*Setting{
 	// Client authentication.
 	{Name: "auth-tokens-file", Group: GroupAuth,
 		Help:       "file of client bearer tokens, one per line ('#' comments), each at least 16 characters (openssl rand -hex 32); enables client authentication and signed archive URLs",
-		Doc:        "file of client bearer tokens, one per line (`#` comments and blank lines ignored), each at least 16 characters (make one with `openssl rand -hex 32`); turns on [client authentication](operations.md#client-authentication), with failed attempts limited per client address. A missing, unreadable or empty file, or one with a shorter token (named by file and line), stops start-up",
+		Doc:        "file of client bearer tokens, one per line (`#` comments and blank lines ignored), each at least 16 characters (make one with `openssl rand -hex 32`); turns on [client authentication](operations.md#client-authentication), with failed attempts limited per client address. A missing, unreadable or empty file, one with a shorter token (named by file and line), or what is no regular file (a FIFO, a device, a directory; a link to a file is followed), stops start-up",
 		DocDefault: "none (no client authentication)",
 		Reload:     "`tfmirror reload` (or `SIGHUP`) reads the file again; on any error (a short token too) the tokens in force stay",
 		bind:       stringOf("", func(c *Config) *string { return &c.AuthTokensFile })},
