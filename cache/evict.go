@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -275,6 +276,69 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	}
 	s.db.kickGC()
 	return info, nil
+}
+
+// EvictBlobs deletes the committed archives shas together, and runs
+// first before it deletes any: none is deleted when one of them is open
+// for reading or its writer is not yet closed (ErrInUse), or when first
+// fails (its error). From the first claim on, none of them is found or
+// opened (as for EvictBlob), so nobody starts reading one that is about
+// to go. It returns what it deleted, by sha256; an archive not cached is
+// skipped. An error deleting an archive once first ran is returned with
+// what was deleted: the archive is left behind, named by nothing first
+// removed. For a caller that must not leave what names the archives
+// without them, or them without what names them half removed: retention
+// removing a version that cannot be fetched again takes its record (first)
+// and its archives together.
+func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobInfo, error) {
+	for _, sha := range shas {
+		if err := checkSHA(sha); err != nil {
+			return nil, err
+		}
+	}
+	var claimed []string
+	unmark := func() {
+		for _, sha := range claimed {
+			s.evict.lru.unmark(sha)
+		}
+	}
+	for _, sha := range shas {
+		if slices.Contains(claimed, sha) {
+			continue
+		}
+		if _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) {
+			continue // not cached
+		}
+		err := s.evict.lru.claim(sha)
+		if errors.Is(err, ErrNotFound) {
+			continue // not committed: nothing to delete
+		}
+		if err != nil {
+			unmark()
+			return nil, err
+		}
+		claimed = append(claimed, sha)
+	}
+	if first != nil {
+		if err := first(); err != nil {
+			unmark()
+			return nil, err
+		}
+	}
+	deleted := make(map[string]BlobInfo, len(claimed))
+	var errs []error
+	for _, sha := range claimed {
+		info, err := s.deleteMarked(sha, nil)
+		switch {
+		case err == nil:
+			deleted[sha] = info
+		case errors.Is(err, ErrNotFound):
+		default:
+			errs = append(errs, err)
+		}
+	}
+	s.db.kickGC()
+	return deleted, errors.Join(errs...)
 }
 
 // deleteMarked deletes the archive sha, which claim or victim marked for

@@ -97,3 +97,56 @@ func TestEvictBlobAfterReopen(t *testing.T) {
 		t.Errorf("EvictBlob of an archive never stored: %v, want ErrNotFound", err)
 	}
 }
+
+// EvictBlobs removes archives together, after what names them: none while
+// one is read, none when first fails, and none is found from the time
+// first runs, so nobody starts reading one that is about to go; an
+// archive not cached is skipped.
+func TestEvictBlobsTogether(t *testing.T) {
+	s := openLimited(t, "", 0, new([]string))
+	a, b := randomBytes(testChunk*2, 410), randomBytes(testChunk, 411)
+	put(t, s, a)
+	put(t, s, b)
+	absent := shaOf(randomBytes(10, 412))
+	shas := []string{shaOf(a), shaOf(b), absent}
+
+	r, err := s.OpenBlob(shaOf(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if _, err := s.EvictBlobs(shas, func() error { ran = true; return nil }); !errors.Is(err, ErrInUse) || ran {
+		t.Errorf("EvictBlobs with one archive read: %v (first ran: %v), want ErrInUse before first", err, ran)
+	}
+	r.Close()
+	if !cached(s, a) || !cached(s, b) {
+		t.Fatal("EvictBlobs refused with ErrInUse removed an archive")
+	}
+
+	refused := errors.New("the record cannot be changed")
+	if _, err := s.EvictBlobs(shas, func() error { return refused }); !errors.Is(err, refused) {
+		t.Errorf("EvictBlobs whose first fails: %v", err)
+	}
+	if !cached(s, a) || !cached(s, b) {
+		t.Fatal("EvictBlobs whose first failed removed an archive")
+	}
+	readBlob(t, s, a)
+
+	removed, err := s.EvictBlobs(shas, func() error {
+		for _, data := range [][]byte{a, b} {
+			if _, err := s.StatBlob(shaOf(data)); !errors.Is(err, ErrNotFound) {
+				t.Errorf("while first runs, StatBlob of an archive about to go: %v, want ErrNotFound", err)
+			}
+			if _, err := s.OpenBlob(shaOf(data)); err == nil {
+				t.Error("while first runs, an archive about to go was opened")
+			}
+		}
+		return nil
+	})
+	if err != nil || len(removed) != 2 || removed[shaOf(a)].Size != int64(len(a)) || removed[shaOf(b)].Size != int64(len(b)) {
+		t.Fatalf("EvictBlobs: %+v, %v", removed, err)
+	}
+	if cached(s, a) || cached(s, b) {
+		t.Error("still cached")
+	}
+}
