@@ -278,32 +278,34 @@ func (s *Blobs) EvictBlob(sha string) (BlobInfo, error) {
 	return info, nil
 }
 
-// EvictBlobs deletes the committed archives shas together, and runs
-// first before it deletes any: none is deleted when one of them is open
-// for reading or its writer is not yet closed (ErrInUse), or when first
-// fails (its error). From the first claim on, none of them is found or
-// opened (as for EvictBlob), so nobody starts reading one that is about
-// to go. It returns what it deleted, by sha256; an archive not cached is
-// skipped. An error deleting an archive once first ran is returned with
-// what was deleted: the archive is left behind, named by nothing first
-// removed. For a caller that must not leave what names the archives
-// without them, or them without what names them half removed: retention
-// removing a version that cannot be fetched again takes its record (first)
-// and its archives together.
+// EvictBlobs deletes the committed archives shas together, after first
+// ran: none is deleted when one of them is open for reading or its writer
+// is not yet closed (ErrInUse, and first does not run), or when first
+// fails (its error). first runs with no archive marked for eviction, so
+// it may wait on anything a writer of one of them holds (a writer of an
+// archive being evicted waits for the eviction to end). An archive opened
+// between the check and its deletion is left behind, as one whose
+// deletion failed (that error is returned with what was deleted): named
+// by nothing first removed. It returns what it deleted, by sha256; an
+// archive not cached is skipped. For a caller that must not leave what
+// names the archives without them: retention removes a version that
+// cannot be fetched again, its record (first) and its archives together.
 func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobInfo, error) {
 	for _, sha := range shas {
 		if err := checkSHA(sha); err != nil {
 			return nil, err
 		}
 	}
+	// Whether any is in use: each claimed, then all let go again.
 	var claimed []string
 	unmark := func() {
 		for _, sha := range claimed {
 			s.evict.lru.unmark(sha)
 		}
 	}
+	var cached []string
 	for _, sha := range shas {
-		if slices.Contains(claimed, sha) {
+		if slices.Contains(cached, sha) {
 			continue
 		}
 		if _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) {
@@ -318,17 +320,18 @@ func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobIn
 			return nil, err
 		}
 		claimed = append(claimed, sha)
+		cached = append(cached, sha)
 	}
+	unmark()
 	if first != nil {
 		if err := first(); err != nil {
-			unmark()
 			return nil, err
 		}
 	}
-	deleted := make(map[string]BlobInfo, len(claimed))
+	deleted := make(map[string]BlobInfo, len(cached))
 	var errs []error
-	for _, sha := range claimed {
-		info, err := s.deleteMarked(sha, nil)
+	for _, sha := range cached {
+		info, err := s.EvictBlob(sha)
 		switch {
 		case err == nil:
 			deleted[sha] = info
@@ -337,7 +340,6 @@ func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobIn
 			errs = append(errs, err)
 		}
 	}
-	s.db.kickGC()
 	return deleted, errors.Join(errs...)
 }
 
