@@ -3,6 +3,7 @@ package retention
 import (
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"testing"
 
@@ -103,6 +104,43 @@ func TestNamedPruneOfWhatCannotBeFetchedAgainIsWhole(t *testing.T) {
 	for _, pl := range platforms {
 		if _, err := h.store.StatBlob(sha256Hex(pkgs[pl])); err == nil {
 			t.Errorf("1.0.0 %s is still cached after it was pruned", pl)
+		}
+	}
+}
+
+// unremovable is an engine whose records of versions cannot be removed
+// (a disk that refuses the write).
+type unremovable struct{ Engine }
+
+func (unremovable) RemoveVersion(kind, address, version string) error {
+	return errors.New("the record cannot be written")
+}
+
+// TestNamedPruneKeepsWhatItCannotUnlist: when the record of a version that
+// cannot be fetched again cannot be removed, none of its packages is: it
+// stays listed and served, whole.
+func TestNamedPruneKeepsWhatItCannotUnlist(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{wrap: func(e Engine) Engine { return unremovable{e} }})
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	pkgs := importInHouse(t, h, local, "1.0.0", 8<<10, "darwin_arm64", "linux_amd64")
+	done, err := h.ret.Prune(t.Context(), PruneRequest{Provider: &local, Versions: []string{"1.0.0"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(done) != 0 {
+		t.Errorf("a prune that could not unlist 1.0.0 removed %+v", done)
+	}
+	for pl, want := range pkgs {
+		a, err := h.engine.OpenArchive(t.Context(), local, mustVersion(t, "1.0.0"), mustPlatform(t, pl))
+		if err != nil {
+			t.Errorf("1.0.0 is listed, but its %s package is not served: %v", pl, err)
+			continue
+		}
+		b, err := io.ReadAll(a)
+		a.Close()
+		if err != nil || !bytes.Equal(b, want) {
+			t.Errorf("1.0.0 %s: %v, %d bytes", pl, err, len(b))
 		}
 	}
 }
