@@ -66,8 +66,8 @@ mount --bind "$DIR" "$DIR"
 mount -o remount,bind,ro "$DIR"
 exec "$BIN" "$@"
 `
-	cmd := exec.Command(unshare, append([]string{"--mount", "--map-root-user", "sh", "-c", script, "sh", "serve",
-		"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--allowed-origins", origin.Addr, "--allow-private-origins", "--log-format", "json"})...)
+	cmd := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", script, "sh", "serve",
+		"--listen", "127.0.0.1:0", "--data-dir", dataDir, "--allowed-origins", origin.Addr, "--allow-private-origins", "--log-format", "json")
 	cmd.Env = append(os.Environ(), "DIR="+dataDir, "BIN="+bin, "SSL_CERT_FILE="+caFile)
 	m = startCmd(t, cmd, dataDir)
 	body, _, err := m.get(ctx, path)
