@@ -356,10 +356,12 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	got := rm
 	got.Archives, got.Bytes = []string{}, 0
 	for _, sha := range rm.Archives {
+		// Named by no record now (no kept version needs them): one left
+		// behind is the size limit's to evict.
+		r.prot.removed(sha)
 		if info, ok := removed[sha]; ok {
 			got.Archives = append(got.Archives, sha)
 			got.Bytes += info.Size
-			r.prot.removed(sha)
 		}
 	}
 	r.log.Info("removed the packages of a version", append([]any{"rule", rm.Rule}, append(attrs, "bytes", got.Bytes,
