@@ -159,6 +159,10 @@ type Options struct {
 	// Trust is what an import trusts: the serving process's keys, never
 	// a caller's.
 	Trust airgap.Trust
+	// TrustNow, when set, gives what an import trusts when it starts, in
+	// place of Trust: the serving process's keys as its last reload read
+	// them (a key removed from its file is no longer trusted).
+	TrustNow func() airgap.Trust
 	// OCILayout, when set, makes OCI layout exports possible; nil: they
 	// fail.
 	OCILayout *OCILayout
@@ -309,8 +313,12 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 	if !filepath.IsAbs(req.In) {
 		return res, httperr.BadRequest("in %q: want an absolute path", req.In)
 	}
+	trust := a.opts.Trust
+	if a.opts.TrustNow != nil {
+		trust = a.opts.TrustNow()
+	}
 	sum, err := airgap.Import(ctx, a.engine, req.In, airgap.ImportOptions{
-		Trust:         a.opts.Trust,
+		Trust:         trust,
 		AllowUnsigned: req.AllowUnsigned,
 		Shown:         req.Shown,
 		ScratchDir:    a.opts.ScratchDir,

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -166,5 +167,49 @@ func TestAdminExportImport(t *testing.T) {
 		if status != 400 || !strings.Contains(string(body), tc.msg) {
 			t.Errorf("%s %+v: %d %s, want 400 with %q", tc.path, tc.req, status, body, tc.msg)
 		}
+	}
+}
+
+// TestImportTrustsTrustNow: with Options.TrustNow, an import trusts the
+// keys it gives when the import starts (the serving process's keys as its
+// last reload read them), not Options.Trust: a key it no longer gives is
+// not trusted, one it gives now is.
+func TestImportTrustsTrustNow(t *testing.T) {
+	from := newHarness(t, harnessOptions{})
+	from.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	to := newHarness(t, harnessOptions{})
+	key, err := airgap.GenerateExportKey("exporter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var public bytes.Buffer
+	if err := key.WritePublic(&public); err != nil {
+		t.Fatal(err)
+	}
+	trusted, err := airgap.ReadPublicKeys(&public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := from.newAPI(t, nil, nil, Options{ExportKey: func() (*airgap.ExportKey, error) { return key, nil }})
+	if _, err := src.Ensure(context.Background(), addrs.Provider{Hostname: "registry.terraform.io", Namespace: "hashicorp", Type: "random"}, "3.6.0", "linux_amd64"); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(t.TempDir(), "export")
+	if _, err := src.Export(context.Background(), ExportRequest{Out: out}); err != nil {
+		t.Fatal(err)
+	}
+
+	var now atomic.Pointer[airgap.Trust]
+	now.Store(&airgap.Trust{}) // the key revoked since start
+	dst := to.newAPI(t, nil, nil, Options{ScratchDir: t.TempDir(), Trust: airgap.Trust{ExportKeys: trusted},
+		TrustNow: func() airgap.Trust { return *now.Load() }})
+	imp, err := dst.Import(context.Background(), ImportRequest{In: out})
+	if imp.Imported != 0 {
+		t.Fatalf("an import trusted a key the last reload removed: %+v, %v", imp, err)
+	}
+	now.Store(&airgap.Trust{ExportKeys: trusted})
+	imp, err = dst.Import(context.Background(), ImportRequest{In: out})
+	if err != nil || imp.Imported != 1 {
+		t.Fatalf("an import with the key trusted now: %+v, %v", imp, err)
 	}
 }

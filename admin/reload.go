@@ -9,7 +9,8 @@ import (
 )
 
 // ReloadRequest asks the serving process to read its configuration file
-// (and its client tokens file) again, as on SIGHUP.
+// (its client tokens file, and the files of the keys imports trust) again,
+// as on SIGHUP.
 type ReloadRequest struct{}
 
 // Reloaded is what a reload put in force.
@@ -27,6 +28,10 @@ type Reloaded struct {
 	// Tokens is how many client tokens are in force after the tokens file
 	// was read again; absent without client authentication.
 	Tokens *int `json:"tokens,omitempty"`
+	// TrustedKeys is how many keys imports trust (trusted export keys and
+	// publisher keys) after their files were read again; absent when
+	// none are configured.
+	TrustedKeys *int `json:"trusted_keys,omitempty"`
 }
 
 // SettingChange is one setting a reload found changed; Old and New are

@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // Archives the owner says may not be evicted stay over the limit, and the
@@ -95,5 +96,61 @@ func TestEvictBlobAfterReopen(t *testing.T) {
 	}
 	if _, err := s.EvictBlob(shaOf(randomBytes(10, 402))); !errors.Is(err, ErrNotFound) {
 		t.Errorf("EvictBlob of an archive never stored: %v, want ErrNotFound", err)
+	}
+}
+
+// EvictBlobs removes archives together, after what names them: none
+// while one is read, none when first fails; first may commit one of the
+// archives again (what waits for an eviction to end would otherwise wait
+// for ever on the eviction that runs first); an archive not cached is
+// skipped.
+func TestEvictBlobsTogether(t *testing.T) {
+	s := openLimited(t, "", 0, new([]string))
+	a, b := randomBytes(testChunk*2, 410), randomBytes(testChunk, 411)
+	put(t, s, a)
+	put(t, s, b)
+	absent := shaOf(randomBytes(10, 412))
+	shas := []string{shaOf(a), shaOf(b), absent}
+
+	r, err := s.OpenBlob(shaOf(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ran := false
+	if _, err := s.EvictBlobs(shas, func() error { ran = true; return nil }); !errors.Is(err, ErrInUse) || ran {
+		t.Errorf("EvictBlobs with one archive read: %v (first ran: %v), want ErrInUse before first", err, ran)
+	}
+	r.Close()
+	if !cached(s, a) || !cached(s, b) {
+		t.Fatal("EvictBlobs refused with ErrInUse removed an archive")
+	}
+
+	refused := errors.New("the record cannot be changed")
+	if _, err := s.EvictBlobs(shas, func() error { return refused }); !errors.Is(err, refused) {
+		t.Errorf("EvictBlobs whose first fails: %v", err)
+	}
+	if !cached(s, a) || !cached(s, b) {
+		t.Fatal("EvictBlobs whose first failed removed an archive")
+	}
+	readBlob(t, s, a)
+
+	removed, err := s.EvictBlobs(shas, func() error {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			put(t, s, a) // a writer of the same archive commits meanwhile
+		}()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatal("a writer of an archive EvictBlobs removes waited 10s while first ran")
+		}
+		return nil
+	})
+	if err != nil || len(removed) != 2 || removed[shaOf(a)].Size != int64(len(a)) || removed[shaOf(b)].Size != int64(len(b)) {
+		t.Fatalf("EvictBlobs: %+v, %v", removed, err)
+	}
+	if cached(s, a) || cached(s, b) {
+		t.Error("still cached")
 	}
 }

@@ -5,10 +5,13 @@ package cache
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // afterWritableOpen removes what interrupted writes left, trims the cache
@@ -36,7 +39,8 @@ func (s *Store) afterWritableOpen(orphans map[string]int) {
 }
 
 // openReadOnly opens the database without writing anything, because the
-// disk is below the reserve at start-up. Badger refuses when its
+// disk is below the reserve at start-up, or its file system is mounted
+// read-only (disk.ErrReadOnly). Badger refuses when its
 // write-ahead logs need replaying (after a crash); then the store has no
 // database until there is room, and every lookup misses.
 func (s *Store) openReadOnly() {
@@ -56,6 +60,11 @@ func (s *Store) openReadOnly() {
 		return
 	}
 	archives, bytes := s.Stats()
+	if errors.Is(d.space.CanWrite(), disk.ErrReadOnly) {
+		d.log.Warn("file system mounted read-only at start-up: cache opened read-only, serving what it holds until it is writable",
+			"dir", d.space.Dir, "archives", archives, "bytes", bytes)
+		return
+	}
 	d.log.Warn("disk full at start-up: cache opened read-only, serving what it holds until there is room",
 		"dir", d.space.Dir, "archives", archives, "bytes", bytes)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // where formats a source position as file:line.
@@ -56,6 +57,26 @@ func parseFile(p *hclparse.Parser, path string) (*hcl.File, error) {
 	return f, nil
 }
 
+// parsePinFile is parseFile of a pins directory's file, which others may
+// replace while it is read again: what the name leads to when it is
+// opened is checked and read (internal/inputfile.OpenOperator), so a FIFO
+// swapped in after the directory was listed is refused, not waited on.
+func parsePinFile(path string) (*hcl.File, error) {
+	fh, _, err := inputfile.OpenOperator(path)
+	if err != nil {
+		return nil, fmt.Errorf("pins: %w", err)
+	}
+	defer fh.Close()
+	f, diags, err := hclfile.ParseFrom(hclparse.NewParser(), path, fh)
+	if err != nil {
+		return nil, err
+	}
+	if diags.HasErrors() {
+		return nil, diagError(diags)
+	}
+	return f, nil
+}
+
 var manifestSchema = &hcl.BodySchema{
 	Attributes: []hcl.AttributeSchema{{Name: "platforms"}},
 	Blocks: []hcl.BlockHeaderSchema{{Type: "provider", LabelNames: []string{"source"}}, {Type: "module", LabelNames: []string{"source"}},
@@ -83,6 +104,11 @@ func (s *Spec) loadManifest(path string) error {
 	if err != nil {
 		return err
 	}
+	return s.loadManifestFile(path, f)
+}
+
+// loadManifestFile is loadManifest of f, the file at path parsed.
+func (s *Spec) loadManifestFile(path string, f *hcl.File) error {
 	content, diags := f.Body.Content(manifestSchema)
 	if diags.HasErrors() {
 		return diagError(diags)
@@ -255,6 +281,11 @@ func parseLockFile(path string) ([]lockedProvider, error) {
 	if err != nil {
 		return nil, err
 	}
+	return lockedProviders(f)
+}
+
+// lockedProviders are the provider blocks of f, a lock file parsed.
+func lockedProviders(f *hcl.File) ([]lockedProvider, error) {
 	content, _, diags := f.Body.PartialContent(lockSchema)
 	if diags.HasErrors() {
 		return nil, diagError(diags)

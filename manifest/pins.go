@@ -61,15 +61,19 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 		CLIs: map[string][]retention.PinSelection{}}
 	for _, path := range files {
 		spec := &Spec{}
+		f, err := parsePinFile(path)
+		if err != nil {
+			return nil, false, err
+		}
 		if strings.HasSuffix(filepath.Base(path), ".lock.hcl") {
-			locked, err := parseLockFile(path)
+			locked, err := lockedProviders(f)
 			if err != nil {
 				return nil, false, err
 			}
 			for _, l := range locked {
 				spec.add(l.addr, []Selection{l.selection}, nil)
 			}
-		} else if err := spec.loadManifest(path); err != nil {
+		} else if err := spec.loadManifestFile(path, f); err != nil {
 			return nil, false, err
 		}
 		for _, p := range spec.Providers {

@@ -80,6 +80,7 @@ type Metrics struct {
 	retention         retentionMetrics  // retention.go
 	cacheCheck        cacheCheckMetrics // cachecheck.go
 	config            configMetrics     // config.go
+	tokens            tokensMetrics     // config.go
 	policy            policyMetrics     // policy.go
 	releases          releasesMetrics   // releases.go
 	auth              authMetrics       // auth.go
@@ -274,6 +275,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.retention.collectors()...)
 	cs = append(cs, m.cacheCheck.collectors()...)
 	cs = append(cs, m.config.collectors()...)
+	cs = append(cs, m.tokens.collectors()...)
 	cs = append(cs, m.policy.collectors()...)
 	cs = append(cs, m.releases.collectors()...)
 	cs = append(cs, m.auth.collectors()...)

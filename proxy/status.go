@@ -134,6 +134,21 @@ type Configuration struct {
 	// File is the configuration file, "" without one.
 	File     string    `json:"file,omitempty"`
 	Settings []Setting `json:"settings"`
+	// LastReload is what the last reload (tfmirror reload, SIGHUP) did;
+	// absent before the first.
+	LastReload *Reload `json:"last_reload,omitempty"`
+}
+
+// Reload is the outcome of a reload of the files a serve reads again
+// (the configuration file, the client tokens file).
+type Reload struct {
+	At time.Time `json:"at"`
+	// Applied says every file read was put in force. Else Error says
+	// which was refused and why (with its file:line; never a secret):
+	// what a refused file configures stays as it was, so the file on
+	// disk is not what is in force.
+	Applied bool   `json:"applied"`
+	Error   string `json:"error,omitempty"`
 }
 
 // Setting is one setting in effect.

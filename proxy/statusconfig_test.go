@@ -134,3 +134,46 @@ func TestStatusOriginsAndPolicy(t *testing.T) {
 		t.Error("the page shows an origin error's text without a token")
 	}
 }
+
+// TestStatusLastReload: the Health list says how the last reload ended,
+// and why a file was refused; nothing before the first reload, and
+// nothing without a token (client authentication on), as for the rest
+// of the configuration.
+func TestStatusLastReload(t *testing.T) {
+	t.Parallel()
+	var conf atomic.Pointer[Configuration]
+	conf.Store(&Configuration{Settings: []Setting{}})
+	h := newHarness(t, harnessOptions{cfg: Config{Settings: func() *Configuration { return conf.Load() }}})
+	if body := string(h.get("/").body); strings.Contains(body, `id="health-reload"`) {
+		t.Errorf("a last reload shown before any:\n%s", body)
+	}
+	at := time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
+	conf.Store(&Configuration{Settings: []Setting{}, LastReload: &Reload{At: at,
+		Error: "client tokens file /etc/tfmirror/tokens refused; the tokens in force stay: --auth-tokens-file: /etc/tfmirror/tokens:2: a token of 5 characters is too short <x>"}})
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if r := st.Configuration.LastReload; r == nil || r.Applied || !r.At.Equal(at) || !strings.Contains(r.Error, "tokens:2") {
+		t.Errorf("JSON last reload %+v", r)
+	}
+	body := string(h.get("/").body)
+	for _, want := range []string{`<li id="health-reload">`, `2026-11-29 12:00 UTC: <span class="bad">refused</span>`,
+		"<code>client tokens file /etc/tfmirror/tokens refused; the tokens in force stay: --auth-tokens-file: /etc/tfmirror/tokens:2: a token of 5 characters is too short &lt;x&gt;</code>"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("page lacks %q:\n%s", want, body)
+		}
+	}
+	conf.Store(&Configuration{Settings: []Setting{}, LastReload: &Reload{At: at, Applied: true}})
+	if body := string(h.get("/").body); !strings.Contains(body, `2026-11-29 12:00 UTC: <span class="ok">put in force</span>`) {
+		t.Errorf("page lacks the reload put in force:\n%s", body)
+	}
+
+	conf.Store(&Configuration{Settings: []Setting{}, LastReload: &Reload{At: at, Error: "refused"}})
+	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32), URLTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha := newHarness(t, harnessOptions{cfg: Config{Auth: a, Settings: func() *Configuration { return conf.Load() }}})
+	if body := string(ha.get("/").body); strings.Contains(body, `id="health-reload"`) {
+		t.Errorf("the last reload shown without a token:\n%s", body)
+	}
+}

@@ -52,6 +52,9 @@ type harnessOptions struct {
 	origin   fakeorigin.Options
 	cacheDir string        // on-disk cache (to test restarts); "" = in memory
 	store    cache.Options // further cache options (Dir and InMemory are set from cacheDir)
+	// wrap, when set, is what retention is given of the engine's
+	// inventory (a test's failures).
+	wrap func(Engine) Engine
 }
 
 // sharedBoth is a shared store as the engine and retention use it.
@@ -87,7 +90,11 @@ func (h *harness) start(opts harnessOptions) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ret, err := New(opts.ret, engine.Inventory(), h.store, shared)
+	var inv Engine = engine.Inventory()
+	if opts.wrap != nil {
+		inv = opts.wrap(inv)
+	}
+	ret, err := New(opts.ret, inv, h.store, shared)
 	if err != nil {
 		t.Fatal(err)
 	}

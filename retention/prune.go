@@ -242,8 +242,10 @@ func named(hs []*held, req PruneRequest) (map[*held]string, error) {
 }
 
 // remove applies plan: deletes its archives (not those a client has
-// open), and unlists the versions that cannot be fetched again. It
-// returns what was removed.
+// open: a version that can be fetched again loses the others, and the
+// rest goes in a later pass), and unlists the versions that cannot be
+// fetched again with their archives, whole or not at all (removeWhole).
+// It returns what was removed.
 func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error) {
 	var done []Removal
 	type tally struct {
@@ -251,9 +253,25 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 		bytes    int64
 	}
 	byRule := map[string]*tally{}
+	count := func(got Removal) {
+		done = append(done, got)
+		t := byRule[got.Rule]
+		if t == nil {
+			t = &tally{}
+			byRule[got.Rule] = t
+		}
+		t.versions++
+		t.bytes += got.Bytes
+	}
 	for _, rm := range plan {
 		if ctx.Err() != nil {
 			break
+		}
+		if rm.Unlisted || rm.Withheld {
+			if got, ok := r.removeWhole(rm); ok {
+				count(got)
+			}
+			continue
 		}
 		got := rm
 		got.Archives, got.Bytes = []string{}, 0
@@ -277,34 +295,12 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 			r.log.Info("an archive of a version being removed is in use; it is removed by a later pass",
 				"kind", rm.Kind, "address", rm.Address, "version", rm.Version)
 		}
-		switch {
-		case busy:
-			got.Unlisted, got.Withheld = false, false
-		case rm.Unlisted:
-			// The record goes, with the import set aside in it.
-			if err := r.removeVersion(rm.Kind, rm.Address, rm.Version); err != nil {
-				r.log.Warn("removing a version from the version list", "kind", rm.Kind, "address", rm.Address, "version", rm.Version, "error", err)
-				got.Unlisted, got.Withheld = false, false
-			}
-		case rm.Withheld:
-			if err := r.eng.DropSetAside(rm.Address, rm.Version); err != nil {
-				r.log.Warn("removing the withheld import from a version's record", "address", rm.Address, "version", rm.Version, "error", err)
-				got.Withheld = false
-			}
-		}
-		if len(got.Archives) == 0 && !got.Unlisted && !got.Withheld {
+		if len(got.Archives) == 0 {
 			continue
 		}
-		done = append(done, got)
-		t := byRule[rm.Rule]
-		if t == nil {
-			t = &tally{}
-			byRule[rm.Rule] = t
-		}
-		t.versions++
-		t.bytes += got.Bytes
+		count(got)
 		r.log.Info("removed the packages of a version", "rule", rm.Rule, "kind", rm.Kind, "address", rm.Address,
-			"version", rm.Version, "bytes", got.Bytes, "unlisted", got.Unlisted, "withheld_import", got.Withheld)
+			"version", rm.Version, "bytes", got.Bytes, "unlisted", false, "withheld_import", false)
 	}
 	if r.cfg.Metrics != nil {
 		for rule, t := range byRule {
@@ -312,6 +308,65 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 		}
 	}
 	return done, ctx.Err()
+}
+
+// removeWhole applies rm, a removal of what cannot be fetched again (a
+// version unlisted with its record, or the withheld import set aside in a
+// record): the record (or what it sets aside) and the archives go
+// together, or nothing does. An archive removed while a record still
+// named it could never be had again, and the version would stay listed
+// without it; so while a client reads one of them (cache.ErrInUse), or
+// the record cannot be changed, nothing is removed, and the version stays
+// whole for a prune naming it again. It returns what was removed, and
+// false when nothing was.
+func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
+	attrs := []any{"kind", rm.Kind, "address", rm.Address, "version", rm.Version}
+	var ran bool
+	var recordErr error
+	first := func() error {
+		ran = true
+		if rm.Unlisted {
+			// The record goes, with the import set aside in it.
+			recordErr = r.removeVersion(rm.Kind, rm.Address, rm.Version)
+		} else {
+			recordErr = r.eng.DropSetAside(rm.Address, rm.Version)
+		}
+		return recordErr
+	}
+	removed, err := r.store.EvictBlobs(rm.Archives, first)
+	switch {
+	case errors.Is(err, cache.ErrInUse):
+		r.log.Info("a package of a version that cannot be fetched again is being read; nothing of the version was removed: name it in a prune again once the download ended", attrs...)
+		return Removal{}, false
+	case recordErr != nil:
+		msg := "removing a version from the version list; nothing of it was removed"
+		if !rm.Unlisted {
+			msg = "removing the withheld import from a version's record; nothing of it was removed"
+		}
+		r.log.Warn(msg, append(attrs, "error", recordErr)...)
+		return Removal{}, false
+	case err != nil && !ran:
+		r.log.Warn("removing the packages of a version that cannot be fetched again; nothing of it was removed", append(attrs, "error", err)...)
+		return Removal{}, false
+	case err != nil:
+		// The record went: what is left of the archives is named by
+		// nothing, and served by nothing.
+		r.log.Warn("removing an archive of a version taken off its version list; it is left behind, named by no record", append(attrs, "error", err)...)
+	}
+	got := rm
+	got.Archives, got.Bytes = []string{}, 0
+	for _, sha := range rm.Archives {
+		// Named by no record now (no kept version needs them): one left
+		// behind is the size limit's to evict.
+		r.prot.removed(sha)
+		if info, ok := removed[sha]; ok {
+			got.Archives = append(got.Archives, sha)
+			got.Bytes += info.Size
+		}
+	}
+	r.log.Info("removed the packages of a version", append([]any{"rule", rm.Rule}, append(attrs, "bytes", got.Bytes,
+		"unlisted", got.Unlisted, "withheld_import", got.Withheld)...)...)
+	return got, true
 }
 
 // removeVersion removes a version that cannot be fetched again: of the

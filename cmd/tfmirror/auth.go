@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
@@ -80,8 +81,11 @@ func dataDirKey(path string) ([]byte, error) {
 	return key, nil
 }
 
+// readTokens reads the client tokens file at path: through a link (a
+// mounted Secret's), never waiting on what is no regular file (a FIFO put
+// in its place would hold a reload, and the shutdown after it, for ever).
 func readTokens(path string) ([][32]byte, error) {
-	f, err := os.Open(path)
+	f, _, err := inputfile.OpenOperator(path)
 	if err != nil {
 		return nil, fmt.Errorf("--auth-tokens-file: %w", err)
 	}
@@ -108,8 +112,14 @@ func (m *server) reloadTokens() (int, error) {
 	}
 	if err != nil {
 		m.log.Error("reloading client tokens failed; the previous tokens stay in force", "error", err)
+		if m.metrics != nil {
+			m.metrics.TokensReload("refused")
+		}
 		return 0, err
 	}
 	m.log.Info("client tokens reloaded", "tokens", len(hashes))
+	if m.metrics != nil {
+		m.metrics.TokensReload("applied")
+	}
 	return len(hashes), nil
 }

@@ -11,6 +11,7 @@ import (
 	"os/signal"
 	"syscall"
 	"text/tabwriter"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
@@ -80,7 +81,9 @@ func (m *server) configuration() *proxy.Configuration {
 	if r == nil {
 		return nil
 	}
-	return configurationOf(r.Current())
+	out := configurationOf(r.Current())
+	out.LastReload = m.lastReload.Load()
+	return out
 }
 
 func configurationOf(e *settings.Effective) *proxy.Configuration {
@@ -97,12 +100,13 @@ func configurationOf(e *settings.Effective) *proxy.Configuration {
 
 // reloadOnHangup, on each SIGHUP until ctx is done or the returned
 // function is called, reloads what m reads from files (m.reload). Without
-// a configuration file or a client tokens file, SIGHUP keeps its default
-// meaning.
+// a configuration file, a client tokens file or trusted keys, SIGHUP keeps
+// its default meaning.
 func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 	conf := m.conf.Load()
 	withFile := conf != nil && conf.Current().File != nil
-	if m.auth == nil && !withFile {
+	withTrust := len(m.cfg.TrustedExportKeys) > 0 || len(m.cfg.TrustedPublisherKeys) > 0
+	if m.auth == nil && !withFile && !withTrust {
 		return func() {}
 	}
 	hup := make(chan os.Signal, 1)
@@ -127,19 +131,26 @@ func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
 	}
 }
 
-// reload reads the configuration file again (when there is one) and the
-// client tokens file (when client authentication is on), and says what
-// changed: SIGHUP and tfmirror reload (the admin API's reload) both come
-// here. A file refused leaves what it configures as it was; the error
-// says why, and each file is read whatever became of the other.
+// reload reads the configuration file again (when there is one), the
+// client tokens file (when client authentication is on) and the files of
+// the keys imports trust (when there are), and says what changed: SIGHUP
+// and tfmirror reload (the admin API's reload) both come here. A file
+// refused leaves what it configures as it was; the error says why, and
+// each file is read whatever became of the others. The outcome is the
+// status page's (configuration's LastReload); the configuration file's
+// and the tokens file's are counted in their metrics. One reload runs at
+// a time, so that the last to read the files is the one in force.
 func (m *server) reload() (admin.Reloaded, error) {
+	m.reloadMu.Lock()
+	defer m.reloadMu.Unlock()
 	var out admin.Reloaded
 	var errs []error
 	conf := m.conf.Load()
 	withFile := conf != nil && conf.Current().File != nil
-	if !withFile && m.auth == nil {
+	withTrust := len(m.cfg.TrustedExportKeys) > 0 || len(m.cfg.TrustedPublisherKeys) > 0
+	if !withFile && m.auth == nil && !withTrust {
 		return out, &httperr.RequestError{Status: http.StatusConflict,
-			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG) and without a client tokens file"}
+			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG), without a client tokens file and without trusted keys"}
 	}
 	out.Settings, out.Parts = []admin.SettingChange{}, []admin.PartChange{}
 	if withFile {
@@ -165,7 +176,20 @@ func (m *server) reload() (admin.Reloaded, error) {
 			out.Tokens = &n
 		}
 	}
-	if err := errors.Join(errs...); err != nil {
+	if withTrust {
+		if n, err := m.reloadTrust(); err != nil {
+			errs = append(errs, fmt.Errorf("trusted keys refused; the keys in force stay: %w", err))
+		} else {
+			out.TrustedKeys = &n
+		}
+	}
+	err := errors.Join(errs...)
+	last := &proxy.Reload{At: time.Now().UTC(), Applied: err == nil}
+	if err != nil {
+		last.Error = err.Error()
+	}
+	m.lastReload.Store(last)
+	if err != nil {
 		return out, &httperr.RequestError{Status: http.StatusUnprocessableEntity, Msg: err.Error()}
 	}
 	return out, nil

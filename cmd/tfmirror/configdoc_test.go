@@ -172,7 +172,7 @@ a file owned by root with mode ` + "`0644`" + ` read by a serve running as anoth
 
 **Reload.** ` + "`tfmirror reload`" + ` (on the serving host or in its container, with the same
 ` + "`TFMIRROR_DATA_DIR`" + ` or ` + "`--data-dir`" + `; it asks the running serve through the admin socket of its data
-directory) reads the file again (and the client tokens file), and so does ` + "`SIGHUP`" + `; the systemd
+directory) reads the file again (and the client tokens file, and the files of the keys imports trust), and so does ` + "`SIGHUP`" + `; the systemd
 unit's ` + "`systemctl reload tfmirror`" + ` runs the command. It prints what changed: each setting with its old
 and new value, those that wait for a restart, and the policy's rules added and removed (as
 ` + "`tfmirror config check`" + ` lists them). A file that does not parse or validate is refused whole: the

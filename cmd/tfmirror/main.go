@@ -120,8 +120,8 @@ Usage:
                            provider or module (or one version of it), and why
   tfmirror reload [--data-dir DIR]
                            make the tfmirror serving DIR read its configuration
-                           file (and client tokens file) again, as SIGHUP does,
-                           and print what changed
+                           file (client tokens and trusted keys files) again,
+                           as SIGHUP does, and print what changed
   tfmirror version         print the version
 `)
 }

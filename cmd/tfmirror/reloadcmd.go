@@ -17,9 +17,9 @@ const reloadUsage = "tfmirror reload [--data-dir DIR] [--config FILE]"
 
 // runReload is `tfmirror reload`: it asks the tfmirror serving the data
 // directory, through its admin socket, to read its configuration file
-// (and client tokens file) again, as SIGHUP does, and prints what changed:
-// the settings (and those that wait for a restart) and the policy's rules
-// added and removed. It needs no shell tools in the serving process's
+// (client tokens file and trusted keys files) again, as SIGHUP does, and
+// prints what changed: the settings (and those that wait for a restart)
+// and the policy's rules added and removed. It needs no shell tools in the serving process's
 // image (kubectl exec … -- tfmirror reload) and is the systemd unit's
 // ExecReload. Exit status 0 when the files were read and put in force, 1
 // when one was refused (the configuration in force stays; the reason is
@@ -80,7 +80,7 @@ func reloadDataDir(args []string, lookupEnv func(string) (string, bool), stdout,
 		if help {
 			out = stdout
 		}
-		fmt.Fprintf(out, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (and client tokens file) again, as SIGHUP does, and prints\nwhat changed. Exit status 1 when a file is refused: the configuration in force\nstays.\n\nFlags:\n", reloadUsage)
+		fmt.Fprintf(out, "Usage: %s\n\nAsks the tfmirror serving the data directory, through its admin socket, to read\nits configuration file (client tokens file, trusted keys files) again, as SIGHUP\ndoes, and prints what changed. Exit status 1 when a file is refused: the configuration in force\nstays.\n\nFlags:\n", reloadUsage)
 		fs.SetOutput(out)
 		fs.PrintDefaults()
 	}
@@ -144,6 +144,9 @@ func printReloaded(w io.Writer, res admin.Reloaded) {
 	}
 	if res.Tokens != nil {
 		fmt.Fprintf(w, "client tokens: %d in force\n", *res.Tokens)
+	}
+	if res.TrustedKeys != nil {
+		fmt.Fprintf(w, "keys imports trust: %d in force\n", *res.TrustedKeys)
 	}
 }
 

@@ -26,6 +26,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
+	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/originwatch"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -72,6 +73,16 @@ type server struct {
 	// conf holds the configuration in force and reloads it; nil until
 	// useConfig, and without a configuration file.
 	conf atomic.Pointer[settings.Reloader]
+	// reloadMu makes reloads one at a time: of two at once (SIGHUP and
+	// tfmirror reload), the one that read a file first could otherwise
+	// put it in force over the other's newer reading.
+	reloadMu sync.Mutex
+	// lastReload is what the last reload did, for the status page; nil
+	// before the first.
+	lastReload atomic.Pointer[proxy.Reload]
+	// trust is what imports trust: the keys of the trust settings' files
+	// as the last reload (or the start) read them.
+	trust atomic.Pointer[airgap.Trust]
 	// origins keeps the status page's origin rows.
 	origins *originwatch.Watch
 }
@@ -200,6 +211,9 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if len(aopts.Trust.ExportKeys) > 0 || len(aopts.Trust.PublisherKeys) > 0 {
 		logger.Info("imports trust these keys", trustAttrs(aopts.Trust)...)
 	}
+	// The keys as the last reload read them.
+	m.trust.Store(&aopts.Trust)
+	aopts.TrustNow = m.trustNow
 	m.admin, err = admin.New(m.adminEngine(), pkgs, m.retention, logger, m.metrics, aopts)
 	if err != nil {
 		return nil, err

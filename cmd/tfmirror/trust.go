@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // This file wires the keys of exports and imports: the mirror's own
@@ -46,8 +47,12 @@ func loadTrust(cfg settings.Config) (airgap.Trust, error) {
 	return t, nil
 }
 
+// readPublicKeysFile reads the public keys of the file at path: through a
+// link (a mounted Secret's), never waiting on what is no regular file (a
+// FIFO put in its place would hold a reload, and the shutdown after it,
+// for ever).
 func readPublicKeysFile(path string) (openpgp.EntityList, error) {
-	f, err := os.Open(path)
+	f, _, err := inputfile.OpenOperator(path)
 	if err != nil {
 		return nil, err
 	}
@@ -57,6 +62,32 @@ func readPublicKeysFile(path string) (openpgp.EntityList, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return keys, nil
+}
+
+// trustNow is what imports trust now (admin.Options.TrustNow).
+func (m *server) trustNow() airgap.Trust {
+	if t := m.trust.Load(); t != nil {
+		return *t
+	}
+	return airgap.Trust{}
+}
+
+// reloadTrust reads the files of the trust settings again and puts their
+// keys in force for the next import; it returns how many keys are in
+// force. On any error the keys in force stay.
+func (m *server) reloadTrust() (int, error) {
+	t, err := loadTrust(m.cfg)
+	if err != nil {
+		m.log.Error("reloading the keys imports trust failed; the keys in force stay", "error", err)
+		return 0, err
+	}
+	m.trust.Store(&t)
+	n := len(t.ExportKeys)
+	for _, keys := range t.PublisherKeys {
+		n += len(keys)
+	}
+	m.log.Info("keys imports trust reloaded", trustAttrs(t)...)
+	return n, nil
 }
 
 // trustAttrs describes t for the log: the fingerprints of the export

@@ -35,7 +35,20 @@ const MaxBytes = 16 << 20
 // larger than MaxBytes, of more than MaxTokens tokens or nested deeper
 // than MaxDepth, which is not parsed.
 func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics, err error) {
-	src, err := readBounded(path)
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fh.Close()
+	return ParseFrom(p, path, fh)
+}
+
+// ParseFrom is Parse of the file at path that its caller opened as r (and
+// checked: an operator's file that a reload reads again is opened by
+// internal/inputfile.OpenOperator, and read from the very descriptor it
+// checked).
+func ParseFrom(p *hclparse.Parser, path string, r io.Reader) (f *hcl.File, diags hcl.Diagnostics, err error) {
+	src, err := readBounded(r)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -58,16 +71,11 @@ func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics,
 	return f, diags, nil
 }
 
-// readBounded reads the file at path, or nil when it holds more than
-// MaxBytes (read no further), whatever it says its size is (a pipe, a
-// device, a file still growing).
-func readBounded(path string) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	src, err := io.ReadAll(io.LimitReader(fh, MaxBytes+1))
+// readBounded reads r, or nil when it holds more than MaxBytes (read no
+// further), whatever it says its size is (a pipe, a device, a file still
+// growing).
+func readBounded(r io.Reader) ([]byte, error) {
+	src, err := io.ReadAll(io.LimitReader(r, MaxBytes+1))
 	if err != nil {
 		return nil, err
 	}

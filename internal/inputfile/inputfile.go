@@ -6,7 +6,8 @@
 // open), never follows a link in place of the file (O_NOFOLLOW), and what
 // was opened is checked on its descriptor to be what was asked for: a
 // regular file, or a directory. Every read of an import's input goes
-// through it.
+// through it, and every reading of an operator's file that a reload reads
+// again (OpenOperator, which follows links but never waits either).
 //
 // It owns the opening only: which names to open, and how much of a file
 // to read, are its callers'.
@@ -39,6 +40,26 @@ const (
 // directory at path is a *KindError, and the open never waits.
 func Open(path string) (*os.File, fs.FileInfo, error) {
 	return open(path, false)
+}
+
+// OpenOperator opens the regular file at path, one of the operator's
+// (the configuration file, the client tokens file), for reading, and
+// returns it with what its descriptor says of it. Unlike Open it follows
+// a link (a mounted ConfigMap's or Secret's files are links), but, as
+// Open, it never waits: what the name leads to when it is opened is
+// checked on the descriptor, and a FIFO, a device, a socket or a
+// directory there is a *KindError. What was checked is what is read,
+// whatever the name leads to a moment later.
+func OpenOperator(path string) (*os.File, fs.FileInfo, error) {
+	f, err := os.OpenFile(path, os.O_RDONLY|nonBlock, 0)
+	if err != nil {
+		return nil, nil, err
+	}
+	info, err := check(path, f, false)
+	if err != nil {
+		return nil, nil, err
+	}
+	return f, info, nil
 }
 
 // OpenDir opens the directory at path for reading its entries, on the

@@ -161,3 +161,45 @@ func TestOpenIn(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenOperator: an operator's file is opened through a link (a
+// mounted Secret's), and a FIFO (itself or behind a link), a directory and
+// a socket are refused at once with what they are.
+func TestOpenOperator(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "file")
+	if err := os.WriteFile(file, []byte("content"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fifo := filepath.Join(dir, "fifo")
+	mkfifo(t, fifo)
+	for name, target := range map[string]string{"link": file, "fifolink": fifo} {
+		if err := os.Symlink(target, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"file", "link"} {
+		f, info, err := OpenOperator(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		b, err := io.ReadAll(f)
+		f.Close()
+		if err != nil || string(b) != "content" || info.Size() != 7 {
+			t.Errorf("%s: read %q, %v, size %d", name, b, err, info.Size())
+		}
+	}
+	for name, kind := range map[string]string{"fifo": "a FIFO", "fifolink": "a FIFO", ".": "a directory"} {
+		err := within(t, fifo, func() error {
+			f, _, err := OpenOperator(filepath.Join(dir, name))
+			if err == nil {
+				f.Close()
+			}
+			return err
+		})
+		var ke *KindError
+		if !errors.As(err, &ke) || ke.Kind != kind {
+			t.Errorf("%s: %v, want a *KindError of %s", name, err, kind)
+		}
+	}
+}

@@ -8,3 +8,6 @@ package inputfile
 const openFlags = 0
 
 func isLink(error) bool { return false }
+
+// nonBlock: none on this system, whose FIFOs do not block an open.
+const nonBlock = 0

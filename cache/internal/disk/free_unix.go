@@ -4,6 +4,7 @@ package disk
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"path/filepath"
 	"syscall"
@@ -14,7 +15,9 @@ import (
 // Free is the space on dir's file system that this process may use
 // (blocks available to unprivileged users: root's reserved blocks on ext4
 // are not counted, which errs on the safe side). A directory not created
-// yet is on the file system of its nearest existing parent.
+// yet is on the file system of its nearest existing parent. A file system
+// mounted read-only (a disk the kernel remounted so after errors) has no
+// space to use: ErrReadOnly.
 func Free(dir string) (int64, error) {
 	dir, err := filepath.Abs(dir)
 	if err != nil {
@@ -23,6 +26,9 @@ func Free(dir string) (int64, error) {
 	for {
 		var st unix.Statfs_t
 		err := unix.Statfs(dir, &st)
+		if err == nil && readOnly(&st) {
+			return 0, fmt.Errorf("%w: %s", ErrReadOnly, dir)
+		}
 		if err == nil {
 			return int64(st.Bavail) * int64(st.Bsize), nil
 		}

@@ -6,6 +6,7 @@
 package disk
 
 import (
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,6 +14,9 @@ import (
 
 	"github.com/dustin/go-humanize"
 )
+
+// ErrReadOnly is Free's error for a file system mounted read-only.
+var ErrReadOnly = errors.New("the file system is mounted read-only")
 
 // Space decides whether a store in Dir may write: only while the file
 // system has more free space than Reserve plus the size that Refresh was
@@ -83,12 +87,24 @@ func (sp *Space) setWritable(ok bool) {
 		}
 		return
 	}
+	if sp.readOnly() {
+		sp.Log.Warn("cache not writable: its file system is mounted read-only; archives are served but not cached until it is writable",
+			"dir", sp.Dir)
+		return
+	}
 	sp.Log.Warn("cache not writable: free disk space below the reserve; archives are served but not cached until there is room",
 		"dir", sp.Dir, "free_bytes", sp.room(), "reserve_bytes", sp.floor(), "error", sp.statErr)
 }
 
+// readOnly reports whether the last check found the file system mounted
+// read-only. Caller holds sp.mu.
+func (sp *Space) readOnly() bool { return errors.Is(sp.statErr, ErrReadOnly) }
+
 // why says why the store does not write. Caller holds sp.mu.
 func (sp *Space) why() error {
+	if sp.readOnly() {
+		return fmt.Errorf("%w: %w: %s", sp.Refusal, ErrReadOnly, sp.Dir)
+	}
 	if sp.statErr != nil {
 		return fmt.Errorf("%w: checking free space of %s: %v", sp.Refusal, sp.Dir, sp.statErr)
 	}

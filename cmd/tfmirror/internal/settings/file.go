@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/internal/duration"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
@@ -93,13 +93,18 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 	fail := func(summary, detail string) (*File, hcl.Diagnostics) {
 		return nil, hcl.Diagnostics{{Severity: hcl.DiagError, Summary: summary, Detail: detail}}
 	}
-	fi, err := os.Stat(path)
+	// What the name leads to when it is opened is checked and read: a
+	// FIFO swapped in after a look at the name would hold a reload, and
+	// every later one, for ever.
+	fh, fi, err := inputfile.OpenOperator(path)
+	var kind *inputfile.KindError
+	if errors.As(err, &kind) {
+		return fail("Cannot read the configuration file", path+" is not a regular file ("+kind.Kind+")")
+	}
 	if err != nil {
 		return fail("Cannot read the configuration file", err.Error())
 	}
-	if !fi.Mode().IsRegular() {
-		return fail("Cannot read the configuration file", path+" is not a regular file")
-	}
+	defer fh.Close()
 	if fi.Size() > MaxFileBytes {
 		return fail("Configuration file too large", fmt.Sprintf("%s is %d bytes, at most %d are read", path, fi.Size(), MaxFileBytes))
 	}
@@ -108,7 +113,7 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 			fmt.Sprintf("%s has mode %04o: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w %s",
 				path, perm, path))
 	}
-	hf, diags, err := hclfile.Parse(nil, path)
+	hf, diags, err := hclfile.ParseFrom(nil, path, fh)
 	if err != nil {
 		return fail("Cannot read the configuration file", err.Error())
 	}

@@ -1,0 +1,83 @@
+package settings
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestReadFileNeverWaitsOnAFIFO swaps the configuration file with a FIFO
+// (RENAME_EXCHANGE, so that the name always leads to one of them) as fast
+// as the system lets it while the file is read again and again, as a
+// reload does: whichever the name leads to when it is opened is what is
+// checked and read, so a read either gets the file or refuses a FIFO,
+// and never waits on one for a writer (which held a reload, every later
+// one and the shutdown for ever). The file is checked for being a regular
+// file on the descriptor it is read from, not by a look at the name
+// before the open.
+func TestReadFileNeverWaitsOnAFIFO(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "tfmirror.hcl")
+	fifo := filepath.Join(dir, "swap")
+	if err := os.WriteFile(path, []byte("log_level = \"info\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stop atomic.Bool
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for !stop.Load() {
+			if err := unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, fifo, unix.RENAME_EXCHANGE); err != nil {
+				t.Errorf("RENAME_EXCHANGE: %v", err)
+				return
+			}
+		}
+	}()
+	// unblock gives a read waiting on the FIFO a writer and an end, so
+	// that the test ends.
+	unblock := func() {
+		stop.Store(true)
+		wg.Wait()
+		for _, p := range []string{path, fifo} {
+			if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
+				w.Close()
+			}
+		}
+	}
+	read, refused := 0, 0
+	deadline := time.Now().Add(5 * time.Second)
+	for i := 0; i < 10000 && time.Now().Before(deadline); i++ {
+		done := make(chan bool, 1)
+		go func() {
+			f, diags := ReadFile(path)
+			done <- f != nil && !diags.HasErrors()
+		}()
+		select {
+		case ok := <-done:
+			if ok {
+				read++
+			} else {
+				refused++
+			}
+		case <-time.After(3 * time.Second):
+			unblock()
+			<-done
+			t.Fatalf("reading the configuration file waited 3s on a FIFO swapped in for it (after %d reads, %d refusals)", read, refused)
+		}
+	}
+	stop.Store(true)
+	wg.Wait()
+	if read == 0 || refused == 0 {
+		t.Logf("%d reads, %d refusals: the swaps did not land between them", read, refused)
+	}
+}

@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+)
+
+// TestReloadOutcomeShown: what the last reload (tfmirror reload, SIGHUP)
+// did is on the status page's configuration block and in the metrics,
+// for each file it reads: a client tokens file refused (a revoked token
+// stays in force with the tokens before it) says so with its file:line
+// and sets tfmirror_auth_tokens_last_reload_successful to 0, as a
+// configuration file refused does with its own gauge; a reload that puts
+// both in force says that, and sets both gauges to 1 again.
+func TestReloadOutcomeShown(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	tokens := filepath.Join(dir, "tokens")
+	write := func(path, content string) {
+		t.Helper()
+		if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const token = "0123456789abcdef0123456789abcdef"
+	write(conf, "log_level = \"info\"\n")
+	write(tokens, token+"\n")
+	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--auth-tokens-file", tokens}
+	noEnv := func(string) (string, bool) { return "", false }
+	e, err := parseServeConfig(args, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.shutdown(context.Background()) })
+	level := new(slog.LevelVar)
+	if err := m.useConfig(e, func() (*settings.Effective, error) { return parseServeConfig(args, noEnv, io.Discard) }, level); err != nil {
+		t.Fatal(err)
+	}
+	metric := func(name string, labels ...string) float64 {
+		t.Helper()
+		mfs, err := m.registry.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, mf := range mfs {
+			if mf.GetName() != name {
+				continue
+			}
+		series:
+			for _, s := range mf.GetMetric() {
+				for i := 0; i+1 < len(labels); i += 2 {
+					found := false
+					for _, l := range s.GetLabel() {
+						found = found || l.GetName() == labels[i] && l.GetValue() == labels[i+1]
+					}
+					if !found {
+						continue series
+					}
+				}
+				if s.Gauge != nil {
+					return s.GetGauge().GetValue()
+				}
+				return s.GetCounter().GetValue()
+			}
+		}
+		t.Fatalf("no series %s %v", name, labels)
+		return 0
+	}
+	if c := m.configuration(); c == nil || c.LastReload != nil {
+		t.Fatalf("before any reload: configuration %+v, want no last reload", c)
+	}
+	if got := metric("tfmirror_auth_tokens_last_reload_successful"); got != 1 {
+		t.Errorf("at start: tfmirror_auth_tokens_last_reload_successful %v, want 1", got)
+	}
+
+	before := time.Now()
+	write(tokens, token+"\nshort\n")
+	if _, err := m.reload(); err == nil {
+		t.Fatal("a tokens file with a short token was put in force")
+	}
+	last := m.configuration().LastReload
+	if last == nil || last.Applied || !strings.Contains(last.Error, tokens+":2:") || last.At.Before(before) {
+		t.Errorf("after a refused tokens file: last reload %+v, want it refused with %s:2", last, tokens)
+	}
+	if strings.Contains(last.Error, "short\n") || strings.Contains(last.Error, token) {
+		t.Errorf("the status page's reload error quotes a token: %q", last.Error)
+	}
+	if got := metric("tfmirror_auth_tokens_last_reload_successful"); got != 0 {
+		t.Errorf("after a refused tokens file: tfmirror_auth_tokens_last_reload_successful %v, want 0", got)
+	}
+	if got := metric("tfmirror_auth_tokens_reloads_total", "outcome", "refused"); got != 1 {
+		t.Errorf("tfmirror_auth_tokens_reloads_total{outcome=refused} %v, want 1", got)
+	}
+	if got := metric("tfmirror_config_last_reload_successful"); got != 1 {
+		t.Errorf("the configuration file was put in force, but tfmirror_config_last_reload_successful is %v", got)
+	}
+
+	write(conf, "log_level = \"loud\"\n")
+	if _, err := m.reload(); err == nil {
+		t.Fatal("a configuration file with a bad log level was put in force")
+	}
+	last = m.configuration().LastReload
+	if last == nil || last.Applied || !strings.Contains(last.Error, conf+":1") || !strings.Contains(last.Error, tokens+":2:") {
+		t.Errorf("after both files refused: last reload %+v, want both named with their lines", last)
+	}
+
+	write(conf, "log_level = \"debug\"\n")
+	write(tokens, token+"\n")
+	if _, err := m.reload(); err != nil {
+		t.Fatal(err)
+	}
+	if last = m.configuration().LastReload; last == nil || !last.Applied || last.Error != "" {
+		t.Errorf("after both files put in force: last reload %+v", last)
+	}
+	for _, g := range []string{"tfmirror_auth_tokens_last_reload_successful", "tfmirror_config_last_reload_successful"} {
+		if got := metric(g); got != 1 {
+			t.Errorf("after both files put in force: %s %v, want 1", g, got)
+		}
+	}
+	if got := metric("tfmirror_auth_tokens_reloads_total", "outcome", "applied"); got != 1 {
+		t.Errorf("tfmirror_auth_tokens_reloads_total{outcome=applied} %v, want 1", got)
+	}
+}
