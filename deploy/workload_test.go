@@ -482,6 +482,9 @@ func checkFiles(t *testing.T, m *manifests, w *workload) {
 				if len(items) > 0 && !slices.ContainsFunc(items, func(k corev1.KeyToPath) bool { return k.Path == path.Base(file) }) {
 					t.Errorf("%s: --%s %s: volume %s has no item at %s", m.where, flag, file, vol.Name, path.Base(file))
 				}
+				if mode := fileMode(vol, path.Base(file)); secret && mode&0o007 != 0 {
+					t.Errorf("%s: --%s %s holds a secret and is mounted with mode %04o from volume %s: readable by any user of the container; give the volume a defaultMode such as 0440 (the pod's fsGroup reads it)", m.where, flag, file, mode, vol.Name)
+				}
 			}
 		}
 	}
@@ -510,6 +513,26 @@ func checkFiles(t *testing.T, m *manifests, w *workload) {
 	if (w.env["TFMIRROR_TLS_CERT"] == "") != (w.env["TFMIRROR_TLS_KEY"] == "") {
 		t.Errorf("%s: TFMIRROR_TLS_CERT and TFMIRROR_TLS_KEY come together", m.where)
 	}
+}
+
+// fileMode is the mode the kubelet gives the file at name of a Secret's
+// or ConfigMap's volume: the item's mode, else the volume's defaultMode,
+// else Kubernetes' default, 0644.
+func fileMode(v corev1.Volume, name string) int32 {
+	var items []corev1.KeyToPath
+	var defaultMode *int32
+	switch {
+	case v.Secret != nil:
+		items, defaultMode = v.Secret.Items, v.Secret.DefaultMode
+	case v.ConfigMap != nil:
+		items, defaultMode = v.ConfigMap.Items, v.ConfigMap.DefaultMode
+	}
+	for _, it := range items {
+		if it.Path == name && it.Mode != nil {
+			return *it.Mode
+		}
+	}
+	return ptrOr(defaultMode, corev1.SecretVolumeSourceDefaultMode)
 }
 
 // checkServices checks that the Services select the pods and target their
@@ -699,8 +722,6 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 		t.Errorf("%s: no TFMIRROR_SHARED_STORE_KEY_FILE: the replicas would refuse to start", m.where)
 	} else if v := w.volumes[mountAt(w.mounts, path.Dir(keyFile))]; v.Secret == nil || v.Secret.SecretName == "" {
 		t.Errorf("%s: the shared store key %s is not in a Secret mounted at %s (volume %+v)", m.where, keyFile, path.Dir(keyFile), v)
-	} else if v.Secret.DefaultMode != nil && *v.Secret.DefaultMode&0o004 != 0 {
-		t.Errorf("%s: the shared store key's Secret is mounted readable by others (mode %o)", m.where, *v.Secret.DefaultMode)
 	} else if len(v.Secret.Items) > 0 && !slices.ContainsFunc(v.Secret.Items, func(it corev1.KeyToPath) bool { return it.Path == path.Base(keyFile) }) {
 		t.Errorf("%s: the shared store key's Secret has no item at %s", m.where, path.Base(keyFile))
 	}
