@@ -87,8 +87,11 @@ func TestHelmChart(t *testing.T) {
 				if !slices.Contains(w.args, "--http2") {
 					t.Errorf("args %v: extraArgs --http2 missing", w.args)
 				}
-				if mountAt(w.mounts, "/etc/tfmirror/origin-credentials") == "" || w.volumes["origin-credentials"].Secret == nil {
-					t.Errorf("extraVolumes and extraVolumeMounts: origin-credentials not mounted (mounts %v)", w.mounts)
+				if mountAt(w.mounts, "/etc/tfmirror/extra") == "" || w.volumes["extra"].Secret == nil {
+					t.Errorf("extraVolumes and extraVolumeMounts: extra not mounted (mounts %v)", w.mounts)
+				}
+				if f := w.env["TFMIRROR_CREDENTIALS_FILE"]; f != "/etc/tfmirror/origin-credentials/credentials.tfrc" {
+					t.Errorf("credentials_file %q: want originCredentials' Secret, mounted", f)
 				}
 				if ca := w.env["TFMIRROR_ORIGIN_CA_FILE"]; ca != "/etc/tfmirror/origin-ca/company-ca.pem" || w.volumes[mountAt(w.mounts, "/etc/tfmirror/origin-ca")].ConfigMap == nil {
 					t.Errorf("origin_ca_file %q: want the originCA ConfigMap's key, mounted", ca)
@@ -378,5 +381,36 @@ func TestHelmChartOriginCASecret(t *testing.T) {
 	}
 	if !strings.Contains(notes, "mirror.corp.example") {
 		t.Errorf("the NOTES do not name the extra name of the certificate:\n%s", notes)
+	}
+}
+
+// TestHelmChartOriginCredentials: the tokens for private origin
+// registries (--credentials-file) come from a Secret mounted as a file,
+// readable by the pod's group only, never from TF_TOKEN_* variables in
+// the manifest; config.credentials-file is refused, as every setting the
+// chart sets from values of its own.
+func TestHelmChartOriginCredentials(t *testing.T) {
+	t.Parallel()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte("originCredentials: {existingSecret: corp-registry, key: credentials.tfrc.json}"), &values); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := helmTemplate(t, "originCredentials", values)
+	w := checkWorkload(t, m)
+	const want = "/etc/tfmirror/origin-credentials/credentials.tfrc.json"
+	if got := w.env["TFMIRROR_CREDENTIALS_FILE"]; got != want {
+		t.Fatalf("credentials_file %q, want %s", got, want)
+	}
+	v := w.volumes[mountAt(w.mounts, path.Dir(want))]
+	if v.Secret == nil || v.Secret.SecretName != "corp-registry" {
+		t.Errorf("the origin credentials volume %+v is not the Secret corp-registry", v)
+	}
+	for _, e := range w.container.Env {
+		if strings.HasPrefix(e.Name, "TF_TOKEN_") {
+			t.Errorf("%s in the environment: origin tokens are a file", e.Name)
+		}
+	}
+	if _, err := helmRender(map[string]any{"config": map[string]any{"credentials-file": "/x"}}); err == nil || !strings.Contains(err.Error(), "originCredentials") {
+		t.Errorf("config.credentials-file: %v, want a refusal naming originCredentials", err)
 	}
 }
