@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/tfmirror/tfmirror/deploy/internal/image"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,8 @@ type workload struct {
 
 	container *corev1.Container
 	// env is every setting by its TFMIRROR_* name: explicit values, the
-	// ConfigMaps' data and the --config file's settings.
+	// ConfigMaps' data, the --config file's settings and the image's
+	// environment.
 	env map[string]string
 	// rawEnv is the container's environment alone; config the --config
 	// file (its path in the container and its content), if any.
@@ -256,6 +258,17 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 		w.args = c.Args[1:]
 	}
 	w.rawEnv = maps.Clone(env)
+	// The image's environment (package image) is the container's where
+	// the container does not set the variable, and wins over the
+	// configuration file as any TFMIRROR_* variable does.
+	imageEnv := map[string]string{}
+	for _, e := range image.Runtime().Env {
+		if k, v, _ := strings.Cut(e, "="); strings.HasPrefix(k, "TFMIRROR_") {
+			if _, set := env[k]; !set {
+				imageEnv[k] = v
+			}
+		}
+	}
 	// The configuration file: a key of a ConfigMap mounted whole (so that
 	// the kubelet updates it and SIGHUP reads it again), in JSON.
 	for i, a := range w.args {
@@ -276,16 +289,22 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 			if _, dup := env[k]; dup {
 				t.Errorf("%s: %s is set both in the environment and in the configuration file (as %s)", m.where, k, attr)
 			}
+			if iv, ok := imageEnv[k]; ok {
+				t.Errorf("%s: %s in the configuration file is never in force: the image's %s=%s wins over it, so an edit of it does nothing", m.where, attr, k, iv)
+			}
 			env[k] = v
 		}
 	}
+	maps.Copy(env, imageEnv)
 	w.env = env
 	for _, a := range w.args {
 		if f := argFlag(a); f != "" && env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(f, "-", "_"))] != "" {
 			t.Errorf("%s: --%s is set both as an argument and in the environment or file", m.where, f)
 		}
 	}
-	checkServe(t, m.where, w.args, w.rawEnv, map[string][]byte{w.configPath: w.config})
+	inForce := maps.Clone(w.rawEnv)
+	maps.Copy(inForce, imageEnv)
+	checkServe(t, m.where, w.args, inForce, map[string][]byte{w.configPath: w.config})
 
 	// Plain HTTP only where asked for; the probes and ports follow.
 	w.scheme = "https"

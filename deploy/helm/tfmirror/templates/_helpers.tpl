@@ -113,6 +113,11 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and (or .Values.originCA.existingConfigMap .Values.originCA.existingSecret) (not .Values.originCA.keys) }}
 {{- fail "originCA needs originCA.keys, the keys holding the CA certificates" }}
 {{- end }}
+{{- range list "listen" "data-dir" "metrics-listen" }}
+{{- if hasKey $.Values.config . }}
+{{- fail (printf "config.%s: the chart sets the mirror's address (:8443), data directory (/var/lib/tfmirror, the data volume) and metrics address (:9090), which the Service and the probes name" .) }}
+{{- end }}
+{{- end }}
 {{- if hasKey .Values.config "upstream-proxy" }}
 {{- fail "config.upstream-proxy may carry a password and config is a ConfigMap: put the URL in a Secret and set upstreamProxy.existingSecret instead" }}
 {{- end }}
@@ -150,9 +155,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- if .Values.sharedStore.key.previousKey }}{{ $_ := set $s "shared_store_previous_key_file" "/etc/tfmirror/shared-store-key/shared-store-previous.key" }}{{ end }}
 {{- end }}
 {{- with .Values.policy }}{{ $_ := set $s "policy" . }}{{ end }}
-{{- $_ := set $s "listen" ":8443" }}
+{{- /* listen (:8443) and data_dir (/var/lib/tfmirror) are the image's
+     TFMIRROR_LISTEN and TFMIRROR_DATA_DIR, which win over the file. */}}
 {{- $_ := set $s "metrics_listen" ":9090" }}
-{{- $_ := set $s "data_dir" "/var/lib/tfmirror" }}
 {{- if .Values.insecureHTTP }}{{ $_ := set $s "insecure_http" true }}{{ end }}
 {{- if .Values.tls.existingSecret }}
 {{- $_ := set $s "tls_cert" "/etc/tfmirror/tls/tls.crt" }}
