@@ -415,3 +415,46 @@ func TestHelmChartOriginCredentials(t *testing.T) {
 		}
 	}
 }
+
+// TestHelmChartSchema: values.schema.json refuses a value the chart does
+// not have (a misspelt name would otherwise be ignored without a word,
+// and the release would run without, say, its client authentication) and
+// a value of the wrong type, naming it; free-form values (config, policy,
+// annotations, Kubernetes' own objects) take anything.
+func TestHelmChartSchema(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, values, want string
+	}{
+		{"misspelt top-level value", "persistance: {size: 100Gi}", "persistance"},
+		{"misspelt nested value", "auth: {existingSecrets: tfmirror-auth}", "existingSecrets"},
+		{"misspelt shared store switch", "sharedStore: {enable: true}", "enable"},
+		{"replicas as a string", "replicaCount: \"1\"", "replicaCount"},
+		{"a list as a string", "trustedProxies: 10.0.0.0/8", "trustedProxies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var values map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			_, err := helmRender(values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(`
+config: {offline: true, cache-max-bytes: 10GiB, origin-retries: 3}
+policy: {allow: ["registry.terraform.io/hashicorp/*"]}
+podAnnotations: {a.example/b: c}
+affinity: {nodeAffinity: {}}
+resources: {requests: {cpu: 1}}
+extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
+`), &values); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helmRender(values); err != nil {
+		t.Errorf("free-form values refused: %v", err)
+	}
+}
