@@ -458,3 +458,18 @@ extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
 		t.Errorf("free-form values refused: %v", err)
 	}
 }
+
+// TestHelmChartNameOverride: with nameOverride the objects and their
+// app.kubernetes.io/name change, and the scrape job must still be
+// tfmirror, the job the alert rules and the dashboard select
+// (checkMonitoring).
+func TestHelmChartNameOverride(t *testing.T) {
+	t.Parallel()
+	values := map[string]any{"nameOverride": "mirror", "serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}
+	helmLint(t, "nameOverride", values)
+	m, _ := helmTemplate(t, "nameOverride", values)
+	if len(m.services) != 1 || m.services[0].Name != release+"-mirror" {
+		t.Fatalf("Services %v: want one named %s-mirror", m.services, release)
+	}
+	checkWorkload(t, m)
+}
