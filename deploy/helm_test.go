@@ -191,6 +191,7 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"replicas with auth and no shared key", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nauth: {existingSecret: a}", "urlSigningKey.existingSecret"},
 		{"trusted keys without their ConfigMap", "trustedExportKeys: {files: [a.asc]}", "needs trustedExportKeys.existingConfigMap"},
 		{"HTTPRoute without a Gateway", "httpRoute: {enabled: true}", "httpRoute.parentRefs"},
+		{"Ingress without a host", "ingress: {enabled: true}", "ingress.hosts"},
 		{"a retention flag in config", "config: {keep-versions: 3}", "set retention.keepVersions instead"},
 		{"pins dir in config", "config: {pins-dir: /pins}", "set pins.existingConfigMap instead"},
 		{"per major without keepVersions", "retention: {keepVersionsPerMajor: true}", "needs retention.keepVersions"},
