@@ -14,9 +14,11 @@
 // TFMIRROR_* variable and flag they set is a real flag of `tfmirror serve`
 // whose value it accepts (the binary is built with the release's own
 // build command, .goreleaser.yaml's, and run), every file flag points into a mounted Secret or
-// ConfigMap, and probes, ports, selectors and security contexts agree.
-// Every metric in the dashboard and alerts is one the metrics package
-// registers. It does not test Docker, Kubernetes or Prometheus themselves.
+// ConfigMap (a secret one with a mode no other user reads), no setting of
+// a configuration file is shadowed by the image's environment, and probes,
+// ports, selectors and security contexts agree. Every metric in the
+// dashboard and alerts is one the metrics package registers, with the
+// labels they use. It does not test Docker, Kubernetes or Prometheus themselves.
 //
 // This directory is a Go module of its own (github.com/tfmirror/tfmirror/deploy),
 // not part of the main one, because of those tools' libraries: Helm,

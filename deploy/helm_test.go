@@ -87,8 +87,11 @@ func TestHelmChart(t *testing.T) {
 				if !slices.Contains(w.args, "--http2") {
 					t.Errorf("args %v: extraArgs --http2 missing", w.args)
 				}
-				if mountAt(w.mounts, "/etc/tfmirror/origin-credentials") == "" || w.volumes["origin-credentials"].Secret == nil {
-					t.Errorf("extraVolumes and extraVolumeMounts: origin-credentials not mounted (mounts %v)", w.mounts)
+				if mountAt(w.mounts, "/etc/tfmirror/extra") == "" || w.volumes["extra"].Secret == nil {
+					t.Errorf("extraVolumes and extraVolumeMounts: extra not mounted (mounts %v)", w.mounts)
+				}
+				if f := w.env["TFMIRROR_CREDENTIALS_FILE"]; f != "/etc/tfmirror/origin-credentials/credentials.tfrc" {
+					t.Errorf("credentials_file %q: want originCredentials' Secret, mounted", f)
 				}
 				if ca := w.env["TFMIRROR_ORIGIN_CA_FILE"]; ca != "/etc/tfmirror/origin-ca/company-ca.pem" || w.volumes[mountAt(w.mounts, "/etc/tfmirror/origin-ca")].ConfigMap == nil {
 					t.Errorf("origin_ca_file %q: want the originCA ConfigMap's key, mounted", ca)
@@ -188,6 +191,7 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"replicas with auth and no shared key", "replicaCount: 3\nsharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}\nauth: {existingSecret: a}", "urlSigningKey.existingSecret"},
 		{"trusted keys without their ConfigMap", "trustedExportKeys: {files: [a.asc]}", "needs trustedExportKeys.existingConfigMap"},
 		{"HTTPRoute without a Gateway", "httpRoute: {enabled: true}", "httpRoute.parentRefs"},
+		{"Ingress without a host", "ingress: {enabled: true}", "ingress.hosts"},
 		{"a retention flag in config", "config: {keep-versions: 3}", "set retention.keepVersions instead"},
 		{"pins dir in config", "config: {pins-dir: /pins}", "set pins.existingConfigMap instead"},
 		{"per major without keepVersions", "retention: {keepVersionsPerMajor: true}", "needs retention.keepVersions"},
@@ -198,6 +202,11 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"origin CA from two places", "originCA: {existingConfigMap: a, existingSecret: b}", "not both"},
 		{"TLS names in config", "config: {tls-san: x.example}", "set tls.extraSANs instead"},
 		{"trusted proxies in config", "config: {trusted-proxies: 10.0.0.0/8}", "set trustedProxies instead"},
+		{"origin credentials in config", "config: {credentials-file: /creds.tfrc}", "set originCredentials instead"},
+		{"origin credentials without a key", "originCredentials: {existingSecret: s, key: \"\"}", "needs originCredentials.key"},
+		{"the address in config", "config: {listen: \":9443\"}", "the Service and the probes"},
+		{"the data directory in config", "config: {data-dir: /data}", "the Service and the probes"},
+		{"the metrics address in config", "config: {metrics-listen: \":9091\"}", "the Service and the probes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any
@@ -379,4 +388,89 @@ func TestHelmChartOriginCASecret(t *testing.T) {
 	if !strings.Contains(notes, "mirror.corp.example") {
 		t.Errorf("the NOTES do not name the extra name of the certificate:\n%s", notes)
 	}
+}
+
+// TestHelmChartOriginCredentials: the tokens for private origin
+// registries (--credentials-file) come from a Secret mounted as a file,
+// readable by the pod's group only, never from TF_TOKEN_* variables in
+// the manifest (config.credentials-file is refused: TestHelmChartRefuses).
+func TestHelmChartOriginCredentials(t *testing.T) {
+	t.Parallel()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte("originCredentials: {existingSecret: corp-registry, key: credentials.tfrc.json}"), &values); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := helmTemplate(t, "originCredentials", values)
+	w := checkWorkload(t, m)
+	const want = "/etc/tfmirror/origin-credentials/credentials.tfrc.json"
+	if got := w.env["TFMIRROR_CREDENTIALS_FILE"]; got != want {
+		t.Fatalf("credentials_file %q, want %s", got, want)
+	}
+	v := w.volumes[mountAt(w.mounts, path.Dir(want))]
+	if v.Secret == nil || v.Secret.SecretName != "corp-registry" {
+		t.Errorf("the origin credentials volume %+v is not the Secret corp-registry", v)
+	}
+	for _, e := range w.container.Env {
+		if strings.HasPrefix(e.Name, "TF_TOKEN_") {
+			t.Errorf("%s in the environment: origin tokens are a file", e.Name)
+		}
+	}
+}
+
+// TestHelmChartSchema: values.schema.json refuses a value the chart does
+// not have (a misspelt name would otherwise be ignored without a word,
+// and the release would run without, say, its client authentication) and
+// a value of the wrong type, naming it; free-form values (config, policy,
+// annotations, Kubernetes' own objects) take anything.
+func TestHelmChartSchema(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name, values, want string
+	}{
+		{"misspelt top-level value", "persistance: {size: 100Gi}", "persistance"},
+		{"misspelt nested value", "auth: {existingSecrets: tfmirror-auth}", "existingSecrets"},
+		{"misspelt shared store switch", "sharedStore: {enable: true}", "enable"},
+		{"replicas as a string", "replicaCount: \"1\"", "replicaCount"},
+		{"a list as a string", "trustedProxies: 10.0.0.0/8", "trustedProxies"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var values map[string]any
+			if err := yaml.Unmarshal([]byte(tc.values), &values); err != nil {
+				t.Fatal(err)
+			}
+			_, err := helmRender(values)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %v, want one naming %q", err, tc.want)
+			}
+		})
+	}
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(`
+config: {offline: true, cache-max-bytes: 10GiB, origin-retries: 3}
+policy: {allow: ["registry.terraform.io/hashicorp/*"]}
+podAnnotations: {a.example/b: c}
+affinity: {nodeAffinity: {}}
+resources: {requests: {cpu: 1}}
+extraEnv: [{name: HTTPS_PROXY, value: "http://proxy:3128"}]
+`), &values); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := helmRender(values); err != nil {
+		t.Errorf("free-form values refused: %v", err)
+	}
+}
+
+// TestHelmChartNameOverride: with nameOverride the objects and their
+// app.kubernetes.io/name change, and the scrape job must still be
+// tfmirror, the job the alert rules and the dashboard select
+// (checkMonitoring).
+func TestHelmChartNameOverride(t *testing.T) {
+	t.Parallel()
+	values := map[string]any{"nameOverride": "mirror", "serviceMonitor": map[string]any{"enabled": true}, "prometheusRule": map[string]any{"enabled": true}}
+	helmLint(t, "nameOverride", values)
+	m, _ := helmTemplate(t, "nameOverride", values)
+	if len(m.services) != 1 || m.services[0].Name != release+"-mirror" {
+		t.Fatalf("Services %v: want one named %s-mirror", m.services, release)
+	}
+	checkWorkload(t, m)
 }

@@ -197,3 +197,29 @@ func TestKubernetesEgress(t *testing.T) {
 		t.Errorf("%d replicas, strategy %q: the overlay must keep the base's one replica", w.replicas, d.Spec.Strategy.Type)
 	}
 }
+
+// TestKubernetesNamePrefix builds an overlay of the base with a
+// namePrefix, as an operator's overlay often has: the objects are renamed,
+// and the scrape job must still be tfmirror, the job the alert rules and
+// the dashboard name (checkMonitoring), or the alert on a mirror that
+// cannot be scraped never fires.
+func TestKubernetesNamePrefix(t *testing.T) {
+	t.Parallel()
+	base, err := filepath.Abs("kubernetes/base")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	rel, err := filepath.Rel(dir, base) // kustomize takes no absolute path
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "kustomization.yaml"), []byte("resources: ["+rel+"]\nnamePrefix: prod-\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	m := kustomize(t, dir)
+	if len(m.services) != 1 || m.services[0].Name != "prod-tfmirror" {
+		t.Fatalf("Services %v: want the base's, renamed prod-tfmirror", m.services)
+	}
+	checkWorkload(t, m)
+}

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -89,6 +91,106 @@ func checkExpr(t *testing.T, where, expr string, names map[string]bool) {
 	}
 }
 
+// seriesLabels returns the label names of every series the metrics
+// package describes (a histogram's _bucket with le), whether or not
+// anything was observed yet. A Desc has no accessors: its String() is
+// read, and a format that no longer matches fails the test rather than
+// pass it with no labels.
+func seriesLabels(t *testing.T) map[string]map[string]bool {
+	t.Helper()
+	reg := prometheus.NewRegistry()
+	if _, err := metrics.New(reg, metrics.Options{
+		Version: "test", Origins: []string{"registry.terraform.io"},
+		Cache: func() (int, int64) { return 0, 0 },
+		Disk:  func() (int64, int64, bool) { return 0, 0, true },
+	}); err != nil {
+		t.Fatal(err)
+	}
+	descs := make(chan *prometheus.Desc)
+	go func() { reg.Describe(descs); close(descs) }()
+	desc := regexp.MustCompile(`fqName: "([^"]+)".*constLabels: \{([^}]*)\}, variableLabels: \{([^}]*)\}`)
+	labels := map[string]map[string]bool{}
+	for d := range descs {
+		m := desc.FindStringSubmatch(d.String())
+		if m == nil {
+			t.Fatalf("cannot read the labels of %s", d)
+		}
+		set := map[string]bool{}
+		for _, l := range strings.Split(m[3], ",") {
+			if l != "" {
+				set[l] = true
+			}
+		}
+		for _, kv := range strings.Split(m[2], ",") {
+			if k, _, ok := strings.Cut(kv, "="); ok {
+				set[k] = true
+			}
+		}
+		labels[m[1]] = set
+		bucket := maps.Clone(set)
+		bucket["le"] = true
+		labels[m[1]+"_bucket"], labels[m[1]+"_sum"], labels[m[1]+"_count"] = bucket, set, set
+	}
+	if len(labels["tfmirror_origin_requests_total"]) == 0 {
+		t.Fatalf("no labels read for tfmirror_origin_requests_total: %v", labels["tfmirror_origin_requests_total"])
+	}
+	return labels
+}
+
+// targetLabels are labels Prometheus (and the Prometheus Operator's
+// ServiceMonitor) puts on every series it scrapes.
+var targetLabels = map[string]bool{"job": true, "instance": true, "namespace": true, "pod": true, "service": true, "container": true, "endpoint": true}
+
+var (
+	selector   = regexp.MustCompile(`\b([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}`)
+	matcher    = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)\s*(?:=~|!~|!=|=)`)
+	grouping   = regexp.MustCompile(`\b(?:by|without|on|ignoring|group_left|group_right)\s*\(([^)]*)\)`)
+	labelNames = regexp.MustCompile(`[a-zA-Z_][a-zA-Z0-9_]*`)
+)
+
+// checkLabels fails when expr matches on a label its series do not
+// have, or groups by (or, through uses, shows in a legend or an alert's
+// text) a label none of its series has: the query would select nothing,
+// or show an empty label, without any error.
+func checkLabels(t *testing.T, where, expr string, uses []string, labels map[string]map[string]bool) {
+	t.Helper()
+	bare := regexp.MustCompile(`"[^"]*"`).ReplaceAllString(expr, `""`)
+	some := maps.Clone(targetLabels)
+	for _, n := range metricName.FindAllString(bare, -1) {
+		maps.Copy(some, labels[n])
+	}
+	for _, m := range selector.FindAllStringSubmatch(bare, -1) {
+		have, ok := labels[m[1]]
+		if !ok {
+			continue // by, without, ...: grouping, checked below
+		}
+		for _, l := range matcher.FindAllStringSubmatch(m[2], -1) {
+			if !have[l[1]] && !targetLabels[l[1]] {
+				t.Errorf("%s: %q matches %s on %s, a label it does not have (it has %v)", where, expr, m[1], l[1], slices.Sorted(maps.Keys(have)))
+			}
+		}
+	}
+	var used []string
+	for _, m := range grouping.FindAllStringSubmatch(bare, -1) {
+		used = append(used, labelNames.FindAllString(m[1], -1)...)
+	}
+	for _, u := range append(used, uses...) {
+		if !some[u] {
+			t.Errorf("%s: %q: none of its series has the label %s", where, expr, u)
+		}
+	}
+}
+
+// templateLabels returns the first group of every match of pattern in s:
+// the labels a legend, an alert's text or a variable shows.
+func templateLabels(s, pattern string) []string {
+	var out []string
+	for _, m := range regexp.MustCompile(pattern).FindAllStringSubmatch(s, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
 // queryOf returns the query of a template variable's query object.
 func queryOf(v any) (string, bool) {
 	m, ok := v.(map[string]any)
@@ -101,7 +203,7 @@ func queryOf(v any) (string, bool) {
 
 func TestGrafanaDashboard(t *testing.T) {
 	t.Parallel()
-	names := registered(t)
+	names, labels := registered(t), seriesLabels(t)
 	data, err := os.ReadFile("monitoring/grafana-dashboard.json")
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +215,8 @@ func TestGrafanaDashboard(t *testing.T) {
 			ID      int    `json:"id"`
 			Title   string `json:"title"`
 			Targets []struct {
-				Expr string `json:"expr"`
+				Expr         string `json:"expr"`
+				LegendFormat string `json:"legendFormat"`
 			} `json:"targets"`
 		} `json:"panels"`
 		Templating struct {
@@ -141,12 +244,14 @@ func TestGrafanaDashboard(t *testing.T) {
 		}
 		for _, tg := range p.Targets {
 			checkExpr(t, "panel "+p.Title, tg.Expr, names)
+			checkLabels(t, "panel "+p.Title, tg.Expr, templateLabels(tg.LegendFormat, `\{\{\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\}\}`), labels)
 			all.WriteString(tg.Expr + "\n")
 		}
 	}
 	for _, v := range dash.Templating.List {
 		if q, ok := queryOf(v.Query); ok {
 			checkExpr(t, "variable "+v.Name, q, names)
+			checkLabels(t, "variable "+v.Name, q, templateLabels(q, `label_values\([^,]*,\s*([a-zA-Z_][a-zA-Z0-9_]*)\s*\)`), labels)
 		}
 	}
 	// What the issue asks the dashboard to show.
@@ -193,7 +298,7 @@ func checkRuleGroups(t *testing.T, where string, groups []monitoringv1.RuleGroup
 
 func TestAlertRules(t *testing.T) {
 	t.Parallel()
-	names := registered(t)
+	names, labels := registered(t), seriesLabels(t)
 	groups := alertRules(t)
 	alerts := map[string]bool{}
 	for _, g := range groups {
@@ -203,6 +308,11 @@ func TestAlertRules(t *testing.T) {
 			}
 			alerts[r.Alert] = true
 			checkExpr(t, r.Alert, r.Expr.String(), names)
+			var text []string
+			for _, a := range r.Annotations {
+				text = append(text, templateLabels(a, `\$labels\.([a-zA-Z_][a-zA-Z0-9_]*)`)...)
+			}
+			checkLabels(t, r.Alert, r.Expr.String(), text, labels)
 			if r.For != nil {
 				if _, err := model.ParseDuration(string(*r.For)); err != nil {
 					t.Errorf("%s: for %q: %v", r.Alert, *r.For, err)
@@ -236,9 +346,13 @@ func TestAlertRules(t *testing.T) {
 
 	// Prometheus's own checker and the alerts' unit tests
 	// (monitoring/alerts_test.yaml), where promtool is installed (Debian's
-	// prometheus package; .ci/run installs it).
+	// prometheus package; .ci/run installs it, and in CI its absence
+	// fails the test).
 	promtool, err := exec.LookPath("promtool")
 	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("promtool not installed: CI checks and unit-tests the alert rules with it (apt-get install prometheus)")
+		}
 		t.Log("promtool not installed; rules not checked or unit-tested by Prometheus")
 		return
 	}

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -47,6 +48,32 @@ func TestSystemdUnit(t *testing.T) {
 	// The cache lives in the StateDirectory, the only writable place.
 	if env["TFMIRROR_DATA_DIR"] != "/var/lib/"+unit["StateDirectory"][0] {
 		t.Errorf("TFMIRROR_DATA_DIR=%q, want the StateDirectory /var/lib/%s", env["TFMIRROR_DATA_DIR"], unit["StateDirectory"][0])
+	}
+	// The state directory's mode is one tfmirror keeps: it takes from its
+	// data directory the bits of its group and other users, so with any
+	// other mode each start would change it (and log so), and systemd
+	// would find it changed at the next.
+	if mode, err := strconv.ParseUint(strings.Join(unit["StateDirectoryMode"], ""), 8, 32); err != nil {
+		t.Errorf("StateDirectoryMode %v: %v", unit["StateDirectoryMode"], err)
+	} else {
+		state := filepath.Join(t.TempDir(), "state")
+		if err := os.Mkdir(state, 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(state, os.FileMode(mode)); err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+		// It stops at the missing certificate, after preparing the
+		// directory.
+		out, _ := exec.CommandContext(ctx, binary(t), "serve", "--data-dir", state, "--listen", "127.0.0.1:0", "--metrics-listen", "",
+			"--tls-cert", filepath.Join(state, "missing.pem"), "--tls-key", filepath.Join(state, "missing-key.pem")).CombinedOutput()
+		cancel()
+		if fi, err := os.Stat(state); err != nil {
+			t.Fatal(err)
+		} else if got := fi.Mode().Perm(); uint64(got) != mode {
+			t.Errorf("StateDirectoryMode=%04o: tfmirror serve makes it %04o at each start:\n%s", mode, got, out)
+		}
 	}
 	stop, err := time.ParseDuration(strings.Join(unit["TimeoutStopSec"], ""))
 	if err != nil || stop <= 30*time.Second {

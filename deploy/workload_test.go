@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dustin/go-humanize"
+	"github.com/tfmirror/tfmirror/deploy/internal/image"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -32,7 +33,8 @@ type workload struct {
 
 	container *corev1.Container
 	// env is every setting by its TFMIRROR_* name: explicit values, the
-	// ConfigMaps' data and the --config file's settings.
+	// ConfigMaps' data, the --config file's settings and the image's
+	// environment.
 	env map[string]string
 	// rawEnv is the container's environment alone; config the --config
 	// file (its path in the container and its content), if any.
@@ -256,6 +258,17 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 		w.args = c.Args[1:]
 	}
 	w.rawEnv = maps.Clone(env)
+	// The image's environment (package image) is the container's where
+	// the container does not set the variable, and wins over the
+	// configuration file as any TFMIRROR_* variable does.
+	imageEnv := map[string]string{}
+	for _, e := range image.Runtime().Env {
+		if k, v, _ := strings.Cut(e, "="); strings.HasPrefix(k, "TFMIRROR_") {
+			if _, set := env[k]; !set {
+				imageEnv[k] = v
+			}
+		}
+	}
 	// The configuration file: a key of a ConfigMap mounted whole (so that
 	// the kubelet updates it and SIGHUP reads it again), in JSON.
 	for i, a := range w.args {
@@ -276,16 +289,22 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 			if _, dup := env[k]; dup {
 				t.Errorf("%s: %s is set both in the environment and in the configuration file (as %s)", m.where, k, attr)
 			}
+			if iv, ok := imageEnv[k]; ok {
+				t.Errorf("%s: %s in the configuration file is never in force: the image's %s=%s wins over it, so an edit of it does nothing", m.where, attr, k, iv)
+			}
 			env[k] = v
 		}
 	}
+	maps.Copy(env, imageEnv)
 	w.env = env
 	for _, a := range w.args {
 		if f := argFlag(a); f != "" && env["TFMIRROR_"+strings.ToUpper(strings.ReplaceAll(f, "-", "_"))] != "" {
 			t.Errorf("%s: --%s is set both as an argument and in the environment or file", m.where, f)
 		}
 	}
-	checkServe(t, m.where, w.args, w.rawEnv, map[string][]byte{w.configPath: w.config})
+	inForce := maps.Clone(w.rawEnv)
+	maps.Copy(inForce, imageEnv)
+	checkServe(t, m.where, w.args, inForce, map[string][]byte{w.configPath: w.config})
 
 	// Plain HTTP only where asked for; the probes and ports follow.
 	w.scheme = "https"
@@ -482,6 +501,9 @@ func checkFiles(t *testing.T, m *manifests, w *workload) {
 				if len(items) > 0 && !slices.ContainsFunc(items, func(k corev1.KeyToPath) bool { return k.Path == path.Base(file) }) {
 					t.Errorf("%s: --%s %s: volume %s has no item at %s", m.where, flag, file, vol.Name, path.Base(file))
 				}
+				if mode := fileMode(vol, path.Base(file)); secret && mode&0o007 != 0 {
+					t.Errorf("%s: --%s %s holds a secret and is mounted with mode %04o from volume %s: readable by any user of the container; give the volume a defaultMode such as 0440 (the pod's fsGroup reads it)", m.where, flag, file, mode, vol.Name)
+				}
 			}
 		}
 	}
@@ -510,6 +532,26 @@ func checkFiles(t *testing.T, m *manifests, w *workload) {
 	if (w.env["TFMIRROR_TLS_CERT"] == "") != (w.env["TFMIRROR_TLS_KEY"] == "") {
 		t.Errorf("%s: TFMIRROR_TLS_CERT and TFMIRROR_TLS_KEY come together", m.where)
 	}
+}
+
+// fileMode is the mode the kubelet gives the file at name of a Secret's
+// or ConfigMap's volume: the item's mode, else the volume's defaultMode,
+// else Kubernetes' default, 0644.
+func fileMode(v corev1.Volume, name string) int32 {
+	var items []corev1.KeyToPath
+	var defaultMode *int32
+	switch {
+	case v.Secret != nil:
+		items, defaultMode = v.Secret.Items, v.Secret.DefaultMode
+	case v.ConfigMap != nil:
+		items, defaultMode = v.ConfigMap.Items, v.ConfigMap.DefaultMode
+	}
+	for _, it := range items {
+		if it.Path == name && it.Mode != nil {
+			return *it.Mode
+		}
+	}
+	return ptrOr(defaultMode, corev1.SecretVolumeSourceDefaultMode)
 }
 
 // checkServices checks that the Services select the pods and target their
@@ -699,8 +741,6 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 		t.Errorf("%s: no TFMIRROR_SHARED_STORE_KEY_FILE: the replicas would refuse to start", m.where)
 	} else if v := w.volumes[mountAt(w.mounts, path.Dir(keyFile))]; v.Secret == nil || v.Secret.SecretName == "" {
 		t.Errorf("%s: the shared store key %s is not in a Secret mounted at %s (volume %+v)", m.where, keyFile, path.Dir(keyFile), v)
-	} else if v.Secret.DefaultMode != nil && *v.Secret.DefaultMode&0o004 != 0 {
-		t.Errorf("%s: the shared store key's Secret is mounted readable by others (mode %o)", m.where, *v.Secret.DefaultMode)
 	} else if len(v.Secret.Items) > 0 && !slices.ContainsFunc(v.Secret.Items, func(it corev1.KeyToPath) bool { return it.Path == path.Base(keyFile) }) {
 		t.Errorf("%s: the shared store key's Secret has no item at %s", m.where, path.Base(keyFile))
 	}

@@ -91,6 +91,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and .Values.retention.keepVersionsPerMajor (not .Values.retention.keepVersions) }}
 {{- fail "retention.keepVersionsPerMajor needs retention.keepVersions" }}
 {{- end }}
+{{- if and .Values.originCredentials.existingSecret (not .Values.originCredentials.key) }}
+{{- fail "originCredentials.existingSecret needs originCredentials.key, the Secret's key holding the credentials file" }}
+{{- end }}
 {{- if and .Values.modules.sourceCredentials.existingSecret (not .Values.modules.sourceCredentials.key) }}
 {{- fail "modules.sourceCredentials.existingSecret needs modules.sourceCredentials.key, the Secret's key holding the file" }}
 {{- end }}
@@ -110,10 +113,15 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and (or .Values.originCA.existingConfigMap .Values.originCA.existingSecret) (not .Values.originCA.keys) }}
 {{- fail "originCA needs originCA.keys, the keys holding the CA certificates" }}
 {{- end }}
+{{- range list "listen" "data-dir" "metrics-listen" }}
+{{- if hasKey $.Values.config . }}
+{{- fail (printf "config.%s: the chart sets the mirror's address (:8443), data directory (/var/lib/tfmirror, the data volume) and metrics address (:9090), which the Service and the probes name" .) }}
+{{- end }}
+{{- end }}
 {{- if hasKey .Values.config "upstream-proxy" }}
 {{- fail "config.upstream-proxy may carry a password and config is a ConfigMap: put the URL in a Secret and set upstreamProxy.existingSecret instead" }}
 {{- end }}
-{{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" "trusted-proxies" "trustedProxies" }}
+{{- $owned := dict "origin-ca-file" "originCA" "tls-san" "tls.extraSANs" "keep-versions" "retention.keepVersions" "keep-versions-per-major" "retention.keepVersionsPerMajor" "evict-unused-after" "retention.evictUnusedAfter" "retention-interval" "retention.interval" "pins-dir" "pins.existingConfigMap" "module-source-credentials" "modules.sourceCredentials" "allow-unsigned-hosts" "unsignedHosts" "archive-max-unpacked-bytes" "archiveLimits.maxUnpackedBytes" "archive-max-entries" "archiveLimits.maxEntries" "trusted-proxies" "trustedProxies" "credentials-file" "originCredentials" }}
 {{- range $flag, $value := $owned }}
 {{- if hasKey $.Values.config $flag }}
 {{- fail (printf "config.%s: set %s instead" $flag $value) }}
@@ -147,9 +155,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- if .Values.sharedStore.key.previousKey }}{{ $_ := set $s "shared_store_previous_key_file" "/etc/tfmirror/shared-store-key/shared-store-previous.key" }}{{ end }}
 {{- end }}
 {{- with .Values.policy }}{{ $_ := set $s "policy" . }}{{ end }}
-{{- $_ := set $s "listen" ":8443" }}
+{{- /* listen (:8443) and data_dir (/var/lib/tfmirror) are the image's
+     TFMIRROR_LISTEN and TFMIRROR_DATA_DIR, which win over the file. */}}
 {{- $_ := set $s "metrics_listen" ":9090" }}
-{{- $_ := set $s "data_dir" "/var/lib/tfmirror" }}
 {{- if .Values.insecureHTTP }}{{ $_ := set $s "insecure_http" true }}{{ end }}
 {{- if .Values.tls.existingSecret }}
 {{- $_ := set $s "tls_cert" "/etc/tfmirror/tls/tls.crt" }}
@@ -162,6 +170,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- range .Values.originCA.keys }}{{ $files = append $files (printf "/etc/tfmirror/origin-ca/%s" .) }}{{ end }}
 {{- $_ := set $s "origin_ca_file" $files }}
 {{- end }}
+{{- if .Values.originCredentials.existingSecret }}{{ $_ := set $s "credentials_file" (printf "/etc/tfmirror/origin-credentials/%s" .Values.originCredentials.key) }}{{ end }}
 {{- if .Values.auth.existingSecret }}{{ $_ := set $s "auth_tokens_file" "/etc/tfmirror/auth/tokens" }}{{ end }}
 {{- if .Values.urlSigningKey.existingSecret }}{{ $_ := set $s "url_signing_key_file" "/etc/tfmirror/url-signing/url-signing.key" }}{{ end }}
 {{- if .Values.exportKey.existingSecret }}{{ $_ := set $s "export_key" "/etc/tfmirror/export-key/export-key.asc" }}{{ end }}
