@@ -224,7 +224,7 @@ func (l *inflateReader) Read(p []byte) (int, error) {
 // a Git repository's submodules too, under prefix), within the budget.
 // Names are cleaned as modules have always been: a backslash separates,
 // and ".." that would climb out of the package stops at its top; .git is
-// left out wherever it is.
+// left out wherever it is, in every spelling of it (isDotGit).
 type treeWriter struct {
 	w      *safetree.Writer
 	b      *budget
@@ -259,11 +259,35 @@ func (t *treeWriter) target(name string) (n string, leftOut bool) {
 		return "", false
 	}
 	for _, part := range strings.Split(clean[1:], "/") {
-		if part == ".git" {
+		if isDotGit(part) {
 			return "", true // never part of a package
 		}
 	}
 	return t.prefix + clean[1:], false
+}
+
+// isDotGit reports whether a client's file system may take the name part
+// (one component of a path) for .git, as Git's own checks of tree paths
+// do (core.protectHFS and core.protectNTFS): in any case (macOS and
+// Windows compare names without it), with the code points HFS+ ignores
+// anywhere in it (U+200C to U+200F, U+202A to U+202E, U+206A to U+206F,
+// U+FEFF), with the dots and spaces Windows drops from a name's end or
+// an NTFS stream after a colon, or as NTFS's short name git~1. A package
+// holds no such name: a .GIT/config unpacked on macOS is a Git
+// configuration that every git command run inside the module obeys (its
+// core.fsmonitor is a command).
+func isDotGit(part string) bool {
+	s := strings.Map(func(r rune) rune {
+		if r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff {
+			return -1
+		}
+		return r
+	}, part)
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimRight(s, ". ")
+	return strings.EqualFold(s, ".git") || strings.EqualFold(s, "git~1")
 }
 
 // name returns the name of the entry in the tree, "" for the package's
