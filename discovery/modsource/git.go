@@ -186,6 +186,12 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 // of a few kilobytes make thousands.
 const maxSubmodules = 64
 
+// maxGitmodulesBytes bounds the .gitmodules parsed: go-git's parser looks
+// each section up among those before it, so its time grows with the
+// square of the sections (8 MiB of them took hours of CPU, which no
+// deadline stops), and maxSubmodules need a few KiB.
+const maxGitmodulesBytes = 256 << 10
+
 type submodule struct {
 	path   string
 	commit plumbing.Hash
@@ -207,6 +213,9 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 	gm, err := tree.File(".gitmodules")
 	if err != nil {
 		return fmt.Errorf("%s has submodules but no .gitmodules", redact.Location(parentURL))
+	}
+	if gm.Size > maxGitmodulesBytes {
+		return &LimitError{Detail: fmt.Sprintf("its .gitmodules is %d bytes, more than the %d read", gm.Size, maxGitmodulesBytes)}
 	}
 	content, err := gm.Contents()
 	if err != nil {
