@@ -197,13 +197,18 @@ func Parse(location string) (Address, error) {
 
 // splitSubdir splits off go-getter's //SUBDIR, which follows the package
 // address (after any scheme's "://") and ends before its query, which
-// stays with the package.
+// stays with the package. As go-getter, it looks for it before the query
+// only: a "//" in the query (a signature's, a URL's) is the query's.
 func splitSubdir(src string) (pkg, subdir string) {
+	stop := len(src)
+	if i := strings.Index(src, "?"); i >= 0 {
+		stop = i
+	}
 	offset := 0
-	if i := strings.Index(src, "://"); i >= 0 {
+	if i := strings.Index(src[:stop], "://"); i >= 0 {
 		offset = i + 3
 	}
-	i := strings.Index(src[offset:], "//")
+	i := strings.Index(src[offset:stop], "//")
 	if i < 0 {
 		return src, ""
 	}
