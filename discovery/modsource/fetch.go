@@ -57,7 +57,9 @@ type Limits struct {
 // directory and the package's listing take up to about 2 KiB per entry
 // allowed (Limits.MaxEntries), and indexing a Git pack holds its objects,
 // which the pack's headers must declare within Limits.MaxTreeBytes plus
-// 1 KiB per entry allowed plus 1 MiB. The garbage collector lets the heap
+// 1 KiB per entry allowed plus 1 MiB, and some 440 bytes for each of
+// them, which may be no more than the entries allowed plus 64
+// (packObjects). The garbage collector lets the heap
 // grow past what is held (GOGC).
 const MemoryOverhead = 16 << 20
 

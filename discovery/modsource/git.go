@@ -82,8 +82,9 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, pack)
 	}
-	// The pack is spooled (within the download limit), and the sizes its
-	// objects declare checked, before go-git indexes it.
+	// The pack is spooled (within the download limit), and the number of
+	// its objects and the sizes they declare checked, before go-git
+	// indexes it.
 	spool, err := os.CreateTemp(tmp, "pack-*")
 	if err != nil {
 		return "", err
@@ -96,7 +97,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 		_, err = spool.Seek(0, io.SeekStart)
 	}
 	if err == nil {
-		err = checkPack(ctx, bufio.NewReader(spool), packLimit(f.Limits))
+		err = checkPack(ctx, bufio.NewReader(spool), packLimit(f.Limits), packObjects(f.Limits))
 	}
 	if err == nil {
 		if _, err = spool.Seek(0, io.SeekStart); err == nil {
