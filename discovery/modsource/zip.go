@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
@@ -41,7 +42,9 @@ var ErrLinkLoop = errors.New("a link to a directory that contains it")
 // does not exist is left out. A link to a directory that contains it, or
 // to a directory being copied, is refused with ErrLinkLoop. What the
 // copies add counts against limits (MaxEntries, MaxTreeBytes) as the
-// package's own entries do, with a *LimitError past them.
+// package's own entries do, and a copy may nest no name deeper or longer
+// than a package's (safetree.MaxDepth, safetree.MaxNameBytes), with a
+// *LimitError past them.
 //
 // The package is unpacked in a directory made (and removed) in tempDir.
 func WriteZip(ctx context.Context, r io.Reader, dst io.Writer, tempDir string, limits Limits) (Result, error) {
@@ -167,8 +170,16 @@ func (z *zipTree) link(name, zipName string, copying []string) error {
 	return z.walk(rel, zipName+"/", append(slices.Clone(copying), rel))
 }
 
-// add adds an entry, within the budget.
+// add adds an entry, within the budget, and no deeper or longer than a
+// package's names may be (safetree.MaxDepth, safetree.MaxNameBytes):
+// links to directories copied into one another nest their copies, and
+// the walk holds, for each level it is in, the directories being copied.
 func (z *zipTree) add(zipName string, e zipEntry) error {
+	name := strings.TrimSuffix(zipName, "/")
+	if depth := strings.Count(name, "/") + 1; depth > safetree.MaxDepth || len(name) > safetree.MaxNameBytes {
+		return &LimitError{Detail: fmt.Sprintf("its links to directories, copied into the zip, nest a name %d deep (%d bytes), more than the %d directories or %d bytes a name may take",
+			depth, len(name), safetree.MaxDepth, safetree.MaxNameBytes)}
+	}
 	if err := z.b.entry(); err != nil {
 		return err
 	}
