@@ -63,6 +63,20 @@ type Limits struct {
 // grow past what is held (GOGC).
 const MemoryOverhead = 16 << 20
 
+// MaxPackageBytes is the most bytes a package as Fetch writes it (a
+// normalized tar.gz) may take within limits, 0 for no bound: about its
+// files' bytes, which may be more than the bytes its source sent (a Git
+// pack holds the bytes of many identical files once, gzip finds nothing to
+// share between files far apart), plus the download's. Whatever reads a
+// package back (Unpack, CheckPackageLinks, WriteZip, an import, the
+// shared store) takes one of this size.
+func MaxPackageBytes(limits Limits) int64 {
+	if limits.MaxDownloadBytes <= 0 || limits.MaxTreeBytes <= 0 {
+		return 0
+	}
+	return limits.MaxDownloadBytes + limits.MaxTreeBytes
+}
+
 // LimitError is a package refused for going over a limit.
 type LimitError struct{ Detail string }
 
@@ -572,7 +586,7 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 // (skipped, it would be served unchecked with the package).
 func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: limits.MaxDownloadBytes}})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package"}})
 	if err != nil {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}
@@ -596,7 +610,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 // every package was checked so (a cache check), which Unpack refuses.
 func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: limits.MaxDownloadBytes}})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package"}})
 	if err != nil {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}
