@@ -23,7 +23,8 @@
 //     resolves inside the directory: a target that is absolute, that
 //     climbs out from where the link really is, or that goes through a
 //     chain of links ending outside, or a loop of links, refuses them all
-//     and none is created. After creating them Finish walks the result and
+//     and none is created; so does one that leads outside on a file
+//     system that compares names without case (CheckLinks). After creating them Finish walks the result and
 //     checks every link in it again.
 //   - The later entry of a name wins, as when an archive is unpacked: a
 //     file or a link replaces a file or a link of the same name, removing

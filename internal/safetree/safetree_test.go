@@ -331,6 +331,17 @@ func TestCheckLinks(t *testing.T) {
 		{"absolute", map[string]string{"a": "/"}, false},
 		{"backslash out", map[string]string{"a": `..\..`}, false},
 		{"name out", map[string]string{"../a": "."}, false},
+		// macOS and Windows tell no case apart: there d/X is the link d/x,
+		// and the target climbs out of the tree.
+		{"out where case is not told apart", map[string]string{"d/x": "..", "d/l": "X/../.."}, false},
+		{"out through a directory named in another case", map[string]string{"a/b/c/d/x": "../../../..", "a/b/c/d/l": "X/../../../../.."}, false},
+		{"two links one name but for case", map[string]string{"A": "b", "a": "c/d"}, false},
+		{"names in other cases inside", map[string]string{"Docs": "guide", "docs2/Up": "..", "README": "DOCS2/../readme.md"}, true},
+		// Where case is not told apart docs/up is made through the link
+		// Docs, as guide/up, which still leads inside.
+		{"a link and a directory one name but for case", map[string]string{"Docs": "guide", "docs/up": ".."}, true},
+		{"a link and a directory one name but for case, out", map[string]string{"Docs": "a/b", "docs/up": "../../.."}, false},
+		{"two links one name but for case, one target", map[string]string{"L": "sub", "l": "SUB"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckLinks(tc.links)
