@@ -87,6 +87,6 @@ func PackRoot(ctx context.Context, root *os.Root, tempDir string, dst io.Writer,
 	if err != nil {
 		return Result{}, err
 	}
-	files, err := writeTarGz(tmp, dst)
+	files, err := writeTarGz(tmp, tw.isExec, dst)
 	return Result{Files: files}, err
 }
