@@ -221,7 +221,11 @@ func splitSubdir(src string) (pkg, subdir string) {
 	return pkg, cleanSubdir(subdir)
 }
 
+// cleanSubdir cleans a //SUBDIR as the package's names are cleaned: a
+// backslash separates, as it does on Windows, where clients use it, and
+// ".." stops at the package's top (on Windows, "..\.." would otherwise
+// name a directory outside the package).
 func cleanSubdir(s string) string {
-	s = path.Clean("/" + s)
+	s = path.Clean("/" + strings.ReplaceAll(s, `\`, "/"))
 	return strings.TrimPrefix(s, "/")
 }

@@ -35,6 +35,10 @@ func TestParse(t *testing.T) {
 		// URL fetched is the one the clients would fetch.
 		{"double slash in the query", "https://h.test/m.tar.gz?sig=a//b", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz?sig=a%2F%2Fb", Format: "tar.gz"}},
 		{"double slash in the query, subdir before it", "https://h.test/m.tar.gz//sub?sig=a//b", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz?sig=a%2F%2Fb", Format: "tar.gz", Subdir: "sub"}},
+		// A Windows client separates with a backslash: a //SUBDIR climbing
+		// with it would be a directory outside the package there.
+		{"subdir climbing with backslashes", "https://h.test/m.tar.gz//..\\..\\*", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz", Format: "tar.gz", Subdir: "*"}},
+		{"subdir with backslashes", "git::https://h.test/mono.git//modules\\vpc?ref=v1", Address{Kind: KindGit, URL: "https://h.test/mono.git", Ref: "v1", Subdir: "modules/vpc"}},
 		{"git ref with a URL in the query", "git::https://h.test/r.git?ref=v1&x=https://y", Address{Kind: KindGit, URL: "https://h.test/r.git?x=https%3A%2F%2Fy", Ref: "v1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
