@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // CheckLinks checks that every link of a tree, given as name -> target
@@ -19,7 +22,9 @@ import (
 // where the clients unpack packages): there, a name in a target may be
 // another link than it is here, and two links, or a link and a directory
 // above another link, one name; a link that leads outside there, or
-// links one name but for case with other targets, are refused too. The
+// links one name but for case with other targets, are refused too
+// (foldName: macOS's Unicode normalization and the code points HFS+
+// ignores too). The
 // work is linear in the bytes of the names and targets.
 func CheckLinks(links map[string]string) error {
 	if err := checkLinks(links, nil, ""); err != nil {
@@ -32,13 +37,28 @@ func CheckLinks(links map[string]string) error {
 		if err != nil {
 			return err
 		}
-		f, t := strings.ToLower(n), strings.ToLower(target)
+		f, t := foldName(n), foldName(target)
 		if prev, ok := folded[f]; ok && prev != t {
 			return fmt.Errorf("%w: the links %q and %q differ only in case, which macOS and Windows do not tell apart, and lead to different places", ErrUnsafe, names[f], name)
 		}
 		folded[f], names[f] = t, name
 	}
 	return checkLinks(folded, names, " where names are compared without case (macOS, Windows)")
+}
+
+// foldName is s as a file system that compares names without case
+// compares it, as the strictest of them: macOS's (APFS, HFS+), which
+// also compares them in one Unicode normalization and, HFS+, without
+// some code points (U+200C to U+200F, U+202A to U+202E, U+206A to
+// U+206F, U+FEFF), and Windows's (NTFS).
+func foldName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff {
+			return -1
+		}
+		return r
+	}, s)
+	return norm.NFC.String(cases.Fold().String(norm.NFC.String(s)))
 }
 
 // checkLinks is CheckLinks in one view of the names: links, shown in

@@ -336,6 +336,11 @@ func TestCheckLinks(t *testing.T) {
 		{"out where case is not told apart", map[string]string{"d/x": "..", "d/l": "X/../.."}, false},
 		{"out through a directory named in another case", map[string]string{"a/b/c/d/x": "../../../..", "a/b/c/d/l": "X/../../../../.."}, false},
 		{"two links one name but for case", map[string]string{"A": "b", "a": "c/d"}, false},
+		// macOS compares names in one Unicode normalization, and leaves
+		// out some code points; its case folding is Unicode's.
+		{"out where normalization is not told apart", map[string]string{"d/é": "..", "d/l": "é/../.."}, false},
+		{"out through a code point HFS+ ignores", map[string]string{"d/x": "..", "d/l": "x‌/../.."}, false},
+		{"out through the Kelvin sign", map[string]string{"d/k": "..", "d/l": "K/../.."}, false},
 		{"names in other cases inside", map[string]string{"Docs": "guide", "docs2/Up": "..", "README": "DOCS2/../readme.md"}, true},
 		// Where case is not told apart docs/up is made through the link
 		// Docs, as guide/up, which still leads inside.
