@@ -186,7 +186,7 @@ func trimV(s string) string {
 // platforms of the providers the modules added.
 func (r *syncRun) modules(ctx context.Context, spec *manifest.Spec) moduleSync {
 	for _, u := range spec.Unmirrorable {
-		fmt.Fprintf(r.status, "not a registry module, fetched by the clients themselves (use a registry address to mirror it): %s\n", u)
+		fmt.Fprintf(r.status, "not a registry module, fetched by the clients themselves (use a registry address to mirror it): %s\n", shown(u))
 	}
 	var res moduleSync
 	if len(spec.Modules) == 0 {

@@ -170,6 +170,12 @@ func TestWriterRefusesHostileTrees(t *testing.T) {
 		// A name that is not UTF-8 could not be walked again (io/fs).
 		{name: "file under a directory whose name is not UTF-8", ops: []op{{'f', "\xff/0", "x"}}},
 		{name: "link whose name is not UTF-8", ops: []op{{'l', "\xfe", "."}}},
+		// A control character in a name reaches terminals (a file name in
+		// an error) as a command to them, and Windows cannot make it.
+		{name: "file named with an escape sequence", ops: []op{{'f', "title\x1b]0;pwned\x07.tf", "x"}}},
+		{name: "directory named with a newline", ops: []op{{'d', "a\nb/", ""}}},
+		{name: "link named with a C1 control character", ops: []op{{'l', "a\u009bb", "."}}},
+		{name: "file named with DEL", ops: []op{{'f', "a\x7f", "x"}}},
 		{name: "dir then link of the same name", ops: []op{
 			{'d', "d/", ""},
 			{'f', "d/x", "x"},
