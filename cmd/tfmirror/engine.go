@@ -162,6 +162,10 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		}
 		ecfg.ModuleSourceCredentials = creds
 		logger.Info("module source credentials loaded", "hosts", creds.summary())
+		for _, tie := range creds.publicTies() {
+			logger.Warn("a module source credential is tied to a public registry: anyone who publishes a module there can have the mirror read, with it, any repository it reads, and serve it to the mirror's clients",
+				"credential", tie)
+		}
 	}
 	shared, err := openShared(context.Background(), cfg, roots, logger, met)
 	if err != nil {

@@ -245,6 +245,27 @@ func (c *moduleSourceCredentials) summary() []string {
 	return out
 }
 
+// publicRegistries are registries where anyone may publish a module,
+// whose location may then name any repository.
+var publicRegistries = []svchost.Hostname{"registry.terraform.io", "registry.opentofu.org"}
+
+// publicTies lists the credentials tied to a public registry, as "HOST
+// for ORIGIN", sorted: anyone who publishes a module there can have the
+// mirror read, with the credential, a repository it reads, and serve it
+// to its clients.
+func (c *moduleSourceCredentials) publicTies() []string {
+	var out []string
+	for h, hc := range c.hosts {
+		for _, o := range hc.origins {
+			if slices.Contains(publicRegistries, o) {
+				out = append(out, h+" for "+string(o))
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // String does not reveal secrets.
 func (c *moduleSourceCredentials) String() string {
 	return fmt.Sprintf("module source credentials for %d host(s)", len(c.hosts))

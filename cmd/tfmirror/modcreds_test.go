@@ -107,6 +107,28 @@ func TestLoadModuleSourceCredentials(t *testing.T) {
 	}
 }
 
+// A credential tied to a public registry, where anyone publishes modules
+// and their locations, is named for the start-up's warning; one tied to
+// a private registry is not.
+func TestModuleSourceCredentialsTiedToPublicRegistries(t *testing.T) {
+	file := writeTestFile(t, "creds.hcl", `source_host "github.com" {
+  origins = ["registry.example.com"]
+  token = "inline-secret"
+}
+source_host "git.example.com:8443" {
+  origins = ["registry.example.com", "registry.terraform.io", "registry.opentofu.org"]
+  token = "inline-secret"
+}`)
+	c, err := loadModuleSourceCredentials(file, []string{"registry.example.com", "registry.terraform.io", "registry.opentofu.org"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "git.example.com:8443 for registry.opentofu.org,git.example.com:8443 for registry.terraform.io"
+	if got := strings.Join(c.publicTies(), ","); got != want {
+		t.Errorf("publicTies = %q, want %q", got, want)
+	}
+}
+
 // Through the front door: a private repository named by a module of an
 // origin its credential is tied to is served; without the tie, the
 // package answer is a 502 saying the repository needs credentials.

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/dustin/go-humanize"
@@ -201,6 +202,28 @@ func appendMissing(list []string, add ...string) []string {
 	return list
 }
 
+// shown is s as sync prints it: its control characters (of a stranger's
+// file name or string, in a failure) written as escapes, never sent to
+// the terminal, which would obey them (an escape sequence sets its title,
+// or its clipboard).
+func shown(s string) string {
+	if !strings.ContainsFunc(s, unicode.IsControl) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unicode.IsControl(r):
+			b.WriteRune(r)
+		case r < 0x100:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
+}
+
 // run syncs spec and reports; it returns whether everything asked for was done.
 func (r *syncRun) run(ctx context.Context, spec *manifest.Spec) bool {
 	clis := r.syncCLIs(ctx, spec) // synccli.go
@@ -221,13 +244,13 @@ func (r *syncRun) runProviders(ctx context.Context, spec *manifest.Spec) bool {
 		}
 	}
 	for _, u := range plan.unpublished {
-		fmt.Fprintf(r.status, "not published by the origin: %s\n", u)
+		fmt.Fprintf(r.status, "not published by the origin: %s\n", shown(u))
 	}
 	for _, f := range plan.failures {
-		fmt.Fprintf(r.status, "failed: %s\n", f)
+		fmt.Fprintf(r.status, "failed: %s\n", shown(f))
 	}
 	for _, sk := range plan.skipped {
-		fmt.Fprintf(r.out, "skipped: %s\n", sk)
+		fmt.Fprintf(r.out, "skipped: %s\n", shown(sk))
 	}
 	total := len(plan.items)
 	switch {
@@ -253,7 +276,7 @@ func (r *syncRun) runProviders(ctx context.Context, spec *manifest.Spec) bool {
 	}
 	fmt.Fprintln(r.out)
 	for _, f := range append(plan.failures, failed...) {
-		fmt.Fprintf(r.out, "  failed: %s\n", f)
+		fmt.Fprintf(r.out, "  failed: %s\n", shown(f))
 	}
 	return len(failed) == 0 && len(plan.failures) == 0
 }

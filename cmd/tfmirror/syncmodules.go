@@ -185,23 +185,23 @@ func trimV(s string) string {
 // run), says which module sources cannot be mirrored, and settles the
 // platforms of the providers the modules added.
 func (r *syncRun) modules(ctx context.Context, spec *manifest.Spec) moduleSync {
-	for _, u := range spec.Unmirrorable {
-		fmt.Fprintf(r.status, "not a registry module, fetched by the clients themselves (use a registry address to mirror it): %s\n", u)
-	}
 	var res moduleSync
-	if len(spec.Modules) == 0 {
-		return res
-	}
-	if r.cfg.DryRun {
+	switch {
+	case len(spec.Modules) == 0:
+	case r.cfg.DryRun:
 		for _, m := range spec.Modules {
 			fmt.Fprintf(r.out, "would sync module %s and the providers and modules it calls\n", m.Address)
 		}
-		return res
+	default:
+		res = r.syncModules(ctx, spec)
+		fmt.Fprintf(r.out, "modules: %d packages fetched, %d already cached\n", res.fetched, res.cached)
+		if err := resolvePlatforms(spec, r.cfg.SyncPlatforms); err != nil {
+			res.failures = append(res.failures, err.Error())
+		}
 	}
-	res = r.syncModules(ctx, spec)
-	fmt.Fprintf(r.out, "modules: %d packages fetched, %d already cached\n", res.fetched, res.cached)
-	if err := resolvePlatforms(spec, r.cfg.SyncPlatforms); err != nil {
-		res.failures = append(res.failures, err.Error())
+	// Those the packages synced call too, now that they are read.
+	for _, u := range spec.Unmirrorable {
+		fmt.Fprintf(r.status, "not a registry module, fetched by the clients themselves (use a registry address to mirror it): %s\n", shown(u))
 	}
 	return res
 }

@@ -197,13 +197,18 @@ func Parse(location string) (Address, error) {
 
 // splitSubdir splits off go-getter's //SUBDIR, which follows the package
 // address (after any scheme's "://") and ends before its query, which
-// stays with the package.
+// stays with the package. As go-getter, it looks for it before the query
+// only: a "//" in the query (a signature's, a URL's) is the query's.
 func splitSubdir(src string) (pkg, subdir string) {
+	stop := len(src)
+	if i := strings.Index(src, "?"); i >= 0 {
+		stop = i
+	}
 	offset := 0
-	if i := strings.Index(src, "://"); i >= 0 {
+	if i := strings.Index(src[:stop], "://"); i >= 0 {
 		offset = i + 3
 	}
-	i := strings.Index(src[offset:], "//")
+	i := strings.Index(src[offset:stop], "//")
 	if i < 0 {
 		return src, ""
 	}
@@ -216,7 +221,11 @@ func splitSubdir(src string) (pkg, subdir string) {
 	return pkg, cleanSubdir(subdir)
 }
 
+// cleanSubdir cleans a //SUBDIR as the package's names are cleaned: a
+// backslash separates, as it does on Windows, where clients use it, and
+// ".." stops at the package's top (on Windows, "..\.." would otherwise
+// name a directory outside the package).
 func cleanSubdir(s string) string {
-	s = path.Clean("/" + s)
+	s = path.Clean("/" + strings.ReplaceAll(s, `\`, "/"))
 	return strings.TrimPrefix(s, "/")
 }

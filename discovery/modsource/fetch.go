@@ -57,9 +57,25 @@ type Limits struct {
 // directory and the package's listing take up to about 2 KiB per entry
 // allowed (Limits.MaxEntries), and indexing a Git pack holds its objects,
 // which the pack's headers must declare within Limits.MaxTreeBytes plus
-// 1 KiB per entry allowed plus 1 MiB. The garbage collector lets the heap
+// 1 KiB per entry allowed plus 1 MiB, and some 440 bytes for each of
+// them, which may be no more than the entries allowed plus 64
+// (packObjects). The garbage collector lets the heap
 // grow past what is held (GOGC).
 const MemoryOverhead = 16 << 20
+
+// MaxPackageBytes is the most bytes a package as Fetch writes it (a
+// normalized tar.gz) may take within limits, 0 for no bound: about its
+// files' bytes, which may be more than the bytes its source sent (a Git
+// pack holds the bytes of many identical files once, gzip finds nothing to
+// share between files far apart), plus the download's. Whatever reads a
+// package back (Unpack, CheckPackageLinks, WriteZip, an import, the
+// shared store) takes one of this size.
+func MaxPackageBytes(limits Limits) int64 {
+	if limits.MaxDownloadBytes <= 0 || limits.MaxTreeBytes <= 0 {
+		return 0
+	}
+	return limits.MaxDownloadBytes + limits.MaxTreeBytes
+}
 
 // LimitError is a package refused for going over a limit.
 type LimitError struct{ Detail string }
@@ -160,7 +176,7 @@ func (f *Fetcher) Fetch(ctx context.Context, a Address, dst io.Writer) (Result, 
 			return Result{}, fmt.Errorf("the package has no directory %q (the location's //SUBDIR)", a.Subdir)
 		}
 	}
-	res.Files, err = writeTarGz(root, dst)
+	res.Files, err = writeTarGz(root, tw.isExec, dst)
 	return res, err
 }
 
@@ -224,11 +240,15 @@ func (l *inflateReader) Read(p []byte) (int, error) {
 // a Git repository's submodules too, under prefix), within the budget.
 // Names are cleaned as modules have always been: a backslash separates,
 // and ".." that would climb out of the package stops at its top; .git is
-// left out wherever it is.
+// left out wherever it is, in every spelling of it (isDotGit).
 type treeWriter struct {
 	w      *safetree.Writer
 	b      *budget
 	prefix string // "" or a submodule's directory, ending in "/"
+	// exec are the files written executable, by name (shared with the
+	// submodules' writers): what the source said, which the disk may not
+	// keep (a file system that keeps no modes, a umask).
+	exec map[string]bool
 	// whole says the tree is a package as Fetch wrote it, which holds
 	// nothing that is left out: an entry under .git is refused, not
 	// skipped (it would be served unchecked with the package).
@@ -242,13 +262,17 @@ func openTree(dir string, b *budget) (*treeWriter, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &treeWriter{w: w, b: b}, nil
+	return &treeWriter{w: w, b: b, exec: map[string]bool{}}, nil
 }
+
+// isExec reports whether the file name (as the tree names it) was written
+// executable.
+func (t *treeWriter) isExec(name string) bool { return t.exec[name] }
 
 // sub is the writer of the submodule at dir (a name of t's).
 func (t *treeWriter) sub(dir string) (*treeWriter, bool) {
 	n, _ := t.target(dir)
-	return &treeWriter{w: t.w, b: t.b, prefix: n + "/"}, n != ""
+	return &treeWriter{w: t.w, b: t.b, prefix: n + "/", exec: t.exec}, n != ""
 }
 
 // target returns the name of name in the tree, "" for the package's top
@@ -259,11 +283,34 @@ func (t *treeWriter) target(name string) (n string, leftOut bool) {
 		return "", false
 	}
 	for _, part := range strings.Split(clean[1:], "/") {
-		if part == ".git" {
+		if isDotGit(part) {
 			return "", true // never part of a package
 		}
 	}
 	return t.prefix + clean[1:], false
+}
+
+// isDotGit reports whether a client's file system may take the name part
+// (one component of a path) for .git, as Git's own checks of tree paths
+// do (core.protectHFS and core.protectNTFS): in any case (macOS and
+// Windows compare names without it), with the code points HFS+ ignores
+// anywhere in it (safetree.IgnoredByHFS), with the dots and spaces Windows drops from a name's end or
+// an NTFS stream after a colon, or as NTFS's short name git~1. A package
+// holds no such name: a .GIT/config unpacked on macOS is a Git
+// configuration that every git command run inside the module obeys (its
+// core.fsmonitor is a command).
+func isDotGit(part string) bool {
+	s := strings.Map(func(r rune) rune {
+		if safetree.IgnoredByHFS(r) {
+			return -1
+		}
+		return r
+	}, part)
+	if i := strings.IndexByte(s, ':'); i >= 0 {
+		s = s[:i]
+	}
+	s = strings.TrimRight(s, ". ")
+	return strings.EqualFold(s, ".git") || strings.EqualFold(s, "git~1")
 }
 
 // name returns the name of the entry in the tree, "" for the package's
@@ -308,7 +355,14 @@ func (t *treeWriter) file(name string, exec bool, size int64, r io.Reader) error
 	if exec {
 		perm = 0o755
 	}
-	return t.refused(t.w.File(n, perm, size, r))
+	delete(t.exec, n) // the later entry wins
+	if err := t.refused(t.w.File(n, perm, size, r)); err != nil {
+		return err
+	}
+	if exec {
+		t.exec[n] = true
+	}
+	return nil
 }
 
 // symlink records a link; links are made by finish, once every one of
@@ -321,6 +375,7 @@ func (t *treeWriter) symlink(name, target string) error {
 	if err := t.b.entry(); err != nil {
 		return err
 	}
+	delete(t.exec, n) // the later entry wins
 	return t.refused(t.w.Symlink(n, target))
 }
 
@@ -461,9 +516,10 @@ func unzip(zr *zip.Reader, tw *treeWriter) error {
 var fixedTime = time.Date(2000, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // writeTarGz writes the tree under root to w as a deterministic tar.gz
-// and returns how many files it holds. A tree with a link that resolves
-// outside it is refused.
-func writeTarGz(root string, w io.Writer) (int, error) {
+// and returns how many files it holds, each 0755 when exec says so (by
+// its name in the tree), else 0644: not as the disk kept it. A tree with
+// a link that resolves outside it is refused.
+func writeTarGz(root string, exec func(string) bool, w io.Writer) (int, error) {
 	type entry struct {
 		rel string
 		fi  fs.FileInfo
@@ -511,7 +567,7 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 			h.Typeflag, h.Linkname, h.Mode = tar.TypeSymlink, links[e.rel], 0o777
 		default:
 			h.Typeflag, h.Size, h.Mode = tar.TypeReg, e.fi.Size(), 0o644
-			if e.fi.Mode()&0o111 != 0 {
+			if exec(e.rel) {
 				h.Mode = 0o755
 			}
 		}
@@ -545,22 +601,29 @@ func writeTarGz(root string, w io.Writer) (int, error) {
 // is one with an entry under .git, which Fetch leaves out of every package
 // (skipped, it would be served unchecked with the package).
 func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
+	_, err := unpack(ctx, r, dir, limits)
+	return err
+}
+
+// unpack is Unpack, and returns the files the package says are
+// executable (by name), whatever the disk kept of their modes.
+func unpack(ctx context.Context, r io.Reader, dir string, limits Limits) (map[string]bool, error) {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: limits.MaxDownloadBytes}})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package"}})
 	if err != nil {
-		return fmt.Errorf("the package is not a gzip archive: %w", err)
+		return nil, fmt.Errorf("the package is not a gzip archive: %w", err)
 	}
 	defer gz.Close()
 	tw, err := openTree(dir, b)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer tw.w.Close()
 	tw.whole = true
 	if err := untar(ctx, &inflateReader{ctx: ctx, r: gz, b: b}, tw); err != nil {
-		return err
+		return nil, err
 	}
-	return tw.finish()
+	return tw.exec, tw.finish()
 }
 
 // CheckPackageLinks reads a package as Fetch wrote it (a tar.gz), within
@@ -570,7 +633,7 @@ func Unpack(ctx context.Context, r io.Reader, dir string, limits Limits) error {
 // every package was checked so (a cache check), which Unpack refuses.
 func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 	b := &budget{limits: limits}
-	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: limits.MaxDownloadBytes}})
+	gz, err := gzip.NewReader(&meteredReader{r: r, m: &meter{max: MaxPackageBytes(limits), what: "the package"}})
 	if err != nil {
 		return fmt.Errorf("the package is not a gzip archive: %w", err)
 	}

@@ -82,8 +82,9 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	case req.Capabilities.Supports(capability.Sideband):
 		pack = sideband.NewDemuxer(sideband.Sideband, pack)
 	}
-	// The pack is spooled (within the download limit), and the sizes its
-	// objects declare checked, before go-git indexes it.
+	// The pack is spooled (within the download limit), and the number of
+	// its objects and the sizes they declare checked, before go-git
+	// indexes it.
 	spool, err := os.CreateTemp(tmp, "pack-*")
 	if err != nil {
 		return "", err
@@ -96,7 +97,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 		_, err = spool.Seek(0, io.SeekStart)
 	}
 	if err == nil {
-		err = checkPack(ctx, bufio.NewReader(spool), packLimit(f.Limits))
+		err = checkPack(ctx, bufio.NewReader(spool), packLimit(f.Limits), packObjects(f.Limits))
 	}
 	if err == nil {
 		if _, err = spool.Seek(0, io.SeekStart); err == nil {
@@ -186,6 +187,12 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 // of a few kilobytes make thousands.
 const maxSubmodules = 64
 
+// maxGitmodulesBytes bounds the .gitmodules parsed: go-git's parser looks
+// each section up among those before it, so its time grows with the
+// square of the sections (8 MiB of them took hours of CPU, which no
+// deadline stops), and maxSubmodules need a few KiB.
+const maxGitmodulesBytes = 256 << 10
+
 type submodule struct {
 	path   string
 	commit plumbing.Hash
@@ -207,6 +214,9 @@ func (f *Fetcher) fetchSubmodules(ctx context.Context, parentURL string, tree *o
 	gm, err := tree.File(".gitmodules")
 	if err != nil {
 		return fmt.Errorf("%s has submodules but no .gitmodules", redact.Location(parentURL))
+	}
+	if gm.Size > maxGitmodulesBytes {
+		return &LimitError{Detail: fmt.Sprintf("its .gitmodules is %d bytes, more than the %d read", gm.Size, maxGitmodulesBytes)}
 	}
 	content, err := gm.Contents()
 	if err != nil {

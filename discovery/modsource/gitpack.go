@@ -24,23 +24,46 @@ func packLimit(limits Limits) int64 {
 	return limits.MaxTreeBytes + int64(max(limits.MaxEntries, 0))*packOverheadPerEntry + 1<<20
 }
 
+// packObjects is the most objects one Git pack may hold within limits
+// (0: no limit): a shallow pack of one commit holds a tree per directory
+// and a blob per file or link of the package (blobs of the same bytes
+// once), the commit and the annotated tags on the way to it
+// (peelToCommit follows 10 at most); 64 more allow for what a server may
+// add besides (other tags on the commit).
+func packObjects(limits Limits) uint32 {
+	if limits.MaxEntries <= 0 {
+		return 0
+	}
+	return uint32(min(limits.MaxEntries, 1<<30)) + 64
+}
+
 // checkPack reads the pack in r (a whole pack, received within the
-// download limit) and refuses it with a *LimitError when its objects
-// declare, in all, more than limit bytes inflated: go-git holds each
+// download limit) and refuses it with a *LimitError when its header
+// declares more than maxObjects objects (0: no limit), before anything
+// of them is read: go-git's indexing costs memory and time for each
+// object, and 300,000 objects of a few bytes (a pack of 4 MiB) took it
+// minutes of CPU, which no deadline stops. It refuses it too when its
+// objects declare, in all, more than limit bytes inflated: go-git holds each
 // object whole in memory while it indexes a pack, so a few MiB of pack
 // holding a blob of many GiB of zeros must be refused from its headers.
 // Each object is inflated only once the sum, its own declared size
 // included, is known to be within the limit (go-git stops an object that
 // inflates past its declared size); a delta counts its own size and the
 // size of the object it makes.
-func checkPack(ctx context.Context, r io.Reader, limit int64) error {
-	if limit <= 0 {
+func checkPack(ctx context.Context, r io.Reader, limit int64, maxObjects uint32) error {
+	if limit <= 0 && maxObjects == 0 {
 		return nil
 	}
 	s := packfile.NewScanner(r)
 	_, count, err := s.Header()
 	if err != nil {
 		return fmt.Errorf("reading the Git pack: %w", err)
+	}
+	if maxObjects > 0 && count > maxObjects {
+		return &LimitError{Detail: fmt.Sprintf("its Git pack holds %d objects, more than the %d a package of its files and directories allowed needs", count, maxObjects)}
+	}
+	if limit <= 0 {
+		return nil
 	}
 	var total int64
 	add := func(n int64) error {

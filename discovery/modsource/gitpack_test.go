@@ -77,10 +77,11 @@ func TestCheckPack(t *testing.T) {
 		"small objects":             {buildPack(t, base, delta(5)), true},
 		"a blob of zeros too large": {buildPack(t, base, packObject{typ: 3, data: make([]byte, limit+1)}), false},
 		"a delta making 10 GiB":     {buildPack(t, base, delta(10<<30)), false},
+		"more objects than allowed": {buildPack(t, base, base, base, base, base), false},
 		"blobs too large together":  {buildPack(t, packObject{typ: 3, data: make([]byte, limit/2)}, packObject{typ: 3, data: make([]byte, limit/2+1)}), false},
 	} {
 		t.Run(name, func(t *testing.T) {
-			err := checkPack(context.Background(), bytes.NewReader(tc.pack), limit)
+			err := checkPack(context.Background(), bytes.NewReader(tc.pack), limit, 4)
 			var le *LimitError
 			switch {
 			case tc.ok && err != nil:

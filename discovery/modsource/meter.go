@@ -15,11 +15,15 @@ import (
 // for each submodule. It sits below go-git and the archive readers: they
 // are handed no byte it has not counted, and no more than the limit in
 // all; the first byte past it fails the read that would return it, and
-// every read of the fetch after it, with the same *LimitError.
+// every read of the fetch after it, with the same *LimitError. A package
+// read back (Unpack, CheckPackageLinks) is counted by one of its own,
+// against MaxPackageBytes.
 type meter struct {
 	max  int64 // 0 or less: no limit
 	n    atomic.Int64
 	over atomic.Bool
+	// what is counted, for the error: "" for a fetch's download.
+	what string
 }
 
 // err is the fetch's *LimitError once a byte past the limit arrived, nil
@@ -27,6 +31,9 @@ type meter struct {
 func (m *meter) err() error {
 	if !m.over.Load() {
 		return nil
+	}
+	if m.what != "" {
+		return &LimitError{Detail: fmt.Sprintf("%s is larger than %d bytes", m.what, m.max)}
 	}
 	return &LimitError{Detail: fmt.Sprintf("more than %d bytes to download", m.max)}
 }

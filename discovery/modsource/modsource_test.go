@@ -31,6 +31,15 @@ func TestParse(t *testing.T) {
 		{"archive param", "https://api.h.test/repos/o/r/tarball/v1//*?archive=tar.gz&token=x", Address{Kind: KindArchive, URL: "https://api.h.test/repos/o/r/tarball/v1?token=x", Format: "tar.gz", Subdir: "*"}},
 		{"zip", "https://h.test/m.zip", Address{Kind: KindArchive, URL: "https://h.test/m.zip", Format: "zip"}},
 		{"tbz2", "https://h.test/m.tbz2", Address{Kind: KindArchive, URL: "https://h.test/m.tbz2", Format: "tbz2"}},
+		// A "//" in the query is the query's, as go-getter reads it: the
+		// URL fetched is the one the clients would fetch.
+		{"double slash in the query", "https://h.test/m.tar.gz?sig=a//b", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz?sig=a%2F%2Fb", Format: "tar.gz"}},
+		{"double slash in the query, subdir before it", "https://h.test/m.tar.gz//sub?sig=a//b", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz?sig=a%2F%2Fb", Format: "tar.gz", Subdir: "sub"}},
+		// A Windows client separates with a backslash: a //SUBDIR climbing
+		// with it would be a directory outside the package there.
+		{"subdir climbing with backslashes", "https://h.test/m.tar.gz//..\\..\\*", Address{Kind: KindArchive, URL: "https://h.test/m.tar.gz", Format: "tar.gz", Subdir: "*"}},
+		{"subdir with backslashes", "git::https://h.test/mono.git//modules\\vpc?ref=v1", Address{Kind: KindGit, URL: "https://h.test/mono.git", Ref: "v1", Subdir: "modules/vpc"}},
+		{"git ref with a URL in the query", "git::https://h.test/r.git?ref=v1&x=https://y", Address{Kind: KindGit, URL: "https://h.test/r.git?x=https%3A%2F%2Fy", Ref: "v1"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := Parse(tc.in)

@@ -26,7 +26,8 @@ func PackDir(ctx context.Context, dir, tempDir string, dst io.Writer, limits Lim
 
 // PackRoot writes the module files under root to dst as a normalized
 // package, as Fetch writes a fetched one, within limits: regular files,
-// directories and links that stay inside root only; .git is left out.
+// directories and links that stay inside root only; .git is left out, in
+// every spelling of it (isDotGit).
 // Everything is read through root, so that nothing outside it is read
 // whatever its links (or a file or directory made a link while it is
 // read) point to. The files are copied into a directory it makes (and
@@ -54,7 +55,7 @@ func PackRoot(ctx context.Context, root *os.Root, tempDir string, dst io.Writer,
 			return nil
 		}
 		switch {
-		case d.Name() == ".git":
+		case isDotGit(d.Name()):
 			if d.IsDir() {
 				return fs.SkipDir
 			}
@@ -86,6 +87,6 @@ func PackRoot(ctx context.Context, root *os.Root, tempDir string, dst io.Writer,
 	if err != nil {
 		return Result{}, err
 	}
-	files, err := writeTarGz(tmp, dst)
+	files, err := writeTarGz(tmp, tw.isExec, dst)
 	return Result{Files: files}, err
 }

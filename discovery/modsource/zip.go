@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 )
 
@@ -31,8 +32,9 @@ var ErrLinkLoop = errors.New("a link to a directory that contains it")
 // safetree.Writer; a link that resolves outside the package refuses it),
 // and its entries are written sorted by name in byte order, directories
 // included (NAME/), stored uncompressed (so that the bytes depend on no
-// compressor's version), with the modes of the tar.gz (0755 or 0644,
-// directories 0755) and its fixed time.
+// compressor's version), with the modes of the tar.gz (0755 or 0644, as
+// its headers say, whatever the disk keeps; directories 0755) and its
+// fixed time.
 //
 // Zip has no portable links (OpenTofu's unpacker writes a link entry as
 // a file holding its target), so links are resolved: a link to a file
@@ -41,7 +43,9 @@ var ErrLinkLoop = errors.New("a link to a directory that contains it")
 // does not exist is left out. A link to a directory that contains it, or
 // to a directory being copied, is refused with ErrLinkLoop. What the
 // copies add counts against limits (MaxEntries, MaxTreeBytes) as the
-// package's own entries do, with a *LimitError past them.
+// package's own entries do, and a copy may nest no name deeper or longer
+// than a package's (safetree.MaxDepth, safetree.MaxNameBytes), with a
+// *LimitError past them.
 //
 // The package is unpacked in a directory made (and removed) in tempDir.
 func WriteZip(ctx context.Context, r io.Reader, dst io.Writer, tempDir string, limits Limits) (Result, error) {
@@ -50,10 +54,11 @@ func WriteZip(ctx context.Context, r io.Reader, dst io.Writer, tempDir string, l
 		return Result{}, err
 	}
 	defer os.RemoveAll(tmp)
-	if err := Unpack(ctx, r, tmp, limits); err != nil {
+	exec, err := unpack(ctx, r, tmp, limits)
+	if err != nil {
 		return Result{}, err
 	}
-	z := &zipTree{ctx: ctx, b: &budget{limits: limits}, entries: map[string]zipEntry{}}
+	z := &zipTree{ctx: ctx, b: &budget{limits: limits}, entries: map[string]zipEntry{}, exec: exec}
 	if z.realTop, err = filepath.EvalSymlinks(tmp); err != nil {
 		return Result{}, err
 	}
@@ -83,6 +88,9 @@ type zipTree struct {
 	realTop string // the unpacked directory, links resolved
 	b       *budget
 	entries map[string]zipEntry // zip name -> entry
+	// exec are the package's executable files, by name in the tree: as
+	// the package says, not as the disk kept them.
+	exec map[string]bool
 }
 
 // walk adds the entries of the directory dir (a name in the tree, links
@@ -121,7 +129,7 @@ func (z *zipTree) walk(dir, prefix string, copying []string) error {
 			if err != nil {
 				return err
 			}
-			if err := z.add(zipName, zipEntry{exec: info.Mode()&0o111 != 0, size: info.Size(), source: name}); err != nil {
+			if err := z.add(zipName, zipEntry{exec: z.exec[name], size: info.Size(), source: name}); err != nil {
 				return err
 			}
 		}
@@ -139,14 +147,11 @@ func (z *zipTree) link(name, zipName string, copying []string) error {
 	if err != nil {
 		return fmt.Errorf("module package refused: the link %s: %w", zipName, err)
 	}
-	if !info.IsDir() {
-		if !info.Mode().IsRegular() {
-			return nil
-		}
-		return z.add(zipName, zipEntry{exec: info.Mode()&0o111 != 0, size: info.Size(), source: name})
+	if !info.IsDir() && !info.Mode().IsRegular() {
+		return nil
 	}
-	// The directory's real name in the tree: Unpack made every link
-	// resolve inside it.
+	// Its target's real name in the tree: Unpack made every link resolve
+	// inside it.
 	real, err := filepath.EvalSymlinks(filepath.Join(z.realTop, filepath.FromSlash(name)))
 	if err != nil {
 		return err
@@ -156,6 +161,9 @@ func (z *zipTree) link(name, zipName string, copying []string) error {
 		return fmt.Errorf("module package refused: the link %s resolves outside the package", zipName)
 	}
 	rel = filepath.ToSlash(rel)
+	if !info.IsDir() {
+		return z.add(zipName, zipEntry{exec: z.exec[rel], size: info.Size(), source: name})
+	}
 	for _, c := range copying {
 		if rel == "." || c == rel || strings.HasPrefix(c, rel+"/") {
 			return fmt.Errorf("module package refused: the link %s: %w", zipName, ErrLinkLoop)
@@ -167,8 +175,16 @@ func (z *zipTree) link(name, zipName string, copying []string) error {
 	return z.walk(rel, zipName+"/", append(slices.Clone(copying), rel))
 }
 
-// add adds an entry, within the budget.
+// add adds an entry, within the budget, and no deeper or longer than a
+// package's names may be (safetree.MaxDepth, safetree.MaxNameBytes):
+// links to directories copied into one another nest their copies, and
+// the walk holds, for each level it is in, the directories being copied.
 func (z *zipTree) add(zipName string, e zipEntry) error {
+	name := strings.TrimSuffix(zipName, "/")
+	if depth := strings.Count(name, "/") + 1; depth > safetree.MaxDepth || len(name) > safetree.MaxNameBytes {
+		return &LimitError{Detail: fmt.Sprintf("its links to directories, copied into the zip, nest a name %d deep (%d bytes), more than the %d directories or %d bytes a name may take",
+			depth, len(name), safetree.MaxDepth, safetree.MaxNameBytes)}
+	}
 	if err := z.b.entry(); err != nil {
 		return err
 	}

@@ -5,6 +5,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
 )
 
 // CheckLinks checks that every link of a tree, given as name -> target
@@ -14,9 +17,66 @@ import (
 // in links are taken to be directories or files. It refuses, naming the
 // first such link in byte order of names, a link whose target is empty or
 // absolute, climbs out of the tree, goes through a chain of links that
-// ends outside, or through a loop of links. The work is linear in the
-// bytes of the names and targets.
+// ends outside, or through a loop of links. It resolves them again as a
+// file system that compares names without case does (macOS's, Windows's,
+// where the clients unpack packages): there, a name in a target may be
+// another link than it is here, and two links, or a link and a directory
+// above another link, one name; a link that leads outside there, or
+// links one name but for case with other targets, are refused too
+// (foldName: macOS's Unicode normalization and the code points HFS+
+// ignores too). The
+// work is linear in the bytes of the names and targets.
 func CheckLinks(links map[string]string) error {
+	if err := checkLinks(links, nil, ""); err != nil {
+		return err
+	}
+	folded := make(map[string]string, len(links))
+	names := make(map[string]string, len(links)) // folded name -> a name of links
+	for name, target := range links {
+		n, err := CleanName(name)
+		if err != nil {
+			return err
+		}
+		f, t := foldName(n), foldName(target)
+		if prev, ok := folded[f]; ok && prev != t {
+			return fmt.Errorf("%w: the links %q and %q differ only in case, which macOS and Windows do not tell apart, and lead to different places", ErrUnsafe, names[f], name)
+		}
+		folded[f], names[f] = t, name
+	}
+	return checkLinks(folded, names, " where names are compared without case (macOS, Windows)")
+}
+
+// foldName is s as a file system that compares names without case
+// compares it, as the strictest of them: macOS's (APFS, HFS+), which
+// also compares them in one Unicode normalization and, HFS+, without
+// some code points (IgnoredByHFS), and Windows's (NTFS).
+func foldName(s string) string {
+	s = strings.Map(func(r rune) rune {
+		if IgnoredByHFS(r) {
+			return -1
+		}
+		return r
+	}, s)
+	return norm.NFC.String(cases.Fold().String(norm.NFC.String(s)))
+}
+
+// IgnoredByHFS reports whether HFS+ leaves r out of a name when it
+// compares names (as Git lists such code points for core.protectHFS):
+// U+200C to U+200F, U+202A to U+202E, U+206A to U+206F and U+FEFF.
+func IgnoredByHFS(r rune) bool {
+	return r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff
+}
+
+// checkLinks is CheckLinks in one view of the names: links, shown in
+// messages by names (name -> the name to show, nil: as they are), where
+// says which view.
+func checkLinks(links, names map[string]string, where string) error {
+	show := func(name string) string {
+		if n, ok := names[name]; ok {
+			return n
+		}
+		return name
+	}
 	r := &resolver{root: &node{}}
 	nodes := make(map[string]*node, len(links))
 	for name, target := range links {
@@ -38,9 +98,9 @@ func CheckLinks(links map[string]string) error {
 		if _, err := r.follow(nodes[name]); err != nil {
 			switch {
 			case errors.Is(err, errOut):
-				return fmt.Errorf("%w: the link %q points outside the tree (%q)", ErrUnsafe, name, links[name])
+				return fmt.Errorf("%w: the link %q points outside the tree (%q)%s", ErrUnsafe, show(name), links[name], where)
 			case errors.Is(err, errLoop):
-				return fmt.Errorf("%w: the link %q leads into a loop of links (%q)", ErrUnsafe, name, links[name])
+				return fmt.Errorf("%w: the link %q leads into a loop of links (%q)%s", ErrUnsafe, show(name), links[name], where)
 			}
 			return err
 		}

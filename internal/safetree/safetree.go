@@ -8,8 +8,9 @@
 //   - Names are slash-separated paths inside the directory (a backslash
 //     separates too, as it does on Windows, where clients unpack what
 //     tfmirror serves). A name is cleaned lexically; one that is empty,
-//     absolute, climbs out ("..") or is not UTF-8 (which the tree could
-//     not be walked again with, io/fs) is refused. What a caller leaves out
+//     absolute, climbs out (".."), is not UTF-8 (which the tree could
+//     not be walked again with, io/fs) or holds a control character
+//     (which a terminal showing it would obey) is refused. What a caller leaves out
 //     (Git's .git) it leaves out before it calls. A name nested deeper
 //     than MaxDepth or longer than MaxNameBytes is refused before
 //     anything of it is made: os.Root walks a name one directory at a
@@ -23,7 +24,8 @@
 //     resolves inside the directory: a target that is absolute, that
 //     climbs out from where the link really is, or that goes through a
 //     chain of links ending outside, or a loop of links, refuses them all
-//     and none is created. After creating them Finish walks the result and
+//     and none is created; so does one that leads outside on a file
+//     system that compares names without case (CheckLinks). After creating them Finish walks the result and
 //     checks every link in it again.
 //   - The later entry of a name wins, as when an archive is unpacked: a
 //     file or a link replaces a file or a link of the same name, removing
@@ -105,10 +107,14 @@ func (w *Writer) Close() error { return w.root.Close() }
 
 // CleanName returns name cleaned as a Writer cleans it: slash-separated,
 // without "." and ".." components; "" is the directory itself. A name that
-// is absolute, climbs out of the directory or is not UTF-8 is refused.
+// is absolute, climbs out of the directory, is not UTF-8 or holds a
+// control character is refused.
 func CleanName(name string) (string, error) {
 	if !utf8.ValidString(name) {
 		return "", fmt.Errorf("%w: the name %q is not UTF-8", ErrUnsafe, name)
+	}
+	if strings.ContainsFunc(name, isControl) {
+		return "", fmt.Errorf("%w: the name %q holds a control character", ErrUnsafe, name)
 	}
 	if len(name) > MaxNameBytes {
 		return "", fmt.Errorf("%w: a name of %d bytes, more than the %d taken", ErrUnsafe, len(name), MaxNameBytes)
@@ -129,6 +135,12 @@ func CleanName(name string) (string, error) {
 	}
 	return n, nil
 }
+
+// isControl reports whether r is a control character (C0, DEL, C1): in a
+// name, a terminal that shows it (a file name in an error) takes it for
+// a command (an escape sequence sets its title, or its clipboard), Git
+// refuses it in a tree, and Windows cannot make it.
+func isControl(r rune) bool { return r < 0x20 || r >= 0x7f && r <= 0x9f }
 
 // hasVolume reports whether p starts with a Windows drive ("C:").
 func hasVolume(p string) bool {

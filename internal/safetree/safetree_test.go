@@ -170,6 +170,12 @@ func TestWriterRefusesHostileTrees(t *testing.T) {
 		// A name that is not UTF-8 could not be walked again (io/fs).
 		{name: "file under a directory whose name is not UTF-8", ops: []op{{'f', "\xff/0", "x"}}},
 		{name: "link whose name is not UTF-8", ops: []op{{'l', "\xfe", "."}}},
+		// A control character in a name reaches terminals (a file name in
+		// an error) as a command to them, and Windows cannot make it.
+		{name: "file named with an escape sequence", ops: []op{{'f', "title\x1b]0;pwned\x07.tf", "x"}}},
+		{name: "directory named with a newline", ops: []op{{'d', "a\nb/", ""}}},
+		{name: "link named with a C1 control character", ops: []op{{'l', "a\u009bb", "."}}},
+		{name: "file named with DEL", ops: []op{{'f', "a\x7f", "x"}}},
 		{name: "dir then link of the same name", ops: []op{
 			{'d', "d/", ""},
 			{'f', "d/x", "x"},
@@ -331,6 +337,22 @@ func TestCheckLinks(t *testing.T) {
 		{"absolute", map[string]string{"a": "/"}, false},
 		{"backslash out", map[string]string{"a": `..\..`}, false},
 		{"name out", map[string]string{"../a": "."}, false},
+		// macOS and Windows tell no case apart: there d/X is the link d/x,
+		// and the target climbs out of the tree.
+		{"out where case is not told apart", map[string]string{"d/x": "..", "d/l": "X/../.."}, false},
+		{"out through a directory named in another case", map[string]string{"a/b/c/d/x": "../../../..", "a/b/c/d/l": "X/../../../../.."}, false},
+		{"two links one name but for case", map[string]string{"A": "b", "a": "c/d"}, false},
+		// macOS compares names in one Unicode normalization, and leaves
+		// out some code points; its case folding is Unicode's.
+		{"out where normalization is not told apart", map[string]string{"d/é": "..", "d/l": "é/../.."}, false},
+		{"out through a code point HFS+ ignores", map[string]string{"d/x": "..", "d/l": "x‌/../.."}, false},
+		{"out through the Kelvin sign", map[string]string{"d/k": "..", "d/l": "K/../.."}, false},
+		{"names in other cases inside", map[string]string{"Docs": "guide", "docs2/Up": "..", "README": "DOCS2/../readme.md"}, true},
+		// Where case is not told apart docs/up is made through the link
+		// Docs, as guide/up, which still leads inside.
+		{"a link and a directory one name but for case", map[string]string{"Docs": "guide", "docs/up": ".."}, true},
+		{"a link and a directory one name but for case, out", map[string]string{"Docs": "a/b", "docs/up": "../../.."}, false},
+		{"two links one name but for case, one target", map[string]string{"L": "sub", "l": "SUB"}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := CheckLinks(tc.links)

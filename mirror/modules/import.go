@@ -164,7 +164,7 @@ func (s *Modules) stageModule(ctx context.Context, m addrs.Module, in Imported, 
 	}
 	defer body.Close()
 	limits := s.cfg.Limits
-	max := limits.MaxDownloadBytes + limits.MaxTreeBytes // a normalized package is at most about this
+	max := modsource.MaxPackageBytes(limits)
 	if size > max {
 		return "", 0, &modsource.LimitError{Detail: fmt.Sprintf("the package is %d bytes, more than the %d allowed", size, max)}
 	}

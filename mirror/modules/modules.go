@@ -535,7 +535,7 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.recs.FetchModule(ctx, m, recKey, *rec, s.cfg.Limits.MaxDownloadBytes+s.cfg.Limits.MaxTreeBytes, // a normalized package is at most about this
+			return s.recs.FetchModule(ctx, m, recKey, *rec, modsource.MaxPackageBytes(s.cfg.Limits),
 				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
 					// What the store beyond the cache did not have.
 					if s.cfg.Offline {

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/manifest"
+)
+
+// TestSyncPrintsNoControlCharacters: what sync prints of a stranger's
+// package (its file names, its configuration's strings, in a failure)
+// reaches the operator's terminal with its control characters shown, not
+// sent: a file named with an escape sequence (which sets the terminal's
+// title, or its clipboard) is printed as \x1b... .
+func TestSyncPrintsNoControlCharacters(t *testing.T) {
+	const evil = "registry.terraform.io/acme/evil/aws"
+	ops := &slowModuleOps{files: map[string]map[string]string{
+		evil: {
+			"main.tf":                         "# module\n",
+			"title\x1b]0;pwned\x07\x1b[2J.tf": "module \"y\" {\n",
+		},
+	}}
+	dir := t.TempDir()
+	manifestFile := filepath.Join(dir, "sync.hcl")
+	if err := os.WriteFile(manifestFile, []byte("module \""+evil+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := manifest.Load(manifestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, status bytes.Buffer
+	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
+	r.cfg.ModuleTimeout = time.Minute
+	if r.runProviders(context.Background(), spec) {
+		t.Errorf("sync succeeded with a package that does not parse")
+	}
+	printed := out.String() + status.String()
+	t.Logf("printed:\n%s", printed)
+	if !strings.Contains(printed, "failed") {
+		t.Fatalf("no failure printed")
+	}
+	for _, c := range printed {
+		if c < 0x20 && c != '\n' || c == 0x7f || c >= 0x80 && c <= 0x9f {
+			t.Fatalf("sync printed the control character %U", c)
+		}
+	}
+}
+
+// TestSyncListsUnmirrorableSourcesOfPackages: a module source that is not
+// a registry address, called from inside a package sync fetched (not only
+// from the configuration or manifest it was given), is listed as one the
+// clients fetch themselves, as the documentation says: an air-gapped
+// mirror cannot serve it, and the operator learns it from the sync, not
+// from a failed terraform init behind the air gap.
+func TestSyncListsUnmirrorableSourcesOfPackages(t *testing.T) {
+	const m = "registry.terraform.io/acme/m/aws"
+	ops := &slowModuleOps{files: map[string]map[string]string{
+		m: {"main.tf": "module \"x\" {\n  source = \"git::https://git.example.test/x.git?ref=v1\"\n}\n"},
+	}}
+	dir := t.TempDir()
+	manifestFile := filepath.Join(dir, "sync.hcl")
+	if err := os.WriteFile(manifestFile, []byte("module \""+m+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := manifest.Load(manifestFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out, status bytes.Buffer
+	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
+	r.cfg.ModuleTimeout = time.Minute
+	r.runProviders(context.Background(), spec)
+	want := "not a registry module, fetched by the clients themselves (use a registry address to mirror it): module " + m + " 1.0.0: git::https://git.example.test/x.git?ref=v1"
+	if !strings.Contains(status.String(), want) {
+		t.Errorf("sync did not list the package's git:: source; printed:\n%s%s", out.String(), status.String())
+	}
+}

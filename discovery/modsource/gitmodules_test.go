@@ -1,0 +1,78 @@
+package modsource
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+)
+
+// TestFetchGitBoundsGitmodules: a repository whose .gitmodules names
+// hundreds of thousands of submodules (8 MiB of text, a pack of some
+// hundred KiB) is refused before its .gitmodules is parsed. go-git's
+// configuration parser looks each section up among those it has read,
+// so such a file took it hours of CPU, which the fetch's deadline could
+// not stop: one client's request held a core for as long.
+func TestFetchGitBoundsGitmodules(t *testing.T) {
+	needGit(t)
+	o, err := fakeorigin.Start(fakeorigin.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Close()
+	leaf, err := o.AddGitTree("leaf", fakeorigin.GitTree{Files: map[string][]byte{"main.tf": []byte("# leaf\n")}}, "v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var gm bytes.Buffer
+	fmt.Fprintf(&gm, "[submodule \"sub\"]\n\tpath = sub\n\turl = ../leaf.git\n")
+	for i := 0; gm.Len() < 8<<20; i++ {
+		fmt.Fprintf(&gm, "[submodule \"s%d\"]\n\tpath = s%d\n\turl = ../leaf.git\n", i, i)
+	}
+	if _, err := o.AddGitTree("gitmodules", fakeorigin.GitTree{
+		Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": gm.Bytes()},
+		Submodules: map[string]string{"sub": leaf},
+	}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	limits := Limits{MaxDownloadBytes: 64 << 20, MaxTreeBytes: 64 << 20, MaxEntries: 100, MaxSubmoduleDepth: 2}
+	a, _ := Parse("git::" + o.GitURL("gitmodules") + "?ref=v1")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := newFetcher(t, o, limits).Fetch(ctx, a, io.Discard)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		var le *LimitError
+		if !errors.As(err, &le) || !strings.Contains(err.Error(), ".gitmodules") {
+			t.Errorf("Fetch: %v, want a LimitError about .gitmodules", err)
+		}
+	case <-time.After(40 * time.Second):
+		// The parser does not stop with ctx: it runs on after the test.
+		t.Fatal("Fetch still parsing .gitmodules 20 s after its deadline")
+	}
+	// A .gitmodules of its submodules' size is read as before.
+	if _, err := o.AddGitTree("few", fakeorigin.GitTree{
+		Files:      map[string][]byte{"main.tf": []byte("# module\n"), ".gitmodules": []byte("[submodule \"sub\"]\n\tpath = sub\n\turl = ../leaf.git\n")},
+		Submodules: map[string]string{"sub": leaf},
+	}, "v1"); err != nil {
+		t.Fatal(err)
+	}
+	a, _ = Parse("git::" + o.GitURL("few") + "?ref=v1")
+	var buf bytes.Buffer
+	if _, err := newFetcher(t, o, limits).Fetch(context.Background(), a, &buf); err != nil {
+		t.Fatal(err)
+	}
+	if files := readTarGz(t, buf.Bytes()); files["sub/main.tf"] != "# leaf\n" {
+		t.Errorf("package = %v", files)
+	}
+}
