@@ -79,8 +79,8 @@ type Metrics struct {
 	modules           moduleMetrics     // modules.go
 	retention         retentionMetrics  // retention.go
 	cacheCheck        cacheCheckMetrics // cachecheck.go
-	config            configMetrics     // config.go
-	tokens            tokensMetrics     // config.go
+	config            reloadMetrics     // config.go: the configuration file's reloads
+	tokens            reloadMetrics     // config.go: the client tokens file's reloads
 	policy            policyMetrics     // policy.go
 	releases          releasesMetrics   // releases.go
 	auth              authMetrics       // auth.go
@@ -274,8 +274,8 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	cs = append(cs, m.modules.collectors()...)
 	cs = append(cs, m.retention.collectors()...)
 	cs = append(cs, m.cacheCheck.collectors()...)
-	cs = append(cs, m.config.collectors()...)
-	cs = append(cs, m.tokens.collectors()...)
+	cs = append(cs, m.config.configCollectors()...)
+	cs = append(cs, m.tokens.tokensCollectors()...)
 	cs = append(cs, m.policy.collectors()...)
 	cs = append(cs, m.releases.collectors()...)
 	cs = append(cs, m.auth.collectors()...)
