@@ -3,13 +3,10 @@ package settings
 import (
 	"os"
 	"path/filepath"
-	"sync"
-	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fifoswap"
 )
 
 // TestReadFileNeverWaitsOnAFIFO swaps the configuration file with a FIFO
@@ -22,38 +19,11 @@ import (
 // file on the descriptor it is read from, not by a look at the name
 // before the open.
 func TestReadFileNeverWaitsOnAFIFO(t *testing.T) {
-	dir := t.TempDir()
-	path := filepath.Join(dir, "tfmirror.hcl")
-	fifo := filepath.Join(dir, "swap")
+	path := filepath.Join(t.TempDir(), "tfmirror.hcl")
 	if err := os.WriteFile(path, []byte("log_level = \"info\"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	var stop atomic.Bool
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		for !stop.Load() {
-			if err := unix.Renameat2(unix.AT_FDCWD, path, unix.AT_FDCWD, fifo, unix.RENAME_EXCHANGE); err != nil {
-				t.Errorf("RENAME_EXCHANGE: %v", err)
-				return
-			}
-		}
-	}()
-	// unblock gives a read waiting on the FIFO a writer and an end, so
-	// that the test ends.
-	unblock := func() {
-		stop.Store(true)
-		wg.Wait()
-		for _, p := range []string{path, fifo} {
-			if w, err := os.OpenFile(p, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
-				w.Close()
-			}
-		}
-	}
+	swap := fifoswap.Start(t, path)
 	read, refused := 0, 0
 	deadline := time.Now().Add(5 * time.Second)
 	for i := 0; i < 10000 && time.Now().Before(deadline); i++ {
@@ -70,13 +40,12 @@ func TestReadFileNeverWaitsOnAFIFO(t *testing.T) {
 				refused++
 			}
 		case <-time.After(3 * time.Second):
-			unblock()
+			swap.Unblock()
 			<-done
 			t.Fatalf("reading the configuration file waited 3s on a FIFO swapped in for it (after %d reads, %d refusals)", read, refused)
 		}
 	}
-	stop.Store(true)
-	wg.Wait()
+	swap.Stop()
 	if read == 0 || refused == 0 {
 		t.Logf("%d reads, %d refusals: the swaps did not land between them", read, refused)
 	}
