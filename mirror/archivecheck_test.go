@@ -26,7 +26,7 @@ func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 	limits := verify.Limits{MaxUnpackedBytes: 8 << 30}
 
 	// stagedWhole waits until the fetch of sha has staged all of the
-	// archive: its check is then under way.
+	// archive and its check began.
 	stagedWhole := func(t *testing.T, w *fetchWatcher) *fetch.Download {
 		t.Helper()
 		for {
@@ -43,7 +43,7 @@ func TestArchiveCheckStopsWithTheDownload(t *testing.T) {
 			if st.Err != nil {
 				t.Fatalf("the fetch failed before its check: %v", st.Err)
 			}
-			if st.Written == int64(len(bomb)) {
+			if st.Checking {
 				return f
 			}
 			<-st.Changed

@@ -509,7 +509,10 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 	// bytes, within Config.ArchiveLimits and under the download's context;
 	// if some of the bytes could not be kept (a full disk), the check
 	// cannot run and the archive is not released.
+	f.mu.Lock()
 	f.checking = true
+	f.notifyLocked()
+	f.mu.Unlock()
 	if src != nil && src.Check != nil {
 		if err := src.Check(ctx, w, w.Written()); err != nil {
 			return "", err
@@ -576,10 +579,12 @@ type Download struct {
 }
 
 // State is how far a download got: the bytes staged, whether they all
-// arrived and verified, the error that ended it, and a channel closed at
-// the next change.
+// arrived and matched and the archive's check began, whether they
+// verified, the error that ended it, and a channel closed at the next
+// change.
 type State struct {
 	Written  int64
+	Checking bool
 	Verified bool
 	Err      error
 	Changed  <-chan struct{}
@@ -589,7 +594,7 @@ type State struct {
 func (f *Download) State() State {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return State{Written: f.written, Verified: f.verified, Err: f.err, Changed: f.changed}
+	return State{Written: f.written, Checking: f.checking, Verified: f.verified, Err: f.err, Changed: f.changed}
 }
 
 // header returns the archive size once ready, or the error that ended the
