@@ -56,7 +56,7 @@ func TestHelmChart(t *testing.T) {
 				t.Errorf("%d ConfigMaps, want 1", len(m.configMaps))
 			}
 			d := m.deployments[0]
-			if len(m.claims) == 1 || w.volumes[mountAt(w.mounts, dataDir)].PersistentVolumeClaim != nil {
+			if len(m.claims) == 1 || w.dataVolume.PersistentVolumeClaim != nil {
 				checkClaim(t, m, w)
 			} else if d.Spec.Strategy.Type == "Recreate" {
 				t.Error("the Recreate strategy without a claim: an update takes the mirror down for nothing")
@@ -135,7 +135,7 @@ func checkClaim(t *testing.T, m *manifests, w *workload) {
 	if w.replicas != 1 || d.Spec.Strategy.Type != "Recreate" {
 		t.Errorf("%s: a cache on a claim with %d replicas and strategy %q: want 1 replica and Recreate", m.where, w.replicas, d.Spec.Strategy.Type)
 	}
-	v := w.volumes[mountAt(w.mounts, dataDir)]
+	v := w.dataVolume
 	if v.PersistentVolumeClaim == nil || len(m.claims) != 1 || m.claims[0].Name != v.PersistentVolumeClaim.ClaimName {
 		t.Fatalf("%s: the data volume %+v is not the chart's claim", m.where, v)
 	}
@@ -316,7 +316,8 @@ auth:
 		t.Errorf("settings:\n%v\nwant:\n%v", w.env, want)
 	}
 	for k := range w.rawEnv {
-		if strings.HasPrefix(k, "TFMIRROR_") && w.fromSecrets[k] == nil {
+		// The image's variables only a variable overrides.
+		if strings.HasPrefix(k, "TFMIRROR_") && w.fromSecrets[k] == nil && !imageSets(k) {
 			t.Errorf("%s in the environment: settings are in the configuration file", k)
 		}
 	}

@@ -67,7 +67,7 @@ func TestKubernetes(t *testing.T) {
 	if w.env["TFMIRROR_TLS_CERT"] == "" {
 		t.Error("no TFMIRROR_TLS_CERT: the generated certificate names no host clients use")
 	}
-	v := w.volumes[mountAt(w.mounts, dataDir)]
+	v := w.dataVolume
 	if v.PersistentVolumeClaim == nil || len(m.claims) != 1 || m.claims[0].Name != v.PersistentVolumeClaim.ClaimName {
 		t.Fatalf("the data volume %+v is not the base's claim", v)
 	}
@@ -117,14 +117,15 @@ func TestKubernetesSharedStore(t *testing.T) {
 }
 
 // checkConfigFileOnly checks that w's settings are all in its
-// configuration file: none in the environment.
+// configuration file: none in the environment but those that override
+// the image's variables, which the file could not.
 func checkConfigFileOnly(t *testing.T, w *workload) {
 	t.Helper()
 	if w.configPath == "" || len(w.config) == 0 {
 		t.Error("no --config file")
 	}
 	for k := range w.rawEnv {
-		if strings.HasPrefix(k, "TFMIRROR_") && w.fromSecrets[k] == nil {
+		if strings.HasPrefix(k, "TFMIRROR_") && w.fromSecrets[k] == nil && !imageSets(k) {
 			t.Errorf("%s in the environment: settings are in the configuration file", k)
 		}
 	}

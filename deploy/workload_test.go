@@ -43,6 +43,10 @@ type workload struct {
 	config     []byte
 	args       []string          // after "serve"
 	mounts     map[string]string // volume name -> mount path
+	// dataDir is the data directory (TFMIRROR_DATA_DIR), dataVolume the
+	// volume it is on, mounted at the image's data directory.
+	dataDir    string
+	dataVolume corev1.Volume
 	volumes    map[string]corev1.Volume
 	scheme     string // of the mirror's port: https, or http with --insecure-http
 	// fromSecrets are the settings whose values come from a Secret's key.
@@ -377,9 +381,7 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 			t.Errorf("%s: volume %s is not mounted", m.where, name)
 		}
 	}
-	if env["TFMIRROR_DATA_DIR"] != dataDir || mountAt(w.mounts, dataDir) == "" {
-		t.Errorf("%s: TFMIRROR_DATA_DIR=%q, want %s, a mounted volume", m.where, env["TFMIRROR_DATA_DIR"], dataDir)
-	}
+	checkDataDir(t, m, w)
 	if mountAt(w.mounts, "/tmp") == "" {
 		t.Errorf("%s: no volume at /tmp: the root file system is read-only", m.where)
 	}
@@ -414,6 +416,41 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 		}
 	}
 	return w
+}
+
+// imageSets says whether the image's environment sets the variable k.
+func imageSets(k string) bool {
+	return slices.ContainsFunc(image.Runtime().Env, func(e string) bool { return strings.HasPrefix(e, k+"=") })
+}
+
+// checkDataDir checks that the data directory is on the volume mounted at
+// the image's data directory (dataDir): on a claim, the volume's root,
+// where every release kept the cache, so that an upgrade keeps it; on an
+// emptyDir, which the kubelet makes root's and writable by all users
+// (0777), a directory below its root, which tfmirror makes its user's
+// alone: the volume's root is not its user's to tighten, and tfmirror
+// would warn about it at every start.
+func checkDataDir(t *testing.T, m *manifests, w *workload) {
+	t.Helper()
+	w.dataDir = w.env["TFMIRROR_DATA_DIR"]
+	name := mountAt(w.mounts, dataDir)
+	if name == "" {
+		t.Errorf("%s: no volume at %s, the image's data directory", m.where, dataDir)
+		return
+	}
+	w.dataVolume = w.volumes[name]
+	if w.dataVolume.Name == "" {
+		// A StatefulSet's claim template.
+		w.dataVolume = corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name}}}
+	}
+	switch {
+	case w.dataVolume.EmptyDir != nil:
+		if path.Clean(w.dataDir) == dataDir || !strings.HasPrefix(path.Clean(w.dataDir), dataDir+"/") {
+			t.Errorf("%s: TFMIRROR_DATA_DIR=%q on an emptyDir mounted at %s: want a directory below it, which tfmirror makes its own (the kubelet makes the volume's root 0777 and root's)", m.where, w.dataDir, dataDir)
+		}
+	case w.dataDir != dataDir:
+		t.Errorf("%s: TFMIRROR_DATA_DIR=%q on a persistent volume mounted at %s: want its root, where earlier releases kept the cache", m.where, w.dataDir, dataDir)
+	}
 }
 
 func claimTemplates(m *manifests) []corev1.PersistentVolumeClaim {
@@ -711,7 +748,7 @@ func checkSharedStore(t *testing.T, m *manifests, w *workload) {
 	// The local cache: an emptyDir at the data dir, with a size limit that
 	// the archives' limit leaves a quarter of for Badger's own files, and
 	// room for it requested from the node.
-	data := w.volumes[mountAt(w.mounts, dataDir)]
+	data := w.dataVolume
 	if data.EmptyDir == nil || data.EmptyDir.SizeLimit == nil {
 		t.Fatalf("%s: the data dir is not an emptyDir with a sizeLimit: volume %+v", m.where, data)
 	}

@@ -16,7 +16,7 @@ type releasesMetrics struct {
 
 func (rm *releasesMetrics) collectors() []prometheus.Collector {
 	rm.served = prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "tfmirror_cli_served_total", Help: "CLI release answers, by publisher, product, kind (list, sums, signature, archive) and whether a list was served stale.",
+		Name: "tfmirror_cli_served_total", Help: "CLI release answers, by publisher, product, kind (list, sums, signature, archive, missing: an optional file the origin lacks, answered 404 from memory) and whether a list was served stale.",
 	}, []string{"publisher", "product", "kind", "stale"})
 	rm.refused = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "tfmirror_cli_refused_total", Help: "CLI release refusals, by publisher, product and reason (a verification reason or a package policy rule).",

@@ -12,7 +12,10 @@
 // it is a zip holding the program. Version lists are refreshed after a
 // time to live and served stale when the origin fails; offline, only what
 // the cache holds is listed. A version a list the origin answered does not
-// have is not asked of the origin (lists.go: checkListed). It keeps what the package policy judges by
+// have is not asked of the origin (lists.go: checkListed), and an optional
+// file of a listed version that the origin answered 404 (OpenTofu's cosign
+// files) is not asked again for the list's time to live (files.go). It
+// keeps what the package policy judges by
 // (listing.go: the address of a product, the listing rule's times; the
 // signature times in Sums).
 //

@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/memo"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -42,16 +44,46 @@ func (r *Releases) Document(ctx context.Context, pub Publisher, product, version
 	return nil, fmt.Errorf("%w: %s %s has no file %q", ErrNotFound, product, version, name)
 }
 
+// maxMissingFiles bounds the optional files remembered as missing at the
+// origin (Releases.missing): two a version at most, of versions with a
+// verified SHA256SUMS that the version list has.
+const maxMissingFiles = 1024
+
 // passThrough serves a file no key of the operator covers, kept once
-// fetched (a release's files do not change).
+// fetched (a release's files do not change). A file the origin answers
+// 404 (a release published without its cosign files) is remembered as
+// missing for Config.ListTTL: until then it is answered not found without
+// asking the origin again, so that every installer run does not cost an
+// origin request; then it is asked for again, in case it was published
+// since.
 func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, version, name string) ([]byte, error) {
 	key := fileKey(pub, product, version, name)
 	var data []byte
 	if _, err := r.store.GetMeta(key, &data); err == nil {
 		return data, nil
 	}
+	if err := r.missing.known(key, name); err != nil {
+		r.metrics.CLIServed(string(pub), product, "missing", false)
+		return nil, err
+	}
 	v, err := r.detached(ctx, key, func(ctx context.Context) (any, error) {
-		return r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxCosignDocument)
+		// Again: a flight that ended just before this one began may
+		// have learnt it.
+		if err := r.missing.known(key, name); err != nil {
+			return nil, err
+		}
+		data, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxCosignDocument)
+		if !errors.Is(err, ErrNotFound) {
+			return data, err
+		}
+		// Remembered only for a release the version list has, as the
+		// origin last answered it (not a stale list): a file a listed
+		// release lacks, not a version the list does not know.
+		list, st, lerr := r.list(ctx, pub, product, r.cfg.ListTTL)
+		if lerr == nil && !st.Stale && slices.ContainsFunc(list.Versions, func(e Listed) bool { return e.Version == version }) {
+			r.missing.remember(key)
+		}
+		return nil, err
 	})
 	if err != nil {
 		return nil, err
@@ -61,6 +93,34 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 		r.log.Warn("release file served but not cached", "file", name, "error", err)
 	}
 	return data, nil
+}
+
+// missingFiles remembers the optional files of releases that the origin
+// answered 404, by fileKey, each until a time to live has passed; at most
+// maxMissingFiles, the least recently used forgotten first.
+type missingFiles struct {
+	memo *memo.Memo[string, time.Time] // until when
+	ttl  time.Duration
+	now  func() time.Time
+}
+
+func newMissingFiles(ttl time.Duration, now func() time.Time) *missingFiles {
+	return &missingFiles{memo: memo.New[string, time.Time](maxMissingFiles), ttl: ttl, now: now}
+}
+
+// known is ErrNotFound while the file under key is remembered as missing,
+// else nil.
+func (m *missingFiles) known(key, name string) error {
+	if until, _, ok := m.memo.Get(key); ok && m.now().Before(until) {
+		return fmt.Errorf("%w: the origin has no %s (asked again after %s)", ErrNotFound, name, until.UTC().Format(time.RFC3339))
+	}
+	return nil
+}
+
+// remember remembers the file under key as missing for the time to live.
+func (m *missingFiles) remember(key string) {
+	_, gen, _ := m.memo.Get(key)
+	m.memo.Put(key, gen, m.now().Add(m.ttl))
 }
 
 // fileKey keys a file passed through (passThrough).

@@ -85,8 +85,9 @@ type Store interface {
 // Metrics receives, per publisher and product, what is served and what is
 // refused. Package metrics implements it; nil records nothing.
 type Metrics interface {
-	// CLIServed counts an answer: kind is "list", "sums", "signature" or
-	// "archive"; stale says a list was served from the cache because the
+	// CLIServed counts an answer: kind is "list", "sums", "signature",
+	// "archive", or "missing" (an optional file the origin lacks, answered
+	// not found from memory without asking it again); stale says a list was served from the cache because the
 	// origin failed.
 	CLIServed(publisher, product, kind string, stale bool)
 	// CLIRefused counts a refusal: reason is a verify.Reason or a policy rule.
@@ -113,7 +114,9 @@ type Config struct {
 	// must verify with. Default OpenTofuKey.
 	OpenTofuKeys []string
 	// ListTTL is how long a version list is served before it is fetched
-	// again. Default 10 minutes.
+	// again, and how long an optional file of a release that the origin
+	// lacks (OpenTofu's cosign .sig, .pem) is answered not found without
+	// asking it again. Default 10 minutes.
 	ListTTL time.Duration
 	// OriginTimeout bounds one metadata fetch (a list, a SHA256SUMS and
 	// its signature). Default 2 minutes.
@@ -154,6 +157,9 @@ type Releases struct {
 	sums  map[string]*Sums     // verified, by sumsKey
 	lists map[string]*listMemo // by listKey
 
+	// missing remembers the optional files the origin answered 404, by
+	// fileKey, until the time each is asked again (files.go).
+	missing *missingFiles
 }
 
 // keyring is a publisher's keys: armored (for verify) and parsed (for
@@ -228,7 +234,7 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	}
 	r := &Releases{cfg: cfg, origin: origin, engine: engine, store: store, log: cfg.Logger, metrics: cfg.Metrics,
 		keys: map[Publisher]keyring{}, products: map[string]bool{},
-		sums: map[string]*Sums{}, lists: map[string]*listMemo{}}
+		sums: map[string]*Sums{}, lists: map[string]*listMemo{}, missing: newMissingFiles(cfg.ListTTL, cfg.Now)}
 	var err error
 	if r.keys[HashiCorp], err = newKeyring(cfg.HashiCorpKeys); err != nil {
 		return nil, fmt.Errorf("releases: HashiCorp keys: %w", err)

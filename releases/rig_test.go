@@ -52,6 +52,12 @@ func (m *countingMetrics) CLIRefused(pub, product, reason string) {
 	m.refused[pub+"/"+product+"/"+reason]++
 }
 
+func (m *countingMetrics) servedCount(k string) int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.served[k]
+}
+
 func (m *countingMetrics) refusals(k string) int {
 	m.mu.Lock()
 	defer m.mu.Unlock()

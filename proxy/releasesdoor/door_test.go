@@ -185,6 +185,23 @@ func TestOpenTofuLayout(t *testing.T) {
 	}
 }
 
+// TestOpenTofuMissingCosignFile: a release the origin published without
+// its cosign signature: the installer's every GET of it is answered 404
+// (not an origin failure), and only the first asks the origin.
+func TestOpenTofuMissingCosignFile(t *testing.T) {
+	r := newRig(t, nil)
+	const sig = "tofu_1.8.0_SHA256SUMS.sig"
+	r.origin.Withhold(sig, true)
+	for i := range 5 {
+		if status, body, _ := r.get(t, "/releases/opentofu/v1.8.0/"+sig); status != 404 {
+			t.Fatalf("GET %s #%d: %d %s, want 404", sig, i+1, status, body)
+		}
+	}
+	if n := r.origin.Hits("/tofu/download/v1.8.0/" + sig); n != 1 {
+		t.Errorf("5 GETs of %s made %d origin requests, want 1", sig, n)
+	}
+}
+
 // TestHostileRequests: paths outside the layouts are refused before any
 // origin is asked.
 func TestHostileRequests(t *testing.T) {

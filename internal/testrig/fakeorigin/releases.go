@@ -64,6 +64,9 @@ type Releases struct {
 	// listed are extra file names api.json lists, by OpenTofu version
 	// (ListFiles).
 	listed map[string][]string
+	// withheld are file names answered 404 and left out of api.json
+	// (Withhold).
+	withheld map[string]bool
 }
 
 // relRef names a release of a publisher's product.
@@ -282,6 +285,18 @@ func (r *Releases) ListFiles(version string, names ...string) {
 	r.listed[version] = append(r.listed[version], names...)
 }
 
+// Withhold makes the stand-in lack the file name of a release (true:
+// answered 404 and left out of api.json's files, as a release published
+// without it) or have it again (false: one published late).
+func (r *Releases) Withhold(name string, withheld bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.withheld == nil {
+		r.withheld = map[string]bool{}
+	}
+	r.withheld[name] = withheld
+}
+
 // SetSignedAt sets the creation time of the signatures made from now on.
 func (r *Releases) SetSignedAt(t time.Time) { r.mu.Lock(); r.signedAt = t; r.mu.Unlock() }
 
@@ -411,7 +426,13 @@ func (r *Releases) file(w http.ResponseWriter, req *http.Request, pub, product, 
 	if replayed {
 		doc, signedName = r.Sums(from.pub, from.product, from.version), from.product+"_"+from.version+"_SHA256SUMS"
 	}
+	r.mu.Lock()
+	withheld := r.withheld[file]
+	r.mu.Unlock()
 	switch {
+	case withheld:
+		http.NotFound(w, req)
+		return
 	case file == sums:
 		w.Write(doc) //nolint:errcheck
 		return
@@ -521,6 +542,7 @@ func (r *Releases) tofuList(w http.ResponseWriter) {
 		}
 		r.mu.Lock()
 		files = append(files, r.listed[v.version]...)
+		files = slices.DeleteFunc(files, func(f string) bool { return r.withheld[f] })
 		r.mu.Unlock()
 		doc.Versions = append(doc.Versions, ver{ID: v.version, Files: files})
 	}

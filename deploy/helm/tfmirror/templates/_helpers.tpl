@@ -65,6 +65,14 @@ app.kubernetes.io/part-of: tfmirror
 {{- if and .Values.persistence.enabled (not .Values.sharedStore.enabled) }}true{{ end }}
 {{- end }}
 
+{{/* The data directory: on a claim, the volume's root, where earlier
+     releases kept the cache too (an upgrade keeps it); on an emptyDir, which
+     the kubelet makes root's and open to all users (0777), a directory
+     tfmirror makes in it, its user's alone (0700). */}}
+{{- define "tfmirror.dataDir" -}}
+{{- if include "tfmirror.pvc" . }}/var/lib/tfmirror{{ else }}/var/lib/tfmirror/data{{ end }}
+{{- end }}
+
 {{/* Settings the chart refuses, and why. */}}
 {{- define "tfmirror.validate" -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.sharedStore.enabled) }}
@@ -115,7 +123,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- range list "listen" "data-dir" "metrics-listen" }}
 {{- if hasKey $.Values.config . }}
-{{- fail (printf "config.%s: the chart sets the mirror's address (:8443), data directory (/var/lib/tfmirror, the data volume) and metrics address (:9090), which the Service and the probes name" .) }}
+{{- fail (printf "config.%s: the chart sets the mirror's address (:8443), data directory (on the data volume at /var/lib/tfmirror) and metrics address (:9090), which the Service and the probes name" .) }}
 {{- end }}
 {{- end }}
 {{- if hasKey .Values.config "upstream-proxy" }}
@@ -155,8 +163,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- if .Values.sharedStore.key.previousKey }}{{ $_ := set $s "shared_store_previous_key_file" "/etc/tfmirror/shared-store-key/shared-store-previous.key" }}{{ end }}
 {{- end }}
 {{- with .Values.policy }}{{ $_ := set $s "policy" . }}{{ end }}
-{{- /* listen (:8443) and data_dir (/var/lib/tfmirror) are the image's
-     TFMIRROR_LISTEN and TFMIRROR_DATA_DIR, which win over the file. */}}
+{{- /* listen (:8443) is the image's TFMIRROR_LISTEN and data_dir the
+     container's TFMIRROR_DATA_DIR (tfmirror.dataDir), which win over the
+     file. */}}
 {{- $_ := set $s "metrics_listen" ":9090" }}
 {{- if .Values.insecureHTTP }}{{ $_ := set $s "insecure_http" true }}{{ end }}
 {{- if .Values.tls.existingSecret }}
