@@ -93,6 +93,10 @@ type Metrics interface {
 	ArchiveFetchStarted() (done func())
 	// CacheWriteFailed records data that could not be stored.
 	CacheWriteFailed()
+	// OCIWrongSizeDropped records a provider version whose OCI
+	// documents were dropped: made with an archive size (as the origin
+	// stated it) that its verified archive does not have.
+	OCIWrongSizeDropped()
 	modules.Metrics
 	cachecheck.Metrics
 	gate.Metrics
@@ -362,7 +366,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	if s.archives, err = fetch.New(fetch.Config{ArchiveTimeout: s.cfg.ArchiveTimeout, MaxArchiveBytes: s.cfg.MaxArchiveBytes, ArchiveLimits: s.cfg.ArchiveLimits,
-		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
+		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source, Sized: &s.oci}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
@@ -495,6 +499,7 @@ func (noMetrics) Coalesced(string)                                 {}
 func (noMetrics) VerificationFailed(string)                        {}
 func (noMetrics) ArchiveFetchStarted() func()                      { return func() {} }
 func (noMetrics) CacheWriteFailed()                                {}
+func (noMetrics) OCIWrongSizeDropped()                             {}
 func (noMetrics) ModuleFetch(string, string, int64, time.Duration) {}
 func (noMetrics) CacheChecked(time.Time, int, int)                 {}
 func (noMetrics) PolicyRefused(string)                             {}

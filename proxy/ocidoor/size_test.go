@@ -1,0 +1,220 @@
+package ocidoor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"testing"
+
+	"github.com/apparentlymart/go-versions/versions"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
+	"oras.land/oras-go/v2/content"
+	"oras.land/oras-go/v2/registry/remote/auth"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/oci"
+)
+
+// pulled is what a pull of one platform of a version got.
+type pulled struct {
+	index, manifest string // digests
+	layer           ocispec.Descriptor
+}
+
+// tryPull pulls the platform's zip of a version as pullProvider does
+// (every fetch checked by oras-go against its descriptor's digest and
+// size), returning the first failure instead of ending the test.
+func tryPull(r *rig, ns, typ, version, platform string) (pulled, error) {
+	ctx := context.Background()
+	repo := r.repo(ns, typ, auth.EmptyCredential)
+	tag, _ := oci.Tag(version)
+	desc, err := repo.Resolve(ctx, tag)
+	if err != nil {
+		return pulled{}, fmt.Errorf("resolve: %w", err)
+	}
+	b, err := content.FetchAll(ctx, repo, desc)
+	if err != nil {
+		return pulled{}, fmt.Errorf("index: %w", err)
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(b, &index); err != nil {
+		return pulled{}, err
+	}
+	out := pulled{index: desc.Digest.String()}
+	for _, m := range index.Manifests {
+		if m.Platform == nil || m.Platform.OS+"_"+m.Platform.Architecture != platform {
+			continue
+		}
+		out.manifest = m.Digest.String()
+		mb, err := content.FetchAll(ctx, repo, m)
+		if err != nil {
+			return out, fmt.Errorf("manifest: %w", err)
+		}
+		var man ocispec.Manifest
+		if err := json.Unmarshal(mb, &man); err != nil || len(man.Layers) != 1 {
+			return out, fmt.Errorf("manifest %s: %v", mb, err)
+		}
+		out.layer = man.Layers[0]
+		zip, err := content.FetchAll(ctx, repo.Blobs(), out.layer)
+		if err != nil {
+			return out, fmt.Errorf("blob: %w", err)
+		}
+		if !bytes.Equal(zip, r.origin.Archive(ns, typ, version, platform)) {
+			return out, errors.New("the blob is not the origin's zip")
+		}
+		return out, nil
+	}
+	return out, fmt.Errorf("the index has no %s", platform)
+}
+
+// wantManifest is the digest of the platform manifest of a version
+// built over its archive's true size, as package oci builds it.
+func wantManifest(t *testing.T, r *rig, ns, typ, version, platform string) string {
+	t.Helper()
+	zip := r.origin.Archive(ns, typ, version, platform)
+	m, err := oci.ProviderTargetManifest(oci.Layer{SHA256: r.origin.SHA256(ns, typ, version, platform), Size: int64(len(zip)), Title: addrs.ArchiveName(typ, version, platform)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m.Digest.String()
+}
+
+// sizeCases are the two ways an origin states an archive's size without
+// a download: OpenTofu's package_size, or the total of the Content-Range
+// of a first-byte request.
+var sizeCases = []struct {
+	name          string
+	packageHashes bool
+}{
+	{"package_size", true},
+	{"Content-Range", false},
+}
+
+// An origin states a wrong size for one platform's archive of a
+// version: the documents first handed out for it carry that size, and
+// no client can pull them. Once the mirror has the archive verified, it
+// drops them and builds them again from the verified size, so that
+// pulls succeed from then on; a version whose sizes were right keeps
+// its digests.
+func TestWrongStatedSizeRepaired(t *testing.T) {
+	for _, tc := range sizeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			opts := rigOptions{origin: fakeorigin.Options{PackageHashes: tc.packageHashes}, cacheDir: dir}
+			r := newRig(t, opts)
+			r.origin.AddProvider("acme", "net", []string{"1.0.0", "2.0.0"}, twoPlatforms)
+			good, err := tryPull(r, "acme", "net", "2.0.0", "linux_amd64")
+			if err != nil {
+				t.Fatalf("the version with right sizes: %v", err)
+			}
+			if want := wantManifest(t, r, "acme", "net", "2.0.0", "linux_amd64"); good.manifest != want {
+				t.Fatalf("manifest %s, want %s", good.manifest, want)
+			}
+
+			trueSize := int64(len(r.origin.Archive("acme", "net", "1.0.0", "linux_amd64")))
+			r.origin.SetStatedSize("acme", "net", "1.0.0", "linux_amd64", trueSize+7)
+			first, err := tryPull(r, "acme", "net", "1.0.0", "linux_amd64")
+			if err == nil {
+				t.Fatal("a pull of documents made over a wrong stated size succeeded")
+			}
+			t.Logf("the first pull: %v", err)
+			if first.layer.Size != trueSize+7 {
+				t.Fatalf("the first manifest's layer is %d bytes, want the stated %d", first.layer.Size, trueSize+7)
+			}
+			r.waitIdle()
+
+			again, err := tryPull(r, "acme", "net", "1.0.0", "linux_amd64")
+			if err != nil {
+				t.Fatalf("a pull after the archive was verified: %v", err)
+			}
+			if again.layer.Size != trueSize || again.manifest != wantManifest(t, r, "acme", "net", "1.0.0", "linux_amd64") {
+				t.Errorf("repaired manifest %s with a layer of %d bytes, want %d", again.manifest, again.layer.Size, trueSize)
+			}
+			if again.index == first.index {
+				t.Error("the index of the repaired version kept its digest")
+			}
+			// The documents made over the wrong size are not served any
+			// more, by digest either.
+			for _, d := range []string{first.index, first.manifest} {
+				if status, code := ociError(t, r.do(http.MethodGet, "/v2/providers/"+originHost+"/acme/net/manifests/"+d)); status != http.StatusNotFound || code != "MANIFEST_UNKNOWN" {
+					t.Errorf("the wrong document %s: %d %s", d, status, code)
+				}
+			}
+			// The version whose sizes were right keeps its digests, here
+			// and after a restart; so does the repaired one.
+			for i := 0; i < 2; i++ {
+				if got, err := tryPull(r, "acme", "net", "2.0.0", "linux_amd64"); err != nil || got.index != good.index || got.manifest != good.manifest {
+					t.Errorf("the right version after the repair (restarts %d): %+v, %v; before %+v", i, got, err, good)
+				}
+				if got, err := tryPull(r, "acme", "net", "1.0.0", "linux_amd64"); err != nil || got.index != again.index || got.manifest != again.manifest {
+					t.Errorf("the repaired version (restarts %d): %+v, %v; before %+v", i, got, err, again)
+				}
+				r.stop()
+				r.start(opts)
+			}
+		})
+	}
+}
+
+// An archive the mirror holds verified (fetched for another door while
+// the origin stated a wrong size) is sized by what it holds, not by what
+// the origin states: the first documents handed out are right.
+func TestVerifiedSizeWinsOverStated(t *testing.T) {
+	for _, tc := range sizeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{origin: fakeorigin.Options{PackageHashes: tc.packageHashes}})
+			r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+			trueSize := int64(len(r.origin.Archive("acme", "net", "1.0.0", "linux_amd64")))
+			r.origin.SetStatedSize("acme", "net", "1.0.0", "linux_amd64", trueSize-1)
+			ctx := context.Background()
+			p, _ := addrs.ParseProvider(originHost + "/acme/net")
+			a, err := r.engine.OpenArchive(ctx, p, versions.MustParseVersion("1.0.0"), mustPlatform(t, "linux_amd64"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, a)
+			a.Close()
+			r.waitIdle()
+
+			got, err := tryPull(r, "acme", "net", "1.0.0", "linux_amd64")
+			if err != nil {
+				t.Fatalf("pull: %v", err)
+			}
+			if got.manifest != wantManifest(t, r, "acme", "net", "1.0.0", "linux_amd64") {
+				t.Errorf("manifest %s over a layer of %d bytes, want %d", got.manifest, got.layer.Size, trueSize)
+			}
+		})
+	}
+}
+
+// Sizes once kept are kept: an origin stating a wrong size later (a
+// restart, every memo empty, the archive not cached) changes no digest.
+func TestWrongSizeStatedLaterChangesNothing(t *testing.T) {
+	for _, tc := range sizeCases {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := rigOptions{origin: fakeorigin.Options{PackageHashes: tc.packageHashes}, cacheDir: t.TempDir()}
+			r := newRig(t, opts)
+			r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+			before, err := tryPull(r, "acme", "net", "1.0.0", "linux_amd64")
+			if err != nil {
+				t.Fatal(err)
+			}
+			trueSize := int64(len(r.origin.Archive("acme", "net", "1.0.0", "darwin_arm64")))
+			r.origin.SetStatedSize("acme", "net", "1.0.0", "darwin_arm64", trueSize+100)
+			r.origin.SetStatedSize("acme", "net", "1.0.0", "linux_amd64", trueSize+100)
+			r.stop()
+			r.start(opts)
+			for _, pl := range twoPlatforms {
+				got, err := tryPull(r, "acme", "net", "1.0.0", pl)
+				if err != nil || got.index != before.index {
+					t.Errorf("%s after a wrong size was stated: %+v, %v; before %+v", pl, got, err, before)
+				}
+			}
+		})
+	}
+}
