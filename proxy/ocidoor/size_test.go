@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"sync/atomic"
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -16,8 +17,11 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // pulled is what a pull of one platform of a version got.
@@ -216,5 +220,109 @@ func TestWrongSizeStatedLaterChangesNothing(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// dropMetrics counts the versions whose OCI documents were dropped for
+// a wrong size.
+type dropMetrics struct {
+	enginetest.NoMetrics
+	dropped atomic.Int64
+}
+
+func (m *dropMetrics) OCIWrongSizeDropped() { m.dropped.Add(1) }
+
+// A version's documents made with a wrong stated size are dropped
+// however the mirror comes to hold the archive verified: fetched for
+// another door (the network mirror's), or found in the cache (one
+// written before sizes were checked) when the blob is served or when
+// the version's index is built again after a restart. Each time the
+// version is counted once, and pulls succeed from then on.
+func TestWrongSizeNoticed(t *testing.T) {
+	const ns, typ, version, platform = "acme", "net", "1.0.0", "linux_amd64"
+	for _, tc := range []struct {
+		name string
+		// verify brings the archive into the cache, verified, once the
+		// wrong documents were handed out; it reports whether the first
+		// pull after it may fail (a blob served with its own length,
+		// which the client's descriptor does not have).
+		verify func(t *testing.T, r *rig, opts rigOptions) (firstPullFails bool)
+	}{
+		{"fetched for another door", func(t *testing.T, r *rig, _ rigOptions) bool {
+			p, _ := addrs.ParseProvider(originHost + "/" + ns + "/" + typ)
+			a, err := r.engine.OpenArchive(context.Background(), p, versions.MustParseVersion(version), mustPlatform(t, platform))
+			if err != nil {
+				t.Fatal(err)
+			}
+			io.Copy(io.Discard, a)
+			a.Close()
+			r.waitIdle()
+			return false
+		}},
+		{"cached before, blob served", func(t *testing.T, r *rig, _ rigOptions) bool {
+			putBlob(t, r, r.origin.Archive(ns, typ, version, platform))
+			return true
+		}},
+		{"cached before, index built after a restart", func(t *testing.T, r *rig, opts rigOptions) bool {
+			putBlob(t, r, r.origin.Archive(ns, typ, version, platform))
+			r.stop()
+			r.start(opts)
+			return false
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			met := &dropMetrics{}
+			opts := rigOptions{origin: fakeorigin.Options{PackageHashes: true}, cacheDir: t.TempDir(), engine: mirror.Config{Metrics: met}}
+			r := newRig(t, opts)
+			r.origin.AddProvider(ns, typ, []string{version}, twoPlatforms)
+			trueSize := int64(len(r.origin.Archive(ns, typ, version, platform)))
+			r.origin.SetStatedSize(ns, typ, version, platform, trueSize*2)
+			// The documents are handed out (no archive downloaded).
+			repo := r.repo(ns, typ, auth.EmptyCredential)
+			tag, _ := oci.Tag(version)
+			wrong, err := repo.Resolve(context.Background(), tag)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.origin.Hits(fakeorigin.Archive) != 0 {
+				t.Fatal("an archive was downloaded for an index")
+			}
+			firstFails := tc.verify(t, r, opts)
+			got, err := tryPull(r, ns, typ, version, platform)
+			if err != nil && firstFails {
+				t.Logf("the first pull: %v", err)
+				got, err = tryPull(r, ns, typ, version, platform)
+			}
+			if err != nil {
+				t.Fatalf("pull: %v", err)
+			}
+			if got.layer.Size != trueSize || got.index == wrong.Digest.String() {
+				t.Errorf("pulled %+v, the wrong index %s", got, wrong.Digest)
+			}
+			if n := met.dropped.Load(); n != 1 {
+				t.Errorf("%d versions dropped, want 1", n)
+			}
+		})
+	}
+}
+
+// putBlob commits zip to the rig's cache as the mirror does (its sha256
+// and h1:), without the engine: as a cache holds an archive fetched
+// before anything compared its size with the documents'.
+func putBlob(t *testing.T, r *rig, zip []byte) {
+	t.Helper()
+	w, err := r.store.NewBlobWriter(sha256Digest(zip)[len("sha256:"):])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(zip); err != nil {
+		t.Fatal(err)
+	}
+	h1, err := verify.H1(bytes.NewReader(zip), int64(len(zip)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(h1); err != nil {
+		t.Fatal(err)
 	}
 }
