@@ -13,6 +13,10 @@
 // platform, each made once and kept. No archive is downloaded to build an
 // index. Later indexes of the version, and every manifest, cost nothing.
 //
+// Neither stated size is signed: an archive the cache holds, verified, is
+// sized by what it holds, and a version's documents made with a size its
+// verified archive does not have are dropped and made again (sizes.go).
+//
 // With a tier shared with other replicas, every digest handed out is
 // entered there too, so that a digest one replica handed out resolves on
 // every other by digest alone: a replica builds the document again from
