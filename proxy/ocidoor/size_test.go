@@ -326,3 +326,54 @@ func putBlob(t *testing.T, r *rig, zip []byte) {
 		t.Fatal(err)
 	}
 }
+
+// A blob streamed from an origin that announces no length is sent
+// without one, never with the index's size: the client reads the whole
+// verified archive and its own check against its descriptor says what is
+// wrong, rather than a body cut at, or running past, a length its bytes
+// do not have. A HEAD, which sends no bytes, answers the index's size.
+func TestBlobNeverSentWithTheIndexLength(t *testing.T) {
+	const ns, typ, platform = "acme", "net", "linux_amd64"
+	for _, tc := range []struct {
+		name  string
+		delta int64 // the stated size minus the true one
+	}{
+		{"stated larger", 7},
+		{"stated smaller", -7},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t, rigOptions{origin: fakeorigin.Options{PackageHashes: true}})
+			r.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, twoPlatforms)
+			r.origin.SetArchiveLengthHidden(true)
+			repo := r.repo(ns, typ, auth.EmptyCredential)
+			blobOf := func(version string) (path string, zip []byte) {
+				zip = r.origin.Archive(ns, typ, version, platform)
+				r.origin.SetStatedSize(ns, typ, version, platform, int64(len(zip))+tc.delta)
+				tag, _ := oci.Tag(version)
+				if _, err := repo.Resolve(context.Background(), tag); err != nil {
+					t.Fatal(err)
+				}
+				return "/v2/providers/" + originHost + "/" + ns + "/" + typ + "/blobs/" + sha256Digest(zip), zip
+			}
+
+			blob, zip := blobOf("1.0.0")
+			resp := r.do(http.MethodGet, blob)
+			got, err := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			if err != nil || resp.StatusCode != http.StatusOK || !bytes.Equal(got, zip) {
+				t.Fatalf("GET: %s, %d bytes, %v; want the %d of the archive", resp.Status, len(got), err, len(zip))
+			}
+			if resp.ContentLength != -1 && resp.ContentLength != int64(len(zip)) {
+				t.Errorf("GET announced %d bytes, sent %d", resp.ContentLength, len(zip))
+			}
+
+			blob, zip = blobOf("2.0.0")
+			head := r.do(http.MethodHead, blob)
+			head.Body.Close()
+			if want := int64(len(zip)) + tc.delta; head.StatusCode != http.StatusOK || head.ContentLength != want {
+				t.Errorf("HEAD: %s, length %d; want the index's %d", head.Status, head.ContentLength, want)
+			}
+			r.waitIdle()
+		})
+	}
+}

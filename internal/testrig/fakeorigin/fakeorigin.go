@@ -187,6 +187,7 @@ type Origin struct {
 	answerOf     map[akey]akey // download answers given as another package's
 	hashOverride map[akey][]string
 	sizeOverride map[akey]int64     // SetStatedSize
+	lengthHidden bool               // SetArchiveLengthHidden
 	signedAt     map[akey]time.Time // SetSignedAt, by version (platform "")
 	wrongKey     bool
 	gate         *gate         // nil when archives are not gated

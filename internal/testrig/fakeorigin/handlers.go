@@ -305,14 +305,22 @@ func (o *Origin) serveArchive(w http.ResponseWriter, r *http.Request, k akey) {
 	o.mu.Lock()
 	tamper := o.tamper[k]
 	g := o.gate
+	hidden := o.lengthHidden
 	o.mu.Unlock()
 	if tamper {
 		body = bytes.Clone(body)
 		body[tamperIndex(len(body))] ^= 0xff
 	}
 	w.Header().Set("Content-Type", "application/zip")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if !hidden {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	w.WriteHeader(http.StatusOK)
+	if hidden {
+		// Headers out now: a small body written whole would otherwise
+		// be given its length by the server.
+		http.NewResponseController(w).Flush() //nolint:errcheck // the body's write reports a gone client
+	}
 	if g != nil {
 		half := len(body) / 2
 		if !o.writeBody(w, r, body[:half]) {

@@ -260,6 +260,15 @@ func (o *Origin) SetStatedSize(ns, typ, version, platform string, n int64) {
 	o.sizeOverride[k] = n
 }
 
+// SetArchiveLengthHidden makes archive downloads announce no length (no
+// Content-Length: chunked), as some release hosts answer; false
+// restores it. Writing the body is otherwise unchanged.
+func (o *Origin) SetArchiveLengthHidden(hidden bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lengthHidden = hidden
+}
+
 // SetSignedAt makes the SHA256SUMS signature of a version state that it
 // was made at t (its OpenPGP creation time); the zero t: when it is
 // served (the default). t must not be in the future: verifiers refuse
