@@ -366,7 +366,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	if s.archives, err = fetch.New(fetch.Config{ArchiveTimeout: s.cfg.ArchiveTimeout, MaxArchiveBytes: s.cfg.MaxArchiveBytes, ArchiveLimits: s.cfg.ArchiveLimits,
-		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source, Sized: &s.oci}, s.origin, store, s.metrics); err != nil {
+		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,

@@ -77,8 +77,8 @@ func (s *Engine) NewOCI() (*OCI, error) {
 // not recorded), which its bytes may not bear out: a.Size, when known,
 // is the length its bytes have. A cached archive whose size is not the
 // index's has its version's documents dropped, to be made again
-// (ocistore.OCI.Verified); one being downloaded has them dropped once
-// it is committed. Errors: ocistore.ErrDigestUnknown, and those of
+// (ocistore.OCI.Verified); for one being downloaded, the next answer
+// after its commit bears the sizes out (ocistore.OCI.Generation). Errors: ocistore.ErrDigestUnknown, and those of
 // OpenArchive.
 func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *Archive, size int64, err error) {
 	b, err := o.Resolve(ctx, p, d)
@@ -122,9 +122,11 @@ func (o *OCI) answer(ctx context.Context, p addrs.Provider, v versions.Version) 
 	var holds func() bool
 	if st := pkg.Stamp; !st.IsZero() {
 		// Until the engine writes or removes anything the answer was
-		// made of, or the documents of a version are dropped.
-		drops := o.docs.Drops()
-		holds = func() bool { return o.api.Reuse(st) && o.docs.Drops() == drops }
+		// made of, an archive is committed or removed (its size is then
+		// borne out again: ocistore.OCI.Generation), or the documents of
+		// a version are dropped.
+		gen := o.docs.Generation()
+		holds = func() bool { return o.api.Reuse(st) && o.docs.Generation() == gen }
 	}
 	return ocistore.Answer{Archives: out, Holds: holds}, nil
 }

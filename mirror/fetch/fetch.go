@@ -139,7 +139,6 @@ type Fetcher struct {
 	store   Store
 	origin  Origin
 	copies  Copies
-	sized   Sized
 	log     *slog.Logger
 	metrics Metrics
 
@@ -188,19 +187,10 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Parts are the engine's components a Fetcher takes; all are required.
+// Parts are the engine's components a Fetcher takes; both are required.
 type Parts struct {
 	Life   *lifetime.Lifetime // the context downloads run on, the work Shutdown waits for, the notifier
 	Copies Copies             // archives read from and given to the store beyond the cache
-	Sized  Sized              // told the verified size of every provider archive committed
-}
-
-// Sized is told the size of every provider archive committed to the
-// cache, verified, whatever door asked for it (not of a Blob's file):
-// the engine's OCI sides (mirror/ocistore.Sides), whose documents state
-// archive sizes that the origin stated before any download.
-type Sized interface {
-	Verified(p addrs.Provider, sha string, size int64)
 }
 
 // Copies is the store beyond the cache, where an archive the cache lacks
@@ -249,10 +239,10 @@ type Metrics interface {
 
 // New returns a Fetcher of archives from origin into store.
 func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (*Fetcher, error) {
-	if parts.Life == nil || parts.Copies == nil || parts.Sized == nil || origin == nil || store == nil || metrics == nil || cfg.Logger == nil || cfg.ArchiveTimeout <= 0 || cfg.MaxArchiveBytes <= 0 {
+	if parts.Life == nil || parts.Copies == nil || origin == nil || store == nil || metrics == nil || cfg.Logger == nil || cfg.ArchiveTimeout <= 0 || cfg.MaxArchiveBytes <= 0 {
 		return nil, errors.New("fetch: the engine's parts, an origin, a store, metrics, a logger, a timeout and the archive size limit are required")
 	}
-	return &Fetcher{cfg: cfg, life: parts.Life, store: store, origin: origin, copies: parts.Copies, sized: parts.Sized, log: cfg.Logger, metrics: metrics,
+	return &Fetcher{cfg: cfg, life: parts.Life, store: store, origin: origin, copies: parts.Copies, log: cfg.Logger, metrics: metrics,
 		inflight: make(map[string]*Download)}, nil
 }
 
@@ -431,14 +421,9 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 		return
 	}
-	info, err := f.w.Commit(h1)
-	if err != nil {
+	if _, err := f.w.Commit(h1); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
-		return
-	}
-	if p != (addrs.Provider{}) {
-		fr.sized.Verified(p, a.SHA256, info.Size)
 	}
 }
 

@@ -25,10 +25,6 @@ func (noCopies) Archive(context.Context, string, string, func()) (io.ReadCloser,
 func (noCopies) ShareArchive(context.Context, string, string) {}
 func (noCopies) Distrust(string)                              {}
 
-type noSized struct{}
-
-func (noSized) Verified(addrs.Provider, string, int64) {}
-
 type noOrigin struct{}
 
 func (noOrigin) OpenArchive(context.Context, addrs.Provider, string) (io.ReadCloser, int64, error) {
@@ -82,7 +78,7 @@ func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
 	t.Cleanup(func() { store.Close() })
 	life := lifetime.New(time.Minute, nil)
 	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.DiscardHandler)},
-		Parts{Life: life, Copies: noCopies{}, Sized: noSized{}}, noOrigin{}, store, noMetrics{})
+		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})
 	if err != nil {
 		t.Fatal(err)
 	}

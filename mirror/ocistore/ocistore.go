@@ -151,6 +151,9 @@ type Store interface {
 	Remover
 	PutMetas(docs map[string]any) error
 	StatBlob(sha string) (cache.BlobInfo, error)
+	// StatGeneration grows whenever an answer of StatBlob may have
+	// changed (an archive committed or removed).
+	StatGeneration() uint64
 }
 
 // Metrics receives what OCI observes (mirror.Metrics).

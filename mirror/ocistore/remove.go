@@ -100,22 +100,6 @@ func (s *Sides) Add(o *OCI) {
 	o.side = s
 }
 
-// Verified is told the verified size of an archive of p committed to
-// the cache (fetch.Sized): OCI.Verified of the first side, which has
-// every side forget a version it drops. The sides share the engine's
-// store: one looks.
-func (s *Sides) Verified(p addrs.Provider, sha string, size int64) {
-	s.mu.Lock()
-	var first *OCI
-	if len(s.list) > 0 {
-		first = s.list[0]
-	}
-	s.mu.Unlock()
-	if first != nil {
-		first.Verified(p, sha, size)
-	}
-}
-
 // forgetOthers has every side but o forget version v of p.
 func (s *Sides) forgetOthers(o *OCI, p addrs.Provider, v versions.Version) {
 	s.mu.Lock()

@@ -5,10 +5,11 @@ package ocistore
 // archives is downloaded, so the size of an archive the cache does not
 // hold is what the origin states: OpenTofu's package_size, or the total
 // of a first-byte request, neither covered by any signature. When the
-// archive is verified (committed to the cache, for whatever door asked
-// for it, or found there when its blob is served or the version's index
-// built) and its size is not the one its version's documents were made
-// with, those documents are wrong, and no client can pull them: a
+// archive is verified (found in the cache when its blob is served, or
+// when the version's index is answered: after any archive is committed,
+// for whatever door, a kept answer holds no longer, Generation, and the
+// next bears its sizes out) and its size is not the one its version's
+// documents were made with, those documents are wrong, and no client can pull them: a
 // layer's descriptor states a size its blob does not have. The version's
 // OCI records are dropped whole (the documents, their digest entries,
 // the sizes), as when the engine lets the version go, and made again
@@ -55,7 +56,7 @@ func (o *OCI) borneOut(p addrs.Provider, v versions.Version, keys recordKeys, ar
 }
 
 // Verified is told that the archive sha of p, verified, is size bytes
-// (committed to the cache, or opened from it): if a version's OCI
+// (opened from the cache): if a version's OCI
 // documents were made with another size for it, they are dropped, for
 // every OCI side of the engine, to be made again from the verified size
 // (see the top of this file). An archive whose digest this replica
@@ -104,6 +105,13 @@ func (o *OCI) dropWrong(p addrs.Provider, v versions.Version, sha string, size i
 	o.cfg.Logger.Warn("the OCI documents of a provider version were made with an archive size its verified archive does not have (as the origin stated it); dropped, made again from the verified size: the digests of the version's index and of that platform's manifest change",
 		"provider", p.String(), "version", v.String(), "sha256", sha, "stated_size", made, "verified_size", size)
 }
+
+// Generation grows whenever what o made of a version may hold no longer:
+// a version's records forgotten (Drops), or an archive committed to the
+// cache or removed from it, after which the kept sizes of a version are
+// borne out again (an archive verified since, for whatever door, may
+// show a size its version's documents were not made with).
+func (o *OCI) Generation() uint64 { return o.Drops() + o.store.StatGeneration() }
 
 // Drops counts the versions whose records o forgot (dropped for a wrong
 // size, or let go of by the engine): what a caller made of an index
