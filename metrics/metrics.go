@@ -57,6 +57,7 @@ type Metrics struct {
 	cacheMisses  *prometheus.CounterVec
 	evictions    prometheus.Counter
 	writeErrors  prometheus.Counter
+	ociWrongSize prometheus.Counter
 	originReqs   *prometheus.CounterVec
 	originDur    *prometheus.HistogramVec
 	originBytes  *prometheus.CounterVec
@@ -185,6 +186,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tfmirror_cache_write_errors_total", Help: "Data that could not be written to the cache.",
 		}),
+		ociWrongSize: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_oci_wrong_size_dropped_total", Help: "Provider versions whose OCI documents were dropped, to be made again, because an archive's verified size differed from the size (as the origin stated it) they were made with.",
+		}),
 		originReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_origin_requests_total", Help: "Requests to origin registries and their download hosts, by origin, operation and outcome.",
 		}, []string{"origin", "operation", "outcome"}),
@@ -267,7 +271,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
-		m.writeErrors, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
+		m.writeErrors, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
 		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
@@ -441,6 +445,11 @@ func (m *Metrics) AirGap(op string, packages map[string]int, bytes int64) {
 
 // CacheWriteFailed records data that could not be stored.
 func (m *Metrics) CacheWriteFailed() { m.writeErrors.Inc() }
+
+// OCIWrongSizeDropped records a provider version whose OCI documents
+// were dropped: made with an archive size its verified archive does not
+// have.
+func (m *Metrics) OCIWrongSizeDropped() { m.ociWrongSize.Inc() }
 
 // Evicted records n archives evicted.
 func (m *Metrics) Evicted(n int) { m.evictions.Add(float64(n)) }

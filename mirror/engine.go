@@ -93,6 +93,10 @@ type Metrics interface {
 	ArchiveFetchStarted() (done func())
 	// CacheWriteFailed records data that could not be stored.
 	CacheWriteFailed()
+	// OCIWrongSizeDropped records a provider version whose OCI
+	// documents were dropped: made with an archive size (as the origin
+	// stated it) that its verified archive does not have.
+	OCIWrongSizeDropped()
 	modules.Metrics
 	cachecheck.Metrics
 	gate.Metrics
@@ -495,6 +499,7 @@ func (noMetrics) Coalesced(string)                                 {}
 func (noMetrics) VerificationFailed(string)                        {}
 func (noMetrics) ArchiveFetchStarted() func()                      { return func() {} }
 func (noMetrics) CacheWriteFailed()                                {}
+func (noMetrics) OCIWrongSizeDropped()                             {}
 func (noMetrics) ModuleFetch(string, string, int64, time.Duration) {}
 func (noMetrics) CacheChecked(time.Time, int, int)                 {}
 func (noMetrics) PolicyRefused(string)                             {}

@@ -73,8 +73,13 @@ func (s *Engine) NewOCI() (*OCI, error) {
 // Blob opens the archive of p's repository whose sha256 digest is d (an
 // archive of a version whose index was handed out), as OpenArchive does:
 // cached, or downloaded once however many callers, verified before its
-// last bytes. size is its length in bytes, as the index said. Errors:
-// ocistore.ErrDigestUnknown, and those of OpenArchive.
+// last bytes. size is its length in bytes as the index said it (0 when
+// not recorded), which its bytes may not bear out: a.Size, when known,
+// is the length its bytes have. A cached archive whose size is not the
+// index's has its version's documents dropped, to be made again
+// (ocistore.OCI.Verified); for one being downloaded, the next answer
+// after its commit bears the sizes out (ocistore.OCI.Generation). Errors: ocistore.ErrDigestUnknown, and those of
+// OpenArchive.
 func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *Archive, size int64, err error) {
 	b, err := o.Resolve(ctx, p, d)
 	if err != nil {
@@ -90,11 +95,10 @@ func (o *OCI) Blob(ctx context.Context, p addrs.Provider, d digest.Digest) (a *A
 		a.Close()
 		return nil, 0, fmt.Errorf("%w: %s in %s", ocistore.ErrDigestUnknown, d, p)
 	}
-	size = a.Size
-	if size < 0 {
-		size = b.Size
+	if a.Content() != nil && a.Size > 0 && a.Size != b.Size {
+		o.docs.Verified(p, b.SHA256, a.Size)
 	}
-	return a, size, nil
+	return a, b.Size, nil
 }
 
 // answer returns the verified archives of version v of p, as the
@@ -117,7 +121,12 @@ func (o *OCI) answer(ctx context.Context, p addrs.Provider, v versions.Version) 
 	}
 	var holds func() bool
 	if st := pkg.Stamp; !st.IsZero() {
-		holds = func() bool { return o.api.Reuse(st) }
+		// Until the engine writes or removes anything the answer was
+		// made of, an archive is committed or removed (its size is then
+		// borne out again: ocistore.OCI.Generation), or the documents of
+		// a version are dropped.
+		gen := o.docs.Generation()
+		holds = func() bool { return o.api.Reuse(st) && o.docs.Generation() == gen }
 	}
 	return ocistore.Answer{Archives: out, Holds: holds}, nil
 }

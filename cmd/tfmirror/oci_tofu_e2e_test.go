@@ -138,3 +138,42 @@ func TestTofuOCIMirrorWithClientAuth(t *testing.T) {
 		t.Errorf("the token is in the mirror's log")
 	}
 }
+
+// The origin states a wrong package_size for the archive of the host's
+// platform: the first tofu init through the OCI mirror is handed a
+// manifest made with it and fails (OpenTofu checks the blob against its
+// descriptor); the mirror, having verified the archive, makes the
+// version's documents again from its verified size, and the next init
+// installs the provider, with the origin's hashes in the lock file.
+func TestTofuOCIWrongStatedSize(t *testing.T) {
+	t.Parallel()
+	e := newTofuE2E(t)
+	host := runtime.GOOS + "_" + runtime.GOARCH
+	e.origin.AddProvider("acme", "widget", []string{"1.0.0"}, registryPlatforms())
+	size := int64(len(e.origin.Archive("acme", "widget", "1.0.0", host)))
+	e.origin.SetStatedSize("acme", "widget", "1.0.0", host, size+1)
+	conf := ociConf(t, e, "")
+	providers := map[string]string{"widget": "acme/widget@1.0.0"}
+
+	dir := writeConfig(t, providers)
+	out, err := e.terraformWith(dir, conf, e.caFile, "init", "-no-color")
+	if err == nil {
+		t.Fatalf("tofu init of a manifest made with a wrong stated size succeeded:\n%s", out)
+	}
+	waitIdle(e.mirror.engine)
+
+	dir = writeConfig(t, providers)
+	out, err = e.terraformWith(dir, conf, e.caFile, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("tofu init after the archive was verified: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".terraform", "providers", tofuRegistry, "acme", "widget", "1.0.0", host)); err != nil {
+		t.Errorf("widget not installed: %v\n%s", err, out)
+	}
+	if zh := "zh:" + e.origin.SHA256("acme", "widget", "1.0.0", host); !bytes.Contains(readLock(t, dir), []byte(`"`+zh+`"`)) {
+		t.Errorf("the lock file lacks the origin's SHA256SUMS entry %s", zh)
+	}
+	if n := e.origin.ArchiveHits("acme", "widget", "1.0.0", host); n != 1 {
+		t.Errorf("%d origin downloads of the archive, want 1", n)
+	}
+}

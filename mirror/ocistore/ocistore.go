@@ -13,6 +13,10 @@
 // platform, each made once and kept. No archive is downloaded to build an
 // index. Later indexes of the version, and every manifest, cost nothing.
 //
+// Neither stated size is signed: an archive the cache holds, verified, is
+// sized by what it holds, and a version's documents made with a size its
+// verified archive does not have are dropped and made again (sizes.go).
+//
 // With a tier shared with other replicas, every digest handed out is
 // entered there too, so that a digest one replica handed out resolves on
 // every other by digest alone: a replica builds the document again from
@@ -34,6 +38,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -83,6 +88,11 @@ type OCI struct {
 	mu   sync.Mutex                       // one read-modify-write of an OCI record at a time
 	recs *memo.Memo[string, *ociRecord]   // ociRecordKey -> the record as last read or written (never modified)
 	docs *memo.Memo[string, keptDocument] // ociDigestKey -> a document read back by digest
+
+	side *Sides // the sides built on the same engine (Sides.Add), told of a version's records dropped; nil: none
+	// dropped counts the versions whose records this side forgot (see
+	// Drops), so that what a caller made of an index ends with them.
+	dropped atomic.Uint64
 }
 
 // keptDocument is a document read back by digest, and its version.
@@ -125,23 +135,34 @@ type Archive struct {
 	SHA256   string
 	// URL is the origin's download location, to learn the size from.
 	URL string
-	// Size is the archive's length as the origin's signed evidence
-	// states it (OpenTofu's package_size), 0 when it does not.
+	// Size is the archive's length as the origin stated it in the
+	// package metadata (OpenTofu's package_size), 0 when it did not. No
+	// signature covers it: it is taken only for an archive not cached,
+	// and a verified size that differs drops the documents made with it
+	// (Verified).
 	Size int64
 }
 
 // Store is where OCI keeps the documents it handed out and what it
 // learned: the cache's records, a version's written together (PutMetas:
-// all or none). *cache.Store implements it.
+// all or none), deleted when they were made with a wrong size; and the
+// verified archives' sizes (StatBlob). *cache.Store implements it.
 type Store interface {
-	GetMeta(key string, v any) (time.Time, error)
+	Remover
 	PutMetas(docs map[string]any) error
 	StatBlob(sha string) (cache.BlobInfo, error)
+	// StatGeneration grows whenever an answer of StatBlob may have
+	// changed (an archive committed or removed).
+	StatGeneration() uint64
 }
 
 // Metrics receives what OCI observes (mirror.Metrics).
 type Metrics interface {
 	CacheWriteFailed()
+	// OCIWrongSizeDropped records a version whose OCI records were
+	// dropped: made with an archive size its verified archive does not
+	// have.
+	OCIWrongSizeDropped()
 }
 
 // Config configures OCI: the engine's timeout of an origin request
@@ -233,7 +254,7 @@ func (o *OCI) IndexOf(ctx context.Context, p addrs.Provider, v versions.Version,
 		return oci.Document{}, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
 	}
 	keys := keysOf(p, v)
-	rec := o.recordAt(keys.record)
+	rec := o.borneOut(p, v, keys, archives)
 	b, err := o.build(ctx, p, v, rec, archives)
 	if err != nil {
 		return oci.Document{}, err
@@ -293,11 +314,15 @@ func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, r
 	return b, nil
 }
 
-// sizesOf returns the size of each of archives, in order: as kept in
-// rec, as the origin stated it (OpenTofu's package_size), as cached, or
-// learned from the origin, the archives' requests all at once, each
-// archive's once however many callers ask (each may give up on its own
-// context; the requests run on the engine's).
+// sizesOf returns the size of each of archives, in order: as cached
+// (the archive verified: what the mirror knows wins over what the origin
+// states), as kept in rec, as the origin stated it (OpenTofu's
+// package_size), or learned from the origin (the total of a first-byte
+// request), the archives' requests all at once, each archive's once
+// however many callers ask (each may give up on its own context; the
+// requests run on the engine's). A size kept in rec that the cached
+// archive does not have is a wrong one: the caller drops rec (see
+// Verified) before it builds on it, so that it is never met here.
 func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive, rec *ociRecord) ([]int64, error) {
 	sizes := make([]int64, len(archives))
 	type ask struct {
@@ -306,16 +331,16 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 	}
 	var asked []ask
 	for i, pa := range archives {
+		if n := o.verifiedSize(pa.SHA256); n > 0 {
+			sizes[i] = n
+			continue
+		}
 		if n := rec.Sizes[pa.SHA256]; n > 0 {
 			sizes[i] = n
 			continue
 		}
 		if pa.Size > 0 {
 			sizes[i] = pa.Size
-			continue
-		}
-		if info, err := o.store.StatBlob(pa.SHA256); err == nil && info.Size > 0 {
-			sizes[i] = info.Size
 			continue
 		}
 		asked = append(asked, ask{i, o.sizes.DoChan(pa.SHA256, func() (any, error) {

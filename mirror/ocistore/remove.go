@@ -75,8 +75,14 @@ func RemoveVersion(store Remover, p addrs.Provider, v versions.Version, archives
 func (o *OCI) Forget(p addrs.Provider, v versions.Version) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
+	o.forgetLocked(p, v)
+}
+
+// forgetLocked is Forget, o.mu held.
+func (o *OCI) forgetLocked(p addrs.Provider, v versions.Version) {
 	o.recs.Forget(ociRecordKey(p, v))
 	o.docs.Clear()
+	o.dropped.Add(1)
 }
 
 // Sides are the OCI sides built on one engine, told of the versions it
@@ -86,11 +92,23 @@ type Sides struct {
 	list []*OCI
 }
 
-// Add adds o.
+// Add adds o, which tells the others of the records it drops.
 func (s *Sides) Add(o *OCI) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.list = append(s.list, o)
+	o.side = s
+}
+
+// forgetOthers has every side but o forget version v of p.
+func (s *Sides) forgetOthers(o *OCI, p addrs.Provider, v versions.Version) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, other := range s.list {
+		if other != o {
+			other.Forget(p, v)
+		}
+	}
 }
 
 // Remove deletes the OCI records of version v of p from store (see

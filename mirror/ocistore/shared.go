@@ -87,7 +87,7 @@ func (o *OCI) Adopt(ctx context.Context, u *Unadopted, ans Answer) error {
 		subset = append(subset, a)
 	}
 	keys := keysOf(p, v)
-	rec := o.recordAt(keys.record)
+	rec := o.borneOut(p, v, keys, subset)
 	b, err := o.build(ctx, p, v, rec, subset)
 	if err != nil {
 		return err

@@ -473,7 +473,16 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 		http.ServeContent(w, r, "", a.ModTime, content)
 		return
 	}
-	if a.Size < 0 && size > 0 {
+	// The length sent is the bytes' own, never the index's: a cached
+	// archive's (ServeContent, above), or the one its origin announced
+	// for the download under way, which the download holds it to. One
+	// whose origin announced none is sent without a length (chunked):
+	// the index's size is what the origin stated before any download,
+	// and a length the bytes do not have would break the response where
+	// the client could take it for whole. The client checks the bytes
+	// against its descriptor's size and digest, as the spec has it. A
+	// HEAD, which sends no bytes, is told the index's size.
+	if a.Size < 0 && size > 0 && r.Method == http.MethodHead {
 		h.Set("Content-Length", strconv.FormatInt(size, 10))
 	}
 	proxy.StreamArchive(w, r, a)

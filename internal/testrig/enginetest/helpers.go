@@ -56,6 +56,7 @@ func (NoMetrics) Coalesced(string)                                 {}
 func (NoMetrics) VerificationFailed(string)                        {}
 func (NoMetrics) ArchiveFetchStarted() func()                      { return func() {} }
 func (NoMetrics) CacheWriteFailed()                                {}
+func (NoMetrics) OCIWrongSizeDropped()                             {}
 func (NoMetrics) ModuleFetch(string, string, int64, time.Duration) {}
 func (NoMetrics) CacheChecked(time.Time, int, int)                 {}
 func (NoMetrics) PolicyRefused(string)                             {}

@@ -186,6 +186,8 @@ type Origin struct {
 	shaOverride  map[akey]string
 	answerOf     map[akey]akey // download answers given as another package's
 	hashOverride map[akey][]string
+	sizeOverride map[akey]int64     // SetStatedSize
+	lengthHidden bool               // SetArchiveLengthHidden
 	signedAt     map[akey]time.Time // SetSignedAt, by version (platform "")
 	wrongKey     bool
 	gate         *gate         // nil when archives are not gated
@@ -220,6 +222,7 @@ func Start(opts Options) (*Origin, error) {
 		shaOverride:  map[akey]string{},
 		answerOf:     map[akey]akey{},
 		hashOverride: map[akey][]string{},
+		sizeOverride: map[akey]int64{},
 		signedAt:     map[akey]time.Time{},
 		started:      make(chan struct{}),
 		gatedChanged: make(chan struct{}),

@@ -197,8 +197,9 @@ func (o *Origin) packageHashes(ns, typ, version string) (map[string]registryjson
 		if over, ok := o.hashOverride[akey{ns, typ, version, pl}]; ok {
 			hashes = slices.Clone(over)
 		}
+		size := o.statedSize(akey{ns, typ, version, pl}, b)
 		o.mu.Unlock()
-		out[pl] = registryjson.PackageHashes{Hashes: hashes, PackageSize: int64(len(b.data))}
+		out[pl] = registryjson.PackageHashes{Hashes: hashes, PackageSize: size}
 	}
 	return out, nil
 }
@@ -304,14 +305,22 @@ func (o *Origin) serveArchive(w http.ResponseWriter, r *http.Request, k akey) {
 	o.mu.Lock()
 	tamper := o.tamper[k]
 	g := o.gate
+	hidden := o.lengthHidden
 	o.mu.Unlock()
 	if tamper {
 		body = bytes.Clone(body)
 		body[tamperIndex(len(body))] ^= 0xff
 	}
 	w.Header().Set("Content-Type", "application/zip")
-	w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	if !hidden {
+		w.Header().Set("Content-Length", strconv.Itoa(len(body)))
+	}
 	w.WriteHeader(http.StatusOK)
+	if hidden {
+		// Headers out now: a small body written whole would otherwise
+		// be given its length by the server.
+		http.NewResponseController(w).Flush() //nolint:errcheck // the body's write reports a gone client
+	}
 	if g != nil {
 		half := len(body) / 2
 		if !o.writeBody(w, r, body[:half]) {
@@ -338,6 +347,15 @@ func (o *Origin) serveArchive(w http.ResponseWriter, r *http.Request, k akey) {
 	o.writeBody(w, r, body)
 }
 
+// statedSize is the size of archive b of k that the origin states
+// without a download (SetStatedSize); o.mu is held.
+func (o *Origin) statedSize(k akey, b *built) int64 {
+	if n, ok := o.sizeOverride[k]; ok {
+		return n
+	}
+	return int64(len(b.data))
+}
+
 // serveFirstByte answers a request for an archive's first byte, with
 // its total size in Content-Range.
 func (o *Origin) serveFirstByte(w http.ResponseWriter, k akey) {
@@ -346,8 +364,11 @@ func (o *Origin) serveFirstByte(w http.ResponseWriter, k akey) {
 		writeError(w, http.StatusNotFound)
 		return
 	}
+	o.mu.Lock()
+	size := o.statedSize(k, b)
+	o.mu.Unlock()
 	w.Header().Set("Content-Type", "application/zip")
-	w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-0/%d", len(b.data)))
+	w.Header().Set("Content-Range", fmt.Sprintf("bytes 0-0/%d", size))
 	w.Header().Set("Content-Length", "1")
 	w.WriteHeader(http.StatusPartialContent)
 	w.Write(b.data[:1])

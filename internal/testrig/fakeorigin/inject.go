@@ -243,6 +243,32 @@ func (o *Origin) SetPackageHashes(ns, typ, version, platform string, hashes []st
 	o.hashOverride[k] = slices.Clone(hashes)
 }
 
+// SetStatedSize makes the origin state n bytes as the size of the
+// package's archive wherever it states one without downloading it: the
+// "packages" entry's package_size (with Options.PackageHashes) and the
+// total of the Content-Range of a first-byte request (ArchiveSize). 0
+// restores the true size. The archive itself, its download's
+// Content-Length and SHA256SUMS stay true.
+func (o *Origin) SetStatedSize(ns, typ, version, platform string, n int64) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	k := akey{ns, typ, version, platform}
+	if n == 0 {
+		delete(o.sizeOverride, k)
+		return
+	}
+	o.sizeOverride[k] = n
+}
+
+// SetArchiveLengthHidden makes archive downloads announce no length (no
+// Content-Length: chunked), as some release hosts answer; false
+// restores it. Writing the body is otherwise unchanged.
+func (o *Origin) SetArchiveLengthHidden(hidden bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.lengthHidden = hidden
+}
+
 // SetSignedAt makes the SHA256SUMS signature of a version state that it
 // was made at t (its OpenPGP creation time); the zero t: when it is
 // served (the default). t must not be in the future: verifiers refuse
