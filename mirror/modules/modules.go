@@ -340,6 +340,10 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 	if err == nil && src == records.Hit {
 		s.metrics.CacheLookup("module_location", true)
 		return rec, nil
+	} else if errors.Is(err, records.ErrModuleRecordRefused) {
+		if err := s.refusedRecord(ctx, m, version, key, err); err != nil {
+			return nil, err
+		}
 	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading module record", "module", m.String(), "version", version, "error", err)
 	}
@@ -376,6 +380,27 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		return nil, err
 	}
 	return res.(*records.ModuleRecord), nil
+}
+
+// refusedRecord decides on a stored record of version of m that today's
+// rules refuse (records.ErrModuleRecordRefused, refused): nil when it is
+// to be made again from the origin (a record fetched from there, the
+// origin reachable), which the caller then asks as it asks for a record
+// it does not have (the new one replaces it); else refused, and the
+// record is kept: an import, a local module or a sealed mirror's record
+// cannot be fetched again.
+func (s *Modules) refusedRecord(ctx context.Context, m addrs.Module, version versions.Version, key string, refused error) error {
+	s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
+	var stale records.ModuleRecord
+	_, _ = s.store.GetMeta(key, &stale) // decoded whatever the rules say
+	if stale.Provenance != records.ProvenanceOrigin || stale.Location == "" || s.cfg.Offline || s.hosts.Local(m.Hostname) {
+		s.log.Error("stored module record refused by the rules in force; kept, not served: import the version again, or remove it and fetch it from its origin",
+			"module", m.String(), "version", version, "provenance", stale.Provenance, "error", refused)
+		return refused
+	}
+	s.log.Warn("stored module record refused by the rules in force; asking the origin for the version's location again",
+		"module", m.String(), "version", version, "error", refused)
+	return nil
 }
 
 // checkPolicy fails with the package policy's error when it holds
@@ -712,6 +737,10 @@ type Cached struct {
 	Record  records.ModuleRecord
 	// Cached says the package is in the cache.
 	Cached bool
+	// Refused is the error of a record that today's rules refuse
+	// (records.ErrModuleRecordRefused): not served, so not Cached, and
+	// listed for the operator to see.
+	Refused error
 
 	cursor string
 }
@@ -736,11 +765,15 @@ func (s *Modules) ListCachedModulesAfter(prefix, after string, fn func(Cached) e
 	}
 	return s.store.ScanMetaAfter("module/"+prefix, after, func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec records.ModuleRecord
-		if err := json.Unmarshal(raw, &rec); err != nil || !records.KnownSchema(rec.Schema) {
+		err := json.Unmarshal(raw, &rec)
+		refused := errors.Is(err, records.ErrModuleRecordRefused)
+		if (err != nil && !refused) || !records.KnownSchema(rec.Schema) {
 			return nil
 		}
 		cm := Cached{Module: rec.Module, Version: rec.Version, Record: rec, cursor: strings.TrimPrefix(key, "module/")}
-		if rec.SHA256 != "" {
+		if refused {
+			cm.Refused = err
+		} else if rec.SHA256 != "" {
 			_, err := s.store.StatBlob(rec.SHA256)
 			cm.Cached = err == nil
 		}
