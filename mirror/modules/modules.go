@@ -37,6 +37,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/memo"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
@@ -66,6 +67,9 @@ type Modules struct {
 	log     *slog.Logger
 	metrics Metrics
 	pkgs    singleflight.Group // package fetches, by record key
+	// passed are the stored packages found to pass today's rules
+	// (checkPackage), by sha256.
+	passed *memo.Memo[string, struct{}]
 }
 
 // Parts are the engine's components the module side takes; all are
@@ -163,7 +167,8 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
-	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+		passed: memo.New[string, struct{}](maxPassed)}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -393,7 +398,7 @@ func (s *Modules) refusedRecord(ctx context.Context, m addrs.Module, version ver
 	s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
 	var stale records.ModuleRecord
 	_, _ = s.store.GetMeta(key, &stale) // decoded whatever the rules say
-	if stale.Provenance != records.ProvenanceOrigin || stale.Location == "" || s.cfg.Offline || s.hosts.Local(m.Hostname) {
+	if !s.fetchable(m, stale) {
 		s.log.Error("stored module record refused by the rules in force; kept, not served: import the version again, or remove it and fetch it from its origin",
 			"module", m.String(), "version", version, "provenance", stale.Provenance, "error", refused)
 		return refused
@@ -401,6 +406,49 @@ func (s *Modules) refusedRecord(ctx context.Context, m addrs.Module, version ver
 	s.log.Warn("stored module record refused by the rules in force; asking the origin for the version's location again",
 		"module", m.String(), "version", version, "error", refused)
 	return nil
+}
+
+// fetchable says rec, a record of a version of m, can be made again from
+// its origin: one fetched from there, the origin reachable. An import, a
+// local module and a sealed mirror's records cannot.
+func (s *Modules) fetchable(m addrs.Module, rec records.ModuleRecord) bool {
+	return rec.Provenance == records.ProvenanceOrigin && rec.Location != "" && !s.cfg.Offline && !s.hosts.Local(m.Hostname)
+}
+
+// ErrPackageRefused matches a stored module package that today's rules
+// refuse (modsource.CheckPackageLinks): one kept by an earlier release,
+// copied from the shared store or imported before a rule was added.
+var ErrPackageRefused = errors.New("stored module package refused by the rules in force")
+
+// maxPassed bounds the packages remembered to pass today's rules.
+const maxPassed = 4096
+
+// checkPackage holds the stored package sha, opened as blob, to the rules
+// a package fetched today is made by (modsource.CheckPackageLinks: its
+// names and its links), once per package and process: every package
+// opened from the cache passes it before it is served (openModuleBlob),
+// the registry door's, the zips' and the exports' alike. It leaves blob
+// at its start. Errors: a *verify.Error (bad_archive) matching
+// ErrPackageRefused; the blob's read errors.
+func (s *Modules) checkPackage(ctx context.Context, sha string, blob io.ReadSeeker) error {
+	if _, _, ok := s.passed.Get(sha); ok {
+		return nil
+	}
+	gen := s.passed.Generation()
+	// No limits: it was within those of its day, and is read, not kept.
+	err := modsource.CheckPackageLinks(ctx, blob, modsource.Limits{})
+	if _, serr := blob.Seek(0, io.SeekStart); err == nil {
+		err = serr
+	}
+	switch {
+	case err == nil:
+		s.passed.Put(sha, gen, struct{}{})
+		return nil
+	case errors.Is(err, safetree.ErrUnsafe):
+		s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
+		return &verify.Error{Reason: verify.ReasonBadArchive, Err: ErrPackageRefused, Detail: fmt.Sprintf("the cached module package %s: %v", sha, err)}
+	}
+	return fmt.Errorf("reading the cached module package %s: %w", sha, err)
 }
 
 // checkPolicy fails with the package policy's error when it holds
@@ -552,13 +600,29 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 	if rec.SHA256 != "" {
 		n.Serving("module", m.String(), version, rec.SHA256)
 	}
-	if pkg := s.openModuleBlob(*rec, records.Hit); pkg != nil {
+	replaces := ""
+	pkg, err := s.openModuleBlob(ctx, *rec, records.Hit)
+	switch {
+	case pkg != nil:
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
+	case errors.Is(err, ErrPackageRefused) && s.fetchable(m, *rec):
+		// Made again from its source: the record is completed anew, and
+		// replaces this one once the fetch is stored (fetchModule).
+		s.log.Warn("stored module package refused by the rules in force; fetching it again from its source",
+			"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", err)
+		fresh := *rec
+		replaces = fresh.SHA256
+		fresh.SHA256, fresh.Size, fresh.Commit, fresh.FetchedAt = "", 0, "", time.Time{}
+		rec = &fresh
+	case err != nil:
+		s.log.Error("stored module package refused by the rules in force; kept, not served: import the version again, or remove it and fetch it from its origin",
+			"module", m.String(), "version", rec.Version, "provenance", rec.Provenance, "error", err)
+		return nil, err
 	}
 	s.metrics.CacheLookup("module_package", false)
 	recKey := records.ModuleRecordKey(m, version)
-	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
+	res, src, err := once(ctx, s, "modpkg/"+recKey+"/"+replaces, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
 			return s.recs.FetchModule(ctx, m, recKey, *rec, modsource.MaxPackageBytes(s.cfg.Limits),
 				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
@@ -569,35 +633,42 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 					if rec.Location == "" {
 						return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
 					}
-					return s.fetchModule(ctx, m, version, rec)
+					return s.fetchModule(ctx, m, version, rec, replaces)
 				})
 		})
 	if err != nil {
 		return nil, err
 	}
-	if pkg := s.openModuleBlob(res, src); pkg != nil {
-		return pkg, nil
+	if pkg, err := s.openModuleBlob(ctx, res, src); pkg != nil || err != nil {
+		return pkg, err
 	}
 	return nil, fmt.Errorf("module %s %s was fetched but could not be stored in the cache", m, version)
 }
 
-// openModuleBlob opens rec's cached package, nil when it is not cached.
-func (s *Modules) openModuleBlob(rec records.ModuleRecord, src records.Source) *Package {
+// openModuleBlob opens rec's cached package, nil when it is not cached,
+// once it passes today's rules (checkPackage, whose error it returns).
+func (s *Modules) openModuleBlob(ctx context.Context, rec records.ModuleRecord, src records.Source) (*Package, error) {
 	if rec.SHA256 == "" {
-		return nil
+		return nil, nil
 	}
 	b, ok := s.openBlob(rec.SHA256)
 	if !ok {
-		return nil
+		return nil, nil
+	}
+	if err := s.checkPackage(ctx, rec.SHA256, b.blob); err != nil {
+		b.Close()
+		return nil, err
 	}
 	info := b.blob.Info()
-	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, cachedBlob: b}
+	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, cachedBlob: b}, nil
 }
 
 // fetchModule fetches, normalizes and stores the package of rec, the
 // record of version of m, and returns the record completed with its
-// sha256.
-func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord) (_ *records.ModuleRecord, err error) {
+// sha256. replaces is the sha256 of a stored package today's rules
+// refuse, which the record stored may still name ("" for none): it is
+// replaced, as a record without sha256 is completed.
+func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (_ *records.ModuleRecord, err error) {
 	start := time.Now()
 	var size int64
 	defer func() {
@@ -662,7 +733,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 		// since this fetch read it: the first sha256 stays.
 		s.life.Imports().Lock()
 		var now records.ModuleRecord
-		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
+		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum && now.SHA256 != replaces {
 			s.life.Imports().Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)

@@ -1,11 +1,15 @@
 package modules_test
 
 import (
+	"archive/zip"
+	"bytes"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"testing"
 	"time"
 
@@ -132,9 +136,15 @@ func TestStoredRecordRefusedKeptWhenNotFetchable(t *testing.T) {
 			}
 			_, err := h.Engine.Modules().ModuleLocation(ctx, harness.Module, v)
 			refused("location", err)
-			_, err = h.Engine.Modules().OpenModule(ctx, harness.Module, v)
+			pkg, err := h.Engine.Modules().OpenModule(ctx, harness.Module, v)
+			if err == nil {
+				pkg.Close() // served: the check below fails
+			}
 			refused("package", err)
-			_, err = h.Engine.Modules().Zips().OpenModuleZip(ctx, harness.Module, v)
+			z, err := h.Engine.Modules().Zips().OpenModuleZip(ctx, harness.Module, v)
+			if err == nil {
+				z.Close()
+			}
 			refused("zip", err)
 			var listed []modules.Cached
 			if err := h.Engine.Modules().ListCachedModules(func(cm modules.Cached) error { listed = append(listed, cm); return nil }); err != nil {
@@ -182,6 +192,164 @@ func TestModuleRecordDecodingHoldsToTodaysRules(t *testing.T) {
 			}
 			if err != nil && (!errors.Is(err, records.ErrModuleRecordRefused) || got.Location != tc.rec.Location || got.Subdir != tc.rec.Subdir) {
 				t.Errorf("refused record: %v, decoded %+v; want it decoded all the same", err, got)
+			}
+		})
+	}
+}
+
+// storeBlob stores data as a blob and returns its sha256.
+func storeBlob(t *testing.T, h *harness.Harness, data []byte) string {
+	t.Helper()
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	w, err := h.Store.NewBlobWriter(sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write(data); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(""); err != nil {
+		t.Fatal(err)
+	}
+	return sha
+}
+
+// earlierDotGIT stores, as a release before .git was left out in every
+// spelling, the package of version 1.1.0 holding .GIT/config (which a
+// client on macOS or Windows unpacks as a Git configuration), and the
+// zip made of it, with their records. It returns the record and the
+// zip's sha256.
+func earlierDotGIT(t *testing.T, h *harness.Harness, provenance records.Provenance) (records.ModuleRecord, string) {
+	t.Helper()
+	o := h.Origin
+	files := map[string][]byte{"main.tf": []byte("# vpc\n"), ".GIT/config": []byte("[core]\n\tfsmonitor = touch /tmp/pwned\n")}
+	o.AddTarball("vpc-1.1.0.tar.gz", fakeorigin.TarGz(files))
+	loc := o.TarballURL("vpc-1.1.0.tar.gz")
+	o.AddModule("acme", "vpc", "aws", "1.1.0", loc)
+	rec := storeEarlier(t, h, fakeorigin.TarGz(files),
+		records.ModuleRecord{Location: loc, Kind: modsource.KindArchive, Package: loc, Provenance: provenance})
+	var zb bytes.Buffer
+	zw := zip.NewWriter(&zb)
+	for _, name := range []string{".GIT/config", "main.tf"} {
+		f, err := zw.Create(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f.Write(files[name])
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	zsha := storeBlob(t, h, zb.Bytes())
+	zrec := records.ModuleZipRecord{Schema: records.Schema, Module: rec.Module, Version: rec.Version, Package: rec.SHA256, SHA256: zsha, Size: int64(zb.Len())}
+	if err := h.Store.PutMeta(records.ModuleZipKey(harness.Module, enginetest.MustModuleVersion(t, "1.1.0")), &zrec); err != nil {
+		t.Fatal(err)
+	}
+	return rec, zsha
+}
+
+// holdsDotGIT says the tar.gz or zip in data names .GIT.
+func holdsDotGIT(t *testing.T, data []byte) bool {
+	t.Helper()
+	return bytes.Contains(data, []byte(".GIT/")) || bytes.Contains(gunzip(t, data), []byte(".GIT/"))
+}
+
+func gunzip(t *testing.T, data []byte) []byte {
+	zr, err := gzip.NewReader(bytes.NewReader(data))
+	if err != nil {
+		return nil
+	}
+	out, _ := io.ReadAll(zr)
+	return out
+}
+
+// A stored package that today's rules refuse (.GIT/config) is not served,
+// nor the zip made of it: with its origin reachable, it is fetched again
+// (leaving .GIT out) and its record and its zip's made again.
+func TestStoredPackageRefusedIsFetchedAgain(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	rec, zsha := earlierDotGIT(t, h, records.ProvenanceOrigin)
+	ctx := context.Background()
+	v := enginetest.MustModuleVersion(t, "1.1.0")
+
+	z, err := h.Engine.Modules().Zips().OpenModuleZip(ctx, harness.Module, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	zbody, err := io.ReadAll(z.Content())
+	z.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if z.Record.SHA256 == zsha || holdsDotGIT(t, zbody) {
+		t.Errorf("zip %s served; want one made again without .GIT", z.Record.SHA256)
+	}
+	got, body, err := h.ReadModule("1.1.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.SHA256 == rec.SHA256 || holdsDotGIT(t, body) || !bytes.Contains(gunzip(t, body), []byte("main.tf")) {
+		t.Errorf("package %s served; want the one fetched again, without .GIT", got.SHA256)
+	}
+	if raw := rawRecord(t, h); raw["sha256"] != got.SHA256 {
+		t.Errorf("stored record's sha256 %v, want %s", raw["sha256"], got.SHA256)
+	}
+	if z.Record.Package != got.SHA256 {
+		t.Errorf("zip made of package %s, want %s", z.Record.Package, got.SHA256)
+	}
+}
+
+// Where the package cannot be fetched again (a sealed mirror; an imported
+// version), the package and its zip are refused with an integrity error,
+// and kept.
+func TestStoredPackageRefusedKeptWhenNotFetchable(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name       string
+		offline    bool
+		provenance records.Provenance
+	}{
+		{"sealed", true, records.ProvenanceOrigin},
+		{"imported", false, records.ProvenanceImported},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := harness.New(t, harness.Options{Config: harness.Config{Offline: tc.offline}})
+			rec, zsha := earlierDotGIT(t, h, tc.provenance)
+			h.Origin.ResetHits()
+			ctx := context.Background()
+			v := enginetest.MustModuleVersion(t, "1.1.0")
+			refused := func(what string, err error) {
+				t.Helper()
+				if !errors.Is(err, modules.ErrPackageRefused) || !errors.Is(err, verify.ErrIntegrity) {
+					t.Errorf("%s: %v, want the stored package refused", what, err)
+				}
+			}
+			pkg, err := h.Engine.Modules().OpenModule(ctx, harness.Module, v)
+			if err == nil {
+				pkg.Close() // served: the check below fails
+			}
+			refused("package", err)
+			z, err := h.Engine.Modules().Zips().OpenModuleZip(ctx, harness.Module, v)
+			if err == nil {
+				z.Close()
+			}
+			refused("zip", err)
+			_, err = h.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, v)
+			refused("manifest", err)
+			if raw := rawRecord(t, h); raw["sha256"] != rec.SHA256 {
+				t.Errorf("stored record's sha256 %v, want it kept", raw["sha256"])
+			}
+			for _, sha := range []string{rec.SHA256, zsha} {
+				if _, err := h.Store.StatBlob(sha); err != nil {
+					t.Errorf("blob %s: %v, want it kept", sha, err)
+				}
+			}
+			if n := h.Origin.TotalHits(); tc.offline && n != 0 {
+				t.Errorf("%d origin requests of a sealed mirror", n)
 			}
 		})
 	}
