@@ -663,6 +663,22 @@ func (s *Modules) openModuleBlob(ctx context.Context, rec records.ModuleRecord, 
 	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, cachedBlob: b}, nil
 }
 
+// CheckCachedPackage holds rec's cached package to today's rules, as
+// every package opened to be served is (checkPackage): for what reads a
+// version's package from the cache by its sha256 (a bundle export).
+// Errors: records.ErrNotCached when it is not cached; those of
+// checkPackage (ErrPackageRefused).
+func (s *Modules) CheckCachedPackage(ctx context.Context, rec records.ModuleRecord) error {
+	pkg, err := s.openModuleBlob(ctx, rec, records.Hit)
+	if err != nil {
+		return err
+	}
+	if pkg == nil {
+		return fmt.Errorf("%w: package of module %s %s", records.ErrNotCached, rec.Module, rec.Version)
+	}
+	return pkg.Close()
+}
+
 // fetchModule fetches, normalizes and stores the package of rec, the
 // record of version of m, and returns the record completed with its
 // sha256. replaces is the sha256 of a stored package today's rules
