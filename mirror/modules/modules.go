@@ -600,41 +600,60 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 	if rec.SHA256 != "" {
 		n.Serving("module", m.String(), version, rec.SHA256)
 	}
-	replaces := ""
 	pkg, err := s.openModuleBlob(ctx, *rec, records.Hit)
-	switch {
-	case pkg != nil:
+	if pkg != nil {
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
-	case errors.Is(err, ErrPackageRefused) && s.fetchable(m, *rec):
-		// Made again from its source: the record is completed anew, and
-		// replaces this one once the fetch is stored (fetchModule).
-		s.log.Warn("stored module package refused by the rules in force; fetching it again from its source",
-			"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", err)
-		fresh := *rec
-		replaces = fresh.SHA256
-		fresh.SHA256, fresh.Size, fresh.Commit, fresh.FetchedAt = "", 0, "", time.Time{}
-		rec = &fresh
-	case err != nil:
+	}
+	recKey := records.ModuleRecordKey(m, version)
+	if err == nil {
+		s.metrics.CacheLookup("module_package", false)
+		var res records.ModuleRecord
+		var src records.Source
+		res, src, err = once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
+			func(ctx context.Context) (*records.ModuleRecord, error) {
+				return s.recs.FetchModule(ctx, m, recKey, *rec, modsource.MaxPackageBytes(s.cfg.Limits),
+					func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
+						// What the store beyond the cache did not have.
+						if s.cfg.Offline {
+							return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
+						}
+						if rec.Location == "" {
+							return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
+						}
+						return s.fetchModule(ctx, m, version, rec, "")
+					})
+			})
+		if err != nil {
+			return nil, err
+		}
+		if pkg, err = s.openModuleBlob(ctx, res, src); pkg != nil {
+			return pkg, nil
+		}
+		if err == nil {
+			return nil, fmt.Errorf("module %s %s was fetched but could not be stored in the cache", m, version)
+		}
+		rec = &res
+	}
+	// The package stored (in the cache, or copied from the shared store)
+	// is refused by today's rules.
+	if !errors.Is(err, ErrPackageRefused) || !s.fetchable(m, *rec) {
 		s.log.Error("stored module package refused by the rules in force; kept, not served: import the version again, or remove it and fetch it from its origin",
 			"module", m.String(), "version", rec.Version, "provenance", rec.Provenance, "error", err)
 		return nil, err
 	}
-	s.metrics.CacheLookup("module_package", false)
-	recKey := records.ModuleRecordKey(m, version)
+	// Made again from its source, past the shared store (whose copy may
+	// be the one refused): the record is completed anew, and replaces
+	// this one once the fetch is stored (fetchModule), in the shared
+	// store too.
+	s.log.Warn("stored module package refused by the rules in force; fetching it again from its source",
+		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", err)
+	fresh := *rec
+	replaces := fresh.SHA256
+	fresh.SHA256, fresh.Size, fresh.Commit, fresh.FetchedAt = "", 0, "", time.Time{}
 	res, src, err := once(ctx, s, "modpkg/"+recKey+"/"+replaces, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.recs.FetchModule(ctx, m, recKey, *rec, modsource.MaxPackageBytes(s.cfg.Limits),
-				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
-					// What the store beyond the cache did not have.
-					if s.cfg.Offline {
-						return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
-					}
-					if rec.Location == "" {
-						return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
-					}
-					return s.fetchModule(ctx, m, version, rec, replaces)
-				})
+			return s.fetchModule(ctx, m, version, fresh, replaces)
 		})
 	if err != nil {
 		return nil, err

@@ -354,3 +354,56 @@ func TestStoredPackageRefusedKeptWhenNotFetchable(t *testing.T) {
 		})
 	}
 }
+
+// A record or a package that today's rules refuse, read from the shared
+// store (another replica of an earlier release put it there), is not
+// served either: a replica with an empty cache, its origin reachable,
+// makes the version again from the origin (past the shared store's
+// copy, which it replaces); a sealed replica refuses it.
+func TestSharedRecordsRefusedToday(t *testing.T) {
+	t.Parallel()
+	for _, sealed := range []bool{false, true} {
+		t.Run(map[bool]string{false: "online", true: "sealed"}[sealed], func(t *testing.T) {
+			t.Parallel()
+			tier := harness.NewMemTier()
+			old := harness.New(t, harness.Options{})
+			rec, _ := earlierDotGIT(t, old, records.ProvenanceOrigin)
+			pkg, err := old.Store.OpenBlob(rec.SHA256)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, err := io.ReadAll(pkg)
+			pkg.Close()
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			if err := tier.PutArchive(ctx, rec.SHA256, bytes.NewReader(body), int64(len(body))); err != nil {
+				t.Fatal(err)
+			}
+			if err := tier.PutMeta(ctx, storedKey(t), &rec); err != nil {
+				t.Fatal(err)
+			}
+			h := &harness.Harness{T: t, Origin: old.Origin}
+			h.Start(harness.Options{Config: harness.Config{Shared: tier, Offline: sealed}})
+			got, b, err := h.ReadModule("1.1.0")
+			if sealed {
+				if !errors.Is(err, modules.ErrPackageRefused) {
+					t.Errorf("sealed: %v, want the shared store's package refused", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.SHA256 == rec.SHA256 || holdsDotGIT(t, b) {
+				t.Errorf("served %s; want the package fetched again, without .GIT", got.SHA256)
+			}
+			h.WaitIdle()
+			var shared records.ModuleRecord
+			if err := json.Unmarshal(tier.Meta(storedKey(t)), &shared); err != nil || shared.SHA256 != got.SHA256 {
+				t.Errorf("the shared store's record: %+v, %v; want the one made again", shared, err)
+			}
+		})
+	}
+}
