@@ -67,9 +67,10 @@ type Modules struct {
 	log     *slog.Logger
 	metrics Metrics
 	pkgs    singleflight.Group // package fetches, by record key
-	// passed are the stored packages found to pass today's rules
-	// (checkPackage), by sha256.
-	passed *memo.Memo[string, struct{}]
+	// checked are the stored packages held to today's rules
+	// (checkPackage), by sha256: nil for one that passed, else why it
+	// was refused.
+	checked *memo.Memo[string, error]
 }
 
 // Parts are the engine's components the module side takes; all are
@@ -168,7 +169,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
 	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
-		passed: memo.New[string, struct{}](maxPassed)}, nil
+		checked: memo.New[string, error](maxChecked)}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -420,21 +421,22 @@ func (s *Modules) fetchable(m addrs.Module, rec records.ModuleRecord) bool {
 // copied from the shared store or imported before a rule was added.
 var ErrPackageRefused = errors.New("stored module package refused by the rules in force")
 
-// maxPassed bounds the packages remembered to pass today's rules.
-const maxPassed = 4096
+// maxChecked bounds the packages remembered as held to today's rules.
+const maxChecked = 4096
 
 // checkPackage holds the stored package sha, opened as blob, to the rules
 // a package fetched today is made by (modsource.CheckPackageLinks: its
 // names and its links), once per package and process: every package
 // opened from the cache passes it before it is served (openModuleBlob),
 // the registry door's, the zips' and the exports' alike. It leaves blob
-// at its start. Errors: a *verify.Error (bad_archive) matching
+// at its start; a refusal is counted in the verification failures
+// metric once per package and process. Errors: a *verify.Error (bad_archive) matching
 // ErrPackageRefused; the blob's read errors.
 func (s *Modules) checkPackage(ctx context.Context, sha string, blob io.ReadSeeker) error {
-	if _, _, ok := s.passed.Get(sha); ok {
-		return nil
+	if refused, _, ok := s.checked.Get(sha); ok {
+		return refused
 	}
-	gen := s.passed.Generation()
+	gen := s.checked.Generation()
 	// No limits: it was within those of its day, and is read, not kept.
 	err := modsource.CheckPackageLinks(ctx, blob, modsource.Limits{})
 	if _, serr := blob.Seek(0, io.SeekStart); err == nil {
@@ -442,11 +444,13 @@ func (s *Modules) checkPackage(ctx context.Context, sha string, blob io.ReadSeek
 	}
 	switch {
 	case err == nil:
-		s.passed.Put(sha, gen, struct{}{})
+		s.checked.Put(sha, gen, nil)
 		return nil
 	case errors.Is(err, safetree.ErrUnsafe):
 		s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
-		return &verify.Error{Reason: verify.ReasonBadArchive, Err: ErrPackageRefused, Detail: fmt.Sprintf("the cached module package %s: %v", sha, err)}
+		refused := &verify.Error{Reason: verify.ReasonBadArchive, Err: ErrPackageRefused, Detail: fmt.Sprintf("the cached module package %s: %v", sha, err)}
+		s.checked.Put(sha, gen, refused) // the bytes of a sha256 do not change
+		return refused
 	}
 	return fmt.Errorf("reading the cached module package %s: %w", sha, err)
 }
