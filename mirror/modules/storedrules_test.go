@@ -407,3 +407,31 @@ func TestSharedRecordsRefusedToday(t *testing.T) {
 		})
 	}
 }
+
+// A sealed mirror's record that today's rules refuse, kept, is replaced
+// by an import of the version (an export of a mirror of today's): the
+// version is served again, from the imported record and package.
+func TestImportReplacesRefusedRecord(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{Offline: true}})
+	rec := earlierSubdirRecord(h.Origin)
+	pkg := fakeorigin.TarGz(map[string][]byte{"x/main.tf": []byte("# x\n")})
+	storeEarlier(t, h, pkg, rec)
+	ctx := context.Background()
+	v := enginetest.MustModuleVersion(t, "1.1.0")
+	if _, err := h.Engine.Modules().ModuleLocation(ctx, harness.Module, v); !errors.Is(err, records.ErrModuleRecordRefused) {
+		t.Fatalf("before the import: %v, want the record refused", err)
+	}
+	sum := sha256.Sum256(pkg)
+	if _, err := h.Engine.Modules().ImportModule(ctx, modules.Imported{Module: harness.Module, Version: "1.1.0",
+		Location: rec.Location, SHA256: hex.EncodeToString(sum[:]), Open: opener(pkg)}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := h.Engine.Modules().ModuleLocation(ctx, harness.Module, v)
+	if err != nil || got.Subdir != "x" || got.Provenance != records.ProvenanceImported {
+		t.Fatalf("after the import: %+v, %v; want the imported record, subdirectory x", got, err)
+	}
+	if _, _, err := h.ReadModule("1.1.0"); err != nil {
+		t.Errorf("the imported package: %v", err)
+	}
+}
