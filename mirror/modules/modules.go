@@ -767,6 +767,7 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	if err := s.storeSpool(sum, spool, "module package"); err != nil {
 		return nil, err
 	}
+	s.checked.Put(sum, s.checked.Generation(), nil) // made by today's rules
 	if rec.SHA256 == "" {
 		// In turn with ImportModule, which may have completed the record
 		// since this fetch read it: the first sha256 stays.
