@@ -60,6 +60,10 @@ func TestUnpackRefusesHostileModules(t *testing.T) {
 			o.AddModule("acme", "vpc", "aws", "1.0.0", o.TarballURL("m.tar.gz"))
 			if tc.cached {
 				putOldModulePackage(t, h, pkg)
+				// The origin serves the hostile package now too: the one
+				// cached before is refused and fetched again
+				// (mirror/modules), and the refetch is refused in turn.
+				o.AddTarball("m.tar.gz", pkg)
 			}
 			_, post := socket(t, h.newAPI(t, nil, nil, Options{}))
 			status, body := post("/v1/module/unpack", "{"+mod+`,"version":"1.0.0","dir":`+strconv.Quote(dir)+"}")

@@ -223,11 +223,13 @@ func selectCached(engine Engine, sel Selection) ([]mirror.CachedVersion, error) 
 	return selected, nil
 }
 
-// cachedModules lists the module versions whose package is cached.
+// cachedModules lists the module versions whose package is cached, and
+// those whose record today's rules refuse (modules.Cached.Refused), which
+// an export reports as failed rather than leave out unsaid.
 func cachedModules(engine Engine) ([]modules.Cached, error) {
 	var cached []modules.Cached
 	err := engine.Modules().ListCachedModules(func(cm modules.Cached) error {
-		if cm.Cached {
+		if cm.Cached || cm.Refused != nil {
 			cached = append(cached, cm)
 		}
 		return nil

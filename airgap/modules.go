@@ -113,7 +113,7 @@ func exportModules(ctx context.Context, engine Engine, pkgs Served, out string, 
 			}
 			continue
 		}
-		if err := exportModule(engine, cm, out, files, sum); err != nil {
+		if err := exportModule(ctx, engine, cm, out, files, sum); err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("module %s %s: %v", cm.Module, cm.Version, err))
 		}
@@ -137,12 +137,20 @@ func storedModule(ctx context.Context, pkgs Served, cm modules.Cached) error {
 
 // exportModule writes one module version's package, unless it is there
 // with the right sha256, and its record.
-func exportModule(engine Engine, cm modules.Cached, out string, files *exportFiles, sum *ExportSummary) error {
+func exportModule(ctx context.Context, engine Engine, cm modules.Cached, out string, files *exportFiles, sum *ExportSummary) error {
 	m, err := addrs.ParseModule(cm.Module)
 	if err != nil {
 		return err
 	}
 	rec := cm.Record
+	// Held to today's rules, as the doors hold them: a record or a
+	// package kept before one of them was added is not carried.
+	if cm.Refused != nil {
+		return cm.Refused
+	}
+	if err := engine.Modules().CheckCachedPackage(ctx, rec); err != nil {
+		return err
+	}
 	if !safeVersion(rec.Version) {
 		return fmt.Errorf("version %q cannot name a file", rec.Version)
 	}

@@ -221,6 +221,11 @@ func splitSubdir(src string) (pkg, subdir string) {
 	return pkg, cleanSubdir(subdir)
 }
 
+// CleanSubdir returns a //SUBDIR as Parse gives it: cleaned as the
+// package's names are (see cleanSubdir). A stored subdirectory that is
+// not its own CleanSubdir was made under older rules.
+func CleanSubdir(s string) string { return cleanSubdir(s) }
+
 // cleanSubdir cleans a //SUBDIR as the package's names are cleaned: a
 // backslash separates, as it does on Windows, where clients use it, and
 // ".." stops at the package's top (on Windows, "..\.." would otherwise

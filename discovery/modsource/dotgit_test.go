@@ -132,3 +132,23 @@ func TestIsDotGit(t *testing.T) {
 		}
 	}
 }
+
+// A package kept before names with control characters were refused is
+// refused by CheckPackageLinks as by Unpack: it is the check a stored
+// package passes before it is served.
+func TestCheckPackageLinksRefusesControlCharacters(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"a\x1b]0;x\x07.tf", "dir\x7f/main.tf", "\u009bname"} {
+		pkg := fakeorigin.TarGzEntries([]fakeorigin.TarEntry{{Name: "main.tf", Body: "#\n"}, {Name: name, Body: "#\n"}})
+		if err := CheckPackageLinks(context.Background(), bytes.NewReader(pkg), defaultLimits); !errors.Is(err, safetree.ErrUnsafe) {
+			t.Errorf("%q: CheckPackageLinks = %v, want a refusal", name, err)
+		}
+		if err := Unpack(context.Background(), bytes.NewReader(pkg), t.TempDir(), defaultLimits); !errors.Is(err, safetree.ErrUnsafe) {
+			t.Errorf("%q: Unpack = %v, want a refusal", name, err)
+		}
+	}
+	ok := fakeorigin.TarGzEntries([]fakeorigin.TarEntry{{Name: "main.tf", Body: "#\n"}, {Name: "modules/vpc/main.tf", Body: "#\n"}})
+	if err := CheckPackageLinks(context.Background(), bytes.NewReader(ok), defaultLimits); err != nil {
+		t.Errorf("a clean package: %v", err)
+	}
+}

@@ -629,7 +629,8 @@ func unpack(ctx context.Context, r io.Reader, dir string, limits Limits) (map[st
 // CheckPackageLinks reads a package as Fetch wrote it (a tar.gz), within
 // limits, and refuses it when one of its links resolves outside it: from
 // where the link really is, through a chain of the package's links
-// included. Names are read as Unpack reads them. For packages kept before
+// included, or when a name is one Unpack refuses (under .git in any
+// spelling, holding a control character). Names are read as Unpack reads them. For packages kept before
 // every package was checked so (a cache check), which Unpack refuses.
 func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 	b := &budget{limits: limits}
@@ -661,6 +662,11 @@ func CheckPackageLinks(ctx context.Context, r io.Reader, limits Limits) error {
 			return err
 		}
 		if n != "" {
+			// The writer's rules on a name (control characters, depth),
+			// which a package kept before one of them was added may break.
+			if _, err := safetree.CleanName(n); err != nil {
+				return fmt.Errorf("module package refused: %w", err)
+			}
 			if h.Typeflag == tar.TypeSymlink {
 				links[n] = h.Linkname
 			} else {

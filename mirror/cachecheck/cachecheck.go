@@ -154,6 +154,9 @@ type cachedPackageRef struct {
 	kind, addr, version, platform, sha string
 	provider                           addrs.Provider
 	withheld                           bool // set aside in the origin's record
+	// refused is the error of a module record today's rules refuse
+	// (records.ErrModuleRecordRefused): its package is damaged as served.
+	refused error
 }
 
 // VerifyCache reads every package in the cache and checks it again, from
@@ -203,8 +206,14 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 	if err == nil {
 		err = s.store.ScanMeta("module/", func(_ string, _ time.Time, raw json.RawMessage) error {
 			var rec records.ModuleRecord
-			if json.Unmarshal(raw, &rec) == nil && records.KnownSchema(rec.Schema) && rec.SHA256 != "" {
-				refs = append(refs, cachedPackageRef{kind: "module", addr: rec.Module, version: rec.Version, sha: rec.SHA256})
+			err := json.Unmarshal(raw, &rec)
+			refused := errors.Is(err, records.ErrModuleRecordRefused)
+			if (err == nil || refused) && records.KnownSchema(rec.Schema) && rec.SHA256 != "" {
+				ref := cachedPackageRef{kind: "module", addr: rec.Module, version: rec.Version, sha: rec.SHA256}
+				if refused {
+					ref.refused = err
+				}
+				refs = append(refs, ref)
 			}
 			return nil
 		})
@@ -247,6 +256,9 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 		}
 		if err == nil && ref.kind == "module" {
 			err = s.checkModuleLinks(ctx, ref.sha)
+		}
+		if err == nil && ref.refused != nil {
+			err = ref.refused
 		}
 		switch {
 		case errors.Is(err, records.ErrNotCached):

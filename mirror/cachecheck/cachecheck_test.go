@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
@@ -257,6 +258,78 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 			}
 			if last, _ := h.Engine.CacheChecker().LastCacheCheck(); last.Failed != 1 {
 				t.Errorf("last check %+v, want 1 failed", last)
+			}
+		})
+	}
+}
+
+// A module version stored before a rule of today's was added (a package
+// holding .GIT/config; a record whose //SUBDIR climbs out with
+// backslashes) is reported damaged (bad_archive) by the check of the
+// cache, and kept; the next request for it, its origin reachable, makes
+// it again, and the check after that finds it intact.
+func TestVerifyCacheFindsModulesRefusedToday(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name    string
+		entries []fakeorigin.TarEntry
+		subdir  string // the record's, as an earlier release kept it
+	}{
+		{"package holding .GIT", []fakeorigin.TarEntry{{Name: "x/main.tf", Body: "# vpc\n"}, {Name: ".GIT/config", Body: "[core]\n"}}, "x"},
+		{"subdirectory climbing with backslashes", []fakeorigin.TarEntry{{Name: "x/main.tf", Body: "# vpc\n"}}, `..\..\x`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			h := harness.New(t, harness.Options{})
+			pkgURL := h.Origin.TarballURL("vpc-1.0.0.tar.gz")
+			h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGzEntries(tc.entries))
+			h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", pkgURL+"//x")
+			old := fakeorigin.TarGzEntries(tc.entries)
+			sum := sha256.Sum256(old)
+			sha := hex.EncodeToString(sum[:])
+			w, err := h.Store.NewBlobWriter(sha)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Write(old); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := w.Commit(""); err != nil {
+				t.Fatal(err)
+			}
+			w.Close()
+			key := records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))
+			rec := records.ModuleRecord{Schema: records.Schema, Module: harness.Module.String(), Version: "1.0.0",
+				Location: pkgURL + "//" + tc.subdir, Kind: modsource.KindArchive, Package: pkgURL, Subdir: tc.subdir,
+				SHA256: sha, Size: int64(len(old)), Provenance: records.ProvenanceOrigin}
+			if err := h.Store.PutMeta(key, rec); err != nil {
+				t.Fatal(err)
+			}
+			check := func() []cachecheck.Result {
+				t.Helper()
+				var got []cachecheck.Result
+				if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+					t.Fatal(err)
+				}
+				return got
+			}
+			got := check()
+			if len(got) != 1 || got[0].SHA256 != sha || got[0].Problem == "" || got[0].Reason != string(verify.ReasonBadArchive) {
+				t.Fatalf("checked %+v, want the module package %s damaged (bad_archive)", got, sha)
+			}
+			if _, err := h.Store.StatBlob(sha); err != nil {
+				t.Errorf("the damaged package after the check: %v, want it kept", err)
+			}
+			pkg, _, err := h.ReadModule("1.0.0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if pkg.SHA256 == sha || pkg.Record.Subdir != "x" {
+				t.Errorf("served %s, subdir %q: want the version made again", pkg.SHA256, pkg.Record.Subdir)
+			}
+			h.WaitIdle()
+			if got := check(); len(got) != 1 || got[0].Problem != "" || got[0].SHA256 != pkg.SHA256 {
+				t.Errorf("checked %+v after the version was made again, want it intact", got)
 			}
 		})
 	}

@@ -180,8 +180,10 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 		h.Refetch = !s.cfg.Offline && !imported && !s.parts.Hosts.Local(p.Hostname)
 		return h, true
 	case strings.HasPrefix(key, "module/"):
+		// A record today's rules refuse (records.ErrModuleRecordRefused)
+		// is not served, and is the operator's to remove all the same.
 		var rec records.ModuleRecord
-		if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" {
+		if err := json.Unmarshal(raw, &rec); (err != nil && !errors.Is(err, records.ErrModuleRecordRefused)) || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" {
 			return Record{}, false
 		}
 		v, err := addrs.ParseModuleVersion(rec.Version)

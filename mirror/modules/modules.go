@@ -37,6 +37,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/memo"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/safetree"
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
@@ -66,6 +67,10 @@ type Modules struct {
 	log     *slog.Logger
 	metrics Metrics
 	pkgs    singleflight.Group // package fetches, by record key
+	// checked are the stored packages held to today's rules
+	// (checkPackage), by sha256: nil for one that passed, else why it
+	// was refused.
+	checked *memo.Memo[string, error]
 }
 
 // Parts are the engine's components the module side takes; all are
@@ -163,7 +168,8 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
-	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics}, nil
+	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+		checked: memo.New[string, error](maxChecked)}, nil
 }
 
 // Origin is what the engine needs for registry modules from origin
@@ -340,6 +346,10 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 	if err == nil && src == records.Hit {
 		s.metrics.CacheLookup("module_location", true)
 		return rec, nil
+	} else if errors.Is(err, records.ErrModuleRecordRefused) {
+		if err := s.refusedRecord(ctx, m, version, key, err); err != nil {
+			return nil, err
+		}
 	} else if err != nil && !errors.Is(err, cache.ErrNotFound) {
 		s.log.Warn("reading module record", "module", m.String(), "version", version, "error", err)
 	}
@@ -376,6 +386,73 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		return nil, err
 	}
 	return res.(*records.ModuleRecord), nil
+}
+
+// refusedRecord decides on a stored record of version of m that today's
+// rules refuse (records.ErrModuleRecordRefused, refused): nil when it is
+// to be made again from the origin (a record fetched from there, the
+// origin reachable), which the caller then asks as it asks for a record
+// it does not have (the new one replaces it); else refused, and the
+// record is kept: an import, a local module or a sealed mirror's record
+// cannot be fetched again.
+func (s *Modules) refusedRecord(ctx context.Context, m addrs.Module, version versions.Version, key string, refused error) error {
+	s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
+	var stale records.ModuleRecord
+	_, _ = s.store.GetMeta(key, &stale) // decoded whatever the rules say
+	if !s.fetchable(m, stale) {
+		s.log.Error("stored module record refused by the rules in force; kept, not served: import the version again, or remove it and fetch it from its origin",
+			"module", m.String(), "version", version, "provenance", stale.Provenance, "error", refused)
+		return refused
+	}
+	s.log.Warn("stored module record refused by the rules in force; asking the origin for the version's location again",
+		"module", m.String(), "version", version, "error", refused)
+	return nil
+}
+
+// fetchable says rec, a record of a version of m, can be made again from
+// its origin: one fetched from there, the origin reachable. An import, a
+// local module and a sealed mirror's records cannot.
+func (s *Modules) fetchable(m addrs.Module, rec records.ModuleRecord) bool {
+	return rec.Provenance == records.ProvenanceOrigin && rec.Location != "" && !s.cfg.Offline && !s.hosts.Local(m.Hostname)
+}
+
+// ErrPackageRefused matches a stored module package that today's rules
+// refuse (modsource.CheckPackageLinks): one kept by an earlier release,
+// copied from the shared store or imported before a rule was added.
+var ErrPackageRefused = errors.New("stored module package refused by the rules in force")
+
+// maxChecked bounds the packages remembered as held to today's rules.
+const maxChecked = 4096
+
+// checkPackage holds the stored package sha, opened as blob, to the rules
+// a package fetched today is made by (modsource.CheckPackageLinks: its
+// names and its links), once per package and process: every package
+// opened from the cache passes it before it is served (openModuleBlob),
+// the registry door's, the zips' and the exports' alike. It leaves blob
+// at its start; a refusal is counted in the verification failures
+// metric once per package and process. Errors: a *verify.Error (bad_archive) matching
+// ErrPackageRefused; the blob's read errors.
+func (s *Modules) checkPackage(ctx context.Context, sha string, blob io.ReadSeeker) error {
+	if refused, _, ok := s.checked.Get(sha); ok {
+		return refused
+	}
+	gen := s.checked.Generation()
+	// No limits: it was within those of its day, and is read, not kept.
+	err := modsource.CheckPackageLinks(ctx, blob, modsource.Limits{})
+	if _, serr := blob.Seek(0, io.SeekStart); err == nil {
+		err = serr
+	}
+	switch {
+	case err == nil:
+		s.checked.Put(sha, gen, nil)
+		return nil
+	case errors.Is(err, safetree.ErrUnsafe):
+		s.metrics.VerificationFailed(string(verify.ReasonBadArchive))
+		refused := &verify.Error{Reason: verify.ReasonBadArchive, Err: ErrPackageRefused, Detail: fmt.Sprintf("the cached module package %s: %v", sha, err)}
+		s.checked.Put(sha, gen, refused) // the bytes of a sha256 do not change
+		return refused
+	}
+	return fmt.Errorf("reading the cached module package %s: %w", sha, err)
 }
 
 // checkPolicy fails with the package policy's error when it holds
@@ -527,52 +604,110 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 	if rec.SHA256 != "" {
 		n.Serving("module", m.String(), version, rec.SHA256)
 	}
-	if pkg := s.openModuleBlob(*rec, records.Hit); pkg != nil {
+	pkg, err := s.openModuleBlob(ctx, *rec, records.Hit)
+	if pkg != nil {
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
 	}
-	s.metrics.CacheLookup("module_package", false)
 	recKey := records.ModuleRecordKey(m, version)
-	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
+	if err == nil {
+		s.metrics.CacheLookup("module_package", false)
+		var res records.ModuleRecord
+		var src records.Source
+		res, src, err = once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
+			func(ctx context.Context) (*records.ModuleRecord, error) {
+				return s.recs.FetchModule(ctx, m, recKey, *rec, modsource.MaxPackageBytes(s.cfg.Limits),
+					func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
+						// What the store beyond the cache did not have.
+						if s.cfg.Offline {
+							return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
+						}
+						if rec.Location == "" {
+							return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
+						}
+						return s.fetchModule(ctx, m, version, rec, "")
+					})
+			})
+		if err != nil {
+			return nil, err
+		}
+		if pkg, err = s.openModuleBlob(ctx, res, src); pkg != nil {
+			return pkg, nil
+		}
+		if err == nil {
+			return nil, fmt.Errorf("module %s %s was fetched but could not be stored in the cache", m, version)
+		}
+		rec = &res
+	}
+	// The package stored (in the cache, or copied from the shared store)
+	// is refused by today's rules.
+	if !errors.Is(err, ErrPackageRefused) || !s.fetchable(m, *rec) {
+		s.log.Error("stored module package refused by the rules in force; kept, not served: import the version again, or remove it and fetch it from its origin",
+			"module", m.String(), "version", rec.Version, "provenance", rec.Provenance, "error", err)
+		return nil, err
+	}
+	// Made again from its source, past the shared store (whose copy may
+	// be the one refused): the record is completed anew, and replaces
+	// this one once the fetch is stored (fetchModule), in the shared
+	// store too.
+	s.log.Warn("stored module package refused by the rules in force; fetching it again from its source",
+		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", err)
+	fresh := *rec
+	replaces := fresh.SHA256
+	fresh.SHA256, fresh.Size, fresh.Commit, fresh.FetchedAt = "", 0, "", time.Time{}
+	res, src, err := once(ctx, s, "modpkg/"+recKey+"/"+replaces, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
-			return s.recs.FetchModule(ctx, m, recKey, *rec, modsource.MaxPackageBytes(s.cfg.Limits),
-				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
-					// What the store beyond the cache did not have.
-					if s.cfg.Offline {
-						return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
-					}
-					if rec.Location == "" {
-						return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
-					}
-					return s.fetchModule(ctx, m, version, rec)
-				})
+			return s.fetchModule(ctx, m, version, fresh, replaces)
 		})
 	if err != nil {
 		return nil, err
 	}
-	if pkg := s.openModuleBlob(res, src); pkg != nil {
-		return pkg, nil
+	if pkg, err := s.openModuleBlob(ctx, res, src); pkg != nil || err != nil {
+		return pkg, err
 	}
 	return nil, fmt.Errorf("module %s %s was fetched but could not be stored in the cache", m, version)
 }
 
-// openModuleBlob opens rec's cached package, nil when it is not cached.
-func (s *Modules) openModuleBlob(rec records.ModuleRecord, src records.Source) *Package {
+// openModuleBlob opens rec's cached package, nil when it is not cached,
+// once it passes today's rules (checkPackage, whose error it returns).
+func (s *Modules) openModuleBlob(ctx context.Context, rec records.ModuleRecord, src records.Source) (*Package, error) {
 	if rec.SHA256 == "" {
-		return nil
+		return nil, nil
 	}
 	b, ok := s.openBlob(rec.SHA256)
 	if !ok {
-		return nil
+		return nil, nil
+	}
+	if err := s.checkPackage(ctx, rec.SHA256, b.blob); err != nil {
+		b.Close()
+		return nil, err
 	}
 	info := b.blob.Info()
-	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, cachedBlob: b}
+	return &Package{Record: rec, SHA256: rec.SHA256, Size: info.Size, ModTime: info.Created, Source: src, cachedBlob: b}, nil
+}
+
+// CheckCachedPackage holds rec's cached package to today's rules, as
+// every package opened to be served is (checkPackage): for what reads a
+// version's package from the cache by its sha256 (a bundle export).
+// Errors: records.ErrNotCached when it is not cached; those of
+// checkPackage (ErrPackageRefused).
+func (s *Modules) CheckCachedPackage(ctx context.Context, rec records.ModuleRecord) error {
+	pkg, err := s.openModuleBlob(ctx, rec, records.Hit)
+	if err != nil {
+		return err
+	}
+	if pkg == nil {
+		return fmt.Errorf("%w: package of module %s %s", records.ErrNotCached, rec.Module, rec.Version)
+	}
+	return pkg.Close()
 }
 
 // fetchModule fetches, normalizes and stores the package of rec, the
 // record of version of m, and returns the record completed with its
-// sha256.
-func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord) (_ *records.ModuleRecord, err error) {
+// sha256. replaces is the sha256 of a stored package today's rules
+// refuse, which the record stored may still name ("" for none): it is
+// replaced, as a record without sha256 is completed.
+func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, replaces string) (_ *records.ModuleRecord, err error) {
 	start := time.Now()
 	var size int64
 	defer func() {
@@ -632,12 +767,13 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	if err := s.storeSpool(sum, spool, "module package"); err != nil {
 		return nil, err
 	}
+	s.checked.Put(sum, s.checked.Generation(), nil) // made by today's rules
 	if rec.SHA256 == "" {
 		// In turn with ImportModule, which may have completed the record
 		// since this fetch read it: the first sha256 stays.
 		s.life.Imports().Lock()
 		var now records.ModuleRecord
-		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum {
+		if _, err := s.store.GetMeta(records.ModuleRecordKey(m, version), &now); err == nil && now.SHA256 != "" && now.SHA256 != sum && now.SHA256 != replaces {
 			s.life.Imports().Unlock()
 			s.metrics.VerificationFailed(string(verify.ReasonChecksum))
 			detail := fmt.Sprintf("%s %s at %s: sha256 %s, but %s was stored meanwhile", m, rec.Version, rec.Shown(), sum, now.SHA256)
@@ -712,6 +848,10 @@ type Cached struct {
 	Record  records.ModuleRecord
 	// Cached says the package is in the cache.
 	Cached bool
+	// Refused is the error of a record that today's rules refuse
+	// (records.ErrModuleRecordRefused): not served, so not Cached, and
+	// listed for the operator to see.
+	Refused error
 
 	cursor string
 }
@@ -736,11 +876,15 @@ func (s *Modules) ListCachedModulesAfter(prefix, after string, fn func(Cached) e
 	}
 	return s.store.ScanMetaAfter("module/"+prefix, after, func(key string, _ time.Time, raw json.RawMessage) error {
 		var rec records.ModuleRecord
-		if err := json.Unmarshal(raw, &rec); err != nil || !records.KnownSchema(rec.Schema) {
+		err := json.Unmarshal(raw, &rec)
+		refused := errors.Is(err, records.ErrModuleRecordRefused)
+		if (err != nil && !refused) || !records.KnownSchema(rec.Schema) {
 			return nil
 		}
 		cm := Cached{Module: rec.Module, Version: rec.Version, Record: rec, cursor: strings.TrimPrefix(key, "module/")}
-		if rec.SHA256 != "" {
+		if refused {
+			cm.Refused = err
+		} else if rec.SHA256 != "" {
 			_, err := s.store.StatBlob(rec.SHA256)
 			cm.Cached = err == nil
 		}

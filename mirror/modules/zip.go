@@ -108,7 +108,36 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 // false when neither has one; err is for a cache that failed.
 func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.Version, rec *records.ModuleZipRecord) (ok bool, err error) {
 	_, ok, err = s.readZipRecord(ctx, m, version, rec)
+	if ok {
+		ok = s.madeOfServed(ctx, m, version, *rec)
+	}
 	return ok, err
+}
+
+// madeOfServed says the zip rec records was made of the package the
+// module side serves of version of m: false when the version's record or
+// its package, as stored, no longer pass today's rules (a zip made of
+// them before a rule was added), or when the package was made again since
+// (after such a refusal). The zip is then made again of the package
+// served (OpenModule, which refetches or refuses what it refuses), and
+// its record replaced. A version whose record or package the cache no
+// longer holds is judged by its zip's record alone, as before.
+func (s *Zips) madeOfServed(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleZipRecord) bool {
+	mod, _, err := s.mods.recs.ModuleRecord(ctx, records.ModuleRecordKey(m, version))
+	switch {
+	case errors.Is(err, records.ErrModuleRecordRefused):
+		return false
+	case err != nil:
+		return true
+	case mod.SHA256 != "" && mod.SHA256 != rec.Package:
+		return false
+	}
+	b, ok := s.mods.openBlob(rec.Package)
+	if !ok {
+		return true
+	}
+	defer b.Close()
+	return !errors.Is(s.mods.checkPackage(ctx, rec.Package, b.blob), ErrPackageRefused)
 }
 
 // readZipRecord is zipRecord, and says whether the cache holds a record

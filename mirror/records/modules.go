@@ -1,6 +1,9 @@
 package records
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"slices"
 	"time"
 
@@ -9,6 +12,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // ModuleVersionList is a module's version list as cached.
@@ -148,4 +152,53 @@ func SortModuleVersions(vs []string) {
 		}
 		return 0
 	})
+}
+
+// ErrModuleRecordRefused matches a stored module record whose location
+// or subdirectory today's rules refuse (modsource.Parse): one kept by an
+// earlier release, read from the shared store or imported before a rule
+// was added.
+var ErrModuleRecordRefused = errors.New("stored module record refused by the rules in force")
+
+// UnmarshalJSON decodes a module record and holds it to the rules a
+// fresh one is made by: its location must parse (modsource.Parse) and
+// give the kind and //SUBDIR the record keeps; a record without location
+// (a local module) must keep a subdirectory as modsource.CleanSubdir
+// gives it. Every read of a stored record decodes it here, so that a
+// rule added later applies to what was stored before it. A record that
+// fails is decoded all the same (for the cache check and retention, which
+// must see it) and the error is a *verify.Error (bad_archive) matching
+// ErrModuleRecordRefused: whoever serves it takes it for damaged.
+func (r *ModuleRecord) UnmarshalJSON(b []byte) error {
+	type plain ModuleRecord // without this method
+	if err := json.Unmarshal(b, (*plain)(r)); err != nil {
+		return err
+	}
+	return r.check()
+}
+
+// check is UnmarshalJSON's rule on a decoded record.
+func (r *ModuleRecord) check() error {
+	if !KnownSchema(r.Schema) {
+		return nil // read by no one
+	}
+	refuse := func(detail string) error {
+		return &verify.Error{Reason: verify.ReasonBadArchive, Err: ErrModuleRecordRefused,
+			Detail: fmt.Sprintf("module %s %s: %s", r.Module, r.Version, detail)}
+	}
+	if r.Location == "" {
+		if r.Subdir != modsource.CleanSubdir(r.Subdir) {
+			return refuse(fmt.Sprintf("subdirectory %q is not clean", r.Subdir))
+		}
+		return nil
+	}
+	addr, err := modsource.Parse(r.Location)
+	if err != nil {
+		return refuse(fmt.Sprintf("location %s: %v", redact.Location(r.Location), err))
+	}
+	if addr.Kind != r.Kind || addr.Subdir != r.Subdir {
+		return refuse(fmt.Sprintf("location %s gives kind %s and subdirectory %q today, the record keeps %s and %q",
+			redact.Location(r.Location), addr.Kind, addr.Subdir, r.Kind, r.Subdir))
+	}
+	return nil
 }
