@@ -254,7 +254,10 @@ func (o *OCI) IndexOf(ctx context.Context, p addrs.Provider, v versions.Version,
 		return oci.Document{}, fmt.Errorf("%w: %s %s has no package for a platform this mirror serves", records.ErrPlatformNotFound, p, v)
 	}
 	keys := keysOf(p, v)
-	rec := o.borneOut(p, v, keys, archives)
+	rec := o.recordAt(keys.record)
+	if o.borneOut(p, v, rec, archives) {
+		rec = o.recordAt(keys.record)
+	}
 	b, err := o.build(ctx, p, v, rec, archives)
 	if err != nil {
 		return oci.Document{}, err

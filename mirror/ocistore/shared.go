@@ -87,7 +87,10 @@ func (o *OCI) Adopt(ctx context.Context, u *Unadopted, ans Answer) error {
 		subset = append(subset, a)
 	}
 	keys := keysOf(p, v)
-	rec := o.borneOut(p, v, keys, subset)
+	rec := o.recordAt(keys.record)
+	if o.borneOut(p, v, rec, subset) {
+		rec = o.recordAt(keys.record)
+	}
 	b, err := o.build(ctx, p, v, rec, subset)
 	if err != nil {
 		return err

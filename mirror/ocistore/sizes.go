@@ -36,12 +36,11 @@ func (o *OCI) verifiedSize(sha string) int64 {
 	return 0
 }
 
-// borneOut returns the kept OCI record of version v of p (keys), once
-// the sizes it holds of archives are those of the archives the cache
-// holds: a record made with another size is dropped first (an empty
-// record is returned then).
-func (o *OCI) borneOut(p addrs.Provider, v versions.Version, keys recordKeys, archives []Archive) *ociRecord {
-	rec := o.recordAt(keys.record)
+// borneOut says whether rec, the kept OCI record of version v of p,
+// holds a size of one of archives other than that of the archive the
+// cache holds: it then drops the record (dropWrong), and the caller
+// reads it again (empty, or made since by another caller).
+func (o *OCI) borneOut(p addrs.Provider, v versions.Version, rec *ociRecord, archives []Archive) bool {
 	for _, a := range archives {
 		made := rec.Sizes[a.SHA256]
 		if made == 0 {
@@ -49,10 +48,10 @@ func (o *OCI) borneOut(p addrs.Provider, v versions.Version, keys recordKeys, ar
 		}
 		if n := o.verifiedSize(a.SHA256); n > 0 && n != made {
 			o.dropWrong(p, v, a.SHA256, n)
-			return o.recordAt(keys.record)
+			return true
 		}
 	}
-	return rec
+	return false
 }
 
 // Verified is told that the archive sha of p, verified, is size bytes
