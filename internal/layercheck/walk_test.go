@@ -434,8 +434,58 @@ func TestWalkFigures(t *testing.T) {
 				t.Fatalf("%s: the walk never enters %s: not this request\n%s", name, r.door, w.report(name))
 			}
 			t.Log("\n" + w.report(name+", "+b.what))
+			if b.boundary != nil {
+				back := callsBack(events, w, fileOf)
+				t.Logf("%s: %d calls back into a file of their own call path\n%s", name, len(back), strings.Join(back, "\n"))
+			}
 		}
 	}
+}
+
+// callsBack returns the stops of w that call back up their own call
+// path: a call into a file of the module that is on the calling
+// goroutine's stack beneath a call into another file (A calls B, and B,
+// or what B calls, calls A again), each with the files of its path. Only
+// the module's own frames count, and a goroutine's stack starts at its
+// own first call (a function run by a helper's goroutine, such as a
+// coalesced step, is not counted as called back by it). A walk that goes
+// top to bottom has none.
+func callsBack(events []traceEvent, w walk, fileOf func(string) string) []string {
+	in := map[int]bool{}
+	for _, s := range w.stops {
+		in[s.pos] = true
+	}
+	type frame struct{ fn, file string }
+	stacks := map[int][]frame{}
+	var back []string
+	for _, e := range events {
+		st := stacks[e.goroutine]
+		if !e.call {
+			for j := len(st) - 1; j >= 0; j-- {
+				if st[j].fn == e.fn {
+					stacks[e.goroutine] = st[:j]
+					break
+				}
+			}
+			continue
+		}
+		file := fileOf(e.fn)
+		stacks[e.goroutine] = append(st, frame{e.fn, file})
+		if !in[e.pos] {
+			continue
+		}
+		var path []string // the files of the module's frames, runs of one file as one
+		for _, f := range st {
+			if f.file != "" && (len(path) == 0 || path[len(path)-1] != f.file) {
+				path = append(path, f.file)
+			}
+		}
+		if len(path) < 2 || path[len(path)-1] == file || !slices.Contains(path[:len(path)-1], file) {
+			continue
+		}
+		back = append(back, fmt.Sprintf("    %s, called back by %s", strings.TrimPrefix(e.fn, "github.com/tfmirror/tfmirror/v2/"), strings.Join(path, " > ")))
+	}
+	return back
 }
 
 // storageBoundary names the files where the walk "handler to cache and
@@ -464,3 +514,39 @@ func storageBoundary() (func(file string) bool, error) {
 
 // storageLayer is the layer of the cache and the origin client.
 const storageLayer = "storage"
+
+// TestCallsBack holds callsBack to a small trace: a call back up the
+// path counts, a call down or within one file does not, nor does a
+// function a goroutine of its own runs.
+func TestCallsBack(t *testing.T) {
+	const trace = `> goroutine(1): m/proxy.Serve()
+> goroutine(1): m/mirror.Open()
+> goroutine(1): m/mirror.open()
+> goroutine(1): m/records.Read()
+> goroutine(1): m/mirror.keys()
+>> goroutine(1): m/mirror.keys => ()
+>> goroutine(1): m/records.Read => ()
+> goroutine(1): m/records.Write()
+>> goroutine(1): m/records.Write => ()
+>> goroutine(1): m/mirror.open => ()
+>> goroutine(1): m/mirror.Open => ()
+> goroutine(2): m/mirror.step()
+> goroutine(2): m/records.Read()
+>> goroutine(1): m/proxy.Serve => ()
+`
+	events, err := parseTrace(strings.NewReader(trace))
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{"m/proxy.Serve": "proxy/server.go", "m/mirror.Open": "mirror/api.go", "m/mirror.open": "mirror/api.go",
+		"m/mirror.keys": "mirror/api.go", "m/mirror.step": "mirror/api.go", "m/records.Read": "mirror/records/records.go", "m/records.Write": "mirror/records/records.go"}
+	fileOf := func(fn string) string { return files[fn] }
+	w, err := walkFrom(events, "m/proxy.Serve", 0, fileOf, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back := callsBack(events, w, fileOf)
+	if len(back) != 1 || !strings.Contains(back[0], "m/mirror.keys, called back by proxy/server.go > mirror/api.go > mirror/records/records.go") {
+		t.Fatalf("calls back: %q, want mirror.keys alone", back)
+	}
+}
