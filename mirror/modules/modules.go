@@ -424,6 +424,21 @@ var ErrPackageRefused = errors.New("stored module package refused by the rules i
 // maxChecked bounds the packages remembered as held to today's rules.
 const maxChecked = 4096
 
+// checkStoredPackage is checkPackage for the stored package sha, opened
+// only when its verdict is not remembered (a zip served is judged by its
+// package on every request): nil when the cache does not hold it.
+func (s *Modules) checkStoredPackage(ctx context.Context, sha string) error {
+	if refused, _, ok := s.checked.Get(sha); ok {
+		return refused
+	}
+	b, ok := s.openBlob(sha)
+	if !ok {
+		return nil
+	}
+	defer b.Close()
+	return s.checkPackage(ctx, sha, b.blob)
+}
+
 // checkPackage holds the stored package sha, opened as blob, to the rules
 // a package fetched today is made by (modsource.CheckPackageLinks: its
 // names and its links), once per package and process: every package

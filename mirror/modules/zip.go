@@ -132,12 +132,7 @@ func (s *Zips) madeOfServed(ctx context.Context, m addrs.Module, version version
 	case mod.SHA256 != "" && mod.SHA256 != rec.Package:
 		return false
 	}
-	b, ok := s.mods.openBlob(rec.Package)
-	if !ok {
-		return true
-	}
-	defer b.Close()
-	return !errors.Is(s.mods.checkPackage(ctx, rec.Package, b.blob), ErrPackageRefused)
+	return !errors.Is(s.mods.checkStoredPackage(ctx, rec.Package), ErrPackageRefused)
 }
 
 // readZipRecord is zipRecord, and says whether the cache holds a record
