@@ -80,7 +80,7 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 		// origin last answered it (not a stale list): a file a listed
 		// release lacks, not a version the list does not know.
 		list, st, lerr := r.list(ctx, pub, product, r.cfg.ListTTL)
-		if lerr == nil && !st.Stale && slices.ContainsFunc(list.Versions, func(e Listed) bool { return e.Version == version }) {
+		if lerr == nil && !st.Stale && list.Has(version) {
 			r.missing.remember(key)
 		}
 		return nil, err

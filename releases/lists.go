@@ -40,6 +40,11 @@ type List struct {
 	Schema   int       `json:"schema"`
 }
 
+// Has says whether the list has version, spelt as the origin spells it.
+func (l *List) Has(version string) bool {
+	return slices.ContainsFunc(l.Versions, func(e Listed) bool { return e.Version == version })
+}
+
 // Listed is one version of a List: its platforms (HashiCorp) or its file
 // names (OpenTofu), as the origin lists them and as named by the rules of
 // the publisher's layout.
@@ -135,14 +140,11 @@ const minForcedRefresh = time.Minute
 // list, or an origin in trouble) or it could not be refreshed (served
 // stale), the version is asked for as it was before.
 func (r *Releases) checkListed(ctx context.Context, pub Publisher, product, version string) error {
-	has := func(l *List) bool {
-		return slices.ContainsFunc(l.Versions, func(e Listed) bool { return e.Version == version })
-	}
 	list, st, err := r.list(ctx, pub, product, r.cfg.ListTTL)
-	if err != nil || st.Stale || has(list) {
+	if err != nil || st.Stale || list.Has(version) {
 		return nil
 	}
-	if list, st, err = r.list(ctx, pub, product, minForcedRefresh); err != nil || st.Stale || has(list) {
+	if list, st, err = r.list(ctx, pub, product, minForcedRefresh); err != nil || st.Stale || list.Has(version) {
 		return nil
 	}
 	return fmt.Errorf("%w: %s %s is not in the origin's version list", ErrNotFound, product, version)
