@@ -297,13 +297,12 @@ func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobIn
 		}
 	}
 	// Whether any is in use: each claimed, then all let go again.
-	var claimed []string
+	var cached []string // the committed archives, each claimed once
 	unmark := func() {
-		for _, sha := range claimed {
+		for _, sha := range cached {
 			s.evict.lru.unmark(sha)
 		}
 	}
-	var cached []string
 	for _, sha := range shas {
 		if slices.Contains(cached, sha) {
 			continue
@@ -319,7 +318,6 @@ func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobIn
 			unmark()
 			return nil, err
 		}
-		claimed = append(claimed, sha)
 		cached = append(cached, sha)
 	}
 	unmark()
