@@ -294,18 +294,13 @@ func (t *treeWriter) target(name string) (n string, leftOut bool) {
 // (one component of a path) for .git, as Git's own checks of tree paths
 // do (core.protectHFS and core.protectNTFS): in any case (macOS and
 // Windows compare names without it), with the code points HFS+ ignores
-// anywhere in it (safetree.IgnoredByHFS), with the dots and spaces Windows drops from a name's end or
+// anywhere in it (safetree.WithoutIgnoredByHFS), with the dots and spaces Windows drops from a name's end or
 // an NTFS stream after a colon, or as NTFS's short name git~1. A package
 // holds no such name: a .GIT/config unpacked on macOS is a Git
 // configuration that every git command run inside the module obeys (its
 // core.fsmonitor is a command).
 func isDotGit(part string) bool {
-	s := strings.Map(func(r rune) rune {
-		if safetree.IgnoredByHFS(r) {
-			return -1
-		}
-		return r
-	}, part)
+	s := safetree.WithoutIgnoredByHFS(part)
 	if i := strings.IndexByte(s, ':'); i >= 0 {
 		s = s[:i]
 	}

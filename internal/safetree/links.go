@@ -49,22 +49,21 @@ func CheckLinks(links map[string]string) error {
 // foldName is s as a file system that compares names without case
 // compares it, as the strictest of them: macOS's (APFS, HFS+), which
 // also compares them in one Unicode normalization and, HFS+, without
-// some code points (IgnoredByHFS), and Windows's (NTFS).
+// some code points (WithoutIgnoredByHFS), and Windows's (NTFS).
 func foldName(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if IgnoredByHFS(r) {
+	return norm.NFC.String(cases.Fold().String(norm.NFC.String(WithoutIgnoredByHFS(s))))
+}
+
+// WithoutIgnoredByHFS is s without the code points HFS+ leaves out of a
+// name when it compares names (as Git lists them for core.protectHFS):
+// U+200C to U+200F, U+202A to U+202E, U+206A to U+206F and U+FEFF.
+func WithoutIgnoredByHFS(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff {
 			return -1
 		}
 		return r
 	}, s)
-	return norm.NFC.String(cases.Fold().String(norm.NFC.String(s)))
-}
-
-// IgnoredByHFS reports whether HFS+ leaves r out of a name when it
-// compares names (as Git lists such code points for core.protectHFS):
-// U+200C to U+200F, U+202A to U+202E, U+206A to U+206F and U+FEFF.
-func IgnoredByHFS(r rune) bool {
-	return r >= 0x200c && r <= 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x206a && r <= 0x206f || r == 0xfeff
 }
 
 // checkLinks is CheckLinks in one view of the names: links, shown in
