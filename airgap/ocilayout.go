@@ -23,6 +23,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -269,24 +270,33 @@ func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
 // layoutTags returns the tags of repo's index.json in out (none when it
 // has none it reads).
 func layoutTags(out, repo string) ([]string, error) {
-	b, err := readCapped(filepath.Join(out, filepath.FromSlash(repo), ocispec.ImageIndexFile), oci.MaxManifestSize)
+	byTag, err := earlierIndex(filepath.Join(out, filepath.FromSlash(repo)))
+	return slices.Sorted(maps.Keys(byTag)), err
+}
+
+// earlierIndex returns the manifests of the layout index.json in dir
+// (written by an earlier export) by their tags: none when it has none it
+// reads (no file, or not an index); an error only when the file cannot be
+// read.
+func earlierIndex(dir string) (map[string]ocispec.Descriptor, error) {
+	byTag := map[string]ocispec.Descriptor{}
+	b, err := readCapped(filepath.Join(dir, ocispec.ImageIndexFile), oci.MaxManifestSize)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+		return byTag, nil
 	}
 	if err != nil {
 		return nil, err
 	}
 	var idx ocispec.Index
 	if json.Unmarshal(b, &idx) != nil {
-		return nil, nil
+		return byTag, nil
 	}
-	var tags []string
 	for _, d := range idx.Manifests {
 		if tag := d.Annotations[ocispec.AnnotationRefName]; tag != "" {
-			tags = append(tags, tag)
+			byTag[tag] = d
 		}
 	}
-	return tags, nil
+	return byTag, nil
 }
 
 // refused says whether the served layer's answer err on a cached version
@@ -514,18 +524,8 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 	if _, err := writeFileIfChanged(filepath.Join(dir, ocispec.ImageLayoutFile), []byte(`{"imageLayoutVersion":"`+ocispec.ImageLayoutVersion+`"}`)); err != nil {
 		return err
 	}
-	byTag := map[string]ocispec.Descriptor{}
-	indexPath := filepath.Join(dir, ocispec.ImageIndexFile)
-	if old, err := readCapped(indexPath, oci.MaxManifestSize); err == nil {
-		var idx ocispec.Index
-		if json.Unmarshal(old, &idx) == nil {
-			for _, d := range idx.Manifests {
-				if tag := d.Annotations[ocispec.AnnotationRefName]; tag != "" {
-					byTag[tag] = d
-				}
-			}
-		}
-	} else if !errors.Is(err, os.ErrNotExist) {
+	byTag, err := earlierIndex(dir)
+	if err != nil {
 		return err
 	}
 	for _, tag := range x.dropped[repo] {
@@ -550,7 +550,7 @@ func (x *ociLayoutExport) writeIndex(repo string) error {
 	if err != nil {
 		return err
 	}
-	_, err = writeFileIfChanged(indexPath, append(b, '\n'))
+	_, err = writeFileIfChanged(filepath.Join(dir, ocispec.ImageIndexFile), append(b, '\n'))
 	return err
 }
 
