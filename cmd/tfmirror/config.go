@@ -98,14 +98,20 @@ func configurationOf(e *settings.Effective) *proxy.Configuration {
 	return out
 }
 
+// reloadsFiles says which files besides the client tokens file a reload
+// reads again: the configuration file, when there is one; the files of
+// the keys imports trust, when there are.
+func (m *server) reloadsFiles() (config, trust bool) {
+	conf := m.conf.Load()
+	return conf != nil && conf.Current().File != nil, len(m.cfg.TrustedExportKeys) > 0 || len(m.cfg.TrustedPublisherKeys) > 0
+}
+
 // reloadOnHangup, on each SIGHUP until ctx is done or the returned
 // function is called, reloads what m reads from files (m.reload). Without
 // a configuration file, a client tokens file or trusted keys, SIGHUP keeps
 // its default meaning.
 func (m *server) reloadOnHangup(ctx context.Context) (stop func()) {
-	conf := m.conf.Load()
-	withFile := conf != nil && conf.Current().File != nil
-	withTrust := len(m.cfg.TrustedExportKeys) > 0 || len(m.cfg.TrustedPublisherKeys) > 0
+	withFile, withTrust := m.reloadsFiles()
 	if m.auth == nil && !withFile && !withTrust {
 		return func() {}
 	}
@@ -146,8 +152,7 @@ func (m *server) reload() (admin.Reloaded, error) {
 	var out admin.Reloaded
 	var errs []error
 	conf := m.conf.Load()
-	withFile := conf != nil && conf.Current().File != nil
-	withTrust := len(m.cfg.TrustedExportKeys) > 0 || len(m.cfg.TrustedPublisherKeys) > 0
+	withFile, withTrust := m.reloadsFiles()
 	if !withFile && m.auth == nil && !withTrust {
 		return out, &httperr.RequestError{Status: http.StatusConflict,
 			Msg: "nothing to reload: tfmirror serve runs without a configuration file (--config, TFMIRROR_CONFIG), without a client tokens file and without trusted keys"}
