@@ -47,7 +47,11 @@ func diagError(diags hcl.Diagnostics) error {
 }
 
 func parseFile(p *hclparse.Parser, path string) (*hcl.File, error) {
-	f, diags, err := hclfile.Parse(p, path)
+	return parsed(hclfile.Parse(p, path))
+}
+
+// parsed is a file hclfile parsed, its error diagnostics an error.
+func parsed(f *hcl.File, diags hcl.Diagnostics, err error) (*hcl.File, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -67,14 +71,7 @@ func parsePinFile(path string) (*hcl.File, error) {
 		return nil, fmt.Errorf("pins: %w", err)
 	}
 	defer fh.Close()
-	f, diags, err := hclfile.ParseFrom(hclparse.NewParser(), path, fh)
-	if err != nil {
-		return nil, err
-	}
-	if diags.HasErrors() {
-		return nil, diagError(diags)
-	}
-	return f, nil
+	return parsed(hclfile.ParseFrom(hclparse.NewParser(), path, fh))
 }
 
 var manifestSchema = &hcl.BodySchema{
