@@ -194,6 +194,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			Msg: fmt.Sprintf("path longer than %d bytes", MaxRequestPath)})
 		return
 	}
+	if r.Host != "" && !ValidHost(r.Host) && *s.status.publicURL.Load() == "" {
+		// The mirror names itself by the Host of each request
+		// (RequestURL): one it cannot put in a URL is refused before
+		// any door sees it. With a public URL in force the Host is
+		// never read.
+		s.refuse(w, r, errBadHost())
+		return
+	}
 	if s.auth != nil {
 		if err := s.auth.limited(r); err != nil {
 			// Its client address failed authentication too often: no
@@ -278,6 +286,11 @@ func (s *Server) SetPublicURL(u string) { s.status.publicURL.Store(&u) }
 // documents that name the mirror by an absolute URL (the releases door's)
 // take it from here, so that a reload reaches them too.
 func (s *Server) MirrorURL(r *http.Request) string { return s.status.mirrorURL(r) }
+
+// FromRequest reports whether MirrorURL is made from each request (no
+// public URL in force): an answer that names the mirror then varies by
+// the request's Host (VaryByRequestURL).
+func (s *Server) FromRequest() bool { return *s.status.publicURL.Load() == "" }
 
 // Router returns the mirror's router so that other handlers (status page,
 // health, metrics) can be mounted beside the protocol routes.

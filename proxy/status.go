@@ -287,11 +287,7 @@ func (s *statusPage) mirrorURL(r *http.Request) string {
 	if u := *s.publicURL.Load(); u != "" {
 		return u
 	}
-	scheme := "https"
-	if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && s.cfg.PlainHTTP {
-		scheme = "http"
-	}
-	return scheme + "://" + r.Host + "/"
+	return RequestURL(r, s.cfg.PlainHTTP)
 }
 
 // status collects the status page's data. The mirror URL is the
@@ -523,6 +519,9 @@ func (s *statusPage) hostBlocks(st *Status, origins []string) {
 }
 
 func (s *statusPage) handle(w http.ResponseWriter, r *http.Request) {
+	if *s.publicURL.Load() == "" {
+		VaryByRequestURL(w)
+	}
 	st, err := s.status(r)
 	if err != nil {
 		s.fail(w, r, err)

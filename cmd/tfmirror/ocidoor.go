@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/url"
+	"net/http"
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
@@ -19,8 +19,9 @@ import (
 )
 
 // openOCIDoor wires the OCI distribution front door over the engine's OCI
-// side.
-func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, auth *proxy.Auth) (*ocidoor.Door, error) {
+// side. mirrorURL is the mirror's URL in force for a request
+// (proxy.Server.MirrorURL), whose host its token realm names.
+func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, auth *proxy.Auth, mirrorURL func(*http.Request) string) (*ocidoor.Door, error) {
 	names, err := oci.NewNames(cfg.OCIProviderPrefix, cfg.OCIModulePrefix)
 	if err != nil {
 		return nil, err
@@ -29,12 +30,7 @@ func openOCIDoor(cfg settings.Config, logger *slog.Logger, parts *engineParts, a
 	if err != nil {
 		return nil, err
 	}
-	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger, Modules: pkgs}
-	if cfg.PublicURL != "" {
-		if u, err := url.Parse(cfg.PublicURL); err == nil {
-			dcfg.PublicHost = u.Host
-		}
-	}
+	dcfg := ocidoor.Config{Names: names, Auth: auth, Logger: logger, Modules: pkgs, MirrorURL: mirrorURL}
 	return ocidoor.New(dcfg, pkgs)
 }
 

@@ -156,7 +156,10 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		health.SharedDown = m.shared.Health
 		health.SharedRejected = m.shared.Rejected
 	}
-	door, err := openOCIDoor(cfg, logger, m.engineParts, m.auth)
+	// The doors name the mirror by the URL in force, which the server
+	// (made below, before any request) holds and a reload changes.
+	mirrorURL := func(r *http.Request) string { return m.proxy.MirrorURL(r) }
+	door, err := openOCIDoor(cfg, logger, m.engineParts, m.auth, mirrorURL)
 	if err != nil {
 		return nil, err
 	}
@@ -164,9 +167,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
-	// The door names the mirror by the URL in force, which the server
-	// (made below, before any request) holds and a reload changes.
-	rdoor, err := openReleasesDoor(logger, m.releases, m.auth, func(r *http.Request) string { return m.proxy.MirrorURL(r) })
+	rdoor, err := openReleasesDoor(logger, m.releases, m.auth, mirrorURL)
 	if err != nil {
 		return nil, err
 	}
@@ -338,6 +339,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	m.log.Info("tfmirror is serving", "version", thisBuild().String(), "address", ln.Addr().String(),
 		"url", scheme+"://"+displayAddr(ln.Addr())+"/", "allowed_origins", m.cfg.AllowedOrigins)
+	warnNoPublicURL(m.log, m.cfg, ln.Addr())
 	if m.caFile != "" {
 		m.log.Info("TLS uses a generated local CA; clients must trust it: export SSL_CERT_FILE="+m.caFile,
 			"ca_file", m.caFile)
@@ -530,6 +532,25 @@ type lineLogger struct{ l *slog.Logger }
 func (w lineLogger) Write(p []byte) (int, error) {
 	w.l.Debug(string(bytes.TrimSpace(p)), "source", "library")
 	return len(p), nil
+}
+
+// noPublicURLWarning is the line warnNoPublicURL logs.
+const noPublicURLWarning = "no public URL: the mirror names itself by each request's Host header in the answers that carry an absolute URL (the status page's snippets, the CLI releases door's index.json, the OCI door's token realm)"
+
+// warnNoPublicURL warns once at start when the mirror serves more than
+// loopback without --public-url: then the URLs it hands out are made
+// from each request's Host, which whoever reaches it chooses, and a
+// cache or CDN in front must keep them per Host.
+func warnNoPublicURL(log *slog.Logger, cfg settings.Config, addr net.Addr) {
+	if cfg.PublicURL != "" {
+		return
+	}
+	if a, ok := addr.(*net.TCPAddr); ok && a.IP.IsLoopback() {
+		return
+	}
+	log.Warn(noPublicURLWarning, "address", addr.String(),
+		"hint", "set public_url (--public-url, TFMIRROR_PUBLIC_URL) to the URL clients use, above all behind a proxy, a load balancer, a cache or a CDN; "+
+			"until then a request whose Host is not a host[:port] is refused (400) and X-Forwarded-Proto is read only from trusted proxies")
 }
 
 // displayAddr turns a listener address into one a client can use.

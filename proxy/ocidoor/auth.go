@@ -10,8 +10,11 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // service names the mirror in challenges and token answers.
@@ -76,11 +79,13 @@ func (w *privateWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
 // realm is the token endpoint's URL: always https, as OpenTofu requires
 // (plain HTTP is served only behind a TLS-terminating proxy).
 func (d *Door) realm(r *http.Request) string {
-	host := d.cfg.PublicHost
-	if host == "" {
-		host = r.Host
+	host := r.Host
+	if d.cfg.MirrorURL != nil {
+		if u, err := url.Parse(d.cfg.MirrorURL(r)); err == nil {
+			host = u.Host
+		}
 	}
-	if strings.ContainsAny(host, "\"\\/ ") || host == "" {
+	if !proxy.ValidHost(host) {
 		host = "localhost"
 	}
 	return "https://" + host + "/v2/token"

@@ -63,6 +63,26 @@ func TestAuthChallenge(t *testing.T) {
 	}
 }
 
+// The challenge's realm names the mirror as the server does
+// (proxy.Server.MirrorURL): by the public URL in force, a reload's too,
+// and only without one by the request's Host; always https.
+func TestAuthChallengeRealmFollowsPublicURL(t *testing.T) {
+	r := newRig(t, rigOptions{auth: testAuth(t, nil)})
+	for _, tc := range []struct{ publicURL, want string }{
+		{"https://mirror.example:8443/", "https://mirror.example:8443/v2/token"},
+		{"http://other.example/tfmirror/", "https://other.example/v2/token"},
+		{"", "https://" + r.host() + "/v2/token"},
+	} {
+		r.server.SetPublicURL(tc.publicURL)
+		resp := r.do("GET", "/v2/")
+		resp.Body.Close()
+		want := `Bearer realm="` + tc.want + `",service="tfmirror"`
+		if got := resp.Header.Get("WWW-Authenticate"); got != want {
+			t.Errorf("public URL %q: challenge %q, want %q", tc.publicURL, got, want)
+		}
+	}
+}
+
 func basic(user, pass string) string {
 	req, _ := http.NewRequest("GET", "/", nil)
 	req.SetBasicAuth(user, pass)

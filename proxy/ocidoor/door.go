@@ -51,9 +51,11 @@ type Config struct {
 	// Auth, when set, requires a token for everything under /v2/ but
 	// the token endpoint. Default: anonymous.
 	Auth *proxy.Auth
-	// PublicHost is the mirror's host as clients reach it, for the
-	// token endpoint's realm. Default: the Host of each request.
-	PublicHost string
+	// MirrorURL is the mirror's base URL for a request, as clients reach
+	// it, whose host the token endpoint's realm names:
+	// proxy.Server.MirrorURL, the public URL in force (a reload changes
+	// it) or else the request's. Default: the Host of each request.
+	MirrorURL func(r *http.Request) string
 	// Logger receives errors, once each. Default: discard.
 	Logger *slog.Logger
 	// Modules, when set, serves module repositories (modules.go).

@@ -37,6 +37,7 @@ type rig struct {
 	engine *mirror.Engine
 	pkgs   *served.Packages // the engine behind the package policy, as the door takes it
 	http   *httptest.Server
+	server *proxy.Server
 	names  oci.Names
 	dir    string
 }
@@ -98,14 +99,19 @@ func (r *rig) start(opts rigOptions) {
 		t.Fatal(err)
 	}
 	r.pkgs = pkgs
-	door, err := New(Config{Names: r.names, Auth: opts.auth, Logger: ecfg.Logger, Modules: pkgs}, pkgs)
+	// The door names the mirror by the URL the server holds, as
+	// tfmirror serve wires it.
+	var srv *proxy.Server
+	door, err := New(Config{Names: r.names, Auth: opts.auth, Logger: ecfg.Logger, Modules: pkgs,
+		MirrorURL: func(req *http.Request) string { return srv.MirrorURL(req) }}, pkgs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := proxy.New(proxy.Config{Logger: ecfg.Logger, Auth: opts.auth, OCI: door}, pkgs)
+	srv, err = proxy.New(proxy.Config{Logger: ecfg.Logger, Auth: opts.auth, OCI: door}, pkgs)
 	if err != nil {
 		t.Fatal(err)
 	}
+	r.server = srv
 	r.http = httptest.NewTLSServer(srv)
 	t.Cleanup(r.stop)
 }

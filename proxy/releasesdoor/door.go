@@ -52,7 +52,7 @@ type Config struct {
 	// from each request, https unless PlainHTTP.
 	MirrorURL func(r *http.Request) string
 	// PlainHTTP says the mirror serves http, for URLs taken from requests
-	// when MirrorURL is not set.
+	// when MirrorURL is not set (proxy.RequestURL).
 	PlainHTTP bool
 	// Auth, when set, requires a client token: as a Bearer token, or as
 	// the password of Basic credentials (the installers' remote user and
@@ -77,13 +77,7 @@ func New(cfg Config, rel Releases) (*Door, error) {
 	}
 	if cfg.MirrorURL == nil {
 		plain := cfg.PlainHTTP
-		cfg.MirrorURL = func(r *http.Request) string {
-			scheme := "https"
-			if r.TLS == nil && r.Header.Get("X-Forwarded-Proto") != "https" && plain {
-				scheme = "http"
-			}
-			return scheme + "://" + r.Host + "/"
-		}
+		cfg.MirrorURL = func(r *http.Request) string { return proxy.RequestURL(r, plain) }
 	}
 	return &Door{cfg: cfg, rel: rel}, nil
 }
@@ -147,7 +141,7 @@ func (d *Door) authorized(w http.ResponseWriter, r *http.Request) bool {
 // them, so that a cache in front keeps one per Host, never handing one
 // client's to all.
 func (d *Door) base(w http.ResponseWriter, r *http.Request, pub releases.Publisher) string {
-	w.Header().Add("Vary", "Host, X-Forwarded-Proto")
+	proxy.VaryByRequestURL(w)
 	return strings.TrimSuffix(d.cfg.MirrorURL(r), "/") + strings.TrimSuffix(Prefix, "/") + "/" + string(pub)
 }
 
