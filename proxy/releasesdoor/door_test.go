@@ -9,6 +9,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"regexp"
 	"slices"
 	"strings"
@@ -729,5 +730,37 @@ func TestDocumentsNamingTheMirrorVary(t *testing.T) {
 				t.Errorf("%s: Cache-Control %q, Vary %q: lacks %s", path, resp.Header.Get("Cache-Control"), vary, h)
 			}
 		}
+	}
+}
+
+// TestForwardedProtoFromAnyPeerIgnored: the scheme of the URLs in
+// index.json, taken from the request without a public URL, changes with
+// X-Forwarded-Proto only from a proxy the operator trusts
+// (proxy.TrustProxies): from anyone else the header is not read.
+func TestForwardedProtoFromAnyPeerIgnored(t *testing.T) {
+	r := newRig(t, nil)
+	get := func(url string) string {
+		t.Helper()
+		req, _ := http.NewRequest("GET", url+"/releases/hashicorp/terraform/1.6.0/index.json", nil)
+		req.Host = "mirror.example"
+		req.Header.Set("X-Forwarded-Proto", "https")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != 200 {
+			t.Fatalf("%d %s", resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	if body := get(r.srv.URL); !strings.Contains(body, `"url": "http://mirror.example/releases/hashicorp/terraform/1.6.0/`) {
+		t.Errorf("X-Forwarded-Proto from a peer not trusted changed the scheme:\n%s", body)
+	}
+	trusted := httptest.NewServer(proxy.TrustProxies(r.srv.Config.Handler, []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}))
+	t.Cleanup(trusted.Close)
+	if body := get(trusted.URL); !strings.Contains(body, `"url": "https://mirror.example/releases/hashicorp/terraform/1.6.0/`) {
+		t.Errorf("X-Forwarded-Proto from a trusted proxy did not:\n%s", body)
 	}
 }
