@@ -189,6 +189,9 @@ func TestTrustedProxiesDocExample(t *testing.T) {
 		if got := strings.Join(e.Config.TrustedProxies, ","); got != "10.244.0.0/16" || !e.Config.InsecureHTTP {
 			t.Errorf("the hcl example trusts %q (insecure_http %v)", got, e.Config.InsecureHTTP)
 		}
+		if strings.Contains(strings.Join(f.lines, "\n"), "public_url") && e.Config.PublicURL != "https://tfmirror.example.com/" {
+			t.Errorf("the hcl example's public URL is %q", e.Config.PublicURL)
+		}
 		checked++
 	}
 	for _, line := range strings.Split(section, "\n") {
@@ -208,7 +211,7 @@ func TestTrustedProxiesDocExample(t *testing.T) {
 		}
 		checked++
 	}
-	if checked != 2 {
-		t.Errorf("%d examples checked, want the hcl file and the command", checked)
+	if checked != 3 {
+		t.Errorf("%d examples checked, want the two hcl files and the command", checked)
 	}
 }
