@@ -266,7 +266,7 @@ func (a *Auth) logLimited(r *http.Request, client string, now time.Time) {
 				"name it in trusted_proxies (--trusted-proxies) so that each client is limited on its own")
 	case "trusted-proxy":
 		args = append(args, "hint", "a trusted proxy's requests whose X-Forwarded-For is missing, malformed or names only trusted addresses "+
-			"are counted against the proxy itself: check that it appends the client's address")
+			"are counted against the proxy itself: check that it appends the client's address to X-Forwarded-For (Forwarded, RFC 7239, is not read)")
 	}
 	a.limit.logLimited(a.log, now, LimitedMessage, args...)
 }

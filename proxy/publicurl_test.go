@@ -228,3 +228,22 @@ func TestForwardedProtoOnlyFromTrustedProxies(t *testing.T) {
 		t.Errorf("a trusted proxy without X-Forwarded-Proto: %q, want http://mirror.example/", u)
 	}
 }
+
+// TestStatusPageSaysURLFromRequest: without a public URL the status page
+// says that the URL in its snippets is the one it was asked on, and how
+// to set one; with one it says nothing of the kind.
+func TestStatusPageSaysURLFromRequest(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	var st Status
+	h.get("/?format=json").json(t, &st)
+	if !st.MirrorURLFromRequest || !strings.Contains(string(h.get("/").body), `id="url-from-request"`) {
+		t.Errorf("no public URL: mirror_url_from_request %v, or the page lacks the note", st.MirrorURLFromRequest)
+	}
+	h.server.SetPublicURL("https://mirror.example/")
+	st = Status{}
+	h.get("/?format=json").json(t, &st)
+	if st.MirrorURLFromRequest || st.MirrorURL != "https://mirror.example/" || strings.Contains(string(h.get("/").body), `id="url-from-request"`) {
+		t.Errorf("public URL in force: %+v, or the page has the note", st.MirrorURLFromRequest)
+	}
+}

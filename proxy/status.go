@@ -41,6 +41,9 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 // Status is what the status page shows, and its JSON form.
 type Status struct {
 	MirrorURL string `json:"mirror_url"`
+	// MirrorURLFromRequest says MirrorURL is the URL this request was
+	// made to (its Host; RequestURL): no public URL is set.
+	MirrorURLFromRequest bool `json:"mirror_url_from_request,omitempty"`
 	// OCIBlock is the oci_mirror block of the OCI front door, ready to
 	// paste (Config.OCIBlock); "" without one.
 	OCIBlock string `json:"oci_block,omitempty"`
@@ -295,12 +298,15 @@ func (s *statusPage) mirrorURL(r *http.Request) string {
 func (s *statusPage) status(r *http.Request) (*Status, error) {
 	ecfg := s.engine.Config()
 	st := &Status{
-		MirrorURL:      s.mirrorURL(r),
-		Version:        s.cfg.Version,
-		AllowedOrigins: ecfg.AllowedOrigins,
-		Platforms:      ecfg.Platforms,
-		Providers:      []StatusProvider{},
-		Generated:      s.cfg.Now().UTC(),
+		MirrorURL: s.mirrorURL(r),
+		// Read after the URL: a reload between the two shows the
+		// public URL with the note, never the Host without it.
+		MirrorURLFromRequest: *s.publicURL.Load() == "",
+		Version:              s.cfg.Version,
+		AllowedOrigins:       ecfg.AllowedOrigins,
+		Platforms:            ecfg.Platforms,
+		Providers:            []StatusProvider{},
+		Generated:            s.cfg.Now().UTC(),
 	}
 	q, err := parseStatusQuery(r)
 	if err != nil {
