@@ -12,7 +12,7 @@ import (
 )
 
 // fuzzers are the fuzz tests that CI runs beyond their seed corpora: this
-// package's (the X-Forwarded-For selection among them), those of the origin client's response parsers, the module
+// package's (the X-Forwarded-For selection and the Host check among them), those of the origin client's response parsers, the module
 // package unpacker's (nothing written outside its directory), the
 // archive-name parser, the engine's import check of signed names, the
 // export manifest reader's (nothing accepted the trusted key did not sign), and the
@@ -22,6 +22,7 @@ var fuzzers = []struct{ dir, name string }{
 	{".", "FuzzTranslateVersions"},
 	{".", "FuzzArchiveSignature"},
 	{".", "FuzzForwardedFor"},
+	{".", "FuzzValidHost"},
 	{"../discovery", "FuzzParseVersions"},
 	{"../discovery", "FuzzParsePackage"},
 	{"../discovery/modsource", "FuzzUnpack"},

@@ -47,10 +47,10 @@ func ValidHost(h string) bool {
 		a, err := netip.ParseAddr(inner)
 		return err == nil && a.Is6() && a.Zone() == ""
 	}
-	if _, err := netip.ParseAddr(host); err == nil {
-		// A bare IPv6 address (colons without brackets) was cut at its
-		// last colon above and fails here; an IPv4 address passes.
-		return true
+	if a, err := netip.ParseAddr(host); err == nil {
+		// An IPv4 address passes; an IPv6 one must be bracketed (one
+		// with a zone, "::%]", parses here, and is not a host).
+		return a.Is4()
 	}
 	return validDNSName(host)
 }

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -246,4 +247,31 @@ func TestStatusPageSaysURLFromRequest(t *testing.T) {
 	if st.MirrorURLFromRequest || st.MirrorURL != "https://mirror.example/" || strings.Contains(string(h.get("/").body), `id="url-from-request"`) {
 		t.Errorf("public URL in force: %+v, or the page has the note", st.MirrorURLFromRequest)
 	}
+}
+
+// FuzzValidHost: a Host ValidHost lets into the mirror's URLs is, in an
+// https URL, that URL's host and nothing else: no user info, path,
+// query or fragment, no byte outside printable ASCII, at most
+// MaxHostLen bytes.
+func FuzzValidHost(f *testing.F) {
+	for _, s := range append([]string{"mirror.example:8443", "[::1]:443", "127.0.0.1", "a@b", "a/b", "a:1:2", "[::1]x", "x%41"}, hostileHosts...) {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, h string) {
+		if !ValidHost(h) {
+			return
+		}
+		if len(h) > MaxHostLen {
+			t.Fatalf("%q: %d bytes", h, len(h))
+		}
+		for i := 0; i < len(h); i++ {
+			if h[i] <= ' ' || h[i] >= 0x7f {
+				t.Fatalf("%q: byte %#x", h, h[i])
+			}
+		}
+		u, err := url.Parse("https://" + h + "/x")
+		if err != nil || u.Host != h || u.User != nil || u.Path != "/x" || u.RawQuery != "" || u.Fragment != "" || u.Opaque != "" {
+			t.Fatalf("%q: in a URL %#v, %v", h, u, err)
+		}
+	})
 }
