@@ -90,8 +90,12 @@ func validDNSName(name string) bool {
 // RequestURL is the mirror's base URL as r was made to, ending in "/":
 // https, or http when the mirror serves plain HTTP (plainHTTP: TLS ends
 // at a proxy in front) unless a proxy the operator trusts (TrustProxies)
-// says with X-Forwarded-Proto that the client used https; and r's Host.
-// A client that is not a trusted proxy cannot change the scheme. It is
+// says with X-Forwarded-Proto that the client used https; and r's Host,
+// or "localhost" for one that is not a host[:port] (Server refuses such
+// a request while no public URL is in force; a reload may have removed
+// it since) or none (HTTP/1.0): a Host ValidHost refuses never reaches
+// an answer. A client that is not a trusted proxy cannot change the
+// scheme. It is
 // what the mirror names itself by when no public URL is in force; every
 // answer built from it must say it varies by Host and X-Forwarded-Proto
 // (VaryByRequestURL).
@@ -100,7 +104,11 @@ func RequestURL(r *http.Request, plainHTTP bool) string {
 	if r.TLS == nil && plainHTTP && !(FromTrustedProxy(r) && strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")) {
 		scheme = "http"
 	}
-	return scheme + "://" + r.Host + "/"
+	host := r.Host
+	if !ValidHost(host) {
+		host = "localhost"
+	}
+	return scheme + "://" + host + "/"
 }
 
 // VaryByRequestURL says in w's header that the answer depends on what

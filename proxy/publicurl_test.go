@@ -275,3 +275,23 @@ func FuzzValidHost(f *testing.F) {
 		}
 	})
 }
+
+// TestRequestURLNeverReflectsABadHost: RequestURL itself never puts a
+// Host ValidHost refuses in a URL (Server refuses such a request while no
+// public URL is in force, but a reload may remove the public URL between
+// its check and a door's call), nor an empty one.
+func TestRequestURLNeverReflectsABadHost(t *testing.T) {
+	t.Parallel()
+	for _, host := range append([]string{""}, hostileHosts...) {
+		r := httptest.NewRequest(http.MethodGet, "/", nil)
+		r.Host = host
+		if got := RequestURL(r, false); got != "https://localhost/" {
+			t.Errorf("Host %q: %q, want https://localhost/", host, got)
+		}
+	}
+	r := httptest.NewRequest(http.MethodGet, "/", nil)
+	r.Host = "mirror.example:8443"
+	if got := RequestURL(r, true); got != "http://mirror.example:8443/" {
+		t.Errorf("valid Host, plain HTTP: %q", got)
+	}
+}

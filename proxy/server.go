@@ -287,11 +287,6 @@ func (s *Server) SetPublicURL(u string) { s.status.publicURL.Store(&u) }
 // take it from here, so that a reload reaches them too.
 func (s *Server) MirrorURL(r *http.Request) string { return s.status.mirrorURL(r) }
 
-// FromRequest reports whether MirrorURL is made from each request (no
-// public URL in force): an answer that names the mirror then varies by
-// the request's Host (VaryByRequestURL).
-func (s *Server) FromRequest() bool { return *s.status.publicURL.Load() == "" }
-
 // Router returns the mirror's router so that other handlers (status page,
 // health, metrics) can be mounted beside the protocol routes.
 func (s *Server) Router() *mux.Router { return s.router }

@@ -287,10 +287,17 @@ type LastCacheCheck interface {
 // mirrorURL is the mirror's base URL for r, ending in "/": the public URL
 // in force, or else the one r was made to.
 func (s *statusPage) mirrorURL(r *http.Request) string {
+	u, _ := s.mirrorURLFrom(r)
+	return u
+}
+
+// mirrorURLFrom is mirrorURL, and whether it is the one r was made to (no
+// public URL in force), from one reading of the public URL.
+func (s *statusPage) mirrorURLFrom(r *http.Request) (u string, fromRequest bool) {
 	if u := *s.publicURL.Load(); u != "" {
-		return u
+		return u, false
 	}
-	return RequestURL(r, s.cfg.PlainHTTP)
+	return RequestURL(r, s.cfg.PlainHTTP), true
 }
 
 // status collects the status page's data. The mirror URL is the
@@ -298,16 +305,13 @@ func (s *statusPage) mirrorURL(r *http.Request) string {
 func (s *statusPage) status(r *http.Request) (*Status, error) {
 	ecfg := s.engine.Config()
 	st := &Status{
-		MirrorURL: s.mirrorURL(r),
-		// Read after the URL: a reload between the two shows the
-		// public URL with the note, never the Host without it.
-		MirrorURLFromRequest: *s.publicURL.Load() == "",
-		Version:              s.cfg.Version,
-		AllowedOrigins:       ecfg.AllowedOrigins,
-		Platforms:            ecfg.Platforms,
-		Providers:            []StatusProvider{},
-		Generated:            s.cfg.Now().UTC(),
+		Version:        s.cfg.Version,
+		AllowedOrigins: ecfg.AllowedOrigins,
+		Platforms:      ecfg.Platforms,
+		Providers:      []StatusProvider{},
+		Generated:      s.cfg.Now().UTC(),
 	}
+	st.MirrorURL, st.MirrorURLFromRequest = s.mirrorURLFrom(r)
 	q, err := parseStatusQuery(r)
 	if err != nil {
 		return nil, err
@@ -525,13 +529,13 @@ func (s *statusPage) hostBlocks(st *Status, origins []string) {
 }
 
 func (s *statusPage) handle(w http.ResponseWriter, r *http.Request) {
-	if *s.publicURL.Load() == "" {
-		VaryByRequestURL(w)
-	}
 	st, err := s.status(r)
 	if err != nil {
 		s.fail(w, r, err)
 		return
+	}
+	if st.MirrorURLFromRequest {
+		VaryByRequestURL(w)
 	}
 	if r.URL.Query().Get("format") == "json" {
 		writeJSON(w, http.StatusOK, st)
