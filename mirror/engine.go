@@ -25,6 +25,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
@@ -100,6 +101,7 @@ type Metrics interface {
 	modules.Metrics
 	cachecheck.Metrics
 	gate.Metrics
+	notfound.Metrics
 }
 
 // SharedTier is the store replicas share behind their own caches
@@ -200,6 +202,17 @@ type Config struct {
 	// CheckEvery is how often VerifyCache checks the whole cache in the
 	// background; 0: never (only when asked).
 	CheckEvery time.Duration
+	// NotFoundTTL is how long an origin's answer that a provider, a
+	// version's package for a platform, a module or a module version
+	// does not exist (its 404) is remembered, and given again without
+	// asking the origin (mirror/notfound); failures are never
+	// remembered. Default 0: nothing is remembered (tfmirror serve's
+	// not_found_ttl defaults to one minute).
+	NotFoundTTL time.Duration
+	// NotFoundMaxEntries bounds the answers remembered for one allowed
+	// origin, the least recently used dropped first. Default
+	// notfound.DefaultMaxEntries.
+	NotFoundMaxEntries int
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills
@@ -212,7 +225,7 @@ type Engine struct {
 	// withholding keeps unsigned imports in their lane (mirror/unsigned).
 	withholding *unsigned.Withholding
 	platforms   platformSet      // nil = all
-	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
+	origin      ProviderOrigin   // the Origin given to New, behind the offline guard, the not-found memory and the local-only guard
 	records     *providerRecords // provider version lists and package records
 	modules     *modules.Modules // the module side, on the Origin given to New
 	airGap      *AirGap          // exports and imports of provider versions
@@ -224,6 +237,10 @@ type Engine struct {
 	// hosts are the allowed origins and the hosts Import has loaded
 	// providers of; those that are not allowed origins are local-only.
 	hosts *originguard.Hosts
+	// notFound remembers the origins' not-found answers (nil: it does
+	// not, Config.NotFoundTTL); it decorates the provider and module
+	// origins, beneath the local-only guard.
+	notFound *notfound.Memory
 
 	archives *fetch.Fetcher  // fetches each archive once, verified before its last bytes
 	memo     *stored.Records // version lists and package records, read through a memo
@@ -342,8 +359,22 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.metrics = noMetrics{}
 	}
 	s.life = lifetime.New(s.cfg.OriginTimeout, s.metrics)
+	var modOrigin modules.Origin = origin
 	if s.cfg.Offline {
 		s.origin = originguard.Offline()
+	} else {
+		s.notFound, err = notfound.New(notfound.Config{TTL: s.cfg.NotFoundTTL, MaxEntries: s.cfg.NotFoundMaxEntries,
+			Origins: allowed, Now: s.cfg.Now}, s.metrics)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: %w", err)
+		}
+		s.origin, modOrigin = s.notFound.Providers(s.origin), s.notFound.Modules(origin)
+	}
+	if s.cfg.NotFoundTTL < 0 || s.notFound == nil {
+		s.cfg.NotFoundTTL = 0
+	}
+	if s.notFound != nil && s.cfg.NotFoundMaxEntries <= 0 {
+		s.cfg.NotFoundMaxEntries = notfound.DefaultMaxEntries
 	}
 	if s.hosts, err = originguard.NewHosts(allowed, store); err != nil {
 		return nil, fmt.Errorf("mirror: %w", err)
@@ -371,7 +402,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
-	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate}, origin, store, s.metrics); err != nil {
+	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate, NotFound: s.notFound}, modOrigin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,
@@ -393,6 +424,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 
 // Modules returns the engine's registry-module side.
 func (s *Engine) Modules() *modules.Modules { return s.modules }
+
+// NotFound returns what the engine remembers of its origins' not-found
+// answers (Config.NotFoundTTL): nil, which remembers nothing, when it
+// remembers none.
+func (s *Engine) NotFound() *notfound.Memory { return s.notFound }
 
 // AirGap returns the engine's side of exports and imports of provider
 // versions.
@@ -503,6 +539,8 @@ func (noMetrics) OCIWrongSizeDropped()                             {}
 func (noMetrics) ModuleFetch(string, string, int64, time.Duration) {}
 func (noMetrics) CacheChecked(time.Time, int, int)                 {}
 func (noMetrics) PolicyRefused(string)                             {}
+func (noMetrics) NotFoundRemembered(string)                        {}
+func (noMetrics) NotFoundEntries(string, int)                      {}
 
 // isNil reports whether v is nil, or a nil pointer in an interface.
 func isNil(v any) bool {
