@@ -359,27 +359,32 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.metrics = noMetrics{}
 	}
 	s.life = lifetime.New(s.cfg.OriginTimeout, s.metrics)
+	// The origin stack: the origin given (a sealed mirror's instead),
+	// the not-found memory over it, the local-only guard on top. The
+	// release times the package policy judges by are asked through the
+	// guard alone (releaseOrigin): what dates a version is never an
+	// answer remembered.
 	var modOrigin modules.Origin = origin
 	if s.cfg.Offline {
 		s.origin = originguard.Offline()
-	} else {
+	}
+	if s.hosts, err = originguard.NewHosts(allowed, store); err != nil {
+		return nil, fmt.Errorf("mirror: %w", err)
+	}
+	if !s.cfg.Offline {
 		s.notFound, err = notfound.New(notfound.Config{TTL: s.cfg.NotFoundTTL, MaxEntries: s.cfg.NotFoundMaxEntries,
 			Origins: allowed, Now: s.cfg.Now}, s.metrics)
 		if err != nil {
 			return nil, fmt.Errorf("mirror: %w", err)
 		}
-		s.origin, modOrigin = s.notFound.Providers(s.origin), s.notFound.Modules(origin)
 	}
-	if s.cfg.NotFoundTTL < 0 || s.notFound == nil {
-		s.cfg.NotFoundTTL = 0
-	}
-	if s.notFound != nil && s.cfg.NotFoundMaxEntries <= 0 {
+	if s.notFound == nil {
+		s.cfg.NotFoundTTL, s.cfg.NotFoundMaxEntries = 0, 0
+	} else if s.cfg.NotFoundMaxEntries <= 0 {
 		s.cfg.NotFoundMaxEntries = notfound.DefaultMaxEntries
 	}
-	if s.hosts, err = originguard.NewHosts(allowed, store); err != nil {
-		return nil, fmt.Errorf("mirror: %w", err)
-	}
-	s.origin = originguard.Local(s.origin, s.hosts)
+	releaseOrigin := originguard.Local(s.origin, s.hosts)
+	s.origin, modOrigin = originguard.Local(s.notFound.Providers(s.origin), s.hosts), s.notFound.Modules(origin)
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
@@ -388,7 +393,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, source: s.source, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
-		gate.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo}, s.origin, store, s.metrics); err != nil {
+		gate.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo}, releaseOrigin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	s.records.gate = s.gate
