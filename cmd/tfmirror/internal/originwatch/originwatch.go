@@ -93,8 +93,8 @@ func (o *originState) lastHour(now time.Time) proxy.OriginCounts {
 type Watch struct {
 	circuits   Circuits
 	remembered Remembered // nil: none counted
-	now      func() time.Time
-	order    []string // hosts, as given
+	now        func() time.Time
+	order      []string // hosts, as given
 
 	mu      sync.Mutex
 	origins map[string]*originState
