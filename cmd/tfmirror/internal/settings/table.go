@@ -253,6 +253,7 @@ var Table = []*Setting{
 		bind: durationOf(time.Minute, func(c *Config) *time.Duration { return &c.NotFoundTTL })},
 	{Name: "not-found-max-entries", Group: GroupOrigins,
 		Help: "how many 404 answers are remembered per allowed origin (--not-found-ttl), the least recently used dropped first",
+		Doc:  "how many `404` answers are remembered per allowed origin (`--not-found-ttl`), the least recently used dropped first; each takes a few hundred bytes of memory",
 		bind: intOf(10000, func(c *Config) *int { return &c.NotFoundMaxEntries })},
 	{Name: "discovery-ttl", Group: GroupOrigins, Commands: Sync,
 		Help: "how long an origin's service discovery result is used before it is refreshed",
