@@ -273,3 +273,37 @@ func TestNotFoundForgottenForAProvider(t *testing.T) {
 		t.Fatalf("the origin was asked %d times, want 3 (each name once, typo again once forgotten)", n)
 	}
 }
+
+// An import of a version of a provider forgets what is remembered of the
+// provider: the next request for it asks the origin again.
+func TestNotFoundForgottenByImport(t *testing.T) {
+	t.Parallel()
+	src := newHarness(t, harnessOptions{})
+	src.origin.AddProvider(ns, "inhouse", []string{"1.0.0"}, []string{"linux_amd64"})
+	p := madeUp("inhouse")
+	ev, err := src.engine.Evidence(t.Context(), p, mustVersion(t, "1.0.0"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst, _, _ := notFoundHarness(t, time.Hour, 0)
+	for range 2 {
+		if _, _, err := dst.engine.Versions(t.Context(), p); !errors.Is(err, discovery.ErrNotFound) {
+			t.Fatalf("before the import: %v, want not found", err)
+		}
+	}
+	if n, e := dst.origin.Hits(fakeorigin.Versions), dst.engine.NotFound().Entries(originHost); n != 1 || e != 1 {
+		t.Fatalf("before the import: origin asked %d times, %d entries; want 1, 1", n, e)
+	}
+	in := enginetest.ImportedFrom(ev, func(pl string) []byte { return src.origin.Archive(ns, "inhouse", "1.0.0", pl) })
+	in.Version = mustVersion(t, "1.0.0")
+	if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatalf("Import: %v", err)
+	}
+	if e := dst.engine.NotFound().Entries(originHost); e != 0 {
+		t.Fatalf("%d entries after the import, want 0", e)
+	}
+	dst.engine.Versions(t.Context(), p)
+	if n := dst.origin.Hits(fakeorigin.Versions); n != 2 {
+		t.Fatalf("after the import the origin was asked %d times in all, want 2", n)
+	}
+}
