@@ -307,3 +307,21 @@ func TestNotFoundForgottenByImport(t *testing.T) {
 		t.Fatalf("after the import the origin was asked %d times in all, want 2", n)
 	}
 }
+
+// A host whose service discovery answers 404 is no provider registry (a
+// misconfigured origin): that is not the origin saying a provider does
+// not exist, and nothing is remembered.
+func TestNotFoundNotFromDiscovery(t *testing.T) {
+	t.Parallel()
+	h, _, met := notFoundHarness(t, time.Minute, 0)
+	h.origin.SetKindStatus(fakeorigin.Discovery, 404)
+	for range 3 {
+		_, _, err := h.engine.Versions(t.Context(), madeUp("typo"))
+		if err == nil || errors.Is(err, discovery.ErrNotFound) {
+			t.Fatalf("%v, want the host's failure to be a registry", err)
+		}
+	}
+	if r, e := met.remembered.Load(), h.engine.NotFound().Entries(originHost); r != 0 || e != 0 {
+		t.Fatalf("%d answers from memory, %d entries; want none", r, e)
+	}
+}
