@@ -227,7 +227,7 @@ type Engine struct {
 	platforms   platformSet      // nil = all
 	origin      ProviderOrigin   // the Origin given to New, behind the offline guard, the not-found memory and the local-only guard
 	records     *providerRecords // provider version lists and package records
-	modules     *modules.Modules // the module side, on the Origin given to New
+	modules     *modules.Modules // the module side, on the Origin given to New behind the not-found memory
 	airGap      *AirGap          // exports and imports of provider versions
 	held        *Inventory       // the listings and removals retention uses
 	store       Store
@@ -364,7 +364,6 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	// release times the package policy judges by are asked through the
 	// guard alone (releaseOrigin): what dates a version is never an
 	// answer remembered.
-	var modOrigin modules.Origin = origin
 	if s.cfg.Offline {
 		s.origin = originguard.Offline()
 	}
@@ -384,7 +383,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.cfg.NotFoundMaxEntries = notfound.DefaultMaxEntries
 	}
 	releaseOrigin := originguard.Local(s.origin, s.hosts)
-	s.origin, modOrigin = originguard.Local(s.notFound.Providers(s.origin), s.hosts), s.notFound.Modules(origin)
+	s.origin = originguard.Local(s.notFound.Providers(s.origin), s.hosts)
+	modOrigin := s.notFound.Modules(origin) // a sealed mirror's module side asks no origin itself
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
