@@ -9,7 +9,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // A CI fleet with a typo in one required_providers: terraform init
@@ -136,5 +139,45 @@ func TestTerraformHostBlockTypoNotFoundRemembered(t *testing.T) {
 				t.Errorf("with --not-found-ttl 0 the origin was asked (%s) %d times in %d inits, want %d", tc.kind, n, runs, runs)
 			}
 		})
+	}
+}
+
+// Every door reaches the origin through the same memory: a made-up
+// provider asked for through the network mirror, the registry protocol
+// and the OCI door, and a made-up module through the registry protocol,
+// all answer 404, and the origin is asked once for each name.
+func TestEveryDoorNotFoundRemembered(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	client := trustingClient(t, e.caFile)
+	names, err := oci.NewNames("providers", "modules")
+	if err != nil {
+		t.Fatal(err)
+	}
+	typo := addrs.Provider{Hostname: tfRegistry, Namespace: "hashicorp", Type: "randon"}
+	paths := []string{
+		tfRegistry + "/hashicorp/randon/index.json",
+		strings.TrimPrefix(proxy.RegistryPath(tfRegistry), "/") + "hashicorp/randon/versions",
+		"v2/" + names.Provider(typo) + "/tags/list",
+		strings.TrimPrefix(proxy.RegistryPath(tfRegistry), "/") + "hashicorp/randon/3.6.0/download/linux/amd64",
+		"registry/" + tfRegistry + "/v1/modules/acme/vpcc/aws/versions",
+	}
+	for round := range 3 {
+		for _, path := range paths {
+			resp, err := client.Get(e.url + path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			if resp.StatusCode != http.StatusNotFound {
+				t.Errorf("round %d: GET /%s: %d, want 404", round, path, resp.StatusCode)
+			}
+		}
+	}
+	if n := e.origin.Hits(fakeorigin.Versions); n != 1 {
+		t.Errorf("the origin was asked for the provider's version list %d times, want 1", n)
+	}
+	if n := e.origin.Hits(fakeorigin.ModuleVersions); n != 1 {
+		t.Errorf("the origin was asked for the module's versions %d times, want 1", n)
 	}
 }
