@@ -29,6 +29,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 	"github.com/tfmirror/tfmirror/v2/oci"
@@ -204,6 +205,9 @@ type Engine interface {
 	CacheChecker() *cachecheck.Checker
 	Withheld() []unsigned.Version
 	Inventory() *mirror.Inventory
+	// NotFound is what the engine remembers of its origins' not-found
+	// answers, which a sync forgets for what it syncs.
+	NotFound() *notfound.Memory
 }
 
 var _ Engine = (*mirror.Engine)(nil)
@@ -332,7 +336,11 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 }
 
 // Versions returns p's versions, oldest first as the origin lists them.
+// A sync asks it first for each provider: what the origin was last heard
+// to lack of p is forgotten, so that the origin is asked (a version
+// published since is synced at once).
 func (a *API) Versions(ctx context.Context, p addrs.Provider) ([]Version, error) {
+	a.engine.NotFound().ForgetProvider(p)
 	list, _, err := a.pkgs.Versions(ctx, p)
 	if err != nil {
 		return nil, err

@@ -47,8 +47,11 @@ type Module struct {
 	CachedAlready bool `json:"cached_already"`
 }
 
-// ModuleVersions lists the versions of module m.
+// ModuleVersions lists the versions of module m. A sync asks it first
+// for each module: what the origin was last heard to lack of m is
+// forgotten, so that the origin is asked.
 func (a *API) ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error) {
+	a.engine.NotFound().ForgetModule(m)
 	list, _, err := a.pkgs.ModuleVersions(ctx, m)
 	if err != nil {
 		return nil, err

@@ -67,9 +67,13 @@ type Metrics struct {
 	stale        *prometheus.CounterVec
 	circuitOpen  *prometheus.GaugeVec
 	lastSuccess  *prometheus.GaugeVec
-	sharedReqs   *prometheus.CounterVec
-	sharedDur    *prometheus.HistogramVec
-	sharedDown   prometheus.Gauge
+	// notFoundCached and notFoundEntries: the origins' not-found answers
+	// remembered (mirror/notfound).
+	notFoundCached  *prometheus.CounterVec
+	notFoundEntries *prometheus.GaugeVec
+	sharedReqs      *prometheus.CounterVec
+	sharedDur       *prometheus.HistogramVec
+	sharedDown      prometheus.Gauge
 	// sharedConditional: 1 honoured, 0 ignored, -1 not probed.
 	sharedConditional prometheus.Gauge
 	sharedRejected    *prometheus.CounterVec
@@ -217,6 +221,12 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		lastSuccess: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "tfmirror_origin_last_success_timestamp_seconds", Help: "When a request to an origin last succeeded (a not-found answer is one), as a Unix time; absent before the first.",
 		}, []string{"origin"}),
+		notFoundCached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_origin_not_found_cached_total", Help: "Questions answered \"not found\" from the origin's own recent 404 to the same question (not_found_ttl), without asking the origin again, by origin.",
+		}, []string{"origin"}),
+		notFoundEntries: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "tfmirror_origin_not_found_entries", Help: "An origin's 404 answers held in memory to be given again without asking it (not_found_ttl), by origin.",
+		}, []string{"origin"}),
 		sharedReqs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_shared_store_requests_total", Help: "Calls to the shared store (--shared-store), by operation and outcome; \"unavailable\" calls were not made because its circuit breaker was open.",
 		}, []string{"operation", "outcome"}),
@@ -272,7 +282,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
-		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
+		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
 	cs = append(cs, m.modules.collectors()...)
@@ -364,6 +374,8 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	for _, o := range opts.Origins {
 		m.originBytes.WithLabelValues(o)
 		m.circuitOpen.WithLabelValues(o)
+		m.notFoundCached.WithLabelValues(o)
+		m.notFoundEntries.WithLabelValues(o)
 		for _, op := range Operations {
 			m.originDur.WithLabelValues(o, op)
 			for _, out := range Outcomes {
@@ -476,6 +488,15 @@ func (m *Metrics) CircuitOpen(origin string, open bool) {
 		v = 1
 	}
 	m.circuitOpen.WithLabelValues(origin).Set(v)
+}
+
+// NotFoundRemembered counts a question answered from origin's
+// remembered 404, without an origin request.
+func (m *Metrics) NotFoundRemembered(origin string) { m.notFoundCached.WithLabelValues(origin).Inc() }
+
+// NotFoundEntries sets how many of origin's 404 answers are remembered.
+func (m *Metrics) NotFoundEntries(origin string, n int) {
+	m.notFoundEntries.WithLabelValues(origin).Set(float64(n))
 }
 
 // SharedStoreRequest records one call to the shared store.

@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror/fetch"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
+	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
 )
@@ -29,6 +30,7 @@ type AirGap struct {
 	archives *fetch.Fetcher  // opens the cached archives
 	store    Store
 	imp      *imports.Importer
+	notFound *notfound.Memory // the origins' not-found answers, forgotten for what is imported
 }
 
 // newAirGap returns the engine's AirGap.
@@ -38,13 +40,18 @@ func newAirGap(e *Engine) (*AirGap, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &AirGap{memo: e.memo, archives: e.archives, store: e.store, imp: imp}, nil
+	return &AirGap{memo: e.memo, archives: e.archives, store: e.store, imp: imp, notFound: e.notFound}, nil
 }
 
 // Import verifies an imported version exactly as if it came from the
-// origin and stores it: see imports.Importer.Import.
+// origin and stores it: see imports.Importer.Import. What the origin was
+// last heard to lack of the provider is forgotten once it is imported.
 func (s *AirGap) Import(ctx context.Context, in imports.Imported) (imports.Result, error) {
-	return s.imp.Import(ctx, in)
+	res, err := s.imp.Import(ctx, in)
+	if err == nil {
+		s.notFound.ForgetProvider(in.Provider)
+	}
+	return res, err
 }
 
 // DiskHeadroom is how many bytes an import may still write to the cache's

@@ -38,7 +38,9 @@
 // removes (Inventory, on mirror/inventory); it asks the package policy's gate
 // (mirror/gate: SetPolicy, the release times) and the withholding of
 // unsigned imports (mirror/unsigned) on every answer, and reaches its
-// origins through mirror/originguard. NewOCI gives its provider versions
+// origins through mirror/originguard, beneath which the origins'
+// not-found answers are remembered for a while (mirror/notfound,
+// Config.NotFoundTTL). NewOCI gives its provider versions
 // as OCI artifacts (OCI, on mirror/ocistore, over Package's answers).
 // How it works: docs/how-it-works.md.
 package mirror

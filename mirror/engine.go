@@ -25,6 +25,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/providerlists"
@@ -100,6 +101,7 @@ type Metrics interface {
 	modules.Metrics
 	cachecheck.Metrics
 	gate.Metrics
+	notfound.Metrics
 }
 
 // SharedTier is the store replicas share behind their own caches
@@ -200,6 +202,17 @@ type Config struct {
 	// CheckEvery is how often VerifyCache checks the whole cache in the
 	// background; 0: never (only when asked).
 	CheckEvery time.Duration
+	// NotFoundTTL is how long an origin's answer that a provider, a
+	// version's package for a platform, a module or a module version
+	// does not exist (its 404) is remembered, and given again without
+	// asking the origin (mirror/notfound); failures are never
+	// remembered. Default 0: nothing is remembered (tfmirror serve's
+	// not_found_ttl defaults to one minute).
+	NotFoundTTL time.Duration
+	// NotFoundMaxEntries bounds the answers remembered for one allowed
+	// origin, the least recently used dropped first. Default
+	// notfound.DefaultMaxEntries.
+	NotFoundMaxEntries int
 }
 
 // Engine is the pull-through engine: it answers from the cache and fills
@@ -212,9 +225,9 @@ type Engine struct {
 	// withholding keeps unsigned imports in their lane (mirror/unsigned).
 	withholding *unsigned.Withholding
 	platforms   platformSet      // nil = all
-	origin      ProviderOrigin   // the Origin given to New, behind the offline and local-only guards
+	origin      ProviderOrigin   // the Origin given to New, behind the offline guard, the not-found memory and the local-only guard
 	records     *providerRecords // provider version lists and package records
-	modules     *modules.Modules // the module side, on the Origin given to New
+	modules     *modules.Modules // the module side, on the Origin given to New behind the not-found memory
 	airGap      *AirGap          // exports and imports of provider versions
 	held        *Inventory       // the listings and removals retention uses
 	store       Store
@@ -224,6 +237,10 @@ type Engine struct {
 	// hosts are the allowed origins and the hosts Import has loaded
 	// providers of; those that are not allowed origins are local-only.
 	hosts *originguard.Hosts
+	// notFound remembers the origins' not-found answers (nil: it does
+	// not, Config.NotFoundTTL); it decorates the provider and module
+	// origins, beneath the local-only guard.
+	notFound *notfound.Memory
 
 	archives *fetch.Fetcher  // fetches each archive once, verified before its last bytes
 	memo     *stored.Records // version lists and package records, read through a memo
@@ -342,13 +359,32 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		s.metrics = noMetrics{}
 	}
 	s.life = lifetime.New(s.cfg.OriginTimeout, s.metrics)
+	// The origin stack: the origin given (a sealed mirror's instead),
+	// the not-found memory over it, the local-only guard on top. The
+	// release times the package policy judges by are asked through the
+	// guard alone (releaseOrigin): what dates a version is never an
+	// answer remembered.
 	if s.cfg.Offline {
 		s.origin = originguard.Offline()
 	}
 	if s.hosts, err = originguard.NewHosts(allowed, store); err != nil {
 		return nil, fmt.Errorf("mirror: %w", err)
 	}
-	s.origin = originguard.Local(s.origin, s.hosts)
+	if !s.cfg.Offline {
+		s.notFound, err = notfound.New(notfound.Config{TTL: s.cfg.NotFoundTTL, MaxEntries: s.cfg.NotFoundMaxEntries,
+			Origins: allowed, Now: s.cfg.Now}, s.metrics)
+		if err != nil {
+			return nil, fmt.Errorf("mirror: %w", err)
+		}
+	}
+	if s.notFound == nil {
+		s.cfg.NotFoundTTL, s.cfg.NotFoundMaxEntries = 0, 0
+	} else if s.cfg.NotFoundMaxEntries <= 0 {
+		s.cfg.NotFoundMaxEntries = notfound.DefaultMaxEntries
+	}
+	releaseOrigin := originguard.Local(s.origin, s.hosts)
+	s.origin = originguard.Local(s.notFound.Providers(s.origin), s.hosts)
+	modOrigin := s.notFound.Modules(origin) // a sealed mirror's module side asks no origin itself
 	if err := s.withholding.Find(); err != nil {
 		return nil, fmt.Errorf("mirror: looking for versions imported without signature under origin hosts: %w", err)
 	}
@@ -357,7 +393,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, source: s.source, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
-		gate.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo}, s.origin, store, s.metrics); err != nil {
+		gate.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo}, releaseOrigin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	s.records.gate = s.gate
@@ -371,7 +407,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
-	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate}, origin, store, s.metrics); err != nil {
+	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate, NotFound: s.notFound}, modOrigin, store, s.metrics); err != nil {
 		return nil, err
 	}
 	h, err := inventory.New(inventory.Config{Offline: s.cfg.Offline, Now: s.cfg.Now}, inventory.Parts{Life: s.life,
@@ -393,6 +429,11 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 
 // Modules returns the engine's registry-module side.
 func (s *Engine) Modules() *modules.Modules { return s.modules }
+
+// NotFound returns what the engine remembers of its origins' not-found
+// answers (Config.NotFoundTTL): nil, which remembers nothing, when it
+// remembers none.
+func (s *Engine) NotFound() *notfound.Memory { return s.notFound }
 
 // AirGap returns the engine's side of exports and imports of provider
 // versions.
@@ -503,6 +544,8 @@ func (noMetrics) OCIWrongSizeDropped()                             {}
 func (noMetrics) ModuleFetch(string, string, int64, time.Duration) {}
 func (noMetrics) CacheChecked(time.Time, int, int)                 {}
 func (noMetrics) PolicyRefused(string)                             {}
+func (noMetrics) NotFoundRemembered(string)                        {}
+func (noMetrics) NotFoundEntries(string, int)                      {}
 
 // isNil reports whether v is nil, or a nil pointer in an interface.
 func isNil(v any) bool {

@@ -32,6 +32,9 @@ type OriginHealth struct {
 	LastError   *OriginFailure `json:"last_error,omitempty"`
 	// LastHour counts the last hour.
 	LastHour OriginCounts `json:"last_hour"`
+	// NotFoundRemembered is how many of its "not found" answers the
+	// mirror holds now, to give again without asking it (not_found_ttl).
+	NotFoundRemembered int `json:"not_found_remembered"`
 }
 
 // OriginFailure is an origin's last failed request.

@@ -154,6 +154,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	ecfg.ModuleTimeout, ecfg.ModuleLimits = cfg.ModuleTimeout, moduleLimits(cfg.ModuleConfig)
 	ecfg.CheckEvery = cfg.CacheVerifyInterval
+	ecfg.NotFoundTTL, ecfg.NotFoundMaxEntries = cfg.NotFoundTTL, cfg.NotFoundMaxEntries
 	ecfg.ScratchDir = cfg.DataDir // module packages are unpacked beside the cache, not in a small /tmp
 	if cfg.ModuleSourceCredentials != "" {
 		creds, err := loadModuleSourceCredentials(cfg.ModuleSourceCredentials, cfg.AllowedOrigins, o.lookupEnv)

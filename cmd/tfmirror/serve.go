@@ -93,6 +93,14 @@ type originCircuits struct{ m *server }
 
 func (c originCircuits) Circuit(origin string) discovery.Circuit { return c.m.origin.Circuit(origin) }
 
+// originsRemembered reads the origins' not-found answers the engine
+// holds; the engine is made after the origin watch too.
+type originsRemembered struct{ m *server }
+
+func (r originsRemembered) Entries(origin svchost.Hostname) int {
+	return r.m.engine.NotFound().Entries(origin)
+}
+
 func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server, err error) {
 	if err := prepareDataDir(cfg.DataDir, logger); err != nil {
 		return nil, err
@@ -132,7 +140,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if len(watched) == 0 {
 		watched = discovery.DefaultAllowedOrigins()
 	}
-	m.origins, err = originwatch.New(watched, originCircuits{m}, nil)
+	m.origins, err = originwatch.New(watched, originCircuits{m}, originsRemembered{m}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -151,6 +151,7 @@ func (s *Modules) ImportModule(ctx context.Context, in Imported) (ImportOutcome,
 	}
 	s.log.Info("module package imported", "module", m.String(), "version", in.Version, "sha256", sum, "size", size,
 		"provenance", rec.Provenance.String())
+	s.notFound.ForgetModule(m) // what the origin was last heard to lack of it
 	return out, nil
 }
 

@@ -12,8 +12,10 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -239,5 +241,34 @@ func TestImportModuleRedactedLocationJoinsTheRecord(t *testing.T) {
 		if rec.Location != full || rec.SHA256 != sha256Hex(data) {
 			t.Errorf("%s: the record is %+v, want the whole location %s and the package's sha256", v, rec, full)
 		}
+	}
+}
+
+// An import of a module version forgets what is remembered of the
+// module (mirror.Config.NotFoundTTL): the next request for it asks the
+// origin again.
+func TestImportModuleForgetsNotFound(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir(), NotFoundTTL: time.Hour}})
+	m := harness.TarballModule
+	for range 2 {
+		if _, _, err := h.Engine.Modules().ModuleVersions(context.Background(), m); !errors.Is(err, discovery.ErrNotFound) {
+			t.Fatalf("before the import: %v, want not found", err)
+		}
+	}
+	if n := h.Origin.Hits(fakeorigin.ModuleVersions); n != 1 {
+		t.Fatalf("before the import the origin was asked %d times, want 1", n)
+	}
+	pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")})
+	if _, err := h.Engine.Modules().ImportModule(context.Background(), modules.Imported{Module: m, Version: "0.1.0",
+		Location: h.Origin.TarballURL("m.tar.gz"), SHA256: sha256Hex(pkg), Open: opener(pkg)}); err != nil {
+		t.Fatalf("ImportModule: %v", err)
+	}
+	if e := h.Engine.NotFound().Entries(m.Hostname); e != 0 {
+		t.Fatalf("%d answers remembered after the import, want 0", e)
+	}
+	h.Engine.Modules().ModuleVersions(context.Background(), m)
+	if n := h.Origin.Hits(fakeorigin.ModuleVersions); n != 2 {
+		t.Fatalf("after the import the origin was asked %d times in all, want 2", n)
 	}
 }

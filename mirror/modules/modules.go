@@ -43,6 +43,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/scratch"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
+	"github.com/tfmirror/tfmirror/v2/mirror/notfound"
 	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
@@ -57,29 +58,35 @@ import (
 // mirror.Engine.Modules returns the engine's; its methods are safe for
 // concurrent use.
 type Modules struct {
-	life    *lifetime.Lifetime // detached work, coalescing, the import lock, the notifier
-	recs    Records            // the module records and packages stored, and beyond the cache
-	hosts   *originguard.Hosts
-	gate    *gate.Gate
-	cfg     Config
-	origin  Origin
-	store   Store
-	log     *slog.Logger
-	metrics Metrics
-	pkgs    singleflight.Group // package fetches, by record key
+	life  *lifetime.Lifetime // detached work, coalescing, the import lock, the notifier
+	recs  Records            // the module records and packages stored, and beyond the cache
+	hosts *originguard.Hosts
+	gate  *gate.Gate
+	// notFound are the origins' not-found answers remembered beneath
+	// origin (nil: none), which an import of a module forgets.
+	notFound *notfound.Memory
+	cfg      Config
+	origin   Origin
+	store    Store
+	log      *slog.Logger
+	metrics  Metrics
+	pkgs     singleflight.Group // package fetches, by record key
 	// checked are the stored packages held to today's rules
 	// (checkPackage), by sha256: nil for one that passed, else why it
 	// was refused.
 	checked *memo.Memo[string, error]
 }
 
-// Parts are the engine's components the module side takes; all are
-// required.
+// Parts are the engine's components the module side takes; all but
+// NotFound are required.
 type Parts struct {
 	Life    *lifetime.Lifetime // detached work and its coalescing, the import lock, the notifier
 	Records Records            // the module records and packages stored, and beyond the cache
 	Hosts   *originguard.Hosts // the allowed origins and the local-only hosts
 	Gate    *gate.Gate         // the package policy on module versions, and the listings that date them
+	// NotFound are the origins' not-found answers remembered (nil: none
+	// are): an import of a module forgets what is remembered of it.
+	NotFound *notfound.Memory
 }
 
 // Records is where the module side reads and writes its records, in one
@@ -168,7 +175,7 @@ func New(cfg Config, parts Parts, origin Origin, store Store, metrics Metrics) (
 	if cfg.Timeout <= 0 || cfg.VersionsTTL <= 0 {
 		return nil, errors.New("modules: a fetch timeout and a version list TTL are required")
 	}
-	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
+	return &Modules{life: parts.Life, recs: parts.Records, hosts: parts.Hosts, gate: parts.Gate, notFound: parts.NotFound, cfg: cfg, origin: origin, store: store, log: cfg.Logger, metrics: metrics,
 		checked: memo.New[string, error](maxChecked)}, nil
 }
 

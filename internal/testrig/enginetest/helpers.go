@@ -60,6 +60,8 @@ func (NoMetrics) OCIWrongSizeDropped()                             {}
 func (NoMetrics) ModuleFetch(string, string, int64, time.Duration) {}
 func (NoMetrics) CacheChecked(time.Time, int, int)                 {}
 func (NoMetrics) PolicyRefused(string)                             {}
+func (NoMetrics) NotFoundRemembered(string)                        {}
+func (NoMetrics) NotFoundEntries(string, int)                      {}
 
 // LockedBuffer is a bytes.Buffer for a logger used from several goroutines.
 type LockedBuffer struct {

@@ -35,6 +35,13 @@ type Circuits interface {
 	Circuit(origin string) discovery.Circuit
 }
 
+// Remembered reads how many of an origin's not-found answers the engine
+// holds (mirror/notfound.Memory.Entries, by the origin's svchost
+// comparison form).
+type Remembered interface {
+	Entries(origin svchost.Hostname) int
+}
+
 // originWindowMinutes is the sliding window of the counts, in one-minute
 // buckets: an origin's counts take windowMinutes buckets, whatever the
 // traffic.
@@ -84,24 +91,26 @@ func (o *originState) lastHour(now time.Time) proxy.OriginCounts {
 // origins only, each a fixed number of buckets: its memory does not grow
 // with traffic or with the names requests make up.
 type Watch struct {
-	circuits Circuits
-	now      func() time.Time
-	order    []string // hosts, as given
+	circuits   Circuits
+	remembered Remembered // nil: none counted
+	now        func() time.Time
+	order      []string // hosts, as given
 
 	mu      sync.Mutex
 	origins map[string]*originState
 }
 
 // New watches origins (host names as --allowed-origins gives
-// them), reading their breakers from circuits; now nil means time.Now.
-func New(origins []string, circuits Circuits, now func() time.Time) (*Watch, error) {
+// them), reading their breakers from circuits and their not-found
+// answers held from remembered (nil: none); now nil means time.Now.
+func New(origins []string, circuits Circuits, remembered Remembered, now func() time.Time) (*Watch, error) {
 	if circuits == nil {
 		return nil, errors.New("originwatch: an origin watch needs the origins' circuit breakers")
 	}
 	if now == nil {
 		now = time.Now
 	}
-	w := &Watch{circuits: circuits, now: now, origins: map[string]*originState{}}
+	w := &Watch{circuits: circuits, remembered: remembered, now: now, origins: map[string]*originState{}}
 	for _, o := range origins {
 		h, err := svchost.ForComparison(o)
 		if err != nil {
@@ -191,6 +200,9 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 		w.mu.Unlock()
 		if c.State == "open" {
 			row.RetryAt = c.RetryAt
+		}
+		if w.remembered != nil {
+			row.NotFoundRemembered = w.remembered.Entries(svchost.Hostname(host))
 		}
 		switch {
 		case c.State == "open":

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	svchost "github.com/hashicorp/terraform-svchost"
+
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 )
@@ -35,7 +37,7 @@ func (f fakeCircuits) Circuit(origin string) discovery.Circuit {
 func TestRows(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
 	circuits := fakeCircuits{}
-	w, err := New([]string{"registry.terraform.io", "Registry.OpenTofu.org", "registry.terraform.io"}, circuits, func() time.Time { return now })
+	w, err := New([]string{"registry.terraform.io", "Registry.OpenTofu.org", "registry.terraform.io"}, circuits, nil, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestRows(t *testing.T) {
 // number.
 func TestCount(t *testing.T) {
 	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
-	w, err := New([]string{"registry.terraform.io"}, fakeCircuits{}, func() time.Time { return now })
+	w, err := New([]string{"registry.terraform.io"}, fakeCircuits{}, nil, func() time.Time { return now })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,3 +165,26 @@ type tlsVerifyError struct{ err error }
 
 func (e *tlsVerifyError) Error() string { return "tls: failed to verify certificate: " + e.err.Error() }
 func (e *tlsVerifyError) Unwrap() error { return e.err }
+
+// fakeRemembered is the engine's not-found answers as the watch reads them.
+type fakeRemembered map[svchost.Hostname]int
+
+func (f fakeRemembered) Entries(origin svchost.Hostname) int { return f[origin] }
+
+// TestRowsNotFoundRemembered: each origin's row says how many of its
+// not-found answers the engine holds, read when the rows are asked for.
+func TestRowsNotFoundRemembered(t *testing.T) {
+	remembered := fakeRemembered{"registry.terraform.io": 3}
+	w, err := New([]string{"Registry.Terraform.io", "registry.opentofu.org"}, fakeCircuits{}, remembered, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := w.Rows()
+	if len(rows) != 2 || rows[0].NotFoundRemembered != 3 || rows[1].NotFoundRemembered != 0 {
+		t.Fatalf("rows %+v: want 3 remembered for registry.terraform.io, 0 for registry.opentofu.org", rows)
+	}
+	remembered["registry.opentofu.org"] = 1
+	if rows := w.Rows(); rows[1].NotFoundRemembered != 1 {
+		t.Fatalf("rows %+v: the count is not read again", rows)
+	}
+}

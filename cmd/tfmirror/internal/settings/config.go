@@ -33,7 +33,11 @@ type Config struct {
 	Platforms           []string
 	VersionsTTL         time.Duration
 	DiscoveryTTL        time.Duration
-	MaxArchiveBytes     int64
+	// NotFoundTTL and NotFoundMaxEntries: the origins' 404 answers
+	// remembered (mirror.Config.NotFoundTTL, NotFoundMaxEntries).
+	NotFoundTTL        time.Duration
+	NotFoundMaxEntries int
+	MaxArchiveBytes    int64
 	// ArchiveMaxUnpacked and ArchiveMaxEntries bound the check of a
 	// provider archive (see verify.Limits).
 	ArchiveMaxUnpacked int64
@@ -160,6 +164,9 @@ func (c Config) Validate() error {
 	}
 	if c.VersionsTTL <= 0 || c.ShutdownTimeout <= 0 {
 		errs = append(errs, errors.New("--versions-ttl and --shutdown-timeout must be positive"))
+	}
+	if c.NotFoundTTL < 0 || c.NotFoundMaxEntries <= 0 {
+		errs = append(errs, errors.New("--not-found-ttl must not be negative (0: never remembered), and --not-found-max-entries must be positive"))
 	}
 	if c.SignedURLTTL <= 0 {
 		errs = append(errs, errors.New("--signed-url-ttl must be positive"))

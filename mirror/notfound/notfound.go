@@ -1,0 +1,303 @@
+// Package notfound remembers, for a short while, what an origin said
+// does not exist: its definite 404 (discovery.ErrNotFound) to a
+// provider's version list, a version's package metadata for a platform,
+// a module's version list or a module version's download location. While
+// an answer is remembered, the same question is answered with it and the
+// origin is not asked, so that a client naming a provider or module that
+// does not exist (a typo repeated by a fleet of CI jobs, or a loop over
+// made-up names) costs the origin one request per period, not one each.
+//
+// It is a decorator of the engine's origins (Memory.Providers,
+// Memory.Modules): every way to an origin passes through it. It sits
+// beneath the engine's coalescing and its cache, so that what the cache
+// holds is served as before; it keeps nothing on disk, and it never
+// remembers a failure (a 5xx, a 429, a timeout, a network error, a host
+// that is not a provider registry at all): only the origin's own "not
+// found". A successful answer to a question forgets what was remembered
+// for it, and the import of an address (Memory.ForgetProvider,
+// Memory.ForgetModule) forgets everything remembered of it.
+//
+// What is remembered is bounded: the origins it remembers for are the
+// engine's allowed origins, each with at most Config.MaxEntries answers,
+// the least recently used dropped first; an answer is dropped once its
+// period (Config.TTL) ended. It decides nothing else: the engine
+// composes it, and the engine's callers judge what a not-found means.
+package notfound
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/golang-lru/v2/simplelru"
+	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/mirror/originguard"
+)
+
+// DefaultMaxEntries is Config.MaxEntries' default.
+const DefaultMaxEntries = 10000
+
+// Config configures a Memory.
+type Config struct {
+	// TTL is how long an origin's not-found answer is remembered. Zero
+	// or less: nothing is remembered (Providers and Modules return the
+	// origin they are given).
+	TTL time.Duration
+	// MaxEntries bounds the answers remembered for one origin host; the
+	// least recently used is dropped first. Default DefaultMaxEntries.
+	MaxEntries int
+	// Origins are the hosts answers are remembered for (the engine's
+	// allowed origins, in svchost comparison form). A not-found of any
+	// other host is passed on and not remembered.
+	Origins []svchost.Hostname
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// Metrics receives what a Memory observes. Package metrics implements
+// it. origin is one of Config.Origins.
+type Metrics interface {
+	// NotFoundRemembered counts an answer given from memory: an origin
+	// request not made.
+	NotFoundRemembered(origin string)
+	// NotFoundEntries says how many answers are remembered for origin.
+	NotFoundEntries(origin string, n int)
+}
+
+// Memory is the origins' not-found answers, remembered. Its methods are
+// safe for concurrent use; a nil *Memory remembers nothing.
+type Memory struct {
+	ttl     time.Duration
+	now     func() time.Time
+	metrics Metrics
+	hosts   map[svchost.Hostname]*hostMemory // set by New, read only
+}
+
+// hostMemory is one origin host's answers, least recently used first.
+type hostMemory struct {
+	host string
+	mu   sync.Mutex
+	lru  *simplelru.LRU[string, answer]
+}
+
+// answer is one remembered not-found: the origin's error, as it was
+// returned, and when it is forgotten.
+type answer struct {
+	err   error
+	until time.Time
+}
+
+// New returns the memory cfg describes; nil (remembering nothing) when
+// cfg.TTL is not positive.
+func New(cfg Config, metrics Metrics) (*Memory, error) {
+	if cfg.TTL <= 0 {
+		return nil, nil
+	}
+	if metrics == nil {
+		return nil, errors.New("notfound: metrics are required")
+	}
+	if cfg.MaxEntries <= 0 {
+		cfg.MaxEntries = DefaultMaxEntries
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	m := &Memory{ttl: cfg.TTL, now: cfg.Now, metrics: metrics, hosts: make(map[svchost.Hostname]*hostMemory, len(cfg.Origins))}
+	for _, h := range cfg.Origins {
+		l, err := simplelru.NewLRU[string, answer](cfg.MaxEntries, nil)
+		if err != nil {
+			return nil, fmt.Errorf("notfound: %w", err)
+		}
+		m.hosts[h] = &hostMemory{host: h.String(), lru: l}
+		metrics.NotFoundEntries(h.String(), 0)
+	}
+	return m, nil
+}
+
+// TTL is how long an answer is remembered; zero for a nil Memory.
+func (m *Memory) TTL() time.Duration {
+	if m == nil {
+		return 0
+	}
+	return m.ttl
+}
+
+// Entries returns how many answers are remembered for host (some of
+// them may have ended their period, and are dropped when next asked).
+func (m *Memory) Entries(host svchost.Hostname) int {
+	if m == nil {
+		return 0
+	}
+	hm := m.hosts[host]
+	if hm == nil {
+		return 0
+	}
+	hm.mu.Lock()
+	defer hm.mu.Unlock()
+	return hm.lru.Len()
+}
+
+// ask answers the question key of host: the remembered not-found while
+// its period lasts, else the origin's answer through call, which is
+// remembered when it is a not-found and forgets what was when it is not
+// (a failure forgets nothing: it says nothing of what exists).
+func (m *Memory) ask(host svchost.Hostname, key string, call func() error) error {
+	hm := m.hosts[host]
+	if hm == nil {
+		return call()
+	}
+	if err := hm.get(m.metrics, key, m.now()); err != nil {
+		m.metrics.NotFoundRemembered(hm.host)
+		return err
+	}
+	err := call()
+	switch {
+	case errors.Is(err, discovery.ErrNotFound):
+		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) { l.Add(key, answer{err: err, until: m.now().Add(m.ttl)}) })
+	case err == nil:
+		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) { l.Remove(key) })
+	}
+	return err
+}
+
+// get returns the answer remembered under key while its period lasts,
+// dropping one whose period ended.
+func (hm *hostMemory) get(metrics Metrics, key string, now time.Time) error {
+	hm.mu.Lock()
+	defer hm.mu.Unlock()
+	a, ok := hm.lru.Get(key)
+	if !ok {
+		return nil
+	}
+	if now.Before(a.until) {
+		return a.err
+	}
+	hm.lru.Remove(key)
+	metrics.NotFoundEntries(hm.host, hm.lru.Len())
+	return nil
+}
+
+// change runs fn on the host's answers, and tells metrics how many
+// there are then.
+func (hm *hostMemory) change(metrics Metrics, fn func(*simplelru.LRU[string, answer])) {
+	hm.mu.Lock()
+	defer hm.mu.Unlock()
+	before := hm.lru.Len()
+	fn(hm.lru)
+	if n := hm.lru.Len(); n != before {
+		metrics.NotFoundEntries(hm.host, n)
+	}
+}
+
+// forget drops every answer whose key starts with prefix.
+func (m *Memory) forget(host svchost.Hostname, prefix string) {
+	if m == nil {
+		return
+	}
+	hm := m.hosts[host]
+	if hm == nil {
+		return
+	}
+	hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) {
+		for _, k := range l.Keys() {
+			if strings.HasPrefix(k, prefix) {
+				l.Remove(k)
+			}
+		}
+	})
+}
+
+// The questions' keys: what is asked, then the canonical address (the
+// addrs form, which names the host), then the version and platform. A
+// provider's keys all start with providerPrefix(p), a module's with
+// modulePrefix(m).
+func providerPrefix(p addrs.Provider) string { return "provider " + p.String() + " " }
+func modulePrefix(m addrs.Module) string     { return "module " + m.String() + " " }
+
+// ForgetProvider forgets every answer remembered of p: its version list
+// and its versions' packages. The engine calls it when it imports a
+// version of p.
+func (m *Memory) ForgetProvider(p addrs.Provider) { m.forget(p.Hostname, providerPrefix(p)) }
+
+// ForgetModule forgets every answer remembered of module m. The engine
+// calls it when it imports a version of m.
+func (m *Memory) ForgetModule(mod addrs.Module) { m.forget(mod.Hostname, modulePrefix(mod)) }
+
+// Providers returns next behind the memory: its Versions and Package
+// not-found answers are remembered. A nil Memory returns next.
+func (m *Memory) Providers(next originguard.Origin) originguard.Origin {
+	if m == nil {
+		return next
+	}
+	return providers{Origin: next, m: m}
+}
+
+type providers struct {
+	originguard.Origin // FetchSums, OpenArchive, ArchiveSize: passed on
+	m                  *Memory
+}
+
+func (o providers) Versions(ctx context.Context, p addrs.Provider) (out []discovery.VersionInfo, err error) {
+	err = o.m.ask(p.Hostname, providerPrefix(p)+"versions", func() error {
+		out, err = o.Origin.Versions(ctx, p)
+		return err
+	})
+	return out, err
+}
+
+func (o providers) Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (pkg *discovery.Package, err error) {
+	err = o.m.ask(p.Hostname, providerPrefix(p)+"package "+version+" "+pl.String(), func() error {
+		pkg, err = o.Origin.Package(ctx, p, version, pl)
+		return err
+	})
+	return pkg, err
+}
+
+// ModuleOrigin is the module side of the engine's origins
+// (mirror/modules.Origin). *discovery.Client implements it.
+type ModuleOrigin interface {
+	ModuleVersions(ctx context.Context, m addrs.Module) ([]string, error)
+	ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error)
+	OpenSource(ctx context.Context, origin svchost.Hostname, rawURL string) (io.ReadCloser, int64, error)
+	SourceHTTPClient(origin svchost.Hostname) *http.Client
+}
+
+// Modules returns next behind the memory: its ModuleVersions and
+// ModuleLocation not-found answers are remembered (a module's source
+// host is not an origin registry: what it answers is passed on). A nil
+// Memory returns next.
+func (m *Memory) Modules(next ModuleOrigin) ModuleOrigin {
+	if m == nil {
+		return next
+	}
+	return modules{ModuleOrigin: next, m: m}
+}
+
+type modules struct {
+	ModuleOrigin // OpenSource, SourceHTTPClient: passed on
+	m            *Memory
+}
+
+func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []string, err error) {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"versions", func() error {
+		out, err = o.ModuleOrigin.ModuleVersions(ctx, mod)
+		return err
+	})
+	return out, err
+}
+
+func (o modules) ModuleLocation(ctx context.Context, mod addrs.Module, version string) (loc string, err error) {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version, func() error {
+		loc, err = o.ModuleOrigin.ModuleLocation(ctx, mod, version)
+		return err
+	})
+	return loc, err
+}
