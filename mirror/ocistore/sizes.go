@@ -20,11 +20,14 @@ package ocistore
 // is never dropped, and its documents stay byte for byte what they were.
 
 import (
+	"fmt"
+
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 )
 
 // verifiedSize is the size of the archive sha as the cache holds it,
@@ -116,3 +119,27 @@ func (o *OCI) Generation() uint64 { return o.Drops() + o.store.StatGeneration() 
 // size, or let go of by the engine): what a caller made of an index
 // while it was one number holds no longer once it is another.
 func (o *OCI) Drops() uint64 { return o.dropped.Load() }
+
+// WrongSizeError is a platform's manifest asked for by digest that was
+// made with the size its origin stated for its archive, which the
+// archive, verified, does not have: no client could pull it. Its
+// version's documents are dropped (Verified) before it is answered, and
+// the next index of the version is made from the verified size, so a
+// client that pulls the tag again is handed documents it can pull. It is
+// failure.ErrDigestGone (errors.Is): the digest names nothing served,
+// for good.
+type WrongSizeError struct {
+	Provider addrs.Provider
+	Version  versions.Version
+	Manifest digest.Digest
+	// Stated is the archive's size as the manifest states it (as the
+	// origin stated it); Verified, the verified archive's.
+	Stated, Verified int64
+}
+
+func (e *WrongSizeError) Error() string {
+	return fmt.Sprintf("manifest %s of %s %s was made with the size its origin stated for its archive, %d bytes, which the archive, verified, does not have (%d bytes): the version's documents are made again from the verified size; pull the tag again",
+		e.Manifest, e.Provider, e.Version, e.Stated, e.Verified)
+}
+
+func (e *WrongSizeError) Unwrap() error { return failure.ErrDigestGone }

@@ -545,7 +545,8 @@ type errorEntry struct {
 
 // failEngine answers an engine error: what the engine calls not found
 // with notFound (NAME_UNKNOWN for a repository's versions,
-// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks), a refusal
+// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks; a document
+// withdrawn for good, 410, is MANIFEST_UNKNOWN too), a refusal
 // (a version the package policy holds back, 451) with DENIED, anything
 // else with its status from httperr.Status, the one table.
 func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound string, err error) {
@@ -562,6 +563,11 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 			// (a provider the origin does not have).
 			code = codeNameUnknown
 		}
+	case status == http.StatusGone:
+		// A manifest withdrawn for good (made with a size its origin
+		// stated wrongly): unknown, with the status that has OCI clients
+		// show the message.
+		code = notFound
 	case status == http.StatusUnauthorized:
 		code = codeUnauthorized
 	case status == http.StatusUnavailableForLegalReasons || status == http.StatusForbidden:
