@@ -126,7 +126,8 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = &privateWriter{ResponseWriter: w}
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		allowed(w, rest)
+		_, _, route := oci.SplitPath(rest)
+		allowed(w, route)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes and deletes are not supported"))
 		return
 	}
@@ -165,19 +166,20 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case oci.RouteReferrers:
 		d.referrers(w, r, name, ref)
 	case oci.RouteUploads:
-		allowed(w, rest)
+		allowed(w, route)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes are not supported"))
 	default:
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("not an OCI distribution API path"))
 	}
 }
 
-// allowed sets the Allow header of a 405 answer on rest (the path under
-// /v2/), as RFC 9110 requires: GET and HEAD, but nothing on an upload's
-// path, which a read-only registry has no method for.
-func allowed(w http.ResponseWriter, rest string) {
+// allowed sets the Allow header of a 405 answer on a path of route (as
+// the request's one oci.SplitPath read it), as RFC 9110 requires: GET
+// and HEAD, but nothing on an upload's path, which a read-only registry
+// has no method for.
+func allowed(w http.ResponseWriter, route string) {
 	allow := []string{"GET, HEAD"}
-	if _, _, route := oci.SplitPath(rest); route == oci.RouteUploads {
+	if route == oci.RouteUploads {
 		allow = []string{""}
 	}
 	w.Header()["Allow"] = allow
