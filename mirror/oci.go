@@ -3,8 +3,9 @@ package mirror
 // Provider versions as OCI artifacts: package mirror/ocistore keeps the
 // documents, built over a version's verified archives that OCI asks of
 // the engine's package API and hands down (ocistore.Answer); OCI keeps
-// the index last built of each version hot while that answer holds, and
-// adds the opening of its blobs as the engine's archives.
+// the index last built of each version hot while that answer holds,
+// holds a platform's manifest until its archive is verified (bearOut),
+// and adds the opening of its blobs as the engine's archives.
 
 import (
 	"context"

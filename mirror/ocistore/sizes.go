@@ -5,12 +5,16 @@ package ocistore
 // archives is downloaded, so the size of an archive the cache does not
 // hold is what the origin states: OpenTofu's package_size, or the total
 // of a first-byte request, neither covered by any signature. When the
-// archive is verified (found in the cache when its blob is served, or
-// when the version's index is answered: after any archive is committed,
-// for whatever door, a kept answer holds no longer, Generation, and the
-// next bears its sizes out) and its size is not the one its version's
-// documents were made with, those documents are wrong, and no client can pull them: a
-// layer's descriptor states a size its blob does not have. The version's
+// archive is verified (before a platform's manifest is answered: the
+// caller, mirror.OCI, waits for its archive and tells Verified; found in
+// the cache when its blob is served; or when the version's index is
+// answered: after any archive is committed, for whatever door, a kept
+// answer holds no longer, Generation, and the next bears its sizes out)
+// and its size is not the one its version's documents were made with,
+// those documents are wrong, and no client can pull them: a layer's
+// descriptor states a size its blob does not have (and the manifest
+// cannot be put right under the digest the index names it by: a manifest
+// asked for is answered WrongSizeError instead). The version's
 // OCI records are dropped whole (the documents, their digest entries,
 // the sizes), as when the engine lets the version go, and made again
 // from the verified size by the next index of the version: the digests
