@@ -142,7 +142,7 @@ type WrongSizeError struct {
 }
 
 func (e *WrongSizeError) Error() string {
-	return fmt.Sprintf("manifest %s of %s %s was made with the size its origin stated for its archive, %d bytes, which the archive, verified, does not have (%d bytes): the version's documents are made again from the verified size; pull the tag again",
+	return fmt.Sprintf("manifest %s of %s %s was made with the size its origin stated for its archive, %d bytes, which the archive, verified, does not have (%d bytes): the version's documents are made again from the verified size; pull the tag again (OpenTofu: run tofu init again)",
 		e.Manifest, e.Provider, e.Version, e.Stated, e.Verified)
 }
 
