@@ -159,6 +159,13 @@ type Config struct {
 	OriginTimeout time.Duration
 	// ArchiveTimeout bounds one archive download from an origin. Default 1 hour.
 	ArchiveTimeout time.Duration
+	// OCIArchiveWait bounds how long the OCI door's answer of a
+	// provider platform's manifest waits for its archive to be fetched
+	// and verified (OCI.ManifestAnswer), so that a manifest made with a
+	// size the origin stated wrongly is found out before any client
+	// pulls it. Past it, the manifest is answered as it was made and the
+	// download goes on. Default OriginTimeout.
+	OCIArchiveWait time.Duration
 	// MaxArchiveBytes refuses larger archives. Default 2 GiB.
 	MaxArchiveBytes int64
 	// ArchiveLimits bound the check that an archive is an installable
@@ -329,6 +336,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	if s.cfg.ArchiveTimeout <= 0 {
 		s.cfg.ArchiveTimeout = time.Hour
+	}
+	if s.cfg.OCIArchiveWait <= 0 {
+		s.cfg.OCIArchiveWait = s.cfg.OriginTimeout
 	}
 	if s.cfg.MaxArchiveBytes <= 0 {
 		s.cfg.MaxArchiveBytes = 2 << 30

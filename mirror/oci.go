@@ -3,13 +3,15 @@ package mirror
 // Provider versions as OCI artifacts: package mirror/ocistore keeps the
 // documents, built over a version's verified archives that OCI asks of
 // the engine's package API and hands down (ocistore.Answer); OCI keeps
-// the index last built of each version hot while that answer holds, and
-// adds the opening of its blobs as the engine's archives.
+// the index last built of each version hot while that answer holds,
+// holds a platform's manifest until its archive is verified (bearOut),
+// and adds the opening of its blobs as the engine's archives.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
@@ -17,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/memo"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
@@ -28,6 +31,7 @@ type OCI struct {
 	docs *ocistore.OCI
 	api  packageAPI
 	hot  *memo.Memo[versionKey, hotIndex] // the index last built of a version, while its package answer holds
+	wait time.Duration                    // how long a platform's manifest waits for its archive (Config.OCIArchiveWait)
 }
 
 // versionKey names a version in memory (no string to build per request).
@@ -49,12 +53,15 @@ const hotIndexes = 4096
 
 // packageAPI is what the OCI side uses of the engine's package API, on
 // which its documents are built: a version's verified package and whether
-// the answer still holds, and an archive opened as OpenArchive opens it.
-// *Engine implements it.
+// the answer still holds, an archive opened as OpenArchive opens it, or
+// fetched and verified without a client to stream it to (EnsureArchive),
+// and the size of an archive cached. *Engine implements it.
 type packageAPI interface {
 	Package(ctx context.Context, p addrs.Provider, v versions.Version, platforms []addrs.Platform) (*Package, error)
 	Reuse(st Stamp) bool
 	OpenArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (*Archive, error)
+	EnsureArchive(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) (records.Source, error)
+	CachedSize(sha string) (int64, bool)
 }
 
 // NewOCI returns an OCI side of the engine. It learns the archive sizes
@@ -67,7 +74,7 @@ func (s *Engine) NewOCI() (*OCI, error) {
 		return nil, err
 	}
 	s.oci.Add(o)
-	return &OCI{docs: o, api: s, hot: memo.New[versionKey, hotIndex](hotIndexes)}, nil
+	return &OCI{docs: o, api: s, hot: memo.New[versionKey, hotIndex](hotIndexes), wait: s.cfg.OCIArchiveWait}, nil
 }
 
 // Blob opens the archive of p's repository whose sha256 digest is d (an
@@ -193,21 +200,18 @@ func (o *OCI) IndexAnswer(ctx context.Context, p addrs.Provider, v versions.Vers
 // Manifest returns the document (index or manifest) of p's repository
 // whose digest is d, if it was ever handed out (by this replica, or by
 // another through the shared tier), its version's package record is
-// still kept and the package policy lets the version through. Errors:
-// ocistore.ErrDigestUnknown, discovery.ErrHostNotAllowed, the policy's.
+// still kept and the package policy lets the version through. A
+// platform's manifest is answered once its archive is verified (see
+// bearOut). Errors: ocistore.ErrDigestUnknown (an
+// *ocistore.WrongSizeError for a manifest made with a size its archive
+// does not have), discovery.ErrHostNotAllowed, the policy's.
 func (o *OCI) Manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, error) {
-	var doc oci.Document
-	err := o.adopted(ctx, func() (err error) {
-		doc, _, err = o.docs.Manifest(ctx, p, d)
-		return err
-	})
+	doc, _, err := o.manifest(ctx, p, d)
 	return doc, err
 }
 
-// ManifestAnswer is Manifest, with what says whether the document is
-// still the one Manifest would answer (nil: it may not be reused): while
-// the engine's package answer of its version holds, as IndexAnswer's.
-func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error) {
+// manifest is Manifest, with the document's version.
+func (o *OCI) manifest(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, versions.Version, error) {
 	var (
 		doc oci.Document
 		v   versions.Version
@@ -216,6 +220,68 @@ func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Dig
 		doc, v, err = o.docs.Manifest(ctx, p, d)
 		return err
 	})
+	if err == nil {
+		err = o.bearOut(ctx, p, v, doc)
+	}
+	if err != nil {
+		return oci.Document{}, versions.Version{}, err
+	}
+	return doc, v, nil
+}
+
+// bearOut holds doc, a document of version v of p about to be answered,
+// until the archive it states is verified, when doc is a platform's
+// manifest: the archive cached, or fetched and verified now through the
+// engine's archives (EnsureArchive: one download however many callers,
+// on the engine's context), waited for no longer than Config.OCIArchiveWait.
+// The index of a version names its manifests by digest, and a manifest
+// states its archive's size, as the origin stated it when the archive
+// was not cached: the first pull of a version whose origin stated a size
+// wrongly cannot be handed a right manifest, so it is stopped here,
+// before any blob, with an *ocistore.WrongSizeError that says to pull
+// the tag again; the version's documents are dropped first
+// (ocistore.OCI.Verified), and the next index is made from the verified
+// size. Past the wait, or when the fetch fails, doc passes as it was
+// made: the blob request meets the download, or its failure, and a size
+// proved wrong then is borne out by the next index
+// (ocistore.OCI.Generation). An index, and a manifest whose archive
+// bears its size out, pass.
+func (o *OCI) bearOut(ctx context.Context, p addrs.Provider, v versions.Version, doc oci.Document) error {
+	l, ok := oci.ProviderTargetLayer(doc)
+	if !ok {
+		return nil
+	}
+	size, cached := o.api.CachedSize(l.SHA256)
+	if !cached {
+		b, err := o.Resolve(ctx, p, digest.NewDigestFromEncoded(digest.SHA256, l.SHA256))
+		if err != nil {
+			return err
+		}
+		wait, cancel := context.WithTimeout(ctx, o.wait)
+		_, err = o.api.EnsureArchive(wait, p, v, b.Platform)
+		cancel()
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err != nil {
+			return nil
+		}
+		if size, cached = o.api.CachedSize(l.SHA256); !cached {
+			return nil
+		}
+	}
+	if size <= 0 || size == l.Size {
+		return nil
+	}
+	o.docs.Verified(p, l.SHA256, size)
+	return &ocistore.WrongSizeError{Provider: p, Version: v, Manifest: doc.Digest, Stated: l.Size, Verified: size}
+}
+
+// ManifestAnswer is Manifest, with what says whether the document is
+// still the one Manifest would answer (nil: it may not be reused): while
+// the engine's package answer of its version holds, as IndexAnswer's.
+func (o *OCI) ManifestAnswer(ctx context.Context, p addrs.Provider, d digest.Digest) (oci.Document, func() bool, error) {
+	doc, v, err := o.manifest(ctx, p, d)
 	if err != nil {
 		return oci.Document{}, nil, err
 	}

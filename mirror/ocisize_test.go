@@ -1,14 +1,20 @@
 package mirror
 
 import (
+	"encoding/json"
 	"errors"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/apparentlymart/go-versions/versions"
+	digest "github.com/opencontainers/go-digest"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/ocistore"
 )
 
@@ -45,7 +51,7 @@ func TestWrongSizeDroppedOnEverySide(t *testing.T) {
 		t.Fatal(err)
 	}
 	p, v := h.provider(), versions.MustParseVersion("1.0.0")
-	idx, man, _ := ociDigests(t, o1, p, v)
+	idx, man := indexDigests(t, o1, p, v)
 	_, holds1, err := o1.IndexAnswer(t.Context(), p, v)
 	if err != nil {
 		t.Fatal(err)
@@ -83,6 +89,102 @@ func TestWrongSizeDroppedOnEverySide(t *testing.T) {
 		if kept != 1 {
 			t.Errorf("side %d: %d of the manifests kept their digests, want the right platform's", i, kept)
 		}
+	}
+	if n := met.n.Load(); n != 1 {
+		t.Errorf("%d versions dropped, want 1", n)
+	}
+}
+
+// indexDigests returns the digests of the index of version v of p and of
+// the manifests it names, asking for the index alone (a manifest asked
+// for waits for its archive: OCI.bearOut).
+func indexDigests(t *testing.T, o *OCI, p addrs.Provider, v versions.Version) (index digest.Digest, manifests []digest.Digest) {
+	t.Helper()
+	doc, err := o.Index(t.Context(), p, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(doc.Bytes, &idx); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range idx.Manifests {
+		manifests = append(manifests, m.Digest)
+	}
+	return doc.Digest, manifests
+}
+
+// A platform's manifest is answered once its archive is verified: the
+// index downloads no archive, a manifest its own platform's only, once
+// however many ask. A manifest made with a size the origin stated
+// wrongly is withdrawn before it is answered: a *ocistore.WrongSizeError
+// (failure.ErrDigestGone) with both sizes, the version's documents
+// dropped (counted once), and the next index, made at once from the
+// verified size, names a manifest that is answered.
+func TestManifestWaitsForItsArchive(t *testing.T) {
+	t.Parallel()
+	met := &dropCounter{}
+	h := newHarness(t, harnessOptions{cfg: Config{Metrics: met}, origin: fakeorigin.Options{PackageHashes: true}})
+	platforms := []string{"linux_amd64", "darwin_arm64"}
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	size := int64(len(h.origin.Archive(ns, typ, "1.0.0", "linux_amd64")))
+	h.origin.SetStatedSize(ns, typ, "1.0.0", "linux_amd64", size+3)
+	o, err := h.engine.NewOCI()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, v := h.provider(), versions.MustParseVersion("1.0.0")
+	idx, man := indexDigests(t, o, p, v)
+	if n := h.origin.Hits(fakeorigin.Archive); n != 0 {
+		t.Fatalf("the index downloaded %d archives", n)
+	}
+	byPlatform := map[string]digest.Digest{}
+	doc, err := o.Index(t.Context(), p, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(doc.Bytes, &index); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range index.Manifests {
+		byPlatform[m.Platform.OS+"_"+m.Platform.Architecture] = m.Digest
+	}
+	if len(byPlatform) != 2 || len(man) != 2 {
+		t.Fatalf("index %s names %v", idx, byPlatform)
+	}
+
+	// The platform whose size was right: answered, its archive alone
+	// downloaded, once for two callers.
+	var wg sync.WaitGroup
+	errs := make([]error, 2)
+	for i := range errs {
+		wg.Go(func() {
+			_, errs[i] = o.Manifest(t.Context(), p, byPlatform["darwin_arm64"])
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	if d, l := h.origin.ArchiveHits(ns, typ, "1.0.0", "darwin_arm64"), h.origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64"); d != 1 || l != 0 {
+		t.Errorf("archives downloaded for darwin_arm64's manifest: darwin_arm64 %d, linux_amd64 %d; want 1 and 0", d, l)
+	}
+
+	_, err = o.Manifest(t.Context(), p, byPlatform["linux_amd64"])
+	var wrong *ocistore.WrongSizeError
+	if !errors.As(err, &wrong) || !errors.Is(err, failure.ErrDigestGone) || wrong.Stated != size+3 || wrong.Verified != size || wrong.Manifest != byPlatform["linux_amd64"] {
+		t.Fatalf("the manifest made with the stated size: %v", err)
+	}
+	if n := met.n.Load(); n != 1 {
+		t.Errorf("%d versions dropped, want 1", n)
+	}
+	again, _, blobs := ociDigests(t, o, p, v)
+	if again == idx {
+		t.Error("the index kept its digest")
+	}
+	if len(blobs) != 2 || h.origin.ArchiveHits(ns, typ, "1.0.0", "linux_amd64") != 1 || h.origin.ArchiveHits(ns, typ, "1.0.0", "darwin_arm64") != 1 {
+		t.Errorf("after the repair: blobs %v, archives downloaded again", blobs)
 	}
 	if n := met.n.Load(); n != 1 {
 		t.Errorf("%d versions dropped, want 1", n)

@@ -87,6 +87,25 @@ func ProviderTargetManifest(zip Layer) (Document, error) {
 	return zipManifest(ArtifactTypeProviderTarget, zip)
 }
 
+// ProviderTargetLayer returns the zip layer of doc as doc states it (its
+// sha256 and size) when doc is one platform's image manifest of a
+// provider version, as ProviderTargetManifest builds it; false for any
+// other document (an index, a module's manifest).
+func ProviderTargetLayer(doc Document) (Layer, bool) {
+	if doc.MediaType != MediaTypeManifest {
+		return Layer{}, false
+	}
+	var m ocispec.Manifest
+	if err := json.Unmarshal(doc.Bytes, &m); err != nil || m.ArtifactType != ArtifactTypeProviderTarget || len(m.Layers) != 1 {
+		return Layer{}, false
+	}
+	l := m.Layers[0]
+	if l.MediaType != MediaTypeZip || l.Digest.Algorithm() != digest.SHA256 || !sha256hex.Valid(l.Digest.Encoded()) || l.Size <= 0 {
+		return Layer{}, false
+	}
+	return Layer{SHA256: l.Digest.Encoded(), Size: l.Size, Title: l.Annotations[ocispec.AnnotationTitle]}, true
+}
+
 // ModuleManifest builds a module version's image manifest: artifactType
 // modulepkg, the empty config, and one archive/zip layer, the module
 // package.

@@ -51,6 +51,40 @@ func TestProviderTargetManifest(t *testing.T) {
 	}
 }
 
+// A platform's manifest states its layer, read back as built; no other
+// document does.
+func TestProviderTargetLayer(t *testing.T) {
+	want := Layer{SHA256: zipA, Size: 1234, Title: "terraform-provider-null_3.2.1_linux_amd64.zip"}
+	doc, err := ProviderTargetManifest(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := ProviderTargetLayer(doc); !ok || got != want {
+		t.Errorf("the platform's manifest: %+v, %v; want %+v", got, ok, want)
+	}
+	module, err := ModuleManifest(Layer{SHA256: zipB, Size: 99, Title: "net-aws-1.0.0.zip"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	index, err := ProviderIndex([]Target{{addrs.Platform{OS: "linux", Arch: "amd64"}, doc}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	twoLayers := wantTargetManifest(zipA, "10", "a.zip")
+	twoLayers = strings.Replace(twoLayers, `"layers":[`, `"layers":[{"mediaType":"archive/zip","digest":"sha256:`+zipB+`","size":5},`, 1)
+	for name, d := range map[string]Document{
+		"a module's manifest": module,
+		"an index":            index,
+		"two layers":          {MediaType: MediaTypeManifest, Bytes: []byte(twoLayers)},
+		"not JSON":            {MediaType: MediaTypeManifest, Bytes: []byte("{")},
+		"a size of 0":         {MediaType: MediaTypeManifest, Bytes: []byte(wantTargetManifest(zipA, "0", "a.zip"))},
+	} {
+		if got, ok := ProviderTargetLayer(d); ok {
+			t.Errorf("%s: %+v", name, got)
+		}
+	}
+}
+
 func TestModuleManifest(t *testing.T) {
 	doc, err := ModuleManifest(Layer{SHA256: zipB, Size: 99, Title: "net-aws-1.0.0.zip"})
 	if err != nil {

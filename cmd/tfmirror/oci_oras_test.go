@@ -10,6 +10,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -122,6 +123,45 @@ func TestORASCLIAgainstOCIFrontDoor(t *testing.T) {
 	// An unknown repository is NAME_UNKNOWN to oras too.
 	if out, err := e.oras(dir, "repo", "tags", host+"/providers/"+tfRegistry+"/hashicorp/nothing"); err == nil || !strings.Contains(err.Error(), "name unknown") {
 		t.Errorf("tags of an unknown repository: %q, %v", out, err)
+	}
+}
+
+// The origin states a wrong package_size for one platform's archive: the
+// index names a manifest made with it, which no client could pull. The
+// first oras pull of that platform fails at the manifest, before any
+// blob, with the mirror's message saying both sizes and to pull the tag
+// again; the next pull, at once, saves the origin's zip, downloaded from
+// the origin once.
+func TestORASPullOfAWrongStatedSize(t *testing.T) {
+	t.Parallel()
+	orasBinary(t)
+	e := newClientE2E(t, "", fakeorigin.Options{SeparateDownloadHost: true, PackageHashes: true})
+	e.origin.AddProvider("acme", "widget", []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
+	zip := e.origin.Archive("acme", "widget", "1.0.0", "linux_amd64")
+	e.origin.SetStatedSize("acme", "widget", "1.0.0", "linux_amd64", int64(len(zip))+5)
+	host := strings.TrimSuffix(strings.TrimPrefix(e.url, "https://"), "/")
+	repo := host + "/providers/" + tfRegistry + "/acme/widget"
+	dir := t.TempDir()
+	pulled := filepath.Join(dir, "pulled")
+
+	_, err := e.oras(dir, "pull", "--platform", "linux/amd64", "-o", pulled, repo+":1.0.0")
+	if err == nil {
+		t.Fatal("the first oras pull of a manifest made with a wrong stated size succeeded")
+	}
+	for _, want := range []string{"410", "manifest unknown", fmt.Sprintf("%d bytes", len(zip)+5), "pull the tag again"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("the first oras pull failed with %v, which does not say %q", err, want)
+		}
+	}
+	if _, err := e.oras(dir, "pull", "--platform", "linux/amd64", "-o", pulled, repo+":1.0.0"); err != nil {
+		t.Fatalf("the next oras pull: %v", err)
+	}
+	name := "terraform-provider-widget_1.0.0_linux_amd64.zip"
+	if got, err := os.ReadFile(filepath.Join(pulled, name)); err != nil || !bytes.Equal(got, zip) {
+		t.Errorf("oras pull did not save the origin's zip as %s: %v", name, err)
+	}
+	if n, m := e.origin.ArchiveHits("acme", "widget", "1.0.0", "linux_amd64"), e.origin.ArchiveHits("acme", "widget", "1.0.0", "darwin_arm64"); n != 1 || m != 0 {
+		t.Errorf("origin downloads: linux_amd64 %d, darwin_arm64 %d; want 1 and 0", n, m)
 	}
 }
 

@@ -140,11 +140,13 @@ func TestTofuOCIMirrorWithClientAuth(t *testing.T) {
 }
 
 // The origin states a wrong package_size for the archive of the host's
-// platform: the first tofu init through the OCI mirror is handed a
-// manifest made with it and fails (OpenTofu checks the blob against its
-// descriptor); the mirror, having verified the archive, makes the
-// version's documents again from its verified size, and the next init
-// installs the provider, with the origin's hashes in the lock file.
+// platform: the index the first tofu init through the OCI mirror is
+// handed names a manifest made with it, which no client could pull. The
+// mirror answers that manifest only once the archive is verified, so
+// the init fails at the manifest, before any blob, with the mirror's
+// message saying to pull the tag again; the version's documents are made
+// again from the verified size, and the next init, at once, installs the
+// provider, with the origin's hashes in the lock file.
 func TestTofuOCIWrongStatedSize(t *testing.T) {
 	t.Parallel()
 	e := newTofuE2E(t)
@@ -160,7 +162,9 @@ func TestTofuOCIWrongStatedSize(t *testing.T) {
 	if err == nil {
 		t.Fatalf("tofu init of a manifest made with a wrong stated size succeeded:\n%s", out)
 	}
-	waitIdle(e.mirror.engine)
+	if !strings.Contains(strings.Join(strings.Fields(out), " "), "pull the tag again") {
+		t.Errorf("tofu init failed without the mirror's word on what to do:\n%s", out)
+	}
 
 	dir = writeConfig(t, providers)
 	out, err = e.terraformWith(dir, conf, e.caFile, "init", "-no-color")

@@ -31,6 +31,12 @@ var (
 	// repository asked (of a provider or a module): never handed out for
 	// it, or its version no longer kept.
 	ErrDigestUnknown = errors.New("digest unknown in this repository")
+	// ErrDigestGone: a digest of an OCI document handed out that names
+	// nothing served any more, and never will: a platform's manifest made
+	// with the size its origin stated for an archive that, verified, has
+	// another (mirror/ocistore.WrongSizeError). Its version's documents
+	// are made again; the tag names them.
+	ErrDigestGone = errors.New("digest no longer served in this repository")
 )
 
 // BadArchiveError is a fault the engine found itself in an archive an

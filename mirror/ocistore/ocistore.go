@@ -11,7 +11,9 @@
 // registry protocol states only in OpenTofu's "packages" addition: from an
 // origin without it, one first-byte request (Range: bytes=0-0) per
 // platform, each made once and kept. No archive is downloaded to build an
-// index. Later indexes of the version, and every manifest, cost nothing.
+// index, and later indexes of the version cost nothing. (Its caller,
+// mirror.OCI, has a platform's manifest wait for that platform's archive,
+// through the engine's one download of it, before it is answered.)
 //
 // Neither stated size is signed: an archive the cache holds, verified, is
 // sized by what it holds, and a version's documents made with a size its

@@ -5,12 +5,16 @@ package ocistore
 // archives is downloaded, so the size of an archive the cache does not
 // hold is what the origin states: OpenTofu's package_size, or the total
 // of a first-byte request, neither covered by any signature. When the
-// archive is verified (found in the cache when its blob is served, or
-// when the version's index is answered: after any archive is committed,
-// for whatever door, a kept answer holds no longer, Generation, and the
-// next bears its sizes out) and its size is not the one its version's
-// documents were made with, those documents are wrong, and no client can pull them: a
-// layer's descriptor states a size its blob does not have. The version's
+// archive is verified (before a platform's manifest is answered: the
+// caller, mirror.OCI, waits for its archive and tells Verified; found in
+// the cache when its blob is served; or when the version's index is
+// answered: after any archive is committed, for whatever door, a kept
+// answer holds no longer, Generation, and the next bears its sizes out)
+// and its size is not the one its version's documents were made with,
+// those documents are wrong, and no client can pull them: a layer's
+// descriptor states a size its blob does not have (and the manifest
+// cannot be put right under the digest the index names it by: a manifest
+// asked for is answered WrongSizeError instead). The version's
 // OCI records are dropped whole (the documents, their digest entries,
 // the sizes), as when the engine lets the version go, and made again
 // from the verified size by the next index of the version: the digests
@@ -20,11 +24,14 @@ package ocistore
 // is never dropped, and its documents stay byte for byte what they were.
 
 import (
+	"fmt"
+
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
+	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 )
 
 // verifiedSize is the size of the archive sha as the cache holds it,
@@ -116,3 +123,27 @@ func (o *OCI) Generation() uint64 { return o.Drops() + o.store.StatGeneration() 
 // size, or let go of by the engine): what a caller made of an index
 // while it was one number holds no longer once it is another.
 func (o *OCI) Drops() uint64 { return o.dropped.Load() }
+
+// WrongSizeError is a platform's manifest asked for by digest that was
+// made with the size its origin stated for its archive, which the
+// archive, verified, does not have: no client could pull it. Its
+// version's documents are dropped (Verified) before it is answered, and
+// the next index of the version is made from the verified size, so a
+// client that pulls the tag again is handed documents it can pull. It is
+// failure.ErrDigestGone (errors.Is): the digest names nothing served,
+// for good.
+type WrongSizeError struct {
+	Provider addrs.Provider
+	Version  versions.Version
+	Manifest digest.Digest
+	// Stated is the archive's size as the manifest states it (as the
+	// origin stated it); Verified, the verified archive's.
+	Stated, Verified int64
+}
+
+func (e *WrongSizeError) Error() string {
+	return fmt.Sprintf("manifest %s of %s %s was made with the size its origin stated for its archive, %d bytes, which the archive, verified, does not have (%d bytes): the version's documents are made again from the verified size; pull the tag again (OpenTofu: run tofu init again)",
+		e.Manifest, e.Provider, e.Version, e.Stated, e.Verified)
+}
+
+func (e *WrongSizeError) Unwrap() error { return failure.ErrDigestGone }

@@ -108,6 +108,12 @@ func Status(err error) int {
 		// credentials, 404 from VERSION.json as a broken mirror); 451
 		// says the refusal is the operator's.
 		return http.StatusUnavailableForLegalReasons
+	case errors.Is(err, failure.ErrDigestGone):
+		// A document handed out and withdrawn for good (made with a
+		// size its origin stated wrongly): not a 404, which OCI clients
+		// report without the answer's message, the one that says to pull
+		// the tag again.
+		return http.StatusGone
 	case originKind == failure.HostNotAllowed,
 		originKind == failure.NotFound,
 		originKind == failure.NoService,

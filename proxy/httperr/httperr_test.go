@@ -51,6 +51,23 @@ func TestStatusOfNoEvidence(t *testing.T) {
 	}
 }
 
+// TestStatusOfDigests: a digest never handed out, or of a version no
+// longer kept, is a 404; one withdrawn for good (a manifest made with a
+// size its origin stated wrongly) a 410, whose message OCI clients show.
+func TestStatusOfDigests(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("%w: sha256:aa in registry.terraform.io/acme/alpha", records.ErrDigestUnknown), http.StatusNotFound},
+		{fmt.Errorf("manifest sha256:aa was made with a wrong size: %w", failure.ErrDigestGone), http.StatusGone},
+	} {
+		if got := Status(tc.err); got != tc.want {
+			t.Errorf("Status(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
 // TestStatusOfUnsignedOrigin: a withheld version (imported without
 // signature under an allowed origin) is a "does not exist", 404; the
 // refusal of such an import, on its own, 403.

@@ -128,7 +128,8 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w = &privateWriter{ResponseWriter: w}
 	}
 	if r.Method != http.MethodGet && r.Method != http.MethodHead {
-		allowed(w, rest)
+		_, _, route := oci.SplitPath(rest)
+		allowed(w, route)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes and deletes are not supported"))
 		return
 	}
@@ -167,19 +168,20 @@ func (d *Door) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case oci.RouteReferrers:
 		d.referrers(w, r, name, ref)
 	case oci.RouteUploads:
-		allowed(w, rest)
+		allowed(w, route)
 		d.fail(w, r, codeUnsupported, http.StatusMethodNotAllowed, errors.New("this registry is read-only: pushes are not supported"))
 	default:
 		d.fail(w, r, codeNameUnknown, http.StatusNotFound, errors.New("not an OCI distribution API path"))
 	}
 }
 
-// allowed sets the Allow header of a 405 answer on rest (the path under
-// /v2/), as RFC 9110 requires: GET and HEAD, but nothing on an upload's
-// path, which a read-only registry has no method for.
-func allowed(w http.ResponseWriter, rest string) {
+// allowed sets the Allow header of a 405 answer on a path of route (as
+// the request's one oci.SplitPath read it), as RFC 9110 requires: GET
+// and HEAD, but nothing on an upload's path, which a read-only registry
+// has no method for.
+func allowed(w http.ResponseWriter, route string) {
 	allow := []string{"GET, HEAD"}
-	if _, _, route := oci.SplitPath(rest); route == oci.RouteUploads {
+	if route == oci.RouteUploads {
 		allow = []string{""}
 	}
 	w.Header()["Allow"] = allow
@@ -547,7 +549,8 @@ type errorEntry struct {
 
 // failEngine answers an engine error: what the engine calls not found
 // with notFound (NAME_UNKNOWN for a repository's versions,
-// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks), a refusal
+// MANIFEST_UNKNOWN or BLOB_UNKNOWN for what a version lacks; a document
+// withdrawn for good, 410, is MANIFEST_UNKNOWN too), a refusal
 // (a version the package policy holds back, 451) with DENIED, anything
 // else with its status from httperr.Status, the one table.
 func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound string, err error) {
@@ -564,6 +567,11 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 			// (a provider the origin does not have).
 			code = codeNameUnknown
 		}
+	case status == http.StatusGone:
+		// A manifest withdrawn for good (made with a size its origin
+		// stated wrongly): unknown, with the status that has OCI clients
+		// show the message.
+		code = notFound
 	case status == http.StatusUnauthorized:
 		code = codeUnauthorized
 	case status == http.StatusUnavailableForLegalReasons || status == http.StatusForbidden:

@@ -8,13 +8,16 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"oras.land/oras-go/v2/content"
 	"oras.land/oras-go/v2/registry/remote/auth"
+	"oras.land/oras-go/v2/registry/remote/errcode"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -100,11 +103,15 @@ var sizeCases = []struct {
 }
 
 // An origin states a wrong size for one platform's archive of a
-// version: the documents first handed out for it carry that size, and
-// no client can pull them. Once the mirror has the archive verified, it
-// drops them and builds them again from the verified size, so that
-// pulls succeed from then on; a version whose sizes were right keeps
-// its digests.
+// version: the index first handed out names a manifest made with that
+// size, which no client could pull. A platform's manifest is answered
+// only once its archive is verified, so the first pull fails at the
+// manifest, before any blob, with MANIFEST_UNKNOWN (410 Gone, whose
+// message oras-go reports, where it reports a 404 as "not found" alone)
+// saying both sizes and to pull the tag again; the documents are dropped before that answer
+// and built again from the verified size, so that the very next pull
+// succeeds. A pull downloads the archive of its platform only, once; a
+// version whose sizes were right keeps its digests.
 func TestWrongStatedSizeRepaired(t *testing.T) {
 	for _, tc := range sizeCases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -119,6 +126,9 @@ func TestWrongStatedSizeRepaired(t *testing.T) {
 			if want := wantManifest(t, r, "acme", "net", "2.0.0", "linux_amd64"); good.manifest != want {
 				t.Fatalf("manifest %s, want %s", good.manifest, want)
 			}
+			if n, m := r.origin.ArchiveHits("acme", "net", "2.0.0", "linux_amd64"), r.origin.ArchiveHits("acme", "net", "2.0.0", "darwin_arm64"); n != 1 || m != 0 {
+				t.Errorf("a pull of linux_amd64 downloaded its archive %d times and darwin_arm64's %d times, want 1 and 0", n, m)
+			}
 
 			trueSize := int64(len(r.origin.Archive("acme", "net", "1.0.0", "linux_amd64")))
 			r.origin.SetStatedSize("acme", "net", "1.0.0", "linux_amd64", trueSize+7)
@@ -127,17 +137,27 @@ func TestWrongStatedSizeRepaired(t *testing.T) {
 				t.Fatal("a pull of documents made over a wrong stated size succeeded")
 			}
 			t.Logf("the first pull: %v", err)
-			if first.layer.Size != trueSize+7 {
-				t.Fatalf("the first manifest's layer is %d bytes, want the stated %d", first.layer.Size, trueSize+7)
+			var answer *errcode.ErrorResponse
+			if !errors.As(err, &answer) || answer.StatusCode != http.StatusGone || len(answer.Errors) != 1 || answer.Errors[0].Code != "MANIFEST_UNKNOWN" {
+				t.Fatalf("the first pull failed with %v, want 410 MANIFEST_UNKNOWN for the manifest", err)
 			}
-			r.waitIdle()
+			if msg := answer.Errors[0].Message; !strings.Contains(msg, fmt.Sprintf("%d bytes", trueSize+7)) || !strings.Contains(msg, fmt.Sprintf("%d", trueSize)) || !strings.Contains(msg, "pull the tag again") {
+				t.Errorf("the manifest's error says %q, want both sizes and what to do", msg)
+			}
+			if first.manifest == "" || first.manifest == wantManifest(t, r, "acme", "net", "1.0.0", "linux_amd64") {
+				t.Fatalf("the first index named manifest %q, want one made with the stated size", first.manifest)
+			}
 
+			// At once: no wait for anything the first pull started.
 			again, err := tryPull(r, "acme", "net", "1.0.0", "linux_amd64")
 			if err != nil {
 				t.Fatalf("a pull after the archive was verified: %v", err)
 			}
 			if again.layer.Size != trueSize || again.manifest != wantManifest(t, r, "acme", "net", "1.0.0", "linux_amd64") {
 				t.Errorf("repaired manifest %s with a layer of %d bytes, want %d", again.manifest, again.layer.Size, trueSize)
+			}
+			if n := r.origin.ArchiveHits("acme", "net", "1.0.0", "linux_amd64"); n != 1 {
+				t.Errorf("%d downloads of the archive, want 1", n)
 			}
 			if again.index == first.index {
 				t.Error("the index of the repaired version kept its digest")
@@ -162,6 +182,75 @@ func TestWrongStatedSizeRepaired(t *testing.T) {
 				r.start(opts)
 			}
 		})
+	}
+}
+
+// A platform's manifest waits for its archive no longer than
+// mirror.Config.OCIArchiveWait: past it, the manifest is answered as it
+// was made (with the size the origin stated), and the download goes on
+// for the blob request that follows. Once it is verified, the next pull
+// succeeds.
+func TestManifestWaitsForItsArchiveBounded(t *testing.T) {
+	const ns, typ, version, platform = "acme", "net", "1.0.0", "linux_amd64"
+	const wait = 200 * time.Millisecond
+	r := newRig(t, rigOptions{origin: fakeorigin.Options{PackageHashes: true}, engine: mirror.Config{OCIArchiveWait: wait}})
+	r.origin.AddProvider(ns, typ, []string{version}, twoPlatforms)
+	trueSize := int64(len(r.origin.Archive(ns, typ, version, platform)))
+	r.origin.SetStatedSize(ns, typ, version, platform, trueSize+3)
+	release := r.origin.GateArchives()
+	released := false
+	defer func() {
+		if !released {
+			release()
+		}
+	}()
+
+	ctx := context.Background()
+	repo := r.repo(ns, typ, auth.EmptyCredential)
+	tag, _ := oci.Tag(version)
+	desc, err := repo.Resolve(ctx, tag)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := content.FetchAll(ctx, repo, desc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var index ocispec.Index
+	if err := json.Unmarshal(b, &index); err != nil {
+		t.Fatal(err)
+	}
+	var man ocispec.Manifest
+	for _, m := range index.Manifests {
+		if m.Platform.OS+"_"+m.Platform.Architecture != platform {
+			continue
+		}
+		start := time.Now()
+		mb, err := content.FetchAll(ctx, repo, m)
+		if err != nil {
+			t.Fatalf("the manifest, its archive held at the origin: %v", err)
+		}
+		if took := time.Since(start); took < wait {
+			t.Errorf("the manifest was answered after %v, before its archive or the wait of %v", took, wait)
+		}
+		if err := json.Unmarshal(mb, &man); err != nil || len(man.Layers) != 1 {
+			t.Fatalf("manifest %s: %v", mb, err)
+		}
+	}
+	if len(man.Layers) != 1 || man.Layers[0].Size != trueSize+3 {
+		t.Fatalf("the manifest answered past the wait: %+v, want the layer as stated, %d bytes", man, trueSize+3)
+	}
+	// The download the manifest started is still held at the origin.
+	gated, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if err := r.origin.WaitGated(gated, 1); err != nil {
+		t.Fatalf("no download of the archive under way: %v", err)
+	}
+	release()
+	released = true
+	r.waitIdle()
+	if got, err := tryPull(r, ns, typ, version, platform); err != nil || got.layer.Size != trueSize {
+		t.Errorf("a pull once the archive was verified: %+v, %v", got, err)
 	}
 }
 
