@@ -13,6 +13,8 @@
 package manifest
 
 import (
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -102,12 +104,42 @@ func (s Selection) Select(available versions.List) versions.List {
 	return out
 }
 
+// Stdin is the path that names a sync manifest read from standard input
+// (LoadFrom), as "tfmirror sync -" takes it.
+const Stdin = "-"
+
+// StdinName is what the diagnostics of a manifest read from standard
+// input call it.
+const StdinName = "(standard input)"
+
 // Load reads each path: a directory (its configuration and lock file), a
 // file named .terraform.lock.hcl (a lock file), or any other file (a
-// sync manifest). What the paths ask for is merged into one Spec.
+// sync manifest). What the paths ask for is merged into one Spec. Every
+// file is opened as an operator's file is (internal/hclfile.Parse): a
+// FIFO, a device or a socket, which would keep a read waiting or never
+// end, is refused; Stdin is refused too (see LoadFrom).
 func Load(paths ...string) (*Spec, error) {
+	return LoadFrom(nil, paths...)
+}
+
+// LoadFrom is Load, and reads the sync manifest the path Stdin names from
+// stdin, up to hclfile.MaxBytes: the one stream a command reads that is
+// no regular file, which its operator asked for. Stdin may be given once;
+// without stdin (nil) it is refused.
+func LoadFrom(stdin io.Reader, paths ...string) (*Spec, error) {
 	spec := &Spec{}
+	if n := countStdin(paths); n > 1 {
+		return nil, fmt.Errorf("%q (standard input) is given %d times: it can be read once", Stdin, n)
+	} else if n == 1 && stdin == nil {
+		return nil, fmt.Errorf("%q (standard input) is not read here", Stdin)
+	}
 	for _, path := range paths {
+		if path == Stdin {
+			if err := spec.loadManifestFrom(StdinName, stdin); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		fi, err := os.Stat(path)
 		if err != nil {
 			return nil, err
@@ -130,6 +162,16 @@ func Load(paths ...string) (*Spec, error) {
 		}
 	}
 	return spec, nil
+}
+
+func countStdin(paths []string) int {
+	n := 0
+	for _, p := range paths {
+		if p == Stdin {
+			n++
+		}
+	}
+	return n
 }
 
 // add merges selections and platforms for addr into the spec.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sort"
@@ -102,6 +103,16 @@ func (s *Spec) loadManifest(path string) error {
 		return err
 	}
 	return s.loadManifestFile(path, f)
+}
+
+// loadManifestFrom is loadManifest of the manifest read from r (standard
+// input), called name in its errors.
+func (s *Spec) loadManifestFrom(name string, r io.Reader) error {
+	f, err := parsed(hclfile.ParseFrom(hclparse.NewParser(), name, r))
+	if err != nil {
+		return err
+	}
+	return s.loadManifestFile(name, f)
 }
 
 // loadManifestFile is loadManifest of f, the file at path parsed.

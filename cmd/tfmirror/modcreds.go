@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // moduleSourceCredentials are the credentials of --module-source-credentials:
@@ -190,7 +192,7 @@ func oneSecret(where, name string, value, env, file *string, lookupEnv func(stri
 		}
 		secret = v
 	default:
-		raw, err := os.ReadFile(*file)
+		raw, err := readSecretFile(*file)
 		if err != nil {
 			return "", fmt.Errorf("%s: %s_file: %w", where, name, err)
 		}
@@ -200,6 +202,30 @@ func oneSecret(where, name string, value, env, file *string, lookupEnv func(stri
 		return "", fmt.Errorf("%s: the %s is empty", where, name)
 	}
 	return secret, nil
+}
+
+// maxSecretFileBytes bounds a *_file secret: a token or password is a few
+// hundred bytes.
+const maxSecretFileBytes = 64 << 10
+
+// readSecretFile reads a *_file secret as every operator's file is opened
+// (internal/inputfile.OpenOperator): through a link (a mounted Secret's),
+// never waiting on a FIFO, and no further than maxSecretFileBytes (a
+// device never ends).
+func readSecretFile(path string) ([]byte, error) {
+	f, _, err := inputfile.OpenOperator(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	raw, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(raw) > maxSecretFileBytes {
+		return nil, fmt.Errorf("%s is larger than the %d bytes read of a secret", path, maxSecretFileBytes)
+	}
+	return raw, nil
 }
 
 // sourceHostKey spells a source host as the mirror compares URL hosts:

@@ -6,6 +6,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/hex"
+	"fmt"
 	"io"
 	"io/fs"
 	"net/http"
@@ -132,6 +133,17 @@ func TestHostileModulesThroughTheFrontDoor(t *testing.T) {
 	// name in the tar file's extended header): making it took days.
 	e.origin.AddTarball("deep.tar.gz", fakeorigin.TarGzEntries([]fakeorigin.TarEntry{{Name: strings.Repeat("a/", 300_000) + "main.tf", Body: "# deep\n"}}))
 	e.origin.AddModule("acme", "tardeep", "aws", "1.0.0", e.origin.TarballURL("deep.tar.gz"))
+	// A Git tree of 100,000 entries with names of 200 bytes (23 MiB, over
+	// the 20 MiB a directory of the default 20,000 entries takes), in a
+	// pack of three objects: refused from the pack's header for the tree.
+	wide := fakeorigin.GitTree{Submodules: map[string]string{}}
+	for i := range 100_000 {
+		wide.Submodules[fmt.Sprintf("%0200d", i)] = "0123456789abcdef0123456789abcdef01234567"
+	}
+	if _, err := e.origin.AddGitTree("wide", wide, "v1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	e.origin.AddModule("acme", "gitwide", "aws", "1.0.0", "git::"+e.origin.GitURL("wide")+"?ref=v1.0.0")
 	e.startMirror(v.dataDir)
 	v.snapshot(t)
 	ca, err := os.ReadFile(e.caFile)
@@ -142,7 +154,8 @@ func TestHostileModulesThroughTheFrontDoor(t *testing.T) {
 	pool.AppendCertsFromPEM(ca)
 	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
 	defer c.CloseIdleConnections()
-	for name, why := range map[string]string{"tarchain": "link", "gitchain": "link", "tardeep": "unsafe tree entry"} {
+	for name, why := range map[string]string{"tarchain": "link", "gitchain": "link", "tardeep": "unsafe tree entry",
+		"gitwide": "its Git pack holds a tree object of 22800000 bytes, more than the 20481024 bytes a directory of the 20000 files and directories allowed takes"} {
 		t.Run(name, func(t *testing.T) {
 			base := e.url + "registry/" + tfRegistry + "/v1/modules/acme/" + name + "/aws/1.0.0/"
 			resp, err := c.Get(base + "download")

@@ -52,6 +52,8 @@ type overrides struct {
 	// keepStdLog leaves the standard logger alone (tests running
 	// subcommands in process).
 	keepStdLog bool
+	// stdin replaces os.Stdin, which `tfmirror sync -` reads.
+	stdin io.Reader
 }
 
 // server is a wired tfmirror: cache, origin client, pull-through engine,

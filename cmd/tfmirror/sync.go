@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +21,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/manifest"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -54,7 +58,7 @@ func parseSyncFlags(args []string, lookupEnv func(string) (string, bool), out io
 	fs.IntVar(&c.Parallel, "parallel", 4, "how many archives to fetch at once")
 	fs.BoolVar(&c.DryRun, "dry-run", false, "list what would be fetched, without downloading any archive")
 	fs.Usage = func() {
-		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
+		fmt.Fprintf(out, "Usage: tfmirror sync [flags] PATH...\n\nEach PATH is a sync manifest, a .terraform.lock.hcl or a Terraform configuration directory\n(its .tf and .tf.json files, its local modules and its lock file); - is a sync manifest\nread from standard input. Files are regular files (a FIFO or a device is refused).\nEvery flag may also be set by an environment variable, e.g. --data-dir by %s;\nthe settings it shares with serve also by serve's --config file.\n\nFlags:\n", settings.EnvName("data-dir"))
 		fs.PrintDefaults()
 	}
 	l, err := settings.Load(fs, args, lookupEnv, names)
@@ -116,6 +120,56 @@ type syncRun struct {
 	now    func() time.Time
 }
 
+// loadSpec reads what the paths ask for (manifest.LoadFrom): the one
+// path "-" a manifest read from stdin (os.Stdin when nil), up to
+// hclfile.MaxBytes, the operator's to end (Ctrl-D) or interrupt; every
+// other path a regular file or directory, never a FIFO or a device
+// (/dev/stdin, a shell's <(...)), which would keep the read waiting.
+func loadSpec(ctx context.Context, paths []string, stdin io.Reader) (*manifest.Spec, error) {
+	var src io.Reader
+	if slices.Contains(paths, manifest.Stdin) {
+		if stdin == nil {
+			stdin = os.Stdin
+		}
+		b, err := readStdin(ctx, stdin)
+		if err != nil {
+			return nil, err
+		}
+		src = bytes.NewReader(b)
+	}
+	spec, err := manifest.LoadFrom(src, paths...)
+	var kind *inputfile.KindError
+	if errors.As(err, &kind) && kind.Kind != "a directory" {
+		return nil, fmt.Errorf("%w (to read a sync manifest from standard input, name it %q: tfmirror sync [flags] %s)", err, manifest.Stdin, manifest.Stdin)
+	}
+	return spec, err
+}
+
+// readStdin reads r up to one byte past hclfile.MaxBytes (the parser
+// refuses what is larger), or until ctx is done (an interrupt while the
+// operator's terminal or pipe sends nothing): the read then left waiting
+// ends with the process, which exits once the sync has returned.
+func readStdin(ctx context.Context, r io.Reader) ([]byte, error) {
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := io.ReadAll(io.LimitReader(r, hclfile.MaxBytes+1))
+		done <- read{b, err}
+	}()
+	select {
+	case rd := <-done:
+		if rd.err != nil {
+			return nil, fmt.Errorf("%s: %w", manifest.StdinName, rd.err)
+		}
+		return rd.b, nil
+	case <-ctx.Done():
+		return nil, fmt.Errorf("%s: %w", manifest.StdinName, context.Cause(ctx))
+	}
+}
+
 // runSync is `tfmirror sync`; it returns the exit status.
 func runSync(ctx context.Context, args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer, o overrides) int {
 	cfg, err := parseSyncFlags(args, lookupEnv, stderr)
@@ -126,7 +180,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2
 	}
-	spec, err := manifest.Load(cfg.Paths...)
+	spec, err := loadSpec(ctx, cfg.Paths, o.stdin)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2

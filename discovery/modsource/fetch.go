@@ -55,11 +55,13 @@ type Limits struct {
 // read no further than its first KiB; go-git keeps upload-pack's shallow
 // and ACK lines, 20 bytes for each line of 49 or more. Besides, a zip's
 // directory and the package's listing take up to about 2 KiB per entry
-// allowed (Limits.MaxEntries), and indexing a Git pack holds its objects,
-// which the pack's headers must declare within Limits.MaxTreeBytes plus
-// 1 KiB per entry allowed plus 1 MiB, and some 440 bytes for each of
-// them, which may be no more than the entries allowed plus 64
-// (packObjects). The garbage collector lets the heap
+// allowed (Limits.MaxEntries), and indexing a Git pack holds each of its
+// objects whole in turn, which the pack's headers must declare within
+// Limits.MaxTreeBytes plus 1 KiB per entry allowed plus 1 MiB in all, and
+// each within what its type needs (packBounds: a tree 1 KiB per entry
+// allowed, a commit 1 MiB), and some 440 bytes for each of them, which
+// may be no more than the entries allowed plus 64 (packObjects). The
+// garbage collector lets the heap
 // grow past what is held (GOGC).
 const MemoryOverhead = 16 << 20
 

@@ -24,6 +24,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/capability"
 	"github.com/go-git/go-git/v5/plumbing/protocol/packp/sideband"
+	"github.com/go-git/go-git/v5/plumbing/storer"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	"github.com/go-git/go-git/v5/storage/filesystem"
@@ -61,7 +62,7 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	}
 
 	store := filepath.Join(tmp, fmt.Sprintf("git-%d-%s", depth, want.String()[:12]))
-	storer := filesystem.NewStorage(osfs.New(store), cache.NewObjectLRUDefault())
+	storage := filesystem.NewStorage(osfs.New(store), cache.NewObjectLRUDefault())
 	req := packp.NewUploadPackRequestFromCapabilities(adv.Capabilities)
 	req.Wants = []plumbing.Hash{want}
 	req.Depth = packp.DepthCommits(1)
@@ -97,11 +98,11 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 		_, err = spool.Seek(0, io.SeekStart)
 	}
 	if err == nil {
-		err = checkPack(ctx, bufio.NewReader(spool), packLimit(f.Limits), packObjects(f.Limits))
+		err = checkPack(ctx, bufio.NewReader(spool), newPackBounds(f.Limits))
 	}
 	if err == nil {
 		if _, err = spool.Seek(0, io.SeekStart); err == nil {
-			err = packfile.UpdateObjectStorage(storer, bufio.NewReader(spool))
+			err = packfile.UpdateObjectStorage(storage, bufio.NewReader(spool))
 		}
 	}
 	if err != nil {
@@ -117,8 +118,14 @@ func (f *Fetcher) fetchGit(ctx context.Context, repoURL, ref string, tw *treeWri
 	spool.Close()
 	os.Remove(spool.Name())
 
+	// Every object the package is read from passes through the bounds.
+	storer := boundedObjects{EncodedObjectStorer: storage, bounds: newPackBounds(f.Limits)}
 	commit, err := peelToCommit(storer, want)
 	if err != nil {
+		var le *LimitError
+		if errors.As(err, &le) {
+			return "", le
+		}
 		return "", fmt.Errorf("%s at %q: %w", redact.Location(repoURL), ref, err)
 	}
 	tree, err := commit.Tree()
@@ -310,8 +317,31 @@ func resolveRef(adv *packp.AdvRefs, ref string) (plumbing.Hash, error) {
 	return plumbing.ZeroHash, fmt.Errorf("no tag, branch or commit %q", ref)
 }
 
+// boundedObjects is a repository's objects as the package is read from
+// them: a commit, tag or tree larger than its type allows (packBounds) is
+// refused with a *LimitError before go-git decodes it, which takes far
+// more memory than its bytes (an entry for each line of a tree). checkPack
+// bounds each object the pack's headers say the type of; a reference
+// delta's type is known only once go-git has made it, and this is where
+// it is bounded.
+type boundedObjects struct {
+	storer.EncodedObjectStorer
+	bounds packBounds
+}
+
+func (s boundedObjects) EncodedObject(t plumbing.ObjectType, h plumbing.Hash) (plumbing.EncodedObject, error) {
+	o, err := s.EncodedObjectStorer.EncodedObject(t, h)
+	if err != nil {
+		return nil, err
+	}
+	if bound, over := s.bounds.of(o.Type(), o.Size()); bound > 0 && o.Size() > bound {
+		return nil, &LimitError{Detail: over}
+	}
+	return o, nil
+}
+
 // peelToCommit follows annotated tags to the commit.
-func peelToCommit(s *filesystem.Storage, h plumbing.Hash) (*object.Commit, error) {
+func peelToCommit(s storer.EncodedObjectStorer, h plumbing.Hash) (*object.Commit, error) {
 	for range 10 {
 		obj, err := object.GetObject(s, h)
 		if err != nil {

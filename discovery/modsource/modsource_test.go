@@ -192,8 +192,9 @@ func TestFetchGitLimits(t *testing.T) {
 	a, _ := Parse("git::" + o.GitURL("bomb") + "?ref=v1")
 	var le *LimitError
 	// Refused from the pack's object headers, before go-git inflates the
-	// blob (whole, in memory) to index the pack.
-	if _, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) || !strings.Contains(err.Error(), "Git objects") {
+	// blob (whole, in memory) to index the pack: the one blob is larger
+	// than all the package's files may be.
+	if _, err := newFetcher(t, o, defaultLimits).Fetch(context.Background(), a, io.Discard); !errors.As(err, &le) || !strings.Contains(err.Error(), "Git pack holds a blob of 16777216 bytes") {
 		t.Errorf("git bomb: %v, want a LimitError about the pack's objects", err)
 	}
 	small := defaultLimits

@@ -15,13 +15,14 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"unicode/utf8"
 
 	"github.com/hashicorp/hcl/v2"
 	"github.com/hashicorp/hcl/v2/hclparse"
+
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // MaxBytes is the largest file Parse reads: sixteen times the
@@ -34,8 +35,17 @@ const MaxBytes = 16 << 20
 // reading it; diags are the syntax errors, or the one error of a file
 // larger than MaxBytes, of more than MaxTokens tokens or nested deeper
 // than MaxDepth, which is not parsed.
+//
+// The file is opened as every operator's file is
+// (internal/inputfile.OpenOperator): through a link, but never waiting,
+// and what the name leads to when it is opened is checked on the
+// descriptor and read. A FIFO, a device, a socket or a directory at path
+// is an *inputfile.KindError naming it: opening a FIFO waits for a writer
+// for ever (a serve that reads credentials from one would never start, a
+// reload never end), and a device never ends. Standard input, where a
+// command takes it, is read with ParseFrom.
 func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics, err error) {
-	fh, err := os.Open(path)
+	fh, _, err := inputfile.OpenOperator(path)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -46,7 +56,8 @@ func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics,
 // ParseFrom is Parse of the file at path that its caller opened as r (and
 // checked: an operator's file that a reload reads again is opened by
 // internal/inputfile.OpenOperator, and read from the very descriptor it
-// checked).
+// checked), or of standard input, named path in diagnostics: r is read
+// up to MaxBytes, whatever it is.
 func ParseFrom(p *hclparse.Parser, path string, r io.Reader) (f *hcl.File, diags hcl.Diagnostics, err error) {
 	src, err := readBounded(r)
 	if err != nil {

@@ -6,8 +6,9 @@
 // open), never follows a link in place of the file (O_NOFOLLOW), and what
 // was opened is checked on its descriptor to be what was asked for: a
 // regular file, or a directory. Every read of an import's input goes
-// through it, and every reading of an operator's file that a reload reads
-// again (OpenOperator, which follows links but never waits either).
+// through it, and every reading of an operator's file (OpenOperator, which
+// follows links but never waits either): the configuration, the tokens,
+// the pins, and every file internal/hclfile.Parse reads.
 //
 // It owns the opening only: which names to open, and how much of a file
 // to read, are its callers'.

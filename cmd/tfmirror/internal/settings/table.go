@@ -275,7 +275,7 @@ var Table = []*Setting{
 		bind:       listOf(nil, func(c *Config) *[]string { return &c.OriginCAFile })},
 	{Name: "credentials-file", Group: GroupOrigins, Commands: Sync,
 		Help:       "Terraform CLI-config file whose credentials \"HOST\" { token = \"...\" } blocks give bearer tokens for origin hosts (TF_TOKEN_<host> variables are read too)",
-		Doc:        "a Terraform CLI configuration file (or `credentials.tfrc.json`) whose `credentials \"HOST\" { token = \"...\" }` blocks give bearer tokens for origin hosts; `TF_TOKEN_<host>` variables are read too and win (see [Origin credentials](operations.md#origin-credentials))",
+		Doc:        "a Terraform CLI configuration file (or `credentials.tfrc.json`) whose `credentials \"HOST\" { token = \"...\" }` blocks give bearer tokens for origin hosts; `TF_TOKEN_<host>` variables are read too and win (see [Origin credentials](operations.md#origin-credentials)). What is no regular file (a FIFO, a device, a directory; a link to a file is followed) stops start-up",
 		DocDefault: "none",
 		bind:       stringOf("", func(c *Config) *string { return &c.CredentialsFile })},
 	{Name: "origin-timeout", Group: GroupOrigins, Commands: Sync,
@@ -366,7 +366,7 @@ var Table = []*Setting{
 		bind: durationOf(10*time.Minute, func(c *Config) *time.Duration { return &c.ModuleTimeout })},
 	{Name: "module-source-credentials", Group: GroupModules, Commands: Sync,
 		Help:       "HCL (or .json) file of source_host \"HOST\" { origins = [...], token_env = \"VAR\" } blocks: credentials for module source hosts (Git, archives), used only for modules of the origins each names; default: sources are fetched anonymously",
-		Doc:        "HCL (or `.json`) file of `source_host \"HOST\" { origins = [...], token_env = \"VAR\" }` blocks: credentials for module source hosts (Git, archives), used only for the modules of the origins each names. See [Credentials for private source hosts](modules.md#credentials-for-private-source-hosts)",
+		Doc:        "HCL (or `.json`) file of `source_host \"HOST\" { origins = [...], token_env = \"VAR\" }` blocks: credentials for module source hosts (Git, archives), used only for the modules of the origins each names; what is no regular file (a FIFO, a device, a directory; a link to a file is followed), the file or a `*_file` secret it names, stops start-up. See [Credentials for private source hosts](modules.md#credentials-for-private-source-hosts)",
 		DocDefault: "none: sources are fetched anonymously",
 		bind:       stringOf("", func(c *Config) *string { return &c.ModuleSourceCredentials })},
 
