@@ -49,21 +49,29 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versi
 		return oci.Document{}, err
 	}
 	var rec records.ModuleZipRecord
-	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
+	ok, err := s.zipRecord(ctx, m, version, &rec)
+	switch {
+	case ok && s.packageHeld(rec):
 		s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
 		return moduleManifestOf(m, version, rec)
-	} else if err != nil {
+	case ok:
+		// Its package evicted: the manifest is handed out once the zip
+		// is served again (OpenModuleZip, which judges it with its
+		// package), as the blob it names would be.
+	case err != nil:
 		s.mods.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
-	}
-	// The version list first: it names the version as the origin spells
-	// it ("v1.0.0" for a tag "1.0.0"), and a version it lacks is one the
-	// repository lacks, not the module.
-	list, _, err := s.mods.ModuleVersions(ctx, m)
-	if err != nil {
-		return oci.Document{}, err
-	}
-	if _, listed := list.OriginSpelling(version); !listed {
-		return oci.Document{}, fmt.Errorf("%w: module %s %s", records.ErrVersionNotFound, m, version)
+		fallthrough
+	default:
+		// The version list first: it names the version as the origin
+		// spells it ("v1.0.0" for a tag "1.0.0"), and a version it lacks
+		// is one the repository lacks, not the module.
+		list, _, err := s.mods.ModuleVersions(ctx, m)
+		if err != nil {
+			return oci.Document{}, err
+		}
+		if _, listed := list.OriginSpelling(version); !listed {
+			return oci.Document{}, fmt.Errorf("%w: module %s %s", records.ErrVersionNotFound, m, version)
+		}
 	}
 	z, err := s.OpenModuleZip(ctx, m, version)
 	if err != nil {
