@@ -64,8 +64,9 @@ type KeyStore interface {
 // NormalizeModuleKeys moves every document stored under a key of
 // ModuleKeyPrefixes whose module address is not in the normal form (an
 // earlier release's, of a module asked for in another case) to the normal
-// key, with the module named in its record (ModuleRecord.Module,
-// ModuleZipRecord.Module) in the normal form too. Nothing is thrown away:
+// key, with the module named in its record (ModuleRecord.Module) in the
+// normal form too (a zip record keeps the name its manifest was made
+// with). Nothing is thrown away:
 // where the normal key holds a document already (the module was asked for
 // in two spellings), the one to serve is kept under it (for a module
 // record: the one whose package is cached, else the one that cannot be
@@ -139,10 +140,11 @@ func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage,
 }
 
 // normalModuleField returns raw, a document of prefix, with the module
-// it names in the normal form, where it names one (a module record, a
-// zip record).
+// it names in the normal form, where it names one: a module record. A
+// zip record keeps the module as it named it, which its manifest's title
+// (and so its digest, once handed out) was made of.
 func normalModuleField(prefix string, raw json.RawMessage) json.RawMessage {
-	if prefix != "module/" && prefix != "modzip/" {
+	if prefix != "module/" {
 		return raw
 	}
 	var fields map[string]json.RawMessage

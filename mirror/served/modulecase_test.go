@@ -7,8 +7,11 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
+
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
@@ -209,6 +212,10 @@ func TestModuleRecordsOfEarlierSpellingRead(t *testing.T) {
 	earlier("module/"+host+"/Corp/Base/aws/2.0.0", records.ModuleRecord{Schema: records.Schema, Module: host + "/Corp/Base/aws", Version: "2.0.0",
 		Location: o.TarballURL("gone.tar.gz"), Kind: modsource.KindArchive, Package: o.TarballURL("gone.tar.gz"),
 		SHA256: sha, Size: int64(len(pkg)), Provenance: records.ProvenanceImported})
+	// The record of its zip, made of that package, whose manifest (and
+	// its digest, handed out) names the zip as the module was spelled.
+	earlier("modzip/"+host+"/Corp/Base/aws/2.0.0", records.ModuleZipRecord{Schema: records.Schema, Module: host + "/Corp/Base/aws", Version: "2.0.0",
+		Package: sha, SHA256: strings.Repeat("ab", 32), Size: 100})
 	earlier("modversions/"+host+"/Corp/Base/aws", records.ModuleVersionList{Schema: records.Schema, Versions: []string{"2.0.0"}, ListedAt: time.Now().UTC()})
 	// A version recorded under two spellings: the normal one without its
 	// package fetched, the other with it.
@@ -242,6 +249,14 @@ func TestModuleRecordsOfEarlierSpellingRead(t *testing.T) {
 	// the one it held is set aside under its own key.
 	if aside := keysUnder(t, h, records.ModuleKeyAside); len(aside) != 1 || aside[0] != records.ModuleKeyAside+wantKeys[0] {
 		t.Errorf("set aside: %q, want the one record not kept under the normal key", aside)
+	}
+	doc, err := pkgs.ModuleManifest(context.Background(), mustModule(t, host+"/corp/base/aws"), enginetest.MustModuleVersion(t, "2.0.0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var man ocispec.Manifest
+	if err := json.Unmarshal(doc.Bytes, &man); err != nil || len(man.Layers) != 1 || man.Layers[0].Annotations[ocispec.AnnotationTitle] != "Base-aws-2.0.0.zip" {
+		t.Errorf("manifest of the zip recorded before: %s (%v); want its layer titled as then, Base-aws-2.0.0.zip", doc.Bytes, err)
 	}
 	var rec records.ModuleRecord
 	if _, err := h.Store.GetMeta(wantKeys[0], &rec); err != nil || rec.SHA256 != sha || rec.Module != host+"/corp/base/aws" {
