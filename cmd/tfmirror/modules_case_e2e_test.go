@@ -7,13 +7,19 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // caseRoot calls one module in two spellings.
@@ -81,5 +87,60 @@ func TestTerraformModuleSpelledInTwoCases(t *testing.T) {
 		if n := o.Hits(k); n != 1 {
 			t.Errorf("%d %s requests at the origin for one module in two spellings, want 1", n, k)
 		}
+	}
+}
+
+// TestTerraformModuleKeptUnderEarlierSpelling: terraform installs,
+// through the mirror, a module version that an earlier release kept in
+// the data directory under the spelling a client used then
+// (Corp/Net/aws), asked for now in another (corp/NET/aws). It was
+// imported, and its origin does not have it: the records kept are its
+// only copy, found under the module's normal form after the upgrade.
+func TestTerraformModuleKeptUnderEarlierSpelling(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("output \"from\" {\n  value = \"kept\"\n}\n")})
+
+	// What an earlier release kept, written into the data directory.
+	e.stop()
+	store, err := cache.Open(cache.Options{Dir: filepath.Join(e.dataDir, "cache")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(pkg)
+	sha := hex.EncodeToString(sum[:])
+	w, err := store.NewBlobWriter(sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Write(pkg); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Commit(""); err != nil {
+		t.Fatal(err)
+	}
+	w.Close()
+	spelled := tfRegistry + "/Corp/Net/aws"
+	loc := e.origin.TarballURL("net-1.0.0.tar.gz") // not there any more
+	for key, doc := range map[string]any{
+		"module/" + spelled + "/1.0.0": records.ModuleRecord{Schema: records.Schema, Module: spelled, Version: "1.0.0",
+			Location: loc, Kind: modsource.KindArchive, Package: loc, SHA256: sha, Size: int64(len(pkg)),
+			FetchedAt: time.Now().UTC(), Provenance: records.ProvenanceImported},
+		"modversions/" + spelled: records.ModuleVersionList{Schema: records.Schema, Versions: []string{"1.0.0"}, ListedAt: time.Now().UTC()},
+	} {
+		if err := store.PutMeta(key, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := store.Close(); err != nil {
+		t.Fatal(err)
+	}
+	e.startMirror(e.dataDir)
+
+	root := "module \"net\" {\n  source  = \"corp/NET/aws\"\n  version = \"1.0.0\"\n}\n\noutput \"from\" {\n  value = module.net.from\n}\n"
+	dir, _ := mirrorModules(t, e).initRoot(t, root)
+	b, err := os.ReadFile(filepath.Join(dir, ".terraform", "modules", "net", "main.tf"))
+	if err != nil || !strings.Contains(string(b), `"kept"`) {
+		t.Errorf("installed main.tf: %q, %v; want the package kept", b, err)
 	}
 }
