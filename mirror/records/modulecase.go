@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -24,6 +25,11 @@ import (
 // dates module versions by (mirror/gate), and the last uses retention
 // counts (package retention).
 var ModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/", "release/absent/module/", "lastuse/module/"}
+
+// sharedModuleKeyPrefixes are those of ModuleKeyPrefixes whose records
+// the module side shares with other replicas under the same key (the
+// tier shared with them reads them by the module's normal form too).
+var sharedModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/"}
 
 // ModuleKeyAside is the prefix under which NormalizeModuleKeys keeps a
 // record it did not keep under its normal key, because the normal key
@@ -72,10 +78,14 @@ type KeyStore interface {
 // record: the one whose package is cached, else the one that cannot be
 // fetched again, an import, else the one there) and the other under
 // ModuleKeyAside. A document moved is stored anew: a version list moved
-// counts as fresh from then on. It returns how many documents it moved; a
-// document that could not be moved stays where it was, and is moved at
-// the next start.
-func NormalizeModuleKeys(store KeyStore, log *slog.Logger) (int, error) {
+// counts as fresh from then on. What is kept under a normal key of the
+// module side's records (sharedModuleKeyPrefixes) is handed to share
+// (mirror/stored.Source.Share; nil for none), so that the replicas
+// sharing a store, which read it by the normal key, find what this one
+// kept under another. It returns how many documents it moved; a document
+// that could not be moved stays where it was, and is moved at the next
+// start.
+func NormalizeModuleKeys(store KeyStore, share func(key string, doc any), log *slog.Logger) (int, error) {
 	moved := 0
 	var errs []error
 	for _, prefix := range ModuleKeyPrefixes {
@@ -95,48 +105,54 @@ func NormalizeModuleKeys(store KeyStore, log *slog.Logger) (int, error) {
 			continue
 		}
 		for _, f := range todo {
-			if err := normalizeModuleKey(store, prefix, f.key, f.raw, log); err != nil {
+			normal, kept, err := normalizeModuleKey(store, prefix, f.key, f.raw, log)
+			if err != nil {
 				errs = append(errs, err)
 				continue
 			}
 			moved++
+			if share != nil && slices.Contains(sharedModuleKeyPrefixes, prefix) {
+				share(normal, kept)
+			}
 		}
 	}
 	return moved, errors.Join(errs...)
 }
 
 // normalizeModuleKey moves raw, stored under key (of prefix), to its
-// normal key.
-func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage, log *slog.Logger) error {
-	normal, _ := NormalModuleKey(prefix, key)
+// normal key, and returns that key and what it keeps there.
+func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage, log *slog.Logger) (normal string, kept json.RawMessage, err error) {
+	normal, _ = NormalModuleKey(prefix, key)
 	doc := normalModuleField(prefix, raw)
+	kept = doc
 	var there json.RawMessage
-	_, err := store.GetMeta(normal, &there)
+	_, err = store.GetMeta(normal, &there)
 	switch {
 	case errors.Is(err, cache.ErrNotFound):
 		if err := store.PutMeta(normal, doc); err != nil {
-			return fmt.Errorf("moving %s to %s: %w", key, normal, err)
+			return "", nil, fmt.Errorf("moving %s to %s: %w", key, normal, err)
 		}
 	case err != nil:
-		return fmt.Errorf("reading %s: %w", normal, err)
+		return "", nil, fmt.Errorf("reading %s: %w", normal, err)
 	default:
 		keep, aside, from := there, doc, key
 		if prefix == "module/" && servesBetter(store, doc, there) {
 			keep, aside, from = doc, there, normal
 		}
 		if err := store.PutMeta(ModuleKeyAside+from, aside); err != nil {
-			return fmt.Errorf("setting %s aside: %w", from, err)
+			return "", nil, fmt.Errorf("setting %s aside: %w", from, err)
 		}
 		if err := store.PutMeta(normal, keep); err != nil {
-			return fmt.Errorf("moving %s to %s: %w", key, normal, err)
+			return "", nil, fmt.Errorf("moving %s to %s: %w", key, normal, err)
 		}
+		kept = keep
 		log.Warn("a module's records were kept under two spellings; the one served is kept under the module's normal form, the other set aside",
 			"key", normal, "set_aside", ModuleKeyAside+from)
 	}
 	if err := store.DeleteMeta(key); err != nil {
-		return fmt.Errorf("removing %s, moved to %s: %w", key, normal, err)
+		return "", nil, fmt.Errorf("removing %s, moved to %s: %w", key, normal, err)
 	}
-	return nil
+	return normal, kept, nil
 }
 
 // normalModuleField returns raw, a document of prefix, with the module

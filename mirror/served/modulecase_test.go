@@ -192,7 +192,8 @@ func TestModuleAskedOfOriginAsSpelled(t *testing.T) {
 // form when the engine starts. An imported version, which no origin
 // could give again, is served from what was kept; a record kept under
 // both spellings keeps the one whose package is cached, and the other is
-// set aside, not thrown away.
+// set aside, not thrown away. What is moved is offered to the shared
+// tier under the normal form.
 func TestModuleRecordsOfEarlierSpellingRead(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -225,7 +226,8 @@ func TestModuleRecordsOfEarlierSpellingRead(t *testing.T) {
 		Location: o.TarballURL("base-1.0.0.tar.gz"), Kind: modsource.KindArchive, Package: o.TarballURL("base-1.0.0.tar.gz"),
 		SHA256: sha, Size: int64(len(pkg)), Provenance: records.ProvenanceImported})
 	h.Stop()
-	h.Start(harness.Options{CacheDir: dir})
+	tier := harness.NewMemTier()
+	h.Start(harness.Options{CacheDir: dir, Config: harness.Config{Shared: tier}})
 	pkgs := packagesOf(t, h)
 	o.ResetHits()
 
@@ -257,6 +259,14 @@ func TestModuleRecordsOfEarlierSpellingRead(t *testing.T) {
 	var man ocispec.Manifest
 	if err := json.Unmarshal(doc.Bytes, &man); err != nil || len(man.Layers) != 1 || man.Layers[0].Annotations[ocispec.AnnotationTitle] != "Base-aws-2.0.0.zip" {
 		t.Errorf("manifest of the zip recorded before: %s (%v); want its layer titled as then, Base-aws-2.0.0.zip", doc.Bytes, err)
+	}
+	// What was moved is offered to the replicas sharing a store, which
+	// read it by the normal form too.
+	h.WaitIdle()
+	for _, key := range append(wantKeys, "modversions/"+host+"/corp/base/aws", "modzip/"+host+"/corp/base/aws/2.0.0") {
+		if tier.Meta(key) == nil {
+			t.Errorf("the shared tier has nothing under %s", key)
+		}
 	}
 	var rec records.ModuleRecord
 	if _, err := h.Store.GetMeta(wantKeys[0], &rec); err != nil || rec.SHA256 != sha || rec.Module != host+"/corp/base/aws" {
