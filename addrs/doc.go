@@ -1,7 +1,7 @@
 // Package addrs holds tfmirror's nouns: provider and module addresses
 // (Provider, Module), target platforms (Platform), versions and the file
 // names of provider packages, each with its one parser (ParseProvider,
-// NewProvider, ParseModule, CheckModulePart, ParsePlatform, ParseSemver,
+// NewProvider, ParseModule, NewModule, CheckModulePart, ParsePlatform, ParseSemver,
 // ParseModuleVersion, ParseConstraint, ParseArchiveName, and ArchiveName
 // its inverse), which applies the clients' rules (Terraform's and
 // OpenTofu's), so that every layer reads a name as they do and one thing

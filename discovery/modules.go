@@ -170,7 +170,8 @@ func (mr *moduleRegistry) moduleURL(ctx context.Context, m addrs.Module, segment
 	if !strings.HasSuffix(base.Path, "/") {
 		base.Path += "/"
 	}
-	all := append([]string{m.Namespace, m.Name, m.System}, segments...)
+	path := m.OriginPath() // as the client gave it: a registry may match it with its case
+	all := append(path[:], segments...)
 	esc := make([]string, len(all))
 	for i, s := range all {
 		if s == "" || s == "." || s == ".." {

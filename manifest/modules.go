@@ -55,15 +55,15 @@ var manifestModuleSchema = &hcl.BodySchema{
 //	  versions = ["~> 5.0"]
 //	  latest   = 1            # optional
 //	}
-func (s *Spec) loadManifestModule(b *hcl.Block, seen map[addrs.Module]string) error {
+func (s *Spec) loadManifestModule(b *hcl.Block, seen map[string]string) error {
 	addr, err := addrs.ParseModule(b.Labels[0])
 	if err != nil {
 		return posError(b.LabelRanges[0], "%v", err)
 	}
-	if prev, dup := seen[addr]; dup {
+	if prev, dup := seen[addr.String()]; dup { // in any spelling
 		return posError(b.DefRange, "module %s is already declared at %s", addr, prev)
 	}
-	seen[addr] = where(b.DefRange)
+	seen[addr.String()] = where(b.DefRange)
 	mc, diags := b.Body.Content(manifestModuleSchema)
 	if diags.HasErrors() {
 		return diagError(diags)
@@ -80,7 +80,7 @@ func (s *Spec) loadManifestModule(b *hcl.Block, seen map[addrs.Module]string) er
 // and returns its entry.
 func (s *Spec) addModule(addr addrs.Module, sels []Selection, subdir string) *Module {
 	for _, m := range s.Modules {
-		if m.Address == addr {
+		if m.Address.String() == addr.String() {
 			m.Selections = append(m.Selections, sels...)
 			m.Subdirs = appendNew(m.Subdirs, subdir)
 			return m
@@ -153,7 +153,7 @@ func (s *Spec) AddModuleDir(ctx context.Context, root, dir, what string) ([]*Mod
 			s.Unmirrorable = appendNew(s.Unmirrorable, what+": "+c.source)
 			continue
 		}
-		i := slices.IndexFunc(out, func(m *Module) bool { return m.Address == *c.module })
+		i := slices.IndexFunc(out, func(m *Module) bool { return m.Address.String() == c.module.String() })
 		if i < 0 {
 			out = append(out, &Module{Address: *c.module})
 			i = len(out) - 1

@@ -68,7 +68,7 @@ module "local" {
 	}
 	want := []string{
 		"registry.terraform.io/terraform-aws-modules/vpc/aws: 5.1.0 5.0.0 4.67.0 6.0.0 []",
-		"example.com/Team/net_work/aws: 6.0.0 5.1.0 []",
+		"example.com/team/net_work/aws: 6.0.0 5.1.0 []", // named in its normal form
 		"registry.terraform.io/acme/platform/aws: 6.0.0 [modules/app]",
 		"app.terraform.io/corp/deep/azurerm: 4.67.0 []",
 	}

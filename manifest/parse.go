@@ -132,7 +132,7 @@ func (s *Spec) loadManifestFile(path string, f *hcl.File) error {
 		return fmt.Errorf("%s: no provider blocks: a manifest names at least one provider \"HOST/NAMESPACE/TYPE\" { versions = [...] }, module \"HOST/NAMESPACE/NAME/SYSTEM\" { versions = [...] } or cli \"terraform\" { versions = [...] }", path)
 	}
 	seen := map[addrs.Provider]string{}
-	seenModules := map[addrs.Module]string{}
+	seenModules := map[string]string{} // by the module's normal form
 	seenCLIs := map[string]string{}
 	for _, b := range content.Blocks {
 		if b.Type == "cli" {

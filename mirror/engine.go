@@ -401,6 +401,15 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.source, err = newRecordSource(&s.cfg, cfg.Shared, s.life, s.memo, store, s.log, s.metrics); err != nil {
 		return nil, err
 	}
+	// Before anything reads a module's records: those an earlier release
+	// keyed by another spelling of the module are moved to its normal
+	// form's keys, and offered to the shared tier under them (what cannot
+	// be moved now stays, and is moved at the next start).
+	if n, err := records.NormalizeModuleKeys(store, s.source.Share, s.log); err != nil {
+		s.log.Warn("module records keyed by another spelling of their module could not all be moved to their normal keys; they are read again at the next start", "moved", n, "error", err)
+	} else if n > 0 {
+		s.log.Info("module records keyed by another spelling of their module moved to their normal keys", "moved", n)
+	}
 	s.records = &providerRecords{life: s.life, hosts: s.hosts, withholding: s.withholding, platforms: s.platforms, source: s.source, cfg: &s.cfg, origin: s.origin, store: store, memo: s.memo, log: s.log, metrics: s.metrics}
 	if s.gate, err = gate.New(gate.Config{Offline: s.cfg.Offline, Platforms: s.cfg.Platforms, Now: s.cfg.Now, Logger: s.log},
 		gate.Parts{Life: s.life, Source: s.source, Hosts: s.hosts, Records: s.memo}, releaseOrigin, store, s.metrics); err != nil {

@@ -107,9 +107,14 @@ func (n Names) Provider(p addrs.Provider) string {
 }
 
 // Module returns a module's repository name,
-// PREFIX/HOST/NAMESPACE/NAME/SYSTEM.
+// PREFIX/HOST/NAMESPACE/NAME/SYSTEM, its namespace and name as the
+// address was given (addrs.Module.OriginPath: a name in capitals keeps
+// them, hex-encoded, so that the origin is asked for the module as
+// spelled). Every spelling's repository is the one module: Parse gives
+// its address, which is keyed and judged in its normal form.
 func (n Names) Module(m addrs.Module) string {
-	return n.modules + "/" + hostComponent(m.Hostname) + "/" + wordComponent(m.Namespace) + "/" + wordComponent(m.Name) + "/" + wordComponent(m.System)
+	p := m.OriginPath()
+	return n.modules + "/" + hostComponent(m.Hostname) + "/" + wordComponent(p[0]) + "/" + wordComponent(p[1]) + "/" + wordComponent(p[2])
 }
 
 // Kind says what a repository holds.
@@ -197,15 +202,15 @@ func parseModule(parts []string) (Repository, error) {
 		return Repository{}, err
 	}
 	words := make([]string, 3)
-	for i, what := range []string{"namespace", "name", "system"} {
+	for i := range words {
 		if words[i], err = parseWordComponent(parts[i+1]); err != nil {
 			return Repository{}, err
 		}
-		if err := addrs.CheckModulePart(what, words[i]); err != nil {
-			return Repository{}, err
-		}
 	}
-	m := addrs.Module{Hostname: host, Namespace: words[0], Name: words[1], System: strings.ToLower(words[2])}
+	m, err := addrs.NewModule(host, words[0], words[1], words[2])
+	if err != nil {
+		return Repository{}, err
+	}
 	return Repository{Kind: KindModule, Module: m}, nil
 }
 

@@ -86,22 +86,17 @@ func (mr *moduleRegistry) module(r *http.Request) (addrs.Module, error) {
 	if err != nil {
 		return addrs.Module{}, err
 	}
-	m := addrs.Module{Hostname: host}
-	for _, part := range []struct {
-		what string
-		dst  *string
-	}{{"namespace", &m.Namespace}, {"name", &m.Name}, {"system", &m.System}} {
-		v, err := unescapePart(part.what, vars[part.what], maxPartLen)
+	var parts [3]string
+	for i, what := range []string{"namespace", "name", "system"} {
+		v, err := unescapePart(what, vars[what], maxPartLen)
 		if err != nil {
-			return m, err
+			return addrs.Module{}, err
 		}
-		if err := addrs.CheckModulePart(part.what, v); err != nil {
-			return m, httperr.BadRequest("%v", err)
-		}
-		if part.what == "system" {
-			v = strings.ToLower(v) // as addrs.ParseModule
-		}
-		*part.dst = v
+		parts[i] = v
+	}
+	m, err := addrs.NewModule(host, parts[0], parts[1], parts[2])
+	if err != nil {
+		return addrs.Module{}, httperr.BadRequest("%v", err)
 	}
 	return m, nil
 }

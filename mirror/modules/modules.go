@@ -612,10 +612,12 @@ func once[T any](ctx context.Context, s *Modules, key, kind, waiting string, fet
 // fetched from its source host (one fetch per version, however many
 // callers ask at once, on the engine's context: a caller that gives up
 // does not stop it), normalized, checked against the record's sha256
-// when there is one, and stored. ctx bounds the caller's wait only.
-// Errors: those of ModuleLocation, *modsource.UnsupportedError,
-// *modsource.LimitError, ErrChanged (an integrity error) and
-// source host errors.
+// when there is one, and stored. ctx bounds the caller's wait only. It
+// takes one of two fetch paths: the package is not cached
+// (fetchMissing), or the package stored is refused by today's rules
+// (refetchRefused). Errors: those of ModuleLocation,
+// *modsource.UnsupportedError, *modsource.LimitError, ErrChanged (an
+// integrity error), ErrPackageRefused and source host errors.
 func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*Package, error) {
 	rec, err := s.ModuleLocation(ctx, m, version)
 	if err != nil {
@@ -627,56 +629,80 @@ func (s *Modules) OpenModule(ctx context.Context, m addrs.Module, version versio
 		n.Serving("module", m.String(), version, rec.SHA256)
 	}
 	pkg, err := s.openModuleBlob(ctx, *rec, records.Hit)
-	if pkg != nil {
+	switch {
+	case pkg != nil:
 		s.metrics.CacheLookup("module_package", true)
 		return pkg, nil
-	}
-	recKey := records.ModuleRecordKey(m, version)
-	if err == nil {
+	case err == nil:
 		s.metrics.CacheLookup("module_package", false)
-		var res records.ModuleRecord
-		var src records.Source
-		res, src, err = once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
-			func(ctx context.Context) (*records.ModuleRecord, error) {
-				return s.recs.FetchModule(ctx, m, recKey, *rec, modsource.MaxPackageBytes(s.cfg.Limits),
-					func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
-						// What the store beyond the cache did not have.
-						if s.cfg.Offline {
-							return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
-						}
-						if rec.Location == "" {
-							return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
-						}
-						return s.fetchModule(ctx, m, version, rec, "")
-					})
-			})
-		if err != nil {
-			return nil, err
+		var stored *records.ModuleRecord
+		if pkg, stored, err = s.fetchMissing(ctx, m, version, *rec); stored == nil {
+			return pkg, err
 		}
-		if pkg, err = s.openModuleBlob(ctx, res, src); pkg != nil {
-			return pkg, nil
-		}
-		if err == nil {
-			return nil, fmt.Errorf("module %s %s was fetched but could not be stored in the cache", m, version)
-		}
-		rec = &res
+		rec = stored
 	}
-	// The package stored (in the cache, or copied from the shared store)
-	// is refused by today's rules.
-	if !errors.Is(err, ErrPackageRefused) || !s.fetchable(m, *rec) {
+	return s.refetchRefused(ctx, m, version, *rec, err)
+}
+
+// fetchMissing is OpenModule's path for a package the cache does not
+// hold: fetched once per version, from the store beyond the cache when
+// it has it (records.Shared), else from its source host (fetchModule),
+// or refused when it cannot be (a sealed mirror, a local module imported
+// without origin location). It returns the package opened; or, when the
+// package was stored but opening it failed (refused by today's rules, as
+// the shared store's copy may be), the record as completed and that
+// error, which the caller hands to refetchRefused; else the error.
+func (s *Modules) fetchMissing(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord) (*Package, *records.ModuleRecord, error) {
+	recKey := records.ModuleRecordKey(m, version)
+	res, src, err := once(ctx, s, "modpkg/"+recKey, "module_package", "the module's source",
+		func(ctx context.Context) (*records.ModuleRecord, error) {
+			return s.recs.FetchModule(ctx, m, recKey, rec, modsource.MaxPackageBytes(s.cfg.Limits),
+				func(ctx context.Context, rec records.ModuleRecord) (*records.ModuleRecord, error) {
+					// What the store beyond the cache did not have.
+					if s.cfg.Offline {
+						return nil, fmt.Errorf("%w: package of module %s %s", records.ErrOffline, m, version)
+					}
+					if rec.Location == "" {
+						return nil, fmt.Errorf("%w: package of module %s %s, a local module imported without origin location: import it again", records.ErrNotCached, m, version)
+					}
+					return s.fetchModule(ctx, m, version, rec, "")
+				})
+		})
+	if err != nil {
+		return nil, nil, err
+	}
+	pkg, err := s.openModuleBlob(ctx, res, src)
+	switch {
+	case pkg != nil:
+		return pkg, nil, nil
+	case err == nil:
+		return nil, nil, fmt.Errorf("module %s %s was fetched but could not be stored in the cache", m, version)
+	}
+	return nil, &res, err
+}
+
+// refetchRefused is OpenModule's path for a package stored (in the
+// cache, or copied from the shared store) that could not be opened:
+// refused, an ErrPackageRefused when today's rules refuse it (else the
+// error reading it, returned as it is). A refused package is made again
+// from its source, past the shared store (whose copy may be the one
+// refused), when rec can be fetched again (fetchable); the record is
+// completed anew, and replaces this one once the fetch is stored
+// (fetchModule), in the shared store too. Otherwise refused is returned,
+// and the package kept: an import, a local module or a sealed mirror's
+// package cannot be fetched again.
+func (s *Modules) refetchRefused(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleRecord, refused error) (*Package, error) {
+	if !errors.Is(refused, ErrPackageRefused) || !s.fetchable(m, rec) {
 		s.log.Error("stored module package refused by the rules in force; kept, not served: import the version again, or remove it and fetch it from its origin",
-			"module", m.String(), "version", rec.Version, "provenance", rec.Provenance, "error", err)
-		return nil, err
+			"module", m.String(), "version", rec.Version, "provenance", rec.Provenance, "error", refused)
+		return nil, refused
 	}
-	// Made again from its source, past the shared store (whose copy may
-	// be the one refused): the record is completed anew, and replaces
-	// this one once the fetch is stored (fetchModule), in the shared
-	// store too.
 	s.log.Warn("stored module package refused by the rules in force; fetching it again from its source",
-		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", err)
-	fresh := *rec
+		"module", m.String(), "version", rec.Version, "package", rec.Shown(), "error", refused)
+	fresh := rec
 	replaces := fresh.SHA256
 	fresh.SHA256, fresh.Size, fresh.Commit, fresh.FetchedAt = "", 0, "", time.Time{}
+	recKey := records.ModuleRecordKey(m, version)
 	res, src, err := once(ctx, s, "modpkg/"+recKey+"/"+replaces, "module_package", "the module's source",
 		func(ctx context.Context) (*records.ModuleRecord, error) {
 			return s.fetchModule(ctx, m, version, fresh, replaces)

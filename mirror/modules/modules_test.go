@@ -55,7 +55,8 @@ func (r *moduleRecorder) got() []string {
 
 // A module version is immutable once cached: when its package was
 // evicted and the tag moved upstream, the refetch is refused, counted and
-// nothing is cached; an unchanged source is fetched again.
+// nothing is cached; an unchanged source is fetched again. (OpenModule's
+// path for a package the cache lacks: fetchMissing.)
 func TestModuleImmutableOnceCached(t *testing.T) {
 	t.Parallel()
 	needGit(t)

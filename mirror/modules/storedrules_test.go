@@ -267,7 +267,8 @@ func gunzip(t *testing.T, data []byte) []byte {
 
 // A stored package that today's rules refuse (.GIT/config) is not served,
 // nor the zip made of it: with its origin reachable, it is fetched again
-// (leaving .GIT out) and its record and its zip's made again.
+// (leaving .GIT out) and its record and its zip's made again. (OpenModule's
+// path for a package today's rules refuse: refetchRefused.)
 func TestStoredPackageRefusedIsFetchedAgain(t *testing.T) {
 	t.Parallel()
 	h := harness.New(t, harness.Options{})
@@ -304,7 +305,7 @@ func TestStoredPackageRefusedIsFetchedAgain(t *testing.T) {
 
 // Where the package cannot be fetched again (a sealed mirror; an imported
 // version), the package and its zip are refused with an integrity error,
-// and kept.
+// and kept (refetchRefused).
 func TestStoredPackageRefusedKeptWhenNotFetchable(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {

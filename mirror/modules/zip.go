@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -76,7 +77,13 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 	haveRec := false
 	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
 		haveRec = true
-		if z := s.openZipBlob(rec, records.Hit); z != nil {
+		if !s.packageHeld(rec) {
+			// Judged with its package: made again of the package as the
+			// module side serves it (fetched again, held to today's
+			// rules), and served only when it gives the bytes recorded;
+			// refused, and kept, when the package cannot be had.
+			s.mods.log.Info("module zip's package is not cached; making the zip again of the package served", "module", m.String(), "version", version, "package", rec.Package)
+		} else if z := s.openZipBlob(rec, records.Hit); z != nil {
 			s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
 			s.mods.metrics.CacheLookup("module_zip", true)
 			return z, nil
@@ -114,14 +121,25 @@ func (s *Zips) zipRecord(ctx context.Context, m addrs.Module, version versions.V
 	return ok, err
 }
 
+// packageHeld says the cache holds the package the zip rec records was
+// made of: a zip is served with its package only (OpenModuleZip), so
+// that what the module side serves of the version, and its rules, are
+// what the zip is judged by. A zip whose package was evicted is made
+// again of the package served (OpenModule: fetched again and held to
+// today's rules, or refused) and checked against its record.
+func (s *Zips) packageHeld(rec records.ModuleZipRecord) bool {
+	_, err := s.mods.store.StatBlob(rec.Package)
+	return err == nil
+}
+
 // madeOfServed says the zip rec records was made of the package the
 // module side serves of version of m: false when the version's record or
 // its package, as stored, no longer pass today's rules (a zip made of
 // them before a rule was added), or when the package was made again since
 // (after such a refusal). The zip is then made again of the package
 // served (OpenModule, which refetches or refuses what it refuses), and
-// its record replaced. A version whose record or package the cache no
-// longer holds is judged by its zip's record alone, as before.
+// its record replaced. A zip whose package the cache no longer holds is
+// not served from its record alone: see packageHeld.
 func (s *Zips) madeOfServed(ctx context.Context, m addrs.Module, version versions.Version, rec records.ModuleZipRecord) bool {
 	mod, _, err := s.mods.recs.ModuleRecord(ctx, records.ModuleRecordKey(m, version))
 	switch {
@@ -153,7 +171,7 @@ func (s *Zips) readZipRecord(ctx context.Context, m addrs.Module, version versio
 		return local, false, nil
 	}
 	// Another replica's.
-	if !records.KnownSchema(shared.Schema) || shared.Module != m.String() {
+	if !records.KnownSchema(shared.Schema) || !strings.EqualFold(shared.Module, m.String()) { // an earlier release's may name it as a client spelled it
 		return false, false, nil
 	}
 	if v, err := addrs.ParseModuleVersion(shared.Version); err != nil || v != version {

@@ -210,3 +210,90 @@ func TestModuleZipHeldWithItsVersion(t *testing.T) {
 		t.Errorf("the zip record outlived its version: %v, %v", ok, err)
 	}
 }
+
+// A zip is judged with its package. Once the package is evicted (the
+// cache's budget, a prune) while the zip stays, the zip is not served on
+// its record alone: it is made again of the package as the module side
+// serves it, and served when that gives the bytes recorded; when the
+// package is refused (stored by an earlier release holding .GIT, which
+// today's rules leave out, so the source no longer gives its bytes) or
+// cannot be had (a sealed mirror), the zip is refused as the package is,
+// and kept.
+func TestModuleZipJudgedWithItsPackage(t *testing.T) {
+	t.Parallel()
+	v := enginetest.MustModuleVersion(t, "1.1.0")
+	ctx := context.Background()
+
+	t.Run("unchanged", func(t *testing.T) {
+		t.Parallel()
+		h := harness.New(t, harness.Options{})
+		o := h.Origin
+		o.AddTarball("vpc-1.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+		o.AddModule("acme", "vpc", "aws", "1.1.0", o.TarballURL("vpc-1.1.0.tar.gz"))
+		first, want, err := readModuleZip(t, h, "1.1.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cachetest.DeleteBlob(h.Store, first.Record.Package); err != nil {
+			t.Fatal(err)
+		}
+		o.ResetHits()
+		z, got, err := readModuleZip(t, h, "1.1.0")
+		if err != nil || !bytes.Equal(got, want) || z.Record != first.Record {
+			t.Fatalf("zip after its package was evicted: %v; want the same zip", err)
+		}
+		if _, err := h.Store.StatBlob(first.Record.Package); err != nil || o.TotalHits() == 0 {
+			t.Errorf("package %s: %v after %d origin requests; want it fetched again with the zip", first.Record.Package, err, o.TotalHits())
+		}
+	})
+
+	t.Run("refused", func(t *testing.T) {
+		t.Parallel()
+		h := harness.New(t, harness.Options{})
+		rec, zsha := earlierDotGIT(t, h, records.ProvenanceOrigin)
+		if err := cachetest.DeleteBlob(h.Store, rec.SHA256); err != nil {
+			t.Fatal(err)
+		}
+		_, perr := h.Engine.Modules().OpenModule(ctx, harness.Module, v)
+		if perr == nil {
+			t.Fatal("package served")
+		}
+		z, body, err := readModuleZip(t, h, "1.1.0")
+		if err == nil {
+			t.Fatalf("zip %s served (holds .GIT: %v) while its package is refused (%v)", z.Record.SHA256, holdsDotGIT(t, body), perr)
+		}
+		if !errors.Is(err, modules.ErrChanged) || !errors.Is(perr, modules.ErrChanged) {
+			t.Errorf("zip: %v; package: %v; want both refused as changed", err, perr)
+		}
+		if _, err := h.Engine.Modules().Zips().ModuleManifest(ctx, harness.Module, v); !errors.Is(err, modules.ErrChanged) {
+			t.Errorf("manifest: %v, want it refused with its zip", err)
+		}
+		if _, err := h.Store.StatBlob(zsha); err != nil {
+			t.Errorf("zip blob: %v, want it kept", err)
+		}
+	})
+
+	t.Run("sealed", func(t *testing.T) {
+		t.Parallel()
+		dir := filepath.Join(t.TempDir(), "cache")
+		h := harness.New(t, harness.Options{CacheDir: dir})
+		o := h.Origin
+		o.AddTarball("vpc-1.1.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+		o.AddModule("acme", "vpc", "aws", "1.1.0", o.TarballURL("vpc-1.1.0.tar.gz"))
+		first, _, err := readModuleZip(t, h, "1.1.0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.Stop()
+		h.Start(harness.Options{CacheDir: dir, Config: harness.Config{Offline: true}})
+		if err := cachetest.DeleteBlob(h.Store, first.Record.Package); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := readModuleZip(t, h, "1.1.0"); !errors.Is(err, records.ErrOffline) {
+			t.Errorf("zip of a sealed mirror without its package: %v, want it refused as the package is", err)
+		}
+		if _, err := h.Store.StatBlob(first.Record.SHA256); err != nil {
+			t.Errorf("zip blob: %v, want it kept", err)
+		}
+	})
+}

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
@@ -23,15 +24,24 @@ import (
 
 // ZipTitle is the file name of a module version's zip in its manifest
 // (the layer's org.opencontainers.image.title, which oras pull saves it
-// as): NAME-SYSTEM-VERSION.zip, the version canonical.
+// as): NAME-SYSTEM-VERSION.zip, the module in its normal form, the
+// version canonical.
 func ZipTitle(m addrs.Module, version versions.Version) string {
 	return m.Name + "-" + m.System + "-" + version.String() + ".zip"
 }
 
 // moduleManifestOf builds the manifest of the zip rec records, of
-// version v.
+// version v. Its title names the module as rec does: in its normal form
+// (ZipTitle), or, for a zip an earlier release recorded of the module
+// spelled in capitals, as it named it then, so that a manifest's digest
+// once handed out names the same document for as long as the record is
+// kept.
 func moduleManifestOf(m addrs.Module, v versions.Version, rec records.ModuleZipRecord) (oci.Document, error) {
-	doc, err := oci.ModuleManifest(oci.Layer{SHA256: rec.SHA256, Size: rec.Size, Title: ZipTitle(m, v)})
+	title := ZipTitle(m, v)
+	if parts := strings.Split(rec.Module, "/"); len(parts) == 4 && parts[2] != m.Name && strings.EqualFold(parts[2], m.Name) {
+		title = parts[2] + "-" + m.System + "-" + v.String() + ".zip"
+	}
+	doc, err := oci.ModuleManifest(oci.Layer{SHA256: rec.SHA256, Size: rec.Size, Title: title})
 	if err != nil {
 		return oci.Document{}, fmt.Errorf("module %s %s: %w", m, rec.Version, err)
 	}
@@ -49,21 +59,29 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versi
 		return oci.Document{}, err
 	}
 	var rec records.ModuleZipRecord
-	if ok, err := s.zipRecord(ctx, m, version, &rec); ok {
+	ok, err := s.zipRecord(ctx, m, version, &rec)
+	switch {
+	case ok && s.packageHeld(rec):
 		s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
 		return moduleManifestOf(m, version, rec)
-	} else if err != nil {
+	case ok:
+		// Its package evicted: the manifest is handed out once the zip
+		// is served again (OpenModuleZip, which judges it with its
+		// package), as the blob it names would be.
+	case err != nil:
 		s.mods.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
-	}
-	// The version list first: it names the version as the origin spells
-	// it ("v1.0.0" for a tag "1.0.0"), and a version it lacks is one the
-	// repository lacks, not the module.
-	list, _, err := s.mods.ModuleVersions(ctx, m)
-	if err != nil {
-		return oci.Document{}, err
-	}
-	if _, listed := list.OriginSpelling(version); !listed {
-		return oci.Document{}, fmt.Errorf("%w: module %s %s", records.ErrVersionNotFound, m, version)
+		fallthrough
+	default:
+		// The version list first: it names the version as the origin
+		// spells it ("v1.0.0" for a tag "1.0.0"), and a version it lacks
+		// is one the repository lacks, not the module.
+		list, _, err := s.mods.ModuleVersions(ctx, m)
+		if err != nil {
+			return oci.Document{}, err
+		}
+		if _, listed := list.OriginSpelling(version); !listed {
+			return oci.Document{}, fmt.Errorf("%w: module %s %s", records.ErrVersionNotFound, m, version)
+		}
 	}
 	z, err := s.OpenModuleZip(ctx, m, version)
 	if err != nil {

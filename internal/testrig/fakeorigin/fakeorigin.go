@@ -88,6 +88,11 @@ type Options struct {
 	// archive) stay public, as clients fetch those without credentials.
 	// Default "": no authentication.
 	RequireToken string
+	// ModulesAnyCase answers a module's namespace, name and system in
+	// any case, as registry.terraform.io does (Terraform-AWS-Modules/VPC/AWS
+	// is terraform-aws-modules/vpc/aws). Default false: matched with their
+	// case, as a registry serving static files does.
+	ModulesAnyCase bool
 }
 
 // Kind names one endpoint of the fake registry, for hit counters and

@@ -42,6 +42,15 @@ const (
 
 type mkey struct{ ns, name, system string }
 
+// moduleKey is how a module is looked up: in lowercase with
+// Options.ModulesAnyCase, else as spelled.
+func (o *Origin) moduleKey(ns, name, system string) mkey {
+	if o.opts.ModulesAnyCase {
+		return mkey{strings.ToLower(ns), strings.ToLower(name), strings.ToLower(system)}
+	}
+	return mkey{ns, name, system}
+}
+
 // moduleState is the module side's registry, repositories and tarballs.
 type moduleState struct {
 	mu       sync.Mutex
@@ -76,7 +85,7 @@ func (o *Origin) AddModule(ns, name, system, version, location string) {
 	m := o.modState()
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	k := mkey{ns, name, system}
+	k := o.moduleKey(ns, name, system)
 	for i, v := range m.modules[k] {
 		if v.version == version {
 			m.modules[k][i].location = location
@@ -282,7 +291,7 @@ func (o *Origin) serveModuleVersions(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := o.modState()
-	k := mkey{r.PathValue("ns"), r.PathValue("name"), r.PathValue("system")}
+	k := o.moduleKey(r.PathValue("ns"), r.PathValue("name"), r.PathValue("system"))
 	m.mu.Lock()
 	vs := slices.Clone(m.modules[k])
 	m.mu.Unlock()
@@ -307,7 +316,7 @@ func (o *Origin) serveModuleDownload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	m := o.modState()
-	k := mkey{r.PathValue("ns"), r.PathValue("name"), r.PathValue("system")}
+	k := o.moduleKey(r.PathValue("ns"), r.PathValue("name"), r.PathValue("system"))
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, v := range m.modules[k] {

@@ -1,0 +1,208 @@
+package records
+
+// Module records keyed by a module's normal form. A module address is
+// keyed in its normal form (addrs.Module.String: namespace, name and
+// system in lowercase), so that every spelling of one module shares its
+// records. Releases before that keyed a module's records by its namespace
+// and name as the client spelled them: NormalizeModuleKeys moves what they
+// wrote under the normal key, once, when the engine starts.
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cache"
+)
+
+// ModuleKeyPrefixes are the prefixes of the stored keys that a module
+// address (HOST/NAMESPACE/NAME/SYSTEM) follows: the module side's version
+// lists, records and zip records, the release times the package policy
+// dates module versions by (mirror/gate), and the last uses retention
+// counts (package retention).
+var ModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/", "release/absent/module/", "lastuse/module/"}
+
+// sharedModuleKeyPrefixes are those of ModuleKeyPrefixes whose records
+// the module side shares with other replicas under the same key (the
+// tier shared with them reads them by the module's normal form too).
+var sharedModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/"}
+
+// ModuleKeyAside is the prefix under which NormalizeModuleKeys keeps a
+// record it did not keep under its normal key, because the normal key
+// held another of the same version (the module asked for in two
+// spellings): ModuleKeyAside + the key it was found under. Nothing reads
+// it; it is kept, not thrown away, for the operator.
+const ModuleKeyAside = "modcase-aside/"
+
+// NormalModuleKey returns key, a key of prefix (one of
+// ModuleKeyPrefixes), with its module address in the normal form, and
+// whether that differs from key.
+func NormalModuleKey(prefix, key string) (string, bool) {
+	rest, ok := strings.CutPrefix(key, prefix)
+	if !ok {
+		return key, false
+	}
+	parts := strings.SplitN(rest, "/", 5) // HOST, NAMESPACE, NAME, SYSTEM, the rest
+	if len(parts) < 4 {
+		return key, false
+	}
+	for i := 1; i <= 3; i++ {
+		parts[i] = strings.ToLower(parts[i])
+	}
+	normal := prefix + strings.Join(parts, "/")
+	return normal, normal != key
+}
+
+// KeyStore is what NormalizeModuleKeys needs of the cache. *cache.Store
+// implements it.
+type KeyStore interface {
+	ScanMeta(prefix string, fn func(key string, storedAt time.Time, raw json.RawMessage) error) error
+	GetMeta(key string, v any) (time.Time, error)
+	PutMeta(key string, v any) error
+	DeleteMeta(key string) error
+	StatBlob(sha string) (cache.BlobInfo, error)
+}
+
+// NormalizeModuleKeys moves every document stored under a key of
+// ModuleKeyPrefixes whose module address is not in the normal form (an
+// earlier release's, of a module asked for in another case) to the normal
+// key, with the module named in its record (ModuleRecord.Module) in the
+// normal form too (a zip record keeps the name its manifest was made
+// with). Nothing is thrown away:
+// where the normal key holds a document already (the module was asked for
+// in two spellings), the one to serve is kept under it (for a module
+// record: the one whose package is cached, else the one that cannot be
+// fetched again, an import, else the one there) and the other under
+// ModuleKeyAside. A document moved is stored anew: a version list moved
+// counts as fresh from then on. What is kept under a normal key of the
+// module side's records (sharedModuleKeyPrefixes) is handed to share
+// (mirror/stored.Source.Share; nil for none), so that the replicas
+// sharing a store, which read it by the normal key, find what this one
+// kept under another. It returns how many documents it moved; a document
+// that could not be moved stays where it was, and is moved at the next
+// start.
+func NormalizeModuleKeys(store KeyStore, share func(key string, doc any), log *slog.Logger) (int, error) {
+	moved := 0
+	var errs []error
+	for _, prefix := range ModuleKeyPrefixes {
+		type found struct {
+			key string
+			raw json.RawMessage
+		}
+		var todo []found
+		err := store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
+			if _, differs := NormalModuleKey(prefix, key); differs {
+				todo = append(todo, found{key, append(json.RawMessage(nil), raw...)})
+			}
+			return nil
+		})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("reading %s: %w", prefix, err))
+			continue
+		}
+		for _, f := range todo {
+			normal, kept, err := normalizeModuleKey(store, prefix, f.key, f.raw, log)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			moved++
+			if share != nil && slices.Contains(sharedModuleKeyPrefixes, prefix) {
+				share(normal, kept)
+			}
+		}
+	}
+	return moved, errors.Join(errs...)
+}
+
+// normalizeModuleKey moves raw, stored under key (of prefix), to its
+// normal key, and returns that key and what it keeps there.
+func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage, log *slog.Logger) (normal string, kept json.RawMessage, err error) {
+	normal, _ = NormalModuleKey(prefix, key)
+	doc := normalModuleField(prefix, raw)
+	kept = doc
+	var there json.RawMessage
+	_, err = store.GetMeta(normal, &there)
+	switch {
+	case errors.Is(err, cache.ErrNotFound):
+		if err := store.PutMeta(normal, doc); err != nil {
+			return "", nil, fmt.Errorf("moving %s to %s: %w", key, normal, err)
+		}
+	case err != nil:
+		return "", nil, fmt.Errorf("reading %s: %w", normal, err)
+	default:
+		keep, aside, from := there, doc, key
+		if prefix == "module/" && servesBetter(store, doc, there) {
+			keep, aside, from = doc, there, normal
+		}
+		if err := store.PutMeta(ModuleKeyAside+from, aside); err != nil {
+			return "", nil, fmt.Errorf("setting %s aside: %w", from, err)
+		}
+		if err := store.PutMeta(normal, keep); err != nil {
+			return "", nil, fmt.Errorf("moving %s to %s: %w", key, normal, err)
+		}
+		kept = keep
+		log.Warn("a module's records were kept under two spellings; the one served is kept under the module's normal form, the other set aside",
+			"key", normal, "set_aside", ModuleKeyAside+from)
+	}
+	if err := store.DeleteMeta(key); err != nil {
+		return "", nil, fmt.Errorf("removing %s, moved to %s: %w", key, normal, err)
+	}
+	return normal, kept, nil
+}
+
+// normalModuleField returns raw, a document of prefix, with the module
+// it names in the normal form, where it names one: a module record. A
+// zip record keeps the module as it named it, which its manifest's title
+// (and so its digest, once handed out) was made of.
+func normalModuleField(prefix string, raw json.RawMessage) json.RawMessage {
+	if prefix != "module/" {
+		return raw
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal(raw, &fields) != nil {
+		return raw
+	}
+	var m string
+	if json.Unmarshal(fields["module"], &m) != nil {
+		return raw
+	}
+	parts := strings.SplitN(m, "/", 4)
+	for i := 1; i < len(parts); i++ {
+		parts[i] = strings.ToLower(parts[i])
+	}
+	b, err := json.Marshal(strings.Join(parts, "/"))
+	if err != nil {
+		return raw
+	}
+	fields["module"] = b
+	out, err := json.Marshal(fields)
+	if err != nil {
+		return raw
+	}
+	return out
+}
+
+// servesBetter says the module record a serves the version better than
+// b: its package is cached and b's is not, or, both alike, a cannot be
+// fetched again (an import) and b can.
+func servesBetter(store KeyStore, a, b json.RawMessage) bool {
+	var ra, rb ModuleRecord
+	_ = json.Unmarshal(a, &ra) // decoded whatever today's rules say of it
+	_ = json.Unmarshal(b, &rb)
+	cached := func(r ModuleRecord) bool {
+		if r.SHA256 == "" {
+			return false
+		}
+		_, err := store.StatBlob(r.SHA256)
+		return err == nil
+	}
+	if ca, cb := cached(ra), cached(rb); ca != cb {
+		return ca
+	}
+	return ra.Provenance != ProvenanceOrigin && rb.Provenance == ProvenanceOrigin
+}

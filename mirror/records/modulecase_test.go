@@ -1,0 +1,100 @@
+package records
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"log/slog"
+	"maps"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/cache"
+)
+
+func TestNormalModuleKey(t *testing.T) {
+	for _, c := range []struct{ prefix, key, want string }{
+		{"module/", "module/example.com/Acme/VPC/aws/1.0.0", "module/example.com/acme/vpc/aws/1.0.0"},
+		{"modversions/", "modversions/example.com/Acme/VPC/aws", "modversions/example.com/acme/vpc/aws"},
+		{"modzip/", "modzip/example.com:8443/a/b/c/v1.0.0-RC1", "modzip/example.com:8443/a/b/c/v1.0.0-RC1"},
+		{"release/absent/module/", "release/absent/module/h/NS/N/S/1.0.0", "release/absent/module/h/ns/n/s/1.0.0"},
+		{"lastuse/module/", "lastuse/module/h/NS/N", "lastuse/module/h/NS/N"}, // not a module address
+	} {
+		got, differs := NormalModuleKey(c.prefix, c.key)
+		if got != c.want || differs != (c.want != c.key) {
+			t.Errorf("NormalModuleKey(%q, %q) = %q, %v; want %q", c.prefix, c.key, got, differs, c.want)
+		}
+	}
+}
+
+// The documents an earlier release kept under a module's spelling are
+// moved to its normal form; two of one key are resolved to the one that
+// serves (a module record whose package is cached), the other set aside;
+// what the module side shares is offered under the normal key; nothing
+// is left under the spelling, nothing is lost.
+func TestNormalizeModuleKeys(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	sum := sha256.Sum256([]byte("package"))
+	w, err := store.NewBlobWriter(hex.EncodeToString(sum[:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Write([]byte("package"))
+	info, err := w.Commit("")
+	w.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sha := info.SHA256
+	put := func(key string, doc any) {
+		t.Helper()
+		if err := store.PutMeta(key, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	put("module/h/Acme/Net/aws/1.0.0", ModuleRecord{Schema: Schema, Module: "h/Acme/Net/aws", Version: "1.0.0", SHA256: sha})
+	put("module/h/acme/net/aws/1.0.0", ModuleRecord{Schema: Schema, Module: "h/acme/net/aws", Version: "1.0.0", SHA256: "ff"})
+	put("module/h/Acme/Net/aws/2.0.0", ModuleRecord{Schema: Schema, Module: "h/Acme/Net/aws", Version: "2.0.0"})
+	put("modzip/h/Acme/Net/aws/1.0.0", ModuleZipRecord{Schema: Schema, Module: "h/Acme/Net/aws", Version: "1.0.0", Package: sha})
+	put("release/absent/module/h/Acme/Net/aws/3.0.0", map[string]string{"at": "then"})
+	put("module/h/other/net/aws/1.0.0", ModuleRecord{Schema: Schema, Module: "h/other/net/aws", Version: "1.0.0"})
+
+	shared := map[string]bool{}
+	n, err := NormalizeModuleKeys(store, func(key string, _ any) { shared[key] = true }, slog.New(slog.DiscardHandler))
+	if err != nil || n != 4 {
+		t.Fatalf("moved %d, %v; want 4", n, err)
+	}
+	var keys []string
+	for _, prefix := range append(slices.Clone(ModuleKeyPrefixes), ModuleKeyAside) {
+		store.ScanMeta(prefix, func(key string, _ time.Time, _ json.RawMessage) error { keys = append(keys, key); return nil })
+	}
+	want := []string{"module/h/acme/net/aws/1.0.0", "module/h/acme/net/aws/2.0.0", "module/h/other/net/aws/1.0.0",
+		"modzip/h/acme/net/aws/1.0.0", "release/absent/module/h/acme/net/aws/3.0.0", ModuleKeyAside + "module/h/acme/net/aws/1.0.0"}
+	if !slices.Equal(keys, want) {
+		t.Errorf("keys %q\nwant %q", keys, want)
+	}
+	var rec ModuleRecord
+	if _, err := store.GetMeta("module/h/acme/net/aws/1.0.0", &rec); err != nil || rec.SHA256 != sha || rec.Module != "h/acme/net/aws" {
+		t.Errorf("kept %+v, %v; want the record whose package is cached, naming the normal form", rec, err)
+	}
+	var aside ModuleRecord
+	if _, err := store.GetMeta(ModuleKeyAside+"module/h/acme/net/aws/1.0.0", &aside); err != nil || aside.SHA256 != "ff" {
+		t.Errorf("set aside %+v, %v; want the other", aside, err)
+	}
+	var zr ModuleZipRecord
+	if _, err := store.GetMeta("modzip/h/acme/net/aws/1.0.0", &zr); err != nil || zr.Module != "h/Acme/Net/aws" {
+		t.Errorf("zip record %+v, %v; want it moved naming the module as recorded", zr, err)
+	}
+	wantShared := map[string]bool{"module/h/acme/net/aws/1.0.0": true, "module/h/acme/net/aws/2.0.0": true, "modzip/h/acme/net/aws/1.0.0": true}
+	if !maps.Equal(shared, wantShared) {
+		t.Errorf("shared %v, want %v", shared, wantShared)
+	}
+	if n, err := NormalizeModuleKeys(store, nil, slog.New(slog.DiscardHandler)); n != 0 || err != nil {
+		t.Errorf("again: moved %d, %v; want nothing", n, err)
+	}
+}
