@@ -234,7 +234,7 @@ func TestModuleSourceFailures(t *testing.T) {
 		}
 		o.AddModule("acme", "zeros", "aws", "1.0.0", "git::"+o.GitURL("zeros")+"?ref=v1")
 		pkg, _ = download(t, h, "acme/zeros/aws", "1.0.0")
-		if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "Git objects") {
+		if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "Git pack holds a blob of") {
 			t.Errorf("Git repository of zeros: %d %s, want 502 saying its objects are too large", r.status, r.body)
 		}
 	}
