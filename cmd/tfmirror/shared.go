@@ -38,19 +38,24 @@ func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, 
 		return nil, fmt.Errorf("--shared-store-key-file: %w", err)
 	}
 	scfg.Keys = keys
-	logger.Info("shared store objects authenticated", "key_id", keys.ID(), "previous_key_id", keys.PreviousID())
 	scfg.RootCAs = roots
 	scfg.Logger = logger
 	if met != nil {
 		scfg.Observer = met
 	}
-	return sharedstore.Open(ctx, scfg)
+	st, err := sharedstore.Open(ctx, scfg)
+	if err != nil {
+		return nil, err
+	}
+	logger.Info("shared store objects authenticated", "store_id", st.ID(), "key_id", keys.ID(), "previous_key_id", keys.PreviousID())
+	return st, nil
 }
 
 // sharedConfig is the shared store's configuration from the flags.
 func sharedConfig(cfg settings.Config) sharedstore.Config {
 	return sharedstore.Config{
 		URL:              cfg.SharedStore,
+		StoreID:          cfg.SharedStoreID,
 		LeaseTTL:         cfg.SharedLeaseTTL,
 		CallTimeout:      cfg.SharedTimeout,
 		BreakerThreshold: cfg.SharedBreakerThresh,
