@@ -84,8 +84,9 @@ func TestObjectBoundToStore(t *testing.T) {
 	ctx := context.Background()
 	staging := openStore(t, srv, "tfm-staging", "replicas/a", "", key('a'))
 	prod := openStore(t, srv, "tfm", "replicas/a", "", key('a'))
-	if staging.ID() == prod.ID() {
-		t.Fatalf("two buckets under one store ID %q", prod.ID())
+	prodID := sharedstore.DefaultStoreID(prod.Location())
+	if sharedstore.DefaultStoreID(staging.Location()) == prodID {
+		t.Fatalf("two buckets under one store ID %q", prodID)
 	}
 	for kind, name := range recordsByKind {
 		if err := staging.PutMeta(ctx, name, map[string]int{"schema": 2}); err != nil {
@@ -93,8 +94,8 @@ func TestObjectBoundToStore(t *testing.T) {
 		}
 		copyObject(t, srv, "tfm-staging", "replicas/a/meta/"+name, "tfm", "replicas/a/meta/"+name)
 		wantRejected(t, prod, kind, name, 0)
-		if n := bytes.Count([]byte(prod.log.String()), []byte(prod.ID())); n == 0 {
-			t.Errorf("%s: the log does not name the store's ID %q:\n%s", kind, prod.ID(), prod.log.String())
+		if n := bytes.Count([]byte(prod.log.String()), []byte("store_id="+prodID)); n < 2 {
+			t.Errorf("%s: the log does not name the store's ID %q:\n%s", kind, prodID, prod.log.String())
 		}
 	}
 
@@ -126,8 +127,9 @@ func TestStoreIDKeptAcrossRename(t *testing.T) {
 	srv.CreateBucket("tfm-renamed")
 	ctx := context.Background()
 	old := openStore(t, srv, "tfm", "replicas/a", "", key('a'))
-	if want := "s3://tfm/replicas/a/"; old.ID() != want {
-		t.Errorf("default store ID %q, want %q", old.ID(), want)
+	oldID := sharedstore.DefaultStoreID(old.Location())
+	if want := "s3://tfm/replicas/a/"; oldID != want {
+		t.Errorf("default store ID %q, want %q", oldID, want)
 	}
 	const name = "package/registry.terraform.io/hashicorp/random/1.0.0"
 	if err := old.PutMeta(ctx, name, map[string]int{"schema": 2}); err != nil {
@@ -142,7 +144,7 @@ func TestStoreIDKeptAcrossRename(t *testing.T) {
 		copyObject(t, srv, "tfm", "replicas/a/"+o, "tfm-renamed", "mirror/"+o)
 	}
 
-	moved := openStore(t, srv, "tfm-renamed", "mirror", old.ID(), key('a'))
+	moved := openStore(t, srv, "tfm-renamed", "mirror", oldID, key('a'))
 	if raw, _, err := moved.GetMeta(ctx, name); err != nil || raw == nil {
 		t.Errorf("record in the renamed bucket under the old ID: %s, %v", raw, err)
 	}

@@ -91,7 +91,8 @@ type Config struct {
 	// against when HTTPClient is nil. Default nil: the system roots. The
 	// SDK's own CA setting, AWS_CA_BUNDLE, wins over it.
 	RootCAs *x509.CertPool
-	// Logger receives the breaker's changes. Default: discard.
+	// Logger receives the breaker's changes, the objects rejected, and at
+	// Open the store's ID and keys' IDs. Default: discard.
 	Logger *slog.Logger
 	// Observer receives observations. Default: none.
 	Observer Observer
@@ -263,16 +264,14 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// must bound the call.
 		o.RetryMaxAttempts = 1
 	})
+	cfg.Logger.Info("shared store objects authenticated", "store_id", cfg.StoreID,
+		"key_id", cfg.Keys.ID(), "previous_key_id", cfg.Keys.PreviousID())
 	return &Store{cfg: cfg, loc: loc, id: cfg.StoreID, client: client, log: cfg.Logger, obs: cfg.Observer,
 		rejected: rejections{store: cfg.StoreID, log: cfg.Logger, obs: cfg.Observer}}, nil
 }
 
 // Location returns where the store is.
 func (s *Store) Location() Location { return s.loc }
-
-// ID returns the store's ID, which every object's MAC binds
-// (Config.StoreID).
-func (s *Store) ID() string { return s.id }
 
 // Holder returns the name this store's leases are taken under.
 func (s *Store) Holder() string { return s.cfg.Holder }

@@ -43,12 +43,8 @@ func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, 
 	if met != nil {
 		scfg.Observer = met
 	}
-	st, err := sharedstore.Open(ctx, scfg)
-	if err != nil {
-		return nil, err
-	}
-	logger.Info("shared store objects authenticated", "store_id", st.ID(), "key_id", keys.ID(), "previous_key_id", keys.PreviousID())
-	return st, nil
+	return sharedstore.Open(ctx, scfg) // it logs the store's ID and the keys'
+
 }
 
 // sharedConfig is the shared store's configuration from the flags.
