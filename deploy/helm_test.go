@@ -177,6 +177,22 @@ func TestHelmChartSharedStoreKeyRotation(t *testing.T) {
 	}
 }
 
+// sharedStore.id reaches the replicas as --shared-store-id; without it
+// they take the store's default.
+func TestHelmChartSharedStoreID(t *testing.T) {
+	t.Parallel()
+	values := chartValues(t, "shared-store-values.yaml")
+	m, _ := helmTemplate(t, "default-id", values)
+	if id := flagValue(checkWorkload(t, m), "shared-store-id"); id != "" {
+		t.Errorf("without sharedStore.id: --shared-store-id %q", id)
+	}
+	values["sharedStore"].(map[string]any)["id"] = "s3://old-bucket/mirror/"
+	m, _ = helmTemplate(t, "kept-id", values)
+	if id := flagValue(checkWorkload(t, m), "shared-store-id"); id != "s3://old-bucket/mirror/" {
+		t.Errorf("--shared-store-id %q, want s3://old-bucket/mirror/", id)
+	}
+}
+
 // TestHelmChartRefuses renders values the chart must refuse, with the
 // reason in the error.
 func TestHelmChartRefuses(t *testing.T) {

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 	"time"
@@ -67,6 +68,13 @@ type Config struct {
 	// AllowPrivate policy is then not applied to connections. Meant for
 	// tests. Default nil: the guarded dialer.
 	DialContext func(ctx context.Context, network, addr string) (net.Conn, error)
+
+	// LookupNetIP resolves the target host of a request sent through a
+	// proxy, which is refused when it resolves to a non-public address
+	// (unless AllowPrivate); a failure or no answer within 2 seconds lets
+	// the request go to the proxy, which resolves it itself. Meant for
+	// tests. Default net.DefaultResolver.LookupNetIP.
+	LookupNetIP func(ctx context.Context, network, host string) ([]netip.Addr, error)
 
 	// Proxy chooses an HTTP proxy per request. Default
 	// http.ProxyFromEnvironment. Connections to the proxy itself, for the

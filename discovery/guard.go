@@ -117,6 +117,7 @@ type dialGuard struct {
 	allowPrivate bool
 	dialContext  func(ctx context.Context, network, addr string) (net.Conn, error) // replaces the guard when set
 	proxy        func(*http.Request) (*url.URL, error)
+	lookup       func(ctx context.Context, network, host string) ([]netip.Addr, error) // a proxied target's addresses
 	guarded      *net.Dialer
 	open         *net.Dialer
 }
@@ -151,10 +152,15 @@ func viaProxy(ctx context.Context, addr string) bool {
 }
 
 func newDialGuard(cfg Config) *dialGuard {
+	lookup := cfg.LookupNetIP
+	if lookup == nil {
+		lookup = net.DefaultResolver.LookupNetIP
+	}
 	return &dialGuard{
 		allowPrivate: cfg.AllowPrivate,
 		dialContext:  cfg.DialContext,
 		proxy:        cfg.Proxy,
+		lookup:       lookup,
 		guarded:      &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second, Control: guardControl},
 		open:         &net.Dialer{Timeout: dialTimeout, KeepAlive: 30 * time.Second},
 	}
@@ -174,17 +180,28 @@ func (g *dialGuard) dial(ctx context.Context, network, addr string) (net.Conn, e
 	return g.guarded.DialContext(ctx, network, addr)
 }
 
+// targetLookupTimeout bounds the resolution of a proxied request's target
+// host (proxyFor): a resolver that does not answer by then, as on a sealed
+// network whose only way to names is the proxy, leaves the name to the
+// proxy instead of holding every request back.
+const targetLookupTimeout = 2 * time.Second
+
 // proxyFor wraps Config.Proxy. When a request goes through a proxy, the
 // proxy resolves and connects to the target, so the dial guard only sees the
 // proxy's address: the target host is then checked here instead, as an IP
-// literal or by resolving its name. This is best effort (the proxy resolves
-// again later, and a name that does not resolve here is left to the proxy).
+// literal or by resolving its name. This is best effort: the proxy resolves
+// the name again, with its own resolver, when it connects, and may get
+// another answer (a name whose answers change from one query to the next,
+// DNS rebinding, or a resolver of the proxy's that knows internal names);
+// and a name that does not resolve here within targetLookupTimeout is left
+// to the proxy. Only the proxy's own egress policy can stop it connecting
+// to a private address.
 func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
 	u, err := g.proxy(req)
 	if err != nil || u == nil || g.allowPrivate {
 		return u, err
 	}
-	if err := checkTargetHost(req.Context(), req.URL.Hostname()); err != nil {
+	if err := g.checkTargetHost(req.Context(), req.URL.Hostname()); err != nil {
 		return nil, err
 	}
 	if pc, ok := req.Context().Value(proxyChoiceKey{}).(*proxyChoice); ok {
@@ -194,7 +211,11 @@ func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
 	return u, nil
 }
 
-func checkTargetHost(ctx context.Context, host string) error {
+// checkTargetHost refuses a proxied request's target host when it is a
+// non-public address, in any spelling a resolver reads as one, or a name
+// that resolves here to one (any of its addresses). A name that does not
+// resolve here is let through.
+func (g *dialGuard) checkTargetHost(ctx context.Context, host string) error {
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	if a, err := netip.ParseAddr(h); err == nil {
 		return checkAddr(a)
@@ -209,7 +230,9 @@ func checkTargetHost(ctx context.Context, host string) error {
 	if h == "localhost" || strings.HasSuffix(h, ".localhost") {
 		return fmt.Errorf("%w: %s", ErrPrivateAddress, host)
 	}
-	addrs, err := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+	lctx, cancel := context.WithTimeout(ctx, targetLookupTimeout)
+	defer cancel()
+	addrs, err := g.lookup(lctx, "ip", host)
 	if err != nil {
 		return nil // the proxy may resolve names this machine cannot
 	}

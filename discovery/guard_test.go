@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"log"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 func TestMain(m *testing.M) {
@@ -300,5 +302,85 @@ func TestGuardProxyExemptionOnlyForProxiedConnections(t *testing.T) {
 	defer mu.Unlock()
 	if len(direct) != 0 {
 		t.Fatalf("the proxy answered %v as an origin", direct)
+	}
+}
+
+// TestGuardWithProxyResolvesTarget: through a proxy, which resolves and
+// connects to the target itself, a target name that resolves on the
+// mirror to a non-public address (any of its addresses) is refused before
+// the proxy is asked; a name that resolves to public addresses, one that
+// does not resolve here (a sealed network where only the proxy resolves
+// names), and one whose resolution does not answer within
+// targetLookupTimeout go to the proxy, which decides.
+func TestGuardWithProxyResolvesTarget(t *testing.T) {
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewServer(rec)
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	s := newTestServer(t, http.NotFoundHandler())
+	var (
+		mu        sync.Mutex
+		deadlines = map[string]time.Duration{}
+	)
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.AllowPrivate = false
+		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.Retries = -1
+		cfg.BreakerThreshold = -1
+		cfg.LookupNetIP = func(ctx context.Context, _, host string) ([]netip.Addr, error) {
+			if d, ok := ctx.Deadline(); ok {
+				mu.Lock()
+				deadlines[host] = time.Until(d)
+				mu.Unlock()
+			}
+			switch host {
+			case "private.example":
+				return []netip.Addr{netip.MustParseAddr("10.0.0.5")}, nil
+			case "metadata.example":
+				return []netip.Addr{netip.MustParseAddr("8.8.8.8"), netip.MustParseAddr("169.254.169.254")}, nil
+			case "mapped.example":
+				return []netip.Addr{netip.MustParseAddr("::ffff:127.0.0.1")}, nil
+			case "public.example":
+				return []netip.Addr{netip.MustParseAddr("8.8.8.8")}, nil
+			case "slow.example":
+				<-ctx.Done()
+				return nil, ctx.Err()
+			}
+			return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+		}
+	})
+	p := testProvider(s)
+	for _, host := range []string{"private.example", "metadata.example", "mapped.example"} {
+		t.Run(host, func(t *testing.T) {
+			before := len(rec.seen())
+			_, _, err := c.OpenArchive(context.Background(), p, "https://"+host+"/a.zip")
+			if !errors.Is(err, ErrPrivateAddress) {
+				t.Errorf("err = %v, want ErrPrivateAddress", err)
+			}
+			if got := rec.seen()[before:]; len(got) != 0 {
+				t.Errorf("the proxy was asked for %v", got)
+			}
+		})
+	}
+	for _, host := range []string{"public.example", "sealed.example", "slow.example"} {
+		t.Run(host, func(t *testing.T) {
+			before := len(rec.seen())
+			start := time.Now()
+			_, _, err := c.OpenArchive(context.Background(), p, "https://"+host+"/a.zip")
+			if err == nil || errors.Is(err, ErrPrivateAddress) {
+				t.Errorf("err = %v, want the proxy's refusal", err)
+			}
+			if got := rec.seen()[before:]; len(got) != 1 || got[0] != host+":443" {
+				t.Errorf("the proxy saw %v, want [%s:443]", got, host)
+			}
+			if took := time.Since(start); took > targetLookupTimeout+10*time.Second {
+				t.Errorf("took %v", took)
+			}
+		})
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if d, ok := deadlines["slow.example"]; !ok || d > targetLookupTimeout {
+		t.Errorf("the slow lookup's deadline: %v (set %v), want at most %v", d, ok, targetLookupTimeout)
 	}
 }

@@ -1,13 +1,21 @@
 package sharedstore
 
 // The authenticated tier: every object the store writes is bound, with
-// HMAC-SHA256 under a key that only the operator's replicas hold, to its
-// kind, its key in the bucket (the prefix included) and its content; every object it reads is
-// checked against that binding before anything of it is handed out. An
-// object that fails is not there, as far as the callers can tell: they
-// take it from the origin and write it back, authenticated. Whoever can
-// write the bucket without the key can delete, hide or replay what the
+// HMAC-SHA256 under a key that only the operator's replicas hold, to the
+// store's ID (Config.StoreID: by default its bucket and prefix), its kind,
+// its name in the store (below the prefix) and its content; every object
+// it reads is checked against that binding before anything of it is
+// handed out. An object that fails is not there, as far as the callers can
+// tell: they take it from the origin and write it back, authenticated.
+// Whoever can write the bucket without the key can delete, hide or replay
+// (within minutes, under the same name of the same store) what the
 // replicas wrote, never make them take other bytes, records or times.
+//
+// The MAC's format is written beside it (macFormat). Format 1, that of
+// release 2.x before the store ID, bound the key in the bucket but not the
+// bucket: its records are rejected (and so re-derived from the origins and
+// written back in the current format); its archive headers are still
+// read, see OpenArchive.
 
 import (
 	"context"
@@ -28,6 +36,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
@@ -35,9 +45,44 @@ import (
 // MinKeyBytes is the shortest key Keys takes.
 const MinKeyBytes = 32
 
-// macDomain starts every authenticated message: a MAC of this store's is
-// no MAC of anything else made with the same key.
-const macDomain = "tfmirror shared-store object v1"
+// macFormat is the format of the MACs the store writes: format 2 binds
+// the store's ID, the kind and the name below the prefix. Format 1 (no
+// "format" field) bound the key in the bucket (prefix included) and the
+// kind, not the bucket.
+const macFormat = 2
+
+// macDomains start every authenticated message, by format: a MAC of this
+// store's is no MAC of anything else made with the same key, nor of
+// another format.
+var macDomains = map[int]string{
+	1: "tfmirror shared-store object v1",
+	2: "tfmirror shared-store object v2",
+}
+
+// MaxStoreIDBytes bounds Config.StoreID.
+const MaxStoreIDBytes = 256
+
+// CheckStoreID returns why id cannot be a store's ID: empty, longer than
+// MaxStoreIDBytes, or holding a control character or invalid UTF-8.
+func CheckStoreID(id string) error {
+	switch {
+	case id == "":
+		return errors.New("the store ID is empty")
+	case len(id) > MaxStoreIDBytes:
+		return fmt.Errorf("the store ID is %d bytes, more than %d", len(id), MaxStoreIDBytes)
+	case !utf8.ValidString(id) || strings.IndexFunc(id, unicode.IsControl) >= 0:
+		return fmt.Errorf("the store ID %q holds a control character or is not UTF-8", id)
+	}
+	return nil
+}
+
+// DefaultStoreID is the ID of the store at loc unless Config.StoreID
+// names one: s3://BUCKET/PREFIX (the prefix "" or ending in "/"), which
+// no other bucket or prefix has. The endpoint is not part of it: a store
+// reached under another endpoint (a new DNS name, path style) is the same
+// store; two servers holding a bucket of the same name need keys or IDs
+// of their own.
+func DefaultStoreID(loc Location) string { return "s3://" + loc.Bucket + "/" + loc.Prefix }
 
 // Keys are the keys that authenticate the shared store's objects: the
 // current one, which signs what the store writes and verifies what it
@@ -117,12 +162,12 @@ func (k *Keys) PreviousID() string {
 	return k.previous.id
 }
 
-// mac is the MAC under k of fields, each length-prefixed so that no two
-// lists of fields make one message.
-func (k key) mac(fields ...string) []byte {
+// mac is the MAC under k of fields in format, each length-prefixed so
+// that no two lists of fields make one message.
+func (k key) mac(format int, fields ...string) []byte {
 	m := hmac.New(sha256.New, k.secret)
 	var n [8]byte
-	for _, f := range append([]string{macDomain}, fields...) {
+	for _, f := range append([]string{macDomains[format]}, fields...) {
 		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
 		m.Write(n[:])
 		m.Write([]byte(f))
@@ -130,15 +175,19 @@ func (k key) mac(fields ...string) []byte {
 	return m.Sum(nil)
 }
 
-// sign returns the current key's ID and its MAC of fields.
+// sign returns the current key's ID and its MAC of fields in the current
+// format.
 func (k *Keys) sign(fields ...string) (id, mac string) {
-	return k.current.id, base64.StdEncoding.EncodeToString(k.current.mac(fields...))
+	return k.current.id, base64.StdEncoding.EncodeToString(k.current.mac(macFormat, fields...))
 }
 
-// verify checks mac, made by the key named id, of fields.
-func (k *Keys) verify(id, mac string, fields ...string) error {
+// verify checks mac, made by the key named id, of fields in format.
+func (k *Keys) verify(format int, id, mac string, fields ...string) error {
 	if id == "" || mac == "" {
 		return errors.New("not authenticated (written by an earlier release, or by something other than a replica)")
+	}
+	if macDomains[format] == "" {
+		return fmt.Errorf("its MAC is of format %d, which this release does not know (written by a later release?)", format)
 	}
 	var use *key
 	switch {
@@ -150,8 +199,8 @@ func (k *Keys) verify(id, mac string, fields ...string) error {
 		return fmt.Errorf("signed by key %q, which is neither the current nor the previous key", id)
 	}
 	got, err := base64.StdEncoding.DecodeString(mac)
-	if err != nil || !hmac.Equal(got, use.mac(fields...)) {
-		return fmt.Errorf("its MAC under key %q does not match (changed, or moved from another name)", id)
+	if err != nil || !hmac.Equal(got, use.mac(format, fields...)) {
+		return fmt.Errorf("its MAC under key %q does not match (changed, moved from another name, or written to another store than this one)", id)
 	}
 	return nil
 }
@@ -176,13 +225,26 @@ func kindOf(key string) string {
 }
 
 // metaDoc is how a record is kept in the store: the record, when it was
-// stored, and the MAC binding both to the record's kind and name.
+// stored, and the MAC binding both to the store, the record's kind and
+// name. Format is the MAC's (absent: format 1).
 type metaDoc struct {
 	StoredAt string          `json:"stored_at"` // RFC 3339, UTC
 	Record   json.RawMessage `json:"record"`
+	Format   int             `json:"format,omitempty"`
 	KeyID    string          `json:"key_id,omitempty"`
 	MAC      string          `json:"mac,omitempty"`
 }
+
+// fields are what the MAC of the record stored under name (below the
+// prefix) of kind binds in the current format.
+func (d *metaDoc) fields(storeID, kind, name string) []string {
+	return []string{storeID, kind, name, d.StoredAt, string(d.Record)}
+}
+
+// errEarlierFormat rejects a record authenticated in format 1, which did
+// not bind the bucket: one copied from another bucket read under the same
+// key would pass.
+var errEarlierFormat = errors.New("authenticated in the format of an earlier release (1), which does not bind the store's ID; taken from the origin and written back in the current format")
 
 // maxPutBack is how much later than a record's time of storing (by its
 // writer's clock, under the MAC) the store may have written it (by the
@@ -212,7 +274,11 @@ func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.
 		s.rejected.reject(kind, name, fmt.Errorf("not a stored record: %v", err))
 		return nil, time.Time{}, nil
 	}
-	if err := s.cfg.Keys.verify(doc.KeyID, doc.MAC, kind, name, doc.StoredAt, string(doc.Record)); err != nil {
+	if doc.Format < macFormat && doc.MAC != "" {
+		s.rejected.reject(kind, name, errEarlierFormat)
+		return nil, time.Time{}, nil
+	}
+	if err := s.cfg.Keys.verify(doc.Format, doc.KeyID, doc.MAC, doc.fields(s.id, kind, "meta/"+key)...); err != nil {
 		s.rejected.reject(kind, name, err)
 		return nil, time.Time{}, nil
 	}
@@ -237,8 +303,8 @@ func (s *Store) PutMeta(ctx context.Context, key string, record any) error {
 		return err
 	}
 	name := s.key("meta/" + key)
-	doc := metaDoc{StoredAt: s.cfg.Now().UTC().Format(time.RFC3339Nano), Record: raw}
-	doc.KeyID, doc.MAC = s.cfg.Keys.sign(kindOf(key), name, doc.StoredAt, string(raw))
+	doc := metaDoc{StoredAt: s.cfg.Now().UTC().Format(time.RFC3339Nano), Record: raw, Format: macFormat}
+	doc.KeyID, doc.MAC = s.cfg.Keys.sign(doc.fields(s.id, kindOf(key), "meta/"+key)...)
 	b, err := json.Marshal(doc)
 	if err != nil {
 		return err
@@ -247,17 +313,25 @@ func (s *Store) PutMeta(ctx context.Context, key string, record any) error {
 }
 
 // archiveHeader vouches for the archive stored under Name: its sha256
-// and size, bound to the name by the MAC.
+// and size, bound to the name (and in format 2 to the store's ID) by the
+// MAC. Name is the name below the prefix in format 2 (archives/SHA256),
+// the key in the bucket in format 1 (no "format" field).
 type archiveHeader struct {
 	Name   string `json:"name"`
 	SHA256 string `json:"sha256"`
 	Size   int64  `json:"size"`
+	Format int    `json:"format,omitempty"`
 	KeyID  string `json:"key_id"`
 	MAC    string `json:"mac"`
 }
 
-func (h *archiveHeader) fields() []string {
-	return []string{"archive", h.Name, h.SHA256, strconv.FormatInt(h.Size, 10)}
+// fields are what the header's MAC binds in its format.
+func (h *archiveHeader) fields(storeID string) []string {
+	f := []string{"archive", h.Name, h.SHA256, strconv.FormatInt(h.Size, 10)}
+	if h.Format < 2 {
+		return f
+	}
+	return append([]string{storeID}, f...)
 }
 
 // OpenArchive opens the archive sha; it returns a nil body when the store
@@ -266,6 +340,13 @@ func (h *archiveHeader) fields() []string {
 // instead of its end unless the bytes are the header's size and sha256. The call
 // timeout bounds the wait for the answer, ctx the reading of the body.
 // The caller must close the body.
+//
+// A header in format 1, which does not bind the store's ID, is read: an
+// archive is content-addressed, its sha256 comes from a record this
+// replica trusts (its own, or one of the current format from the store),
+// and every byte is checked against it, so one copied from another bucket
+// under the same key is the very archive asked for. Taking it saves
+// every replica the download of every archive on the upgrade.
 func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int64, error) {
 	if err := checkSHA(sha); err != nil {
 		return nil, 0, err
@@ -286,10 +367,10 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 		err = errors.New("no header vouches for it (written by an earlier release, or by something other than a replica)")
 	case json.Unmarshal(raw, &h) != nil:
 		err = errors.New("its header is not a header")
-	case h.Name != name || h.SHA256 != sha:
+	case h.SHA256 != sha || (h.Format < 2 && h.Name != name) || (h.Format >= 2 && h.Name != "archives/"+sha):
 		err = fmt.Errorf("its header is the header of %s", h.Name)
 	default:
-		err = s.cfg.Keys.verify(h.KeyID, h.MAC, h.fields()...)
+		err = s.cfg.Keys.verify(max(h.Format, 1), h.KeyID, h.MAC, h.fields(s.id)...)
 	}
 	if err == nil && size >= 0 && size != h.Size {
 		err = fmt.Errorf("%d bytes, its header says %d", size, h.Size)
@@ -310,8 +391,8 @@ func (s *Store) PutArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 	if err := checkSHA(sha); err != nil {
 		return err
 	}
-	h := archiveHeader{Name: s.key("archives/" + sha), SHA256: sha, Size: size}
-	h.KeyID, h.MAC = s.cfg.Keys.sign(h.fields()...)
+	h := archiveHeader{Name: "archives/" + sha, SHA256: sha, Size: size, Format: macFormat}
+	h.KeyID, h.MAC = s.cfg.Keys.sign(h.fields(s.id)...)
 	b, err := json.Marshal(h)
 	if err != nil {
 		return err
@@ -383,6 +464,7 @@ const maxLogged = 1024
 // once, and the archives whose bytes were wrong, so that the next put
 // replaces them.
 type rejections struct {
+	store string // the store's ID, in the log
 	log   *slog.Logger
 	obs   Observer // nil: none
 	total atomic.Int64
@@ -445,7 +527,7 @@ func (r *rejections) reject(kind, name string, why error) {
 	switch first, more := r.first(kind, name); {
 	case first:
 		r.log.Warn("shared store object failed authentication; ignored, taken from the origin instead (and written back authenticated)",
-			"kind", kind, "object", name, "reason", why.Error())
+			"kind", kind, "object", name, "store_id", r.store, "reason", why.Error())
 	case more:
 		r.log.Warn("more shared store objects fail authentication; they are counted (tfmirror_shared_rejected_total), no longer logged each",
 			"logged", maxLogged)

@@ -39,18 +39,21 @@
 //
 // The bucket is a trust boundary (auth.go). Every object the store
 // writes is bound by HMAC-SHA256, under the operator's key (Keys, the same
-// on every replica), to its kind, its key in the bucket (the prefix included) and its content
+// on every replica), to the store's ID (Config.StoreID, by default
+// s3://BUCKET/PREFIX), its kind, its name below the prefix and its content
 // (a record with its time of storing; an archive through its header, its
-// sha256 and size); every object it reads is checked against that before
-// anything of it is handed out, and an archive's bytes against its header
-// as they stream. An object that fails (written without the key, changed,
-// moved from another name, or written by a release that did not
-// authenticate) is as good as absent: counted (Observer), logged once,
-// and the callers take it from the origin and write it back. Whoever can
-// write the bucket without the key can delete, hide, or replay under the
-// same name what the replicas wrote (a record within minutes of its
-// writing only: the store's Last-Modified gives an older one away);
-// never make them take other bytes, records or times.
+// sha256 and size), and carries the format of its MAC; every object it
+// reads is checked against that before anything of it is handed out, and
+// an archive's bytes against its header as they stream. An object that
+// fails (written without the key, changed, moved from another name or
+// another store, or written by a release that did not authenticate or
+// whose MAC did not bind the store) is as good as absent: counted
+// (Observer), logged once, and the callers take it from the origin and
+// write it back. Whoever can write the bucket without the key can delete,
+// hide, or replay under the same name of the same store what the replicas
+// wrote (a record within minutes of its writing only: the store's
+// Last-Modified gives an older one away); never make them take other
+// bytes, records or times.
 //
 // Every call is bounded by Config.CallTimeout (archive bodies by the
 // caller's context), and a circuit breaker stops calling a store that

@@ -63,6 +63,13 @@ type Config struct {
 	// Keys authenticate every object the store writes and reads (see
 	// Keys). Required: the operator's, the same on every replica.
 	Keys *Keys
+	// StoreID names the store in the MAC of every object (see Keys): an
+	// object written to a store of another ID is rejected, although the
+	// same key signed it. Every replica sharing the store must use the
+	// same. Default: DefaultStoreID of the URL's location, s3://BUCKET/PREFIX;
+	// an operator who moves the store to another bucket or prefix keeps
+	// its objects readable by keeping the old ID. See CheckStoreID.
+	StoreID string
 	// Holder names this replica in the leases it takes. Default: the host
 	// name, the process id and a random suffix.
 	Holder string
@@ -84,7 +91,8 @@ type Config struct {
 	// against when HTTPClient is nil. Default nil: the system roots. The
 	// SDK's own CA setting, AWS_CA_BUNDLE, wins over it.
 	RootCAs *x509.CertPool
-	// Logger receives the breaker's changes. Default: discard.
+	// Logger receives the breaker's changes, the objects rejected, and at
+	// Open the store's ID and keys' IDs. Default: discard.
 	Logger *slog.Logger
 	// Observer receives observations. Default: none.
 	Observer Observer
@@ -160,6 +168,7 @@ func ParseURL(raw string) (Location, error) {
 type Store struct {
 	cfg    Config
 	loc    Location
+	id     string // the store's ID, in every MAC (Config.StoreID)
 	client *s3.Client
 	log    *slog.Logger
 	obs    Observer
@@ -186,6 +195,12 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	}
 	if cfg.Keys == nil {
 		return nil, errors.New("shared store: no key to authenticate its objects with (every replica needs the same one)")
+	}
+	if cfg.StoreID == "" {
+		cfg.StoreID = DefaultStoreID(loc)
+	}
+	if err := CheckStoreID(cfg.StoreID); err != nil {
+		return nil, fmt.Errorf("shared store: %w", err)
 	}
 	if cfg.Holder == "" {
 		host, _ := os.Hostname()
@@ -249,8 +264,10 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		// must bound the call.
 		o.RetryMaxAttempts = 1
 	})
-	return &Store{cfg: cfg, loc: loc, client: client, log: cfg.Logger, obs: cfg.Observer,
-		rejected: rejections{log: cfg.Logger, obs: cfg.Observer}}, nil
+	cfg.Logger.Info("shared store objects authenticated", "store_id", cfg.StoreID,
+		"key_id", cfg.Keys.ID(), "previous_key_id", cfg.Keys.PreviousID())
+	return &Store{cfg: cfg, loc: loc, id: cfg.StoreID, client: client, log: cfg.Logger, obs: cfg.Observer,
+		rejected: rejections{store: cfg.StoreID, log: cfg.Logger, obs: cfg.Observer}}, nil
 }
 
 // Location returns where the store is.

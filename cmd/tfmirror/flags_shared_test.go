@@ -85,3 +85,33 @@ func TestSharedStoreFlagsOfExportAndImport(t *testing.T) {
 		t.Errorf("a too short lease: err = %v", err)
 	}
 }
+
+// --shared-store-id reaches the store's configuration (unset: "", the
+// store's default from its URL); one that cannot be an ID, or one without
+// a store, stops the start.
+func TestSharedStoreIDFlag(t *testing.T) {
+	noEnv := func(string) (string, bool) { return "", false }
+	c, err := parseServeFlags([]string{"--shared-store", "s3://b/p", "--shared-store-key-file", "k"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedConfig(c); got.StoreID != "" {
+		t.Errorf("default store ID %q, want the store's own default", got.StoreID)
+	}
+	c, err = parseServeFlags([]string{"--shared-store", "s3://new/p", "--shared-store-key-file", "k", "--shared-store-id", "s3://old/p/"}, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sharedConfig(c); got.StoreID != "s3://old/p/" {
+		t.Errorf("store ID %q", got.StoreID)
+	}
+	for _, bad := range [][]string{
+		{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-id", "a\nb"},
+		{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-id", strings.Repeat("x", 257)},
+		{"--shared-store-id", "prod"},
+	} {
+		if _, err := parseServeFlags(bad, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), "shared-store-id") {
+			t.Errorf("%q: %v, want an error naming --shared-store-id", bad, err)
+		}
+	}
+}

@@ -38,19 +38,20 @@ func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, 
 		return nil, fmt.Errorf("--shared-store-key-file: %w", err)
 	}
 	scfg.Keys = keys
-	logger.Info("shared store objects authenticated", "key_id", keys.ID(), "previous_key_id", keys.PreviousID())
 	scfg.RootCAs = roots
 	scfg.Logger = logger
 	if met != nil {
 		scfg.Observer = met
 	}
-	return sharedstore.Open(ctx, scfg)
+	return sharedstore.Open(ctx, scfg) // it logs the store's ID and the keys'
+
 }
 
 // sharedConfig is the shared store's configuration from the flags.
 func sharedConfig(cfg settings.Config) sharedstore.Config {
 	return sharedstore.Config{
 		URL:              cfg.SharedStore,
+		StoreID:          cfg.SharedStoreID,
 		LeaseTTL:         cfg.SharedLeaseTTL,
 		CallTimeout:      cfg.SharedTimeout,
 		BreakerThreshold: cfg.SharedBreakerThresh,

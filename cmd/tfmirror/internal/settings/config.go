@@ -61,6 +61,7 @@ type Config struct {
 	SharedStore         string
 	SharedKeyFile       string
 	SharedPrevKeyFile   string
+	SharedStoreID       string // "": sharedstore.DefaultStoreID of the URL
 	SharedLeaseTTL      time.Duration
 	SharedTimeout       time.Duration
 	SharedBreakerThresh int
@@ -275,6 +276,11 @@ func (c Config) ValidateEngine() error {
 		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
 			errs = append(errs, fmt.Errorf("--shared-store: %w", err))
 		}
+		if c.SharedStoreID != "" {
+			if err := sharedstore.CheckStoreID(c.SharedStoreID); err != nil {
+				errs = append(errs, fmt.Errorf("--shared-store-id: %w", err))
+			}
+		}
 		if c.SharedKeyFile == "" {
 			errs = append(errs, errors.New("--shared-store needs --shared-store-key-file: the key (at least 32 bytes, the same file on every replica, e.g. head -c 32 /dev/urandom > FILE) that authenticates what the replicas write to the bucket"))
 		}
@@ -282,8 +288,8 @@ func (c Config) ValidateEngine() error {
 			errs = append(errs, fmt.Errorf("--shared-store stores an archive in one PUT, of at most %d bytes: --max-archive-bytes must not be larger", int64(sharedstore.MaxArchiveBytes)))
 		}
 	}
-	if c.SharedStore == "" && (c.SharedKeyFile != "" || c.SharedPrevKeyFile != "") {
-		errs = append(errs, errors.New("--shared-store-key-file and --shared-store-previous-key-file need --shared-store"))
+	if c.SharedStore == "" && (c.SharedKeyFile != "" || c.SharedPrevKeyFile != "" || c.SharedStoreID != "") {
+		errs = append(errs, errors.New("--shared-store-key-file, --shared-store-previous-key-file and --shared-store-id need --shared-store"))
 	}
 	if c.SharedPrevKeyFile != "" && c.SharedKeyFile == "" {
 		errs = append(errs, errors.New("--shared-store-previous-key-file needs --shared-store-key-file"))

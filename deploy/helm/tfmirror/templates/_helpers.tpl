@@ -161,6 +161,7 @@ app.kubernetes.io/part-of: tfmirror
 {{- $_ := set $s "shared_store" .Values.sharedStore.url }}
 {{- $_ := set $s "shared_store_key_file" "/etc/tfmirror/shared-store-key/shared-store.key" }}
 {{- if .Values.sharedStore.key.previousKey }}{{ $_ := set $s "shared_store_previous_key_file" "/etc/tfmirror/shared-store-key/shared-store-previous.key" }}{{ end }}
+{{- with .Values.sharedStore.id }}{{ $_ := set $s "shared_store_id" . }}{{ end }}
 {{- end }}
 {{- with .Values.policy }}{{ $_ := set $s "policy" . }}{{ end }}
 {{- /* listen (:8443) is the image's TFMIRROR_LISTEN and data_dir the
