@@ -9,9 +9,10 @@ const (
 	// maxKeyFileBytes: a key of raw bytes (--url-signing-key-file) or a
 	// PEM private key (--tls-key): tens of bytes to a few KiB.
 	maxKeyFileBytes = 64 << 10
-	// maxTokensFileBytes: client tokens, one per line: some 15,000 of 64
-	// characters.
-	maxTokensFileBytes = 1 << 20
+	// maxTokensFileBytes: client tokens, one per line, with comments:
+	// some 250,000 tokens of 64 characters; as much as an HCL file of the
+	// operator's (internal/hclfile.MaxBytes).
+	maxTokensFileBytes = 16 << 20
 	// maxKeyringBytes: ASCII-armored OpenPGP keys with their signatures
 	// (the export key, trusted and publisher keys): as airgap reads them.
 	maxKeyringBytes = 1 << 20
