@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/tfmirror/tfmirror/v2/airgap"
 )
 
 // operatorFileFlags are serve's flags that name a file the operator
@@ -145,5 +147,83 @@ func TestOperatorFilesRefusedProcess(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestKeyFileModeProcess runs export-key on an export key laid out as a
+// Kubernetes Secret volume lays it out (the name a link to ..data/NAME,
+// ..data a link to a dated directory) with mode 0666, in a mount
+// namespace of its own: on a read-only mount, as the kubelet mounts a
+// Secret, nobody can write it and it is read; on a mount others can
+// write through, it is refused with the chmod to run.
+func TestKeyFileModeProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err == nil {
+		err = exec.Command(unshare, "--mount", "--map-root-user", "true").Run()
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("unshare --mount --map-root-user (util-linux, user namespaces): %v", err)
+		}
+		t.Skipf("no mount namespace: %v", err)
+	}
+	bin := buildBinary(t)
+	k, err := airgap.GenerateExportKey("tfmirror test export key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key bytes.Buffer
+	if err := k.WritePrivate(&key); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := goodFile(t.TempDir(), "export.key", key.String())
+	const script = `set -e
+mount -t tmpfs -o size=1m tmpfs "$DIR"
+mkdir "$DIR/..2026_11_29_15_00_00.1"
+cp "$KEY" "$DIR/..2026_11_29_15_00_00.1/export.key"
+chmod 0666 "$DIR/..2026_11_29_15_00_00.1/export.key"
+ln -s ..2026_11_29_15_00_00.1 "$DIR/..data"
+ln -s ..data/export.key "$DIR/export.key"
+if [ "$RO" = 1 ]; then mount -o remount,ro "$DIR"; fi
+exec "$BIN" export-key --data-dir "$DATA" --export-key "$DIR/export.key"
+`
+	for _, tc := range []struct {
+		name     string
+		readOnly bool
+		code     int
+		want     string
+	}{
+		{"read-only mount", true, 0, "-----BEGIN PGP PUBLIC KEY BLOCK-----"},
+		{"writable mount", false, 1, "/export.key has mode 0666: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "export-key")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ro := "0"
+			if tc.readOnly {
+				ro = "1"
+			}
+			cmd := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", script)
+			cmd.Env = []string{"DIR=" + dir, "RO=" + ro, "BIN=" + bin, "KEY=" + keyFile, "DATA=" + filepath.Join(t.TempDir(), "data"),
+				"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(string(out), tc.want) {
+				t.Errorf("exit %d, want %d and %q:\n%s", code, tc.code, tc.want, out)
+			}
+		})
 	}
 }

@@ -26,7 +26,7 @@ type WritableError struct {
 }
 
 func (e *WritableError) Error() string {
-	return fmt.Sprintf("%s has mode %04o: users of its group or all users may write it, and so change what the mirror trusts, so it is not read; make it writable by its owner only: chmod go-w %s",
+	return fmt.Sprintf("%s has mode %04o: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w %s",
 		e.Path, e.Mode.Perm(), e.Path)
 }
 
