@@ -306,11 +306,11 @@ func (m *server) setupTLS() error {
 func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
 	cert, err := inputfile.ReadOperator(certFile, maxCertFileBytes)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("TLS certificate: %w", err)
+		return tls.Certificate{}, fmt.Errorf("loading TLS certificate: %w", err)
 	}
 	key, err := inputfile.ReadTrusted(keyFile, maxKeyFileBytes)
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("TLS key: %w", err)
+		return tls.Certificate{}, fmt.Errorf("loading TLS certificate's key: %w", err)
 	}
 	pair, err := tls.X509KeyPair(cert, key)
 	if err != nil {
