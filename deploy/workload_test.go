@@ -538,8 +538,17 @@ func checkFiles(t *testing.T, m *manifests, w *workload) {
 				if len(items) > 0 && !slices.ContainsFunc(items, func(k corev1.KeyToPath) bool { return k.Path == path.Base(file) }) {
 					t.Errorf("%s: --%s %s: volume %s has no item at %s", m.where, flag, file, vol.Name, path.Base(file))
 				}
-				if mode := fileMode(vol, path.Base(file)); secret && mode&0o007 != 0 {
+				mode := fileMode(vol, path.Base(file))
+				if secret && mode&0o007 != 0 {
 					t.Errorf("%s: --%s %s holds a secret and is mounted with mode %04o from volume %s: readable by any user of the container; give the volume a defaultMode such as 0440 (the pod's fsGroup reads it)", m.where, flag, file, mode, vol.Name)
+				}
+				// tfmirror refuses a file of secrets or trust that its
+				// group or all users may write, unless its mount is
+				// read-only (the kubelet's of a Secret or ConfigMap is):
+				// the assets give none such a mode, wherever they are
+				// mounted.
+				if mode&0o022 != 0 {
+					t.Errorf("%s: --%s %s is mounted with mode %04o from volume %s: writable by its group or all users, which tfmirror refuses but on a read-only mount; give the volume a defaultMode such as 0440 or 0644", m.where, flag, file, mode, vol.Name)
 				}
 			}
 		}

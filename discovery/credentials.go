@@ -56,7 +56,7 @@ func LoadCredentials(file string, environ []string) (*Credentials, error) {
 }
 
 func (c *Credentials) loadFile(file string) error {
-	f, diags, err := hclfile.Parse(nil, file)
+	f, diags, err := hclfile.ParseTrusted(nil, file)
 	if err != nil {
 		return fmt.Errorf("credentials file: %w", err)
 	}

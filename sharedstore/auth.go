@@ -30,7 +30,6 @@ import (
 	"hash"
 	"io"
 	"log/slog"
-	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -39,6 +38,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -120,17 +120,24 @@ func NewKeys(current, previous []byte) (*Keys, error) {
 	return k, nil
 }
 
+// MaxKeyFileBytes is the most read of a key file: a key is some 32 bytes.
+const MaxKeyFileBytes = 64 << 10
+
 // LoadKeys reads the current key from the file current and the previous
 // one, unless previous is "", from the file previous. A key file holds
-// the key's bytes as they are (e.g. head -c 32 /dev/urandom > FILE).
+// the key's bytes as they are (e.g. head -c 32 /dev/urandom > FILE). It
+// is read as every operator's file of secrets is
+// (internal/inputfile.ReadTrusted): through a link (a mounted Secret's),
+// never waiting on a FIFO, no further than MaxKeyFileBytes, and refused
+// when users other than its owner may write it.
 func LoadKeys(current, previous string) (*Keys, error) {
-	cur, err := os.ReadFile(current)
+	cur, err := inputfile.ReadTrusted(current, MaxKeyFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("shared store key: %w", err)
 	}
 	var prev []byte
 	if previous != "" {
-		if prev, err = os.ReadFile(previous); err != nil {
+		if prev, err = inputfile.ReadTrusted(previous, MaxKeyFileBytes); err != nil {
 			return nil, fmt.Errorf("shared store previous key: %w", err)
 		}
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
 	"errors"
 	"fmt"
@@ -31,7 +32,7 @@ func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*pr
 	}
 	var key []byte
 	if cfg.URLSigningKeyFile != "" {
-		key, err = os.ReadFile(cfg.URLSigningKeyFile)
+		key, err = inputfile.ReadTrusted(cfg.URLSigningKeyFile, maxKeyFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("--url-signing-key-file: %w", err)
 		}
@@ -83,14 +84,15 @@ func dataDirKey(path string) ([]byte, error) {
 
 // readTokens reads the client tokens file at path: through a link (a
 // mounted Secret's), never waiting on what is no regular file (a FIFO put
-// in its place would hold a reload, and the shutdown after it, for ever).
+// in its place would hold a reload, and the shutdown after it, for ever),
+// within maxTokensFileBytes, and refused when users other than its owner
+// may write it (internal/inputfile.ReadTrusted).
 func readTokens(path string) ([][32]byte, error) {
-	f, _, err := inputfile.OpenOperator(path)
+	data, err := inputfile.ReadTrusted(path, maxTokensFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("--auth-tokens-file: %w", err)
 	}
-	defer f.Close()
-	hashes, err := proxy.ParseTokens(f)
+	hashes, err := proxy.ParseTokens(bytes.NewReader(data))
 	var line *proxy.TokenLineError
 	if errors.As(err, &line) {
 		// file:line, as the configuration file's errors; the reason

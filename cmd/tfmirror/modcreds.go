@@ -2,7 +2,6 @@ package main
 
 import (
 	"fmt"
-	"io"
 	"net/url"
 	"os"
 	"slices"
@@ -99,7 +98,7 @@ func decodeSourceHosts(body hcl.Body) ([]sourceHostBlock, error) {
 // newline. lookupEnv reads the *_env variables. Errors never quote a
 // secret.
 func loadModuleSourceCredentials(file string, allowed []string, lookupEnv func(string) (string, bool)) (*moduleSourceCredentials, error) {
-	f, diags, err := hclfile.Parse(nil, file)
+	f, diags, err := hclfile.ParseTrusted(nil, file)
 	if err != nil {
 		return nil, fmt.Errorf("module source credentials: %w", err)
 	}
@@ -208,24 +207,13 @@ func oneSecret(where, name string, value, env, file *string, lookupEnv func(stri
 // hundred bytes.
 const maxSecretFileBytes = 64 << 10
 
-// readSecretFile reads a *_file secret as every operator's file is opened
-// (internal/inputfile.OpenOperator): through a link (a mounted Secret's),
-// never waiting on a FIFO, and no further than maxSecretFileBytes (a
-// device never ends).
+// readSecretFile reads a *_file secret as every operator's file of
+// secrets is read (internal/inputfile.ReadTrusted): through a link (a
+// mounted Secret's), never waiting on a FIFO, no further than
+// maxSecretFileBytes (a device never ends), and refused when users other
+// than its owner may write it.
 func readSecretFile(path string) ([]byte, error) {
-	f, _, err := inputfile.OpenOperator(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	raw, err := io.ReadAll(io.LimitReader(f, maxSecretFileBytes+1))
-	if err != nil {
-		return nil, err
-	}
-	if len(raw) > maxSecretFileBytes {
-		return nil, fmt.Errorf("%s is larger than the %d bytes read of a secret", path, maxSecretFileBytes)
-	}
-	return raw, nil
+	return inputfile.ReadTrusted(path, maxSecretFileBytes)
 }
 
 // sourceHostKey spells a source host as the mirror compares URL hosts:

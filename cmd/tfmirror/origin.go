@@ -14,6 +14,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // originNetwork sets the proxy and the credentials of the origin client
@@ -72,7 +73,9 @@ func getenv(environ []string, name string) string {
 // originRoots are the CAs trusted for origins, download hosts, module
 // source hosts and the shared store: base (nil: the system roots) with the
 // certificates of the --origin-ca-file files added. Without files it is
-// base. A file that cannot be read or holds no certificate is an error.
+// base. A file that cannot be read or holds no certificate is an error;
+// so is one that is no regular file, is larger than maxCertFileBytes, or
+// that users other than its owner may write (internal/inputfile.ReadTrusted).
 func originRoots(files []string, base *x509.CertPool, logger *slog.Logger) (*x509.CertPool, error) {
 	if len(files) == 0 {
 		return base, nil
@@ -91,7 +94,7 @@ func originRoots(files []string, base *x509.CertPool, logger *slog.Logger) (*x50
 	}
 	var subjects []string
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := inputfile.ReadTrusted(f, maxCertFileBytes)
 		if err != nil {
 			return nil, fmt.Errorf("--origin-ca-file: %w", err)
 		}

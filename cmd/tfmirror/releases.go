@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/admin"
@@ -13,6 +12,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/served"
@@ -89,12 +89,15 @@ func servedReleases(rel *releases.Releases, engine *mirror.Engine, logger *slog.
 }
 
 // readArmoredKeys reads the ASCII-armored public key blocks of a file
-// ("" : none, the shipped keys).
+// ("" : none, the shipped keys), as every file of keys is read
+// (internal/inputfile.ReadTrusted): never waiting on a FIFO, within
+// maxKeyringBytes, and refused when users other than its owner may write
+// it.
 func readArmoredKeys(path string) ([]string, error) {
 	if path == "" {
 		return nil, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := inputfile.ReadTrusted(path, maxKeyringBytes)
 	if err != nil {
 		return nil, err
 	}

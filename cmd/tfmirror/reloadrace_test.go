@@ -23,11 +23,11 @@ func TestReloadsAtOnceLeaveTheNewestInForce(t *testing.T) {
 	tokens := filepath.Join(dir, "tokens")
 	const revoked, kept = "0123456789abcdef0123456789abcdef", "fedcba9876543210fedcba9876543210"
 	// The old file: the token to revoke, and comments that take the
-	// reading a while.
+	// reading a while (within the bound of a tokens file).
 	var old strings.Builder
 	old.WriteString(revoked + "\n" + kept + "\n")
 	line := "# " + strings.Repeat("x", 78) + "\n"
-	for old.Len() < 32<<20 {
+	for old.Len() < maxTokensFileBytes-len(line) {
 		old.WriteString(line)
 	}
 	if err := os.WriteFile(tokens, []byte(old.String()), 0o600); err != nil {

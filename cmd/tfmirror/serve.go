@@ -32,6 +32,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/certs"
 	"github.com/tfmirror/tfmirror/v2/internal/httpserve"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonlog"
 	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
 	"github.com/tfmirror/tfmirror/v2/metrics"
@@ -286,9 +287,9 @@ func (m *server) setupTLS() error {
 			return err
 		}
 	}
-	pair, err := tls.LoadX509KeyPair(certFile, keyFile)
+	pair, err := loadKeyPair(certFile, keyFile)
 	if err != nil {
-		return fmt.Errorf("loading TLS certificate: %w", err)
+		return err
 	}
 	m.tls = &tls.Config{
 		MinVersion:   tls.VersionTLS12,
@@ -296,6 +297,26 @@ func (m *server) setupTLS() error {
 		NextProtos:   nextProtos(m.cfg.HTTP2),
 	}
 	return nil
+}
+
+// loadKeyPair reads the certificate chain and the private key served, as
+// every operator's file is read (internal/inputfile): never waiting on a
+// FIFO, within bounds, and the key, a secret, refused when users other
+// than its owner may write it.
+func loadKeyPair(certFile, keyFile string) (tls.Certificate, error) {
+	cert, err := inputfile.ReadOperator(certFile, maxCertFileBytes)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("loading TLS certificate: %w", err)
+	}
+	key, err := inputfile.ReadTrusted(keyFile, maxKeyFileBytes)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("loading TLS certificate's key: %w", err)
+	}
+	pair, err := tls.X509KeyPair(cert, key)
+	if err != nil {
+		return tls.Certificate{}, fmt.Errorf("loading TLS certificate %s and key %s: %w", certFile, keyFile, err)
+	}
+	return pair, nil
 }
 
 // certHosts are the names the generated certificate is issued for:

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"flag"
 	"fmt"
@@ -50,14 +51,14 @@ func loadTrust(cfg settings.Config) (airgap.Trust, error) {
 // readPublicKeysFile reads the public keys of the file at path: through a
 // link (a mounted Secret's), never waiting on what is no regular file (a
 // FIFO put in its place would hold a reload, and the shutdown after it,
-// for ever).
+// for ever), within maxKeyringBytes, and refused when users other than
+// its owner may write it (internal/inputfile.ReadTrusted).
 func readPublicKeysFile(path string) (openpgp.EntityList, error) {
-	f, _, err := inputfile.OpenOperator(path)
+	data, err := inputfile.ReadTrusted(path, maxKeyringBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	keys, err := airgap.ReadPublicKeys(f)
+	keys, err := airgap.ReadPublicKeys(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
@@ -133,13 +134,14 @@ func exportKeySource(cfg settings.Config) (func() (*airgap.ExportKey, error), er
 	}, nil
 }
 
+// readExportKeyFile reads the export key at path (--export-key's, or the
+// data directory's) as readPublicKeysFile reads public keys.
 func readExportKeyFile(path string) (*airgap.ExportKey, error) {
-	f, err := os.Open(path)
+	data, err := inputfile.ReadTrusted(path, maxKeyringBytes)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	k, err := airgap.ReadExportKey(f)
+	k, err := airgap.ReadExportKey(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}

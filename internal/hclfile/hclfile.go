@@ -53,6 +53,19 @@ func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics,
 	return ParseFrom(p, path, fh)
 }
 
+// ParseTrusted is Parse of a file of secrets (the origin credentials, the
+// module source credentials): opened by internal/inputfile.OpenTrusted, it
+// is refused, as an *inputfile.WritableError naming it, when users other
+// than its owner may write it.
+func ParseTrusted(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics, err error) {
+	fh, _, err := inputfile.OpenTrusted(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer fh.Close()
+	return ParseFrom(p, path, fh)
+}
+
 // ParseFrom is Parse of the file at path that its caller opened as r (and
 // checked: an operator's file that a reload reads again is opened by
 // internal/inputfile.OpenOperator, and read from the very descriptor it

@@ -8,7 +8,12 @@
 // regular file, or a directory. Every read of an import's input goes
 // through it, and every reading of an operator's file (OpenOperator, which
 // follows links but never waits either): the configuration, the tokens,
-// the pins, and every file internal/hclfile.Parse reads.
+// the pins, the keys, the certificates, and every file
+// internal/hclfile.Parse reads. ReadOperator reads an operator's file
+// whole, within the bound its caller gives; OpenTrusted and ReadTrusted
+// open a file whose content the mirror trusts (a secret, a key, a CA, the
+// configuration) and refuse it when users other than its owner may write
+// it.
 //
 // It owns the opening only: which names to open, and how much of a file
 // to read, are its callers'.

@@ -85,9 +85,10 @@ func (f *File) Policy() hcl.Body {
 // accepted. Diagnostics never quote
 // a secret setting's value. A file that users other than its owner may
 // write (its group's or all users' write bit, on a file system mounted
-// for writing) is refused before it is read: whoever may write it decides
-// what the mirror serves and trusts. A file on a read-only mount (a
-// Kubernetes ConfigMap's) cannot be written whatever its mode.
+// for writing) is refused before it is read, as every file whose content
+// the mirror trusts is (internal/inputfile.OpenTrusted): whoever may write
+// it decides what the mirror serves and trusts. A file on a read-only
+// mount (a Kubernetes ConfigMap's) cannot be written whatever its mode.
 func ReadFile(path string) (*File, hcl.Diagnostics) {
 	f := &File{Path: path, values: map[string]string{}, ranges: map[string]hcl.Range{}, refused: map[string]bool{}}
 	fail := func(summary, detail string) (*File, hcl.Diagnostics) {
@@ -96,22 +97,22 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 	// What the name leads to when it is opened is checked and read: a
 	// FIFO swapped in after a look at the name would hold a reload, and
 	// every later one, for ever.
-	fh, fi, err := inputfile.OpenOperator(path)
+	// Whether others may write it is checked as for every file whose
+	// content the mirror trusts (inputfile.OpenTrusted).
+	fh, fi, err := inputfile.OpenTrusted(path)
 	var kind *inputfile.KindError
-	if errors.As(err, &kind) {
+	var writable *inputfile.WritableError
+	switch {
+	case errors.As(err, &kind):
 		return fail("Cannot read the configuration file", path+" is not a regular file ("+kind.Kind+")")
-	}
-	if err != nil {
+	case errors.As(err, &writable):
+		return fail("Configuration file writable by others", err.Error())
+	case err != nil:
 		return fail("Cannot read the configuration file", err.Error())
 	}
 	defer fh.Close()
 	if fi.Size() > MaxFileBytes {
 		return fail("Configuration file too large", fmt.Sprintf("%s is %d bytes, at most %d are read", path, fi.Size(), MaxFileBytes))
-	}
-	if perm := fi.Mode().Perm(); perm&0o022 != 0 && !readOnlyMount(path) {
-		return fail("Configuration file writable by others",
-			fmt.Sprintf("%s has mode %04o: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w %s",
-				path, perm, path))
 	}
 	hf, diags, err := hclfile.ParseFrom(nil, path, fh)
 	if err != nil {

@@ -1,0 +1,229 @@
+//go:build unix
+
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/airgap"
+)
+
+// operatorFileFlags are serve's flags that name a file the operator
+// hands the mirror, with what else serve needs to read it (a flag
+// naming a file that serve reads first is given a good file in dir),
+// and whether the file carries a secret or says what is trusted, so that
+// one others may write is refused.
+var operatorFileFlags = []struct {
+	flag    string
+	args    func(dir string) []string
+	trusted bool
+	hcl     bool // read by internal/hclfile, which bounds it itself
+}{
+	{"auth-tokens-file", nil, true, false},
+	{"url-signing-key-file", func(d string) []string {
+		return []string{"--auth-tokens-file", goodFile(d, "tokens", strings.Repeat("t", 32)+"\n")}
+	}, true, false},
+	{"tls-cert", func(d string) []string { return []string{"--tls-key", goodFile(d, "key.pem", "key")} }, false, false},
+	{"tls-key", func(d string) []string { return []string{"--tls-cert", goodFile(d, "cert.pem", "cert")} }, true, false},
+	{"origin-ca-file", nil, true, false},
+	{"credentials-file", nil, true, true},
+	{"module-source-credentials", nil, true, true},
+	{"releases-hashicorp-keys", nil, true, false},
+	{"releases-opentofu-keys", nil, true, false},
+	{"shared-store-key-file", func(string) []string {
+		return []string{"--shared-store", "s3://bucket?endpoint=http://127.0.0.1:1&region=us-east-1&path_style=true"}
+	}, true, false},
+	{"shared-store-previous-key-file", func(d string) []string {
+		return []string{"--shared-store", "s3://bucket?endpoint=http://127.0.0.1:1&region=us-east-1&path_style=true",
+			"--shared-store-key-file", goodFile(d, "shared.key", strings.Repeat("k", 32))}
+	}, true, false},
+	{"export-key", nil, true, false},
+	{"trusted-export-keys", nil, true, false},
+	{"trusted-publisher-keys", nil, true, false},
+}
+
+// goodFile writes a regular file of mode 0600 in dir.
+func goodFile(dir, name, content string) string {
+	path := filepath.Join(dir, name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		panic(err)
+	}
+	return path
+}
+
+// TestOperatorFilesRefusedProcess runs the binary with each file serve's
+// flags name in turn replaced by what it must refuse at start, at once
+// and naming the file: a FIFO (whose open would wait for a writer for
+// ever), a file larger than what is read of such a file (17 MiB, past
+// every bound), and, for the files of secrets and trust, one that all
+// users may write, with the chmod that makes it its owner's.
+func TestOperatorFilesRefusedProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	type refusal struct {
+		kind string
+		make func(t *testing.T, path string)
+		want func(path string) string
+	}
+	fifo := refusal{"FIFO", func(t *testing.T, path string) {
+		if err := syscall.Mkfifo(path, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}, func(p string) string { return p + " is a FIFO, not a regular file" }}
+	large := refusal{"large", func(t *testing.T, path string) {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY, 0o600)
+		if err == nil {
+			err = f.Truncate(17 << 20) // sparse
+			f.Close()
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}, func(p string) string { return p + " is larger than " }}
+	writable := refusal{"writable", func(t *testing.T, path string) {
+		goodFile(filepath.Dir(path), filepath.Base(path), "whatever")
+		if err := os.Chmod(path, 0o666); err != nil {
+			t.Fatal(err)
+		}
+	}, func(p string) string { return p + " has mode 0666" }}
+	for _, ff := range operatorFileFlags {
+		refusals := []refusal{fifo}
+		if !ff.hcl {
+			refusals = append(refusals, large)
+		}
+		if ff.trusted {
+			refusals = append(refusals, writable)
+		}
+		for _, r := range refusals {
+			t.Run(ff.flag+"/"+r.kind, func(t *testing.T) {
+				t.Parallel()
+				dir := t.TempDir()
+				file := filepath.Join(dir, "operator-file")
+				r.make(t, file)
+				value := file
+				if ff.flag == "trusted-publisher-keys" {
+					value = "registry.terraform.io/hashicorp=" + file
+				}
+				args := []string{"serve", "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--" + ff.flag, value}
+				if !strings.HasPrefix(ff.flag, "tls-") {
+					args = append(args, "--insecure-http")
+				}
+				if ff.args != nil {
+					args = append(args, ff.args(dir)...)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				cmd := exec.CommandContext(ctx, bin, args...)
+				cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH"), "AWS_ACCESS_KEY_ID=x", "AWS_SECRET_ACCESS_KEY=x"}
+				var out bytes.Buffer
+				cmd.Stdout, cmd.Stderr = &out, &out
+				start := time.Now()
+				err := cmd.Run()
+				took := time.Since(start)
+				if ctx.Err() != nil {
+					t.Fatalf("still running after %v, killed\n%s", took, out.String())
+				}
+				var ee *exec.ExitError
+				if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+					t.Fatalf("%v, want exit 1\n%s", err, out.String())
+				}
+				if want := r.want(file); !strings.Contains(out.String(), want) {
+					t.Errorf("the error does not say %q:\n%s", want, out.String())
+				}
+				if r.kind == "writable" && !strings.Contains(out.String(), "chmod go-w "+file) {
+					t.Errorf("the error does not give the chmod to run:\n%s", out.String())
+				}
+			})
+		}
+	}
+}
+
+// TestKeyFileModeProcess runs export-key on an export key laid out as a
+// Kubernetes Secret volume lays it out (the name a link to ..data/NAME,
+// ..data a link to a dated directory) with mode 0666, in a mount
+// namespace of its own: on a read-only mount, as the kubelet mounts a
+// Secret, nobody can write it and it is read; on a mount others can
+// write through, it is refused with the chmod to run.
+func TestKeyFileModeProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	unshare, err := exec.LookPath("unshare")
+	if err == nil {
+		err = exec.Command(unshare, "--mount", "--map-root-user", "true").Run()
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("unshare --mount --map-root-user (util-linux, user namespaces): %v", err)
+		}
+		t.Skipf("no mount namespace: %v", err)
+	}
+	bin := buildBinary(t)
+	k, err := airgap.GenerateExportKey("tfmirror test export key")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var key bytes.Buffer
+	if err := k.WritePrivate(&key); err != nil {
+		t.Fatal(err)
+	}
+	keyFile := goodFile(t.TempDir(), "export.key", key.String())
+	const script = `set -e
+mount -t tmpfs -o size=1m tmpfs "$DIR"
+mkdir "$DIR/..2026_11_29_15_00_00.1"
+cp "$KEY" "$DIR/..2026_11_29_15_00_00.1/export.key"
+chmod 0666 "$DIR/..2026_11_29_15_00_00.1/export.key"
+ln -s ..2026_11_29_15_00_00.1 "$DIR/..data"
+ln -s ..data/export.key "$DIR/export.key"
+if [ "$RO" = 1 ]; then mount -o remount,ro "$DIR"; fi
+exec "$BIN" export-key --data-dir "$DATA" --export-key "$DIR/export.key"
+`
+	for _, tc := range []struct {
+		name     string
+		readOnly bool
+		code     int
+		want     string
+	}{
+		{"read-only mount", true, 0, "-----BEGIN PGP PUBLIC KEY BLOCK-----"},
+		{"writable mount", false, 1, "/export.key has mode 0666: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w "},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir := filepath.Join(t.TempDir(), "export-key")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			ro := "0"
+			if tc.readOnly {
+				ro = "1"
+			}
+			cmd := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", script)
+			cmd.Env = []string{"DIR=" + dir, "RO=" + ro, "BIN=" + bin, "KEY=" + keyFile, "DATA=" + filepath.Join(t.TempDir(), "data"),
+				"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+			out, err := cmd.CombinedOutput()
+			code := 0
+			var ee *exec.ExitError
+			if errors.As(err, &ee) {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tc.code || !strings.Contains(string(out), tc.want) {
+				t.Errorf("exit %d, want %d and %q:\n%s", code, tc.code, tc.want, out)
+			}
+		})
+	}
+}

@@ -1,0 +1,86 @@
+package inputfile
+
+import (
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+)
+
+// TooLargeError refuses an operator's file longer than the most that is
+// read of it.
+type TooLargeError struct {
+	Path string
+	Max  int64 // bytes
+}
+
+func (e *TooLargeError) Error() string {
+	return fmt.Sprintf("%s is larger than %d bytes, the most read of such a file: refused", e.Path, e.Max)
+}
+
+// WritableError refuses an operator's file that users other than its
+// owner may write: those of its group, or all users.
+type WritableError struct {
+	Path string
+	Mode fs.FileMode // its permission bits
+}
+
+func (e *WritableError) Error() string {
+	return fmt.Sprintf("%s has mode %04o: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w %s",
+		e.Path, e.Mode.Perm(), e.Path)
+}
+
+// ReadOperator reads the whole of the operator's file at path, opened as
+// OpenOperator opens it, and no more than max bytes of it: a longer file
+// is a *TooLargeError naming it and the bound, whatever its size said
+// when it was opened (a file still growing).
+func ReadOperator(path string, max int64) ([]byte, error) {
+	f, _, err := OpenOperator(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(path, f, max)
+}
+
+// OpenTrusted is OpenOperator of a file whose content the mirror trusts:
+// one that holds a secret (a token, a key) or says what is trusted (a
+// public key, a CA certificate, the configuration). A file that users
+// other than its owner may write (its group's or all users' write bit)
+// is a *WritableError, refused before it is read: whoever may write it
+// could give the mirror their own key. A file on a file system mounted
+// read-only (a Kubernetes Secret's or ConfigMap's volume) cannot be
+// written whatever its mode, and is read. Both are checked on the
+// descriptor opened. Windows has no such bits, and is not checked.
+func OpenTrusted(path string) (*os.File, fs.FileInfo, error) {
+	f, info, err := OpenOperator(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	if perm := info.Mode().Perm(); modeBits && perm&0o022 != 0 && !readOnlyMount(f) {
+		f.Close()
+		return nil, nil, &WritableError{Path: path, Mode: perm}
+	}
+	return f, info, nil
+}
+
+// ReadTrusted is ReadOperator of a file opened by OpenTrusted.
+func ReadTrusted(path string, max int64) ([]byte, error) {
+	f, _, err := OpenTrusted(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return readBounded(path, f, max)
+}
+
+func readBounded(path string, f *os.File, max int64) ([]byte, error) {
+	data, err := io.ReadAll(io.LimitReader(f, max+1))
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(data)) > max {
+		return nil, &TooLargeError{Path: path, Max: max}
+	}
+	return data, nil
+}
