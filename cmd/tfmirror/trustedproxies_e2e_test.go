@@ -120,8 +120,31 @@ func TestTerraformInitBehindTrustedIngress(t *testing.T) {
 			t.Fatalf("stale token %d: status %d, want 401", i+1, got)
 		}
 	}
-	if got := get(token); got != http.StatusTooManyRequests {
-		t.Fatalf("the CI job over the limit: status %d, want 429", got)
+	// Over the limit, even the right token is refused. The limit gives
+	// one more try a second (proxy.AuthFailureRate), which a loaded
+	// machine may have earned while the burst was sent: each round
+	// spends what was earned with the stale token first (a 401 until a
+	// 429), then asks with the right one.
+	over := false
+	for round := 0; round < 5 && !over; round++ {
+		for i := 0; i < proxy.AuthFailureBurst; i++ {
+			if got := get("stale-ci-token-0123456789"); got == http.StatusTooManyRequests {
+				break
+			} else if got != http.StatusUnauthorized {
+				t.Fatalf("stale token over the limit: status %d, want 401 or 429", got)
+			}
+		}
+		switch got := get(token); got {
+		case http.StatusTooManyRequests:
+			over = true
+		case http.StatusOK:
+			t.Logf("round %d: a try was earned back before the right token's request", round+1)
+		default:
+			t.Fatalf("the CI job over the limit: status %d, want 429", got)
+		}
+	}
+	if !over {
+		t.Fatal("the CI job over the limit: the right token was let through in every round, want 429")
 	}
 
 	// Another client installs through the same kind of ingress.
@@ -158,7 +181,7 @@ func TestTerraformInitBehindTrustedIngress(t *testing.T) {
 		status, _ := l["status"].(float64)
 		byClient[c] = append(byClient[c], status)
 	}
-	if len(byClient[good]) < 2 || len(byClient[broken]) != proxy.AuthFailureBurst+1 || len(byClient) != 2 {
+	if len(byClient[good]) < 2 || len(byClient[broken]) < proxy.AuthFailureBurst+2 || len(byClient) != 2 {
 		t.Fatalf("access log by client: %v; want %s's and %s's requests only", byClient, good, broken)
 	}
 	for _, s := range byClient[good] {
