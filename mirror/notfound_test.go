@@ -166,7 +166,7 @@ func TestNotFoundDisabled(t *testing.T) {
 	if n := h.origin.Hits(fakeorigin.Versions); n != 5 {
 		t.Fatalf("the origin was asked %d times, want 5", n)
 	}
-	if h.engine.NotFound() != nil || h.engine.Config().NotFoundTTL != 0 {
+	if h.engine.NotFound().TTL() != 0 || h.engine.NotFound().Entries(originHost) != 0 || h.engine.Config().NotFoundTTL != 0 {
 		t.Fatal("an engine without a period remembers")
 	}
 }
