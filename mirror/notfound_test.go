@@ -448,3 +448,42 @@ func TestNotFoundModuleListedAfresh(t *testing.T) {
 		})
 	}
 }
+
+// On an origin that matches module names with their case, a client's
+// spelling the origin lacks is remembered for that spelling only: the
+// module's own spelling is asked of the origin and found, and from then
+// on every spelling is served the module from the cache (one module for
+// all its spellings), the remembered 404 of the other notwithstanding.
+func TestNotFoundModuleSpelling(t *testing.T) {
+	t.Parallel()
+	h, _, _ := notFoundHarness(t, time.Hour, 0)
+	h.origin.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	h.origin.AddModule(ns, "vpc", "aws", "1.0.0", h.origin.TarballURL("vpc.tar.gz"))
+	spelt := func(namespace, name string) addrs.Module {
+		t.Helper()
+		m, err := addrs.NewModule(originHost, namespace, name, "aws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	mods, ctx := h.engine.Modules(), t.Context()
+	wrong, right := spelt("HashiCorp", "VPC"), spelt(ns, "vpc")
+	for range 2 {
+		if _, _, err := mods.ModuleVersions(ctx, wrong); !errors.Is(err, discovery.ErrNotFound) {
+			t.Fatalf("a spelling the origin lacks: %v, want not found", err)
+		}
+	}
+	if n := h.origin.Hits(fakeorigin.ModuleVersions); n != 1 {
+		t.Fatalf("the origin was asked %d times, want 1", n)
+	}
+	for _, m := range []addrs.Module{right, wrong} {
+		list, _, err := mods.ModuleVersions(ctx, m)
+		if err != nil || !slices.Equal(list.Versions, []string{"1.0.0"}) {
+			t.Fatalf("%v after the module was found: %v, %v; want 1.0.0", m.OriginPath(), list, err)
+		}
+	}
+	if n := h.origin.Hits(fakeorigin.ModuleVersions); n != 2 {
+		t.Fatalf("the origin was asked %d times, want 2 (the wrong spelling once, the right one once)", n)
+	}
+}

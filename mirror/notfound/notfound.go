@@ -271,16 +271,31 @@ func (m *Memory) forget(host svchost.Hostname, prefix string) {
 // addrs form, which names the host), then the version and platform. A
 // provider's keys all start with providerPrefix(p), a module's with
 // modulePrefix(m).
+//
+// A module's keys end with the module as its origin was asked for it
+// (addrs.Module.OriginPath: the namespace and name as the client spelt
+// them): a registry may match them with their case, and then its 404
+// for one spelling says nothing of another, which may exist. So a 404
+// answers again only the spelling it was given for; whatever any
+// spelling finds is kept by the engine under the normal form and served
+// to every spelling from the cache, above the memory (one module for
+// all its spellings). Its prefix is the normal form's, so that
+// ForgetModule forgets every spelling.
 func providerPrefix(p addrs.Provider) string { return "provider " + p.String() + " " }
 func modulePrefix(m addrs.Module) string     { return "module " + m.String() + " " }
+func moduleAsked(m addrs.Module) string {
+	p := m.OriginPath()
+	return " as " + p[0] + "/" + p[1] + "/" + p[2]
+}
 
 // ForgetProvider forgets every answer remembered of p: its version list
 // and its versions' packages. The engine calls it when it imports a
 // version of p.
 func (m *Memory) ForgetProvider(p addrs.Provider) { m.forget(p.Hostname, providerPrefix(p)) }
 
-// ForgetModule forgets every answer remembered of module m. The engine
-// calls it when it imports a version of m.
+// ForgetModule forgets every answer remembered of module m, for every
+// spelling it was asked in. The engine calls it when it imports a
+// version of m.
 func (m *Memory) ForgetModule(mod addrs.Module) { m.forget(mod.Hostname, modulePrefix(mod)) }
 
 // Providers returns next behind the memory: its Versions and Package
@@ -339,7 +354,7 @@ type modules struct {
 }
 
 func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []string, err error) {
-	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"versions", func() error {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"versions"+moduleAsked(mod), func() error {
 		out, err = o.ModuleOrigin.ModuleVersions(ctx, mod)
 		return err
 	})
@@ -347,7 +362,7 @@ func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []st
 }
 
 func (o modules) ModuleLocation(ctx context.Context, mod addrs.Module, version string) (loc string, err error) {
-	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version, func() error {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version+moduleAsked(mod), func() error {
 		loc, err = o.ModuleOrigin.ModuleLocation(ctx, mod, version)
 		return err
 	})

@@ -482,3 +482,47 @@ func TestConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestModuleSpellings: a module's 404 answers again only the spelling
+// the origin was asked in (a registry may match names with their case,
+// and then another spelling may exist): the other spelling is asked of
+// the origin; forgetting the module forgets every spelling.
+func TestModuleSpellings(t *testing.T) {
+	m, _, _ := newMemory(t, time.Hour, 0)
+	o := &origin{answer: func() error { return notFound("x") }}
+	mo := m.Modules(o)
+	ctx := context.Background()
+	spelt := func(ns, name string) addrs.Module {
+		t.Helper()
+		mod, err := addrs.NewModule(host, ns, name, "aws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mod
+	}
+	upper, lower := spelt("Acme", "VPC"), spelt("acme", "vpc")
+	if upper.String() != lower.String() {
+		t.Fatal("two spellings of one module are two modules")
+	}
+	for range 2 {
+		mo.ModuleVersions(ctx, upper)
+		mo.ModuleLocation(ctx, upper, "1.0.0")
+	}
+	if n := o.calls.Load(); n != 2 {
+		t.Fatalf("origin asked %d times for one spelling, want 2 (its versions and its location, once each)", n)
+	}
+	for range 2 {
+		mo.ModuleVersions(ctx, lower)
+		mo.ModuleLocation(ctx, lower, "1.0.0")
+	}
+	if n := o.calls.Load(); n != 4 {
+		t.Fatalf("origin asked %d times, want 4: another spelling is asked once itself", n)
+	}
+	if e := m.Entries(host); e != 4 {
+		t.Fatalf("%d entries, want 4", e)
+	}
+	m.ForgetModule(spelt("ACME", "vpc"))
+	if e := m.Entries(host); e != 0 {
+		t.Fatalf("%d entries after forgetting the module in a third spelling, want 0", e)
+	}
+}
