@@ -214,11 +214,13 @@ type Config struct {
 	// does not exist (its 404) is remembered, and given again without
 	// asking the origin (mirror/notfound); failures are never
 	// remembered. Default 0: nothing is remembered (tfmirror serve's
-	// not_found_ttl defaults to one minute).
+	// not_found_ttl defaults to one minute). It is the period at start:
+	// NotFound().SetTTL changes it while serving.
 	NotFoundTTL time.Duration
 	// NotFoundMaxEntries bounds the answers remembered for one allowed
 	// origin, the least recently used dropped first. Default
-	// notfound.DefaultMaxEntries.
+	// notfound.DefaultMaxEntries. The bound at start, as NotFoundTTL
+	// (NotFound().SetMaxEntries).
 	NotFoundMaxEntries int
 }
 
@@ -244,9 +246,10 @@ type Engine struct {
 	// hosts are the allowed origins and the hosts Import has loaded
 	// providers of; those that are not allowed origins are local-only.
 	hosts *originguard.Hosts
-	// notFound remembers the origins' not-found answers (nil: it does
-	// not, Config.NotFoundTTL); it decorates the provider and module
-	// origins, beneath the local-only guard.
+	// notFound remembers the origins' not-found answers for its period
+	// (Config.NotFoundTTL at start; nil in a sealed mirror, which asks no
+	// origin); it decorates the provider and module origins, beneath the
+	// local-only guard.
 	notFound *notfound.Memory
 
 	archives *fetch.Fetcher  // fetches each archive once, verified before its last bytes
@@ -389,8 +392,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	}
 	if s.notFound == nil {
 		s.cfg.NotFoundTTL, s.cfg.NotFoundMaxEntries = 0, 0
-	} else if s.cfg.NotFoundMaxEntries <= 0 {
-		s.cfg.NotFoundMaxEntries = notfound.DefaultMaxEntries
+	} else {
+		s.cfg.NotFoundTTL, s.cfg.NotFoundMaxEntries = s.notFound.TTL(), s.notFound.MaxEntries()
 	}
 	releaseOrigin := originguard.Local(s.origin, s.hosts)
 	s.origin = originguard.Local(s.notFound.Providers(s.origin), s.hosts)
@@ -450,8 +453,8 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 func (s *Engine) Modules() *modules.Modules { return s.modules }
 
 // NotFound returns what the engine remembers of its origins' not-found
-// answers (Config.NotFoundTTL): nil, which remembers nothing, when it
-// remembers none.
+// answers (Config.NotFoundTTL): nil, which remembers nothing, in a
+// sealed mirror. Its period and bound may be changed while serving.
 func (s *Engine) NotFound() *notfound.Memory { return s.notFound }
 
 // AirGap returns the engine's side of exports and imports of provider

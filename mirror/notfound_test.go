@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // notFoundMetrics counts the answers given from the origins' remembered
@@ -163,7 +166,7 @@ func TestNotFoundDisabled(t *testing.T) {
 	if n := h.origin.Hits(fakeorigin.Versions); n != 5 {
 		t.Fatalf("the origin was asked %d times, want 5", n)
 	}
-	if h.engine.NotFound() != nil || h.engine.Config().NotFoundTTL != 0 {
+	if h.engine.NotFound().TTL() != 0 || h.engine.NotFound().Entries(originHost) != 0 || h.engine.Config().NotFoundTTL != 0 {
 		t.Fatal("an engine without a period remembers")
 	}
 }
@@ -323,5 +326,164 @@ func TestNotFoundNotFromDiscovery(t *testing.T) {
 	}
 	if r, e := met.remembered.Load(), h.engine.NotFound().Entries(originHost); r != 0 || e != 0 {
 		t.Fatalf("%d answers from memory, %d entries; want none", r, e)
+	}
+}
+
+// The release times the package policy judges by are asked of the origin
+// afresh, never answered from the not-found memory (releaseOrigin in
+// New). A provider not found, then published with its version list ahead
+// of its downloads: while the downloads answer 404 no release time is
+// known, and both versions are held (a not-found never dates a version
+// "long ago"); once they are published, the release times are learned at
+// once, within the memory's period, and the versions are judged by their
+// signatures: the old one served, the new one held until 72h after it
+// was signed. With the memory as without it.
+func TestNotFoundReleaseTimesAskedAfresh(t *testing.T) {
+	t.Parallel()
+	for _, ttl := range []time.Duration{time.Hour, 0} {
+		t.Run(fmt.Sprint(ttl), func(t *testing.T) {
+			t.Parallel()
+			h, clock, _ := notFoundHarness(t, ttl, 0)
+			h.engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+			ctx := t.Context()
+			p := madeUp("late")
+			clock.Set(time.Now().Truncate(time.Second)) // a signature's time is in whole seconds
+			now := clock.Now()
+			for range 2 {
+				if _, _, err := h.engine.Versions(ctx, p); !errors.Is(err, discovery.ErrNotFound) {
+					t.Fatalf("before it is published: %v, want not found", err)
+				}
+			}
+
+			h.origin.AddProvider(ns, "late", []string{"0.9.0", "1.0.0"}, []string{"linux_amd64"})
+			h.origin.SetSignedAt(ns, "late", "0.9.0", now.Add(-400*24*time.Hour))
+			h.origin.SetSignedAt(ns, "late", "1.0.0", now.Add(-time.Hour))
+			h.origin.SetKindStatus(fakeorigin.Download, 404)
+			clock.Add(ttl) // the version list's not-found is forgotten
+			for i := range 2 {
+				list, _, err := h.engine.Versions(ctx, p)
+				if err != nil || len(list.Versions) != 0 || len(list.Held) != 2 {
+					t.Fatalf("request %d, downloads not published: %+v, %v; want both versions held", i, list, err)
+				}
+				_, err = h.engine.Package(ctx, p, mustVersion(t, "1.0.0"), []addrs.Platform{mustPlatform(t, "linux_amd64")})
+				var perr *gate.PolicyError
+				if !errors.As(err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge || !perr.Verdict.AvailableAt.IsZero() {
+					t.Fatalf("request %d, downloads not published: %v, want held with no release time known", i, err)
+				}
+			}
+			asked := h.origin.Hits(fakeorigin.Download)
+			if asked < 2 {
+				t.Fatalf("the origin was asked for a download answer %d times, want every request to ask", asked)
+			}
+
+			h.origin.SetKindStatus(fakeorigin.Download, 0)
+			list, _, err := h.engine.Versions(ctx, p)
+			if err != nil || !slices.Equal(list.Names(), []string{"0.9.0"}) {
+				t.Fatalf("downloads published: %v, %v; want 0.9.0 listed, 1.0.0 held", list, err)
+			}
+			if h.origin.Hits(fakeorigin.Download) <= asked {
+				t.Fatal("the release times were not asked of the origin again")
+			}
+			_, err = h.engine.Package(ctx, p, mustVersion(t, "1.0.0"), []addrs.Platform{mustPlatform(t, "linux_amd64")})
+			var perr *gate.PolicyError
+			if want := now.Add(71 * time.Hour); !errors.As(err, &perr) || !perr.Verdict.AvailableAt.Equal(want) {
+				t.Fatalf("1.0.0: %v, want held until %v", err, want)
+			}
+			if pkg, err := h.engine.Package(ctx, p, mustVersion(t, "0.9.0"), []addrs.Platform{mustPlatform(t, "linux_amd64")}); err != nil || len(pkg.Archives) != 1 {
+				t.Fatalf("0.9.0: %v, %v; want its package", pkg, err)
+			}
+		})
+	}
+}
+
+// A module is dated by the engine's own listings alone: a version list
+// the memory answers not found for is no listing, and once the origin is
+// asked again a version it added is dated by the listing before the
+// not-found, as without the memory. While the not-found is remembered, a
+// version no stored listing names is not served.
+func TestNotFoundModuleListedAfresh(t *testing.T) {
+	t.Parallel()
+	for _, ttl := range []time.Duration{time.Hour, 0} {
+		t.Run(fmt.Sprint(ttl), func(t *testing.T) {
+			t.Parallel()
+			clock := enginetest.NewFakeClock()
+			// Ahead of the cache's clock: every listing has expired.
+			clock.Set(time.Now().Truncate(time.Second).Add(30 * 24 * time.Hour))
+			h := newHarness(t, harnessOptions{cfg: Config{NotFoundTTL: ttl, Now: clock.Now, VersionsTTL: time.Minute, Metrics: &notFoundMetrics{}}})
+			h.engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+			mod := addrs.Module{Hostname: originHost, Namespace: ns, Name: "late", System: "aws"}
+			h.origin.AddTarball("late.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# late\n")}))
+			h.origin.AddModule(ns, "late", "aws", "1.0.0", h.origin.TarballURL("late.tar.gz"))
+			mods := h.engine.Modules()
+			ctx := t.Context()
+			first := clock.Now()
+			if _, _, err := mods.ModuleVersions(ctx, mod); err != nil {
+				t.Fatal(err)
+			}
+
+			clock.Add(time.Hour)
+			h.origin.SetKindStatus(fakeorigin.ModuleVersions, 404)
+			if _, _, err := mods.ModuleVersions(ctx, mod); !errors.Is(err, discovery.ErrNotFound) {
+				t.Fatalf("%v, want not found", err)
+			}
+			h.origin.SetKindStatus(fakeorigin.ModuleVersions, 0)
+			h.origin.AddModule(ns, "late", "aws", "1.1.0", h.origin.TarballURL("late.tar.gz"))
+			if _, err := mods.ModuleLocation(ctx, mod, enginetest.MustModuleVersion(t, "1.1.0")); err == nil {
+				t.Fatal("1.1.0, added after the listing before the not-found: served at once")
+			}
+
+			clock.Add(ttl)
+			list, _, err := mods.ModuleVersions(ctx, mod)
+			if err != nil || !slices.Equal(list.Versions, []string{"1.0.0"}) {
+				t.Fatalf("listed %v, %v; want 1.0.0, 1.1.0 held", list, err)
+			}
+			_, err = mods.ModuleLocation(ctx, mod, enginetest.MustModuleVersion(t, "1.1.0"))
+			var perr *gate.PolicyError
+			if want := first.Add(72 * time.Hour); !errors.As(err, &perr) || !perr.Verdict.AvailableAt.Equal(want) {
+				t.Fatalf("1.1.0: %v, want held until %v (72h after the listing that lacked it)", err, want)
+			}
+			if _, err := mods.ModuleLocation(ctx, mod, enginetest.MustModuleVersion(t, "1.0.0")); err != nil {
+				t.Fatalf("1.0.0: %v", err)
+			}
+		})
+	}
+}
+
+// On an origin that matches module names with their case, a client's
+// spelling the origin lacks is remembered for that spelling only: the
+// module's own spelling is asked of the origin and found, and from then
+// on every spelling is served the module from the cache (one module for
+// all its spellings), the remembered 404 of the other notwithstanding.
+func TestNotFoundModuleSpelling(t *testing.T) {
+	t.Parallel()
+	h, _, _ := notFoundHarness(t, time.Hour, 0)
+	h.origin.AddTarball("vpc.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	h.origin.AddModule(ns, "vpc", "aws", "1.0.0", h.origin.TarballURL("vpc.tar.gz"))
+	spelt := func(namespace, name string) addrs.Module {
+		t.Helper()
+		m, err := addrs.NewModule(originHost, namespace, name, "aws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	mods, ctx := h.engine.Modules(), t.Context()
+	wrong, right := spelt("HashiCorp", "VPC"), spelt(ns, "vpc")
+	for range 2 {
+		if _, _, err := mods.ModuleVersions(ctx, wrong); !errors.Is(err, discovery.ErrNotFound) {
+			t.Fatalf("a spelling the origin lacks: %v, want not found", err)
+		}
+	}
+	if n := h.origin.Hits(fakeorigin.ModuleVersions); n != 1 {
+		t.Fatalf("the origin was asked %d times, want 1", n)
+	}
+	for _, m := range []addrs.Module{right, wrong} {
+		list, _, err := mods.ModuleVersions(ctx, m)
+		if err != nil || !slices.Equal(list.Versions, []string{"1.0.0"}) {
+			t.Fatalf("%v after the module was found: %v, %v; want 1.0.0", m.OriginPath(), list, err)
+		}
+	}
+	if n := h.origin.Hits(fakeorigin.ModuleVersions); n != 2 {
+		t.Fatalf("the origin was asked %d times, want 2 (the wrong spelling once, the right one once)", n)
 	}
 }

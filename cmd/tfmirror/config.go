@@ -44,6 +44,12 @@ var liveSettings = map[string]func(m *server, c settings.Config, level *slog.Lev
 		}
 	},
 	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) { m.proxy.SetPublicURL(c.PublicURL) },
+	"not-found-ttl": func(m *server, c settings.Config, _ *slog.LevelVar) {
+		m.engine.NotFound().SetTTL(c.NotFoundTTL)
+	},
+	"not-found-max-entries": func(m *server, c settings.Config, _ *slog.LevelVar) {
+		m.engine.NotFound().SetMaxEntries(c.NotFoundMaxEntries)
+	},
 }
 
 // useConfig makes e the configuration in force on m, which the status

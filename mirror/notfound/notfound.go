@@ -20,8 +20,11 @@
 // What is remembered is bounded: the origins it remembers for are the
 // engine's allowed origins, each with at most Config.MaxEntries answers,
 // the least recently used dropped first; an answer is dropped once its
-// period (Config.TTL) ended. It decides nothing else: the engine
-// composes it, and the engine's callers judge what a not-found means.
+// period (Config.TTL) ended. Both change while serving (Memory.SetTTL,
+// Memory.SetMaxEntries): a period changed applies to what is remembered
+// already, and a period of zero forgets everything at once. It decides
+// nothing else: the engine composes it, and the engine's callers judge
+// what a not-found means.
 package notfound
 
 import (
@@ -32,6 +35,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/golang-lru/v2/simplelru"
@@ -48,8 +52,7 @@ const DefaultMaxEntries = 10000
 // Config configures a Memory.
 type Config struct {
 	// TTL is how long an origin's not-found answer is remembered. Zero
-	// or less: nothing is remembered (Providers and Modules return the
-	// origin they are given).
+	// or less: nothing is remembered until SetTTL gives a period.
 	TTL time.Duration
 	// MaxEntries bounds the answers remembered for one origin host; the
 	// least recently used is dropped first. Default DefaultMaxEntries.
@@ -75,10 +78,11 @@ type Metrics interface {
 // Memory is the origins' not-found answers, remembered. Its methods are
 // safe for concurrent use; a nil *Memory remembers nothing.
 type Memory struct {
-	ttl     time.Duration
-	now     func() time.Time
-	metrics Metrics
-	hosts   map[svchost.Hostname]*hostMemory // set by New, read only
+	ttl        atomic.Int64 // a time.Duration; zero: nothing is remembered
+	maxEntries atomic.Int64 // per host
+	now        func() time.Time
+	metrics    Metrics
+	hosts      map[svchost.Hostname]*hostMemory // set by New, read only
 }
 
 // hostMemory is one origin host's answers, least recently used first.
@@ -89,18 +93,15 @@ type hostMemory struct {
 }
 
 // answer is one remembered not-found: the origin's error, as it was
-// returned, and when it is forgotten.
+// returned, and when it was given (it is forgotten once the period in
+// force then has passed since).
 type answer struct {
-	err   error
-	until time.Time
+	err error
+	at  time.Time
 }
 
-// New returns the memory cfg describes; nil (remembering nothing) when
-// cfg.TTL is not positive.
+// New returns the memory cfg describes.
 func New(cfg Config, metrics Metrics) (*Memory, error) {
-	if cfg.TTL <= 0 {
-		return nil, nil
-	}
 	if metrics == nil {
 		return nil, errors.New("notfound: metrics are required")
 	}
@@ -110,7 +111,9 @@ func New(cfg Config, metrics Metrics) (*Memory, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	m := &Memory{ttl: cfg.TTL, now: cfg.Now, metrics: metrics, hosts: make(map[svchost.Hostname]*hostMemory, len(cfg.Origins))}
+	m := &Memory{now: cfg.Now, metrics: metrics, hosts: make(map[svchost.Hostname]*hostMemory, len(cfg.Origins))}
+	m.ttl.Store(int64(max(cfg.TTL, 0)))
+	m.maxEntries.Store(int64(cfg.MaxEntries))
 	for _, h := range cfg.Origins {
 		l, err := simplelru.NewLRU[string, answer](cfg.MaxEntries, nil)
 		if err != nil {
@@ -127,7 +130,49 @@ func (m *Memory) TTL() time.Duration {
 	if m == nil {
 		return 0
 	}
-	return m.ttl
+	return time.Duration(m.ttl.Load())
+}
+
+// SetTTL makes d the period of every answer, from the next question on:
+// those remembered already too (an answer given longer than d ago is
+// forgotten). Zero or less remembers nothing more and forgets every
+// answer at once. A nil Memory ignores it.
+func (m *Memory) SetTTL(d time.Duration) {
+	if m == nil {
+		return
+	}
+	m.ttl.Store(int64(max(d, 0)))
+	if d > 0 {
+		return
+	}
+	for _, hm := range m.hosts {
+		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) { l.Purge() })
+	}
+}
+
+// SetMaxEntries bounds the answers remembered for one origin host to n
+// (n <= 0: DefaultMaxEntries); a host holding more forgets the least
+// recently used at once. A nil Memory ignores it.
+func (m *Memory) SetMaxEntries(n int) {
+	if m == nil {
+		return
+	}
+	if n <= 0 {
+		n = DefaultMaxEntries
+	}
+	m.maxEntries.Store(int64(n))
+	for _, hm := range m.hosts {
+		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) { l.Resize(n) })
+	}
+}
+
+// MaxEntries is the bound of the answers remembered for one origin host;
+// zero for a nil Memory.
+func (m *Memory) MaxEntries() int {
+	if m == nil {
+		return 0
+	}
+	return int(m.maxEntries.Load())
 }
 
 // Entries returns how many answers are remembered for host (some of
@@ -151,33 +196,40 @@ func (m *Memory) Entries(host svchost.Hostname) int {
 // (a failure forgets nothing: it says nothing of what exists).
 func (m *Memory) ask(host svchost.Hostname, key string, call func() error) error {
 	hm := m.hosts[host]
-	if hm == nil {
+	if hm == nil || m.TTL() <= 0 {
 		return call()
 	}
-	if err := hm.get(m.metrics, key, m.now()); err != nil {
+	if err := hm.get(m.metrics, key, m.now(), m.TTL()); err != nil {
 		m.metrics.NotFoundRemembered(hm.host)
 		return err
 	}
 	err := call()
 	switch {
 	case errors.Is(err, discovery.ErrNotFound):
-		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) { l.Add(key, answer{err: err, until: m.now().Add(m.ttl)}) })
+		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) {
+			// Read again under the host's lock, which SetTTL's forgetting
+			// takes after the period changed: an answer given while the
+			// memory was being turned off is not kept past it.
+			if m.TTL() > 0 {
+				l.Add(key, answer{err: err, at: m.now()})
+			}
+		})
 	case err == nil:
 		hm.change(m.metrics, func(l *simplelru.LRU[string, answer]) { l.Remove(key) })
 	}
 	return err
 }
 
-// get returns the answer remembered under key while its period lasts,
-// dropping one whose period ended.
-func (hm *hostMemory) get(metrics Metrics, key string, now time.Time) error {
+// get returns the answer remembered under key while its period (ttl)
+// lasts, dropping one whose period ended.
+func (hm *hostMemory) get(metrics Metrics, key string, now time.Time, ttl time.Duration) error {
 	hm.mu.Lock()
 	defer hm.mu.Unlock()
 	a, ok := hm.lru.Get(key)
 	if !ok {
 		return nil
 	}
-	if now.Before(a.until) {
+	if now.Before(a.at.Add(ttl)) {
 		return a.err
 	}
 	hm.lru.Remove(key)
@@ -219,16 +271,31 @@ func (m *Memory) forget(host svchost.Hostname, prefix string) {
 // addrs form, which names the host), then the version and platform. A
 // provider's keys all start with providerPrefix(p), a module's with
 // modulePrefix(m).
+//
+// A module's keys end with the module as its origin was asked for it
+// (addrs.Module.OriginPath: the namespace and name as the client spelt
+// them): a registry may match them with their case, and then its 404
+// for one spelling says nothing of another, which may exist. So a 404
+// answers again only the spelling it was given for; whatever any
+// spelling finds is kept by the engine under the normal form and served
+// to every spelling from the cache, above the memory (one module for
+// all its spellings). Its prefix is the normal form's, so that
+// ForgetModule forgets every spelling.
 func providerPrefix(p addrs.Provider) string { return "provider " + p.String() + " " }
 func modulePrefix(m addrs.Module) string     { return "module " + m.String() + " " }
+func moduleAsked(m addrs.Module) string {
+	p := m.OriginPath()
+	return " as " + p[0] + "/" + p[1] + "/" + p[2]
+}
 
 // ForgetProvider forgets every answer remembered of p: its version list
 // and its versions' packages. The engine calls it when it imports a
 // version of p.
 func (m *Memory) ForgetProvider(p addrs.Provider) { m.forget(p.Hostname, providerPrefix(p)) }
 
-// ForgetModule forgets every answer remembered of module m. The engine
-// calls it when it imports a version of m.
+// ForgetModule forgets every answer remembered of module m, for every
+// spelling it was asked in. The engine calls it when it imports a
+// version of m.
 func (m *Memory) ForgetModule(mod addrs.Module) { m.forget(mod.Hostname, modulePrefix(mod)) }
 
 // Providers returns next behind the memory: its Versions and Package
@@ -287,7 +354,7 @@ type modules struct {
 }
 
 func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []string, err error) {
-	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"versions", func() error {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"versions"+moduleAsked(mod), func() error {
 		out, err = o.ModuleOrigin.ModuleVersions(ctx, mod)
 		return err
 	})
@@ -295,7 +362,7 @@ func (o modules) ModuleVersions(ctx context.Context, mod addrs.Module) (out []st
 }
 
 func (o modules) ModuleLocation(ctx context.Context, mod addrs.Module, version string) (loc string, err error) {
-	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version, func() error {
+	err = o.m.ask(mod.Hostname, modulePrefix(mod)+"location "+version+moduleAsked(mod), func() error {
 		loc, err = o.ModuleOrigin.ModuleLocation(ctx, mod, version)
 		return err
 	})

@@ -225,23 +225,124 @@ func TestFailuresNotRemembered(t *testing.T) {
 	}
 }
 
-// TestDisabled: a zero TTL remembers nothing, and the origin is the one given.
+// TestDisabled: a zero TTL remembers nothing, and every question is
+// asked of the origin; a nil Memory is the origin itself.
 func TestDisabled(t *testing.T) {
-	m, err := New(Config{TTL: 0, Origins: []svchost.Hostname{host}}, newMetrics())
-	if err != nil || m != nil {
-		t.Fatalf("New with TTL 0 = %v, %v; want nil, nil", m, err)
-	}
+	m, _, met := newMemory(t, 0, 0)
 	o := &origin{answer: func() error { return notFound("x") }}
-	if po := m.Providers(o); po != o {
+	po, mo := m.Providers(o), m.Modules(o)
+	for range 3 {
+		po.Versions(context.Background(), provider("typo"))
+		mo.ModuleVersions(context.Background(), addrs.Module{Hostname: host, Namespace: "ns", Name: "typo", System: "aws"})
+	}
+	if n := o.calls.Load(); n != 6 {
+		t.Fatalf("origin asked %d times, want 6", n)
+	}
+	if r, e := met.get(string(host)); r != 0 || e != 0 || m.Entries(host) != 0 || m.TTL() != 0 {
+		t.Fatalf("remembered %d, entries %d (%d), TTL %v; want nothing", r, e, m.Entries(host), m.TTL())
+	}
+
+	var none *Memory
+	if po := none.Providers(o); po != o {
 		t.Fatalf("Providers of a nil Memory is %T, want the origin itself", po)
 	}
-	if mo := m.Modules(o); mo != o {
+	if mo := none.Modules(o); mo != o {
 		t.Fatalf("Modules of a nil Memory is %T, want the origin itself", mo)
 	}
-	m.ForgetProvider(provider("x")) // no panic
-	m.ForgetModule(addrs.Module{Hostname: host})
-	if m.Entries(host) != 0 || m.TTL() != 0 {
+	none.ForgetProvider(provider("x")) // no panic
+	none.ForgetModule(addrs.Module{Hostname: host})
+	none.SetTTL(time.Minute)
+	none.SetMaxEntries(1)
+	if none.Entries(host) != 0 || none.TTL() != 0 || none.MaxEntries() != 0 {
 		t.Fatal("a nil Memory holds entries")
+	}
+}
+
+// TestSetTTL: a period changed while serving applies to the answers
+// remembered already (a shorter one forgets those given longer ago, a
+// longer one keeps them longer); zero forgets everything at once and
+// remembers nothing more until a period is given again.
+func TestSetTTL(t *testing.T) {
+	m, c, met := newMemory(t, time.Hour, 0)
+	o := &origin{answer: func() error { return notFound("x") }}
+	po := m.Providers(o)
+	ctx := context.Background()
+	ask := func(names ...string) {
+		for _, n := range names {
+			po.Versions(ctx, provider(n))
+		}
+	}
+	calls := func(want int64) {
+		t.Helper()
+		if n := o.calls.Load(); n != want {
+			t.Fatalf("origin asked %d times, want %d", n, want)
+		}
+	}
+	ask("a")
+	c.add(10 * time.Minute)
+	ask("b", "a", "b")
+	calls(2)
+
+	// a was given 10 minutes ago, b just now.
+	m.SetTTL(5 * time.Minute)
+	ask("b", "a")
+	calls(3)
+	m.SetTTL(time.Hour)
+	c.add(30 * time.Minute)
+	ask("b", "a")
+	calls(3)
+
+	m.SetTTL(0)
+	if e := m.Entries(host); e != 0 {
+		t.Fatalf("%d entries with a period of zero, want none", e)
+	}
+	if _, e := met.get(string(host)); e != 0 {
+		t.Fatalf("entries gauge %d with a period of zero, want 0", e)
+	}
+	ask("a", "a", "b")
+	calls(6)
+	if e := m.Entries(host); e != 0 || m.TTL() != 0 {
+		t.Fatalf("%d entries, TTL %v: remembered with a period of zero", e, m.TTL())
+	}
+
+	m.SetTTL(time.Minute)
+	ask("a", "a")
+	calls(7)
+}
+
+// TestSetMaxEntries: a bound lowered while serving drops the least
+// recently used answers at once; one raised keeps more.
+func TestSetMaxEntries(t *testing.T) {
+	m, _, met := newMemory(t, time.Hour, 10)
+	o := &origin{answer: func() error { return notFound("x") }}
+	po := m.Providers(o)
+	ctx := context.Background()
+	for i := range 10 {
+		po.Versions(ctx, provider(fmt.Sprint("p", i)))
+	}
+	m.SetMaxEntries(4)
+	if e, max := m.Entries(host), m.MaxEntries(); e != 4 || max != 4 {
+		t.Fatalf("%d entries, bound %d; want 4, 4", e, max)
+	}
+	if _, e := met.get(string(host)); e != 4 {
+		t.Fatalf("entries gauge %d, want 4", e)
+	}
+	before := o.calls.Load()
+	po.Versions(ctx, provider("p9")) // the newest, kept
+	po.Versions(ctx, provider("p0")) // the oldest, dropped
+	if n := o.calls.Load() - before; n != 1 {
+		t.Fatalf("asked the origin %d times, want 1 (the oldest name only)", n)
+	}
+	m.SetMaxEntries(20)
+	for i := range 20 {
+		po.Versions(ctx, provider(fmt.Sprint("q", i)))
+	}
+	if e := m.Entries(host); e != 20 {
+		t.Fatalf("%d entries after raising the bound, want 20", e)
+	}
+	m.SetMaxEntries(0)
+	if m.MaxEntries() != DefaultMaxEntries {
+		t.Fatalf("bound %d after 0, want the default %d", m.MaxEntries(), DefaultMaxEntries)
 	}
 }
 
@@ -347,8 +448,9 @@ func TestBound(t *testing.T) {
 	}
 }
 
-// TestConcurrent: many goroutines asking for many names, with forgets
-// and the clock moving, under -race; the bound holds.
+// TestConcurrent: many goroutines asking for many names, with forgets,
+// the clock moving and the period turned off and on again, under -race;
+// the bound holds.
 func TestConcurrent(t *testing.T) {
 	const max = 20
 	m, c, _ := newMemory(t, time.Minute, max)
@@ -367,6 +469,11 @@ func TestConcurrent(t *testing.T) {
 					m.ForgetProvider(p)
 					c.add(10 * time.Second)
 				}
+				if g == 0 && i%40 == 20 {
+					m.SetTTL(0)
+					m.SetMaxEntries(max)
+					m.SetTTL(time.Minute)
+				}
 				if e := m.Entries(host); e > max {
 					t.Errorf("%d entries held, want at most %d", e, max)
 				}
@@ -374,4 +481,48 @@ func TestConcurrent(t *testing.T) {
 		})
 	}
 	wg.Wait()
+}
+
+// TestModuleSpellings: a module's 404 answers again only the spelling
+// the origin was asked in (a registry may match names with their case,
+// and then another spelling may exist): the other spelling is asked of
+// the origin; forgetting the module forgets every spelling.
+func TestModuleSpellings(t *testing.T) {
+	m, _, _ := newMemory(t, time.Hour, 0)
+	o := &origin{answer: func() error { return notFound("x") }}
+	mo := m.Modules(o)
+	ctx := context.Background()
+	spelt := func(ns, name string) addrs.Module {
+		t.Helper()
+		mod, err := addrs.NewModule(host, ns, name, "aws")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return mod
+	}
+	upper, lower := spelt("Acme", "VPC"), spelt("acme", "vpc")
+	if upper.String() != lower.String() {
+		t.Fatal("two spellings of one module are two modules")
+	}
+	for range 2 {
+		mo.ModuleVersions(ctx, upper)
+		mo.ModuleLocation(ctx, upper, "1.0.0")
+	}
+	if n := o.calls.Load(); n != 2 {
+		t.Fatalf("origin asked %d times for one spelling, want 2 (its versions and its location, once each)", n)
+	}
+	for range 2 {
+		mo.ModuleVersions(ctx, lower)
+		mo.ModuleLocation(ctx, lower, "1.0.0")
+	}
+	if n := o.calls.Load(); n != 4 {
+		t.Fatalf("origin asked %d times, want 4: another spelling is asked once itself", n)
+	}
+	if e := m.Entries(host); e != 4 {
+		t.Fatalf("%d entries, want 4", e)
+	}
+	m.ForgetModule(spelt("ACME", "vpc"))
+	if e := m.Entries(host); e != 0 {
+		t.Fatalf("%d entries after forgetting the module in a third spelling, want 0", e)
+	}
 }
