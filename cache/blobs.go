@@ -47,8 +47,10 @@ type Blobs struct {
 
 	// damaged are the stages of archives found damaged where they are
 	// stored, logged once each (damage); damagedBlobs the archives
-	// (sha256 to stage) a reader found so: they are not found (StatBlob,
-	// OpenBlob) until a writer commits them anew (Commit replaces them).
+	// (sha256 to stage) a reader found so, or whose commit record says so
+	// (blobRecord.Damaged, read back after a restart): they are not found
+	// (StatBlob, OpenBlob) until a writer commits them anew (Commit
+	// replaces them).
 	damaged, damagedBlobs sync.Map
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
@@ -141,6 +143,11 @@ type blobRecord struct {
 	ChunkSize int    `json:"chunk_size"`
 	Chunks    int    `json:"chunks"`
 	Stage     string `json:"stage"`
+	// Damaged says a read found the archive's stored bytes damaged
+	// (ErrDamaged): the mark outlives the process (markDamaged), so
+	// that the copy is never offered again, and goes with the record
+	// when a verified copy replaces it (Commit) or it is deleted.
+	Damaged bool `json:"damaged,omitempty"`
 }
 
 func checkSHA(sha string) error {
@@ -205,6 +212,7 @@ func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
 	case errors.Is(err, errNoDB):
 		// Not remembered: the database may open.
 	case err == nil:
+		s.honourMark(sha, rec)
 		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
 	case errors.Is(err, ErrNotFound):
 		s.stats.Put(sha, gen, statEntry{})
@@ -233,6 +241,9 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 		rec, err = readRecord(txn, sha)
 		return err
 	})
+	if err == nil {
+		s.honourMark(sha, rec)
+	}
 	if err == nil && s.isDamaged(sha) {
 		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
 	}
@@ -331,10 +342,52 @@ func (s *Blobs) isDamaged(sha string) bool {
 
 // markDamaged records that the archive sha, stored under stage, was
 // found damaged: it is not found from now on, and the next writer of it
-// replaces it (Commit).
+// replaces it (Commit). The mark is written into the archive's commit
+// record, through the store's writes as every record is, so that it
+// holds after a restart (honourMark) without a read finding the damage
+// again; when the store cannot write (a full disk), it holds in memory
+// until the process ends, and is logged so.
 func (s *Blobs) markDamaged(sha, stage string) {
-	s.damagedBlobs.Store(sha, stage)
+	if prev, ok := s.damagedBlobs.Swap(sha, stage); ok && prev == stage {
+		return // marked already (another reader found it too)
+	}
 	s.stats.Forget(sha)
+	unlock := s.lockBlob(sha)
+	defer unlock()
+	var gone bool
+	err := s.db.update(entryCost(len(blobKey(sha)), 512), func(txn *badger.Txn) error {
+		rec, err := readRecord(txn, sha)
+		if gone = errors.Is(err, ErrNotFound) || err == nil && rec.Stage != stage; gone || err != nil || rec.Damaged {
+			// Deleted or replaced since it was read, or marked already.
+			return err
+		}
+		rec.Damaged = true
+		doc, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		return txn.Set(blobKey(sha), doc)
+	})
+	if gone {
+		// The copy found damaged is no longer the archive's: the mark
+		// must not refuse the one that replaced it.
+		s.damagedBlobs.CompareAndDelete(sha, stage)
+	}
+	s.stats.Forget(sha)
+	switch {
+	case gone:
+	case err != nil:
+		s.log.Warn("the mark of a cached archive found damaged could not be stored: it is refused until the process ends, and a read after a restart finds the damage again",
+			"sha256", sha, "error", err)
+	}
+}
+
+// honourMark takes the mark of rec, the commit record of sha, as read:
+// an archive found damaged before a restart is refused as it was.
+func (s *Blobs) honourMark(sha string, rec blobRecord) {
+	if rec.Damaged {
+		s.damagedBlobs.LoadOrStore(sha, rec.Stage)
+	}
 }
 
 // damage returns ErrDamaged for chunk idx of stage, logging it once for
