@@ -223,6 +223,9 @@ func TestDamagedMarkSurvivesRestart(t *testing.T) {
 	if n := counted.Load(); n != 1 {
 		t.Errorf("the damage was counted %d times, want once (when it was found)", n)
 	}
+	if n := strings.Count(logged.String(), "cached archives found damaged where they are stored are kept"); n != 2 {
+		t.Errorf("the archives marked damaged were logged at %d of the 2 starts since:\n%s", n, logged.String())
+	}
 
 	// A verified copy replaces it, and the mark goes with the damaged copy.
 	s = open(dir)
@@ -252,5 +255,8 @@ func TestDamagedMarkSurvivesRestart(t *testing.T) {
 	}
 	if n := chunkCount(t, s); n != chunks {
 		t.Errorf("%d chunks stored after the damaged copy was replaced, want %d", n, chunks)
+	}
+	if n := strings.Count(logged.String(), "cached archives found damaged where they are stored are kept"); n != 3 {
+		t.Errorf("archives marked damaged logged at %d starts since the copy was replaced, want none", n-3)
 	}
 }
