@@ -447,6 +447,9 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.s.mu.Lock()
 		if replaced != nil {
 			w.s.bytes -= replaced.Size
+			if replaced.Damaged {
+				w.s.marked--
+			}
 		} else {
 			w.s.archives++
 		}

@@ -58,11 +58,13 @@ type Blobs struct {
 	// it (Commit, deleteBlob): see lockBlob.
 	blobLocks [256]sync.Mutex
 
-	// mu guards the counters of the committed archives and the state of
-	// their count (count.go).
+	// mu guards the counters of the committed archives (marked: those
+	// whose record carries the damaged mark) and the state of their count
+	// (count.go).
 	mu       sync.Mutex
 	archives int
 	bytes    int64
+	marked   int
 	count    counting
 
 	// staging is the size of the chunks that writers not yet committed
@@ -212,7 +214,9 @@ func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
 	case errors.Is(err, errNoDB):
 		// Not remembered: the database may open.
 	case err == nil:
-		s.honourMark(sha, rec)
+		if rec.Damaged { // found damaged before a restart: refused as it was
+			s.damagedBlobs.LoadOrStore(sha, rec.Stage)
+		}
 		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
 	case errors.Is(err, ErrNotFound):
 		s.stats.Put(sha, gen, statEntry{})
@@ -241,8 +245,8 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 		rec, err = readRecord(txn, sha)
 		return err
 	})
-	if err == nil {
-		s.honourMark(sha, rec)
+	if err == nil && rec.Damaged { // found damaged before a restart
+		s.damagedBlobs.LoadOrStore(sha, rec.Stage)
 	}
 	if err == nil && s.isDamaged(sha) {
 		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
@@ -277,6 +281,9 @@ func (s *Blobs) deleteBlob(sha string) error {
 		s.mu.Lock()
 		s.archives--
 		s.bytes -= rec.Size
+		if rec.Damaged {
+			s.marked--
+		}
 		s.mu.Unlock()
 		s.evict.lru.forget(sha)
 		s.damagedBlobs.Delete(sha)
@@ -344,8 +351,8 @@ func (s *Blobs) isDamaged(sha string) bool {
 // found damaged: it is not found from now on, and the next writer of it
 // replaces it (Commit). The mark is written into the archive's commit
 // record, through the store's writes as every record is, so that it
-// holds after a restart (honourMark) without a read finding the damage
-// again; when the store cannot write (a full disk), it holds in memory
+// holds after a restart (StatBlob and OpenBlob read it from the record)
+// without a read finding the damage again; when the store cannot write (a full disk), it holds in memory
 // until the process ends, and is logged so.
 func (s *Blobs) markDamaged(sha, stage string) {
 	if prev, ok := s.damagedBlobs.Swap(sha, stage); ok && prev == stage {
@@ -354,7 +361,7 @@ func (s *Blobs) markDamaged(sha, stage string) {
 	s.stats.Forget(sha)
 	unlock := s.lockBlob(sha)
 	defer unlock()
-	var gone bool
+	var gone, wrote bool
 	err := s.db.update(entryCost(len(blobKey(sha)), 512), func(txn *badger.Txn) error {
 		rec, err := readRecord(txn, sha)
 		if gone = errors.Is(err, ErrNotFound) || err == nil && rec.Stage != stage; gone || err != nil || rec.Damaged {
@@ -366,8 +373,14 @@ func (s *Blobs) markDamaged(sha, stage string) {
 		if err != nil {
 			return err
 		}
+		wrote = true
 		return txn.Set(blobKey(sha), doc)
 	})
+	if err == nil && wrote {
+		s.mu.Lock()
+		s.marked++
+		s.mu.Unlock()
+	}
 	if gone {
 		// The copy found damaged is no longer the archive's: the mark
 		// must not refuse the one that replaced it.
@@ -382,14 +395,6 @@ func (s *Blobs) markDamaged(sha, stage string) {
 	}
 }
 
-// honourMark takes the mark of rec, the commit record of sha, as read:
-// an archive found damaged before a restart is refused as it was.
-func (s *Blobs) honourMark(sha string, rec blobRecord) {
-	if rec.Damaged {
-		s.damagedBlobs.LoadOrStore(sha, rec.Stage)
-	}
-}
-
 // damage returns ErrDamaged for chunk idx of stage, logging it once for
 // the stage (every reader of the archive finds it).
 func (s *Blobs) damage(stage string, idx int, detail string) error {
@@ -401,6 +406,18 @@ func (s *Blobs) damage(stage string, idx int, detail string) error {
 		}
 	}
 	return fmt.Errorf("%w: chunk %d: %s", ErrDamaged, idx, detail)
+}
+
+// DamagedArchives returns the number of committed archives whose record
+// carries the mark of a read that found them damaged where they are
+// stored (ErrDamaged): kept, not found, until a verified copy replaces
+// them or they are deleted. Marks a full disk kept from the records are
+// not counted. Right after Open, it waits for the count, as Stats does.
+func (s *Blobs) DamagedArchives() int {
+	s.counted()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marked
 }
 
 // Stats returns the number of committed archives and their total size.

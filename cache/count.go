@@ -69,7 +69,7 @@ func (s *Blobs) startCount(snap *badger.Txn, reset bool, then func(orphans map[s
 	s.mu.Lock()
 	s.count = c
 	if reset {
-		s.archives, s.bytes = 0, 0
+		s.archives, s.bytes, s.marked = 0, 0, 0
 	}
 	s.mu.Unlock()
 	go func() {
@@ -192,6 +192,7 @@ func (s *Blobs) countArchives(ctx context.Context, snap *badger.Txn, orphans boo
 	}
 	s.mu.Lock()
 	s.archives += n
+	s.marked += damaged
 	s.bytes += total
 	s.mu.Unlock()
 	if err != nil {

@@ -185,6 +185,9 @@ func TestDamagedMarkSurvivesRestart(t *testing.T) {
 		t.Fatalf("reading the damaged archive: %v, want ErrDamaged", err)
 	}
 	r.Close()
+	if n := s.DamagedArchives(); n != 1 {
+		t.Errorf("DamagedArchives = %d once the damage was found, want 1", n)
+	}
 	// What a process killed now leaves on disk.
 	killed := t.TempDir()
 	copyDir(t, dir, killed)
@@ -212,10 +215,22 @@ func TestDamagedMarkSurvivesRestart(t *testing.T) {
 		if n, total := s.Stats(); n != 1 || total != int64(len(data)) {
 			t.Errorf("%s: Stats = %d archives, %d bytes; want the damaged copy kept, 1, %d", how, n, total, len(data))
 		}
+		if n := s.DamagedArchives(); n != 1 {
+			t.Errorf("%s: DamagedArchives = %d, want 1", how, n)
+		}
 	}
 	for _, c := range []struct{ name, dir string }{{"closed and reopened", dir}, {"killed and reopened", killed}} {
 		s := open(c.dir)
 		refused(s, c.name)
+		if c.dir == killed {
+			// Deleted (pruned, evicted), it takes its mark along.
+			if err := s.DeleteBlob(sha); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.DamagedArchives(); n != 0 {
+				t.Errorf("DamagedArchives = %d once the archive was deleted, want 0", n)
+			}
+		}
 		if err := s.Close(); err != nil {
 			t.Fatal(err)
 		}
@@ -232,11 +247,17 @@ func TestDamagedMarkSurvivesRestart(t *testing.T) {
 	s.waitCount()
 	chunks := chunkCount(t, s)
 	put(t, s, data)
+	if n := s.DamagedArchives(); n != 0 {
+		t.Errorf("DamagedArchives = %d once the copy was replaced, want 0", n)
+	}
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
 	s = open(dir)
 	t.Cleanup(func() { s.Close() })
+	if n := s.DamagedArchives(); n != 0 {
+		t.Errorf("DamagedArchives = %d after a restart once the copy was replaced, want 0", n)
+	}
 	s.waitCount()
 	if _, err := s.StatBlob(sha); err != nil {
 		t.Fatalf("StatBlob of the archive replaced, after a restart: %v", err)

@@ -15,8 +15,9 @@ import (
 // A cached archive that a read found damaged stays refused after the
 // process is killed and started again: the first client after the
 // restart is not sent the damaged copy (a transfer broken off part way)
-// but the archive fetched again from the origin, whole, and the restart
-// logs that the store keeps archives marked damaged.
+// but the archive fetched again from the origin, whole; the restart logs
+// that the store keeps archives marked damaged, and counts them in
+// tfmirror_cache_damaged_archives until the copy is replaced.
 func TestDamagedArchiveAfterKillAndRestart(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -80,6 +81,9 @@ func TestDamagedArchiveAfterKillAndRestart(t *testing.T) {
 	stopProcess(t, m, syscall.SIGKILL)
 
 	m = start()
+	if got := metricValue(t, m, "tfmirror_cache_damaged_archives"); got != 1 {
+		t.Errorf("tfmirror_cache_damaged_archives after the restart: %v, want 1", got)
+	}
 	hits := origin.ArchiveHits(ns, typ, version, platforms[0])
 	body, resp, err := m.get(ctx, path)
 	if err != nil || !bytes.Equal(body, want) {
@@ -97,6 +101,9 @@ func TestDamagedArchiveAfterKillAndRestart(t *testing.T) {
 	waitCached(t, m, len(platforms))
 	if body, resp, err := m.get(ctx, path); err != nil || !bytes.Equal(body, want) || resp.Header.Get("X-Tfmirror-Cache") != "hit" {
 		t.Fatalf("the archive fetched again is not served from the cache: %v, %d bytes", err, len(body))
+	}
+	if got := metricValue(t, m, "tfmirror_cache_damaged_archives"); got != 0 {
+		t.Errorf("tfmirror_cache_damaged_archives once the copy was replaced: %v, want 0", got)
 	}
 	stopProcess(t, m, syscall.SIGTERM)
 }
