@@ -47,10 +47,10 @@ type Blobs struct {
 
 	// damaged are the stages of archives found damaged where they are
 	// stored, logged once each (damage); damagedBlobs the archives
-	// (sha256 to stage) a reader found so, or whose commit record says so
-	// (blobRecord.Damaged, read back after a restart): they are not found
-	// (StatBlob, OpenBlob) until a writer commits them anew (Commit
-	// replaces them).
+	// (sha256 to stage) a reader of this process found so. They, and
+	// those whose commit record carries the mark (blobRecord.Damaged,
+	// read back after a restart), are not found (StatBlob, OpenBlob)
+	// until a writer commits them anew (Commit replaces them).
 	damaged, damagedBlobs sync.Map
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
@@ -180,30 +180,32 @@ func readRecord(txn *badger.Txn, sha string) (blobRecord, error) {
 // being evicted is not found: it is about to go, and a caller told it is
 // there would not store it again (OpenBlob does not open it either).
 func (s *Blobs) StatBlob(sha string) (BlobInfo, error) {
-	info, err := s.statBlob(sha)
+	info, marked, err := s.statBlob(sha)
 	if err == nil && s.evict.lru.evictingNow(sha) != nil {
 		return BlobInfo{}, fmt.Errorf("%w: archive %s (being evicted)", ErrNotFound, sha)
 	}
-	if err == nil && s.isDamaged(sha) {
+	if err == nil && (marked || s.isDamaged(sha)) {
 		return BlobInfo{}, fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
 	}
 	return info, err
 }
 
-// statBlob is StatBlob, for an archive being evicted too.
-func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
+// statBlob is StatBlob, for an archive being evicted or found damaged
+// too; marked says its record carries the mark of damage found before
+// (blobRecord.Damaged).
+func (s *Blobs) statBlob(sha string) (BlobInfo, bool, error) {
 	if err := checkSHA(sha); err != nil {
-		return BlobInfo{}, err
+		return BlobInfo{}, false, err
 	}
 	if s.db.isClosed() {
-		return BlobInfo{}, ErrClosed
+		return BlobInfo{}, false, ErrClosed
 	}
 	e, gen, ok := s.stats.Get(sha)
 	if ok {
 		if !e.found {
-			return BlobInfo{}, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+			return BlobInfo{}, false, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
 		}
-		return e.info, nil
+		return e.info, e.damaged, nil
 	}
 	var rec blobRecord
 	err := s.db.view(func(txn *badger.Txn) (err error) {
@@ -214,14 +216,11 @@ func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
 	case errors.Is(err, errNoDB):
 		// Not remembered: the database may open.
 	case err == nil:
-		if rec.Damaged { // found damaged before a restart: refused as it was
-			s.damagedBlobs.LoadOrStore(sha, rec.Stage)
-		}
-		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
+		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true, damaged: rec.Damaged})
 	case errors.Is(err, ErrNotFound):
 		s.stats.Put(sha, gen, statEntry{})
 	}
-	return rec.BlobInfo, err
+	return rec.BlobInfo, rec.Damaged, err
 }
 
 // StatGeneration changes (grows) whenever an answer of StatBlob may have
@@ -245,10 +244,9 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 		rec, err = readRecord(txn, sha)
 		return err
 	})
-	if err == nil && rec.Damaged { // found damaged before a restart
-		s.damagedBlobs.LoadOrStore(sha, rec.Stage)
-	}
-	if err == nil && s.isDamaged(sha) {
+	// Found damaged before (the record's mark, which outlives the
+	// process) or by a reader of this process.
+	if err == nil && (rec.Damaged || s.isDamaged(sha)) {
 		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
 	}
 	if err != nil {
