@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -458,5 +460,69 @@ func TestVerifyCacheFindsModuleZips(t *testing.T) {
 	}
 	if last, _ := h.Engine.CacheChecker().LastCacheCheck(); last.Checked != 2 || last.Failed != 2 {
 		t.Errorf("last check %+v, want 2 checked, 2 failed", last)
+	}
+}
+
+// An imported archive (no origin to fetch it again from) that a read
+// found damaged stays marked after a restart: refused before a byte is
+// sent, kept (never removed for it), reported by every check, until an
+// import of it again replaces the damaged copy and clears the mark.
+func TestVerifyCacheKeepsDamagedImportAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{ScratchDir: t.TempDir()}}
+	h := harness.New(t, opts)
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	in, sha := harness.UnsignedImport(t, local, "2.0.0")
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	if err := cachetest.MarkDamaged(h.Store, sha); err != nil {
+		t.Fatal(err)
+	}
+	v, pl := harness.MustVersion(t, "2.0.0"), harness.MustPlatform(t, "linux_amd64")
+	for i := range 2 { // restarted twice: the mark holds, and is not lost by the first start
+		h.Stop()
+		h.Start(opts)
+		if a, err := h.Engine.OpenArchive(t.Context(), local, v, pl); err == nil {
+			a.Close()
+			t.Fatalf("start %d: the damaged import was opened to be served", i+1)
+		}
+		if _, err := h.Store.StatBlob(sha); !errors.Is(err, cache.ErrDamaged) {
+			t.Fatalf("start %d: the damaged import: %v, want it kept, marked (cache.ErrDamaged)", i+1, err)
+		}
+		if n := h.Store.DamagedArchives(); n != 1 {
+			t.Errorf("start %d: DamagedArchives = %d, want 1", i+1, n)
+		}
+		var got []cachecheck.Result
+		if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].SHA256 != sha || got[0].Reason != string(verify.ReasonChecksum) {
+			t.Fatalf("start %d: checked %+v, want the import reported damaged (checksum_mismatch)", i+1, got)
+		}
+	}
+
+	// Imported again: the verified copy replaces the damaged one.
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	h.Stop()
+	h.Start(opts)
+	a, err := h.Engine.OpenArchive(t.Context(), local, v, pl)
+	if err != nil {
+		t.Fatalf("the import after it was imported again: %v", err)
+	}
+	a.Close()
+	var got []cachecheck.Result
+	if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Problem != "" {
+		t.Errorf("checked %+v once imported again, want it intact", got)
+	}
+	if n := h.Store.DamagedArchives(); n != 0 {
+		t.Errorf("DamagedArchives = %d once imported again, want 0", n)
 	}
 }
