@@ -105,7 +105,7 @@ type Store interface {
 	OpenBlob(sha string) (cache.BlobReader, error)
 }
 
-// Config configures a Checker. Every field is required.
+// Config configures a Checker. Every field is required but Shared.
 type Config struct {
 	// CheckEvery is how often VerifyCache runs in the background; 0:
 	// never (only when asked).
@@ -119,6 +119,10 @@ type Config struct {
 	// for a package kept without evidence, records.ErrNotCached for one
 	// not cached, and records.ErrShutDown once the engine shuts down.
 	VerifyCached func(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error
+	// Shared says a tier shared with other replicas stands behind the
+	// cache: a module package or zip the cache lacks may be had from it,
+	// so its absence is not reported as a loss. Default false.
+	Shared bool
 }
 
 // Checker checks the whole cache again (VerifyCache), when asked and
@@ -249,7 +253,7 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 				if refused {
 					ref.refused = err
 				}
-				if !mr.fetchable {
+				if !mr.fetchable && !s.cfg.Shared {
 					ref.lost = fmt.Sprintf("the module package %s, %s, is no longer in the cache and cannot be fetched again: the version is not served; import it again", rec.SHA256, rec.Provenance)
 				}
 				refs = append(refs, ref)
@@ -267,7 +271,7 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 			// A zip whose package cannot be had again cannot be made
 			// again either: the digest handed out for it is served from
 			// the zip kept, or not at all.
-			if mr, ok := modules[strings.TrimPrefix(key, "modzip/")]; ok && mr.sha == rec.Package && !mr.fetchable {
+			if mr, ok := modules[strings.TrimPrefix(key, "modzip/")]; ok && mr.sha == rec.Package && !mr.fetchable && !s.cfg.Shared {
 				ref.lost = fmt.Sprintf("the module zip %s is no longer in the cache, and the package it was made of cannot be fetched again: it is not served; import the version again", rec.SHA256)
 			}
 			refs = append(refs, ref)

@@ -526,3 +526,37 @@ func TestVerifyCacheKeepsDamagedImportAcrossRestarts(t *testing.T) {
 		t.Errorf("DamagedArchives = %d once imported again, want 0", n)
 	}
 }
+
+// With a tier shared with other replicas behind the cache, an imported
+// module's package the cache lacks may be had from the tier: the check
+// does not report it lost.
+func TestVerifyCacheSharedTierLostIsNotReported(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{Shared: harness.NewMemTier()}})
+	h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", h.Origin.TarballURL("vpc-1.0.0.tar.gz"))
+	mod, _, err := h.ReadModule("1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	key := records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))
+	var rec records.ModuleRecord
+	if _, err := h.Store.GetMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Location, rec.Package, rec.Provenance = "", "", records.ProvenanceUnsigned
+	if err := h.Store.PutMeta(key, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachetest.DeleteBlob(h.Store, mod.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	var got []cachecheck.Result
+	if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("checked %+v, want the package the shared tier may hold passed over", got)
+	}
+}
