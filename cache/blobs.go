@@ -350,8 +350,9 @@ func (s *Blobs) isDamaged(sha string) bool {
 // replaces it (Commit). The mark is written into the archive's commit
 // record, through the store's writes as every record is, so that it
 // holds after a restart (StatBlob and OpenBlob read it from the record)
-// without a read finding the damage again; when the store cannot write (a full disk), it holds in memory
-// until the process ends, and is logged so.
+// without a read finding the damage again; when the store cannot write
+// (a full disk), it holds in memory until the process ends, and is
+// logged so.
 func (s *Blobs) markDamaged(sha, stage string) {
 	if prev, ok := s.damagedBlobs.Swap(sha, stage); ok && prev == stage {
 		return // marked already (another reader found it too)

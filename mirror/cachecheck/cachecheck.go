@@ -9,9 +9,10 @@
 // zips, the layers of their OCI artifacts (the OCI door's other blobs are
 // the provider packages; its documents are checked against their digest
 // each time they are read back). It reads the engine's records (package
-// mirror/records) and blobs and reports; it removes nothing (a version that can be fetched again is
-// removed by a prune naming it), asks no origin, and checks a provider
-// package's signed evidence through the engine (Config.VerifyCached).
+// mirror/records) and blobs and reports; it removes nothing (a version
+// that can be fetched again is removed by a prune naming it), asks no
+// origin, and checks a provider package's signed evidence through the
+// engine (Config.VerifyCached).
 package cachecheck
 
 import (
@@ -201,10 +202,9 @@ type moduleRecordRef struct {
 // (KindModuleZip). A module package or zip not cached is passed over when
 // it can be had again (fetched again from its origin, made again of its
 // package), and reported when it cannot (an imported version's: it is
-// not served). fn is called with
-// each package's outcome, in the order of the cache's records. A package
-// that fails is logged and counted in the verification failures metric,
-// and kept: this is a report, and a version that can be fetched again is
+// not served). fn is called with each package's outcome, in the order
+// of the cache's records. A package that fails is logged and counted in
+// the verification failures metric, and kept: this is a report, and a version that can be fetched again is
 // removed by Prune naming it. Packages evicted while the check runs are
 // passed over. A check that reads the whole cache is remembered
 // (LastCacheCheck) and given to the metrics.
