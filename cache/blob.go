@@ -412,12 +412,14 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 				if evicting = w.s.evict.lru.evictingNow(w.expected); evicting != nil {
 					return nil
 				}
-				if stage, ok := w.s.damagedBlobs.Load(w.expected); !ok || stage != old.Stage {
+				if stage, ok := w.s.damagedBlobs.Load(w.expected); !old.Damaged && (!ok || stage != old.Stage) {
 					existing = &old
 					return nil
 				}
-				// A reader found the stored copy damaged: this one,
-				// verified, takes its place.
+				// A reader found the stored copy damaged (in this
+				// process, or in one before: its record is marked):
+				// this one, verified, takes its place, and its record
+				// carries no mark.
 				replaced = &old
 			case !errors.Is(err, ErrNotFound):
 				return err
@@ -445,6 +447,9 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		w.s.mu.Lock()
 		if replaced != nil {
 			w.s.bytes -= replaced.Size
+			if replaced.Damaged {
+				w.s.marked--
+			}
 		} else {
 			w.s.archives++
 		}

@@ -47,8 +47,10 @@ type Blobs struct {
 
 	// damaged are the stages of archives found damaged where they are
 	// stored, logged once each (damage); damagedBlobs the archives
-	// (sha256 to stage) a reader found so: they are not found (StatBlob,
-	// OpenBlob) until a writer commits them anew (Commit replaces them).
+	// (sha256 to stage) a reader of this process found so. They, and
+	// those whose commit record carries the mark (blobRecord.Damaged,
+	// read back after a restart), are not found (StatBlob, OpenBlob)
+	// until a writer commits them anew (Commit replaces them).
 	damaged, damagedBlobs sync.Map
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
@@ -56,11 +58,13 @@ type Blobs struct {
 	// it (Commit, deleteBlob): see lockBlob.
 	blobLocks [256]sync.Mutex
 
-	// mu guards the counters of the committed archives and the state of
-	// their count (count.go).
+	// mu guards the counters of the committed archives (marked: those
+	// whose record carries the damaged mark) and the state of their count
+	// (count.go).
 	mu       sync.Mutex
 	archives int
 	bytes    int64
+	marked   int
 	count    counting
 
 	// staging is the size of the chunks that writers not yet committed
@@ -141,6 +145,11 @@ type blobRecord struct {
 	ChunkSize int    `json:"chunk_size"`
 	Chunks    int    `json:"chunks"`
 	Stage     string `json:"stage"`
+	// Damaged says a read found the archive's stored bytes damaged
+	// (ErrDamaged): the mark outlives the process (markDamaged), so
+	// that the copy is never offered again, and goes with the record
+	// when a verified copy replaces it (Commit) or it is deleted.
+	Damaged bool `json:"damaged,omitempty"`
 }
 
 func checkSHA(sha string) error {
@@ -171,30 +180,32 @@ func readRecord(txn *badger.Txn, sha string) (blobRecord, error) {
 // being evicted is not found: it is about to go, and a caller told it is
 // there would not store it again (OpenBlob does not open it either).
 func (s *Blobs) StatBlob(sha string) (BlobInfo, error) {
-	info, err := s.statBlob(sha)
+	info, marked, err := s.statBlob(sha)
 	if err == nil && s.evict.lru.evictingNow(sha) != nil {
 		return BlobInfo{}, fmt.Errorf("%w: archive %s (being evicted)", ErrNotFound, sha)
 	}
-	if err == nil && s.isDamaged(sha) {
+	if err == nil && (marked || s.isDamaged(sha)) {
 		return BlobInfo{}, fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
 	}
 	return info, err
 }
 
-// statBlob is StatBlob, for an archive being evicted too.
-func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
+// statBlob is StatBlob, for an archive being evicted or found damaged
+// too; marked says its record carries the mark of damage found before
+// (blobRecord.Damaged).
+func (s *Blobs) statBlob(sha string) (BlobInfo, bool, error) {
 	if err := checkSHA(sha); err != nil {
-		return BlobInfo{}, err
+		return BlobInfo{}, false, err
 	}
 	if s.db.isClosed() {
-		return BlobInfo{}, ErrClosed
+		return BlobInfo{}, false, ErrClosed
 	}
 	e, gen, ok := s.stats.Get(sha)
 	if ok {
 		if !e.found {
-			return BlobInfo{}, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
+			return BlobInfo{}, false, fmt.Errorf("%w: archive %s", ErrNotFound, sha)
 		}
-		return e.info, nil
+		return e.info, e.damaged, nil
 	}
 	var rec blobRecord
 	err := s.db.view(func(txn *badger.Txn) (err error) {
@@ -205,11 +216,11 @@ func (s *Blobs) statBlob(sha string) (BlobInfo, error) {
 	case errors.Is(err, errNoDB):
 		// Not remembered: the database may open.
 	case err == nil:
-		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true})
+		s.stats.Put(sha, gen, statEntry{info: rec.BlobInfo, found: true, damaged: rec.Damaged})
 	case errors.Is(err, ErrNotFound):
 		s.stats.Put(sha, gen, statEntry{})
 	}
-	return rec.BlobInfo, err
+	return rec.BlobInfo, rec.Damaged, err
 }
 
 // StatGeneration changes (grows) whenever an answer of StatBlob may have
@@ -233,7 +244,9 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 		rec, err = readRecord(txn, sha)
 		return err
 	})
-	if err == nil && s.isDamaged(sha) {
+	// Found damaged before (the record's mark, which outlives the
+	// process) or by a reader of this process.
+	if err == nil && (rec.Damaged || s.isDamaged(sha)) {
 		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
 	}
 	if err != nil {
@@ -266,6 +279,9 @@ func (s *Blobs) deleteBlob(sha string) error {
 		s.mu.Lock()
 		s.archives--
 		s.bytes -= rec.Size
+		if rec.Damaged {
+			s.marked--
+		}
 		s.mu.Unlock()
 		s.evict.lru.forget(sha)
 		s.damagedBlobs.Delete(sha)
@@ -331,10 +347,51 @@ func (s *Blobs) isDamaged(sha string) bool {
 
 // markDamaged records that the archive sha, stored under stage, was
 // found damaged: it is not found from now on, and the next writer of it
-// replaces it (Commit).
+// replaces it (Commit). The mark is written into the archive's commit
+// record, through the store's writes as every record is, so that it
+// holds after a restart (StatBlob and OpenBlob read it from the record)
+// without a read finding the damage again; when the store cannot write
+// (a full disk), it holds in memory until the process ends, and is
+// logged so.
 func (s *Blobs) markDamaged(sha, stage string) {
-	s.damagedBlobs.Store(sha, stage)
+	if prev, ok := s.damagedBlobs.Swap(sha, stage); ok && prev == stage {
+		return // marked already (another reader found it too)
+	}
 	s.stats.Forget(sha)
+	unlock := s.lockBlob(sha)
+	defer unlock()
+	var gone, wrote bool
+	err := s.db.update(entryCost(len(blobKey(sha)), 512), func(txn *badger.Txn) error {
+		rec, err := readRecord(txn, sha)
+		if gone = errors.Is(err, ErrNotFound) || err == nil && rec.Stage != stage; gone || err != nil || rec.Damaged {
+			// Deleted or replaced since it was read, or marked already.
+			return err
+		}
+		rec.Damaged = true
+		doc, err := json.Marshal(rec)
+		if err != nil {
+			return err
+		}
+		wrote = true
+		return txn.Set(blobKey(sha), doc)
+	})
+	if err == nil && wrote {
+		s.mu.Lock()
+		s.marked++
+		s.mu.Unlock()
+	}
+	if gone {
+		// The copy found damaged is no longer the archive's: the mark
+		// must not refuse the one that replaced it.
+		s.damagedBlobs.CompareAndDelete(sha, stage)
+	}
+	s.stats.Forget(sha)
+	switch {
+	case gone:
+	case err != nil:
+		s.log.Warn("the mark of a cached archive found damaged could not be stored: it is refused until the process ends, and a read after a restart finds the damage again",
+			"sha256", sha, "error", err)
+	}
 }
 
 // damage returns ErrDamaged for chunk idx of stage, logging it once for
@@ -348,6 +405,18 @@ func (s *Blobs) damage(stage string, idx int, detail string) error {
 		}
 	}
 	return fmt.Errorf("%w: chunk %d: %s", ErrDamaged, idx, detail)
+}
+
+// DamagedArchives returns the number of committed archives whose record
+// carries the mark of a read that found them damaged where they are
+// stored (ErrDamaged): kept, not found, until a verified copy replaces
+// them or they are deleted. Marks a full disk kept from the records are
+// not counted. Right after Open, it waits for the count, as Stats does.
+func (s *Blobs) DamagedArchives() int {
+	s.counted()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.marked
 }
 
 // Stats returns the number of committed archives and their total size.

@@ -15,7 +15,8 @@
 //
 //	m/<key>          metadata record {"t": stored-at, "v": document}
 //	c/<stage>/<idx>  chunk idx (%08x) of the staging area <stage>
-//	b/<sha256>       archive commit record: size, chunk size and count, stage, h1
+//	b/<sha256>       archive commit record: size, chunk size and count, stage, h1, and
+//	                 "damaged": true once a read found its stored bytes damaged
 //	p/ping           Ping's probe
 //	x/flush          written and dropped to flush the memtable (gc.go)
 package cache

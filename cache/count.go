@@ -33,8 +33,9 @@ type counting struct {
 // lruRecord what it reads too when the size limit needs every archive's
 // entry.
 type countedRecord struct {
-	Size  int64  `json:"size"`
-	Stage string `json:"stage"`
+	Size    int64  `json:"size"`
+	Stage   string `json:"stage"`
+	Damaged bool   `json:"damaged"`
 }
 
 type lruRecord struct {
@@ -68,7 +69,7 @@ func (s *Blobs) startCount(snap *badger.Txn, reset bool, then func(orphans map[s
 	s.mu.Lock()
 	s.count = c
 	if reset {
-		s.archives, s.bytes = 0, 0
+		s.archives, s.bytes, s.marked = 0, 0, 0
 	}
 	s.mu.Unlock()
 	go func() {
@@ -147,7 +148,7 @@ func (s *Blobs) counted() {
 func (s *Blobs) countArchives(ctx context.Context, snap *badger.Txn, orphans bool) (map[string]int, error) {
 	defer snap.Discard()
 	var stages map[string]int
-	var n int
+	var n, damaged int
 	var total int64
 	err := s.db.withDB(func() error {
 		if orphans {
@@ -171,6 +172,9 @@ func (s *Blobs) countArchives(ctx context.Context, snap *badger.Txn, orphans boo
 			n++
 			total += rec.Size
 			delete(stages, rec.Stage)
+			if rec.Damaged {
+				damaged++
+			}
 			if s.evict.lru.max > 0 {
 				s.evict.lru.add(strings.TrimPrefix(string(it.Item().Key()), "b/"), rec.Created)
 			}
@@ -180,8 +184,15 @@ func (s *Blobs) countArchives(ctx context.Context, snap *badger.Txn, orphans boo
 	if h := s.hooks.recounted; h != nil {
 		h()
 	}
+	if damaged > 0 {
+		// Each is refused when it is asked for (its record says so);
+		// the operator hears of them at every start, not only once.
+		s.log.Error("cached archives found damaged where they are stored are kept and not served: those that can be fetched again are replaced when asked for; run tfmirror cache verify to name them, and re-import or prune the others",
+			"archives", damaged)
+	}
 	s.mu.Lock()
 	s.archives += n
+	s.marked += damaged
 	s.bytes += total
 	s.mu.Unlock()
 	if err != nil {

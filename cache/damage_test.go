@@ -55,28 +55,7 @@ func TestDamagedChunkOnDiskIsNotServedAndReplaced(t *testing.T) {
 	}
 
 	// Flip one byte of the second chunk where the value log holds it.
-	target := data[chunk+1000 : chunk+1064]
-	logs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
-	flipped := false
-	for _, name := range logs {
-		b, err := os.ReadFile(name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i := bytes.Index(b, target); i >= 0 && name != logs[len(logs)-1] {
-			b[i+10] ^= 0xff
-			if err := os.WriteFile(name, b, 0o600); err != nil {
-				t.Fatal(err)
-			}
-			flipped = true
-		}
-	}
-	if len(logs) < 2 {
-		t.Fatalf("%d value log files, want several", len(logs))
-	}
-	if !flipped {
-		t.Fatal("the chunk was not found in any value log file")
-	}
+	damageOnDisk(t, dir, data[chunk+1000:chunk+1064])
 
 	var logged lockedBuffer
 	var counted atomic.Int32
@@ -137,5 +116,168 @@ func TestDamagedChunkOnDiskIsNotServedAndReplaced(t *testing.T) {
 	}
 	if n := chunkCount(t, s); n != chunks {
 		t.Errorf("%d chunks stored after the damaged copy was replaced, want %d", n, chunks)
+	}
+}
+
+// damageOnDisk flips one byte of target where a value-log file of the
+// closed store in dir holds it, in a file that is not the last (which
+// Badger checks at Open).
+func damageOnDisk(t *testing.T, dir string, target []byte) {
+	t.Helper()
+	logs, _ := filepath.Glob(filepath.Join(dir, "*.vlog"))
+	flipped := false
+	for _, name := range logs {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i := bytes.Index(b, target); i >= 0 && name != logs[len(logs)-1] {
+			b[i+10] ^= 0xff
+			if err := os.WriteFile(name, b, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			flipped = true
+		}
+	}
+	if len(logs) < 2 {
+		t.Fatalf("%d value log files, want several", len(logs))
+	}
+	if !flipped {
+		t.Fatal("the chunk was not found in any value log file")
+	}
+}
+
+// An archive a read found damaged stays refused after a restart, whether
+// the process closed the store or was killed: the mark is kept with its
+// commit record, so that no client is sent the damaged copy again, and
+// no read has to find it again. The copy that replaces it clears the
+// mark, for good too.
+func TestDamagedMarkSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	const chunk = 128 << 10
+	data := randomBytes(48*chunk-5000, 11)
+	sha := shaOf(data)
+	var logged lockedBuffer
+	var counted atomic.Int32
+	open := func(dir string) *Store {
+		t.Helper()
+		s, err := Open(Options{Dir: dir, ChunkSize: chunk, MaxBytes: 64 << 20,
+			Logger: slog.New(slog.NewTextHandler(&logged, nil)), OnDamaged: func() { counted.Add(1) }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	s := open(dir)
+	s.waitCount()
+	put(t, s, data)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageOnDisk(t, dir, data[chunk+1000:chunk+1064])
+
+	s = open(dir)
+	r, err := s.OpenBlob(sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(r); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("reading the damaged archive: %v, want ErrDamaged", err)
+	}
+	r.Close()
+	if n := s.DamagedArchives(); n != 1 {
+		t.Errorf("DamagedArchives = %d once the damage was found, want 1", n)
+	}
+	// What a process killed now leaves on disk.
+	killed := t.TempDir()
+	copyDir(t, dir, killed)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+
+	refused := func(s *Store, how string) {
+		t.Helper()
+		// Asked before the count at open is over, as the first request
+		// after a restart may be.
+		if _, err := s.StatBlob(sha); !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrDamaged) {
+			t.Errorf("%s: StatBlob of the archive found damaged before: %v, want ErrNotFound and ErrDamaged", how, err)
+		}
+		if r, err := s.OpenBlob(sha); !errors.Is(err, ErrNotFound) || !errors.Is(err, ErrDamaged) {
+			n := -1
+			if err == nil {
+				b, _ := io.ReadAll(r)
+				n = len(b)
+				r.Close()
+			}
+			t.Errorf("%s: OpenBlob of the archive found damaged before: %v (%d bytes read), want ErrNotFound and ErrDamaged", how, err, n)
+		}
+		s.waitCount()
+		if n, total := s.Stats(); n != 1 || total != int64(len(data)) {
+			t.Errorf("%s: Stats = %d archives, %d bytes; want the damaged copy kept, 1, %d", how, n, total, len(data))
+		}
+		if n := s.DamagedArchives(); n != 1 {
+			t.Errorf("%s: DamagedArchives = %d, want 1", how, n)
+		}
+	}
+	for _, c := range []struct{ name, dir string }{{"closed and reopened", dir}, {"killed and reopened", killed}} {
+		s := open(c.dir)
+		refused(s, c.name)
+		if c.dir == killed {
+			// Deleted (pruned, evicted), it takes its mark along.
+			if err := s.DeleteBlob(sha); err != nil {
+				t.Fatal(err)
+			}
+			if n := s.DamagedArchives(); n != 0 {
+				t.Errorf("DamagedArchives = %d once the archive was deleted, want 0", n)
+			}
+		}
+		if err := s.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := counted.Load(); n != 1 {
+		t.Errorf("the damage was counted %d times, want once (when it was found)", n)
+	}
+	if n := strings.Count(logged.String(), "cached archives found damaged where they are stored are kept"); n != 2 {
+		t.Errorf("the archives marked damaged were logged at %d of the 2 starts since:\n%s", n, logged.String())
+	}
+
+	// A verified copy replaces it, and the mark goes with the damaged copy.
+	s = open(dir)
+	s.waitCount()
+	chunks := chunkCount(t, s)
+	put(t, s, data)
+	if n := s.DamagedArchives(); n != 0 {
+		t.Errorf("DamagedArchives = %d once the copy was replaced, want 0", n)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open(dir)
+	t.Cleanup(func() { s.Close() })
+	if n := s.DamagedArchives(); n != 0 {
+		t.Errorf("DamagedArchives = %d after a restart once the copy was replaced, want 0", n)
+	}
+	s.waitCount()
+	if _, err := s.StatBlob(sha); err != nil {
+		t.Fatalf("StatBlob of the archive replaced, after a restart: %v", err)
+	}
+	r, err = s.OpenBlob(sha)
+	if err != nil {
+		t.Fatalf("OpenBlob of the archive replaced, after a restart: %v", err)
+	}
+	got, err := io.ReadAll(r)
+	r.Close()
+	if err != nil || !bytes.Equal(got, data) {
+		t.Fatalf("the archive replaced, after a restart: %v, %d bytes (equal: %v)", err, len(got), bytes.Equal(got, data))
+	}
+	if n, total := s.Stats(); n != 1 || total != int64(len(data)) {
+		t.Errorf("Stats = %d archives, %d bytes; want 1, %d", n, total, len(data))
+	}
+	if n := chunkCount(t, s); n != chunks {
+		t.Errorf("%d chunks stored after the damaged copy was replaced, want %d", n, chunks)
+	}
+	if n := strings.Count(logged.String(), "cached archives found damaged where they are stored are kept"); n != 3 {
+		t.Errorf("archives marked damaged logged at %d starts since the copy was replaced, want none", n-3)
 	}
 }

@@ -307,7 +307,7 @@ func (s *Blobs) EvictBlobs(shas []string, first func() error) (map[string]BlobIn
 		if slices.Contains(cached, sha) {
 			continue
 		}
-		if _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) {
+		if _, _, err := s.statBlob(sha); errors.Is(err, ErrNotFound) {
 			continue // not cached
 		}
 		err := s.evict.lru.claim(sha)
@@ -350,7 +350,7 @@ func (s *Blobs) deleteMarked(sha string, evicting func(string)) (BlobInfo, error
 	if evicting != nil {
 		evicting(sha)
 	}
-	info, err := s.statBlob(sha)
+	info, _, err := s.statBlob(sha)
 	if err == nil {
 		err = s.deleteBlob(sha) // forgets the entry
 	}

@@ -281,7 +281,7 @@ func TestEvictionInBackground(t *testing.T) {
 	if victim != shaOf(a) {
 		t.Fatalf("evicting %s, want the least recently used archive", victim)
 	}
-	if _, err := s.statBlob(shaOf(a)); err != nil {
+	if _, _, err := s.statBlob(shaOf(a)); err != nil {
 		t.Fatal("the archive was deleted before the eviction goroutine was let go")
 	}
 	if cached(s, a) {

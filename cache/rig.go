@@ -72,6 +72,21 @@ func (r Rig) FlipBlobByte(sha string, off int64) error {
 	})
 }
 
+// MarkDamaged marks the committed archive sha as a read that found its
+// stored bytes damaged does (ErrDamaged), without damaging them.
+func (r Rig) MarkDamaged(sha string) error {
+	var rec blobRecord
+	err := r.s.db.view(func(txn *badger.Txn) (err error) {
+		rec, err = readRecord(txn, sha)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	r.s.markDamaged(sha, rec.Stage)
+	return nil
+}
+
 // Evict runs an eviction pass now and waits until it is over, or ctx is
 // done: after it, the archives are within Options.MaxBytes unless what
 // is left is in use or may not be evicted (see Blobs.SetEvictable).

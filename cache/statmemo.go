@@ -17,6 +17,7 @@ type statMemo = memo.Memo[string, statEntry]
 func newStatMemo() *statMemo { return memo.New[string, statEntry](statMemoMax) }
 
 type statEntry struct {
-	info  BlobInfo
-	found bool
+	info    BlobInfo
+	found   bool
+	damaged bool // the record carries the mark of damage found (blobRecord.Damaged)
 }

@@ -142,6 +142,11 @@ type Options struct {
 	// Cache, if set, backs the tfmirror_cache_archives and
 	// tfmirror_cache_stored_bytes gauges.
 	Cache CacheStats
+	// Damaged, if set, backs the tfmirror_cache_damaged_archives gauge:
+	// the archives held in the cache that a read found damaged where they
+	// are stored, kept and not served (cache.Blobs.DamagedArchives).
+	// Default nil: no such gauge.
+	Damaged func() int
 	// MaxBytes is the configured cache size limit (0 = unlimited).
 	MaxBytes int64
 	// Disk, if set, backs the tfmirror_cache_disk_free_bytes,
@@ -302,6 +307,11 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 				Name: "tfmirror_cache_stored_bytes", Help: "Bytes of archives held in the cache.",
 			}, func() float64 { _, b := opts.Cache(); return float64(b) }),
 		)
+	}
+	if opts.Damaged != nil {
+		cs = append(cs, prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "tfmirror_cache_damaged_archives", Help: "Archives held in the cache that a read found damaged where they are stored: kept, not served, until a verified copy replaces them.",
+		}, func() float64 { return float64(opts.Damaged()) }))
 	}
 	if opts.Budget != nil {
 		cs = append(cs,

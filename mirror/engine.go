@@ -442,7 +442,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	s.checker, err = cachecheck.New(cachecheck.Config{CheckEvery: s.cfg.CheckEvery, Now: s.cfg.Now, Logger: s.log,
-		VerifyCached: s.records.verifyCached}, store, s.metrics)
+		VerifyCached: s.records.verifyCached, Shared: cfg.Shared != nil}, store, s.metrics)
 	if err != nil {
 		return nil, err
 	}

@@ -127,7 +127,8 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	m.registry = prometheus.NewRegistry()
 	m.metrics, err = metrics.New(m.registry, metrics.Options{
 		Version: thisBuild().Version, Revision: thisBuild().Commit, Origins: origins, MaxBytes: cfg.CacheMaxBytes,
-		Cache: func() (int, int64) { return m.store.Stats() },
+		Cache:   func() (int, int64) { return m.store.Stats() },
+		Damaged: func() int { return m.store.DamagedArchives() },
 		Disk: func() (free, reserve int64, writable bool) {
 			return m.store.FreeBytes(), m.store.Reserve(), m.store.Writable() == nil
 		},

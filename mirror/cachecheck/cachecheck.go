@@ -4,10 +4,15 @@
 // disks and copies of data directories can damage bytes that nothing
 // reads for months.
 //
-// It reads the engine's records (package mirror/records) and blobs and
-// reports; it removes nothing (a version that can be fetched again is
-// removed by a prune naming it), asks no origin, and checks a provider
-// package's signed evidence through the engine (Config.VerifyCached).
+// What it checks is what the cache serves: provider packages (and the
+// withheld imports set aside), module packages, and module versions'
+// zips, the layers of their OCI artifacts (the OCI door's other blobs are
+// the provider packages; its documents are checked against their digest
+// each time they are read back). It reads the engine's records (package
+// mirror/records) and blobs and reports; it removes nothing (a version
+// that can be fetched again is removed by a prune naming it), asks no
+// origin, and checks a provider package's signed evidence through the
+// engine (Config.VerifyCached).
 package cachecheck
 
 import (
@@ -48,9 +53,18 @@ const (
 	CheckedSHA256 = "sha256"
 )
 
+// The kinds of what is checked (Result.Kind).
+const (
+	KindProvider = "provider"
+	KindModule   = "module"
+	// KindModuleZip is a module version's zip, the one layer of its OCI
+	// artifact (records.ModuleZipRecord), made of its module package.
+	KindModuleZip = "module-zip"
+)
+
 // Result is the outcome of checking one cached package.
 type Result struct {
-	Kind     string `json:"kind"` // "provider" or "module"
+	Kind     string `json:"kind"` // KindProvider, KindModule or KindModuleZip
 	Address  string `json:"address"`
 	Version  string `json:"version"`
 	Platform string `json:"platform,omitempty"` // providers only
@@ -92,7 +106,7 @@ type Store interface {
 	OpenBlob(sha string) (cache.BlobReader, error)
 }
 
-// Config configures a Checker. Every field is required.
+// Config configures a Checker. Every field is required but Shared.
 type Config struct {
 	// CheckEvery is how often VerifyCache runs in the background; 0:
 	// never (only when asked).
@@ -106,6 +120,10 @@ type Config struct {
 	// for a package kept without evidence, records.ErrNotCached for one
 	// not cached, and records.ErrShutDown once the engine shuts down.
 	VerifyCached func(ctx context.Context, p addrs.Provider, v versions.Version, pl addrs.Platform) error
+	// Shared says a tier shared with other replicas stands behind the
+	// cache: a module package or zip the cache lacks may be had from it,
+	// so its absence is not reported as a loss. Default false.
+	Shared bool
 }
 
 // Checker checks the whole cache again (VerifyCache), when asked and
@@ -157,6 +175,21 @@ type cachedPackageRef struct {
 	// refused is the error of a module record today's rules refuse
 	// (records.ErrModuleRecordRefused): its package is damaged as served.
 	refused error
+	// lost, for a module package or zip, is what its absence from the
+	// cache means ("" when it can be had again: a package fetched from
+	// its origin, a zip made again of it): an import's package, or a
+	// zip whose package is such a one, is gone for good when it is not
+	// cached.
+	lost string
+	// pkg is the sha256 of the module package a zip was made of.
+	pkg string
+}
+
+// moduleRecordRef is what VerifyCache keeps of a module record, for the
+// record's package and for its zip.
+type moduleRecordRef struct {
+	sha       string
+	fetchable bool // fetched from an origin, whose location it keeps
 }
 
 // VerifyCache reads every package in the cache and checks it again, from
@@ -164,10 +197,14 @@ type cachedPackageRef struct {
 // package against its stored evidence (CheckedEvidence), else against the
 // sha256 recorded when it was kept (CheckedSHA256), as is a withheld
 // import set aside in the record of the origin's version of its number;
-// a module package's links too, each of which must resolve inside it. fn is called with
-// each package's outcome, in the order of the cache's records. A package
-// that fails is logged and counted in the verification failures metric,
-// and kept: this is a report, and a version that can be fetched again is
+// a module package's links too, each of which must resolve inside it; a
+// module version's zip against the sha256 recorded when it was made
+// (KindModuleZip). A module package or zip not cached is passed over when
+// it can be had again (fetched again from its origin, made again of its
+// package), and reported when it cannot (an imported version's: it is
+// not served). fn is called with each package's outcome, in the order
+// of the cache's records. A package that fails is logged and counted in
+// the verification failures metric, and kept: this is a report, and a version that can be fetched again is
 // removed by Prune naming it. Packages evicted while the check runs are
 // passed over. A check that reads the whole cache is remembered
 // (LastCacheCheck) and given to the metrics.
@@ -192,29 +229,52 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 			return nil
 		}
 		for _, pl := range sortedKeys(rec.Archives) {
-			refs = append(refs, cachedPackageRef{kind: "provider", addr: p.String(), version: rec.Version,
+			refs = append(refs, cachedPackageRef{kind: KindProvider, addr: p.String(), version: rec.Version,
 				platform: pl, sha: rec.Archives[pl].SHA256, provider: p})
 		}
 		if w := rec.Withheld; w != nil {
 			for _, pl := range sortedKeys(w.Archives) {
-				refs = append(refs, cachedPackageRef{kind: "provider", addr: p.String(), version: rec.Version,
+				refs = append(refs, cachedPackageRef{kind: KindProvider, addr: p.String(), version: rec.Version,
 					platform: pl, sha: w.Archives[pl].SHA256, provider: p, withheld: true})
 			}
 		}
 		return nil
 	})
+	modules := map[string]moduleRecordRef{} // by module and version, the key without its prefix
 	if err == nil {
-		err = s.store.ScanMeta("module/", func(_ string, _ time.Time, raw json.RawMessage) error {
+		err = s.store.ScanMeta("module/", func(key string, _ time.Time, raw json.RawMessage) error {
 			var rec records.ModuleRecord
 			err := json.Unmarshal(raw, &rec)
 			refused := errors.Is(err, records.ErrModuleRecordRefused)
 			if (err == nil || refused) && records.KnownSchema(rec.Schema) && rec.SHA256 != "" {
-				ref := cachedPackageRef{kind: "module", addr: rec.Module, version: rec.Version, sha: rec.SHA256}
+				mr := moduleRecordRef{sha: rec.SHA256, fetchable: rec.Provenance == records.ProvenanceOrigin && rec.Location != ""}
+				modules[strings.TrimPrefix(key, "module/")] = mr
+				ref := cachedPackageRef{kind: KindModule, addr: rec.Module, version: rec.Version, sha: rec.SHA256}
 				if refused {
 					ref.refused = err
 				}
+				if !mr.fetchable && !s.cfg.Shared {
+					ref.lost = fmt.Sprintf("the module package %s, %s, is no longer in the cache and cannot be fetched again: the version is not served; import it again", rec.SHA256, rec.Provenance)
+				}
 				refs = append(refs, ref)
 			}
+			return nil
+		})
+	}
+	if err == nil {
+		err = s.store.ScanMeta("modzip/", func(key string, _ time.Time, raw json.RawMessage) error {
+			var rec records.ModuleZipRecord
+			if json.Unmarshal(raw, &rec) != nil || !records.KnownSchema(rec.Schema) || rec.SHA256 == "" || rec.Package == "" {
+				return nil
+			}
+			ref := cachedPackageRef{kind: KindModuleZip, addr: rec.Module, version: rec.Version, sha: rec.SHA256, pkg: rec.Package}
+			// A zip whose package cannot be had again cannot be made
+			// again either: the digest handed out for it is served from
+			// the zip kept, or not at all.
+			if mr, ok := modules[strings.TrimPrefix(key, "modzip/")]; ok && mr.sha == rec.Package && !mr.fetchable && !s.cfg.Shared {
+				ref.lost = fmt.Sprintf("the module zip %s is no longer in the cache, and the package it was made of cannot be fetched again: it is not served; import the version again", rec.SHA256)
+			}
+			refs = append(refs, ref)
 			return nil
 		})
 	}
@@ -229,36 +289,12 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		info, err := s.store.StatBlob(ref.sha)
-		// An archive a read found damaged is not found for those who
-		// would serve it, and stays damaged here until it is replaced.
-		damaged := errors.Is(err, cache.ErrDamaged)
-		if errors.Is(err, cache.ErrNotFound) && !damaged {
+		c, skip, err := s.checkRef(ctx, ref)
+		if skip {
 			continue
 		}
-		if err != nil && !damaged {
+		if err != nil && c.SHA256 == "" {
 			return err
-		}
-		c := Result{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
-			SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256, Withheld: ref.withheld}
-		if damaged {
-			err = damagedError(ref.sha, err)
-		} else {
-			err = records.ErrNoEvidence
-		}
-		if !damaged && ref.kind == "provider" && !ref.withheld {
-			c.By = CheckedEvidence
-			err = s.checkProviderPackage(ctx, ref)
-		}
-		if errors.Is(err, records.ErrNoEvidence) {
-			c.By = CheckedSHA256
-			err = s.checkBlobSHA256(ctx, ref.sha)
-		}
-		if err == nil && ref.kind == "module" {
-			err = s.checkModuleLinks(ctx, ref.sha)
-		}
-		if err == nil && ref.refused != nil {
-			err = ref.refused
 		}
 		switch {
 		case errors.Is(err, records.ErrNotCached):
@@ -289,6 +325,55 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 	s.lastCheck.Store(&sum)
 	s.metrics.CacheChecked(sum.At, sum.Checked, sum.Failed)
 	return nil
+}
+
+// checkRef checks ref: its outcome is c and err (what failed, or what
+// stops the check when c is empty); skip says it is not to be reported
+// (not cached, and to be had again when asked for).
+func (s *Checker) checkRef(ctx context.Context, ref cachedPackageRef) (c Result, skip bool, err error) {
+	info, err := s.store.StatBlob(ref.sha)
+	// An archive a read found damaged is not found for those who
+	// would serve it, and stays damaged here until it is replaced.
+	damaged := errors.Is(err, cache.ErrDamaged)
+	c = Result{Kind: ref.kind, Address: ref.addr, Version: ref.version, Platform: ref.platform,
+		SHA256: ref.sha, Bytes: info.Size, By: CheckedSHA256, Withheld: ref.withheld}
+	switch {
+	case errors.Is(err, cache.ErrNotFound) && !damaged && ref.lost != "":
+		if ref.kind == KindModuleZip {
+			if _, perr := s.store.StatBlob(ref.pkg); perr == nil {
+				return c, true, nil // made again of its package when asked for
+			}
+		}
+		return c, false, errors.New(ref.lost)
+	case errors.Is(err, cache.ErrNotFound) && !damaged:
+		return c, true, nil
+	case err != nil && !damaged:
+		return Result{}, false, err
+	case damaged:
+		return c, false, damagedError(ref.sha, err)
+	}
+	err = records.ErrNoEvidence
+	if ref.kind == KindProvider && !ref.withheld {
+		c.By = CheckedEvidence
+		err = s.checkProviderPackage(ctx, ref)
+	}
+	if errors.Is(err, records.ErrNoEvidence) {
+		c.By = CheckedSHA256
+		err = s.checkBlobSHA256(ctx, ref.sha)
+	}
+	if err == nil && ref.kind == KindModule {
+		err = s.checkModuleLinks(ctx, ref.sha)
+	}
+	if err == nil && ref.refused != nil {
+		err = ref.refused
+	}
+	if err == nil && ref.kind == KindModuleZip && ref.lost != "" {
+		// Served only with the package it was made of.
+		if _, perr := s.store.StatBlob(ref.pkg); errors.Is(perr, cache.ErrNotFound) {
+			err = fmt.Errorf("the module package %s the zip was made of is no longer in the cache (or is damaged) and cannot be fetched again: the zip is not served; import the version again", ref.pkg)
+		}
+	}
+	return c, false, err
 }
 
 // checkProviderPackage is verifyCached for ref, a provider package.

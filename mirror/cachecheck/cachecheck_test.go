@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -332,5 +334,229 @@ func TestVerifyCacheFindsModulesRefusedToday(t *testing.T) {
 				t.Errorf("checked %+v after the version was made again, want it intact", got)
 			}
 		})
+	}
+}
+
+// A module version's zip (the layer of its OCI artifact) is checked with
+// the packages: against the sha256 recorded when it was made, reported
+// damaged when its bytes changed, and kept; a zip, or a module package,
+// that the cache lost and that cannot be had again (its version was
+// imported: the package cannot be fetched again, nor the zip made again
+// of it) is reported too, while one that can (a package fetched from its
+// origin) is not.
+func TestVerifyCacheFindsModuleZips(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", h.Origin.TarballURL("vpc-1.0.0.tar.gz"))
+	mod, _, err := h.ReadModule("1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := versions.MustParseVersion("1.0.0")
+	openZip := func() error {
+		z, err := h.Engine.Modules().Zips().OpenModuleZip(t.Context(), harness.Module, v)
+		if err == nil {
+			z.Close()
+		}
+		return err
+	}
+	if err := openZip(); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	var zr records.ModuleZipRecord
+	if _, err := h.Store.GetMeta(records.ModuleZipKey(harness.Module, v), &zr); err != nil {
+		t.Fatal(err)
+	}
+
+	check := func() map[string]cachecheck.Result {
+		t.Helper()
+		got := map[string]cachecheck.Result{}
+		if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) {
+			got[c.Kind] = c
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	got := check()
+	if c, ok := got[cachecheck.KindModuleZip]; !ok || c.SHA256 != zr.SHA256 || c.Problem != "" || c.By != cachecheck.CheckedSHA256 || c.Bytes != zr.Size {
+		t.Fatalf("the module zip %s: %+v (checked: %v), want it checked intact against its sha256", zr.SHA256, c, ok)
+	}
+	if last, _ := h.Engine.CacheChecker().LastCacheCheck(); last.Checked != 2 || last.Failed != 0 {
+		t.Errorf("last check %+v, want the package and its zip checked, none failed", last)
+	}
+
+	// Damaged: reported, kept.
+	if err := cachetest.FlipBlobByte(h.Store, zr.SHA256, 10); err != nil {
+		t.Fatal(err)
+	}
+	got = check()
+	if c := got[cachecheck.KindModuleZip]; c.Problem == "" || c.Reason != string(verify.ReasonChecksum) {
+		t.Errorf("the damaged module zip: %+v, want checksum_mismatch", c)
+	}
+	if c := got[cachecheck.KindModule]; c.Problem != "" {
+		t.Errorf("the module package, intact: %+v", c)
+	}
+	if _, err := h.Store.StatBlob(zr.SHA256); err != nil {
+		t.Errorf("the damaged zip after the check: %v, want it kept", err)
+	}
+	if err := cachetest.DeleteBlob(h.Store, zr.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	if err := openZip(); err != nil { // made again of its package
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+
+	// The package gone, fetched from its origin: the zip is made again
+	// of it when asked for, and the package fetched again; nothing is
+	// reported.
+	if err := cachetest.DeleteBlob(h.Store, mod.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	got = check()
+	if c, ok := got[cachecheck.KindModuleZip]; !ok || c.Problem != "" {
+		t.Errorf("the zip of a package that can be fetched again: %+v (checked: %v), want intact", c, ok)
+	}
+	if c, ok := got[cachecheck.KindModule]; ok {
+		t.Errorf("a module package not cached that can be fetched again was reported: %+v", c)
+	}
+	if _, _, err := h.ReadModule("1.0.0"); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+
+	// Imported: its package gone is gone for good, and so is its zip.
+	key := records.ModuleRecordKey(harness.Module, v)
+	var rec records.ModuleRecord
+	if _, err := h.Store.GetMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Location, rec.Package, rec.Provenance = "", "", records.ProvenanceUnsigned
+	if err := h.Store.PutMeta(key, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachetest.DeleteBlob(h.Store, mod.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	if err := openZip(); err == nil {
+		t.Fatal("the zip of an imported version whose package is gone was served")
+	}
+	got = check()
+	if c := got[cachecheck.KindModuleZip]; c.SHA256 != zr.SHA256 || !strings.Contains(c.Problem, "cannot be fetched again") {
+		t.Errorf("the zip of an imported version whose package is gone: %+v, want it reported", c)
+	}
+	if c := got[cachecheck.KindModule]; c.SHA256 != mod.SHA256 || !strings.Contains(c.Problem, "cannot be fetched again") {
+		t.Errorf("the package of an imported version, gone: %+v, want it reported", c)
+	}
+	if err := cachetest.DeleteBlob(h.Store, zr.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	got = check()
+	if c := got[cachecheck.KindModuleZip]; c.SHA256 != zr.SHA256 || !strings.Contains(c.Problem, "cannot be fetched again") {
+		t.Errorf("the zip of an imported version, gone with its package: %+v, want it reported", c)
+	}
+	if last, _ := h.Engine.CacheChecker().LastCacheCheck(); last.Checked != 2 || last.Failed != 2 {
+		t.Errorf("last check %+v, want 2 checked, 2 failed", last)
+	}
+}
+
+// An imported archive (no origin to fetch it again from) that a read
+// found damaged stays marked after a restart: refused before a byte is
+// sent, kept (never removed for it), reported by every check, until an
+// import of it again replaces the damaged copy and clears the mark.
+func TestVerifyCacheKeepsDamagedImportAcrossRestarts(t *testing.T) {
+	t.Parallel()
+	opts := harness.Options{CacheDir: t.TempDir(), Config: harness.Config{ScratchDir: t.TempDir()}}
+	h := harness.New(t, opts)
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	in, sha := harness.UnsignedImport(t, local, "2.0.0")
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	if err := cachetest.MarkDamaged(h.Store, sha); err != nil {
+		t.Fatal(err)
+	}
+	v, pl := harness.MustVersion(t, "2.0.0"), harness.MustPlatform(t, "linux_amd64")
+	for i := range 2 { // restarted twice: the mark holds, and is not lost by the first start
+		h.Stop()
+		h.Start(opts)
+		if a, err := h.Engine.OpenArchive(t.Context(), local, v, pl); err == nil {
+			a.Close()
+			t.Fatalf("start %d: the damaged import was opened to be served", i+1)
+		}
+		if _, err := h.Store.StatBlob(sha); !errors.Is(err, cache.ErrDamaged) {
+			t.Fatalf("start %d: the damaged import: %v, want it kept, marked (cache.ErrDamaged)", i+1, err)
+		}
+		if n := h.Store.DamagedArchives(); n != 1 {
+			t.Errorf("start %d: DamagedArchives = %d, want 1", i+1, n)
+		}
+		var got []cachecheck.Result
+		if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != 1 || got[0].SHA256 != sha || got[0].Reason != string(verify.ReasonChecksum) {
+			t.Fatalf("start %d: checked %+v, want the import reported damaged (checksum_mismatch)", i+1, got)
+		}
+	}
+
+	// Imported again: the verified copy replaces the damaged one.
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	h.Stop()
+	h.Start(opts)
+	a, err := h.Engine.OpenArchive(t.Context(), local, v, pl)
+	if err != nil {
+		t.Fatalf("the import after it was imported again: %v", err)
+	}
+	a.Close()
+	var got []cachecheck.Result
+	if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].Problem != "" {
+		t.Errorf("checked %+v once imported again, want it intact", got)
+	}
+	if n := h.Store.DamagedArchives(); n != 0 {
+		t.Errorf("DamagedArchives = %d once imported again, want 0", n)
+	}
+}
+
+// With a tier shared with other replicas behind the cache, an imported
+// module's package the cache lacks may be had from the tier: the check
+// does not report it lost.
+func TestVerifyCacheSharedTierLostIsNotReported(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{Shared: harness.NewMemTier()}})
+	h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# vpc\n")}))
+	h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", h.Origin.TarballURL("vpc-1.0.0.tar.gz"))
+	mod, _, err := h.ReadModule("1.0.0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	key := records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))
+	var rec records.ModuleRecord
+	if _, err := h.Store.GetMeta(key, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec.Location, rec.Package, rec.Provenance = "", "", records.ProvenanceUnsigned
+	if err := h.Store.PutMeta(key, rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachetest.DeleteBlob(h.Store, mod.SHA256); err != nil {
+		t.Fatal(err)
+	}
+	var got []cachecheck.Result
+	if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 0 {
+		t.Errorf("checked %+v, want the package the shared tier may hold passed over", got)
 	}
 }

@@ -1,6 +1,6 @@
 // Package cachetest gives the tests of other packages what the cache does
 // not offer production code: deleting a committed archive (as eviction
-// does), damaging one (as a failing disk does), counting archive chunks
+// does), damaging one (as a failing disk does) or marking it found so, counting archive chunks
 // (to check that nothing was left behind) and running an eviction pass.
 // Tests only: the shipped binary links none of it.
 package cachetest
@@ -25,6 +25,13 @@ func ChunkCount(store *cache.Store) (int, error) { return cache.RigOf(store).Chu
 func FlipBlobByte(store *cache.Store, sha string, off int64) error {
 	return cache.RigOf(store).FlipBlobByte(sha, off)
 }
+
+// MarkDamaged marks the committed archive sha in store as a read that
+// found its stored bytes damaged does (cache.ErrDamaged: the mark is
+// kept in its record), without damaging them: for archives whose bytes
+// a test cannot damage on disk (those small enough to live in Badger's
+// tables).
+func MarkDamaged(store *cache.Store, sha string) error { return cache.RigOf(store).MarkDamaged(sha) }
 
 // Evict has store's eviction goroutine run a pass now and waits until it
 // is over, or ctx is done: after it, the archives are within the size
