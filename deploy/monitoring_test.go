@@ -34,8 +34,9 @@ func registered(t *testing.T) map[string]bool {
 	reg := prometheus.NewRegistry()
 	m, err := metrics.New(reg, metrics.Options{
 		Version: "test", Origins: []string{"registry.terraform.io"},
-		Cache: func() (int, int64) { return 0, 0 },
-		Disk:  func() (int64, int64, bool) { return 0, 0, true },
+		Cache:   func() (int, int64) { return 0, 0 },
+		Disk:    func() (int64, int64, bool) { return 0, 0, true },
+		Damaged: func() int { return 0 },
 	})
 	if err != nil {
 		t.Fatal(err)
