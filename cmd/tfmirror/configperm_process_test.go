@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,27 +20,9 @@ func TestConfigFileModeProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	unshare, err := exec.LookPath("unshare")
-	if err == nil {
-		err = exec.Command(unshare, "--mount", "--map-root-user", "true").Run()
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("unshare --mount --map-root-user (util-linux, user namespaces): %v", err)
-		}
-		t.Skipf("no mount namespace: %v", err)
-	}
+	unshare := mountNamespace(t)
 	bin := buildBinary(t)
-	const script = `set -e
-mount -t tmpfs -o size=1m tmpfs "$DIR"
-mkdir "$DIR/..2026_11_28_20_00_00.1"
-printf 'log_level = "debug"\n' > "$DIR/..2026_11_28_20_00_00.1/tfmirror.hcl"
-chmod 0666 "$DIR/..2026_11_28_20_00_00.1/tfmirror.hcl"
-ln -s ..2026_11_28_20_00_00.1 "$DIR/..data"
-ln -s ..data/tfmirror.hcl "$DIR/tfmirror.hcl"
-if [ "$RO" = 1 ]; then mount -o remount,ro "$DIR"; fi
-exec "$BIN" config check "$DIR/tfmirror.hcl"
-`
+	conf := goodFile(t.TempDir(), "tfmirror.hcl", "log_level = \"debug\"\n")
 	for _, tc := range []struct {
 		name     string
 		readOnly bool
@@ -51,26 +34,70 @@ exec "$BIN" config check "$DIR/tfmirror.hcl"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dir := filepath.Join(t.TempDir(), "config")
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			ro := "0"
-			if tc.readOnly {
-				ro = "1"
-			}
-			cmd := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", script)
-			cmd.Env = []string{"DIR=" + dir, "RO=" + ro, "BIN=" + bin, "PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-			out, err := cmd.CombinedOutput()
-			code := 0
-			if ee, ok := err.(*exec.ExitError); ok {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tc.code || !strings.Contains(string(out), tc.want) || tc.readOnly && !settingShown(string(out), "log_level", "debug") {
+			code, out := runOnMountedVolume(t, unshare, conf, tc.readOnly, bin, "config", "check", "$FILE")
+			if code != tc.code || !strings.Contains(out, tc.want) || tc.readOnly && !settingShown(out, "log_level", "debug") {
 				t.Errorf("exit %d, want %d and %q:\n%s", code, tc.code, tc.want, out)
 			}
 		})
 	}
+}
+
+// mountNamespace returns the unshare command that gives a test a mount
+// namespace of its own (util-linux, user namespaces); without one the
+// test skips, and fails in CI.
+func mountNamespace(t *testing.T) string {
+	t.Helper()
+	unshare, err := exec.LookPath("unshare")
+	if err == nil {
+		err = exec.Command(unshare, "--mount", "--map-root-user", "true").Run()
+	}
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatalf("unshare --mount --map-root-user (util-linux, user namespaces): %v", err)
+		}
+		t.Skipf("no mount namespace: %v", err)
+	}
+	return unshare
+}
+
+// runOnMountedVolume copies src, with mode 0666, into a volume laid out
+// as the kubelet lays out a ConfigMap or Secret (the name a link to
+// ..data/NAME, ..data a link to a dated directory) on a tmpfs of a mount
+// namespace of its own, remounted read-only when readOnly, and runs
+// command there with $FILE in its arguments standing for the file's path
+// through the volume's link. It returns the exit code and the output.
+func runOnMountedVolume(t *testing.T, unshare, src string, readOnly bool, command ...string) (int, string) {
+	t.Helper()
+	const script = `set -e
+mount -t tmpfs -o size=1m tmpfs "$DIR"
+mkdir "$DIR/..2026_11_28_20_00_00.1"
+cp "$SRC" "$DIR/..2026_11_28_20_00_00.1/$NAME"
+chmod 0666 "$DIR/..2026_11_28_20_00_00.1/$NAME"
+ln -s ..2026_11_28_20_00_00.1 "$DIR/..data"
+ln -s "..data/$NAME" "$DIR/$NAME"
+if [ "$RO" = 1 ]; then mount -o remount,ro "$DIR"; fi
+exec "$@"
+`
+	dir := filepath.Join(t.TempDir(), "volume")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	ro := "0"
+	if readOnly {
+		ro = "1"
+	}
+	args := []string{"--mount", "--map-root-user", "sh", "-c", script, "sh"}
+	for _, a := range command {
+		args = append(args, strings.ReplaceAll(a, "$FILE", filepath.Join(dir, filepath.Base(src))))
+	}
+	cmd := exec.Command(unshare, args...)
+	cmd.Env = []string{"DIR=" + dir, "RO=" + ro, "SRC=" + src, "NAME=" + filepath.Base(src), "PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		return ee.ExitCode(), string(out)
+	} else if err != nil {
+		t.Fatal(err)
+	}
+	return 0, string(out)
 }

@@ -161,16 +161,7 @@ func TestKeyFileModeProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
 	}
-	unshare, err := exec.LookPath("unshare")
-	if err == nil {
-		err = exec.Command(unshare, "--mount", "--map-root-user", "true").Run()
-	}
-	if err != nil {
-		if os.Getenv("CI") != "" {
-			t.Fatalf("unshare --mount --map-root-user (util-linux, user namespaces): %v", err)
-		}
-		t.Skipf("no mount namespace: %v", err)
-	}
+	unshare := mountNamespace(t)
 	bin := buildBinary(t)
 	k, err := airgap.GenerateExportKey("tfmirror test export key")
 	if err != nil {
@@ -181,16 +172,6 @@ func TestKeyFileModeProcess(t *testing.T) {
 		t.Fatal(err)
 	}
 	keyFile := goodFile(t.TempDir(), "export.key", key.String())
-	const script = `set -e
-mount -t tmpfs -o size=1m tmpfs "$DIR"
-mkdir "$DIR/..2026_11_29_15_00_00.1"
-cp "$KEY" "$DIR/..2026_11_29_15_00_00.1/export.key"
-chmod 0666 "$DIR/..2026_11_29_15_00_00.1/export.key"
-ln -s ..2026_11_29_15_00_00.1 "$DIR/..data"
-ln -s ..data/export.key "$DIR/export.key"
-if [ "$RO" = 1 ]; then mount -o remount,ro "$DIR"; fi
-exec "$BIN" export-key --data-dir "$DATA" --export-key "$DIR/export.key"
-`
 	for _, tc := range []struct {
 		name     string
 		readOnly bool
@@ -202,26 +183,9 @@ exec "$BIN" export-key --data-dir "$DATA" --export-key "$DIR/export.key"
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			dir := filepath.Join(t.TempDir(), "export-key")
-			if err := os.Mkdir(dir, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			ro := "0"
-			if tc.readOnly {
-				ro = "1"
-			}
-			cmd := exec.Command(unshare, "--mount", "--map-root-user", "sh", "-c", script)
-			cmd.Env = []string{"DIR=" + dir, "RO=" + ro, "BIN=" + bin, "KEY=" + keyFile, "DATA=" + filepath.Join(t.TempDir(), "data"),
-				"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-			out, err := cmd.CombinedOutput()
-			code := 0
-			var ee *exec.ExitError
-			if errors.As(err, &ee) {
-				code = ee.ExitCode()
-			} else if err != nil {
-				t.Fatal(err)
-			}
-			if code != tc.code || !strings.Contains(string(out), tc.want) {
+			code, out := runOnMountedVolume(t, unshare, keyFile, tc.readOnly,
+				bin, "export-key", "--data-dir", filepath.Join(t.TempDir(), "data"), "--export-key", "$FILE")
+			if code != tc.code || !strings.Contains(out, tc.want) {
 				t.Errorf("exit %d, want %d and %q:\n%s", code, tc.code, tc.want, out)
 			}
 		})
