@@ -195,11 +195,11 @@ func (m *Memory) Entries(host svchost.Hostname) int {
 // remembered when it is a not-found and forgets what was when it is not
 // (a failure forgets nothing: it says nothing of what exists).
 func (m *Memory) ask(host svchost.Hostname, key string, call func() error) error {
-	hm := m.hosts[host]
-	if hm == nil || m.TTL() <= 0 {
+	hm, ttl := m.hosts[host], m.TTL()
+	if hm == nil || ttl <= 0 {
 		return call()
 	}
-	if err := hm.get(m.metrics, key, m.now(), m.TTL()); err != nil {
+	if err := hm.get(m.metrics, key, m.now(), ttl); err != nil {
 		m.metrics.NotFoundRemembered(hm.host)
 		return err
 	}
