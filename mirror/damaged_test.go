@@ -16,15 +16,15 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
-// A cached archive whose bytes the disk changed is never read whole: the
-// read that finds the damage fails, and the next request fetches the
-// archive again from the origin, verifies it and replaces the damaged
-// copy.
-func TestDamagedCachedArchiveIsFetchedAgain(t *testing.T) {
-	t.Parallel()
+// cachedThenDamaged caches every platform's archive of version 1.0.0
+// (3 MiB each) in a harness it then stops, and damages the first
+// platform's archive on disk, whose bytes it returns with the harness
+// and its options to start it again with. With a size limit the
+// value-log files are 4 MiB: the first archive's chunks are in a file
+// that is not the last.
+func cachedThenDamaged(t *testing.T) (*harness, harnessOptions, []byte) {
+	t.Helper()
 	const size = 3 << 20
-	// With a size limit the value-log files are 4 MiB: the first
-	// archive's chunks are in a file that is not the last.
 	opts := harnessOptions{cacheDir: t.TempDir(), origin: fakeorigin.Options{ArchiveSize: size},
 		store: cache.Options{MaxBytes: 64 << 20}}
 	h := newHarness(t, opts)
@@ -36,9 +36,18 @@ func TestDamagedCachedArchiveIsFetchedAgain(t *testing.T) {
 		h.waitCommitted(sha256Of(h.origin.Archive(ns, typ, "1.0.0", pl)))
 	}
 	h.stop()
-
 	want := h.origin.Archive(ns, typ, "1.0.0", platforms[0])
 	damageArchiveOnDisk(t, opts.cacheDir, want)
+	return h, opts, want
+}
+
+// A cached archive whose bytes the disk changed is never read whole: the
+// read that finds the damage fails, and the next request fetches the
+// archive again from the origin, verifies it and replaces the damaged
+// copy.
+func TestDamagedCachedArchiveIsFetchedAgain(t *testing.T) {
+	t.Parallel()
+	h, opts, want := cachedThenDamaged(t)
 
 	h.start(opts)
 	hits := h.origin.Hits(fakeorigin.Archive)
@@ -96,21 +105,8 @@ func damageArchiveOnDisk(t *testing.T, dir string, archive []byte) {
 // copy, for good.
 func TestDamagedArchiveStaysRefusedAfterRestart(t *testing.T) {
 	t.Parallel()
-	const size = 3 << 20
-	opts := harnessOptions{cacheDir: t.TempDir(), origin: fakeorigin.Options{ArchiveSize: size},
-		store: cache.Options{MaxBytes: 64 << 20}}
-	h := newHarness(t, opts)
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
-	for _, pl := range platforms {
-		if a := h.read(t.Context(), "1.0.0", pl); a.err != nil {
-			t.Fatal(a.err)
-		}
-		h.waitCommitted(sha256Of(h.origin.Archive(ns, typ, "1.0.0", pl)))
-	}
-	h.stop()
-	want := h.origin.Archive(ns, typ, "1.0.0", platforms[0])
+	h, opts, want := cachedThenDamaged(t)
 	sha := sha256Of(want)
-	damageArchiveOnDisk(t, opts.cacheDir, want)
 
 	h.start(opts)
 	if a := h.read(t.Context(), "1.0.0", platforms[0]); a.err == nil || !a.opened {
