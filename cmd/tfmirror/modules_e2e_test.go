@@ -8,7 +8,6 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"fmt"
 	"io"
 	"io/fs"
@@ -19,7 +18,6 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
@@ -80,25 +78,7 @@ type moduleRun struct {
 
 func (r moduleRun) init(t *testing.T) (dir, out string) {
 	t.Helper()
-	dir = t.TempDir()
-	if err := os.WriteFile(filepath.Join(dir, "main.tf"), []byte(moduleRoot), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, r.e.tf, "init", "-no-color")
-	cmd.Dir = dir
-	cmd.Env = []string{
-		"PATH=" + os.Getenv("PATH"), "HOME=" + dir, "TF_CLI_CONFIG_FILE=" + r.conf,
-		"SSL_CERT_FILE=" + r.caFile, "GIT_SSL_CAINFO=" + r.gitCA,
-		"GIT_CONFIG_NOSYSTEM=1", "GIT_TERMINAL_PROMPT=0",
-		"CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1", "TF_INPUT=0",
-	}
-	b, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("terraform init failed: %v\n%s", err, b)
-	}
-	return dir, string(b)
+	return r.initRoot(t, moduleRoot)
 }
 
 // directModules is terraform installing from the origin directly: a
