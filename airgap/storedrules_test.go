@@ -2,8 +2,6 @@ package airgap
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +10,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
@@ -39,19 +38,10 @@ func TestExportsLeaveOutModulesRefusedToday(t *testing.T) {
 	})
 	keep := func(version string, entries []fakeorigin.TarEntry, subdir string) {
 		pkg := fakeorigin.TarGzEntries(entries)
-		sum := sha256.Sum256(pkg)
-		sha := hex.EncodeToString(sum[:])
-		w, err := store.NewBlobWriter(sha)
+		sha, err := cachetest.PutBlob(store, pkg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.Write(pkg); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Commit(""); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
 		loc := "https://src.test/tarball-" + version + ".tar.gz"
 		rec := records.ModuleRecord{Schema: records.Schema, Module: tarballModule.String(), Version: version,
 			Location: loc, Kind: modsource.KindArchive, Package: loc, SHA256: sha, Size: int64(len(pkg)), FetchedAt: time.Now().UTC()}

@@ -7,8 +7,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -107,19 +106,10 @@ func TestTerraformModuleKeptUnderEarlierSpelling(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sum := sha256.Sum256(pkg)
-	sha := hex.EncodeToString(sum[:])
-	w, err := store.NewBlobWriter(sha)
+	sha, err := cachetest.PutBlob(store, pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(pkg); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(""); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
 	spelled := tfRegistry + "/Corp/Net/aws"
 	loc := e.origin.TarballURL("net-1.0.0.tar.gz") // not there any more
 	for key, doc := range map[string]any{

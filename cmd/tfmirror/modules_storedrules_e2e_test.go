@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -15,6 +13,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery/modsource"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -47,19 +46,10 @@ func TestTerraformModulesStoredBeforeTodaysRules(t *testing.T) {
 		t.Fatal(err)
 	}
 	keep := func(name string, pkg []byte, rec records.ModuleRecord) {
-		sum := sha256.Sum256(pkg)
-		sha := hex.EncodeToString(sum[:])
-		w, err := store.NewBlobWriter(sha)
+		sha, err := cachetest.PutBlob(store, pkg)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.Write(pkg); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := w.Commit(""); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
 		m, err := addrs.ParseModule(tfRegistry + "/acme/" + name + "/aws")
 		if err != nil {
 			t.Fatal(err)

@@ -3,8 +3,6 @@ package cachecheck_test
 import (
 	"archive/tar"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strings"
@@ -218,19 +216,10 @@ func TestVerifyCacheFindsModuleLinksOut(t *testing.T) {
 			h.WaitIdle()
 			// The old package, in place of the one fetched.
 			old := fakeorigin.TarGzEntries(tc.entries)
-			sum := sha256.Sum256(old)
-			sha := hex.EncodeToString(sum[:])
-			w, err := h.Store.NewBlobWriter(sha)
+			sha, err := cachetest.PutBlob(h.Store, old)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := w.Write(old); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Commit(""); err != nil {
-				t.Fatal(err)
-			}
-			w.Close()
 			key := records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))
 			var rec records.ModuleRecord
 			if _, err := h.Store.GetMeta(key, &rec); err != nil {
@@ -287,19 +276,10 @@ func TestVerifyCacheFindsModulesRefusedToday(t *testing.T) {
 			h.Origin.AddTarball("vpc-1.0.0.tar.gz", fakeorigin.TarGzEntries(tc.entries))
 			h.Origin.AddModule("acme", "vpc", "aws", "1.0.0", pkgURL+"//x")
 			old := fakeorigin.TarGzEntries(tc.entries)
-			sum := sha256.Sum256(old)
-			sha := hex.EncodeToString(sum[:])
-			w, err := h.Store.NewBlobWriter(sha)
+			sha, err := cachetest.PutBlob(h.Store, old)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := w.Write(old); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := w.Commit(""); err != nil {
-				t.Fatal(err)
-			}
-			w.Close()
 			key := records.ModuleRecordKey(harness.Module, versions.MustParseVersion("1.0.0"))
 			rec := records.ModuleRecord{Schema: records.Schema, Module: harness.Module.String(), Version: "1.0.0",
 				Location: pkgURL + "//" + tc.subdir, Kind: modsource.KindArchive, Package: pkgURL, Subdir: tc.subdir,

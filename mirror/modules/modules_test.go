@@ -2,8 +2,6 @@ package modules_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"os"
 	"os/exec"
@@ -168,19 +166,10 @@ func TestModuleRecordOfEarlierReleaseFound(t *testing.T) {
 	h := harness.New(t, harness.Options{})
 	o := h.Origin
 	pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# earlier\n")})
-	sum := sha256.Sum256(pkg)
-	sha := hex.EncodeToString(sum[:])
-	w, err := h.Store.NewBlobWriter(sha)
+	sha, err := cachetest.PutBlob(h.Store, pkg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := w.Write(pkg); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := w.Commit(""); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
 	loc := o.TarballURL("vpc-1.1.0.tar.gz")
 	rec := records.ModuleRecord{Schema: records.Schema, Module: harness.Module.String(), Version: "v1.1.0", Location: loc,
 		Kind: modsource.KindArchive, Package: loc, SHA256: sha, Size: int64(len(pkg)), FetchedAt: time.Now().UTC()}

@@ -1,5 +1,6 @@
 // Package cachetest gives the tests of other packages what the cache does
-// not offer production code: deleting a committed archive (as eviction
+// not offer production code: putting an archive in place (as an earlier
+// run or an import left it), deleting a committed archive (as eviction
 // does), damaging one (as a failing disk does) or marking it found so, counting archive chunks
 // (to check that nothing was left behind) and running an eviction pass.
 // Tests only: the shipped binary links none of it.
@@ -7,6 +8,8 @@ package cachetest
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 )
@@ -38,3 +41,23 @@ func MarkDamaged(store *cache.Store, sha string) error { return cache.RigOf(stor
 // limit (cache.Options.MaxBytes) unless what is left is in use or may
 // not be evicted. Without a size limit it does nothing.
 func Evict(ctx context.Context, store *cache.Store) error { return cache.RigOf(store).Evict(ctx) }
+
+// PutBlob stores data in store as a committed archive, under its sha256,
+// which it returns: an archive a test puts in place as an earlier run, an
+// import or another release left it.
+func PutBlob(store *cache.Store, data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	w, err := store.NewBlobWriter(sha)
+	if err != nil {
+		return "", err
+	}
+	defer w.Close()
+	if _, err := w.Write(data); err != nil {
+		return "", err
+	}
+	if _, err := w.Commit(""); err != nil {
+		return "", err
+	}
+	return sha, nil
+}
