@@ -8,11 +8,13 @@ package records
 // wrote under the normal key, once, when the engine starts.
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -34,8 +36,9 @@ var sharedModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/"}
 // ModuleKeyAside is the prefix under which NormalizeModuleKeys keeps a
 // record it did not keep under its normal key, because the normal key
 // held another of the same version (the module asked for in two
-// spellings): ModuleKeyAside + the key it was found under. Nothing reads
-// it; it is kept, not thrown away, for the operator.
+// spellings): ModuleKeyAside + the key it was found under, with "~N"
+// after it when one was set aside under that key already (setAside).
+// Nothing reads it; it is kept, not thrown away, for the operator.
 const ModuleKeyAside = "modcase-aside/"
 
 // NormalModuleKey returns key, a key of prefix (one of
@@ -139,20 +142,64 @@ func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage,
 		if prefix == "module/" && servesBetter(store, doc, there) {
 			keep, aside, from = doc, there, normal
 		}
-		if err := store.PutMeta(ModuleKeyAside+from, aside); err != nil {
-			return "", nil, fmt.Errorf("setting %s aside: %w", from, err)
+		asideKey, err := setAside(store, from, aside)
+		if err != nil {
+			return "", nil, err
 		}
 		if err := store.PutMeta(normal, keep); err != nil {
 			return "", nil, fmt.Errorf("moving %s to %s: %w", key, normal, err)
 		}
 		kept = keep
 		log.Warn("a module's records were kept under two spellings; the one served is kept under the module's normal form, the other set aside",
-			"key", normal, "set_aside", ModuleKeyAside+from)
+			"key", normal, "set_aside", asideKey)
 	}
 	if err := store.DeleteMeta(key); err != nil {
 		return "", nil, fmt.Errorf("removing %s, moved to %s: %w", key, normal, err)
 	}
 	return normal, kept, nil
+}
+
+// maxAside bounds the documents set aside of one key: a module version
+// asked for in more spellings than that by earlier releases is not
+// moved (it stays where it is, and is read again at the next start).
+const maxAside = 64
+
+// setAside keeps doc, found under the key from, under ModuleKeyAside+from,
+// and returns the key it is kept under. The normal key is from for each
+// document that a better one replaces there, one spelling after another
+// (a module version kept under three spellings or more): one set aside
+// before is never written over, the next takes the first free of
+// ModuleKeyAside+from+"~N". A document set aside already (the same bytes,
+// by a start that stopped before it removed what it moved) is not set
+// aside twice.
+func setAside(store KeyStore, from string, doc json.RawMessage) (string, error) {
+	for n := 0; n < maxAside; n++ {
+		key := ModuleKeyAside + from
+		if n > 0 {
+			key += "~" + strconv.Itoa(n)
+		}
+		var there json.RawMessage
+		_, err := store.GetMeta(key, &there)
+		switch {
+		case errors.Is(err, cache.ErrNotFound):
+			if err := store.PutMeta(key, doc); err != nil {
+				return "", fmt.Errorf("setting %s aside: %w", from, err)
+			}
+			return key, nil
+		case err != nil:
+			return "", fmt.Errorf("reading %s: %w", key, err)
+		case sameJSON(there, doc):
+			return key, nil
+		}
+	}
+	return "", fmt.Errorf("setting %s aside: %d documents are set aside of it already", from, maxAside)
+}
+
+// sameJSON says a and b are the same JSON document, byte for byte but
+// for insignificant space.
+func sameJSON(a, b json.RawMessage) bool {
+	var ca, cb bytes.Buffer
+	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
 }
 
 // normalModuleField returns raw, a document of prefix, with the module

@@ -98,3 +98,65 @@ func TestNormalizeModuleKeys(t *testing.T) {
 		t.Errorf("again: moved %d, %v; want nothing", n, err)
 	}
 }
+
+// A module record asked for in three spellings by an earlier release:
+// the one that serves best is kept under the normal key, and each of the
+// other two is set aside, none written over the other (what is set aside
+// at the normal key's aside name by one move is not replaced by the
+// next move's).
+func TestNormalizeModuleKeysSetsAsideEachSpelling(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	commit := func(content string) string {
+		t.Helper()
+		sum := sha256.Sum256([]byte(content))
+		w, err := store.NewBlobWriter(hex.EncodeToString(sum[:]))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		w.Write([]byte(content))
+		info, err := w.Commit("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.SHA256
+	}
+	fetched, imported := commit("fetched"), commit("imported")
+	lost := hex.EncodeToString(make([]byte, 32)) // an import whose package the cache lost
+	put := func(key string, rec ModuleRecord) {
+		t.Helper()
+		if err := store.PutMeta(key, rec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Scanned in this order: "ACME" < "Acme" < "acme".
+	put("module/h/ACME/net/aws/1.0.0", ModuleRecord{Schema: Schema, Module: "h/ACME/net/aws", Version: "1.0.0", SHA256: fetched})
+	put("module/h/Acme/net/aws/1.0.0", ModuleRecord{Schema: Schema, Module: "h/Acme/net/aws", Version: "1.0.0", SHA256: imported, Provenance: ProvenanceImported})
+	put("module/h/acme/net/aws/1.0.0", ModuleRecord{Schema: Schema, Module: "h/acme/net/aws", Version: "1.0.0", SHA256: lost, Provenance: ProvenanceImported})
+
+	for range 2 { // a second start finds nothing more to move, and loses nothing
+		if _, err := NormalizeModuleKeys(store, nil, slog.New(slog.DiscardHandler)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var kept ModuleRecord
+	if _, err := store.GetMeta("module/h/acme/net/aws/1.0.0", &kept); err != nil || kept.SHA256 != imported {
+		t.Errorf("kept %+v, %v; want the import whose package is cached", kept, err)
+	}
+	found := map[string]int{}
+	store.ScanMeta(ModuleKeyAside, func(key string, _ time.Time, raw json.RawMessage) error {
+		var rec ModuleRecord
+		if err := json.Unmarshal(raw, &rec); err != nil {
+			t.Errorf("%s: %v", key, err)
+		}
+		found[rec.SHA256]++
+		return nil
+	})
+	if want := map[string]int{fetched: 1, lost: 1}; !maps.Equal(found, want) {
+		t.Errorf("set aside (by package) %v, want each of the two not kept once: %v", found, want)
+	}
+}
