@@ -26,7 +26,7 @@ import (
 // lists, records and zip records, the release times the package policy
 // dates module versions by (mirror/gate), and the last uses retention
 // counts (package retention).
-var ModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/", "release/absent/module/", "lastuse/module/"}
+var ModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/", "release/absent/module/", lastUseModulePrefix}
 
 // sharedModuleKeyPrefixes are those of ModuleKeyPrefixes whose records
 // the module side shares with other replicas under the same key (the
@@ -79,7 +79,8 @@ type KeyStore interface {
 // where the normal key holds a document already (the module was asked for
 // in two spellings), the one to serve is kept under it (for a module
 // record: the one whose package is cached, else the one that cannot be
-// fetched again, an import, else the one there) and the other under
+// fetched again, an import, else the one there; for a last use: the
+// later; else the one there) and the other under
 // ModuleKeyAside. A document moved is stored anew: a version list moved
 // counts as fresh from then on. What is kept under a normal key of the
 // module side's records (sharedModuleKeyPrefixes) is handed to share
@@ -139,7 +140,7 @@ func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage,
 		return "", nil, fmt.Errorf("reading %s: %w", normal, err)
 	default:
 		keep, aside, from := there, doc, key
-		if prefix == "module/" && servesBetter(store, doc, there) {
+		if prefix == "module/" && servesBetter(store, doc, there) || prefix == lastUseModulePrefix && usedLater(doc, there) {
 			keep, aside, from = doc, there, normal
 		}
 		asideKey, err := setAside(store, from, aside)
@@ -232,6 +233,23 @@ func normalModuleField(prefix string, raw json.RawMessage) json.RawMessage {
 		return raw
 	}
 	return out
+}
+
+// lastUseModulePrefix is the prefix of ModuleKeyPrefixes of a module
+// version's last use (package retention's), {"at": TIME}.
+const lastUseModulePrefix = "lastuse/module/"
+
+// usedLater says the last use a is later than b: of two spellings'
+// last uses, the later is the version's, which retention's unused rule
+// judges it by (the other, kept, would have a version in use removed as
+// unused).
+func usedLater(a, b json.RawMessage) bool {
+	var ua, ub struct {
+		At time.Time `json:"at"`
+	}
+	_ = json.Unmarshal(a, &ua)
+	_ = json.Unmarshal(b, &ub)
+	return ua.At.After(ub.At)
 }
 
 // servesBetter says the module record a serves the version better than

@@ -160,3 +160,40 @@ func TestNormalizeModuleKeysSetsAsideEachSpelling(t *testing.T) {
 		t.Errorf("set aside (by package) %v, want each of the two not kept once: %v", found, want)
 	}
 }
+
+// The last use of a module version kept under two spellings is the
+// later of the two once moved: the use of the spelling clients use today
+// is not set aside for that of one used once long ago, which would make
+// the version look unused to retention and have it removed while in use.
+func TestNormalizeModuleKeysKeepsTheLaterUse(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	type use struct {
+		At time.Time `json:"at"`
+	}
+	longAgo, today := time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 29, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name        string
+		upper, norm time.Time
+	}{{"spelt in capitals today", today, longAgo}, {"spelt in lowercase today", longAgo, today}} {
+		t.Run(c.name, func(t *testing.T) {
+			normal := "lastuse/module/h/acme/net/aws/1.0.0"
+			if err := store.PutMeta("lastuse/module/h/Acme/Net/aws/1.0.0", use{c.upper}); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.PutMeta(normal, use{c.norm}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := NormalizeModuleKeys(store, nil, slog.New(slog.DiscardHandler)); err != nil {
+				t.Fatal(err)
+			}
+			var got use
+			if _, err := store.GetMeta(normal, &got); err != nil || !got.At.Equal(today) {
+				t.Errorf("last use %v, %v; want the later, %v", got.At, err, today)
+			}
+		})
+	}
+}
