@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -138,6 +139,9 @@ func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage,
 		}
 	case err != nil:
 		return "", nil, fmt.Errorf("reading %s: %w", normal, err)
+	case sameJSON(doc, there):
+		// Moved already, by a start that stopped before it removed it
+		// here: nothing to set aside.
 	default:
 		keep, aside, from := there, doc, key
 		if prefix == "module/" && servesBetter(store, doc, there) || prefix == lastUseModulePrefix && usedLater(doc, there) {
@@ -196,11 +200,14 @@ func setAside(store KeyStore, from string, doc json.RawMessage) (string, error) 
 	return "", fmt.Errorf("setting %s aside: %d documents are set aside of it already", from, maxAside)
 }
 
-// sameJSON says a and b are the same JSON document, byte for byte but
-// for insignificant space.
+// sameJSON says a and b are the same JSON document: the same values,
+// whatever the order of their objects' members and the space between.
 func sameJSON(a, b json.RawMessage) bool {
-	var ca, cb bytes.Buffer
-	return json.Compact(&ca, a) == nil && json.Compact(&cb, b) == nil && bytes.Equal(ca.Bytes(), cb.Bytes())
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(va, vb)
 }
 
 // normalModuleField returns raw, a document of prefix, with the module

@@ -197,3 +197,29 @@ func TestNormalizeModuleKeysKeepsTheLaterUse(t *testing.T) {
 		})
 	}
 }
+
+// A start that stopped after it wrote a document under its normal key,
+// before it removed it under the spelling, leaves the same document
+// twice: the next start removes the spelling's and sets nothing aside.
+func TestNormalizeModuleKeysAfterAStartThatStopped(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	for _, key := range []string{"module/h/Acme/net/aws/1.0.0", "module/h/acme/net/aws/1.0.0"} {
+		if err := store.PutMeta(key, ModuleRecord{Schema: Schema, Module: "h/acme/net/aws", Version: "1.0.0", Location: "https://example.com/x.tgz"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := NormalizeModuleKeys(store, nil, slog.New(slog.DiscardHandler)); n != 1 || err != nil {
+		t.Fatalf("moved %d, %v; want 1", n, err)
+	}
+	var keys []string
+	for _, prefix := range []string{"module/", ModuleKeyAside} {
+		store.ScanMeta(prefix, func(key string, _ time.Time, _ json.RawMessage) error { keys = append(keys, key); return nil })
+	}
+	if want := []string{"module/h/acme/net/aws/1.0.0"}; !slices.Equal(keys, want) {
+		t.Errorf("keys %q, want %q", keys, want)
+	}
+}
