@@ -27,7 +27,7 @@ import (
 // lists, records and zip records, the release times the package policy
 // dates module versions by (mirror/gate), and the last uses retention
 // counts (package retention).
-var ModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/", "release/absent/module/", lastUseModulePrefix}
+var ModuleKeyPrefixes = []string{"modversions/", "module/", "modzip/", absentModulePrefix, lastUseModulePrefix}
 
 // sharedModuleKeyPrefixes are those of ModuleKeyPrefixes whose records
 // the module side shares with other replicas under the same key (the
@@ -80,8 +80,9 @@ type KeyStore interface {
 // where the normal key holds a document already (the module was asked for
 // in two spellings), the one to serve is kept under it (for a module
 // record: the one whose package is cached, else the one that cannot be
-// fetched again, an import, else the one there; for a last use: the
-// later; else the one there) and the other under
+// fetched again, an import, else the one there; for a release time or
+// a last use: the later, datedByLatest; else the one there) and the
+// other under
 // ModuleKeyAside. A document moved is stored anew: a version list moved
 // counts as fresh from then on. What is kept under a normal key of the
 // module side's records (sharedModuleKeyPrefixes) is handed to share
@@ -144,7 +145,7 @@ func normalizeModuleKey(store KeyStore, prefix, key string, raw json.RawMessage,
 		// here: nothing to set aside.
 	default:
 		keep, aside, from := there, doc, key
-		if prefix == "module/" && servesBetter(store, doc, there) || prefix == lastUseModulePrefix && usedLater(doc, there) {
+		if prefix == "module/" && servesBetter(store, doc, there) || datedByLatest(prefix) && laterAt(doc, there) {
 			keep, aside, from = doc, there, normal
 		}
 		asideKey, err := setAside(store, from, aside)
@@ -242,21 +243,33 @@ func normalModuleField(prefix string, raw json.RawMessage) json.RawMessage {
 	return out
 }
 
-// lastUseModulePrefix is the prefix of ModuleKeyPrefixes of a module
-// version's last use (package retention's), {"at": TIME}.
-const lastUseModulePrefix = "lastuse/module/"
+// The prefixes of ModuleKeyPrefixes of a module version's times, each
+// {"at": TIME}: its release time as the package policy dates it (the
+// latest listing of the origin that did not yet name it, mirror/gate),
+// and its last use (package retention's).
+const (
+	absentModulePrefix  = "release/absent/module/"
+	lastUseModulePrefix = "lastuse/module/"
+)
 
-// usedLater says the last use a is later than b: of two spellings'
-// last uses, the later is the version's, which retention's unused rule
-// judges it by (the other, kept, would have a version in use removed as
-// unused).
-func usedLater(a, b json.RawMessage) bool {
-	var ua, ub struct {
+// datedByLatest says that of two documents of prefix, of one module
+// version under two spellings, the later time is the version's: it was
+// released after both listings that lacked it (the earlier would let a
+// version younger than the minimum release age through), and last used
+// at the later use (the earlier would have retention remove a version
+// in use as unused).
+func datedByLatest(prefix string) bool {
+	return prefix == absentModulePrefix || prefix == lastUseModulePrefix
+}
+
+// laterAt says the time of a, {"at": TIME}, is later than b's.
+func laterAt(a, b json.RawMessage) bool {
+	var ta, tb struct {
 		At time.Time `json:"at"`
 	}
-	_ = json.Unmarshal(a, &ua)
-	_ = json.Unmarshal(b, &ub)
-	return ua.At.After(ub.At)
+	_ = json.Unmarshal(a, &ta)
+	_ = json.Unmarshal(b, &tb)
+	return ta.At.After(tb.At)
 }
 
 // servesBetter says the module record a serves the version better than

@@ -223,3 +223,42 @@ func TestNormalizeModuleKeysAfterAStartThatStopped(t *testing.T) {
 		t.Errorf("keys %q, want %q", keys, want)
 	}
 }
+
+// The release time of a module version an earlier release dated under
+// two spellings (the latest listing of each that did not yet name it) is
+// the later of the two once moved: the version was released after both,
+// and the earlier would let a version younger than the minimum release
+// age through.
+func TestNormalizeModuleKeysKeepsTheLaterAbsence(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	type absent struct {
+		Schema int       `json:"schema"`
+		At     time.Time `json:"at"`
+	}
+	longAgo, lately := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC), time.Date(2026, 11, 27, 0, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name        string
+		upper, norm time.Time
+	}{{"the spelling in capitals listed lately", lately, longAgo}, {"the lowercase spelling listed lately", longAgo, lately}} {
+		t.Run(c.name, func(t *testing.T) {
+			normal := "release/absent/module/h/acme/net/aws/1.0.0"
+			if err := store.PutMeta("release/absent/module/h/Acme/Net/aws/1.0.0", absent{1, c.upper}); err != nil {
+				t.Fatal(err)
+			}
+			if err := store.PutMeta(normal, absent{1, c.norm}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := NormalizeModuleKeys(store, nil, slog.New(slog.DiscardHandler)); err != nil {
+				t.Fatal(err)
+			}
+			var got absent
+			if _, err := store.GetMeta(normal, &got); err != nil || !got.At.Equal(lately) {
+				t.Errorf("absent at %v, %v; want the later, %v", got.At, err, lately)
+			}
+		})
+	}
+}

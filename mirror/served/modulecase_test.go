@@ -273,3 +273,46 @@ func TestModuleRecordsOfEarlierSpellingRead(t *testing.T) {
 		t.Errorf("record kept under the normal key: %+v, %v; want the one with the package, naming the normal form", rec, err)
 	}
 }
+
+// A module version an earlier release dated under two spellings (each
+// spelling's listings, the latest that did not yet name it) is dated,
+// once its records are moved to the module's normal form, by the later:
+// a version listed an hour ago under one spelling is held by a minimum
+// release age of three days, although the other spelling's listings
+// lacked it a month ago.
+func TestModuleReleaseTimeOfEarlierSpellingsIsTheLater(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	h := harness.New(t, harness.Options{CacheDir: dir})
+	host := harness.OriginHost
+	h.Origin.AddTarball("base-1.0.0.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# base\n")}))
+	for _, v := range []string{"0.9.0", "1.0.0"} {
+		h.Origin.AddModule("corp", "base", "aws", v, h.Origin.TarballURL("base-1.0.0.tar.gz"))
+	}
+	type absent struct {
+		Schema int       `json:"schema"`
+		At     time.Time `json:"at"`
+	}
+	now := time.Now().UTC()
+	for key, doc := range map[string]any{
+		"modversions/" + host + "/corp/base/aws":                  records.ModuleVersionList{Schema: records.Schema, Versions: []string{"0.9.0", "1.0.0"}, ListedAt: now},
+		"release/absent/module/" + host + "/corp/base/aws/1.0.0": absent{1, now.Add(-30 * 24 * time.Hour)},
+		"release/absent/module/" + host + "/Corp/Base/aws/1.0.0": absent{1, now.Add(-time.Hour)},
+	} {
+		if err := h.Store.PutMeta(key, doc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.Stop()
+	h.Start(harness.Options{CacheDir: dir})
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	pkgs := packagesOf(t, h)
+
+	list, _, err := pkgs.ModuleVersions(context.Background(), mustModule(t, host+"/corp/base/aws"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Join(list.Versions, " ") != "0.9.0" {
+		t.Errorf("versions %q; want 0.9.0 alone: 1.0.0 was listed an hour ago under another spelling, and is held", list.Versions)
+	}
+}
