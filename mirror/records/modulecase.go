@@ -175,9 +175,9 @@ const maxAside = 64
 // document that a better one replaces there, one spelling after another
 // (a module version kept under three spellings or more): one set aside
 // before is never written over, the next takes the first free of
-// ModuleKeyAside+from+"~N". A document set aside already (the same bytes,
-// by a start that stopped before it removed what it moved) is not set
-// aside twice.
+// ModuleKeyAside+from+"~N". A document set aside already (the same
+// document, sameJSON, by a start that stopped before it removed what it
+// moved) is not set aside twice.
 func setAside(store KeyStore, from string, doc json.RawMessage) (string, error) {
 	for n := 0; n < maxAside; n++ {
 		key := ModuleKeyAside + from
