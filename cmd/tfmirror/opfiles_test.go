@@ -5,6 +5,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // operatorFileFlags are serve's flags that name a file the operator
@@ -301,4 +303,44 @@ func TestDataDirKeyRefusedProcess(t *testing.T) {
 	if got, _ := os.ReadFile(key); string(got) != strings.Repeat("k", 32) {
 		t.Error("the refused key was replaced")
 	}
+}
+
+// TestPinsFileOthersMayWriteProcess: serve starts with a pins directory
+// one of whose files its group may write: it serves, logs the refusal
+// naming the file and the chmod to run, and the status page shows it
+// (retention.pins_error), as for any pins file it cannot read.
+func TestPinsFileOthersMayWriteProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	pins := t.TempDir()
+	file := goodFile(pins, "team.hcl", "provider \"registry.terraform.io/hashicorp/random\" {\n  versions = [\"3.6.0\"]\n}\n")
+	if err := os.Chmod(file, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), "--pins-dir", pins)
+	want := "pins: " + file + " has mode 0664: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w " + file
+	logged := m.waitLog("reading the pins; the pins read before are kept", 30*time.Second)
+	if e, _ := logged["error"].(string); !strings.Contains(e, want) {
+		t.Errorf("the log says %q, want %q", e, want)
+	}
+	body, _, err := m.get(context.Background(), "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Retention struct {
+			PinsError string `json:"pins_error"`
+		} `json:"retention"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.Retention.PinsError, want) {
+		t.Errorf("the status page's pins error %q, want %q", st.Retention.PinsError, want)
+	}
+	stopProcess(t, m, syscall.SIGTERM)
 }
