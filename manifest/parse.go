@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -64,15 +65,18 @@ func parsed(f *hcl.File, diags hcl.Diagnostics, err error) (*hcl.File, error) {
 
 // parsePinFile is parseFile of a pins directory's file, which others may
 // replace while it is read again: what the name leads to when it is
-// opened is checked and read (internal/inputfile.OpenOperator), so a FIFO
-// swapped in after the directory was listed is refused, not waited on.
+// opened is checked and read (internal/inputfile.ReadTrusted), so a FIFO
+// swapped in after the directory was listed is refused, not waited on,
+// and no more than maxPinFileBytes is read of a file that grew since. A
+// file its group or all users may write is refused, naming it with the
+// chmod to run, unless on a read-only mount (a ConfigMap's): whoever may
+// write it decides what retention keeps and the size limit evicts.
 func parsePinFile(path string) (*hcl.File, error) {
-	fh, _, err := inputfile.OpenOperator(path)
+	data, err := inputfile.ReadTrusted(path, maxPinFileBytes)
 	if err != nil {
 		return nil, fmt.Errorf("pins: %w", err)
 	}
-	defer fh.Close()
-	return parsed(hclfile.ParseFrom(hclparse.NewParser(), path, fh))
+	return parsed(hclfile.ParseFrom(hclparse.NewParser(), path, bytes.NewReader(data)))
 }
 
 var manifestSchema = &hcl.BodySchema{

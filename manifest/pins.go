@@ -32,7 +32,8 @@ const (
 // products (cli "terraform" { versions = [...] }); other files, and names starting
 // with a dot (a Kubernetes volume's ..data), are skipped. It implements
 // retention.PinSource: the files are read again only when their names,
-// sizes or modification times change.
+// sizes, modification times or modes change. Each is read as the
+// operator's files of trust are (internal/inputfile.ReadTrusted).
 type PinsDir struct {
 	dir string
 
@@ -45,8 +46,9 @@ type PinsDir struct {
 func NewPinsDir(dir string) *PinsDir { return &PinsDir{dir: dir} }
 
 // Pins reads the pins when the directory changed since the last call.
-// A file that does not parse is an error naming it, and no pins of this
-// reading are taken (the caller keeps those it had).
+// A file that does not parse, or that is refused (one its group or all
+// users may write, see parsePinFile), is an error naming it, and no pins
+// of this reading are taken (the caller keeps those it had).
 func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -100,7 +102,8 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 }
 
 // scan lists the pin files, sorted, and a signature of their names,
-// sizes and modification times.
+// sizes, modification times and modes (a chmod that makes a file
+// writable by others, or its owner's again, is a change).
 func (d *PinsDir) scan() ([]string, string, error) {
 	var files []string
 	h := sha256.New()
@@ -139,7 +142,7 @@ func (d *PinsDir) scan() ([]string, string, error) {
 			return fmt.Errorf("pins: more than %d files in %s", maxPinFiles, d.dir)
 		}
 		files = append(files, path)
-		fmt.Fprintf(h, "%s\x00%d\x00%d\x00", path, fi.Size(), fi.ModTime().UnixNano())
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%o\x00", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
 		return nil
 	})
 	if err != nil {

@@ -1,13 +1,18 @@
 package manifest
 
 import (
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
+
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 )
 
 // A pins directory gives the locked versions and the manifests'
@@ -114,5 +119,72 @@ provider "registry.terraform.io/hashicorp/random" {
 	os.Chtimes(filepath.Join(dir, "clis.hcl"), time.Now().Add(time.Minute), time.Now().Add(time.Minute))
 	if _, _, err := NewPinsDir(dir).Pins(); err == nil || !strings.Contains(err.Error(), "clis.hcl:1") {
 		t.Errorf("a provider named as a CLI product: %v", err)
+	}
+}
+
+// A pins file its group or all users may write is refused as the
+// operator's files of trust are: an error naming it, its mode and the
+// chmod to run, and no pins of that reading taken (the caller keeps
+// those read before), at every reading while it stays so; its owner's
+// again, the pins read before stand. A file that grew past the bound
+// since the directory was listed is refused naming it and the bound.
+func TestPinsDirRefusesWhatOthersMayWrite(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("no mode bits")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "team.hcl")
+	if err := os.WriteFile(path, []byte("provider \"registry.terraform.io/hashicorp/random\" {\n  versions = [\"3.6.0\"]\n}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := NewPinsDir(dir)
+	pins, changed, err := d.Pins()
+	if err != nil || !changed || len(pins.Providers["registry.terraform.io/hashicorp/random"]) != 1 {
+		t.Fatalf("first read: %+v, changed %v, %v", pins, changed, err)
+	}
+	for _, mode := range []os.FileMode{0o664, 0o646} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		for i := range 2 {
+			pins, changed, err := d.Pins()
+			var we *inputfile.WritableError
+			if !errors.As(err, &we) || !strings.Contains(err.Error(), fmt.Sprintf("%s has mode %04o", path, mode)) ||
+				!strings.Contains(err.Error(), "chmod go-w "+path) {
+				t.Errorf("mode %04o, reading %d: %v, want it refused naming the file, its mode and the chmod", mode, i+1, err)
+			}
+			if pins != nil || changed {
+				t.Errorf("mode %04o, reading %d: pins %+v taken (changed %v)", mode, i+1, pins, changed)
+			}
+		}
+	}
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if pins, changed, err := d.Pins(); err != nil || changed || pins != nil {
+		t.Errorf("its owner's again: %+v, changed %v, %v; want the pins read before to stand", pins, changed, err)
+	}
+	// Another file, writable by its group, added beside it.
+	other := filepath.Join(dir, "team-b.hcl")
+	if err := os.WriteFile(other, []byte("provider \"registry.terraform.io/hashicorp/null\" {\n  versions = [\"3.2.0\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(other, 0o620); err != nil {
+		t.Fatal(err)
+	}
+	if pins, _, err := d.Pins(); err == nil || !strings.Contains(err.Error(), "chmod go-w "+other) || pins != nil {
+		t.Errorf("a file its group may write added: %+v, %v", pins, err)
+	}
+
+	large := filepath.Join(t.TempDir(), "large.hcl")
+	if err := os.WriteFile(large, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(large, maxPinFileBytes+1); err != nil {
+		t.Fatal(err)
+	}
+	var tl *inputfile.TooLargeError
+	if _, err := parsePinFile(large); !errors.As(err, &tl) || tl.Max != maxPinFileBytes || tl.Path != large {
+		t.Errorf("a file past the bound: %v", err)
 	}
 }

@@ -292,6 +292,11 @@ type HealthStore interface {
 	// DiskBudget returns the data directory's size and the most it may
 	// take; ok is false without a size limit.
 	DiskBudget() (used, budget int64, ok bool)
+	// DamagedArchives returns how many archives a read found damaged
+	// where they are stored, kept and not served until a verified copy
+	// replaces them. The status page reads it for each view, not /readyz:
+	// right after the cache opens it waits for the archives' count.
+	DamagedArchives() int
 }
 
 // Healthz answers 200 while the process serves requests.
@@ -396,6 +401,11 @@ type Health struct {
 	// SharedStoreRejected counts the objects read from the shared store
 	// that failed authentication since start; absent while none did.
 	SharedStoreRejected int64 `json:"shared_store_rejected,omitempty"`
+	// DamagedArchives counts the archives a read found damaged where they
+	// are stored (HealthStore.DamagedArchives): kept, not served, fetched
+	// again when asked for; absent when the page has no health source.
+	// The status page sets it, not Check (it is not /readyz's).
+	DamagedArchives *int `json:"damaged_archives,omitempty"`
 
 	cacheErr error // for /readyz's log
 }

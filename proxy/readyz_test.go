@@ -30,6 +30,7 @@ func (noDiskReport) Writable() error                  { return nil }
 func (noDiskReport) FreeBytes() int64                 { return -1 }
 func (noDiskReport) Reserve() int64                   { return -1 }
 func (noDiskReport) DiskBudget() (int64, int64, bool) { return 0, 0, false }
+func (noDiskReport) DamagedArchives() int             { return 0 }
 
 func (p pinger) Ping() error { return p.err }
 

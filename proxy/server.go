@@ -120,6 +120,10 @@ type Config struct {
 	// as tfmirror config check lists them, for the status page; called
 	// for each view, so that a reload shows. Default: not shown.
 	Policy func() []string
+	// SharedStore, when set, is where the shared store is and its ID,
+	// which the status page shows to those who may see the configuration
+	// (never a credential). Default: none (no shared store).
+	SharedStore *StatusSharedStore
 }
 
 // OriginRows gives the status page's origin rows

@@ -34,9 +34,18 @@ var statusTemplate = template.Must(template.New("status").Funcs(template.FuncMap
 	"size":       func(n int64) string { return humanize.IBytes(uint64(max(n, 0))) },
 	"split":      func(addr string) []string { return strings.Split(addr, "/") }, // to allow line breaks after slashes
 	"ago":        agoText,
+	"count":      countOf,
 	"stateText":  originStateText,
 	"stateClass": originStateClass,
 }).Parse(statusHTML))
+
+// countOf is *n, 0 when n is nil (a count the page does not know).
+func countOf(n *int) int {
+	if n == nil {
+		return 0
+	}
+	return *n
+}
 
 // Status is what the status page shows, and its JSON form.
 type Status struct {
@@ -117,10 +126,29 @@ type Status struct {
 	// Page says which part of the cache's lists Providers and Modules
 	// hold, and where the next part starts.
 	Page StatusPage `json:"page"`
+	// SharedStore is where the shared store is and its ID
+	// (Config.SharedStore); absent without one, and left out with
+	// ProvidersHidden, as Configuration is.
+	SharedStore *StatusSharedStore `json:"shared_store,omitempty"`
 	// Configuration is the configuration in effect (Config.Settings);
 	// left out with ProvidersHidden: file paths and bucket names are not
 	// for anyone who can reach the mirror either.
 	Configuration *Configuration `json:"configuration,omitempty"`
+}
+
+// StatusSharedStore is the shared store (--shared-store) as the status
+// page shows it: where it is and the ID every replica sharing it must
+// use. It holds no credential: those come from the standard AWS sources,
+// and the endpoint is shown without its userinfo and query.
+type StatusSharedStore struct {
+	// Location is s3://BUCKET/PREFIX; Endpoint the S3 endpoint, "" for
+	// AWS's.
+	Location string `json:"location"`
+	Endpoint string `json:"endpoint,omitempty"`
+	// StoreID is the ID in the MAC of every object (--shared-store-id,
+	// by default Location): a replica with another ID ignores the
+	// objects the others write.
+	StoreID string `json:"store_id"`
 }
 
 // StatusPolicy is the package policy in force.
@@ -335,6 +363,10 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 	st.Archives, st.Bytes = s.engine.Stats()
 	st.Health, _ = s.cfg.Health.check(s.cfg.Now())
 	st.Health.Offline = ecfg.Offline
+	if s.cfg.Health != nil {
+		n := s.cfg.Health.Store.DamagedArchives()
+		st.Health.DamagedArchives = &n
+	}
 	st.Origins = s.originRows(ecfg.AllowedOrigins)
 	st.OriginTrouble = originTrouble(st.Origins)
 	st.Retention = s.retentionStatus()
@@ -361,6 +393,10 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 
 	if s.cfg.Settings != nil {
 		st.Configuration = s.cfg.Settings()
+	}
+	if s.cfg.SharedStore != nil {
+		shared := *s.cfg.SharedStore
+		st.SharedStore = &shared
 	}
 	if s.cfg.Policy != nil {
 		st.Policy = &StatusPolicy{Rules: s.cfg.Policy()}

@@ -161,6 +161,7 @@ func TestStatusTemplateEscapes(t *testing.T) {
 type fakeHealthStore struct {
 	pingErr       error
 	free, reserve int64
+	damaged       int
 	noDiskReport
 }
 
@@ -172,9 +173,10 @@ type budgetHealthStore struct {
 
 func (f budgetHealthStore) DiskBudget() (used, budget int64, ok bool) { return f.used, f.budget, true }
 
-func (f fakeHealthStore) Ping() error      { return f.pingErr }
-func (f fakeHealthStore) FreeBytes() int64 { return f.free }
-func (f fakeHealthStore) Reserve() int64   { return f.reserve }
+func (f fakeHealthStore) Ping() error          { return f.pingErr }
+func (f fakeHealthStore) FreeBytes() int64     { return f.free }
+func (f fakeHealthStore) Reserve() int64       { return f.reserve }
+func (f fakeHealthStore) DamagedArchives() int { return f.damaged }
 
 func TestStatusHealthJSON(t *testing.T) {
 	t.Parallel()
@@ -187,22 +189,25 @@ func TestStatusHealthJSON(t *testing.T) {
 		want    Health
 	}{
 		{name: "in-memory cache, no shared store",
-			want: Health{Cache: HealthCacheWritable}},
+			want: Health{Cache: HealthCacheWritable, DamagedArchives: ptr(0)}},
 		{name: "cache not writable, shared store down",
 			health: &HealthSource{Store: fakeHealthStore{pingErr: full, free: 10 << 20, reserve: 1 << 30}, SharedDown: down},
 			want: Health{Cache: HealthCacheNotWritable, CacheError: full.Error(), DiskFreeBytes: ptr(int64(10 << 20)), DiskReserveBytes: ptr(int64(1 << 30)),
-				SharedStore: HealthSharedDegraded, SharedStoreError: down().Error()}},
+				SharedStore: HealthSharedDegraded, SharedStoreError: down().Error(), DamagedArchives: ptr(0)}},
 		{name: "writable, disk known, shared store up",
 			health: &HealthSource{Store: fakeHealthStore{free: 5 << 30, reserve: 1 << 30}, SharedDown: func() error { return nil }},
-			want:   Health{Cache: HealthCacheWritable, DiskFreeBytes: ptr(int64(5 << 30)), DiskReserveBytes: ptr(int64(1 << 30)), SharedStore: HealthSharedOK}},
+			want:   Health{Cache: HealthCacheWritable, DiskFreeBytes: ptr(int64(5 << 30)), DiskReserveBytes: ptr(int64(1 << 30)), SharedStore: HealthSharedOK, DamagedArchives: ptr(0)}},
 		{name: "shared store objects refused",
 			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}, SharedDown: func() error { return nil }, SharedRejected: func() int64 { return 3 }},
-			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedOK, SharedStoreRejected: 3}},
+			want:   Health{Cache: HealthCacheWritable, SharedStore: HealthSharedOK, SharedStoreRejected: 3, DamagedArchives: ptr(0)}},
+		{name: "archives found damaged",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1, damaged: 2}},
+			want:   Health{Cache: HealthCacheWritable, DamagedArchives: ptr(2)}},
 		{name: "disk checks off",
 			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1}},
-			want:   Health{Cache: HealthCacheWritable}},
+			want:   Health{Cache: HealthCacheWritable, DamagedArchives: ptr(0)}},
 		{name: "sealed", offline: true,
-			want: Health{Cache: HealthCacheWritable, Offline: true}},
+			want: Health{Cache: HealthCacheWritable, Offline: true, DamagedArchives: ptr(0)}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -222,12 +227,14 @@ func TestStatusHealthJSON(t *testing.T) {
 			}
 			r.json(t, &raw)
 			for k := range raw.Health {
-				if !slices.Contains([]string{"cache", "cache_error", "disk_free_bytes", "disk_reserve_bytes", "offline", "shared_store", "shared_store_error", "shared_store_rejected"}, k) {
+				if !slices.Contains([]string{"cache", "cache_error", "disk_free_bytes", "disk_reserve_bytes", "offline", "shared_store", "shared_store_error", "shared_store_rejected", "damaged_archives"}, k) {
 					t.Errorf("undocumented health field %q", k)
 				}
 			}
-			if _, ok := raw.Health["offline"]; !ok {
-				t.Errorf("health lacks offline: %v", raw.Health)
+			for _, k := range []string{"offline", "damaged_archives"} {
+				if _, ok := raw.Health[k]; !ok {
+					t.Errorf("health lacks %s: %v", k, raw.Health)
+				}
 			}
 		})
 	}
@@ -278,7 +285,14 @@ func TestStatusHealthHTML(t *testing.T) {
 	}{
 		{name: "healthy, online, no shared store",
 			want:    []string{`<li id="health-cache">Cache: <span class="ok">writable</span>.</li>`, `<li id="health-offline">Online:`},
-			notWant: []string{`id="health-shared"`, "Sealed"}},
+			notWant: []string{`id="health-shared"`, "Sealed", `id="health-damaged"`, `id="health-shared-store"`}},
+		{name: "archives found damaged",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1, damaged: 2}},
+			want: []string{`<li id="health-damaged"><span class="bad">2 archives found damaged where they are stored</span>: kept and not served;`,
+				"<code>tfmirror cache verify</code> names them (docs/operations.md, &ldquo;Checking the cache&rdquo;).</li>"}},
+		{name: "an archive found damaged",
+			health: &HealthSource{Store: fakeHealthStore{free: -1, reserve: -1, damaged: 1}},
+			want:   []string{`<span class="bad">1 archive found damaged where it is stored</span>`}},
 		{name: "full disk, shared store down",
 			health: &HealthSource{Store: fakeHealthStore{pingErr: errors.New("cache: not writable: disk full"), free: 10 << 20, reserve: 1 << 30},
 				SharedDown: func() error { return errors.New("shared store unavailable: refused") }},

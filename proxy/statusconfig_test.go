@@ -3,6 +3,7 @@ package proxy
 import (
 	"bytes"
 	"crypto/sha256"
+	"maps"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -175,5 +176,53 @@ func TestStatusLastReload(t *testing.T) {
 	ha := newHarness(t, harnessOptions{cfg: Config{Auth: a, Settings: func() *Configuration { return conf.Load() }}})
 	if body := string(ha.get("/").body); strings.Contains(body, `id="health-reload"`) {
 		t.Errorf("the last reload shown without a token:\n%s", body)
+	}
+}
+
+// TestStatusSharedStore: with a shared store the page shows where it is
+// and its ID, in HTML and JSON, to those who may see the configuration:
+// without a token (client authentication on) it is left out of both, as
+// bucket names are. Without a shared store there is nothing.
+func TestStatusSharedStore(t *testing.T) {
+	t.Parallel()
+	shared := &StatusSharedStore{Location: "s3://tfm-prod/mirror/", Endpoint: "https://minio.corp.test:9000", StoreID: "prod-mirrors"}
+	h := newHarness(t, harnessOptions{cfg: Config{SharedStore: shared}})
+	var raw struct {
+		SharedStore map[string]any `json:"shared_store"`
+	}
+	h.get("/?format=json").json(t, &raw)
+	want := map[string]any{"location": "s3://tfm-prod/mirror/", "endpoint": "https://minio.corp.test:9000", "store_id": "prod-mirrors"}
+	if !maps.Equal(raw.SharedStore, want) {
+		t.Errorf("shared_store %v, want %v", raw.SharedStore, want)
+	}
+	body := string(h.get("/").body)
+	if w := `<li id="health-shared-store">Shared store <code>s3://tfm-prod/mirror/</code> at <code>https://minio.corp.test:9000</code>, store ID <code>prod-mirrors</code>: every replica sharing it must have the same ID (<code>--shared-store-id</code>)`; !strings.Contains(body, w) {
+		t.Errorf("page lacks %q:\n%s", w, body)
+	}
+
+	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32), URLTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ha := newHarness(t, harnessOptions{cfg: Config{Auth: a, SharedStore: shared}})
+	var st Status
+	ha.get("/?format=json").json(t, &st)
+	if st.SharedStore != nil || strings.Contains(string(ha.get("/").body), "tfm-prod") {
+		t.Errorf("shared store shown without a token: %+v", st.SharedStore)
+	}
+	st = Status{}
+	ha.get("/?format=json", "Authorization", "Bearer "+testToken).json(t, &st)
+	if st.SharedStore == nil || *st.SharedStore != *shared {
+		t.Errorf("shared store with a token: %+v, want %+v", st.SharedStore, shared)
+	}
+
+	none := newHarness(t, harnessOptions{})
+	var rawNone map[string]any
+	none.get("/?format=json").json(t, &rawNone)
+	if v, ok := rawNone["shared_store"]; ok {
+		t.Errorf("shared_store %v without a shared store", v)
+	}
+	if strings.Contains(string(none.get("/").body), `id="health-shared-store"`) {
+		t.Error("the page shows a shared store without one")
 	}
 }

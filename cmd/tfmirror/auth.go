@@ -47,9 +47,14 @@ func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*pr
 }
 
 // dataDirKey reads the URL-signing key at path, creating a random one
-// (mode 0600) on first use so that signed URLs survive restarts.
+// (mode 0600) on first use so that signed URLs survive restarts. It is
+// read as the operator's key files are (internal/inputfile.ReadTrusted):
+// never waiting on what is no regular file, within maxDataDirKeyBytes,
+// and refused when users other than its owner may write it (whoever may
+// could sign archive URLs for any client), unless on a read-only mount.
+// The key tfmirror wrote is its owner's alone, and is read as it is.
 func dataDirKey(path string) ([]byte, error) {
-	key, err := os.ReadFile(path)
+	key, err := inputfile.ReadTrusted(path, maxDataDirKeyBytes)
 	if err == nil {
 		if len(key) < proxy.MinSigningKeyLen {
 			return nil, fmt.Errorf("URL-signing key %s is %d bytes, want at least %d (delete it to generate a new one)", path, len(key), proxy.MinSigningKeyLen)
@@ -57,7 +62,7 @@ func dataDirKey(path string) ([]byte, error) {
 		return key, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("URL-signing key: %w", err)
+		return nil, fmt.Errorf("URL-signing key generated in the data directory (no --url-signing-key-file): %w", err)
 	}
 	key = make([]byte, 32)
 	rand.Read(key)

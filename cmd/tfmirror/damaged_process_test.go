@@ -84,6 +84,7 @@ func TestDamagedArchiveAfterKillAndRestart(t *testing.T) {
 	if got := metricValue(t, m, "tfmirror_cache_damaged_archives"); got != 1 {
 		t.Errorf("tfmirror_cache_damaged_archives after the restart: %v, want 1", got)
 	}
+	wantDamagedOnPage(t, m, 1)
 	hits := origin.ArchiveHits(ns, typ, version, platforms[0])
 	body, resp, err := m.get(ctx, path)
 	if err != nil || !bytes.Equal(body, want) {
@@ -111,7 +112,29 @@ func TestDamagedArchiveAfterKillAndRestart(t *testing.T) {
 	if body, resp, err := m.get(ctx, path); err != nil || !bytes.Equal(body, want) || resp.Header.Get("X-Tfmirror-Cache") != "hit" {
 		t.Fatalf("the archive fetched again is not served from the cache: %v, %d bytes", err, len(body))
 	}
+	wantDamagedOnPage(t, m, 0)
 	stopProcess(t, m, syscall.SIGTERM)
+}
+
+// wantDamagedOnPage checks the count of archives found damaged on m's
+// status page, as an operator reads it: health.damaged_archives in the
+// JSON, and the Health block's line on what it means while it is not 0.
+func wantDamagedOnPage(t *testing.T, m *proc, n int) {
+	t.Helper()
+	if got := m.status(t).Health.DamagedArchives; got == nil || *got != n {
+		t.Errorf("status page health.damaged_archives %v, want %d", got, n)
+	}
+	body, _, err := m.get(context.Background(), "/")
+	if err != nil {
+		t.Fatal(err)
+	}
+	line := `<li id="health-damaged"><span class="bad">1 archive found damaged where it is stored</span>`
+	if has := bytes.Contains(body, []byte(line)); has != (n == 1) || (n == 0 && bytes.Contains(body, []byte(`id="health-damaged"`))) {
+		t.Errorf("status page with %d archives damaged: the line on them shown %v:\n%s", n, has, body)
+	}
+	if n > 0 && !bytes.Contains(body, []byte("<code>tfmirror cache verify</code> names them")) {
+		t.Error("the status page's line on damaged archives does not say what names them")
+	}
 }
 
 // stopProcess signals m and waits for it to exit: cleanly after SIGTERM.

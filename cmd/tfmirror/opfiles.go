@@ -9,6 +9,9 @@ const (
 	// maxKeyFileBytes: a key of raw bytes (--url-signing-key-file) or a
 	// PEM private key (--tls-key): tens of bytes to a few KiB.
 	maxKeyFileBytes = 64 << 10
+	// maxDataDirKeyBytes: the URL-signing key generated in the data
+	// directory (url-signing.key), 32 bytes as tfmirror writes it.
+	maxDataDirKeyBytes = 4 << 10
 	// maxTokensFileBytes: client tokens, one per line, with comments:
 	// some 250,000 tokens of 64 characters; as much as an HCL file of the
 	// operator's (internal/hclfile.MaxBytes).

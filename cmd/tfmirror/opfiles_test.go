@@ -5,7 +5,9 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
 
 // operatorFileFlags are serve's flags that name a file the operator
@@ -190,4 +194,153 @@ func TestKeyFileModeProcess(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestDataDirKeyChecked: the URL-signing key tfmirror generates in the
+// data directory is read as the operator's key files are. The one it
+// wrote (mode 0600, as every release wrote it) is read as it is, so
+// data directories of earlier releases keep their key and the signed
+// URLs in flight; one its group or all users may write (a kubelet's
+// fsGroup walk gives files 0660) is refused naming it, with the chmod to
+// run, and kept, not replaced by a new key; a FIFO in its place is
+// refused at once, and a file past the bound too.
+func TestDataDirKeyChecked(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	path := filepath.Join(dir, signingKeyName)
+	key := bytes.Repeat([]byte("k"), 32)
+	if err := os.WriteFile(path, key, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dataDirKey(path); err != nil || !bytes.Equal(got, key) {
+		t.Fatalf("the key of mode 0600: %q, %v", got, err)
+	}
+	for _, mode := range []os.FileMode{0o660, 0o606, 0o666} {
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		_, err := dataDirKey(path)
+		var we *inputfile.WritableError
+		if !errors.As(err, &we) || !strings.Contains(err.Error(), "URL-signing key generated in the data directory") ||
+			!strings.Contains(err.Error(), fmt.Sprintf("%s has mode %04o", path, mode)) || !strings.Contains(err.Error(), "chmod go-w "+path) {
+			t.Errorf("mode %04o: %v, want it refused naming the file, its mode and the chmod", mode, err)
+		}
+		if got, _ := os.ReadFile(path); !bytes.Equal(got, key) {
+			t.Errorf("mode %04o: the refused key was replaced", mode)
+		}
+	}
+	if err := os.Chmod(path, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := dataDirKey(path); err != nil || !bytes.Equal(got, key) {
+		t.Errorf("the key of mode 0640 (its group reads it): %q, %v", got, err)
+	}
+
+	fifo := filepath.Join(t.TempDir(), signingKeyName)
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { _, err := dataDirKey(fifo); done <- err }()
+	select {
+	case err := <-done:
+		var ke *inputfile.KindError
+		if !errors.As(err, &ke) {
+			t.Errorf("a FIFO in place of the key: %v, want it refused", err)
+		}
+	case <-time.After(10 * time.Second):
+		if w, err := os.OpenFile(fifo, os.O_WRONLY, 0); err == nil {
+			w.Close()
+		}
+		<-done
+		t.Fatal("reading the key waited on a FIFO")
+	}
+
+	large := filepath.Join(t.TempDir(), signingKeyName)
+	if err := os.WriteFile(large, bytes.Repeat([]byte("k"), maxDataDirKeyBytes+1), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var tl *inputfile.TooLargeError
+	if _, err := dataDirKey(large); !errors.As(err, &tl) || tl.Max != maxDataDirKeyBytes {
+		t.Errorf("a key of %d bytes: %v, want it refused naming the bound", maxDataDirKeyBytes+1, err)
+	}
+}
+
+// TestDataDirKeyRefusedProcess: a serve with client authentication whose
+// data directory's URL-signing key its group may write stops at start,
+// naming the key and the chmod to run, and leaves the key as it was.
+func TestDataDirKeyRefusedProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	dataDir := filepath.Join(dir, "data")
+	if err := os.Mkdir(dataDir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	key := goodFile(dataDir, signingKeyName, strings.Repeat("k", 32))
+	if err := os.Chmod(key, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--insecure-http",
+		"--auth-tokens-file", goodFile(dir, "tokens", strings.Repeat("t", 32)+"\n")}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("%v, want exit 1\n%s", err, out)
+	}
+	for _, want := range []string{"URL-signing key generated in the data directory (no --url-signing-key-file): " + key + " has mode 0660", "chmod go-w " + key} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("the error does not say %q:\n%s", want, out)
+		}
+	}
+	if got, _ := os.ReadFile(key); string(got) != strings.Repeat("k", 32) {
+		t.Error("the refused key was replaced")
+	}
+}
+
+// TestPinsFileOthersMayWriteProcess: serve starts with a pins directory
+// one of whose files its group may write: it serves, logs the refusal
+// naming the file and the chmod to run, and the status page shows it
+// (retention.pins_error), as for any pins file it cannot read.
+func TestPinsFileOthersMayWriteProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	bin := buildBinary(t)
+	origin := newOrigin(t, fakeorigin.Options{})
+	pins := t.TempDir()
+	file := goodFile(pins, "team.hcl", "provider \"registry.terraform.io/hashicorp/random\" {\n  versions = [\"3.6.0\"]\n}\n")
+	if err := os.Chmod(file, 0o664); err != nil {
+		t.Fatal(err)
+	}
+	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), "--pins-dir", pins)
+	want := "pins: " + file + " has mode 0664: users of its group or all users may change what the mirror serves and trusts, so it is not read; make it writable by its owner only: chmod go-w " + file
+	logged := m.waitLog("reading the pins; the pins read before are kept", 30*time.Second)
+	if e, _ := logged["error"].(string); !strings.Contains(e, want) {
+		t.Errorf("the log says %q, want %q", e, want)
+	}
+	body, _, err := m.get(context.Background(), "/?format=json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Retention struct {
+			PinsError string `json:"pins_error"`
+		} `json:"retention"`
+	}
+	if err := json.Unmarshal(body, &st); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(st.Retention.PinsError, want) {
+		t.Errorf("the status page's pins error %q, want %q", st.Retention.PinsError, want)
+	}
+	stopProcess(t, m, syscall.SIGTERM)
 }

@@ -271,7 +271,15 @@ func (p *proc) status(t *testing.T) mirrorStatus {
 }
 
 type mirrorStatus struct {
-	Archives  int `json:"cached_archives"`
+	Archives int `json:"cached_archives"`
+	Health   struct {
+		DamagedArchives *int `json:"damaged_archives"`
+	} `json:"health"`
+	SharedStore *struct {
+		Location string `json:"location"`
+		Endpoint string `json:"endpoint"`
+		StoreID  string `json:"store_id"`
+	} `json:"shared_store"`
 	Providers []struct {
 		Versions []struct {
 			Platforms []struct {

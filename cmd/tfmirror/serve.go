@@ -205,6 +205,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		Retention:          m.retention,
 		Origins:            m.origins,
 		Policy:             func() []string { return m.engine.Inventory().Policy().Rules() },
+		SharedStore:        sharedStatus(cfg, m.shared),
 	}, pkgs)
 	if err != nil {
 		return nil, err

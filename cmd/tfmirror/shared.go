@@ -1,14 +1,17 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"crypto/x509"
 	"fmt"
 	"log/slog"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
@@ -57,4 +60,21 @@ func sharedConfig(cfg settings.Config) sharedstore.Config {
 		BreakerThreshold: cfg.SharedBreakerThresh,
 		BreakerCooldown:  cfg.SharedBreakerCool,
 	}
+}
+
+// sharedStatus is what the status page shows of the shared store s,
+// opened with cfg: where it is and its ID (--shared-store-id, or the
+// default sharedstore.Open gives it); nil without one. The endpoint is
+// shown without its userinfo and query, as any URL the mirror shows.
+func sharedStatus(cfg settings.Config, s *sharedstore.Store) *proxy.StatusSharedStore {
+	if s == nil {
+		return nil
+	}
+	loc := s.Location()
+	st := &proxy.StatusSharedStore{Location: "s3://" + loc.Bucket + "/" + loc.Prefix,
+		StoreID: cmp.Or(cfg.SharedStoreID, sharedstore.DefaultStoreID(loc))}
+	if loc.Endpoint != "" {
+		st.Endpoint = redact.Location(loc.Endpoint)
+	}
+	return st
 }

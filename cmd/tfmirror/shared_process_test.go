@@ -132,6 +132,40 @@ func waitLeases(t *testing.T, ms []*proc) int {
 	}
 }
 
+// wantSharedOnPage checks what m's status page shows of its shared store,
+// as an operator comparing replicas reads it: its location, its endpoint
+// and its store ID, the one m logged at start and authenticates objects
+// with; no credential, in the JSON or the HTML.
+func wantSharedOnPage(t *testing.T, m *proc, location, endpoint, storeID string) {
+	t.Helper()
+	logged, _ := m.waitLog("shared store objects authenticated", 30*time.Second)["store_id"].(string)
+	if logged != storeID {
+		t.Errorf("logged store_id %q, want %q", logged, storeID)
+	}
+	st := m.status(t).SharedStore
+	if st == nil {
+		t.Fatal("the status page shows no shared store")
+	}
+	if st.Location != location || st.Endpoint != endpoint || st.StoreID != storeID {
+		t.Errorf("status page shared_store %+v, want location %q, endpoint %q, store_id %q", *st, location, endpoint, storeID)
+	}
+	ctx := context.Background()
+	for _, path := range []string{"/?format=json", "/"} {
+		body, _, err := m.get(ctx, path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if path == "/" && !bytes.Contains(body, []byte("store ID <code>"+storeID+"</code>")) {
+			t.Errorf("the status page's HTML does not show the store ID %q", storeID)
+		}
+		for _, secret := range []string{s3test.SecretKey, strings.Repeat("r", 32)} {
+			if bytes.Contains(body, []byte(secret)) {
+				t.Errorf("status page %s shows a credential %q", path, secret)
+			}
+		}
+	}
+}
+
 func waitStarted(t *testing.T, o *fakeorigin.Origin) {
 	t.Helper()
 	select {
@@ -155,6 +189,12 @@ func TestSharedStoreReplicas(t *testing.T) {
 	ms[0].waitLog("shared store honours conditional writes", 30*time.Second)
 	if n := ms[0].metric(t, "tfmirror_shared_store_conditional_writes"); n != 1 {
 		t.Errorf("tfmirror_shared_store_conditional_writes = %v, want 1", n)
+	}
+	for i, m := range ms {
+		wantSharedOnPage(t, m, "s3://"+sharedBucket+"/mirror/", s.srv.Endpoint(), "s3://"+sharedBucket+"/mirror/")
+		if i > 0 && m.status(t).SharedStore.StoreID != ms[0].status(t).SharedStore.StoreID {
+			t.Errorf("replica %d shows another store ID than replica 0", i)
+		}
 	}
 
 	release := s.origin.GateArchives()
@@ -214,9 +254,11 @@ func TestSharedStoreReplicas(t *testing.T) {
 // and serves from the origin all the same.
 func TestSharedStoreCheckedAtStart(t *testing.T) {
 	s := newSharedSetup(t, "linux_amd64")
-	flags := []string{"--shared-store", s.srv.URL("no-such-bucket", "mirror"), "--shared-store-key-file", keyFile(t, 'r')}
+	flags := []string{"--shared-store", s.srv.URL("no-such-bucket", "mirror"), "--shared-store-key-file", keyFile(t, 'r'),
+		"--shared-store-id", "prod-mirrors"}
 	m := startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile, flags...)
 	m.waitLog("shared store check failed at start-up; serving from the local cache and the origins until it answers", 30*time.Second)
+	wantSharedOnPage(t, m, "s3://no-such-bucket/mirror/", s.srv.Endpoint(), "prod-mirrors")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	if body, resp, err := m.get(ctx, s.path("linux_amd64")); err != nil || resp.StatusCode != 200 || !bytes.Equal(body, s.archive("linux_amd64")) {
