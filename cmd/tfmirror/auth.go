@@ -5,9 +5,9 @@ import (
 	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
-	"os"
 	"path/filepath"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
@@ -40,7 +40,7 @@ func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*pr
 			return nil, fmt.Errorf("--url-signing-key-file %s: %d bytes, want at least %d (e.g. head -c 32 /dev/urandom > FILE)",
 				cfg.URLSigningKeyFile, len(key), proxy.MinSigningKeyLen)
 		}
-	} else if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName)); err != nil {
+	} else if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName), log); err != nil {
 		return nil, err
 	}
 	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL, Logger: log, Metrics: met})
@@ -52,9 +52,14 @@ func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*pr
 // never waiting on what is no regular file, within maxDataDirKeyBytes,
 // and refused when users other than its owner may write it (whoever may
 // could sign archive URLs for any client), unless on a read-only mount.
-// The key tfmirror wrote is its owner's alone, and is read as it is.
-func dataDirKey(path string) ([]byte, error) {
-	key, err := inputfile.ReadTrusted(path, maxDataDirKeyBytes)
+// One this process's user owns, the key tfmirror wrote, is made its
+// owner's only first (readOwnFile); one of another user is refused,
+// naming the chmod to run. A new key is written whole or not at all
+// (writeNew): a second process starting on the same data directory
+// reads the first one's key, never an empty file the first has not
+// written yet.
+func dataDirKey(path string, log *slog.Logger) ([]byte, error) {
+	key, err := readOwnFile(path, maxDataDirKeyBytes, log)
 	if err == nil {
 		if len(key) < proxy.MinSigningKeyLen {
 			return nil, fmt.Errorf("URL-signing key %s is %d bytes, want at least %d (delete it to generate a new one)", path, len(key), proxy.MinSigningKeyLen)
@@ -66,22 +71,11 @@ func dataDirKey(path string) ([]byte, error) {
 	}
 	key = make([]byte, 32)
 	rand.Read(key)
-	// O_EXCL: of two processes starting on one data directory, the second
-	// reads the first one's key.
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	err = writeNew(path, func(w io.Writer) error { _, err := w.Write(key); return err })
 	if errors.Is(err, fs.ErrExist) {
-		return dataDirKey(path)
+		return dataDirKey(path, log)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("URL-signing key: %w", err)
-	}
-	if _, err := f.Write(key); err != nil {
-		f.Close()
-		os.Remove(path)
-		return nil, fmt.Errorf("URL-signing key: %w", err)
-	}
-	if err := f.Close(); err != nil {
-		os.Remove(path)
 		return nil, fmt.Errorf("URL-signing key: %w", err)
 	}
 	return key, nil

@@ -3,9 +3,11 @@ package main
 import (
 	"bytes"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
@@ -66,7 +68,7 @@ func TestLoadAuthErrors(t *testing.T) {
 func TestSigningKeyPersistsInDataDir(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, signingKeyName)
-	first, err := dataDirKey(path)
+	first, err := dataDirKey(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,18 +82,49 @@ func TestSigningKeyPersistsInDataDir(t *testing.T) {
 	if len(first) != 32 || bytes.Equal(first, make([]byte, 32)) {
 		t.Errorf("generated key %x is not 32 random bytes", first)
 	}
-	again, err := dataDirKey(path)
+	again, err := dataDirKey(path, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !bytes.Equal(first, again) {
 		t.Error("a restart generated a new key: signed URLs would not survive it")
 	}
-	other, err := dataDirKey(filepath.Join(t.TempDir(), signingKeyName))
+	other, err := dataDirKey(filepath.Join(t.TempDir(), signingKeyName), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if bytes.Equal(first, other) {
 		t.Error("two data directories got the same key")
+	}
+}
+
+// TestSigningKeyMadeOnceByConcurrentStarts: processes starting on one
+// new data directory at once end up with one key, and none of them
+// reads the key before it is written whole (an empty or short key file
+// would stop that start).
+func TestSigningKeyMadeOnceByConcurrentStarts(t *testing.T) {
+	t.Parallel()
+	for range 20 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, signingKeyName)
+		keys := make([][]byte, 8)
+		errs := make([]error, len(keys))
+		var wg sync.WaitGroup
+		for i := range keys {
+			wg.Go(func() { keys[i], errs[i] = dataDirKey(path, slog.New(slog.DiscardHandler)) })
+		}
+		wg.Wait()
+		for i := range keys {
+			if errs[i] != nil {
+				t.Fatalf("start %d: %v", i, errs[i])
+			}
+			if !bytes.Equal(keys[i], keys[0]) {
+				t.Fatalf("start %d read key %x, start 0 %x: two keys for one data directory", i, keys[i], keys[0])
+			}
+		}
+		entries, err := os.ReadDir(dir)
+		if err != nil || len(entries) != 1 {
+			t.Fatalf("the data directory holds %v (%v), want the key alone", entries, err)
+		}
 	}
 }

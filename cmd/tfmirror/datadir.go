@@ -7,12 +7,14 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
 
@@ -91,6 +93,62 @@ func prepareDataDir(dir string, logger *slog.Logger) error {
 	return nil
 }
 
+// readOwnFile reads a file tfmirror writes in its data directory (a key
+// it generated) as the operator's files of trust are read
+// (internal/inputfile.ReadTrusted), except that one its group or all
+// users may write that this process's user owns is first made its
+// owner's only, through the descriptor it was checked on, and logged, as
+// prepareDataDir does with the directory: a kubelet that mounts the data
+// volume with fsGroup (fsGroupChangePolicy Always) gives every file group
+// write at each mount, and a start refused for it would be refused at
+// every start. One of another user stays refused, naming the chmod.
+func readOwnFile(path string, max int64, log *slog.Logger) ([]byte, error) {
+	data, err := inputfile.ReadTrusted(path, max)
+	var we *inputfile.WritableError
+	if !errors.As(err, &we) {
+		return data, err
+	}
+	f, info, oerr := inputfile.OpenOperator(path)
+	if oerr != nil {
+		return nil, err
+	}
+	perm := info.Mode().Perm()
+	if !inputfile.OwnedBySelf(info) || f.Chmod(perm&^0o022) != nil {
+		f.Close()
+		return nil, err
+	}
+	f.Close()
+	log.Info("a file of the data directory was writable by other users; it is now its owner's only",
+		"path", path, "mode", fmt.Sprintf("%04o", perm), "now", fmt.Sprintf("%04o", perm&^0o022))
+	return inputfile.ReadTrusted(path, max)
+}
+
+// writeNew writes a new file at path (mode 0600) whole or not at all:
+// write fills a file of its own in path's directory, synced, then linked
+// to path, which fails with fs.ErrExist when a file is there already (of
+// two processes making it at once, the second reads the first's).
+func writeNew(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".new-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	err = tmp.Chmod(0o600)
+	if err == nil {
+		err = write(tmp)
+	}
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return err
+	}
+	return os.Link(tmp.Name(), path)
+}
+
 // openDataDir is the one place subcommands get at a data directory: when
 // a tfmirror serve runs on it (its admin socket answers), through that
 // process, since Badger lets one process open the cache; otherwise by
@@ -119,7 +177,7 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 		}
 		return nil, fmt.Errorf("%w (if a tfmirror runs on this data directory, it has no admin socket %s)", err, admin.SocketPath(cfg.DataDir))
 	}
-	opts, err := adminOptions(cfg)
+	opts, err := adminOptions(cfg, logger)
 	if err == nil {
 		opts.OCILayout, err = ociLayoutOption(cfg, parts)
 	}
@@ -146,12 +204,12 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 // adminOptions are the admin API's options for cfg: an import unpacks a
 // tar file into the data directory, where the space is, and trusts the
 // keys cfg names; an export is signed by cfg's export key.
-func adminOptions(cfg settings.Config) (admin.Options, error) {
+func adminOptions(cfg settings.Config, log *slog.Logger) (admin.Options, error) {
 	trust, err := loadTrust(cfg)
 	if err != nil {
 		return admin.Options{}, err
 	}
-	key, err := exportKeySource(cfg)
+	key, err := exportKeySource(cfg, log)
 	if err != nil {
 		return admin.Options{}, err
 	}

@@ -3,11 +3,14 @@
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -200,10 +203,12 @@ func TestKeyFileModeProcess(t *testing.T) {
 // data directory is read as the operator's key files are. The one it
 // wrote (mode 0600, as every release wrote it) is read as it is, so
 // data directories of earlier releases keep their key and the signed
-// URLs in flight; one its group or all users may write (a kubelet's
-// fsGroup walk gives files 0660) is refused naming it, with the chmod to
-// run, and kept, not replaced by a new key; a FIFO in its place is
-// refused at once, and a file past the bound too.
+// URLs in flight; one of its own that its group or all users may write
+// (a kubelet's fsGroup walk gives files 0660 at every mount) is made its
+// owner's only, logged, and read, the same key; one of another user that
+// they may write is refused naming it, with the chmod to run, and kept,
+// not replaced by a new key; a FIFO in its place is refused at once, and
+// a file past the bound too.
 func TestDataDirKeyChecked(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
@@ -212,27 +217,56 @@ func TestDataDirKeyChecked(t *testing.T) {
 	if err := os.WriteFile(path, key, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := dataDirKey(path); err != nil || !bytes.Equal(got, key) {
+	discard := slog.New(slog.DiscardHandler)
+	if got, err := dataDirKey(path, discard); err != nil || !bytes.Equal(got, key) {
 		t.Fatalf("the key of mode 0600: %q, %v", got, err)
 	}
 	for _, mode := range []os.FileMode{0o660, 0o606, 0o666} {
 		if err := os.Chmod(path, mode); err != nil {
 			t.Fatal(err)
 		}
-		_, err := dataDirKey(path)
-		var we *inputfile.WritableError
-		if !errors.As(err, &we) || !strings.Contains(err.Error(), "URL-signing key generated in the data directory") ||
-			!strings.Contains(err.Error(), fmt.Sprintf("%s has mode %04o", path, mode)) || !strings.Contains(err.Error(), "chmod go-w "+path) {
-			t.Errorf("mode %04o: %v, want it refused naming the file, its mode and the chmod", mode, err)
+		var logged bytes.Buffer
+		got, err := dataDirKey(path, slog.New(slog.NewTextHandler(&logged, nil)))
+		if err != nil || !bytes.Equal(got, key) {
+			t.Errorf("its own key of mode %04o: %q, %v; want it read", mode, got, err)
 		}
-		if got, _ := os.ReadFile(path); !bytes.Equal(got, key) {
-			t.Errorf("mode %04o: the refused key was replaced", mode)
+		if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode&^0o022 {
+			t.Errorf("its own key of mode %04o is now %v (%v), want %04o", mode, fi.Mode().Perm(), err, mode&^0o022)
 		}
+		if want := fmt.Sprintf("path=%s mode=%04o now=%04o", path, mode, mode&^0o022); !strings.Contains(logged.String(), want) {
+			t.Errorf("its own key of mode %04o: logged %q, want %q", mode, logged.String(), want)
+		}
+	}
+
+	if os.Geteuid() == 0 {
+		// Another user's key, which this process may not take as its own.
+		if err := os.Chown(path, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		for _, mode := range []os.FileMode{0o660, 0o606} {
+			if err := os.Chmod(path, mode); err != nil {
+				t.Fatal(err)
+			}
+			_, err := dataDirKey(path, discard)
+			var we *inputfile.WritableError
+			if !errors.As(err, &we) || !strings.Contains(err.Error(), "URL-signing key generated in the data directory") ||
+				!strings.Contains(err.Error(), fmt.Sprintf("%s has mode %04o", path, mode)) || !strings.Contains(err.Error(), "chmod go-w "+path) {
+				t.Errorf("another user's key of mode %04o: %v, want it refused naming the file, its mode and the chmod", mode, err)
+			}
+			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
+				t.Errorf("another user's key of mode %04o was changed: %v (%v)", mode, fi.Mode(), err)
+			}
+			if got, _ := os.ReadFile(path); !bytes.Equal(got, key) {
+				t.Errorf("mode %04o: the refused key was replaced", mode)
+			}
+		}
+	} else {
+		t.Log("not root: another user's key is not tried")
 	}
 	if err := os.Chmod(path, 0o640); err != nil {
 		t.Fatal(err)
 	}
-	if got, err := dataDirKey(path); err != nil || !bytes.Equal(got, key) {
+	if got, err := dataDirKey(path, discard); err != nil || !bytes.Equal(got, key) {
 		t.Errorf("the key of mode 0640 (its group reads it): %q, %v", got, err)
 	}
 
@@ -241,7 +275,7 @@ func TestDataDirKeyChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	done := make(chan error, 1)
-	go func() { _, err := dataDirKey(fifo); done <- err }()
+	go func() { _, err := dataDirKey(fifo, slog.New(slog.DiscardHandler)); done <- err }()
 	select {
 	case err := <-done:
 		var ke *inputfile.KindError
@@ -261,15 +295,18 @@ func TestDataDirKeyChecked(t *testing.T) {
 		t.Fatal(err)
 	}
 	var tl *inputfile.TooLargeError
-	if _, err := dataDirKey(large); !errors.As(err, &tl) || tl.Max != maxDataDirKeyBytes {
+	if _, err := dataDirKey(large, slog.New(slog.DiscardHandler)); !errors.As(err, &tl) || tl.Max != maxDataDirKeyBytes {
 		t.Errorf("a key of %d bytes: %v, want it refused naming the bound", maxDataDirKeyBytes+1, err)
 	}
 }
 
-// TestDataDirKeyRefusedProcess: a serve with client authentication whose
-// data directory's URL-signing key its group may write stops at start,
-// naming the key and the chmod to run, and leaves the key as it was.
-func TestDataDirKeyRefusedProcess(t *testing.T) {
+// TestDataDirKeyProcess: a serve with client authentication whose data
+// directory's URL-signing key its group may write (as a kubelet's
+// fsGroup walk leaves it at every mount) takes the group's write bit
+// from its own key, says so, and serves with the same key; as root, a
+// key of another user stops the start, naming the key and the chmod to
+// run, and is left as it was.
+func TestDataDirKeyProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -286,18 +323,62 @@ func TestDataDirKeyRefusedProcess(t *testing.T) {
 	}
 	args := []string{"serve", "--data-dir", dataDir, "--listen", "127.0.0.1:0", "--insecure-http",
 		"--auth-tokens-file", goodFile(dir, "tokens", strings.Repeat("t", 32)+"\n")}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
-	out, err := cmd.CombinedOutput()
+	run := func(until string) (string, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.StderrPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		cmd.Stdout = io.Discard
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		var text strings.Builder
+		sc := bufio.NewScanner(out)
+		for sc.Scan() {
+			text.WriteString(sc.Text() + "\n")
+			if until != "" && strings.Contains(sc.Text(), until) {
+				cmd.Process.Kill()
+				break
+			}
+		}
+		io.Copy(io.Discard, out)
+		return text.String(), cmd.Wait()
+	}
+
+	logged, _ := run("tfmirror is serving")
+	if !strings.Contains(logged, "a file of the data directory was writable by other users; it is now its owner's only") ||
+		!strings.Contains(logged, "tfmirror is serving") {
+		t.Fatalf("serve on its own key of mode 0660 did not say it made it its own and start:\n%s", logged)
+	}
+	if fi, err := os.Stat(key); err != nil || fi.Mode().Perm() != 0o640 {
+		t.Errorf("the key is now %v (%v), want 0640", fi.Mode(), err)
+	}
+	if got, _ := os.ReadFile(key); string(got) != strings.Repeat("k", 32) {
+		t.Error("the key was replaced")
+	}
+
+	if os.Geteuid() != 0 {
+		t.Log("not root: another user's key is not tried")
+		return
+	}
+	if err := os.Chown(key, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(key, 0o660); err != nil {
+		t.Fatal(err)
+	}
+	logged, err := run("")
 	var ee *exec.ExitError
-	if ctx.Err() != nil || !errors.As(err, &ee) || ee.ExitCode() != 1 {
-		t.Fatalf("%v, want exit 1\n%s", err, out)
+	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
+		t.Fatalf("%v, want exit 1\n%s", err, logged)
 	}
 	for _, want := range []string{"URL-signing key generated in the data directory (no --url-signing-key-file): " + key + " has mode 0660", "chmod go-w " + key} {
-		if !strings.Contains(string(out), want) {
-			t.Errorf("the error does not say %q:\n%s", want, out)
+		if !strings.Contains(logged, want) {
+			t.Errorf("the error does not say %q:\n%s", want, logged)
 		}
 	}
 	if got, _ := os.ReadFile(key); string(got) != strings.Repeat("k", 32) {

@@ -210,7 +210,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
-	aopts, err := adminOptions(cfg)
+	aopts, err := adminOptions(cfg, logger)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"sync"
@@ -107,7 +108,7 @@ func trustAttrs(t airgap.Trust) []any {
 // exportKeySource returns what gives the key that signs cfg's exports:
 // --export-key's, read at once so that a bad file fails at start; or the
 // data directory's, read (or made) on first use.
-func exportKeySource(cfg settings.Config) (func() (*airgap.ExportKey, error), error) {
+func exportKeySource(cfg settings.Config, log *slog.Logger) (func() (*airgap.ExportKey, error), error) {
 	if cfg.ExportKeyFile != "" {
 		k, err := readExportKeyFile(cfg.ExportKeyFile)
 		if err != nil {
@@ -125,7 +126,7 @@ func exportKeySource(cfg settings.Config) (func() (*airgap.ExportKey, error), er
 		if key != nil {
 			return key, nil
 		}
-		k, _, err := ensureDataDirKey(cfg.DataDir)
+		k, _, err := ensureDataDirKey(cfg.DataDir, log)
 		if err != nil {
 			return nil, err
 		}
@@ -148,13 +149,25 @@ func readExportKeyFile(path string) (*airgap.ExportKey, error) {
 	return k, nil
 }
 
-// ensureDataDirKey reads the export key of dataDir, making it first
-// (mode 0600) when there is none; created says it did. Two processes
-// making it at once end up with one key: the file is linked into place
-// only if absent.
-func ensureDataDirKey(dataDir string) (key *airgap.ExportKey, created bool, err error) {
+// ensureDataDirKey reads the export key of dataDir (readOwnFile: one
+// its group may write is made its owner's only first, and logged to
+// log), making it first (mode 0600) when there is none; created says it
+// did. Two processes making it at once end up with one key: the file is
+// linked into place only if absent (writeNew).
+func ensureDataDirKey(dataDir string, log *slog.Logger) (key *airgap.ExportKey, created bool, err error) {
 	path := filepath.Join(dataDir, settings.ExportKeyName)
-	k, err := readExportKeyFile(path)
+	read := func() (*airgap.ExportKey, error) {
+		data, err := readOwnFile(path, maxKeyringBytes, log)
+		if err != nil {
+			return nil, err
+		}
+		k, err := airgap.ReadExportKey(bytes.NewReader(data))
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", path, err)
+		}
+		return k, nil
+	}
+	k, err := read()
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		return k, false, err
 	}
@@ -169,29 +182,9 @@ func ensureDataDirKey(dataDir string) (key *airgap.ExportKey, created bool, err 
 	if err != nil {
 		return nil, false, fmt.Errorf("making the export key: %w", err)
 	}
-	tmp, err := os.CreateTemp(dataDir, ".export-key-*")
-	if err != nil {
-		return nil, false, err
-	}
-	defer os.Remove(tmp.Name())
-	if err := tmp.Chmod(0o600); err != nil {
-		tmp.Close()
-		return nil, false, err
-	}
-	if err := k.WritePrivate(tmp); err != nil {
-		tmp.Close()
-		return nil, false, err
-	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return nil, false, err
-	}
-	if err := tmp.Close(); err != nil {
-		return nil, false, err
-	}
-	if err := os.Link(tmp.Name(), path); err != nil {
+	if err := writeNew(path, k.WritePrivate); err != nil {
 		if errors.Is(err, os.ErrExist) {
-			k, err := readExportKeyFile(path)
+			k, err := read()
 			return k, false, err
 		}
 		return nil, false, fmt.Errorf("storing the export key: %w", err)
@@ -232,7 +225,7 @@ func runExportKey(args []string, stdout, stderr io.Writer) int {
 	} else {
 		var created bool
 		where = filepath.Join(cfg.DataDir, settings.ExportKeyName)
-		k, created, err = ensureDataDirKey(cfg.DataDir)
+		k, created, err = ensureDataDirKey(cfg.DataDir, leveledLogger("text", slog.LevelInfo, stderr))
 		if err == nil && created {
 			fmt.Fprintf(stderr, "tfmirror export-key: made a new export key in %s\n", where)
 		}

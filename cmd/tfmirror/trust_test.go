@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -364,12 +365,12 @@ func TestTrustFlags(t *testing.T) {
 		{"a public key as the export key", settings.Config{DataDir: dir, ExportKeyFile: good}, "--export-key: " + good + ": holds a public key only"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if _, err := adminOptions(tc.cfg); err == nil || !strings.Contains(err.Error(), tc.want) {
+			if _, err := adminOptions(tc.cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("adminOptions: %v, want %q", err, tc.want)
 			}
 		})
 	}
-	opts, err := adminOptions(settings.Config{DataDir: dir, TrustedExportKeys: []string{good}})
+	opts, err := adminOptions(settings.Config{DataDir: dir, TrustedExportKeys: []string{good}}, slog.New(slog.DiscardHandler))
 	if err != nil || len(opts.Trust.ExportKeys) != 1 {
 		t.Fatalf("adminOptions: %+v, %v", opts.Trust, err)
 	}
@@ -385,7 +386,7 @@ func TestTrustFlags(t *testing.T) {
 	if err != nil || info.Mode().Perm() != 0o600 {
 		t.Errorf("the export key file: %v, %v; want mode 0600", info, err)
 	}
-	k2, _, err := ensureDataDirKey(dir)
+	k2, _, err := ensureDataDirKey(dir, slog.New(slog.DiscardHandler))
 	if err != nil || k2.Fingerprint() != k1.Fingerprint() {
 		t.Errorf("the data directory's key read again: %v, %v; want %s", k2, err, k1.Fingerprint())
 	}
@@ -393,7 +394,7 @@ func TestTrustFlags(t *testing.T) {
 
 func privateKeyFile(t *testing.T) string {
 	t.Helper()
-	k, _, err := ensureDataDirKey(t.TempDir())
+	k, _, err := ensureDataDirKey(t.TempDir(), slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
