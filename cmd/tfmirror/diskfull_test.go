@@ -233,16 +233,3 @@ func notReady(t *testing.T, m *proc) string {
 	json.Unmarshal(raw, &body)
 	return body.Reason
 }
-
-// count is how many log lines have message msg.
-func (p *proc) count(msg string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	n := 0
-	for _, l := range p.lines {
-		if l["msg"] == msg {
-			n++
-		}
-	}
-	return n
-}

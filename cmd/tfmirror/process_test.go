@@ -309,3 +309,16 @@ func (st mirrorStatus) cachedPlatforms() []string {
 func providerArchivePath(origin *fakeorigin.Origin, ns, typ, version, platform string) string {
 	return fmt.Sprintf("/%s/%s/%s/terraform-provider-%s_%s_%s.zip", origin.Addr, ns, typ, typ, version, platform)
 }
+
+// count is how many log lines have message msg.
+func (p *proc) count(msg string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, l := range p.lines {
+		if l["msg"] == msg {
+			n++
+		}
+	}
+	return n
+}
