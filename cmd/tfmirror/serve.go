@@ -378,8 +378,23 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 			"ca_file", m.caFile)
 	}
 
-	errc := make(chan error, 2)
+	// One send at most from each of the three servers: none blocks,
+	// whichever way serve ends.
+	errc := make(chan error, 3)
 	go func() { errc <- srv.Serve(ln) }()
+	// The metrics listener's and the admin socket's servers, which every
+	// way out of serve closes and waits for (stopServers), so that
+	// neither the port nor the socket outlives serve.
+	var servers sync.WaitGroup
+	var metricsSrv, adminSrv *http.Server
+	stopServers := func() {
+		for _, s := range []*http.Server{metricsSrv, adminSrv} {
+			if s != nil {
+				s.Close()
+			}
+		}
+		servers.Wait()
+	}
 	// Background work, stopped (cancelled and waited for) before the
 	// engine, the shared store and the cache are closed. (The cache runs
 	// its value-log GC itself.)
@@ -390,7 +405,6 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	}
 	stopBackground := func() { cancelBG(); bg.Wait() }
 	defer stopBackground()
-	var metricsSrv *http.Server
 	if m.cfg.MetricsListen != "" {
 		mln, err := net.Listen("tcp", m.cfg.MetricsListen)
 		if err != nil {
@@ -402,29 +416,25 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		mux := http.NewServeMux()
 		mux.Handle("GET /metrics", m.metrics.Handler())
 		metricsSrv = httpserve.New(mux, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
-		go func() {
+		servers.Go(func() {
 			if err := metricsSrv.Serve(mln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				errc <- err
 			}
-		}()
+		})
 		m.log.Info("serving metrics", "url", "http://"+displayAddr(mln.Addr())+"/metrics")
 	}
-	adminSrv := m.serveAdmin(ctx, errc)
+	adminSrv = m.serveAdmin(ctx, errc, &servers)
 	select {
 	case err := <-errc:
 		srv.Close()
-		if adminSrv != nil {
-			adminSrv.Close()
-		}
+		stopServers()
 		stopBackground()
 		m.shutdown(context.Background())
 		return err
 	case <-ctx.Done():
 	}
 	m.log.Info("shutting down", "timeout", m.cfg.ShutdownTimeout.String())
-	if metricsSrv != nil {
-		defer metricsSrv.Close()
-	}
+	defer stopServers() // the metrics listener last: scraped while the mirror shuts down
 	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
 	defer cancel()
 	err := srv.Shutdown(sctx)
@@ -486,18 +496,19 @@ func (m *server) checkShared(ctx context.Context) {
 // while it holds the cache. Without the socket (a data directory path too
 // long for one, a file system without sockets) the mirror serves on, and
 // says so. It returns nil then; errors of the running server go to errc.
-func (m *server) serveAdmin(ctx context.Context, errc chan<- error) *http.Server {
+// Its goroutine is counted in servers.
+func (m *server) serveAdmin(ctx context.Context, errc chan<- error, servers *sync.WaitGroup) *http.Server {
 	ln, err := admin.Listen(m.cfg.DataDir)
 	if err != nil {
 		m.log.Warn("admin socket unavailable: tfmirror sync, export and import cannot use this data directory while the mirror runs", "error", err)
 		return nil
 	}
 	srv := m.admin.NewServer(ctx)
-	go func() {
+	servers.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			errc <- fmt.Errorf("admin socket: %w", err)
 		}
-	}()
+	})
 	m.log.Info("admin API listening", "socket", ln.Addr().String())
 	return srv
 }
