@@ -154,7 +154,11 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, err error) {
 	level := slog.LevelInfo
 	switch {
 	case status == httperr.StatusClientClosedRequest:
+		// Told nothing, but counted and logged with its own code, not
+		// as a 200 that delivered nothing.
 		d.cfg.Logger.Debug("request failed", "path", r.URL.EscapedPath(), "status", status, "error", err)
+		w.Header().Set("Cache-Control", "no-store")
+		w.WriteHeader(status)
 		return
 	case status == http.StatusInternalServerError:
 		level = slog.LevelError
