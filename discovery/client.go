@@ -194,6 +194,14 @@ type Client struct {
 	downloads *downloads
 }
 
+// Close ends the service discoveries under way, which run apart from the
+// callers that asked for them (one caller leaving does not end a
+// discovery the others wait for), and returns once they have ended; a
+// discovery asked for afterwards fails with ErrClosed. The other requests
+// run on their callers' contexts. Close the client after its users (the
+// engine, the releases side) have stopped.
+func (c *Client) Close() { c.discovery.close() }
+
 // DefaultAllowedOrigins returns the origin hosts a Client allows when
 // Config.AllowedOrigins is empty: the public Terraform and OpenTofu registries.
 func DefaultAllowedOrigins() []string {
@@ -330,6 +338,7 @@ func New(cfg Config) (*Client, error) {
 	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
 
 	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry)}
+	disc.root, disc.stop = context.WithCancel(context.Background())
 	return &Client{
 		tr:        tr,
 		discovery: disc,

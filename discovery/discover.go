@@ -58,6 +58,54 @@ type discoverer struct {
 	mu    sync.Mutex
 	hosts map[svchost.Hostname]*discoEntry
 	sf    singleflight.Group
+
+	// The discoveries under way, each run apart from its callers (one
+	// leaving does not end it for the others) until Client.Close ends
+	// them (root) and waits for them (flights).
+	root    context.Context
+	stop    context.CancelFunc
+	flights flights
+}
+
+// ErrClosed is the error of a service discovery asked for after
+// Client.Close.
+var ErrClosed = errors.New("discovery: the origin client is closed")
+
+// flights counts the discoveries under way, so that Close can wait for
+// them (a sync.WaitGroup may not be waited on while it can be
+// incremented from zero).
+type flights struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start counts one more discovery; false once closed.
+func (f *flights) start() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.wg.Add(1)
+	return true
+}
+
+func (f *flights) done() { f.wg.Done() }
+
+// close refuses discoveries from now on and waits for those under way.
+func (f *flights) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
+}
+
+// close ends the discoveries under way and waits for them; those asked
+// for afterwards fail with ErrClosed.
+func (d *discoverer) close() {
+	d.stop()
+	d.flights.close()
 }
 
 // discoEntry is the cached discovery of one host. Entries are replaced, never
@@ -122,8 +170,15 @@ func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Disco
 	}
 	d.tr.observer.CacheLookup("discovery", false)
 	ch := d.sf.DoChan(string(host), func() (any, error) {
-		res, err := d.refresh(context.WithoutCancel(ctx), host)
-		return res, err
+		if !d.flights.start() {
+			return Discovery{}, fmt.Errorf("service discovery for %s: %w", host, ErrClosed)
+		}
+		defer d.flights.done()
+		// Apart from this caller (with its values): ended by Close only.
+		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		defer cancel()
+		defer context.AfterFunc(d.root, cancel)()
+		return d.refresh(fctx, host)
 	})
 	select {
 	case r := <-ch:

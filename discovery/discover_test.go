@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -471,5 +472,77 @@ func TestKnownModulesURL(t *testing.T) {
 	}
 	if u := c.KnownModulesURL(s.host); u == nil || u.String() != s.url("/v1/modules/") {
 		t.Fatalf("after discovery: %v, want %s", u, s.url("/v1/modules/"))
+	}
+}
+
+// discoveryCounter counts the discoveries observed, by outcome.
+type discoveryCounter struct {
+	noObserver
+	mu       sync.Mutex
+	outcomes []string
+}
+
+func (o *discoveryCounter) OriginRequest(_, op, outcome string, _ time.Duration) {
+	if op != OpDiscovery {
+		return
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.outcomes = append(o.outcomes, outcome)
+}
+
+func (o *discoveryCounter) seen() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Clone(o.outcomes)
+}
+
+// A discovery that no caller waits for any more goes on for the next one
+// (TestDiscoveryCallerCancelDoesNotCancelLeader), but not past Close:
+// Close ends it, and returns once it has ended, rather than leave it to
+// run its request timeout and retries after the mirror shut down. A
+// discovery asked for after Close fails at once.
+func TestCloseEndsDiscoveryUnderWay(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	obs := &discoveryCounter{}
+	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs; cfg.RequestTimeout = time.Minute })
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.ProvidersURL(ctx, s.host)
+		first <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled caller got %v, want context.Canceled", err)
+	}
+	if got := obs.seen(); len(got) != 0 {
+		t.Fatalf("discovery ended before Close: %v", got)
+	}
+	closed := make(chan struct{})
+	go func() { c.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close did not return within 10s (the discovery under way has a minute)")
+	}
+	if got := obs.seen(); len(got) != 1 {
+		t.Errorf("discoveries observed when Close returned: %v, want the one under way, ended", got)
+	}
+	if _, err := c.ProvidersURL(context.Background(), s.host); !errors.Is(err, ErrClosed) {
+		t.Errorf("discovery after Close: %v, want ErrClosed", err)
 	}
 }

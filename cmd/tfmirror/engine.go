@@ -214,6 +214,9 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 		if serr != nil {
 			logger.Warn("archive downloads still running at the shutdown deadline were cancelled", "error", serr)
 		}
+		// The service discoveries no caller waits for any more, after
+		// the engine and the releases side that asked for them.
+		client.Close()
 		// After the engine, so that the last uses of the downloads that
 		// ended are written; before the cache is closed.
 		ret.Close()
