@@ -147,9 +147,10 @@ type Releases struct {
 	keys     map[Publisher]keyring
 	products map[string]bool
 
-	root   context.Context
-	cancel context.CancelFunc
-	group  singleflight.Group
+	root    context.Context
+	cancel  context.CancelFunc
+	group   singleflight.Group
+	flights flights // the fetches under way on root, which Close waits for
 
 	notify notifier // retention's (Notify)
 
@@ -249,8 +250,42 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	return r, nil
 }
 
-// Close ends the origin fetches under way.
-func (r *Releases) Close() { r.cancel() }
+// Close ends the origin fetches under way, which run apart from their
+// callers (detached), and returns once they have ended, so that none
+// writes to the cache closed after it; a fetch asked for afterwards
+// fails.
+func (r *Releases) Close() {
+	r.cancel()
+	r.flights.close()
+}
+
+// flights counts the fetches under way, so that Close can wait for them
+// (a sync.WaitGroup may not be waited on while it can be incremented
+// from zero).
+type flights struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start counts one more fetch; false once closed.
+func (f *flights) start() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return false
+	}
+	f.wg.Add(1)
+	return true
+}
+
+// close refuses fetches from now on and waits for those under way.
+func (f *flights) close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.wg.Wait()
+}
 
 // Products are the HashiCorp products served, in the configured order.
 func (r *Releases) Products() []string { return append([]string(nil), r.cfg.HashiCorpProducts...) }
@@ -322,6 +357,10 @@ func lastSegment(raw string) string {
 // that no caller going away cancels it for the others.
 func (r *Releases) detached(ctx context.Context, key string, fn func(ctx context.Context) (any, error)) (any, error) {
 	ch := r.group.DoChan(key, func() (any, error) {
+		if !r.flights.start() {
+			return nil, fmt.Errorf("releases: closed: %w", context.Cause(r.root))
+		}
+		defer r.flights.wg.Done()
 		dctx, cancel := context.WithTimeout(r.root, r.cfg.OriginTimeout)
 		defer cancel()
 		return fn(dctx)
