@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // lockedBuffer is a log destination safe for concurrent writers.
@@ -279,5 +280,99 @@ func TestDamagedMarkSurvivesRestart(t *testing.T) {
 	}
 	if n := strings.Count(logged.String(), "cached archives found damaged where they are stored are kept"); n != 3 {
 		t.Errorf("archives marked damaged logged at %d starts since the copy was replaced, want none", n-3)
+	}
+}
+
+// An archive found damaged while the disk is full (below the reserve: no
+// write admitted) cannot have its mark written into its record: it is
+// refused all the same until the process ends, and kept, not thrown
+// away; once there is room the next writer replaces it. A process killed
+// meanwhile left no mark on disk: after the restart, a read finds the
+// damage again, and no byte of it is served as the archive's.
+func TestDamagedMarkOnFullDisk(t *testing.T) {
+	dir := t.TempDir()
+	const chunk = 128 << 10
+	data := randomBytes(48*chunk-5000, 13)
+	sha := shaOf(data)
+	disk := newFakeDisk(1 << 40)
+	var logged lockedBuffer
+	open := func(dir string) *Store {
+		t.Helper()
+		s, err := Open(Options{Dir: dir, ChunkSize: chunk, MaxBytes: 64 << 20, DiskReserve: testReserve,
+			FreeSpace: disk.FreeSpace, SpaceCheckInterval: time.Hour, Logger: slog.New(slog.NewTextHandler(&logged, nil))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		s.waitCount()
+		return s
+	}
+	s := open(dir)
+	put(t, s, data)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageOnDisk(t, dir, data[chunk+1000:chunk+1064])
+
+	s = open(dir)
+	defer s.Close()
+	disk.free.Store(testReserve - 1)
+	s.checkSpace()
+	if err := s.Writable(); !errors.Is(err, ErrNotWritable) {
+		t.Fatalf("Writable below the reserve = %v", err)
+	}
+	r, err := s.OpenBlob(sha)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.ReadAll(r); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("reading the damaged archive: %v, want ErrDamaged", err)
+	}
+	r.Close()
+	if !strings.Contains(logged.String(), "could not be stored") {
+		t.Errorf("the mark that could not be stored was not logged:\n%s", logged.String())
+	}
+	if _, err := s.StatBlob(sha); !errors.Is(err, ErrNotFound) {
+		t.Errorf("StatBlob of the archive found damaged on a full disk: %v, want ErrNotFound", err)
+	}
+	if r, err := s.OpenBlob(sha); !errors.Is(err, ErrNotFound) {
+		if err == nil {
+			r.Close()
+		}
+		t.Errorf("OpenBlob of the archive found damaged on a full disk: %v, want ErrNotFound", err)
+	}
+	if n, total := s.Stats(); n != 1 || total != int64(len(data)) {
+		t.Errorf("Stats = %d archives, %d bytes; want the damaged copy kept, 1, %d", n, total, len(data))
+	}
+	// What a process killed now leaves on disk.
+	killed := t.TempDir()
+	copyDir(t, dir, killed)
+
+	// Room again: the next writer replaces the damaged copy.
+	disk.free.Store(1 << 40)
+	s.checkSpace()
+	put(t, s, data)
+	if r, err := s.OpenBlob(sha); err != nil {
+		t.Errorf("the archive committed anew: %v", err)
+	} else {
+		got, err := io.ReadAll(r)
+		r.Close()
+		if err != nil || !bytes.Equal(got, data) {
+			t.Errorf("the archive committed anew: %v, %d bytes (equal: %v)", err, len(got), bytes.Equal(got, data))
+		}
+	}
+
+	k := open(killed)
+	defer k.Close()
+	if r, err := k.OpenBlob(sha); err == nil {
+		got, err := io.ReadAll(r)
+		r.Close()
+		if !errors.Is(err, ErrDamaged) {
+			t.Errorf("after a kill, the archive whose mark was not stored read as %d bytes, %v; want ErrDamaged", len(got), err)
+		}
+	} else if !errors.Is(err, ErrNotFound) {
+		t.Errorf("after a kill: OpenBlob %v", err)
+	}
+	if n, _ := k.Stats(); n != 1 {
+		t.Errorf("after a kill: %d archives, want the damaged copy kept", n)
 	}
 }
