@@ -15,6 +15,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -112,5 +113,70 @@ func TestModuleZipOnFullDisk(t *testing.T) {
 	var rec records.ModuleZipRecord
 	if _, err := h.store.GetMeta(records.ModuleZipKey(m, v), &rec); err != nil || rec.SHA256 != hex.EncodeToString(sum[:]) {
 		t.Errorf("zip record with room again: %+v, %v; want the zip's sha256", rec, err)
+	}
+}
+
+// heldLocations holds every module location asked of the origin until
+// release is closed, saying when one is asked (asked).
+type heldLocations struct {
+	Origin
+	asked   chan struct{}
+	release chan struct{}
+}
+
+func (o heldLocations) ModuleLocation(ctx context.Context, m addrs.Module, version string) (string, error) {
+	select {
+	case o.asked <- struct{}{}:
+	default:
+	}
+	select {
+	case <-o.release:
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+	return o.Origin.ModuleLocation(ctx, m, version)
+}
+
+// A module version imported while the origin is asked for its location
+// keeps the import's record: the location the origin answers after it is
+// not written over it, which would leave the imported package (that may
+// not be fetched again) named by no record, and have the version fetched
+// from the origin in its place.
+func TestImportModuleNotWrittenOverByALocationAsked(t *testing.T) {
+	t.Parallel()
+	held := heldLocations{asked: make(chan struct{}, 1), release: make(chan struct{})}
+	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir()},
+		wrapOrigin: func(o Origin) Origin { held.Origin = o; return held }})
+	pkg := fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")})
+	h.origin.AddTarball("m.tar.gz", pkg)
+	loc := h.origin.TarballURL("m.tar.gz")
+	h.origin.AddModule("acme", "tarball", "aws", "0.1.0", loc)
+	m := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
+	v := enginetest.MustModuleVersion(t, "0.1.0")
+	sum := sha256.Sum256(pkg)
+	sha := hex.EncodeToString(sum[:])
+
+	located := make(chan error, 1)
+	go func() {
+		_, err := h.engine.Modules().ModuleLocation(context.Background(), m, v)
+		located <- err
+	}()
+	<-held.asked
+	if _, err := h.engine.Modules().ImportModule(context.Background(), modules.Imported{Module: m, Version: "0.1.0", Location: loc, SHA256: sha,
+		Open: func(context.Context) (io.ReadCloser, int64, error) {
+			return io.NopCloser(strings.NewReader(string(pkg))), int64(len(pkg)), nil
+		}}); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	if err := <-located; err != nil {
+		t.Fatal(err)
+	}
+	var rec records.ModuleRecord
+	if _, err := h.store.GetMeta(records.ModuleRecordKey(m, v), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if rec.SHA256 != sha || rec.Provenance != records.ProvenanceImported {
+		t.Errorf("record after the import and the location: sha256 %q, provenance %q; want the import's (%s, imported)", rec.SHA256, rec.Provenance, sha)
 	}
 }

@@ -14,6 +14,7 @@ package modules
 // mirror serves).
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -372,6 +373,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		if err != nil {
 			return nil, err
 		}
+		found := s.storedRecord(key) // none, or one today's rules refuse
 		originVersion := s.originModuleVersion(ctx, m, version)
 		loc, err := mo.ModuleLocation(ctx, m, originVersion)
 		if err != nil {
@@ -383,6 +385,17 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		}
 		rec := &records.ModuleRecord{Schema: records.Schema, Module: m.String(), Version: originVersion, Location: loc,
 			Kind: addr.Kind, Package: addr.Package(), Subdir: addr.Subdir}
+		// In turn with ImportModule: a record stored while the origin
+		// was asked (an import's, whose package may not be fetched
+		// again) is kept, not written over.
+		s.life.Imports().Lock()
+		defer s.life.Imports().Unlock()
+		if now := s.storedRecord(key); !bytes.Equal(now, found) {
+			var meanwhile records.ModuleRecord
+			if json.Unmarshal(now, &meanwhile) == nil && records.KnownSchema(meanwhile.Schema) {
+				return &meanwhile, nil
+			}
+		}
 		if err := s.store.PutMeta(key, rec); err != nil {
 			s.metrics.CacheWriteFailed()
 			s.log.Error("storing module record", "module", m.String(), "version", version, "error", err)
@@ -393,6 +406,16 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		return nil, err
 	}
 	return res.(*records.ModuleRecord), nil
+}
+
+// storedRecord is the document the cache holds under key as stored, nil
+// for none.
+func (s *Modules) storedRecord(key string) json.RawMessage {
+	var raw json.RawMessage
+	if _, err := s.store.GetMeta(key, &raw); err != nil {
+		return nil
+	}
+	return raw
 }
 
 // refusedRecord decides on a stored record of version of m that today's
