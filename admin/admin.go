@@ -388,17 +388,21 @@ func (a *API) Package(ctx context.Context, p addrs.Provider, version string, pla
 // a client.
 func (a *API) Ensure(ctx context.Context, p addrs.Provider, version, platform string) (Ensured, error) {
 	res, err := a.ensure(ctx, p, version, platform)
-	a.countSynced(err, res.CachedAlready, res.Bytes)
+	a.countSynced(ctx, err, res.CachedAlready, res.Bytes)
 	return res, err
 }
 
 // countSynced counts one archive sync asked for: failed (err), found
-// cached, or fetched with its bytes.
-func (a *API) countSynced(err error, cached bool, fetched int64) {
+// cached, or fetched with its bytes. One whose caller went away (ctx
+// done: the sync interrupted) before it ended is not counted: it did not
+// fail (the fetch goes on, and is cached for the next sync), and a
+// failure counted would be one an operator's alert pages for.
+func (a *API) countSynced(ctx context.Context, err error, cached bool, fetched int64) {
 	if a.metrics == nil {
 		return
 	}
 	switch {
+	case err != nil && ctx.Err() != nil:
 	case err != nil:
 		a.metrics.Synced("failed", 0)
 	case cached:

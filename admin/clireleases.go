@@ -132,7 +132,7 @@ func (a *API) CLIVersions(ctx context.Context, req CLIRequest) ([]string, error)
 func (a *API) EnsureCLI(ctx context.Context, req CLIRequest) (CLIEnsured, error) {
 	res, err := a.ensureCLI(ctx, req)
 	if res.Held == "" && !res.Unpublished {
-		a.countSynced(err, res.CachedAlready, res.Bytes)
+		a.countSynced(ctx, err, res.CachedAlready, res.Bytes)
 	}
 	return res, err
 }
