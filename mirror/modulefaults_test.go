@@ -6,9 +6,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"io"
+	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
@@ -178,5 +183,80 @@ func TestImportModuleNotWrittenOverByALocationAsked(t *testing.T) {
 	}
 	if rec.SHA256 != sha || rec.Provenance != records.ProvenanceImported {
 		t.Errorf("record after the import and the location: sha256 %q, provenance %q; want the import's (%s, imported)", rec.SHA256, rec.Provenance, sha)
+	}
+}
+
+// heldSource holds every module package download until its context is
+// done, saying when one starts (entered).
+type heldSource struct {
+	Origin
+	entered chan struct{}
+}
+
+func (o heldSource) OpenSource(ctx context.Context, _ svchost.Hostname, _ string) (io.ReadCloser, int64, error) {
+	select {
+	case o.entered <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	return nil, 0, ctx.Err()
+}
+
+// levels records the level of every log line, by message.
+type levels struct {
+	mu    sync.Mutex
+	lines []slog.Record
+}
+
+func (h *levels) Enabled(context.Context, slog.Level) bool { return true }
+func (h *levels) Handle(_ context.Context, r slog.Record) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.lines = append(h.lines, r)
+	return nil
+}
+func (h *levels) WithAttrs([]slog.Attr) slog.Handler { return h }
+func (h *levels) WithGroup(string) slog.Handler      { return h }
+
+// A module package download that the shutdown's deadline cuts is not an
+// error of the mirror's: it is logged as stopped by the shutdown (info),
+// as an archive download is, not as a failed fetch that pages someone.
+func TestModuleFetchStoppedByShutdownIsNoError(t *testing.T) {
+	t.Parallel()
+	logs := &levels{}
+	held := heldSource{entered: make(chan struct{}, 1)}
+	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir(), Logger: slog.New(logs)},
+		wrapOrigin: func(o Origin) Origin { held.Origin = o; return held }})
+	h.origin.AddTarball("m.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("# one\n")}))
+	h.origin.AddModule("acme", "tarball", "aws", "0.1.0", h.origin.TarballURL("m.tar.gz"))
+	m := addrs.Module{Hostname: originHost, Namespace: "acme", Name: "tarball", System: "aws"}
+	opened := make(chan error, 1)
+	go func() {
+		pkg, err := h.engine.Modules().OpenModule(context.Background(), m, enginetest.MustModuleVersion(t, "0.1.0"))
+		if err == nil {
+			pkg.Close()
+		}
+		opened <- err
+	}()
+	<-held.entered
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancel()
+	if err := h.engine.Shutdown(ctx); !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Shutdown with a module download held: %v, want its deadline", err)
+	}
+	if err := <-opened; err == nil {
+		t.Error("the module was opened although its download was cut")
+	}
+	logs.mu.Lock()
+	defer logs.mu.Unlock()
+	stopped := false
+	for _, r := range logs.lines {
+		if r.Level >= slog.LevelError {
+			t.Errorf("logged at %v: %s", r.Level, r.Message)
+		}
+		stopped = stopped || strings.Contains(r.Message, "stopped by shutdown")
+	}
+	if !stopped {
+		t.Error("the download cut by the shutdown was not logged as such")
 	}
 }

@@ -817,6 +817,14 @@ func (s *Modules) fetchModule(ctx context.Context, m addrs.Module, version versi
 	if err != nil {
 		// The source's libraries may name the URL they were given.
 		err = redact.Error(err, rec.Location)
+		if errors.Is(ctx.Err(), context.Canceled) {
+			// ctx is the engine's (once): only its shutdown (at the
+			// deadline) cancels it; its timeout is a deadline. Not a
+			// fault, and said apart from one, as for an archive.
+			s.log.Info("module package fetch stopped by shutdown; nothing was cached", "module", m.String(), "version", rec.Version,
+				"package", rec.Shown(), "error", err)
+			return nil, err
+		}
 		s.log.Error("module package fetch failed; nothing was cached", "module", m.String(), "version", rec.Version,
 			"package", rec.Shown(), "error", err)
 		return nil, err
