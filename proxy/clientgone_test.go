@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
@@ -51,20 +52,25 @@ func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int
 	o.codes = append(o.codes, code)
 }
 
-// A client that goes away while the mirror waits for the origin is not a
-// server error: the request is counted with its own code, 499, and its
+// A client that goes away while the mirror waits for the origin (on the
+// network mirror's, the provider registry's and the module registry's
+// routes) is not a server error: the request is counted with its own code, 499, and its
 // failure is logged at debug, not as an error that pages someone.
 func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 	t.Parallel()
 	logs := &recordingHandler{}
 	h := newHarness(t, harnessOptions{cfg: Config{Logger: slog.New(logs)}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
+	h.origin.AddTarball("net.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("#")}))
+	h.origin.AddModule("acme", "net", "aws", "1.0.0", h.origin.TarballURL("net.tar.gz"))
 	// The origin answers much later than the client gives up (at once).
 	h.origin.SetLatency(time.Second)
 	obs := &codeObserver{}
 	handler := Instrument(h.server, slog.New(logs), obs)
 
-	for _, path := range []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64")} {
+	for _, path := range []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64"),
+		registryPath("versions"), registryPath("1.0.0/download/linux/amd64"),
+		modBase + "acme/net/aws/versions", modBase + "acme/net/aws/1.0.0/download"} {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel() // the client has gone away
 		rec := httptest.NewRecorder()
