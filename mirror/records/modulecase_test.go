@@ -4,13 +4,17 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 )
 
 func TestNormalModuleKey(t *testing.T) {
@@ -258,6 +262,126 @@ func TestNormalizeModuleKeysKeepsTheLaterAbsence(t *testing.T) {
 			var got absent
 			if _, err := store.GetMeta(normal, &got); err != nil || !got.At.Equal(lately) {
 				t.Errorf("absent at %v, %v; want the later, %v", got.At, err, lately)
+			}
+		})
+	}
+}
+
+// failingKeys is a KeyStore whose writes (puts and deletes) fail after
+// the first allowed ones, as on a disk that fills up, or never happen, as
+// in a process killed there.
+type failingKeys struct {
+	KeyStore
+	allowed int
+}
+
+var errStopped = errors.New("write refused: no space left on device")
+
+func (f *failingKeys) write() error {
+	if f.allowed <= 0 {
+		return errStopped
+	}
+	f.allowed--
+	return nil
+}
+
+func (f *failingKeys) PutMeta(key string, v any) error {
+	if err := f.write(); err != nil {
+		return err
+	}
+	return f.KeyStore.PutMeta(key, v)
+}
+
+func (f *failingKeys) DeleteMeta(key string) error {
+	if err := f.write(); err != nil {
+		return err
+	}
+	return f.KeyStore.DeleteMeta(key)
+}
+
+// A module asked for in three spellings, each with a record of one
+// version: the one whose package cannot be had again (an import whose
+// package the cache lost) under the normal key, one fetched from the
+// origin and one imported, both cached, under the others. Each record is
+// kept, under the normal key (the imported package, cached) or set
+// aside, whether the move runs whole, or stops after any of its writes
+// (a full disk, a kill) and runs again at the next start.
+func TestNormalizeModuleKeysKeepsEveryRecord(t *testing.T) {
+	const (
+		normal = "module/h/acme/net/aws/1.0.0"
+		upper  = "module/h/ACME/net/aws/1.0.0" // scanned first
+		mixed  = "module/h/Acme/net/aws/1.0.0"
+	)
+	setup := func(t *testing.T) (*cache.Store, map[string]string) {
+		store, err := cache.Open(cache.Options{InMemory: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { store.Close() })
+		fetched, err := cachetest.PutBlob(store, []byte("fetched package"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		imported, err := cachetest.PutBlob(store, []byte("imported package"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		lost := strings.Repeat("f", 64) // imported, its package gone
+		for key, rec := range map[string]ModuleRecord{
+			normal: {Schema: Schema, Module: "h/acme/net/aws", Version: "1.0.0", SHA256: lost, Provenance: ProvenanceImported},
+			upper:  {Schema: Schema, Module: "h/ACME/net/aws", Version: "1.0.0", SHA256: fetched},
+			mixed:  {Schema: Schema, Module: "h/Acme/net/aws", Version: "1.0.0", SHA256: imported, Provenance: ProvenanceImported},
+		} {
+			if err := store.PutMeta(key, rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return store, map[string]string{"lost": lost, "fetched": fetched, "imported": imported}
+	}
+	// kept returns the sha256 of every module record of the version,
+	// under its normal key and set aside.
+	kept := func(t *testing.T, store *cache.Store) (served string, all []string) {
+		t.Helper()
+		for _, prefix := range []string{"module/", ModuleKeyAside} {
+			store.ScanMeta(prefix, func(key string, _ time.Time, raw json.RawMessage) error {
+				var rec ModuleRecord
+				if err := json.Unmarshal(raw, &rec); err != nil {
+					t.Fatalf("%s: %v", key, err)
+				}
+				if key == normal {
+					served = rec.SHA256
+				}
+				all = append(all, rec.SHA256)
+				return nil
+			})
+		}
+		slices.Sort(all)
+		return served, slices.Compact(all)
+	}
+	quiet := slog.New(slog.DiscardHandler)
+	// Six writes move the two spellings, when nothing stops them.
+	for stopAfter := 0; stopAfter <= 7; stopAfter++ {
+		t.Run(fmt.Sprintf("stopped after %d writes", stopAfter), func(t *testing.T) {
+			store, sha := setup(t)
+			if _, err := NormalizeModuleKeys(&failingKeys{KeyStore: store, allowed: stopAfter}, nil, quiet); err != nil && !errors.Is(err, errStopped) {
+				t.Fatalf("first start: %v", err)
+			}
+			if _, err := NormalizeModuleKeys(store, nil, quiet); err != nil {
+				t.Fatalf("next start: %v", err)
+			}
+			want := []string{sha["fetched"], sha["imported"], sha["lost"]}
+			slices.Sort(want)
+			served, all := kept(t, store)
+			if !slices.Equal(all, want) {
+				t.Errorf("records kept name %q, want all three %q", all, want)
+			}
+			if served != sha["imported"] {
+				t.Errorf("the normal key's record names %s, want the imported package, cached (%s)", served, sha["imported"])
+			}
+			for _, k := range []string{upper, mixed} {
+				if _, err := store.GetMeta(k, new(json.RawMessage)); !errors.Is(err, cache.ErrNotFound) {
+					t.Errorf("%s still stored (%v)", k, err)
+				}
 			}
 		})
 	}
