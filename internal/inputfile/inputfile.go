@@ -12,8 +12,8 @@
 // internal/hclfile.Parse reads. ReadOperator reads an operator's file
 // whole, within the bound its caller gives; OpenTrusted and ReadTrusted
 // open a file whose content the mirror trusts (a secret, a key, a CA, the
-// configuration) and refuse it when users other than its owner may write
-// it.
+// configuration) and refuse it when a user other than root and the
+// mirror's own may write it: its owner, its group, or all users.
 //
 // It owns the opening only: which names to open, and how much of a file
 // to read, are its callers'.

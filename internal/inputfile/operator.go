@@ -30,6 +30,25 @@ func (e *WritableError) Error() string {
 		e.Path, e.Mode.Perm(), e.Path)
 }
 
+// OwnerError refuses an operator's file owned by a user who is neither
+// root nor the one the mirror runs as: that user may change it whatever
+// its mode.
+type OwnerError struct {
+	Path string
+	UID  int64       // its owner
+	Self int         // the process's effective user
+	Mode fs.FileMode // its permission bits
+}
+
+func (e *OwnerError) Error() string {
+	msg := fmt.Sprintf("%s is owned by user %d, neither root nor the user the mirror runs as (%d): user %d may change what the mirror serves and trusts, so it is not read; make it root's or the mirror's user's: chown root %s (or chown %d %s)",
+		e.Path, e.UID, e.Self, e.UID, e.Path, e.Self, e.Path)
+	if e.Mode.Perm()&0o022 != 0 {
+		msg += fmt.Sprintf(", and writable by its owner only: chmod go-w %s (it has mode %04o)", e.Path, e.Mode.Perm())
+	}
+	return msg
+}
+
 // ReadOperator reads the whole of the operator's file at path, opened as
 // OpenOperator opens it, and no more than max bytes of it: a longer file
 // is a *TooLargeError naming it and the bound, whatever its size said
@@ -45,23 +64,45 @@ func ReadOperator(path string, max int64) ([]byte, error) {
 
 // OpenTrusted is OpenOperator of a file whose content the mirror trusts:
 // one that holds a secret (a token, a key) or says what is trusted (a
-// public key, a CA certificate, the configuration). A file that users
-// other than its owner may write (its group's or all users' write bit)
-// is a *WritableError, refused before it is read: whoever may write it
-// could give the mirror their own key. A file on a file system mounted
-// read-only (a Kubernetes Secret's or ConfigMap's volume) cannot be
-// written whatever its mode, and is read. Both are checked on the
-// descriptor opened. Windows has no such bits, and is not checked.
+// public key, a CA certificate, the configuration). A file owned by a
+// user other than root and the process's effective user is an
+// *OwnerError, and one that users other than its owner may write (its
+// group's or all users' write bit) a *WritableError, both refused before
+// it is read: whoever may write it could give the mirror their own key.
+// A file on a file system mounted read-only (a Kubernetes Secret's or
+// ConfigMap's volume) cannot be written through that mount whatever its
+// mode and owner, and is read; whoever may write the file behind a
+// read-only bind mount is not known here. All is checked on the
+// descriptor opened. Windows has no such bits or owners, and is not
+// checked.
 func OpenTrusted(path string) (*os.File, fs.FileInfo, error) {
 	f, info, err := OpenOperator(path)
 	if err != nil {
 		return nil, nil, err
 	}
-	if perm := info.Mode().Perm(); modeBits && perm&0o022 != 0 && !readOnlyMount(f) {
+	if err := othersMayWrite(path, f, info); err != nil {
 		f.Close()
-		return nil, nil, &WritableError{Path: path, Mode: perm}
+		return nil, nil, err
 	}
 	return f, info, nil
+}
+
+// othersMayWrite refuses the file f at path, described by info, when a
+// user other than root and the process's may write it, and it is not on
+// a read-only mount.
+func othersMayWrite(path string, f *os.File, info fs.FileInfo) error {
+	if !modeBits {
+		return nil
+	}
+	perm := info.Mode().Perm()
+	uid, other := otherOwner(info)
+	if !other && perm&0o022 == 0 || readOnlyMount(f) {
+		return nil
+	}
+	if other {
+		return &OwnerError{Path: path, UID: uid, Self: os.Geteuid(), Mode: perm}
+	}
+	return &WritableError{Path: path, Mode: perm}
 }
 
 // ReadTrusted is ReadOperator of a file opened by OpenTrusted.

@@ -115,3 +115,65 @@ func TestOpenTrustedRefusesWhatOthersMayWrite(t *testing.T) {
 		}
 	}
 }
+
+// OpenTrusted and ReadTrusted refuse a file owned by a user who is
+// neither root nor the process's, whatever its mode (that user may write
+// it, or chmod it), naming it, its owner and the chown to run, and the
+// chmod too when its group or all users may also write it; one of the
+// process's user is read (as every other test's files are). Giving a
+// file to another user takes root.
+func TestOpenTrustedRefusesAnotherOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Log("not root: a file of another user is not tried")
+		return
+	}
+	dir := t.TempDir()
+	for _, mode := range []os.FileMode{0o600, 0o644, 0o444, 0o664} {
+		path := filepath.Join(dir, "key-"+strconv.FormatUint(uint64(mode), 8))
+		if err := os.WriteFile(path, []byte("key"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chmod(path, mode); err != nil {
+			t.Fatal(err)
+		}
+		if data, err := ReadTrusted(path, 3); mode&0o022 == 0 && (err != nil || string(data) != "key") {
+			t.Fatalf("ReadTrusted(%s), root's, mode %04o: %q, %v", path, mode, data, err)
+		}
+		if err := os.Chown(path, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+		link := path + ".link"
+		if err := os.Symlink(path, link); err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range []string{path, link} {
+			f, _, err := OpenTrusted(p)
+			if err == nil {
+				f.Close()
+			}
+			var oe *OwnerError
+			want := []string{p + " is owned by user 65534, neither root nor the user the mirror runs as (0)", "chown root " + p}
+			if mode&0o022 != 0 {
+				want = append(want, "chmod go-w "+p)
+			}
+			if !errors.As(err, &oe) || oe.UID != 65534 || oe.Path != p {
+				t.Fatalf("OpenTrusted(%s), user 65534's, mode %04o: %v, want an *OwnerError", p, mode, err)
+			}
+			for _, w := range want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("OpenTrusted(%s), mode %04o: %v, want %q", p, mode, err, w)
+				}
+			}
+			if mode&0o022 == 0 && strings.Contains(err.Error(), "chmod") {
+				t.Errorf("OpenTrusted(%s), mode %04o: %v, a chmod that changes nothing", p, mode, err)
+			}
+			if _, err := ReadTrusted(p, 1<<20); !errors.As(err, &oe) {
+				t.Errorf("ReadTrusted(%s), mode %04o: %v", p, mode, err)
+			}
+			// Only the trusted files are refused for it.
+			if data, err := ReadOperator(p, 1<<20); err != nil || string(data) != "key" {
+				t.Errorf("ReadOperator(%s), mode %04o: %q, %v", p, mode, data, err)
+			}
+		}
+	}
+}
