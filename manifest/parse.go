@@ -68,9 +68,10 @@ func parsed(f *hcl.File, diags hcl.Diagnostics, err error) (*hcl.File, error) {
 // opened is checked and read (internal/inputfile.ReadTrusted), so a FIFO
 // swapped in after the directory was listed is refused, not waited on,
 // and no more than maxPinFileBytes is read of a file that grew since. A
-// file its group or all users may write is refused, naming it with the
-// chmod to run, unless on a read-only mount (a ConfigMap's): whoever may
-// write it decides what retention keeps and the size limit evicts.
+// file its group or all users may write, or that a user other than root
+// and the mirror's owns, is refused, naming it with the chmod or chown
+// to run, unless on a read-only mount (a ConfigMap's): whoever may write
+// it decides what retention keeps and the size limit evicts.
 func parsePinFile(path string) (*hcl.File, error) {
 	data, err := inputfile.ReadTrusted(path, maxPinFileBytes)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/retention"
 )
@@ -32,7 +33,7 @@ const (
 // products (cli "terraform" { versions = [...] }); other files, and names starting
 // with a dot (a Kubernetes volume's ..data), are skipped. It implements
 // retention.PinSource: the files are read again only when their names,
-// sizes, modification times or modes change. Each is read as the
+// sizes, modification times, modes or owners change. Each is read as the
 // operator's files of trust are (internal/inputfile.ReadTrusted).
 type PinsDir struct {
 	dir string
@@ -47,7 +48,7 @@ func NewPinsDir(dir string) *PinsDir { return &PinsDir{dir: dir} }
 
 // Pins reads the pins when the directory changed since the last call.
 // A file that does not parse, or that is refused (one its group or all
-// users may write, see parsePinFile), is an error naming it, and no pins
+// users may write, or another user owns, see parsePinFile), is an error naming it, and no pins
 // of this reading are taken (the caller keeps those it had).
 func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 	d.mu.Lock()
@@ -102,8 +103,8 @@ func (d *PinsDir) Pins() (*retention.Pins, bool, error) {
 }
 
 // scan lists the pin files, sorted, and a signature of their names,
-// sizes, modification times and modes (a chmod that makes a file
-// writable by others, or its owner's again, is a change).
+// sizes, modification times, modes and owners (a chmod or a chown that
+// lets others write a file, or makes it its owner's again, is a change).
 func (d *PinsDir) scan() ([]string, string, error) {
 	var files []string
 	h := sha256.New()
@@ -142,7 +143,8 @@ func (d *PinsDir) scan() ([]string, string, error) {
 			return fmt.Errorf("pins: more than %d files in %s", maxPinFiles, d.dir)
 		}
 		files = append(files, path)
-		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%o\x00", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode())
+		uid, _ := inputfile.Owner(fi)
+		fmt.Fprintf(h, "%s\x00%d\x00%d\x00%o\x00%d\x00", path, fi.Size(), fi.ModTime().UnixNano(), fi.Mode(), uid)
 		return nil
 	})
 	if err != nil {

@@ -127,7 +127,8 @@ provider "registry.terraform.io/hashicorp/random" {
 // chmod to run, and no pins of that reading taken (the caller keeps
 // those read before), at every reading while it stays so; its owner's
 // again, the pins read before stand. A file that grew past the bound
-// since the directory was listed is refused naming it and the bound.
+// since the directory was listed is refused naming it and the bound. So
+// is one another user owns (as root, which may give it to them).
 func TestPinsDirRefusesWhatOthersMayWrite(t *testing.T) {
 	if runtime.GOOS == "windows" {
 		t.Skip("no mode bits")
@@ -174,6 +175,35 @@ func TestPinsDirRefusesWhatOthersMayWrite(t *testing.T) {
 	}
 	if pins, _, err := d.Pins(); err == nil || !strings.Contains(err.Error(), "chmod go-w "+other) || pins != nil {
 		t.Errorf("a file its group may write added: %+v, %v", pins, err)
+	}
+
+	if err := os.Chmod(other, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := d.Pins(); err != nil {
+		t.Fatalf("both files their owner's: %v", err)
+	}
+
+	// A file of another user, whatever its mode, is refused as soon as
+	// it is given to them (a chown is a change), and stands again once
+	// it is root's or the mirror's user's. Giving it away takes root.
+	if os.Geteuid() != 0 {
+		t.Log("not root: a pins file of another user is not tried")
+	} else {
+		for _, uid := range []int{65534, os.Geteuid()} {
+			if err := os.Chown(other, uid, -1); err != nil {
+				t.Fatal(err)
+			}
+			pins, _, err := d.Pins()
+			var oe *inputfile.OwnerError
+			if uid != os.Geteuid() && (!errors.As(err, &oe) || pins != nil ||
+				!strings.Contains(err.Error(), other+" is owned by user 65534") || !strings.Contains(err.Error(), "chown root "+other)) {
+				t.Errorf("a pins file of user 65534: %+v, %v; want it refused naming it, its owner and the chown", pins, err)
+			}
+			if uid == os.Geteuid() && err != nil {
+				t.Errorf("the pins file its owner's again: %v", err)
+			}
+		}
 	}
 
 	large := filepath.Join(t.TempDir(), "large.hcl")
