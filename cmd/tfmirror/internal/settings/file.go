@@ -85,10 +85,11 @@ func (f *File) Policy() hcl.Body {
 // accepted. Diagnostics never quote
 // a secret setting's value. A file that users other than its owner may
 // write (its group's or all users' write bit, on a file system mounted
-// for writing) is refused before it is read, as every file whose content
-// the mirror trusts is (internal/inputfile.OpenTrusted): whoever may write
-// it decides what the mirror serves and trusts. A file on a read-only
-// mount (a Kubernetes ConfigMap's) cannot be written whatever its mode.
+// for writing), or that a user other than root and the process's owns,
+// is refused before it is read, as every file whose content the mirror
+// trusts is (internal/inputfile.OpenTrusted): whoever may write it
+// decides what the mirror serves and trusts. A file on a read-only mount
+// (a Kubernetes ConfigMap's) cannot be written whatever its mode.
 func ReadFile(path string) (*File, hcl.Diagnostics) {
 	f := &File{Path: path, values: map[string]string{}, ranges: map[string]hcl.Range{}, refused: map[string]bool{}}
 	fail := func(summary, detail string) (*File, hcl.Diagnostics) {
@@ -102,11 +103,14 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 	fh, fi, err := inputfile.OpenTrusted(path)
 	var kind *inputfile.KindError
 	var writable *inputfile.WritableError
+	var owner *inputfile.OwnerError
 	switch {
 	case errors.As(err, &kind):
 		return fail("Cannot read the configuration file", path+" is not a regular file ("+kind.Kind+")")
 	case errors.As(err, &writable):
 		return fail("Configuration file writable by others", err.Error())
+	case errors.As(err, &owner):
+		return fail("Configuration file owned by another user", err.Error())
 	case err != nil:
 		return fail("Cannot read the configuration file", err.Error())
 	}

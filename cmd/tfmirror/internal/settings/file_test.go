@@ -210,7 +210,8 @@ func TestPrecedence(t *testing.T) {
 
 // TestFilePolicyAndSecrets: the policy block's body is handed over
 // undecoded; a secret is shown redacted; a file others may write (its
-// group or all users) is refused, with the chmod that fixes it.
+// group or all users) is refused, with the chmod that fixes it, and so
+// is one another user owns (as root), with the chown.
 func TestFilePolicyAndSecrets(t *testing.T) {
 	path := writeFile(t, "c.hcl", `upstream_proxy = "http://user:hunter2-secret@proxy.corp:3128"
 policy {
@@ -268,6 +269,24 @@ policy {
 	}
 	if _, err := load(t, []string{"--config", path}, nil); err == nil || !strings.Contains(err.Error(), "0646") {
 		t.Errorf("writable by all users: %v", err)
+	}
+
+	// A file of another user, who may write it whatever its mode: giving
+	// it to them takes root.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: a file of another user is not tried")
+		return
+	}
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	_, err = load(t, []string{"--config", path}, nil)
+	if !errors.As(err, &fe) || !strings.Contains(err.Error(), "Configuration file owned by another user") ||
+		!strings.Contains(err.Error(), path+" is owned by user 65534") || !strings.Contains(err.Error(), "chown root "+path) {
+		t.Errorf("another user's: %v", err)
 	}
 }
 
