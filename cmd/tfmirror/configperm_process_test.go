@@ -3,12 +3,14 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestConfigFileModeProcess runs config check on a configuration file
@@ -41,6 +43,73 @@ func TestConfigFileModeProcess(t *testing.T) {
 				t.Errorf("exit %d, want %d and %q:\n%s", code, tc.code, tc.want, out)
 			}
 		})
+	}
+}
+
+// TestConfigFileOwnerProcess: as root, config check and serve refuse a
+// configuration file of mode 0644 owned by another user (who may change
+// it whatever its mode), naming the file, its owner and the chown to
+// run: config check exits 1, serve 2 (as for any configuration file it
+// refuses) without starting; given to root, it is valid.
+func TestConfigFileOwnerProcess(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	if os.Geteuid() != 0 {
+		t.Log("not root: a file of another user is not tried")
+		return
+	}
+	bin := buildBinary(t)
+	dir := t.TempDir()
+	conf := goodFile(dir, "tfmirror.hcl", "log_level = \"debug\"\n")
+	if err := os.Chmod(conf, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(conf, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	run := func(args ...string) (int, string) {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = []string{"HOME=" + dir, "PATH=" + os.Getenv("PATH")}
+		out, err := cmd.CombinedOutput()
+		if ctx.Err() != nil {
+			t.Fatalf("%v: still running, killed\n%s", args, out)
+		}
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), string(out)
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	want := []string{"Configuration file owned by another user", conf + " is owned by user 65534, neither root nor the user the mirror runs as (0)", "chown root " + conf}
+	for _, tc := range []struct {
+		code int
+		args []string
+	}{
+		{1, []string{"config", "check", conf}},
+		{2, []string{"serve", "--config", conf, "--data-dir", filepath.Join(dir, "data"), "--listen", "127.0.0.1:0", "--insecure-http"}},
+	} {
+		args := tc.args
+		code, out := run(args...)
+		if code != tc.code || strings.Contains(out, "tfmirror is serving") {
+			t.Errorf("%v: exit %d, want %d\n%s", args[0], code, tc.code, out)
+		}
+		for _, w := range want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%v: the error does not say %q:\n%s", args[0], w, out)
+			}
+		}
+	}
+	if err := os.Chown(conf, 0, 0); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := run("config", "check", conf); code != 0 || !strings.Contains(out, ": valid\n") {
+		t.Errorf("root's: exit %d, want 0\n%s", code, out)
 	}
 }
 

@@ -101,7 +101,9 @@ func prepareDataDir(dir string, logger *slog.Logger) error {
 // prepareDataDir does with the directory: a kubelet that mounts the data
 // volume with fsGroup (fsGroupChangePolicy Always) gives every file group
 // write at each mount, and a start refused for it would be refused at
-// every start. One of another user stays refused, naming the chmod.
+// every start. One another user owns (neither root nor this process's
+// user) stays refused, whatever its mode, naming the chown to run
+// (*inputfile.OwnerError), and is left as it is.
 func readOwnFile(path string, max int64, log *slog.Logger) ([]byte, error) {
 	data, err := inputfile.ReadTrusted(path, max)
 	var we *inputfile.WritableError

@@ -72,7 +72,8 @@ func goodFile(dir, name, content string) string {
 // and naming the file: a FIFO (whose open would wait for a writer for
 // ever), a file larger than what is read of such a file (17 MiB, past
 // every bound), and, for the files of secrets and trust, one that all
-// users may write, with the chmod that makes it its owner's.
+// users may write, with the chmod that makes it its owner's, and (as
+// root) one of mode 0600 owned by another user, with the chown.
 func TestOperatorFilesRefusedProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -105,6 +106,18 @@ func TestOperatorFilesRefusedProcess(t *testing.T) {
 			t.Fatal(err)
 		}
 	}, func(p string) string { return p + " has mode 0666" }}
+	owned := refusal{"owner", func(t *testing.T, path string) {
+		goodFile(filepath.Dir(path), filepath.Base(path), "whatever")
+		if err := os.Chown(path, 65534, 65534); err != nil {
+			t.Fatal(err)
+		}
+	}, func(p string) string {
+		return p + " is owned by user 65534, neither root nor the user the mirror runs as"
+	}}
+	asRoot := os.Geteuid() == 0
+	if !asRoot {
+		t.Log("not root: files of another user are not tried")
+	}
 	for _, ff := range operatorFileFlags {
 		refusals := []refusal{fifo}
 		if !ff.hcl {
@@ -112,6 +125,9 @@ func TestOperatorFilesRefusedProcess(t *testing.T) {
 		}
 		if ff.trusted {
 			refusals = append(refusals, writable)
+			if asRoot {
+				refusals = append(refusals, owned)
+			}
 		}
 		for _, r := range refusals {
 			t.Run(ff.flag+"/"+r.kind, func(t *testing.T) {
@@ -151,6 +167,9 @@ func TestOperatorFilesRefusedProcess(t *testing.T) {
 				}
 				if r.kind == "writable" && !strings.Contains(out.String(), "chmod go-w "+file) {
 					t.Errorf("the error does not give the chmod to run:\n%s", out.String())
+				}
+				if r.kind == "owner" && !strings.Contains(out.String(), "chown root "+file) {
+					t.Errorf("the error does not give the chown to run:\n%s", out.String())
 				}
 			})
 		}
@@ -205,9 +224,10 @@ func TestKeyFileModeProcess(t *testing.T) {
 // data directories of earlier releases keep their key and the signed
 // URLs in flight; one of its own that its group or all users may write
 // (a kubelet's fsGroup walk gives files 0660 at every mount) is made its
-// owner's only, logged, and read, the same key; one of another user that
-// they may write is refused naming it, with the chmod to run, and kept,
-// not replaced by a new key; a FIFO in its place is refused at once, and
+// owner's only, logged, and read, the same key; one of another user
+// (neither root nor the process's), whatever its mode, is refused naming
+// it and its owner, with the chown to run, and kept, not replaced by a
+// new key; a FIFO in its place is refused at once, and
 // a file past the bound too.
 func TestDataDirKeyChecked(t *testing.T) {
 	t.Parallel()
@@ -239,19 +259,28 @@ func TestDataDirKeyChecked(t *testing.T) {
 	}
 
 	if os.Geteuid() == 0 {
-		// Another user's key, which this process may not take as its own.
+		// Another user's key, which this process may not take as its
+		// own, and which that user may change whatever its mode.
 		if err := os.Chown(path, 65534, 65534); err != nil {
 			t.Fatal(err)
 		}
-		for _, mode := range []os.FileMode{0o660, 0o606} {
+		for _, mode := range []os.FileMode{0o660, 0o606, 0o600, 0o640} {
 			if err := os.Chmod(path, mode); err != nil {
 				t.Fatal(err)
 			}
 			_, err := dataDirKey(path, discard)
-			var we *inputfile.WritableError
-			if !errors.As(err, &we) || !strings.Contains(err.Error(), "URL-signing key generated in the data directory") ||
-				!strings.Contains(err.Error(), fmt.Sprintf("%s has mode %04o", path, mode)) || !strings.Contains(err.Error(), "chmod go-w "+path) {
-				t.Errorf("another user's key of mode %04o: %v, want it refused naming the file, its mode and the chmod", mode, err)
+			var oe *inputfile.OwnerError
+			if !errors.As(err, &oe) {
+				t.Fatalf("another user's key of mode %04o: %v, want an *inputfile.OwnerError", mode, err)
+			}
+			want := []string{"URL-signing key generated in the data directory", path + " is owned by user 65534", "chown root " + path}
+			if mode&0o022 != 0 {
+				want = append(want, fmt.Sprintf("chmod go-w %s (it has mode %04o)", path, mode))
+			}
+			for _, w := range want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("another user's key of mode %04o: %v, want it refused saying %q", mode, err, w)
+				}
 			}
 			if fi, err := os.Stat(path); err != nil || fi.Mode().Perm() != mode {
 				t.Errorf("another user's key of mode %04o was changed: %v (%v)", mode, fi.Mode(), err)
@@ -259,6 +288,10 @@ func TestDataDirKeyChecked(t *testing.T) {
 			if got, _ := os.ReadFile(path); !bytes.Equal(got, key) {
 				t.Errorf("mode %04o: the refused key was replaced", mode)
 			}
+		}
+		// Root's, as a data directory first served by root leaves it.
+		if err := os.Chown(path, 0, 0); err != nil {
+			t.Fatal(err)
 		}
 	} else {
 		t.Log("not root: another user's key is not tried")
@@ -304,8 +337,8 @@ func TestDataDirKeyChecked(t *testing.T) {
 // directory's URL-signing key its group may write (as a kubelet's
 // fsGroup walk leaves it at every mount) takes the group's write bit
 // from its own key, says so, and serves with the same key; as root, a
-// key of another user stops the start, naming the key and the chmod to
-// run, and is left as it was.
+// key of another user stops the start, naming the key, its owner and the
+// chown and chmod to run, and is left as it was.
 func TestDataDirKeyProcess(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -376,7 +409,7 @@ func TestDataDirKeyProcess(t *testing.T) {
 	if !errors.As(err, &ee) || ee.ExitCode() != 1 {
 		t.Fatalf("%v, want exit 1\n%s", err, logged)
 	}
-	for _, want := range []string{"URL-signing key generated in the data directory (no --url-signing-key-file): " + key + " has mode 0660", "chmod go-w " + key} {
+	for _, want := range []string{"URL-signing key generated in the data directory (no --url-signing-key-file): " + key + " is owned by user 65534", "chown root " + key, "chmod go-w " + key + " (it has mode 0660)"} {
 		if !strings.Contains(logged, want) {
 			t.Errorf("the error does not say %q:\n%s", want, logged)
 		}
