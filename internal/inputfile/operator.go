@@ -41,8 +41,11 @@ type OwnerError struct {
 }
 
 func (e *OwnerError) Error() string {
-	msg := fmt.Sprintf("%s is owned by user %d, neither root nor the user the mirror runs as (%d): user %d may change what the mirror serves and trusts, so it is not read; make it root's or the mirror's user's: chown root %s (or chown %d %s)",
-		e.Path, e.UID, e.Self, e.UID, e.Path, e.Self, e.Path)
+	msg := fmt.Sprintf("%s is owned by user %d, neither root nor the user the mirror runs as (%d): user %d may change what the mirror serves and trusts, so it is not read; make it root's or the mirror's user's: chown root %s",
+		e.Path, e.UID, e.Self, e.UID, e.Path)
+	if e.Self != 0 {
+		msg += fmt.Sprintf(" (or chown %d %s)", e.Self, e.Path)
+	}
 	if e.Mode.Perm()&0o022 != 0 {
 		msg += fmt.Sprintf(", and writable by its owner only: chmod go-w %s (it has mode %04o)", e.Path, e.Mode.Perm())
 	}
