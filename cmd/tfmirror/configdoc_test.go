@@ -164,11 +164,15 @@ lines) or one that is not UTF-8 is refused with its line before it is parsed, as
 tfmirror reads (credentials, manifests, pins, a module's ` + "`.tf`" + ` files, each at most 16 MiB).
 
 **Writable by its owner only.** A file that users other than its owner may write (its group's or all
-users' write bit) is refused, as the admin socket refuses other users: whoever may write it decides
-what the mirror serves and trusts (see [SECURITY.md](../SECURITY.md)). Run
-` + "`chmod go-w /etc/tfmirror/tfmirror.hcl`" + `. A file on a read-only mount is accepted whatever its mode: a
-Kubernetes ConfigMap (mounted read-only, its files links into ` + "`..data`" + `) is read as it is, and so is
-a file owned by root with mode ` + "`0644`" + ` read by a serve running as another user.
+users' write bit), or that a user other than root and the one the mirror runs as owns, is refused,
+as the admin socket refuses other users: whoever may write it decides what the mirror serves and
+trusts (see [SECURITY.md](../SECURITY.md)). Run ` + "`chmod go-w /etc/tfmirror/tfmirror.hcl`" + `, or
+` + "`chown root /etc/tfmirror/tfmirror.hcl`" + `. A file owned by root with mode ` + "`0644`" + ` is read by a serve
+running as another user. A file on a read-only mount is accepted whatever its mode and owner: a
+Kubernetes ConfigMap (mounted read-only, its files links into ` + "`..data`" + `) is read as it is. A
+read-only bind mount of a host's file (` + "`docker run -v ...:ro`" + `, a ` + "`hostPath`" + ` volume, systemd's
+` + "`ProtectSystem=strict`" + `) is read-only in the mirror's view only: the host file's mode and owner are
+yours to keep (see [The files you hand the mirror](operations.md#the-files-you-hand-the-mirror)).
 
 **Reload.** ` + "`tfmirror reload`" + ` (on the serving host or in its container, with the same
 ` + "`TFMIRROR_DATA_DIR`" + ` or ` + "`--data-dir`" + `; it asks the running serve through the admin socket of its data

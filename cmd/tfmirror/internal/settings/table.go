@@ -180,7 +180,7 @@ func listOf(def []string, field func(*Config) *[]string) binding {
 // trustedFileDoc ends the Doc of a setting naming a file of secrets or
 // trust, which is refused when others may write it
 // (internal/inputfile.OpenTrusted).
-const trustedFileDoc = ". A file its group or all users may write is refused, unless on a read-only mount (a Secret's); see [The files you hand the mirror](operations.md#the-files-you-hand-the-mirror)"
+const trustedFileDoc = ". A file its group or all users may write, or that a user other than root and the mirror's owns, is refused, unless on a read-only mount (a Secret's); see [The files you hand the mirror](operations.md#the-files-you-hand-the-mirror)"
 
 var Table = []*Setting{
 	// Serving.
@@ -414,7 +414,7 @@ var Table = []*Setting{
 		bind:       daysOf(func(c *Config) *time.Duration { return &c.EvictUnusedAfter })},
 	{Name: "pins-dir", Group: GroupRetention, Commands: Prune,
 		Help:       "directory of Terraform lock files (*.lock.hcl) and sync manifests (*.hcl: provider, module and cli blocks), read again when they change: the versions they select are never removed by any rule or the size limit, and are listed as pinned on the status page",
-		Doc:        "directory of lock files (`*.lock.hcl`) and sync manifests (`*.hcl`: `provider`, `module` and `cli` blocks) whose versions no rule and no size limit removes; see [Pinning CLI versions](operations.md#pinning-cli-versions). Each file is read as the operator's files of trust are: at most 4 MiB, and one its group or all users may write is refused unless on a read-only mount (a ConfigMap's), the pins read before kept; see [The files you hand the mirror](operations.md#the-files-you-hand-the-mirror)",
+		Doc:        "directory of lock files (`*.lock.hcl`) and sync manifests (`*.hcl`: `provider`, `module` and `cli` blocks) whose versions no rule and no size limit removes; see [Pinning CLI versions](operations.md#pinning-cli-versions). Each file is read as the operator's files of trust are: at most 4 MiB, and one its group or all users may write, or that a user other than root and the mirror's owns, is refused unless on a read-only mount (a ConfigMap's), the pins read before kept; see [The files you hand the mirror](operations.md#the-files-you-hand-the-mirror)",
 		DocDefault: "none",
 		Reload:     "its files are read again when they change",
 		bind:       stringOf("", func(c *Config) *string { return &c.PinsDir })},
