@@ -56,7 +56,8 @@ func Parse(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics,
 // ParseTrusted is Parse of a file of secrets (the origin credentials, the
 // module source credentials): opened by internal/inputfile.OpenTrusted, it
 // is refused, as an *inputfile.WritableError naming it, when users other
-// than its owner may write it.
+// than its owner may write it, and as an *inputfile.OwnerError when a
+// user other than root and the process's owns it.
 func ParseTrusted(p *hclparse.Parser, path string) (f *hcl.File, diags hcl.Diagnostics, err error) {
 	fh, _, err := inputfile.OpenTrusted(path)
 	if err != nil {

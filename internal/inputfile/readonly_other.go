@@ -13,5 +13,5 @@ import (
 const modeBits = runtime.GOOS != "windows"
 
 // readOnlyMount: the mount's flags are read on Linux, macOS and FreeBSD;
-// elsewhere a file others may write is refused wherever it is.
+// elsewhere a file others may write or own is refused wherever it is.
 func readOnlyMount(*os.File) bool { return false }

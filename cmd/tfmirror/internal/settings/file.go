@@ -98,8 +98,8 @@ func ReadFile(path string) (*File, hcl.Diagnostics) {
 	// What the name leads to when it is opened is checked and read: a
 	// FIFO swapped in after a look at the name would hold a reload, and
 	// every later one, for ever.
-	// Whether others may write it is checked as for every file whose
-	// content the mirror trusts (inputfile.OpenTrusted).
+	// Whether others may write it, or own it, is checked as for every
+	// file whose content the mirror trusts (inputfile.OpenTrusted).
 	fh, fi, err := inputfile.OpenTrusted(path)
 	var kind *inputfile.KindError
 	var writable *inputfile.WritableError

@@ -178,7 +178,7 @@ func listOf(def []string, field func(*Config) *[]string) binding {
 // Table is the table of serve's settings, in the order
 // docs/configuration.md lists them within each group.
 // trustedFileDoc ends the Doc of a setting naming a file of secrets or
-// trust, which is refused when others may write it
+// trust, which is refused when others may write it or own it
 // (internal/inputfile.OpenTrusted).
 const trustedFileDoc = ". A file its group or all users may write, or that a user other than root and the mirror's owns, is refused, unless on a read-only mount (a Secret's); see [The files you hand the mirror](operations.md#the-files-you-hand-the-mirror)"
 
