@@ -190,7 +190,9 @@ cannot change while serving keeps its value, and the command and the log name it
 environment) and prints every error with its line in one run (exit status 1): the file's, those of
 the values together (` + "`--log-level`" + `, pairs of settings) and the policy block's; or the configuration in effect:
 each setting, its value (secrets redacted) and its source, then the rules of the ` + "`policy`" + ` block in
-the order of evaluation, each with its line (see [Package policy](policy.md)).
+the order of evaluation, each with its line (see [Package policy](policy.md)). It judges the file's
+owner against the user it runs as: as root it refuses a file the mirror's user owns, which serve
+reads; run it as the mirror's user, or make the file root's.
 
 **The other commands.** ` + "`tfmirror sync --config FILE`" + ` reads the settings sync shares with serve
 from the file, and its policy block; the commands on a data directory (export, import, export-key,
