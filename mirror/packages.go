@@ -403,6 +403,14 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 			rec.Withheld = cur.rec.Withheld
 		}
 	}
+	// No platform stored meanwhile is written over: the writers that add
+	// to a version's record (this fetch, an import's record,
+	// mirror/imports.Importer.storeImported) all store it through the
+	// version's coalesced fetch (lifetime.Lifetime.Coalesce under
+	// k.Package), so they run one at a time and each reads what the one
+	// before stored. The import lock is not taken here: an import holds
+	// it while it waits for this fetch to end.
+	//
 	// The import is this mirror's: imported records stay out of the
 	// shared tier (which puts the record there without it).
 	if err := s.source.Put(k.Package, rec); err != nil {

@@ -435,7 +435,10 @@ func (s *Importer) sumArchive(ctx context.Context, pkg Package) (string, error) 
 }
 
 // storeImported merges the imported packages into v's record and stores
-// it, in turn with package-metadata fetches of the same version.
+// it, in turn with package-metadata fetches of the same version: through
+// their coalescing (the same key), so that a fetch under way, which read
+// the record before the import, does not store its own over the
+// import's (mirror.providerRecords.fetchPackage).
 func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versions.Version, in Imported, archives []records.ArchiveRecord, provenance records.Provenance) error {
 	key := records.PackageKey(p, v)
 	for range maxRounds {
