@@ -295,7 +295,7 @@ func TestModuleReleaseTimeOfEarlierSpellingsIsTheLater(t *testing.T) {
 	}
 	now := time.Now().UTC()
 	for key, doc := range map[string]any{
-		"modversions/" + host + "/corp/base/aws":                  records.ModuleVersionList{Schema: records.Schema, Versions: []string{"0.9.0", "1.0.0"}, ListedAt: now},
+		"modversions/" + host + "/corp/base/aws":                 records.ModuleVersionList{Schema: records.Schema, Versions: []string{"0.9.0", "1.0.0"}, ListedAt: now},
 		"release/absent/module/" + host + "/corp/base/aws/1.0.0": absent{1, now.Add(-30 * 24 * time.Hour)},
 		"release/absent/module/" + host + "/Corp/Base/aws/1.0.0": absent{1, now.Add(-time.Hour)},
 	} {
