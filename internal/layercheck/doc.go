@@ -4,6 +4,7 @@
 // lines per production package, method sets per production type (go/types,
 // embedding included) and the engine with every type holding it, each figure
 // over its mark explained by a row of ARCHITECTURE.md's "Size review notes"
-// (TestSizes, whose report `go test -v -run TestSizes` prints). It has no code
+// (TestSizes, whose report `go test -v -run TestSizes` prints); and every Go
+// file laid out as gofmt lays it out (TestFormatted). It has no code
 // of its own and nothing imports it.
 package layercheck
