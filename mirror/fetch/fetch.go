@@ -158,6 +158,9 @@ type Hooks struct {
 	Fail func()
 	// Wait is called when a download waits for another replica's.
 	Wait func()
+	// Done is called when a download has ended, after its waiters were
+	// told (its done closed).
+	Done func()
 }
 
 // SetHooks installs a test's hooks; call it before the first fetch.
@@ -355,10 +358,19 @@ func (fr *Fetcher) run(ctx context.Context, finished func(), f *Download, p addr
 // its done is closed.
 func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord, src *Source) {
 	s := fr
-	defer f.release()
+	defer func() {
+		if done := fr.hooksNow().Done; done != nil {
+			done()
+		}
+	}()
 	// Out of inflight before done is closed: a caller that saw done and
 	// then the committed archive must not join this fetch again.
 	defer close(f.done)
+	// The fetch's own hold, let go before done is closed: a caller that
+	// waited for done and lets go of its own (Import) finds the writer
+	// closed when it returns, and the archive the cache's alone (a prune
+	// right after an import found it in use).
+	defer f.release()
 	defer fr.remove(f)
 	defer func() {
 		if f.originDone != nil {

@@ -137,3 +137,60 @@ func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
 		t.Fatalf("OpenBlob once stopped: %v, want records.ErrShutDown", err)
 	}
 }
+
+// Import returns with the writer that committed the archive closed,
+// whatever the download does after it told its waiters it was done: the
+// archive is then the cache's alone, and retention may remove it at
+// once. Before, the download let go of its own hold on the writer after
+// it told the import, and a prune right after an import could find the
+// archive still in use.
+func TestImportReturnsWithItsWriterClosed(t *testing.T) {
+	store, err := cache.Open(cache.Options{InMemory: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { store.Close() })
+	life := lifetime.New(time.Minute, nil)
+	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.DiscardHandler)},
+		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The download, once it told its waiters, waits here until the
+	// archive was looked at.
+	ended, proceed := make(chan struct{}), make(chan struct{})
+	fr.SetHooks(Hooks{Done: func() { close(ended); <-proceed }})
+	t.Cleanup(func() { close(proceed) })
+	data := []byte("the bytes of a file handed in by an import")
+	sum := sha256.Sum256(data)
+	sha := hex.EncodeToString(sum[:])
+	src := Source{
+		Open: func(context.Context) (io.ReadCloser, int64, error) {
+			return io.NopCloser(bytes.NewReader(data)), int64(len(data)), nil
+		},
+		Check:     func(context.Context, io.ReaderAt, int64) error { return nil },
+		Label:     "file",
+		LocalOnly: true,
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := fr.Import(t.Context(), addrs.Provider{}, records.ArchiveRecord{Filename: "file", SHA256: sha}, src)
+		done <- err
+	}()
+	select {
+	case <-ended:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the import's download never ended")
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Import did not return once its download ended")
+	}
+	if _, err := store.EvictBlob(sha); err != nil {
+		t.Errorf("the archive just imported is still held: %v", err)
+	}
+}
