@@ -17,6 +17,7 @@ import (
 	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/flights"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
@@ -64,48 +65,18 @@ type discoverer struct {
 	// them (root) and waits for them (flights).
 	root    context.Context
 	stop    context.CancelFunc
-	flights flights
+	flights flights.Flights
 }
 
 // ErrClosed is the error of a service discovery asked for after
 // Client.Close.
 var ErrClosed = errors.New("discovery: the origin client is closed")
 
-// flights counts the discoveries under way, so that Close can wait for
-// them (a sync.WaitGroup may not be waited on while it can be
-// incremented from zero).
-type flights struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// start counts one more discovery; false once closed.
-func (f *flights) start() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return false
-	}
-	f.wg.Add(1)
-	return true
-}
-
-func (f *flights) done() { f.wg.Done() }
-
-// close refuses discoveries from now on and waits for those under way.
-func (f *flights) close() {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.wg.Wait()
-}
-
 // close ends the discoveries under way and waits for them; those asked
 // for afterwards fail with ErrClosed.
 func (d *discoverer) close() {
 	d.stop()
-	d.flights.close()
+	d.flights.Close()
 }
 
 // discoEntry is the cached discovery of one host. Entries are replaced, never
@@ -170,10 +141,10 @@ func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Disco
 	}
 	d.tr.observer.CacheLookup("discovery", false)
 	ch := d.sf.DoChan(string(host), func() (any, error) {
-		if !d.flights.start() {
+		if !d.flights.Start() {
 			return Discovery{}, fmt.Errorf("service discovery for %s: %w", host, ErrClosed)
 		}
-		defer d.flights.done()
+		defer d.flights.Done()
 		// Apart from this caller (with its values): ended by Close only.
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		defer cancel()

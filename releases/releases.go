@@ -19,6 +19,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/internal/flights"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -150,7 +151,7 @@ type Releases struct {
 	root    context.Context
 	cancel  context.CancelFunc
 	group   singleflight.Group
-	flights flights // the fetches under way on root, which Close waits for
+	flights flights.Flights // the fetches under way on root, which Close waits for
 
 	notify notifier // retention's (Notify)
 
@@ -256,35 +257,7 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 // fails.
 func (r *Releases) Close() {
 	r.cancel()
-	r.flights.close()
-}
-
-// flights counts the fetches under way, so that Close can wait for them
-// (a sync.WaitGroup may not be waited on while it can be incremented
-// from zero).
-type flights struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
-
-// start counts one more fetch; false once closed.
-func (f *flights) start() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	if f.closed {
-		return false
-	}
-	f.wg.Add(1)
-	return true
-}
-
-// close refuses fetches from now on and waits for those under way.
-func (f *flights) close() {
-	f.mu.Lock()
-	f.closed = true
-	f.mu.Unlock()
-	f.wg.Wait()
+	r.flights.Close()
 }
 
 // Products are the HashiCorp products served, in the configured order.
@@ -357,10 +330,10 @@ func lastSegment(raw string) string {
 // that no caller going away cancels it for the others.
 func (r *Releases) detached(ctx context.Context, key string, fn func(ctx context.Context) (any, error)) (any, error) {
 	ch := r.group.DoChan(key, func() (any, error) {
-		if !r.flights.start() {
+		if !r.flights.Start() {
 			return nil, fmt.Errorf("releases: closed: %w", context.Cause(r.root))
 		}
-		defer r.flights.wg.Done()
+		defer r.flights.Done()
 		dctx, cancel := context.WithTimeout(r.root, r.cfg.OriginTimeout)
 		defer cancel()
 		return fn(dctx)
