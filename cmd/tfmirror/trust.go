@@ -135,13 +135,18 @@ func exportKeySource(cfg settings.Config, log *slog.Logger) (func() (*airgap.Exp
 	}, nil
 }
 
-// readExportKeyFile reads the export key at path (--export-key's, or the
-// data directory's) as readPublicKeysFile reads public keys.
+// readExportKeyFile reads the export key at path (--export-key's) as
+// readPublicKeysFile reads public keys.
 func readExportKeyFile(path string) (*airgap.ExportKey, error) {
 	data, err := inputfile.ReadTrusted(path, maxKeyringBytes)
 	if err != nil {
 		return nil, err
 	}
+	return parseExportKey(path, data)
+}
+
+// parseExportKey is the export key data, read from path.
+func parseExportKey(path string, data []byte) (*airgap.ExportKey, error) {
 	k, err := airgap.ReadExportKey(bytes.NewReader(data))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -161,11 +166,7 @@ func ensureDataDirKey(dataDir string, log *slog.Logger) (key *airgap.ExportKey, 
 		if err != nil {
 			return nil, err
 		}
-		k, err := airgap.ReadExportKey(bytes.NewReader(data))
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", path, err)
-		}
-		return k, nil
+		return parseExportKey(path, data)
 	}
 	k, err := read()
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
