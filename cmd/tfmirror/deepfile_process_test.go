@@ -159,18 +159,7 @@ func TestDeepPinsFileAtStart(t *testing.T) {
 	if e, _ := logged["error"].(string); !strings.Contains(e, deep+":1: Nesting too deep") {
 		t.Errorf("the log does not name the file and line: %q", e)
 	}
-	body, _, err := m.get(context.Background(), "/?format=json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Retention struct {
-			PinsError string `json:"pins_error"`
-		} `json:"retention"`
-	}
-	if err := json.Unmarshal(body, &st); err != nil {
-		t.Fatal(err)
-	}
+	st := m.status(t)
 	if !strings.Contains(st.Retention.PinsError, deep+":1") {
 		t.Errorf("the status page's pins error: %q", st.Retention.PinsError)
 	}

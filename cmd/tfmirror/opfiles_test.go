@@ -6,7 +6,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -441,18 +440,7 @@ func TestPinsFileOthersMayWriteProcess(t *testing.T) {
 	if e, _ := logged["error"].(string); !strings.Contains(e, want) {
 		t.Errorf("the log says %q, want %q", e, want)
 	}
-	body, _, err := m.get(context.Background(), "/?format=json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st struct {
-		Retention struct {
-			PinsError string `json:"pins_error"`
-		} `json:"retention"`
-	}
-	if err := json.Unmarshal(body, &st); err != nil {
-		t.Fatal(err)
-	}
+	st := m.status(t)
 	if !strings.Contains(st.Retention.PinsError, want) {
 		t.Errorf("the status page's pins error %q, want %q", st.Retention.PinsError, want)
 	}

@@ -275,6 +275,9 @@ type mirrorStatus struct {
 	Health   struct {
 		DamagedArchives *int `json:"damaged_archives"`
 	} `json:"health"`
+	Retention struct {
+		PinsError string `json:"pins_error"`
+	} `json:"retention"`
 	SharedStore *struct {
 		Location string `json:"location"`
 		Endpoint string `json:"endpoint"`
