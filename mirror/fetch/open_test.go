@@ -64,13 +64,10 @@ func idle(life *lifetime.Lifetime, d time.Duration) bool {
 	return life.Wait(ctx) == nil
 }
 
-// An opened archive's work is counted from before the cache is looked in
-// until the archive is closed, however it was opened (downloaded or
-// cached), and an Open that fails, or whose caller gives up waiting for
-// the download, leaves none counted: a shutdown waits for every archive
-// handed out, and for nothing else. Once the lifetime is stopped, Open
-// fails at once.
-func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
+// newFetcher is a fetcher on an in-memory cache, with no origin and
+// nothing beyond the cache, and its cache and lifetime.
+func newFetcher(t *testing.T) (*Fetcher, *cache.Store, *lifetime.Lifetime) {
+	t.Helper()
 	store, err := cache.Open(cache.Options{InMemory: true})
 	if err != nil {
 		t.Fatal(err)
@@ -82,6 +79,17 @@ func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return fr, store, life
+}
+
+// An opened archive's work is counted from before the cache is looked in
+// until the archive is closed, however it was opened (downloaded or
+// cached), and an Open that fails, or whose caller gives up waiting for
+// the download, leaves none counted: a shutdown waits for every archive
+// handed out, and for nothing else. Once the lifetime is stopped, Open
+// fails at once.
+func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
+	fr, _, life := newFetcher(t)
 	ctx := t.Context()
 	data := []byte("the bytes of a file fetched once and then served from the cache")
 	b := blobOf(data, nil)
@@ -145,17 +153,7 @@ func TestOpenCountsTheArchiveWorkOnce(t *testing.T) {
 // it told the import, and a prune right after an import could find the
 // archive still in use.
 func TestImportReturnsWithItsWriterClosed(t *testing.T) {
-	store, err := cache.Open(cache.Options{InMemory: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { store.Close() })
-	life := lifetime.New(time.Minute, nil)
-	fr, err := New(Config{ArchiveTimeout: time.Minute, MaxArchiveBytes: 1 << 20, HoldBack: 8, Logger: slog.New(slog.DiscardHandler)},
-		Parts{Life: life, Copies: noCopies{}}, noOrigin{}, store, noMetrics{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	fr, store, _ := newFetcher(t)
 	// The download, once it told its waiters, waits here until the
 	// archive was looked at.
 	ended, proceed := make(chan struct{}), make(chan struct{})
