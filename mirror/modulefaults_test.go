@@ -8,7 +8,6 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -20,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/observed"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -202,28 +202,12 @@ func (o heldSource) OpenSource(ctx context.Context, _ svchost.Hostname, _ string
 	return nil, 0, ctx.Err()
 }
 
-// levels records the level of every log line, by message.
-type levels struct {
-	mu    sync.Mutex
-	lines []slog.Record
-}
-
-func (h *levels) Enabled(context.Context, slog.Level) bool { return true }
-func (h *levels) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.lines = append(h.lines, r)
-	return nil
-}
-func (h *levels) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *levels) WithGroup(string) slog.Handler      { return h }
-
 // A module package download that the shutdown's deadline cuts is not an
 // error of the mirror's: it is logged as stopped by the shutdown (info),
 // as an archive download is, not as a failed fetch that pages someone.
 func TestModuleFetchStoppedByShutdownIsNoError(t *testing.T) {
 	t.Parallel()
-	logs := &levels{}
+	logs := &observed.Logs{}
 	held := heldSource{entered: make(chan struct{}, 1)}
 	h := newHarness(t, harnessOptions{cfg: Config{ScratchDir: t.TempDir(), Logger: slog.New(logs)},
 		wrapOrigin: func(o Origin) Origin { held.Origin = o; return held }})
@@ -247,10 +231,8 @@ func TestModuleFetchStoppedByShutdownIsNoError(t *testing.T) {
 	if err := <-opened; err == nil {
 		t.Error("the module was opened although its download was cut")
 	}
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
 	stopped := false
-	for _, r := range logs.lines {
+	for _, r := range logs.Records() {
 		if r.Level >= slog.LevelError {
 			t.Errorf("logged at %v: %s", r.Level, r.Message)
 		}

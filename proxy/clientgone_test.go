@@ -5,52 +5,13 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/observed"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
-
-// recordingHandler keeps every log record's level and message.
-type recordingHandler struct {
-	mu      sync.Mutex
-	records []slog.Record
-}
-
-func (h *recordingHandler) Enabled(context.Context, slog.Level) bool { return true }
-func (h *recordingHandler) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	h.records = append(h.records, r)
-	return nil
-}
-func (h *recordingHandler) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *recordingHandler) WithGroup(string) slog.Handler      { return h }
-
-func (h *recordingHandler) levelOf(msg string) (slog.Level, bool) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	for _, r := range h.records {
-		if r.Message == msg {
-			return r.Level, true
-		}
-	}
-	return 0, false
-}
-
-// codeObserver keeps the status codes of observed requests.
-type codeObserver struct {
-	mu    sync.Mutex
-	codes []int
-}
-
-func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.codes = append(o.codes, code)
-}
 
 // A client that goes away while the mirror waits for the origin (on the
 // network mirror's, the provider registry's and the module registry's
@@ -58,14 +19,14 @@ func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int
 // failure is logged at debug, not as an error that pages someone.
 func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 	t.Parallel()
-	logs := &recordingHandler{}
+	logs := &observed.Logs{}
 	h := newHarness(t, harnessOptions{cfg: Config{Logger: slog.New(logs)}})
 	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, platforms)
 	h.origin.AddTarball("net.tar.gz", fakeorigin.TarGz(map[string][]byte{"main.tf": []byte("#")}))
 	h.origin.AddModule("acme", "net", "aws", "1.0.0", h.origin.TarballURL("net.tar.gz"))
 	// The origin answers much later than the client gives up (at once).
 	h.origin.SetLatency(time.Second)
-	obs := &codeObserver{}
+	obs := &observed.Codes{}
 	handler := Instrument(h.server, slog.New(logs), obs)
 
 	for _, path := range []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64"),
@@ -79,22 +40,17 @@ func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 			t.Errorf("%s: status %d, want %d", path, rec.Code, httperr.StatusClientClosedRequest)
 		}
 	}
-	obs.mu.Lock()
-	codes := obs.codes
-	obs.mu.Unlock()
-	for _, code := range codes {
+	for _, code := range obs.Codes() {
 		if code != httperr.StatusClientClosedRequest {
 			t.Errorf("request counted with code %d, want %d", code, httperr.StatusClientClosedRequest)
 		}
 	}
-	if level, ok := logs.levelOf("request failed"); !ok || level != slog.LevelDebug {
+	if level, ok := logs.LevelOf("request failed"); !ok || level != slog.LevelDebug {
 		t.Errorf(`"request failed" logged at %v (logged: %v), want debug`, level, ok)
 	}
-	logs.mu.Lock()
-	for _, r := range logs.records {
+	for _, r := range logs.Records() {
 		if r.Level >= slog.LevelError {
 			t.Errorf("logged at %v: %s", r.Level, r.Message)
 		}
 	}
-	logs.mu.Unlock()
 }

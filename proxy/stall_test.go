@@ -15,6 +15,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/internal/httpserve"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/observed"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 )
 
@@ -61,7 +62,7 @@ func TestStalledArchiveReaderCutOff(t *testing.T) {
 		size  = 16 << 20 // more than the socket buffers of a client that reads nothing take
 		rate  = 4 << 20  // the origin sends it in some 4 s: the stalled client is cut off well before
 	)
-	logs := &recordingHandler{}
+	logs := &observed.Logs{}
 	h := newHarness(t, harnessOptions{cfg: Config{Logger: slog.New(logs)}, engine: mirror.Config{Logger: slog.New(logs)}})
 	const version, pl = "1.0.0", "linux_amd64"
 	h.origin.AddProvider(ns, typ, []string{version}, []string{pl})
@@ -157,9 +158,7 @@ func TestStalledArchiveReaderCutOff(t *testing.T) {
 	if hits := h.origin.ArchiveHits(ns, typ, version, pl); hits != 1 {
 		t.Errorf("the origin was asked for the archive %d times, want 1", hits)
 	}
-	logs.mu.Lock()
-	defer logs.mu.Unlock()
-	for _, r := range logs.records {
+	for _, r := range logs.Records() {
 		if r.Level >= slog.LevelError {
 			t.Errorf("logged at %v: %s", r.Level, r.Message)
 		}

@@ -21,6 +21,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote/auth"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/observed"
 	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
@@ -385,19 +386,6 @@ func TestRoutesReadFromTheEndOfThePath(t *testing.T) {
 	}
 }
 
-// codeObserver keeps the status codes of the requests proxy.Instrument
-// observes.
-type codeObserver struct {
-	mu    sync.Mutex
-	codes []int
-}
-
-func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.codes = append(o.codes, code)
-}
-
 // A client that goes away while the door waits for the origin is counted
 // and logged with its own code, 499, as on the other doors: not as a 200
 // that delivered nothing.
@@ -412,7 +400,7 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 	blob := "/v2/providers/" + originHost + "/acme/dns/blobs/sha256:" + r.origin.SHA256("acme", "dns", "1.0.0", "linux_amd64")
 	// The origin answers much later than the client gives up (at once).
 	r.origin.SetLatency(time.Second)
-	obs := &codeObserver{}
+	obs := &observed.Codes{}
 	h := proxy.Instrument(r.http.Config.Handler, slog.New(slog.DiscardHandler), obs)
 	paths := []string{
 		"/v2/providers/" + originHost + "/acme/net/tags/list",
@@ -426,12 +414,11 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 		cancel() // the client has gone away
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if len(obs.codes) != len(paths) {
-		t.Fatalf("observed %v", obs.codes)
+	codes := obs.Codes()
+	if len(codes) != len(paths) {
+		t.Fatalf("observed %v", codes)
 	}
-	for i, code := range obs.codes {
+	for i, code := range codes {
 		if code != httperr.StatusClientClosedRequest {
 			t.Errorf("%s: counted as %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
 		}

@@ -16,11 +16,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/observed"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
@@ -768,18 +768,6 @@ func TestForwardedProtoFromAnyPeerIgnored(t *testing.T) {
 	}
 }
 
-// codeObserver keeps the status codes of observed requests.
-type codeObserver struct {
-	mu    sync.Mutex
-	codes []int
-}
-
-func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int64) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	o.codes = append(o.codes, code)
-}
-
 // A client that goes away before the door answers is counted and logged
 // with its own code, 499, as on the other doors: not as a 200 that
 // delivered nothing (nor as the origin's failure, which it did not wait
@@ -787,12 +775,12 @@ func (o *codeObserver) ObserveRequest(_ string, code int, _ time.Duration, _ int
 func TestClientGoneCountedAsSuch(t *testing.T) {
 	r := newRig(t, nil)
 	r.origin.SetDown(true) // nothing is answered before the client goes
-	logs := &levels{}
+	logs := &observed.Logs{}
 	door, err := releasesdoor.New(releasesdoor.Config{PlainHTTP: true, Logger: slog.New(logs)}, r.side.Served)
 	if err != nil {
 		t.Fatal(err)
 	}
-	obs := &codeObserver{}
+	obs := &observed.Codes{}
 	h := proxy.Instrument(door, slog.New(slog.DiscardHandler), obs)
 	paths := []string{
 		"/releases/hashicorp/terraform/index.json",
@@ -806,45 +794,16 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 		cancel() // the client has gone away
 		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
 	}
-	obs.mu.Lock()
-	defer obs.mu.Unlock()
-	if len(obs.codes) != len(paths) {
-		t.Fatalf("observed %v", obs.codes)
+	codes := obs.Codes()
+	if len(codes) != len(paths) {
+		t.Fatalf("observed %v", codes)
 	}
-	for i, code := range obs.codes {
+	for i, code := range codes {
 		if code != httperr.StatusClientClosedRequest {
 			t.Errorf("%s: counted as %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
 		}
 	}
-	if l := logs.max(); l > slog.LevelDebug {
+	if l := logs.Max(); l > slog.LevelDebug {
 		t.Errorf("logged at %v, want nothing above debug", l)
 	}
-}
-
-// levels keeps the highest level logged.
-type levels struct {
-	mu  sync.Mutex
-	top slog.Level
-	any bool
-}
-
-func (h *levels) Enabled(context.Context, slog.Level) bool { return true }
-func (h *levels) Handle(_ context.Context, r slog.Record) error {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.any || r.Level > h.top {
-		h.top, h.any = r.Level, true
-	}
-	return nil
-}
-func (h *levels) WithAttrs([]slog.Attr) slog.Handler { return h }
-func (h *levels) WithGroup(string) slog.Handler      { return h }
-
-func (h *levels) max() slog.Level {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if !h.any {
-		return slog.LevelDebug - 1
-	}
-	return h.top
 }
