@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	svchost "github.com/hashicorp/terraform-svchost"
 )
 
 const wellKnown = "/.well-known/terraform.json"
@@ -309,17 +311,7 @@ func TestDiscoveryCallerCancelDoesNotCancelLeader(t *testing.T) {
 	}))
 	c := newTestClient(t, s, nil)
 
-	ctx, cancel := context.WithCancel(context.Background())
-	first := make(chan error, 1)
-	go func() {
-		_, err := c.ProvidersURL(ctx, s.host)
-		first <- err
-	}()
-	<-arrived
-	cancel()
-	if err := <-first; !errors.Is(err, context.Canceled) {
-		t.Fatalf("canceled caller got %v, want context.Canceled", err)
-	}
+	askAndLeave(t, c, s.host, arrived)
 	close(release)
 	u, err := c.ProvidersURL(context.Background(), s.host)
 	if err != nil {
@@ -497,6 +489,24 @@ func (o *discoveryCounter) seen() []string {
 	return slices.Clone(o.outcomes)
 }
 
+// askAndLeave asks c for host's providers URL and goes away once the
+// origin received the discovery (arrived): the caller gets its own
+// cancellation, whatever becomes of the discovery.
+func askAndLeave(t *testing.T, c *Client, host svchost.Hostname, arrived <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	first := make(chan error, 1)
+	go func() {
+		_, err := c.ProvidersURL(ctx, host)
+		first <- err
+	}()
+	<-arrived
+	cancel()
+	if err := <-first; !errors.Is(err, context.Canceled) {
+		t.Fatalf("canceled caller got %v, want context.Canceled", err)
+	}
+}
+
 // A discovery that no caller waits for any more goes on for the next one
 // (TestDiscoveryCallerCancelDoesNotCancelLeader), but not past Close:
 // Close ends it, and returns once it has ended, rather than leave it to
@@ -518,17 +528,7 @@ func TestCloseEndsDiscoveryUnderWay(t *testing.T) {
 	}))
 	obs := &discoveryCounter{}
 	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs; cfg.RequestTimeout = time.Minute })
-	ctx, cancel := context.WithCancel(context.Background())
-	first := make(chan error, 1)
-	go func() {
-		_, err := c.ProvidersURL(ctx, s.host)
-		first <- err
-	}()
-	<-arrived
-	cancel()
-	if err := <-first; !errors.Is(err, context.Canceled) {
-		t.Fatalf("canceled caller got %v, want context.Canceled", err)
-	}
+	askAndLeave(t, c, s.host, arrived)
 	if got := obs.seen(); len(got) != 0 {
 		t.Fatalf("discovery ended before Close: %v", got)
 	}
