@@ -82,7 +82,7 @@ func CheckStoreID(id string) error {
 // reached under another endpoint (a new DNS name, path style) is the same
 // store; two servers holding a bucket of the same name need keys or IDs
 // of their own.
-func DefaultStoreID(loc Location) string { return "s3://" + loc.Bucket + "/" + loc.Prefix }
+func DefaultStoreID(loc Location) string { return loc.Name() }
 
 // Keys are the keys that authenticate the shared store's objects: the
 // current one, which signs what the store writes and verifies what it

@@ -71,7 +71,7 @@ func sharedStatus(cfg settings.Config, s *sharedstore.Store) *proxy.StatusShared
 		return nil
 	}
 	loc := s.Location()
-	st := &proxy.StatusSharedStore{Location: "s3://" + loc.Bucket + "/" + loc.Prefix,
+	st := &proxy.StatusSharedStore{Location: loc.Name(),
 		StoreID: cmp.Or(cfg.SharedStoreID, sharedstore.DefaultStoreID(loc))}
 	if loc.Endpoint != "" {
 		st.Endpoint = redact.Location(loc.Endpoint)
