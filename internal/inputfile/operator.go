@@ -49,6 +49,12 @@ func (e *OwnerError) Error() string {
 	if e.Mode.Perm()&0o022 != 0 {
 		msg += fmt.Sprintf(", and writable by its owner only: chmod go-w %s (it has mode %04o)", e.Path, e.Mode.Perm())
 	}
+	if e.Self == 0 {
+		// Run as root, a command (config check, export) judges the file
+		// as a mirror running as root would; a mirror running as its
+		// owner reads it.
+		msg += fmt.Sprintf("; this was judged as root: if the mirror runs as user %d, run this command as that user to judge the file as it does", e.UID)
+	}
 	return msg
 }
 

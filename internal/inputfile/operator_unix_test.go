@@ -180,7 +180,9 @@ func TestOpenTrustedRefusesAnotherOwner(t *testing.T) {
 
 // An OwnerError names the chown to the mirror's user beside the one to
 // root when the mirror does not run as root, and the chmod only when
-// others may also write the file.
+// others may also write the file. Judged as root (a config check run by
+// root of a file the mirror's user owns), it says to run the command as
+// the file's owner, whom a mirror running as that user reads it as.
 func TestOwnerErrorSaysWhatToRun(t *testing.T) {
 	for _, tc := range []struct {
 		err        OwnerError
@@ -189,7 +191,9 @@ func TestOwnerErrorSaysWhatToRun(t *testing.T) {
 		{OwnerError{Path: "/etc/t", UID: 1000, Self: 65532, Mode: 0o600},
 			"/etc/t is owned by user 1000, neither root nor the user the mirror runs as (65532): user 1000 may change what the mirror serves and trusts, so it is not read; make it root's or the mirror's user's: chown root /etc/t (or chown 65532 /etc/t)", "chmod"},
 		{OwnerError{Path: "/etc/t", UID: 1000, Self: 0, Mode: 0o664},
-			"chown root /etc/t, and writable by its owner only: chmod go-w /etc/t (it has mode 0664)", "chown 0"},
+			"chown root /etc/t, and writable by its owner only: chmod go-w /etc/t (it has mode 0664); this was judged as root: if the mirror runs as user 1000, run this command as that user", "chown 0"},
+		{OwnerError{Path: "/etc/t", UID: 1000, Self: 65532, Mode: 0o600},
+			"chown 65532 /etc/t)", "judged as root"},
 	} {
 		got := tc.err.Error()
 		if !strings.Contains(got, tc.want) || strings.Contains(got, tc.none) {
