@@ -196,8 +196,9 @@ type Client struct {
 
 // Close ends the service discoveries under way, which run apart from the
 // callers that asked for them (one caller leaving does not end a
-// discovery the others wait for), and returns once they have ended; a
-// discovery asked for afterwards fails with ErrClosed. The other requests
+// discovery the others wait for), and returns once they have ended; the
+// callers still waiting for one, and a discovery asked for afterwards,
+// fail with ErrClosed. The other requests
 // run on their callers' contexts. Close the client after its users (the
 // engine, the releases side) have stopped.
 func (c *Client) Close() { c.discovery.close() }

@@ -72,8 +72,8 @@ type discoverer struct {
 // Client.Close.
 var ErrClosed = errors.New("discovery: the origin client is closed")
 
-// close ends the discoveries under way and waits for them; those asked
-// for afterwards fail with ErrClosed.
+// close ends the discoveries under way and waits for them; their callers
+// still waiting, and those asked for afterwards, fail with ErrClosed.
 func (d *discoverer) close() {
 	d.stop()
 	d.flights.Close()
@@ -140,16 +140,28 @@ func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Disco
 		return res, err
 	}
 	d.tr.observer.CacheLookup("discovery", false)
+	closed := fmt.Errorf("service discovery for %s: %w", host, ErrClosed)
+	// Asked before joining a discovery under way: one that Close ended
+	// has let Close return a moment before it leaves the group, and a
+	// caller that joined it then would get its cancellation.
+	if d.root.Err() != nil {
+		return Discovery{}, closed
+	}
 	ch := d.sf.DoChan(string(host), func() (any, error) {
 		if !d.flights.Start() {
-			return Discovery{}, fmt.Errorf("service discovery for %s: %w", host, ErrClosed)
+			return Discovery{}, closed
 		}
 		defer d.flights.Done()
 		// Apart from this caller (with its values): ended by Close only.
 		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 		defer cancel()
 		defer context.AfterFunc(d.root, cancel)()
-		return d.refresh(fctx, host)
+		res, err := d.refresh(fctx, host)
+		if err != nil && d.root.Err() != nil {
+			// Ended by Close, whatever the request said of it.
+			return Discovery{}, closed
+		}
+		return res, err
 	})
 	select {
 	case r := <-ch:

@@ -507,6 +507,42 @@ func askAndLeave(t *testing.T, c *Client, host svchost.Hostname, arrived <-chan 
 	}
 }
 
+// A caller still waiting for a discovery that Close ends is told the
+// client closed (ErrClosed), not given the cancellation of the request
+// Close cut: one that joined the discovery as Close returned got
+// "context canceled" before.
+func TestCloseEndsWaitingCallersWithErrClosed(t *testing.T) {
+	arrived := make(chan struct{}, 1)
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		select {
+		case <-r.Context().Done():
+		case <-release:
+		}
+	}))
+	c := newTestClient(t, s, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
+	waiting := make(chan error, 1)
+	go func() {
+		_, err := c.ProvidersURL(context.Background(), s.host)
+		waiting <- err
+	}()
+	<-arrived
+	c.Close()
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, ErrClosed) {
+			t.Errorf("caller waiting when Close ended the discovery: %v, want ErrClosed", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the waiting caller had no answer 10s after Close returned")
+	}
+}
+
 // A discovery that no caller waits for any more goes on for the next one
 // (TestDiscoveryCallerCancelDoesNotCancelLeader), but not past Close:
 // Close ends it, and returns once it has ended, rather than leave it to
