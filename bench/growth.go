@@ -264,7 +264,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 }
 
 // dirBytes is the disk space the files under dir take (allocated
-// blocks, so that sparse files count what they use).
+// blocks where the system says, so that sparse files count what they
+// use).
 func dirBytes(dir string) int64 {
 	var n int64
 	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
@@ -272,9 +273,7 @@ func dirBytes(dir string) int64 {
 			return nil
 		}
 		if fi, err := d.Info(); err == nil {
-			if st, ok := fi.Sys().(*syscall.Stat_t); ok {
-				n += st.Blocks * 512
-			}
+			n += allocated(fi)
 		}
 		return nil
 	})

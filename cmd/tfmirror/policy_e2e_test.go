@@ -124,7 +124,11 @@ func (l *logLines) find(msg string, attrs ...string) []map[string]any {
 // again: the (reloads+1)th line outcome says (applied or refused).
 func (e *e2e) hangup(t *testing.T, logs *logLines, msg string, n int) {
 	t.Helper()
-	if err := syscall.Kill(syscall.Getpid(), syscall.SIGHUP); err != nil {
+	self, err := os.FindProcess(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := self.Signal(syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
 	logs.waitFor(t, msg, n)

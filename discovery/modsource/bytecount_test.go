@@ -19,7 +19,6 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -61,16 +60,6 @@ func heapGrowth(fn func()) uint64 {
 		return p - base
 	}
 	return 0
-}
-
-// cpuTime is the CPU time (user and system) this process has used.
-func cpuTime(t *testing.T) time.Duration {
-	t.Helper()
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		t.Fatal(err)
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
 // appendHex40 appends i as 40 hex digits, as an object id.

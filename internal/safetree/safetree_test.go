@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 )
 
@@ -301,10 +300,9 @@ func TestWriterWritesATree(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	old := syscall.Umask(0)
-	syscall.Umask(old)
+	mask := umask()
 	for name, want := range map[string]fs.FileMode{"x.sh": 0o755, "r.txt": 0o644} {
-		if fi, err := os.Lstat(filepath.Join(s.root, name)); err != nil || fi.Mode() != want&^fs.FileMode(old) {
+		if fi, err := os.Lstat(filepath.Join(s.root, name)); err != nil || fi.Mode() != want&^mask {
 			t.Errorf("%s: mode %v, want %v", name, fi.Mode(), want)
 		}
 	}
