@@ -507,11 +507,11 @@ func askAndLeave(t *testing.T, c *Client, host svchost.Hostname, arrived <-chan 
 	}
 }
 
-// A caller still waiting for a discovery that Close ends is told the
-// client closed (ErrClosed), not given the cancellation of the request
-// Close cut: one that joined the discovery as Close returned got
-// "context canceled" before.
-func TestCloseEndsWaitingCallersWithErrClosed(t *testing.T) {
+// stallingOrigin is an origin that holds every request until the
+// request is cancelled or the test ends, and says on arrived when the
+// first has arrived.
+func stallingOrigin(t *testing.T) (*testServer, <-chan struct{}) {
+	t.Helper()
 	arrived := make(chan struct{}, 1)
 	release := make(chan struct{})
 	t.Cleanup(func() { close(release) })
@@ -525,6 +525,15 @@ func TestCloseEndsWaitingCallersWithErrClosed(t *testing.T) {
 		case <-release:
 		}
 	}))
+	return s, arrived
+}
+
+// A caller still waiting for a discovery that Close ends is told the
+// client closed (ErrClosed), not given the cancellation of the request
+// Close cut: one that joined the discovery as Close returned got
+// "context canceled" before.
+func TestCloseEndsWaitingCallersWithErrClosed(t *testing.T) {
+	s, arrived := stallingOrigin(t)
 	c := newTestClient(t, s, func(cfg *Config) { cfg.RequestTimeout = time.Minute })
 	waiting := make(chan error, 1)
 	go func() {
@@ -549,19 +558,7 @@ func TestCloseEndsWaitingCallersWithErrClosed(t *testing.T) {
 // run its request timeout and retries after the mirror shut down. A
 // discovery asked for after Close fails at once.
 func TestCloseEndsDiscoveryUnderWay(t *testing.T) {
-	arrived := make(chan struct{}, 1)
-	release := make(chan struct{})
-	t.Cleanup(func() { close(release) })
-	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		select {
-		case arrived <- struct{}{}:
-		default:
-		}
-		select {
-		case <-r.Context().Done():
-		case <-release:
-		}
-	}))
+	s, arrived := stallingOrigin(t)
 	obs := &discoveryCounter{}
 	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs; cfg.RequestTimeout = time.Minute })
 	askAndLeave(t, c, s.host, arrived)
