@@ -140,16 +140,16 @@ func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Disco
 		return res, err
 	}
 	d.tr.observer.CacheLookup("discovery", false)
-	closed := fmt.Errorf("service discovery for %s: %w", host, ErrClosed)
+	closed := func() error { return fmt.Errorf("service discovery for %s: %w", host, ErrClosed) }
 	// Asked before joining a discovery under way: one that Close ended
 	// has let Close return a moment before it leaves the group, and a
 	// caller that joined it then would get its cancellation.
 	if d.root.Err() != nil {
-		return Discovery{}, closed
+		return Discovery{}, closed()
 	}
 	ch := d.sf.DoChan(string(host), func() (any, error) {
 		if !d.flights.Start() {
-			return Discovery{}, closed
+			return Discovery{}, closed()
 		}
 		defer d.flights.Done()
 		// Apart from this caller (with its values): ended by Close only.
@@ -159,7 +159,7 @@ func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Disco
 		res, err := d.refresh(fctx, host)
 		if err != nil && d.root.Err() != nil {
 			// Ended by Close, whatever the request said of it.
-			return Discovery{}, closed
+			return Discovery{}, closed()
 		}
 		return res, err
 	})
