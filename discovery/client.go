@@ -15,6 +15,8 @@ import (
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/v2/internal/flights"
 )
 
 // Fixed transport limits.
@@ -338,8 +340,7 @@ func New(cfg Config) (*Client, error) {
 	tr.rt = &policyTransport{next: trust, userAgent: cfg.UserAgent}
 	tr.httpClient = &http.Client{Transport: tr.rt, CheckRedirect: checkRedirect}
 
-	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry)}
-	disc.root, disc.stop = context.WithCancel(context.Background())
+	disc := &discoverer{tr: tr, ttl: cfg.DiscoveryTTL, now: cfg.Now, hosts: make(map[svchost.Hostname]*discoEntry), flights: flights.New()}
 	return &Client{
 		tr:        tr,
 		discovery: disc,

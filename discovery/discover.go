@@ -14,7 +14,6 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/hashicorp/terraform-svchost/disco"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/flights"
@@ -58,14 +57,11 @@ type discoverer struct {
 
 	mu    sync.Mutex
 	hosts map[svchost.Hostname]*discoEntry
-	sf    singleflight.Group
 
-	// The discoveries under way, each run apart from its callers (one
-	// leaving does not end it for the others) until Client.Close ends
-	// them (root) and waits for them (flights).
-	root    context.Context
-	stop    context.CancelFunc
-	flights flights.Flights
+	// The discoveries under way, each run once for its concurrent
+	// callers and apart from them (one leaving does not end it for the
+	// others) until Client.Close ends them and waits for them.
+	flights *flights.Group
 }
 
 // ErrClosed is the error of a service discovery asked for after
@@ -74,10 +70,7 @@ var ErrClosed = errors.New("discovery: the origin client is closed")
 
 // close ends the discoveries under way and waits for them; their callers
 // still waiting, and those asked for afterwards, fail with ErrClosed.
-func (d *discoverer) close() {
-	d.stop()
-	d.flights.Close()
-}
+func (d *discoverer) close() { d.flights.Close() }
 
 // discoEntry is the cached discovery of one host. Entries are replaced, never
 // modified, except for the refresh-failure fields under discoverer.mu.
@@ -140,36 +133,17 @@ func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Disco
 		return res, err
 	}
 	d.tr.observer.CacheLookup("discovery", false)
-	closed := func() error { return fmt.Errorf("service discovery for %s: %w", host, ErrClosed) }
-	// Asked before joining a discovery under way: one that Close ended
-	// has let Close return a moment before it leaves the group, and a
-	// caller that joined it then would get its cancellation.
-	if d.root.Err() != nil {
-		return Discovery{}, closed()
-	}
-	ch := d.sf.DoChan(string(host), func() (any, error) {
-		if !d.flights.Start() {
-			return Discovery{}, closed()
-		}
-		defer d.flights.Done()
-		// Apart from this caller (with its values): ended by Close only.
-		fctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-		defer cancel()
-		defer context.AfterFunc(d.root, cancel)()
-		res, err := d.refresh(fctx, host)
-		if err != nil && d.root.Err() != nil {
-			// Ended by Close, whatever the request said of it.
-			return Discovery{}, closed()
-		}
-		return res, err
+	v, err := d.flights.Do(ctx, string(host), func(ctx context.Context) (any, error) {
+		return d.refresh(ctx, host)
 	})
-	select {
-	case r := <-ch:
-		res, _ := r.Val.(Discovery)
-		return res, r.Err
-	case <-ctx.Done():
-		return Discovery{}, fmt.Errorf("service discovery for %s: %w", host, ctx.Err())
+	switch {
+	case errors.Is(err, flights.ErrClosed):
+		return Discovery{}, fmt.Errorf("service discovery for %s: %w", host, ErrClosed)
+	case err != nil && err == ctx.Err():
+		return Discovery{}, fmt.Errorf("service discovery for %s: %w", host, err)
 	}
+	res, _ := v.(Discovery)
+	return res, err
 }
 
 // cached returns the cached result for host if it needs no refresh now.

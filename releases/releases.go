@@ -15,7 +15,6 @@ import (
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	svchost "github.com/hashicorp/terraform-svchost"
-	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
@@ -148,10 +147,7 @@ type Releases struct {
 	keys     map[Publisher]keyring
 	products map[string]bool
 
-	root    context.Context
-	cancel  context.CancelFunc
-	group   singleflight.Group
-	flights flights.Flights // the fetches under way on root, which Close waits for
+	flights *flights.Group // the fetches under way, apart from their callers; Close ends them and waits
 
 	notify notifier // retention's (Notify)
 
@@ -247,18 +243,16 @@ func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, erro
 	for _, p := range cfg.HashiCorpProducts {
 		r.products[p] = true
 	}
-	r.root, r.cancel = context.WithCancel(context.Background())
+	r.flights = flights.New()
 	return r, nil
 }
 
 // Close ends the origin fetches under way, which run apart from their
 // callers (detached), and returns once they have ended, so that none
-// writes to the cache closed after it; a fetch asked for afterwards
-// fails.
-func (r *Releases) Close() {
-	r.cancel()
-	r.flights.Close()
-}
+// writes to the cache closed after it; the callers still waiting for
+// one, and a fetch asked for afterwards, fail ("releases: closed",
+// flights.ErrClosed).
+func (r *Releases) Close() { r.flights.Close() }
 
 // Products are the HashiCorp products served, in the configured order.
 func (r *Releases) Products() []string { return append([]string(nil), r.cfg.HashiCorpProducts...) }
@@ -326,24 +320,18 @@ func lastSegment(raw string) string {
 }
 
 // detached runs fn once for every caller asking with key at the same
-// time, on the releases side's own context (bounded by OriginTimeout), so
-// that no caller going away cancels it for the others.
+// time, apart from them (internal/flights), bounded by OriginTimeout, so
+// that no caller going away cancels it for the others; only Close does.
 func (r *Releases) detached(ctx context.Context, key string, fn func(ctx context.Context) (any, error)) (any, error) {
-	ch := r.group.DoChan(key, func() (any, error) {
-		if !r.flights.Start() {
-			return nil, fmt.Errorf("releases: closed: %w", context.Cause(r.root))
-		}
-		defer r.flights.Done()
-		dctx, cancel := context.WithTimeout(r.root, r.cfg.OriginTimeout)
+	v, err := r.flights.Do(ctx, key, func(ctx context.Context) (any, error) {
+		ctx, cancel := context.WithTimeout(ctx, r.cfg.OriginTimeout)
 		defer cancel()
-		return fn(dctx)
+		return fn(ctx)
 	})
-	select {
-	case res := <-ch:
-		return res.Val, res.Err
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	if errors.Is(err, flights.ErrClosed) {
+		return nil, fmt.Errorf("releases: %w", err)
 	}
+	return v, err
 }
 
 type noMetrics struct{}
