@@ -179,8 +179,6 @@ func (r *Retainer) rebuild() {
 
 	unmet := r.cfg.MaxBytes > 0 && kept > r.cfg.MaxBytes
 	r.mu.Lock()
-	r.pinList = pinList
-	r.status.KeptBytes, r.status.LimitUnmet = kept, unmet
 	was := r.unmet
 	r.unmet = unmet
 	r.mu.Unlock()
@@ -191,6 +189,12 @@ func (r *Retainer) rebuild() {
 	if r.cfg.Metrics != nil {
 		r.cfg.Metrics.RetentionKept(kept, unmet)
 	}
+	// The status last: what the status page shows has been logged and
+	// counted (a reader that saw it before read older metrics).
+	r.mu.Lock()
+	r.pinList = pinList
+	r.status.KeptBytes, r.status.LimitUnmet = kept, unmet
+	r.mu.Unlock()
 }
 
 // errScanned stops a ScanBlobs that has seen what it needed.
