@@ -231,11 +231,11 @@ func TestModuleFetchStoppedByShutdownIsNoError(t *testing.T) {
 	if err := <-opened; err == nil {
 		t.Error("the module was opened although its download was cut")
 	}
+	for _, r := range logs.AtLeast(slog.LevelError) {
+		t.Errorf("logged at %v: %s", r.Level, r.Message)
+	}
 	stopped := false
 	for _, r := range logs.Records() {
-		if r.Level >= slog.LevelError {
-			t.Errorf("logged at %v: %s", r.Level, r.Message)
-		}
 		stopped = stopped || strings.Contains(r.Message, "stopped by shutdown")
 	}
 	if !stopped {

@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"context"
 	"log/slog"
-	"net/http"
-	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -29,28 +26,19 @@ func TestClientGoneWhileWaitingForOrigin(t *testing.T) {
 	obs := &observed.Codes{}
 	handler := Instrument(h.server, slog.New(logs), obs)
 
-	for _, path := range []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64"),
+	paths := []string{providerPath("index.json"), providerPath("1.0.0.json"), archivePath("1.0.0", "linux_amd64"),
 		registryPath("versions"), registryPath("1.0.0/download/linux/amd64"),
-		modBase + "acme/net/aws/versions", modBase + "acme/net/aws/1.0.0/download"} {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // the client has gone away
-		rec := httptest.NewRecorder()
-		handler.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
-		if rec.Code != httperr.StatusClientClosedRequest {
-			t.Errorf("%s: status %d, want %d", path, rec.Code, httperr.StatusClientClosedRequest)
-		}
-	}
-	for _, code := range obs.Codes() {
+		modBase + "acme/net/aws/versions", modBase + "acme/net/aws/1.0.0/download"}
+	for i, code := range observed.AskGone(handler, paths) {
 		if code != httperr.StatusClientClosedRequest {
-			t.Errorf("request counted with code %d, want %d", code, httperr.StatusClientClosedRequest)
+			t.Errorf("%s: status %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
 		}
 	}
+	obs.Expect(t, paths, httperr.StatusClientClosedRequest)
 	if level, ok := logs.LevelOf("request failed"); !ok || level != slog.LevelDebug {
 		t.Errorf(`"request failed" logged at %v (logged: %v), want debug`, level, ok)
 	}
-	for _, r := range logs.Records() {
-		if r.Level >= slog.LevelError {
-			t.Errorf("logged at %v: %s", r.Level, r.Message)
-		}
+	for _, r := range logs.AtLeast(slog.LevelError) {
+		t.Errorf("logged at %v: %s", r.Level, r.Message)
 	}
 }

@@ -158,9 +158,7 @@ func TestStalledArchiveReaderCutOff(t *testing.T) {
 	if hits := h.origin.ArchiveHits(ns, typ, version, pl); hits != 1 {
 		t.Errorf("the origin was asked for the archive %d times, want 1", hits)
 	}
-	for _, r := range logs.Records() {
-		if r.Level >= slog.LevelError {
-			t.Errorf("logged at %v: %s", r.Level, r.Message)
-		}
+	for _, r := range logs.AtLeast(slog.LevelError) {
+		t.Errorf("logged at %v: %s", r.Level, r.Message)
 	}
 }

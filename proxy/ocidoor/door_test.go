@@ -409,20 +409,8 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 		"/v2/modules/" + originHost + "/acme/net/aws/manifests/1.0.0",
 		blob,
 	}
-	for _, path := range paths {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // the client has gone away
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
-	}
-	codes := obs.Codes()
-	if len(codes) != len(paths) {
-		t.Fatalf("observed %v", codes)
-	}
-	for i, code := range codes {
-		if code != httperr.StatusClientClosedRequest {
-			t.Errorf("%s: counted as %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
-		}
-	}
+	observed.AskGone(h, paths)
+	obs.Expect(t, paths, httperr.StatusClientClosedRequest)
 }
 
 // A path longer than any door serves is answered by the door, in its

@@ -789,20 +789,8 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 		"/releases/hashicorp/terraform/1.6.0/terraform_1.6.0_linux_amd64.zip",
 		"/releases/opentofu/v1.8.0/tofu_1.8.0_linux_amd64.zip",
 	}
-	for _, path := range paths {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel() // the client has gone away
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
-	}
-	codes := obs.Codes()
-	if len(codes) != len(paths) {
-		t.Fatalf("observed %v", codes)
-	}
-	for i, code := range codes {
-		if code != httperr.StatusClientClosedRequest {
-			t.Errorf("%s: counted as %d, want %d", paths[i], code, httperr.StatusClientClosedRequest)
-		}
-	}
+	observed.AskGone(h, paths)
+	obs.Expect(t, paths, httperr.StatusClientClosedRequest)
 	if l := logs.Max(); l > slog.LevelDebug {
 		t.Errorf("logged at %v, want nothing above debug", l)
 	}

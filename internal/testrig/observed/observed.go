@@ -2,13 +2,17 @@
 // tests that check how it reports it: the log records it writes (Logs,
 // a slog.Handler) and the status codes of the requests it observes
 // (Codes, a proxy.Instrument observer). Both are safe for concurrent use.
+// AskGone asks a handler as a client that went away before its answer.
 package observed
 
 import (
 	"context"
 	"log/slog"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"sync"
+	"testing"
 	"time"
 )
 
@@ -75,4 +79,45 @@ func (o *Codes) Codes() []int {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return slices.Clone(o.codes)
+}
+
+// AtLeast returns the records kept at level or above, in order.
+func (h *Logs) AtLeast(level slog.Level) []slog.Record {
+	var out []slog.Record
+	for _, r := range h.Records() {
+		if r.Level >= level {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// AskGone asks h for each path with GET, as a client that went away
+// before it was answered, and returns the status codes h wrote, in the
+// order of paths.
+func AskGone(h http.Handler, paths []string) []int {
+	codes := make([]int, 0, len(paths))
+	for _, path := range paths {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel() // the client has gone away
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequestWithContext(ctx, http.MethodGet, path, nil))
+		codes = append(codes, rec.Code)
+	}
+	return codes
+}
+
+// Expect fails t for every request of paths not observed with code
+// want, and when the codes observed are not one for each path.
+func (o *Codes) Expect(t testing.TB, paths []string, want int) {
+	t.Helper()
+	codes := o.Codes()
+	if len(codes) != len(paths) {
+		t.Fatalf("observed %v for %d requests", codes, len(paths))
+	}
+	for i, code := range codes {
+		if code != want {
+			t.Errorf("%s: counted as %d, want %d", paths[i], code, want)
+		}
+	}
 }
