@@ -163,7 +163,7 @@ type state struct {
 type datedList struct {
 	src    *records.VersionList
 	window time.Duration
-	rels   map[string]policy.Release
+	dated  datedVersions
 }
 
 type heldKey struct{ kind, address, version, rule string }
@@ -393,7 +393,7 @@ func (g *Gate) FilterProviders(ctx context.Context, p addrs.Provider, list *reco
 	if f, ok := g.filtered(addr, list, gen, now); ok {
 		return f.out, f.next, nil
 	}
-	rels := g.providerReleases(ctx, sub.Window(), p, list, now)
+	rels := g.providerReleases(ctx, sub.Window(), p, list, now).rels
 	var next time.Time
 	out := list
 	unknown := false
@@ -450,30 +450,30 @@ func (st *state) keepFiltered(addr string, f filteredList) {
 
 // providerReleases returns the release times of list's versions when a
 // minimum release age of w applies to p (none are needed otherwise).
-func (g *Gate) providerReleases(ctx context.Context, w time.Duration, p addrs.Provider, list *records.VersionList, now time.Time) map[string]policy.Release {
+func (g *Gate) providerReleases(ctx context.Context, w time.Duration, p addrs.Provider, list *records.VersionList, now time.Time) datedVersions {
 	if w <= 0 {
-		return nil
+		return datedVersions{}
 	}
 	addr := p.String()
 	g.mu.Lock()
 	d, ok := g.rels[addr]
 	g.mu.Unlock()
 	if ok && d.src == list && d.window == w {
-		return d.rels
+		return d.dated
 	}
-	rels := g.rel.providerReleases(ctx, p, list, w, now)
-	for _, r := range rels {
+	dated := g.rel.providerReleases(ctx, p, list, w, now)
+	for _, r := range dated.rels {
 		if !r.Known {
-			return rels // asked again next time
+			return dated // asked again next time
 		}
 	}
 	g.mu.Lock()
 	if g.rels == nil || len(g.rels) >= maxHeldSeen {
 		g.rels = map[string]datedList{}
 	}
-	g.rels[addr] = datedList{src: list, window: w, rels: rels}
+	g.rels[addr] = datedList{src: list, window: w, dated: dated}
 	g.mu.Unlock()
-	return rels
+	return dated
 }
 
 // DatesProvider says whether judging a version of p needs p's version
@@ -489,6 +489,9 @@ func (g *Gate) DatesProvider(p addrs.Provider) bool {
 // it back: a *PolicyError. list, the version list v was found in, dates
 // v (required when DatesProvider says so): a provider's documents are
 // judged with the list that answered for them, not a second one read.
+// A version that list's dating took to be as old as a newer one of its
+// line is dated by its own signature here, learned from the origin when
+// nothing here knows it (releaseTimes.ownRelease).
 // The address rules (deny, allow) were decided before the call reached
 // the engine (CheckAddress, asked by mirror/served); an address they
 // refuse, should a caller come without asking, is refused here with its
@@ -503,7 +506,8 @@ func (g *Gate) CheckProviderIn(ctx context.Context, p addrs.Provider, v versions
 	now := g.now()
 	var rel policy.Release
 	if list != nil {
-		rel = g.providerReleases(ctx, sub.Window(), p, list, now)[v.String()]
+		dated := g.providerReleases(ctx, sub.Window(), p, list, now)
+		rel = g.rel.ownRelease(ctx, p, v, list, dated, g.rel.canAsk(p))
 	}
 	verdict := sub.Version(v.String(), rel, now)
 	if verdict.Allowed {

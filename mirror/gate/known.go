@@ -30,17 +30,20 @@ func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, vers
 			return policy.Release{}, err
 		}
 		list, _, err := g.parts.Records.CachedVersions(records.VersionsKey(p))
+		v, perr := addrs.ParseSemver(version)
+		if perr != nil {
+			return policy.Release{}, perr
+		}
 		if err == nil && list != nil {
-			if rel, ok := r.providerReleases(ctx, p, list, window, g.now())[version]; ok {
-				return rel, nil
+			dated := r.providerReleases(ctx, p, list, window, g.now())
+			if _, ok := dated.rels[version]; ok {
+				// Dated by its own signature when the cache knows it,
+				// without asking the origin for it.
+				return r.ownRelease(ctx, p, v, list, dated, false), nil
 			}
 		}
 		// Not in the stored list (an import, a list since refreshed):
 		// its record's signature and the listing rule.
-		v, err := addrs.ParseSemver(version)
-		if err != nil {
-			return policy.Release{}, err
-		}
 		rec, _ := g.parts.Records.CachedPackage(p, v)
 		if rec != nil && rec.Provenance == records.ProvenanceUnsigned {
 			return policy.Release{Known: true, InHouse: true}, nil

@@ -31,7 +31,14 @@ package gate
 // build of the same release, "1.1.0+b" beside "1.1.0+a", is looked up on
 // its own) are taken to be as old (their listing time, when they came
 // later, still counts). A version's times never change, so a second
-// listing costs nothing, and a new version its own three requests.
+// listing costs nothing, and a new version its own three requests. The
+// older ones are taken to be as old for the listing only: a version's
+// own package (its documents, its archives) is judged by its own
+// signature, learned then when nothing here knows it (its own three
+// requests, once), so that a version published into an older line after
+// a newer one (a backport) is not served for the newer one's age. Where
+// the origin may not be asked (a sealed mirror) and nothing here knows
+// it, the listing's date stands.
 
 import (
 	"context"
@@ -386,11 +393,30 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 	return at, nil
 }
 
+// datedVersions is the release of each version of a list that a
+// minimum release age may hold, and which of them were inferred: dated
+// by a newer version of their major line known to be old enough, taken
+// to be as old so that a listing looks up few (see the file comment).
+// A listing is judged so; a version's own package is judged by its own
+// signature (releaseTimes.ownRelease), so that a version published into
+// an older line after a newer one (a backport), in a provider's first
+// listing, is not taken to be as old as that newer one.
+type datedVersions struct {
+	rels     map[string]policy.Release
+	inferred map[string]bool
+}
+
+// canAsk says whether the origin of p may be asked for what dates its
+// versions: the engine is not sealed and p's host is not local-only.
+func (r *releaseTimes) canAsk(p addrs.Provider) bool {
+	return !r.cfg.Offline && !r.parts.Hosts.Local(p.Hostname)
+}
+
 // providerReleases returns the release of every version of list that a
 // minimum release age of window may hold (see the file comment for what
 // is looked up). now is the clock's reading for the whole answer.
-func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *records.VersionList, window time.Duration, now time.Time) map[string]policy.Release {
-	out := make(map[string]policy.Release, len(list.Versions))
+func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *records.VersionList, window time.Duration, now time.Time) datedVersions {
+	out := datedVersions{rels: make(map[string]policy.Release, len(list.Versions)), inferred: map[string]bool{}}
 	absent := r.absentOf("provider", p.String())
 	lines := map[uint64][]versionAt{}
 	for _, e := range list.Versions {
@@ -401,7 +427,7 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 		lines[v.Major] = append(lines[v.Major], versionAt{v: v, entry: e})
 	}
 	lookups := 0
-	canAsk := !r.cfg.Offline && !r.parts.Hosts.Local(p.Hostname)
+	canAsk := r.canAsk(p)
 	for _, line := range lines {
 		slices.SortFunc(line, func(a, b versionAt) int {
 			switch {
@@ -422,38 +448,74 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 			// of the same precedence (another build of the release,
 			// "1.1.0+b" beside "1.1.0+a") is not older, and is dated alone.
 			if anchored && va.v.LessThan(anchorV) {
-				out[name] = policy.Release{Known: true, At: later(anchor, ab)}
+				out.rels[name] = policy.Release{Known: true, At: later(anchor, ab)}
+				out.inferred[name] = true
 				continue
 			}
-			rec, _ := r.parts.Records.CachedPackage(p, va.v)
-			if rec != nil && rec.Provenance == records.ProvenanceUnsigned {
-				out[name] = policy.Release{Known: true, InHouse: true}
-				continue
-			}
-			signed, ok := r.signedAt(ctx, p, name, rec)
-			if !ok && canAsk && !failed && lookups < maxLookupsPerList {
+			rel, asked, err := r.alone(ctx, p, va.v, va.entry, ab, canAsk && !failed && lookups < maxLookupsPerList)
+			if asked {
 				lookups++
-				at, err := r.lookupShared(ctx, p, va.v, va.entry)
-				if err != nil {
-					r.log.Warn("could not learn when a version was signed; it is held while a minimum release age applies",
-						"provider", p.String(), "version", name, "error", err)
-					failed = true
-				} else {
-					signed, ok = at, true
-				}
 			}
-			if !ok {
-				out[name] = policy.Release{}
-				continue
-			}
-			rel := later(signed, ab)
-			out[name] = policy.Release{Known: true, At: rel}
-			if !anchored && now.Sub(rel) >= window {
-				anchor, anchorV, anchored = rel, va.v, true
+			failed = failed || err != nil
+			out.rels[name] = rel
+			if rel.Known && !rel.InHouse && !anchored && now.Sub(rel.At) >= window {
+				anchor, anchorV, anchored = rel.At, va.v, true
 			}
 		}
 	}
 	return out
+}
+
+// alone dates version v of p (entry, its list entry; ab, the time of the
+// latest listing that lacked it) by itself: an in-house build is the
+// operator's own; any other by its signature time, known or, when ask
+// says so, learned from the origin, and the listing rule. A version
+// whose signature time is not known is not known (held). asked reports
+// that the origin was asked, and err its failure, logged here.
+func (r *releaseTimes) alone(ctx context.Context, p addrs.Provider, v versions.Version, entry records.VersionEntry, ab time.Time, ask bool) (rel policy.Release, asked bool, err error) {
+	rec, _ := r.parts.Records.CachedPackage(p, v)
+	if rec != nil && rec.Provenance == records.ProvenanceUnsigned {
+		return policy.Release{Known: true, InHouse: true}, false, nil
+	}
+	signed, ok := r.signedAt(ctx, p, entry.Version, rec)
+	if !ok && ask {
+		at, err := r.lookupShared(ctx, p, v, entry)
+		if err != nil {
+			r.log.Warn("could not learn when a version was signed; it is held while a minimum release age applies",
+				"provider", p.String(), "version", entry.Version, "error", err)
+			return policy.Release{}, true, err
+		}
+		signed, ok, asked = at, true, true
+	}
+	if !ok {
+		return policy.Release{}, asked, nil
+	}
+	return policy.Release{Known: true, At: later(signed, ab)}, asked, nil
+}
+
+// ownRelease returns the release of version v of p as its own package
+// is judged, from d, the dating of list (the list v was found in): as d
+// dates it, unless d inferred it, when it is dated by itself: its
+// signature time, learned from the origin when it is not known and ask
+// says so (one lookup, kept; a failure holds it). When it may not be
+// asked (a sealed mirror, a judgment that asks no origin) and nothing
+// here knows its signature (a record kept before evidence was), the
+// inference stands.
+func (r *releaseTimes) ownRelease(ctx context.Context, p addrs.Provider, v versions.Version, list *records.VersionList, d datedVersions, ask bool) policy.Release {
+	name := v.String()
+	rel := d.rels[name]
+	if !d.inferred[name] {
+		return rel
+	}
+	i := slices.IndexFunc(list.Versions, func(e records.VersionEntry) bool { return e.Version == name })
+	if i < 0 {
+		return rel
+	}
+	own, asked, _ := r.alone(ctx, p, v, list.Versions[i], r.absentOf("provider", p.String())[name], ask)
+	if own.Known || asked {
+		return own
+	}
+	return rel
 }
 
 // lookupShared is lookup for every caller at once, on the engine's

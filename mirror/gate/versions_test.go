@@ -101,3 +101,79 @@ func TestReleaseAgeUnlistedBuild(t *testing.T) {
 		t.Error("package metadata of 1.1.0+build: no error")
 	}
 }
+
+// A version published into an older line after a newer one (a backport:
+// 1.0.1 signed an hour ago beside 1.1.0, a year old), in a provider's
+// first listing, is listed as old as the newer one (the listing looks up
+// few versions), but its package is judged by its own signature: held
+// by a 72h minimum release age, with the time it becomes available. An
+// old version below the newer one is served, its signature learned once
+// (the gate's lookup: a download answer, SHA256SUMS and its signature).
+func TestReleaseAgeBackportInFirstListing(t *testing.T) {
+	t.Parallel()
+	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 400 * day, "1.0.1": time.Hour, "1.1.0": 365 * day}, harness.Config{})
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	if got := h.Listed(); !slices.Equal(got, []string{"1.0.0", "1.0.1", "1.1.0"}) {
+		t.Fatalf("listed %v", got)
+	}
+	got := h.Read(context.Background(), "1.0.1", "linux_amd64")
+	var perr *gate.PolicyError
+	if !errors.As(got.Err, &perr) || perr.Verdict.Rule != policy.RuleMinReleaseAge {
+		t.Fatalf("archive of 1.0.1, signed an hour ago: opened %v (%d bytes), %v; want held by its minimum release age", got.Opened, len(got.Body), got.Err)
+	}
+	if want := clock.Now().Add(-time.Hour).Add(72 * time.Hour); !perr.Verdict.AvailableAt.Equal(want) {
+		t.Errorf("1.0.1 held until %v, want %v (its own signature's time plus 72h)", perr.Verdict.AvailableAt, want)
+	}
+	if _, err := h.Packages("1.0.1"); !errors.As(err, &perr) {
+		t.Errorf("package metadata of 1.0.1: %v, want held", err)
+	}
+	h.Origin.ResetHits()
+	if got := h.Read(context.Background(), "1.0.0", "linux_amd64"); got.Err != nil {
+		t.Fatalf("archive of 1.0.0, signed 400 days ago: %v", got.Err)
+	}
+	// The gate learns its signature time (one SHA256SUMS signature), and
+	// the fetch verifies the package with its own.
+	if n := h.Origin.Hits(fakeorigin.Signature); n != 2 {
+		t.Errorf("serving 1.0.0 fetched %d signatures, want 2 (the gate's, the fetch's)", n)
+	}
+	h.Origin.ResetHits()
+	if got := h.Read(context.Background(), "1.0.0", "linux_amd64"); got.Err != nil || h.Origin.Hits(fakeorigin.Signature) != 0 {
+		t.Errorf("archive of 1.0.0 again: %v, %d signatures fetched; want served, none", got.Err, h.Origin.Hits(fakeorigin.Signature))
+	}
+	clock.Add(72 * time.Hour)
+	if got := h.Read(context.Background(), "1.0.1", "linux_amd64"); got.Err != nil {
+		t.Errorf("archive of 1.0.1, 73h after it was signed: %v", got.Err)
+	}
+}
+
+// What the cache knows of a release (export, retention and policy
+// explain ask it, without the origin): a version the listing took to be
+// as old as a newer one of its line is dated by its own signature when
+// the cache holds its package (the backport, signed an hour ago), and
+// keeps the newer one's date when nothing here knows its own (1.0.0,
+// never fetched: a sealed mirror's record kept before evidence was).
+func TestKnownReleaseOfAnInferredVersion(t *testing.T) {
+	t.Parallel()
+	h, clock := releaseHarness(t, map[string]time.Duration{"1.0.0": 400 * day, "1.0.1": time.Hour, "1.1.0": 365 * day}, harness.Config{})
+	ctx := context.Background()
+	if got := h.Read(ctx, "1.0.1", "linux_amd64"); got.Err != nil {
+		t.Fatal(got.Err) // fetched before any policy applied
+	}
+	h.Engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	if got := h.Listed(); len(got) != 3 {
+		t.Fatalf("listed %v", got)
+	}
+	h.Origin.ResetHits()
+	inv, addr := h.Engine.Inventory(), h.Provider().String()
+	rel, err := inv.KnownRelease(ctx, policy.Provider, addr, "1.0.1", 72*time.Hour)
+	if want := clock.Now().Add(-time.Hour); err != nil || !rel.Known || !rel.At.Equal(want) {
+		t.Errorf("release of 1.0.1: %+v, %v; want known, at %v (its own signature)", rel, err, want)
+	}
+	rel, err = inv.KnownRelease(ctx, policy.Provider, addr, "1.0.0", 72*time.Hour)
+	if want := clock.Now().Add(-365 * day); err != nil || !rel.Known || !rel.At.Equal(want) {
+		t.Errorf("release of 1.0.0: %+v, %v; want known, at %v (1.1.0's)", rel, err, want)
+	}
+	if n := h.Origin.Hits(fakeorigin.Signature); n != 0 {
+		t.Errorf("%d signatures fetched, want none", n)
+	}
+}
