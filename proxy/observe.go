@@ -137,7 +137,7 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 				return
 			}
 			rw.line = requestLine{
-				id: id, method: r.Method, path: logged(r.URL.EscapedPath(), maxLoggedPath), route: route,
+				id: id, method: loggedMethod(r), path: logged(r.URL.EscapedPath(), maxLoggedPath), route: route,
 				status: status, bytes: rw.bytes, duration: d,
 				cache: firstValue(w.Header(), "X-Tfmirror-Cache"), aborted: aborted,
 				userAgent: logged(r.UserAgent(), maxLoggedUserAgent),
@@ -155,13 +155,19 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 	})
 }
 
-// What the access log keeps of a request's path and User-Agent: whatever
-// a client sends is bounded in the log too. A header may be 64 KiB, and a
-// byte that is not UTF-8 is six in JSON (\ufffd).
+// What the access log keeps of a request's method, path and User-Agent:
+// whatever a client sends is bounded in the log too. A header may be
+// 64 KiB, a method as long (any token is one), and a byte that is not
+// UTF-8 is six in JSON (\ufffd).
 const (
 	maxLoggedPath      = 2048 // the longest path a door serves (the OCI door's)
 	maxLoggedUserAgent = 256
+	maxLoggedMethod    = 16 // longer than any method HTTP defines
 )
+
+// loggedMethod is r's method as a log line names it, cut as the access
+// log cuts it.
+func loggedMethod(r *http.Request) string { return logged(r.Method, maxLoggedMethod) }
 
 // LoggedPath is r's path as a log line names it: as sent (escaped), cut
 // at the longest path a door serves, as the access log cuts it, so that a
