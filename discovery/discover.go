@@ -17,6 +17,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/flights"
+	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
@@ -29,6 +30,11 @@ const (
 
 	// maxDiscoveryBytes limits a discovery document, as disco does.
 	maxDiscoveryBytes = 1 << 20
+	// maxDiscoveryDepth and maxDiscoveryElements bound what the document
+	// may build when decoded (its nesting; its array elements and object
+	// members in all).
+	maxDiscoveryDepth    = 8
+	maxDiscoveryElements = 4096
 
 	// staleRetryInterval is the least time between refresh attempts of a
 	// host whose last refresh failed (capped at DiscoveryTTL).
@@ -249,6 +255,13 @@ func (d *discoverer) discoverRemote(ctx context.Context, host svchost.Hostname) 
 	data, err := d.tr.readBody(ctx, reqCtx, r, resp.Body, maxDiscoveryBytes)
 	if err != nil {
 		return nil, err
+	}
+	// disco decodes the whole document into maps and slices, whatever it
+	// holds: bounded first, as every answer of an origin is. A discovery
+	// document is a few services, none nested deeper than a login
+	// service's lists.
+	if err := jsonbound.Check(data, jsonbound.Limits{Depth: maxDiscoveryDepth, Elements: maxDiscoveryElements}); err != nil {
+		return nil, originError(r, 0, fmt.Errorf("%w: %v", ErrTooLarge, err))
 	}
 
 	// disco parses the document it is handed: the answer already

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -99,6 +100,24 @@ func TestProvidersURL(t *testing.T) {
 			name: "not a JSON object",
 			handler: func(*testServer) http.HandlerFunc {
 				return func(w http.ResponseWriter, r *http.Request) { writeJSON(w, `["providers.v1"]`) }
+			},
+			wantOp: OpDiscovery,
+		},
+		{
+			name: "more members than a discovery document has",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					writeJSON(w, `{"providers.v1": "/p/", "x": [`+strings.Repeat(`{},`, 100_000)+`{}]}`)
+				}
+			},
+			wantOp: OpDiscovery,
+		},
+		{
+			name: "nested deeper than a discovery document is",
+			handler: func(*testServer) http.HandlerFunc {
+				return func(w http.ResponseWriter, r *http.Request) {
+					writeJSON(w, `{"providers.v1": "/p/", "x": `+strings.Repeat(`[`, 9)+strings.Repeat(`]`, 9)+`}`)
+				}
 			},
 			wantOp: OpDiscovery,
 		},
