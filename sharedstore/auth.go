@@ -267,15 +267,20 @@ const maxPutBack = 15 * time.Minute
 
 // GetMeta returns the record under key and when it was stored; a nil
 // record when the store has none, or none that authenticates (which is
-// counted and logged as rejected): among them, one that the store wrote
-// later than maxPutBack after its time of storing.
+// counted and logged as rejected, not returned as an error): among them,
+// one that the store wrote later than maxPutBack after its time of
+// storing, and one larger than any record a replica writes.
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	name := s.key("meta/" + key)
+	kind := kindOf(key)
 	raw, modified, err := s.getSmall(ctx, "get_meta", name)
+	if errors.Is(err, errTooLarge) {
+		s.rejected.reject(kind, name, err)
+		return nil, time.Time{}, nil
+	}
 	if err != nil || raw == nil {
 		return nil, time.Time{}, err
 	}
-	kind := kindOf(key)
 	var doc metaDoc
 	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
 		s.rejected.reject(kind, name, fmt.Errorf("not a stored record: %v", err))
@@ -343,10 +348,11 @@ func (h *archiveHeader) fields(storeID string) []string {
 
 // OpenArchive opens the archive sha; it returns a nil body when the store
 // does not have it, or has it without a header that authenticates (which
-// is counted and logged as rejected). The body returns a *verify.Error
-// instead of its end unless the bytes are the header's size and sha256. The call
-// timeout bounds the wait for the answer, ctx the reading of the body.
-// The caller must close the body.
+// is counted and logged as rejected, not returned as an error): among
+// them, one whose header is larger than any a replica writes. The body
+// returns a *verify.Error instead of its end unless the bytes are the
+// header's size and sha256. The call timeout bounds the wait for the
+// answer, ctx the reading of the body. The caller must close the body.
 //
 // A header in format 1, which does not bind the store's ID, is read: an
 // archive is content-addressed, its sha256 comes from a record this
@@ -364,12 +370,14 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 		return nil, 0, err
 	}
 	raw, _, err := s.getSmall(ctx, "get_archive_header", s.key("archive-auth/"+sha))
-	if err != nil {
+	if err != nil && !errors.Is(err, errTooLarge) {
 		body.Close()
 		return nil, 0, err
 	}
 	var h archiveHeader
 	switch {
+	case err != nil:
+		err = fmt.Errorf("its header is %w", err)
 	case raw == nil:
 		err = errors.New("no header vouches for it (written by an earlier release, or by something other than a replica)")
 	case json.Unmarshal(raw, &h) != nil:

@@ -453,3 +453,47 @@ func TestReplayedRecordRejected(t *testing.T) {
 		t.Errorf("a record of a replica five minutes behind: %s, %v", raw, err)
 	}
 }
+
+// An object larger than any a replica writes, under a record's name or as
+// an archive's header, is rejected as any object that fails: nothing read,
+// no error, counted and logged once. It is no failure of the store's: the
+// breaker stays closed, and what the replicas wrote is read on.
+func TestOversizedObjectRejected(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil) // the breaker opens after 2 failures (openWith)
+	good := recordsByKind["package"]
+	if err := a.PutMeta(ctx, good, map[string]int{"schema": 2}); err != nil {
+		t.Fatal(err)
+	}
+	data := []byte("provider archive")
+	sha := shaOf(data)
+	if err := a.PutArchive(ctx, sha, bytes.NewReader(data), int64(len(data))); err != nil {
+		t.Fatal(err)
+	}
+	huge := bytes.Repeat([]byte(" "), 16<<20+1)
+
+	name := recordsByKind["versions"]
+	putRaw(t, srv, "meta/"+name, huge)
+	wantRejected(t, a, "versions", name, 0)
+
+	putRaw(t, srv, "archive-auth/"+sha, huge)
+	for range 2 {
+		if body, _, err := a.OpenArchive(ctx, sha); err != nil || body != nil {
+			t.Errorf("archive under an oversized header: %v, %v; want nothing", body, err)
+		}
+	}
+	if n := a.obs.rejections("archive"); n != 2 {
+		t.Errorf("%d archive rejections, want 2", n)
+	}
+	if n := strings.Count(a.log.String(), "/archives/"+sha+" "); n != 1 {
+		t.Errorf("archive logged %d times, want once:\n%s", n, a.log.String())
+	}
+
+	if a.Status() != nil || a.obs.down.Load() {
+		t.Errorf("the breaker opened on oversized objects: %v", a.Status())
+	}
+	if raw, _, err := a.GetMeta(ctx, good); err != nil || raw == nil {
+		t.Errorf("a record the replicas wrote: %s, %v", raw, err)
+	}
+}

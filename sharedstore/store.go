@@ -476,12 +476,21 @@ func (s *Store) putArchive(ctx context.Context, sha string, r io.ReadSeeker, siz
 // store.
 const maxSmallBytes = 16 << 20
 
+// errTooLarge is an object larger than maxSmallBytes where a record or an
+// archive's header belongs: no replica writes one, so whoever wrote it
+// did so without the key, and it is rejected as any object that fails.
+var errTooLarge = errors.New("larger than any record or header a replica writes")
+
 // getSmall returns the object under the full key, at most maxSmallBytes,
 // and when the store last wrote it (its Last-Modified; zero when it did
-// not say); nil when the store has none.
+// not say); nil when the store has none. An object larger than that
+// returns an error wrapping errTooLarge, which the caller rejects: the
+// store answered, so the call counts as one that did (for the metrics
+// and the breaker), and the body is read no further than the bound.
 func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time, error) {
 	var raw []byte
 	var modified time.Time
+	var tooLarge error
 	err := s.call(ctx, op, func(ctx context.Context) (string, error) {
 		o, err := s.client.GetObject(ctx, &s3.GetObjectInput{Bucket: &s.loc.Bucket, Key: aws.String(key)})
 		if statusOf(err) == http.StatusNotFound {
@@ -491,16 +500,24 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time
 			return "", err
 		}
 		defer o.Body.Close()
+		if n := aws.ToInt64(o.ContentLength); n > maxSmallBytes {
+			tooLarge = fmt.Errorf("%w: %d bytes, more than %d", errTooLarge, n, maxSmallBytes)
+			return "ok", nil
+		}
 		b, err := io.ReadAll(io.LimitReader(o.Body, maxSmallBytes+1))
 		if err != nil {
 			return "", err
 		}
 		if len(b) > maxSmallBytes {
-			return "", fmt.Errorf("object %s is larger than %d bytes", key, maxSmallBytes)
+			tooLarge = fmt.Errorf("%w: more than %d bytes", errTooLarge, maxSmallBytes)
+			return "ok", nil
 		}
 		raw, modified = b, aws.ToTime(o.LastModified)
 		return "ok", nil
 	})
+	if err == nil && tooLarge != nil {
+		return nil, time.Time{}, tooLarge
+	}
 	return raw, modified, err
 }
 
