@@ -203,7 +203,7 @@ func (k *Keys) verify(format int, id, mac string, fields ...string) error {
 	case k.previous != nil && id == k.previous.id:
 		use = k.previous
 	default:
-		return fmt.Errorf("signed by key %q, which is neither the current nor the previous key", id)
+		return fmt.Errorf("signed by key %s, which is neither the current nor the previous key", shown(id))
 	}
 	got, err := base64.StdEncoding.DecodeString(mac)
 	if err != nil || !hmac.Equal(got, use.mac(format, fields...)) {
@@ -383,7 +383,7 @@ func (s *Store) OpenArchive(ctx context.Context, sha string) (io.ReadCloser, int
 	case json.Unmarshal(raw, &h) != nil:
 		err = errors.New("its header is not a header")
 	case h.SHA256 != sha || (h.Format < 2 && h.Name != name) || (h.Format >= 2 && h.Name != "archives/"+sha):
-		err = fmt.Errorf("its header is the header of %s", h.Name)
+		err = fmt.Errorf("its header is the header of %s", shown(h.Name))
 	default:
 		err = s.cfg.Keys.verify(max(h.Format, 1), h.KeyID, h.MAC, h.fields(s.id)...)
 	}
@@ -475,6 +475,38 @@ func (s *Store) Rejected() int64 { return s.rejected.total.Load() }
 // counted only.
 const maxLogged = 1024
 
+// maxShownBytes bounds what an error or a log line quotes of a field of
+// an object read from the store before it authenticated (a key ID, a
+// header's name): whoever wrote the object chose it, of any length.
+const maxShownBytes = 64
+
+// maxReasonBytes bounds the reason logged for a rejected object, whatever
+// it quotes (a JSON decoder's error quotes the number it could not take):
+// a line each for maxLogged objects.
+const maxReasonBytes = 1024
+
+// shown is s quoted (%q) for an error or a log line: at most its first
+// maxShownBytes, followed, when cut, by a mark saying so and its length.
+func shown(s string) string {
+	c, cut := prefix(s, maxShownBytes)
+	if !cut {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q... (cut, %d bytes)", c, len(s))
+}
+
+// prefix is s cut to at most n bytes, not within a character, and
+// whether it was cut.
+func prefix(s string, n int) (string, bool) {
+	if len(s) <= n {
+		return s, false
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n], true
+}
+
 // rejections remembers the objects rejected, so that each is logged
 // once, and the archives whose bytes were wrong, so that the next put
 // replaces them.
@@ -533,7 +565,7 @@ func (r *rejections) clearBad(sha string) {
 }
 
 // reject counts the object name of kind as rejected, and logs it the
-// first time.
+// first time, with why cut at maxReasonBytes.
 func (r *rejections) reject(kind, name string, why error) {
 	r.total.Add(1)
 	if r.obs != nil {
@@ -541,8 +573,12 @@ func (r *rejections) reject(kind, name string, why error) {
 	}
 	switch first, more := r.first(kind, name); {
 	case first:
+		reason, cut := prefix(why.Error(), maxReasonBytes)
+		if cut {
+			reason += "... (cut)"
+		}
 		r.log.Warn("shared store object failed authentication; ignored, taken from the origin instead (and written back authenticated)",
-			"kind", kind, "object", name, "store_id", r.store, "reason", why.Error())
+			"kind", kind, "object", name, "store_id", r.store, "reason", reason)
 	case more:
 		r.log.Warn("more shared store objects fail authentication; they are counted (tfmirror_shared_rejected_total), no longer logged each",
 			"logged", maxLogged)

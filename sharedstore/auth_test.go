@@ -497,3 +497,41 @@ func TestOversizedObjectRejected(t *testing.T) {
 		t.Errorf("a record the replicas wrote: %s, %v", raw, err)
 	}
 }
+
+// The reason logged for a rejected object quotes no more than a bounded
+// prefix of what the object holds, and says it was cut: a key ID, a
+// header's name, a number that fits no field, each of megabytes, make
+// lines of a few hundred bytes.
+func TestRejectionReasonBounded(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	long := strings.Repeat(`\u0001`, 2<<20) // 12 MiB, each byte quoted as \x01
+
+	putRaw(t, srv, "meta/"+recordsByKind["versions"],
+		[]byte(`{"stored_at":"2026-01-01T00:00:00Z","record":{},"format":2,"key_id":"`+long+`","mac":"x"}`))
+	putRaw(t, srv, "meta/"+recordsByKind["package"],
+		[]byte(`{"stored_at":"2026-01-01T00:00:00Z","record":{},"format":1`+strings.Repeat("0", 4<<20)+`}`))
+	data := []byte("provider archive")
+	sha := shaOf(data)
+	putRaw(t, srv, "archives/"+sha, data)
+	putRaw(t, srv, "archive-auth/"+sha, []byte(`{"name":"`+long+`","sha256":"`+sha+`","size":16}`))
+
+	for _, kind := range []string{"versions", "package"} {
+		if raw, _, err := a.GetMeta(ctx, recordsByKind[kind]); err != nil || raw != nil {
+			t.Errorf("%s: read %s, %v; want nothing", kind, raw, err)
+		}
+	}
+	if body, _, err := a.OpenArchive(ctx, sha); err != nil || body != nil {
+		t.Errorf("archive: %v, %v; want nothing", body, err)
+	}
+	lines := strings.Split(strings.TrimSpace(a.log.String()), "\n")
+	for _, line := range lines {
+		if len(line) > 8<<10 {
+			t.Errorf("a log line of %d bytes: %.300s", len(line), line)
+		}
+	}
+	if n := strings.Count(a.log.String(), "(cut"); n != 3 {
+		t.Errorf("%d reasons say they were cut, want 3", n)
+	}
+}
