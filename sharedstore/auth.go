@@ -8,8 +8,9 @@ package sharedstore
 // handed out. An object that fails is not there, as far as the callers can
 // tell: they take it from the origin and write it back, authenticated.
 // Whoever can write the bucket without the key can delete, hide or replay
-// (within minutes, under the same name of the same store) what the
-// replicas wrote, never make them take other bytes, records or times.
+// (within minutes, under the same name of the same store; on a bucket with
+// versioning, see maxPutBack) what the replicas wrote, never make them take
+// other bytes, records or times.
 //
 // The MAC's format is written beside it (macFormat). Format 1, that of
 // release 2.x before the store ID, bound the key in the bucket but not the
@@ -262,7 +263,13 @@ var errEarlierFormat = errors.New("authenticated in the format of an earlier rel
 // copy of an older record that someone kept, replayed (or one of a
 // replica whose clock is that far behind, which the store itself would
 // not have let write). So a writer of the bucket without the key can roll
-// a record back by minutes at most, never to one of months ago.
+// a record back by minutes at most, never to one of months ago, on a bucket
+// that keeps no older versions of its objects: on one with versioning,
+// deleting the newest versions makes an older one current again with its
+// own Last-Modified (AWS S3 keeps each version's), which this cannot tell
+// from one just written, nor can anything else the store answers (a
+// version ID included). The deployment keeps that out
+// (docs/scaling-out.md, "Bucket versioning").
 const maxPutBack = 15 * time.Minute
 
 // GetMeta returns the record under key and when it was stored; a nil

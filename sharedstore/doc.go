@@ -52,8 +52,9 @@
 // write it back. Whoever can write the bucket without the key can delete,
 // hide, or replay under the same name of the same store what the replicas
 // wrote (a record within minutes of its writing only: the store's
-// Last-Modified gives an older one away); never make them take other
-// bytes, records or times.
+// Last-Modified gives an older one away, unless the bucket keeps older
+// versions and the writer may delete the newer ones); never make them take
+// other bytes, records or times.
 //
 // Every call is bounded by Config.CallTimeout (archive bodies by the
 // caller's context), and a circuit breaker stops calling a store that
