@@ -454,6 +454,39 @@ func TestReplayedRecordRejected(t *testing.T) {
 	}
 }
 
+// A bucket that keeps the older versions of its objects lets whoever may
+// delete versions make a record of months ago current again, which the
+// put-back check cannot tell from one just written: the replica says so
+// once, at its first write, with what to configure; one writing to a
+// bucket without versioning says nothing.
+func TestVersionedBucketWarned(t *testing.T) {
+	srv := s3test.StartVersioning(t)
+	srv.SetEnv(t)
+	srv.CreateBucket("tfm")
+	ctx := context.Background()
+	plain := openKeyed(t, srv, key('a'), nil)
+	if err := plain.PutMeta(ctx, recordsByKind["versions"], map[string]int{"schema": 2}); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(plain.log.String(), "keeps the older versions") {
+		t.Errorf("warned of versions on a bucket without versioning: %s", plain.log.String())
+	}
+
+	srv.EnableVersioning("tfm")
+	a := openKeyed(t, srv, key('a'), nil)
+	for _, name := range []string{recordsByKind["versions"], recordsByKind["package"]} {
+		if err := a.PutMeta(ctx, name, map[string]int{"schema": 2}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(a.log.String(), "keeps the older versions of its objects"); n != 1 {
+		t.Errorf("warned %d times of a bucket with versioning, want once: %s", n, a.log.String())
+	}
+	if !strings.Contains(a.log.String(), "s3:DeleteObjectVersion") {
+		t.Errorf("the warning does not say what to deny: %s", a.log.String())
+	}
+}
+
 // An object larger than any a replica writes, under a record's name or as
 // an archive's header, is rejected as any object that fails: nothing read,
 // no error, counted and logged once. It is no failure of the store's: the

@@ -84,9 +84,12 @@ func (s *Store) probeConditional(ctx context.Context) (ignored, err error) {
 	key := aws.String(s.key("probes/" + hex.EncodeToString(b[:])))
 	put := func() error {
 		body := []byte("tfmirror conditional write probe")
-		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &s.loc.Bucket, Key: key, Body: bytes.NewReader(body),
 			ContentLength: aws.Int64(int64(len(body))), IfNoneMatch: aws.String("*")})
+		if err == nil {
+			s.versioned.note(s.log, s.loc.Bucket, out.VersionId)
+		}
 		return err
 	}
 	if err := put(); err != nil {

@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -188,6 +189,9 @@ type Store struct {
 
 	// rejected remembers objects that failed authentication (auth.go).
 	rejected rejections
+
+	// versioned says once that the bucket keeps older versions.
+	versioned versioning
 }
 
 // Open parses cfg.URL and makes a client with credentials from the
@@ -524,11 +528,31 @@ func (s *Store) getSmall(ctx context.Context, op, key string) ([]byte, time.Time
 // putSmall stores doc under the full key, replacing any object there.
 func (s *Store) putSmall(ctx context.Context, op, key string, doc []byte) error {
 	return s.call(ctx, op, func(ctx context.Context) (string, error) {
-		_, err := s.client.PutObject(ctx, &s3.PutObjectInput{
+		out, err := s.client.PutObject(ctx, &s3.PutObjectInput{
 			Bucket: &s.loc.Bucket, Key: aws.String(key),
 			Body: bytes.NewReader(doc), ContentLength: aws.Int64(int64(len(doc))),
 			ContentType: aws.String("application/json"),
 		})
+		if err == nil {
+			s.versioned.note(s.log, s.loc.Bucket, out.VersionId)
+		}
 		return "ok", err
 	})
+}
+
+// versioning takes the versions writes answered with: one of their own
+// (not none, nor "null", a bucket's answer while versioning was never on
+// or is suspended) says that the bucket keeps the older versions of its
+// objects, which whoever may delete versions can make current again,
+// older than the put-back check can tell (maxPutBack). It is logged once,
+// with what to do: nothing read from the bucket tells such a record from
+// the one written last.
+type versioning struct{ seen atomic.Bool }
+
+func (v *versioning) note(log *slog.Logger, bucket string, id *string) {
+	if vid := aws.ToString(id); vid == "" || vid == "null" || v.seen.Swap(true) {
+		return
+	}
+	log.Warn("the shared bucket keeps the older versions of its objects: whoever may delete object versions can make a replica read records of months ago; turn versioning off on a new bucket, or deny s3:DeleteObjectVersion and s3:PutBucketVersioning in the bucket's policy (docs/scaling-out.md, \"Bucket versioning\")",
+		"bucket", bucket)
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // Credentials of the server's root account.
@@ -37,6 +38,7 @@ type Server struct {
 	t    *testing.T
 	bin  string
 	root string // posix backend directory
+	vers string // where it keeps the older versions of objects ("": it keeps none)
 	addr string // 127.0.0.1:PORT
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has exited
@@ -95,7 +97,19 @@ func moduleRoot() (string, error) {
 // directory, and stops it when the test ends.
 func Start(t *testing.T) *Server {
 	t.Helper()
-	s := &Server{t: t, bin: Binary(t), root: t.TempDir()}
+	return start(t, &Server{t: t, bin: Binary(t), root: t.TempDir()})
+}
+
+// StartVersioning is Start with a server that can keep the older versions
+// of objects: a bucket whose versioning is enabled (EnableVersioning)
+// keeps them.
+func StartVersioning(t *testing.T) *Server {
+	t.Helper()
+	return start(t, &Server{t: t, bin: Binary(t), root: t.TempDir(), vers: t.TempDir()})
+}
+
+func start(t *testing.T, s *Server) *Server {
+	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -157,8 +171,12 @@ func (s *Server) Stop() {
 func (s *Server) Restart() {
 	t := s.t
 	t.Helper()
-	cmd := exec.Command(s.bin, "--access", AccessKey, "--secret", SecretKey, "--region", Region,
-		"--port", s.addr, "--health", "/health", "--quiet", "posix", s.root)
+	args := []string{"--access", AccessKey, "--secret", SecretKey, "--region", Region,
+		"--port", s.addr, "--health", "/health", "--quiet", "posix"}
+	if s.vers != "" {
+		args = append(args, "--versioning-dir", s.vers)
+	}
+	cmd := exec.Command(s.bin, append(args, s.root)...)
 	cmd.Stdout, cmd.Stderr = &s.log, &s.log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -201,6 +219,18 @@ func (s *Server) CreateBucket(bucket string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if _, err := s.Client().CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// EnableVersioning turns bucket's versioning on (the server must have
+// been started by StartVersioning).
+func (s *Server) EnableVersioning(bucket string) {
+	s.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := s.Client().PutBucketVersioning(ctx, &s3.PutBucketVersioningInput{Bucket: aws.String(bucket),
+		VersioningConfiguration: &types.VersioningConfiguration{Status: types.BucketVersioningStatusEnabled}}); err != nil {
 		s.t.Fatal(err)
 	}
 }
