@@ -19,6 +19,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/flights"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/verify"
@@ -285,12 +286,20 @@ func (r *Releases) CheckProduct(pub Publisher, product string) error {
 // originOf is the origin client's p for a URL: its host.
 func originOf(raw string) (addrs.Provider, error) {
 	u, err := url.Parse(raw)
-	if err != nil || u.Scheme != "https" || u.Host == "" {
-		return addrs.Provider{}, fmt.Errorf("releases: %q is not an absolute https URL", raw)
+	if err != nil {
+		return addrs.Provider{}, errors.New("releases: a URL that does not parse")
+	}
+	if u.Scheme != "https" || u.Host == "" {
+		return addrs.Provider{}, fmt.Errorf("releases: %q is not an absolute https URL", redact.URL(u))
+	}
+	if u.User != nil {
+		// It would be sent as Basic credentials, and shown wherever the
+		// URL is: an origin's token goes in the credentials file.
+		return addrs.Provider{}, fmt.Errorf("releases: %q carries a user name or password: give the origin's token in --credentials-file instead (docs/operations.md, Origin credentials)", redact.URL(u))
 	}
 	h, err := svchost.ForComparison(u.Host)
 	if err != nil {
-		return addrs.Provider{}, fmt.Errorf("releases: %q: %w", raw, err)
+		return addrs.Provider{}, fmt.Errorf("releases: %q: %w", redact.URL(u), err)
 	}
 	return addrs.Provider{Hostname: h}, nil
 }

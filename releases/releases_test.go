@@ -484,3 +484,25 @@ func TestStoredSumsOfAnotherReleaseRefused(t *testing.T) {
 		r.stop()
 	}
 }
+
+// An origin URL with a user name or password is refused, the password
+// never repeated: the client would send it as Basic credentials, and it
+// would be shown wherever the URL is. An origin's token goes in the
+// credentials file.
+func TestOriginURLWithCredentialsRefused(t *testing.T) {
+	for _, cfg := range []releases.Config{
+		{HashiCorpURL: "https://mirror:hunter2@artifactory.corp/hashicorp/"},
+		{OpenTofuDownloadURL: "https://mirror:hunter2@artifactory.corp/tofu/"},
+		{OpenTofuAPIURL: "https://mirror@artifactory.corp/tofu/api.json"},
+		{HashiCorpURL: "http://mirror:hunter2@artifactory.corp/hashicorp/"},
+	} {
+		_, err := releases.New(cfg, nil, nil, nil)
+		if err == nil {
+			t.Errorf("%+v: accepted", cfg)
+			continue
+		}
+		if strings.Contains(err.Error(), "hunter2") || strings.Contains(err.Error(), "mirror@") {
+			t.Errorf("the refusal repeats the credentials: %v", err)
+		}
+	}
+}

@@ -468,3 +468,30 @@ policy {}
 		t.Errorf("Locate of joined errors: %s", got)
 	}
 }
+
+// The CLI releases' origin URLs may carry a secret in their query (a
+// pre-signed URL of a private mirror's): the values shown (the status
+// page's configuration, config check, a reload's changes) leave it out,
+// as upstream_proxy's password.
+func TestReleasesURLsShownRedacted(t *testing.T) {
+	e, err := load(t, []string{
+		"--releases-hashicorp-url", "https://artifactory.corp/hashicorp-releases/?token=hunter2-secret",
+		"--releases-opentofu-url", "https://artifactory.corp/tofu/?token=hunter3-secret",
+		"--releases-opentofu-api-url", "https://artifactory.corp/tofu/api.json?X-Amz-Signature=hunter4-secret",
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	shown := 0
+	for _, v := range e.Values() {
+		if strings.Contains(v.Value, "secret") {
+			t.Errorf("%s shown as %q", v.Setting.Name, v.Value)
+		}
+		if strings.HasPrefix(v.Setting.Name, "releases-") && strings.HasPrefix(v.Value, "https://artifactory.corp/") {
+			shown++
+		}
+	}
+	if shown != 3 {
+		t.Errorf("%d of the three releases URLs shown by their host and path, want 3", shown)
+	}
+}
