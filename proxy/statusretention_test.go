@@ -1,9 +1,13 @@
 package proxy
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 
@@ -53,6 +57,45 @@ func TestStatusRetention(t *testing.T) {
 	for _, want := range []string{`id="limit-unmet"`, "The size limit of 100 B cannot be met", `id="pinned"`, "1.0.0 <small>(provider, pinned by ci.lock.hcl:3)</small>"} {
 		if !strings.Contains(body, want) {
 			t.Errorf("page lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// failingPins are pins that could not be read, and say where.
+type failingPins struct{}
+
+func (failingPins) Pins() (*retention.Pins, bool, error) {
+	return nil, false, errors.New("/etc/tfmirror/pins/payments.hcl:4: provider registry.terraform.io/acmecorp/secretproject is already declared")
+}
+
+// Pins that could not be read are said so to everyone; why (the file,
+// its line, what it pins) only to a client with a token, when client
+// authentication is on, as the pinned versions themselves.
+func TestStatusPinsErrorHiddenWithoutToken(t *testing.T) {
+	t.Parallel()
+	a, err := NewAuth(AuthConfig{TokenHashes: [][32]byte{sha256.Sum256([]byte(testToken))}, SigningKey: bytes.Repeat([]byte{7}, 32), URLTTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := newHarness(t, harnessOptions{cfg: Config{Auth: a}, ret: retention.Config{MaxBytes: 100, Interval: -1, Pins: failingPins{}}})
+	// As a pass, which removes nothing until the pins can be read: the
+	// status follows.
+	if _, err := h.ret.Prune(t.Context(), retention.PruneRequest{}); err == nil {
+		t.Fatal("a pass ran with the pins unread")
+	}
+	var st Status
+	h.get("/?format=json", "Authorization", "Bearer "+testToken).json(t, &st)
+	if st.Retention == nil || !strings.Contains(st.Retention.PinsError, "payments.hcl:4") {
+		t.Fatalf("with a token: retention %+v, want the pins error", st.Retention)
+	}
+	st = Status{}
+	h.get("/?format=json").json(t, &st)
+	if st.Retention == nil || st.Retention.PinsError == "" {
+		t.Fatalf("without a token: retention %+v, want the pins said unread", st.Retention)
+	}
+	for _, secret := range []string{"payments", "acmecorp", "/etc/tfmirror"} {
+		if strings.Contains(st.Retention.PinsError, secret) || strings.Contains(string(h.get("/").body), secret) {
+			t.Errorf("without a token, the page names %q: %q", secret, st.Retention.PinsError)
 		}
 	}
 }

@@ -220,7 +220,9 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 }
 
 // Cause says why a request to an origin failed, in words an
-// operator acts on, naming the setting that helps where one does.
+// operator acts on, naming the setting that helps where one does. It
+// never repeats what the error says of the request (a provider, a module,
+// a URL): the status page shows the cause to everyone.
 func Cause(err error, now time.Time) string {
 	var (
 		unknownCA  x509.UnknownAuthorityError
@@ -274,5 +276,8 @@ func Cause(err error, now time.Time) string {
 	if errors.As(err, &ne) && ne.Timeout() {
 		return "timeout: no complete answer in time"
 	}
-	return "error: " + err.Error()
+	// Not the error's own words: they may name a provider, a module or a
+	// URL, which the status page shows only to a client with a token (in
+	// the row's error), while the cause is shown to everyone.
+	return "the request failed; its error says how"
 }

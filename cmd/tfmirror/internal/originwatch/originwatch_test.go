@@ -151,10 +151,16 @@ func TestCause(t *testing.T) {
 		{"status", &discovery.OriginError{Host: "h", Op: discovery.OpVersions, StatusCode: 502, Err: errors.New(`unexpected HTTP status "502 Bad Gateway"`)}, "the origin answered HTTP 502 Bad Gateway"},
 		{"private", fmt.Errorf("%w: 10.0.0.1", discovery.ErrPrivateAddress), "allow_private_origins"},
 		{"breaker", oe(&discovery.CircuitOpenError{Failures: 5, RetryAfter: 30 * time.Second}), "circuit breaker open after 5 failures in a row: requests fail fast until 12:00:30 UTC"},
+		{"other", oe(errors.New(`package of registry.terraform.io/acmecorp/secretproject 1.0.0: download_url "http://x.example/a.zip" is not an https URL`)), "the request failed; its error says how"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			if got := Cause(tc.err, now); !strings.Contains(got, tc.want) {
+			got := Cause(tc.err, now)
+			if !strings.Contains(got, tc.want) {
 				t.Errorf("Cause(%v) = %q, want it to say %q", tc.err, got, tc.want)
+			}
+			// Shown to everyone: nothing of the request it failed.
+			if strings.Contains(got, "acmecorp") || strings.Contains(got, "x.example") {
+				t.Errorf("Cause(%v) = %q names what the request asked for", tc.err, got)
 			}
 		})
 	}
