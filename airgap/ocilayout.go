@@ -127,7 +127,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 		if err := ctx.Err(); err != nil {
 			return sum, err
 		}
-		if err := storedProvider(ctx, arts, cv); x.refused(err, cv.Provider+" "+cv.Version, report) {
+		if err := storedProvider(ctx, arts, cv); x.refused(err, providerCarried(cv.Provider, cv.Version), report) {
 			if p, v, perr := parseCached(cv); perr == nil && refusedByPolicy(err) {
 				x.drop(names.Provider(p), v.String())
 			}
@@ -147,7 +147,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 			if err := ctx.Err(); err != nil {
 				return sum, err
 			}
-			if err := storedModule(ctx, arts, cm); x.refused(err, "module "+cm.Module+" "+cm.Version, report) {
+			if err := storedModule(ctx, arts, cm); x.refused(err, moduleCarried(cm.Module, cm.Version), report) {
 				m, merr := addrs.ParseModule(cm.Module)
 				v, verr := addrs.ParseModuleVersion(cm.Version)
 				if merr == nil && verr == nil && refusedByPolicy(err) {
@@ -235,8 +235,7 @@ func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
 				report(fmt.Sprintf("%s: a layout of an earlier export whose name these repository prefixes do not give: its tags are not judged by the package policy", repo))
 				break
 			}
-			var what string
-			var err error
+			var c carried
 			switch parsed.Kind {
 			case oci.KindProvider:
 				vs, ok := oci.ParseTag(tag)
@@ -247,17 +246,17 @@ func (x *ociLayoutExport) judgeEarlier(report func(string)) error {
 				if verr != nil {
 					continue
 				}
-				what = parsed.Provider.String() + " " + v.String()
-				err = x.arts.StoredVersion(x.ctx, parsed.Provider, v)
+				c = providerCarried(parsed.Provider.String(), v.String())
 			case oci.KindModule:
 				v, ok := oci.ParseModuleTag(tag)
 				if !ok {
 					continue
 				}
-				what = "module " + parsed.Module.String() + " " + v.String()
-				err = x.arts.StoredModuleVersion(x.ctx, parsed.Module, v)
+				c = moduleCarried(parsed.Module.String(), v.String())
+			default:
+				continue
 			}
-			if x.refused(err, what, report) {
+			if x.refused(c.stored(x.ctx, x.arts, nil), c, report) {
 				// Refused, or not judged (reported as left out): the
 				// layout carries what the mirror serves.
 				x.dropped[repo] = append(x.dropped[repo], tag)
@@ -299,12 +298,12 @@ func earlierIndex(dir string) (map[string]ocispec.Descriptor, error) {
 	return byTag, nil
 }
 
-// refused says whether the served layer's answer err on a cached version
-// (what) leaves it out: reported, counted and left out, as the bundle
-// export does (leftOut).
-func (x *ociLayoutExport) refused(err error, what string, report func(string)) bool {
+// refused says whether the served layer's answer err on version c,
+// cached or tagged by an earlier export, leaves it out: reported, counted
+// and left out, as the bundle export does (leftOut).
+func (x *ociLayoutExport) refused(err error, c carried, report func(string)) bool {
 	var left ExportSummary
-	if !leftOut(err, what, report, &left) {
+	if !leftOut(err, c.String(), report, &left) {
 		return false
 	}
 	x.sum.Held += left.Held
