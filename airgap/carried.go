@@ -1,13 +1,26 @@
 package airgap
 
-// The versions an export carries, as the package policy judges them and
-// its reports name them: the OCI layout export judges every tag an
-// earlier export into its directory wrote through them (judgeEarlier).
+// The versions an export carries, and those an earlier one carried.
+// Exports into the place of an earlier one are incremental: the bundle
+// export signs again what the earlier export's manifest lists (exportFiles,
+// writeManifest), the OCI layout export keeps the tags of the earlier
+// index.json (writeIndex). Either carries what the mirror serves now: every
+// version the earlier export carried is judged by the package policy as a
+// cached one is, whether the cache still holds it or not (removed since by
+// retention or `cache prune`, or the earlier export made from another
+// mirror's cache). One the policy refuses, or that its layer cannot judge,
+// is left out, reported and counted (leftOut), and withdrawn; one it lets
+// through is kept, though the cache no longer holds it: that is what an
+// incremental export is for.
 
 import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/releases"
@@ -47,9 +60,15 @@ func moduleCarried(address, version string) carried {
 	return carried{kind: carriedModule, address: address, version: version}
 }
 
+// cliCarried is the CLI version mr, by the address the package policy
+// judges its product by.
+func cliCarried(mr manifestRelease) carried {
+	return carried{kind: carriedCLI, address: releases.Address(releases.Publisher(mr.Publisher), mr.Product), version: mr.Version}
+}
+
 // String names the version as an export's reports do: "ADDRESS VERSION"
 // for a provider version, "module ADDRESS VERSION", "cli ADDRESS
-// VERSION".
+// VERSION". It is also what exportFiles.judged knows it by.
 func (c carried) String() string {
 	switch c.kind {
 	case carriedModule:
@@ -96,4 +115,136 @@ func (c carried) release() (manifestRelease, bool) {
 	pub, product, ok := releases.ParseAddress(c.address)
 	mr := manifestRelease{Publisher: string(pub), Product: product, Version: c.version}
 	return mr, ok && mr.valid()
+}
+
+// carriedBy is the version whose file rel (relative to a bundle export's
+// top, with slashes) is in the layout an export writes: a provider
+// version's archives, SHA256SUMS, signatures, evidence and VERSION.json
+// (HOST/NAMESPACE/TYPE/...), a module version's package and record
+// (modules.go), a CLI version's files (releases.go). A file of no version
+// (a provider's index.json, one put there by hand) names none.
+func carriedBy(rel string) (carried, bool) {
+	parts := strings.Split(rel, "/")
+	switch {
+	case parts[0] == modulesDir:
+		if len(parts) != 6 {
+			return carried{}, false
+		}
+		m, err := addrs.ParseModule(strings.Join(parts[1:5], "/"))
+		version, ok := strings.CutSuffix(parts[5], ".tar.gz")
+		if !ok {
+			version, ok = strings.CutSuffix(parts[5], ".json")
+		}
+		if err != nil || !ok || !safeVersion(version) {
+			return carried{}, false
+		}
+		return moduleCarried(m.String(), version), true
+	case parts[0] == releasesDir:
+		mr := manifestRelease{}
+		if len(parts) == 5 {
+			mr = manifestRelease{Publisher: parts[1], Product: parts[2], Version: parts[3]}
+		}
+		return cliCarried(mr), mr.valid()
+	case len(parts) == 4:
+		p, err := addrs.ParseProvider(strings.Join(parts[:3], "/"))
+		if err != nil {
+			return carried{}, false
+		}
+		version, ok := strings.CutSuffix(parts[3], ".json")
+		if rest, named := strings.CutPrefix(parts[3], "terraform-provider-"+p.Type+"_"); named {
+			version, _, ok = strings.Cut(rest, "_")
+		}
+		if v, err := addrs.ParseSemver(version); !ok || err != nil || v.String() != version {
+			return carried{}, false
+		}
+		return providerCarried(p.String(), version), true
+	}
+	return carried{}, false
+}
+
+// earlier lists the versions whose files the manifest of the earlier
+// export into out by the same key lists (ef.prior) and are still there,
+// each once, in order.
+func (ef *exportFiles) earlier() []carried {
+	byName := map[string]carried{}
+	for rel := range ef.prior {
+		if c, ok := carriedBy(rel); ok && fileExists(filepath.Join(ef.out, filepath.FromSlash(rel))) {
+			byName[c.String()] = c
+		}
+	}
+	out := make([]carried, 0, len(byName))
+	for _, name := range slices.Sorted(maps.Keys(byName)) {
+		out = append(out, byName[name])
+	}
+	return out
+}
+
+// judge settles the served layer's answer err on version c: c is noted
+// as judged (judgeCarried leaves it be) and, when leftOut leaves it out
+// (reported and counted: refused by the package policy, or not judged),
+// the files an earlier export into out wrote of it are withdrawn. It
+// reports whether c is left out; the error is the withdrawal's.
+func (ef *exportFiles) judge(c carried, err error, report func(string), sum *ExportSummary) (bool, error) {
+	ef.judged[c.String()] = true
+	if !leftOut(err, c.String(), report, sum) {
+		return false, nil
+	}
+	return true, ef.withdrawCarried(c)
+}
+
+// judgeCarried judges every version the manifest of the earlier export
+// into out by the same key lists files of that this export has not
+// judged: one the cache no longer holds, or that this export's selection
+// leaves out. As for a cached one (exportFiles.judge), one the package
+// policy refuses, or that its layer cannot judge, is reported, counted
+// and withdrawn; one it lets through is kept, its files signed again by
+// writeManifest. pkgs judges provider and module versions, cli CLI
+// versions (nil on an engine without CLI releases side, which cannot
+// judge them: they are withdrawn).
+func judgeCarried(ctx context.Context, pkgs Served, cli ServedCLI, files *exportFiles, report func(string), sum *ExportSummary) error {
+	for _, c := range files.earlier() {
+		if files.judged[c.String()] {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if _, err := files.judge(c, c.stored(ctx, pkgs, cli), report, sum); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// withdrawCarried withdraws the files of version c (withdraw): a provider
+// version's archives, SHA256SUMS, signatures, evidence and VERSION.json,
+// and the provider's index.json when no archive of another version is left
+// (it is written again from those that are, writeIndexes); a module
+// version's package and record; every file of a CLI version's directory.
+// A version that cannot name files has none to withdraw.
+func (ef *exportFiles) withdrawCarried(c carried) error {
+	switch c.kind {
+	case carriedProvider:
+		p, err := addrs.ParseProvider(c.address)
+		if err != nil {
+			return nil
+		}
+		dir := filepath.Join(ef.out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
+		prefix := "terraform-provider-" + p.Type + "_" + c.version + "_"
+		if err := ef.withdraw(dir, func(name string) bool { return name == c.version+".json" || strings.HasPrefix(name, prefix) }); err != nil {
+			return err
+		}
+		return ef.withdrawIndex(dir, p.Type)
+	case carriedModule:
+		m, err := addrs.ParseModule(c.address)
+		if err != nil || !safeVersion(c.version) {
+			return nil
+		}
+		return ef.withdraw(moduleDir(ef.out, m), func(name string) bool { return name == c.version+".tar.gz" || name == c.version+".json" })
+	case carriedCLI:
+		if mr, ok := c.release(); ok {
+			return ef.withdraw(filepath.Join(ef.out, filepath.FromSlash(mr.dir())), func(string) bool { return true })
+		}
+	}
+	return nil
 }

@@ -78,7 +78,9 @@ type ExportSummary struct {
 	// audit log.
 	Versions []string `json:"versions,omitempty"`
 	// Held counts the versions (of providers, modules and CLI releases) left out
-	// because the package policy in effect refuses them (each reported).
+	// because the package policy in effect refuses them (each reported):
+	// cached ones, and those an earlier export into the same directory
+	// wrote, whether the cache still holds them or not (carried.go).
 	Held int `json:"held,omitempty"`
 }
 
@@ -97,10 +99,15 @@ type Served interface {
 // cached module packages (see exportModules) and, on a CLIEngine, the
 // cached CLI releases (see exportReleases), to
 // out: a directory, or (IsTarName) one tar file; and the manifest of
-// every file there, signed by key (see writeManifest). Each version that
-// fails is passed to report (one line, naming it) and counted, and the
-// export goes on; so is each file the manifest leaves out. The error is
-// for what stops it.
+// every file there, signed by key (see writeManifest). Into the directory
+// of an earlier export it adds to what is there, and judges every version
+// whose files that export's manifest (signed with the same key) lists as
+// it judges a cached one, whether the cache still holds it or not: one
+// the policy refuses, or that its layer cannot judge, is left out,
+// reported and withdrawn from out (judgeCarried); one it lets through is
+// kept. Each version that fails is passed to report (one line, naming
+// it) and counted, and the export goes on; so is each file the manifest
+// leaves out. The error is for what stops it.
 func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string)) (ExportSummary, error) {
 	var sum ExportSummary
 	if pkgs == nil {
@@ -241,9 +248,10 @@ func cachedModules(engine Engine) ([]modules.Cached, error) {
 }
 
 // exportDir writes the selected cached packages into the directory out,
-// with their evidence, then index.json and VERSION.json of every provider
-// in out, as `terraform providers mirror` does, and last the manifest
-// signed by key.
+// with their evidence, judges the versions an earlier export into out
+// wrote that it has not (judgeCarried), then writes index.json and
+// VERSION.json of every provider in out, as `terraform providers mirror`
+// does, and last the manifest signed by key.
 func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	if err := os.MkdirAll(out, 0o755); err != nil {
 		return err
@@ -257,12 +265,11 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := storedProvider(ctx, pkgs, cv); leftOut(err, cv.Provider+" "+cv.Version, report, sum) {
-			if refusedByPolicy(err) {
-				if err := files.withdrawProvider(cv); err != nil {
-					return err
-				}
-			}
+		left, err := files.judge(providerCarried(cv.Provider, cv.Version), storedProvider(ctx, pkgs, cv), report, sum)
+		if err != nil {
+			return err
+		}
+		if left {
 			continue
 		}
 		if err := exportVersion(engine, sel, cv, out, files, sum); err != nil {
@@ -275,10 +282,15 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 			return err
 		}
 	}
+	var cli ServedCLI
 	if ce, ok := engine.(CLIEngine); ok {
-		if err := exportReleases(ctx, ce.CLIReleases(), ce.ServedCLI(), engine, sel, out, files, report, sum); err != nil {
+		cli = ce.ServedCLI()
+		if err := exportReleases(ctx, ce.CLIReleases(), cli, engine, sel, out, files, report, sum); err != nil {
 			return err
 		}
+	}
+	if err := judgeCarried(ctx, pkgs, cli, files, report, sum); err != nil {
+		return err
 	}
 	if err := writeIndexes(out, files); err != nil {
 		return err

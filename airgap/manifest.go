@@ -18,8 +18,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
-	"github.com/tfmirror/tfmirror/v2/mirror"
-	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -71,11 +69,14 @@ type exportFiles struct {
 	// prior are the files that the manifest an earlier export into out
 	// signed with the same key lists.
 	prior map[string]manifestFile
+	// judged are the versions this export asked the package policy
+	// about, by carried.String (exportFiles.judge).
+	judged map[string]bool
 }
 
 // newExportFiles starts the record of an export into out by key.
 func newExportFiles(out string, key *ExportKey) *exportFiles {
-	ef := &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}}
+	ef := &exportFiles{out: out, files: map[string]manifestFile{}, prior: map[string]manifestFile{}, judged: map[string]bool{}}
 	if m, err := readManifest(out, key.keyring()); err == nil {
 		for _, f := range m.Files {
 			ef.prior[f.Path] = f
@@ -87,9 +88,9 @@ func newExportFiles(out string, key *ExportKey) *exportFiles {
 // withdraw removes the regular files of dir (under out) whose names
 // match, and forgets them from the earlier export's manifest: the files
 // an earlier export into out wrote of a version the package policy
-// refuses now, which this export must neither carry nor sign again (an
-// export carries what the mirror serves). A dir that does not exist
-// holds nothing to withdraw.
+// refuses now, or cannot judge (carried.go), which this export must
+// neither carry nor sign again (an export carries what the mirror
+// serves). A dir that does not exist holds nothing to withdraw.
 func (ef *exportFiles) withdraw(dir string, match func(name string) bool) error {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -112,41 +113,20 @@ func (ef *exportFiles) withdraw(dir string, match func(name string) bool) error 
 	return nil
 }
 
-// withdrawProvider withdraws the files of provider version cv: its
-// archives, SHA256SUMS, signatures, evidence and VERSION.json, and the
-// provider's index.json when no archive of another version is left (it
-// is written again from those that are, writeIndexes).
-func (ef *exportFiles) withdrawProvider(cv mirror.CachedVersion) error {
-	p, v, err := parseCached(cv)
-	if err != nil {
-		return nil
-	}
-	dir := filepath.Join(ef.out, p.Hostname.ForDisplay(), p.Namespace, p.Type)
-	prefix := "terraform-provider-" + p.Type + "_" + v.String() + "_"
-	if err := ef.withdraw(dir, func(name string) bool { return name == v.String()+".json" || strings.HasPrefix(name, prefix) }); err != nil {
-		return err
-	}
+// withdrawIndex withdraws index.json of the provider of type typ whose
+// directory is dir when no archive of any version is left there (it is
+// written again from those that are, writeIndexes).
+func (ef *exportFiles) withdrawIndex(dir, typ string) error {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil // nothing left to withdraw
 	}
 	for _, e := range entries {
-		if _, _, err := addrs.ParseArchiveName(p.Type, e.Name()); err == nil {
+		if _, _, err := addrs.ParseArchiveName(typ, e.Name()); err == nil {
 			return nil // index.json lists that archive
 		}
 	}
 	return ef.withdraw(dir, func(name string) bool { return name == "index.json" })
-}
-
-// withdrawModule withdraws the files of module version cm: its package
-// and its record.
-func (ef *exportFiles) withdrawModule(cm modules.Cached) error {
-	m, err := addrs.ParseModule(cm.Module)
-	if err != nil || !safeVersion(cm.Record.Version) {
-		return nil
-	}
-	base := cm.Record.Version
-	return ef.withdraw(moduleDir(ef.out, m), func(name string) bool { return name == base+".tar.gz" || name == base+".json" })
 }
 
 // rel is path relative to out, with slashes.

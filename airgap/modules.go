@@ -105,12 +105,11 @@ func exportModules(ctx context.Context, engine Engine, pkgs Served, out string, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := storedModule(ctx, pkgs, cm); leftOut(err, "module "+cm.Module+" "+cm.Version, report, sum) {
-			if refusedByPolicy(err) {
-				if err := files.withdrawModule(cm); err != nil {
-					return err
-				}
-			}
+		left, err := files.judge(moduleCarried(cm.Module, cm.Record.Version), storedModule(ctx, pkgs, cm), report, sum)
+		if err != nil {
+			return err
+		}
+		if left {
 			continue
 		}
 		if err := exportModule(ctx, engine, cm, out, files, sum); err != nil {

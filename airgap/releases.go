@@ -194,11 +194,8 @@ func exportReleases(ctx context.Context, cli CLIReleases, pol ServedCLI, engine 
 			report(fmt.Sprintf("%s: %v", mr, h.Err))
 			return nil
 		}
-		if err := storedCLI(pol, mr); leftOut(err, mr.String(), report, sum) {
-			if refusedByPolicy(err) && mr.valid() {
-				return files.withdraw(filepath.Join(out, filepath.FromSlash(mr.dir())), func(string) bool { return true })
-			}
-			return nil
+		if left, err := files.judge(cliCarried(mr), storedCLI(pol, mr), report, sum); left || err != nil {
+			return err
 		}
 		if err := exportRelease(engine, sel, h, mr, out, files, sum); err != nil {
 			sum.Failed++
