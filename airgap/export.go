@@ -338,13 +338,6 @@ func leftOut(err error, what string, report func(string), sum *ExportSummary) bo
 	return true
 }
 
-// refusedByPolicy reports whether err, the served layer's answer on a
-// version the cache holds, is the package policy's refusal.
-func refusedByPolicy(err error) bool {
-	var pe *gate.PolicyError
-	return errors.As(err, &pe)
-}
-
 // parseCached parses the provider address and version of cv.
 func parseCached(cv mirror.CachedVersion) (addrs.Provider, versions.Version, error) {
 	p, err := addrs.ParseProvider(cv.Provider)

@@ -128,7 +128,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 			return sum, err
 		}
 		if err := storedProvider(ctx, arts, cv); x.refused(err, providerCarried(cv.Provider, cv.Version), report) {
-			if p, v, perr := parseCached(cv); perr == nil && refusedByPolicy(err) {
+			if p, v, perr := parseCached(cv); perr == nil {
 				x.drop(names.Provider(p), v.String())
 			}
 			continue
@@ -150,7 +150,7 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 			if err := storedModule(ctx, arts, cm); x.refused(err, moduleCarried(cm.Module, cm.Version), report) {
 				m, merr := addrs.ParseModule(cm.Module)
 				v, verr := addrs.ParseModuleVersion(cm.Version)
-				if merr == nil && verr == nil && refusedByPolicy(err) {
+				if merr == nil && verr == nil {
 					x.drop(names.Module(m), v.String())
 				}
 				continue
@@ -188,8 +188,8 @@ func ExportOCILayout(ctx context.Context, engine Engine, arts Artifacts, names o
 }
 
 // drop notes the tag of version of repo, which the package policy
-// refuses: writeIndex leaves it out of the repository's index.json,
-// where an earlier export may have put it.
+// refuses or its layer cannot judge: writeIndex leaves it out of the
+// repository's index.json, where an earlier export may have put it.
 func (x *ociLayoutExport) drop(repo, version string) {
 	if tag, ok := oci.Tag(version); ok {
 		x.dropped[repo] = append(x.dropped[repo], tag)
