@@ -24,7 +24,6 @@ import (
 	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
 
@@ -125,16 +124,43 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 // SignatureTime is CheckSignature that also returns the creation time the
 // signature states, read from its packet once the signature verified: the
 // time its signer says it was made, which the signer alone vouches for.
+//
+// The keys are read within the bounds of ReadKeys' defaults, and together
+// within MaxSigningKeys keys and MaxSigningKeyBytes: more keys or bytes
+// fail the check with ReasonSignature, saying so, before more is read; a
+// key block too large, or holding a key too costly to verify with
+// (ErrKeyRefused), is left out as an unreadable one is, so that the check
+// fails with ReasonSignature, naming the refusal, unless another key
+// verifies the signature. A signature holding a secret key packet fails
+// the check before go-crypto parses that packet (see walkPackets).
 func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
 	if len(armoredKeys) == 0 {
 		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "the origin gave no signing keys"}
 	}
+	tooMany := func(what string) (time.Time, error) {
+		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "the origin's signing keys " + what}
+	}
+	if len(armoredKeys) > MaxSigningKeys {
+		return tooMany(fmt.Sprintf("are %d, more than the %d read", len(armoredKeys), MaxSigningKeys))
+	}
+	total := 0
+	for _, a := range armoredKeys {
+		total += len(a)
+	}
+	if total > MaxSigningKeyBytes {
+		return tooMany(fmt.Sprintf("are %d bytes, more than the %d read", total, MaxSigningKeyBytes))
+	}
 	var keyring openpgp.EntityList
 	var lastErr error
-	for _, armored := range armoredKeys {
-		keys, err := openpgp.ReadArmoredKeyRing(strings.NewReader(armored))
+	budget := MaxSigningKeys // primary keys left to read, in all blocks
+	for i, armored := range armoredKeys {
+		keys, seen, err := readKeys([]byte(armored), KeyLimits{MaxKeys: max(budget, 1)}.withDefaults())
+		if seen > budget {
+			return tooMany(fmt.Sprintf("hold more than the %d keys read", MaxSigningKeys))
+		}
+		budget -= seen
 		if err != nil {
-			lastErr = err
+			lastErr = fmt.Errorf("signing key %d: %w", i+1, err)
 			continue
 		}
 		keyring = append(keyring, keys...)
@@ -142,18 +168,7 @@ func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time,
 	if len(keyring) == 0 {
 		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "no usable signing key", Err: lastErr}
 	}
-	var sigReader io.Reader = bytes.NewReader(signature)
-	if bytes.HasPrefix(bytes.TrimSpace(signature), []byte("-----BEGIN PGP SIGNATURE-----")) {
-		block, err := armor.Decode(bytes.NewReader(signature))
-		if err != nil || block.Type != openpgp.SignatureType {
-			if err == nil {
-				err = fmt.Errorf("armored block is %q, not a signature", block.Type)
-			}
-			return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
-		}
-		sigReader = block.Body
-	}
-	sig, _, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(document), sigReader, nil)
+	_, sig, err := VerifyDetached(keyring, document, signature)
 	if err != nil {
 		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
 	}

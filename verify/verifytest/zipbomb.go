@@ -1,6 +1,8 @@
-// Package verifytest builds hostile provider archives for tests: zips that
-// are small to download and costly to unpack. It owns only their bytes;
-// the checks that refuse them are package verify's.
+// Package verifytest builds hostile inputs of package verify for tests:
+// provider archives, zips that are small to download and costly to
+// unpack, and OpenPGP signing keys, small to send and costly to read. It
+// owns only their bytes; the checks that refuse them are package
+// verify's.
 package verifytest
 
 import (

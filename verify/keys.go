@@ -1,0 +1,287 @@
+package verify
+
+import (
+	"bytes"
+	"crypto/dsa" //nolint:staticcheck // DSA keys are read to refuse the costly ones; OpenPGP still allows them
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+	"github.com/ProtonMail/go-crypto/openpgp/armor"
+	"github.com/ProtonMail/go-crypto/openpgp/elgamal"
+	pgperrors "github.com/ProtonMail/go-crypto/openpgp/errors"
+	"github.com/ProtonMail/go-crypto/openpgp/packet"
+)
+
+// The bounds on the OpenPGP keys read (ReadKeys). Reading a key verifies
+// its self-signatures, and a signature is checked with its signer's key:
+// the work is that of the key's algorithm at the key's size, which
+// OpenPGP lets be 65,535 bits, and go-crypto reads any size. A DSA key of
+// 16,384 bits took over a second of CPU to read, one of 65,535 bits over
+// a minute per exponentiation, with no context to cut it short; a package
+// answer names its keys itself, before anything vouches for them.
+//
+// The bounds are the sizes GnuPG makes keys at, the keys publishers hold:
+// HashiCorp's, OpenTofu's and most providers' keys are RSA 4096, some
+// Ed25519; HCP Terraform's registry takes RSA and DSA keys, so DSA is
+// read too, at the sizes GnuPG makes (and FIPS 186 defines).
+const (
+	// MaxSigningKeys is the most keys (primary keys, in all) read of one
+	// package answer's signing keys, and of one armored block by default:
+	// an answer names one or a few.
+	MaxSigningKeys = 16
+	// MaxArmoredKeyBytes is the most bytes of one ASCII-armored key block
+	// read by default, 64 KiB: a publisher's key with its subkeys and
+	// self-signatures is a few KiB (HashiCorp's, RSA 4096 with three
+	// subkeys, 7.5 KiB). It bounds, with the algorithm sizes below, the
+	// self-signatures a key's reading verifies.
+	MaxArmoredKeyBytes = 64 << 10
+	// MaxSigningKeyBytes is the most bytes of one package answer's
+	// armored signing keys in all, 256 KiB: a few publishers' keys. With
+	// MaxArmoredKeyBytes and the sizes below it bounds the work of
+	// reading an answer's keys, at worst (keys of RSA 8192 stuffed with
+	// user IDs and self-signatures to the bounds) some 400 ms of CPU.
+	MaxSigningKeyBytes = 256 << 10
+	// MaxRSABits is the largest RSA modulus read: 8192 bits, the largest
+	// GnuPG makes (with --enable-large-rsa). go-crypto refuses a public
+	// exponent of more than 24 bits itself, so that a verification is a
+	// few multiplications of the modulus's size.
+	MaxRSABits = 8192
+	// MaxDSABits is the largest DSA prime P read: 3072 bits, the largest
+	// GnuPG makes and FIPS 186 defines.
+	MaxDSABits = 3072
+	// MaxDSAQBits is the largest DSA subgroup order Q read: 256 bits, as
+	// FIPS 186 defines it for every size of P. A verification's
+	// exponents are as long as Q, and Go's dsa.Verify does not bound it.
+	MaxDSAQBits = 256
+	// MaxElGamalBits is the largest ElGamal prime P read: 4096 bits, the
+	// largest GnuPG makes (an encryption subkey of old DSA keys; it never
+	// verifies anything, but nothing needs it larger).
+	MaxElGamalBits = 4096
+)
+
+// KeyLimits bound what ReadKeys reads of one ASCII-armored key block.
+// The bounds on each key's algorithm and size apply whatever the limits.
+type KeyLimits struct {
+	// MaxKeys bounds the primary keys of the block. Default (0):
+	// MaxSigningKeys.
+	MaxKeys int
+	// MaxBytes bounds the armored block's bytes. Default (0):
+	// MaxArmoredKeyBytes.
+	MaxBytes int
+	// Private lets a private key block, and secret key packets, be
+	// read: only for the operator's own key files (the export key).
+	// go-crypto checks a secret key's parameters as it parses it,
+	// exponentiations of the key's size, before its size can be refused
+	// here; a private key block or a secret key packet is otherwise
+	// refused.
+	Private bool
+}
+
+func (l KeyLimits) withDefaults() KeyLimits {
+	if l.MaxKeys <= 0 {
+		l.MaxKeys = MaxSigningKeys
+	}
+	if l.MaxBytes <= 0 {
+		l.MaxBytes = MaxArmoredKeyBytes
+	}
+	return l
+}
+
+// ErrKeyRefused matches, with errors.Is, every refusal of ReadKeys for
+// the block's size or a key's algorithm or size (not for a block that
+// does not parse).
+var ErrKeyRefused = errors.New("OpenPGP key refused")
+
+// keyRefused is a refusal of ReadKeys: what was refused and why.
+type keyRefused struct{ msg string }
+
+func (e *keyRefused) Error() string        { return e.msg }
+func (e *keyRefused) Is(target error) bool { return target == ErrKeyRefused }
+
+func refuse(format string, args ...any) error {
+	return &keyRefused{msg: fmt.Sprintf(format, args...)}
+}
+
+// ReadKeys reads the keys of one ASCII-armored OpenPGP key block, as
+// go-crypto's openpgp.ReadArmoredKeyRing reads it, once the block is
+// known to cost no more than the bounds allow: the block is refused,
+// before any signature in it is verified, when it is longer than
+// lim.MaxBytes, holds more than lim.MaxKeys primary keys, holds a key or
+// subkey of an algorithm or size beyond the bounds above (MaxRSABits,
+// MaxDSABits and MaxDSAQBits, MaxElGamalBits; elliptic curve and the
+// other fixed-size algorithms go-crypto knows are read at any size it
+// reads them), or is a private key block or holds a secret key packet
+// without lim.Private. Such a refusal matches ErrKeyRefused and says
+// what was refused and the bound; a block that is not an armored key, or
+// whose keys go-crypto cannot read, fails with go-crypto's error. Every
+// reading of OpenPGP keys in the module goes through ReadKeys
+// (internal/layercheck holds it to that).
+func ReadKeys(armored []byte, lim KeyLimits) (openpgp.EntityList, error) {
+	el, _, err := readKeys(armored, lim.withDefaults())
+	return el, err
+}
+
+// readKeys is ReadKeys with lim's defaults set; it also returns the
+// primary keys it saw, read or not.
+func readKeys(armored []byte, lim KeyLimits) (openpgp.EntityList, int, error) {
+	if len(armored) > lim.MaxBytes {
+		return nil, 0, refuse("the armored key block is %d bytes, more than the %d read of one", len(armored), lim.MaxBytes)
+	}
+	block, err := armor.Decode(bytes.NewReader(armored))
+	if errors.Is(err, io.EOF) {
+		return nil, 0, pgperrors.InvalidArgumentError("no armored data found")
+	}
+	if err != nil {
+		return nil, 0, err
+	}
+	switch {
+	case block.Type == openpgp.PublicKeyType:
+	case block.Type == openpgp.PrivateKeyType && lim.Private:
+	case block.Type == openpgp.PrivateKeyType:
+		return nil, 0, refuse("a private key block: only public keys are read here")
+	default:
+		return nil, 0, pgperrors.InvalidArgumentError("expected public key block, got: " + block.Type)
+	}
+	// The decoded packets are shorter than their armor, and read twice:
+	// once here to weigh them, once by go-crypto.
+	body, err := io.ReadAll(block.Body)
+	if err != nil {
+		return nil, 0, err
+	}
+	primaries, err := weighKeys(body, lim.MaxKeys, lim.Private)
+	if err != nil {
+		return nil, primaries, err
+	}
+	el, err := openpgp.ReadKeyRing(bytes.NewReader(body))
+	return el, primaries, err
+}
+
+// weighKeys walks the packets of body as go-crypto's key reading walks
+// them, parsing them without verifying any signature, and refuses the
+// first key beyond the bounds, or the primary key past maxKeys. It
+// returns the primary keys it saw. A secret key packet is refused unless
+// private (walkPackets).
+func weighKeys(body []byte, maxKeys int, private bool) (int, error) {
+	primaries := 0
+	err := walkPackets(body, private, func(p packet.Packet) error {
+		var pub *packet.PublicKey
+		switch k := p.(type) {
+		case *packet.PublicKey:
+			pub = k
+		case *packet.PrivateKey:
+			pub = &k.PublicKey
+		default:
+			return nil
+		}
+		if !pub.IsSubkey {
+			primaries++
+			if primaries > maxKeys {
+				return refuse("more than %d keys: no more are read", maxKeys)
+			}
+		}
+		return checkKeyCost(pub)
+	})
+	return primaries, err
+}
+
+// Packet tags (RFC 9580, section 5).
+const (
+	tagSecretKey    = 5
+	tagSecretSubkey = 7
+)
+
+// walkPackets hands visit each packet of body as go-crypto parses them
+// one after the other (packet.Read from where the last one left off, as
+// its packet.Reader does, so that every packet go-crypto's readings of
+// body would parse is seen, whatever the lengths the packets state). A
+// packet go-crypto's readings step over (of an unknown or unsupported
+// kind, or malformed) is stepped over; any other error is returned. A
+// secret key packet is refused before go-crypto parses it, unless
+// secret: parsing one checks its key's parameters, exponentiations as
+// large as the key, before anything can weigh it.
+func walkPackets(body []byte, secret bool, visit func(packet.Packet) error) error {
+	r := bytes.NewReader(body)
+	for r.Len() > 0 {
+		if tag := packetTag(body[len(body)-r.Len()]); !secret && (tag == tagSecretKey || tag == tagSecretSubkey) {
+			return refuse("a secret key packet: only public keys are read here")
+		}
+		p, err := packet.Read(r)
+		switch err.(type) {
+		case nil:
+		case pgperrors.StructuralError, pgperrors.UnsupportedError, pgperrors.UnknownPacketTypeError:
+			continue // consumed, as go-crypto's readings step over it
+		default:
+			return err
+		}
+		if err := visit(p); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// packetTag is the tag of the packet whose header starts with b, in
+// either format (0 when b starts none).
+func packetTag(b byte) int {
+	switch {
+	case b&0x80 == 0:
+		return 0
+	case b&0x40 != 0:
+		return int(b & 0x3f)
+	default:
+		return int(b&0x3f) >> 2
+	}
+}
+
+// checkKeyCost refuses a key whose algorithm or size makes verifying with
+// it costlier than the bounds allow.
+func checkKeyCost(pub *packet.PublicKey) error {
+	what := "key"
+	if pub.IsSubkey {
+		what = "subkey"
+	}
+	tooLarge := func(alg string, name string, bits, max int) error {
+		return refuse("%s %s is a %s key whose %s is %d bits, more than the %d read: too large to verify with in bounded time",
+			what, pub.KeyIdString(), alg, name, bits, max)
+	}
+	switch k := pub.PublicKey.(type) {
+	case *rsa.PublicKey:
+		if n := k.N.BitLen(); n > MaxRSABits {
+			return tooLarge("RSA", "modulus", n, MaxRSABits)
+		}
+	case *dsa.PublicKey:
+		if n := k.P.BitLen(); n > MaxDSABits {
+			return tooLarge("DSA", "prime P", n, MaxDSABits)
+		}
+		if n := k.Q.BitLen(); n > MaxDSAQBits {
+			return tooLarge("DSA", "subgroup order Q", n, MaxDSAQBits)
+		}
+	case *elgamal.PublicKey:
+		if n := k.P.BitLen(); n > MaxElGamalBits {
+			return tooLarge("ElGamal", "prime P", n, MaxElGamalBits)
+		}
+	default:
+		if !fixedSize(pub.PubKeyAlgo) {
+			return refuse("%s %s is of public key algorithm %d, which is not read here", what, pub.KeyIdString(), pub.PubKeyAlgo)
+		}
+	}
+	return nil
+}
+
+// fixedSize says whether algo is one whose keys come in sizes fixed by
+// their curve or parameter set, all of them cheap to verify with:
+// go-crypto parses only the curves and sets it knows.
+func fixedSize(algo packet.PublicKeyAlgorithm) bool {
+	switch algo {
+	case packet.PubKeyAlgoECDSA, packet.PubKeyAlgoECDH, packet.PubKeyAlgoEdDSA,
+		packet.PubKeyAlgoX25519, packet.PubKeyAlgoX448, packet.PubKeyAlgoEd25519, packet.PubKeyAlgoEd448,
+		packet.PubKeyAlgoMlkem768X25519, packet.PubKeyAlgoMlkem1024X448,
+		packet.PubKeyAlgoMldsa65Ed25519, packet.PubKeyAlgoMldsa87Ed448,
+		packet.PubKeyAlgoSlhdsaShake128s, packet.PubKeyAlgoSlhdsaShake128f, packet.PubKeyAlgoSlhdsaShake256s:
+		return true
+	}
+	return false
+}
