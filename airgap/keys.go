@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strings"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
 // This file holds the keys an import trusts, in their two roles, and the
@@ -19,6 +22,14 @@ import (
 
 // maxKeyFileBytes bounds a key file.
 const maxKeyFileBytes = 1 << 20
+
+// operatorKeys are the limits a key file of the operator's is read
+// within (verify.ReadKeys): its bytes, whatever its number of keys, and a
+// private key block when private; the bounds on each key's algorithm and
+// size hold as for any key.
+func operatorKeys(private bool) verify.KeyLimits {
+	return verify.KeyLimits{MaxKeys: math.MaxInt, MaxBytes: maxKeyFileBytes, Private: private}
+}
 
 // ExportKey is an exporting mirror's OpenPGP key, whose signature over
 // the manifest of an export vouches for every file it lists.
@@ -36,7 +47,8 @@ func GenerateExportKey(name string) (*ExportKey, error) {
 }
 
 // ReadExportKey reads an export key: one ASCII-armored OpenPGP private
-// key, not protected by a passphrase, that can sign.
+// key, not protected by a passphrase, that can sign, of an algorithm and
+// size verify.ReadKeys reads.
 func ReadExportKey(r io.Reader) (*ExportKey, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxKeyFileBytes+1))
 	if err != nil {
@@ -45,7 +57,7 @@ func ReadExportKey(r io.Reader) (*ExportKey, error) {
 	if len(data) > maxKeyFileBytes {
 		return nil, fmt.Errorf("larger than %d bytes: not a key", maxKeyFileBytes)
 	}
-	el, err := openpgp.ReadArmoredKeyRing(bytes.NewReader(data))
+	el, err := verify.ReadKeys(data, operatorKeys(true))
 	if err != nil {
 		return nil, fmt.Errorf("not an armored OpenPGP private key: %w", err)
 	}
@@ -120,9 +132,11 @@ func (k *ExportKey) sign(data []byte) ([]byte, error) {
 func (k *ExportKey) keyring() openpgp.EntityList { return openpgp.EntityList{k.entity} }
 
 // ReadPublicKeys reads every ASCII-armored OpenPGP public key block of r
-// (one file may hold several, one after the other). A private key block
-// is refused: what is trusted is a public key, and a private key has no
-// business being carried to the importing side.
+// (one file may hold several, one after the other), each through
+// verify.ReadKeys: a key of an algorithm or size it refuses is refused
+// here too. A private key block is refused: what is trusted is a public
+// key, and a private key has no business being carried to the importing
+// side.
 func ReadPublicKeys(r io.Reader) (openpgp.EntityList, error) {
 	data, err := io.ReadAll(io.LimitReader(r, maxKeyFileBytes+1))
 	if err != nil {
@@ -151,7 +165,7 @@ func ReadPublicKeys(r io.Reader) (openpgp.EntityList, error) {
 			return nil, errors.New("a public key block has no end")
 		}
 		end += len("-----END PGP PUBLIC KEY BLOCK-----")
-		el, err := openpgp.ReadArmoredKeyRing(strings.NewReader(rest[:end]))
+		el, err := verify.ReadKeys([]byte(rest[:end]), operatorKeys(false))
 		if err != nil {
 			return nil, fmt.Errorf("reading a public key block: %w", err)
 		}
@@ -203,53 +217,15 @@ func keyID(id uint64) string { return fmt.Sprintf("%016X", id) }
 
 // signatureIssuer returns the key ID of the key that made the detached
 // signature sig (binary or armored), as the signature says, or "" when it
-// does not parse.
-func signatureIssuer(sig []byte) string {
-	var r io.Reader = bytes.NewReader(sig)
-	if bytes.HasPrefix(bytes.TrimSpace(sig), []byte("-----BEGIN PGP SIGNATURE-----")) {
-		block, err := armor.Decode(bytes.NewReader(sig))
-		if err != nil {
-			return ""
-		}
-		r = block.Body
-	}
-	pr := packet.NewReader(r)
-	for {
-		p, err := pr.Next()
-		if err != nil {
-			return ""
-		}
-		if s, ok := p.(*packet.Signature); ok {
-			switch {
-			case s.IssuerKeyId != nil:
-				return keyID(*s.IssuerKeyId)
-			case len(s.IssuerFingerprint) >= 8:
-				return fmt.Sprintf("%X", s.IssuerFingerprint[len(s.IssuerFingerprint)-8:])
-			}
-			return ""
-		}
-	}
-}
+// does not parse (verify.SignatureIssuer).
+func signatureIssuer(sig []byte) string { return verify.SignatureIssuer(sig) }
 
 // checkDetached verifies the detached signature sig (binary or armored)
-// over data with keyring, and returns the key ID of the key that made it.
+// over data with keyring, and returns the key ID of the key that made it
+// (verify.VerifyDetached).
 func checkDetached(keyring openpgp.EntityList, data, sig []byte) (string, error) {
-	var body io.Reader = bytes.NewReader(sig)
-	if bytes.HasPrefix(bytes.TrimSpace(sig), []byte("-----BEGIN PGP SIGNATURE-----")) {
-		block, err := armor.Decode(bytes.NewReader(sig))
-		if err != nil {
-			return "", err
-		}
-		body = block.Body
-	}
-	s, _, err := openpgp.VerifyDetachedSignature(keyring, bytes.NewReader(data), body, nil)
-	if err != nil {
-		return "", err
-	}
-	if s.IssuerKeyId != nil {
-		return keyID(*s.IssuerKeyId), nil
-	}
-	return signatureIssuer(sig), nil
+	id, _, err := verify.VerifyDetached(keyring, data, sig)
+	return id, err
 }
 
 // hasKeyID reports whether keyring holds a key (primary or subkey) of ID id.

@@ -13,7 +13,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ProtonMail/go-crypto/openpgp"
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -168,12 +167,22 @@ type keyring struct {
 	ids     []string // the short key ID of each, upper-case hex
 }
 
+// newKeyring reads the armored keys within the bounds verify reads
+// signing keys within (verify.ReadKeys' defaults: verify.MaxSigningKeys
+// keys in all, verify.MaxArmoredKeyBytes each, no key too costly to
+// verify with), which verify.SignatureTime applies to them at every
+// verification: keys beyond them are refused here, at start, instead of
+// failing every verification.
 func newKeyring(armored []string) (keyring, error) {
 	k := keyring{armored: armored}
+	keys := 0
 	for i, a := range armored {
-		el, err := openpgp.ReadArmoredKeyRing(strings.NewReader(a))
+		el, err := verify.ReadKeys([]byte(a), verify.KeyLimits{})
 		if err != nil || len(el) == 0 {
-			return k, fmt.Errorf("key %d: not an armored OpenPGP public key: %v", i+1, err)
+			return k, fmt.Errorf("key %d: not an armored OpenPGP public key read within the bounds on signing keys: %v", i+1, err)
+		}
+		if keys += len(el); keys > verify.MaxSigningKeys {
+			return k, fmt.Errorf("more than %d keys: no more are read to verify a signature", verify.MaxSigningKeys)
 		}
 		k.ids = append(k.ids, strings.ToUpper(el[0].PrimaryKey.KeyIdShortString()))
 	}
