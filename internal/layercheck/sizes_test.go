@@ -346,14 +346,7 @@ func modulePath(t *testing.T) string {
 // note for a figure that is no longer above its mark. With -v it prints
 // the report.
 func TestSizes(t *testing.T) {
-	text, err := os.ReadFile("layers.txt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	tb, err := parseTable(string(text))
-	if err != nil {
-		t.Fatalf("layers.txt: %v", err)
-	}
+	tb := readLayers(t)
 	sizes := loadSizes(t, tb)
 	if len(sizes) < 20 {
 		t.Fatalf("measured %d production packages", len(sizes))

@@ -261,7 +261,9 @@ func modulePackages(t *testing.T) []pkgImports {
 	return append(pkgs, deploy)
 }
 
-func TestLayers(t *testing.T) {
+// readLayers reads and parses layers.txt, failing t if it cannot.
+func readLayers(t *testing.T) *table {
+	t.Helper()
 	text, err := os.ReadFile("layers.txt")
 	if err != nil {
 		t.Fatal(err)
@@ -270,6 +272,11 @@ func TestLayers(t *testing.T) {
 	if err != nil {
 		t.Fatalf("layers.txt: %v", err)
 	}
+	return tb
+}
+
+func TestLayers(t *testing.T) {
+	tb := readLayers(t)
 	bad, problems := tb.check(modulePackages(t))
 	for _, p := range problems {
 		t.Error(p)
