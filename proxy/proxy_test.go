@@ -17,6 +17,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/verify"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 var update = flag.Bool("update", false, "rewrite golden files")
@@ -211,6 +212,18 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 		reason verify.Reason
 	}{
 		{"wrong signing key", func(o *fakeorigin.Origin) { o.SetWrongSigningKey(true) }, verify.ReasonSignature},
+		// A key too costly to read (over a second of CPU for go-crypto
+		// alone) is refused by its size, as an unreadable key is.
+		{"signing key too large to read", func(o *fakeorigin.Origin) {
+			o.SetSigningKeys(verifytest.HostileDSAKey(16384))
+		}, verify.ReasonSignature},
+		{"more signing keys than are read", func(o *fakeorigin.Origin) {
+			keys := make([]string, verify.MaxSigningKeys+1)
+			for i := range keys {
+				keys[i] = o.ArmoredPublicKey()
+			}
+			o.SetSigningKeys(keys...)
+		}, verify.ReasonSignature},
 		{"checksum missing from SHA256SUMS", func(o *fakeorigin.Origin) { o.OmitFromSums(ns, typ, version, pl, true) }, verify.ReasonMissingChecksum},
 		{"registry shasum disagrees with SHA256SUMS", func(o *fakeorigin.Origin) {
 			o.SetShasumOverride(ns, typ, version, pl, strings.Repeat("ab", 32))
@@ -223,6 +236,11 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 		{"package answer of another version", func(o *fakeorigin.Origin) {
 			o.SetAnswerOf(ns, typ, version, pl, "0.9.0", pl)
 		}, verify.ReasonName},
+	}
+	// What the error says of a refused key, by case.
+	said := map[string]string{
+		"signing key too large to read":   "prime P is 16384 bits, more than the 3072 read: too large to verify with",
+		"more signing keys than are read": "signing keys are 17, more than the 16 read",
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -239,6 +257,9 @@ func TestVerificationFailuresCacheNothing(t *testing.T) {
 				r.json(t, &body)
 				if !strings.Contains(body.Errors[0], "integrity") || !strings.Contains(body.Errors[0], string(tc.reason)) {
 					t.Errorf("error %q does not say the integrity check failed (%s)", body.Errors[0], tc.reason)
+				}
+				if say := said[tc.name]; !strings.Contains(body.Errors[0], say) {
+					t.Errorf("error %q does not say %q", body.Errors[0], say)
 				}
 			}
 			if n := h.origin.Hits(fakeorigin.Archive); n != 0 {

@@ -195,6 +195,7 @@ type Origin struct {
 	lengthHidden bool               // SetArchiveLengthHidden
 	signedAt     map[akey]time.Time // SetSignedAt, by version (platform "")
 	wrongKey     bool
+	signingKeys  []string      // SetSigningKeys
 	gate         *gate         // nil when archives are not gated
 	started      chan struct{} // the latest gate's started
 	gated        int           // archive responses blocked at a gate right now

@@ -138,6 +138,13 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 		k = other
 	}
 	shasum, over := o.shaOverride[k]
+	keys := []registryjson.GPGPublicKey{o.SigningKey()}
+	if len(o.signingKeys) > 0 {
+		keys = nil
+		for _, a := range o.signingKeys {
+			keys = append(keys, registryjson.GPGPublicKey{ASCIIArmor: a, Source: "fakeorigin"})
+		}
+	}
 	o.mu.Unlock()
 	b := o.archive(k)
 	if b == nil {
@@ -161,7 +168,7 @@ func (o *Origin) serveDownload(w http.ResponseWriter, r *http.Request) {
 		SHASumsSignatureURL: base + sumsName(k.typ, k.version) + ".sig",
 		SHASum:              shasum,
 	}
-	d.SigningKeys.GPGPublicKeys = []registryjson.GPGPublicKey{o.SigningKey()}
+	d.SigningKeys.GPGPublicKeys = keys
 	if o.opts.PackageHashes {
 		var err error
 		if d.Packages, err = o.packageHashes(k.ns, k.typ, k.version); err != nil {

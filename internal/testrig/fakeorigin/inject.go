@@ -98,6 +98,15 @@ func (o *Origin) SetWrongSigningKey(on bool) {
 	o.wrongKey = on
 }
 
+// SetSigningKeys makes every package answer's signing_keys list these
+// ASCII-armored keys, each as an entry of its own, in place of key A,
+// which still signs; none restores key A alone.
+func (o *Origin) SetSigningKeys(armored ...string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.signingKeys = armored
+}
+
 // OmitFromSums drops, while on, the package's line from its version's
 // SHA256SUMS (which stays correctly signed).
 func (o *Origin) OmitFromSums(ns, typ, version, platform string, on bool) {
