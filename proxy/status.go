@@ -328,6 +328,10 @@ func (s *statusPage) mirrorURLFrom(r *http.Request) (u string, fromRequest bool)
 	return RequestURL(r, s.cfg.PlainHTTP), true
 }
 
+// pinsErrorHidden is what the page says of pins that could not be read
+// to a viewer without a token.
+const pinsErrorHidden = "the pins could not be read; the pins read before stay in force (a client token shows why, and the log says it)"
+
 // status collects the status page's data. The mirror URL is the
 // configured public URL, or else the one this request was made to.
 func (s *statusPage) status(r *http.Request) (*Status, error) {
@@ -379,6 +383,10 @@ func (s *statusPage) status(r *http.Request) (*Status, error) {
 		st.ProvidersHidden = true
 		if st.Retention != nil {
 			st.Retention.Pinned = nil
+			if st.Retention.PinsError != "" {
+				// It names the pins file, its line and what it pins.
+				st.Retention.PinsError = pinsErrorHidden
+			}
 		}
 		for i := range st.Origins {
 			if e := st.Origins[i].LastError; e != nil {
