@@ -2,15 +2,18 @@
 // above the pull-through engine (package mirror), as a use case of it:
 //
 //   - what the cache's size limit may evict (Retainer.Evictable, which it
-//     gives the cache): never an archive of a version that cannot be
-//     fetched again (imported, of a local-only host, anything on a sealed
-//     mirror) and never one of a pinned version;
+//     gives the cache): never an archive that cannot be fetched again
+//     (of a version imported, of a local-only host, anything on a sealed
+//     mirror, and a package an import added to a version fetched from
+//     its origin, which has no download URL: decided per archive,
+//     mirrorheld.Record.Refetchable) and never one of a pinned version;
 //   - what the rules remove (keep the newest N versions, remove what was
 //     not downloaded for D), from the cache and, under a lease, from the
-//     shared store's bucket: only versions that can be fetched again and
-//     are not pinned; an archive goes only when no kept version needs it;
+//     shared store's bucket: only archives that can be fetched again, of
+//     versions that are not pinned; an archive goes only when no kept
+//     version needs it;
 //   - Prune naming versions, which alone removes what cannot be fetched
-//     again (the version then leaves its version list);
+//     again (the version then leaves its version list, whole);
 //   - the last use of versions, written in batches (never on every
 //     download) to the cache and to the shared store.
 //

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log"
 	"os"
+	"reflect"
 	"sync"
 	"testing"
 	"time"
@@ -181,6 +182,55 @@ func (h *harness) idle(ctx context.Context) error { return mirror.WaitIdle(ctx, 
 func (h *harness) waitCommitted(sha string) {
 	h.t.Helper()
 	enginetest.WaitCommitted(h.t, h.idle, h.store, sha)
+}
+
+// importFrom imports version of the test provider for platform into dst,
+// as another mirror's export of src's cache gives it (signed by src's
+// origin's key).
+func importFrom(t *testing.T, src, dst *harness, version, platform string) {
+	t.Helper()
+	v := mustVersion(t, version)
+	ev, err := src.engine.Evidence(t.Context(), src.provider(), v, []addrs.Platform{mustPlatform(t, platform)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := enginetest.ImportedFrom(ev, func(pl string) []byte { return src.origin.Archive(ns, typ, version, pl) })
+	in.Version = v
+	if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatalf("signed import of %s %s: %v", version, platform, err)
+	}
+}
+
+// pruneNamed prunes version of the test provider from h by name, after a
+// dry run that must list the same, and returns what it removed.
+func pruneNamed(t *testing.T, h *harness, version string) []Removal {
+	t.Helper()
+	p := h.provider()
+	req := PruneRequest{Provider: &p, Versions: []string{version}}
+	dry := req
+	dry.DryRun = true
+	planned, err := h.ret.Prune(t.Context(), dry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done, err := h.ret.Prune(t.Context(), req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(done, planned) {
+		t.Errorf("the dry run listed %+v, the prune removed %+v", planned, done)
+	}
+	return done
+}
+
+// bucketArchives are the archives the shared store s lists.
+func bucketArchives(t *testing.T, s *sharedstore.Store) map[string]bool {
+	t.Helper()
+	got := map[string]bool{}
+	if err := s.ListArchives(t.Context(), func(sha string, _ int64, _ time.Time) error { got[sha] = true; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	return got
 }
 
 func removalNames(rs []Removal) []string {

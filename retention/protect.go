@@ -1,8 +1,9 @@
 package retention
 
-// What the cache's size limit may not evict: the archives of versions
-// that cannot be fetched again and of pinned versions, recomputed by a
-// rebuild from the engine's records.
+// What the cache's size limit may not evict: the archives that cannot be
+// fetched again (of versions that cannot be, and those an import added to
+// a version that can: inventory.Record.Refetchable) and of pinned
+// versions, recomputed by a rebuild from the engine's records.
 
 import (
 	"bytes"
@@ -131,7 +132,7 @@ func (r *Retainer) rebuild() {
 		if h.pinnedBy != "" {
 			pinList = append(pinList, PinnedVersion{Kind: h.Kind, Address: h.Address, Version: h.Raw, Where: h.pinnedBy})
 		}
-		keep := !h.Refetch || h.pinnedBy != ""
+		pinned := h.pinnedBy != ""
 		for i, sha := range slices.Concat(h.Archives, h.SetAside) {
 			k, ok := shaKey(sha)
 			if !ok {
@@ -140,7 +141,7 @@ func (r *Retainer) rebuild() {
 			if _, ok := extra[k]; ok {
 				extra[k] = true
 			}
-			if keep || i >= len(h.Archives) {
+			if pinned || i >= len(h.Archives) || !h.Refetchable(sha) {
 				keys = append(keys, k)
 			}
 		}

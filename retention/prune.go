@@ -18,9 +18,10 @@ type PruneRequest struct {
 	DryRun bool
 	// Provider, Module or CLI, with Versions, name versions to remove:
 	// then only those are removed, whatever the rules and the pins say,
-	// including versions that cannot be fetched again (which leave the
-	// version list; a CLI version, its SHA256SUMS) and a withheld import
-	// set aside in a version's record. None: the rules (Config) decide.
+	// including versions that cannot be fetched again, or that have an
+	// archive that cannot be (which leave the version list; a CLI
+	// version, its SHA256SUMS), and a withheld import set aside in a
+	// version's record. None: the rules (Config) decide.
 	Provider *addrs.Provider
 	Module   *addrs.Module
 	// CLI is a CLI product's address (Pins.CLIs).
@@ -82,9 +83,10 @@ func (r *Retainer) Prune(ctx context.Context, req PruneRequest) ([]Removal, erro
 // their cached archives, those no version kept needs.
 func plan(hs []*held, removed map[*held]string) []Removal {
 	var plan []Removal
-	// What kept versions need stays, and the withheld imports set aside
-	// in the records of versions the rules remove: only a prune naming
-	// the version removes them.
+	// What kept versions need stays, and what cannot be fetched again of
+	// the versions the rules remove (the withheld imports set aside in
+	// their records, the packages an import added to them): only a prune
+	// naming the version removes them.
 	needed := map[string]bool{}
 	for _, h := range hs {
 		rule, gone := removed[h]
@@ -94,7 +96,7 @@ func plan(hs []*held, removed map[*held]string) []Removal {
 			}
 		}
 		if !gone || rule != RuleNamed {
-			for _, sha := range h.SetAside {
+			for _, sha := range slices.Concat(h.SetAside, h.Unfetchable) {
 				needed[sha] = true
 			}
 		}
@@ -105,8 +107,10 @@ func plan(hs []*held, removed map[*held]string) []Removal {
 		if !gone {
 			continue
 		}
+		// Named, a version with an archive that cannot be fetched again
+		// goes whole: it would stay listed without it.
 		rm := Removal{Kind: h.Kind, Address: h.Address, Version: h.Raw, Rule: rule, Archives: []string{},
-			Unlisted: rule == RuleNamed && !h.Refetch, Withheld: rule == RuleNamed && len(h.SetAside) > 0}
+			Unlisted: rule == RuleNamed && (!h.Refetch || len(h.Unfetchable) > 0), Withheld: rule == RuleNamed && len(h.SetAside) > 0}
 		archives := h.Archives
 		if rm.Withheld {
 			archives = slices.Concat(h.Archives, h.SetAside)

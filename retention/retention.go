@@ -128,7 +128,7 @@ type Removal struct {
 	Archives []string `json:"archives"`
 	Bytes    int64    `json:"bytes"`
 	// Unlisted says the version is removed from the version list too: it
-	// cannot be fetched again.
+	// cannot be fetched again, or one of its archives cannot.
 	Unlisted bool `json:"unlisted,omitempty"`
 	// Withheld says the withheld import set aside in the version's record
 	// (records.PackageRecord.Withheld) is removed too, its archives among

@@ -234,16 +234,7 @@ func TestRetentionImportsSurviveSizeLimit(t *testing.T) {
 	dst := newHarness(t, opts)
 	// Signed imports of the origin's provider.
 	for _, vs := range signedVersions {
-		v := mustVersion(t, vs)
-		ev, err := src.engine.Evidence(t.Context(), src.provider(), v, []addrs.Platform{mustPlatform(t, "linux_amd64")})
-		if err != nil {
-			t.Fatal(err)
-		}
-		in := enginetest.ImportedFrom(ev, func(pl string) []byte { return src.origin.Archive(ns, typ, vs, pl) })
-		in.Version = v
-		if _, err := dst.engine.AirGap().Import(t.Context(), in); err != nil {
-			t.Fatalf("signed import of %s: %v", vs, err)
-		}
+		importFrom(t, src, dst, vs, "linux_amd64")
 	}
 	// In-house packages of a local-only host.
 	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
@@ -447,14 +438,7 @@ func TestRetentionPrunesSharedStore(t *testing.T) {
 	b.readAll("3.0.0")
 	a.waitIdle()
 	b.waitIdle()
-	inBucket := func() map[string]bool {
-		t.Helper()
-		got := map[string]bool{}
-		if err := sa.ListArchives(t.Context(), func(sha string, _ int64, _ time.Time) error { got[sha] = true; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
+	inBucket := func() map[string]bool { t.Helper(); return bucketArchives(t, sa) }
 	sha := func(v string) string { return a.origin.SHA256(ns, typ, v, "linux_amd64") }
 	deadline := time.Now().Add(30 * time.Second)
 	for len(inBucket()) < 3 { // each replica puts what it fetched, in the background

@@ -110,7 +110,9 @@ type Package struct {
 	// metadata, as it gave them (empty when Unsigned); OS and Arch must be
 	// Platform's. DownloadURL is not kept: no signature covers it, and an
 	// imported archive is never fetched again from a host the input
-	// names (the archive record Import stores has no URL).
+	// names (the archive record Import stores has no URL, which is how
+	// retention knows it cannot be fetched again, in a record of the
+	// origin's too).
 	DownloadURL string
 	Protocols   []string
 	OS, Arch    string

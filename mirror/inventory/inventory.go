@@ -57,8 +57,20 @@ type Record struct {
 	SetAside []string
 	// Refetch says the version can be fetched again: not imported, not of
 	// a local-only host or a module without origin location, not on a
-	// sealed mirror.
+	// sealed mirror. Some of its archives may still not be: Unfetchable.
 	Refetch bool
+	// Unfetchable are the sha256s of Archives that cannot be fetched
+	// again although the version can (Refetch): packages an import added
+	// to a version the origin's record holds, which have no download URL.
+	// Whether an archive can be fetched again is Refetchable's to say.
+	Unfetchable []string
+}
+
+// Refetchable says whether the archive sha of the version can be fetched
+// again once removed: the version can (Refetch), and sha is not one of
+// its Unfetchable archives.
+func (r Record) Refetchable(sha string) bool {
+	return r.Refetch && !slices.Contains(r.Unfetchable, sha)
 }
 
 // Inventory lists the versions the engine holds, and removes them.
@@ -168,16 +180,23 @@ func (s *Inventory) VersionOfRecord(key string, raw json.RawMessage) (Record, bo
 			return Record{}, false
 		}
 		h := Record{Kind: "provider", Address: p.String(), Version: v, Raw: rec.Version, Key: key}
+		imported := rec.Provenance != records.ProvenanceOrigin
+		h.Refetch = !s.cfg.Offline && !imported && !s.parts.Hosts.Local(p.Hostname)
 		for _, pl := range sortedKeys(rec.Archives) {
-			h.Archives = append(h.Archives, rec.Archives[pl].SHA256)
+			a := rec.Archives[pl]
+			h.Archives = append(h.Archives, a.SHA256)
+			// A package an import added to the origin's record has no
+			// download URL (mirror/imports.Importer.storeImported): the
+			// record's provenance is the origin's, not the package's.
+			if h.Refetch && a.URL == "" {
+				h.Unfetchable = append(h.Unfetchable, a.SHA256)
+			}
 		}
 		if rec.Withheld != nil {
 			for _, pl := range sortedKeys(rec.Withheld.Archives) {
 				h.SetAside = append(h.SetAside, rec.Withheld.Archives[pl].SHA256)
 			}
 		}
-		imported := rec.Provenance != records.ProvenanceOrigin
-		h.Refetch = !s.cfg.Offline && !imported && !s.parts.Hosts.Local(p.Hostname)
 		return h, true
 	case strings.HasPrefix(key, "module/"):
 		// A record today's rules refuse (records.ErrModuleRecordRefused)

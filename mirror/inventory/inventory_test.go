@@ -2,6 +2,7 @@ package inventory_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest/harness"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/inventory"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
 // notifications records what a Notifier is told, in order.
@@ -149,5 +151,42 @@ func TestScanAndRemoveVersions(t *testing.T) {
 	gone := fmt.Sprintf("provider %s 1.0.0 [%s] false", local, shas[0])
 	if got, want := scan(), slices.DeleteFunc(want, func(s string) bool { return s == gone }); !reflect.DeepEqual(got, want) {
 		t.Errorf("after RemoveVersion, scanned\n%q\nwant\n%q", got, want)
+	}
+}
+
+// Whether an archive can be fetched again is decided per archive: in a
+// record of the origin's, one without a download URL (a package an
+// import added) cannot; in an imported record, none can, those the
+// origin added since included.
+func TestVersionOfRecordDecidesPerArchive(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	const fetched, imported = "1111111111111111111111111111111111111111111111111111111111111111",
+		"2222222222222222222222222222222222222222222222222222222222222222"
+	key := "package/" + h.Provider().String() + "/1.0.0"
+	for _, tc := range []struct {
+		provenance  string
+		refetch     bool
+		unfetchable []string
+	}{
+		{provenance: "", refetch: true, unfetchable: []string{imported}},
+		{provenance: "imported", refetch: false},
+	} {
+		raw := fmt.Sprintf(`{"schema":%d,"version":"1.0.0","sums":{},"provenance":%q,"archives":{
+			"linux_amd64":{"filename":"a.zip","url":"https://releases.example/a.zip","sha256":%q},
+			"darwin_arm64":{"filename":"b.zip","url":"","sha256":%q}}}`, records.Schema, tc.provenance, fetched, imported)
+		r, ok := h.Engine.Inventory().VersionOfRecord(key, json.RawMessage(raw))
+		if !ok {
+			t.Fatalf("%q: not a record of a version", tc.provenance)
+		}
+		if r.Refetch != tc.refetch || !slices.Equal(r.Unfetchable, tc.unfetchable) {
+			t.Errorf("%q: Refetch %v, Unfetchable %v; want %v, %v", tc.provenance, r.Refetch, r.Unfetchable, tc.refetch, tc.unfetchable)
+		}
+		if r.Refetchable(imported) {
+			t.Errorf("%q: the archive without a download URL can be fetched again", tc.provenance)
+		}
+		if r.Refetchable(fetched) != tc.refetch {
+			t.Errorf("%q: Refetchable of the origin's archive is %v, want %v", tc.provenance, r.Refetchable(fetched), tc.refetch)
+		}
 	}
 }

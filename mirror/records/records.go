@@ -381,6 +381,9 @@ type Summary struct {
 	Schema   int    `json:"schema"`
 	Version  string `json:"version"`
 	Archives map[string]struct {
+		// URL is "" for a package that came by import, which cannot
+		// be fetched again.
+		URL    string `json:"url"`
 		SHA256 string `json:"sha256"`
 	} `json:"archives"`
 	Provenance Provenance `json:"provenance,omitempty"`
