@@ -493,8 +493,11 @@ func (b *bundle) publisherVouches(p addrs.Provider, dir string, ef *evidenceFile
 //     VERSION.json's h1: hashes where present.
 //
 // Nothing in the input vouches for itself: the signing keys in an
-// evidence file are checked against, never trusted. A version no key
-// vouches for is refused whole, saying why each anchor does not.
+// evidence file are checked against, never trusted. A key vouches for
+// what it signed only: the plugin protocols of the evidence file, which
+// no publisher signs, are taken under the manifest (or with a local
+// build), never on a publisher key alone. A version no key vouches for is
+// refused whole, saying why each anchor does not.
 func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provider, dir, version string, zips map[string]string, sum *ImportSummary) error {
 	v, err := addrs.ParseSemver(version)
 	if err != nil {
@@ -565,6 +568,12 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 		}
 	}
 
+	// The protocols of the evidence file are vouched for by the manifest
+	// that lists it, never by a publisher's signature, which covers the
+	// SHA256SUMS only: on that path the version is listed without them
+	// (which the clients take as unknown, not as incompatible). A local
+	// build is taken as the directory gives it.
+	protocols := shas != nil || !signed
 	for _, pl := range slices.Sorted(maps.Keys(zips)) {
 		path := filepath.Join(dir, zips[pl])
 		pkg := imports.Package{Platform: pl, Filename: zips[pl], H1: hashes[pl], Open: openFile(b.open, path), Document: -1,
@@ -574,12 +583,15 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 			if !ok {
 				return fmt.Errorf("%s has no entry for %s", filepath.Join(shown, filepath.Base(evPath)), zips[pl])
 			}
-			pkg.Filename, pkg.DownloadURL, pkg.Protocols = epkg.Filename, epkg.DownloadURL, epkg.Protocols
+			pkg.Filename, pkg.DownloadURL = epkg.Filename, epkg.DownloadURL
 			pkg.OS, pkg.Arch, pkg.Shasum, pkg.Document = epkg.OS, epkg.Arch, epkg.Shasum, epkg.Document
 			pkg.Packages = epkg.Packages
-			for _, proto := range epkg.Protocols {
-				if !slices.Contains(in.Protocols, proto) {
-					in.Protocols = append(in.Protocols, proto)
+			if protocols {
+				pkg.Protocols = epkg.Protocols
+				for _, proto := range epkg.Protocols {
+					if !slices.Contains(in.Protocols, proto) {
+						in.Protocols = append(in.Protocols, proto)
+					}
 				}
 			}
 		}

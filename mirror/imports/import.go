@@ -90,7 +90,10 @@ type Imported struct {
 	// Packages are the version's packages, one per platform.
 	Packages []Package
 	// Protocols are the version's plugin protocol versions ("5.0"), for
-	// the version list; optional.
+	// the version list; optional. No signature over SHA256SUMS covers
+	// them: the caller gives them only when its anchor vouches for them
+	// (airgap: the exporting mirror's manifest), and the first import of
+	// the version that gives them sets them.
 	Protocols []string
 	// Unsigned accepts packages without any signature: they are checked
 	// against their H1 where given, and recorded as records.ProvenanceUnsigned.
@@ -112,7 +115,9 @@ type Package struct {
 	// imported archive is never fetched again from a host the input
 	// names (the archive record Import stores has no URL, which is how
 	// retention knows it cannot be fetched again, in a record of the
-	// origin's too).
+	// origin's too). Protocols, which no signature covers either, are
+	// kept as given: the caller leaves them empty unless its anchor
+	// vouches for them, as Imported.Protocols.
 	DownloadURL string
 	Protocols   []string
 	OS, Arch    string

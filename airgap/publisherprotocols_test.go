@@ -1,0 +1,126 @@
+package airgap
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+)
+
+// On the publisher-key path (a bundle without the exporting mirror's
+// manifest, which anyone can carry), the publisher's signature covers
+// the SHA256SUMS only: the "protocols" of the evidence file, which
+// nothing signs, are not taken, neither into the version list nor into
+// the package's metadata; the version is listed without them and its
+// package served all the same. The exporting mirror's manifest, which
+// covers the evidence file, vouches for them: a later import of the
+// bundle under it lists the version with the protocols the origin gave.
+func TestPublisherKeyImportTakesNoProtocols(t *testing.T) {
+	o := enginetest.StartOrigin(t, fakeorigin.Options{})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64"})
+	src := newEngine(t, o)
+	ctx := context.Background()
+	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	v, _ := addrs.ParseSemver("1.0.0")
+	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
+	a, err := src.OpenArchive(ctx, p, v, linux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, a) //nolint:errcheck
+	a.Close()
+	mirror.WaitIdle(ctx, src) //nolint:errcheck
+	exporter := newKey(t, "exporter")
+	export := func() string {
+		out := filepath.Join(t.TempDir(), "out")
+		if _, err := Export(ctx, src, servedBy(t, src, nil), Selection{}, out, exporter, func(string) {}); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	// A stranger drops the manifest (vouching only by the publisher's
+	// key now) and rewrites the protocols the evidence gives.
+	out := export()
+	os.Remove(filepath.Join(out, manifestName))
+	os.Remove(filepath.Join(out, manifestSigName))
+	evPath := filepath.Join(out, p.Hostname.ForDisplay(), "acme", "net", evidenceName("net", "1.0.0"))
+	raw, err := os.ReadFile(evPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ef map[string]any
+	if err := json.Unmarshal(raw, &ef); err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range ef["packages"].(map[string]any) {
+		pkg.(map[string]any)["protocols"] = []string{"99.0"}
+	}
+	if raw, err = json.Marshal(ef); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(evPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	pub, err := ReadPublicKeys(strings.NewReader(o.ArmoredPublicKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newEngine(t, nil) // sealed
+	ns := Namespace{Host: p.Hostname, Name: "acme"}
+	sum, reports := importInto(t, dst, out, ImportOptions{Trust: Trust{PublisherKeys: map[Namespace]openpgp.EntityList{ns: pub}}})
+	if sum.Imported != 1 {
+		t.Fatalf("import: %+v %q", sum, reports)
+	}
+	protocols := func() []string {
+		t.Helper()
+		list, _, err := dst.Versions(ctx, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Versions {
+			if e.Version == "1.0.0" {
+				return e.Protocols
+			}
+		}
+		t.Fatalf("1.0.0 is not listed: %+v", list.Versions)
+		return nil
+	}
+	if got := protocols(); len(got) != 0 {
+		t.Errorf("the version list serves protocols %v, which no signature covers", got)
+	}
+	ev, err := dst.Evidence(ctx, p, v, []addrs.Platform{linux})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pe := range ev.Platforms {
+		if len(pe.Protocols) != 0 {
+			t.Errorf("the package metadata of %s serves protocols %v, which no signature covers", pe.Platform, pe.Protocols)
+		}
+	}
+	if a, err := dst.OpenArchive(ctx, p, v, linux); err != nil {
+		t.Errorf("the imported package is not served: %v", err)
+	} else {
+		a.Close()
+	}
+
+	// The exporting mirror's manifest vouches for the protocols.
+	sum, reports = importInto(t, dst, export(), ImportOptions{Trust: Trust{ExportKeys: publicOf(t, exporter)}})
+	if sum.Present != 1 {
+		t.Fatalf("import under the manifest: %+v %q", sum, reports)
+	}
+	if got := protocols(); !slices.Equal(got, []string{"5.0"}) {
+		t.Errorf("imported under the exporting mirror's manifest, the version list serves protocols %v, want the origin's [5.0]", got)
+	}
+}
