@@ -7,6 +7,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -26,6 +27,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
@@ -360,4 +362,85 @@ func TestMain(m *testing.M) {
 	code := m.Run()
 	removeBinary()
 	os.Exit(code)
+}
+
+// TestProvidersBypassingTheMirror: the README's way to let some providers
+// bypass the mirror, tried with terraform: the mirror's block excludes
+// them and a direct block includes them (terraform asks the first block
+// that matches a provider for its package, and a mirror that does not
+// serve it cannot hand it on). The bypassing provider is installed from
+// its own registry, the others through the mirror, which is not asked
+// for the bypassing one.
+func TestProvidersBypassingTheMirror(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{})
+	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	e.origin.AddProvider("acme", "widget", []string{"0.1.0"}, registryPlatforms())
+	originCA, err := e.origin.CAFile(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mirrorCA, err := os.ReadFile(e.caFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	theirs, err := os.ReadFile(originCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := filepath.Join(t.TempDir(), "both.pem")
+	if err := os.WriteFile(both, append(append(mirrorCA, '\n'), theirs...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// "localhost" is the registry terraform reaches directly: the fake
+	// origin, by a host block (the mirror does not serve that host).
+	conf := fmt.Sprintf(`provider_installation {
+  network_mirror {
+    url     = %q
+    exclude = ["localhost/*/*"]
+  }
+  direct {
+    include = ["localhost/*/*"]
+  }
+}
+host "localhost" {
+  services = {
+    "providers.v1" = %q
+  }
+}
+`, e.url, e.origin.URL+"/v1/providers/")
+	cliConf := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(cliConf, []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := writeConfig(t, map[string]string{"random": "hashicorp/random@3.6.0", "widget": "localhost/acme/widget@0.1.0"})
+	out, err := e.terraformWith(dir, cliConf, both, "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init with a provider bypassing the mirror: %v\n%s", err, out)
+	}
+	for _, plugin := range []string{
+		"registry.terraform.io/hashicorp/random/3.6.0/linux_amd64/terraform-provider-random_v3.6.0",
+		"localhost/acme/widget/0.1.0/linux_amd64/terraform-provider-widget_v0.1.0",
+	} {
+		if _, err := os.Stat(filepath.Join(dir, ".terraform", "providers", plugin)); err != nil {
+			t.Errorf("provider not installed: %v\n%s", err, out)
+		}
+	}
+	// Installed from its registry, the publisher's signature checked
+	// (through the mirror it would say "verified checksum").
+	if !strings.Contains(out, "Installed localhost/acme/widget v0.1.0 (self-signed") {
+		t.Errorf("the bypassing provider was not installed from its registry:\n%s", out)
+	}
+	code, body := e.get(t, "?format=json")
+	var st proxy.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
+		t.Fatalf("status: %d %v", code, err)
+	}
+	through := false
+	for _, p := range st.Providers {
+		through = through || p.Address == "registry.terraform.io/hashicorp/random"
+	}
+	if !through {
+		t.Errorf("hashicorp/random was not installed through the mirror: %+v", st.Providers)
+	}
 }
