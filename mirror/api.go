@@ -43,9 +43,10 @@ type ListState struct {
 // the versions with at least one cached archive of a platform it serves,
 // so that no client picks a version it cannot install. Versions withheld
 // (see Withheld) are left out. When the refresh fails for any reason but the origin saying
-// the provider does not exist (discovery.ErrNotFound), the cached list is
-// returned with ListState.Stale set. The list is shared and must not be
-// modified.
+// the provider does not exist (discovery.ErrNotFound), or has not ended
+// within Config.StaleAfter (it goes on, for the next requests), the cached
+// list is returned with ListState.Stale set. The list is shared and must
+// not be modified.
 func (s *Engine) Versions(ctx context.Context, p addrs.Provider) (*records.VersionList, ListState, error) {
 	gen := s.records.generation()
 	list, st, err := s.records.lists.Versions(ctx, records.KeysOf(p), false)

@@ -152,6 +152,13 @@ type Config struct {
 	// VersionsTTL is how long a provider's version list is served from the
 	// cache before it is refreshed from the origin. Default 10 minutes.
 	VersionsTTL time.Duration
+	// StaleAfter is how long a request waits for the refresh of a version
+	// list the cache holds (a provider's or a module's) before it is
+	// answered with the cached list, stale, while the refresh goes on.
+	// Default 5 seconds: clients give up on a JSON answer after 10
+	// (TF_REGISTRY_CLIENT_TIMEOUT), and an origin that stalls would
+	// otherwise fail every init while its answer is awaited.
+	StaleAfter time.Duration
 	// OriginTimeout bounds one metadata operation against an origin
 	// (discovery, version list, package metadata and checksums of a
 	// version). It runs detached from the callers waiting for it.
@@ -334,6 +341,9 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 	if s.cfg.VersionsTTL <= 0 {
 		s.cfg.VersionsTTL = 10 * time.Minute
 	}
+	if s.cfg.StaleAfter <= 0 {
+		s.cfg.StaleAfter = 5 * time.Second
+	}
 	if s.cfg.OriginTimeout <= 0 {
 		s.cfg.OriginTimeout = 2 * time.Minute
 	}
@@ -419,7 +429,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		return nil, err
 	}
 	s.records.gate = s.gate
-	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, Now: s.cfg.Now, Logger: s.log},
+	if s.records.lists, err = providerlists.New(providerlists.Config{Offline: s.cfg.Offline, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Now: s.cfg.Now, Logger: s.log},
 		providerlists.Parts{Life: s.life, Hosts: s.hosts, Records: s.source, Gate: s.gate}, s.origin, s.metrics); err != nil {
 		return nil, err
 	}
@@ -427,7 +437,7 @@ func New(cfg Config, origin Origin, store Store) (*Engine, error) {
 		HoldBack: s.cfg.HoldBack, Offline: s.cfg.Offline, Logger: s.log}, fetch.Parts{Life: s.life, Copies: s.source}, s.origin, store, s.metrics); err != nil {
 		return nil, err
 	}
-	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, Timeout: s.cfg.ModuleTimeout,
+	mcfg := modules.Config{Offline: s.cfg.Offline, Now: s.cfg.Now, VersionsTTL: s.cfg.VersionsTTL, StaleAfter: s.cfg.StaleAfter, Timeout: s.cfg.ModuleTimeout,
 		Limits: s.cfg.ModuleLimits, ScratchDir: s.cfg.ScratchDir, Credentials: s.cfg.ModuleSourceCredentials, Logger: s.log}
 	if s.modules, err = modules.New(mcfg, modules.Parts{Life: s.life, Records: s.source, Hosts: s.hosts, Gate: s.gate, NotFound: s.notFound}, modOrigin, store, s.metrics); err != nil {
 		return nil, err

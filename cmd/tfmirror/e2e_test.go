@@ -444,3 +444,30 @@ host "localhost" {
 		t.Errorf("hashicorp/random was not installed through the mirror: %+v", st.Providers)
 	}
 }
+
+// TestTerraformInitWhileOriginStalls: an origin that stalls (slow, not
+// down) on the refresh of a version list the mirror holds, past its time
+// to live, does not fail terraform init, which gives up on a JSON answer
+// after 10 seconds: the mirror answers with the cached list after a few
+// seconds, and the archive from its cache.
+func TestTerraformInitWhileOriginStalls(t *testing.T) {
+	t.Parallel()
+	e := newE2E(t, fakeorigin.Options{}, "--versions-ttl", "1s")
+	e.origin.AddProvider("hashicorp", "random", []string{"3.6.0"}, []string{"linux_amd64"})
+	providers := map[string]string{"random": "hashicorp/random@3.6.0"}
+	if out, err := e.terraform(writeConfig(t, providers), "init", "-no-color"); err != nil {
+		t.Fatalf("first init: %v\n%s", err, out)
+	}
+	waitIdle(e.mirror.engine)
+	time.Sleep(1100 * time.Millisecond) // the list's time to live runs out (a real clock's)
+
+	e.origin.SetLatency(12 * time.Second) // longer than terraform waits (10 s)
+	t.Cleanup(func() { e.origin.SetLatency(0) })
+	out, err := e.terraform(writeConfig(t, providers), "init", "-no-color")
+	if err != nil {
+		t.Fatalf("terraform init with the origin stalling and the list cached: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "Installed hashicorp/random v3.6.0") {
+		t.Errorf("hashicorp/random not installed:\n%s", out)
+	}
+}

@@ -101,11 +101,24 @@ func (l *Lifetime) StartWork() bool { return l.work.add() }
 // EndWork ends work counted by StartWork.
 func (l *Lifetime) EndWork() { l.work.done() }
 
+// ErrStillWaiting is CoalesceWithin's answer when the caller's wait ran
+// out before the work ended: the work goes on, for the callers that wait
+// for it and for the ones after them, which find what it stored.
+var ErrStillWaiting = errors.New("the origin has not answered yet")
+
 // Coalesce runs fn once for all concurrent callers with the same key, on a
 // context detached from any one of them (see Detached). A caller whose own
 // context ends stops waiting; the work goes on for the others. A caller
 // that joined a fetch under way is counted as coalesced under kind.
 func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(context.Context) (any, error)) (any, error) {
+	return l.CoalesceWithin(ctx, 0, kind, key, fn)
+}
+
+// CoalesceWithin is Coalesce for a caller that has something to answer
+// with when the work takes long (a list the cache holds, stale): it waits
+// at most wait (0: as long as its context lets it), then stops waiting
+// with ErrStillWaiting while the work goes on.
+func (l *Lifetime) CoalesceWithin(ctx context.Context, wait time.Duration, kind, key string, fn func(context.Context) (any, error)) (any, error) {
 	var led atomic.Bool
 	ch := l.meta.DoChan(key, func() (any, error) {
 		led.Store(true)
@@ -116,6 +129,12 @@ func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(conte
 		defer done()
 		return fn(ctx)
 	})
+	var waited <-chan time.Time
+	if wait > 0 {
+		t := time.NewTimer(wait)
+		defer t.Stop()
+		waited = t.C
+	}
 	select {
 	case res := <-ch:
 		if !led.Load() {
@@ -124,6 +143,8 @@ func (l *Lifetime) Coalesce(ctx context.Context, kind, key string, fn func(conte
 		return res.Val, res.Err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("waiting for the origin: %w", ctx.Err())
+	case <-waited:
+		return nil, fmt.Errorf("%w after %s", ErrStillWaiting, wait)
 	}
 }
 

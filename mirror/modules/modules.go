@@ -148,6 +148,10 @@ type Config struct {
 	Offline     bool
 	Now         func() time.Time
 	VersionsTTL time.Duration
+	// StaleAfter is how long a caller waits for a version list's refresh
+	// when the cache holds one: then the cached list is served, stale,
+	// and the refresh goes on (mirror.Config.StaleAfter).
+	StaleAfter time.Duration
 	// Timeout bounds one module package fetch (mirror.Config.ModuleTimeout).
 	Timeout time.Duration
 	// Limits bound one module package (mirror.Config.ModuleLimits).
@@ -267,7 +271,11 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		return &cached, ListState{StoredAt: storedAt}, nil
 	}
 	s.metrics.CacheLookup("module_versions", false)
-	res, err := s.life.Coalesce(ctx, "module_versions", key, func(ctx context.Context) (any, error) {
+	var wait time.Duration // with nothing to serve instead, as long as ctx lets it
+	if haveCached {
+		wait = s.cfg.StaleAfter
+	}
+	res, err := s.life.CoalesceWithin(ctx, wait, "module_versions", key, func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin("module versions of " + m.String())
 		if err != nil {
 			return nil, err
@@ -302,7 +310,11 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("module_versions")
-		s.log.Warn("origin failed, serving cached module version list", "module", m.String(), "stored_at", storedAt, "error", err)
+		msg := "origin failed, serving cached module version list"
+		if errors.Is(err, lifetime.ErrStillWaiting) {
+			msg = "origin slow to answer, serving cached module version list; its refresh goes on"
+		}
+		s.log.Warn(msg, "module", m.String(), "stored_at", storedAt, "error", err)
 		return &cached, ListState{Stale: true, StoredAt: storedAt}, nil
 	}
 	return nil, ListState{}, err

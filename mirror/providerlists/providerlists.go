@@ -46,8 +46,12 @@ type Config struct {
 	Offline bool
 	// VersionsTTL is how long a list is served before it is refreshed.
 	VersionsTTL time.Duration
-	Now         func() time.Time
-	Logger      *slog.Logger
+	// StaleAfter is how long a caller waits for a refresh when the cache
+	// holds a list: then the cached list is served, stale, and the
+	// refresh goes on for the next callers (mirror.Config.StaleAfter).
+	StaleAfter time.Duration
+	Now        func() time.Time
+	Logger     *slog.Logger
 }
 
 // Parts are the engine's components the lists take; all are required.
@@ -70,8 +74,8 @@ type Lists struct {
 // New returns the version lists of the providers.
 func New(cfg Config, parts Parts, origin Origin, metrics Metrics) (*Lists, error) {
 	if parts.Life == nil || parts.Hosts == nil || parts.Records == nil || parts.Gate == nil ||
-		origin == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 {
-		return nil, errors.New("providerlists: the engine's parts, an origin, metrics, a clock, a logger and a time to live are required")
+		origin == nil || metrics == nil || cfg.Now == nil || cfg.Logger == nil || cfg.VersionsTTL <= 0 || cfg.StaleAfter <= 0 {
+		return nil, errors.New("providerlists: the engine's parts, an origin, metrics, a clock, a logger, a time to live and a wait for a refresh are required")
 	}
 	return &Lists{cfg: cfg, parts: parts, origin: origin, metrics: metrics}, nil
 }
@@ -86,9 +90,11 @@ type State struct {
 
 // Versions returns p's version list, from the cache while it is fresh and
 // from the origin otherwise. When the refresh fails for any reason but the
-// origin saying the provider does not exist, a cached list is returned
-// marked stale. force refreshes a fresh list too. k are the provider's
-// keys, spelled once by the caller for its request.
+// origin saying the provider does not exist, or has not ended within
+// StaleAfter (clients give up on a JSON answer after 10 seconds), a cached
+// list is returned marked stale; a refresh that goes on stores what it
+// fetches for the next callers. force refreshes a fresh list too. k are
+// the provider's keys, spelled once by the caller for its request.
 func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool) (*records.VersionList, State, error) {
 	p, key := k.Provider, k.Versions
 	cached, storedAt, haveCached := s.parts.Records.Versions(ctx, key)
@@ -99,7 +105,11 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	}
 	s.metrics.CacheLookup("versions", false)
 
-	res, err := s.parts.Life.Coalesce(ctx, "versions", key, func(ctx context.Context) (any, error) {
+	var wait time.Duration // with nothing to serve instead, as long as ctx lets it
+	if haveCached {
+		wait = s.cfg.StaleAfter
+	}
+	res, err := s.parts.Life.CoalesceWithin(ctx, wait, "versions", key, func(ctx context.Context) (any, error) {
 		return s.refresh(ctx, k)
 	})
 	if err == nil {
@@ -107,10 +117,19 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("versions")
-		s.cfg.Logger.Warn("origin failed, serving cached version list", "provider", k.Name, "stored_at", storedAt, "error", err)
+		s.cfg.Logger.Warn(staleMessage(err, "version list"), "provider", k.Name, "stored_at", storedAt, "error", err)
 		return cached, State{Stale: true, StoredAt: storedAt, Err: err}, nil
 	}
 	return nil, State{}, err
+}
+
+// staleMessage is the log line of a cached list of what served stale
+// because its refresh failed with err, or is slow.
+func staleMessage(err error, what string) string {
+	if errors.Is(err, lifetime.ErrStillWaiting) {
+		return "origin slow to answer, serving cached " + what + "; its refresh goes on"
+	}
+	return "origin failed, serving cached " + what
 }
 
 func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.VersionList, error) {
