@@ -549,16 +549,19 @@ func (s *statusPage) hostBlocks(st *Status, origins []string) {
 		base += "/"
 	}
 	for _, o := range origins {
-		host := o
-		if h, err := svchost.ForComparison(o); err == nil {
-			host = h.String()
+		// The block is labelled with the host's name as users write it
+		// (Unicode: terraform refuses a label in punycode, and skips the
+		// block), its URLs with the name in comparison form.
+		host, label := o, o
+		if h, err := svchost.ForComparison(svchost.ForDisplay(o)); err == nil { // either form
+			host, label = h.String(), h.ForDisplay()
 		}
 		if _, dup := st.HostBlocks[host]; dup {
 			continue
 		}
 		modules := base + ModulesPath(host) // this mirror's, see modules.go
 		var b strings.Builder
-		fmt.Fprintf(&b, "host %q {\n  services = {\n    \"providers.v1\" = %q\n", host, base+RegistryPath(host))
+		fmt.Fprintf(&b, "host %q {\n  services = {\n    \"providers.v1\" = %q\n", label, base+RegistryPath(host))
 		fmt.Fprintf(&b, "    \"modules.v1\"   = %q\n", modules)
 		b.WriteString("  }\n}\n")
 		st.HostBlocks[host] = b.String()

@@ -31,10 +31,10 @@ import (
 	"github.com/tfmirror/tfmirror/v2/verify"
 )
 
-// terraformBinary finds terraform; in CI its absence fails the test.
 // waitIdle returns when no origin fetch or archive download of engine runs.
 func waitIdle(engine *mirror.Engine) { mirror.WaitIdle(context.Background(), engine) }
 
+// terraformBinary finds terraform; in CI its absence fails the test.
 func terraformBinary(t *testing.T) string {
 	t.Helper()
 	path, err := exec.LookPath("terraform")
@@ -469,5 +469,33 @@ func TestTerraformInitWhileOriginStalls(t *testing.T) {
 	}
 	if !strings.Contains(out, "Installed hashicorp/random v3.6.0") {
 		t.Errorf("hashicorp/random not installed:\n%s", out)
+	}
+}
+
+// TestHostBlockOfAnIDNOrigin: the host block the status page gives for an
+// origin whose name is not ASCII is one terraform takes: labelled with
+// the name in Unicode (terraform refuses a block labelled in punycode,
+// and skips it: installs would then bypass the mirror), its services
+// this mirror's URLs.
+func TestHostBlockOfAnIDNOrigin(t *testing.T) {
+	t.Parallel()
+	const idn = "registry.bücher.example"
+	e := newE2E(t, fakeorigin.Options{}, "--allowed-origins", strings.Join(append(slices.Clone(e2eOrigins), idn), ","))
+	code, body := e.get(t, "?format=json")
+	var st proxy.Status
+	if err := json.Unmarshal([]byte(body), &st); err != nil || code != 200 {
+		t.Fatalf("status: %d %v", code, err)
+	}
+	block := st.HostBlocks["registry.xn--bcher-kva.example"] // keyed by the name in comparison form
+	if !strings.HasPrefix(block, `host "`+idn+`" {`) {
+		t.Fatalf("the host block of %s:\n%s", idn, block)
+	}
+	conf := filepath.Join(t.TempDir(), "cli.tfrc")
+	if err := os.WriteFile(conf, []byte(block), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := e.terraformWith(t.TempDir(), conf, e.caFile, "version")
+	if err != nil || strings.Contains(out, "Error") {
+		t.Errorf("terraform with the status page's host block: %v\n%s", err, out)
 	}
 }

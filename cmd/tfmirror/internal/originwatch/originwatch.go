@@ -112,7 +112,8 @@ func New(origins []string, circuits Circuits, remembered Remembered, now func() 
 	}
 	w := &Watch{circuits: circuits, remembered: remembered, now: now, origins: map[string]*originState{}}
 	for _, o := range origins {
-		h, err := svchost.ForComparison(o)
+		// Either form: as given, or in comparison form (punycode).
+		h, err := svchost.ForComparison(svchost.ForDisplay(o))
 		if err != nil {
 			return nil, fmt.Errorf("origin %q: %w", o, err)
 		}
