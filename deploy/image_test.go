@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -123,5 +124,51 @@ func TestReleaseWorkflowRegistry(t *testing.T) {
 	}
 	if !strings.Contains(string(data), "s/^  - REGISTRY=//p' .goreleaser.yaml") {
 		t.Error("release.yml does not read the registry from .goreleaser.yaml's env")
+	}
+}
+
+// TestAssetsFromTheTag keeps the install instructions on the tag: deploy/
+// on main follows main (settings added since the last release), while
+// the image it names is the last release's until the next is cut
+// (RELEASING.md), so a user is told to take the assets of the tag they
+// install. Each asset's README says so, linking the section that explains
+// it; a remote kustomize base names a ref; the published chart is
+// installed at a version.
+func TestAssetsFromTheTag(t *testing.T) {
+	t.Parallel()
+	const section = "kubernetes.md#the-assets-of-the-release-you-install"
+	if data, err := os.ReadFile("../docs/kubernetes.md"); err != nil || !strings.Contains(string(data), "\n### The assets of the release you install\n") {
+		t.Errorf("docs/kubernetes.md has no section %q (%v)", section, err)
+	}
+	for _, readme := range []string{"kubernetes/base/README.md", "kubernetes/shared-store/README.md", filepath.Join(chartDir, "README.md")} {
+		data, err := os.ReadFile(readme)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !strings.Contains(string(data), "on `main` follows `main`") || !strings.Contains(string(data), section) {
+			t.Errorf("%s does not say that main's assets follow main, linking docs/%s", readme, section)
+		}
+	}
+	docs, _ := filepath.Glob("../docs/*.md")
+	readmes, _ := filepath.Glob("*/*/README.md")
+	more, _ := filepath.Glob("*/*/*/README.md")
+	remote := regexp.MustCompile(`github\.com/tfmirror/tfmirror//deploy/[^\s'"` + "`" + `]*`)
+	for _, file := range slices.Concat([]string{"../README.md"}, docs, readmes, more) {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A command continued over lines with \ is one line here.
+		text := strings.ReplaceAll(string(data), "\\\n", " ")
+		for _, u := range remote.FindAllString(text, -1) {
+			if !strings.Contains(u, "?ref=v") {
+				t.Errorf("%s: %s names no tag (?ref=vX.Y.Z): main's assets follow main", file, u)
+			}
+		}
+		for _, line := range strings.Split(text, "\n") {
+			if strings.Contains(line, "oci://") && regexp.MustCompile(`\bhelm (install|upgrade|template|pull)\b`).MatchString(line) && !strings.Contains(line, "--version") {
+				t.Errorf("%s: %q installs the published chart at no version", file, strings.TrimSpace(line))
+			}
+		}
 	}
 }
