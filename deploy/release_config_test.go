@@ -172,3 +172,55 @@ func TestImageRuntime(t *testing.T) {
 	}
 	checkEnv(t, "image", env)
 }
+
+// TestWorkflowsGo checks that every workflow sets up the newest patch
+// release of go.mod's Go: go.mod's go line (1.26.0) is the oldest release
+// the module accepts, and setup-go's go-version-file takes it as that
+// exact release, whose standard library lacks every later security fix
+// the published binaries would then miss.
+func TestWorkflowsGo(t *testing.T) {
+	t.Parallel()
+	for _, mod := range []string{"../go.mod", "go.mod"} {
+		data, err := os.ReadFile(mod)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := regexp.MustCompile(`(?m)^go (\d+\.\d+)(?:\.\d+)?$`).FindSubmatch(data)
+		if m == nil {
+			t.Fatalf("%s: no go line", mod)
+		}
+		want := string(m[1]) + ".x"
+		for _, wf := range []string{"ci.yml", "release.yml"} {
+			data, err := os.ReadFile("../.github/workflows/" + wf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var w struct {
+				Jobs map[string]struct {
+					Steps []struct {
+						Uses string         `json:"uses"`
+						With map[string]any `json:"with"`
+					} `json:"steps"`
+				} `json:"jobs"`
+			}
+			if err := yaml.Unmarshal(data, &w); err != nil {
+				t.Fatalf("%s: %v", wf, err)
+			}
+			n := 0
+			for name, j := range w.Jobs {
+				for _, s := range j.Steps {
+					if !strings.HasPrefix(s.Uses, "actions/setup-go@") {
+						continue
+					}
+					n++
+					if s.With["go-version"] != want || s.With["check-latest"] != true || s.With["go-version-file"] != nil {
+						t.Errorf("%s: job %s sets up Go with %v; want go-version %q (%s's go line) and check-latest: true", wf, name, s.With, want, mod)
+					}
+				}
+			}
+			if n == 0 {
+				t.Errorf("%s sets up no Go", wf)
+			}
+		}
+	}
+}
