@@ -55,7 +55,14 @@ type workload struct {
 
 // secretExample is a value of the kind a Secret holds for each secret
 // setting, standing for it where the binary checks the settings.
-var secretExample = map[string]string{"TFMIRROR_UPSTREAM_PROXY": "http://user:password@proxy.corp.example:3128"}
+var secretExample = map[string]string{
+	"TFMIRROR_UPSTREAM_PROXY": "http://user:password@proxy.corp.example:3128",
+	// The CLI releases' origins: a credential is in the query (a user
+	// name or password in the URL is refused at start).
+	"TFMIRROR_RELEASES_HASHICORP_URL":    "https://releases.hashicorp.com/?token=secret",
+	"TFMIRROR_RELEASES_OPENTOFU_URL":     "https://github.com/opentofu/opentofu/releases/download/?token=secret",
+	"TFMIRROR_RELEASES_OPENTOFU_API_URL": "https://get.opentofu.org/tofu/api.json?token=secret",
+}
 
 // secretSettings are the TFMIRROR_* variables of the settings that
 // docs/configuration.md (generated from the settings table) marks secret:
