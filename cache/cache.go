@@ -26,11 +26,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+
+	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
 )
 
 // ErrNotFound is returned when a metadata document or blob is absent.
@@ -186,16 +189,33 @@ func Open(opts Options) (*Store, error) {
 	}
 	s.gc = &valueLogGC{db: db, budget: &s.budget, archiveBytes: func() int64 { _, n := s.statsNow(); return n }}
 
+	// The directory is this store's from here on, whichever way it is
+	// opened below, or not opened at all: read-only, Badger would share
+	// its lock with a second process, and without a database it would
+	// hold none.
+	if !opts.InMemory {
+		if err := os.MkdirAll(opts.Dir, 0o700); err != nil {
+			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
+		}
+		lock, err := disk.LockDir(opts.Dir, lockWait)
+		if err != nil {
+			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
+		}
+		db.dirLock = lock
+		db.bopts = db.bopts.WithBypassLockGuard(lock.Held())
+	}
 	if db.space.Refresh(sstBytes(opts.Dir)) {
 		bdb, err := openBadger(db.bopts)
 		if err != nil {
+			db.dirLock.Release()
 			return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 		}
 		db.bdb = bdb
 		// Counted beside the requests; cleaning up and trimming follow.
 		s.startCount(bdb.NewTransaction(false), false, s.afterWritableOpen)
-	} else {
-		s.openReadOnly()
+	} else if err := s.openReadOnly(); err != nil {
+		db.dirLock.Release()
+		return nil, fmt.Errorf("cache: opening %s: %w", opts.Dir, err)
 	}
 	s.evict.start()
 	s.startGC(opts)
@@ -255,14 +275,13 @@ func badgerOptions(opts Options) badger.Options {
 		WithDetectConflicts(false)
 }
 
-// lockWait is how long openBadger waits for the directory lock.
+// lockWait is how long Open waits for the directory lock (disk.LockDir,
+// or Badger's where that takes none).
 const lockWait = 2 * time.Second
 
-// openBadger opens Badger, waiting up to lockWait for its directory lock:
-// a process that closed the cache a moment ago can still hold the lock
-// through a child it forked while the lock file was open (the child
-// closes it on exec), which is over in milliseconds; a tfmirror that
-// really holds the directory still fails after lockWait.
+// openBadger opens Badger, waiting up to lockWait for its directory lock
+// where Badger takes it (disk.LockDir says why it may be held a moment):
+// where the store holds it, Badger is opened without its lock guard.
 func openBadger(opts badger.Options) (*badger.DB, error) {
 	db, err := badger.Open(opts)
 	for deadline := time.Now().Add(lockWait); err != nil && !opts.InMemory &&

@@ -76,6 +76,8 @@ func (d *database) close() error {
 	}
 	d.dbmu.Lock()
 	defer d.dbmu.Unlock()
+	// The directory is another process's to open once Badger is closed.
+	defer d.dirLock.Release()
 	if d.bdb == nil { // never opened: the disk was full at start-up
 		return nil
 	}

@@ -40,6 +40,10 @@ type database struct {
 	bdb      *badger.DB // nil: not open (disk full at start-up and not readable)
 	readOnly bool       // bdb was opened read-only (disk full at start-up)
 
+	// dirLock keeps other processes out of the directory from Open to
+	// close, whether bdb is open read-write, read-only or not at all.
+	dirLock *disk.DirLock
+
 	// gate counts the database operations under way and refuses new ones
 	// once the store is closed (close.go).
 	gate opGate

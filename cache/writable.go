@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
@@ -42,14 +43,19 @@ func (s *Store) afterWritableOpen(orphans map[string]int) {
 // disk is below the reserve at start-up, or its file system is mounted
 // read-only (disk.ErrReadOnly). Badger refuses when its
 // write-ahead logs need replaying (after a crash); then the store has no
-// database until there is room, and every lookup misses.
-func (s *Store) openReadOnly() {
+// database until there is room, and every lookup misses. It fails only
+// when another process holds the directory (where Badger's lock guards
+// it, disk.LockDir): the store must not go on without it.
+func (s *Store) openReadOnly() error {
 	d := s.db
 	db, err := openBadger(d.bopts.WithReadOnly(true))
+	if err != nil && strings.Contains(err.Error(), "Cannot acquire directory lock") {
+		return err
+	}
 	if err != nil {
 		d.log.Warn("disk full at start-up and the cache cannot be opened read-only: serving without the cache until there is room",
 			"dir", d.space.Dir, "error", quiet(err))
-		return
+		return nil
 	}
 	d.bdb, d.readOnly = db, true
 	if err := s.countNow(); err != nil {
@@ -57,16 +63,17 @@ func (s *Store) openReadOnly() {
 			"dir", d.space.Dir, "error", err)
 		d.bdb, d.readOnly = nil, false
 		db.Close()
-		return
+		return nil
 	}
 	archives, bytes := s.Stats()
 	if errors.Is(d.space.CanWrite(), disk.ErrReadOnly) {
 		d.log.Warn("file system mounted read-only at start-up: cache opened read-only, serving what it holds until it is writable",
 			"dir", d.space.Dir, "archives", archives, "bytes", bytes)
-		return
+		return nil
 	}
 	d.log.Warn("disk full at start-up: cache opened read-only, serving what it holds until there is room",
 		"dir", d.space.Dir, "archives", archives, "bytes", bytes)
+	return nil
 }
 
 // reopenWritable replaces a read-only (or missing) database by a
