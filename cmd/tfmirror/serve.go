@@ -109,11 +109,6 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 		return nil, err
 	}
 	m = &server{cfg: cfg, log: logger}
-	if !cfg.InsecureHTTP {
-		if err := m.setupTLS(); err != nil {
-			return nil, err
-		}
-	}
 	var origins []string
 	for _, o := range cfg.AllowedOrigins {
 		h, err := svchost.ForComparison(o)
@@ -158,6 +153,15 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 			shutdown(context.Background())
 		}
 	}()
+	// The generated certificate and keys are written once the data
+	// directory is this process's (the cache's lock, taken by openEngine):
+	// a second serve refused on it must not have issued the running one's
+	// certificate again.
+	if !cfg.InsecureHTTP {
+		if err := m.setupTLS(); err != nil {
+			return nil, err
+		}
+	}
 	m.auth, err = loadAuth(cfg, logger, m.metrics)
 	if err != nil {
 		return nil, err
