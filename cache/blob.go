@@ -75,6 +75,9 @@ func (b *blob) load(idx int) error {
 	}
 	buf := (*b.buf)[:want]
 	n, err := b.s.readChunk(b.rec.Stage, idx, 0, buf)
+	if errors.Is(err, badger.ErrKeyNotFound) {
+		err = b.missingChunk(idx, err)
+	}
 	if err == nil && int64(n) != want {
 		err = fmt.Errorf("cache: archive %s: %w", b.rec.SHA256,
 			b.s.damage(b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
@@ -89,6 +92,25 @@ func (b *blob) load(idx int) error {
 	*b.buf = buf
 	b.cached = idx
 	return nil
+}
+
+// missingChunk is the error of a read that found no chunk idx (err):
+// ErrDamaged while the archive's commit record still names the blob's
+// stage (a chunk lost where it is stored, as from a value log cut short),
+// so that it is marked and replaced by the next verified copy; err itself
+// when the archive was deleted or replaced since it was opened (the
+// record goes before the chunks), which is no damage.
+func (b *blob) missingChunk(idx int, err error) error {
+	var live bool
+	b.s.db.view(func(txn *badger.Txn) error {
+		rec, rerr := readRecord(txn, b.rec.SHA256)
+		live = rerr == nil && rec.Stage == b.rec.Stage
+		return nil
+	})
+	if !live {
+		return err
+	}
+	return fmt.Errorf("cache: archive %s: %w", b.rec.SHA256, b.s.damage(b.rec.Stage, idx, "the chunk is missing"))
 }
 
 // Read implements io.Reader.
