@@ -67,7 +67,7 @@ func (b *blob) load(idx int) error {
 		return nil
 	}
 	if b.buf == nil {
-		b.buf = b.s.bufs.Get().(*[]byte)
+		b.buf = b.s.bufs.get()
 	}
 	want := min(int64(b.rec.ChunkSize), b.rec.Size-int64(idx)*int64(b.rec.ChunkSize))
 	if int64(cap(*b.buf)) < want { // stored with a larger chunk size than now configured
@@ -153,8 +153,7 @@ func (b *blob) Close() error {
 	}
 	b.closed = true
 	if b.buf != nil {
-		*b.buf = (*b.buf)[:0]
-		b.s.bufs.Put(b.buf)
+		b.s.bufs.put(b.buf)
 		b.buf, b.cached = nil, -1
 	}
 	b.mu.Unlock()
@@ -205,7 +204,7 @@ func (s *Blobs) NewBlobWriter(expectedSHA string) (BlobWriter, error) {
 	if err := s.writers.register(w.stage); err != nil {
 		return nil, err
 	}
-	w.cur = s.bufs.Get().(*[]byte)
+	w.cur = s.bufs.get()
 	return w, nil
 }
 
@@ -221,11 +220,13 @@ func (w *blobWriter) Write(p []byte) (int, error) {
 			w.mu.Unlock()
 			return total - len(p), errors.New("cache: write after commit, abort or close")
 		}
+		// Chunks of chunkSize, which ReadAt and the commit record count
+		// in, whatever the buffer's capacity.
 		cur := *w.cur
-		n := copy(cur[len(cur):cap(cur)], p)
+		n := copy(cur[len(cur):w.s.chunkSize], p)
 		*w.cur = cur[:len(cur)+n]
 		w.written += int64(n)
-		full := len(*w.cur) == cap(*w.cur)
+		full := len(*w.cur) == w.s.chunkSize
 		w.mu.Unlock()
 		p = p[n:]
 		if full {
@@ -270,8 +271,7 @@ func (w *blobWriter) finishChunk() {
 			w.spare = idx
 		}
 		w.mem[idx] = data // keep it; its buffer is not reused
-		w.cur = w.s.bufs.Get().(*[]byte)
-		*w.cur = (*w.cur)[:0]
+		w.cur = w.s.bufs.get()
 	} else {
 		*w.cur = (*w.cur)[:0]
 		w.stagedBytes += int64(len(data)) // counted in Blobs.staging by stageChunk
@@ -553,8 +553,7 @@ func (w *blobWriter) Close() error {
 	w.mu.Lock()
 	w.state = closed
 	if w.cur != nil {
-		*w.cur = (*w.cur)[:0]
-		w.s.bufs.Put(w.cur)
+		w.s.bufs.put(w.cur)
 		w.cur = nil
 	}
 	w.mem, w.dropped = nil, nil

@@ -38,7 +38,7 @@ type Blobs struct {
 	db         *database
 	writers    *writerGate
 	chunkSize  int
-	bufs       sync.Pool
+	bufs       *chunkBufs
 	log        *slog.Logger
 	failWrites func() error // Options.FailWrites: called before each chunk is written
 	onDamaged  func()       // Options.OnDamaged
@@ -78,8 +78,8 @@ type Blobs struct {
 
 func newBlobs(opts Options, db *database, writers *writerGate, hooks *testHooks) *Blobs {
 	s := &Blobs{db: db, writers: writers, chunkSize: opts.ChunkSize, log: opts.Logger,
-		failWrites: opts.FailWrites, onDamaged: opts.OnDamaged, stats: newStatMemo(), hooks: hooks}
-	s.bufs.New = func() any { b := make([]byte, 0, s.chunkSize); return &b }
+		failWrites: opts.FailWrites, onDamaged: opts.OnDamaged, stats: newStatMemo(), hooks: hooks,
+		bufs: newChunkBufs(opts.ChunkSize)}
 	s.evict = &evictor{blobs: s, kicks: make(chan struct{}, 1), flush: make(chan chan struct{})}
 	s.evict.lru.init(opts.MaxBytes, opts.OnEvict, opts.Evictable)
 	if opts.MaxBytes > 0 && !opts.InMemory {
@@ -99,6 +99,40 @@ func newBlobs(opts Options, db *database, writers *writerGate, hooks *testHooks)
 		}}
 	}
 	return s
+}
+
+// chunkBufs are the buffers of chunks being read or written, pooled.
+type chunkBufs struct {
+	pool sync.Pool
+	size int // the store's chunk size
+}
+
+func newChunkBufs(size int) *chunkBufs {
+	c := &chunkBufs{size: size}
+	c.pool.New = func() any { b := make([]byte, 0, size); return &b }
+	return c
+}
+
+// get is an empty buffer of capacity size.
+func (c *chunkBufs) get() *[]byte {
+	b := c.pool.Get().(*[]byte)
+	if cap(*b) != c.size {
+		nb := make([]byte, 0, c.size)
+		b = &nb
+	}
+	*b = (*b)[:0]
+	return b
+}
+
+// put returns b to the pool, if its capacity is size: one a reader grew
+// for an archive stored with a larger chunk size (blob.load) is dropped,
+// as the next writer would fill it past the chunk size.
+func (c *chunkBufs) put(b *[]byte) {
+	if cap(*b) != c.size {
+		return
+	}
+	*b = (*b)[:0]
+	c.pool.Put(b)
 }
 
 // lockBlob locks the commit record of sha (a checked sha256) and returns
