@@ -1,18 +1,21 @@
 package proxy
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/hex"
 	"errors"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
 // RequestObserver records served requests. Package metrics implements it.
@@ -151,8 +154,29 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 			log.Handler().Handle(ctx, rec)
 		}()
 		next.ServeHTTP(rw, r)
-		aborted = false
+		aborted = rw.cutOff(r)
 	})
+}
+
+// cutOff reports whether the mirror's shutdown cut off the response to
+// req, which its handler has returned from: the request's context was
+// ended by the server (httperr.ErrCutOff), not by the client, and the
+// response did not get through whole: a write failed, fewer bytes were
+// written than its Content-Length says, or it has a body of no stated
+// length (whose end its client cannot have been sent). A client that
+// goes away is no cut-off, whatever its response lacks.
+func (r *recorder) cutOff(req *http.Request) bool {
+	if !errors.Is(context.Cause(req.Context()), httperr.ErrCutOff) {
+		return false
+	}
+	if r.writeFailed {
+		return true
+	}
+	if req.Method == http.MethodHead || r.status == http.StatusNoContent || r.status == http.StatusNotModified {
+		return false
+	}
+	declared, err := strconv.ParseInt(firstValue(r.Header(), "Content-Length"), 10, 64)
+	return err != nil || r.bytes < declared
 }
 
 // What the access log keeps of a request's method, path and User-Agent:
@@ -217,7 +241,10 @@ type recorder struct {
 	http.ResponseWriter
 	status int
 	bytes  int64
-	line   requestLine
+	// writeFailed says a write of the body failed (the connection was
+	// closed).
+	writeFailed bool
+	line        requestLine
 }
 
 // requestLine is the access log's line for one request: the attributes
@@ -274,6 +301,9 @@ func (r *recorder) Write(p []byte) (int, error) {
 	}
 	n, err := r.ResponseWriter.Write(p)
 	r.bytes += int64(n)
+	if err != nil {
+		r.writeFailed = true
+	}
 	return n, err
 }
 

@@ -22,7 +22,7 @@ type responder struct {
 // (info). A client that went away is told nothing and logged at debug.
 func (rs *responder) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
-		err = &httperr.ClientGoneError{Err: err}
+		err = httperr.Gone(r.Context(), err)
 	}
 	status := writeError(w, err)
 	level := slog.LevelInfo

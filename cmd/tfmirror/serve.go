@@ -37,6 +37,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
 	"github.com/tfmirror/tfmirror/v2/metrics"
 	"github.com/tfmirror/tfmirror/v2/proxy"
+	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 	"github.com/tfmirror/tfmirror/v2/proxy/releasesdoor"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
@@ -367,7 +368,12 @@ func nextProtos(http2 bool) []string {
 // running are cancelled and waited for) and the cache is closed cleanly.
 func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	srv := httpserve.New(m.handler, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
-	srv.BaseContext = func(net.Listener) context.Context { return context.WithoutCancel(ctx) }
+	// The requests' contexts end only when the shutdown cuts them off
+	// (cutOff, with httperr.ErrCutOff), just before their connections are
+	// closed: the access log then tells them from clients that went away.
+	base, cutOff := context.WithCancelCause(context.WithoutCancel(ctx))
+	defer cutOff(nil)
+	srv.BaseContext = func(net.Listener) context.Context { return base }
 	scheme := "http"
 	if m.tls != nil {
 		scheme = "https"
@@ -444,6 +450,7 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	err := srv.Shutdown(sctx)
 	if err != nil {
 		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err)
+		cutOff(httperr.ErrCutOff)
 		srv.Close()
 	}
 	if adminSrv != nil {

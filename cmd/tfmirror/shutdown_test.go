@@ -94,6 +94,7 @@ func TestGracefulShutdown(t *testing.T) {
 		if m.logged("requests still running at the shutdown deadline were cut off") == nil {
 			t.Error("no log line about requests cut off at the deadline")
 		}
+		checkCutOff(t, m, 4<<20)
 		store, err := cache.Open(cache.Options{Dir: filepath.Join(dataDir, "cache")})
 		if err != nil {
 			t.Fatalf("reopening the cache: %v", err)
@@ -103,6 +104,119 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Errorf("a download cut off by the shutdown is cached: %v", err)
 		}
 	})
+}
+
+// TestShutdownCutsOffSlowClient stops a mirror with SIGINT while a client
+// reads a cached archive too slowly to finish before the shutdown
+// deadline: its response is cut off, and the access log says so
+// (aborted, the bytes it got short of the archive), as it does not for
+// a client that goes away on its own.
+func TestShutdownCutsOffSlowClient(t *testing.T) {
+	t.Parallel()
+	if testing.Short() {
+		t.Skip("builds and runs the binary")
+	}
+	const ns, typ, version, pl, size = "hashicorp", "random", "1.0.0", "linux_amd64", 16 << 20
+	bin := buildBinary(t)
+	origin, err := fakeorigin.Start(fakeorigin.Options{ArchiveSize: size})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(origin.Close)
+	origin.AddProvider(ns, typ, []string{version}, []string{pl})
+	m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), "--shutdown-timeout", "1s")
+	path := providerArchivePath(origin, ns, typ, version, pl)
+	if _, _, err := m.get(t.Context(), path); err != nil { // into the cache
+		t.Fatal(err)
+	}
+
+	// A client that goes away half way is not a cut-off.
+	resp, err := m.client.Get(m.url + path[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.CopyN(io.Discard, resp.Body, 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	gone := waitRequestLine(t, m, 2)
+	if gone["aborted"] != false {
+		t.Errorf("a client that went away is logged aborted: %v", gone)
+	}
+
+	// One that reads 1 MiB a second is cut off by the shutdown.
+	resp, err = m.client.Get(m.url + path[1:])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	read := make(chan error, 1)
+	go func() {
+		buf := make([]byte, 64<<10)
+		for {
+			if _, err := io.ReadFull(resp.Body, buf); err != nil {
+				read <- err
+				return
+			}
+			time.Sleep(60 * time.Millisecond)
+		}
+	}()
+	time.Sleep(500 * time.Millisecond)
+	if err := m.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.wait(30 * time.Second); err != nil {
+		t.Fatalf("exit after SIGINT: %v", err)
+	}
+	if err := <-read; err == nil || err == io.EOF {
+		t.Errorf("the slow client read the whole archive across the deadline? (%v)", err)
+	}
+	checkCutOff(t, m, size)
+}
+
+// waitRequestLine waits for the access log's nth archive line (from 1)
+// and returns it.
+func waitRequestLine(t *testing.T, m *proc, n int) map[string]any {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		if lines := archiveLines(m); len(lines) >= n {
+			return lines[n-1]
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("no access-log line for archive request %d", n)
+	return nil
+}
+
+// archiveLines are m's access-log lines of archive requests.
+func archiveLines(m *proc) []map[string]any {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []map[string]any
+	for _, l := range m.lines {
+		if l["msg"] == "request" && l["route"] == "archive" {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+// checkCutOff checks the access-log line of the last archive request,
+// cut off by the shutdown: its status is what was sent, its bytes short
+// of the archive's size, and it is marked aborted.
+func checkCutOff(t *testing.T, m *proc, size int64) {
+	t.Helper()
+	lines := archiveLines(m)
+	if len(lines) == 0 {
+		t.Fatal("no access-log line for the archive cut off")
+	}
+	l := lines[len(lines)-1]
+	bytes, _ := l["bytes"].(float64)
+	if l["aborted"] != true || l["status"] != 200.0 || bytes >= float64(size) {
+		t.Errorf("access-log line of the archive cut off by the shutdown: status %v, bytes %v of %d, aborted %v; want 200, short, true",
+			l["status"], l["bytes"], size, l["aborted"])
+	}
 }
 
 type download struct {

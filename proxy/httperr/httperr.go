@@ -40,6 +40,23 @@ type ClientGoneError struct{ Err error }
 func (e *ClientGoneError) Error() string { return "client went away: " + e.Err.Error() }
 func (e *ClientGoneError) Unwrap() error { return e.Err }
 
+// ErrCutOff is the cause of a request's context when the mirror cut the
+// request off: serve cancels its server's requests with it when the
+// shutdown's deadline passes, before it closes their connections. Such a request's client did not go away:
+// it is answered 503, never 499, and its access-log line says it was
+// aborted.
+var ErrCutOff = errors.New("cut off by the mirror's shutdown")
+
+// Gone is err, met by a request whose context is done: err as the
+// mirror's cut-off (ErrCutOff) when that is what ended the context,
+// else as a client that went away (ClientGoneError).
+func Gone(ctx context.Context, err error) error {
+	if errors.Is(context.Cause(ctx), ErrCutOff) {
+		return fmt.Errorf("%w: %w", ErrCutOff, err)
+	}
+	return &ClientGoneError{Err: err}
+}
+
 // RequestError is a malformed or refused request: a bad path part, body or
 // method.
 type RequestError struct {
@@ -84,6 +101,8 @@ func Status(err error) int {
 	var badArchive *failure.BadArchiveError
 	var held *gate.PolicyError
 	switch {
+	case errors.Is(err, ErrCutOff):
+		return http.StatusServiceUnavailable
 	case errors.As(err, &goneErr):
 		return StatusClientClosedRequest
 	case errors.As(err, &reqErr):

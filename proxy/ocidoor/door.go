@@ -555,7 +555,7 @@ type errorEntry struct {
 // else with its status from httperr.Status, the one table.
 func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound string, err error) {
 	if r.Context().Err() != nil {
-		err = &httperr.ClientGoneError{Err: err}
+		err = httperr.Gone(r.Context(), err)
 	}
 	status := httperr.Status(err)
 	code := codeUnknown

@@ -148,7 +148,7 @@ func (d *Door) base(w http.ResponseWriter, r *http.Request, pub releases.Publish
 // fail answers err's status, once logged.
 func (d *Door) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if r.Context().Err() != nil {
-		err = &httperr.ClientGoneError{Err: err}
+		err = httperr.Gone(r.Context(), err)
 	}
 	status := httperr.Status(err)
 	level := slog.LevelInfo
