@@ -62,6 +62,7 @@ type Metrics struct {
 	originDur    *prometheus.HistogramVec
 	originBytes  *prometheus.CounterVec
 	inflight     prometheus.Gauge
+	fetching     atomic.Int64 // inflight's value, for ArchiveFetches
 	coalesced    *prometheus.CounterVec
 	verifyFails  *prometheus.CounterVec
 	stale        *prometheus.CounterVec
@@ -440,8 +441,17 @@ func (m *Metrics) VerificationFailed(reason string) { m.verifyFails.WithLabelVal
 // ArchiveFetchStarted records an archive download; done ends it.
 func (m *Metrics) ArchiveFetchStarted() (done func()) {
 	m.inflight.Inc()
-	return m.inflight.Dec
+	m.fetching.Add(1)
+	return func() {
+		m.fetching.Add(-1)
+		m.inflight.Dec()
+	}
 }
+
+// ArchiveFetches returns how many archive downloads from origins are
+// under way (tfmirror_origin_inflight_archive_fetches), for the shutdown's
+// log line.
+func (m *Metrics) ArchiveFetches() int64 { return m.fetching.Load() }
 
 // Synced records a package tfmirror sync asked for, with its outcome (one
 // of SyncOutcomes) and the archive bytes fetched from the origin for it.

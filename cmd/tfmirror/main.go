@@ -53,10 +53,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "tfmirror serve: %v\n", err)
 			return 2
 		}
-		ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+		ctx, hurry, stop := stopSignals()
 		defer stop()
 		reload := func() (*settings.Effective, error) { return parseServeConfig(args[1:], os.LookupEnv, io.Discard) }
-		if err := serve(ctx, e, reload, stderr); err != nil {
+		if err := serve(ctx, hurry, e, reload, stderr); err != nil {
 			fmt.Fprintf(stderr, "tfmirror: %v\n", err)
 			return 1
 		}
@@ -89,6 +89,34 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror: unknown command %q\n", args[0])
 		usage(stderr)
 		return 2
+	}
+}
+
+// stopSignals is how serve is stopped: the first SIGINT or SIGTERM ends
+// ctx (the graceful shutdown), the second closes hurry (the shutdown
+// waits no longer). stop lets go of the signals.
+func stopSignals() (ctx context.Context, hurry <-chan struct{}, stop func()) {
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	ctx, cancel := context.WithCancel(context.Background())
+	second := make(chan struct{})
+	quit, done := make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(done)
+		for _, step := range []func(){cancel, func() { close(second) }} {
+			select {
+			case <-sigs:
+				step()
+			case <-quit:
+				return
+			}
+		}
+	}()
+	return ctx, second, func() {
+		signal.Stop(sigs)
+		close(quit)
+		<-done
+		cancel()
 	}
 }
 

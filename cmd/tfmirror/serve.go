@@ -89,6 +89,9 @@ type server struct {
 	trust atomic.Pointer[airgap.Trust]
 	// origins keeps the status page's origin rows.
 	origins *originwatch.Watch
+	// hurry, closed by a second SIGINT or SIGTERM, ends the shutdown's
+	// wait at once; nil: only the deadline ends it.
+	hurry <-chan struct{}
 }
 
 // originCircuits reads the circuit breakers of the origin client, which
@@ -367,7 +370,14 @@ func nextProtos(http2 bool) []string {
 // ShutdownTimeout to finish; then the engine is shut down (downloads still
 // running are cancelled and waited for) and the cache is closed cleanly.
 func (m *server) serve(ctx context.Context, ln net.Listener) error {
-	srv := httpserve.New(m.handler, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
+	// The requests under way, for the shutdown's log line.
+	var requests atomic.Int64
+	counted := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		defer requests.Add(-1)
+		m.handler.ServeHTTP(w, r)
+	})
+	srv := httpserve.New(counted, slog.NewLogLogger(m.log.Handler(), slog.LevelDebug))
 	// The requests' contexts end only when the shutdown cuts them off
 	// (cutOff, with httperr.ErrCutOff), just before their connections are
 	// closed: the access log then tells them from clients that went away.
@@ -443,13 +453,15 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		return err
 	case <-ctx.Done():
 	}
-	m.log.Info("shutting down", "timeout", m.cfg.ShutdownTimeout.String())
+	m.log.Info("shutting down", "timeout", m.cfg.ShutdownTimeout.String(),
+		"requests", requests.Load(), "downloads", m.metrics.ArchiveFetches())
 	defer stopServers() // the metrics listener last: scraped while the mirror shuts down
-	sctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	sctx, cancel := m.shutdownContext()
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if err != nil {
-		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err)
+		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err,
+			"requests", requests.Load())
 		cutOff(httperr.ErrCutOff)
 		srv.Close()
 	}
@@ -468,10 +480,33 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		return cerr
 	}
 	m.log.Info("stopped")
-	if errors.Is(err, context.DeadlineExceeded) {
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return nil
 	}
 	return err
+}
+
+// errSecondSignal ends the shutdown's wait when a second SIGINT or
+// SIGTERM arrives.
+var errSecondSignal = errors.New("a second signal ended the wait")
+
+// shutdownContext is the shutdown's wait: done at --shutdown-timeout, or
+// at once when m.hurry is closed (a second signal), which is logged.
+func (m *server) shutdownContext() (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithTimeout(context.Background(), m.cfg.ShutdownTimeout)
+	ctx, hurry := context.WithCancelCause(ctx)
+	if m.hurry != nil {
+		go func() {
+			select {
+			case <-m.hurry:
+				m.log.Warn("second signal: cutting off the requests and downloads still running now, not at the shutdown deadline",
+					"downloads", m.metrics.ArchiveFetches())
+				hurry(errSecondSignal)
+			case <-ctx.Done():
+			}
+		}()
+	}
+	return ctx, func() { hurry(nil); cancel() }
 }
 
 // checkShared asks the shared store once, at start-up, whether its bucket
@@ -524,9 +559,10 @@ func (m *server) serveAdmin(ctx context.Context, errc chan<- error, servers *syn
 	return srv
 }
 
-// serve is `tfmirror serve` with the configuration e; reload reads it
-// again (on SIGHUP).
-func serve(ctx context.Context, e *settings.Effective, reload func() (*settings.Effective, error), stderr io.Writer) error {
+// serve is `tfmirror serve` with the configuration e, until ctx is done;
+// reload reads it again (on SIGHUP); hurry, closed, ends the shutdown's
+// wait at once.
+func serve(ctx context.Context, hurry <-chan struct{}, e *settings.Effective, reload func() (*settings.Effective, error), stderr io.Writer) error {
 	cfg := e.Config
 	// Log lines are written by one goroutine, in batches under load, so
 	// that requests do not queue on the log's lock behind the kernel. The
@@ -558,6 +594,7 @@ func serve(ctx context.Context, e *settings.Effective, reload func() (*settings.
 		m.shutdown(context.Background())
 		return err
 	}
+	m.hurry = hurry
 	defer m.reloadOnHangup(ctx)()
 	return m.serve(ctx, ln)
 }

@@ -104,6 +104,45 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Errorf("a download cut off by the shutdown is cached: %v", err)
 		}
 	})
+
+	t.Run("a second signal ends the wait at once", func(t *testing.T) {
+		t.Parallel()
+		origin, m, dataDir, _, done := start(t, "10m")
+		// The line says what the shutdown waits for.
+		line := m.logged("shutting down")
+		if line["requests"] != 1.0 || line["downloads"] != 1.0 {
+			t.Errorf("shutting down with requests=%v downloads=%v, want 1 and 1", line["requests"], line["downloads"])
+		}
+		began := time.Now()
+		if err := m.cmd.Process.Signal(syscall.SIGINT); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.wait(30 * time.Second); err != nil {
+			t.Fatalf("exit after the second signal: %v", err)
+		}
+		if took := time.Since(began); took > 20*time.Second {
+			t.Errorf("the second signal took %s to stop the mirror", took)
+		}
+		if d := <-done; d.err == nil {
+			t.Error("the stuck download completed?")
+		}
+		if m.logged("second signal: cutting off the requests and downloads still running now, not at the shutdown deadline") == nil {
+			t.Error("no log line about the second signal")
+		}
+		if m.logged("stopped") == nil {
+			t.Error(`no "stopped" log line: the cache was not closed`)
+		}
+		checkCutOff(t, m, 4<<20)
+		// Closed cleanly, and holding nothing of the download cut off.
+		store, err := cache.Open(cache.Options{Dir: filepath.Join(dataDir, "cache")})
+		if err != nil {
+			t.Fatalf("reopening the cache: %v", err)
+		}
+		defer store.Close()
+		if _, err := store.StatBlob(origin.SHA256(ns, typ, version, pl)); !errors.Is(err, cache.ErrNotFound) {
+			t.Errorf("a download cut off by the second signal is cached: %v", err)
+		}
+	})
 }
 
 // TestShutdownCutsOffSlowClient stops a mirror with SIGINT while a client

@@ -42,7 +42,8 @@ func (e *ClientGoneError) Unwrap() error { return e.Err }
 
 // ErrCutOff is the cause of a request's context when the mirror cut the
 // request off: serve cancels its server's requests with it when the
-// shutdown's deadline passes, before it closes their connections. Such a request's client did not go away:
+// shutdown's deadline passes (or a second signal ends the wait), before
+// it closes their connections. Such a request's client did not go away:
 // it is answered 503, never 499, and its access-log line says it was
 // aborted.
 var ErrCutOff = errors.New("cut off by the mirror's shutdown")
