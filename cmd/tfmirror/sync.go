@@ -108,6 +108,9 @@ type syncPlan struct {
 	unpublished []string // provider version platform the origin has no package for
 	failures    []string
 	skipped     []string // what the package policy holds back, and why
+	// unread counts the providers whose versions or packages were not
+	// read because the sync was interrupted.
+	unread int
 }
 
 // syncRun is one `tfmirror sync`.
@@ -207,6 +210,12 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 	defer func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
+		if ctx.Err() != nil {
+			// Interrupted: the downloads still running are cancelled at
+			// once (nothing of them is cached), not waited for; the
+			// cache is closed cleanly all the same.
+			cancel()
+		}
 		if err := dd.close(sctx); err != nil {
 			fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		}
@@ -317,11 +326,18 @@ func (r *syncRun) runProviders(ctx context.Context, spec *manifest.Spec) bool {
 		for _, it := range todo {
 			fmt.Fprintf(r.out, "would fetch %s (%s, size unknown)\n", it, it.filename)
 		}
+		if ctx.Err() != nil {
+			fmt.Fprintln(r.out, "sync interrupted: the list above may lack packages; run tfmirror sync --dry-run again")
+			return false
+		}
 		return len(plan.failures) == 0
 	}
-	fetched, bytes, failed := r.fetch(ctx, todo)
+	fetched, bytes, failed, notFetched := r.fetch(ctx, todo)
 	fmt.Fprintf(r.out, "sync summary: %d packages fetched (%s), %d already cached, %d failed",
 		fetched, humanize.IBytes(uint64(bytes)), total-len(todo), len(failed)+len(plan.failures))
+	if notFetched > 0 {
+		fmt.Fprintf(r.out, ", %d not fetched (interrupted)", notFetched)
+	}
 	if len(plan.unpublished) > 0 {
 		fmt.Fprintf(r.out, ", %d not published by the origin", len(plan.unpublished))
 	}
@@ -331,6 +347,14 @@ func (r *syncRun) runProviders(ctx context.Context, spec *manifest.Spec) bool {
 	fmt.Fprintln(r.out)
 	for _, f := range append(plan.failures, failed...) {
 		fmt.Fprintf(r.out, "  failed: %s\n", shown(f))
+	}
+	if ctx.Err() != nil {
+		fmt.Fprintf(r.out, "sync interrupted")
+		if plan.unread > 0 {
+			fmt.Fprintf(r.out, " before the packages of %d providers were looked up", plan.unread)
+		}
+		fmt.Fprintln(r.out, ": what was fetched is cached; run tfmirror sync again to fetch the rest")
+		return false
 	}
 	return len(failed) == 0 && len(plan.failures) == 0
 }
@@ -358,6 +382,7 @@ func (r *syncRun) plan(ctx context.Context, spec *manifest.Spec) syncPlan {
 		out.unpublished = append(out.unpublished, p.unpublished...)
 		out.failures = append(out.failures, p.failures...)
 		out.skipped = append(out.skipped, p.skipped...)
+		out.unread += p.unread
 	}
 	return out
 }
@@ -372,6 +397,10 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 	held := r.heldBack(ctx, policy.Provider, p.Address.String())
 	if h, ok := held[""]; ok && err != nil {
 		plan.skipped = append(plan.skipped, fmt.Sprintf("%s: %s", p.Address, heldMessage(h)))
+		return plan
+	}
+	if interrupted(ctx, err) {
+		plan.unread++
 		return plan
 	}
 	if err != nil {
@@ -417,6 +446,10 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 		// mirror (serve --offline) answers VERSION.json only when it
 		// holds the package metadata of each platform it lists.
 		archives, err := r.ops.Package(ctx, p.Address, v.String(), nil)
+		if interrupted(ctx, err) {
+			plan.unread++
+			return plan
+		}
 		if err != nil {
 			plan.failures = append(plan.failures, fmt.Sprintf("%s %s: package metadata: %v", p.Address, v, err))
 			continue
@@ -434,12 +467,19 @@ func (r *syncRun) planProvider(ctx context.Context, p *manifest.Provider) syncPl
 	return plan
 }
 
+// interrupted reports whether err is the end of ctx, the sync's (an
+// interrupt): what it stopped was not fetched, and did not fail.
+func interrupted(ctx context.Context, err error) bool {
+	return err != nil && ctx.Err() != nil && errors.Is(err, context.Canceled)
+}
+
 // fetch makes sure every item is cached, --parallel at a time, showing
-// progress. It returns how many archives were fetched, their bytes, and
-// the failures.
-func (r *syncRun) fetch(ctx context.Context, todo []syncItem) (fetched int, bytes int64, failed []string) {
+// progress. It returns how many archives were fetched, their bytes, the
+// failures, and how many were not fetched because ctx ended (an
+// interrupt).
+func (r *syncRun) fetch(ctx context.Context, todo []syncItem) (fetched int, bytes int64, failed []string, notFetched int) {
 	if len(todo) == 0 {
-		return 0, 0, nil
+		return 0, 0, nil, 0
 	}
 	prog := newProgress(r.status, r.tty, len(todo), r.now)
 	stop := prog.start()
@@ -447,21 +487,32 @@ func (r *syncRun) fetch(ctx context.Context, todo []syncItem) (fetched int, byte
 	items := make(chan syncItem)
 	var mu sync.Mutex
 	var wg sync.WaitGroup
+	ended := 0 // items that ended, fetched or not
 	for range min(r.cfg.Parallel, len(todo)) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for it := range items {
 				res, err := r.ops.Ensure(ctx, it.provider, it.version, it.platform)
+				cut := interrupted(ctx, err)
 				mu.Lock()
-				if err != nil {
+				switch {
+				case cut:
+					// Not fetched: counted below.
+				case err != nil:
 					failed = append(failed, fmt.Sprintf("%s: %v", it, err))
-				} else if !res.CachedAlready {
+					ended++
+				case !res.CachedAlready:
 					fetched++
 					bytes += res.Bytes
+					ended++
+				default:
+					ended++
 				}
 				mu.Unlock()
-				prog.done(it, res.Bytes, err)
+				if !cut {
+					prog.done(it, res.Bytes, err)
+				}
 			}
 		}()
 	}
@@ -476,10 +527,5 @@ func (r *syncRun) fetch(ctx context.Context, todo []syncItem) (fetched int, byte
 	}
 	close(items)
 	wg.Wait()
-	if err := ctx.Err(); err != nil {
-		mu.Lock()
-		failed = append(failed, fmt.Sprintf("interrupted: %v", err))
-		mu.Unlock()
-	}
-	return fetched, bytes, failed
+	return fetched, bytes, failed, len(todo) - ended
 }

@@ -534,3 +534,56 @@ func writeTree(t *testing.T, dir string, files map[string]string) {
 		}
 	}
 }
+
+// TestSyncInterrupted: a sync interrupted (Ctrl-C) while an archive is
+// downloaded says so, counts the packages it did not fetch as not
+// fetched, not failed, blames no origin, exits 1, and says to run it
+// again; the next run fetches the rest.
+func TestSyncInterrupted(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	manifest := syncManifest(t, tfRegistry, "")
+	release := origin.GateArchives()
+	defer release()
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		origin.WaitArchiveStarted()
+		cancel() // as the first SIGINT does
+	}()
+	var stdout, stderr bytes.Buffer
+	code := runSync(ctx, []string{
+		"--data-dir", dataDir,
+		"--allowed-origins", tfRegistry,
+		"--allow-private-origins",
+		"--parallel", "2",
+		manifest,
+	}, func(string) (string, bool) { return "", false }, &stdout, &stderr, overrides{
+		rootCAs:     origin.CertPool(),
+		dialContext: routeRegistryTo(origin),
+		keepStdLog:  true,
+	})
+	t.Logf("stdout:\n%sstderr:\n%s", stdout.String(), stderr.String())
+	if code != 1 {
+		t.Errorf("exit status %d, want 1", code)
+	}
+	out := stdout.String() + stderr.String()
+	for _, want := range []string{
+		"sync summary: 0 packages fetched (0 B), 0 already cached, 0 failed, 9 not fetched (interrupted)",
+		"sync interrupted: what was fetched is cached; run tfmirror sync again to fetch the rest",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q", want)
+		}
+	}
+	for _, unwanted := range []string{"failed:", "waiting for the origin", "interrupted: context canceled"} {
+		if strings.Contains(out, unwanted) {
+			t.Errorf("output has %q", unwanted)
+		}
+	}
+	release()
+	stdout2, _, code := syncInProcess(t, origin, dataDir, manifest)
+	if code != 0 || !strings.Contains(stdout2, "sync summary: 9 packages fetched") {
+		t.Errorf("the next run: exit %d, want 0 with the 9 packages fetched", code)
+	}
+}
