@@ -95,14 +95,7 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Error("no log line about requests cut off at the deadline")
 		}
 		checkCutOff(t, m, 4<<20)
-		store, err := cache.Open(cache.Options{Dir: filepath.Join(dataDir, "cache")})
-		if err != nil {
-			t.Fatalf("reopening the cache: %v", err)
-		}
-		defer store.Close()
-		if _, err := store.StatBlob(origin.SHA256(ns, typ, version, pl)); !errors.Is(err, cache.ErrNotFound) {
-			t.Errorf("a download cut off by the shutdown is cached: %v", err)
-		}
+		checkNotCached(t, dataDir, origin.SHA256(ns, typ, version, pl))
 	})
 
 	t.Run("a second signal ends the wait at once", func(t *testing.T) {
@@ -133,15 +126,7 @@ func TestGracefulShutdown(t *testing.T) {
 			t.Error(`no "stopped" log line: the cache was not closed`)
 		}
 		checkCutOff(t, m, 4<<20)
-		// Closed cleanly, and holding nothing of the download cut off.
-		store, err := cache.Open(cache.Options{Dir: filepath.Join(dataDir, "cache")})
-		if err != nil {
-			t.Fatalf("reopening the cache: %v", err)
-		}
-		defer store.Close()
-		if _, err := store.StatBlob(origin.SHA256(ns, typ, version, pl)); !errors.Is(err, cache.ErrNotFound) {
-			t.Errorf("a download cut off by the second signal is cached: %v", err)
-		}
+		checkNotCached(t, dataDir, origin.SHA256(ns, typ, version, pl))
 	})
 }
 
@@ -211,6 +196,21 @@ func TestShutdownCutsOffSlowClient(t *testing.T) {
 		t.Errorf("the slow client read the whole archive across the deadline? (%v)", err)
 	}
 	checkCutOff(t, m, size)
+}
+
+// checkNotCached checks that the cache of dataDir, its mirror stopped,
+// opens (it was closed cleanly) and holds nothing of the archive sha,
+// whose download the shutdown cut off.
+func checkNotCached(t *testing.T, dataDir, sha string) {
+	t.Helper()
+	store, err := cache.Open(cache.Options{Dir: filepath.Join(dataDir, "cache")})
+	if err != nil {
+		t.Fatalf("reopening the cache: %v", err)
+	}
+	defer store.Close()
+	if _, err := store.StatBlob(sha); !errors.Is(err, cache.ErrNotFound) {
+		t.Errorf("a download cut off by the shutdown is cached: %v", err)
+	}
 }
 
 // waitRequestLine waits for the access log's nth archive line (from 1)
