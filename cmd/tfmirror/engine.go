@@ -211,7 +211,11 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	parts.shutdown = func(ctx context.Context) error {
 		rel.Close()
 		serr := engine.Shutdown(ctx)
-		if serr != nil {
+		switch {
+		case errors.Is(serr, context.Canceled):
+			// Asked to stop at once (an interrupted sync, a second signal).
+			logger.Info("archive downloads still running were stopped")
+		case serr != nil:
 			logger.Warn("archive downloads still running at the shutdown deadline were cancelled", "error", serr)
 		}
 		// The service discoveries no caller waits for any more, after
