@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -301,5 +302,58 @@ func TestPolicyReload(t *testing.T) {
 	resp, body, err := m.get(tfRegistry + "/hashicorp/random/index.json")
 	if err != nil || resp.StatusCode == 200 {
 		t.Errorf("index.json of a provider the reloaded policy denies: %v %v %s", resp, err, body)
+	}
+}
+
+// A reload that changes only a rule's reason changes the policy in
+// force, and says so: the rule with the old reason removed, the one with
+// the new added, as `tfmirror reload` prints them; a rule that only moved
+// to another line, reason and all, is still no change.
+func TestPolicyReloadReasonChanged(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	m := startMirror(t, origin, filepath.Join(t.TempDir(), "data"), io.Discard)
+	rule := func(lead, reason string) string {
+		return fmt.Sprintf("%s  deny_version \"registry.terraform.io/hashicorp/null\" {\n    versions = \"= 3.2.2\"\n    reason = %q\n  }\n", lead, reason)
+	}
+	conf := writePolicyConfig(t, rule("", "broken release, use 3.2.1"))
+	load := func() (*settings.Effective, error) {
+		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	}
+	e, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
+		t.Fatal(err)
+	}
+	reload := func(body string) string {
+		t.Helper()
+		if err := os.WriteFile(conf, []byte("policy {\n"+body+"}\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		res, err := m.m.reload()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		printReloaded(&out, res)
+		return out.String()
+	}
+	out := reload(rule("", "broken release, use 3.2.0"))
+	for _, want := range []string{
+		"policy: 1 rule added, 1 rule removed",
+		fmt.Sprintf("    - deny_version \"registry.terraform.io/hashicorp/null\" { versions = \"= 3.2.2\" } (%s:2): broken release, use 3.2.1\n", conf),
+		fmt.Sprintf("    + deny_version \"registry.terraform.io/hashicorp/null\" { versions = \"= 3.2.2\" } (%s:2): broken release, use 3.2.0\n", conf),
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("a changed reason: the reload's output lacks %q:\n%s", want, out)
+		}
+	}
+	if v := m.m.engine.Policy().Version(policy.Provider, "registry.terraform.io/hashicorp/null", "3.2.2", policy.Release{}, time.Now()); !strings.Contains(v.Reason, "use 3.2.0") {
+		t.Errorf("the reason in force after the reload: %q", v.Reason)
+	}
+	if out := reload(rule("\n", "broken release, use 3.2.0")); !strings.Contains(out, "nothing changed in force") {
+		t.Errorf("a rule that only moved: the reload's output:\n%s", out)
 	}
 }

@@ -44,15 +44,30 @@ func policyHook(set func(*policy.Policy)) settings.Hook {
 		}
 		var out []settings.Line
 		for _, r := range p.Rules() {
-			// A rule ends with where it is: "deny "…" (FILE:LINE)".
-			key := r
-			if i := strings.LastIndex(r, " ("+f.Path+":"); i > 0 {
-				key = r[:i]
-			}
-			out = append(out, settings.Line{Key: key, Text: r})
+			out = append(out, settings.Line{Key: ruleKey(r, f.Path), Text: r})
 		}
 		return out
 	}}
+}
+
+// ruleKey is a policy rule as policy.Rules describes it without where it
+// is in the file at path: `deny "…" (FILE:LINE): REASON` is
+// `deny "…": REASON`, so that a rule that only moved is no change and one
+// whose reason changed is.
+func ruleKey(rule, path string) string {
+	at := " (" + path + ":"
+	i := strings.Index(rule, at)
+	if i < 0 {
+		return rule
+	}
+	j := i + len(at)
+	for j < len(rule) && rule[j] >= '0' && rule[j] <= '9' {
+		j++
+	}
+	if j == i+len(at) || j == len(rule) || rule[j] != ')' {
+		return rule
+	}
+	return rule[:i] + rule[j+1:]
 }
 
 // readPolicy is the policy of the configuration file f (nil: none).
