@@ -195,9 +195,10 @@ func checkServe(t *testing.T, where string, args []string, env map[string]string
 	}
 }
 
-// configCheck runs the binary's `tfmirror config check` on content, saved
-// under name, with an empty environment, and returns what it printed; it
-// fails unless the file is accepted.
+// configCheck runs the binary's `tfmirror config check --skip-files` on
+// content, saved under name, with an empty environment, and returns what
+// it printed; it fails unless the file is accepted. The files it names
+// (the mounted Secrets') are the workload's, not here.
 func configCheck(t *testing.T, where, name string, content []byte) string {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), name)
@@ -206,7 +207,7 @@ func configCheck(t *testing.T, where, name string, content []byte) string {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, binary(t), "config", "check", file)
+	cmd := exec.CommandContext(ctx, binary(t), "config", "check", "--skip-files", file)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr

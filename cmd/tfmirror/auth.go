@@ -32,18 +32,28 @@ func loadAuth(cfg settings.Config, log *slog.Logger, met proxy.AuthMetrics) (*pr
 	}
 	var key []byte
 	if cfg.URLSigningKeyFile != "" {
-		key, err = inputfile.ReadTrusted(cfg.URLSigningKeyFile, maxKeyFileBytes)
-		if err != nil {
-			return nil, fmt.Errorf("--url-signing-key-file: %w", err)
-		}
-		if len(key) < proxy.MinSigningKeyLen {
-			return nil, fmt.Errorf("--url-signing-key-file %s: %d bytes, want at least %d (e.g. head -c 32 /dev/urandom > FILE)",
-				cfg.URLSigningKeyFile, len(key), proxy.MinSigningKeyLen)
+		if key, err = readSigningKeyFile(cfg.URLSigningKeyFile); err != nil {
+			return nil, err
 		}
 	} else if key, err = dataDirKey(filepath.Join(cfg.DataDir, signingKeyName), log); err != nil {
 		return nil, err
 	}
 	return proxy.NewAuth(proxy.AuthConfig{TokenHashes: hashes, SigningKey: key, URLTTL: cfg.SignedURLTTL, Logger: log, Metrics: met})
+}
+
+// readSigningKeyFile reads the --url-signing-key-file key as the
+// operator's key files are read (internal/inputfile.ReadTrusted), and
+// refuses one too short to sign with.
+func readSigningKeyFile(path string) ([]byte, error) {
+	key, err := inputfile.ReadTrusted(path, maxKeyFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("--url-signing-key-file: %w", err)
+	}
+	if len(key) < proxy.MinSigningKeyLen {
+		return nil, fmt.Errorf("--url-signing-key-file %s: %d bytes, want at least %d (e.g. head -c 32 /dev/urandom > FILE)",
+			path, len(key), proxy.MinSigningKeyLen)
+	}
+	return key, nil
 }
 
 // dataDirKey reads the URL-signing key at path, creating a random one

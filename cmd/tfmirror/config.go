@@ -3,12 +3,14 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 	"text/tabwriter"
 	"time"
@@ -206,23 +208,48 @@ func (m *server) reload() (admin.Reloaded, error) {
 	return out, nil
 }
 
-const configUsage = "tfmirror config check FILE"
+const configUsage = "tfmirror config check [--skip-files] FILE"
+
+// configHelp is config check's -h.
+const configHelp = `Checks a configuration file as tfmirror serve --config FILE would read it (the
+TFMIRROR_ variables of this environment win over it, as they would), and prints
+its errors with their file and line, or the configuration in effect. The files it
+names (certificates, keys, tokens, credentials) are read and parsed as serve
+reads them; what only a running serve finds is listed as not checked.
+`
 
 // runConfig is `tfmirror config check FILE`: it reads FILE as serve
-// would (with this environment's TFMIRROR_ variables), and prints every
-// error with its file and line, or the configuration in effect: each
-// setting's value (secrets redacted) and where it came from. Exit status
-// 1 when the file is refused, 2 on a usage error.
+// would (with this environment's TFMIRROR_ variables), and the files it
+// names as serve opens them (checkNamedFiles) unless --skip-files, and
+// prints every error with its file and line, or the configuration in
+// effect: each setting's value (secrets redacted) and where it came from,
+// then what it could not check without serving. Exit status 1 when the
+// file is refused, 2 on a usage error.
 func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
-	switch {
-	case len(args) == 1 && (args[0] == "-h" || args[0] == "--help"), len(args) == 2 && args[0] == "check" && (args[1] == "-h" || args[1] == "--help"):
-		fmt.Fprintf(stdout, "Usage: %s\n\nChecks a configuration file as tfmirror serve --config FILE would read it (the\nTFMIRROR_ variables of this environment win over it, as they would), and prints\nits errors with their file and line, or the configuration in effect.\n", configUsage)
+	if len(args) == 1 && isHelp(args[0]) {
+		fmt.Fprintf(stdout, "Usage: %s\n\n%s", configUsage, configHelp)
 		return 0
-	case len(args) != 2 || args[0] != "check":
+	}
+	if len(args) == 0 || args[0] != "check" {
 		fmt.Fprintf(stderr, "Usage: %s\n", configUsage)
 		return 2
 	}
-	e, err := checkServeConfig([]string{"--" + settings.ConfigFlag, args[1]}, lookupEnv, configHooks(nil))
+	fs := flag.NewFlagSet("tfmirror config check", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	skipFiles := fs.Bool("skip-files", false, "check the file alone, not the files it names (a file written for another machine, whose files are there)")
+	fs.Usage = func() {}
+	if slices.ContainsFunc(args[1:], isHelp) {
+		fmt.Fprintf(stdout, "Usage: %s\n\n%s\nFlags:\n", configUsage, configHelp)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	}
+	if err := fs.Parse(args[1:]); err != nil || fs.NArg() != 1 {
+		fmt.Fprintf(stderr, "Usage: %s\n", configUsage)
+		return 2
+	}
+	file := fs.Arg(0)
+	e, err := checkServeConfig([]string{"--" + settings.ConfigFlag, file}, lookupEnv, configHooks(nil), !*skipFiles)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror config check: %v\n", err)
 		return 1
@@ -230,7 +257,7 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 	for _, w := range e.File.Warnings {
 		fmt.Fprintf(stderr, "tfmirror config check: warning: %s\n", settings.FormatDiagnostic(w))
 	}
-	fmt.Fprintf(stdout, "%s: valid\n\n", args[1])
+	fmt.Fprintf(stdout, "%s: valid\n\n", file)
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "SETTING\tVALUE\tSOURCE")
 	for _, v := range e.Values() {
@@ -251,5 +278,9 @@ func runConfig(args []string, lookupEnv func(string) (string, bool), stdout, std
 	} else {
 		fmt.Fprintln(stdout, "\nPOLICY: none (every provider and module is allowed)")
 	}
+	if *skipFiles {
+		fmt.Fprintf(stdout, "\nnot checked (--skip-files): the files it names\n")
+	}
+	fmt.Fprintf(stdout, "\n%s\n", notChecked)
 	return 0
 }

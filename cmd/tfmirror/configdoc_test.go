@@ -188,9 +188,17 @@ cannot change while serving keeps its value, and the command and the log name it
 
 **` + "`tfmirror config check FILE`" + `** reads a file as serve would (with the ` + "`TFMIRROR_`" + ` variables of its
 environment) and prints every error with its line in one run (exit status 1): the file's, those of
-the values together (` + "`--log-level`" + `, pairs of settings) and the policy block's; or the configuration in effect:
-each setting, its value (secrets redacted) and its source, then the rules of the ` + "`policy`" + ` block in
-the order of evaluation, each with its line (see [Package policy](policy.md)). It judges the file's
+the values together (` + "`--log-level`" + `, pairs of settings, a ` + "`listen`" + ` or ` + "`metrics_listen`" + ` that is not
+` + "`HOST:PORT`" + ` or ` + "`:PORT`" + `), the policy block's, and those of the files the settings name, read and
+parsed as serve reads them at start (` + "`tls_cert`" + ` and ` + "`tls_key`" + `, ` + "`auth_tokens_file`" + `,
+` + "`url_signing_key_file`" + `, ` + "`origin_ca_file`" + `, ` + "`credentials_file`" + `, ` + "`module_source_credentials`" + `, the
+keys files: one missing, one others may write, one that does not parse); or the configuration in
+effect: each setting, its value (secrets redacted) and its source, then the rules of the ` + "`policy`" + `
+block in the order of evaluation, each with its line (see [Package policy](policy.md)), then what
+only a running serve finds and it did not check (whether the addresses can be bound, the data
+directory and what serve makes in it, ` + "`pins_dir`" + `, the origins and the shared store).
+` + "`--skip-files`" + ` checks the file alone, for one written for another machine (a ConfigMap whose
+Secrets are mounted beside it there), and says so. It judges the file's
 owner against the user it runs as: as root it refuses a file the mirror's user owns, which serve
 reads; run it as the mirror's user, or make the file root's.
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -36,12 +37,20 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 }
 
 // checkServeConfig is parseServeConfig for config check: every error of
-// the file, its values' and those of hooks (the policy block) at once
+// the file, its values' (the listen addresses' too), those of the files
+// it names (checkNamedFiles, when files) and those of hooks (the policy block) at once
 // (settings.Check).
-func checkServeConfig(args []string, lookupEnv func(string) (string, bool), hooks []settings.Hook) (*settings.Effective, error) {
+func checkServeConfig(args []string, lookupEnv func(string) (string, bool), hooks []settings.Hook, files bool) (*settings.Effective, error) {
 	var e settings.Effective
 	fs := serveFlags(&e, io.Discard)
-	l, err := settings.Check(fs, args, lookupEnv, settings.AllNames(), func() error { return e.Config.Validate() }, hooks)
+	validate := func() error {
+		err := errors.Join(e.Config.Validate(), checkListen(e.Config))
+		if !files {
+			return err
+		}
+		return errors.Join(err, checkNamedFiles(e.Config, lookupEnv))
+	}
+	l, err := settings.Check(fs, args, lookupEnv, settings.AllNames(), validate, hooks)
 	if err != nil {
 		return nil, err
 	}

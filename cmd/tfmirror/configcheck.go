@@ -1,0 +1,123 @@
+package main
+
+import (
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"strings"
+
+	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
+)
+
+// notChecked is what config check cannot know without serving, as its
+// output says.
+const notChecked = "not checked (tfmirror serve finds these when it starts): whether listen and metrics_listen can be bound, " +
+	"the data directory and what serve makes in it (the TLS certificate when tls_cert is not set, the URL-signing and export keys), " +
+	"pins_dir, the origins and the shared store"
+
+// checkListen checks that the addresses serve listens on split into a
+// host and a port, as net.Listen splits them; whether they can be bound
+// only serve finds.
+func checkListen(cfg settings.Config) error {
+	var errs []error
+	for _, l := range []struct{ flag, addr string }{{"listen", cfg.Listen}, {"metrics-listen", cfg.MetricsListen}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %q is not an address to listen on (HOST:PORT, or :PORT for every interface): %w", l.flag, l.addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkNamedFiles reads the files cfg names with the functions serve
+// reads them with at start (never waiting on a FIFO, within bounds, a
+// secret or a key refused when users other than its owner may write
+// it), parses what they hold (certificates, keys, tokens, credentials),
+// Every error names its setting by its flag, for settings.Check to place
+// it at the file's line; all of them are returned, joined.
+func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool)) error {
+	var errs []error
+	add := func(flag string, err error) {
+		if err == nil {
+			return
+		}
+		if !strings.Contains(err.Error(), "--"+flag) {
+			err = fmt.Errorf("--%s: %w", flag, err)
+		}
+		errs = append(errs, err)
+	}
+	if cfg.TLSCert != "" && cfg.TLSKey != "" {
+		if _, err := loadKeyPair(cfg.TLSCert, cfg.TLSKey); err != nil {
+			flag := "tls-cert"
+			switch {
+			case strings.HasPrefix(err.Error(), "loading TLS certificate's key:"):
+				flag = "tls-key"
+			case !strings.HasPrefix(err.Error(), "loading TLS certificate:"):
+				flag = "tls-cert, --tls-key"
+			}
+			add(flag, err)
+		}
+	}
+	if cfg.AuthTokensFile != "" {
+		_, err := readTokens(cfg.AuthTokensFile)
+		add("auth-tokens-file", err)
+	}
+	if cfg.URLSigningKeyFile != "" {
+		_, err := readSigningKeyFile(cfg.URLSigningKeyFile)
+		add("url-signing-key-file", err)
+	}
+	// One file at a time, so that every one refused is reported.
+	for _, f := range cfg.TrustedExportKeys {
+		_, err := loadTrust(settings.Config{TrustedExportKeys: []string{f}})
+		add("trusted-export-keys", err)
+	}
+	for _, entry := range cfg.TrustedPublisherKeys {
+		_, err := loadTrust(settings.Config{TrustedPublisherKeys: []string{entry}})
+		add("trusted-publisher-keys", err)
+	}
+	if cfg.ExportKeyFile != "" {
+		_, err := readExportKeyFile(cfg.ExportKeyFile)
+		add("export-key", err)
+	}
+	if cfg.SharedStore != "" && cfg.SharedKeyFile != "" {
+		_, err := sharedstore.LoadKeys(cfg.SharedKeyFile, cfg.SharedPrevKeyFile)
+		if err != nil && strings.HasPrefix(err.Error(), "shared store previous key:") {
+			add("shared-store-previous-key-file", err)
+		} else {
+			add("shared-store-key-file", err)
+		}
+	}
+	_, err := readArmoredKeys(cfg.ReleasesHashiCorpKeys)
+	add("releases-hashicorp-keys", err)
+	_, err = readArmoredKeys(cfg.ReleasesOpenTofuKeys)
+	add("releases-opentofu-keys", err)
+	if cfg.CredentialsFile != "" {
+		_, err := discovery.LoadCredentials(cfg.CredentialsFile, nil)
+		add("credentials-file", err)
+	}
+	for _, f := range cfg.OriginCAFile {
+		_, err := originRoots([]string{f}, x509.NewCertPool(), slog.New(slog.NewTextHandler(io.Discard, nil)))
+		add("origin-ca-file", err)
+	}
+	if cfg.ModuleSourceCredentials != "" {
+		_, err := loadModuleSourceCredentials(cfg.ModuleSourceCredentials, cfg.AllowedOrigins, lookupEnv)
+		add("module-source-credentials", err)
+	}
+	return errors.Join(errs...)
+}
+
+// isHelp says whether arg asks a command group for its usage.
+func isHelp(arg string) bool {
+	switch arg {
+	case "-h", "-help", "--help", "help":
+		return true
+	}
+	return false
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// config check refuses what serve --config would refuse in the files the
+// configuration names, each problem at its setting's line: a tokens file
+// others may write, a certificate that is not there, a listen address
+// with no port; and a file serve accepts is valid, with what config
+// check cannot know without serving said.
+func TestConfigCheckNamedFiles(t *testing.T) {
+	dir := t.TempDir()
+	tokens := filepath.Join(dir, "tokens")
+	if err := os.WriteFile(tokens, []byte("a-client-token-of-enough-length-0123456789\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(tokens, 0o666); err != nil {
+		t.Fatal(err)
+	}
+	key := filepath.Join(dir, "tls.key")
+	if err := os.WriteFile(key, []byte("not a key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	conf := filepath.Join(dir, "tfmirror.hcl")
+	if err := os.WriteFile(conf, []byte(strings.Join([]string{
+		`listen = "8443"`,
+		`tls_cert = "` + filepath.Join(dir, "missing.pem") + `"`,
+		`tls_key = "` + key + `"`,
+		`auth_tokens_file = "` + tokens + `"`,
+		`origin_ca_file = ["` + filepath.Join(dir, "missing-ca.pem") + `"]`,
+	}, "\n")+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", conf}, noEnv, &stdout, &stderr); code != 1 {
+		t.Errorf("exit status %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		conf + ":1,", "--listen", `"8443"`,
+		conf + ":2,", "--tls-cert", "missing.pem",
+		conf + ":4,", "--auth-tokens-file", tokens,
+		conf + ":5,", "--origin-ca-file", "missing-ca.pem",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("config check's errors lack %q:\n%s", want, stderr.String())
+		}
+	}
+	if stdout.Len() != 0 {
+		t.Errorf("a refused file: stdout %q", stdout.String())
+	}
+
+	// --skip-files: the file alone (one written for another machine),
+	// and the output says what was not read.
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConfig([]string{"check", "--skip-files", conf}, noEnv, &stdout, &stderr); code != 1 ||
+		!strings.Contains(stderr.String(), "--listen") || strings.Contains(stderr.String(), "--tls-cert") || strings.Contains(stderr.String(), "--auth-tokens-file") {
+		t.Errorf("--skip-files: exit status %d, want 1 for the listen address alone\n%s%s", code, stdout.String(), stderr.String())
+	}
+	if err := os.WriteFile(conf, []byte(`tls_cert = "`+filepath.Join(dir, "missing.pem")+`"`+"\n"+`tls_key = "`+key+`"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConfig([]string{"check", "--skip-files", conf}, noEnv, &stdout, &stderr); code != 0 || !strings.Contains(stdout.String(), "not checked (--skip-files): the files it names") {
+		t.Errorf("--skip-files: exit status %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+
+	// The same settings, right.
+	if err := os.Chmod(tokens, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte(`listen = "localhost:8443"`+"\n"+`auth_tokens_file = "`+tokens+`"`+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stdout.Reset()
+	stderr.Reset()
+	if code := runConfig([]string{"check", conf}, noEnv, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), conf+": valid\n") ||
+		!strings.Contains(stdout.String(), "not checked (tfmirror serve finds these when it starts): whether listen and metrics_listen can be bound") {
+		t.Errorf("a file serve accepts: exit status %d\n%s%s", code, stdout.String(), stderr.String())
+	}
+}
