@@ -47,7 +47,9 @@ type dataDir struct {
 	viaServer bool
 	// parts is the engine this process opened; nil via a server.
 	parts *engineParts
-	close func(ctx context.Context) error
+	// logger is the command's, for the engine this process opened.
+	logger *slog.Logger
+	close  func(ctx context.Context) error
 }
 
 // where says how the subcommand reaches the data directory.
@@ -200,7 +202,7 @@ func openDataDir(ctx context.Context, cfg settings.Config, logger *slog.Logger, 
 		parts.shutdown(ctx)
 		return nil, err
 	}
-	return &dataDir{ops: api, parts: parts, close: parts.shutdown}, nil
+	return &dataDir{ops: api, parts: parts, logger: logger, close: parts.shutdown}, nil
 }
 
 // adminOptions are the admin API's options for cfg: an import unpacks a

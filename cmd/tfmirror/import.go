@@ -13,6 +13,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 const importUsage = "tfmirror import [--data-dir DIR] [--trusted-export-keys FILE,...] [--trusted-publisher-keys HOST/NAMESPACE=FILE,...] [--allow-unsigned [--allow-unsigned-hosts HOST,...]] [--releases-hashicorp-keys FILE] [--releases-opentofu-keys FILE] IN"
@@ -32,7 +33,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		own           settings.Config // the trust flags, as serve takes them
 		ifs           *flag.FlagSet
 	)
-	cfg, rest, err := parseCacheCommandFlags("import", args, os.LookupEnv, stderr, importUsage, func(fs *flag.FlagSet) {
+	e, rest, err := parseCacheCommandConfig("import", args, os.LookupEnv, stderr, importUsage, func(fs *flag.FlagSet) {
 		ifs = fs
 		fs.BoolVar(&allowUnsigned, "allow-unsigned", false, "also import packages without signature from a directory without manifest (a `terraform providers mirror` directory of in-house builds): checked against the h1: hashes of VERSION.json where present and recorded as imported without signature")
 		settings.Add(fs, &own, trustFlags...)
@@ -42,6 +43,13 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		return 0
 	}
 	var given []string
+	var cfg settings.Config
+	var pol *policy.Policy
+	if err == nil {
+		cfg = e.Config
+		// What the policy holds back is stored, and listed as held.
+		pol, err = readPolicy(e.File)
+	}
 	if err == nil {
 		for _, name := range trustFlags {
 			if flagGiven(ifs, name) {
@@ -89,7 +97,7 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 		}
 		return nil
 	}
-	return runSealed("import", cfg, nil, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
+	return runSealed("import", cfg, pol, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Import(ctx, req)
 		summary := fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",
 			res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored)

@@ -357,3 +357,42 @@ func TestPolicyReloadReasonChanged(t *testing.T) {
 		t.Errorf("a rule that only moved: the reload's output:\n%s", out)
 	}
 }
+
+// Sync, export and import that open the data directory themselves
+// without a configuration file apply no package policy, and say so on
+// stderr (what the serve's policy refuses would otherwise cross the air
+// gap unsaid); with a file whose policy block they apply, they do not.
+// Import stores what the file's policy denies all the same.
+func TestNoPolicyNote(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	_, stderr, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, ""))
+	if code != 0 || !strings.Contains(stderr, noPolicyNote) {
+		t.Errorf("sync without --config: exit %d, want 0 and %q on stderr", code, noPolicyNote)
+	}
+	export := filepath.Join(t.TempDir(), "export")
+	code, stdout, stderr := runCommand("export", "--data-dir", dataDir, export)
+	if code != 0 || !strings.Contains(stderr, noPolicyNote) {
+		t.Errorf("export without --config: exit %d, want 0 and the note\n%s%s", code, stdout, stderr)
+	}
+	conf := writePolicyConfig(t, `
+  deny_version "registry.terraform.io/hashicorp/random" {
+    versions = "3.6.0"
+    reason   = "CVE-2026-1234: use 3.5.0"
+  }
+`)
+	again := filepath.Join(t.TempDir(), "export")
+	if code, stdout, stderr := runCommand("export", "--config", conf, "--data-dir", dataDir, again); code != 0 || strings.Contains(stderr, noPolicyNote) {
+		t.Errorf("export with --config: exit %d, want 0 and no note\n%s%s", code, stdout, stderr)
+	}
+	key := exporterKey(t, dataDir)
+	code, stdout, stderr = runCommand("import", "--data-dir", filepath.Join(t.TempDir(), "fresh"), "--trusted-export-keys", key, export)
+	if code != 0 || !strings.Contains(stderr, noPolicyNote) {
+		t.Errorf("import without --config: exit %d, want 0 and the note\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCommand("import", "--config", conf, "--data-dir", filepath.Join(t.TempDir(), "fresh"), "--trusted-export-keys", key, export)
+	if code != 0 || strings.Contains(stderr, noPolicyNote) || !strings.Contains(stdout, "imported 9 packages") {
+		t.Errorf("import with --config: exit %d, want 0, 9 packages stored (3.6.0 too) and no note\n%s%s", code, stdout, stderr)
+	}
+}

@@ -79,12 +79,23 @@ func readPolicy(f *settings.File) (*policy.Policy, error) {
 	return p, nil
 }
 
-// setPolicy puts p in force on the engine dd opened; through a running
-// serve, that process's policy applies and p is not used.
+// noPolicyNote is what a command that judges versions by the package
+// policy of its configuration file says when there is none: without
+// --config a sync, export or import that opens the data directory itself
+// lets through what the serve's policy would refuse.
+const noPolicyNote = "no package policy: no configuration file (--config or TFMIRROR_CONFIG), or none with a policy block: everything is allowed"
+
+// setPolicy puts p in force on the engine dd opened, and says so when
+// there is none (noPolicyNote); through a running serve, that process's
+// policy applies and p is not used.
 func (dd *dataDir) setPolicy(p *policy.Policy) {
-	if dd.parts != nil {
-		dd.parts.engine.SetPolicy(p)
+	if dd.parts == nil {
+		return
 	}
+	if p == nil && dd.logger != nil {
+		dd.logger.Warn(noPolicyNote)
+	}
+	dd.parts.engine.SetPolicy(p)
 }
 
 // policyRefuses says whether the engine's policy refuses a stored version
@@ -146,8 +157,8 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintf(stderr, "tfmirror policy explain: %v\nUsage: %s\n", err, policyUsage)
 		return 2
 	}
-	if e.File == nil {
-		fmt.Fprintln(stderr, "tfmirror policy explain: no configuration file (--config or TFMIRROR_CONFIG): no policy, everything is allowed")
+	if pol == nil {
+		fmt.Fprintf(stderr, "tfmirror policy explain: %s\n", noPolicyNote)
 	}
 	var rel policy.Release
 	from := ""
