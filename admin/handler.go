@@ -43,6 +43,7 @@ func (a *API) NewServer(base context.Context) *http.Server {
 //	POST /v1/verify   VerifyRequest                         -> Verified
 //	POST /v1/policy/held    PolicyRequest                   -> [mirror/unsigned.Version]
 //	POST /v1/policy/release PolicyRequest                   -> KnownRelease
+//	POST /v1/policy/explain PolicyRequest                   -> Explained
 //	POST /v1/reload   ReloadRequest                         -> Reloaded
 //	POST /v1/cli/versions CLIRequest                        -> ["VERSION", ...]
 //	POST /v1/cli/ensure   CLIRequest                        -> CLIEnsured

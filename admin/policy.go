@@ -105,10 +105,77 @@ func (a *API) Release(ctx context.Context, req PolicyRequest) (KnownRelease, err
 	return KnownRelease{Known: rel.Known, At: rel.At, InHouse: rel.InHouse}, nil
 }
 
+// Explained is the package policy in force judging an address, or one
+// version of it (policy.Explanation, as Explanation gives it back).
+type Explained struct {
+	// Rules is how many rules the policy in force has; 0: none, and
+	// everything is allowed.
+	Rules       int           `json:"rules"`
+	Allowed     bool          `json:"allowed"`
+	Rule        string        `json:"rule,omitempty"`
+	Detail      string        `json:"detail,omitempty"`
+	Reason      string        `json:"reason,omitempty"`
+	AvailableAt time.Time     `json:"available_at,omitzero"`
+	Window      time.Duration `json:"window,omitempty"`
+	WindowText  string        `json:"window_text,omitempty"`
+	// Release is what the cache knows of the version's release, read
+	// when a minimum release age applies; ReleaseFrom says where.
+	Release     KnownRelease `json:"release,omitzero"`
+	ReleaseFrom string       `json:"release_from,omitempty"`
+}
+
+// Explanation is e as package policy says it, of the kind, address and
+// version asked.
+func (e Explained) Explanation(kind policy.Kind, address, version string) policy.Explanation {
+	return policy.Explanation{Kind: kind, Address: address, Version: version,
+		Verdict:     policy.Verdict{Allowed: e.Allowed, Rule: e.Rule, Detail: e.Detail, Reason: e.Reason, AvailableAt: e.AvailableAt},
+		Window:      e.Window,
+		WindowText:  e.WindowText,
+		Release:     policy.Release{At: e.Release.At, Known: e.Release.Known, InHouse: e.Release.InHouse},
+		ReleaseFrom: e.ReleaseFrom}
+}
+
+// Explain judges the address, or the version when the request names one,
+// by the package policy in force now, as `tfmirror policy explain` does
+// with a configuration file's; the release time, when a minimum release
+// age applies, is what the cache knows (no origin is asked).
+func (a *API) Explain(ctx context.Context, req PolicyRequest) (Explained, error) {
+	kind, addr, err := req.parseAddress()
+	if err != nil {
+		return Explained{}, err
+	}
+	version := ""
+	if req.Version != "" {
+		if _, _, version, err = req.parse(true); err != nil {
+			return Explained{}, err
+		}
+	}
+	pol := a.engine.Inventory().Policy()
+	var rel policy.Release
+	from := ""
+	if w := pol.Window(kind, addr); version != "" && w > 0 {
+		r, err := a.Release(ctx, PolicyRequest{Kind: req.Kind, Address: addr, Version: version, Window: w})
+		if err != nil {
+			return Explained{}, err
+		}
+		rel, from = policy.Release{At: r.At, Known: r.Known, InHouse: r.InHouse}, "the cache of the running tfmirror"
+	}
+	ex := pol.Explain(kind, addr, version, rel, from, time.Now())
+	v := ex.Verdict
+	return Explained{Rules: pol.Len(), Allowed: v.Allowed, Rule: v.Rule, Detail: v.Detail, Reason: v.Reason, AvailableAt: v.AvailableAt,
+		Window: ex.Window, WindowText: ex.WindowText,
+		Release:     KnownRelease{Known: ex.Release.Known, At: ex.Release.At, InHouse: ex.Release.InHouse},
+		ReleaseFrom: ex.ReleaseFrom}, nil
+}
+
 // policyRoutes adds POST /v1/policy/held (PolicyRequest ->
-// [unsigned.Version]) and POST /v1/policy/release (PolicyRequest ->
-// KnownRelease).
+// [unsigned.Version]), POST /v1/policy/release (PolicyRequest ->
+// KnownRelease) and POST /v1/policy/explain (PolicyRequest -> Explained).
 func (a *API) policyRoutes(mux *http.ServeMux) {
+	mux.HandleFunc("POST /v1/policy/explain", handle(a, slog.LevelDebug, "admin policy: explained", func(ctx context.Context, req PolicyRequest) (any, []any, error) {
+		res, err := a.Explain(ctx, req)
+		return res, []any{"kind", req.Kind, "address", req.Address, "version", req.Version, "allowed", res.Allowed}, err
+	}))
 	mux.HandleFunc("POST /v1/policy/held", handle(a, slog.LevelDebug, "admin policy: held versions listed", func(ctx context.Context, req PolicyRequest) (any, []any, error) {
 		res, err := a.Held(ctx, req)
 		return res, []any{"kind", req.Kind, "address", req.Address, "held", len(res)}, err
@@ -129,4 +196,10 @@ func (c *Client) Held(ctx context.Context, req PolicyRequest) ([]unsigned.Versio
 func (c *Client) Release(ctx context.Context, req PolicyRequest) (KnownRelease, error) {
 	var out KnownRelease
 	return out, c.call(ctx, "/v1/policy/release", req, &out)
+}
+
+// Explain is API.Explain through the socket.
+func (c *Client) Explain(ctx context.Context, req PolicyRequest) (Explained, error) {
+	var out Explained
+	return out, c.call(ctx, "/v1/policy/explain", req, &out)
 }

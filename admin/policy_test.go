@@ -2,11 +2,15 @@ package admin
 
 import (
 	"context"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/policy"
 )
 
 // What the cache knows of a release is asked of one version in every
@@ -44,5 +48,50 @@ func TestReleaseEverySpelling(t *testing.T) {
 				t.Errorf("%s %s: %+v, but %s gives %+v", c.kind, v, got, c.spellings[0], first)
 			}
 		}
+	}
+}
+
+// Explain judges an address or a version by the policy in force now,
+// through the socket as in process: the deciding rule and its reason, a
+// version the policy lets through, and how many rules it has (none: no
+// policy, everything allowed); a request that names no address is
+// refused (400).
+func TestExplainThroughSocket(t *testing.T) {
+	h := newHarness(t, harnessOptions{})
+	a := h.newAPI(t, nil, nil, Options{})
+	dataDir, post := socket(t, a)
+	c, err := Dial(context.Background(), dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	ctx := context.Background()
+	widget := originHost + "/acme/widget"
+	got, err := c.Explain(ctx, PolicyRequest{Kind: "provider", Address: widget, Version: "1.0.0"})
+	if err != nil || !got.Allowed || got.Rules != 0 || got.Detail != "" {
+		t.Errorf("no policy: %+v, %v; want allowed by default", got, err)
+	}
+	h.engine.SetPolicy(enginetest.DecodePolicy(t, `deny_version "`+widget+`" {
+  versions = "= 1.0.0"
+  reason   = "broken release, use 1.0.1"
+}
+`))
+	got, err = c.Explain(ctx, PolicyRequest{Kind: "provider", Address: widget, Version: "1.0"})
+	if err != nil || got.Allowed || got.Rules != 1 || got.Rule != policy.RuleDenyVersion || got.Reason != "broken release, use 1.0.1" ||
+		!strings.Contains(got.Detail, "policy.hcl:1") {
+		t.Errorf("a denied version: %+v, %v", got, err)
+	}
+	ex := got.Explanation(policy.Provider, widget, "1.0.0").String()
+	if !strings.Contains(ex, "refused (deny_version)") || !strings.Contains(ex, "reason:     broken release, use 1.0.1") {
+		t.Errorf("as policy explain prints it:\n%s", ex)
+	}
+	if got, err := a.Explain(ctx, PolicyRequest{Kind: "provider", Address: widget, Version: "1.0.1"}); err != nil || !got.Allowed {
+		t.Errorf("another version: %+v, %v", got, err)
+	}
+	if got, err := a.Explain(ctx, PolicyRequest{Kind: "provider", Address: widget}); err != nil || !got.Allowed || got.Rules != 1 {
+		t.Errorf("the address: %+v, %v", got, err)
+	}
+	if code, body := post("/v1/policy/explain", `{"kind":"provider"}`); code != http.StatusBadRequest {
+		t.Errorf("no address: %d %s", code, body)
 	}
 }

@@ -396,3 +396,46 @@ func TestNoPolicyNote(t *testing.T) {
 		t.Errorf("import with --config: exit %d, want 0, 9 packages stored (3.6.0 too) and no note\n%s%s", code, stdout, stderr)
 	}
 }
+
+// Without a configuration file, policy explain asks the tfmirror serving
+// the data directory, through its admin socket, and answers by the policy
+// in force there: a version it refuses is refused (exit 1), with the
+// rule and its reason, not allowed by default; with --config, the file's
+// policy is explained as before.
+func TestPolicyExplainAsksServe(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	m := startMirror(t, origin, dataDir, io.Discard)
+	conf := writePolicyConfig(t, `  deny_version "registry.terraform.io/hashicorp/random" {
+    versions = "= 3.6.0"
+    reason   = "broken release, use 3.5.0"
+  }
+`)
+	e, err := parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := readPolicy(e.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := runPolicyExplain(t, "--data-dir", dataDir, "hashicorp/random", "3.6.0")
+	if code != 0 || !strings.Contains(stderr, "asked through its admin socket: none, everything is allowed") {
+		t.Errorf("a serve without policy: exit %d, want 0 and its policy named\n%s%s", code, stdout, stderr)
+	}
+	m.m.engine.SetPolicy(pol)
+	code, stdout, stderr = runPolicyExplain(t, "--data-dir", dataDir, "hashicorp/random", "3.6.0")
+	if code != 1 || !strings.Contains(stdout, "provider registry.terraform.io/hashicorp/random 3.6.0: refused (deny_version)") ||
+		!strings.Contains(stdout, "reason:     broken release, use 3.5.0") || !strings.Contains(stderr, "the package policy of the tfmirror serving "+dataDir+", asked through its admin socket (1 rule)") ||
+		strings.Contains(stderr, noPolicyNote) {
+		t.Errorf("a serve that denies the version: exit %d, want 1 with the serve's rule\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, _ = runPolicyExplain(t, "--data-dir", dataDir, "hashicorp/random", "3.5.0"); code != 0 || !strings.Contains(stdout, "3.5.0: allowed") {
+		t.Errorf("a version the serve allows: exit %d\n%s", code, stdout)
+	}
+	allowAll := writePolicyConfig(t, "")
+	if code, stdout, _ = runPolicyExplain(t, "--config", allowAll, "--data-dir", dataDir, "hashicorp/random", "3.6.0"); code != 0 {
+		t.Errorf("--config names a file without rules: exit %d, want 0 (the file's policy, not the serve's)\n%s", code, stdout)
+	}
+}

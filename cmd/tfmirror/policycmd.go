@@ -116,7 +116,9 @@ const policyUsage = "tfmirror policy explain [--config FILE] [--data-dir DIR] AD
 
 // runPolicy is `tfmirror policy explain ADDRESS [VERSION]`: it prints
 // which rule of the configuration file's policy decides on the address,
-// or on one version of it, and why. The release time, when a minimum
+// or on one version of it, and why; without a configuration file, that of
+// the tfmirror serving the data directory, asked through its admin
+// socket, when one answers. The release time, when a minimum
 // release age applies, is what the cache knows (read through the serve
 // running on the data directory, or on the directory opened sealed);
 // nothing is fetched. Exit status 0 when served, 1 when refused or held,
@@ -157,6 +159,13 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintf(stderr, "tfmirror policy explain: %v\nUsage: %s\n", err, policyUsage)
 		return 2
 	}
+	if e.File == nil {
+		// Without a file, the policy is that of the serve running on the
+		// data directory, when one answers.
+		if code, asked := explainByServer(e.Config.DataDir, kind, addr, version, stdout, stderr); asked {
+			return code
+		}
+	}
 	if pol == nil {
 		fmt.Fprintf(stderr, "tfmirror policy explain: %s\n", noPolicyNote)
 	}
@@ -175,6 +184,39 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 		return 1
 	}
 	return 0
+}
+
+// explainByServer asks the tfmirror serving dataDir, when one answers on
+// its admin socket, to judge the address or version by the policy in
+// force there, and prints its answer; asked is false when none answers.
+func explainByServer(dataDir string, kind policy.Kind, addr, version string, stdout, stderr io.Writer) (code int, asked bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c, err := admin.Dial(ctx, dataDir)
+	if errors.Is(err, admin.ErrNoServer) {
+		return 0, false
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror policy explain: %v\n", err)
+		return 1, true
+	}
+	defer c.Close()
+	res, err := c.Explain(ctx, admin.PolicyRequest{Kind: string(kind), Address: addr, Version: version})
+	if err != nil {
+		fmt.Fprintf(stderr, "tfmirror policy explain: %v\n", err)
+		return 1, true
+	}
+	if res.Rules == 0 {
+		fmt.Fprintf(stderr, "tfmirror policy explain: the package policy of the tfmirror serving %s, asked through its admin socket: none, everything is allowed\n", dataDir)
+	} else {
+		fmt.Fprintf(stderr, "tfmirror policy explain: the package policy of the tfmirror serving %s, asked through its admin socket (%s)\n", dataDir, rules(res.Rules))
+	}
+	ex := res.Explanation(kind, addr, version)
+	fmt.Fprint(stdout, ex)
+	if !ex.Verdict.Allowed {
+		return 1, true
+	}
+	return 0, true
 }
 
 // knownRelease is what the data directory's cache knows of a version's
