@@ -1,0 +1,44 @@
+package main
+
+import (
+	"bytes"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// subcommands are the command lines of every command and subcommand,
+// for the tests of their -h.
+var subcommands = [][]string{
+	{"serve"}, {"sync"}, {"export"}, {"import"}, {"export-key"}, {"cache", "prune"}, {"cache", "verify"},
+	{"config", "check"}, {"policy", "explain"}, {"reload"},
+}
+
+// Every flag's -h line names its argument by its type or a NAME: Go's
+// flag package takes back-quoted text in a usage string as the
+// argument's name (flag.UnquoteUsage), so that `import -h` showed
+// "-allow-unsigned terraform providers mirror".
+func TestFlagUsageArgumentNames(t *testing.T) {
+	word := regexp.MustCompile(`^[A-Za-z_]+$`)
+	for _, cmd := range subcommands {
+		var stdout, stderr bytes.Buffer
+		if code := run(append(cmd[:len(cmd):len(cmd)], "-h"), &stdout, &stderr); code != 0 {
+			t.Errorf("tfmirror %s -h: exit %d\n%s%s", strings.Join(cmd, " "), code, stdout.String(), stderr.String())
+		}
+		n := 0
+		for line := range strings.Lines(stdout.String() + stderr.String()) {
+			if !strings.HasPrefix(line, "  -") {
+				continue
+			}
+			n++
+			head, _, _ := strings.Cut(strings.TrimSpace(line), "\t")
+			f := strings.Fields(head)
+			if len(f) > 2 || len(f) == 2 && !word.MatchString(f[1]) {
+				t.Errorf("tfmirror %s -h: %q: the argument's name is usage text", strings.Join(cmd, " "), strings.TrimSpace(line))
+			}
+		}
+		if n == 0 {
+			t.Errorf("tfmirror %s -h lists no flag:\n%s%s", strings.Join(cmd, " "), stdout.String(), stderr.String())
+		}
+	}
+}
