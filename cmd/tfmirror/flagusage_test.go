@@ -42,3 +42,21 @@ func TestFlagUsageArgumentNames(t *testing.T) {
 		}
 	}
 }
+
+// -h, --help and help print a command group's usage on stdout and exit
+// 0, whichever the group; a subcommand it does not have is a usage error
+// (exit 2).
+func TestGroupHelp(t *testing.T) {
+	for _, group := range []string{"cache", "policy", "config"} {
+		for _, h := range []string{"-h", "--help", "help"} {
+			var stdout, stderr bytes.Buffer
+			if code := run([]string{group, h}, &stdout, &stderr); code != 0 || !strings.HasPrefix(stdout.String(), "Usage: tfmirror "+group+" ") {
+				t.Errorf("tfmirror %s %s: exit %d, want 0 and the usage on stdout\nstdout: %s\nstderr: %s", group, h, code, stdout.String(), stderr.String())
+			}
+		}
+		var stdout, stderr bytes.Buffer
+		if code := run([]string{group, "nope"}, &stdout, &stderr); code != 2 {
+			t.Errorf("tfmirror %s nope: exit %d, want 2", group, code)
+		}
+	}
+}

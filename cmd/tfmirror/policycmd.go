@@ -124,6 +124,10 @@ const policyUsage = "tfmirror policy explain [--config FILE] [--data-dir DIR] AD
 // nothing is fetched. Exit status 0 when served, 1 when refused or held,
 // 2 on a usage or configuration error.
 func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, stderr io.Writer) int {
+	if len(args) > 0 && isHelp(args[0]) {
+		fmt.Fprintf(stdout, "Usage: %s\n\ntfmirror policy explain -h lists its flags.\n", policyUsage)
+		return 0
+	}
 	if len(args) == 0 || args[0] != "explain" {
 		fmt.Fprintf(stderr, "Usage: %s\n", policyUsage)
 		return 2

@@ -32,6 +32,10 @@ func runCache(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "tfmirror cache: want a subcommand: prune or verify\nUsage: %s\n       %s\n", pruneUsage, verifyUsage)
 		return 2
 	}
+	if isHelp(args[0]) {
+		fmt.Fprintf(stdout, "Usage: %s\n       %s\n\ntfmirror cache prune -h and tfmirror cache verify -h list their flags.\n", pruneUsage, verifyUsage)
+		return 0
+	}
 	switch args[0] {
 	case "prune":
 		return runPrune(args[1:], os.LookupEnv, stdout, stderr)
