@@ -3,6 +3,7 @@ package admin
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -150,8 +151,13 @@ func handle[Req any](a *API, level slog.Level, msg string, op func(context.Conte
 			} else if status == http.StatusInternalServerError {
 				flevel = slog.LevelError
 			}
+			why := []any{"status", status, "error", err}
+			if logged := (*LoggedError)(nil); errors.As(err, &logged) {
+				// The operation logged why; the audit line says who asked.
+				flevel, why = level, []any{"status", status}
+			}
 			a.log.Log(r.Context(), max(flevel, level), "admin request failed",
-				slices.Concat([]any{"path", r.URL.Path}, attrs, caller, []any{"status", status, "error", err})...)
+				slices.Concat([]any{"path", r.URL.Path}, attrs, caller, why)...)
 			writeJSON(w, status, ErrorBody{Error: err.Error()})
 			return
 		}

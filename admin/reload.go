@@ -53,6 +53,15 @@ type PartChange struct {
 	Removed []string `json:"removed,omitempty"`
 }
 
+// LoggedError is an error of Options.Reload that the serving process
+// has logged already (each file it refused, and why): the request's line
+// of the audit log then names the caller and the status at the route's
+// level, without the error again.
+type LoggedError struct{ Err error }
+
+func (e *LoggedError) Error() string { return e.Err.Error() }
+func (e *LoggedError) Unwrap() error { return e.Err }
+
 // Reload is Options.Reload: the serving process reads its configuration
 // again. An error refuses the file whole; the configuration in force
 // stays.

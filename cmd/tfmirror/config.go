@@ -169,7 +169,11 @@ func (m *server) reload() (admin.Reloaded, error) {
 	if withFile {
 		res, err := conf.Reload() // logged and counted
 		out.File = res.File
-		if err != nil {
+		var fileErr *settings.FileError
+		if errors.As(err, &fileErr) {
+			// Its errors, after the one line that names the file.
+			errs = append(errs, fmt.Errorf("configuration file %s refused; the configuration in force stays:%s", res.File, fileErr.Lines()))
+		} else if err != nil {
 			errs = append(errs, fmt.Errorf("configuration file %s refused; the configuration in force stays: %w", res.File, err))
 		}
 		for _, c := range res.Applied {
@@ -203,7 +207,8 @@ func (m *server) reload() (admin.Reloaded, error) {
 	}
 	m.lastReload.Store(last)
 	if err != nil {
-		return out, &httperr.RequestError{Status: http.StatusUnprocessableEntity, Msg: err.Error()}
+		// Each file refused was logged, with why, where it was read.
+		return out, &admin.LoggedError{Err: &httperr.RequestError{Status: http.StatusUnprocessableEntity, Msg: err.Error()}}
 	}
 	return out, nil
 }

@@ -439,3 +439,42 @@ func TestPolicyExplainAsksServe(t *testing.T) {
 		t.Errorf("--config names a file without rules: exit %d, want 0 (the file's policy, not the serve's)\n%s", code, stdout)
 	}
 }
+
+// A reload through the admin socket (tfmirror reload) that refuses the
+// file says so once, naming the file once, with every error under it;
+// serve logs the refusal with its reason once, and the admin request's
+// audit line names the caller without the reason again.
+func TestReloadRefusedSaidOnce(t *testing.T) {
+	t.Parallel()
+	origin := syncOrigin(t)
+	dataDir := filepath.Join(t.TempDir(), "data")
+	var log lockedBuffer
+	m := startMirror(t, origin, dataDir, &log)
+	conf := writePolicyConfig(t, "\n  deny = [\"registry.terraform.io/acme/*\"]\n")
+	load := func() (*settings.Effective, error) {
+		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	}
+	e, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"not a pattern at all\"]\n}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var stdout, stderr bytes.Buffer
+	code := runReload([]string{"--data-dir", dataDir}, func(string) (string, bool) { return "", false }, &stdout, &stderr)
+	msg := stderr.String()
+	if code != 1 || strings.Count(msg, conf) != 2 || strings.Count(msg, "refused") != 1 ||
+		!strings.HasPrefix(msg, "tfmirror reload: configuration file "+conf+" refused; the configuration in force stays:\n  "+conf+":2,") {
+		t.Errorf("tfmirror reload of a broken file: exit %d, want 1, the file named once and its error under it:\n%s", code, msg)
+	}
+	if n := strings.Count(log.String(), "not a pattern at all"); n != 1 {
+		t.Errorf("the refusal's reason is logged %d times, want once:\n%s", n, log.String())
+	}
+	if !strings.Contains(log.String(), `"msg":"admin request failed","path":"/v1/reload"`) {
+		t.Errorf("no audit line of the reload asked:\n%s", log.String())
+	}
+}

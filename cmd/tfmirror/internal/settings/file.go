@@ -280,8 +280,13 @@ type FileError struct {
 }
 
 func (e *FileError) Error() string {
+	return fmt.Sprintf("configuration file %s refused:%s", e.Path, e.Lines())
+}
+
+// Lines are the file's errors, each on a line of its own, indented,
+// in the order of the file (what Error says after its first line).
+func (e *FileError) Lines() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "configuration file %s refused:", e.Path)
 	diags := slices.Clone(e.Diags)
 	slices.SortStableFunc(diags, func(a, b *hcl.Diagnostic) int {
 		if a.Subject == nil || b.Subject == nil {
