@@ -26,6 +26,45 @@ func writePolicyConfig(t *testing.T, policy string) string {
 	return path
 }
 
+// serveConfig puts the configuration file conf in force on m, as serve
+// --config conf does at start; m.m.reload reads it again.
+func serveConfig(t *testing.T, m *testMirror, conf string) {
+	t.Helper()
+	load := func() (*settings.Effective, error) {
+		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	}
+	e, err := load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// filePolicy is the policy of the configuration file conf.
+func filePolicy(t *testing.T, conf string) *policy.Policy {
+	t.Helper()
+	e, err := parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pol, err := readPolicy(e.File)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pol
+}
+
+// denyRandom360 is a policy block's body that denies hashicorp/random
+// 3.6.0, with a reason.
+const denyRandom360 = `
+  deny_version "registry.terraform.io/hashicorp/random" {
+    versions = "3.6.0"
+    reason   = "CVE-2026-1234: use 3.5.0"
+  }
+`
+
 // runPolicyExplain runs `tfmirror policy explain` in this process.
 func runPolicyExplain(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()
@@ -171,12 +210,7 @@ func TestExportHonoursPolicy(t *testing.T) {
 	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
 		t.Fatalf("sync: exit %d", code)
 	}
-	conf := writePolicyConfig(t, `
-  deny_version "registry.terraform.io/hashicorp/random" {
-    versions = "3.6.0"
-    reason   = "CVE-2026-1234: use 3.5.0"
-  }
-`)
+	conf := writePolicyConfig(t, denyRandom360)
 	out := filepath.Join(t.TempDir(), "export")
 	var stdout, stderr bytes.Buffer
 	code := runExport([]string{"--config", conf, "--data-dir", dataDir, out}, &stdout, &stderr)
@@ -217,12 +251,7 @@ func TestImportStoresDeniedVersion(t *testing.T) {
 	if code, stdout, stderr := runCommand("export", "--data-dir", dataDir, export); code != 0 {
 		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
 	}
-	conf := writePolicyConfig(t, `
-  deny_version "registry.terraform.io/hashicorp/random" {
-    versions = "3.6.0"
-    reason   = "CVE-2026-1234: use 3.5.0"
-  }
-`)
+	conf := writePolicyConfig(t, denyRandom360)
 	fresh := filepath.Join(t.TempDir(), "fresh")
 	code, stdout, stderr := runCommand("import", "--config", conf, "--data-dir", fresh, "--trusted-export-keys", exporterKey(t, dataDir), export)
 	if code != 0 || !strings.Contains(stdout, "imported 9 packages") {
@@ -230,15 +259,7 @@ func TestImportStoresDeniedVersion(t *testing.T) {
 	}
 	origin.Close() // what follows is served from the import alone
 	m := startMirror(t, origin, fresh, io.Discard, "--offline")
-	e, err := parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := readPolicy(e.File)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m.m.engine.SetPolicy(pol)
+	m.m.engine.SetPolicy(filePolicy(t, conf))
 	resp, body, err := m.get(archiveURL("random", "3.6.0", "linux_amd64"))
 	if err != nil || resp.StatusCode == 200 || !strings.Contains(string(body), "CVE-2026-1234: use 3.5.0") {
 		t.Errorf("the denied, imported version: %v %v %s; want a refusal with the reason", resp, err, body)
@@ -260,16 +281,7 @@ func TestPolicyReload(t *testing.T) {
 	origin := syncOrigin(t)
 	m := startMirror(t, origin, filepath.Join(t.TempDir(), "data"), io.Discard)
 	conf := writePolicyConfig(t, "\n  deny = [\"registry.terraform.io/acme/*\"]\n")
-	load := func() (*settings.Effective, error) {
-		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
-	}
-	e, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
-		t.Fatal(err)
-	}
+	serveConfig(t, m, conf)
 	denied := func(addr string) bool {
 		return !m.m.engine.Inventory().Policy().Address(policy.Provider, addr).Allowed
 	}
@@ -279,7 +291,7 @@ func TestPolicyReload(t *testing.T) {
 	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"registry.terraform.io/hashicorp\"]\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.m.conf.Load().Reload()
+	_, err := m.m.conf.Load().Reload()
 	if err == nil || !strings.Contains(err.Error(), conf+":2") {
 		t.Errorf("a broken policy block: %v, want a refusal naming %s:2", err, conf)
 	}
@@ -317,16 +329,7 @@ func TestPolicyReloadReasonChanged(t *testing.T) {
 		return fmt.Sprintf("%s  deny_version \"registry.terraform.io/hashicorp/null\" {\n    versions = \"= 3.2.2\"\n    reason = %q\n  }\n", lead, reason)
 	}
 	conf := writePolicyConfig(t, rule("", "broken release, use 3.2.1"))
-	load := func() (*settings.Effective, error) {
-		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
-	}
-	e, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
-		t.Fatal(err)
-	}
+	serveConfig(t, m, conf)
 	reload := func(body string) string {
 		t.Helper()
 		if err := os.WriteFile(conf, []byte("policy {\n"+body+"}\n"), 0o600); err != nil {
@@ -376,12 +379,7 @@ func TestNoPolicyNote(t *testing.T) {
 	if code != 0 || !strings.Contains(stderr, noPolicyNote) {
 		t.Errorf("export without --config: exit %d, want 0 and the note\n%s%s", code, stdout, stderr)
 	}
-	conf := writePolicyConfig(t, `
-  deny_version "registry.terraform.io/hashicorp/random" {
-    versions = "3.6.0"
-    reason   = "CVE-2026-1234: use 3.5.0"
-  }
-`)
+	conf := writePolicyConfig(t, denyRandom360)
 	again := filepath.Join(t.TempDir(), "export")
 	if code, stdout, stderr := runCommand("export", "--config", conf, "--data-dir", dataDir, again); code != 0 || strings.Contains(stderr, noPolicyNote) {
 		t.Errorf("export with --config: exit %d, want 0 and no note\n%s%s", code, stdout, stderr)
@@ -412,14 +410,7 @@ func TestPolicyExplainAsksServe(t *testing.T) {
     reason   = "broken release, use 3.5.0"
   }
 `)
-	e, err := parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pol, err := readPolicy(e.File)
-	if err != nil {
-		t.Fatal(err)
-	}
+	pol := filePolicy(t, conf)
 	code, stdout, stderr := runPolicyExplain(t, "--data-dir", dataDir, "hashicorp/random", "3.6.0")
 	if code != 0 || !strings.Contains(stderr, "asked through its admin socket: none, everything is allowed") {
 		t.Errorf("a serve without policy: exit %d, want 0 and its policy named\n%s%s", code, stdout, stderr)
@@ -451,16 +442,7 @@ func TestReloadRefusedSaidOnce(t *testing.T) {
 	var log lockedBuffer
 	m := startMirror(t, origin, dataDir, &log)
 	conf := writePolicyConfig(t, "\n  deny = [\"registry.terraform.io/acme/*\"]\n")
-	load := func() (*settings.Effective, error) {
-		return parseServeConfig([]string{"--config", conf}, func(string) (string, bool) { return "", false }, io.Discard)
-	}
-	e, err := load()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.m.useConfig(e, load, new(slog.LevelVar)); err != nil {
-		t.Fatal(err)
-	}
+	serveConfig(t, m, conf)
 	if err := os.WriteFile(conf, []byte("policy {\n  deny = [\"not a pattern at all\"]\n}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
