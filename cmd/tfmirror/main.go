@@ -146,7 +146,7 @@ Usage:
   tfmirror policy explain [--config FILE] ADDRESS [VERSION]
                            say which rule of the package policy decides on a
                            provider or module (or one version of it), and why
-  tfmirror reload [--data-dir DIR]
+  tfmirror reload [--data-dir DIR] [--config FILE]
                            make the tfmirror serving DIR read its configuration
                            file (client tokens and trusted keys files) again,
                            as SIGHUP does, and print what changed
