@@ -147,6 +147,14 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	if err != nil {
 		return nil, err
 	}
+	// The operator's certificate is read first: one that cannot be read
+	// stops serve before anything else is opened. It touches nothing of
+	// the data directory.
+	if !cfg.InsecureHTTP && cfg.TLSCert != "" {
+		if err := m.setupTLS(); err != nil {
+			return nil, err
+		}
+	}
 	m.engineParts, err = openEngine(cfg, logger, o, m.metrics, m.origins)
 	if err != nil {
 		return nil, err
@@ -161,7 +169,7 @@ func newServer(cfg settings.Config, logger *slog.Logger, o overrides) (m *server
 	// directory is this process's (the cache's lock, taken by openEngine):
 	// a second serve refused on it must not have issued the running one's
 	// certificate again.
-	if !cfg.InsecureHTTP {
+	if !cfg.InsecureHTTP && cfg.TLSCert == "" {
 		if err := m.setupTLS(); err != nil {
 			return nil, err
 		}
