@@ -11,7 +11,8 @@ package airgap
 // mirror's cache). One the policy refuses, or that its layer cannot judge,
 // is left out, reported and counted (leftOut), and withdrawn; one it lets
 // through is kept, though the cache no longer holds it: that is what an
-// incremental export is for.
+// incremental export is for. A minimum release age does not withdraw one
+// whose release time the cache no longer knows (carried.stored).
 
 import (
 	"context"
@@ -23,6 +24,8 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/mirror/gate"
+	"github.com/tfmirror/tfmirror/v2/policy"
 	"github.com/tfmirror/tfmirror/v2/releases"
 )
 
@@ -84,7 +87,24 @@ func (c carried) String() string {
 // when the package policy lets it be served now, its *gate.PolicyError
 // when it refuses it, and another error when c cannot be judged (an
 // address or version no door serves, no layer to ask).
+//
+// A minimum release age that holds c only because its release time is
+// not known is no refusal here: what dated it (its SHA256SUMS, its
+// record, its listing) may have left with it, and an export asks no
+// origin. The export that carried it judged its age then; the rules that
+// need no date (deny, allow, deny_version) and a release time that is
+// known still refuse it.
 func (c carried) stored(ctx context.Context, pkgs Served, cli ServedCLI) error {
+	err := c.ask(ctx, pkgs, cli)
+	var perr *gate.PolicyError
+	if errors.As(err, &perr) && perr.Verdict.Rule == policy.RuleMinReleaseAge && perr.Verdict.AvailableAt.IsZero() {
+		return nil
+	}
+	return err
+}
+
+// ask is the served layer's answer on c, as stored takes it.
+func (c carried) ask(ctx context.Context, pkgs Served, cli ServedCLI) error {
 	switch c.kind {
 	case carriedProvider:
 		p, perr := addrs.ParseProvider(c.address)

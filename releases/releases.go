@@ -292,6 +292,14 @@ func (r *Releases) CheckProduct(pub Publisher, product string) error {
 	return fmt.Errorf("%w: %s product %q is not served by this mirror", ErrNotFound, pub, product)
 }
 
+// CheckOrigin says whether raw may be an origin URL of the releases (the
+// settings' --releases-*-url): an absolute https URL with a host and no
+// user name or password; the error never repeats what it refuses.
+func CheckOrigin(raw string) error {
+	_, err := originOf(raw)
+	return err
+}
+
 // originOf is the origin client's p for a URL: its host.
 func originOf(raw string) (addrs.Provider, error) {
 	u, err := url.Parse(raw)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
+	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
@@ -31,6 +32,25 @@ func checkListen(cfg settings.Config) error {
 		}
 		if _, _, err := net.SplitHostPort(l.addr); err != nil {
 			errs = append(errs, fmt.Errorf("--%s: %q is not an address to listen on (HOST:PORT, or :PORT for every interface): %w", l.flag, l.addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkReleaseURLs checks the CLI releases' origin URLs as the releases
+// side refuses them at start (releases.CheckOrigin).
+func checkReleaseURLs(cfg settings.Config) error {
+	var errs []error
+	for _, u := range []struct{ flag, url string }{
+		{"releases-hashicorp-url", cfg.ReleasesHashiCorpURL},
+		{"releases-opentofu-url", cfg.ReleasesOpenTofuURL},
+		{"releases-opentofu-api-url", cfg.ReleasesOpenTofuAPIURL},
+	} {
+		if u.url == "" {
+			continue
+		}
+		if err := releases.CheckOrigin(u.url); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", u.flag, err))
 		}
 	}
 	return errors.Join(errs...)

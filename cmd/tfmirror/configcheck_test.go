@@ -86,3 +86,27 @@ func TestConfigCheckNamedFiles(t *testing.T) {
 		t.Errorf("a file serve accepts: exit status %d\n%s%s", code, stdout.String(), stderr.String())
 	}
 }
+
+// A CLI releases URL with a user name or password, which serve refuses at
+// start, is refused by config check too, at its line, without repeating
+// the password.
+func TestConfigCheckReleasesURLWithCredentials(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "tfmirror.hcl")
+	if err := os.WriteFile(file, []byte(`allowed_origins = ["registry.terraform.io", "releases.corp.example"]
+releases_hashicorp_url = "https://mirror:hunter2@releases.corp.example/hashicorp/"
+`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	noEnv := func(string) (string, bool) { return "", false }
+	var stdout, stderr bytes.Buffer
+	if code := runConfig([]string{"check", file}, noEnv, &stdout, &stderr); code != 1 {
+		t.Errorf("config check: exit %d, want 1\n%s%s", code, stdout.String(), stderr.String())
+	}
+	out := stdout.String() + stderr.String()
+	if !strings.Contains(out, "tfmirror.hcl:2") || !strings.Contains(out, "user name or password") {
+		t.Errorf("the refusal does not name the line and why:\n%s", out)
+	}
+	if strings.Contains(out, "hunter2") {
+		t.Errorf("the password is shown:\n%s", out)
+	}
+}

@@ -44,7 +44,7 @@ func checkServeConfig(args []string, lookupEnv func(string) (string, bool), hook
 	var e settings.Effective
 	fs := serveFlags(&e, io.Discard)
 	validate := func() error {
-		err := errors.Join(e.Config.Validate(), checkListen(e.Config))
+		err := errors.Join(e.Config.Validate(), checkListen(e.Config), checkReleaseURLs(e.Config))
 		if !files {
 			return err
 		}
