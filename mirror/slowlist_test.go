@@ -96,3 +96,26 @@ func TestSlowOriginServesCachedModuleListSoon(t *testing.T) {
 		t.Errorf("after the refresh: %+v (stale %v), %v; want what it fetched", list, st.Stale, err)
 	}
 }
+
+// A refresh forced because the cached list lacks the version asked for
+// (released since it was listed) is waited for, however slow the origin:
+// the cached list cannot answer, and serving it stale would fail a
+// version the origin lists.
+func TestSlowOriginForcedRefreshWaitedFor(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Now())
+	h := newHarness(t, harnessOptions{cfg: Config{Now: clock.Now, VersionsTTL: time.Hour, StaleAfter: 50 * time.Millisecond}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	ctx := t.Context()
+	if _, _, err := h.engine.Versions(ctx, h.provider()); err != nil {
+		t.Fatal(err)
+	}
+	h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
+	clock.Add(2 * time.Minute) // fresh, but old enough to be refreshed for a version it lacks
+	h.origin.SetLatency(300 * time.Millisecond)
+	pkg, err := h.engine.Package(ctx, h.provider(), mustVersion(t, "1.1.0"), []addrs.Platform{mustPlatform(t, "linux_amd64")})
+	if err != nil || len(pkg.Archives) != 1 {
+		t.Fatalf("package of a version the origin lists, its list's refresh slow: %+v, %v", pkg, err)
+	}
+}

@@ -93,8 +93,9 @@ type State struct {
 // origin saying the provider does not exist, or has not ended within
 // StaleAfter (clients give up on a JSON answer after 10 seconds), a cached
 // list is returned marked stale; a refresh that goes on stores what it
-// fetches for the next callers. force refreshes a fresh list too. k are
-// the provider's keys, spelled once by the caller for its request.
+// fetches for the next callers. force refreshes a fresh list too, and
+// waits for the refresh as long as ctx lets it. k are the provider's
+// keys, spelled once by the caller for its request.
 func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool) (*records.VersionList, State, error) {
 	p, key := k.Provider, k.Versions
 	cached, storedAt, haveCached := s.parts.Records.Versions(ctx, key)
@@ -105,8 +106,11 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	}
 	s.metrics.CacheLookup("versions", false)
 
-	var wait time.Duration // with nothing to serve instead, as long as ctx lets it
-	if haveCached {
+	// With nothing to serve instead, as long as ctx lets it; so too for a
+	// refresh forced because the cached list lacks what was asked for,
+	// which the cached list cannot answer.
+	var wait time.Duration
+	if haveCached && !force {
 		wait = s.cfg.StaleAfter
 	}
 	res, err := s.parts.Life.CoalesceWithin(ctx, wait, "versions", key, func(ctx context.Context) (any, error) {
