@@ -468,8 +468,11 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 	defer cancel()
 	err := srv.Shutdown(sctx)
 	if err != nil {
-		m.log.Warn("requests still running at the shutdown deadline were cut off", "error", err,
-			"requests", requests.Load())
+		msg := "requests still running at the shutdown deadline were cut off"
+		if errors.Is(err, context.Canceled) {
+			msg = "requests still running were cut off, as the second signal asked"
+		}
+		m.log.Warn(msg, "error", err, "requests", requests.Load())
 		cutOff(httperr.ErrCutOff)
 		srv.Close()
 	}
