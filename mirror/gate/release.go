@@ -481,8 +481,10 @@ func (r *releaseTimes) alone(ctx context.Context, p addrs.Provider, v versions.V
 	if !ok && ask {
 		at, err := r.lookupShared(ctx, p, v, entry)
 		if err != nil {
-			r.log.Warn("could not learn when a version was signed; it is held while a minimum release age applies",
-				"provider", p.String(), "version", entry.Version, "error", err)
+			if ctx.Err() == nil { // a caller gone is no failure to learn it
+				r.log.Warn("could not learn when a version was signed; it is held while a minimum release age applies",
+					"provider", p.String(), "version", entry.Version, "error", err)
+			}
 			return policy.Release{}, true, err
 		}
 		signed, ok, asked = at, true, true
