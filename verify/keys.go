@@ -26,24 +26,46 @@ import (
 // The bounds are the sizes GnuPG makes keys at, the keys publishers hold:
 // HashiCorp's, OpenTofu's and most providers' keys are RSA 4096, some
 // Ed25519; HCP Terraform's registry takes RSA and DSA keys, so DSA is
-// read too, at the sizes GnuPG makes (and FIPS 186 defines).
+// read too, at the sizes GnuPG makes (and FIPS 186 defines). What a key's
+// reading verifies is bounded by its count (MaxSelfSignatures), not by
+// the key's bytes: a key exported by GnuPG carries the certifications
+// others made of it, which go-crypto parses and keeps but does not verify,
+// and a well-connected key's are hundreds (an RSA 3072 key with 560
+// Ed25519 certifications is 131 KiB armored).
+//
+// At worst, one answer's keys cost some 2 s of CPU to read:
+// MaxSigningKeys keys of DSA 3072 with MaxSelfSignatures self-signatures
+// each, 1,024 verifications of some 1.8 ms (1.9 s); RSA 8192 keys, whose
+// signatures are 1 KiB each, fit 10 in MaxSigningKeyBytes (640
+// verifications, 0.7 s). A key stuffed with certifications by another
+// key to MaxArmoredKeyBytes costs some 50 ms and 36 MB allocated, one
+// whose user ID fills it, self-certified MaxSelfSignatures times, some
+// 140 ms, hashing it (BenchmarkReadCostliestKeys, on 2 cores of an AMD
+// EPYC).
 const (
 	// MaxSigningKeys is the most keys (primary keys, in all) read of one
 	// package answer's signing keys, and of one armored block by default:
 	// an answer names one or a few.
 	MaxSigningKeys = 16
+	// MaxSelfSignatures is the most signatures reading one key may
+	// verify, 64: the self-signatures go-crypto verifies as it reads a
+	// key (its user IDs' self-certifications, each subkey's binding and
+	// revocation signatures and a signing subkey's cross-signature, the
+	// key's revocations; weighKeys counts them as go-crypto's ReadEntity
+	// finds them). A publisher's key has a few (HashiCorp's, with three
+	// subkeys, 6); one renewed yearly for years, with several user IDs
+	// and subkeys, a few dozen.
+	MaxSelfSignatures = 64
 	// MaxArmoredKeyBytes is the most bytes of one ASCII-armored key block
-	// read by default, 64 KiB: a publisher's key with its subkeys and
-	// self-signatures is a few KiB (HashiCorp's, RSA 4096 with three
-	// subkeys, 7.5 KiB). It bounds, with the algorithm sizes below, the
-	// self-signatures a key's reading verifies.
-	MaxArmoredKeyBytes = 64 << 10
+	// read by default, 1 MiB: a bound on memory, not on work (that is
+	// MaxSelfSignatures'), that a publisher's key with the
+	// certifications others made of it comes well within (HashiCorp's,
+	// RSA 4096 with three subkeys, is 7.5 KiB without them).
+	MaxArmoredKeyBytes = 1 << 20
 	// MaxSigningKeyBytes is the most bytes of one package answer's
-	// armored signing keys in all, 256 KiB: a few publishers' keys. With
-	// MaxArmoredKeyBytes and the sizes below it bounds the work of
-	// reading an answer's keys, at worst (keys of RSA 8192 stuffed with
-	// user IDs and self-signatures to the bounds) some 400 ms of CPU.
-	MaxSigningKeyBytes = 256 << 10
+	// armored signing keys in all, 1 MiB: a few publishers' keys, one of
+	// them well-connected, within the bound on memory of one block.
+	MaxSigningKeyBytes = 1 << 20
 	// MaxRSABits is the largest RSA modulus read: 8192 bits, the largest
 	// GnuPG makes (with --enable-large-rsa). go-crypto refuses a public
 	// exponent of more than 24 bits itself, so that a verification is a
@@ -63,7 +85,8 @@ const (
 )
 
 // KeyLimits bound what ReadKeys reads of one ASCII-armored key block.
-// The bounds on each key's algorithm and size apply whatever the limits.
+// The bounds on each key's algorithm and size, and on the signatures its
+// reading verifies, apply whatever the limits.
 type KeyLimits struct {
 	// MaxKeys bounds the primary keys of the block. Default (0):
 	// MaxSigningKeys.
@@ -113,8 +136,10 @@ func refuse(format string, args ...any) error {
 // subkey of an algorithm or size beyond the bounds above (MaxRSABits,
 // MaxDSABits and MaxDSAQBits, MaxElGamalBits; elliptic curve and the
 // other fixed-size algorithms go-crypto knows are read at any size it
-// reads them), or is a private key block or holds a secret key packet
-// without lim.Private. Such a refusal matches ErrKeyRefused and says
+// reads them), holds a key whose reading would verify more than
+// MaxSelfSignatures signatures (certifications by other keys, which are
+// not verified, are read however many), or is a private key block or
+// holds a secret key packet without lim.Private. Such a refusal matches ErrKeyRefused and says
 // what was refused and the bound; a block that is not an armored key, or
 // whose keys go-crypto cannot read, fails with go-crypto's error. Every
 // reading of OpenPGP keys in the module goes through ReadKeys
@@ -161,11 +186,13 @@ func readKeys(armored []byte, lim KeyLimits) (openpgp.EntityList, int, error) {
 
 // weighKeys walks the packets of body as go-crypto's key reading walks
 // them, parsing them without verifying any signature, and refuses the
-// first key beyond the bounds, or the primary key past maxKeys. It
-// returns the primary keys it saw. A secret key packet is refused unless
-// private (walkPackets).
+// first key beyond the bounds, the primary key past maxKeys, or the key
+// whose reading would verify more than MaxSelfSignatures signatures
+// (selfSignatures). It returns the primary keys it saw. A secret key
+// packet is refused unless private (walkPackets).
 func weighKeys(body []byte, maxKeys int, private bool) (int, error) {
 	primaries := 0
+	var self selfSignatures
 	err := walkPackets(body, private, func(p packet.Packet) error {
 		var pub *packet.PublicKey
 		switch k := p.(type) {
@@ -174,7 +201,7 @@ func weighKeys(body []byte, maxKeys int, private bool) (int, error) {
 		case *packet.PrivateKey:
 			pub = &k.PublicKey
 		default:
-			return nil
+			return self.see(p, nil)
 		}
 		if !pub.IsSubkey {
 			primaries++
@@ -182,9 +209,108 @@ func weighKeys(body []byte, maxKeys int, private bool) (int, error) {
 				return refuse("more than %d keys: no more are read", maxKeys)
 			}
 		}
-		return checkKeyCost(pub)
+		if err := checkKeyCost(pub); err != nil {
+			return err
+		}
+		return self.see(p, pub)
 	})
 	return primaries, err
+}
+
+// selfSignatures counts, per primary key, the signatures go-crypto's
+// ReadEntity (openpgp/keys.go) verifies as it reads a key, fed the
+// packets as its packet.Reader hands them over: after a user ID, each
+// certification whose issuer (key ID, or fingerprint when the
+// signature states one) is the primary key's; after a subkey, each
+// binding or revocation signature, and a binding signature's embedded
+// cross-signature when it binds a signing subkey; after the primary key
+// or another packet, each key revocation, and for a v6 key its one
+// direct-key self-signature. Certifications by other keys are parsed
+// and kept, not verified, and not counted. When a signature fails,
+// go-crypto verifies no more of the key: the count is what a key whose
+// every signature verifies costs.
+type selfSignatures struct {
+	primary *packet.PublicKey // nil before the first primary key
+	after   int               // what the signatures follow: one of the below
+	count   int               // signatures verified of primary
+	direct  bool              // a v6 key's direct-key self-signature is counted
+}
+
+// certification says whether t is a type of signature ReadEntity takes
+// after a user ID (another fails the key before anything is verified).
+func certification(t packet.SignatureType) bool {
+	switch t {
+	case packet.SigTypeGenericCert, packet.SigTypePersonaCert, packet.SigTypeCasualCert,
+		packet.SigTypePositiveCert, packet.SigTypeCertificationRevocation:
+		return true
+	}
+	return false
+}
+
+// What a signature packet follows, which says what go-crypto does with it.
+const (
+	afterKey    = iota // the primary key, or a packet ReadEntity steps over
+	afterUserID        // a user ID: its certifications
+	afterSubkey        // a subkey: its binding and revocation signatures
+)
+
+// see counts what packet p costs the reading of the key it belongs to,
+// and refuses that key past MaxSelfSignatures; pub is p's key when p is
+// a key or subkey.
+func (s *selfSignatures) see(p packet.Packet, pub *packet.PublicKey) error {
+	switch k := p.(type) {
+	case *packet.Marker:
+		return nil // packet.Reader steps over it
+	case *packet.UserId:
+		s.after = afterUserID
+		return nil
+	case *packet.Signature:
+		return s.signature(k)
+	}
+	switch {
+	case pub != nil && !pub.IsSubkey:
+		*s = selfSignatures{primary: pub}
+	case pub != nil:
+		s.after = afterSubkey
+	default:
+		s.after = afterKey
+	}
+	return nil
+}
+
+// signature counts what verifying sig costs, in its place after the
+// last packet seen.
+func (s *selfSignatures) signature(sig *packet.Signature) error {
+	if s.primary == nil {
+		return nil // ReadEntity fails at once, and looks for the next key
+	}
+	n := 0
+	switch s.after {
+	case afterUserID:
+		if certification(sig.SigType) && sig.CheckKeyIdOrFingerprint(s.primary) {
+			n = 1
+		}
+	case afterSubkey:
+		if sig.SigType == packet.SigTypeSubkeyBinding || sig.SigType == packet.SigTypeSubkeyRevocation {
+			n = 1
+			if sig.FlagSign && sig.EmbeddedSignature != nil {
+				n = 2
+			}
+		}
+	case afterKey:
+		switch {
+		case sig.SigType == packet.SigTypeKeyRevocation:
+			n = 1
+		case sig.SigType == packet.SigTypeDirectSignature && s.primary.Version == 6 && !s.direct &&
+			sig.CheckKeyIdOrFingerprint(s.primary):
+			n, s.direct = 1, true
+		}
+	}
+	if s.count += n; s.count > MaxSelfSignatures {
+		return refuse("key %s has more than %d self-signatures, which reading it verifies: no more are verified of one key",
+			s.primary.KeyIdString(), MaxSelfSignatures)
+	}
+	return nil
 }
 
 // Packet tags (RFC 9580, section 5).

@@ -2,11 +2,16 @@ package verify
 
 import (
 	"bytes"
+	"crypto"
+	"crypto/dsa" //nolint:staticcheck // the costliest keys read are DSA 3072
+	"crypto/rand"
+	"crypto/rsa"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
@@ -79,8 +84,12 @@ func TestReadKeysRefusesCostlyKeys(t *testing.T) {
 			words: []string{"more than 16 keys"}},
 		{name: "more keys than the limits say", key: many(3), lim: KeyLimits{MaxKeys: 2},
 			words: []string{"more than 2 keys"}},
-		{name: "a block over 64 KiB", key: edKey + strings.Repeat("\n", MaxArmoredKeyBytes),
-			words: []string{"more than the 65536 read of one"}},
+		{name: "a block over 1 MiB", key: edKey + strings.Repeat("\n", MaxArmoredKeyBytes),
+			words: []string{"more than the 1048576 read of one"}},
+		{name: "RSA 8192 with more self-signatures than a key may have", key: verifytest.SelfSignedKey(verifytest.RSAKey(8192), MaxSelfSignatures+1),
+			words: []string{"more than 64 self-signatures", "no more are verified of one key"}},
+		{name: "a subkey's binding signature counts with the user ID's", key: verifytest.SelfSignedKey(verifytest.DSAKey(1024, 160), MaxSelfSignatures, verifytest.DSAKey(1024, 160)),
+			words: []string{"more than 64 self-signatures"}},
 		{name: "a block over the limits' bytes", key: edKey, lim: KeyLimits{MaxBytes: 100},
 			words: []string{"more than the 100 read of one"}},
 		{name: "a private key block", key: private,
@@ -114,10 +123,11 @@ func TestReadKeysRefusesCostlyKeys(t *testing.T) {
 // not refused for their size.
 func TestReadKeysWeighsWithinTheBounds(t *testing.T) {
 	for name, key := range map[string]string{
-		"DSA 3072, Q 256":                 verifytest.ArmoredKey(verifytest.DSAKey(3072, 256)),
-		"RSA 8192":                        verifytest.ArmoredKey(verifytest.RSAKey(8192)),
-		"DSA 1024 with ElGamal 4096":      verifytest.ArmoredKey(verifytest.DSAKey(1024, 160), verifytest.ElGamalKey(4096)),
-		"DSA 2048 with a DSA 3072 subkey": verifytest.ArmoredKey(verifytest.DSAKey(2048, 224), verifytest.DSAKey(3072, 256)),
+		"DSA 3072, Q 256":                  verifytest.ArmoredKey(verifytest.DSAKey(3072, 256)),
+		"RSA 8192":                         verifytest.ArmoredKey(verifytest.RSAKey(8192)),
+		"DSA 1024 with ElGamal 4096":       verifytest.ArmoredKey(verifytest.DSAKey(1024, 160), verifytest.ElGamalKey(4096)),
+		"DSA 2048 with a DSA 3072 subkey":  verifytest.ArmoredKey(verifytest.DSAKey(2048, 224), verifytest.DSAKey(3072, 256)),
+		"RSA 8192 with 64 self-signatures": verifytest.SelfSignedKey(verifytest.RSAKey(8192), MaxSelfSignatures),
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := ReadKeys([]byte(key), KeyLimits{})
@@ -140,6 +150,91 @@ func TestReadKeysWeighsWithinTheBounds(t *testing.T) {
 	el, err := ReadKeys(buf.Bytes(), KeyLimits{})
 	if err != nil || len(el) != MaxSigningKeys {
 		t.Fatalf("read %d keys, error %v; want %d", len(el), err, MaxSigningKeys)
+	}
+}
+
+// TestReadKeysCountsTheSignaturesGoCryptoVerifies: a key is weighed by
+// the signatures go-crypto's reading verifies, counted as it counts them:
+// a user ID's self-certification one, a signing subkey's binding
+// signature two (with its cross-signature), a certification by another
+// key none. A key of MaxSelfSignatures is read; one more is refused
+// naming the bound, whatever the certifications by others.
+func TestReadKeysCountsTheSignaturesGoCryptoVerifies(t *testing.T) {
+	certifier := newKey(t, "certifier")
+	// key is an Ed25519 key (its user ID's self-certification and its
+	// encryption subkey's binding: 2) with signing more signing subkeys
+	// and selfCerts more self-certifications, certified 10 times by
+	// another key.
+	key := func(signing, selfCerts int) string {
+		e := newKey(t, "renewed")
+		var uid string
+		for name := range e.Identities {
+			uid = name
+		}
+		for range signing {
+			if err := e.AddSigningSubkey(&packet.Config{Algorithm: packet.PubKeyAlgoEdDSA}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range selfCerts {
+			if err := e.SignIdentity(uid, e, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 10 {
+			if err := e.SignIdentity(uid, certifier, nil); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return armored(t, e)
+	}
+	for _, c := range []struct{ signing, selfCerts int }{{31, 0}, {30, 2}} {
+		el, err := ReadKeys([]byte(key(c.signing, c.selfCerts)), KeyLimits{})
+		if err != nil || len(el) != 1 || len(el[0].Subkeys) != c.signing+1 || len(el[0].Identities["renewed <renewed@example.test>"].Signatures) != c.selfCerts+11 {
+			t.Fatalf("a key of %d self-signatures (%d signing subkeys, %d self-certifications more): read %d keys, error %v; want it with its subkeys and certifications",
+				MaxSelfSignatures, c.signing, c.selfCerts, len(el), err)
+		}
+	}
+	for name, k := range map[string]string{
+		"one self-certification more": key(31, 1),
+		"one signing subkey more":     key(32, 0),
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := ReadKeys([]byte(k), KeyLimits{})
+			if !errors.Is(err, ErrKeyRefused) || !strings.Contains(err.Error(), "more than 64 self-signatures") {
+				t.Fatalf("error %v: want a refusal naming the bound of 64 self-signatures", err)
+			}
+		})
+	}
+}
+
+// TestSignatureVerifiesWithAWellCertifiedKey: a publisher's key exported
+// with the certifications others made of it (GnuPG's --export), hundreds
+// for a well-connected key, verifies its signatures: go-crypto does not
+// verify those certifications, and the bounds do not weigh them. An RSA
+// 3072 key with 560 is 131 KiB armored, which the bound of 64 KiB a block
+// refused whole ("no usable signing key").
+func TestSignatureVerifiesWithAWellCertifiedKey(t *testing.T) {
+	pub, err := openpgp.NewEntity("Busy Publisher", "", "busy@example.com", &packet.Config{Algorithm: packet.PubKeyAlgoRSA, RSABits: 3072})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uid string
+	for name := range pub.Identities {
+		uid = name
+	}
+	for range 560 {
+		if err := pub.SignIdentity(uid, newKey(t, "certifier"), nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := armored(t, pub)
+	if _, err := openpgp.ReadArmoredKeyRing(strings.NewReader(key)); err != nil {
+		t.Fatalf("go-crypto itself: %v", err)
+	}
+	doc := []byte("0000  terraform-provider-x_1.0.0_linux_amd64.zip\n")
+	if _, err := SignatureTime(doc, sign(t, pub, doc), []string{key}); err != nil {
+		t.Errorf("key of %d armored bytes (RSA 3072, 560 third-party certifications): %v", len(key), err)
 	}
 }
 
@@ -267,11 +362,11 @@ func TestSignatureRefusesCostlyKeys(t *testing.T) {
 	}
 	checkReason(t, CheckSignature(doc, sig, []string{nine.String()}), "")
 
-	// Five blocks of 60 KiB each: each within its bound, not together.
-	padded := goodKey + strings.Repeat("\n", 60<<10-len(goodKey))
+	// Five blocks of 240 KiB each: each within its bound, not together.
+	padded := goodKey + strings.Repeat("\n", 240<<10-len(goodKey))
 	err = CheckSignature(doc, sig, []string{padded, padded, padded, padded, padded})
 	checkReason(t, err, ReasonSignature)
-	if !strings.Contains(err.Error(), "signing keys are 307200 bytes, more than the 262144 read") {
+	if !strings.Contains(err.Error(), "signing keys are 1228800 bytes, more than the 1048576 read") {
 		t.Errorf("error %q does not say the keys together are too large", err)
 	}
 	checkReason(t, CheckSignature(doc, sig, []string{padded, padded, padded, padded}), "")
@@ -308,4 +403,141 @@ func BenchmarkReadHostileKey(b *testing.B) {
 			openpgp.ReadArmoredKeyRing(bytes.NewReader(key))
 		}
 	})
+}
+
+// BenchmarkReadCostliestKeys prints what reading the costliest keys the
+// bounds let through costs, one answer's worth a loop: as many keys as an
+// answer may hold of the algorithms costliest to verify with, each with
+// MaxSelfSignatures valid self-signatures (RSA 8192: as many keys as
+// MaxSigningKeyBytes holds, its signatures being 1 KiB each; DSA 3072:
+// MaxSigningKeys keys); a key with certifications by another key to
+// MaxArmoredKeyBytes; a key whose user ID fills MaxArmoredKeyBytes, self-
+// certified MaxSelfSignatures times. Copies of one signature cost
+// go-crypto what as many signatures do. Making the RSA 8192 key takes
+// some 20 s; run with -bench ReadCostliestKeys -benchtime 5x.
+func BenchmarkReadCostliestKeys(b *testing.B) {
+	now := time.Unix(1_600_000_000, 0)
+	cases := []struct {
+		name string
+		key  func() (blocks []string, verified int)
+	}{
+		{"RSA 8192, 64 self-signatures a key, to 1 MiB", func() ([]string, int) {
+			rk, err := rsa.GenerateKey(rand.Reader, 8192)
+			if err != nil {
+				b.Fatal(err)
+			}
+			block := keyBlock(b, packet.NewRSAPrivateKey(now, rk), "rsa", 1, MaxSelfSignatures, 0)
+			var blocks []string
+			for (len(blocks)+1)*len(block) <= MaxSigningKeyBytes && len(blocks) < MaxSigningKeys {
+				blocks = append(blocks, block)
+			}
+			return blocks, len(blocks) * MaxSelfSignatures
+		}},
+		{"DSA 3072, 64 self-signatures a key, 16 keys", func() ([]string, int) {
+			dk := new(dsa.PrivateKey)
+			if err := dsa.GenerateParameters(&dk.Parameters, rand.Reader, dsa.L3072N256); err != nil {
+				b.Fatal(err)
+			}
+			if err := dsa.GenerateKey(dk, rand.Reader); err != nil {
+				b.Fatal(err)
+			}
+			return []string{keyBlock(b, packet.NewDSAPrivateKey(now, dk), "dsa", MaxSigningKeys, MaxSelfSignatures, 0)}, MaxSigningKeys * MaxSelfSignatures
+		}},
+		{"Ed25519, certifications by another key to 1 MiB", func() ([]string, int) {
+			e, err := openpgp.NewEntity("busy", "", "busy@example.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+			if err != nil {
+				b.Fatal(err)
+			}
+			one, two := keyBlock(b, e.PrivateKey, "busy", 1, 1, 1), keyBlock(b, e.PrivateKey, "busy", 1, 1, 101)
+			certs := 1 + 100*(MaxArmoredKeyBytes-len(one))/(len(two)-len(one)) // what the armor of one more takes
+			for len(keyBlock(b, e.PrivateKey, "busy", 1, 1, certs)) > MaxArmoredKeyBytes {
+				certs--
+			}
+			return []string{keyBlock(b, e.PrivateKey, "busy", 1, 1, certs)}, 1
+		}},
+		{"Ed25519, a user ID of 1 MiB, 64 self-signatures", func() ([]string, int) {
+			e, err := openpgp.NewEntity("long", "", "long@example.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+			if err != nil {
+				b.Fatal(err)
+			}
+			long := func(n int) string { return keyBlock(b, e.PrivateKey, strings.Repeat("x", n), 1, MaxSelfSignatures, 0) }
+			n := (MaxArmoredKeyBytes - len(long(0))) * 3 / 4 * 64 / 65 // the armor's 64 characters and a newline a line
+			for len(long(n)) > MaxArmoredKeyBytes {
+				n -= 64
+			}
+			return []string{long(n)}, MaxSelfSignatures
+		}},
+	}
+	for _, c := range cases {
+		b.Run(c.name, func(b *testing.B) {
+			blocks, verified := c.key()
+			size := 0
+			for _, k := range blocks {
+				size += len(k)
+			}
+			if size > MaxSigningKeyBytes {
+				b.Fatalf("%d bytes of keys, more than an answer holds", size)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for b.Loop() {
+				for _, k := range blocks {
+					if _, err := ReadKeys([]byte(k), KeyLimits{}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(size), "armored-bytes")
+			b.ReportMetric(float64(verified), "signatures-verified")
+		})
+	}
+}
+
+// keyBlock is the ASCII-armored block of keys copies of priv's public
+// key, each with one user ID, uid, followed by selfSigs copies of one
+// self-certification of it and certs copies of one certification of it
+// by another key.
+func keyBlock(tb testing.TB, priv *packet.PrivateKey, uid string, keys, selfSigs, certs int) string {
+	tb.Helper()
+	id := packet.NewUserId(uid, "", "")
+	certify := func(by *packet.PrivateKey) []byte {
+		sig := &packet.Signature{Version: 4, SigType: packet.SigTypePositiveCert, PubKeyAlgo: by.PubKeyAlgo, Hash: crypto.SHA256,
+			CreationTime: time.Unix(1_600_000_000, 0), IssuerKeyId: &by.KeyId}
+		if err := sig.SignUserId(id.Id, &priv.PublicKey, by, nil); err != nil {
+			tb.Fatal(err)
+		}
+		var buf bytes.Buffer
+		if err := sig.Serialize(&buf); err != nil {
+			tb.Fatal(err)
+		}
+		return buf.Bytes()
+	}
+	self := certify(priv)
+	var other []byte
+	if certs > 0 {
+		certifier, err := openpgp.NewEntity("certifier", "", "c@example.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		other = certify(certifier.PrivateKey)
+	}
+	var key bytes.Buffer
+	if err := priv.PublicKey.Serialize(&key); err != nil {
+		tb.Fatal(err)
+	}
+	if err := id.Serialize(&key); err != nil {
+		tb.Fatal(err)
+	}
+	key.Write(bytes.Repeat(self, selfSigs))
+	key.Write(bytes.Repeat(other, certs))
+	var buf bytes.Buffer
+	w, err := armor.Encode(&buf, openpgp.PublicKeyType, nil)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w.Write(bytes.Repeat(key.Bytes(), keys))
+	if err := w.Close(); err != nil {
+		tb.Fatal(err)
+	}
+	return buf.String()
 }

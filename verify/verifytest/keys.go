@@ -92,11 +92,21 @@ func HostileDSAKey(bits int) string {
 // RSA). A reader that weighs keys before it verifies anything refuses
 // them by their size alone.
 func ArmoredKey(primary *packet.PublicKey, subkeys ...*packet.PublicKey) string {
+	return SelfSignedKey(primary, 1, subkeys...)
+}
+
+// SelfSignedKey is ArmoredKey with n made-up self-certifications of the
+// user ID where ArmoredKey has one: a key whose reading, as go-crypto
+// reads keys, would verify n signatures and those of the subkeys, were
+// they valid.
+func SelfSignedKey(primary *packet.PublicKey, n int, subkeys ...*packet.PublicKey) string {
 	var key bytes.Buffer
 	primary.Serialize(&key) //nolint:errcheck // memory
 	uid := packet.NewUserId("hostile", "", "hostile@example.com")
 	uid.Serialize(&key) //nolint:errcheck // memory
-	key.Write(madeUpSignature(primary, 0x13))
+	for range n {
+		key.Write(madeUpSignature(primary, 0x13))
+	}
 	for _, sub := range subkeys {
 		sub.IsSubkey = true
 		sub.Serialize(&key) //nolint:errcheck // memory
