@@ -106,6 +106,16 @@ func (l *Lifetime) EndWork() { l.work.done() }
 // for it and for the ones after them, which find what it stored.
 var ErrStillWaiting = errors.New("the origin has not answered yet")
 
+// StaleMessage is the log line of a cached copy of what (a version list)
+// served, stale, because the coalesced refresh of it failed with err, or
+// is still waited for (ErrStillWaiting).
+func StaleMessage(err error, what string) string {
+	if errors.Is(err, ErrStillWaiting) {
+		return "origin slow to answer, serving cached " + what + "; its refresh goes on"
+	}
+	return "origin failed, serving cached " + what
+}
+
 // Coalesce runs fn once for all concurrent callers with the same key, on a
 // context detached from any one of them (see Detached). A caller whose own
 // context ends stops waiting; the work goes on for the others. A caller

@@ -310,11 +310,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("module_versions")
-		msg := "origin failed, serving cached module version list"
-		if errors.Is(err, lifetime.ErrStillWaiting) {
-			msg = "origin slow to answer, serving cached module version list; its refresh goes on"
-		}
-		s.log.Warn(msg, "module", m.String(), "stored_at", storedAt, "error", err)
+		s.log.Warn(lifetime.StaleMessage(err, "module version list"), "module", m.String(), "stored_at", storedAt, "error", err)
 		return &cached, ListState{Stale: true, StoredAt: storedAt}, nil
 	}
 	return nil, ListState{}, err

@@ -121,19 +121,10 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 	}
 	if haveCached && !errors.Is(err, discovery.ErrNotFound) && ctx.Err() == nil {
 		s.metrics.StaleServed("versions")
-		s.cfg.Logger.Warn(staleMessage(err, "version list"), "provider", k.Name, "stored_at", storedAt, "error", err)
+		s.cfg.Logger.Warn(lifetime.StaleMessage(err, "version list"), "provider", k.Name, "stored_at", storedAt, "error", err)
 		return cached, State{Stale: true, StoredAt: storedAt, Err: err}, nil
 	}
 	return nil, State{}, err
-}
-
-// staleMessage is the log line of a cached list of what served stale
-// because its refresh failed with err, or is slow.
-func staleMessage(err error, what string) string {
-	if errors.Is(err, lifetime.ErrStillWaiting) {
-		return "origin slow to answer, serving cached " + what + "; its refresh goes on"
-	}
-	return "origin failed, serving cached " + what
 }
 
 func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.VersionList, error) {
