@@ -507,7 +507,7 @@ func (g *Gate) CheckProviderIn(ctx context.Context, p addrs.Provider, v versions
 	var rel policy.Release
 	if list != nil {
 		dated := g.providerReleases(ctx, sub.Window(), p, list, now)
-		rel = g.rel.ownRelease(ctx, p, v, list, dated, g.rel.canAsk(p))
+		rel = g.rel.ownRelease(ctx, p, v, dated, g.rel.canAsk(p))
 	}
 	verdict := sub.Version(v.String(), rel, now)
 	if verdict.Allowed {

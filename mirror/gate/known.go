@@ -39,7 +39,7 @@ func (g *Gate) KnownRelease(ctx context.Context, kind policy.Kind, address, vers
 			if _, ok := dated.rels[version]; ok {
 				// Dated by its own signature when the cache knows it,
 				// without asking the origin for it.
-				return r.ownRelease(ctx, p, v, list, dated, false), nil
+				return r.ownRelease(ctx, p, v, dated, false), nil
 			}
 		}
 		// Not in the stored list (an import, a list since refreshed):

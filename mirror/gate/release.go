@@ -400,10 +400,12 @@ func (r *releaseTimes) lookup(ctx context.Context, p addrs.Provider, v versions.
 // A listing is judged so; a version's own package is judged by its own
 // signature (releaseTimes.ownRelease), so that a version published into
 // an older line after a newer one (a backport), in a provider's first
-// listing, is not taken to be as old as that newer one.
+// listing, is not taken to be as old as that newer one. inferred holds
+// the list entry of each version inferred, which its own dating asks the
+// origin with.
 type datedVersions struct {
 	rels     map[string]policy.Release
-	inferred map[string]bool
+	inferred map[string]records.VersionEntry
 }
 
 // canAsk says whether the origin of p may be asked for what dates its
@@ -416,7 +418,7 @@ func (r *releaseTimes) canAsk(p addrs.Provider) bool {
 // minimum release age of window may hold (see the file comment for what
 // is looked up). now is the clock's reading for the whole answer.
 func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, list *records.VersionList, window time.Duration, now time.Time) datedVersions {
-	out := datedVersions{rels: make(map[string]policy.Release, len(list.Versions)), inferred: map[string]bool{}}
+	out := datedVersions{rels: make(map[string]policy.Release, len(list.Versions)), inferred: map[string]records.VersionEntry{}}
 	absent := r.absentOf("provider", p.String())
 	lines := map[uint64][]versionAt{}
 	for _, e := range list.Versions {
@@ -449,7 +451,7 @@ func (r *releaseTimes) providerReleases(ctx context.Context, p addrs.Provider, l
 			// "1.1.0+b" beside "1.1.0+a") is not older, and is dated alone.
 			if anchored && va.v.LessThan(anchorV) {
 				out.rels[name] = policy.Release{Known: true, At: later(anchor, ab)}
-				out.inferred[name] = true
+				out.inferred[name] = va.entry
 				continue
 			}
 			rel, asked, err := r.alone(ctx, p, va.v, va.entry, ab, canAsk && !failed && lookups < maxLookupsPerList)
@@ -496,24 +498,21 @@ func (r *releaseTimes) alone(ctx context.Context, p addrs.Provider, v versions.V
 }
 
 // ownRelease returns the release of version v of p as its own package
-// is judged, from d, the dating of list (the list v was found in): as d
+// is judged, from d, the dating of the list v was found in: as d
 // dates it, unless d inferred it, when it is dated by itself: its
 // signature time, learned from the origin when it is not known and ask
 // says so (one lookup, kept; a failure holds it). When it may not be
 // asked (a sealed mirror, a judgment that asks no origin) and nothing
 // here knows its signature (a record kept before evidence was), the
 // inference stands.
-func (r *releaseTimes) ownRelease(ctx context.Context, p addrs.Provider, v versions.Version, list *records.VersionList, d datedVersions, ask bool) policy.Release {
+func (r *releaseTimes) ownRelease(ctx context.Context, p addrs.Provider, v versions.Version, d datedVersions, ask bool) policy.Release {
 	name := v.String()
 	rel := d.rels[name]
-	if !d.inferred[name] {
+	entry, inferred := d.inferred[name]
+	if !inferred {
 		return rel
 	}
-	i := slices.IndexFunc(list.Versions, func(e records.VersionEntry) bool { return e.Version == name })
-	if i < 0 {
-		return rel
-	}
-	own, asked, _ := r.alone(ctx, p, v, list.Versions[i], r.absentOf("provider", p.String())[name], ask)
+	own, asked, _ := r.alone(ctx, p, v, entry, r.absentOf("provider", p.String())[name], ask)
 	if own.Known || asked {
 		return own
 	}
