@@ -18,16 +18,8 @@ import (
 // asking the origin again. A list the cache does not hold is waited for.
 func TestSlowOriginServesCachedListSoon(t *testing.T) {
 	t.Parallel()
-	clock := enginetest.NewFakeClock()
-	clock.Set(time.Now())
-	h := newHarness(t, harnessOptions{cfg: Config{Now: clock.Now, VersionsTTL: time.Minute, StaleAfter: 50 * time.Millisecond}})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	h, clock := listedBeforeNewVersion(t, time.Minute)
 	ctx := t.Context()
-	if _, _, err := h.engine.Versions(ctx, h.provider()); err != nil {
-		t.Fatal(err)
-	}
-
-	h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
 	h.origin.SetLatency(time.Second) // far longer than StaleAfter
 	clock.Add(2 * time.Minute)       // the list is past its time to live
 	list, st, err := h.engine.Versions(ctx, h.provider())
@@ -103,19 +95,28 @@ func TestSlowOriginServesCachedModuleListSoon(t *testing.T) {
 // version the origin lists.
 func TestSlowOriginForcedRefreshWaitedFor(t *testing.T) {
 	t.Parallel()
-	clock := enginetest.NewFakeClock()
-	clock.Set(time.Now())
-	h := newHarness(t, harnessOptions{cfg: Config{Now: clock.Now, VersionsTTL: time.Hour, StaleAfter: 50 * time.Millisecond}})
-	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	h, clock := listedBeforeNewVersion(t, time.Hour)
 	ctx := t.Context()
-	if _, _, err := h.engine.Versions(ctx, h.provider()); err != nil {
-		t.Fatal(err)
-	}
-	h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
 	clock.Add(2 * time.Minute) // fresh, but old enough to be refreshed for a version it lacks
 	h.origin.SetLatency(300 * time.Millisecond)
 	pkg, err := h.engine.Package(ctx, h.provider(), mustVersion(t, "1.1.0"), []addrs.Platform{mustPlatform(t, "linux_amd64")})
 	if err != nil || len(pkg.Archives) != 1 {
 		t.Fatalf("package of a version the origin lists, its list's refresh slow: %+v, %v", pkg, err)
 	}
+}
+
+// listedBeforeNewVersion is an engine (lists kept for ttl, served stale
+// after 50 ms) on a clock of its own that has listed the provider with
+// 1.0.0 alone, whose origin has listed 1.1.0 since.
+func listedBeforeNewVersion(t *testing.T, ttl time.Duration) (*harness, *enginetest.FakeClock) {
+	t.Helper()
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Now())
+	h := newHarness(t, harnessOptions{cfg: Config{Now: clock.Now, VersionsTTL: ttl, StaleAfter: 50 * time.Millisecond}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	if _, _, err := h.engine.Versions(t.Context(), h.provider()); err != nil {
+		t.Fatal(err)
+	}
+	h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
+	return h, clock
 }
