@@ -36,6 +36,39 @@ func ParseAddress(s string) (Kind, string, error) {
 	return Module, m.String(), nil
 }
 
+// ParseAddressAs reads s as an address of kind: a provider
+// ([HOST/]NAMESPACE/TYPE) or a module ([HOST/]NAMESPACE/NAME/SYSTEM),
+// whatever its first part looks like, so that a provider of a host whose
+// name has no dot (HOST/NAMESPACE/TYPE, which ParseAddress reads as a
+// module) can be named. An empty kind reads s as ParseAddress does.
+func ParseAddressAs(kind Kind, s string) (Kind, string, error) {
+	switch kind {
+	case "":
+		return ParseAddress(s)
+	case Provider:
+		p, err := addrs.ParseProvider(s)
+		if err != nil {
+			return "", "", err
+		}
+		return Provider, p.String(), nil
+	case Module:
+		m, err := addrs.ParseModule(s)
+		if err != nil {
+			return "", "", err
+		}
+		return Module, m.String(), nil
+	}
+	return "", "", fmt.Errorf("kind %q: want %s or %s", kind, Provider, Module)
+}
+
+// ReadAsModule says whether ParseAddress reads s, of three parts, as a
+// module of registry.terraform.io where it could be read as a provider of
+// the host its first part names.
+func ReadAsModule(s string) bool {
+	parts := strings.Split(s, "/")
+	return len(parts) == 3 && !strings.ContainsAny(parts[0], ".:") && !strings.EqualFold(parts[0], "localhost")
+}
+
 // Explanation is what `tfmirror policy explain` prints of one address or
 // version: the verdict, the rule that decided it and why.
 type Explanation struct {

@@ -89,3 +89,38 @@ func TestExplain(t *testing.T) {
 		t.Errorf("no policy:\n%s", got)
 	}
 }
+
+// ParseAddressAs reads an address as the kind given, whatever its first
+// part looks like; no kind reads it as ParseAddress does.
+func TestParseAddressAs(t *testing.T) {
+	for _, c := range []struct {
+		in, as string
+		kind   Kind
+		addr   string
+		bad    bool
+	}{
+		{in: "vm/hashicorp/null", as: "provider", kind: Provider, addr: "vm/hashicorp/null"},
+		{in: "vm/hashicorp/null", as: "module", kind: Module, addr: "registry.terraform.io/vm/hashicorp/null"},
+		{in: "vm/hashicorp/null", as: "", kind: Module, addr: "registry.terraform.io/vm/hashicorp/null"},
+		{in: "registry.test/acme/vpc", as: "module", bad: true},
+		{in: "hashicorp/aws", as: "module", bad: true},
+		{in: "registry.test/acme/vpc/aws", as: "provider", bad: true},
+		{in: "hashicorp/aws", as: "modul", bad: true},
+	} {
+		kind, addr, err := ParseAddressAs(Kind(c.as), c.in)
+		if c.bad {
+			if err == nil {
+				t.Errorf("%q as %q: accepted as %s %s", c.in, c.as, kind, addr)
+			}
+			continue
+		}
+		if err != nil || kind != c.kind || addr != c.addr {
+			t.Errorf("%q as %q: %s %s %v, want %s %s", c.in, c.as, kind, addr, err, c.kind, c.addr)
+		}
+	}
+	for in, want := range map[string]bool{"vm/hashicorp/null": true, "terraform-aws-modules/vpc/aws": true, "registry.test/acme/x": false, "localhost/acme/x": false, "h:8443/acme/x": false, "hashicorp/aws": false, "a/b/c/d": false} {
+		if got := ReadAsModule(in); got != want {
+			t.Errorf("ReadAsModule(%q) = %v, want %v", in, got, want)
+		}
+	}
+}

@@ -190,6 +190,23 @@ func TestPolicyExplain(t *testing.T) {
 		!strings.HasPrefix(stdout, "module registry.terraform.io/terraform-aws-modules/vpc/aws: allowed\n") {
 		t.Errorf("a module address: exit %d\n%s", code, stdout)
 	}
+	// Three parts with a dotless first: a module, said on stderr, or a
+	// provider of that host with --kind provider.
+	code, stdout, stderr := runPolicyExplain(t, "--config", conf, "--data-dir", dataDir, "vm/hashicorp/null")
+	if code != 0 || !strings.HasPrefix(stdout, "module registry.terraform.io/vm/hashicorp/null: allowed\n") ||
+		!strings.Contains(stderr, "--kind provider reads it as a provider of the host \"vm\"") {
+		t.Errorf("a dotless three-part address: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runPolicyExplain(t, "--config", conf, "--data-dir", dataDir, "--kind", "provider", "vm/hashicorp/null")
+	if code != 0 || !strings.HasPrefix(stdout, "provider vm/hashicorp/null: allowed\n") || strings.Contains(stderr, "read as a module") {
+		t.Errorf("--kind provider: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	if code, _, stderr := runPolicyExplain(t, "--config", conf, "--kind", "module", "hashicorp/random"); code != 2 || !strings.Contains(stderr, `module address "hashicorp/random": want [HOST/]NAMESPACE/NAME/SYSTEM`) {
+		t.Errorf("--kind module of a provider address: exit %d, want 2\n%s", code, stderr)
+	}
+	if code, _, stderr := runPolicyExplain(t, "--config", conf, "--kind", "modul", "hashicorp/random"); code != 2 || !strings.Contains(stderr, `kind "modul"`) {
+		t.Errorf("--kind modul: exit %d, want 2\n%s", code, stderr)
+	}
 	bad := writePolicyConfig(t, "\n  allow = [\"hashicorp/aws\"]\n")
 	if code, _, stderr := runPolicyExplain(t, "--config", bad, "hashicorp/random"); code != 2 || !strings.Contains(stderr, bad+":3") {
 		t.Errorf("a bad policy: exit %d, want 2 and its file:line\n%s", code, stderr)

@@ -112,7 +112,7 @@ func policyRefuses(e *mirror.Engine, rel *releases.Releases) func(kind, address,
 	}
 }
 
-const policyUsage = "tfmirror policy explain [--config FILE] [--data-dir DIR] ADDRESS [VERSION]"
+const policyUsage = "tfmirror policy explain [--config FILE] [--data-dir DIR] [--kind provider|module] ADDRESS [VERSION]"
 
 // runPolicy is `tfmirror policy explain ADDRESS [VERSION]`: it prints
 // which rule of the configuration file's policy decides on the address,
@@ -132,7 +132,10 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 		fmt.Fprintf(stderr, "Usage: %s\n", policyUsage)
 		return 2
 	}
-	e, rest, err := parseCacheCommandConfig("policy explain", args[1:], lookupEnv, stderr, policyUsage, func(*flag.FlagSet) {})
+	var asKind string
+	e, rest, err := parseCacheCommandConfig("policy explain", args[1:], lookupEnv, stderr, policyUsage, func(fs *flag.FlagSet) {
+		fs.StringVar(&asKind, "kind", "", "what ADDRESS names, provider or module (default: a provider of two parts, or of three whose first is a host name with a dot or a port; else a module)")
+	})
 	if errors.Is(err, settings.ErrHelp) {
 		return 0
 	}
@@ -142,7 +145,11 @@ func runPolicy(args []string, lookupEnv func(string) (string, bool), stdout, std
 		err = fmt.Errorf("want ADDRESS [VERSION], got %d arguments", len(rest))
 	}
 	if err == nil {
-		kind, addr, err = policy.ParseAddress(rest[0])
+		kind, addr, err = policy.ParseAddressAs(policy.Kind(asKind), rest[0])
+	}
+	if err == nil && asKind == "" && policy.ReadAsModule(rest[0]) {
+		host, _, _ := strings.Cut(rest[0], "/")
+		fmt.Fprintf(stderr, "tfmirror policy explain: %s read as a module of registry.terraform.io (NAMESPACE/NAME/SYSTEM); --kind provider reads it as a provider of the host %q\n", rest[0], host)
 	}
 	if err == nil && len(rest) == 2 {
 		var v interface{ String() string }
