@@ -33,11 +33,11 @@ import (
 // and a well-connected key's are hundreds (an RSA 3072 key with 560
 // Ed25519 certifications is 131 KiB armored).
 //
-// At worst, one answer's keys cost some 2 s of CPU to read:
-// MaxSigningKeys keys of DSA 3072 with MaxSelfSignatures self-signatures
-// each, 1,024 verifications of some 1.8 ms (1.9 s); RSA 8192 keys, whose
-// signatures are 1 KiB each, fit 10 in MaxSigningKeyBytes (640
-// verifications, 0.7 s). A key stuffed with certifications by another
+// At worst, one answer's keys cost some 0.5 s of CPU to read:
+// MaxKeySignatures self-signatures in all, of DSA 3072 keys, each
+// verification some 1.8 ms (without that bound, MaxSigningKeys keys of
+// MaxSelfSignatures each, 1,024 verifications, 1.9 s); of RSA 8192 keys,
+// whose signatures are 1 KiB each, some 0.3 s. A key stuffed with certifications by another
 // key to MaxArmoredKeyBytes costs some 50 ms and 36 MB allocated, one
 // whose user ID fills it, self-certified MaxSelfSignatures times, some
 // 140 ms, hashing it (BenchmarkReadCostliestKeys, on 2 cores of an AMD
@@ -56,6 +56,12 @@ const (
 	// subkeys, 6); one renewed yearly for years, with several user IDs
 	// and subkeys, a few dozen.
 	MaxSelfSignatures = 64
+	// MaxKeySignatures is the most signatures reading one package
+	// answer's signing keys may verify in all (and reading one armored
+	// block, by default), 256: four keys at MaxSelfSignatures, some 0.5 s
+	// of CPU at the costliest sizes. An answer names one key or a few of
+	// a few self-signatures each (HashiCorp's key 6).
+	MaxKeySignatures = 256
 	// MaxArmoredKeyBytes is the most bytes of one ASCII-armored key block
 	// read by default, 1 MiB: a bound on memory, not on work (that is
 	// MaxSelfSignatures'), that a publisher's key with the
@@ -94,6 +100,10 @@ type KeyLimits struct {
 	// MaxBytes bounds the armored block's bytes. Default (0):
 	// MaxArmoredKeyBytes.
 	MaxBytes int
+	// MaxSignatures bounds the self-signatures reading the block's keys
+	// verifies, in all (each key's are bounded by MaxSelfSignatures
+	// whatever this is). Default (0): MaxKeySignatures.
+	MaxSignatures int
 	// Private lets a private key block, and secret key packets, be
 	// read: only for the operator's own key files (the export key).
 	// go-crypto checks a secret key's parameters as it parses it,
@@ -109,6 +119,9 @@ func (l KeyLimits) withDefaults() KeyLimits {
 	}
 	if l.MaxBytes <= 0 {
 		l.MaxBytes = MaxArmoredKeyBytes
+	}
+	if l.MaxSignatures <= 0 {
+		l.MaxSignatures = MaxKeySignatures
 	}
 	return l
 }
@@ -137,7 +150,8 @@ func refuse(format string, args ...any) error {
 // MaxDSABits and MaxDSAQBits, MaxElGamalBits; elliptic curve and the
 // other fixed-size algorithms go-crypto knows are read at any size it
 // reads them), holds a key whose reading would verify more than
-// MaxSelfSignatures signatures (certifications by other keys, which are
+// MaxSelfSignatures signatures, or keys whose reading would verify more
+// than lim.MaxSignatures in all (certifications by other keys, which are
 // not verified, are read however many), or is a private key block or
 // holds a secret key packet without lim.Private. Such a refusal matches ErrKeyRefused and says
 // what was refused and the bound; a block that is not an armored key, or
@@ -149,51 +163,58 @@ func ReadKeys(armored []byte, lim KeyLimits) (openpgp.EntityList, error) {
 	return el, err
 }
 
+// weight is what weighing a block found: the primary keys it saw, read
+// or not, and the self-signatures reading them verifies, counted as far
+// as the weighing went.
+type weight struct {
+	primaries, signatures int
+}
+
 // readKeys is ReadKeys with lim's defaults set; it also returns the
-// primary keys it saw, read or not.
-func readKeys(armored []byte, lim KeyLimits) (openpgp.EntityList, int, error) {
+// block's weight.
+func readKeys(armored []byte, lim KeyLimits) (openpgp.EntityList, weight, error) {
 	if len(armored) > lim.MaxBytes {
-		return nil, 0, refuse("the armored key block is %d bytes, more than the %d read of one", len(armored), lim.MaxBytes)
+		return nil, weight{}, refuse("the armored key block is %d bytes, more than the %d read of one", len(armored), lim.MaxBytes)
 	}
 	block, err := armor.Decode(bytes.NewReader(armored))
 	if errors.Is(err, io.EOF) {
-		return nil, 0, pgperrors.InvalidArgumentError("no armored data found")
+		return nil, weight{}, pgperrors.InvalidArgumentError("no armored data found")
 	}
 	if err != nil {
-		return nil, 0, err
+		return nil, weight{}, err
 	}
 	switch {
 	case block.Type == openpgp.PublicKeyType:
 	case block.Type == openpgp.PrivateKeyType && lim.Private:
 	case block.Type == openpgp.PrivateKeyType:
-		return nil, 0, refuse("a private key block: only public keys are read here")
+		return nil, weight{}, refuse("a private key block: only public keys are read here")
 	default:
-		return nil, 0, pgperrors.InvalidArgumentError("expected public key block, got: " + block.Type)
+		return nil, weight{}, pgperrors.InvalidArgumentError("expected public key block, got: " + block.Type)
 	}
 	// The decoded packets are shorter than their armor, and read twice:
 	// once here to weigh them, once by go-crypto.
 	body, err := io.ReadAll(block.Body)
 	if err != nil {
-		return nil, 0, err
+		return nil, weight{}, err
 	}
-	primaries, err := weighKeys(body, lim.MaxKeys, lim.Private)
+	w, err := weighKeys(body, lim)
 	if err != nil {
-		return nil, primaries, err
+		return nil, w, err
 	}
 	el, err := openpgp.ReadKeyRing(bytes.NewReader(body))
-	return el, primaries, err
+	return el, w, err
 }
 
 // weighKeys walks the packets of body as go-crypto's key reading walks
 // them, parsing them without verifying any signature, and refuses the
-// first key beyond the bounds, the primary key past maxKeys, or the key
-// whose reading would verify more than MaxSelfSignatures signatures
-// (selfSignatures). It returns the primary keys it saw. A secret key
-// packet is refused unless private (walkPackets).
-func weighKeys(body []byte, maxKeys int, private bool) (int, error) {
+// first key beyond the bounds, the primary key past lim.MaxKeys, the key
+// whose reading would verify more than MaxSelfSignatures signatures, or
+// the one that takes the block's past lim.MaxSignatures (selfSignatures).
+// A secret key packet is refused unless lim.Private (walkPackets).
+func weighKeys(body []byte, lim KeyLimits) (weight, error) {
 	primaries := 0
-	var self selfSignatures
-	err := walkPackets(body, private, func(p packet.Packet) error {
+	self := selfSignatures{max: lim.MaxSignatures}
+	err := walkPackets(body, lim.Private, func(p packet.Packet) error {
 		var pub *packet.PublicKey
 		switch k := p.(type) {
 		case *packet.PublicKey:
@@ -205,8 +226,8 @@ func weighKeys(body []byte, maxKeys int, private bool) (int, error) {
 		}
 		if !pub.IsSubkey {
 			primaries++
-			if primaries > maxKeys {
-				return refuse("more than %d keys: no more are read", maxKeys)
+			if primaries > lim.MaxKeys {
+				return refuse("more than %d keys: no more are read", lim.MaxKeys)
 			}
 		}
 		if err := checkKeyCost(pub); err != nil {
@@ -214,7 +235,7 @@ func weighKeys(body []byte, maxKeys int, private bool) (int, error) {
 		}
 		return self.see(p, pub)
 	})
-	return primaries, err
+	return weight{primaries: primaries, signatures: self.total}, err
 }
 
 // selfSignatures counts, per primary key, the signatures go-crypto's
@@ -234,6 +255,8 @@ type selfSignatures struct {
 	after   int               // what the signatures follow: one of the below
 	count   int               // signatures verified of primary
 	direct  bool              // a v6 key's direct-key self-signature is counted
+	total   int               // signatures verified of every key so far
+	max     int               // the most total may be
 }
 
 // certification says whether t is a type of signature ReadEntity takes
@@ -269,7 +292,7 @@ func (s *selfSignatures) see(p packet.Packet, pub *packet.PublicKey) error {
 	}
 	switch {
 	case pub != nil && !pub.IsSubkey:
-		*s = selfSignatures{primary: pub}
+		*s = selfSignatures{primary: pub, total: s.total, max: s.max}
 	case pub != nil:
 		s.after = afterSubkey
 	default:
@@ -309,6 +332,9 @@ func (s *selfSignatures) signature(sig *packet.Signature) error {
 	if s.count += n; s.count > MaxSelfSignatures {
 		return refuse("key %s has more than %d self-signatures, which reading it verifies: no more are verified of one key",
 			s.primary.KeyIdString(), MaxSelfSignatures)
+	}
+	if s.total += n; s.total > s.max {
+		return refuse("the keys have more than %d self-signatures in all, which reading them verifies: no more are verified", s.max)
 	}
 	return nil
 }

@@ -386,6 +386,40 @@ func TestSignatureRefusesCostlyKeys(t *testing.T) {
 	}
 }
 
+// TestKeysBoundedBySignaturesInAll: however few self-signatures each key
+// has, a block, and one answer's blocks together, verify no more than
+// MaxKeySignatures in reading them: the block (or the answer) that would
+// is refused, saying so, before go-crypto verifies any of them; keys
+// that reach the bound exactly are read.
+func TestKeysBoundedBySignaturesInAll(t *testing.T) {
+	e := newKey(t, "renewed")
+	within := keyBlock(t, e.PrivateKey, "renewed", MaxKeySignatures/MaxSelfSignatures, MaxSelfSignatures, 0)
+	if el, err := ReadKeys([]byte(within), KeyLimits{}); err != nil || len(el) != MaxKeySignatures/MaxSelfSignatures {
+		t.Fatalf("%d self-signatures in all: read %d keys, error %v", MaxKeySignatures, len(el), err)
+	}
+	over := keyBlock(t, e.PrivateKey, "renewed", 5, 52, 0) // 260
+	_, err := ReadKeys([]byte(over), KeyLimits{})
+	if !errors.Is(err, ErrKeyRefused) || !strings.Contains(err.Error(), "more than 256 self-signatures in all") {
+		t.Fatalf("a block of 260 self-signatures: error %v, want a refusal naming the bound in all", err)
+	}
+	if _, err := ReadKeys([]byte(over), KeyLimits{MaxSignatures: 260}); err != nil {
+		t.Fatalf("a block of 260 self-signatures, 260 allowed: %v", err)
+	}
+
+	// One answer: each block within the bound, not together.
+	doc := []byte("doc")
+	sig := sign(t, e, doc)
+	sixty := keyBlock(t, e.PrivateKey, "renewed", 1, 60, 0)
+	err = CheckSignature(doc, sig, []string{sixty, sixty, sixty, sixty, sixty}) // 300
+	checkReason(t, err, ReasonSignature)
+	if !strings.Contains(err.Error(), "have more than the 256 self-signatures verified in all") {
+		t.Errorf("error %q does not say the keys together verify too many self-signatures", err)
+	}
+	// Four such blocks (240) and the signer's own key: within the bound,
+	// and the signature verifies.
+	checkReason(t, CheckSignature(doc, sig, []string{sixty, sixty, sixty, sixty, armored(t, e)}), "")
+}
+
 // BenchmarkReadHostileKey prints what reading a hostile DSA key of
 // 16,384 bits costs with the bounds (a refusal) and, with -bench
 // 'ReadHostileKey/unbounded', with go-crypto alone (over a second each).
@@ -409,8 +443,8 @@ func BenchmarkReadHostileKey(b *testing.B) {
 // bounds let through costs, one answer's worth a loop: as many keys as an
 // answer may hold of the algorithms costliest to verify with, each with
 // MaxSelfSignatures valid self-signatures (RSA 8192: as many keys as
-// MaxSigningKeyBytes holds, its signatures being 1 KiB each; DSA 3072:
-// MaxSigningKeys keys); a key with certifications by another key to
+// MaxSigningKeyBytes holds, its signatures being 1 KiB each, and DSA
+// 3072, each as many as MaxKeySignatures lets be read in all); a key with certifications by another key to
 // MaxArmoredKeyBytes; a key whose user ID fills MaxArmoredKeyBytes, self-
 // certified MaxSelfSignatures times. Copies of one signature cost
 // go-crypto what as many signatures do. Making the RSA 8192 key takes
@@ -421,19 +455,19 @@ func BenchmarkReadCostliestKeys(b *testing.B) {
 		name string
 		key  func() (blocks []string, verified int)
 	}{
-		{"RSA 8192, 64 self-signatures a key, to 1 MiB", func() ([]string, int) {
+		{"RSA 8192, 64 self-signatures a key, 256 in all", func() ([]string, int) {
 			rk, err := rsa.GenerateKey(rand.Reader, 8192)
 			if err != nil {
 				b.Fatal(err)
 			}
 			block := keyBlock(b, packet.NewRSAPrivateKey(now, rk), "rsa", 1, MaxSelfSignatures, 0)
 			var blocks []string
-			for (len(blocks)+1)*len(block) <= MaxSigningKeyBytes && len(blocks) < MaxSigningKeys {
+			for (len(blocks)+1)*len(block) <= MaxSigningKeyBytes && (len(blocks)+1)*MaxSelfSignatures <= MaxKeySignatures {
 				blocks = append(blocks, block)
 			}
 			return blocks, len(blocks) * MaxSelfSignatures
 		}},
-		{"DSA 3072, 64 self-signatures a key, 16 keys", func() ([]string, int) {
+		{"DSA 3072, 64 self-signatures a key, 256 in all", func() ([]string, int) {
 			dk := new(dsa.PrivateKey)
 			if err := dsa.GenerateParameters(&dk.Parameters, rand.Reader, dsa.L3072N256); err != nil {
 				b.Fatal(err)
@@ -441,7 +475,7 @@ func BenchmarkReadCostliestKeys(b *testing.B) {
 			if err := dsa.GenerateKey(dk, rand.Reader); err != nil {
 				b.Fatal(err)
 			}
-			return []string{keyBlock(b, packet.NewDSAPrivateKey(now, dk), "dsa", MaxSigningKeys, MaxSelfSignatures, 0)}, MaxSigningKeys * MaxSelfSignatures
+			return []string{keyBlock(b, packet.NewDSAPrivateKey(now, dk), "dsa", MaxKeySignatures/MaxSelfSignatures, MaxSelfSignatures, 0)}, MaxKeySignatures
 		}},
 		{"Ed25519, certifications by another key to 1 MiB", func() ([]string, int) {
 			e, err := openpgp.NewEntity("busy", "", "busy@example.test", &packet.Config{Algorithm: packet.PubKeyAlgoEdDSA})

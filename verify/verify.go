@@ -126,8 +126,9 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 // time its signer says it was made, which the signer alone vouches for.
 //
 // The keys are read within the bounds of ReadKeys' defaults, and together
-// within MaxSigningKeys keys and MaxSigningKeyBytes: more keys or bytes
-// fail the check with ReasonSignature, saying so, before more is read; a
+// within MaxSigningKeys keys, MaxSigningKeyBytes and MaxKeySignatures
+// self-signatures: more keys, bytes or self-signatures fail the check
+// with ReasonSignature, saying so, before more is read or verified; a
 // key block too large, or holding a key too costly to verify with
 // (ErrKeyRefused), is left out as an unreadable one is, so that the check
 // fails with ReasonSignature, naming the refusal, unless another key
@@ -152,13 +153,17 @@ func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time,
 	}
 	var keyring openpgp.EntityList
 	var lastErr error
-	budget := MaxSigningKeys // primary keys left to read, in all blocks
+	// Primary keys and self-signatures left to read, in all blocks.
+	budget, signatures := MaxSigningKeys, MaxKeySignatures
 	for i, armored := range armoredKeys {
-		keys, seen, err := readKeys([]byte(armored), KeyLimits{MaxKeys: max(budget, 1)}.withDefaults())
-		if seen > budget {
+		keys, w, err := readKeys([]byte(armored), KeyLimits{MaxKeys: max(budget, 1), MaxSignatures: max(signatures, 1)}.withDefaults())
+		if w.primaries > budget {
 			return tooMany(fmt.Sprintf("hold more than the %d keys read", MaxSigningKeys))
 		}
-		budget -= seen
+		if w.signatures > signatures {
+			return tooMany(fmt.Sprintf("have more than the %d self-signatures verified in all", MaxKeySignatures))
+		}
+		budget, signatures = budget-w.primaries, signatures-w.signatures
 		if err != nil {
 			lastErr = fmt.Errorf("signing key %d: %w", i+1, err)
 			continue
