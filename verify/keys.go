@@ -37,7 +37,7 @@ import (
 // MaxKeySignatures self-signatures in all, of DSA 3072 keys, each
 // verification some 1.8 ms (without that bound, MaxSigningKeys keys of
 // MaxSelfSignatures each, 1,024 verifications, 1.9 s); of RSA 8192 keys,
-// whose signatures are 1 KiB each, some 0.3 s. A key stuffed with certifications by another
+// whose signatures are 1 KiB each, some 0.4 s. A key stuffed with certifications by another
 // key to MaxArmoredKeyBytes costs some 50 ms and 36 MB allocated, one
 // whose user ID fills it, self-certified MaxSelfSignatures times, some
 // 140 ms, hashing it (BenchmarkReadCostliestKeys, on 2 cores of an AMD
