@@ -1,11 +1,13 @@
 package mirror
 
 import (
+	"errors"
 	"slices"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 )
@@ -119,4 +121,56 @@ func listedBeforeNewVersion(t *testing.T, ttl time.Duration) (*harness, *enginet
 	}
 	h.origin.AddProvider(ns, typ, []string{"1.1.0"}, []string{"linux_amd64"})
 	return h, clock
+}
+
+// An origin that answers the refresh of a cached list with 404, slowly:
+// the request that comes while the refresh is on is served the cached
+// list, stale, as for any refresh that has not ended (it may as well be
+// failing); once the 404 came, the requests after it are answered not
+// found at once, for not_found_ttl, without the cached list and without
+// asking the origin; after that period, the origin is asked again.
+func TestSlowNotFoundAnsweredOnceKnown(t *testing.T) {
+	t.Parallel()
+	clock := enginetest.NewFakeClock()
+	clock.Set(time.Now())
+	h := newHarness(t, harnessOptions{cfg: Config{Now: clock.Now, VersionsTTL: time.Minute, StaleAfter: 50 * time.Millisecond, NotFoundTTL: time.Hour, Metrics: &notFoundMetrics{}}})
+	h.origin.AddProvider(ns, typ, []string{"1.0.0"}, []string{"linux_amd64"})
+	ctx := t.Context()
+	if _, _, err := h.engine.Versions(ctx, h.provider()); err != nil {
+		t.Fatal(err)
+	}
+
+	h.origin.SetKindStatus(fakeorigin.Versions, 404) // the provider is gone from the origin
+	h.origin.SetLatency(500 * time.Millisecond)
+	clock.Add(2 * time.Minute)
+	list, st, err := h.engine.Versions(ctx, h.provider())
+	if err != nil || !st.Stale || !slices.Equal(list.Names(), []string{"1.0.0"}) {
+		t.Fatalf("while the slow 404 is on its way: %v (stale %v), %v; want the cached list, stale", list.Names(), st.Stale, err)
+	}
+	if err := WaitIdle(ctx, h.engine); err != nil { // the refresh ends with the 404
+		t.Fatal(err)
+	}
+	asked := h.origin.Hits(fakeorigin.Versions)
+	for range 3 {
+		start := time.Now()
+		list, _, err := h.engine.Versions(ctx, h.provider())
+		if !errors.Is(err, discovery.ErrNotFound) {
+			t.Fatalf("after the 404: %v, %v; want not found", list, err)
+		}
+		if d := time.Since(start); d >= 400*time.Millisecond {
+			t.Errorf("after the 404: not found in %v, want it at once (the origin takes 500ms)", d)
+		}
+	}
+	if n := h.origin.Hits(fakeorigin.Versions) - asked; n != 0 {
+		t.Errorf("the origin was asked %d times after its 404, want none within not_found_ttl", n)
+	}
+
+	clock.Add(2 * time.Hour) // the 404 forgotten: the origin is asked again
+	h.origin.SetLatency(0)
+	if _, _, err := h.engine.Versions(ctx, h.provider()); !errors.Is(err, discovery.ErrNotFound) {
+		t.Fatalf("after not_found_ttl: %v, want the origin's not found", err)
+	}
+	if n := h.origin.Hits(fakeorigin.Versions) - asked; n != 1 {
+		t.Errorf("after not_found_ttl the origin was asked %d times, want 1", n)
+	}
 }
