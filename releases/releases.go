@@ -170,7 +170,8 @@ type keyring struct {
 // newKeyring reads the armored keys within the bounds verify reads
 // signing keys within (verify.ReadKeys' defaults: verify.MaxSigningKeys
 // keys in all, verify.MaxArmoredKeyBytes each, no key too costly to
-// verify with), which verify.SignatureTime applies to them at every
+// verify with, verify.MaxKeySignatures self-signatures in all), which
+// verify.SignatureTime applies to them at every
 // verification: keys beyond them are refused here, at start, instead of
 // failing every verification.
 func newKeyring(armored []string) (keyring, error) {
@@ -185,6 +186,11 @@ func newKeyring(armored []string) (keyring, error) {
 			return k, fmt.Errorf("more than %d keys: no more are read to verify a signature", verify.MaxSigningKeys)
 		}
 		k.ids = append(k.ids, strings.ToUpper(el[0].PrimaryKey.KeyIdShortString()))
+	}
+	// Together, as every verification reads them (verify.SigningKeys):
+	// within verify.MaxKeySignatures self-signatures in all.
+	if _, err := verify.SigningKeys(armored); err != nil {
+		return k, fmt.Errorf("the keys together, as each verification reads them: %v", err)
 	}
 	return k, nil
 }

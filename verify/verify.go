@@ -135,11 +135,32 @@ func CheckSignature(document, signature []byte, armoredKeys []string) error {
 // verifies the signature. A signature holding a secret key packet fails
 // the check before go-crypto parses that packet (see walkPackets).
 func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time, error) {
-	if len(armoredKeys) == 0 {
-		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "the origin gave no signing keys"}
+	keyring, err := SigningKeys(armoredKeys)
+	if err != nil {
+		return time.Time{}, err
 	}
-	tooMany := func(what string) (time.Time, error) {
-		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "the origin's signing keys " + what}
+	_, sig, err := VerifyDetached(keyring, document, signature)
+	if err != nil {
+		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
+	}
+	return sig.CreationTime.UTC(), nil
+}
+
+// SigningKeys reads one answer's armored signing keys as SignatureTime
+// does: within MaxSigningKeys keys, MaxSigningKeyBytes and
+// MaxKeySignatures self-signatures in all, past which it fails with
+// ReasonSignature, saying which; a block that cannot be read, or is
+// refused (ErrKeyRefused), is left out, and when none is left it fails
+// with ReasonSignature ("no usable signing key"), naming the last
+// block's error. Whoever holds keys to verify with again and again (a
+// publisher's, configured) reads them through it once, so that keys
+// every verification would refuse are refused at once.
+func SigningKeys(armoredKeys []string) (openpgp.EntityList, error) {
+	if len(armoredKeys) == 0 {
+		return nil, &Error{Reason: ReasonSignature, Detail: "the origin gave no signing keys"}
+	}
+	tooMany := func(what string) (openpgp.EntityList, error) {
+		return nil, &Error{Reason: ReasonSignature, Detail: "the origin's signing keys " + what}
 	}
 	if len(armoredKeys) > MaxSigningKeys {
 		return tooMany(fmt.Sprintf("are %d, more than the %d read", len(armoredKeys), MaxSigningKeys))
@@ -171,13 +192,9 @@ func SignatureTime(document, signature []byte, armoredKeys []string) (time.Time,
 		keyring = append(keyring, keys...)
 	}
 	if len(keyring) == 0 {
-		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "no usable signing key", Err: lastErr}
+		return nil, &Error{Reason: ReasonSignature, Detail: "no usable signing key", Err: lastErr}
 	}
-	_, sig, err := VerifyDetached(keyring, document, signature)
-	if err != nil {
-		return time.Time{}, &Error{Reason: ReasonSignature, Detail: "SHA256SUMS signature does not verify with the origin's signing keys", Err: err}
-	}
-	return sig.CreationTime.UTC(), nil
+	return keyring, nil
 }
 
 // VerifySums checks that sums has a line for filename and that it equals
