@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -177,6 +180,56 @@ func TestSharedStoreBucketOfEarlierRelease(t *testing.T) {
 	}
 	if n := sealed.metric(t, `tfmirror_shared_rejected_total{kind="package"}`); n != 0 {
 		t.Errorf("the written-back record was refused %v times", n)
+	}
+}
+
+// A replica upgraded in place, its cache warm, serves what its cache
+// holds without asking the bucket, so it writes nothing back: a bucket
+// the previous release filled stays unauthenticated for what it serves,
+// and a sealed replica cannot serve it. The upgrade's remedy
+// (docs/scaling-out.md) is a sync on an empty data directory with the
+// shared store, connected: it takes the versions through the bucket,
+// re-derives them from the origin and writes them back authenticated.
+func TestSharedStoreEarlierBucketSyncedBack(t *testing.T) {
+	s := newSharedSetup(t, "linux_amd64")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	const pl = "linux_amd64"
+	want := s.archive(pl)
+
+	warm := s.start(t)
+	if body, _, err := warm.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("filling the bucket: %v", err)
+	}
+	waitCached(t, warm, 1)
+	waitBucket(t, s, "mirror/meta/package/"+s.origin.Addr+"/hashicorp/random/1.0.0")
+	stripToEarlierRelease(t, s)
+	// The warm replica, upgraded in place, serves from its cache.
+	if body, _, err := warm.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("the warm replica: %v", err)
+	}
+	sealed := s.start(t, "--offline")
+	if _, resp, err := sealed.get(ctx, s.path(pl)); err == nil {
+		t.Fatalf("a sealed replica served the package of an unauthenticated bucket (status %d)", resp.StatusCode)
+	}
+
+	manifest := filepath.Join(t.TempDir(), "mirror.hcl")
+	if err := os.WriteFile(manifest, []byte(fmt.Sprintf("platforms = [%q]\n\nprovider %q {\n  versions = [\"1.0.0\"]\n}\n",
+		pl, s.origin.Addr+"/hashicorp/random")), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"sync", "--data-dir", filepath.Join(t.TempDir(), "data"),
+		"--allowed-origins", s.origin.Addr, "--allow-private-origins"}, s.flags...)
+	cmd := exec.CommandContext(ctx, s.bin, append(args, manifest)...)
+	cmd.Env = append(os.Environ(), "SSL_CERT_FILE="+s.caFile)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tfmirror sync on an empty data directory: %v\n%s", err, out)
+	}
+	waitBucket(t, s, "mirror/archive-auth/"+s.origin.SHA256("hashicorp", "random", "1.0.0", pl))
+
+	again := s.start(t, "--offline")
+	if body, _, err := again.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
+		t.Fatalf("a sealed replica after the sync: %d bytes, %v", len(body), err)
 	}
 }
 
