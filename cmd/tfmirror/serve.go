@@ -398,13 +398,6 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		srv.TLSConfig = m.tls
 		ln = tls.NewListener(ln, m.tls)
 	}
-	m.log.Info("tfmirror is serving", "version", thisBuild().String(), "address", ln.Addr().String(),
-		"url", scheme+"://"+displayAddr(ln.Addr())+"/", "allowed_origins", m.cfg.AllowedOrigins)
-	warnNoPublicURL(m.log, m.cfg, ln.Addr())
-	if m.caFile != "" {
-		m.log.Info("TLS uses a generated local CA; clients must trust it: export SSL_CERT_FILE="+m.caFile,
-			"ca_file", m.caFile)
-	}
 
 	// One send at most from each of the three servers: none blocks,
 	// whichever way serve ends.
@@ -452,6 +445,16 @@ func (m *server) serve(ctx context.Context, ln net.Listener) error {
 		m.log.Info("serving metrics", "url", "http://"+displayAddr(mln.Addr())+"/metrics")
 	}
 	adminSrv = m.serveAdmin(ctx, errc, &servers)
+	// Said once everything a client or a command may reach is up: the
+	// mirror's port, the metrics listener and the admin socket (a `tfmirror
+	// sync` started on this line finds the serve through the socket).
+	m.log.Info("tfmirror is serving", "version", thisBuild().String(), "address", ln.Addr().String(),
+		"url", scheme+"://"+displayAddr(ln.Addr())+"/", "allowed_origins", m.cfg.AllowedOrigins)
+	warnNoPublicURL(m.log, m.cfg, ln.Addr())
+	if m.caFile != "" {
+		m.log.Info("TLS uses a generated local CA; clients must trust it: export SSL_CERT_FILE="+m.caFile,
+			"ca_file", m.caFile)
+	}
 	select {
 	case err := <-errc:
 		srv.Close()
