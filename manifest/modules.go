@@ -196,11 +196,16 @@ func remoteModule(b *hcl.Block) (remoteCall, error) {
 }
 
 // registrySource reports whether src is a module registry address, as
-// Terraform tells them from go-getter sources, and parses it.
+// Terraform tells them from go-getter sources (an address that parses as
+// a registry's, a host with a port included; scp-like SSH and paths with
+// a drive letter fail on their host), and parses it.
 func registrySource(src string) (addrs.Module, string, bool) {
+	if strings.Contains(src, "::") || strings.Contains(src, "://") {
+		return addrs.Module{}, "", false // a forced getter, a URL
+	}
 	pkg, subdir, _ := strings.Cut(src, "//")
-	if strings.Contains(pkg, ":") || strings.Contains(pkg, "?") {
-		return addrs.Module{}, "", false // a scheme, a forced getter, scp-like SSH, parameters
+	if strings.Contains(pkg, "?") {
+		return addrs.Module{}, "", false // parameters
 	}
 	parts := strings.Split(pkg, "/")
 	if len(parts) == 4 {
