@@ -74,13 +74,13 @@ func (b *blob) load(idx int) error {
 		*b.buf = make([]byte, 0, want)
 	}
 	buf := (*b.buf)[:want]
-	n, err := b.s.readChunk(b.rec.Stage, idx, 0, buf)
+	n, err := b.s.readChunk(b.rec.SHA256, b.rec.Stage, idx, 0, buf)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = b.missingChunk(idx, err)
 	}
 	if err == nil && int64(n) != want {
 		err = fmt.Errorf("cache: archive %s: %w", b.rec.SHA256,
-			b.s.damage(b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
+			b.s.damage(b.rec.SHA256, b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
 	}
 	if err != nil {
 		b.cached = -1
@@ -110,7 +110,7 @@ func (b *blob) missingChunk(idx int, err error) error {
 	if !live {
 		return err
 	}
-	return fmt.Errorf("cache: archive %s: %w", b.rec.SHA256, b.s.damage(b.rec.Stage, idx, "the chunk is missing"))
+	return fmt.Errorf("cache: archive %s: %w", b.rec.SHA256, b.s.damage(b.rec.SHA256, b.rec.Stage, idx, "the chunk is missing"))
 }
 
 // Read implements io.Reader.
@@ -356,7 +356,7 @@ func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
 		default:
 			w.mu.Unlock()
 			var err error
-			if c, err = w.s.readChunk(w.stage, idx, inChunk, p[n:]); err != nil {
+			if c, err = w.s.readChunk(w.expected, w.stage, idx, inChunk, p[n:]); err != nil {
 				return n, err
 			}
 		}

@@ -335,14 +335,15 @@ func (s *Blobs) deleteChunks(stage string, n int) error {
 	return s.db.deleteKeys(keys)
 }
 
-// readChunk copies chunk idx of stage, from byte off on, into p.
+// readChunk copies chunk idx of stage, the archive sha's (for the log),
+// from byte off on, into p.
 //
 // A chunk is never empty. Badger, asked for a value whose checksum no
 // longer matches (Options: VerifyValueChecksum), logs the mismatch and
 // hands back an empty value without an error: that, and a chunk of
 // another length than its archive's record says (blob.load), is an
 // archive damaged where it is stored, ErrDamaged, logged once.
-func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error) {
+func (s *Blobs) readChunk(sha, stage string, idx int, off int, p []byte) (int, error) {
 	var n int
 	err := s.db.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(chunkKey(stage, idx))
@@ -351,7 +352,7 @@ func (s *Blobs) readChunk(stage string, idx int, off int, p []byte) (int, error)
 		}
 		return item.Value(func(val []byte) error {
 			if len(val) == 0 {
-				return s.damage(stage, idx, "the value read back is empty: its checksum did not match")
+				return s.damage(sha, stage, idx, "the value read back is empty: its checksum did not match")
 			}
 			if off > len(val) {
 				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
@@ -428,12 +429,12 @@ func (s *Blobs) markDamaged(sha, stage string) {
 	}
 }
 
-// damage returns ErrDamaged for chunk idx of stage, logging it once for
-// the stage (every reader of the archive finds it).
-func (s *Blobs) damage(stage string, idx int, detail string) error {
+// damage returns ErrDamaged for chunk idx of stage, the archive sha's,
+// logging it once for the stage (every reader of the archive finds it).
+func (s *Blobs) damage(sha, stage string, idx int, detail string) error {
 	if _, logged := s.damaged.LoadOrStore(stage, true); !logged {
 		s.log.Error("a cached archive is damaged where it is stored; it is not served, and is fetched again when it can be: check the disk, then run tfmirror cache verify and prune or re-import what it finds",
-			"stage", stage, "chunk", idx, "detail", detail)
+			"sha256", sha, "stage", stage, "chunk", idx, "detail", detail)
 		if s.onDamaged != nil {
 			s.onDamaged()
 		}

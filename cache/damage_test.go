@@ -89,6 +89,9 @@ func TestDamagedChunkOnDiskIsNotServedAndReplaced(t *testing.T) {
 	if n := strings.Count(logged.String(), "damaged where it is stored"); n != 1 {
 		t.Fatalf("the damage was logged %d times, want once:\n%s", n, logged.String())
 	}
+	if !strings.Contains(logged.String(), "sha256="+shaOf(data)) {
+		t.Errorf("the damage's log line does not name the archive (sha256=%s):\n%s", shaOf(data), logged.String())
+	}
 	if n := counted.Load(); n != 1 {
 		t.Errorf("the damage was counted %d times, want once", n)
 	}

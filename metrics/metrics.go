@@ -57,6 +57,7 @@ type Metrics struct {
 	cacheMisses  *prometheus.CounterVec
 	evictions    prometheus.Counter
 	writeErrors  prometheus.Counter
+	damagedReads prometheus.Counter
 	ociWrongSize prometheus.Counter
 	originReqs   *prometheus.CounterVec
 	originDur    *prometheus.HistogramVec
@@ -196,6 +197,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		writeErrors: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tfmirror_cache_write_errors_total", Help: "Data that could not be written to the cache.",
 		}),
+		damagedReads: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "tfmirror_cache_damaged_reads_total", Help: "Cached archives a read found damaged where they are stored (a changed or missing chunk: the disk), once per archive.",
+		}),
 		ociWrongSize: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "tfmirror_oci_wrong_size_dropped_total", Help: "Provider versions whose OCI documents were dropped, to be made again, because an archive's verified size differed from the size (as the origin stated it) they were made with.",
 		}),
@@ -287,7 +291,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		build, maxBytes,
 		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
-		m.writeErrors, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
+		m.writeErrors, m.damagedReads, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
 		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
 	}
@@ -477,6 +481,10 @@ func (m *Metrics) AirGap(op string, packages map[string]int, bytes int64) {
 
 // CacheWriteFailed records data that could not be stored.
 func (m *Metrics) CacheWriteFailed() { m.writeErrors.Inc() }
+
+// CacheDamagedRead counts a cached archive a read found damaged where it
+// is stored (cache.Options.OnDamaged): the disk's fault, not an origin's.
+func (m *Metrics) CacheDamagedRead() { m.damagedReads.Inc() }
 
 // OCIWrongSizeDropped records a provider version whose OCI documents
 // were dropped: made with an archive size its verified archive does not

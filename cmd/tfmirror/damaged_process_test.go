@@ -78,6 +78,14 @@ func TestDamagedArchiveAfterKillAndRestart(t *testing.T) {
 	if m.waitLog("a cached archive is damaged where it is stored; it is not served, and is fetched again when it can be: check the disk, then run tfmirror cache verify and prune or re-import what it finds", 30*time.Second) == nil {
 		t.Fatal("the damage was not logged")
 	}
+	// Counted as the disk's, not as an origin's failed verification
+	// (whose alert sends the operator to the origin).
+	if got := metricValue(t, m, "tfmirror_cache_damaged_reads_total"); got != 1 {
+		t.Errorf("tfmirror_cache_damaged_reads_total: %v, want 1", got)
+	}
+	if got := metricValue(t, m, `tfmirror_verification_failures_total{reason="checksum_mismatch"}`); got != 0 {
+		t.Errorf("tfmirror_verification_failures_total{reason=\"checksum_mismatch\"}: %v, want 0: the origin served nothing wrong", got)
+	}
 	stopProcess(t, m, syscall.SIGKILL)
 
 	m = start()

@@ -83,7 +83,7 @@ func openEngine(cfg settings.Config, logger *slog.Logger, o overrides, met *metr
 	}
 	if met != nil {
 		copts.OnEvict = func(cache.BlobInfo) { met.Evicted(1) }
-		copts.OnDamaged = func() { met.VerificationFailed(string(verify.ReasonChecksum)) }
+		copts.OnDamaged = met.CacheDamagedRead
 	}
 	store, err := cache.Open(copts)
 	if err != nil {
