@@ -2,6 +2,7 @@ package cache
 
 import (
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cache/internal/disk"
@@ -12,6 +13,20 @@ import (
 // reserve, or the database could only be opened read-only (or not at all)
 // because the disk was full at start-up. Nothing was written to Badger.
 var ErrNotWritable = errors.New("cache not writable")
+
+// WriteFailureLevel is the level at which a caller logs a write to the
+// cache that failed with err: slog.LevelDebug when the cache refused it
+// for being below its disk reserve (ErrNotWritable, but for a refusal of
+// the disk budget, ErrOverBudget), a state the cache logs itself once as
+// it begins and once as it ends, and which the metrics and /readyz show;
+// slog.LevelError otherwise. Below the reserve every request would
+// otherwise log its own error.
+func WriteFailureLevel(err error) slog.Level {
+	if errors.Is(err, ErrNotWritable) && !errors.Is(err, ErrOverBudget) {
+		return slog.LevelDebug
+	}
+	return slog.LevelError
+}
 
 // The Badger options Open uses that decide how much Badger may write to
 // disk on its own. Badger writes its value log, write-ahead logs and

@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
@@ -415,7 +416,7 @@ func (s *providerRecords) fetchPackage(ctx context.Context, k records.VersionKey
 	// shared tier (which puts the record there without it).
 	if err := s.source.Put(k.Package, rec); err != nil {
 		s.metrics.CacheWriteFailed()
-		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
+		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
 	return rec, nil
 }

@@ -430,12 +430,12 @@ func (fr *Fetcher) fetchAndCommit(ctx context.Context, f *Download, p addrs.Prov
 	if err := f.w.Err(); err != nil {
 		// The cache could not be written: nothing to commit.
 		s.metrics.CacheWriteFailed()
-		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
+		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 		return
 	}
 	if _, err := f.w.Commit(h1); err != nil {
 		s.metrics.CacheWriteFailed()
-		s.log.Error("archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
+		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "archive served but not cached", "provider", subject(p, src), "file", a.Filename, "error", err)
 	}
 }
 

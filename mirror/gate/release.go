@@ -299,7 +299,7 @@ func (r *releaseTimes) writeOnce(key string, at time.Time) {
 	rec := &releaseRecord{Schema: records.Schema, At: at.UTC()}
 	if err := r.parts.Source.Put(key, rec); err != nil {
 		r.metrics.CacheWriteFailed()
-		r.log.Error("storing a release time", "key", key, "error", err)
+		r.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing a release time", "key", key, "error", err)
 	}
 }
 

@@ -301,7 +301,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 		s.gate.NoteListing(ctx, "module", m.String(), key, prev, prevAt, vs)
 		if err := s.recs.Put(key, list); err != nil {
 			s.metrics.CacheWriteFailed()
-			s.log.Error("storing module version list", "module", m.String(), "error", err)
+			s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing module version list", "module", m.String(), "error", err)
 		}
 		return list, nil
 	})
@@ -406,7 +406,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		}
 		if err := s.store.PutMeta(key, rec); err != nil {
 			s.metrics.CacheWriteFailed()
-			s.log.Error("storing module record", "module", m.String(), "version", version, "error", err)
+			s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing module record", "module", m.String(), "version", version, "error", err)
 		}
 		return rec, nil
 	})

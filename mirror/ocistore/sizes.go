@@ -24,12 +24,14 @@ package ocistore
 // is never dropped, and its documents stay byte for byte what they were.
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
 )
@@ -101,7 +103,7 @@ func (o *OCI) dropWrong(p addrs.Provider, v versions.Version, sha string, size i
 	o.mu.Unlock()
 	if err != nil {
 		o.metrics.CacheWriteFailed()
-		o.cfg.Logger.Error("dropping the OCI records of a version made with a wrong archive size", "provider", p.String(), "version", v.String(), "sha256", sha, "error", err)
+		o.cfg.Logger.Log(context.Background(), cache.WriteFailureLevel(err), "dropping the OCI records of a version made with a wrong archive size", "provider", p.String(), "version", v.String(), "sha256", sha, "error", err)
 		return
 	}
 	if o.side != nil {

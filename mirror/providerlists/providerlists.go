@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/discovery"
 	"github.com/tfmirror/tfmirror/v2/mirror/gate"
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
@@ -141,7 +142,7 @@ func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.V
 	s.parts.Gate.NoteListing(ctx, "provider", k.Name, k.Versions, prev.Names(), prevAt, list.Names())
 	if err := s.parts.Records.Put(k.Versions, list); err != nil {
 		s.metrics.CacheWriteFailed()
-		s.cfg.Logger.Error("storing version list", "provider", k.Name, "error", err)
+		s.cfg.Logger.Log(context.Background(), cache.WriteFailureLevel(err), "storing version list", "provider", k.Name, "error", err)
 	}
 	return list, nil
 }

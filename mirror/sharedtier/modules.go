@@ -16,6 +16,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
@@ -54,7 +55,7 @@ func (s *Shared) sharedModuleRecord(ctx context.Context, key string) (*records.M
 	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
 		s.metrics.CacheWriteFailed()
-		s.log.Error("storing module record", "key", key, "error", err)
+		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing module record", "key", key, "error", err)
 	}
 	return &rec, true
 }

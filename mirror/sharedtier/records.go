@@ -12,6 +12,7 @@ import (
 	"github.com/apparentlymart/go-versions/versions"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 )
 
@@ -77,7 +78,7 @@ func (s *Shared) sharedPackage(ctx context.Context, k records.VersionKeys) (*rec
 	s.recs.Forget(key)
 	if err != nil {
 		s.metrics.CacheWriteFailed()
-		s.log.Error("storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
+		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
 	}
 	return &rec, true
 }

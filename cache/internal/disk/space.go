@@ -92,8 +92,11 @@ func (sp *Space) setWritable(ok bool) {
 			"dir", sp.Dir)
 		return
 	}
-	sp.Log.Warn("cache not writable: free disk space below the reserve; archives are served but not cached until there is room",
-		"dir", sp.Dir, "free_bytes", sp.room(), "reserve_bytes", sp.floor(), "error", sp.statErr)
+	args := []any{"dir", sp.Dir, "free_bytes", sp.room(), "reserve_bytes", sp.floor()}
+	if sp.statErr != nil { // the free space could not be read
+		args = append(args, "error", sp.statErr)
+	}
+	sp.Log.Warn("cache not writable: free disk space below the reserve; archives are served but not cached until there is room", args...)
 }
 
 // readOnly reports whether the last check found the file system mounted
