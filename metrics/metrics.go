@@ -371,6 +371,12 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		m.coalesced.WithLabelValues(k)
 		m.stale.WithLabelValues(k)
 	}
+	// What is coalesced beside the cache's kinds: a module version's OCI
+	// zip being made, and a version's release time looked up from its
+	// signature.
+	for _, k := range []string{"module_zip", "release"} {
+		m.coalesced.WithLabelValues(k)
+	}
 	for _, r := range Reasons {
 		m.verifyFails.WithLabelValues(r)
 	}
