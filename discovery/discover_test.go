@@ -12,6 +12,8 @@ import (
 	"time"
 
 	svchost "github.com/hashicorp/terraform-svchost"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
 )
 
 const wellKnown = "/.well-known/terraform.json"
@@ -596,5 +598,47 @@ func TestCloseEndsDiscoveryUnderWay(t *testing.T) {
 	}
 	if _, err := c.ProvidersURL(context.Background(), s.host); !errors.Is(err, ErrClosed) {
 		t.Errorf("discovery after Close: %v, want ErrClosed", err)
+	}
+}
+
+// opCounter records every operation observed, with its outcome.
+type opCounter struct {
+	noObserver
+	mu  sync.Mutex
+	ops []string
+}
+
+func (o *opCounter) OriginRequest(_, op, outcome string, _ time.Duration) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.ops = append(o.ops, op+":"+outcome)
+}
+
+// An operation that fails because service discovery failed sent no
+// request of its own: the failure is counted once, as the discovery's,
+// not again as a versions, package or module request.
+func TestDiscoveryFailureObservedOnce(t *testing.T) {
+	s := newTestServer(t, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "down", http.StatusInternalServerError)
+	}))
+	obs := &opCounter{}
+	c := newTestClient(t, s, func(cfg *Config) { cfg.Observer = obs; cfg.Retries = -1 })
+	ctx := context.Background()
+	p := testProvider(s)
+	if _, err := c.Versions(ctx, p); err == nil {
+		t.Fatal("versions with discovery failing: no error")
+	}
+	if _, err := c.ModuleVersions(ctx, addrs.Module{Hostname: s.host, Namespace: "acme", Name: "net", System: "aws"}); err == nil {
+		t.Fatal("module versions with discovery failing: no error")
+	}
+	obs.mu.Lock()
+	defer obs.mu.Unlock()
+	for _, op := range obs.ops {
+		if !strings.HasPrefix(op, OpDiscovery+":") {
+			t.Errorf("observed %q: an operation that sent nothing, discovery having failed (all: %q)", op, obs.ops)
+		}
+	}
+	if len(obs.ops) == 0 || obs.ops[0] != OpDiscovery+":error" {
+		t.Errorf("observed %q, want the discovery's failure", obs.ops)
 	}
 }

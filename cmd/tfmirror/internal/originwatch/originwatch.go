@@ -127,9 +127,13 @@ func New(origins []string, circuits Circuits, remembered Remembered, now func() 
 
 // OriginDone records the end of a request to origin (discovery's
 // OriginWatcher): nil and not-found answers are successes; a caller's
-// own cancellation says nothing of the origin.
+// own cancellation says nothing of the origin, and a request the open
+// circuit breaker refused was never sent: it is no origin request, and
+// the error that opened the breaker stays the row's last error (the
+// breaker's state is the row's too).
 func (w *Watch) OriginDone(origin, _ string, err error) {
-	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, discovery.ErrHostNotAllowed)) {
+	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, discovery.ErrHostNotAllowed) ||
+		errors.Is(err, discovery.ErrCircuitOpen)) {
 		return
 	}
 	now := w.now()

@@ -76,10 +76,16 @@ func TestRows(t *testing.T) {
 		t.Errorf("after a success: %+v", r)
 	}
 
-	// An open breaker.
+	// An open breaker. The requests it refuses are not sent: not
+	// counted, and the error before them stays the last one.
 	circuits["registry.terraform.io"] = discovery.Circuit{State: "open", Failures: 5, RetryAt: now.Add(30 * time.Second)}
-	if r := w.Rows()[0]; r.State != "unavailable" || r.Breaker != "open" || r.Failures != 5 || !r.RetryAt.Equal(now.Add(30*time.Second)) {
-		t.Errorf("open breaker: %+v", r)
+	for range 3 {
+		w.OriginDone("registry.terraform.io", discovery.OpVersions, &discovery.OriginError{Host: "registry.terraform.io", Op: discovery.OpVersions,
+			Err: &discovery.CircuitOpenError{Failures: 5, RetryAfter: 30 * time.Second}})
+	}
+	if r := w.Rows()[0]; r.State != "unavailable" || r.Breaker != "open" || r.Failures != 5 || !r.RetryAt.Equal(now.Add(30*time.Second)) ||
+		r.LastError == nil || !strings.Contains(r.LastError.Cause, "certificate signed by unknown authority") || r.LastHour.OriginRequests != 3 {
+		t.Errorf("open breaker: %+v (last error %+v), want the certificate error kept and the 3 requests sent counted", r, r.LastError)
 	}
 
 	// The window slides: 59 minutes later the counts of the first
