@@ -43,7 +43,7 @@ func registered(t *testing.T) map[string]bool {
 	}
 	// Labelled series exist once something was observed: a request
 	// served, a shared-store call made.
-	m.ObserveRequest("index", 200, time.Millisecond, 1)
+	m.ObserveRequest("index", 200, time.Millisecond, 1, false)
 	m.SharedStoreRequest("get_archive", "ok", time.Millisecond)
 	families, err := reg.Gather()
 	if err != nil {

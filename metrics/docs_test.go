@@ -27,7 +27,7 @@ func TestDocsDescribeEveryMetric(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Vectors without pre-created series appear once observed.
-	m.ObserveRequest("index", 200, time.Millisecond, 1)
+	m.ObserveRequest("index", 200, time.Millisecond, 1, false)
 	m.SharedStoreRequest("get_archive", "ok", time.Millisecond)
 	families, err := reg.Gather()
 	if err != nil {

@@ -51,6 +51,7 @@ type Metrics struct {
 	reg prometheus.Gatherer
 
 	httpRequests *prometheus.CounterVec
+	httpAborted  *prometheus.CounterVec
 	httpDuration *prometheus.HistogramVec
 	httpBytes    *prometheus.CounterVec
 	cacheHits    *prometheus.CounterVec
@@ -104,6 +105,7 @@ type Metrics struct {
 type routeMetrics struct {
 	duration prometheus.Observer
 	bytes    prometheus.Counter
+	aborted  prometheus.Counter
 	requests *prometheus.CounterVec // for codes not yet in codes
 	route    string
 	mu       sync.Mutex // serialises additions to codes
@@ -178,6 +180,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		httpRequests: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "tfmirror_http_requests_total", Help: "HTTP requests served, by route and status code.",
 		}, []string{"route", "code"}),
+		httpAborted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "tfmirror_http_responses_aborted_total", Help: "Responses the mirror broke off after their status was sent (a download that failed its verification or found its cached copy damaged as it streamed, a shutdown that cut it off), by route; counted under their status code in tfmirror_http_requests_total too.",
+		}, []string{"route"}),
 		httpDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name: "tfmirror_http_request_duration_seconds", Help: "Time to serve HTTP requests, by route.",
 			Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10, 30, 60, 300},
@@ -290,7 +295,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		build, maxBytes,
-		m.httpRequests, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
+		m.httpRequests, m.httpAborted, m.httpDuration, m.httpBytes, m.cacheHits, m.cacheMisses, m.evictions,
 		m.writeErrors, m.damagedReads, m.ociWrongSize, m.originReqs, m.originDur, m.originBytes, m.inflight, m.coalesced,
 		m.verifyFails, m.stale, m.circuitOpen, m.lastSuccess, m.notFoundCached, m.notFoundEntries, m.sharedReqs, m.sharedDur, m.sharedDown, m.sharedConditional, m.sharedRejected, m.syncPackages, m.syncBytes,
 		m.airGapPkgs["import"], m.airGapBytes["import"], m.airGapPkgs["export"], m.airGapBytes["export"],
@@ -357,6 +362,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		rm := &routeMetrics{
 			duration: m.httpDuration.WithLabelValues(r),
 			bytes:    m.httpBytes.WithLabelValues(r),
+			aborted:  m.httpAborted.WithLabelValues(r),
 			requests: m.httpRequests,
 			route:    r,
 		}
@@ -412,18 +418,25 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{})
 }
 
-// ObserveRequest records one served HTTP request.
-func (m *Metrics) ObserveRequest(route string, code int, d time.Duration, bytes int64) {
+// ObserveRequest records one served HTTP request; aborted when the
+// mirror broke its response off after sending its status.
+func (m *Metrics) ObserveRequest(route string, code int, d time.Duration, bytes int64, aborted bool) {
 	r, ok := m.routes[route]
 	if !ok {
 		m.httpRequests.WithLabelValues(route, strconv.Itoa(code)).Inc()
 		m.httpDuration.WithLabelValues(route).Observe(d.Seconds())
 		m.httpBytes.WithLabelValues(route).Add(float64(bytes))
+		if aborted {
+			m.httpAborted.WithLabelValues(route).Inc()
+		}
 		return
 	}
 	r.counter(code).Inc()
 	r.duration.Observe(d.Seconds())
 	r.bytes.Add(float64(bytes))
+	if aborted {
+		r.aborted.Inc()
+	}
 }
 
 // CacheLookup records a cache hit or miss of kind.

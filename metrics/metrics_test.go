@@ -42,7 +42,7 @@ func TestCountersMove(t *testing.T) {
 		t.Errorf("in-flight fetches = %v, want 1", got)
 	}
 	done()
-	m.ObserveRequest("archive", 200, time.Millisecond, 512)
+	m.ObserveRequest("archive", 200, time.Millisecond, 512, false)
 	m.Synced("fetched", 300)
 	m.Synced("cached", 0)
 	m.Synced("failed", 0)
@@ -96,12 +96,12 @@ func TestRequestsByRouteAndCode(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 50 {
-				m.ObserveRequest("index", codes[i%len(codes)], time.Millisecond, 10)
+				m.ObserveRequest("index", codes[i%len(codes)], time.Millisecond, 10, false)
 			}
 		}()
 	}
 	wg.Wait()
-	m.ObserveRequest("elsewhere", 200, time.Millisecond, 7)
+	m.ObserveRequest("elsewhere", 200, time.Millisecond, 7, false)
 	tests := []struct {
 		route, code string
 		want        float64

@@ -18,9 +18,11 @@ import (
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
 
-// RequestObserver records served requests. Package metrics implements it.
+// RequestObserver records served requests: aborted when the mirror broke
+// the response off after its status (the access log's aborted). Package
+// metrics implements it.
 type RequestObserver interface {
-	ObserveRequest(route string, code int, d time.Duration, bytes int64)
+	ObserveRequest(route string, code int, d time.Duration, bytes int64, aborted bool)
 }
 
 // Route classifies a request path into the bounded set of route labels:
@@ -129,7 +131,7 @@ func Instrument(next http.Handler, log *slog.Logger, obs RequestObserver) http.H
 				status = http.StatusOK
 			}
 			if obs != nil {
-				obs.ObserveRequest(route, status, d, rw.bytes)
+				obs.ObserveRequest(route, status, d, rw.bytes, aborted)
 			}
 			level := slog.LevelInfo
 			if route == "health" || route == "metrics" {

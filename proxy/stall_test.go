@@ -31,7 +31,7 @@ type observedRequest struct {
 	end   time.Time
 }
 
-func (o *archiveObserver) ObserveRequest(route string, code int, _ time.Duration, bytes int64) {
+func (o *archiveObserver) ObserveRequest(route string, code int, _ time.Duration, bytes int64, _ bool) {
 	if route != "archive" {
 		return
 	}

@@ -248,8 +248,11 @@ func TestMetricsColdThenWarmTerraformInit(t *testing.T) {
 	)
 }
 
+// A tampered archive is counted as a failed verification, and its
+// download, broken off after its 200 went out, as an aborted response:
+// counted under code 200, as sent, it would pass for a success.
 func TestMetricsTamperedArchive(t *testing.T) {
-	origin := newOrigin(t, fakeorigin.Options{})
+	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 1 << 20})
 	origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
 	origin.TamperArchive("hashicorp", "null", "3.2.0", "linux_amd64", true)
 	tm := startMirror(t, origin, t.TempDir(), nil)
@@ -259,6 +262,18 @@ func TestMetricsTamperedArchive(t *testing.T) {
 		t.Fatal("a tampered archive was served complete")
 	}
 	tm.idle()
+	if resp == nil || resp.StatusCode != 200 {
+		t.Fatalf("the tampered download: %v %v, want a 200 broken off mid-body (1 MiB streams before it is verified)", resp, err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); metric(t, tm.m.registry, "tfmirror_http_responses_aborted_total", "route", "archive") != 1; {
+		if time.Now().After(deadline) {
+			t.Fatalf("tfmirror_http_responses_aborted_total{route=\"archive\"} = %v, want 1", metric(t, tm.m.registry, "tfmirror_http_responses_aborted_total", "route", "archive"))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := metric(t, tm.m.registry, "tfmirror_http_responses_aborted_total", "route", "index"); n != 0 {
+		t.Errorf("aborted index responses: %v, want 0", n)
+	}
 	expectMetrics(t, tm.m.registry, "after a tampered download",
 		expectation{"tfmirror_verification_failures_total", []string{"reason", "checksum_mismatch"}, 1},
 		expectation{"tfmirror_verification_failures_total", []string{"reason", "signature"}, 0},

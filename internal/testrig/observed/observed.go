@@ -68,7 +68,7 @@ type Codes struct {
 	codes []int
 }
 
-func (o *Codes) ObserveRequest(_ string, code int, _ time.Duration, _ int64) {
+func (o *Codes) ObserveRequest(_ string, code int, _ time.Duration, _ int64, _ bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.codes = append(o.codes, code)
