@@ -69,7 +69,7 @@ func (s *Shared) copyModule(ctx context.Context, rec records.ModuleRecord, limit
 	}
 	body, _, err := s.tier.OpenArchive(ctx, rec.SHA256)
 	if err != nil {
-		s.log.Warn("shared store failed; going on without it", "module", rec.Module, "version", rec.Version, "error", err)
+		s.failed(ctx, err, "shared store failed; going on without it", "module", rec.Module, "version", rec.Version)
 		return false
 	}
 	if body == nil {
@@ -145,7 +145,7 @@ func (s *Shared) FetchModule(ctx context.Context, m addrs.Module, key string, re
 		}
 		release, err := s.TryLease(ctx, moduleLeaseID(key))
 		if err != nil {
-			s.log.Warn("shared store failed; fetching the module package from its source", "module", m.String(), "error", err)
+			s.failed(ctx, err, "shared store failed; fetching the module package from its source", "module", m.String())
 			return fetch(ctx, rec)
 		}
 		if release != nil {

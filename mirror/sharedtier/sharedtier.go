@@ -32,6 +32,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // Tier is a store that replicas share behind their own caches. The engine
@@ -206,7 +207,7 @@ func (s *Shared) peek(ctx context.Context, key string, v any) (time.Time, bool) 
 	raw, storedAt, err := s.tier.GetMeta(ctx, key)
 	if err != nil {
 		if !errors.Is(err, context.Canceled) || ctx.Err() == nil {
-			s.log.Warn("shared store failed; going on without it", "key", key, "error", err)
+			s.failed(ctx, err, "shared store failed; going on without it", "key", key)
 		}
 		return time.Time{}, false
 	}
@@ -320,7 +321,7 @@ func (s *Shared) Archive(ctx context.Context, sha, name string, onWait func()) (
 	for {
 		body, size, err := s.tier.OpenArchive(ctx, sha)
 		if err != nil {
-			s.log.Warn("shared store failed; fetching the archive from the origin", "file", name, "error", err)
+			s.failed(ctx, err, "shared store failed; fetching the archive from the origin", "file", name)
 			return nil, 0, nil, nil
 		}
 		if body != nil {
@@ -331,7 +332,7 @@ func (s *Shared) Archive(ctx context.Context, sha, name string, onWait func()) (
 		}
 		lease, err := s.tier.TryLease(ctx, sha)
 		if err != nil {
-			s.log.Warn("shared store failed; fetching the archive from the origin", "file", name, "error", err)
+			s.failed(ctx, err, "shared store failed; fetching the archive from the origin", "file", name)
 			return nil, 0, nil, nil
 		}
 		if lease != nil {
@@ -403,7 +404,7 @@ func (s *Shared) ShareArchive(ctx context.Context, sha, name string) {
 	}
 	defer blob.Close()
 	if err := s.tier.PutArchive(ctx, sha, blob, blob.Size()); err != nil {
-		s.log.Warn("archive not stored in the shared store", "file", name, "error", err)
+		s.failed(ctx, err, "archive not stored in the shared store", "file", name)
 	}
 }
 
@@ -461,4 +462,17 @@ func (a *answers) put(key string, has bool, now time.Time) {
 		a.m = make(map[string]answer)
 	}
 	a.m[key] = answer{has: has, at: now}
+}
+
+// failed logs a call to the shared store that failed with err, the
+// replica going on without it: at WARN, but at debug level while the
+// store's circuit breaker is open (sharedstore.ErrUnavailable), which the
+// store logs once as it opens and the metrics and /readyz show, so that
+// an outage of the bucket is not a WARN line per request.
+func (s *Shared) failed(ctx context.Context, err error, msg string, args ...any) {
+	level := slog.LevelWarn
+	if errors.Is(err, sharedstore.ErrUnavailable) {
+		level = slog.LevelDebug
+	}
+	s.log.Log(ctx, level, msg, append(args, "error", err)...)
 }

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/lifetime"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/mirror/stored"
+	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
 // fakeTier is a tier in memory; its lease is held by another replica
@@ -379,5 +381,53 @@ func TestFetchModuleHolderWaitBounded(t *testing.T) {
 	})
 	if err != nil || got == nil || fetched != 1 {
 		t.Fatalf("FetchModule under a lease held forever: %v, %v, %d fetches; want one fetch from the source", got, err, fetched)
+	}
+}
+
+// failingTier is a tier whose archive reads fail with err.
+type failingTier struct {
+	*fakeTier
+	err error
+}
+
+func (t failingTier) OpenArchive(context.Context, string) (io.ReadCloser, int64, error) {
+	return nil, 0, t.err
+}
+
+// A failing store is a WARN line per failed call, the replica going on
+// without it; while its circuit breaker is open (ErrUnavailable, which
+// the store logs once as it opens) the calls it refuses are debug lines,
+// so that an outage of the bucket is not a WARN line per request.
+func TestFailuresWhileTheStoreIsDownLoggedAtDebug(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		err  error
+		warn bool
+	}{
+		{"failing", errors.New("dial tcp: connection refused"), true},
+		{"breaker open", fmt.Errorf("%w: %w", sharedstore.ErrUnavailable, errors.New("dial tcp: connection refused")), false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var logged bytes.Buffer
+			log := slog.New(slog.NewTextHandler(&logged, &slog.HandlerOptions{Level: slog.LevelDebug}))
+			store, err := cache.Open(cache.Options{InMemory: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { store.Close() })
+			s, err := New(Config{Timeout: time.Minute, Now: time.Now}, failingTier{newFakeTier(), c.err}, lifetime.New(time.Minute, nil), stored.New(store, log), store, log, noMetrics{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for range 3 {
+				if body, _, _, err := s.Archive(t.Context(), sha, "a.zip", nil); body != nil || err != nil {
+					t.Fatalf("Archive with the store failing: body %v, %v; want nothing, to fetch from the origin", body != nil, err)
+				}
+			}
+			warns, debugs := strings.Count(logged.String(), "level=WARN msg=\"shared store failed"), strings.Count(logged.String(), "level=DEBUG msg=\"shared store failed")
+			if c.warn && (warns != 3 || debugs != 0) || !c.warn && (warns != 0 || debugs != 3) {
+				t.Errorf("%d WARN and %d DEBUG lines for 3 failed reads, want them at %s:\n%s", warns, debugs, map[bool]string{true: "WARN", false: "DEBUG"}[c.warn], logged.String())
+			}
+		})
 	}
 }
