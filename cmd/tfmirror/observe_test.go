@@ -255,6 +255,9 @@ func TestMetricsTamperedArchive(t *testing.T) {
 	origin := newOrigin(t, fakeorigin.Options{ArchiveSize: 1 << 20})
 	origin.AddProvider("hashicorp", "null", []string{"3.2.0"}, []string{"linux_amd64"})
 	origin.TamperArchive("hashicorp", "null", "3.2.0", "linux_amd64", true)
+	// Slow enough (half a second for the archive) that the answer begins
+	// before the last byte, whose check fails, is read.
+	origin.SetArchiveRate(2 << 20)
 	tm := startMirror(t, origin, t.TempDir(), nil)
 
 	resp, body, err := tm.get(archiveURL("null", "3.2.0", "linux_amd64"))
