@@ -1,15 +1,14 @@
 package releases
 
 import (
-	"bytes"
 	"strings"
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/verify"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 // A publisher's keys that each verification would refuse together (more
@@ -30,16 +29,7 @@ func TestKeyringBoundedBySignaturesInAll(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		var buf bytes.Buffer
-		w, err := armor.Encode(&buf, openpgp.PublicKeyType, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := e.Serialize(w); err != nil {
-			t.Fatal(err)
-		}
-		w.Close()
-		return buf.String()
+		return verifytest.ArmoredPublic(t, e)
 	}
 	sixty := key(58) // 60 self-signatures
 	if _, err := newKeyring([]string{sixty, sixty, sixty, sixty}); err != nil {

@@ -19,6 +19,8 @@ import (
 	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 	"golang.org/x/mod/sumdb/dirhash"
+
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 // newKey generates an EdDSA (Ed25519) key: fast enough for every test run.
@@ -33,18 +35,7 @@ func newKey(t *testing.T, name string) *openpgp.Entity {
 
 func armored(t *testing.T, e *openpgp.Entity) string {
 	t.Helper()
-	var buf bytes.Buffer
-	w, err := armor.Encode(&buf, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(w); err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return buf.String()
+	return verifytest.ArmoredPublic(t, e)
 }
 
 func sign(t *testing.T, e *openpgp.Entity, doc []byte) []byte {

@@ -22,12 +22,12 @@ import (
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/verify"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 // exporterKey runs `tfmirror export-key` on dataDir and writes the public
@@ -58,16 +58,7 @@ func newTestKey(t *testing.T, name string) *openpgp.Entity {
 // armoredPublic is e's public key, ASCII-armored.
 func armoredPublic(t *testing.T, e *openpgp.Entity) string {
 	t.Helper()
-	var b bytes.Buffer
-	w, err := armor.Encode(&b, openpgp.PublicKeyType, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.Serialize(w); err != nil {
-		t.Fatal(err)
-	}
-	w.Close()
-	return b.String()
+	return verifytest.ArmoredPublic(t, e)
 }
 
 // writeKeyFile writes the public keys of es into one file.

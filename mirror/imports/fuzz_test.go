@@ -7,12 +7,12 @@ import (
 	"testing"
 
 	"github.com/ProtonMail/go-crypto/openpgp"
-	"github.com/ProtonMail/go-crypto/openpgp/armor"
 	"github.com/ProtonMail/go-crypto/openpgp/packet"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
+	"github.com/tfmirror/tfmirror/v2/verify/verifytest"
 )
 
 // fuzzRelease is one SHA256SUMS document FuzzSignedImport may be given:
@@ -35,16 +35,7 @@ func FuzzSignedImport(f *testing.F) {
 	if err != nil {
 		f.Fatal(err)
 	}
-	var armored bytes.Buffer
-	w, err := armor.Encode(&armored, openpgp.PublicKeyType, nil)
-	if err != nil {
-		f.Fatal(err)
-	}
-	if err := key.Serialize(w); err != nil {
-		f.Fatal(err)
-	}
-	w.Close()
-	signingKeys := []registryjson.GPGPublicKey{{KeyID: key.PrimaryKey.KeyIdString(), ASCIIArmor: armored.String()}}
+	signingKeys := []registryjson.GPGPublicKey{{KeyID: key.PrimaryKey.KeyIdString(), ASCIIArmor: verifytest.ArmoredPublic(f, key)}}
 	release := func(names ...string) fuzzRelease {
 		r := fuzzRelease{lines: map[string]string{}}
 		var content strings.Builder
