@@ -17,23 +17,21 @@ import (
 // (NAMESPACE/NAME/SYSTEM). The address is returned in its normal form.
 func ParseAddress(s string) (Kind, string, error) {
 	parts := strings.Split(s, "/")
-	provider := len(parts) == 2
-	if len(parts) == 3 {
-		h := parts[0]
-		provider = strings.ContainsAny(h, ".:") || strings.EqualFold(h, "localhost")
+	if len(parts) == 2 || len(parts) == 3 && hostName(parts[0]) {
+		return ParseAddressAs(Provider, s)
 	}
-	if provider {
-		p, err := addrs.ParseProvider(s)
-		if err != nil {
-			return "", "", err
-		}
-		return Provider, p.String(), nil
-	}
-	m, err := addrs.ParseModule(s)
+	kind, addr, err := ParseAddressAs(Module, s)
 	if err != nil {
 		return "", "", fmt.Errorf("%q is neither a provider address ([HOST/]NAMESPACE/TYPE) nor a module address ([HOST/]NAMESPACE/NAME/SYSTEM): %v", s, err)
 	}
-	return Module, m.String(), nil
+	return kind, addr, nil
+}
+
+// hostName says whether the first part of a three-part address names a
+// host (it has a dot or a port, or is localhost), which makes the address
+// a provider's for ParseAddress.
+func hostName(part string) bool {
+	return strings.ContainsAny(part, ".:") || strings.EqualFold(part, "localhost")
 }
 
 // ParseAddressAs reads s as an address of kind: a provider
@@ -66,7 +64,7 @@ func ParseAddressAs(kind Kind, s string) (Kind, string, error) {
 // the host its first part names.
 func ReadAsModule(s string) bool {
 	parts := strings.Split(s, "/")
-	return len(parts) == 3 && !strings.ContainsAny(parts[0], ".:") && !strings.EqualFold(parts[0], "localhost")
+	return len(parts) == 3 && !hostName(parts[0])
 }
 
 // Explanation is what `tfmirror policy explain` prints of one address or
