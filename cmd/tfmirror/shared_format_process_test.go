@@ -89,15 +89,9 @@ func TestSharedStoreBucketOfFormatOne(t *testing.T) {
 	defer cancel()
 	const pl = "linux_amd64"
 	want := s.archive(pl)
-	sha := s.origin.SHA256("hashicorp", "random", "1.0.0", pl)
 	record := "mirror/meta/package/" + s.origin.Addr + "/hashicorp/random/1.0.0"
 
-	first := s.start(t)
-	if body, _, err := first.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
-		t.Fatalf("filling the bucket: %v", err)
-	}
-	waitCached(t, first, 1)
-	waitBucket(t, s, "mirror/archives/"+sha, "mirror/archive-auth/"+sha, record)
+	fillBucket(ctx, t, s, pl)
 	rewriteToFormatOne(t, s)
 
 	m := s.start(t)

@@ -138,12 +138,7 @@ func TestSharedStoreBucketOfEarlierRelease(t *testing.T) {
 	// The bucket as the previous release leaves it: filled by a replica,
 	// then stripped of what this release adds. A hostile archive in place
 	// of the real one shows that nothing of it is taken on trust.
-	first := s.start(t)
-	if body, _, err := first.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
-		t.Fatalf("filling the bucket: %v", err)
-	}
-	waitCached(t, first, 1)
-	waitBucket(t, s, "mirror/archives/"+sha, "mirror/meta/package/"+s.origin.Addr+"/hashicorp/random/1.0.0")
+	fillBucket(ctx, t, s, pl)
 	stripToEarlierRelease(t, s)
 	forged := bytes.Clone(want)
 	forged[len(forged)/2] ^= 1
@@ -197,12 +192,7 @@ func TestSharedStoreEarlierBucketSyncedBack(t *testing.T) {
 	const pl = "linux_amd64"
 	want := s.archive(pl)
 
-	warm := s.start(t)
-	if body, _, err := warm.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
-		t.Fatalf("filling the bucket: %v", err)
-	}
-	waitCached(t, warm, 1)
-	waitBucket(t, s, "mirror/meta/package/"+s.origin.Addr+"/hashicorp/random/1.0.0")
+	warm := fillBucket(ctx, t, s, pl)
 	stripToEarlierRelease(t, s)
 	// The warm replica, upgraded in place, serves from its cache.
 	if body, _, err := warm.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
@@ -231,6 +221,22 @@ func TestSharedStoreEarlierBucketSyncedBack(t *testing.T) {
 	if body, _, err := again.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, want) {
 		t.Fatalf("a sealed replica after the sync: %d bytes, %v", len(body), err)
 	}
+}
+
+// fillBucket has a new replica on s's bucket serve pl's archive of
+// hashicorp/random 1.0.0, and waits until its cache holds it and the
+// bucket the archive, its header and the package record; it returns the
+// replica.
+func fillBucket(ctx context.Context, t *testing.T, s *sharedSetup, pl string) *proc {
+	t.Helper()
+	m := s.start(t)
+	if body, _, err := m.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, s.archive(pl)) {
+		t.Fatalf("filling the bucket: %v", err)
+	}
+	waitCached(t, m, 1)
+	sha := s.origin.SHA256("hashicorp", "random", "1.0.0", pl)
+	waitBucket(t, s, "mirror/archives/"+sha, "mirror/archive-auth/"+sha, "mirror/meta/package/"+s.origin.Addr+"/hashicorp/random/1.0.0")
+	return m
 }
 
 // waitBucket waits (at most 30s) until the bucket holds every key.
