@@ -693,7 +693,8 @@ func BenchmarkBlobRead(b *testing.B) {
 	}
 	defer s.Close()
 	data := randomBytes(64<<20, 1)
-	w, _ := s.NewBlobWriter(shaOf(data))
+	sha := shaOf(data)
+	w, _ := s.NewBlobWriter(sha)
 	w.Write(data)
 	if _, err := w.Commit(""); err != nil {
 		b.Fatal(err)
@@ -702,7 +703,7 @@ func BenchmarkBlobRead(b *testing.B) {
 	b.SetBytes(int64(len(data)))
 	buf := make([]byte, 32<<10)
 	for b.Loop() {
-		blob, _ := s.OpenBlob(shaOf(data))
+		blob, _ := s.OpenBlob(sha)
 		if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{blob}, buf); err != nil {
 			b.Fatal(err)
 		}
