@@ -38,7 +38,8 @@ func TestAdminVerify(t *testing.T) {
 		t.Fatalf("one damaged archive: %+v", got)
 	}
 	if f := got.Failures[0]; f.Address != p.String() || f.Version != "2.0.0" || f.Platform != "linux_amd64" ||
-		f.SHA256 != sha || f.By != cachecheck.CheckedEvidence || !strings.Contains(f.Problem, "sha256") {
+		f.SHA256 != sha || f.By != cachecheck.CheckedEvidence || f.Reason != "checksum_mismatch" ||
+		!strings.Contains(f.Problem, "damaged where it is stored") {
 		t.Errorf("failure %+v", f)
 	}
 }

@@ -74,7 +74,11 @@ func (b *blob) load(idx int) error {
 		*b.buf = make([]byte, 0, want)
 	}
 	buf := (*b.buf)[:want]
-	n, err := b.s.readChunk(b.rec.SHA256, b.rec.Stage, idx, 0, buf)
+	sum, ok := sumOf(b.rec.Sums, idx)
+	if !ok {
+		return fmt.Errorf("cache: archive %s: chunk %d of %d", b.rec.SHA256, idx, b.rec.Chunks)
+	}
+	n, err := b.s.readChunk(b.rec.SHA256, b.rec.Stage, idx, 0, buf, sum)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = b.missingChunk(idx, err)
 	}
@@ -172,6 +176,7 @@ type blobWriter struct {
 	mu          sync.Mutex
 	cur         *[]byte        // the chunk being filled
 	staged      int            // chunks finished (in Badger, or in mem)
+	sums        []byte         // the checksums of the chunks finished (blobRecord.Sums)
 	mem         map[int][]byte // finished chunks that could not be staged
 	memBytes    int64          // their size, reserved from the writers' unstaged budget
 	dropped     map[int]bool   // finished chunks neither staged nor kept (ErrChunkDropped)
@@ -242,9 +247,11 @@ func (w *blobWriter) finishChunk() {
 	// under w.mu after it is staged, so it can be read outside the lock.
 	idx := w.staged
 	data := *w.cur
+	sum := chunkSum(data)
 	err := w.stageChunk(idx, data)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.sums = appendSum(w.sums, sum)
 	if err != nil {
 		if w.err == nil {
 			w.err = fmt.Errorf("cache: staging chunk %d: %w", idx, err)
@@ -354,9 +361,10 @@ func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
 			w.mu.Unlock()
 			return n, fmt.Errorf("%w (chunk %d)", ErrChunkDropped, idx)
 		default:
+			sum, _ := sumOf(w.sums, idx) // idx < w.staged
 			w.mu.Unlock()
 			var err error
-			if c, err = w.s.readChunk(w.expected, w.stage, idx, inChunk, p[n:]); err != nil {
+			if c, err = w.s.readChunk(w.expected, w.stage, idx, inChunk, p[n:], sum); err != nil {
 				return n, err
 			}
 		}
@@ -406,6 +414,7 @@ func (w *blobWriter) Commit(h1 string) (BlobInfo, error) {
 		ChunkSize: w.s.chunkSize,
 		Chunks:    w.staged,
 		Stage:     w.stage,
+		Sums:      w.sums,
 	}
 	w.mu.Unlock()
 	doc, err := json.Marshal(rec)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/tfmirror/tfmirror/v2/internal/sha256hex"
 )
@@ -29,7 +30,9 @@ import (
 // A crash at any point therefore leaves either a complete archive or
 // unreferenced chunks, which are removed soon after Open (orphans.go);
 // OpenBlob never returns a partial archive. Any number of writers of one
-// sha256 may commit concurrently: one record is kept.
+// sha256 may commit concurrently: one record is kept. Every chunk read is
+// checked against the checksum its writer recorded (chunksums.go): a
+// byte changed where it is stored is ErrDamaged, never returned.
 //
 // With Options.MaxBytes set, the least recently used archives are
 // evicted once the archives are over the limit (evict.go), and the data
@@ -52,6 +55,10 @@ type Blobs struct {
 	// read back after a restart), are not found (StatBlob, OpenBlob)
 	// until a writer commits them anew (Commit replaces them).
 	damaged, damagedBlobs sync.Map
+
+	// summing are the reads of whole archives whose records have no
+	// chunk checksums, by stage (withSums).
+	summing singleflight.Group
 
 	// blobLocks serialise, per sha256, the read-then-write of a blob's
 	// commit record together with the counters and LRU entry that follow
@@ -179,6 +186,10 @@ type blobRecord struct {
 	ChunkSize int    `json:"chunk_size"`
 	Chunks    int    `json:"chunks"`
 	Stage     string `json:"stage"`
+	// Sums are the checksums of its chunks (chunkSum, 8 bytes a chunk,
+	// big-endian), against which every read checks a chunk (readChunk).
+	// A record written by a release before them has none (withSums).
+	Sums []byte `json:"sums,omitempty"`
 	// Damaged says a read found the archive's stored bytes damaged
 	// (ErrDamaged): the mark outlives the process (markDamaged), so
 	// that the copy is never offered again, and goes with the record
@@ -196,6 +207,15 @@ func checkSHA(sha string) error {
 func blobKey(sha string) []byte { return []byte("b/" + sha) }
 
 func chunkKey(stage string, idx int) []byte { return fmt.Appendf(nil, "c/%s/%08x", stage, idx) }
+
+// writeRecord writes rec as its archive's commit record.
+func writeRecord(txn *badger.Txn, rec blobRecord) error {
+	doc, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	return txn.Set(blobKey(rec.SHA256), doc)
+}
 
 func readRecord(txn *badger.Txn, sha string) (blobRecord, error) {
 	var rec blobRecord
@@ -283,11 +303,15 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 	if err == nil && (rec.Damaged || s.isDamaged(sha)) {
 		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
 	}
+	b := &blob{s: s, rec: rec, cached: -1}
+	if err == nil {
+		err = b.withSums()
+	}
 	if err != nil {
 		s.evict.lru.release(sha)
 		return nil, err
 	}
-	return &blob{s: s, rec: rec, cached: -1}, nil
+	return b, nil
 }
 
 // deleteBlob removes a committed blob: its record first, so it is never
@@ -336,14 +360,12 @@ func (s *Blobs) deleteChunks(stage string, n int) error {
 }
 
 // readChunk copies chunk idx of stage, the archive sha's (for the log),
-// from byte off on, into p.
-//
-// A chunk is never empty. Badger, asked for a value whose checksum no
-// longer matches (Options: VerifyValueChecksum), logs the mismatch and
-// hands back an empty value without an error: that, and a chunk of
-// another length than its archive's record says (blob.load), is an
-// archive damaged where it is stored, ErrDamaged, logged once.
-func (s *Blobs) readChunk(sha, stage string, idx int, off int, p []byte) (int, error) {
+// from byte off on, into p, once the whole chunk was found to have the
+// checksum want (its writer's, chunkSum): a chunk that has not is an
+// archive damaged where it is stored, ErrDamaged, logged once. The
+// chunk is hashed in the pass that copies it (copyChecked); Badger does
+// not check its own checksum of the values it reads (badgerOptions).
+func (s *Blobs) readChunk(sha, stage string, idx int, off int, p []byte, want uint64) (int, error) {
 	var n int
 	err := s.db.view(func(txn *badger.Txn) error {
 		item, err := txn.Get(chunkKey(stage, idx))
@@ -351,13 +373,14 @@ func (s *Blobs) readChunk(sha, stage string, idx int, off int, p []byte) (int, e
 			return err
 		}
 		return item.Value(func(val []byte) error {
-			if len(val) == 0 {
-				return s.damage(sha, stage, idx, "the value read back is empty: its checksum did not match")
-			}
 			if off > len(val) {
 				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
 			}
-			n = copy(p, val[off:])
+			var ok bool
+			if n, ok = copyChecked(p, val, off, want); !ok {
+				n = 0
+				return s.damage(sha, stage, idx, "its bytes do not have the checksum written with them")
+			}
 			return nil
 		})
 	})
@@ -368,7 +391,7 @@ func (s *Blobs) readChunk(sha, stage string, idx int, off int, p []byte) (int, e
 }
 
 // ErrDamaged is returned by reads of an archive whose stored bytes no
-// longer match the checksums Badger wrote with them, or whose chunks are
+// longer match the checksums recorded with them, or whose chunks are
 // not the length its record says (a failing disk): its bytes are never
 // returned as the archive's.
 var ErrDamaged = errors.New("archive damaged where it is stored")
@@ -403,12 +426,8 @@ func (s *Blobs) markDamaged(sha, stage string) {
 			return err
 		}
 		rec.Damaged = true
-		doc, err := json.Marshal(rec)
-		if err != nil {
-			return err
-		}
 		wrote = true
-		return txn.Set(blobKey(sha), doc)
+		return writeRecord(txn, rec)
 	})
 	if err == nil && wrote {
 		s.mu.Lock()
@@ -429,17 +448,22 @@ func (s *Blobs) markDamaged(sha, stage string) {
 	}
 }
 
-// damage returns ErrDamaged for chunk idx of stage, the archive sha's,
-// logging it once for the stage (every reader of the archive finds it).
+// damage returns ErrDamaged for chunk idx of stage, the archive sha's
+// (the archive whole when idx is negative), logging it once for the
+// stage (every reader of the archive finds it).
 func (s *Blobs) damage(sha, stage string, idx int, detail string) error {
+	where := "the archive"
+	if idx >= 0 {
+		where = fmt.Sprintf("chunk %d", idx)
+	}
 	if _, logged := s.damaged.LoadOrStore(stage, true); !logged {
 		s.log.Error("a cached archive is damaged where it is stored; it is not served, and is fetched again when it can be: check the disk, then run tfmirror cache verify and prune or re-import what it finds",
-			"sha256", sha, "stage", stage, "chunk", idx, "detail", detail)
+			"sha256", sha, "stage", stage, "where", where, "detail", detail)
 		if s.onDamaged != nil {
 			s.onDamaged()
 		}
 	}
-	return fmt.Errorf("%w: chunk %d: %s", ErrDamaged, idx, detail)
+	return fmt.Errorf("%w: %s: %s", ErrDamaged, where, detail)
 }
 
 // DamagedArchives returns the number of committed archives whose record

@@ -4,6 +4,8 @@ package cache
 
 import (
 	"context"
+	"encoding/binary"
+	"encoding/json"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -11,7 +13,8 @@ import (
 
 // Rig does to a store what the tests of other packages need and
 // production code never does: delete an archive whatever holds it,
-// damage one where it is stored, count the chunks stored, and run an
+// damage one where it is stored (or change it where its checksums
+// cannot tell), count the chunks stored, and run an
 // eviction pass and wait for it. Test rigs reach it through
 // internal/testrig/cachetest. Nothing in the shipped binary calls RigOf, so the
 // linker leaves Rig out: cmd/tfmirror's TestBinaryLinksNoTestHook checks
@@ -70,6 +73,89 @@ func (r Rig) FlipBlobByte(sha string, off int64) error {
 		val[off%int64(rec.ChunkSize)] ^= 0xff
 		return txn.Set(key, val)
 	})
+}
+
+// AlterBlobByte inverts byte off of the committed archive sha where it is
+// stored, and the checksum its record keeps for the byte's chunk with
+// it, so that the store reads the byte back as stored: an archive
+// written wrong, or changed where it is stored by whoever can write the
+// data directory. Only its sha256 tells.
+func (r Rig) AlterBlobByte(sha string, off int64) error {
+	if err := r.FlipBlobByte(sha, off); err != nil {
+		return err
+	}
+	return r.s.db.update(entryCost(64, 512), func(txn *badger.Txn) error {
+		rec, err := readRecord(txn, sha)
+		if err != nil {
+			return err
+		}
+		idx := int(off / int64(rec.ChunkSize))
+		item, err := txn.Get(chunkKey(rec.Stage, idx))
+		if err != nil {
+			return err
+		}
+		val, err := item.ValueCopy(nil)
+		if err != nil {
+			return err
+		}
+		sums := append([]byte(nil), rec.Sums...)
+		binary.BigEndian.PutUint64(sums[idx*sumSize:], chunkSum(val))
+		rec.Sums = sums
+		return writeRecord(txn, rec)
+	})
+}
+
+// DropChunkSums rewrites the commit record of every archive without the
+// checksums of its chunks, as a release before them wrote it, and
+// returns how many it rewrote.
+func (r Rig) DropChunkSums() (int, error) {
+	var n int
+	err := r.s.db.update(entryCost(64, 512), func(txn *badger.Txn) error {
+		recs, err := r.records(txn)
+		for _, rec := range recs {
+			if len(rec.Sums) == 0 {
+				continue
+			}
+			rec.Sums = nil
+			if err := writeRecord(txn, rec); err != nil {
+				return err
+			}
+			n++
+		}
+		return err
+	})
+	return n, err
+}
+
+// WithoutChunkSums returns how many committed archives' records have no
+// checksums of their chunks.
+func (r Rig) WithoutChunkSums() (int, error) {
+	var n int
+	err := r.s.db.view(func(txn *badger.Txn) error {
+		recs, err := r.records(txn)
+		for _, rec := range recs {
+			if len(rec.Sums) != rec.Chunks*sumSize {
+				n++
+			}
+		}
+		return err
+	})
+	return n, err
+}
+
+// records reads every commit record.
+func (Rig) records(txn *badger.Txn) ([]blobRecord, error) {
+	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/"), PrefetchValues: false})
+	defer it.Close()
+	var recs []blobRecord
+	for it.Rewind(); it.Valid(); it.Next() {
+		var rec blobRecord
+		if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
+			return recs, err
+		}
+		recs = append(recs, rec)
+	}
+	return recs, nil
 }
 
 // MarkDamaged marks the committed archive sha as a read that found its

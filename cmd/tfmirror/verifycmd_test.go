@@ -18,17 +18,18 @@ func verifyInProcess(t *testing.T, dataDir string) (string, string, int) {
 // cache verify on a data directory: every synced package checks out
 // against its stored evidence, and after one byte of one archive changes
 // on disk, that archive alone is named and the exit status is 1; nothing
-// is removed.
+// is removed: the archive the check found damaged is reported again by
+// the next check (by its mark, not read again).
 func TestCacheVerify(t *testing.T) {
 	origin := syncOrigin(t)
 	dataDir := t.TempDir()
 	if _, _, code := syncInProcess(t, origin, dataDir, syncManifest(t, tfRegistry, "")); code != 0 {
 		t.Fatalf("sync exit %d", code)
 	}
-	summary := regexp.MustCompile(`checked (\d+) packages, .* \((\d+) against stored evidence, 0 against their sha256\): (\d+) failed`)
+	summary := regexp.MustCompile(`checked (\d+) packages, .* \((\d+) against stored evidence, (\d+) against their sha256\): (\d+) failed`)
 	out, _, code := verifyInProcess(t, dataDir)
 	m := summary.FindStringSubmatch(out)
-	if code != 0 || m == nil || m[1] == "0" || m[1] != m[2] || m[3] != "0" {
+	if code != 0 || m == nil || m[1] == "0" || m[1] != m[2] || m[3] != "0" || m[4] != "0" {
 		t.Fatalf("intact: exit %d, %q", code, out)
 	}
 	checked := m[1]
@@ -47,7 +48,7 @@ func TestCacheVerify(t *testing.T) {
 	}
 	out, stderr, code := verifyInProcess(t, dataDir)
 	m = summary.FindStringSubmatch(out)
-	if code != 1 || m == nil || m[1] != checked || m[3] != "1" {
+	if code != 1 || m == nil || m[1] != checked || m[4] != "1" {
 		t.Fatalf("one damaged archive: exit %d, %q", code, out)
 	}
 	want := "FAILED provider " + tfRegistry + "/hashicorp/random 3.5.0 linux_amd64 (sha256 " + sha + "): "
@@ -55,7 +56,8 @@ func TestCacheVerify(t *testing.T) {
 		t.Errorf("stderr %q, want one line %q", stderr, want)
 	}
 	// Nothing removed: the next check finds the same.
-	if out, _, code := verifyInProcess(t, dataDir); code != 1 || summary.FindStringSubmatch(out)[1] != checked {
-		t.Errorf("after the check: exit %d, %q", code, out)
+	out, stderr, code = verifyInProcess(t, dataDir)
+	if m := summary.FindStringSubmatch(out); code != 1 || m == nil || m[1] != checked || m[4] != "1" || !strings.Contains(stderr, want) {
+		t.Errorf("after the check: exit %d, %q, %q", code, out, stderr)
 	}
 }

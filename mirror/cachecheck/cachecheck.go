@@ -355,7 +355,9 @@ func (s *Checker) checkRef(ctx context.Context, ref cachedPackageRef) (c Result,
 	err = records.ErrNoEvidence
 	if ref.kind == KindProvider && !ref.withheld {
 		c.By = CheckedEvidence
-		err = s.checkProviderPackage(ctx, ref)
+		if err = s.checkProviderPackage(ctx, ref); errors.Is(err, cache.ErrDamaged) {
+			err = damagedError(ref.sha, err)
+		}
 	}
 	if errors.Is(err, records.ErrNoEvidence) {
 		c.By = CheckedSHA256

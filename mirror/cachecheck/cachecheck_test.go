@@ -94,11 +94,15 @@ func TestVerifyCache(t *testing.T) {
 		}
 	}
 
+	// The provider archive damaged as a failing disk does (the store
+	// finds it as it reads it), the module package changed where only
+	// its sha256 tells.
 	damaged := h.Origin.SHA256(harness.NS, harness.Type, "2.0.0", "linux_amd64")
-	for _, sha := range []string{damaged, mod.SHA256} {
-		if err := cachetest.FlipBlobByte(h.Store, sha, 100); err != nil {
-			t.Fatal(err)
-		}
+	if err := cachetest.FlipBlobByte(h.Store, damaged, 100); err != nil {
+		t.Fatal(err)
+	}
+	if err := cachetest.AlterBlobByte(h.Store, mod.SHA256, 100); err != nil {
+		t.Fatal(err)
 	}
 	got = check()
 	for name := range want {
@@ -117,11 +121,15 @@ func TestVerifyCache(t *testing.T) {
 	if last, _ := h.Engine.CacheChecker().LastCacheCheck(); met.get() != last {
 		t.Errorf("the metrics were told %+v, want the last check %+v", met.get(), last)
 	}
-	// A report: what failed is kept, for the operator to prune.
-	for _, sha := range []string{damaged, mod.SHA256} {
-		if _, err := h.Store.StatBlob(sha); err != nil {
-			t.Errorf("the damaged archive %s was removed: %v", sha, err)
-		}
+	// A report: what failed is kept, for the operator to prune; the
+	// archive the store found damaged is no longer served (its record
+	// keeps the mark), the other is refused by what checks it when it
+	// is served.
+	if _, err := h.Store.StatBlob(damaged); !errors.Is(err, cache.ErrDamaged) {
+		t.Errorf("the archive the store found damaged: %v, want it kept, marked damaged", err)
+	}
+	if _, err := h.Store.StatBlob(mod.SHA256); err != nil {
+		t.Errorf("the changed archive %s was removed: %v", mod.SHA256, err)
 	}
 
 	h.Stop()
@@ -368,8 +376,8 @@ func TestVerifyCacheFindsModuleZips(t *testing.T) {
 		t.Errorf("last check %+v, want the package and its zip checked, none failed", last)
 	}
 
-	// Damaged: reported, kept.
-	if err := cachetest.FlipBlobByte(h.Store, zr.SHA256, 10); err != nil {
+	// Changed where only its sha256 tells: reported, kept.
+	if err := cachetest.AlterBlobByte(h.Store, zr.SHA256, 10); err != nil {
 		t.Fatal(err)
 	}
 	got = check()

@@ -1,7 +1,8 @@
 // Package cachetest gives the tests of other packages what the cache does
 // not offer production code: putting an archive in place (as an earlier
 // run or an import left it), deleting a committed archive (as eviction
-// does), damaging one (as a failing disk does) or marking it found so, counting archive chunks
+// does), damaging one (as a failing disk does), changing one where only
+// its sha256 tells, or marking one found damaged, counting archive chunks
 // (to check that nothing was left behind) and running an eviction pass.
 // Tests only: the shipped binary links none of it.
 package cachetest
@@ -24,10 +25,29 @@ func DeleteBlob(store *cache.Store, sha string) error { return cache.RigOf(store
 func ChunkCount(store *cache.Store) (int, error) { return cache.RigOf(store).ChunkCount() }
 
 // FlipBlobByte inverts byte off of the committed archive sha where store
-// keeps it, leaving its record as it is: the damage a failing disk does.
+// keeps it, leaving its record as it is: the damage a failing disk does,
+// which the store finds when it reads the byte's chunk (cache.ErrDamaged).
 func FlipBlobByte(store *cache.Store, sha string, off int64) error {
 	return cache.RigOf(store).FlipBlobByte(sha, off)
 }
+
+// AlterBlobByte inverts byte off of the committed archive sha where store
+// keeps it, and the checksum store keeps for the byte's chunk with it:
+// an archive written wrong, or changed where it is stored by whoever can
+// write the data directory, which the store reads back as stored and
+// only a check against its sha256 finds.
+func AlterBlobByte(store *cache.Store, sha string, off int64) error {
+	return cache.RigOf(store).AlterBlobByte(sha, off)
+}
+
+// DropChunkSums rewrites every archive's commit record in store without
+// the checksums of its chunks, as a release before them (2.0.0) wrote
+// it, and returns how many it rewrote.
+func DropChunkSums(store *cache.Store) (int, error) { return cache.RigOf(store).DropChunkSums() }
+
+// WithoutChunkSums returns how many archives' records in store have no
+// checksums of their chunks.
+func WithoutChunkSums(store *cache.Store) (int, error) { return cache.RigOf(store).WithoutChunkSums() }
 
 // MarkDamaged marks the committed archive sha in store as a read that
 // found its stored bytes damaged does (cache.ErrDamaged: the mark is
