@@ -60,10 +60,11 @@ func copyChecked(p, val []byte, off int, want uint64) (int, bool) {
 
 // withSums gives b's record the checksums of its archive's chunks. A
 // record written by a release before chunk checksums has none: the
-// archive is then read whole once and its bytes must have
-// its sha256 and size (else ErrDamaged, and the archive is marked as a
-// reader that found it damaged marks it), and the checksums are written
-// into its record, so that from then on it is read as every archive is.
+// archive is then read whole once and its bytes must have its sha256
+// and size (else ErrNotFound and ErrDamaged, and the archive is marked
+// as a reader that found it damaged marks it), and the checksums are
+// written into its record, so that from then on it is read as every
+// archive is.
 // Openers of the same archive at once wait for one such read.
 //
 // When the record cannot be written (a full disk), the checksums are
@@ -81,6 +82,11 @@ func (b *blob) withSums() error {
 		b.storeSums(sums)
 		return sums, nil
 	})
+	if errors.Is(err, ErrDamaged) {
+		// Not cached, as an archive marked damaged is (OpenBlob): the
+		// next verified copy replaces it.
+		return fmt.Errorf("%w: %w", ErrNotFound, err)
+	}
 	if err != nil {
 		return err
 	}
