@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/cache"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/cachetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
 	"github.com/tfmirror/tfmirror/v2/mirror/cachecheck"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
@@ -68,6 +69,36 @@ func TestDamagedCachedArchiveIsFetchedAgain(t *testing.T) {
 	h.waitCommitted(sha256Of(want))
 	if a := h.read(t.Context(), "1.0.0", platforms[0]); a.err != nil || !bytes.Equal(a.body, want) || a.source != records.Hit {
 		t.Fatalf("the archive fetched again is not cached whole: %v, %v, %d bytes", a.err, a.source, len(a.body))
+	}
+}
+
+// An archive an earlier release stored (its record without the checksums
+// of its chunks) and the disk damaged is found damaged when it is first
+// opened, before any byte of it is read: the first request already
+// fetches it again from the origin and gets the archive whole.
+func TestDamagedArchiveOfAnEarlierReleaseIsFetchedAtOnce(t *testing.T) {
+	t.Parallel()
+	h, opts, want := cachedThenDamaged(t)
+	store, err := cache.Open(cache.Options{Dir: opts.cacheDir, MaxBytes: opts.store.MaxBytes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n, err := cachetest.DropChunkSums(store)
+	if cerr := store.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil || n != len(platforms) {
+		t.Fatalf("records rewritten as an earlier release wrote them: %d, %v", n, err)
+	}
+
+	h.start(opts)
+	hits := h.origin.Hits(fakeorigin.Archive)
+	a := h.read(t.Context(), "1.0.0", platforms[0])
+	if a.err != nil || !bytes.Equal(a.body, want) || a.source != records.Miss {
+		t.Fatalf("first request: %v, %v, %d bytes (equal: %v), want the archive fetched again", a.err, a.source, len(a.body), bytes.Equal(a.body, want))
+	}
+	if n := h.origin.Hits(fakeorigin.Archive) - hits; n != 1 {
+		t.Errorf("the origin was asked for the archive %d times, want once", n)
 	}
 }
 
