@@ -12,6 +12,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dgraph-io/badger/v4"
 )
 
 // lockedBuffer is a log destination safe for concurrent writers.
@@ -377,5 +379,88 @@ func TestDamagedMarkOnFullDisk(t *testing.T) {
 	}
 	if n, _ := k.Stats(); n != 1 {
 		t.Errorf("after a kill: %d archives, want the damaged copy kept", n)
+	}
+}
+
+// One damaged byte in a value-log file costs the archives stored after it
+// in the same file once Badger's value-log GC rewrites that file: it
+// reads the file up to the entry that fails its checksum and takes the
+// rest as cut short. The store never hands out their bytes wrong: each is
+// found damaged when it is next read (a chunk missing from under an
+// archive its record still lists), marked and not found, so that it is
+// fetched again. docs/operations.md ("Checking the cache") says so.
+func TestValueLogGCOverADamagedEntryLosesWhatFollowsIt(t *testing.T) {
+	dir := t.TempDir()
+	const chunk = 128 << 10 // above the value threshold: chunks go to the value log
+	// A size limit of 64 MiB makes the value-log files 4 MiB: the
+	// damaged archive and the one after it share the first file, which
+	// is not the last (Badger checks the last at Open).
+	opts := Options{Dir: dir, ChunkSize: chunk, MaxBytes: 64 << 20}
+	damaged := randomBytes(8*chunk, 21)
+	after := randomBytes(8*chunk, 22)
+	s, err := Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	put(t, s, damaged)
+	put(t, s, after)
+	for i := range 40 { // the later files
+		put(t, s, randomBytes(4*chunk, uint64(100+i)))
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	damageOnDisk(t, dir, damaged[chunk+1000:chunk+1064])
+
+	s, err = Open(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.waitCount()
+	defer s.Close()
+	read := func(data []byte) error {
+		r, err := s.OpenBlob(shaOf(data))
+		if err != nil {
+			return err
+		}
+		defer r.Close()
+		got, err := io.ReadAll(r)
+		if err == nil && !bytes.Equal(got, data) {
+			t.Fatalf("read %d bytes that are not the archive's", len(got))
+		}
+		return err
+	}
+	if err := read(after); err != nil {
+		t.Fatalf("the archive after the damaged one, before GC: %v", err)
+	}
+	if err := read(damaged); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("the damaged archive: %v, want ErrDamaged", err)
+	}
+	// Replaced by a verified copy, its damaged chunks are garbage; GC
+	// rewrites the file they are in (here, rather than in the store's GC
+	// goroutine, stopped first: one caller at a time).
+	s.stopGC()
+	<-s.gcDone
+	put(t, s, damaged)
+	if err := s.gc.settleDeletes(); err != nil {
+		t.Fatal(err)
+	}
+	err = s.db.withWritable(func(db *badger.DB) error {
+		s.db.writeMu.Lock() // as a round of the store's own GC holds it
+		defer s.db.writeMu.Unlock()
+		return db.RunValueLogGC(0.01)
+	})
+	if err != nil {
+		t.Fatalf("value-log GC: %v", err)
+	}
+	if err := read(after); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("the archive after the damaged entry, once GC rewrote its file: %v, want ErrDamaged (Badger no longer drops what follows a damaged entry? then docs/operations.md must change)", err)
+	}
+	if _, err := s.StatBlob(shaOf(after)); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("StatBlob of the archive lost by GC: %v, want ErrNotFound", err)
+	}
+	if err := read(damaged); err != nil {
+		t.Fatalf("the verified copy that replaced the damaged one: %v", err)
 	}
 }
