@@ -192,6 +192,10 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
 		return 2
 	}
+	// The fetches' goroutines write progress and log lines to stderr at
+	// once: one lock keeps each line whole, whatever writer stderr is.
+	tty := isTerminal(stderr)
+	stderr = &exclusiveWriter{w: stderr}
 	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)
@@ -222,7 +226,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 	}()
 	fmt.Fprintf(stderr, "tfmirror sync: %s (%s)\n", dd.where(), cfg.DataDir)
 	dd.setPolicy(cfg.policy)
-	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: isTerminal(stderr), now: time.Now}
+	r := &syncRun{cfg: cfg, ops: dd.ops, out: stdout, status: stderr, tty: tty, now: time.Now}
 	if !r.run(ctx, spec) {
 		return 1
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -115,18 +116,38 @@ func terraformInitOffline(t *testing.T, tf string, p *proc, dataDir string) {
 // and exit status.
 func syncInProcess(t *testing.T, origin *fakeorigin.Origin, dataDir string, args ...string) (string, string, int) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	var stdout bytes.Buffer
+	stderr := &oneWriteAtATime{t: t}
 	code := runSync(context.Background(), append([]string{
 		"--data-dir", dataDir,
 		"--allowed-origins", tfRegistry,
 		"--allow-private-origins",
-	}, args...), func(string) (string, bool) { return "", false }, &stdout, &stderr, overrides{
+	}, args...), func(string) (string, bool) { return "", false }, &stdout, stderr, overrides{
 		rootCAs:     origin.CertPool(),
 		dialContext: routeRegistryTo(origin),
 		keepStdLog:  true,
 	})
-	t.Logf("tfmirror sync %v: exit %d\nstdout:\n%sstderr:\n%s", args, code, stdout.String(), stderr.String())
-	return stdout.String(), stderr.String(), code
+	t.Logf("tfmirror sync %v: exit %d\nstdout:\n%sstderr:\n%s", args, code, stdout.String(), stderr.b.String())
+	return stdout.String(), stderr.b.String(), code
+}
+
+// oneWriteAtATime is a buffer that fails the test when two Writes
+// overlap: sync's progress and log lines, written from the fetches'
+// goroutines, must reach stderr one at a time, whatever writer it is.
+type oneWriteAtATime struct {
+	t       *testing.T
+	writing atomic.Bool
+	b       bytes.Buffer
+}
+
+func (w *oneWriteAtATime) Write(p []byte) (int, error) {
+	if !w.writing.CompareAndSwap(false, true) {
+		w.t.Errorf("two writes to stderr at once; the second: %q", p)
+		return len(p), nil
+	}
+	defer w.writing.Store(false)
+	time.Sleep(100 * time.Microsecond) // long enough for another to overlap
+	return w.b.Write(p)
 }
 
 // TestSyncAloneThenServeOffline: sync with no mirror running opens the
