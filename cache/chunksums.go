@@ -1,6 +1,10 @@
 // Chunk checksums: every chunk of an archive is checked, as it is read,
 // against the XXH3-64 its writer computed, so that a byte a failing disk
 // changed is an error (ErrDamaged), never part of an archive served.
+// XXH3 finds damage, not intent: whoever can write the data directory can
+// write a chunk and its checksum together, which only the archive's
+// sha256 tells (tfmirror cache verify; the clients, which check what
+// they download against their lock files and the signed checksums).
 
 package cache
 
