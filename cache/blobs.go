@@ -367,27 +367,33 @@ func (s *Blobs) deleteChunks(stage string, n int) error {
 // not check its own checksum of the values it reads (badgerOptions).
 func (s *Blobs) readChunk(sha, stage string, idx int, off int, p []byte, want uint64) (int, error) {
 	var n int
-	err := s.db.view(func(txn *badger.Txn) error {
-		item, err := txn.Get(chunkKey(stage, idx))
-		if err != nil {
-			return err
+	err := s.db.chunkValue(stage, idx, func(val []byte) error {
+		if off > len(val) {
+			return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
 		}
-		return item.Value(func(val []byte) error {
-			if off > len(val) {
-				return fmt.Errorf("chunk %d is %d bytes, read at %d", idx, len(val), off)
-			}
-			var ok bool
-			if n, ok = copyChecked(p, val, off, want); !ok {
-				n = 0
-				return s.damage(sha, stage, idx, "its bytes do not have the checksum written with them")
-			}
-			return nil
-		})
+		var ok bool
+		if n, ok = copyChecked(p, val, off, want); !ok {
+			n = 0
+			return s.damage(sha, stage, idx, "its bytes do not have the checksum written with them")
+		}
+		return nil
 	})
 	if err != nil {
 		return 0, fmt.Errorf("cache: reading chunk %d of %s: %w", idx, stage, err)
 	}
 	return n, nil
+}
+
+// chunkValue calls fn with the stored bytes of chunk idx of stage, valid
+// only while fn runs; badger.ErrKeyNotFound when there is no such chunk.
+func (d *database) chunkValue(stage string, idx int, fn func(val []byte) error) error {
+	return d.view(func(txn *badger.Txn) error {
+		item, err := txn.Get(chunkKey(stage, idx))
+		if err != nil {
+			return err
+		}
+		return item.Value(fn)
+	})
 }
 
 // ErrDamaged is returned by reads of an archive whose stored bytes no

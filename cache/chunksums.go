@@ -106,17 +106,11 @@ func (b *blob) sumWhole() ([]byte, error) {
 	h := sha256.New()
 	var size int64
 	for idx := range rec.Chunks {
-		err := s.db.view(func(txn *badger.Txn) error {
-			item, err := txn.Get(chunkKey(rec.Stage, idx))
-			if err != nil {
-				return err
-			}
-			return item.Value(func(val []byte) error {
-				h.Write(val)
-				size += int64(len(val))
-				sums = appendSum(sums, chunkSum(val))
-				return nil
-			})
+		err := s.db.chunkValue(rec.Stage, idx, func(val []byte) error {
+			h.Write(val)
+			size += int64(len(val))
+			sums = appendSum(sums, chunkSum(val))
+			return nil
 		})
 		if errors.Is(err, badger.ErrKeyNotFound) {
 			if err = b.missingChunk(idx, err); errors.Is(err, ErrDamaged) {
