@@ -54,24 +54,8 @@ func (r Rig) ChunkCount() (int, error) {
 // stored, as a failing disk would, leaving its record as it is.
 func (r Rig) FlipBlobByte(sha string, off int64) error {
 	return r.s.db.update(entryCost(64, r.s.chunkSize), func(txn *badger.Txn) error {
-		rec, err := readRecord(txn, sha)
-		if err != nil {
-			return err
-		}
-		if off < 0 || off >= rec.Size {
-			return fmt.Errorf("cache: byte %d of a %d-byte archive", off, rec.Size)
-		}
-		key := chunkKey(rec.Stage, int(off/int64(rec.ChunkSize)))
-		item, err := txn.Get(key)
-		if err != nil {
-			return err
-		}
-		val, err := item.ValueCopy(nil)
-		if err != nil {
-			return err
-		}
-		val[off%int64(rec.ChunkSize)] ^= 0xff
-		return txn.Set(key, val)
+		_, _, _, err := flipByte(txn, sha, off)
+		return err
 	})
 }
 
@@ -81,20 +65,8 @@ func (r Rig) FlipBlobByte(sha string, off int64) error {
 // written wrong, or changed where it is stored by whoever can write the
 // data directory. Only its sha256 tells.
 func (r Rig) AlterBlobByte(sha string, off int64) error {
-	if err := r.FlipBlobByte(sha, off); err != nil {
-		return err
-	}
-	return r.s.db.update(entryCost(64, 512), func(txn *badger.Txn) error {
-		rec, err := readRecord(txn, sha)
-		if err != nil {
-			return err
-		}
-		idx := int(off / int64(rec.ChunkSize))
-		item, err := txn.Get(chunkKey(rec.Stage, idx))
-		if err != nil {
-			return err
-		}
-		val, err := item.ValueCopy(nil)
+	return r.s.db.update(entryCost(64, r.s.chunkSize+512), func(txn *badger.Txn) error {
+		rec, idx, val, err := flipByte(txn, sha, off)
 		if err != nil {
 			return err
 		}
@@ -105,57 +77,78 @@ func (r Rig) AlterBlobByte(sha string, off int64) error {
 	})
 }
 
+// flipByte inverts byte off of the committed archive sha in txn, and
+// returns the archive's record, the index of the byte's chunk and the
+// chunk as it is now.
+func flipByte(txn *badger.Txn, sha string, off int64) (blobRecord, int, []byte, error) {
+	rec, err := readRecord(txn, sha)
+	if err != nil {
+		return rec, 0, nil, err
+	}
+	if off < 0 || off >= rec.Size {
+		return rec, 0, nil, fmt.Errorf("cache: byte %d of a %d-byte archive", off, rec.Size)
+	}
+	idx := int(off / int64(rec.ChunkSize))
+	key := chunkKey(rec.Stage, idx)
+	item, err := txn.Get(key)
+	if err != nil {
+		return rec, 0, nil, err
+	}
+	val, err := item.ValueCopy(nil)
+	if err != nil {
+		return rec, 0, nil, err
+	}
+	val[off%int64(rec.ChunkSize)] ^= 0xff
+	return rec, idx, val, txn.Set(key, val)
+}
+
 // DropChunkSums rewrites the commit record of every archive without the
 // checksums of its chunks, as a release before them wrote it, and
 // returns how many it rewrote.
 func (r Rig) DropChunkSums() (int, error) {
-	var n int
-	err := r.s.db.update(entryCost(64, 512), func(txn *badger.Txn) error {
-		recs, err := r.records(txn)
-		for _, rec := range recs {
-			if len(rec.Sums) == 0 {
-				continue
-			}
+	var withSums []blobRecord
+	err := r.scanRecords(func(rec blobRecord) error {
+		if len(rec.Sums) > 0 {
 			rec.Sums = nil
+			withSums = append(withSums, rec)
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	err = r.s.db.update(entryCost(64, 512)*int64(len(withSums)), func(txn *badger.Txn) error {
+		for _, rec := range withSums {
 			if err := writeRecord(txn, rec); err != nil {
 				return err
 			}
-			n++
 		}
-		return err
+		return nil
 	})
-	return n, err
+	return len(withSums), err
 }
 
 // WithoutChunkSums returns how many committed archives' records have no
 // checksums of their chunks.
 func (r Rig) WithoutChunkSums() (int, error) {
 	var n int
-	err := r.s.db.view(func(txn *badger.Txn) error {
-		recs, err := r.records(txn)
-		for _, rec := range recs {
-			if len(rec.Sums) != rec.Chunks*sumSize {
-				n++
-			}
+	err := r.scanRecords(func(rec blobRecord) error {
+		if len(rec.Sums) != rec.Chunks*sumSize {
+			n++
 		}
-		return err
+		return nil
 	})
 	return n, err
 }
 
-// records reads every commit record.
-func (Rig) records(txn *badger.Txn) ([]blobRecord, error) {
-	it := txn.NewIterator(badger.IteratorOptions{Prefix: []byte("b/"), PrefetchValues: false})
-	defer it.Close()
-	var recs []blobRecord
-	for it.Rewind(); it.Valid(); it.Next() {
+// scanRecords calls fn with every commit record, as ScanBlobs reads them.
+func (r Rig) scanRecords(fn func(blobRecord) error) error {
+	p := []byte("b/")
+	return scanBatched(r.s.db, p, p, scanBatch, func(_, val []byte) (blobRecord, error) {
 		var rec blobRecord
-		if err := it.Item().Value(func(val []byte) error { return json.Unmarshal(val, &rec) }); err != nil {
-			return recs, err
-		}
-		recs = append(recs, rec)
-	}
-	return recs, nil
+		err := json.Unmarshal(val, &rec)
+		return rec, err
+	}, fn)
 }
 
 // MarkDamaged marks the committed archive sha as a read that found its
