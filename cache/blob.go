@@ -333,8 +333,19 @@ func (w *blobWriter) Err() error {
 func (w *blobWriter) Sum() string { return hex.EncodeToString(w.hash.Sum(nil)) }
 
 // ReadAt reads bytes already written. It is safe to call from any
-// goroutine for off+len(p) <= Written().
+// goroutine for off+len(p) <= Written(). Every stored chunk it reads from
+// is checked whole, however little of it is read: a reader that reads a
+// little at a time reads through Follow.
 func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
+	return w.readAt(p, off, func(idx, inChunk int, p []byte, sum uint64) (int, error) {
+		return w.s.readChunk(w.expected, w.stage, idx, inChunk, p, sum)
+	})
+}
+
+// readAt reads bytes already written, the chunks in memory from there
+// and those stored through stored (chunk idx from inChunk into p, with
+// the checksum sum recorded for it).
+func (w *blobWriter) readAt(p []byte, off int64, stored func(idx, inChunk int, p []byte, sum uint64) (int, error)) (int, error) {
 	cs := int64(w.s.chunkSize)
 	n := 0
 	for n < len(p) {
@@ -364,7 +375,7 @@ func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
 			sum, _ := sumOf(w.sums, idx) // idx < w.staged
 			w.mu.Unlock()
 			var err error
-			if c, err = w.s.readChunk(w.expected, w.stage, idx, inChunk, p[n:], sum); err != nil {
+			if c, err = stored(idx, inChunk, p[n:], sum); err != nil {
 				return n, err
 			}
 		}
@@ -372,6 +383,67 @@ func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
 		off += int64(c)
 	}
 	return n, nil
+}
+
+// Follow returns a reader of the bytes written that keeps the stored
+// chunk it read last, checked, as a BlobReader does.
+func (w *blobWriter) Follow() Follower { return &follower{w: w, cached: -1} }
+
+// follower is the Follower of a blobWriter.
+type follower struct {
+	w *blobWriter
+
+	mu     sync.Mutex
+	buf    *[]byte // the stored chunk last read, checked whole
+	cached int     // index of the chunk in buf, -1 if none
+	closed bool
+}
+
+// ReadAt reads bytes already written, for off+len(p) <= Written().
+func (f *follower) ReadAt(p []byte, off int64) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.closed {
+		return 0, errors.New("cache: follower is closed")
+	}
+	return f.w.readAt(p, off, f.stored)
+}
+
+// stored reads chunk idx from inChunk into p through f's buffer: the
+// chunk is read and checked whole once, however many reads it takes to
+// copy it out.
+func (f *follower) stored(idx, inChunk int, p []byte, sum uint64) (int, error) {
+	if f.cached != idx {
+		if f.buf == nil {
+			f.buf = f.w.s.bufs.get()
+		}
+		buf := (*f.buf)[:cap(*f.buf)]
+		n, err := f.w.s.readChunk(f.w.expected, f.w.stage, idx, 0, buf, sum)
+		if err != nil {
+			f.cached = -1
+			return 0, err
+		}
+		*f.buf, f.cached = buf[:n], idx
+	}
+	chunk := *f.buf
+	if inChunk >= len(chunk) {
+		return 0, fmt.Errorf("cache: chunk %d of %s is %d bytes, read at %d", idx, f.w.stage, len(chunk), inChunk)
+	}
+	return copy(p, chunk[inChunk:]), nil
+}
+
+// Close releases the follower's buffer.
+func (f *follower) Close() error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.closed = true
+		if f.buf != nil {
+			f.w.s.bufs.put(f.buf)
+			f.buf, f.cached = nil, -1
+		}
+	}
+	return nil
 }
 
 // Commit makes the blob visible under its sha256, with h1 recorded. It

@@ -32,7 +32,11 @@ type BlobWriter interface {
 	// still get every byte); Err reports it and Commit then fails.
 	io.Writer
 	// ReadAt reads bytes already written, for off+len(p) <= Written().
+	// Each call checks the whole of every stored chunk it reads from.
 	io.ReaderAt
+	// Follow returns a reader of the bytes written for one client, which
+	// checks each stored chunk once however little it reads at a time.
+	Follow() Follower
 	// Written is how many bytes have been written.
 	Written() int64
 	// Sum is the hex sha256 of everything written so far.
@@ -51,7 +55,19 @@ type BlobWriter interface {
 	io.Closer
 }
 
+// Follower reads an archive as its BlobWriter writes it, for one client
+// (BlobWriter.Follow): ReadAt reads bytes already written, for
+// off+len(p) <= Written(), and keeps the stored chunk it read last, so
+// that small sequential reads read and check each chunk once, as a
+// BlobReader's do. Close releases that chunk; reads fail once the writer
+// is aborted or closed, or the follower is.
+type Follower interface {
+	io.ReaderAt
+	io.Closer
+}
+
 var (
 	_ BlobReader = (*blob)(nil)
 	_ BlobWriter = (*blobWriter)(nil)
+	_ Follower   = (*follower)(nil)
 )

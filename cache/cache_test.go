@@ -710,3 +710,45 @@ func BenchmarkBlobRead(b *testing.B) {
 		blob.Close()
 	}
 }
+
+// BenchmarkFollowerRead is a client behind a download in progress: the
+// archive's bytes are written and staged, not committed, and the client
+// reads them 32 KiB at a time, as the HTTP server copies a response:
+// through a Follower, as the fetcher's clients do, and through the
+// writer's ReadAt, which checks the whole of a stored chunk at each read.
+func BenchmarkFollowerRead(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	data := randomBytes(64<<20, 1)
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	w.Write(data)
+	buf := make([]byte, 32<<10)
+	read := func(b *testing.B, r io.ReaderAt) {
+		b.Helper()
+		sr := io.NewSectionReader(r, 0, w.Written())
+		if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{sr}, buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.Run("Follow", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			f := w.Follow()
+			read(b, f)
+			f.Close()
+		}
+	})
+	b.Run("ReadAt", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		for b.Loop() {
+			read(b, w)
+		}
+	})
+}

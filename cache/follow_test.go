@@ -1,0 +1,154 @@
+package cache
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// Clients behind a download, each through a Follower of its own, read
+// what was written in small pieces, forwards and back, while it is
+// written, staged and committed, and get the archive's bytes.
+func TestFollowersReadWhileWriting(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	data := randomBytes(testChunk*20+123, 9)
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+
+	const followers = 8
+	errs := make(chan error, followers)
+	var wg sync.WaitGroup
+	for r := range followers {
+		wg.Go(func() {
+			f := w.Follow()
+			defer f.Close()
+			rnd := rand.New(rand.NewPCG(uint64(r), 2))
+			var off int64
+			for off < int64(len(data)) {
+				n := w.Written()
+				if n <= off {
+					continue
+				}
+				l := min(n-off, int64(rnd.IntN(testChunk/3)+1))
+				p := make([]byte, l)
+				if got, err := f.ReadAt(p, off); err != nil || int64(got) != l || !bytes.Equal(p, data[off:off+l]) {
+					errs <- fmt.Errorf("follower %d: ReadAt(%d, %d) = %d, %v", r, off, l, got, err)
+					return
+				}
+				off += l
+				if rnd.IntN(8) == 0 { // and now and then a piece read before
+					back := rnd.Int64N(off)
+					p := p[:min(l, off-back)]
+					if got, err := f.ReadAt(p, back); err != nil || !bytes.Equal(p, data[back:back+int64(len(p))]) {
+						errs <- fmt.Errorf("follower %d: ReadAt(%d, %d) back = %d, %v", r, back, len(p), got, err)
+						return
+					}
+				}
+			}
+		})
+	}
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 333)
+		w.Write(rest[:n])
+		rest = rest[n:]
+	}
+	if _, err := w.Commit(""); err != nil {
+		t.Fatal(err)
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+}
+
+// A stored chunk of a download in progress whose bytes no longer have
+// the checksum written with them is never read as the archive's through
+// a Follower, however it is read: every read of it fails with
+// ErrDamaged, and the chunks around it are read as they are.
+func TestFollowerChecksTheStoredChunks(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	data := randomBytes(testChunk*5+100, 10)
+	bw, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Close()
+	bw.Write(data)
+	w := bw.(*blobWriter)
+	if w.staged != 5 {
+		t.Fatalf("%d chunks staged, want 5", w.staged)
+	}
+	altered := bytes.Clone(data[2*testChunk : 3*testChunk])
+	altered[17] ^= 0xff
+	if err := s.db.update(0, func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, 2), altered) }); err != nil {
+		t.Fatal(err)
+	}
+
+	f := w.Follow()
+	defer f.Close()
+	p := make([]byte, 100)
+	for _, off := range []int64{testChunk + 10, 3*testChunk + 10, 5 * testChunk} {
+		if n, err := f.ReadAt(p, off); err != nil || !bytes.Equal(p[:n], data[off:off+int64(n)]) || n != len(p) {
+			t.Fatalf("ReadAt(%d) of an intact chunk: %d, %v", off, n, err)
+		}
+	}
+	for _, off := range []int64{2*testChunk + 500, 2 * testChunk, 2*testChunk - 50} {
+		n, err := f.ReadAt(p, off)
+		if !errors.Is(err, ErrDamaged) {
+			t.Fatalf("ReadAt(%d) of the altered chunk: %d, %v; want ErrDamaged", off, n, err)
+		}
+		if want := max(0, 2*testChunk-off); int64(n) != want || !bytes.Equal(p[:n], data[off:off+int64(n)]) {
+			t.Fatalf("ReadAt(%d) of the altered chunk read %d bytes, want the %d before it", off, n, want)
+		}
+	}
+	if _, err := w.ReadAt(p, 2*testChunk+500); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("the writer's ReadAt of the altered chunk: %v, want ErrDamaged", err)
+	}
+}
+
+// A Follower reads nothing once the download is aborted, or once it is
+// closed itself; closing it again is no error.
+func TestFollowerEnds(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	data := randomBytes(testChunk*3, 11)
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.Write(data)
+	f, g := w.Follow(), w.Follow()
+	p := make([]byte, 10)
+	if _, err := f.ReadAt(p, testChunk); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatalf("closing a closed follower: %v", err)
+	}
+	if _, err := f.ReadAt(p, testChunk); err == nil {
+		t.Fatal("a closed follower read")
+	}
+	if _, err := g.ReadAt(p, testChunk); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := g.ReadAt(p, testChunk); err == nil || err == io.EOF {
+		t.Fatalf("a follower of an aborted download read %d bytes (%v)", n, err)
+	}
+	g.Close()
+}
