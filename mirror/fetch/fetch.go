@@ -51,6 +51,7 @@ type Archive struct {
 
 	// records.Source records.Miss or records.Coalesced:
 	f        *Download
+	r        cache.Follower // f's bytes, for this client
 	holdBack int64
 	off      int64
 	gone     chan struct{}      // closed when the context given to Open ends
@@ -92,7 +93,7 @@ func (a *Archive) Read(p []byte) (int, error) {
 		}
 		if a.off < limit {
 			n := int(min(int64(len(p)), limit-a.off))
-			n, err := f.w.ReadAt(p[:n], a.off)
+			n, err := a.r.ReadAt(p[:n], a.off)
 			if err != nil && !(errors.Is(err, io.EOF) && n > 0) {
 				if err := f.State().Err; err != nil { // the fetch failed meanwhile
 					return 0, err
@@ -123,6 +124,7 @@ func (a *Archive) Close() error {
 			err = a.blob.Close()
 		} else {
 			a.stop()
+			a.r.Close()
 			a.f.release()
 		}
 		a.life.EndWork()
@@ -618,6 +620,14 @@ func (f *Download) header() (int64, error) {
 		return 0, f.err
 	}
 	return f.size, nil
+}
+
+// follow returns a reader of the download's bytes for one client, once
+// ready.
+func (f *Download) follow() cache.Follower {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.w.Follow()
 }
 
 func (f *Download) notifyLocked() {

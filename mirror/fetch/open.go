@@ -65,7 +65,7 @@ func (fr *Fetcher) Open(ctx context.Context, p addrs.Provider, a records.Archive
 	if leader && f.fromShared { // set before ready was closed
 		how = records.Shared
 	}
-	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, holdBack: fr.cfg.HoldBack, gone: make(chan struct{}), life: fr.life, log: fr.log}
+	arc := &Archive{SHA256: a.SHA256, Size: size, Source: how, f: f, r: f.follow(), holdBack: fr.cfg.HoldBack, gone: make(chan struct{}), life: fr.life, log: fr.log}
 	arc.stop = context.AfterFunc(ctx, func() {
 		arc.goneErr = context.Cause(ctx)
 		close(arc.gone)
