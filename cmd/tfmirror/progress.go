@@ -122,16 +122,3 @@ func (p *progress) line() string {
 	}
 	return s
 }
-
-// exclusiveWriter makes each Write to w exclusive, for a writer that
-// several goroutines write lines to (progress and log lines on stderr).
-type exclusiveWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (e *exclusiveWriter) Write(p []byte) (int, error) {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.w.Write(p)
-}

@@ -23,6 +23,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
+	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
 	"github.com/tfmirror/tfmirror/v2/manifest"
 	"github.com/tfmirror/tfmirror/v2/policy"
 )
@@ -195,7 +196,7 @@ func runSync(ctx context.Context, args []string, lookupEnv func(string) (string,
 	// The fetches' goroutines write progress and log lines to stderr at
 	// once: one lock keeps each line whole, whatever writer stderr is.
 	tty := isTerminal(stderr)
-	stderr = &exclusiveWriter{w: stderr}
+	stderr = logwriter.NewExclusive(stderr)
 	logger, err := newLogger(cfg.LogFormat, cfg.LogLevel, stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "tfmirror sync: %v\n", err)

@@ -15,39 +15,34 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/tfmirror/tfmirror/v2/internal/logwriter"
 )
 
 // Handler writes JSON lines as slog.JSONHandler does. Create it with New.
 type Handler struct {
-	json *slog.JSONHandler // everything the fast path does not take
-	w    *lockedWriter     // shared with json, so that lines never interleave
-	fast bool              // options leave the output to the built-in keys and attributes
+	json *slog.JSONHandler    // everything the fast path does not take
+	w    *logwriter.Exclusive // shared with json, so that lines never interleave
+	fast bool                 // options leave the output to the built-in keys and attributes
 }
 
 // New returns a Handler writing to w with opts (nil: the defaults), as
-// slog.NewJSONHandler(w, opts) would.
+// slog.NewJSONHandler(w, opts) would. Its lines are written whole through
+// a logwriter.Exclusive: w itself when it is one (shared with other
+// writers of w), else one of its own.
 func New(w io.Writer, opts *slog.HandlerOptions) *Handler {
 	if opts == nil {
 		opts = &slog.HandlerOptions{}
 	}
-	lw := &lockedWriter{w: w}
+	lw, ok := w.(*logwriter.Exclusive)
+	if !ok {
+		lw = logwriter.NewExclusive(w)
+	}
 	return &Handler{
 		json: slog.NewJSONHandler(lw, opts),
 		w:    lw,
 		fast: opts.ReplaceAttr == nil && !opts.AddSource,
 	}
-}
-
-// lockedWriter makes each Write of a line exclusive.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (lw *lockedWriter) Write(p []byte) (int, error) {
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	return lw.w.Write(p)
 }
 
 // Enabled reports whether level is logged.

@@ -1,8 +1,10 @@
-// Package logwriter takes the writing of log lines off the request path
-// (why: BENCHMARKS.md, "The access log off the request path"). A Writer
-// appends each line to a buffer that one goroutine writes out in a single
-// call, at most Linger after the first line into an empty buffer. Nothing
-// is dropped: when the buffer is full, writers wait.
+// Package logwriter is where log lines are written from many goroutines.
+// It takes their writing off the request path (why: BENCHMARKS.md, "The
+// access log off the request path"): a Writer appends each line to a
+// buffer that one goroutine writes out in a single call, at most Linger
+// after the first line into an empty buffer. Nothing is dropped: when the
+// buffer is full, writers wait. An Exclusive keeps each line whole where
+// they are written as they come (a command's standard error).
 //
 // It is not a logger and knows nothing of lines' contents. Lines still in
 // the buffer when the process is killed are lost; Close (called on every
@@ -154,4 +156,22 @@ func (lw *Writer) Close() error {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	return lw.err
+}
+
+// Exclusive makes each Write to the writer it wraps exclusive, so that
+// lines written from several goroutines at once are never interleaved,
+// whatever the writer. It is safe for concurrent use.
+type Exclusive struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+// NewExclusive returns an Exclusive writing to w.
+func NewExclusive(w io.Writer) *Exclusive { return &Exclusive{w: w} }
+
+// Write writes p to the wrapped writer, alone.
+func (e *Exclusive) Write(p []byte) (int, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.w.Write(p)
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -203,5 +204,42 @@ func waitFor(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 5 s")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// overlapDetector fails the test when two Writes overlap.
+type overlapDetector struct {
+	t       *testing.T
+	writing atomic.Bool
+	n       atomic.Int32
+}
+
+func (d *overlapDetector) Write(p []byte) (int, error) {
+	if !d.writing.CompareAndSwap(false, true) {
+		d.t.Errorf("two writes at once; the second: %q", p)
+		return len(p), nil
+	}
+	defer d.writing.Store(false)
+	time.Sleep(50 * time.Microsecond) // long enough for another to overlap
+	d.n.Add(1)
+	return len(p), nil
+}
+
+// Lines written through one Exclusive from many goroutines at once
+// reach the writer one at a time, each whole.
+func TestExclusiveWritesOneAtATime(t *testing.T) {
+	d := &overlapDetector{t: t}
+	e := NewExclusive(d)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 20 {
+				fmt.Fprintf(e, "goroutine %d line %d\n", g, i)
+			}
+		})
+	}
+	wg.Wait()
+	if n := d.n.Load(); n != 160 {
+		t.Fatalf("%d writes reached the writer, want 160", n)
 	}
 }
