@@ -527,14 +527,19 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 	f.checking = true
 	f.notifyLocked()
 	f.mu.Unlock()
+	// The check reads the staged bytes a little at a time (a zip's
+	// decompressor 4 KiB): through a reader of its own, which checks each
+	// stored chunk once.
+	r := w.Follow()
+	defer r.Close()
 	if src != nil && src.Check != nil {
-		if err := src.Check(ctx, w, w.Written()); err != nil {
+		if err := src.Check(ctx, r, w.Written()); err != nil {
 			return "", err
 		}
 		f.verify()
 		return "", nil
 	}
-	h1, err := verify.CheckArchive(ctx, w, w.Written(), p.Type, s.cfg.ArchiveLimits)
+	h1, err := verify.CheckArchive(ctx, r, w.Written(), p.Type, s.cfg.ArchiveLimits)
 	if err != nil {
 		return "", err
 	}
