@@ -332,19 +332,10 @@ func (w *blobWriter) Err() error {
 // Sum is the hex sha256 of everything written so far. Writer goroutine only.
 func (w *blobWriter) Sum() string { return hex.EncodeToString(w.hash.Sum(nil)) }
 
-// ReadAt reads bytes already written. It is safe to call from any
-// goroutine for off+len(p) <= Written(). Every stored chunk it reads from
-// is checked whole, however little of it is read: a reader that reads a
-// little at a time reads through Follow.
-func (w *blobWriter) ReadAt(p []byte, off int64) (int, error) {
-	return w.readAt(p, off, func(idx, inChunk int, p []byte, sum uint64) (int, error) {
-		return w.s.readChunk(w.expected, w.stage, idx, inChunk, p, sum)
-	})
-}
-
-// readAt reads bytes already written, the chunks in memory from there
-// and those stored through stored (chunk idx from inChunk into p, with
-// the checksum sum recorded for it).
+// readAt reads bytes already written, for off+len(p) <= Written(): the
+// chunks in memory from there, and those stored through stored (chunk idx
+// from inChunk into p, to be checked against the checksum sum recorded
+// for it). It is safe to call from any goroutine.
 func (w *blobWriter) readAt(p []byte, off int64, stored func(idx, inChunk int, p []byte, sum uint64) (int, error)) (int, error) {
 	cs := int64(w.s.chunkSize)
 	n := 0

@@ -24,18 +24,14 @@ type BlobReader interface {
 
 // BlobWriter stages an archive as it arrives and then commits it;
 // NewBlobWriter returns one. One goroutine calls Write, Sum and Commit;
-// any number may call ReadAt for bytes already written, Written and Err,
-// until Close. Close must always be called: it releases the writer's
+// any number may call Follow, Written and Err, and read through their
+// Followers the bytes already written, until Close. Close must always be called: it releases the writer's
 // memory, aborts it if it was not committed, and ends it for Shutdown.
 type BlobWriter interface {
 	// Write appends p. A failure to store it does not fail Write (readers
 	// still get every byte); Err reports it and Commit then fails.
 	io.Writer
-	// ReadAt reads bytes already written, for off+len(p) <= Written().
-	// Each call checks the whole of every stored chunk it reads from.
-	io.ReaderAt
-	// Follow returns a reader of the bytes written for one client, which
-	// checks each stored chunk once however little it reads at a time.
+	// Follow returns a reader of the bytes written, for one client.
 	Follow() Follower
 	// Written is how many bytes have been written.
 	Written() int64

@@ -154,7 +154,7 @@ func TestDiskBudgetRefusesWhatCannotFit(t *testing.T) {
 	}
 	w.Write(big)
 	got := make([]byte, len(big))
-	if _, err := w.ReadAt(got, 0); err != nil || !bytes.Equal(got, big) {
+	if _, err := followAt(w, got, 0); err != nil || !bytes.Equal(got, big) {
 		t.Fatalf("reading the download back: %v", err)
 	}
 	if _, err := w.Commit(""); !errors.Is(err, ErrOverBudget) || !errors.Is(err, ErrNotWritable) {

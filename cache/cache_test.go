@@ -403,7 +403,7 @@ func TestWriterReadAtWhileWriting(t *testing.T) {
 				off := rnd.Int64N(n)
 				l := min(n-off, int64(rnd.IntN(3*testChunk)+1))
 				p := make([]byte, l)
-				got, err := w.ReadAt(p, off)
+				got, err := followAt(w, p, off)
 				if err != nil || int64(got) != l || !bytes.Equal(p, data[off:off+l]) {
 					errs <- fmt.Errorf("ReadAt(%d, %d) = %d, %v", off, l, got, err)
 					return
@@ -421,7 +421,7 @@ func TestWriterReadAtWhileWriting(t *testing.T) {
 	}
 	// Reading through the writer still works after Commit.
 	p := make([]byte, len(data))
-	if n, err := w.ReadAt(p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
+	if n, err := followAt(w, p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
 		t.Fatalf("ReadAt after commit: %d, %v", n, err)
 	}
 	close(stop)
@@ -572,7 +572,7 @@ func TestStagingFailureStillServesBytes(t *testing.T) {
 		t.Fatal("Err() = nil after a staging failure")
 	}
 	p := make([]byte, len(data))
-	if n, err := w.ReadAt(p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
+	if n, err := followAt(w, p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
 		t.Fatalf("ReadAt = %d, %v", n, err)
 	}
 	if _, err := w.Commit(""); err == nil {
@@ -583,7 +583,7 @@ func TestStagingFailureStillServesBytes(t *testing.T) {
 	}
 	// Clients still streaming from the writer get every byte until Close.
 	clear(p)
-	if n, err := w.ReadAt(p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
+	if n, err := followAt(w, p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
 		t.Fatalf("ReadAt after the failed Commit = %d, %v", n, err)
 	}
 	w.Close()
@@ -614,30 +614,30 @@ func TestUnstagedMemoryIsBounded(t *testing.T) {
 	wb.Write(b)
 
 	p := make([]byte, len(a))
-	if n, err := wa.ReadAt(p, 0); n != len(a) || err != nil || !bytes.Equal(p, a) {
+	if n, err := followAt(wa, p, 0); n != len(a) || err != nil || !bytes.Equal(p, a) {
 		t.Fatalf("first download: ReadAt = %d, %v; want every byte", n, err)
 	}
 	p = make([]byte, testChunk)
-	if n, err := wb.ReadAt(p, 0); n != testChunk || err != nil || !bytes.Equal(p, b[:testChunk]) {
+	if n, err := followAt(wb, p, 0); n != testChunk || err != nil || !bytes.Equal(p, b[:testChunk]) {
 		t.Fatalf("second download, kept chunk: ReadAt = %d, %v", n, err)
 	}
-	if n, err := wb.ReadAt(p, testChunk+5); !errors.Is(err, ErrChunkDropped) || n != 0 {
+	if n, err := followAt(wb, p, testChunk+5); !errors.Is(err, ErrChunkDropped) || n != 0 {
 		t.Fatalf("second download, dropped chunk: ReadAt = %d, %v; want ErrChunkDropped", n, err)
 	}
 	// Reading across the boundary returns what was kept, then the error.
 	p = make([]byte, 20)
-	if n, err := wb.ReadAt(p, testChunk-10); n != 10 || !errors.Is(err, ErrChunkDropped) || !bytes.Equal(p[:10], b[testChunk-10:testChunk]) {
+	if n, err := followAt(wb, p, testChunk-10); n != 10 || !errors.Is(err, ErrChunkDropped) || !bytes.Equal(p[:10], b[testChunk-10:testChunk]) {
 		t.Fatalf("across the boundary: ReadAt = %d, %v", n, err)
 	}
 	// The newest finished chunk and the one being filled are still
 	// readable: readers at the front, and the final bytes clients are
 	// held back on, are not affected.
 	p = make([]byte, testChunk+10)
-	if n, err := wb.ReadAt(p, testChunk*3); n != len(p) || err != nil || !bytes.Equal(p, b[testChunk*3:]) {
+	if n, err := followAt(wb, p, testChunk*3); n != len(p) || err != nil || !bytes.Equal(p, b[testChunk*3:]) {
 		t.Fatalf("newest chunk: ReadAt = %d, %v", n, err)
 	}
 	p = make([]byte, 10)
-	if n, err := wb.ReadAt(p, testChunk*4); n != 10 || err != nil || !bytes.Equal(p, b[testChunk*4:]) {
+	if n, err := followAt(wb, p, testChunk*4); n != 10 || err != nil || !bytes.Equal(p, b[testChunk*4:]) {
 		t.Fatalf("current chunk: ReadAt = %d, %v", n, err)
 	}
 	if wb.Written() != int64(len(b)) || wb.Sum() != shaOf(b) {
@@ -651,7 +651,7 @@ func TestUnstagedMemoryIsBounded(t *testing.T) {
 	defer wc.Close()
 	wc.Write(c)
 	p = make([]byte, len(c))
-	if n, err := wc.ReadAt(p, 0); n != len(c) || err != nil || !bytes.Equal(p, c) {
+	if n, err := followAt(wc, p, 0); n != len(c) || err != nil || !bytes.Equal(p, c) {
 		t.Fatalf("after the first download closed: ReadAt = %d, %v; want every byte", n, err)
 	}
 	// Aborting returns memory too.
@@ -713,9 +713,11 @@ func BenchmarkBlobRead(b *testing.B) {
 
 // BenchmarkFollowerRead is a client behind a download in progress: the
 // archive's bytes are written and staged, not committed, and the client
-// reads them 32 KiB at a time, as the HTTP server copies a response:
-// through a Follower, as the fetcher's clients do, and through the
-// writer's ReadAt, which checks the whole of a stored chunk at each read.
+// reads them from the start in pieces of 32 KiB (as the HTTP server copies
+// a response) and of 4 KiB (as a zip's decompressor reads the archive
+// check's): through a Follower, and for comparison as every read did
+// before there were Followers, checking the whole stored chunk it reads
+// from at each read (readEachTime).
 func BenchmarkFollowerRead(b *testing.B) {
 	s, err := Open(Options{Dir: b.TempDir()})
 	if err != nil {
@@ -729,26 +731,38 @@ func BenchmarkFollowerRead(b *testing.B) {
 	}
 	defer w.Close()
 	w.Write(data)
-	buf := make([]byte, 32<<10)
-	read := func(b *testing.B, r io.ReaderAt) {
-		b.Helper()
-		sr := io.NewSectionReader(r, 0, w.Written())
-		if _, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{sr}, buf); err != nil {
-			b.Fatal(err)
+	for _, size := range []int{32 << 10, 4 << 10} {
+		buf := make([]byte, size)
+		read := func(b *testing.B, r io.ReaderAt) {
+			b.Helper()
+			sr := io.NewSectionReader(r, 0, int64(len(data)))
+			if _, err := io.CopyBuffer(struct{ io.Writer }{io.Discard}, struct{ io.Reader }{sr}, buf); err != nil {
+				b.Fatal(err)
+			}
 		}
+		b.Run(fmt.Sprintf("Follow/%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				f := w.Follow()
+				read(b, f)
+				f.Close()
+			}
+		})
+		b.Run(fmt.Sprintf("EachRead/%dKiB", size>>10), func(b *testing.B) {
+			b.SetBytes(int64(len(data)))
+			for b.Loop() {
+				read(b, readEachTime{w.(*blobWriter)})
+			}
+		})
 	}
-	b.Run("Follow", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		for b.Loop() {
-			f := w.Follow()
-			read(b, f)
-			f.Close()
-		}
-	})
-	b.Run("ReadAt", func(b *testing.B) {
-		b.SetBytes(int64(len(data)))
-		for b.Loop() {
-			read(b, w)
-		}
+}
+
+// readEachTime reads what w has written as every read did before there
+// were Followers: each read of a stored chunk checks the whole chunk.
+type readEachTime struct{ w *blobWriter }
+
+func (r readEachTime) ReadAt(p []byte, off int64) (int, error) {
+	return r.w.readAt(p, off, func(idx, inChunk int, p []byte, sum uint64) (int, error) {
+		return r.w.s.readChunk(r.w.expected, r.w.stage, idx, inChunk, p, sum)
 	})
 }

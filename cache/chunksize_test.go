@@ -14,7 +14,7 @@ func writeAndReadBack(t *testing.T, s *Store, w BlobWriter, data []byte) {
 		t.Fatal(err)
 	}
 	streamed := make([]byte, len(data))
-	if n, err := w.ReadAt(streamed, 0); err != nil || n != len(data) || !bytes.Equal(streamed, data) {
+	if n, err := followAt(w, streamed, 0); err != nil || n != len(data) || !bytes.Equal(streamed, data) {
 		t.Errorf("bytes read back while the archive is written differ from those written (%d bytes, %v)", n, err)
 	}
 	if _, err := w.Commit("h1:x"); err != nil {

@@ -156,7 +156,7 @@ func TestCloseAbandonsOpenWriter(t *testing.T) {
 			if _, err := w.Commit("h1:test"); !errors.Is(err, ErrClosed) {
 				t.Errorf("Commit after close: %v, want ErrClosed", err)
 			}
-			if _, err := w.ReadAt(make([]byte, 10), 0); !errors.Is(err, ErrClosed) {
+			if _, err := followAt(w, make([]byte, 10), 0); !errors.Is(err, ErrClosed) {
 				t.Errorf("ReadAt of a staged chunk after close: %v, want ErrClosed", err)
 			}
 			if err := w.Close(); !errors.Is(err, ErrClosed) {

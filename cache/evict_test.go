@@ -153,7 +153,7 @@ func TestEvictionSkipsBlobsInUse(t *testing.T) {
 		t.Fatalf("Stats = %d, %d; want 3 archives over the limit while all are in use", n, total)
 	}
 	p := make([]byte, len(d))
-	if n, err := w.ReadAt(p, 0); n != len(d) || err != nil || !bytes.Equal(p, d) {
+	if n, err := followAt(w, p, 0); n != len(d) || err != nil || !bytes.Equal(p, d) {
 		t.Fatalf("writer ReadAt after commit = %d, %v", n, err)
 	}
 	reader.Close() // a is the least recently used and now free

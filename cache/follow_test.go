@@ -111,8 +111,8 @@ func TestFollowerChecksTheStoredChunks(t *testing.T) {
 			t.Fatalf("ReadAt(%d) of the altered chunk read %d bytes, want the %d before it", off, n, want)
 		}
 	}
-	if _, err := w.ReadAt(p, 2*testChunk+500); !errors.Is(err, ErrDamaged) {
-		t.Fatalf("the writer's ReadAt of the altered chunk: %v, want ErrDamaged", err)
+	if _, err := followAt(w, p, 2*testChunk+500); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("another follower's read of the altered chunk: %v, want ErrDamaged", err)
 	}
 }
 
@@ -151,4 +151,12 @@ func TestFollowerEnds(t *testing.T) {
 		t.Fatalf("a follower of an aborted download read %d bytes (%v)", n, err)
 	}
 	g.Close()
+}
+
+// followAt reads p at off from what w has written, through a Follower
+// of its own, as one client's read.
+func followAt(w BlobWriter, p []byte, off int64) (int, error) {
+	f := w.Follow()
+	defer f.Close()
+	return f.ReadAt(p, off)
 }

@@ -94,7 +94,7 @@ func TestBelowReserveNothingIsWritten(t *testing.T) {
 		t.Errorf("writer's Err below the reserve = %v, want ErrNotWritable", err)
 	}
 	got := make([]byte, len(data))
-	if n, err := w.ReadAt(got, 0); n != len(data) || !bytes.Equal(got, data) {
+	if n, err := followAt(w, got, 0); n != len(data) || !bytes.Equal(got, data) {
 		t.Errorf("readers of the writer got %d bytes (%v), want every byte", n, err)
 	}
 	if _, err := w.Commit("h1:x"); !errors.Is(err, ErrNotWritable) {

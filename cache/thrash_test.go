@@ -59,7 +59,7 @@ func TestThrashUnderATinyLimit(t *testing.T) {
 				// Read back through the writer (as clients of a download do)
 				// after the commit, while eviction runs.
 				got := make([]byte, len(data))
-				if _, err := w.ReadAt(got, 0); err != nil || !bytes.Equal(got, data) {
+				if _, err := followAt(w, got, 0); err != nil || !bytes.Equal(got, data) {
 					errs <- errors.Join(errors.New("a read through the committed writer was not the archive"), err)
 				}
 				w.Close()
