@@ -24,9 +24,10 @@ type BlobReader interface {
 
 // BlobWriter stages an archive as it arrives and then commits it;
 // NewBlobWriter returns one. One goroutine calls Write, Sum and Commit;
-// any number may call Follow, Written and Err, and read through their
-// Followers the bytes already written, until Close. Close must always be called: it releases the writer's
-// memory, aborts it if it was not committed, and ends it for Shutdown.
+// any number may call Follow, Written and Err, and read the bytes already
+// written through their Followers, until Close. Close must always be
+// called: it releases the writer's memory, aborts it if it was not
+// committed, and ends it for Shutdown.
 type BlobWriter interface {
 	// Write appends p. A failure to store it does not fail Write (readers
 	// still get every byte); Err reports it and Commit then fails.
@@ -55,8 +56,9 @@ type BlobWriter interface {
 // (BlobWriter.Follow): ReadAt reads bytes already written, for
 // off+len(p) <= Written(), and keeps the stored chunk it read last, so
 // that small sequential reads read and check each chunk once, as a
-// BlobReader's do. Close releases that chunk; reads fail once the writer
-// is aborted or closed, or the follower is.
+// BlobReader's do. ReadAt is safe for concurrent use. Close releases that
+// chunk; reads fail once the writer is aborted or closed, or the
+// follower is.
 type Follower interface {
 	io.ReaderAt
 	io.Closer
