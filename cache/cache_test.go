@@ -411,14 +411,7 @@ func TestWriterReadAtWhileWriting(t *testing.T) {
 			}
 		}()
 	}
-	for rest := data; len(rest) > 0; {
-		n := min(len(rest), 333)
-		w.Write(rest[:n])
-		rest = rest[n:]
-	}
-	if _, err := w.Commit(""); err != nil {
-		t.Fatal(err)
-	}
+	writeInPiecesAndCommit(t, w, data)
 	// Reading through the writer still works after Commit.
 	p := make([]byte, len(data))
 	if n, err := followAt(w, p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {

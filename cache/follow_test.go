@@ -56,14 +56,7 @@ func TestFollowersReadWhileWriting(t *testing.T) {
 			}
 		})
 	}
-	for rest := data; len(rest) > 0; {
-		n := min(len(rest), 333)
-		w.Write(rest[:n])
-		rest = rest[n:]
-	}
-	if _, err := w.Commit(""); err != nil {
-		t.Fatal(err)
-	}
+	writeInPiecesAndCommit(t, w, data)
 	wg.Wait()
 	close(errs)
 	for err := range errs {
@@ -159,4 +152,18 @@ func followAt(w BlobWriter, p []byte, off int64) (int, error) {
 	f := w.Follow()
 	defer f.Close()
 	return f.ReadAt(p, off)
+}
+
+// writeInPiecesAndCommit writes data to w in pieces of 333 bytes, as a
+// download arrives, and commits it.
+func writeInPiecesAndCommit(t *testing.T, w BlobWriter, data []byte) {
+	t.Helper()
+	for rest := data; len(rest) > 0; {
+		n := min(len(rest), 333)
+		w.Write(rest[:n])
+		rest = rest[n:]
+	}
+	if _, err := w.Commit(""); err != nil {
+		t.Fatal(err)
+	}
 }
