@@ -372,7 +372,7 @@ func TestBlobRoundTrip(t *testing.T) {
 	}
 }
 
-func TestWriterReadAtWhileWriting(t *testing.T) {
+func TestFollowersReadAnywhereWhileWriting(t *testing.T) {
 	s := openTest(t, "")
 	data := randomBytes(testChunk*20+123, 7)
 	w, err := s.NewBlobWriter(shaOf(data))
@@ -412,10 +412,10 @@ func TestWriterReadAtWhileWriting(t *testing.T) {
 		}()
 	}
 	writeInPiecesAndCommit(t, w, data)
-	// Reading through the writer still works after Commit.
+	// Reading through a follower still works after Commit.
 	p := make([]byte, len(data))
 	if n, err := followAt(w, p, 0); n != len(data) || err != nil || !bytes.Equal(p, data) {
-		t.Fatalf("ReadAt after commit: %d, %v", n, err)
+		t.Fatalf("a follower's read after commit: %d, %v", n, err)
 	}
 	close(stop)
 	rw.Wait()

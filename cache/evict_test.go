@@ -154,7 +154,7 @@ func TestEvictionSkipsBlobsInUse(t *testing.T) {
 	}
 	p := make([]byte, len(d))
 	if n, err := followAt(w, p, 0); n != len(d) || err != nil || !bytes.Equal(p, d) {
-		t.Fatalf("writer ReadAt after commit = %d, %v", n, err)
+		t.Fatalf("a follower's read after commit = %d, %v", n, err)
 	}
 	reader.Close() // a is the least recently used and now free
 	s.settle()
