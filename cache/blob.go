@@ -175,6 +175,8 @@ type blobWriter struct {
 
 	mu          sync.Mutex
 	cur         *[]byte        // the chunk being filled
+	last        *[]byte        // the chunk stored last, kept for the readers close behind; nil if none
+	lastIdx     int            // its index (-1: none)
 	staged      int            // chunks finished (in Badger, or in mem)
 	sums        []byte         // the checksums of the chunks finished (blobRecord.Sums)
 	mem         map[int][]byte // finished chunks that could not be staged
@@ -205,7 +207,7 @@ func (s *Blobs) NewBlobWriter(expectedSHA string) (BlobWriter, error) {
 	if err := checkSHA(expectedSHA); err != nil {
 		return nil, err
 	}
-	w := &blobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1}
+	w := &blobWriter{s: s, expected: expectedSHA, stage: newStageID(), hash: sha256.New(), spare: -1, lastIdx: -1}
 	if err := s.writers.register(w.stage); err != nil {
 		return nil, err
 	}
@@ -280,6 +282,16 @@ func (w *blobWriter) finishChunk() {
 		w.mem[idx] = data // keep it; its buffer is not reused
 		w.cur = w.s.bufs.get()
 	} else {
+		// The chunk's bytes stay in memory until the next one is stored,
+		// for the readers close behind the download (most of its
+		// clients, and all of those held back on its last bytes): they
+		// read them there, as they read the chunk being filled, rather
+		// than each reading and checking the stored chunk through a
+		// buffer of its own.
+		w.cur, w.last, w.lastIdx = w.last, w.cur, idx
+		if w.cur == nil {
+			w.cur = w.s.bufs.get()
+		}
 		*w.cur = (*w.cur)[:0]
 		w.stagedBytes += int64(len(data)) // counted in Blobs.staging by stageChunk
 	}
@@ -355,6 +367,9 @@ func (w *blobWriter) readAt(p []byte, off int64, stored func(idx, inChunk int, p
 		switch {
 		case idx == w.staged:
 			c = copy(p[n:], (*w.cur)[inChunk:])
+			w.mu.Unlock()
+		case idx == w.lastIdx:
+			c = copy(p[n:], (*w.last)[inChunk:])
 			w.mu.Unlock()
 		case w.mem[idx] != nil:
 			c = copy(p[n:], w.mem[idx][inChunk:])
@@ -624,10 +639,13 @@ func (w *blobWriter) Close() error {
 	}
 	w.mu.Lock()
 	w.state = closed
-	if w.cur != nil {
-		w.s.bufs.put(w.cur)
-		w.cur = nil
+	for _, b := range []**[]byte{&w.cur, &w.last} {
+		if *b != nil {
+			w.s.bufs.put(*b)
+			*b = nil
+		}
 	}
+	w.lastIdx = -1
 	w.mem, w.dropped = nil, nil
 	held := w.memBytes
 	w.memBytes = 0

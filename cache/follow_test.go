@@ -167,3 +167,52 @@ func writeInPiecesAndCommit(t *testing.T, w BlobWriter, data []byte) {
 		t.Fatal(err)
 	}
 }
+
+// The chunk a download stored last stays in memory until the next one is
+// stored: the readers close behind the download, the most of its clients,
+// read it there, as they read the chunk being filled, not each through a
+// buffer of its own. Older chunks are read where they are stored, and
+// checked.
+func TestLastStoredChunkReadFromMemory(t *testing.T) {
+	s := openTest(t, t.TempDir())
+	data := randomBytes(testChunk*5, 12)
+	bw, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer bw.Close()
+	w := bw.(*blobWriter)
+	bw.Write(data[:3*testChunk+100]) // chunks 0 to 2 stored, 3 being filled
+	alter := func(idx int) {
+		t.Helper()
+		altered := bytes.Clone(data[idx*testChunk : (idx+1)*testChunk])
+		altered[5] ^= 0xff
+		if err := s.db.update(0, func(txn *badger.Txn) error { return txn.Set(chunkKey(w.stage, idx), altered) }); err != nil {
+			t.Fatal(err)
+		}
+	}
+	alter(1)
+	alter(2)
+	read := func(idx int) error {
+		p := make([]byte, 10)
+		off := int64(idx*testChunk + 1)
+		n, err := followAt(bw, p, off)
+		if err == nil && (n != len(p) || !bytes.Equal(p, data[off:off+10])) {
+			t.Fatalf("chunk %d: read %d bytes that are not the archive's", idx, n)
+		}
+		return err
+	}
+	if err := read(2); err != nil {
+		t.Fatalf("the chunk stored last, kept in memory: %v", err)
+	}
+	if err := read(1); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("an older stored chunk, altered: %v, want ErrDamaged", err)
+	}
+	bw.Write(data[3*testChunk+100:]) // chunk 3 stored, 4 filled and stored
+	if err := read(2); !errors.Is(err, ErrDamaged) {
+		t.Fatalf("chunk 2 once others were stored after it: %v, want ErrDamaged (read where it is stored)", err)
+	}
+	if err := read(4); err != nil {
+		t.Fatalf("the chunk stored last: %v", err)
+	}
+}
