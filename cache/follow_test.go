@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"sync"
 	"testing"
 
@@ -215,4 +216,54 @@ func TestLastStoredChunkReadFromMemory(t *testing.T) {
 	if err := read(4); err != nil {
 		t.Fatalf("the chunk stored last: %v", err)
 	}
+}
+
+// BenchmarkHeldBackClients is the clients of a download held back on its
+// last bytes until it verified: 300 of them, each with a Follower it
+// keeps until its response ends, read the last 64 KiB of a 1 MiB archive
+// once its one chunk is stored. MiB-held is the heap they hold between
+// them once all have read, measured once after the timed loop.
+func BenchmarkHeldBackClients(b *testing.B) {
+	s, err := Open(Options{Dir: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	data := randomBytes(DefaultChunkSize, 13)
+	w, err := s.NewBlobWriter(shaOf(data))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer w.Close()
+	w.Write(data) // the chunk is full: it is stored
+	const clients = 300
+	p := make([]byte, 64<<10)
+	followers := make([]Follower, clients)
+	readAll := func() {
+		for i := range followers {
+			followers[i] = w.Follow()
+			if _, err := followers[i].ReadAt(p, int64(len(data)-len(p))); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+	closeAll := func() {
+		for _, f := range followers {
+			f.Close()
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		readAll()
+		closeAll()
+	}
+	b.StopTimer()
+	var before, held runtime.MemStats
+	runtime.GC()
+	runtime.GC() // the pooled buffers too
+	runtime.ReadMemStats(&before)
+	readAll()
+	runtime.ReadMemStats(&held)
+	closeAll()
+	b.ReportMetric(float64(int64(held.HeapInuse)-int64(before.HeapInuse))/(1<<20), "MiB-held")
 }
