@@ -26,8 +26,7 @@ type blob struct {
 	pos int64
 
 	mu     sync.Mutex
-	buf    *[]byte // the chunk last read, so sequential small reads cost one lookup a chunk
-	cached int     // index of the chunk in buf, -1 if none
+	held   heldChunk // the chunk last read, so sequential small reads cost one lookup a chunk
 	closed bool
 }
 
@@ -50,7 +49,7 @@ func (b *blob) ReadAt(p []byte, off int64) (int, error) {
 		if err := b.load(idx); err != nil {
 			return n, err
 		}
-		chunk := *b.buf
+		chunk := b.held.bytes()
 		c := copy(p[n:], chunk[off-int64(idx)*int64(b.rec.ChunkSize):])
 		n += c
 		off += int64(c)
@@ -61,41 +60,80 @@ func (b *blob) ReadAt(p []byte, off int64) (int, error) {
 	return n, nil
 }
 
-// load makes chunk idx the buffered one.
+// load makes chunk idx the held one.
 func (b *blob) load(idx int) error {
-	if b.cached == idx {
+	if b.held.holds(idx) {
 		return nil
 	}
-	if b.buf == nil {
-		b.buf = b.s.bufs.get()
-	}
 	want := min(int64(b.rec.ChunkSize), b.rec.Size-int64(idx)*int64(b.rec.ChunkSize))
-	if int64(cap(*b.buf)) < want { // stored with a larger chunk size than now configured
-		*b.buf = make([]byte, 0, want)
-	}
-	buf := (*b.buf)[:want]
 	sum, ok := sumOf(b.rec.Sums, idx)
 	if !ok {
 		return fmt.Errorf("cache: archive %s: chunk %d of %d", b.rec.SHA256, idx, b.rec.Chunks)
 	}
-	n, err := b.s.readChunk(b.rec.SHA256, b.rec.Stage, idx, 0, buf, sum)
+	chunk, err := b.held.read(b.s, b.rec.SHA256, b.rec.Stage, idx, int(want), sum)
 	if errors.Is(err, badger.ErrKeyNotFound) {
 		err = b.missingChunk(idx, err)
 	}
-	if err == nil && int64(n) != want {
+	if err == nil && int64(len(chunk)) != want {
+		b.held.forget()
 		err = fmt.Errorf("cache: archive %s: %w", b.rec.SHA256,
-			b.s.damage(b.rec.SHA256, b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", n, want)))
+			b.s.damage(b.rec.SHA256, b.rec.Stage, idx, fmt.Sprintf("%d bytes stored, %d in its record", len(chunk), want)))
 	}
+	if errors.Is(err, ErrDamaged) {
+		b.s.markDamaged(b.rec.SHA256, b.rec.Stage)
+	}
+	return err
+}
+
+// heldChunk is the stored chunk a reader read last, read whole into a
+// pooled buffer and checked against its checksum once, so that small
+// sequential reads read and check each chunk once (a blob's, a
+// follower's). Its owner serialises its use.
+type heldChunk struct {
+	buf *[]byte
+	idx int  // the chunk's index, when ok
+	ok  bool // a chunk is held (the zero value holds none)
+}
+
+// read makes chunk idx of stage, the archive sha's (for the log), the
+// held one, unless it is, reading at most size bytes of it and checking
+// it whole against sum, and returns its bytes.
+func (h *heldChunk) read(s *Blobs, sha, stage string, idx, size int, sum uint64) ([]byte, error) {
+	if h.holds(idx) {
+		return *h.buf, nil
+	}
+	h.forget()
+	if h.buf == nil {
+		h.buf = s.bufs.get()
+	}
+	if cap(*h.buf) < size { // stored with a larger chunk size than now configured
+		*h.buf = make([]byte, 0, size)
+	}
+	buf := (*h.buf)[:size]
+	n, err := s.readChunk(sha, stage, idx, 0, buf, sum)
 	if err != nil {
-		b.cached = -1
-		if errors.Is(err, ErrDamaged) {
-			b.s.markDamaged(b.rec.SHA256, b.rec.Stage)
-		}
-		return err
+		return nil, err
 	}
-	*b.buf = buf
-	b.cached = idx
-	return nil
+	*h.buf, h.idx, h.ok = buf[:n], idx, true
+	return *h.buf, nil
+}
+
+// holds says whether chunk idx is the held one.
+func (h *heldChunk) holds(idx int) bool { return h.ok && h.idx == idx }
+
+// bytes is the held chunk.
+func (h *heldChunk) bytes() []byte { return *h.buf }
+
+// forget holds no chunk any more, keeping the buffer.
+func (h *heldChunk) forget() { h.ok = false }
+
+// release returns the buffer to the pool.
+func (h *heldChunk) release(s *Blobs) {
+	if h.buf != nil {
+		s.bufs.put(h.buf)
+		h.buf = nil
+	}
+	h.forget()
 }
 
 // missingChunk is the error of a read that found no chunk idx (err):
@@ -156,10 +194,7 @@ func (b *blob) Close() error {
 		return nil
 	}
 	b.closed = true
-	if b.buf != nil {
-		b.s.bufs.put(b.buf)
-		b.buf, b.cached = nil, -1
-	}
+	b.held.release(b.s)
 	b.mu.Unlock()
 	b.s.evict.lru.release(b.rec.SHA256)
 	b.s.evict.kick() // it may have been the only thing in the way
@@ -393,15 +428,14 @@ func (w *blobWriter) readAt(p []byte, off int64, stored func(idx, inChunk int, p
 
 // Follow returns a reader of the bytes written that keeps the stored
 // chunk it read last, checked, as a BlobReader does.
-func (w *blobWriter) Follow() Follower { return &follower{w: w, cached: -1} }
+func (w *blobWriter) Follow() Follower { return &follower{w: w} }
 
 // follower is the Follower of a blobWriter.
 type follower struct {
 	w *blobWriter
 
 	mu     sync.Mutex
-	buf    *[]byte // the stored chunk last read, checked whole
-	cached int     // index of the chunk in buf, -1 if none
+	held   heldChunk // the stored chunk last read, checked whole
 	closed bool
 }
 
@@ -419,19 +453,10 @@ func (f *follower) ReadAt(p []byte, off int64) (int, error) {
 // chunk is read and checked whole once, however many reads it takes to
 // copy it out.
 func (f *follower) stored(idx, inChunk int, p []byte, sum uint64) (int, error) {
-	if f.cached != idx {
-		if f.buf == nil {
-			f.buf = f.w.s.bufs.get()
-		}
-		buf := (*f.buf)[:cap(*f.buf)]
-		n, err := f.w.s.readChunk(f.w.expected, f.w.stage, idx, 0, buf, sum)
-		if err != nil {
-			f.cached = -1
-			return 0, err
-		}
-		*f.buf, f.cached = buf[:n], idx
+	chunk, err := f.held.read(f.w.s, f.w.expected, f.w.stage, idx, f.w.s.chunkSize, sum)
+	if err != nil {
+		return 0, err
 	}
-	chunk := *f.buf
 	if inChunk >= len(chunk) {
 		return 0, fmt.Errorf("cache: chunk %d of %s is %d bytes, read at %d", idx, f.w.stage, len(chunk), inChunk)
 	}
@@ -444,10 +469,7 @@ func (f *follower) Close() error {
 	defer f.mu.Unlock()
 	if !f.closed {
 		f.closed = true
-		if f.buf != nil {
-			f.w.s.bufs.put(f.buf)
-			f.buf, f.cached = nil, -1
-		}
+		f.held.release(f.w.s)
 	}
 	return nil
 }

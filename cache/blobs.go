@@ -303,7 +303,7 @@ func (s *Blobs) OpenBlob(sha string) (BlobReader, error) {
 	if err == nil && (rec.Damaged || s.isDamaged(sha)) {
 		err = fmt.Errorf("%w: %w: archive %s", ErrNotFound, ErrDamaged, sha)
 	}
-	b := &blob{s: s, rec: rec, cached: -1}
+	b := &blob{s: s, rec: rec}
 	if err == nil {
 		err = b.withSums()
 	}
