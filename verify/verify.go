@@ -82,8 +82,10 @@ func (e *Error) Unwrap() error { return e.Err }
 func (e *Error) Is(target error) bool { return target == ErrIntegrity }
 
 // ParseSHA256SUMS parses a document in the format of the sha256sum tool:
-// one "<64 hex digits>  <file name>" line per file (a single space, or a
-// "*" binary marker before the name, are accepted too). Digests are
+// one "<64 hex digits>  <file name>" line per file, the character after
+// the digest's space being the mode, a space (text) or a "*" (binary), as
+// the tool writes and reads it ("<digest>  *x" names the file "*x"); a
+// single space before the name is accepted too. Digests are
 // returned in lowercase, keyed by file name. Blank lines are skipped; any
 // other line that does not fit, or a file listed twice with different
 // digests, fails the whole document with ReasonChecksum (the document is
@@ -96,9 +98,15 @@ func ParseSHA256SUMS(data []byte) (map[string]string, error) {
 		if strings.TrimSpace(line) == "" {
 			continue
 		}
+		// The digest, a space, then the mode: a space (text) or a "*"
+		// (binary), and the name as it was signed: "<digest>  *x" is the
+		// file "*x". A single space before the name is taken too.
 		sum, name, ok := strings.Cut(line, " ")
 		sum = strings.ToLower(sum)
-		name = strings.TrimSpace(strings.TrimPrefix(strings.TrimPrefix(name, " "), "*"))
+		if strings.HasPrefix(name, " ") || strings.HasPrefix(name, "*") {
+			name = name[1:]
+		}
+		name = strings.TrimSpace(name)
 		if !ok || !sha256hex.Valid(sum) || name == "" {
 			return nil, &Error{Reason: ReasonChecksum, Detail: fmt.Sprintf("SHA256SUMS line %d is malformed", n)}
 		}
@@ -275,12 +283,21 @@ type recordingReaderAt struct {
 }
 
 func (rr *recordingReaderAt) ReadAt(p []byte, off int64) (int, error) {
+	if off < 0 {
+		// An offset the zip's own fields made (they overflow): the
+		// archive's fault, not the reader's.
+		return 0, errNegativeOffset
+	}
 	n, err := rr.r.ReadAt(p, off)
 	if err != nil && !errors.Is(err, io.EOF) && rr.err == nil {
 		rr.err = err
 	}
 	return n, err
 }
+
+// errNegativeOffset is what recordingReaderAt answers a read before the
+// archive's start.
+var errNegativeOffset = errors.New("read before the start of the zip")
 
 // localName says whether a zip entry's name stays inside the directory
 // it is unpacked in, on every system the installers run on.

@@ -146,6 +146,10 @@ func TestParseSHA256SUMS(t *testing.T) {
 			doc:  a + "  pkg_linux_amd64.zip\n" + b + " *pkg_darwin_arm64.zip\r\n\n",
 			want: map[string]string{"pkg_linux_amd64.zip": a, "pkg_darwin_arm64.zip": strings.ToLower(b)}},
 		{name: "single space", doc: a + " pkg.zip", want: map[string]string{"pkg.zip": a}},
+		// The character after the digest's space is the mode: a name
+		// that starts with "*" is read as it was signed.
+		{name: "text mode, a name starting with a star", doc: a + "  *x.zip\n" + b + " **y.zip\n",
+			want: map[string]string{"*x.zip": a, "*y.zip": strings.ToLower(b)}},
 		{name: "same line twice", doc: a + "  f.zip\n" + a + "  f.zip\n", want: map[string]string{"f.zip": a}},
 		{name: "empty document", doc: "", want: map[string]string{}},
 		{name: "short digest", doc: "abc  file.zip\n"},
