@@ -130,14 +130,20 @@ func untar(ctx context.Context, path, dir string, lim unpackLimits) error {
 		return err
 	}
 	defer tw.Close()
-	tr := tar.NewReader(r)
+	headers := &headerBound{r: r}
+	tr := tar.NewReader(headers)
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
 		}
+		headers.expectHeader()
 		hdr, err := tr.Next()
+		headers.expectData()
 		if err == io.EOF {
 			return tw.Finish()
+		}
+		if headers.exceeded {
+			return fmt.Errorf("%w: an entry's headers run on for more than %d bytes, which no tar file tfmirror writes does", errHeadersTooLong, maxHeaderBytes)
 		}
 		if err != nil {
 			return err
@@ -244,6 +250,48 @@ func (c *countingReader) Read(p []byte) (int, error) {
 	}
 	return n, err
 }
+
+// maxHeaderBytes bounds the bytes a tar file may take from the end of
+// one entry's data to the start of the next's: the padding of the data,
+// the entry's header block and its extended headers (PAX records, GNU
+// long names), which a name of safetree.MaxNameBytes keeps to a few KiB.
+// archive/tar reads every extended header of an entry within one call of
+// Next, however many there are (each up to 1 MiB): without this bound, a
+// small gzip-compressed file of headers alone would keep an import
+// reading, checking nothing, for as long as it runs on.
+const maxHeaderBytes = 64 << 10
+
+// headerBound is the tar stream as untar's tar reader reads it: while a
+// header is read (expectHeader), at most maxHeaderBytes, then it fails
+// (exceeded); an entry's data is bounded by its countingReader.
+type headerBound struct {
+	r        io.Reader
+	left     int64 // bytes the header being read may still take; < 0: reading data
+	exceeded bool
+}
+
+func (h *headerBound) expectHeader() { h.left = maxHeaderBytes }
+func (h *headerBound) expectData()   { h.left = -1 }
+
+func (h *headerBound) Read(p []byte) (int, error) {
+	if h.left < 0 {
+		return h.r.Read(p)
+	}
+	if h.left == 0 {
+		h.exceeded = true
+		return 0, errHeadersTooLong
+	}
+	if int64(len(p)) > h.left {
+		p = p[:h.left]
+	}
+	n, err := h.r.Read(p)
+	h.left -= int64(n)
+	return n, err
+}
+
+// errHeadersTooLong is untar's error (and what its tar reader is told)
+// when an entry's headers run past maxHeaderBytes.
+var errHeadersTooLong = errors.New("tar headers too long")
 
 // newScratch makes the directory an import unpacks a tar file into, in
 // parent (os.TempDir() when ""), named so that RemoveScratch knows it:

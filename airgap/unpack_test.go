@@ -375,7 +375,8 @@ func TestUntarRefusesDeepNames(t *testing.T) {
 		path := writeTar(t, reg(strings.Repeat("a/", depth)+"f.zip", "x"))
 		start := time.Now()
 		err := untar(context.Background(), path, t.TempDir(), limits())
-		if !errors.Is(err, safetree.ErrUnsafe) {
+		// A name longer than an entry's headers may be is refused as that.
+		if !errors.Is(err, safetree.ErrUnsafe) && (2*depth < maxHeaderBytes || !errors.Is(err, errHeadersTooLong)) {
 			t.Errorf("an entry %d deep: %v, want refused", depth, err)
 		}
 		if d := time.Since(start); d > 10*time.Second {
