@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"maps"
 	"net"
 	"os"
 	"slices"
@@ -891,5 +892,65 @@ func TestRecordSourceComposed(t *testing.T) {
 	h = newHarness(t, harnessOptions{cfg: Config{Shared: &blockingTier{gate: make(chan struct{})}}})
 	if _, ok := h.engine.source.(*sharedtier.Shared); !ok {
 		t.Errorf("with a shared tier the parts take %T, want the tier over the stored records", h.engine.source)
+	}
+}
+
+// heldTier is the bucket, but the first read of key, once read, waits,
+// after saying so on asked, until release is closed, and answers what it
+// read.
+type heldTier struct {
+	sharedTier
+	key            string
+	held           atomic.Bool
+	asked, release chan struct{}
+}
+
+func (h *heldTier) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
+	raw, at, err := h.sharedTier.GetMeta(ctx, key)
+	if key == h.key && h.held.CompareAndSwap(false, true) {
+		close(h.asked)
+		<-h.release
+	}
+	return raw, at, err
+}
+
+// A package record copied from the shared tier into a replica's cache
+// does not write over one the replica stored while the tier was asked
+// (its own fetch of a platform the tier's copy lacks, here; an import,
+// whose packages may not be fetched again, alike): the copy goes in turn
+// with the version's other writers, and the record stored first stays.
+func TestSharedCopyKeepsARecordStoredMeanwhile(t *testing.T) {
+	srv, rs := newReplicas(t, 1, nil)
+	if _, err := rs[0].packages("1.0.0", "linux_amd64"); err != nil {
+		t.Fatal(err)
+	}
+	rs[0].waitIdle()
+	v := mustVersion(t, "1.0.0")
+	held := &heldTier{sharedTier: sharedTier{newSharedStore(t, srv, "b", nil)},
+		key: records.PackageKey(rs[0].provider(), v), asked: make(chan struct{}), release: make(chan struct{})}
+	b := &harness{t: t, origin: rs[0].origin}
+	b.start(harnessOptions{cfg: Config{Shared: held}})
+
+	first := make(chan error, 1)
+	go func() {
+		_, err := b.packages("1.0.0", "linux_amd64")
+		first <- err
+	}()
+	<-held.asked
+	// Meanwhile, a platform the tier's copy lacks: fetched and stored.
+	if _, err := b.packages("1.0.0", "darwin_arm64"); err != nil {
+		t.Fatal(err)
+	}
+	close(held.release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	b.waitIdle()
+	var rec records.PackageRecord
+	if _, err := b.store.GetMeta(records.PackageKey(b.provider(), v), &rec); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := rec.Archives["darwin_arm64"]; !ok {
+		t.Errorf("the cache's record has the platforms %v: the tier's copy wrote over the darwin_arm64 stored meanwhile", slices.Sorted(maps.Keys(rec.Archives)))
 	}
 }

@@ -53,6 +53,15 @@ func (s *Shared) sharedModuleRecord(ctx context.Context, key string) (*records.M
 	if _, ok := s.peek(ctx, key, &rec); !ok || !records.KnownSchema(rec.Schema) || !sha256hex.Valid(rec.SHA256) {
 		return nil, false
 	}
+	// In turn with ImportModule (and a fetch completing the record), which
+	// store under the import lock: a complete record stored while the
+	// tier was asked (an import's, whose package may not be fetched
+	// again) is kept, not written over; the first sha256 stays.
+	s.life.Imports().Lock()
+	defer s.life.Imports().Unlock()
+	if now, _, err := s.recs.ModuleRecord(ctx, key); err == nil && now.SHA256 != "" {
+		return now, true
+	}
 	if err := s.store.PutMeta(key, &rec); err != nil {
 		s.metrics.CacheWriteFailed()
 		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing module record", "key", key, "error", err)

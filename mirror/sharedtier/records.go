@@ -74,13 +74,50 @@ func (s *Shared) sharedPackage(ctx context.Context, k records.VersionKeys) (*rec
 	// A withheld import set aside in it is another replica's, which an
 	// earlier release shared: imported records stay local.
 	rec.Withheld = nil
-	err := s.store.PutMeta(key, &rec)
-	s.recs.Forget(key)
-	if err != nil {
-		s.metrics.CacheWriteFailed()
-		s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing package metadata", "provider", p.String(), "version", v.String(), "error", err)
+	return s.keepPackage(ctx, k, &rec)
+}
+
+// maxKeepRounds bounds the rounds keepPackage waits for other writers of
+// the version's record.
+const maxKeepRounds = 4
+
+// keepPackage stores rec, the tier's package record of a version the
+// cache had none of, in the cache, and returns it; unless a record of
+// the version was stored while the tier was asked (an import's, whose
+// packages may not be fetched again, or a fetch's with more platforms):
+// that one is kept, and returned. Every writer of a version's record
+// stores it through the version's coalesced fetch
+// (lifetime.Lifetime.Coalesce under k.Package), one at a time, each
+// reading what the one before stored; so does this copy. When another
+// writer's step was under way, the record it stored is taken.
+func (s *Shared) keepPackage(ctx context.Context, k records.VersionKeys, rec *records.PackageRecord) (*records.PackageRecord, bool) {
+	for range maxKeepRounds {
+		ran := false
+		res, err := s.life.Coalesce(ctx, "package", k.Package, func(context.Context) (any, error) {
+			ran = true
+			if cur, ok := s.recs.CachedPackageAt(k); ok {
+				return cur, nil
+			}
+			err := s.store.PutMeta(k.Package, rec)
+			s.recs.Forget(k.Package)
+			if err != nil {
+				s.metrics.CacheWriteFailed()
+				s.log.Log(context.Background(), cache.WriteFailureLevel(err), "storing package metadata",
+					"provider", k.Provider.String(), "version", k.Version.String(), "error", err)
+			}
+			return rec, nil
+		})
+		switch {
+		case err != nil:
+			return nil, false // the caller's context ended, or the engine shuts down
+		case ran:
+			return res.(*records.PackageRecord), true
+		}
+		if cur, ok := s.recs.CachedPackageAt(k); ok {
+			return cur, true
+		}
 	}
-	return &rec, true
+	return nil, false
 }
 
 // Installable reports whether a sealed mirror can serve version v of p

@@ -105,6 +105,12 @@ func newShared(t *testing.T, tier Tier, offline bool) (*Shared, *lifetime.Lifeti
 	if err != nil {
 		t.Fatal(err)
 	}
+	return newSharedOn(t, tier, store, offline)
+}
+
+// newSharedOn is newShared over store.
+func newSharedOn(t *testing.T, tier Tier, store *cache.Store, offline bool) (*Shared, *lifetime.Lifetime) {
+	t.Helper()
 	log := slog.New(slog.DiscardHandler)
 	life := lifetime.New(time.Minute, nil)
 	s, err := New(Config{Offline: offline, Timeout: time.Minute, Now: time.Now}, tier, life, stored.New(store, log), store, log, noMetrics{})
