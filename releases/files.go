@@ -62,6 +62,11 @@ func (r *Releases) passThrough(ctx context.Context, pub Publisher, product, vers
 	if _, err := r.store.GetMeta(key, &data); err == nil {
 		return data, nil
 	}
+	if r.cfg.Offline {
+		// Sealed, a file not held is one the mirror does not have (404),
+		// as an archive not held is (OpenArchive).
+		return nil, fmt.Errorf("%w: %w: the sealed mirror does not hold %s", ErrNotFound, records.ErrOffline, name)
+	}
 	if err := r.missing.known(key, name); err != nil {
 		r.metrics.CLIServed(string(pub), product, "missing", false)
 		return nil, err

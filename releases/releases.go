@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/ProtonMail/go-crypto/openpgp"
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -164,7 +165,10 @@ type Releases struct {
 // which key signed).
 type keyring struct {
 	armored []string
-	ids     []string // the short key ID of each, upper-case hex
+	// ids are the short key IDs of the keys, upper-case hex, in the order
+	// of the blocks and of the keys within each (a block may hold more
+	// than one key: gpg --export --armor A B writes one).
+	ids []string
 }
 
 // newKeyring reads the armored keys within the bounds verify reads
@@ -185,7 +189,9 @@ func newKeyring(armored []string) (keyring, error) {
 		if keys += len(el); keys > verify.MaxSigningKeys {
 			return k, fmt.Errorf("more than %d keys: no more are read to verify a signature", verify.MaxSigningKeys)
 		}
-		k.ids = append(k.ids, strings.ToUpper(el[0].PrimaryKey.KeyIdShortString()))
+		for _, e := range el {
+			k.ids = append(k.ids, shortID(e))
+		}
 	}
 	// Together, as every verification reads them (verify.SigningKeys):
 	// within verify.MaxKeySignatures self-signatures in all.
@@ -193,6 +199,26 @@ func newKeyring(armored []string) (keyring, error) {
 		return k, fmt.Errorf("the keys together, as each verification reads them: %v", err)
 	}
 	return k, nil
+}
+
+// shortID is the short ID of e's primary key, upper-case hex ("72D7468F").
+func shortID(e *openpgp.Entity) string { return strings.ToUpper(e.PrimaryKey.KeyIdShortString()) }
+
+// signerID is the short ID of the key of keys that holds the (sub)key
+// issuer names (16 hex digits, as verify.VerifyDetached gives it); "" when
+// none does.
+func signerID(keys openpgp.EntityList, issuer string) string {
+	for _, e := range keys {
+		if fmt.Sprintf("%016X", e.PrimaryKey.KeyId) == issuer {
+			return shortID(e)
+		}
+		for _, sub := range e.Subkeys {
+			if sub.PublicKey != nil && fmt.Sprintf("%016X", sub.PublicKey.KeyId) == issuer {
+				return shortID(e)
+			}
+		}
+	}
+	return ""
 }
 
 // New builds the releases side.
