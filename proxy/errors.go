@@ -3,8 +3,6 @@ package proxy
 import (
 	"encoding/json"
 	"net/http"
-	"strconv"
-	"time"
 
 	"github.com/tfmirror/tfmirror/v2/proxy/httperr"
 )
@@ -24,19 +22,9 @@ func writeError(w http.ResponseWriter, err error) int {
 	}
 	w.Header().Set("Cache-Control", errorCacheControl)
 	w.Header().Del("ETag")
-	if wait, ok := httperr.RetryAfter(err); ok {
-		w.Header().Set("Retry-After", retryAfterSeconds(wait))
-	} else if at, ok := httperr.AvailableAt(err); ok {
-		w.Header().Set("Retry-After", at.UTC().Format(http.TimeFormat))
-	}
+	httperr.SetRetryAfter(w.Header(), err)
 	writeJSON(w, status, errorBody{Errors: []string{msg}})
 	return status
-}
-
-// retryAfterSeconds is d as a Retry-After value: whole seconds, rounded
-// up, at least 1 (a probe under way has no known end).
-func retryAfterSeconds(d time.Duration) string {
-	return strconv.FormatInt(max(1, int64((d+time.Second-1)/time.Second)), 10)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strconv"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/mirror/failure"
@@ -190,6 +191,18 @@ func RetryAfter(err error) (time.Duration, bool) {
 		return limited.Wait, true
 	}
 	return 0, false
+}
+
+// SetRetryAfter sets h's Retry-After for err when it has one: the
+// seconds of RetryAfter (rounded up, at least 1: a probe under way has
+// no known end), else the date of AvailableAt. Every front door answers
+// its errors so.
+func SetRetryAfter(h http.Header, err error) {
+	if wait, ok := RetryAfter(err); ok {
+		h.Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
+	} else if at, ok := AvailableAt(err); ok {
+		h.Set("Retry-After", at.UTC().Format(http.TimeFormat))
+	}
 }
 
 // AvailableAt is when the version err refuses becomes available, for a

@@ -12,7 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	digest "github.com/opencontainers/go-digest"
@@ -587,9 +586,7 @@ func (d *Door) failEngine(w http.ResponseWriter, r *http.Request, notFound strin
 	case status == http.StatusRequestURITooLong:
 		code = codeNameInvalid
 	}
-	if wait, ok := httperr.RetryAfter(err); ok {
-		w.Header().Set("Retry-After", strconv.FormatInt(max(1, int64((wait+time.Second-1)/time.Second)), 10))
-	}
+	httperr.SetRetryAfter(w.Header(), err)
 	d.fail(w, r, code, status, err)
 }
 

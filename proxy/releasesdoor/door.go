@@ -171,6 +171,7 @@ func (d *Door) fail(w http.ResponseWriter, r *http.Request, err error) {
 		msg = "internal error"
 	}
 	w.Header().Set("Cache-Control", "no-store")
+	httperr.SetRetryAfter(w.Header(), err)
 	http.Error(w, msg, status)
 }
 
