@@ -239,13 +239,20 @@ func (s *Zips) ModuleBlob(ctx context.Context, m addrs.Module, d digest.Digest) 
 	var firstErr error
 	for _, v := range vs {
 		z, err := s.OpenModuleZip(ctx, m, v)
+		if err == nil && z.Record.SHA256 != d.Encoded() {
+			// The version's zip was made again since (its package refused
+			// by today's rules and fetched again): other bytes, which the
+			// digest asked for does not name.
+			z.Close()
+			err = fmt.Errorf("%w: %s in %s (the zip of %s is made of another package now)", records.ErrDigestUnknown, d, m, v)
+		}
 		if err == nil {
 			return z, nil
 		}
 		if firstErr == nil {
 			firstErr = err
 		}
-		if !errors.Is(err, gate.ErrPolicy) {
+		if !errors.Is(err, gate.ErrPolicy) && !errors.Is(err, records.ErrDigestUnknown) {
 			break
 		}
 	}

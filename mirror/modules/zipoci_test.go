@@ -143,3 +143,26 @@ func TestModuleManifestOnSecondReplica(t *testing.T) {
 		t.Errorf("%d origin requests from the sealed replica", n)
 	}
 }
+
+// A blob asked for by digest is the bytes of that digest, or refused:
+// once the package a zip was made of is refused by today's rules and its
+// zip made again of the package fetched again (other bytes, another
+// digest), the first zip's digest does not open the new zip, which a door
+// would send with a Docker-Content-Digest the bytes do not have.
+func TestModuleBlobNeverOpensAnotherDigest(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{})
+	_, zsha := earlierDotGIT(t, h, records.ProvenanceOrigin)
+	ctx := context.Background()
+	d := digest.NewDigestFromEncoded(digest.SHA256, zsha)
+
+	z, err := h.Engine.Modules().Zips().ModuleBlob(ctx, harness.Module, d)
+	if err != nil {
+		return // refused: the digest names a zip no longer served
+	}
+	b, _ := io.ReadAll(z.Content())
+	z.Close()
+	if got := digest.FromBytes(b); got != d || z.Record.SHA256 != d.Encoded() {
+		t.Errorf("blob %s opened a zip of digest %s (record %s)", d, got, z.Record.SHA256)
+	}
+}
