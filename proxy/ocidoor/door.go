@@ -290,6 +290,10 @@ func writeTagPage(w http.ResponseWriter, r *http.Request, name string, all []str
 		}
 	}
 	body, _ := json.Marshal(tagList{Name: name, Tags: page})
+	// The versions the policy lets through, reusable by a cache in front
+	// no longer than the answers naming them by digest (byDigest): a deny
+	// on a reload takes a version out of a CDN's copy too.
+	w.Header()["Cache-Control"] = byDigest
 	writeJSON(w, r, http.StatusOK, "application/json", body)
 }
 
