@@ -37,6 +37,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/mirror"
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
+	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/oci"
 )
 
@@ -325,7 +326,16 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 	for _, cp := range cv.Platforms {
 		cached[cp.Platform] = cp.Cached && (len(sel.Platforms) == 0 || slices.Contains(sel.Platforms, cp.Platform))
 	}
+	repo := x.names.Provider(p)
 	index, err := x.arts.Index(x.ctx, p, v)
+	if errors.Is(err, records.ErrOffline) {
+		// A sealed cache (tfmirror export run alone) cannot learn the
+		// sizes of the archives it does not hold, which the front door's
+		// index states: the version is written with the platforms it
+		// holds, their manifests as the front door makes them (over the
+		// verified archive and its size).
+		return x.cachedPlatforms(repo, tag, p, v, cv, cached, report)
+	}
 	if err != nil {
 		return err
 	}
@@ -333,7 +343,6 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 	if err := json.Unmarshal(index.Bytes, &idx); err != nil {
 		return err
 	}
-	repo := x.names.Provider(p)
 	var targets []oci.Target
 	var left []string
 	for _, d := range idx.Manifests {
@@ -360,6 +369,53 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 		}
 		x.sum.Partial++
 		report(fmt.Sprintf("%s %s: exported without %s (not cached or not selected): its index there is not the front door's (digest %s)",
+			p, v, strings.Join(left, ", "), index.Digest))
+	}
+	for _, t := range targets {
+		if err := x.manifestWithLayer(repo, t.Manifest); err != nil {
+			return fmt.Errorf("%s: %w", t.Platform, err)
+		}
+	}
+	if err := x.blobBytes(repo, index.Digest, index.Bytes); err != nil {
+		return err
+	}
+	x.tags[repo] = append(x.tags[repo], layoutTag{tag: tag, desc: index.Descriptor()})
+	return nil
+}
+
+// cachedPlatforms writes version v of p with an index of the platforms
+// cached (and selected) alone, for a sealed cache that cannot make the
+// front door's index: each platform's manifest is the front door's,
+// built over the verified archive and its size.
+func (x *ociLayoutExport) cachedPlatforms(repo, tag string, p addrs.Provider, v versions.Version, cv mirror.CachedVersion, cached map[string]bool, report func(string)) error {
+	var targets []oci.Target
+	var left []string
+	for _, cp := range cv.Platforms {
+		if !cached[cp.Platform] || cp.Size <= 0 {
+			left = append(left, cp.Platform)
+			continue
+		}
+		pl, err := addrs.ParsePlatform(cp.Platform)
+		if err != nil {
+			return err
+		}
+		m, err := oci.ProviderTargetManifest(oci.Layer{SHA256: cp.Archive.SHA256, Size: cp.Size, Title: addrs.ArchiveName(p.Type, v.String(), cp.Platform)})
+		if err != nil {
+			return fmt.Errorf("%s: %w", cp.Platform, err)
+		}
+		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
+	}
+	if len(targets) == 0 {
+		return nil
+	}
+	index, err := oci.ProviderIndex(targets)
+	if err != nil {
+		return err
+	}
+	if len(left) > 0 {
+		x.sum.Partial++
+		slices.Sort(left)
+		report(fmt.Sprintf("%s %s: exported without %s (not cached or not selected; the cache is sealed): its index there may not be the front door's (digest %s)",
 			p, v, strings.Join(left, ", "), index.Digest))
 	}
 	for _, t := range targets {
