@@ -25,7 +25,7 @@ func paxHeaders(t *testing.T, n int) []byte {
 		PAXRecords: map[string]string{"comment": "padding"}}); err != nil {
 		t.Fatal(err)
 	}
-	tw.Flush() //nolint:errcheck // memory
+	tw.Flush()                       //nolint:errcheck // memory
 	x := one.Bytes()[:one.Len()-512] // the extended header and its record, without the file's header
 	return bytes.Repeat(x, n)
 }
