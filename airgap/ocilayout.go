@@ -326,51 +326,35 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 	for _, cp := range cv.Platforms {
 		cached[cp.Platform] = cp.Cached && (len(sel.Platforms) == 0 || slices.Contains(sel.Platforms, cp.Platform))
 	}
-	repo := x.names.Provider(p)
-	index, err := x.arts.Index(x.ctx, p, v)
+	targets, left, index, err := x.doorTargets(p, v, cached)
 	if errors.Is(err, records.ErrOffline) {
 		// A sealed cache (tfmirror export run alone) cannot learn the
 		// sizes of the archives it does not hold, which the front door's
 		// index states: the version is written with the platforms it
-		// holds, their manifests as the front door makes them (over the
-		// verified archive and its size).
-		return x.cachedPlatforms(repo, tag, p, v, cv, cached, report)
+		// holds, their manifests as the front door makes them.
+		targets, left, err = cachedTargets(p, v, cv, cached)
+		index = nil
 	}
 	if err != nil {
 		return err
 	}
-	var idx ocispec.Index
-	if err := json.Unmarshal(index.Bytes, &idx); err != nil {
-		return err
-	}
-	var targets []oci.Target
-	var left []string
-	for _, d := range idx.Manifests {
-		if d.Platform == nil {
-			return fmt.Errorf("the index names a manifest without a platform")
-		}
-		pl := addrs.Platform{OS: d.Platform.OS, Arch: d.Platform.Architecture}
-		if !cached[pl.String()] {
-			left = append(left, pl.String())
-			continue
-		}
-		m, err := x.arts.Manifest(x.ctx, p, d.Digest)
-		if err != nil {
-			return err
-		}
-		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
-	}
 	if len(targets) == 0 {
 		return nil // nothing of it selected and cached
 	}
-	if len(left) > 0 {
-		if index, err = oci.ProviderIndex(targets); err != nil {
+	if index == nil || len(left) > 0 {
+		made, err := oci.ProviderIndex(targets)
+		if err != nil {
 			return err
 		}
+		index = &made
+	}
+	if len(left) > 0 {
 		x.sum.Partial++
+		slices.Sort(left)
 		report(fmt.Sprintf("%s %s: exported without %s (not cached or not selected): its index there is not the front door's (digest %s)",
 			p, v, strings.Join(left, ", "), index.Digest))
 	}
+	repo := x.names.Provider(p)
 	for _, t := range targets {
 		if err := x.manifestWithLayer(repo, t.Manifest); err != nil {
 			return fmt.Errorf("%s: %w", t.Platform, err)
@@ -383,13 +367,41 @@ func (x *ociLayoutExport) provider(sel Selection, cv mirror.CachedVersion, repor
 	return nil
 }
 
-// cachedPlatforms writes version v of p with an index of the platforms
-// cached (and selected) alone, for a sealed cache that cannot make the
-// front door's index: each platform's manifest is the front door's,
-// built over the verified archive and its size.
-func (x *ociLayoutExport) cachedPlatforms(repo, tag string, p addrs.Provider, v versions.Version, cv mirror.CachedVersion, cached map[string]bool, report func(string)) error {
-	var targets []oci.Target
-	var left []string
+// doorTargets returns the front door's index of version v of p, with the
+// manifests it names of the platforms cached (and selected), and the
+// platforms it names that are not.
+func (x *ociLayoutExport) doorTargets(p addrs.Provider, v versions.Version, cached map[string]bool) (targets []oci.Target, left []string, _ *oci.Document, _ error) {
+	index, err := x.arts.Index(x.ctx, p, v)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	var idx ocispec.Index
+	if err := json.Unmarshal(index.Bytes, &idx); err != nil {
+		return nil, nil, nil, err
+	}
+	for _, d := range idx.Manifests {
+		if d.Platform == nil {
+			return nil, nil, nil, fmt.Errorf("the index names a manifest without a platform")
+		}
+		pl := addrs.Platform{OS: d.Platform.OS, Arch: d.Platform.Architecture}
+		if !cached[pl.String()] {
+			left = append(left, pl.String())
+			continue
+		}
+		m, err := x.arts.Manifest(x.ctx, p, d.Digest)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
+	}
+	return targets, left, &index, nil
+}
+
+// cachedTargets returns the manifests of the platforms of version v of p
+// that are cached (and selected), made as the front door makes them, over
+// each verified archive and its size, and the platforms that are not:
+// for a sealed cache, which cannot make the front door's index.
+func cachedTargets(p addrs.Provider, v versions.Version, cv mirror.CachedVersion, cached map[string]bool) (targets []oci.Target, left []string, _ error) {
 	for _, cp := range cv.Platforms {
 		if !cached[cp.Platform] || cp.Size <= 0 {
 			left = append(left, cp.Platform)
@@ -397,37 +409,15 @@ func (x *ociLayoutExport) cachedPlatforms(repo, tag string, p addrs.Provider, v 
 		}
 		pl, err := addrs.ParsePlatform(cp.Platform)
 		if err != nil {
-			return err
+			return nil, nil, err
 		}
 		m, err := oci.ProviderTargetManifest(oci.Layer{SHA256: cp.Archive.SHA256, Size: cp.Size, Title: addrs.ArchiveName(p.Type, v.String(), cp.Platform)})
 		if err != nil {
-			return fmt.Errorf("%s: %w", cp.Platform, err)
+			return nil, nil, fmt.Errorf("%s: %w", cp.Platform, err)
 		}
 		targets = append(targets, oci.Target{Platform: pl, Manifest: m})
 	}
-	if len(targets) == 0 {
-		return nil
-	}
-	index, err := oci.ProviderIndex(targets)
-	if err != nil {
-		return err
-	}
-	if len(left) > 0 {
-		x.sum.Partial++
-		slices.Sort(left)
-		report(fmt.Sprintf("%s %s: exported without %s (not cached or not selected; the cache is sealed): its index there may not be the front door's (digest %s)",
-			p, v, strings.Join(left, ", "), index.Digest))
-	}
-	for _, t := range targets {
-		if err := x.manifestWithLayer(repo, t.Manifest); err != nil {
-			return fmt.Errorf("%s: %w", t.Platform, err)
-		}
-	}
-	if err := x.blobBytes(repo, index.Digest, index.Bytes); err != nil {
-		return err
-	}
-	x.tags[repo] = append(x.tags[repo], layoutTag{tag: tag, desc: index.Descriptor()})
-	return nil
+	return targets, left, nil
 }
 
 // module writes one module version.
