@@ -213,3 +213,25 @@ func maxAge(cc string) (int, bool) {
 	}
 	return 0, false
 }
+
+// A provider version the minimum release age holds is refused by the OCI
+// door with Retry-After at the time it becomes available, as the other
+// doors refuse it (proxy/httperr.SetRetryAfter).
+func TestAgeHeldVersionRetryAfter(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	r.origin.AddProvider("acme", "net", []string{"1.0.0"}, twoPlatforms)
+	signed := time.Now().Add(-time.Hour).Truncate(time.Second)
+	r.origin.SetSignedAt("acme", "net", "1.0.0", signed)
+	r.engine.SetPolicy(enginetest.DecodePolicy(t, `minimum_release_age = "72h"`))
+	path := "/v2/providers/" + originHost + "/acme/net/manifests/1.0.0"
+	resp := r.do("GET", path)
+	io.Copy(io.Discard, resp.Body) //nolint:errcheck // drained
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusUnavailableForLegalReasons {
+		t.Fatalf("GET %s: %s, want 451", path, resp.Status)
+	}
+	at, err := http.ParseTime(resp.Header.Get("Retry-After"))
+	if want := signed.Add(72 * time.Hour); err != nil || !at.Equal(want) {
+		t.Errorf("GET %s: Retry-After %q, want %s", path, resp.Header.Get("Retry-After"), want.UTC().Format(http.TimeFormat))
+	}
+}
