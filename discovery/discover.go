@@ -84,7 +84,11 @@ type discoEntry struct {
 	providers *url.URL // nil when the host has no providers.v1
 	modules   *url.URL // the host's modules.v1, nil when it has none
 	noService error    // ErrNoProviderService with detail, when providers is nil
-	fetchedAt time.Time
+	// noDocument: the host answered 404 for its discovery document. It is
+	// asked again after staleRetryInterval (not DiscoveryTTL), and never
+	// replaces a registry the host served before (see refresh).
+	noDocument bool
+	fetchedAt  time.Time
 
 	refreshErr      error
 	refreshFailedAt time.Time
@@ -161,7 +165,10 @@ func (d *discoverer) cached(host svchost.Hostname) (Discovery, bool, error) {
 	switch {
 	case e == nil:
 		return Discovery{}, false, nil
-	case now.Sub(e.fetchedAt) < d.ttl:
+	case e.noDocument && now.Sub(e.fetchedAt) < min(staleRetryInterval, d.ttl):
+		res, err := e.result(false)
+		return res, true, err
+	case !e.noDocument && now.Sub(e.fetchedAt) < d.ttl:
 		res, err := e.result(false)
 		return res, true, err
 	case e.refreshErr != nil && now.Sub(e.refreshFailedAt) < min(staleRetryInterval, d.ttl):
@@ -202,12 +209,19 @@ func (d *discoverer) refresh(ctx context.Context, host svchost.Hostname) (Discov
 
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	prev := d.hosts[host]
+	if err == nil && entry.noDocument && prev != nil && prev.providers != nil {
+		// A host that served a registry and now answers 404 for its
+		// discovery document (a deployment, a CDN's or a proxy's
+		// moment) is not taken for no registry: its previous result is
+		// served, stale, as after any failed refresh.
+		err = entry.noService
+	}
 	if err == nil {
 		entry.fetchedAt = now
 		d.hosts[host] = entry
 		return entry.result(false)
 	}
-	prev := d.hosts[host]
 	if prev == nil {
 		return Discovery{}, err
 	}
@@ -242,6 +256,7 @@ func (d *discoverer) discoverRemote(ctx context.Context, host svchost.Hostname) 
 	case http.StatusOK:
 	case http.StatusNotFound:
 		drain(resp.Body) // no discovery document: not a registry
+		noService.noDocument = true
 		return noService, nil
 	default:
 		drain(resp.Body)
@@ -283,13 +298,9 @@ func (d *discoverer) discoverRemote(ctx context.Context, host svchost.Hostname) 
 			Request:       resp.Request,
 		}, nil
 	})
-	h, err := dc.Discover(host)
-	var u *url.URL
-	if err == nil {
-		u, err = h.ServiceURL(providersService)
-	}
 	var notProvided *disco.ErrServiceNotProvided
 	var notSupported *disco.ErrVersionNotSupported
+	h, err := dc.Discover(host)
 	switch {
 	case err == nil:
 	case errors.As(err, &notProvided), errors.As(err, &notSupported):
@@ -297,12 +308,23 @@ func (d *discoverer) discoverRemote(ctx context.Context, host svchost.Hostname) 
 	default:
 		return nil, originError(r, 0, err)
 	}
+	// The modules.v1 service whatever the providers: a module-only
+	// registry (GitLab's, a private one) has no providers.v1.
+	var modules *url.URL
+	if mu, err := h.ServiceURL(modulesService); err == nil && mu.Scheme == "https" {
+		modules = mu
+	}
+	u, err := h.ServiceURL(providersService)
+	switch {
+	case err == nil:
+	case errors.As(err, &notProvided), errors.As(err, &notSupported):
+		noService.modules = modules
+		return noService, nil
+	default:
+		return nil, originError(r, 0, err)
+	}
 	if u.Scheme != "https" {
 		return nil, originError(r, 0, fmt.Errorf("%s URL %q is not https", providersService, redact.URL(u)))
 	}
-	entry := &discoEntry{providers: u}
-	if mu, err := h.ServiceURL(modulesService); err == nil && mu.Scheme == "https" {
-		entry.modules = mu
-	}
-	return entry, nil
+	return &discoEntry{providers: u, modules: modules}, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
@@ -106,9 +107,15 @@ func retryAfter(h string, now time.Time) (time.Duration, bool) {
 	if h == "" {
 		return 0, false
 	}
-	if s, err := strconv.Atoi(h); err == nil {
-		if s < 0 {
+	if s, err := strconv.ParseInt(h, 10, 64); err == nil || errors.Is(err, strconv.ErrRange) {
+		switch {
+		case s < 0:
 			return 0, false
+		case s > int64(math.MaxInt64/time.Second):
+			// Longer than a Duration holds (ParseInt gives MaxInt64 for
+			// a number longer still): as long as any, never a wrapped,
+			// short or negative wait.
+			return time.Duration(math.MaxInt64), true
 		}
 		return time.Duration(s) * time.Second, true
 	}

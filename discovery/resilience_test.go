@@ -410,3 +410,33 @@ func TestCircuitSnapshotAndWatcher(t *testing.T) {
 		t.Fatalf("watcher heard %v, want two failures and a success", watch.errs)
 	}
 }
+
+// TestRetryAfterTooLongForADurationIsNotRetried: an origin asking for a
+// wait longer than RetryAfterMax is not retried (docs/operations.md,
+// "Retries"), however long the wait it asks for: a number of seconds
+// that does not fit in a time.Duration is as long as any, not a wait of
+// no time (or of a fraction of a second) after which the mirror asks
+// again at once.
+func TestRetryAfterTooLongForADurationIsNotRetried(t *testing.T) {
+	for _, ra := range []string{
+		"9223372037",           // (1<<63)/1e9 + 1 seconds: wraps to a negative duration
+		"18446744074",          // wraps to 0.29 s
+		"99999999999999999999", // longer than an int64: not a number to Atoi
+		"86400",                // a day, for comparison: not retried today
+	} {
+		t.Run(ra, func(t *testing.T) {
+			s := flakyRegistry(t, ra, 429, 429, 429)
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.RetryAfterMax = 10 * time.Second
+				cfg.BreakerThreshold = -1
+			})
+			waits := recordSleeps(c)
+			_, err := c.Versions(context.Background(), testProvider(s))
+			wantOriginError(t, err, OpVersions, http.StatusTooManyRequests)
+			if got := s.count(versionsPath); got != 1 {
+				t.Errorf("Retry-After: %s: origin saw %d versions requests (waits %v), want 1: a wait beyond RetryAfterMax is not retried",
+					ra, got, waits())
+			}
+		})
+	}
+}
