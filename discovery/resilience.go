@@ -158,15 +158,24 @@ func sleepCtx(ctx context.Context, d time.Duration) error {
 // attempt and told of its outcome.
 func (t *transport) send(ctx context.Context, r request, begin func() (context.Context, func())) (*http.Response, context.Context, func(), error) {
 	host := string(r.p.Hostname)
+	// A module's source host is the one its download location names (on
+	// many registries, the module's publisher's choice), not the origin:
+	// its failures say nothing of the origin's health, and must not open
+	// the origin's circuit for its providers and modules (Git sources,
+	// through SourceHTTPClient, never reach the breaker either).
+	breaker := r.op != OpModuleSource
 	for n := 0; ; n++ {
-		probe, err := t.breaker.allow(host)
-		if err != nil {
-			return nil, nil, nil, originError(r, 0, err)
+		var probe bool
+		if breaker {
+			var err error
+			if probe, err = t.breaker.allow(host); err != nil {
+				return nil, nil, nil, originError(r, 0, err)
+			}
 		}
 		reqCtx, end := begin()
 		resp, err := t.do(ctx, reqCtx, r)
 		res, retry := classify(ctx, resp, err)
-		if t.breaker.record(host, probe, res) {
+		if breaker && t.breaker.record(host, probe, res) {
 			retry = false // this failure opened the circuit: report it, not the open circuit
 		}
 		var wait time.Duration

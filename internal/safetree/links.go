@@ -49,9 +49,24 @@ func CheckLinks(links map[string]string) error {
 // foldName is s as a file system that compares names without case
 // compares it, as the strictest of them: macOS's (APFS, HFS+), which
 // also compares them in one Unicode normalization and, HFS+, without
-// some code points (WithoutIgnoredByHFS), and Windows's (NTFS).
+// some code points (WithoutIgnoredByHFS), and Windows's (NTFS), whose
+// paths drop the dots and spaces that end a name (withoutWindowsTrailers).
 func foldName(s string) string {
-	return norm.NFC.String(cases.Fold().String(norm.NFC.String(WithoutIgnoredByHFS(s))))
+	return norm.NFC.String(cases.Fold().String(norm.NFC.String(WithoutIgnoredByHFS(withoutWindowsTrailers(s)))))
+}
+
+// withoutWindowsTrailers is s with the dots and spaces that end each of
+// its names left out, as Windows leaves them out of a path it is given
+// (d/x./l is d/x/l there); "." and ".." and a name of nothing else are
+// kept.
+func withoutWindowsTrailers(s string) string {
+	parts := strings.Split(s, "/")
+	for i, p := range parts {
+		if t := strings.TrimRight(p, ". "); t != "" && strings.Trim(p, ".") != "" {
+			parts[i] = t
+		}
+	}
+	return strings.Join(parts, "/")
 }
 
 // WithoutIgnoredByHFS is s without the code points HFS+ leaves out of a
