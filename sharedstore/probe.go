@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
+	"syscall"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -143,11 +146,58 @@ func (s *Store) conditionalIgnored(ctx context.Context) bool {
 // Health returns nil while the store is used as configured, else why not:
 // its breaker is open (Status), or it ignores conditional writes, so that
 // replicas do not coordinate their origin downloads through it.
+//
+// Its text is answered to anyone who reaches the mirror (/readyz, the
+// status page's Health block, with or without a client token), so it names
+// no bucket, prefix, endpoint or object (an object's key may name a
+// provider): only what kind of failure it was. The log has the full error
+// (the breaker's opening, the probe's finding).
 func (s *Store) Health() error {
-	if err := s.Status(); err != nil {
+	if err := s.healthStatus(); err != nil {
 		return err
 	}
 	s.condMu.Lock()
 	defer s.condMu.Unlock()
-	return s.cond.ignored
+	if s.cond.ignored != nil {
+		return fmt.Errorf("%w (the log says how)", ErrConditionalIgnored)
+	}
+	return nil
+}
+
+// healthStatus is Status in Health's words.
+func (s *Store) healthStatus() error {
+	err := s.Status()
+	if err == nil {
+		return nil
+	}
+	s.mu.Lock()
+	failures := s.failures
+	s.mu.Unlock()
+	return fmt.Errorf("%w: %d calls failed in a row, the last with %s (the log has its error)",
+		ErrUnavailable, failures, failureKind(err))
+}
+
+// failureKind says what kind of failure err is, naming nothing of where
+// the call went.
+func failureKind(err error) string {
+	var dns *net.DNSError
+	var op *net.OpError
+	var cert *tls.CertificateVerificationError
+	switch st := statusOf(err); {
+	case st != 0:
+		return fmt.Sprintf("HTTP status %d", st)
+	case errors.Is(err, context.DeadlineExceeded):
+		return "a timeout"
+	case errors.As(err, &dns):
+		return "a host name not resolved"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "a connection refused"
+	case errors.As(err, &cert):
+		return "a TLS certificate not trusted"
+	case errors.As(err, &op) && op.Timeout():
+		return "a timeout"
+	case errors.As(err, &op):
+		return "a network error"
+	}
+	return "an error"
 }

@@ -152,6 +152,9 @@ func ParseURL(raw string) (Location, error) {
 			if err != nil || (e.Scheme != "http" && e.Scheme != "https") || e.Host == "" {
 				return Location{}, fmt.Errorf("shared store URL: endpoint %q is not an http(s) URL", redact.Location(v))
 			}
+			if e.User != nil {
+				return Location{}, fmt.Errorf("shared store URL: endpoint %q: want it without credentials (they come from the standard AWS sources)", redact.Location(v))
+			}
 			loc.Endpoint = v
 		case "region":
 			loc.Region = v
