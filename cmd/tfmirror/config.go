@@ -45,7 +45,10 @@ var liveSettings = map[string]func(m *server, c settings.Config, level *slog.Lev
 			level.Set(lvl)
 		}
 	},
-	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) { m.proxy.SetPublicURL(c.PublicURL) },
+	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) {
+		m.reissueCert(c) // before clients are told the new URL
+		m.proxy.SetPublicURL(c.PublicURL)
+	},
 	"not-found-ttl": func(m *server, c settings.Config, _ *slog.LevelVar) {
 		m.engine.NotFound().SetTTL(c.NotFoundTTL)
 	},

@@ -102,7 +102,7 @@ func TestGeneratedCertificateNames(t *testing.T) {
 		}
 		roots := x509.NewCertPool()
 		roots.AppendCertsFromPEM(caPEM)
-		leaf, err := x509.ParseCertificate(m.tls.Certificates[0].Certificate[0])
+		leaf, err := x509.ParseCertificate(m.cert.Load().Certificate[0])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -114,7 +114,7 @@ func TestGeneratedCertificateNames(t *testing.T) {
 	}
 	m := start()
 	check(m, "localhost", "127.0.0.1")
-	if leafNames(t, m.tls.Certificates[0]).Contains("tfmirror.tfmirror.svc") {
+	if leafNames(t, *m.cert.Load()).Contains("tfmirror.tfmirror.svc") {
 		t.Fatal("the set-up is broken")
 	}
 	caBefore, _ := os.ReadFile(filepath.Join(data, "tls", certs.CAFile))

@@ -72,6 +72,10 @@ type server struct {
 	tls      *tls.Config // nil with --insecure-http
 	caFile   string      // generated CA, if any
 	auth     *proxy.Auth // nil without --auth-tokens-file
+	// cert is the certificate served (tls's GetCertificate): the
+	// generated one is issued again when a reload puts in force a public
+	// URL whose host it does not name (reissueCert).
+	cert atomic.Pointer[tls.Certificate]
 	// admin runs the admin API (tfmirror sync) on this mirror's engine.
 	admin *admin.API
 	// conf holds the configuration in force and reloads it; nil until
@@ -309,12 +313,49 @@ func (m *server) setupTLS() error {
 	if err != nil {
 		return err
 	}
+	m.cert.Store(&pair)
 	m.tls = &tls.Config{
-		MinVersion:   tls.VersionTLS12,
-		Certificates: []tls.Certificate{pair},
-		NextProtos:   nextProtos(m.cfg.HTTP2),
+		MinVersion: tls.VersionTLS12,
+		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			return m.cert.Load(), nil
+		},
+		NextProtos: nextProtos(m.cfg.HTTP2),
 	}
 	return nil
+}
+
+// reissueCert has the generated certificate name cfg's hosts (a public
+// URL a reload put in force), issuing it again from the same CA when it
+// does not, and serves it from the next connection on. An operator's
+// certificate (--tls-cert) is the operator's: it is left alone, with a
+// warning when it does not name the public URL's host.
+func (m *server) reissueCert(cfg settings.Config) {
+	if m.tls == nil {
+		return
+	}
+	host := ""
+	if u, err := url.Parse(cfg.PublicURL); err == nil {
+		host = strings.ToLower(u.Hostname())
+	}
+	if m.caFile == "" {
+		if c := m.cert.Load(); host != "" && c != nil && c.Leaf != nil && c.Leaf.VerifyHostname(host) != nil {
+			m.log.Warn("the public URL's host is not named by the certificate served (--tls-cert); clients that use the public URL will refuse it",
+				"host", host)
+		}
+		return
+	}
+	hosts := certHosts(cfg)
+	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, time.Now())
+	if err == nil && files.Created {
+		var pair tls.Certificate
+		if pair, err = loadKeyPair(files.Cert, files.Key); err == nil {
+			m.cert.Store(&pair)
+			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
+		}
+	}
+	if err != nil {
+		m.log.Error("issuing the server certificate for the public URL's host failed; the certificate in force stays", "host", host, "error", err)
+	}
 }
 
 // loadKeyPair reads the certificate chain and the private key served, as

@@ -14,6 +14,7 @@ import (
 	svchost "github.com/hashicorp/terraform-svchost"
 
 	"github.com/tfmirror/tfmirror/v2/airgap"
+	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/oci"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
@@ -193,8 +194,13 @@ func (c Config) Validate() error {
 	}
 	if c.PublicURL != "" {
 		u, err := url.Parse(c.PublicURL)
-		if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
-			errs = append(errs, fmt.Errorf("--public-url %q: want an absolute http(s) URL", c.PublicURL))
+		switch {
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "":
+			errs = append(errs, fmt.Errorf("--public-url %q: want an absolute http(s) URL", redact.Location(c.PublicURL)))
+		case u.User != nil || u.RawQuery != "" || u.ForceQuery || u.Fragment != "":
+			// Shown to anyone who reaches the mirror (the status page,
+			// the releases door's index.json, the OCI door's realm).
+			errs = append(errs, fmt.Errorf("--public-url %q: want the base URL clients use, without user info, query or fragment: it is shown to anyone who reaches the mirror", redact.Location(c.PublicURL)))
 		}
 	}
 	if _, err := oci.NewNames(c.OCIProviderPrefix, c.OCIModulePrefix); err != nil {
