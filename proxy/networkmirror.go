@@ -10,6 +10,7 @@ package proxy
 // serveArchive, StreamArchive.
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -160,6 +161,11 @@ func StreamArchive(w http.ResponseWriter, r *http.Request, a *mirror.Archive) {
 		case err == nil:
 		case errors.Is(err, io.EOF):
 			return
+		case errors.Is(context.Cause(r.Context()), httperr.ErrCutOff):
+			// The mirror's shutdown, not the client, ended the request:
+			// returning would end a body of no stated length cleanly,
+			// and the client would take what it got for the archive.
+			panic(http.ErrAbortHandler)
 		case r.Context().Err() != nil:
 			return // client went away
 		default:
