@@ -153,8 +153,12 @@ func (s *Store) conditionalIgnored(ctx context.Context) bool {
 // provider): only what kind of failure it was. The log has the full error
 // (the breaker's opening, the probe's finding).
 func (s *Store) Health() error {
-	if err := s.healthStatus(); err != nil {
-		return err
+	if err := s.Status(); err != nil {
+		s.mu.Lock()
+		failures := s.failures
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %d calls failed in a row, the last with %s (the log has its error)",
+			ErrUnavailable, failures, failureKind(err))
 	}
 	s.condMu.Lock()
 	defer s.condMu.Unlock()
@@ -162,19 +166,6 @@ func (s *Store) Health() error {
 		return fmt.Errorf("%w (the log says how)", ErrConditionalIgnored)
 	}
 	return nil
-}
-
-// healthStatus is Status in Health's words.
-func (s *Store) healthStatus() error {
-	err := s.Status()
-	if err == nil {
-		return nil
-	}
-	s.mu.Lock()
-	failures := s.failures
-	s.mu.Unlock()
-	return fmt.Errorf("%w: %d calls failed in a row, the last with %s (the log has its error)",
-		ErrUnavailable, failures, failureKind(err))
 }
 
 // failureKind says what kind of failure err is, naming nothing of where

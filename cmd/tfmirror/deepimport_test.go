@@ -12,9 +12,11 @@ import (
 
 // TestDeepBundleImportProcess: `tfmirror import` of a tar file whose one
 // entry is nested 300,000 directories deep (a 600 kB name in its
-// extended header; the file is a few kB) is refused at once, leaving
-// nothing unpacked; before, unpacking it would not end (making a name d
-// directories deep cost some d² system calls).
+// extended header, past the bound of an entry's headers; the file is a
+// few kB) is refused at once, leaving nothing unpacked, and so is one of
+// a name within that bound but longer than a path is taken; before,
+// unpacking it would not end (making a name d directories deep cost some
+// d² system calls).
 func TestDeepBundleImportProcess(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the binary")
@@ -27,7 +29,8 @@ func TestDeepBundleImportProcess(t *testing.T) {
 		args    []string
 		want    string
 	}{
-		{"deep", []fakeorigin.TarEntry{{Name: strings.Repeat("a/", 300_000) + "f", Body: "x"}}, nil, "more than the 4096 taken"},
+		{"deep", []fakeorigin.TarEntry{{Name: strings.Repeat("a/", 300_000) + "f", Body: "x"}}, nil, "headers run on for more than 65536 bytes"},
+		{"long", []fakeorigin.TarEntry{{Name: strings.Repeat("a/", 3_000) + "f", Body: "x"}}, nil, "more than the 4096 taken"},
 		{"deeper than 64", []fakeorigin.TarEntry{{Name: strings.Repeat("a/", 100) + "f", Body: "x"}}, nil, "nested 101 deep"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
