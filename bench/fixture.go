@@ -152,8 +152,8 @@ type noOrigin struct{}
 
 var errNoOrigin = errors.New("the fixture has no origin")
 
-func (noOrigin) Versions(context.Context, addrs.Provider) ([]discovery.VersionInfo, error) {
-	return nil, errNoOrigin
+func (noOrigin) Versions(context.Context, addrs.Provider) (discovery.VersionList, error) {
+	return discovery.VersionList{}, errNoOrigin
 }
 
 func (noOrigin) Package(context.Context, addrs.Provider, string, addrs.Platform) (*discovery.Package, error) {

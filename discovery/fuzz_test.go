@@ -5,6 +5,8 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
@@ -56,9 +58,16 @@ func FuzzParseVersions(f *testing.F) {
 				names = append(names, v.Version)
 			}
 		}
-		if len(got) != len(names) || skipped != len(*want.Versions)-len(names) || len(warnings) != len(want.Warnings) {
-			t.Fatalf("%q: %d versions, %d skipped, %d warnings; want %d, %d, %d",
-				data, len(got), skipped, len(warnings), len(names), len(*want.Versions)-len(names), len(want.Warnings))
+		if len(got) != len(names) || skipped != len(*want.Versions)-len(names) || len(warnings) > min(len(want.Warnings), maxWarnings) {
+			t.Fatalf("%q: %d versions, %d skipped, %d warnings; want %d, %d, at most %d",
+				data, len(got), skipped, len(warnings), len(names), len(*want.Versions)-len(names), min(len(want.Warnings), maxWarnings))
+		}
+		for _, w := range warnings {
+			if w == "" || len(w) > maxWarningBytes || !utf8.ValidString(w) || strings.IndexFunc(w, func(r rune) bool {
+				return r != '\n' && r != '\t' && (unicode.IsControl(r) || unicode.Is(unicode.Cf, r))
+			}) >= 0 {
+				t.Fatalf("warning %q taken from %q", w, data)
+			}
 		}
 		for i, v := range got {
 			if v.Version != names[i] {

@@ -10,12 +10,31 @@ import (
 	"net/url"
 	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
+)
+
+// VersionList is an origin's answer to a provider's versions request:
+// the versions it lists, and the warnings it gives with them (a
+// deprecation notice), which Terraform prints on a direct install.
+type VersionList struct {
+	Versions []VersionInfo
+	// Warnings are the origin's, at most maxWarnings of at most
+	// maxWarningBytes each, with control and format characters other
+	// than line breaks and tabs left out (they are printed on a terminal).
+	Warnings []string
+}
+
+// Bounds of the warnings taken from an origin's versions answer.
+const (
+	maxWarnings     = 8
+	maxWarningBytes = 1024
 )
 
 // VersionInfo is one entry of an origin's versions list, as the origin
@@ -62,27 +81,27 @@ type providerRegistry struct {
 // when p's host is not allowed; ErrNotFound (wrapped) when the origin answers
 // 404; ErrNoProviderService or *OriginError from service discovery;
 // *OriginError with Op "versions"; the caller's context error.
-func (c *Client) Versions(ctx context.Context, p addrs.Provider) ([]VersionInfo, error) {
+func (c *Client) Versions(ctx context.Context, p addrs.Provider) (VersionList, error) {
 	return c.providers.versions(ctx, p)
 }
 
-func (pr *providerRegistry) versions(ctx context.Context, p addrs.Provider) (_ []VersionInfo, err error) {
+func (pr *providerRegistry) versions(ctx context.Context, p addrs.Provider) (_ VersionList, err error) {
 	if err := pr.tr.checkHost(p.Hostname); err != nil {
-		return nil, err
+		return VersionList{}, err
 	}
 	defer pr.tr.observe(p.Hostname, OpVersions, time.Now(), &err)
 	u, err := pr.registryURL(ctx, p, p.Namespace, p.Type, "versions")
 	if err != nil {
-		return nil, err
+		return VersionList{}, err
 	}
 	r := request{p: p, op: OpVersions, u: u, accept: "application/json"}
 	data, r, err := pr.tr.getJSON(ctx, r, "provider "+p.String())
 	if err != nil {
-		return nil, err
+		return VersionList{}, err
 	}
 	out, warnings, skipped, err := parseVersions(data)
 	if err != nil {
-		return nil, originError(r, 0, err)
+		return VersionList{}, originError(r, 0, err)
 	}
 	for _, w := range warnings {
 		pr.tr.log.LogAttrs(ctx, slog.LevelInfo, "origin registry warning",
@@ -92,7 +111,37 @@ func (pr *providerRegistry) versions(ctx context.Context, p addrs.Provider) (_ [
 		pr.tr.log.LogAttrs(ctx, slog.LevelWarn, "origin lists versions without a version string; skipped",
 			slog.String("provider", p.String()), slog.Int("count", skipped))
 	}
-	return out, nil
+	return VersionList{Versions: out, Warnings: warnings}, nil
+}
+
+// cleanWarnings returns the first maxWarnings non-empty warnings of ws,
+// each cut to maxWarningBytes (on a character's boundary), without
+// control and format characters (a terminal's escapes, reordering marks)
+// other than line breaks and tabs, and valid UTF-8.
+func cleanWarnings(ws []string) []string {
+	var out []string
+	for _, w := range ws {
+		if len(out) == maxWarnings {
+			break
+		}
+		w = strings.Map(func(r rune) rune {
+			if r == '\n' || r == '\t' || !unicode.IsControl(r) && !unicode.Is(unicode.Cf, r) {
+				return r
+			}
+			return -1
+		}, strings.ToValidUTF8(w, "\uFFFD"))
+		if len(w) > maxWarningBytes {
+			cut := maxWarningBytes
+			for cut > 0 && !utf8.RuneStart(w[cut]) {
+				cut--
+			}
+			w = w[:cut]
+		}
+		if w = strings.TrimSpace(w); w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // parseVersions decodes a registry's versions response. It returns the
@@ -118,7 +167,7 @@ func parseVersions(data []byte) (_ []VersionInfo, warnings []string, skipped int
 		}
 		out = append(out, vi)
 	}
-	return out, body.Warnings, skipped, nil
+	return out, cleanWarnings(body.Warnings), skipped, nil
 }
 
 // Package fetches the package metadata of p at version for pl. The response

@@ -143,7 +143,7 @@ func TestVersions(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if !reflect.DeepEqual(got, tt.want) {
+				if !reflect.DeepEqual(got.Versions, tt.want) {
 					t.Fatalf("versions = %+v\nwant %+v", got, tt.want)
 				}
 			}
@@ -178,7 +178,7 @@ func TestVersionsDocumentElementsBounded(t *testing.T) {
 	got, err := c.Versions(context.Background(), testProvider(s))
 	runtime.ReadMemStats(&m1)
 	if err == nil {
-		t.Fatalf("a versions answer of %d elements was taken: %d versions", len(doc)/3, len(got))
+		t.Fatalf("a versions answer of %d elements was taken: %d versions", len(doc)/3, len(got.Versions))
 	}
 	wantOriginError(t, err, OpVersions, 0)
 	if !errors.Is(err, ErrTooLarge) || !strings.Contains(err.Error(), "elements") {
@@ -352,5 +352,34 @@ func TestRegistryDiscoveryErrorsPassThrough(t *testing.T) {
 	_, err = c.Package(context.Background(), testProvider(s), "1.0.0", addrs.Platform{OS: "linux", Arch: "amd64"})
 	if !errors.Is(err, ErrNoProviderService) {
 		t.Fatalf("Package err = %v, want ErrNoProviderService", err)
+	}
+}
+
+// The origin's warnings are passed on to the clients, which print them on
+// a terminal: a few, each of a bounded length cut on a character's
+// boundary, without a terminal's escapes or other control and format
+// characters (line breaks and tabs kept), and none empty.
+func TestVersionsWarningsCleaned(t *testing.T) {
+	long := strings.Repeat("é", maxWarningBytes) // two bytes each
+	var many []string
+	for i := range maxWarnings + 3 {
+		many = append(many, fmt.Sprintf("warning %d", i))
+	}
+	for _, tt := range []struct {
+		name string
+		in   []string
+		want []string
+	}{
+		{"escapes and marks", []string{"\x1b[2J\x1b[31mdeprecated\x1b[0m\u202e!", "line one\nline\ttwo\r"}, []string{"[2J[31mdeprecated[0m!", "line one\nline\ttwo"}},
+		{"empty and spaces", []string{"", "  ", "\x07", "kept"}, []string{"kept"}},
+		{"invalid UTF-8", []string{"a\xffb"}, []string{"a\uFFFDb"}},
+		{"too long, cut between characters", []string{"a" + long}, []string{("a" + long)[:maxWarningBytes-1]}},
+		{"too many", many, many[:maxWarnings]},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := cleanWarnings(tt.in); !reflect.DeepEqual(got, tt.want) {
+				t.Errorf("cleanWarnings(%q) = %q, want %q", tt.in, got, tt.want)
+			}
+		})
 	}
 }

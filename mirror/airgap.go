@@ -129,5 +129,5 @@ func (s *providerRecords) sealedList(ctx context.Context, p addrs.Provider, list
 	if !dropped {
 		return list
 	}
-	return &records.VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
+	return list.WithVersions(keep)
 }

@@ -46,7 +46,7 @@ type Origin interface {
 // ProviderOrigin is what the engine needs from origin registries for
 // providers.
 type ProviderOrigin interface {
-	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
+	Versions(ctx context.Context, p addrs.Provider) (discovery.VersionList, error)
 	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
 	// FetchSums fetches a package's SHA256SUMS and its signature, as the
 	// package answer names them, in one call.

@@ -106,8 +106,11 @@ func (g *providerRegistry) newVersions(list *records.VersionList) registryjson.V
 		}
 		doc.Versions = append(doc.Versions, rv)
 	}
-	// Terraform prints these: why versions are missing from the list.
-	doc.Warnings = list.Held
+	// Terraform prints these: the origin's (a deprecation notice), as on
+	// a direct install, then why versions are missing from the list.
+	if len(list.Warnings)+len(list.Held) > 0 {
+		doc.Warnings = append(slices.Clone(list.Warnings), list.Held...)
+	}
 	return doc
 }
 

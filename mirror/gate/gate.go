@@ -407,7 +407,7 @@ func (g *Gate) FilterProviders(ctx context.Context, p addrs.Provider, list *reco
 			continue
 		}
 		if out == list {
-			out = &records.VersionList{Schema: list.Schema, Imported: list.Imported, Versions: slices.Clone(list.Versions[:i])}
+			out = list.WithVersions(slices.Clone(list.Versions[:i]))
 		}
 		out.Held = append(out.Held, fmt.Sprintf("%s %s is held back by the mirror's package policy: %s", addr, e.Version, v.Message()))
 		g.refused(policy.Provider, addr, e.Version, rel, v, false)

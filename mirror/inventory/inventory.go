@@ -270,14 +270,11 @@ func (s *Inventory) RemoveVersion(kind, address, version string) error {
 	}
 	key := records.VersionsKey(p)
 	if list, _, err := s.parts.Records.CachedVersions(key); err == nil {
-		nl := &records.VersionList{Schema: list.Schema, Imported: list.Imported}
+		nl := list.WithVersions([]records.VersionEntry{})
 		for _, e := range list.Versions {
 			if e.Version != v.String() {
 				nl.Versions = append(nl.Versions, e)
 			}
-		}
-		if nl.Versions == nil {
-			nl.Versions = []records.VersionEntry{}
 		}
 		err := s.store.PutMeta(key, nl)
 		s.parts.Records.Forget(key)

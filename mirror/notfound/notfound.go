@@ -312,7 +312,7 @@ type providers struct {
 	m                  *Memory
 }
 
-func (o providers) Versions(ctx context.Context, p addrs.Provider) (out []discovery.VersionInfo, err error) {
+func (o providers) Versions(ctx context.Context, p addrs.Provider) (out discovery.VersionList, err error) {
 	err = o.m.ask(p.Hostname, providerPrefix(p)+"versions", func() error {
 		out, err = o.Origin.Versions(ctx, p)
 		return err

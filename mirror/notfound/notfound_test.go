@@ -29,11 +29,11 @@ func (o *origin) call() error {
 	return o.answer()
 }
 
-func (o *origin) Versions(context.Context, addrs.Provider) ([]discovery.VersionInfo, error) {
+func (o *origin) Versions(context.Context, addrs.Provider) (discovery.VersionList, error) {
 	if err := o.call(); err != nil {
-		return nil, err
+		return discovery.VersionList{}, err
 	}
-	return []discovery.VersionInfo{{Version: "1.0.0"}}, nil
+	return discovery.VersionList{Versions: []discovery.VersionInfo{{Version: "1.0.0"}}}, nil
 }
 
 func (o *origin) Package(context.Context, addrs.Provider, string, addrs.Platform) (*discovery.Package, error) {

@@ -23,7 +23,7 @@ import (
 // Origin is the provider side of the engine's origins
 // (mirror.ProviderOrigin). *discovery.Client implements it.
 type Origin interface {
-	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
+	Versions(ctx context.Context, p addrs.Provider) (discovery.VersionList, error)
 	Package(ctx context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error)
 	FetchSums(ctx context.Context, p addrs.Provider, pkg *discovery.Package, sumsLimit, signatureLimit int64) (sums, signature []byte, err error)
 	OpenArchive(ctx context.Context, p addrs.Provider, rawURL string) (io.ReadCloser, int64, error)
@@ -36,8 +36,8 @@ func Offline() Origin { return offlineOrigin{} }
 
 type offlineOrigin struct{}
 
-func (offlineOrigin) Versions(_ context.Context, p addrs.Provider) ([]discovery.VersionInfo, error) {
-	return nil, fmt.Errorf("%w: no cached version list of %s", records.ErrOffline, p)
+func (offlineOrigin) Versions(_ context.Context, p addrs.Provider) (discovery.VersionList, error) {
+	return discovery.VersionList{}, fmt.Errorf("%w: no cached version list of %s", records.ErrOffline, p)
 }
 
 func (offlineOrigin) Package(_ context.Context, p addrs.Provider, version string, pl addrs.Platform) (*discovery.Package, error) {
@@ -89,9 +89,9 @@ func (g localGuard) check(p addrs.Provider) error {
 	return nil
 }
 
-func (g localGuard) Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error) {
+func (g localGuard) Versions(ctx context.Context, p addrs.Provider) (discovery.VersionList, error) {
 	if err := g.check(p); err != nil {
-		return nil, err
+		return discovery.VersionList{}, err
 	}
 	return g.next.Versions(ctx, p)
 }

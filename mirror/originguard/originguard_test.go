@@ -17,9 +17,9 @@ import (
 // countingOrigin counts the calls that reach it and answers each.
 type countingOrigin struct{ calls int }
 
-func (o *countingOrigin) Versions(context.Context, addrs.Provider) ([]discovery.VersionInfo, error) {
+func (o *countingOrigin) Versions(context.Context, addrs.Provider) (discovery.VersionList, error) {
 	o.calls++
-	return nil, nil
+	return discovery.VersionList{}, nil
 }
 
 func (o *countingOrigin) Package(context.Context, addrs.Provider, string, addrs.Platform) (*discovery.Package, error) {

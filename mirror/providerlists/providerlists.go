@@ -30,7 +30,7 @@ import (
 
 // Origin is what the lists ask origin registries: a provider's versions.
 type Origin interface {
-	Versions(ctx context.Context, p addrs.Provider) ([]discovery.VersionInfo, error)
+	Versions(ctx context.Context, p addrs.Provider) (discovery.VersionList, error)
 }
 
 // Metrics receives what the lists observe (mirror.Metrics).
@@ -130,13 +130,14 @@ func (s *Lists) Versions(ctx context.Context, k records.ProviderKeys, force bool
 
 func (s *Lists) refresh(ctx context.Context, k records.ProviderKeys) (*records.VersionList, error) {
 	p := k.Provider
-	infos, err := s.origin.Versions(ctx, p)
+	answer, err := s.origin.Versions(ctx, p)
 	if err != nil {
 		return nil, err
 	}
-	list := records.TranslateVersions(infos, func(raw string, err error) {
+	list := records.TranslateVersions(answer.Versions, func(raw string, err error) {
 		s.cfg.Logger.Warn("origin lists an invalid version; skipped", "provider", k.Name, "version", raw, "error", err)
 	})
+	list.Warnings = answer.Warnings
 	list.ListedAt = s.cfg.Now().UTC()
 	prev, prevAt := s.previousListing(ctx, k.Versions)
 	s.parts.Gate.NoteListing(ctx, "provider", k.Name, k.Versions, prev.Names(), prevAt, list.Names())

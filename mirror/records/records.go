@@ -90,9 +90,24 @@ type VersionList struct {
 	// engine's clock; zero in lists stored before it was kept (their
 	// time of storing tells).
 	ListedAt time.Time `json:"listed_at,omitzero"`
+	// Warnings are the origin's with the list (a deprecation notice),
+	// which the provider registry door passes on, as Terraform prints
+	// them on a direct install (discovery.VersionList.Warnings).
+	Warnings []string `json:"warnings,omitempty"`
 	// Held says, for the people who asked, why versions the package
 	// policy holds back are left out of the list (never stored).
 	Held []string `json:"-"`
+}
+
+// WithVersions is a copy of l with versions vs in place of its own, and
+// all else l says of them (when it was listed, the origin's warnings, the
+// policy's messages): what a layer that leaves versions out of a list
+// answers, or a list stored again without one.
+func (l *VersionList) WithVersions(vs []VersionEntry) *VersionList {
+	c := *l
+	c.Versions = vs
+	c.Held = slices.Clip(l.Held) // appended to by the copy's owner alone
+	return &c
 }
 
 // VersionEntry is one version of a provider and the platforms the origin

@@ -256,7 +256,7 @@ func (s *Withholding) WithholdFrom(p addrs.Provider, list *records.VersionList) 
 	if len(keep) == len(list.Versions) {
 		return list
 	}
-	return &records.VersionList{Schema: list.Schema, Versions: keep, Imported: list.Imported}
+	return list.WithVersions(keep)
 }
 
 // Forget forgets p's withheld version v (as the origin spells
