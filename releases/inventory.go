@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -114,9 +115,31 @@ func (s *Inventory) ScanVersions(fn func(inventory.Record)) error {
 	return s.r.store.ScanMeta(sumsPrefix, func(key string, _ time.Time, raw json.RawMessage) error {
 		if rec, ok := s.versionOfRecord(key, raw); ok {
 			fn(rec)
+		} else {
+			// Of a newer release's schema (after a rollback), or
+			// damaged: what it names may not be fetched again.
+			fn(unreadableSums(key, raw))
 		}
 		return nil
 	})
+}
+
+// unreadableSums is the inventory.KindUnreadable record of the SHA256SUMS
+// record raw under key: the sha256s of its text, and of its document's
+// (stored in base64) when that still reads.
+func unreadableSums(key string, raw json.RawMessage) inventory.Record {
+	rec := inventory.Unreadable(key, raw)
+	var doc struct {
+		Document []byte `json:"document"`
+	}
+	if json.Unmarshal(raw, &doc) == nil && len(doc.Document) > 0 {
+		for _, sha := range inventory.Unreadable(key, doc.Document).Archives {
+			if !slices.Contains(rec.Archives, sha) {
+				rec.Archives = append(rec.Archives, sha)
+			}
+		}
+	}
+	return rec
 }
 
 // versionOfRecord is the version of the SHA256SUMS record raw under key;

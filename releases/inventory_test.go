@@ -75,14 +75,28 @@ func TestInventory(t *testing.T) {
 		t.Fatal(err)
 	}
 	r.store.PutMeta("releases/sums/opentofu/tofu/1.9.0", &s)
+	var unreadable []inventory.Record
 	scan := func(inv *releases.Inventory) []inventory.Record {
 		var out []inventory.Record
-		if err := inv.ScanVersions(func(rec inventory.Record) { out = append(out, rec) }); err != nil {
+		unreadable = nil
+		if err := inv.ScanVersions(func(rec inventory.Record) {
+			if rec.Kind == inventory.KindUnreadable {
+				unreadable = append(unreadable, rec)
+				return
+			}
+			out = append(out, rec)
+		}); err != nil {
 			t.Fatal(err)
 		}
 		return out
 	}
 	got := scan(inv)
+	// Those two are listed as records retention cannot read: never taken
+	// as ones that can be fetched again, every sha256 they hold kept.
+	if len(unreadable) != 2 || unreadable[0].Key != "releases/sums/hashicorp/terraform/9.9.9" || unreadable[0].Refetch ||
+		unreadable[1].Key != "releases/sums/opentofu/tofu/1.9.0" || unreadable[1].Refetch || len(unreadable[1].Archives) != 2 {
+		t.Errorf("listed as unreadable: %+v, want terraform 9.9.9 and tofu 1.9.0 (its two archives)", unreadable)
+	}
 	if len(got) != 2 {
 		t.Fatalf("listed %+v, want terraform 1.6.0 and tofu 1.8.0", got)
 	}

@@ -4,12 +4,14 @@ package retention
 // archives and their pins.
 
 import (
+	"errors"
 	"log/slog"
 	"sync"
 	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 
+	"github.com/tfmirror/tfmirror/v2/cache"
 	mirrorheld "github.com/tfmirror/tfmirror/v2/mirror/inventory"
 )
 
@@ -19,7 +21,13 @@ type held struct {
 	cached     map[string]int64 // cached archives and their sizes
 	keptCached map[string]int64 // cached archives of SetAside and their sizes
 	newest     time.Time        // when the newest cached archive was stored
-	pinnedBy   string           // the pin's file:line, "" when not pinned
+	// damaged are archives of the version (or set aside in its record)
+	// that the cache holds but no longer serves: a read found them
+	// damaged where they are stored (cache.ErrDamaged). They count as
+	// cached for nothing but their removal with the version: named by
+	// no record once it is gone, nothing would replace them.
+	damaged  map[string]bool
+	pinnedBy string // the pin's file:line, "" when not pinned
 }
 
 // scanHeld calls fn for every version the engine has a record of (of
@@ -32,20 +40,34 @@ func (r *Retainer) scanHeld(withStat bool, fn func(h *held)) error {
 		h := &held{Record: v}
 		if withStat {
 			h.cached = map[string]int64{}
-			for _, sha := range h.Archives {
-				if info, err := r.store.StatBlob(sha); err == nil {
-					h.cached[sha] = info.Size
-					if info.Created.After(h.newest) {
-						h.newest = info.Created
+			damaged := func(sha string, err error) {
+				if errors.Is(err, cache.ErrDamaged) {
+					if h.damaged == nil {
+						h.damaged = map[string]bool{}
 					}
+					h.damaged[sha] = true
+				}
+			}
+			for _, sha := range h.Archives {
+				info, err := r.store.StatBlob(sha)
+				if err != nil {
+					damaged(sha, err)
+					continue
+				}
+				h.cached[sha] = info.Size
+				if info.Created.After(h.newest) {
+					h.newest = info.Created
 				}
 			}
 			if len(h.SetAside) > 0 {
 				h.keptCached = map[string]int64{}
 				for _, sha := range h.SetAside {
-					if info, err := r.store.StatBlob(sha); err == nil {
-						h.keptCached[sha] = info.Size
+					info, err := r.store.StatBlob(sha)
+					if err != nil {
+						damaged(sha, err)
+						continue
 					}
+					h.keptCached[sha] = info.Size
 				}
 			}
 		}

@@ -102,7 +102,7 @@ func (p *protection) snapshot() (int, map[[32]byte]bool) {
 	return len(p.set) + len(p.extra), extra
 }
 
-// replace sets the archives kept; the extra ones whose records were read
+// replace sets the archives kept; the extra ones a record read keeps
 // (marked in extra) are now decided by their records.
 func (p *protection) replace(set shaSet, extra map[[32]byte]bool) {
 	p.mu.Lock()
@@ -138,11 +138,16 @@ func (r *Retainer) rebuild() {
 			if !ok {
 				continue
 			}
-			if _, ok := extra[k]; ok {
-				extra[k] = true
-			}
 			if pinned || i >= len(h.Archives) || !h.Refetchable(sha) {
 				keys = append(keys, k)
+				// Kept by a record from now on. Only so: an extra
+				// archive that a record read here names but does not
+				// keep (one that can be fetched again, sharing its
+				// bytes) may be an import's whose record is not
+				// written yet.
+				if _, ok := extra[k]; ok {
+					extra[k] = true
+				}
 			}
 		}
 	}

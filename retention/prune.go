@@ -120,6 +120,11 @@ func plan(hs []*held, removed map[*held]string) []Removal {
 			if !cached {
 				size, cached = h.keptCached[sha]
 			}
+			if !cached {
+				// Held but found damaged: not served, and gone with the
+				// version that named it (its size is known once removed).
+				cached = h.damaged[sha]
+			}
 			if !cached || needed[sha] || taken[sha] {
 				continue
 			}

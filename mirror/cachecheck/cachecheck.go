@@ -228,14 +228,25 @@ func (s *Checker) VerifyCache(ctx context.Context, fn func(Result)) error {
 		if !ok {
 			return nil
 		}
+		// An imported package (of a version imported, or added by an
+		// import to the origin's version: no download URL) is not in the
+		// shared tier and cannot be fetched again: lost when not cached.
+		lost := func(sha string) string {
+			return fmt.Sprintf("the imported provider package %s is no longer in the cache and cannot be fetched again: it is not served; import it again", sha)
+		}
 		for _, pl := range sortedKeys(rec.Archives) {
-			refs = append(refs, cachedPackageRef{kind: KindProvider, addr: p.String(), version: rec.Version,
-				platform: pl, sha: rec.Archives[pl].SHA256, provider: p})
+			a := rec.Archives[pl]
+			ref := cachedPackageRef{kind: KindProvider, addr: p.String(), version: rec.Version,
+				platform: pl, sha: a.SHA256, provider: p}
+			if rec.Provenance != records.ProvenanceOrigin || a.URL == "" {
+				ref.lost = lost(a.SHA256)
+			}
+			refs = append(refs, ref)
 		}
 		if w := rec.Withheld; w != nil {
 			for _, pl := range sortedKeys(w.Archives) {
 				refs = append(refs, cachedPackageRef{kind: KindProvider, addr: p.String(), version: rec.Version,
-					platform: pl, sha: w.Archives[pl].SHA256, provider: p, withheld: true})
+					platform: pl, sha: w.Archives[pl].SHA256, provider: p, withheld: true, lost: lost(w.Archives[pl].SHA256)})
 			}
 		}
 		return nil

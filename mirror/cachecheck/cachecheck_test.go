@@ -548,3 +548,29 @@ func TestVerifyCacheSharedTierLostIsNotReported(t *testing.T) {
 		t.Errorf("checked %+v, want the package the shared tier may hold passed over", got)
 	}
 }
+
+// An imported provider package the cache lost (an earlier release's size
+// limit evicted it, or a copy of the data directory left it out) cannot be
+// fetched again: the version is listed and never served. The check
+// reports it as it reports an imported module's lost package, rather
+// than passing over it as if it could be fetched again.
+func TestVerifyCacheReportsLostImportedProviderPackage(t *testing.T) {
+	t.Parallel()
+	h := harness.New(t, harness.Options{Config: harness.Config{ScratchDir: t.TempDir()}})
+	local := addrs.Provider{Hostname: "tf.corp.test", Namespace: "platform", Type: "thing"}
+	in, sha := harness.UnsignedImport(t, local, "2.0.0")
+	if _, err := h.Engine.AirGap().Import(t.Context(), in); err != nil {
+		t.Fatal(err)
+	}
+	h.WaitIdle()
+	if err := cachetest.DeleteBlob(h.Store, sha); err != nil {
+		t.Fatal(err)
+	}
+	var got []cachecheck.Result
+	if err := h.Engine.CacheChecker().VerifyCache(t.Context(), func(c cachecheck.Result) { got = append(got, c) }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0].SHA256 != sha || !strings.Contains(got[0].Problem, "cannot be fetched again") {
+		t.Errorf("checked %+v, want the lost import reported (cannot be fetched again)", got)
+	}
+}

@@ -139,7 +139,7 @@ func (s *Inventory) ScanVersions(fn func(Record)) error {
 			if h, ok := s.VersionOfRecord(key, raw); ok {
 				fn(h)
 			} else {
-				fn(Record{Kind: KindUnreadable, Address: key, Key: key, Archives: sha256sIn(raw)})
+				fn(Unreadable(key, raw))
 			}
 			return nil
 		})
@@ -148,6 +148,13 @@ func (s *Inventory) ScanVersions(fn func(Record)) error {
 		}
 	}
 	return nil
+}
+
+// Unreadable is the KindUnreadable Record of the record raw under key,
+// which its lister cannot read: every sha256 its text holds is kept.
+// Listers of other records of versions (CLI releases) give it too.
+func Unreadable(key string, raw json.RawMessage) Record {
+	return Record{Kind: KindUnreadable, Address: key, Key: key, Archives: sha256sIn(raw)}
 }
 
 // sha256sIn returns every sha256 (64 lowercase hex digits, no more) the
