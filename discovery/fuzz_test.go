@@ -5,9 +5,9 @@ import (
 	"net/url"
 	"reflect"
 	"strings"
+	"testing"
 	"unicode"
 	"unicode/utf8"
-	"testing"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
