@@ -82,7 +82,7 @@ func (c *Credentials) loadFile(file string) error {
 		if !ok {
 			return fmt.Errorf("credentials file %s: credentials %q has no token", b.DefRange, b.Labels[0])
 		}
-		v, diags := a.Expr.Value(nil)
+		v, diags := hclfile.Value(a.Expr)
 		if diags.HasErrors() {
 			return fmt.Errorf("credentials file: %s", hclfile.Summary(diags))
 		}

@@ -15,6 +15,7 @@ import (
 	"github.com/zclconf/go-cty/cty"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/hclfile"
 )
 
 // Module is one registry module asked for, with everything that asked
@@ -173,7 +174,7 @@ func remoteModule(b *hcl.Block) (remoteCall, error) {
 		return remoteCall{}, diagError(diags)
 	}
 	attr := content.Attributes["source"] // localModule checked it
-	v, _ := attr.Expr.Value(nil)
+	v, _ := hclfile.Value(attr.Expr)
 	src := v.AsString()
 	rc := remoteCall{source: src, where: where(attr.Range), set: versions.Released}
 	addr, subdir, ok := registrySource(src)
@@ -182,7 +183,7 @@ func remoteModule(b *hcl.Block) (remoteCall, error) {
 	}
 	rc.module, rc.subdir = &addr, subdir
 	if va, ok := content.Attributes["version"]; ok {
-		cv, diags := va.Expr.Value(nil)
+		cv, diags := hclfile.Value(va.Expr)
 		if diags.HasErrors() || cv.IsNull() || !cv.Type().Equals(cty.String) {
 			return rc, posError(va.Expr.Range(), "version of module %q must be a string", b.Labels[0])
 		}

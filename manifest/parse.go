@@ -225,7 +225,7 @@ func manifestSelections(c *hcl.BodyContent, parse func(string) (versions.Set, er
 
 // attrValue evaluates attr (constants only) as type ty.
 func attrValue(attr *hcl.Attribute, ty cty.Type) (cty.Value, error) {
-	v, diags := attr.Expr.Value(nil)
+	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
 		return cty.NilVal, diagError(diags)
 	}
@@ -240,7 +240,7 @@ func attrValue(attr *hcl.Attribute, ty cty.Type) (cty.Value, error) {
 
 // stringList evaluates attr as a list of strings.
 func stringList(attr *hcl.Attribute) ([]string, error) {
-	v, diags := attr.Expr.Value(nil)
+	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
 		return nil, diagError(diags)
 	}
@@ -655,7 +655,7 @@ func impliedProvider(b *hcl.Block) (string, error) {
 		if diags.HasErrors() {
 			// In JSON the reference is a string: "aws.west".
 			var s string
-			if v, vd := attr.Expr.Value(nil); !vd.HasErrors() && v.Type().Equals(cty.String) && !v.IsNull() {
+			if v, vd := hclfile.Value(attr.Expr); !vd.HasErrors() && v.Type().Equals(cty.String) && !v.IsNull() {
 				s = v.AsString()
 			}
 			if tr, diags = hclsyntax.ParseTraversalAbs([]byte(s), attr.Expr.Range().Filename, attr.Expr.Range().Start); diags.HasErrors() || s == "" {
@@ -680,7 +680,7 @@ func localModule(b *hcl.Block) (moduleCall, bool, error) {
 	if !ok {
 		return moduleCall{}, false, posError(b.DefRange, "module %q has no source", b.Labels[0])
 	}
-	v, diags := attr.Expr.Value(nil)
+	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() || v.IsNull() || !v.Type().Equals(cty.String) {
 		return moduleCall{}, false, posError(attr.Expr.Range(), "source of module %q must be a string", b.Labels[0])
 	}
@@ -711,7 +711,7 @@ func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error
 		for _, item := range obj.Items {
 			key := hcl.ExprAsKeyword(item.KeyExpr)
 			if key == "" {
-				kv, diags := item.KeyExpr.Value(nil)
+				kv, diags := hclfile.Value(item.KeyExpr)
 				if diags.HasErrors() || kv.IsNull() || !kv.Type().Equals(cty.String) {
 					return "", "", posError(item.KeyExpr.Range(), "invalid key in required_providers entry %q", attr.Name)
 				}
@@ -720,7 +720,7 @@ func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error
 			if key != "source" && key != "version" {
 				continue
 			}
-			v, diags := item.ValueExpr.Value(nil)
+			v, diags := hclfile.Value(item.ValueExpr)
 			if diags.HasErrors() {
 				return "", "", diagError(diags)
 			}
@@ -730,7 +730,7 @@ func requiredProvider(attr *hcl.Attribute) (source, constraint string, err error
 		}
 		return source, constraint, nil
 	}
-	v, diags := attr.Expr.Value(nil)
+	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
 		return "", "", diagError(diags)
 	}

@@ -197,7 +197,7 @@ func decodePatterns(attr *hcl.Attribute, reasons bool) ([]pattern, hcl.Diagnosti
 	}
 	var out []pattern
 	for _, e := range exprs {
-		v, ds := e.Value(nil)
+		v, ds := hclfile.Value(e)
 		diags = append(diags, ds...)
 		if ds.HasErrors() {
 			continue
@@ -253,7 +253,7 @@ func patternWithReason(v cty.Value, name string, rng hcl.Range) (cty.Value, stri
 }
 
 func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {
-	v, diags := attr.Expr.Value(nil)
+	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
 		return "", diags
 	}
@@ -270,7 +270,7 @@ func decodeString(attr *hcl.Attribute) (string, hcl.Diagnostics) {
 // A module's (module is set for a module pattern) may spell its versions
 // with the leading "v" of its registry (addrs.ParseModuleConstraint).
 func decodeVersions(attr *hcl.Attribute, exact, module bool) (string, versions.Set, hcl.Diagnostics) {
-	v, diags := attr.Expr.Value(nil)
+	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
 		return "", versions.None, diags
 	}

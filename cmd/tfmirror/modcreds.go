@@ -58,7 +58,7 @@ func decodeSourceHosts(body hcl.Body) ([]sourceHostBlock, error) {
 			"password_file": &b.PasswordFile, "token": &b.Token, "token_env": &b.TokenEnv, "token_file": &b.TokenFile,
 		}
 		for name, a := range attrs {
-			v, diags := a.Expr.Value(nil)
+			v, diags := hclfile.Value(a.Expr)
 			if diags.HasErrors() {
 				return nil, fmt.Errorf("module source credentials: %s", hclfile.Summary(diags))
 			}

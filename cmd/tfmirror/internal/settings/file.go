@@ -194,7 +194,7 @@ func hint(diags hcl.Diagnostics) {
 // decode is attr's value for s in the flag's syntax, checked as the flag
 // checks it.
 func (f *File) decode(s *Setting, attr *hcl.Attribute) (string, error) {
-	v, diags := attr.Expr.Value(nil)
+	v, diags := hclfile.Value(attr.Expr)
 	if diags.HasErrors() {
 		// A variable or function: the file holds values only.
 		return "", errors.New("want a literal value: " + diagSummary(diags))
