@@ -132,9 +132,9 @@ func (a *Archive) Close() error {
 	return err
 }
 
-// Fetcher runs at most one origin download per archive (by sha256) and
-// lets any number of clients stream from it. Its methods are safe for
-// concurrent use.
+// Fetcher runs at most one origin download per archive (by sha256) of a
+// provider and lets any number of clients stream from it. Its methods are
+// safe for concurrent use.
 type Fetcher struct {
 	cfg     Config
 	life    *lifetime.Lifetime
@@ -145,7 +145,7 @@ type Fetcher struct {
 	metrics Metrics
 
 	mu       sync.Mutex
-	inflight map[string]*Download
+	inflight map[string]*Download // by inflightKey
 	hooks    Hooks
 }
 
@@ -308,12 +308,13 @@ func (fr *Fetcher) joinOrOpen(p addrs.Provider, a records.ArchiveRecord, src *So
 }
 
 func (fr *Fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *Source, open bool) (blob cache.BlobReader, f *Download, leader bool, err error) {
+	key := inflightKey(p, a.SHA256)
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.hooks.Join != nil {
-		defer func() { fr.hooks.Join(a.SHA256, fr.inflight[a.SHA256]) }()
+		defer func() { fr.hooks.Join(a.SHA256, fr.inflight[key]) }()
 	}
-	if f, ok := fr.inflight[a.SHA256]; ok {
+	if f, ok := fr.inflight[key]; ok {
 		f.acquire()
 		return nil, f, false, nil
 	}
@@ -330,16 +331,28 @@ func (fr *Fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *Source,
 	if err != nil {
 		return nil, nil, false, err
 	}
-	f = &Download{sha: a.SHA256, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
-	fr.inflight[a.SHA256] = f
+	f = &Download{sha: a.SHA256, key: key, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
+	fr.inflight[key] = f
 	go fr.run(ctx, done, f, p, a, src)
 	return nil, f, true, nil
 }
 
+// inflightKey is what a download of the archive sha of p is found by
+// while it runs: its sha256 and its provider. Anyone can publish and sign
+// a provider, and its SHA256SUMS may name another provider's sha256 with a
+// download URL of its own: a client of one provider never reads a
+// download another provider's origin answer started (its bytes, its
+// stalls, its check for another executable). Once committed, the cache
+// holds the bytes by sha256 alone, for every provider: they are those
+// bytes, checked. (A Blob, of no provider, is one of its own.)
+func inflightKey(p addrs.Provider, sha string) string {
+	return sha + " " + p.String()
+}
+
 func (fr *Fetcher) remove(f *Download) {
 	fr.mu.Lock()
-	if fr.inflight[f.sha] == f {
-		delete(fr.inflight, f.sha)
+	if fr.inflight[f.key] == f {
+		delete(fr.inflight, f.key)
 	}
 	fr.mu.Unlock()
 }
@@ -488,6 +501,12 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 			if w.Written() > s.cfg.MaxArchiveBytes {
 				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
 			}
+			// Bytes past the size stated are not the archive, and its
+			// readers were told that size: none of them is released, or a
+			// reader would have as many bytes as it was told of.
+			if size >= 0 && w.Written() > size {
+				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("more than the %d bytes announced were sent", size)}
+			}
 			f.progress(w.Written())
 		}
 		if rerr == io.EOF {
@@ -578,6 +597,7 @@ func (fr *Fetcher) resumeFromOrigin(ctx context.Context, f *Download, p addrs.Pr
 // Download is one archive download that clients stream from.
 type Download struct {
 	sha   string
+	key   string        // in Fetcher.inflight
 	ready chan struct{} // closed once size and w are set, or err
 	done  chan struct{} // closed once the fetch has ended, committed or not
 
