@@ -86,6 +86,11 @@ type OCI struct {
 	sizer   ArchiveSizer
 	metrics Metrics
 	sizes   singleflight.Group // archive sizes learned, by sha256
+	// learned are the sizes the origin answered, by sha256, until the
+	// OCI record that keeps them is written: a caller that read the
+	// record before it was, and asks after the request that learned
+	// the size ended, does not ask the origin again.
+	learned *memo.Memo[string, int64]
 
 	mu   sync.Mutex                       // one read-modify-write of an OCI record at a time
 	recs *memo.Memo[string, *ociRecord]   // ociRecordKey -> the record as last read or written (never modified)
@@ -183,8 +188,9 @@ func New(cfg Config, parts Parts, store Store, sizer ArchiveSizer, metrics Metri
 		return nil, errors.New("ocistore: the OCI side needs the engine's parts, a store, an archive sizer, metrics, a logger and a timeout")
 	}
 	return &OCI{cfg: cfg, parts: parts, store: store, sizer: sizer, metrics: metrics,
-		recs: memo.New[string, *ociRecord](ociMemoEntries),
-		docs: memo.New[string, keptDocument](ociMemoEntries),
+		recs:    memo.New[string, *ociRecord](ociMemoEntries),
+		learned: memo.New[string, int64](ociMemoEntries),
+		docs:    memo.New[string, keptDocument](ociMemoEntries),
 	}, nil
 }
 
@@ -349,12 +355,20 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 			continue
 		}
 		asked = append(asked, ask{i, o.sizes.DoChan(pa.SHA256, func() (any, error) {
+			n, gen, ok := o.learned.Get(pa.SHA256)
+			if ok {
+				return n, nil
+			}
 			ctx, done, err := o.parts.Life.Detached(o.cfg.OriginTimeout)
 			if err != nil {
 				return int64(0), err
 			}
 			defer done()
-			return o.sizer.ArchiveSize(ctx, p, pa.URL)
+			n, err = o.sizer.ArchiveSize(ctx, p, pa.URL)
+			if err == nil {
+				o.learned.Put(pa.SHA256, gen, n)
+			}
+			return n, err
 		})})
 	}
 	for _, a := range asked {

@@ -100,6 +100,7 @@ func (o *OCI) dropWrong(p addrs.Provider, v versions.Version, sha string, size i
 	}
 	err := RemoveVersion(o.store, p, v, nil)
 	o.forgetLocked(p, v)
+	o.learned.Forget(sha) // the origin's word on it, which the archive belies
 	o.mu.Unlock()
 	if err != nil {
 		o.metrics.CacheWriteFailed()
