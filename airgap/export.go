@@ -299,10 +299,18 @@ func exportDir(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 	if err != nil {
 		return fmt.Errorf("writing the manifest: %w", err)
 	}
+	// A version with a file the manifest leaves out is one an import
+	// refuses: it failed, once, whatever else of it was written.
+	unvouched := map[string]bool{}
 	for _, rel := range unlisted {
 		sum.Unlisted++
 		report(fmt.Sprintf("%s: left out of the signed manifest (neither written nor checked by this export, nor listed by an earlier export signed with this key); an import refuses what it belongs to",
 			filepath.Join(out, filepath.FromSlash(rel))))
+		if c, ok := carriedBy(rel); ok && !unvouched[c.String()] {
+			unvouched[c.String()] = true
+			sum.Failed++
+			report(fmt.Sprintf("%s: failed: a file of it is left out of the signed manifest, and an import refuses it", c))
+		}
 	}
 	return nil
 }

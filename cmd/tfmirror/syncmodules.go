@@ -58,18 +58,28 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 	for _, m := range spec.Modules {
 		queue = append(queue, item{m, 0})
 	}
-	done := map[string]bool{}
+	// read are the subdirectories of each module version whose
+	// configuration was read (or tried), by "ADDRESS@VERSION": packages
+	// may call different subdirectories of one version, each needing its
+	// own providers and modules; counted those whose package was counted.
+	read := map[string][]string{}
+	counted := map[string]bool{}
 	scratch, err := os.MkdirTemp(r.cfg.DataDir, "sync-modules-*")
 	if err != nil {
 		res.failures = append(res.failures, fmt.Sprintf("registry modules: %v", err))
 		return res
 	}
 	defer os.RemoveAll(scratch)
-	for len(queue) > 0 {
+	// Interrupted (ctx done), what is left is not synced, and did not
+	// fail: the sync says it was interrupted, and the next run does it.
+	for len(queue) > 0 && ctx.Err() == nil {
 		it := queue[0]
 		queue = queue[1:]
 		m := it.mod
 		raw, err := r.ops.ModuleVersions(ctx, m.Address)
+		if interrupted(ctx, err) {
+			break
+		}
 		held := r.heldBack(ctx, policy.Module, m.Address.String())
 		if h, ok := held[""]; ok && err != nil {
 			res.skipped = appendMissing(res.skipped, fmt.Sprintf("module %s: %s", m.Address, heldMessage(h)))
@@ -104,18 +114,28 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 		}
 		for _, v := range selected {
 			key := m.Address.String() + "@" + v.String()
-			if done[key] {
+			prev, seen := read[key]
+			subdirs := slices.DeleteFunc(slices.Clone(m.Subdirs), func(s string) bool { return slices.Contains(prev, s) })
+			if seen && len(subdirs) == 0 {
 				continue
 			}
-			done[key] = true
+			read[key] = append(prev, subdirs...)
+			mod := *m
+			mod.Subdirs = subdirs
 			dir, err := os.MkdirTemp(scratch, "pkg-*")
 			if err != nil {
 				res.failures = append(res.failures, fmt.Sprintf("module %s %s: %v", m.Address, v, err))
 				continue
 			}
 			dir, _ = filepath.Abs(dir)
-			calls, err := r.syncModule(ctx, spec, m, v, dir, byVersion[v.String()], &res)
+			calls, err := r.syncModule(ctx, spec, &mod, v, dir, byVersion[v.String()], !counted[key], &res)
 			os.RemoveAll(dir)
+			if err == nil {
+				counted[key] = true
+			}
+			if interrupted(ctx, err) {
+				break
+			}
 			if err != nil {
 				res.failures = append(res.failures, err.Error())
 				continue
@@ -136,11 +156,14 @@ func (r *syncRun) syncModules(ctx context.Context, spec *manifest.Spec) moduleSy
 // reads the configuration of the subdirectories calls use, within one
 // deadline, --module-timeout: the package is a stranger's, and however
 // long it took to come, the time left bounds the reading of its files.
+// The package is counted in res (and reported) when count is set: not
+// when an earlier call read other subdirectories of the same version.
 // It returns the registry modules they call; an error names the module
 // (and is one failure of the sync), but for a subdirectory's, which is
 // added to res on its own so that the others are read.
-func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manifest.Module, v versions.Version, dir, listed string, res *moduleSync) ([]*manifest.Module, error) {
+func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manifest.Module, v versions.Version, dir, listed string, count bool, res *moduleSync) ([]*manifest.Module, error) {
 	timeout := r.cfg.ModuleTimeout
+	parent := ctx
 	ctx, cancel := context.WithTimeoutCause(ctx, timeout, fmt.Errorf("not done within --module-timeout (%s)", timeout))
 	defer cancel()
 	timedOut := func(err error) error {
@@ -153,16 +176,21 @@ func (r *syncRun) syncModule(ctx context.Context, spec *manifest.Spec, m *manife
 	if err != nil {
 		return nil, fmt.Errorf("module %s %s: %w", m.Address, v, timedOut(err))
 	}
-	if got.CachedAlready {
-		res.cached++
-	} else {
-		res.fetched++
+	if count {
+		if got.CachedAlready {
+			res.cached++
+		} else {
+			res.fetched++
+		}
+		fmt.Fprintf(r.status, "module %s %s: cached (%s)\n", m.Address, listed, got.SHA256[:12])
 	}
-	fmt.Fprintf(r.status, "module %s %s: cached (%s)\n", m.Address, listed, got.SHA256[:12])
 	var out []*manifest.Module
 	for _, sub := range m.Subdirs {
 		modDir := filepath.Join(dir, filepath.FromSlash(path.Join(got.Subdir, sub)))
 		calls, err := spec.AddModuleDir(ctx, dir, modDir, fmt.Sprintf("module %s %s", m.Address, v))
+		if parent.Err() != nil {
+			return out, nil // interrupted: not read, not failed
+		}
 		if err != nil {
 			// Its files by their names in the package, not in the scratch directory.
 			msg := strings.ReplaceAll(timedOut(err).Error(), dir+string(filepath.Separator), "")
