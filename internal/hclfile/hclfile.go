@@ -8,7 +8,8 @@
 // is not UTF-8, one nested deeper than MaxDepth (which HCL's recursive
 // parsers would turn into a crash) and one of more than MaxTokens tokens
 // (each a struct of HCL's scanner and often a node of its tree) are
-// refused with their file:line unparsed.
+// refused with their file:line unparsed. Attributes are evaluated
+// through Value, which reads literal values only.
 package hclfile
 
 import (
