@@ -161,7 +161,10 @@ start (exit status 2). A name that is not a setting gets the one meant when one 
 (` + "`deny` belongs inside `policy { }`" + `). A file nested deeper than 64 levels (brackets, braces,
 strings, templates, operators), one of more than 524,288 tokens (words, numbers, punctuation,
 lines) or one that is not UTF-8 is refused with its line before it is parsed, as is every HCL file
-tfmirror reads (credentials, manifests, pins, a module's ` + "`.tf`" + ` files, each at most 16 MiB).
+tfmirror reads (credentials, manifests, pins, a module's ` + "`.tf`" + ` files, each at most 16 MiB). Values
+are literal: strings (templates of literals too), numbers within 10^±308, booleans, lists and
+objects; arithmetic, conditionals, indexing and ` + "`for`" + ` expressions in a value tfmirror reads are
+refused with their line, as Terraform refuses them in a module's ` + "`source` and `version`" + `.
 
 **Writable by its owner only.** A file that users other than its owner may write (its group's or all
 users' write bit), or that a user other than root and the one the mirror runs as owns, is refused,
