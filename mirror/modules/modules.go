@@ -275,7 +275,7 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	if haveCached {
 		wait = s.cfg.StaleAfter
 	}
-	res, err := s.life.CoalesceWithin(ctx, wait, "module_versions", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.CoalesceWithin(ctx, wait, "module_versions", originCoalesceKey(key, m), func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin("module versions of " + m.String())
 		if err != nil {
 			return nil, err
@@ -316,22 +316,31 @@ func (s *Modules) moduleVersions(ctx context.Context, m addrs.Module) (*records.
 	return nil, ListState{}, err
 }
 
-// sealedModuleVersions lists the versions of m whose package is cached,
-// or held by the shared tier.
+// sealedModuleVersions lists the versions of m whose package is cached
+// and passes today's rules (checkStoredPackage: a version whose package
+// is refused is served by no door, so it is not offered), or held by the
+// shared tier.
 func (s *Modules) sealedModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, ListState, error) {
 	list := &records.ModuleVersionList{Schema: records.Schema, Versions: []string{}}
+	var held []records.ModuleRecord
 	err := s.store.ScanMeta(records.ModuleRecordPrefix(m), func(_ string, _ time.Time, raw json.RawMessage) error {
 		var rec records.ModuleRecord
 		if json.Unmarshal(raw, &rec) != nil || rec.SHA256 == "" {
 			return nil
 		}
 		if _, err := s.store.StatBlob(rec.SHA256); err == nil {
-			list.Versions = append(list.Versions, rec.Version)
+			held = append(held, rec)
 		}
 		return nil
 	})
 	if err != nil {
 		return nil, ListState{}, err
+	}
+	for _, rec := range held {
+		if errors.Is(s.checkStoredPackage(ctx, rec.SHA256), ErrPackageRefused) {
+			continue
+		}
+		list.Versions = append(list.Versions, rec.Version)
 	}
 	s.recs.InstallableModules(ctx, m, func(v versions.Version) bool {
 		_, listed := list.OriginSpelling(v)
@@ -376,7 +385,7 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 	if s.hosts.Local(m.Hostname) {
 		return nil, fmt.Errorf("%w: module %s %s (the host is local-only: its modules are imported, never fetched)", discovery.ErrNotFound, m, version)
 	}
-	res, err := s.life.Coalesce(ctx, "module_location", key, func(ctx context.Context) (any, error) {
+	res, err := s.life.Coalesce(ctx, "module_location", originCoalesceKey(key, m), func(ctx context.Context) (any, error) {
 		mo, err := s.moduleOrigin(fmt.Sprintf("module %s %s is not cached", m, version))
 		if err != nil {
 			return nil, err
@@ -414,6 +423,16 @@ func (s *Modules) ModuleLocation(ctx context.Context, m addrs.Module, version ve
 		return nil, err
 	}
 	return res.(*records.ModuleRecord), nil
+}
+
+// originCoalesceKey is the key under which requests to the origin for m
+// (stored under key) share one request: the origin is asked in the
+// client's spelling of the namespace and name, and a registry that
+// matches them with their case may answer one spelling and not another,
+// so only requests in one spelling share an answer.
+func originCoalesceKey(key string, m addrs.Module) string {
+	p := m.OriginPath()
+	return key + "\x00" + p[0] + "/" + p[1]
 }
 
 // storedRecord is the document the cache holds under key as stored, nil

@@ -147,7 +147,10 @@ func (s *Zips) madeOfServed(ctx context.Context, m addrs.Module, version version
 		return false
 	case err != nil:
 		return true
-	case mod.SHA256 != "" && mod.SHA256 != rec.Package:
+	case mod.SHA256 != rec.Package:
+		// Made again since (after a refusal), or made again and not
+		// fetched yet (the download answer replaced a refused record):
+		// the zip is of a package the version's record no longer names.
 		return false
 	}
 	return !errors.Is(s.mods.checkStoredPackage(ctx, rec.Package), ErrPackageRefused)

@@ -72,6 +72,12 @@ func (s *Zips) ModuleManifest(ctx context.Context, m addrs.Module, version versi
 		s.mods.log.Warn("reading module zip record", "module", m.String(), "version", version, "error", err)
 		fallthrough
 	default:
+		if s.mods.storedRecord(records.ModuleRecordKey(m, version)) != nil {
+			// A version the cache keeps a record of: OpenModuleZip says
+			// why it is not served, if it is not (a sealed list leaves out
+			// a version whose package today's rules refuse).
+			break
+		}
 		// The version list first: it names the version as the origin
 		// spells it ("v1.0.0" for a tag "1.0.0"), and a version it lacks
 		// is one the repository lacks, not the module.
