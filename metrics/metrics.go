@@ -32,7 +32,7 @@ var (
 		"registry_shasums", "registry_signature", "module_versions", "module_download", "module_package",
 		"oci_ping", "oci_token", "oci_tags", "oci_manifest", "oci_blob", "oci_referrers",
 		"status", "metrics", "health", "other"}
-	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package"}
+	CacheKinds = []string{"discovery", "versions", "package", "archive", "module_versions", "module_location", "module_package", "module_zip"}
 	Operations = []string{"discovery", "versions", "package", "shasums", "signature", "archive", "archive_size", "module_versions", "module_location", "module_source"}
 	Outcomes   = []string{"success", "not_found", "error", "timeout", "refused", "untrusted"}
 	Reasons    = []string{"signature", "missing_checksum", "checksum_mismatch", "bad_archive", "archive_too_large", "name_mismatch"}
@@ -377,10 +377,9 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 		m.coalesced.WithLabelValues(k)
 		m.stale.WithLabelValues(k)
 	}
-	// What is coalesced beside the cache's kinds: a module version's OCI
-	// zip being made, and a version's release time looked up from its
-	// signature.
-	for _, k := range []string{"module_zip", "release"} {
+	// What is coalesced beside the cache's kinds: a version's release
+	// time looked up from its signature.
+	for _, k := range []string{"release"} {
 		m.coalesced.WithLabelValues(k)
 	}
 	for _, r := range Reasons {

@@ -209,7 +209,7 @@ func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) 
 	h.Set("ETag", `"`+pkg.SHA256+`"`)
 	h["Cache-Control"] = mr.cacheControl(false)
 	h.Set("X-Tfmirror-Cache", pkg.Source.String())
-	http.ServeContent(w, r, "", pkg.ModTime, pkg.Content())
+	ServeCached(w, r, pkg.ModTime, pkg.Content())
 }
 
 // moduleSigner and moduleFileName name a package for URL signing: the

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/gorilla/mux"
@@ -102,7 +103,7 @@ func (n *networkMirror) serveArchive(w http.ResponseWriter, r *http.Request, p a
 	n.setArchiveHeaders(w, a.SHA256, a.Source.String())
 	if content := a.Content(); content != nil {
 		// Cached: with Range, If-None-Match and If-Modified-Since support.
-		http.ServeContent(w, r, "", a.ModTime, content)
+		ServeCached(w, r, a.ModTime, content)
 		return
 	}
 	StreamArchive(w, r, a)
@@ -121,6 +122,40 @@ func (n *networkMirror) setArchiveHeaders(w http.ResponseWriter, sha, cacheState
 const copyBufferSize = 256 << 10
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, copyBufferSize); return &b }}
+
+// ServeCached sends a cached archive or package (content) with
+// http.ServeContent, for every front door: with Range, If-None-Match and
+// If-Modified-Since support. A read that fails once the status is
+// decided (the cached copy found damaged where it is stored) breaks the
+// response off, as StreamArchive does a download that fails: its status
+// goes out first, and the handler panics with http.ErrAbortHandler, so
+// that the access log and tfmirror_http_responses_aborted_total count it
+// as aborted rather than as a download served whole.
+// (http.ServeContent itself ends a body cut short by a read error as if
+// it were whole.)
+func ServeCached(w http.ResponseWriter, r *http.Request, modTime time.Time, content io.ReadSeeker) {
+	cr := &contentReader{ReadSeeker: content}
+	http.ServeContent(w, r, "", modTime, cr)
+	if cr.err == nil {
+		return
+	}
+	_ = http.NewResponseController(w).Flush()
+	panic(http.ErrAbortHandler)
+}
+
+// contentReader keeps the first error other than io.EOF its Read met.
+type contentReader struct {
+	io.ReadSeeker
+	err error
+}
+
+func (c *contentReader) Read(p []byte) (int, error) {
+	n, err := c.ReadSeeker.Read(p)
+	if err != nil && !errors.Is(err, io.EOF) && c.err == nil {
+		c.err = err
+	}
+	return n, err
+}
 
 // StreamArchive sends an archive while it is being downloaded (for every
 // front door that serves archives). Bytes reach

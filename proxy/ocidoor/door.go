@@ -477,7 +477,7 @@ func (d *Door) blob(w http.ResponseWriter, r *http.Request, name, ref string) {
 	h["Cache-Control"] = byDigest
 	h.Set("X-Tfmirror-Cache", a.Source.String())
 	if content := a.Content(); content != nil {
-		http.ServeContent(w, r, "", a.ModTime, content)
+		proxy.ServeCached(w, r, a.ModTime, content)
 		return
 	}
 	// The length sent is the bytes' own, never the index's: a cached

@@ -18,6 +18,7 @@ import (
 	"github.com/tfmirror/tfmirror/v2/mirror/modules"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/proxy"
 )
 
 // Modules is what the front door needs of the engine for module
@@ -164,5 +165,5 @@ func (d *Door) moduleBlob(w http.ResponseWriter, r *http.Request, m addrs.Module
 	h.Set("ETag", `"`+dg.String()+`"`)
 	h["Cache-Control"] = byDigest
 	h.Set("X-Tfmirror-Cache", z.Source.String())
-	http.ServeContent(w, r, "", z.ModTime, z.Content())
+	proxy.ServeCached(w, r, z.ModTime, z.Content())
 }

@@ -216,7 +216,7 @@ func (d *Door) serveArchive(w http.ResponseWriter, r *http.Request, pub releases
 	h.Set("Cache-Control", proxy.PackageCacheControl) // the policy may refuse the version on a reload
 	h.Set("X-Tfmirror-Cache", a.Source.String())
 	if content := a.Content(); content != nil {
-		http.ServeContent(w, r, "", a.ModTime, content)
+		proxy.ServeCached(w, r, a.ModTime, content)
 		return
 	}
 	proxy.StreamArchive(w, r, a)
