@@ -1,4 +1,4 @@
-package modules_test
+package metrics_test
 
 import (
 	"context"
