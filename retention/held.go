@@ -39,36 +39,32 @@ func (r *Retainer) scanHeld(withStat bool, fn func(h *held)) error {
 	visit := func(v mirrorheld.Record) {
 		h := &held{Record: v}
 		if withStat {
-			h.cached = map[string]int64{}
-			damaged := func(sha string, err error) {
-				if errors.Is(err, cache.ErrDamaged) {
-					if h.damaged == nil {
-						h.damaged = map[string]bool{}
+			// stat puts the size of each of shas the cache holds in sizes,
+			// marks those it found damaged, and says when each was stored.
+			stat := func(shas []string, sizes map[string]int64, stored func(time.Time)) {
+				for _, sha := range shas {
+					info, err := r.store.StatBlob(sha)
+					switch {
+					case errors.Is(err, cache.ErrDamaged):
+						if h.damaged == nil {
+							h.damaged = map[string]bool{}
+						}
+						h.damaged[sha] = true
+					case err == nil:
+						sizes[sha] = info.Size
+						stored(info.Created)
 					}
-					h.damaged[sha] = true
 				}
 			}
-			for _, sha := range h.Archives {
-				info, err := r.store.StatBlob(sha)
-				if err != nil {
-					damaged(sha, err)
-					continue
+			h.cached = map[string]int64{}
+			stat(h.Archives, h.cached, func(t time.Time) {
+				if t.After(h.newest) {
+					h.newest = t
 				}
-				h.cached[sha] = info.Size
-				if info.Created.After(h.newest) {
-					h.newest = info.Created
-				}
-			}
+			})
 			if len(h.SetAside) > 0 {
 				h.keptCached = map[string]int64{}
-				for _, sha := range h.SetAside {
-					info, err := r.store.StatBlob(sha)
-					if err != nil {
-						damaged(sha, err)
-						continue
-					}
-					h.keptCached[sha] = info.Size
-				}
+				stat(h.SetAside, h.keptCached, func(time.Time) {})
 			}
 		}
 		fn(h)
