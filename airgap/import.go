@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/discovery/registryjson"
 	"github.com/tfmirror/tfmirror/v2/internal/inputfile"
 	"github.com/tfmirror/tfmirror/v2/internal/jsonbound"
 	"github.com/tfmirror/tfmirror/v2/mirror/imports"
@@ -586,6 +587,9 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 			pkg.Filename, pkg.DownloadURL = epkg.Filename, epkg.DownloadURL
 			pkg.OS, pkg.Arch, pkg.Shasum, pkg.Document = epkg.OS, epkg.Arch, epkg.Shasum, epkg.Document
 			pkg.Packages = epkg.Packages
+			if !protocols {
+				pkg.Packages = checkablePackages(epkg.Packages, zips)
+			}
 			if protocols {
 				pkg.Protocols = epkg.Protocols
 				for _, proto := range epkg.Protocols {
@@ -631,6 +635,30 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 		sum.Versions = append(sum.Versions, p.String()+" "+v.String())
 	}
 	return nil
+}
+
+// checkablePackages is pkgs (OpenTofu's "packages" of an evidence file)
+// as a publisher's key alone vouches for them: the zh: hashes, which the
+// engine checks against the signed SHA256SUMS, and the h1: hashes of the
+// platforms this import carries the archives of (zips), which it checks
+// against those archives once cached. An h1: of another platform, which
+// no signature covers and nothing here can check, is left out, as the
+// protocols are: OpenTofu writes every h1: the answer gives into the
+// lock file.
+func checkablePackages(pkgs map[string]registryjson.PackageHashes, zips map[string]string) map[string]registryjson.PackageHashes {
+	if pkgs == nil {
+		return nil
+	}
+	out := make(map[string]registryjson.PackageHashes, len(pkgs))
+	for pl, h := range pkgs {
+		if _, ok := zips[pl]; ok {
+			out[pl] = h
+			continue
+		}
+		h.Hashes = slices.DeleteFunc(slices.Clone(h.Hashes), func(hash string) bool { return !strings.HasPrefix(hash, "zh:") })
+		out[pl] = h
+	}
+	return out
 }
 
 func fileExists(path string) bool {

@@ -252,7 +252,7 @@ func (s *Importer) Import(ctx context.Context, in Imported) (Result, error) {
 
 	// The record it will join, if the cache has one (checked again when
 	// the record is stored: it may change in between).
-	if cached, ok := s.parts.Records.CachedPackage(p, v); ok {
+	if cached, ok := s.parts.Records.CachedPackage(p, v); ok && !s.setAside(p, cached, in) {
 		if err := s.joinable(p, v, cached, in, archives, provenance); err != nil {
 			return Result{}, err
 		}
@@ -403,7 +403,20 @@ func (s *Importer) joinable(p addrs.Provider, v versions.Version, cached *record
 				Detail: fmt.Sprintf("%s has sha256 %s, but the cache holds %s for %s %s %s", pkg.Filename, archives[i].SHA256, was.SHA256, p, v, pkg.Platform)}))
 		}
 	}
-	if !cached.HasEvidence() || (cached.Provenance == records.ProvenanceUnsigned) == in.Unsigned {
+	if !cached.HasEvidence() {
+		// The record is replaced by one of the imported packages alone:
+		// every platform it has must be among them, or its package,
+		// which a sealed mirror cannot fetch again, would vanish (as the
+		// origin's path refuses to let it: mirror.providerRecords.fetchPackage).
+		for _, pl := range slices.Sorted(maps.Keys(cached.Archives)) {
+			if !slices.ContainsFunc(in.Packages, func(pkg Package) bool { return pkg.Platform == pl }) {
+				return fmt.Errorf("%s %s is cached by an earlier release, without evidence, with a package for %s that this import does not carry; import every platform it has together (%s), or it would be dropped",
+					p, v, pl, strings.Join(slices.Sorted(maps.Keys(cached.Archives)), ", "))
+			}
+		}
+		return nil
+	}
+	if (cached.Provenance == records.ProvenanceUnsigned) == in.Unsigned {
 		return nil
 	}
 	for i, pkg := range in.Packages {
@@ -413,6 +426,16 @@ func (s *Importer) joinable(p addrs.Provider, v versions.Version, cached *record
 		}
 	}
 	return nil
+}
+
+// setAside says cached, p's record of the version in imports, is a
+// withheld import without signature (see package mirror/unsigned) that a
+// signed import of the version sets aside, as the origin's fetched
+// version does, rather than join: a withheld import never takes a
+// version away from the clients, and on a sealed mirror an import is how
+// the origin's version comes.
+func (s *Importer) setAside(p addrs.Provider, cached *records.PackageRecord, in Imported) bool {
+	return !in.Unsigned && s.parts.Withholding.IsWithheld(p, cached)
 }
 
 func describe(pr records.Provenance) string {
@@ -453,6 +476,13 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 		_, err := s.parts.Life.Coalesce(ctx, "package", key, func(context.Context) (any, error) {
 			ran = true
 			rec, ok := s.parts.Records.CachedPackage(p, v)
+			var withheld *records.PackageRecord
+			if ok && s.setAside(p, rec, in) {
+				// A withheld import, set aside inside the signed record
+				// as a fetch from the origin sets it aside: it cannot be
+				// fetched again.
+				withheld, rec, ok = rec, nil, false
+			}
 			if ok {
 				// What Import checked may have changed since (a metadata
 				// fetch of the version stored the origin's record): an
@@ -466,7 +496,7 @@ func (s *Importer) storeImported(ctx context.Context, p addrs.Provider, v versio
 				rec = rec.Clone()
 			} else {
 				rec = &records.PackageRecord{Schema: records.Schema, Version: v.String(), Sums: map[string]string{},
-					Archives: map[string]records.ArchiveRecord{}, Provenance: provenance}
+					Archives: map[string]records.ArchiveRecord{}, Provenance: provenance, Withheld: withheld}
 			}
 			// The imported documents, each once, by their new index.
 			index := make([]int, len(in.Documents))

@@ -1,0 +1,110 @@
+package airgap
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/ProtonMail/go-crypto/openpgp"
+
+	"github.com/tfmirror/tfmirror/v2/addrs"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
+	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
+	"github.com/tfmirror/tfmirror/v2/mirror"
+)
+
+// On the publisher-key path, the publisher's signature covers the
+// SHA256SUMS only. OpenTofu's "packages" of an evidence file carry h1:
+// hashes of every platform's archive, which no signature covers; those of
+// platforms whose archive the importing mirror has not cached cannot be
+// checked, and OpenTofu writes every one of them into the lock file. So
+// a stranger who carries the bundle (without the exporting mirror's
+// manifest) must not get an h1: of their choosing served: on that path,
+// an h1: the mirror cannot check against a cached archive is not taken,
+// as the protocols are not.
+func TestPublisherKeyImportTakesNoUncheckedH1(t *testing.T) {
+	o := enginetest.StartOrigin(t, fakeorigin.Options{PackageHashes: true})
+	o.AddProvider("acme", "net", []string{"1.0.0"}, []string{"linux_amd64", "darwin_arm64"})
+	src := newEngine(t, o)
+	ctx := context.Background()
+	p := addrs.Provider{Hostname: enginetest.OriginHost, Namespace: "acme", Type: "net"}
+	v, _ := addrs.ParseSemver("1.0.0")
+	linux := addrs.Platform{OS: "linux", Arch: "amd64"}
+	a, err := src.OpenArchive(ctx, p, v, linux)
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, a) //nolint:errcheck
+	a.Close()
+	mirror.WaitIdle(ctx, src) //nolint:errcheck
+	out := filepath.Join(t.TempDir(), "out")
+	if _, err := Export(ctx, src, servedBy(t, src, nil), Selection{}, out, newKey(t, "exporter"), func(string) {}); err != nil {
+		t.Fatal(err)
+	}
+	// A stranger drops the manifest and puts an h1: of their own for
+	// darwin_arm64 (whose archive is not in the bundle) into the
+	// "packages" of linux_amd64's evidence.
+	os.Remove(filepath.Join(out, manifestName))
+	os.Remove(filepath.Join(out, manifestSigName))
+	evPath := filepath.Join(out, p.Hostname.ForDisplay(), "acme", "net", evidenceName("net", "1.0.0"))
+	raw, err := os.ReadFile(evPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ef map[string]any
+	if err := json.Unmarshal(raw, &ef); err != nil {
+		t.Fatal(err)
+	}
+	const forged = "h1:Zm9yZ2VkZm9yZ2VkZm9yZ2VkZm9yZ2VkZm9yZ2VkZm8="
+	edited := false
+	for _, pkg := range ef["packages"].(map[string]any) {
+		hashes, _ := pkg.(map[string]any)["packages"].(map[string]any)
+		if d, ok := hashes["darwin_arm64"].(map[string]any); ok {
+			var hs []any
+			for _, h := range d["hashes"].([]any) {
+				if !strings.HasPrefix(h.(string), "h1:") {
+					hs = append(hs, h)
+				}
+			}
+			d["hashes"] = append(hs, forged)
+			edited = true
+		}
+	}
+	if !edited {
+		t.Fatalf("the evidence file has no packages entry for darwin_arm64: %s", raw)
+	}
+	if raw, err = json.Marshal(ef); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(evPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	pub, err := ReadPublicKeys(strings.NewReader(o.ArmoredPublicKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newEngine(t, nil) // sealed
+	ns := Namespace{Host: p.Hostname, Name: "acme"}
+	sum, reports := importInto(t, dst, out, ImportOptions{Trust: Trust{PublisherKeys: map[Namespace]openpgp.EntityList{ns: pub}}})
+	if sum.Imported != 1 {
+		t.Fatalf("import: %+v %q", sum, reports)
+	}
+	ev, err := dst.Evidence(ctx, p, v, []addrs.Platform{linux})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pe := range ev.Platforms {
+		for pl, h := range pe.Packages {
+			for _, hash := range h.Hashes {
+				if hash == forged {
+					t.Errorf("the package metadata of %s serves %s for %s, which no signature covers and the mirror could not check", pe.Platform, hash, pl)
+				}
+			}
+		}
+	}
+}
