@@ -315,7 +315,9 @@ func TestSharedLeaseTakeover(t *testing.T) {
 	// Taken before the lease is, so that the time its answer took to
 	// come back never counts as time the lease ran.
 	start := time.Now()
-	if l, err := dead.TryLease(context.Background(), sha); err != nil || l == nil {
+	// The lease a replica takes on downloading the archive for its
+	// provider.
+	if l, err := dead.TryLease(context.Background(), sharedtier.LeaseID(sha, rs[0].provider().String())); err != nil || l == nil {
 		t.Fatalf("lease: %v", err)
 	}
 	waited := make(chan struct{})

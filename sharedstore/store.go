@@ -369,7 +369,8 @@ func (s *Store) record(err error) {
 }
 
 // key is the bucket's key of the object name (below the prefix):
-// "archives/SHA256", "archive-auth/SHA256", "leases/SHA256", "meta/KEY",
+// "archives/SHA256", "archive-auth/SHA256", "leases/ID" (a sha256:
+// mirror/sharedtier.LeaseID), "meta/KEY",
 // "probes/RANDOM".
 func (s *Store) key(name string) string { return s.loc.Prefix + name }
 

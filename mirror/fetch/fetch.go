@@ -204,14 +204,14 @@ type Parts struct {
 // which find nothing beyond the cache), or the tier shared with other
 // replicas that the engine composes over them.
 type Copies interface {
-	// Archive finds the archive sha (named name in logs) for a download:
-	// its body and size when the store has it; else a nil body and,
-	// when this replica took the store's lease on downloading it from
-	// the origin, release, to be called once the archive is offered
-	// (ShareArchive). While another replica holds the lease, it waits
-	// (calling onWait, a test hook, if not nil, each time it looks)
-	// until ctx ends.
-	Archive(ctx context.Context, sha, name string, onWait func()) (body io.ReadCloser, size int64, release func(context.Context), err error)
+	// Archive finds the archive sha (named name in logs) for a download
+	// of provider owner's: its body and size when the store has it; else
+	// a nil body and, when this replica took the store's lease on
+	// downloading it from the origin for owner, release, to be called
+	// once the archive is offered (ShareArchive). While another replica
+	// holds that lease, it waits (calling onWait, a test hook, if not
+	// nil, each time it looks) until ctx ends.
+	Archive(ctx context.Context, sha, owner, name string, onWait func()) (body io.ReadCloser, size int64, release func(context.Context), err error)
 	// ShareArchive offers the archive sha, committed to the cache.
 	ShareArchive(ctx context.Context, sha, name string)
 	// Distrust says the store's copy of the archive sha failed
@@ -716,7 +716,7 @@ func (f *Download) release() {
 // Copies).
 func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr
-	body, size, release, err := s.copies.Archive(ctx, a.SHA256, a.Filename, fr.hooksNow().Wait)
+	body, size, release, err := s.copies.Archive(ctx, a.SHA256, p.String(), a.Filename, fr.hooksNow().Wait)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -19,7 +19,7 @@ import (
 
 type noCopies struct{}
 
-func (noCopies) Archive(context.Context, string, string, func()) (io.ReadCloser, int64, func(context.Context), error) {
+func (noCopies) Archive(context.Context, string, string, string, func()) (io.ReadCloser, int64, func(context.Context), error) {
 	return nil, 0, nil, nil
 }
 func (noCopies) ShareArchive(context.Context, string, string) {}

@@ -19,6 +19,8 @@ package sharedtier
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -301,10 +303,11 @@ func (s *Shared) Distrust(sha string) {
 }
 
 // Archive finds the archive sha (named name in logs) in the tier for a
-// download: its body and size when the tier has it; else a nil body and,
-// when this replica took the tier's lease on downloading it from the
-// origin, release, to be called once the archive is in the tier (see
-// ShareArchive). While another replica holds the lease, it waits for the
+// download of provider owner's: its body and size when the tier has it;
+// else a nil body and, when this replica took the tier's lease on
+// downloading it from the origin for owner (LeaseID), release, to be
+// called once the archive is in the tier (see ShareArchive). While
+// another replica holds that lease, it waits for the
 // archive to appear (polling from PollMin to PollMax, calling onWait, a
 // test hook, if not nil, each time) until ctx ends, taking over if the
 // lease expires; after Config.HolderWait it stops waiting and returns
@@ -312,10 +315,11 @@ func (s *Shared) Distrust(sha string) {
 // lease. A tier that fails is gone around (nothing found), and so
 // is one without the archive when the mirror is sealed, or whose copy was
 // distrusted.
-func (s *Shared) Archive(ctx context.Context, sha, name string, onWait func()) (body io.ReadCloser, size int64, release func(context.Context), err error) {
+func (s *Shared) Archive(ctx context.Context, sha, owner, name string, onWait func()) (body io.ReadCloser, size int64, release func(context.Context), err error) {
 	if s.tier == nil || !s.Trusts(sha) {
 		return nil, 0, nil, nil
 	}
+	leaseID := LeaseID(sha, owner)
 	wait := s.waitForHolder()
 	defer wait.stop()
 	for {
@@ -330,7 +334,7 @@ func (s *Shared) Archive(ctx context.Context, sha, name string, onWait func()) (
 		if s.cfg.Offline {
 			return nil, 0, nil, nil // the offline origin (mirror/originguard) says why
 		}
-		lease, err := s.tier.TryLease(ctx, sha)
+		lease, err := s.tier.TryLease(ctx, leaseID)
 		if err != nil {
 			s.failed(ctx, err, "shared store failed; fetching the archive from the origin", "file", name)
 			return nil, 0, nil, nil
@@ -357,6 +361,22 @@ func (s *Shared) Archive(ctx context.Context, sha, name string, onWait func()) (
 			return nil, 0, nil, nil
 		}
 	}
+}
+
+// LeaseID is the tier's lease on downloading the archive sha from the
+// origin of provider owner: its own for each provider, as a download
+// under way is found by sha256 and provider (mirror/fetch): anyone can
+// publish a provider whose signed SHA256SUMS names another provider's
+// sha256 with a download URL of its own, and a replica downloading that
+// one, stalled, must not hold the others' downloads of the real one for
+// Config.HolderWait. What a download stores is found by sha256 alone
+// (the bytes, checked). With no owner, the sha256 itself.
+func LeaseID(sha, owner string) string {
+	if owner == "" {
+		return sha
+	}
+	h := sha256.Sum256([]byte(sha + "\x00" + owner))
+	return hex.EncodeToString(h[:])
 }
 
 // holderWait is a fetch's wait for another replica that holds the tier's

@@ -136,7 +136,7 @@ func TestNoTierFindsNothing(t *testing.T) {
 	if release, err := s.TryLease(t.Context(), sha); release != nil || err != nil {
 		t.Errorf("TryLease without a tier: %v, %v", release != nil, err)
 	}
-	if body, _, release, err := s.Archive(t.Context(), sha, "a.zip", nil); body != nil || release != nil || err != nil {
+	if body, _, release, err := s.Archive(t.Context(), sha, "", "a.zip", nil); body != nil || release != nil || err != nil {
 		t.Errorf("Archive without a tier: body %v, lease %v, %v", body != nil, release != nil, err)
 	}
 	if _, _, ok := s.Versions(t.Context(), "versions/key"); ok {
@@ -150,7 +150,7 @@ func TestDistrustedArchiveIsNotRead(t *testing.T) {
 	tier := newFakeTier()
 	tier.blobs[sha] = []byte("archive")
 	s, _ := newShared(t, tier, false)
-	body, size, release, err := s.Archive(t.Context(), sha, "a.zip", nil)
+	body, size, release, err := s.Archive(t.Context(), sha, "", "a.zip", nil)
 	if err != nil || body == nil || size != 7 || release != nil {
 		t.Fatalf("Archive of a held archive: body %v, size %d, lease %v, %v", body != nil, size, release != nil, err)
 	}
@@ -159,7 +159,7 @@ func TestDistrustedArchiveIsNotRead(t *testing.T) {
 	if s.Trusts(sha) {
 		t.Error("Trusts after Distrust")
 	}
-	body, _, release, err = s.Archive(t.Context(), sha, "a.zip", nil)
+	body, _, release, err = s.Archive(t.Context(), sha, "", "a.zip", nil)
 	if body != nil || release != nil || err != nil {
 		t.Errorf("Archive of a distrusted archive: body %v, lease %v, %v", body != nil, release != nil, err)
 	}
@@ -175,7 +175,7 @@ func TestArchiveUnderTheLease(t *testing.T) {
 	t.Run("lease taken", func(t *testing.T) {
 		tier := newFakeTier()
 		s, _ := newShared(t, tier, false)
-		body, _, release, err := s.Archive(t.Context(), sha, "a.zip", nil)
+		body, _, release, err := s.Archive(t.Context(), sha, "", "a.zip", nil)
 		if body != nil || release == nil || err != nil {
 			t.Fatalf("Archive of a missing archive: body %v, lease %v, %v", body != nil, release != nil, err)
 		}
@@ -186,7 +186,7 @@ func TestArchiveUnderTheLease(t *testing.T) {
 		tier.othersLease = true
 		s, _ := newShared(t, tier, false)
 		waits := 0
-		body, _, release, err := s.Archive(t.Context(), sha, "a.zip", func() {
+		body, _, release, err := s.Archive(t.Context(), sha, "", "a.zip", func() {
 			waits++
 			if waits == 2 {
 				tier.mu.Lock()
@@ -200,14 +200,14 @@ func TestArchiveUnderTheLease(t *testing.T) {
 		body.Close()
 		ctx, cancel := context.WithTimeout(t.Context(), 3*PollMin)
 		defer cancel()
-		if _, _, _, err := s.Archive(ctx, "0000000000000000000000000000000000000000000000000000000000000002", "b.zip", nil); !errors.Is(err, context.DeadlineExceeded) {
+		if _, _, _, err := s.Archive(ctx, "0000000000000000000000000000000000000000000000000000000000000002", "", "b.zip", nil); !errors.Is(err, context.DeadlineExceeded) {
 			t.Errorf("Archive while another replica holds the lease: %v, want the context's end", err)
 		}
 	})
 	t.Run("sealed", func(t *testing.T) {
 		tier := newFakeTier()
 		s, _ := newShared(t, tier, true)
-		if body, _, release, err := s.Archive(t.Context(), sha, "a.zip", nil); body != nil || release != nil || err != nil {
+		if body, _, release, err := s.Archive(t.Context(), sha, "", "a.zip", nil); body != nil || release != nil || err != nil {
 			t.Errorf("Archive sealed: body %v, lease %v, %v", body != nil, release != nil, err)
 		}
 		if tier.leases != 0 {
@@ -362,7 +362,7 @@ func TestArchiveHolderWaitBounded(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
-	body, _, release, err := s.Archive(ctx, sha, "a.zip", nil)
+	body, _, release, err := s.Archive(ctx, sha, "", "a.zip", nil)
 	if body != nil || release != nil || err != nil {
 		t.Fatalf("Archive under a lease held forever: body %v, lease %v, %v; want to download it without the lease", body != nil, release != nil, err)
 	}
@@ -426,7 +426,7 @@ func TestFailuresWhileTheStoreIsDownLoggedAtDebug(t *testing.T) {
 				t.Fatal(err)
 			}
 			for range 3 {
-				if body, _, _, err := s.Archive(t.Context(), sha, "a.zip", nil); body != nil || err != nil {
+				if body, _, _, err := s.Archive(t.Context(), sha, "", "a.zip", nil); body != nil || err != nil {
 					t.Fatalf("Archive with the store failing: body %v, %v; want nothing, to fetch from the origin", body != nil, err)
 				}
 			}
@@ -435,5 +435,50 @@ func TestFailuresWhileTheStoreIsDownLoggedAtDebug(t *testing.T) {
 				t.Errorf("%d WARN and %d DEBUG lines for 3 failed reads, want them at %s:\n%s", warns, debugs, map[bool]string{true: "WARN", false: "DEBUG"}[c.warn], logged.String())
 			}
 		})
+	}
+}
+
+// keyedTier is a fakeTier whose leases are held by id, each once.
+type keyedTier struct {
+	*fakeTier
+	held map[string]bool
+}
+
+func (t *keyedTier) TryLease(_ context.Context, id string) (Lease, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.held[id] {
+		return nil, nil
+	}
+	t.held[id] = true
+	return fakeLease{}, nil
+}
+
+// A replica downloading an archive for one provider (a stranger's, whose
+// signed SHA256SUMS names the sha256 of another provider's archive with a
+// download URL of its own, which may stall) holds the tier's lease for
+// that provider alone: another replica downloading the same sha256 for
+// the provider it belongs to takes a lease of its own at once, where it
+// waited for the stranger's download for HolderWait; one for the same
+// provider waits, as before.
+func TestArchiveLeaseIsTheProvidersOwn(t *testing.T) {
+	const stranger, owner = "registry.example/stranger/random", "registry.terraform.io/hashicorp/random"
+	tier := &keyedTier{fakeTier: newFakeTier(), held: map[string]bool{}}
+	a := newSharedHolderWait(t, tier, time.Minute)
+	b := newSharedHolderWait(t, tier, 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if _, _, release, err := a.Archive(ctx, sha, stranger, "a.zip", nil); release == nil || err != nil {
+		t.Fatalf("replica a took no lease: %v", err)
+	}
+	start := time.Now()
+	if _, _, release, err := b.Archive(ctx, sha, owner, "a.zip", nil); release == nil || err != nil {
+		t.Fatalf("replica b, for %s, took no lease of its own (waited %v): %v", owner, time.Since(start), err)
+	}
+	if _, _, release, err := b.Archive(ctx, sha, stranger, "a.zip", nil); release != nil || err != nil {
+		t.Fatalf("replica b, for %s, took a lease a holds: %v", stranger, err)
+	}
+	if LeaseID(sha, "") != sha || LeaseID(sha, owner) == LeaseID(sha, stranger) || LeaseID(sha, owner) != LeaseID(sha, owner) {
+		t.Error("LeaseID: the sha256 without an owner, one of its own for each provider")
 	}
 }

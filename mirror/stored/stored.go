@@ -278,7 +278,7 @@ func (r *Records) Installable(context.Context, addrs.Provider, versions.Version,
 }
 
 // Archive finds nothing: nothing is beyond the cache.
-func (r *Records) Archive(context.Context, string, string, func()) (io.ReadCloser, int64, func(context.Context), error) {
+func (r *Records) Archive(context.Context, string, string, string, func()) (io.ReadCloser, int64, func(context.Context), error) {
 	return nil, 0, nil, nil
 }
 
