@@ -145,7 +145,7 @@ type Fetcher struct {
 	metrics Metrics
 
 	mu       sync.Mutex
-	inflight map[string]*Download // by inflightKey
+	inflight map[string]*Download // by sha256 and provider (start)
 	hooks    Hooks
 }
 
@@ -308,7 +308,16 @@ func (fr *Fetcher) joinOrOpen(p addrs.Provider, a records.ArchiveRecord, src *So
 }
 
 func (fr *Fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *Source, open bool) (blob cache.BlobReader, f *Download, leader bool, err error) {
-	key := inflightKey(p, a.SHA256)
+	// A download under way is found by its archive's sha256 and its
+	// provider: anyone can publish and sign a provider, and its
+	// SHA256SUMS may name another provider's sha256 with a download URL
+	// of its own; a client of one provider never reads a download
+	// another provider's origin answer started (its bytes, its stalls,
+	// its check for another executable). Once committed, the cache holds
+	// the bytes by sha256 alone, for every provider: they are those
+	// bytes, checked. (A Blob, of no provider, is one of its own.)
+	owner := p.String()
+	key := a.SHA256 + " " + owner
 	fr.mu.Lock()
 	defer fr.mu.Unlock()
 	if fr.hooks.Join != nil {
@@ -331,22 +340,10 @@ func (fr *Fetcher) start(p addrs.Provider, a records.ArchiveRecord, src *Source,
 	if err != nil {
 		return nil, nil, false, err
 	}
-	f = &Download{sha: a.SHA256, key: key, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
+	f = &Download{sha: a.SHA256, key: key, owner: owner, ready: make(chan struct{}), done: make(chan struct{}), changed: make(chan struct{}), refs: 2, size: -1}
 	fr.inflight[key] = f
 	go fr.run(ctx, done, f, p, a, src)
 	return nil, f, true, nil
-}
-
-// inflightKey is what a download of the archive sha of p is found by
-// while it runs: its sha256 and its provider. Anyone can publish and sign
-// a provider, and its SHA256SUMS may name another provider's sha256 with a
-// download URL of its own: a client of one provider never reads a
-// download another provider's origin answer started (its bytes, its
-// stalls, its check for another executable). Once committed, the cache
-// holds the bytes by sha256 alone, for every provider: they are those
-// bytes, checked. (A Blob, of no provider, is one of its own.)
-func inflightKey(p addrs.Provider, sha string) string {
-	return sha + " " + p.String()
 }
 
 func (fr *Fetcher) remove(f *Download) {
@@ -498,16 +495,17 @@ func (fr *Fetcher) download(ctx context.Context, f *Download, p addrs.Provider, 
 			if _, err := w.Write(buf[:n]); err != nil {
 				return "", fmt.Errorf("staging archive: %w", err)
 			}
-			if w.Written() > s.cfg.MaxArchiveBytes {
+			written := w.Written()
+			if written > s.cfg.MaxArchiveBytes {
 				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("it is larger than the %d bytes allowed", s.cfg.MaxArchiveBytes)}
 			}
 			// Bytes past the size stated are not the archive, and its
 			// readers were told that size: none of them is released, or a
 			// reader would have as many bytes as it was told of.
-			if size >= 0 && w.Written() > size {
+			if size >= 0 && written > size {
 				return "", &records.BadArchiveError{Filename: a.Filename, Detail: fmt.Sprintf("more than the %d bytes announced were sent", size)}
 			}
-			f.progress(w.Written())
+			f.progress(written)
 		}
 		if rerr == io.EOF {
 			break
@@ -597,7 +595,8 @@ func (fr *Fetcher) resumeFromOrigin(ctx context.Context, f *Download, p addrs.Pr
 // Download is one archive download that clients stream from.
 type Download struct {
 	sha   string
-	key   string        // in Fetcher.inflight
+	key   string        // in Fetcher.inflight: the sha256 and the owner
+	owner string        // the provider's address, the download's and its shared lease's (Copies.Archive)
 	ready chan struct{} // closed once size and w are set, or err
 	done  chan struct{} // closed once the fetch has ended, committed or not
 
@@ -716,7 +715,7 @@ func (f *Download) release() {
 // Copies).
 func (fr *Fetcher) openSource(ctx context.Context, f *Download, p addrs.Provider, a records.ArchiveRecord) (io.ReadCloser, int64, error) {
 	s := fr
-	body, size, release, err := s.copies.Archive(ctx, a.SHA256, p.String(), a.Filename, fr.hooksNow().Wait)
+	body, size, release, err := s.copies.Archive(ctx, a.SHA256, f.owner, a.Filename, fr.hooksNow().Wait)
 	if err != nil {
 		return nil, 0, err
 	}

@@ -86,11 +86,12 @@ type OCI struct {
 	sizer   ArchiveSizer
 	metrics Metrics
 	sizes   singleflight.Group // archive sizes learned, by sha256
-	// learned are the sizes the origin answered, by sha256, until the
-	// OCI record that keeps them is written: a caller that read the
-	// record before it was, and asks after the request that learned
-	// the size ended, does not ask the origin again.
-	learned *memo.Memo[string, int64]
+	// learned are the sizes the origin answered, by sha256 (at most
+	// maxLearned, then it starts again): a caller that read a version's
+	// OCI record before the request that learned a size stored it there,
+	// and asks after that request ended, does not ask the origin again.
+	learnedMu sync.Mutex
+	learned   map[string]int64
 
 	mu   sync.Mutex                       // one read-modify-write of an OCI record at a time
 	recs *memo.Memo[string, *ociRecord]   // ociRecordKey -> the record as last read or written (never modified)
@@ -189,7 +190,7 @@ func New(cfg Config, parts Parts, store Store, sizer ArchiveSizer, metrics Metri
 	}
 	return &OCI{cfg: cfg, parts: parts, store: store, sizer: sizer, metrics: metrics,
 		recs:    memo.New[string, *ociRecord](ociMemoEntries),
-		learned: memo.New[string, int64](ociMemoEntries),
+		learned: map[string]int64{},
 		docs:    memo.New[string, keptDocument](ociMemoEntries),
 	}, nil
 }
@@ -325,6 +326,9 @@ func (o *OCI) build(ctx context.Context, p addrs.Provider, v versions.Version, r
 	return b, nil
 }
 
+// maxLearned bounds the archive sizes OCI.learned holds.
+const maxLearned = 4096
+
 // sizesOf returns the size of each of archives, in order: as cached
 // (the archive verified: what the mirror knows wins over what the origin
 // states), as kept in rec, as the origin stated it (OpenTofu's
@@ -355,7 +359,9 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 			continue
 		}
 		asked = append(asked, ask{i, o.sizes.DoChan(pa.SHA256, func() (any, error) {
-			n, gen, ok := o.learned.Get(pa.SHA256)
+			o.learnedMu.Lock()
+			n, ok := o.learned[pa.SHA256]
+			o.learnedMu.Unlock()
 			if ok {
 				return n, nil
 			}
@@ -366,7 +372,12 @@ func (o *OCI) sizesOf(ctx context.Context, p addrs.Provider, archives []Archive,
 			defer done()
 			n, err = o.sizer.ArchiveSize(ctx, p, pa.URL)
 			if err == nil {
-				o.learned.Put(pa.SHA256, gen, n)
+				o.learnedMu.Lock()
+				if len(o.learned) >= maxLearned {
+					clear(o.learned)
+				}
+				o.learned[pa.SHA256] = n
+				o.learnedMu.Unlock()
 			}
 			return n, err
 		})})

@@ -100,7 +100,9 @@ func (o *OCI) dropWrong(p addrs.Provider, v versions.Version, sha string, size i
 	}
 	err := RemoveVersion(o.store, p, v, nil)
 	o.forgetLocked(p, v)
-	o.learned.Forget(sha) // the origin's word on it, which the archive belies
+	o.learnedMu.Lock()
+	delete(o.learned, sha) // the origin's word on it, which the archive belies
+	o.learnedMu.Unlock()
 	o.mu.Unlock()
 	if err != nil {
 		o.metrics.CacheWriteFailed()
