@@ -161,10 +161,13 @@ type Releases struct {
 	missing *missingFiles
 }
 
-// keyring is a publisher's keys: armored (for verify) and parsed (for
-// which key signed).
+// keyring is a publisher's keys: armored (for verify's words when no
+// key verifies a signature), and each block read once, at start, within
+// verify's bounds (verify.SigningKeys: who verifies with keys again and
+// again reads them once), to verify with and to tell which key signed.
 type keyring struct {
 	armored []string
+	blocks  []openpgp.EntityList // the keys of each armored block, in order
 	// ids are the short key IDs of the keys, upper-case hex, in the order
 	// of the blocks and of the keys within each (a block may hold more
 	// than one key: gpg --export --armor A B writes one).
@@ -189,6 +192,7 @@ func newKeyring(armored []string) (keyring, error) {
 		if keys += len(el); keys > verify.MaxSigningKeys {
 			return k, fmt.Errorf("more than %d keys: no more are read to verify a signature", verify.MaxSigningKeys)
 		}
+		k.blocks = append(k.blocks, el)
 		for _, e := range el {
 			k.ids = append(k.ids, shortID(e))
 		}

@@ -304,21 +304,17 @@ func namesVersion(s *Sums, files map[string]string) error {
 // ID and the signing time, and parses the document.
 func (r *Releases) verifySums(s *Sums) error {
 	kr := r.keys[s.Publisher]
-	for _, k := range kr.armored {
+	for _, keys := range kr.blocks {
 		// verify.SignatureTime, keeping which key of the block signed: a
 		// block may hold more than one, and the signature is served under
 		// the ID of the one that made it (.72D7468F.sig).
-		keys, err := verify.SigningKeys([]string{k})
-		if err != nil {
-			continue
-		}
 		issuer, sig, err := verify.VerifyDetached(keys, s.Document, s.Signature)
 		if err != nil {
 			continue
 		}
 		id := signerID(keys, issuer)
 		if id == "" { // not reached: the keyring found the key by that ID
-			id = strings.ToUpper(keys[0].PrimaryKey.KeyIdShortString())
+			id = shortID(keys[0])
 		}
 		files, err := verify.ParseSHA256SUMS(s.Document)
 		if err != nil {
