@@ -586,17 +586,15 @@ func importVersion(ctx context.Context, engine Engine, b *bundle, p addrs.Provid
 			}
 			pkg.Filename, pkg.DownloadURL = epkg.Filename, epkg.DownloadURL
 			pkg.OS, pkg.Arch, pkg.Shasum, pkg.Document = epkg.OS, epkg.Arch, epkg.Shasum, epkg.Document
-			pkg.Packages = epkg.Packages
-			if !protocols {
-				pkg.Packages = checkablePackages(epkg.Packages, zips)
-			}
 			if protocols {
-				pkg.Protocols = epkg.Protocols
+				pkg.Packages, pkg.Protocols = epkg.Packages, epkg.Protocols
 				for _, proto := range epkg.Protocols {
 					if !slices.Contains(in.Protocols, proto) {
 						in.Protocols = append(in.Protocols, proto)
 					}
 				}
+			} else {
+				pkg.Packages = checkablePackages(epkg.Packages, zips)
 			}
 		}
 		in.Packages = append(in.Packages, pkg)

@@ -156,6 +156,16 @@ func (d *discoverer) discover(ctx context.Context, host svchost.Hostname) (Disco
 	return res, err
 }
 
+// ttl is how long e is used, of a discoverer whose results live ttl: a
+// 404 for the discovery document (noDocument) is asked again after
+// staleRetryInterval.
+func (e *discoEntry) ttl(ttl time.Duration) time.Duration {
+	if e.noDocument {
+		return min(staleRetryInterval, ttl)
+	}
+	return ttl
+}
+
 // cached returns the cached result for host if it needs no refresh now.
 func (d *discoverer) cached(host svchost.Hostname) (Discovery, bool, error) {
 	now := d.now()
@@ -165,10 +175,7 @@ func (d *discoverer) cached(host svchost.Hostname) (Discovery, bool, error) {
 	switch {
 	case e == nil:
 		return Discovery{}, false, nil
-	case e.noDocument && now.Sub(e.fetchedAt) < min(staleRetryInterval, d.ttl):
-		res, err := e.result(false)
-		return res, true, err
-	case !e.noDocument && now.Sub(e.fetchedAt) < d.ttl:
+	case now.Sub(e.fetchedAt) < e.ttl(d.ttl):
 		res, err := e.result(false)
 		return res, true, err
 	case e.refreshErr != nil && now.Sub(e.refreshFailedAt) < min(staleRetryInterval, d.ttl):

@@ -379,9 +379,7 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	// What is coalesced beside the cache's kinds: a version's release
 	// time looked up from its signature.
-	for _, k := range []string{"release"} {
-		m.coalesced.WithLabelValues(k)
-	}
+	m.coalesced.WithLabelValues("release")
 	for _, r := range Reasons {
 		m.verifyFails.WithLabelValues(r)
 	}

@@ -29,15 +29,17 @@ const MaxNumberExp = 1024
 // literal values only, whose numbers are held to MaxNumberExp once read.
 func Value(expr hcl.Expression) (cty.Value, hcl.Diagnostics) {
 	if n, ok := expr.(hclsyntax.Node); ok {
+		// Every number of a literal was checked before it was evaluated.
 		if diags := hclsyntax.VisitAll(n, literalOnly); diags.HasErrors() {
 			return cty.DynamicVal, diags
 		}
+		return expr.Value(nil)
 	}
 	v, diags := expr.Value(nil)
 	if diags.HasErrors() {
 		return v, diags
 	}
-	// A JSON number is a literal of any magnitude too.
+	// A JSON number is a literal of any magnitude: checked once read.
 	var huge hcl.Diagnostics
 	cty.Walk(v, func(_ cty.Path, v cty.Value) (bool, error) { //nolint:errcheck // never fails
 		if d := hugeNumber(v); d != "" && huge == nil {

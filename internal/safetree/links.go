@@ -62,7 +62,7 @@ func foldName(s string) string {
 func withoutWindowsTrailers(s string) string {
 	parts := strings.Split(s, "/")
 	for i, p := range parts {
-		if t := strings.TrimRight(p, ". "); t != "" && strings.Trim(p, ".") != "" {
+		if t := strings.TrimRight(p, ". "); t != "" {
 			parts[i] = t
 		}
 	}

@@ -408,10 +408,11 @@ func (s *Importer) joinable(p addrs.Provider, v versions.Version, cached *record
 		// every platform it has must be among them, or its package,
 		// which a sealed mirror cannot fetch again, would vanish (as the
 		// origin's path refuses to let it: mirror.providerRecords.fetchPackage).
-		for _, pl := range slices.Sorted(maps.Keys(cached.Archives)) {
+		has := slices.Sorted(maps.Keys(cached.Archives))
+		for _, pl := range has {
 			if !slices.ContainsFunc(in.Packages, func(pkg Package) bool { return pkg.Platform == pl }) {
 				return fmt.Errorf("%s %s is cached by an earlier release, without evidence, with a package for %s that this import does not carry; import every platform it has together (%s), or it would be dropped",
-					p, v, pl, strings.Join(slices.Sorted(maps.Keys(cached.Archives)), ", "))
+					p, v, pl, strings.Join(has, ", "))
 			}
 		}
 		return nil
