@@ -2,14 +2,10 @@ package airgap
 
 import (
 	"context"
-	"encoding/json"
 	"io"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/ProtonMail/go-crypto/openpgp"
 
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
@@ -48,52 +44,27 @@ func TestPublisherKeyImportTakesNoUncheckedH1(t *testing.T) {
 	// A stranger drops the manifest and puts an h1: of their own for
 	// darwin_arm64 (whose archive is not in the bundle) into the
 	// "packages" of linux_amd64's evidence.
-	os.Remove(filepath.Join(out, manifestName))
-	os.Remove(filepath.Join(out, manifestSigName))
-	evPath := filepath.Join(out, p.Hostname.ForDisplay(), "acme", "net", evidenceName("net", "1.0.0"))
-	raw, err := os.ReadFile(evPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ef map[string]any
-	if err := json.Unmarshal(raw, &ef); err != nil {
-		t.Fatal(err)
-	}
 	const forged = "h1:Zm9yZ2VkZm9yZ2VkZm9yZ2VkZm9yZ2VkZm9yZ2VkZm8="
 	edited := false
-	for _, pkg := range ef["packages"].(map[string]any) {
-		hashes, _ := pkg.(map[string]any)["packages"].(map[string]any)
-		if d, ok := hashes["darwin_arm64"].(map[string]any); ok {
-			var hs []any
-			for _, h := range d["hashes"].([]any) {
-				if !strings.HasPrefix(h.(string), "h1:") {
-					hs = append(hs, h)
+	editEvidenceWithoutManifest(t, out, p, func(ef map[string]any) {
+		for _, pkg := range ef["packages"].(map[string]any) {
+			hashes, _ := pkg.(map[string]any)["packages"].(map[string]any)
+			if d, ok := hashes["darwin_arm64"].(map[string]any); ok {
+				var hs []any
+				for _, h := range d["hashes"].([]any) {
+					if !strings.HasPrefix(h.(string), "h1:") {
+						hs = append(hs, h)
+					}
 				}
+				d["hashes"] = append(hs, forged)
+				edited = true
 			}
-			d["hashes"] = append(hs, forged)
-			edited = true
 		}
-	}
+	})
 	if !edited {
-		t.Fatalf("the evidence file has no packages entry for darwin_arm64: %s", raw)
+		t.Fatal("the evidence file has no packages entry for darwin_arm64")
 	}
-	if raw, err = json.Marshal(ef); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(evPath, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	pub, err := ReadPublicKeys(strings.NewReader(o.ArmoredPublicKey()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := newEngine(t, nil) // sealed
-	ns := Namespace{Host: p.Hostname, Name: "acme"}
-	sum, reports := importInto(t, dst, out, ImportOptions{Trust: Trust{PublisherKeys: map[Namespace]openpgp.EntityList{ns: pub}}})
-	if sum.Imported != 1 {
-		t.Fatalf("import: %+v %q", sum, reports)
-	}
+	dst := importByPublisherKey(t, o, out, p)
 	ev, err := dst.Evidence(ctx, p, v, []addrs.Platform{linux})
 	if err != nil {
 		t.Fatal(err)

@@ -52,37 +52,12 @@ func TestPublisherKeyImportTakesNoProtocols(t *testing.T) {
 	// A stranger drops the manifest (vouching only by the publisher's
 	// key now) and rewrites the protocols the evidence gives.
 	out := export()
-	os.Remove(filepath.Join(out, manifestName))
-	os.Remove(filepath.Join(out, manifestSigName))
-	evPath := filepath.Join(out, p.Hostname.ForDisplay(), "acme", "net", evidenceName("net", "1.0.0"))
-	raw, err := os.ReadFile(evPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ef map[string]any
-	if err := json.Unmarshal(raw, &ef); err != nil {
-		t.Fatal(err)
-	}
-	for _, pkg := range ef["packages"].(map[string]any) {
-		pkg.(map[string]any)["protocols"] = []string{"99.0"}
-	}
-	if raw, err = json.Marshal(ef); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(evPath, raw, 0o644); err != nil {
-		t.Fatal(err)
-	}
-
-	pub, err := ReadPublicKeys(strings.NewReader(o.ArmoredPublicKey()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dst := newEngine(t, nil) // sealed
-	ns := Namespace{Host: p.Hostname, Name: "acme"}
-	sum, reports := importInto(t, dst, out, ImportOptions{Trust: Trust{PublisherKeys: map[Namespace]openpgp.EntityList{ns: pub}}})
-	if sum.Imported != 1 {
-		t.Fatalf("import: %+v %q", sum, reports)
-	}
+	editEvidenceWithoutManifest(t, out, p, func(ef map[string]any) {
+		for _, pkg := range ef["packages"].(map[string]any) {
+			pkg.(map[string]any)["protocols"] = []string{"99.0"}
+		}
+	})
+	dst := importByPublisherKey(t, o, out, p)
 	protocols := func() []string {
 		t.Helper()
 		list, _, err := dst.Versions(ctx, p)
@@ -116,11 +91,55 @@ func TestPublisherKeyImportTakesNoProtocols(t *testing.T) {
 	}
 
 	// The exporting mirror's manifest vouches for the protocols.
-	sum, reports = importInto(t, dst, export(), ImportOptions{Trust: Trust{ExportKeys: publicOf(t, exporter)}})
+	sum, reports := importInto(t, dst, export(), ImportOptions{Trust: Trust{ExportKeys: publicOf(t, exporter)}})
 	if sum.Present != 1 {
 		t.Fatalf("import under the manifest: %+v %q", sum, reports)
 	}
 	if got := protocols(); !slices.Equal(got, []string{"5.0"}) {
 		t.Errorf("imported under the exporting mirror's manifest, the version list serves protocols %v, want the origin's [5.0]", got)
 	}
+}
+
+// editEvidenceWithoutManifest does to the bundle out what a stranger who
+// carries it can: drops the exporting mirror's manifest (the bundle is
+// then vouched for by the publisher's key alone) and edits the evidence
+// file of p's version 1.0.0 (its JSON, as edit changes it).
+func editEvidenceWithoutManifest(t *testing.T, out string, p addrs.Provider, edit func(ef map[string]any)) {
+	t.Helper()
+	os.Remove(filepath.Join(out, manifestName))
+	os.Remove(filepath.Join(out, manifestSigName))
+	evPath := filepath.Join(out, p.Hostname.ForDisplay(), p.Namespace, p.Type, evidenceName(p.Type, "1.0.0"))
+	raw, err := os.ReadFile(evPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ef map[string]any
+	if err := json.Unmarshal(raw, &ef); err != nil {
+		t.Fatal(err)
+	}
+	edit(ef)
+	if raw, err = json.Marshal(ef); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(evPath, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// importByPublisherKey imports the bundle out into a new sealed mirror
+// with the origin o's key pinned for p's namespace, and wants the
+// version imported.
+func importByPublisherKey(t *testing.T, o *fakeorigin.Origin, out string, p addrs.Provider) *mirror.Engine {
+	t.Helper()
+	pub, err := ReadPublicKeys(strings.NewReader(o.ArmoredPublicKey()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := newEngine(t, nil) // sealed
+	ns := Namespace{Host: p.Hostname, Name: p.Namespace}
+	sum, reports := importInto(t, dst, out, ImportOptions{Trust: Trust{PublisherKeys: map[Namespace]openpgp.EntityList{ns: pub}}})
+	if sum.Imported != 1 {
+		t.Fatalf("import: %+v %q", sum, reports)
+	}
+	return dst
 }

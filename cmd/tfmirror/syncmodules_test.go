@@ -86,15 +86,7 @@ func TestSyncReadsAModuleWithinItsTimeout(t *testing.T) {
 		fallback: 3 * time.Second,
 	}
 	dir := t.TempDir()
-	manifestFile := filepath.Join(dir, "sync.hcl")
-	body := "module \"" + slow + "\" {\n  versions = [\"1.0.0\"]\n}\nmodule \"" + quick + "\" {\n  versions = [\"1.0.0\"]\n}\n"
-	if err := os.WriteFile(manifestFile, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := manifest.Load(manifestFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := moduleSpec(t, dir, slow, quick)
 	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: io.Discard, status: io.Discard, now: time.Now}
 	r.cfg.ModuleTimeout = 50 * time.Millisecond
 
@@ -109,4 +101,23 @@ func TestSyncReadsAModuleWithinItsTimeout(t *testing.T) {
 	if len(res.failures) != 1 || !strings.Contains(res.failures[0], "acme/slow/aws") || !strings.Contains(res.failures[0], "--module-timeout (50ms)") {
 		t.Errorf("failures %q, want one naming the slow module and --module-timeout", res.failures)
 	}
+}
+
+// moduleSpec is the sync manifest, written in dir and loaded, that asks
+// for version 1.0.0 of each of modules.
+func moduleSpec(t *testing.T, dir string, modules ...string) *manifest.Spec {
+	t.Helper()
+	var body strings.Builder
+	for _, m := range modules {
+		body.WriteString("module \"" + m + "\" {\n  versions = [\"1.0.0\"]\n}\n")
+	}
+	path := filepath.Join(dir, "sync.hcl")
+	if err := os.WriteFile(path, []byte(body.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	spec, err := manifest.Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return spec
 }

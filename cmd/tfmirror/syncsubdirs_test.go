@@ -13,7 +13,6 @@ import (
 	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/admin"
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/v2/manifest"
 	"github.com/tfmirror/tfmirror/v2/mirror/unsigned"
 )
 
@@ -79,15 +78,7 @@ func TestSyncReadsEverySubdirOfAModuleVersion(t *testing.T) {
 		unpacked: map[string]int{},
 	}
 	dir := t.TempDir()
-	manifestFile := filepath.Join(dir, "sync.hcl")
-	body := "module \"" + callerA + "\" {\n  versions = [\"1.0.0\"]\n}\nmodule \"" + callerB + "\" {\n  versions = [\"1.0.0\"]\n}\n"
-	if err := os.WriteFile(manifestFile, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := manifest.Load(manifestFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := moduleSpec(t, dir, callerA, callerB)
 	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: io.Discard, status: io.Discard, now: time.Now}
 	r.cfg.ModuleTimeout = time.Minute
 
@@ -141,15 +132,7 @@ func (o *cutModuleOps) UnpackModule(ctx context.Context, _ addrs.Module, _, _ st
 // did not get to.
 func TestSyncInterruptedDuringModules(t *testing.T) {
 	dir := t.TempDir()
-	manifestFile := filepath.Join(dir, "sync.hcl")
-	body := "module \"acme/first/aws\" {\n  versions = [\"1.0.0\"]\n}\nmodule \"acme/second/aws\" {\n  versions = [\"1.0.0\"]\n}\n"
-	if err := os.WriteFile(manifestFile, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := manifest.Load(manifestFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := moduleSpec(t, dir, "acme/first/aws", "acme/second/aws")
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var out strings.Builder

@@ -3,14 +3,11 @@ package main
 import (
 	"bytes"
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
-	"github.com/tfmirror/tfmirror/v2/manifest"
 )
 
 // TestSyncPrintsNoControlCharacters: what sync prints of a stranger's
@@ -27,14 +24,7 @@ func TestSyncPrintsNoControlCharacters(t *testing.T) {
 		},
 	}}
 	dir := t.TempDir()
-	manifestFile := filepath.Join(dir, "sync.hcl")
-	if err := os.WriteFile(manifestFile, []byte("module \""+evil+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := manifest.Load(manifestFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := moduleSpec(t, dir, evil)
 	var out, status bytes.Buffer
 	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
 	r.cfg.ModuleTimeout = time.Minute
@@ -65,14 +55,7 @@ func TestSyncListsUnmirrorableSourcesOfPackages(t *testing.T) {
 		m: {"main.tf": "module \"x\" {\n  source = \"git::https://git.example.test/x.git?ref=v1\"\n}\n"},
 	}}
 	dir := t.TempDir()
-	manifestFile := filepath.Join(dir, "sync.hcl")
-	if err := os.WriteFile(manifestFile, []byte("module \""+m+"\" {\n  versions = [\"1.0.0\"]\n}\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	spec, err := manifest.Load(manifestFile)
-	if err != nil {
-		t.Fatal(err)
-	}
+	spec := moduleSpec(t, dir, m)
 	var out, status bytes.Buffer
 	r := &syncRun{cfg: syncConfig{Config: settings.Config{DataDir: dir}}, ops: ops, out: &out, status: &status, now: time.Now}
 	r.cfg.ModuleTimeout = time.Minute
