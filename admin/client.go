@@ -55,8 +55,10 @@ type Client struct {
 }
 
 // Dial connects to the admin socket of dataDir. It returns
-// ErrNoServer when no process listens there: no socket file, or one left
-// by a process that is gone.
+// ErrNoServer when no process listens there: no socket file, one left
+// by a process that is gone, or a path too long to be a unix socket's
+// (EINVAL), where Listen fails as well (a serve there runs without its
+// admin socket).
 func Dial(ctx context.Context, dataDir string) (*Client, error) {
 	path := SocketPath(dataDir)
 	var d net.Dialer
@@ -66,6 +68,9 @@ func Dial(ctx context.Context, dataDir string) (*Client, error) {
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.ECONNREFUSED) {
 			return nil, ErrNoServer
+		}
+		if errors.Is(err, syscall.EINVAL) {
+			return nil, fmt.Errorf("%w: %s is too long a path for a unix socket (%d bytes)", ErrNoServer, path, len(path))
 		}
 		return nil, fmt.Errorf("admin socket %s: %w", path, err)
 	}

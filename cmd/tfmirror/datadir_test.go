@@ -100,3 +100,40 @@ func TestOpeningTightensTheDataDir(t *testing.T) {
 		}
 	}
 }
+
+// longDataDir is a data directory whose admin socket path is longer than
+// a unix socket's (108 bytes on Linux, 104 elsewhere), as a volume mounted
+// deep in a kubelet's or CI runner's tree may be: serve cannot listen
+// there ("admin socket unavailable"), and no process can.
+func longDataDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), strings.Repeat("v", 60), strings.Repeat("w", 60), "data")
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// The subcommands that open the data directory themselves when no serve
+// runs on it do so on one whose admin socket path is too long to be a
+// socket's: nothing can listen there, so there is no serve to go through.
+// They used to stop at the dial ("connect: invalid argument"), on every
+// run, serve or no serve.
+func TestSubcommandsOnADataDirTooDeepForASocket(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("unix socket paths")
+	}
+	dir := longDataDir(t)
+	for _, args := range [][]string{
+		{"cache", "verify", "--data-dir", dir},
+		{"cache", "prune", "--dry-run", "--data-dir", dir},
+		{"export", "--data-dir", dir, filepath.Join(t.TempDir(), "out")},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := run(args, &stdout, &stderr); code != 0 {
+			t.Errorf("tfmirror %s: exit %d, want 0:\n%s%s", strings.Join(args[:2], " "), code, stdout.String(), stderr.String())
+		} else if !strings.Contains(stderr.String(), "opened the data directory") {
+			t.Errorf("tfmirror %s did not open the data directory itself:\n%s", strings.Join(args[:2], " "), stderr.String())
+		}
+	}
+}
