@@ -127,7 +127,8 @@ func Export(ctx context.Context, engine Engine, pkgs Served, sel Selection, out 
 }
 
 // exportTar exports into a temporary directory beside out, then writes
-// it as one tar file (gzip-compressed for .tar.gz and .tgz).
+// it as one tar file (gzip-compressed for .tar.gz and .tgz), synced, and
+// renames it to out.
 func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, out string, key *ExportKey, report func(string), sum *ExportSummary) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(out), ".tfmirror-export-*")
 	if err != nil {
@@ -195,6 +196,11 @@ func exportTar(ctx context.Context, engine Engine, pkgs Served, sel Selection, o
 		if err := zw.Close(); err != nil {
 			return fmt.Errorf("writing %s: %w", out, err)
 		}
+	}
+	// Synced before it takes out's name, so that a power loss after the
+	// export said it was done leaves the whole file, not an empty one.
+	if err := f.Sync(); err != nil {
+		return fmt.Errorf("writing %s: %w", out, err)
 	}
 	if err := f.Close(); err != nil {
 		return fmt.Errorf("writing %s: %w", out, err)
