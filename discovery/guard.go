@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"golang.org/x/net/idna"
 )
 
 // Address ranges that are never dialled unless Config.AllowPrivate is set.
@@ -141,14 +143,15 @@ func withProxyChoice(ctx context.Context) context.Context {
 }
 
 // viaProxy reports whether addr is the proxy that ctx's request was sent
-// through.
+// through. Host names are compared without case: net/http dials the
+// proxy's host as its URL spells it (PROXY.corp.example).
 func viaProxy(ctx context.Context, addr string) bool {
 	pc, ok := ctx.Value(proxyChoiceKey{}).(*proxyChoice)
 	if !ok {
 		return false
 	}
 	a := pc.addr.Load()
-	return a != nil && *a == addr
+	return a != nil && strings.EqualFold(*a, addr)
 }
 
 func newDialGuard(cfg Config) *dialGuard {
@@ -214,8 +217,10 @@ func (g *dialGuard) proxyFor(req *http.Request) (*url.URL, error) {
 // checkTargetHost refuses a proxied request's target host when it is a
 // non-public address, in any spelling a resolver reads as one, or a name
 // that resolves here to one (any of its addresses). A name that does not
-// resolve here is let through.
+// resolve here is let through. The host is judged as the proxy is asked
+// for it (targetName): full-width digits and dots are an IPv4 address.
 func (g *dialGuard) checkTargetHost(ctx context.Context, host string) error {
+	host = targetName(host)
 	h := strings.ToLower(strings.TrimSuffix(host, "."))
 	if a, err := netip.ParseAddr(h); err == nil {
 		return checkAddr(a)
@@ -244,6 +249,20 @@ func (g *dialGuard) checkTargetHost(ctx context.Context, host string) error {
 	return nil
 }
 
+// targetName is the name net/http asks a proxy for, in its CONNECT, when
+// a request's URL names host: a host that is not ASCII in its IDNA ASCII
+// form, which maps full-width letters, digits and dots and the
+// ideographic full stop to ASCII ones (１２７．０．０．１ is 127.0.0.1).
+func targetName(host string) string {
+	if isASCII(host) {
+		return host
+	}
+	if a, err := idna.Lookup.ToASCII(host); err == nil {
+		return a
+	}
+	return host
+}
+
 // endsInNumber reports whether host's last label is a number (decimal, or
 // hexadecimal after 0x), as the URL standard tells an IPv4 host from a
 // domain: no top-level domain is one.
@@ -255,8 +274,11 @@ func endsInNumber(host string) bool {
 	return last != "" && strings.Trim(last, "0123456789") == ""
 }
 
-// proxyDialAddr is the host:port net/http dials for a proxy URL.
+// proxyDialAddr is the host:port net/http dials for a proxy URL, but for
+// the host's case (see viaProxy): a host name that is not ASCII in its
+// IDNA ASCII form (targetName), as net/http spells it.
 func proxyDialAddr(u *url.URL) string {
+	host := targetName(u.Hostname())
 	port := u.Port()
 	if port == "" {
 		switch u.Scheme {
@@ -268,5 +290,14 @@ func proxyDialAddr(u *url.URL) string {
 			port = "80"
 		}
 	}
-	return net.JoinHostPort(strings.ToLower(u.Hostname()), port)
+	return net.JoinHostPort(host, port)
+}
+
+func isASCII(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] >= 0x80 {
+			return false
+		}
+	}
+	return true
 }

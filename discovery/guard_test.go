@@ -384,3 +384,84 @@ func TestGuardWithProxyResolvesTarget(t *testing.T) {
 		t.Errorf("the slow lookup's deadline: %v (set %v), want at most %v", d, ok, targetLookupTimeout)
 	}
 }
+
+// TestGuardProxyNamedInAnyCase: the proxy's own (private) address is let
+// past the guard for the requests sent through it however its URL spells
+// the host's case: net/http dials the host as the URL spells it, and
+// host names do not differ by case.
+func TestGuardProxyNamedInAnyCase(t *testing.T) {
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewServer(rec)
+	t.Cleanup(proxySrv.Close)
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(proxySrv.URL, "http://"))
+	s := newTestServer(t, http.NotFoundHandler())
+	for _, host := range []string{"localhost", "LOCALHOST", "LocalHost"} {
+		t.Run(host, func(t *testing.T) {
+			proxyURL, _ := url.Parse("http://" + net.JoinHostPort(host, port))
+			c := newTestClient(t, s, func(cfg *Config) {
+				cfg.AllowPrivate = false
+				cfg.Proxy = http.ProxyURL(proxyURL)
+				cfg.Retries = -1
+				cfg.BreakerThreshold = -1
+			})
+			before := len(rec.seen())
+			_, _, err := c.OpenArchive(context.Background(), testProvider(s), "https://8.8.8.8/a.zip")
+			if err == nil || errors.Is(err, ErrPrivateAddress) {
+				t.Fatalf("public target through the proxy %s: err = %v, want the proxy's refusal", proxyURL.Host, err)
+			}
+			if got := rec.seen(); len(got) != before+1 {
+				t.Fatalf("the proxy saw %v, want one more CONNECT", got)
+			}
+		})
+	}
+}
+
+// TestGuardWithProxyRefusesHostsSpelledInUnicode: net/http names a
+// proxied target to the proxy by its host's IDNA ASCII form, which maps
+// full-width letters, digits and dots, and the ideographic full stop, to
+// ASCII: a host spelled so is checked as the proxy is asked for it, not
+// as a name that did not resolve here.
+func TestGuardWithProxyRefusesHostsSpelledInUnicode(t *testing.T) {
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewServer(rec)
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	s := newTestServer(t, http.NotFoundHandler())
+	c := newTestClient(t, s, func(cfg *Config) {
+		cfg.AllowPrivate = false
+		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.Retries = -1
+		cfg.BreakerThreshold = -1
+	})
+	p := testProvider(s)
+	for _, host := range []string{
+		"ｌｏｃａｌｈｏｓｔ",       // localhost
+		"１２７．０．０．１",       // 127.0.0.1
+		"１６９．２５４．１６９．２５４", // 169.254.169.254
+		"169。254。169。254", // ideographic full stops
+		"１２７．１",           // 127.1
+		"ＬＯＣＡＬＨＯＳＴ",       // LOCALHOST
+	} {
+		t.Run(host, func(t *testing.T) {
+			// A provider's download URL, and a module's source location
+			// as package modsource gives it (the host escaped).
+			escaped := (&url.URL{Scheme: "https", Host: host, Path: "/a.tar.gz"}).String()
+			for _, open := range []func() error{
+				func() error {
+					_, _, err := c.OpenArchive(context.Background(), p, "https://"+host+"/a.zip")
+					return err
+				},
+				func() error { _, _, err := c.OpenSource(context.Background(), p.Hostname, escaped); return err },
+			} {
+				before := len(rec.seen())
+				err := open()
+				if got := rec.seen()[before:]; len(got) != 0 {
+					t.Fatalf("the proxy was asked for %v (err %v)", got, err)
+				}
+				if !errors.Is(err, ErrPrivateAddress) {
+					t.Errorf("err = %v, want ErrPrivateAddress", err)
+				}
+			}
+		})
+	}
+}
