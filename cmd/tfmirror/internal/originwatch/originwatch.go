@@ -130,8 +130,15 @@ func New(origins []string, circuits Circuits, remembered Remembered, now func() 
 // own cancellation says nothing of the origin, and a request the open
 // circuit breaker refused was never sent: it is no origin request, and
 // the error that opened the breaker stays the row's last error (the
-// breaker's state is the row's too).
-func (w *Watch) OriginDone(origin, _ string, err error) {
+// breaker's state is the row's too). Nor is a module package's fetch
+// from the host its download location names (discovery.OpModuleSource):
+// that host is the module publisher's choice on many registries, and its
+// failures say nothing of the origin's health, as the circuit breaker
+// has it too.
+func (w *Watch) OriginDone(origin, operation string, err error) {
+	if operation == discovery.OpModuleSource {
+		return
+	}
 	if err != nil && (errors.Is(err, context.Canceled) || errors.Is(err, discovery.ErrHostNotAllowed) ||
 		errors.Is(err, discovery.ErrCircuitOpen)) {
 		return

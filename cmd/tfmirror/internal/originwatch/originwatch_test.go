@@ -200,3 +200,29 @@ func TestRowsNotFoundRemembered(t *testing.T) {
 		t.Fatalf("rows %+v: the count is not read again", rows)
 	}
 }
+
+// TestModuleSourcesAreNotTheOrigin: a module package's fetch from the
+// host its download location names (a module's publisher's choice on a
+// public registry) says nothing of the origin's health, as the circuit
+// breaker has it: a failing source host, one naming a private address
+// included, neither marks the origin failing nor gives its row a cause
+// that tells the operator to allow private origins, and its requests are
+// not counted as the origin's.
+func TestModuleSourcesAreNotTheOrigin(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	w, err := New([]string{"registry.terraform.io"}, fakeCircuits{}, nil, func() time.Time { return now })
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cause := range []error{
+		fmt.Errorf("%w: 10.0.0.1", discovery.ErrPrivateAddress),
+		errors.New("HTTP 500"),
+	} {
+		w.OriginDone("registry.terraform.io", discovery.OpModuleSource,
+			&discovery.OriginError{Host: "registry.terraform.io", DownloadHost: "git.attacker.example", Op: discovery.OpModuleSource, Err: cause})
+	}
+	r := w.Rows()[0]
+	if r.State != "unused" || r.LastError != nil || r.LastHour.OriginRequests != 0 || r.LastHour.OriginFailures != 0 {
+		t.Fatalf("after failed module source fetches: %+v (last error %+v), want the origin's row untouched", r, r.LastError)
+	}
+}
