@@ -74,8 +74,18 @@ type server struct {
 	auth     *proxy.Auth // nil without --auth-tokens-file
 	// cert is the certificate served (tls's GetCertificate): the
 	// generated one is issued again when a reload puts in force a public
-	// URL whose host it does not name (reissueCert).
+	// URL whose host it does not name (reissueCert), and before it
+	// expires (renewIfDue).
 	cert atomic.Pointer[tls.Certificate]
+	// certNames are the names the generated certificate in force was
+	// issued for, and renewAt when it is issued again (certs.RenewAt, in
+	// Unix nanoseconds; 0: never, an operator's certificate); certMu
+	// makes its issues one at a time (renewIfDue, reissueCert).
+	certNames atomic.Pointer[[]string]
+	renewAt   atomic.Int64
+	certMu    sync.Mutex
+	// now is the clock of the generated certificate; nil: time.Now.
+	now func() time.Time
 	// admin runs the admin API (tfmirror sync) on this mirror's engine.
 	admin *admin.API
 	// conf holds the configuration in force and reloads it; nil until
@@ -294,34 +304,94 @@ func logTrustedProxies(log *slog.Logger, cfg settings.Config, trusted []netip.Pr
 // setupTLS loads the configured certificate or generates a local CA and
 // server certificate in the data directory.
 func (m *server) setupTLS() error {
-	certFile, keyFile := m.cfg.TLSCert, m.cfg.TLSKey
-	if certFile == "" {
+	if m.cfg.TLSCert == "" {
 		hosts := certHosts(m.cfg)
-		files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, time.Now())
+		files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, m.clock())
 		if err != nil {
 			return err
 		}
 		if files.Created {
 			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
 		}
-		certFile, keyFile = files.Cert, files.Key
 		if m.caFile, err = filepath.Abs(files.CA); err != nil {
 			return err
 		}
+		if err := m.useGenerated(files, hosts); err != nil {
+			return err
+		}
+	} else {
+		pair, err := loadKeyPair(m.cfg.TLSCert, m.cfg.TLSKey)
+		if err != nil {
+			return err
+		}
+		m.cert.Store(&pair)
 	}
-	pair, err := loadKeyPair(certFile, keyFile)
-	if err != nil {
-		return err
-	}
-	m.cert.Store(&pair)
 	m.tls = &tls.Config{
 		MinVersion: tls.VersionTLS12,
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+			m.renewIfDue()
 			return m.cert.Load(), nil
 		},
 		NextProtos: nextProtos(m.cfg.HTTP2),
 	}
 	return nil
+}
+
+// useGenerated serves the generated certificate of files, issued for
+// hosts, from the next connection on, and has renewIfDue issue it again
+// at its renewal time.
+func (m *server) useGenerated(files certs.Files, hosts []string) error {
+	pair, err := loadKeyPair(files.Cert, files.Key)
+	if err != nil {
+		return err
+	}
+	if pair.Leaf == nil {
+		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
+			return fmt.Errorf("loading TLS certificate %s: %w", files.Cert, err)
+		}
+	}
+	m.cert.Store(&pair)
+	m.certNames.Store(&hosts)
+	m.renewAt.Store(certs.RenewAt(pair.Leaf).UnixNano())
+	return nil
+}
+
+// renewIfDue issues the generated certificate again, from the same CA
+// and for the same names, once its renewal time has come (certs.RenewAt:
+// weeks before it expires), in the handshake that finds it due; the
+// handshakes meanwhile get the one in force. Checked at start only, a
+// certificate reused with a month left expired under a serve that ran
+// longer, and every client was refused until a restart. A renewal that
+// fails is logged and tried again an hour later.
+func (m *server) renewIfDue() {
+	at := m.renewAt.Load()
+	if at == 0 || m.clock().UnixNano() < at || !m.certMu.TryLock() {
+		return
+	}
+	defer m.certMu.Unlock()
+	if m.renewAt.Load() != at {
+		return // renewed since
+	}
+	hosts, now := *m.certNames.Load(), m.clock()
+	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, now)
+	if err == nil {
+		err = m.useGenerated(files, hosts)
+	}
+	if err != nil {
+		m.renewAt.Store(now.Add(time.Hour).UnixNano())
+		m.log.Error("renewing the server certificate from the generated local CA failed; the certificate in force stays, tried again in an hour",
+			"expires", m.cert.Load().Leaf.NotAfter, "error", err)
+		return
+	}
+	m.log.Info("renewed the server certificate from the generated local CA", "names", hosts, "expires", m.cert.Load().Leaf.NotAfter)
+}
+
+// clock is the time of the generated certificate (server.now).
+func (m *server) clock() time.Time {
+	if m.now != nil {
+		return m.now()
+	}
+	return time.Now()
 }
 
 // reissueCert has the generated certificate name cfg's hosts (a public
@@ -344,12 +414,12 @@ func (m *server) reissueCert(cfg settings.Config) {
 		}
 		return
 	}
+	m.certMu.Lock()
+	defer m.certMu.Unlock()
 	hosts := certHosts(cfg)
-	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, time.Now())
+	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, m.clock())
 	if err == nil && files.Created {
-		var pair tls.Certificate
-		if pair, err = loadKeyPair(files.Cert, files.Key); err == nil {
-			m.cert.Store(&pair)
+		if err = m.useGenerated(files, hosts); err == nil {
 			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
 		}
 	}

@@ -124,6 +124,11 @@ func loadOrCreateCA(dir string, now time.Time) (*x509.Certificate, *ecdsa.Privat
 	return cert, key, nil
 }
 
+// RenewAt is when Ensure stops reusing the server certificate leaf and
+// issues it again: renewBefore its expiry. A process that serves leaf
+// longer calls Ensure again then, so that it never serves one expired.
+func RenewAt(leaf *x509.Certificate) time.Time { return leaf.NotAfter.Add(-renewBefore) }
+
 func serverUsable(certPath, keyPath string, ca *x509.Certificate, hosts []string, now time.Time) bool {
 	pair, err := tls.LoadX509KeyPair(certPath, keyPath)
 	if err != nil {
@@ -133,7 +138,7 @@ func serverUsable(certPath, keyPath string, ca *x509.Certificate, hosts []string
 	if err != nil || leaf.CheckSignatureFrom(ca) != nil {
 		return false
 	}
-	if now.After(leaf.NotAfter.Add(-renewBefore)) {
+	if now.After(RenewAt(leaf)) {
 		return false
 	}
 	for _, h := range hosts {

@@ -1,0 +1,79 @@
+package main
+
+import (
+	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/tfmirror/tfmirror/v2/internal/certs"
+)
+
+// TestGeneratedCertificateRenewedWhileServing: the certificate tfmirror
+// generates (397 days) is issued again before it expires while the serve
+// runs, from the same CA, not only at the next start: a serve started on
+// a certificate with a month or two left (issued at an earlier start)
+// went on serving it once it had expired, and every client was refused
+// until someone restarted it.
+func TestGeneratedCertificateRenewedWhileServing(t *testing.T) {
+	data := t.TempDir()
+	eff, err := parseServeConfig([]string{"--data-dir", data, "--tls-san", "tfmirror.tfmirror.svc"},
+		func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Pointer[time.Time]
+	start := time.Now()
+	clock.Store(&start)
+	m := &server{cfg: eff.Config, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now: func() time.Time { return *clock.Load() }}
+	if err := m.setupTLS(); err != nil {
+		t.Fatal(err)
+	}
+	caBefore, err := os.ReadFile(filepath.Join(data, "tls", certs.CAFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	served := func() *x509.Certificate {
+		t.Helper()
+		c, err := m.tls.GetCertificate(&tls.ClientHelloInfo{ServerName: "tfmirror.tfmirror.svc"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf, err := x509.ParseCertificate(c.Certificate[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		return leaf
+	}
+	first := served()
+
+	// Weeks before it expires, the serve still running.
+	later := first.NotAfter.Add(-20 * 24 * time.Hour)
+	clock.Store(&later)
+	renewed := served()
+	if !renewed.NotAfter.After(first.NotAfter) {
+		t.Fatalf("20 days before the certificate expires (%s) the serve still hands it out: clients are refused once it has",
+			first.NotAfter.Format(time.DateOnly))
+	}
+	roots := x509.NewCertPool()
+	roots.AppendCertsFromPEM(caBefore)
+	for _, name := range []string{"localhost", "127.0.0.1", "tfmirror.tfmirror.svc"} {
+		if _, err := renewed.Verify(x509.VerifyOptions{Roots: roots, DNSName: name, CurrentTime: later}); err != nil {
+			t.Errorf("the renewed certificate, checked against the CA clients trust, for %s: %v", name, err)
+		}
+	}
+	if caAfter, _ := os.ReadFile(filepath.Join(data, "tls", certs.CAFile)); !bytes.Equal(caBefore, caAfter) {
+		t.Error("the renewal made a new CA: clients that trusted the old one no longer trust the mirror")
+	}
+	// Once renewed, the handshakes get the new certificate, issued once.
+	if again := served(); !bytes.Equal(again.Raw, renewed.Raw) {
+		t.Error("a second handshake issued the certificate again")
+	}
+}
