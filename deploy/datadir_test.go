@@ -16,7 +16,8 @@ func TestHelmChartDataDirInNotes(t *testing.T) {
 		dir    string
 	}{
 		{"claim", map[string]any{}, "/var/lib/tfmirror"},
-		{"emptyDir", map[string]any{"persistence": map[string]any{"enabled": false}}, "/var/lib/tfmirror/data"},
+		// A cache limit that fits the default emptyDir (10Gi).
+		{"emptyDir", map[string]any{"persistence": map[string]any{"enabled": false}, "config": map[string]any{"cache-max-bytes": "7GiB"}}, "/var/lib/tfmirror/data"},
 	} {
 		m, notes := helmTemplate(t, tc.name, tc.values)
 		w := checkWorkload(t, m)

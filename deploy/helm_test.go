@@ -223,6 +223,17 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"the address in config", "config: {listen: \":9443\"}", "the Service and the probes"},
 		{"the data directory in config", "config: {data-dir: /data}", "the Service and the probes"},
 		{"the metrics address in config", "config: {metrics-listen: \":9091\"}", "the Service and the probes"},
+		// tfmirror refuses --insecure-http with --tls-cert: the pods would
+		// crash at start, and on a claim (Recreate) after the old pod is gone.
+		// A cache limit the data volume cannot hold: the kubelet evicts a
+		// pod whose emptyDir outgrows its sizeLimit, and a full claim
+		// stops the cache (and /readyz) short of the limit.
+		{"a cache larger than its emptyDir", "persistence: {enabled: false}", "config.cache-max-bytes 40GiB does not fit"},
+		{"a shared store's local cache larger than its emptyDir", "sharedStore: {enabled: true, url: s3://b/p, key: {existingSecret: k}}", "config.cache-max-bytes 40GiB does not fit"},
+		{"an unlimited cache in an emptyDir", "persistence: {enabled: false}\nemptyDir: {sizeLimit: 1Ti}\nconfig: {cache-max-bytes: \"0\"}", "config.cache-max-bytes 0 does not fit"},
+		{"a cache larger than its claim", "persistence: {size: 20Gi}", "config.cache-max-bytes 40GiB does not fit"},
+		{"a cache as large as its claim", "persistence: {size: 40000M}\nconfig: {cache-max-bytes: 40GB}", "config.cache-max-bytes 40GB does not fit"},
+		{"plain HTTP with a certificate", "insecureHTTP: true\ntls: {existingSecret: t}", "insecureHTTP and tls.existingSecret"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any
@@ -343,6 +354,36 @@ auth:
 	if m.configMaps[0].Data["tfmirror.json"] == "" || len(m.configMaps[0].Data) != 1 {
 		t.Errorf("ConfigMap data %v, want the one file", m.configMaps[0].Data)
 	}
+}
+
+// TestHelmChartConfigLists: a setting of config given as a YAML list, as
+// the configuration file takes it (the kustomize base's allowed_origins),
+// is rendered as that list: it was rendered as Go prints a list, one
+// string "[a b]", which tfmirror serve refuses at start (or takes as one
+// platform, host or file of that name); and the chart's own checks read
+// it as a list too.
+func TestHelmChartConfigLists(t *testing.T) {
+	t.Parallel()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte(`
+config:
+  allowed-origins: [registry.terraform.io, tf.corp.example]
+  platforms: [linux_amd64, darwin_arm64]
+unsignedHosts: [tf.corp.example]
+`), &values); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := helmTemplate(t, "config lists", values)
+	w := checkWorkload(t, m)
+	for k, want := range map[string]string{
+		"TFMIRROR_ALLOWED_ORIGINS": "registry.terraform.io,tf.corp.example",
+		"TFMIRROR_PLATFORMS":       "linux_amd64,darwin_arm64",
+	} {
+		if w.env[k] != want {
+			t.Errorf("%s=%q, want %q", k, w.env[k], want)
+		}
+	}
+	configCheck(t, "config lists", "tfmirror.json", w.config)
 }
 
 // TestHelmChartTrustedProxies: trustedProxies becomes trusted_proxies,

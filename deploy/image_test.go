@@ -172,3 +172,54 @@ func TestAssetsFromTheTag(t *testing.T) {
 		}
 	}
 }
+
+// TestInstallDocsSBOMAttestation: the release attests each platform's
+// SBOM on that platform's image (release.yml: cosign attest ...
+// "$IMAGE@$platform_digest", the digest crane takes with --platform), not
+// on the index the tag names. cosign verify-attestation checks the
+// attestations of the digest its reference names, the index for a tag
+// (it has no --platform: sigstore/cosign#3552), and finds none there
+// ("no matching attestations"). So docs/install.md verifies a platform's
+// digest, taken the same way.
+func TestInstallDocsSBOMAttestation(t *testing.T) {
+	t.Parallel()
+	read := func(file string) string {
+		data, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// A command continued over lines with \ is one line here.
+		return strings.ReplaceAll(string(data), "\\\n", " ")
+	}
+	// platformDigests are the variables text sets with crane digest
+	// --platform.
+	platformDigests := func(text string) []string {
+		var vars []string
+		for _, m := range regexp.MustCompile(`(\w+)=\$\(crane digest --platform\b`).FindAllStringSubmatch(text, -1) {
+			vars = append(vars, m[1])
+		}
+		return vars
+	}
+	wf := read("../.github/workflows/release.yml")
+	attested := regexp.MustCompile(`cosign attest\b[^\n]*"\$IMAGE@\$(\w+)"`).FindStringSubmatch(wf)
+	if attested == nil || !slices.Contains(platformDigests(wf), attested[1]) {
+		t.Fatalf("release.yml: no cosign attest of a platform's digest (crane digest --platform); this test checks docs/install.md against that: %v", attested)
+	}
+	docs := read("../docs/install.md")
+	vars := platformDigests(docs)
+	n := 0
+	for _, line := range strings.Split(docs, "\n") {
+		if !strings.Contains(line, "cosign verify-attestation") {
+			continue
+		}
+		n++
+		ref := regexp.MustCompile(`"?[\w.-]+/tfmirror/tfmirror[@:][^"\s]*"?`).FindString(line)
+		_, digestVar, _ := strings.Cut(strings.Trim(ref, `"`), "@$")
+		if !slices.Contains(vars, strings.Trim(digestVar, "{}")) {
+			t.Errorf("docs/install.md: %q verifies %s, which has no attestation: the release attests each platform's image (release.yml), so name a digest taken with crane digest --platform", strings.TrimSpace(line), ref)
+		}
+	}
+	if n == 0 {
+		t.Error("docs/install.md does not show how to verify the image's SBOM attestations")
+	}
+}

@@ -73,6 +73,18 @@ app.kubernetes.io/part-of: tfmirror
 {{- if include "tfmirror.pvc" . }}/var/lib/tfmirror{{ else }}/var/lib/tfmirror/data{{ end }}
 {{- end }}
 
+{{/* The bytes of a size, as a number: a Kubernetes quantity (10Gi, 500M)
+     or one of tfmirror's sizes (40GiB, 2GB, 1048576); "" for a size in
+     another form, which is not checked here. */}}
+{{- define "tfmirror.bytes" -}}
+{{- $s := toString . | trim }}
+{{- if regexMatch "^[0-9]+(\\.[0-9]+)?\\s*([kKmMgGtTpPeE]i?)?[bB]?$" $s }}
+{{- $unit := regexReplaceAll "^[0-9.]+\\s*" $s "" | lower | trimSuffix "b" }}
+{{- $units := dict "" 1 "k" 1e3 "ki" 1024 "m" 1e6 "mi" 1048576 "g" 1e9 "gi" 1073741824 "t" 1e12 "ti" 1099511627776 "p" 1e15 "pi" 1125899906842624 "e" 1e18 "ei" 1152921504606846976 }}
+{{- mulf (regexReplaceAll "^([0-9.]+).*$" $s "${1}") (get $units $unit) }}
+{{- end }}
+{{- end }}
+
 {{/* Settings the chart refuses, and why. */}}
 {{- define "tfmirror.validate" -}}
 {{- if and (gt (int .Values.replicaCount) 1) (not .Values.sharedStore.enabled) }}
@@ -83,6 +95,9 @@ app.kubernetes.io/part-of: tfmirror
 {{- end }}
 {{- if and .Values.sharedStore.enabled (not .Values.sharedStore.key.existingSecret) }}
 {{- fail "sharedStore.enabled needs sharedStore.key.existingSecret: a Secret with the key (at least 32 bytes, the same for every replica) that authenticates what the replicas write to the bucket" }}
+{{- end }}
+{{- if and .Values.insecureHTTP .Values.tls.existingSecret }}
+{{- fail "insecureHTTP and tls.existingSecret: plain HTTP serves no certificate, and tfmirror refuses --insecure-http with --tls-cert (the pods would stop at start); set one of them" }}
 {{- end }}
 {{- if and .Values.urlSigningKey.existingSecret (not .Values.auth.existingSecret) }}
 {{- fail "urlSigningKey.existingSecret needs auth.existingSecret: archive URLs are signed only with client authentication" }}
@@ -106,12 +121,34 @@ app.kubernetes.io/part-of: tfmirror
 {{- fail "modules.sourceCredentials.existingSecret needs modules.sourceCredentials.key, the Secret's key holding the file" }}
 {{- end }}
 {{- $origins := list }}
-{{- range splitList "," (toString (index .Values.config "allowed-origins" | default "registry.terraform.io,registry.opentofu.org")) }}
+{{- $allowed := index .Values.config "allowed-origins" | default "registry.terraform.io,registry.opentofu.org" }}
+{{- if kindIs "slice" $allowed }}{{ $allowed = join "," $allowed }}{{ end }}
+{{- range splitList "," (toString $allowed) }}
 {{- $origins = append $origins (trim . | lower) }}
 {{- end }}
 {{- range .Values.unsignedHosts }}
 {{- if not (has (lower .) $origins) }}
 {{- fail (printf "unsignedHosts: %s is not among config.allowed-origins" .) }}
+{{- end }}
+{{- end }}
+{{- /* The cache's limit and the data volume: the kubelet evicts a pod
+     whose emptyDir outgrows its sizeLimit, and on a full claim the cache
+     takes no more archives and /readyz fails. 0 (or none) is no limit. */}}
+{{- $cacheMax := toString (index .Values.config "cache-max-bytes" | default "0") }}
+{{- with include "tfmirror.bytes" $cacheMax }}
+{{- $cache := float64 . }}
+{{- if not (include "tfmirror.pvc" $) }}
+{{- with include "tfmirror.bytes" $.Values.emptyDir.sizeLimit }}
+{{- if or (eq $cache 0.0) (gt $cache (mulf . 0.75)) }}
+{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, an emptyDir of emptyDir.sizeLimit %v, which the kubelet evicts the pod for outgrowing: set it to at most 3/4 of the sizeLimit (0 is no limit), leaving room for Badger's own files" $cacheMax $.Values.emptyDir.sizeLimit) }}
+{{- end }}
+{{- end }}
+{{- else if not $.Values.persistence.existingClaim }}
+{{- with include "tfmirror.bytes" $.Values.persistence.size }}
+{{- if and (gt $cache 0.0) (ge $cache (float64 .)) }}
+{{- fail (printf "config.cache-max-bytes %s does not fit the data volume, a claim of persistence.size %v, on which the cache would stop taking archives (and /readyz fail) when full: set it below the size, leaving room for Badger's own files" $cacheMax $.Values.persistence.size) }}
+{{- end }}
+{{- end }}
 {{- end }}
 {{- end }}
 {{- /* Flags the chart sets from values of their own. */}}
@@ -143,7 +180,13 @@ app.kubernetes.io/part-of: tfmirror
 {{- define "tfmirror.settings" -}}
 {{- $s := dict }}
 {{- range $flag, $value := .Values.config }}
-{{- if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
+{{- if kindIs "slice" $value }}
+{{- /* A list, as the file takes one for a list setting (and refuses
+     for another, naming it); toString would make it one string, "[a b]". */}}
+{{- $items := list }}
+{{- range $value }}{{ $items = append $items (toString .) }}{{ end }}
+{{- with $items }}{{ $_ := set $s ($flag | replace "-" "_") . }}{{ end }}
+{{- else if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
 {{- $_ := set $s ($flag | replace "-" "_") (toString $value) }}
 {{- end }}
 {{- end }}
