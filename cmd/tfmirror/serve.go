@@ -22,6 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/KimMachineGun/automemlimit/memlimit"
 	svchost "github.com/hashicorp/terraform-svchost"
 	"github.com/prometheus/client_golang/prometheus"
 
@@ -705,6 +706,7 @@ func serve(ctx context.Context, hurry <-chan struct{}, e *settings.Effective, re
 	// go to the structured log at debug level.
 	log.SetFlags(0)
 	log.SetOutput(lineLogger{logger})
+	keepHeapWithinCgroup(logger, memlimit.FromCgroup)
 
 	m, err := newServer(cfg, logger, overrides{})
 	if err != nil {
