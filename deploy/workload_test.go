@@ -341,6 +341,12 @@ func checkWorkload(t *testing.T, m *manifests) *workload {
 		if g.Path != probe.path || !strings.EqualFold(string(g.Scheme), w.scheme) || g.Port != intstr.FromString(w.scheme) {
 			t.Errorf("%s: %s GET %s on %v with %s, want GET %s on port %s with scheme %s", m.where, probe.name, g.Path, g.Port.String(), g.Scheme, probe.path, w.scheme, strings.ToUpper(w.scheme))
 		}
+		// Kubernetes' default of one second fails a probe that a node
+		// under load (a cache opening, a burst of downloads) answers late,
+		// and a failed startup probe restarts the pod.
+		if probe.p.TimeoutSeconds < 5 {
+			t.Errorf("%s: %s times out after %ds (0: Kubernetes' 1s), want at least 5s as the others", m.where, probe.name, probe.p.TimeoutSeconds)
+		}
 	}
 
 	// Resources.
