@@ -223,8 +223,6 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"the address in config", "config: {listen: \":9443\"}", "the Service and the probes"},
 		{"the data directory in config", "config: {data-dir: /data}", "the Service and the probes"},
 		{"the metrics address in config", "config: {metrics-listen: \":9091\"}", "the Service and the probes"},
-		// tfmirror refuses --insecure-http with --tls-cert: the pods would
-		// crash at start, and on a claim (Recreate) after the old pod is gone.
 		// A cache limit the data volume cannot hold: the kubelet evicts a
 		// pod whose emptyDir outgrows its sizeLimit, and a full claim
 		// stops the cache (and /readyz) short of the limit.
@@ -233,7 +231,17 @@ func TestHelmChartRefuses(t *testing.T) {
 		{"an unlimited cache in an emptyDir", "persistence: {enabled: false}\nemptyDir: {sizeLimit: 1Ti}\nconfig: {cache-max-bytes: \"0\"}", "config.cache-max-bytes 0 does not fit"},
 		{"a cache larger than its claim", "persistence: {size: 20Gi}", "config.cache-max-bytes 40GiB does not fit"},
 		{"a cache as large as its claim", "persistence: {size: 40000M}\nconfig: {cache-max-bytes: 40GB}", "config.cache-max-bytes 40GB does not fit"},
+		// tfmirror refuses --insecure-http with --tls-cert: the pods would
+		// crash at start, and on a claim (Recreate) after the old pod is gone.
 		{"plain HTTP with a certificate", "insecureHTTP: true\ntls: {existingSecret: t}", "insecureHTTP and tls.existingSecret"},
+		// What the Service, the probes and the volumes are made for, set
+		// again after the chart's own flags and environment.
+		{"the address in extraArgs", "extraArgs: [\"--listen=:9443\"]", "extraArgs: --listen=:9443: the chart sets --listen"},
+		{"the metrics address in extraArgs", "extraArgs: [--metrics-listen, \":9091\"]", "extraArgs: --metrics-listen: the chart sets --metrics-listen"},
+		{"the data directory in extraArgs", "extraArgs: [-data-dir=/data]", "the chart sets --data-dir"},
+		{"plain HTTP in extraArgs", "extraArgs: [--insecure-http]", "the chart sets --insecure-http"},
+		{"the address in extraEnv", "extraEnv: [{name: TFMIRROR_LISTEN, value: \":9443\"}]", "extraEnv: TFMIRROR_LISTEN: the chart sets --listen"},
+		{"the configuration file in extraEnv", "extraEnv: [{name: TFMIRROR_CONFIG, value: /x.json}]", "the chart sets --config"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var values map[string]any

@@ -163,6 +163,25 @@ app.kubernetes.io/part-of: tfmirror
 {{- fail (printf "config.%s: the chart sets the mirror's address (:8443), data directory (on the data volume at /var/lib/tfmirror) and metrics address (:9090), which the Service and the probes name" .) }}
 {{- end }}
 {{- end }}
+{{- /* Nor by extraArgs or extraEnv, which come after the chart's own
+     (a flag is the last one given, an env var the last one named). */}}
+{{- $chartFlags := list "listen" "metrics-listen" "data-dir" "config" "insecure-http" }}
+{{- range .Values.extraArgs }}
+{{- $arg := toString . }}
+{{- range $chartFlags }}
+{{- if or (eq $arg (printf "--%s" .)) (hasPrefix (printf "--%s=" .) $arg) (eq $arg (printf "-%s" .)) (hasPrefix (printf "-%s=" .) $arg) }}
+{{- fail (printf "extraArgs: %s: the chart sets --%s (the address the Service and the probes name, the data volume, its configuration file, insecureHTTP)" $arg .) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- range .Values.extraEnv }}
+{{- $name := toString .name }}
+{{- range $chartFlags }}
+{{- if eq $name (printf "TFMIRROR_%s" (upper . | replace "-" "_")) }}
+{{- fail (printf "extraEnv: %s: the chart sets --%s (the address the Service and the probes name, the data volume, its configuration file, insecureHTTP)" $name .) }}
+{{- end }}
+{{- end }}
+{{- end }}
 {{- if hasKey .Values.config "upstream-proxy" }}
 {{- fail "config.upstream-proxy may carry a password and config is a ConfigMap: put the URL in a Secret and set upstreamProxy.existingSecret instead" }}
 {{- end }}
