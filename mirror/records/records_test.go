@@ -2,6 +2,7 @@ package records
 
 import (
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -41,6 +42,7 @@ func TestReleaseOf(t *testing.T) {
 		version string
 		lines   map[string]string
 		reason  verify.Reason // "": accepted
+		only    []string      // accepted: the release's files, when not every line
 	}{
 		{name: "the release's archives", version: "3.5.0", lines: lines(zip, darwin)},
 		{name: "and its manifest, as real registries list it", version: "3.5.0", lines: lines(zip, "terraform-provider-random_3.5.0_manifest.json")},
@@ -53,9 +55,15 @@ func TestReleaseOf(t *testing.T) {
 		{name: "another type", version: "3.5.0", lines: lines("terraform-provider-null_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
 		{name: "a type the asked one is the prefix of", version: "3.5.0", lines: lines("terraform-provider-random-x_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
 		{name: "a line of another type", version: "3.5.0", lines: lines(zip, "terraform-provider-null_3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
-		{name: "a file of no release", version: "3.5.0", lines: lines(zip, "SHA256SUMS"), reason: verify.ReasonName},
-		{name: "a version and nothing after", version: "3.5.0", lines: lines(zip, "terraform-provider-random_3.5.0_"), reason: verify.ReasonName},
-		{name: "no version", version: "3.5.0", lines: lines("terraform-provider-random__linux_amd64.zip"), reason: verify.ReasonName},
+		// Files of no release's shape are left out: Terraform installs
+		// such a release directly, and no derived name has their shape.
+		{name: "a file of no release", version: "3.5.0", lines: lines(zip, "SHA256SUMS"), only: []string{zip}},
+		{name: "a release tool's source archive", version: "3.5.0", lines: lines(zip, "terraform-provider-random-3.5.0.tar.gz"), only: []string{zip}},
+		{name: "an SBOM of the release", version: "3.5.0", lines: lines(zip, darwin, "terraform-provider-random_3.5.0.sbom.json"), only: []string{zip, darwin}},
+		{name: "a version and nothing after", version: "3.5.0", lines: lines(zip, "terraform-provider-random_3.5.0_"), only: []string{zip}},
+		{name: "no version", version: "3.5.0", lines: lines("terraform-provider-random__linux_amd64.zip"), reason: verify.ReasonMissingChecksum},
+		{name: "files of no release alone", version: "3.5.0", lines: lines("terraform-provider-random-3.5.0.tar.gz", "terraform-provider-random_3.5.0.sbom.json"), reason: verify.ReasonMissingChecksum},
+		{name: "another type's source archive beside it", version: "3.5.0", lines: lines(zip, "terraform-provider-null_3.5.0_linux_amd64.zip", "terraform-provider-random-3.5.0.tar.gz"), reason: verify.ReasonName},
 		{name: "a version that does not parse", version: "3.5.0", lines: lines("terraform-provider-random_v3.5.0_linux_amd64.zip"), reason: verify.ReasonName},
 		{name: "no line", version: "3.5.0", lines: lines(), reason: verify.ReasonMissingChecksum},
 	}
@@ -65,6 +73,16 @@ func TestReleaseOf(t *testing.T) {
 			if tc.reason == "" {
 				if err != nil {
 					t.Fatalf("refused: %v", err)
+				}
+				want := tc.only
+				if want == nil {
+					want = slices.Collect(maps.Keys(tc.lines))
+				}
+				for name := range tc.lines {
+					_, listed := rel.lines[name]
+					if listed != slices.Contains(want, name) {
+						t.Errorf("%s in the release: %v, want %v", name, listed, !listed)
+					}
 				}
 				return
 			}

@@ -25,16 +25,22 @@ import (
 // records, verifyCached).
 //
 // The document itself must be the one of that provider type and version:
-// every line names a file "terraform-provider-TYPE_VERSION_REST", with
-// REST non-empty (the archives, OS_ARCH.zip, and what real registries
-// list beside them, such as "manifest.json"), and one and the same
-// VERSION on every line, which must be a spelling of the version the
-// record is stored under (addrs.ParseSemver gives that version back; in
-// practice the same string, but an origin that lists "1.0" for 1.0.0
-// names its files "_1.0_", and the mirror serves them as 1.0.0). A
-// document with a line of another type, another version or anything else
-// is refused whole. Versions never contain "_", so VERSION ends at the
-// first "_" after the type's prefix.
+// every line that names a file of a provider release,
+// "terraform-provider-TYPE_VERSION_REST" with TYPE, VERSION and REST
+// non-empty (the archives, OS_ARCH.zip, and what real registries list
+// beside them, such as "manifest.json"), names one of that TYPE, and all
+// of them one and the same VERSION, which must be a spelling of the
+// version the record is stored under (addrs.ParseSemver gives that
+// version back; in practice the same string, but an origin that lists
+// "1.0" for 1.0.0 names its files "_1.0_", and the mirror serves them as
+// 1.0.0). A document with a line of another type or another version, or
+// with no line of a release, is refused whole. Types and versions never
+// contain "_", so each ends at the first "_" after it. Lines of no
+// release's shape (a release tool's source archive
+// "terraform-provider-TYPE-VERSION.tar.gz", an SBOM
+// "terraform-provider-TYPE_VERSION.sbom.json") are left out of the
+// release: no name the engine derives has that shape, so they vouch for
+// nothing it looks up, and Terraform installs such a release directly.
 
 // Release are the lines of a SHA256SUMS document that verified and
 // that ReleaseOf found to be those of one release of one provider type.
@@ -52,15 +58,18 @@ type Release struct {
 // ReasonName naming a line at fault; of ReasonMissingChecksum for a
 // document without lines.
 func ReleaseOf(typ string, v versions.Version, lines map[string]string) (Release, error) {
-	prefix := addrs.ArchivePrefix + typ + "_"
 	spelling, first := "", ""
+	own := make(map[string]string, len(lines))
 	for _, name := range sortedKeys(lines) {
-		rest, ok := strings.CutPrefix(name, prefix)
-		s, tail, cut := strings.Cut(rest, "_")
-		if !ok || !cut || s == "" || tail == "" {
+		t, s, ok := releaseFile(name)
+		if !ok {
+			continue
+		}
+		if t != typ {
 			return Release{}, &verify.Error{Reason: verify.ReasonName,
 				Detail: fmt.Sprintf("SHA256SUMS lists %s, which is no file of a release of %s%s", name, addrs.ArchivePrefix, typ)}
 		}
+		own[name] = lines[name]
 		switch {
 		case spelling == "":
 			spelling, first = s, name
@@ -70,13 +79,27 @@ func ReleaseOf(typ string, v versions.Version, lines map[string]string) (Release
 		}
 	}
 	if spelling == "" {
-		return Release{}, &verify.Error{Reason: verify.ReasonMissingChecksum, Detail: "SHA256SUMS lists no file"}
+		return Release{}, &verify.Error{Reason: verify.ReasonMissingChecksum,
+			Detail: fmt.Sprintf("SHA256SUMS lists no file of a release of %s%s", addrs.ArchivePrefix, typ)}
 	}
 	if sv, err := addrs.ParseSemver(spelling); err != nil || sv.String() != v.String() {
 		return Release{}, &verify.Error{Reason: verify.ReasonName,
 			Detail: fmt.Sprintf("SHA256SUMS is of %s%s %s (it lists %s), not of version %s", addrs.ArchivePrefix, typ, spelling, first, v)}
 	}
-	return Release{typ: typ, spelling: spelling, lines: lines}, nil
+	return Release{typ: typ, spelling: spelling, lines: own}, nil
+}
+
+// releaseFile reads name as a file of a provider release,
+// "terraform-provider-TYPE_VERSION_REST" with each part non-empty, and
+// returns its TYPE and VERSION; ok is false for a name of another shape.
+func releaseFile(name string) (typ, version string, ok bool) {
+	rest, ok := strings.CutPrefix(name, addrs.ArchivePrefix)
+	typ, rest, cut1 := strings.Cut(rest, "_")
+	version, tail, cut2 := strings.Cut(rest, "_")
+	if !ok || !cut1 || !cut2 || typ == "" || version == "" || tail == "" {
+		return "", "", false
+	}
+	return typ, version, true
 }
 
 // archive returns the name of platform pl's archive in the release,

@@ -194,6 +194,7 @@ type Origin struct {
 	sizeOverride map[akey]int64     // SetStatedSize
 	lengthHidden bool               // SetArchiveLengthHidden
 	signedAt     map[akey]time.Time // SetSignedAt, by version (platform "")
+	extraSums    map[akey][]string  // SetExtraSumsLines, by version (platform "")
 	wrongKey     bool
 	signingKeys  []string      // SetSigningKeys
 	gate         *gate         // nil when archives are not gated
@@ -230,6 +231,7 @@ func Start(opts Options) (*Origin, error) {
 		hashOverride: map[akey][]string{},
 		sizeOverride: map[akey]int64{},
 		signedAt:     map[akey]time.Time{},
+		extraSums:    map[akey][]string{},
 		started:      make(chan struct{}),
 		gatedChanged: make(chan struct{}),
 	}

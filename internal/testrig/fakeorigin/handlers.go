@@ -259,6 +259,7 @@ func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity, *packet
 		return nil, signer, cfg
 	}
 	plats, ok := p.plats[version]
+	extra := slices.Clone(o.extraSums[akey{ns, typ, version, ""}])
 	for _, pl := range plats {
 		if k := (akey{ns, typ, version, pl}); !o.omit[k] {
 			keys = append(keys, k)
@@ -276,6 +277,9 @@ func (o *Origin) sums(ns, typ, version string) ([]byte, *openpgp.Entity, *packet
 	}
 	if o.opts.ReleaseManifest {
 		lines = append(lines, sha([]byte(releaseManifest))+"  "+fmt.Sprintf("terraform-provider-%s_%s_manifest.json", typ, version)+"\n")
+	}
+	for _, l := range extra {
+		lines = append(lines, l+"\n")
 	}
 	sort.Strings(lines)
 	return []byte(strings.Join(lines, "")), signer, cfg

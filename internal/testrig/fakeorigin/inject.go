@@ -115,6 +115,17 @@ func (o *Origin) OmitFromSums(ns, typ, version, platform string, on bool) {
 	o.omit[akey{ns, typ, version, platform}] = on
 }
 
+// SetExtraSumsLines adds lines (each without its newline) to the
+// version's SHA256SUMS, which stays correctly signed: lines for files
+// other than the registered packages' zips, as release tools write them
+// (an SBOM, a platform the versions list does not name), or lines that
+// are not checksums at all; none removes them.
+func (o *Origin) SetExtraSumsLines(ns, typ, version string, lines ...string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.extraSums[akey{ns, typ, version, ""}] = slices.Clone(lines)
+}
+
 // SetShasumOverride makes the package JSON's "shasum" report hex instead of
 // the true value; "" turns the override off.
 func (o *Origin) SetShasumOverride(ns, typ, version, platform, hex string) {
