@@ -228,8 +228,8 @@ func signerID(keys openpgp.EntityList, issuer string) string {
 // New builds the releases side.
 func New(cfg Config, origin Origin, engine Engine, store Store) (*Releases, error) {
 	for _, p := range cfg.HashiCorpProducts {
-		if !validProduct(p) {
-			return nil, fmt.Errorf("releases: %q is not a product HashiCorp's releases layout serves here (lowercase letters, digits and dashes; terraform-provider-* is served by the provider doors)", p)
+		if err := CheckProductName(p); err != nil {
+			return nil, err
 		}
 	}
 	if origin == nil || engine == nil || store == nil {
@@ -302,6 +302,17 @@ func (r *Releases) Close() { r.flights.Close() }
 
 // Products are the HashiCorp products served, in the configured order.
 func (r *Releases) Products() []string { return append([]string(nil), r.cfg.HashiCorpProducts...) }
+
+// CheckProductName says whether p may be a HashiCorp product served
+// (Config.HashiCorpProducts, the settings' --releases-hashicorp-products),
+// as New checks it: the settings check theirs with it, so that what New
+// refuses is refused before anything is opened, and by config check.
+func CheckProductName(p string) error {
+	if !validProduct(p) {
+		return fmt.Errorf("releases: %q is not a product HashiCorp's releases layout serves here (lowercase letters, digits and dashes; terraform-provider-* is served by the provider doors)", p)
+	}
+	return nil
+}
 
 // validProduct: a name HashiCorp's layout uses, and not a provider.
 func validProduct(p string) bool {

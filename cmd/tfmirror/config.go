@@ -37,23 +37,32 @@ func configHooks(m *server) []settings.Hook {
 	return []settings.Hook{policyHook(set)}
 }
 
-// liveSettings put in force on m the new value of each setting the table
-// marks Live, from the next request on.
-var liveSettings = map[string]func(m *server, c settings.Config, level *slog.LevelVar){
-	"log-level": func(m *server, c settings.Config, level *slog.LevelVar) {
-		if lvl, err := settings.ParseLevel(c.LogLevel); err == nil { // validated
-			level.Set(lvl)
+// liveSettings ready the new value of each setting the table marks Live
+// for c, and return what puts it in force on m from the next request on;
+// an error (a certificate a new public URL needs that cannot be issued)
+// refuses the reload, with nothing put in force.
+var liveSettings = map[string]func(m *server, c settings.Config, level *slog.LevelVar) (func(), error){
+	"log-level": func(m *server, c settings.Config, level *slog.LevelVar) (func(), error) {
+		lvl, err := settings.ParseLevel(c.LogLevel) // validated
+		return func() { level.Set(lvl) }, err
+	},
+	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), error) {
+		// Clients are told the new URL only with a certificate that
+		// names its host.
+		useCert, err := m.reissueCert(c)
+		if err != nil {
+			return nil, fmt.Errorf("--public-url %q: %w", c.PublicURL, err)
 		}
+		return func() {
+			useCert()
+			m.proxy.SetPublicURL(c.PublicURL)
+		}, nil
 	},
-	"public-url": func(m *server, c settings.Config, _ *slog.LevelVar) {
-		m.reissueCert(c) // before clients are told the new URL
-		m.proxy.SetPublicURL(c.PublicURL)
+	"not-found-ttl": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), error) {
+		return func() { m.engine.NotFound().SetTTL(c.NotFoundTTL) }, nil
 	},
-	"not-found-ttl": func(m *server, c settings.Config, _ *slog.LevelVar) {
-		m.engine.NotFound().SetTTL(c.NotFoundTTL)
-	},
-	"not-found-max-entries": func(m *server, c settings.Config, _ *slog.LevelVar) {
-		m.engine.NotFound().SetMaxEntries(c.NotFoundMaxEntries)
+	"not-found-max-entries": func(m *server, c settings.Config, _ *slog.LevelVar) (func(), error) {
+		return func() { m.engine.NotFound().SetMaxEntries(c.NotFoundMaxEntries) }, nil
 	},
 }
 
@@ -69,10 +78,20 @@ func (m *server) useConfig(e *settings.Effective, reload func() (*settings.Effec
 	}
 	r, err := settings.NewReloader(e, settings.ReloaderConfig{
 		Load: reload,
-		Apply: func(_, next *settings.Effective, changed []*settings.Setting) {
+		Apply: func(_, next *settings.Effective, changed []*settings.Setting) error {
+			// Every one readied before any is put in force.
+			var applies []func()
 			for _, s := range changed {
-				liveSettings[s.Name](m, next.Config, level)
+				apply, err := liveSettings[s.Name](m, next.Config, level)
+				if err != nil {
+					return err
+				}
+				applies = append(applies, apply)
 			}
+			for _, apply := range applies {
+				apply()
+			}
+			return nil
 		},
 		Hooks:   configHooks(m),
 		Metrics: m.metrics,

@@ -37,6 +37,8 @@ func nonDefaultValues(t *testing.T) map[string]settingValue {
 		"allowed-origins": "a.example,b.example", "platforms": "linux_amd64,darwin_arm64",
 		"trusted-publisher-keys": "a.example/corp=/etc/tfmirror-test/corp.asc", "allow-unsigned-hosts": "b.example",
 		"tls-san": "tfmirror.tfmirror.svc,10.0.0.7", "trusted-proxies": "10.0.0.0/8,2001:db8::/32",
+		"releases-hashicorp-url": "https://releases.corp.example/hashicorp/", "releases-opentofu-url": "https://releases.corp.example/opentofu/",
+		"releases-opentofu-api-url": "https://releases.corp.example/opentofu-api/", "releases-hashicorp-products": "terraform,packer",
 	}
 	out := map[string]settingValue{}
 	for _, s := range settings.Table {

@@ -6,12 +6,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/discovery"
-	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
@@ -20,41 +18,6 @@ import (
 const notChecked = "not checked (tfmirror serve finds these when it starts): whether listen and metrics_listen can be bound, " +
 	"the data directory and what serve makes in it (the TLS certificate when tls_cert is not set, the URL-signing and export keys), " +
 	"pins_dir, the origins and the shared store"
-
-// checkListen checks that the addresses serve listens on split into a
-// host and a port, as net.Listen splits them; whether they can be bound
-// only serve finds.
-func checkListen(cfg settings.Config) error {
-	var errs []error
-	for _, l := range []struct{ flag, addr string }{{"listen", cfg.Listen}, {"metrics-listen", cfg.MetricsListen}} {
-		if l.addr == "" {
-			continue
-		}
-		if _, _, err := net.SplitHostPort(l.addr); err != nil {
-			errs = append(errs, fmt.Errorf("--%s: %q is not an address to listen on (HOST:PORT, or :PORT for every interface): %w", l.flag, l.addr, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// checkReleaseURLs checks the CLI releases' origin URLs as the releases
-// side refuses them at start (releases.CheckOrigin).
-func checkReleaseURLs(cfg settings.Config) error {
-	var errs []error
-	for _, u := range []struct{ flag, url string }{
-		{"releases-hashicorp-url", cfg.ReleasesHashiCorpURL},
-		{"releases-opentofu-url", cfg.ReleasesOpenTofuURL},
-		{"releases-opentofu-api-url", cfg.ReleasesOpenTofuAPIURL},
-	} {
-		if u.url == "" {
-			continue
-		}
-		if err := releases.CheckOrigin(u.url); err != nil {
-			errs = append(errs, fmt.Errorf("--%s: %w", u.flag, err))
-		}
-	}
-	return errors.Join(errs...)
-}
 
 // checkNamedFiles reads the files cfg names with the functions serve
 // reads them with at start (never waiting on a FIFO, within bounds, a

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -108,5 +109,56 @@ releases_hashicorp_url = "https://mirror:hunter2@releases.corp.example/hashicorp
 	}
 	if strings.Contains(out, "hunter2") {
 		t.Errorf("the password is shown:\n%s", out)
+	}
+}
+
+// TestConfigCheckRefusesWhatServeRefuses: a value serve refuses (an
+// allowed origin or a platform that does not parse, a list given as one
+// string of space-separated items, a CLI product HashiCorp's layout does
+// not serve, a listen address without a port, a releases URL that is not
+// https) is refused alike by config check (at its line), by serve before
+// it opens anything (exit status 2, the data directory not made), and by
+// a reload, which reads the file as serve does: config check never calls
+// valid a file serve refuses, and a reload never keeps for a restart a
+// value the restart refuses.
+func TestConfigCheckRefusesWhatServeRefuses(t *testing.T) {
+	for _, tc := range []struct{ name, content, flag string }{
+		{"allowed origins as a string", `allowed_origins = "[a b]"`, "--allowed-origins"},
+		{"allowed origin", `allowed_origins = ["registry.terraform.io", "a_b.example"]`, "--allowed-origins"},
+		{"platform", `platforms = ["foo"]`, "--platforms"},
+		{"platforms as a string", `platforms = "linux_amd64 darwin_arm64"`, "--platforms"},
+		{"product", `releases_hashicorp_products = ["Terraform"]`, "--releases-hashicorp-products"},
+		{"listen", `listen = "8443"`, "--listen"},
+		{"releases URL", `releases_hashicorp_url = "http://releases.example/"`, "--releases-hashicorp-url"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			conf := filepath.Join(dir, "tfmirror.hcl")
+			if err := os.WriteFile(conf, []byte("log_level = \"info\"\n"+tc.content+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			noEnv := func(string) (string, bool) { return "", false }
+			var stdout, stderr bytes.Buffer
+			if code := runConfig([]string{"check", "--skip-files", conf}, noEnv, &stdout, &stderr); code != 1 ||
+				!strings.Contains(stderr.String(), conf+":2,") || !strings.Contains(stderr.String(), tc.flag) {
+				t.Errorf("config check: exit status %d, want 1 naming %s at %s:2\n%s%s", code, tc.flag, conf, stdout.String(), stderr.String())
+			}
+			data := filepath.Join(dir, "data")
+			args := []string{"--config", conf, "--data-dir", data, "--insecure-http", "--listen", "127.0.0.1:0", "--metrics-listen", ""}
+			if tc.flag == "--listen" {
+				args = []string{"--config", conf, "--data-dir", data, "--insecure-http"}
+			}
+			stderr.Reset()
+			if code := run(append([]string{"serve"}, args...), io.Discard, &stderr); code != 2 || !strings.Contains(stderr.String(), tc.flag) {
+				t.Errorf("serve: exit status %d, want 2 naming %s\n%s", code, tc.flag, stderr.String())
+			}
+			if _, err := os.Stat(data); err == nil {
+				t.Error("serve made the data directory before refusing the value")
+			}
+			// What a reload reads the file with.
+			if _, err := parseServeConfig(args, noEnv, io.Discard); err == nil || !strings.Contains(err.Error(), tc.flag) {
+				t.Errorf("the reload's reading of the file: %v, want it refused naming %s", err, tc.flag)
+			}
+		})
 	}
 }

@@ -37,14 +37,14 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 }
 
 // checkServeConfig is parseServeConfig for config check: every error of
-// the file, its values' (the listen addresses' too), those of the files
-// it names (checkNamedFiles, when files) and those of hooks (the policy block) at once
-// (settings.Check).
+// the file, its values' (Config.Validate, as serve and a reload check
+// them), those of the files it names (checkNamedFiles, when files) and
+// those of hooks (the policy block) at once (settings.Check).
 func checkServeConfig(args []string, lookupEnv func(string) (string, bool), hooks []settings.Hook, files bool) (*settings.Effective, error) {
 	var e settings.Effective
 	fs := serveFlags(&e, io.Discard)
 	validate := func() error {
-		err := errors.Join(e.Config.Validate(), checkListen(e.Config), checkReleaseURLs(e.Config))
+		err := e.Config.Validate()
 		if !files {
 			return err
 		}

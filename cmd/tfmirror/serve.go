@@ -342,19 +342,35 @@ func (m *server) setupTLS() error {
 // hosts, from the next connection on, and has renewIfDue issue it again
 // at its renewal time.
 func (m *server) useGenerated(files certs.Files, hosts []string) error {
-	pair, err := loadKeyPair(files.Cert, files.Key)
+	pair, err := loadGenerated(files)
 	if err != nil {
 		return err
 	}
+	m.serveGenerated(pair, hosts)
+	return nil
+}
+
+// loadGenerated reads the generated certificate of files, with its leaf
+// parsed.
+func loadGenerated(files certs.Files) (*tls.Certificate, error) {
+	pair, err := loadKeyPair(files.Cert, files.Key)
+	if err != nil {
+		return nil, err
+	}
 	if pair.Leaf == nil {
 		if pair.Leaf, err = x509.ParseCertificate(pair.Certificate[0]); err != nil {
-			return fmt.Errorf("loading TLS certificate %s: %w", files.Cert, err)
+			return nil, fmt.Errorf("loading TLS certificate %s: %w", files.Cert, err)
 		}
 	}
-	m.cert.Store(&pair)
+	return &pair, nil
+}
+
+// serveGenerated serves pair, the generated certificate issued for hosts,
+// from the next connection on.
+func (m *server) serveGenerated(pair *tls.Certificate, hosts []string) {
+	m.cert.Store(pair)
 	m.certNames.Store(&hosts)
 	m.renewAt.Store(certs.RenewAt(pair.Leaf).UnixNano())
-	return nil
 }
 
 // renewIfDue issues the generated certificate again, from the same CA
@@ -395,14 +411,17 @@ func (m *server) clock() time.Time {
 	return time.Now()
 }
 
-// reissueCert has the generated certificate name cfg's hosts (a public
-// URL a reload put in force), issuing it again from the same CA when it
-// does not, and serves it from the next connection on. An operator's
-// certificate (--tls-cert) is the operator's: it is left alone, with a
-// warning when it does not name the public URL's host.
-func (m *server) reissueCert(cfg settings.Config) {
+// reissueCert readies the generated certificate to name cfg's hosts (a
+// public URL a reload puts in force), issuing it again from the same CA
+// when it does not, and returns what serves it from the next connection
+// on; an error says it could not be issued, and nothing changed in what
+// is served. An operator's certificate (--tls-cert) is the operator's: it
+// is left alone, with a warning when it does not name the public URL's
+// host.
+func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
+	none := func() {}
 	if m.tls == nil {
-		return
+		return none, nil
 	}
 	host := ""
 	if u, err := url.Parse(cfg.PublicURL); err == nil {
@@ -413,20 +432,28 @@ func (m *server) reissueCert(cfg settings.Config) {
 			m.log.Warn("the public URL's host is not named by the certificate served (--tls-cert); clients that use the public URL will refuse it",
 				"host", host)
 		}
-		return
+		return none, nil
 	}
 	m.certMu.Lock()
 	defer m.certMu.Unlock()
 	hosts := certHosts(cfg)
 	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, m.clock())
-	if err == nil && files.Created {
-		if err = m.useGenerated(files, hosts); err == nil {
-			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
-		}
-	}
 	if err != nil {
-		m.log.Error("issuing the server certificate for the public URL's host failed; the certificate in force stays", "host", host, "error", err)
+		return nil, fmt.Errorf("issuing the server certificate for %s from the generated local CA: %w", host, err)
 	}
+	if !files.Created {
+		return none, nil
+	}
+	pair, err := loadGenerated(files)
+	if err != nil {
+		return nil, fmt.Errorf("issuing the server certificate for %s from the generated local CA: %w", host, err)
+	}
+	return func() {
+		m.certMu.Lock()
+		defer m.certMu.Unlock()
+		m.serveGenerated(pair, hosts)
+		m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
+	}, nil
 }
 
 // loadKeyPair reads the certificate chain and the private key served, as

@@ -13,9 +13,11 @@ import (
 
 	svchost "github.com/hashicorp/terraform-svchost"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/airgap"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 	"github.com/tfmirror/tfmirror/v2/oci"
+	"github.com/tfmirror/tfmirror/v2/releases"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
 
@@ -152,9 +154,45 @@ func (c RetentionConfig) Validate() error {
 }
 
 // Validate checks the settings of serve; the error names every problem
-// (errors.Join), each naming its flags.
+// (errors.Join), each naming its flags. It refuses every value serve's
+// parts would refuse when they are made (an allowed origin or a platform
+// that does not parse, a listen address without a port, a releases URL
+// or product the releases side refuses), with the functions they check
+// it with: serve at start, a reload and config check all check with it,
+// so a value config check calls valid is not refused by serve, and a
+// reload does not keep for a restart a value the restart refuses.
 func (c Config) Validate() error {
 	var errs []error
+	for _, l := range []struct{ flag, addr string }{{"listen", c.Listen}, {"metrics-listen", c.MetricsListen}} {
+		if l.addr == "" {
+			continue
+		}
+		if _, _, err := net.SplitHostPort(l.addr); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %q is not an address to listen on (HOST:PORT, or :PORT for every interface): %w", l.flag, l.addr, err))
+		}
+	}
+	for _, u := range []struct{ flag, url string }{
+		{"releases-hashicorp-url", c.ReleasesHashiCorpURL},
+		{"releases-opentofu-url", c.ReleasesOpenTofuURL},
+		{"releases-opentofu-api-url", c.ReleasesOpenTofuAPIURL},
+	} {
+		if u.url == "" {
+			continue
+		}
+		if err := releases.CheckOrigin(u.url); err != nil {
+			errs = append(errs, fmt.Errorf("--%s: %w", u.flag, err))
+		}
+	}
+	for _, p := range c.Platforms {
+		if _, err := addrs.ParsePlatform(strings.TrimSpace(p)); err != nil {
+			errs = append(errs, fmt.Errorf("--platforms: %w", err))
+		}
+	}
+	for _, p := range c.ReleasesHashiCorpProducts {
+		if err := releases.CheckProductName(p); err != nil {
+			errs = append(errs, fmt.Errorf("--releases-hashicorp-products: %w", err))
+		}
+	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		errs = append(errs, errors.New("--tls-cert and --tls-key must be given together"))
 	}
@@ -186,7 +224,7 @@ func (c Config) Validate() error {
 	}
 	for _, n := range c.TLSSAN {
 		if err := checkSAN(n); err != nil {
-			return fmt.Errorf("--tls-san %q: %w", n, err)
+			errs = append(errs, fmt.Errorf("--tls-san %q: %w", n, err))
 		}
 	}
 	if _, err := ParseTrustedProxies(c.TrustedProxies); err != nil {
@@ -247,6 +285,13 @@ func (c Config) ValidateEngine() error {
 	var errs []error
 	if len(c.AllowedOrigins) == 0 {
 		errs = append(errs, errors.New("--allowed-origins must name at least one host"))
+	}
+	// As the origin client and the engine read them (discovery.New,
+	// mirror.New).
+	for _, h := range c.AllowedOrigins {
+		if _, err := svchost.ForComparison(strings.TrimSpace(h)); err != nil {
+			errs = append(errs, fmt.Errorf("--allowed-origins: %q: %w", h, err))
+		}
 	}
 	if c.DataDir == "" {
 		errs = append(errs, errors.New("--data-dir must not be empty"))

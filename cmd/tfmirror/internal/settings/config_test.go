@@ -34,3 +34,17 @@ func TestTrustedProxies(t *testing.T) {
 		}
 	}
 }
+
+// Validate names every problem (config check lists them all at once): a
+// --tls-san it refuses does not hide the others.
+func TestValidateNamesEveryProblem(t *testing.T) {
+	t.Parallel()
+	var c Config
+	allSettings(&c)
+	c.TLSSAN = []string{"bad name"}
+	c.LogFormat = "yaml"
+	err := c.Validate()
+	if err == nil || !strings.Contains(err.Error(), "--tls-san") || !strings.Contains(err.Error(), "--log-format") {
+		t.Errorf("Validate: %v, want both --tls-san and --log-format named", err)
+	}
+}

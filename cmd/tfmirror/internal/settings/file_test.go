@@ -331,8 +331,11 @@ func TestReloader(t *testing.T) {
 		return []Line{{Key: "name " + v.AsString(), Text: "name " + v.AsString()}, {Key: "kept", Text: fmt.Sprint("kept at ", attrs["name"].Range.Start.Line)}}
 	}}
 	r, err := NewReloader(initial, ReloaderConfig{
-		Load:    loadNow,
-		Apply:   func(cur, next *Effective, changed []*Setting) { applied = append(applied, Names(changed)) },
+		Load: loadNow,
+		Apply: func(cur, next *Effective, changed []*Setting) error {
+			applied = append(applied, Names(changed))
+			return nil
+		},
 		Hooks:   []Hook{hook},
 		Metrics: counts,
 		Logger:  slog.New(slog.NewTextHandler(&logBuf, nil)),

@@ -65,8 +65,12 @@ type ReloaderConfig struct {
 	// the file as it is now, checked as at start.
 	Load func() (*Effective, error)
 	// Apply puts in force the Live settings of next that differ from
-	// those of cur (their names in changed).
-	Apply func(cur, next *Effective, changed []*Setting)
+	// those of cur (their names in changed); or, when one of them cannot
+	// be put in force (the certificate a new public URL needs cannot be
+	// issued), it puts none of them in force and says why: the reload is
+	// then refused, as one of a file that does not validate is, and the
+	// configuration in force stays.
+	Apply func(cur, next *Effective, changed []*Setting) error
 	// Hooks read the file's parts that are not settings (the policy).
 	Hooks   []Hook
 	Metrics ReloadMetrics
@@ -75,7 +79,8 @@ type ReloaderConfig struct {
 
 // A Reloader holds the configuration in force and puts a new one in
 // force when asked (on SIGHUP): the file is read again and refused whole
-// when it does not parse or validate, or a hook refuses it; else the
+// when it does not parse or validate, a hook refuses it or a Live
+// setting cannot be put in force (ReloaderConfig.Apply); else the
 // Live settings that changed and the hooks' parts are put in force, and
 // the settings that cannot change while serving keep their values, with
 // a warning that they need a restart.
@@ -178,6 +183,9 @@ func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 	if next, err = cur.keep(next, restart); err != nil {
 		return Reloaded{}, err
 	}
+	if err := r.cfg.Apply(cur, next, live); err != nil {
+		return Reloaded{}, err
+	}
 	for _, w := range next.File.warnings() {
 		r.cfg.Logger.Warn("configuration file: "+FormatDiagnostic(w), "file", configPath(next))
 	}
@@ -185,7 +193,6 @@ func (r *Reloader) reload(cur *Effective) (Reloaded, error) {
 		r.cfg.Logger.Warn("settings changed in the configuration file take effect only after a restart; their values in force stay",
 			"settings", Names(restart))
 	}
-	r.cfg.Apply(cur, next, live)
 	for _, apply := range applies {
 		apply()
 	}
