@@ -61,9 +61,11 @@ func ReleaseOf(typ string, v versions.Version, lines map[string]string) (Release
 	spelling, first := "", ""
 	own := make(map[string]string, len(lines))
 	for _, name := range sortedKeys(lines) {
-		t, s, ok := releaseFile(name)
-		if !ok {
-			continue
+		rest, ok := strings.CutPrefix(name, addrs.ArchivePrefix)
+		t, rest, cutType := strings.Cut(rest, "_")
+		s, tail, cutVersion := strings.Cut(rest, "_")
+		if !ok || !cutType || !cutVersion || t == "" || s == "" || tail == "" {
+			continue // of no release's shape: see above
 		}
 		if t != typ {
 			return Release{}, &verify.Error{Reason: verify.ReasonName,
@@ -87,19 +89,6 @@ func ReleaseOf(typ string, v versions.Version, lines map[string]string) (Release
 			Detail: fmt.Sprintf("SHA256SUMS is of %s%s %s (it lists %s), not of version %s", addrs.ArchivePrefix, typ, spelling, first, v)}
 	}
 	return Release{typ: typ, spelling: spelling, lines: own}, nil
-}
-
-// releaseFile reads name as a file of a provider release,
-// "terraform-provider-TYPE_VERSION_REST" with each part non-empty, and
-// returns its TYPE and VERSION; ok is false for a name of another shape.
-func releaseFile(name string) (typ, version string, ok bool) {
-	rest, ok := strings.CutPrefix(name, addrs.ArchivePrefix)
-	typ, rest, cut1 := strings.Cut(rest, "_")
-	version, tail, cut2 := strings.Cut(rest, "_")
-	if !ok || !cut1 || !cut2 || typ == "" || version == "" || tail == "" {
-		return "", "", false
-	}
-	return typ, version, true
 }
 
 // archive returns the name of platform pl's archive in the release,
