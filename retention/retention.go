@@ -251,8 +251,12 @@ type Shared interface {
 	// TryLease takes the lease named id; a nil lease when another
 	// replica holds it.
 	TryLease(ctx context.Context, id string) (mirror.SharedLease, error)
-	// ListMeta calls fn with the key of every record under prefix.
-	ListMeta(ctx context.Context, prefix string, fn func(key string) error) error
+	// ListMeta calls fn with the key and the record of every record under
+	// prefix that authenticates, read as it is listed, and returns how
+	// many it left out for not authenticating: unlike GetMeta, it neither
+	// counts nor logs those as rejected, since a pass over the bucket
+	// finds them again each time.
+	ListMeta(ctx context.Context, prefix string, fn func(key string, record json.RawMessage) error) (unauthenticated int, err error)
 	// ListArchives calls fn with the sha256, size and time of storing of
 	// every archive.
 	ListArchives(ctx context.Context, fn func(sha string, size int64, stored time.Time) error) error

@@ -9,6 +9,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"time"
@@ -50,15 +51,14 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 	// What the pass holds is what the replicas wrote (records that
 	// authenticate, the archives they name), never what the bucket lists:
 	// a writer of the bucket can list millions of keys there. Each record
-	// is read as it is listed.
+	// is read as it is listed. Those that do not authenticate are left
+	// out, and not counted as rejected: the pass finds them again every
+	// hour (Shared.ListMeta); its log line says how many.
 	var vs []mirrorheld.Record
 	named := map[string]bool{}
+	unauthenticated := 0
 	for _, prefix := range mirrorheld.VersionRecordPrefixes() {
-		if err := sh.ListMeta(ctx, prefix, func(key string) error {
-			raw, _, err := sh.GetMeta(ctx, key)
-			if err != nil {
-				return err
-			}
+		n, err := sh.ListMeta(ctx, prefix, func(key string, raw json.RawMessage) error {
 			if v, ok := r.eng.VersionOfRecord(key, raw); ok {
 				vs = append(vs, v)
 				for _, sha := range v.Archives {
@@ -66,9 +66,15 @@ func (r *Retainer) pruneShared(ctx context.Context) ([]Removal, error) {
 				}
 			}
 			return nil
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, err
 		}
+		unauthenticated += n
+	}
+	if unauthenticated > 0 {
+		r.log.Info("records in the shared store that do not authenticate (an earlier release's, a key's no longer given, or written without the key) are left out of its retention pass, and so are the archives only they name",
+			"records", unauthenticated)
 	}
 	sizes := map[string]int64{}
 	stored := map[string]time.Time{}

@@ -142,9 +142,19 @@ func LoadKeys(current, previous string) (*Keys, error) {
 			return nil, fmt.Errorf("shared store previous key: %w", err)
 		}
 	}
+	// Each key checked alone first, so that the error names the file at
+	// fault, and which key it holds.
+	if _, err := newKey(cur); err != nil {
+		return nil, fmt.Errorf("shared store key: %s: %w", current, err)
+	}
+	if prev != nil {
+		if _, err := newKey(prev); err != nil {
+			return nil, fmt.Errorf("shared store previous key: %s: %w", previous, err)
+		}
+	}
 	k, err := NewKeys(cur, prev)
 	if err != nil {
-		return nil, fmt.Errorf("shared store key %s: %w", current, err)
+		return nil, fmt.Errorf("shared store keys %s and %s: %w", current, previous, err)
 	}
 	return k, nil
 }
@@ -279,37 +289,46 @@ const maxPutBack = 15 * time.Minute
 // storing, and one larger than any record a replica writes.
 func (s *Store) GetMeta(ctx context.Context, key string) (json.RawMessage, time.Time, error) {
 	name := s.key("meta/" + key)
-	kind := kindOf(key)
 	raw, modified, err := s.getSmall(ctx, "get_meta", name)
 	if errors.Is(err, errTooLarge) {
-		s.rejected.reject(kind, name, err)
+		s.rejected.reject(kindOf(key), name, err)
 		return nil, time.Time{}, nil
 	}
 	if err != nil || raw == nil {
 		return nil, time.Time{}, err
 	}
+	record, at, why := s.cfg.Keys.openMeta(s.id, key, raw, modified, maxPutBack+s.cfg.CallTimeout)
+	if why != nil {
+		s.rejected.reject(kindOf(key), name, why)
+		return nil, time.Time{}, nil
+	}
+	return record, at, nil
+}
+
+// openMeta returns the record that raw, read from the store whose ID is
+// storeID under the record key key and written there by the store at
+// modified (zero: not known), holds, and its time of storing; or why it
+// does not authenticate: not a stored record, of an earlier format, not
+// made by these keys for that store, kind and name, or written to the
+// store more than putBack after its time of storing.
+func (k *Keys) openMeta(storeID, key string, raw []byte, modified time.Time, putBack time.Duration) (json.RawMessage, time.Time, error) {
 	var doc metaDoc
 	if err := json.Unmarshal(raw, &doc); err != nil || len(doc.Record) == 0 {
-		s.rejected.reject(kind, name, fmt.Errorf("not a stored record: %v", err))
-		return nil, time.Time{}, nil
+		return nil, time.Time{}, fmt.Errorf("not a stored record: %v", err)
 	}
 	if doc.Format < macFormat && doc.MAC != "" {
-		s.rejected.reject(kind, name, errEarlierFormat)
-		return nil, time.Time{}, nil
+		return nil, time.Time{}, errEarlierFormat
 	}
-	if err := s.cfg.Keys.verify(doc.Format, doc.KeyID, doc.MAC, doc.fields(s.id, kind, "meta/"+key)...); err != nil {
-		s.rejected.reject(kind, name, err)
-		return nil, time.Time{}, nil
+	if err := k.verify(doc.Format, doc.KeyID, doc.MAC, doc.fields(storeID, kindOf(key), "meta/"+key)...); err != nil {
+		return nil, time.Time{}, err
 	}
 	at, err := time.Parse(time.RFC3339Nano, doc.StoredAt)
 	if err != nil {
-		s.rejected.reject(kind, name, fmt.Errorf("its time of storing: %w", err))
-		return nil, time.Time{}, nil
+		return nil, time.Time{}, fmt.Errorf("its time of storing: %w", err)
 	}
-	if late := modified.Sub(at); !modified.IsZero() && late > maxPutBack+s.cfg.CallTimeout {
-		s.rejected.reject(kind, name, fmt.Errorf("stored at %s but written to the bucket %s later (%s): put back from an older copy, or written by a replica whose clock is that far behind the store's",
-			doc.StoredAt, late.Round(time.Second), modified.UTC().Format(time.RFC3339)))
-		return nil, time.Time{}, nil
+	if late := modified.Sub(at); !modified.IsZero() && late > putBack {
+		return nil, time.Time{}, fmt.Errorf("stored at %s but written to the bucket %s later (%s): put back from an older copy, or written by a replica whose clock is that far behind the store's",
+			doc.StoredAt, late.Round(time.Second), modified.UTC().Format(time.RFC3339))
 	}
 	return doc.Record, at, nil
 }

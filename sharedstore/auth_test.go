@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -404,6 +405,16 @@ func TestLoadKeys(t *testing.T) {
 			t.Errorf("LoadKeys(%q, %q): no error", bad[0], bad[1])
 		}
 	}
+	// The error names the file at fault, and says which key it holds: a
+	// short previous key is not the current key's file.
+	short := write("short-prev", []byte("short\n"))
+	_, err = sharedstore.LoadKeys(cur, short)
+	if err == nil || !strings.HasPrefix(err.Error(), "shared store previous key: ") || !strings.Contains(err.Error(), short) || strings.Contains(err.Error(), cur) {
+		t.Errorf("a short previous key: %v; want an error of the previous key naming %s alone", err, short)
+	}
+	if _, err := sharedstore.LoadKeys(write("short-cur", []byte("short\n")), prev); err == nil || !strings.HasPrefix(err.Error(), "shared store key: ") || strings.Contains(err.Error(), prev) {
+		t.Errorf("a short current key: %v", err)
+	}
 }
 
 // A record put back in the bucket long after a replica wrote it is
@@ -567,4 +578,47 @@ func TestRejectionReasonBounded(t *testing.T) {
 	if n := strings.Count(a.log.String(), "(cut"); n != 3 {
 		t.Errorf("%d reasons say they were cut, want 3", n)
 	}
+}
+
+// ListMeta, the retention pass's listing, hands out the records that
+// authenticate, each read as it is listed,
+// and leaves out the others, saying how many, without counting them
+// (Observer.SharedStoreRejected) or logging them: the pass finds them
+// again every hour and nothing writes them back, so they would be
+// counted at every pass, and take the lines kept for the objects the
+// replicas read to serve.
+func TestListMetaReadsAsItLists(t *testing.T) {
+	srv := startServer(t)
+	ctx := context.Background()
+	a := openKeyed(t, srv, key('a'), nil)
+	stranger := openKeyed(t, srv, key('s'), nil)
+	for _, v := range []string{"1.0.0", "2.0.0"} {
+		if err := a.PutMeta(ctx, "package/p/"+v, map[string]string{"v": v}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := stranger.PutMeta(ctx, "package/p/0.9.0", map[string]int{"v": 0}); err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, srv, "meta/package/p/0.8.0", []byte(`{"record":{"v":0}}`))        // an earlier release's
+	putRaw(t, srv, "meta/package/p/0.7.0", bytes.Repeat([]byte(" "), 16<<20+1)) // oversized
+	for pass := range 2 {
+		got := map[string]string{}
+		n, err := a.ListMeta(ctx, "package/", func(key string, record json.RawMessage) error {
+			got[key] = string(record)
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[string]string{"package/p/1.0.0": `{"v":"1.0.0"}`, "package/p/2.0.0": `{"v":"2.0.0"}`}
+		if n != 3 || !reflect.DeepEqual(got, want) {
+			t.Errorf("pass %d: %v and %d left out; want %v and 3", pass, got, n, want)
+		}
+	}
+	if a.Rejected() != 0 || strings.Contains(a.log.String(), "failed authentication") {
+		t.Errorf("the listing counted %d rejections, logged:\n%s", a.Rejected(), a.log.String())
+	}
+	// The replicas' reads still count and log them.
+	wantRejected(t, a, "package", "package/p/0.9.0", 0)
 }

@@ -2,6 +2,8 @@ package sharedstore
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"time"
@@ -44,10 +46,36 @@ func (s *Store) list(ctx context.Context, prefix string, fn func(key string, siz
 	return nil
 }
 
-// ListMeta calls fn with the key of every record whose key starts with
-// prefix.
-func (s *Store) ListMeta(ctx context.Context, prefix string, fn func(key string) error) error {
-	return s.list(ctx, "meta/"+prefix, func(key string, _ int64, _ time.Time) error { return fn(prefix + key) })
+// ListMeta calls fn with the key and the record of every record whose
+// key starts with prefix and that authenticates (as GetMeta reads it),
+// reading each as it is listed, and returns how many it left out for not
+// authenticating. Unlike GetMeta, it neither counts those
+// (Observer.SharedStoreRejected) nor logs them: a pass over the bucket
+// (retention's, every hour) finds them again at every pass, and nothing
+// takes them from the origin and writes them back for it, so a bucket
+// that keeps records of an earlier release or of a key since dropped (of
+// versions nobody asks for again) would have them counted at every pass,
+// and logged in place of the objects the replicas read to serve. The
+// caller says how many.
+func (s *Store) ListMeta(ctx context.Context, prefix string, fn func(key string, record json.RawMessage) error) (unauthenticated int, err error) {
+	err = s.list(ctx, "meta/"+prefix, func(rest string, _ int64, _ time.Time) error {
+		key := prefix + rest
+		raw, modified, err := s.getSmall(ctx, "get_meta", s.key("meta/"+key))
+		if errors.Is(err, errTooLarge) {
+			unauthenticated++
+			return nil
+		}
+		if err != nil || raw == nil {
+			return err // the store failed, or it is gone since it was listed
+		}
+		record, _, why := s.cfg.Keys.openMeta(s.id, key, raw, modified, maxPutBack+s.cfg.CallTimeout)
+		if why != nil {
+			unauthenticated++
+			return nil
+		}
+		return fn(key, record)
+	})
+	return unauthenticated, err
 }
 
 // ListArchives calls fn with the sha256, size and time of storing of

@@ -70,11 +70,8 @@ func checkNamedFiles(cfg settings.Config, lookupEnv func(string) (string, bool))
 		add("export-key", err)
 	}
 	if cfg.SharedStore != "" && cfg.SharedKeyFile != "" {
-		_, err := sharedstore.LoadKeys(cfg.SharedKeyFile, cfg.SharedPrevKeyFile)
-		if err != nil && strings.HasPrefix(err.Error(), "shared store previous key:") {
-			add("shared-store-previous-key-file", err)
-		} else {
-			add("shared-store-key-file", err)
+		if _, err := sharedstore.LoadKeys(cfg.SharedKeyFile, cfg.SharedPrevKeyFile); err != nil {
+			add(sharedKeyFlag(err), err)
 		}
 	}
 	_, err := readArmoredKeys(cfg.ReleasesHashiCorpKeys)

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"log/slog"
+	"strings"
 
 	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
@@ -38,7 +39,7 @@ func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, 
 	scfg := sharedConfig(cfg)
 	keys, err := sharedstore.LoadKeys(cfg.SharedKeyFile, cfg.SharedPrevKeyFile)
 	if err != nil {
-		return nil, fmt.Errorf("--shared-store-key-file: %w", err)
+		return nil, fmt.Errorf("--%s: %w", sharedKeyFlag(err), err)
 	}
 	scfg.Keys = keys
 	scfg.RootCAs = roots
@@ -48,6 +49,15 @@ func openShared(ctx context.Context, cfg settings.Config, roots *x509.CertPool, 
 	}
 	return sharedstore.Open(ctx, scfg) // it logs the store's ID and the keys'
 
+}
+
+// sharedKeyFlag is the flag whose file err, an error of
+// sharedstore.LoadKeys, is about: the previous key's when it says so.
+func sharedKeyFlag(err error) string {
+	if strings.HasPrefix(err.Error(), "shared store previous key:") {
+		return "shared-store-previous-key-file"
+	}
+	return "shared-store-key-file"
 }
 
 // sharedConfig is the shared store's configuration from the flags.

@@ -88,7 +88,9 @@ func (m *MemTier) PutMeta(_ context.Context, key string, record any) error {
 	return nil
 }
 
-func (m *MemTier) ListMeta(_ context.Context, prefix string, fn func(key string) error) error {
+// ListMeta calls fn with every record under prefix: every record of a
+// MemTier authenticates.
+func (m *MemTier) ListMeta(_ context.Context, prefix string, fn func(key string, record json.RawMessage) error) (int, error) {
 	m.mu.Lock()
 	var keys []string
 	for k := range m.meta {
@@ -98,11 +100,17 @@ func (m *MemTier) ListMeta(_ context.Context, prefix string, fn func(key string)
 	}
 	m.mu.Unlock()
 	for _, k := range keys {
-		if err := fn(k); err != nil {
-			return err
+		m.mu.Lock()
+		raw, ok := m.meta[k]
+		m.mu.Unlock()
+		if !ok {
+			continue
+		}
+		if err := fn(k, raw); err != nil {
+			return 0, err
 		}
 	}
-	return nil
+	return 0, nil
 }
 
 func (m *MemTier) ListArchives(_ context.Context, fn func(sha string, size int64, stored time.Time) error) error {
