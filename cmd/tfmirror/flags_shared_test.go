@@ -27,6 +27,10 @@ func TestSharedStoreFlags(t *testing.T) {
 		{name: "lease too short", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-lease-ttl", "1s"}, wantErr: "at least 3s"},
 		{name: "archives larger than one PUT", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--max-archive-bytes", "6GiB"}, wantErr: "one PUT"},
 		{name: "no timeout", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-timeout", "0s"}, wantErr: "--shared-store-timeout"},
+		// The call's bound widens the window in which a record put back
+		// in the bucket is taken as just written.
+		{name: "a timeout longer than 2m", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-timeout", "1h"}, wantErr: "--shared-store-timeout must be at most 2m0s"},
+		{name: "a timeout of 2m", args: []string{"--shared-store", "s3://b", "--shared-store-key-file", "k", "--shared-store-timeout", "2m"}, want: "s3://b", wantTTL: 30 * time.Second},
 		{name: "no key", args: []string{"--shared-store", "s3://b"}, wantErr: "--shared-store needs --shared-store-key-file"},
 		{name: "a key without a store", args: []string{"--shared-store-key-file", "k"}, wantErr: "need --shared-store"},
 		{name: "a previous key alone", args: []string{"--shared-store", "s3://b", "--shared-store-previous-key-file", "p"}, wantErr: "--shared-store-key-file"},

@@ -153,6 +153,12 @@ func (c RetentionConfig) Validate() error {
 	return nil
 }
 
+// MaxSharedTimeout is the longest --shared-store-timeout: a writer of the
+// bucket without the key may put back a record under its own name within
+// 15 minutes and one call of its writing (sharedstore), so the call's
+// bound is that window's too.
+const MaxSharedTimeout = 2 * time.Minute
+
 // Validate checks the settings of serve; the error names every problem
 // (errors.Join), each naming its flags. It refuses every value serve's
 // parts would refuse when they are made (an allowed origin or a platform
@@ -323,6 +329,12 @@ func (c Config) ValidateEngine() error {
 		}
 		if c.SharedTimeout <= 0 || c.SharedBreakerCool <= 0 || c.SharedBreakerThresh < 1 {
 			errs = append(errs, errors.New("--shared-store-timeout and --shared-store-breaker-cooldown must be positive, --shared-store-breaker-threshold at least 1"))
+		}
+		// A record the store wrote later than 15 minutes and one call
+		// after its time of storing is taken as put back (replayed) and
+		// refused: the call's bound bounds that window too.
+		if c.SharedTimeout > MaxSharedTimeout {
+			errs = append(errs, fmt.Errorf("--shared-store-timeout must be at most %s: a record put back in the bucket is told from one just written by the 15 minutes and one call after its writing", MaxSharedTimeout))
 		}
 		if _, err := sharedstore.ParseURL(c.SharedStore); err != nil {
 			errs = append(errs, fmt.Errorf("--shared-store: %w", err))

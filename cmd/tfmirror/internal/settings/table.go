@@ -467,7 +467,7 @@ var Table = []*Setting{
 		bind: durationOf(30*time.Second, func(c *Config) *time.Duration { return &c.SharedLeaseTTL })},
 	{Name: "shared-store-timeout", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "limit on each call to the --shared-store but an archive body's transfer",
-		Doc:  "limit on each call to the shared store, except the transfer of an archive's body",
+		Doc:  "limit on each call to the shared store, except the transfer of an archive's body; at most 2m (a record is refused as put back when the store wrote it more than 15 minutes and one such call after its writing)",
 		bind: durationOf(10*time.Second, func(c *Config) *time.Duration { return &c.SharedTimeout })},
 	{Name: "shared-store-breaker-threshold", Group: GroupShared, Commands: Sync | OnDataDir,
 		Help: "failed --shared-store calls in a row after which the replica stops calling it for --shared-store-breaker-cooldown",
