@@ -6,8 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"slices"
+	"unicode"
+	"unicode/utf8"
 
 	digest "github.com/opencontainers/go-digest"
 	specs "github.com/opencontainers/image-spec/specs-go"
@@ -59,8 +60,33 @@ type Layer struct {
 	Title  string
 }
 
-// titlePattern bounds a layer's file name: one plain name.
-var titlePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]{0,254}$`)
+// maxTitleBytes bounds a layer's file name, as file systems bound one.
+const maxTitleBytes = 255
+
+// plainTitle reports whether s is one plain file name, as a layer's
+// title must be: at most maxTitleBytes bytes of UTF-8 beginning with an
+// ASCII letter or digit, of ASCII letters, digits, '.', '_', '+' and
+// '-', and of characters outside ASCII that are graphic and no space (no
+// control, format or separator character). A provider type's normal form
+// may hold any character of an IDNA label ("café", "网络"), as OpenTofu
+// accepts it, and the archive's file name holds the type as it is.
+func plainTitle(s string) bool {
+	if s == "" || len(s) > maxTitleBytes || !utf8.ValidString(s) {
+		return false
+	}
+	for i, c := range s {
+		switch {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case i == 0:
+			return false
+		case c == '.', c == '_', c == '+', c == '-':
+		case c >= utf8.RuneSelf && unicode.IsGraphic(c) && !unicode.IsSpace(c):
+		default:
+			return false
+		}
+	}
+	return true
+}
 
 func (l Layer) descriptor() (ocispec.Descriptor, error) {
 	if !sha256hex.Valid(l.SHA256) {
@@ -69,7 +95,7 @@ func (l Layer) descriptor() (ocispec.Descriptor, error) {
 	if l.Size <= 0 {
 		return ocispec.Descriptor{}, fmt.Errorf("layer size %d: want the zip's size in bytes", l.Size)
 	}
-	if !titlePattern.MatchString(l.Title) {
+	if !plainTitle(l.Title) {
 		return ocispec.Descriptor{}, fmt.Errorf("layer title %.70q: want a plain file name", l.Title)
 	}
 	return ocispec.Descriptor{

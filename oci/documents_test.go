@@ -163,6 +163,18 @@ func TestProviderIndexRefuses(t *testing.T) {
 	}
 }
 
+// A provider type's normal form may hold any character of an IDNA label
+// (OpenTofu accepts "café", "网络", "☃"), and its archive's file name
+// holds it: the title is that name, still one plain name.
+func TestLayerTitleOfNonASCIIType(t *testing.T) {
+	for _, typ := range []string{"café", "网络", "☃"} {
+		title := addrs.ArchiveName(typ, "1.0.0", "linux_amd64")
+		if _, err := ProviderTargetManifest(Layer{SHA256: zipA, Size: 1, Title: title}); err != nil {
+			t.Errorf("%s: %v", title, err)
+		}
+	}
+}
+
 func TestLayerRefused(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -177,6 +189,13 @@ func TestLayerRefused(t *testing.T) {
 		{"title a dot name", Layer{SHA256: zipA, Size: 1, Title: ".."}},
 		{"title too long", Layer{SHA256: zipA, Size: 1, Title: strings.Repeat("a", 256)}},
 		{"title with a quote", Layer{SHA256: zipA, Size: 1, Title: `a".zip`}},
+		{"title with a space", Layer{SHA256: zipA, Size: 1, Title: "a b.zip"}},
+		{"title with a no-break space", Layer{SHA256: zipA, Size: 1, Title: "a\u00a0b.zip"}},
+		{"title with a bidi override", Layer{SHA256: zipA, Size: 1, Title: "a\u202ep.zip"}},
+		{"title with a control character", Layer{SHA256: zipA, Size: 1, Title: "a\u0085b.zip"}},
+		{"title not UTF-8", Layer{SHA256: zipA, Size: 1, Title: "a\xffb.zip"}},
+		{"title beginning outside ASCII", Layer{SHA256: zipA, Size: 1, Title: "é.zip"}},
+		{"title over 255 bytes", Layer{SHA256: zipA, Size: 1, Title: strings.Repeat("é", 127) + ".zip"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

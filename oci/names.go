@@ -23,9 +23,10 @@ import (
 //	modules:    MODULE-PREFIX/HOST/NAMESPACE/NAME/SYSTEM
 //
 // and every part that is already a valid component is written as it is:
-// a provider's parts are always so in their normal form (lowercase,
-// punycode hosts), except a host with a port, and so are module parts of
-// lowercase letters, digits and single separators. The two exceptions:
+// a provider's parts are so in their normal form (lowercase, punycode
+// hosts), except a host with a port and a namespace or type with letters
+// outside ASCII, and so are module parts of lowercase letters, digits
+// and single separators. The two exceptions:
 //
 //   - a host with a port, HOST:PORT, is written HOST__PORT (a host never
 //     holds an underscore, so the form is unambiguous);

@@ -444,3 +444,19 @@ func TestLongPathLoggedBounded(t *testing.T) {
 		}
 	}
 }
+
+// A provider whose type holds letters outside ASCII (OpenTofu accepts
+// any IDNA label: "café", "网络") is served as the network mirror serves
+// it: its repository name is the hex form, and its zip's title is the
+// archive's file name as the origin and the network mirror's
+// VERSION.json name it, not an internal error on every manifest.
+func TestNonASCIIProviderTypeServed(t *testing.T) {
+	r := newRig(t, rigOptions{})
+	for _, typ := range []string{"café", "网络"} {
+		r.origin.AddProvider("acme", typ, []string{"1.0.0"}, twoPlatforms)
+		_, zip := pullProvider(t, r, "acme", typ, "1.0.0", "linux_amd64", auth.EmptyCredential)
+		if len(zip) == 0 {
+			t.Errorf("%s: no zip", typ)
+		}
+	}
+}

@@ -16,6 +16,7 @@ import (
 	"oras.land/oras-go/v2/registry/remote"
 	"oras.land/oras-go/v2/registry/remote/auth"
 
+	"github.com/tfmirror/tfmirror/v2/addrs"
 	"github.com/tfmirror/tfmirror/v2/cache"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/enginetest"
 	"github.com/tfmirror/tfmirror/v2/internal/testrig/fakeorigin"
@@ -134,10 +135,15 @@ func (r *rig) stop() {
 func (r *rig) host() string { return strings.TrimPrefix(r.http.URL, "https://") }
 
 // repo returns an oras-go repository of the mirror for provider NS/TYPE
-// of the fake origin, with credentials if cred is not empty.
+// of the fake origin (named as the door names it), with credentials if
+// cred is not empty.
 func (r *rig) repo(ns, typ string, cred auth.Credential) *remote.Repository {
 	r.t.Helper()
-	repo, err := remote.NewRepository(r.host() + "/providers/" + originHost + "/" + ns + "/" + typ)
+	p, err := addrs.NewProvider(originHost, ns, typ)
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	repo, err := remote.NewRepository(r.host() + "/" + r.names.Provider(p))
 	if err != nil {
 		r.t.Fatal(err)
 	}
