@@ -36,6 +36,32 @@ func parseServeConfig(args []string, lookupEnv func(string) (string, bool), out 
 	return &e, l.Locate(e.Config.Validate())
 }
 
+// reloadServeConfig is what a reload of serve reads: the configuration
+// as parseServeConfig reads it at start, with the files it names that
+// only a start reads (a TLS certificate, keys, credentials, CA files)
+// read as serve reads them then (checkNamedFiles, as config check reads
+// them). The settings naming them need a restart, so a reload puts none
+// in force; but a file named that is missing or refused would fail that
+// restart, so the reload is refused now, saying which, with the
+// configuration in force kept, rather than the change said to be kept
+// for a restart that cannot start. The client tokens and trusted keys
+// files are read again by the reload itself (its parts), which reports
+// their errors.
+func reloadServeConfig(args []string, lookupEnv func(string) (string, bool)) func() (*settings.Effective, error) {
+	return func() (*settings.Effective, error) {
+		e, err := parseServeConfig(args, lookupEnv, io.Discard)
+		if err != nil {
+			return nil, err
+		}
+		startOnly := e.Config
+		startOnly.AuthTokensFile, startOnly.TrustedExportKeys, startOnly.TrustedPublisherKeys = "", nil, nil
+		if err := checkNamedFiles(startOnly, lookupEnv); err != nil {
+			return nil, fmt.Errorf("a restart would refuse a file it names: %w", err)
+		}
+		return e, nil
+	}
+}
+
 // checkServeConfig is parseServeConfig for config check: every error of
 // the file, its values' (Config.Validate, as serve and a reload check
 // them), those of the files it names (checkNamedFiles, when files) and

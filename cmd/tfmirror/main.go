@@ -55,8 +55,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		ctx, hurry, stop := stopSignals()
 		defer stop()
-		reload := func() (*settings.Effective, error) { return parseServeConfig(args[1:], os.LookupEnv, io.Discard) }
-		if err := serve(ctx, hurry, e, reload, stderr); err != nil {
+		if err := serve(ctx, hurry, e, reloadServeConfig(args[1:], os.LookupEnv), stderr); err != nil {
 			fmt.Fprintf(stderr, "tfmirror: %v\n", err)
 			return 1
 		}
