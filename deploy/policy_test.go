@@ -98,3 +98,47 @@ func TestHelmChartPolicy(t *testing.T) {
 		t.Errorf("checksum/config %q (defaults %q, 7d %q): a change of the policy does not roll the pods", sum, plainSum, sum7)
 	}
 }
+
+// TestHelmChartREADMECheckCommand follows the chart README's command that
+// checks the rendered configuration file before an upgrade: `helm
+// template` writes every object of the chart, so its pipe to yq must
+// select the one template that holds tfmirror.json (--show-only);
+// otherwise yq prints `null` and a `---` for each other object after the
+// file, and config check refuses what it is given. The template it names
+// holds the file, which config check accepts.
+func TestHelmChartREADMECheckCommand(t *testing.T) {
+	readme, err := os.ReadFile(filepath.Join(chartDir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := regexp.MustCompile("(?s)`(helm template\\s[^`]*tfmirror\\s+config\\s+check[^`]*)`").FindSubmatch(readme)
+	if m == nil {
+		t.Fatal("the chart's README has no `helm template ... | tfmirror config check` command")
+	}
+	command := strings.Join(strings.Fields(string(m[1])), " ")
+	only := regexp.MustCompile(`(?:--show-only|-s)[ =](\S+)`).FindStringSubmatch(command)
+	if only == nil {
+		t.Fatalf("%q: helm template writes every object of the chart and yq a null for each one without the file, which config check refuses: select the ConfigMap's template with --show-only", command)
+	}
+	files, err := helmRender(readmePolicy(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, ok := files["tfmirror/"+only[1]]
+	if !ok {
+		t.Fatalf("%q: the chart has no template %s", command, only[1])
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
+		t.Fatalf("%s: %v", only[1], err)
+	}
+	content, ok := cm.Data["tfmirror.json"]
+	if !ok {
+		t.Fatalf("%q: %s holds no tfmirror.json", command, only[1])
+	}
+	if out := configCheck(t, "README's check command", "tfmirror.json", []byte(content)); !strings.Contains(out, "POLICY (8 rules") {
+		t.Errorf("config check of the README's file does not show its policy:\n%s", out)
+	}
+}

@@ -66,7 +66,7 @@ policy's ages too), lists are comma-separated (in the file, lists of strings).
 The column *also* names the other commands that take a setting with the same meaning.
 ` + "`tfmirror sync`" + ` logs as ` + "`text`" + ` at level ` + "`warn`" + ` by default; its own flags are listed under
 [tfmirror sync](air-gap.md#tfmirror-sync). The commands on a data directory (export, import,
-export-key, cache prune and cache verify) log at level ` + "`warn`" + ` by default and take ` + "`--data-dir`" + ` too.
+export-key, cache prune, cache verify and policy explain) log at level ` + "`warn`" + ` by default and take ` + "`--data-dir`" + ` too.
 
 A setting's value is read at start. Where a setting names a file or a directory that is read
 again while serving, it says so; a setting marked *reloadable* takes a new value from the

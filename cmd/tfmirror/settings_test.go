@@ -59,6 +59,47 @@ func TestSettingsCommands(t *testing.T) {
 			}
 		}
 	}
+	// Every command the usage lists that takes a setting with serve's
+	// meaning is one of CommandNames, so that docs/configuration.md's
+	// column names it beside the settings it takes.
+	var usage bytes.Buffer
+	if code := run([]string{"help"}, &usage, io.Discard); code != 0 {
+		t.Fatalf("help: exit status %d", code)
+	}
+	commands := regexp.MustCompile(`(?m)^  tfmirror ([a-z-]+(?: [a-z]+)?)\b`).FindAllStringSubmatch(usage.String(), -1)
+	if len(commands) < 10 {
+		t.Fatalf("found %d commands in the usage:\n%s", len(commands), usage.String())
+	}
+	for _, c := range commands {
+		name := c[1]
+		if name == "serve" || name == "version" ||
+			slices.ContainsFunc(settings.CommandNames, func(cn struct {
+				Cmd  settings.Command
+				Name string
+			}) bool {
+				return cn.Name == name
+			}) {
+			continue
+		}
+		var stderr bytes.Buffer
+		if code := run(append(strings.Fields(name), "-h"), io.Discard, &stderr); code != 0 {
+			t.Fatalf("%s -h: exit status %d: %s", name, code, stderr.String())
+		}
+		for _, s := range settings.Table {
+			if h, ok := flagHelp(stderr.String(), s.Name); ok && hasHelp(h, s.Help) {
+				t.Errorf("tfmirror %s takes --%s with serve's meaning, but is not one of settings.CommandNames: docs/configuration.md does not say so", name, s.Name)
+			}
+		}
+	}
+}
+
+// flagHelp is the help of flag name in usage, flag.PrintDefaults output.
+func flagHelp(usage, name string) (string, bool) {
+	m := regexp.MustCompile(`(?m)^  -` + regexp.QuoteMeta(name) + `(?: [a-z]+)?\n    \t(.*)$`).FindStringSubmatch(usage)
+	if m == nil {
+		return "", false
+	}
+	return m[1], true
 }
 
 // hasHelp says whether entry, a flag's line in -h, is help with or

@@ -97,11 +97,12 @@ const (
 	ExportKey
 	Prune
 	Verify
+	Explain
 
 	// OnDataDir are the commands that open a data directory as serve
 	// does, without an engine of their own: the shared store's flags are
 	// theirs too.
-	OnDataDir = Export | Import | ExportKey | Prune | Verify
+	OnDataDir = Export | Import | ExportKey | Prune | Verify | Explain
 )
 
 // CommandNames names the commands, in the order docs/configuration.md
@@ -111,7 +112,7 @@ var CommandNames = []struct {
 	Name string
 }{
 	{Sync, "sync"}, {Export, "export"}, {Import, "import"}, {ExportKey, "export-key"},
-	{Prune, "cache prune"}, {Verify, "cache verify"},
+	{Prune, "cache prune"}, {Verify, "cache verify"}, {Explain, "policy explain"},
 }
 
 // A binding ties a setting to its field of Config and gives its
