@@ -394,6 +394,23 @@ unsignedHosts: [tf.corp.example]
 	configCheck(t, "config lists", "tfmirror.json", w.config)
 }
 
+// TestHelmChartConfigNumbers: a whole number written as a YAML number
+// (cache-max-bytes: 6442450944) reaches tfmirror as its digits, which it
+// takes; toString wrote 6.442450944e+09, which it refuses.
+func TestHelmChartConfigNumbers(t *testing.T) {
+	t.Parallel()
+	var values map[string]any
+	if err := yaml.Unmarshal([]byte("config:\n  cache-max-bytes: 6442450944\n"), &values); err != nil {
+		t.Fatal(err)
+	}
+	m, _ := helmTemplate(t, "config numbers", values)
+	w := checkWorkload(t, m)
+	if got := w.env["TFMIRROR_CACHE_MAX_BYTES"]; got != "6442450944" {
+		t.Errorf("TFMIRROR_CACHE_MAX_BYTES=%q, want 6442450944", got)
+	}
+	configCheck(t, "config numbers", "tfmirror.json", w.config)
+}
+
 // TestHelmChartTrustedProxies: trustedProxies becomes trusted_proxies,
 // which tfmirror accepts; with client authentication behind an ingress and
 // no trusted proxies, NOTES.txt says that one client's wrong token gets

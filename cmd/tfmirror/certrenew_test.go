@@ -77,3 +77,60 @@ func TestGeneratedCertificateRenewedWhileServing(t *testing.T) {
 		t.Error("a second handshake issued the certificate again")
 	}
 }
+
+// TestPublicURLReissueServesWhatItVouchesFor: a public URL put back
+// (a reload from mirror-b to mirror-a again) is served with a certificate
+// that names its host, even when the certificate on disk is no longer the
+// one served: a renewal that ran between a reload's issue and its putting
+// in force (a handshake finding the renewal due) left on disk one issued
+// for mirror-a while mirror-b's was served, and the reload back to
+// mirror-a, finding on disk a certificate that names it, served on the
+// one of mirror-b, which every client of mirror-a refuses.
+func TestPublicURLReissueServesWhatItVouchesFor(t *testing.T) {
+	data := t.TempDir()
+	eff, err := parseServeConfig([]string{"--data-dir", data, "--public-url", "https://mirror-a.example.test/"},
+		func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var clock atomic.Pointer[time.Time]
+	start := time.Now()
+	clock.Store(&start)
+	m := &server{cfg: eff.Config, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now: func() time.Time { return *clock.Load() }}
+	if err := m.setupTLS(); err != nil {
+		t.Fatal(err)
+	}
+	handshake := func() *x509.Certificate {
+		t.Helper()
+		c, err := m.tls.GetCertificate(&tls.ClientHelloInfo{ServerName: "mirror-a.example.test"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Leaf
+	}
+	// The renewal comes due.
+	later := handshake().NotAfter.Add(-20 * 24 * time.Hour)
+	clock.Store(&later)
+
+	b := m.cfg
+	b.PublicURL = "https://mirror-b.example.test/"
+	useB, err := m.reissueCert(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	handshake() // renews mirror-a's names, on disk and served
+	useB()
+	if err := handshake().VerifyHostname("mirror-b.example.test"); err != nil {
+		t.Fatalf("after the reload to mirror-b: %v", err)
+	}
+
+	useA, err := m.reissueCert(m.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	useA()
+	if err := handshake().VerifyHostname("mirror-a.example.test"); err != nil {
+		t.Errorf("after the reload back to mirror-a, the certificate served: %v", err)
+	}
+}

@@ -137,3 +137,18 @@ func TestSubcommandsOnADataDirTooDeepForASocket(t *testing.T) {
 		}
 	}
 }
+
+// tfmirror reload on a data directory too deep for a socket says so, and
+// that a serve there reloads on SIGHUP: it said no tfmirror served the
+// directory and to name the serving process's, which is this one.
+func TestReloadOnADataDirTooDeepForASocket(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("unix socket paths")
+	}
+	dir := longDataDir(t)
+	var stdout, stderr bytes.Buffer
+	code := runReload([]string{"--data-dir", dir}, func(string) (string, bool) { return "", false }, &stdout, &stderr)
+	if msg := stderr.String(); code != 1 || !strings.Contains(msg, "too long") || !strings.Contains(msg, "SIGHUP") {
+		t.Errorf("tfmirror reload on %s: exit %d, want 1 saying the socket path is too long and to send SIGHUP:\n%s", dir, code, msg)
+	}
+}

@@ -31,7 +31,7 @@ func keepHeapWithinCgroup(log *slog.Logger, limits memlimit.Provider) int64 {
 	case errors.Is(err, memlimit.ErrNoCgroup), errors.Is(err, memlimit.ErrCgroupsNotSupported):
 		return 0
 	case err != nil:
-		log.Warn("the cgroup's memory limit could not be read; the Go heap has no limit of its own (set GOMEMLIMIT)",
+		log.Warn("the Go heap's limit could not be set from the cgroup's memory limit (AUTOMEMLIMIT, or the cgroup's files); it has none of its own: set GOMEMLIMIT",
 			"error", err)
 		return 0
 	case n <= 0 || n == math.MaxInt64:

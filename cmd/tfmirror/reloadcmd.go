@@ -41,6 +41,12 @@ func runReload(args []string, lookupEnv func(string) (string, bool), stdout, std
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	c, err := admin.Dial(ctx, dataDir)
+	if errors.Is(err, admin.ErrNoServer) && err != admin.ErrNoServer {
+		// Why none can serve there (a socket path too long): a serve
+		// on it runs without its admin socket.
+		fmt.Fprintf(stderr, "tfmirror reload: %v; a tfmirror serving it has no admin socket: send it SIGHUP\n", err)
+		return 1
+	}
 	if errors.Is(err, admin.ErrNoServer) {
 		fmt.Fprintf(stderr, "tfmirror reload: no tfmirror serves the data directory %s (nothing listens on %s); name the serving process's with --data-dir or TFMIRROR_DATA_DIR\n",
 			dataDir, admin.SocketPath(dataDir))

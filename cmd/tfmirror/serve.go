@@ -413,11 +413,11 @@ func (m *server) clock() time.Time {
 
 // reissueCert readies the generated certificate to name cfg's hosts (a
 // public URL a reload puts in force), issuing it again from the same CA
-// when it does not, and returns what serves it from the next connection
-// on; an error says it could not be issued, and nothing changed in what
-// is served. An operator's certificate (--tls-cert) is the operator's: it
-// is left alone, with a warning when it does not name the public URL's
-// host.
+// when the one on disk does not, and returns what serves the one on disk
+// from the next connection on; an error says it could not be issued, and
+// nothing changed in what is served. An operator's certificate
+// (--tls-cert) is the operator's: it is left alone, with a warning when
+// it does not name the public URL's host.
 func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 	none := func() {}
 	if m.tls == nil {
@@ -441,9 +441,10 @@ func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 	if err != nil {
 		return nil, fmt.Errorf("issuing the server certificate for %s from the generated local CA: %w", host, err)
 	}
-	if !files.Created {
-		return none, nil
-	}
+	// The one on disk, which Ensure found to name hosts, is served even
+	// when Ensure did not issue it: the one served may be another (a
+	// renewal between a reload's issue and its putting in force leaves
+	// on disk one of the names in force then, and serves the reload's).
 	pair, err := loadGenerated(files)
 	if err != nil {
 		return nil, fmt.Errorf("issuing the server certificate for %s from the generated local CA: %w", host, err)
@@ -452,7 +453,9 @@ func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 		m.certMu.Lock()
 		defer m.certMu.Unlock()
 		m.serveGenerated(pair, hosts)
-		m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
+		if files.Created {
+			m.log.Info("issued a server certificate from the generated local CA", "names", hosts)
+		}
 	}, nil
 }
 

@@ -205,6 +205,10 @@ app.kubernetes.io/part-of: tfmirror
 {{- $items := list }}
 {{- range $value }}{{ $items = append $items (toString .) }}{{ end }}
 {{- with $items }}{{ $_ := set $s ($flag | replace "-" "_") . }}{{ end }}
+{{- else if and (kindIs "float64" $value) (eq $value (float64 (int64 $value))) }}
+{{- /* A whole number YAML gave as a number (cache-max-bytes:
+     6442450944): its digits, where toString writes 6.442450944e+09. */}}
+{{- $_ := set $s ($flag | replace "-" "_") (toString (int64 $value)) }}
 {{- else if and (not (kindIs "invalid" $value)) (ne (toString $value) "") }}
 {{- $_ := set $s ($flag | replace "-" "_") (toString $value) }}
 {{- end }}
