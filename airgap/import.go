@@ -226,6 +226,9 @@ func importDir(ctx context.Context, engine Engine, b *bundle, report func(string
 				return err
 			}
 			if err := importVersion(ctx, engine, b, p, pdir, version, versions[version], sum); err != nil {
+				if err := ctx.Err(); err != nil {
+					return err // interrupted: nothing was refused
+				}
 				sum.Failed++
 				report(fmt.Sprintf("%s %s refused: %v", p, version, err))
 			}

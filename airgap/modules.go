@@ -227,6 +227,9 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 				return err
 			}
 			if err := importModulePackage(ctx, engine, b, m, mdir, version, sum); err != nil {
+				if err := ctx.Err(); err != nil {
+					return err // interrupted: nothing was refused
+				}
 				sum.Failed++
 				report(fmt.Sprintf("module %s %s refused: %v", m, version, err))
 			}
@@ -236,6 +239,9 @@ func importModules(ctx context.Context, engine Engine, b *bundle, scratch string
 				return err
 			}
 			if err := importLocalModule(ctx, engine, b, m, filepath.Join(mdir, version), version, scratch, sum); err != nil {
+				if err := ctx.Err(); err != nil {
+					return err // interrupted: nothing was refused
+				}
 				sum.Failed++
 				report(fmt.Sprintf("module %s %s refused: %v", m, version, err))
 			}

@@ -380,6 +380,9 @@ func importReleases(ctx context.Context, engine Engine, b *bundle, report func(s
 		default:
 			err = importRelease(ctx, cli, pol, b, mr, dir, report, sum)
 		}
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err() // interrupted: nothing was refused
+		}
 		if err != nil {
 			sum.Failed++
 			report(fmt.Sprintf("%s refused: %v", what, err))

@@ -99,6 +99,10 @@ func runImport(args []string, stdout, stderr io.Writer) int {
 	}
 	return runSealed("import", cfg, pol, stdout, stderr, viaServer, func(ctx context.Context, ops engineOps) (airGapResult, error) {
 		res, err := ops.Import(ctx, req)
+		if err != nil && ctx.Err() != nil {
+			// Not a fault of the bundle: the operator stopped it.
+			err = errors.New("import interrupted: what it imported is cached (through a running serve, its log line \"admin request failed\" says what); run tfmirror import again to import the rest")
+		}
 		summary := fmt.Sprintf("imported %d packages (%d bytes), %d already present, %d failed, %d files ignored",
 			res.Imported, res.Bytes, res.Present, res.Failed, res.Ignored)
 		if res.Modules+res.ModulesPresent > 0 {
