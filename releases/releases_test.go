@@ -506,3 +506,39 @@ func TestOriginURLWithCredentialsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestRotatedPlainSignatureFallsBackToKeyIDSignature: HashiCorp's plain
+// .sig made by a key not in force (a rotation: the new key before the
+// operator added it, or the old one after) does not refuse a release
+// whose signature named by the ID of a key in force (.KEYID.sig), which
+// HashiCorp publishes for just that, verifies: that one is kept and
+// served, under both names.
+func TestRotatedPlainSignatureFallsBackToKeyIDSignature(t *testing.T) {
+	o := startOrigin(t)
+	r := newRig(t, o, "", false)
+	sums := "terraform_1.6.0_SHA256SUMS"
+	o.SignPlainWithOtherKey(sums)
+	ctx := context.Background()
+	s, err := r.rel.Sums(ctx, releases.HashiCorp, "terraform", "1.6.0")
+	if err != nil {
+		t.Fatalf("a release whose %s.%s.sig verifies refused: %v", sums, o.HashiCorpKeyID, err)
+	}
+	if s.KeyID != o.HashiCorpKeyID {
+		t.Errorf("key ID %q, want %q", s.KeyID, o.HashiCorpKeyID)
+	}
+	for _, name := range []string{sums + ".sig", sums + "." + o.HashiCorpKeyID + ".sig"} {
+		sig, err := r.rel.Document(ctx, releases.HashiCorp, "terraform", "1.6.0", name)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if err := verify.CheckSignature(s.Document, sig, []string{o.HashiCorpKey}); err != nil {
+			t.Errorf("%s served does not verify with the key in force: %v", name, err)
+		}
+	}
+	if _, _, err := r.read(releases.HashiCorp, "terraform", "1.6.0", tfZip); err != nil {
+		t.Errorf("archive: %v", err)
+	}
+	if n := r.metrics.refusals("hashicorp/terraform/signature"); n != 0 {
+		t.Errorf("refusals counted %d, want 0", n)
+	}
+}

@@ -1,6 +1,7 @@
 package releases
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -233,8 +234,10 @@ func (r *Releases) loadSums(key string) (*Sums, error) {
 }
 
 // fetchSums fetches a version's SHA256SUMS and signature, verifies them
-// and stores them. A signature that does not verify is counted, logged
-// and refused; nothing is stored.
+// and stores them. HashiCorp's .sig made by no key in force is followed
+// by the signatures named by the keys' IDs (verifyByKeyIDSignature). A
+// signature that does not verify is counted, logged and refused; nothing
+// is stored.
 func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, version string) (*Sums, error) {
 	name := SumsName(pub, product, version)
 	doc, err := r.fetchDocument(ctx, r.fileURL(pub, product, version, name), maxSmallDocument)
@@ -246,7 +249,11 @@ func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, versio
 		return nil, err
 	}
 	s := &Sums{Publisher: pub, Product: product, Version: version, Document: doc, Signature: sig, Schema: sumsSchema}
-	if err := r.verifySums(s); err != nil {
+	err = r.verifySums(s)
+	if err != nil && pub == HashiCorp && signatureRefused(err) {
+		err = r.verifyByKeyIDSignature(ctx, s, name, err)
+	}
+	if err != nil {
 		var verr *verify.Error
 		reason := "signature"
 		if errors.As(err, &verr) {
@@ -281,6 +288,47 @@ func (r *Releases) fetchSignature(ctx context.Context, pub Publisher, product, v
 		}
 	}
 	return nil, err
+}
+
+// signatureRefused says whether err is verifySums' refusal of the
+// signature itself (no key in force made it), not of the document it
+// vouches for.
+func signatureRefused(err error) bool {
+	var verr *verify.Error
+	return errors.As(err, &verr) && verr.Reason == verify.ReasonSignature
+}
+
+// verifyByKeyIDSignature verifies s with HashiCorp's signature named by
+// the ID of each key in force (.72D7468F.sig), once its plain .sig did
+// not verify (refused, that refusal): across a key rotation HashiCorp's
+// .sig is made by one key and each key's own file by that key, so that
+// whoever trusts the other still verifies the release. The first that
+// verifies is kept in s; when none does, or none is published, the .sig's
+// refusal stands.
+func (r *Releases) verifyByKeyIDSignature(ctx context.Context, s *Sums, sumsName string, refused error) error {
+	for _, id := range r.keys[HashiCorp].ids {
+		sig, err := r.fetchDocument(ctx, r.fileURL(HashiCorp, s.Product, s.Version, sumsName+"."+id+".sig"), maxSmallDocument)
+		if ctx.Err() != nil {
+			return ctx.Err() // the caller gone: no refusal to count
+		}
+		if err != nil {
+			continue
+		}
+		if bytes.Equal(sig, s.Signature) {
+			continue // the .sig, refused already
+		}
+		c := *s
+		c.Signature = sig
+		if err := r.verifySums(&c); err != nil {
+			if !signatureRefused(err) {
+				return err
+			}
+			continue
+		}
+		*s = c
+		return nil
+	}
+	return refused
 }
 
 // namesVersion refuses a signed SHA256SUMS that names no file of s's

@@ -243,6 +243,27 @@ func TestTenvInstallsTerraformThroughTheMirror(t *testing.T) {
 	}
 }
 
+// TestTenvListsFromTheHTMLListing: with TFENV_REMOTE on the mirror and no
+// list mode set, tenv reads the HTML listing (its default for a remote
+// other than HashiCorp's), at TFENV_REMOTE/terraform without a final
+// slash, and installs the latest version it lists.
+func TestTenvListsFromTheHTMLListing(t *testing.T) {
+	tenv := tenvTool.Binary(t)
+	c := startCLIMirror(t)
+	home := t.TempDir()
+	var env []string
+	for _, e := range c.tenvTerraformEnv(home) {
+		if !strings.HasPrefix(e, "TFENV_LIST_MODE=") {
+			env = append(env, e)
+		}
+	}
+	if out := c.run(t, home, tenv, env, "tf", "list-remote"); !strings.Contains(out, "1.6.0") || !strings.Contains(out, "1.5.7") {
+		t.Fatalf("list-remote from the HTML listing:\n%s", out)
+	}
+	c.run(t, home, tenv, env, "tf", "install", "latest")
+	c.checkInstalled(t, filepath.Join(home, ".tenv", "Terraform", "1.6.0", "terraform"), "hashicorp", "terraform", "1.6.0", "Terraform v1.6.0")
+}
+
 // TestTenvRemoteFileThroughTheMirror: tenv's remote configuration file,
 // as the status page gives it to paste (releasesdoor.Snippets), points
 // tenv at the door for Terraform and OpenTofu with no other setting but

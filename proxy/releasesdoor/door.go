@@ -1,6 +1,6 @@
 // Package releasesdoor is the CLI releases front door, under /releases/:
 // HashiCorp's releases layout under /releases/hashicorp/ (PRODUCT/index.json,
-// PRODUCT/VERSION/index.json, the HTML listings of PRODUCT/ and
+// PRODUCT/VERSION/index.json, the HTML listings of PRODUCT/ (or PRODUCT) and
 // PRODUCT/VERSION/, the archives, SHA256SUMS and its signatures) and
 // OpenTofu's release files under /releases/opentofu/ (vVERSION/FILE, the
 // version list its installers read, api.json, and the latest release's

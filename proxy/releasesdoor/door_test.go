@@ -795,3 +795,25 @@ func TestClientGoneCountedAsSuch(t *testing.T) {
 		t.Errorf("logged at %v, want nothing above debug", l)
 	}
 }
+
+// TestTenvHTMLListingWithoutSlash: tenv's default list mode for a remote
+// other than HashiCorp's is the HTML listing, which it asks for at
+// url.JoinPath(TFENV_REMOTE, "terraform"), without a final slash (as
+// releases.hashicorp.com/terraform answers), ignoring the status, and
+// takes the versions from the links' href: the door answers that path
+// with the product's listing, not a 404 that lists nothing.
+func TestTenvHTMLListingWithoutSlash(t *testing.T) {
+	r := newRig(t, nil)
+	status, page, hdr := r.get(t, "/releases/hashicorp/terraform")
+	if status != 200 || !strings.HasPrefix(hdr.Get("Content-Type"), "text/html") {
+		t.Fatalf("listing without a slash: %d %s", status, page)
+	}
+	for _, want := range []string{`href="/releases/hashicorp/terraform/1.6.0/"`, `href="/releases/hashicorp/terraform/1.5.7/"`} {
+		if !strings.Contains(string(page), want) {
+			t.Errorf("listing lacks %s:\n%s", want, page)
+		}
+	}
+	if status, body, _ := r.get(t, "/releases/hashicorp/packer"); status != 404 {
+		t.Errorf("a product not served: %d %s", status, body)
+	}
+}

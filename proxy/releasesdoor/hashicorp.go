@@ -59,14 +59,17 @@ func (d *Door) hashicorp(w http.ResponseWriter, r *http.Request, parts []string)
 			links = append(links, link{Href: Prefix + "hashicorp/" + p + "/", Text: p})
 		}
 		d.writeListing(w, r, "HashiCorp releases", links, false)
-	case len(parts) == 2 && (parts[1] == "index.json" || parts[1] == ""):
+	case len(parts) == 1, len(parts) == 2 && (parts[1] == "index.json" || parts[1] == ""):
+		// PRODUCT/ and PRODUCT are the listing (tenv asks for the one
+		// without the slash, as the releases site answers it), and
+		// PRODUCT/index.json the product's document.
 		product := parts[0]
 		list, st, err := d.rel.Versions(ctx, pub, product)
 		if err != nil {
 			d.fail(w, r, err)
 			return
 		}
-		if parts[1] == "" {
+		if len(parts) == 1 || parts[1] == "" {
 			links := make([]link, 0, len(list.Versions))
 			for _, v := range list.Versions {
 				links = append(links, link{Href: Prefix + "hashicorp/" + product + "/" + v.Version + "/", Text: product + "_" + v.Version})

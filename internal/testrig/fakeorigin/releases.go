@@ -53,6 +53,9 @@ type Releases struct {
 	down     bool
 	tamper   map[string]bool // by archive file name
 	badSig   map[string]bool // by SHA256SUMS name: signed by another key
+	// rotated, by SHA256SUMS name: its .sig made by another key, its
+	// key-ID-named .KEYID.sig still by HashiCorp's (a key rotation).
+	rotated  map[string]bool
 	signedAt time.Time
 	// versionSignedAt overrides signedAt, by SHA256SUMS name.
 	versionSignedAt map[string]time.Time
@@ -261,6 +264,20 @@ func (r *Releases) SignWithOtherKey(sumsName string) {
 	r.mu.Unlock()
 }
 
+// SignPlainWithOtherKey makes the plain signature of the SHA256SUMS
+// sumsName (HashiCorp's .sig) come from a key nobody trusts, while the
+// one named by HashiCorp's key ID (.KEYID.sig) is still made by that
+// key: HashiCorp's layout during a key rotation, .sig made by the key
+// that is not (or no longer) the one a mirror trusts.
+func (r *Releases) SignPlainWithOtherKey(sumsName string) {
+	r.mu.Lock()
+	if r.rotated == nil {
+		r.rotated = map[string]bool{}
+	}
+	r.rotated[sumsName] = true
+	r.mu.Unlock()
+}
+
 // ReplaySums makes the stand-in answer the SHA256SUMS of version of
 // product (and its signatures) with those of another release it
 // publishes, fromProduct fromVersion: a document and a signature the
@@ -396,13 +413,13 @@ func (r *Releases) Sums(pub, product, version string) []byte {
 	return []byte(b.String())
 }
 
-func (r *Releases) signature(pub, sumsName string, doc []byte) []byte {
+func (r *Releases) signature(pub, sumsName, file string, doc []byte) []byte {
 	r.mu.Lock()
 	key := r.hc
 	if pub == "opentofu" {
 		key = r.tofu
 	}
-	if r.badSig[sumsName] {
+	if r.badSig[sumsName] || r.rotated[sumsName] && file == sumsName+".sig" {
 		key = r.other
 	}
 	at := r.signedAt
@@ -438,7 +455,7 @@ func (r *Releases) file(w http.ResponseWriter, req *http.Request, pub, product, 
 		return
 	case pub == "hashicorp" && (file == sums+".sig" || file == sums+"."+r.HashiCorpKeyID+".sig"),
 		pub == "opentofu" && file == sums+".gpgsig":
-		w.Write(r.signature(pub, signedName, doc)) //nolint:errcheck
+		w.Write(r.signature(pub, signedName, signedName+strings.TrimPrefix(file, sums), doc)) //nolint:errcheck
 		return
 	case pub == "opentofu" && (file == sums+".sig" || file == sums+".pem"):
 		fmt.Fprintf(w, "stand-in cosign file %s\n", file)
