@@ -39,6 +39,8 @@ func nonDefaultValues(t *testing.T) map[string]settingValue {
 		"tls-san": "tfmirror.tfmirror.svc,10.0.0.7", "trusted-proxies": "10.0.0.0/8,2001:db8::/32",
 		"releases-hashicorp-url": "https://releases.corp.example/hashicorp/", "releases-opentofu-url": "https://releases.corp.example/opentofu/",
 		"releases-opentofu-api-url": "https://releases.corp.example/opentofu-api/", "releases-hashicorp-products": "terraform,packer",
+		// At most settings.MaxSharedTimeout.
+		"shared-store-timeout": "1m37s",
 	}
 	out := map[string]settingValue{}
 	for _, s := range settings.Table {
