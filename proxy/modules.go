@@ -11,7 +11,9 @@ package proxy
 // both in the X-Terraform-Get header (which Terraform reads on 200 and
 // 204) and as the JSON body's "location" (which OpenTofu reads on 200; on
 // 204 it reads the header): "./package.tar.gz", relative to the answer's
-// own URL, with the origin location's //SUBDIR appended. It is answered
+// own URL, with the origin location's //SUBDIR appended; absolute (the
+// mirror's URL, mirrorURL) when the clients would not read that
+// //SUBDIR back as it is written (relativeLocationKeeps). It is answered
 // from the module's record without fetching the package, which the
 // engine fetches from its source host when the client asks for that
 // location.
@@ -20,6 +22,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/apparentlymart/go-versions/versions"
@@ -57,6 +60,9 @@ func ModulesPath(host string) string {
 type moduleRegistry struct {
 	*responder
 	engine ModuleEngine
+	// mirrorURL is the mirror's base URL for r, ending in "/", and
+	// whether it was read from r (statusPage.mirrorURLFrom).
+	mirrorURL func(r *http.Request) (u string, fromRequest bool)
 }
 
 // routes adds the module registry protocol's routes to r.
@@ -188,8 +194,36 @@ func (mr *moduleRegistry) handleDownload(w http.ResponseWriter, r *http.Request)
 	if a := mr.auth; a != nil {
 		loc += "?" + a.sign(moduleSigner(m), moduleFileName(version))
 	}
+	if !relativeLocationKeeps(loc) {
+		// Terraform and OpenTofu read a location starting "./" as a URL
+		// and resolve it (url.URL.String), escaping what a URL path
+		// cannot hold (a space, a letter outside ASCII), and then take
+		// its //SUBDIR as it is written: "modules/my%20app", a directory
+		// the package does not have. An absolute location is taken as it
+		// is.
+		base, fromRequest := mr.mirrorURL(r)
+		if fromRequest {
+			VaryByRequestURL(w)
+		}
+		p := strings.TrimPrefix(r.URL.EscapedPath(), "/")
+		loc = base + p[:strings.LastIndexByte(p, '/')+1] + strings.TrimPrefix(loc, "./")
+	}
 	w.Header().Set("X-Terraform-Get", loc)
 	writeDocument(w, r, newDocument(renderJSON(moduleLocation{Location: loc})), mr.cacheControl(false))
+}
+
+// relativeLocationKeeps reports whether the clients read the relative
+// location loc back as it is written once they resolve it against the
+// download answer's URL, as Terraform's and OpenTofu's registry clients
+// do (url.Parse, URL.ResolveReference, URL.String).
+func relativeLocationKeeps(loc string) bool {
+	const base = "https://mirror.invalid/v/download"
+	ref, err := url.Parse(loc)
+	if err != nil {
+		return false
+	}
+	b, _ := url.Parse(base)
+	return b.ResolveReference(ref).String() == "https://mirror.invalid/v/"+strings.TrimPrefix(loc, "./")
 }
 
 func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) {

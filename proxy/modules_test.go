@@ -412,3 +412,41 @@ func TestModuleVersionEverySpelling(t *testing.T) {
 		t.Errorf("malformed versions made %d origin requests", n)
 	}
 }
+
+// A //SUBDIR the clients would not read back from a relative location
+// (Terraform and OpenTofu resolve "./..." as a URL, which escapes a
+// space or a letter outside ASCII, and take the //SUBDIR as written) is
+// answered in an absolute location, the mirror's URL (the public one
+// when in force); one they read back stays relative.
+func TestModuleDownloadSubdirClientsReadBack(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	o := h.origin
+	o.AddModule("acme", "plain", "aws", "1.0.0", "git::https://git.example.test/mono.git//modules/vpc?ref=v1")
+	o.AddModule("acme", "space", "aws", "1.0.0", "git::https://git.example.test/mono.git//modules/my app?ref=v1")
+	o.AddModule("acme", "accent", "aws", "1.0.0", "git::https://git.example.test/mono.git//modules/módulo?ref=v1")
+
+	loc := func(module string) (string, http.Header) {
+		t.Helper()
+		r := h.get(modBase + module + "/1.0.0/download")
+		if r.status != http.StatusOK {
+			t.Fatalf("%s: download answer %d %s", module, r.status, r.body)
+		}
+		return r.header.Get("X-Terraform-Get"), r.header
+	}
+	if l, _ := loc("acme/plain/aws"); l != "./package.tar.gz//modules/vpc" {
+		t.Errorf("plain subdir: X-Terraform-Get %q", l)
+	}
+	for module, subdir := range map[string]string{"acme/space/aws": "modules/my app", "acme/accent/aws": "modules/módulo"} {
+		// The harness serves plain HTTP without --insecure-http: the
+		// mirror names itself https, as it does the host block's URL.
+		want := "https://" + strings.TrimPrefix(h.http.URL, "http://") + modBase + module + "/1.0.0/package.tar.gz//" + subdir
+		if l, hdr := loc(module); l != want || !strings.Contains(strings.Join(hdr.Values("Vary"), ","), "Host") {
+			t.Errorf("%s: X-Terraform-Get %q (Vary %q), want %q varying by Host", module, l, hdr.Values("Vary"), want)
+		}
+	}
+	h.server.SetPublicURL("https://tfmirror.example.test/")
+	if l, _ := loc("acme/space/aws"); l != "https://tfmirror.example.test"+modBase+"acme/space/aws/1.0.0/package.tar.gz//modules/my app" {
+		t.Errorf("with a public URL: X-Terraform-Get %q", l)
+	}
+}

@@ -182,7 +182,7 @@ func New(cfg Config, engine Engine) (*Server, error) {
 	providers := providerRoutes{responder: rs, engine: engine, docs: newRenderMemo()}
 	s.router = s.routes(
 		&providerRegistry{providerRoutes: providers},
-		&moduleRegistry{responder: rs, engine: engine},
+		&moduleRegistry{responder: rs, engine: engine, mirrorURL: s.status.mirrorURLFrom},
 		&networkMirror{providerRoutes: providers, hot: s.hot},
 	)
 	return s, nil

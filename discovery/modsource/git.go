@@ -32,7 +32,8 @@ import (
 	"github.com/tfmirror/tfmirror/v2/internal/redact"
 )
 
-var commitID = regexp.MustCompile(`^[0-9a-f]{40}$`)
+// commitID is a full commit id, in either case, as git checkout takes one.
+var commitID = regexp.MustCompile(`^[0-9a-fA-F]{40}$`)
 
 // fetchGit fetches the repository at repoURL shallowly at ref, writes its
 // tree (submodules included, up to Limits.MaxSubmoduleDepth deep) to tw
