@@ -5,12 +5,15 @@ package proxy
 //
 //	GET /registry/HOST/v1/modules/NS/NAME/SYSTEM/versions
 //	GET /registry/HOST/v1/modules/NS/NAME/SYSTEM/VERSION/download
+//	GET /registry/HOST/v1/modules/NS/NAME/SYSTEM/VERSION/package.zip
 //	GET /registry/HOST/v1/modules/NS/NAME/SYSTEM/VERSION/package.tar.gz
 //
 // The download answer is 200 with the package's location on this mirror
 // both in the X-Terraform-Get header (which Terraform reads on 200 and
 // 204) and as the JSON body's "location" (which OpenTofu reads on 200; on
-// 204 it reads the header): "./package.tar.gz", relative to the answer's
+// 204 it reads the header): "./package.zip" (the package with its links
+// resolved, handleZip; the tar.gz stays served for the answers of an
+// earlier release that clients hold), relative to the answer's
 // own URL, with the origin location's //SUBDIR appended; absolute (the
 // mirror's URL, mirrorURL) when the clients would not read that
 // //SUBDIR back as it is written (relativeLocationKeeps). It is answered
@@ -44,10 +47,16 @@ type ModuleEngine interface {
 	ModuleVersions(ctx context.Context, m addrs.Module) (*records.ModuleVersionList, modules.ListState, error)
 	ModuleLocation(ctx context.Context, m addrs.Module, version versions.Version) (*records.ModuleRecord, error)
 	OpenModule(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Package, error)
+	OpenModuleZip(ctx context.Context, m addrs.Module, version versions.Version) (*modules.Zip, error)
 }
 
-// modulePackageFile is the package's file name below its version.
-const modulePackageFile = "package.tar.gz"
+// modulePackageFile is the package's file name below its version, and
+// moduleZipFile its zip's (links resolved): the one the download answer
+// names.
+const (
+	modulePackageFile = "package.tar.gz"
+	moduleZipFile     = "package.zip"
+)
 
 // ModulesPath is the path, below the mirror's base URL, of the modules.v1
 // service for origin host (in its comparison form), with the trailing
@@ -73,6 +82,7 @@ func (mr *moduleRegistry) routes(r *mux.Router) {
 	mod.HandleFunc("/{namespace}/{name}/{system}/versions", mr.handleVersions)
 	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/download", mr.handleDownload)
 	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+modulePackageFile, mr.handlePackage)
+	mod.HandleFunc("/{namespace}/{name}/{system}/{version}/"+moduleZipFile, mr.handleZip)
 	mod.NotFoundHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mr.fail(w, r, &httperr.RequestError{Status: http.StatusNotFound,
 			Msg: "not a module registry path (want NAMESPACE/NAME/SYSTEM/versions or NAMESPACE/NAME/SYSTEM/VERSION/download)"})
@@ -187,12 +197,12 @@ func (mr *moduleRegistry) handleDownload(w http.ResponseWriter, r *http.Request)
 		mr.fail(w, r, err)
 		return
 	}
-	loc := "./" + modulePackageFile
+	loc := "./" + moduleZipFile
 	if rec.Subdir != "" {
 		loc += "//" + rec.Subdir
 	}
 	if a := mr.auth; a != nil {
-		loc += "?" + a.sign(moduleSigner(m), moduleFileName(version))
+		loc += "?" + a.sign(moduleSigner(m), moduleFileName(version, moduleZipFile))
 	}
 	if !relativeLocationKeeps(loc) {
 		// Terraform and OpenTofu read a location starting "./" as a URL
@@ -246,6 +256,33 @@ func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) 
 	ServeCached(w, r, pkg.ModTime, pkg.Content())
 }
 
+// handleZip serves the package as a zip with its links resolved, each a
+// copy of what it names (modsource.WriteZip, the OCI door's layer): the
+// file the download answer names. Terraform's and OpenTofu's module
+// installers (go-getter) write a link entry of a tar as an empty file, so
+// a package whose files include links (a module sharing a file of its
+// repository by a link) would install with those files empty from the
+// tar.gz, where a direct install from its source has them.
+func (mr *moduleRegistry) handleZip(w http.ResponseWriter, r *http.Request) {
+	m, version, err := mr.moduleVersion(r)
+	if err != nil {
+		mr.fail(w, r, err)
+		return
+	}
+	z, err := mr.engine.OpenModuleZip(r.Context(), m, version)
+	if err != nil {
+		mr.fail(w, r, err)
+		return
+	}
+	defer z.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/zip")
+	h.Set("ETag", `"`+z.Record.SHA256+`"`)
+	h["Cache-Control"] = mr.cacheControl(false)
+	h.Set("X-Tfmirror-Cache", z.Source.String())
+	ServeCached(w, r, z.ModTime, z.Content())
+}
+
 // moduleSigner and moduleFileName name a package for URL signing: the
 // module as a provider whose type is NAME/SYSTEM, which no provider
 // address can be.
@@ -253,8 +290,8 @@ func moduleSigner(m addrs.Module) addrs.Provider {
 	return addrs.Provider{Hostname: m.Hostname, Namespace: m.Namespace, Type: m.Name + "/" + m.System}
 }
 
-func moduleFileName(version versions.Version) string {
-	return "module/" + version.String() + "/" + modulePackageFile
+func moduleFileName(version versions.Version, file string) string {
+	return "module/" + version.String() + "/" + file
 }
 
 // guard says how the module registry routes are guarded: the versions and download
@@ -263,14 +300,15 @@ func moduleFileName(version versions.Version) string {
 func (mr *moduleRegistry) guard() routeAuth {
 	return routeAuth{
 		signed: func(r *http.Request) (addrs.Provider, string, bool, error) {
-			if !strings.HasSuffix(r.URL.Path, "/"+modulePackageFile) {
+			file := r.URL.Path[strings.LastIndexByte(r.URL.Path, '/')+1:]
+			if file != modulePackageFile && file != moduleZipFile {
 				return addrs.Provider{}, "", false, nil
 			}
 			m, version, err := mr.moduleVersion(r)
 			if err != nil {
 				return addrs.Provider{}, "", false, err
 			}
-			return moduleSigner(m), moduleFileName(version), true, nil
+			return moduleSigner(m), moduleFileName(version, file), true, nil
 		},
 		badSignature: fmt.Errorf("%w: ask for the download answer again", httperr.ErrBadSignature),
 		unauthorized: registryUnauthorized,
@@ -285,7 +323,7 @@ func moduleRoute(parts []string) string {
 		return "module_versions"
 	case len(parts) == 5 && parts[4] == "download":
 		return "module_download"
-	case len(parts) == 5 && parts[4] == modulePackageFile:
+	case len(parts) == 5 && (parts[4] == modulePackageFile || parts[4] == moduleZipFile):
 		return "module_package"
 	}
 	return "other"

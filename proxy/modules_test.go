@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"archive/tar"
+	"archive/zip"
 	"bytes"
 	"compress/gzip"
 	"crypto/sha256"
@@ -38,6 +39,9 @@ func needGit(t *testing.T) {
 // tarFiles returns the regular files of a tar.gz.
 func tarFiles(t *testing.T, data []byte) map[string]string {
 	t.Helper()
+	if bytes.HasPrefix(data, []byte("PK")) {
+		return zipFiles(t, data)
+	}
 	gz, err := gzip.NewReader(bytes.NewReader(data))
 	if err != nil {
 		t.Fatalf("package is not gzip: %v", err)
@@ -57,6 +61,30 @@ func tarFiles(t *testing.T, data []byte) map[string]string {
 			out[h.Name] = string(b)
 		}
 	}
+}
+
+// zipFiles is tarFiles for the package's zip (the file the download
+// answer names): its files by name, directories left out.
+func zipFiles(t *testing.T, data []byte) map[string]string {
+	t.Helper()
+	zr, err := zip.NewReader(bytes.NewReader(data), int64(len(data)))
+	if err != nil {
+		t.Fatalf("package is not a zip: %v", err)
+	}
+	out := map[string]string{}
+	for _, f := range zr.File {
+		if strings.HasSuffix(f.Name, "/") {
+			continue
+		}
+		rc, err := f.Open()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(rc)
+		rc.Close()
+		out[f.Name] = string(b)
+	}
+	return out
 }
 
 // download asks for the download answer of a module version and returns
@@ -133,7 +161,7 @@ func TestModulePullThrough(t *testing.T) {
 	if files["modules/shared/main.tf"] != "# shared\n" || !strings.Contains(files["modules/vpc/main.tf"], "../shared") {
 		t.Errorf("package files: %v", files)
 	}
-	if ct := bodies[0].header.Get("Content-Type"); ct != "application/gzip" {
+	if ct := bodies[0].header.Get("Content-Type"); ct != "application/zip" {
 		t.Errorf("Content-Type %q", ct)
 	}
 
@@ -253,6 +281,7 @@ func TestModuleRoutes(t *testing.T) {
 		modBase + "acme/vpc/aws/versions":             "module_versions",
 		modBase + "acme/vpc/aws/1.0.0/download":       "module_download",
 		modBase + "acme/vpc/aws/1.0.0/package.tar.gz": "module_package",
+		modBase + "acme/vpc/aws/1.0.0/package.zip":    "module_package",
 		modBase + "acme/vpc/aws/1.0.0/other":          "other",
 		modBase + "acme/vpc/versions":                 "other",
 	} {
@@ -286,7 +315,7 @@ func TestModulesClientAuth(t *testing.T) {
 	r := h.get(modBase+"acme/vpc/aws/1.0.0/download", "Authorization", bearer)
 	loc := r.header.Get("X-Terraform-Get")
 	rel, query, ok := strings.Cut(strings.TrimPrefix(loc, "./"), "?")
-	if !ok || rel != "package.tar.gz" {
+	if !ok || rel != "package.zip" {
 		t.Fatalf("location %q has no signature", loc)
 	}
 	pkg := modBase + "acme/vpc/aws/1.0.0/" + rel
@@ -434,19 +463,19 @@ func TestModuleDownloadSubdirClientsReadBack(t *testing.T) {
 		}
 		return r.header.Get("X-Terraform-Get"), r.header
 	}
-	if l, _ := loc("acme/plain/aws"); l != "./package.tar.gz//modules/vpc" {
+	if l, _ := loc("acme/plain/aws"); l != "./package.zip//modules/vpc" {
 		t.Errorf("plain subdir: X-Terraform-Get %q", l)
 	}
 	for module, subdir := range map[string]string{"acme/space/aws": "modules/my app", "acme/accent/aws": "modules/módulo"} {
 		// The harness serves plain HTTP without --insecure-http: the
 		// mirror names itself https, as it does the host block's URL.
-		want := "https://" + strings.TrimPrefix(h.http.URL, "http://") + modBase + module + "/1.0.0/package.tar.gz//" + subdir
+		want := "https://" + strings.TrimPrefix(h.http.URL, "http://") + modBase + module + "/1.0.0/package.zip//" + subdir
 		if l, hdr := loc(module); l != want || !strings.Contains(strings.Join(hdr.Values("Vary"), ","), "Host") {
 			t.Errorf("%s: X-Terraform-Get %q (Vary %q), want %q varying by Host", module, l, hdr.Values("Vary"), want)
 		}
 	}
 	h.server.SetPublicURL("https://tfmirror.example.test/")
-	if l, _ := loc("acme/space/aws"); l != "https://tfmirror.example.test"+modBase+"acme/space/aws/1.0.0/package.tar.gz//modules/my app" {
+	if l, _ := loc("acme/space/aws"); l != "https://tfmirror.example.test"+modBase+"acme/space/aws/1.0.0/package.zip//modules/my app" {
 		t.Errorf("with a public URL: X-Terraform-Get %q", l)
 	}
 }

@@ -135,7 +135,10 @@ func moduleTree(t *testing.T, dir string) map[string]string {
 		if err != nil {
 			return err
 		}
-		info, _ := d.Info()
+		info, err := os.Stat(p) // a link's target's mode, as its copy has
+		if err != nil {
+			return err
+		}
 		out[filepath.ToSlash(rel)] = fmt.Sprintf("%s %s", info.Mode().Perm()&0o100, b)
 		return nil
 	})
@@ -280,7 +283,7 @@ func TestModulePackageConcurrentColdRequests(t *testing.T) {
 	}
 	resp.Body.Close()
 	loc := resp.Header.Get("X-Terraform-Get")
-	if resp.StatusCode != http.StatusOK || loc != "./package.tar.gz" {
+	if resp.StatusCode != http.StatusOK || loc != "./package.zip" {
 		t.Fatalf("download answer: %d, X-Terraform-Get %q", resp.StatusCode, loc)
 	}
 	e.origin.ResetHits()
@@ -288,7 +291,7 @@ func TestModulePackageConcurrentColdRequests(t *testing.T) {
 	bodies := make([][]byte, 20)
 	for i := range bodies {
 		wg.Go(func() {
-			resp, err := c.Get(base + "package.tar.gz")
+			resp, err := c.Get(base + "package.zip")
 			if err != nil {
 				t.Error(err)
 				return
