@@ -479,3 +479,42 @@ func TestModuleDownloadSubdirClientsReadBack(t *testing.T) {
 		t.Errorf("with a public URL: X-Terraform-Get %q", l)
 	}
 }
+
+// A package the zip cannot hold (a link to a directory that holds it,
+// modsource.ErrLinkLoop) is a fault of the module's source, as a package
+// over the limits is: its zip, the file the download answer names, is
+// answered 502 naming the link, not a 500 "internal error" that tells
+// the user nothing and the operator that the mirror failed. Its tar.gz
+// is still served.
+func TestModuleZipLinkLoopNamed(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, harnessOptions{})
+	o := h.origin
+	var tgz bytes.Buffer
+	gz := gzip.NewWriter(&tgz)
+	tw := tar.NewWriter(gz)
+	for _, hdr := range []*tar.Header{
+		{Name: "main.tf", Typeflag: tar.TypeReg, Mode: 0o644, Size: 2},
+		{Name: "sub/", Typeflag: tar.TypeDir, Mode: 0o755},
+		{Name: "sub/up", Typeflag: tar.TypeSymlink, Linkname: ".."},
+	} {
+		if err := tw.WriteHeader(hdr); err != nil {
+			t.Fatal(err)
+		}
+		if hdr.Size > 0 {
+			tw.Write([]byte("#\n"))
+		}
+	}
+	tw.Close()
+	gz.Close()
+	o.AddTarball("loop.tar.gz", tgz.Bytes())
+	o.AddModule("acme", "loop", "aws", "1.0.0", o.TarballURL("loop.tar.gz"))
+
+	pkg, _ := download(t, h, "acme/loop/aws", "1.0.0")
+	if r := h.get(pkg); r.status != http.StatusBadGateway || !strings.Contains(string(r.body), "sub/up") {
+		t.Errorf("zip of a package with a link loop: %d %s, want 502 naming the link", r.status, r.body)
+	}
+	if r := h.get(modBase + "acme/loop/aws/1.0.0/package.tar.gz"); r.status != http.StatusOK {
+		t.Errorf("its tar.gz: %d %s", r.status, r.body)
+	}
+}

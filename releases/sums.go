@@ -251,7 +251,12 @@ func (r *Releases) fetchSums(ctx context.Context, pub Publisher, product, versio
 	s := &Sums{Publisher: pub, Product: product, Version: version, Document: doc, Signature: sig, Schema: sumsSchema}
 	err = r.verifySums(s)
 	if err != nil && pub == HashiCorp && signatureRefused(err) {
-		err = r.verifyByKeyIDSignature(ctx, s, name, err)
+		if err = r.verifyByKeyIDSignature(ctx, s, name, err); err != nil && ctx.Err() != nil {
+			// A signature named by a key's ID not fetched in time (or
+			// the mirror shutting down): none in force was read, so
+			// nothing was refused.
+			return nil, err
+		}
 	}
 	if err != nil {
 		var verr *verify.Error
@@ -304,14 +309,15 @@ func signatureRefused(err error) bool {
 // .sig is made by one key and each key's own file by that key, so that
 // whoever trusts the other still verifies the release. The first that
 // verifies is kept in s; when none does, or none is published, the .sig's
-// refusal stands.
+// refusal stands. One not fetched once ctx is done (out of time, or the
+// mirror shutting down) ends it with the fetch's error: not a refusal.
 func (r *Releases) verifyByKeyIDSignature(ctx context.Context, s *Sums, sumsName string, refused error) error {
 	for _, id := range r.keys[HashiCorp].ids {
 		sig, err := r.fetchDocument(ctx, r.fileURL(HashiCorp, s.Product, s.Version, sumsName+"."+id+".sig"), maxSmallDocument)
-		if ctx.Err() != nil {
-			return ctx.Err() // the caller gone: no refusal to count
-		}
 		if err != nil {
+			if ctx.Err() != nil {
+				return err // out of time: no refusal to count (fetchSums)
+			}
 			continue
 		}
 		if bytes.Equal(sig, s.Signature) {

@@ -47,7 +47,8 @@ const (
 	// the operator's to fix (a CA to add).
 	UntrustedCertificate
 	// ModuleSource: a module's source is not one the mirror fetches, its
-	// host refused the package, or the package is over a limit.
+	// host refused the package, or the package is over a limit or one
+	// its zip cannot hold (modsource.ErrLinkLoop).
 	ModuleSource
 )
 
@@ -129,7 +130,7 @@ func FromOrigin(err error) error {
 	case errors.Is(err, discovery.ErrUntrustedCertificate):
 		e.Kind = UntrustedCertificate
 	case errors.Is(err, modsource.ErrUnsupported), errors.As(err, new(*modsource.LimitError)),
-		errors.Is(err, modsource.ErrSource):
+		errors.Is(err, modsource.ErrSource), errors.Is(err, modsource.ErrLinkLoop):
 		e.Kind = ModuleSource
 	case isOrigin:
 		e.Kind = OriginFailed

@@ -84,6 +84,7 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 			// refused, and kept, when the package cannot be had.
 			s.mods.log.Info("module zip's package is not cached; making the zip again of the package served", "module", m.String(), "version", version, "package", rec.Package)
 		} else if z := s.openZipBlob(rec, records.Hit); z != nil {
+			s.usePackage(rec)
 			s.mods.life.Notifier().Used(records.ModuleRecordKey(m, version))
 			s.mods.metrics.CacheLookup("module_zip", true)
 			return z, nil
@@ -104,9 +105,24 @@ func (s *Zips) OpenModuleZip(ctx context.Context, m addrs.Module, version versio
 		return nil, err
 	}
 	if z := s.openZipBlob(made, src); z != nil {
+		s.usePackage(made)
 		return z, nil
 	}
 	return nil, fmt.Errorf("the zip of module %s %s was made but could not be stored in the cache", m, version)
+}
+
+// usePackage marks the package the zip rec was made of used now, once
+// the zip is opened: a zip is served only with its package held
+// (packageHeld), and reading the zip does not read the package, so that
+// the cache's size limit, which evicts the blob least recently used,
+// would otherwise take the package of a zip clients keep downloading
+// before the zip itself, and the next download would fetch the package
+// from its source again (and fail while the source is down). The zip,
+// which is made again of the package held, goes first.
+func (s *Zips) usePackage(rec records.ModuleZipRecord) {
+	if b, err := s.mods.store.OpenBlob(rec.Package); err == nil {
+		b.Close()
+	}
 }
 
 // zipRecord reads the record of the zip of version of m into rec: the
