@@ -23,19 +23,7 @@ import (
 // until someone restarted it.
 func TestGeneratedCertificateRenewedWhileServing(t *testing.T) {
 	data := t.TempDir()
-	eff, err := parseServeConfig([]string{"--data-dir", data, "--tls-san", "tfmirror.tfmirror.svc"},
-		func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var clock atomic.Pointer[time.Time]
-	start := time.Now()
-	clock.Store(&start)
-	m := &server{cfg: eff.Config, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		now: func() time.Time { return *clock.Load() }}
-	if err := m.setupTLS(); err != nil {
-		t.Fatal(err)
-	}
+	m, clock := clockedTLS(t, "--data-dir", data, "--tls-san", "tfmirror.tfmirror.svc")
 	caBefore, err := os.ReadFile(filepath.Join(data, "tls", certs.CAFile))
 	if err != nil {
 		t.Fatal(err)
@@ -88,19 +76,7 @@ func TestGeneratedCertificateRenewedWhileServing(t *testing.T) {
 // one of mirror-b, which every client of mirror-a refuses.
 func TestPublicURLReissueServesWhatItVouchesFor(t *testing.T) {
 	data := t.TempDir()
-	eff, err := parseServeConfig([]string{"--data-dir", data, "--public-url", "https://mirror-a.example.test/"},
-		func(string) (string, bool) { return "", false }, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var clock atomic.Pointer[time.Time]
-	start := time.Now()
-	clock.Store(&start)
-	m := &server{cfg: eff.Config, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
-		now: func() time.Time { return *clock.Load() }}
-	if err := m.setupTLS(); err != nil {
-		t.Fatal(err)
-	}
+	m, clock := clockedTLS(t, "--data-dir", data, "--public-url", "https://mirror-a.example.test/")
 	handshake := func() *x509.Certificate {
 		t.Helper()
 		c, err := m.tls.GetCertificate(&tls.ClientHelloInfo{ServerName: "mirror-a.example.test"})
@@ -133,4 +109,24 @@ func TestPublicURLReissueServesWhatItVouchesFor(t *testing.T) {
 	if err := handshake().VerifyHostname("mirror-a.example.test"); err != nil {
 		t.Errorf("after the reload back to mirror-a, the certificate served: %v", err)
 	}
+}
+
+// clockedTLS is the TLS of a server made of args (the generated
+// certificate issued in its data directory), on a clock the test moves:
+// set the time the returned pointer holds.
+func clockedTLS(t *testing.T, args ...string) (*server, *atomic.Pointer[time.Time]) {
+	t.Helper()
+	eff, err := parseServeConfig(args, func(string) (string, bool) { return "", false }, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clock := new(atomic.Pointer[time.Time])
+	start := time.Now()
+	clock.Store(&start)
+	m := &server{cfg: eff.Config, log: slog.New(slog.NewTextHandler(io.Discard, nil)),
+		now: func() time.Time { return *clock.Load() }}
+	if err := m.setupTLS(); err != nil {
+		t.Fatal(err)
+	}
+	return m, clock
 }

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // TestPublicURLReloadCertificateFailure: a reload that would put in
@@ -34,24 +29,12 @@ func TestPublicURLReloadCertificateFailure(t *testing.T) {
 	write("https://mirror-a.example.test/")
 	data := filepath.Join(dir, "data")
 	args := []string{"--config", conf, "--data-dir", data}
-	noEnv := func(string) (string, bool) { return "", false }
-	e, err := parseServeConfig(args, noEnv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.shutdown(context.Background()) })
-	if err := m.useConfig(e, func() (*settings.Effective, error) { return parseServeConfig(args, noEnv, io.Discard) }, new(slog.LevelVar)); err != nil {
-		t.Fatal(err)
-	}
+	m, _ := reloadingServer(t, args)
 	if err := os.WriteFile(filepath.Join(data, "tls", "ca-key.pem"), []byte("damaged\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	write("https://mirror-b.example.test/")
-	_, err = m.reload()
+	_, err := m.reload()
 	if err == nil || !strings.Contains(err.Error(), "mirror-b.example.test") {
 		t.Errorf("reload: %v, want it to fail naming the public URL's host whose certificate could not be issued", err)
 	}

@@ -27,20 +27,7 @@ func TestReloadRefusesAFileARestartWouldRefuse(t *testing.T) {
 	}
 	write("log_level = \"info\"\n")
 	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data")}
-	noEnv := func(string) (string, bool) { return "", false }
-	e, err := parseServeConfig(args, noEnv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.shutdown(context.Background()) })
-	level := new(slog.LevelVar)
-	if err := m.useConfig(e, reloadServeConfig(args, noEnv), level); err != nil {
-		t.Fatal(err)
-	}
+	m, level := reloadingServer(t, args)
 
 	ca := filepath.Join(dir, "corp-ca.pem")
 	write("log_level = \"debug\"\norigin_ca_file = [\"" + ca + "\"]\n")
@@ -76,4 +63,27 @@ func TestReloadRefusesAFileARestartWouldRefuse(t *testing.T) {
 	if !restart {
 		t.Errorf("reload %+v: want origin-ca-file kept for a restart", got.Settings)
 	}
+}
+
+// reloadingServer makes a server of args as serve does, with the
+// configuration they give in force and a reload reading it again as
+// serve's does (reloadServeConfig), shut down when the test ends. It
+// returns the server and its log level, which a reload sets.
+func reloadingServer(t *testing.T, args []string) (*server, *slog.LevelVar) {
+	t.Helper()
+	noEnv := func(string) (string, bool) { return "", false }
+	e, err := parseServeConfig(args, noEnv, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.shutdown(context.Background()) })
+	level := new(slog.LevelVar)
+	if err := m.useConfig(e, reloadServeConfig(args, noEnv), level); err != nil {
+		t.Fatal(err)
+	}
+	return m, level
 }

@@ -1,16 +1,11 @@
 package main
 
 import (
-	"context"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // TestReloadOutcomeShown: what the last reload (tfmirror reload, SIGHUP)
@@ -34,20 +29,7 @@ func TestReloadOutcomeShown(t *testing.T) {
 	write(conf, "log_level = \"info\"\n")
 	write(tokens, token+"\n")
 	args := []string{"--config", conf, "--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--auth-tokens-file", tokens}
-	noEnv := func(string) (string, bool) { return "", false }
-	e, err := parseServeConfig(args, noEnv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.shutdown(context.Background()) })
-	level := new(slog.LevelVar)
-	if err := m.useConfig(e, func() (*settings.Effective, error) { return parseServeConfig(args, noEnv, io.Discard) }, level); err != nil {
-		t.Fatal(err)
-	}
+	m, _ := reloadingServer(t, args)
 	metric := func(name string, labels ...string) float64 {
 		t.Helper()
 		mfs, err := m.registry.Gather()

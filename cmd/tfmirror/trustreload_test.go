@@ -1,16 +1,11 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-
-	"github.com/tfmirror/tfmirror/v2/cmd/tfmirror/internal/settings"
 )
 
 // TestTrustedKeysReloaded: a reload (tfmirror reload, SIGHUP) reads the
@@ -30,19 +25,7 @@ func TestTrustedKeysReloaded(t *testing.T) {
 	}
 	write(armoredPublic(t, old))
 	args := []string{"--data-dir", filepath.Join(dir, "data"), "--insecure-http", "--trusted-export-keys", keys}
-	noEnv := func(string) (string, bool) { return "", false }
-	e, err := parseServeConfig(args, noEnv, io.Discard)
-	if err != nil {
-		t.Fatal(err)
-	}
-	m, err := newServer(e.Config, slog.New(slog.DiscardHandler), overrides{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { m.shutdown(context.Background()) })
-	if err := m.useConfig(e, func() (*settings.Effective, error) { return parseServeConfig(args, noEnv, io.Discard) }, new(slog.LevelVar)); err != nil {
-		t.Fatal(err)
-	}
+	m, _ := reloadingServer(t, args)
 	trusted := func() []string {
 		var out []string
 		for _, k := range m.trustNow().ExportKeys {
