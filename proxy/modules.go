@@ -24,9 +24,11 @@ package proxy
 import (
 	"context"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/apparentlymart/go-versions/versions"
 	"github.com/gorilla/mux"
@@ -248,12 +250,7 @@ func (mr *moduleRegistry) handlePackage(w http.ResponseWriter, r *http.Request) 
 		return
 	}
 	defer pkg.Close()
-	h := w.Header()
-	h.Set("Content-Type", "application/gzip")
-	h.Set("ETag", `"`+pkg.SHA256+`"`)
-	h["Cache-Control"] = mr.cacheControl(false)
-	h.Set("X-Tfmirror-Cache", pkg.Source.String())
-	ServeCached(w, r, pkg.ModTime, pkg.Content())
+	mr.serveFile(w, r, "application/gzip", pkg.SHA256, pkg.Source, pkg.ModTime, pkg.Content())
 }
 
 // handleZip serves the package as a zip with its links resolved, each a
@@ -275,12 +272,19 @@ func (mr *moduleRegistry) handleZip(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer z.Close()
+	mr.serveFile(w, r, "application/zip", z.Record.SHA256, z.Source, z.ModTime, z.Content())
+}
+
+// serveFile sends a module version's file from the cache (its package or
+// its zip, of sha256 sha, found as src says), with Range and conditional
+// requests.
+func (mr *moduleRegistry) serveFile(w http.ResponseWriter, r *http.Request, contentType, sha string, src records.Source, modTime time.Time, content io.ReadSeeker) {
 	h := w.Header()
-	h.Set("Content-Type", "application/zip")
-	h.Set("ETag", `"`+z.Record.SHA256+`"`)
+	h.Set("Content-Type", contentType)
+	h.Set("ETag", `"`+sha+`"`)
 	h["Cache-Control"] = mr.cacheControl(false)
-	h.Set("X-Tfmirror-Cache", z.Source.String())
-	ServeCached(w, r, z.ModTime, z.Content())
+	h.Set("X-Tfmirror-Cache", src.String())
+	ServeCached(w, r, modTime, content)
 }
 
 // moduleSigner and moduleFileName name a package for URL signing: the
