@@ -307,7 +307,7 @@ func logTrustedProxies(log *slog.Logger, cfg settings.Config, trusted []netip.Pr
 func (m *server) setupTLS() error {
 	if m.cfg.TLSCert == "" {
 		hosts := certHosts(m.cfg)
-		files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, m.clock())
+		files, err := m.ensureCert(hosts, m.clock())
 		if err != nil {
 			return err
 		}
@@ -390,7 +390,7 @@ func (m *server) renewIfDue() {
 		return // renewed since
 	}
 	hosts, now := *m.certNames.Load(), m.clock()
-	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, now)
+	files, err := m.ensureCert(hosts, now)
 	if err == nil {
 		err = m.useGenerated(files, hosts)
 	}
@@ -401,6 +401,13 @@ func (m *server) renewIfDue() {
 		return
 	}
 	m.log.Info("renewed the server certificate from the generated local CA", "names", hosts, "expires", m.cert.Load().Leaf.NotAfter)
+}
+
+// ensureCert has the generated CA of the data directory's tls/ issue a
+// server certificate for hosts when the one there does not name them or
+// is due for renewal at now (certs.Ensure).
+func (m *server) ensureCert(hosts []string, now time.Time) (certs.Files, error) {
+	return certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, now)
 }
 
 // clock is the time of the generated certificate (server.now).
@@ -437,7 +444,7 @@ func (m *server) reissueCert(cfg settings.Config) (use func(), err error) {
 	m.certMu.Lock()
 	defer m.certMu.Unlock()
 	hosts := certHosts(cfg)
-	files, err := certs.Ensure(filepath.Join(m.cfg.DataDir, "tls"), hosts, m.clock())
+	files, err := m.ensureCert(hosts, m.clock())
 	if err != nil {
 		return nil, fmt.Errorf("issuing the server certificate for %s from the generated local CA: %w", host, err)
 	}
