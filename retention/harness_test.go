@@ -372,3 +372,27 @@ func readModule(t *testing.T, h *harness, version string) (*modules.Package, []b
 	b, err := io.ReadAll(pkg.Content())
 	return pkg, b, err
 }
+
+// replicaWithTwoVersionsShared is a replica sharing a bucket on a
+// versitygw of its own, with KeepVersions 1 and no pass of its own
+// (Interval -1), that has read versions 1.0.0 and 2.0.0 of a provider of
+// one platform and written both archives to the bucket.
+func replicaWithTwoVersionsShared(t *testing.T) (*harness, *sharedstore.Store, *s3test.Server) {
+	t.Helper()
+	srv := s3test.Start(t)
+	srv.SetEnv(t)
+	srv.CreateBucket(bucket)
+	sa := newSharedStore(t, srv, "a")
+	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: Config{KeepVersions: 1, Interval: -1}})
+	a.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
+	a.readAll("1.0.0", "2.0.0")
+	a.waitIdle()
+	deadline := time.Now().Add(30 * time.Second)
+	for n := len(bucketArchives(t, sa)); n != 2; n = len(bucketArchives(t, sa)) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the bucket holds %d archives, want 2", n)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return a, sa, srv
+}

@@ -7,8 +7,6 @@ import (
 	"reflect"
 	"testing"
 	"time"
-
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 )
 
 // junkShared is the bucket with n more records under each prefix the
@@ -45,29 +43,7 @@ func (j *junkShared) ListArchives(ctx context.Context, fn func(sha string, size 
 // to S3's 1024 bytes each) costs the pass time, bounded by its timeout,
 // not memory; the pass removes what the rules say, as without the junk.
 func TestRetentionSharedPassBounded(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.SetEnv(t)
-	srv.CreateBucket(bucket)
-	ret := Config{KeepVersions: 1, Interval: -1}
-	sa := newSharedStore(t, srv, "a")
-	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: ret})
-	a.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
-	a.readAll("1.0.0", "2.0.0")
-	a.waitIdle()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		n := 0
-		if err := sa.ListArchives(t.Context(), func(string, int64, time.Time) error { n++; return nil }); err != nil {
-			t.Fatal(err)
-		}
-		if n == 2 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the bucket holds %d archives, want 2", n)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	a, _, _ := replicaWithTwoVersionsShared(t)
 	junk := &junkShared{Shared: a.ret.shared, n: 20000}
 	a.ret.shared = junk
 	done, err := a.ret.pruneShared(t.Context())

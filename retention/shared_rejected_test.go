@@ -4,9 +4,7 @@ import (
 	"bytes"
 	"context"
 	"testing"
-	"time"
 
-	"github.com/tfmirror/tfmirror/v2/internal/testrig/s3test"
 	"github.com/tfmirror/tfmirror/v2/mirror/records"
 	"github.com/tfmirror/tfmirror/v2/sharedstore"
 )
@@ -20,22 +18,7 @@ import (
 // rejection alert fire every hour for as long as the bucket kept it, long
 // after the bucket was re-derived for what is used.
 func TestRetentionSharedPassCountsNoRejection(t *testing.T) {
-	srv := s3test.Start(t)
-	srv.SetEnv(t)
-	srv.CreateBucket(bucket)
-	ret := Config{KeepVersions: 1, Interval: -1}
-	sa := newSharedStore(t, srv, "a")
-	a := newHarness(t, harnessOptions{shared: sharedTier{sa}, ret: ret})
-	a.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
-	a.readAll("1.0.0", "2.0.0")
-	a.waitIdle()
-	deadline := time.Now().Add(30 * time.Second)
-	for len(bucketArchives(t, sa)) < 2 {
-		if time.Now().After(deadline) {
-			t.Fatal("the archives did not reach the bucket")
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	a, sa, srv := replicaWithTwoVersionsShared(t)
 	// A record the replicas' key did not sign: a key since dropped's.
 	keys, err := sharedstore.NewKeys(bytes.Repeat([]byte("o"), sharedstore.MinKeyBytes), nil)
 	if err != nil {
