@@ -209,17 +209,9 @@ func TestGuardWithProxy(t *testing.T) {
 // (inet_aton's short, decimal, octal and hexadecimal forms, a trailing
 // dot) are refused too, not passed on as names that did not resolve here.
 func TestGuardWithProxyRefusesNumericHosts(t *testing.T) {
-	rec := &connectRecorder{}
-	proxySrv := httptest.NewServer(rec)
-	t.Cleanup(proxySrv.Close)
-	proxyURL, _ := url.Parse(proxySrv.URL)
+	rec, proxyURL := recordingProxy(t)
 	s := newTestServer(t, http.NotFoundHandler())
-	c := newTestClient(t, s, func(cfg *Config) {
-		cfg.AllowPrivate = false
-		cfg.Proxy = http.ProxyURL(proxyURL)
-		cfg.Retries = -1
-		cfg.BreakerThreshold = -1 // every host is tried
-	})
+	c := proxiedClient(t, s, proxyURL)
 	p := testProvider(s)
 	for _, host := range []string{
 		"127.1",               // 127.0.0.1
@@ -313,10 +305,7 @@ func TestGuardProxyExemptionOnlyForProxiedConnections(t *testing.T) {
 // names), and one whose resolution does not answer within
 // targetLookupTimeout go to the proxy, which decides.
 func TestGuardWithProxyResolvesTarget(t *testing.T) {
-	rec := &connectRecorder{}
-	proxySrv := httptest.NewServer(rec)
-	t.Cleanup(proxySrv.Close)
-	proxyURL, _ := url.Parse(proxySrv.URL)
+	rec, proxyURL := recordingProxy(t)
 	s := newTestServer(t, http.NotFoundHandler())
 	var (
 		mu        sync.Mutex
@@ -398,12 +387,7 @@ func TestGuardProxyNamedInAnyCase(t *testing.T) {
 	for _, host := range []string{"localhost", "LOCALHOST", "LocalHost"} {
 		t.Run(host, func(t *testing.T) {
 			proxyURL, _ := url.Parse("http://" + net.JoinHostPort(host, port))
-			c := newTestClient(t, s, func(cfg *Config) {
-				cfg.AllowPrivate = false
-				cfg.Proxy = http.ProxyURL(proxyURL)
-				cfg.Retries = -1
-				cfg.BreakerThreshold = -1
-			})
+			c := proxiedClient(t, s, proxyURL)
 			before := len(rec.seen())
 			_, _, err := c.OpenArchive(context.Background(), testProvider(s), "https://8.8.8.8/a.zip")
 			if err == nil || errors.Is(err, ErrPrivateAddress) {
@@ -422,17 +406,9 @@ func TestGuardProxyNamedInAnyCase(t *testing.T) {
 // ASCII: a host spelled so is checked as the proxy is asked for it, not
 // as a name that did not resolve here.
 func TestGuardWithProxyRefusesHostsSpelledInUnicode(t *testing.T) {
-	rec := &connectRecorder{}
-	proxySrv := httptest.NewServer(rec)
-	t.Cleanup(proxySrv.Close)
-	proxyURL, _ := url.Parse(proxySrv.URL)
+	rec, proxyURL := recordingProxy(t)
 	s := newTestServer(t, http.NotFoundHandler())
-	c := newTestClient(t, s, func(cfg *Config) {
-		cfg.AllowPrivate = false
-		cfg.Proxy = http.ProxyURL(proxyURL)
-		cfg.Retries = -1
-		cfg.BreakerThreshold = -1
-	})
+	c := proxiedClient(t, s, proxyURL)
 	p := testProvider(s)
 	for _, host := range []string{
 		"ｌｏｃａｌｈｏｓｔ",       // localhost
@@ -464,4 +440,28 @@ func TestGuardWithProxyRefusesHostsSpelledInUnicode(t *testing.T) {
 			}
 		})
 	}
+}
+
+// recordingProxy is an HTTP proxy on loopback (the proxy itself may be
+// private) that records the CONNECTs it is asked for, and its URL.
+func recordingProxy(t *testing.T) (*connectRecorder, *url.URL) {
+	t.Helper()
+	rec := &connectRecorder{}
+	proxySrv := httptest.NewServer(rec)
+	t.Cleanup(proxySrv.Close)
+	proxyURL, _ := url.Parse(proxySrv.URL)
+	return rec, proxyURL
+}
+
+// proxiedClient is a client of s through the proxy at proxyURL, with the
+// private-address guard on, no retries (a CONNECT per request) and no
+// circuit breaker (every host is tried).
+func proxiedClient(t *testing.T, s *testServer, proxyURL *url.URL) *Client {
+	t.Helper()
+	return newTestClient(t, s, func(cfg *Config) {
+		cfg.AllowPrivate = false
+		cfg.Proxy = http.ProxyURL(proxyURL)
+		cfg.Retries = -1
+		cfg.BreakerThreshold = -1
+	})
 }
