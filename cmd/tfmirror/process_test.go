@@ -175,9 +175,14 @@ func startCmd(t *testing.T, cmd *exec.Cmd, dataDir string) *proc {
 	return p
 }
 
-// waitLog waits for a log line with message msg and returns it.
+// waitLog waits for a log line with message msg and returns it. It waits
+// a minute at least, whatever timeout says: the lines waited for come in
+// milliseconds on an idle machine, and a two-core CI machine running every
+// package's tests at once has stalled a process for tens of seconds; a line
+// that never comes fails the test all the same.
 func (p *proc) waitLog(msg string, timeout time.Duration) map[string]any {
 	p.t.Helper()
+	timeout = max(timeout, time.Minute)
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
 	seen := 0

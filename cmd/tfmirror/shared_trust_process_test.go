@@ -158,7 +158,7 @@ func TestSharedStoreBucketOfEarlierRelease(t *testing.T) {
 	}
 	waitCached(t, m, 1)
 	waitBucket(t, s, "mirror/archive-auth/"+sha)
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bucketWait)
 	for !bytes.Equal(getObject(t, s, "mirror/archives/"+sha), want) {
 		if time.Now().After(deadline) {
 			t.Fatal("the forged archive was not replaced")
@@ -239,10 +239,15 @@ func fillBucket(ctx context.Context, t *testing.T, s *sharedSetup, pl string) *p
 	return m
 }
 
-// waitBucket waits (at most 30s) until the bucket holds every key.
+// bucketWait bounds a wait for a replica's write to the bucket: done in
+// milliseconds on an idle machine, it has taken more than 30 s on a loaded
+// two-core CI machine.
+const bucketWait = 2 * time.Minute
+
+// waitBucket waits (at most bucketWait) until the bucket holds every key.
 func waitBucket(t *testing.T, s *sharedSetup, keys ...string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bucketWait)
 	for {
 		have := s.srv.Keys(sharedBucket, "mirror/")
 		missing := slices.DeleteFunc(slices.Clone(keys), func(k string) bool { return slices.Contains(have, k) })
@@ -400,7 +405,7 @@ func TestSharedStoreModuleReleaseAgeAcrossReplicas(t *testing.T) {
 	}
 	inBucket := func(prefix, part string) {
 		t.Helper()
-		deadline := time.Now().Add(30 * time.Second)
+		deadline := time.Now().Add(bucketWait)
 		for !slices.ContainsFunc(s.srv.Keys(sharedBucket, "mirror/meta/"+prefix), func(k string) bool { return strings.Contains(k, part) }) {
 			if time.Now().After(deadline) {
 				t.Fatalf("no %s%s in the bucket: %q", prefix, part, s.srv.Keys(sharedBucket, "mirror/"))
