@@ -26,6 +26,13 @@ type protection struct {
 	extra map[[32]byte]struct{}
 	// ready says set was read (until then nothing may be evicted).
 	ready atomic.Bool
+	// removing is held by a removal of the rules while it checks that an
+	// archive is not kept and deletes it (removeUnkept), and by an import
+	// while it protects its archive (importing): an import that found the
+	// archive cached before the removal deleted it, and then wrote a
+	// record naming it, would leave that record without its archive.
+	// Never held with mu, nor while the cache's size limit asks evictable.
+	removing sync.Mutex
 }
 
 func shaKey(sha string) (k [32]byte, ok bool) {
@@ -79,6 +86,34 @@ func (p *protection) protect(sha string) bool {
 	kept := p.set.has(k)
 	p.extra[k] = struct{}{}
 	return !had && !kept
+}
+
+// importing protects sha, an archive an import is about to commit, as
+// protect does, once no removal of the rules is deleting it: the import
+// then finds it cached, and kept from the rules, or not cached, and
+// commits it again.
+func (p *protection) importing(sha string) {
+	p.removing.Lock()
+	defer p.removing.Unlock()
+	p.protect(sha)
+}
+
+// removeUnkept runs remove, the deletion of sha by the rules, unless sha
+// is kept (by the records last read or by an import since: the rules'
+// reading of the records may predate it); kept says it was not run.
+func (p *protection) removeUnkept(sha string, remove func() error) (kept bool, err error) {
+	p.removing.Lock()
+	defer p.removing.Unlock()
+	if k, ok := shaKey(sha); ok {
+		p.mu.RLock()
+		_, extra := p.extra[k]
+		kept = extra || p.set.has(k)
+		p.mu.RUnlock()
+	}
+	if kept {
+		return true, nil
+	}
+	return false, remove()
 }
 
 // removed forgets sha as extra: a prune removed it.

@@ -286,8 +286,15 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 		got.Archives, got.Bytes = []string{}, 0
 		busy := false
 		for _, sha := range rm.Archives {
-			info, err := r.store.EvictBlob(sha)
+			var info cache.BlobInfo
+			kept, err := r.prot.removeUnkept(sha, func() (err error) {
+				info, err = r.store.EvictBlob(sha)
+				return err
+			})
 			switch {
+			case kept:
+				// An import since the records were read names it: it
+				// cannot be fetched again for that version.
 			case err == nil:
 				got.Archives = append(got.Archives, sha)
 				got.Bytes += info.Size

@@ -397,8 +397,9 @@ func (r *Retainer) Serving(kind, address string, v versions.Version, sha string)
 }
 
 // Importing keeps sha, an archive an import is about to commit
-// (mirrorheld.Notifier), from the size limit: it cannot be fetched again.
-func (r *Retainer) Importing(sha string) { r.prot.protect(sha) }
+// (mirrorheld.Notifier), from the size limit and the rules: it cannot be
+// fetched again. It waits for a removal of sha by the rules under way.
+func (r *Retainer) Importing(sha string) { r.prot.importing(sha) }
 
 // Changed asks the background goroutine for a rebuild of what the size
 // limit may not evict (mirrorheld.Notifier): records of versions that cannot

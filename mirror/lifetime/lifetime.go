@@ -25,8 +25,8 @@ import (
 
 // Notifier is told what the engine serves and imports (retention's
 // last-use records and its guard of what cannot be fetched again;
-// package retention implements it). Its methods are called on the
-// request path: they must not block.
+// package retention implements it). Its methods but Importing are called
+// on the request path: they must not block.
 type Notifier interface {
 	// Used says a client asked for a package of the version whose
 	// record is keyed key (mirror/inventory.Record.Key).
@@ -36,7 +36,9 @@ type Notifier interface {
 	// when it is not cached.
 	Serving(kind, address string, v versions.Version, sha string)
 	// Importing says the archive sha is about to be committed by an
-	// import: it cannot be fetched again.
+	// import: it cannot be fetched again. Called by imports only, before
+	// they look for sha in the cache, it may wait for a removal of sha
+	// under way to end, so that they find it either kept or gone.
 	Importing(sha string)
 	// Changed says an import ended: records of versions that cannot be
 	// fetched again may have been written.
