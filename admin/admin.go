@@ -306,7 +306,7 @@ func (a *API) exportOCILayout(ctx context.Context, req ExportRequest, sel airgap
 	res.Layout = &sum
 	res.Failed = sum.Failed
 	if a.metrics != nil {
-		a.metrics.AirGap("export", map[string]int{"exported": sum.Blobs, "present": sum.BlobsPresent, "failed": sum.Failed}, sum.Bytes)
+		a.metrics.AirGap("export", map[string]int{"exported": sum.Packages, "present": sum.PackagesPresent, "failed": sum.Failed}, sum.PackageBytes)
 	}
 	return res, err
 }

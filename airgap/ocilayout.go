@@ -63,6 +63,13 @@ type LayoutSummary struct {
 	Blobs        int   `json:"blobs"`
 	Bytes        int64 `json:"bytes"`
 	BlobsPresent int   `json:"blobs_present"`
+	// Packages are the layers among the blobs written (a provider's
+	// archive for a platform, a module version's zip), PackageBytes
+	// their size; PackagesPresent those that were there already. They
+	// count what a bundle export counts, without the documents.
+	Packages        int   `json:"packages"`
+	PackageBytes    int64 `json:"package_bytes"`
+	PackagesPresent int   `json:"packages_present"`
 	// Partial counts the provider versions exported with an index of
 	// fewer platforms than the front door's (whose digest differs), each
 	// reported.
@@ -473,6 +480,12 @@ func (x *ociLayoutExport) manifestWithLayer(repo string, doc oci.Document) error
 		return err
 	}
 	x.count(wrote, n)
+	if wrote {
+		x.sum.Packages++
+		x.sum.PackageBytes += n
+	} else {
+		x.sum.PackagesPresent++
+	}
 	if err := x.blobBytes(repo, man.Config.Digest, oci.EmptyConfigBlob()); err != nil {
 		return err
 	}

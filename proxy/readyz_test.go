@@ -8,8 +8,11 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -115,5 +118,47 @@ func TestReadyzConcurrentProbes(t *testing.T) {
 	}
 	if n := store.pings.Load(); n != 1 {
 		t.Errorf("1280 probes within a second pinged the cache %d times, want 1", n)
+	}
+}
+
+// TestHealthNamesNoPath: why the cache does not write is shown to
+// everyone (in /readyz's reason and the status page's health block, also
+// without a token when client authentication is on), while the
+// configuration that names the data directory is not: below the disk
+// reserve, or when its free space cannot be read, the reason says so
+// without naming the directory.
+func TestHealthNamesNoPath(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "private-data-dir")
+	for _, tc := range []struct {
+		name string
+		free func(string) (int64, error)
+		want string
+	}{
+		{"below the reserve", func(string) (int64, error) { return 1 << 20, nil }, "below the 64 MiB reserve"},
+		{"free space unknown", func(string) (int64, error) { return 0, syscall.EIO }, "input/output error"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := cache.Open(cache.Options{Dir: dir, DiskReserve: 64 << 20, FreeSpace: tc.free, SpaceCheckInterval: time.Hour})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			src := &HealthSource{Store: s}
+			rec := httptest.NewRecorder()
+			Readyz(src, slog.New(slog.DiscardHandler)).ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+			h := src.Check()
+			if rec.Code != http.StatusServiceUnavailable || h.Cache != HealthCacheNotWritable {
+				t.Fatalf("readyz %d %s, health %+v: want the cache not writable", rec.Code, rec.Body, h)
+			}
+			for _, text := range []string{rec.Body.String(), h.CacheError} {
+				if strings.Contains(text, "private-data-dir") {
+					t.Errorf("%q names the data directory", text)
+				}
+				if !strings.Contains(text, tc.want) {
+					t.Errorf("%q does not say %q", text, tc.want)
+				}
+			}
+		})
 	}
 }

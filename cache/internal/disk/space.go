@@ -103,16 +103,18 @@ func (sp *Space) setWritable(ok bool) {
 // read-only. Caller holds sp.mu.
 func (sp *Space) readOnly() bool { return errors.Is(sp.statErr, ErrReadOnly) }
 
-// why says why the store does not write. Caller holds sp.mu.
+// why says why the store does not write. Caller holds sp.mu. It names
+// no path: /readyz and the status page show it to anyone who reaches the
+// mirror (the warning logged when writes stop names the directory).
 func (sp *Space) why() error {
 	if sp.readOnly() {
-		return fmt.Errorf("%w: %w: %s", sp.Refusal, ErrReadOnly, sp.Dir)
+		return fmt.Errorf("%w: %w", sp.Refusal, ErrReadOnly)
 	}
-	if sp.statErr != nil {
-		return fmt.Errorf("%w: checking free space of %s: %v", sp.Refusal, sp.Dir, sp.statErr)
+	if sp.statErr != nil { // Free's errors name no path but ErrReadOnly's
+		return fmt.Errorf("%w: checking the free space of its file system: %v", sp.Refusal, sp.statErr)
 	}
-	return fmt.Errorf("%w: %s free on the file system of %s, below the %s reserve",
-		sp.Refusal, humanize.IBytes(uint64(max(0, sp.room()))), sp.Dir, humanize.IBytes(uint64(sp.floor())))
+	return fmt.Errorf("%w: %s free on its file system, below the %s reserve",
+		sp.Refusal, humanize.IBytes(uint64(max(0, sp.room()))), humanize.IBytes(uint64(sp.floor())))
 }
 
 // Admit promises n bytes to a write about to be made, or returns why it

@@ -234,7 +234,9 @@ func (w *Watch) Rows() []proxy.OriginHealth {
 // Cause says why a request to an origin failed, in words an
 // operator acts on, naming the setting that helps where one does. It
 // never repeats what the error says of the request (a provider, a module,
-// a URL): the status page shows the cause to everyone.
+// a URL), nor the upstream proxy's address or host name: the status page
+// shows the cause to everyone, and the configuration only to a client
+// with a token.
 func Cause(err error, now time.Time) string {
 	var (
 		unknownCA  x509.UnknownAuthorityError
@@ -248,6 +250,11 @@ func Cause(err error, now time.Time) string {
 		oe         *discovery.OriginError
 	)
 	switch {
+	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
+		// Before the causes below, which would name the proxy's host as
+		// the origin's; and not in the error's own words, which name its
+		// address: the configuration that does is not shown to everyone.
+		return "the upstream proxy (upstream_proxy, HTTPS_PROXY) " + proxyFailure(opErr.Err)
 	case errors.As(err, &open):
 		if open.RetryAfter > 0 {
 			return fmt.Sprintf("circuit breaker open after %d failures in a row: requests fail fast until %s", open.Failures, now.Add(open.RetryAfter).UTC().Format("15:04:05 UTC"))
@@ -273,8 +280,6 @@ func Cause(err error, now time.Time) string {
 		return "DNS: the lookup of " + dnsErr.Name + " failed: " + dnsErr.Err
 	case errors.Is(err, discovery.ErrPrivateAddress):
 		return "refused: the origin resolves to a private address (allow_private_origins allows it)"
-	case errors.As(err, &opErr) && opErr.Op == "proxyconnect":
-		return "the upstream proxy (upstream_proxy, HTTPS_PROXY) could not be reached or refused the connection: " + opErr.Err.Error()
 	case errors.Is(err, syscall.ECONNREFUSED):
 		return "connection refused: nothing listens on the origin's port, or a firewall rejects it"
 	case errors.Is(err, syscall.ECONNRESET):
@@ -292,4 +297,20 @@ func Cause(err error, now time.Time) string {
 	// URL, which the status page shows only to a client with a token (in
 	// the row's error), while the cause is shown to everyone.
 	return "the request failed; its error says how"
+}
+
+// proxyFailure says how the upstream proxy failed, naming neither its
+// address nor its host name.
+func proxyFailure(err error) string {
+	var dnsErr *net.DNSError
+	var ne net.Error
+	switch {
+	case errors.As(err, &dnsErr):
+		return "could not be reached: its host name does not resolve"
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return "refused the connection: nothing listens on its port, or a firewall rejects it"
+	case errors.As(err, &ne) && ne.Timeout():
+		return "did not answer in time"
+	}
+	return "could not be reached or refused the connection; the row's error says how"
 }

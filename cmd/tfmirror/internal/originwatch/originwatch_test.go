@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"strings"
 	"syscall"
@@ -224,5 +225,51 @@ func TestModuleSourcesAreNotTheOrigin(t *testing.T) {
 	r := w.Rows()[0]
 	if r.State != "unused" || r.LastError != nil || r.LastHour.OriginRequests != 0 || r.LastHour.OriginFailures != 0 {
 		t.Fatalf("after failed module source fetches: %+v (last error %+v), want the origin's row untouched", r, r.LastError)
+	}
+}
+
+// TestCauseNamesNoUpstreamProxy: the cause is shown to everyone, also
+// without a token when client authentication is on, while the
+// configuration that names the upstream proxy is not: a failing upstream
+// proxy is named as the setting, never by its address or host name (an
+// internal one), and one whose host name does not resolve is not taken
+// for the origin's DNS failing.
+func TestCauseNamesNoUpstreamProxy(t *testing.T) {
+	now := time.Date(2026, 11, 28, 12, 0, 0, 0, time.UTC)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := ln.Addr().String() // nothing listens there once closed
+	ln.Close()
+	_, port, _ := net.SplitHostPort(closed)
+	tr := &http.Transport{Proxy: http.ProxyURL(&url.URL{Scheme: "http", Host: closed})}
+	defer tr.CloseIdleConnections()
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, "https://registry.example/.well-known/terraform.json", nil)
+	_, refused := tr.RoundTrip(req)
+	if refused == nil {
+		t.Fatal("a request through a proxy nothing listens for succeeded")
+	}
+	unresolved := &net.OpError{Op: "proxyconnect", Net: "tcp", Err: &net.OpError{Op: "dial", Net: "tcp",
+		Err: &net.DNSError{Err: "no such host", Name: "proxy.corp.internal", IsNotFound: true}}}
+	for _, tc := range []struct {
+		name   string
+		err    error
+		hidden []string
+	}{
+		{"refused", refused, []string{"127.0.0.1", port}},
+		{"unresolved", unresolved, []string{"proxy.corp.internal", "DNS"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := Cause(&discovery.OriginError{Host: "registry.example", Op: discovery.OpDiscovery, Err: tc.err}, now)
+			if !strings.Contains(got, "upstream proxy (upstream_proxy, HTTPS_PROXY)") {
+				t.Errorf("Cause(%v) = %q, want it to name the upstream proxy's setting", tc.err, got)
+			}
+			for _, h := range tc.hidden {
+				if strings.Contains(got, h) {
+					t.Errorf("Cause(%v) = %q, names %q", tc.err, got, h)
+				}
+			}
+		})
 	}
 }
