@@ -26,12 +26,22 @@ type protection struct {
 	extra map[[32]byte]struct{}
 	// ready says set was read (until then nothing may be evicted).
 	ready atomic.Bool
-	// removing is held by a removal of the rules while it checks that an
-	// archive is not kept and deletes it (removeUnkept), and by an import
-	// while it protects its archive (importing): an import that found the
-	// archive cached before the removal deleted it, and then wrote a
-	// record naming it, would leave that record without its archive.
-	// Never held with mu, nor while the cache's size limit asks evictable.
+	// imported are the archives imports protected since a named prune
+	// began removing a version (watch), until it ended (nil: none is):
+	// an import may name one after the prune read the records.
+	imported map[[32]byte]struct{}
+	// removing is held by a removal while it checks that an archive is
+	// not kept and deletes it (the rules' removeUnkept, a named prune's
+	// removeUnnamed), and by an import while it protects its archive
+	// (importing): an import that found the archive cached before the
+	// removal deleted it, and then wrote a record naming it, would leave
+	// that record without its archive. The lock order: an import holds
+	// the engine's locks (its import lock) when it takes removing, so
+	// removing is never held across a call into the engine (a named
+	// prune removes the version's record, and reads the records again,
+	// before it takes removing); within it, only the cache's deletion
+	// (EvictBlob) and mu are taken, never removing within mu. Never held
+	// while the cache's size limit asks evictable.
 	removing sync.Mutex
 }
 
@@ -96,6 +106,53 @@ func (p *protection) importing(sha string) {
 	p.removing.Lock()
 	defer p.removing.Unlock()
 	p.protect(sha)
+	if k, ok := shaKey(sha); ok {
+		p.mu.Lock()
+		if p.imported != nil {
+			p.imported[k] = struct{}{}
+		}
+		p.mu.Unlock()
+	}
+}
+
+// watch begins to note the archives imports protect (imported), for a
+// named prune about to remove a version; unwatch ends it. One named
+// prune at a time (Retainer.passMu).
+func (p *protection) watch() {
+	p.mu.Lock()
+	p.imported = map[[32]byte]struct{}{}
+	p.mu.Unlock()
+}
+
+func (p *protection) unwatch() {
+	p.mu.Lock()
+	p.imported = nil
+	p.mu.Unlock()
+}
+
+// removeUnnamed runs remove, a named prune's deletion, for each of shas,
+// the archives of a version whose record it removed, but for those named
+// (by a record read once that removal was made) or imported since watch;
+// it forgets as extra those it ran remove for, and returns the others,
+// which stay protected: a record names them, or will once its import
+// ends. Imports that protect one of shas after it wait for it, and find
+// each kept or gone.
+func (p *protection) removeUnnamed(shas []string, named map[string]bool, remove func(sha string)) (kept []string) {
+	p.removing.Lock()
+	defer p.removing.Unlock()
+	for _, sha := range shas {
+		k, ok := shaKey(sha)
+		p.mu.RLock()
+		_, imported := p.imported[k]
+		p.mu.RUnlock()
+		if named[sha] || ok && imported {
+			kept = append(kept, sha)
+			continue
+		}
+		remove(sha)
+		p.removed(sha)
+	}
+	return kept
 }
 
 // removeUnkept runs remove, the deletion of sha by the rules, unless sha

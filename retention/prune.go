@@ -326,6 +326,11 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 	return done, ctx.Err()
 }
 
+// errRecordRemoved is removeWhole's first once it removed the record:
+// EvictBlobs then deletes nothing, and removeWhole deletes the archives
+// that nothing names since.
+var errRecordRemoved = errors.New("record removed")
+
 // removeWhole applies rm, a removal of what cannot be fetched again (a
 // version unlisted with its record, or the withheld import set aside in a
 // record): the record (or what it sets aside) and the archives go
@@ -333,8 +338,12 @@ func (r *Retainer) remove(ctx context.Context, plan []Removal) ([]Removal, error
 // named it could never be had again, and the version would stay listed
 // without it; so while a client reads one of them (cache.ErrInUse), or
 // the record cannot be changed, nothing is removed, and the version stays
-// whole for a prune naming it again. It returns what was removed, and
-// false when nothing was.
+// whole for a prune naming it again. An archive that an import names
+// since the plan (byte for byte the package of another version) stays,
+// kept from the size limit: once the record is removed, the records are
+// read again (the engine removes it under its import lock, so the imports
+// that began before have ended), and the imports since are watched. It
+// returns what was removed, and false when nothing was.
 func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 	attrs := []any{"kind", rm.Kind, "address", rm.Address, "version", rm.Version}
 	var ran bool
@@ -347,9 +356,14 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 		} else {
 			recordErr = r.eng.DropSetAside(rm.Address, rm.Version)
 		}
-		return recordErr
+		if recordErr != nil {
+			return recordErr
+		}
+		return errRecordRemoved
 	}
-	removed, err := r.store.EvictBlobs(rm.Archives, first)
+	r.prot.watch()
+	defer r.prot.unwatch()
+	_, err := r.store.EvictBlobs(rm.Archives, first)
 	switch {
 	case errors.Is(err, cache.ErrInUse):
 		r.log.Info("a package of a version that cannot be fetched again is being read; nothing of the version was removed: name it in a prune again once the download ended", attrs...)
@@ -361,28 +375,64 @@ func (r *Retainer) removeWhole(rm Removal) (Removal, bool) {
 		}
 		r.log.Warn(msg, append(attrs, "error", recordErr)...)
 		return Removal{}, false
-	case err != nil && !ran:
+	case !ran:
 		r.log.Warn("removing the packages of a version that cannot be fetched again; nothing of it was removed", append(attrs, "error", err)...)
 		return Removal{}, false
-	case err != nil:
-		// The record went: what is left of the archives is named by
-		// nothing, and served by nothing.
-		r.log.Warn("removing an archive of a version taken off its version list; it is left behind, named by no record", append(attrs, "error", err)...)
+	}
+	// The record went. Its archives go but those a record names now
+	// without being able to fetch them again.
+	named, err := r.namedUnfetchable(rm.Archives)
+	if err != nil {
+		r.log.Warn("reading the cache's records once a version was removed; its packages are left behind (the size limit may evict those no record names)", append(attrs, "error", err)...)
+		named = map[string]bool{}
+		for _, sha := range rm.Archives {
+			named[sha] = true
+		}
 	}
 	got := rm
 	got.Archives, got.Bytes = []string{}, 0
-	for _, sha := range rm.Archives {
-		// Named by no record now (no kept version needs them): one left
-		// behind is the size limit's to evict.
-		r.prot.removed(sha)
-		if info, ok := removed[sha]; ok {
+	var errs []error
+	kept := r.prot.removeUnnamed(rm.Archives, named, func(sha string) {
+		// Named by no record now: one left behind is the size limit's
+		// to evict.
+		info, err := r.store.EvictBlob(sha)
+		switch {
+		case err == nil:
 			got.Archives = append(got.Archives, sha)
 			got.Bytes += info.Size
+		case !errors.Is(err, cache.ErrNotFound):
+			errs = append(errs, err)
 		}
+	})
+	if len(kept) > 0 {
+		r.log.Info("packages of a version removed are kept: an import since names them", append(attrs, "sha256", kept)...)
+	}
+	if err := errors.Join(errs...); err != nil {
+		// What is left of the archives is named by nothing, and served
+		// by nothing.
+		r.log.Warn("removing an archive of a version taken off its version list; it is left behind, named by no record", append(attrs, "error", err)...)
 	}
 	r.log.Info("removed the packages of a version", append([]any{"rule", rm.Rule}, append(attrs, "bytes", got.Bytes,
 		"unlisted", got.Unlisted, "withheld_import", got.Withheld)...)...)
 	return got, true
+}
+
+// namedUnfetchable returns which of shas a version's record names and
+// cannot fetch again (an archive rebuild keeps from the size limit, pins
+// aside).
+func (r *Retainer) namedUnfetchable(shas []string) (map[string]bool, error) {
+	named := map[string]bool{}
+	if len(shas) == 0 {
+		return named, nil
+	}
+	err := r.scanHeld(false, func(h *held) {
+		for i, sha := range slices.Concat(h.Archives, h.SetAside) {
+			if (i >= len(h.Archives) || !h.Refetchable(sha)) && slices.Contains(shas, sha) {
+				named[sha] = true
+			}
+		}
+	})
+	return named, err
 }
 
 // removeVersion removes a version that cannot be fetched again: of the
