@@ -290,7 +290,10 @@ func (a *API) Export(ctx context.Context, req ExportRequest) (Exported, error) {
 	sum, err := airgap.Export(ctx, a.engine, a.pkgs, sel, req.Out, key, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ExportSummary = sum
 	if a.metrics != nil {
-		a.metrics.AirGap("export", map[string]int{"exported": sum.Written + sum.CLIArchives, "present": sum.Present + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.CLIBytes)
+		// Every package it carries counts, as the failed versions of
+		// providers, modules and CLI releases do, and as an OCI layout
+		// export counts module zips.
+		a.metrics.AirGap("export", map[string]int{"exported": sum.Written + sum.Modules + sum.CLIArchives, "present": sum.Present + sum.ModulesPresent + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.ModuleBytes+sum.CLIBytes)
 	}
 	return res, err
 }
@@ -330,7 +333,7 @@ func (a *API) Import(ctx context.Context, req ImportRequest) (Imported, error) {
 	}, func(line string) { res.Failures = append(res.Failures, line) })
 	res.ImportSummary = sum
 	if a.metrics != nil {
-		a.metrics.AirGap("import", map[string]int{"imported": sum.Imported + sum.CLIArchives, "present": sum.Present + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.CLIBytes)
+		a.metrics.AirGap("import", map[string]int{"imported": sum.Imported + sum.Modules + sum.CLIArchives, "present": sum.Present + sum.ModulesPresent + sum.CLIPresent, "failed": sum.Failed}, sum.Bytes+sum.ModuleBytes+sum.CLIBytes)
 	}
 	return res, err
 }

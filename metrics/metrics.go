@@ -267,10 +267,10 @@ func New(reg *prometheus.Registry, opts Options) (*Metrics, error) {
 	}
 	m.airGapPkgs = map[string]*prometheus.CounterVec{
 		"import": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tfmirror_import_packages_total", Help: "Packages (one version, one platform) that tfmirror import loaded through this mirror, by outcome: imported, present (already), failed (a refused version counts once).",
+			Name: "tfmirror_import_packages_total", Help: "Packages (one version, one platform; a module version, a CLI archive) that tfmirror import loaded through this mirror, by outcome: imported, present (already), failed (a refused version counts once).",
 		}, []string{"outcome"}),
 		"export": prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "tfmirror_export_packages_total", Help: "Packages (one version, one platform) that tfmirror export wrote through this mirror, by outcome: exported, present (already in the export), failed (a failed version counts once).",
+			Name: "tfmirror_export_packages_total", Help: "Packages (one version, one platform; a module version, a CLI archive) that tfmirror export wrote through this mirror, by outcome: exported, present (already in the export), failed (a failed version counts once).",
 		}, []string{"outcome"}),
 	}
 	m.airGapBytes = map[string]prometheus.Counter{

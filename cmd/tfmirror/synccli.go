@@ -26,6 +26,10 @@ type cliSync struct {
 	bytes           int64
 	failures        []string
 	skipped         []string
+	// notFetched counts the archives not fetched because the sync was
+	// interrupted, and unread the products whose versions were not
+	// listed because it was: neither failed.
+	notFetched, unread int
 }
 
 // syncCLIs fetches, verified, the archives of the CLI versions the
@@ -34,7 +38,15 @@ type cliSync struct {
 func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 	var res cliSync
 	for _, c := range spec.CLIs {
+		if ctx.Err() != nil {
+			res.unread++
+			continue
+		}
 		list, err := r.ops.CLIVersions(ctx, admin.CLIRequest{Product: c.Product})
+		if interrupted(ctx, err) {
+			res.unread++
+			continue
+		}
 		if err != nil {
 			res.failures = append(res.failures, fmt.Sprintf("cli %s: %v", c.Product, err))
 			continue
@@ -56,6 +68,10 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 				continue
 			}
 			for _, pl := range c.Platforms {
+				if ctx.Err() != nil && !r.cfg.DryRun {
+					res.notFetched++
+					continue
+				}
 				r.syncCLIArchive(ctx, &res, c.Product, v.String(), pl)
 			}
 		}
@@ -63,7 +79,8 @@ func (r *syncRun) syncCLIs(ctx context.Context, spec *manifest.Spec) cliSync {
 	return res
 }
 
-// syncCLIArchive fetches one archive, unless the cache has it.
+// syncCLIArchive fetches one archive, unless the cache has it. One that
+// an interrupt (ctx done) stopped is counted as not fetched, not failed.
 func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, product, version, platform string) {
 	what := fmt.Sprintf("cli %s %s %s", product, version, platform)
 	if r.cfg.DryRun {
@@ -72,6 +89,8 @@ func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, product, ver
 	}
 	got, err := r.ops.EnsureCLI(ctx, admin.CLIRequest{Product: product, Version: version, Platform: platform})
 	switch {
+	case interrupted(ctx, err):
+		res.notFetched++
 	case err != nil:
 		res.failures = append(res.failures, fmt.Sprintf("%s: %v", what, err))
 	case got.Held != "":
@@ -87,16 +106,23 @@ func (r *syncRun) syncCLIArchive(ctx context.Context, res *cliSync, product, ver
 }
 
 // report prints the CLI part of a sync's summary and says whether it all
-// succeeded.
+// succeeded (an interrupt is the caller's to report).
 func (res cliSync) report(out io.Writer) bool {
 	for _, sk := range res.skipped {
 		fmt.Fprintf(out, "skipped: %s\n", sk)
 	}
-	if res.fetched+res.cached+len(res.failures)+len(res.skipped) == 0 {
+	if res.fetched+res.cached+len(res.failures)+len(res.skipped)+res.notFetched+res.unread == 0 {
 		return true
 	}
-	fmt.Fprintf(out, "cli summary: %d archives fetched (%s), %d already cached, %d failed, %d held back by the package policy\n",
+	fmt.Fprintf(out, "cli summary: %d archives fetched (%s), %d already cached, %d failed, %d held back by the package policy",
 		res.fetched, humanize.IBytes(uint64(res.bytes)), res.cached, len(res.failures), len(res.skipped))
+	if res.notFetched > 0 {
+		fmt.Fprintf(out, ", %d not fetched (interrupted)", res.notFetched)
+	}
+	if res.unread > 0 {
+		fmt.Fprintf(out, ", %d products not looked up (interrupted)", res.unread)
+	}
+	fmt.Fprintln(out)
 	for _, f := range res.failures {
 		fmt.Fprintf(out, "  failed: %s\n", f)
 	}
