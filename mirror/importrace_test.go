@@ -81,7 +81,7 @@ func TestImportNotWrittenOverByAPackageFetched(t *testing.T) {
 	// with the fetch held at the origin, it waits for it (an import that
 	// did not would have stored its record by now).
 	sha := src.origin.SHA256(ns, typ, "1.0.0", imported)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		if _, err := dst.store.StatBlob(sha); err == nil {
 			break

@@ -96,10 +96,27 @@ type replica struct {
 	fetches *originFetches
 }
 
-// newSharedStore opens the test bucket as replica name would.
+// newSharedStore opens the test bucket as replica name would. Its leases
+// last the mirror's default 30 s, renewed every 10 s: a live holder's
+// lease must not expire under the other replicas (a lease of 3 s, 2 s
+// by the store's clock, which dates in whole seconds, did when a loaded
+// machine held up a renewal); a test of an expired lease takes one of
+// deadSharedStore.
 func newSharedStore(t *testing.T, srv *s3test.Server, name string, counts sharedstore.Observer) *sharedstore.Store {
 	t.Helper()
-	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 3 * time.Second,
+	return openSharedStore(t, srv, name, counts, 30*time.Second)
+}
+
+// deadSharedStore opens the test bucket as a replica that takes a lease
+// and dies would: its leases, never renewed, expire after 3 s.
+func deadSharedStore(t *testing.T, srv *s3test.Server, name string) *sharedstore.Store {
+	t.Helper()
+	return openSharedStore(t, srv, name, nil, 3*time.Second)
+}
+
+func openSharedStore(t *testing.T, srv *s3test.Server, name string, counts sharedstore.Observer, leaseTTL time.Duration) *sharedstore.Store {
+	t.Helper()
+	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: leaseTTL,
 		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond, Keys: sharedKeys(t)}
 	if counts != nil {
 		cfg.Observer = counts
@@ -183,7 +200,7 @@ func TestSharedOneOriginDownload(t *testing.T) {
 	go func() { waiting.Wait(); close(waited) }()
 	select {
 	case <-waited:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Error("two replicas did not wait for the lease holder's download")
 	}
 	close(gate)
@@ -311,7 +328,7 @@ func TestSharedLeaseTakeover(t *testing.T) {
 	srv, rs := newReplicas(t, 1, nil)
 	origin := rs[0].origin
 	sha := origin.SHA256(ns, typ, "1.0.0", "linux_amd64")
-	dead := newSharedStore(t, srv, "dead", nil)
+	dead := deadSharedStore(t, srv, "dead")
 	// Taken before the lease is, so that the time its answer took to
 	// come back never counts as time the lease ran.
 	start := time.Now()
@@ -540,7 +557,7 @@ func TestSharedRecordsWrittenInBackground(t *testing.T) {
 		if err != nil {
 			t.Fatalf("with the tier's writes held: %v", err)
 		}
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		close(tier.gate)
 		t.Fatal("the caller waited for the shared tier's writes")
 	}
@@ -745,7 +762,10 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 	for i, skew := range skews {
 		now := func() time.Time { return time.Now().Add(skew) }
 		store, err := sharedstore.Open(context.Background(), sharedstore.Config{URL: srv.URL(bucket, sharedPrefix),
-			Holder: string(rune('a' + i)), LeaseTTL: 3 * time.Second, CallTimeout: 5 * time.Second, Now: now, Keys: sharedKeys(t)})
+			// The lease outlasts a renewal held up by a loaded machine:
+			// the replica ahead must find it live by the store's clock
+			// (its own says it expired five minutes ago either way).
+			Holder: string(rune('a' + i)), LeaseTTL: 30 * time.Second, CallTimeout: 5 * time.Second, Now: now, Keys: sharedKeys(t)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -776,7 +796,7 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 	clients(rs[0], 0) // the replica behind takes the lease
 	select {
 	case <-entered:
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		close(gate)
 		t.Fatal("no origin download")
 	}
@@ -785,7 +805,7 @@ func TestSharedLeaseClocksApart(t *testing.T) {
 	case <-waited:
 	case <-entered:
 		t.Error("the replica five minutes ahead took over a live lease")
-	case <-time.After(30 * time.Second):
+	case <-time.After(2 * time.Minute):
 		t.Error("the replica five minutes ahead did not wait for the lease holder")
 	}
 	close(gate)

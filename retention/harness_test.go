@@ -334,10 +334,13 @@ const (
 	sharedPrefix = "shared"
 )
 
-// newSharedStore opens the test bucket as replica name would.
+// newSharedStore opens the test bucket as replica name would. Its leases
+// last the mirror's default 30 s: no test here waits for one to expire,
+// and one of 3 s (2 s by the store's clock, which dates in whole seconds)
+// could expire under a test that holds it while the machine is loaded.
 func newSharedStore(t *testing.T, srv *s3test.Server, name string) *sharedstore.Store {
 	t.Helper()
-	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 3 * time.Second,
+	cfg := sharedstore.Config{URL: srv.URL(bucket, sharedPrefix), Holder: name, LeaseTTL: 30 * time.Second,
 		CallTimeout: 5 * time.Second, BreakerThreshold: 2, BreakerCooldown: 50 * time.Millisecond}
 	keys, err := sharedstore.NewKeys(bytes.Repeat([]byte("r"), sharedstore.MinKeyBytes), nil)
 	if err != nil {
@@ -373,6 +376,11 @@ func readModule(t *testing.T, h *harness, version string) (*modules.Package, []b
 	return pkg, b, err
 }
 
+// bucketWait bounds a wait for a replica's background write to the
+// bucket: done in milliseconds on an idle machine, such a write has taken
+// more than 30 s on a loaded two-core CI machine (cmd/tfmirror's tests).
+const bucketWait = 2 * time.Minute
+
 // replicaWithTwoVersionsShared is a replica sharing a bucket on a
 // versitygw of its own, with KeepVersions 1 and no pass of its own
 // (Interval -1), that has read versions 1.0.0 and 2.0.0 of a provider of
@@ -387,7 +395,7 @@ func replicaWithTwoVersionsShared(t *testing.T) (*harness, *sharedstore.Store, *
 	a.origin.AddProvider(ns, typ, []string{"1.0.0", "2.0.0"}, []string{"linux_amd64"})
 	a.readAll("1.0.0", "2.0.0")
 	a.waitIdle()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bucketWait)
 	for n := len(bucketArchives(t, sa)); n != 2; n = len(bucketArchives(t, sa)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the bucket holds %d archives, want 2", n)

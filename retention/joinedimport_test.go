@@ -201,14 +201,14 @@ func TestRetentionSharedPruneKeepsJoinedImport(t *testing.T) {
 	h.waitIdle()
 	inBucket := func() map[string]bool { t.Helper(); return bucketArchives(t, sa) }
 	origin1 := []string{h.origin.SHA256(ns, typ, "1.0.0", "linux_amd64"), h.origin.SHA256(ns, typ, "1.0.0", "windows_amd64")}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bucketWait)
 	for b := inBucket(); !b[darwin] || !b[origin1[0]] || !b[origin1[1]]; b = inBucket() {
 		if time.Now().After(deadline) {
 			t.Fatalf("the bucket holds %v, want 1.0.0's three archives", b)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	deadline = time.Now().Add(30 * time.Second)
+	deadline = time.Now().Add(bucketWait)
 	for {
 		raw, _, err := sa.GetMeta(t.Context(), packageKey(h.provider(), "1.0.0"))
 		if err != nil {

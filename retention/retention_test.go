@@ -440,7 +440,7 @@ func TestRetentionPrunesSharedStore(t *testing.T) {
 	b.waitIdle()
 	inBucket := func() map[string]bool { t.Helper(); return bucketArchives(t, sa) }
 	sha := func(v string) string { return a.origin.SHA256(ns, typ, v, "linux_amd64") }
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bucketWait)
 	for len(inBucket()) < 3 { // each replica puts what it fetched, in the background
 		if time.Now().After(deadline) {
 			t.Fatalf("the bucket holds %d archives, want 3", len(inBucket()))
@@ -556,7 +556,7 @@ func TestRetentionImportsOverLimitReported(t *testing.T) {
 			t.Fatalf("in-house import of %s: %v", vs, err)
 		}
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute)
 	for {
 		st := h.ret.Status()
 		if st.LimitUnmet && st.KeptBytes == total {

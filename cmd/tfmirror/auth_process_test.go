@@ -101,7 +101,7 @@ func TestClientAuthProcess(t *testing.T) {
 	m.mu.Unlock()
 	writeTokens(tokenA + "\n" + short + "\n")
 	m.cmd.Process.Signal(syscall.SIGHUP)
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(time.Minute); ; { // as waitLog's
 		m.mu.Lock()
 		var msg string
 		for _, l := range m.lines[seen:] {

@@ -70,7 +70,7 @@ func TestCLIPrunePinnedThenSealed(t *testing.T) {
 			Pinned []struct{ Kind, Address, Version, Where string }
 		}
 	}
-	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(50 * time.Millisecond) {
 		resp, err := client.Get(c.url + "/?format=json")
 		if err != nil {
 			t.Fatal(err)

@@ -179,7 +179,7 @@ cache_max_bytes = "lots"
 // line arrives; it fails the test when p exits or at the deadline first.
 func (p *proc) waitLines(cond func() bool) {
 	p.t.Helper()
-	deadline := time.NewTimer(10 * time.Second)
+	deadline := time.NewTimer(time.Minute) // as waitLog's
 	defer deadline.Stop()
 	for {
 		p.mu.Lock()
@@ -196,7 +196,7 @@ func (p *proc) waitLines(cond func() bool) {
 			}
 			return
 		case <-deadline.C:
-			p.t.Fatal("the log did not show what was waited for within 10s")
+			p.t.Fatal("the log did not show what was waited for within a minute")
 		}
 	}
 }

@@ -205,7 +205,7 @@ func waitCached(t *testing.T, m *proc, n int) {
 	t.Helper()
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(30 * time.Second)
+	deadline := time.After(2 * time.Minute) // a background commit: milliseconds unless the machine is loaded
 	for {
 		if got := m.status(t).Archives; got == n {
 			return

@@ -45,7 +45,10 @@ func TestDeepBundleImportProcess(t *testing.T) {
 			if code != 1 || !strings.Contains(stderr, tc.want) {
 				t.Errorf("import exited %d, want 1 and %q", code, tc.want)
 			}
-			if d := time.Since(start); d > 30*time.Second {
+			// "At once" against the hours the d² system calls took: a
+			// process of a race build on a loaded machine may take tens
+			// of seconds just to start and exit.
+			if d := time.Since(start); d > 2*time.Minute {
 				t.Errorf("refused after %v", d)
 			}
 			ents, _ := os.ReadDir(dataDir)

@@ -203,7 +203,7 @@ func fillTo(t *testing.T, dir string, free int64) {
 // the cache's file system: the cache has looked since it was filled.
 func waitFreeAtMost(t *testing.T, m *proc, max int64) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		raw, _, err := m.get(context.Background(), "/?format=json")
 		if err != nil {

@@ -98,7 +98,7 @@ func startMirrorWith(t *testing.T, origin *fakeorigin.Origin, dir string, logOut
 	// that a subcommand run next works through this mirror instead of
 	// finding the data directory without a server (bounded: a directory
 	// whose socket cannot be made has none).
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(time.Minute); time.Now().Before(deadline); time.Sleep(5 * time.Millisecond) {
 		if c, err := admin.Dial(context.Background(), dir); err == nil {
 			c.Close()
 			break
@@ -268,7 +268,7 @@ func TestMetricsTamperedArchive(t *testing.T) {
 	if resp == nil || resp.StatusCode != 200 {
 		t.Fatalf("the tampered download: %v %v, want a 200 broken off mid-body (1 MiB streams before it is verified)", resp, err)
 	}
-	for deadline := time.Now().Add(10 * time.Second); metric(t, tm.m.registry, "tfmirror_http_responses_aborted_total", "route", "archive") != 1; {
+	for deadline := time.Now().Add(time.Minute); metric(t, tm.m.registry, "tfmirror_http_responses_aborted_total", "route", "archive") != 1; {
 		if time.Now().After(deadline) {
 			t.Fatalf("tfmirror_http_responses_aborted_total{route=\"archive\"} = %v, want 1", metric(t, tm.m.registry, "tfmirror_http_responses_aborted_total", "route", "archive"))
 		}

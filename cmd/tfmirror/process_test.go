@@ -231,9 +231,13 @@ func (p *proc) dumpLog() {
 	}
 }
 
-// wait waits for the process to exit and returns Wait's error.
+// wait waits for the process to exit and returns Wait's error. Like
+// waitLog it waits a minute at least, whatever timeout says: an exit
+// after a signal takes milliseconds on an idle machine, and a test that
+// bounds how long it took measures that itself.
 func (p *proc) wait(timeout time.Duration) error {
 	p.t.Helper()
+	timeout = max(timeout, time.Minute)
 	select {
 	case <-p.exited:
 		return p.err

@@ -50,7 +50,7 @@ func TestReadOnlyDataDirProcess(t *testing.T) {
 	if _, _, err := m.get(ctx, path); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for len(m.status(t).cachedPlatforms()) == 0 && time.Now().Before(deadline) {
 		time.Sleep(20 * time.Millisecond)
 	}

@@ -107,7 +107,7 @@ func TestSharedStoreBucketOfFormatOne(t *testing.T) {
 	if n := s.hits(pl); n != 1 {
 		t.Errorf("%d origin downloads of the archive, want 1 (the first replica's)", n)
 	}
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(bucketWait)
 	for !bytes.Contains(getObject(t, s, record), []byte(`"format":2`)) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the package record was not written back in the current format: %s", getObject(t, s, record))

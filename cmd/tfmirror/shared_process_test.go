@@ -50,8 +50,26 @@ func newSharedSetup(t *testing.T, platforms ...string) *sharedSetup {
 	t.Cleanup(origin.Close)
 	origin.AddProvider("hashicorp", "random", []string{"1.0.0"}, platforms)
 	return &sharedSetup{srv: srv, origin: origin, bin: buildBinary(t), caFile: originCAFile(t, origin),
-		flags: []string{"--shared-store", srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s",
+		flags: []string{"--shared-store", srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", liveLeaseTTL,
 			"--shared-store-key-file", keyFile(t, 'r')}}
+}
+
+// liveLeaseTTL is the lease TTL of the replicas of these tests, the
+// mirror's default: a holder renews its lease every third of it, and a
+// loaded machine has held up a renewal long enough that a lease of 3 s
+// (2 s by the store's clock, which dates in whole seconds) expired under
+// a live holder, and another replica downloaded the archive too. A test
+// of a holder that dies takes deadLeaseTTL.
+const liveLeaseTTL = "30s"
+
+// deadLeaseTTL is the lease TTL of a test whose lease holder is killed,
+// the shortest allowed: the others take over once it expires.
+const deadLeaseTTL = "3s"
+
+// withLeaseTTL makes the replicas s starts from now on take leases of ttl.
+func (s *sharedSetup) withLeaseTTL(ttl string) {
+	i := slices.Index(s.flags, "--shared-store-lease-ttl")
+	s.flags[i+1] = ttl
 }
 
 func (s *sharedSetup) start(t *testing.T, extra ...string) *proc {
@@ -275,6 +293,7 @@ func TestSharedStoreCheckedAtStart(t *testing.T) {
 // the bucket holds the whole archive and no lease.
 func TestSharedStoreLeaseHolderKilled(t *testing.T) {
 	s := newSharedSetup(t, "linux_amd64")
+	s.withLeaseTTL(deadLeaseTTL)
 	ms := []*proc{s.start(t), s.start(t), s.start(t)}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -53,7 +53,7 @@ func TestSharedStoreHostileWriter(t *testing.T) {
 	}
 	proxy := startRedirectProxy(t, s.origin, map[string]string{s.origin.Addr: hostile.Addr})
 	bad := startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, originCAFile(t, hostile),
-		"--shared-store", s.srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s",
+		"--shared-store", s.srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", liveLeaseTTL,
 		"--shared-store-key-file", keyFile(t, 'x'), "--upstream-proxy", "http://"+proxy.ln.Addr().String())
 	if body, _, err := bad.get(ctx, s.path(pl)); err != nil || !bytes.Equal(body, evil) {
 		t.Fatalf("the misled replica did not serve the hostile archive: %d bytes, %v", len(body), err)
@@ -317,7 +317,7 @@ func TestSharedStoreKeyRotation(t *testing.T) {
 	want := s.archive(pl)
 	sha := s.origin.SHA256("hashicorp", "random", "1.0.0", pl)
 	oldKey, newKey := keyFile(t, 'o'), keyFile(t, 'n')
-	base := []string{"--shared-store", s.srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", "3s"}
+	base := []string{"--shared-store", s.srv.URL(sharedBucket, "mirror"), "--shared-store-lease-ttl", liveLeaseTTL}
 	start := func(extra ...string) *proc {
 		return startProcess(t, s.bin, filepath.Join(t.TempDir(), "data"), s.origin, s.caFile, append(slices.Clone(base), extra...)...)
 	}

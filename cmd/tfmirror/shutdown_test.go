@@ -56,7 +56,11 @@ func TestGracefulShutdown(t *testing.T) {
 
 	t.Run("download in flight completes", func(t *testing.T) {
 		t.Parallel()
-		origin, m, dataDir, release, done := start(t, "20s")
+		// A deadline the download cannot miss, loaded machine or not:
+		// the mirror exits once the download is done, not at it. (With
+		// 20s, a loaded machine's waits for the log line, the closed
+		// listener and the rest of the download could reach it.)
+		origin, m, dataDir, release, done := start(t, "10m")
 		// The listener closes at once; the download goes on.
 		waitRefused(t, m.addr)
 		release()
@@ -110,10 +114,12 @@ func TestGracefulShutdown(t *testing.T) {
 		if err := m.cmd.Process.Signal(syscall.SIGINT); err != nil {
 			t.Fatal(err)
 		}
-		if err := m.wait(30 * time.Second); err != nil {
+		// Well short of the 10m deadline, with room for a loaded
+		// machine's stalls.
+		if err := m.wait(3 * time.Minute); err != nil {
 			t.Fatalf("exit after the second signal: %v", err)
 		}
-		if took := time.Since(began); took > 20*time.Second {
+		if took := time.Since(began); took > 2*time.Minute {
 			t.Errorf("the second signal took %s to stop the mirror", took)
 		}
 		if d := <-done; d.err == nil {
@@ -217,7 +223,7 @@ func checkNotCached(t *testing.T, dataDir, sha string) {
 // and returns it.
 func waitRequestLine(t *testing.T, m *proc, n int) map[string]any {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(time.Minute) // milliseconds unless the machine is loaded
 	for time.Now().Before(deadline) {
 		if lines := archiveLines(m); len(lines) >= n {
 			return lines[n-1]
@@ -298,9 +304,11 @@ func waitRefused(t *testing.T, addr string) {
 	t.Helper()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
-	deadline := time.After(10 * time.Second)
+	// The listener closes right after the "shutting down" line: at once
+	// unless the machine is loaded.
+	deadline := time.After(time.Minute)
 	for {
-		c, err := net.DialTimeout("tcp", addr, time.Second)
+		c, err := net.DialTimeout("tcp", addr, 10*time.Second)
 		if err != nil {
 			if !errors.Is(err, syscall.ECONNREFUSED) {
 				t.Fatalf("dial after shutdown began: %v, want connection refused", err)
@@ -311,7 +319,7 @@ func waitRefused(t *testing.T, addr string) {
 		select {
 		case <-tick.C:
 		case <-deadline:
-			t.Fatal("still accepting connections 10s after the shutdown began")
+			t.Fatal("still accepting connections a minute after the shutdown began")
 		}
 	}
 }

@@ -110,9 +110,9 @@ func TestStatusPageLayoutInBrowser(t *testing.T) {
 		}
 	}
 	// Once committed, the archive comes from the cache.
-	for deadline := time.Now().Add(10 * time.Second); len(m.status(t).cachedPlatforms()) == 0; time.Sleep(20 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); len(m.status(t).cachedPlatforms()) == 0; time.Sleep(20 * time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatal("the archive was not cached within 10s")
+			t.Fatal("the archive was not cached within 2 minutes")
 		}
 	}
 	if _, resp, err := m.get(ctx, archive); err != nil || resp.Header.Get("X-Tfmirror-Cache") != "hit" {

@@ -173,7 +173,7 @@ func TestSyncAloneThenServeOffline(t *testing.T) {
 	ln.Close()
 	// A child that another test forks at this moment holds the listener
 	// until it execs: wait until nobody does.
-	for deadline := time.Now().Add(10 * time.Second); ; {
+	for deadline := time.Now().Add(time.Minute); ; {
 		c, err := net.Dial("unix", admin.SocketPath(dataDir))
 		if err != nil {
 			break

@@ -127,8 +127,8 @@ func startSealed(t *testing.T, data string, args ...string) (*testMirror, *watch
 	m := startMirror(t, newOrigin(t, fakeorigin.Options{}), data, logs, append([]string{"--offline"}, args...)...)
 	select {
 	case <-logs.seen:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the admin socket did not listen within 10s")
+	case <-time.After(time.Minute): // as waitLog's
+		t.Fatal("the admin socket did not listen within a minute")
 	}
 	return m, logs
 }

@@ -102,7 +102,7 @@ func TestVersionOfBuiltBinary(t *testing.T) {
 	if v := p.logged("tfmirror is serving")["version"]; v != shown {
 		t.Errorf("start-up log: version %v, want %q", v, shown)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	for _, c := range []struct{ path, want string }{
 		{"/?format=json", `"version":"` + shown + `"`},

@@ -88,7 +88,11 @@ func TestSignedZipBombRefused(t *testing.T) {
 			t.Cleanup(origin.Close)
 			origin.AddProvider(ns, typ, []string{version}, []string{pl})
 			origin.SetArchiveBytes(ns, typ, version, pl, tc.data)
-			const shutdownTimeout = 10 * time.Second
+			// Long enough that a loaded machine's exit (the cache
+			// closed, the process torn down) fits in it: an idle one
+			// exits in well under a second. A refusal that held up the
+			// shutdown would be cut off only at it, and fail the test.
+			const shutdownTimeout = time.Minute
 			args := append([]string{"--shutdown-timeout", shutdownTimeout.String()}, tc.flags...)
 			m := startProcess(t, bin, filepath.Join(t.TempDir(), "data"), origin, originCAFile(t, origin), args...)
 			path := providerArchivePath(origin, ns, typ, version, pl)

@@ -93,10 +93,10 @@ func TestIdleLineIsWrittenPromptly(t *testing.T) {
 	w := New(s, 0)
 	defer w.Close()
 	w.Write([]byte("hello\n"))
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute) // "soon": milliseconds unless the machine is loaded
 	for s.String() != "hello\n" {
 		if time.Now().After(deadline) {
-			t.Fatalf("line not written within 5 s (got %q)", s.String())
+			t.Fatalf("line not written within a minute (got %q)", s.String())
 		}
 		time.Sleep(time.Millisecond)
 	}
@@ -198,10 +198,10 @@ func TestCloseDuringWrites(t *testing.T) {
 
 func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(time.Minute) // milliseconds unless the machine is loaded
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 5 s")
+			t.Fatal("condition not met within a minute")
 		}
 		time.Sleep(time.Millisecond)
 	}

@@ -147,13 +147,13 @@ func TestVerifyCacheScheduled(t *testing.T) {
 	vs := []string{"1.0.0", "2.0.0", "3.0.0", "4.0.0"}
 	h.Origin.AddProvider(harness.NS, harness.Type, vs, []string{"linux_amd64"})
 	h.ReadAll(vs...)
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(2 * time.Minute)
 	for {
 		if last, ok := h.Engine.CacheChecker().LastCacheCheck(); ok && last.Checked == len(vs) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("no background check read the whole cache in 10 s")
+			t.Fatal("no background check read the whole cache in 2 minutes")
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
